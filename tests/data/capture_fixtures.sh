@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Recreates the real fixture captures under tests/data/ on a GPU machine.
+# Usage: [NSYS_SCENARIOS="..."] [NCU_VARIANTS="full sections"] capture_fixtures.sh OUTDIR
+# (needs nsys and ncu on PATH, python3 with torch+triton)
+# Each nsys scenario gets export.sqlite plus NVIDIA's own `nsys stats` CSVs (the goldens);
+# each ncu scenario gets report.ncu-rep plus raw and details CSV exports.
+set -u
+out=${1:?OUTDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+reports=cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace
+
+for scen in ${NSYS_SCENARIOS:-hstu_mixed many_kernels multithread}; do
+  d="$out/nsys_$scen"; mkdir -p "$d/stats"
+  echo "== nsys $scen"
+  nsys profile -t cuda,nvtx,osrt --cuda-graph-trace=node --sample=none --cpuctxsw=none \
+    --force-overwrite=true --export=sqlite -o "$d/export" \
+    python3 "$here/programs/nsys_$scen.py" > "$d/profile.log" 2>&1 || echo "profile $scen failed rc=$?"
+  tail -3 "$d/profile.log"
+  nsys stats -r "$reports" -f csv --force-export=false -o "$d/stats/nsys" "$d/export.sqlite" \
+    > "$d/stats.log" 2>&1 || echo "stats $scen rc=$?"
+  ls "$d/stats" | head -20
+  rm -f "$d/export.nsys-rep"
+done
+rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
+
+for variant in ${NCU_VARIANTS:-full sections}; do
+  d="$out/ncu_$variant"; mkdir -p "$d"
+  if [ $variant = full ]; then sets=(--set full); else
+    sets=(--section SpeedOfLight_RooflineChart --section Occupancy --section LaunchStats); fi
+  echo "== ncu $variant"
+  ncu --clock-control none --nvtx --nvtx-include "ncu/" "${sets[@]}" -f -o "$d/report" \
+    python3 "$here/programs/ncu_kernels.py" > "$d/profile.log" 2>&1 || echo "ncu $variant rc=$?"
+  tail -3 "$d/profile.log"
+  ncu -i "$d/report.ncu-rep" --csv --page raw --print-units base > "$d/raw.csv"
+  ncu -i "$d/report.ncu-rep" --csv --page raw > "$d/raw_default_units.csv"
+  ncu -i "$d/report.ncu-rep" --csv --page details --print-metric-name name --print-units base > "$d/details.csv"
+  ncu -i "$d/report.ncu-rep" --csv --page details > "$d/details_labels.csv"
+  wc -c "$d"/*
+done

@@ -1,0 +1,32 @@
+"""The TracekitError hierarchy.
+
+Every error the library raises on bad input is a ``TracekitError``; the CLI prints its
+one-line message and exits with ``exit_code`` (2), showing a traceback only with
+``--debug``. Messages name the file or value and say what to do.
+"""
+
+
+class TracekitError(Exception):
+    """Base class: a problem the user can fix; ``str(err)`` is one line."""
+
+    exit_code = 2
+
+
+class InputError(TracekitError):
+    """A file that cannot be ingested (missing, truncated, wrong kind, wrong schema)."""
+
+
+class QueryError(TracekitError):
+    """An unknown query, a bad parameter, or a query the data cannot answer."""
+
+
+class ParamError(QueryError):
+    """A parameter value that does not fit its declared type."""
+
+
+class ToolNotFoundError(TracekitError):
+    """A profiler (nsys, ncu) that is needed but cannot be found."""
+
+
+class CaptureError(TracekitError):
+    """A capture that failed (profiler exit status, workload crash, bad settings)."""

@@ -17,7 +17,7 @@ for scen in ${NSYS_SCENARIOS:-hstu_mixed many_kernels multithread}; do
     --force-overwrite=true --export=sqlite -o "$d/export" \
     python3 "$here/programs/nsys_$scen.py" > "$d/profile.log" 2>&1 || echo "profile $scen failed rc=$?"
   tail -3 "$d/profile.log"
-  nsys stats -r "$reports" -f csv --force-export=false -o "$d/stats/nsys" "$d/export.sqlite" \
+  nsys stats -r "$reports" -f csv --force-export=false --force-overwrite=true -o "$d/stats/nsys" "$d/export.sqlite" \
     > "$d/stats.log" 2>&1 || echo "stats $scen rc=$?"
   ls "$d/stats" | head -20
   rm -f "$d/export.nsys-rep"

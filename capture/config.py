@@ -1,0 +1,112 @@
+"""Workload presets and the validation of capture parameters (no torch here)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from tracekit.errors import CaptureError
+
+TOOLS = ("nsys", "ncu", "none")
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """Shape of the HSTU ranking model and of the synthetic request stream.
+
+    Attention uses ``num_heads`` heads of ``head_dim`` for queries/keys and values alike,
+    so the UVQK projection is ``d_model -> 4 * num_heads * head_dim``. The KV cache holds
+    at most ``2 * max_history_items`` history tokens per user (item and action tokens
+    interleaved); older whole pages are dropped when a user's history grows past it.
+    """
+
+    preset: str
+    d_model: int
+    num_layers: int
+    num_heads: int
+    head_dim: int
+    max_history_items: int
+    num_items: int
+    num_actions: int = 256  # 8 binary feedback signals -> 2**8 action masks
+    num_time_buckets: int = 32  # log2 buckets of seconds since the previous interaction
+    new_items_per_request: int = 16  # history items a user gains between two requests
+    num_tasks: int = 8  # scoring head outputs (one per feedback signal)
+    scoring_hidden: int = 512
+    page_size: int = 32
+    zipf_exponent: float = 1.05
+    gpu_dtype: str = "bfloat16"  # CPU runs use float32
+    seed: int = 0
+
+    @property
+    def max_cache_tokens(self) -> int:
+        return 2 * self.max_history_items
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PRESETS: dict[str, WorkloadConfig] = {
+    "small": WorkloadConfig(
+        preset="small", d_model=512, num_layers=3, num_heads=4, head_dim=128,
+        max_history_items=256, num_items=1 << 16,
+    ),
+    "medium": WorkloadConfig(
+        preset="medium", d_model=512, num_layers=5, num_heads=4, head_dim=128,
+        max_history_items=1024, num_items=1 << 21,
+    ),
+    "large": WorkloadConfig(
+        preset="large", d_model=1024, num_layers=8, num_heads=4, head_dim=256,
+        max_history_items=2048, num_items=1 << 22,
+    ),
+}
+
+
+def workload_config(preset: str, **overrides: Any) -> WorkloadConfig:
+    """The preset's config with ``overrides`` applied (unknown keys are an error)."""
+    if preset not in PRESETS:
+        raise CaptureError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    cfg = PRESETS[preset]
+    if not overrides:
+        return cfg
+    fields = {f.name for f in dataclasses.fields(WorkloadConfig)}
+    bad = sorted(set(overrides) - fields)
+    if bad:
+        raise CaptureError(f"unknown workload setting(s) {', '.join(bad)}; known: {', '.join(sorted(fields))}")
+    cfg = dataclasses.replace(cfg, **overrides)
+    for name in ("d_model", "num_layers", "num_heads", "head_dim", "max_history_items",
+                 "num_items", "new_items_per_request", "page_size", "num_tasks", "scoring_hidden"):
+        value = getattr(cfg, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise CaptureError(f"workload setting {name}={value!r} must be a positive integer")
+    return cfg
+
+
+def _positive_int(name: str, flag: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value), 10)
+        except ValueError:
+            raise CaptureError(f"{flag} {value!r}: {name} must be a positive integer") from None
+    if value < 1:
+        raise CaptureError(f"{flag} {value}: {name} must be a positive integer (>= 1)")
+    return value
+
+
+def validate_params(bs: Any, nc: Any, tool: str, preset: str | None, warmup_ms: Any,
+                    iters: Any) -> tuple[int, int, str, str | None, float, int]:
+    """Check the CLI/library parameters before anything runs; one-line errors."""
+    bs = _positive_int("batch size", "--bs", bs)
+    nc = _positive_int("candidates per user", "--nc", nc)
+    if tool not in TOOLS:
+        raise CaptureError(f"--tool {tool!r}: unknown profiler; choose one of {', '.join(TOOLS)}")
+    if preset is not None and preset not in PRESETS:
+        raise CaptureError(f"--preset {preset!r}: unknown preset; choose one of {', '.join(PRESETS)}")
+    try:
+        warmup_ms = float(warmup_ms)
+    except (TypeError, ValueError):
+        raise CaptureError(f"--warmup-ms {warmup_ms!r}: must be a number of milliseconds") from None
+    if not warmup_ms >= 0:
+        raise CaptureError(f"--warmup-ms {warmup_ms}: must be >= 0")
+    iters = _positive_int("timed requests", "--iters", iters)
+    return bs, nc, tool, preset, warmup_ms, iters

@@ -1,0 +1,124 @@
+"""The HSTU workload on CPU: KV-cache correctness, eviction, request bookkeeping."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tracekit.capture.config import workload_config  # noqa: E402
+from tracekit.capture.data import Interactions  # noqa: E402
+from tracekit.capture.kvcache import PagedKVCache  # noqa: E402
+from tracekit.capture.workload import Workload  # noqa: E402
+
+TINY = dict(max_history_items=40, num_items=2048, num_layers=2, d_model=64, num_heads=2,
+            head_dim=32, scoring_hidden=32, page_size=8)
+
+
+class _Stream:
+    def __init__(self, inter, cands):
+        self.inter, self.cands, self.pos = inter, cands, 0
+
+    def take(self, n):
+        s = slice(self.pos, self.pos + n)
+        self.pos += n
+        i = self.inter
+        return Interactions(i.items[s], i.actions[s], i.timestamps[s], i.gaps[s])
+
+    def candidates(self, n):
+        return self.cands[:n]
+
+
+class _FakeData:
+    """Serves the same interactions in any chunking, so cached == recomputed."""
+
+    def __init__(self, users, initial, total, nc, seed=0):
+        rng = np.random.default_rng(seed)
+        self.initial = initial
+        self.streams = {}
+        for u in users:
+            gaps = rng.integers(1, 1000, total)
+            inter = Interactions(rng.integers(0, 2048, total), rng.integers(0, 256, total),
+                                 np.cumsum(gaps), gaps)
+            self.streams[u] = _Stream(inter, rng.integers(0, 2048, nc))
+
+    def history_length(self, user):
+        return self.initial
+
+    def stream(self, user):
+        return self.streams[user]
+
+
+def _workload(bs, nc, initial, total, **over):
+    cfg = workload_config("small", **{**TINY, **over})
+    w = Workload(cfg, bs, nc, "cpu")
+    w.data = _FakeData(w.users, initial, total, nc)
+    return w
+
+
+@torch.inference_mode()
+def test_cached_request_equals_full_recompute():
+    # A: prefill 13 items, then append 5 (cached path). B: prefill all 18 at once.
+    a = _workload(3, 7, initial=13, total=18, new_items_per_request=5)
+    r1 = a.request()
+    assert (r1.kv_caches, r1.new_tokens, r1.cached_tokens) == (0, 3 * 26, 0)
+    r2 = a.request()
+    assert (r2.kv_caches, r2.new_tokens, r2.cached_tokens) == (3, 3 * 10, 3 * 26)
+    b = _workload(3, 7, initial=18, total=18)
+    full = b.request()
+    assert r2.scores.shape == (3, 7, 8)
+    torch.testing.assert_close(r2.scores, full.scores, rtol=1e-4, atol=1e-5)
+    # and the cache holds the same keys for every history token
+    for layer in range(2):
+        ka, _ = a.cache.flat(layer)
+        kb, _ = b.cache.flat(layer)
+        for u in range(3):
+            ea, eb = a.cache.entries[u], b.cache.entries[u]
+            sa = a.cache._slots(ea.pages, 0, ea.length)
+            sb = b.cache._slots(eb.pages, 0, eb.length)
+            torch.testing.assert_close(ka[sa], kb[sb], rtol=1e-4, atol=1e-5)
+
+
+@torch.inference_mode()
+def test_candidates_do_not_see_each_other():
+    # the score of a candidate must not change when the other candidates change
+    a = _workload(1, 4, initial=10, total=10)
+    b = _workload(1, 4, initial=10, total=10)
+    b.data.streams[0].cands = a.data.streams[0].cands.copy()
+    b.data.streams[0].cands[1:] = (b.data.streams[0].cands[1:] + 17) % 2048
+    sa, sb = a.request().scores, b.request().scores
+    torch.testing.assert_close(sa[0, 0], sb[0, 0], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(sa[0, 1:], sb[0, 1:])
+
+
+@torch.inference_mode()
+def test_history_is_capped_by_evicting_oldest_pages():
+    w = _workload(2, 3, initial=40, total=40 + 12 * 6, new_items_per_request=6)
+    w.request()
+    assert [w.cache.entries[u].length for u in range(2)] == [80, 80]
+    total_pages = w.cache.num_pages
+    for _ in range(12):
+        r = w.request()
+        assert r.kv_caches == 2
+        for u in range(2):
+            e = w.cache.entries[u]
+            assert e.length <= 80 and len(e.pages) == -(-e.length // 8)
+        in_use = sum(len(e.pages) for e in w.cache.entries.values())
+        assert in_use + w.cache.free_pages == total_pages
+
+
+def test_paged_cache_slots_and_errors():
+    from tracekit.errors import CaptureError
+
+    c = PagedKVCache(num_layers=1, num_pages=4, page_size=4, num_heads=1, head_dim=2,
+                     max_tokens=12, dtype=torch.float32, device="cpu")
+    r = c.reserve(7, 6)
+    assert not r.hit and r.cached_len == 0 and len(r.pages) == 2
+    assert list(r.new_slots) == [r.pages[0] * 4 + i for i in range(4)] + [r.pages[1] * 4, r.pages[1] * 4 + 1]
+    r = c.reserve(7, 5)  # 11 tokens, fits
+    assert r.hit and r.cached_len == 6 and len(r.pages) == 3
+    r = c.reserve(7, 4)  # 15 > 12: the oldest page (4 tokens) goes
+    assert r.evicted_tokens == 4 and r.cached_len == 7 and len(r.cached_slots) == 7
+    with pytest.raises(CaptureError, match="exceed"):
+        c.reserve(8, 13)
+    with pytest.raises(CaptureError, match="out of pages"):
+        c.reserve(9, 12)

@@ -1,0 +1,364 @@
+"""HSTU attention kernels vs their float64 references.
+
+On a machine without CUDA the Triton kernels run under the interpreter (TRITON_INTERPRET=1,
+set here before triton is imported), in fp32 and fp16 (bf16 tl.dot is wrong under
+Triton 3.9's interpreter); on a GPU the same tests run compiled, plus bf16 (marked gpu).
+Every check draws a fresh random jagged batch and poisons the output with NaN first.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+
+import tracekit.kernels as K  # noqa: E402
+from tracekit.kernels import (  # noqa: E402
+    KernelInputError,
+    PagedKVCache,
+    build_paged_kv_cache,
+    hstu_attention,
+    hstu_attention_block_sparse,
+    hstu_attention_block_sparse_reference,
+    hstu_attention_cached,
+    hstu_attention_cached_reference,
+    hstu_attention_reference,
+)
+
+DEV = "cuda" if HAS_CUDA else "cpu"
+TOL = {torch.float32: 1e-4 if not HAS_CUDA else 2e-3, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+_SEED = [1234]
+
+
+def _gen():
+    _SEED[0] += 1
+    return torch.Generator().manual_seed(_SEED[0])
+
+
+def _offsets(lengths):
+    off = [0]
+    for n in lengths:
+        off.append(off[-1] + n)
+    return torch.tensor(off, dtype=torch.int64, device=DEV)
+
+
+def _rand(g, *shape, dtype):
+    return torch.randn(*shape, generator=g).to(dtype).to(DEV)
+
+
+def _rel(out, ref):
+    assert torch.isfinite(out).all(), "output has NaN/inf: an element was not written"
+    o, r = out.double().cpu(), ref.double().cpu()
+    den = r.norm()
+    return float((o - r).norm() / den) if den > 0 else float(o.norm())
+
+
+def _poison(L, H, dv, dtype):
+    return torch.full((L, H, dv), float("nan"), dtype=dtype, device=DEV)
+
+
+def _d64(*xs):
+    return [None if x is None else x.double() for x in xs]
+
+
+# A mix of jagged batches: empty and one-token sequences, all-candidate and no-candidate
+# sequences, lengths that are not multiples of the block sizes.
+DENSE_CASES = {
+    "jagged": dict(lengths=[5, 0, 1, 37, 20, 64], targets=[2, 0, 1, 37, 0, 7]),
+    "no_targets": dict(lengths=[19, 1, 0, 50], targets=None),
+    "all_candidates": dict(lengths=[9, 17], targets=[9, 17]),
+    "contextual": dict(lengths=[33, 17, 4], targets=[3, 0, 4], contextual_seq_len=4),
+    "window": dict(lengths=[45, 17], targets=[5, 0], max_attn_len=7),
+    "contextual_window": dict(lengths=[40, 2, 26], targets=[6, 1, 0], contextual_seq_len=3, max_attn_len=9),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", list(DENSE_CASES))
+def test_dense_matches_reference(case, dtype):
+    c = dict(DENSE_CASES[case])
+    lengths, targets = c.pop("lengths"), c.pop("targets")
+    g = _gen()
+    H, d, dv = 2, 32, 16
+    off = _offsets(lengths)
+    L = sum(lengths)
+    q, k = _rand(g, L, H, d, dtype=dtype), _rand(g, L, H, d, dtype=dtype)
+    v = _rand(g, L, H, dv, dtype=dtype)
+    nt = None if targets is None else torch.tensor(targets, device=DEV)
+    N = max(lengths) + 3
+    out = _poison(L, H, dv, dtype)
+    res = hstu_attention(q, k, v, off, max_seq_len=N, alpha=0.7, num_targets=nt, backend="triton", out=out, **c)
+    assert res.data_ptr() == out.data_ptr()
+    ref = hstu_attention_reference(*_d64(q, k, v), off, max_seq_len=N, alpha=0.7, num_targets=nt, **c)
+    assert _rel(out, ref) < TOL[dtype]
+
+
+def test_dense_relative_bias():
+    g = _gen()
+    lengths, H, d = [33, 0, 17, 9], 2, 16
+    N = 40
+    off = _offsets(lengths)
+    L = sum(lengths)
+    q, k, v = (_rand(g, L, H, d, dtype=torch.float32) for _ in range(3))
+    ts = torch.randint(0, 10**6, (L,), generator=g).sort().values.to(DEV)
+    tsw, posw = _rand(g, 21, dtype=torch.float32), _rand(g, 2 * N - 1, dtype=torch.float32)
+    nt = torch.tensor([4, 0, 17, 1], device=DEV)
+    for kw in (dict(timestamps=ts, ts_weights=tsw), dict(pos_weights=posw),
+               dict(timestamps=ts, ts_weights=tsw, pos_weights=posw)):
+        out = _poison(L, H, d, torch.float32)
+        hstu_attention(q, k, v, off, max_seq_len=N, alpha=0.5, num_targets=nt, backend="triton", out=out, **kw)
+        kw64 = {a: (b.double() if b.is_floating_point() else b) for a, b in kw.items()}
+        ref = hstu_attention_reference(*_d64(q, k, v), off, max_seq_len=N, alpha=0.5, num_targets=nt, **kw64)
+        ref_nob = hstu_attention_reference(*_d64(q, k, v), off, max_seq_len=N, alpha=0.5, num_targets=nt)
+        assert _rel(out, ref) < TOL[torch.float32]
+        assert _rel(ref_nob, ref) > 1e-2  # the bias matters
+
+
+def test_reference_semantics_by_hand():
+    """The reference itself against a loop over (i, j) with the mask spelled out."""
+    g = _gen()
+    lengths, targets, H, d = [6, 4], [2, 4], 1, 4
+    off = _offsets(lengths)
+    q, k, v = (_rand(g, 10, H, d, dtype=torch.float64) for _ in range(3))
+    N, alpha = 8, 0.9
+    ref = hstu_attention_reference(q, k, v, off, max_seq_len=N, alpha=alpha,
+                                   num_targets=torch.tensor(targets, device=DEV))
+    exp = torch.zeros_like(ref)
+    for b in range(2):
+        s, T, nt = int(off[b]), lengths[b], targets[b]
+        for i in range(T):
+            for j in range(T):
+                if i < T - nt:
+                    ok = j <= i
+                else:
+                    ok = j < T - nt or j == i
+                if ok:
+                    x = alpha * float((q[s + i, 0] * k[s + j, 0]).sum())
+                    exp[s + i, 0] += x / (1 + torch.exp(torch.tensor(-x))) / N * v[s + j, 0]
+    torch.testing.assert_close(ref, exp)
+
+
+# ----------------------------------------------------------------------------- cached
+
+CACHED_CASES = {
+    "jagged": dict(hist=[40, 0, 7, 64, 3, 33], new=[5, 3, 0, 1, 9, 1], targets=[2, 3, 0, 1, 0, 1]),
+    "no_targets": dict(hist=[31, 2], new=[17, 1], targets=None),
+    "empty_cache": dict(hist=[0, 0], new=[6, 3], targets=[6, 1]),
+    "contextual": dict(hist=[40, 70], new=[20, 9], targets=[4, 0], contextual_seq_len=3),
+    "window": dict(hist=[40, 70], new=[20, 9], targets=[4, 9], max_attn_len=10),
+}
+
+
+def _full_dense_rows(hist, new, kh, vh, q, k, v, ho, no):
+    """(q, k, v, offsets, rows) of the concatenated sequences cache ++ new."""
+    qs, ks, vs, full = [], [], [], [0]
+    for b in range(len(hist)):
+        qs += [torch.zeros_like(kh[ho[b]:ho[b + 1]]), q[no[b]:no[b + 1]]]
+        ks += [kh[ho[b]:ho[b + 1]], k[no[b]:no[b + 1]]]
+        vs += [vh[ho[b]:ho[b + 1]], v[no[b]:no[b + 1]]]
+        full.append(full[-1] + hist[b] + new[b])
+    fo = torch.tensor(full, device=DEV)
+    rows = torch.cat([torch.arange(full[b] + hist[b], full[b + 1]) for b in range(len(hist))]).to(DEV)
+    return torch.cat(qs), torch.cat(ks), torch.cat(vs), fo, rows
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", list(CACHED_CASES))
+def test_cached_matches_reference_and_dense(case, dtype):
+    c = dict(CACHED_CASES[case])
+    hist, new, targets = c.pop("hist"), c.pop("new"), c.pop("targets")
+    g = _gen()
+    H, d, dv = 2, 32, 16
+    ho, no = _offsets(hist), _offsets(new)
+    Lh, Ln = sum(hist), sum(new)
+    kh, vh = _rand(g, Lh, H, d, dtype=dtype), _rand(g, Lh, H, dv, dtype=dtype)
+    q, k = _rand(g, Ln, H, d, dtype=dtype), _rand(g, Ln, H, d, dtype=dtype)
+    v = _rand(g, Ln, H, dv, dtype=dtype)
+    N = max(a + b for a, b in zip(hist, new, strict=True)) + 5
+    cache = build_paged_kv_cache(kh, vh, ho, max_len=N, generator=g)  # shuffled pages
+    nt = None if targets is None else torch.tensor(targets, device=DEV)
+    out = _poison(Ln, H, dv, dtype)
+    hstu_attention_cached(q, k, v, no, cache, max_seq_len=N, alpha=0.4, num_targets=nt,
+                          backend="triton", out=out, **c)
+    c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
+    ref = hstu_attention_cached_reference(*_d64(q, k, v), no, c64, max_seq_len=N, alpha=0.4, num_targets=nt, **c)
+    assert _rel(out, ref) < TOL[dtype]
+    fq, fk, fv, fo, rows = _full_dense_rows(hist, new, *_d64(kh, vh, q, k, v), ho.cpu(), no.cpu())
+    dense = hstu_attention_reference(fq, fk, fv, fo, max_seq_len=N, alpha=0.4, num_targets=nt, **c)
+    assert _rel(ref, dense[rows]) < 1e-12
+
+
+def test_cache_append_grows_and_overflows():
+    g = _gen()
+    H, d = 2, 8
+    cache = PagedKVCache.allocate(batch_size=2, max_len=40, num_heads=H, d_qk=d, d_v=d,
+                                  dtype=torch.float32, device=DEV, generator=g)
+    k1, v1 = _rand(g, 50, H, d, dtype=torch.float32), _rand(g, 50, H, d, dtype=torch.float32)
+    cache.append(k1, v1, _offsets([33, 17]))
+    k2, v2 = _rand(g, 10, H, d, dtype=torch.float32), _rand(g, 10, H, d, dtype=torch.float32)
+    cache.append(k2, v2, _offsets([5, 5]))
+    assert cache.cache_lens.tolist() == [38, 22]
+    from tracekit.kernels.reference import gather_cache
+
+    kc, _ = gather_cache(cache)
+    torch.testing.assert_close(kc[0, :33], k1[:33])
+    torch.testing.assert_close(kc[0, 33:38], k2[:5])
+    torch.testing.assert_close(kc[1, 17:22], k2[5:])
+    assert cache.capacity == 64  # two pages of 32
+    with pytest.raises(KernelInputError, match="overflow"):
+        cache.append(k1, v1, _offsets([27, 23]))
+
+
+# ----------------------------------------------------------------------------- block-sparse
+
+BSA_CASES = {
+    "jagged": dict(lengths=[70, 0, 1, 33, 128, 90], targets=[5, 0, 1, 0, 20, 90], bs=16, counts=2),
+    "no_targets": dict(lengths=[100, 47], targets=None, bs=32, counts=1),
+    "many_counts": dict(lengths=[64, 63], targets=[3, 0], bs=16, counts=10),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("case", list(BSA_CASES))
+def test_block_sparse_matches_reference(case, dtype):
+    c = BSA_CASES[case]
+    g = _gen()
+    H, d, dv = 2, 32, 16
+    lengths = c["lengths"]
+    off = _offsets(lengths)
+    L = sum(lengths)
+    q, k = _rand(g, L, H, d, dtype=dtype), _rand(g, L, H, d, dtype=dtype)
+    v = _rand(g, L, H, dv, dtype=dtype)
+    gc = torch.rand(L, H, generator=g).to(DEV)
+    gs = torch.rand(L, H, generator=g).to(DEV)
+    nt = None if c["targets"] is None else torch.tensor(c["targets"], device=DEV)
+    N = max(lengths) + 7
+    kw = dict(max_seq_len=N, alpha=0.6, block_size=c["bs"], block_counts=c["counts"], num_targets=nt)
+    out = _poison(L, H, dv, dtype)
+    _, sel = hstu_attention_block_sparse(q, k, v, off, gate_cmp=gc.to(dtype), gate_slc=gs.to(dtype),
+                                         backend="triton", return_block_indices=True, out=out, **kw)
+    ref, sel_ref = hstu_attention_block_sparse_reference(
+        *_d64(q, k, v), off, gate_cmp=gc.double(), gate_slc=gs.double(), return_block_indices=True, **kw
+    )
+    # the selection: identical except where two blocks' importances tie within rounding
+    agree = (sel.cpu() == sel_ref.cpu()).float().mean().item()
+    assert agree > 0.97, agree
+    same = hstu_attention_block_sparse_reference(
+        *_d64(q, k, v), off, gate_cmp=gc.double(), gate_slc=gs.double(), block_indices=sel, **kw
+    )
+    assert _rel(out, same) < TOL[dtype]
+    if agree == 1.0:
+        assert _rel(out, ref) < TOL[dtype]
+
+
+def test_block_sparse_selects_everything_equals_dense_plus_compressed():
+    """With every block selected, the selected branch is dense HSTU attention."""
+    g = _gen()
+    lengths, H, d = [64, 40], 2, 16
+    off = _offsets(lengths)
+    L = sum(lengths)
+    q, k, v = (_rand(g, L, H, d, dtype=torch.float64) for _ in range(3))
+    nt = torch.tensor([4, 0], device=DEV)
+    zero = torch.zeros(L, H, dtype=torch.float64, device=DEV)
+    one = torch.ones(L, H, dtype=torch.float64, device=DEV)
+    kw = dict(max_seq_len=64, alpha=0.5, block_size=16, block_counts=4, num_targets=nt)
+    slc = hstu_attention_block_sparse_reference(q, k, v, off, gate_cmp=zero, gate_slc=one, **kw)
+    dense = hstu_attention_reference(q, k, v, off, max_seq_len=64, alpha=0.5, num_targets=nt)
+    torch.testing.assert_close(slc, dense)
+    out = _poison(L, H, d, torch.float32)
+    q32, k32, v32 = q.float(), k.float(), v.float()
+    hstu_attention_block_sparse(q32, k32, v32, off, gate_cmp=zero.float(), gate_slc=one.float(),
+                                backend="triton", out=out, **kw)
+    assert _rel(out, dense) < TOL[torch.float32]
+
+
+# ----------------------------------------------------------------------------- API contract
+
+
+def test_validation_errors():
+    g = _gen()
+    q, k, v = (_rand(g, 10, 2, 8, dtype=torch.float32) for _ in range(3))
+    off = _offsets([4, 6])
+    kw = dict(max_seq_len=8, alpha=1.0)
+    with pytest.raises(KernelInputError, match=r"\[L, H, d\]"):
+        hstu_attention(q[:, 0], k, v, off, **kw)
+    with pytest.raises(KernelInputError, match="dtypes differ"):
+        hstu_attention(q, k.half(), v, off, **kw)
+    with pytest.raises(KernelInputError, match="d_qk"):
+        hstu_attention(q, k[..., :4], v, off, **kw)
+    with pytest.raises(KernelInputError, match="int32 or int64"):
+        hstu_attention(q, k, v, off.float(), **kw)
+    with pytest.raises(KernelInputError, match="non-decreasing"):
+        hstu_attention(q, k, v, torch.tensor([0, 7, 6, 10], device=DEV), **kw)
+    with pytest.raises(KernelInputError, match="number of tokens"):
+        hstu_attention(q, k, v, _offsets([4, 5]), **kw)
+    with pytest.raises(KernelInputError, match="max_seq_len"):
+        hstu_attention(q, k, v, off, max_seq_len=5, alpha=1.0)
+    with pytest.raises(KernelInputError, match=r"num_targets\[1\]=7 exceeds"):
+        hstu_attention(q, k, v, off, num_targets=torch.tensor([1, 7], device=DEV), **kw)
+    with pytest.raises(KernelInputError, match="entries for 2 sequences"):
+        hstu_attention(q, k, v, off, num_targets=torch.tensor([1], device=DEV), **kw)
+    with pytest.raises(KernelInputError, match="block_size"):
+        hstu_attention_block_sparse(q, k, v, off, block_size=24, **kw)
+    with pytest.raises(KernelInputError, match="backend"):
+        hstu_attention(q, k, v, off, backend="cuda", **kw)
+    if HAS_CUDA:
+        with pytest.raises(KernelInputError, match="one device"):
+            hstu_attention(q, k, v.cpu(), off, **kw)
+
+
+def test_cpu_fallback_without_interpreter(monkeypatch):
+    """CPU tensors without TRITON_INTERPRET run the reference (the CPU workload relies on it)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    from tracekit.kernels._common import choose_backend
+
+    cpu = torch.device("cpu")
+    assert choose_backend("auto", cpu) == "reference"
+    with pytest.raises(KernelInputError, match="TRITON_INTERPRET"):
+        choose_backend("triton", cpu)
+    monkeypatch.setenv(K.BACKEND_ENV, "reference")
+    assert choose_backend("auto", torch.device("cuda")) == "reference"
+    monkeypatch.delenv(K.BACKEND_ENV)
+    g = _gen()
+    q, k, v = (torch.randn(10, 2, 8, generator=g).bfloat16() for _ in range(3))
+    off = torch.tensor([0, 4, 10])
+    out = hstu_attention(q, k, v, off, max_seq_len=8, alpha=1.0, num_targets=torch.tensor([1, 2]))
+    ref = hstu_attention_reference(*_d64(q, k, v), off, max_seq_len=8, alpha=1.0, num_targets=torch.tensor([1, 2]))
+    assert out.dtype == torch.bfloat16
+    assert _rel(out, ref) < 1e-2
+
+
+def test_import_tracekit_does_not_import_torch():
+    code = "import sys, tracekit; assert 'torch' not in sys.modules and 'triton' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    code = "import sys, tracekit.kernels.bench; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("d", [128, 256])
+def test_gpu_dense_realistic(dtype, d):
+    g = _gen()
+    lengths = [1024, 0, 1, 777, 2048]
+    off = _offsets(lengths)
+    L, H = sum(lengths), 4
+    q, k, v = (_rand(g, L, H, d, dtype=dtype) for _ in range(3))
+    nt = torch.tensor([64, 0, 1, 777, 256], device=DEV)
+    out = _poison(L, H, d, dtype)
+    hstu_attention(q, k, v, off, max_seq_len=2048, alpha=1 / d**0.5, num_targets=nt, out=out)
+    ref = hstu_attention_reference(q.float(), k.float(), v.float(), off, max_seq_len=2048,
+                                   alpha=1 / d**0.5, num_targets=nt)
+    assert _rel(out, ref) < TOL[dtype]

@@ -33,7 +33,7 @@ class WorkloadConfig:
     new_items_per_request: int = 16  # history items a user gains between two requests
     num_tasks: int = 8  # scoring head outputs (one per feedback signal)
     scoring_hidden: int = 512
-    page_size: int = 32
+    page_size: int = 32  # the page size tracekit.kernels supports
     zipf_exponent: float = 1.05
     gpu_dtype: str = "bfloat16"  # CPU runs use float32
     seed: int = 0

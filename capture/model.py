@@ -13,7 +13,7 @@ computed; earlier history comes from the KV cache. Each layer:
     x = x + y @ W_out + b                              output_linear
 
 HSTU attention is pointwise: ``softmax`` is replaced by ``SiLU(alpha * q.k) / N`` with
-``N`` the cache capacity in tokens. History tokens see the cache and earlier new
+``N`` the cache capacity in tokens plus ``nc`` (the longest sequence a request can see). History tokens see the cache and earlier new
 history tokens (causal); candidates see the whole history and themselves only, never
 each other. The candidate rows of the last layer go through a small scoring MLP.
 """
@@ -55,7 +55,7 @@ class AttnBatch:
     seq_offsets: torch.Tensor  # [B+1] int64, offsets of each user's new tokens in x
     num_targets: torch.Tensor  # [B] int64, candidates per user
     cache_lens: torch.Tensor  # [B] int32, cached tokens per user (before this request)
-    page_table: torch.Tensor  # [B, max_pages] int32, -1 padded; pages after the append
+    page_table: torch.Tensor  # [B, max_pages] int32, 0-padded; pages after the append
     hist_rows: torch.Tensor  # rows of x holding new history tokens (cache append order)
     new_slots: torch.Tensor  # flat cache slots of those tokens
     cached_slots: torch.Tensor  # flat cache slots of the cached tokens, user by user
@@ -64,6 +64,7 @@ class AttnBatch:
     hist_tokens_host: list[int]  # new history tokens per user
     cache_lens_host: list[int]
     cached_offsets_host: list[int]  # offsets into cached_slots
+    max_seq_len: int  # bound of cached + new tokens per user; the attention's 1/N
 
 
 def attention_reference(q, k, v, k_cache, v_cache, batch: AttnBatch, *, alpha: float,
@@ -89,24 +90,38 @@ def attention_reference(q, k, v, k_cache, v_cache, batch: AttnBatch, *, alpha: f
     return out.reshape(q.shape[0], -1)
 
 
-def _kernel_attention():
-    """The Triton cached attention from ``tracekit.kernels`` when it is usable here."""
-    return None
+def _kernels():
+    """``tracekit.kernels`` (Triton on CUDA, its PyTorch reference on CPU), or None."""
+    try:
+        from tracekit import kernels
+    except Exception:
+        return None
+    return kernels if hasattr(kernels, "hstu_attention_cached") else None
 
 
-def attention_backend() -> str:
-    return "triton" if _kernel_attention() is not None else "torch-reference"
+def attention_backend(device: torch.device | str = "cpu") -> str:
+    kernels = _kernels()
+    if kernels is None:
+        return "capture.model.attention_reference"
+    from tracekit.kernels._common import choose_backend
+
+    return f"tracekit.kernels.hstu_attention_cached[{choose_backend('auto', torch.device(device))}]"
 
 
-def attention(q, k, v, k_cache, v_cache, batch: AttnBatch, *, alpha: float, scale_len: int,
-              page_size: int) -> torch.Tensor:
-    """The one place the model calls HSTU attention (cached: new tokens vs cache + own K/V)."""
-    kernel = _kernel_attention()
-    if kernel is None:
+def attention(q, k, v, cache, layer: int, batch: AttnBatch, *, alpha: float) -> torch.Tensor:
+    """The one place the model calls HSTU attention: the new tokens' queries against the
+    layer's paged cache (``batch.cache_lens`` tokens per user) plus their own K/V.
+    ``[T, H, d]`` in, ``[T, H*d]`` out."""
+    kernels = _kernels()
+    if kernels is None:
+        k_cache, v_cache = cache.flat(layer)
         return attention_reference(q, k, v, k_cache, v_cache, batch, alpha=alpha,
-                                   scale_len=scale_len)
-    return kernel(q, k, v, k_cache, v_cache, batch, alpha=alpha, scale_len=scale_len,
-                  page_size=page_size)
+                                   scale_len=batch.max_seq_len)
+    kv = kernels.PagedKVCache(cache.k[layer], cache.v[layer], batch.page_table, batch.cache_lens,
+                              cache.page_size)
+    out = kernels.hstu_attention_cached(q, k, v, batch.seq_offsets, kv, max_seq_len=batch.max_seq_len,
+                                        alpha=alpha, num_targets=batch.num_targets, validate=False)
+    return out.reshape(q.shape[0], -1)
 
 
 class HSTURanker:
@@ -168,12 +183,11 @@ class HSTURanker:
                 k = k.reshape(-1, H, d)
                 v = v.reshape(-1, H, d)
             k_cache, v_cache = cache.flat(i)
-            with nvtx("kv_cache.append"):
+            with nvtx("kv_cache.append"):  # before attention, which reads only cache_lens tokens
                 k_cache.index_copy_(0, batch.new_slots, k.index_select(0, batch.hist_rows))
                 v_cache.index_copy_(0, batch.new_slots, v.index_select(0, batch.hist_rows))
             with nvtx("hstu_attention"):
-                a = attention(q, k, v, k_cache, v_cache, batch, alpha=self.alpha,
-                              scale_len=cfg.max_cache_tokens, page_size=cfg.page_size)
+                a = attention(q, k, v, cache, i, batch, alpha=self.alpha)
             with nvtx("norm_mul"):
                 y = F.layer_norm(a, (hd,), p["ln_attn_w"], p["ln_attn_b"]) * u
             with nvtx("output_linear"):

@@ -51,7 +51,7 @@ def run(spec: dict, run_dir: Path) -> dict:
         info["triton"] = triton.__version__
     except Exception:  # triton is optional on CPU
         info["triton"] = None
-    info["attention_backend"] = attention_backend()
+    info["attention_backend"] = attention_backend(device)
     print(f"workload: preset={cfg.preset} bs={spec['bs']} nc={spec['nc']} device={device} "
           f"dtype={info['dtype']} attention={info['attention_backend']}", flush=True)
 

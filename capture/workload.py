@@ -74,7 +74,7 @@ class Workload:
                     hist.append(inter)
                     res.append(self.cache.reserve(user, 2 * n_items))
                 max_pages = max(len(r.pages) for r in res)
-                table = np.full((self.bs, max_pages), -1, dtype=np.int32)
+                table = np.zeros((self.bs, max_pages), dtype=np.int32)  # pad: any valid page
                 for b, r in enumerate(res):
                     table[b, :len(r.pages)] = r.pages
                 cache_lens = np.array([r.cached_len for r in res], dtype=np.int32)
@@ -123,7 +123,8 @@ class Workload:
                     hist_rows=hist_rows_d, new_slots=new_slots_d, cached_slots=cached_slots_d,
                     cand_rows=cand_rows_d,
                     offsets_host=offsets.tolist(), hist_tokens_host=(2 * n_hist).tolist(),
-                    cache_lens_host=cache_lens.tolist(), cached_offsets_host=cached_offsets.tolist())
+                    cache_lens_host=cache_lens.tolist(), cached_offsets_host=cached_offsets.tolist(),
+                    max_seq_len=cfg.max_cache_tokens + nc)
             for i in range(cfg.num_layers):
                 x = m.layer(i, x, batch, self.cache)
             scores = m.score(x, batch, nc)

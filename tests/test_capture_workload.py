@@ -11,7 +11,7 @@ from tracekit.capture.kvcache import PagedKVCache  # noqa: E402
 from tracekit.capture.workload import Workload  # noqa: E402
 
 TINY = dict(max_history_items=40, num_items=2048, num_layers=2, d_model=64, num_heads=2,
-            head_dim=32, scoring_hidden=32, page_size=8)
+            head_dim=32, scoring_hidden=32)
 
 
 class _Stream:
@@ -101,7 +101,7 @@ def test_history_is_capped_by_evicting_oldest_pages():
         assert r.kv_caches == 2
         for u in range(2):
             e = w.cache.entries[u]
-            assert e.length <= 80 and len(e.pages) == -(-e.length // 8)
+            assert e.length <= 80 and len(e.pages) == -(-e.length // 32)
         in_use = sum(len(e.pages) for e in w.cache.entries.values())
         assert in_use + w.cache.free_pages == total_pages
 
@@ -122,3 +122,20 @@ def test_paged_cache_slots_and_errors():
         c.reserve(8, 13)
     with pytest.raises(CaptureError, match="out of pages"):
         c.reserve(9, 12)
+
+
+@torch.inference_mode()
+def test_kernels_api_matches_own_reference(monkeypatch):
+    # tracekit.kernels.hstu_attention_cached (its CPU reference) in the workload's paged
+    # layout gives what the capture's own per-user reference gives
+    from tracekit.capture import model
+
+    if model._kernels() is None:
+        pytest.skip("tracekit.kernels not importable")
+    a = _workload(2, 5, initial=30, total=40, new_items_per_request=5)
+    ra = [a.request().scores for _ in range(3)]
+    monkeypatch.setattr(model, "_kernels", lambda: None)
+    b = _workload(2, 5, initial=30, total=40, new_items_per_request=5)
+    rb = [b.request().scores for _ in range(3)]
+    for x, y in zip(ra, rb, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)

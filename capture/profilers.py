@@ -1,0 +1,156 @@
+"""Finding nsys/ncu and building their command lines (argv lists, never shell strings).
+
+Lookup order: ``PATH``, then ``TRACEKIT_NSYS`` / ``TRACEKIT_NCU``, then known install
+folders (newest version first), including the ``nsys`` that ships inside an Nsight
+Compute install (``/opt/nvidia/nsight-compute/<ver>/host/target-linux-x64/nsys``).
+GPU clocks are never changed: ncu always runs with ``--clock-control none``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from tracekit.errors import ToolNotFoundError
+
+ENV_VARS = {"nsys": "TRACEKIT_NSYS", "ncu": "TRACEKIT_NCU"}
+KNOWN_LOCATIONS = {
+    "nsys": (
+        "/opt/nvidia/nsight-systems/*/bin/nsys",
+        "/opt/nvidia/nsight-systems/*/target-linux-x64/nsys",
+        "/usr/local/cuda/bin/nsys",
+        "/usr/local/cuda-*/bin/nsys",
+        "/usr/local/cuda*/nsight-systems-*/bin/nsys",
+        "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+        "/usr/lib/nsight-systems/bin/nsys",
+    ),
+    "ncu": (
+        "/usr/local/cuda/bin/ncu",
+        "/opt/nvidia/nsight-compute/*/ncu",
+        "/usr/local/cuda-*/bin/ncu",
+        "/usr/local/cuda*/nsight-compute-*/ncu",
+        "/usr/lib/nsight-compute/ncu",
+    ),
+}
+
+# NVTX push/pop range around the one steady-state request ncu profiles.
+NCU_RANGE = "tracekit_ncu"
+# The seed's three kernel classes, as regexes over the kernel's base function name.
+NCU_KERNEL_CLASSES = {
+    "embedding": r"indexSelect|index_select|[Ee]mbedding",
+    "gemm": r"gemm|Gemm|GEMM|nvjet|cutlass|xmma",
+    "attention": r"hstu|attn|attention",
+}
+NCU_SECTIONS = (
+    "SpeedOfLight",
+    "SpeedOfLight_RooflineChart",
+    "SpeedOfLight_HierarchicalTensorRooflineChart",
+    "Occupancy",
+    "LaunchStats",
+)
+
+
+def _version_key(path: str) -> tuple:
+    nums = re.findall(r"\d+", path)
+    return tuple(int(n) for n in nums)
+
+
+def find_tool(name: str, *, env: Mapping[str, str] | None = None, search_path: str | None = None,
+              known: Sequence[str] | None = None) -> str:
+    """The profiler's executable, or ``ToolNotFoundError`` saying where it looked."""
+    env = os.environ if env is None else env
+    looked: list[str] = []
+    found = shutil.which(name, path=search_path if search_path is not None else env.get("PATH"))
+    looked.append("PATH")
+    if found:
+        return found
+    var = ENV_VARS[name]
+    value = env.get(var)
+    if value:
+        if os.path.isfile(value) and os.access(value, os.X_OK):
+            return value
+        looked.append(f"${var}={value} (not an executable file)")
+    else:
+        looked.append(f"${var} (unset)")
+    patterns = KNOWN_LOCATIONS[name] if known is None else known
+    for pattern in patterns:
+        hits = [p for p in glob.glob(pattern) if os.path.isfile(p) and os.access(p, os.X_OK)]
+        if hits:
+            return sorted(hits, key=_version_key, reverse=True)[0]
+    looked.extend(patterns)
+    raise ToolNotFoundError(
+        f"{name} not found; looked in: {', '.join(looked)}; install it or set {var}=/path/to/{name}")
+
+
+def tool_version(exe: str) -> str | None:
+    """The version line ``exe --version`` prints, or None when it cannot run."""
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [ln.strip() for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if "version" in line.lower():
+            return line
+    return lines[-1] if lines else None
+
+
+def nsys_argv(nsys: str, out_base: Path, cmd: Sequence[str]) -> list[str]:
+    """``nsys profile`` of ``cmd``: CUDA, NVTX and OS-runtime traces; only the part between
+    ``cudaProfilerStart`` and ``cudaProfilerStop`` (the timed requests) is captured;
+    exported to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``."""
+    return [
+        nsys, "profile",
+        "--trace=cuda,nvtx,osrt",
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--force-overwrite=true",
+        "--export=sqlite",
+        "-o", str(out_base),
+        *cmd,
+    ]
+
+
+def ncu_kernel_regex(classes: Sequence[str] | None = None) -> str:
+    names = list(NCU_KERNEL_CLASSES) if classes is None else list(classes)
+    bad = [c for c in names if c not in NCU_KERNEL_CLASSES]
+    if bad:
+        raise ValueError(f"unknown kernel class(es) {bad}; known: {list(NCU_KERNEL_CLASSES)}")
+    return "|".join(NCU_KERNEL_CLASSES[c] for c in names)
+
+
+def ncu_argv(ncu: str, out_base: Path, cmd: Sequence[str], *, kernel_regex: str | None = None,
+             launch_skip: int = 0, launch_count: int | None = None,
+             sections: Sequence[str] = NCU_SECTIONS) -> list[str]:
+    """``ncu`` of ``cmd``: kernels of the three classes inside the ``NCU_RANGE`` request,
+    roofline / occupancy / launch-statistics sections, clocks left alone."""
+    argv = [
+        ncu,
+        "--clock-control", "none",
+        "--target-processes", "all",
+        "--nvtx", "--nvtx-include", f"{NCU_RANGE}/",
+        "--kernel-name", f"regex:{kernel_regex or ncu_kernel_regex()}",
+        "--launch-skip", str(launch_skip),
+    ]
+    if launch_count is not None:
+        argv += ["--launch-count", str(launch_count)]
+    for section in sections:
+        argv += ["--section", section]
+    argv += ["--force-overwrite", "-o", str(out_base), *cmd]
+    return argv
+
+
+def ncu_export_argvs(ncu: str, report: Path) -> dict[str, list[str]]:
+    """The raw-metrics and details CSV exports of a report (file name -> argv)."""
+    return {
+        "ncu_raw.csv": [ncu, "-i", str(report), "--csv", "--page", "raw", "--print-units", "base"],
+        "ncu_details.csv": [ncu, "-i", str(report), "--csv", "--page", "details",
+                            "--print-metric-name", "name", "--print-units", "base"],
+    }

@@ -1,0 +1,29 @@
+-- GPU kernels ranked by total time. Same numbers as `nsys stats -r cuda_gpu_kern_sum`.
+-- Grouped by demangled name across devices, streams and processes; time_pct is the
+-- kernel's share of all kernel time listed, rounded to 0.1 as nsys prints it.
+-- @param run    TEXT     run id or name (default: latest run)
+-- @param limit  INTEGER  rows to return; 0 = all (default: 20)
+-- @column name       kernel name (demangled)
+-- @column instances  launches
+-- @column total_ns   summed duration, ns
+-- @column avg_ns     mean duration, ns (rounded to 0.1)
+-- @column med_ns     median duration, ns (rounded to 0.1)
+-- @column min_ns     shortest launch, ns
+-- @column max_ns     longest launch, ns
+-- @column stddev_ns  sample standard deviation, ns (rounded to 0.1)
+-- @column time_pct   share of total kernel time, % (rounded to 0.1)
+-- @requires kernels
+WITH s AS (
+    SELECT name, count(*) AS instances, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns,
+           median(dur_ns) AS med_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
+           coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
+    FROM kernels
+    WHERE run_id = $run
+    GROUP BY name
+)
+SELECT name, instances, total_ns::BIGINT AS total_ns, round1(avg_ns) AS avg_ns,
+       round1(med_ns) AS med_ns, min_ns, max_ns, round1(stddev_ns) AS stddev_ns,
+       round1(total_ns * 100.0 / sum(total_ns) OVER ()) AS time_pct
+FROM s
+ORDER BY total_ns DESC, instances, name
+LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -1,0 +1,116 @@
+"""Ingest plugins: turn a profiler output into Arrow tables for the store.
+
+One mechanism serves every source. A plugin module defines::
+
+    KIND = "nsys"                                   # runs.kind
+    def sniff(path: Path, head: bytes) -> bool      # decide from the content
+    def read(path: Path) -> Parsed                  # final tables, no run_id
+
+The store (``tracekit.store``) does the rest for all of them: content hash (the
+same file twice is a no-op), one transaction per file, the ``runs`` row, prepending
+``run_id``, rollback on any error. Compressed inputs (``.xz``, ``.gz``, ``.bz2``,
+``.zst``) are decompressed to a temporary file first.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import importlib
+import lzma
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from ..errors import InputError
+
+#: Plugin modules, tried in order by ``detect``.
+PLUGINS = ["tracekit.ingest.nsys", "tracekit.ingest.ncu", "tracekit.ingest.requests"]
+
+HEAD_BYTES = 64 * 1024
+
+
+@dataclass
+class Parsed:
+    """What a plugin returns: the run's kind, metadata for ``runs``, and its tables."""
+
+    kind: str
+    meta: dict = field(default_factory=dict)
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+
+
+def _plugins():
+    mods = []
+    for name in PLUGINS:
+        try:
+            mods.append(importlib.import_module(name))
+        except ModuleNotFoundError as err:  # a plugin not written yet / optional
+            if err.name != name:
+                raise
+    return mods
+
+
+_OPENERS = {
+    b"\xfd7zXZ\x00": lzma.open,
+    b"\x1f\x8b": gzip.open,
+    b"BZh": bz2.open,
+}
+
+
+def _zstd_open(path):
+    try:
+        import zstandard
+    except ImportError as err:  # pragma: no cover - optional
+        raise InputError(f"{path}: zstd-compressed; pip install zstandard or decompress it") from err
+    return zstandard.open(path, "rb")
+
+
+@contextmanager
+def materialized(path: Path) -> Iterator[Path]:
+    """Yield a plain (decompressed) file for ``path``; compressed inputs go to a temp file."""
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    opener = next((op for m, op in _OPENERS.items() if magic.startswith(m)), None)
+    if magic.startswith(b"\x28\xb5\x2f\xfd"):
+        opener = _zstd_open
+    if opener is None:
+        yield path
+        return
+    suffix = "".join(s for s in path.suffixes if s not in (".xz", ".gz", ".bz2", ".zst"))
+    with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
+        out = Path(tmp) / (path.name.split(".")[0] + suffix)
+        try:
+            with opener(path) as src, open(out, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (OSError, EOFError, lzma.LZMAError) as err:
+            raise InputError(f"{path}: cannot decompress ({err}); the file is truncated or corrupt") from err
+        yield out
+
+
+def file_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def detect(path: Path):
+    """Return the plugin module that recognises ``path`` (already decompressed)."""
+    with open(path, "rb") as fh:
+        head = fh.read(HEAD_BYTES)
+    if not head:
+        raise InputError(f"{path}: empty file")
+    for mod in _plugins():
+        if mod.sniff(path, head):
+            return mod
+    raise InputError(
+        f"{path}: not a recognised profile (expected an nsys SQLite export, an ncu report "
+        "or CSV export, or a tracekit run folder)"
+    )

@@ -1,0 +1,81 @@
+"""Nsight Compute ingest: .ncu-rep reports and ``ncu --csv`` raw / details exports.
+
+The kind is decided from the content: ``NVR\\0`` magic for a report; for CSV the header
+row (``"ID","Process ID",...,"Kernel Name",...``) and then metric columns (raw page) or
+Section/Metric Name/Unit/Value columns (details page). Tables (no run_id; the store
+prepends it):
+
+- ``ncu_kernels``: one row per profiled launch (ncu's ID, names, grid, block, device,
+  CC, stream, NVTX push/pop path);
+- ``ncu_metrics``: long (kernel_id, metric, unit, value in base units, text_value).
+
+Every source gives the same metric names and base units, so the named queries in
+``queries/ncu`` work on any of them and report the metrics a source lacks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from ..errors import InputError
+from . import ncu_csv, ncu_rep
+
+KIND = "ncu"
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True for an .ncu-rep (magic) or an ncu CSV export (its header row)."""
+    if head.startswith(ncu_rep.MAGIC):
+        return True
+    return ncu_csv.header_of(head) is not None
+
+
+def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, path: Path):
+    from . import Parsed
+
+    if kernels.height == 0:
+        raise InputError(f"{path}: no profiled launches (empty report)")
+    dup = kernels["kernel_id"].is_duplicated()
+    if dup.any():
+        raise InputError(f"{path}: launch ID {kernels.filter(dup)['kernel_id'][0]} appears twice; the export is corrupt")
+    kernels = kernels.with_columns(
+        pl.when(pl.col("nvtx_ranges").list.len() > 0)
+        .then(pl.col("nvtx_ranges").list.join("/"))
+        .otherwise(None)
+        .alias("nvtx_path"),
+        pl.col("nvtx_ranges").list.last().alias("nvtx_range"),
+    ).select(
+        "kernel_id", "name", "mangled_name", "function_name", "nvtx_path", "nvtx_range", "nvtx_ranges",
+        "nvtx_start_end", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "device_id", "cc",
+        "context_id", "stream_id", "process_id", "process_name", "host_name",
+    )
+    if "gpu" not in meta:
+        gpu = metrics.filter(pl.col("metric") == "device__attribute_display_name")["text_value"].drop_nulls().unique()
+        if len(gpu):
+            meta["gpu"] = ", ".join(sorted(gpu.to_list()))
+    meta.setdefault("tool_version", None)
+    meta["launches"] = kernels.height
+    meta["metrics"] = metrics["metric"].n_unique()
+    return Parsed(
+        kind=KIND,
+        meta={k: v for k, v in meta.items() if v is not None},
+        tables={"ncu_kernels": kernels.to_arrow(), "ncu_metrics": metrics.to_arrow()},
+    )
+
+
+def read(path: Path):
+    """Parse ``path`` -> Parsed(kind="ncu", meta, {ncu_kernels, ncu_metrics})."""
+    path = Path(path)
+    with open(path, "rb") as fh:
+        head = fh.read(64 * 1024)
+    if not head:
+        raise InputError(f"{path}: empty file")
+    if head.startswith(ncu_rep.MAGIC):
+        meta, kernels, metrics = ncu_rep.read_report(path)
+    elif ncu_csv.header_of(head) is not None:
+        meta, kernels, metrics = ncu_csv.read_csv_export(path)
+    else:
+        raise InputError(f"{path}: neither an .ncu-rep report nor an ncu --csv export")
+    return _finish(meta, kernels, metrics, path)

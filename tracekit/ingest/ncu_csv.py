@@ -1,0 +1,304 @@
+"""Nsight Compute CSV exports: ``ncu --csv --page raw`` and ``ncu --csv --page details``.
+
+Both pages start with the same identity columns (ID, Process ID, ..., Kernel Name, ...,
+CC). The raw page then has one column per metric, a second row with the units and one
+row per profiled launch; the details page is long (Section Name, Metric Name, Metric
+Unit, Metric Value, then rule columns). Values carry thousands separators ("1,024"),
+may be "n/a" / "no data" / "nan", and are in display units ("Ghz", "Mbyte", "us")
+unless the export used ``--print-units base``; everything is converted to base units
+(byte, hz, ns, cycle, ...). The parsing is columnar (Polars), not a loop over cells.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+import polars as pl
+
+from ..errors import InputError
+from .ncu_labels import LABELS
+
+#: identity columns shared by the raw and details pages -> ncu_kernels column
+IDENTITY = {
+    "ID": "kernel_id",
+    "Process ID": "process_id",
+    "Process Name": "process_name",
+    "Host Name": "host_name",
+    "Kernel Name": "name",
+    "Context": "context_id",
+    "Stream": "stream_id",
+    "Block Size": "block",
+    "Grid Size": "grid",
+    "Device": "device_id",
+    "CC": "cc",
+}
+NVTX_PUSHPOP_PREFIX = "thread Domain:Push/Pop_Range"
+NVTX_STARTEND_PREFIX = "Id:Domain:Start/Stop_Range"
+DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
+
+#: a number as ncu prints it: optional sign, thousands separated by ",", "." decimals
+NUMBER_RE = r"^[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?$"
+#: digits mixed with separators that are not ncu's (e.g. "1.234,5", "70,01", "1 024")
+NUMBERISH_RE = r"^[-+]?[\d.,'\s\u00a0\u202f]*\d[\d.,'\s\u00a0\u202f]*$"
+_METRIC_NAME = re.compile(r"^[A-Za-z0-9_]+__[A-Za-z0-9_.]+$")
+
+_PREFIX = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+# base units as ncu --print-units base prints them; time is ns in a numerator, s in a rate
+_TIME_NUM = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
+_TIME_DEN = {"ns": 1e9, "us": 1e6, "ms": 1e3, "s": 1.0, "nsecond": 1e9, "usecond": 1e6, "msecond": 1e3, "second": 1.0}
+_PREFIXABLE = ("byte", "hz", "bit")
+
+
+def _part_to_base(part: str, denominator: bool) -> tuple[str, float]:
+    """One side of a unit ("Mbyte", "us", "sector") -> (base unit, factor)."""
+    if not denominator and part in _TIME_NUM:
+        return "ns", _TIME_NUM[part]
+    for base in _PREFIXABLE:
+        if part.endswith(base) and part[: -len(base)] in _PREFIX and part != base:
+            return base, _PREFIX[part[: -len(base)]]
+    return part, 1.0
+
+
+def unit_to_base(unit: str) -> tuple[str, float]:
+    """Display unit -> (base unit, multiplier): "Ghz" -> ("hz", 1e9), "sector/us" -> ("sector/s", 1e6)."""
+    unit = (unit or "").strip()
+    if not unit:
+        return "", 1.0
+    num, _, den = unit.partition("/")
+    nb, nf = _part_to_base(num, False)
+    if not den:
+        return nb, nf
+    if den in _TIME_DEN:  # a rate: "sector/ns" -> "sector/s" is x 1e9
+        return f"{nb}/s", nf * _TIME_DEN[den]
+    db, df = _part_to_base(den, True)  # "%/Kbyte" -> "%/byte" is / 1e3
+    return f"{nb}/{db}", nf / df
+
+
+def _text_lines(path: Path) -> tuple[list[str], int]:
+    """The file's lines (utf-8) and how many leading ncu log lines (==PROF==, ==WARNING==) to skip."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 text; export the CSV again with ncu --csv") from err
+    lines = text.splitlines()
+    skip = 0
+    while skip < len(lines) and (lines[skip].startswith("==") or not lines[skip].strip()):
+        skip += 1
+    return lines, skip
+
+
+def header_of(head: bytes) -> list[str] | None:
+    """The CSV header row of an ncu export from the first bytes of a file, else None."""
+    try:
+        text = head.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = head.decode("utf-8", errors="ignore")
+    for line in text.splitlines():
+        if line.startswith("==") or not line.strip():
+            continue
+        try:
+            row = next(csv.reader(io.StringIO(line)))
+        except (csv.Error, StopIteration):
+            return None
+        if row and row[0] == "ID" and "Kernel Name" in row:
+            return row
+        return None
+    return None
+
+
+def page_of(header: list[str]) -> str:
+    """'raw' | 'details' | 'other' for an ncu CSV header."""
+    if all(c in header for c in DETAILS_COLUMNS):
+        return "details"
+    if any("__" in c for c in header):
+        return "raw"
+    return "other"
+
+
+def _parse_dim(s: str | None) -> tuple[int | None, int | None, int | None]:
+    nums = re.findall(r"\d+", s or "")
+    if len(nums) != 3:
+        return None, None, None
+    return int(nums[0]), int(nums[1]), int(nums[2])
+
+
+def parse_nvtx_pushpop(cell: str | None) -> list[str]:
+    """`870  "<default domain>:ncu:none:..."  "<default domain>:gemm:none:..."` -> ["ncu", "gemm"]."""
+    out = []
+    for entry in re.findall(r'"([^"]*)"', cell or ""):
+        parts = entry.rsplit(":", 6)  # PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg follow the range
+        head = parts[0] if len(parts) == 7 else entry
+        domain, _, text = head.partition(":")
+        if not _:
+            domain, text = "<default domain>", head
+        out.append(text if domain == "<default domain>" else f"{domain}:{text}")
+    return out
+
+
+def _kernel_rows(df: pl.DataFrame, path: Path) -> pl.DataFrame:
+    """One row per launch from the identity columns of a raw or details page."""
+    cols = df.columns
+    pushpop = next((c for c in cols if c.startswith(NVTX_PUSHPOP_PREFIX)), None)
+    startend = next((c for c in cols if c.startswith(NVTX_STARTEND_PREFIX)), None)
+    first = df.unique(subset=["ID"], keep="first", maintain_order=True)
+    rows = []
+    for r in first.iter_rows(named=True):
+        try:
+            kid = int(r["ID"].replace(",", ""))
+        except (ValueError, AttributeError):
+            raise InputError(f"{path}: bad launch ID {r['ID']!r}; the export is corrupt or not an ncu CSV") from None
+        gx, gy, gz = _parse_dim(r.get("Grid Size"))
+        bx, by, bz = _parse_dim(r.get("Block Size"))
+        ranges = parse_nvtx_pushpop(r.get(pushpop)) if pushpop else []
+        se = parse_nvtx_pushpop(r.get(startend)) if startend else []
+        cc = (r.get("CC") or "").strip() or None
+
+        def _int(key):
+            v = (r.get(key) or "").replace(",", "").strip()
+            return int(v) if v.isdigit() else None
+
+        rows.append(
+            {
+                "kernel_id": kid,
+                "name": r.get("Kernel Name"),
+                "mangled_name": None,
+                "function_name": None,
+                "process_id": _int("Process ID"),
+                "process_name": r.get("Process Name") or None,
+                "host_name": r.get("Host Name") or None,
+                "device_id": _int("Device"),
+                "context_id": _int("Context"),
+                "stream_id": _int("Stream"),
+                "cc": cc,
+                "grid_x": gx, "grid_y": gy, "grid_z": gz,
+                "block_x": bx, "block_y": by, "block_z": bz,
+                "nvtx_ranges": ranges,
+                "nvtx_start_end": se,
+            }
+        )
+    return pl.DataFrame(rows, schema=KERNEL_SCHEMA)
+
+
+KERNEL_SCHEMA = {
+    "kernel_id": pl.Int64, "name": pl.Utf8, "mangled_name": pl.Utf8, "function_name": pl.Utf8,
+    "process_id": pl.Int64, "process_name": pl.Utf8, "host_name": pl.Utf8,
+    "device_id": pl.Int32, "context_id": pl.Int64, "stream_id": pl.Int64, "cc": pl.Utf8,
+    "grid_x": pl.Int64, "grid_y": pl.Int64, "grid_z": pl.Int64,
+    "block_x": pl.Int64, "block_y": pl.Int64, "block_z": pl.Int64,
+    "nvtx_ranges": pl.List(pl.Utf8), "nvtx_start_end": pl.List(pl.Utf8),
+}
+
+
+def _values(long: pl.DataFrame, path: Path) -> pl.DataFrame:
+    """long(kernel_id, metric, unit, raw) -> (kernel_id, metric, unit, value, text_value), base units.
+
+    Empty cells (metric not collected for that launch) are dropped; "n/a", "no data",
+    "nan" and strings keep a row with value NULL and the text.
+    """
+    long = long.filter(pl.col("raw").is_not_null() & (pl.col("raw").str.strip_chars() != ""))
+    raw = pl.col("raw").str.strip_chars()
+    bad = long.filter(~raw.str.contains(NUMBER_RE) & raw.str.contains(NUMBERISH_RE))
+    if bad.height:
+        b = bad.row(0, named=True)
+        raise InputError(
+            f"{path}: localized number {b['raw']!r} (metric {b['metric']}, launch ID {b['kernel_id']}); "
+            "export again in the C locale: LC_ALL=C ncu -i REPORT --csv --page raw"
+        )
+    units = long.select("unit").unique()
+    conv = [unit_to_base(u) for u in units["unit"].to_list()]
+    units = units.with_columns(
+        pl.Series("base_unit", [c[0] for c in conv], dtype=pl.Utf8),
+        pl.Series("factor", [c[1] for c in conv], dtype=pl.Float64),
+    )
+    long = long.join(units, on="unit", how="left", nulls_equal=True)
+    is_num = raw.str.contains(NUMBER_RE)
+    number = raw.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
+    return long.select(
+        "kernel_id",
+        "metric",
+        pl.col("base_unit").alias("unit"),
+        pl.when(is_num).then(number * pl.col("factor")).otherwise(None).alias("value"),
+        pl.when(is_num).then(None).otherwise(raw).alias("text_value"),
+    )
+
+
+def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
+    """Parse a raw or details CSV export -> (meta, kernels, metrics)."""
+    lines, skip = _text_lines(path)
+    if skip >= len(lines):
+        raise InputError(f"{path}: empty ncu CSV export (no header); export with ncu -i REPORT --csv --page raw")
+    header = header_of("\n".join(lines[skip : skip + 1]).encode())
+    if header is None:
+        raise InputError(f"{path}: not an ncu CSV export (first row is not ID, ..., Kernel Name, ...)")
+    page = page_of(header)
+    if page == "other":
+        raise InputError(
+            f"{path}: an ncu CSV of a page tracekit does not read; export with --page raw (or --page details)"
+        )
+    if len(set(header)) != len(header):
+        raise InputError(f"{path}: duplicate column names in the CSV header; export again with ncu --csv --page raw")
+    try:
+        df = pl.read_csv(
+            io.StringIO("\n".join(lines[skip:])),
+            infer_schema=False,
+            has_header=True,
+            quote_char='"',
+        )
+    except (pl.exceptions.ComputeError, pl.exceptions.NoDataError) as err:
+        msg = str(err).splitlines()[0]
+        raise InputError(f"{path}: malformed CSV ({msg}); export again with ncu --csv") from err
+    missing = [c for c in ("ID", "Kernel Name") if c not in df.columns]
+    if missing:
+        raise InputError(f"{path}: column {missing[0]!r} missing; not an ncu CSV export")
+    meta = {"ncu_export": f"csv-{page}"}
+    if page == "raw":
+        units_row = None
+        if df.height and (df["ID"][0] or "").strip() == "":
+            units_row = df.row(0, named=True)
+            df = df.slice(1)
+        if df.height == 0:
+            raise InputError(f"{path}: no profiled launches in the export (empty report)")
+        nvtx_cols = [c for c in df.columns if c.startswith((NVTX_PUSHPOP_PREFIX, NVTX_STARTEND_PREFIX))]
+        metric_cols = [c for c in df.columns if c not in IDENTITY and c not in nvtx_cols]
+        kernels = _kernel_rows(df, path)
+        units = pl.DataFrame(
+            {"metric": metric_cols, "unit": [(units_row or {}).get(c, "") or "" for c in metric_cols]},
+            schema={"metric": pl.Utf8, "unit": pl.Utf8},
+        )
+        long = (
+            df.select(pl.col("ID").str.replace_all(",", "").cast(pl.Int64).alias("kernel_id"), *metric_cols)
+            .unpivot(index="kernel_id", variable_name="metric", value_name="raw")
+            .join(units, on="metric", how="left")
+        )
+        base_units = units_row is not None and not any(
+            unit_to_base(u)[1] != 1.0 for u in units["unit"].to_list()
+        )
+        meta["units"] = "base" if base_units else "display"
+    else:
+        df = df.filter(pl.col("Metric Name").str.strip_chars() != "")
+        if df.height == 0:
+            raise InputError(f"{path}: no metric rows in the details export (empty report)")
+        kernels = _kernel_rows(df, path)
+        names = df["Metric Name"].to_list()
+        sections = df["Section Name"].to_list()
+        mapped, labels = [], 0
+        for sec, n in zip(sections, names, strict=True):
+            if _METRIC_NAME.match(n):
+                mapped.append(n)
+            else:
+                labels += 1
+                mapped.append(LABELS.get((sec, n), f"label:{sec}:{n}"))
+        meta["metric_names"] = "label" if labels > len(names) / 2 else "name"
+        long = pl.DataFrame(
+            {
+                "kernel_id": df["ID"].str.replace_all(",", "").cast(pl.Int64),
+                "metric": mapped,
+                "unit": df["Metric Unit"],
+                "raw": df["Metric Value"],
+            }
+        ).unique(subset=["kernel_id", "metric"], keep="first", maintain_order=True)
+    metrics = _values(long, path)
+    return meta, kernels, metrics

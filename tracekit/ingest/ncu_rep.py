@@ -1,0 +1,178 @@
+""".ncu-rep reports, read through NVIDIA's ``ncu_report`` module (no GPU needed).
+
+``ncu_report.load_report`` silently returns an empty or partial context for a
+truncated or corrupt file, so the container is checked first: ``"NVR\\0"``, a
+length-prefixed file header, then blocks of [u32 header size][block header protobuf]
+[payload of PayloadSize bytes], the block header carrying NumSources (field 1),
+NumResults (field 2) and PayloadSize (field 5). The walk must end exactly at the end of
+the file, and ``ncu_report`` must load as many results as the blocks announce.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import polars as pl
+
+from ..errors import InputError
+from .ncu_csv import KERNEL_SCHEMA
+
+MAGIC = b"NVR\x00"
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    out = shift = 0
+    while True:
+        if i >= len(b):
+            raise ValueError("varint past end")
+        c = b[i]
+        i += 1
+        out |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return out, i
+
+
+def _varint_fields(b: bytes) -> dict[int, int]:
+    """The varint fields of a protobuf message (other wire types skipped)."""
+    i, out = 0, {}
+    while i < len(b):
+        key, i = _varint(b, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            out[field], i = _varint(b, i)
+        elif wire == 2:
+            n, i = _varint(b, i)
+            i += n
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            raise ValueError(f"wire type {wire}")
+    if i != len(b):
+        raise ValueError("message overruns its length")
+    return out
+
+
+def check_container(path: Path) -> int:
+    """Walk the report's blocks; return the number of results; InputError if truncated/corrupt."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        if fh.read(4) != MAGIC:
+            raise InputError(f"{path}: not an Nsight Compute report (no NVR header)")
+        (hsize,) = struct.unpack("<I", fh.read(4) or b"\0\0\0\0")
+        pos = 8 + hsize
+        results = 0
+        while pos < size:
+            fh.seek(pos)
+            raw = fh.read(4)
+            if len(raw) < 4:
+                break
+            (bsize,) = struct.unpack("<I", raw)
+            block = fh.read(bsize)
+            if len(block) < bsize:
+                pos = size + 1
+                break
+            try:
+                fields = _varint_fields(block)
+            except (ValueError, IndexError):
+                raise InputError(f"{path}: corrupt block header at byte {pos}; the report is damaged, re-profile") from None
+            results += fields.get(2, 0)
+            pos += 4 + bsize + fields.get(5, 0)
+        if pos != size:
+            raise InputError(
+                f"{path}: truncated report (blocks end at byte {pos}, file has {size}); copy the report again or re-profile"
+            )
+    return results
+
+
+def _value(m):
+    """(value, text_value) of an ncu_report metric."""
+    if m is None or not m.has_value():
+        return None, "n/a"
+    v = m.value()
+    if isinstance(v, str):
+        return None, v
+    if isinstance(v, bool):
+        return float(v), None
+    if isinstance(v, (int, float)):
+        return float(v), None
+    return None, str(v)
+
+
+def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
+    """Parse a .ncu-rep -> (meta, kernels, metrics)."""
+    expected = check_container(path)
+    try:
+        import ncu_report
+    except ImportError as err:  # pragma: no cover - a declared dependency
+        raise InputError(f"{path}: reading .ncu-rep needs the ncu-report package (pip install ncu-report)") from err
+    try:
+        ctx = ncu_report.load_report(str(path))
+    except Exception as err:  # the SWIG layer raises plain RuntimeError and friends
+        raise InputError(f"{path}: ncu_report cannot load it ({str(err).splitlines()[0] if str(err) else type(err).__name__})") from err
+    actions = [ctx.range_by_idx(r).action_by_idx(a) for r in range(ctx.num_ranges()) for a in range(ctx.range_by_idx(r).num_actions())]
+    if not actions:
+        raise InputError(f"{path}: the report holds no profiled launches (empty report)")
+    if len(actions) != expected:
+        raise InputError(
+            f"{path}: ncu_report loaded {len(actions)} of the {expected} results the file announces; the report is damaged"
+        )
+    IA = ncu_report.IAction
+    kernels, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], []
+    gpus = set()
+    for kid, a in enumerate(actions):
+        def num(name, _a=a):
+            v, _ = _value(_a.metric_by_name(name))
+            return int(v) if v is not None else None
+
+        ranges, start_end = [], []
+        state = a.nvtx_state()
+        if state is not None:
+            for dom_id in state.domains():
+                dom = state.domain_by_id(dom_id)
+                dname = dom.name()
+                prefix = "" if dname in ("<default domain>", "") else f"{dname}:"
+                ranges += [prefix + r for r in dom.push_pop_ranges()]
+                start_end += [prefix + r for r in dom.start_end_ranges()]
+        major, minor = num("device__attribute_compute_capability_major"), num("device__attribute_compute_capability_minor")
+        _, gpu = _value(a.metric_by_name("device__attribute_display_name"))
+        if gpu and gpu != "n/a":
+            gpus.add(gpu)
+        kernels.append(
+            {
+                "kernel_id": kid,
+                "name": a.name(IA.NameBase_DEMANGLED),
+                "mangled_name": a.name(IA.NameBase_MANGLED),
+                "function_name": a.name(IA.NameBase_FUNCTION),
+                "process_id": None,
+                "process_name": None,
+                "host_name": None,
+                "device_id": num("launch__device_id"),
+                "context_id": num("launch__context_id"),
+                "stream_id": num("launch__stream_id"),
+                "cc": f"{major}.{minor}" if major is not None else None,
+                "grid_x": num("launch__grid_dim_x"), "grid_y": num("launch__grid_dim_y"), "grid_z": num("launch__grid_dim_z"),
+                "block_x": num("launch__block_dim_x"), "block_y": num("launch__block_dim_y"), "block_z": num("launch__block_dim_z"),
+                "nvtx_ranges": ranges,
+                "nvtx_start_end": start_end,
+            }
+        )
+        for name in a.metric_names():
+            m = a.metric_by_name(name)
+            v, t = _value(m)
+            k_ids.append(kid)
+            m_names.append(name)
+            m_units.append(m.unit() if m is not None else "")
+            m_vals.append(v)
+            m_texts.append(t)
+    metrics = pl.DataFrame(
+        {"kernel_id": k_ids, "metric": m_names, "unit": m_units, "value": m_vals, "text_value": m_texts},
+        schema={"kernel_id": pl.Int64, "metric": pl.Utf8, "unit": pl.Utf8, "value": pl.Float64, "text_value": pl.Utf8},
+    )
+    meta = {"ncu_export": "ncu-rep", "ncu_report_module": ctx.get_version() if hasattr(ctx, "get_version") else None}
+    if gpus:
+        meta["gpu"] = ", ".join(sorted(gpus))
+    return meta, pl.DataFrame(kernels, schema=KERNEL_SCHEMA), metrics

@@ -1,0 +1,211 @@
+"""The named-query registry: ``queries/<source>/<name>.sql`` with a documented header.
+
+Header contract (parsed here, checked by the tests)::
+
+    -- One-line description. More description lines may follow.
+    -- @param run    TEXT     run id or name (default: latest run)
+    -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
+    -- @column name       kernel name (demangled)
+    -- @requires kernels
+
+Parameters are always bound as DuckDB prepared parameters (``$run``), never formatted
+into the SQL. ``run`` is resolved before execution to an integer run id: by id, by
+name (latest run of that name), or, when not given, the latest run of the query's
+source kind (``nsys``/``ncu``); ``all`` binds NULL so a query written
+``($run IS NULL OR run_id = $run)`` spans every run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from .errors import ParamError, QueryError
+
+_TYPES = {
+    "TEXT": str,
+    "VARCHAR": str,
+    "INTEGER": int,
+    "BIGINT": int,
+    "DOUBLE": float,
+    "BOOLEAN": bool,
+}
+
+
+@dataclass
+class Param:
+    name: str
+    type: str
+    doc: str
+    default: str | None
+
+    def convert(self, value: Any, query: str) -> Any:
+        if value is None:
+            return None
+        py = _TYPES[self.type]
+        try:
+            if py is bool and isinstance(value, str):
+                low = value.strip().lower()
+                if low not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(value)
+                return low in ("true", "1", "yes")
+            if py is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return py(value)
+        except (TypeError, ValueError) as err:
+            raise ParamError(f"{query}: parameter {self.name}={value!r} is not {self.type.lower()}") from err
+
+
+@dataclass
+class Query:
+    name: str
+    source: str
+    description: str
+    sql: str
+    params: dict[str, Param] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)
+    requires: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        return self.description.split("\n")[0]
+
+
+_PARAM_RE = re.compile(r"@param\s+(\w+)\s+(\w+)\s+(.*)")
+_COLUMN_RE = re.compile(r"@column\s+(\w+)\s*(.*)")
+_DEFAULT_RE = re.compile(r"\(default:\s*([^)]*)\)")
+
+
+def parse_header(name: str, source: str, text: str) -> Query:
+    desc: list[str] = []
+    q = Query(name=name, source=source, description="", sql=text)
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if not s.startswith("--"):
+            break
+        body = s[2:].strip()
+        if body.startswith("@param"):
+            m = _PARAM_RE.match(body)
+            if not m or m.group(2).upper() not in _TYPES:
+                raise QueryError(f"queries/{source}/{name}.sql: bad @param line: {body}")
+            d = _DEFAULT_RE.search(m.group(3))
+            q.params[m.group(1)] = Param(m.group(1), m.group(2).upper(), m.group(3), d.group(1).strip() if d else None)
+        elif body.startswith("@column"):
+            m = _COLUMN_RE.match(body)
+            if not m:
+                raise QueryError(f"queries/{source}/{name}.sql: bad @column line: {body}")
+            q.columns[m.group(1)] = m.group(2)
+        elif body.startswith("@requires"):
+            q.requires = [t.strip() for t in body[len("@requires"):].split(",") if t.strip()]
+        elif body.startswith("@"):
+            raise QueryError(f"queries/{source}/{name}.sql: unknown header tag: {body.split()[0]}")
+        else:
+            desc.append(body)
+    q.description = "\n".join(desc)
+    if not q.description:
+        raise QueryError(f"queries/{source}/{name}.sql: header has no description")
+    return q
+
+
+def sql_parameters(sql: str) -> set[str]:
+    """The ``$name`` parameters a SQL text uses (comments and string literals ignored)."""
+    stripped = re.sub(r"--[^\n]*", "", sql)
+    stripped = re.sub(r"'(?:[^']|'')*'", "''", stripped)
+    return set(re.findall(r"\$([A-Za-z_]\w*)", stripped))
+
+
+class Registry:
+    def __init__(self, queries: dict[str, Query]):
+        self.queries = queries
+
+    def get(self, name: str) -> Query:
+        q = self.queries.get(name)
+        if q is None:
+            known = ", ".join(sorted(self.queries))
+            raise QueryError(f"unknown query {name!r}; known queries: {known}")
+        return q
+
+    def bind(self, tk, q: Query, params: dict[str, Any]) -> dict[str, Any]:
+        for key in params:
+            if key not in q.params:
+                declared = ", ".join(q.params) or "none"
+                raise ParamError(f"{q.name}: unknown parameter {key!r} (declared: {declared})")
+        bound: dict[str, Any] = {}
+        for pname, p in q.params.items():
+            if pname == "run":
+                bound[pname] = resolve_run(tk, params.get("run"), q.source, q.name)
+                continue
+            value = params.get(pname)
+            if value is None:
+                value = p.default
+                if value is not None and value.lower() == "null":
+                    value = None
+            bound[pname] = p.convert(value, q.name)
+            if pname == "limit" and bound[pname] is not None and bound[pname] < 0:
+                raise ParamError(f"{q.name}: limit must be >= 0 (0 = all rows), got {bound[pname]}")
+        used = sql_parameters(q.sql)
+        return {k: v for k, v in bound.items() if k in used}
+
+    def run(self, tk, name: str, **params: Any) -> pl.DataFrame:
+        q = self.get(name)
+        bound = self.bind(tk, q, params)
+        try:
+            return tk.con.sql(q.sql, params=bound).pl()
+        except duckdb.Error as err:
+            raise QueryError(f"{name}: {str(err).splitlines()[0]}") from err
+
+
+def resolve_run(tk, value: Any, source: str, qname: str) -> int | None:
+    """Resolve a run reference (id, name, 'latest', 'all') to a run id (None = all runs)."""
+    con = tk.con
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return None
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "latest")):
+        if source in ("nsys", "ncu"):
+            row = con.execute(
+                "SELECT max(run_id) FROM runs WHERE list_contains(string_split(kind, ','), ?)", [source]
+            ).fetchall()[0]
+        else:
+            row = con.execute("SELECT max(run_id) FROM runs").fetchall()[0]
+        if row[0] is None:
+            what = f"{source} " if source in ("nsys", "ncu") else ""
+            raise QueryError(f"{qname}: no {what}run in {tk.path}; ingest one first (tracekit ingest FILE)")
+        return int(row[0])
+    text = str(value).strip()
+    if text.isdigit():
+        rows = con.execute("SELECT run_id FROM runs WHERE run_id = ?", [int(text)]).fetchall()
+        if rows:
+            return int(rows[0][0])
+    row = con.execute("SELECT max(run_id) FROM runs WHERE name = ?", [text]).fetchall()[0]
+    if row[0] is None:
+        raise QueryError(f"{qname}: no run {text!r} in {tk.path}; see `tracekit runs`")
+    return int(row[0])
+
+
+def _walk(node, prefix=""):
+    for child in node.iterdir():
+        if child.is_dir() and not child.name.startswith(("_", ".")):
+            yield from _walk(child, prefix + child.name + "/")
+        elif child.name.endswith(".sql"):
+            yield prefix, child
+
+
+@lru_cache(maxsize=1)
+def get_registry() -> Registry:
+    queries: dict[str, Query] = {}
+    root = resources.files("tracekit.queries")
+    for prefix, f in _walk(root):
+        source = prefix.strip("/") or "misc"
+        name = f.name[: -len(".sql")]
+        if name in queries:
+            raise QueryError(f"query name {name!r} defined twice ({queries[name].source}, {source})")
+        queries[name] = parse_header(name, source, f.read_text())
+    return Registry(dict(sorted(queries.items())))

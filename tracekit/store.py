@@ -1,0 +1,223 @@
+"""The DuckDB store: one file, many runs, every table keyed by ``run_id``.
+
+``Tracekit`` is the library façade: it parses once (ingest) and delegates analyses to
+named queries that return Polars data frames. Ingest parses the whole source before
+it touches the database and then writes in one transaction, so a bad input leaves the
+database exactly as it was (and a database that did not exist is not created).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from . import ingest as _ingest
+from .errors import InputError, QueryError, TracekitError
+
+DEFAULT_DB = "tracekit.duckdb"
+SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get("TRACEKIT_DB") or DEFAULT_DB)
+
+
+@dataclass
+class IngestResult:
+    """Outcome of ingesting one source: the run id, and whether it was already there."""
+
+    run_id: int
+    name: str
+    kind: str
+    source: str
+    skipped: bool
+    rows: dict[str, int]
+
+
+def _schema_sql() -> list[str]:
+    out = []
+    root = resources.files("tracekit")
+    for fname in SCHEMA_FILES:
+        f = root / fname
+        if f.is_file():
+            out.append(f.read_text())
+    return out
+
+
+class Tracekit:
+    """A tracekit database. ``tracekit.open(path)`` returns one."""
+
+    def __init__(self, db: str | os.PathLike | None = None, read_only: bool = False):
+        self.path = Path(db) if db is not None else default_db_path()
+        self.read_only = read_only
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    # -- connection -------------------------------------------------------
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection (opened, and the schema created, on first use)."""
+        if self._con is None:
+            if self.read_only and not self.path.exists() and str(self.path) != ":memory:":
+                raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
+            try:
+                self._con = duckdb.connect(str(self.path), read_only=self.read_only)
+            except duckdb.Error as err:
+                raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
+            if not self.read_only:
+                for sql in _schema_sql():
+                    self._con.execute(sql)
+        return self._con
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- ingest -----------------------------------------------------------
+    def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None) -> IngestResult:
+        """Ingest a profiler output (nsys SQLite export, ncu report/CSV, possibly compressed)
+        or a tracekit run folder as one run. Re-ingesting the same content is a no-op."""
+        path = Path(path)
+        if not path.exists():
+            raise InputError(f"{path}: no such file or directory")
+        if path.is_dir():
+            parsed, digest, folder_meta = self._parse_folder(path)
+            name = name or folder_meta.get("name") or path.name
+            params = {**folder_meta.get("params", {}), **(params or {})}
+            extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
+        else:
+            with _ingest.materialized(path) as plain:
+                digest = _ingest.file_hash(plain)
+                existing = self._existing(digest)
+                if existing is not None:
+                    return existing
+                mod = _ingest.detect(plain)
+                parsed = mod.read(plain)
+            name = name or path.name.split(".")[0]
+            params = params or {}
+            extra_meta = {}
+        existing = self._existing(digest)
+        if existing is not None:
+            return existing
+        return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta)
+
+    def _parse_folder(self, folder: Path) -> tuple[_ingest.Parsed, str, dict]:
+        meta_file = folder / "meta.json"
+        if not meta_file.exists():
+            raise InputError(f"{folder}: a folder to ingest must be a tracekit run folder with a meta.json")
+        try:
+            folder_meta = json.loads(meta_file.read_text())
+        except json.JSONDecodeError as err:
+            raise InputError(f"{meta_file}: invalid JSON ({err})") from err
+        h = hashlib.sha256(meta_file.read_bytes())
+        by_kind: dict[str, tuple[int, _ingest.Parsed]] = {}
+        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+            if f.name == "meta.json" or f.suffix in (".log", ".txt", ".json", ".nsys-rep", ".qdstrm", ".xlsx"):
+                continue
+            with _ingest.materialized(f) as plain:
+                with open(plain, "rb") as fh:
+                    head = fh.read(_ingest.HEAD_BYTES)
+                mod = next((m for m in _ingest._plugins() if head and m.sniff(plain, head)), None)
+                if mod is None:
+                    continue
+                rank = getattr(mod, "rank", lambda p: 0)(plain)
+                if mod.KIND in by_kind and by_kind[mod.KIND][0] <= rank:
+                    continue
+                h.update(f.relative_to(folder).as_posix().encode())
+                h.update(_ingest.file_hash(plain).encode())
+                by_kind[mod.KIND] = (rank, mod.read(plain))
+        if not by_kind:
+            raise InputError(f"{folder}: run folder holds no profile or requests.csv to ingest")
+        merged = _ingest.Parsed(kind=",".join(sorted(by_kind)), meta={}, tables={})
+        for _, p in by_kind.values():
+            merged.meta.update({k: v for k, v in p.meta.items() if v is not None})
+            merged.tables.update(p.tables)
+        return merged, h.hexdigest(), folder_meta
+
+    def _existing(self, digest: str) -> IngestResult | None:
+        if not self.path.exists() and str(self.path) != ":memory:":
+            return None
+        rows = self.con.execute(
+            "SELECT run_id, name, kind, source_path FROM runs WHERE source_hash = ?", [digest]
+        ).fetchall()
+        if not rows:
+            return None
+        row = rows[0]
+        return IngestResult(row[0], row[1], row[2], row[3], True, {})
+
+    def _write(self, parsed, digest, source, name, params, extra_meta) -> IngestResult:
+        con = self.con
+        meta = {k: v for k, v in parsed.meta.items() if k not in ("tool_version", "export_schema_version", "gpu")}
+        meta.update(extra_meta)
+        rows: dict[str, int] = {}
+        con.execute("BEGIN TRANSACTION")
+        try:
+            run_id = con.execute("SELECT nextval('run_id_seq')").fetchall()[0][0]
+            con.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, name, parsed.kind, source, digest, parsed.meta.get("tool_version"),
+                 parsed.meta.get("export_schema_version"), parsed.meta.get("gpu"),
+                 json.dumps(params, default=str), json.dumps(meta, default=str),
+                 _dt.datetime.now(_dt.UTC).replace(tzinfo=None)],
+            )
+            for table, data in parsed.tables.items():
+                rows[table] = self._insert(table, run_id, data)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return IngestResult(run_id, name, parsed.kind, source, False, rows)
+
+    def _insert(self, table: str, run_id: int, data: pa.Table) -> int:
+        con = self.con
+        con.register("_tk_in", data)
+        try:
+            exists = con.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
+            ).fetchall()[0][0]
+            if not exists:  # a plugin's table without DDL: take the Arrow schema
+                con.execute(f'CREATE TABLE "{table}" AS SELECT 0::INTEGER AS run_id, * FROM _tk_in LIMIT 0')
+            con.execute(f'INSERT INTO "{table}" BY NAME SELECT {int(run_id)}::INTEGER AS run_id, * FROM _tk_in')
+        finally:
+            con.unregister("_tk_in")
+        return data.num_rows
+
+    # -- reading ----------------------------------------------------------
+    def runs(self) -> pl.DataFrame:
+        """All runs, newest last, with their parameters."""
+        return self.query("runs", limit=0)
+
+    def query(self, name: str, **params: Any) -> pl.DataFrame:
+        """Run the named query ``name`` with bound parameters; returns a Polars DataFrame."""
+        from .registry import get_registry
+
+        return get_registry().run(self, name, **params)
+
+    def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
+        """Run ad-hoc SQL against the store and return a Polars DataFrame."""
+        try:
+            rel = self.con.sql(text, params=params)
+            return rel.pl() if rel is not None else pl.DataFrame()
+        except duckdb.Error as err:
+            raise QueryError(f"SQL error: {str(err).splitlines()[0]}") from err
+
+
+def open(db: str | os.PathLike | None = None, read_only: bool = False) -> Tracekit:  # noqa: A001
+    """Open (or lazily create) a tracekit database; ``db`` defaults to $TRACEKIT_DB or ./tracekit.duckdb."""
+    return Tracekit(db, read_only=read_only)

@@ -362,3 +362,31 @@ def test_gpu_dense_realistic(dtype, d):
     ref = hstu_attention_reference(q.float(), k.float(), v.float(), off, max_seq_len=2048,
                                    alpha=1 / d**0.5, num_targets=nt)
     assert _rel(out, ref) < TOL[dtype]
+
+
+def test_bench_cpu_tiny(tmp_path):
+    from tracekit.kernels.bench import CONFIGS, bench_attention, format_table
+
+    assert {"seed1", "seed5", "hstu_T4096", "hstu_T8192", "jagged_T4096", "bsa_T8192", "cached_C4096_n256"} <= set(CONFIGS)
+    configs = ["B=2,N=32,H=2,d=16,targets=4", "kind=bsa,B=1,N=64,H=1,d=16,bs=16,counts=1",
+               "kind=cached,B=2,N=48,H=1,d=16,cache=40,new=8,targets=8"]
+    rows = bench_attention(configs, variants=("triton_dense", "triton_block_sparse", "triton_cached", "reference"),
+                           baseline="reference", dtype="fp32", warmup_ms=0, rep_ms=1,
+                           json_path=tmp_path / "r.json", csv_path=tmp_path / "r.csv", device=DEV)
+    got = {(r["config"].split(",")[0], r["variant"]) for r in rows}
+    assert ("B=2", "triton_dense") in got and ("kind=bsa", "triton_block_sparse") in got
+    assert ("kind=cached", "triton_cached") in got
+    for r in rows:
+        assert r["error"] is None, r
+        assert r["median_ms"] > 0 and r["min_ms"] <= r["median_ms"] <= r["max_ms"]
+        assert r["valid_pairs"] > 0 and r["tflops"] > 0
+    dense = next(r for r in rows if r["config"].startswith("B=2") and r["variant"] == "triton_dense")
+    assert dense["valid_pairs"] == 2 * (28 * 29 // 2 + 4 * 28 + 4)
+    ref = next(r for r in rows if r["config"].startswith("B=2") and r["variant"] == "reference")
+    assert ref["speedup_vs_baseline"] == pytest.approx(1.0)
+    import json
+
+    assert len(json.loads((tmp_path / "r.json").read_text())["results"]) == len(rows)
+    assert (tmp_path / "r.csv").read_text().count("\n") == len(rows) + 1
+    table = format_table(rows)
+    assert "triton_dense" in table and "speedup" in table

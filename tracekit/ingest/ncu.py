@@ -39,7 +39,9 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, path: Path
         raise InputError(f"{path}: no profiled launches (empty report)")
     dup = kernels["kernel_id"].is_duplicated()
     if dup.any():
-        raise InputError(f"{path}: launch ID {kernels.filter(dup)['kernel_id'][0]} appears twice; the export is corrupt")
+        raise InputError(
+            f"{path}: launch ID {kernels.filter(dup)['kernel_id'][0]} appears twice; the export is corrupt"
+        )
     kernels = kernels.with_columns(
         pl.when(pl.col("nvtx_ranges").list.len() > 0)
         .then(pl.col("nvtx_ranges").list.join("/"))
@@ -47,12 +49,34 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, path: Path
         .alias("nvtx_path"),
         pl.col("nvtx_ranges").list.last().alias("nvtx_range"),
     ).select(
-        "kernel_id", "name", "mangled_name", "function_name", "nvtx_path", "nvtx_range", "nvtx_ranges",
-        "nvtx_start_end", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "device_id", "cc",
-        "context_id", "stream_id", "process_id", "process_name", "host_name",
+        "kernel_id",
+        "name",
+        "mangled_name",
+        "function_name",
+        "nvtx_path",
+        "nvtx_range",
+        "nvtx_ranges",
+        "nvtx_start_end",
+        "grid_x",
+        "grid_y",
+        "grid_z",
+        "block_x",
+        "block_y",
+        "block_z",
+        "device_id",
+        "cc",
+        "context_id",
+        "stream_id",
+        "process_id",
+        "process_name",
+        "host_name",
     )
     if "gpu" not in meta:
-        gpu = metrics.filter(pl.col("metric") == "device__attribute_display_name")["text_value"].drop_nulls().unique()
+        gpu = (
+            metrics.filter(pl.col("metric") == "device__attribute_display_name")["text_value"]
+            .drop_nulls()
+            .unique()
+        )
         if len(gpu):
             meta["gpu"] = ", ".join(sorted(gpu.to_list()))
     meta.setdefault("tool_version", None)

@@ -45,10 +45,38 @@ NUMBER_RE = r"^[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?$"
 NUMBERISH_RE = r"^[-+]?[\d.,'\s\u00a0\u202f]*\d[\d.,'\s\u00a0\u202f]*$"
 _METRIC_NAME = re.compile(r"^[A-Za-z0-9_]+__[A-Za-z0-9_.]+$")
 
-_PREFIX = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_PREFIX = {
+    "": 1.0,
+    "n": 1e-9,
+    "u": 1e-6,
+    "m": 1e-3,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+}
 # base units as ncu --print-units base prints them; time is ns in a numerator, s in a rate
-_TIME_NUM = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
-_TIME_DEN = {"ns": 1e9, "us": 1e6, "ms": 1e3, "s": 1.0, "nsecond": 1e9, "usecond": 1e6, "msecond": 1e3, "second": 1.0}
+_TIME_NUM = {
+    "ns": 1.0,
+    "us": 1e3,
+    "ms": 1e6,
+    "s": 1e9,
+    "nsecond": 1.0,
+    "usecond": 1e3,
+    "msecond": 1e6,
+    "second": 1e9,
+}
+_TIME_DEN = {
+    "ns": 1e9,
+    "us": 1e6,
+    "ms": 1e3,
+    "s": 1.0,
+    "nsecond": 1e9,
+    "usecond": 1e6,
+    "msecond": 1e3,
+    "second": 1.0,
+}
 _PREFIXABLE = ("byte", "hz", "bit")
 
 
@@ -129,7 +157,9 @@ def parse_nvtx_pushpop(cell: str | None) -> list[str]:
     """`870  "<default domain>:ncu:none:..."  "<default domain>:gemm:none:..."` -> ["ncu", "gemm"]."""
     out = []
     for entry in re.findall(r'"([^"]*)"', cell or ""):
-        parts = entry.rsplit(":", 6)  # PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg follow the range
+        parts = entry.rsplit(
+            ":", 6
+        )  # PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg follow the range
         head = parts[0] if len(parts) == 7 else entry
         domain, _, text = head.partition(":")
         if not _:
@@ -149,15 +179,17 @@ def _kernel_rows(df: pl.DataFrame, path: Path) -> pl.DataFrame:
         try:
             kid = int(r["ID"].replace(",", ""))
         except (ValueError, AttributeError):
-            raise InputError(f"{path}: bad launch ID {r['ID']!r}; the export is corrupt or not an ncu CSV") from None
+            raise InputError(
+                f"{path}: bad launch ID {r['ID']!r}; the export is corrupt or not an ncu CSV"
+            ) from None
         gx, gy, gz = _parse_dim(r.get("Grid Size"))
         bx, by, bz = _parse_dim(r.get("Block Size"))
         ranges = parse_nvtx_pushpop(r.get(pushpop)) if pushpop else []
         se = parse_nvtx_pushpop(r.get(startend)) if startend else []
         cc = (r.get("CC") or "").strip() or None
 
-        def _int(key):
-            v = (r.get(key) or "").replace(",", "").strip()
+        def _int(key, _r=r):
+            v = (_r.get(key) or "").replace(",", "").strip()
             return int(v) if v.isdigit() else None
 
         rows.append(
@@ -173,8 +205,12 @@ def _kernel_rows(df: pl.DataFrame, path: Path) -> pl.DataFrame:
                 "context_id": _int("Context"),
                 "stream_id": _int("Stream"),
                 "cc": cc,
-                "grid_x": gx, "grid_y": gy, "grid_z": gz,
-                "block_x": bx, "block_y": by, "block_z": bz,
+                "grid_x": gx,
+                "grid_y": gy,
+                "grid_z": gz,
+                "block_x": bx,
+                "block_y": by,
+                "block_z": bz,
                 "nvtx_ranges": ranges,
                 "nvtx_start_end": se,
             }
@@ -183,12 +219,25 @@ def _kernel_rows(df: pl.DataFrame, path: Path) -> pl.DataFrame:
 
 
 KERNEL_SCHEMA = {
-    "kernel_id": pl.Int64, "name": pl.Utf8, "mangled_name": pl.Utf8, "function_name": pl.Utf8,
-    "process_id": pl.Int64, "process_name": pl.Utf8, "host_name": pl.Utf8,
-    "device_id": pl.Int32, "context_id": pl.Int64, "stream_id": pl.Int64, "cc": pl.Utf8,
-    "grid_x": pl.Int64, "grid_y": pl.Int64, "grid_z": pl.Int64,
-    "block_x": pl.Int64, "block_y": pl.Int64, "block_z": pl.Int64,
-    "nvtx_ranges": pl.List(pl.Utf8), "nvtx_start_end": pl.List(pl.Utf8),
+    "kernel_id": pl.Int64,
+    "name": pl.Utf8,
+    "mangled_name": pl.Utf8,
+    "function_name": pl.Utf8,
+    "process_id": pl.Int64,
+    "process_name": pl.Utf8,
+    "host_name": pl.Utf8,
+    "device_id": pl.Int32,
+    "context_id": pl.Int64,
+    "stream_id": pl.Int64,
+    "cc": pl.Utf8,
+    "grid_x": pl.Int64,
+    "grid_y": pl.Int64,
+    "grid_z": pl.Int64,
+    "block_x": pl.Int64,
+    "block_y": pl.Int64,
+    "block_z": pl.Int64,
+    "nvtx_ranges": pl.List(pl.Utf8),
+    "nvtx_start_end": pl.List(pl.Utf8),
 }
 
 
@@ -229,17 +278,23 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
     """Parse a raw or details CSV export -> (meta, kernels, metrics)."""
     lines, skip = _text_lines(path)
     if skip >= len(lines):
-        raise InputError(f"{path}: empty ncu CSV export (no header); export with ncu -i REPORT --csv --page raw")
+        raise InputError(
+            f"{path}: empty ncu CSV export (no header); export with ncu -i REPORT --csv --page raw"
+        )
     header = header_of("\n".join(lines[skip : skip + 1]).encode())
     if header is None:
-        raise InputError(f"{path}: not an ncu CSV export (first row is not ID, ..., Kernel Name, ...)")
+        raise InputError(
+            f"{path}: not an ncu CSV export (first row is not ID, ..., Kernel Name, ...)"
+        )
     page = page_of(header)
     if page == "other":
         raise InputError(
             f"{path}: an ncu CSV of a page tracekit does not read; export with --page raw (or --page details)"
         )
     if len(set(header)) != len(header):
-        raise InputError(f"{path}: duplicate column names in the CSV header; export again with ncu --csv --page raw")
+        raise InputError(
+            f"{path}: duplicate column names in the CSV header; export again with ncu --csv --page raw"
+        )
     try:
         df = pl.read_csv(
             io.StringIO("\n".join(lines[skip:])),
@@ -261,15 +316,23 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
             df = df.slice(1)
         if df.height == 0:
             raise InputError(f"{path}: no profiled launches in the export (empty report)")
-        nvtx_cols = [c for c in df.columns if c.startswith((NVTX_PUSHPOP_PREFIX, NVTX_STARTEND_PREFIX))]
+        nvtx_cols = [
+            c for c in df.columns if c.startswith((NVTX_PUSHPOP_PREFIX, NVTX_STARTEND_PREFIX))
+        ]
         metric_cols = [c for c in df.columns if c not in IDENTITY and c not in nvtx_cols]
         kernels = _kernel_rows(df, path)
         units = pl.DataFrame(
-            {"metric": metric_cols, "unit": [(units_row or {}).get(c, "") or "" for c in metric_cols]},
+            {
+                "metric": metric_cols,
+                "unit": [(units_row or {}).get(c, "") or "" for c in metric_cols],
+            },
             schema={"metric": pl.Utf8, "unit": pl.Utf8},
         )
         long = (
-            df.select(pl.col("ID").str.replace_all(",", "").cast(pl.Int64).alias("kernel_id"), *metric_cols)
+            df.select(
+                pl.col("ID").str.replace_all(",", "").cast(pl.Int64).alias("kernel_id"),
+                *metric_cols,
+            )
             .unpivot(index="kernel_id", variable_name="metric", value_name="raw")
             .join(units, on="metric", how="left")
         )

@@ -78,7 +78,9 @@ def check_container(path: Path) -> int:
             try:
                 fields = _varint_fields(block)
             except (ValueError, IndexError):
-                raise InputError(f"{path}: corrupt block header at byte {pos}; the report is damaged, re-profile") from None
+                raise InputError(
+                    f"{path}: corrupt block header at byte {pos}; the report is damaged, re-profile"
+                ) from None
             results += fields.get(2, 0)
             pos += 4 + bsize + fields.get(5, 0)
         if pos != size:
@@ -108,12 +110,20 @@ def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
     try:
         import ncu_report
     except ImportError as err:  # pragma: no cover - a declared dependency
-        raise InputError(f"{path}: reading .ncu-rep needs the ncu-report package (pip install ncu-report)") from err
+        raise InputError(
+            f"{path}: reading .ncu-rep needs the ncu-report package (pip install ncu-report)"
+        ) from err
     try:
         ctx = ncu_report.load_report(str(path))
     except Exception as err:  # the SWIG layer raises plain RuntimeError and friends
-        raise InputError(f"{path}: ncu_report cannot load it ({str(err).splitlines()[0] if str(err) else type(err).__name__})") from err
-    actions = [ctx.range_by_idx(r).action_by_idx(a) for r in range(ctx.num_ranges()) for a in range(ctx.range_by_idx(r).num_actions())]
+        raise InputError(
+            f"{path}: ncu_report cannot load it ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
+        ) from err
+    actions = [
+        ctx.range_by_idx(r).action_by_idx(a)
+        for r in range(ctx.num_ranges())
+        for a in range(ctx.range_by_idx(r).num_actions())
+    ]
     if not actions:
         raise InputError(f"{path}: the report holds no profiled launches (empty report)")
     if len(actions) != expected:
@@ -124,6 +134,7 @@ def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
     kernels, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], []
     gpus = set()
     for kid, a in enumerate(actions):
+
         def num(name, _a=a):
             v, _ = _value(_a.metric_by_name(name))
             return int(v) if v is not None else None
@@ -137,7 +148,10 @@ def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
                 prefix = "" if dname in ("<default domain>", "") else f"{dname}:"
                 ranges += [prefix + r for r in dom.push_pop_ranges()]
                 start_end += [prefix + r for r in dom.start_end_ranges()]
-        major, minor = num("device__attribute_compute_capability_major"), num("device__attribute_compute_capability_minor")
+        major, minor = (
+            num("device__attribute_compute_capability_major"),
+            num("device__attribute_compute_capability_minor"),
+        )
         _, gpu = _value(a.metric_by_name("device__attribute_display_name"))
         if gpu and gpu != "n/a":
             gpus.add(gpu)
@@ -154,8 +168,12 @@ def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
                 "context_id": num("launch__context_id"),
                 "stream_id": num("launch__stream_id"),
                 "cc": f"{major}.{minor}" if major is not None else None,
-                "grid_x": num("launch__grid_dim_x"), "grid_y": num("launch__grid_dim_y"), "grid_z": num("launch__grid_dim_z"),
-                "block_x": num("launch__block_dim_x"), "block_y": num("launch__block_dim_y"), "block_z": num("launch__block_dim_z"),
+                "grid_x": num("launch__grid_dim_x"),
+                "grid_y": num("launch__grid_dim_y"),
+                "grid_z": num("launch__grid_dim_z"),
+                "block_x": num("launch__block_dim_x"),
+                "block_y": num("launch__block_dim_y"),
+                "block_z": num("launch__block_dim_z"),
                 "nvtx_ranges": ranges,
                 "nvtx_start_end": start_end,
             }
@@ -169,10 +187,25 @@ def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
             m_vals.append(v)
             m_texts.append(t)
     metrics = pl.DataFrame(
-        {"kernel_id": k_ids, "metric": m_names, "unit": m_units, "value": m_vals, "text_value": m_texts},
-        schema={"kernel_id": pl.Int64, "metric": pl.Utf8, "unit": pl.Utf8, "value": pl.Float64, "text_value": pl.Utf8},
+        {
+            "kernel_id": k_ids,
+            "metric": m_names,
+            "unit": m_units,
+            "value": m_vals,
+            "text_value": m_texts,
+        },
+        schema={
+            "kernel_id": pl.Int64,
+            "metric": pl.Utf8,
+            "unit": pl.Utf8,
+            "value": pl.Float64,
+            "text_value": pl.Utf8,
+        },
     )
-    meta = {"ncu_export": "ncu-rep", "ncu_report_module": ctx.get_version() if hasattr(ctx, "get_version") else None}
+    meta = {
+        "ncu_export": "ncu-rep",
+        "ncu_report_module": ctx.get_version() if hasattr(ctx, "get_version") else None,
+    }
     if gpus:
         meta["gpu"] = ", ".join(sorted(gpus))
     return meta, pl.DataFrame(kernels, schema=KERNEL_SCHEMA), metrics

@@ -1,0 +1,75 @@
+-- Occupancy per launch: theoretical and achieved occupancy, the per-SM block limits and
+-- the one that binds, as ncu's Occupancy and Launch Statistics sections print them.
+-- limiter: the smallest block limit (ties joined by ', ' in ncu's order blocks, registers,
+-- shared_mem, warps; then barriers). Block Limit SM is block_limit_blocks.
+-- missing_metrics names the metrics the report lacks (their columns are NULL).
+-- @param run    TEXT     run id or name, or 'all' (default: latest run)
+-- @param limit  INTEGER  rows to return; 0 = all (default: 0)
+-- @column run_id                     run the launch belongs to
+-- @column kernel_id                  ncu's ID of the launch in its report
+-- @column name                       kernel name (demangled)
+-- @column nvtx_range                 innermost NVTX push/pop range
+-- @column block_size                 threads per block
+-- @column grid_size                  blocks in the grid
+-- @column registers_per_thread       registers per thread
+-- @column shared_mem_static_bytes    static shared memory per block, bytes
+-- @column shared_mem_dynamic_bytes   dynamic shared memory per block, bytes
+-- @column shared_mem_driver_bytes    driver-reserved shared memory per block, bytes
+-- @column shared_mem_config_bytes    shared memory configuration size per SM, bytes
+-- @column block_limit_registers      blocks per SM allowed by registers
+-- @column block_limit_shared_mem     blocks per SM allowed by shared memory
+-- @column block_limit_warps          blocks per SM allowed by warps
+-- @column block_limit_blocks         blocks per SM allowed by the SM's block slots (Block Limit SM)
+-- @column block_limit_barriers       blocks per SM allowed by barriers
+-- @column limiter                    the binding limit(s): blocks, registers, shared_mem, warps, barriers
+-- @column theoretical_warps_per_sm   theoretical active warps per SM
+-- @column theoretical_occupancy_pct  theoretical occupancy, % of max warps per SM
+-- @column achieved_warps_per_sm      achieved active warps per SM
+-- @column achieved_occupancy_pct     achieved occupancy, % of max warps per SM
+-- @column waves_per_sm               waves per SM
+-- @column missing_metrics            metrics not in the report, comma-separated (NULL = complete)
+-- @requires ncu_kernels, ncu_metrics
+WITH o AS (
+    SELECT *, least(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
+                    block_limit_barriers) AS min_limit
+    FROM ncu_kernel_metrics
+    WHERE ($run IS NULL OR run_id = $run)
+)
+SELECT run_id, kernel_id, name, nvtx_range,
+       block_size::BIGINT AS block_size, grid_size::BIGINT AS grid_size,
+       registers_per_thread::BIGINT AS registers_per_thread,
+       shared_mem_static_bytes::BIGINT AS shared_mem_static_bytes,
+       shared_mem_dynamic_bytes::BIGINT AS shared_mem_dynamic_bytes,
+       shared_mem_driver_bytes::BIGINT AS shared_mem_driver_bytes,
+       shared_mem_config_bytes::BIGINT AS shared_mem_config_bytes,
+       block_limit_registers::BIGINT AS block_limit_registers,
+       block_limit_shared_mem::BIGINT AS block_limit_shared_mem,
+       block_limit_warps::BIGINT AS block_limit_warps,
+       block_limit_blocks::BIGINT AS block_limit_blocks,
+       block_limit_barriers::BIGINT AS block_limit_barriers,
+       nullif(concat_ws(', ',
+           CASE WHEN block_limit_blocks = min_limit THEN 'blocks' END,
+           CASE WHEN block_limit_registers = min_limit THEN 'registers' END,
+           CASE WHEN block_limit_shared_mem = min_limit THEN 'shared_mem' END,
+           CASE WHEN block_limit_warps = min_limit THEN 'warps' END,
+           CASE WHEN block_limit_barriers = min_limit THEN 'barriers' END
+       ), '') AS limiter,
+       theoretical_warps_per_sm, theoretical_occupancy_pct, achieved_warps_per_sm, achieved_occupancy_pct,
+       waves_per_sm,
+       nullif(concat_ws(', ',
+           CASE WHEN registers_per_thread IS NULL THEN 'launch__registers_per_thread' END,
+           CASE WHEN shared_mem_static_bytes IS NULL THEN 'launch__shared_mem_per_block_static' END,
+           CASE WHEN shared_mem_dynamic_bytes IS NULL THEN 'launch__shared_mem_per_block_dynamic' END,
+           CASE WHEN shared_mem_driver_bytes IS NULL THEN 'launch__shared_mem_per_block_driver' END,
+           CASE WHEN block_limit_registers IS NULL THEN 'launch__occupancy_limit_registers' END,
+           CASE WHEN block_limit_shared_mem IS NULL THEN 'launch__occupancy_limit_shared_mem' END,
+           CASE WHEN block_limit_warps IS NULL THEN 'launch__occupancy_limit_warps' END,
+           CASE WHEN block_limit_blocks IS NULL THEN 'launch__occupancy_limit_blocks' END,
+           CASE WHEN block_limit_barriers IS NULL THEN 'launch__occupancy_limit_barriers' END,
+           CASE WHEN theoretical_occupancy_pct IS NULL THEN 'sm__maximum_warps_per_active_cycle_pct' END,
+           CASE WHEN achieved_occupancy_pct IS NULL THEN 'sm__warps_active.avg.pct_of_peak_sustained_active' END,
+           CASE WHEN waves_per_sm IS NULL THEN 'launch__waves_per_multiprocessor' END
+       ), '') AS missing_metrics
+FROM o
+ORDER BY run_id, kernel_id
+LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -1,0 +1,41 @@
+-- GPU Speed Of Light per launch: the numbers of ncu's "GPU Speed Of Light Throughput"
+-- section (ncu --page details), in base units. Throughputs are % of peak sustained.
+-- missing_metrics names the section metrics the report lacks (their columns are NULL);
+-- a report made without --section SpeedOfLight (or --set basic/full) has none of them.
+-- @param run    TEXT     run id or name, or 'all' (default: latest run)
+-- @param limit  INTEGER  rows to return; 0 = all (default: 0)
+-- @column run_id                 run the launch belongs to
+-- @column kernel_id              ncu's ID of the launch in its report
+-- @column name                   kernel name (demangled)
+-- @column nvtx_range             innermost NVTX push/pop range
+-- @column duration_ns            Duration (gpu__time_duration.sum), ns
+-- @column elapsed_cycles         Elapsed Cycles (gpc__cycles_elapsed.max), cycles
+-- @column sm_active_cycles       SM Active Cycles (sm__cycles_active.avg), cycles
+-- @column sm_frequency_hz        SM Frequency (gpc__cycles_elapsed.avg.per_second), Hz
+-- @column dram_frequency_hz      DRAM Frequency (dram__cycles_elapsed.avg.per_second), Hz
+-- @column sm_throughput_pct      Compute (SM) Throughput (sm__throughput), % of peak
+-- @column memory_throughput_pct  Memory Throughput (gpu__compute_memory_throughput), % of peak
+-- @column dram_throughput_pct    DRAM Throughput (gpu__dram_throughput), % of peak
+-- @column l1_throughput_pct      L1/TEX Cache Throughput (l1tex__throughput, active), % of peak
+-- @column l2_throughput_pct      L2 Cache Throughput (lts__throughput), % of peak
+-- @column missing_metrics        section metrics not in the report, comma-separated (NULL = complete)
+-- @requires ncu_kernels, ncu_metrics
+SELECT run_id, kernel_id, name, nvtx_range, duration_ns, elapsed_cycles, sm_active_cycles,
+       sm_frequency_hz, dram_frequency_hz, sm_throughput_pct, memory_throughput_pct,
+       dram_throughput_pct, l1_throughput_pct, l2_throughput_pct,
+       nullif(concat_ws(', ',
+           CASE WHEN duration_ns IS NULL THEN 'gpu__time_duration.sum' END,
+           CASE WHEN elapsed_cycles IS NULL THEN 'gpc__cycles_elapsed.max' END,
+           CASE WHEN sm_active_cycles IS NULL THEN 'sm__cycles_active.avg' END,
+           CASE WHEN sm_frequency_hz IS NULL THEN 'gpc__cycles_elapsed.avg.per_second' END,
+           CASE WHEN dram_frequency_hz IS NULL THEN 'dram__cycles_elapsed.avg.per_second' END,
+           CASE WHEN sm_throughput_pct IS NULL THEN 'sm__throughput.avg.pct_of_peak_sustained_elapsed' END,
+           CASE WHEN memory_throughput_pct IS NULL THEN 'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed' END,
+           CASE WHEN dram_throughput_pct IS NULL THEN 'gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed' END,
+           CASE WHEN l1_throughput_pct IS NULL THEN 'l1tex__throughput.avg.pct_of_peak_sustained_active' END,
+           CASE WHEN l2_throughput_pct IS NULL THEN 'lts__throughput.avg.pct_of_peak_sustained_elapsed' END
+       ), '') AS missing_metrics
+FROM ncu_kernel_metrics
+WHERE ($run IS NULL OR run_id = $run)
+ORDER BY run_id, kernel_id
+LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

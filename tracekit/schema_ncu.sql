@@ -1,0 +1,284 @@
+-- Nsight Compute tables and the shared views of the ncu named queries (queries/ncu).
+-- Sources: .ncu-rep (ncu_report module), ncu --csv --page raw, ncu --csv --page details.
+-- Every metric is stored once, long, in base units (byte, ns, hz, cycle, %); the views
+-- pivot the metrics the queries use and name, per launch, the ones the report lacks
+-- (missing_metrics) instead of computing numbers from absent inputs.
+
+CREATE TABLE IF NOT EXISTS ncu_kernels (
+    run_id          INTEGER,    -- run (runs.run_id)
+    kernel_id       INTEGER,    -- ncu's ID of the launch in its report (0, 1, ...; the CSV "ID" column)
+    name            VARCHAR,    -- kernel name, demangled, as the source prints it
+    mangled_name    VARCHAR,    -- mangled name (.ncu-rep only; NULL from CSV)
+    function_name   VARCHAR,    -- base function name without parameters (.ncu-rep only)
+    nvtx_path       VARCHAR,    -- NVTX push/pop ranges around the launch, outermost first, joined by '/' (non-default domains as domain:text)
+    nvtx_range      VARCHAR,    -- innermost NVTX push/pop range (NULL when none)
+    nvtx_ranges     VARCHAR[],  -- the push/pop ranges as a list, outermost first
+    nvtx_start_end  VARCHAR[],  -- NVTX start/end ranges open at the launch
+    grid_x          BIGINT,     -- grid dimension x (blocks)
+    grid_y          BIGINT,     -- grid dimension y (blocks)
+    grid_z          BIGINT,     -- grid dimension z (blocks)
+    block_x         BIGINT,     -- block dimension x (threads)
+    block_y         BIGINT,     -- block dimension y (threads)
+    block_z         BIGINT,     -- block dimension z (threads)
+    device_id       INTEGER,    -- CUDA device ordinal
+    cc              VARCHAR,    -- compute capability, e.g. '9.0'
+    context_id      BIGINT,     -- CUDA context id
+    stream_id       BIGINT,     -- CUDA stream id
+    process_id      BIGINT,     -- profiled process id (CSV only)
+    process_name    VARCHAR,    -- profiled process name (CSV only)
+    host_name       VARCHAR     -- host name (CSV only)
+);
+
+CREATE TABLE IF NOT EXISTS ncu_metrics (
+    run_id      INTEGER,  -- run (runs.run_id)
+    kernel_id   INTEGER,  -- ncu_kernels.kernel_id
+    metric      VARCHAR,  -- ncu metric name (e.g. dram__bytes.sum.per_second); unmapped details labels as 'label:<section>:<label>'
+    unit        VARCHAR,  -- base unit (byte, byte/s, hz, ns, cycle, %, inst/cycle, ...; '' for counts)
+    value       DOUBLE,   -- value in the base unit; NULL when the source says n/a / no data or the value is text
+    text_value  VARCHAR   -- the source's text when value is NULL (n/a, no data, PolicySpread, NVIDIA H200, ...)
+);
+
+-- Kernel class from the name: the colour of a roofline point when no NVTX range is known.
+CREATE OR REPLACE MACRO _ncu_kernel_class(n) AS CASE
+    WHEN regexp_matches(lower(n), 'attn|attention|fmha|flash') THEN 'attention'
+    WHEN regexp_matches(lower(n), 'gemm|nvjet|cutlass|matmul|wgmma|hgmma|xmma|_mma|gemv|cublas') THEN 'gemm'
+    WHEN regexp_matches(lower(n), 'softmax') THEN 'softmax'
+    WHEN regexp_matches(lower(n), 'norm') THEN 'norm'
+    WHEN regexp_matches(lower(n), 'reduce|reduction') THEN 'reduction'
+    WHEN regexp_matches(lower(n), 'elementwise|vectorized|unrolled|pointwise') THEN 'elementwise'
+    WHEN regexp_matches(lower(n), 'copy|memcpy|memset|fill|cat') THEN 'copy'
+    ELSE 'other' END;
+
+-- One row per launch: the metrics the speed-of-light, occupancy and roofline queries use
+-- (NULL where the report lacks them). Units in the column names.
+CREATE OR REPLACE VIEW ncu_kernel_metrics AS
+SELECT
+    k.run_id, k.kernel_id, k.name, k.nvtx_path, k.nvtx_range, k.cc,
+    TRY_CAST(k.cc AS DOUBLE) AS cc_num,
+    -- speed of light (GPU Speed Of Light Throughput section)
+    max(value) FILTER (WHERE metric = 'gpu__time_duration.sum') AS duration_ns,
+    max(value) FILTER (WHERE metric = 'gpc__cycles_elapsed.max') AS elapsed_cycles,
+    max(value) FILTER (WHERE metric = 'sm__cycles_active.avg') AS sm_active_cycles,
+    max(value) FILTER (WHERE metric = 'gpc__cycles_elapsed.avg.per_second') AS sm_frequency_hz,
+    max(value) FILTER (WHERE metric = 'dram__cycles_elapsed.avg.per_second') AS dram_frequency_hz,
+    max(value) FILTER (WHERE metric = 'sm__throughput.avg.pct_of_peak_sustained_elapsed') AS sm_throughput_pct,
+    max(value) FILTER (WHERE metric = 'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed') AS memory_throughput_pct,
+    max(value) FILTER (WHERE metric = 'gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed') AS dram_throughput_pct,
+    max(value) FILTER (WHERE metric = 'l1tex__throughput.avg.pct_of_peak_sustained_active') AS l1_throughput_pct,
+    max(value) FILTER (WHERE metric = 'lts__throughput.avg.pct_of_peak_sustained_elapsed') AS l2_throughput_pct,
+    -- launch statistics and occupancy
+    max(value) FILTER (WHERE metric = 'launch__block_size') AS block_size,
+    max(value) FILTER (WHERE metric = 'launch__grid_size') AS grid_size,
+    max(value) FILTER (WHERE metric = 'launch__registers_per_thread') AS registers_per_thread,
+    max(value) FILTER (WHERE metric = 'launch__shared_mem_per_block_static') AS shared_mem_static_bytes,
+    max(value) FILTER (WHERE metric = 'launch__shared_mem_per_block_dynamic') AS shared_mem_dynamic_bytes,
+    max(value) FILTER (WHERE metric = 'launch__shared_mem_per_block_driver') AS shared_mem_driver_bytes,
+    max(value) FILTER (WHERE metric = 'launch__shared_mem_config_size') AS shared_mem_config_bytes,
+    max(value) FILTER (WHERE metric = 'launch__waves_per_multiprocessor') AS waves_per_sm,
+    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_registers') AS block_limit_registers,
+    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_shared_mem') AS block_limit_shared_mem,
+    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_warps') AS block_limit_warps,
+    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_blocks') AS block_limit_blocks,
+    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_barriers') AS block_limit_barriers,
+    max(value) FILTER (WHERE metric = 'sm__maximum_warps_avg_per_active_cycle') AS theoretical_warps_per_sm,
+    max(value) FILTER (WHERE metric = 'sm__maximum_warps_per_active_cycle_pct') AS theoretical_occupancy_pct,
+    max(value) FILTER (WHERE metric = 'sm__warps_active.avg.per_cycle_active') AS achieved_warps_per_sm,
+    max(value) FILTER (WHERE metric = 'sm__warps_active.avg.pct_of_peak_sustained_active') AS achieved_occupancy_pct,
+    -- roofline inputs (SpeedOfLight_RooflineChart, SpeedOfLight_Hierarchical*RooflineChart)
+    max(value) FILTER (WHERE metric = 'sm__cycles_elapsed.avg.per_second') AS sm_hz,
+    max(value) FILTER (WHERE metric = 'smsp__cycles_elapsed.avg.per_second') AS smsp_hz,
+    max(value) FILTER (WHERE metric = 'lts__cycles_elapsed.avg.per_second') AS lts_hz,
+    max(value) FILTER (WHERE metric = 'l1tex__cycles_elapsed.avg.per_second') AS l1tex_hz,
+    max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed') AS fadd_per_cycle,
+    max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed') AS fmul_per_cycle,
+    max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed') AS ffma_per_cycle,
+    max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed') AS dadd_per_cycle,
+    max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed') AS dmul_per_cycle,
+    max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed') AS dfma_per_cycle,
+    max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed') AS hadd_per_cycle,
+    max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed') AS hmul_per_cycle,
+    max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed') AS hfma_per_cycle,
+    max(value) FILTER (WHERE metric = 'sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained') AS ffma_peak_per_cycle,
+    max(value) FILTER (WHERE metric = 'sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained') AS dfma_peak_per_cycle,
+    max(value) FILTER (WHERE metric = 'sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained') AS hfma_peak_per_cycle,
+    max(value) FILTER (WHERE metric = 'dram__bytes.sum.per_second') AS dram_bytes_per_s,
+    max(value) FILTER (WHERE metric = 'dram__bytes.sum.peak_sustained') AS dram_peak_bytes_per_cycle,
+    max(value) FILTER (WHERE metric = 'dram__bytes.sum') AS dram_bytes_sum,
+    max(value) FILTER (WHERE metric = 'lts__lts2xbar_cycles_active.sum.per_second') AS l2_wb_cycles_per_s,
+    max(value) FILTER (WHERE metric = 'lts__lts2xbar_cycles_active.sum.peak_sustained') AS l2_wb_peak_per_cycle,
+    -- L1: the sections pick lgds on CC >= 9.0, lg on 7.5-8.9, all writeback before
+    max(value) FILTER (WHERE metric = 'l1tex__lsu_writeback_active_mem_lgds.sum.per_second') AS l1_lgds_wb_per_s,
+    max(value) FILTER (WHERE metric = 'l1tex__lsu_writeback_active_mem_lgds.sum.peak_sustained') AS l1_lgds_wb_peak_per_cycle,
+    max(value) FILTER (WHERE metric = 'l1tex__lsu_writeback_active_mem_lg.sum.per_second') AS l1_lg_wb_per_s,
+    max(value) FILTER (WHERE metric = 'l1tex__lsu_writeback_active_mem_lg.sum.peak_sustained') AS l1_lg_wb_peak_per_cycle,
+    max(value) FILTER (WHERE metric = 'l1tex__lsu_writeback_active.sum.per_second') AS l1_all_wb_per_s,
+    max(value) FILTER (WHERE metric = 'l1tex__lsu_writeback_active.sum.peak_sustained') AS l1_all_wb_peak_per_cycle
+FROM ncu_kernels k
+LEFT JOIN ncu_metrics m USING (run_id, kernel_id)
+GROUP BY ALL;
+
+-- Tensor-core op paths per launch: sm__ops_path_tensor_[op_<op>_]src_<src>[_dst_<dst>][_sparsity_<on|off>].
+-- op NULL = the generic per-source path (counts every op kind and sparsity; on sm_90
+-- its peak is the sparse peak, so ceilings come from the op-specific dense paths).
+CREATE OR REPLACE VIEW ncu_tensor_paths AS
+WITH p AS (
+    SELECT run_id, kernel_id, value,
+           regexp_extract(metric, '^sm__ops_path_tensor_([a-z0-9_]+)\.sum(\.per_cycle_elapsed|\.peak_sustained)?$', 1) AS path,
+           regexp_extract(metric, '^sm__ops_path_tensor_[a-z0-9_]+\.sum(\.per_cycle_elapsed|\.peak_sustained)?$', 1) AS suffix
+    FROM ncu_metrics
+    WHERE starts_with(metric, 'sm__ops_path_tensor_')
+)
+SELECT run_id, kernel_id, path,
+       nullif(regexp_extract(path, '^op_([a-z0-9]+)_', 1), '') AS op,         -- hmma, hgmma, imma, igmma, ...; NULL = generic
+       regexp_extract(path, 'src_([a-z0-9]+)', 1) AS src,                     -- bf16, fp16, tf32, fp8, int8, fp64, int1
+       nullif(regexp_extract(path, 'dst_([a-z0-9]+)', 1), '') AS dst,         -- accumulator type when the path names it
+       nullif(regexp_extract(path, 'sparsity_(on|off)', 1), '') AS sparsity,  -- on/off, NULL when not split
+       max(value) FILTER (WHERE suffix = '') AS ops,                          -- operations (count; .sum, full reports only)
+       max(value) FILTER (WHERE suffix = '.per_cycle_elapsed') AS ops_per_cycle,      -- operations per SM-elapsed cycle, whole GPU
+       max(value) FILTER (WHERE suffix = '.peak_sustained') AS peak_ops_per_cycle     -- peak operations per cycle, whole GPU
+FROM p
+WHERE path <> ''
+GROUP BY ALL;
+
+-- Per launch and tensor source type: achieved ops/cycle (generic paths; op-specific when
+-- no generic one exists), exact op count, and the ceiling in ops/cycle: the peak of the
+-- paths the launch used (non-zero), else the best dense (sparsity off / unsplit) path.
+-- Op-specific paths are the ceiling candidates when the device has them.
+CREATE OR REPLACE VIEW ncu_tensor_by_src AS
+WITH s AS (
+    SELECT run_id, kernel_id, src,
+           bool_or(op IS NULL AND ops_per_cycle IS NOT NULL) AS has_generic,
+           bool_or(op IS NOT NULL AND peak_ops_per_cycle IS NOT NULL) AS has_specific,
+           sum(ops_per_cycle) FILTER (WHERE op IS NULL) AS generic_per_cycle,
+           sum(ops_per_cycle) FILTER (WHERE op IS NOT NULL) AS specific_per_cycle,
+           sum(ops) FILTER (WHERE op IS NULL) AS generic_ops,
+           sum(ops) FILTER (WHERE op IS NOT NULL) AS specific_ops,
+           max(peak_ops_per_cycle) FILTER (WHERE op IS NOT NULL AND ops_per_cycle > 0) AS specific_used_peak,
+           max(peak_ops_per_cycle) FILTER (WHERE op IS NOT NULL AND coalesce(sparsity, 'off') = 'off') AS specific_dense_peak,
+           max(peak_ops_per_cycle) FILTER (WHERE op IS NULL AND ops_per_cycle > 0) AS generic_used_peak,
+           max(peak_ops_per_cycle) FILTER (WHERE op IS NULL AND coalesce(sparsity, 'off') = 'off') AS generic_dense_peak
+    FROM ncu_tensor_paths
+    GROUP BY ALL
+)
+SELECT run_id, kernel_id, src,
+       CASE WHEN has_generic THEN generic_per_cycle ELSE specific_per_cycle END AS ops_per_cycle,
+       CASE WHEN has_generic THEN generic_ops ELSE specific_ops END AS ops,
+       CASE WHEN has_specific THEN coalesce(specific_used_peak, specific_dense_peak)
+            ELSE coalesce(generic_used_peak, generic_dense_peak) END AS peak_ops_per_cycle
+FROM s;
+
+-- Roofline per launch, with exactly the formulas of Nsight Compute's roofline sections:
+--   achieved FP32 FLOP/s = (fadd + fmul + 2 ffma).sum.per_cycle_elapsed x smsp__cycles_elapsed.avg.per_second
+--   achieved FP64 FLOP/s = (dadd + dmul + 2 dfma) x smsp clock;  FP16 = (2 hadd + 2 hmul + 4 hfma) x smsp clock
+--   peak FP32/FP64 = 2 x {f,d}fma .sum.peak_sustained x sm__cycles_elapsed.avg.per_second; FP16 = 4 x hfma peak x sm clock
+--   tensor ops/s = sm__ops_path_tensor_<path>.sum.per_cycle_elapsed x sm clock; peak = <path>.sum.peak_sustained x sm clock
+--   DRAM bytes/s = dram__bytes.sum.per_second; peak = dram__bytes.sum.peak_sustained x dram__cycles_elapsed.avg.per_second
+--   L2 bytes/s = 32 x lts__lts2xbar_cycles_active.sum.per_second; peak = 32 x .peak_sustained x lts__cycles_elapsed.avg.per_second
+--   L1 bytes/s = 128 x l1tex__lsu_writeback_active_mem_lgds (CC >= 9.0; _mem_lg 7.5-8.9).sum.per_second;
+--               peak = 128 x .peak_sustained x l1tex__cycles_elapsed.avg.per_second
+-- Each at the launch's own measured clocks. One point per launch: FLOP/s is all FP work
+-- (FP64 + FP32 + FP16 + tensor floating-point), the ceiling is that of the precision with
+-- the most achieved FLOP/s; bound = memory when AI(DRAM) is left of that ceiling's ridge.
+CREATE OR REPLACE VIEW ncu_roofline AS
+WITH t AS (
+    SELECT run_id, kernel_id,
+           count(*) AS tensor_srcs,
+           max(ops_per_cycle) FILTER (WHERE src = 'bf16') AS bf16_pc, max(peak_ops_per_cycle) FILTER (WHERE src = 'bf16') AS bf16_peak,
+           max(ops_per_cycle) FILTER (WHERE src = 'fp16') AS fp16_pc, max(peak_ops_per_cycle) FILTER (WHERE src = 'fp16') AS fp16_peak,
+           max(ops_per_cycle) FILTER (WHERE src = 'tf32') AS tf32_pc, max(peak_ops_per_cycle) FILTER (WHERE src = 'tf32') AS tf32_peak,
+           max(ops_per_cycle) FILTER (WHERE src = 'fp8') AS fp8_pc, max(peak_ops_per_cycle) FILTER (WHERE src = 'fp8') AS fp8_peak,
+           max(ops_per_cycle) FILTER (WHERE src = 'fp64') AS tfp64_pc, max(peak_ops_per_cycle) FILTER (WHERE src = 'fp64') AS tfp64_peak,
+           max(ops_per_cycle) FILTER (WHERE src = 'int8') AS int8_pc, max(peak_ops_per_cycle) FILTER (WHERE src = 'int8') AS int8_peak,
+           sum(ops) FILTER (WHERE src IN ('bf16', 'fp16', 'tf32', 'fp8', 'fp64')) AS tensor_ops
+    FROM ncu_tensor_by_src GROUP BY ALL
+), b AS (
+    SELECT m.*,
+           t.tensor_srcs, t.tensor_ops,
+           (fadd_per_cycle + fmul_per_cycle + 2 * ffma_per_cycle) * smsp_hz AS fp32_flops_per_s,
+           (dadd_per_cycle + dmul_per_cycle + 2 * dfma_per_cycle) * smsp_hz AS fp64_flops_per_s,
+           (2 * hadd_per_cycle + 2 * hmul_per_cycle + 4 * hfma_per_cycle) * smsp_hz AS fp16_flops_per_s,
+           coalesce(t.bf16_pc, 0) * sm_hz AS tensor_bf16_flops_per_s,
+           coalesce(t.fp16_pc, 0) * sm_hz AS tensor_fp16_flops_per_s,
+           coalesce(t.tf32_pc, 0) * sm_hz AS tensor_tf32_flops_per_s,
+           coalesce(t.fp8_pc, 0) * sm_hz AS tensor_fp8_flops_per_s,
+           coalesce(t.tfp64_pc, 0) * sm_hz AS tensor_fp64_flops_per_s,
+           coalesce(t.int8_pc, 0) * sm_hz AS tensor_int8_ops_per_s,
+           2 * ffma_peak_per_cycle * sm_hz AS peak_fp32_flops_per_s,
+           2 * dfma_peak_per_cycle * sm_hz AS peak_fp64_flops_per_s,
+           4 * hfma_peak_per_cycle * sm_hz AS peak_fp16_flops_per_s,
+           t.bf16_peak * sm_hz AS peak_tensor_bf16_flops_per_s,
+           t.fp16_peak * sm_hz AS peak_tensor_fp16_flops_per_s,
+           t.tf32_peak * sm_hz AS peak_tensor_tf32_flops_per_s,
+           t.fp8_peak * sm_hz AS peak_tensor_fp8_flops_per_s,
+           t.tfp64_peak * sm_hz AS peak_tensor_fp64_flops_per_s,
+           t.int8_peak * sm_hz AS peak_tensor_int8_ops_per_s,
+           dram_peak_bytes_per_cycle * dram_frequency_hz AS peak_dram_bytes_per_s,
+           32 * l2_wb_cycles_per_s AS l2_bytes_per_s,
+           32 * l2_wb_peak_per_cycle * lts_hz AS peak_l2_bytes_per_s,
+           128 * CASE WHEN cc_num >= 9.0 THEN l1_lgds_wb_per_s WHEN cc_num >= 7.5 THEN l1_lg_wb_per_s ELSE l1_all_wb_per_s END AS l1_bytes_per_s,
+           128 * CASE WHEN cc_num >= 9.0 THEN l1_lgds_wb_peak_per_cycle WHEN cc_num >= 7.5 THEN l1_lg_wb_peak_per_cycle
+                      ELSE l1_all_wb_peak_per_cycle END * l1tex_hz AS peak_l1_bytes_per_s,
+           CASE WHEN cc_num >= 9.0 THEN 'l1tex__lsu_writeback_active_mem_lgds.sum' WHEN cc_num >= 7.5
+                THEN 'l1tex__lsu_writeback_active_mem_lg.sum' ELSE 'l1tex__lsu_writeback_active.sum' END AS l1_metric
+    FROM ncu_kernel_metrics m
+    LEFT JOIN t USING (run_id, kernel_id)
+), c AS (
+    SELECT *,
+           CASE WHEN tensor_srcs IS NOT NULL THEN tensor_bf16_flops_per_s + tensor_fp16_flops_per_s + tensor_tf32_flops_per_s
+                + tensor_fp8_flops_per_s + tensor_fp64_flops_per_s END AS tensor_flops_per_s,
+           -- the precision with the most achieved FLOP/s, only when every precision's counters are present
+           CASE WHEN fp32_flops_per_s IS NULL OR fp64_flops_per_s IS NULL OR fp16_flops_per_s IS NULL OR tensor_srcs IS NULL THEN NULL
+                ELSE (SELECT arg_max(p, v) FROM (VALUES
+                    ('fp64', fp64_flops_per_s), ('fp32', fp32_flops_per_s), ('fp16', fp16_flops_per_s),
+                    ('tensor_bf16', tensor_bf16_flops_per_s), ('tensor_fp16', tensor_fp16_flops_per_s),
+                    ('tensor_tf32', tensor_tf32_flops_per_s), ('tensor_fp8', tensor_fp8_flops_per_s),
+                    ('tensor_fp64', tensor_fp64_flops_per_s)) v(p, v) WHERE v > 0) END AS precision
+    FROM b
+), d AS (
+    SELECT *,
+           fp64_flops_per_s + fp32_flops_per_s + fp16_flops_per_s + tensor_flops_per_s AS flops_per_s,
+           CASE precision WHEN 'fp64' THEN peak_fp64_flops_per_s WHEN 'fp32' THEN peak_fp32_flops_per_s
+                WHEN 'fp16' THEN peak_fp16_flops_per_s WHEN 'tensor_bf16' THEN peak_tensor_bf16_flops_per_s
+                WHEN 'tensor_fp16' THEN peak_tensor_fp16_flops_per_s WHEN 'tensor_tf32' THEN peak_tensor_tf32_flops_per_s
+                WHEN 'tensor_fp8' THEN peak_tensor_fp8_flops_per_s WHEN 'tensor_fp64' THEN peak_tensor_fp64_flops_per_s
+           END AS peak_flops_per_s
+    FROM c
+)
+SELECT *,
+       flops_per_s * duration_ns * 1e-9 AS flop,
+       coalesce(tensor_ops, tensor_flops_per_s * duration_ns * 1e-9) AS tensor_flop,
+       coalesce(dram_bytes_sum, dram_bytes_per_s * duration_ns * 1e-9) AS dram_bytes,
+       flops_per_s / nullif(dram_bytes_per_s, 0) AS ai_dram,
+       flops_per_s / nullif(l2_bytes_per_s, 0) AS ai_l2,
+       flops_per_s / nullif(l1_bytes_per_s, 0) AS ai_l1,
+       peak_flops_per_s / nullif(peak_dram_bytes_per_s, 0) AS ridge_ai_dram,
+       least(peak_flops_per_s, flops_per_s / nullif(dram_bytes_per_s, 0) * peak_dram_bytes_per_s) AS attainable_flops_per_s,
+       100 * flops_per_s / nullif(least(peak_flops_per_s, flops_per_s / nullif(dram_bytes_per_s, 0) * peak_dram_bytes_per_s), 0) AS roof_pct,
+       CASE WHEN precision IS NULL AND flops_per_s = 0 THEN 'no_fp_work'
+            WHEN peak_flops_per_s IS NULL OR peak_dram_bytes_per_s IS NULL OR dram_bytes_per_s IS NULL THEN NULL
+            WHEN flops_per_s / nullif(dram_bytes_per_s, 0) < peak_flops_per_s / peak_dram_bytes_per_s THEN 'memory'
+            ELSE 'compute' END AS bound,
+       nullif(concat_ws(', ',
+           CASE WHEN duration_ns IS NULL THEN 'gpu__time_duration.sum' END,
+           CASE WHEN sm_hz IS NULL THEN 'sm__cycles_elapsed.avg.per_second' END,
+           CASE WHEN smsp_hz IS NULL THEN 'smsp__cycles_elapsed.avg.per_second' END,
+           CASE WHEN fadd_per_cycle IS NULL OR fmul_per_cycle IS NULL OR ffma_per_cycle IS NULL
+                THEN 'smsp__sass_thread_inst_executed_op_{fadd,fmul,ffma}_pred_on.sum.per_cycle_elapsed' END,
+           CASE WHEN dadd_per_cycle IS NULL OR dmul_per_cycle IS NULL OR dfma_per_cycle IS NULL
+                THEN 'smsp__sass_thread_inst_executed_op_{dadd,dmul,dfma}_pred_on.sum.per_cycle_elapsed' END,
+           CASE WHEN hadd_per_cycle IS NULL OR hmul_per_cycle IS NULL OR hfma_per_cycle IS NULL
+                THEN 'smsp__sass_thread_inst_executed_op_{hadd,hmul,hfma}_pred_on.sum.per_cycle_elapsed' END,
+           CASE WHEN ffma_peak_per_cycle IS NULL THEN 'sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained' END,
+           CASE WHEN dfma_peak_per_cycle IS NULL THEN 'sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained' END,
+           CASE WHEN hfma_peak_per_cycle IS NULL THEN 'sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained' END,
+           CASE WHEN tensor_srcs IS NULL THEN 'sm__ops_path_tensor_*.sum.{per_cycle_elapsed,peak_sustained}' END,
+           CASE WHEN dram_bytes_per_s IS NULL THEN 'dram__bytes.sum.per_second' END,
+           CASE WHEN dram_peak_bytes_per_cycle IS NULL THEN 'dram__bytes.sum.peak_sustained' END,
+           CASE WHEN dram_frequency_hz IS NULL THEN 'dram__cycles_elapsed.avg.per_second' END,
+           CASE WHEN l2_wb_cycles_per_s IS NULL OR l2_wb_peak_per_cycle IS NULL
+                THEN 'lts__lts2xbar_cycles_active.sum.{per_second,peak_sustained}' END,
+           CASE WHEN lts_hz IS NULL THEN 'lts__cycles_elapsed.avg.per_second' END,
+           CASE WHEN l1_bytes_per_s IS NULL OR peak_l1_bytes_per_s IS NULL THEN l1_metric || '.{per_second,peak_sustained}' END,
+           CASE WHEN l1tex_hz IS NULL THEN 'l1tex__cycles_elapsed.avg.per_second' END
+       ), '') AS missing_metrics
+FROM d;

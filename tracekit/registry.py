@@ -74,7 +74,9 @@ class Query:
 
     @property
     def summary(self) -> str:
-        return self.description.split("\n")[0]
+        """The description's first sentence."""
+        text = " ".join(self.description.split())
+        return text.split(". ")[0].rstrip(".") + "."
 
 
 _PARAM_RE = re.compile(r"@param\s+(\w+)\s+(\w+)\s+(.*)")

@@ -89,7 +89,7 @@ CREATE TABLE IF NOT EXISTS nvtx_ranges (
     end_tid INTEGER,
     depth INTEGER,           -- nesting level on its thread (0 = outermost); NULL for cross-thread ranges
     parent_id BIGINT,        -- range_id of the tightest enclosing range on the same thread
-    path VARCHAR,            -- names from the outermost range down, '/'-separated
+    path VARCHAR,            -- texts from the outermost range down, '/'-separated (named domains as domain:text)
     children INTEGER,        -- direct children that launched GPU work (nsys "Num Child")
     proj_start_ns BIGINT,    -- start of the first GPU op launched inside the range on its thread, ns
     proj_end_ns BIGINT,      -- end of the last such GPU op, ns

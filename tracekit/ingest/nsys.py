@@ -427,7 +427,7 @@ def _nvtx(con, rd: _Reader, path: Path, version: str, tables: dict[str, pa.Table
     # sort-based, bounded memory) on keys that put each thread in its own time band.
     con.execute("""
         CREATE TEMP TABLE rng AS
-        SELECT n.*,
+        SELECT n.*, CASE WHEN n.domain = '' THEN n.text ELSE n.name END AS label,
                (dense_rank() OVER (ORDER BY global_tid))::HUGEINT * 18446744073709551616
                  + (start_ns - min(start_ns) OVER ())::HUGEINT AS k0,
                (dense_rank() OVER (ORDER BY global_tid))::HUGEINT * 18446744073709551616
@@ -447,14 +447,15 @@ def _nvtx(con, rd: _Reader, path: Path, version: str, tables: dict[str, pa.Table
         SELECT range_id, arg_min(ancestor_id, tightness) AS parent_id
         FROM anc GROUP BY range_id
     """)
-    # depth = length of the parent chain (nsys's "level"); path = names along it
+    # depth = length of the parent chain (nsys's "level"); path = range texts along it
+    # ('hstu.request/hstu.layer0/hstu_attention'; a named domain's ranges as 'domain:text')
     con.execute("""
         CREATE TEMP TABLE tree AS
         WITH RECURSIVE t(range_id, depth, path, ids) AS (
-            SELECT r.range_id, 0, r.name, [r.range_id]
+            SELECT r.range_id, 0, r.label, [r.range_id]
             FROM rng r LEFT JOIN parent p USING (range_id) WHERE p.parent_id IS NULL
             UNION ALL
-            SELECT p.range_id, t.depth + 1, t.path || '/' || r.name, list_append(t.ids, p.range_id)
+            SELECT p.range_id, t.depth + 1, t.path || '/' || r.label, list_append(t.ids, p.range_id)
             FROM t JOIN parent p ON p.parent_id = t.range_id JOIN rng r ON r.range_id = p.range_id
             WHERE NOT list_contains(t.ids, p.range_id)
         )

@@ -1,0 +1,34 @@
+-- Launch latency per kernel: from the start of the launching API call to the kernel's
+-- start on the GPU (graph-launched kernels: from the cudaGraphLaunch call), with its
+-- distribution, the API call's own duration, and the queue time after the call returns.
+-- @param run    TEXT     run id or name (default: latest run)
+-- @param limit  INTEGER  rows to return; 0 = all (default: 20)
+-- @column name             kernel name (demangled)
+-- @column launches         launches matched to their API call
+-- @column api_name         launching API (most common)
+-- @column api_med_ns       median duration of the launch call, ns
+-- @column latency_min_ns   shortest call-start to kernel-start, ns
+-- @column latency_med_ns   median call-start to kernel-start, ns
+-- @column latency_p90_ns   90th percentile, ns
+-- @column latency_p99_ns   99th percentile, ns
+-- @column latency_max_ns   longest, ns
+-- @column queue_med_ns     median call-end to kernel-start where positive, ns
+-- @column total_latency_ns summed call-start to kernel-start, ns
+-- @requires kernels, api_calls
+WITH l AS (
+    SELECT k.name, a.name AS api_name, a.dur_ns AS api_ns, k.start_ns - a.start_ns AS latency_ns,
+           CASE WHEN k.start_ns > a.end_ns THEN k.start_ns - a.end_ns END AS queue_ns
+    FROM kernels k
+    JOIN api_calls a
+      ON a.run_id = k.run_id AND a.correlation_id = k.correlation_id AND a.global_pid = k.global_pid
+    WHERE k.run_id = $run
+)
+SELECT name, count(*) AS launches, mode(api_name) AS api_name, median(api_ns) AS api_med_ns,
+       min(latency_ns) AS latency_min_ns, median(latency_ns) AS latency_med_ns,
+       quantile_cont(latency_ns, 0.9) AS latency_p90_ns, quantile_cont(latency_ns, 0.99) AS latency_p99_ns,
+       max(latency_ns) AS latency_max_ns, median(queue_ns) AS queue_med_ns,
+       sum(latency_ns)::BIGINT AS total_latency_ns
+FROM l
+GROUP BY name
+ORDER BY total_latency_ns DESC, name
+LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -1,0 +1,24 @@
+-- NVTX ranges one per row, with nesting and GPU projection: the data of the NVTX timeline.
+-- @param run         TEXT     run id or name (default: latest run)
+-- @param min_dur_ns  BIGINT   only ranges at least this long (default: 0)
+-- @param limit       INTEGER  rows to return; 0 = all (default: 1000)
+-- @column range_id       range id within the run
+-- @column range          'domain:text' as nsys names it
+-- @column style          PushPop or StartEnd
+-- @column path           texts from the outermost range down
+-- @column depth          nesting level on its thread (0 = outermost)
+-- @column pid            process id
+-- @column tid            thread that started the range
+-- @column start_ns       range start, ns
+-- @column end_ns         range end, ns
+-- @column dur_ns         duration, ns
+-- @column proj_start_ns  first GPU op start of its work, ns
+-- @column proj_end_ns    last GPU op end of its work, ns
+-- @column gpu_ops        GPU ops launched inside it
+-- @requires nvtx_ranges
+SELECT range_id, name AS range, style, path, depth, pid, tid, start_ns, end_ns, dur_ns,
+       proj_start_ns, proj_end_ns, gpu_ops
+FROM nvtx_ranges
+WHERE run_id = $run AND dur_ns >= $min_dur_ns
+ORDER BY start_ns, depth
+LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

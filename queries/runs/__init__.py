@@ -1,0 +1,1 @@
+"""Named SQL queries (one .sql file each), read with importlib.resources."""

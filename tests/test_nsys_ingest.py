@@ -1,0 +1,248 @@
+"""nsys ingest beyond the twin reports: nesting, projection per range, ids, bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import lzma
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from conftest import DATA
+
+import tracekit
+from tracekit.errors import InputError
+from tracekit.ingest.nsys import _resolve_tables
+
+
+def _trace(scen: str) -> list[dict]:
+    with lzma.open(DATA / f"nsys_{scen}" / "stats" / "nvtx_gpu_proj_trace.csv.xz", "rt") as fh:
+        return list(csv.DictReader(io.StringIO(fh.read())))
+
+
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels"])
+def test_projection_per_range_matches_nsys_trace(nsys_db, scen):
+    """Every projected range instance: start, duration, op count, level, children, pid/tid."""
+    ours = nsys_db.sql(
+        "SELECT name, start_ns, proj_start_ns, proj_dur_ns, gpu_ops, depth, children, pid, tid "
+        "FROM nvtx_ranges WHERE run_id = (SELECT run_id FROM runs WHERE name = ?) AND gpu_ops > 0 "
+        "AND end_global_tid IS NULL", [scen]).to_dicts()
+    ours = {(r["name"], r["start_ns"]): r for r in ours}
+    golden = _trace(scen)
+    assert len(ours) == len(golden)
+    for g in golden:
+        r = ours[(g["Name"], int(g["Orig Start (ns)"]))]
+        assert r["proj_start_ns"] == int(g["Projected Start (ns)"])
+        assert r["proj_dur_ns"] == int(g["Projected Duration (ns)"])
+        assert r["gpu_ops"] == int(g["NumGPUOps"])
+        assert r["depth"] == int(g["Lvl"])
+        assert r["children"] == int(g["NumChild"])
+        assert (r["pid"], r["tid"]) == (int(g["PID"]), int(g["TID"]))
+
+
+def test_nesting_paths_and_domains(nsys_db):
+    rows = nsys_db.sql(
+        "SELECT name, path, depth, domain FROM nvtx_ranges WHERE run_id = 1 ORDER BY range_id").to_dicts()
+    by_name = {}
+    for r in rows:
+        by_name.setdefault(r["name"], r)  # first instance
+    assert by_name[":hstu.request"]["depth"] == 0  # warm-up requests are outermost
+    assert {r["depth"] for r in rows if r["name"] == ":hstu.request"} == {0, 1, 2}
+    attn = [r for r in rows if r["name"] == ":hstu_attention" and r["path"].startswith("step 0/")]
+    assert attn and attn[0]["path"] == "step 0/hstu.request/hstu.layer0/hstu_attention"
+    assert by_name["tracekit:named.inner"]["path"] == "tracekit:registered.section/tracekit:named.inner"
+    assert by_name["tracekit:registered.section"]["domain"] == "tracekit"  # registered string (textId)
+    marks = nsys_db.sql("SELECT name FROM nvtx_marks WHERE run_id = 1 ORDER BY ts_ns")["name"].to_list()
+    assert marks == [":steady_state", "tracekit:named.mark"]
+
+
+def test_cross_thread_range_has_no_nesting(nsys_db):
+    r = nsys_db.sql("SELECT style, tid, end_tid, depth FROM nvtx_ranges WHERE run_id = 3 AND name = ':cross.thread'").to_dicts()
+    assert len(r) == 1 and r[0]["style"] == "StartEnd" and r[0]["tid"] != r[0]["end_tid"] and r[0]["depth"] is None
+
+
+def test_ids_and_names(nsys_db):
+    api = nsys_db.sql("SELECT DISTINCT name, raw_name FROM api_calls WHERE run_id = 1").to_dicts()
+    assert any(r["raw_name"] != r["name"] and r["raw_name"].startswith(r["name"] + "_v") for r in api)
+    assert not any(re.search(r"_v\d{4}$", r["name"]) for r in api)  # nsys strips _vNNNN only
+    k = nsys_db.sql("SELECT DISTINCT pid FROM kernels WHERE run_id = 3").to_dicts()
+    t = nsys_db.sql("SELECT DISTINCT pid FROM api_calls WHERE run_id = 3").to_dicts()
+    assert {r["pid"] for r in k} <= {r["pid"] for r in t}
+    gpu = nsys_db.sql("SELECT name, sm_count, cc_major FROM gpus WHERE run_id = 1").to_dicts()
+    assert gpu == [{"name": "NVIDIA H200", "sm_count": 132, "cc_major": 9}]
+    graph = nsys_db.sql("SELECT count(*) AS n FROM kernels WHERE run_id = 1 AND graph_node_id IS NOT NULL")
+    assert graph["n"][0] > 0
+
+
+def test_kernels_by_nvtx_accounts_for_all_kernel_time(nsys_db):
+    df = nsys_db.query("kernels-by-nvtx", run="hstu_mixed", limit=0)
+    total = nsys_db.sql("SELECT sum(dur_ns) AS s FROM kernels WHERE run_id = 1")["s"][0]
+    assert df["total_ns"].sum() == total
+    paths = set(df["path"].to_list())
+    assert "step 0/hstu.request/hstu.layer0/hstu_attention" in paths
+    assert "graph.section/graph.replay" in paths  # graph kernels via their cudaGraphLaunch
+    top = nsys_db.query("kernels-by-nvtx", run="hstu_mixed", depth=1, limit=0)
+    assert top["total_ns"].sum() == total and all("/" not in p for p in top["path"].to_list())
+
+
+def test_gpu_utilization_is_consistent(nsys_db):
+    df = nsys_db.query("gpu-utilization", run="multithread")
+    assert (df["busy_ns"] <= df["span_ns"]).all()
+    dev = df.filter(df["stream_id"].is_null())
+    streams = df.filter(df["stream_id"].is_not_null())
+    assert dev["ops"][0] == streams["ops"].sum()
+    assert dev["busy_ns"][0] >= streams["busy_ns"].max()
+    assert dev["busy_ns"][0] <= streams["busy_ns"].sum()
+
+
+def test_launch_overhead(nsys_db):
+    df = nsys_db.query("launch-overhead", run="many_kernels", limit=0)
+    assert df["launches"].sum() == nsys_db.sql("SELECT count(*) AS n FROM kernels WHERE run_id = 2")["n"][0]
+    assert (df["latency_min_ns"] <= df["latency_med_ns"]).all()
+    assert (df["latency_med_ns"] <= df["latency_p99_ns"]).all()
+
+
+def test_resolve_versioned_tables():
+    got = _resolve_tables(["A", "A_V2", "A_V3", "MEMCPY2", "B_V2"])
+    assert got == {"A": "A_V3", "MEMCPY2": "MEMCPY2", "B": "B_V2"}
+
+
+# --- re-ingest and bad input ---------------------------------------------------------
+
+@pytest.fixture()
+def plain_export(tmp_path):
+    out = tmp_path / "mt.sqlite"
+    with lzma.open(DATA / "nsys_multithread" / "export.sqlite.xz") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+def _snapshot(db):
+    tk = tracekit.open(db)
+    try:
+        tables = tk.sql("SELECT table_name FROM information_schema.tables ORDER BY 1")["table_name"].to_list()
+        return {t: tk.sql(f'SELECT count(*) AS n FROM "{t}"')["n"][0] for t in tables}, tk.runs().to_dicts()
+    finally:
+        tk.close()
+
+
+def test_same_content_twice_is_a_noop(tmp_path, plain_export):
+    db = tmp_path / "s.duckdb"
+    tk = tracekit.open(db)
+    first = tk.ingest(plain_export)
+    again = tk.ingest(DATA / "nsys_multithread" / "export.sqlite.xz")  # same content, compressed
+    assert not first.skipped and again.skipped and again.run_id == first.run_id
+    assert len(tk.runs()) == 1
+    tk.close()
+
+
+def _drop_column(src, table, column, dst):
+    shutil.copy(src, dst)
+    con = sqlite3.connect(dst)
+    con.execute(f'ALTER TABLE "{table}" DROP COLUMN "{column}"')
+    con.commit()
+    con.close()
+    return dst
+
+
+def _bad_inputs(tmp_path, plain):
+    truncated = tmp_path / "truncated.sqlite"
+    truncated.write_bytes(plain.read_bytes()[: plain.stat().st_size // 3])
+    notsqlite = tmp_path / "notes.sqlite"
+    notsqlite.write_text("hello\n")
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (a)")
+    con.commit()
+    con.close()
+    nokernels = tmp_path / "nokernels.sqlite"
+    shutil.copy(plain, nokernels)
+    con = sqlite3.connect(nokernels)
+    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.commit()
+    con.close()
+    oldschema = _drop_column(plain, "CUPTI_ACTIVITY_KIND_KERNEL", "correlationId", tmp_path / "old.sqlite")
+    badxz = tmp_path / "cut.sqlite.xz"
+    badxz.write_bytes((DATA / "nsys_multithread" / "export.sqlite.xz").read_bytes()[:5000])
+    return {
+        truncated: "truncated or corrupt",
+        notsqlite: "not a recognised profile",
+        other: "not an Nsight Systems export",
+        nokernels: "without CUDA data",
+        oldschema: "lacks column correlationId",
+        badxz: "cannot decompress",
+        tmp_path / "missing.sqlite": "no such file",
+    }
+
+
+def test_bad_input_errors_leave_the_store_unchanged(tmp_path, plain_export):
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk0:
+        tk0.ingest(DATA / "nsys_hstu_mixed" / "export.sqlite.xz")
+    before = _snapshot(db)
+    for path, why in _bad_inputs(tmp_path, plain_export).items():
+        tk = tracekit.open(db)
+        with pytest.raises(InputError) as err:
+            tk.ingest(path)
+        tk.close()
+        msg = str(err.value)
+        assert str(path) in msg and why in msg and "\n" not in msg, msg
+        assert _snapshot(db) == before, f"store changed by {path.name}"
+
+
+def test_bad_input_on_a_fresh_db_creates_nothing(tmp_path):
+    db = tmp_path / "new.duckdb"
+    bad = tmp_path / "x.sqlite"
+    bad.write_text("nope")
+    with pytest.raises(InputError):
+        tracekit.open(db).ingest(bad)
+    assert not db.exists()
+
+
+def test_optional_columns_missing_still_ingest(tmp_path, plain_export):
+    src = _drop_column(plain_export, "CUPTI_ACTIVITY_KIND_KERNEL", "demangledName", tmp_path / "a.sqlite")
+    src = _drop_column(src, "CUPTI_ACTIVITY_KIND_KERNEL", "graphNodeId", tmp_path / "b.sqlite")
+    tk = tracekit.open(tmp_path / "s.duckdb")
+    res = tk.ingest(src)
+    assert res.rows["kernels"] == 247
+    names = tk.sql("SELECT count(*) AS n FROM kernels WHERE name IS NULL")["n"][0]
+    assert names == 0  # falls back to shortName
+    tk.close()
+
+
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, plain_export):
+    db = tmp_path / "s.duckdb"
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(plain_export.read_bytes()[:4096])
+    for args in (["ingest", str(bad)], ["query", "nope"], ["query", "top-kernels", "--limit", "x"],
+                 ["ingest", str(tmp_path / "none.sqlite")], ["query", "top-kernels", "-p", "oops"]):
+        proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), *args],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("tracekit: error:"), (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "--debug", "ingest", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_cli_formats(tmp_path, plain_export):
+    db = tmp_path / "s.duckdb"
+    run = [sys.executable, "-m", "tracekit.cli", "--db", str(db)]
+    assert subprocess.run([*run, "ingest", str(plain_export), "--name", "mt"], capture_output=True).returncode == 0
+    out = subprocess.run([*run, "query", "top-kernels", "--limit", "0", "-f", "csv"], capture_output=True, text=True)
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert len(rows) == 8 and list(rows[0])[0] == "name"  # all rows, as in cuda_gpu_kern_sum.csv
+    pq = tmp_path / "k.parquet"
+    assert subprocess.run([*run, "query", "top-kernels", "-f", "parquet", "-o", str(pq)]).returncode == 0
+    import polars as pl
+
+    assert pl.read_parquet(pq).columns[:3] == ["name", "instances", "total_ns"]
+    js = subprocess.run([*run, "sql", "SELECT count(*) AS n FROM kernels", "-f", "json"], capture_output=True, text=True)
+    assert '"n":247' in js.stdout.replace(" ", "")

@@ -1,0 +1,64 @@
+"""The query header contract: every query's header agrees with its SQL and its result."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracekit.errors import ParamError, QueryError
+from tracekit.registry import get_registry, parse_header, sql_parameters
+
+REG = get_registry()
+
+
+@pytest.mark.parametrize("name", sorted(REG.queries))
+def test_header_declares_exactly_the_parameters_used(name):
+    q = REG.queries[name]
+    assert q.description, name
+    assert sql_parameters(q.sql) == set(q.params), f"{name}: header params vs SQL $params differ"
+    assert q.requires, f"{name}: no @requires"
+
+
+@pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source in ("nsys", "runs")])
+def test_header_documents_exactly_the_result_columns(nsys_db, name):
+    q = REG.queries[name]
+    run = "hstu_mixed" if q.source == "nsys" else None
+    params = {"run": run} if "run" in q.params else {}
+    if "limit" in q.params:
+        params["limit"] = 0
+    df = nsys_db.query(name, **params)
+    assert df.columns == list(q.columns), f"{name}: @column list differs from the result's columns"
+
+
+def test_header_parser_rejects_bad_lines():
+    with pytest.raises(QueryError, match="bad @param"):
+        parse_header("x", "nsys", "-- d\n-- @param run NOTATYPE doc\nSELECT 1")
+    with pytest.raises(QueryError, match="no description"):
+        parse_header("x", "nsys", "-- @column a doc\nSELECT 1 AS a")
+    q = parse_header("x", "nsys", "-- d.\n-- @param limit INTEGER rows (default: 20)\nSELECT $limit")
+    assert q.params["limit"].default == "20"
+
+
+def test_sql_parameters_ignore_comments_and_strings():
+    assert sql_parameters("-- $a\nSELECT '$b', $c, $c2 FROM t") == {"c", "c2"}
+
+
+def test_bad_params_are_errors(nsys_db):
+    with pytest.raises(ParamError, match="limit='x' is not integer"):
+        nsys_db.query("top-kernels", run="hstu_mixed", limit="x")
+    with pytest.raises(ParamError, match="unknown parameter 'bogus'"):
+        nsys_db.query("top-kernels", bogus=1)
+    with pytest.raises(ParamError, match="limit must be >= 0"):
+        nsys_db.query("top-kernels", limit=-1)
+    with pytest.raises(QueryError, match="unknown query 'nope'"):
+        nsys_db.query("nope")
+    with pytest.raises(QueryError, match="no run 'missing'"):
+        nsys_db.query("top-kernels", run="missing")
+
+
+def test_run_resolution(nsys_db):
+    runs = nsys_db.runs()
+    last = runs["run_id"].max()
+    by_default = nsys_db.query("top-kernels", limit=0)
+    by_id = nsys_db.query("top-kernels", run=str(last), limit=0)
+    assert by_default.equals(by_id)
+    assert runs["name"].to_list() == ["hstu_mixed", "many_kernels", "multithread"]

@@ -1,0 +1,230 @@
+"""The thin CLI over the library: ``tracekit ingest|runs|queries|query|sql|chart|...``.
+
+Library errors (``TracekitError``) become one line on stderr and exit code 2; a
+traceback only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .errors import ParamError, TracekitError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Capture and analyse Nsight Systems / Nsight Compute profiles of HSTU inference.",
+    pretty_exceptions_enable=False,
+)
+
+_STATE: dict = {"db": None, "debug": False}
+
+DbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", help="DuckDB store (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False),
+]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, csv, json or parquet")]
+OutOpt = Annotated[Path | None, typer.Option("--output", "-o", help="write to FILE instead of stdout")]
+FORMATS = ("table", "csv", "json", "parquet")
+
+
+@app.callback()
+def _main(
+    db: DbOpt = None,
+    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
+):
+    _STATE["db"] = db
+    _STATE["debug"] = debug
+
+
+def _open(db: Path | None, read_only: bool = False):
+    from . import store
+
+    return store.open(db or _STATE["db"], read_only=read_only)
+
+
+def _emit(df, fmt: str, out: Path | None, title: str | None = None) -> None:
+    if fmt not in FORMATS:
+        raise ParamError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        if out is None:
+            raise ParamError("--format parquet needs -o FILE")
+        df.write_parquet(out)
+        return
+    if fmt == "csv":
+        text = df.write_csv()
+    elif fmt == "json":
+        text = df.write_json()
+        text = text if text.endswith("\n") else text + "\n"
+    else:
+        text = None
+    if text is not None:
+        if out:
+            out.write_text(text)
+        else:
+            sys.stdout.write(text)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False)
+    for col in df.columns:
+        numeric = df[col].dtype.is_numeric()
+        if numeric:
+            table.add_column(col, justify="right", no_wrap=True)
+        else:  # long kernel names: one line each, cut with an ellipsis (csv/json keep them whole)
+            table.add_column(col, justify="left", no_wrap=True, overflow="ellipsis", max_width=60)
+    for row in df.iter_rows():
+        table.add_row(*["" if v is None else (f"{v:,.1f}" if isinstance(v, float) else str(v)) for v in row])
+    console = Console(file=out.open("w") if out else None, width=None if out is None else 200)
+    console.print(table)
+    if df.is_empty():
+        console.print("(no rows)")
+
+
+def _params(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for p in pairs:
+        if "=" not in p:
+            raise ParamError(f"--param {p!r}: expected NAME=VALUE")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+@app.command()
+def ingest(
+    files: Annotated[list[Path], typer.Argument(help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, or run folders")],
+    name: Annotated[str | None, typer.Option("--name", help="run name (default: file stem)")] = None,
+    db: DbOpt = None,
+):
+    """Ingest profiler outputs into the store (one run per file; the same file twice is a no-op)."""
+    from .ingest.nsysrep import export_if_needed
+
+    tk = _open(db)
+    for f in files:
+        with export_if_needed(f) as source:
+            res = tk.ingest(source, name=name or (f.name.split(".")[0] if source != f else None))
+        if res.skipped:
+            typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name})")
+        else:
+            n = sum(res.rows.values())
+            typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows")
+    tk.close()
+
+
+@app.command()
+def runs(db: DbOpt = None, fmt: FormatOpt = "table", out: OutOpt = None):
+    """List the runs in the store with their parameters."""
+    _emit(_open(db, read_only=True).runs(), fmt, out, "runs")
+
+
+@app.command()
+def queries():
+    """List the named queries."""
+    import polars as pl
+
+    from .registry import get_registry
+
+    reg = get_registry()
+    df = pl.DataFrame(
+        {
+            "name": list(reg.queries),
+            "description": [f"[{q.source}] {q.summary}" for q in reg.queries.values()],
+        }
+    )
+    _emit(df, "table", None)
+
+
+@app.command()
+def query(
+    name: Annotated[str, typer.Argument(help="query name (see `tracekit queries`)")],
+    run: Annotated[str | None, typer.Option("--run", help="run id or name, or 'all' (default: latest)")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all")] = None,
+    param: Annotated[list[str], typer.Option("--param", "-p", help="NAME=VALUE, repeatable")] = [],  # noqa: B006
+    fmt: FormatOpt = "table",
+    out: OutOpt = None,
+    db: DbOpt = None,
+):
+    """Run a named query."""
+    params = _params(param)
+    if run is not None:
+        params["run"] = run
+    if limit is not None:
+        params["limit"] = limit
+    df = _open(db, read_only=True).query(name, **params)
+    _emit(df, fmt, out, name)
+
+
+@app.command()
+def sql(
+    text: Annotated[str, typer.Argument(help="SQL to run (read-only)")],
+    fmt: FormatOpt = "table",
+    out: OutOpt = None,
+    db: DbOpt = None,
+):
+    """Run ad-hoc read-only SQL against the store."""
+    _emit(_open(db, read_only=True).sql(text), fmt, out)
+
+
+@app.command()
+def chart(
+    name: Annotated[str, typer.Argument(help="chart name: roofline, occupancy, top-kernels, ...")],
+    run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
+    out: Annotated[Path, typer.Option("--output", "-o", help=".html, .png, .svg or .json")] = Path("chart.html"),
+    param: Annotated[list[str], typer.Option("--param", "-p", help="NAME=VALUE, repeatable")] = [],  # noqa: B006
+    db: DbOpt = None,
+):
+    """Draw a chart from a named query and save it (format from the file extension)."""
+    from . import charts
+
+    tk = _open(db, read_only=True)
+    ch = charts.chart(tk, name, run=run, **_params(param))
+    charts.save(ch, out)
+    typer.echo(f"wrote {out}")
+
+
+def _register_optional() -> None:
+    """Sub-commands that live beside the analysis core (capture, bench)."""
+    try:
+        from .capture.cli import register
+    except ImportError:  # pragma: no cover - capture not installed
+        return
+    register(app)
+
+
+_register_optional()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        app(args=args, prog_name="tracekit", standalone_mode=False)
+    except TracekitError as err:
+        if debug:
+            raise
+        typer.echo(f"tracekit: error: {err}", err=True)
+        return err.exit_code
+    except typer.Exit as err:
+        return getattr(err, "exit_code", 0)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("tracekit: interrupted", err=True)
+        return 130
+    except Exception as err:
+        if debug:
+            raise
+        if hasattr(err, "format_message"):  # a usage error from the CLI parser
+            typer.echo(f"tracekit: error: {err.format_message().splitlines()[0]}", err=True)
+            return 2
+        typer.echo(f"tracekit: internal error: {type(err).__name__}: {err} (rerun with --debug)", err=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

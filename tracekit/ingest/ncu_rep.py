@@ -124,12 +124,13 @@ def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
         for r in range(ctx.num_ranges())
         for a in range(ctx.range_by_idx(r).num_actions())
     ]
-    if not actions:
-        raise InputError(f"{path}: the report holds no profiled launches (empty report)")
     if len(actions) != expected:
         raise InputError(
-            f"{path}: ncu_report loaded {len(actions)} of the {expected} results the file announces; the report is damaged"
+            f"{path}: ncu_report loaded {len(actions)} of the {expected} results the file announces; "
+            "the report is damaged, copy it again or re-profile"
         )
+    if not actions:
+        raise InputError(f"{path}: the report holds no profiled launches (empty report)")
     IA = ncu_report.IAction
     kernels, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], []
     gpus = set()

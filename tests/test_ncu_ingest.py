@@ -1,0 +1,273 @@
+"""ncu ingest: every export of the same real report gives the same launches and metrics;
+bad input is a one-line InputError (exit code 2) and leaves the database unchanged."""
+
+from __future__ import annotations
+
+import csv
+import lzma
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import tracekit
+from tracekit.cli import main as cli_main
+from tracekit.errors import InputError
+from tracekit.ingest import ncu
+
+DATA = Path(__file__).parent / "data"
+NVTX = ["ncu/gemm_bf16", "ncu/elementwise_fp32", "ncu/triton_softmax", "ncu/reduction"]
+SOURCES = [
+    "report.ncu-rep",
+    "raw.csv",
+    "raw_default_units.csv",
+    "details.csv",
+    "details_labels.csv",
+]
+
+
+def unxz(src: Path, dst_dir: Path, name: str | None = None) -> Path:
+    out = dst_dir / (name or src.name.removesuffix(".xz"))
+    out.write_bytes(lzma.decompress(src.read_bytes()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """Every committed ncu fixture, decompressed: (variant, file) -> path."""
+    out = {}
+    for variant in ("full", "sections"):
+        d = tmp_path_factory.mktemp(f"ncu_{variant}")
+        for f in SOURCES:
+            out[(variant, f)] = unxz(DATA / f"ncu_{variant}" / f"{f}.xz", d)
+    return out
+
+
+def metrics_of(parsed) -> pl.DataFrame:
+    return pl.from_arrow(parsed.tables["ncu_metrics"])
+
+
+def kernels_of(parsed) -> pl.DataFrame:
+    return pl.from_arrow(parsed.tables["ncu_kernels"])
+
+
+@pytest.mark.parametrize("variant", ["full", "sections"])
+@pytest.mark.parametrize("source", SOURCES)
+def test_every_export_reads_the_same_launches(plain, variant, source):
+    path = plain[(variant, source)]
+    with open(path, "rb") as fh:
+        assert ncu.sniff(path, fh.read(64 * 1024))
+    p = ncu.read(path)
+    assert p.kind == "ncu"
+    assert set(p.tables) == {"ncu_kernels", "ncu_metrics"}
+    assert all("run_id" not in t.column_names for t in p.tables.values())
+    k = kernels_of(p)
+    assert k["kernel_id"].to_list() == [0, 1, 2, 3]
+    assert k["nvtx_path"].to_list() == NVTX
+    assert k["nvtx_range"].to_list() == [n.split("/")[1] for n in NVTX]
+    assert k["nvtx_ranges"].to_list()[0] == ["ncu", "gemm_bf16"]
+    assert k.select("grid_x", "grid_y", "grid_z").rows() == [
+        (2, 66, 1),
+        (16384, 1, 1),
+        (4096, 1, 1),
+        (1, 528, 1),
+    ]
+    assert k.select("block_x", "block_y", "block_z").rows() == [
+        (384, 1, 1),
+        (128, 1, 1),
+        (128, 1, 1),
+        (512, 1, 1),
+    ]
+    assert k["cc"].to_list() == ["9.0"] * 4
+    assert k["stream_id"].to_list() == [7] * 4
+    assert k["device_id"].to_list() == [0] * 4
+    assert k["name"][0] == "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+    assert k["name"][2] == "softmax_kernel"
+    assert "addcmul" in k["name"][1] and "reduce_kernel" in k["name"][3]
+    m = metrics_of(p)
+    regs = m.filter(pl.col("metric") == "launch__registers_per_thread").sort("kernel_id")
+    assert regs["value"].to_list() == [168, 40, 23, 32]
+    assert regs["unit"].to_list() == ["register/thread"] * 4
+    dur = m.filter(pl.col("metric") == "gpu__time_duration.sum")
+    if not (
+        variant == "sections" and source.startswith("details")
+    ):  # details print no SOL section there
+        assert dur["unit"].to_list() == ["ns"] * 4
+        assert dur["value"].min() > 5_000 and dur["value"].max() < 500_000
+
+
+def test_report_kernel_names_and_ids(plain):
+    k = kernels_of(ncu.read(plain[("full", "report.ncu-rep")]))
+    assert k["mangled_name"][1].startswith("_ZN2at6native29vectorized_elementwise_kernel")
+    assert k["function_name"].to_list()[2] == "softmax_kernel"
+
+
+def _compare(a: pl.DataFrame, b: pl.DataFrame, rel: float, abs_: float) -> pl.DataFrame:
+    """Rows of b whose value differs from a's (same kernel, metric) beyond tolerance."""
+    j = a.join(b, on=["kernel_id", "metric"], suffix="_b")
+    assert j.height == b.height, "every metric of the CSV is in the report"
+    diff = (pl.col("value") - pl.col("value_b")).abs()
+    return j.filter(
+        (pl.col("value").is_null() != pl.col("value_b").is_null())
+        | (diff > abs_ + rel * pl.col("value").abs())
+    ).filter(
+        ~pl.col("metric").str.starts_with("derived_")
+    )  # instanced helper metrics ncu aggregates inconsistently
+
+
+def test_csv_values_equal_report_values_in_base_units(plain):
+    rep = metrics_of(ncu.read(plain[("full", "report.ncu-rep")]))
+    base = metrics_of(ncu.read(plain[("full", "raw.csv")]))
+    # --print-units base prints 2 decimals: equal to the report within that rounding
+    assert _compare(rep, base, 1e-12, 0.0051).height == 0
+    assert base.height > 8000
+    # display units (Ghz, Mbyte, us, sector/ns, ...) converted back to base units
+    disp = metrics_of(ncu.read(plain[("full", "raw_default_units.csv")]))
+    bad = _compare(rep, disp, 2e-3, 0.0051)
+    assert bad.height <= 6, bad  # a few display values keep only 3 significant digits
+    row = disp.filter(
+        (pl.col("kernel_id") == 0) & (pl.col("metric") == "dram__cycles_elapsed.avg.per_second")
+    )
+    assert row["unit"][0] == "hz" and row["value"][0] == pytest.approx(3.198729e9, rel=1e-6)
+    # details with labels: mapped back to metric names, values rounded as printed
+    lab = metrics_of(ncu.read(plain[("full", "details_labels.csv")]))
+    names = metrics_of(ncu.read(plain[("full", "details.csv")]))
+    assert sorted(lab["metric"].unique()) == sorted(names["metric"].unique())
+    assert _compare(rep, lab, 5e-3, 0.0051).height == 0
+
+
+def test_text_and_na_values(plain):
+    m = metrics_of(ncu.read(plain[("full", "raw.csv")]))
+    gpu = m.filter(pl.col("metric") == "device__attribute_display_name")
+    assert gpu["text_value"].unique().to_list() == ["NVIDIA H200"] and gpu["value"].is_null().all()
+    nodata = m.filter(pl.col("text_value") == "no data")
+    assert nodata.height > 0 and nodata["value"].is_null().all()
+
+
+# -- the store ---------------------------------------------------------------
+
+
+def test_store_ingest_compressed_report(tmp_path):
+    tk = tracekit.open(tmp_path / "t.duckdb")
+    r = tk.ingest(DATA / "ncu_full" / "report.ncu-rep.xz", name="full")
+    assert (r.kind, r.rows) == ("ncu", {"ncu_kernels": 4, "ncu_metrics": 8972})
+    runs = tk.sql("SELECT kind, gpu FROM runs").rows()
+    assert runs == [("ncu", "NVIDIA H200")]
+    again = tk.ingest(DATA / "ncu_full" / "report.ncu-rep.xz")
+    assert again.skipped and again.run_id == r.run_id
+    assert tk.sql("SELECT count(*) FROM ncu_kernels").item() == 4
+
+
+# -- bad input ---------------------------------------------------------------
+
+
+def _localize(text: str) -> str:
+    """German number format: 1.234.567,89 for ncu's 1,234,567.89."""
+
+    def swap(m):
+        return m.group(0).replace(",", "\0").replace(".", ",").replace("\0", ".")
+
+    rows = list(csv.reader(text.splitlines()))
+    out = []
+    for row in rows:
+        out.append([re.sub(r"^[-+]?[\d,]+(\.\d+)?$", swap, c) for c in row])
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(out)
+    return buf.getvalue()
+
+
+def _rewrite_raw(
+    src: Path, dst: Path, drop: set[str] = frozenset(), na: dict | None = None, rows=None
+) -> Path:
+    data = list(csv.reader(src.read_text().splitlines()))
+    keep = [i for i, h in enumerate(data[0]) if h not in drop]
+    out = [[r[i] for i in keep] for r in data]
+    for (row, col), v in (na or {}).items():
+        out[row][out[0].index(col)] = v
+    if rows is not None:
+        out = out[:rows]
+    with open(dst, "w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(out)
+    return dst
+
+
+def _bad_inputs(plain, d: Path) -> dict[str, tuple[Path, str]]:
+    raw = plain[("full", "raw.csv")]
+    rep = plain[("full", "report.ncu-rep")].read_bytes()
+    cases = {}
+    p = d / "localized.csv"
+    p.write_text(_localize(raw.read_text()))
+    cases["localized"] = (p, "localized number")
+    p = d / "truncated.ncu-rep"
+    p.write_bytes(rep[: len(rep) // 2])
+    cases["truncated"] = (p, "truncated report")
+    p = d / "corrupt.ncu-rep"
+    p.write_bytes(rep[:150] + b"\xff" * 40 + rep[190:])
+    cases["corrupt-header"] = (p, "corrupt block header")
+    p = d / "corrupt-payload.ncu-rep"
+    p.write_bytes(rep[:30000] + bytes(b ^ 0x5A for b in rep[30000:31000]) + rep[31000:])
+    cases["corrupt-payload"] = (p, "damaged")
+    p = d / "empty.ncu-rep"
+    p.write_bytes(rep[:23618])  # session and source blocks, no result block
+    cases["empty-report"] = (p, "no profiled launches")
+    cases["empty-csv"] = (_rewrite_raw(raw, d / "empty.csv", rows=2), "no profiled launches")
+    other = d / "other_page.csv"
+    det = list(csv.reader(plain[("full", "details.csv")].read_text().splitlines()))
+    with open(other, "w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows([r[:13] + r[17:] for r in det])
+    cases["other-ncu-page"] = (other, "page tracekit does not read")
+    cases["other-tool"] = (
+        DATA / "nsys_hstu_mixed" / "stats" / "cuda_gpu_kern_sum.csv",
+        "not a recognised profile",
+    )
+    p = d / "zero.csv"
+    p.write_bytes(b"")
+    cases["empty-file"] = (p, "empty file")
+    return cases
+
+
+def test_bad_input_is_one_line_error_and_db_unchanged(plain, tmp_path):
+    db = tmp_path / "t.duckdb"
+    tk = tracekit.open(db)
+    tk.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="ok")
+    before = tk.sql("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM ncu_metrics)").rows()
+    for case, (path, needle) in _bad_inputs(plain, tmp_path).items():
+        with pytest.raises(InputError) as exc:
+            tk.ingest(path)
+        msg = str(exc.value)
+        assert "\n" not in msg and needle in msg, (case, msg)
+        assert (
+            tk.sql("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM ncu_metrics)").rows()
+            == before
+        )
+    tk.close()
+
+
+def test_cli_exit_code_2_and_fresh_db_not_created(plain, tmp_path, capsys):
+    db = tmp_path / "fresh.duckdb"
+    cases = _bad_inputs(plain, tmp_path)
+    for case in ("localized", "truncated", "empty-report"):
+        assert cli_main(["--db", str(db), "ingest", str(cases[case][0])]) == 2, case
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and cases[case][1] in err
+    assert not db.exists()
+
+
+def test_missing_columns_and_na_still_ingest(plain, tmp_path):
+    raw = plain[("full", "raw.csv")]
+    p = _rewrite_raw(
+        raw,
+        tmp_path / "partial.csv",
+        drop={"sm__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__time_duration.sum"},
+        na={(2, "lts__throughput.avg.pct_of_peak_sustained_elapsed"): "n/a"},
+    )
+    m = metrics_of(ncu.read(p))
+    assert m.filter(pl.col("metric") == "gpu__time_duration.sum").height == 0
+    na = m.filter(
+        (pl.col("kernel_id") == 0)
+        & (pl.col("metric") == "lts__throughput.avg.pct_of_peak_sustained_elapsed")
+    )
+    assert na["value"].to_list() == [None] and na["text_value"].to_list() == ["n/a"]

@@ -1,0 +1,142 @@
+"""CLI commands for capture: ``tracekit capture``, ``tracekit sweep``, ``tracekit export sweep``.
+
+Register them on the main Typer app with ``register(app, get_db)`` (``get_db`` returns
+the global ``--db`` value, used when the command's own ``--db`` is not given), or use
+``capture_cmd`` / ``sweep_cmd`` / ``export_sweep_cmd`` directly. Library errors
+(``TracekitError``) propagate: the main CLI prints their one line and exits 2. torch is
+imported only by the workload process, never here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS
+
+_GET_DB: list[Callable[[], Path | None]] = [lambda: None]
+
+ToolOpt = Annotated[str, typer.Option("--tool", help="profiler: nsys, ncu or none (timing only)")]
+PresetOpt = Annotated[str | None, typer.Option(
+    "--preset", help="workload: small, medium, large (default: large with a GPU, small without)",
+    show_default=False)]
+WarmupOpt = Annotated[float | None, typer.Option(
+    "--warmup-ms", help=f"warm-up time budget, ms (default: {DEFAULT_WARMUP_MS:g})", show_default=False)]
+ItersOpt = Annotated[int | None, typer.Option(
+    "--iters", help=f"timed requests (default: {DEFAULT_ITERS})", show_default=False)]
+OutDirOpt = Annotated[Path, typer.Option("--out", help="folder the run folders go into")]
+DbOpt = Annotated[Path | None, typer.Option(
+    "--db", help="DuckDB store to ingest into (default: $TRACEKIT_DB or ./tracekit.duckdb)",
+    show_default=False)]
+NoIngestOpt = Annotated[bool, typer.Option("--no-ingest", help="write the run folder only")]
+
+
+def _db(db: Path | None) -> Path | None:
+    return db if db is not None else _GET_DB[0]()
+
+
+def capture_cmd(
+    bs: Annotated[int, typer.Option("--bs", help="batch size: users per request")] = 8,
+    nc: Annotated[int, typer.Option("--nc", help="candidates per user")] = 1024,
+    tool: ToolOpt = "nsys",
+    preset: PresetOpt = None,
+    warmup_ms: WarmupOpt = None,
+    iters: ItersOpt = None,
+    out: OutDirOpt = Path("runs"),
+    db: DbOpt = None,
+    name: Annotated[str | None, typer.Option("--name", help="run folder name (default: <utc>-bs<bs>-nc<nc>-<tool>)",
+                                             show_default=False)] = None,
+    no_ingest: NoIngestOpt = False,
+) -> None:
+    """Run the HSTU inference workload at one (bs, nc) point under nsys, ncu or none."""
+    from .run import capture, summary
+
+    run_dir = capture(bs, nc, tool=tool, preset=preset,
+                      warmup_ms=DEFAULT_WARMUP_MS if warmup_ms is None else warmup_ms,
+                      iters=DEFAULT_ITERS if iters is None else iters, out_dir=out,
+                      db=_db(db), name=name, ingest=not no_ingest, echo=True,
+                      command=list(sys.argv))
+    typer.echo(f"run folder: {run_dir}")
+    typer.echo(summary(run_dir, None if no_ingest else _db(db)))
+
+
+def sweep_cmd(
+    bs: Annotated[str | None, typer.Option("--bs", help="batch sizes, comma-separated (1,2,4,8)",
+                                           show_default=False)] = None,
+    nc: Annotated[str | None, typer.Option("--nc", help="candidate counts, comma-separated (128,256,512,1024)",
+                                           show_default=False)] = None,
+    config: Annotated[str | None, typer.Option(
+        "--config", help="sweep preset (quick, full) or YAML file", show_default=False)] = None,
+    tool: Annotated[str | None, typer.Option("--tool", help="nsys, ncu or none (default: none)",
+                                             show_default=False)] = None,
+    preset: PresetOpt = None,
+    warmup_ms: WarmupOpt = None,
+    iters: ItersOpt = None,
+    out: OutDirOpt = Path("runs"),
+    db: DbOpt = None,
+    no_ingest: NoIngestOpt = False,
+) -> None:
+    """Capture every point of a bs x nc grid, one run folder per point; failures are
+    recorded and the sweep goes on."""
+    from .sweep import sweep
+
+    def show(point):
+        if point.status != "ok":
+            typer.echo(f"bs={point.bs} nc={point.nc}: {point.status}: {point.error}", err=True)
+
+    result = sweep(bs, nc, config=config, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
+                   out_dir=out, db=_db(db), ingest=not no_ingest, progress=True,
+                   command=list(sys.argv), on_point=show)
+    typer.echo(f"sweep {result.sweep_id}: {len(result.ok)} ok, {len(result.failed)} failed of "
+               f"{len(result.points)} points; manifest {result.manifest}")
+    if not no_ingest and result.ok:
+        import tracekit
+
+        with tracekit.open(_db(db), read_only=True) as tk:
+            df = tk.query("sweep-latency", limit=0)
+        typer.echo(df.select(["preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms"]))
+    if result.failed:
+        raise typer.Exit(1)
+
+
+def export_sweep_cmd(
+    output: Annotated[Path, typer.Option("--output", "-o", help="results.xlsx or results.csv")],
+    db: DbOpt = None,
+) -> None:
+    """Write the sweep spreadsheet: one sheet overall, one per batch size, one per
+    candidate count (or CSV)."""
+    import tracekit
+
+    from .export import export_sweep
+
+    with tracekit.open(_db(db), read_only=True) as tk:
+        written = export_sweep(tk, output)
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+export_app = typer.Typer(help="Export tables.", no_args_is_help=True)
+export_app.command("sweep")(export_sweep_cmd)
+
+app = typer.Typer(help="HSTU inference captures.", no_args_is_help=True, add_completion=False)
+app.command("capture")(capture_cmd)
+app.command("sweep")(sweep_cmd)
+app.add_typer(export_app, name="export")
+
+
+def register(main_app: typer.Typer, get_db: Callable[[], Path | None] | None = None,
+             export_group: typer.Typer | None = None) -> None:
+    """Add ``capture`` and ``sweep`` to ``main_app``, and ``sweep`` to its ``export``
+    group (``export_group`` when the main CLI has one, else this module's)."""
+    if get_db is not None:
+        _GET_DB[0] = get_db
+    main_app.command("capture")(capture_cmd)
+    main_app.command("sweep")(sweep_cmd)
+    if export_group is not None:
+        export_group.command("sweep")(export_sweep_cmd)
+    else:
+        main_app.add_typer(export_app, name="export")

@@ -1,0 +1,64 @@
+"""``export_sweep``: the seed benchmark's spreadsheet, from the store (no log parsing).
+
+xlsx: sheet ``results`` (every timed request of the sweep grid: the seed's columns
+file/batch_size/num_candidate/kv_caches/candidate_embeddings/total_time_ms, with the
+run name as ``file``), ``summary`` (the ``sweep-latency`` grid), then one sheet per batch
+size (``bs8``) and one per candidate count (``nc1024``), as the seed's notebook made.
+CSV: the ``results`` table at PATH and the summary beside it (``<stem>-summary.csv``).
+No sweep data is not an error: the sheets then hold headers only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tracekit.errors import TracekitError
+
+RESULT_COLUMNS = ("file", "batch_size", "num_candidate", "kv_caches", "candidate_embeddings",
+                  "total_time_ms", "request_idx", "preset", "tool")
+
+
+def _frames(tk):
+    requests = tk.query("sweep-requests", limit=0)
+    summary = tk.query("sweep-latency", limit=0)
+    results = requests.rename({"run": "file"}).select(list(RESULT_COLUMNS))
+    return results, summary
+
+
+def export_sweep(tk, path: str | os.PathLike) -> list[Path]:
+    """Write the sweep spreadsheet (``.xlsx``) or CSV (``.csv``); returns the files written."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".xlsx", ".csv"):
+        raise TracekitError(f"{path}: export sweep writes .xlsx or .csv, not {path.suffix or 'no suffix'}")
+    if not path.parent.exists():
+        raise TracekitError(f"{path}: folder {path.parent} does not exist")
+    results, summary = _frames(tk)
+    if suffix == ".csv":
+        side = path.with_name(f"{path.stem}-summary.csv")
+        results.write_csv(path)
+        summary.write_csv(side)
+        return [path, side]
+    from openpyxl import Workbook
+
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "results"
+    _sheet(ws, results)
+    _sheet(wb.create_sheet("summary"), summary)
+    for bs in sorted(set(results["batch_size"].to_list())):
+        _sheet(wb.create_sheet(f"bs{bs}"), results.filter(results["batch_size"] == bs))
+    for nc in sorted(set(results["num_candidate"].to_list())):
+        _sheet(wb.create_sheet(f"nc{nc}"), results.filter(results["num_candidate"] == nc))
+    tmp = path.with_name(path.name + ".tmp")
+    wb.save(tmp)
+    os.replace(tmp, path)
+    return [path]
+
+
+def _sheet(ws, df) -> None:
+    ws.append(list(df.columns))
+    for row in df.iter_rows():
+        ws.append(list(row))
+    ws.freeze_panes = "A2"

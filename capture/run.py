@@ -1,0 +1,360 @@
+"""``capture()``: one run of the HSTU workload under a profiler, as a run folder, ingested.
+
+A run folder ``<out_dir>/<utc>-bs<bs>-nc<nc>-<tool>/`` holds:
+
+* ``meta.json``: name, tool, params, the exact command, the profiler commands, the
+  workload config, versions, GPU and clocks as found, git commit, start/finish times,
+  status (``ok`` | ``failed`` | ``interrupted``) and error, latency statistics;
+* ``spec.json`` (what the workload process ran) and ``worker.json`` (what it reported);
+* ``capture.log``: the workload's and profiler's output, one line per request;
+* ``requests.csv``: one row per request (warm-up and timed);
+* nsys: ``nsys.nsys-rep`` and ``nsys.sqlite``; ncu: ``ncu.ncu-rep``, ``ncu_raw.csv``,
+  ``ncu_details.csv``.
+
+``meta.json`` is written before the workload starts with status ``failed`` and error
+"did not finish", so a folder left by a killed process is labelled; it is rewritten
+when the run ends, then the folder is ingested (not for interrupted runs; ingest those
+with ``tracekit ingest FOLDER`` if wanted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tracekit.errors import CaptureError, TracekitError
+
+from . import profilers, runinfo
+from .config import validate_params, workload_config
+
+DEFAULT_WARMUP_MS = 2000.0
+DEFAULT_ITERS = 50
+LOG = "capture.log"
+
+
+def _utc_stamp(now: datetime) -> str:
+    return now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def _iso(now: datetime) -> str:
+    return now.isoformat(timespec="milliseconds")
+
+
+def default_preset() -> str:
+    return "large" if runinfo.has_gpu() else "small"
+
+
+def run_folder_name(bs: int, nc: int, tool: str, now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return f"{_utc_stamp(now)}-bs{bs}-nc{nc}-{tool}"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def _stream(argv: list[str], log, echo: bool, timeout_s: float | None,
+            env: dict | None = None) -> int:
+    """Run ``argv``, copying its stdout+stderr to ``log`` (and the console when ``echo``)."""
+    log.write(f"$ {' '.join(argv)}\n")
+    log.flush()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                bufsize=1, env=env)
+    except OSError as err:
+        raise CaptureError(f"cannot start {argv[0]}: {err.strerror or err}") from err
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            log.flush()
+            if echo:
+                print(line, end="", flush=True)
+        return proc.wait(timeout=timeout_s)
+    except BaseException:
+        # KeyboardInterrupt or timeout: give the workload a chance to write its files
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        raise
+
+
+def _last_error_line(log_path: Path) -> str | None:
+    try:
+        lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return None
+    for ln in reversed(lines):
+        if "error" in ln.lower() or "failed" in ln.lower():
+            return ln[:300]
+    return lines[-1][:300] if lines else None
+
+
+def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
+            warmup_ms: float = DEFAULT_WARMUP_MS, iters: int = DEFAULT_ITERS,
+            out_dir: str | os.PathLike = "runs", db: str | os.PathLike | None = None, *,
+            name: str | None = None, workload: dict[str, Any] | None = None,
+            device: str = "auto", flush_l2: bool = True, ingest: bool = True,
+            echo: bool = False, command: list[str] | None = None,
+            extra_params: dict[str, Any] | None = None, ncu_launch_skip: int = 0,
+            ncu_launch_count: int | None = None, ncu_kernel_classes: list[str] | None = None,
+            timeout_s: float | None = None) -> Path:
+    """Run the HSTU workload at (``bs``, ``nc``) under ``tool`` and return its run folder.
+
+    ``tool``: ``nsys`` (timed requests inside a cudaProfilerStart/Stop capture range,
+    exported to SQLite), ``ncu`` (the embedding / GEMM / attention kernels of one
+    steady-state request, roofline + occupancy + launch-stats sections, raw and details
+    CSV) or ``none`` (timing only). ``preset`` defaults to ``large`` with a GPU and
+    ``small`` without. ``workload`` overrides preset fields (tests use tiny models).
+    The folder is ingested into ``db`` ($TRACEKIT_DB or ./tracekit.duckdb) unless
+    ``ingest`` is False. Raises ``CaptureError``/``ToolNotFoundError`` with one line;
+    a failed run still leaves (and ingests) its labelled folder.
+    """
+    bs, nc, tool, preset, warmup_ms, iters = validate_params(bs, nc, tool, preset, warmup_ms, iters)
+    if device not in ("auto", "cpu", "cuda"):
+        raise CaptureError(f"device {device!r}: choose auto, cpu or cuda")
+    if ncu_launch_skip < 0 or (ncu_launch_count is not None and ncu_launch_count < 1):
+        raise CaptureError("ncu launch skip must be >= 0 and launch count >= 1")
+    exe = profilers.find_tool(tool) if tool != "none" else None
+    kernel_regex = profilers.ncu_kernel_regex(ncu_kernel_classes) if tool == "ncu" else None
+    preset = preset or default_preset()
+    cfg = workload_config(preset, **(workload or {}))
+
+    started = datetime.now(UTC)
+    run_name = name or run_folder_name(bs, nc, tool, started)
+    if "/" in run_name or run_name in ("", ".", ".."):
+        raise CaptureError(f"run name {run_name!r}: must be a plain folder name")
+    run_dir = Path(out_dir) / run_name
+    if run_dir.exists():
+        raise CaptureError(f"run folder {run_dir} already exists; remove it or choose another name")
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as err:
+        raise CaptureError(f"cannot create run folder {run_dir}: {err.strerror or err}") from err
+
+    spec = {"bs": bs, "nc": nc, "tool": tool, "warmup_ms": warmup_ms, "iters": iters,
+            "flush_l2": flush_l2, "device": device, "workload": cfg.to_dict()}
+    spec_path = run_dir / "spec.json"
+    _write_json(spec_path, spec)
+    worker_cmd = [sys.executable, "-m", "tracekit.capture.worker", str(spec_path)]
+    if tool == "nsys":
+        argv = profilers.nsys_argv(exe, run_dir / "nsys", worker_cmd)
+    elif tool == "ncu":
+        argv = profilers.ncu_argv(exe, run_dir / "ncu", worker_cmd, kernel_regex=kernel_regex,
+                                  launch_skip=ncu_launch_skip, launch_count=ncu_launch_count)
+    else:
+        argv = worker_cmd
+    tool_versions = {"nsys": None, "ncu": None}
+    if exe is not None:
+        tool_versions[tool] = profilers.tool_version(exe)
+
+    params = {"bs": bs, "nc": nc, "preset": preset, "tool": tool, "warmup_ms": warmup_ms,
+              "iters": iters, "flush_l2": flush_l2, "device": device, **(extra_params or {})}
+    meta: dict[str, Any] = {
+        "name": run_name,
+        "tool": tool,
+        "params": params,
+        "command": list(command) if command is not None else list(sys.argv),
+        "profiler_commands": [argv],
+        "workload": cfg.to_dict(),
+        "versions": runinfo.versions(**tool_versions),
+        "gpu": runinfo.gpu_info(),
+        "git_commit": runinfo.git_commit(),
+        "started_at": _iso(started),
+        "finished_at": None,
+        "status": "failed",
+        "error": "did not finish (the capture process was killed?)",
+    }
+    if tool == "ncu":
+        meta["ncu"] = {"nvtx_range": profilers.NCU_RANGE, "kernel_regex": kernel_regex,
+                       "kernel_classes": {c: profilers.NCU_KERNEL_CLASSES[c] for c in
+                                          (ncu_kernel_classes or profilers.NCU_KERNEL_CLASSES)},
+                       "launch_skip": ncu_launch_skip, "launch_count": ncu_launch_count,
+                       "sections": list(profilers.NCU_SECTIONS)}
+    _write_json(run_dir / "meta.json", meta)
+
+    status, error = "failed", None
+    env = dict(os.environ)
+    try:
+        with open(run_dir / LOG, "a", encoding="utf-8") as log:
+            rc = _stream(argv, log, echo, timeout_s, env)
+            worker = _read_worker(run_dir)
+            if rc == 0 and worker.get("status") == "ok":
+                status, error = "ok", None
+            else:
+                error = worker.get("error") or _last_error_line(run_dir / LOG) or f"exit status {rc}"
+                error = f"{tool if tool != 'none' else 'workload'} exited with status {rc}: {error}"
+            if status == "ok" and tool == "nsys" and not (run_dir / "nsys.sqlite").exists():
+                status, error = "failed", "nsys wrote no SQLite export (nsys.sqlite); see capture.log"
+            if status == "ok" and tool == "ncu":
+                error = _ncu_exports(exe, run_dir, log, meta)
+                if error:
+                    status = "failed"
+    except KeyboardInterrupt:
+        status, error = "interrupted", "interrupted by the user"
+    except subprocess.TimeoutExpired:
+        status, error = "failed", f"timed out after {timeout_s} s"
+    except TracekitError as err:
+        status, error = "failed", str(err)
+    finally:
+        worker = _read_worker(run_dir)
+        meta.update(_from_worker(worker))
+        meta["finished_at"] = _iso(datetime.now(UTC))
+        meta["status"], meta["error"] = status, error
+        _write_json(run_dir / "meta.json", meta)
+    if status == "interrupted":
+        raise KeyboardInterrupt
+    ingest_error = None
+    if ingest:
+        ingest_error = _ingest(run_dir, db, required=(status == "ok"))
+    if status != "ok":
+        raise CaptureError(f"capture failed ({error}); partial results in {run_dir}")
+    if ingest_error:
+        raise CaptureError(f"run folder {run_dir} written, but ingest failed: {ingest_error}")
+    return run_dir
+
+
+def _read_worker(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "worker.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _from_worker(worker: dict) -> dict:
+    """The workload process's report, as meta.json fields."""
+    out: dict[str, Any] = {}
+    if not worker:
+        return out
+    out["device"] = worker.get("device")
+    out["attention_backend"] = worker.get("attention_backend")
+    out["dtype"] = worker.get("dtype")
+    if worker.get("stats"):
+        out["latency"] = {**worker["stats"], "peak_mem_allocated_mb": worker.get("peak_mem_allocated_mb"),
+                          "warmup_requests": worker.get("warmup_requests")}
+    if worker.get("ncu_profiled_request_idx") is not None:
+        out["ncu_profiled_request_idx"] = worker["ncu_profiled_request_idx"]
+    out["runtime"] = {k: worker.get(k) for k in ("torch", "triton", "cuda", "gpu_name", "build_s")}
+    return out
+
+
+def _ncu_exports(ncu: str, run_dir: Path, log, meta: dict) -> str | None:
+    report = run_dir / "ncu.ncu-rep"
+    if not report.exists():
+        return "ncu wrote no report (ncu.ncu-rep): no kernel matched the filters? see capture.log"
+    for fname, argv in profilers.ncu_export_argvs(ncu, report).items():
+        meta["profiler_commands"].append(argv)
+        log.write(f"$ {' '.join(argv)} > {fname}\n")
+        log.flush()
+        with open(run_dir / fname, "w", encoding="utf-8") as out:
+            try:
+                res = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, timeout=600)
+            except (OSError, subprocess.SubprocessError) as err:
+                return f"ncu export {fname} failed: {err}"
+        if res.returncode != 0:
+            log.write(res.stderr)
+            return f"ncu export {fname} exited with status {res.returncode}: {res.stderr.strip()[:200]}"
+    return None
+
+
+def _ingest(run_dir: Path, db, required: bool) -> str | None:
+    """Ingest the folder; returns the error message (None on success). A failed run's
+    folder is ingested when it has anything to ingest."""
+    import tracekit
+
+    if not required and not _has_rows(run_dir / "requests.csv"):
+        return None
+    try:
+        with tracekit.open(db) as tk:
+            tk.ingest(run_dir)
+    except TracekitError as err:
+        return str(err)
+    except Exception as err:  # a store bug must not lose the run folder
+        return f"{type(err).__name__}: {err}".splitlines()[0]
+    return None
+
+
+def _has_rows(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return sum(1 for _ in f) > 1
+    except OSError:
+        return False
+
+
+def summary(run_dir: str | os.PathLike, db: str | os.PathLike | None = None, top: int = 5) -> str:
+    """A short text summary of a run: latency statistics, and from the store (nsys runs)
+    the top kernels and each NVTX range's share of request time, (ncu runs) the kernels
+    profiled."""
+    run_dir = Path(run_dir)
+    meta = json.loads((run_dir / "meta.json").read_text())
+    p = meta["params"]
+    lines = [f"run {meta['name']}  status {meta['status']}  preset {p['preset']}  bs {p['bs']}  "
+             f"nc {p['nc']}  tool {meta['tool']}  device {meta.get('device')}  "
+             f"gpu {meta['gpu'].get('name')}  attention {meta.get('attention_backend')}"]
+    if meta.get("error"):
+        lines.append(f"error: {meta['error']}")
+    lat = meta.get("latency")
+    if lat and lat.get("requests"):
+        peak = lat.get("peak_mem_allocated_mb")
+        lines.append(
+            f"latency over {lat['requests']} timed requests: median {lat['median_ms']:.3f} ms  "
+            f"p95 {lat['p95_ms']:.3f} ms  p99 {lat['p99_ms']:.3f} ms  min {lat['min_ms']:.3f} ms"
+            + (f"  peak memory {peak:.0f} MB" if peak is not None else ""))
+    if db is None and not os.environ.get("TRACEKIT_DB") and not Path("tracekit.duckdb").exists():
+        return "\n".join(lines)
+    import tracekit
+
+    try:
+        with tracekit.open(db, read_only=True) as tk:
+            if meta["tool"] == "nsys":
+                lines += _nsys_summary(tk, meta["name"], top)
+            elif meta["tool"] == "ncu":
+                lines += _ncu_summary(tk, meta["name"], top)
+    except TracekitError as err:
+        lines.append(f"(store: {err})")
+    return "\n".join(lines)
+
+
+def _nsys_summary(tk, run: str, top: int) -> list[str]:
+    out = []
+    kern = tk.query("top-kernels", run=run, limit=top)
+    if kern.height:
+        out.append("top kernels (time %, total ms, instances):")
+        for r in kern.iter_rows(named=True):
+            out.append(f"  {r['time_pct']:5.1f}%  {r['total_ns'] / 1e6:9.3f}  {r['instances']:6d}  {r['name'][:90]}")
+    nvtx = tk.query("nvtx-summary", run=run, limit=0)
+    if nvtx.height:
+        req = nvtx.filter(nvtx["range"].str.ends_with(":hstu.request"))
+        total = float(req["total_ns"].sum()) if req.height else float(nvtx["total_ns"].max())
+        out.append("NVTX ranges (share of hstu.request time):")
+        for r in nvtx.iter_rows(named=True):
+            if r["range"].endswith(":hstu.request"):
+                continue
+            out.append(f"  {100 * r['total_ns'] / total:5.1f}%  {r['range']}  x{r['instances']}")
+    return out
+
+
+def _ncu_summary(tk, run: str, top: int) -> list[str]:
+    rows = tk.sql(
+        "SELECT k.kernel_id, k.name, k.nvtx_range FROM ncu_kernels k JOIN runs r USING (run_id) "
+        "WHERE r.run_id = (SELECT max(run_id) FROM runs WHERE name = $run) ORDER BY k.kernel_id",
+        {"run": run})
+    if not rows.height:
+        return ["ncu: no kernel launch profiled"]
+    out = [f"ncu profiled {rows.height} kernel launches (id, NVTX range, kernel):"]
+    for r in rows.head(top * 6).iter_rows(named=True):
+        out.append(f"  {r['kernel_id']:4d}  {str(r['nvtx_range'])[:18]:18s}  {str(r['name'])[:90]}")
+    return out

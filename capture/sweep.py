@@ -1,0 +1,239 @@
+"""``sweep()``: one capture per point of a batch-size x candidates grid.
+
+Every point is a normal run folder (``params.sweep`` names the sweep); a point that fails
+is recorded and the sweep goes on. ``<out_dir>/<sweep_id>.json`` is the manifest,
+rewritten after every point: the config, and per point its status (``ok`` | ``failed``
+| ``interrupted`` | ``not_run``), run folder and error. An interrupted sweep keeps the
+finished points (ingested) and labels the rest.
+
+Configs: the named presets ``quick`` and ``full`` or a YAML file::
+
+    preset: large          # workload preset (default: large with a GPU, small without)
+    tool: none             # nsys | ncu | none
+    warmup_ms: 2000
+    iters: 50
+    grid:
+      bs: [1, 2, 4, 8]
+      nc: [128, 256, 512, 1024]
+    workload: {}           # optional overrides of preset fields
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tracekit.errors import CaptureError, TracekitError
+
+from . import profilers
+from .config import TOOLS, validate_params
+from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS, _iso, _utc_stamp, _write_json, capture
+
+SWEEP_PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {"tool": "none", "warmup_ms": 500.0, "iters": 20,
+              "grid": {"bs": [1, 8], "nc": [128, 1024]}},
+    "full": {"tool": "none", "warmup_ms": DEFAULT_WARMUP_MS, "iters": DEFAULT_ITERS,
+             "grid": {"bs": [1, 2, 4, 8], "nc": [128, 256, 512, 1024]}},
+}
+CONFIG_KEYS = {"preset", "tool", "warmup_ms", "iters", "grid", "workload", "device", "flush_l2",
+               "ncu_launch_skip", "ncu_launch_count"}
+
+
+@dataclass
+class SweepPoint:
+    bs: int
+    nc: int
+    status: str = "not_run"  # ok | failed | interrupted | not_run
+    run_dir: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class SweepResult:
+    sweep_id: str
+    manifest: Path
+    points: list[SweepPoint] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[SweepPoint]:
+        return [p for p in self.points if p.status == "failed"]
+
+    @property
+    def ok(self) -> list[SweepPoint]:
+        return [p for p in self.points if p.status == "ok"]
+
+
+def parse_list(text: str | Sequence[int], flag: str) -> list[int]:
+    """``"1,2,4,8"`` (or a list) -> ``[1, 2, 4, 8]``; each value must be a positive int."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out = []
+    for item in items:
+        s = str(item).strip()
+        try:
+            value = int(s, 10)
+        except ValueError:
+            raise CaptureError(f"{flag} {text!r}: {s!r} is not an integer") from None
+        if value < 1:
+            raise CaptureError(f"{flag} {text!r}: {value} must be a positive integer (>= 1)")
+        if value not in out:
+            out.append(value)
+    if not out:
+        raise CaptureError(f"{flag} {text!r}: give at least one value")
+    return out
+
+
+def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
+    """A sweep config from a preset name, a YAML file or a dict, validated."""
+    if isinstance(config, dict):
+        data, where = dict(config), "sweep config"
+    elif str(config) in SWEEP_PRESETS:
+        data, where = json.loads(json.dumps(SWEEP_PRESETS[str(config)])), f"sweep preset {config}"
+    else:
+        path = Path(config)
+        if not path.is_file():
+            raise CaptureError(f"--config {config}: neither a sweep preset ({', '.join(SWEEP_PRESETS)}) "
+                               "nor a YAML file")
+        import yaml
+
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            raise CaptureError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
+        if not isinstance(data, dict):
+            raise CaptureError(f"{path}: a sweep config must be a mapping with a 'grid'")
+        where = str(path)
+    unknown = sorted(set(data) - CONFIG_KEYS)
+    if unknown:
+        raise CaptureError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}")
+    grid = data.get("grid")
+    if not isinstance(grid, dict) or set(grid) != {"bs", "nc"}:
+        raise CaptureError(f"{where}: 'grid' must give the lists 'bs' and 'nc'")
+    data["grid"] = {"bs": parse_list(grid["bs"], "grid.bs"), "nc": parse_list(grid["nc"], "grid.nc")}
+    if data.get("tool", "none") not in TOOLS:
+        raise CaptureError(f"{where}: tool {data['tool']!r}: choose one of {', '.join(TOOLS)}")
+    return data
+
+
+def _write_manifest(path: Path, sweep_id: str, status: str, settings: dict, started: datetime,
+                    points: list[SweepPoint], finished: bool) -> None:
+    _write_json(path, {
+        "sweep": sweep_id, "status": status, "settings": settings,
+        "started_at": _iso(started),
+        "finished_at": _iso(datetime.now(UTC)) if finished else None,
+        "points": [p.__dict__ for p in points],
+    })
+
+
+def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None = None, *,
+          config: str | os.PathLike | dict | None = None, tool: str | None = None,
+          preset: str | None = None, warmup_ms: float | None = None, iters: int | None = None,
+          out_dir: str | os.PathLike = "runs", db: str | os.PathLike | None = None,
+          workload: dict | None = None, device: str | None = None, ingest: bool = True,
+          progress: bool = True, command: list[str] | None = None,
+          runner: Callable[..., Path] = capture,
+          on_point: Callable[[SweepPoint], None] | None = None) -> SweepResult:
+    """Capture every (bs, nc) point of a grid. The grid comes from ``bs``/``nc`` or from
+    ``config`` (preset name, YAML path or dict); explicit arguments override the config.
+    Bad values are rejected before any point runs; a missing profiler too."""
+    cfg = load_config(config) if config is not None else {}
+    grid = cfg.get("grid", {})
+    bs_list = parse_list(bs, "--bs") if bs is not None else grid.get("bs")
+    nc_list = parse_list(nc, "--nc") if nc is not None else grid.get("nc")
+    if not bs_list or not nc_list:
+        raise CaptureError("sweep needs --bs and --nc lists or --config")
+    tool = tool or cfg.get("tool", "none")
+    preset = preset or cfg.get("preset")
+    warmup_ms = warmup_ms if warmup_ms is not None else cfg.get("warmup_ms", DEFAULT_WARMUP_MS)
+    iters = iters if iters is not None else cfg.get("iters", DEFAULT_ITERS)
+    workload = {**cfg.get("workload", {}), **(workload or {})}
+    device = device or cfg.get("device", "auto")
+    _, _, tool, preset, warmup_ms, iters = validate_params(bs_list[0], nc_list[0], tool, preset,
+                                                           warmup_ms, iters)
+    if tool != "none":
+        profilers.find_tool(tool)  # fail before the first point, not once per point
+    if preset is None:
+        from .run import default_preset
+
+        preset = default_preset()
+    extra = {k: cfg[k] for k in ("flush_l2", "ncu_launch_skip", "ncu_launch_count") if k in cfg}
+
+    started = datetime.now(UTC)
+    sweep_id = f"sweep-{_utc_stamp(started)}"
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = out / f"{sweep_id}.json"
+    if manifest.exists():
+        raise CaptureError(f"sweep manifest {manifest} already exists")
+    settings = {"grid": {"bs": bs_list, "nc": nc_list}, "tool": tool, "preset": preset,
+                "warmup_ms": warmup_ms, "iters": iters, "workload": workload, "device": device,
+                "config": str(config) if config is not None and not isinstance(config, dict) else None,
+                **extra}
+    points = [SweepPoint(b, n) for b, n in itertools.product(bs_list, nc_list)]
+    result = SweepResult(sweep_id, manifest, points)
+    _write_manifest(manifest, sweep_id, "running", settings, started, points, False)
+
+    bar = _progress(progress)
+    task = bar.add_task(f"{sweep_id}", total=len(points)) if bar else None
+    current: SweepPoint | None = None
+    try:
+        if bar:
+            bar.start()
+        for i, point in enumerate(points):
+            current = point
+            if bar:
+                bar.update(task, description=f"bs={point.bs} nc={point.nc} ({tool})")
+            try:
+                run_dir = runner(point.bs, point.nc, tool=tool, preset=preset, warmup_ms=warmup_ms,
+                                 iters=iters, out_dir=out, db=db, workload=workload or None,
+                                 device=device, ingest=ingest, command=command,
+                                 extra_params={"sweep": sweep_id, "sweep_point": i},
+                                 **{k: v for k, v in extra.items()})
+                point.status, point.run_dir = "ok", str(run_dir)
+            except TracekitError as err:
+                point.status, point.error = "failed", str(err)
+                point.run_dir = _folder_from_error(str(err))
+            except KeyboardInterrupt:
+                point.status, point.error = "interrupted", "interrupted by the user"
+                raise
+            except Exception as err:  # a crash in one point must not end the sweep
+                point.status, point.error = "failed", f"{type(err).__name__}: {err}".splitlines()[0]
+            current = None
+            if on_point is not None:
+                on_point(point)
+            _write_manifest(manifest, sweep_id, "running", settings, started, points, False)
+            if bar:
+                bar.advance(task)
+    except KeyboardInterrupt:
+        _write_manifest(manifest, sweep_id, "interrupted", settings, started, points, True)
+        done = sum(p.status == "ok" for p in points)
+        where = f" at bs={current.bs} nc={current.nc}" if current else ""
+        raise CaptureError(f"sweep interrupted{where} after {done} of {len(points)} points; "
+                           f"finished runs are kept and ingested, manifest {manifest}") from None
+    finally:
+        if bar:
+            bar.stop()
+    status = "ok" if not result.failed else ("failed" if not result.ok else "partial")
+    _write_manifest(manifest, sweep_id, status, settings, started, points, True)
+    return result
+
+
+def _folder_from_error(message: str) -> str | None:
+    marker = "partial results in "
+    if marker in message:
+        return message.split(marker, 1)[1].strip()
+    return None
+
+
+def _progress(enabled: bool):
+    if not enabled:
+        return None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), transient=False)

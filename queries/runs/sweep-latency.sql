@@ -1,0 +1,44 @@
+-- Request latency over the bs x nc sweep grid, one row per (preset, tool, bs, nc) point.
+-- Spans all runs: each point is its latest run whose meta status is ok and that has
+-- timed requests (warm-up requests excluded). Quantiles interpolate linearly, as numpy.
+-- Runs under nsys or ncu are listed under their tool: their latencies include profiler overhead.
+-- @param limit  INTEGER  rows to return; 0 = all (default: 20)
+-- @column preset                 workload preset (small, medium, large)
+-- @column tool                   profiler the run ran under (none, nsys, ncu)
+-- @column bs                     batch size, users per request
+-- @column nc                     candidates per user
+-- @column run                    name of the point's run
+-- @column requests               timed requests
+-- @column median_ms              median end-to-end request latency, ms
+-- @column p95_ms                 95th percentile latency, ms
+-- @column p99_ms                 99th percentile latency, ms
+-- @column mean_ms                mean latency, ms
+-- @column min_ms                 fastest request, ms
+-- @column max_ms                 slowest request, ms
+-- @column peak_mem_allocated_mb  largest peak of allocated GPU memory in a timed request, MB (NULL on CPU)
+-- @requires requests
+WITH points AS (
+    SELECT run_id, name,
+           json_extract_string(params, '$.preset') AS preset,
+           json_extract_string(params, '$.tool') AS tool,
+           json_extract(params, '$.bs')::INTEGER AS bs,
+           json_extract(params, '$.nc')::INTEGER AS nc
+    FROM runs
+    WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
+      AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
+    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1
+)
+SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
+       count(*) AS requests,
+       quantile_cont(q.latency_ms, 0.5) AS median_ms,
+       quantile_cont(q.latency_ms, 0.95) AS p95_ms,
+       quantile_cont(q.latency_ms, 0.99) AS p99_ms,
+       avg(q.latency_ms) AS mean_ms,
+       min(q.latency_ms) AS min_ms,
+       max(q.latency_ms) AS max_ms,
+       max(q.peak_mem_allocated_mb) AS peak_mem_allocated_mb
+FROM points p
+JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
+GROUP BY p.preset, p.tool, p.bs, p.nc, p.name
+ORDER BY p.preset, p.tool, p.bs, p.nc
+LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

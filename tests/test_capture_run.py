@@ -1,0 +1,249 @@
+"""tracekit.capture.run on CPU: the --tool none run end to end, run folders, profiler
+discovery and command lines, bad input."""
+
+import csv
+import json
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from tracekit.capture import profilers, run
+
+from tracekit.errors import CaptureError, ToolNotFoundError
+
+TINY = dict(max_history_items=40, num_items=2048, num_layers=2, d_model=64, num_heads=2,
+            head_dim=32, scoring_hidden=32, new_items_per_request=4)
+SEED_LINE = re.compile(r"KV Caches:\s*(\d+),\s*Candidate Embeddings:\s*(\d+),\s*Total time\(ms\):\s*([0-9.]+)")
+META_KEYS = {"name", "tool", "params", "command", "workload", "versions", "gpu", "git_commit",
+             "started_at", "finished_at", "status", "error"}
+
+
+def _capture(tmp_path, **kw):
+    args = dict(tool="none", preset="small", warmup_ms=0, iters=3, out_dir=tmp_path / "runs",
+                workload=TINY, ingest=False, command=["tracekit", "capture", "--tool", "none"])
+    args.update(kw)
+    return run.capture(2, 8, **args)
+
+
+@pytest.fixture(scope="module")
+def none_run(tmp_path_factory):
+    return _capture(tmp_path_factory.mktemp("cap"))
+
+
+def test_none_run_writes_complete_run_folder(none_run):
+    d = none_run
+    assert re.fullmatch(r"\d{8}T\d{6}\.\d{3}Z-bs2-nc8-none", d.name)
+    meta = json.loads((d / "meta.json").read_text())
+    assert META_KEYS <= set(meta)
+    assert meta["status"] == "ok" and meta["error"] is None
+    assert meta["name"] == d.name and meta["tool"] == "none"
+    assert meta["params"] == {"bs": 2, "nc": 8, "preset": "small", "tool": "none", "warmup_ms": 0.0,
+                              "iters": 3, "flush_l2": True, "device": "auto"}
+    assert meta["command"] == ["tracekit", "capture", "--tool", "none"]
+    assert meta["workload"]["d_model"] == 64 and meta["workload"]["preset"] == "small"
+    assert set(meta["versions"]) == {"python", "torch", "triton", "nsys", "ncu", "tracekit"}
+    assert meta["versions"]["torch"] and meta["versions"]["nsys"] is None
+    assert set(meta["gpu"]) == {"name", "driver", "clocks_sm_mhz", "clocks_max_sm_mhz", "clocks_mem_mhz"}
+    assert meta["device"] == "cpu"
+    assert meta["finished_at"] >= meta["started_at"]
+    assert meta["profiler_commands"][0][1:4] == ["-m", "tracekit.capture.worker", str(d / "spec.json")]
+
+    with open(d / "requests.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["request_idx", "phase", "bs", "nc", "kv_caches", "candidate_embeddings",
+                             "latency_ms", "peak_mem_allocated_mb", "peak_mem_reserved_mb"]
+    timed = [r for r in rows if r["phase"] == "timed"]
+    warm = [r for r in rows if r["phase"] == "warmup"]
+    assert len(timed) == 3 and len(warm) >= 2
+    assert [int(r["request_idx"]) for r in rows] == list(range(len(rows)))
+    assert warm[0]["kv_caches"] == "0"  # first request: every user misses the cache
+    assert all(r["kv_caches"] == "2" and r["candidate_embeddings"] == "8" for r in timed)
+    assert all(float(r["latency_ms"]) > 0 for r in rows)
+    assert all(r["peak_mem_allocated_mb"] == "" for r in rows)  # not tracked on CPU
+
+    lat = sorted(float(r["latency_ms"]) for r in timed)
+    assert meta["latency"]["requests"] == 3
+    assert meta["latency"]["median_ms"] == pytest.approx(lat[1])
+    assert meta["latency"]["max_ms"] == pytest.approx(lat[2])
+
+    # the log has the seed's line for every request, matching requests.csv
+    log = (d / "capture.log").read_text()
+    found = SEED_LINE.findall(log)
+    assert len(found) == len(rows)
+    assert [float(x[2]) for x in found] == pytest.approx([float(r["latency_ms"]) for r in rows], abs=6e-4)
+
+
+def test_summary_reports_latency(none_run):
+    text = run.summary(none_run, db=None)
+    assert "status ok" in text and "3 timed requests" in text and "median" in text
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(bs=0), r"--bs 0"),
+    (dict(nc=-1), r"--nc -1"),
+    (dict(bs="x"), r"--bs 'x'"),
+    (dict(preset="huge"), r"--preset 'huge'"),
+    (dict(tool="perf"), r"--tool 'perf'"),
+    (dict(iters=0), r"--iters 0"),
+    (dict(warmup_ms=-5), r"--warmup-ms -5"),
+])
+def test_bad_input_is_one_line_error_before_anything_runs(tmp_path, kw, match):
+    args = dict(bs=2, nc=8, tool="none", preset="small", out_dir=tmp_path / "runs", ingest=False)
+    args.update(kw)
+    with pytest.raises(CaptureError, match=match) as err:
+        run.capture(**args)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_unknown_workload_setting(tmp_path):
+    with pytest.raises(CaptureError, match="unknown workload setting.*bogus"):
+        _capture(tmp_path, workload={"bogus": 1})
+
+
+def test_existing_run_folder_is_an_error_and_untouched(tmp_path):
+    d = tmp_path / "runs" / "mine"
+    d.mkdir(parents=True)
+    (d / "keep.txt").write_text("x")
+    with pytest.raises(CaptureError, match=r"run folder .*mine already exists"):
+        _capture(tmp_path, name="mine")
+    assert [p.name for p in d.iterdir()] == ["keep.txt"]
+
+
+def _fake_tool(tmp_path, name, body):
+    p = tmp_path / "bin" / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(p.stat().st_mode | stat.S_IXUSR)
+    return p
+
+
+def test_find_tool_order_path_env_known(tmp_path, monkeypatch):
+    on_path = _fake_tool(tmp_path / "a", "nsys", "exit 0\n")
+    via_env = _fake_tool(tmp_path / "b", "nsys", "exit 0\n")
+    old = tmp_path / "opt/nvidia/nsight-compute/2024.1.0/host/target-linux-x64/nsys"
+    new = tmp_path / "opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys"
+    for p in (old, new):
+        p.parent.mkdir(parents=True)
+        p.write_text("#!/bin/sh\n")
+        p.chmod(0o755)
+    known = [str(tmp_path / "opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys")]
+    env = {"PATH": str(on_path.parent), "TRACEKIT_NSYS": str(via_env)}
+    assert profilers.find_tool("nsys", env=env, known=known) == str(on_path)
+    env["PATH"] = str(tmp_path / "empty")
+    assert profilers.find_tool("nsys", env=env, known=known) == str(via_env)
+    del env["TRACEKIT_NSYS"]
+    assert profilers.find_tool("nsys", env=env, known=known) == str(new)
+    # the machine's real Nsight Compute folder is among the known ones
+    assert "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys" in profilers.KNOWN_LOCATIONS["nsys"]
+
+
+def test_missing_profiler_lists_where_it_looked(tmp_path):
+    env = {"PATH": str(tmp_path), "TRACEKIT_NCU": str(tmp_path / "nope")}
+    with pytest.raises(ToolNotFoundError) as err:
+        profilers.find_tool("ncu", env=env, known=[str(tmp_path / "opt/*/ncu")])
+    msg = str(err.value)
+    assert "\n" not in msg and "ncu not found" in msg and "PATH" in msg
+    assert f"$TRACEKIT_NCU={tmp_path / 'nope'} (not an executable file)" in msg
+    assert "set TRACEKIT_NCU=" in msg
+
+
+def test_missing_profiler_fails_capture_before_run_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("TRACEKIT_NSYS", raising=False)
+    monkeypatch.setitem(profilers.KNOWN_LOCATIONS, "nsys", (str(tmp_path / "none/*/nsys"),))
+    with pytest.raises(ToolNotFoundError, match="nsys not found"):
+        _capture(tmp_path, tool="nsys")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_nsys_argv():
+    cmd = ["python", "-m", "tracekit.capture.worker", "/r/spec.json"]
+    argv = profilers.nsys_argv("/x/nsys", Path("/r/nsys"), cmd)
+    assert argv[:2] == ["/x/nsys", "profile"]
+    assert "--trace=cuda,nvtx,osrt" in argv
+    assert "--capture-range=cudaProfilerApi" in argv and "--capture-range-end=stop" in argv
+    assert "--export=sqlite" in argv
+    i = argv.index("-o")
+    assert argv[i + 1] == "/r/nsys"
+    assert argv[-4:] == cmd
+    assert all(isinstance(a, str) for a in argv)
+
+
+def test_ncu_argv_and_exports():
+    cmd = ["python", "-m", "tracekit.capture.worker", "/r/spec.json"]
+    argv = profilers.ncu_argv("/x/ncu", Path("/r/ncu"), cmd, launch_skip=2, launch_count=40)
+    pairs = list(zip(argv, argv[1:], strict=False))
+    assert ("--clock-control", "none") in pairs
+    assert ("--nvtx-include", "tracekit_ncu/") in pairs and "--nvtx" in argv
+    assert ("--launch-skip", "2") in pairs and ("--launch-count", "40") in pairs
+    regex = dict(pairs)["--kernel-name"]
+    assert regex.startswith("regex:")
+    pattern = re.compile(regex[len("regex:"):])
+    for kernel in ("indexSelectLargeIndex", "nvjet_tst_128x256_64x4_2x1_v_bz_coopB_TNT",
+                   "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64",
+                   "ampere_bf16_s16816gemm_bf16_256x128_ldg8_relu_f2f_stages_64x3_tn",
+                   "_hstu_cached_kernel"):
+        assert pattern.search(kernel), kernel
+    assert not pattern.search("vectorized_elementwise_kernel")
+    sections = [b for a, b in pairs if a == "--section"]
+    assert {"SpeedOfLight_RooflineChart", "Occupancy", "LaunchStats"} <= set(sections)
+    assert argv[argv.index("-o") + 1] == "/r/ncu" and argv[-4:] == cmd
+    assert "--launch-count" not in profilers.ncu_argv("/x/ncu", Path("/r/ncu"), cmd)
+    ex = profilers.ncu_export_argvs("/x/ncu", Path("/r/ncu.ncu-rep"))
+    assert ex["ncu_raw.csv"] == ["/x/ncu", "-i", "/r/ncu.ncu-rep", "--csv", "--page", "raw",
+                                 "--print-units", "base"]
+    assert ex["ncu_details.csv"][4:6] == ["--page", "details"]
+
+
+def test_failing_profiler_keeps_labelled_folder(tmp_path, monkeypatch):
+    argv_file = tmp_path / "argv.txt"
+    fake = _fake_tool(tmp_path, "nsys",
+                      f'printf "%s\\n" "$@" > {argv_file}\necho "fake nsys: Error: no CUDA" >&2\nexit 3\n')
+    monkeypatch.setenv("PATH", str(tmp_path / "empty") + os.pathsep + os.environ["PATH"])
+    monkeypatch.setenv("TRACEKIT_NSYS", str(fake))
+    if profilers.shutil.which("nsys"):
+        pytest.skip("a real nsys is on PATH")
+    with pytest.raises(CaptureError, match=r"capture failed \(nsys exited with status 3.*; partial results in") as err:
+        _capture(tmp_path, tool="nsys", name="bad")
+    assert "\n" not in str(err.value)
+    d = tmp_path / "runs" / "bad"
+    meta = json.loads((d / "meta.json").read_text())
+    assert meta["status"] == "failed" and "status 3" in meta["error"]
+    assert meta["profiler_commands"][0][0] == str(fake)
+    got = argv_file.read_text().split("\n")[:-1]
+    assert got == meta["profiler_commands"][0][1:]
+    assert got[-3:] == ["-m", "tracekit.capture.worker", str(d / "spec.json")]
+    assert "fake nsys: Error: no CUDA" in (d / "capture.log").read_text()
+
+
+def test_capture_ingests_run_folder(tmp_path):
+    import tracekit
+
+    db = tmp_path / "t.duckdb"
+    d = _capture(tmp_path, ingest=True, db=db, iters=4)
+    with tracekit.open(db, read_only=True) as tk:
+        runs = tk.sql("SELECT name, params, meta FROM runs")
+        assert runs["name"].to_list() == [d.name]
+        params = json.loads(runs["params"][0])
+        assert (params["bs"], params["nc"], params["preset"], params["tool"]) == (2, 8, "small", "none")
+        assert json.loads(runs["meta"][0])["status"] == "ok"
+        req = tk.sql("SELECT phase, count(*) AS n FROM requests GROUP BY phase ORDER BY phase")
+        assert dict(zip(req["phase"].to_list(), req["n"].to_list(), strict=True))["timed"] == 4
+        lat = tk.query("sweep-latency", limit=0)
+        assert lat.height == 1 and lat["requests"][0] == 4
+
+
+def test_worker_reports_failure(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"bs": 1, "nc": 1, "tool": "none", "warmup_ms": 0, "iters": 1,
+                                "workload": {"preset": "small", "bogus": 1}}))
+    from tracekit.capture import worker
+
+    assert worker.main([str(spec)]) == 1
+    out = json.loads((tmp_path / "worker.json").read_text())
+    assert out["status"] == "failed" and "bogus" in out["error"]
+    assert sys.executable

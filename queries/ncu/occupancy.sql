@@ -30,8 +30,13 @@
 -- @column missing_metrics            metrics not in the report, comma-separated (NULL = complete)
 -- @requires ncu_kernels, ncu_metrics
 WITH o AS (
-    SELECT *, least(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
-                    block_limit_barriers) AS min_limit
+    SELECT *,
+           -- NULL when any limit is missing: the binding one cannot be named from a part
+           CASE WHEN block_limit_blocks IS NOT NULL AND block_limit_registers IS NOT NULL
+                 AND block_limit_shared_mem IS NOT NULL AND block_limit_warps IS NOT NULL
+                 AND block_limit_barriers IS NOT NULL
+                THEN least(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
+                           block_limit_barriers) END AS min_limit
     FROM ncu_kernel_metrics
     WHERE ($run IS NULL OR run_id = $run)
 )

@@ -1,0 +1,408 @@
+"""ncu named queries against the committed real reports.
+
+Goldens: occupancy and speed-of-light equal what ``ncu --page details`` printed for the
+same report (to the printed precision); roofline is recomputed here, independently of
+the SQL, from the raw metrics read with ncu_report and the formulas of Nsight Compute's
+roofline section files; the bf16 GEMM's tensor FLOP count is 2*M*N*K.
+"""
+
+from __future__ import annotations
+
+import csv
+import lzma
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import tracekit
+from tracekit.registry import get_registry
+
+DATA = Path(__file__).parent / "data"
+GEMM_FLOP = 2 * 4096**3  # M = N = K = 4096
+NCU_QUERIES = ["ncu-kernels", "occupancy", "roofline", "speed-of-light"]
+
+OCCUPANCY_GOLDEN = {  # query column -> metric ncu prints on the details page
+    "block_size": "launch__block_size",
+    "grid_size": "launch__grid_size",
+    "registers_per_thread": "launch__registers_per_thread",
+    "shared_mem_static_bytes": "launch__shared_mem_per_block_static",
+    "shared_mem_dynamic_bytes": "launch__shared_mem_per_block_dynamic",
+    "shared_mem_driver_bytes": "launch__shared_mem_per_block_driver",
+    "shared_mem_config_bytes": "launch__shared_mem_config_size",
+    "block_limit_registers": "launch__occupancy_limit_registers",
+    "block_limit_shared_mem": "launch__occupancy_limit_shared_mem",
+    "block_limit_warps": "launch__occupancy_limit_warps",
+    "block_limit_blocks": "launch__occupancy_limit_blocks",
+    "block_limit_barriers": "launch__occupancy_limit_barriers",
+    "theoretical_warps_per_sm": "sm__maximum_warps_avg_per_active_cycle",
+    "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+    "achieved_warps_per_sm": "sm__warps_active.avg.per_cycle_active",
+    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "waves_per_sm": "launch__waves_per_multiprocessor",
+}
+SOL_GOLDEN = {
+    "duration_ns": "gpu__time_duration.sum",
+    "elapsed_cycles": "gpc__cycles_elapsed.max",
+    "sm_active_cycles": "sm__cycles_active.avg",
+    "sm_frequency_hz": "gpc__cycles_elapsed.avg.per_second",
+    "dram_frequency_hz": "dram__cycles_elapsed.avg.per_second",
+    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram_throughput_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    "l1_throughput_pct": "l1tex__throughput.avg.pct_of_peak_sustained_active",
+    "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+}
+
+
+def unxz(src: Path, dst: Path) -> Path:
+    dst.write_bytes(lzma.decompress(src.read_bytes()))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def tk(tmp_path_factory):
+    """Runs: full (.ncu-rep), sections (.ncu-rep), full-csv (raw, base units)."""
+    d = tmp_path_factory.mktemp("ncu_store")
+    t = tracekit.open(d / "ncu.duckdb")
+    t.ingest(DATA / "ncu_full" / "report.ncu-rep.xz", name="full")
+    t.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="sections")
+    t.ingest(unxz(DATA / "ncu_full" / "raw.csv.xz", d / "raw.csv"), name="full-csv")
+    yield t
+    t.close()
+
+
+def details_golden(variant: str) -> dict[tuple[int, str], str]:
+    """(launch ID, metric) -> value string as ncu --page details --print-units base printed it."""
+    text = lzma.decompress((DATA / f"ncu_{variant}" / "details.csv.xz").read_bytes()).decode()
+    rows = list(csv.reader(text.splitlines()))
+    h = rows[0]
+    i_id, i_name, i_val = h.index("ID"), h.index("Metric Name"), h.index("Metric Value")
+    return {(int(r[i_id]), r[i_name]): r[i_val] for r in rows[1:] if r[i_name]}
+
+
+def details_rules(variant: str) -> dict[tuple[int, str], str]:
+    text = lzma.decompress((DATA / f"ncu_{variant}" / "details.csv.xz").read_bytes()).decode()
+    rows = list(csv.reader(text.splitlines()))
+    h = rows[0]
+    return {
+        (int(r[0]), r[h.index("Rule Name")]): r[h.index("Rule Description")]
+        for r in rows[1:]
+        if r[h.index("Rule Name")]
+    }
+
+
+def assert_as_printed(ours: float, printed: str, what: str) -> None:
+    """ours, rounded to the decimals ncu printed, equals the printed value."""
+    s = printed.replace(",", "")
+    decimals = len(s.split(".")[1]) if "." in s else 0
+    assert ours is not None, f"{what}: NULL, ncu printed {printed}"
+    assert abs(ours - float(s)) <= 0.5 * 10**-decimals + 1e-9 * abs(float(s)), (
+        f"{what}: {ours} vs printed {printed}"
+    )
+
+
+def test_headers_declare_exactly_the_result_columns(tk):
+    reg = get_registry()
+    for q in NCU_QUERIES:
+        query = reg.get(q)
+        assert query.source == "ncu"
+        assert {"run", "limit"} <= set(query.params)
+        df = tk.query(q, run="all")
+        assert df.columns == list(query.columns), q
+        assert {"kernel_id", "name"} <= set(df.columns)
+
+
+@pytest.mark.parametrize(
+    "run,variant", [("full", "full"), ("full-csv", "full"), ("sections", "sections")]
+)
+def test_occupancy_equals_details_page(tk, run, variant):
+    gold = details_golden(variant)
+    df = tk.query("occupancy", run=run)
+    assert df.height == 4
+    checked = 0
+    for row in df.iter_rows(named=True):
+        for col, metric in OCCUPANCY_GOLDEN.items():
+            printed = gold.get((row["kernel_id"], metric))
+            if printed is None:
+                continue
+            assert_as_printed(row[col], printed, f"{run} ID {row['kernel_id']} {col}")
+            checked += 1
+        assert row["missing_metrics"] is None
+    assert checked >= 4 * 15
+    lim = dict(zip(df["kernel_id"], df["limiter"], strict=True))
+    # ncu's TheoreticalOccupancy rule text names the same limiters
+    rules = details_rules(variant)
+    assert (
+        "limited by the number of required registers, and the required amount of shared memory"
+        in rules[(0, "TheoreticalOccupancy")]
+    )
+    assert lim[0] == "registers, shared_mem"
+    assert "limited by the number of required registers." in rules[(1, "TheoreticalOccupancy")]
+    assert lim[1] == "registers"
+
+
+@pytest.mark.parametrize("run", ["full", "full-csv"])
+def test_speed_of_light_equals_details_page(tk, run):
+    gold = details_golden("full")
+    df = tk.query("speed-of-light", run=run)
+    assert df["kernel_id"].to_list() == [0, 1, 2, 3]
+    for row in df.iter_rows(named=True):
+        for col, metric in SOL_GOLDEN.items():
+            assert_as_printed(
+                row[col], gold[(row["kernel_id"], metric)], f"{run} ID {row['kernel_id']} {col}"
+            )
+        assert row["missing_metrics"] is None
+
+
+def test_speed_of_light_says_what_a_sections_report_lacks(tk):
+    df = tk.query("speed-of-light", run="sections")
+    assert df["duration_ns"].is_not_null().all()
+    assert df["sm_throughput_pct"].is_null().all()
+    for m in df["missing_metrics"]:
+        assert (
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed" in m
+            and "gpu__time_duration" not in m
+        )
+
+
+# -- roofline, recomputed from the report with ncu_report --------------------
+
+
+def recompute(report: Path) -> dict[int, dict]:
+    """Section formulas applied to the raw metrics of every launch, independently of the SQL."""
+    import ncu_report
+
+    ctx = ncu_report.load_report(str(report))
+    out = {}
+    kid = 0
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for a_i in range(rng.num_actions()):
+            a = rng.action_by_idx(a_i)
+
+            def v(name, _a=a):
+                m = _a.metric_by_name(name)
+                return m.value() if m is not None and m.has_value() else None
+
+            smsp_hz = v("smsp__cycles_elapsed.avg.per_second")
+            sm_hz = v("sm__cycles_elapsed.avg.per_second")
+            pc = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum.per_cycle_elapsed"
+            pk = "sm__sass_thread_inst_executed_op_{}_pred_on.sum.peak_sustained"
+            res = {
+                # SpeedOfLight_RooflineChart / HierarchicalSingle: fadd + fmul + 2 ffma at the smsp clock
+                "fp32": (v(pc.format("fadd")) + v(pc.format("fmul")) + 2 * v(pc.format("ffma")))
+                * smsp_hz,
+                "fp64": (v(pc.format("dadd")) + v(pc.format("dmul")) + 2 * v(pc.format("dfma")))
+                * smsp_hz,
+                "peak_fp32": 2 * v(pk.format("ffma")) * sm_hz,
+                "peak_fp64": 2 * v(pk.format("dfma")) * sm_hz,
+                "dram": v("dram__bytes.sum.per_second"),
+                "peak_dram": v("dram__bytes.sum.peak_sustained")
+                * v("dram__cycles_elapsed.avg.per_second"),
+            }
+            if v(pc.format("hfma")) is not None:  # HierarchicalHalf: 2 hadd + 2 hmul + 4 hfma
+                res["fp16"] = (
+                    2 * v(pc.format("hadd")) + 2 * v(pc.format("hmul")) + 4 * v(pc.format("hfma"))
+                ) * smsp_hz
+                res["peak_fp16"] = 4 * v(pk.format("hfma")) * sm_hz
+                # HierarchicalTensor (GH100): per op path, .per_cycle_elapsed x sm clock
+                t = "sm__ops_path_tensor_{}.sum.{}"
+                res["bf16"] = v(t.format("src_bf16_dst_fp32", "per_cycle_elapsed")) * sm_hz
+                res["peak_bf16_dense"] = (
+                    v(t.format("op_hgmma_src_bf16_dst_fp32_sparsity_off", "peak_sustained")) * sm_hz
+                )
+                res["peak_bf16_generic"] = (
+                    v(t.format("src_bf16_dst_fp32", "peak_sustained")) * sm_hz
+                )
+                res["tensor"] = sum(
+                    v(t.format(p, "per_cycle_elapsed")) * sm_hz
+                    for p in (
+                        "src_bf16_dst_fp32",
+                        "src_fp16",
+                        "src_tf32_dst_fp32",
+                        "src_fp8_sparsity_off",
+                        "src_fp8_sparsity_on",
+                        "src_fp64",
+                    )
+                )
+                res["tensor_flop"] = v(t.format("src_bf16_dst_fp32", "")[:-1])
+                res["l2"] = 32 * v("lts__lts2xbar_cycles_active.sum.per_second")
+                res["peak_l2"] = (
+                    32
+                    * v("lts__lts2xbar_cycles_active.sum.peak_sustained")
+                    * v("lts__cycles_elapsed.avg.per_second")
+                )
+                res["l1"] = 128 * v("l1tex__lsu_writeback_active_mem_lgds.sum.per_second")
+                res["peak_l1"] = (
+                    128
+                    * v("l1tex__lsu_writeback_active_mem_lgds.sum.peak_sustained")
+                    * v("l1tex__cycles_elapsed.avg.per_second")
+                )
+                res["flops"] = res["fp32"] + res["fp64"] + res["fp16"] + res["tensor"]
+            out[kid] = res
+            kid += 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def recomputed(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ncu_rep")
+    return {
+        v: recompute(unxz(DATA / f"ncu_{v}" / "report.ncu-rep.xz", d / f"{v}.ncu-rep"))
+        for v in ("full", "sections")
+    }
+
+
+def test_roofline_equals_section_formulas(tk, recomputed):
+    df = tk.query("roofline", run="full")
+    assert df["missing_metrics"].is_null().all()
+    for row in df.iter_rows(named=True):
+        ref = recomputed["full"][row["kernel_id"]]
+        approx = pytest.approx
+        assert row["fp32_flops_per_s"] == approx(ref["fp32"], rel=1e-12)
+        assert row["fp64_flops_per_s"] == approx(ref["fp64"], rel=1e-12, abs=1e-6)
+        assert row["fp16_flops_per_s"] == approx(ref["fp16"], rel=1e-12, abs=1e-6)
+        assert row["tensor_flops_per_s"] == approx(ref["tensor"], rel=1e-12, abs=1e-6)
+        assert row["flops_per_s"] == approx(ref["flops"], rel=1e-12)
+        assert row["peak_fp32_flops_per_s"] == approx(ref["peak_fp32"], rel=1e-12)
+        assert row["peak_fp64_flops_per_s"] == approx(ref["peak_fp64"], rel=1e-12)
+        assert row["peak_fp16_flops_per_s"] == approx(ref["peak_fp16"], rel=1e-12)
+        assert row["dram_bytes_per_s"] == approx(ref["dram"], rel=1e-12)
+        assert row["peak_dram_bytes_per_s"] == approx(ref["peak_dram"], rel=1e-12)
+        assert row["l2_bytes_per_s"] == approx(ref["l2"], rel=1e-12)
+        assert row["peak_l2_bytes_per_s"] == approx(ref["peak_l2"], rel=1e-12)
+        assert row["l1_bytes_per_s"] == approx(ref["l1"], rel=1e-12)
+        assert row["peak_l1_bytes_per_s"] == approx(ref["peak_l1"], rel=1e-12)
+        assert row["ai_dram"] == approx(ref["flops"] / ref["dram"], rel=1e-12)
+        assert row["ai_l2"] == approx(ref["flops"] / ref["l2"], rel=1e-12)
+        assert row["ai_l1"] == approx(ref["flops"] / ref["l1"], rel=1e-12)
+        # the bf16 tensor ceiling is the dense wgmma path, not the generic (sparse) one
+        assert row["peak_tensor_bf16_flops_per_s"] == approx(ref["peak_bf16_dense"], rel=1e-12)
+        assert ref["peak_bf16_generic"] == approx(2 * ref["peak_bf16_dense"], rel=1e-12)
+        # precision / ceiling / attainable / bound from the recomputed numbers
+        peaks = {
+            "fp32": ref["peak_fp32"],
+            "fp64": ref["peak_fp64"],
+            "fp16": ref["peak_fp16"],
+            "tensor_bf16": ref["peak_bf16_dense"],
+        }
+        achieved = {
+            "fp32": ref["fp32"],
+            "fp64": ref["fp64"],
+            "fp16": ref["fp16"],
+            "tensor_bf16": ref["bf16"],
+        }
+        prec = max(achieved, key=achieved.get)
+        assert row["precision"] == prec
+        ai = ref["flops"] / ref["dram"]
+        attainable = min(peaks[prec], ai * ref["peak_dram"])
+        assert row["attainable_flops_per_s"] == approx(attainable, rel=1e-12)
+        assert row["roof_pct"] == approx(100 * ref["flops"] / attainable, rel=1e-12)
+        assert row["bound"] == ("memory" if ai < peaks[prec] / ref["peak_dram"] else "compute")
+
+
+def test_roofline_gemm_and_kernel_classes(tk):
+    df = tk.query("roofline", run="full")
+    gemm = df.row(0, named=True)
+    assert gemm["tensor_flop"] == GEMM_FLOP  # exact counter, 2*M*N*K
+    assert gemm["precision"] == "tensor_bf16" and gemm["bound"] == "compute"
+    assert gemm["tensor_bf16_flops_per_s"] == pytest.approx(
+        GEMM_FLOP / (gemm["duration_ns"] * 1e-9), rel=2e-3
+    )
+    assert 80 < gemm["roof_pct"] <= 100
+    assert df["bound"].to_list() == ["compute", "memory", "memory", "memory"]
+    assert df["precision"].to_list()[1:] == ["fp32"] * 3
+    assert df["kernel_class"].to_list() == ["gemm", "elementwise", "softmax", "reduction"]
+    assert df["nvtx_range"].to_list() == [
+        "gemm_bf16",
+        "elementwise_fp32",
+        "triton_softmax",
+        "reduction",
+    ]
+    # clocks differ per kernel (the GEMM runs at a lower SM clock than the others)
+    assert gemm["sm_clock_hz"] < 0.9 * df["sm_clock_hz"][1]
+
+
+def test_roofline_sections_report_rates_and_missing(tk, recomputed):
+    df = tk.query("roofline", run="sections")
+    for row in df.iter_rows(named=True):
+        ref = recomputed["sections"][row["kernel_id"]]
+        assert row["fp32_flops_per_s"] == pytest.approx(ref["fp32"], rel=1e-12)
+        assert row["peak_fp32_flops_per_s"] == pytest.approx(ref["peak_fp32"], rel=1e-12)
+        assert row["dram_bytes_per_s"] == pytest.approx(ref["dram"], rel=1e-12)
+        # no tensor / half / L2 / L1 counters: no made-up numbers, and the query says so
+        assert (
+            row["tensor_flops_per_s"] is None and row["bound"] is None and row["roof_pct"] is None
+        )
+        assert "sm__ops_path_tensor_" in row["missing_metrics"]
+        assert "lts__lts2xbar_cycles_active" in row["missing_metrics"]
+        assert "hfma" in row["missing_metrics"]
+        assert "fadd" not in row["missing_metrics"]
+
+
+def test_roofline_from_csv_matches_report(tk):
+    rep = tk.query("roofline", run="full")
+    csv_ = tk.query("roofline", run="full-csv")
+    assert csv_["missing_metrics"].is_null().all()
+    assert csv_["precision"].to_list() == rep["precision"].to_list()
+    assert csv_["bound"].to_list() == rep["bound"].to_list()
+    assert csv_["tensor_flop"][0] == GEMM_FLOP
+    for col in ("flops_per_s", "ai_dram", "roof_pct"):
+        for a, b in zip(rep[col], csv_[col], strict=True):
+            assert b == pytest.approx(a, rel=2e-3), col  # the CSV prints rates to 2 decimals
+
+
+def test_runs_filter_and_span(tk):
+    assert tk.query("ncu-kernels")["run_id"].unique().to_list() == [3]  # latest ncu run
+    both = tk.query("roofline", run="all")
+    assert both.height == 12 and both["run_id"].unique().sort().to_list() == [1, 2, 3]
+    assert tk.query("occupancy", run="sections")["run_id"].unique().to_list() == [2]
+    assert tk.query("speed-of-light", run="1", limit=2)["kernel_id"].to_list() == [0, 1]
+    k = tk.query("ncu-kernels", run="full")
+    assert k["nvtx_path"].to_list()[0] == "ncu/gemm_bf16"
+    assert k["grid"].to_list()[0] == "(2, 66, 1)" and k["block"].to_list()[0] == "(384, 1, 1)"
+
+
+def test_partial_csv_reports_missing_metrics(tk, tmp_path):
+    text = lzma.decompress((DATA / "ncu_full" / "raw.csv.xz").read_bytes()).decode()
+    rows = list(csv.reader(text.splitlines()))
+    drop = {"sm__throughput.avg.pct_of_peak_sustained_elapsed", "launch__occupancy_limit_warps"}
+    keep = [i for i, h in enumerate(rows[0]) if h not in drop]
+    rows = [[r[i] for i in keep] for r in rows]
+    rows[2][rows[0].index("sm__warps_active.avg.pct_of_peak_sustained_active")] = "n/a"
+    p = tmp_path / "partial.csv"
+    with open(p, "w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(rows)
+    t = tracekit.open(tmp_path / "p.duckdb")
+    t.ingest(p, name="partial")
+    sol = t.query("speed-of-light")
+    assert sol["sm_throughput_pct"].is_null().all()
+    assert all(
+        m == "sm__throughput.avg.pct_of_peak_sustained_elapsed" for m in sol["missing_metrics"]
+    )
+    occ = t.query("occupancy")
+    assert (
+        occ["missing_metrics"][0]
+        == "launch__occupancy_limit_warps, sm__warps_active.avg.pct_of_peak_sustained_active"
+    )
+    assert occ["achieved_occupancy_pct"][0] is None and occ["achieved_occupancy_pct"][1] is not None
+    assert occ["limiter"][0] is None  # cannot say which limit binds without all of them
+    t.close()
+
+
+def test_queries_fast(tk):
+    import time
+
+    for q in NCU_QUERIES:
+        t0 = time.perf_counter()
+        tk.query(q, run="all")
+        assert time.perf_counter() - t0 < 0.5, q
+
+
+def test_pl_types(tk):
+    df = tk.query("occupancy", run="full")
+    assert (
+        df.schema["registers_per_thread"] == pl.Int64
+        and df.schema["achieved_occupancy_pct"] == pl.Float64
+    )

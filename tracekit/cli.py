@@ -188,13 +188,45 @@ def chart(
     typer.echo(f"wrote {out}")
 
 
+bench_app = typer.Typer(help="Benchmarks of the HSTU kernels (needs torch; a GPU for real figures).")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("attention")
+def bench_attention_cmd(
+    config: Annotated[list[str], typer.Option("--config", help="named configuration (repeatable; default: standard set)")] = [],  # noqa: B006
+    variants: Annotated[str, typer.Option("--variants", help="comma-separated variants")] = "triton_dense,triton_block_sparse,triton_cached,reference,sdpa",
+    baseline: Annotated[str, typer.Option("--baseline", help="variant the speedups are relative to")] = "reference",
+    dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp16 or fp32")] = "bf16",
+    warmup_ms: Annotated[float, typer.Option("--warmup-ms", help="warm-up time budget per measurement, ms")] = 100.0,
+    rep_ms: Annotated[float, typer.Option("--rep-ms", help="timed budget per measurement, ms")] = 500.0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="write results as JSON")] = None,
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="write results as CSV")] = None,
+    list_configs: Annotated[bool, typer.Option("--list", help="list the named configurations")] = False,
+):
+    """Time HSTU attention variants (CUDA events, L2 flush, quantiles, TFLOP/s)."""
+    from .kernels import bench
+
+    argv = ["--variants", variants, "--baseline", baseline, "--dtype", dtype,
+            "--warmup-ms", str(warmup_ms), "--rep-ms", str(rep_ms)]
+    for c in config:
+        argv += ["--config", c]
+    if json_path:
+        argv += ["--json", str(json_path)]
+    if csv_path:
+        argv += ["--csv", str(csv_path)]
+    if list_configs:
+        argv.append("--list")
+    if dtype not in ("bf16", "fp16", "fp32"):
+        raise ParamError(f"--dtype {dtype!r}: choose bf16, fp16 or fp32")
+    raise typer.Exit(bench.main(argv))
+
+
 def _register_optional() -> None:
-    """Sub-commands that live beside the analysis core (capture, bench)."""
-    try:
-        from .capture.cli import register
-    except ImportError:  # pragma: no cover - capture not installed
-        return
-    register(app)
+    """Sub-commands that live beside the analysis core: capture, sweep, export sweep."""
+    from .capture.cli import register
+
+    register(app, get_db=lambda: _STATE["db"])
 
 
 _register_optional()

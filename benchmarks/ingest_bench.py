@@ -1,0 +1,123 @@
+"""Ingest and query benchmark on a large nsys export built from a real fixture.
+
+Builds an export of about 2 M kernels and 4 M CUDA API calls by replicating the rows of
+the real `many_kernels` capture (H200) with shifted timestamps and fresh correlation
+ids, then measures, each in the same run:
+
+* ingest time, rows/s and peak RSS of a fresh process ingesting it;
+* every nsys-stats twin query after ingest (best of 5, ms);
+* top-kernels against SQLite running the equivalent GROUP BY on the same export file.
+
+Usage: python benchmarks/ingest_bench.py [--copies 77] [--workdir DIR]
+Results go to stdout as a table; record them in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "data" / "nsys_many_kernels" / "export.sqlite.xz"
+TWINS = ["top-kernels", "api-summary", "memcpy-time", "memcpy-size", "nvtx-summary",
+         "nvtx-gpu-projection", "kernel-exec", "gpu-utilization", "kernels-by-nvtx", "launch-overhead"]
+
+
+def build(copies: int, out: Path) -> dict:
+    with lzma.open(FIXTURE) as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(out)
+    span = con.execute(
+        "SELECT max(\"end\") - min(start) + 1000 FROM (SELECT start, \"end\" FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "UNION ALL SELECT start, \"end\" FROM CUPTI_ACTIVITY_KIND_RUNTIME)").fetchone()[0]
+    corr = con.execute("SELECT max(correlationId) + 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    con.execute("CREATE TEMP TABLE c AS WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) SELECT i FROM c", [copies - 1])
+    for table, has_corr in (("CUPTI_ACTIVITY_KIND_KERNEL", True), ("CUPTI_ACTIVITY_KIND_RUNTIME", True),
+                            ("NVTX_EVENTS", False)):
+        cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        sel = []
+        for col in cols:
+            if col in ("start", "end"):
+                sel.append(f'"{col}" + c.i * {span}')
+            elif col == "correlationId" and has_corr:
+                sel.append(f"correlationId + c.i * {corr}")
+            else:
+                sel.append(f'"{col}"')
+        where = "WHERE t.eventType <> 75" if table == "NVTX_EVENTS" else ""
+        con.execute(f"INSERT INTO {table} ({', '.join(chr(34) + c + chr(34) for c in cols)}) "
+                    f"SELECT {', '.join(sel)} FROM {table} t CROSS JOIN c {where}")
+    con.commit()
+    counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")}
+    con.close()
+    return counts
+
+
+INGEST_CHILD = """
+import json, resource, sys, time, tracekit
+t = time.perf_counter()
+res = tracekit.open(sys.argv[2]).ingest(sys.argv[1])
+dt = time.perf_counter() - t
+print(json.dumps({"seconds": dt, "rows": res.rows, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--copies", type=int, default=77, help="replicas of the fixture (77 -> ~2 M kernels)")
+    ap.add_argument("--workdir", type=Path, default=None)
+    args = ap.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="tracekit-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    export, db = work / "big.sqlite", work / "big.duckdb"
+    db.unlink(missing_ok=True)
+    t = time.perf_counter()
+    counts = build(args.copies, export)
+    print(f"built {export} in {time.perf_counter() - t:.1f} s: {counts}")
+
+    out = subprocess.run([sys.executable, "-c", INGEST_CHILD, str(export), str(db)],
+                         capture_output=True, text=True, check=True)
+    ing = json.loads(out.stdout.strip().splitlines()[-1])
+    rows = sum(ing["rows"].values())
+    print(f"ingest: {ing['seconds']:.2f} s, {rows:,} rows, {rows / ing['seconds'] / 1e6:.2f} M rows/s, "
+          f"peak RSS {ing['maxrss_kb'] / 1024:.0f} MB")
+
+    import tracekit
+
+    tk = tracekit.open(db, read_only=True)
+    times = {}
+    for q in TWINS:
+        best = float("inf")
+        for _ in range(5):
+            t = time.perf_counter()
+            tk.query(q, limit=0)
+            best = min(best, time.perf_counter() - t)
+        times[q] = best * 1000
+        print(f"query {q:22s} {best * 1000:8.1f} ms")
+
+    con = sqlite3.connect(export)
+    sq = ("SELECT s.value, count(*), sum(k.\"end\" - k.start), avg(k.\"end\" - k.start), "
+          "min(k.\"end\" - k.start), max(k.\"end\" - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+          "JOIN StringIds s ON s.id = k.demangledName GROUP BY 1 ORDER BY 3 DESC")
+    best_sq = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        con.execute(sq).fetchall()
+        best_sq = min(best_sq, time.perf_counter() - t)
+    ratio = best_sq * 1000 / times["top-kernels"]
+    print(f"sqlite GROUP BY (same aggregation, no median/stddev): {best_sq * 1000:.1f} ms; "
+          f"top-kernels is {ratio:.1f}x faster")
+    print(json.dumps({"counts": counts, "ingest": ing, "query_ms": times, "sqlite_ms": best_sq * 1000,
+                      "ratio_top_kernels_vs_sqlite": ratio}))
+
+
+if __name__ == "__main__":
+    main()

@@ -143,13 +143,13 @@ def checks() -> list[tuple[str, float, float]]:
     return rows
 
 
-def tune(rep_ms: float = 200):
+def tune(d: int = 128, rep_ms: float = 200):
     import torch
     import triton
     from tracekit.kernels._dense import hstu_fwd
 
     dev = "cuda"
-    B, T, H, d = 8, 4096, 4, 128
+    B, T, H = 8, 4096, 4
     g = torch.Generator(device=dev).manual_seed(0)
     L = B * T
     q, k, v = (torch.randn(L, H, d, generator=g, device=dev).bfloat16() for _ in range(3))
@@ -159,6 +159,12 @@ def tune(rep_ms: float = 200):
     flops = 2 * H * (d + d) * pairs
     out = []
     cands = [
+        dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
+        dict(BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=2),
+        dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2),
+        dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=3),
+        dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3),
+    ] if d > 128 else [
         dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2),
         dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3),
         dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2),
@@ -221,8 +227,10 @@ def main() -> int:
         from tracekit.kernels._dense import default_config
 
         print(f"default dense config (d=128): {default_config(128, 128, 'cuda')}")
-        for cfg, ms, tf in tune():
-            print(f"tune {cfg}: {ms:.4f} ms  {tf if isinstance(tf, str) else f'{tf:.1f} TFLOP/s'}", flush=True)
+        for d in (128, 256):
+            for cfg, ms, tf in tune(d):
+                    print(f"tune d={d} {cfg}: {ms:.4f} ms  {tf if isinstance(tf, str) else f'{tf:.1f} TFLOP/s'}",
+                      flush=True)
     rows = []
     if not a.no_bench:
         configs = a.configs.split(";") if a.configs else None

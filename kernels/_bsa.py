@@ -22,6 +22,33 @@ from ._dense import _silu
 
 
 @triton.jit
+def _bsa_pool_kernel(
+    K, V, KBAR, VBAR, SEQ_OFFSETS,
+    stride_kt, stride_kh, stride_vt, stride_vh, stride_kb, stride_kc, stride_kbh, stride_vb, stride_vc, stride_vbh,
+    inv_bs,
+    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr,
+):
+    """Mean of k and v over each full block of each sequence; zeros for partial/absent blocks."""
+    pid_bh = tl.program_id(0)
+    c = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
+    T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
+    lim = T * ((c + 1) * BS <= T).to(tl.int32)  # 0 unless block c is full
+    offs = c * BS + tl.arange(0, BS)
+    offs_d = tl.arange(0, D_QK)
+    offs_dv = tl.arange(0, D_V)
+    rmask = offs < lim
+    k = tl.load(K + (start + offs[:, None]) * stride_kt + h * stride_kh + offs_d[None, :], mask=rmask[:, None], other=0.0)
+    v = tl.load(V + (start + offs[:, None]) * stride_vt + h * stride_vh + offs_dv[None, :], mask=rmask[:, None], other=0.0)
+    kb = tl.sum(k.to(tl.float32), axis=0) * inv_bs
+    vb = tl.sum(v.to(tl.float32), axis=0) * inv_bs
+    tl.store(KBAR + b.to(tl.int64) * stride_kb + c * stride_kc + h * stride_kbh + offs_d, kb.to(KBAR.dtype.element_ty))
+    tl.store(VBAR + b.to(tl.int64) * stride_vb + c * stride_vc + h * stride_vbh + offs_dv, vb.to(VBAR.dtype.element_ty))
+
+
+@triton.jit
 def _bsa_cmp_kernel(
     Q, KBAR, VBAR, IMP, OCMP, GC, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kb, stride_kc, stride_kh, stride_vb, stride_vc, stride_vh,
@@ -65,7 +92,11 @@ def _bsa_cmp_kernel(
         p = _silu(s, s, scale, False, FAST_SILU)
         vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
         p = tl.where(vis, p, 0.0)
-        tl.store(Ib + offs_c, tl.sum(p, axis=0), mask=cmask)
+        # importance for the selection: column sums; -inf where no row of the query block
+        # sees the block fully, and for the local block (always processed, never selected)
+        col_vis = tl.max(vis.to(tl.int32), axis=0) > 0
+        imp = tl.where(col_vis & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
+        tl.store(Ib + offs_c, imp, mask=cmask)
         vb = tl.load(Vb + offs_c[:, None] * stride_vc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
         acc += tl.dot(p.to(vb.dtype), vb)
     acc = acc * out_scale
@@ -110,19 +141,22 @@ def _bsa_slc_kernel(
     q = tl.load(Qb + offs_m[:, None] * stride_qt + offs_d[None, :], mask=rmask[:, None], other=0.0)
     acc = tl.zeros([BS, D_V], dtype=tl.float32)
     Sb = SEL + b.to(tl.int64) * stride_sb + h * stride_sh + qb * stride_sq
-    for si in range(0, n_sel):
-        c = tl.load(Sb + si)
-        if c >= 0:
-            offs_n = c * BS + offs_n0
-            kmask = offs_n < T
-            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-            s = tl.dot(q, k)
-            p = _silu(s, s, scale, False, FAST_SILU)
-            valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
-                     | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
-            p = tl.where(valid, p, 0.0)
-            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-            acc += tl.dot(p.to(v.dtype), v)
+    # slot 0: the local block; slots 1..n_sel: the selected blocks (-1 = none)
+    for si in range(0, n_sel + 1):
+        if si == 0:
+            c = qb
+        else:
+            c = tl.load(Sb + si - 1)
+        offs_n = tl.maximum(c, 0) * BS + offs_n0
+        kmask = offs_n < T * (c >= 0).to(tl.int32)  # nothing for an empty slot (c = -1)
+        k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+        s = tl.dot(q, k)
+        p = _silu(s, s, scale, False, FAST_SILU)
+        valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
+                 | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
+        p = tl.where(valid, p, 0.0)
+        v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+        acc += tl.dot(p.to(v.dtype), v)
     acc = acc * inv_n
     if HAS_GS:
         gs = tl.load(GS + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
@@ -148,7 +182,6 @@ def hstu_bsa_fwd(
 ):
     import torch
 
-    from .reference import bsa_pool, bsa_select
 
     L, H, D_QK = q.shape
     D_V = v.shape[2]
@@ -162,9 +195,14 @@ def hstu_bsa_fwd(
         return (out, sel) if return_block_indices else out
     fast = q.device.type == "cuda" and not interpret_mode()
     scale = float(alpha) * (0.5 if fast else 1.0)
-    kbar = bsa_pool(k.float(), seq_offsets, block_size, nb).to(q.dtype)  # [B, nb, H, d]
-    vbar = bsa_pool(v.float(), seq_offsets, block_size, nb).to(q.dtype)
-    imp = torch.zeros(B, H, nb, nb, dtype=torch.float32, device=q.device)
+    kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
+    vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
+    _bsa_pool_kernel[(B * H, nb)](
+        k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
+        1.0 / block_size, H=H, D_QK=D_QK, D_V=D_V, BS=block_size, num_warps=4,
+    )
+    imp = torch.full((B, H, nb, nb), float("-inf"), dtype=torch.float32, device=q.device)
     ocmp = torch.empty(L, H, D_V, dtype=torch.float32, device=q.device)
     gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
     gc = gate_cmp if gate_cmp is not None else seq_offsets
@@ -184,11 +222,15 @@ def hstu_bsa_fwd(
         HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None, FAST_SILU=fast, **cfg,
     )
     if block_indices is None:
-        off = seq_offsets.to(torch.int64)
-        lengths = off[1:] - off[:-1]
-        sel = bsa_select(imp, lengths, num_targets, block_size=block_size, block_counts=block_counts)
+        kk = min(block_counts, nb)
+        if kk > 0:
+            top = torch.topk(imp, kk, dim=-1)
+            sel = torch.where(top.values > float("-inf"), top.indices, -1).to(torch.int32)
+        else:
+            sel = torch.empty(B, H, nb, 0, dtype=torch.int32, device=q.device)
     else:
-        sel = block_indices.to(torch.int32).contiguous()
+        # given as [B, H, nqb, block_counts + 1] with the local block first
+        sel = block_indices[..., 1:].to(torch.int32).contiguous()
     _bsa_slc_kernel[grid](
         q, k, v, sel, ocmp, out, gs, seq_offsets,
         num_targets if num_targets is not None else dummy_t,
@@ -199,4 +241,13 @@ def hstu_bsa_fwd(
         H=H, D_QK=D_QK, D_V=D_V, BS=block_size,
         HAS_TARGETS=num_targets is not None, HAS_GS=gate_slc is not None, FAST_SILU=fast, **cfg,
     )
-    return (out, sel) if return_block_indices else out
+    if return_block_indices:
+        local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)
+        off = seq_offsets.to(torch.int64)
+        qvalid = (torch.arange(nb, device=q.device).view(1, 1, nb, 1) * block_size
+                  < (off[1:] - off[:-1]).view(B, 1, 1, 1))
+        full = torch.full((B, H, nb, block_counts + 1), -1, dtype=torch.int32, device=q.device)
+        full[..., :1] = torch.where(qvalid, local, -1)
+        full[..., 1 : 1 + sel.shape[3]] = torch.where(qvalid, sel, -1)
+        return out, full
+    return out

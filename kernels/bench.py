@@ -265,10 +265,11 @@ def _variant_fn(variant, cfg, inp):
     if kind == "cached" and variant in ("triton_dense", "reference"):
         # full recompute over cache ++ new tokens, the alternative to caching
         B, C, n = cfg["B"], cfg["cache"], cfg["new"]
-        H = cfg["H"]
-        fq = torch.cat([inp["kh"].view(B, C, H, -1), q.view(B, n, H, -1)], 1).reshape(B * (C + n), H, -1)
-        fk = torch.cat([inp["kh"].view(B, C, H, -1), k.view(B, n, H, -1)], 1).reshape(B * (C + n), H, -1)
-        fv = torch.cat([inp["vh"].view(B, C, H, -1), v.view(B, n, H, -1)], 1).reshape(B * (C + n), H, -1)
+        H, dq, dv = cfg["H"], cfg["d_qk"], cfg["d_v"]
+        kh, vh = inp["kh"].view(B, C, H, dq), inp["vh"].view(B, C, H, dv)
+        fq = torch.cat([kh, q.view(B, n, H, dq)], 1).reshape(B * (C + n), H, dq)
+        fk = torch.cat([kh, k.view(B, n, H, dq)], 1).reshape(B * (C + n), H, dq)
+        fv = torch.cat([vh, v.view(B, n, H, dv)], 1).reshape(B * (C + n), H, dv)
         foff = torch.arange(B + 1, device=q.device) * (C + n)
         lens = torch.full((B,), C + n, dtype=torch.int64)
         pairs = dense_valid_pairs(lens, inp["nt"])

@@ -229,8 +229,8 @@ def main() -> int:
         print(f"default dense config (d=128): {default_config(128, 128, 'cuda')}")
         for d in (128, 256):
             for cfg, ms, tf in tune(d):
-                    print(f"tune d={d} {cfg}: {ms:.4f} ms  {tf if isinstance(tf, str) else f'{tf:.1f} TFLOP/s'}",
-                      flush=True)
+                tfs = tf if isinstance(tf, str) else f"{tf:.1f} TFLOP/s"
+                print(f"tune d={d} {cfg}: {ms:.4f} ms  {tfs}", flush=True)
     rows = []
     if not a.no_bench:
         configs = a.configs.split(";") if a.configs else None

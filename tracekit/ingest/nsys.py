@@ -365,8 +365,7 @@ def _map_table(con, rd: _Reader, path: Path, version: str, target: str, spec: di
     raw = rd.arrow(spec["source"], sorted(raw_cols | set(spec["required"])))
     con.register("r_raw", raw)
     joins = " ".join(spec["joins"][a][1] for a in sorted(aliases))
-    order = " ORDER BY r.start" if "start" in present and target not in ("gpus", "streams", "threads") else ""
-    out = con.sql(f"SELECT {', '.join(select)} FROM r_raw r {joins}{order}").to_arrow_table()
+    out = con.sql(f"SELECT {', '.join(select)} FROM r_raw r {joins}").to_arrow_table()
     con.unregister("r_raw")
     return out
 
@@ -472,27 +471,39 @@ def _nvtx(con, rd: _Reader, path: Path, version: str, tables: dict[str, pa.Table
         UNION ALL SELECT correlation_id, global_pid, start_ns, end_ns FROM t_memcpy
         UNION ALL SELECT correlation_id, global_pid, start_ns, end_ns FROM t_memset
     """)
+    # Only launches from threads that have ranges can project; one inequality join gives
+    # every (launch, enclosing range) pair, from which both the per-range projection and
+    # each launch's innermost range follow.
+    con.execute("""
+        CREATE TEMP TABLE bands AS
+        SELECT global_tid, dense_rank() OVER (ORDER BY global_tid) AS band
+        FROM (SELECT DISTINCT global_tid FROM rng)
+    """)
     con.execute("""
         CREATE TEMP TABLE launches AS
         SELECT a.correlation_id, a.global_tid, a.start_ns, a.end_ns,
                min(o.start_ns) AS op_start, max(o.end_ns) AS op_end
-        FROM t_api_calls a JOIN ops o
-          ON o.correlation_id = a.correlation_id AND o.global_pid = a.global_pid
+        FROM t_api_calls a
+        JOIN bands b ON b.global_tid = a.global_tid
+        JOIN ops o ON o.correlation_id = a.correlation_id AND o.global_pid = a.global_pid
         GROUP BY ALL
     """)
     con.execute("""
-        CREATE TEMP TABLE proj AS
-        WITH keyed AS (
-            SELECT l.*, (b.band)::HUGEINT * 18446744073709551616 + (l.start_ns - z.m)::HUGEINT AS k0,
-                        (b.band)::HUGEINT * 18446744073709551616 + (l.end_ns - z.m)::HUGEINT AS k1
-            FROM launches l
-            JOIN (SELECT DISTINCT global_tid, dense_rank() OVER (ORDER BY global_tid) AS band FROM rng) b USING (global_tid)
-            CROSS JOIN (SELECT min(start_ns) AS m FROM rng) z
+        CREATE TEMP TABLE pairs AS
+        WITH z AS (SELECT min(start_ns) AS m FROM rng),
+        keyed AS (
+            SELECT l.*, b.band::HUGEINT * 18446744073709551616 + (l.start_ns - z.m)::HUGEINT AS k0,
+                        b.band::HUGEINT * 18446744073709551616 + (l.end_ns - z.m)::HUGEINT AS k1
+            FROM launches l JOIN bands b USING (global_tid) CROSS JOIN z
         )
-        SELECT r.range_id, min(l.op_start) AS proj_start_ns, max(l.op_end) AS proj_end_ns,
-               count(DISTINCT l.correlation_id) AS gpu_ops
+        SELECT r.range_id, r.style, l.correlation_id, l.global_tid, l.op_start, l.op_end
         FROM rng r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
-        GROUP BY r.range_id
+    """)
+    con.execute("""
+        CREATE TEMP TABLE proj AS
+        SELECT range_id, min(op_start) AS proj_start_ns, max(op_end) AS proj_end_ns,
+               count(DISTINCT correlation_id) AS gpu_ops
+        FROM pairs GROUP BY range_id
     """)
     ranges = con.sql("""
         SELECT n.range_id, n.style, n.domain_id, n.domain, n.text, n.name,
@@ -519,21 +530,12 @@ def _nvtx(con, rd: _Reader, path: Path, version: str, tables: dict[str, pa.Table
                category, color
         FROM named WHERE style = 'Mark' ORDER BY start_ns
     """).to_arrow_table()
-    # innermost range of each GPU op's launch: lets kernels-by-nvtx group by range path
+    # innermost push/pop range of each GPU op's launch: lets kernels-by-nvtx group by path
     innermost = con.sql("""
-        WITH keyed AS (
-            SELECT l.correlation_id, l.global_tid,
-                   (b.band)::HUGEINT * 18446744073709551616 + (l.start_ns - z.m)::HUGEINT AS k0,
-                   (b.band)::HUGEINT * 18446744073709551616 + (l.end_ns - z.m)::HUGEINT AS k1
-            FROM launches l
-            JOIN (SELECT DISTINCT global_tid, dense_rank() OVER (ORDER BY global_tid) AS band FROM rng) b USING (global_tid)
-            CROSS JOIN (SELECT min(start_ns) AS m FROM rng) z
-        )
-        SELECT l.correlation_id, (l.global_tid & -16777216) AS global_pid,
-               arg_max(r.range_id, t.depth) AS nvtx_range_id
-        FROM keyed l JOIN rng r ON r.k0 <= l.k0 AND r.k1 >= l.k1
-        JOIN tree t ON t.range_id = r.range_id
-        WHERE r.style = 'PushPop'
+        SELECT p.correlation_id, (p.global_tid & -16777216) AS global_pid,
+               arg_max(p.range_id, t.depth) AS nvtx_range_id
+        FROM pairs p JOIN tree t USING (range_id)
+        WHERE p.style = 'PushPop'
         GROUP BY 1, 2
     """).to_arrow_table()
     return {"nvtx_ranges": ranges, "nvtx_marks": marks, "gpu_op_ranges": innermost}

@@ -131,19 +131,14 @@ class HSTURanker:
         self.cfg = cfg
         self.device = device
         self.dtype = dtype
-        g = torch.Generator(device="cpu").manual_seed(cfg.seed)
+        # seeded on the device itself: fast for the multi-GB embedding table of the large
+        # preset; the numbers are reproducible per device type (CPU and CUDA differ)
+        g = torch.Generator(device=device).manual_seed(cfg.seed)
         D, H, d = cfg.d_model, cfg.num_heads, cfg.head_dim
         hd = H * d
 
         def param(*shape, std=0.02):
-            # generated in chunks on the host (seeded, device independent), cast on device
-            t = torch.empty(shape, dtype=dtype, device=device)
-            flat = t.view(-1)
-            step = 1 << 24
-            for i in range(0, flat.numel(), step):
-                n = min(step, flat.numel() - i)
-                flat[i:i + n] = (torch.randn(n, generator=g) * std).to(device=device, dtype=dtype)
-            return t
+            return torch.empty(shape, dtype=dtype, device=device).normal_(0.0, std, generator=g)
 
         def ones(n):
             return torch.ones(n, dtype=dtype, device=device)

@@ -1,0 +1,248 @@
+"""Sweeps: bookkeeping, failures, interruption, configs; the sweep queries and export."""
+
+import json
+
+import numpy as np
+import pytest
+from tracekit.capture import sweep as sw
+from tracekit.capture.export import export_sweep
+
+from tracekit.errors import CaptureError
+
+
+class FakeRunner:
+    """Stands in for capture(): records calls, fails or interrupts at chosen points."""
+
+    def __init__(self, tmp_path, fail=(), interrupt=None):
+        self.calls, self.fail, self.interrupt, self.tmp = [], set(fail), interrupt, tmp_path
+
+    def __call__(self, bs, nc, **kw):
+        self.calls.append((bs, nc, kw))
+        if (bs, nc) == self.interrupt:
+            raise KeyboardInterrupt
+        d = self.tmp / f"run-{bs}-{nc}"
+        if (bs, nc) in self.fail:
+            raise CaptureError(f"capture failed (workload exited with status 1: boom); partial results in {d}")
+        return d
+
+
+def _manifest(result):
+    return json.loads(result.manifest.read_text())
+
+
+def test_sweep_runs_every_point_and_records_failures(tmp_path):
+    runner = FakeRunner(tmp_path, fail={(2, 256)})
+    res = sw.sweep("1,2", "128,256", tool="none", preset="small", warmup_ms=0, iters=2,
+                   out_dir=tmp_path / "runs", progress=False, runner=runner)
+    assert [(b, n) for b, n, _ in runner.calls] == [(1, 128), (1, 256), (2, 128), (2, 256)]
+    kw = runner.calls[0][2]
+    assert kw["tool"] == "none" and kw["preset"] == "small" and kw["iters"] == 2
+    assert kw["extra_params"] == {"sweep": res.sweep_id, "sweep_point": 0}
+    assert [p.status for p in res.points] == ["ok", "ok", "ok", "failed"]
+    assert res.points[3].run_dir == str(tmp_path / "run-2-256")
+    m = _manifest(res)
+    assert m["status"] == "partial" and m["finished_at"]
+    assert m["settings"]["grid"] == {"bs": [1, 2], "nc": [128, 256]}
+    assert [p["status"] for p in m["points"]] == ["ok", "ok", "ok", "failed"]
+    assert "boom" in m["points"][3]["error"]
+
+
+def test_sweep_survives_unexpected_crash(tmp_path):
+    calls = []
+
+    def runner(bs, nc, **kw):
+        calls.append(bs)
+        if bs == 1:
+            raise RuntimeError("CUDA error: out of memory\nmore")
+        return tmp_path
+
+    res = sw.sweep([1, 2], [8], preset="small", out_dir=tmp_path, progress=False, runner=runner)
+    assert calls == [1, 2]
+    assert res.points[0].error == "RuntimeError: CUDA error: out of memory"
+    assert _manifest(res)["status"] == "partial"
+
+
+def test_interrupted_sweep_keeps_and_labels_points(tmp_path):
+    runner = FakeRunner(tmp_path, interrupt=(2, 128))
+    with pytest.raises(CaptureError, match=r"sweep interrupted at bs=2 nc=128 after 2 of 4 points") as err:
+        sw.sweep("1,2", "128,256", preset="small", out_dir=tmp_path / "runs", progress=False,
+                 runner=runner)
+    assert "\n" not in str(err.value)
+    (manifest,) = (tmp_path / "runs").glob("sweep-*.json")
+    m = json.loads(manifest.read_text())
+    assert m["status"] == "interrupted"
+    assert [p["status"] for p in m["points"]] == ["ok", "ok", "interrupted", "not_run"]
+
+
+@pytest.mark.parametrize("bs, nc, match", [
+    ("1,0", "128", r"--bs '1,0': 0 must be a positive integer"),
+    ("1", "128,-1", r"--nc '128,-1': -1 must be"),
+    ("1,a", "128", r"'a' is not an integer"),
+    ("", "128", r"is not an integer"),
+])
+def test_bad_grid_rejected_before_any_point(tmp_path, bs, nc, match):
+    runner = FakeRunner(tmp_path)
+    with pytest.raises(CaptureError, match=match):
+        sw.sweep(bs, nc, preset="small", out_dir=tmp_path / "runs", progress=False, runner=runner)
+    assert runner.calls == [] and not (tmp_path / "runs").exists()
+
+
+def test_sweep_with_missing_profiler_fails_once(tmp_path, monkeypatch):
+    from tracekit.capture import profilers
+
+    from tracekit.errors import ToolNotFoundError
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("TRACEKIT_NCU", raising=False)
+    monkeypatch.setitem(profilers.KNOWN_LOCATIONS, "ncu", ())
+    runner = FakeRunner(tmp_path)
+    with pytest.raises(ToolNotFoundError, match="ncu not found"):
+        sw.sweep("1", "8", tool="ncu", preset="small", out_dir=tmp_path / "runs", progress=False,
+                 runner=runner)
+    assert runner.calls == []
+
+
+def test_configs_presets_yaml_and_errors(tmp_path):
+    quick = sw.load_config("quick")
+    assert quick["grid"] == {"bs": [1, 8], "nc": [128, 1024]}
+    full = sw.load_config("full")
+    assert full["grid"] == {"bs": [1, 2, 4, 8], "nc": [128, 256, 512, 1024]}
+    y = tmp_path / "s.yaml"
+    y.write_text("tool: none\npreset: small\niters: 3\nwarmup_ms: 0\ngrid:\n  bs: [1, 2]\n  nc: '16,32'\n")
+    runner = FakeRunner(tmp_path)
+    res = sw.sweep(config=y, out_dir=tmp_path / "runs", progress=False, runner=runner, iters=5)
+    assert [(p.bs, p.nc) for p in res.points] == [(1, 16), (1, 32), (2, 16), (2, 32)]
+    assert runner.calls[0][2]["iters"] == 5  # explicit argument beats the config
+    assert runner.calls[0][2]["preset"] == "small"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("grid: {bs: [1]}\n")
+    with pytest.raises(CaptureError, match="'grid' must give the lists 'bs' and 'nc'"):
+        sw.load_config(bad)
+    bad.write_text("grid: {bs: [1], nc: [2]}\ncolour: red\n")
+    with pytest.raises(CaptureError, match="unknown key.*colour"):
+        sw.load_config(bad)
+    bad.write_text("grid: [1\n")
+    with pytest.raises(CaptureError, match="invalid YAML"):
+        sw.load_config(bad)
+    with pytest.raises(CaptureError, match="neither a sweep preset"):
+        sw.load_config(tmp_path / "missing.yaml")
+
+
+def test_real_sweep_two_points(tmp_path):
+    tiny = dict(max_history_items=40, num_items=2048, num_layers=1, d_model=64, num_heads=2,
+                head_dim=32, scoring_hidden=32)
+    res = sw.sweep("1", "4,8", tool="none", preset="small", warmup_ms=0, iters=2,
+                   out_dir=tmp_path / "runs", workload=tiny, ingest=False, progress=False)
+    assert [p.status for p in res.points] == ["ok", "ok"]
+    for p in res.points:
+        meta = json.loads((tmp_path / "runs" / p.run_dir.split("/")[-1] / "meta.json").read_text())
+        assert meta["params"]["sweep"] == res.sweep_id and meta["status"] == "ok"
+    assert _manifest(res)["status"] == "ok"
+
+
+# -- queries and export over a store filled by hand ---------------------------------------
+
+def _store(tmp_path):
+    import tracekit
+
+    tk = tracekit.open(tmp_path / "q.duckdb")
+    rng = np.random.default_rng(0)
+    lat = {}
+    run_id = 0
+
+    def add_run(bs, nc, tool="none", status="ok", n=9, preset="large"):
+        nonlocal run_id
+        run_id += 1
+        params = {"bs": bs, "nc": nc, "preset": preset, "tool": tool}
+        tk.con.execute("INSERT INTO runs (run_id, name, kind, params, meta) VALUES (?, ?, 'timing', ?, ?)",
+                       [run_id, f"r{run_id}-bs{bs}-nc{nc}-{tool}", json.dumps(params),
+                        json.dumps({"status": status})])
+        xs = rng.uniform(1, 20, n).round(3)
+        for i, x in enumerate(xs):
+            tk.con.execute("INSERT INTO requests VALUES (?, ?, 'timed', ?, ?, ?, ?, ?, ?, ?)",
+                           [run_id, i + 2, bs, nc, bs, nc, float(x), 100.0 + i, 200.0])
+        tk.con.execute("INSERT INTO requests VALUES (?, 0, 'warmup', ?, ?, 0, ?, 999.0, NULL, NULL)",
+                       [run_id, bs, nc, nc])
+        if status == "ok":
+            lat[(preset, tool, bs, nc)] = xs
+        return run_id
+
+    add_run(1, 128)
+    stale = add_run(8, 128)
+    del stale
+    add_run(8, 128)  # a newer run of the same point replaces the older one
+    add_run(8, 1024)
+    add_run(8, 1024, status="failed")  # failed runs never count
+    nsys = add_run(8, 1024, tool="nsys", n=4)
+    for name, durs in (("gemm_a", [500, 700]), ("hstu_attn", [300]), ("FillFunctor<signed char>", [9000])):
+        for j, dur in enumerate(durs):
+            tk.con.execute("INSERT INTO kernels (run_id, start_ns, end_ns, dur_ns, name, short_name) "
+                           "VALUES (?, ?, ?, ?, ?, ?)", [nsys, j * 10_000, j * 10_000 + dur, dur, name, name])
+    return tk, lat
+
+
+def test_sweep_latency_query(tmp_path):
+    tk, lat = _store(tmp_path)
+    df = tk.query("sweep-latency", limit=0)
+    assert df.columns == ["preset", "tool", "bs", "nc", "run", "requests", "median_ms", "p95_ms",
+                          "p99_ms", "mean_ms", "min_ms", "max_ms", "peak_mem_allocated_mb"]
+    keys = list(zip(df["tool"], df["bs"], df["nc"], strict=True))
+    assert keys == [("none", 1, 128), ("none", 8, 128), ("none", 8, 1024), ("nsys", 8, 1024)]
+    assert df["run"].to_list()[1].startswith("r3-")  # the newer of the two runs
+    assert df["requests"].to_list() == [9, 9, 9, 4]
+    for row in df.iter_rows(named=True):
+        xs = lat[(row["preset"], row["tool"], row["bs"], row["nc"])]
+        assert row["median_ms"] == pytest.approx(np.percentile(xs, 50))
+        assert row["p95_ms"] == pytest.approx(np.percentile(xs, 95))
+        assert row["p99_ms"] == pytest.approx(np.percentile(xs, 99))
+        assert row["max_ms"] == pytest.approx(xs.max())  # warm-up (999 ms) excluded
+    assert df["peak_mem_allocated_mb"][0] == 108.0
+    assert tk.query("sweep-latency", limit=2).height == 2
+
+
+def test_sweep_kernels_query(tmp_path):
+    tk, _ = _store(tmp_path)
+    df = tk.query("sweep-kernels", limit=0)
+    assert df["name"].to_list() == ["gemm_a", "hstu_attn"]  # the L2 flush is left out
+    assert df["rank"].to_list() == [1, 2]
+    assert df["instances"].to_list() == [2, 1] and df["total_ns"].to_list() == [1200, 300]
+    assert df["per_request_us"].to_list() == pytest.approx([1200 / 4 / 1000, 300 / 4 / 1000])
+    assert df["time_pct"].to_list() == [80.0, 20.0]
+    assert (df["bs"][0], df["nc"][0]) == (8, 1024)
+    assert tk.query("sweep-kernels", limit=1)["name"].to_list() == ["gemm_a"]
+
+
+def test_export_sweep_xlsx_and_csv(tmp_path):
+    from openpyxl import load_workbook
+
+    tk, lat = _store(tmp_path)
+    (out,) = export_sweep(tk, tmp_path / "results.xlsx")
+    wb = load_workbook(out)
+    assert wb.sheetnames == ["results", "summary", "bs1", "bs8", "nc128", "nc1024"]
+    rows = list(wb["results"].values)
+    assert rows[0][:6] == ("file", "batch_size", "num_candidate", "kv_caches", "candidate_embeddings",
+                           "total_time_ms")
+    assert len(rows) - 1 == 9 * 3 + 4  # timed requests of the four points
+    bs1 = list(wb["bs1"].values)[1:]
+    assert {r[1] for r in bs1} == {1} and len(bs1) == 9
+    assert sorted(r[5] for r in bs1) == pytest.approx(sorted(lat[("large", "none", 1, 128)]))
+    nc1024 = list(wb["nc1024"].values)[1:]
+    assert {r[2] for r in nc1024} == {1024} and len(nc1024) == 13
+    assert len(list(wb["summary"].values)) == 5
+    csv_files = export_sweep(tk, tmp_path / "results.csv")
+    assert [p.name for p in csv_files] == ["results.csv", "results-summary.csv"]
+    assert csv_files[0].read_text().splitlines()[0].startswith("file,batch_size,num_candidate")
+    with pytest.raises(Exception, match="writes .xlsx or .csv"):
+        export_sweep(tk, tmp_path / "results.txt")
+
+
+def test_export_with_no_sweep_data_writes_headers(tmp_path):
+    from openpyxl import load_workbook
+
+    import tracekit
+
+    tk = tracekit.open(tmp_path / "empty.duckdb")
+    (out,) = export_sweep(tk, tmp_path / "e.xlsx")
+    wb = load_workbook(out)
+    assert wb.sheetnames == ["results", "summary"]
+    assert list(wb["results"].values)[0][0] == "file"

@@ -247,3 +247,12 @@ def test_worker_reports_failure(tmp_path):
     out = json.loads((tmp_path / "worker.json").read_text())
     assert out["status"] == "failed" and "bogus" in out["error"]
     assert sys.executable
+
+
+def test_capture_package_does_not_import_torch():
+    import subprocess
+
+    code = ("import sys, tracekit.capture.run, tracekit.capture.sweep, tracekit.capture.export, "
+            "tracekit.capture.cli; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

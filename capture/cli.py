@@ -80,8 +80,7 @@ def sweep_cmd(
     db: DbOpt = None,
     no_ingest: NoIngestOpt = False,
 ) -> None:
-    """Capture every point of a bs x nc grid, one run folder per point; failures are
-    recorded and the sweep goes on."""
+    """Capture every point of a bs x nc grid (one run folder each); failures are recorded, the sweep goes on."""
     from .sweep import sweep
 
     def show(point):
@@ -107,8 +106,7 @@ def export_sweep_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="results.xlsx or results.csv")],
     db: DbOpt = None,
 ) -> None:
-    """Write the sweep spreadsheet: one sheet overall, one per batch size, one per
-    candidate count (or CSV)."""
+    """Write the sweep spreadsheet (.xlsx: overall, per batch size, per candidate count) or CSV."""
     import tracekit
 
     from .export import export_sweep

@@ -1,0 +1,161 @@
+"""Charts: built from named queries, saved as html/png/svg/json; the roofline's points and
+ceilings are the roofline query's numbers."""
+
+from __future__ import annotations
+
+import json
+import lzma
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit import charts
+from tracekit.cli import main as cli_main
+from tracekit.errors import ParamError, QueryError
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def tk(tmp_path_factory):
+    t = tracekit.open(tmp_path_factory.mktemp("charts") / "c.duckdb")
+    t.ingest(DATA / "ncu_full" / "report.ncu-rep.xz", name="full")
+    t.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="sections")
+    t.ingest(DATA / "nsys_hstu_mixed" / "export.sqlite.xz", name="hstu")
+    yield t
+    t.close()
+
+
+def _datasets(spec: dict) -> list[list[dict]]:
+    out = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "data" in node and isinstance(node["data"], dict) and "values" in node["data"]:
+                out.append(node["data"]["values"])
+            if "datasets" in node:
+                out.extend(node["datasets"].values())
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(spec)
+    return out
+
+
+def test_roofline_chart_is_the_query(tk):
+    q = tk.query("roofline", run="full")
+    spec = charts.chart(tk, "roofline", run="full").to_dict()
+    rows = [r for ds in _datasets(spec) for r in ds]
+    points = {r["label"]: r for r in rows if "ai_dram" in r}
+    assert len(points) == 4
+    for row in q.iter_rows(named=True):
+        p = points[f"{row['kernel_id']}: {row['nvtx_range']}"]
+        assert p["ai_dram"] == pytest.approx(row["ai_dram"]) and p["flops_per_s"] == pytest.approx(
+            row["flops_per_s"]
+        )
+        assert p["roof_pct"] == pytest.approx(row["roof_pct"]) and p["bound"] == row["bound"]
+    ceilings = {r["ceiling"] for r in rows if "ceiling" in r}
+    names = {c.split(" ")[0] for c in ceilings}
+    assert {
+        "DRAM",
+        "L2",
+        "L1",
+        "FP32",
+        "Tensor",
+    } <= names and "FP64" not in names  # no FP64 work: no FP64 ceiling
+    # the bf16 tensor ceiling is drawn at the GEMM's own clock: its roof_pct reads off the chart
+    bf16 = next(r for r in rows if r.get("ceiling", "").startswith("Tensor BF16"))
+    assert bf16["y"] == pytest.approx(q["peak_tensor_bf16_flops_per_s"][0])
+    layer_titles = json.dumps(spec)
+    assert (
+        "Arithmetic intensity at DRAM [FLOP/byte]" in layer_titles
+        and "Performance [FLOP/s]" in layer_titles
+    )
+    assert '"type": "log"' in layer_titles.replace('":"', '": "')
+
+
+def test_roofline_chart_refuses_missing_metrics(tk):
+    with pytest.raises(QueryError, match="sm__ops_path_tensor_"):
+        charts.chart(tk, "roofline", run="sections")
+
+
+def test_occupancy_chart(tk):
+    spec = charts.chart(tk, "occupancy", run="full").to_dict()
+    rows = [r for ds in _datasets(spec) for r in ds]
+    bars = [
+        json.loads(b)
+        for b in sorted({json.dumps(r, sort_keys=True) for r in rows if "measure" in r})
+    ]
+    assert len(bars) == 8
+    gemm = [r for r in bars if r["label"] == "0: gemm_bf16"]
+    assert {r["measure"]: round(r["pct"], 2) for r in gemm} == {
+        "theoretical": 18.75,
+        "achieved": 14.64,
+    }
+    assert any(r.get("text") == "limit: registers, shared_mem" for r in rows)
+
+
+def test_top_kernels_and_nvtx_timeline(tk):
+    q = tk.query("top-kernels", run="hstu")
+    rows = [
+        r for ds in _datasets(charts.chart(tk, "top-kernels", run="hstu").to_dict()) for r in ds
+    ]
+    assert len(rows) == q.height
+    assert rows[0]["total_ms"] == pytest.approx(q["total_ns"][0] / 1e6)
+    labels = [r["short"] for r in rows]
+    assert len(set(labels)) == len(labels)  # instantiations of one template told apart
+    tl = [
+        r for ds in _datasets(charts.chart(tk, "nvtx-timeline", run="hstu").to_dict()) for r in ds
+    ]
+    assert tl and all(r["end_ms"] >= r["start_ms"] for r in tl)
+
+
+def test_short_name():
+    assert (
+        charts.short_name("void at::native::reduce_kernel<512, 1, at::ReduceOp<float>>(T3)")
+        == "at::native::reduce_kernel"
+    )
+    assert charts.short_name(
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float>(int)"
+    ) == ("at::native::vectorized_layer_norm_kernel")
+
+
+@pytest.mark.parametrize(
+    "ext,magic",
+    [(".png", b"\x89PNG"), (".svg", b"<svg"), (".html", b"<!DOCTYPE html>"), (".json", b"{")],
+)
+def test_save_formats(tk, tmp_path, ext, magic):
+    out = charts.save(charts.chart(tk, "roofline", run="full"), tmp_path / f"r{ext}")
+    data = out.read_bytes()
+    assert data.lstrip().startswith(magic), data[:40]
+    if ext == ".json":
+        assert "vega-lite" in json.loads(data)["$schema"]
+    if ext == ".html":
+        assert b"vega" in data and b"cdn.jsdelivr" not in data  # self-contained, works offline
+
+
+def test_errors(tk, tmp_path):
+    with pytest.raises(QueryError, match="unknown chart"):
+        charts.chart(tk, "pie")
+    with pytest.raises(ParamError, match="unknown chart format"):
+        charts.save(charts.chart(tk, "occupancy", run="full"), tmp_path / "x.pdf")
+
+
+def test_done_when_fresh_clone_flow(tmp_path, capsys):
+    """tracekit ingest report.ncu-rep && tracekit query roofline && tracekit chart roofline -o roofline.png"""
+    rep = tmp_path / "report.ncu-rep"
+    rep.write_bytes(lzma.decompress((DATA / "ncu_full" / "report.ncu-rep.xz").read_bytes()))
+    db = str(tmp_path / "tracekit.duckdb")
+    assert cli_main(["--db", db, "ingest", str(rep)]) == 0
+    capsys.readouterr()
+    assert cli_main(["--db", db, "query", "roofline", "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split(",")
+    assert header[:3] == ["run_id", "kernel_id", "name"] and "bound" in header
+    png = tmp_path / "roofline.png"
+    assert cli_main(["--db", db, "chart", "roofline", "-o", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 50_000

@@ -1,0 +1,629 @@
+"""Altair charts built from named queries (never from ad-hoc data paths).
+
+``CHARTS`` maps a chart name to the named query it is drawn from, the query parameters
+it needs and a builder taking the query's Polars DataFrame. ``chart(tk, name, run=...)``
+runs the query and builds the chart; ``save(chart, path)`` writes .html (interactive,
+self-contained), .png / .svg (vl-convert, no browser) or .json (the Vega-Lite spec).
+
+Builders check the columns they need and raise ``QueryError`` naming what is missing;
+a roofline whose inputs the report lacks is refused with the query's missing_metrics
+rather than drawn wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from .errors import ParamError, QueryError
+
+WIDTH, HEIGHT = 760, 460
+PALETTE = "tableau10"
+
+
+@dataclass
+class ChartSpec:
+    query: str
+    build: Callable[[pl.DataFrame], alt.TopLevelMixin]
+    params: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def _need(df: pl.DataFrame, chart: str, query: str, cols: list[str]) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise QueryError(
+            f"chart {chart}: query {query} returned no column(s) {', '.join(missing)} (got {', '.join(df.columns)})"
+        )
+
+
+def short_name(name: str | None, width: int = 48) -> str:
+    """A readable kernel name: no return type, template arguments or parameters."""
+    if not name:
+        return "?"
+    s = re.sub(r"^void\s+", "", name.strip())
+    depth, out = 0, []
+    for ch in s:  # drop <...> and (...) groups
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    s = re.sub(r"(::)+", "::", "".join(out).strip()) or name
+    s = s.split("::")[-1] if len(s) > width else s
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _hint(name: str) -> str:
+    """A word from a kernel's template arguments that tells instantiations apart (addcmul, silu, ...)."""
+    inner = name[name.find("<") + 1 :] if "<" in name else ""
+    words = re.findall(
+        r"([A-Za-z][A-Za-z0-9]*?)(?:_cuda)?_(?:kernel|functor|impl)\b|(\w+)Functor", inner
+    )
+    for a, b in words:
+        w = a or b
+        if w and w not in ("vectorized_elementwise", "elementwise", "gpu"):
+            return w
+    return ""
+
+
+def _si(v: float, unit: str) -> str:
+    if v is None or not math.isfinite(v) or v <= 0:
+        return f"0 {unit}"
+    exp = min(max(int(math.floor(math.log10(v) / 3)), -3), 5)
+    prefix = {-3: "n", -2: "µ", -1: "m", 0: "", 1: "K", 2: "M", 3: "G", 4: "T", 5: "P"}[exp]
+    x = v / 10 ** (3 * exp)
+    return f"{x:.3g} {prefix}{unit}"
+
+
+def _labels(df: pl.DataFrame) -> pl.DataFrame:
+    """Add `label` (one per launch: run, id, NVTX range or short name) and `group` (colour)."""
+    multi_run = "run_id" in df.columns and df["run_id"].n_unique() > 1
+    has_nvtx = "nvtx_range" in df.columns and df["nvtx_range"].is_not_null().any()
+    labels, groups = [], []
+    for r in df.iter_rows(named=True):
+        base = (
+            r.get("nvtx_range")
+            if has_nvtx and r.get("nvtx_range")
+            else short_name(r.get("name"), 32)
+        )
+        lab = f"{r['kernel_id']}: {base}"
+        if multi_run:
+            lab = f"run {r['run_id']} · {lab}"
+        labels.append(lab)
+        groups.append(
+            r.get("nvtx_range")
+            if has_nvtx
+            else r.get("kernel_class") or short_name(r.get("name"), 24)
+        )
+    return df.with_columns(
+        pl.Series("label", labels), pl.Series("group", [g or "(none)" for g in groups])
+    )
+
+
+def _no_data(title: str) -> alt.Chart:
+    return (
+        alt.Chart(alt.Data(values=[{"t": "no rows for this run"}]))
+        .mark_text(size=16)
+        .encode(text="t:N")
+        .properties(title=title, width=WIDTH, height=120)
+    )
+
+
+# -- roofline --------------------------------------------------------------------
+
+_PRECISIONS = [  # (achieved column, peak column, label)
+    ("fp64_flops_per_s", "peak_fp64_flops_per_s", "FP64"),
+    ("fp32_flops_per_s", "peak_fp32_flops_per_s", "FP32"),
+    ("fp16_flops_per_s", "peak_fp16_flops_per_s", "FP16"),
+    ("tensor_tf32_flops_per_s", "peak_tensor_tf32_flops_per_s", "Tensor TF32"),
+    ("tensor_bf16_flops_per_s", "peak_tensor_bf16_flops_per_s", "Tensor BF16"),
+    ("tensor_fp16_flops_per_s", "peak_tensor_fp16_flops_per_s", "Tensor FP16"),
+    ("tensor_fp8_flops_per_s", "peak_tensor_fp8_flops_per_s", "Tensor FP8"),
+    ("tensor_fp64_flops_per_s", "peak_tensor_fp64_flops_per_s", "Tensor FP64"),
+]
+_MEMORY = [
+    ("peak_dram_bytes_per_s", "DRAM"),
+    ("peak_l2_bytes_per_s", "L2"),
+    ("peak_l1_bytes_per_s", "L1"),
+]
+
+
+def roofline(df: pl.DataFrame) -> alt.LayerChart:
+    """Log-log roofline: memory and per-precision compute ceilings, one point per launch at AI(DRAM)."""
+    _need(
+        df,
+        "roofline",
+        "roofline",
+        ["kernel_id", "name", "flops_per_s", "ai_dram", "peak_dram_bytes_per_s"],
+    )
+    if df.is_empty():
+        return _no_data("Roofline")
+    pts = df.filter(
+        pl.col("flops_per_s").is_not_null()
+        & (pl.col("flops_per_s") > 0)
+        & pl.col("ai_dram").is_not_null()
+    )
+    if pts.is_empty():
+        missing = sorted(
+            {m for ms in df.get_column("missing_metrics").drop_nulls() for m in ms.split(", ")}
+        )
+        why = (
+            f"metrics not in the report: {', '.join(missing)}"
+            if missing
+            else "no launch does floating-point work"
+        )
+        raise QueryError(
+            f"roofline: nothing to plot; {why} (re-profile with --set full or the SpeedOfLight_Hierarchical*RooflineChart sections)"
+        )
+    pts = _labels(pts)
+    # Ceilings are per launch (measured clocks differ): a precision's ceiling is drawn at
+    # the clocks of the launches whose dominant precision it is (the highest of those),
+    # else the highest among all plotted launches; memory ceilings at the highest clocks.
+    mem = [(lab, pts[c].max()) for c, lab in _MEMORY if c in pts.columns and pts[c].max()]
+    prec_of = {
+        lab: key
+        for key, lab in [
+            ("fp64", "FP64"),
+            ("fp32", "FP32"),
+            ("fp16", "FP16"),
+            ("tensor_tf32", "Tensor TF32"),
+            ("tensor_bf16", "Tensor BF16"),
+            ("tensor_fp16", "Tensor FP16"),
+            ("tensor_fp8", "Tensor FP8"),
+            ("tensor_fp64", "Tensor FP64"),
+        ]
+    }
+    comp = []
+    for a, p, lab in _PRECISIONS:
+        if a not in pts.columns or p not in pts.columns or not pts[p].max():
+            continue
+        if lab != "FP32" and not (pts[a].fill_null(0) > 0).any():
+            continue
+        own = (
+            pts.filter(pl.col("precision") == prec_of[lab])[p]
+            if "precision" in pts.columns
+            else pts[p].head(0)
+        )
+        comp.append((lab, own.max() if len(own.drop_nulls()) else pts[p].max()))
+    ai_lo = min(pts["ai_dram"].min(), min(c / b for _, c in comp for _, b in mem)) / 4
+    ai_hi = max(pts["ai_dram"].max(), max(c / b for _, c in comp for _, b in mem)) * 6
+    top = max(c for _, c in comp)
+    y_lo = min(pts["flops_per_s"].min(), min(p for _, p in comp)) / 4
+    y_hi = top * 3
+    # on-screen angle of a slope-1 line in log-log with this domain and plot size
+    angle = math.degrees(
+        math.atan((HEIGHT / math.log10(y_hi / y_lo)) / (WIDTH / math.log10(ai_hi / ai_lo)))
+    )
+    lines, texts = [], []
+    for lab, bw in mem:
+        x_end = top / bw
+        x_lab = max(ai_lo * 1.5, y_lo * 1.5 / bw)
+        lines.append(
+            {
+                "ceiling": f"{lab} {_si(bw, 'B/s')}",
+                "kind": "memory",
+                "x": ai_lo,
+                "y": ai_lo * bw,
+                "order": 0,
+            }
+        )
+        lines.append(
+            {
+                "ceiling": f"{lab} {_si(bw, 'B/s')}",
+                "kind": "memory",
+                "x": x_end,
+                "y": top,
+                "order": 1,
+            }
+        )
+        texts.append(
+            {"text": f"{lab} {_si(bw, 'B/s')}", "x": x_lab, "y": x_lab * bw, "kind": "memory"}
+        )
+    for lab, peak in comp:
+        x_start = peak / max(bw for _, bw in mem)
+        lines.append(
+            {
+                "ceiling": f"{lab} {_si(peak, 'FLOP/s')}",
+                "kind": "compute",
+                "x": x_start,
+                "y": peak,
+                "order": 0,
+            }
+        )
+        lines.append(
+            {
+                "ceiling": f"{lab} {_si(peak, 'FLOP/s')}",
+                "kind": "compute",
+                "x": ai_hi,
+                "y": peak,
+                "order": 1,
+            }
+        )
+        texts.append(
+            {"text": f"{lab} {_si(peak, 'FLOP/s')}", "x": ai_hi / 1.3, "y": peak, "kind": "compute"}
+        )
+    xs = alt.Scale(type="log", domain=[ai_lo, ai_hi], nice=False)
+    ys = alt.Scale(type="log", domain=[y_lo, y_hi], nice=False)
+    x_ax = alt.Axis(title="Arithmetic intensity at DRAM [FLOP/byte]", format="~g", grid=True)
+    y_ax = alt.Axis(title="Performance [FLOP/s]", format="~s", grid=True)
+    base_lines = alt.Chart(alt.Data(values=lines))
+    ceil = base_lines.mark_line(strokeWidth=2, clip=True).encode(
+        x=alt.X("x:Q", scale=xs, axis=x_ax),
+        y=alt.Y("y:Q", scale=ys, axis=y_ax),
+        detail="ceiling:N",
+        order="order:Q",
+        color=alt.value("#555555"),
+        strokeDash=alt.StrokeDash(
+            "kind:N",
+            scale=alt.Scale(domain=["memory", "compute"], range=[[1, 0], [6, 3]]),
+            legend=None,
+        ),
+        tooltip=[alt.Tooltip("ceiling:N", title="ceiling")],
+    )
+    ceil_text = [
+        alt.Chart(alt.Data(values=[t for t in texts if t["kind"] == kind]))
+        .mark_text(fontSize=11, color="#333333", dy=-8, align=align, angle=rot)
+        .encode(x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), text="text:N")
+        for kind, align, rot in (("memory", "left", 360 - angle), ("compute", "right", 0))
+    ]
+    data = pts.select(
+        "label",
+        "group",
+        pl.col("name"),
+        (pl.col("duration_ns") / 1000).alias("duration_us")
+        if "duration_ns" in pts.columns
+        else pl.lit(None).alias("duration_us"),
+        "ai_dram",
+        "flops_per_s",
+        (pl.col("roof_pct") if "roof_pct" in pts.columns else pl.lit(None)).alias("roof_pct"),
+        (pl.col("bound") if "bound" in pts.columns else pl.lit(None)).alias("bound"),
+        (pl.col("precision") if "precision" in pts.columns else pl.lit(None)).alias("precision"),
+    ).to_dicts()
+    group_title = (
+        "NVTX range"
+        if "nvtx_range" in pts.columns and pts["nvtx_range"].is_not_null().any()
+        else "kernel class"
+    )
+    points = (
+        alt.Chart(alt.Data(values=data))
+        .mark_point(filled=True, size=140, opacity=0.9, stroke="black", strokeWidth=0.8)
+        .encode(
+            x=alt.X("ai_dram:Q", scale=xs),
+            y=alt.Y("flops_per_s:Q", scale=ys),
+            color=alt.Color("group:N", title=group_title, scale=alt.Scale(scheme=PALETTE)),
+            shape=alt.Shape("bound:N", title="bound"),
+            tooltip=[
+                alt.Tooltip("name:N", title="kernel"),
+                alt.Tooltip("label:N", title="launch"),
+                alt.Tooltip("duration_us:Q", title="duration [µs]", format=",.1f"),
+                alt.Tooltip("ai_dram:Q", title="AI DRAM [FLOP/B]", format=".3~g"),
+                alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".3~s"),
+                alt.Tooltip("precision:N", title="precision"),
+                alt.Tooltip("roof_pct:Q", title="% of roof", format=".1f"),
+                alt.Tooltip("bound:N", title="bound"),
+            ],
+        )
+    )
+    layers = [ceil, *ceil_text, points]
+    if len(data) <= 12:  # label the points where the label hits no marker and no other label
+
+        def px(d):
+            fx = math.log(d["ai_dram"] / ai_lo) / math.log(ai_hi / ai_lo)
+            fy = math.log(d["flops_per_s"] / y_lo) / math.log(y_hi / y_lo)
+            return WIDTH * fx, HEIGHT * (1 - fy)
+
+        spots = [(9, -9, "left"), (9, 14, "left"), (-9, -9, "right"), (-9, 14, "right")]
+        boxes = [(x - 7, y - 7, x + 7, y + 7) for x, y in map(px, data)]
+        for t in texts:  # the compute-ceiling labels (right-aligned, above their line)
+            if t["kind"] == "compute":
+                x, y = px({"ai_dram": t["x"], "flops_per_s": t["y"]})
+                boxes.append((x - 6.4 * len(t["text"]), y - 18, x, y - 5))
+        placed: dict[tuple, list] = {sp: [] for sp in spots}
+        for d in sorted(data, key=lambda d: -d["flops_per_s"]):
+            x, y = px(d)
+            w = 6.4 * len(d["label"])
+            for dx, dy, align in spots:
+                x0 = x + dx if align == "left" else x + dx - w
+                box = (x0, y + dy - 10, x0 + w, y + dy + 3)
+                clear = all(
+                    box[2] < b[0] or box[0] > b[2] or box[3] < b[1] or box[1] > b[3] for b in boxes
+                )
+                if clear and 0 <= box[0] and box[2] <= WIDTH:
+                    break
+            else:
+                dx, dy, align = spots[0]
+                x0 = x + dx
+                box = (x0, y + dy - 10, x0 + w, y + dy + 3)
+            boxes.append(box)
+            placed[(dx, dy, align)].append(d)
+        for (dx, dy, align), rows in placed.items():
+            if rows:
+                layers.append(
+                    alt.Chart(alt.Data(values=rows))
+                    .mark_text(align=align, dx=dx, dy=dy, fontSize=11)
+                    .encode(
+                        x=alt.X("ai_dram:Q", scale=xs),
+                        y=alt.Y("flops_per_s:Q", scale=ys),
+                        text="label:N",
+                    )
+                )
+    return alt.layer(*layers).properties(
+        width=WIDTH,
+        height=HEIGHT,
+        title=alt.Title(
+            "Roofline",
+            subtitle="one point per launch at its DRAM arithmetic intensity; ceilings at the measured clocks of the launches using them",
+        ),
+    )
+
+
+# -- occupancy -------------------------------------------------------------------
+
+
+def occupancy(df: pl.DataFrame) -> alt.LayerChart:
+    """Theoretical vs achieved occupancy per launch, with the binding block limit."""
+    _need(
+        df,
+        "occupancy",
+        "occupancy",
+        ["kernel_id", "name", "theoretical_occupancy_pct", "achieved_occupancy_pct"],
+    )
+    if df.is_empty():
+        return _no_data("Occupancy")
+    df = _labels(df)
+    lim = df["limiter"] if "limiter" in df.columns else pl.Series([None] * df.height)
+    rows = []
+    for r, limiter in zip(df.iter_rows(named=True), lim, strict=True):
+        for what, col in (
+            ("theoretical", "theoretical_occupancy_pct"),
+            ("achieved", "achieved_occupancy_pct"),
+        ):
+            rows.append(
+                {
+                    "label": r["label"],
+                    "name": r["name"],
+                    "measure": what,
+                    "pct": r[col],
+                    "limiter": limiter or "n/a",
+                }
+            )
+    order = df["label"].to_list()
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320))
+    bars = (
+        alt.Chart(alt.Data(values=rows))
+        .mark_bar(height=12)
+        .encode(
+            y=y,
+            yOffset=alt.YOffset("measure:N", sort=["theoretical", "achieved"]),
+            x=alt.X(
+                "pct:Q",
+                title="Occupancy [% of max warps per SM]",
+                scale=alt.Scale(domain=[0, 118]),
+                axis=alt.Axis(values=[0, 20, 40, 60, 80, 100]),
+            ),
+            color=alt.Color(
+                "measure:N",
+                title=None,
+                sort=["theoretical", "achieved"],
+                scale=alt.Scale(range=["#9ecae1", "#08519c"]),
+            ),
+            tooltip=[
+                alt.Tooltip("name:N", title="kernel"),
+                "measure:N",
+                alt.Tooltip("pct:Q", title="occupancy [%]", format=".1f"),
+                "limiter:N",
+            ],
+        )
+    )
+    values = bars.mark_text(align="left", dx=3, fontSize=10).encode(
+        text=alt.Text("pct:Q", format=".1f"), color=alt.value("#222")
+    )
+    lim_rows = [
+        {"label": r["label"], "text": f"limit: {r['limiter']}", "x": 101}
+        for r in rows
+        if r["measure"] == "theoretical"
+    ]
+    lim_text = (
+        alt.Chart(alt.Data(values=lim_rows))
+        .mark_text(align="left", fontSize=11, color="#a50f15", fontWeight="bold", dx=12)
+        .encode(y=y, x=alt.X("x:Q"), text="text:N")
+    )
+    return alt.layer(bars, values, lim_text).properties(
+        width=WIDTH - 200,
+        height=alt.Step(34),
+        title=alt.Title(
+            "Occupancy", subtitle="theoretical vs achieved; red: the block limit that binds"
+        ),
+    )
+
+
+# -- nsys charts ---------------------------------------------------------------------
+
+
+def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
+    """Horizontal bars of kernel time from the top-kernels query."""
+    _need(df, "top-kernels", "top-kernels", ["name", "total_ns"])
+    if df.is_empty():
+        return _no_data("Top kernels")
+    d = df.with_columns(
+        pl.col("name")
+        .map_elements(lambda s: short_name(s, 60), return_dtype=pl.Utf8)
+        .alias("short"),
+        (pl.col("total_ns") / 1e6).alias("total_ms"),
+    )
+    if "time_pct" not in d.columns:
+        d = d.with_columns((100 * pl.col("total_ns") / pl.col("total_ns").sum()).alias("time_pct"))
+    if "instances" not in d.columns:
+        d = d.with_columns(pl.lit(None).alias("instances"))
+    dup = d["short"].is_duplicated()
+    d = d.with_columns(
+        pl.Series(
+            "short",
+            [
+                f"{sh} [{_hint(n)}]" if dd and _hint(n) else sh
+                for sh, n, dd in zip(d["short"], d["name"], dup, strict=True)
+            ],
+        )
+    )
+    d = d.with_row_index("rank").with_columns(
+        pl.format("{}. {}", pl.col("rank") + 1, pl.col("short")).alias("short")
+    )
+    data = d.select("short", "name", "total_ms", "time_pct", "instances").to_dicts()
+    y = alt.Y("short:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
+    bars = (
+        alt.Chart(alt.Data(values=data))
+        .mark_bar(color="#4c78a8")
+        .encode(
+            y=y,
+            x=alt.X("total_ms:Q", title="Total GPU time [ms]"),
+            tooltip=[
+                alt.Tooltip("name:N", title="kernel"),
+                alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"),
+                alt.Tooltip("time_pct:Q", title="time [%]", format=".1f"),
+                alt.Tooltip("instances:Q", title="launches"),
+            ],
+        )
+    )
+    text = bars.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
+        text=alt.Text("time_pct:Q", format=".1f")
+    )
+    return alt.layer(bars, text).properties(
+        width=WIDTH - 250,
+        height=alt.Step(20),
+        title=alt.Title("Top kernels", subtitle="bar label: % of kernel time"),
+    )
+
+
+def nvtx_timeline(df: pl.DataFrame) -> alt.Chart:
+    """Gantt of NVTX ranges per thread and nesting depth (nvtx-ranges query)."""
+    _need(df, "nvtx-timeline", "nvtx-ranges", ["range", "start_ns", "end_ns", "depth", "tid"])
+    if df.is_empty():
+        return _no_data("NVTX timeline")
+    t0 = df["start_ns"].min()
+    top = (
+        df.group_by("range")
+        .agg(pl.col("end_ns").sub(pl.col("start_ns")).sum().alias("t"))
+        .sort("t", descending=True)
+    )
+    keep = set(top["range"].head(12).to_list())
+    d = df.with_columns(
+        ((pl.col("start_ns") - t0) / 1e6).alias("start_ms"),
+        ((pl.col("end_ns") - t0) / 1e6).alias("end_ms"),
+        ((pl.col("end_ns") - pl.col("start_ns")) / 1e6).alias("dur_ms"),
+        pl.format("tid {} · depth {}", pl.col("tid"), pl.col("depth")).alias("lane"),
+        pl.when(pl.col("range").is_in(list(keep)))
+        .then(pl.col("range"))
+        .otherwise(pl.lit("(other)"))
+        .alias("colour"),
+    ).sort("tid", "depth")
+    data = d.select("range", "colour", "lane", "start_ms", "end_ms", "dur_ms").to_dicts()
+    return (
+        alt.Chart(alt.Data(values=data))
+        .mark_bar(height=14)
+        .encode(
+            x=alt.X("start_ms:Q", title="Time since first range [ms]"),
+            x2="end_ms:Q",
+            y=alt.Y("lane:N", title=None, sort=d["lane"].unique(maintain_order=True).to_list()),
+            color=alt.Color("colour:N", title="NVTX range", scale=alt.Scale(scheme="category20")),
+            tooltip=[
+                "range:N",
+                alt.Tooltip("start_ms:Q", format=",.3f"),
+                alt.Tooltip("dur_ms:Q", title="duration [ms]", format=",.3f"),
+            ],
+        )
+        .properties(width=WIDTH, height=alt.Step(22), title="NVTX timeline")
+    )
+
+
+def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
+    """Median (solid) and p95 (dashed) request latency against batch size, one line per candidate count."""
+    _need(df, "sweep-latency", "sweep-latency", ["bs", "nc", "median_ms", "p95_ms"])
+    if df.is_empty():
+        return _no_data("Sweep latency")
+    d = df.unpivot(
+        index=["bs", "nc"], on=["median_ms", "p95_ms"], variable_name="stat", value_name="ms"
+    ).with_columns(
+        pl.col("stat").str.replace("_ms", ""), pl.format("nc={}", pl.col("nc")).alias("candidates")
+    )
+    data = d.to_dicts()
+    base = alt.Chart(alt.Data(values=data)).encode(
+        x=alt.X(
+            "bs:Q", title="Batch size [users per request]", scale=alt.Scale(type="log", base=2)
+        ),
+        y=alt.Y("ms:Q", title="Request latency [ms]"),
+        color=alt.Color("candidates:N", title="candidates"),
+        strokeDash=alt.StrokeDash("stat:N", title="statistic", sort=["median", "p95"]),
+        tooltip=["bs:Q", "nc:Q", "stat:N", alt.Tooltip("ms:Q", format=",.3f")],
+    )
+    return alt.layer(base.mark_line(), base.mark_point(filled=True)).properties(
+        width=WIDTH, height=HEIGHT, title="Latency across the sweep"
+    )
+
+
+CHARTS: dict[str, ChartSpec] = {
+    "roofline": ChartSpec("roofline", roofline, {"limit": 0}, "ncu roofline, one point per launch"),
+    "occupancy": ChartSpec(
+        "occupancy", occupancy, {"limit": 0}, "ncu theoretical vs achieved occupancy"
+    ),
+    "top-kernels": ChartSpec(
+        "top-kernels", top_kernels, {"limit": 20}, "nsys kernels by total time"
+    ),
+    "nvtx-timeline": ChartSpec(
+        "nvtx-ranges", nvtx_timeline, {"limit": 2000}, "nsys NVTX ranges over time"
+    ),
+    "sweep-latency": ChartSpec(
+        "sweep-latency", sweep_latency, {"limit": 0}, "latency across a bs x nc sweep"
+    ),
+}
+
+
+def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.TopLevelMixin:
+    """Run the chart's named query (``run`` and ``params`` bound) and build the Altair chart."""
+    spec = CHARTS.get(name)
+    if spec is None:
+        raise QueryError(f"unknown chart {name!r}; known charts: {', '.join(sorted(CHARTS))}")
+    from .registry import get_registry
+
+    q = get_registry().get(spec.query)
+    bound = {k: v for k, v in spec.params.items() if k in q.params}
+    bound.update(params)
+    if run is not None:
+        if "run" not in q.params:
+            raise ParamError(f"chart {name}: its query {spec.query} spans runs and takes no --run")
+        bound["run"] = run
+    return spec.build(tk.query(spec.query, **bound))
+
+
+def save(ch: alt.TopLevelMixin, path: str | Path) -> Path:
+    """Write the chart; the format follows the extension: .html, .png, .svg, .json."""
+    import vl_convert as vlc
+
+    path = Path(path)
+    ext = path.suffix.lower()
+    spec = ch.to_dict()
+    if ext == ".json":
+        path.write_text(json.dumps(spec, indent=2))
+    elif ext in (".html", ".htm"):
+        path.write_text(vlc.vegalite_to_html(spec, bundle=True))
+    elif ext == ".png":
+        path.write_bytes(vlc.vegalite_to_png(spec, scale=2))
+    elif ext == ".svg":
+        path.write_text(vlc.vegalite_to_svg(spec))
+    else:
+        raise ParamError(
+            f"{path}: unknown chart format {ext or '(none)'}; use .html, .png, .svg or .json"
+        )
+    return path

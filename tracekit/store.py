@@ -131,7 +131,7 @@ class Tracekit:
             if f.name == "meta.json" or f.suffix in (".log", ".txt", ".json", ".nsys-rep", ".qdstrm", ".xlsx"):
                 continue
             with _ingest.materialized(f) as plain:
-                with open(plain, "rb") as fh:
+                with Path(plain).open("rb") as fh:
                     head = fh.read(_ingest.HEAD_BYTES)
                 mod = next((m for m in _ingest._plugins() if head and m.sniff(plain, head)), None)
                 if mod is None:

@@ -159,3 +159,20 @@ def test_done_when_fresh_clone_flow(tmp_path, capsys):
     png = tmp_path / "roofline.png"
     assert cli_main(["--db", db, "chart", "roofline", "-o", str(png)]) == 0
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 50_000
+
+
+def test_sweep_latency_builder():
+    import polars as pl
+
+    df = pl.DataFrame(
+        {
+            "bs": [1, 2, 1, 2],
+            "nc": [256, 256, 1024, 1024],
+            "median_ms": [1.0, 2.0, 3.0, 4.0],
+            "p95_ms": [1.5, 2.5, 3.5, 4.5],
+        }
+    )
+    rows = [r for ds in _datasets(charts.sweep_latency(df).to_dict()) for r in ds]
+    assert {(r["bs"], r["nc"], r["stat"]): r["ms"] for r in rows}[(2, 1024, "p95")] == 4.5
+    with pytest.raises(QueryError, match="p95_ms"):
+        charts.sweep_latency(df.drop("p95_ms"))

@@ -330,11 +330,11 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         for t in texts:  # the compute-ceiling labels (right-aligned, above their line)
             if t["kind"] == "compute":
                 x, y = px({"ai_dram": t["x"], "flops_per_s": t["y"]})
-                boxes.append((x - 6.4 * len(t["text"]), y - 18, x, y - 5))
+                boxes.append((x - 7.0 * len(t["text"]), y - 21, x, y - 3))
         placed: dict[tuple, list] = {sp: [] for sp in spots}
         for d in sorted(data, key=lambda d: -d["flops_per_s"]):
             x, y = px(d)
-            w = 6.4 * len(d["label"])
+            w = 7.0 * len(d["label"])
             for dx, dy, align in spots:
                 x0 = x + dx if align == "left" else x + dx - w
                 box = (x0, y + dy - 10, x0 + w, y + dy + 3)
@@ -343,10 +343,8 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
                 )
                 if clear and 0 <= box[0] and box[2] <= WIDTH:
                     break
-            else:
-                dx, dy, align = spots[0]
-                x0 = x + dx
-                box = (x0, y + dy - 10, x0 + w, y + dy + 3)
+            else:  # no free spot: leave it to the tooltip rather than overprint
+                continue
             boxes.append(box)
             placed[(dx, dy, align)].append(d)
         for (dx, dy, align), rows in placed.items():
@@ -564,12 +562,22 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
             "bs:Q", title="Batch size [users per request]", scale=alt.Scale(type="log", base=2)
         ),
         y=alt.Y("ms:Q", title="Request latency [ms]"),
-        color=alt.Color("candidates:N", title="candidates"),
-        strokeDash=alt.StrokeDash("stat:N", title="statistic", sort=["median", "p95"]),
+        color=alt.Color("nc:O", title="candidates (nc)", scale=alt.Scale(scheme=PALETTE)),
         tooltip=["bs:Q", "nc:Q", "stat:N", alt.Tooltip("ms:Q", format=",.3f")],
     )
-    return alt.layer(base.mark_line(), base.mark_point(filled=True)).properties(
-        width=WIDTH, height=HEIGHT, title="Latency across the sweep"
+    lines = base.mark_line().encode(
+        strokeDash=alt.StrokeDash(
+            "stat:N",
+            title="statistic",
+            sort=["median", "p95"],
+            scale=alt.Scale(domain=["median", "p95"], range=[[1, 0], [6, 3]]),
+        ),
+        detail="stat:N",
+    )
+    return alt.layer(lines, base.mark_point(filled=True, size=40)).properties(
+        width=WIDTH,
+        height=HEIGHT,
+        title=alt.Title("Latency across the sweep", subtitle="solid: median, dashed: p95"),
     )
 
 

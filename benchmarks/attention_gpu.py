@@ -190,6 +190,7 @@ def main() -> int:
     p.add_argument("--no-checks", action="store_true")
     p.add_argument("--no-bench", action="store_true")
     p.add_argument("--tune", action="store_true")
+    p.add_argument("--profile-bsa", action="store_true", help="torch.profiler table of one BSA call (T=4096)")
     p.add_argument("--configs", default=None, help="';'-separated configuration names")
     p.add_argument("--variants", default="triton_dense,triton_block_sparse,triton_cached,reference,sdpa")
     p.add_argument("--warmup-ms", type=float, default=50)
@@ -231,6 +232,26 @@ def main() -> int:
             for cfg, ms, tf in tune(d):
                 tfs = tf if isinstance(tf, str) else f"{tf:.1f} TFLOP/s"
                 print(f"tune d={d} {cfg}: {ms:.4f} ms  {tfs}", flush=True)
+    if a.profile_bsa:
+        from tracekit.kernels.bench import _make_inputs, parse_config
+
+        _, cfg = parse_config("bsa_T4096")
+        inp = _make_inputs(cfg, torch.bfloat16, "cuda")
+
+        def call():
+            return K.hstu_attention_block_sparse(inp["q"], inp["k"], inp["v"], inp["seq_offsets"],
+                                                 max_seq_len=4096, alpha=inp["alpha"], num_targets=inp["num_targets"],
+                                                 block_size=64, block_counts=8, validate=False)
+
+        for _ in range(5):
+            call()
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                call()
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12), flush=True)
     rows = []
     if not a.no_bench:
         configs = a.configs.split(";") if a.configs else None

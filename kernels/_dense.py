@@ -191,7 +191,7 @@ def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
         return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
     if d <= 128:
         return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}
-    return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
+    return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3}
 
 
 def hstu_fwd(

@@ -390,3 +390,22 @@ def test_bench_cpu_tiny(tmp_path):
     assert (tmp_path / "r.csv").read_text().count("\n") == len(rows) + 1
     table = format_table(rows)
     assert "triton_dense" in table and "speedup" in table
+
+
+@pytest.mark.parametrize("tiles", [(64, 16), (16, 32)], ids=["BM>BN", "BM<BN"])
+def test_dense_tile_shapes(tiles):
+    """The block bookkeeping (unmasked / masked / window ranges) for unequal tile sizes."""
+    from tracekit.kernels._dense import hstu_fwd
+
+    g = _gen()
+    lengths, nts = [70, 0, 1, 45, 128], [9, 0, 1, 45, 0]
+    off = _offsets(lengths)
+    L = sum(lengths)
+    q, k, v = (_rand(g, L, 2, 16, dtype=torch.float32) for _ in range(3))
+    nt = torch.tensor(nts, device=DEV)
+    cfg = dict(BLOCK_M=tiles[0], BLOCK_N=tiles[1])
+    for kw in (dict(contextual_seq_len=0, max_attn_len=0), dict(contextual_seq_len=3, max_attn_len=20)):
+        out = hstu_fwd(q, k, v, off, max_seq_len=130, alpha=0.5, num_targets=nt, config=cfg,
+                       out=_poison(L, 2, 16, torch.float32), **kw)
+        ref = hstu_attention_reference(*_d64(q, k, v), off, max_seq_len=130, alpha=0.5, num_targets=nt, **kw)
+        assert _rel(out, ref) < TOL[torch.float32]

@@ -15,15 +15,16 @@ CREATE TABLE IF NOT EXISTS kernels (
     graph_node_id BIGINT,         -- CUDA graph node id when launched by a graph, else NULL
     name VARCHAR,                 -- demangled kernel name (as nsys stats prints it)
     short_name VARCHAR,           -- base name without templates/arguments
-    mangled_name VARCHAR,         -- mangled name when the export has it
     grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,       -- grid dimensions, blocks
     block_x INTEGER, block_y INTEGER, block_z INTEGER,    -- block dimensions, threads
     registers_per_thread INTEGER, -- registers per thread
     static_smem_bytes INTEGER,    -- static shared memory per block, bytes
     dynamic_smem_bytes INTEGER,   -- dynamic shared memory per block, bytes
-    local_mem_per_thread_bytes INTEGER, -- local memory per thread, bytes
-    launch_type INTEGER,          -- CUPTI launch type (0 regular, 1 cooperative, ...)
-    grid_id BIGINT                -- unique grid id
+    launch_global_tid BIGINT,     -- thread of the API call that launched it (nsys globalTid)
+    launch_tid INTEGER,           -- its OS thread id
+    api_start_ns BIGINT,          -- launch call start, ns (cudaGraphLaunch for graph kernels)
+    api_end_ns BIGINT,            -- launch call end, ns
+    api_name VARCHAR              -- launch API, _vNNNN stripped (cudaLaunchKernel, cuLaunchKernelEx, ...)
 );
 
 CREATE TABLE IF NOT EXISTS api_calls (
@@ -38,8 +39,7 @@ CREATE TABLE IF NOT EXISTS api_calls (
     correlation_id BIGINT,   -- links to the GPU work it launched
     name VARCHAR,            -- API name with the _vNNNN suffix stripped (as nsys stats prints it)
     raw_name VARCHAR,        -- API name as recorded
-    return_value BIGINT,     -- CUDA result code
-    event_class INTEGER      -- nsys event class (runtime / driver)
+    return_value BIGINT      -- CUDA result code
 );
 
 CREATE TABLE IF NOT EXISTS memcpy (
@@ -50,7 +50,10 @@ CREATE TABLE IF NOT EXISTS memcpy (
     copy_kind INTEGER,       -- CUPTI copy kind id
     operation VARCHAR,       -- '[CUDA memcpy Host-to-Device]' etc., as nsys stats names it
     src_kind VARCHAR,        -- source memory kind (Pageable, Pinned, Device, ...)
-    dst_kind VARCHAR         -- destination memory kind
+    dst_kind VARCHAR,        -- destination memory kind
+    launch_global_tid BIGINT, launch_tid INTEGER,   -- thread of the launching API call
+    api_start_ns BIGINT, api_end_ns BIGINT,         -- the launching call, ns
+    api_name VARCHAR                                -- the launching API (cudaMemcpyAsync, ...)
 );
 
 CREATE TABLE IF NOT EXISTS memset (
@@ -60,7 +63,10 @@ CREATE TABLE IF NOT EXISTS memset (
     bytes BIGINT,            -- bytes set
     value INTEGER,           -- value written
     operation VARCHAR,       -- '[CUDA memset]'
-    mem_kind VARCHAR         -- memory kind
+    mem_kind VARCHAR,        -- memory kind
+    launch_global_tid BIGINT, launch_tid INTEGER,   -- thread of the launching API call
+    api_start_ns BIGINT, api_end_ns BIGINT,         -- the launching call, ns
+    api_name VARCHAR                                -- the launching API (cudaMemsetAsync, ...)
 );
 
 CREATE TABLE IF NOT EXISTS syncs (

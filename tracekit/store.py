@@ -148,6 +148,7 @@ class Tracekit:
         for _, p in by_kind.values():
             merged.meta.update({k: v for k, v in p.meta.items() if v is not None})
             merged.tables.update(p.tables)
+            merged.loaders.extend(p.loaders)
         return merged, h.hexdigest(), folder_meta
 
     def _existing(self, digest: str) -> IngestResult | None:
@@ -178,6 +179,8 @@ class Tracekit:
             )
             for table, data in parsed.tables.items():
                 rows[table] = self._insert(table, run_id, data)
+            for load in parsed.loaders:
+                rows.update(load(con, run_id))
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

@@ -31,16 +31,14 @@
 -- @column kernel_stddev_ns stddev of kernel time, ns (rounded to 0.1)
 -- @column api_name         launch API (suffix stripped)
 -- @column kernel_name      kernel name (demangled)
--- @requires kernels, api_calls
+-- @requires kernels
 WITH k AS (
-    SELECT a.pid, a.tid, k.device_id, a.dur_ns AS api_ns,
-           CASE WHEN k.start_ns - a.end_ns >= 0 THEN k.start_ns - a.end_ns END AS queue_ns,
-           k.dur_ns AS kernel_ns, greatest(a.end_ns, k.end_ns) - a.start_ns AS total_ns,
-           a.name AS api_name, k.name AS kernel_name
-    FROM kernels k
-    JOIN api_calls a
-      ON a.run_id = k.run_id AND a.correlation_id = k.correlation_id AND a.global_pid = k.global_pid
-    WHERE k.run_id = $run
+    SELECT pid, launch_tid AS tid, device_id, api_end_ns - api_start_ns AS api_ns,
+           CASE WHEN start_ns - api_end_ns >= 0 THEN start_ns - api_end_ns END AS queue_ns,
+           dur_ns AS kernel_ns, greatest(api_end_ns, end_ns) - api_start_ns AS total_ns,
+           api_name, name AS kernel_name
+    FROM kernels
+    WHERE run_id = $run AND api_start_ns IS NOT NULL
 )
 SELECT pid, tid, device_id, count(*) AS count, count(queue_ns) AS queue_count,
        round1(avg(total_ns)) AS total_avg_ns, round1(median(total_ns)) AS total_med_ns,

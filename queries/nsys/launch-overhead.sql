@@ -14,14 +14,12 @@
 -- @column latency_max_ns   longest, ns
 -- @column queue_med_ns     median call-end to kernel-start where positive, ns
 -- @column total_latency_ns summed call-start to kernel-start, ns
--- @requires kernels, api_calls
+-- @requires kernels
 WITH l AS (
-    SELECT k.name, a.name AS api_name, a.dur_ns AS api_ns, k.start_ns - a.start_ns AS latency_ns,
-           CASE WHEN k.start_ns > a.end_ns THEN k.start_ns - a.end_ns END AS queue_ns
-    FROM kernels k
-    JOIN api_calls a
-      ON a.run_id = k.run_id AND a.correlation_id = k.correlation_id AND a.global_pid = k.global_pid
-    WHERE k.run_id = $run
+    SELECT name, api_name, api_end_ns - api_start_ns AS api_ns, start_ns - api_start_ns AS latency_ns,
+           CASE WHEN start_ns > api_end_ns THEN start_ns - api_end_ns END AS queue_ns
+    FROM kernels
+    WHERE run_id = $run AND api_start_ns IS NOT NULL
 )
 SELECT name, count(*) AS launches, mode(api_name) AS api_name, median(api_ns) AS api_med_ns,
        min(latency_ns) AS latency_min_ns, median(latency_ns) AS latency_med_ns,

@@ -43,6 +43,9 @@ class Parsed:
     kind: str
     meta: dict = field(default_factory=dict)
     tables: dict[str, pa.Table] = field(default_factory=dict)
+    #: callables ``(con, run_id) -> {table: rows}`` that write straight into the store
+    #: inside the ingest transaction (for sources reshaped by SQL, like nsys exports)
+    loaders: list = field(default_factory=list)
 
 
 def _plugins():

@@ -1,7 +1,8 @@
 """Nsight Systems SQLite exports -> store tables.
 
 The export is read through Arrow (ADBC's SQLite driver: no DuckDB extension to
-download, no Python loop per row), then reshaped in an in-memory DuckDB: names
+download, no Python loop per row; tables read concurrently), then reshaped by SQL in
+the store's own ingest transaction, straight into the store tables: names
 resolved from ``StringIds``, pid/tid decoded from ``globalTid``/``globalPid``, CUDA
 API ``_vNNNN`` suffixes stripped the way ``nsys stats`` does, NVTX domains resolved,
 NVTX nesting (depth, parent) computed, and every GPU operation attributed to the
@@ -16,11 +17,12 @@ Tables are created lazily by nsys: a missing table means an empty store table.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 from ..errors import InputError
@@ -34,6 +36,9 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND, NVTX_DOMAIN = (
     34, 59, 60, 70, 71, 75,
 )
+
+# nsys stats strips a trailing _vNNNN from CUDA API names (substr(name, -6, 2) = '_v')
+_STRIP = "CASE WHEN substr({0}, -6, 2) = '_v' THEN substr({0}, 1, length({0}) - 6) ELSE {0} END"
 
 # (target column, SQL expression over the raw table `r`, raw columns it needs, DuckDB type)
 # A column whose raw inputs are absent becomes NULL of its type; `required` lists the
@@ -51,6 +56,20 @@ _GPU_COMMON = [
     ("graph_node_id", "r.graphNodeId", ["graphNodeId"], "BIGINT"),
 ]
 
+# The API call that launched a GPU op: same correlation id, same process.
+_LAUNCH = [
+    ("launch_global_tid", "a.globalTid", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
+    ("launch_tid", "a.globalTid & 16777215", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "INTEGER"),
+    ("api_start_ns", "a.start", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
+    ("api_end_ns", 'a."end"', ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
+    ("api_name", _STRIP.format("an.value"), ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "VARCHAR"),
+]
+_LAUNCH_JOINS = {
+    "a": ("@CUPTI_ACTIVITY_KIND_RUNTIME",
+          "LEFT JOIN _nsys_api_calls a ON a.correlationId = r.correlationId AND (a.globalTid & -16777216) = r.globalPid"),
+    "an": ("@CUPTI_ACTIVITY_KIND_RUNTIME", "LEFT JOIN _nsys_strings an ON an.id = a.nameId"),
+}
+
 SPECS = {
     "kernels": dict(
         source="CUPTI_ACTIVITY_KIND_KERNEL",
@@ -58,7 +77,6 @@ SPECS = {
         columns=_GPU_COMMON + [
             ("name", "coalesce(sd.value, ss.value)", ["demangledName|shortName"], "VARCHAR"),
             ("short_name", "ss.value", ["shortName"], "VARCHAR"),
-            ("mangled_name", "sm.value", ["mangledName"], "VARCHAR"),
             ("grid_x", "r.gridX", ["gridX"], "INTEGER"),
             ("grid_y", "r.gridY", ["gridY"], "INTEGER"),
             ("grid_z", "r.gridZ", ["gridZ"], "INTEGER"),
@@ -68,14 +86,11 @@ SPECS = {
             ("registers_per_thread", "r.registersPerThread", ["registersPerThread"], "INTEGER"),
             ("static_smem_bytes", "r.staticSharedMemory", ["staticSharedMemory"], "INTEGER"),
             ("dynamic_smem_bytes", "r.dynamicSharedMemory", ["dynamicSharedMemory"], "INTEGER"),
-            ("local_mem_per_thread_bytes", "r.localMemoryPerThread", ["localMemoryPerThread"], "INTEGER"),
-            ("launch_type", "r.launchType", ["launchType"], "INTEGER"),
-            ("grid_id", "r.gridId", ["gridId"], "BIGINT"),
-        ],
+        ] + _LAUNCH,
         joins={
-            "sd": ("demangledName", "LEFT JOIN strings sd ON sd.id = r.demangledName"),
-            "ss": ("shortName", "LEFT JOIN strings ss ON ss.id = r.shortName"),
-            "sm": ("mangledName", "LEFT JOIN strings sm ON sm.id = r.mangledName"),
+            "sd": ("demangledName", "LEFT JOIN _nsys_strings sd ON sd.id = r.demangledName"),
+            "ss": ("shortName", "LEFT JOIN _nsys_strings ss ON ss.id = r.shortName"),
+            **_LAUNCH_JOINS,
         },
     ),
     "api_calls": dict(
@@ -91,12 +106,11 @@ SPECS = {
             ("tid", "r.globalTid & 16777215", ["globalTid"], "INTEGER"),
             ("correlation_id", "r.correlationId", ["correlationId"], "BIGINT"),
             # nsys stats strips a trailing _vNNNN (substr(name, -6, 2) = '_v')
-            ("name", "CASE WHEN substr(sn.value, -6, 2) = '_v' THEN substr(sn.value, 1, length(sn.value) - 6) ELSE sn.value END", ["nameId"], "VARCHAR"),
+            ("name", _STRIP.format("sn.value"), ["nameId"], "VARCHAR"),
             ("raw_name", "sn.value", ["nameId"], "VARCHAR"),
             ("return_value", "r.returnValue", ["returnValue"], "BIGINT"),
-            ("event_class", "r.eventClass", ["eventClass"], "INTEGER"),
         ],
-        joins={"sn": ("nameId", "LEFT JOIN strings sn ON sn.id = r.nameId")},
+        joins={"sn": ("nameId", "LEFT JOIN _nsys_strings sn ON sn.id = r.nameId")},
     ),
     "memcpy": dict(
         source="CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -107,11 +121,12 @@ SPECS = {
             ("operation", "'[CUDA memcpy ' || ek.label || ']'", ["copyKind", "@ENUM_CUDA_MEMCPY_OPER"], "VARCHAR"),
             ("src_kind", "es.label", ["srcKind", "@ENUM_CUDA_MEM_KIND"], "VARCHAR"),
             ("dst_kind", "ed.label", ["dstKind", "@ENUM_CUDA_MEM_KIND"], "VARCHAR"),
-        ],
+        ] + _LAUNCH,
         joins={
-            "ek": ("copyKind", "LEFT JOIN enum_memcpy ek ON ek.id = r.copyKind"),
-            "es": ("srcKind", "LEFT JOIN enum_memkind es ON es.id = r.srcKind"),
-            "ed": ("dstKind", "LEFT JOIN enum_memkind ed ON ed.id = r.dstKind"),
+            **_LAUNCH_JOINS,
+            "ek": ("copyKind", "LEFT JOIN _nsys_enum_memcpy ek ON ek.id = r.copyKind"),
+            "es": ("srcKind", "LEFT JOIN _nsys_enum_memkind es ON es.id = r.srcKind"),
+            "ed": ("dstKind", "LEFT JOIN _nsys_enum_memkind ed ON ed.id = r.dstKind"),
         },
     ),
     "memset": dict(
@@ -122,8 +137,8 @@ SPECS = {
             ("value", "r.value", ["value"], "INTEGER"),
             ("operation", "'[CUDA memset]'", [], "VARCHAR"),
             ("mem_kind", "em.label", ["memKind", "@ENUM_CUDA_MEM_KIND"], "VARCHAR"),
-        ],
-        joins={"em": ("memKind", "LEFT JOIN enum_memkind em ON em.id = r.memKind")},
+        ] + _LAUNCH,
+        joins={"em": ("memKind", "LEFT JOIN _nsys_enum_memkind em ON em.id = r.memKind"), **_LAUNCH_JOINS},
     ),
     "syncs": dict(
         source="CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
@@ -132,7 +147,7 @@ SPECS = {
             ("sync_type", "et.label", ["syncType", "@ENUM_CUPTI_SYNC_TYPE"], "VARCHAR"),
             ("event_id", "r.eventId", ["eventId"], "BIGINT"),
         ],
-        joins={"et": ("syncType", "LEFT JOIN enum_sync et ON et.id = r.syncType")},
+        joins={"et": ("syncType", "LEFT JOIN _nsys_enum_sync et ON et.id = r.syncType")},
     ),
     "gpus": dict(
         source="TARGET_INFO_GPU",
@@ -152,7 +167,7 @@ SPECS = {
             ("clock_hz", "r.clockRate", ["clockRate"], "BIGINT"),
             ("max_warps_per_sm", "r.maxWarpsPerSm", ["maxWarpsPerSm"], "INTEGER"),
         ],
-        joins={"cd": ("@TARGET_INFO_CUDA_DEVICE", "LEFT JOIN (SELECT DISTINCT gpuId, cudaId FROM cuda_device) cd ON cd.gpuId = r.id")},
+        joins={"cd": ("@TARGET_INFO_CUDA_DEVICE", "LEFT JOIN (SELECT DISTINCT gpuId, cudaId FROM _nsys_cuda_device) cd ON cd.gpuId = r.id")},
     ),
     "streams": dict(
         source="TARGET_INFO_CUDA_STREAM",
@@ -176,14 +191,14 @@ SPECS = {
             ("name", "tn.value", ["nameId"], "VARCHAR"),
             ("priority", "r.priority", ["priority"], "BIGINT"),
         ],
-        joins={"tn": ("nameId", "LEFT JOIN strings tn ON tn.id = r.nameId")},
+        joins={"tn": ("nameId", "LEFT JOIN _nsys_strings tn ON tn.id = r.nameId")},
     ),
 }
 
 _ENUMS = {
-    "enum_memcpy": "ENUM_CUDA_MEMCPY_OPER",
-    "enum_memkind": "ENUM_CUDA_MEM_KIND",
-    "enum_sync": "ENUM_CUPTI_SYNC_TYPE",
+    "_nsys_enum_memcpy": "ENUM_CUDA_MEMCPY_OPER",
+    "_nsys_enum_memkind": "ENUM_CUDA_MEM_KIND",
+    "_nsys_enum_sync": "ENUM_CUPTI_SYNC_TYPE",
 }
 
 _NVTX_COLUMNS = ["start", "end", "eventType", "text", "textId", "domainId", "globalTid",
@@ -224,7 +239,6 @@ class _Reader:
         except sqlite3.DatabaseError as err:
             raise InputError(f"{path}: not a readable SQLite database ({err}); the file is truncated or corrupt") from err
         self.tables = _resolve_tables([r[0] for r in rows])
-        self._adbc = None
 
     def columns(self, base: str) -> set[str]:
         actual = self.tables.get(base)
@@ -232,34 +246,33 @@ class _Reader:
             return set()
         return {r[1] for r in self.sq.execute(f'PRAGMA table_info("{actual}")')}
 
-    def arrow(self, base: str, cols: list[str], where: str = "") -> pa.Table:
-        actual = self.tables[base]
-        collist = ", ".join(f'"{c}"' for c in cols)
-        sql = f'SELECT {collist} FROM "{actual}" {where}'
-        try:
-            if self._adbc is None:
-                import adbc_driver_sqlite.dbapi as adbc
+    def row_estimate(self, base: str) -> int:
+        actual = self.tables.get(base)
+        if actual is None:
+            return 0
+        row = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True).execute(f'SELECT max(rowid) FROM "{actual}"').fetchone()
+        return row[0] or 0
 
-                self._adbc = adbc.connect(f"file:{self.path}?mode=ro")
-            cur = self._adbc.cursor()
-            # type inference looks at the first batch only: make it large
-            cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": "1000000"})
-            cur.execute(sql)
-            tbl = cur.fetch_arrow_table()
-            cur.close()
+    def arrow(self, base: str, cols: list[str]) -> pa.Table:
+        """Read columns of a table as Arrow on a connection of its own (thread-safe)."""
+        import adbc_driver_sqlite.dbapi as adbc
+
+        actual = self.tables[base]
+        sql = f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{actual}"'
+        try:
+            with adbc.connect(f"file:{self.path}?mode=ro") as conn:
+                cur = conn.cursor()
+                # type inference looks at the first batch only: make it large
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": "1000000"})
+                cur.execute(sql)
+                tbl = cur.fetch_arrow_table()
+                cur.close()
             return tbl
-        except ImportError:  # pragma: no cover - adbc is a core dependency
-            cur = self.sq.execute(sql)
-            names = [d[0] for d in cur.description]
-            data = list(zip(*cur.fetchall(), strict=False)) or [[] for _ in names]
-            return pa.table({n: list(v) for n, v in zip(names, data, strict=False)})
         except Exception as err:  # ADBC raises its own DatabaseError types
             raise InputError(f"{self.path}: cannot read table {actual} ({str(err).splitlines()[0]}); the export is truncated or corrupt") from err
 
     def close(self):
         self.sq.close()
-        if self._adbc is not None:
-            self._adbc.close()
 
 
 def _meta(rd: _Reader) -> dict:
@@ -277,6 +290,11 @@ def _meta(rd: _Reader) -> dict:
 
 
 def read(path: Path) -> Parsed:
+    """Check the export and read the columns we need as Arrow (tables in parallel).
+
+    The reshaping happens in ``_load`` inside the store's ingest transaction, straight
+    into the store tables: no second copy of the rows.
+    """
     rd = _Reader(path)
     try:
         return _read(rd, path)
@@ -286,46 +304,10 @@ def read(path: Path) -> Parsed:
         rd.close()
 
 
-def _read(rd: _Reader, path: Path) -> Parsed:
-    if "META_DATA_EXPORT" not in rd.tables and "StringIds" not in rd.tables:
-        raise InputError(f"{path}: SQLite file but not an Nsight Systems export (no META_DATA_EXPORT or StringIds table)")
-    meta = _meta(rd)
-    version = meta.get("export_schema_version") or "unknown"
-    if "StringIds" not in rd.tables:
-        raise InputError(f"{path}: nsys export (schema {version}) without a StringIds table; re-export with `nsys export --type sqlite`")
-    if "CUPTI_ACTIVITY_KIND_KERNEL" not in rd.tables and "CUPTI_ACTIVITY_KIND_RUNTIME" not in rd.tables:
-        raise InputError(f"{path}: nsys export without CUDA data (no CUPTI_ACTIVITY_KIND_KERNEL table); profile with `nsys profile --trace=cuda,...`")
-
-    con = duckdb.connect()
-    try:
-        con.register("strings", rd.arrow("StringIds", ["id", "value"]))
-        for alias, base in _ENUMS.items():
-            if base in rd.tables and {"id", "label"} <= rd.columns(base):
-                con.register(alias, rd.arrow(base, ["id", "label"]))
-            else:
-                con.execute(f"CREATE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
-        if "TARGET_INFO_CUDA_DEVICE" in rd.tables and {"gpuId", "cudaId"} <= rd.columns("TARGET_INFO_CUDA_DEVICE"):
-            con.register("cuda_device", rd.arrow("TARGET_INFO_CUDA_DEVICE", ["gpuId", "cudaId"]))
-
-        tables: dict[str, pa.Table] = {}
-        for target, spec in SPECS.items():
-            tables[target] = _map_table(con, rd, path, version, target, spec)
-        tables.update(_nvtx(con, rd, path, version, tables))
-        gpus = tables["gpus"]
-        if gpus.num_rows:
-            names = sorted({n for n in gpus.column("name").to_pylist() if n})
-            meta["gpu"] = ", ".join(names)
-        return Parsed(kind=KIND, meta=meta, tables=tables)
-    finally:
-        con.close()
-
-
-def _map_table(con, rd: _Reader, path: Path, version: str, target: str, spec: dict) -> pa.Table:
+def _plan(rd: _Reader, path: Path, version: str, target: str, spec: dict) -> tuple[str, list[str]]:
+    """The SELECT that maps the raw table to ``target`` and the raw columns it reads."""
     present = rd.columns(spec["source"])
-    if not present:
-        present_table = False
-    else:
-        present_table = True
+    if present:
         missing = [c for c in spec["required"] if c not in present]
         if missing:
             raise InputError(
@@ -342,67 +324,132 @@ def _map_table(con, rd: _Reader, path: Path, version: str, target: str, spec: di
                 return False
         return True
 
-    select, raw_cols, aliases = [], set(), set()
+    select, raw_cols, aliases = [], set(spec["required"]) if present else set(), set()
     for name, expr, need, typ in spec["columns"]:
-        if present_table and available(need):
-            # a coalesce over alternatives only names the columns that exist
+        if present and available(need):
             for alias, (col, _) in spec["joins"].items():
                 if re.search(rf"\b{alias}\.", expr):
                     if col.startswith("@") or col in present:
                         aliases.add(alias)
-                    else:
+                    else:  # a coalesce over alternatives names only the columns that exist
                         expr = re.sub(rf"\b{alias}\.value\b", "NULL", expr)
             raw_cols.update(c for n in need if not n.startswith("@") for c in n.split("|") if c in present)
             select.append(f"CAST({expr} AS {typ}) AS {name}")
         else:
             select.append(f"CAST(NULL AS {typ}) AS {name}")
-    if not present_table:
-        return con.sql(f"SELECT {', '.join(select)} LIMIT 0").to_arrow_table()
     for alias in aliases:
         col = spec["joins"][alias][0]
         if not col.startswith("@"):
             raw_cols.add(col)
-    raw = rd.arrow(spec["source"], sorted(raw_cols | set(spec["required"])))
-    con.register("r_raw", raw)
+    if not present:
+        return f"SELECT {', '.join(select)} LIMIT 0", []
     joins = " ".join(spec["joins"][a][1] for a in sorted(aliases))
-    out = con.sql(f"SELECT {', '.join(select)} FROM r_raw r {joins}").to_arrow_table()
-    con.unregister("r_raw")
-    return out
+    return f"SELECT {', '.join(select)} FROM _nsys_{target} r {joins}", sorted(raw_cols)
 
 
-def _nvtx(con, rd: _Reader, path: Path, version: str, tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
-    """NVTX ranges with names, depth, parent, path and their GPU projection; marks."""
-    present = rd.columns("NVTX_EVENTS")
-    if present:
-        missing = [c for c in ("start", "eventType", "globalTid") if c not in present]
+def _read(rd: _Reader, path: Path) -> Parsed:
+    if "META_DATA_EXPORT" not in rd.tables and "StringIds" not in rd.tables:
+        raise InputError(f"{path}: SQLite file but not an Nsight Systems export (no META_DATA_EXPORT or StringIds table)")
+    meta = _meta(rd)
+    version = meta.get("export_schema_version") or "unknown"
+    if "StringIds" not in rd.tables:
+        raise InputError(f"{path}: nsys export (schema {version}) without a StringIds table; re-export with `nsys export --type sqlite`")
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in rd.tables and "CUPTI_ACTIVITY_KIND_RUNTIME" not in rd.tables:
+        raise InputError(f"{path}: nsys export without CUDA data (no CUPTI_ACTIVITY_KIND_KERNEL table); profile with `nsys profile --trace=cuda,...`")
+
+    plans = {t: _plan(rd, path, version, t, spec) for t, spec in SPECS.items()}
+    jobs: dict[str, tuple[str, list[str]]] = {"strings": ("StringIds", ["id", "value"])}
+    for alias, base in _ENUMS.items():
+        if base in rd.tables and {"id", "label"} <= rd.columns(base):
+            jobs[alias.removeprefix("_nsys_")] = (base, ["id", "label"])
+    if {"gpuId", "cudaId"} <= rd.columns("TARGET_INFO_CUDA_DEVICE"):
+        jobs["cuda_device"] = ("TARGET_INFO_CUDA_DEVICE", ["gpuId", "cudaId"])
+    for target, (_, cols) in plans.items():
+        if cols:
+            jobs[target] = (SPECS[target]["source"], cols)
+    nvtx_present = rd.columns("NVTX_EVENTS")
+    if nvtx_present:
+        missing = [c for c in ("start", "eventType", "globalTid") if c not in nvtx_present]
         if missing:
             raise InputError(f"{path}: table NVTX_EVENTS lacks column {missing[0]} (export schema {version})")
-        cols = [c for c in _NVTX_COLUMNS if c in present]
-        con.register("nvtx_raw", rd.arrow("NVTX_EVENTS", cols))
-        fill = ", ".join(f"NULL::{'VARCHAR' if c == 'text' else 'BIGINT'} AS \"{c}\"" for c in _NVTX_COLUMNS if c not in present)
-        con.execute(f"CREATE TEMP VIEW ev AS SELECT *{', ' + fill if fill else ''} FROM nvtx_raw")
+        jobs["nvtx"] = ("NVTX_EVENTS", [c for c in _NVTX_COLUMNS if c in nvtx_present])
+
+    # The two big tables (kernels, API calls) dominate: read tables concurrently, each
+    # reader on its own SQLite connection (ADBC releases the GIL while it reads).
+    order = sorted(jobs, key=lambda j: -rd.row_estimate(jobs[j][0]))
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 2)) as pool:
+        futures = {name: pool.submit(rd.arrow, *jobs[name]) for name in order}
+        raw = {name: fut.result() for name, fut in futures.items()}
+
+    gpu_names = []
+    if "gpus" in raw and "name" in raw["gpus"].column_names:
+        gpu_names = sorted({n for n in raw["gpus"].column("name").to_pylist() if n})
+    if gpu_names:
+        meta["gpu"] = ", ".join(gpu_names)
+    parsed = Parsed(kind=KIND, meta=meta)
+    parsed.loaders.append(lambda con, run_id: _load(con, run_id, raw, plans))
+    return parsed
+
+
+_TEMPS = ["ev", "named", "rng", "anc", "parent", "tree", "bands", "launches", "pp_parent",
+          "seg", "inner", "proj"]
+
+
+def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, int]:
+    """Reshape the raw Arrow tables into the store tables, in the caller's transaction."""
+    names = []
+    for name, tbl in raw.items():
+        con.register(f"_nsys_{name}", tbl)
+        names.append(f"_nsys_{name}")
+    for alias in _ENUMS:
+        if alias.removeprefix("_nsys_") not in raw:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
+    if "strings" not in raw:  # pragma: no cover - checked in read()
+        con.execute("CREATE OR REPLACE TEMP TABLE _nsys_strings (id BIGINT, value VARCHAR)")
+    rows: dict[str, int] = {}
+    try:
+        for target, (select, _) in plans.items():
+            rows[target] = _insert(con, target, run_id, select)
+        rows.update(_nvtx(con, run_id, "nvtx" in raw, plans))
+    finally:
+        for n in names:
+            con.unregister(n)
+        for t in _TEMPS:
+            con.execute(f"DROP TABLE IF EXISTS _nsys_{t}")
+    return rows
+
+
+def _insert(con, table: str, run_id: int, select: str) -> int:
+    n = con.execute(f"INSERT INTO {table} BY NAME SELECT {int(run_id)}::INTEGER AS run_id, * FROM ({select})").fetchall()
+    return int(n[0][0]) if n else 0
+
+
+def _nvtx(con, run_id: int, have_nvtx: bool, plans: dict) -> dict[str, int]:
+    """NVTX ranges with names, depth, parent, path and their GPU projection; marks."""
+    if have_nvtx:
+        cols = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE _nsys_nvtx)").fetchall()}
+        fill = [f"NULL::{'VARCHAR' if c == 'text' else 'BIGINT'} AS \"{c}\"" for c in _NVTX_COLUMNS if c not in cols]
+        con.execute(f"CREATE TEMP TABLE _nsys_ev AS SELECT *{''.join(', ' + f for f in fill)} FROM _nsys_nvtx")
     else:
         con.execute(
-            "CREATE TEMP TABLE ev (start BIGINT, \"end\" BIGINT, eventType BIGINT, text VARCHAR, textId BIGINT, "
+            "CREATE TEMP TABLE _nsys_ev (start BIGINT, \"end\" BIGINT, eventType BIGINT, text VARCHAR, textId BIGINT, "
             "domainId BIGINT, globalTid BIGINT, endGlobalTid BIGINT, category BIGINT, color BIGINT)"
         )
-
     # Same naming as nsys stats: domain name from the NvtxDomainCreate event of that
     # domain in that process, range text inline or registered; "domain:text".
     con.execute(f"""
-        CREATE TEMP TABLE named AS
+        CREATE TEMP TABLE _nsys_named AS
         WITH domains AS (
             SELECT e.domainId AS id, e.globalTid & 1099494850560 AS proc,
                    arg_min(coalesce(s.value, e.text), e.start) AS name
-            FROM ev e LEFT JOIN strings s ON s.id = e.textId
+            FROM _nsys_ev e LEFT JOIN _nsys_strings s ON s.id = e.textId
             WHERE e.eventType = {NVTX_DOMAIN}
             GROUP BY 1, 2
-        ), maxts AS (SELECT greatest(max(start), max("end")) AS m FROM ev)
+        ), maxts AS (SELECT greatest(max(start), max("end")) AS m FROM _nsys_ev)
         SELECT row_number() OVER (ORDER BY e.start, e.globalTid, e."end" DESC) - 1 AS range_id,
                e.start AS start_ns,
                coalesce(e."end", (SELECT m FROM maxts)) AS end_ns,
                e."end" IS NOT NULL AS ended,
-               e.eventType AS event_type,
                CASE WHEN e.eventType IN ({NVTX_PUSHPOP}, {NVTXT_PUSHPOP}) THEN 'PushPop'
                     WHEN e.eventType IN ({NVTX_STARTEND}, {NVTXT_STARTEND}) THEN 'StartEnd'
                     ELSE 'Mark' END AS style,
@@ -414,98 +461,121 @@ def _nvtx(con, rd: _Reader, path: Path, version: str, tables: dict[str, pa.Table
                e.endGlobalTid AS end_global_tid,
                e.category AS category,
                e.color AS color
-        FROM ev e
-        LEFT JOIN strings s ON s.id = e.textId
+        FROM _nsys_ev e
+        LEFT JOIN _nsys_strings s ON s.id = e.textId
         LEFT JOIN domains d ON d.id = e.domainId AND d.proc = (e.globalTid & 1099494850560)
         WHERE e.eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTXT_PUSHPOP}, {NVTXT_STARTEND}, {NVTX_MARK})
     """)
-
     # Nesting, as nsys computes it: the parent of a range is the tightest range on the
     # same thread that contains it (start <= start, end >= end). Ranges that end on
-    # another thread take no part. Evaluated as one inequality join (DuckDB IEJoin:
-    # sort-based, bounded memory) on keys that put each thread in its own time band.
+    # another thread take no part. One inequality join (DuckDB's IEJoin: sort-based,
+    # bounded memory) on keys that put each thread in its own time band.
     con.execute("""
-        CREATE TEMP TABLE rng AS
-        SELECT n.*, CASE WHEN n.domain = '' THEN n.text ELSE n.name END AS label,
-               (dense_rank() OVER (ORDER BY global_tid))::HUGEINT * 18446744073709551616
-                 + (start_ns - min(start_ns) OVER ())::HUGEINT AS k0,
-               (dense_rank() OVER (ORDER BY global_tid))::HUGEINT * 18446744073709551616
-                 + (end_ns - min(start_ns) OVER ())::HUGEINT AS k1
-        FROM named n
-        WHERE style <> 'Mark' AND end_global_tid IS NULL
+        CREATE TEMP TABLE _nsys_bands AS
+        SELECT global_tid, dense_rank() OVER (ORDER BY global_tid) AS band,
+               min(min(start_ns)) OVER () AS t0
+        FROM _nsys_named WHERE style <> 'Mark' AND end_global_tid IS NULL GROUP BY global_tid
     """)
     con.execute("""
-        CREATE TEMP TABLE anc AS
-        SELECT c.range_id, p.range_id AS ancestor_id,
+        CREATE TEMP TABLE _nsys_rng AS
+        SELECT n.*, CASE WHEN n.domain = '' THEN n.text ELSE n.name END AS label,
+               b.band::HUGEINT * 18446744073709551616 + (n.start_ns - b.t0)::HUGEINT AS k0,
+               b.band::HUGEINT * 18446744073709551616 + (n.end_ns - b.t0)::HUGEINT AS k1
+        FROM _nsys_named n JOIN _nsys_bands b USING (global_tid)
+        WHERE n.style <> 'Mark' AND n.end_global_tid IS NULL
+    """)
+    con.execute("""
+        CREATE TEMP TABLE _nsys_anc AS
+        SELECT c.range_id, p.range_id AS ancestor_id, p.style AS ancestor_style, c.style,
                (c.start_ns - p.start_ns) + (p.end_ns - c.end_ns) AS tightness
-        FROM rng c JOIN rng p
+        FROM _nsys_rng c JOIN _nsys_rng p
           ON p.k0 <= c.k0 AND p.k1 >= c.k1 AND p.range_id <> c.range_id
     """)
     con.execute("""
-        CREATE TEMP TABLE parent AS
-        SELECT range_id, arg_min(ancestor_id, tightness) AS parent_id
-        FROM anc GROUP BY range_id
+        CREATE TEMP TABLE _nsys_parent AS
+        SELECT range_id, arg_min(ancestor_id, tightness) AS parent_id FROM _nsys_anc GROUP BY range_id
     """)
     # depth = length of the parent chain (nsys's "level"); path = range texts along it
     # ('hstu.request/hstu.layer0/hstu_attention'; a named domain's ranges as 'domain:text')
     con.execute("""
-        CREATE TEMP TABLE tree AS
+        CREATE TEMP TABLE _nsys_tree AS
         WITH RECURSIVE t(range_id, depth, path, ids) AS (
             SELECT r.range_id, 0, r.label, [r.range_id]
-            FROM rng r LEFT JOIN parent p USING (range_id) WHERE p.parent_id IS NULL
+            FROM _nsys_rng r LEFT JOIN _nsys_parent p USING (range_id) WHERE p.parent_id IS NULL
             UNION ALL
             SELECT p.range_id, t.depth + 1, t.path || '/' || r.label, list_append(t.ids, p.range_id)
-            FROM t JOIN parent p ON p.parent_id = t.range_id JOIN rng r ON r.range_id = p.range_id
+            FROM t JOIN _nsys_parent p ON p.parent_id = t.range_id JOIN _nsys_rng r ON r.range_id = p.range_id
             WHERE NOT list_contains(t.ids, p.range_id)
         )
         SELECT range_id, max(depth) AS depth, arg_max(path, depth) AS path FROM t GROUP BY range_id
     """)
 
-    # GPU projection: GPU ops (kernels, memcpy, memset) whose launching API call (same
-    # correlationId, same process) lies inside the range on the same thread.
-    for name in ("kernels", "memcpy", "memset", "api_calls"):
-        con.register(f"t_{name}", tables[name])
-    con.execute("""
-        CREATE TEMP TABLE ops AS
-        SELECT correlation_id, global_pid, start_ns, end_ns FROM t_kernels
-        UNION ALL SELECT correlation_id, global_pid, start_ns, end_ns FROM t_memcpy
-        UNION ALL SELECT correlation_id, global_pid, start_ns, end_ns FROM t_memset
+    # GPU projection. A GPU op (kernel, memcpy, memset) belongs to a range when the API
+    # call that launched it (same correlation id, same process; stored with the op)
+    # lies inside the range on the range's thread. Only threads with ranges matter.
+    con.execute(f"""
+        CREATE TEMP TABLE _nsys_launches AS
+        SELECT o.correlation_id, o.launch_global_tid AS global_tid, o.api_start_ns AS start_ns,
+               o.api_end_ns AS end_ns, o.start_ns AS op_start, o.end_ns AS op_end
+        FROM (SELECT correlation_id, launch_global_tid, api_start_ns, api_end_ns, start_ns, end_ns
+                FROM kernels WHERE run_id = {int(run_id)}
+              UNION ALL SELECT correlation_id, launch_global_tid, api_start_ns, api_end_ns, start_ns, end_ns
+                FROM memcpy WHERE run_id = {int(run_id)}
+              UNION ALL SELECT correlation_id, launch_global_tid, api_start_ns, api_end_ns, start_ns, end_ns
+                FROM memset WHERE run_id = {int(run_id)}) o
+        SEMI JOIN _nsys_bands b ON b.global_tid = o.launch_global_tid
     """)
-    # Only launches from threads that have ranges can project; one inequality join gives
-    # every (launch, enclosing range) pair, from which both the per-range projection and
-    # each launch's innermost range follow.
+    # Push/pop ranges nest on their thread, so the thread's timeline splits into segments
+    # with one innermost open range each; an ASOF join gives each launch its innermost
+    # range, and per-range totals roll up to the enclosing push/pop ranges.
     con.execute("""
-        CREATE TEMP TABLE bands AS
-        SELECT global_tid, dense_rank() OVER (ORDER BY global_tid) AS band
-        FROM (SELECT DISTINCT global_tid FROM rng)
-    """)
-    con.execute("""
-        CREATE TEMP TABLE launches AS
-        SELECT a.correlation_id, a.global_tid, a.start_ns, a.end_ns,
-               min(o.start_ns) AS op_start, max(o.end_ns) AS op_end
-        FROM t_api_calls a
-        JOIN bands b ON b.global_tid = a.global_tid
-        JOIN ops o ON o.correlation_id = a.correlation_id AND o.global_pid = a.global_pid
-        GROUP BY ALL
+        CREATE TEMP TABLE _nsys_pp_parent AS
+        SELECT range_id, arg_min(ancestor_id, tightness) AS pp_parent
+        FROM _nsys_anc WHERE style = 'PushPop' AND ancestor_style = 'PushPop' GROUP BY range_id
     """)
     con.execute("""
-        CREATE TEMP TABLE pairs AS
-        WITH z AS (SELECT min(start_ns) AS m FROM rng),
-        keyed AS (
-            SELECT l.*, b.band::HUGEINT * 18446744073709551616 + (l.start_ns - z.m)::HUGEINT AS k0,
-                        b.band::HUGEINT * 18446744073709551616 + (l.end_ns - z.m)::HUGEINT AS k1
-            FROM launches l JOIN bands b USING (global_tid) CROSS JOIN z
+        CREATE TEMP TABLE _nsys_seg AS
+        WITH ev AS (
+            SELECT global_tid, start_ns AS ts, 1 AS kind, -end_ns AS k2, range_id AS state
+            FROM _nsys_rng WHERE style = 'PushPop'
+            UNION ALL
+            SELECT r.global_tid, r.end_ns, 0, -r.start_ns, coalesce(p.pp_parent, -1)
+            FROM _nsys_rng r LEFT JOIN _nsys_pp_parent p USING (range_id) WHERE r.style = 'PushPop'
         )
-        SELECT r.range_id, r.style, l.correlation_id, l.global_tid, l.op_start, l.op_end
-        FROM rng r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
+        SELECT global_tid, ts, arg_max(state, [kind, k2]) AS state FROM ev GROUP BY global_tid, ts
     """)
     con.execute("""
-        CREATE TEMP TABLE proj AS
-        SELECT range_id, min(op_start) AS proj_start_ns, max(op_end) AS proj_end_ns,
-               count(DISTINCT correlation_id) AS gpu_ops
-        FROM pairs GROUP BY range_id
+        CREATE TEMP TABLE _nsys_inner AS
+        SELECT l.*, CASE WHEN s.state >= 0 THEN s.state END AS range_id
+        FROM _nsys_launches l
+        ASOF LEFT JOIN _nsys_seg s ON s.global_tid = l.global_tid AND l.start_ns >= s.ts
     """)
-    ranges = con.sql("""
+    con.execute("""
+        CREATE TEMP TABLE _nsys_proj AS
+        WITH agg AS (
+            SELECT range_id, min(op_start) AS s, max(op_end) AS e, count(DISTINCT correlation_id) AS n
+            FROM _nsys_inner WHERE range_id IS NOT NULL GROUP BY range_id
+        ), closure AS (
+            SELECT range_id AS d, range_id AS a FROM _nsys_rng WHERE style = 'PushPop'
+            UNION ALL
+            SELECT range_id, ancestor_id FROM _nsys_anc WHERE style = 'PushPop' AND ancestor_style = 'PushPop'
+        ), startend AS (
+            SELECT r.range_id, r.k0, r.k1 FROM _nsys_rng r WHERE r.style = 'StartEnd'
+        ), keyed AS (
+            SELECT l.*, b.band::HUGEINT * 18446744073709551616 + (l.start_ns - b.t0)::HUGEINT AS k0,
+                        b.band::HUGEINT * 18446744073709551616 + (l.end_ns - b.t0)::HUGEINT AS k1
+            FROM _nsys_launches l JOIN _nsys_bands b USING (global_tid)
+            WHERE EXISTS (SELECT 1 FROM startend)
+        )
+        SELECT c.a AS range_id, min(agg.s) AS proj_start_ns, max(agg.e) AS proj_end_ns, sum(agg.n) AS gpu_ops
+        FROM agg JOIN closure c ON c.d = agg.range_id GROUP BY c.a
+        UNION ALL
+        SELECT r.range_id, min(l.op_start), max(l.op_end), count(DISTINCT l.correlation_id)
+        FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
+        GROUP BY r.range_id
+    """)
+    rows = {}
+    rows["nvtx_ranges"] = _insert(con, "nvtx_ranges", run_id, """
         SELECT n.range_id, n.style, n.domain_id, n.domain, n.text, n.name,
                n.start_ns, n.end_ns, n.end_ns - n.start_ns AS dur_ns, n.ended,
                n.global_tid, (n.global_tid >> 24) & 16777215 AS pid, n.global_tid & 16777215 AS tid,
@@ -515,27 +585,23 @@ def _nvtx(con, rd: _Reader, path: Path, version: str, tables: dict[str, pa.Table
                j.proj_start_ns, j.proj_end_ns, j.proj_end_ns - j.proj_start_ns AS proj_dur_ns,
                CAST(coalesce(j.gpu_ops, 0) AS INTEGER) AS gpu_ops,
                n.category, n.color
-        FROM named n
-        LEFT JOIN tree t USING (range_id)
-        LEFT JOIN parent p USING (range_id)
-        LEFT JOIN (SELECT parent_id, count(*) AS children FROM parent JOIN proj USING (range_id) GROUP BY 1) c
+        FROM _nsys_named n
+        LEFT JOIN _nsys_tree t USING (range_id)
+        LEFT JOIN _nsys_parent p USING (range_id)
+        LEFT JOIN (SELECT parent_id, count(*) AS children FROM _nsys_parent JOIN _nsys_proj USING (range_id) GROUP BY 1) c
                ON c.parent_id = n.range_id
-        LEFT JOIN proj j USING (range_id)
+        LEFT JOIN _nsys_proj j USING (range_id)
         WHERE n.style <> 'Mark'
-        ORDER BY n.range_id
-    """).to_arrow_table()
-    marks = con.sql("""
+    """)
+    rows["nvtx_marks"] = _insert(con, "nvtx_marks", run_id, """
         SELECT start_ns AS ts_ns, domain, text, name, global_tid,
                CAST((global_tid >> 24) & 16777215 AS INTEGER) AS pid, CAST(global_tid & 16777215 AS INTEGER) AS tid,
                category, color
-        FROM named WHERE style = 'Mark' ORDER BY start_ns
-    """).to_arrow_table()
+        FROM _nsys_named WHERE style = 'Mark'
+    """)
     # innermost push/pop range of each GPU op's launch: lets kernels-by-nvtx group by path
-    innermost = con.sql("""
-        SELECT p.correlation_id, (p.global_tid & -16777216) AS global_pid,
-               arg_max(p.range_id, t.depth) AS nvtx_range_id
-        FROM pairs p JOIN tree t USING (range_id)
-        WHERE p.style = 'PushPop'
-        GROUP BY 1, 2
-    """).to_arrow_table()
-    return {"nvtx_ranges": ranges, "nvtx_marks": marks, "gpu_op_ranges": innermost}
+    rows["gpu_op_ranges"] = _insert(con, "gpu_op_ranges", run_id, """
+        SELECT DISTINCT correlation_id, (global_tid & -16777216) AS global_pid, range_id AS nvtx_range_id
+        FROM _nsys_inner WHERE range_id IS NOT NULL
+    """)
+    return rows

@@ -42,7 +42,8 @@ KNOWN_LOCATIONS = {
 NCU_RANGE = "tracekit_ncu"
 # The seed's three kernel classes, as regexes over the kernel's base function name.
 NCU_KERNEL_CLASSES = {
-    "embedding": r"indexSelect|index_select|[Ee]mbedding",
+    # nn.Embedding / tensor indexing: index_select, gather and advanced-indexing kernels
+    "embedding": r"indexSelect|index_select|[Ee]mbedding|vectorized_gather_kernel|index_elementwise_kernel",
     "gemm": r"gemm|Gemm|GEMM|nvjet|cutlass|xmma",
     "attention": r"hstu|attn|attention",
 }

@@ -16,7 +16,7 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-NCU_RANGE = "hstu.ncu"
+from .profilers import NCU_RANGE  # the range ncu --nvtx-include selects
 
 
 def _now() -> str:

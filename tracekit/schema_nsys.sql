@@ -6,9 +6,9 @@ CREATE TABLE IF NOT EXISTS kernels (
     start_ns BIGINT,              -- kernel start on the GPU, ns
     end_ns BIGINT,                -- kernel end, ns
     dur_ns BIGINT,                -- end_ns - start_ns, ns
-    device_id INTEGER,            -- CUDA device id
-    context_id INTEGER,           -- CUDA context id
-    stream_id INTEGER,            -- CUDA stream id
+    device_id BIGINT,             -- CUDA device id
+    context_id BIGINT,            -- CUDA context id
+    stream_id BIGINT,             -- CUDA stream id
     correlation_id BIGINT,        -- links to api_calls.correlation_id (same process)
     global_pid BIGINT,            -- nsys globalPid (process key)
     pid INTEGER,                  -- OS process id
@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS api_calls (
 
 CREATE TABLE IF NOT EXISTS memcpy (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
-    device_id INTEGER, context_id INTEGER, stream_id INTEGER,
+    device_id BIGINT, context_id BIGINT, stream_id BIGINT,
     correlation_id BIGINT, global_pid BIGINT, pid INTEGER, graph_node_id BIGINT,
     bytes BIGINT,            -- bytes copied
     copy_kind INTEGER,       -- CUPTI copy kind id
@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS memcpy (
 
 CREATE TABLE IF NOT EXISTS memset (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
-    device_id INTEGER, context_id INTEGER, stream_id INTEGER,
+    device_id BIGINT, context_id BIGINT, stream_id BIGINT,
     correlation_id BIGINT, global_pid BIGINT, pid INTEGER, graph_node_id BIGINT,
     bytes BIGINT,            -- bytes set
     value INTEGER,           -- value written
@@ -71,7 +71,7 @@ CREATE TABLE IF NOT EXISTS memset (
 
 CREATE TABLE IF NOT EXISTS syncs (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
-    device_id INTEGER, context_id INTEGER, stream_id INTEGER,
+    device_id BIGINT, context_id BIGINT, stream_id BIGINT,
     correlation_id BIGINT, global_pid BIGINT, pid INTEGER,
     sync_type VARCHAR,       -- Event sync, Stream sync, Context sync, ...
     event_id BIGINT          -- CUDA event id for event syncs
@@ -130,7 +130,7 @@ CREATE TABLE IF NOT EXISTS gpus (
 );
 
 CREATE TABLE IF NOT EXISTS streams (
-    run_id INTEGER, stream_id INTEGER, pid INTEGER, context_id INTEGER, priority BIGINT, flag BIGINT
+    run_id INTEGER, stream_id BIGINT, pid INTEGER, context_id BIGINT, priority BIGINT, flag BIGINT
 );
 
 CREATE TABLE IF NOT EXISTS threads (

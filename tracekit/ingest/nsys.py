@@ -47,9 +47,9 @@ _GPU_COMMON = [
     ("start_ns", "r.start", ["start"], "BIGINT"),
     ("end_ns", 'r."end"', ["end"], "BIGINT"),
     ("dur_ns", 'r."end" - r.start', ["start", "end"], "BIGINT"),
-    ("device_id", "r.deviceId", ["deviceId"], "INTEGER"),
-    ("context_id", "r.contextId", ["contextId"], "INTEGER"),
-    ("stream_id", "r.streamId", ["streamId"], "INTEGER"),
+    ("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
+    ("context_id", "r.contextId", ["contextId"], "BIGINT"),
+    ("stream_id", "r.streamId", ["streamId"], "BIGINT"),
     ("correlation_id", "r.correlationId", ["correlationId"], "BIGINT"),
     ("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
     ("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
@@ -153,7 +153,7 @@ SPECS = {
         source="TARGET_INFO_GPU",
         required=["id"],
         columns=[
-            ("device_id", "coalesce(cd.cudaId, r.id)", ["id"], "INTEGER"),
+            ("device_id", "coalesce(cd.cudaId, r.id)", ["id"], "BIGINT"),
             ("name", "r.name", ["name"], "VARCHAR"),
             ("chip_name", "r.chipName", ["chipName"], "VARCHAR"),
             ("bus_location", "r.busLocation", ["busLocation"], "VARCHAR"),
@@ -173,9 +173,9 @@ SPECS = {
         source="TARGET_INFO_CUDA_STREAM",
         required=["streamId"],
         columns=[
-            ("stream_id", "r.streamId", ["streamId"], "INTEGER"),
+            ("stream_id", "r.streamId", ["streamId"], "BIGINT"),
             ("pid", "r.processId", ["processId"], "INTEGER"),
-            ("context_id", "r.contextId", ["contextId"], "INTEGER"),
+            ("context_id", "r.contextId", ["contextId"], "BIGINT"),
             ("priority", "r.priority", ["priority"], "BIGINT"),
             ("flag", "r.flag", ["flag"], "BIGINT"),
         ],
@@ -411,11 +411,18 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
         for target, (select, _) in plans.items():
             rows[target] = _insert(con, target, run_id, select)
         rows.update(_nvtx(con, run_id, "nvtx" in raw, plans))
-    finally:
+    except BaseException:
+        # the transaction is aborted: the caller rolls back, which drops the temp tables
         for n in names:
-            con.unregister(n)
-        for t in _TEMPS:
-            con.execute(f"DROP TABLE IF EXISTS _nsys_{t}")
+            try:
+                con.unregister(n)
+            except Exception:  # noqa: S110 - nothing more to clean in an aborted transaction
+                pass
+        raise
+    for n in names:
+        con.unregister(n)
+    for t in _TEMPS:
+        con.execute(f"DROP TABLE IF EXISTS _nsys_{t}")
     return rows
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 
-import tracekit
 from conftest import DATA
+
+import tracekit
 
 
 def test_run_folder_with_ncu_exports_and_requests(tmp_path):

@@ -6,6 +6,7 @@ traceback only with ``--debug``.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -72,15 +73,22 @@ def _emit(df, fmt: str, out: Path | None, title: str | None = None) -> None:
     from rich.table import Table
 
     table = Table(title=title, show_lines=False)
-    for col in df.columns:
-        numeric = df[col].dtype.is_numeric()
-        if numeric:
-            table.add_column(col, justify="right", no_wrap=True)
+    cells = [["" if v is None else (f"{v:,.1f}" if isinstance(v, float) else str(v)) for v in row]
+             for row in df.iter_rows()]
+    needed = 1
+    for i, col in enumerate(df.columns):
+        width = max([len(col)] + [len(r[i]) for r in cells])
+        if df[col].dtype.is_numeric():  # numbers are never cut or wrapped
+            table.add_column(col, justify="right", no_wrap=True, min_width=width)
         else:  # long kernel names: one line each, cut with an ellipsis (csv/json keep them whole)
-            table.add_column(col, justify="left", no_wrap=True, overflow="ellipsis", max_width=60)
-    for row in df.iter_rows():
-        table.add_row(*["" if v is None else (f"{v:,.1f}" if isinstance(v, float) else str(v)) for v in row])
-    console = Console(file=out.open("w") if out else None, width=None if out is None else 200)
+            width = min(width, 60)
+            table.add_column(col, justify="left", no_wrap=True, overflow="ellipsis", max_width=60, min_width=width)
+        needed += width + 3
+    for r in cells:
+        table.add_row(*r)
+    # as wide as the table needs: a narrow terminal wraps lines rather than hiding columns
+    width = max(needed, shutil.get_terminal_size((120, 24)).columns)
+    console = Console(file=out.open("w") if out else None, width=width)
     console.print(table)
     if df.is_empty():
         console.print("(no rows)")

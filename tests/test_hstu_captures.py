@@ -1,0 +1,48 @@
+"""The real `tracekit capture` outputs of the HSTU workload (large preset, H200) analyse end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import DATA
+
+import tracekit
+
+
+@pytest.fixture(scope="module")
+def tk(tmp_path_factory):
+    t = tracekit.open(tmp_path_factory.mktemp("hstu") / "h.duckdb")
+    t.ingest(DATA / "hstu_capture_nsys", name="nsys")
+    t.ingest(DATA / "hstu_capture_ncu", name="ncu")
+    yield t
+    t.close()
+
+
+def test_run_parameters_and_requests(tk):
+    runs = {r["name"]: r for r in tk.runs().to_dicts()}
+    assert json.loads(runs["nsys"]["params"])["bs"] == 8 and json.loads(runs["nsys"]["params"])["nc"] == 1024
+    assert runs["nsys"]["kind"] == "nsys,timing" and runs["nsys"]["gpu"] == "NVIDIA H200"
+    timed = tk.sql("SELECT count(*) AS n FROM requests r JOIN runs USING (run_id) WHERE runs.name = 'nsys' AND phase = 'timed'")
+    assert timed["n"][0] == 30
+
+
+def test_nvtx_paths_of_the_workload(tk):
+    df = tk.query("kernels-by-nvtx", run="nsys", depth=3, limit=0)
+    paths = set(df["path"].to_list())
+    for layer in range(8):
+        assert f"hstu.request/hstu.layer{layer}/hstu_attention" in paths
+    attn = df.filter(df["path"].str.ends_with("/hstu_attention"))
+    assert set(attn["top_kernel"].to_list()) == {"_hstu_cached_kernel"}
+    # outside every range: only the L2-flush fill kernel run before each timed request
+    outside = df.filter(df["path"] == "(no range)")
+    assert outside["launches"].to_list() == [30] and outside["distinct_kernels"].to_list() == [1]
+
+
+def test_ncu_kernel_classes(tk):
+    k = tk.query("ncu-kernels", run="ncu", limit=0)
+    ranges = set(k["nvtx_range"].to_list())
+    assert {"hstu.embedding", "uvqk_linear", "hstu_attention"} <= ranges
+    roof = tk.query("roofline", run="ncu", limit=0)
+    attn = roof.filter(roof["name"].str.contains("_hstu_cached_kernel"))
+    assert attn.height == 8 and (attn["tensor_flops_per_s"] > 0).all()

@@ -47,9 +47,14 @@ NCU_KERNEL_CLASSES = {
     "gemm": r"gemm|Gemm|GEMM|nvjet|cutlass|xmma",
     "attention": r"hstu|attn|attention",
 }
+# Every precision's roofline (the roofline query needs all of them to total a kernel's
+# FLOP/s), occupancy and launch statistics.
 NCU_SECTIONS = (
     "SpeedOfLight",
     "SpeedOfLight_RooflineChart",
+    "SpeedOfLight_HierarchicalSingleRooflineChart",
+    "SpeedOfLight_HierarchicalHalfRooflineChart",
+    "SpeedOfLight_HierarchicalDoubleRooflineChart",
     "SpeedOfLight_HierarchicalTensorRooflineChart",
     "Occupancy",
     "LaunchStats",

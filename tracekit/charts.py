@@ -113,6 +113,32 @@ def _labels(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+MAX_BARS = 24
+
+
+def _fold_repeats(df: pl.DataFrame) -> pl.DataFrame:
+    """Past MAX_BARS launches, one bar per (kernel, NVTX range, limiter): mean occupancy,
+    labelled with the first launch id and the number of launches folded into it."""
+    if df.height <= MAX_BARS:
+        return df
+    keys = [c for c in ("run_id", "name", "nvtx_range", "limiter") if c in df.columns]
+    return (
+        df.group_by(keys, maintain_order=True)
+        .agg(
+            pl.col("kernel_id").min(),
+            pl.col("theoretical_occupancy_pct").mean(),
+            pl.col("achieved_occupancy_pct").mean(),
+            pl.len().alias("launches"),
+        )
+        .with_columns(
+            pl.when(pl.col("launches") > 1)
+            .then(pl.col("kernel_id").cast(pl.Utf8) + pl.lit(" (x") + pl.col("launches").cast(pl.Utf8) + pl.lit(")"))
+            .otherwise(pl.col("kernel_id").cast(pl.Utf8))
+            .alias("kernel_id")
+        )
+    )
+
+
 def _no_data(title: str) -> alt.Chart:
     return (
         alt.Chart(alt.Data(values=[{"t": "no rows for this run"}]))
@@ -381,7 +407,7 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
     )
     if df.is_empty():
         return _no_data("Occupancy")
-    df = _labels(df)
+    df = _labels(_fold_repeats(df))
     lim = df["limiter"] if "limiter" in df.columns else pl.Series([None] * df.height)
     rows = []
     for r, limiter in zip(df.iter_rows(named=True), lim, strict=True):

@@ -126,7 +126,8 @@ class Tracekit:
         except json.JSONDecodeError as err:
             raise InputError(f"{meta_file}: invalid JSON ({err})") from err
         h = hashlib.sha256(meta_file.read_bytes())
-        by_kind: dict[str, tuple[int, _ingest.Parsed]] = {}
+        # first pass: what each file is; one export per kind is read (the best-ranked)
+        best: dict[str, tuple[int, Path]] = {}
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
             if f.name == "meta.json" or f.suffix in (".log", ".txt", ".json", ".nsys-rep", ".qdstrm", ".xlsx"):
                 continue
@@ -137,15 +138,19 @@ class Tracekit:
                 if mod is None:
                     continue
                 rank = getattr(mod, "rank", lambda p: 0)(plain)
-                if mod.KIND in by_kind and by_kind[mod.KIND][0] <= rank:
-                    continue
+            if mod.KIND not in best or rank < best[mod.KIND][0]:
+                best[mod.KIND] = (rank, f)
+        by_kind: dict[str, _ingest.Parsed] = {}
+        for kind, (_, f) in sorted(best.items()):
+            with _ingest.materialized(f) as plain:
+                mod = _ingest.detect(plain)
                 h.update(f.relative_to(folder).as_posix().encode())
                 h.update(_ingest.file_hash(plain).encode())
-                by_kind[mod.KIND] = (rank, mod.read(plain))
+                by_kind[kind] = mod.read(plain)
         if not by_kind:
             raise InputError(f"{folder}: run folder holds no profile or requests.csv to ingest")
         merged = _ingest.Parsed(kind=",".join(sorted(by_kind)), meta={}, tables={})
-        for _, p in by_kind.values():
+        for p in by_kind.values():
             merged.meta.update({k: v for k, v in p.meta.items() if v is not None})
             merged.tables.update(p.tables)
             merged.loaders.extend(p.loaders)

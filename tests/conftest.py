@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).parent / "data"
-NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread"]
+NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture"]
+#: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
+NSYS_EXPORTS = {
+    "hstu_mixed": DATA / "nsys_hstu_mixed" / "export.sqlite.xz",
+    "many_kernels": DATA / "nsys_many_kernels" / "export.sqlite.xz",
+    "multithread": DATA / "nsys_multithread" / "export.sqlite.xz",
+    "hstu_capture": DATA / "hstu_capture_nsys" / "nsys.sqlite.xz",  # `tracekit capture --tool nsys`
+}
 
 
 @pytest.fixture(scope="session")
@@ -18,6 +25,6 @@ def nsys_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("store") / "nsys.duckdb"
     tk = tracekit.open(db)
     for scen in NSYS_SCENARIOS:
-        tk.ingest(DATA / f"nsys_{scen}" / "export.sqlite.xz", name=scen)
+        tk.ingest(NSYS_EXPORTS[scen], name=scen)
     yield tk
     tk.close()

@@ -12,7 +12,7 @@ import csv
 import math
 
 import pytest
-from conftest import DATA, NSYS_SCENARIOS
+from conftest import NSYS_EXPORTS, NSYS_SCENARIOS
 
 NS = {"Total Time (ns)": "total_ns", "Avg (ns)": "avg_ns", "Med (ns)": "med_ns",
       "Min (ns)": "min_ns", "Max (ns)": "max_ns", "StdDev (ns)": "stddev_ns", "Time (%)": "time_pct"}
@@ -43,7 +43,7 @@ MB = 1e6
 
 
 def _golden(scen: str, report: str) -> list[dict]:
-    path = DATA / f"nsys_{scen}" / "stats" / f"{report}.csv"
+    path = NSYS_EXPORTS[scen].parent / "stats" / f"{report}.csv"
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh))
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA
+from conftest import DATA, NSYS_EXPORTS
 
 import tracekit
 from tracekit.errors import InputError
@@ -20,11 +20,11 @@ from tracekit.ingest.nsys import _resolve_tables
 
 
 def _trace(scen: str) -> list[dict]:
-    with lzma.open(DATA / f"nsys_{scen}" / "stats" / "nvtx_gpu_proj_trace.csv.xz", "rt") as fh:
+    with lzma.open(NSYS_EXPORTS[scen].parent / "stats" / "nvtx_gpu_proj_trace.csv.xz", "rt") as fh:
         return list(csv.DictReader(io.StringIO(fh.read())))
 
 
-@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels"])
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels", "hstu_capture"])
 def test_projection_per_range_matches_nsys_trace(nsys_db, scen):
     """Every projected range instance: start, duration, op count, level, children, pid/tid."""
     ours = nsys_db.sql(

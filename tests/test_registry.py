@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import NSYS_SCENARIOS
 
 from tracekit.errors import ParamError, QueryError
 from tracekit.registry import get_registry, parse_header, sql_parameters
@@ -61,4 +62,4 @@ def test_run_resolution(nsys_db):
     by_default = nsys_db.query("top-kernels", limit=0)
     by_id = nsys_db.query("top-kernels", run=str(last), limit=0)
     assert by_default.equals(by_id)
-    assert runs["name"].to_list() == ["hstu_mixed", "many_kernels", "multithread"]
+    assert runs["name"].to_list() == NSYS_SCENARIOS

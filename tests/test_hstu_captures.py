@@ -46,3 +46,14 @@ def test_ncu_kernel_classes(tk):
     roof = tk.query("roofline", run="ncu", limit=0)
     attn = roof.filter(roof["name"].str.contains("_hstu_cached_kernel"))
     assert attn.height == 8 and (attn["tensor_flops_per_s"] > 0).all()
+
+
+def test_roofline_chart_of_the_capture(tk, tmp_path):
+    from tracekit import charts
+
+    out = tmp_path / "roofline.png"
+    charts.save(charts.chart(tk, "roofline", run="ncu"), out)
+    assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
+    roof = tk.query("roofline", run="ncu", limit=0)
+    gemm = roof.filter(roof["nvtx_range"] == "uvqk_linear")
+    assert gemm.height == 8 and (gemm["bound"] == "compute").all() and gemm["missing_metrics"].is_null().all()

@@ -18,124 +18,210 @@ from ._dense import _general_mask, _silu
 
 
 @triton.jit
+def _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
+                MASKED: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr):
+    """(page, slot) of cached tokens n0 .. n0+BLOCK_N: the element offset of token j in a
+    pool is page*stride_page + slot_j*stride_slot.
+
+    PAGES=0: page-table entries loaded from global memory per tile (one scalar load when the
+    tile lies in one page); PAGES=1: the sequence's page-table row is held in registers
+    (``pt_row``, MAXP entries) and indexed with tl.gather, so no K/V address depends on a
+    load inside the loop; PAGES=2: K/V were gathered into a contiguous per-sequence buffer
+    (page = the sequence, slot = the token)."""
+    if PAGES == 2:
+        page = b.to(tl.int64)
+        slot = n0 + offs_n0
+    elif PAGES == 1:
+        idx = tl.minimum((n0 + offs_n0) // PAGE, MAXP - 1)
+        page = tl.gather(pt_row, idx, 0).to(tl.int64)
+        slot = (n0 + offs_n0) % PAGE
+    elif BLOCK_N <= PAGE:
+        page = tl.load(PT + n0 // PAGE).to(tl.int64)
+        slot = (n0 % PAGE) + offs_n0
+    else:
+        offs_n = n0 + offs_n0
+        if MASKED:
+            page = tl.load(PT + offs_n // PAGE, mask=kmask, other=0).to(tl.int64)
+        else:
+            page = tl.load(PT + offs_n // PAGE).to(tl.int64)
+        slot = offs_n % PAGE
+    return page, slot
+
+
+@triton.jit
+def _gather_pages_kernel(KC, VC, PT, CACHE_LENS, KS, VS, stride_kcp, stride_vcp, stride_pt, stride_ks, stride_vs,
+                         PAGE: tl.constexpr, PK: tl.constexpr, PV: tl.constexpr, CHUNK: tl.constexpr):
+    """Copy the cached pages of sequence b into KS[b], VS[b] (contiguous tokens)."""
+    b = tl.program_id(0)
+    p = tl.program_id(1)
+    C = tl.load(CACHE_LENS + b)
+    if p * PAGE >= C:
+        return
+    page = tl.load(PT + b.to(tl.int64) * stride_pt + p).to(tl.int64)
+    src = KC + page * stride_kcp
+    dst = KS + b.to(tl.int64) * stride_ks + p.to(tl.int64) * PK
+    for i in tl.static_range(0, PK, CHUNK):
+        o = i + tl.arange(0, CHUNK)
+        tl.store(dst + o, tl.load(src + o))
+    src = VC + page * stride_vcp
+    dst = VS + b.to(tl.int64) * stride_vs + p.to(tl.int64) * PV
+    for i in tl.static_range(0, PV, CHUNK):
+        o = i + tl.arange(0, CHUNK)
+        tl.store(dst + o, tl.load(src + o))
+
+
+@triton.jit
 def _hstu_cached_kernel(
     Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
     stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
-    scale, inv_n, contextual_seq_len, max_attn_len,
+    scale, inv_n, contextual_seq_len, max_attn_len, num_pt,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, GENERAL: tl.constexpr, FAST_SILU: tl.constexpr,
+    PAGES: tl.constexpr, MAXP: tl.constexpr, DIAG_TILE: tl.constexpr,
 ):
     pid_bh = tl.program_id(0)
-    pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
     start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
     n = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
-    m0 = pid_m * BLOCK_M
-    if m0 >= n:
-        return
     C = tl.load(CACHE_LENS + b).to(tl.int32)
     if HAS_TARGETS:
         nt = tl.load(NUM_TARGETS + b).to(tl.int32)
     else:
         nt = 0
     nh = n - nt  # new history tokens
-    offs_m = m0 + tl.arange(0, BLOCK_M)  # position among the new tokens
     offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, D_QK)
     offs_dv = tl.arange(0, D_V)
     Qb = Q + start * stride_qt + h * stride_qh
     Kb = K + start * stride_kt + h * stride_kh
     Vb = V + start * stride_vt + h * stride_vh
-    q = tl.load(Qb + offs_m[:, None] * stride_qt + offs_d[None, :], mask=offs_m[:, None] < n, other=0.0)
-    acc = tl.zeros([BLOCK_M, D_V], dtype=tl.float32)
-    rab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    KCh = KC + h * stride_kch
+    VCh = VC + h * stride_vch
     PT = PAGE_TABLE + b.to(tl.int64) * stride_pt
+    if PAGES == 1:
+        offs_p = tl.arange(0, MAXP)
+        pt_row = tl.load(PT + offs_p, mask=offs_p < num_pt, other=0)
+    else:
+        pt_row = b
     T_abs = C + n
-    i_abs = C + offs_m
-
-    # ---- cached keys [0, C)
     c_full = C // BLOCK_N * BLOCK_N
     if GENERAL:
         c_full = 0
-    for n0 in range(0, c_full, BLOCK_N):
-        offs_n = n0 + offs_n0
-        page = tl.load(PT + offs_n // PAGE).to(tl.int64)
-        slot = offs_n % PAGE
-        k = tl.load(KC + page[None, :] * stride_kcp + slot[None, :] * stride_kcs + h * stride_kch + offs_d[:, None])
-        s = tl.dot(q, k)
-        p = _silu(s, rab, scale, False, FAST_SILU)
-        v = tl.load(VC + page[:, None] * stride_vcp + slot[:, None] * stride_vcs + h * stride_vch + offs_dv[None, :])
-        acc += tl.dot(p.to(v.dtype), v)
-    for n0 in range(c_full, C, BLOCK_N):
-        offs_n = n0 + offs_n0
-        kmask = offs_n < C
-        page = tl.load(PT + offs_n // PAGE, mask=kmask, other=0).to(tl.int64)
-        slot = offs_n % PAGE
-        k = tl.load(
-            KC + page[None, :] * stride_kcp + slot[None, :] * stride_kcs + h * stride_kch + offs_d[:, None],
-            mask=kmask[None, :], other=0.0,
-        )
-        s = tl.dot(q, k)
-        p = _silu(s, rab, scale, False, FAST_SILU)
+    num_mb = tl.cdiv(n, BLOCK_M)
+    # the grid's second axis is capped (see hstu_cached_fwd): each program takes query
+    # blocks pid, pid + G, ... of its sequence, so no program is launched per token of the batch
+    for t in range(tl.program_id(1), num_mb, tl.num_programs(1)):
+        m0 = (num_mb - 1 - t) * BLOCK_M
+        offs_m = m0 + tl.arange(0, BLOCK_M)  # position among the new tokens
+        q = tl.load(Qb + offs_m[:, None] * stride_qt + offs_d[None, :], mask=offs_m[:, None] < n, other=0.0)
+        acc = tl.zeros([BLOCK_M, D_V], dtype=tl.float32)
+        rab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        i_abs = C + offs_m
+
+        # ---- cached keys [0, C): every one is visible to every new token (default mask)
+        for n0 in range(0, c_full, BLOCK_N):
+            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES, MAXP)
+            k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
+            s = tl.dot(q, k)
+            p = _silu(s, rab, scale, False, FAST_SILU)
+            v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
+            acc += tl.dot(p.to(v.dtype), v)
+        for n0 in range(c_full, C, BLOCK_N):
+            offs_n = n0 + offs_n0
+            kmask = offs_n < C
+            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE, BLOCK_N, True,
+                                     PAGES, MAXP)
+            k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None],
+                        mask=kmask[None, :], other=0.0)
+            s = tl.dot(q, k)
+            p = _silu(s, rab, scale, False, FAST_SILU)
+            if GENERAL:
+                valid = _general_mask(i_abs, offs_n, T_abs, nt, contextual_seq_len, max_attn_len) & kmask[None, :]
+            else:
+                valid = kmask[None, :] & (offs_m[:, None] < n)
+            p = tl.where(valid, p, 0.0)
+            v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :],
+                        mask=kmask[:, None], other=0.0)
+            acc += tl.dot(p.to(v.dtype), v)
+
+        # ---- new keys
         if GENERAL:
-            valid = _general_mask(i_abs, offs_n, T_abs, nt, contextual_seq_len, max_attn_len) & kmask[None, :]
+            for n0 in range(0, n, BLOCK_N):
+                offs_n = n0 + offs_n0
+                kmask = offs_n < n
+                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+                s = tl.dot(q, k)
+                p = _silu(s, rab, scale, False, FAST_SILU)
+                valid = _general_mask(i_abs, C + offs_n, T_abs, nt, contextual_seq_len, max_attn_len) & kmask[None, :]
+                p = tl.where(valid, p, 0.0)
+                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+                acc += tl.dot(p.to(v.dtype), v)
         else:
-            valid = kmask[None, :] & (offs_m[:, None] < n)
-        p = tl.where(valid, p, 0.0)
-        v = tl.load(
-            VC + page[:, None] * stride_vcp + slot[:, None] * stride_vcs + h * stride_vch + offs_dv[None, :],
-            mask=kmask[:, None], other=0.0,
-        )
-        acc += tl.dot(p.to(v.dtype), v)
+            kend = tl.minimum(m0 + BLOCK_M, nh)
+            for n0 in range(0, kend, BLOCK_N):
+                offs_n = n0 + offs_n0
+                kmask = offs_n < nh
+                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+                s = tl.dot(q, k)
+                p = _silu(s, rab, scale, False, FAST_SILU)
+                valid = (offs_n[None, :] <= offs_m[:, None]) & kmask[None, :]
+                p = tl.where(valid, p, 0.0)
+                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+                acc += tl.dot(p.to(v.dtype), v)
+            if HAS_TARGETS and DIAG_TILE:
+                # each candidate sees itself: masked tiles over the block's own keys (tensor cores)
+                if m0 + BLOCK_M > nh:
+                    for j0 in tl.static_range(0, BLOCK_M, BLOCK_N):
+                        offs_n = m0 + j0 + offs_n0
+                        cmask = (offs_n >= nh) & (offs_n < n)
+                        k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=cmask[None, :], other=0.0)
+                        s = tl.dot(q, k)
+                        p = _silu(s, rab, scale, False, FAST_SILU)
+                        p = tl.where((offs_n[None, :] == offs_m[:, None]) & cmask[None, :], p, 0.0)
+                        v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+                        acc += tl.dot(p.to(v.dtype), v)
+            elif HAS_TARGETS:
+                if m0 + BLOCK_M > nh:
+                    cand = (offs_m >= nh) & (offs_m < n)
+                    kd = tl.load(Kb + offs_m[:, None] * stride_kt + offs_d[None, :], mask=cand[:, None], other=0.0)
+                    sd = tl.sum(q.to(tl.float32) * kd.to(tl.float32), axis=1)
+                    pd = _silu(sd, sd, scale, False, FAST_SILU)
+                    pd = tl.where(cand, pd, 0.0)
+                    vd = tl.load(Vb + offs_m[:, None] * stride_vt + offs_dv[None, :], mask=cand[:, None], other=0.0)
+                    acc += pd[:, None] * vd.to(tl.float32)
 
-    # ---- new keys
-    if GENERAL:
-        for n0 in range(0, n, BLOCK_N):
-            offs_n = n0 + offs_n0
-            kmask = offs_n < n
-            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-            s = tl.dot(q, k)
-            p = _silu(s, rab, scale, False, FAST_SILU)
-            valid = _general_mask(i_abs, C + offs_n, T_abs, nt, contextual_seq_len, max_attn_len) & kmask[None, :]
-            p = tl.where(valid, p, 0.0)
-            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-            acc += tl.dot(p.to(v.dtype), v)
-    else:
-        kend = tl.minimum(m0 + BLOCK_M, nh)
-        for n0 in range(0, kend, BLOCK_N):
-            offs_n = n0 + offs_n0
-            kmask = offs_n < nh
-            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-            s = tl.dot(q, k)
-            p = _silu(s, rab, scale, False, FAST_SILU)
-            valid = (offs_n[None, :] <= offs_m[:, None]) & kmask[None, :]
-            p = tl.where(valid, p, 0.0)
-            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-            acc += tl.dot(p.to(v.dtype), v)
-        if HAS_TARGETS:
-            if m0 + BLOCK_M > nh:
-                cand = (offs_m >= nh) & (offs_m < n)
-                kd = tl.load(Kb + offs_m[:, None] * stride_kt + offs_d[None, :], mask=cand[:, None], other=0.0)
-                sd = tl.sum(q.to(tl.float32) * kd.to(tl.float32), axis=1)
-                pd = _silu(sd, sd, scale, False, FAST_SILU)
-                pd = tl.where(cand, pd, 0.0)
-                vd = tl.load(Vb + offs_m[:, None] * stride_vt + offs_dv[None, :], mask=cand[:, None], other=0.0)
-                acc += pd[:, None] * vd.to(tl.float32)
-
-    acc = acc * inv_n
-    o_ptrs = OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot + offs_dv[None, :]
-    tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=offs_m[:, None] < n)
+        acc = acc * inv_n
+        o_ptrs = OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot + offs_dv[None, :]
+        tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=offs_m[:, None] < n)
 
 
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
+    """Tiles per head dimension (H200 sweep, docs/performance.md). ``GRID_M`` caps the
+    programs per (sequence, head) (None: about two programs per SM in all); ``PAGES`` picks
+    how cached tokens are addressed (see _page_slots); ``DIAG_TILE`` adds each candidate's
+    self-attention as masked tensor-core tiles instead of a float32 row-wise dot product."""
     if device_type != "cuda":
-        return {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1}
+        return {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1, "GRID_M": 1}
     if max(d_qk, d_v) <= 128:
-        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
-    return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
+        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "GRID_M": None}
+    return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
+            "PAGES": 1, "DIAG_TILE": True}
+
+
+_SM_COUNT: dict = {}
+LAST_KERNEL = None  # the last launch's compiled kernel (n_regs / n_spills for diagnostics)
+
+
+def _sm_count(device) -> int:
+    import torch
+
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SM_COUNT:
+        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SM_COUNT[idx]
 
 
 def hstu_cached_fwd(
@@ -160,18 +246,52 @@ def hstu_cached_fwd(
     BM, BN = cfg.pop("BLOCK_M"), cfg.pop("BLOCK_N")
     assert BN % cache.page_size == 0 or cache.page_size % BN == 0
     kc, vc = cache.k_cache, cache.v_cache
+    pt = cache.page_table
+    num_pt = int(pt.shape[1])
+    pages = cfg.pop("PAGES", 0)
+    diag_tile = cfg.pop("DIAG_TILE", False)
+    maxp = triton.next_power_of_2(max(num_pt, 1))
+    if pages == 1 and maxp > 1024:
+        pages = 0  # page-table row too long to hold in registers
+    page_contig = (kc.stride(1) == kc.shape[2] * kc.stride(2) and kc.stride(2) == D_QK and kc.stride(3) == 1
+                   and vc.stride(1) == vc.shape[2] * vc.stride(2) and vc.stride(2) == D_V and vc.stride(3) == 1)
+    if pages == 2 and not page_contig:
+        pages = 0
+    if pages == 2:
+        # gather each sequence's cached pages into contiguous buffers, then read those
+        cap = num_pt * cache.page_size
+        ks = torch.empty(B, cap, H, D_QK, dtype=kc.dtype, device=kc.device)
+        vs = torch.empty(B, cap, H, D_V, dtype=vc.dtype, device=vc.device)
+        pk, pv = cache.page_size * H * D_QK, cache.page_size * H * D_V
+        chunk = min(4096, pk, pv)
+        if num_pt:
+            _gather_pages_kernel[(B, num_pt)](
+                kc, vc, pt, cache.cache_lens, ks, vs, kc.stride(0), vc.stride(0), pt.stride(0),
+                ks.stride(0), vs.stride(0), PAGE=cache.page_size, PK=pk, PV=pv, CHUNK=chunk, num_warps=4,
+            )
+        kc, vc = ks, vs
+    if pages != 1:
+        maxp = 1
+    grid_m = cfg.pop("GRID_M", None)
     bound = max_new_len if max_new_len is not None else min(max_seq_len, L)
-    grid = (B * H, triton.cdiv(bound, BM))
-    _hstu_cached_kernel[grid](
-        q, k, v, kc, vc, cache.page_table, cache.cache_lens, out, seq_offsets,
+    blocks = triton.cdiv(bound, BM)
+    if grid_m is None:
+        # the longest new-token run is unknown on the host (no device sync): cap the
+        # programs per (sequence, head) at what fills the GPU about twice; each program
+        # loops over its sequence's query blocks with that stride
+        grid_m = triton.cdiv(2 * _sm_count(q.device), B * H) if q.device.type == "cuda" else blocks
+    grid = (B * H, max(1, min(blocks, grid_m)))
+    global LAST_KERNEL
+    LAST_KERNEL = _hstu_cached_kernel[grid](
+        q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets,
         num_targets if num_targets is not None else seq_offsets,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         out.stride(0), out.stride(1),
         kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2),
-        cache.page_table.stride(0),
-        float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, contextual_seq_len, max_attn_len,
+        pt.stride(0),
+        float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, contextual_seq_len, max_attn_len, num_pt,
         H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
         HAS_TARGETS=num_targets is not None, GENERAL=contextual_seq_len > 0 or max_attn_len > 0,
-        FAST_SILU=fast, **cfg,
+        FAST_SILU=fast, PAGES=pages, MAXP=maxp, DIAG_TILE=diag_tile, **cfg,
     )
     return out

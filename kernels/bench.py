@@ -65,11 +65,18 @@ for _C in (0, 1024, 2048, 4096, 8192):
 for _n in (64, 512, 1024):
     CONFIGS[f"cached_C4096_n{_n}"] = dict(kind="cached", B=8, N=4096 + _n, H=4, d_qk=128, d_v=128, cache=4096,
                                           new=_n, targets=_n, jagged=False, note=f"{_n} new candidates vs 4096 cached")
+# the capture workload's large preset (capture/config.py): 8 users, ~2048 cached history tokens,
+# 16 new history tokens + 1024 candidates per request, 4 heads x 256, max_seq_len 4096 + 1024
+CONFIGS["cached_workload_large"] = dict(kind="cached", B=8, N=5120, H=4, d_qk=256, d_v=256, cache=2048, new=1040,
+                                        targets=1024, jagged=False,
+                                        note="inference workload (large preset): 16 history + 1024 candidates "
+                                             "vs 2048 cached")
 
 DEFAULT_CONFIGS = ["seed1", "seed2", "seed3", "seed4", "seed5", "hstu_T512", "hstu_T1024", "hstu_T2048",
                    "hstu_T4096", "hstu_T8192", "hstu_T4096_d256", "jagged_T4096", "jagged_T8192",
                    "bsa_T4096", "bsa_T8192", "cached_C0_n256", "cached_C1024_n256", "cached_C2048_n256",
-                   "cached_C4096_n256", "cached_C8192_n256", "cached_C4096_n64", "cached_C4096_n1024"]
+                   "cached_C4096_n256", "cached_C8192_n256", "cached_C4096_n64", "cached_C4096_n1024",
+                   "cached_workload_large"]
 
 VARIANTS = ("triton_dense", "triton_block_sparse", "triton_cached", "reference",
             "reference_block_sparse", "reference_cached", "sdpa")

@@ -409,3 +409,30 @@ def test_dense_tile_shapes(tiles):
                        out=_poison(L, 2, 16, torch.float32), **kw)
         ref = hstu_attention_reference(*_d64(q, k, v), off, max_seq_len=130, alpha=0.5, num_targets=nt, **kw)
         assert _rel(out, ref) < TOL[torch.float32]
+
+
+@pytest.mark.parametrize("cfg", [dict(PAGES=0, BLOCK_N=64, GRID_M=2), dict(PAGES=1, DIAG_TILE=True, BLOCK_N=16),
+                                 dict(PAGES=1, BLOCK_N=64), dict(PAGES=2, DIAG_TILE=True, BLOCK_N=32, GRID_M=None)],
+                         ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag"])
+def test_cached_page_modes(cfg):
+    """The cached kernel's page addressing modes, tile shapes and query-block loop."""
+    from tracekit.kernels._cached import hstu_cached_fwd
+
+    g = _gen()
+    hist, new, targets = [40, 0, 7, 64, 3, 33], [5, 3, 0, 1, 20, 1], [2, 3, 0, 1, 16, 1]
+    H, d, dv = 2, 32, 16
+    ho, no = _offsets(hist), _offsets(new)
+    kh, vh = _rand(g, sum(hist), H, d, dtype=torch.float32), _rand(g, sum(hist), H, dv, dtype=torch.float32)
+    q, k = _rand(g, sum(new), H, d, dtype=torch.float32), _rand(g, sum(new), H, d, dtype=torch.float32)
+    v = _rand(g, sum(new), H, dv, dtype=torch.float32)
+    cache = build_paged_kv_cache(kh, vh, ho, max_len=100, generator=g)
+    nt = torch.tensor(targets, device=DEV)
+    for extra in (dict(contextual_seq_len=0, max_attn_len=0), dict(contextual_seq_len=2, max_attn_len=0),
+                  dict(contextual_seq_len=0, max_attn_len=9)):
+        out = _poison(sum(new), H, dv, torch.float32)
+        hstu_cached_fwd(q, k, v, no, cache, max_seq_len=100, alpha=0.4, num_targets=nt, out=out,
+                        config=dict(BLOCK_M=16, **cfg), **extra)
+        c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
+        ref = hstu_attention_cached_reference(*_d64(q, k, v), no, c64, max_seq_len=100, alpha=0.4, num_targets=nt,
+                                              **extra)
+        assert _rel(out, ref) < TOL[torch.float32]

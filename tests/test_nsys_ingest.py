@@ -246,3 +246,40 @@ def test_cli_formats(tmp_path, plain_export):
     assert pl.read_parquet(pq).columns[:3] == ["name", "instances", "total_ns"]
     js = subprocess.run([*run, "sql", "SELECT count(*) AS n FROM kernels", "-f", "json"], capture_output=True, text=True)
     assert '"n":247' in js.stdout.replace(" ", "")
+
+
+def test_nsys_rep_is_exported_with_nsys(tmp_path, plain_export, monkeypatch):
+    """A .nsys-rep goes through `nsys export --type sqlite` (here a stand-in nsys that
+    writes the export it was asked for, checking the arguments it gets)."""
+    fake = tmp_path / "nsys"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        '[ "$1" = export ] && [ "$2" = --type ] && [ "$3" = sqlite ] || exit 9\n'
+        'while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done\n'
+        f'cp "{plain_export}" "$out"\n'
+    )
+    fake.chmod(0o755)
+    rep = tmp_path / "capture.nsys-rep"
+    rep.write_bytes(b"not sqlite: a report")
+    monkeypatch.setenv("TRACEKIT_NSYS", str(fake))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    db = tmp_path / "s.duckdb"
+    proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "ingest", str(rep)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "run 1 (capture, nsys)" in proc.stdout
+    monkeypatch.setenv("TRACEKIT_NSYS", str(tmp_path / "missing"))
+    proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(tmp_path / "t.duckdb"), "ingest", str(rep)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "nsys not found" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_sql_is_read_only(tmp_path, plain_export):
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(plain_export)
+    proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "sql", "DELETE FROM kernels"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "read-only" in proc.stderr.lower()
+    with tracekit.open(db) as tk:
+        assert tk.sql("SELECT count(*) AS n FROM kernels")["n"][0] == 247

@@ -55,14 +55,14 @@ def _bench(fn, rep=200):
     return triton.testing.do_bench(fn, warmup=25, rep=rep, return_mode="median")
 
 
-def cached(out_rows, variants):
+def cached(out_rows, variants, B=8, n=1040, nt=1024, H=4, d=256, msl=5120, clo=1900, chi=2200, tag="workload_large"):
     import torch
     from attention_cached_v0 import hstu_cached_fwd as v0
+    from tracekit.kernels import _cached
     from tracekit.kernels._cached import hstu_cached_fwd as v1
 
-    B, n, nt, H, d, msl = 8, 1040, 1024, 4, 256, 5120
     g = torch.Generator().manual_seed(int(time.time()))
-    C_list = [int(x) for x in torch.randint(1900, 2200, (B,), generator=g)]
+    C_list = [int(x) for x in torch.randint(clo, chi, (B,), generator=g)]
     fns = {"v0_64x64w8s2": (v0, {})}
     for name, cfg in variants.items():
         fns[name] = (v1, cfg)
@@ -98,9 +98,13 @@ def cached(out_rows, variants):
             if name.startswith("v0") and base is None:
                 base = ms
             tf = flops / ms / 1e9
-            print(f"time r{rnd} cached_workload_large {name}: {ms * 1e3:.1f} us  {tf:.0f} TFLOP/s  "
-                  f"x{base / ms:.2f} vs v0", flush=True)
+            lk = _cached.LAST_KERNEL if name != "v0_64x64w8s2" else None
+            regs = f"regs {lk.n_regs} spills {lk.n_spills}" if lk is not None else ""
+            print(f"time r{rnd} cached_{tag} {name}: {ms * 1e3:.1f} us  {tf:.0f} TFLOP/s  "
+                  f"x{base / ms:.2f} vs v0  {regs}", flush=True)
             out_rows.append(dict(kind="time", round=rnd, name=name, us=ms * 1e3, tflops=tf, ratio=base / ms))
+    if tag != "workload_large":
+        return
     # dense reference point at the same d: full recompute of one user-sequence batch
     from tracekit.kernels._dense import hstu_fwd
 
@@ -180,6 +184,16 @@ VARIANTS = {
     "copy_128x32w8s3_diag": dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3, PAGES=2, DIAG_TILE=True),
     "regs_128x32w8s3_diag": dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3, PAGES=1, DIAG_TILE=True),
 }
+VARIANTS128 = {
+    "load_64x64w4s3": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, PAGES=0),
+    "regs_64x64w4s3_diag": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, PAGES=1, DIAG_TILE=True),
+    "regs_128x64w8s3_diag": dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3, PAGES=1, DIAG_TILE=True),
+    "regs_128x32w8s3_diag": dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3, PAGES=1, DIAG_TILE=True),
+    "copy_128x64w8s3_diag": dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3, PAGES=2, DIAG_TILE=True),
+}
+VARIANTS["regs_64x32w4s2_diag"] = dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2, PAGES=1, DIAG_TILE=True)
+VARIANTS["regs_64x32w4s3_diag"] = dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=3, PAGES=1, DIAG_TILE=True)
+VARIANTS["default"] = {}
 
 
 def main():
@@ -188,6 +202,7 @@ def main():
     p.add_argument("--cached", action="store_true")
     p.add_argument("--curve", action="store_true")
     p.add_argument("--bsa", action="store_true")
+    p.add_argument("--cached128", action="store_true")
     p.add_argument("--curve-config", default="copy_128x32w8s3_diag")
     p.add_argument("--variants", default=None, help="comma-separated subset of VARIANTS")
     a = p.parse_args()
@@ -204,6 +219,8 @@ def main():
     if a.cached:
         names = a.variants.split(",") if a.variants else list(VARIANTS)
         cached(rows, {k: VARIANTS[k] for k in names})
+    if a.cached128:
+        cached(rows, VARIANTS128, n=256, nt=256, d=128, msl=4352, clo=3900, chi=4200, tag="C4096_n256_d128")
         print(f"[cached {time.time() - t0:.0f} s]", flush=True)
     if a.curve:
         curve(rows, VARIANTS[a.curve_config])

@@ -220,7 +220,7 @@ def main():
         names = a.variants.split(",") if a.variants else list(VARIANTS)
         cached(rows, {k: VARIANTS[k] for k in names})
     if a.cached128:
-        cached(rows, VARIANTS128, n=256, nt=256, d=128, msl=4352, clo=3900, chi=4200, tag="C4096_n256_d128")
+        cached(rows, VARIANTS128, n=256, nt=256, d=128, msl=4608, clo=3900, chi=4200, tag="C4096_n256_d128")
         print(f"[cached {time.time() - t0:.0f} s]", flush=True)
     if a.curve:
         curve(rows, VARIANTS[a.curve_config])

@@ -111,12 +111,16 @@ CREATE TABLE IF NOT EXISTS nvtx_marks (
     global_tid BIGINT, pid INTEGER, tid INTEGER, category BIGINT, color BIGINT
 );
 
--- The innermost push/pop range enclosing the API call that launched each GPU op.
-CREATE TABLE IF NOT EXISTS gpu_op_ranges (
+-- Kernel time per innermost push/pop NVTX range (on the launching thread) and kernel name,
+-- summed at ingest so that attributing 2 M kernels to range paths is a small aggregation.
+CREATE TABLE IF NOT EXISTS nvtx_kernel_sum (
     run_id INTEGER,
-    correlation_id BIGINT,   -- the launch's correlation id
-    global_pid BIGINT,       -- its process
-    nvtx_range_id BIGINT     -- nvtx_ranges.range_id of the innermost enclosing range
+    nvtx_range_id BIGINT,    -- nvtx_ranges.range_id of the innermost range; NULL = launched outside every range
+    name VARCHAR,            -- kernel name (demangled)
+    launches BIGINT,         -- kernel launches
+    total_ns BIGINT,         -- summed kernel time, ns
+    min_ns BIGINT,           -- shortest launch, ns
+    max_ns BIGINT            -- longest launch, ns
 );
 
 CREATE TABLE IF NOT EXISTS gpus (

@@ -25,6 +25,9 @@ from . import ingest as _ingest
 from .errors import InputError, QueryError, TracekitError
 
 DEFAULT_DB = "tracekit.duckdb"
+#: DuckDB memory limit of a writing connection (ingest); $TRACEKIT_MEMORY_LIMIT overrides.
+#: 800 MB kept a 2 M-kernel / 4 M-call ingest under 1.5 GB RSS (docs/performance.md).
+INGEST_MEMORY_LIMIT = "800MB"
 SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
 
 
@@ -74,6 +77,12 @@ class Tracekit:
             except duckdb.Error as err:
                 raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
             if not self.read_only:
+                # bounded memory for ingest: DuckDB spills its joins to disk past this
+                limit = os.environ.get("TRACEKIT_MEMORY_LIMIT", INGEST_MEMORY_LIMIT)
+                try:
+                    self._con.execute(f"SET memory_limit = '{limit}'")
+                except duckdb.Error as err:
+                    raise TracekitError(f"TRACEKIT_MEMORY_LIMIT={limit!r}: {str(err).splitlines()[0]}") from err
                 for sql in _schema_sql():
                     self._con.execute(sql)
         return self._con

@@ -14,26 +14,23 @@
 -- @column time_pct          share of all kernel time in the run, %
 -- @column top_kernel        the kernel with the most time under this path
 -- @column top_kernel_ns     that kernel's time under this path, ns
--- @requires kernels, nvtx_ranges, gpu_op_ranges
+-- @requires nvtx_kernel_sum, nvtx_ranges
 WITH k AS (
-    SELECT k.name, k.dur_ns,
+    SELECT s.name, s.launches, s.total_ns,
            CASE WHEN r.path IS NULL THEN '(no range)'
                 WHEN $depth > 0 THEN array_to_string(list_slice(string_split(r.path, '/'), 1, $depth), '/')
                 ELSE r.path END AS path
-    FROM kernels k
-    LEFT JOIN gpu_op_ranges g
-      ON g.run_id = k.run_id AND g.correlation_id = k.correlation_id AND g.global_pid = k.global_pid
-    LEFT JOIN nvtx_ranges r ON r.run_id = g.run_id AND r.range_id = g.nvtx_range_id
-    WHERE k.run_id = $run
+    FROM nvtx_kernel_sum s
+    LEFT JOIN nvtx_ranges r ON r.run_id = s.run_id AND r.range_id = s.nvtx_range_id
+    WHERE s.run_id = $run
 ), per_kernel AS (
-    SELECT path, name, sum(dur_ns) AS ns FROM k GROUP BY path, name
+    SELECT path, name, sum(launches) AS launches, sum(total_ns) AS ns FROM k GROUP BY path, name
 )
-SELECT k.path, count(*) AS launches, count(DISTINCT k.name) AS distinct_kernels,
-       sum(k.dur_ns)::BIGINT AS total_ns, round(avg(k.dur_ns), 1) AS avg_ns,
-       round(100.0 * sum(k.dur_ns) / sum(sum(k.dur_ns)) OVER (), 2) AS time_pct,
-       any_value(t.name) AS top_kernel, any_value(t.ns)::BIGINT AS top_kernel_ns
-FROM k
-JOIN (SELECT path, arg_max(name, ns) AS name, max(ns) AS ns FROM per_kernel GROUP BY path) t USING (path)
-GROUP BY k.path
-ORDER BY total_ns DESC, k.path
+SELECT path, sum(launches)::BIGINT AS launches, count(*) AS distinct_kernels,
+       sum(ns)::BIGINT AS total_ns, round(sum(ns) / sum(launches), 1) AS avg_ns,
+       round(100.0 * sum(ns) / sum(sum(ns)) OVER (), 2) AS time_pct,
+       arg_max(name, ns) AS top_kernel, max(ns)::BIGINT AS top_kernel_ns
+FROM per_kernel
+GROUP BY path
+ORDER BY total_ns DESC, path
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

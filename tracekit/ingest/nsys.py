@@ -410,6 +410,11 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     try:
         for target, (select, _) in plans.items():
             rows[target] = _insert(con, target, run_id, select)
+        # the activity rows are in the store now: free their Arrow copies before the NVTX work
+        for name in [n for n in raw if n not in ("nvtx", "strings")]:
+            con.unregister(f"_nsys_{name}")
+            names.remove(f"_nsys_{name}")
+            del raw[name]
         rows.update(_nvtx(con, run_id, "nvtx" in raw, plans))
     except BaseException:
         # the transaction is aborted: the caller rolls back, which drops the temp tables
@@ -522,14 +527,14 @@ def _nvtx(con, run_id: int, have_nvtx: bool, plans: dict) -> dict[str, int]:
     # lies inside the range on the range's thread. Only threads with ranges matter.
     con.execute(f"""
         CREATE TEMP TABLE _nsys_launches AS
-        SELECT o.correlation_id, o.launch_global_tid AS global_tid, o.api_start_ns AS start_ns,
-               o.api_end_ns AS end_ns, o.start_ns AS op_start, o.end_ns AS op_end
-        FROM (SELECT correlation_id, launch_global_tid, api_start_ns, api_end_ns, start_ns, end_ns
-                FROM kernels WHERE run_id = {int(run_id)}
-              UNION ALL SELECT correlation_id, launch_global_tid, api_start_ns, api_end_ns, start_ns, end_ns
-                FROM memcpy WHERE run_id = {int(run_id)}
-              UNION ALL SELECT correlation_id, launch_global_tid, api_start_ns, api_end_ns, start_ns, end_ns
-                FROM memset WHERE run_id = {int(run_id)}) o
+        SELECT o.kind, hash(o.name) AS name_hash, o.dur_ns, o.correlation_id, o.launch_global_tid AS global_tid,
+               o.api_start_ns AS start_ns, o.api_end_ns AS end_ns, o.start_ns AS op_start, o.end_ns AS op_end
+        FROM (SELECT 'kernel' AS kind, name, dur_ns, correlation_id, launch_global_tid, api_start_ns, api_end_ns,
+                     start_ns, end_ns FROM kernels WHERE run_id = {int(run_id)}
+              UNION ALL SELECT 'memcpy', operation, dur_ns, correlation_id, launch_global_tid, api_start_ns,
+                     api_end_ns, start_ns, end_ns FROM memcpy WHERE run_id = {int(run_id)}
+              UNION ALL SELECT 'memset', operation, dur_ns, correlation_id, launch_global_tid, api_start_ns,
+                     api_end_ns, start_ns, end_ns FROM memset WHERE run_id = {int(run_id)}) o
         SEMI JOIN _nsys_bands b ON b.global_tid = o.launch_global_tid
     """)
     # Push/pop ranges nest on their thread, so the thread's timeline splits into segments
@@ -606,9 +611,20 @@ def _nvtx(con, run_id: int, have_nvtx: bool, plans: dict) -> dict[str, int]:
                category, color
         FROM _nsys_named WHERE style = 'Mark'
     """)
-    # innermost push/pop range of each GPU op's launch: lets kernels-by-nvtx group by path
-    rows["gpu_op_ranges"] = _insert(con, "gpu_op_ranges", run_id, """
-        SELECT DISTINCT correlation_id, (global_tid & -16777216) AS global_pid, range_id AS nvtx_range_id
-        FROM _nsys_inner WHERE range_id IS NOT NULL
+    # kernel time per (innermost push/pop range, kernel): what kernels-by-nvtx sums along
+    # range paths. Kernels launched from threads without ranges have no range.
+    # (names travel as hashes through the per-launch tables: 8 bytes instead of ~150)
+    rows["nvtx_kernel_sum"] = _insert(con, "nvtx_kernel_sum", run_id, f"""
+        WITH names AS (SELECT DISTINCT name, hash(name) AS name_hash FROM kernels WHERE run_id = {int(run_id)})
+        SELECT i.range_id AS nvtx_range_id, n.name, i.launches, i.total_ns, i.min_ns, i.max_ns
+        FROM (SELECT range_id, name_hash, count(*) AS launches, sum(dur_ns)::BIGINT AS total_ns,
+                     min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
+              FROM _nsys_inner WHERE kind = 'kernel' GROUP BY ALL) i
+        JOIN names n USING (name_hash)
+        UNION ALL
+        SELECT NULL, name, count(*), sum(dur_ns)::BIGINT, min(dur_ns), max(dur_ns)
+        FROM kernels k WHERE run_id = {int(run_id)}
+          AND (launch_global_tid IS NULL OR launch_global_tid NOT IN (SELECT global_tid FROM _nsys_bands))
+        GROUP BY ALL
     """)
     return rows

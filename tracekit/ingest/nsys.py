@@ -229,7 +229,7 @@ def _resolve_tables(names: list[str]) -> dict[str, str]:
 
 
 class _Reader:
-    """Reads SQLite tables as Arrow through ADBC (falls back to sqlite3 if ADBC is absent)."""
+    """Reads SQLite tables as Arrow through ADBC's SQLite driver, one connection per read."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -250,7 +250,7 @@ class _Reader:
         actual = self.tables.get(base)
         if actual is None:
             return 0
-        row = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True).execute(f'SELECT max(rowid) FROM "{actual}"').fetchone()
+        row = self.sq.execute(f'SELECT max(rowid) FROM "{actual}"').fetchone()
         return row[0] or 0
 
     def arrow(self, base: str, cols: list[str]) -> pa.Table:
@@ -262,8 +262,11 @@ class _Reader:
         try:
             with adbc.connect(f"file:{self.path}?mode=ro") as conn:
                 cur = conn.cursor()
-                # type inference looks at the first batch only: make it large
-                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": "1000000"})
+                # The driver infers each column's type from its first batch: a column that is
+                # NULL throughout that batch and text later (NVTX text after registered
+                # strings) fails with "type mismatch". One batch holding the whole table
+                # (read whole anyway) makes inference see every row.
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": "2000000000"})
                 cur.execute(sql)
                 tbl = cur.fetch_arrow_table()
                 cur.close()

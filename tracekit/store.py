@@ -76,6 +76,7 @@ class Tracekit:
                 self._con = duckdb.connect(str(self.path), read_only=self.read_only)
             except duckdb.Error as err:
                 raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
+            self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             if not self.read_only:
                 # bounded memory for ingest: DuckDB spills its joins to disk past this
                 limit = os.environ.get("TRACEKIT_MEMORY_LIMIT", INGEST_MEMORY_LIMIT)

@@ -32,6 +32,9 @@ KIND = "nsys"
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
+#: tables with more rows than this are read in parallel parts (integer columns only)
+SPLIT_ROWS = 500_000
+
 # NVTX event types (ENUM_NSYS_EVENT_TYPE)
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND, NVTX_DOMAIN = (
     34, 59, 60, 70, 71, 75,
@@ -253,12 +256,21 @@ class _Reader:
         row = self.sq.execute(f'SELECT max(rowid) FROM "{actual}"').fetchone()
         return row[0] or 0
 
-    def arrow(self, base: str, cols: list[str]) -> pa.Table:
-        """Read columns of a table as Arrow on a connection of its own (thread-safe)."""
+    def integer_columns(self, base: str, cols: list[str]) -> bool:
+        """Whether every column in ``cols`` is declared INTEGER (safe to read in parts)."""
+        actual = self.tables[base]
+        types = {r[1]: (r[2] or "").upper() for r in self.sq.execute(f'PRAGMA table_info("{actual}")')}
+        return all(types.get(c) == "INTEGER" for c in cols)
+
+    def arrow(self, base: str, cols: list[str], rowids: tuple[int, int] | None = None) -> pa.Table:
+        """Read columns of a table (rows with rowid in [lo, hi) if given) as Arrow, on a
+        connection of its own (thread-safe)."""
         import adbc_driver_sqlite.dbapi as adbc
 
         actual = self.tables[base]
         sql = f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{actual}"'
+        if rowids is not None:
+            sql += f" WHERE rowid >= {int(rowids[0])} AND rowid < {int(rowids[1])}"
         try:
             with adbc.connect(f"file:{self.path}?mode=ro") as conn:
                 cur = conn.cursor()
@@ -379,10 +391,27 @@ def _read(rd: _Reader, path: Path) -> Parsed:
 
     # The two big tables (kernels, API calls) dominate: read tables concurrently, each
     # reader on its own SQLite connection (ADBC releases the GIL while it reads).
-    order = sorted(jobs, key=lambda j: -rd.row_estimate(jobs[j][0]))
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 2)) as pool:
-        futures = {name: pool.submit(rd.arrow, *jobs[name]) for name in order}
-        raw = {name: fut.result() for name, fut in futures.items()}
+    # Tables of integers only (kernels, API calls) are also split by rowid into as many
+    # parts as there are cores, so that no core idles while the biggest table is read.
+    workers = min(4, os.cpu_count() or 2)
+    parts: list[tuple[str, str, list[str], tuple[int, int] | None]] = []
+    for name, (base, cols) in jobs.items():
+        n = rd.row_estimate(base)
+        if n > SPLIT_ROWS and rd.integer_columns(base, cols):
+            step = n // workers + 1
+            parts += [(name, base, cols, (i * step, (i + 1) * step)) for i in range(workers)]
+        else:
+            parts.append((name, base, cols, None))
+    parts.sort(key=lambda p: -(p[3][1] - p[3][0] if p[3] else rd.row_estimate(p[1])))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [(p[0], pool.submit(rd.arrow, p[1], p[2], p[3])) for p in parts]
+        pieces: dict[str, list[pa.Table]] = {}
+        for name, fut in futures:
+            pieces.setdefault(name, []).append(fut.result())
+    raw = {}
+    for name, ts in pieces.items():
+        nonempty = [t for t in ts if t.num_rows] or ts[:1]
+        raw[name] = nonempty[0] if len(nonempty) == 1 else pa.concat_tables(nonempty, promote_options="default")
 
     gpu_names = []
     if "gpus" in raw and "name" in raw["gpus"].column_names:

@@ -585,7 +585,10 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
     data = d.to_dicts()
     base = alt.Chart(alt.Data(values=data)).encode(
         x=alt.X(
-            "bs:Q", title="Batch size [users per request]", scale=alt.Scale(type="log", base=2)
+            "bs:Q",
+            title="Batch size [users per request]",
+            scale=alt.Scale(type="log", base=2),
+            axis=alt.Axis(values=sorted({r["bs"] for r in data}), format="d"),
         ),
         y=alt.Y("ms:Q", title="Request latency [ms]"),
         color=alt.Color("nc:O", title="candidates (nc)", scale=alt.Scale(scheme=PALETTE)),

@@ -38,7 +38,6 @@ def test_sweep_latency_as_computed_on_the_gpu_machine(tk):
 
 def test_sweep_spreadsheet_and_chart(tk, tmp_path):
     from openpyxl import load_workbook
-
     from tracekit.capture.export import export_sweep
 
     out = tmp_path / "sweep.xlsx"

@@ -10,7 +10,10 @@
           vs float32 reference, NaN-poisoned outputs) and timed in one process (do_bench
           median, no L2 flush: compute-bound, 70 GFLOP per call);
 --curve:  current cached kernel, time vs cache length (n=1040) and vs new tokens (C=2048);
---bsa:    block-sparse vs dense at bsa_T4096 / bsa_T8192, plus a profile of one call.
+--bsa:    block-sparse (frozen v0 = attention_bsa_v0.py, current, tile variants, block_counts=0)
+          vs dense at bsa_T4096 / bsa_T8192 / bsa_T8192_sparse, a profile of one call, and the
+          compile report (registers, spills);
+--bsa-checks: block-sparse vs float32 reference (bf16, fp16, d 128/256, bs 16..128, jagged).
 """
 
 from __future__ import annotations
@@ -149,27 +152,114 @@ def curve(out_rows, cfg1):
         out_rows.append(dict(kind="curve", C=C, n=n, nt=nt, **{k: v * 1e3 for k, v in res.items()}))
 
 
-def bsa(out_rows):
+def _compile_report(fn):
+    """Registers / spills / shared memory of every compiled specialisation of a Triton kernel."""
+    rows = []
+    try:
+        for cache in fn.device_caches.values():
+            for ck in cache[0].values():
+                md = ck.metadata
+                rows.append(f"{fn.__name__}: regs {ck.n_regs} spills {ck.n_spills} shared {md.shared} "
+                            f"warps {md.num_warps} stages {md.num_stages}")
+    except Exception as exc:  # noqa: BLE001 - report only
+        rows.append(f"{fn.__name__}: no compile report ({type(exc).__name__}: {exc})")
+    return rows
+
+
+def _f32(x):
+    return None if x is None else x.float()
+
+
+def bsa_checks():
+    """Block-sparse vs its float32 reference on the kernel's own selection, fresh random inputs,
+    NaN-poisoned outputs; selection agreement with the reference's own top-k."""
     import torch
+
+    dev = "cuda"
+    g = torch.Generator(device=dev).manual_seed(int(time.time()))
+    tol = {torch.bfloat16: 2e-2, torch.float16: 4e-3}
+    ok_all = True
+    cases = (([8192], [256], 64, 16, 128), ([4096, 4096], [256, 0], 64, 8, 128),
+             ([4096, 1, 2500, 0, 700], [256, 1, 0, 0, 64], 32, 8, 128), ([4096, 3000], [256, 5], 128, 4, 128),
+             ([2048, 999], [128, 0], 16, 8, 64), ([4096], [256], 64, 8, 256))
+    for dtype in (torch.bfloat16, torch.float16):
+        for lens_b, nts_b, bs, cnt, d in cases:
+            H = 4
+            offb = _offsets(lens_b, dev)
+            Lb = sum(lens_b)
+            qb, kb, vb = (torch.randn(Lb, H, d, generator=g, device=dev).to(dtype) for _ in range(3))
+            gated = bs == 32
+            gc = torch.rand(Lb, H, generator=g, device=dev).to(dtype) if gated else None
+            gs = torch.rand(Lb, H, generator=g, device=dev).to(dtype) if gated else None
+            kwb = dict(max_seq_len=max(lens_b), alpha=1.0 / d**0.5, num_targets=torch.tensor(nts_b, device=dev),
+                       block_size=bs, block_counts=cnt)
+            ob = torch.full((Lb, H, d), float("nan"), dtype=dtype, device=dev)
+            _, sel = K.hstu_attention_block_sparse(qb, kb, vb, offb, gate_cmp=gc, gate_slc=gs, out=ob,
+                                                   return_block_indices=True, **kwb)
+            rb = K.hstu_attention_block_sparse_reference(qb.float(), kb.float(), vb.float(), offb,
+                                                         gate_cmp=_f32(gc), gate_slc=_f32(gs), block_indices=sel, **kwb)
+            _, sel_ref = K.hstu_attention_block_sparse_reference(qb.float(), kb.float(), vb.float(), offb,
+                                                                 return_block_indices=True, **kwb)
+            agree = float((sel == sel_ref).float().mean())
+            # the given-selection path of the kernel (masked loop) on the reference's selection
+            og = torch.full((Lb, H, d), float("nan"), dtype=dtype, device=dev)
+            from tracekit.kernels._bsa import hstu_bsa_fwd
+
+            hstu_bsa_fwd(qb, kb, vb, offb, gate_cmp=gc, gate_slc=gs, out=og, block_indices=sel_ref, **kwb)
+            rg = K.hstu_attention_block_sparse_reference(qb.float(), kb.float(), vb.float(), offb,
+                                                         gate_cmp=_f32(gc), gate_slc=_f32(gs), block_indices=sel_ref,
+                                                         **kwb)
+            e1, e2 = _rel(ob, rb), _rel(og, rg)
+            ok = e1 < tol[dtype] and e2 < tol[dtype] and agree > 0.95
+            ok_all &= ok
+            print(f"{'PASS' if ok else 'FAIL'} bsa {str(dtype)[6:]} d={d} T={lens_b} bs={bs}x{cnt}: rel_err {e1:.2e} "
+                  f"(given sel {e2:.2e}) sel agree {agree:.4f}", flush=True)
+            del rb, rg
+    return ok_all
+
+
+def bsa(out_rows, variants):
+    import torch
+    from attention_bsa_v0 import hstu_bsa_fwd as v0
+    from tracekit.kernels import _bsa
     from tracekit.kernels.bench import _make_inputs, parse_config
 
-    for cname in ("bsa_T4096", "bsa_T8192"):
+    for cname in ("bsa_T4096", "bsa_T8192", "bsa_T8192_sparse"):
         _, cfg = parse_config(cname)
         inp = _make_inputs(cfg, torch.bfloat16, "cuda")
-        kw = dict(max_seq_len=cfg["N"], alpha=inp["alpha"], num_targets=inp["num_targets"], validate=False)
+        kw = dict(max_seq_len=cfg["N"], alpha=inp["alpha"], num_targets=inp["num_targets"])
         q, k, v, off = inp["q"], inp["k"], inp["v"], inp["seq_offsets"]
-        td = _bench(lambda: K.hstu_attention(q, k, v, off, **kw))
-        tb = _bench(lambda: K.hstu_attention_block_sparse(q, k, v, off, block_size=cfg["bs"],
-                                                          block_counts=cfg["counts"], **kw))
-        print(f"bsa {cname}: dense {td * 1e3:.1f} us  bsa {tb * 1e3:.1f} us  speedup {td / tb:.2f}x", flush=True)
-        out_rows.append(dict(kind="bsa", name=cname, dense_us=td * 1e3, bsa_us=tb * 1e3, speedup=td / tb))
+        bkw = dict(block_size=cfg["bs"], block_counts=cfg["counts"], **kw)
+        res = {"dense": _bench(lambda: K.hstu_attention(q, k, v, off, validate=False, **kw)),
+               "v0": _bench(lambda: v0(q, k, v, off, **bkw))}
+        for name, vc in variants.items():
+            res[name] = _bench(lambda: _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(vc), **bkw))
+        # stage costs: no selected blocks (pool + compressed + local block), pooling alone
+        res["cnt0"] = _bench(lambda: _bsa.hstu_bsa_fwd(q, k, v, off, **dict(bkw, block_counts=0)))
+        res["dense2"] = _bench(lambda: K.hstu_attention(q, k, v, off, validate=False, **kw))
+        line = "  ".join(f"{n} {t * 1e3:.1f}" for n, t in res.items())
+        td = (res["dense"] + res["dense2"]) / 2
+        print(f"bsa {cname} (us): {line}", flush=True)
+        print(f"bsa {cname}: speedup vs dense: v0 {td / res['v0']:.2f}x  "
+              + "  ".join(f"{n} {td / res[n]:.2f}x" for n in variants), flush=True)
+        out_rows.append(dict(kind="bsa", name=cname, **{n: t * 1e3 for n, t in res.items()}))
         if cname == "bsa_T4096":
-            call = lambda: K.hstu_attention_block_sparse(q, k, v, off, block_size=64, block_counts=8, **kw)  # noqa: E731
+            call = lambda: _bsa.hstu_bsa_fwd(q, k, v, off, **bkw)  # noqa: E731
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 for _ in range(10):
                     call()
                 torch.cuda.synchronize()
             print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), flush=True)
+    for fn in (_bsa._bsa_fused_kernel, _bsa._bsa_pool_kernel):
+        print("\n".join(_compile_report(fn)), flush=True)
+
+
+BSA_VARIANTS = {
+    "new": {},
+    "w4s2": dict(num_warps=4, num_stages=2),
+    "w4s4": dict(num_warps=4, num_stages=4),
+    "w8s3": dict(num_warps=8, num_stages=3),
+}
 
 
 VARIANTS = {
@@ -202,6 +292,8 @@ def main():
     p.add_argument("--cached", action="store_true")
     p.add_argument("--curve", action="store_true")
     p.add_argument("--bsa", action="store_true")
+    p.add_argument("--bsa-checks", action="store_true")
+    p.add_argument("--bsa-variants", default=None, help="comma-separated subset of BSA_VARIANTS")
     p.add_argument("--cached128", action="store_true")
     p.add_argument("--curve-config", default="copy_128x32w8s3_diag")
     p.add_argument("--variants", default=None, help="comma-separated subset of VARIANTS")
@@ -225,8 +317,12 @@ def main():
     if a.curve:
         curve(rows, VARIANTS[a.curve_config])
         print(f"[curve {time.time() - t0:.0f} s]", flush=True)
+    if a.bsa_checks:
+        ok = bsa_checks()
+        print(f"[bsa checks {'PASS' if ok else 'FAIL'} {time.time() - t0:.0f} s]", flush=True)
     if a.bsa:
-        bsa(rows)
+        names = a.bsa_variants.split(",") if a.bsa_variants else list(BSA_VARIANTS)
+        bsa(rows, {k: BSA_VARIANTS[k] for k in names})
         print(f"[bsa {time.time() - t0:.0f} s]", flush=True)
     out = Path(a.outdir)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,15 +1,18 @@
 """Triton forward kernels: block-sparse HSTU attention (BSA).
 
-Three steps (semantics in :func:`tracekit.kernels.hstu_attention_block_sparse`):
+Two launches (semantics in :func:`tracekit.kernels.hstu_attention_block_sparse`):
 
-1. pooling (PyTorch gather + mean over each full block, fp32 accumulation);
-2. ``_bsa_cmp_kernel``: per (sequence, head, query block) the compressed attention over
-   the pooled blocks (tl.dot against the pooled keys, masked by block visibility), writing
-   the gated compressed output (fp32) and the block importances (the column sums of the
-   SiLU scores over the query block);
-3. top-k selection on the small importance tensor (torch.topk), then ``_bsa_slc_kernel``:
-   per query block, HSTU attention over the local block and the selected blocks only,
-   added to the compressed output.
+1. ``_bsa_pool_kernel``: mean of k and v over each full block (fp32 accumulation);
+2. ``_bsa_fused_kernel``: one program per (sequence, head, query block) does the rest:
+   the compressed attention over the pooled blocks (tl.dot against the pooled keys, masked
+   by block visibility; output kept in registers, block importances = column sums of the
+   SiLU scores written to a scratch row), the top-k selection on that row (repeated
+   arg-max, in the program), then HSTU attention over the local block (masked) and the
+   selected blocks (no mask needed: they lie entirely before the query block, in the
+   history), and the gated sum of both branches.
+
+A given selection (``block_indices``, tests) skips the in-kernel top-k and masks every
+selected block.
 """
 
 from __future__ import annotations
@@ -49,73 +52,19 @@ def _bsa_pool_kernel(
 
 
 @triton.jit
-def _bsa_cmp_kernel(
-    Q, KBAR, VBAR, IMP, OCMP, GC, SEQ_OFFSETS, NUM_TARGETS,
-    stride_qt, stride_qh, stride_kb, stride_kc, stride_kh, stride_vb, stride_vc, stride_vh,
-    stride_ib, stride_ih, stride_iq, stride_ot, stride_oh, stride_gt,
-    scale, out_scale, n_blocks,
-    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr, BLOCK_C: tl.constexpr,
-    HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, FAST_SILU: tl.constexpr,
-):
-    pid_bh = tl.program_id(0)
-    qb = tl.program_id(1)
-    b = pid_bh // H
-    h = pid_bh % H
-    start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
-    T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
-    m0 = qb * BS
-    if m0 >= T:
-        return
-    if HAS_TARGETS:
-        nt = tl.load(NUM_TARGETS + b).to(tl.int32)
-    else:
-        nt = 0
-    hl = T - nt
-    offs_m = m0 + tl.arange(0, BS)
-    offs_c0 = tl.arange(0, BLOCK_C)
-    offs_d = tl.arange(0, D_QK)
-    offs_dv = tl.arange(0, D_V)
-    rmask = offs_m < T
-    q = tl.load(Q + (start + offs_m[:, None]) * stride_qt + h * stride_qh + offs_d[None, :],
-                mask=rmask[:, None], other=0.0)
-    e = tl.minimum(offs_m + 1, hl)  # visible prefix length per query
-    acc = tl.zeros([BS, D_V], dtype=tl.float32)
-    cend = tl.minimum(m0 + BS, hl) // BS
-    Kb = KBAR + b.to(tl.int64) * stride_kb + h * stride_kh
-    Vb = VBAR + b.to(tl.int64) * stride_vb + h * stride_vh
-    Ib = IMP + b.to(tl.int64) * stride_ib + h * stride_ih + qb * stride_iq
-    for c0 in range(0, cend, BLOCK_C):
-        offs_c = c0 + offs_c0
-        cmask = offs_c < cend
-        kb = tl.load(Kb + offs_c[None, :] * stride_kc + offs_d[:, None], mask=cmask[None, :], other=0.0)
-        s = tl.dot(q, kb)
-        p = _silu(s, s, scale, False, FAST_SILU)
-        vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
-        p = tl.where(vis, p, 0.0)
-        # importance for the selection: column sums; -inf where no row of the query block
-        # sees the block fully, and for the local block (always processed, never selected)
-        col_vis = tl.max(vis.to(tl.int32), axis=0) > 0
-        imp = tl.where(col_vis & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
-        tl.store(Ib + offs_c, imp, mask=cmask)
-        vb = tl.load(Vb + offs_c[:, None] * stride_vc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
-        acc += tl.dot(p.to(vb.dtype), vb)
-    acc = acc * out_scale
-    if HAS_GC:
-        gc = tl.load(GC + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
-        acc = acc * gc[:, None]
-    tl.store(OCMP + (start + offs_m[:, None]) * stride_ot + h * stride_oh + offs_dv[None, :], acc,
-             mask=rmask[:, None])
-
-
-@triton.jit
-def _bsa_slc_kernel(
-    Q, K, V, SEL, OCMP, OUT, GS, SEQ_OFFSETS, NUM_TARGETS,
+def _bsa_fused_kernel(
+    Q, K, V, KBAR, VBAR, IMP, SEL, OUT, GC, GS, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
-    stride_sb, stride_sh, stride_sq, stride_ct, stride_ch, stride_ot, stride_oh, stride_gt,
-    scale, inv_n, n_sel,
-    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr,
-    HAS_TARGETS: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
+    stride_kbb, stride_kbc, stride_kbh, stride_vbb, stride_vbc, stride_vbh,
+    stride_ib, stride_ih, stride_iq, stride_sb, stride_sh, stride_sq, stride_ot, stride_oh, stride_gt,
+    scale, out_scale, inv_n, n_sel,
+    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr, BLOCK_C: tl.constexpr,
+    NB_P2: tl.constexpr, SELECT: tl.constexpr,
+    HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
 ):
+    """One program per (sequence, head, query block): compressed pass (output kept in
+    registers, importances to a scratch row), top-k selection in the program (SELECT) or
+    the given selection, then the local block (masked) and the selected blocks."""
     pid_bh = tl.program_id(0)
     qb = tl.num_programs(1) - 1 - tl.program_id(1)
     b = pid_bh // H
@@ -132,6 +81,7 @@ def _bsa_slc_kernel(
     hl = T - nt
     offs_m = m0 + tl.arange(0, BS)
     offs_n0 = tl.arange(0, BS)
+    offs_c0 = tl.arange(0, BLOCK_C)
     offs_d = tl.arange(0, D_QK)
     offs_dv = tl.arange(0, D_V)
     rmask = offs_m < T
@@ -139,31 +89,102 @@ def _bsa_slc_kernel(
     Kb = K + start * stride_kt + h * stride_kh
     Vb = V + start * stride_vt + h * stride_vh
     q = tl.load(Qb + offs_m[:, None] * stride_qt + offs_d[None, :], mask=rmask[:, None], other=0.0)
-    acc = tl.zeros([BS, D_V], dtype=tl.float32)
-    Sb = SEL + b.to(tl.int64) * stride_sb + h * stride_sh + qb * stride_sq
-    # slot 0: the local block; slots 1..n_sel: the selected blocks (-1 = none)
-    for si in range(0, n_sel + 1):
-        if si == 0:
-            c = qb
-        else:
-            c = tl.load(Sb + si - 1)
-        offs_n = tl.maximum(c, 0) * BS + offs_n0
-        kmask = offs_n < T * (c >= 0).to(tl.int32)  # nothing for an empty slot (c = -1)
-        k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-        s = tl.dot(q, k)
+
+    # 1. compressed pass over the pooled blocks fully inside each row's visible prefix
+    e = tl.minimum(offs_m + 1, hl)
+    acc_c = tl.zeros([BS, D_V], dtype=tl.float32)
+    cend = tl.minimum(m0 + BS, hl) // BS
+    KBb = KBAR + b.to(tl.int64) * stride_kbb + h * stride_kbh
+    VBb = VBAR + b.to(tl.int64) * stride_vbb + h * stride_vbh
+    Ib = IMP + b.to(tl.int64) * stride_ib + h * stride_ih + qb * stride_iq
+    for c0 in range(0, cend, BLOCK_C):
+        offs_c = c0 + offs_c0
+        cmask = offs_c < cend
+        kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
+        s = tl.dot(q, kb)
         p = _silu(s, s, scale, False, FAST_SILU)
-        valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
-                 | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
-        p = tl.where(valid, p, 0.0)
-        v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-        acc += tl.dot(p.to(v.dtype), v)
+        vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
+        p = tl.where(vis, p, 0.0)
+        if SELECT:
+            # importance: column sums; -inf where no row sees the block fully and for the
+            # local block (always processed, never selected)
+            col_vis = tl.max(vis.to(tl.int32), axis=0) > 0
+            imp = tl.where(col_vis & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
+            tl.store(Ib + offs_c, imp, mask=cmask)
+        vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+        acc_c += tl.dot(p.to(vb.dtype), vb)
+
+    # 2. selection: n_sel rounds of arg-max over the importance row, one reduction each on
+    #    a packed int64 key (order-preserving int32 of the fp32 value, then the index
+    #    reversed so that ties go to the lower block index); -1 once only -inf is left
+    Sb = SEL + b.to(tl.int64) * stride_sb + h * stride_sh + qb * stride_sq
+    n_valid = n_sel
+    if SELECT:
+        tl.debug_barrier()
+        offs_a = tl.arange(0, NB_P2)
+        imp_all = tl.load(Ib + offs_a, mask=offs_a < cend, other=float("-inf"))
+        bits = imp_all.to(tl.int32, bitcast=True)
+        bits = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+        key = (bits.to(tl.int64) << 32) | (NB_P2 - 1 - offs_a).to(tl.int64)
+        dead = tl.full([NB_P2], -2147483648, tl.int64) << 32
+        neg_inf_key = -2139095041  # order-preserving int32 of -inf
+        n_valid = 0
+        for j in range(0, n_sel):
+            mk = tl.max(key, axis=0)
+            hi = mk >> 32
+            idx = NB_P2 - 1 - (mk - (hi << 32)).to(tl.int32)
+            ok = hi > neg_inf_key
+            tl.store(Sb + j, tl.where(ok, idx, -1))
+            n_valid += ok.to(tl.int32)
+            key = tl.where(offs_a == idx, dead, key)
+        tl.debug_barrier()
+
+    # 3. selected branch: the local block (HSTU mask), then the selected blocks
+    acc = tl.zeros([BS, D_V], dtype=tl.float32)
+    offs_n = m0 + offs_n0
+    kmask = offs_n < T
+    k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+    s = tl.dot(q, k)
+    p = _silu(s, s, scale, False, FAST_SILU)
+    valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
+             | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
+    p = tl.where(valid, p, 0.0)
+    v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+    acc += tl.dot(p.to(v.dtype), v)
+    if SELECT:
+        # a selected block c is compressed-visible to a row of this query block and is not
+        # the local block: (c + 1) * BS <= min(m0 + BS, hl), so c < qb and every key of c is
+        # history before every query row: no mask
+        for si in range(0, n_valid):
+            c = tl.load(Sb + si)
+            offs_n = c * BS + offs_n0
+            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None])
+            s = tl.dot(q, k)
+            p = _silu(s, s, scale, False, FAST_SILU)
+            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :])
+            acc += tl.dot(p.to(v.dtype), v)
+    else:
+        for si in range(0, n_sel):
+            c = tl.load(Sb + si)
+            offs_n = tl.maximum(c, 0) * BS + offs_n0
+            kmask = offs_n < T * (c >= 0).to(tl.int32)  # nothing for an empty slot (c = -1)
+            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+            s = tl.dot(q, k)
+            p = _silu(s, s, scale, False, FAST_SILU)
+            valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
+                     | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
+            p = tl.where(valid, p, 0.0)
+            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+            acc += tl.dot(p.to(v.dtype), v)
     acc = acc * inv_n
     if HAS_GS:
         gs = tl.load(GS + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
         acc = acc * gs[:, None]
-    ocmp = tl.load(OCMP + (start + offs_m[:, None]) * stride_ct + h * stride_ch + offs_dv[None, :],
-                   mask=rmask[:, None], other=0.0)
-    acc += ocmp
+    acc_c = acc_c * out_scale
+    if HAS_GC:
+        gc = tl.load(GC + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
+        acc_c = acc_c * gc[:, None]
+    acc += acc_c
     tl.store(OUT + (start + offs_m[:, None]) * stride_ot + h * stride_oh + offs_dv[None, :],
              acc.to(OUT.dtype.element_ty), mask=rmask[:, None])
 
@@ -178,10 +199,9 @@ def _cfg(device_type: str, d: int, bs: int) -> dict:
 
 def hstu_bsa_fwd(
     q, k, v, seq_offsets, *, max_seq_len, alpha, block_size, block_counts, num_targets,
-    gate_cmp=None, gate_slc=None, return_block_indices=False, out=None, block_indices=None,
+    gate_cmp=None, gate_slc=None, return_block_indices=False, out=None, block_indices=None, config=None,
 ):
     import torch
-
 
     L, H, D_QK = q.shape
     D_V = v.shape[2]
@@ -202,44 +222,36 @@ def hstu_bsa_fwd(
         kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
         1.0 / block_size, H=H, D_QK=D_QK, D_V=D_V, BS=block_size, num_warps=4,
     )
-    imp = torch.full((B, H, nb, nb), float("-inf"), dtype=torch.float32, device=q.device)
-    ocmp = torch.empty(L, H, D_V, dtype=torch.float32, device=q.device)
     gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
     gc = gate_cmp if gate_cmp is not None else seq_offsets
     gs = gate_slc if gate_slc is not None else seq_offsets
-    cfg = _cfg(q.device.type, max(D_QK, D_V), block_size)
-    dummy_t = seq_offsets
-    grid = (B * H, nb)
-    _bsa_cmp_kernel[grid](
-        q, kbar, vbar, imp, ocmp, gc, seq_offsets,
-        num_targets if num_targets is not None else dummy_t,
-        q.stride(0), q.stride(1), kbar.stride(0), kbar.stride(1), kbar.stride(2),
-        vbar.stride(0), vbar.stride(1), vbar.stride(2),
-        imp.stride(0), imp.stride(1), imp.stride(2), ocmp.stride(0), ocmp.stride(1),
-        gate_cmp.stride(0) if gate_cmp is not None else 0,
-        scale, block_size / max_seq_len, nb,
-        H=H, D_QK=D_QK, D_V=D_V, BS=block_size, BLOCK_C=64 if fast else 16,
-        HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None, FAST_SILU=fast, **cfg,
-    )
-    if block_indices is None:
+    gstride = (gate_cmp if gate_cmp is not None else gate_slc)
+    cfg = dict(_cfg(q.device.type, max(D_QK, D_V), block_size))
+    cfg.update(config or {})
+    block_c = cfg.pop("BLOCK_C", 64 if fast else 16)
+    select = block_indices is None
+    if select:
         kk = min(block_counts, nb)
-        if kk > 0:
-            top = torch.topk(imp, kk, dim=-1)
-            sel = torch.where(top.values > float("-inf"), top.indices, -1).to(torch.int32)
-        else:
-            sel = torch.empty(B, H, nb, 0, dtype=torch.int32, device=q.device)
+        # importance scratch: one row per (sequence, head, query block), written and read
+        # back by the same program
+        imp = torch.empty(B, H, nb, nb, dtype=torch.float32, device=q.device)
+        sel = torch.empty(B, H, nb, kk, dtype=torch.int32, device=q.device)
     else:
         # given as [B, H, nqb, block_counts + 1] with the local block first
         sel = block_indices[..., 1:].to(torch.int32).contiguous()
-    _bsa_slc_kernel[grid](
-        q, k, v, sel, ocmp, out, gs, seq_offsets,
-        num_targets if num_targets is not None else dummy_t,
+        kk = sel.shape[3]
+        imp = sel
+    _bsa_fused_kernel[(B * H, nb)](
+        q, k, v, kbar, vbar, imp, sel, out, gc, gs, seq_offsets,
+        num_targets if num_targets is not None else seq_offsets,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        sel.stride(0), sel.stride(1), sel.stride(2), ocmp.stride(0), ocmp.stride(1),
-        out.stride(0), out.stride(1), gate_slc.stride(0) if gate_slc is not None else 0,
-        scale, 1.0 / max_seq_len, sel.shape[3],
-        H=H, D_QK=D_QK, D_V=D_V, BS=block_size,
-        HAS_TARGETS=num_targets is not None, HAS_GS=gate_slc is not None, FAST_SILU=fast, **cfg,
+        kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
+        imp.stride(0), imp.stride(1), imp.stride(2), sel.stride(0), sel.stride(1), sel.stride(2),
+        out.stride(0), out.stride(1), gstride.stride(0) if gstride is not None else 0,
+        scale, block_size / max_seq_len, 1.0 / max_seq_len, kk,
+        H=H, D_QK=D_QK, D_V=D_V, BS=block_size, BLOCK_C=block_c, NB_P2=triton.next_power_of_2(nb),
+        SELECT=select, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
+        HAS_GS=gate_slc is not None, FAST_SILU=fast, **cfg,
     )
     if return_block_indices:
         local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)

@@ -197,6 +197,9 @@ class Tracekit:
             for load in parsed.loaders:
                 rows.update(load(con, run_id))
             con.execute("COMMIT")
+        except duckdb.Error as err:  # data the reshaping SQL could not take: still one line
+            con.execute("ROLLBACK")
+            raise InputError(f"{source}: cannot ingest ({str(err).splitlines()[0]}); nothing was written") from err
         except BaseException:
             con.execute("ROLLBACK")
             raise

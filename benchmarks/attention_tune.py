@@ -210,11 +210,18 @@ def bsa_checks():
                                                          gate_cmp=_f32(gc), gate_slc=_f32(gs), block_indices=sel_ref,
                                                          **kwb)
             e1, e2 = _rel(ob, rb), _rel(og, rg)
-            ok = e1 < tol[dtype] and e2 < tol[dtype] and agree > 0.95
+            # the LOCAL_FIRST variant on its own selection
+            ol = torch.full((Lb, H, d), float("nan"), dtype=dtype, device=dev)
+            _, sl = hstu_bsa_fwd(qb, kb, vb, offb, gate_cmp=gc, gate_slc=gs, out=ol, return_block_indices=True,
+                                 config=dict(LOCAL_FIRST=True), **kwb)
+            rl = K.hstu_attention_block_sparse_reference(qb.float(), kb.float(), vb.float(), offb,
+                                                         gate_cmp=_f32(gc), gate_slc=_f32(gs), block_indices=sl, **kwb)
+            e3 = _rel(ol, rl)
+            ok = e1 < tol[dtype] and e2 < tol[dtype] and e3 < tol[dtype] and agree > 0.95
             ok_all &= ok
             print(f"{'PASS' if ok else 'FAIL'} bsa {str(dtype)[6:]} d={d} T={lens_b} bs={bs}x{cnt}: rel_err {e1:.2e} "
-                  f"(given sel {e2:.2e}) sel agree {agree:.4f}", flush=True)
-            del rb, rg
+                  f"(given sel {e2:.2e}, local-first {e3:.2e}) sel agree {agree:.4f}", flush=True)
+            del rb, rg, rl
     return ok_all
 
 
@@ -256,9 +263,14 @@ def bsa(out_rows, variants):
 
 BSA_VARIANTS = {
     "new": {},
+    "fused1": dict(QB_FAST=False, FOLD=False, CMP_STAGES=3),  # the first fused version
+    "qbfast": dict(FOLD=False, CMP_STAGES=3),
+    "fold": dict(QB_FAST=False),
     "w4s2": dict(num_warps=4, num_stages=2),
-    "w4s4": dict(num_warps=4, num_stages=4),
-    "w8s3": dict(num_warps=8, num_stages=3),
+    "cs2": dict(CMP_STAGES=2),
+    "local1": dict(LOCAL_FIRST=True),
+    "local1_cs2": dict(LOCAL_FIRST=True, CMP_STAGES=2),
+    "local1_s2": dict(LOCAL_FIRST=True, num_stages=2),
 }
 
 

@@ -52,21 +52,53 @@ def _bsa_pool_kernel(
 
 
 @triton.jit
+def _bsa_local(acc, q, r, Kb, Vb, stride_kt, stride_vt, m0, offs_m, offs_n0, offs_d, offs_dv, T, hl, scale,
+               ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr):
+    """The query block against its own key block under the HSTU mask."""
+    offs_n = m0 + offs_n0
+    kmask = offs_n < T
+    k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+    s = tl.dot(q, k)
+    p = _silu(s, s, scale, False, FAST_SILU)
+    valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
+             | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
+    p = tl.where(valid, p, 0.0)
+    if ROW_SCALE:
+        p = p * r[:, None]
+    v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+    return acc + tl.dot(p.to(v.dtype), v)
+
+
+@triton.jit
 def _bsa_fused_kernel(
     Q, K, V, KBAR, VBAR, IMP, SEL, OUT, GC, GS, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
     stride_kbb, stride_kbc, stride_kbh, stride_vbb, stride_vbc, stride_vbh,
     stride_ib, stride_ih, stride_iq, stride_sb, stride_sh, stride_sq, stride_ot, stride_oh, stride_gt,
-    scale, out_scale, inv_n, n_sel,
+    scale, out_scale, inv_n, n_sel, n_qb,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr, BLOCK_C: tl.constexpr,
-    NB_P2: tl.constexpr, SELECT: tl.constexpr,
+    NB_P2: tl.constexpr, SELECT: tl.constexpr, QB_FAST: tl.constexpr, FOLD: tl.constexpr,
+    CMP_STAGES: tl.constexpr, LOCAL_FIRST: tl.constexpr, ROW_SCALE: tl.constexpr,
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
-    the given selection, then the local block (masked) and the selected blocks."""
-    pid_bh = tl.program_id(0)
-    qb = tl.num_programs(1) - 1 - tl.program_id(1)
+    the given selection, then the local block (masked) and the selected blocks.
+
+    QB_FAST: one flat grid, query block fastest (the programs in flight share a few
+    (sequence, head) pairs, so the selected K/V blocks they read stay in L2); else the
+    grid is (B*H, n_qb). FOLD: the compressed output (times its gate) initialises the one
+    accumulator and the selected branch's scores are scaled per row (1/N times the gate)
+    before their tl.dot, instead of a second [BS, D_V] fp32 accumulator. LOCAL_FIRST: the
+    local block first (its loads issued with q's), the compressed scores scaled per row too
+    (block_size/N times the gate), one accumulator throughout."""
+    if QB_FAST:
+        pid = tl.program_id(0)
+        pid_bh = pid // n_qb
+        qb = n_qb - 1 - pid % n_qb
+    else:
+        pid_bh = tl.program_id(0)
+        qb = tl.num_programs(1) - 1 - tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
     start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
@@ -90,6 +122,17 @@ def _bsa_fused_kernel(
     Vb = V + start * stride_vt + h * stride_vh
     q = tl.load(Qb + offs_m[:, None] * stride_qt + offs_d[None, :], mask=rmask[:, None], other=0.0)
 
+    r = tl.full([BS], 1.0, tl.float32) * inv_n
+    rc = tl.full([BS], 1.0, tl.float32) * out_scale
+    if HAS_GS:
+        r = r * tl.load(GS + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
+    if HAS_GC:
+        rc = rc * tl.load(GC + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
+    acc = tl.zeros([BS, D_V], dtype=tl.float32)
+    if LOCAL_FIRST:
+        acc = _bsa_local(acc, q, r, Kb, Vb, stride_kt, stride_vt, m0, offs_m, offs_n0, offs_d, offs_dv, T, hl,
+                         scale, True, FAST_SILU)
+
     # 1. compressed pass over the pooled blocks fully inside each row's visible prefix
     e = tl.minimum(offs_m + 1, hl)
     acc_c = tl.zeros([BS, D_V], dtype=tl.float32)
@@ -97,7 +140,7 @@ def _bsa_fused_kernel(
     KBb = KBAR + b.to(tl.int64) * stride_kbb + h * stride_kbh
     VBb = VBAR + b.to(tl.int64) * stride_vbb + h * stride_vbh
     Ib = IMP + b.to(tl.int64) * stride_ib + h * stride_ih + qb * stride_iq
-    for c0 in range(0, cend, BLOCK_C):
+    for c0 in tl.range(0, cend, BLOCK_C, num_stages=CMP_STAGES):
         offs_c = c0 + offs_c0
         cmask = offs_c < cend
         kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
@@ -112,7 +155,10 @@ def _bsa_fused_kernel(
             imp = tl.where(col_vis & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
             tl.store(Ib + offs_c, imp, mask=cmask)
         vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
-        acc_c += tl.dot(p.to(vb.dtype), vb)
+        if LOCAL_FIRST:
+            acc += tl.dot((p * rc[:, None]).to(vb.dtype), vb)
+        else:
+            acc_c += tl.dot(p.to(vb.dtype), vb)
 
     # 2. selection: n_sel rounds of arg-max over the importance row, one reduction each on
     #    a packed int64 key (order-preserving int32 of the fp32 value, then the index
@@ -140,17 +186,13 @@ def _bsa_fused_kernel(
         tl.debug_barrier()
 
     # 3. selected branch: the local block (HSTU mask), then the selected blocks
-    acc = tl.zeros([BS, D_V], dtype=tl.float32)
-    offs_n = m0 + offs_n0
-    kmask = offs_n < T
-    k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-    s = tl.dot(q, k)
-    p = _silu(s, s, scale, False, FAST_SILU)
-    valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
-             | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
-    p = tl.where(valid, p, 0.0)
-    v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-    acc += tl.dot(p.to(v.dtype), v)
+    if not LOCAL_FIRST:
+        if FOLD:
+            acc = acc_c * rc[:, None]
+        else:
+            r = tl.full([BS], 1.0, tl.float32)
+        acc = _bsa_local(acc, q, r, Kb, Vb, stride_kt, stride_vt, m0, offs_m, offs_n0, offs_d, offs_dv, T, hl,
+                         scale, FOLD, FAST_SILU)
     if SELECT:
         # a selected block c is compressed-visible to a row of this query block and is not
         # the local block: (c + 1) * BS <= min(m0 + BS, hl), so c < qb and every key of c is
@@ -161,6 +203,8 @@ def _bsa_fused_kernel(
             k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None])
             s = tl.dot(q, k)
             p = _silu(s, s, scale, False, FAST_SILU)
+            if ROW_SCALE:
+                p = p * r[:, None]
             v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :])
             acc += tl.dot(p.to(v.dtype), v)
     else:
@@ -174,17 +218,15 @@ def _bsa_fused_kernel(
             valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
                      | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
             p = tl.where(valid, p, 0.0)
+            if ROW_SCALE:
+                p = p * r[:, None]
             v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
             acc += tl.dot(p.to(v.dtype), v)
-    acc = acc * inv_n
-    if HAS_GS:
-        gs = tl.load(GS + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
-        acc = acc * gs[:, None]
-    acc_c = acc_c * out_scale
-    if HAS_GC:
-        gc = tl.load(GC + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
-        acc_c = acc_c * gc[:, None]
-    acc += acc_c
+    if not ROW_SCALE:
+        acc = acc * inv_n
+        if HAS_GS:
+            acc = acc * tl.load(GS + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)[:, None]
+        acc += acc_c * rc[:, None]
     tl.store(OUT + (start + offs_m[:, None]) * stride_ot + h * stride_oh + offs_dv[None, :],
              acc.to(OUT.dtype.element_ty), mask=rmask[:, None])
 
@@ -229,6 +271,10 @@ def hstu_bsa_fwd(
     cfg = dict(_cfg(q.device.type, max(D_QK, D_V), block_size))
     cfg.update(config or {})
     block_c = cfg.pop("BLOCK_C", 64 if fast else 16)
+    qb_fast = cfg.pop("QB_FAST", True)
+    fold = cfg.pop("FOLD", True)
+    cmp_stages = cfg.pop("CMP_STAGES", 1)
+    local_first = cfg.pop("LOCAL_FIRST", False)
     select = block_indices is None
     if select:
         kk = min(block_counts, nb)
@@ -241,16 +287,18 @@ def hstu_bsa_fwd(
         sel = block_indices[..., 1:].to(torch.int32).contiguous()
         kk = sel.shape[3]
         imp = sel
-    _bsa_fused_kernel[(B * H, nb)](
+    grid = (B * H * nb,) if qb_fast else (B * H, nb)
+    _bsa_fused_kernel[grid](
         q, k, v, kbar, vbar, imp, sel, out, gc, gs, seq_offsets,
         num_targets if num_targets is not None else seq_offsets,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
         imp.stride(0), imp.stride(1), imp.stride(2), sel.stride(0), sel.stride(1), sel.stride(2),
         out.stride(0), out.stride(1), gstride.stride(0) if gstride is not None else 0,
-        scale, block_size / max_seq_len, 1.0 / max_seq_len, kk,
+        scale, block_size / max_seq_len, 1.0 / max_seq_len, kk, nb,
         H=H, D_QK=D_QK, D_V=D_V, BS=block_size, BLOCK_C=block_c, NB_P2=triton.next_power_of_2(nb),
-        SELECT=select, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
+        SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
+        ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
         HAS_GS=gate_slc is not None, FAST_SILU=fast, **cfg,
     )
     if return_block_indices:

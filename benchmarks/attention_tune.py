@@ -263,7 +263,8 @@ def bsa(out_rows, variants):
 
 BSA_VARIANTS = {
     "new": {},
-    "fused1": dict(QB_FAST=False, FOLD=False, CMP_STAGES=3),  # the first fused version
+    "fused1": dict(QB_FAST=False, FOLD=False, CMP_STAGES=3, LOCAL_FIRST=False),  # the first fused version
+    "prev": dict(LOCAL_FIRST=False, CMP_STAGES=1),  # commit c562c15 default
     "qbfast": dict(FOLD=False, CMP_STAGES=3),
     "fold": dict(QB_FAST=False),
     "w4s2": dict(num_warps=4, num_stages=2),

@@ -273,8 +273,8 @@ def hstu_bsa_fwd(
     block_c = cfg.pop("BLOCK_C", 64 if fast else 16)
     qb_fast = cfg.pop("QB_FAST", True)
     fold = cfg.pop("FOLD", True)
-    cmp_stages = cfg.pop("CMP_STAGES", 1)
-    local_first = cfg.pop("LOCAL_FIRST", False)
+    cmp_stages = cfg.pop("CMP_STAGES", 2)
+    local_first = cfg.pop("LOCAL_FIRST", True)
     select = block_indices is None
     if select:
         kk = min(block_counts, nb)

@@ -294,3 +294,13 @@ def test_tables_read_in_parts_give_the_same_store(tmp_path, nsys_db, monkeypatch
         tk.ingest(NSYS_EXPORTS["many_kernels"], name="many_kernels")
         for q in ("top-kernels", "api-summary", "kernel-exec", "nvtx-gpu-projection"):
             assert tk.query(q, limit=0).equals(nsys_db.query(q, run="many_kernels", limit=0)), q
+
+
+def test_table_output_keeps_bracketed_names(tmp_path, plain_export):
+    """Names like '[CUDA memcpy Host-to-Device]' are text, not terminal markup."""
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(plain_export)
+    out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "query", "memcpy-time"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "[CUDA memcpy Device-to-Host]" in out.stdout

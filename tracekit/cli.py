@@ -73,7 +73,10 @@ def _emit(df, fmt: str, out: Path | None, title: str | None = None) -> None:
     from rich.table import Table
 
     table = Table(title=title, show_lines=False)
-    cells = [["" if v is None else (f"{v:,.1f}" if isinstance(v, float) else str(v)) for v in row]
+    from rich.markup import escape
+
+    # escape: '[CUDA memcpy Host-to-Device]' and '[nsys]' are text, not rich markup
+    cells = [["" if v is None else (f"{v:,.1f}" if isinstance(v, float) else escape(str(v))) for v in row]
              for row in df.iter_rows()]
     needed = 1
     for i, col in enumerate(df.columns):

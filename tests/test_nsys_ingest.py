@@ -304,3 +304,8 @@ def test_table_output_keeps_bracketed_names(tmp_path, plain_export):
     out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "query", "memcpy-time"],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "[CUDA memcpy Device-to-Host]" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "sql", "SELECT '[bold]x' AS t"],
+                         capture_output=True, text=True)
+    assert "[bold]x" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "tracekit.cli", "queries"], capture_output=True, text=True)
+    assert "[nsys]" in out.stdout

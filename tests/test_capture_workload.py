@@ -139,3 +139,22 @@ def test_kernels_api_matches_own_reference(monkeypatch):
     rb = [b.request().scores for _ in range(3)]
     for x, y in zip(ra, rb, strict=True):
         torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5)
+
+
+def test_page_table_width_is_fixed_across_requests():
+    """The page table handed to the attention kernel keeps one width while caches grow
+    (a growing width recompiled the Triton kernel inside timed requests on the GPU)."""
+    wl = Workload(workload_config("small"), bs=2, nc=8, device="cpu")
+    widths = set()
+    orig = wl._to_dev
+
+    def spy(a):
+        if a.dtype == np.int32 and a.ndim == 2:
+            widths.add(a.shape[1])
+        return orig(a)
+
+    wl._to_dev = spy
+    with torch.no_grad():
+        for _ in range(4):
+            wl.request()
+    assert widths == {wl.page_table_width}

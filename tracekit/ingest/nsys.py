@@ -65,12 +65,12 @@ _LAUNCH = [
     ("launch_tid", "a.globalTid & 16777215", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "INTEGER"),
     ("api_start_ns", "a.start", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
     ("api_end_ns", 'a."end"', ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
-    ("api_name", _STRIP.format("an.value"), ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "VARCHAR"),
+    ("api_name", "an.stripped", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "VARCHAR"),
 ]
 _LAUNCH_JOINS = {
     "a": ("@CUPTI_ACTIVITY_KIND_RUNTIME",
           "LEFT JOIN _nsys_api_calls a ON a.correlationId = r.correlationId AND (a.globalTid & -16777216) = r.globalPid"),
-    "an": ("@CUPTI_ACTIVITY_KIND_RUNTIME", "LEFT JOIN _nsys_strings an ON an.id = a.nameId"),
+    "an": ("@CUPTI_ACTIVITY_KIND_RUNTIME", "LEFT JOIN _nsys_api_names an ON an.id = a.nameId"),
 }
 
 SPECS = {
@@ -109,11 +109,11 @@ SPECS = {
             ("tid", "r.globalTid & 16777215", ["globalTid"], "INTEGER"),
             ("correlation_id", "r.correlationId", ["correlationId"], "BIGINT"),
             # nsys stats strips a trailing _vNNNN (substr(name, -6, 2) = '_v')
-            ("name", _STRIP.format("sn.value"), ["nameId"], "VARCHAR"),
+            ("name", "sn.stripped", ["nameId"], "VARCHAR"),
             ("raw_name", "sn.value", ["nameId"], "VARCHAR"),
             ("return_value", "r.returnValue", ["returnValue"], "BIGINT"),
         ],
-        joins={"sn": ("nameId", "LEFT JOIN _nsys_strings sn ON sn.id = r.nameId")},
+        joins={"sn": ("nameId", "LEFT JOIN _nsys_api_names sn ON sn.id = r.nameId")},
     ),
     "memcpy": dict(
         source="CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -423,7 +423,7 @@ def _read(rd: _Reader, path: Path) -> Parsed:
     return parsed
 
 
-_TEMPS = ["ev", "named", "rng", "anc", "parent", "tree", "bands", "launches", "pp_parent",
+_TEMPS = ["api_names", "ev", "named", "rng", "anc", "parent", "tree", "bands", "launches", "pp_parent",
           "seg", "inner", "proj"]
 
 
@@ -438,6 +438,9 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
             con.execute(f"CREATE OR REPLACE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
     if "strings" not in raw:  # pragma: no cover - checked in read()
         con.execute("CREATE OR REPLACE TEMP TABLE _nsys_strings (id BIGINT, value VARCHAR)")
+    # API names with nsys's suffix rule applied once per string, not once per call
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _nsys_api_names AS "
+                f"SELECT id, value, {_STRIP.format('value')} AS stripped FROM _nsys_strings")
     rows: dict[str, int] = {}
     try:
         for target, (select, _) in plans.items():

@@ -11,3 +11,16 @@ CREATE TABLE IF NOT EXISTS requests (
     peak_mem_allocated_mb DOUBLE,   -- peak memory allocated during the request, MB
     peak_mem_reserved_mb DOUBLE     -- peak memory reserved during the request, MB
 );
+
+-- The sweep's points: per (preset, tool, bs, nc), the latest run whose meta status is ok
+-- and that has timed requests. Shared by sweep-latency and sweep-requests.
+CREATE OR REPLACE VIEW sweep_points AS
+SELECT run_id, name,
+       json_extract_string(params, '$.preset') AS preset,
+       json_extract_string(params, '$.tool') AS tool,
+       json_extract(params, '$.bs')::INTEGER AS bs,
+       json_extract(params, '$.nc')::INTEGER AS nc
+FROM runs
+WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
+  AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
+QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1;

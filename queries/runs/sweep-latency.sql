@@ -16,18 +16,7 @@
 -- @column min_ms                 fastest request, ms
 -- @column max_ms                 slowest request, ms
 -- @column peak_mem_allocated_mb  largest peak of allocated GPU memory in a timed request, MB (NULL on CPU)
--- @requires requests
-WITH points AS (
-    SELECT run_id, name,
-           json_extract_string(params, '$.preset') AS preset,
-           json_extract_string(params, '$.tool') AS tool,
-           json_extract(params, '$.bs')::INTEGER AS bs,
-           json_extract(params, '$.nc')::INTEGER AS nc
-    FROM runs
-    WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
-      AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
-    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1
-)
+-- @requires requests, sweep_points
 SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
        count(*) AS requests,
        quantile_cont(q.latency_ms, 0.5) AS median_ms,
@@ -37,7 +26,7 @@ SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
        min(q.latency_ms) AS min_ms,
        max(q.latency_ms) AS max_ms,
        max(q.peak_mem_allocated_mb) AS peak_mem_allocated_mb
-FROM points p
+FROM sweep_points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
 GROUP BY p.preset, p.tool, p.bs, p.nc, p.name
 ORDER BY p.preset, p.tool, p.bs, p.nc

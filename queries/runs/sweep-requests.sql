@@ -11,21 +11,10 @@
 -- @column kv_caches             users served from the KV cache (the seed's "KV Caches")
 -- @column candidate_embeddings  candidates scored per user (the seed's "Candidate Embeddings")
 -- @column total_time_ms         end-to-end request latency, ms (the seed's "Total time(ms)")
--- @requires requests
-WITH points AS (
-    SELECT run_id, name,
-           json_extract_string(params, '$.preset') AS preset,
-           json_extract_string(params, '$.tool') AS tool,
-           json_extract(params, '$.bs')::INTEGER AS bs,
-           json_extract(params, '$.nc')::INTEGER AS nc
-    FROM runs
-    WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
-      AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
-    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1
-)
+-- @requires requests, sweep_points
 SELECT p.name AS run, p.preset, p.tool, q.bs AS batch_size, q.nc AS num_candidate,
        q.request_idx, q.kv_caches, q.candidate_embeddings, q.latency_ms AS total_time_ms
-FROM points p
+FROM sweep_points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
 ORDER BY p.preset, p.tool, q.bs, q.nc, q.request_idx
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

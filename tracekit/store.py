@@ -107,7 +107,11 @@ class Tracekit:
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
         if path.is_dir():
-            parsed, digest, folder_meta = self._parse_folder(path)
+            folder_meta, digest, chosen = self._plan_folder(path)
+            existing = self._existing(digest)
+            if existing is not None:
+                return existing
+            parsed = self._read_folder(path, chosen)
             name = name or folder_meta.get("name") or path.name
             params = {**folder_meta.get("params", {}), **(params or {})}
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
@@ -117,17 +121,15 @@ class Tracekit:
                 existing = self._existing(digest)
                 if existing is not None:
                     return existing
-                mod = _ingest.detect(plain)
-                parsed = mod.read(plain)
+                parsed = _ingest.detect(plain).read(plain)
             name = name or path.name.split(".")[0]
             params = params or {}
             extra_meta = {}
-        existing = self._existing(digest)
-        if existing is not None:
-            return existing
         return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta)
 
-    def _parse_folder(self, folder: Path) -> tuple[_ingest.Parsed, str, dict]:
+    def _plan_folder(self, folder: Path) -> tuple[dict, str, dict]:
+        """A run folder's meta.json, its content hash, and the file read for each kind
+        (from each file's first bytes: one export per kind, the best-ranked)."""
         meta_file = folder / "meta.json"
         if not meta_file.exists():
             raise InputError(f"{folder}: a folder to ingest must be a tracekit run folder with a meta.json")
@@ -135,36 +137,36 @@ class Tracekit:
             folder_meta = json.loads(meta_file.read_text())
         except json.JSONDecodeError as err:
             raise InputError(f"{meta_file}: invalid JSON ({err})") from err
-        h = hashlib.sha256(meta_file.read_bytes())
-        # first pass: what each file is; one export per kind is read (the best-ranked)
-        best: dict[str, tuple[int, Path]] = {}
+        best: dict[str, tuple[int, Path, object]] = {}
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
             if f.name == "meta.json" or f.suffix in (".log", ".txt", ".json", ".nsys-rep", ".qdstrm", ".xlsx"):
                 continue
-            with _ingest.materialized(f) as plain:
-                with Path(plain).open("rb") as fh:
-                    head = fh.read(_ingest.HEAD_BYTES)
-                mod = next((m for m in _ingest._plugins() if head and m.sniff(plain, head)), None)
-                if mod is None:
-                    continue
-                rank = getattr(mod, "rank", lambda p: 0)(plain)
+            head = _ingest.head_of(f)
+            mod = _ingest.plugin_for(f, head)
+            if mod is None:
+                continue
+            rank = getattr(mod, "rank", lambda p, h: 0)(f, head)
             if mod.KIND not in best or rank < best[mod.KIND][0]:
-                best[mod.KIND] = (rank, f)
-        by_kind: dict[str, _ingest.Parsed] = {}
-        for kind, (_, f) in sorted(best.items()):
-            with _ingest.materialized(f) as plain:
-                mod = _ingest.detect(plain)
-                h.update(f.relative_to(folder).as_posix().encode())
-                h.update(_ingest.file_hash(plain).encode())
-                by_kind[kind] = mod.read(plain)
-        if not by_kind:
+                best[mod.KIND] = (rank, f, mod)
+        if not best:
             raise InputError(f"{folder}: run folder holds no profile or requests.csv to ingest")
-        merged = _ingest.Parsed(kind=",".join(sorted(by_kind)), meta={}, tables={})
-        for p in by_kind.values():
+        h = hashlib.sha256(meta_file.read_bytes())
+        for kind in sorted(best):
+            f = best[kind][1]
+            h.update(f.relative_to(folder).as_posix().encode())
+            h.update(_ingest.file_hash(f).encode())
+        return folder_meta, h.hexdigest(), {kind: (f, mod) for kind, (_, f, mod) in best.items()}
+
+    def _read_folder(self, folder: Path, chosen: dict) -> _ingest.Parsed:
+        merged = _ingest.Parsed(kind=",".join(sorted(chosen)), meta={}, tables={})
+        for kind in sorted(chosen):
+            f, mod = chosen[kind]
+            with _ingest.materialized(f) as plain:
+                p = mod.read(plain)
             merged.meta.update({k: v for k, v in p.meta.items() if v is not None})
             merged.tables.update(p.tables)
             merged.loaders.extend(p.loaders)
-        return merged, h.hexdigest(), folder_meta
+        return merged
 
     def _existing(self, digest: str) -> IngestResult | None:
         if not self.path.exists() and str(self.path) != ":memory:":

@@ -3,8 +3,10 @@
 One mechanism serves every source. A plugin module defines::
 
     KIND = "nsys"                                   # runs.kind
-    def sniff(path: Path, head: bytes) -> bool      # decide from the content
+    def sniff(path: Path, head: bytes) -> bool      # decide from the content (head only)
     def read(path: Path) -> Parsed                  # final tables, no run_id
+    def rank(path: Path, head: bytes) -> int        # optional: which of several exports of
+                                                    # one kind a run folder reads (lowest)
 
 The store (``tracekit.store``) does the rest for all of them: content hash (the
 same file twice is a no-op), one transaction per file, the ``runs`` row, prepending
@@ -74,14 +76,29 @@ def _zstd_open(path):
     return zstandard.open(path, "rb")
 
 
+def _opener(path: Path):
+    """The decompressing opener for ``path`` (by its magic bytes), or None if plain."""
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    if magic.startswith(b"\x28\xb5\x2f\xfd"):
+        return _zstd_open
+    return next((op for m, op in _OPENERS.items() if magic.startswith(m)), None)
+
+
+def head_of(path: Path) -> bytes:
+    """The first HEAD_BYTES of the (decompressed) content, without decompressing the rest."""
+    opener = _opener(path) or open
+    try:
+        with opener(path, "rb") as fh:
+            return fh.read(HEAD_BYTES)
+    except (OSError, EOFError, lzma.LZMAError) as err:
+        raise InputError(f"{path}: cannot decompress ({err}); the file is truncated or corrupt") from err
+
+
 @contextmanager
 def materialized(path: Path) -> Iterator[Path]:
     """Yield a plain (decompressed) file for ``path``; compressed inputs go to a temp file."""
-    with open(path, "rb") as fh:
-        magic = fh.read(6)
-    opener = next((op for m, op in _OPENERS.items() if magic.startswith(m)), None)
-    if magic.startswith(b"\x28\xb5\x2f\xfd"):
-        opener = _zstd_open
+    opener = _opener(path)
     if opener is None:
         yield path
         return
@@ -104,16 +121,20 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
+def plugin_for(path: Path, head: bytes):
+    """The plugin module that recognises this content, or None."""
+    return next((m for m in _plugins() if head and m.sniff(path, head)), None)
+
+
 def detect(path: Path):
-    """Return the plugin module that recognises ``path`` (already decompressed)."""
-    with open(path, "rb") as fh:
-        head = fh.read(HEAD_BYTES)
+    """Return the plugin module that recognises ``path``."""
+    head = head_of(path)
     if not head:
         raise InputError(f"{path}: empty file")
-    for mod in _plugins():
-        if mod.sniff(path, head):
-            return mod
-    raise InputError(
-        f"{path}: not a recognised profile (expected an nsys SQLite export, an ncu report "
-        "or CSV export, or a tracekit run folder)"
-    )
+    mod = plugin_for(path, head)
+    if mod is None:
+        raise InputError(
+            f"{path}: not a recognised profile (expected an nsys SQLite export, an ncu report "
+            "or CSV export, or a tracekit run folder)"
+        )
+    return mod

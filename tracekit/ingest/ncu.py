@@ -32,15 +32,13 @@ def sniff(path: Path, head: bytes) -> bool:
     return ncu_csv.header_of(head) is not None
 
 
-def rank(path: Path) -> int:
+def rank(path: Path, head: bytes) -> int:
     """Which of several exports of one report a run folder ingests (lower wins).
 
     The raw CSV comes first: ncu wrote it itself, it holds every metric, and reading it
     needs no native module (NVIDIA's ncu_report crashed in-process beside DuckDB on the
     GPU machine); then the report, then the details page.
     """
-    with open(path, "rb") as fh:
-        head = fh.read(64 * 1024)
     if head.startswith(ncu_rep.MAGIC):
         return 1
     header = ncu_csv.header_of(head)

@@ -216,6 +216,8 @@ def bench_attention_cmd(
     list_configs: Annotated[bool, typer.Option("--list", help="list the named configurations")] = False,
 ):
     """Time HSTU attention variants (CUDA events, L2 flush, quantiles, TFLOP/s)."""
+    if dtype not in ("bf16", "fp16", "fp32"):
+        raise ParamError(f"--dtype {dtype!r}: choose bf16, fp16 or fp32")
     from .kernels import bench
 
     argv = ["--variants", variants, "--baseline", baseline, "--dtype", dtype,
@@ -228,8 +230,6 @@ def bench_attention_cmd(
         argv += ["--csv", str(csv_path)]
     if list_configs:
         argv.append("--list")
-    if dtype not in ("bf16", "fp16", "fp32"):
-        raise ParamError(f"--dtype {dtype!r}: choose bf16, fp16 or fp32")
     raise typer.Exit(bench.main(argv))
 
 

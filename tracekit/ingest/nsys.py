@@ -436,8 +436,6 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     for alias in _ENUMS:
         if alias.removeprefix("_nsys_") not in raw:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
-    if "strings" not in raw:  # pragma: no cover - checked in read()
-        con.execute("CREATE OR REPLACE TEMP TABLE _nsys_strings (id BIGINT, value VARCHAR)")
     # API names with nsys's suffix rule applied once per string, not once per call
     con.execute(f"CREATE OR REPLACE TEMP TABLE _nsys_api_names AS "
                 f"SELECT id, value, {_STRIP.format('value')} AS stripped FROM _nsys_strings")
@@ -450,7 +448,7 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
             con.unregister(f"_nsys_{name}")
             names.remove(f"_nsys_{name}")
             del raw[name]
-        rows.update(_nvtx(con, run_id, "nvtx" in raw, plans))
+        rows.update(_nvtx(con, run_id, "nvtx" in raw))
     except BaseException:
         # the transaction is aborted: the caller rolls back, which drops the temp tables
         for n in names:
@@ -471,7 +469,7 @@ def _insert(con, table: str, run_id: int, select: str) -> int:
     return int(n[0][0]) if n else 0
 
 
-def _nvtx(con, run_id: int, have_nvtx: bool, plans: dict) -> dict[str, int]:
+def _nvtx(con, run_id: int, have_nvtx: bool) -> dict[str, int]:
     """NVTX ranges with names, depth, parent, path and their GPU projection; marks."""
     if have_nvtx:
         cols = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE _nsys_nvtx)").fetchall()}

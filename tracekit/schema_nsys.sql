@@ -24,7 +24,9 @@ CREATE TABLE IF NOT EXISTS kernels (
     launch_tid INTEGER,           -- its OS thread id
     api_start_ns BIGINT,          -- launch call start, ns (cudaGraphLaunch for graph kernels)
     api_end_ns BIGINT,            -- launch call end, ns
-    api_name VARCHAR              -- launch API, _vNNNN stripped (cudaLaunchKernel, cuLaunchKernelEx, ...)
+    api_name VARCHAR,             -- launch API, _vNNNN stripped (cudaLaunchKernel, cuLaunchKernelEx, ...)
+    nvtx_range_id BIGINT          -- nvtx_ranges.range_id of the innermost push/pop range around the launch call
+                                  -- on its thread; NULL when launched outside every range
 );
 
 CREATE TABLE IF NOT EXISTS api_calls (
@@ -53,7 +55,8 @@ CREATE TABLE IF NOT EXISTS memcpy (
     dst_kind VARCHAR,        -- destination memory kind
     launch_global_tid BIGINT, launch_tid INTEGER,   -- thread of the launching API call
     api_start_ns BIGINT, api_end_ns BIGINT,         -- the launching call, ns
-    api_name VARCHAR                                -- the launching API (cudaMemcpyAsync, ...)
+    api_name VARCHAR,                               -- the launching API (cudaMemcpyAsync, ...)
+    nvtx_range_id BIGINT                            -- innermost push/pop NVTX range around the launch call
 );
 
 CREATE TABLE IF NOT EXISTS memset (
@@ -66,7 +69,8 @@ CREATE TABLE IF NOT EXISTS memset (
     mem_kind VARCHAR,        -- memory kind
     launch_global_tid BIGINT, launch_tid INTEGER,   -- thread of the launching API call
     api_start_ns BIGINT, api_end_ns BIGINT,         -- the launching call, ns
-    api_name VARCHAR                                -- the launching API (cudaMemsetAsync, ...)
+    api_name VARCHAR,                               -- the launching API (cudaMemsetAsync, ...)
+    nvtx_range_id BIGINT                            -- innermost push/pop NVTX range around the launch call
 );
 
 CREATE TABLE IF NOT EXISTS syncs (

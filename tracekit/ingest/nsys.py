@@ -40,6 +40,10 @@ NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND, NVTX_DOMA
     34, 59, 60, 70, 71, 75,
 )
 
+#: the innermost NVTX range of an op's launching call, in the op tables' SELECTs: a column
+#: that _innermost_ranges adds to the API calls when the export has push/pop ranges
+NVTX_INNER = "a._tk_nvtx_range"
+
 # nsys stats strips a trailing _vNNNN from CUDA API names (substr(name, -6, 2) = '_v')
 _STRIP = "CASE WHEN substr({0}, -6, 2) = '_v' THEN substr({0}, 1, length({0}) - 6) ELSE {0} END"
 
@@ -66,6 +70,8 @@ _LAUNCH = [
     ("api_start_ns", "a.start", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
     ("api_end_ns", 'a."end"', ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
     ("api_name", "an.stripped", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "VARCHAR"),
+    # innermost push/pop NVTX range around the launch call on its thread (_innermost_ranges)
+    ("nvtx_range_id", NVTX_INNER, ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
 ]
 _LAUNCH_JOINS = {
     "a": ("@CUPTI_ACTIVITY_KIND_RUNTIME",
@@ -423,8 +429,7 @@ def _read(rd: _Reader, path: Path) -> Parsed:
     return parsed
 
 
-_TEMPS = ["api_names", "ev", "named", "rng", "anc", "parent", "tree", "bands", "launches", "pp_parent",
-          "seg", "inner", "proj"]
+_TEMPS = ["api_names", "ev", "named", "rng", "anc", "parent", "tree", "bands", "pp_parent", "seg", "proj"]
 
 
 def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, int]:
@@ -441,14 +446,20 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
                 f"SELECT id, value, {_STRIP.format('value')} AS stripped FROM _nsys_strings")
     rows: dict[str, int] = {}
     try:
+        # NVTX nesting first: the op inserts take each launch's innermost range
+        _nvtx_prepare(con, "nvtx" in raw)
+        inner = _innermost_ranges(con, raw.get("api_calls"))
+        if inner is not None:
+            raw["api_calls"] = raw["api_calls"].append_column("_tk_nvtx_range", inner)
+            con.register("_nsys_api_calls", raw["api_calls"])
         for target, (select, _) in plans.items():
-            rows[target] = _insert(con, target, run_id, select)
+            rows[target] = _insert(con, target, run_id, select if inner is not None else select.replace(NVTX_INNER, "NULL"))
         # the activity rows are in the store now: free their Arrow copies before the NVTX work
         for name in [n for n in raw if n not in ("nvtx", "strings")]:
             con.unregister(f"_nsys_{name}")
             names.remove(f"_nsys_{name}")
             del raw[name]
-        rows.update(_nvtx(con, run_id, "nvtx" in raw))
+        rows.update(_nvtx_finish(con, run_id))
     except BaseException:
         # the transaction is aborted: the caller rolls back, which drops the temp tables
         for n in names:
@@ -469,8 +480,9 @@ def _insert(con, table: str, run_id: int, select: str) -> int:
     return int(n[0][0]) if n else 0
 
 
-def _nvtx(con, run_id: int, have_nvtx: bool) -> dict[str, int]:
-    """NVTX ranges with names, depth, parent, path and their GPU projection; marks."""
+def _nvtx_prepare(con, have_nvtx: bool) -> None:
+    """NVTX ranges named and nested (temp tables), and each thread's timeline cut into
+    segments with one innermost open push/pop range each (``_nsys_seg``)."""
     if have_nvtx:
         cols = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE _nsys_nvtx)").fetchall()}
         fill = [f"NULL::{'VARCHAR' if c == 'text' else 'BIGINT'} AS \"{c}\"" for c in _NVTX_COLUMNS if c not in cols]
@@ -555,24 +567,9 @@ def _nvtx(con, run_id: int, have_nvtx: bool) -> dict[str, int]:
         SELECT range_id, max(depth) AS depth, arg_max(path, depth) AS path FROM t GROUP BY range_id
     """)
 
-    # GPU projection. A GPU op (kernel, memcpy, memset) belongs to a range when the API
-    # call that launched it (same correlation id, same process; stored with the op)
-    # lies inside the range on the range's thread. Only threads with ranges matter.
-    con.execute(f"""
-        CREATE TEMP TABLE _nsys_launches AS
-        SELECT o.kind, hash(o.name) AS name_hash, o.dur_ns, o.correlation_id, o.launch_global_tid AS global_tid,
-               o.api_start_ns AS start_ns, o.api_end_ns AS end_ns, o.start_ns AS op_start, o.end_ns AS op_end
-        FROM (SELECT 'kernel' AS kind, name, dur_ns, correlation_id, launch_global_tid, api_start_ns, api_end_ns,
-                     start_ns, end_ns FROM kernels WHERE run_id = {int(run_id)}
-              UNION ALL SELECT 'memcpy', operation, dur_ns, correlation_id, launch_global_tid, api_start_ns,
-                     api_end_ns, start_ns, end_ns FROM memcpy WHERE run_id = {int(run_id)}
-              UNION ALL SELECT 'memset', operation, dur_ns, correlation_id, launch_global_tid, api_start_ns,
-                     api_end_ns, start_ns, end_ns FROM memset WHERE run_id = {int(run_id)}) o
-        SEMI JOIN _nsys_bands b ON b.global_tid = o.launch_global_tid
-    """)
     # Push/pop ranges nest on their thread, so the thread's timeline splits into segments
-    # with one innermost open range each; an ASOF join gives each launch its innermost
-    # range, and per-range totals roll up to the enclosing push/pop ranges.
+    # with one innermost open range each: a launch belongs to the segment it starts in
+    # (state -1: outside every range), and per-range totals roll up to enclosing ranges.
     con.execute("""
         CREATE TEMP TABLE _nsys_pp_parent AS
         SELECT range_id, arg_min(ancestor_id, tightness) AS pp_parent
@@ -589,17 +586,74 @@ def _nvtx(con, run_id: int, have_nvtx: bool) -> dict[str, int]:
         )
         SELECT global_tid, ts, arg_max(state, [kind, k2]) AS state FROM ev GROUP BY global_tid, ts
     """)
-    con.execute("""
-        CREATE TEMP TABLE _nsys_inner AS
-        SELECT l.*, CASE WHEN s.state >= 0 THEN s.state END AS range_id
-        FROM _nsys_launches l
-        ASOF LEFT JOIN _nsys_seg s ON s.global_tid = l.global_tid AND l.start_ns >= s.ts
-    """)
-    con.execute("""
+
+
+def _innermost_ranges(con, api: pa.Table | None) -> pa.ChunkedArray | None:
+    """The innermost push/pop range open on each API call's thread when the call starts
+    (the last segment of ``_nsys_seg`` starting at or before it; NULL outside every
+    range), aligned with the raw API-call rows; None without push/pop ranges.
+
+    One binary search per call over the few segment boundaries: the op inserts pick the
+    value of their launching call through the launch join they already make, so no
+    launch is sorted or joined again for NVTX."""
+    import numpy as np
+
+    seg = con.execute("SELECT global_tid, ts, state FROM _nsys_seg ORDER BY global_tid, ts").fetchnumpy()
+    if api is None or api.num_rows == 0 or len(seg["ts"]) == 0:
+        return None
+    seg_tid = np.asarray(seg["global_tid"], dtype=np.int64)
+    seg_ts = np.asarray(seg["ts"], dtype=np.int64)
+    state = np.asarray(seg["state"], dtype=np.int64)
+    tids, first = np.unique(seg_tid, return_index=True)
+    # one search for all threads: each thread's boundaries shifted into a time band of
+    # its own (call times clamped to the boundaries' span, which keeps every answer)
+    t0, t1 = int(seg_ts.min()), int(seg_ts.max())
+    width = t1 - t0 + 2
+    if width * len(tids) >= 2**62:
+        raise InputError(f"NVTX ranges spanning {width} ns on {len(tids)} threads: too long to attribute")
+    seg_band = np.repeat(np.arange(len(tids), dtype=np.int64), np.diff(np.append(first, len(seg_ts))))
+    keys = seg_band * width + (seg_ts - t0)
+    out = []
+    for g, t in zip(api.column("globalTid").chunks, api.column("start").chunks, strict=True):
+        g, t = g.to_numpy(zero_copy_only=False), t.to_numpy(zero_copy_only=False)
+        q = np.clip(t, t0 - 1, t1)
+        q -= t0
+        if len(tids) == 1:
+            band, hit = None, g == tids[0]
+        else:
+            band = np.searchsorted(tids, g)
+            np.minimum(band, len(tids) - 1, out=band)
+            hit = tids[band] == g
+            q += band * width
+        i = np.searchsorted(keys, q, side="right")
+        i -= 1
+        hit &= i >= 0
+        if band is not None:
+            hit &= seg_band[np.maximum(i, 0)] == band
+        out.append(pa.array(state[np.maximum(i, 0)], mask=~hit))
+    return pa.chunked_array(out, type=pa.int64())
+
+
+def _nvtx_finish(con, run_id: int) -> dict[str, int]:
+    """NVTX ranges with depth, parent, path and GPU projection; marks; kernel time per
+    innermost range. Runs after the op tables are written (their ``nvtx_range_id``)."""
+    # GPU projection. A GPU op (kernel, memcpy, memset) belongs to a range when the API
+    # call that launched it (same correlation id, same process; stored with the op)
+    # lies inside the range on the range's thread: push/pop ranges through the op's
+    # innermost range and its enclosing ranges, start/end ranges by an inequality join.
+    con.execute(f"""
         CREATE TEMP TABLE _nsys_proj AS
-        WITH agg AS (
-            SELECT range_id, min(op_start) AS s, max(op_end) AS e, count(DISTINCT correlation_id) AS n
-            FROM _nsys_inner WHERE range_id IS NOT NULL GROUP BY range_id
+        WITH ops AS (
+            SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns
+            FROM kernels WHERE run_id = {int(run_id)}
+            UNION ALL SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns,
+                             api_end_ns FROM memcpy WHERE run_id = {int(run_id)}
+            UNION ALL SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns,
+                             api_end_ns FROM memset WHERE run_id = {int(run_id)}
+        ), agg AS (
+            SELECT nvtx_range_id AS range_id, min(start_ns) AS s, max(end_ns) AS e,
+                   count(DISTINCT correlation_id) AS n
+            FROM ops WHERE nvtx_range_id IS NOT NULL GROUP BY 1
         ), closure AS (
             SELECT range_id AS d, range_id AS a FROM _nsys_rng WHERE style = 'PushPop'
             UNION ALL
@@ -607,15 +661,16 @@ def _nvtx(con, run_id: int, have_nvtx: bool) -> dict[str, int]:
         ), startend AS (
             SELECT r.range_id, r.k0, r.k1 FROM _nsys_rng r WHERE r.style = 'StartEnd'
         ), keyed AS (
-            SELECT l.*, b.band::HUGEINT * 18446744073709551616 + (l.start_ns - b.t0)::HUGEINT AS k0,
-                        b.band::HUGEINT * 18446744073709551616 + (l.end_ns - b.t0)::HUGEINT AS k1
-            FROM _nsys_launches l JOIN _nsys_bands b USING (global_tid)
+            SELECT o.correlation_id, o.start_ns, o.end_ns,
+                   b.band::HUGEINT * 18446744073709551616 + (o.api_start_ns - b.t0)::HUGEINT AS k0,
+                   b.band::HUGEINT * 18446744073709551616 + (o.api_end_ns - b.t0)::HUGEINT AS k1
+            FROM ops o JOIN _nsys_bands b ON b.global_tid = o.launch_global_tid
             WHERE EXISTS (SELECT 1 FROM startend)
         )
         SELECT c.a AS range_id, min(agg.s) AS proj_start_ns, max(agg.e) AS proj_end_ns, sum(agg.n) AS gpu_ops
         FROM agg JOIN closure c ON c.d = agg.range_id GROUP BY c.a
         UNION ALL
-        SELECT r.range_id, min(l.op_start), max(l.op_end), count(DISTINCT l.correlation_id)
+        SELECT r.range_id, min(l.start_ns), max(l.end_ns), count(DISTINCT l.correlation_id)
         FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
         GROUP BY r.range_id
     """)
@@ -645,19 +700,10 @@ def _nvtx(con, run_id: int, have_nvtx: bool) -> dict[str, int]:
         FROM _nsys_named WHERE style = 'Mark'
     """)
     # kernel time per (innermost push/pop range, kernel): what kernels-by-nvtx sums along
-    # range paths. Kernels launched from threads without ranges have no range.
-    # (names travel as hashes through the per-launch tables: 8 bytes instead of ~150)
+    # range paths. Kernels launched outside every range have no range.
     rows["nvtx_kernel_sum"] = _insert(con, "nvtx_kernel_sum", run_id, f"""
-        WITH names AS (SELECT DISTINCT name, hash(name) AS name_hash FROM kernels WHERE run_id = {int(run_id)})
-        SELECT i.range_id AS nvtx_range_id, n.name, i.launches, i.total_ns, i.min_ns, i.max_ns
-        FROM (SELECT range_id, name_hash, count(*) AS launches, sum(dur_ns)::BIGINT AS total_ns,
-                     min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
-              FROM _nsys_inner WHERE kind = 'kernel' GROUP BY ALL) i
-        JOIN names n USING (name_hash)
-        UNION ALL
-        SELECT NULL, name, count(*), sum(dur_ns)::BIGINT, min(dur_ns), max(dur_ns)
-        FROM kernels k WHERE run_id = {int(run_id)}
-          AND (launch_global_tid IS NULL OR launch_global_tid NOT IN (SELECT global_tid FROM _nsys_bands))
-        GROUP BY ALL
+        SELECT nvtx_range_id, name, count(*) AS launches, sum(dur_ns)::BIGINT AS total_ns,
+               min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
+        FROM kernels WHERE run_id = {int(run_id)} GROUP BY nvtx_range_id, name
     """)
     return rows

@@ -278,7 +278,7 @@ def test_sql_is_read_only(tmp_path, plain_export):
     db = tmp_path / "s.duckdb"
     with tracekit.open(db) as tk:
         tk.ingest(plain_export)
-    proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "sql", "DELETE FROM kernels"],
+    proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "sql", "DELETE FROM _kernels"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "read-only" in proc.stderr.lower()
     with tracekit.open(db) as tk:

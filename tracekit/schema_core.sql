@@ -1,6 +1,12 @@
 -- Core store schema: the runs table. Every other table carries run_id.
 CREATE SEQUENCE IF NOT EXISTS run_id_seq START 1;
 
+-- Facts about the store itself: schema_version (tracekit refuses a store of another one).
+CREATE TABLE IF NOT EXISTS _store (
+    key   VARCHAR PRIMARY KEY,
+    value VARCHAR
+);
+
 CREATE TABLE IF NOT EXISTS runs (
     run_id                INTEGER PRIMARY KEY,  -- the run's id (1, 2, ...)
     name                  VARCHAR NOT NULL,     -- the run's name (file stem, --name, or run folder name)

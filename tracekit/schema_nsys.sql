@@ -1,48 +1,83 @@
 -- Tables ingested from Nsight Systems SQLite exports. Times are in ns on the capture's
 -- clock (they can be negative when a capture range is used); names are resolved.
 
-CREATE TABLE IF NOT EXISTS kernels (
-    run_id INTEGER,               -- runs.run_id
-    start_ns BIGINT,              -- kernel start on the GPU, ns
-    end_ns BIGINT,                -- kernel end, ns
-    dur_ns BIGINT,                -- end_ns - start_ns, ns
-    device_id BIGINT,             -- CUDA device id
-    context_id BIGINT,            -- CUDA context id
-    stream_id BIGINT,             -- CUDA stream id
-    correlation_id BIGINT,        -- links to api_calls.correlation_id (same process)
-    global_pid BIGINT,            -- nsys globalPid (process key)
-    pid INTEGER,                  -- OS process id
-    graph_node_id BIGINT,         -- CUDA graph node id when launched by a graph, else NULL
-    name VARCHAR,                 -- demangled kernel name (as nsys stats prints it)
-    short_name VARCHAR,           -- base name without templates/arguments
-    grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,       -- grid dimensions, blocks
-    block_x INTEGER, block_y INTEGER, block_z INTEGER,    -- block dimensions, threads
-    registers_per_thread INTEGER, -- registers per thread
-    static_smem_bytes INTEGER,    -- static shared memory per block, bytes
-    dynamic_smem_bytes INTEGER,   -- dynamic shared memory per block, bytes
-    launch_global_tid BIGINT,     -- thread of the API call that launched it (nsys globalTid)
-    launch_tid INTEGER,           -- its OS thread id
-    api_start_ns BIGINT,          -- launch call start, ns (cudaGraphLaunch for graph kernels)
-    api_end_ns BIGINT,            -- launch call end, ns
-    api_name VARCHAR,             -- launch API, _vNNNN stripped (cudaLaunchKernel, cuLaunchKernelEx, ...)
-    nvtx_range_id BIGINT          -- nvtx_ranges.range_id of the innermost push/pop range around the launch call
-                                  -- on its thread; NULL when launched outside every range
+-- Every kernel and CUDA API name in the store, once. The two big tables (kernels and API
+-- calls, millions of rows) keep ids: writing an int is ~10x cheaper than a string, and the
+-- ids are shared by all runs, so grouping by id is grouping by name across runs too.
+CREATE SEQUENCE IF NOT EXISTS string_id_seq START 1;
+CREATE TABLE IF NOT EXISTS _strings (
+    string_id BIGINT PRIMARY KEY,  -- id used by _kernels and _api_calls
+    value VARCHAR NOT NULL UNIQUE  -- the name
 );
 
-CREATE TABLE IF NOT EXISTS api_calls (
-    run_id INTEGER,          -- runs.run_id
-    start_ns BIGINT,         -- call start on the CPU, ns
-    end_ns BIGINT,           -- call end, ns
-    dur_ns BIGINT,           -- duration, ns
-    global_tid BIGINT,       -- nsys globalTid (thread key)
-    global_pid BIGINT,       -- globalTid & 0xFFFFFFFFFF000000 (process key)
-    pid INTEGER,             -- OS process id
-    tid INTEGER,             -- OS thread id
-    correlation_id BIGINT,   -- links to the GPU work it launched
-    name VARCHAR,            -- API name with the _vNNNN suffix stripped (as nsys stats prints it)
-    raw_name VARCHAR,        -- API name as recorded
-    return_value BIGINT      -- CUDA result code
+-- Storage of the kernels view (names as _strings ids).
+CREATE TABLE IF NOT EXISTS _kernels (
+    run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, device_id BIGINT, context_id BIGINT,
+    stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, pid INTEGER, graph_node_id BIGINT,
+    name_id BIGINT, short_name_id BIGINT,
+    grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
+    registers_per_thread INTEGER, static_smem_bytes INTEGER, dynamic_smem_bytes INTEGER,
+    launch_global_tid BIGINT, launch_tid INTEGER, api_start_ns BIGINT, api_end_ns BIGINT, api_name_id BIGINT,
+    nvtx_range_id BIGINT
 );
+
+-- GPU kernels, one row per launch.
+CREATE OR REPLACE VIEW kernels AS
+SELECT k.run_id,
+       k.start_ns,             -- kernel start on the GPU, ns
+       k.end_ns,               -- kernel end, ns
+       k.dur_ns,               -- end_ns - start_ns, ns
+       k.device_id,            -- CUDA device id
+       k.context_id,           -- CUDA context id
+       k.stream_id,            -- CUDA stream id
+       k.correlation_id,       -- links to api_calls.correlation_id (same process)
+       k.global_pid,           -- nsys globalPid (process key)
+       k.pid,                  -- OS process id
+       k.graph_node_id,        -- CUDA graph node id when launched by a graph, else NULL
+       n.value AS name,        -- demangled kernel name (as nsys stats prints it)
+       s.value AS short_name,  -- base name without templates/arguments
+       k.grid_x, k.grid_y, k.grid_z,      -- grid dimensions, blocks
+       k.block_x, k.block_y, k.block_z,   -- block dimensions, threads
+       k.registers_per_thread, -- registers per thread
+       k.static_smem_bytes,    -- static shared memory per block, bytes
+       k.dynamic_smem_bytes,   -- dynamic shared memory per block, bytes
+       k.launch_global_tid,    -- thread of the API call that launched it (nsys globalTid)
+       k.launch_tid,           -- its OS thread id
+       k.api_start_ns,         -- launch call start, ns (cudaGraphLaunch for graph kernels)
+       k.api_end_ns,           -- launch call end, ns
+       a.value AS api_name,    -- launch API, _vNNNN stripped (cudaLaunchKernel, cuLaunchKernelEx, ...)
+       k.nvtx_range_id,        -- nvtx_ranges.range_id of the innermost push/pop range around the launch
+                               -- call on its thread; NULL when launched outside every range
+       k.name_id               -- _strings id of name (group by it: cheaper than by name)
+FROM _kernels k
+LEFT JOIN _strings n ON n.string_id = k.name_id
+LEFT JOIN _strings s ON s.string_id = k.short_name_id
+LEFT JOIN _strings a ON a.string_id = k.api_name_id;
+
+-- Storage of the api_calls view (names as _strings ids).
+CREATE TABLE IF NOT EXISTS _api_calls (
+    run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, global_tid BIGINT, global_pid BIGINT,
+    pid INTEGER, tid INTEGER, correlation_id BIGINT, name_id BIGINT, raw_name_id BIGINT, return_value BIGINT
+);
+
+-- CUDA runtime/driver API calls.
+CREATE OR REPLACE VIEW api_calls AS
+SELECT c.run_id,
+       c.start_ns,          -- call start on the CPU, ns
+       c.end_ns,            -- call end, ns
+       c.dur_ns,            -- duration, ns
+       c.global_tid,        -- nsys globalTid (thread key)
+       c.global_pid,        -- globalTid & 0xFFFFFFFFFF000000 (process key)
+       c.pid,               -- OS process id
+       c.tid,               -- OS thread id
+       c.correlation_id,    -- links to the GPU work it launched
+       n.value AS name,     -- API name with the _vNNNN suffix stripped (as nsys stats prints it)
+       r.value AS raw_name, -- API name as recorded
+       c.return_value,      -- CUDA result code
+       c.name_id            -- _strings id of name
+FROM _api_calls c
+LEFT JOIN _strings n ON n.string_id = c.name_id
+LEFT JOIN _strings r ON r.string_id = c.raw_name_id;
 
 CREATE TABLE IF NOT EXISTS memcpy (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns

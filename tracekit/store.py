@@ -12,6 +12,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -29,6 +30,9 @@ DEFAULT_DB = "tracekit.duckdb"
 #: 800 MB kept a 2 M-kernel / 4 M-call ingest under 1.5 GB RSS (docs/performance.md).
 INGEST_MEMORY_LIMIT = "800MB"
 SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
+#: Version of the store's tables, kept in _store; a store of another version is refused
+#: with a message rather than read wrong. 2: kernel and API names as _strings ids.
+SCHEMA_VERSION = 2
 
 
 def default_db_path() -> Path:
@@ -77,6 +81,7 @@ class Tracekit:
             except duckdb.Error as err:
                 raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
             self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
+            self._check_schema()
             if not self.read_only:
                 # bounded memory for ingest: DuckDB spills its joins to disk past this
                 limit = os.environ.get("TRACEKIT_MEMORY_LIMIT", INGEST_MEMORY_LIMIT)
@@ -93,7 +98,23 @@ class Tracekit:
                     pass
                 for sql in _schema_sql():
                     self._con.execute(sql)
+                self._con.execute("INSERT OR IGNORE INTO _store VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
         return self._con
+
+    def _check_schema(self) -> None:
+        con = self._con
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
+        if "runs" not in tables:
+            return  # a new store
+        version = 1
+        if "_store" in tables:
+            row = con.execute("SELECT value FROM _store WHERE key = 'schema_version'").fetchall()
+            version = int(row[0][0]) if row else 1
+        if version != SCHEMA_VERSION:
+            self.close()
+            newer = "a newer" if version > SCHEMA_VERSION else "an older"
+            raise TracekitError(f"{self.path}: written by {newer} tracekit (store schema {version}, this one uses "
+                                f"{SCHEMA_VERSION}); ingest your captures into a new database (--db NEW.duckdb)")
 
     def close(self) -> None:
         if self._con is not None:
@@ -124,11 +145,23 @@ class Tracekit:
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
         else:
             with _ingest.materialized(path) as plain:
-                digest = _ingest.file_hash(plain)
-                existing = self._existing(digest)
-                if existing is not None:
-                    return existing
-                parsed = _ingest.detect(plain).read(plain)
+                plugin = _ingest.detect(plain)
+                if self._seen_path(path):
+                    # most likely a re-ingest of the same file: hash first, skip if known
+                    digest = _ingest.file_hash(plain)
+                    existing = self._existing(digest)
+                    if existing is not None:
+                        return existing
+                    parsed = plugin.read(plain)
+                else:
+                    # a new file: hash it while it is parsed (a core would idle otherwise)
+                    with ThreadPoolExecutor(max_workers=1) as pool:
+                        hashing = pool.submit(_ingest.file_hash, plain)
+                        parsed = plugin.read(plain)
+                        digest = hashing.result()
+                    existing = self._existing(digest)
+                    if existing is not None:  # the same content under another path
+                        return existing
             name = name or path.name.split(".")[0]
             params = params or {}
             extra_meta = {}
@@ -174,6 +207,12 @@ class Tracekit:
             merged.tables.update(p.tables)
             merged.loaders.extend(p.loaders)
         return merged
+
+    def _seen_path(self, path: Path) -> bool:
+        if not self.path.exists() and str(self.path) != ":memory:":
+            return False  # nothing ingested yet (and no database created before the input is read)
+        rows = self.con.execute("SELECT 1 FROM runs WHERE source_path = ? LIMIT 1", [str(path.resolve())]).fetchall()
+        return bool(rows)
 
     def _existing(self, digest: str) -> IngestResult | None:
         if not self.path.exists() and str(self.path) != ":memory:":

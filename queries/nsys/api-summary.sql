@@ -14,16 +14,16 @@
 -- @column time_pct   share of total API time, % (rounded to 0.1)
 -- @requires api_calls
 WITH s AS (
-    SELECT raw_name, any_value(name) AS name, count(*) AS calls, sum(dur_ns) AS total_ns,
+    SELECT raw_name_id, any_value(name_id) AS name_id, count(*) AS calls, sum(dur_ns) AS total_ns,
            avg(dur_ns) AS avg_ns, median(dur_ns) AS med_ns, min(dur_ns) AS min_ns,
            max(dur_ns) AS max_ns, coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
-    FROM api_calls
+    FROM _api_calls
     WHERE run_id = $run
-    GROUP BY raw_name
+    GROUP BY raw_name_id
 )
-SELECT name, calls, total_ns::BIGINT AS total_ns, round1(avg_ns) AS avg_ns,
+SELECT n.value AS name, calls, total_ns::BIGINT AS total_ns, round1(avg_ns) AS avg_ns,
        round1(med_ns) AS med_ns, min_ns, max_ns, round1(stddev_ns) AS stddev_ns,
        round1(total_ns * 100.0 / sum(total_ns) OVER ()) AS time_pct
-FROM s
+FROM s LEFT JOIN _strings n ON n.string_id = s.name_id
 ORDER BY total_ns DESC, calls, name
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

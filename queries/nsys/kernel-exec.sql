@@ -36,10 +36,10 @@ WITH k AS (
     SELECT pid, launch_tid AS tid, device_id, api_end_ns - api_start_ns AS api_ns,
            CASE WHEN start_ns - api_end_ns >= 0 THEN start_ns - api_end_ns END AS queue_ns,
            dur_ns AS kernel_ns, greatest(api_end_ns, end_ns) - api_start_ns AS total_ns,
-           api_name, name AS kernel_name
-    FROM kernels
+           api_name_id, name_id
+    FROM _kernels
     WHERE run_id = $run AND api_start_ns IS NOT NULL
-)
+), s AS (
 SELECT pid, tid, device_id, count(*) AS count, count(queue_ns) AS queue_count,
        round1(avg(total_ns)) AS total_avg_ns, round1(median(total_ns)) AS total_med_ns,
        min(total_ns) AS total_min_ns, max(total_ns) AS total_max_ns,
@@ -53,8 +53,11 @@ SELECT pid, tid, device_id, count(*) AS count, count(queue_ns) AS queue_count,
        round1(avg(kernel_ns)) AS kernel_avg_ns, round1(median(kernel_ns)) AS kernel_med_ns,
        min(kernel_ns) AS kernel_min_ns, max(kernel_ns) AS kernel_max_ns,
        round1(coalesce(stddev_samp(kernel_ns), 0)) AS kernel_stddev_ns,
-       api_name, kernel_name
+       api_name_id, name_id
 FROM k
-GROUP BY pid, tid, device_id, api_name, kernel_name
+GROUP BY pid, tid, device_id, api_name_id, name_id
+)
+SELECT s.* EXCLUDE (api_name_id, name_id), a.value AS api_name, n.value AS kernel_name
+FROM s LEFT JOIN _strings a ON a.string_id = s.api_name_id LEFT JOIN _strings n ON n.string_id = s.name_id
 ORDER BY total_avg_ns DESC, kernel_name
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -16,17 +16,21 @@
 -- @column total_latency_ns summed call-start to kernel-start, ns
 -- @requires kernels
 WITH l AS (
-    SELECT name, api_name, api_end_ns - api_start_ns AS api_ns, start_ns - api_start_ns AS latency_ns,
+    SELECT name_id, api_name_id, api_end_ns - api_start_ns AS api_ns, start_ns - api_start_ns AS latency_ns,
            CASE WHEN start_ns > api_end_ns THEN start_ns - api_end_ns END AS queue_ns
-    FROM kernels
+    FROM _kernels
     WHERE run_id = $run AND api_start_ns IS NOT NULL
+), s AS (
+    SELECT name_id, count(*) AS launches, mode(api_name_id) AS api_name_id, median(api_ns) AS api_med_ns,
+           min(latency_ns) AS latency_min_ns, median(latency_ns) AS latency_med_ns,
+           quantile_cont(latency_ns, 0.9) AS latency_p90_ns, quantile_cont(latency_ns, 0.99) AS latency_p99_ns,
+           max(latency_ns) AS latency_max_ns, median(queue_ns) AS queue_med_ns,
+           sum(latency_ns)::BIGINT AS total_latency_ns
+    FROM l
+    GROUP BY name_id
 )
-SELECT name, count(*) AS launches, mode(api_name) AS api_name, median(api_ns) AS api_med_ns,
-       min(latency_ns) AS latency_min_ns, median(latency_ns) AS latency_med_ns,
-       quantile_cont(latency_ns, 0.9) AS latency_p90_ns, quantile_cont(latency_ns, 0.99) AS latency_p99_ns,
-       max(latency_ns) AS latency_max_ns, median(queue_ns) AS queue_med_ns,
-       sum(latency_ns)::BIGINT AS total_latency_ns
-FROM l
-GROUP BY name
+SELECT n.value AS name, s.launches, a.value AS api_name, s.api_med_ns, s.latency_min_ns, s.latency_med_ns,
+       s.latency_p90_ns, s.latency_p99_ns, s.latency_max_ns, s.queue_med_ns, s.total_latency_ns
+FROM s LEFT JOIN _strings n ON n.string_id = s.name_id LEFT JOIN _strings a ON a.string_id = s.api_name_id
 ORDER BY total_latency_ns DESC, name
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -76,16 +76,19 @@ _LAUNCH = [
 _LAUNCH_JOINS = {
     "a": ("@CUPTI_ACTIVITY_KIND_RUNTIME",
           "LEFT JOIN _nsys_api_calls a ON a.correlationId = r.correlationId AND (a.globalTid & -16777216) = r.globalPid"),
-    "an": ("@CUPTI_ACTIVITY_KIND_RUNTIME", "LEFT JOIN _nsys_api_names an ON an.id = a.nameId"),
+    "an": ("@CUPTI_ACTIVITY_KIND_RUNTIME", "LEFT JOIN _nsys_names an ON an.id = a.nameId"),
 }
+# kernels keep the launch API's name as a _strings id (see schema_nsys.sql)
+_LAUNCH_IDS = [c if c[0] != "api_name" else ("api_name_id", "an.stripped_sid", c[2], "BIGINT") for c in _LAUNCH]
 
 SPECS = {
     "kernels": dict(
         source="CUPTI_ACTIVITY_KIND_KERNEL",
+        table="_kernels",
         required=["start", "end", "correlationId", "globalPid"],
         columns=_GPU_COMMON + [
-            ("name", "coalesce(sd.value, ss.value)", ["demangledName|shortName"], "VARCHAR"),
-            ("short_name", "ss.value", ["shortName"], "VARCHAR"),
+            ("name_id", "coalesce(sd.sid, ss.sid)", ["demangledName|shortName"], "BIGINT"),
+            ("short_name_id", "ss.sid", ["shortName"], "BIGINT"),
             ("grid_x", "r.gridX", ["gridX"], "INTEGER"),
             ("grid_y", "r.gridY", ["gridY"], "INTEGER"),
             ("grid_z", "r.gridZ", ["gridZ"], "INTEGER"),
@@ -95,15 +98,16 @@ SPECS = {
             ("registers_per_thread", "r.registersPerThread", ["registersPerThread"], "INTEGER"),
             ("static_smem_bytes", "r.staticSharedMemory", ["staticSharedMemory"], "INTEGER"),
             ("dynamic_smem_bytes", "r.dynamicSharedMemory", ["dynamicSharedMemory"], "INTEGER"),
-        ] + _LAUNCH,
+        ] + _LAUNCH_IDS,
         joins={
-            "sd": ("demangledName", "LEFT JOIN _nsys_strings sd ON sd.id = r.demangledName"),
-            "ss": ("shortName", "LEFT JOIN _nsys_strings ss ON ss.id = r.shortName"),
+            "sd": ("demangledName", "LEFT JOIN _nsys_names sd ON sd.id = r.demangledName"),
+            "ss": ("shortName", "LEFT JOIN _nsys_names ss ON ss.id = r.shortName"),
             **_LAUNCH_JOINS,
         },
     ),
     "api_calls": dict(
         source="CUPTI_ACTIVITY_KIND_RUNTIME",
+        table="_api_calls",
         required=["start", "end", "globalTid", "correlationId"],
         columns=[
             ("start_ns", "r.start", ["start"], "BIGINT"),
@@ -115,11 +119,11 @@ SPECS = {
             ("tid", "r.globalTid & 16777215", ["globalTid"], "INTEGER"),
             ("correlation_id", "r.correlationId", ["correlationId"], "BIGINT"),
             # nsys stats strips a trailing _vNNNN (substr(name, -6, 2) = '_v')
-            ("name", "sn.stripped", ["nameId"], "VARCHAR"),
-            ("raw_name", "sn.value", ["nameId"], "VARCHAR"),
+            ("name_id", "sn.stripped_sid", ["nameId"], "BIGINT"),
+            ("raw_name_id", "sn.sid", ["nameId"], "BIGINT"),
             ("return_value", "r.returnValue", ["returnValue"], "BIGINT"),
         ],
-        joins={"sn": ("nameId", "LEFT JOIN _nsys_api_names sn ON sn.id = r.nameId")},
+        joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
     ),
     "memcpy": dict(
         source="CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -278,7 +282,8 @@ class _Reader:
         if rowids is not None:
             sql += f" WHERE rowid >= {int(rowids[0])} AND rowid < {int(rowids[1])}"
         try:
-            with adbc.connect(f"file:{self.path}?mode=ro") as conn:
+            # immutable: an export is not written while it is read; SQLite then skips locking
+            with adbc.connect(f"file:{self.path}?mode=ro&immutable=1") as conn:
                 cur = conn.cursor()
                 # The driver infers each column's type from its first batch: a column that is
                 # NULL throughout that batch and text later (NVTX text after registered
@@ -353,7 +358,7 @@ def _plan(rd: _Reader, path: Path, version: str, target: str, spec: dict) -> tup
                     if col.startswith("@") or col in present:
                         aliases.add(alias)
                     else:  # a coalesce over alternatives names only the columns that exist
-                        expr = re.sub(rf"\b{alias}\.value\b", "NULL", expr)
+                        expr = re.sub(rf"\b{alias}\.\w+", "NULL", expr)
             raw_cols.update(c for n in need if not n.startswith("@") for c in n.split("|") if c in present)
             select.append(f"CAST({expr} AS {typ}) AS {name}")
         else:
@@ -429,7 +434,7 @@ def _read(rd: _Reader, path: Path) -> Parsed:
     return parsed
 
 
-_TEMPS = ["api_names", "ev", "named", "rng", "anc", "parent", "tree", "bands", "pp_parent", "seg", "proj"]
+_TEMPS = ["api_names", "names", "ev", "named", "rng", "anc", "parent", "tree", "bands", "pp_parent", "seg", "proj"]
 
 
 def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, int]:
@@ -441,11 +446,9 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     for alias in _ENUMS:
         if alias.removeprefix("_nsys_") not in raw:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
-    # API names with nsys's suffix rule applied once per string, not once per call
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _nsys_api_names AS "
-                f"SELECT id, value, {_STRIP.format('value')} AS stripped FROM _nsys_strings")
     rows: dict[str, int] = {}
     try:
+        _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
         _nvtx_prepare(con, "nvtx" in raw)
         inner = _innermost_ranges(con, raw.get("api_calls"))
@@ -453,7 +456,8 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
             raw["api_calls"] = raw["api_calls"].append_column("_tk_nvtx_range", inner)
             con.register("_nsys_api_calls", raw["api_calls"])
         for target, (select, _) in plans.items():
-            rows[target] = _insert(con, target, run_id, select if inner is not None else select.replace(NVTX_INNER, "NULL"))
+            rows[target] = _insert(con, SPECS[target].get("table", target), run_id,
+                                   select if inner is not None else select.replace(NVTX_INNER, "NULL"))
         # the activity rows are in the store now: free their Arrow copies before the NVTX work
         for name in [n for n in raw if n not in ("nvtx", "strings")]:
             con.unregister(f"_nsys_{name}")
@@ -473,6 +477,34 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     for t in _TEMPS:
         con.execute(f"DROP TABLE IF EXISTS _nsys_{t}")
     return rows
+
+
+def _names(con, raw: dict[str, pa.Table]) -> None:
+    """``_nsys_names``: each export string with nsys's API-name suffix rule applied once
+    per string (not once per call), and the store-wide ``_strings`` ids of both forms,
+    after adding the kernel and API names this export brings that the store lacks."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _nsys_api_names AS "
+                f"SELECT id, value, {_STRIP.format('value')} AS stripped FROM _nsys_strings")
+    used = [f'SELECT "{c}" AS id, {api} AS api FROM _nsys_{t}'
+            for t, cols, api in (("kernels", ("demangledName", "shortName"), "false"), ("api_calls", ("nameId",), "true"))
+            if t in raw for c in cols if c in raw[t].column_names]
+    if used:
+        con.execute(f"""
+            INSERT INTO _strings
+            WITH u AS (SELECT DISTINCT id, api FROM ({' UNION ALL '.join(used)}))
+            SELECT nextval('string_id_seq'), v FROM (
+                SELECT DISTINCT v FROM (
+                    SELECT n.value AS v FROM _nsys_api_names n JOIN u USING (id)
+                    UNION ALL
+                    SELECT n.stripped FROM _nsys_api_names n JOIN u USING (id) WHERE u.api
+                ) WHERE v IS NOT NULL AND v NOT IN (SELECT value FROM _strings)
+            )
+        """)
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE _nsys_names AS
+        SELECT n.id, n.value, n.stripped, s.string_id AS sid, t.string_id AS stripped_sid
+        FROM _nsys_api_names n LEFT JOIN _strings s ON s.value = n.value LEFT JOIN _strings t ON t.value = n.stripped
+    """)
 
 
 def _insert(con, table: str, run_id: int, select: str) -> int:
@@ -645,7 +677,7 @@ def _nvtx_finish(con, run_id: int) -> dict[str, int]:
         CREATE TEMP TABLE _nsys_proj AS
         WITH ops AS (
             SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns
-            FROM kernels WHERE run_id = {int(run_id)}
+            FROM _kernels WHERE run_id = {int(run_id)}
             UNION ALL SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns,
                              api_end_ns FROM memcpy WHERE run_id = {int(run_id)}
             UNION ALL SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns,
@@ -702,8 +734,10 @@ def _nvtx_finish(con, run_id: int) -> dict[str, int]:
     # kernel time per (innermost push/pop range, kernel): what kernels-by-nvtx sums along
     # range paths. Kernels launched outside every range have no range.
     rows["nvtx_kernel_sum"] = _insert(con, "nvtx_kernel_sum", run_id, f"""
-        SELECT nvtx_range_id, name, count(*) AS launches, sum(dur_ns)::BIGINT AS total_ns,
-               min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
-        FROM kernels WHERE run_id = {int(run_id)} GROUP BY nvtx_range_id, name
+        SELECT k.nvtx_range_id, n.value AS name, k.launches, k.total_ns, k.min_ns, k.max_ns
+        FROM (SELECT nvtx_range_id, name_id, count(*) AS launches, sum(dur_ns)::BIGINT AS total_ns,
+                     min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
+              FROM _kernels WHERE run_id = {int(run_id)} GROUP BY nvtx_range_id, name_id) k
+        LEFT JOIN _strings n ON n.string_id = k.name_id
     """)
     return rows

@@ -99,6 +99,49 @@ def test_gpu_utilization_is_consistent(nsys_db):
     assert dev["busy_ns"][0] <= streams["busy_ns"].sum()
 
 
+def _interval_union(intervals, min_gap):
+    """Busy time, gaps >= min_gap (count, total) and the longest gap of a set of intervals,
+    by merging them in start order: the reference for gpu-utilization."""
+    busy, gaps, gap_total, max_gap, cur = 0, 0, 0, 0, None
+    for s, e in sorted(intervals):
+        if cur is None:
+            cur = [s, e]
+        elif s > cur[1]:
+            busy += cur[1] - cur[0]
+            gap = s - cur[1]
+            max_gap = max(max_gap, gap)
+            if gap >= min_gap:
+                gaps, gap_total = gaps + 1, gap_total + gap
+            cur = [s, e]
+        else:
+            cur[1] = max(cur[1], e)
+    return busy + cur[1] - cur[0], gaps, gap_total, max_gap
+
+
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread"])
+def test_gpu_utilization_is_the_interval_union(nsys_db, scen, tmp_path):
+    # several streams with overlapping work, copies and memsets: every number equals a
+    # plain merge of the export's own intervals, per stream and per device
+    raw = tmp_path / "e.sqlite"
+    raw.write_bytes(lzma.open(NSYS_EXPORTS[scen]).read())
+    con = sqlite3.connect(raw)
+    ops = []
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        if con.execute("SELECT count(*) FROM sqlite_master WHERE name = ?", [table]).fetchone()[0]:
+            ops += con.execute(f'SELECT deviceId, streamId, start, "end" FROM {table}').fetchall()
+    con.close()
+    for min_gap in (0, 10_000):
+        df = nsys_db.query("gpu-utilization", run=scen, min_gap_ns=min_gap, limit=0)
+        assert df.height == len({(d, s) for d, s, _, _ in ops}) + len({d for d, *_ in ops})
+        for row in df.iter_rows(named=True):
+            mine = [(s, e) for d, st, s, e in ops
+                    if d == row["device_id"] and (row["stream_id"] is None or st == row["stream_id"])]
+            busy, gaps, gap_total, max_gap = _interval_union(mine, min_gap)
+            assert row["ops"] == len(mine)
+            assert row["span_ns"] == max(e for _, e in mine) - min(s for s, _ in mine)
+            assert (row["busy_ns"], row["gaps"], row["gap_total_ns"], row["max_gap_ns"]) == (busy, gaps, gap_total, max_gap)
+
+
 def test_launch_overhead(nsys_db):
     df = nsys_db.query("launch-overhead", run="many_kernels", limit=0)
     assert df["launches"].sum() == nsys_db.sql("SELECT count(*) AS n FROM kernels WHERE run_id = 2")["n"][0]

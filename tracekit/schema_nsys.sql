@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS _kernels (
     grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
     registers_per_thread INTEGER, static_smem_bytes INTEGER, dynamic_smem_bytes INTEGER,
     launch_global_tid BIGINT, launch_tid INTEGER, api_start_ns BIGINT, api_end_ns BIGINT, api_name_id BIGINT,
-    nvtx_range_id BIGINT
+    nvtx_range_id BIGINT, stream_gap_ns BIGINT, device_gap_ns BIGINT
 );
 
 -- GPU kernels, one row per launch.
@@ -48,6 +48,8 @@ SELECT k.run_id,
        a.value AS api_name,    -- launch API, _vNNNN stripped (cudaLaunchKernel, cuLaunchKernelEx, ...)
        k.nvtx_range_id,        -- nvtx_ranges.range_id of the innermost push/pop range around the launch
                                -- call on its thread; NULL when launched outside every range
+       k.stream_gap_ns,        -- idle time of its stream right before it, ns (NULL: the stream was busy)
+       k.device_gap_ns,        -- idle time of its device (all streams, copies too) right before it, ns
        k.name_id               -- _strings id of name (group by it: cheaper than by name)
 FROM _kernels k
 LEFT JOIN _strings n ON n.string_id = k.name_id
@@ -91,7 +93,9 @@ CREATE TABLE IF NOT EXISTS memcpy (
     launch_global_tid BIGINT, launch_tid INTEGER,   -- thread of the launching API call
     api_start_ns BIGINT, api_end_ns BIGINT,         -- the launching call, ns
     api_name VARCHAR,                               -- the launching API (cudaMemcpyAsync, ...)
-    nvtx_range_id BIGINT                            -- innermost push/pop NVTX range around the launch call
+    nvtx_range_id BIGINT,                           -- innermost push/pop NVTX range around the launch call
+    stream_gap_ns BIGINT,                           -- idle time of its stream right before it, ns
+    device_gap_ns BIGINT                            -- idle time of its device right before it, ns
 );
 
 CREATE TABLE IF NOT EXISTS memset (
@@ -105,7 +109,9 @@ CREATE TABLE IF NOT EXISTS memset (
     launch_global_tid BIGINT, launch_tid INTEGER,   -- thread of the launching API call
     api_start_ns BIGINT, api_end_ns BIGINT,         -- the launching call, ns
     api_name VARCHAR,                               -- the launching API (cudaMemsetAsync, ...)
-    nvtx_range_id BIGINT                            -- innermost push/pop NVTX range around the launch call
+    nvtx_range_id BIGINT,                           -- innermost push/pop NVTX range around the launch call
+    stream_gap_ns BIGINT,                           -- idle time of its stream right before it, ns
+    device_gap_ns BIGINT                            -- idle time of its device right before it, ns
 );
 
 CREATE TABLE IF NOT EXISTS syncs (
@@ -183,10 +189,10 @@ CREATE TABLE IF NOT EXISTS threads (
 -- All GPU activity in one place (kernels, memcpy, memset) for timeline/utilization queries.
 CREATE OR REPLACE VIEW gpu_ops AS
     SELECT run_id, 'kernel' AS op_kind, name, start_ns, end_ns, dur_ns, device_id, stream_id,
-           correlation_id, global_pid FROM kernels
+           correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM kernels
     UNION ALL
     SELECT run_id, 'memcpy', operation, start_ns, end_ns, dur_ns, device_id, stream_id,
-           correlation_id, global_pid FROM memcpy
+           correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM memcpy
     UNION ALL
     SELECT run_id, 'memset', operation, start_ns, end_ns, dur_ns, device_id, stream_id,
-           correlation_id, global_pid FROM memset;
+           correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM memset;

@@ -2,6 +2,8 @@
 -- Busy time is the union of kernel, memcpy and memset intervals (overlapping work on
 -- several streams counts once per device); the span runs from the first op's start to
 -- the last op's end in that scope. Rows with stream_id NULL are whole-device totals.
+-- Each op carries the idle time before it on its stream and on its device (computed at
+-- ingest: a running max over the time-sorted ops), so idle = the sum of those gaps.
 -- @param run         TEXT     run id or name (default: latest run)
 -- @param min_gap_ns  BIGINT   idle gaps at least this long are counted (default: 10000)
 -- @param limit       INTEGER  rows to return; 0 = all (default: 0)
@@ -17,32 +19,30 @@
 -- @column max_gap_ns       longest idle gap, ns
 -- @requires kernels, memcpy, memset
 WITH ops AS (
-    SELECT device_id, stream_id, start_ns, end_ns FROM gpu_ops WHERE run_id = $run
-), scoped AS (
-    SELECT device_id, stream_id, start_ns, end_ns FROM ops
+    SELECT device_id, stream_id, start_ns, end_ns, stream_gap_ns, device_gap_ns FROM _kernels WHERE run_id = $run
     UNION ALL
-    SELECT device_id, NULL, start_ns, end_ns FROM ops
-), marked AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY device_id, stream_id ORDER BY start_ns, end_ns
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM scoped
-), numbered AS (
-    SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
-              OVER (PARTITION BY device_id, stream_id ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
-    FROM marked
-), islands AS (
-    SELECT device_id, stream_id, island, count(*) AS ops, min(start_ns) AS s, max(end_ns) AS e
-    FROM numbered GROUP BY device_id, stream_id, island
-), gaps AS (
-    SELECT *, s - lag(e) OVER (PARTITION BY device_id, stream_id ORDER BY s) AS gap_ns FROM islands
+    SELECT device_id, stream_id, start_ns, end_ns, stream_gap_ns, device_gap_ns FROM memcpy WHERE run_id = $run
+    UNION ALL
+    SELECT device_id, stream_id, start_ns, end_ns, stream_gap_ns, device_gap_ns FROM memset WHERE run_id = $run
+), scoped AS (
+    SELECT device_id, stream_id, count(*) AS ops, min(start_ns) AS s, max(end_ns) AS e,
+           coalesce(sum(stream_gap_ns), 0) AS idle,
+           count(*) FILTER (WHERE stream_gap_ns >= $min_gap_ns) AS gaps,
+           coalesce(sum(stream_gap_ns) FILTER (WHERE stream_gap_ns >= $min_gap_ns), 0) AS gap_total,
+           coalesce(max(stream_gap_ns), 0) AS max_gap
+    FROM ops GROUP BY device_id, stream_id
+    UNION ALL
+    SELECT device_id, NULL, count(*), min(start_ns), max(end_ns),
+           coalesce(sum(device_gap_ns), 0),
+           count(*) FILTER (WHERE device_gap_ns >= $min_gap_ns),
+           coalesce(sum(device_gap_ns) FILTER (WHERE device_gap_ns >= $min_gap_ns), 0),
+           coalesce(max(device_gap_ns), 0)
+    FROM ops GROUP BY device_id
 )
-SELECT device_id, stream_id, sum(ops)::BIGINT AS ops, (max(e) - min(s))::BIGINT AS span_ns,
-       sum(e - s)::BIGINT AS busy_ns, ((max(e) - min(s)) - sum(e - s))::BIGINT AS idle_ns,
-       round(100.0 * sum(e - s) / nullif(max(e) - min(s), 0), 2) AS utilization_pct,
-       count(*) FILTER (WHERE gap_ns >= $min_gap_ns) AS gaps,
-       coalesce(sum(gap_ns) FILTER (WHERE gap_ns >= $min_gap_ns), 0)::BIGINT AS gap_total_ns,
-       coalesce(max(gap_ns), 0)::BIGINT AS max_gap_ns
-FROM gaps
-GROUP BY device_id, stream_id
+SELECT device_id, stream_id, ops::BIGINT AS ops, (e - s)::BIGINT AS span_ns,
+       (e - s - idle)::BIGINT AS busy_ns, idle::BIGINT AS idle_ns,
+       round(100.0 * (e - s - idle) / nullif(e - s, 0), 2) AS utilization_pct,
+       gaps, gap_total::BIGINT AS gap_total_ns, max_gap::BIGINT AS max_gap_ns
+FROM scoped
 ORDER BY device_id, stream_id NULLS FIRST
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

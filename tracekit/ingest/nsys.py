@@ -47,6 +47,10 @@ NVTX_INNER = "a._tk_nvtx_range"
 # nsys stats strips a trailing _vNNNN from CUDA API names (substr(name, -6, 2) = '_v')
 _STRIP = "CASE WHEN substr({0}, -6, 2) = '_v' THEN substr({0}, 1, length({0}) - 6) ELSE {0} END"
 
+#: the raw columns the idle gaps of GPU ops are computed from
+_GAP_INPUTS = ["start", "end", "deviceId", "streamId"]
+_GAP_TABLES = ("kernels", "memcpy", "memset")
+
 # (target column, SQL expression over the raw table `r`, raw columns it needs, DuckDB type)
 # A column whose raw inputs are absent becomes NULL of its type; `required` lists the
 # raw columns without which the table cannot be ingested at all.
@@ -61,6 +65,11 @@ _GPU_COMMON = [
     ("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
     ("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
     ("graph_node_id", "r.graphNodeId", ["graphNodeId"], "BIGINT"),
+]
+# idle time before a GPU op on its stream and on its device (computed by _idle_gaps)
+_GAPS = [
+    ("stream_gap_ns", "r._tk_stream_gap", _GAP_INPUTS, "BIGINT"),
+    ("device_gap_ns", "r._tk_device_gap", _GAP_INPUTS, "BIGINT"),
 ]
 
 # The API call that launched a GPU op: same correlation id, same process.
@@ -98,7 +107,7 @@ SPECS = {
             ("registers_per_thread", "r.registersPerThread", ["registersPerThread"], "INTEGER"),
             ("static_smem_bytes", "r.staticSharedMemory", ["staticSharedMemory"], "INTEGER"),
             ("dynamic_smem_bytes", "r.dynamicSharedMemory", ["dynamicSharedMemory"], "INTEGER"),
-        ] + _LAUNCH_IDS,
+        ] + _LAUNCH_IDS + _GAPS,
         joins={
             "sd": ("demangledName", "LEFT JOIN _nsys_names sd ON sd.id = r.demangledName"),
             "ss": ("shortName", "LEFT JOIN _nsys_names ss ON ss.id = r.shortName"),
@@ -134,7 +143,7 @@ SPECS = {
             ("operation", "'[CUDA memcpy ' || ek.label || ']'", ["copyKind", "@ENUM_CUDA_MEMCPY_OPER"], "VARCHAR"),
             ("src_kind", "es.label", ["srcKind", "@ENUM_CUDA_MEM_KIND"], "VARCHAR"),
             ("dst_kind", "ed.label", ["dstKind", "@ENUM_CUDA_MEM_KIND"], "VARCHAR"),
-        ] + _LAUNCH,
+        ] + _LAUNCH + _GAPS,
         joins={
             **_LAUNCH_JOINS,
             "ek": ("copyKind", "LEFT JOIN _nsys_enum_memcpy ek ON ek.id = r.copyKind"),
@@ -150,7 +159,7 @@ SPECS = {
             ("value", "r.value", ["value"], "INTEGER"),
             ("operation", "'[CUDA memset]'", [], "VARCHAR"),
             ("mem_kind", "em.label", ["memKind", "@ENUM_CUDA_MEM_KIND"], "VARCHAR"),
-        ] + _LAUNCH,
+        ] + _LAUNCH + _GAPS,
         joins={"em": ("memKind", "LEFT JOIN _nsys_enum_memkind em ON em.id = r.memKind"), **_LAUNCH_JOINS},
     ),
     "syncs": dict(
@@ -423,6 +432,7 @@ def _read(rd: _Reader, path: Path) -> Parsed:
     for name, ts in pieces.items():
         nonempty = [t for t in ts if t.num_rows] or ts[:1]
         raw[name] = nonempty[0] if len(nonempty) == 1 else pa.concat_tables(nonempty, promote_options="default")
+    _add_idle_gaps(raw)
 
     gpu_names = []
     if "gpus" in raw and "name" in raw["gpus"].column_names:
@@ -432,6 +442,56 @@ def _read(rd: _Reader, path: Path) -> Parsed:
     parsed = Parsed(kind=KIND, meta=meta)
     parsed.loaders.append(lambda con, run_id: _load(con, run_id, raw, plans))
     return parsed
+
+
+def _add_idle_gaps(raw: dict[str, pa.Table]) -> None:
+    """Add to the raw GPU op tables the idle time before each op on its stream and on its
+    device (``_tk_stream_gap``, ``_tk_device_gap``; NULL where the op does not start an
+    idle gap), so that gpu-utilization is a plain aggregation.
+
+    In time order, an op ends an idle gap when it starts after every earlier op of its
+    scope has ended; the gap runs from that latest end to its start. Ops of all three
+    tables share the scopes. One time sort for all ops (inputs come nearly sorted), a
+    stable sort by scope only when there is more than one, a running max per scope."""
+    import numpy as np
+
+    tables = [t for t in _GAP_TABLES if t in raw and set(_GAP_INPUTS) <= set(raw[t].column_names)]
+    if sum(raw[t].num_rows for t in tables) == 0:
+        for t in tables:
+            for name in ("_tk_stream_gap", "_tk_device_gap"):
+                raw[t] = raw[t].append_column(name, pa.nulls(0, pa.int64()))
+        return
+    cols = {c: np.concatenate([raw[t].column(c).to_numpy() for t in tables]) for c in _GAP_INPUTS}
+    start, end, dev, stream = cols["start"], cols["end"], cols["deviceId"], cols["streamId"]
+    by_time = np.argsort(start, kind="stable")
+
+    def gaps_in(order, key):
+        # ``order``: every op, scope by scope, in time order within its scope. Few large
+        # arrays, updated in place (each new one costs its first touch of memory).
+        s, latest = start[order], end[order]
+        firsts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key is not None else np.array([0])
+        for lo, hi in zip(firsts, np.r_[firsts[1:], len(s)], strict=True):
+            np.maximum.accumulate(latest[lo:hi], out=latest[lo:hi])
+        s[1:] -= latest[:-1]
+        s[firsts] = 0  # the first op of a scope follows no idle time
+        out = np.empty_like(s)
+        out[order] = s
+        return out
+
+    gaps = []
+    for key in ((dev << 32) | (stream & 0xFFFFFFFF), dev):
+        if (key == key[0]).all():  # one scope: time order; one stream in all makes one device too
+            gaps.append(gaps[0] if gaps and (stream == stream[0]).all() else gaps_in(by_time, None))
+        else:
+            order = by_time[np.argsort(key[by_time], kind="stable")]  # stable: time order kept
+            gaps.append(gaps_in(order, key[order]))
+    at = 0
+    for t in tables:
+        n = raw[t].num_rows
+        for name, g in zip(("_tk_stream_gap", "_tk_device_gap"), gaps, strict=True):
+            part = g[at:at + n]
+            raw[t] = raw[t].append_column(name, pa.array(part, mask=part <= 0))
+        at += n
 
 
 _TEMPS = ["api_names", "names", "ev", "named", "rng", "anc", "parent", "tree", "bands", "pp_parent", "seg", "proj"]

@@ -21,16 +21,16 @@ WITH l AS (
     FROM _kernels
     WHERE run_id = $run AND api_start_ns IS NOT NULL
 ), s AS (
+    -- one quantile state gives the median, p90 and p99 of the latency
     SELECT name_id, count(*) AS launches, mode(api_name_id) AS api_name_id, median(api_ns) AS api_med_ns,
-           min(latency_ns) AS latency_min_ns, median(latency_ns) AS latency_med_ns,
-           quantile_cont(latency_ns, 0.9) AS latency_p90_ns, quantile_cont(latency_ns, 0.99) AS latency_p99_ns,
+           min(latency_ns) AS latency_min_ns, quantile_cont(latency_ns, [0.5, 0.9, 0.99]) AS q,
            max(latency_ns) AS latency_max_ns, median(queue_ns) AS queue_med_ns,
            sum(latency_ns)::BIGINT AS total_latency_ns
     FROM l
     GROUP BY name_id
 )
-SELECT n.value AS name, s.launches, a.value AS api_name, s.api_med_ns, s.latency_min_ns, s.latency_med_ns,
-       s.latency_p90_ns, s.latency_p99_ns, s.latency_max_ns, s.queue_med_ns, s.total_latency_ns
+SELECT n.value AS name, s.launches, a.value AS api_name, s.api_med_ns, s.latency_min_ns, s.q[1] AS latency_med_ns,
+       s.q[2] AS latency_p90_ns, s.q[3] AS latency_p99_ns, s.latency_max_ns, s.queue_med_ns, s.total_latency_ns
 FROM s LEFT JOIN _strings n ON n.string_id = s.name_id LEFT JOIN _strings a ON a.string_id = s.api_name_id
 ORDER BY total_latency_ns DESC, name
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

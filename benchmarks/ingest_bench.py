@@ -28,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "nsys_many_kernels" / "export.sqlite.xz"
 TWINS = ["top-kernels", "api-summary", "memcpy-time", "memcpy-size", "nvtx-summary",
-         "nvtx-gpu-projection", "kernel-exec", "gpu-utilization", "kernels-by-nvtx", "launch-overhead"]
+         "nvtx-gpu-projection", "kernel-exec", "gpu-utilization", "kernels-by-nvtx", "launch-overhead",
+         "nvtx-ranges"]
 
 
 def build(copies: int, out: Path) -> dict:
@@ -88,7 +89,8 @@ def main() -> None:
     ing = json.loads(out.stdout.strip().splitlines()[-1])
     rows = sum(ing["rows"].values())
     print(f"ingest: {ing['seconds']:.2f} s, {rows:,} rows, {rows / ing['seconds'] / 1e6:.2f} M rows/s, "
-          f"peak RSS {ing['maxrss_kb'] / 1024:.0f} MB")
+          f"peak RSS {ing['maxrss_kb'] / 1024:.0f} MB, store {db.stat().st_size / 1e6:.0f} MB "
+          f"(export {export.stat().st_size / 1e6:.0f} MB)")
 
     import tracekit
 

@@ -352,3 +352,26 @@ def test_table_output_keeps_bracketed_names(tmp_path, plain_export):
     assert "[bold]x" in out.stdout
     out = subprocess.run([sys.executable, "-m", "tracekit.cli", "queries"], capture_output=True, text=True)
     assert "[nsys]" in out.stdout
+
+
+def test_store_of_another_schema_is_refused(tmp_path):
+    import duckdb
+
+    old = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(old))  # a store as tracekit wrote it before names became ids
+    con.execute("CREATE TABLE runs (run_id INTEGER PRIMARY KEY); CREATE TABLE kernels (run_id INTEGER, name VARCHAR)")
+    con.close()
+    for read_only in (False, True):
+        with pytest.raises(tracekit.TracekitError, match="older tracekit .*store schema 1.*new database"):
+            tracekit.open(old, read_only=read_only).con  # noqa: B018 - opening is the test
+
+
+def test_names_are_stored_once_across_runs(nsys_db):
+    # every kernel/API name of every run once in _strings, and the views resolve them
+    dup = nsys_db.sql("SELECT count(*) - count(DISTINCT value) AS n FROM _strings")["n"][0]
+    assert dup == 0
+    unresolved = nsys_db.sql("SELECT count(*) AS n FROM kernels WHERE name IS NULL OR api_name IS NULL AND api_start_ns IS NOT NULL")
+    assert unresolved["n"][0] == 0
+    shared = nsys_db.sql("SELECT count(DISTINCT run_id) AS runs FROM api_calls WHERE name = 'cudaLaunchKernel'")["runs"][0]
+    ids = nsys_db.sql("SELECT count(DISTINCT name_id) AS n FROM api_calls WHERE name = 'cudaLaunchKernel'")["n"][0]
+    assert shared >= 2 and ids == 1

@@ -90,8 +90,9 @@ class Tracekit:
                 except duckdb.Error as err:
                     raise TracekitError(f"TRACEKIT_MEMORY_LIMIT={limit!r}: {str(err).splitlines()[0]}") from err
                 # Bit-packing is the costliest compression to analyse when row groups are
-                # written: without it a 6 M-row ingest spends a third less CPU, for a store
-                # about twice as large (timestamps stored plain; docs/performance.md).
+                # written: without it the 6 M-row benchmark spends ~0.8 core-s (a quarter of
+                # its write CPU) less, for a store 3.8x larger (215 MB instead of 57 MB for
+                # a 325 MB export: timestamps stored plain; docs/performance.md).
                 try:
                     self._con.execute("SET disabled_compression_methods = 'bitpacking'")
                 except duckdb.Error:  # a DuckDB without the setting keeps its defaults

@@ -66,7 +66,7 @@ _GPU_COMMON = [
     ("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
     ("graph_node_id", "r.graphNodeId", ["graphNodeId"], "BIGINT"),
 ]
-# idle time before a GPU op on its stream and on its device (computed by _idle_gaps)
+# idle time before a GPU op on its stream and on its device (computed by _add_idle_gaps)
 _GAPS = [
     ("stream_gap_ns", "r._tk_stream_gap", _GAP_INPUTS, "BIGINT"),
     ("device_gap_ns", "r._tk_device_gap", _GAP_INPUTS, "BIGINT"),

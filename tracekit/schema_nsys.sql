@@ -187,9 +187,11 @@ CREATE TABLE IF NOT EXISTS threads (
 );
 
 -- All GPU activity in one place (kernels, memcpy, memset) for timeline/utilization queries.
+-- Kernels come from _kernels with one name lookup (the kernels view would make three).
 CREATE OR REPLACE VIEW gpu_ops AS
-    SELECT run_id, 'kernel' AS op_kind, name, start_ns, end_ns, dur_ns, device_id, stream_id,
-           correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM kernels
+    SELECT k.run_id, 'kernel' AS op_kind, n.value AS name, k.start_ns, k.end_ns, k.dur_ns, k.device_id,
+           k.stream_id, k.correlation_id, k.global_pid, k.stream_gap_ns, k.device_gap_ns
+    FROM _kernels k LEFT JOIN _strings n ON n.string_id = k.name_id
     UNION ALL
     SELECT run_id, 'memcpy', operation, start_ns, end_ns, dur_ns, device_id, stream_id,
            correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM memcpy

@@ -19,11 +19,7 @@
 -- @column max_gap_ns       longest idle gap, ns
 -- @requires kernels, memcpy, memset
 WITH ops AS (
-    SELECT device_id, stream_id, start_ns, end_ns, stream_gap_ns, device_gap_ns FROM _kernels WHERE run_id = $run
-    UNION ALL
-    SELECT device_id, stream_id, start_ns, end_ns, stream_gap_ns, device_gap_ns FROM memcpy WHERE run_id = $run
-    UNION ALL
-    SELECT device_id, stream_id, start_ns, end_ns, stream_gap_ns, device_gap_ns FROM memset WHERE run_id = $run
+    SELECT device_id, stream_id, start_ns, end_ns, stream_gap_ns, device_gap_ns FROM gpu_ops WHERE run_id = $run
 ), scoped AS (
     SELECT device_id, stream_id, count(*) AS ops, min(start_ns) AS s, max(end_ns) AS e,
            coalesce(sum(stream_gap_ns), 0) AS idle,

@@ -147,22 +147,18 @@ class Tracekit:
         else:
             with _ingest.materialized(path) as plain:
                 plugin = _ingest.detect(plain)
-                if self._seen_path(path):
-                    # most likely a re-ingest of the same file: hash first, skip if known
-                    digest = _ingest.file_hash(plain)
-                    existing = self._existing(digest)
-                    if existing is not None:
+                with ThreadPoolExecutor(max_workers=1) as pool:
+                    hashing = pool.submit(_ingest.file_hash, plain)
+                    # A path ingested before is most likely the same file again: wait for
+                    # the hash and skip it if known. A new file is hashed while it is
+                    # parsed (a core would idle otherwise).
+                    if self._seen_path(path) and (existing := self._existing(hashing.result())) is not None:
                         return existing
                     parsed = plugin.read(plain)
-                else:
-                    # a new file: hash it while it is parsed (a core would idle otherwise)
-                    with ThreadPoolExecutor(max_workers=1) as pool:
-                        hashing = pool.submit(_ingest.file_hash, plain)
-                        parsed = plugin.read(plain)
-                        digest = hashing.result()
-                    existing = self._existing(digest)
-                    if existing is not None:  # the same content under another path
-                        return existing
+                    digest = hashing.result()
+                existing = self._existing(digest)
+                if existing is not None:  # the same content under another path
+                    return existing
             name = name or path.name.split(".")[0]
             params = params or {}
             extra_meta = {}

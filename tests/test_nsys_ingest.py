@@ -329,9 +329,15 @@ def test_sql_is_read_only(tmp_path, plain_export):
 
 
 def test_tables_read_in_parts_give_the_same_store(tmp_path, nsys_db, monkeypatch):
-    """Big integer tables are read as parallel rowid ranges: same rows as one read."""
+    """Big integer tables that the page decoder declines are read through SQLite as
+    parallel rowid ranges: same rows as one read."""
     import tracekit.ingest.nsys as nsys_ingest
+    from tracekit.ingest import sqlite_ints
 
+    def decline(*args, **kwargs):
+        raise sqlite_ints.Unsupported("declined for the test")
+
+    monkeypatch.setattr(sqlite_ints, "read_int_columns", decline)
     monkeypatch.setattr(nsys_ingest, "SPLIT_ROWS", 1000)
     with tracekit.open(tmp_path / "parts.duckdb") as tk:
         tk.ingest(NSYS_EXPORTS["many_kernels"], name="many_kernels")

@@ -1,0 +1,135 @@
+"""The NumPy page decoder of integer SQLite tables gives exactly what SQLite gives.
+
+On every real export (every table of integer columns), and on files made here for
+what real exports rarely hold: every serial type, NULLs, deep B-trees, other page
+sizes, deleted rows, and the cases it must decline (overflow, REAL or TEXT values,
+short records, WITHOUT ROWID, INTEGER PRIMARY KEY, a truncated file)."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+
+import pyarrow as pa
+import pytest
+from conftest import NSYS_EXPORTS
+
+import tracekit
+from tracekit.ingest import materialized
+from tracekit.ingest import sqlite_ints as si
+
+
+def _sqlite_rows(path, table, cols):
+    with sqlite3.connect(path) as con:
+        return con.execute(f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{table}" ORDER BY rowid').fetchall()
+
+
+def _decoded_rows(path, table, cols, threads=2):
+    t = si.read_int_columns(path, table, cols, threads=threads)
+    assert t.column_names == cols and all(ty == pa.int64() for ty in t.schema.types)
+    return list(zip(*(t.column(c).to_pylist() for c in cols), strict=True))
+
+
+@pytest.mark.parametrize("scenario", sorted(NSYS_EXPORTS))
+def test_every_integer_table_of_the_real_exports(scenario, monkeypatch):
+    # small chunks: several chunks (and threads) even on the small exports
+    monkeypatch.setattr(si, "CHUNK_ROWS", 97)
+    with materialized(NSYS_EXPORTS[scenario]) as path, sqlite3.connect(path) as con:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        decoded = set()
+        for table in tables:
+            info = con.execute(f'PRAGMA table_info("{table}")').fetchall()
+            cols = [r[1] for r in info if (r[2] or "").upper() == "INTEGER" and not r[5]]
+            if not cols or len(cols) < len(info) - 1:
+                continue
+            try:
+                got = _decoded_rows(path, table, cols)
+            except si.Unsupported:
+                continue
+            assert got == _sqlite_rows(path, table, cols), table
+            decoded.add(table)
+        # the tables it exists for are decoded, not declined
+        assert {"CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"} <= decoded
+
+
+def _make(path, rows, page_size=4096, create="CREATE TABLE t (a INTEGER, b INTEGER, c INTEGER)", shuffle=False):
+    con = sqlite3.connect(path)
+    con.execute(f"PRAGMA page_size = {page_size}")
+    con.execute(create)
+    if shuffle:
+        rows = [(i, *r) for i, r in enumerate(rows)]
+        random.Random(7).shuffle(rows)
+        con.executemany("INSERT INTO t (rowid, a, b, c) VALUES (?, ?, ?, ?)", rows)
+    else:
+        con.executemany("INSERT INTO t (a, b, c) VALUES (?, ?, ?)", rows)
+    con.commit()
+    con.close()
+
+
+EDGES = [0, 1, -1, 127, 128, -128, -129, 32767, 32768, -32769, 2**23 - 1, -(2**23), 2**23, 2**31 - 1,
+         -(2**31), 2**31, 2**47 - 1, -(2**47), 2**47, 2**63 - 1, -(2**63), None]
+
+
+@pytest.mark.parametrize("page_size", [512, 4096, 65536])
+def test_every_serial_type_and_deep_trees(tmp_path, page_size):
+    rng = random.Random(page_size)
+    rows = [(EDGES[i % len(EDGES)], rng.choice(EDGES), rng.randrange(-(2**40), 2**40)) for i in range(20000)]
+    path = tmp_path / "t.sqlite"
+    _make(path, rows, page_size=page_size, shuffle=True)
+    for threads in (1, 2):
+        assert _decoded_rows(path, "t", ["c", "a", "b"], threads) == _sqlite_rows(path, "t", ["c", "a", "b"])
+
+
+def test_deleted_rows_and_freed_pages_are_not_read(tmp_path):
+    path = tmp_path / "t.sqlite"
+    _make(path, [(i, -i, i * 1000) for i in range(30000)])
+    with sqlite3.connect(path) as con:
+        con.execute("DELETE FROM t WHERE a % 3 = 0 OR (a > 5000 AND a < 20000)")
+    assert _decoded_rows(path, "t", ["a", "b", "c"]) == _sqlite_rows(path, "t", ["a", "b", "c"])
+
+
+def test_table_with_text_columns_reads_its_integer_columns(tmp_path):
+    path = tmp_path / "t.sqlite"
+    _make(path, [(i, "x" * (i % 50), i * 7) for i in range(5000)],
+          create="CREATE TABLE t (a INTEGER, b TEXT, c INTEGER)")
+    assert _decoded_rows(path, "t", ["c", "a"]) == _sqlite_rows(path, "t", ["c", "a"])
+
+
+@pytest.mark.parametrize("case", ["overflow", "real", "text", "short", "without_rowid", "ipk", "truncated"])
+def test_declines_what_it_cannot_decode(tmp_path, case):
+    path = tmp_path / "t.sqlite"
+    cols = ["a", "c"]
+    if case == "overflow":
+        _make(path, [(1, "y" * 9000, 2)], create="CREATE TABLE t (a INTEGER, b TEXT, c INTEGER)")
+    elif case == "real":
+        _make(path, [(1, 2, 3), (1.5, 2, 3)])
+    elif case == "text":
+        _make(path, [(1, 2, 3), ("abc", 2, 3)])
+    elif case == "short":
+        with sqlite3.connect(path) as con:
+            con.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+            con.execute("INSERT INTO t VALUES (1, 2)")
+            con.execute("ALTER TABLE t ADD COLUMN c INTEGER DEFAULT 5")
+    elif case == "without_rowid":
+        _make(path, [(1, 2, 3)], create="CREATE TABLE t (a INTEGER PRIMARY KEY, b INTEGER, c INTEGER) WITHOUT ROWID")
+    elif case == "ipk":
+        _make(path, [(1, 2, 3)], create="CREATE TABLE t (a INTEGER PRIMARY KEY, b INTEGER, c INTEGER)")
+    elif case == "truncated":
+        _make(path, [(i, i, i) for i in range(5000)])
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2 + 100])
+    with pytest.raises(si.Unsupported):
+        si.read_int_columns(path, "t", cols)
+
+
+def test_declined_tables_are_read_through_sqlite(tmp_path, monkeypatch, nsys_db):
+    """An export the page decoder declines ingests through SQLite to the same store."""
+
+    def decline(*args, **kwargs):
+        raise si.Unsupported("declined for the test")
+
+    monkeypatch.setattr(si, "read_int_columns", decline)
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["hstu_mixed"], name="hstu_mixed")
+        for q in ("top-kernels", "api-summary", "kernel-exec", "nvtx-gpu-projection", "gpu-utilization"):
+            assert tk.query(q, limit=0).equals(nsys_db.query(q, run="hstu_mixed", limit=0)), q

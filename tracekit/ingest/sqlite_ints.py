@@ -1,0 +1,286 @@
+"""Integer columns of an SQLite table, decoded from the file's pages with NumPy.
+
+The big tables of an nsys export (kernels, CUDA API calls, copies) are all-integer
+rows. Reading them through SQLite's C API costs a library call per value (plus, in
+ADBC's driver, a type check and an append per value): about 50 ns a value, most of
+an ingest (docs/performance.md). Their records, however, have a simple layout (SQLite file format,
+https://www.sqlite.org/fileformat2.html): a leaf page of the table's B-tree holds
+cells ``payload-size varint, rowid varint, record``; a record is a header of one
+serial type per column followed by the values, big-endian, 0 to 8 bytes each. Every
+step of decoding them is a gather or an arithmetic op over all rows at once, so a
+column costs a handful of vector operations instead of millions of calls.
+
+This reader decodes only what it can decode exactly: table B-trees of integer (or
+NULL) values whose record headers are one byte per column. Anything else (an
+overflowing record, a REAL or TEXT value, a record shorter than the table, a
+``WITHOUT ROWID`` table, a page that is not what the tree says) raises
+``Unsupported`` and the caller reads the table through SQLite instead, which gives
+the same values (``tests/test_sqlite_ints.py`` compares the two on every fixture).
+"""
+
+from __future__ import annotations
+
+import mmap
+import sqlite3
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+#: rows decoded per chunk: temporaries stay small (cache-resident, no fresh pages)
+CHUNK_ROWS = 8192
+
+# serial type -> value size in bytes (types 0-11; text/blob types >= 12 only get skipped)
+_SIZE = np.array([0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0] + [(t - 12) // 2 for t in range(12, 128)], np.int64)
+# serial type -> right shift that turns the 8 bytes read at the value into the value
+# (arithmetic shift: sign-extends 1..6-byte values); 0-byte types are fixed up after
+_SHIFT = np.array([0] + [64 - 8 * int(s) for s in _SIZE[1:7]] + [0] * 121, np.int64)
+
+
+class Unsupported(Exception):
+    """The table holds something this reader does not decode; read it through SQLite."""
+
+
+def _schema(path: Path, table: str) -> tuple[int, list[str], str | None]:
+    """Root page, column names and the INTEGER PRIMARY KEY column (a rowid alias) if any."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True) as sq:
+            row = sq.execute("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                             [table]).fetchone()
+            info = sq.execute(f'PRAGMA table_info("{table}")').fetchall()
+    except sqlite3.DatabaseError as err:  # SQLite's own reader reports it, with its words
+        raise Unsupported(str(err)) from err
+    if row is None:
+        raise Unsupported(f"no table {table}")
+    if "WITHOUT ROWID" in (row[1] or "").upper():
+        raise Unsupported("WITHOUT ROWID table")
+    pks = [r for r in info if r[5]]
+    ipk = pks[0][1] if len(pks) == 1 and (pks[0][2] or "").upper() == "INTEGER" else None
+    return int(row[0]), [r[1] for r in info], ipk
+
+
+class _File:
+    """The file mapped read-only: bytes, aligned 64-bit words, and big-endian 16/32-bit
+    integers at every byte offset (page headers and cell pointers)."""
+
+    def __init__(self, path: Path):
+        with open(path, "rb") as fh:
+            self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        self.buf = np.frombuffer(self.mm, dtype=np.uint8)
+        self.size = len(self.buf)
+        if self.size < 100 or self.buf[:16].tobytes() != b"SQLite format 3\x00":
+            raise Unsupported("not an SQLite file")
+        ps = int.from_bytes(self.buf[16:18].tobytes(), "big")
+        self.page_size = 65536 if ps == 1 else ps
+        self.usable = self.page_size - int(self.buf[20])
+        if self.size % self.page_size:
+            raise Unsupported("file size is not a whole number of pages")
+        self.pages = self.size // self.page_size
+        if sys.byteorder != "little":
+            raise Unsupported("big-endian host")
+        # aligned 64-bit words (the map starts on a page): values are cut out of two
+        self.words = np.frombuffer(self.mm, dtype=np.uint64, count=self.size // 8)
+        self.u32 = self._view(4, ">u4")
+        self.u16 = self._view(2, ">u2")
+
+    def _view(self, width: int, dtype: str) -> np.ndarray:
+        return np.ndarray(shape=(self.size - width + 1,), dtype=dtype, buffer=self.buf, strides=(1,))
+
+    def headers(self, pages: np.ndarray) -> np.ndarray:
+        """Byte offset of each page's B-tree header (page 1 starts after the file header)."""
+        if len(pages) > self.pages or ((pages < 1) | (pages > self.pages)).any():
+            raise Unsupported("page number outside the file")
+        return (pages - 1) * self.page_size + np.where(pages == 1, 100, 0)
+
+    def close(self) -> None:
+        del self.words, self.u32, self.u16, self.buf
+        try:
+            self.mm.close()
+        except BufferError:  # views still held by an exception's frames: unmapped when freed
+            pass
+
+
+def _leaves(f: _File, root: int) -> np.ndarray:
+    """The table B-tree's leaf pages in key order (all leaves lie at one depth)."""
+    level = np.array([root], np.int64)
+    for _ in range(64):
+        heads = f.headers(level)
+        kinds = f.buf[heads]
+        if (kinds == 0x0D).all():
+            return level
+        if not (kinds == 0x05).all():
+            raise Unsupported("unexpected page type in the table B-tree")
+        children = []
+        for p, h in zip(level.tolist(), heads.tolist(), strict=True):
+            n = int(f.u16[h + 3])
+            base = (p - 1) * f.page_size
+            cells = base + f.u16[h + 12 + 2 * np.arange(n, dtype=np.int64)].astype(np.int64)
+            children.append(f.u32[cells].astype(np.int64))
+            children.append(np.array([int(f.u32[h + 8])], np.int64))
+        level = np.concatenate(children)
+    raise Unsupported("B-tree deeper than 64 levels")
+
+
+def _varint_len(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Length in bytes (1-9) of the varint starting at each position."""
+    n = np.ones(len(pos), np.int64)
+    more = np.flatnonzero(np.take(buf, pos) >= 0x80)
+    step = 1
+    while len(more) and step < 9:
+        n[more] += 1
+        more = more[np.take(buf, pos[more] + step) >= 0x80]
+        step += 1
+    return n
+
+
+def _varint_small(buf: np.ndarray, pos: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Value of 1- or 2-byte varints (longer ones: Unsupported)."""
+    if (length > 2).any():
+        raise Unsupported("payload of 16 KiB or more")
+    b0 = np.take(buf, pos).astype(np.int64)
+    two = length == 2
+    if two.any():
+        b1 = np.take(buf, np.minimum(pos + 1, len(buf) - 1)).astype(np.int64)
+        return np.where(two, ((b0 & 0x7F) << 7) | b1, b0)
+    return b0
+
+
+class _Work:
+    """One thread's scratch arrays, reused for every chunk it decodes: temporaries of a
+    few MB allocated per chunk would come back from the allocator as fresh pages (a
+    page fault per 4 KiB, most of the time on a VM)."""
+
+    def __init__(self, rows: int, ncols: int, nwanted: int):
+        self.rows, self.ncols, self.nwanted = rows, ncols, nwanted
+        self.col = np.arange(1, ncols + 1, dtype=np.int64)[:, None]
+        self.flat = {name: np.empty(k * rows, dt) for name, k, dt in (
+            ("idx", ncols, np.int64), ("st", ncols, np.uint8), ("acc", ncols + 1, np.int64),
+            ("stw", nwanted, np.uint8), ("off", nwanted, np.int64), ("lo", nwanted, np.uint64),
+            ("hi", nwanted, np.uint64), ("sh", nwanted, np.uint64))}
+
+    def get(self, name: str, n: int) -> np.ndarray:
+        a = self.flat[name]
+        return a[: len(a) // self.rows * n].reshape(-1, n)
+
+
+def _decode_chunk(f: _File, w: _Work, cells: np.ndarray, wanted: np.ndarray, out: np.ndarray,
+                  nulls: np.ndarray, has_null: np.ndarray, lo: int) -> None:
+    """Decode rows ``lo:lo + len(cells)`` (``cells``: byte offsets of their cells) of
+    the columns at positions ``wanted`` (ascending) into ``out[:, lo:hi]``.
+
+    All columns at once: a (column, row) array of serial types, their value sizes, and
+    one running sum down the columns gives every value's offset; each value is then
+    the 8 bytes at its offset (two aligned 64-bit words, shifted together), swapped to
+    big-endian order and shifted right by what its size leaves over."""
+    buf, n, ncols = f.buf, len(cells), w.ncols
+    l1 = _varint_len(buf, cells)
+    if (_varint_small(buf, cells, l1) > f.usable - 35).any():
+        raise Unsupported("record spills to overflow pages")
+    rowid_at = cells + l1
+    rec = rowid_at + _varint_len(buf, rowid_at)
+    hs = np.take(buf, rec)
+    if (hs >= 0x80).any() or (hs <= ncols).any():
+        raise Unsupported("record header of several bytes per column, or fewer columns than the table")
+    idx = np.add(rec, w.col, out=w.get("idx", n))
+    st = np.take(buf, idx, out=w.get("st", n), mode="clip")  # (column, row)
+    if (st >= 0x80).any():
+        raise Unsupported("record header of several bytes per column")
+    acc = w.get("acc", n)
+    np.add(rec, hs, out=acc[0])
+    np.take(_SIZE, st, out=acc[1:], mode="clip")
+    np.cumsum(acc, axis=0, out=acc)  # acc[j]: offset of column j's value; acc[ncols]: their end
+    if (acc[ncols] > (cells // f.page_size + 1) * f.page_size).any():
+        raise Unsupported("record past its page")
+    stw = np.take(st, wanted, axis=0, out=w.get("stw", n), mode="clip")
+    if ((stw >= 10) | (stw == 7)).any():
+        raise Unsupported("REAL, TEXT or BLOB value in an integer column")
+    off = np.take(acc, wanted, axis=0, out=w.get("off", n), mode="clip")
+    late = off > f.size - 8  # values in the file's last 8 bytes: read one by one below
+    sh = w.get("sh", n)
+    np.bitwise_and(off, 7, out=sh, casting="unsafe")
+    sh <<= np.uint64(3)
+    off >>= 3
+    v = np.take(f.words, off, out=w.get("lo", n), mode="clip")
+    off += 1
+    hi = np.take(f.words, off, out=w.get("hi", n), mode="clip")
+    v >>= sh
+    np.subtract(np.uint64(64), sh, out=sh)
+    hi <<= sh  # a shift by 64 gives 0 in NumPy
+    v |= hi
+    v.byteswap(inplace=True)
+    v = v.view(np.int64)
+    v >>= np.take(_SHIFT, stw, out=sh.view(np.int64), mode="clip")
+    if late.any():
+        for c, r in zip(*np.nonzero(late), strict=True):
+            at = int(acc[wanted[c], r])
+            size = int(_SIZE[stw[c, r]])
+            v[c, r] = int.from_bytes(buf[at:at + size].tobytes(), "big", signed=True) if size else 0
+    special = stw >= 8
+    if special.any():
+        v[special] = stw[special] - 8  # types 8 and 9: the constants 0 and 1
+    isnull = stw == 0
+    if isnull.any():
+        v[isnull] = 0
+        rows = isnull.any(axis=1)
+        has_null |= rows
+        nulls[rows, lo:lo + n] = isnull[rows]
+    out[:, lo:lo + n] = v
+
+
+def read_int_columns(path: str | Path, table: str, columns: list[str], threads: int = 2) -> pa.Table:
+    """Columns ``columns`` of ``table`` as an Arrow table of int64 (NULLs kept), in rowid
+    order, or ``Unsupported``. Rows are decoded in chunks on ``threads`` threads (NumPy
+    releases the GIL in its vector ops)."""
+    root, names, ipk_name = _schema(Path(path), table)
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise Unsupported(f"no column {missing[0]}")
+    if ipk_name in columns:  # stored as NULL in the record: its value is the rowid
+        raise Unsupported("INTEGER PRIMARY KEY column")
+    wanted = np.array(sorted({names.index(c) for c in columns}), np.int64)
+    f = _File(Path(path))
+    try:
+        leaves = _leaves(f, root)
+        heads = f.headers(leaves)
+        counts = f.u16[heads + 3].astype(np.int64)
+        total = int(counts.sum())
+        out = np.empty((len(wanted), total), np.int64)  # a row per column: contiguous
+        nulls = np.zeros((len(wanted), total), bool)  # pages touched only where a NULL is
+        has_null = np.zeros(len(wanted), bool)
+        # chunks of whole pages, about CHUNK_ROWS rows each
+        first_row = np.concatenate([[0], np.cumsum(counts)])
+        bounds = np.searchsorted(first_row, np.arange(0, total, CHUNK_ROWS), side="right") - 1
+        bounds = np.unique(np.append(bounds, len(leaves)))
+
+        spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+        most = max((int(first_row[b] - first_row[a]) for a, b in spans), default=0)
+        local = threading.local()
+
+        def chunk(a: int, b: int) -> None:
+            if not hasattr(local, "work"):
+                local.work = _Work(most, int(wanted[-1]) + 1, len(wanted))
+            c = counts[a:b]
+            n = int(c.sum())
+            if n == 0:
+                return
+            k = np.arange(n, dtype=np.int64) - np.repeat(first_row[a:b] - first_row[a], c)
+            ptr = np.repeat(heads[a:b] + 8, c) + 2 * k
+            cells = np.repeat((leaves[a:b] - 1) * f.page_size, c) + f.u16[ptr].astype(np.int64)
+            _decode_chunk(f, local.work, cells, wanted, out, nulls, has_null, int(first_row[a]))
+
+        if threads > 1 and len(spans) > 1:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                for fut in [pool.submit(chunk, a, b) for a, b in spans]:
+                    fut.result()
+        else:
+            for a, b in spans:
+                chunk(a, b)
+    except (IndexError, ValueError) as err:  # offsets outside the file: not a sound B-tree
+        raise Unsupported(f"inconsistent pages ({err})") from err
+    finally:
+        f.close()
+    row = {names[j]: i for i, j in enumerate(wanted.tolist())}
+    return pa.table({c: pa.array(out[row[c]], mask=nulls[row[c]] if has_null[row[c]] else None) for c in columns})

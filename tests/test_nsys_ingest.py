@@ -381,3 +381,39 @@ def test_names_are_stored_once_across_runs(nsys_db):
     shared = nsys_db.sql("SELECT count(DISTINCT run_id) AS runs FROM api_calls WHERE name = 'cudaLaunchKernel'")["runs"][0]
     ids = nsys_db.sql("SELECT count(DISTINCT name_id) AS n FROM api_calls WHERE name = 'cudaLaunchKernel'")["n"][0]
     assert shared >= 2 and ids == 1
+
+
+@pytest.mark.parametrize("case", ["dense", "sparse", "processes", "repeats", "nulls"])
+def test_launch_rows_match_a_plain_join(case):
+    """Each GPU op's launching call: same correlation id, same process; the first call
+    where a key repeats; -1 where none matches (NULL keys match nothing)."""
+    import random
+
+    import pyarrow as pa
+
+    from tracekit.ingest.nsys import _launch_rows
+
+    rng = random.Random(case)
+    procs = [(7 << 24), (9 << 24) | (1 << 56)] if case == "processes" else [(7 << 24)]
+    spread = 10**12 if case == "sparse" else 5000
+    calls = [(rng.choice(procs) | rng.randrange(1, 50), rng.randrange(-3, spread)) for _ in range(3000)]
+    if case != "repeats":
+        seen = set()
+        calls = [c for c in calls if not ((c[0] & -16777216, c[1]) in seen or seen.add((c[0] & -16777216, c[1])))]
+    ops = [(rng.choice(procs + [11 << 24]), rng.randrange(-3, spread) if rng.random() < 0.2 else rng.choice(calls)[1])
+           for _ in range(4000)]
+    api_corr = [c[1] for c in calls]
+    ops_pid = [o[0] for o in ops]
+    if case == "nulls":
+        api_corr = [None if i % 7 == 0 else c for i, c in enumerate(api_corr)]
+        ops_pid = [None if i % 11 == 0 else p for i, p in enumerate(ops_pid)]
+    api = pa.table({"correlationId": pa.array(api_corr, pa.int64()), "globalTid": [c[0] for c in calls]})
+    tbl = pa.table({"correlationId": [o[1] for o in ops], "globalPid": pa.array(ops_pid, pa.int64())})
+    first = {}
+    for i, (tid, corr) in enumerate(zip(api["globalTid"].to_pylist(), api_corr, strict=True)):
+        if corr is not None:
+            first.setdefault((tid & -16777216, corr), i)
+    want = [first.get((p, c), -1) if p is not None else -1 for p, c in zip(ops_pid, [o[1] for o in ops], strict=True)]
+    got = _launch_rows(api, tbl).tolist()
+    assert got == want
+    assert sum(g >= 0 for g in got) > 1000

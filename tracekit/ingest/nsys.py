@@ -24,6 +24,7 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError
@@ -40,10 +41,6 @@ SPLIT_ROWS = 500_000
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND, NVTX_DOMAIN = (
     34, 59, 60, 70, 71, 75,
 )
-
-#: the innermost NVTX range of an op's launching call, in the op tables' SELECTs: a column
-#: that _innermost_ranges adds to the API calls when the export has push/pop ranges
-NVTX_INNER = "a._tk_nvtx_range"
 
 # nsys stats strips a trailing _vNNNN from CUDA API names (substr(name, -6, 2) = '_v')
 _STRIP = "CASE WHEN substr({0}, -6, 2) = '_v' THEN substr({0}, 1, length({0}) - 6) ELSE {0} END"
@@ -73,21 +70,19 @@ _GAPS = [
     ("device_gap_ns", "r._tk_device_gap", _GAP_INPUTS, "BIGINT"),
 ]
 
-# The API call that launched a GPU op: same correlation id, same process.
+# The API call that launched a GPU op (same correlation id, same process), found by
+# _add_launches and carried as ``_tk_api_*`` columns of the raw op tables.
+_API = "@CUPTI_ACTIVITY_KIND_RUNTIME"
 _LAUNCH = [
-    ("launch_global_tid", "a.globalTid", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
-    ("launch_tid", "a.globalTid & 16777215", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "INTEGER"),
-    ("api_start_ns", "a.start", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
-    ("api_end_ns", 'a."end"', ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
-    ("api_name", "an.stripped", ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "VARCHAR"),
+    ("launch_global_tid", "r._tk_api_tid", [_API], "BIGINT"),
+    ("launch_tid", "r._tk_api_tid & 16777215", [_API], "INTEGER"),
+    ("api_start_ns", "r._tk_api_start", [_API], "BIGINT"),
+    ("api_end_ns", "r._tk_api_end", [_API], "BIGINT"),
+    ("api_name", "an.stripped", [_API], "VARCHAR"),
     # innermost push/pop NVTX range around the launch call on its thread (_innermost_ranges)
-    ("nvtx_range_id", NVTX_INNER, ["@CUPTI_ACTIVITY_KIND_RUNTIME"], "BIGINT"),
+    ("nvtx_range_id", "r._tk_api_range", [_API], "BIGINT"),
 ]
-_LAUNCH_JOINS = {
-    "a": ("@CUPTI_ACTIVITY_KIND_RUNTIME",
-          "LEFT JOIN _nsys_api_calls a ON a.correlationId = r.correlationId AND (a.globalTid & -16777216) = r.globalPid"),
-    "an": ("@CUPTI_ACTIVITY_KIND_RUNTIME", "LEFT JOIN _nsys_names an ON an.id = a.nameId"),
-}
+_LAUNCH_JOINS = {"an": (_API, "LEFT JOIN _nsys_names an ON an.id = r._tk_api_name")}
 # kernels keep the launch API's name as a _strings id (see schema_nsys.sql)
 _LAUNCH_IDS = [c if c[0] != "api_name" else ("api_name_id", "an.stripped_sid", c[2], "BIGINT") for c in _LAUNCH]
 
@@ -465,8 +460,6 @@ def _add_idle_gaps(raw: dict[str, pa.Table]) -> None:
     scope has ended; the gap runs from that latest end to its start. Ops of all three
     tables share the scopes. One time sort for all ops (inputs come nearly sorted), a
     stable sort by scope only when there is more than one, a running max per scope."""
-    import numpy as np
-
     tables = [t for t in _GAP_TABLES if t in raw and set(_GAP_INPUTS) <= set(raw[t].column_names)]
     if sum(raw[t].num_rows for t in tables) == 0:
         for t in tables:
@@ -506,6 +499,100 @@ def _add_idle_gaps(raw: dict[str, pa.Table]) -> None:
         at += n
 
 
+def _values(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
+    """An integer column as int64 NumPy values (NULLs as 0; no copy when there are none
+    and it is one chunk) and its validity (None: no NULLs)."""
+    import pyarrow.compute as pc
+
+    if col.null_count == 0:
+        arr = col.chunk(0) if col.num_chunks == 1 else pa.concat_arrays(col.chunks)
+        return arr.to_numpy().astype(np.int64, copy=False), None
+    return pc.fill_null(col, 0).to_numpy().astype(np.int64, copy=False), col.is_valid().to_numpy(zero_copy_only=False)
+
+
+class _LaunchIndex:
+    """The CUDA API calls by (process, correlation id): the key that ties a GPU op to the
+    call that launched it (the process: the ``globalPid`` bits of the call's ``globalTid``).
+
+    Correlation ids are small counters: with one process they index a lookup table
+    directly; otherwise (or where ids are sparse or repeat) the keys are sorted once and
+    each op found by binary search. A repeated key resolves to its first call either way."""
+
+    def __init__(self, api: pa.Table):
+        corr, ok = _values(api.column("correlationId"))
+        proc = _values(api.column("globalTid"))[0] & -16777216
+        self.rows = np.flatnonzero(ok) if ok is not None else None
+        if self.rows is not None:
+            corr, proc = corr[self.rows], proc[self.rows]
+        self.empty = len(corr) == 0
+        if self.empty:
+            return
+        self.procs = proc[:1] if proc.min() == proc.max() else np.unique(proc)
+        self.lo, hi = int(corr.min()), int(corr.max())
+        self.width = hi - self.lo + 1
+        if self.width * len(self.procs) >= 2**62:
+            raise InputError(f"correlation ids from {self.lo} to {hi} in {len(self.procs)} processes: too wide to match")
+        key = corr - self.lo
+        if len(self.procs) > 1:
+            key += np.searchsorted(self.procs, proc) * self.width
+        n = len(key)
+        span = self.width * len(self.procs)
+        self.table = None
+        if span <= 4 * n + (1 << 20):  # dense: a direct lookup table
+            table = np.full(span, -1, np.int32 if n < 2**31 else np.int64)
+            table[key] = np.arange(n, dtype=table.dtype)
+            if (table[key] == np.arange(n)).all():  # no repeated key
+                self.table = table
+        if self.table is None:
+            self.order = np.argsort(key, kind="stable")
+            self.sorted = key[self.order]
+
+    def find(self, ops: pa.Table) -> np.ndarray:
+        """Row of each op's launching call in the API table; -1 where there is none."""
+        corr, ok = _values(ops.column("correlationId"))
+        proc, pok = _values(ops.column("globalPid"))
+        if self.empty:
+            return np.full(len(corr), -1, np.int64)
+        valid = (corr >= self.lo) & (corr < self.lo + self.width)
+        for v in (ok, pok):
+            if v is not None:
+                valid &= v
+        key = corr - self.lo
+        if len(self.procs) == 1:
+            valid &= proc == self.procs[0]
+        else:
+            pi = np.minimum(np.searchsorted(self.procs, proc), len(self.procs) - 1)
+            valid &= self.procs[pi] == proc
+            key += pi * self.width
+        key[~valid] = 0
+        if self.table is not None:
+            found = self.table[key].astype(np.int64)
+            found[~valid] = -1
+        else:
+            at = np.minimum(np.searchsorted(self.sorted, key), len(self.order) - 1)
+            found = np.where(valid & (self.sorted[at] == key), self.order[at], -1)
+        if self.rows is not None:  # back to rows of the whole table
+            found = np.where(found >= 0, self.rows[np.maximum(found, 0)], -1)
+        return found
+
+
+def _launch_rows(api: pa.Table, ops: pa.Table) -> np.ndarray:
+    return _LaunchIndex(api).find(ops)
+
+
+def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex) -> pa.Table:
+    """``ops`` with its launching calls' thread, start, end, name id and innermost NVTX
+    range as ``_tk_api_*`` columns (NULL where no call matches): one Arrow take."""
+    rows = index.find(ops)
+    names = {"globalTid": "_tk_api_tid", "start": "_tk_api_start", "end": "_tk_api_end",
+             "nameId": "_tk_api_name", "_tk_nvtx_range": "_tk_api_range"}
+    picked = api.select([c for c in names if c in api.column_names]).take(pa.array(rows, mask=rows < 0))
+    for src, name in names.items():
+        ops = ops.append_column(name, picked.column(src) if src in picked.column_names
+                                else pa.nulls(ops.num_rows, pa.int64()))
+    return ops
+
+
 _TEMPS = ["api_names", "names", "ev", "named", "rng", "anc", "parent", "tree", "bands", "pp_parent", "seg", "proj"]
 
 
@@ -524,12 +611,18 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
         # NVTX nesting first: the op inserts take each launch's innermost range
         _nvtx_prepare(con, "nvtx" in raw)
         inner = _innermost_ranges(con, raw.get("api_calls"))
-        if inner is not None:
-            raw["api_calls"] = raw["api_calls"].append_column("_tk_nvtx_range", inner)
-            con.register("_nsys_api_calls", raw["api_calls"])
+        if "api_calls" in raw:
+            api = raw["api_calls"]
+            if inner is not None:
+                api = api.append_column("_tk_nvtx_range", inner)
+            index = _LaunchIndex(api)
+            for t in _GAP_TABLES:
+                if t in raw:
+                    raw[t] = _add_launches(raw[t], api, index)
+                    con.register(f"_nsys_{t}", raw[t])
+            del api, index
         for target, (select, _) in plans.items():
-            rows[target] = _insert(con, SPECS[target].get("table", target), run_id,
-                                   select if inner is not None else select.replace(NVTX_INNER, "NULL"))
+            rows[target] = _insert(con, SPECS[target].get("table", target), run_id, select)
         # the activity rows are in the store now: free their Arrow copies before the NVTX work
         for name in [n for n in raw if n not in ("nvtx", "strings")]:
             con.unregister(f"_nsys_{name}")
@@ -697,11 +790,9 @@ def _innermost_ranges(con, api: pa.Table | None) -> pa.ChunkedArray | None:
     (the last segment of ``_nsys_seg`` starting at or before it; NULL outside every
     range), aligned with the raw API-call rows; None without push/pop ranges.
 
-    One binary search per call over the few segment boundaries: the op inserts pick the
-    value of their launching call through the launch join they already make, so no
-    launch is sorted or joined again for NVTX."""
-    import numpy as np
-
+    One binary search per call over the few segment boundaries; each GPU op takes the
+    value of its launching call (_add_launches), so no launch is sorted or joined again
+    for NVTX."""
     seg = con.execute("SELECT global_tid, ts, state FROM _nsys_seg ORDER BY global_tid, ts").fetchnumpy()
     if api is None or api.num_rows == 0 or len(seg["ts"]) == 0:
         return None

@@ -168,6 +168,26 @@ CREATE TABLE IF NOT EXISTS nvtx_kernel_sum (
     max_ns BIGINT            -- longest launch, ns
 );
 
+-- Launch and execution phases of kernels per (process, launching thread, device, launch
+-- API, kernel): the statistics of `nsys stats -r cuda_kern_exec_sum`, unrounded, computed
+-- at ingest (four exact medians over millions of launches take longer than a query may).
+-- API time: the launch call; queue time: call end to kernel start, only when positive;
+-- kernel time: the kernel; total time: call start to the later of call end and kernel end.
+CREATE TABLE IF NOT EXISTS kernel_exec_sum (
+    run_id INTEGER,
+    pid INTEGER,             -- process of the launching thread
+    tid INTEGER,             -- launching thread
+    device_id BIGINT,        -- CUDA device that ran the kernel
+    api_name_id BIGINT,      -- launch API (_strings id, suffix stripped)
+    name_id BIGINT,          -- kernel (_strings id, demangled)
+    launches BIGINT,         -- launches
+    queued BIGINT,           -- launches with a positive queue time
+    total_avg_ns DOUBLE, total_med_ns DOUBLE, total_min_ns BIGINT, total_max_ns BIGINT, total_stddev_ns DOUBLE,
+    api_avg_ns DOUBLE, api_med_ns DOUBLE, api_min_ns BIGINT, api_max_ns BIGINT, api_stddev_ns DOUBLE,
+    queue_avg_ns DOUBLE, queue_med_ns DOUBLE, queue_min_ns BIGINT, queue_max_ns BIGINT, queue_stddev_ns DOUBLE,
+    kernel_avg_ns DOUBLE, kernel_med_ns DOUBLE, kernel_min_ns BIGINT, kernel_max_ns BIGINT, kernel_stddev_ns DOUBLE
+);
+
 CREATE TABLE IF NOT EXISTS gpus (
     run_id INTEGER, device_id INTEGER, name VARCHAR, chip_name VARCHAR, bus_location VARCHAR,
     uuid VARCHAR, sm_count INTEGER, cc_major INTEGER, cc_minor INTEGER,

@@ -31,8 +31,9 @@ DEFAULT_DB = "tracekit.duckdb"
 INGEST_MEMORY_LIMIT = "800MB"
 SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
 #: Version of the store's tables, kept in _store; a store of another version is refused
-#: with a message rather than read wrong. 2: kernel and API names as _strings ids.
-SCHEMA_VERSION = 2
+#: with a message rather than read wrong. 2: kernel and API names as _strings ids;
+#: 3: kernel_exec_sum computed at ingest.
+SCHEMA_VERSION = 3
 
 
 def default_db_path() -> Path:

@@ -1,7 +1,8 @@
 -- Kernel launch and execution phases per (process, thread, device, launch API, kernel).
--- Same numbers as `nsys stats -r cuda_kern_exec_sum`: API time is the launch call on the
--- CPU; queue time runs from the call's end to the kernel's start and counts only when
--- positive; total time runs from the call's start to the later of call end and kernel end.
+-- Same numbers as `nsys stats -r cuda_kern_exec_sum` (statistics computed at ingest, in
+-- kernel_exec_sum): API time is the launch call on the CPU; queue time runs from the
+-- call's end to the kernel's start and counts only when positive; total time runs from
+-- the call's start to the later of call end and kernel end.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column pid              process id of the launching thread
@@ -31,33 +32,20 @@
 -- @column kernel_stddev_ns stddev of kernel time, ns (rounded to 0.1)
 -- @column api_name         launch API (suffix stripped)
 -- @column kernel_name      kernel name (demangled)
--- @requires kernels
-WITH k AS (
-    SELECT pid, launch_tid AS tid, device_id, api_end_ns - api_start_ns AS api_ns,
-           CASE WHEN start_ns - api_end_ns >= 0 THEN start_ns - api_end_ns END AS queue_ns,
-           dur_ns AS kernel_ns, greatest(api_end_ns, end_ns) - api_start_ns AS total_ns,
-           api_name_id, name_id
-    FROM _kernels
-    WHERE run_id = $run AND api_start_ns IS NOT NULL
-), s AS (
-SELECT pid, tid, device_id, count(*) AS count, count(queue_ns) AS queue_count,
-       round1(avg(total_ns)) AS total_avg_ns, round1(median(total_ns)) AS total_med_ns,
-       min(total_ns) AS total_min_ns, max(total_ns) AS total_max_ns,
-       round1(coalesce(stddev_samp(total_ns), 0)) AS total_stddev_ns,
-       round1(avg(api_ns)) AS api_avg_ns, round1(median(api_ns)) AS api_med_ns,
-       min(api_ns) AS api_min_ns, max(api_ns) AS api_max_ns,
-       round1(coalesce(stddev_samp(api_ns), 0)) AS api_stddev_ns,
-       round1(avg(queue_ns)) AS queue_avg_ns, round1(median(queue_ns)) AS queue_med_ns,
-       min(queue_ns) AS queue_min_ns, max(queue_ns) AS queue_max_ns,
-       round1(coalesce(stddev_samp(queue_ns), 0)) AS queue_stddev_ns,
-       round1(avg(kernel_ns)) AS kernel_avg_ns, round1(median(kernel_ns)) AS kernel_med_ns,
-       min(kernel_ns) AS kernel_min_ns, max(kernel_ns) AS kernel_max_ns,
-       round1(coalesce(stddev_samp(kernel_ns), 0)) AS kernel_stddev_ns,
-       api_name_id, name_id
-FROM k
-GROUP BY pid, tid, device_id, api_name_id, name_id
-)
-SELECT s.* EXCLUDE (api_name_id, name_id), a.value AS api_name, n.value AS kernel_name
-FROM s LEFT JOIN _strings a ON a.string_id = s.api_name_id LEFT JOIN _strings n ON n.string_id = s.name_id
+-- @requires kernel_exec_sum
+SELECT s.pid, s.tid, s.device_id, s.launches AS count, s.queued AS queue_count,
+       round1(s.total_avg_ns) AS total_avg_ns, round1(s.total_med_ns) AS total_med_ns,
+       s.total_min_ns, s.total_max_ns, round1(s.total_stddev_ns) AS total_stddev_ns,
+       round1(s.api_avg_ns) AS api_avg_ns, round1(s.api_med_ns) AS api_med_ns,
+       s.api_min_ns, s.api_max_ns, round1(s.api_stddev_ns) AS api_stddev_ns,
+       round1(s.queue_avg_ns) AS queue_avg_ns, round1(s.queue_med_ns) AS queue_med_ns,
+       s.queue_min_ns, s.queue_max_ns, round1(s.queue_stddev_ns) AS queue_stddev_ns,
+       round1(s.kernel_avg_ns) AS kernel_avg_ns, round1(s.kernel_med_ns) AS kernel_med_ns,
+       s.kernel_min_ns, s.kernel_max_ns, round1(s.kernel_stddev_ns) AS kernel_stddev_ns,
+       a.value AS api_name, n.value AS kernel_name
+FROM kernel_exec_sum s
+LEFT JOIN _strings a ON a.string_id = s.api_name_id
+LEFT JOIN _strings n ON n.string_id = s.name_id
+WHERE s.run_id = $run
 ORDER BY total_avg_ns DESC, kernel_name
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -629,6 +629,7 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
             names.remove(f"_nsys_{name}")
             del raw[name]
         rows.update(_nvtx_finish(con, run_id))
+        rows.update(_kernel_exec_sum(con, run_id))
     except BaseException:
         # the transaction is aborted: the caller rolls back, which drops the temp tables
         for n in names:
@@ -904,3 +905,24 @@ def _nvtx_finish(con, run_id: int) -> dict[str, int]:
         LEFT JOIN _strings n ON n.string_id = k.name_id
     """)
     return rows
+
+
+def _kernel_exec_sum(con, run_id: int) -> dict[str, int]:
+    """The launch/queue/kernel/total time statistics of cuda_kern_exec_sum per (process,
+    thread, device, launch API, kernel): four exact medians over every launch, computed
+    once here so that the kernel-exec query reads a few rows."""
+    stats = ", ".join(
+        f"avg({m}_ns) AS {m}_avg_ns, median({m}_ns) AS {m}_med_ns, min({m}_ns) AS {m}_min_ns, "
+        f"max({m}_ns) AS {m}_max_ns, coalesce(stddev_samp({m}_ns), 0) AS {m}_stddev_ns"
+        for m in ("total", "api", "queue", "kernel"))
+    return {"kernel_exec_sum": _insert(con, "kernel_exec_sum", run_id, f"""
+        WITH k AS (
+            SELECT pid, launch_tid AS tid, device_id, api_name_id, name_id,
+                   api_end_ns - api_start_ns AS api_ns,
+                   CASE WHEN start_ns - api_end_ns >= 0 THEN start_ns - api_end_ns END AS queue_ns,
+                   dur_ns AS kernel_ns, greatest(api_end_ns, end_ns) - api_start_ns AS total_ns
+            FROM _kernels WHERE run_id = {int(run_id)} AND api_start_ns IS NOT NULL
+        )
+        SELECT pid, tid, device_id, api_name_id, name_id, count(*) AS launches, count(queue_ns) AS queued, {stats}
+        FROM k GROUP BY pid, tid, device_id, api_name_id, name_id
+    """)}

@@ -408,32 +408,39 @@ def _read(rd: _Reader, path: Path) -> Parsed:
     # The big tables (kernels, API calls) dominate, and they hold integers only: those
     # are decoded from the file's pages with NumPy (sqlite_ints; several times faster
     # than a library call per value), chunks on every core. Tables with text, and any
-    # table that reader declines, go through SQLite (ADBC), concurrently, each reader
-    # on its own connection (ADBC releases the GIL while it reads); integer tables
-    # declined by the page reader are read there as parallel rowid ranges.
+    # table that decoder declines, go through SQLite (ADBC: each read on a connection of
+    # its own; it releases the GIL while it reads).
     workers = min(4, os.cpu_count() or 2)
+
+    def decode(base: str, cols: list[str]) -> pa.Table | None:
+        try:
+            return sqlite_ints.read_int_columns(path, rd.tables[base], cols, threads=workers)
+        except sqlite_ints.Unsupported:
+            return None
+
     pieces: dict[str, list[pa.Table]] = {}
-    via_sqlite = []
-    for name, (base, cols) in sorted(jobs.items(), key=lambda j: -rd.row_estimate(j[1][0])):
-        if rd.integer_columns(base, cols):
-            try:
-                pieces[name] = [sqlite_ints.read_int_columns(path, rd.tables[base], cols, threads=workers)]
-                continue
-            except sqlite_ints.Unsupported:
-                pass
-        via_sqlite.append((name, base, cols))
-    parts: list[tuple[str, str, list[str], tuple[int, int] | None]] = []
-    for name, base, cols in via_sqlite:
-        n = rd.row_estimate(base)
-        if n > SPLIT_ROWS and rd.integer_columns(base, cols):
-            step = n // workers + 1
-            parts += [(name, base, cols, (i * step, (i + 1) * step)) for i in range(workers)]
-        else:
-            parts.append((name, base, cols, None))
-    parts.sort(key=lambda p: -(p[3][1] - p[3][0] if p[3] else rd.row_estimate(p[1])))
+    biggest_first = sorted(jobs.items(), key=lambda j: -rd.row_estimate(j[1][0]))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [(p[0], pool.submit(rd.arrow, p[1], p[2], p[3])) for p in parts]
-        for name, fut in futures:
+        # every table at once, biggest first: the decoder's threads and the SQLite
+        # readers keep all cores busy between the decoder's Python steps
+        futures = [(name, base, cols, pool.submit(decode, base, cols) if rd.integer_columns(base, cols)
+                    else pool.submit(rd.arrow, base, cols)) for name, (base, cols) in biggest_first]
+        declined = []
+        for name, base, cols, fut in futures:
+            if (tbl := fut.result()) is not None:
+                pieces[name] = [tbl]
+            else:
+                declined.append((name, base, cols))
+        # integer tables the decoder declined: through SQLite, as parallel rowid ranges
+        parts = []
+        for name, base, cols in declined:
+            n = rd.row_estimate(base)
+            if n <= SPLIT_ROWS:
+                parts.append((name, pool.submit(rd.arrow, base, cols)))
+                continue
+            step = n // workers + 1
+            parts += [(name, pool.submit(rd.arrow, base, cols, (i * step, (i + 1) * step))) for i in range(workers)]
+        for name, fut in parts:
             pieces.setdefault(name, []).append(fut.result())
     raw = {}
     for name, ts in pieces.items():

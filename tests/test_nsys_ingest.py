@@ -400,20 +400,23 @@ def test_launch_rows_match_a_plain_join(case):
     if case != "repeats":
         seen = set()
         calls = [c for c in calls if not ((c[0] & -16777216, c[1]) in seen or seen.add((c[0] & -16777216, c[1])))]
-    ops = [(rng.choice(procs + [11 << 24]), rng.randrange(-3, spread) if rng.random() < 0.2 else rng.choice(calls)[1])
+    other = [11 << 24] + ([0] if case == "nulls" else [])  # 0: the process bits of a NULL globalTid
+    ops = [(rng.choice(procs + other), rng.randrange(-3, spread) if rng.random() < 0.2 else rng.choice(calls)[1])
            for _ in range(4000)]
     api_corr = [c[1] for c in calls]
+    api_tid = [c[0] for c in calls]
     ops_pid = [o[0] for o in ops]
     if case == "nulls":
         api_corr = [None if i % 7 == 0 else c for i, c in enumerate(api_corr)]
+        api_tid = [None if i % 13 == 0 else t for i, t in enumerate(api_tid)]
         ops_pid = [None if i % 11 == 0 else p for i, p in enumerate(ops_pid)]
-    api = pa.table({"correlationId": pa.array(api_corr, pa.int64()), "globalTid": [c[0] for c in calls]})
+    api = pa.table({"correlationId": pa.array(api_corr, pa.int64()), "globalTid": pa.array(api_tid, pa.int64())})
     tbl = pa.table({"correlationId": [o[1] for o in ops], "globalPid": pa.array(ops_pid, pa.int64())})
     first = {}
-    for i, (tid, corr) in enumerate(zip(api["globalTid"].to_pylist(), api_corr, strict=True)):
-        if corr is not None:
+    for i, (tid, corr) in enumerate(zip(api_tid, api_corr, strict=True)):
+        if corr is not None and tid is not None:
             first.setdefault((tid & -16777216, corr), i)
     want = [first.get((p, c), -1) if p is not None else -1 for p, c in zip(ops_pid, [o[1] for o in ops], strict=True)]
     got = _launch_rows(api, tbl).tolist()
     assert got == want
-    assert sum(g >= 0 for g in got) > 1000
+    assert sum(g >= 0 for g in got) > 500

@@ -527,7 +527,10 @@ class _LaunchIndex:
 
     def __init__(self, api: pa.Table):
         corr, ok = _values(api.column("correlationId"))
-        proc = _values(api.column("globalTid"))[0] & -16777216
+        tid, tok = _values(api.column("globalTid"))
+        proc = tid & -16777216
+        if tok is not None:  # a call without a thread matches nothing, as in SQL
+            ok = tok if ok is None else ok & tok
         self.rows = np.flatnonzero(ok) if ok is not None else None
         if self.rows is not None:
             corr, proc = corr[self.rows], proc[self.rows]
@@ -547,8 +550,9 @@ class _LaunchIndex:
         self.table = None
         if span <= 4 * n + (1 << 20):  # dense: a direct lookup table
             table = np.full(span, -1, np.int32 if n < 2**31 else np.int64)
-            table[key] = np.arange(n, dtype=table.dtype)
-            if (table[key] == np.arange(n)).all():  # no repeated key
+            rows = np.arange(n, dtype=table.dtype)
+            table[key] = rows
+            if (table[key] == rows).all():  # no repeated key
                 self.table = table
         if self.table is None:
             self.order = np.argsort(key, kind="stable")
@@ -584,6 +588,7 @@ class _LaunchIndex:
 
 
 def _launch_rows(api: pa.Table, ops: pa.Table) -> np.ndarray:
+    """Row in ``api`` of each op's launching call (-1: none)."""
     return _LaunchIndex(api).find(ops)
 
 

@@ -133,3 +133,29 @@ def test_declined_tables_are_read_through_sqlite(tmp_path, monkeypatch, nsys_db)
         tk.ingest(NSYS_EXPORTS["hstu_mixed"], name="hstu_mixed")
         for q in ("top-kernels", "api-summary", "kernel-exec", "nvtx-gpu-projection", "gpu-utilization"):
             assert tk.query(q, limit=0).equals(nsys_db.query(q, run="hstu_mixed", limit=0)), q
+
+
+def test_corrupted_pages_are_declined_or_read_exactly(tmp_path):
+    """Random bytes overwritten in a real export: the decoder either declines the table
+    or gives exactly what SQLite gives (never values SQLite would refuse to read)."""
+    cols = ["start", "end", "correlationId", "globalTid", "nameId"]
+    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    with materialized(NSYS_EXPORTS["hstu_mixed"]) as path:
+        data = path.read_bytes()
+    rng = random.Random(3)
+    outcomes = {"declined": 0, "equal": 0}
+    for trial in range(80):
+        broken = bytearray(data)
+        for _ in range(rng.choice([1, 5, 50])):
+            broken[rng.randrange(100, len(broken))] = rng.randrange(256)
+        f = tmp_path / f"broken{trial}.sqlite"
+        f.write_bytes(broken)
+        try:
+            got = _decoded_rows(f, table, cols)
+        except si.Unsupported:
+            outcomes["declined"] += 1
+            continue
+        assert got == _sqlite_rows(f, table, cols), trial  # SQLite reads it too, the same
+        outcomes["equal"] += 1
+        f.unlink()
+    assert outcomes["declined"] > 5 and outcomes["equal"] > 5, outcomes

@@ -51,7 +51,7 @@ def _schema(path: Path, table: str) -> tuple[int, list[str], str | None]:
             row = sq.execute("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?",
                              [table]).fetchone()
             info = sq.execute(f'PRAGMA table_info("{table}")').fetchall()
-    except sqlite3.DatabaseError as err:  # SQLite's own reader reports it, with its words
+    except (sqlite3.Error, UnicodeDecodeError) as err:  # SQLite's own reader reports it, with its words
         raise Unsupported(str(err)) from err
     if row is None:
         raise Unsupported(f"no table {table}")
@@ -177,10 +177,14 @@ def _decode_chunk(f: _File, w: _Work, cells: np.ndarray, wanted: np.ndarray, out
     big-endian order and shifted right by what its size leaves over."""
     buf, n, ncols = f.buf, len(cells), w.ncols
     l1 = _varint_len(buf, cells)
-    if (_varint_small(buf, cells, l1) > f.usable - 35).any():
+    payload = _varint_small(buf, cells, l1)
+    if (payload > f.usable - 35).any():
         raise Unsupported("record spills to overflow pages")
     rowid_at = cells + l1
     rec = rowid_at + _varint_len(buf, rowid_at)
+    end = rec + payload  # the record ends inside the page's usable bytes (SQLite checks it too)
+    if (end > cells // f.page_size * f.page_size + f.usable).any():
+        raise Unsupported("record past its page")
     hs = np.take(buf, rec)
     if (hs >= 0x80).any() or (hs <= ncols).any():
         raise Unsupported("record header of several bytes per column, or fewer columns than the table")
@@ -192,8 +196,8 @@ def _decode_chunk(f: _File, w: _Work, cells: np.ndarray, wanted: np.ndarray, out
     np.add(rec, hs, out=acc[0])
     np.take(_SIZE, st, out=acc[1:], mode="clip")
     np.cumsum(acc, axis=0, out=acc)  # acc[j]: offset of column j's value; acc[ncols]: their end
-    if (acc[ncols] > (cells // f.page_size + 1) * f.page_size).any():
-        raise Unsupported("record past its page")
+    if (acc[ncols] > end).any():
+        raise Unsupported("values past the end of their record")
     stw = np.take(st, wanted, axis=0, out=w.get("stw", n), mode="clip")
     if ((stw >= 10) | (stw == 7)).any():
         raise Unsupported("REAL, TEXT or BLOB value in an integer column")
@@ -240,12 +244,24 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
         raise Unsupported(f"no column {missing[0]}")
     if ipk_name in columns:  # stored as NULL in the record: its value is the rowid
         raise Unsupported("INTEGER PRIMARY KEY column")
+    if not columns:
+        raise Unsupported("no columns asked for")
     wanted = np.array(sorted({names.index(c) for c in columns}), np.int64)
-    f = _File(Path(path))
+    try:
+        f = _File(Path(path))
+    except (OSError, ValueError) as err:  # unreadable, or empty (mmap refuses it)
+        raise Unsupported(str(err)) from err
     try:
         leaves = _leaves(f, root)
         heads = f.headers(leaves)
         counts = f.u16[heads + 3].astype(np.int64)
+        # the page headers SQLite would check: the cell pointers end before the cell
+        # content area, which starts inside the page (0 stands for 65536)
+        bases = (leaves - 1) * f.page_size
+        content = f.u16[heads + 5].astype(np.int64)
+        content[content == 0] = 65536
+        if ((heads + 8 + 2 * counts > bases + content) | (content > f.usable)).any():
+            raise Unsupported("leaf page header inconsistent")
         total = int(counts.sum())
         out = np.empty((len(wanted), total), np.int64)  # a row per column: contiguous
         nulls = np.zeros((len(wanted), total), bool)  # pages touched only where a NULL is
@@ -268,7 +284,10 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
                 return
             k = np.arange(n, dtype=np.int64) - np.repeat(first_row[a:b] - first_row[a], c)
             ptr = np.repeat(heads[a:b] + 8, c) + 2 * k
-            cells = np.repeat((leaves[a:b] - 1) * f.page_size, c) + f.u16[ptr].astype(np.int64)
+            at = f.u16[ptr].astype(np.int64)
+            if ((at < np.repeat(content[a:b], c)) | (at >= f.usable)).any():
+                raise Unsupported("cell outside its page's content area")
+            cells = np.repeat(bases[a:b], c) + at
             _decode_chunk(f, local.work, cells, wanted, out, nulls, has_null, int(first_row[a]))
 
         if threads > 1 and len(spans) > 1:

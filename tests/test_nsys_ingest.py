@@ -420,3 +420,30 @@ def test_launch_rows_match_a_plain_join(case):
     got = _launch_rows(api, tbl).tolist()
     assert got == want
     assert sum(g >= 0 for g in got) > 500
+
+
+@pytest.mark.parametrize("limit", ["1MB", "10MB"])
+def test_out_of_memory_is_one_line_that_says_what_to_do(tmp_path, plain_export, limit):
+    """A DuckDB memory limit too small for the export (TRACEKIT_MEMORY_LIMIT): one line
+    naming the limit and the variable, exit 2, the store as it was (or not created)."""
+    import os
+
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "nsys_hstu_mixed" / "export.sqlite.xz")
+    before = _snapshot(db)
+    fresh = tmp_path / "fresh.duckdb"
+    env = {**os.environ, "TRACEKIT_MEMORY_LIMIT": limit}
+    for target in (db, fresh):
+        proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(target), "ingest",
+                               str(NSYS_EXPORTS["many_kernels"])], capture_output=True, text=True, env=env)
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "memory limit" in proc.stderr, proc.stderr
+    assert _snapshot(db) == before
+    assert not fresh.exists()
+
+
+def test_default_ingest_memory_limit():
+    from tracekit.store import _ingest_memory_limit
+
+    assert int(_ingest_memory_limit().removesuffix("MB")) >= 800

@@ -26,9 +26,15 @@ from . import ingest as _ingest
 from .errors import InputError, QueryError, TracekitError
 
 DEFAULT_DB = "tracekit.duckdb"
-#: DuckDB memory limit of a writing connection (ingest); $TRACEKIT_MEMORY_LIMIT overrides.
-#: 800 MB kept a 2 M-kernel / 4 M-call ingest under 1.5 GB RSS (docs/performance.md).
-INGEST_MEMORY_LIMIT = "800MB"
+def _ingest_memory_limit() -> str:
+    """DuckDB's memory limit while ingesting (``$TRACEKIT_MEMORY_LIMIT`` overrides it):
+    half the machine's memory, at least 800 MB. DuckDB spills its joins to disk past
+    it, but not every operator can: at 800 MB an export with 12 M NVTX ranges failed;
+    with 12 GB it ingested (13.5 GB peak), and the 2 M-kernel / 4 M-call benchmark
+    still peaked at 1.33-1.38 GB RSS (docs/performance.md)."""
+    import psutil
+
+    return f"{max(800, psutil.virtual_memory().total // 2 // 2**20)}MB"
 SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
 #: Version of the store's tables, kept in _store; a store of another version is refused
 #: with a message rather than read wrong. 2: kernel and API names as _strings ids;
@@ -69,6 +75,7 @@ class Tracekit:
         self.path = Path(db) if db is not None else default_db_path()
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._created = False  # this object created the store file (see _discard_if_new)
 
     # -- connection -------------------------------------------------------
     @property
@@ -77,6 +84,7 @@ class Tracekit:
         if self._con is None:
             if self.read_only and not self.path.exists() and str(self.path) != ":memory:":
                 raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
+            existed = self.path.exists() or str(self.path) == ":memory:"
             try:
                 self._con = duckdb.connect(str(self.path), read_only=self.read_only)
             except duckdb.Error as err:
@@ -85,7 +93,7 @@ class Tracekit:
             self._check_schema()
             if not self.read_only:
                 # bounded memory for ingest: DuckDB spills its joins to disk past this
-                limit = os.environ.get("TRACEKIT_MEMORY_LIMIT", INGEST_MEMORY_LIMIT)
+                limit = os.environ.get("TRACEKIT_MEMORY_LIMIT") or _ingest_memory_limit()
                 try:
                     self._con.execute(f"SET memory_limit = '{limit}'")
                 except duckdb.Error as err:
@@ -98,10 +106,37 @@ class Tracekit:
                     self._con.execute("SET disabled_compression_methods = 'bitpacking'")
                 except duckdb.Error:  # a DuckDB without the setting keeps its defaults
                     pass
-                for sql in _schema_sql():
-                    self._con.execute(sql)
-                self._con.execute("INSERT OR IGNORE INTO _store VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+                try:
+                    for sql in _schema_sql():
+                        self._con.execute(sql)
+                    self._con.execute("INSERT OR IGNORE INTO _store VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+                except duckdb.Error as err:  # e.g. out of memory under a tiny TRACEKIT_MEMORY_LIMIT
+                    self._created = not existed
+                    self._discard_if_new()
+                    raise TracekitError(f"{self.path}: cannot set up the store (memory limit {limit}): "
+                                        f"{str(err).splitlines()[0]}") from err
+                self._created = not existed
         return self._con
+
+    def _discard_if_new(self) -> None:
+        """Close, and delete the store file if this object created it and no run was
+        written: a failed first ingest leaves no empty store behind."""
+        if not self._created:
+            return
+        if self._con is not None:
+            runs = self._con.execute("SELECT count(*) FROM runs").fetchall()[0][0] if self._has_runs_table() else 0
+            if runs:
+                return
+        self.close()
+        for f in (self.path, self.path.with_name(self.path.name + ".wal")):
+            f.unlink(missing_ok=True)
+        self._created = False
+
+    def _has_runs_table(self) -> bool:
+        try:
+            return bool(self._con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'runs'").fetchall())
+        except duckdb.Error:
+            return False
 
     def _check_schema(self) -> None:
         con = self._con
@@ -245,9 +280,15 @@ class Tracekit:
             con.execute("COMMIT")
         except duckdb.Error as err:  # data the reshaping SQL could not take: still one line
             con.execute("ROLLBACK")
-            raise InputError(f"{source}: cannot ingest ({str(err).splitlines()[0]}); nothing was written") from err
+            hint = ""
+            if isinstance(err, duckdb.OutOfMemoryException):
+                limit = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+                hint = f" (memory limit {limit}: set TRACEKIT_MEMORY_LIMIT higher, e.g. TRACEKIT_MEMORY_LIMIT=16GB)"
+            self._discard_if_new()
+            raise InputError(f"{source}: cannot ingest ({str(err).splitlines()[0]}){hint}; nothing was written") from err
         except BaseException:
             con.execute("ROLLBACK")
+            self._discard_if_new()
             raise
         return IngestResult(run_id, name, parsed.kind, source, False, rows)
 

@@ -26,6 +26,13 @@ from . import ingest as _ingest
 from .errors import InputError, QueryError, TracekitError
 
 DEFAULT_DB = "tracekit.duckdb"
+SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
+#: Version of the store's tables, kept in _store; a store of another version is refused
+#: with a message rather than read wrong. 2: kernel and API names as _strings ids;
+#: 3: kernel_exec_sum computed at ingest.
+SCHEMA_VERSION = 3
+
+
 def _ingest_memory_limit() -> str:
     """DuckDB's memory limit while ingesting (``$TRACEKIT_MEMORY_LIMIT`` overrides it):
     half the machine's memory, at least 800 MB. DuckDB spills its joins to disk past
@@ -35,11 +42,6 @@ def _ingest_memory_limit() -> str:
     import psutil
 
     return f"{max(800, psutil.virtual_memory().total // 2 // 2**20)}MB"
-SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
-#: Version of the store's tables, kept in _store; a store of another version is refused
-#: with a message rather than read wrong. 2: kernel and API names as _strings ids;
-#: 3: kernel_exec_sum computed at ingest.
-SCHEMA_VERSION = 3
 
 
 def default_db_path() -> Path:

@@ -167,7 +167,7 @@ class _Work:
 
 
 def _decode_chunk(f: _File, w: _Work, cells: np.ndarray, wanted: np.ndarray, out: np.ndarray,
-                  nulls: np.ndarray, has_null: np.ndarray, lo: int) -> None:
+                  nulls: np.ndarray, has_null: np.ndarray, lo: int, lock: threading.Lock) -> None:
     """Decode rows ``lo:lo + len(cells)`` (``cells``: byte offsets of their cells) of
     the columns at positions ``wanted`` (ascending) into ``out[:, lo:hi]``.
 
@@ -229,8 +229,9 @@ def _decode_chunk(f: _File, w: _Work, cells: np.ndarray, wanted: np.ndarray, out
     if isnull.any():
         v[isnull] = 0
         rows = isnull.any(axis=1)
-        has_null |= rows
-        nulls[rows, lo:lo + n] = isnull[rows]
+        nulls[rows, lo:lo + n] = isnull[rows]  # this chunk's own slice
+        with lock:  # shared by the threads: no lost update
+            has_null |= rows
     out[:, lo:lo + n] = v
 
 
@@ -273,7 +274,7 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
 
         spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
         most = max((int(first_row[b] - first_row[a]) for a, b in spans), default=0)
-        local = threading.local()
+        local, lock = threading.local(), threading.Lock()
 
         def chunk(a: int, b: int) -> None:
             if not hasattr(local, "work"):
@@ -288,7 +289,7 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
             if ((at < np.repeat(content[a:b], c)) | (at >= f.usable)).any():
                 raise Unsupported("cell outside its page's content area")
             cells = np.repeat(bases[a:b], c) + at
-            _decode_chunk(f, local.work, cells, wanted, out, nulls, has_null, int(first_row[a]))
+            _decode_chunk(f, local.work, cells, wanted, out, nulls, has_null, int(first_row[a]), lock)
 
         if threads > 1 and len(spans) > 1:
             with ThreadPoolExecutor(max_workers=threads) as pool:

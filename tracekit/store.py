@@ -77,7 +77,7 @@ class Tracekit:
         self.path = Path(db) if db is not None else default_db_path()
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
-        self._created = False  # this object created the store file (see _discard_if_new)
+        self._created = False  # this object created the store and committed nothing yet
 
     # -- connection -------------------------------------------------------
     @property
@@ -121,24 +121,14 @@ class Tracekit:
         return self._con
 
     def _discard_if_new(self) -> None:
-        """Close, and delete the store file if this object created it and no run was
-        written: a failed first ingest leaves no empty store behind."""
+        """Close, and delete the store file if this object created it and has not
+        committed a run to it yet: a failed first ingest leaves no empty store behind."""
         if not self._created:
             return
-        if self._con is not None:
-            runs = self._con.execute("SELECT count(*) FROM runs").fetchall()[0][0] if self._has_runs_table() else 0
-            if runs:
-                return
         self.close()
         for f in (self.path, self.path.with_name(self.path.name + ".wal")):
             f.unlink(missing_ok=True)
         self._created = False
-
-    def _has_runs_table(self) -> bool:
-        try:
-            return bool(self._con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'runs'").fetchall())
-        except duckdb.Error:
-            return False
 
     def _check_schema(self) -> None:
         con = self._con
@@ -280,6 +270,7 @@ class Tracekit:
             for load in parsed.loaders:
                 rows.update(load(con, run_id))
             con.execute("COMMIT")
+            self._created = False  # the store holds a run now: keep it whatever follows
         except duckdb.Error as err:  # data the reshaping SQL could not take: still one line
             con.execute("ROLLBACK")
             hint = ""

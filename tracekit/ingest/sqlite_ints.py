@@ -154,7 +154,7 @@ class _Work:
     page fault per 4 KiB, most of the time on a VM)."""
 
     def __init__(self, rows: int, ncols: int, nwanted: int):
-        self.rows, self.ncols, self.nwanted = rows, ncols, nwanted
+        self.rows, self.ncols = rows, ncols
         self.col = np.arange(1, ncols + 1, dtype=np.int64)[:, None]
         self.flat = {name: np.empty(k * rows, dt) for name, k, dt in (
             ("idx", ncols, np.int64), ("st", ncols, np.uint8), ("acc", ncols + 1, np.int64),

@@ -89,6 +89,18 @@ def test_kernels_by_nvtx_accounts_for_all_kernel_time(nsys_db):
     assert top["total_ns"].sum() == total and all("/" not in p for p in top["path"].to_list())
 
 
+def test_launches_outside_every_range_have_no_range(nsys_db):
+    """Between two outermost ranges a launch has no range (NULL), as before the first."""
+    rows = nsys_db.sql("""
+        SELECT k.run_id, count(*) FILTER (WHERE k.nvtx_range_id < 0) AS negative,
+               count(*) FILTER (WHERE k.nvtx_range_id IS NULL AND k.api_start_ns > f.first_ns) AS between
+        FROM kernels k JOIN (SELECT run_id, min(start_ns) AS first_ns FROM nvtx_ranges
+                             WHERE style = 'PushPop' GROUP BY 1) f USING (run_id)
+        GROUP BY 1 ORDER BY 1""").to_dicts()
+    assert all(r["negative"] == 0 for r in rows)
+    assert sum(r["between"] for r in rows) > 0
+
+
 def test_gpu_utilization_is_consistent(nsys_db):
     df = nsys_db.query("gpu-utilization", run="multithread")
     assert (df["busy_ns"] <= df["span_ns"]).all()
@@ -447,3 +459,104 @@ def test_default_ingest_memory_limit():
     from tracekit.store import _ingest_memory_limit
 
     assert int(_ingest_memory_limit().removesuffix("MB")) >= 800
+
+
+def _ranges(rng, threads: int, n: int) -> list[tuple]:
+    """Random NVTX ranges per thread: push/pop ranges from a random push/pop sequence
+    (some left open at the end), start/end ranges anywhere on the thread (crossing
+    them), and the edge cases of equal times: identical ranges, zero-length ranges,
+    ranges that touch."""
+    out = []
+    for tid in range(1, threads + 1):
+        t, stack = 0, []
+        for _ in range(n):
+            t += int(rng.integers(0, 3))  # 0: several events at one time
+            if stack and rng.random() < 0.45:
+                s = stack.pop()
+                out.append((tid, s, t, "PushPop"))
+            else:
+                stack.append(t)
+        out += [(tid, s, None, "PushPop") for s in stack]  # never popped
+        for _ in range(n // 10):
+            a, b = sorted(int(x) for x in rng.integers(0, t + 1, 2))
+            out.append((tid, a, b, "StartEnd"))
+        if out:
+            out.append(out[-1])  # an identical twin
+    return out
+
+
+def _nest_brute(rows):
+    """Reference: the parent of a range is the innermost earlier range of its thread that
+    contains it; "earlier" in (start, -end, id) order, the order range ids follow."""
+    parent, pp_parent = {}, {}
+    for i, (tid, s, e, style, _) in enumerate(rows):
+        cands = [j for j, (t2, s2, e2, st2, _) in enumerate(rows)
+                 if t2 == tid and (s2, -e2, j) < (s, -e, i) and s2 <= s and e2 >= e]
+        parent[i] = max(cands, key=lambda j: (rows[j][1], -rows[j][2], j), default=None)
+        if style == "PushPop":
+            pp = [j for j in cands if rows[j][3] == "PushPop"]
+            pp_parent[i] = max(pp, key=lambda j: (rows[j][1], -rows[j][2], j), default=None)
+    return parent, pp_parent
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nesting_matches_a_brute_force_rule(seed):
+    """_nest (pointer jumping, all ranges at once) against the rule checked pair by pair;
+    on push/pop ranges (laminar) the parent is also the tightest container, the rule the
+    goldens of nsys's own projection trace fix."""
+    import duckdb
+    import numpy as np
+
+    from tracekit.ingest.nsys import _nest
+
+    rng = np.random.default_rng(seed)
+    raw = _ranges(rng, threads=3, n=60)
+    tmax = max(s if e is None else e for _, s, e, _ in raw)
+    raw = [(tid, s, tmax if e is None else e, style) for tid, s, e, style in raw]  # open: to the end
+    # range ids as _nsys_named gives them: (start, thread, -end), ties in any order
+    order = sorted(range(len(raw)), key=lambda i: (raw[i][1], raw[i][0], -raw[i][2], rng.random()))
+    rows = [(*raw[i], k) for k, i in enumerate(order)]
+    con = duckdb.connect()
+    con.execute("CREATE TEMP TABLE _nsys_rng (range_id BIGINT, global_tid BIGINT, end_ns BIGINT, style VARCHAR)")
+    con.executemany("INSERT INTO _nsys_rng VALUES (?, ?, ?, ?)", [(r[4], r[0], r[2], r[3]) for r in rows])
+    nest = _nest(con)
+    got = {r["range_id"]: r for r in nest.table.to_pylist()}
+    parent, pp_parent = _nest_brute(rows)
+    assert any(p is not None for p in parent.values()) and any(rows[i][3] == "StartEnd" for i in parent)
+    for i in range(len(rows)):
+        assert got[i]["parent_id"] == parent[i], i
+        assert got[i]["pp_parent"] == (pp_parent.get(i) if rows[i][3] == "PushPop" else None), i
+        depth, p = 0, parent[i]
+        while p is not None:
+            depth, p = depth + 1, parent[p]
+        assert got[i]["depth"] == depth
+        # the tightest push/pop container; not for a zero-length range where one range
+        # ends and the next begins: it lies in both, and the push order decides
+        if rows[i][3] == "PushPop" and pp_parent[i] is not None and rows[i][2] > rows[i][1]:
+            cont = [j for j in range(len(rows)) if j != i and rows[j][0] == rows[i][0] and rows[j][3] == "PushPop"
+                    and rows[j][1] <= rows[i][1] and rows[j][2] >= rows[i][2] and (rows[j][1:3] != rows[i][1:3] or j < i)]
+            slack = min((rows[i][1] - rows[j][1]) + (rows[j][2] - rows[i][2]) for j in cont)
+            p = pp_parent[i]
+            assert (rows[i][1] - rows[p][1]) + (rows[p][2] - rows[i][2]) == slack
+
+    # GPU projection: each range takes its push/pop descendants' ops
+    inner = [i for i in range(len(rows)) if rows[i][3] == "PushPop" and rng.random() < 0.5]
+    s = {i: int(rng.integers(0, 1000)) for i in inner}
+    e = {i: s[i] + int(rng.integers(0, 1000)) for i in inner}
+    n = {i: int(rng.integers(1, 5)) for i in inner}
+    proj = {r["range_id"]: r for r in nest.roll_up(*(np.array([d[i] for i in inner], dtype=np.int64)
+                                                       for d in ({i: i for i in inner}, s, e, n))).to_pylist()}
+    for i in range(len(rows)):
+        below = [i] if rows[i][3] == "PushPop" else []
+        for j in range(len(rows)):
+            p = pp_parent.get(j)
+            while p is not None and p != i:
+                p = pp_parent.get(p)
+            if p == i:
+                below.append(j)
+        mine = [j for j in below if j in s]
+        if not mine:
+            assert i not in proj
+            continue
+        assert (proj[i]["proj_start_ns"], proj[i]["proj_end_ns"], proj[i]["gpu_ops"]) == (
+            min(s[j] for j in mine), max(e[j] for j in mine), sum(n[j] for j in mine))

@@ -605,7 +605,7 @@ def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex) -> pa.Table
     return ops
 
 
-_TEMPS = ["api_names", "names", "ev", "named", "rng", "anc", "parent", "tree", "bands", "pp_parent", "seg", "proj"]
+_TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "parent", "tree", "bands", "pp_parent", "seg", "proj"]
 
 
 def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, int]:
@@ -621,7 +621,7 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     try:
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
-        _nvtx_prepare(con, "nvtx" in raw)
+        nest = _nvtx_prepare(con, "nvtx" in raw)
         inner = _innermost_ranges(con, raw.get("api_calls"))
         if "api_calls" in raw:
             api = raw["api_calls"]
@@ -640,7 +640,7 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
             con.unregister(f"_nsys_{name}")
             names.remove(f"_nsys_{name}")
             del raw[name]
-        rows.update(_nvtx_finish(con, run_id))
+        rows.update(_nvtx_finish(con, run_id, nest))
         rows.update(_kernel_exec_sum(con, run_id))
     except BaseException:
         # the transaction is aborted: the caller rolls back, which drops the temp tables
@@ -690,7 +690,114 @@ def _insert(con, table: str, run_id: int, select: str) -> int:
     return int(n[0][0]) if n else 0
 
 
-def _nvtx_prepare(con, have_nvtx: bool) -> None:
+def _enclosing(end: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """For ranges in (thread, start, -end) order, the position of each one's innermost
+    enclosing range: the nearest earlier range of its thread that ends no earlier
+    (-1: none). ``first`` marks each thread's first range.
+
+    Every earlier range of the thread starts no later, so it encloses the range exactly
+    when it ends no earlier; the nearest such one opened last. Found by pointer jumping,
+    all ranges at once: a candidate that ends too early is replaced by its own
+    candidate, since every range between the two ends earlier still (the invariant
+    that keeps the answer exact). Converged ranges stop; rounds grow with the nesting
+    depth and the logarithm of the run of siblings, not with the number of ranges."""
+    n = len(end)
+    cand = np.arange(-1, n - 1, dtype=np.int64)
+    cand[first] = -1
+    active = np.flatnonzero(cand >= 0)
+    while active.size:
+        c = cand[active]
+        short = end[c] < end[active]
+        active, c = active[short], c[short]
+        nxt = cand[c]
+        cand[active] = nxt
+        active = active[nxt >= 0]
+    return cand
+
+
+def _chain_length(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each node of a forest given by ``parent`` (-1: root), by
+    pointer doubling: log2(depth) rounds."""
+    depth = (parent >= 0).astype(np.int64)
+    up = parent.copy()
+    active = np.flatnonzero(up >= 0)
+    while active.size:
+        u = up[active]
+        depth[active] += depth[u]
+        up[active] = up[u]
+        active = active[up[active] >= 0]
+    return depth
+
+
+class _Nest:
+    """Parent, depth and push/pop parent of every range that nests (same-thread ranges),
+    as an Arrow table by range id; and the push/pop chains for the GPU projection."""
+
+    def __init__(self, range_id, parent, pp_parent, depth, pp_depth):
+        def ids(pos):
+            return pa.array(range_id[np.maximum(pos, 0)], mask=pos < 0)
+
+        self.table = pa.table({"range_id": range_id, "parent_id": ids(parent), "pp_parent": ids(pp_parent),
+                               "depth": depth})
+        self.max_depth = int(depth.max()) if len(depth) else 0
+        # push/pop ranges with their enclosing push/pop range, deepest first
+        pp = np.flatnonzero(pp_parent >= 0)
+        pp = pp[np.argsort(-pp_depth[pp], kind="stable")]
+        self.pp_child, self.pp_up, self.pp_level = range_id[pp], range_id[pp_parent[pp]], pp_depth[pp]
+
+    def roll_up(self, range_id, start, end, ops):
+        """Per-range GPU projection (first op start, last op end, op count) from the
+        innermost ranges' own figures, summed up the push/pop chains: each range takes
+        its descendants' ops. Returns the ranges that have any."""
+        size = int(max(range_id.max(initial=-1), self.pp_up.max(initial=-1), self.pp_child.max(initial=-1))) + 1
+        s = np.full(size, np.iinfo(np.int64).max)
+        e = np.full(size, np.iinfo(np.int64).min)
+        n = np.zeros(size, np.int64)
+        s[range_id], e[range_id], n[range_id] = start, end, ops
+        has = np.zeros(size, bool)
+        has[range_id] = True
+        # one level at a time, deepest first: a level's totals are complete before they
+        # are passed up
+        bounds = np.flatnonzero(np.r_[True, self.pp_level[1:] != self.pp_level[:-1], True])
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            child, up = self.pp_child[lo:hi], self.pp_up[lo:hi]
+            keep = has[child]
+            child, up = child[keep], up[keep]
+            np.minimum.at(s, up, s[child])
+            np.maximum.at(e, up, e[child])
+            np.add.at(n, up, n[child])
+            has[up] = True
+        ids = np.flatnonzero(has)
+        return pa.table({"range_id": ids, "proj_start_ns": s[ids], "proj_end_ns": e[ids], "gpu_ops": n[ids]})
+
+
+def _nest(con) -> _Nest:
+    """Nesting of the same-thread ranges (``_nsys_rng``): each range's innermost
+    enclosing range of any style, its depth (ancestors along that chain), and its
+    innermost enclosing push/pop range (push/pop ranges only; this chain carries the
+    GPU projection and the launch segments).
+
+    Range ids follow (start, thread, -end), so by thread and id the ranges come in
+    (start, -end) order, every range after those that enclose it."""
+    r = con.execute("SELECT range_id, global_tid, end_ns, style = 'PushPop' AS pp FROM _nsys_rng "
+                    "ORDER BY global_tid, range_id").fetchnumpy()
+    range_id = np.asarray(r["range_id"], dtype=np.int64)
+    tid = np.asarray(r["global_tid"], dtype=np.int64)
+    end = np.asarray(r["end_ns"], dtype=np.int64)
+    is_pp = np.asarray(r["pp"], dtype=bool)
+
+    def firsts(t):
+        return np.r_[True, t[1:] != t[:-1]] if len(t) else np.zeros(0, bool)
+
+    parent = _enclosing(end, firsts(tid))
+    pp = np.flatnonzero(is_pp)
+    pp_in = _enclosing(end[pp], firsts(tid[pp]))  # push/pop ranges among themselves
+    pp_parent = np.full(len(range_id), -1, np.int64)
+    pp_parent[pp] = np.where(pp_in >= 0, pp[np.maximum(pp_in, 0)], -1)
+    return _Nest(range_id, parent, pp_parent, _chain_length(parent), _chain_length(pp_parent))
+
+
+def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
     """NVTX ranges named and nested (temp tables), and each thread's timeline cut into
     segments with one innermost open push/pop range each (``_nsys_seg``)."""
     if have_nvtx:
@@ -713,7 +820,8 @@ def _nvtx_prepare(con, have_nvtx: bool) -> None:
             WHERE e.eventType = {NVTX_DOMAIN}
             GROUP BY 1, 2
         ), maxts AS (SELECT greatest(max(start), max("end")) AS m FROM _nsys_ev)
-        SELECT row_number() OVER (ORDER BY e.start, e.globalTid, e."end" DESC) - 1 AS range_id,
+        SELECT row_number() OVER (ORDER BY e.start, e.globalTid, coalesce(e."end", (SELECT m FROM maxts)) DESC) - 1
+                   AS range_id,
                e.start AS start_ns,
                coalesce(e."end", (SELECT m FROM maxts)) AS end_ns,
                e."end" IS NOT NULL AS ended,
@@ -733,10 +841,11 @@ def _nvtx_prepare(con, have_nvtx: bool) -> None:
         LEFT JOIN domains d ON d.id = e.domainId AND d.proc = (e.globalTid & 1099494850560)
         WHERE e.eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTXT_PUSHPOP}, {NVTXT_STARTEND}, {NVTX_MARK})
     """)
-    # Nesting, as nsys computes it: the parent of a range is the tightest range on the
-    # same thread that contains it (start <= start, end >= end). Ranges that end on
-    # another thread take no part. One inequality join (DuckDB's IEJoin: sort-based,
-    # bounded memory) on keys that put each thread in its own time band.
+    # Nesting: the parent of a range is the innermost range on the same thread that
+    # contains it (start <= start, end >= end); ranges that end on another thread take
+    # no part. Computed in NumPy by _nest (no join of every range with its ancestors);
+    # the bands put each thread's ranges in a time band of their own for the start/end
+    # projection join of _nvtx_finish.
     con.execute("""
         CREATE TEMP TABLE _nsys_bands AS
         SELECT global_tid, dense_rank() OVER (ORDER BY global_tid) AS band,
@@ -751,40 +860,29 @@ def _nvtx_prepare(con, have_nvtx: bool) -> None:
         FROM _nsys_named n JOIN _nsys_bands b USING (global_tid)
         WHERE n.style <> 'Mark' AND n.end_global_tid IS NULL
     """)
-    con.execute("""
-        CREATE TEMP TABLE _nsys_anc AS
-        SELECT c.range_id, p.range_id AS ancestor_id, p.style AS ancestor_style, c.style,
-               (c.start_ns - p.start_ns) + (p.end_ns - c.end_ns) AS tightness
-        FROM _nsys_rng c JOIN _nsys_rng p
-          ON p.k0 <= c.k0 AND p.k1 >= c.k1 AND p.range_id <> c.range_id
-    """)
-    con.execute("""
-        CREATE TEMP TABLE _nsys_parent AS
-        SELECT range_id, arg_min(ancestor_id, tightness) AS parent_id FROM _nsys_anc GROUP BY range_id
-    """)
-    # depth = length of the parent chain (nsys's "level"); path = range texts along it
-    # ('hstu.request/hstu.layer0/hstu_attention'; a named domain's ranges as 'domain:text')
+    nest = _nest(con)
+    con.register("_nsys_nest_arrow", nest.table)
+    con.execute("CREATE TEMP TABLE _nsys_nest AS SELECT * FROM _nsys_nest_arrow")
+    con.unregister("_nsys_nest_arrow")
+    con.execute("CREATE TEMP TABLE _nsys_parent AS SELECT range_id, parent_id FROM _nsys_nest WHERE parent_id IS NOT NULL")
+    con.execute("CREATE TEMP TABLE _nsys_pp_parent AS SELECT range_id, pp_parent FROM _nsys_nest WHERE pp_parent IS NOT NULL")
+    # path = range texts along the parent chain ('hstu.request/hstu.layer0/hstu_attention';
+    # a named domain's ranges as 'domain:text'), one depth level at a time
     con.execute("""
         CREATE TEMP TABLE _nsys_tree AS
-        WITH RECURSIVE t(range_id, depth, path, ids) AS (
-            SELECT r.range_id, 0, r.label, [r.range_id]
-            FROM _nsys_rng r LEFT JOIN _nsys_parent p USING (range_id) WHERE p.parent_id IS NULL
-            UNION ALL
-            SELECT p.range_id, t.depth + 1, t.path || '/' || r.label, list_append(t.ids, p.range_id)
-            FROM t JOIN _nsys_parent p ON p.parent_id = t.range_id JOIN _nsys_rng r ON r.range_id = p.range_id
-            WHERE NOT list_contains(t.ids, p.range_id)
-        )
-        SELECT range_id, max(depth) AS depth, arg_max(path, depth) AS path FROM t GROUP BY range_id
+        SELECT n.range_id, n.depth, r.label AS path FROM _nsys_nest n JOIN _nsys_rng r USING (range_id)
+        WHERE n.depth = 0
     """)
-
+    for depth in range(1, nest.max_depth + 1):
+        con.execute(f"""
+            INSERT INTO _nsys_tree
+            SELECT n.range_id, n.depth, t.path || '/' || r.label
+            FROM _nsys_nest n JOIN _nsys_rng r USING (range_id) JOIN _nsys_tree t ON t.range_id = n.parent_id
+            WHERE n.depth = {depth} AND t.depth = {depth - 1}
+        """)
     # Push/pop ranges nest on their thread, so the thread's timeline splits into segments
     # with one innermost open range each: a launch belongs to the segment it starts in
     # (state -1: outside every range), and per-range totals roll up to enclosing ranges.
-    con.execute("""
-        CREATE TEMP TABLE _nsys_pp_parent AS
-        SELECT range_id, arg_min(ancestor_id, tightness) AS pp_parent
-        FROM _nsys_anc WHERE style = 'PushPop' AND ancestor_style = 'PushPop' GROUP BY range_id
-    """)
     con.execute("""
         CREATE TEMP TABLE _nsys_seg AS
         WITH ev AS (
@@ -796,6 +894,7 @@ def _nvtx_prepare(con, have_nvtx: bool) -> None:
         )
         SELECT global_tid, ts, arg_max(state, [kind, k2]) AS state FROM ev GROUP BY global_tid, ts
     """)
+    return nest
 
 
 def _innermost_ranges(con, api: pa.Table | None) -> pa.ChunkedArray | None:
@@ -838,35 +937,32 @@ def _innermost_ranges(con, api: pa.Table | None) -> pa.ChunkedArray | None:
         hit &= i >= 0
         if band is not None:
             hit &= seg_band[np.maximum(i, 0)] == band
-        out.append(pa.array(state[np.maximum(i, 0)], mask=~hit))
+        inner = state[np.maximum(i, 0)]
+        hit &= inner >= 0  # a segment after the thread's outermost range closed
+        out.append(pa.array(inner, mask=~hit))
     return pa.chunked_array(out, type=pa.int64())
 
 
-def _nvtx_finish(con, run_id: int) -> dict[str, int]:
+def _nvtx_finish(con, run_id: int, nest: _Nest) -> dict[str, int]:
     """NVTX ranges with depth, parent, path and GPU projection; marks; kernel time per
     innermost range. Runs after the op tables are written (their ``nvtx_range_id``)."""
     # GPU projection. A GPU op (kernel, memcpy, memset) belongs to a range when the API
     # call that launched it (same correlation id, same process; stored with the op)
     # lies inside the range on the range's thread: push/pop ranges through the op's
-    # innermost range and its enclosing ranges, start/end ranges by an inequality join.
+    # innermost range and its enclosing ranges (_Nest.roll_up), start/end ranges by an
+    # inequality join.
+    ops = " UNION ALL ".join(
+        f"SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns "
+        f"FROM {t} WHERE run_id = {int(run_id)}" for t in ("_kernels", "memcpy", "memset"))
+    inner = con.execute(f"""
+        SELECT nvtx_range_id AS range_id, min(start_ns) AS s, max(end_ns) AS e, count(DISTINCT correlation_id) AS n
+        FROM ({ops}) WHERE nvtx_range_id IS NOT NULL GROUP BY 1
+    """).fetchnumpy()
+    pushpop = nest.roll_up(*(np.asarray(inner[c], dtype=np.int64) for c in ("range_id", "s", "e", "n")))
+    con.register("_nsys_proj_pp", pushpop)
     con.execute(f"""
         CREATE TEMP TABLE _nsys_proj AS
-        WITH ops AS (
-            SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns
-            FROM _kernels WHERE run_id = {int(run_id)}
-            UNION ALL SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns,
-                             api_end_ns FROM memcpy WHERE run_id = {int(run_id)}
-            UNION ALL SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns,
-                             api_end_ns FROM memset WHERE run_id = {int(run_id)}
-        ), agg AS (
-            SELECT nvtx_range_id AS range_id, min(start_ns) AS s, max(end_ns) AS e,
-                   count(DISTINCT correlation_id) AS n
-            FROM ops WHERE nvtx_range_id IS NOT NULL GROUP BY 1
-        ), closure AS (
-            SELECT range_id AS d, range_id AS a FROM _nsys_rng WHERE style = 'PushPop'
-            UNION ALL
-            SELECT range_id, ancestor_id FROM _nsys_anc WHERE style = 'PushPop' AND ancestor_style = 'PushPop'
-        ), startend AS (
+        WITH ops AS ({ops}), startend AS (
             SELECT r.range_id, r.k0, r.k1 FROM _nsys_rng r WHERE r.style = 'StartEnd'
         ), keyed AS (
             SELECT o.correlation_id, o.start_ns, o.end_ns,
@@ -875,13 +971,13 @@ def _nvtx_finish(con, run_id: int) -> dict[str, int]:
             FROM ops o JOIN _nsys_bands b ON b.global_tid = o.launch_global_tid
             WHERE EXISTS (SELECT 1 FROM startend)
         )
-        SELECT c.a AS range_id, min(agg.s) AS proj_start_ns, max(agg.e) AS proj_end_ns, sum(agg.n) AS gpu_ops
-        FROM agg JOIN closure c ON c.d = agg.range_id GROUP BY c.a
+        SELECT range_id, proj_start_ns, proj_end_ns, gpu_ops FROM _nsys_proj_pp
         UNION ALL
         SELECT r.range_id, min(l.start_ns), max(l.end_ns), count(DISTINCT l.correlation_id)
         FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
         GROUP BY r.range_id
     """)
+    con.unregister("_nsys_proj_pp")
     rows = {}
     rows["nvtx_ranges"] = _insert(con, "nvtx_ranges", run_id, """
         SELECT n.range_id, n.style, n.domain_id, n.domain, n.text, n.name,

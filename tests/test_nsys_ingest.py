@@ -506,8 +506,9 @@ def test_nesting_matches_a_brute_force_rule(seed):
     goldens of nsys's own projection trace fix."""
     import duckdb
     import numpy as np
+    import pyarrow as pa
 
-    from tracekit.ingest.nsys import _nest
+    from tracekit.ingest.nsys import _innermost_ranges, _nest
 
     rng = np.random.default_rng(seed)
     raw = _ranges(rng, threads=3, n=60)
@@ -517,8 +518,9 @@ def test_nesting_matches_a_brute_force_rule(seed):
     order = sorted(range(len(raw)), key=lambda i: (raw[i][1], raw[i][0], -raw[i][2], rng.random()))
     rows = [(*raw[i], k) for k, i in enumerate(order)]
     con = duckdb.connect()
-    con.execute("CREATE TEMP TABLE _nsys_rng (range_id BIGINT, global_tid BIGINT, end_ns BIGINT, style VARCHAR)")
-    con.executemany("INSERT INTO _nsys_rng VALUES (?, ?, ?, ?)", [(r[4], r[0], r[2], r[3]) for r in rows])
+    con.execute("CREATE TEMP TABLE _nsys_rng (range_id BIGINT, global_tid BIGINT, start_ns BIGINT, end_ns BIGINT, "
+                "style VARCHAR)")
+    con.executemany("INSERT INTO _nsys_rng VALUES (?, ?, ?, ?, ?)", [(r[4], r[0], r[1], r[2], r[3]) for r in rows])
     nest = _nest(con)
     got = {r["range_id"]: r for r in nest.table.to_pylist()}
     parent, pp_parent = _nest_brute(rows)
@@ -538,6 +540,15 @@ def test_nesting_matches_a_brute_force_rule(seed):
             slack = min((rows[i][1] - rows[j][1]) + (rows[j][2] - rows[i][2]) for j in cont)
             p = pp_parent[i]
             assert (rows[i][1] - rows[p][1]) + (rows[p][2] - rows[i][2]) == slack
+
+    # The innermost push/pop range open at each time a call may start (every boundary,
+    # and between): open from its start up to, not including, its end.
+    calls = [(tid, t) for tid in range(0, 5) for t in range(-1, tmax + 2)]
+    api = pa.table({"globalTid": [c[0] for c in calls], "start": [c[1] for c in calls]})
+    inner = _innermost_ranges(nest, api).to_pylist()
+    pp = [r for r in rows if r[3] == "PushPop"]
+    for (tid, t), got_range in zip(calls, inner, strict=True):
+        assert got_range == max((r[4] for r in pp if r[0] == tid and r[1] <= t < r[2]), default=None), (tid, t)
 
     # GPU projection: each range takes its push/pop descendants' ops
     inner = [i for i in range(len(rows)) if rows[i][3] == "PushPop" and rng.random() < 0.5]

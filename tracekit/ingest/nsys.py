@@ -605,7 +605,7 @@ def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex) -> pa.Table
     return ops
 
 
-_TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "parent", "tree", "bands", "pp_parent", "seg", "proj"]
+_TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "parent", "tree", "bands", "proj"]
 
 
 def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, int]:
@@ -622,7 +622,7 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
         nest = _nvtx_prepare(con, "nvtx" in raw)
-        inner = _innermost_ranges(con, raw.get("api_calls"))
+        inner = _innermost_ranges(nest, raw.get("api_calls"))
         if "api_calls" in raw:
             api = raw["api_calls"]
             if inner is not None:
@@ -702,17 +702,19 @@ def _enclosing(end: np.ndarray, first: np.ndarray) -> np.ndarray:
     that keeps the answer exact). Converged ranges stop; rounds grow with the nesting
     depth and the logarithm of the run of siblings, not with the number of ranges."""
     n = len(end)
-    cand = np.arange(-1, n - 1, dtype=np.int64)
+    idx = np.int32 if n < 2**31 else np.int64
+    cand = np.arange(-1, n - 1, dtype=idx)
     cand[first] = -1
-    active = np.flatnonzero(cand >= 0)
-    while active.size:
-        c = cand[active]
-        short = end[c] < end[active]
-        active, c = active[short], c[short]
-        nxt = cand[c]
-        cand[active] = nxt
-        active = active[nxt >= 0]
-    return cand
+    at = np.flatnonzero(cand >= 0).astype(idx, copy=False)  # unresolved ranges,
+    e, c = end[at], cand[at]  # their ends and candidates, kept compact
+    while at.size:
+        short = end[c] < e
+        at, e, c = at[short], e[short], cand[c[short]]
+        cand[at] = c
+        more = c >= 0
+        if not more.all():
+            at, e, c = at[more], e[more], c[more]
+    return cand.astype(np.int64)
 
 
 def _chain_length(parent: np.ndarray) -> np.ndarray:
@@ -733,9 +735,11 @@ class _Nest:
     """Parent, depth and push/pop parent of every range that nests (same-thread ranges),
     as an Arrow table by range id; and the push/pop chains for the GPU projection."""
 
-    def __init__(self, range_id, parent, pp_parent, depth, pp_depth):
+    def __init__(self, range_id, parent, pp_parent, depth, pp_depth, ranges):
         def ids(pos):
             return pa.array(range_id[np.maximum(pos, 0)], mask=pos < 0)
+
+        self.segments = self._segments(range_id, pp_parent, *ranges)
 
         self.table = pa.table({"range_id": range_id, "parent_id": ids(parent), "pp_parent": ids(pp_parent),
                                "depth": depth})
@@ -744,6 +748,27 @@ class _Nest:
         pp = np.flatnonzero(pp_parent >= 0)
         pp = pp[np.argsort(-pp_depth[pp], kind="stable")]
         self.pp_child, self.pp_up, self.pp_level = range_id[pp], range_id[pp_parent[pp]], pp_depth[pp]
+
+    @staticmethod
+    def _segments(range_id, pp_parent, tid, start, end, is_pp):
+        """Push/pop ranges nest on their thread, so the thread's timeline splits into
+        segments with one innermost open range each: (thread, segment start, range id;
+        -1 outside every range), by thread and time; a range is open from its start up
+        to, not including, its end. Its start opens a segment of its own; its end
+        returns to its enclosing range. Where several of these fall at one time the last
+        range to open wins: opens over ends, then the innermost open, or the outermost
+        end. A range of zero length is never open."""
+        pp = np.flatnonzero(is_pp & (end > start))
+        up = pp_parent[pp]
+        g = np.r_[tid[pp], tid[pp]]
+        ts = np.r_[start[pp], end[pp]]
+        kind = np.r_[np.ones(len(pp), np.int8), np.zeros(len(pp), np.int8)]
+        rank = np.r_[pp, -pp]  # opens: the last in range order; ends: the first (outermost)
+        state = np.r_[range_id[pp], np.where(up >= 0, range_id[np.maximum(up, 0)], -1)]
+        order = np.lexsort((rank, kind, ts, g))
+        g, ts = g[order], ts[order]
+        last = np.r_[(g[1:] != g[:-1]) | (ts[1:] != ts[:-1]), True] if len(g) else np.zeros(0, bool)
+        return g[last], ts[last], state[order][last]
 
     def roll_up(self, range_id, start, end, ops):
         """Per-range GPU projection (first op start, last op end, op count) from the
@@ -779,10 +804,11 @@ def _nest(con) -> _Nest:
 
     Range ids follow (start, thread, -end), so by thread and id the ranges come in
     (start, -end) order, every range after those that enclose it."""
-    r = con.execute("SELECT range_id, global_tid, end_ns, style = 'PushPop' AS pp FROM _nsys_rng "
+    r = con.execute("SELECT range_id, global_tid, start_ns, end_ns, style = 'PushPop' AS pp FROM _nsys_rng "
                     "ORDER BY global_tid, range_id").fetchnumpy()
     range_id = np.asarray(r["range_id"], dtype=np.int64)
     tid = np.asarray(r["global_tid"], dtype=np.int64)
+    start = np.asarray(r["start_ns"], dtype=np.int64)
     end = np.asarray(r["end_ns"], dtype=np.int64)
     is_pp = np.asarray(r["pp"], dtype=bool)
 
@@ -790,16 +816,19 @@ def _nest(con) -> _Nest:
         return np.r_[True, t[1:] != t[:-1]] if len(t) else np.zeros(0, bool)
 
     parent = _enclosing(end, firsts(tid))
+    depth = _chain_length(parent)
+    if is_pp.all():  # push/pop ranges only (the usual case): one chain
+        return _Nest(range_id, parent, parent, depth, depth, (tid, start, end, is_pp))
     pp = np.flatnonzero(is_pp)
     pp_in = _enclosing(end[pp], firsts(tid[pp]))  # push/pop ranges among themselves
     pp_parent = np.full(len(range_id), -1, np.int64)
     pp_parent[pp] = np.where(pp_in >= 0, pp[np.maximum(pp_in, 0)], -1)
-    return _Nest(range_id, parent, pp_parent, _chain_length(parent), _chain_length(pp_parent))
+    return _Nest(range_id, parent, pp_parent, depth, _chain_length(pp_parent), (tid, start, end, is_pp))
 
 
 def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
-    """NVTX ranges named and nested (temp tables), and each thread's timeline cut into
-    segments with one innermost open push/pop range each (``_nsys_seg``)."""
+    """NVTX ranges named and nested (temp tables; ``_Nest``: the nesting arrays and
+    each thread's timeline cut into segments with one innermost open push/pop range)."""
     if have_nvtx:
         cols = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE _nsys_nvtx)").fetchall()}
         fill = [f"NULL::{'VARCHAR' if c == 'text' else 'BIGINT'} AS \"{c}\"" for c in _NVTX_COLUMNS if c not in cols]
@@ -865,7 +894,6 @@ def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
     con.execute("CREATE TEMP TABLE _nsys_nest AS SELECT * FROM _nsys_nest_arrow")
     con.unregister("_nsys_nest_arrow")
     con.execute("CREATE TEMP TABLE _nsys_parent AS SELECT range_id, parent_id FROM _nsys_nest WHERE parent_id IS NOT NULL")
-    con.execute("CREATE TEMP TABLE _nsys_pp_parent AS SELECT range_id, pp_parent FROM _nsys_nest WHERE pp_parent IS NOT NULL")
     # path = range texts along the parent chain ('hstu.request/hstu.layer0/hstu_attention';
     # a named domain's ranges as 'domain:text'), one depth level at a time
     con.execute("""
@@ -880,37 +908,20 @@ def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
             FROM _nsys_nest n JOIN _nsys_rng r USING (range_id) JOIN _nsys_tree t ON t.range_id = n.parent_id
             WHERE n.depth = {depth} AND t.depth = {depth - 1}
         """)
-    # Push/pop ranges nest on their thread, so the thread's timeline splits into segments
-    # with one innermost open range each: a launch belongs to the segment it starts in
-    # (state -1: outside every range), and per-range totals roll up to enclosing ranges.
-    con.execute("""
-        CREATE TEMP TABLE _nsys_seg AS
-        WITH ev AS (
-            SELECT global_tid, start_ns AS ts, 1 AS kind, -end_ns AS k2, range_id AS state
-            FROM _nsys_rng WHERE style = 'PushPop'
-            UNION ALL
-            SELECT r.global_tid, r.end_ns, 0, -r.start_ns, coalesce(p.pp_parent, -1)
-            FROM _nsys_rng r LEFT JOIN _nsys_pp_parent p USING (range_id) WHERE r.style = 'PushPop'
-        )
-        SELECT global_tid, ts, arg_max(state, [kind, k2]) AS state FROM ev GROUP BY global_tid, ts
-    """)
     return nest
 
 
-def _innermost_ranges(con, api: pa.Table | None) -> pa.ChunkedArray | None:
+def _innermost_ranges(nest: _Nest, api: pa.Table | None) -> pa.ChunkedArray | None:
     """The innermost push/pop range open on each API call's thread when the call starts
-    (the last segment of ``_nsys_seg`` starting at or before it; NULL outside every
+    (the last segment of ``_Nest.segments`` starting at or before it; NULL outside every
     range), aligned with the raw API-call rows; None without push/pop ranges.
 
     One binary search per call over the few segment boundaries; each GPU op takes the
     value of its launching call (_add_launches), so no launch is sorted or joined again
     for NVTX."""
-    seg = con.execute("SELECT global_tid, ts, state FROM _nsys_seg ORDER BY global_tid, ts").fetchnumpy()
-    if api is None or api.num_rows == 0 or len(seg["ts"]) == 0:
+    seg_tid, seg_ts, state = nest.segments
+    if api is None or api.num_rows == 0 or len(seg_ts) == 0:
         return None
-    seg_tid = np.asarray(seg["global_tid"], dtype=np.int64)
-    seg_ts = np.asarray(seg["ts"], dtype=np.int64)
-    state = np.asarray(seg["state"], dtype=np.int64)
     tids, first = np.unique(seg_tid, return_index=True)
     # one search for all threads: each thread's boundaries shifted into a time band of
     # its own (call times clamped to the boundaries' span, which keeps every answer)

@@ -739,7 +739,14 @@ class _Nest:
         def ids(pos):
             return pa.array(range_id[np.maximum(pos, 0)], mask=pos < 0)
 
-        self.segments = self._segments(range_id, pp_parent, *ranges)
+        # push/pop ranges by thread and start (range order), each with the position of
+        # its enclosing push/pop range among them: what _innermost_ranges searches
+        tid, start, end, is_pp = ranges
+        at = np.flatnonzero(is_pp)
+        pos = np.full(len(range_id), -1, np.int64)
+        pos[at] = np.arange(len(at))
+        up = pp_parent[at]
+        self.open = (tid[at], start[at], end[at], range_id[at], np.where(up >= 0, pos[np.maximum(up, 0)], -1))
 
         self.table = pa.table({"range_id": range_id, "parent_id": ids(parent), "pp_parent": ids(pp_parent),
                                "depth": depth})
@@ -748,27 +755,6 @@ class _Nest:
         pp = np.flatnonzero(pp_parent >= 0)
         pp = pp[np.argsort(-pp_depth[pp], kind="stable")]
         self.pp_child, self.pp_up, self.pp_level = range_id[pp], range_id[pp_parent[pp]], pp_depth[pp]
-
-    @staticmethod
-    def _segments(range_id, pp_parent, tid, start, end, is_pp):
-        """Push/pop ranges nest on their thread, so the thread's timeline splits into
-        segments with one innermost open range each: (thread, segment start, range id;
-        -1 outside every range), by thread and time; a range is open from its start up
-        to, not including, its end. Its start opens a segment of its own; its end
-        returns to its enclosing range. Where several of these fall at one time the last
-        range to open wins: opens over ends, then the innermost open, or the outermost
-        end. A range of zero length is never open."""
-        pp = np.flatnonzero(is_pp & (end > start))
-        up = pp_parent[pp]
-        g = np.r_[tid[pp], tid[pp]]
-        ts = np.r_[start[pp], end[pp]]
-        kind = np.r_[np.ones(len(pp), np.int8), np.zeros(len(pp), np.int8)]
-        rank = np.r_[pp, -pp]  # opens: the last in range order; ends: the first (outermost)
-        state = np.r_[range_id[pp], np.where(up >= 0, range_id[np.maximum(up, 0)], -1)]
-        order = np.lexsort((rank, kind, ts, g))
-        g, ts = g[order], ts[order]
-        last = np.r_[(g[1:] != g[:-1]) | (ts[1:] != ts[:-1]), True] if len(g) else np.zeros(0, bool)
-        return g[last], ts[last], state[order][last]
 
     def roll_up(self, range_id, start, end, ops):
         """Per-range GPU projection (first op start, last op end, op count) from the
@@ -827,8 +813,7 @@ def _nest(con) -> _Nest:
 
 
 def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
-    """NVTX ranges named and nested (temp tables; ``_Nest``: the nesting arrays and
-    each thread's timeline cut into segments with one innermost open push/pop range)."""
+    """NVTX ranges named and nested (temp tables, and ``_Nest``: the nesting arrays)."""
     if have_nvtx:
         cols = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE _nsys_nvtx)").fetchall()}
         fill = [f"NULL::{'VARCHAR' if c == 'text' else 'BIGINT'} AS \"{c}\"" for c in _NVTX_COLUMNS if c not in cols]
@@ -913,24 +898,25 @@ def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
 
 def _innermost_ranges(nest: _Nest, api: pa.Table | None) -> pa.ChunkedArray | None:
     """The innermost push/pop range open on each API call's thread when the call starts
-    (the last segment of ``_Nest.segments`` starting at or before it; NULL outside every
+    (a range is open from its start up to, not including, its end; NULL outside every
     range), aligned with the raw API-call rows; None without push/pop ranges.
 
-    One binary search per call over the few segment boundaries; each GPU op takes the
-    value of its launching call (_add_launches), so no launch is sorted or joined again
-    for NVTX."""
-    seg_tid, seg_ts, state = nest.segments
-    if api is None or api.num_rows == 0 or len(seg_ts) == 0:
+    Push/pop ranges nest, so the ranges open at a time are the last range of the thread
+    to start by then and its enclosing ranges: one binary search per call, then up the
+    chain past the ranges that ended. Each GPU op takes the value of its launching call
+    (_add_launches), so no launch is sorted or joined again for NVTX."""
+    r_tid, r_start, r_end, r_id, r_up = nest.open
+    if api is None or api.num_rows == 0 or len(r_start) == 0:
         return None
-    tids, first = np.unique(seg_tid, return_index=True)
-    # one search for all threads: each thread's boundaries shifted into a time band of
-    # its own (call times clamped to the boundaries' span, which keeps every answer)
-    t0, t1 = int(seg_ts.min()), int(seg_ts.max())
+    tids, first = np.unique(r_tid, return_index=True)
+    # one search for all threads: each thread's range starts shifted into a time band of
+    # its own (call times clamped to the starts' span, which keeps every answer)
+    t0, t1 = int(r_start.min()), int(r_start.max())
     width = t1 - t0 + 2
     if width * len(tids) >= 2**62:
         raise InputError(f"NVTX ranges spanning {width} ns on {len(tids)} threads: too long to attribute")
-    seg_band = np.repeat(np.arange(len(tids), dtype=np.int64), np.diff(np.append(first, len(seg_ts))))
-    keys = seg_band * width + (seg_ts - t0)
+    r_band = np.repeat(np.arange(len(tids), dtype=np.int64), np.diff(np.append(first, len(r_start))))
+    keys = r_band * width + (r_start - t0)
     out = []
     for g, t in zip(api.column("globalTid").chunks, api.column("start").chunks, strict=True):
         g, t = g.to_numpy(zero_copy_only=False), t.to_numpy(zero_copy_only=False)
@@ -947,10 +933,17 @@ def _innermost_ranges(nest: _Nest, api: pa.Table | None) -> pa.ChunkedArray | No
         i -= 1
         hit &= i >= 0
         if band is not None:
-            hit &= seg_band[np.maximum(i, 0)] == band
-        inner = state[np.maximum(i, 0)]
-        hit &= inner >= 0  # a segment after the thread's outermost range closed
-        out.append(pa.array(inner, mask=~hit))
+            hit &= r_band[np.maximum(i, 0)] == band
+        i[~hit] = -1
+        # up the chain while the candidate ended at or before the call's start
+        todo = np.flatnonzero(hit)
+        while todo.size:
+            c = i[todo]
+            ended = r_end[c] <= t[todo]
+            todo = todo[ended]
+            i[todo] = r_up[c[ended]]
+            todo = todo[i[todo] >= 0]
+        out.append(pa.array(r_id[np.maximum(i, 0)], mask=i < 0))
     return pa.chunked_array(out, type=pa.int64())
 
 

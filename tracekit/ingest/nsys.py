@@ -605,7 +605,7 @@ def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex) -> pa.Table
     return ops
 
 
-_TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "parent", "tree", "bands", "proj"]
+_TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "proj", "projc"]
 
 
 def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, int]:
@@ -878,18 +878,17 @@ def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
     con.register("_nsys_nest_arrow", nest.table)
     con.execute("CREATE TEMP TABLE _nsys_nest AS SELECT * FROM _nsys_nest_arrow")
     con.unregister("_nsys_nest_arrow")
-    con.execute("CREATE TEMP TABLE _nsys_parent AS SELECT range_id, parent_id FROM _nsys_nest WHERE parent_id IS NOT NULL")
     # path = range texts along the parent chain ('hstu.request/hstu.layer0/hstu_attention';
     # a named domain's ranges as 'domain:text'), one depth level at a time
     con.execute("""
         CREATE TEMP TABLE _nsys_tree AS
-        SELECT n.range_id, n.depth, r.label AS path FROM _nsys_nest n JOIN _nsys_rng r USING (range_id)
+        SELECT n.range_id, n.depth, n.parent_id, r.label AS path FROM _nsys_nest n JOIN _nsys_rng r USING (range_id)
         WHERE n.depth = 0
     """)
     for depth in range(1, nest.max_depth + 1):
         con.execute(f"""
             INSERT INTO _nsys_tree
-            SELECT n.range_id, n.depth, t.path || '/' || r.label
+            SELECT n.range_id, n.depth, n.parent_id, t.path || '/' || r.label
             FROM _nsys_nest n JOIN _nsys_rng r USING (range_id) JOIN _nsys_tree t ON t.range_id = n.parent_id
             WHERE n.depth = {depth} AND t.depth = {depth - 1}
         """)
@@ -982,23 +981,28 @@ def _nvtx_finish(con, run_id: int, nest: _Nest) -> dict[str, int]:
         GROUP BY r.range_id
     """)
     con.unregister("_nsys_proj_pp")
+    # children with GPU work, counted on their parent (which then has GPU work too: the
+    # child's launches lie in it, on its thread), so that the insert joins one table less
+    con.execute("""
+        CREATE TEMP TABLE _nsys_projc AS
+        SELECT j.*, coalesce(c.children, 0) AS children FROM _nsys_proj j
+        LEFT JOIN (SELECT t.parent_id, count(*) AS children FROM _nsys_tree t JOIN _nsys_proj USING (range_id)
+                   WHERE t.parent_id IS NOT NULL GROUP BY 1) c ON c.parent_id = j.range_id
+    """)
     rows = {}
     rows["nvtx_ranges"] = _insert(con, "nvtx_ranges", run_id, """
         SELECT n.range_id, n.style, n.domain_id, n.domain, n.text, n.name,
                n.start_ns, n.end_ns, n.end_ns - n.start_ns AS dur_ns, n.ended,
                n.global_tid, (n.global_tid >> 24) & 16777215 AS pid, n.global_tid & 16777215 AS tid,
                n.end_global_tid, CAST(n.end_global_tid & 16777215 AS INTEGER) AS end_tid,
-               CAST(t.depth AS INTEGER) AS depth, p.parent_id, t.path,
-               CAST(coalesce(c.children, 0) AS INTEGER) AS children,
+               CAST(t.depth AS INTEGER) AS depth, t.parent_id, t.path,
+               CAST(coalesce(j.children, 0) AS INTEGER) AS children,
                j.proj_start_ns, j.proj_end_ns, j.proj_end_ns - j.proj_start_ns AS proj_dur_ns,
                CAST(coalesce(j.gpu_ops, 0) AS INTEGER) AS gpu_ops,
                n.category, n.color
         FROM _nsys_named n
         LEFT JOIN _nsys_tree t USING (range_id)
-        LEFT JOIN _nsys_parent p USING (range_id)
-        LEFT JOIN (SELECT parent_id, count(*) AS children FROM _nsys_parent JOIN _nsys_proj USING (range_id) GROUP BY 1) c
-               ON c.parent_id = n.range_id
-        LEFT JOIN _nsys_proj j USING (range_id)
+        LEFT JOIN _nsys_projc j USING (range_id)
         WHERE n.style <> 'Mark'
     """)
     rows["nvtx_marks"] = _insert(con, "nvtx_marks", run_id, """

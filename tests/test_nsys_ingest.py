@@ -154,11 +154,33 @@ def test_gpu_utilization_is_the_interval_union(nsys_db, scen, tmp_path):
             assert (row["busy_ns"], row["gaps"], row["gap_total_ns"], row["max_gap_ns"]) == (busy, gaps, gap_total, max_gap)
 
 
-def test_launch_overhead(nsys_db):
-    df = nsys_db.query("launch-overhead", run="many_kernels", limit=0)
-    assert df["launches"].sum() == nsys_db.sql("SELECT count(*) AS n FROM kernels WHERE run_id = 2")["n"][0]
+@pytest.mark.parametrize("scen", ["hstu_mixed", "many_kernels", "multithread"])
+def test_launch_overhead(nsys_db, scen):
+    """The ingest-time summary equals the statistics computed from every launch."""
+    df = nsys_db.query("launch-overhead", run=scen, limit=0)
+    run = nsys_db.sql("SELECT run_id FROM runs WHERE name = ?", [scen])["run_id"][0]
+    assert df["launches"].sum() == nsys_db.sql(
+        f"SELECT count(*) AS n FROM kernels WHERE run_id = {run} AND api_start_ns IS NOT NULL")["n"][0]
     assert (df["latency_min_ns"] <= df["latency_med_ns"]).all()
-    assert (df["latency_med_ns"] <= df["latency_p99_ns"]).all()
+    assert (df["latency_med_ns"] <= df["latency_p90_ns"]).all() and (df["latency_p90_ns"] <= df["latency_p99_ns"]).all()
+    want = nsys_db.sql(f"""
+        SELECT name, count(*) AS launches, median(api_end_ns - api_start_ns) AS api_med_ns,
+               min(start_ns - api_start_ns) AS latency_min_ns, median(start_ns - api_start_ns) AS latency_med_ns,
+               quantile_cont(start_ns - api_start_ns, 0.9) AS latency_p90_ns,
+               quantile_cont(start_ns - api_start_ns, 0.99) AS latency_p99_ns,
+               max(start_ns - api_start_ns) AS latency_max_ns,
+               median(start_ns - api_end_ns) FILTER (WHERE start_ns > api_end_ns) AS queue_med_ns,
+               sum(start_ns - api_start_ns)::BIGINT AS total_latency_ns
+        FROM kernels WHERE run_id = {run} AND api_start_ns IS NOT NULL GROUP BY name ORDER BY name""").to_dicts()
+    got = {r["name"]: r for r in df.to_dicts()}
+    assert len(got) == len(want)
+    for w in want:
+        g = got[w["name"]]
+        for col, value in w.items():
+            if value is None or isinstance(value, str):
+                assert g[col] == value, (w["name"], col)
+            else:
+                assert g[col] == pytest.approx(value, rel=1e-12), (w["name"], col)
 
 
 def test_resolve_versioned_tables():

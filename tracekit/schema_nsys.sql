@@ -188,6 +188,21 @@ CREATE TABLE IF NOT EXISTS kernel_exec_sum (
     kernel_avg_ns DOUBLE, kernel_med_ns DOUBLE, kernel_min_ns BIGINT, kernel_max_ns BIGINT, kernel_stddev_ns DOUBLE
 );
 
+CREATE TABLE IF NOT EXISTS launch_latency_sum (
+    run_id INTEGER,
+    name_id BIGINT,          -- kernel (_strings id, demangled)
+    launches BIGINT,         -- launches matched to their API call
+    api_name_id BIGINT,      -- most common launch API (_strings id, suffix stripped)
+    api_med_ns DOUBLE,       -- median duration of the launch call, ns
+    latency_min_ns BIGINT,   -- shortest call-start to kernel-start, ns
+    latency_med_ns DOUBLE,   -- median call-start to kernel-start, ns
+    latency_p90_ns DOUBLE,   -- 90th percentile, ns
+    latency_p99_ns DOUBLE,   -- 99th percentile, ns
+    latency_max_ns BIGINT,   -- longest, ns
+    queue_med_ns DOUBLE,     -- median call-end to kernel-start where positive, ns
+    total_latency_ns BIGINT  -- summed call-start to kernel-start, ns
+);
+
 CREATE TABLE IF NOT EXISTS gpus (
     run_id INTEGER, device_id INTEGER, name VARCHAR, chip_name VARCHAR, bus_location VARCHAR,
     uuid VARCHAR, sm_count INTEGER, cc_major INTEGER, cc_minor INTEGER,

@@ -622,19 +622,29 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
         nest = _nvtx_prepare(con, "nvtx" in raw)
-        inner = _innermost_ranges(nest, raw.get("api_calls"))
-        if "api_calls" in raw:
-            api = raw["api_calls"]
-            if inner is not None:
-                api = api.append_column("_tk_nvtx_range", inner)
-            index = _LaunchIndex(api)
-            for t in _GAP_TABLES:
-                if t in raw:
-                    raw[t] = _add_launches(raw[t], api, index)
-                    con.register(f"_nsys_{t}", raw[t])
-            del api, index
+        # The API calls are written by DuckDB (on a side thread, its own cores) while the
+        # GPU ops find their launching calls in NumPy; the connection is not touched
+        # here until that insert is done.
+        with ThreadPoolExecutor(max_workers=1) as side:
+            api_insert = side.submit(_insert, con, "_api_calls", run_id, plans["api_calls"][0])
+            try:
+                inner = _innermost_ranges(nest, raw.get("api_calls"))
+                launched = {}
+                if "api_calls" in raw:
+                    api = raw["api_calls"]
+                    if inner is not None:
+                        api = api.append_column("_tk_nvtx_range", inner)
+                    index = _LaunchIndex(api)
+                    launched = {t: _add_launches(raw[t], api, index) for t in _GAP_TABLES if t in raw}
+                    del api, index
+            finally:
+                rows["api_calls"] = api_insert.result()
+        for t, tbl in launched.items():
+            raw[t] = tbl
+            con.register(f"_nsys_{t}", tbl)
         for target, (select, _) in plans.items():
-            rows[target] = _insert(con, SPECS[target].get("table", target), run_id, select)
+            if target != "api_calls":
+                rows[target] = _insert(con, SPECS[target].get("table", target), run_id, select)
         # the activity rows are in the store now: free their Arrow copies before the NVTX work
         for name in [n for n in raw if n not in ("nvtx", "strings")]:
             con.unregister(f"_nsys_{name}")

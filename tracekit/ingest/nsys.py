@@ -18,6 +18,7 @@ Tables are created lazily by nsys: a missing table means an empty store table.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
@@ -320,6 +321,34 @@ def _meta(rd: _Reader) -> dict:
     return meta
 
 
+
+@contextlib.contextmanager
+def _small_pages():
+    """NumPy without its huge-page advice (restored after). NumPy advises transparent
+    huge pages for every array of 4 MB or more; where the kernel's THP defrag setting
+    is ``madvise`` (a common default), each such fault may compact memory first, and an
+    ingest allocates a few GB of fresh arrays. Measured on the 2-core development VM:
+    2 M kernels / 4 M calls ingested in 3.77 s instead of 4.40 s (medians of 8
+    alternating pairs), system time 1.5-1.9 s instead of 2.1-4.2 s
+    (docs/performance.md, step 12)."""
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:  # NumPy 1.x
+        try:
+            from numpy.core.multiarray import _set_madvise_hugepage
+        except ImportError:
+            _set_madvise_hugepage = None
+    if _set_madvise_hugepage is None:
+        yield
+        return
+    before = _set_madvise_hugepage(False)
+    try:
+        yield
+    finally:
+        _set_madvise_hugepage(before)
+
+
+@_small_pages()
 def read(path: Path) -> Parsed:
     """Check the export and read the columns we need as Arrow (tables in parallel).
 
@@ -608,6 +637,7 @@ def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex) -> pa.Table
 _TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "proj", "projc"]
 
 
+@_small_pages()
 def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, int]:
     """Reshape the raw Arrow tables into the store tables, in the caller's transaction."""
     names = []

@@ -566,11 +566,13 @@ def test_nesting_matches_a_brute_force_rule(seed):
     # The innermost push/pop range open at each time a call may start (every boundary,
     # and between): open from its start up to, not including, its end.
     calls = [(tid, t) for tid in range(0, 5) for t in range(-1, tmax + 2)]
-    api = pa.table({"globalTid": [c[0] for c in calls], "start": [c[1] for c in calls]})
-    inner = _innermost_ranges(nest, api).to_pylist()
+    calls.append((None, 5))  # a launch without its call's thread: no range
+    inner = _innermost_ranges(nest, pa.chunked_array([pa.array([c[0] for c in calls], pa.int64())]),
+                              pa.chunked_array([pa.array([c[1] for c in calls], pa.int64())])).to_pylist()
     pp = [r for r in rows if r[3] == "PushPop"]
     for (tid, t), got_range in zip(calls, inner, strict=True):
-        assert got_range == max((r[4] for r in pp if r[0] == tid and r[1] <= t < r[2]), default=None), (tid, t)
+        want = max((r[4] for r in pp if tid is not None and r[0] == tid and r[1] <= t < r[2]), default=None)
+        assert got_range == want, (tid, t)
 
     # GPU projection: each range takes its push/pop descendants' ops
     inner = [i for i in range(len(rows)) if rows[i][3] == "PushPop" and rng.random() < 0.5]

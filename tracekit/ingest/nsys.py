@@ -621,17 +621,18 @@ def _launch_rows(api: pa.Table, ops: pa.Table) -> np.ndarray:
     return _LaunchIndex(api).find(ops)
 
 
-def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex) -> pa.Table:
+def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex, nest: _Nest) -> pa.Table:
     """``ops`` with its launching calls' thread, start, end, name id and innermost NVTX
-    range as ``_tk_api_*`` columns (NULL where no call matches): one Arrow take."""
+    range as ``_tk_api_*`` columns (NULL where no call matches): one Arrow take, then
+    the range of each launching call (only those: most calls launch nothing)."""
     rows = index.find(ops)
-    names = {"globalTid": "_tk_api_tid", "start": "_tk_api_start", "end": "_tk_api_end",
-             "nameId": "_tk_api_name", "_tk_nvtx_range": "_tk_api_range"}
+    names = {"globalTid": "_tk_api_tid", "start": "_tk_api_start", "end": "_tk_api_end", "nameId": "_tk_api_name"}
     picked = api.select([c for c in names if c in api.column_names]).take(pa.array(rows, mask=rows < 0))
     for src, name in names.items():
         ops = ops.append_column(name, picked.column(src) if src in picked.column_names
                                 else pa.nulls(ops.num_rows, pa.int64()))
-    return ops
+    inner = _innermost_ranges(nest, picked.column("globalTid"), picked.column("start"))
+    return ops.append_column("_tk_api_range", inner if inner is not None else pa.nulls(ops.num_rows, pa.int64()))
 
 
 _TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "proj", "projc"]
@@ -658,14 +659,11 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
         with ThreadPoolExecutor(max_workers=1) as side:
             api_insert = side.submit(_insert, con, "_api_calls", run_id, plans["api_calls"][0])
             try:
-                inner = _innermost_ranges(nest, raw.get("api_calls"))
                 launched = {}
                 if "api_calls" in raw:
                     api = raw["api_calls"]
-                    if inner is not None:
-                        api = api.append_column("_tk_nvtx_range", inner)
                     index = _LaunchIndex(api)
-                    launched = {t: _add_launches(raw[t], api, index) for t in _GAP_TABLES if t in raw}
+                    launched = {t: _add_launches(raw[t], api, index, nest) for t in _GAP_TABLES if t in raw}
                     del api, index
             finally:
                 rows["api_calls"] = api_insert.result()
@@ -944,18 +942,21 @@ def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
     return nest
 
 
-def _innermost_ranges(nest: _Nest, api: pa.Table | None) -> pa.ChunkedArray | None:
-    """The innermost push/pop range open on each API call's thread when the call starts
-    (a range is open from its start up to, not including, its end; NULL outside every
-    range), aligned with the raw API-call rows; None without push/pop ranges.
+def _innermost_ranges(nest: _Nest, tid: pa.ChunkedArray, start: pa.ChunkedArray) -> pa.Array | None:
+    """The innermost push/pop range open on thread ``tid`` at time ``start`` (the
+    launching calls of the GPU ops; a range is open from its start up to, not
+    including, its end; NULL outside every range and where either is NULL); None
+    without push/pop ranges.
 
     Push/pop ranges nest, so the ranges open at a time are the last range of the thread
     to start by then and its enclosing ranges: one binary search per call, then up the
-    chain past the ranges that ended. Each GPU op takes the value of its launching call
-    (_add_launches), so no launch is sorted or joined again for NVTX."""
+    chain past the ranges that ended. Each GPU op gets it from its launching call
+    (_add_launches), so no launch is sorted or joined for NVTX."""
     r_tid, r_start, r_end, r_id, r_up = nest.open
-    if api is None or api.num_rows == 0 or len(r_start) == 0:
+    if len(tid) == 0 or len(r_start) == 0:
         return None
+    g, gok = _values(tid)
+    t, tok = _values(start)
     tids, first = np.unique(r_tid, return_index=True)
     # one search for all threads: each thread's range starts shifted into a time band of
     # its own (call times clamped to the starts' span, which keeps every answer)
@@ -965,34 +966,33 @@ def _innermost_ranges(nest: _Nest, api: pa.Table | None) -> pa.ChunkedArray | No
         raise InputError(f"NVTX ranges spanning {width} ns on {len(tids)} threads: too long to attribute")
     r_band = np.repeat(np.arange(len(tids), dtype=np.int64), np.diff(np.append(first, len(r_start))))
     keys = r_band * width + (r_start - t0)
-    out = []
-    for g, t in zip(api.column("globalTid").chunks, api.column("start").chunks, strict=True):
-        g, t = g.to_numpy(zero_copy_only=False), t.to_numpy(zero_copy_only=False)
-        q = np.clip(t, t0 - 1, t1)
-        q -= t0
-        if len(tids) == 1:
-            band, hit = None, g == tids[0]
-        else:
-            band = np.searchsorted(tids, g)
-            np.minimum(band, len(tids) - 1, out=band)
-            hit = tids[band] == g
-            q += band * width
-        i = np.searchsorted(keys, q, side="right")
-        i -= 1
-        hit &= i >= 0
-        if band is not None:
-            hit &= r_band[np.maximum(i, 0)] == band
-        i[~hit] = -1
-        # up the chain while the candidate ended at or before the call's start
-        todo = np.flatnonzero(hit)
-        while todo.size:
-            c = i[todo]
-            ended = r_end[c] <= t[todo]
-            todo = todo[ended]
-            i[todo] = r_up[c[ended]]
-            todo = todo[i[todo] >= 0]
-        out.append(pa.array(r_id[np.maximum(i, 0)], mask=i < 0))
-    return pa.chunked_array(out, type=pa.int64())
+    q = np.clip(t, t0 - 1, t1)
+    q -= t0
+    if len(tids) == 1:
+        band, hit = None, g == tids[0]
+    else:
+        band = np.searchsorted(tids, g)
+        np.minimum(band, len(tids) - 1, out=band)
+        hit = tids[band] == g
+        q += band * width
+    for ok in (gok, tok):
+        if ok is not None:
+            hit &= ok
+    i = np.searchsorted(keys, q, side="right")
+    i -= 1
+    hit &= i >= 0
+    if band is not None:
+        hit &= r_band[np.maximum(i, 0)] == band
+    i[~hit] = -1
+    # up the chain while the candidate ended at or before the call's start
+    todo = np.flatnonzero(hit)
+    while todo.size:
+        c = i[todo]
+        ended = r_end[c] <= t[todo]
+        todo = todo[ended]
+        i[todo] = r_up[c[ended]]
+        todo = todo[i[todo] >= 0]
+    return pa.array(r_id[np.maximum(i, 0)], mask=i < 0)
 
 
 def _nvtx_finish(con, run_id: int, nest: _Nest) -> dict[str, int]:

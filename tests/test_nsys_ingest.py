@@ -595,3 +595,30 @@ def test_nesting_matches_a_brute_force_rule(seed):
             continue
         assert (proj[i]["proj_start_ns"], proj[i]["proj_end_ns"], proj[i]["gpu_ops"]) == (
             min(s[j] for j in mine), max(e[j] for j in mine), sum(n[j] for j in mine))
+
+
+def test_range_totals_count_launching_calls_once():
+    """Per innermost range: first start, last end, and distinct launching calls (a
+    graph launch's many kernels count once), over several op tables; ops without a
+    range take no part."""
+    import numpy as np
+    import pyarrow as pa
+
+    from tracekit.ingest.nsys import _range_totals
+
+    rng = np.random.default_rng(7)
+    tables, calls = [], []
+    for n in (500, 40, 0):
+        call = rng.integers(-1, 120, n)  # -1: no launching call
+        rid = np.where(call >= 0, call % 9 * 3, -1)  # a call's ops share its range
+        start = rng.integers(0, 10**6, n)
+        tables.append(pa.table({"_tk_api_range": pa.array(rid, mask=rid < 0), "start": start,
+                                "end": start + rng.integers(0, 1000, n)}))
+        calls.append(call)
+    ids, s, e, n = _range_totals(tables, calls, 120)
+    for i, r in enumerate(ids):
+        rows = [(t.column("start")[j].as_py(), t.column("end")[j].as_py(), c[j])
+                for t, c in zip(tables, calls, strict=True) for j in range(t.num_rows)
+                if t.column("_tk_api_range")[j].as_py() == r]
+        assert (s[i], e[i], n[i]) == (min(x[0] for x in rows), max(x[1] for x in rows), len({x[2] for x in rows}))
+    assert set(ids.tolist()) == {int(c) % 9 * 3 for c in np.concatenate(calls) if c >= 0}

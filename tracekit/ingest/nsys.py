@@ -621,10 +621,11 @@ def _launch_rows(api: pa.Table, ops: pa.Table) -> np.ndarray:
     return _LaunchIndex(api).find(ops)
 
 
-def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex, nest: _Nest) -> pa.Table:
+def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex, nest: _Nest) -> tuple[pa.Table, np.ndarray]:
     """``ops`` with its launching calls' thread, start, end, name id and innermost NVTX
     range as ``_tk_api_*`` columns (NULL where no call matches): one Arrow take, then
-    the range of each launching call (only those: most calls launch nothing)."""
+    the range of each launching call (only those: most calls launch nothing). Also
+    each op's row in ``api`` (-1: none)."""
     rows = index.find(ops)
     names = {"globalTid": "_tk_api_tid", "start": "_tk_api_start", "end": "_tk_api_end", "nameId": "_tk_api_name"}
     picked = api.select([c for c in names if c in api.column_names]).take(pa.array(rows, mask=rows < 0))
@@ -632,7 +633,39 @@ def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex, nest: _Nest
         ops = ops.append_column(name, picked.column(src) if src in picked.column_names
                                 else pa.nulls(ops.num_rows, pa.int64()))
     inner = _innermost_ranges(nest, picked.column("globalTid"), picked.column("start"))
-    return ops.append_column("_tk_api_range", inner if inner is not None else pa.nulls(ops.num_rows, pa.int64()))
+    ops = ops.append_column("_tk_api_range", inner if inner is not None else pa.nulls(ops.num_rows, pa.int64()))
+    return ops, rows
+
+
+def _range_totals(ops: list[pa.Table], calls: list[np.ndarray], n_calls: int) -> tuple[np.ndarray, ...]:
+    """Per innermost push/pop range of the GPU ops' launching calls: the first op start,
+    the last op end and the number of launching calls (nsys counts a range's GPU ops
+    by distinct correlation id: one per launching call, as a call has one id and every
+    op of a call has the call's range). ``calls``: each op's row in the API table.
+    NumPy over the Arrow rows, before they are written: no pass over the store."""
+    rng, start, end, call = [], [], [], []
+    for tbl, c in zip(ops, calls, strict=True):
+        r, ok = _values(tbl.column("_tk_api_range"))
+        keep = np.flatnonzero(ok) if ok is not None else np.arange(len(r))
+        rng.append(r[keep])
+        call.append(c[keep])
+        for col, out, fill in (("start", start, np.iinfo(np.int64).max), ("end", end, np.iinfo(np.int64).min)):
+            v, vok = _values(tbl.column(col))
+            out.append(v[keep] if vok is None else np.where(vok[keep], v[keep], fill))
+    rng, start, end, call = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (rng, start, end, call))
+    if len(rng) == 0:
+        return (np.zeros(0, np.int64),) * 4
+    size = int(rng.max()) + 1
+    s = np.full(size, np.iinfo(np.int64).max)
+    e = np.full(size, np.iinfo(np.int64).min)
+    np.minimum.at(s, rng, start)
+    np.maximum.at(e, rng, end)
+    owner = np.full(n_calls, -1, np.int64)  # one op of each call counts it
+    at = np.arange(len(call))
+    owner[call] = at
+    n = np.bincount(rng, weights=owner[call] == at, minlength=size).astype(np.int64)
+    ids = np.flatnonzero(np.bincount(rng, minlength=size))
+    return ids, s[ids], e[ids], n[ids]
 
 
 _TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "proj", "projc"]
@@ -659,12 +692,16 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
         with ThreadPoolExecutor(max_workers=1) as side:
             api_insert = side.submit(_insert, con, "_api_calls", run_id, plans["api_calls"][0])
             try:
-                launched = {}
+                launched, calls = {}, {}
+                totals = (np.zeros(0, np.int64),) * 4
                 if "api_calls" in raw:
                     api = raw["api_calls"]
                     index = _LaunchIndex(api)
-                    launched = {t: _add_launches(raw[t], api, index, nest) for t in _GAP_TABLES if t in raw}
-                    del api, index
+                    for t in _GAP_TABLES:
+                        if t in raw:
+                            launched[t], calls[t] = _add_launches(raw[t], api, index, nest)
+                    totals = _range_totals(list(launched.values()), list(calls.values()), api.num_rows)
+                    del api, index, calls
             finally:
                 rows["api_calls"] = api_insert.result()
         for t, tbl in launched.items():
@@ -678,7 +715,7 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
             con.unregister(f"_nsys_{name}")
             names.remove(f"_nsys_{name}")
             del raw[name]
-        rows.update(_nvtx_finish(con, run_id, nest))
+        rows.update(_nvtx_finish(con, run_id, nest, totals))
         rows.update(_kernel_exec_sum(con, run_id))
         rows.update(_launch_latency_sum(con, run_id))
     except BaseException:
@@ -818,7 +855,9 @@ class _Nest:
             np.add.at(n, up, n[child])
             has[up] = True
         ids = np.flatnonzero(has)
-        return pa.table({"range_id": ids, "proj_start_ns": s[ids], "proj_end_ns": e[ids], "gpu_ops": n[ids]})
+        s, e = s[ids], e[ids]  # the extremes stand for NULL (ops without a start or end)
+        return pa.table({"range_id": ids, "proj_start_ns": pa.array(s, mask=s == np.iinfo(np.int64).max),
+                         "proj_end_ns": pa.array(e, mask=e == np.iinfo(np.int64).min), "gpu_ops": n[ids]})
 
 
 def _nest(con) -> _Nest:
@@ -995,22 +1034,18 @@ def _innermost_ranges(nest: _Nest, tid: pa.ChunkedArray, start: pa.ChunkedArray)
     return pa.array(r_id[np.maximum(i, 0)], mask=i < 0)
 
 
-def _nvtx_finish(con, run_id: int, nest: _Nest) -> dict[str, int]:
+def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) -> dict[str, int]:
     """NVTX ranges with depth, parent, path and GPU projection; marks; kernel time per
     innermost range. Runs after the op tables are written (their ``nvtx_range_id``)."""
     # GPU projection. A GPU op (kernel, memcpy, memset) belongs to a range when the API
     # call that launched it (same correlation id, same process; stored with the op)
     # lies inside the range on the range's thread: push/pop ranges through the op's
-    # innermost range and its enclosing ranges (_Nest.roll_up), start/end ranges by an
-    # inequality join.
+    # innermost range (``totals``, from _range_totals) and its enclosing ranges
+    # (_Nest.roll_up), start/end ranges by an inequality join.
     ops = " UNION ALL ".join(
         f"SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns "
         f"FROM {t} WHERE run_id = {int(run_id)}" for t in ("_kernels", "memcpy", "memset"))
-    inner = con.execute(f"""
-        SELECT nvtx_range_id AS range_id, min(start_ns) AS s, max(end_ns) AS e, count(DISTINCT correlation_id) AS n
-        FROM ({ops}) WHERE nvtx_range_id IS NOT NULL GROUP BY 1
-    """).fetchnumpy()
-    pushpop = nest.roll_up(*(np.asarray(inner[c], dtype=np.int64) for c in ("range_id", "s", "e", "n")))
+    pushpop = nest.roll_up(*totals)
     con.register("_nsys_proj_pp", pushpop)
     con.execute(f"""
         CREATE TEMP TABLE _nsys_proj AS

@@ -195,7 +195,8 @@ def _decode_chunk(f: _File, w: _Work, cells: np.ndarray, wanted: np.ndarray, out
     acc = w.get("acc", n)
     np.add(rec, hs, out=acc[0])
     np.take(_SIZE, st, out=acc[1:], mode="clip")
-    np.cumsum(acc, axis=0, out=acc)  # acc[j]: offset of column j's value; acc[ncols]: their end
+    for j in range(1, ncols + 1):  # acc[j]: offset of column j's value; acc[ncols]: their end
+        np.add(acc[j], acc[j - 1], out=acc[j])  # row by row: cumsum(axis=0) is ~15x slower here
     if (acc[ncols] > end).any():
         raise Unsupported("values past the end of their record")
     stw = np.take(st, wanted, axis=0, out=w.get("stw", n), mode="clip")

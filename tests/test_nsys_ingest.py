@@ -622,3 +622,28 @@ def test_range_totals_count_launching_calls_once():
                 if t.column("_tk_api_range")[j].as_py() == r]
         assert (s[i], e[i], n[i]) == (min(x[0] for x in rows), max(x[1] for x in rows), len({x[2] for x in rows}))
     assert set(ids.tolist()) == {int(c) % 9 * 3 for c in np.concatenate(calls) if c >= 0}
+
+
+def test_deep_nesting_paths():
+    """A chain of 1,000 nested ranges (twice): every depth and path, in one recursion."""
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+
+    from tracekit.ingest.nsys import _nvtx_prepare
+
+    depth, chains = 1000, 2
+    start = np.concatenate([c * 10**6 + np.arange(depth) for c in range(chains)])
+    end = np.concatenate([c * 10**6 + 2 * depth - np.arange(depth) for c in range(chains)])
+    n = len(start)
+    con = duckdb.connect()
+    con.register("_nsys_nvtx", pa.table({
+        "start": start, "end": end, "eventType": np.full(n, 59), "text": [f"r{i % depth}" for i in range(n)],
+        "globalTid": np.full(n, (7 << 24) | 5)}))
+    con.register("_nsys_strings", pa.table({"id": pa.array([], pa.int64()), "value": pa.array([], pa.string())}))
+    _nvtx_prepare(con, True)
+    rows = con.execute("SELECT r.text, t.depth, t.path FROM _nsys_tree t JOIN _nsys_rng r USING (range_id)").fetchall()
+    assert len(rows) == n
+    for text, d, path in rows:
+        assert d == int(text[1:])
+        assert path == "/".join(f"r{i}" for i in range(d + 1))

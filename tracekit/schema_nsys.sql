@@ -189,6 +189,9 @@ CREATE TABLE IF NOT EXISTS kernel_exec_sum (
     kernel_avg_ns DOUBLE, kernel_med_ns DOUBLE, kernel_min_ns BIGINT, kernel_max_ns BIGINT, kernel_stddev_ns DOUBLE
 );
 
+-- Launch latency per kernel (demangled name): the statistics of the launch-overhead query,
+-- computed at ingest (three exact quantiles over millions of launches take longer than a
+-- query may). Latency: launch call start to kernel start (graph kernels: cudaGraphLaunch).
 CREATE TABLE IF NOT EXISTS launch_latency_sum (
     run_id INTEGER,
     name_id BIGINT,          -- kernel (_strings id, demangled)

@@ -321,7 +321,6 @@ def _meta(rd: _Reader) -> dict:
     return meta
 
 
-
 @contextlib.contextmanager
 def _small_pages():
     """NumPy without its huge-page advice (restored after). NumPy advises transparent
@@ -330,7 +329,7 @@ def _small_pages():
     ingest allocates a few GB of fresh arrays. Measured on the 2-core development VM:
     2 M kernels / 4 M calls ingested in 3.77 s instead of 4.40 s (medians of 8
     alternating pairs), system time 1.5-1.9 s instead of 2.1-4.2 s
-    (docs/performance.md, step 12)."""
+    (docs/performance.md, step 17)."""
     try:
         from numpy._core.multiarray import _set_madvise_hugepage
     except ImportError:  # NumPy 1.x
@@ -826,7 +825,6 @@ class _Nest:
 
         self.table = pa.table({"range_id": range_id, "parent_id": ids(parent), "pp_parent": ids(pp_parent),
                                "depth": depth})
-        self.max_depth = int(depth.max()) if len(depth) else 0
         # push/pop ranges with their enclosing push/pop range, deepest first
         pp = np.flatnonzero(pp_parent >= 0)
         pp = pp[np.argsort(-pp_depth[pp], kind="stable")]
@@ -962,22 +960,24 @@ def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
     """)
     nest = _nest(con)
     con.register("_nsys_nest_arrow", nest.table)
-    con.execute("CREATE TEMP TABLE _nsys_nest AS SELECT * FROM _nsys_nest_arrow")
+    con.execute("""
+        CREATE TEMP TABLE _nsys_nest AS
+        SELECT n.*, r.label FROM _nsys_nest_arrow n JOIN _nsys_rng r USING (range_id)
+    """)
     con.unregister("_nsys_nest_arrow")
     # path = range texts along the parent chain ('hstu.request/hstu.layer0/hstu_attention';
-    # a named domain's ranges as 'domain:text'), one depth level at a time
+    # a named domain's ranges as 'domain:text'): one level per step of the recursion
+    # (parents are known and acyclic, so it ends after the deepest level)
     con.execute("""
         CREATE TEMP TABLE _nsys_tree AS
-        SELECT n.range_id, n.depth, n.parent_id, r.label AS path FROM _nsys_nest n JOIN _nsys_rng r USING (range_id)
-        WHERE n.depth = 0
+        WITH RECURSIVE t(range_id, depth, parent_id, path) AS (
+            SELECT range_id, depth, parent_id, label FROM _nsys_nest WHERE parent_id IS NULL
+            UNION ALL
+            SELECT n.range_id, n.depth, n.parent_id, t.path || '/' || n.label
+            FROM t JOIN _nsys_nest n ON n.parent_id = t.range_id
+        )
+        SELECT * FROM t
     """)
-    for depth in range(1, nest.max_depth + 1):
-        con.execute(f"""
-            INSERT INTO _nsys_tree
-            SELECT n.range_id, n.depth, n.parent_id, t.path || '/' || r.label
-            FROM _nsys_nest n JOIN _nsys_rng r USING (range_id) JOIN _nsys_tree t ON t.range_id = n.parent_id
-            WHERE n.depth = {depth} AND t.depth = {depth - 1}
-        """)
     return nest
 
 

@@ -214,6 +214,9 @@ def test_same_content_twice_is_a_noop(tmp_path, plain_export):
     again = tk.ingest(DATA / "nsys_multithread" / "export.sqlite.xz")  # same content, compressed
     assert not first.skipped and again.skipped and again.run_id == first.run_id
     assert len(tk.runs()) == 1
+    # nothing of the second copy was written
+    assert tk.sql("SELECT count(*) AS n FROM kernels")["n"][0] == first.rows["kernels"]
+    assert tk.sql("SELECT count(*) AS n FROM nvtx_ranges")["n"][0] == first.rows["nvtx_ranges"]
     tk.close()
 
 

@@ -650,3 +650,25 @@ def test_deep_nesting_paths():
     for text, d, path in rows:
         assert d == int(text[1:])
         assert path == "/".join(f"r{i}" for i in range(d + 1))
+
+
+def test_huge_page_advice_restored_after_overlapping_ingests():
+    """NumPy's huge-page advice is off while any ingest runs and back as it was after the
+    last one, also when two ingests overlap (enter A, enter B, exit A, exit B)."""
+    np_core = pytest.importorskip("numpy._core.multiarray")
+    from tracekit.ingest.nsys import _small_pages
+
+    def advice():
+        now = np_core._set_madvise_hugepage(False)
+        np_core._set_madvise_hugepage(now)
+        return now
+
+    before = advice()
+    a, b = _small_pages(), _small_pages()
+    a.__enter__()
+    b.__enter__()
+    assert advice() is False
+    a.__exit__(None, None, None)
+    assert advice() is False  # B still runs
+    b.__exit__(None, None, None)
+    assert advice() == before

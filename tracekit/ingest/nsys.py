@@ -22,6 +22,7 @@ import contextlib
 import os
 import re
 import sqlite3
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -321,15 +322,18 @@ def _meta(rd: _Reader) -> dict:
     return meta
 
 
+_PAGES_LOCK = threading.Lock()
+_pages_users = [0, None]  # ingests in progress, NumPy's advice before the first of them
+
+
 @contextlib.contextmanager
 def _small_pages():
-    """NumPy without its huge-page advice (restored after). NumPy advises transparent
-    huge pages for every array of 4 MB or more; where the kernel's THP defrag setting
-    is ``madvise`` (a common default), each such fault may compact memory first, and an
-    ingest allocates a few GB of fresh arrays. Measured on the 2-core development VM:
-    2 M kernels / 4 M calls ingested in 3.77 s instead of 4.40 s (medians of 8
-    alternating pairs), system time 1.5-1.9 s instead of 2.1-4.2 s
-    (docs/performance.md, step 17)."""
+    """NumPy without its huge-page advice while any ingest runs in this process
+    (restored after the last one). NumPy advises transparent huge pages for every array
+    of 4 MB or more; where the kernel's THP defrag setting is ``madvise`` (a common
+    default), each such fault may compact memory first, and an ingest allocates a few
+    GB of fresh arrays. On the 2-core development VM the benchmark ingest ran in 3.77 s
+    instead of 4.40 s (medians of 8 alternating pairs; docs/performance.md, step 17)."""
     try:
         from numpy._core.multiarray import _set_madvise_hugepage
     except ImportError:  # NumPy 1.x
@@ -340,11 +344,17 @@ def _small_pages():
     if _set_madvise_hugepage is None:
         yield
         return
-    before = _set_madvise_hugepage(False)
+    with _PAGES_LOCK:
+        if _pages_users[0] == 0:
+            _pages_users[1] = _set_madvise_hugepage(False)
+        _pages_users[0] += 1
     try:
         yield
     finally:
-        _set_madvise_hugepage(before)
+        with _PAGES_LOCK:
+            _pages_users[0] -= 1
+            if _pages_users[0] == 0:
+                _set_madvise_hugepage(_pages_users[1])
 
 
 @_small_pages()

@@ -672,3 +672,17 @@ def test_huge_page_advice_restored_after_overlapping_ingests():
     assert advice() is False  # B still runs
     b.__exit__(None, None, None)
     assert advice() == before
+
+
+def test_two_fresh_stores_get_the_same_name_ids(tmp_path, plain_export):
+    """Name ids are given in name order: the same export makes the same store."""
+    got = []
+    for i in range(2):
+        tk = tracekit.open(tmp_path / f"s{i}.duckdb")
+        tk.ingest(plain_export)
+        got.append((tk.sql("SELECT * FROM _strings ORDER BY string_id").to_dicts(),
+                    tk.sql("SELECT name_id, count(*) AS n FROM _kernels GROUP BY 1 ORDER BY 1").to_dicts()))
+        tk.close()
+    assert got[0] == got[1] and got[0][0]
+    values = [r["value"] for r in got[0][0]]
+    assert values == sorted(values)

@@ -4,7 +4,6 @@
 -- Every kernel and CUDA API name in the store, once. The two big tables (kernels and API
 -- calls, millions of rows) keep ids: writing an int is ~10x cheaper than a string, and the
 -- ids are shared by all runs, so grouping by id is grouping by name across runs too.
-CREATE SEQUENCE IF NOT EXISTS string_id_seq START 1;
 CREATE TABLE IF NOT EXISTS _strings (
     string_id BIGINT PRIMARY KEY,  -- id used by _kernels and _api_calls
     value VARCHAR NOT NULL UNIQUE  -- the name

@@ -755,7 +755,9 @@ def _names(con, raw: dict[str, pa.Table]) -> None:
         con.execute(f"""
             INSERT INTO _strings
             WITH u AS (SELECT DISTINCT id, api FROM ({' UNION ALL '.join(used)}))
-            SELECT nextval('string_id_seq'), v FROM (
+            -- ids in name order after the store's last one: the same export always gets
+            -- the same ids in a fresh store
+            SELECT (SELECT coalesce(max(string_id), 0) FROM _strings) + row_number() OVER (ORDER BY v), v FROM (
                 SELECT DISTINCT v FROM (
                     SELECT n.value AS v FROM _nsys_api_names n JOIN u USING (id)
                     UNION ALL

@@ -176,7 +176,8 @@ def _store(tmp_path):
     nsys = add_run(8, 1024, tool="nsys", n=4)
     for name, durs in (("gemm_a", [500, 700]), ("hstu_attn", [300]), ("FillFunctor<signed char>", [9000])):
         for j, dur in enumerate(durs):
-            tk.con.execute("INSERT OR IGNORE INTO _strings VALUES (nextval('string_id_seq'), ?)", [name])
+            tk.con.execute("INSERT OR IGNORE INTO _strings SELECT coalesce(max(string_id), 0) + 1, ? FROM _strings",
+                           [name])
             tk.con.execute("INSERT INTO _kernels (run_id, start_ns, end_ns, dur_ns, name_id, short_name_id) "
                            "SELECT ?, ?, ?, ?, string_id, string_id FROM _strings WHERE value = ?",
                            [nsys, j * 10_000, j * 10_000 + dur, dur, name])

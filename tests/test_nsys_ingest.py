@@ -179,8 +179,8 @@ def test_launch_overhead(nsys_db, scen):
         for col, value in w.items():
             if value is None or isinstance(value, str):
                 assert g[col] == value, (w["name"], col)
-            else:
-                assert g[col] == pytest.approx(value, rel=1e-12), (w["name"], col)
+            else:  # the query rounds its medians and percentiles to 0.1 ns
+                assert g[col] == pytest.approx(value, rel=1e-12, abs=0.05 + 1e-9), (w["name"], col)
 
 
 def test_resolve_versioned_tables():

@@ -7,17 +7,19 @@
 -- @column name             kernel name (demangled)
 -- @column launches         launches matched to their API call
 -- @column api_name         launching API (most common)
--- @column api_med_ns       median duration of the launch call, ns
+-- @column api_med_ns       median duration of the launch call, ns (rounded to 0.1)
 -- @column latency_min_ns   shortest call-start to kernel-start, ns
--- @column latency_med_ns   median call-start to kernel-start, ns
--- @column latency_p90_ns   90th percentile, ns
--- @column latency_p99_ns   99th percentile, ns
+-- @column latency_med_ns   median call-start to kernel-start, ns (rounded to 0.1)
+-- @column latency_p90_ns   90th percentile (interpolated), ns (rounded to 0.1)
+-- @column latency_p99_ns   99th percentile (interpolated), ns (rounded to 0.1)
 -- @column latency_max_ns   longest, ns
--- @column queue_med_ns     median call-end to kernel-start where positive, ns
+-- @column queue_med_ns     median call-end to kernel-start where positive, ns (rounded to 0.1)
 -- @column total_latency_ns summed call-start to kernel-start, ns
 -- @requires launch_latency_sum
-SELECT n.value AS name, s.launches, a.value AS api_name, s.api_med_ns, s.latency_min_ns, s.latency_med_ns,
-       s.latency_p90_ns, s.latency_p99_ns, s.latency_max_ns, s.queue_med_ns, s.total_latency_ns
+SELECT n.value AS name, s.launches, a.value AS api_name, round1(s.api_med_ns) AS api_med_ns, s.latency_min_ns,
+       round1(s.latency_med_ns) AS latency_med_ns, round1(s.latency_p90_ns) AS latency_p90_ns,
+       round1(s.latency_p99_ns) AS latency_p99_ns, s.latency_max_ns, round1(s.queue_med_ns) AS queue_med_ns,
+       s.total_latency_ns
 FROM launch_latency_sum s
 LEFT JOIN _strings n ON n.string_id = s.name_id
 LEFT JOIN _strings a ON a.string_id = s.api_name_id

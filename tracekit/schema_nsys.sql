@@ -188,6 +188,22 @@ CREATE TABLE IF NOT EXISTS kernel_exec_sum (
     kernel_avg_ns DOUBLE, kernel_med_ns DOUBLE, kernel_min_ns BIGINT, kernel_max_ns BIGINT, kernel_stddev_ns DOUBLE
 );
 
+-- api-summary's statistics per recorded API name (nsys stats -r cuda_api_sum), unrounded,
+-- computed at ingest: an exact median and a sample stddev over millions of calls took
+-- 65-108 ms as a query on the 2-core benchmark machine.
+CREATE TABLE IF NOT EXISTS api_sum (
+    run_id INTEGER,
+    raw_name_id BIGINT,      -- API name as recorded (_strings id, with its _vNNNN suffix)
+    name_id BIGINT,          -- the same name, suffix stripped (_strings id)
+    calls BIGINT,            -- number of calls
+    total_ns HUGEINT,        -- summed duration, ns
+    avg_ns DOUBLE,           -- mean duration, ns
+    med_ns DOUBLE,           -- median duration, ns
+    min_ns BIGINT,           -- shortest call, ns
+    max_ns BIGINT,           -- longest call, ns
+    stddev_ns DOUBLE         -- sample standard deviation, ns (0 for one call)
+);
+
 -- Launch latency per kernel (demangled name): the statistics of the launch-overhead query,
 -- computed at ingest (three exact quantiles over millions of launches take longer than a
 -- query may). Latency: launch call start to kernel start (graph kernels: cudaGraphLaunch).

@@ -29,8 +29,9 @@ DEFAULT_DB = "tracekit.duckdb"
 SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
 #: Version of the store's tables, kept in _store; a store of another version is refused
 #: with a message rather than read wrong. 2: kernel and API names as _strings ids;
-#: 3: kernel_exec_sum computed at ingest; 4: launch_latency_sum computed at ingest.
-SCHEMA_VERSION = 4
+#: 3: kernel_exec_sum computed at ingest; 4: launch_latency_sum computed at ingest;
+#: 5: api_sum computed at ingest, _strings ids in name order.
+SCHEMA_VERSION = 5
 
 
 def _ingest_memory_limit() -> str:

@@ -727,6 +727,7 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
         rows.update(_nvtx_finish(con, run_id, nest, totals))
         rows.update(_kernel_exec_sum(con, run_id))
         rows.update(_launch_latency_sum(con, run_id))
+        rows.update(_api_sum(con, run_id))
     except BaseException:
         # the transaction is aborted: the caller rolls back, which drops the temp tables
         for n in names:
@@ -740,6 +741,17 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     for t in _TEMPS:
         con.execute(f"DROP TABLE IF EXISTS _nsys_{t}")
     return rows
+
+
+def _api_sum(con, run_id: int) -> dict[str, int]:
+    """api-summary's statistics per recorded API name (cuda_api_sum's exact median and
+    sample stddev over every call), computed once here."""
+    return {"api_sum": _insert(con, "api_sum", run_id, f"""
+        SELECT raw_name_id, any_value(name_id) AS name_id, count(*) AS calls, sum(dur_ns) AS total_ns,
+               avg(dur_ns) AS avg_ns, median(dur_ns) AS med_ns, min(dur_ns) AS min_ns,
+               max(dur_ns) AS max_ns, coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
+        FROM _api_calls WHERE run_id = {int(run_id)} GROUP BY raw_name_id
+    """)}
 
 
 def _names(con, raw: dict[str, pa.Table]) -> None:

@@ -677,6 +677,59 @@ def _range_totals(ops: list[pa.Table], calls: list[np.ndarray], n_calls: int) ->
     return ids, s[ids], e[ids], n[ids]
 
 
+
+# Statistics that named queries read instead of aggregating millions of rows at query
+# time (exact medians and quantiles take longer than a query may on 2 cores): summary
+# table -> SELECT over the run's rows ({run}), computed at ingest after the rows.
+_EXEC_STATS = ", ".join(
+    f"avg({m}_ns) AS {m}_avg_ns, median({m}_ns) AS {m}_med_ns, min({m}_ns) AS {m}_min_ns, "
+    f"max({m}_ns) AS {m}_max_ns, coalesce(stddev_samp({m}_ns), 0) AS {m}_stddev_ns"
+    for m in ("total", "api", "queue", "kernel"))
+_SUMMARIES = {
+    # kernel-exec: cuda_kern_exec_sum's launch/queue/kernel/total time statistics per
+    # (process, thread, device, launch API, kernel), four exact medians
+    "kernel_exec_sum": f"""
+        WITH k AS (
+            SELECT pid, launch_tid AS tid, device_id, api_name_id, name_id,
+                   api_end_ns - api_start_ns AS api_ns,
+                   CASE WHEN start_ns - api_end_ns >= 0 THEN start_ns - api_end_ns END AS queue_ns,
+                   dur_ns AS kernel_ns, greatest(api_end_ns, end_ns) - api_start_ns AS total_ns
+            FROM _kernels WHERE run_id = {{run}} AND api_start_ns IS NOT NULL
+        )
+        SELECT pid, tid, device_id, api_name_id, name_id, count(*) AS launches, count(queue_ns) AS queued,
+               {_EXEC_STATS}
+        FROM k GROUP BY pid, tid, device_id, api_name_id, name_id
+    """,
+    # launch-overhead: per kernel, the latency from the start of the launching call to
+    # the kernel's start (graph kernels: from cudaGraphLaunch), its exact median, p90 and
+    # p99 (one quantile state), the call's median duration, the median queue time
+    "launch_latency_sum": """
+        WITH l AS (
+            SELECT name_id, api_name_id, api_end_ns - api_start_ns AS api_ns, start_ns - api_start_ns AS latency_ns,
+                   CASE WHEN start_ns > api_end_ns THEN start_ns - api_end_ns END AS queue_ns
+            FROM _kernels WHERE run_id = {run} AND api_start_ns IS NOT NULL
+        ), s AS (
+            SELECT name_id, count(*) AS launches, mode(api_name_id) AS api_name_id, median(api_ns) AS api_med_ns,
+                   min(latency_ns) AS latency_min_ns, quantile_cont(latency_ns, [0.5, 0.9, 0.99]) AS q,
+                   max(latency_ns) AS latency_max_ns, median(queue_ns) AS queue_med_ns,
+                   sum(latency_ns)::BIGINT AS total_latency_ns
+            FROM l GROUP BY name_id
+        )
+        SELECT name_id, launches, api_name_id, api_med_ns, latency_min_ns, q[1] AS latency_med_ns,
+               q[2] AS latency_p90_ns, q[3] AS latency_p99_ns, latency_max_ns, queue_med_ns, total_latency_ns
+        FROM s
+    """,
+    # api-summary: cuda_api_sum's statistics per recorded API name, exact median and
+    # sample stddev over every call
+    "api_sum": """
+        SELECT raw_name_id, any_value(name_id) AS name_id, count(*) AS calls, sum(dur_ns) AS total_ns,
+               avg(dur_ns) AS avg_ns, median(dur_ns) AS med_ns, min(dur_ns) AS min_ns,
+               max(dur_ns) AS max_ns, coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
+        FROM _api_calls WHERE run_id = {run} GROUP BY raw_name_id
+    """,
+}
+
+
 _TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "proj", "projc"]
 
 
@@ -725,9 +778,8 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
             names.remove(f"_nsys_{name}")
             del raw[name]
         rows.update(_nvtx_finish(con, run_id, nest, totals))
-        rows.update(_kernel_exec_sum(con, run_id))
-        rows.update(_launch_latency_sum(con, run_id))
-        rows.update(_api_sum(con, run_id))
+        for table, select in _SUMMARIES.items():
+            rows[table] = _insert(con, table, run_id, select.format(run=int(run_id)))
     except BaseException:
         # the transaction is aborted: the caller rolls back, which drops the temp tables
         for n in names:
@@ -741,17 +793,6 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     for t in _TEMPS:
         con.execute(f"DROP TABLE IF EXISTS _nsys_{t}")
     return rows
-
-
-def _api_sum(con, run_id: int) -> dict[str, int]:
-    """api-summary's statistics per recorded API name (cuda_api_sum's exact median and
-    sample stddev over every call), computed once here."""
-    return {"api_sum": _insert(con, "api_sum", run_id, f"""
-        SELECT raw_name_id, any_value(name_id) AS name_id, count(*) AS calls, sum(dur_ns) AS total_ns,
-               avg(dur_ns) AS avg_ns, median(dur_ns) AS med_ns, min(dur_ns) AS min_ns,
-               max(dur_ns) AS max_ns, coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
-        FROM _api_calls WHERE run_id = {int(run_id)} GROUP BY raw_name_id
-    """)}
 
 
 def _names(con, raw: dict[str, pa.Table]) -> None:
@@ -1067,7 +1108,7 @@ def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) 
     # innermost range (``totals``, from _range_totals) and its enclosing ranges
     # (_Nest.roll_up), start/end ranges by an inequality join.
     ops = " UNION ALL ".join(
-        f"SELECT nvtx_range_id, correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns "
+        f"SELECT correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns "
         f"FROM {t} WHERE run_id = {int(run_id)}" for t in ("_kernels", "memcpy", "memset"))
     pushpop = nest.roll_up(*totals)
     con.register("_nsys_proj_pp", pushpop)
@@ -1129,48 +1170,3 @@ def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) 
         LEFT JOIN _strings n ON n.string_id = k.name_id
     """)
     return rows
-
-
-def _kernel_exec_sum(con, run_id: int) -> dict[str, int]:
-    """The launch/queue/kernel/total time statistics of cuda_kern_exec_sum per (process,
-    thread, device, launch API, kernel): four exact medians over every launch, computed
-    once here so that the kernel-exec query reads a few rows."""
-    stats = ", ".join(
-        f"avg({m}_ns) AS {m}_avg_ns, median({m}_ns) AS {m}_med_ns, min({m}_ns) AS {m}_min_ns, "
-        f"max({m}_ns) AS {m}_max_ns, coalesce(stddev_samp({m}_ns), 0) AS {m}_stddev_ns"
-        for m in ("total", "api", "queue", "kernel"))
-    return {"kernel_exec_sum": _insert(con, "kernel_exec_sum", run_id, f"""
-        WITH k AS (
-            SELECT pid, launch_tid AS tid, device_id, api_name_id, name_id,
-                   api_end_ns - api_start_ns AS api_ns,
-                   CASE WHEN start_ns - api_end_ns >= 0 THEN start_ns - api_end_ns END AS queue_ns,
-                   dur_ns AS kernel_ns, greatest(api_end_ns, end_ns) - api_start_ns AS total_ns
-            FROM _kernels WHERE run_id = {int(run_id)} AND api_start_ns IS NOT NULL
-        )
-        SELECT pid, tid, device_id, api_name_id, name_id, count(*) AS launches, count(queue_ns) AS queued, {stats}
-        FROM k GROUP BY pid, tid, device_id, api_name_id, name_id
-    """)}
-
-
-def _launch_latency_sum(con, run_id: int) -> dict[str, int]:
-    """launch-overhead's statistics per kernel: the latency from the start of the
-    launching call to the kernel's start (graph-launched kernels: from cudaGraphLaunch),
-    with its exact median, p90 and p99 (one quantile state), the call's median duration
-    and the median queue time after it returns; computed once here, as three exact
-    quantile states over every launch take about 90 ms as a query."""
-    return {"launch_latency_sum": _insert(con, "launch_latency_sum", run_id, f"""
-        WITH l AS (
-            SELECT name_id, api_name_id, api_end_ns - api_start_ns AS api_ns, start_ns - api_start_ns AS latency_ns,
-                   CASE WHEN start_ns > api_end_ns THEN start_ns - api_end_ns END AS queue_ns
-            FROM _kernels WHERE run_id = {int(run_id)} AND api_start_ns IS NOT NULL
-        ), s AS (
-            SELECT name_id, count(*) AS launches, mode(api_name_id) AS api_name_id, median(api_ns) AS api_med_ns,
-                   min(latency_ns) AS latency_min_ns, quantile_cont(latency_ns, [0.5, 0.9, 0.99]) AS q,
-                   max(latency_ns) AS latency_max_ns, median(queue_ns) AS queue_med_ns,
-                   sum(latency_ns)::BIGINT AS total_latency_ns
-            FROM l GROUP BY name_id
-        )
-        SELECT name_id, launches, api_name_id, api_med_ns, latency_min_ns, q[1] AS latency_med_ns,
-               q[2] AS latency_p90_ns, q[3] AS latency_p99_ns, latency_max_ns, queue_med_ns, total_latency_ns
-        FROM s
-    """)}

@@ -28,3 +28,14 @@ def nsys_db(tmp_path_factory):
         tk.ingest(NSYS_EXPORTS[scen], name=scen)
     yield tk
     tk.close()
+
+
+@pytest.fixture
+def page_decoder_off(monkeypatch):
+    """The page decoder declines every table, so ingest reads them all through SQLite."""
+    from tracekit.ingest import sqlite_ints
+
+    def decline(*args, **kwargs):
+        raise sqlite_ints.Unsupported("declined for the test")
+
+    monkeypatch.setattr(sqlite_ints, "read_int_columns", decline)

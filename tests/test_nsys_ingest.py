@@ -365,16 +365,11 @@ def test_sql_is_read_only(tmp_path, plain_export):
         assert tk.sql("SELECT count(*) AS n FROM kernels")["n"][0] == 247
 
 
-def test_tables_read_in_parts_give_the_same_store(tmp_path, nsys_db, monkeypatch):
+def test_tables_read_in_parts_give_the_same_store(tmp_path, nsys_db, monkeypatch, page_decoder_off):
     """Big integer tables that the page decoder declines are read through SQLite as
     parallel rowid ranges: same rows as one read."""
     import tracekit.ingest.nsys as nsys_ingest
-    from tracekit.ingest import sqlite_ints
 
-    def decline(*args, **kwargs):
-        raise sqlite_ints.Unsupported("declined for the test")
-
-    monkeypatch.setattr(sqlite_ints, "read_int_columns", decline)
     monkeypatch.setattr(nsys_ingest, "SPLIT_ROWS", 1000)
     with tracekit.open(tmp_path / "parts.duckdb") as tk:
         tk.ingest(NSYS_EXPORTS["many_kernels"], name="many_kernels")

@@ -122,13 +122,8 @@ def test_declines_what_it_cannot_decode(tmp_path, case):
         si.read_int_columns(path, "t", cols)
 
 
-def test_declined_tables_are_read_through_sqlite(tmp_path, monkeypatch, nsys_db):
+def test_declined_tables_are_read_through_sqlite(tmp_path, page_decoder_off, nsys_db):
     """An export the page decoder declines ingests through SQLite to the same store."""
-
-    def decline(*args, **kwargs):
-        raise si.Unsupported("declined for the test")
-
-    monkeypatch.setattr(si, "read_int_columns", decline)
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(NSYS_EXPORTS["hstu_mixed"], name="hstu_mixed")
         for q in ("top-kernels", "api-summary", "kernel-exec", "nvtx-gpu-projection", "gpu-utilization"):

@@ -37,9 +37,9 @@ SCHEMA_VERSION = 5
 def _ingest_memory_limit() -> str:
     """DuckDB's memory limit while ingesting (``$TRACEKIT_MEMORY_LIMIT`` overrides it):
     half the machine's memory, at least 800 MB. DuckDB spills its joins to disk past
-    it, but not every operator can: at 800 MB an export with 12 M NVTX ranges failed;
-    with 12 GB it ingested (13.5 GB peak), and the 2 M-kernel / 4 M-call benchmark
-    still peaked at 1.33-1.38 GB RSS (docs/performance.md)."""
+    it, but not every operator can: at 800 MB an export with 12 M NVTX ranges fails; with
+    3 GB it ingests (6.5 GB peak RSS). With this default the 2 M-kernel / 4 M-call
+    benchmark peaked at 1376-1447 MB RSS (docs/performance.md)."""
     import psutil
 
     return f"{max(800, psutil.virtual_memory().total // 2 // 2**20)}MB"

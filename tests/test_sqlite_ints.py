@@ -1,4 +1,5 @@
-"""The NumPy page decoder of integer SQLite tables gives exactly what SQLite gives.
+"""The page decoder of integer SQLite tables gives exactly what SQLite gives, in both
+of its implementations (the compiled ``_pages`` module and NumPy).
 
 On every real export (every table of integer columns), and on files made here for
 what real exports rarely hold: every serial type, NULLs, deep B-trees, other page
@@ -8,6 +9,7 @@ short records, WITHOUT ROWID, INTEGER PRIMARY KEY, a truncated file)."""
 from __future__ import annotations
 
 import random
+import shutil
 import sqlite3
 
 import pyarrow as pa
@@ -17,6 +19,19 @@ from conftest import NSYS_EXPORTS
 import tracekit
 from tracekit.ingest import materialized
 from tracekit.ingest import sqlite_ints as si
+
+
+@pytest.fixture(params=["native", "numpy"])
+def decoder(request, monkeypatch):
+    """Each test below runs with the compiled decoder and with the NumPy one."""
+    if request.param == "numpy":
+        monkeypatch.setattr(si, "_native", None)
+    elif si._native is None:
+        if shutil.which("cc") is None and shutil.which("gcc") is None:
+            pytest.skip("no C compiler: the compiled decoder is not built here")
+        pytest.fail("the compiled decoder (tracekit/ingest/_pages.c) was not built although a C compiler "
+                    "is present: reinstall (pip install -e .) and read the build output")
+    return request.param
 
 
 def _sqlite_rows(path, table, cols):
@@ -31,7 +46,7 @@ def _decoded_rows(path, table, cols, threads=2):
 
 
 @pytest.mark.parametrize("scenario", sorted(NSYS_EXPORTS))
-def test_every_integer_table_of_the_real_exports(scenario, monkeypatch):
+def test_every_integer_table_of_the_real_exports(scenario, monkeypatch, decoder):
     # small chunks: several chunks (and threads) even on the small exports
     monkeypatch.setattr(si, "CHUNK_ROWS", 97)
     with materialized(NSYS_EXPORTS[scenario]) as path, sqlite3.connect(path) as con:
@@ -71,7 +86,7 @@ EDGES = [0, 1, -1, 127, 128, -128, -129, 32767, 32768, -32769, 2**23 - 1, -(2**2
 
 
 @pytest.mark.parametrize("page_size", [512, 4096, 65536])
-def test_every_serial_type_and_deep_trees(tmp_path, page_size):
+def test_every_serial_type_and_deep_trees(tmp_path, page_size, decoder):
     rng = random.Random(page_size)
     rows = [(EDGES[i % len(EDGES)], rng.choice(EDGES), rng.randrange(-(2**40), 2**40)) for i in range(20000)]
     path = tmp_path / "t.sqlite"
@@ -80,7 +95,7 @@ def test_every_serial_type_and_deep_trees(tmp_path, page_size):
         assert _decoded_rows(path, "t", ["c", "a", "b"], threads) == _sqlite_rows(path, "t", ["c", "a", "b"])
 
 
-def test_deleted_rows_and_freed_pages_are_not_read(tmp_path):
+def test_deleted_rows_and_freed_pages_are_not_read(tmp_path, decoder):
     path = tmp_path / "t.sqlite"
     _make(path, [(i, -i, i * 1000) for i in range(30000)])
     with sqlite3.connect(path) as con:
@@ -88,7 +103,7 @@ def test_deleted_rows_and_freed_pages_are_not_read(tmp_path):
     assert _decoded_rows(path, "t", ["a", "b", "c"]) == _sqlite_rows(path, "t", ["a", "b", "c"])
 
 
-def test_table_with_text_columns_reads_its_integer_columns(tmp_path):
+def test_table_with_text_columns_reads_its_integer_columns(tmp_path, decoder):
     path = tmp_path / "t.sqlite"
     _make(path, [(i, "x" * (i % 50), i * 7) for i in range(5000)],
           create="CREATE TABLE t (a INTEGER, b TEXT, c INTEGER)")
@@ -96,7 +111,7 @@ def test_table_with_text_columns_reads_its_integer_columns(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["overflow", "real", "text", "short", "without_rowid", "ipk", "truncated"])
-def test_declines_what_it_cannot_decode(tmp_path, case):
+def test_declines_what_it_cannot_decode(tmp_path, case, decoder):
     path = tmp_path / "t.sqlite"
     cols = ["a", "c"]
     if case == "overflow":
@@ -130,7 +145,7 @@ def test_declined_tables_are_read_through_sqlite(tmp_path, page_decoder_off, nsy
             assert tk.query(q, limit=0).equals(nsys_db.query(q, run="hstu_mixed", limit=0)), q
 
 
-def test_corrupted_pages_are_declined_or_read_exactly(tmp_path):
+def test_corrupted_pages_are_declined_or_read_exactly(tmp_path, decoder):
     """Random bytes overwritten in a real export: the decoder either declines the table
     or gives exactly what SQLite gives (never values SQLite would refuse to read)."""
     cols = ["start", "end", "correlationId", "globalTid", "nameId"]

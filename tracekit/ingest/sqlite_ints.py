@@ -16,11 +16,17 @@ overflowing record, a REAL or TEXT value, a record shorter than the table, a
 ``WITHOUT ROWID`` table, a page that is not what the tree says) raises
 ``Unsupported`` and the caller reads the table through SQLite instead, which gives
 the same values (``tests/test_sqlite_ints.py`` compares the two on every fixture).
+
+The decoding itself has two implementations with the same checks and results: the
+compiled ``_pages`` module (one pass over each record; built at install where a C
+compiler is present) and NumPy (a dozen vector passes over all records of a chunk),
+used where ``_pages`` is not built or ``TRACEKIT_PAGE_DECODER=numpy`` is set.
 """
 
 from __future__ import annotations
 
 import mmap
+import os
 import sqlite3
 import sys
 import threading
@@ -29,6 +35,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+try:
+    from tracekit.ingest import _pages as _native
+except ImportError:  # not built (no C compiler at install): the NumPy decoder does it
+    _native = None
+if os.environ.get("TRACEKIT_PAGE_DECODER") == "numpy":
+    _native = None
 
 #: rows decoded per chunk: temporaries stay small (cache-resident, no fresh pages)
 CHUNK_ROWS = 8192
@@ -278,6 +291,14 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
         local, lock = threading.local(), threading.Lock()
 
         def chunk(a: int, b: int) -> None:
+            if _native is not None:
+                got = _native.decode(f.buf, heads[a:b], bases[a:b], content[a:b], counts[a:b], f.usable,
+                                     wanted, int(wanted[-1]) + 1, out, nulls, total, int(first_row[a]))
+                if isinstance(got, str):
+                    raise Unsupported(got)
+                with lock:
+                    np.logical_or(has_null, np.frombuffer(got, bool), out=has_null)
+                return
             if not hasattr(local, "work"):
                 local.work = _Work(most, int(wanted[-1]) + 1, len(wanted))
             c = counts[a:b]

@@ -475,10 +475,36 @@ def test_out_of_memory_is_one_line_that_says_what_to_do(tmp_path, plain_export, 
     assert not fresh.exists()
 
 
-def test_default_ingest_memory_limit():
-    from tracekit.store import _ingest_memory_limit
+def test_default_ingest_memory_limit(monkeypatch):
+    from tracekit.store import ingest_memory_limit
 
-    assert int(_ingest_memory_limit().removesuffix("MB")) >= 800
+    monkeypatch.delenv("TRACEKIT_MEMORY_LIMIT", raising=False)
+    assert int(ingest_memory_limit().removesuffix("MB")) >= 800
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "3GB")
+    assert ingest_memory_limit() == "3GB"
+
+
+def test_activity_rows_are_written_under_a_lower_memory_limit(monkeypatch):
+    """The op inserts run under WRITING_MEMORY_LIMIT when the configured limit is higher,
+    and the configured limit is set back after, also when they fail; a lower configured
+    limit is left as it is."""
+    import duckdb
+
+    from tracekit.ingest.nsys import _writing_memory
+
+    con = duckdb.connect()
+
+    def limit():
+        return con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+
+    for configured, inside in (("3GB", "476.8 MiB"), ("300MB", "286.1 MiB")):
+        monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", configured)
+        con.execute(f"SET memory_limit = '{configured}'")
+        before = limit()
+        with pytest.raises(RuntimeError), _writing_memory(con):
+            assert limit() == inside
+            raise RuntimeError("an insert failed")
+        assert limit() == before
 
 
 def _ranges(rng, threads: int, n: int) -> list[tuple]:

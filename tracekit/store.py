@@ -34,12 +34,15 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 SCHEMA_VERSION = 5
 
 
-def _ingest_memory_limit() -> str:
-    """DuckDB's memory limit while ingesting (``$TRACEKIT_MEMORY_LIMIT`` overrides it):
-    half the machine's memory, at least 800 MB. DuckDB spills its joins to disk past
-    it, but not every operator can: at 800 MB an export with 12 M NVTX ranges fails; with
-    3 GB it ingests (6.5 GB peak RSS). With this default the 2 M-kernel / 4 M-call
-    benchmark peaked at 1376-1447 MB RSS (docs/performance.md)."""
+def ingest_memory_limit() -> str:
+    """DuckDB's memory limit while ingesting: ``$TRACEKIT_MEMORY_LIMIT``, or half the
+    machine's memory, at least 800 MB. DuckDB spills its joins to disk past it, but not
+    every operator can: at 800 MB an export with 12 M NVTX ranges fails; with 3 GB it
+    ingests (6.5 GB peak RSS). Plugins may lower it for a phase that needs little memory
+    (nsys: while the activity rows are written) and set this value back after it."""
+    limit = os.environ.get("TRACEKIT_MEMORY_LIMIT")
+    if limit:
+        return limit
     import psutil
 
     return f"{max(800, psutil.virtual_memory().total // 2 // 2**20)}MB"
@@ -96,7 +99,7 @@ class Tracekit:
             self._check_schema()
             if not self.read_only:
                 # bounded memory for ingest: DuckDB spills its joins to disk past this
-                limit = os.environ.get("TRACEKIT_MEMORY_LIMIT") or _ingest_memory_limit()
+                limit = ingest_memory_limit()
                 try:
                     self._con.execute(f"SET memory_limit = '{limit}'")
                 except duckdb.Error as err:

@@ -732,6 +732,70 @@ _SUMMARIES = {
 
 _TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "proj", "projc"]
 
+#: DuckDB's memory limit while the activity rows are written (when the configured one is
+#: higher). Those inserts stream Arrow rows into row groups that go to disk as they fill
+#: and need little memory, but under a high limit DuckDB keeps what it wrote cached: in
+#: the 6 M-row benchmark 1.36-1.38 GB peak RSS against 1.20 GB with this one, same time
+#: (docs/performance.md).
+WRITING_MEMORY_LIMIT = "500MB"
+_WRITING_BYTES = 500 * 10**6
+_SIZE_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
+
+
+@contextlib.contextmanager
+def _writing_memory(con):
+    """DuckDB's memory limit at most WRITING_MEMORY_LIMIT inside; the store's configured
+    limit (``store.ingest_memory_limit``) set back after."""
+    from tracekit.store import ingest_memory_limit
+
+    shown = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]  # e.g. '11.1 GiB'
+    number, _, unit = shown.partition(" ")
+    if unit not in _SIZE_UNITS or float(number) * _SIZE_UNITS[unit] <= _WRITING_BYTES:
+        yield  # already low (or a form we do not read): left as it is
+        return
+    con.execute(f"SET memory_limit = '{WRITING_MEMORY_LIMIT}'")
+    try:
+        yield
+    finally:
+        con.execute(f"SET memory_limit = '{ingest_memory_limit()}'")
+
+
+def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict, names: list[str], nest: _Nest,
+                    rows: dict[str, int]) -> tuple[np.ndarray, ...]:
+    """Write the API calls and GPU ops (counts into ``rows``), then free their Arrow
+    copies; returns the per-range op totals of the NVTX projection (_range_totals).
+
+    The API calls are written by DuckDB (on a side thread, its own cores) while the GPU
+    ops find their launching calls in NumPy; the connection is not touched here until
+    that insert is done."""
+    with ThreadPoolExecutor(max_workers=1) as side:
+        api_insert = side.submit(_insert, con, "_api_calls", run_id, plans["api_calls"][0])
+        try:
+            launched, calls = {}, {}
+            totals = (np.zeros(0, np.int64),) * 4
+            if "api_calls" in raw:
+                api = raw["api_calls"]
+                index = _LaunchIndex(api)
+                for t in _GAP_TABLES:
+                    if t in raw:
+                        launched[t], calls[t] = _add_launches(raw[t], api, index, nest)
+                totals = _range_totals(list(launched.values()), list(calls.values()), api.num_rows)
+                del api, index, calls
+        finally:
+            rows["api_calls"] = api_insert.result()
+    for t in list(launched):
+        raw[t] = launched.pop(t)  # one reference only: freed with raw[t] below
+        con.register(f"_nsys_{t}", raw[t])
+    for target, (select, _) in plans.items():
+        if target != "api_calls":
+            rows[target] = _insert(con, SPECS[target].get("table", target), run_id, select)
+    # the activity rows are in the store now: free their Arrow copies before the NVTX work
+    for name in [n for n in raw if n not in ("nvtx", "strings")]:
+        con.unregister(f"_nsys_{name}")
+        names.remove(f"_nsys_{name}")
+        del raw[name]
+    return totals
+
 
 @_small_pages()
 def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, int]:
@@ -748,35 +812,8 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
         nest = _nvtx_prepare(con, "nvtx" in raw)
-        # The API calls are written by DuckDB (on a side thread, its own cores) while the
-        # GPU ops find their launching calls in NumPy; the connection is not touched
-        # here until that insert is done.
-        with ThreadPoolExecutor(max_workers=1) as side:
-            api_insert = side.submit(_insert, con, "_api_calls", run_id, plans["api_calls"][0])
-            try:
-                launched, calls = {}, {}
-                totals = (np.zeros(0, np.int64),) * 4
-                if "api_calls" in raw:
-                    api = raw["api_calls"]
-                    index = _LaunchIndex(api)
-                    for t in _GAP_TABLES:
-                        if t in raw:
-                            launched[t], calls[t] = _add_launches(raw[t], api, index, nest)
-                    totals = _range_totals(list(launched.values()), list(calls.values()), api.num_rows)
-                    del api, index, calls
-            finally:
-                rows["api_calls"] = api_insert.result()
-        for t, tbl in launched.items():
-            raw[t] = tbl
-            con.register(f"_nsys_{t}", tbl)
-        for target, (select, _) in plans.items():
-            if target != "api_calls":
-                rows[target] = _insert(con, SPECS[target].get("table", target), run_id, select)
-        # the activity rows are in the store now: free their Arrow copies before the NVTX work
-        for name in [n for n in raw if n not in ("nvtx", "strings")]:
-            con.unregister(f"_nsys_{name}")
-            names.remove(f"_nsys_{name}")
-            del raw[name]
+        with _writing_memory(con):
+            totals = _write_activity(con, run_id, raw, plans, names, nest, rows)
         rows.update(_nvtx_finish(con, run_id, nest, totals))
         for table, select in _SUMMARIES.items():
             rows[table] = _insert(con, table, run_id, select.format(run=int(run_id)))

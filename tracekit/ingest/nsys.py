@@ -566,16 +566,20 @@ class _LaunchIndex:
     def __init__(self, api: pa.Table):
         corr, ok = _values(api.column("correlationId"))
         tid, tok = _values(api.column("globalTid"))
-        proc = tid & -16777216
         if tok is not None:  # a call without a thread matches nothing, as in SQL
             ok = tok if ok is None else ok & tok
         self.rows = np.flatnonzero(ok) if ok is not None else None
         if self.rows is not None:
-            corr, proc = corr[self.rows], proc[self.rows]
+            corr, tid = corr[self.rows], tid[self.rows]
         self.empty = len(corr) == 0
         if self.empty:
             return
-        self.procs = proc[:1] if proc.min() == proc.max() else np.unique(proc)
+        # the process: the globalPid bits of globalTid (clearing the low bits keeps the
+        # order, so one process is min == max, found without a pass over every call)
+        mask = -16777216
+        one = int(tid.min()) & mask == int(tid.max()) & mask
+        proc = None if one else tid & mask
+        self.procs = np.array([int(tid[0]) & mask]) if one else np.unique(proc)
         self.lo, hi = int(corr.min()), int(corr.max())
         self.width = hi - self.lo + 1
         if self.width * len(self.procs) >= 2**62:
@@ -588,9 +592,8 @@ class _LaunchIndex:
         self.table = None
         if span <= 4 * n + (1 << 20):  # dense: a direct lookup table
             table = np.full(span, -1, np.int32 if n < 2**31 else np.int64)
-            rows = np.arange(n, dtype=table.dtype)
-            table[key] = rows
-            if (table[key] == rows).all():  # no repeated key
+            table[key] = np.arange(n, dtype=table.dtype)
+            if np.count_nonzero(table >= 0) == n:  # n slots filled: no repeated key
                 self.table = table
         if self.table is None:
             self.order = np.argsort(key, kind="stable")

@@ -12,7 +12,7 @@ CREATE TABLE IF NOT EXISTS runs (
     name                  VARCHAR NOT NULL,     -- the run's name (file stem, --name, or run folder name)
     kind                  VARCHAR NOT NULL,     -- source kind: nsys, ncu, timing (comma-joined for run folders)
     source_path           VARCHAR,              -- file or folder ingested (absolute path at ingest time)
-    source_hash           VARCHAR UNIQUE,       -- sha256 of the source content; re-ingesting it is a no-op
+    source_hash           VARCHAR UNIQUE,       -- XXH3-128 of the source content; re-ingesting it is a no-op
     tool_version          VARCHAR,              -- profiler product version (EXPORT_PRODUCT_VERSION, ncu version)
     export_schema_version VARCHAR,              -- nsys EXPORT_SCHEMA_VERSION, when known
     gpu                   VARCHAR,              -- GPU name(s) seen in the capture

@@ -9,7 +9,6 @@ database exactly as it was (and a database that did not exist is not created).
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +20,7 @@ from typing import Any
 import duckdb
 import polars as pl
 import pyarrow as pa
+import xxhash
 
 from . import ingest as _ingest
 from .errors import InputError, QueryError, TracekitError
@@ -31,7 +31,7 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: with a message rather than read wrong. 2: kernel and API names as _strings ids;
 #: 3: kernel_exec_sum computed at ingest; 4: launch_latency_sum computed at ingest;
 #: 5: api_sum computed at ingest, _strings ids in name order.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def ingest_memory_limit() -> str:
@@ -219,7 +219,7 @@ class Tracekit:
                 best[mod.KIND] = (rank, f, mod)
         if not best:
             raise InputError(f"{folder}: run folder holds no profile or requests.csv to ingest")
-        h = hashlib.sha256(meta_file.read_bytes())
+        h = xxhash.xxh3_128(meta_file.read_bytes())
         for kind in sorted(best):
             f = best[kind][1]
             h.update(f.relative_to(folder).as_posix().encode())

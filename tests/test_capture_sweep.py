@@ -178,9 +178,9 @@ def _store(tmp_path):
         for j, dur in enumerate(durs):
             tk.con.execute("INSERT OR IGNORE INTO _strings SELECT coalesce(max(string_id), 0) + 1, ? FROM _strings",
                            [name])
-            tk.con.execute("INSERT INTO _kernels (run_id, start_ns, end_ns, dur_ns, name_id, short_name_id) "
-                           "SELECT ?, ?, ?, ?, string_id, string_id FROM _strings WHERE value = ?",
-                           [nsys, j * 10_000, j * 10_000 + dur, dur, name])
+            tk.con.execute("INSERT INTO _kernels (run_id, start_ns, end_ns, name_id, short_name_id) "
+                           "SELECT ?, ?, ?, string_id, string_id FROM _strings WHERE value = ?",
+                           [nsys, j * 10_000, j * 10_000 + dur, name])
     return tk, lat
 
 

@@ -9,14 +9,15 @@ CREATE TABLE IF NOT EXISTS _strings (
     value VARCHAR NOT NULL UNIQUE  -- the name
 );
 
--- Storage of the kernels view (names as _strings ids).
+-- Storage of the kernels view (names as _strings ids). dur_ns, pid and launch_tid are
+-- computed by the view from the columns they derive from: not written at ingest.
 CREATE TABLE IF NOT EXISTS _kernels (
-    run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, device_id BIGINT, context_id BIGINT,
-    stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, pid INTEGER, graph_node_id BIGINT,
+    run_id INTEGER, start_ns BIGINT, end_ns BIGINT, device_id BIGINT, context_id BIGINT,
+    stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, graph_node_id BIGINT,
     name_id BIGINT, short_name_id BIGINT,
     grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
     registers_per_thread INTEGER, static_smem_bytes INTEGER, dynamic_smem_bytes INTEGER,
-    launch_global_tid BIGINT, launch_tid INTEGER, api_start_ns BIGINT, api_end_ns BIGINT, api_name_id BIGINT,
+    launch_global_tid BIGINT, api_start_ns BIGINT, api_end_ns BIGINT, api_name_id BIGINT,
     nvtx_range_id BIGINT, stream_gap_ns BIGINT, device_gap_ns BIGINT
 );
 
@@ -25,13 +26,13 @@ CREATE OR REPLACE VIEW kernels AS
 SELECT k.run_id,
        k.start_ns,             -- kernel start on the GPU, ns
        k.end_ns,               -- kernel end, ns
-       k.dur_ns,               -- end_ns - start_ns, ns
+       k.end_ns - k.start_ns AS dur_ns,  -- duration, ns
        k.device_id,            -- CUDA device id
        k.context_id,           -- CUDA context id
        k.stream_id,            -- CUDA stream id
        k.correlation_id,       -- links to api_calls.correlation_id (same process)
        k.global_pid,           -- nsys globalPid (process key)
-       k.pid,                  -- OS process id
+       ((k.global_pid >> 24) & 16777215)::INTEGER AS pid,  -- OS process id
        k.graph_node_id,        -- CUDA graph node id when launched by a graph, else NULL
        n.value AS name,        -- demangled kernel name (as nsys stats prints it)
        s.value AS short_name,  -- base name without templates/arguments
@@ -41,7 +42,7 @@ SELECT k.run_id,
        k.static_smem_bytes,    -- static shared memory per block, bytes
        k.dynamic_smem_bytes,   -- dynamic shared memory per block, bytes
        k.launch_global_tid,    -- thread of the API call that launched it (nsys globalTid)
-       k.launch_tid,           -- its OS thread id
+       (k.launch_global_tid & 16777215)::INTEGER AS launch_tid,  -- its OS thread id
        k.api_start_ns,         -- launch call start, ns (cudaGraphLaunch for graph kernels)
        k.api_end_ns,           -- launch call end, ns
        a.value AS api_name,    -- launch API, _vNNNN stripped (cudaLaunchKernel, cuLaunchKernelEx, ...)
@@ -55,10 +56,11 @@ LEFT JOIN _strings n ON n.string_id = k.name_id
 LEFT JOIN _strings s ON s.string_id = k.short_name_id
 LEFT JOIN _strings a ON a.string_id = k.api_name_id;
 
--- Storage of the api_calls view (names as _strings ids).
+-- Storage of the api_calls view (names as _strings ids). dur_ns, global_pid, pid and tid
+-- are computed by the view.
 CREATE TABLE IF NOT EXISTS _api_calls (
-    run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, global_tid BIGINT, global_pid BIGINT,
-    pid INTEGER, tid INTEGER, correlation_id BIGINT, name_id BIGINT, raw_name_id BIGINT, return_value BIGINT
+    run_id INTEGER, start_ns BIGINT, end_ns BIGINT, global_tid BIGINT,
+    correlation_id BIGINT, name_id BIGINT, raw_name_id BIGINT, return_value BIGINT
 );
 
 -- CUDA runtime/driver API calls.
@@ -66,11 +68,11 @@ CREATE OR REPLACE VIEW api_calls AS
 SELECT c.run_id,
        c.start_ns,          -- call start on the CPU, ns
        c.end_ns,            -- call end, ns
-       c.dur_ns,            -- duration, ns
-       c.global_tid,        -- nsys globalTid (thread key)
-       c.global_pid,        -- globalTid & 0xFFFFFFFFFF000000 (process key)
-       c.pid,               -- OS process id
-       c.tid,               -- OS thread id
+       c.end_ns - c.start_ns AS dur_ns,                    -- duration, ns
+       c.global_tid,                                       -- nsys globalTid (thread key)
+       c.global_tid & -16777216 AS global_pid,             -- globalTid & 0xFFFFFFFFFF000000 (process key)
+       ((c.global_tid >> 24) & 16777215)::INTEGER AS pid,  -- OS process id
+       (c.global_tid & 16777215)::INTEGER AS tid,          -- OS thread id
        c.correlation_id,    -- links to the GPU work it launched
        n.value AS name,     -- API name with the _vNNNN suffix stripped (as nsys stats prints it)
        r.value AS raw_name, -- API name as recorded
@@ -243,7 +245,7 @@ CREATE TABLE IF NOT EXISTS threads (
 -- All GPU activity in one place (kernels, memcpy, memset) for timeline/utilization queries.
 -- Kernels come from _kernels with one name lookup (the kernels view would make three).
 CREATE OR REPLACE VIEW gpu_ops AS
-    SELECT k.run_id, 'kernel' AS op_kind, n.value AS name, k.start_ns, k.end_ns, k.dur_ns, k.device_id,
+    SELECT k.run_id, 'kernel' AS op_kind, n.value AS name, k.start_ns, k.end_ns, k.end_ns - k.start_ns, k.device_id,
            k.stream_id, k.correlation_id, k.global_pid, k.stream_gap_ns, k.device_gap_ns
     FROM _kernels k LEFT JOIN _strings n ON n.string_id = k.name_id
     UNION ALL

@@ -31,7 +31,7 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: with a message rather than read wrong. 2: kernel and API names as _strings ids;
 #: 3: kernel_exec_sum computed at ingest; 4: launch_latency_sum computed at ingest;
 #: 5: api_sum computed at ingest, _strings ids in name order.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def ingest_memory_limit() -> str:

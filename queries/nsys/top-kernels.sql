@@ -17,8 +17,7 @@ WITH s AS (
     SELECT name_id, count(*) AS instances, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns,
            median(dur_ns) AS med_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
            coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
-    FROM _kernels
-    WHERE run_id = $run
+    FROM (SELECT name_id, end_ns - start_ns AS dur_ns FROM _kernels WHERE run_id = $run)
     GROUP BY name_id
 )
 SELECT n.value AS name, instances, total_ns::BIGINT AS total_ns, round1(avg_ns) AS avg_ns,

@@ -93,7 +93,8 @@ SPECS = {
         source="CUPTI_ACTIVITY_KIND_KERNEL",
         table="_kernels",
         required=["start", "end", "correlationId", "globalPid"],
-        columns=_GPU_COMMON + [
+        # dur_ns, pid and launch_tid are computed by the kernels view (schema_nsys.sql)
+        columns=[c for c in _GPU_COMMON if c[0] not in ("dur_ns", "pid")] + [
             ("name_id", "coalesce(sd.sid, ss.sid)", ["demangledName|shortName"], "BIGINT"),
             ("short_name_id", "ss.sid", ["shortName"], "BIGINT"),
             ("grid_x", "r.gridX", ["gridX"], "INTEGER"),
@@ -105,7 +106,7 @@ SPECS = {
             ("registers_per_thread", "r.registersPerThread", ["registersPerThread"], "INTEGER"),
             ("static_smem_bytes", "r.staticSharedMemory", ["staticSharedMemory"], "INTEGER"),
             ("dynamic_smem_bytes", "r.dynamicSharedMemory", ["dynamicSharedMemory"], "INTEGER"),
-        ] + _LAUNCH_IDS + _GAPS,
+        ] + [c for c in _LAUNCH_IDS if c[0] != "launch_tid"] + _GAPS,
         joins={
             "sd": ("demangledName", "LEFT JOIN _nsys_names sd ON sd.id = r.demangledName"),
             "ss": ("shortName", "LEFT JOIN _nsys_names ss ON ss.id = r.shortName"),
@@ -116,14 +117,11 @@ SPECS = {
         source="CUPTI_ACTIVITY_KIND_RUNTIME",
         table="_api_calls",
         required=["start", "end", "globalTid", "correlationId"],
+        # dur_ns, global_pid, pid and tid are computed by the api_calls view (schema_nsys.sql)
         columns=[
             ("start_ns", "r.start", ["start"], "BIGINT"),
             ("end_ns", 'r."end"', ["end"], "BIGINT"),
-            ("dur_ns", 'r."end" - r.start', ["start", "end"], "BIGINT"),
             ("global_tid", "r.globalTid", ["globalTid"], "BIGINT"),
-            ("global_pid", "r.globalTid & -16777216", ["globalTid"], "BIGINT"),
-            ("pid", "(r.globalTid >> 24) & 16777215", ["globalTid"], "INTEGER"),
-            ("tid", "r.globalTid & 16777215", ["globalTid"], "INTEGER"),
             ("correlation_id", "r.correlationId", ["correlationId"], "BIGINT"),
             # nsys stats strips a trailing _vNNNN (substr(name, -6, 2) = '_v')
             ("name_id", "sn.stripped_sid", ["nameId"], "BIGINT"),
@@ -693,10 +691,10 @@ _SUMMARIES = {
     # (process, thread, device, launch API, kernel), four exact medians
     "kernel_exec_sum": f"""
         WITH k AS (
-            SELECT pid, launch_tid AS tid, device_id, api_name_id, name_id,
-                   api_end_ns - api_start_ns AS api_ns,
+            SELECT ((global_pid >> 24) & 16777215)::INTEGER AS pid, (launch_global_tid & 16777215)::INTEGER AS tid,
+                   device_id, api_name_id, name_id, api_end_ns - api_start_ns AS api_ns,
                    CASE WHEN start_ns - api_end_ns >= 0 THEN start_ns - api_end_ns END AS queue_ns,
-                   dur_ns AS kernel_ns, greatest(api_end_ns, end_ns) - api_start_ns AS total_ns
+                   end_ns - start_ns AS kernel_ns, greatest(api_end_ns, end_ns) - api_start_ns AS total_ns
             FROM _kernels WHERE run_id = {{run}} AND api_start_ns IS NOT NULL
         )
         SELECT pid, tid, device_id, api_name_id, name_id, count(*) AS launches, count(queue_ns) AS queued,
@@ -728,7 +726,8 @@ _SUMMARIES = {
         SELECT raw_name_id, any_value(name_id) AS name_id, count(*) AS calls, sum(dur_ns) AS total_ns,
                avg(dur_ns) AS avg_ns, median(dur_ns) AS med_ns, min(dur_ns) AS min_ns,
                max(dur_ns) AS max_ns, coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
-        FROM _api_calls WHERE run_id = {run} GROUP BY raw_name_id
+        FROM (SELECT raw_name_id, name_id, end_ns - start_ns AS dur_ns FROM _api_calls WHERE run_id = {run})
+        GROUP BY raw_name_id
     """,
 }
 
@@ -1206,7 +1205,9 @@ def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) 
         SELECT k.nvtx_range_id, n.value AS name, k.launches, k.total_ns, k.min_ns, k.max_ns
         FROM (SELECT nvtx_range_id, name_id, count(*) AS launches, sum(dur_ns)::BIGINT AS total_ns,
                      min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
-              FROM _kernels WHERE run_id = {int(run_id)} GROUP BY nvtx_range_id, name_id) k
+              FROM (SELECT nvtx_range_id, name_id, end_ns - start_ns AS dur_ns
+                    FROM _kernels WHERE run_id = {int(run_id)})
+              GROUP BY nvtx_range_id, name_id) k
         LEFT JOIN _strings n ON n.string_id = k.name_id
     """)
     return rows

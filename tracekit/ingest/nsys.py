@@ -66,7 +66,7 @@ _GPU_COMMON = [
     ("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
     ("graph_node_id", "r.graphNodeId", ["graphNodeId"], "BIGINT"),
 ]
-# idle time before a GPU op on its stream and on its device (computed by _add_idle_gaps)
+# idle time before a GPU op on its stream and on its device (computed by _idle_gaps)
 _GAPS = [
     ("stream_gap_ns", "r._tk_stream_gap", _GAP_INPUTS, "BIGINT"),
     ("device_gap_ns", "r._tk_device_gap", _GAP_INPUTS, "BIGINT"),
@@ -482,7 +482,6 @@ def _read(rd: _Reader, path: Path) -> Parsed:
     for name, ts in pieces.items():
         nonempty = [t for t in ts if t.num_rows] or ts[:1]
         raw[name] = nonempty[0] if len(nonempty) == 1 else pa.concat_tables(nonempty, promote_options="default")
-    _add_idle_gaps(raw)
 
     gpu_names = []
     if "gpus" in raw and "name" in raw["gpus"].column_names:
@@ -494,10 +493,10 @@ def _read(rd: _Reader, path: Path) -> Parsed:
     return parsed
 
 
-def _add_idle_gaps(raw: dict[str, pa.Table]) -> None:
-    """Add to the raw GPU op tables the idle time before each op on its stream and on its
-    device (``_tk_stream_gap``, ``_tk_device_gap``; NULL where the op does not start an
-    idle gap), so that gpu-utilization is a plain aggregation.
+def _idle_gaps(raw: dict[str, pa.Table]) -> dict[str, list[pa.Array]]:
+    """The idle time before each GPU op on its stream and on its device (columns
+    ``_tk_stream_gap`` and ``_tk_device_gap`` of the raw op tables; NULL where the op
+    does not start an idle gap), so that gpu-utilization is a plain aggregation.
 
     In time order, an op ends an idle gap when it starts after every earlier op of its
     scope has ended; the gap runs from that latest end to its start. Ops of all three
@@ -505,12 +504,19 @@ def _add_idle_gaps(raw: dict[str, pa.Table]) -> None:
     stable sort by scope only when there is more than one, a running max per scope."""
     tables = [t for t in _GAP_TABLES if t in raw and set(_GAP_INPUTS) <= set(raw[t].column_names)]
     if sum(raw[t].num_rows for t in tables) == 0:
-        for t in tables:
-            for name in ("_tk_stream_gap", "_tk_device_gap"):
-                raw[t] = raw[t].append_column(name, pa.nulls(0, pa.int64()))
-        return
-    cols = {c: np.concatenate([raw[t].column(c).to_numpy() for t in tables]) for c in _GAP_INPUTS}
-    start, end, dev, stream = cols["start"], cols["end"], cols["deviceId"], cols["streamId"]
+        return {t: [pa.nulls(0, pa.int64())] * 2 for t in tables}
+    import pyarrow.compute as pc
+
+    def column(c):  # all ops' values (a copy only where there are several tables)
+        parts = [raw[t].column(c).to_numpy() for t in tables if raw[t].num_rows]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def one_value(c):  # every op has the same value (then no key array is made)
+        ranges = {(mm["min"].as_py(), mm["max"].as_py()) for t in tables if raw[t].num_rows
+                  for mm in [pc.min_max(raw[t].column(c))]}
+        return len(ranges) == 1 and len({v for r in ranges for v in r}) == 1
+
+    start, end = column("start"), column("end")
     by_time = np.argsort(start, kind="stable")
 
     def gaps_in(order, key):
@@ -526,20 +532,23 @@ def _add_idle_gaps(raw: dict[str, pa.Table]) -> None:
         out[order] = s
         return out
 
-    gaps = []
-    for key in ((dev << 32) | (stream & 0xFFFFFFFF), dev):
-        if (key == key[0]).all():  # one scope: time order; one stream in all makes one device too
-            gaps.append(gaps[0] if gaps and (stream == stream[0]).all() else gaps_in(by_time, None))
-        else:
-            order = by_time[np.argsort(key[by_time], kind="stable")]  # stable: time order kept
-            gaps.append(gaps_in(order, key[order]))
-    at = 0
+    def scoped(key):  # stable: time order kept within each scope
+        order = by_time[np.argsort(key[by_time], kind="stable")]
+        return gaps_in(order, key[order])
+
+    one_device = one_value("deviceId")
+    if one_device and one_value("streamId"):  # one scope: both gaps in time order
+        gaps = [gaps_in(by_time, None)] * 2
+    else:
+        dev = column("deviceId")
+        gaps = [scoped((dev << 32) | (column("streamId") & 0xFFFFFFFF)),
+                gaps_in(by_time, None) if one_device else scoped(dev)]
+    out, at = {}, 0
     for t in tables:
         n = raw[t].num_rows
-        for name, g in zip(("_tk_stream_gap", "_tk_device_gap"), gaps, strict=True):
-            part = g[at:at + n]
-            raw[t] = raw[t].append_column(name, pa.array(part, mask=part <= 0))
+        out[t] = [pa.array(g[at:at + n], mask=g[at:at + n] <= 0) for g in gaps]
         at += n
+    return out
 
 
 def _values(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -767,11 +776,13 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict, nam
     """Write the API calls and GPU ops (counts into ``rows``), then free their Arrow
     copies; returns the per-range op totals of the NVTX projection (_range_totals).
 
-    The API calls are written by DuckDB (on a side thread, its own cores) while the GPU
-    ops find their launching calls in NumPy; the connection is not touched here until
-    that insert is done."""
+    The API calls are written by DuckDB on a side thread, which then computes the GPU
+    ops' idle gaps, while the GPU ops find their launching calls in NumPy here (the
+    two take about as long); the connection is not touched here until that insert is
+    done."""
     with ThreadPoolExecutor(max_workers=1) as side:
         api_insert = side.submit(_insert, con, "_api_calls", run_id, plans["api_calls"][0])
+        gaps = side.submit(_idle_gaps, {t: raw[t] for t in _GAP_TABLES if t in raw})
         try:
             launched, calls = {}, {}
             totals = (np.zeros(0, np.int64),) * 4
@@ -785,9 +796,13 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict, nam
                 del api, index, calls
         finally:
             rows["api_calls"] = api_insert.result()
-    for t in list(launched):
-        raw[t] = launched.pop(t)  # one reference only: freed with raw[t] below
-        con.register(f"_nsys_{t}", raw[t])
+            gaps = gaps.result()
+    for t in [t for t in _GAP_TABLES if t in raw]:
+        tbl = launched.pop(t, raw[t])
+        for name, arr in zip(("_tk_stream_gap", "_tk_device_gap"), gaps.get(t, []), strict=False):
+            tbl = tbl.append_column(name, arr)
+        raw[t] = tbl  # one reference only: freed with raw[t] below
+        con.register(f"_nsys_{t}", tbl)
     for target, (select, _) in plans.items():
         if target != "api_calls":
             rows[target] = _insert(con, SPECS[target].get("table", target), run_id, select)

@@ -485,24 +485,32 @@ def test_default_ingest_memory_limit(monkeypatch):
 
 
 def test_activity_rows_are_written_under_a_lower_memory_limit(monkeypatch):
-    """The op inserts run under WRITING_MEMORY_LIMIT when the configured limit is higher,
-    and the configured limit is set back after, also when they fail; a lower configured
-    limit is left as it is."""
+    """The op inserts run under what DuckDB holds plus WRITING_MEMORY_MARGIN when the
+    configured limit is higher (what it holds is not evicted), and the configured limit
+    is set back after, also when they fail; a lower configured limit is left as it is."""
     import duckdb
 
-    from tracekit.ingest.nsys import _writing_memory
+    from tracekit.ingest.nsys import WRITING_MEMORY_MARGIN, _writing_memory
 
     con = duckdb.connect()
 
     def limit():
         return con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
 
-    for configured, inside in (("3GB", "476.8 MiB"), ("300MB", "286.1 MiB")):
+    def used():
+        return con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0]
+
+    con.execute("CREATE TEMP TABLE held AS SELECT range(10000000) AS i")  # ~80 MB held
+    for configured in ("3GB", "300MB"):
         monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", configured)
         con.execute(f"SET memory_limit = '{configured}'")
-        before = limit()
+        before, held = limit(), used()
+        expected = f"{(held + WRITING_MEMORY_MARGIN) // 10**6}MB" if configured == "3GB" else configured
+        check = duckdb.connect()
+        check.execute(f"SET memory_limit = '{expected}'")
         with pytest.raises(RuntimeError), _writing_memory(con):
-            assert limit() == inside
+            assert limit() == check.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+            assert used() >= held  # nothing evicted
             raise RuntimeError("an insert failed")
         assert limit() == before
 

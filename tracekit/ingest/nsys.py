@@ -743,28 +743,31 @@ _SUMMARIES = {
 
 _TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "proj", "projc"]
 
-#: DuckDB's memory limit while the activity rows are written (when the configured one is
-#: higher). Those inserts stream Arrow rows into row groups that go to disk as they fill
-#: and need little memory, but under a high limit DuckDB keeps what it wrote cached: in
-#: the 6 M-row benchmark 1.36-1.38 GB peak RSS against 1.20 GB with this one, same time
-#: (docs/performance.md).
-WRITING_MEMORY_LIMIT = "500MB"
-_WRITING_BYTES = 500 * 10**6
+#: What DuckDB may use, beyond what it holds already, while the activity rows are written
+#: (when the configured limit is higher). Those inserts stream Arrow rows into row groups
+#: that go to disk as they fill and need little memory, but under a high limit DuckDB
+#: keeps what it wrote cached: in the 6 M-row benchmark 1.36-1.38 GB peak RSS against
+#: 1.20 GB with this margin, same time (docs/performance.md). What it holds already (the
+#: NVTX tables, millions of rows in a large export) stays: evicting it to meet a lower
+#: limit took seconds.
+WRITING_MEMORY_MARGIN = 500 * 10**6
 _SIZE_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
 
 
 @contextlib.contextmanager
 def _writing_memory(con):
-    """DuckDB's memory limit at most WRITING_MEMORY_LIMIT inside; the store's configured
-    limit (``store.ingest_memory_limit``) set back after."""
+    """DuckDB's memory limit at most what it uses now plus WRITING_MEMORY_MARGIN inside;
+    the store's configured limit (``store.ingest_memory_limit``) set back after."""
     from tracekit.store import ingest_memory_limit
 
     shown = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]  # e.g. '11.1 GiB'
+    used = con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0] or 0
+    target = int(used) + WRITING_MEMORY_MARGIN
     number, _, unit = shown.partition(" ")
-    if unit not in _SIZE_UNITS or float(number) * _SIZE_UNITS[unit] <= _WRITING_BYTES:
-        yield  # already low (or a form we do not read): left as it is
+    if unit not in _SIZE_UNITS or float(number) * _SIZE_UNITS[unit] <= target:
+        yield  # already that low (or a form we do not read): left as it is
         return
-    con.execute(f"SET memory_limit = '{WRITING_MEMORY_LIMIT}'")
+    con.execute(f"SET memory_limit = '{target // 10**6}MB'")
     try:
         yield
     finally:

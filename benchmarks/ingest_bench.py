@@ -106,8 +106,9 @@ def main() -> None:
 
     # baseline first (same export, same run): the tables read through SQLite only
     def ingest(dest: Path, mode: str, **env) -> dict:
+        base_env = {k: v for k, v in os.environ.items() if k != "TRACEKIT_PAGE_DECODER"}
         out = subprocess.run([sys.executable, "-c", INGEST_CHILD, str(export), str(dest), mode],
-                             capture_output=True, text=True, check=True, env={**os.environ, **env})
+                             capture_output=True, text=True, check=True, env={**base_env, **env})
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     base = numpy_ing = None

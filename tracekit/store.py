@@ -30,7 +30,8 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: Version of the store's tables, kept in _store; a store of another version is refused
 #: with a message rather than read wrong. 2: kernel and API names as _strings ids;
 #: 3: kernel_exec_sum computed at ingest; 4: launch_latency_sum computed at ingest;
-#: 5: api_sum computed at ingest, _strings ids in name order.
+#: 5: api_sum computed at ingest, _strings ids in name order; 6: content hashes are
+#: XXH3-128; 7: the derived columns of _kernels and _api_calls are computed by their views.
 SCHEMA_VERSION = 7
 
 

@@ -746,8 +746,9 @@ _TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "
 #: What DuckDB may use, beyond what it holds already, while the activity rows are written
 #: (when the configured limit is higher). Those inserts stream Arrow rows into row groups
 #: that go to disk as they fill and need little memory, but under a high limit DuckDB
-#: keeps what it wrote cached: in the 6 M-row benchmark 1.36-1.38 GB peak RSS against
-#: 1.20 GB with this margin, same time (docs/performance.md). What it holds already (the
+#: keeps what it wrote cached: in the 6 M-row benchmark 1.35-1.43 GB peak RSS without
+#: the lower limit, 1.20-1.21 GB with it, same time (docs/performance.md, step 24; the
+#: idle gaps computed beside the API insert later added 0.05 GB). What it holds already (the
 #: NVTX tables, millions of rows in a large export) stays: evicting it to meet a lower
 #: limit took seconds.
 WRITING_MEMORY_MARGIN = 500 * 10**6
@@ -802,8 +803,8 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict, nam
             gaps = gaps.result()
     for t in [t for t in _GAP_TABLES if t in raw]:
         tbl = launched.pop(t, raw[t])
-        for name, arr in zip(("_tk_stream_gap", "_tk_device_gap"), gaps.get(t, []), strict=False):
-            tbl = tbl.append_column(name, arr)
+        for name, arr in zip(("_tk_stream_gap", "_tk_device_gap"), gaps[t], strict=True) if t in gaps else ():
+            tbl = tbl.append_column(name, arr)  # (none for a table without the columns gaps need)
         raw[t] = tbl  # one reference only: freed with raw[t] below
         con.register(f"_nsys_{t}", tbl)
     for target, (select, _) in plans.items():

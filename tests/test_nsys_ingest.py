@@ -674,7 +674,7 @@ def test_deep_nesting_paths():
         "globalTid": np.full(n, (7 << 24) | 5)}))
     con.register("_nsys_strings", pa.table({"id": pa.array([], pa.int64()), "value": pa.array([], pa.string())}))
     _nvtx_prepare(con, True)
-    rows = con.execute("SELECT r.text, t.depth, t.path FROM _nsys_tree t JOIN _nsys_rng r USING (range_id)").fetchall()
+    rows = con.execute("SELECT r.label, t.depth, t.path FROM _nsys_tree t JOIN _nsys_rng r USING (range_id)").fetchall()
     assert len(rows) == n
     for text, d, path in rows:
         assert d == int(text[1:])

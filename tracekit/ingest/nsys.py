@@ -1075,7 +1075,8 @@ def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
     """)
     con.execute("""
         CREATE TEMP TABLE _nsys_rng AS
-        SELECT n.*, CASE WHEN n.domain = '' THEN n.text ELSE n.name END AS label,
+        SELECT n.range_id, n.global_tid, n.start_ns, n.end_ns, n.style,
+               CASE WHEN n.domain = '' THEN n.text ELSE n.name END AS label,
                b.band::HUGEINT * 18446744073709551616 + (n.start_ns - b.t0)::HUGEINT AS k0,
                b.band::HUGEINT * 18446744073709551616 + (n.end_ns - b.t0)::HUGEINT AS k1
         FROM _nsys_named n JOIN _nsys_bands b USING (global_tid)

@@ -16,6 +16,7 @@ from conftest import DATA, NSYS_EXPORTS
 
 import tracekit
 from tracekit.errors import InputError
+from tracekit.ingest import materialized
 from tracekit.ingest.nsys import _resolve_tables
 
 
@@ -715,3 +716,46 @@ def test_two_fresh_stores_get_the_same_name_ids(tmp_path, plain_export):
     assert got[0] == got[1] and got[0][0]
     values = [r["value"] for r in got[0][0]]
     assert values == sorted(values)
+
+
+VIEW_COLUMNS = {
+    "kernels": "run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, device_id BIGINT, context_id BIGINT, "
+               "stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, pid INTEGER, graph_node_id BIGINT, "
+               "name VARCHAR, short_name VARCHAR, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, "
+               "block_y INTEGER, block_z INTEGER, registers_per_thread INTEGER, static_smem_bytes INTEGER, "
+               "dynamic_smem_bytes INTEGER, launch_global_tid BIGINT, launch_tid INTEGER, api_start_ns BIGINT, "
+               "api_end_ns BIGINT, api_name VARCHAR, nvtx_range_id BIGINT, stream_gap_ns BIGINT, "
+               "device_gap_ns BIGINT, name_id BIGINT",
+    "api_calls": "run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, global_tid BIGINT, global_pid BIGINT, "
+                 "pid INTEGER, tid INTEGER, correlation_id BIGINT, name VARCHAR, raw_name VARCHAR, "
+                 "return_value BIGINT, name_id BIGINT",
+    "gpu_ops": "run_id INTEGER, op_kind VARCHAR, name VARCHAR, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, "
+               "device_id BIGINT, stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, stream_gap_ns BIGINT, "
+               "device_gap_ns BIGINT",
+}
+
+
+def test_views_keep_their_columns_and_derive_them_from_the_export(nsys_db):
+    """The views' columns (names and types) stay what they were when the derived ones
+    (durations, pid/tid) were stored; their values agree with the export's raw rows."""
+    for view, spec in VIEW_COLUMNS.items():
+        got = ", ".join(f"{r[0]} {r[1]}" for r in nsys_db.con.execute(f"DESCRIBE SELECT * FROM {view}").fetchall())
+        assert got == spec, view
+    with materialized(NSYS_EXPORTS["multithread"]) as path, sqlite3.connect(path) as sq:
+        want = {
+            "api_calls": sq.execute("SELECT correlationId, \"end\" - start, globalTid & -16777216, "
+                                    "(globalTid >> 24) & 16777215, globalTid & 16777215 "
+                                    "FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY 1").fetchall(),
+            "kernels": sq.execute("SELECT k.correlationId, k.\"end\" - k.start, (k.globalPid >> 24) & 16777215, "
+                                  "r.globalTid & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                                  "LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId "
+                                  "AND r.globalTid & -16777216 = k.globalPid ORDER BY 1").fetchall(),
+        }
+    run = nsys_db.con.execute("SELECT run_id FROM runs WHERE name = 'multithread'").fetchall()[0][0]
+    got = {
+        "api_calls": nsys_db.con.execute("SELECT correlation_id, dur_ns, global_pid, pid, tid FROM api_calls "
+                                         "WHERE run_id = ? ORDER BY 1", [run]).fetchall(),
+        "kernels": nsys_db.con.execute("SELECT correlation_id, dur_ns, pid, launch_tid FROM kernels "
+                                       "WHERE run_id = ? ORDER BY 1", [run]).fetchall(),
+    }
+    assert got == want and len(want["kernels"]) > 100

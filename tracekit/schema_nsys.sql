@@ -245,7 +245,7 @@ CREATE TABLE IF NOT EXISTS threads (
 -- All GPU activity in one place (kernels, memcpy, memset) for timeline/utilization queries.
 -- Kernels come from _kernels with one name lookup (the kernels view would make three).
 CREATE OR REPLACE VIEW gpu_ops AS
-    SELECT k.run_id, 'kernel' AS op_kind, n.value AS name, k.start_ns, k.end_ns, k.end_ns - k.start_ns, k.device_id,
+    SELECT k.run_id, 'kernel' AS op_kind, n.value AS name, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS dur_ns, k.device_id,
            k.stream_id, k.correlation_id, k.global_pid, k.stream_gap_ns, k.device_gap_ns
     FROM _kernels k LEFT JOIN _strings n ON n.string_id = k.name_id
     UNION ALL

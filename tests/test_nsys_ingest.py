@@ -600,8 +600,9 @@ def test_nesting_matches_a_brute_force_rule(seed):
     # and between): open from its start up to, not including, its end.
     calls = [(tid, t) for tid in range(0, 5) for t in range(-1, tmax + 2)]
     calls.append((None, 5))  # a launch without its call's thread: no range
-    inner = _innermost_ranges(nest, pa.chunked_array([pa.array([c[0] for c in calls], pa.int64())]),
-                              pa.chunked_array([pa.array([c[1] for c in calls], pa.int64())])).to_pylist()
+    inner = [None if r < 0 else r for r in _innermost_ranges(
+        nest, pa.chunked_array([pa.array([c[0] for c in calls], pa.int64())]),
+        pa.chunked_array([pa.array([c[1] for c in calls], pa.int64())])).tolist()]
     pp = [r for r in rows if r[3] == "PushPop"]
     for (tid, t), got_range in zip(calls, inner, strict=True):
         want = max((r[4] for r in pp if tid is not None and r[0] == tid and r[1] <= t < r[2]), default=None)
@@ -640,7 +641,7 @@ def test_range_totals_count_launching_calls_once():
     from tracekit.ingest.nsys import _range_totals
 
     rng = np.random.default_rng(7)
-    tables, calls = [], []
+    tables, calls, ranges = [], [], []
     for n in (500, 40, 0):
         call = rng.integers(-1, 120, n)  # -1: no launching call
         rid = np.where(call >= 0, call % 9 * 3, -1)  # a call's ops share its range
@@ -648,7 +649,8 @@ def test_range_totals_count_launching_calls_once():
         tables.append(pa.table({"_tk_api_range": pa.array(rid, mask=rid < 0), "start": start,
                                 "end": start + rng.integers(0, 1000, n)}))
         calls.append(call)
-    ids, s, e, n = _range_totals(tables, calls, 120)
+        ranges.append(rid)
+    ids, s, e, n = _range_totals(ranges, tables, calls, 120)
     for i, r in enumerate(ids):
         rows = [(t.column("start")[j].as_py(), t.column("end")[j].as_py(), c[j])
                 for t, c in zip(tables, calls, strict=True) for j in range(t.num_rows)

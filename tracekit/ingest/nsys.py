@@ -640,11 +640,12 @@ def _launch_rows(api: pa.Table, ops: pa.Table) -> np.ndarray:
     return _LaunchIndex(api).find(ops)
 
 
-def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex, nest: _Nest) -> tuple[pa.Table, np.ndarray]:
+def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex,
+                  nest: _Nest) -> tuple[pa.Table, np.ndarray, np.ndarray]:
     """``ops`` with its launching calls' thread, start, end, name id and innermost NVTX
     range as ``_tk_api_*`` columns (NULL where no call matches): one Arrow take, then
     the range of each launching call (only those: most calls launch nothing). Also
-    each op's row in ``api`` (-1: none)."""
+    each op's row in ``api`` and its range id (-1: none)."""
     rows = index.find(ops)
     names = {"globalTid": "_tk_api_tid", "start": "_tk_api_start", "end": "_tk_api_end", "nameId": "_tk_api_name"}
     picked = api.select([c for c in names if c in api.column_names]).take(pa.array(rows, mask=rows < 0))
@@ -652,20 +653,23 @@ def _add_launches(ops: pa.Table, api: pa.Table, index: _LaunchIndex, nest: _Nest
         ops = ops.append_column(name, picked.column(src) if src in picked.column_names
                                 else pa.nulls(ops.num_rows, pa.int64()))
     inner = _innermost_ranges(nest, picked.column("globalTid"), picked.column("start"))
-    ops = ops.append_column("_tk_api_range", inner if inner is not None else pa.nulls(ops.num_rows, pa.int64()))
-    return ops, rows
+    if inner is None:
+        inner = np.full(ops.num_rows, -1, np.int64)
+    ops = ops.append_column("_tk_api_range", pa.array(inner, mask=inner < 0))
+    return ops, rows, inner
 
 
-def _range_totals(ops: list[pa.Table], calls: list[np.ndarray], n_calls: int) -> tuple[np.ndarray, ...]:
+def _range_totals(ranges: list[np.ndarray], ops: list[pa.Table], calls: list[np.ndarray],
+                  n_calls: int) -> tuple[np.ndarray, ...]:
     """Per innermost push/pop range of the GPU ops' launching calls: the first op start,
     the last op end and the number of launching calls (nsys counts a range's GPU ops
     by distinct correlation id: one per launching call, as a call has one id and every
-    op of a call has the call's range). ``calls``: each op's row in the API table.
-    NumPy over the Arrow rows, before they are written: no pass over the store."""
+    op of a call has the call's range). ``ranges``: each op's range id (-1: none, as
+    _add_launches gives it); ``calls``: each op's row in the API table. NumPy over the
+    Arrow rows, before they are written: no pass over the store."""
     rng, start, end, call = [], [], [], []
-    for tbl, c in zip(ops, calls, strict=True):
-        r, ok = _values(tbl.column("_tk_api_range"))
-        keep = np.flatnonzero(ok) if ok is not None else np.arange(len(r))
+    for r, tbl, c in zip(ranges, ops, calls, strict=True):
+        keep = np.flatnonzero(r >= 0)
         rng.append(r[keep])
         call.append(c[keep])
         for col, out, fill in (("start", start, np.iinfo(np.int64).max), ("end", end, np.iinfo(np.int64).min)):
@@ -685,7 +689,6 @@ def _range_totals(ops: list[pa.Table], calls: list[np.ndarray], n_calls: int) ->
     n = np.bincount(rng, weights=owner[call] == at, minlength=size).astype(np.int64)
     ids = np.flatnonzero(np.bincount(rng, minlength=size))
     return ids, s[ids], e[ids], n[ids]
-
 
 
 # Statistics that named queries read instead of aggregating millions of rows at query
@@ -788,16 +791,17 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict, nam
         api_insert = side.submit(_insert, con, "_api_calls", run_id, plans["api_calls"][0])
         gaps = side.submit(_idle_gaps, {t: raw[t] for t in _GAP_TABLES if t in raw})
         try:
-            launched, calls = {}, {}
+            launched, calls, ranges = {}, {}, {}
             totals = (np.zeros(0, np.int64),) * 4
             if "api_calls" in raw:
                 api = raw["api_calls"]
                 index = _LaunchIndex(api)
                 for t in _GAP_TABLES:
                     if t in raw:
-                        launched[t], calls[t] = _add_launches(raw[t], api, index, nest)
-                totals = _range_totals(list(launched.values()), list(calls.values()), api.num_rows)
-                del api, index, calls
+                        launched[t], calls[t], ranges[t] = _add_launches(raw[t], api, index, nest)
+                totals = _range_totals(list(ranges.values()), list(launched.values()), list(calls.values()),
+                                       api.num_rows)
+                del api, index, calls, ranges
         finally:
             rows["api_calls"] = api_insert.result()
             gaps = gaps.result()
@@ -1105,11 +1109,11 @@ def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
     return nest
 
 
-def _innermost_ranges(nest: _Nest, tid: pa.ChunkedArray, start: pa.ChunkedArray) -> pa.Array | None:
-    """The innermost push/pop range open on thread ``tid`` at time ``start`` (the
-    launching calls of the GPU ops; a range is open from its start up to, not
-    including, its end; NULL outside every range and where either is NULL); None
-    without push/pop ranges.
+def _innermost_ranges(nest: _Nest, tid: pa.ChunkedArray, start: pa.ChunkedArray) -> np.ndarray | None:
+    """The id of the innermost push/pop range open on thread ``tid`` at time ``start``
+    (the launching calls of the GPU ops; a range is open from its start up to, not
+    including, its end; -1 outside every range and where either is NULL); None without
+    push/pop ranges.
 
     Push/pop ranges nest, so the ranges open at a time are the last range of the thread
     to start by then and its enclosing ranges: one binary search per call, then up the
@@ -1155,7 +1159,7 @@ def _innermost_ranges(nest: _Nest, tid: pa.ChunkedArray, start: pa.ChunkedArray)
         todo = todo[ended]
         i[todo] = r_up[c[ended]]
         todo = todo[i[todo] >= 0]
-    return pa.array(r_id[np.maximum(i, 0)], mask=i < 0)
+    return np.where(i >= 0, r_id[np.maximum(i, 0)], -1)
 
 
 def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) -> dict[str, int]:

@@ -7,13 +7,18 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).parent / "data"
-NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture"]
+#: the first three and hstu_capture are the issue's scenarios; the rest are what real captures
+#: also hold (several processes and GPUs, graph-level tracing, odd NVTX, cut captures)
+NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
+                  "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range"]
 #: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
 NSYS_EXPORTS = {
     "hstu_mixed": DATA / "nsys_hstu_mixed" / "export.sqlite.xz",
     "many_kernels": DATA / "nsys_many_kernels" / "export.sqlite.xz",
     "multithread": DATA / "nsys_multithread" / "export.sqlite.xz",
     "hstu_capture": DATA / "hstu_capture_nsys" / "nsys.sqlite.xz",  # `tracekit capture --tool nsys`
+    **{s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in (
+        "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range")},
 }
 
 

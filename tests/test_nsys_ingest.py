@@ -131,24 +131,31 @@ def _interval_union(intervals, min_gap):
     return busy + cur[1] - cur[0], gaps, gap_total, max_gap
 
 
-@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread"])
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "multiproc", "graphs_graph"])
 def test_gpu_utilization_is_the_interval_union(nsys_db, scen, tmp_path):
-    # several streams with overlapping work, copies and memsets: every number equals a
-    # plain merge of the export's own intervals, per stream and per device
+    # several streams with overlapping work, copies and memsets; three processes with
+    # equal stream ids on two GPUs; CUDA graph launches traced whole: every number equals
+    # a plain merge of the export's own intervals, per (process, context, stream) and per device
     raw = tmp_path / "e.sqlite"
     raw.write_bytes(lzma.open(NSYS_EXPORTS[scen]).read())
     con = sqlite3.connect(raw)
     ops = []
-    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                  "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
         if con.execute("SELECT count(*) FROM sqlite_master WHERE name = ?", [table]).fetchone()[0]:
-            ops += con.execute(f'SELECT deviceId, streamId, start, "end" FROM {table}').fetchall()
+            ops += con.execute(f'SELECT deviceId, (globalPid >> 24) & 16777215, contextId, streamId, start, "end" '
+                               f"FROM {table}").fetchall()
     con.close()
+    streams = {op[:4] for op in ops}
+    if scen == "multiproc":  # the case that needs the process in the key
+        assert len(streams) > len({(d, st) for d, _, _, st in streams})
     for min_gap in (0, 10_000):
         df = nsys_db.query("gpu-utilization", run=scen, min_gap_ns=min_gap, limit=0)
-        assert df.height == len({(d, s) for d, s, _, _ in ops}) + len({d for d, *_ in ops})
+        assert df.height == len(streams) + len({d for d, *_ in ops})
         for row in df.iter_rows(named=True):
-            mine = [(s, e) for d, st, s, e in ops
-                    if d == row["device_id"] and (row["stream_id"] is None or st == row["stream_id"])]
+            key = (row["device_id"], row["pid"], row["context_id"], row["stream_id"])
+            mine = [(s, e) for *k, s, e in ops
+                    if k[0] == key[0] and (row["stream_id"] is None or tuple(k) == key)]
             busy, gaps, gap_total, max_gap = _interval_union(mine, min_gap)
             assert row["ops"] == len(mine)
             assert row["span_ns"] == max(e for _, e in mine) - min(s for s, _ in mine)
@@ -732,8 +739,8 @@ VIEW_COLUMNS = {
                  "pid INTEGER, tid INTEGER, correlation_id BIGINT, name VARCHAR, raw_name VARCHAR, "
                  "return_value BIGINT, name_id BIGINT",
     "gpu_ops": "run_id INTEGER, op_kind VARCHAR, name VARCHAR, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, "
-               "device_id BIGINT, stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, stream_gap_ns BIGINT, "
-               "device_gap_ns BIGINT",
+               "device_id BIGINT, context_id BIGINT, stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, "
+               "stream_gap_ns BIGINT, device_gap_ns BIGINT",
 }
 
 
@@ -761,3 +768,29 @@ def test_views_keep_their_columns_and_derive_them_from_the_export(nsys_db):
                                        "WHERE run_id = ? ORDER BY 1", [run]).fetchall(),
     }
     assert got == want and len(want["kernels"]) > 100
+
+
+def test_graph_launches_traced_whole(nsys_db):
+    """--cuda-graph-trace=graph records each graph launch as one GPU op: graph_execs holds
+    every one with its launching cudaGraphLaunch and NVTX range; with =node the graphs'
+    kernels are in kernels instead, and graph_execs is empty."""
+    with materialized(NSYS_EXPORTS["graphs_graph"]) as path, sqlite3.connect(path) as sq:
+        want = sq.execute('SELECT g.start, g."end", g.graphId, r.globalTid & 16777215 '
+                          "FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE g JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                          "ON r.correlationId = g.correlationId ORDER BY 1").fetchall()
+    got = nsys_db.sql("""
+        SELECT g.start_ns, g.end_ns, g.graph_id, g.launch_tid, g.api_name, r.name AS range
+        FROM graph_execs g JOIN runs USING (run_id)
+        LEFT JOIN nvtx_ranges r ON r.run_id = g.run_id AND r.range_id = g.nvtx_range_id
+        WHERE runs.name = 'graphs_graph' ORDER BY 1""").to_dicts()
+    assert [(g["start_ns"], g["end_ns"], g["graph_id"], g["launch_tid"]) for g in got] == want
+    assert len(want) == 7 and {g["api_name"] for g in got} == {"cudaGraphLaunch_v10000"}
+    # four replays inside replay.outer/replay.inner on the main thread, three on the other thread
+    assert sorted(g["range"] for g in got) == [":replay.inner"] * 4 + [":thread.replay"] * 3
+    ops = nsys_db.sql("SELECT o.op_kind, o.name, count(*) AS n FROM gpu_ops o JOIN runs USING (run_id) "
+                      "WHERE runs.name = 'graphs_graph' AND o.op_kind = 'graph' GROUP BY ALL ORDER BY 2").rows()
+    assert ops == [("graph", "[CUDA graph 1]", 4), ("graph", "[CUDA graph 4]", 3)]
+    node = nsys_db.sql("SELECT (SELECT count(*) FROM graph_execs JOIN runs USING (run_id) WHERE runs.name = 'graphs_node') AS g, "
+                       "(SELECT count(*) FROM kernels JOIN runs USING (run_id) WHERE runs.name = 'graphs_node' "
+                       "AND graph_node_id IS NOT NULL) AS k").rows()[0]
+    assert node[0] == 0 and node[1] > 0

@@ -115,6 +115,23 @@ CREATE TABLE IF NOT EXISTS memset (
     device_gap_ns BIGINT                            -- idle time of its device right before it, ns
 );
 
+-- CUDA graph launches recorded whole (nsys --cuda-graph-trace=graph, the default): one
+-- row per launch; the graph's kernels, copies and memsets are then not in their tables.
+-- With --cuda-graph-trace=node this table is empty and the graph's work is in them.
+CREATE TABLE IF NOT EXISTS graph_execs (
+    run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
+    device_id BIGINT, context_id BIGINT, stream_id BIGINT,
+    correlation_id BIGINT, global_pid BIGINT, pid INTEGER,
+    graph_id BIGINT,         -- the graph (CUDA_GRAPH_EVENTS.graphId)
+    graph_exec_id BIGINT,    -- its instantiation (cudaGraphExec_t)
+    launch_global_tid BIGINT, launch_tid INTEGER,   -- thread of the launching API call
+    api_start_ns BIGINT, api_end_ns BIGINT,         -- the launching call, ns
+    api_name VARCHAR,                               -- the launching API (cudaGraphLaunch)
+    nvtx_range_id BIGINT,                           -- innermost push/pop NVTX range around the launch call
+    stream_gap_ns BIGINT,                           -- idle time of its stream right before it, ns
+    device_gap_ns BIGINT                            -- idle time of its device right before it, ns
+);
+
 CREATE TABLE IF NOT EXISTS syncs (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
     device_id BIGINT, context_id BIGINT, stream_id BIGINT,
@@ -242,15 +259,20 @@ CREATE TABLE IF NOT EXISTS threads (
     run_id INTEGER, global_tid BIGINT, pid INTEGER, tid INTEGER, name VARCHAR, priority BIGINT
 );
 
--- All GPU activity in one place (kernels, memcpy, memset) for timeline/utilization queries.
--- Kernels come from _kernels with one name lookup (the kernels view would make three).
+-- All GPU activity in one place (kernels, memcpy, memset, whole graph launches) for
+-- timeline/utilization queries. A stream is (global_pid, context_id, stream_id): stream
+-- ids of different processes are unrelated. Kernels come from _kernels with one name
+-- lookup (the kernels view would make three).
 CREATE OR REPLACE VIEW gpu_ops AS
     SELECT k.run_id, 'kernel' AS op_kind, n.value AS name, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS dur_ns, k.device_id,
-           k.stream_id, k.correlation_id, k.global_pid, k.stream_gap_ns, k.device_gap_ns
+           k.context_id, k.stream_id, k.correlation_id, k.global_pid, k.stream_gap_ns, k.device_gap_ns
     FROM _kernels k LEFT JOIN _strings n ON n.string_id = k.name_id
     UNION ALL
-    SELECT run_id, 'memcpy', operation, start_ns, end_ns, dur_ns, device_id, stream_id,
+    SELECT run_id, 'memcpy', operation, start_ns, end_ns, dur_ns, device_id, context_id, stream_id,
            correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM memcpy
     UNION ALL
-    SELECT run_id, 'memset', operation, start_ns, end_ns, dur_ns, device_id, stream_id,
-           correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM memset;
+    SELECT run_id, 'memset', operation, start_ns, end_ns, dur_ns, device_id, context_id, stream_id,
+           correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM memset
+    UNION ALL
+    SELECT run_id, 'graph', '[CUDA graph ' || graph_id || ']', start_ns, end_ns, dur_ns, device_id, context_id,
+           stream_id, correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM graph_execs;

@@ -47,9 +47,13 @@ NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND, NVTX_DOMA
 # nsys stats strips a trailing _vNNNN from CUDA API names (substr(name, -6, 2) = '_v')
 _STRIP = "CASE WHEN substr({0}, -6, 2) = '_v' THEN substr({0}, 1, length({0}) - 6) ELSE {0} END"
 
-#: the raw columns the idle gaps of GPU ops are computed from
-_GAP_INPUTS = ["start", "end", "deviceId", "streamId"]
-_GAP_TABLES = ("kernels", "memcpy", "memset")
+#: the raw columns the idle gaps of GPU ops are computed from; a stream is the process's
+#: (globalPid) stream of a context, a device is shared by every process
+_GAP_INPUTS = ["start", "end", "deviceId", "globalPid", "contextId", "streamId"]
+#: the GPU ops of nsys's reports (its projection of NVTX ranges counts these)
+_OP_TABLES = ("kernels", "memcpy", "memset")
+#: every table of GPU work: also whole CUDA graph executions (--cuda-graph-trace=graph)
+_GAP_TABLES = (*_OP_TABLES, "graph_execs")
 
 # (target column, SQL expression over the raw table `r`, raw columns it needs, DuckDB type)
 # A column whose raw inputs are absent becomes NULL of its type; `required` lists the
@@ -157,6 +161,17 @@ SPECS = {
             ("mem_kind", "em.label", ["memKind", "@ENUM_CUDA_MEM_KIND"], "VARCHAR"),
         ] + _LAUNCH + _GAPS,
         joins={"em": ("memKind", "LEFT JOIN _nsys_enum_memkind em ON em.id = r.memKind"), **_LAUNCH_JOINS},
+    ),
+    # a CUDA graph launch traced as one GPU op (nsys --cuda-graph-trace=graph, the default):
+    # its kernels, copies and memsets are not recorded one by one
+    "graph_execs": dict(
+        source="CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+        required=["start", "end", "correlationId", "globalPid"],
+        columns=[c for c in _GPU_COMMON if c[0] != "graph_node_id"] + [
+            ("graph_id", "r.graphId", ["graphId"], "BIGINT"),
+            ("graph_exec_id", "r.graphExecId", ["graphExecId"], "BIGINT"),
+        ] + _LAUNCH + _GAPS,
+        joins=dict(_LAUNCH_JOINS),
     ),
     "syncs": dict(
         source="CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
@@ -507,8 +522,8 @@ def _idle_gaps(raw: dict[str, pa.Table]) -> dict[str, list[pa.Array]]:
         return {t: [pa.nulls(0, pa.int64())] * 2 for t in tables}
     import pyarrow.compute as pc
 
-    def column(c):  # all ops' values (a copy only where there are several tables)
-        parts = [raw[t].column(c).to_numpy() for t in tables if raw[t].num_rows]
+    def column(c):  # all ops' values (a copy only where there are several tables; NULL as 0)
+        parts = [_values(raw[t].column(c))[0] for t in tables if raw[t].num_rows]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def one_value(c):  # every op has the same value (then no key array is made)
@@ -536,19 +551,36 @@ def _idle_gaps(raw: dict[str, pa.Table]) -> dict[str, list[pa.Array]]:
         order = by_time[np.argsort(key[by_time], kind="stable")]
         return gaps_in(order, key[order])
 
-    one_device = one_value("deviceId")
-    if one_device and one_value("streamId"):  # one scope: both gaps in time order
+    # a stream: (device, process, context, stream); only the columns that vary make the key
+    varying = [c for c in ("deviceId", "globalPid", "contextId", "streamId") if not one_value(c)]
+    if not varying:  # one scope: both gaps in time order
         gaps = [gaps_in(by_time, None)] * 2
     else:
-        dev = column("deviceId")
-        gaps = [scoped((dev << 32) | (column("streamId") & 0xFFFFFFFF)),
-                gaps_in(by_time, None) if one_device else scoped(dev)]
+        gaps = [scoped(_scope_key([column(c) for c in varying])),
+                scoped(column("deviceId")) if "deviceId" in varying else gaps_in(by_time, None)]
     out, at = {}, 0
     for t in tables:
         n = raw[t].num_rows
         out[t] = [pa.array(g[at:at + n], mask=g[at:at + n] <= 0) for g in gaps]
         at += n
     return out
+
+
+def _scope_key(cols: list[np.ndarray]) -> np.ndarray:
+    """One int64 per row that is equal where every column is: the columns' offsets from
+    their minimum packed side by side (process ids, contexts, streams and devices are
+    small numbers), or the rows' rank among the distinct tuples where they do not fit."""
+    if len(cols) == 1:
+        return cols[0]
+    lows = [int(c.min()) for c in cols]
+    bits = [max(int(c.max()) - lo, 0).bit_length() for c, lo in zip(cols, lows, strict=True)]
+    if sum(bits) > 63:
+        return np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    key = np.zeros(len(cols[0]), np.int64)
+    for c, lo, b in zip(cols, lows, bits, strict=True):
+        key <<= b
+        key |= c - lo
+    return key
 
 
 def _values(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -799,8 +831,9 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict, nam
                 for t in _GAP_TABLES:
                     if t in raw:
                         launched[t], calls[t], ranges[t] = _add_launches(raw[t], api, index, nest)
-                totals = _range_totals(list(ranges.values()), list(launched.values()), list(calls.values()),
-                                       api.num_rows)
+                proj = [t for t in _OP_TABLES if t in launched]  # as nsys: not whole graph executions
+                totals = _range_totals([ranges[t] for t in proj], [launched[t] for t in proj],
+                                       [calls[t] for t in proj], api.num_rows)
                 del api, index, calls, ranges
         finally:
             rows["api_calls"] = api_insert.result()

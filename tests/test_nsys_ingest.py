@@ -794,3 +794,31 @@ def test_graph_launches_traced_whole(nsys_db):
                        "(SELECT count(*) FROM kernels JOIN runs USING (run_id) WHERE runs.name = 'graphs_node' "
                        "AND graph_node_id IS NOT NULL) AS k").rows()[0]
     assert node[0] == 0 and node[1] > 0
+
+
+def test_exports_without_enum_tables_get_cupti_labels(tmp_path):
+    """Older exports have no ENUM_* tables: copy kinds, memory kinds and sync types are
+    then CUPTI's ids with nsys's labels, so memcpy-time still matches nsys stats. The
+    built-in labels do not shadow a later export's own tables."""
+    src = tmp_path / "e.sqlite"
+    src.write_bytes(lzma.open(NSYS_EXPORTS["hstu_mixed"]).read())
+    con = sqlite3.connect(src)
+    for t in ("ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND", "ENUM_CUPTI_SYNC_TYPE"):
+        con.execute(f"DROP TABLE {t}")
+    con.execute("UPDATE META_DATA_EXPORT SET value = value || 'x' WHERE rowid = 1")  # other content, other run
+    con.commit()
+    con.close()
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(src, name="no_enums")
+        tk.ingest(NSYS_EXPORTS["hstu_mixed"], name="with_enums")
+        cols = "operation, src_kind, dst_kind, count(*) AS n, sum(bytes) AS b"
+        old, new = (tk.sql(f"SELECT {cols} FROM memcpy JOIN runs USING (run_id) WHERE runs.name = '{r}' "
+                           "GROUP BY ALL ORDER BY ALL").rows() for r in ("no_enums", "with_enums"))
+        assert old == new and len(new) >= 3 and all(r[0].startswith("[CUDA memcpy ") for r in new)
+        for table, col in (("memset", "mem_kind"), ("syncs", "sync_type")):
+            got = [tk.sql(f"SELECT {col}, count(*) FROM {table} JOIN runs USING (run_id) WHERE runs.name = '{r}' "
+                          "GROUP BY ALL ORDER BY ALL").rows() for r in ("no_enums", "with_enums")]
+            assert got[0] == got[1] and got[1] and all(v[0] for v in got[1])
+        golden = {r["Operation"]: int(r["Count"]) for r in csv.DictReader(
+            open(DATA / "nsys_hstu_mixed" / "stats" / "cuda_gpu_mem_time_sum.csv"))}
+        assert {r["operation"]: r["count"] for r in tk.query("memcpy-time", run="no_enums").to_dicts()} == golden

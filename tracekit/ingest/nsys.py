@@ -140,9 +140,9 @@ SPECS = {
         columns=_GPU_COMMON + [
             ("bytes", "r.bytes", ["bytes"], "BIGINT"),
             ("copy_kind", "r.copyKind", ["copyKind"], "INTEGER"),
-            ("operation", "'[CUDA memcpy ' || ek.label || ']'", ["copyKind", "@ENUM_CUDA_MEMCPY_OPER"], "VARCHAR"),
-            ("src_kind", "es.label", ["srcKind", "@ENUM_CUDA_MEM_KIND"], "VARCHAR"),
-            ("dst_kind", "ed.label", ["dstKind", "@ENUM_CUDA_MEM_KIND"], "VARCHAR"),
+            ("operation", "'[CUDA memcpy ' || ek.label || ']'", ["copyKind"], "VARCHAR"),
+            ("src_kind", "es.label", ["srcKind"], "VARCHAR"),
+            ("dst_kind", "ed.label", ["dstKind"], "VARCHAR"),
         ] + _LAUNCH + _GAPS,
         joins={
             **_LAUNCH_JOINS,
@@ -158,7 +158,7 @@ SPECS = {
             ("bytes", "r.bytes", ["bytes"], "BIGINT"),
             ("value", "r.value", ["value"], "INTEGER"),
             ("operation", "'[CUDA memset]'", [], "VARCHAR"),
-            ("mem_kind", "em.label", ["memKind", "@ENUM_CUDA_MEM_KIND"], "VARCHAR"),
+            ("mem_kind", "em.label", ["memKind"], "VARCHAR"),
         ] + _LAUNCH + _GAPS,
         joins={"em": ("memKind", "LEFT JOIN _nsys_enum_memkind em ON em.id = r.memKind"), **_LAUNCH_JOINS},
     ),
@@ -177,7 +177,7 @@ SPECS = {
         source="CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
         required=["start", "end"],
         columns=[c for c in _GPU_COMMON if c[0] != "graph_node_id"] + [
-            ("sync_type", "et.label", ["syncType", "@ENUM_CUPTI_SYNC_TYPE"], "VARCHAR"),
+            ("sync_type", "et.label", ["syncType"], "VARCHAR"),
             ("event_id", "r.eventId", ["eventId"], "BIGINT"),
         ],
         joins={"et": ("syncType", "LEFT JOIN _nsys_enum_sync et ON et.id = r.syncType")},
@@ -232,6 +232,17 @@ _ENUMS = {
     "_nsys_enum_memcpy": "ENUM_CUDA_MEMCPY_OPER",
     "_nsys_enum_memkind": "ENUM_CUDA_MEM_KIND",
     "_nsys_enum_sync": "ENUM_CUPTI_SYNC_TYPE",
+}
+# The labels of those enums where an export has no such table (older nsys versions): the
+# ids are CUPTI's, the labels nsys 2025.3's.
+_ENUM_LABELS = {
+    "_nsys_enum_memcpy": ["Unknown", "Host-to-Device", "Device-to-Host", "Host-to-Array", "Array-to-Host",
+                          "Array-to-Array", "Array-to-Device", "Device-to-Array", "Device-to-Device",
+                          "Host-to-Host", "Peer-to-Peer", "Unified Host-to-Device", "Unified Device-to-Host",
+                          "Unified Device-to-Device"],
+    "_nsys_enum_memkind": ["Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static",
+                           "Unknown"],
+    "_nsys_enum_sync": ["Unknown", "Event sync", "Stream wait sync", "Stream sync", "Context sync"],
 }
 
 _NVTX_COLUMNS = ["start", "end", "eventType", "text", "textId", "domainId", "globalTid",
@@ -776,7 +787,8 @@ _SUMMARIES = {
 }
 
 
-_TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "proj", "projc"]
+_TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "proj", "projc",
+          *(a.removeprefix("_nsys_") for a in _ENUMS)]  # (an enum table made for an export without it)
 
 #: What DuckDB may use, beyond what it holds already, while the activity rows are written
 #: (when the configured limit is higher). Those inserts stream Arrow rows into row groups
@@ -865,6 +877,7 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     for alias in _ENUMS:
         if alias.removeprefix("_nsys_") not in raw:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
+            con.executemany(f"INSERT INTO {alias} VALUES (?, ?)", list(enumerate(_ENUM_LABELS[alias])))
     rows: dict[str, int] = {}
     try:
         _names(con, raw)

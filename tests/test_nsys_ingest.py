@@ -679,11 +679,11 @@ def test_deep_nesting_paths():
     end = np.concatenate([c * 10**6 + 2 * depth - np.arange(depth) for c in range(chains)])
     n = len(start)
     con = duckdb.connect()
-    con.register("_nsys_nvtx", pa.table({
+    events = pa.table({
         "start": start, "end": end, "eventType": np.full(n, 59), "text": [f"r{i % depth}" for i in range(n)],
-        "globalTid": np.full(n, (7 << 24) | 5)}))
+        "globalTid": np.full(n, (7 << 24) | 5)})
     con.register("_nsys_strings", pa.table({"id": pa.array([], pa.int64()), "value": pa.array([], pa.string())}))
-    _nvtx_prepare(con, True)
+    _nvtx_prepare(con, events)
     rows = con.execute("SELECT r.label, t.depth, t.path FROM _nsys_tree t JOIN _nsys_rng r USING (range_id)").fetchall()
     assert len(rows) == n
     for text, d, path in rows:

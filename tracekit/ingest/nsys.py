@@ -882,7 +882,11 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     try:
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
-        nest = _nvtx_prepare(con, "nvtx" in raw)
+        nest = _nvtx_prepare(con, raw.get("nvtx"))
+        if "nvtx" in raw:  # named and nested: its Arrow rows are not read again
+            con.unregister("_nsys_nvtx")
+            names.remove("_nsys_nvtx")
+            del raw["nvtx"]
         with _writing_memory(con):
             totals = _write_activity(con, run_id, raw, plans, names, nest, rows)
         rows.update(_nvtx_finish(con, run_id, nest, totals))
@@ -1061,17 +1065,17 @@ def _nest(con) -> _Nest:
     return _Nest(range_id, parent, pp_parent, depth, _chain_length(pp_parent), (tid, start, end, is_pp))
 
 
-def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
-    """NVTX ranges named and nested (temp tables, and ``_Nest``: the nesting arrays)."""
-    if have_nvtx:
-        cols = {r[0] for r in con.execute("SELECT column_name FROM (DESCRIBE _nsys_nvtx)").fetchall()}
-        fill = [f"NULL::{'VARCHAR' if c == 'text' else 'BIGINT'} AS \"{c}\"" for c in _NVTX_COLUMNS if c not in cols]
-        con.execute(f"CREATE TEMP TABLE _nsys_ev AS SELECT *{''.join(', ' + f for f in fill)} FROM _nsys_nvtx")
-    else:
-        con.execute(
-            "CREATE TEMP TABLE _nsys_ev (start BIGINT, \"end\" BIGINT, eventType BIGINT, text VARCHAR, textId BIGINT, "
-            "domainId BIGINT, globalTid BIGINT, endGlobalTid BIGINT, category BIGINT, color BIGINT)"
-        )
+def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
+    """NVTX ranges named and nested (temp tables, and ``_Nest``: the nesting arrays)
+    from the raw NVTX_EVENTS rows ``nvtx`` (None: the export has none)."""
+    # the events as DuckDB reads them: the raw Arrow rows with their row numbers, and the
+    # columns this export lacks as NULLs (not copied into a temp table, whose memory a
+    # transaction would hold to its end)
+    n = 0 if nvtx is None else nvtx.num_rows
+    have = set() if nvtx is None else set(nvtx.column_names)
+    ev = pa.table({**{c: nvtx.column(c) if c in have else pa.nulls(n, pa.string() if c == "text" else pa.int64())
+                      for c in _NVTX_COLUMNS}, "_row": np.arange(n, dtype=np.int64)})
+    con.register("_nsys_ev", ev)
     # Same naming as nsys stats: domain name from the NvtxDomainCreate event of that
     # domain in that process, range text inline or registered; "domain:text".
     con.execute(f"""
@@ -1086,7 +1090,7 @@ def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
         ), ord AS (
             -- range ids in (start, thread, -end) order; numbered over the row ids alone,
             -- as a window that carries every column (text among them) costs 4x more
-            SELECT rowid AS r,
+            SELECT _row AS r,
                    row_number() OVER (ORDER BY start, globalTid, coalesce("end", (SELECT m FROM maxts)) DESC) - 1
                        AS range_id
             FROM _nsys_ev
@@ -1108,10 +1112,12 @@ def _nvtx_prepare(con, have_nvtx: bool) -> _Nest:
                e.category AS category,
                e.color AS color
         FROM _nsys_ev e
-        JOIN ord o ON o.r = e.rowid
+        JOIN ord o ON o.r = e._row
         LEFT JOIN _nsys_strings s ON s.id = e.textId
         LEFT JOIN domains d ON d.id = e.domainId AND d.proc = (e.globalTid & 1099494850560)
     """)
+    con.unregister("_nsys_ev")
+    del ev
     # Nesting: the parent of a range is the innermost range on the same thread that
     # contains it (start <= start, end >= end); ranges that end on another thread take
     # no part. Computed in NumPy by _nest (no join of every range with its ancestors);

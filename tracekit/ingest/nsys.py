@@ -312,6 +312,7 @@ class _Reader:
         sql = f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{actual}"'
         if rowids is not None:
             sql += f" WHERE rowid >= {int(rowids[0])} AND rowid < {int(rowids[1])}"
+        sql += " ORDER BY rowid"  # the table's own order (a scan of an index could differ)
         try:
             # immutable: an export is not written while it is read; SQLite then skips locking
             with adbc.connect(f"file:{self.path}?mode=ro&immutable=1") as conn:
@@ -465,7 +466,14 @@ def _read(rd: _Reader, path: Path) -> Parsed:
         missing = [c for c in ("start", "eventType", "globalTid") if c not in nvtx_present]
         if missing:
             raise InputError(f"{path}: table NVTX_EVENTS lacks column {missing[0]} (export schema {version})")
-        jobs["nvtx"] = ("NVTX_EVENTS", [c for c in _NVTX_COLUMNS if c in nvtx_present])
+        cols = [c for c in _NVTX_COLUMNS if c in nvtx_present]
+        ints = [c for c in cols if c != "text"]
+        if "text" in cols and rd.integer_columns("NVTX_EVENTS", ints):
+            # the integers through the page decoder, the text alone through SQLite (read
+            # whole through SQLite, millions of ranges took 5x longer); joined by position
+            jobs["nvtx"], jobs["nvtx_text"] = ("NVTX_EVENTS", ints), ("NVTX_EVENTS", ["text"])
+        else:
+            jobs["nvtx"] = ("NVTX_EVENTS", cols)
 
     # The big tables (kernels, API calls) dominate, and they hold integers only: those
     # are decoded from the file's pages with NumPy (sqlite_ints; several times faster
@@ -508,6 +516,12 @@ def _read(rd: _Reader, path: Path) -> Parsed:
     for name, ts in pieces.items():
         nonempty = [t for t in ts if t.num_rows] or ts[:1]
         raw[name] = nonempty[0] if len(nonempty) == 1 else pa.concat_tables(nonempty, promote_options="default")
+    if "nvtx_text" in raw:  # both in rowid order: the decoder walks the table's b-tree, SQLite is told to
+        text = raw.pop("nvtx_text").column("text")
+        if len(text) != raw["nvtx"].num_rows:
+            raise InputError(f"{path}: table NVTX_EVENTS read as {raw['nvtx'].num_rows:,} rows and as "
+                             f"{len(text):,}; the export is corrupt")
+        raw["nvtx"] = raw["nvtx"].append_column("text", text)
 
     gpu_names = []
     if "gpus" in raw and "name" in raw["gpus"].column_names:

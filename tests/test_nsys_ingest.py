@@ -581,15 +581,21 @@ def test_nesting_matches_a_brute_force_rule(seed):
     rows = [(*raw[i], k) for k, i in enumerate(order)]
     con = duckdb.connect()
     con.execute("CREATE TEMP TABLE _nsys_rng (range_id BIGINT, global_tid BIGINT, start_ns BIGINT, end_ns BIGINT, "
-                "style VARCHAR)")
-    con.executemany("INSERT INTO _nsys_rng VALUES (?, ?, ?, ?, ?)", [(r[4], r[0], r[1], r[2], r[3]) for r in rows])
+                "style VARCHAR, label VARCHAR)")
+    con.executemany("INSERT INTO _nsys_rng VALUES (?, ?, ?, ?, ?, ?)",
+                    [(r[4], r[0], r[1], r[2], r[3], f"r{r[4]}") for r in rows])
     nest = _nest(con)
-    got = {r["range_id"]: r for r in nest.table.to_pylist()}
+    got = {r["range_id"]: r for r in nest.tree.to_pylist()}
+    pp_up = dict(zip(nest.pp_child.tolist(), nest.pp_up.tolist(), strict=True))
     parent, pp_parent = _nest_brute(rows)
     assert any(p is not None for p in parent.values()) and any(rows[i][3] == "StartEnd" for i in parent)
     for i in range(len(rows)):
         assert got[i]["parent_id"] == parent[i], i
-        assert got[i]["pp_parent"] == (pp_parent.get(i) if rows[i][3] == "PushPop" else None), i
+        assert pp_up.get(i) == (pp_parent.get(i) if rows[i][3] == "PushPop" else None), i
+        chain, p = [f"r{i}"], parent[i]  # the path: labels from the root down
+        while p is not None:
+            chain, p = [f"r{p}", *chain], parent[p]
+        assert got[i]["path"] == "/".join(chain), i
         depth, p = 0, parent[i]
         while p is not None:
             depth, p = depth + 1, parent[p]
@@ -683,7 +689,7 @@ def test_deep_nesting_paths():
         "start": start, "end": end, "eventType": np.full(n, 59), "text": [f"r{i % depth}" for i in range(n)],
         "globalTid": np.full(n, (7 << 24) | 5)})
     con.register("_nsys_strings", pa.table({"id": pa.array([], pa.int64()), "value": pa.array([], pa.string())}))
-    _nvtx_prepare(con, events)
+    con.register("_nsys_tree", _nvtx_prepare(con, events).tree)
     rows = con.execute("SELECT r.label, t.depth, t.path FROM _nsys_tree t JOIN _nsys_rng r USING (range_id)").fetchall()
     assert len(rows) == n
     for text, d, path in rows:
@@ -822,3 +828,17 @@ def test_exports_without_enum_tables_get_cupti_labels(tmp_path):
         golden = {r["Operation"]: int(r["Count"]) for r in csv.DictReader(
             open(DATA / "nsys_hstu_mixed" / "stats" / "cuda_gpu_mem_time_sum.csv"))}
         assert {r["operation"]: r["count"] for r in tk.query("memcpy-time", run="no_enums").to_dicts()} == golden
+
+
+@pytest.mark.parametrize("size", [50, 10**9])
+def test_distinct_keys_by_flags_or_by_sorting(size):
+    """_distinct (the interning of NVTX paths): a flag table for small key ranges,
+    np.unique for large ones; both give np.unique's answer."""
+    import numpy as np
+
+    from tracekit.ingest.nsys import _distinct
+
+    key = np.random.default_rng(size).integers(0, min(size, 50), 1000) * (size // 50)
+    distinct, index = _distinct(key, size)
+    want, inverse = np.unique(key, return_inverse=True)
+    assert (distinct == want).all() and (index == inverse.reshape(-1)).all()

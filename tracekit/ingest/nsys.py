@@ -801,7 +801,7 @@ _SUMMARIES = {
 }
 
 
-_TEMPS = ["api_names", "names", "ev", "named", "rng", "nest", "tree", "bands", "proj", "projc",
+_TEMPS = ["api_names", "names", "ev", "named", "rng", "bands", "proj", "projc",
           *(a.removeprefix("_nsys_") for a in _ENUMS)]  # (an enum table made for an export without it)
 
 #: What DuckDB may use, beyond what it holds already, while the activity rows are written
@@ -897,6 +897,8 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
         nest = _nvtx_prepare(con, raw.get("nvtx"))
+        con.register("_nsys_tree", nest.tree)  # depth, parent and path of the nesting ranges
+        names.append("_nsys_tree")
         if "nvtx" in raw:  # named and nested: its Arrow rows are not read again
             con.unregister("_nsys_nvtx")
             names.remove("_nsys_nvtx")
@@ -1001,7 +1003,7 @@ class _Nest:
     """Parent, depth and push/pop parent of every range that nests (same-thread ranges),
     as an Arrow table by range id; and the push/pop chains for the GPU projection."""
 
-    def __init__(self, range_id, parent, pp_parent, depth, pp_depth, ranges):
+    def __init__(self, range_id, parent, pp_parent, depth, pp_depth, ranges, label):
         def ids(pos):
             return pa.array(range_id[np.maximum(pos, 0)], mask=pos < 0)
 
@@ -1014,8 +1016,9 @@ class _Nest:
         up = pp_parent[at]
         self.open = (tid[at], start[at], end[at], range_id[at], np.where(up >= 0, pos[np.maximum(up, 0)], -1))
 
-        self.table = pa.table({"range_id": range_id, "parent_id": ids(parent), "pp_parent": ids(pp_parent),
-                               "depth": depth})
+        # every nesting range's depth, parent and path: what nvtx_ranges stores
+        self.tree = pa.table({"range_id": range_id, "depth": depth, "parent_id": ids(parent),
+                              "path": _paths(parent, depth, label)})
         # push/pop ranges with their enclosing push/pop range, deepest first
         pp = np.flatnonzero(pp_parent >= 0)
         pp = pp[np.argsort(-pp_depth[pp], kind="stable")]
@@ -1049,6 +1052,53 @@ class _Nest:
                          "proj_end_ns": pa.array(e, mask=e == np.iinfo(np.int64).min), "gpu_ops": n[ids]})
 
 
+def _paths(parent: np.ndarray, depth: np.ndarray, label: pa.ChunkedArray) -> pa.DictionaryArray:
+    """Each node's labels from its root down, '/'-separated ('hstu.request/hstu.layer0/
+    hstu_attention'), as a dictionary array. ``parent``: positions (-1: a root),
+    ``depth``: ancestors. Paths are interned level by level, a node's path being its
+    parent's path and its own label: only the distinct ones become strings (a run
+    repeats a few paths millions of times)."""
+    import pyarrow.compute as pc
+
+    n = len(parent)
+    if n == 0:
+        return pa.DictionaryArray.from_arrays(pa.array([], pa.int64()), pa.array([], pa.string()))
+    enc = pc.dictionary_encode(label).combine_chunks()
+    lab = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    words = enc.dictionary.to_pylist()
+    width = max(len(words), 1)
+    path = np.empty(n, np.int64)
+    texts: list[str] = []
+    levels = depth.astype(np.int16) if depth.max() < 2**15 else depth  # 16 bits: a radix sort
+    order = np.argsort(levels, kind="stable")
+    cuts = np.flatnonzero(np.r_[True, np.diff(levels[order]) != 0, True])
+    above, count = 0, 0  # the level above: its paths are ids above .. above + count - 1
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        at = order[lo:hi]
+        root = depth[at[0]] == 0
+        key = lab[at] if root else (path[parent[at]] - above) * width + lab[at]
+        distinct, index = _distinct(key, width if root else count * width)
+        first = len(texts)
+        if root:
+            texts += [words[k] for k in distinct.tolist()]
+        else:
+            texts += [f"{texts[above + k // width]}/{words[k % width]}" for k in distinct.tolist()]
+        path[at] = first + index
+        above, count = first, len(distinct)
+    return pa.DictionaryArray.from_arrays(pa.array(path, pa.int64()), pa.array(texts, pa.string()))
+
+
+def _distinct(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of ``key`` (in 0 .. size - 1), sorted, and each key's index
+    among them: a pass over a table of ``size`` flags where that is small."""
+    if size > 4 * len(key) + (1 << 20):
+        distinct, index = np.unique(key, return_inverse=True)
+        return distinct, index.reshape(-1)
+    seen = np.zeros(size, bool)
+    seen[key] = True
+    return np.flatnonzero(seen), (np.cumsum(seen) - 1)[key]
+
+
 def _nest(con) -> _Nest:
     """Nesting of the same-thread ranges (``_nsys_rng``): each range's innermost
     enclosing range of any style, its depth (ancestors along that chain), and its
@@ -1057,13 +1107,15 @@ def _nest(con) -> _Nest:
 
     Range ids follow (start, thread, -end), so by thread and id the ranges come in
     (start, -end) order, every range after those that enclose it."""
-    r = con.execute("SELECT range_id, global_tid, start_ns, end_ns, style = 'PushPop' AS pp FROM _nsys_rng "
-                    "ORDER BY global_tid, range_id").fetchnumpy()
-    range_id = np.asarray(r["range_id"], dtype=np.int64)
-    tid = np.asarray(r["global_tid"], dtype=np.int64)
-    start = np.asarray(r["start_ns"], dtype=np.int64)
-    end = np.asarray(r["end_ns"], dtype=np.int64)
-    is_pp = np.asarray(r["pp"], dtype=bool)
+    r = con.sql("SELECT range_id, global_tid, start_ns, end_ns, style = 'PushPop' AS pp, label FROM _nsys_rng "
+                    "ORDER BY global_tid, range_id").to_arrow_table()
+
+    def values(c, dtype):
+        return np.asarray(r.column(c).to_numpy(), dtype=dtype)
+
+    range_id, tid, start, end = (values(c, np.int64) for c in ("range_id", "global_tid", "start_ns", "end_ns"))
+    is_pp = values("pp", bool)
+    label = r.column("label")
 
     def firsts(t):
         return np.r_[True, t[1:] != t[:-1]] if len(t) else np.zeros(0, bool)
@@ -1071,12 +1123,12 @@ def _nest(con) -> _Nest:
     parent = _enclosing(end, firsts(tid))
     depth = _chain_length(parent)
     if is_pp.all():  # push/pop ranges only (the usual case): one chain
-        return _Nest(range_id, parent, parent, depth, depth, (tid, start, end, is_pp))
+        return _Nest(range_id, parent, parent, depth, depth, (tid, start, end, is_pp), label)
     pp = np.flatnonzero(is_pp)
     pp_in = _enclosing(end[pp], firsts(tid[pp]))  # push/pop ranges among themselves
     pp_parent = np.full(len(range_id), -1, np.int64)
     pp_parent[pp] = np.where(pp_in >= 0, pp[np.maximum(pp_in, 0)], -1)
-    return _Nest(range_id, parent, pp_parent, depth, _chain_length(pp_parent), (tid, start, end, is_pp))
+    return _Nest(range_id, parent, pp_parent, depth, _chain_length(pp_parent), (tid, start, end, is_pp), label)
 
 
 def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
@@ -1152,27 +1204,7 @@ def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
         FROM _nsys_named n JOIN _nsys_bands b USING (global_tid)
         WHERE n.style <> 'Mark' AND n.end_global_tid IS NULL
     """)
-    nest = _nest(con)
-    con.register("_nsys_nest_arrow", nest.table)
-    con.execute("""
-        CREATE TEMP TABLE _nsys_nest AS
-        SELECT n.*, r.label FROM _nsys_nest_arrow n JOIN _nsys_rng r USING (range_id)
-    """)
-    con.unregister("_nsys_nest_arrow")
-    # path = range texts along the parent chain ('hstu.request/hstu.layer0/hstu_attention';
-    # a named domain's ranges as 'domain:text'): one level per step of the recursion
-    # (parents are known and acyclic, so it ends after the deepest level)
-    con.execute("""
-        CREATE TEMP TABLE _nsys_tree AS
-        WITH RECURSIVE t(range_id, depth, parent_id, path) AS (
-            SELECT range_id, depth, parent_id, label FROM _nsys_nest WHERE parent_id IS NULL
-            UNION ALL
-            SELECT n.range_id, n.depth, n.parent_id, t.path || '/' || n.label
-            FROM t JOIN _nsys_nest n ON n.parent_id = t.range_id
-        )
-        SELECT * FROM t
-    """)
-    return nest
+    return _nest(con)
 
 
 def _innermost_ranges(nest: _Nest, tid: pa.ChunkedArray, start: pa.ChunkedArray) -> np.ndarray | None:

@@ -801,7 +801,7 @@ _SUMMARIES = {
 }
 
 
-_TEMPS = ["api_names", "names", "ev", "named", "rng", "bands", "proj", "projc",
+_TEMPS = ["api_names", "names", "ev", "rng", "bands",
           *(a.removeprefix("_nsys_") for a in _ENUMS)]  # (an enum table made for an export without it)
 
 #: What DuckDB may use, beyond what it holds already, while the activity rows are written
@@ -897,8 +897,7 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
         nest = _nvtx_prepare(con, raw.get("nvtx"))
-        con.register("_nsys_tree", nest.tree)  # depth, parent and path of the nesting ranges
-        names.append("_nsys_tree")
+        names.append("_nsys_named")  # (registered by _nvtx_prepare)
         if "nvtx" in raw:  # named and nested: its Arrow rows are not read again
             con.unregister("_nsys_nvtx")
             names.remove("_nsys_nvtx")
@@ -1000,12 +999,10 @@ def _chain_length(parent: np.ndarray) -> np.ndarray:
 
 
 class _Nest:
-    """Parent, depth and push/pop parent of every range that nests (same-thread ranges),
-    as an Arrow table by range id; and the push/pop chains for the GPU projection."""
+    """Parent, depth, path and push/pop parent of every range that nests (same-thread
+    ranges), by range id; and the push/pop chains for the GPU projection."""
 
     def __init__(self, range_id, parent, pp_parent, depth, pp_depth, ranges, label):
-        def ids(pos):
-            return pa.array(range_id[np.maximum(pos, 0)], mask=pos < 0)
 
         # push/pop ranges by thread and start (range order), each with the position of
         # its enclosing push/pop range among them: what _innermost_ranges searches
@@ -1016,13 +1013,22 @@ class _Nest:
         up = pp_parent[at]
         self.open = (tid[at], start[at], end[at], range_id[at], np.where(up >= 0, pos[np.maximum(up, 0)], -1))
 
-        # every nesting range's depth, parent and path: what nvtx_ranges stores
-        self.tree = pa.table({"range_id": range_id, "depth": depth, "parent_id": ids(parent),
-                              "path": _paths(parent, depth, label)})
+        # every nesting range's depth, parent (range id, -1: none) and path: what
+        # nvtx_ranges stores
+        self.range_id, self.depth = range_id, depth
+        self.named: pa.Table | None = None  # the named ranges (_nvtx_prepare sets them)
+        self.parent = np.where(parent >= 0, range_id[np.maximum(parent, 0)], -1)
+        self.path = _paths(parent, depth, label)
         # push/pop ranges with their enclosing push/pop range, deepest first
         pp = np.flatnonzero(pp_parent >= 0)
         pp = pp[np.argsort(-pp_depth[pp], kind="stable")]
         self.pp_child, self.pp_up, self.pp_level = range_id[pp], range_id[pp_parent[pp]], pp_depth[pp]
+
+    @property
+    def tree(self) -> pa.Table:
+        """range_id, depth, parent_id and path of every nesting range, as a table."""
+        return pa.table({"range_id": self.range_id, "depth": self.depth,
+                         "parent_id": pa.array(self.parent, mask=self.parent < 0), "path": self.path})
 
     def roll_up(self, range_id, start, end, ops):
         """Per-range GPU projection (first op start, last op end, op count) from the
@@ -1144,8 +1150,10 @@ def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
     con.register("_nsys_ev", ev)
     # Same naming as nsys stats: domain name from the NvtxDomainCreate event of that
     # domain in that process, range text inline or registered; "domain:text".
-    con.execute(f"""
-        CREATE TEMP TABLE _nsys_named AS
+    # (an Arrow table: the nvtx_ranges rows are this table with the nesting and
+    # projection columns added; Arrow memory is freed when dropped, a temp table's only
+    # at the transaction's end)
+    named = con.sql(f"""
         WITH domains AS (
             SELECT e.domainId AS id, e.globalTid & 1099494850560 AS proc,
                    arg_min(coalesce(s.value, e.text), e.start) AS name
@@ -1181,9 +1189,10 @@ def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
         JOIN ord o ON o.r = e._row
         LEFT JOIN _nsys_strings s ON s.id = e.textId
         LEFT JOIN domains d ON d.id = e.domainId AND d.proc = (e.globalTid & 1099494850560)
-    """)
+    """).to_arrow_table()
     con.unregister("_nsys_ev")
     del ev
+    con.register("_nsys_named", named)
     # Nesting: the parent of a range is the innermost range on the same thread that
     # contains it (start <= start, end >= end); ranges that end on another thread take
     # no part. Computed in NumPy by _nest (no join of every range with its ancestors);
@@ -1204,7 +1213,9 @@ def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
         FROM _nsys_named n JOIN _nsys_bands b USING (global_tid)
         WHERE n.style <> 'Mark' AND n.end_global_tid IS NULL
     """)
-    return _nest(con)
+    nest = _nest(con)
+    nest.named = named
+    return nest
 
 
 def _innermost_ranges(nest: _Nest, tid: pa.ChunkedArray, start: pa.ChunkedArray) -> np.ndarray | None:
@@ -1260,6 +1271,45 @@ def _innermost_ranges(nest: _Nest, tid: pa.ChunkedArray, start: pa.ChunkedArray)
     return np.where(i >= 0, r_id[np.maximum(i, 0)], -1)
 
 
+def _range_columns(nest: _Nest, pushpop: pa.Table, startend: pa.Table, order: np.ndarray) -> pa.Table:
+    """Per range id in ``order``: depth, parent, path (NULL for ranges that do not nest:
+    marks, ranges ended on another thread), the GPU projection (push/pop and start/end
+    ranges: first op start, last op end, ops) and the children with GPU work (nsys "Num
+    Child": direct children in the nesting that have a projection)."""
+    import pyarrow.compute as pc
+
+    size = int(max(order.max(initial=-1), nest.range_id.max(initial=-1))) + 1
+    depth = np.full(size, -1, np.int64)
+    parent = np.full(size, -1, np.int64)
+    path = np.full(size, -1, np.int64)
+    depth[nest.range_id], parent[nest.range_id] = nest.depth, nest.parent
+    path[nest.range_id] = nest.path.indices.to_numpy()
+    none = {"proj_start_ns": np.iinfo(np.int64).max, "proj_end_ns": np.iinfo(np.int64).min}  # stand for NULL
+    first = np.full(size, none["proj_start_ns"])
+    last = np.full(size, none["proj_end_ns"])
+    ops = np.zeros(size, np.int64)
+    has = np.zeros(size, bool)
+    for t in (pushpop, startend):
+        at = np.asarray(t.column("range_id").to_numpy(), dtype=np.int64)
+        has[at] = True
+        ops[at] = t.column("gpu_ops").to_numpy()
+        for col, out in (("proj_start_ns", first), ("proj_end_ns", last)):
+            out[at] = np.asarray(pc.fill_null(t.column(col), none[col]).to_numpy(), dtype=np.int64)
+    kids = np.flatnonzero(has & (parent >= 0))
+    children = np.bincount(parent[kids], minlength=size)
+    d, p, pth, f, la = depth[order], parent[order], path[order], first[order], last[order]
+    return pa.table({
+        "range_id": order,
+        "depth": pa.array(d.astype(np.int32), mask=d < 0),
+        "parent_id": pa.array(p, mask=p < 0),
+        "path": pa.DictionaryArray.from_arrays(pa.array(pth, mask=pth < 0), nest.path.dictionary),
+        "children": children[order].astype(np.int32),
+        "proj_start_ns": pa.array(f, mask=f == none["proj_start_ns"]),
+        "proj_end_ns": pa.array(la, mask=la == none["proj_end_ns"]),
+        "gpu_ops": ops[order].astype(np.int32),
+    })
+
+
 def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) -> dict[str, int]:
     """NVTX ranges with depth, parent, path and GPU projection; marks; kernel time per
     innermost range. Runs after the op tables are written (their ``nvtx_range_id``)."""
@@ -1272,9 +1322,7 @@ def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) 
         f"SELECT correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns "
         f"FROM {t} WHERE run_id = {int(run_id)}" for t in ("_kernels", "memcpy", "memset"))
     pushpop = nest.roll_up(*totals)
-    con.register("_nsys_proj_pp", pushpop)
-    con.execute(f"""
-        CREATE TEMP TABLE _nsys_proj AS
+    startend = con.sql(f"""
         WITH ops AS ({ops}), startend AS (
             SELECT r.range_id, r.k0, r.k1 FROM _nsys_rng r WHERE r.style = 'StartEnd'
         ), keyed AS (
@@ -1284,37 +1332,33 @@ def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) 
             FROM ops o JOIN _nsys_bands b ON b.global_tid = o.launch_global_tid
             WHERE EXISTS (SELECT 1 FROM startend)
         )
-        SELECT range_id, proj_start_ns, proj_end_ns, gpu_ops FROM _nsys_proj_pp
-        UNION ALL
-        SELECT r.range_id, min(l.start_ns), max(l.end_ns), count(DISTINCT l.correlation_id)
+        SELECT r.range_id, min(l.start_ns) AS proj_start_ns, max(l.end_ns) AS proj_end_ns,
+               count(DISTINCT l.correlation_id) AS gpu_ops
         FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
         GROUP BY r.range_id
-    """)
-    con.unregister("_nsys_proj_pp")
-    # children with GPU work, counted on their parent (which then has GPU work too: the
-    # child's launches lie in it, on its thread), so that the insert joins one table less
-    con.execute("""
-        CREATE TEMP TABLE _nsys_projc AS
-        SELECT j.*, coalesce(c.children, 0) AS children FROM _nsys_proj j
-        LEFT JOIN (SELECT t.parent_id, count(*) AS children FROM _nsys_tree t JOIN _nsys_proj USING (range_id)
-                   WHERE t.parent_id IS NOT NULL GROUP BY 1) c ON c.parent_id = j.range_id
-    """)
-    rows = {}
-    rows["nvtx_ranges"] = _insert(con, "nvtx_ranges", run_id, """
-        SELECT n.range_id, n.style, n.domain_id, n.domain, n.text, n.name,
-               n.start_ns, n.end_ns, n.end_ns - n.start_ns AS dur_ns, n.ended,
-               n.global_tid, (n.global_tid >> 24) & 16777215 AS pid, n.global_tid & 16777215 AS tid,
-               n.end_global_tid, CAST(n.end_global_tid & 16777215 AS INTEGER) AS end_tid,
-               CAST(t.depth AS INTEGER) AS depth, t.parent_id, t.path,
-               CAST(coalesce(j.children, 0) AS INTEGER) AS children,
-               j.proj_start_ns, j.proj_end_ns, j.proj_end_ns - j.proj_start_ns AS proj_dur_ns,
-               CAST(coalesce(j.gpu_ops, 0) AS INTEGER) AS gpu_ops,
-               n.category, n.color
-        FROM _nsys_named n
-        LEFT JOIN _nsys_tree t USING (range_id)
-        LEFT JOIN _nsys_projc j USING (range_id)
-        WHERE n.style <> 'Mark'
-    """)
+    """).to_arrow_table()
+    # the named ranges with their nesting and projection columns (by the range ids of
+    # its rows): one table, written by a plain scan
+    named = nest.named
+    extra = _range_columns(nest, pushpop, startend, np.asarray(named.column("range_id").to_numpy(), dtype=np.int64))
+    for name in extra.column_names[1:]:
+        named = named.append_column(name, extra.column(name))
+    del extra
+    con.register("_nsys_ranges", named)
+    try:
+        rows = {}
+        rows["nvtx_ranges"] = _insert(con, "nvtx_ranges", run_id, """
+            SELECT range_id, style, domain_id, domain, text, name,
+                   start_ns, end_ns, end_ns - start_ns AS dur_ns, ended,
+                   global_tid, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
+                   end_global_tid, CAST(end_global_tid & 16777215 AS INTEGER) AS end_tid,
+                   depth, parent_id, path, children, proj_start_ns, proj_end_ns,
+                   proj_end_ns - proj_start_ns AS proj_dur_ns, gpu_ops, category, color
+            FROM _nsys_ranges
+            WHERE style <> 'Mark'
+        """)
+    finally:
+        con.unregister("_nsys_ranges")
     rows["nvtx_marks"] = _insert(con, "nvtx_marks", run_id, """
         SELECT start_ns AS ts_ns, domain, text, name, global_tid,
                CAST((global_tid >> 24) & 16777215 AS INTEGER) AS pid, CAST(global_tid & 16777215 AS INTEGER) AS tid,

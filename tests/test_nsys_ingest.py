@@ -561,8 +561,23 @@ def _nest_brute(rows):
     return parent, pp_parent
 
 
+@pytest.fixture(params=["native", "numpy"])
+def nesting(request, monkeypatch):
+    """The NVTX nesting in C (_nest.c) and in NumPy: the tests using this run with both."""
+    from tracekit.ingest import nsys
+
+    if request.param == "numpy":
+        monkeypatch.setattr(nsys, "_nest_native", None)
+    elif nsys._nest_native is None:
+        if shutil.which("cc") is None and shutil.which("gcc") is None:
+            pytest.skip("no C compiler: the compiled nesting is not built here")
+        pytest.fail("tracekit/ingest/_nest.c was not built although a C compiler is present: "
+                    "reinstall (pip install -e .) and read the build output")
+    return request.param
+
+
 @pytest.mark.parametrize("seed", range(6))
-def test_nesting_matches_a_brute_force_rule(seed):
+def test_nesting_matches_a_brute_force_rule(seed, nesting):
     """_nest (pointer jumping, all ranges at once) against the rule checked pair by pair;
     on push/pop ranges (laminar) the parent is also the tightest container, the rule the
     goldens of nsys's own projection trace fix."""
@@ -672,7 +687,7 @@ def test_range_totals_count_launching_calls_once():
     assert set(ids.tolist()) == {int(c) % 9 * 3 for c in np.concatenate(calls) if c >= 0}
 
 
-def test_deep_nesting_paths():
+def test_deep_nesting_paths(nesting):
     """A chain of 1,000 nested ranges (twice): every depth and path, in one recursion."""
     import duckdb
     import numpy as np

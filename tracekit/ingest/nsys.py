@@ -39,6 +39,11 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 #: tables with more rows than this are read in parallel parts (integer columns only)
 SPLIT_ROWS = 500_000
 
+try:  # the nesting of NVTX ranges in C (optional, like the page decoder)
+    from tracekit.ingest import _nest as _nest_native
+except ImportError:  # not built: NumPy does it
+    _nest_native = None
+
 # NVTX event types (ENUM_NSYS_EVENT_TYPE)
 NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND, NVTX_DOMAIN = (
     34, 59, 60, 70, 71, 75,
@@ -984,6 +989,18 @@ def _enclosing(end: np.ndarray, first: np.ndarray) -> np.ndarray:
     return cand.astype(np.int64)
 
 
+def _enclosing_depth(end: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_enclosing and the depth along it (_chain_length): in one sequential pass where
+    the compiled helper is built (_nest.c), else by NumPy's pointer jumping."""
+    if _nest_native is None:
+        parent = _enclosing(end, first)
+        return parent, _chain_length(parent)
+    parent, depth = np.empty(len(end), np.int64), np.empty(len(end), np.int64)
+    _nest_native.enclosing(np.ascontiguousarray(end, np.int64), np.ascontiguousarray(first, np.bool_).view(np.uint8),
+                           parent, depth)
+    return parent, depth
+
+
 def _chain_length(parent: np.ndarray) -> np.ndarray:
     """Number of ancestors of each node of a forest given by ``parent`` (-1: root), by
     pointer doubling: log2(depth) rounds."""
@@ -1126,15 +1143,16 @@ def _nest(con) -> _Nest:
     def firsts(t):
         return np.r_[True, t[1:] != t[:-1]] if len(t) else np.zeros(0, bool)
 
-    parent = _enclosing(end, firsts(tid))
-    depth = _chain_length(parent)
+    parent, depth = _enclosing_depth(end, firsts(tid))
     if is_pp.all():  # push/pop ranges only (the usual case): one chain
         return _Nest(range_id, parent, parent, depth, depth, (tid, start, end, is_pp), label)
     pp = np.flatnonzero(is_pp)
-    pp_in = _enclosing(end[pp], firsts(tid[pp]))  # push/pop ranges among themselves
+    pp_in, pp_in_depth = _enclosing_depth(end[pp], firsts(tid[pp]))  # push/pop ranges among themselves
     pp_parent = np.full(len(range_id), -1, np.int64)
     pp_parent[pp] = np.where(pp_in >= 0, pp[np.maximum(pp_in, 0)], -1)
-    return _Nest(range_id, parent, pp_parent, depth, _chain_length(pp_parent), (tid, start, end, is_pp), label)
+    pp_depth = np.zeros(len(range_id), np.int64)
+    pp_depth[pp] = pp_in_depth
+    return _Nest(range_id, parent, pp_parent, depth, pp_depth, (tid, start, end, is_pp), label)
 
 
 def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:

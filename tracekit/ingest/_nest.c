@@ -1,0 +1,75 @@
+/* Nesting of NVTX ranges, in C: the compiled twin of nsys._enclosing and
+ * nsys._chain_length (same inputs, same outputs), one sequential pass instead of
+ * NumPy's rounds of pointer jumping. It is optional: where it is not built, nsys uses
+ * NumPy.
+ *
+ * enclosing(end, first, parent, depth)
+ *   end     int64[n]: range ends, ranges in (thread, start, -end) order
+ *   first   uint8[n]: 1 at each thread's first range
+ *   parent  int64[n] (writable): position of each range's innermost enclosing range,
+ *           the nearest earlier range of its thread that ends no earlier (-1: none)
+ *   depth   int64[n] (writable): number of enclosing ranges
+ *
+ * The candidates of range i are i - 1 and then, while a candidate ends too early, that
+ * candidate's own parent: every range between the two ends earlier still. Each range
+ * is skipped over at most once per thread's chain of open ranges, as with a stack:
+ * linear in n.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+static int get(PyObject *o, Py_buffer *b, int writable, Py_ssize_t itemsize, Py_ssize_t n, const char *what) {
+    if (PyObject_GetBuffer(o, b, writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (b->len != n * itemsize) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, expected %zd", what, b->len, n * itemsize);
+        PyBuffer_Release(b);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *enclosing(PyObject *self, PyObject *args) {
+    PyObject *o[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3])) return NULL;
+    (void)self;
+    Py_buffer b[4];
+    if (PyObject_GetBuffer(o[0], &b[0], PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t n = b[0].len / 8;
+    if (b[0].len % 8) {
+        PyErr_SetString(PyExc_ValueError, "end: not int64");
+        PyBuffer_Release(&b[0]);
+        return NULL;
+    }
+    const int writable[4] = {0, 0, 1, 1};
+    const Py_ssize_t items[4] = {8, 1, 8, 8};
+    static const char *what[4] = {"end", "first", "parent", "depth"};
+    int got = 1;
+    for (; got < 4; got++)
+        if (get(o[got], &b[got], writable[got], items[got], n, what[got]) < 0) goto done;
+    const int64_t *end = b[0].buf;
+    const uint8_t *first = b[1].buf;
+    int64_t *parent = b[2].buf, *depth = b[3].buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t c = (first[i] || i == 0) ? -1 : (int64_t)i - 1;
+        while (c >= 0 && end[c] < end[i]) c = parent[c];
+        parent[i] = c;
+        depth[i] = c >= 0 ? depth[c] + 1 : 0;
+    }
+    Py_END_ALLOW_THREADS
+done:
+    while (got-- > 0) PyBuffer_Release(&b[got]);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"enclosing", enclosing, METH_VARARGS, "Innermost enclosing range and depth of sorted ranges (see _nest.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_nest", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__nest(void) { return PyModule_Create(&module); }

@@ -1192,13 +1192,12 @@ def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
                e.start AS start_ns,
                coalesce(e."end", (SELECT m FROM maxts)) AS end_ns,
                e."end" IS NOT NULL AS ended,
-               CASE WHEN e.eventType IN ({NVTX_PUSHPOP}, {NVTXT_PUSHPOP}) THEN 'PushPop'
-                    WHEN e.eventType IN ({NVTX_STARTEND}, {NVTXT_STARTEND}) THEN 'StartEnd'
-                    ELSE 'Mark' END AS style,
+               CAST(CASE WHEN e.eventType IN ({NVTX_PUSHPOP}, {NVTXT_PUSHPOP}) THEN 'PushPop'
+                         WHEN e.eventType IN ({NVTX_STARTEND}, {NVTXT_STARTEND}) THEN 'StartEnd'
+                         ELSE 'Mark' END AS ENUM('PushPop', 'StartEnd', 'Mark')) AS style,
                e.domainId AS domain_id,
                coalesce(d.name, '') AS domain,
-               coalesce(s.value, e.text, '') AS text,
-               coalesce(d.name, '') || ':' || coalesce(s.value, e.text, '') AS name,
+               coalesce(s.value, e.text, '') AS text,  -- (name: domain || ':' || text, made where written)
                e.globalTid AS global_tid,
                e.endGlobalTid AS end_global_tid,
                e.category AS category,
@@ -1225,7 +1224,7 @@ def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
     con.execute("""
         CREATE TEMP TABLE _nsys_rng AS
         SELECT n.range_id, n.global_tid, n.start_ns, n.end_ns, n.style,
-               CASE WHEN n.domain = '' THEN n.text ELSE n.name END AS label,
+               CASE WHEN n.domain = '' THEN n.text ELSE n.domain || ':' || n.text END AS label,
                b.band::HUGEINT * 18446744073709551616 + (n.start_ns - b.t0)::HUGEINT AS k0,
                b.band::HUGEINT * 18446744073709551616 + (n.end_ns - b.t0)::HUGEINT AS k1
         FROM _nsys_named n JOIN _nsys_bands b USING (global_tid)
@@ -1366,7 +1365,7 @@ def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) 
     try:
         rows = {}
         rows["nvtx_ranges"] = _insert(con, "nvtx_ranges", run_id, """
-            SELECT range_id, style, domain_id, domain, text, name,
+            SELECT range_id, style, domain_id, domain, text, domain || ':' || text AS name,
                    start_ns, end_ns, end_ns - start_ns AS dur_ns, ended,
                    global_tid, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
                    end_global_tid, CAST(end_global_tid & 16777215 AS INTEGER) AS end_tid,
@@ -1378,7 +1377,7 @@ def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) 
     finally:
         con.unregister("_nsys_ranges")
     rows["nvtx_marks"] = _insert(con, "nvtx_marks", run_id, """
-        SELECT start_ns AS ts_ns, domain, text, name, global_tid,
+        SELECT start_ns AS ts_ns, domain, text, domain || ':' || text AS name, global_tid,
                CAST((global_tid >> 24) & 16777215 AS INTEGER) AS pid, CAST(global_tid & 16777215 AS INTEGER) AS tid,
                category, color
         FROM _nsys_named WHERE style = 'Mark'

@@ -1038,7 +1038,10 @@ class _Nest:
         self.path = _paths(parent, depth, label)
         # push/pop ranges with their enclosing push/pop range, deepest first
         pp = np.flatnonzero(pp_parent >= 0)
-        pp = pp[np.argsort(-pp_depth[pp], kind="stable")]
+        level = pp_depth[pp]
+        top = int(level.max(initial=0))
+        level = (top - level).astype(np.int16) if top < 2**15 else -level  # (16 bits: a radix sort)
+        pp = pp[np.argsort(level, kind="stable")]
         self.pp_child, self.pp_up, self.pp_level = range_id[pp], range_id[pp_parent[pp]], pp_depth[pp]
 
     @property

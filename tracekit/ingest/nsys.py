@@ -901,8 +901,8 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     try:
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
+        names += ["_nsys_ev", "_nsys_named"]  # (registered by _nvtx_prepare: unregistered here on error too)
         nest = _nvtx_prepare(con, raw.get("nvtx"))
-        names.append("_nsys_named")  # (registered by _nvtx_prepare)
         if "nvtx" in raw:  # named and nested: its Arrow rows are not read again
             con.unregister("_nsys_nvtx")
             names.remove("_nsys_nvtx")
@@ -1020,7 +1020,6 @@ class _Nest:
     ranges), by range id; and the push/pop chains for the GPU projection."""
 
     def __init__(self, range_id, parent, pp_parent, depth, pp_depth, ranges, label):
-
         # push/pop ranges by thread and start (range order), each with the position of
         # its enclosing push/pop range among them: what _innermost_ranges searches
         tid, start, end, is_pp = ranges
@@ -1134,7 +1133,7 @@ def _nest(con) -> _Nest:
     Range ids follow (start, thread, -end), so by thread and id the ranges come in
     (start, -end) order, every range after those that enclose it."""
     r = con.sql("SELECT range_id, global_tid, start_ns, end_ns, style = 'PushPop' AS pp, label FROM _nsys_rng "
-                    "ORDER BY global_tid, range_id").to_arrow_table()
+                "ORDER BY global_tid, range_id").to_arrow_table()
 
     def values(c, dtype):
         return np.asarray(r.column(c).to_numpy(), dtype=dtype)
@@ -1159,8 +1158,10 @@ def _nest(con) -> _Nest:
 
 
 def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
-    """NVTX ranges named and nested (temp tables, and ``_Nest``: the nesting arrays)
-    from the raw NVTX_EVENTS rows ``nvtx`` (None: the export has none)."""
+    """NVTX ranges named (``_nsys_named``, an Arrow table also kept as ``_Nest.named``)
+    and nested (``_Nest``: the nesting arrays; temp tables ``_nsys_rng`` and
+    ``_nsys_bands`` for the start/end projection) from the raw NVTX_EVENTS rows ``nvtx``
+    (None: the export has none)."""
     # the events as DuckDB reads them: the raw Arrow rows with their row numbers, and the
     # columns this export lacks as NULLs (not copied into a temp table, whose memory a
     # transaction would hold to its end)

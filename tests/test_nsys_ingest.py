@@ -857,3 +857,22 @@ def test_distinct_keys_by_flags_or_by_sorting(size):
     distinct, index = _distinct(key, size)
     want, inverse = np.unique(key, return_inverse=True)
     assert (distinct == want).all() and (index == inverse.reshape(-1)).all()
+
+
+def test_gpu_utilization_without_process_or_context_columns(tmp_path):
+    """Op tables without contextId (another nsys version's schema): the idle gaps still
+    cover every op, read as one context per process, and give the same utilization."""
+    src = tmp_path / "e.sqlite"
+    src.write_bytes(lzma.open(NSYS_EXPORTS["hstu_mixed"]).read())
+    con = sqlite3.connect(src)
+    for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        con.execute(f'ALTER TABLE "{t}" DROP COLUMN contextId')
+    con.commit()
+    con.close()
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["hstu_mixed"], name="full")
+        tk.ingest(src, name="no_context")
+        cols = "device_id, pid, stream_id, ops, span_ns, busy_ns, gaps, gap_total_ns, max_gap_ns"
+        full, cut = (tk.query("gpu-utilization", run=r, limit=0).select(cols.split(", ")).rows()
+                     for r in ("full", "no_context"))
+        assert cut == full and len(full) > 2

@@ -53,8 +53,10 @@ NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND, NVTX_DOMA
 _STRIP = "CASE WHEN substr({0}, -6, 2) = '_v' THEN substr({0}, 1, length({0}) - 6) ELSE {0} END"
 
 #: the raw columns the idle gaps of GPU ops are computed from; a stream is the process's
-#: (globalPid) stream of a context, a device is shared by every process
-_GAP_INPUTS = ["start", "end", "deviceId", "globalPid", "contextId", "streamId"]
+#: (globalPid) stream of a context (either read as 0 where a table lacks it), a device is
+#: shared by every process
+_GAP_INPUTS = ["start", "end", "deviceId", "streamId"]
+_GAP_SCOPE = ("deviceId", "globalPid", "contextId", "streamId")
 #: the GPU ops of nsys's reports (its projection of NVTX ranges counts these)
 _OP_TABLES = ("kernels", "memcpy", "memset")
 #: every table of GPU work: also whole CUDA graph executions (--cuda-graph-trace=graph)
@@ -552,14 +554,25 @@ def _idle_gaps(raw: dict[str, pa.Table]) -> dict[str, list[pa.Array]]:
         return {t: [pa.nulls(0, pa.int64())] * 2 for t in tables}
     import pyarrow.compute as pc
 
-    def column(c):  # all ops' values (a copy only where there are several tables; NULL as 0)
-        parts = [_values(raw[t].column(c))[0] for t in tables if raw[t].num_rows]
+    def values(t, c):  # NULL (or a column the table lacks) as 0
+        if c not in raw[t].column_names:
+            return np.zeros(raw[t].num_rows, np.int64)
+        return _values(raw[t].column(c))[0]
+
+    def column(c):  # all ops' values (a copy only where there are several tables)
+        parts = [values(t, c) for t in tables if raw[t].num_rows]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    def one_value(c):  # every op has the same value (then no key array is made)
-        ranges = {(mm["min"].as_py(), mm["max"].as_py()) for t in tables if raw[t].num_rows
-                  for mm in [pc.min_max(raw[t].column(c))]}
-        return len(ranges) == 1 and len({v for r in ranges for v in r}) == 1
+    def one_value(c):  # every op has the same value, as column() reads it (then no key array is made)
+        seen = set()
+        for t in (t for t in tables if raw[t].num_rows):
+            col = raw[t].column(c) if c in raw[t].column_names else None
+            if col is None or col.null_count:
+                seen.add(0)
+            if col is not None and col.null_count < len(col):
+                mm = pc.min_max(col)
+                seen.update((mm["min"].as_py(), mm["max"].as_py()))
+        return len(seen) == 1
 
     start, end = column("start"), column("end")
     by_time = np.argsort(start, kind="stable")
@@ -582,7 +595,7 @@ def _idle_gaps(raw: dict[str, pa.Table]) -> dict[str, list[pa.Array]]:
         return gaps_in(order, key[order])
 
     # a stream: (device, process, context, stream); only the columns that vary make the key
-    varying = [c for c in ("deviceId", "globalPid", "contextId", "streamId") if not one_value(c)]
+    varying = [c for c in _GAP_SCOPE if not one_value(c)]
     if not varying:  # one scope: both gaps in time order
         gaps = [gaps_in(by_time, None)] * 2
     else:

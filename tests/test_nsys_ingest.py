@@ -840,8 +840,8 @@ def test_exports_without_enum_tables_get_cupti_labels(tmp_path):
             got = [tk.sql(f"SELECT {col}, count(*) FROM {table} JOIN runs USING (run_id) WHERE runs.name = '{r}' "
                           "GROUP BY ALL ORDER BY ALL").rows() for r in ("no_enums", "with_enums")]
             assert got[0] == got[1] and got[1] and all(v[0] for v in got[1])
-        golden = {r["Operation"]: int(r["Count"]) for r in csv.DictReader(
-            open(DATA / "nsys_hstu_mixed" / "stats" / "cuda_gpu_mem_time_sum.csv"))}
+        with open(DATA / "nsys_hstu_mixed" / "stats" / "cuda_gpu_mem_time_sum.csv", newline="") as fh:
+            golden = {r["Operation"]: int(r["Count"]) for r in csv.DictReader(fh)}
         assert {r["operation"]: r["count"] for r in tk.query("memcpy-time", run="no_enums").to_dicts()} == golden
 
 

@@ -88,6 +88,23 @@ def test_kernels_by_nvtx_accounts_for_all_kernel_time(nsys_db):
     assert "graph.section/graph.replay" in paths  # graph kernels via their cudaGraphLaunch
     top = nsys_db.query("kernels-by-nvtx", run="hstu_mixed", depth=1, limit=0)
     assert top["total_ns"].sum() == total and all("/" not in p for p in top["path"].to_list())
+    assert {p.split("/")[0] for p in paths} == set(top["path"].to_list())
+
+
+def test_kernels_by_nvtx_cuts_paths_by_nesting_not_by_slashes(nsys_db):
+    """`depth` keeps N levels of nesting: a range named 'io/read' is one level, and the
+    24-deep stack of odd_nvtx is cut where asked; the kernel time is kept whole."""
+    full = nsys_db.query("kernels-by-nvtx", run="odd_nvtx", limit=0)
+    for depth in (1, 2, 5):
+        cut = nsys_db.query("kernels-by-nvtx", run="odd_nvtx", depth=depth, limit=0)
+        assert cut["total_ns"].sum() == full["total_ns"].sum()
+        paths = set(cut["path"].to_list())
+        assert "io/read" in paths and "io" not in paths
+        deep = [p for p in paths if p == "deep" or p.startswith("deep/")]  # 'deep' and 24 levels below
+        assert max(len(p.split("/")) for p in deep) == depth
+    one = dict(zip(*nsys_db.query("kernels-by-nvtx", run="odd_nvtx", depth=1, limit=0)
+                   .select("path", "launches").to_dict(as_series=False).values(), strict=True))
+    assert one["deep"] == full.filter(full["path"].str.starts_with("deep"))["launches"].sum()
 
 
 def test_launches_outside_every_range_have_no_range(nsys_db):

@@ -2,7 +2,7 @@
 -- A kernel belongs to the innermost push/pop range enclosing the API call that launched
 -- it, on the launching thread (graph replays: the cudaGraphLaunch call). Kernels
 -- launched outside every range are under '(no range)'. `depth` cuts paths to their
--- first N levels, so hstu.layer0 and its children can be summed as one row.
+-- first N levels of nesting, so hstu.layer0 and its children can be summed as one row.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param depth  INTEGER  path levels to keep; 0 = the full path (default: 0)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
@@ -15,16 +15,34 @@
 -- @column top_kernel        the kernel with the most time under this path
 -- @column top_kernel_ns     that kernel's time under this path, ns
 -- @requires nvtx_kernel_sum, nvtx_ranges
-WITH k AS (
-    SELECT s.name, s.launches, s.total_ns,
-           CASE WHEN r.path IS NULL THEN '(no range)'
-                WHEN $depth > 0 THEN array_to_string(list_slice(string_split(r.path, '/'), 1, $depth), '/')
-                ELSE r.path END AS path
+WITH RECURSIVE per_path AS (
+    -- kernel time per full path and kernel
+    SELECT coalesce(r.path, '(no range)') AS path, s.name, sum(s.launches) AS launches, sum(s.total_ns) AS ns
     FROM nvtx_kernel_sum s
     LEFT JOIN nvtx_ranges r ON r.run_id = s.run_id AND r.range_id = s.nvtx_range_id
     WHERE s.run_id = $run
+    GROUP BY 1, 2
+), ranges AS (  -- (none read without a cut)
+    SELECT range_id, parent_id, path FROM nvtx_ranges WHERE $depth > 0 AND run_id = $run
+), up(path, range_id, depth) AS (
+    -- paths below the cut: one range of each (ranges of a path share its ancestry) walks
+    -- up by parent to its ancestor at level $depth, whose path is the cut one (not split
+    -- at '/': a range name may contain one)
+    SELECT path, min(range_id), arg_min(depth, range_id) FROM nvtx_ranges
+    WHERE $depth > 0 AND run_id = $run AND depth >= $depth
+    GROUP BY path
+    UNION ALL
+    SELECT up.path, r.parent_id, up.depth - 1
+    FROM up JOIN ranges r USING (range_id)
+    WHERE up.depth >= $depth
+), cut AS (
+    SELECT up.path, r.path AS cut_path
+    FROM up JOIN ranges r USING (range_id)
+    WHERE up.depth = $depth - 1
 ), per_kernel AS (
-    SELECT path, name, sum(launches) AS launches, sum(total_ns) AS ns FROM k GROUP BY path, name
+    SELECT coalesce(c.cut_path, p.path) AS path, p.name, sum(p.launches) AS launches, sum(p.ns) AS ns
+    FROM per_path p LEFT JOIN cut c USING (path)
+    GROUP BY 1, 2
 )
 SELECT path, sum(launches)::BIGINT AS launches, count(*) AS distinct_kernels,
        sum(ns)::BIGINT AS total_ns, round(sum(ns) / sum(launches), 1) AS avg_ns,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,17 @@ def page_decoder_off(monkeypatch):
         raise sqlite_ints.Unsupported("declined for the test")
 
     monkeypatch.setattr(sqlite_ints, "read_int_columns", decline)
+
+
+def compiled_or_numpy(request, monkeypatch, module, attr: str, source: str) -> str:
+    """For a fixture with params ["native", "numpy"]: the test runs with the compiled
+    helper ``module.attr`` (built from ``source`` at install) and with it set to None,
+    the NumPy fallback. A compiled helper missing where a C compiler is present fails."""
+    if request.param == "numpy":
+        monkeypatch.setattr(module, attr, None)
+    elif getattr(module, attr) is None:
+        if shutil.which("cc") is None and shutil.which("gcc") is None:
+            pytest.skip(f"no C compiler: {source} is not built here")
+        pytest.fail(f"{source} was not built although a C compiler is present: "
+                    "reinstall (pip install -e .) and read the build output")
+    return request.param

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA, NSYS_EXPORTS
+from conftest import DATA, NSYS_EXPORTS, compiled_or_numpy
 
 import tracekit
 from tracekit.errors import InputError
@@ -583,14 +583,7 @@ def nesting(request, monkeypatch):
     """The NVTX nesting in C (_nest.c) and in NumPy: the tests using this run with both."""
     from tracekit.ingest import nsys
 
-    if request.param == "numpy":
-        monkeypatch.setattr(nsys, "_nest_native", None)
-    elif nsys._nest_native is None:
-        if shutil.which("cc") is None and shutil.which("gcc") is None:
-            pytest.skip("no C compiler: the compiled nesting is not built here")
-        pytest.fail("tracekit/ingest/_nest.c was not built although a C compiler is present: "
-                    "reinstall (pip install -e .) and read the build output")
-    return request.param
+    return compiled_or_numpy(request, monkeypatch, nsys, "_nest_native", "tracekit/ingest/_nest.c")
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -9,12 +9,11 @@ short records, WITHOUT ROWID, INTEGER PRIMARY KEY, a truncated file)."""
 from __future__ import annotations
 
 import random
-import shutil
 import sqlite3
 
 import pyarrow as pa
 import pytest
-from conftest import NSYS_EXPORTS
+from conftest import NSYS_EXPORTS, compiled_or_numpy
 
 import tracekit
 from tracekit.ingest import materialized
@@ -24,14 +23,7 @@ from tracekit.ingest import sqlite_ints as si
 @pytest.fixture(params=["native", "numpy"])
 def decoder(request, monkeypatch):
     """Each test below runs with the compiled decoder and with the NumPy one."""
-    if request.param == "numpy":
-        monkeypatch.setattr(si, "_native", None)
-    elif si._native is None:
-        if shutil.which("cc") is None and shutil.which("gcc") is None:
-            pytest.skip("no C compiler: the compiled decoder is not built here")
-        pytest.fail("the compiled decoder (tracekit/ingest/_pages.c) was not built although a C compiler "
-                    "is present: reinstall (pip install -e .) and read the build output")
-    return request.param
+    return compiled_or_numpy(request, monkeypatch, si, "_native", "tracekit/ingest/_pages.c")
 
 
 def _sqlite_rows(path, table, cols):

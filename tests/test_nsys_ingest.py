@@ -651,8 +651,10 @@ def test_nesting_matches_a_brute_force_rule(seed, nesting):
     s = {i: int(rng.integers(0, 1000)) for i in inner}
     e = {i: s[i] + int(rng.integers(0, 1000)) for i in inner}
     n = {i: int(rng.integers(1, 5)) for i in inner}
-    proj = {r["range_id"]: r for r in nest.roll_up(*(np.array([d[i] for i in inner], dtype=np.int64)
-                                                       for d in ({i: i for i in inner}, s, e, n))).to_pylist()}
+    proj = {int(r): {"proj_start_ns": a, "proj_end_ns": b, "gpu_ops": c}
+            for r, a, b, c in zip(*(x.tolist() for x in nest.roll_up(*(np.array([d[i] for i in inner], dtype=np.int64)
+                                                                      for d in ({i: i for i in inner}, s, e, n)))),
+                                  strict=True)}
     for i in range(len(rows)):
         below = [i] if rows[i][3] == "PushPop" else []
         for j in range(len(rows)):

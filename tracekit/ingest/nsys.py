@@ -59,6 +59,9 @@ _GAP_INPUTS = ["start", "end", "deviceId", "streamId"]
 _GAP_SCOPE = ("deviceId", "globalPid", "contextId", "streamId")
 #: the GPU ops of nsys's reports (its projection of NVTX ranges counts these)
 _OP_TABLES = ("kernels", "memcpy", "memset")
+#: a missing first op start / last op end in the NumPy arrays of the NVTX projection
+#: (the extremes, so that min and max pass over them; NULL once written)
+_NO_START, _NO_END = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 #: every table of GPU work: also whole CUDA graph executions (--cuda-graph-trace=graph)
 _GAP_TABLES = (*_OP_TABLES, "graph_execs")
 
@@ -747,15 +750,15 @@ def _range_totals(ranges: list[np.ndarray], ops: list[pa.Table], calls: list[np.
         keep = np.flatnonzero(r >= 0)
         rng.append(r[keep])
         call.append(c[keep])
-        for col, out, fill in (("start", start, np.iinfo(np.int64).max), ("end", end, np.iinfo(np.int64).min)):
+        for col, out, fill in (("start", start, _NO_START), ("end", end, _NO_END)):
             v, vok = _values(tbl.column(col))
             out.append(v[keep] if vok is None else np.where(vok[keep], v[keep], fill))
     rng, start, end, call = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (rng, start, end, call))
     if len(rng) == 0:
         return (np.zeros(0, np.int64),) * 4
     size = int(rng.max()) + 1
-    s = np.full(size, np.iinfo(np.int64).max)
-    e = np.full(size, np.iinfo(np.int64).min)
+    s = np.full(size, _NO_START)
+    e = np.full(size, _NO_END)
     np.minimum.at(s, rng, start)
     np.maximum.at(e, rng, end)
     owner = np.full(n_calls, -1, np.int64)  # one op of each call counts it
@@ -1065,10 +1068,11 @@ class _Nest:
     def roll_up(self, range_id, start, end, ops):
         """Per-range GPU projection (first op start, last op end, op count) from the
         innermost ranges' own figures, summed up the push/pop chains: each range takes
-        its descendants' ops. Returns the ranges that have any."""
+        its descendants' ops. Returns the ranges that have any, with those three
+        (_NO_START / _NO_END where no op had one)."""
         size = int(max(range_id.max(initial=-1), self.pp_up.max(initial=-1), self.pp_child.max(initial=-1))) + 1
-        s = np.full(size, np.iinfo(np.int64).max)
-        e = np.full(size, np.iinfo(np.int64).min)
+        s = np.full(size, _NO_START)
+        e = np.full(size, _NO_END)
         n = np.zeros(size, np.int64)
         s[range_id], e[range_id], n[range_id] = start, end, ops
         has = np.zeros(size, bool)
@@ -1085,9 +1089,7 @@ class _Nest:
             np.add.at(n, up, n[child])
             has[up] = True
         ids = np.flatnonzero(has)
-        s, e = s[ids], e[ids]  # the extremes stand for NULL (ops without a start or end)
-        return pa.table({"range_id": ids, "proj_start_ns": pa.array(s, mask=s == np.iinfo(np.int64).max),
-                         "proj_end_ns": pa.array(e, mask=e == np.iinfo(np.int64).min), "gpu_ops": n[ids]})
+        return ids, s[ids], e[ids], n[ids]
 
 
 def _paths(parent: np.ndarray, depth: np.ndarray, label: pa.ChunkedArray) -> pa.DictionaryArray:
@@ -1305,11 +1307,13 @@ def _innermost_ranges(nest: _Nest, tid: pa.ChunkedArray, start: pa.ChunkedArray)
     return np.where(i >= 0, r_id[np.maximum(i, 0)], -1)
 
 
-def _range_columns(nest: _Nest, pushpop: pa.Table, startend: pa.Table, order: np.ndarray) -> pa.Table:
+def _range_columns(nest: _Nest, pushpop: tuple[np.ndarray, ...], startend: pa.Table, order: np.ndarray) -> pa.Table:
     """Per range id in ``order``: depth, parent, path (NULL for ranges that do not nest:
     marks, ranges ended on another thread), the GPU projection (push/pop and start/end
     ranges: first op start, last op end, ops) and the children with GPU work (nsys "Num
-    Child": direct children in the nesting that have a projection)."""
+    Child": direct children in the nesting that have a projection). ``pushpop``: the
+    push/pop ranges' projection as _Nest.roll_up gives it; ``startend``: the start/end
+    ranges' as a table of those columns."""
     import pyarrow.compute as pc
 
     size = int(max(order.max(initial=-1), nest.range_id.max(initial=-1))) + 1
@@ -1318,17 +1322,14 @@ def _range_columns(nest: _Nest, pushpop: pa.Table, startend: pa.Table, order: np
     path = np.full(size, -1, np.int64)
     depth[nest.range_id], parent[nest.range_id] = nest.depth, nest.parent
     path[nest.range_id] = nest.path.indices.to_numpy()
-    none = {"proj_start_ns": np.iinfo(np.int64).max, "proj_end_ns": np.iinfo(np.int64).min}  # stand for NULL
-    first = np.full(size, none["proj_start_ns"])
-    last = np.full(size, none["proj_end_ns"])
+    first = np.full(size, _NO_START)
+    last = np.full(size, _NO_END)
     ops = np.zeros(size, np.int64)
     has = np.zeros(size, bool)
-    for t in (pushpop, startend):
-        at = np.asarray(t.column("range_id").to_numpy(), dtype=np.int64)
-        has[at] = True
-        ops[at] = t.column("gpu_ops").to_numpy()
-        for col, out in (("proj_start_ns", first), ("proj_end_ns", last)):
-            out[at] = np.asarray(pc.fill_null(t.column(col), none[col]).to_numpy(), dtype=np.int64)
+    se = tuple(np.asarray(pc.fill_null(startend.column(c), none).to_numpy(), dtype=np.int64) for c, none in (
+        ("range_id", -1), ("proj_start_ns", _NO_START), ("proj_end_ns", _NO_END), ("gpu_ops", 0)))
+    for at, f, la, n in (pushpop, se):
+        has[at], first[at], last[at], ops[at] = True, f, la, n
     kids = np.flatnonzero(has & (parent >= 0))
     children = np.bincount(parent[kids], minlength=size)
     d, p, pth, f, la = depth[order], parent[order], path[order], first[order], last[order]
@@ -1338,8 +1339,8 @@ def _range_columns(nest: _Nest, pushpop: pa.Table, startend: pa.Table, order: np
         "parent_id": pa.array(p, mask=p < 0),
         "path": pa.DictionaryArray.from_arrays(pa.array(pth, mask=pth < 0), nest.path.dictionary),
         "children": children[order].astype(np.int32),
-        "proj_start_ns": pa.array(f, mask=f == none["proj_start_ns"]),
-        "proj_end_ns": pa.array(la, mask=la == none["proj_end_ns"]),
+        "proj_start_ns": pa.array(f, mask=f == _NO_START),
+        "proj_end_ns": pa.array(la, mask=la == _NO_END),
         "gpu_ops": ops[order].astype(np.int32),
     })
 

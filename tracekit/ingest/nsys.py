@@ -238,21 +238,17 @@ SPECS = {
     ),
 }
 
+# alias -> the export's enum table, and its labels by id where an export has no such
+# table (older nsys versions: the ids are CUPTI's, the labels nsys 2025.3's)
 _ENUMS = {
-    "_nsys_enum_memcpy": "ENUM_CUDA_MEMCPY_OPER",
-    "_nsys_enum_memkind": "ENUM_CUDA_MEM_KIND",
-    "_nsys_enum_sync": "ENUM_CUPTI_SYNC_TYPE",
-}
-# The labels of those enums where an export has no such table (older nsys versions): the
-# ids are CUPTI's, the labels nsys 2025.3's.
-_ENUM_LABELS = {
-    "_nsys_enum_memcpy": ["Unknown", "Host-to-Device", "Device-to-Host", "Host-to-Array", "Array-to-Host",
-                          "Array-to-Array", "Array-to-Device", "Device-to-Array", "Device-to-Device",
-                          "Host-to-Host", "Peer-to-Peer", "Unified Host-to-Device", "Unified Device-to-Host",
-                          "Unified Device-to-Device"],
-    "_nsys_enum_memkind": ["Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static",
-                           "Unknown"],
-    "_nsys_enum_sync": ["Unknown", "Event sync", "Stream wait sync", "Stream sync", "Context sync"],
+    "_nsys_enum_memcpy": ("ENUM_CUDA_MEMCPY_OPER", [
+        "Unknown", "Host-to-Device", "Device-to-Host", "Host-to-Array", "Array-to-Host", "Array-to-Array",
+        "Array-to-Device", "Device-to-Array", "Device-to-Device", "Host-to-Host", "Peer-to-Peer",
+        "Unified Host-to-Device", "Unified Device-to-Host", "Unified Device-to-Device"]),
+    "_nsys_enum_memkind": ("ENUM_CUDA_MEM_KIND", [
+        "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static", "Unknown"]),
+    "_nsys_enum_sync": ("ENUM_CUPTI_SYNC_TYPE", [
+        "Unknown", "Event sync", "Stream wait sync", "Stream sync", "Context sync"]),
 }
 
 _NVTX_COLUMNS = ["start", "end", "eventType", "text", "textId", "domainId", "globalTid",
@@ -463,7 +459,7 @@ def _read(rd: _Reader, path: Path) -> Parsed:
 
     plans = {t: _plan(rd, path, version, t, spec) for t, spec in SPECS.items()}
     jobs: dict[str, tuple[str, list[str]]] = {"strings": ("StringIds", ["id", "value"])}
-    for alias, base in _ENUMS.items():
+    for alias, (base, _) in _ENUMS.items():
         if base in rd.tables and {"id", "label"} <= rd.columns(base):
             jobs[alias.removeprefix("_nsys_")] = (base, ["id", "label"])
     if {"gpuId", "cudaId"} <= rd.columns("TARGET_INFO_CUDA_DEVICE"):
@@ -909,10 +905,10 @@ def _load(con, run_id: int, raw: dict[str, pa.Table], plans: dict) -> dict[str, 
     for name, tbl in raw.items():
         con.register(f"_nsys_{name}", tbl)
         names.append(f"_nsys_{name}")
-    for alias in _ENUMS:
+    for alias, (_, labels) in _ENUMS.items():
         if alias.removeprefix("_nsys_") not in raw:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
-            con.executemany(f"INSERT INTO {alias} VALUES (?, ?)", list(enumerate(_ENUM_LABELS[alias])))
+            con.executemany(f"INSERT INTO {alias} VALUES (?, ?)", list(enumerate(labels)))
     rows: dict[str, int] = {}
     try:
         _names(con, raw)

@@ -1351,7 +1351,7 @@ def _nvtx_finish(con, run_id: int, nest: _Nest, totals: tuple[np.ndarray, ...]) 
     # (_Nest.roll_up), start/end ranges by an inequality join.
     ops = " UNION ALL ".join(
         f"SELECT correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns "
-        f"FROM {t} WHERE run_id = {int(run_id)}" for t in ("_kernels", "memcpy", "memset"))
+        f"FROM {SPECS[t].get('table', t)} WHERE run_id = {int(run_id)}" for t in _OP_TABLES)
     pushpop = nest.roll_up(*totals)
     startend = con.sql(f"""
         WITH ops AS ({ops}), startend AS (

@@ -104,13 +104,14 @@ def main() -> None:
     counts = build(args.copies, export, args.nvtx_per_call)
     print(f"built {export} in {time.perf_counter() - t:.1f} s: {counts}")
 
-    # baseline first (same export, same run): the tables read through SQLite only
-    def ingest(dest: Path, mode: str, **env) -> dict:
+    def ingest(dest: Path, mode: str, **env) -> dict:  # in a fresh process
         base_env = {k: v for k, v in os.environ.items() if k != "TRACEKIT_PAGE_DECODER"}
         out = subprocess.run([sys.executable, "-c", INGEST_CHILD, str(export), str(dest), mode],
                              capture_output=True, text=True, check=True, env={**base_env, **env})
         return json.loads(out.stdout.strip().splitlines()[-1])
 
+    # baselines first (same export, same run): every table through SQLite, then the
+    # page decoder's NumPy implementation
     base = numpy_ing = None
     if not args.no_baseline:
         base_db = work / "base.duckdb"

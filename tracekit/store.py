@@ -38,10 +38,11 @@ SCHEMA_VERSION = 8
 
 def ingest_memory_limit() -> str:
     """DuckDB's memory limit while ingesting: ``$TRACEKIT_MEMORY_LIMIT``, or half the
-    machine's memory, at least 800 MB. DuckDB spills its joins to disk past it, but not
-    every operator can: at 800 MB an export with 12 M NVTX ranges fails; with 3 GB it
-    ingests (6.5 GB peak RSS). Plugins may lower it for a phase that needs little memory
-    (nsys: while the activity rows are written) and set this value back after it."""
+    machine's memory, at least 800 MB. DuckDB spills its joins to disk past it (an
+    export with 12 M NVTX ranges ingests under 800 MB: 37 s, 5.9 GB peak RSS of the
+    process; docs/performance.md). Plugins may lower it for a phase that
+    needs little memory (nsys: while the activity rows are written) and set this value
+    back after it."""
     limit = os.environ.get("TRACEKIT_MEMORY_LIMIT")
     if limit:
         return limit

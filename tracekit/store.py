@@ -65,6 +65,7 @@ class IngestResult:
     source: str
     skipped: bool
     rows: dict[str, int]
+    digest: str | None = None  # the source's content hash
 
 
 def _schema_sql() -> list[str]:
@@ -85,6 +86,9 @@ class Tracekit:
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
         self._created = False  # this object created the store and committed nothing yet
+        #: content hashes held elsewhere (the store a staged run lands in, tracekit.staging):
+        #: a source with one of them is skipped (run_id 0) without being parsed
+        self.skip_hashes: frozenset[str] = frozenset()
 
     # -- connection -------------------------------------------------------
     @property
@@ -241,12 +245,16 @@ class Tracekit:
         return merged
 
     def _seen_path(self, path: Path) -> bool:
+        if self.skip_hashes:
+            return True  # check the hash before parsing
         if not self.path.exists() and str(self.path) != ":memory:":
             return False  # nothing ingested yet (and no database created before the input is read)
         rows = self.con.execute("SELECT 1 FROM runs WHERE source_path = ? LIMIT 1", [str(path.resolve())]).fetchall()
         return bool(rows)
 
     def _existing(self, digest: str) -> IngestResult | None:
+        if digest in self.skip_hashes:
+            return IngestResult(0, "", "", "", True, {}, digest)
         if not self.path.exists() and str(self.path) != ":memory:":
             return None
         rows = self.con.execute(
@@ -255,7 +263,7 @@ class Tracekit:
         if not rows:
             return None
         row = rows[0]
-        return IngestResult(row[0], row[1], row[2], row[3], True, {})
+        return IngestResult(row[0], row[1], row[2], row[3], True, {}, digest)
 
     def _write(self, parsed, digest, source, name, params, extra_meta) -> IngestResult:
         con = self.con
@@ -290,7 +298,7 @@ class Tracekit:
             con.execute("ROLLBACK")
             self._discard_if_new()
             raise
-        return IngestResult(run_id, name, parsed.kind, source, False, rows)
+        return IngestResult(run_id, name, parsed.kind, source, False, rows, digest)
 
     def _insert(self, table: str, run_id: int, data: pa.Table) -> int:
         con = self.con
@@ -305,6 +313,12 @@ class Tracekit:
         finally:
             con.unregister("_tk_in")
         return data.num_rows
+
+    def staging_destination(self):
+        """Where distributed ingest (tracekit.distributed) lands the runs it prepares."""
+        from .staging import StoreDestination
+
+        return StoreDestination(self)
 
     # -- reading ----------------------------------------------------------
     def runs(self) -> pl.DataFrame:

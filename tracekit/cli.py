@@ -111,21 +111,70 @@ def _params(pairs: list[str]) -> dict[str, str]:
 def ingest(
     files: Annotated[list[Path], typer.Argument(help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, or run folders")],
     name: Annotated[str | None, typer.Option("--name", help="run name (default: file stem)")] = None,
+    param: Annotated[list[str], typer.Option("--param", "-p", help="run parameter NAME=VALUE (e.g. rank=3), repeatable")] = [],  # noqa: B006
+    workers: Annotated[int | None, typer.Option("--workers", help="prepare the files in N Dask worker processes (needs tracekit[dask])")] = None,
+    scheduler: Annotated[str | None, typer.Option("--scheduler", help="prepare the files on an existing Dask cluster (scheduler address; $DASK_SCHEDULER_ADDRESS does the same for --workers)")] = None,
     db: DbOpt = None,
 ):
     """Ingest profiler outputs into the store (one run per file; the same file twice is a no-op)."""
+    params = _params(param) or None
+    tk = _open(db)
+    if workers is not None or scheduler is not None:
+        _ingest_distributed(tk, files, workers, scheduler, name, params)
+        return
     from .ingest.nsysrep import export_if_needed
 
-    tk = _open(db)
     for f in files:
         with export_if_needed(f) as source:
-            res = tk.ingest(source, name=name or (f.name.split(".")[0] if source != f else None))
-        if res.skipped:
-            typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name})")
-        else:
-            n = sum(res.rows.values())
-            typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows")
+            res = tk.ingest(source, name=name or (f.name.split(".")[0] if source != f else None), params=params)
+        _echo_result(f, res)
     tk.close()
+
+
+def _echo_result(f, res) -> None:
+    if res.skipped:
+        typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name})")
+    else:
+        n = sum(res.rows.values())
+        typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows")
+
+
+def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
+    """Prepare in Dask workers, land here; a failing file is reported and the others
+    land (exit 2 when any failed)."""
+    from contextlib import nullcontext
+
+    from . import distributed
+
+    bar = None
+    if sys.stderr.isatty():
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        bar = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       transient=True)
+    failed = []
+
+    def report(o) -> None:
+        if o.error is not None:
+            failed.append(o)
+            typer.echo(f"tracekit: error: {o.error}", err=True)
+        else:
+            _echo_result(o.source, o.result)
+        if bar is not None:
+            bar.advance(task)
+
+    with bar if bar is not None else nullcontext():
+        task = bar.add_task("files", total=len(files)) if bar is not None else None
+        distributed.ingest_many(tk, files, workers=workers, scheduler=scheduler, name=name, params=params,
+                                on_outcome=report)
+    if failed:
+        raise TracekitError(f"{len(failed)} of {len(files)} files not ingested (errors above); the others landed")
 
 
 @app.command()

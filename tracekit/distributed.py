@@ -27,7 +27,7 @@ from .store import IngestResult
 #: The environment variable naming an existing scheduler (as ``nsys recipe --mode dask-futures``).
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 #: How long to wait for a scheduler given by address, seconds.
-CONNECT_TIMEOUT_S = 10
+CONNECT_TIMEOUT_S = 5
 
 
 @dataclass
@@ -117,22 +117,34 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = Non
         stage_dir = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
         try:
             known = dest.known_hashes()
-            futures = {}
-            for i, f in enumerate(files):
-                fut = client.submit(dest.task, str(f.resolve()), i, name=name, params=params, workdir=str(stage_dir),
-                                    known=known, threads=threads, key=f"tracekit-prepare-{i}-{os.urandom(4).hex()}",
-                                    pure=False)
-                futures[fut] = i
+            distributed = _dask()
+            futures: dict = {}
+            todo = iter(enumerate(files))
+
+            def submit_next(running) -> None:
+                # as many tasks in flight as the cluster has threads: a worker never holds
+                # a queued task, so one that dies fails only the file it was preparing
+                window = max(1, sum(client.nthreads().values()))
+                while len(futures) < window and (item := next(todo, None)) is not None:
+                    i, f = item
+                    fut = client.submit(dest.task, str(f.resolve()), i, name=name, params=params,
+                                        workdir=str(stage_dir), known=known, threads=threads,
+                                        key=f"tracekit-prepare-{i}-{os.urandom(4).hex()}", pure=False)
+                    futures[fut] = i
+                    running.add(fut)
+
             done: dict[int, tuple[staging.Staged | None, BaseException | None]] = {}
             nxt = 0
-            distributed = _dask()
-            for fut in distributed.as_completed(list(futures), loop=client.loop):
-                i = futures[fut]
+            running = distributed.as_completed([], loop=client.loop)
+            submit_next(running)
+            for fut in running:
+                i = futures.pop(fut)
                 try:
                     done[i] = (fut.result(), None)
                 except Exception as err:  # reported per file; the others go on
                     done[i] = (None, err)
                 fut.release()
+                submit_next(running)
                 while nxt in done:
                     staged, err = done.pop(nxt)
                     outcomes[nxt] = _land(dest, str(files[nxt]), staged, err)

@@ -248,6 +248,27 @@ def chart(
     typer.echo(f"wrote {out}")
 
 
+export_app = typer.Typer(help="Export the store: a Parquet dataset, the sweep as a workbook.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("parquet")
+def export_parquet(
+    out: Annotated[Path, typer.Option("--output", "-o", help="dataset folder to write (new or empty)")],
+    run: Annotated[str, typer.Option("--run", help="run id or name, or 'all'")] = "all",
+    db: DbOpt = None,
+):
+    """Write the store as a Hive-partitioned Parquet dataset (DIR/kernels/run_id=3/part-0.parquet,
+    ..., DIR/runs.parquet) that `tracekit --db DIR query ...`, Dask, Spark or Trino read."""
+    from . import dataset
+
+    tk = _open(db, read_only=True)
+    if isinstance(tk, dataset.Dataset):
+        raise ParamError(f"--db {tk.path}: is a dataset already; export from a DuckDB store")
+    ids = dataset.export(tk, out, run)
+    typer.echo(f"wrote {out}: {len(ids)} run{'s' if len(ids) != 1 else ''}")
+
+
 bench_app = typer.Typer(help="Benchmarks of the HSTU kernels (needs torch; a GPU for real figures).")
 app.add_typer(bench_app, name="bench")
 
@@ -286,7 +307,7 @@ def _register_optional() -> None:
     """Sub-commands that live beside the analysis core: capture, sweep, export sweep."""
     from .capture.cli import register
 
-    register(app, get_db=lambda: _STATE["db"])
+    register(app, get_db=lambda: _STATE["db"], export_group=export_app)
 
 
 _register_optional()

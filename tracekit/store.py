@@ -340,6 +340,13 @@ class Tracekit:
             raise QueryError(f"SQL error: {str(err).splitlines()[0]}") from err
 
 
-def open(db: str | os.PathLike | None = None, read_only: bool = False) -> Tracekit:  # noqa: A001
-    """Open (or lazily create) a tracekit database; ``db`` defaults to $TRACEKIT_DB or ./tracekit.duckdb."""
-    return Tracekit(db, read_only=read_only)
+def open(db: str | os.PathLike | None = None, read_only: bool = False):  # noqa: A001
+    """Open (or lazily create) a tracekit database; ``db`` defaults to $TRACEKIT_DB or
+    ./tracekit.duckdb. A folder is a Parquet dataset (tracekit.dataset): read-only
+    queries, ingest adds runs as partitions."""
+    path = Path(db) if db is not None else default_db_path()
+    if path.is_dir():
+        from .dataset import Dataset
+
+        return Dataset(path)
+    return Tracekit(path, read_only=read_only)

@@ -61,6 +61,10 @@ def _emit(df, fmt: str, out: Path | None, title: str | None = None, store_path: 
         write_output(out, df.write_parquet, store_path)
         return
     if fmt == "csv":
+        nested = [c for c, t in df.schema.items() if t.is_nested()]
+        if nested:
+            raise ParamError(f"--format csv: column {nested[0]!r} holds lists or structs, which CSV cannot; "
+                             "use --format json or parquet")
         text = df.write_csv()
     elif fmt == "json":
         text = df.write_json()

@@ -1180,6 +1180,10 @@ def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
     have = set() if nvtx is None else set(nvtx.column_names)
     ev = pa.table({**{c: nvtx.column(c) if c in have else pa.nulls(n, pa.string() if c == "text" else pa.int64())
                       for c in _NVTX_COLUMNS}, "_row": np.arange(n, dtype=np.int64)})
+    if not pa.types.is_string(ev.schema.field("text").type):
+        # SQLite types a column by its values: text NULL in every row (every name a
+        # registered string, through textId) reads as integers; as SQLite prints values
+        ev = ev.set_column(ev.schema.get_field_index("text"), "text", ev.column("text").cast(pa.string()))
     con.register("_nsys_ev", ev)
     # Same naming as nsys stats: domain name from the NvtxDomainCreate event of that
     # domain in that process, range text inline or registered; "domain:text".

@@ -32,13 +32,11 @@ import shutil
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import duckdb
-import polars as pl
 
-from .errors import InputError, QueryError, TracekitError
-from .store import SCHEMA_VERSION, IngestResult, _schema_sql
+from .errors import InputError, TracekitError
+from .store import SCHEMA_VERSION, IngestResult, Tracekit, _schema_sql
 
 RUNS_FILE = "runs.parquet"
 STORE_FILE = "_store.parquet"
@@ -132,15 +130,14 @@ def write_run(con, catalog: str, src_run: int, dest: Path, run_id: int) -> dict[
     return {t: n for t, n in rows.items() if n}
 
 
-class Dataset:
-    """A tracekit Parquet dataset (``tracekit.open(DIR)``): read-only queries, and
-    ingest that adds runs as new partitions."""
-
-    read_only = True
+class Dataset(Tracekit):
+    """A tracekit Parquet dataset (``tracekit.open(DIR)``): read-only queries (the
+    store's sandbox, reading only the dataset's folder), and ingest that adds runs as
+    new partitions."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self._con: duckdb.DuckDBPyConnection | None = None
+        super().__init__(path, read_only=True)
+        self.allowed_directories = (str(self.path),)
 
     # -- reading ----------------------------------------------------------
     def check(self) -> None:
@@ -169,46 +166,46 @@ class Dataset:
             folder = self.path / table
             if runs and (not folder.is_dir() or not any(folder.glob(f"run_id=*/{PART}"))):
                 raise InputError(f"{self.path}: dataset lacks table {table} ({folder}/run_id=N/{PART}); "
-                                     "export it again")
+                                 "export it again")
 
     def _run_count(self) -> int:
         con = duckdb.connect()
         try:
             return con.execute(f"SELECT count(*) FROM read_parquet('{_q(self.path / RUNS_FILE)}')").fetchall()[0][0]
+        except duckdb.Error as err:
+            raise InputError(f"{self.path / RUNS_FILE}: not readable ({str(err).splitlines()[0]})") from err
         finally:
             con.close()
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with a view per table over the dataset's files,
+        sandboxed like a store's read-only connection."""
         if self._con is None:
             self.check()
-            self._con = self._connect()
+            con = duckdb.connect(config=self._connect_config())
+            try:
+                con.execute("SET enable_progress_bar = false")
+                self._setup_reader(con)
+                self._sandbox(con)
+            except duckdb.Error as err:
+                con.close()
+                raise InputError(f"{self.path}: cannot read the dataset ({str(err).splitlines()[0]})") from err
+            self._con = con
         return self._con
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
+    def _setup_reader(self, con: duckdb.DuckDBPyConnection) -> None:
         root = self.path.resolve()
-        con = duckdb.connect()
-        try:
-            con.execute("SET enable_progress_bar = false")
-            con.execute("SET autoinstall_known_extensions = false")
-            con.execute("SET autoload_known_extensions = false")
-            con.execute("SET allowed_directories = $d", {"d": [str(root) + os.sep]})
-            con.execute("SET enable_external_access = false")
-            empty = self._run_count() == 0
-            for table, cols in schema().items():
-                con.execute(self._table_view(root, table, cols, empty))
-            for table in sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-                if table not in schema() and table != "runs":  # a plugin's table without DDL
-                    con.execute(f'CREATE VIEW "{table}" AS SELECT * FROM read_parquet('
-                                f"'{_q(root / table)}/*/*.parquet', hive_partitioning = true, "
-                                "hive_types = {'run_id': 'INTEGER'})")
-            for sql in _view_sql():
-                con.execute(sql)
-            con.execute("SET lock_configuration = true")
-        except duckdb.Error as err:
-            con.close()
-            raise InputError(f"{self.path}: cannot read the dataset ({str(err).splitlines()[0]})") from err
-        return con
+        empty = self._run_count() == 0
+        for table, cols in schema().items():
+            con.execute(self._table_view(root, table, cols, empty))
+        for table in sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if table not in schema() and table != "runs":  # a plugin's table without DDL
+                con.execute(f'CREATE VIEW "{table}" AS SELECT * FROM read_parquet('
+                            f"'{_q(root / table)}/*/*.parquet', hive_partitioning = true, "
+                            "hive_types = {'run_id': 'INTEGER'})")
+        for sql in _view_sql():
+            con.execute(sql)
 
     @staticmethod
     def _table_view(root: Path, table: str, cols: list[tuple[str, str]], empty: bool) -> str:
@@ -224,41 +221,6 @@ class Dataset:
             return f'CREATE VIEW "{table}" AS SELECT {body}'
         body = ", ".join(f'CAST("{c}" AS {typ}) AS "{c}"' for c, typ in cols)
         return f'CREATE VIEW "{table}" AS SELECT {body} FROM {src}'
-
-    def close(self) -> None:
-        if self._con is not None:
-            self._con.close()
-            self._con = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def runs(self) -> pl.DataFrame:
-        return self.query("runs", limit=0)
-
-    def query(self, name: str, **params: Any) -> pl.DataFrame:
-        from .registry import get_registry
-
-        return get_registry().run(self, name, **params)
-
-    def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
-        """Ad-hoc SQL over the dataset: SELECT statements only (one or several; the last
-        one's result is returned)."""
-        try:
-            statements = duckdb.extract_statements(text)
-        except duckdb.Error as err:
-            raise QueryError(f"SQL error: {str(err).splitlines()[0]}") from err
-        for st in statements:
-            if st.type != duckdb.StatementType.SELECT:
-                raise QueryError(f"a Parquet dataset is read-only: only SELECT runs on it, not {st.type.name}")
-        try:
-            rel = self.con.sql(text, params=params)
-            return rel.pl() if rel is not None else pl.DataFrame()
-        except duckdb.Error as err:
-            raise QueryError(f"SQL error: {str(err).splitlines()[0]}") from err
 
     # -- writing ----------------------------------------------------------
     def staging_destination(self) -> DatasetDestination:
@@ -276,11 +238,15 @@ class Dataset:
             dest.finish()
 
 
-def create(path: Path) -> Dataset:
-    """A new, empty dataset in ``path`` (a new or empty folder)."""
+def _check_new(path: Path) -> None:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         what = "a file" if not path.is_dir() else "a folder that is not empty"
         raise InputError(f"{path}: is {what}; write a dataset into a new or empty folder")
+
+
+def create(path: Path) -> Dataset:
+    """A new, empty dataset in ``path`` (a new or empty folder)."""
+    _check_new(path)
     path.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
     try:
@@ -361,23 +327,26 @@ class DatasetDestination:
         return functools.partial(prepare_part, base_run_id=self.base)
 
     def known_hashes(self) -> frozenset[str]:
-        return frozenset(self._runs().get_column("source_hash").drop_nulls().to_list())
+        return frozenset(r[0] for r in self._runs("source_hash IS NOT NULL", "source_hash"))
 
-    def _runs(self) -> pl.DataFrame:
-        return pl.read_parquet(self.ds.path / RUNS_FILE)
+    def _runs(self, where: str, cols: str, params: list | None = None) -> list[tuple]:
+        con = duckdb.connect()
+        try:
+            return con.execute(f"SELECT {cols} FROM read_parquet('{_q(self.ds.path / RUNS_FILE)}') WHERE {where}",
+                               params).fetchall()
+        finally:
+            con.close()
 
     def land(self, part: _Part) -> IngestResult:
-        runs = self._runs()
         if part.digest is not None:
-            hit = runs.filter(pl.col("source_hash") == part.digest)
-            if hit.height:
+            hit = self._runs("source_hash = ?", "run_id, name, kind, source_path", [part.digest])
+            if hit:
                 part.discard()
-                r = hit.row(0, named=True)
-                return IngestResult(r["run_id"], r["name"], r["kind"], r["source_path"], True, {}, part.digest)
+                return IngestResult(*hit[0], True, {}, part.digest)
         if part.folder is None:
             raise InputError(f"{part.source}: was skipped as already ingested, but the dataset no longer holds it")
         root = self.ds.path
-        row = pl.read_parquet(part.folder / "runs" / f"run_id={part.run_id}" / PART, hive_partitioning=False)
+        row_file = part.folder / "runs" / f"run_id={part.run_id}" / PART
         for table_dir in sorted(p for p in part.folder.iterdir() if p.name != "runs"):
             target = root / table_dir.name / f"run_id={part.run_id}"
             if target.exists():
@@ -387,11 +356,18 @@ class DatasetDestination:
             os.replace(table_dir / f"run_id={part.run_id}", target)
         # runs.parquet last: the run is in the dataset once its row is
         tmp = root / f".{RUNS_FILE}.{os.getpid()}.tmp"
-        pl.concat([runs, row.select(runs.columns).cast(runs.schema)], how="vertical").write_parquet(tmp)
+        con = duckdb.connect()
+        try:
+            con.execute(f"COPY (SELECT * FROM read_parquet('{_q(root / RUNS_FILE)}') UNION ALL BY NAME "
+                        f"SELECT * FROM read_parquet('{_q(row_file)}', hive_partitioning = false) ORDER BY run_id) "
+                        f"TO '{_q(tmp)}' (FORMAT parquet)")
+            name, kind, source = con.execute(f"SELECT name, kind, source_path FROM read_parquet('{_q(row_file)}', "
+                                             "hive_partitioning = false)").fetchall()[0]
+        finally:
+            con.close()
         os.replace(tmp, root / RUNS_FILE)
         part.discard()
-        r = row.row(0, named=True)
-        return IngestResult(part.run_id, r["name"], r["kind"], r["source_path"], False, part.rows, part.digest)
+        return IngestResult(part.run_id, name, kind, source, False, part.rows, part.digest)
 
     def finish(self) -> None:
         self.ds.close()
@@ -405,12 +381,16 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
     dest = Path(dest)
     if str(tk.path) != ":memory:" and dest.resolve() == Path(tk.path).resolve():
         raise InputError(f"{dest}: is the store itself; export into a new folder")
-    con = tk.con
+    _check_new(dest)
     if run is None or str(run).strip().lower() == "all":
-        ids = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+        ids = [r[0] for r in tk.con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
     else:
         ids = [resolve_run(tk, run, "runs", "export parquet")]
     create(dest)
+    con, own = tk.con, False
+    if tk.read_only:  # the sandboxed reader may write no file: a plain read-only connection
+        tk.close()
+        con, own = duckdb.connect(str(tk.path), read_only=True, config=tk._connect_config()), True
     catalog = con.execute("SELECT current_database()").fetchall()[0][0]
     tmp = Path(tempfile.mkdtemp(prefix=".tracekit-export-", dir=dest))
     try:
@@ -425,4 +405,6 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
                         f"TO '{_q(dest / RUNS_FILE)}' (FORMAT parquet)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if own:
+            con.close()
     return ids

@@ -610,6 +610,97 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
     )
 
 
+# -- multi-rank --------------------------------------------------------------------
+
+
+def rank_summary(df: pl.DataFrame) -> alt.Chart:
+    """Per rank: GPU busy time, kernel time and outermost-NVTX time side by side (ms),
+    from the rank-summary query; the bar label is the rank's kernel time against the
+    median rank's."""
+    _need(df, "rank-summary", "rank-summary", ["rank", "kernel_ns", "gpu_busy_ns", "nvtx_ns"])
+    if df.is_empty():
+        return _no_data("Ranks")
+    measures = [("gpu_busy_ns", "GPU busy"), ("kernel_ns", "kernel time"), ("nvtx_ns", "outermost NVTX ranges")]
+    rows = []
+    for r in df.iter_rows(named=True):
+        for col, label in measures:
+            if r[col] is not None:
+                rows.append({"rank": f"rank {r['rank']}", "measure": label, "ms": r[col] / 1e6,
+                             "host": r.get("host"), "vs_median": r.get("kernel_vs_median_pct")})
+    order = [f"rank {r}" for r in df.get_column("rank").to_list()]
+    base = alt.Chart(alt.Data(values=rows)).encode(
+        y=alt.Y("rank:N", sort=order, title=None),
+        yOffset=alt.YOffset("measure:N", sort=[m[1] for m in measures]),
+        x=alt.X("ms:Q", title="time [ms]"),
+        color=alt.Color("measure:N", sort=[m[1] for m in measures], scale=alt.Scale(scheme=PALETTE),
+                        legend=alt.Legend(title=None, orient="bottom")),
+        tooltip=[alt.Tooltip("rank:N"), alt.Tooltip("host:N"), alt.Tooltip("measure:N"),
+                 alt.Tooltip("ms:Q", title="time [ms]", format=",.3f"),
+                 alt.Tooltip("vs_median:Q", title="kernel time vs median rank [%]", format="+.1f")],
+    )
+    return base.mark_bar().properties(
+        width=WIDTH - 200, height=alt.Step(14),
+        title=alt.Title("Time per rank", subtitle="GPU busy (union of the rank's GPU ops), kernel time, "
+                        "outermost NVTX ranges"))
+
+
+def stragglers(df: pl.DataFrame) -> alt.LayerChart:
+    """Range instances with the most skew across ranks: a line from the fastest to the
+    slowest rank, a tick at the median, the slowest rank labelled."""
+    _need(df, "stragglers", "stragglers", ["range", "instance", "min_ns", "med_ns", "max_ns", "slowest_rank"])
+    if df.is_empty():
+        return _no_data("Stragglers")
+    d = df.with_columns(
+        pl.format("{} #{}", pl.col("range"), pl.col("instance")).alias("label"),
+        (pl.col("min_ns") / 1e6).alias("min_ms"), (pl.col("med_ns") / 1e6).alias("med_ms"),
+        (pl.col("max_ns") / 1e6).alias("max_ms"),
+        pl.format("rank {}", pl.col("slowest_rank")).alias("slowest"),
+    )
+    data = d.select("label", "min_ms", "med_ms", "max_ms", "slowest", "skew_pct").to_dicts()
+    y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=320))
+    tip = [alt.Tooltip("label:N", title="range #instance"), alt.Tooltip("min_ms:Q", title="fastest [ms]", format=",.3f"),
+           alt.Tooltip("med_ms:Q", title="median [ms]", format=",.3f"),
+           alt.Tooltip("max_ms:Q", title="slowest [ms]", format=",.3f"), alt.Tooltip("slowest:N", title="slowest"),
+           alt.Tooltip("skew_pct:Q", title="slowest vs median [%]", format="+.1f")]
+    base = alt.Chart(alt.Data(values=data))
+    rule = base.mark_rule(color="#888", strokeWidth=2).encode(
+        y=y, x=alt.X("min_ms:Q", title="duration across ranks [ms]"), x2="max_ms:Q", tooltip=tip)
+    med = base.mark_tick(color="#4c78a8", thickness=2, size=14).encode(y=y, x="med_ms:Q", tooltip=tip)
+    slow = base.mark_point(color="#e45756", filled=True, size=60).encode(y=y, x="max_ms:Q", tooltip=tip)
+    text = base.mark_text(align="left", dx=6, fontSize=10, color="#e45756").encode(y=y, x="max_ms:Q", text="slowest:N")
+    return alt.layer(rule, med, slow, text).properties(
+        width=WIDTH - 300, height=alt.Step(18),
+        title=alt.Title("Stragglers", subtitle="per range instance across ranks: fastest to slowest, "
+                        "tick = median, label = slowest rank"))
+
+
+def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart:
+    """Rank x NVTX range: colour = the rank's total time in the range against the median
+    rank's (diverging around 0), text = its total in ms, from the rank-ranges query."""
+    _need(df, "rank-heatmap", "rank-ranges", ["range", "rank", "total_ns", "vs_median_pct"])
+    if df.is_empty():
+        return _no_data("Ranks x NVTX ranges")
+    d = df.with_columns((pl.col("total_ns") / 1e6).alias("total_ms"), pl.format("rank {}", pl.col("rank")).alias("r"))
+    data = d.select("range", "r", "rank", "total_ms", "vs_median_pct", "instances").to_dicts()
+    ranks = [f"rank {r}" for r in sorted(set(df.get_column("rank").to_list()))]
+    lim = max(5.0, float(df.get_column("vs_median_pct").abs().max() or 0.0))
+    base = alt.Chart(alt.Data(values=data)).encode(
+        x=alt.X("range:N", title="NVTX range", axis=alt.Axis(labelAngle=-40, labelLimit=200)),
+        y=alt.Y("r:N", sort=ranks, title=None),
+    )
+    cells = base.mark_rect().encode(
+        color=alt.Color("vs_median_pct:Q", title="vs median rank [%]",
+                        scale=alt.Scale(scheme="redblue", reverse=True, domain=[-lim, lim])),
+        tooltip=[alt.Tooltip("r:N", title="rank"), alt.Tooltip("range:N"),
+                 alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"), alt.Tooltip("instances:Q"),
+                 alt.Tooltip("vs_median_pct:Q", title="vs median rank [%]", format="+.1f")],
+    )
+    text = base.mark_text(fontSize=10, color="#222").encode(text=alt.Text("total_ms:Q", format=",.1f"))
+    return alt.layer(cells, text).properties(
+        width=alt.Step(90), height=alt.Step(28),
+        title=alt.Title("Time per rank and NVTX range", subtitle="cell: total ms; colour: against the median rank"))
+
+
 CHARTS: dict[str, ChartSpec] = {
     "roofline": ChartSpec("roofline", roofline, {"limit": 0}, "ncu roofline, one point per launch"),
     "occupancy": ChartSpec(
@@ -621,6 +712,9 @@ CHARTS: dict[str, ChartSpec] = {
     "nvtx-timeline": ChartSpec(
         "nvtx-ranges", nvtx_timeline, {"limit": 2000}, "nsys NVTX ranges over time"
     ),
+    "rank-summary": ChartSpec("rank-summary", rank_summary, {"limit": 0}, "multi-rank: time per rank"),
+    "stragglers": ChartSpec("stragglers", stragglers, {"limit": 20}, "multi-rank: range instances by skew"),
+    "rank-heatmap": ChartSpec("rank-ranges", rank_heatmap, {"limit": 0}, "multi-rank: rank x NVTX range time"),
     "sweep-latency": ChartSpec(
         "sweep-latency", sweep_latency, {"limit": 0}, "latency across a bs x nc sweep"
     ),

@@ -23,6 +23,7 @@ import pyarrow as pa
 import xxhash
 
 from . import ingest as _ingest
+from . import ranks
 from .errors import InputError, QueryError, TracekitError
 
 DEFAULT_DB = "tracekit.duckdb"
@@ -219,7 +220,7 @@ class Tracekit:
                 return existing
             parsed = self._read_folder(path, chosen)
             name = name or folder_meta.get("name") or path.name
-            params = {**folder_meta.get("params", {}), **(params or {})}
+            params = ranks.identify(path, None, {**folder_meta.get("params", {}), **(params or {})})
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
         else:
             with _ingest.materialized(path) as plain:
@@ -236,8 +237,8 @@ class Tracekit:
                 existing = self._existing(digest)
                 if existing is not None:  # the same content under another path
                     return existing
+                params = ranks.identify(path, plain if plugin.KIND == "nsys" else None, params or {})
             name = name or path.name.split(".")[0]
-            params = params or {}
             extra_meta = {}
         return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta)
 

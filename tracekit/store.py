@@ -129,6 +129,7 @@ class Tracekit:
             if self.read_only and not self.path.exists() and str(self.path) != ":memory:":
                 raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
             existed = self.path.exists() or str(self.path) == ":memory:"
+            self._check_file()
             try:
                 self._con = duckdb.connect(str(self.path), read_only=self.read_only, config=self._connect_config())
             except duckdb.Error as err:
@@ -175,20 +176,66 @@ class Tracekit:
             f.unlink(missing_ok=True)
         self._created = False
 
+    def _check_file(self) -> None:
+        """Refuse, before DuckDB opens it, a path that is no DuckDB file: a folder, or an
+        SQLite database (DuckDB would try to load its sqlite extension for it)."""
+        if str(self.path) == ":memory:" or not self.path.exists():
+            return
+        if self.path.is_dir():
+            raise InputError(f"{self.path}: is a folder, not a tracekit store; name the store's file (--db FILE)")
+        try:
+            with self.path.open("rb") as f:
+                head = f.read(16)
+        except OSError as err:
+            raise InputError(f"{self.path}: cannot read the store ({err.strerror or err})") from err
+        if head == b"SQLite format 3\x00":
+            raise InputError(f"{self.path}: an SQLite database, not a tracekit store (an nsys export? ingest it: "
+                             f"tracekit ingest {self.path})")
+
     def _check_schema(self) -> None:
+        try:
+            self._check_tables()
+        except duckdb.Error as err:
+            self.close()
+            raise self.db_error(err, str(self.path)) from err
+        except TracekitError:
+            self.close()
+            raise
+
+    def _check_tables(self) -> None:
         con = self._con
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
         if "runs" not in tables:
+            if tables:
+                raise InputError(f"{self.path}: a DuckDB database but not a tracekit store (no runs table); "
+                                 "name another --db")
+            if self.read_only:
+                raise InputError(f"{self.path}: an empty database; ingest a capture first (tracekit ingest FILE)")
             return  # a new store
-        version = 1
+        version: int | str = 1
         if "_store" in tables:
             row = con.execute("SELECT value FROM _store WHERE key = 'schema_version'").fetchall()
-            version = int(row[0][0]) if row else 1
+            version = row[0][0] if row else 1
+        try:
+            version = int(version)
+        except (TypeError, ValueError):
+            raise InputError(f"{self.path}: store schema version {version!r} is not a number: not a store "
+                             "tracekit wrote, or a damaged one; ingest your captures into a new database "
+                             "(--db NEW.duckdb)") from None
         if version != SCHEMA_VERSION:
-            self.close()
             newer = "a newer" if version > SCHEMA_VERSION else "an older"
             raise TracekitError(f"{self.path}: written by {newer} tracekit (store schema {version}, this one uses "
                                 f"{SCHEMA_VERSION}); ingest your captures into a new database (--db NEW.duckdb)")
+
+    def db_error(self, err: duckdb.Error, context: str) -> TracekitError:
+        """The one-line error for a DuckDB error met while reading: a store file that
+        cannot be read (truncated, damaged) names the store; anything else is a
+        ``QueryError`` prefixed with ``context`` (the query's name)."""
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if isinstance(err, duckdb.IOException | duckdb.SerializationException) or "Corrupt" in first:
+            return InputError(f"{self.path}: the store cannot be read, it is truncated or damaged ({first}); "
+                              "ingest your captures into a new database (--db NEW.duckdb)")
+        return QueryError(f"{context}: {first}")
 
     def close(self) -> None:
         if self._con is not None:
@@ -368,11 +415,12 @@ class Tracekit:
             rel = self.con.sql(text, params=params)
             return rel.pl() if rel is not None else pl.DataFrame()
         except duckdb.Error as err:
-            hint = ""
+            out = self.db_error(err, "SQL error")
             if self.read_only and isinstance(err, duckdb.PermissionException | duckdb.InvalidInputException) \
                     and ("disabled" in str(err) or "locked" in str(err)):
-                hint = " (tracekit sql reads the store and nothing else: no files, extensions or settings)"
-            raise QueryError(f"SQL error: {str(err).splitlines()[0]}{hint}") from err
+                out = QueryError(f"{out} (tracekit sql reads the store and nothing else: no files, extensions "
+                                 "or settings)")
+            raise out from err
 
 
 def open(db: str | os.PathLike | None = None, read_only: bool = False) -> Tracekit:  # noqa: A001

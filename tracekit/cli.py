@@ -189,7 +189,7 @@ def ingest(
             typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
         else:
             n = sum(res.rows.values())
-            replaced = f", replacing run {res.replaced} (the same capture alone)" if res.replaced else ""
+            replaced = " in place of the same export ingested alone" if res.replaced else ""
             typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
     tk.close()
 

@@ -61,7 +61,7 @@ def cut_text(text: str, width: int) -> str:
 
 #: words that tell no kernel from another (namespaces, lambda decorations)
 _NOISE = {"at", "native", "unnamed", "lambda", "instance", "operator", "const", "void", "anonymous", "namespace"}
-_WORD = re.compile(r"[A-Za-z_]\w*|\d+")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|\d+")  # identifiers split at '_' too
 
 
 def _words(name: str, common: set[str]) -> list[str]:
@@ -97,7 +97,19 @@ def distinct_labels(
         for i, v in enumerate(values):
             if v is not None and labels[i] == lab:
                 labels[i] = fixed[str(v)]
-    return labels
+    return _number_the_rest(values, labels, width)
+
+
+def _number_the_rest(values: Sequence[str | None], labels: list[str], width: int) -> list[str]:
+    """Labels that different values still share get a number each (one count for all)."""
+    owners: dict[str, set[str]] = {}
+    for v, lab in zip(values, labels, strict=True):
+        if v is not None:
+            owners.setdefault(lab, set()).add(str(v))
+    clash = sorted({str(v) for v, lab in zip(values, labels, strict=True) if v is not None and len(owners[lab]) > 1})
+    number = {v: k + 1 for k, v in enumerate(clash)}
+    return [_with_suffix(lab.rstrip(ELLIPSIS), f" #{number[str(v)]}", width) if v is not None and str(v) in number
+            else lab for v, lab in zip(values, labels, strict=True)]
 
 
 def _with_suffix(label: str, suffix: str, width: int) -> str:
@@ -119,10 +131,4 @@ def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> di
         while k < len(words[n]) and any(words[m][:k] == words[n][:k] for m in names if m != n):
             k += 1
         out[n] = _with_suffix(base, f" [{' '.join(words[n][:k])}]", width)
-    seen: dict[str, int] = {}
-    for n, lab in out.items():
-        seen[lab] = seen.get(lab, 0) + (1 if lab not in taken and words[n] else 2)
-    for i, n in enumerate(names):  # those still alike (or alike another row): numbered
-        if seen[out[n]] > 1:
-            out[n] = _with_suffix(base, f" #{i + 1}", width)
-    return out
+    return {n: out[n] if words[n] and out[n] not in taken else label for n in names}  # the rest: numbered later

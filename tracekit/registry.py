@@ -84,11 +84,13 @@ class Query:
 
     @property
     def summary(self) -> str:
-        """The description's first sentence."""
+        """The description's first sentence (a period that ends one is followed by a
+        capital or a backquote: ``e.g. hstu.request`` does not end it)."""
         text = " ".join(self.description.split())
-        return text.split(". ")[0].rstrip(".") + "."
+        return _SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".") + "."
 
 
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z`])")
 _PARAM_RE = re.compile(r"@param\s+(\w+)\s+(\w+)\s+(.*)")
 _COLUMN_RE = re.compile(r"@column\s+(\w+)\s*(.*)")
 _DEFAULT_RE = re.compile(r"\(default:\s*([^)]*)\)")

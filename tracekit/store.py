@@ -193,6 +193,7 @@ class Tracekit:
                 if not self._ingested_alone(existing.run_id, h):
                     return self._renamed(existing, name)  # already part of another run folder's run
                 replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
+                name = name or existing.name
             name = name or folder_meta.get("name") or path.name
             params = {**folder_meta.get("params", {}), **(params or {})}
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ import altair as alt
 import polars as pl
 
 from .errors import ParamError, QueryError
+from .names import distinct_labels, short_name
 
 WIDTH, HEIGHT = 760, 460
 PALETTE = "tableau10"
@@ -46,37 +46,6 @@ def _need(df: pl.DataFrame, chart: str, query: str, cols: list[str]) -> None:
         raise QueryError(
             f"chart {chart}: query {query} returned no column(s) {', '.join(missing)} (got {', '.join(df.columns)})"
         )
-
-
-def short_name(name: str | None, width: int = 48) -> str:
-    """A readable kernel name: no return type, template arguments or parameters."""
-    if not name:
-        return "?"
-    s = re.sub(r"^void\s+", "", name.strip())
-    depth, out = 0, []
-    for ch in s:  # drop <...> and (...) groups
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    s = re.sub(r"(::)+", "::", "".join(out).strip()) or name
-    s = s.split("::")[-1] if len(s) > width else s
-    return s if len(s) <= width else s[: width - 1] + "…"
-
-
-def _hint(name: str) -> str:
-    """A word from a kernel's template arguments that tells instantiations apart (addcmul, silu, ...)."""
-    inner = name[name.find("<") + 1 :] if "<" in name else ""
-    words = re.findall(
-        r"([A-Za-z][A-Za-z0-9]*?)(?:_cuda)?_(?:kernel|functor|impl)\b|(\w+)Functor", inner
-    )
-    for a, b in words:
-        w = a or b
-        if w and w not in ("vectorized_elementwise", "elementwise", "gpu"):
-            return w
-    return ""
 
 
 def _si(v: float, unit: str) -> str:
@@ -483,25 +452,13 @@ def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
     if df.is_empty():
         return _no_data("Top kernels")
     d = df.with_columns(
-        pl.col("name")
-        .map_elements(lambda s: short_name(s, 60), return_dtype=pl.Utf8)
-        .alias("short"),
+        pl.Series("short", distinct_labels(df["name"].to_list(), 60, short_name), dtype=pl.Utf8),
         (pl.col("total_ns") / 1e6).alias("total_ms"),
     )
     if "time_pct" not in d.columns:
         d = d.with_columns((100 * pl.col("total_ns") / pl.col("total_ns").sum()).alias("time_pct"))
     if "instances" not in d.columns:
         d = d.with_columns(pl.lit(None).alias("instances"))
-    dup = d["short"].is_duplicated()
-    d = d.with_columns(
-        pl.Series(
-            "short",
-            [
-                f"{sh} [{_hint(n)}]" if dd and _hint(n) else sh
-                for sh, n, dd in zip(d["short"], d["name"], dup, strict=True)
-            ],
-        )
-    )
     d = d.with_row_index("rank").with_columns(
         pl.format("{}. {}", pl.col("rank") + 1, pl.col("short")).alias("short")
     )

@@ -6,7 +6,13 @@ Header contract (parsed here, checked by the tests)::
     -- @param run    TEXT     run id or name (default: latest run)
     -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
     -- @column name       kernel name (demangled)
+    -- @display time_pct, total_ns, instances, name
+    -- @alias   cuda_gpu_kern_sum
     -- @requires kernels
+
+``@display`` names the columns a terminal shows by default, in that order (every one
+a declared ``@column``; CSV, JSON and Parquet carry all of them); ``@alias`` gives
+other names the query answers to (the ``nsys stats`` report it reproduces).
 
 Parameters are always bound as DuckDB prepared parameters (``$run``), never formatted
 into the SQL. ``run`` is resolved before execution to an integer run id: by id, by
@@ -23,12 +29,14 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
-
-import duckdb
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from .errors import ParamError, QueryError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from .table import Rows
 
 _TYPES = {
     "TEXT": str,
@@ -76,6 +84,8 @@ class Query:
     params: dict[str, Param] = field(default_factory=dict)
     columns: dict[str, str] = field(default_factory=dict)
     requires: list[str] = field(default_factory=list)
+    display: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
 
     @property
     def spans_runs(self) -> bool:
@@ -86,11 +96,13 @@ class Query:
 
     @property
     def summary(self) -> str:
-        """The description's first sentence."""
+        """The description's first sentence (a period that ends one is followed by a
+        capital or a backquote: ``e.g. hstu.request`` does not end it)."""
         text = " ".join(self.description.split())
-        return text.split(". ")[0].rstrip(".") + "."
+        return _SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".") + "."
 
 
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z`])")
 _PARAM_RE = re.compile(r"@param\s+(\w+)\s+(\w+)\s+(.*)")
 _COLUMN_RE = re.compile(r"@column\s+(\w+)\s*(.*)")
 _DEFAULT_RE = re.compile(r"\(default:\s*([^)]*)\)")
@@ -118,7 +130,11 @@ def parse_header(name: str, source: str, text: str) -> Query:
                 raise QueryError(f"queries/{source}/{name}.sql: bad @column line: {body}")
             q.columns[m.group(1)] = m.group(2)
         elif body.startswith("@requires"):
-            q.requires = [t.strip() for t in body[len("@requires"):].split(",") if t.strip()]
+            q.requires = _names(body, "@requires")
+        elif body.startswith("@display"):
+            q.display = _names(body, "@display")
+        elif body.startswith("@alias"):
+            q.aliases = _names(body, "@alias")
         elif body.startswith("@"):
             raise QueryError(f"queries/{source}/{name}.sql: unknown header tag: {body.split()[0]}")
         else:
@@ -126,7 +142,14 @@ def parse_header(name: str, source: str, text: str) -> Query:
     q.description = "\n".join(desc)
     if not q.description:
         raise QueryError(f"queries/{source}/{name}.sql: header has no description")
+    undeclared = [c for c in q.display if c not in q.columns]
+    if undeclared:
+        raise QueryError(f"queries/{source}/{name}.sql: @display names undeclared column(s) {', '.join(undeclared)}")
     return q
+
+
+def _names(body: str, tag: str) -> list[str]:
+    return [t.strip() for t in body[len(tag):].split(",") if t.strip()]
 
 
 def sql_parameters(sql: str) -> set[str]:
@@ -139,9 +162,10 @@ def sql_parameters(sql: str) -> set[str]:
 class Registry:
     def __init__(self, queries: dict[str, Query]):
         self.queries = queries
+        self.aliases = {a: q.name for q in queries.values() for a in q.aliases}
 
     def get(self, name: str) -> Query:
-        q = self.queries.get(name)
+        q = self.queries.get(name) or self.queries.get(self.aliases.get(name, ""))
         if q is None:
             known = ", ".join(sorted(self.queries))
             raise QueryError(f"unknown query {name!r}; known queries: {known}")
@@ -169,12 +193,34 @@ class Registry:
         return {k: v for k, v in bound.items() if k in used}
 
     def run(self, tk, name: str, **params: Any) -> pl.DataFrame:
+        """The query's result as a Polars DataFrame."""
+        import duckdb
+
         q = self.get(name)
         try:
             bound = self.bind(tk, q, params)
             return tk.con.sql(q.sql, params=bound).pl()
         except duckdb.Error as err:
             raise tk.db_error(err, name) from err
+
+    def fetch(self, tk, name: str, **params: Any) -> Rows:
+        """The query's result as Python rows (no Polars, no Arrow: what a terminal table
+        needs), with the number of rows the query has in all when ``limit`` cut it."""
+        import duckdb
+
+        from .table import Rows
+
+        q = self.get(name)
+        bound = self.bind(tk, q, params)
+        try:
+            rows = Rows.from_relation(tk.con.sql(q.sql, params=bound))
+            limit = bound.get("limit")
+            if limit and len(rows.rows) == limit:  # counted only when the limit may have cut
+                sql = q.sql.rstrip().rstrip(";")
+                rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)", {**bound, "limit": 0}).fetchone()[0]
+        except duckdb.Error as err:
+            raise QueryError(f"{name}: {str(err).splitlines()[0]}") from err
+        return rows
 
 
 _KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu"}

@@ -15,15 +15,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
-import pyarrow as pa
-import xxhash
 
-from . import ingest as _ingest
 from .errors import InputError, QueryError, TracekitError
+
+if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
+    import polars as pl
+    import pyarrow as pa
+
+    from . import ingest as _ingest
 
 DEFAULT_DB = "tracekit.duckdb"
 SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
@@ -65,6 +67,8 @@ class IngestResult:
     source: str
     skipped: bool
     rows: dict[str, int]
+    renamed_from: str | None = None  # skipped, and renamed to the name asked for
+    replaced: int | None = None  # a run folder that took the place of its own export ingested alone
 
 
 def _schema_sql() -> list[str]:
@@ -251,7 +255,12 @@ class Tracekit:
     # -- ingest -----------------------------------------------------------
     def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None) -> IngestResult:
         """Ingest a profiler output (nsys SQLite export, ncu report/CSV, possibly compressed)
-        or a tracekit run folder as one run. Re-ingesting the same content is a no-op."""
+        or a tracekit run folder as one run. The same content again is the same run,
+        however it is reached (a run folder's export ingested alone is part of the
+        folder's run): nothing is written, and the run is renamed to ``name`` if given.
+        A run folder whose export was ingested alone before takes that run's place."""
+        from . import ingest as _ingest
+
         path = Path(path)
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
@@ -259,8 +268,17 @@ class Tracekit:
             folder_meta, digest, chosen = self._plan_folder(path)
             existing = self._existing(digest)
             if existing is not None:
-                return existing
-            parsed = self._read_folder(path, chosen)
+                return self._renamed(existing, name)
+            parsed, sources = self._read_folder(path, chosen)
+            replace = None
+            for _, _, h in sources:
+                existing = self._existing(h)
+                if existing is None:
+                    continue
+                if not self._ingested_alone(existing.run_id, h):
+                    return self._renamed(existing, name)  # already part of another run folder's run
+                replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
+                name = name or existing.name
             name = name or folder_meta.get("name") or path.name
             params = {**folder_meta.get("params", {}), **(params or {})}
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
@@ -273,20 +291,38 @@ class Tracekit:
                     # the hash and skip it if known. A new file is hashed while it is
                     # parsed (a core would idle otherwise).
                     if self._seen_path(path) and (existing := self._existing(hashing.result())) is not None:
-                        return existing
+                        return self._renamed(existing, name)
                     parsed = plugin.read(plain)
                     digest = hashing.result()
                 existing = self._existing(digest)
                 if existing is not None:  # the same content under another path
-                    return existing
+                    return self._renamed(existing, name)
             name = name or path.name.split(".")[0]
             params = params or {}
             extra_meta = {}
-        return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta)
+            sources = [(parsed.kind, str(path.resolve()), digest)]
+            replace = None
+        return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta, sources, replace)
+
+    def _renamed(self, existing: IngestResult, name: str | None) -> IngestResult:
+        """An already-ingested run, renamed to ``name`` when one is asked for."""
+        if name is not None and name != existing.name:
+            self.rename_run(existing.run_id, name)
+            existing.renamed_from, existing.name = existing.name, name
+        return existing
+
+    def _ingested_alone(self, run_id: int, content_hash: str) -> bool:
+        """Whether the run is the file of this content hash ingested alone (not a run folder)."""
+        rows = self.con.execute("SELECT source_hash FROM runs WHERE run_id = ?", [run_id]).fetchall()
+        return bool(rows) and rows[0][0] == content_hash
 
     def _plan_folder(self, folder: Path) -> tuple[dict, str, dict]:
         """A run folder's meta.json, its content hash, and the file read for each kind
         (from each file's first bytes: one export per kind, the best-ranked)."""
+        import xxhash
+
+        from . import ingest as _ingest
+
         meta_file = folder / "meta.json"
         if not meta_file.exists():
             raise InputError(f"{folder}: a folder to ingest must be a tracekit run folder with a meta.json")
@@ -314,16 +350,23 @@ class Tracekit:
             h.update(_ingest.file_hash(f).encode())
         return folder_meta, h.hexdigest(), {kind: (f, mod) for kind, (_, f, mod) in best.items()}
 
-    def _read_folder(self, folder: Path, chosen: dict) -> _ingest.Parsed:
+    def _read_folder(self, folder: Path, chosen: dict) -> tuple[_ingest.Parsed, list[tuple[str, str, str]]]:
+        """The folder's exports read into one run, and (kind, path, content hash) of each:
+        the hash of the decompressed content, as a file ingested alone has."""
+        from . import ingest as _ingest
+
         merged = _ingest.Parsed(kind=",".join(sorted(chosen)), meta={}, tables={})
+        sources = []
         for kind in sorted(chosen):
             f, mod = chosen[kind]
-            with _ingest.materialized(f) as plain:
+            with _ingest.materialized(f) as plain, ThreadPoolExecutor(max_workers=1) as pool:
+                hashing = pool.submit(_ingest.file_hash, plain)
                 p = mod.read(plain)
+                sources.append((kind, str(f.resolve()), hashing.result()))
             merged.meta.update({k: v for k, v in p.meta.items() if v is not None})
             merged.tables.update(p.tables)
             merged.loaders.extend(p.loaders)
-        return merged
+        return merged, sources
 
     def _seen_path(self, path: Path) -> bool:
         if not self.path.exists() and str(self.path) != ":memory:":
@@ -334,22 +377,28 @@ class Tracekit:
     def _existing(self, digest: str) -> IngestResult | None:
         if not self.path.exists() and str(self.path) != ":memory:":
             return None
-        rows = self.con.execute(
-            "SELECT run_id, name, kind, source_path FROM runs WHERE source_hash = ?", [digest]
+        rows = self.con.execute(  # the run itself, else a run this content is part of
+            "SELECT run_id, name, kind, source_path FROM runs WHERE source_hash = $h UNION ALL "
+            "(SELECT r.run_id, r.name, r.kind, r.source_path FROM run_sources s JOIN runs r USING (run_id) "
+            "WHERE s.content_hash = $h ORDER BY r.run_id)", {"h": digest}
         ).fetchall()
         if not rows:
             return None
         row = rows[0]
         return IngestResult(row[0], row[1], row[2], row[3], True, {})
 
-    def _write(self, parsed, digest, source, name, params, extra_meta) -> IngestResult:
+    def _write(self, parsed, digest, source, name, params, extra_meta, sources, replace=None) -> IngestResult:
         con = self.con
         meta = {k: v for k, v in parsed.meta.items() if k not in ("tool_version", "export_schema_version", "gpu")}
         meta.update(extra_meta)
         rows: dict[str, int] = {}
         con.execute("BEGIN TRANSACTION")
         try:
-            run_id = con.execute("SELECT nextval('run_id_seq')").fetchall()[0][0]
+            if replace is not None:
+                self._delete_rows(replace)
+                run_id = replace
+            else:
+                run_id = con.execute("SELECT nextval('run_id_seq')").fetchall()[0][0]
             con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, name, parsed.kind, source, digest, parsed.meta.get("tool_version"),
@@ -357,6 +406,8 @@ class Tracekit:
                  json.dumps(params, default=str), json.dumps(meta, default=str),
                  _dt.datetime.now(_dt.UTC).replace(tzinfo=None)],
             )
+            con.executemany("INSERT INTO run_sources VALUES (?, ?, ?, ?)",
+                            [[run_id, kind, path, h] for kind, path, h in sources])
             for table, data in parsed.tables.items():
                 rows[table] = self._insert(table, run_id, data)
             for load in parsed.loaders:
@@ -375,7 +426,7 @@ class Tracekit:
             con.execute("ROLLBACK")
             self._discard_if_new()
             raise
-        return IngestResult(run_id, name, parsed.kind, source, False, rows)
+        return IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace)
 
     def _insert(self, table: str, run_id: int, data: pa.Table) -> int:
         con = self.con
@@ -390,6 +441,54 @@ class Tracekit:
         finally:
             con.unregister("_tk_in")
         return data.num_rows
+
+    # -- managing runs ----------------------------------------------------
+    def resolve(self, run: str | int) -> tuple[int, str]:
+        """(run id, name) of a run given by id or by name; a name two runs share is an error."""
+        if not self.path.exists() and str(self.path) != ":memory:":
+            raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
+        text = str(run).strip()
+        if text.isdigit():
+            rows = self.con.execute("SELECT run_id, name FROM runs WHERE run_id = ?", [int(text)]).fetchall()
+            if rows:
+                return rows[0]
+        rows = self.con.execute("SELECT run_id, name FROM runs WHERE name = ? ORDER BY run_id", [text]).fetchall()
+        if not rows:
+            raise QueryError(f"no run {text!r} in {self.path}; see `tracekit runs`")
+        if len(rows) > 1:
+            ids = ", ".join(str(r[0]) for r in rows)
+            raise QueryError(f"run name {text!r} is shared by runs {ids}; give a run id")
+        return rows[0]
+
+    def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
+        """Rename a run; returns (run id, old name)."""
+        if not new_name or not new_name.strip():
+            raise QueryError("a run's new name cannot be empty")
+        run_id, old = self.resolve(run)
+        self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name.strip(), run_id])
+        return run_id, old
+
+    def remove_run(self, run: str | int) -> tuple[int, str]:
+        """Remove a run and its rows from every table, in one transaction; returns (run id, name)."""
+        run_id, name = self.resolve(run)
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            self._delete_rows(run_id)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return run_id, name
+
+    def _delete_rows(self, run_id: int) -> None:
+        """Delete the run's rows from every table that has a run_id (inside the caller's transaction)."""
+        tables = [r[0] for r in self.con.execute(
+            "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND column_name = 'run_id' AND table_name IN (SELECT table_name FROM duckdb_tables() "
+            "WHERE database_name = current_database())").fetchall()]
+        for table in sorted(tables, key=lambda t: t == "runs"):  # runs last
+            self.con.execute(f'DELETE FROM "{table}" WHERE run_id = ?', [run_id])
 
     # -- reading ----------------------------------------------------------
     def runs(self) -> pl.DataFrame:
@@ -406,6 +505,8 @@ class Tracekit:
         """Run ad-hoc SQL against the store and return a Polars DataFrame (the last
         statement's result). On a read-only store (``open(db, read_only=True)``, what
         ``tracekit sql`` uses) it reads the store's tables and nothing else."""
+        import polars as pl
+
         try:
             if self.read_only and self.allowed_directories:
                 for stmt in self.con.extract_statements(text):

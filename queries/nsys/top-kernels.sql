@@ -12,6 +12,8 @@
 -- @column max_ns     longest launch, ns
 -- @column stddev_ns  sample standard deviation, ns (rounded to 0.1)
 -- @column time_pct   share of total kernel time, % (rounded to 0.1)
+-- @display time_pct, total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name
+-- @alias cuda_gpu_kern_sum
 -- @requires kernels
 WITH s AS (
     SELECT name_id, count(*) AS instances, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns,

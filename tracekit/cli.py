@@ -199,6 +199,19 @@ def chart(
     typer.echo(f"wrote {out}")
 
 
+@app.command()
+def report(
+    run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
+    out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path("report.html"),
+    db: DbOpt = None,
+):
+    """Write one self-contained HTML report of a run (nsys, ncu or a sweep point); opens offline."""
+    from .report import write_report
+
+    write_report(_open(db, read_only=True), out, run=run)
+    typer.echo(f"wrote {out}")
+
+
 export_app = typer.Typer(help="Export a run: a timeline for Perfetto, the sweep spreadsheet.", no_args_is_help=True)
 app.add_typer(export_app, name="export")
 

@@ -578,7 +578,8 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
     if df.is_empty():
         return _no_data("Sweep latency")
     d = df.unpivot(
-        index=["bs", "nc"], on=["median_ms", "p95_ms"], variable_name="stat", value_name="ms"
+        index=["bs", "nc", *(c for c in ("preset", "tool") if c in df.columns)],
+        on=["median_ms", "p95_ms"], variable_name="stat", value_name="ms",
     ).with_columns(
         pl.col("stat").str.replace("_ms", ""), pl.format("nc={}", pl.col("nc")).alias("candidates")
     )
@@ -592,8 +593,12 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
         ),
         y=alt.Y("ms:Q", title="Request latency [ms]"),
         color=alt.Color("nc:O", title="candidates (nc)", scale=alt.Scale(scheme=PALETTE)),
-        tooltip=["bs:Q", "nc:Q", "stat:N", alt.Tooltip("ms:Q", format=",.3f")],
+        tooltip=["bs:Q", "nc:Q", *(f"{c}:N" for c in ("preset", "tool") if c in df.columns), "stat:N",
+                 alt.Tooltip("ms:Q", format=",.3f")],
     )
+    # one line per statistic and per (preset, tool) where the store holds several: a point
+    # captured under nsys is not joined to the timing-only points beside it
+    series = [c for c in ("preset", "tool") if c in df.columns and df[c].n_unique() > 1]
     lines = base.mark_line().encode(
         strokeDash=alt.StrokeDash(
             "stat:N",
@@ -601,7 +606,7 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
             sort=["median", "p95"],
             scale=alt.Scale(domain=["median", "p95"], range=[[1, 0], [6, 3]]),
         ),
-        detail="stat:N",
+        detail=[alt.Detail("stat:N"), *(alt.Detail(f"{c}:N") for c in series)],
     )
     return alt.layer(lines, base.mark_point(filled=True, size=40)).properties(
         width=WIDTH,

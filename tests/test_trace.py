@@ -266,3 +266,10 @@ def test_cli(tk, tmp_path, capsys):
         assert cli_main(["--db", db, "export", "trace", *args, "-o", str(bad)]) == 2, args
         err = capsys.readouterr().err
         assert msg in err and err.count("\n") == 1 and not bad.exists(), err
+    # never over the store; a folder that does not exist is one line
+    before = Path(db).read_bytes()
+    for out, msg in [(db, "this is the store"), (str(tmp_path / "no" / "t.json.gz"), "does not exist")]:
+        assert cli_main(["--db", db, "export", "trace", "--run", "multiproc", "-o", out]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1, err
+    assert Path(db).read_bytes() == before

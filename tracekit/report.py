@@ -496,10 +496,9 @@ def render(rep: Report) -> str:
 
 
 def write_report(tk, path: str | Path, run: str | int | None = None) -> Path:
-    """Build the run's report and write it to ``path`` (temporary file, then renamed)."""
-    from .trace import _atomic_write
+    """Build the run's report and write it to ``path`` through ``write_output`` (a
+    temporary file renamed into place, never over the store)."""
+    from .outputs import write_output
 
-    path = Path(path)
     text = render(build(tk, run))
-    _atomic_write(path, lambda f: f.write(text), gz=False)
-    return path
+    return write_output(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)

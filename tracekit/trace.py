@@ -38,12 +38,12 @@ import gzip
 import io
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import ParamError, QueryError
+from .outputs import write_output
 
 #: default size limit of the JSON text (what the viewer parses), bytes
 MAX_BYTES = 100_000_000
@@ -399,7 +399,8 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
                  force: bool = False, max_bytes: int = MAX_BYTES) -> TraceResult:
     """Write the run's timeline (or a window of it) as a Chrome Trace Event JSON file;
     gzip-compressed when ``path`` ends in .gz. Refuses, with the estimate, a file whose
-    JSON would exceed ``max_bytes`` unless ``force``."""
+    JSON would exceed ``max_bytes`` unless ``force``. Written through ``write_output``
+    (a temporary file renamed into place, never over the store)."""
     path = Path(path)
     run_id = _nsys_run(tk, run)
     window = resolve_window(tk, run_id, start_ns, end_ns, nvtx, instance)
@@ -422,30 +423,15 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
         w.raw("\n]}\n")
         result.json_bytes = w.bytes
 
-    _atomic_write(path, write, gz=path.suffix.lower() == ".gz")
-    return result
-
-
-def _atomic_write(path: Path, write, gz: bool) -> None:
-    """Write to a temporary file beside ``path`` and rename it into place: an interrupted
-    export leaves no half file."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise ParamError(f"{path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if gz:
+    def write_file(tmp: Path) -> None:
+        with open(tmp, "wb") as raw:
+            if path.suffix.lower() == ".gz":
                 with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as z, \
-                        io.TextIOWrapper(z, encoding="utf-8", newline="\n", write_through=False) as f:
+                        io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
                     write(f)
             else:
                 with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as f:
                     write(f)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; a plain file follows the umask
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    write_output(path, write_file, tk.path)
+    return result

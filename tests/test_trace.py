@@ -233,11 +233,14 @@ def test_large_trace_is_refused_with_the_estimate(tk, tmp_path, capsys):
 
 def test_exact_nanoseconds_survive_large_timestamps():
     # a capture clock far from zero: a float of µs would round these
-    for ns in (1_795_310_365_293_350_647, -1_500, 0, 999, 1001, -1):
-        text = trace._us(ns)
-        assert int(Decimal(text) * 1000) == ns
-    assert trace._us(-1_500) == "-1.500" and trace._us(12_345_678_901) == "12345678.901"
-    assert float(trace._us(1_795_310_365_293_350_647)) * 1000 != 1_795_310_365_293_350_647
+    import duckdb
+
+    values = [1_795_310_365_293_350_647, -1_500, 0, 999, 1001, -1, 12_345_678_901]
+    con = duckdb.connect()
+    texts = [con.execute(f"SELECT {trace._us('$v::BIGINT')}", {"v": ns}).fetchall()[0][0] for ns in values]
+    assert [int(Decimal(t) * 1000) for t in texts] == values
+    assert texts[1] == "-1.500" and texts[4] == "1.001" and texts[5] == "-0.001" and texts[6] == "12345678.901"
+    assert float(texts[0]) * 1000 != values[0]  # what a reader of doubles gets instead
 
 
 def test_window_errors_are_param_errors(tk):

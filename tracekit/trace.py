@@ -81,6 +81,14 @@ class TraceResult:
 
 
 # -- SQL -------------------------------------------------------------------------
+
+
+def _us(ns_expr: str) -> str:
+    """SQL text of an integer ns expression as µs with exactly three decimals ('-1.500'),
+    formatted by DuckDB (vectorized) from the integer: no float on the way."""
+    return (f"(CASE WHEN ({ns_expr}) < 0 THEN '-' ELSE '' END || (abs({ns_expr}) // 1000)::VARCHAR || '.' "
+            f"|| lpad((abs({ns_expr}) % 1000)::VARCHAR, 3, '0'))")
+
 # $run, $lo, $hi bound; $lo/$hi NULL = unbounded. An event is in the window when it
 # overlaps it.
 _IN = "($lo IS NULL OR {end} >= $lo) AND ($hi IS NULL OR {start} <= $hi)"
@@ -117,10 +125,11 @@ ops AS (
            NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
     FROM graph_execs WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 )
-SELECT o.kind, o.name, o.start_ns, o.end_ns - o.start_ns AS dur_ns, o.device_id, s.track, o.correlation_id,
+SELECT o.kind, o.name, {_us('o.start_ns')} AS ts, {_us('o.end_ns - o.start_ns')} AS dur, o.device_id, s.track,
+       o.correlation_id,
        CASE WHEN o.api_start_ns IS NOT NULL AND {_IN.format(start='o.api_start_ns', end='o.api_end_ns')}
             THEN ((o.launch_global_tid >> 24) & 16777215)::INTEGER END AS launch_pid,
-       (o.launch_global_tid & 16777215)::INTEGER AS launch_tid, o.api_start_ns,
+       (o.launch_global_tid & 16777215)::INTEGER AS launch_tid, {_us('o.api_start_ns')} AS api_ts,
        o.grid_x, o.grid_y, o.grid_z, o.block_x, o.block_y, o.block_z, o.registers_per_thread, o.smem_bytes,
        o.bytes, o.stream_id
 FROM ops o JOIN streams s USING (device_id, global_pid, context_id, stream_id)
@@ -128,19 +137,20 @@ ORDER BY o.device_id, s.track, o.start_ns, o.end_ns DESC
 """
 
 _API = f"""
-SELECT name, start_ns, end_ns - start_ns AS dur_ns, pid, tid, correlation_id
+SELECT name, {_us('start_ns')} AS ts, {_us('end_ns - start_ns')} AS dur, pid, tid, correlation_id
 FROM api_calls WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 ORDER BY pid, tid, start_ns, end_ns DESC
 """
 
 _NVTX = f"""
-SELECT name, style, start_ns, end_ns - start_ns AS dur_ns, pid, tid, range_id, ended
+SELECT name, style, {_us('start_ns')} AS ts, {_us('end_ns - start_ns')} AS dur, {_us('end_ns')} AS end_ts,
+       pid, tid, range_id, ended
 FROM nvtx_ranges WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 ORDER BY pid, tid, start_ns, end_ns DESC, range_id
 """
 
-_MARKS = """
-SELECT name, ts_ns, pid, tid FROM nvtx_marks
+_MARKS = f"""
+SELECT name, {_us('ts_ns')} AS ts, pid, tid FROM nvtx_marks
 WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
 ORDER BY pid, tid, ts_ns
 """
@@ -240,13 +250,6 @@ def estimate(tk, run_id: int, window: Window) -> tuple[dict[str, int], int]:
 # -- writing -------------------------------------------------------------------------
 
 
-def _us(ns: int) -> str:
-    """ns as a decimal number of µs with three fractional digits, exactly."""
-    sign = "-" if ns < 0 else ""
-    q, r = divmod(abs(int(ns)), 1000)
-    return f"{sign}{q}.{r:03d}"
-
-
 class _Names:
     """JSON-escaped names, each escaped once."""
 
@@ -268,20 +271,30 @@ def _batches(con, sql: str, params: dict):
 
 
 class _Writer:
+    """Events joined by ',\\n', written a batch at a time; counts the bytes written."""
+
     def __init__(self, f):
         self.f = f
         self.first = True
         self.bytes = 0
+        self.buf: list[str] = []
 
     def event(self, text: str) -> None:
-        if self.first:
-            self.first = False
-        else:
+        self.buf.append(text)
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        text = ",\n".join(self.buf)
+        if not self.first:
             text = ",\n" + text
+        self.first = False
+        self.buf.clear()
         self.f.write(text)
-        self.bytes += len(text.encode()) if not text.isascii() else len(text)
+        self.bytes += len(text) if text.isascii() else len(text.encode())
 
     def raw(self, text: str) -> None:
+        self.flush()
         self.f.write(text)
         self.bytes += len(text.encode())
 
@@ -303,45 +316,48 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]
 
     # CPU: CUDA API calls on the thread's own track
     for b in _batches(con, _API, p):
-        for nm, s, d, pid, tid, corr in zip(b["name"], b["start_ns"], b["dur_ns"], b["pid"], b["tid"],
-                                            b["correlation_id"], strict=True):
+        for nm, ts, dur, pid, tid, corr in zip(b["name"], b["ts"], b["dur"], b["pid"], b["tid"],
+                                               b["correlation_id"], strict=True):
             w.event(f'{{"ph":"X","cat":"cuda_api","name":{name(nm)},"pid":{pid},"tid":{tid},'
-                    f'"ts":{_us(s)},"dur":{_us(d)},"args":{{"correlation_id":{corr if corr is not None else "null"}}}}}')
+                    f'"ts":{ts},"dur":{dur},"args":{{"correlation_id":{corr if corr is not None else "null"}}}}}')
             cpu_threads.add((pid, tid))
         counts["cuda_api"] += len(b["name"])
+        w.flush()
     # NVTX: push/pop ranges nest on their thread's NVTX track; start/end ranges are async
     for b in _batches(con, _NVTX, p):
-        for nm, style, s, d, pid, tid, rid, ended in zip(b["name"], b["style"], b["start_ns"], b["dur_ns"],
-                                                          b["pid"], b["tid"], b["range_id"], b["ended"],
-                                                          strict=True):
+        for nm, style, ts, dur, end_ts, pid, tid, rid, ended in zip(
+                b["name"], b["style"], b["ts"], b["dur"], b["end_ts"], b["pid"], b["tid"], b["range_id"], b["ended"],
+                strict=True):
             args = f'"args":{{"range_id":{rid}}}' if ended else f'"args":{{"range_id":{rid},"ended":false}}'
             if style == "PushPop":
                 w.event(f'{{"ph":"X","cat":"nvtx","name":{name(nm)},"pid":{pid},"tid":{tid + NVTX_TID_OFFSET},'
-                        f'"ts":{_us(s)},"dur":{_us(d)},{args}}}')
+                        f'"ts":{ts},"dur":{dur},{args}}}')
                 nvtx_threads.add((pid, tid))
                 counts["nvtx"] += 1
             else:
                 ident = f'"id":"0x{rid:x}"'
                 w.event(f'{{"ph":"b","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid},"tid":{tid},'
-                        f'"ts":{_us(s)},{args}}}')
+                        f'"ts":{ts},{args}}}')
                 w.event(f'{{"ph":"e","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid},"tid":{tid},'
-                        f'"ts":{_us(s + d)}}}')
+                        f'"ts":{end_ts}}}')
                 cpu_threads.add((pid, tid))
                 counts["nvtx_startend"] += 1
+        w.flush()
     for b in _batches(con, _MARKS, p):
-        for nm, ts, pid, tid in zip(b["name"], b["ts_ns"], b["pid"], b["tid"], strict=True):
+        for nm, ts, pid, tid in zip(b["name"], b["ts"], b["pid"], b["tid"], strict=True):
             w.event(f'{{"ph":"i","s":"t","cat":"nvtx_mark","name":{name(nm)},"pid":{pid},'
-                    f'"tid":{tid + NVTX_TID_OFFSET},"ts":{_us(ts)}}}')
+                    f'"tid":{tid + NVTX_TID_OFFSET},"ts":{ts}}}')
             nvtx_threads.add((pid, tid))
         counts["nvtx_mark"] += len(b["name"])
+        w.flush()
     # GPU: one track per stream, a flow from the launching call when it is in the window
     flow = 0
     for b in _batches(con, _GPU_OPS, p):
-        cols = [b[c] for c in ("kind", "name", "start_ns", "dur_ns", "device_id", "track", "correlation_id",
-                               "launch_pid", "launch_tid", "api_start_ns", "grid_x", "grid_y", "grid_z",
+        cols = [b[c] for c in ("kind", "name", "ts", "dur", "device_id", "track", "correlation_id",
+                               "launch_pid", "launch_tid", "api_ts", "grid_x", "grid_y", "grid_z",
                                "block_x", "block_y", "block_z", "registers_per_thread", "smem_bytes", "bytes",
                                "stream_id")]
-        for (kind, nm, s, d, dev, track, corr, lpid, ltid, api_s, gx, gy, gz, bx, by, bz, regs, smem, nbytes,
+        for (kind, nm, ts, dur, dev, track, corr, lpid, ltid, api_ts, gx, gy, gz, bx, by, bz, regs, smem, nbytes,
              sid) in zip(*cols, strict=True):
             gpid = GPU_PID_OFFSET + dev
             gpu_tracks[(dev, track)] = sid
@@ -353,15 +369,16 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]
             else:
                 args = f'"bytes":{nbytes},"stream":{sid},"correlation_id":{corr}'
             w.event(f'{{"ph":"X","cat":"{kind}","name":{name(nm)},"pid":{gpid},"tid":{track},'
-                    f'"ts":{_us(s)},"dur":{_us(d)},"args":{{{args}}}}}')
+                    f'"ts":{ts},"dur":{dur},"args":{{{args}}}}}')
             counts[kind] += 1
             if lpid is not None:
                 flow += 1
                 w.event(f'{{"ph":"s","cat":"launch","name":"launch","id":{flow},"pid":{lpid},"tid":{ltid},'
-                        f'"ts":{_us(api_s)}}}')
+                        f'"ts":{api_ts}}}')
                 w.event(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{flow},"pid":{gpid},'
-                        f'"tid":{track},"ts":{_us(s)}}}')
+                        f'"tid":{track},"ts":{ts}}}')
                 cpu_threads.add((lpid, ltid))
+        w.flush()
     counts["flow"] = flow
 
     # track names and order: processes by pid, then the GPUs; in a process, each thread's
@@ -391,6 +408,7 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]
             label += f" (pid {(gpid_raw >> 24) & 0xFFFFFF}, context {ctx})"
         _meta(w, "thread_name", GPU_PID_OFFSET + dev, track, {"name": label})
         _meta(w, "thread_sort_index", GPU_PID_OFFSET + dev, track, {"sort_index": track})
+    w.flush()
     return counts
 
 
@@ -426,7 +444,7 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
     def write_file(tmp: Path) -> None:
         with open(tmp, "wb") as raw:
             if path.suffix.lower() == ".gz":
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as z, \
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) as z, \
                         io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
                     write(f)
             else:

@@ -535,7 +535,8 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
     if df.is_empty():
         return _no_data("Sweep latency")
     d = df.unpivot(
-        index=["bs", "nc"], on=["median_ms", "p95_ms"], variable_name="stat", value_name="ms"
+        index=["bs", "nc", *(c for c in ("preset", "tool") if c in df.columns)],
+        on=["median_ms", "p95_ms"], variable_name="stat", value_name="ms",
     ).with_columns(
         pl.col("stat").str.replace("_ms", ""), pl.format("nc={}", pl.col("nc")).alias("candidates")
     )
@@ -549,8 +550,12 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
         ),
         y=alt.Y("ms:Q", title="Request latency [ms]"),
         color=alt.Color("nc:O", title="candidates (nc)", scale=alt.Scale(scheme=PALETTE)),
-        tooltip=["bs:Q", "nc:Q", "stat:N", alt.Tooltip("ms:Q", format=",.3f")],
+        tooltip=["bs:Q", "nc:Q", *(f"{c}:N" for c in ("preset", "tool") if c in df.columns), "stat:N",
+                 alt.Tooltip("ms:Q", format=",.3f")],
     )
+    # one line per statistic and per (preset, tool) where the store holds several: a point
+    # captured under nsys is not joined to the timing-only points beside it
+    series = [c for c in ("preset", "tool") if c in df.columns and df[c].n_unique() > 1]
     lines = base.mark_line().encode(
         strokeDash=alt.StrokeDash(
             "stat:N",
@@ -558,12 +563,91 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
             sort=["median", "p95"],
             scale=alt.Scale(domain=["median", "p95"], range=[[1, 0], [6, 3]]),
         ),
-        detail="stat:N",
+        detail=[alt.Detail("stat:N"), *(alt.Detail(f"{c}:N") for c in series)],
     )
     return alt.layer(lines, base.mark_point(filled=True, size=40)).properties(
         width=WIDTH,
         height=HEIGHT,
         title=alt.Title("Latency across the sweep", subtitle="solid: median, dashed: p95"),
+    )
+
+
+def sweep_heatmap(df: pl.DataFrame) -> alt.LayerChart:
+    """The bs x nc grid of median request latency (sweep-latency), one cell per point."""
+    _need(df, "sweep-heatmap", "sweep-latency", ["bs", "nc", "median_ms", "p95_ms", "requests"])
+    if df.is_empty():
+        return _no_data("Sweep latency grid")
+    keys = [c for c in ("preset", "tool") if c in df.columns and df[c].n_unique() > 1]
+    d = df.with_columns(
+        (pl.concat_str([pl.col(k) for k in keys], separator=" · ") if keys else pl.lit("")).alias("facet")
+    )
+    data = d.select("bs", "nc", "median_ms", "p95_ms", "requests", "facet").to_dicts()
+    base = alt.Chart(alt.Data(values=data)).encode(
+        x=alt.X("nc:O", title="Candidates per user (nc)", sort="ascending", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("bs:O", title="Batch size (bs)", sort="descending"),
+    )
+    cells = base.mark_rect(stroke="white", strokeWidth=1).encode(
+        color=alt.Color("median_ms:Q", title="median [ms]", scale=alt.Scale(scheme="viridis", reverse=True)),
+        tooltip=[
+            "bs:O",
+            "nc:O",
+            alt.Tooltip("median_ms:Q", title="median [ms]", format=",.3f"),
+            alt.Tooltip("p95_ms:Q", title="p95 [ms]", format=",.3f"),
+            alt.Tooltip("requests:Q", title="timed requests"),
+        ],
+    )
+    text = base.mark_text(fontSize=12).encode(
+        text=alt.Text("median_ms:Q", format=",.2f"),
+        color=alt.condition(
+            alt.datum.median_ms > (d["median_ms"].min() + d["median_ms"].max()) / 2,
+            alt.value("white"),
+            alt.value("black"),
+        ),
+    )
+    chart = alt.layer(cells, text).properties(width=alt.Step(90), height=alt.Step(44))
+    if keys:
+        chart = chart.facet(column=alt.Column("facet:N", title=None))
+    return chart.properties(
+        title=alt.Title("Median request latency [ms]", subtitle="one cell per sweep point (bs x nc)")
+    )
+
+
+def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
+    """Horizontal bars of kernel time per NVTX path (kernels-by-nvtx query)."""
+    _need(df, "kernels-by-nvtx", "kernels-by-nvtx", ["path", "total_ns", "launches"])
+    if df.is_empty():
+        return _no_data("Kernel time by NVTX path")
+    d = df.with_columns(
+        (pl.col("total_ns") / 1e6).alias("total_ms"),
+        (pl.col("time_pct") if "time_pct" in df.columns else pl.lit(None)).alias("time_pct"),
+        (pl.col("top_kernel") if "top_kernel" in df.columns else pl.lit(None))
+        .map_elements(lambda s: short_name(s, 60), return_dtype=pl.Utf8)
+        .alias("top"),
+    )
+    data = d.select("path", "total_ms", "time_pct", "launches", "top").to_dicts()
+    y = alt.Y("path:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
+    bars = (
+        alt.Chart(alt.Data(values=data))
+        .mark_bar(color="#59a14f")
+        .encode(
+            y=y,
+            x=alt.X("total_ms:Q", title="Kernel time [ms]"),
+            tooltip=[
+                alt.Tooltip("path:N", title="NVTX path"),
+                alt.Tooltip("total_ms:Q", title="kernel time [ms]", format=",.3f"),
+                alt.Tooltip("time_pct:Q", title="of all kernel time [%]", format=".1f"),
+                alt.Tooltip("launches:Q", title="launches", format=","),
+                alt.Tooltip("top:N", title="top kernel"),
+            ],
+        )
+    )
+    text = bars.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
+        text=alt.Text("time_pct:Q", format=".1f")
+    )
+    return alt.layer(bars, text).properties(
+        width=WIDTH - 250,
+        height=alt.Step(20),
+        title=alt.Title("Kernel time by NVTX path", subtitle="bar label: % of kernel time"),
     )
 
 
@@ -580,6 +664,12 @@ CHARTS: dict[str, ChartSpec] = {
     ),
     "sweep-latency": ChartSpec(
         "sweep-latency", sweep_latency, {"limit": 0}, "latency across a bs x nc sweep"
+    ),
+    "sweep-heatmap": ChartSpec(
+        "sweep-latency", sweep_heatmap, {"limit": 0}, "median latency over the bs x nc grid"
+    ),
+    "kernels-by-nvtx": ChartSpec(
+        "kernels-by-nvtx", kernels_by_nvtx, {"limit": 20}, "nsys kernel time per NVTX path"
     ),
 }
 

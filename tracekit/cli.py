@@ -385,6 +385,44 @@ def chart(
     typer.echo(f"wrote {out}")
 
 
+@app.command()
+def report(
+    run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
+    out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path("report.html"),
+    db: DbOpt = None,
+):
+    """Write one self-contained HTML report of a run (nsys, ncu or a sweep point); opens offline."""
+    from .report import write_report
+
+    write_report(_open(db, read_only=True), out, run=run)
+    typer.echo(f"wrote {out}")
+
+
+export_app = typer.Typer(cls=_LazyGroup, name="export", no_args_is_help=True,
+                         help="Export a run: a timeline for Perfetto, the sweep spreadsheet.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("trace")
+def export_trace_cmd(
+    out: Annotated[Path, typer.Option("--output", "-o", help="trace.json.gz (gzip) or trace.json")] = Path("trace.json.gz"),
+    run: Annotated[str | None, typer.Option("--run", help="nsys run id or name (default: latest)")] = None,
+    start_ns: Annotated[int | None, typer.Option("--from", help="window start, ns on the capture's clock")] = None,
+    end_ns: Annotated[int | None, typer.Option("--to", help="window end, ns on the capture's clock")] = None,
+    nvtx: Annotated[str | None, typer.Option("--nvtx", help="window: an NVTX range ('hstu.request' or ':hstu.request')")] = None,
+    instance: Annotated[int | None, typer.Option("--instance", help="which range of that name, 1 = the first")] = None,
+    force: Annotated[bool, typer.Option("--force", help="write even when the JSON would exceed 100 MB")] = False,
+    db: DbOpt = None,
+):
+    """Write the run's timeline in the Chrome Trace Event format (open it in ui.perfetto.dev)."""
+    from .trace import export_trace
+
+    res = export_trace(_open(db, read_only=True), out, run=run, start_ns=start_ns, end_ns=end_ns,
+                       nvtx=nvtx, instance=instance, force=force)
+    events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)
+    typer.echo(f"wrote {out}: run {res.run_id}, {res.window.label}: {events or 'no events'}")
+
+
 bench_app = typer.Typer(help="Benchmarks of the HSTU kernels (needs torch; a GPU for real figures).")
 app.add_typer(bench_app, name="bench")
 
@@ -419,8 +457,6 @@ def bench_attention_cmd(
     raise typer.Exit(bench.main(argv))
 
 
-export_app = typer.Typer(cls=_LazyGroup, name="export", help="Export tables.", no_args_is_help=True)
-app.add_typer(export_app, name="export")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -119,12 +119,20 @@ class Tracekit:
         no ATTACH, COPY, EXPORT, INSTALL/LOAD, persistent secrets) except under
         ``allowed_directories``, then the configuration locked so that no SET, RESET
         or PRAGMA can undo it. (DuckDB takes allowed_directories only once the
-        database is open and only while external access is on: hence this order.)"""
+        database is open and only while external access is on: hence this order.)
+        A second reader of the same file in this process shares DuckDB's database
+        instance, already sandboxed and locked by the first: nothing left to set."""
+        if self._locked(con):
+            return
         if self.allowed_directories:
             dirs = [str(Path(d).resolve()) + os.sep for d in self.allowed_directories]
             con.execute("SET allowed_directories = ?", [dirs])
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
+
+    @staticmethod
+    def _locked(con: duckdb.DuckDBPyConnection) -> bool:
+        return bool(con.execute("SELECT current_setting('lock_configuration')").fetchone()[0])
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -138,7 +146,8 @@ class Tracekit:
                 self._con = duckdb.connect(str(self.path), read_only=self.read_only, config=self._connect_config())
             except duckdb.Error as err:
                 raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
-            self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
+            if not self._locked(self._con):
+                self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             self._check_schema()
             if self.read_only:
                 self._setup_reader(self._con)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,8 @@ import altair as alt
 import polars as pl
 
 from .errors import ParamError, QueryError
+from .names import hint as _hint
+from .names import short_name
 
 WIDTH, HEIGHT = 760, 460
 PALETTE = "tableau10"
@@ -46,37 +47,6 @@ def _need(df: pl.DataFrame, chart: str, query: str, cols: list[str]) -> None:
         raise QueryError(
             f"chart {chart}: query {query} returned no column(s) {', '.join(missing)} (got {', '.join(df.columns)})"
         )
-
-
-def short_name(name: str | None, width: int = 48) -> str:
-    """A readable kernel name: no return type, template arguments or parameters."""
-    if not name:
-        return "?"
-    s = re.sub(r"^void\s+", "", name.strip())
-    depth, out = 0, []
-    for ch in s:  # drop <...> and (...) groups
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    s = re.sub(r"(::)+", "::", "".join(out).strip()) or name
-    s = s.split("::")[-1] if len(s) > width else s
-    return s if len(s) <= width else s[: width - 1] + "…"
-
-
-def _hint(name: str) -> str:
-    """A word from a kernel's template arguments that tells instantiations apart (addcmul, silu, ...)."""
-    inner = name[name.find("<") + 1 :] if "<" in name else ""
-    words = re.findall(
-        r"([A-Za-z][A-Za-z0-9]*?)(?:_cuda)?_(?:kernel|functor|impl)\b|(\w+)Functor", inner
-    )
-    for a, b in words:
-        w = a or b
-        if w and w not in ("vectorized_elementwise", "elementwise", "gpu"):
-            return w
-    return ""
 
 
 def _si(v: float, unit: str) -> str:

@@ -77,6 +77,10 @@ def _schema_sql() -> list[str]:
     return out
 
 
+def _macros_sql() -> str:
+    return (resources.files("tracekit") / "macros.sql").read_text()
+
+
 class Tracekit:
     """A tracekit database. ``tracekit.open(path)`` returns one."""
 
@@ -100,6 +104,7 @@ class Tracekit:
                 raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
             self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             self._check_schema()
+            self._con.execute(_macros_sql())  # TEMP macros: read-only connections get them too
             if not self.read_only:
                 # bounded memory for ingest: DuckDB spills its joins to disk past this
                 limit = ingest_memory_limit()
@@ -316,6 +321,15 @@ class Tracekit:
         from .registry import get_registry
 
         return get_registry().run(self, name, **params)
+
+    def diff(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
+        """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
+        files (ingested first). One row per scope, key and metric with a noise-aware
+        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, ncu, sweep; default:
+        every scope both have). See ``tracekit.diff``."""
+        from .diff import diff
+
+        return diff(self, base, new, by=by, threshold_pct=threshold_pct)
 
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
         """Run ad-hoc SQL against the store and return a Polars DataFrame."""

@@ -286,7 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        app(args=args, prog_name="tracekit", standalone_mode=False)
+        # without standalone mode, click returns a command's typer.Exit code instead of raising it
+        rc = app(args=args, prog_name="tracekit", standalone_mode=False)
+        if isinstance(rc, int):
+            return rc
     except TracekitError as err:
         if debug:
             raise

@@ -281,3 +281,147 @@ def test_nsys_against_ncu_shares_no_scope(tmp_path):
     with pytest.raises(tracekit.QueryError, match=r"--by kernel: run 2 \(ncu\) \[ncu\] has no kernel scope"):
         tk.diff("hstu", "ncu", by="kernel")
     tk.close()
+
+
+# -- sweeps ------------------------------------------------------------------------------
+
+SWEEP = DATA / "hstu_sweep" / "runs"  # one real sweep: bs 1-8 x nc 128-1024, large preset, H200
+
+
+def _timed(folder: Path) -> list[float]:
+    with open(folder / "requests.csv", newline="") as fh:
+        return [float(r["latency_ms"]) for r in csv.DictReader(fh) if r["phase"] == "timed"]
+
+
+def _sweep_copy(tmp: Path, sweep_id: str, slower: dict[str, float]) -> list[Path]:
+    """The real sweep's run folders under another sweep id; points named in ``slower``
+    ('bs8-nc1024') get every timed latency multiplied by the factor."""
+    out = []
+    for src in sorted(SWEEP.iterdir()):
+        dst = tmp / sweep_id / src.name
+        shutil.copytree(src, dst)
+        meta = json.loads((dst / "meta.json").read_text())
+        meta["params"]["sweep"] = sweep_id
+        (dst / "meta.json").write_text(json.dumps(meta))
+        factor = next((f for point, f in slower.items() if src.name.endswith(f"-{point}-none")), None)
+        if factor:
+            with open(src / "requests.csv", newline="") as fh:
+                rows = list(csv.DictReader(fh))
+            for r in rows:
+                if r["phase"] == "timed":
+                    r["latency_ms"] = str(float(r["latency_ms"]) * factor)
+            with open(dst / "requests.csv", "w", newline="") as fh:
+                w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows(rows)
+        out.append(dst)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sweeps")
+    tk = tracekit.open(tmp / "sweeps.duckdb")
+    for f in sorted(SWEEP.iterdir()):
+        tk.ingest(f)
+    for f in _sweep_copy(tmp, "sweep-same", {}) + _sweep_copy(tmp, "sweep-slow", {"bs8-nc1024": 1.3}):
+        tk.ingest(f)
+    yield tk
+    tk.close()
+
+
+def test_sweep_against_itself_and_a_slower_point(sweeps):
+    orig = json.loads((next(SWEEP.iterdir()) / "meta.json").read_text())["params"]["sweep"]
+    same = sweeps.diff(orig, "sweep-same")
+    assert set(same["scope"]) == {"sweep"} and same.height == 16 * 2
+    assert set(same["verdict"]) == {"unchanged"}
+    # medians and p95 from the requests themselves (numpy's linear interpolation)
+    import numpy as np
+
+    for folder in sorted(SWEEP.iterdir()):
+        bs, nc = folder.name.split("-")[1:3]
+        key = f"bs={bs[2:]},nc={nc[2:]}"
+        lat = _timed(folder)
+        row = same.filter(pl.col("key") == key)
+        assert row.filter(pl.col("metric") == "latency_med_ms")["base"][0] == pytest.approx(np.median(lat), rel=1e-12)
+        assert row.filter(pl.col("metric") == "latency_p95_ms")["new"][0] == pytest.approx(np.percentile(lat, 95), rel=1e-12)
+    slow = sweeps.diff(orig, "sweep-slow")
+    flagged = _flagged(slow)
+    assert set(flagged["key"]) == {"bs=8,nc=1024"} and set(flagged["verdict"]) == {"regressed"}
+    assert flagged.filter(pl.col("metric") == "latency_med_ms")["delta_pct"][0] == pytest.approx(30, abs=0.01)
+    assert slow.row(0, named=True)["key"] == "bs=8,nc=1024"  # the largest change in latency first
+    # a sweep is also named by any of its runs
+    run_of_slow = sweeps.sql("SELECT max(name) AS n FROM runs WHERE json_extract_string(params, '$.sweep') = 'sweep-slow'")["n"][0]
+    by_run = sweeps.diff(orig, run_of_slow, by="sweep")
+    assert by_run.equals(slow)
+
+
+# -- ncu ---------------------------------------------------------------------------------
+
+#: ncu metric (as `ncu --page details --print-metric-name name` prints it) -> diff metric
+NCU_DETAILS = {
+    "gpu__time_duration.sum": "duration_ns",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "memory_throughput_pct",
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
+    "sm__maximum_warps_per_active_cycle_pct": "theoretical_occupancy_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+    "launch__registers_per_thread": "registers_per_thread",
+    "launch__block_size": "block_size",
+    "launch__grid_size": "grid_size",
+    "launch__waves_per_multiprocessor": "waves_per_sm",
+}
+_TIME = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}
+
+
+def ncu_details(path: Path) -> dict[tuple[int, str], tuple[float, float]]:
+    """(launch ID, diff metric) -> (value, printed precision), from the details CSV."""
+    out: dict[tuple[int, str], tuple[float, float]] = {}
+    with lzma.open(path, "rt", newline="") as fh:
+        for r in csv.DictReader(fh):
+            metric = NCU_DETAILS.get(r["Metric Name"])
+            if metric is None or not r["Metric Value"]:
+                continue
+            text = r["Metric Value"].replace(",", "")
+            scale = _TIME.get(r["Metric Unit"], 1) if metric == "duration_ns" else 1
+            decimals = len(text.split(".")[1]) if "." in text else 0
+            out[(int(r["ID"]), metric)] = (float(text) * scale, 0.5 * 10 ** -decimals * scale)
+    return out
+
+
+def _ncu_expected(tk, run: str, details: Path, key: str, metric: str) -> tuple[float, float] | None:
+    """The median over the launches of ``key`` (a kernel name, or 'name @ NVTX path') of
+    what the details CSV prints for them (the CSV's demangler spells names differently
+    from the report's, so launches are found by their ID)."""
+    import numpy as np
+
+    name, _, path = key.partition(" @ ")
+    ids = tk.sql("SELECT kernel_id FROM ncu_kernels JOIN runs USING (run_id) WHERE runs.name = ? AND ncu_kernels.name = ?"
+                 + (" AND nvtx_path = ?" if path else ""), [run, name] + ([path] if path else []))["kernel_id"]
+    want = ncu_details(details)
+    values = [want[(i, metric)] for i in ids if (i, metric) in want]
+    if not values:
+        return None
+    return float(np.median([v for v, _ in values])), max(p for _, p in values)
+
+
+@pytest.mark.parametrize("base, new", [("ncu_full", "ncu_sections")])
+def test_ncu_values_are_what_ncu_prints(tmp_path, base, new):
+    tk = tracekit.open(tmp_path / "ncu.duckdb")
+    tk.ingest(DATA / base / "report.ncu-rep.xz", name="a")
+    tk.ingest(DATA / new / "report.ncu-rep.xz", name="b")
+    df = tk.diff("a", "b")
+    assert set(df["scope"]) == {"ncu"}
+    checked = 0
+    for r in df.iter_rows(named=True):
+        for side, run, folder in (("base", "a", base), ("new", "b", new)):
+            want = _ncu_expected(tk, run, DATA / folder / "details.csv.xz", r["key"], r["metric"])
+            if want is None:
+                continue
+            value, precision = want
+            assert r[side] == pytest.approx(value, abs=precision * 1.0001), (r["key"], r["metric"], side)
+            checked += 1
+    assert checked >= 2 * 4 * 5  # both reports, every kernel, the metrics both have
+    # launch settings have no better/worse direction; the two reports are of the same launches
+    assert df.filter(pl.col("metric").is_in(["block_size", "grid_size", "registers_per_thread"]))["delta"].abs().max() == 0
+    tk.close()

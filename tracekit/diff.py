@@ -529,7 +529,7 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
         shown = kn or kb
         key = f"{shown[0]} @ {shown[1]}" if shown[0] in several else shown[0]
         lb_, ln_ = gb.get(kb, []) if kb else [], gn.get(kn, []) if kn else []
-        launches = f"{len(lb_)} -> {len(ln_)} launches" if lb_ and ln_ else ""
+        launches = f"launches {len(lb_)} -> {len(ln_)}" if lb_ and ln_ and len(lb_) != len(ln_) else ""
         dur = [np.median([x["duration_ns"] for x in lst if x["duration_ns"] is not None] or [np.nan]) for lst in (lb_, ln_)]
         effect = abs(np.nan_to_num(dur[1]) * len(ln_) - np.nan_to_num(dur[0]) * len(lb_))
         for i, (metric, col, direction) in enumerate(NCU_METRICS):

@@ -425,3 +425,26 @@ def test_ncu_values_are_what_ncu_prints(tmp_path, base, new):
     # launch settings have no better/worse direction; the two reports are of the same launches
     assert df.filter(pl.col("metric").is_in(["block_size", "grid_size", "registers_per_thread"]))["delta"].abs().max() == 0
     tk.close()
+
+
+# -- chart -------------------------------------------------------------------------------
+
+
+def test_diff_chart(store, tmp_path):
+    from tracekit import charts
+
+    ch = charts.chart(store, "diff", base="hstu", new="slow")
+    spec = ch.to_dict()
+    bars = [v for layer in spec["layer"] for v in layer.get("data", {}).get("values", []) if "verdict" in v]
+    assert bars[0]["label"].startswith("kernel · ") or bars[0]["label"].startswith("nvtx · ")
+    regressed = {b["key"] for b in bars if b["verdict"] == "regressed"}
+    assert LAYER_NORM in regressed
+    assert all(b["delta_pct"] != 0 for b in bars)  # keys that did not move are not drawn
+    png = charts.save(ch, tmp_path / "diff.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    same = charts.chart(store, "diff", base="hstu", new="hstu").to_dict()
+    assert "no key changed" in json.dumps(same)
+    with pytest.raises(tracekit.ParamError, match="-p base=RUN -p new=RUN"):
+        charts.chart(store, "diff", base="hstu")
+    with pytest.raises(tracekit.ParamError, match="not --run"):
+        charts.chart(store, "diff", run="hstu", base="hstu", new="slow")

@@ -60,6 +60,7 @@ the per-key summary in Python.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -652,24 +653,37 @@ def _human(metric: str, v: float | None) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.3g}"
 
 
-def display(df: pl.DataFrame) -> pl.DataFrame:
-    """The diff for a terminal: values in human units, kernel names shortened by the
-    shortener the charts use (with a word from the template arguments where two would
-    read alike), deltas as signed percentages."""
+def short_keys(keys: list[str], width: int = 60) -> dict[str, str]:
+    """Each key as a person reads it: kernel names shortened by the shortener the charts
+    use, with a word from the template arguments (or a number) where two would read alike."""
     from .names import hint, short_name
 
-    keys = df["key"].unique(maintain_order=True).to_list()
     short = {}
-    for k in keys:
-        short[k] = short_name(k, 60) if len(k) > 60 or k.startswith("void ") else k
+    for k in dict.fromkeys(keys):
+        short[k] = short_name(k, width) if len(k) > width or k.startswith("void ") else k
     seen: dict[str, list[str]] = {}
     for k, s in short.items():
         seen.setdefault(s, []).append(k)
     for s, ks in seen.items():
         if len(ks) > 1:
-            for i, k in enumerate(ks):
+            for k in ks:
                 h = hint(k)
-                short[k] = f"{s} [{h}]" if h and sum(hint(x) == h for x in ks) == 1 else f"{s} [{i + 1}]"
+                short[k] = f"{s} [{h}]" if h and sum(hint(x) == h for x in ks) == 1 else f"{s} <{_args(k)}>"
+    return short
+
+
+def _args(name: str, width: int = 40) -> str:
+    """A kernel's template arguments, namespaces dropped, cut to ``width``."""
+    inner = name[name.find("<") + 1 : name.rfind(">")] if "<" in name else name
+    inner = re.sub(r"\b(?:at::native::|at::|std::|c10::|<unnamed>::)", "", inner)
+    return inner if len(inner) <= width else inner[: width - 1] + "…"
+
+
+def display(df: pl.DataFrame) -> pl.DataFrame:
+    """The diff for a terminal: values in human units, kernel names shortened by the
+    shortener the charts use (with a word from the template arguments where two would
+    read alike), deltas as signed percentages."""
+    short = short_keys(df["key"].to_list())
     return pl.DataFrame({
         "scope": df["scope"],
         "key": [short[k] for k in df["key"]],

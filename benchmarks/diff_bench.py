@@ -90,6 +90,17 @@ def main() -> None:
         df = tk.diff("base", "new")
         best = min(best, time.perf_counter() - t)
     print(f"diff base new (every scope): best of {args.repeat}: {best * 1000:.0f} ms, {df.height} rows")
+    # baseline, same process: what comparing by hand reads, the twin queries of both runs
+    # (top-kernels, api-summary, memcpy-time, nvtx-gpu-projection, gpu-utilization)
+    hand = float("inf")
+    for _ in range(args.repeat):
+        t = time.perf_counter()
+        for run in ("base", "new"):
+            for q in ("top-kernels", "api-summary", "memcpy-time", "nvtx-gpu-projection", "gpu-utilization"):
+                tk.query(q, run=run, limit=0)
+        hand = min(hand, time.perf_counter() - t)
+    print(f"baseline: the five twin queries of both runs: best of {args.repeat}: {hand * 1000:.0f} ms; "
+          f"diff / baseline = {best / hand:.2f}")
     import polars as pl
 
     flagged = df.filter(pl.col("verdict") != "unchanged").select("scope", "key", "metric", "delta_pct", "verdict", "note")

@@ -448,3 +448,10 @@ def test_diff_chart(store, tmp_path):
         charts.chart(store, "diff", base="hstu")
     with pytest.raises(tracekit.ParamError, match="not --run"):
         charts.chart(store, "diff", run="hstu", base="hstu", new="slow")
+
+
+def test_a_bad_reference_does_not_ingest_the_other_file(tmp_path, capsys):
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "diff", str(HSTU), "no-such-run"]) == 2
+    assert "no run or sweep 'no-such-run'" in capsys.readouterr().err
+    assert not db.exists()  # nothing ingested, no store created

@@ -202,7 +202,7 @@ def diff_cmd(
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
     if fmt not in FORMATS:
         raise ParamError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    files = any(not r.strip().isdigit() and Path(r).exists() for r in (base, new))
+    files = any(_diff._is_file(r) for r in (base, new))
     tk = _open(db, read_only=not files)  # a file to compare is ingested first
     df = tk.diff(base, new, by=by or None, threshold_pct=threshold)
     tk.close()

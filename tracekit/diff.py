@@ -119,6 +119,11 @@ class Side:
         return out
 
 
+def _is_file(ref: Any) -> bool:
+    text = str(ref).strip()
+    return bool(text) and not text.isdigit() and Path(text).exists()
+
+
 def resolve(tk, ref: Any) -> Side:
     """A run id, a run name, a sweep id, or a file/run folder (ingested first; a file
     already in the store is that run)."""
@@ -127,7 +132,7 @@ def resolve(tk, ref: Any) -> Side:
     if not text:
         raise QueryError("diff: an empty run reference; give a run id, name, sweep id or file")
     path = Path(text)
-    if not text.isdigit() and path.exists():
+    if _is_file(text):
         if tk.read_only:
             raise QueryError(f"{path}: a file to compare must be ingested first; open the store writable")
         from .ingest.nsysrep import export_if_needed
@@ -159,9 +164,6 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
         return [s for s in SCOPES if s in common]
     out = []
     for s in by:
-        s = s.strip().lower()
-        if s not in SCOPES:
-            raise ParamError(f"--by {s!r}: choose from {', '.join(SCOPES)}")
         for side in (base, new):
             if s not in side.scopes():
                 raise QueryError(f"--by {s}: {side.label} [{_kinds(side)}] has no {s} scope "
@@ -596,8 +598,15 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
     if isinstance(by, str):
         by = [by]
-    by = [b for item in by or [] for b in str(item).split(",") if b.strip()]
-    sb, sn = resolve(tk, base), resolve(tk, new)
+    by = [b.strip().lower() for item in by or [] for b in str(item).split(",") if b.strip()]
+    for b in by:
+        if b not in SCOPES:
+            raise ParamError(f"--by {b!r}: choose from {', '.join(SCOPES)}")
+    # run references first, files (ingested) last: a bad reference leaves the store as it was
+    files = [_is_file(r) for r in (base, new)]
+    sides = {i: resolve(tk, r) for i, r in enumerate((base, new)) if not files[i]}
+    sides.update({i: resolve(tk, r) for i, r in enumerate((base, new)) if files[i]})
+    sb, sn = sides[0], sides[1]
     scopes = _scopes(sb, sn, by)
     con = tk.con
     params = {"base": sb.run_id, "new": sn.run_id}

@@ -329,7 +329,11 @@ class Tracekit:
         every scope both have). See ``tracekit.diff``."""
         from .diff import diff
 
-        return diff(self, base, new, by=by, threshold_pct=threshold_pct)
+        try:
+            return diff(self, base, new, by=by, threshold_pct=threshold_pct)
+        except TracekitError:
+            self._discard_if_new()  # a store opened to ingest a file to compare, left empty
+            raise
 
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
         """Run ad-hoc SQL against the store and return a Polars DataFrame."""

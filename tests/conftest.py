@@ -59,3 +59,25 @@ def compiled_or_numpy(request, monkeypatch, module, attr: str, source: str) -> s
         pytest.fail(f"{source} was not built although a C compiler is present: "
                     "reinstall (pip install -e .) and read the build output")
     return request.param
+
+
+@pytest.fixture(scope="session")
+def _small_store_template(tmp_path_factory):
+    """A store file with one real nsys run (capture_range) and one real ncu run (ncu_sections)."""
+    import tracekit
+
+    db = tmp_path_factory.mktemp("small") / "small.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(NSYS_EXPORTS["capture_range"], name="nsys_run")
+        tk.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="ncu_run")
+    return db
+
+
+@pytest.fixture
+def small_store(_small_store_template, tmp_path) -> Path:
+    """A fresh copy of the small two-run store (run 1: nsys, run 2: ncu) in tmp_path/store/."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    db = folder / "tk.duckdb"
+    shutil.copyfile(_small_store_template, db)
+    return db

@@ -705,23 +705,28 @@ def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.Top
     return spec.build(tk.query(spec.query, **bound))
 
 
-def save(ch: alt.TopLevelMixin, path: str | Path) -> Path:
-    """Write the chart; the format follows the extension: .html, .png, .svg, .json."""
+def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:
+    """Write the chart; the format follows the extension: .html, .png, .svg, .json.
+    Written through ``write_output`` (never over the store ``store_path``; no half file)."""
     import vl_convert as vlc
+
+    from .outputs import write_output
 
     path = Path(path)
     ext = path.suffix.lower()
     spec = ch.to_dict()
     if ext == ".json":
-        path.write_text(json.dumps(spec, indent=2))
+        data: str | bytes = json.dumps(spec, indent=2)
     elif ext in (".html", ".htm"):
-        path.write_text(vlc.vegalite_to_html(spec, bundle=True))
+        data = vlc.vegalite_to_html(spec, bundle=True)
     elif ext == ".png":
-        path.write_bytes(vlc.vegalite_to_png(spec, scale=2))
+        data = vlc.vegalite_to_png(spec, scale=2)
     elif ext == ".svg":
-        path.write_text(vlc.vegalite_to_svg(spec))
+        data = vlc.vegalite_to_svg(spec)
     else:
         raise ParamError(
             f"{path}: unknown chart format {ext or '(none)'}; use .html, .png, .svg or .json"
         )
-    return path
+    if isinstance(data, bytes):
+        return write_output(path, lambda tmp: tmp.write_bytes(data), store_path)
+    return write_output(path, lambda tmp: tmp.write_text(data), store_path)

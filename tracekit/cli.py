@@ -48,15 +48,23 @@ def _open(db: Path | None, read_only: bool = False):
     return store.open(db or _STATE["db"], read_only=read_only)
 
 
-def _emit(df, fmt: str, out: Path | None, title: str | None = None) -> None:
+def _emit(df, fmt: str, out: Path | None, title: str | None = None, store_path: Path | None = None) -> None:
+    """Print ``df`` as a table, CSV or JSON, or write it to ``out`` (any format, Parquet
+    only to a file) through ``write_output``: never over the store ``store_path``."""
+    from .outputs import write_output
+
     if fmt not in FORMATS:
         raise ParamError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if fmt == "parquet":
         if out is None:
             raise ParamError("--format parquet needs -o FILE")
-        df.write_parquet(out)
+        write_output(out, df.write_parquet, store_path)
         return
     if fmt == "csv":
+        nested = [c for c, t in df.schema.items() if t.is_nested()]
+        if nested:
+            raise ParamError(f"--format csv: column {nested[0]!r} holds lists or structs, which CSV cannot; "
+                             "use --format json or parquet")
         text = df.write_csv()
     elif fmt == "json":
         text = df.write_json()
@@ -65,7 +73,7 @@ def _emit(df, fmt: str, out: Path | None, title: str | None = None) -> None:
         text = None
     if text is not None:
         if out:
-            out.write_text(text)
+            write_output(out, lambda tmp: tmp.write_text(text), store_path)
         else:
             sys.stdout.write(text)
         return
@@ -91,10 +99,22 @@ def _emit(df, fmt: str, out: Path | None, title: str | None = None) -> None:
         table.add_row(*r)
     # as wide as the table needs: a narrow terminal wraps lines rather than hiding columns
     width = max(needed, shutil.get_terminal_size((120, 24)).columns)
-    console = Console(file=out.open("w") if out else None, width=width)
-    console.print(table)
-    if df.is_empty():
-        console.print("(no rows)")
+
+    def render(file=None) -> None:
+        console = Console(file=file, width=width)
+        console.print(table)
+        if df.is_empty():
+            console.print("(no rows)")
+
+    if out is None:
+        render()
+        return
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w") as f:
+            render(f)
+
+    write_output(out, write, store_path)
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -131,7 +151,8 @@ def ingest(
 @app.command()
 def runs(db: DbOpt = None, fmt: FormatOpt = "table", out: OutOpt = None):
     """List the runs in the store with their parameters."""
-    _emit(_open(db, read_only=True).runs(), fmt, out, "runs")
+    tk = _open(db, read_only=True)
+    _emit(tk.runs(), fmt, out, "runs", tk.path)
 
 
 @app.command()
@@ -167,8 +188,8 @@ def query(
         params["run"] = run
     if limit is not None:
         params["limit"] = limit
-    df = _open(db, read_only=True).query(name, **params)
-    _emit(df, fmt, out, name)
+    tk = _open(db, read_only=True)
+    _emit(tk.query(name, **params), fmt, out, name, tk.path)
 
 
 @app.command()
@@ -179,7 +200,8 @@ def sql(
     db: DbOpt = None,
 ):
     """Run ad-hoc read-only SQL against the store."""
-    _emit(_open(db, read_only=True).sql(text), fmt, out)
+    tk = _open(db, read_only=True)
+    _emit(tk.sql(text), fmt, out, store_path=tk.path)
 
 
 @app.command("diff")
@@ -210,12 +232,12 @@ def diff_cmd(
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
     shown = df.head(rows) if rows else df
     if fmt == "table":
-        _emit(_diff.display(shown), fmt, out, f"diff {base} -> {new}")
+        _emit(_diff.display(shown), fmt, out, f"diff {base} -> {new}", store_path=tk.path)
         counts = df["verdict"].value_counts(sort=True).rows()
         more = f"; {df.height - shown.height} more rows (--limit 0 for all)" if shown.height < df.height else ""
         typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
     else:
-        _emit(shown, fmt, out)
+        _emit(shown, fmt, out, store_path=tk.path)
     if gate and regressed:
         typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {threshold:g}%", err=True)
         raise typer.Exit(1)
@@ -234,7 +256,7 @@ def chart(
 
     tk = _open(db, read_only=True)
     ch = charts.chart(tk, name, run=run, **_params(param))
-    charts.save(ch, out)
+    charts.save(ch, out, store_path=tk.path)
     typer.echo(f"wrote {out}")
 
 

@@ -81,6 +81,11 @@ def _macros_sql() -> str:
     return (resources.files("tracekit") / "macros.sql").read_text()
 
 
+#: Statement kinds that write files where external access is allowed (COPY ... TO,
+#: EXPORT DATABASE, ATTACH of a new database file).
+_WRITES_FILES = frozenset({"COPY", "EXPORT", "ATTACH"})
+
+
 class Tracekit:
     """A tracekit database. ``tracekit.open(path)`` returns one."""
 
@@ -91,6 +96,36 @@ class Tracekit:
         self._created = False  # this object created the store and committed nothing yet
 
     # -- connection -------------------------------------------------------
+    #: Folders a read-only connection may read files under although external access is
+    #: off (DuckDB's ``allowed_directories``): none for a DuckDB store; a store whose
+    #: tables are files (a Parquet dataset) names its own folder here. DuckDB lets such
+    #: a folder be written too, so ``sql`` then also refuses the statements that write
+    #: files (``_WRITES_FILES``).
+    allowed_directories: tuple[str, ...] = ()
+
+    def _connect_config(self) -> dict[str, Any]:
+        """Settings DuckDB takes when the database is opened: never an extension
+        installed or loaded behind our back (nothing downloads at run time; an SQLite
+        file given as the store is refused rather than read through sqlite_scanner)."""
+        return {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+    def _setup_reader(self, con: duckdb.DuckDBPyConnection) -> None:
+        """What a read-only connection needs before it is sandboxed (views, macros and
+        settings of a store kind go here); user SQL runs only after it."""
+
+    def _sandbox(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Make a read-only connection, the one every query and ``tracekit sql`` run on,
+        read the store and nothing else: external access off (no file read or written,
+        no ATTACH, COPY, EXPORT, INSTALL/LOAD, persistent secrets) except under
+        ``allowed_directories``, then the configuration locked so that no SET, RESET
+        or PRAGMA can undo it. (DuckDB takes allowed_directories only once the
+        database is open and only while external access is on: hence this order.)"""
+        if self.allowed_directories:
+            dirs = [str(Path(d).resolve()) + os.sep for d in self.allowed_directories]
+            con.execute("SET allowed_directories = ?", [dirs])
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection (opened, and the schema created, on first use)."""
@@ -99,13 +134,16 @@ class Tracekit:
                 raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
             existed = self.path.exists() or str(self.path) == ":memory:"
             try:
-                self._con = duckdb.connect(str(self.path), read_only=self.read_only)
+                self._con = duckdb.connect(str(self.path), read_only=self.read_only, config=self._connect_config())
             except duckdb.Error as err:
                 raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
             self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             self._check_schema()
             self._con.execute(_macros_sql())  # TEMP macros: read-only connections get them too
-            if not self.read_only:
+            if self.read_only:
+                self._setup_reader(self._con)
+                self._sandbox(self._con)
+            else:
                 # bounded memory for ingest: DuckDB spills its joins to disk past this
                 limit = ingest_memory_limit()
                 try:
@@ -336,12 +374,23 @@ class Tracekit:
             raise
 
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
-        """Run ad-hoc SQL against the store and return a Polars DataFrame."""
+        """Run ad-hoc SQL against the store and return a Polars DataFrame (the last
+        statement's result). On a read-only store (``open(db, read_only=True)``, what
+        ``tracekit sql`` uses) it reads the store's tables and nothing else."""
         try:
+            if self.read_only and self.allowed_directories:
+                for stmt in self.con.extract_statements(text):
+                    if stmt.type.name in _WRITES_FILES:
+                        raise QueryError(f"SQL error: {stmt.type.name} statements are refused: tracekit sql "
+                                         "reads the store and writes nothing")
             rel = self.con.sql(text, params=params)
             return rel.pl() if rel is not None else pl.DataFrame()
         except duckdb.Error as err:
-            raise QueryError(f"SQL error: {str(err).splitlines()[0]}") from err
+            hint = ""
+            if self.read_only and isinstance(err, duckdb.PermissionException | duckdb.InvalidInputException) \
+                    and ("disabled" in str(err) or "locked" in str(err)):
+                hint = " (tracekit sql reads the store and nothing else: no files, extensions or settings)"
+            raise QueryError(f"SQL error: {str(err).splitlines()[0]}{hint}") from err
 
 
 def open(db: str | os.PathLike | None = None, read_only: bool = False) -> Tracekit:  # noqa: A001

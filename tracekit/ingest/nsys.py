@@ -283,8 +283,14 @@ class _Reader:
 
     def __init__(self, path: Path):
         self.path = path
+        pending = sqlite_ints.pending_changes(path)
+        if pending:
+            raise InputError(f"{path}: beside it is {pending}; open it once with sqlite3, which settles "
+                             f"them (sqlite3 {path} 'PRAGMA journal_mode=DELETE'), then ingest again")
         try:
-            self.sq = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            # immutable (as every read of the export): no locks, no -wal/-shm files created
+            # beside the input, no journal looked for (pending_changes found none)
+            self.sq = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
             rows = self.sq.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
         except sqlite3.DatabaseError as err:
             raise InputError(f"{path}: not a readable SQLite database ({err}); the file is truncated or corrupt") from err
@@ -320,7 +326,7 @@ class _Reader:
             sql += f" WHERE rowid >= {int(rowids[0])} AND rowid < {int(rowids[1])}"
         sql += " ORDER BY rowid"  # the table's own order (a scan of an index could differ)
         try:
-            # immutable: an export is not written while it is read; SQLite then skips locking
+            # immutable: see __init__
             with adbc.connect(f"file:{self.path}?mode=ro&immutable=1") as conn:
                 cur = conn.cursor()
                 # The driver infers each column's type from its first batch: a column that is
@@ -1180,6 +1186,10 @@ def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
     have = set() if nvtx is None else set(nvtx.column_names)
     ev = pa.table({**{c: nvtx.column(c) if c in have else pa.nulls(n, pa.string() if c == "text" else pa.int64())
                       for c in _NVTX_COLUMNS}, "_row": np.arange(n, dtype=np.int64)})
+    if not pa.types.is_string(ev.schema.field("text").type):
+        # SQLite types a column by its values: text NULL in every row (every name a
+        # registered string, through textId) reads as integers; as SQLite prints values
+        ev = ev.set_column(ev.schema.get_field_index("text"), "text", ev.column("text").cast(pa.string()))
     con.register("_nsys_ev", ev)
     # Same naming as nsys stats: domain name from the NvtxDomainCreate event of that
     # domain in that process, range text inline or registered; "domain:text".

@@ -25,6 +25,7 @@ used where ``_pages`` is not built or ``TRACEKIT_PAGE_DECODER=numpy`` is set.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import sqlite3
@@ -55,6 +56,24 @@ _SHIFT = np.array([0] + [64 - 8 * int(s) for s in _SIZE[1:7]] + [0] * 121, np.in
 
 class Unsupported(Exception):
     """The table holds something this reader does not decode; read it through SQLite."""
+
+
+def pending_changes(path: Path) -> str | None:
+    """What SQLite would apply to the file before reading it, as a clause naming the
+    file beside it, or None when the file alone is what SQLite reads: committed frames
+    in a write-ahead log (``-wal``; SQLite opens one wherever it exists, whatever the
+    file's header says) or a hot rollback journal (``-journal``: not empty, its header
+    not zeroed), left by a writer that is still running or crashed. Neither the page
+    decoder nor an ``immutable`` SQLite connection reads them, and a connection that
+    would creates ``-wal``/``-shm`` files beside the input: such a file is refused."""
+    wal, journal = Path(f"{path}-wal"), Path(f"{path}-journal")
+    with contextlib.suppress(OSError):
+        if wal.stat().st_size > 32:  # a 32-byte header, then frames
+            return f"a write-ahead log with changes not yet in the file ({wal.name})"
+    with contextlib.suppress(OSError), open(journal, "rb") as fh:
+        if fh.read(1) not in (b"", b"\x00"):
+            return f"a rollback journal of an unfinished write ({journal.name})"
+    return None
 
 
 def _schema(path: Path, table: str) -> tuple[int, list[str], str | None]:

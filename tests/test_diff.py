@@ -455,3 +455,17 @@ def test_a_bad_reference_does_not_ingest_the_other_file(tmp_path, capsys):
     assert cli_main(["--db", str(db), "diff", str(HSTU), "no-such-run"]) == 2
     assert "no run or sweep 'no-such-run'" in capsys.readouterr().err
     assert not db.exists()  # nothing ingested, no store created
+
+
+def test_diff_sql_headers_declare_their_parameters():
+    from importlib import resources
+
+    from tracekit.registry import get_registry, parse_header, sql_parameters
+
+    files = sorted(f for f in (resources.files("tracekit.queries") / "_diff").iterdir() if f.name.endswith(".sql"))
+    assert len(files) >= 9
+    for f in files:
+        q = parse_header(f.name[:-4], "_diff", f.read_text())
+        assert set(q.params) == sql_parameters(q.sql), f.name
+        assert q.columns, f.name
+    assert not any(q.source == "_diff" for q in get_registry().queries.values())  # not named queries

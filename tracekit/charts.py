@@ -31,10 +31,12 @@ PALETTE = "tableau10"
 
 @dataclass
 class ChartSpec:
-    query: str
+    query: str | None
     build: Callable[[pl.DataFrame], alt.TopLevelMixin]
     params: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    #: the data of a chart that is not drawn from a named query: (tk, **params) -> DataFrame
+    data: Callable[..., pl.DataFrame] | None = None
 
 
 # -- helpers -------------------------------------------------------------------
@@ -649,6 +651,88 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
         height=alt.Step(20),
         title=alt.Title("Kernel time by NVTX path", subtitle="bar label: % of kernel time"),
     )
+# -- diff -----------------------------------------------------------------------------
+
+#: the metric that stands for a key in the diff chart: its time (or latency)
+_DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "proj_total_ns", "api": "total_ns", "memcpy": "total_ns",
+                  "gpu": "busy_ns", "ncu": "duration_ns", "sweep": "latency_med_ms"}
+_VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e"}
+
+
+def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | None = None,
+               threshold: float | str = 5.0, limit: int | str = 20) -> pl.DataFrame:
+    """The rows of ``tk.diff`` the chart draws: per key its headline metric (time, or
+    latency for sweeps), the ``limit`` largest changes, with the threshold as a column."""
+    if base is None or new is None:
+        raise ParamError("chart diff: give the runs to compare as -p base=RUN -p new=RUN")
+    try:
+        threshold, limit = float(threshold), int(limit)
+    except ValueError as err:
+        raise ParamError(f"chart diff: threshold={threshold!r}, limit={limit!r}: numbers expected") from err
+    df = tk.diff(base, new, by=by, threshold_pct=threshold)
+    head = df.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
+    # an NVTX path that launched no GPU work stands by its wall time
+    nvtx_cpu = df.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns")
+                         & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
+    head = pl.concat([head, nvtx_cpu])
+    head = head.with_row_index("_i").sort("_i").drop("_i")  # diff's order: largest change first
+    shown = head.head(limit) if limit else head
+    return shown.with_columns(pl.lit(threshold).alias("threshold_pct"))
+
+
+def diff(df: pl.DataFrame) -> alt.LayerChart:
+    """Diverging bars of the largest changes (delta %, coloured by verdict) with their
+    intervals; keys in one run only are listed in the subtitle."""
+    _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
+    if df.is_empty():
+        return _no_data("Diff")
+    from .diff import short_keys
+
+    threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
+    one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
+    d = df.filter(~pl.col("verdict").is_in(["added", "removed"]) & pl.col("delta_pct").is_not_null()
+                  & (pl.col("delta") != 0))
+    short = short_keys(df["key"].to_list(), 56)
+    rows = []
+    for r in d.iter_rows(named=True):
+        rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
+                     "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
+                     "verdict": r["verdict"], "note": r["note"] or "", "p": r["p_value"]})
+    subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: GPU projection; "
+                f"sweeps: median latency); whisker: its interval; dashed: the ±{threshold:g}% threshold"]
+    if one_side.height:
+        parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]
+        subtitle.append("not drawn (in one run only): " + ", ".join(parts))
+    if not rows:
+        return (alt.Chart(alt.Data(values=[{"t": "no key changed"}])).mark_text(size=16).encode(text="t:N")
+                .properties(title=alt.Title("Largest changes", subtitle=subtitle), width=WIDTH, height=120))
+    order = [r["label"] for r in rows]
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=460))
+    lim = max(max(abs(r["delta_pct"]) for r in rows) * 1.15, threshold * 2)
+    if lim <= 300:
+        scale = alt.Scale(domain=[-lim, lim], clamp=True)
+        x_title = "change [% of base]"
+    else:  # -90 % and +6000 % both readable: symmetric log (linear within +-100 %)
+        low = min([-2 * threshold] + [max(r["delta_pct"], -100) * 1.15 for r in rows])  # time cannot fall below -100 %
+        scale = alt.Scale(type="symlog", constant=100, domain=[low, lim], clamp=True)
+        x_title = "change [% of base], symmetric log scale"
+    base = alt.Chart(alt.Data(values=rows))
+    colour = alt.Color("verdict:N", title="verdict", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
+        domain=list(_VERDICT_COLOURS), range=list(_VERDICT_COLOURS.values())))
+    bars = base.mark_bar(height=14).encode(
+        y=y, x=alt.X("delta_pct:Q", title=x_title, scale=scale), color=colour,
+        tooltip=[alt.Tooltip("key:N"), alt.Tooltip("metric:N"), alt.Tooltip("delta_pct:Q", format="+.2f"),
+                 alt.Tooltip("low:Q", format="+.2f"), alt.Tooltip("high:Q", format="+.2f"),
+                 alt.Tooltip("verdict:N"), alt.Tooltip("p:Q", format=".2g"), alt.Tooltip("note:N")])
+    whiskers = base.transform_filter("datum.low != null && datum.high != null").mark_rule(
+        color="#222", strokeWidth=1.5).encode(y=y, x=alt.X("low:Q", scale=scale), x2="high:Q")
+    zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#444").encode(x=alt.X("x:Q", scale=scale))
+    lines = alt.Chart(alt.Data(values=[{"x": -threshold}, {"x": threshold}])).mark_rule(
+        strokeDash=[5, 4], color="#777").encode(x=alt.X("x:Q", scale=scale))
+    text = base.mark_text(align="left", dx=4, fontSize=10, color="#222").encode(
+        y=y, x=alt.value(WIDTH - 255), text=alt.Text("delta_pct:Q", format="+.1f"))
+    return alt.layer(lines, zero, bars, whiskers, text).properties(
+        width=WIDTH - 260, height=alt.Step(22), title=alt.Title("Largest changes", subtitle=subtitle))
 
 
 CHARTS: dict[str, ChartSpec] = {
@@ -671,6 +755,7 @@ CHARTS: dict[str, ChartSpec] = {
     "kernels-by-nvtx": ChartSpec(
         "kernels-by-nvtx", kernels_by_nvtx, {"limit": 20}, "nsys kernel time per NVTX path"
     ),
+    "diff": ChartSpec(None, diff, {}, "largest changes between two runs (-p base=A -p new=B)", data=_diff_data),
 }
 
 
@@ -679,6 +764,10 @@ def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.Top
     spec = CHARTS.get(name)
     if spec is None:
         raise QueryError(f"unknown chart {name!r}; known charts: {', '.join(sorted(CHARTS))}")
+    if spec.data is not None:
+        if run is not None:
+            raise ParamError(f"chart {name}: give the runs as -p base=A -p new=B, not --run")
+        return spec.build(spec.data(tk, **params))
     from .registry import get_registry
 
     q = get_registry().get(spec.query)

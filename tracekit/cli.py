@@ -368,6 +368,45 @@ def sql(
         _emit(df, fmt, out, _columns(columns), tk.path)
 
 
+@app.command("diff")
+def diff_cmd(
+    base: Annotated[str, typer.Argument(help="base: run id, run name, sweep id, or a file to ingest")],
+    new: Annotated[str, typer.Argument(help="new: run id, run name, sweep id, or a file to ingest")],
+    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, ncu or sweep "
+                                          "(repeatable; default: every scope both have)")] = [],  # noqa: B006
+    threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, %")] = 5.0,
+    gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
+    fmt: FormatOpt = "table",
+    out: OutOpt = None,
+    db: DbOpt = None,
+):
+    """Compare two runs (or two sweeps): what changed, with noise-aware verdicts."""
+    from . import diff as _diff
+
+    if limit is not None and limit < 0:
+        raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
+    if fmt not in FORMATS:
+        raise ParamError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    files = any(_diff._is_file(r) for r in (base, new))
+    tk = _open(db, read_only=not files)  # a file to compare is ingested first
+    df = tk.diff(base, new, by=by or None, threshold_pct=threshold)
+    tk.close()
+    regressed = df.filter(df["verdict"] == "regressed").height
+    rows = limit if limit is not None else (30 if fmt == "table" else 0)
+    shown = df.head(rows) if rows else df
+    if fmt == "table":
+        _emit(_diff.display(shown), fmt, out, store_path=tk.path)
+        counts = df["verdict"].value_counts(sort=True).rows()
+        more = f"; {df.height - shown.height} more rows (--limit 0 for all)" if shown.height < df.height else ""
+        typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
+    else:
+        _emit(shown, fmt, out, store_path=tk.path)
+    if gate and regressed:
+        typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {threshold:g}%", err=True)
+        raise typer.Exit(1)
+
+
 @app.command()
 def chart(
     name: Annotated[str, typer.Argument(help="chart name: roofline, occupancy, top-kernels, ...")],
@@ -463,7 +502,10 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        app(args=args, prog_name="tracekit", standalone_mode=False)
+        # without standalone mode, click returns a command's typer.Exit code instead of raising it
+        rc = app(args=args, prog_name="tracekit", standalone_mode=False)
+        if isinstance(rc, int):
+            return rc
     except TracekitError as err:
         if debug:
             raise

@@ -81,6 +81,10 @@ def _schema_sql() -> list[str]:
     return out
 
 
+def _macros_sql() -> str:
+    return (resources.files("tracekit") / "macros.sql").read_text()
+
+
 #: Statement kinds that write files where external access is allowed (COPY ... TO,
 #: EXPORT DATABASE, ATTACH of a new database file).
 _WRITES_FILES = frozenset({"COPY", "EXPORT", "ATTACH"})
@@ -149,6 +153,7 @@ class Tracekit:
             if not self._locked(self._con):
                 self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             self._check_schema()
+            self._con.execute(_macros_sql())  # TEMP macros: read-only connections get them too
             if self.read_only:
                 self._setup_reader(self._con)
                 self._sandbox(self._con)
@@ -509,6 +514,19 @@ class Tracekit:
         from .registry import get_registry
 
         return get_registry().run(self, name, **params)
+
+    def diff(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
+        """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
+        files (ingested first). One row per scope, key and metric with a noise-aware
+        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, ncu, sweep; default:
+        every scope both have). See ``tracekit.diff``."""
+        from .diff import diff
+
+        try:
+            return diff(self, base, new, by=by, threshold_pct=threshold_pct)
+        except TracekitError:
+            self._discard_if_new()  # a store opened to ingest a file to compare, left empty
+            raise
 
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
         """Run ad-hoc SQL against the store and return a Polars DataFrame (the last

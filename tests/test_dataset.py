@@ -22,8 +22,9 @@ DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parents[1]
 SWEEP = sorted((DATA / "hstu_sweep" / "runs").iterdir())[:3]
 #: every kind of run: each nsys scenario, ncu reports, run folders (nsys and ncu with
-#: timed requests), sweep points (timed requests only)
-SOURCES = [*NSYS_EXPORTS.values(), DATA / "ncu_sections" / "report.ncu-rep.xz", DATA / "ncu_full" / "raw.csv.xz",
+#: timed requests), sweep points (timed requests only); the hstu_capture export is in its
+#: run folder's run
+SOURCES = [*(f for k, f in NSYS_EXPORTS.items() if k != "hstu_capture"), DATA / "ncu_sections" / "report.ncu-rep.xz", DATA / "ncu_full" / "raw.csv.xz",
            DATA / "hstu_capture_nsys", DATA / "hstu_capture_ncu", *SWEEP]
 
 

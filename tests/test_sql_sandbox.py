@@ -137,6 +137,19 @@ def test_named_queries_run_on_the_same_locked_connection(small_store):
     tk.close()
 
 
+def test_two_readers_of_one_store_in_one_process(small_store):
+    """DuckDB shares one database instance between connections to the same file in a
+    process: the second reader finds it sandboxed and locked, and still answers."""
+    first = tracekit.open(small_store, read_only=True)
+    assert first.query("top-kernels", run="nsys_run").height > 0
+    second = tracekit.open(small_store, read_only=True)
+    assert second.query("top-kernels", run="nsys_run").equals(first.query("top-kernels", run="nsys_run"))
+    with pytest.raises(duckdb.PermissionException):
+        second.con.execute("SELECT * FROM read_text('/etc/hostname')")
+    second.close()
+    first.close()
+
+
 def test_allowed_directories_is_the_hook_for_a_store_made_of_files(small_store, tmp_path):
     """A store kind whose tables are files lists its folder: files under it are readable,
     nothing else is, and writing stays impossible."""

@@ -36,7 +36,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import InputError, TracekitError
-from .store import SCHEMA_VERSION, IngestResult, Tracekit, _schema_sql
+from .store import SCHEMA_VERSION, IngestResult, Tracekit, _macros_sql, _schema_sql
 
 RUNS_FILE = "runs.parquet"
 STORE_FILE = "_store.parquet"
@@ -145,8 +145,9 @@ class Dataset(Tracekit):
         if not self.path.is_dir():
             raise InputError(f"{self.path}: no such dataset folder")
         if not (self.path / RUNS_FILE).is_file() or not (self.path / STORE_FILE).is_file():
-            raise InputError(f"{self.path}: not a tracekit dataset (no {RUNS_FILE} and {STORE_FILE}); "
-                             "write one with `tracekit export parquet -o DIR`")
+            raise InputError(f"{self.path}: is a folder but not a tracekit dataset (no {RUNS_FILE} and "
+                             f"{STORE_FILE}); name a store's file (--db FILE), or a dataset folder that "
+                             "`tracekit export parquet -o DIR` wrote")
         con = duckdb.connect()
         try:
             row = con.execute(f"SELECT value FROM read_parquet('{_q(self.path / STORE_FILE)}') "
@@ -186,6 +187,7 @@ class Dataset(Tracekit):
             con = duckdb.connect(config=self._connect_config())
             try:
                 con.execute("SET enable_progress_bar = false")
+                con.execute(_macros_sql())
                 self._setup_reader(con)
                 self._sandbox(con)
             except duckdb.Error as err:
@@ -306,6 +308,8 @@ class DatasetDestination:
     adds the run's row to runs.parquet (the only file the main process writes)."""
 
     def __init__(self, ds: Dataset):
+        if not (ds.path / RUNS_FILE).exists() and ds.path.is_dir() and any(ds.path.iterdir()):
+            ds.check()  # a folder with other files: not a dataset (one line)
         if not (ds.path / RUNS_FILE).exists():
             create(ds.path)
         ds.check()
@@ -342,7 +346,7 @@ class DatasetDestination:
             hit = self._runs("source_hash = ?", "run_id, name, kind, source_path", [part.digest])
             if hit:
                 part.discard()
-                return IngestResult(*hit[0], True, {}, part.digest)
+                return IngestResult(*hit[0], True, {}, digest=part.digest)
         if part.folder is None:
             raise InputError(f"{part.source}: was skipped as already ingested, but the dataset no longer holds it")
         root = self.ds.path
@@ -367,7 +371,7 @@ class DatasetDestination:
             con.close()
         os.replace(tmp, root / RUNS_FILE)
         part.discard()
-        return IngestResult(part.run_id, name, kind, source, False, part.rows, part.digest)
+        return IngestResult(part.run_id, name, kind, source, False, part.rows, digest=part.digest)
 
     def finish(self) -> None:
         self.ds.close()

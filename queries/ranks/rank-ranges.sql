@@ -12,6 +12,7 @@
 -- @column avg_ns         mean duration, ns
 -- @column max_ns         longest, ns
 -- @column vs_median_pct  total_ns against the median rank's total for this range, % (+ = slower)
+-- @display range, rank, instances, total_ns, avg_ns, max_ns, vs_median_pct
 -- @requires nvtx_ranges, rank_runs
 WITH jr AS (
     SELECT * FROM job_ranks($run)

@@ -22,6 +22,7 @@
 -- @column top_kernel_pct        its share of the rank's kernel time, %
 -- @column kernel_vs_median_pct  kernel_ns against the median rank's, % (+ = more time)
 -- @column busy_vs_median_pct    gpu_busy_ns against the median rank's, %
+-- @display rank, host, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, kernel_vs_median_pct, top_kernel_pct, top_kernel
 -- @requires kernels, gpu_ops, nvtx_ranges, rank_runs
 WITH jr AS (
     SELECT * FROM job_ranks($run)

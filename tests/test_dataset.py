@@ -118,7 +118,7 @@ def test_the_dask_example_of_the_docs_equals_top_kernels(store_and_dataset, monk
 
 
 @pytest.mark.parametrize("workers", [None, 2], ids=["serial", "workers"])
-def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, workers):
+def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, workers, capsys):
     files = [NSYS_EXPORTS["hstu_mixed"], DATA / "ncu_sections" / "report.ncu-rep.xz", DATA / "hstu_capture_nsys",
              NSYS_EXPORTS["multiproc"], NSYS_EXPORTS["hstu_mixed"]]
     store = tracekit.open(tmp_path / "store.duckdb")
@@ -134,10 +134,14 @@ def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, workers):
     assert ds.runs().drop("ingested_at").equals(store.runs().drop("ingested_at"))
     assert _same_answers(store, ds, store.runs()) > 1000
     assert not [p for p in root.iterdir() if p.name.startswith(".")]
-    # a second ingest adds runs after the last one; a known file is skipped
-    assert main(["--db", str(root), "ingest", str(NSYS_EXPORTS["graphs_graph"]), str(files[0])]) == 0
+    # a second ingest adds runs after the last one; a known file is skipped, and so is
+    # the export of a run folder the dataset holds (it is part of that run)
+    assert main(["--db", str(root), "ingest", str(NSYS_EXPORTS["graphs_graph"]), str(files[0]),
+                 str(NSYS_EXPORTS["hstu_capture"])]) == 0
     runs = tracekit.open(root).runs()
     assert runs.get_column("run_id").to_list() == [1, 2, 3, 4, 5]
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith(f"{NSYS_EXPORTS['hstu_capture']}: already ingested as run 3 (")
 
 
 def _one_error_line(capsys, *parts) -> str:

@@ -49,6 +49,32 @@ def test_prepare_and_land_equal_a_direct_ingest(tmp_path, first):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("tracekit-stage-")]
 
 
+def _stage_land(tk, f, name=None):
+    """``f`` prepared and landed as distributed ingest does (the store's hashes known)."""
+    s = staging.prepare(f, name=name, known=tk.staging_destination().known_hashes())
+    try:
+        return staging.land(tk, s)
+    finally:
+        s.discard()
+
+
+@pytest.mark.parametrize("order", ["export-then-folder", "folder-then-export"])
+def test_landing_a_run_folder_and_its_export_as_a_direct_ingest(tmp_path, order):
+    """A run folder whose export was ingested alone takes that run's place; the export
+    of a run folder already ingested is that run; a name asked for renames it."""
+    folder = DATA / "hstu_capture_nsys"
+    export = folder / "nsys.sqlite.xz"
+    steps = [(export, None), (folder, None)] if order == "export-then-folder" else [(folder, None), (export, None)]
+    steps.append((steps[1][0], "renamed"))
+    direct, staged = tracekit.open(tmp_path / "direct.duckdb"), tracekit.open(tmp_path / "staged.duckdb")
+    for f, name in steps:
+        a, b = direct.ingest(f, name=name), _stage_land(staged, f, name)
+        assert (a.run_id, a.name, a.skipped, a.replaced, a.renamed_from) == \
+            (b.run_id, b.name, b.skipped, b.replaced, b.renamed_from), (f, name)
+    assert staged.con.execute("SELECT count(*), max(name) FROM runs").fetchall() == [(1, "renamed")]
+    assert_same_stores(direct.con, staged.con)
+
+
 def test_prepare_skips_a_known_hash_without_parsing(tmp_path, monkeypatch):
     tk = _serial(tmp_path / "s.duckdb", MIXED[:1])
     known = frozenset(tk.con.execute("SELECT source_hash FROM runs").fetchall()[0])

@@ -330,23 +330,49 @@ class DatasetDestination:
 
         return functools.partial(prepare_part, base_run_id=self.base)
 
-    def known_hashes(self) -> frozenset[str]:
-        return frozenset(r[0] for r in self._runs("source_hash IS NOT NULL", "source_hash"))
+    def _held(self) -> str:
+        """SQL of (run_id, content hash) for every run and every file of a run folder's run."""
+        runs = f"read_parquet('{_q(self.ds.path / RUNS_FILE)}')"
+        sql = f"SELECT run_id, source_hash AS h FROM {runs} WHERE source_hash IS NOT NULL"
+        if any((self.ds.path / "run_sources").glob(f"run_id=*/{PART}")):
+            sql += (f" UNION ALL SELECT run_id, content_hash FROM read_parquet('{_q(self.ds.path)}/run_sources/*/*.parquet', "
+                    "hive_partitioning = true, hive_types = {'run_id': 'INTEGER'}) WHERE content_hash IS NOT NULL")
+        return sql
 
-    def _runs(self, where: str, cols: str, params: list | None = None) -> list[tuple]:
+    def known_hashes(self) -> frozenset[str]:
         con = duckdb.connect()
         try:
-            return con.execute(f"SELECT {cols} FROM read_parquet('{_q(self.ds.path / RUNS_FILE)}') WHERE {where}",
-                               params).fetchall()
+            return frozenset(r[0] for r in con.execute(f"SELECT DISTINCT h FROM ({self._held()})").fetchall())
+        finally:
+            con.close()
+
+    def _holding(self, digests: list[str]) -> list[tuple]:
+        """(run_id, name, kind, source_path) of the first run holding one of ``digests``."""
+        con = duckdb.connect()
+        try:
+            return con.execute(f"SELECT r.run_id, r.name, r.kind, r.source_path FROM ({self._held()}) s "
+                               f"JOIN read_parquet('{_q(self.ds.path / RUNS_FILE)}') r USING (run_id) "
+                               "WHERE s.h IN (SELECT unnest($d)) ORDER BY r.run_id LIMIT 1",
+                               {"d": digests}).fetchall()
         finally:
             con.close()
 
     def land(self, part: _Part) -> IngestResult:
-        if part.digest is not None:
-            hit = self._runs("source_hash = ?", "run_id, name, kind, source_path", [part.digest])
-            if hit:
-                part.discard()
-                return IngestResult(*hit[0], True, {}, digest=part.digest)
+        """Move the part's files into the dataset. A source the dataset holds already
+        (alone, or in a run folder's run) is that run; so is a run folder one of whose
+        files the dataset holds as a run of its own (a dataset's runs are not rewritten:
+        a DuckDB store would replace that run by the folder's)."""
+        hashes = [part.digest] if part.digest is not None else []
+        if part.folder is not None and (src := part.folder / "run_sources" / f"run_id={part.run_id}" / PART).exists():
+            con = duckdb.connect()
+            try:
+                hashes += [r[0] for r in con.execute(f"SELECT content_hash FROM read_parquet('{_q(src)}') "
+                                                     "WHERE content_hash IS NOT NULL").fetchall()]
+            finally:
+                con.close()
+        if hashes and (hit := self._holding(hashes)):
+            part.discard()
+            return IngestResult(*hit[0], True, {}, digest=part.digest)
         if part.folder is None:
             raise InputError(f"{part.source}: was skipped as already ingested, but the dataset no longer holds it")
         root = self.ds.path

@@ -44,6 +44,7 @@ class Staged:
     name: str | None = None
     kind: str | None = None
     rows: dict[str, int] = field(default_factory=dict)
+    asked_name: str | None = None  # the name asked for (None: the source's own)
 
     def discard(self) -> None:
         """Delete the staging database (its folder is private to it)."""
@@ -80,8 +81,8 @@ def prepare(source: str | os.PathLike, *, name: str | None = None, params: dict 
         raise
     if res.skipped:  # a hash the destination holds
         shutil.rmtree(folder, ignore_errors=True)
-        return Staged(str(source), None, res.digest)
-    return Staged(str(source), db, res.digest, res.name, res.kind, res.rows)
+        return Staged(str(source), None, res.digest, asked_name=name)
+    return Staged(str(source), db, res.digest, res.name, res.kind, res.rows, asked_name=name)
 
 
 def run_tables(con, catalog: str) -> list[str]:
@@ -100,20 +101,32 @@ def string_id_columns(con, catalog: str, table: str) -> list[str]:
 
 
 def land(tk: Tracekit, staged: Staged) -> IngestResult:
-    """Copy ``staged``'s run into the store ``tk`` in one transaction (a source whose
-    content the store holds already lands as that run: a no-op). The staging database
-    is left as it is (``staged.discard()`` deletes it)."""
+    """Copy ``staged``'s run into the store ``tk`` in one transaction, as ``tk.ingest``
+    would have written it: a source whose content the store holds already (alone, or
+    as part of a run folder's run) is that run, renamed if a name was asked for; a run
+    folder whose export the store holds as a run of its own takes that run's place.
+    The staging database is left as it is (``staged.discard()`` deletes it)."""
     if staged.db is None:
         return _existing_or_fail(tk, staged)
     con = tk.con
     if (found := tk._existing(staged.digest)) is not None:
-        return found
+        return tk._renamed(found, staged.asked_name)
     alias = "_tk_stage"
     con.execute(f"ATTACH '{_sql_path(staged.db)}' AS {alias} (READ_ONLY)")
     try:
+        replace, name = None, None
+        for (h,) in con.execute(f"SELECT content_hash FROM {alias}.run_sources ORDER BY rowid").fetchall():
+            found = tk._existing(h)
+            if found is None:
+                continue
+            if not tk._ingested_alone(found.run_id, h):  # part of another run folder's run
+                return tk._renamed(found, staged.asked_name)
+            replace, name = found.run_id, staged.asked_name or found.name
         con.execute("BEGIN TRANSACTION")
         try:
-            result = _copy_run(con, alias, staged)
+            if replace is not None:
+                tk._delete_rows(replace)
+            result = _copy_run(con, alias, staged, replace, name)
             con.execute("COMMIT")
             tk._created = False
         except BaseException as err:
@@ -134,17 +147,21 @@ def _existing_or_fail(tk: Tracekit, staged: Staged) -> IngestResult:
     if found is None:  # known to the caller when it was prepared, gone since
         raise InputError(f"{staged.source}: was skipped as already ingested, but the store no longer holds it; "
                          "ingest it again")
-    return found
+    return tk._renamed(found, staged.asked_name)
 
 
 def _sql_path(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _copy_run(con, alias: str, staged: Staged) -> IngestResult:
-    run_id = con.execute("SELECT nextval('run_id_seq')").fetchall()[0][0]
+def _copy_run(con, alias: str, staged: Staged, replace: int | None, name: str | None) -> IngestResult:
+    """The staged run's rows as run ``replace`` (its rows deleted already), else as the
+    store's next run, named ``name`` if given."""
+    run_id = replace if replace is not None else con.execute("SELECT nextval('run_id_seq')").fetchall()[0][0]
     (src_run,) = con.execute(f"SELECT run_id FROM {alias}.runs").fetchall()[0]
-    con.execute(f"INSERT INTO runs BY NAME SELECT * REPLACE ({int(run_id)}::INTEGER AS run_id) FROM {alias}.runs")
+    renamed = ", $name AS name" if name is not None else ""
+    con.execute(f"INSERT INTO runs BY NAME SELECT * REPLACE ({int(run_id)}::INTEGER AS run_id{renamed}) "
+                f"FROM {alias}.runs", {"name": name} if name is not None else None)
     ids = _merge_strings(con, alias)
     have = {r[0] for r in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
@@ -153,17 +170,18 @@ def _copy_run(con, alias: str, staged: Staged) -> IngestResult:
     for table in run_tables(con, alias):
         if table not in have:  # a plugin's table without DDL: as the staging database made it
             con.execute(f'CREATE TABLE "{table}" AS SELECT * FROM {alias}."{table}" LIMIT 0')
-        replace = [f"{int(run_id)}::INTEGER AS run_id"]
+        new_cols = [f"{int(run_id)}::INTEGER AS run_id"]
         if ids is not None:
-            replace += [f'$ids["{c}"] AS "{c}"' for c in string_id_columns(con, alias, table)]
-        params = {"ids": ids} if ids is not None and len(replace) > 1 else None
-        n = con.execute(f'INSERT INTO "{table}" BY NAME SELECT * REPLACE ({", ".join(replace)}) '
+            new_cols += [f'$ids["{c}"] AS "{c}"' for c in string_id_columns(con, alias, table)]
+        params = {"ids": ids} if ids is not None and len(new_cols) > 1 else None
+        n = con.execute(f'INSERT INTO "{table}" BY NAME SELECT * REPLACE ({", ".join(new_cols)}) '
                         f'FROM {alias}."{table}" WHERE run_id = {int(src_run)}', params).fetchall()
         count = int(n[0][0]) if n else 0
         if count:
             rows[table] = count
     name, kind, source = con.execute("SELECT name, kind, source_path FROM runs WHERE run_id = ?", [run_id]).fetchall()[0]
-    return IngestResult(int(run_id), name, kind, source, False, staged.rows or rows)
+    return IngestResult(int(run_id), name, kind, source, False, staged.rows or rows, replaced=replace,
+                        digest=staged.digest)
 
 
 def _merge_strings(con, alias: str) -> list[int] | None:
@@ -211,7 +229,8 @@ class StoreDestination:
     def known_hashes(self) -> frozenset[str]:
         if str(self.tk.path) != ":memory:" and not self.tk.path.exists():
             return frozenset()
-        rows = self.tk.con.execute("SELECT source_hash FROM runs WHERE source_hash IS NOT NULL").fetchall()
+        rows = self.tk.con.execute("SELECT source_hash FROM runs WHERE source_hash IS NOT NULL "
+                                   "UNION SELECT content_hash FROM run_sources WHERE content_hash IS NOT NULL").fetchall()
         self._release()
         return frozenset(r[0] for r in rows)
 

@@ -291,7 +291,7 @@ class Tracekit:
             parsed, sources = self._read_folder(path, chosen)
             replace = None
             for _, _, h in sources:
-                existing = self._existing(h)
+                existing = self._existing(h, held_elsewhere=False)
                 if existing is None:
                     continue
                 if not self._ingested_alone(existing.run_id, h):
@@ -324,8 +324,9 @@ class Tracekit:
         return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta, sources, replace)
 
     def _renamed(self, existing: IngestResult, name: str | None) -> IngestResult:
-        """An already-ingested run, renamed to ``name`` when one is asked for."""
-        if name is not None and name != existing.name:
+        """An already-ingested run, renamed to ``name`` when one is asked for (a run held
+        elsewhere, ``skip_hashes``, is renamed where it lands)."""
+        if name is not None and name != existing.name and existing.run_id:
             self.rename_run(existing.run_id, name)
             existing.renamed_from, existing.name = existing.name, name
         return existing
@@ -395,8 +396,10 @@ class Tracekit:
         rows = self.con.execute("SELECT 1 FROM runs WHERE source_path = ? LIMIT 1", [str(path.resolve())]).fetchall()
         return bool(rows)
 
-    def _existing(self, digest: str) -> IngestResult | None:
-        if digest in self.skip_hashes:
+    def _existing(self, digest: str, held_elsewhere: bool = True) -> IngestResult | None:
+        """The run of this content hash, or the run it is part of (None: not held).
+        With ``held_elsewhere`` a hash in ``skip_hashes`` is a run elsewhere (run_id 0)."""
+        if held_elsewhere and digest in self.skip_hashes:
             return IngestResult(0, "", "", "", True, {}, digest=digest)
         if not self.path.exists() and str(self.path) != ":memory:":
             return None

@@ -187,3 +187,19 @@ def test_dataset_sql_reads_only_its_folder(store_and_dataset, tmp_path):
         with pytest.raises(tracekit.QueryError):
             ds.sql(bad)
     assert sorted(p.relative_to(tmp / "ds") for p in (tmp / "ds").rglob("*")) == before
+
+
+def test_report_over_a_dataset_is_the_stores(store_and_dataset, tmp_path):
+    """`tracekit --db DIR report` writes the report the store gives, for each kind of run."""
+    store, _, tmp = store_and_dataset
+    runs = store.runs()
+    picks = {}
+    for r in runs.iter_rows(named=True):  # the first run of each kind
+        picks.setdefault(r["kind"], r["run_id"])
+    assert {"nsys", "ncu", "nsys,timing", "timing"} <= set(picks)
+    for kind, run in picks.items():
+        a, b = tmp_path / f"store-{run}.html", tmp_path / f"dataset-{run}.html"
+        assert main(["--db", str(tmp / "store.duckdb"), "report", "--run", str(run), "-o", str(a)]) == 0
+        assert main(["--db", str(tmp / "ds"), "report", "--run", str(run), "-o", str(b)]) == 0
+        assert a.read_bytes() == b.read_bytes(), kind
+    assert not list((tmp / "ds").glob("*.html"))

@@ -772,18 +772,18 @@ def rank_summary(df: pl.DataFrame) -> alt.Chart:
 def stragglers(df: pl.DataFrame) -> alt.LayerChart:
     """Range instances with the most skew across ranks: a line from the fastest to the
     slowest rank, a tick at the median, the slowest rank labelled."""
-    _need(df, "stragglers", "stragglers", ["range", "instance", "min_ns", "med_ns", "max_ns", "slowest_rank"])
+    _need(df, "stragglers", "stragglers", ["path", "instance", "min_ns", "med_ns", "max_ns", "slowest_rank"])
     if df.is_empty():
         return _no_data("Stragglers")
     d = df.with_columns(
-        pl.format("{} #{}", pl.col("range"), pl.col("instance")).alias("label"),
+        pl.format("{} #{}", pl.col("path"), pl.col("instance")).alias("label"),
         (pl.col("min_ns") / 1e6).alias("min_ms"), (pl.col("med_ns") / 1e6).alias("med_ms"),
         (pl.col("max_ns") / 1e6).alias("max_ms"),
         pl.format("rank {}", pl.col("slowest_rank")).alias("slowest"),
     )
     data = d.select("label", "min_ms", "med_ms", "max_ms", "slowest", "skew_pct").to_dicts()
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=320))
-    tip = [alt.Tooltip("label:N", title="range #instance"), alt.Tooltip("min_ms:Q", title="fastest [ms]", format=",.3f"),
+    tip = [alt.Tooltip("label:N", title="NVTX path #instance"), alt.Tooltip("min_ms:Q", title="fastest [ms]", format=",.3f"),
            alt.Tooltip("med_ms:Q", title="median [ms]", format=",.3f"),
            alt.Tooltip("max_ms:Q", title="slowest [ms]", format=",.3f"), alt.Tooltip("slowest:N", title="slowest"),
            alt.Tooltip("skew_pct:Q", title="slowest vs median [%]", format="+.1f")]
@@ -800,30 +800,30 @@ def stragglers(df: pl.DataFrame) -> alt.LayerChart:
 
 
 def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart:
-    """Rank x NVTX range: colour = the rank's total time in the range against the median
+    """Rank x NVTX path: colour = the rank's total time in the path's ranges against the median
     rank's (diverging around 0), text = its total in ms, from the rank-ranges query."""
-    _need(df, "rank-heatmap", "rank-ranges", ["range", "rank", "total_ns", "vs_median_pct"])
+    _need(df, "rank-heatmap", "rank-ranges", ["path", "rank", "total_ns", "vs_median_pct"])
     if df.is_empty():
         return _no_data("Ranks x NVTX ranges")
     d = df.with_columns((pl.col("total_ns") / 1e6).alias("total_ms"), pl.format("rank {}", pl.col("rank")).alias("r"))
-    data = d.select("range", "r", "rank", "total_ms", "vs_median_pct", "instances").to_dicts()
+    data = d.select("path", "r", "rank", "total_ms", "vs_median_pct", "instances").to_dicts()
     ranks = [f"rank {r}" for r in sorted(set(df.get_column("rank").to_list()))]
     lim = max(5.0, float(df.get_column("vs_median_pct").abs().max() or 0.0))
     base = alt.Chart(alt.Data(values=data)).encode(
-        x=alt.X("range:N", title="NVTX range", axis=alt.Axis(labelAngle=-40, labelLimit=200)),
+        x=alt.X("path:N", title="NVTX path", axis=alt.Axis(labelAngle=-40, labelLimit=200)),
         y=alt.Y("r:N", sort=ranks, title=None),
     )
     cells = base.mark_rect().encode(
         color=alt.Color("vs_median_pct:Q", title="vs median rank [%]",
                         scale=alt.Scale(scheme="redblue", reverse=True, domain=[-lim, lim])),
-        tooltip=[alt.Tooltip("r:N", title="rank"), alt.Tooltip("range:N"),
+        tooltip=[alt.Tooltip("r:N", title="rank"), alt.Tooltip("path:N", title="NVTX path"),
                  alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"), alt.Tooltip("instances:Q"),
                  alt.Tooltip("vs_median_pct:Q", title="vs median rank [%]", format="+.1f")],
     )
     text = base.mark_text(fontSize=10, color="#222").encode(text=alt.Text("total_ms:Q", format=",.1f"))
     return alt.layer(cells, text).properties(
         width=alt.Step(90), height=alt.Step(28),
-        title=alt.Title("Time per rank and NVTX range", subtitle="cell: total ms; colour: against the median rank"))
+        title=alt.Title("Time per rank and NVTX path", subtitle="cell: total ms; colour: against the median rank"))
 
 
 CHARTS: dict[str, ChartSpec] = {
@@ -839,7 +839,7 @@ CHARTS: dict[str, ChartSpec] = {
     ),
     "rank-summary": ChartSpec("rank-summary", rank_summary, {"limit": 0}, "multi-rank: time per rank"),
     "stragglers": ChartSpec("stragglers", stragglers, {"limit": 20}, "multi-rank: range instances by skew"),
-    "rank-heatmap": ChartSpec("rank-ranges", rank_heatmap, {"limit": 0}, "multi-rank: rank x NVTX range time"),
+    "rank-heatmap": ChartSpec("rank-ranges", rank_heatmap, {"limit": 0}, "multi-rank: time per rank and NVTX path"),
     "sweep-latency": ChartSpec(
         "sweep-latency", sweep_latency, {"limit": 0}, "latency across a bs x nc sweep"
     ),

@@ -399,6 +399,9 @@ class DatasetDestination:
         part.discard()
         return IngestResult(part.run_id, name, kind, source, False, part.rows, digest=part.digest)
 
+    def pause(self) -> None:
+        """Nothing held between landings (each rewrites runs.parquet and lets go)."""
+
     def finish(self) -> None:
         self.ds.close()
 

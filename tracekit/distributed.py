@@ -151,6 +151,8 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = Non
                     if on_outcome is not None:
                         on_outcome(outcomes[nxt])
                     nxt += 1
+                if not running.has_ready():  # waiting for a worker: readers may open the store
+                    dest.pause()
         finally:
             dest.finish()
             shutil.rmtree(stage_dir, ignore_errors=True)

@@ -216,9 +216,9 @@ def prepare_task(source: str, index: int, **kwargs) -> Staged:
 
 
 class StoreDestination:
-    """Where distributed ingest lands runs: a DuckDB store. The store is opened for each
-    landing and closed after it, so readers see every landed run while others are
-    being prepared."""
+    """Where distributed ingest lands runs: a DuckDB store, held open while prepared
+    runs are waiting to land and closed whenever none is (``pause``), so that readers
+    can open it and see every landed run while the others are being prepared."""
 
     task = staticmethod(prepare_task)
 
@@ -235,10 +235,10 @@ class StoreDestination:
         return frozenset(r[0] for r in rows)
 
     def land(self, staged: Staged) -> IngestResult:
-        try:
-            return land(self.tk, staged)
-        finally:
-            self._release()
+        return land(self.tk, staged)
+
+    def pause(self) -> None:
+        self._release()
 
     def finish(self) -> None:
         self._release()

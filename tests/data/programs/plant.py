@@ -15,7 +15,11 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import lzma
+import shutil
+import sqlite3
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -166,6 +170,26 @@ def diff(out: Path) -> None:
     print(f"wrote {reg_dir}/plant.json and PLANT.md")
 
 
+def _step_children(export_xz: Path) -> dict[str, list[int]]:
+    """Per `step` instance (in order), the duration in ns of each child range, from the export."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "export.sqlite"
+        with lzma.open(export_xz) as src, open(db, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        con = sqlite3.connect(db)
+        rows = con.execute(
+            "SELECT coalesce(e.text, s.value), e.start, e.\"end\" FROM NVTX_EVENTS e "
+            "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start").fetchall()
+        con.close()
+    steps = [(a, b) for name, a, b in rows if name == "step"]
+    out: dict[str, list[int]] = {}
+    for name in ("forward", "exchange", "backward"):
+        spans = [(a, b) for n, a, b in rows if n == name]
+        out[name] = [next(b - a for a, b in spans if s0 <= a and b <= s1) for s0, s1 in steps]
+    out["step"] = [b - a for a, b in steps]
+    return out
+
+
 def ranks(out: Path) -> None:
     prog = _constants("nsys_ranks.py")
 
@@ -178,6 +202,13 @@ def ranks(out: Path) -> None:
         observed[d.name] = {rng: {"instances": int(rows[rng]["Instances"]), "med_ns": float(rows[rng]["Med (ns)"]),
                                   "total_ns": int(rows[rng]["Total Time (ns)"])}
                             for rng in (":step", ":forward", ":exchange", ":backward") if rng in rows}
+    per_step = {d.name: _step_children(d / "export.sqlite.xz") for d in rank_dirs}
+    n_steps = min(len(v["step"]) for v in per_step.values())
+    straggler = f"rank{prog.STRAGGLER}"
+    slowest_forward = sum(
+        max(per_step, key=lambda r: per_step[r]["forward"][i]) == straggler for i in range(n_steps))
+    shortest_exchange = sum(
+        min(per_step, key=lambda r: per_step[r]["exchange"][i]) == straggler for i in range(n_steps))
     plant = {
         "program": "tests/data/programs/nsys_ranks.py",
         "world_size": world,
@@ -186,6 +217,7 @@ def ranks(out: Path) -> None:
         "straggler": {
             "rank": prog.STRAGGLER, "nvtx_path": "step/forward", "nvtx_range": ":forward",
             "work_factor": 1.5, "layers": {"straggler": prog.FORWARD_LAYERS * 3 // 2, "others": prog.FORWARD_LAYERS},
+            "work": "each forward layer: a host-side CPU matmul + tanh (one thread) and a GPU GEMM + ReLU",
             "expected": f"rank {prog.STRAGGLER} is the slowest rank in step/forward in most step instances",
         },
         "consequences": [{"nvtx_path": "step/exchange", "direction": "down on the straggler",
@@ -195,6 +227,12 @@ def ranks(out: Path) -> None:
         "nvtx_paths": ["warmup", "warmup/forward", "warmup/exchange", "warmup/backward",
                        "step", "step/forward", "step/exchange", "step/backward"],
         "nsys_stats_nvtx_sum_all_instances": observed,
+        "observed_per_step": {
+            "steps": n_steps,
+            "straggler_slowest_in_forward": slowest_forward,
+            "straggler_shortest_exchange": shortest_exchange,
+            "duration_ns": per_step,
+        },
     }
     (root / "plant.json").write_text(json.dumps(plant, indent=2) + "\n")
     lines = [
@@ -208,9 +246,14 @@ def ranks(out: Path) -> None:
         "one warm-up step inside `warmup` before them.",
         "",
         f"Plant: rank {prog.STRAGGLER} runs `forward` with 1.5x the layers ({prog.FORWARD_LAYERS * 3 // 2} "
-        f"instead of {prog.FORWARD_LAYERS}), so it is the slowest rank in `step/forward` and the other "
+        f"instead of {prog.FORWARD_LAYERS}; each layer a host-side transform on the rank's one CPU thread "
+        "and a GPU GEMM + ReLU), so it is the slowest rank in `step/forward` and the other "
         "ranks wait for it inside `step/exchange`. `step/backward` is the same work on every rank. "
         "Machine-readable: `plant.json`.",
+        "",
+        "Each export's timestamps count from its own nsys session's start (the four sessions started "
+        "within a few hundred ms of each other): align ranks by step index, or through each "
+        "export's session start time (TARGET_INFO_SESSION_START_TIME), not by raw timestamps.",
         "",
         "Medians per rank from NVIDIA's `stats/nvtx_sum.csv` (all instances of the range name, the "
         "warm-up step's included):",
@@ -221,9 +264,13 @@ def ranks(out: Path) -> None:
     for name, o in observed.items():
         lines.append(f"| {name[4:]} | " + " | ".join(f"{o[r]['med_ns']:.0f}" if r in o else "-" for r in
                                                      (":step", ":forward", ":exchange", ":backward")) + " |")
+    lines += ["", f"Per `step` instance (from the exports, {n_steps} steps): rank {prog.STRAGGLER} has the longest "
+              f"`forward` in {slowest_forward} and the shortest `exchange` in {shortest_exchange} of them "
+              "(`observed_per_step` in plant.json holds every duration)."]
     lines += ["", "The ranks share one GPU (only one-GPU machines are lent), whose contexts are time-sliced; "
-              "the layers are small so each step is bound by kernel launches on each rank's own CPU "
-              "thread, which is what makes the straggler visible in its range durations."]
+              "`forward` is bound by each rank's own CPU thread (the host-side transforms), which is what "
+              "makes the straggler visible in its range durations although the GPU is shared. "
+              "`step/backward` (GPU GEMMs only) varies between ranks with that time-slicing."]
     (root / "PLANT.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {root}/plant.json and PLANT.md")
 

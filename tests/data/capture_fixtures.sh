@@ -157,7 +157,7 @@ tk_cli() {
     sed '/^from .store import/d' "$repo/tracekit/__init__.py" > "$tk/__init__.py"
   fi
   (cd "$out" && PYTHONPATH="$out/.tk${PYTHONPATH:+:$PYTHONPATH}" \
-    python3 -c 'import sys; from tracekit.cli import main; sys.exit(main())' "$@")  # cwd: no ./tracekit
+    python3 -c 'import sys; sys.argv[0] = "tracekit"; from tracekit.cli import main; sys.exit(main())' "$@")  # cwd: no ./tracekit
 }
 for s in ${SWEEPS:-}; do
   d="$out/sweep_pair/$s"; mkdir -p "$d"

@@ -266,3 +266,18 @@ def test_rank_charts_draw_the_queries(job, tmp_path):
     out = tmp_path / "heat.html"
     assert main(["--db", str(db), "chart", "rank-heatmap", "-o", str(out)]) == 0
     assert out.stat().st_size > 1000
+
+
+def test_the_ranks_ingested_by_dask_workers_are_the_serial_ones(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    from _stores import assert_same_stores
+
+    serial = tmp_path / "serial.duckdb"
+    dist = tmp_path / "dist.duckdb"
+    files = [str(EXPORTS[r]) for r in sorted(EXPORTS)]
+    assert main(["--db", str(serial), "ingest", *files]) == 0
+    assert main(["--db", str(dist), "ingest", *files, "--workers", "2"]) == 0
+    capsys.readouterr()
+    a, b = tracekit.open(serial, read_only=True), tracekit.open(dist, read_only=True)
+    assert_same_stores(a.con, b.con)
+    assert b.query("stragglers", limit=0).equals(a.query("stragglers", limit=0))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -738,50 +739,59 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
 # -- multi-rank --------------------------------------------------------------------
 
 
-def rank_summary(df: pl.DataFrame) -> alt.Chart:
-    """Per rank: GPU busy time, kernel time and outermost-NVTX time side by side (ms),
-    from the rank-summary query; the bar label is the rank's kernel time against the
-    median rank's."""
+def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
+    """Per rank: GPU busy time, kernel time and outermost-NVTX time (ms), one panel per
+    measure with its own scale (NVTX time dwarfs GPU time), from the rank-summary query;
+    the bar label is the rank against the median rank in that measure."""
     _need(df, "rank-summary", "rank-summary", ["rank", "kernel_ns", "gpu_busy_ns", "nvtx_ns"])
     if df.is_empty():
         return _no_data("Ranks")
     measures = [("gpu_busy_ns", "GPU busy"), ("kernel_ns", "kernel time"), ("nvtx_ns", "outermost NVTX ranges")]
     rows = []
-    for r in df.iter_rows(named=True):
-        for col, label in measures:
+    for col, label in measures:
+        values = [v for v in df.get_column(col).to_list() if v is not None]
+        med = statistics.median(values) if values else None
+        for r in df.iter_rows(named=True):
             if r[col] is not None:
-                rows.append({"rank": f"rank {r['rank']}", "measure": label, "ms": r[col] / 1e6,
-                             "host": r.get("host"), "vs_median": r.get("kernel_vs_median_pct")})
+                rows.append({"rank": f"rank {r['rank']}", "measure": label, "ms": r[col] / 1e6, "host": r.get("host"),
+                             "vs_median": 100.0 * (r[col] - med) / med if med else None})
     order = [f"rank {r}" for r in df.get_column("rank").to_list()]
-    base = alt.Chart(alt.Data(values=rows)).encode(
-        y=alt.Y("rank:N", sort=order, title=None),
-        yOffset=alt.YOffset("measure:N", sort=[m[1] for m in measures]),
-        x=alt.X("ms:Q", title="time [ms]"),
-        color=alt.Color("measure:N", sort=[m[1] for m in measures], scale=alt.Scale(scheme=PALETTE),
-                        legend=alt.Legend(title=None, orient="bottom")),
-        tooltip=[alt.Tooltip("rank:N"), alt.Tooltip("host:N"), alt.Tooltip("measure:N"),
-                 alt.Tooltip("ms:Q", title="time [ms]", format=",.3f"),
-                 alt.Tooltip("vs_median:Q", title="kernel time vs median rank [%]", format="+.1f")],
-    )
-    return base.mark_bar().properties(
-        width=WIDTH - 200, height=alt.Step(14),
-        title=alt.Title("Time per rank", subtitle="GPU busy (union of the rank's GPU ops), kernel time, "
-                        "outermost NVTX ranges"))
+    y = alt.Y("rank:N", sort=order, title=None)
+    tip = [alt.Tooltip("rank:N"), alt.Tooltip("host:N"), alt.Tooltip("measure:N"),
+           alt.Tooltip("ms:Q", title="time [ms]", format=",.3f"),
+           alt.Tooltip("vs_median:Q", title="vs the median rank [%]", format="+.1f")]
+    base = alt.Chart()
+    bars = base.mark_bar().encode(
+        y=y, x=alt.X("ms:Q", title="time [ms]"), tooltip=tip,
+        color=alt.Color("measure:N", sort=[m[1] for m in measures], scale=alt.Scale(scheme=PALETTE), legend=None))
+    text = base.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
+        y=y, x="ms:Q", text=alt.Text("vs_median:Q", format="+.1f"))
+    return alt.layer(bars, text, data=alt.Data(values=rows)).properties(width=260, height=alt.Step(22)).facet(
+        column=alt.Column("measure:N", sort=[m[1] for m in measures], title=None)
+    ).resolve_scale(x="independent").properties(
+        title=alt.Title("Time per rank", subtitle="GPU busy (union of the rank's GPU ops), kernel time, outermost "
+                        "NVTX ranges; label: % against the median rank"))
 
 
 def stragglers(df: pl.DataFrame) -> alt.LayerChart:
-    """Range instances with the most skew across ranks: a line from the fastest to the
-    slowest rank, a tick at the median, the slowest rank labelled."""
+    """Range instances with the most skew across ranks, each as % of its median rank's
+    duration (a warm-up of seconds and a step of milliseconds on one axis): a line from
+    the fastest to the slowest rank, a tick at the median (100 %), the slowest rank
+    labelled."""
     _need(df, "stragglers", "stragglers", ["path", "instance", "min_ns", "med_ns", "max_ns", "slowest_rank"])
     if df.is_empty():
         return _no_data("Stragglers")
+    med = pl.when(pl.col("med_ns") > 0).then(pl.col("med_ns")).otherwise(None)
     d = df.with_columns(
         pl.format("{} #{}", pl.col("path"), pl.col("instance")).alias("label"),
         (pl.col("min_ns") / 1e6).alias("min_ms"), (pl.col("med_ns") / 1e6).alias("med_ms"),
         (pl.col("max_ns") / 1e6).alias("max_ms"),
+        (100.0 * pl.col("min_ns") / med).alias("min_pct"), (100.0 * pl.col("max_ns") / med).alias("max_pct"),
+        pl.lit(100.0).alias("med_pct"),
         pl.format("rank {}", pl.col("slowest_rank")).alias("slowest"),
     )
-    data = d.select("label", "min_ms", "med_ms", "max_ms", "slowest", "skew_pct").to_dicts()
+    data = d.select("label", "min_ms", "med_ms", "max_ms", "min_pct", "med_pct", "max_pct", "slowest",
+                    "skew_pct").to_dicts()
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=320))
     tip = [alt.Tooltip("label:N", title="NVTX path #instance"), alt.Tooltip("min_ms:Q", title="fastest [ms]", format=",.3f"),
            alt.Tooltip("med_ms:Q", title="median [ms]", format=",.3f"),
@@ -789,14 +799,14 @@ def stragglers(df: pl.DataFrame) -> alt.LayerChart:
            alt.Tooltip("skew_pct:Q", title="slowest vs median [%]", format="+.1f")]
     base = alt.Chart(alt.Data(values=data))
     rule = base.mark_rule(color="#888", strokeWidth=2).encode(
-        y=y, x=alt.X("min_ms:Q", title="duration across ranks [ms]"), x2="max_ms:Q", tooltip=tip)
-    med = base.mark_tick(color="#4c78a8", thickness=2, size=14).encode(y=y, x="med_ms:Q", tooltip=tip)
-    slow = base.mark_point(color="#e45756", filled=True, size=60).encode(y=y, x="max_ms:Q", tooltip=tip)
-    text = base.mark_text(align="left", dx=6, fontSize=10, color="#e45756").encode(y=y, x="max_ms:Q", text="slowest:N")
-    return alt.layer(rule, med, slow, text).properties(
+        y=y, x=alt.X("min_pct:Q", title="duration across ranks [% of the median rank's]"), x2="max_pct:Q", tooltip=tip)
+    med_tick = base.mark_tick(color="#4c78a8", thickness=2, size=14).encode(y=y, x="med_pct:Q", tooltip=tip)
+    slow = base.mark_point(color="#e45756", filled=True, size=60).encode(y=y, x="max_pct:Q", tooltip=tip)
+    text = base.mark_text(align="left", dx=6, fontSize=10, color="#e45756").encode(y=y, x="max_pct:Q", text="slowest:N")
+    return alt.layer(rule, med_tick, slow, text).properties(
         width=WIDTH - 300, height=alt.Step(18),
-        title=alt.Title("Stragglers", subtitle="per range instance across ranks: fastest to slowest, "
-                        "tick = median, label = slowest rank"))
+        title=alt.Title("Stragglers", subtitle="per range instance across ranks: fastest to slowest as % of the "
+                        "median, tick = median, label = slowest rank"))
 
 
 def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart:

@@ -187,6 +187,8 @@ class Dataset(Tracekit):
             con = duckdb.connect(config=self._connect_config())
             try:
                 con.execute("SET enable_progress_bar = false")
+                # the files' footers read once per connection, not once per query
+                con.execute("SET parquet_metadata_cache = true")
                 con.execute(_macros_sql())
                 self._setup_reader(con)
                 self._sandbox(con)

@@ -144,6 +144,28 @@ def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, workers, ca
     assert out[-1].startswith(f"{NSYS_EXPORTS['hstu_capture']}: already ingested as run 3 (")
 
 
+def test_export_one_run(store_and_dataset, tmp_path, capsys):
+    store, _, tmp = store_and_dataset
+    store.close()  # (the CLI below opens the same store)
+    runs = store.runs()
+    run = runs.filter(pl.col("kind") == "nsys")["run_id"][-1]
+    name = runs.filter(pl.col("run_id") == run)["name"][0]
+    one = tmp_path / "one"
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "--run", str(run), "-o", str(one)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {one}: 1 run"
+    ds = tracekit.open(one)
+    assert ds.runs()["run_id"].to_list() == [run]  # its id kept
+    for q in ("top-kernels", "nvtx-summary", "gpu-utilization", "memcpy-time"):
+        assert ds.query(q, limit=0).equals(store.query(q, run=run, limit=0)), q
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "--run", "no-such-run",
+                 "-o", str(tmp_path / "none")]) == 2
+    _one_error_line(capsys, "no run 'no-such-run'")
+    assert not (tmp_path / "none").exists()
+    assert name  # (a run is named by its name too)
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "--run", "all", "-o", str(tmp_path / "all")]) == 0
+    assert tracekit.open(tmp_path / "all").runs().height == runs.height
+
+
 def _one_error_line(capsys, *parts) -> str:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tracekit: error: "), err

@@ -180,3 +180,24 @@ def test_without_dask_workers_say_how_to_get_it(tmp_path, capsys, monkeypatch):
     assert main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(MIXED[0]), "--workers", "2"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'tracekit[dask]'" in err
+
+
+def test_an_existing_cluster_by_address_or_environment(tmp_path, monkeypatch, capsys):
+    """--scheduler ADDRESS and $DASK_SCHEDULER_ADDRESS join a running cluster (left running)."""
+    import distributed
+
+    files = [MIXED[0], MIXED[3]]
+    direct = _serial(tmp_path / "direct.duckdb", files)
+    direct.close()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        assert main(["--db", str(tmp_path / "a.duckdb"), "ingest", *map(str, files),
+                     "--scheduler", cluster.scheduler_address]) == 0
+        monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cluster.scheduler_address)
+        assert main(["--db", str(tmp_path / "b.duckdb"), "ingest", *map(str, files), "--workers", "1"]) == 0
+        with distributed.Client(cluster.scheduler_address, set_as_default=False) as c:
+            assert len(c.scheduler_info()["workers"]) == 1  # still up: not ours to close
+    capsys.readouterr()
+    for db in ("a.duckdb", "b.duckdb"):
+        with tracekit.open(tmp_path / "direct.duckdb", read_only=True) as a, \
+                tracekit.open(tmp_path / db, read_only=True) as b:
+            assert_same_stores(a.con, b.con)

@@ -421,12 +421,24 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
         ids = [r[0] for r in tk.con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
     else:
         ids = [resolve_run(tk, run, "runs", "export parquet")]
-    create(dest)
-    con, own = tk.con, False
-    if tk.read_only:  # the sandboxed reader may write no file: a plain read-only connection
-        tk.close()
-        con, own = duckdb.connect(str(tk.path), read_only=True, config=tk._connect_config()), True
-    catalog = con.execute("SELECT current_database()").fetchall()[0][0]
+    con, own, catalog = tk.con, False, None
+    if tk.read_only:
+        # the store's read-only connections are sandboxed (no file written), and another
+        # one to the same file in this process shares that sandboxed instance: read the
+        # store attached to a connection of its own instead
+        con, own, catalog = duckdb.connect(config=tk._connect_config()), True, "_tk_export"
+        try:
+            con.execute(f"ATTACH '{_q(Path(tk.path).resolve())}' AS {catalog} (READ_ONLY)")
+        except duckdb.Error as err:
+            con.close()
+            raise InputError(f"{tk.path}: cannot read the store ({str(err).splitlines()[0]})") from err
+    catalog = catalog or con.execute("SELECT current_database()").fetchall()[0][0]
+    try:
+        create(dest)
+    except BaseException:
+        if own:
+            con.close()
+        raise
     tmp = Path(tempfile.mkdtemp(prefix=".tracekit-export-", dir=dest))
     try:
         for rid in ids:

@@ -34,3 +34,9 @@ class CaptureError(TracekitError):
 
 class OutputError(TracekitError):
     """An output file that cannot be written (no such folder, the store itself, a full disk)."""
+
+
+class Interrupted(TracekitError):
+    """Ctrl-C during a command that writes the store; the message says what was kept."""
+
+    exit_code = 130

@@ -36,6 +36,10 @@ class OutputError(TracekitError):
     """An output file that cannot be written (no such folder, the store itself, a full disk)."""
 
 
+class StoreBusy(TracekitError):
+    """The store is locked by another process (an ingest under way): try again later."""
+
+
 class Interrupted(TracekitError):
     """Ctrl-C during a command that writes the store; the message says what was kept."""
 

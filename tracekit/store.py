@@ -12,6 +12,7 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import re
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from .errors import InputError, Interrupted, QueryError, TracekitError
+from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
 
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
     import polars as pl
@@ -149,6 +150,40 @@ def _first_error(err: BaseException) -> BaseException:
     return err
 
 
+def writer_info_path(db: str | os.PathLike) -> Path:
+    """The small file beside a store that says who writes it (pid, what, since when) while a
+    read-write connection holds DuckDB's lock: readers that meet the lock name the writer."""
+    db = Path(db)
+    return db.with_name(db.name + ".writer.json")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _busy_error(db: Path, duckdb_message: str) -> StoreBusy:
+    """The error for DuckDB's "Could not set lock": the writer named from its info file
+    when that file is the lock holder's (same pid, alive), else the holder DuckDB names."""
+    m = re.search(r"lock is held in (.*?) \(PID (\d+)\)", duckdb_message)
+    program, holder = (m[1], int(m[2])) if m else (None, None)
+    try:
+        info = json.loads(writer_info_path(db).read_text())
+        pid, what, since = int(info["pid"]), str(info["what"]), str(info["since"])
+    except (OSError, ValueError, KeyError, TypeError):
+        info = None
+    if info is not None and (holder is None or holder == pid) and _alive(pid):
+        return StoreBusy(f"{db}: the store is being written by {what} (pid {pid}, since {since}); "
+                         "try again when it finishes")
+    who = f"pid {holder}, {program}" if holder is not None else "another process"
+    return StoreBusy(f"{db}: the store is in use by another process ({who}); try again when it finishes")
+
+
 class Tracekit:
     """A tracekit database. ``tracekit.open(path)`` returns one."""
 
@@ -163,6 +198,9 @@ class Tracekit:
         #: input is in the store. A caller ingesting several inputs may reset it to None
         #: before each one.
         self.last_ingest: IngestResult | None = None
+        #: What this object writes, as the writer info file shows it to blocked readers.
+        self._doing = "a tracekit process"
+        self._writer_since: str | None = None  # the writer info file is ours (and its time)
 
     # -- connection -------------------------------------------------------
     #: Folders a read-only connection may read files under although external access is
@@ -216,7 +254,13 @@ class Tracekit:
             try:
                 self._con = duckdb.connect(str(self.path), read_only=self.read_only, config=self._connect_config())
             except duckdb.Error as err:
-                raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
+                first = str(err).splitlines()[0] if str(err) else type(err).__name__
+                if "Could not set lock" in first:
+                    raise _busy_error(self.path, first) from None
+                raise TracekitError(f"{self.path}: cannot open database ({first})") from err
+            if not self.read_only and str(self.path) != ":memory:":
+                self._writer_since = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+                self._note_writer()
             if not self._locked(self._con):
                 self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             self._check_schema()
@@ -327,10 +371,33 @@ class Tracekit:
                               "ingest your captures into a new database (--db NEW.duckdb)")
         return QueryError(f"{context}: {first}")
 
+    def _note_writer(self, doing: str | None = None) -> None:
+        """Say in the writer info file what this read-write connection is doing (written
+        whole: a temporary file renamed). Best effort: the store is written either way."""
+        if doing is not None:
+            self._doing = doing
+        if self._writer_since is None:
+            return
+        info = writer_info_path(self.path)
+        tmp = info.with_name(f".{info.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"pid": os.getpid(), "what": self._doing, "since": self._writer_since}))
+            os.replace(tmp, info)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+
     def close(self) -> None:
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._writer_since is not None:  # the lock is released: so is its info file
+            self._writer_since = None
+            info = writer_info_path(self.path)
+            try:
+                if json.loads(info.read_text()).get("pid") == os.getpid():
+                    info.unlink()
+            except (OSError, ValueError, AttributeError):
+                pass
 
     def __enter__(self):
         return self
@@ -348,6 +415,7 @@ class Tracekit:
         Ctrl-C raises ``Interrupted`` saying whether the run was committed; the store
         holds the whole run or nothing of it."""
         self.last_ingest = None
+        self._note_writer(f"`tracekit ingest {path}`")
         with _SigintWatch() as self._sigints:
             try:
                 return self._ingest(Path(path), name, params)
@@ -611,6 +679,7 @@ class Tracekit:
     def remove_run(self, run: str | int) -> tuple[int, str]:
         """Remove a run and its rows from every table, in one transaction; returns (run id, name)."""
         run_id, name = self.resolve(run)
+        self._note_writer(f"`tracekit runs rm {run}`")
         con = self.con
         try:
             con.execute("BEGIN TRANSACTION")

@@ -39,6 +39,9 @@ from tracekit.errors import TracekitError
 from tracekit.ingest import materialized
 from tracekit.ingest import sqlite_ints as si
 
+#: about a minute on the 2-core machine; runs by default (``-m "not slow"`` leaves it out)
+pytestmark = pytest.mark.slow
+
 #: store table -> (export table, its rows that the store table holds, (export column,
 #: store column) of the timestamps summed)
 _SPAN = (("start", "start_ns"), ("end", "end_ns"))

@@ -581,9 +581,37 @@ def _nest_brute(rows):
 @pytest.fixture(params=["native", "numpy"])
 def nesting(request, monkeypatch):
     """The NVTX nesting in C (_nest.c) and in NumPy: the tests using this run with both."""
-    from tracekit.ingest import nsys
+    from tracekit.ingest import containers, nsys
 
+    if request.param == "numpy":
+        monkeypatch.setattr(containers, "_nest_native", None)
     return compiled_or_numpy(request, monkeypatch, nsys, "_nest_native", "tracekit/ingest/_nest.c")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tightest_container_matches_a_brute_force_rule(seed, nesting):
+    """containers.tightest on random ranges of a few threads (crossing, identical,
+    zero-length, touching): the shortest earlier range of the thread that ends no
+    earlier, of equal ones the last; depth along those parents."""
+    import numpy as np
+
+    from tracekit.ingest import containers
+
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        rows = []
+        for t in range(int(rng.integers(1, 4))):
+            m = int(rng.integers(0, 40))
+            rows += [(t, int(a), int(a + d)) for a, d in zip(rng.integers(0, 30, m), rng.integers(0, 15, m), strict=True)]
+        rows.sort(key=lambda r: (r[0], r[1], -r[2]))
+        tid, start, end = (np.array([r[k] for r in rows], np.int64) for k in range(3))
+        first = np.r_[True, tid[1:] != tid[:-1]] if len(rows) else np.zeros(0, bool)
+        parent, depth = containers.tightest(start, end, first)
+        for i, (t, _, e) in enumerate(rows):
+            cands = [p for p in range(i) if rows[p][0] == t and rows[p][2] >= e]
+            want = min(cands, key=lambda p: (rows[p][2] - rows[p][1], -p), default=-1)
+            assert parent[i] == want, (rows, i)
+            assert depth[i] == (0 if want < 0 else depth[want] + 1)
 
 
 @pytest.mark.parametrize("seed", range(6))

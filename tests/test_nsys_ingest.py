@@ -565,13 +565,15 @@ def _ranges(rng, threads: int, n: int) -> list[tuple]:
 
 
 def _nest_brute(rows):
-    """Reference: the parent of a range is the innermost earlier range of its thread that
-    contains it; "earlier" in (start, -end, id) order, the order range ids follow."""
+    """Reference: the parent of a range is the tightest earlier range of its thread that
+    contains it (nsys's rule: the least slack, i.e. the shortest; of equal ones the last),
+    its push/pop parent the innermost push/pop one; "earlier" in (start, -end, id)
+    order, the order range ids follow."""
     parent, pp_parent = {}, {}
     for i, (tid, s, e, style, _) in enumerate(rows):
         cands = [j for j, (t2, s2, e2, st2, _) in enumerate(rows)
                  if t2 == tid and (s2, -e2, j) < (s, -e, i) and s2 <= s and e2 >= e]
-        parent[i] = max(cands, key=lambda j: (rows[j][1], -rows[j][2], j), default=None)
+        parent[i] = max(cands, key=lambda j: (rows[j][1] - rows[j][2], rows[j][1], -rows[j][2], j), default=None)
         if style == "PushPop":
             pp = [j for j in cands if rows[j][3] == "PushPop"]
             pp_parent[i] = max(pp, key=lambda j: (rows[j][1], -rows[j][2], j), default=None)
@@ -616,9 +618,9 @@ def test_tightest_container_matches_a_brute_force_rule(seed, nesting):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_nesting_matches_a_brute_force_rule(seed, nesting):
-    """_nest (pointer jumping, all ranges at once) against the rule checked pair by pair;
-    on push/pop ranges (laminar) the parent is also the tightest container, the rule the
-    goldens of nsys's own projection trace fix."""
+    """_nest (pointer jumping, all ranges at once; the tightest container where start/end
+    ranges cross push/pop ones) against the rule checked pair by pair: the one nsys's
+    own projection trace follows (tests/data/nsys_registered_nvtx)."""
     import duckdb
     import numpy as np
     import pyarrow as pa

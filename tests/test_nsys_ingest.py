@@ -25,7 +25,8 @@ def _trace(scen: str) -> list[dict]:
         return list(csv.DictReader(io.StringIO(fh.read())))
 
 
-@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels", "hstu_capture"])
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels", "hstu_capture", "odd_nvtx", "multiproc",
+                                  "registered_nvtx", "registered_nvtx_domains"])
 def test_projection_per_range_matches_nsys_trace(nsys_db, scen):
     """Every projected range instance: start, duration, op count, level, children, pid/tid."""
     ours = nsys_db.sql(

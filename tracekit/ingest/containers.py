@@ -10,8 +10,8 @@ earlier start/end range and a later, longer push/pop range belongs to the start/
 
 ``tightest(start, end, first)`` takes ranges in (thread, start, -end) order (``first``
 marks each thread's first range) and returns each range's parent (position; -1: none)
-and depth. Of containers equally short (identical ranges) the last in that order wins,
-as with push/pop ranges. Every candidate comes earlier in the order, so a range's
+and depth. Of containers equally short the last in that order wins (the last opened, as
+with push/pop ranges; nsys leaves that tie to SQLite's scan order). Every candidate comes earlier in the order, so a range's
 candidates are the earlier ranges of its thread that end no earlier, and the answer is a
 minimum over a two-sided condition (earlier, and end no earlier): a Fenwick tree over the
 ends in C (_nest.c), O(n log n); NumPy takes the same minimum over the Fenwick blocks of

@@ -109,6 +109,7 @@ def land(tk: Tracekit, staged: Staged) -> IngestResult:
     if staged.db is None:
         return _existing_or_fail(tk, staged)
     con = tk.con
+    tk._note_writer(f"`tracekit ingest {staged.source}`")  # what a reader that meets the lock is told
     if (found := tk._existing(staged.digest)) is not None:
         return tk._renamed(found, staged.asked_name)
     alias = "_tk_stage"

@@ -166,6 +166,25 @@ def test_export_one_run(store_and_dataset, tmp_path, capsys):
     assert tracekit.open(tmp_path / "all").runs().height == runs.height
 
 
+def test_rename_and_remove_runs_of_a_dataset_as_of_a_store(store_and_dataset, tmp_path, capsys):
+    store, _, tmp = store_and_dataset
+    store.close()
+    shutil.copyfile(tmp / "store.duckdb", tmp_path / "s.duckdb")
+    shutil.copytree(tmp / "ds", tmp_path / "ds")
+    ids = store.runs()["run_id"].to_list()
+    for db in (tmp_path / "s.duckdb", tmp_path / "ds"):
+        assert main(["--db", str(db), "runs", "rename", str(ids[1]), "renamed"]) == 0
+        assert main(["--db", str(db), "runs", "rm", str(ids[2]), "renamed"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == out[3:] and out[2] == f"removed run {ids[1]} (renamed)"
+    a, b = tracekit.open(tmp_path / "s.duckdb", read_only=True), tracekit.open(tmp_path / "ds")
+    runs = a.runs()
+    assert runs["run_id"].to_list() == [i for i in ids if i not in ids[1:3]]
+    assert b.runs().drop("ingested_at").equals(runs.drop("ingested_at"))
+    assert not list((tmp_path / "ds").glob(f"*/run_id={ids[1]}")) and not list((tmp_path / "ds").glob(".*"))
+    assert _same_answers(a, b, runs.head(3)) > 100
+
+
 def _one_error_line(capsys, *parts) -> str:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tracekit: error: "), err

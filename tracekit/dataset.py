@@ -35,7 +35,7 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import InputError, TracekitError
+from .errors import InputError, QueryError, TracekitError
 from .store import SCHEMA_VERSION, IngestResult, Tracekit, _macros_sql, _schema_sql
 
 RUNS_FILE = "runs.parquet"
@@ -226,6 +226,39 @@ class Dataset(Tracekit):
         body = ", ".join(f'CAST("{c}" AS {typ}) AS "{c}"' for c, typ in cols)
         return f'CREATE VIEW "{table}" AS SELECT {body} FROM {src}'
 
+    # -- managing runs ----------------------------------------------------
+    def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
+        """Rename a run (its row in runs.parquet); returns (run id, old name)."""
+        if not new_name or not new_name.strip():
+            raise QueryError("a run's new name cannot be empty")
+        run_id, old = self.resolve(run)
+        self._rewrite_runs("SELECT * REPLACE (CASE WHEN run_id = $id THEN $name ELSE name END AS name)", "true",
+                           {"id": run_id, "name": new_name.strip()})
+        return run_id, old
+
+    def remove_run(self, run: str | int) -> tuple[int, str]:
+        """Remove a run: its row from runs.parquet first (the run is then gone for every
+        reader), then its files from every table; returns (run id, name)."""
+        run_id, name = self.resolve(run)
+        self._rewrite_runs("SELECT *", "run_id <> $id", {"id": run_id})
+        for table in self.path.iterdir():
+            if table.is_dir() and not table.name.startswith("."):
+                shutil.rmtree(table / f"run_id={run_id}", ignore_errors=True)
+        return run_id, name
+
+    def _rewrite_runs(self, select: str, where: str, params: dict) -> None:
+        """runs.parquet as ``select`` over its rows ``where`` (a new file renamed into place)."""
+        self.close()
+        runs = self.path / RUNS_FILE
+        tmp = self.path / f".{RUNS_FILE}.{os.getpid()}.tmp"
+        con = duckdb.connect()
+        try:
+            con.execute(f"COPY ({select} FROM read_parquet('{_q(runs)}') WHERE {where} ORDER BY run_id) "
+                        f"TO '{_q(tmp)}' (FORMAT parquet)", params)
+        finally:
+            con.close()
+        os.replace(tmp, runs)
+
     # -- writing ----------------------------------------------------------
     def staging_destination(self) -> DatasetDestination:
         return DatasetDestination(self)
@@ -236,7 +269,8 @@ class Dataset(Tracekit):
         stage = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
         try:
             part = dest.task(str(path), 0, name=name, params=params, workdir=str(stage), known=dest.known_hashes())
-            return dest.land(part)
+            self.last_ingest = dest.land(part)  # (what an interrupted `tracekit ingest` reports)
+            return self.last_ingest
         finally:
             shutil.rmtree(stage, ignore_errors=True)
             dest.finish()

@@ -315,27 +315,30 @@ class _Part:
 def prepare_part(source: str, index: int, *, base_run_id: int, name=None, params=None,
                  workdir=None, known=frozenset(), threads=None) -> _Part:
     """Distributed ingest's task for a dataset: prepare ``source`` and write it as run
-    ``base_run_id + index`` into a folder of its own under ``workdir`` (in the dataset)."""
-    from .staging import prepare
+    ``base_run_id + index`` into a folder of its own under ``workdir`` (in the dataset).
+    The run is staged in memory: its files are the only thing written (a staging
+    database file would cost a fifth more CPU per file)."""
+    from .staging import ingest_into
 
     run_id = base_run_id + index
-    staged = prepare(source, name=name, params=params, known=known, threads=threads)
-    if staged.db is None:
-        return _Part(source, None, run_id, staged.digest, {}, None, None)
-    folder = Path(tempfile.mkdtemp(prefix=f"run{run_id}-", dir=workdir))
+    stage = Tracekit(":memory:")
+    folder = None
     try:
-        con = duckdb.connect(str(staged.db), read_only=True)
-        try:
-            catalog = con.execute("SELECT current_database()").fetchall()[0][0]
-            rows = write_run(con, catalog, 1, folder, run_id)
-        finally:
-            con.close()
+        if workdir is not None:  # what does not fit in memory spills beside the part, not into the cwd
+            stage.con.execute("SET temp_directory = ?", [str(Path(workdir) / f".spill-{run_id}")])
+        res = ingest_into(stage, Path(source), name=name, params=params, known=known, threads=threads)
+        if res.skipped:  # a hash the dataset holds
+            return _Part(source, None, run_id, res.digest, {}, None, None)
+        folder = Path(tempfile.mkdtemp(prefix=f"run{run_id}-", dir=workdir))
+        catalog = stage.con.execute("SELECT current_database()").fetchall()[0][0]
+        rows = write_run(stage.con, catalog, res.run_id, folder, run_id)
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
         raise
     finally:
-        staged.discard()
-    return _Part(source, folder, run_id, staged.digest, staged.rows or rows, staged.kind, staged.name)
+        stage.close()
+    return _Part(source, folder, run_id, res.digest, res.rows or rows, res.kind, res.name)
 
 
 class DatasetDestination:

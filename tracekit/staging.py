@@ -62,19 +62,12 @@ def prepare(source: str | os.PathLike, *, name: str | None = None, params: dict 
     ``known`` holds content hashes the destination already has: such a source is not
     parsed (the returned ``Staged`` has no ``db``). ``threads`` caps DuckDB's threads
     (several workers on one machine share its cores)."""
-    from .ingest.nsysrep import export_if_needed
-
     source = Path(source)
     folder = Path(tempfile.mkdtemp(prefix="tracekit-stage-", dir=workdir))
     db = folder / "run.duckdb"
     try:
         stage = Tracekit(db)
-        if threads:
-            stage.con.execute(f"SET threads = {int(threads)}")
-        stage.skip_hashes = known
-        with export_if_needed(source) as plain:
-            res = stage.ingest(plain, name=name or (source.name.split(".")[0] if plain != source else None),
-                               params=params)
+        res = ingest_into(stage, source, name=name, params=params, known=known, threads=threads)
         stage.close()
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -83,6 +76,20 @@ def prepare(source: str | os.PathLike, *, name: str | None = None, params: dict 
         shutil.rmtree(folder, ignore_errors=True)
         return Staged(str(source), None, res.digest, asked_name=name)
     return Staged(str(source), db, res.digest, res.name, res.kind, res.rows, asked_name=name)
+
+
+def ingest_into(stage: Tracekit, source: Path, *, name: str | None, params: dict | None,
+                known: frozenset[str], threads: int | None) -> IngestResult:
+    """Ingest ``source`` into the staging store ``stage`` (a file, or ``:memory:``) as
+    ``tracekit ingest`` would (a .nsys-rep exported first); ``known`` hashes skipped."""
+    from .ingest.nsysrep import export_if_needed
+
+    if threads:
+        stage.con.execute(f"SET threads = {int(threads)}")
+    stage.skip_hashes = known
+    with export_if_needed(source) as plain:
+        return stage.ingest(plain, name=name or (source.name.split(".")[0] if plain != source else None),
+                            params=params)
 
 
 def run_tables(con, catalog: str) -> list[str]:

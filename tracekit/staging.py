@@ -9,8 +9,9 @@ direct ingest would give them (new names after the store's last id, in name orde
 landing staged runs in input order gives the store a direct serial ingest gives.
 
 Distributed ingest (``tracekit.distributed``) prepares in Dask workers and lands in the
-main process. A single ``tracekit ingest FILE`` stays direct: landing copies every row
-once more (+0.5 s on a 1.7 s ingest of 6 M rows, docs/performance.md).
+main process. A serial ``tracekit ingest FILE`` stays direct: staging writes every row
+twice (into the staging database, then into the store), 4.38 against 3.15 CPU-s for an
+export of 6 M rows (docs/performance.md), so the single-file ingest would be slower.
 """
 
 from __future__ import annotations

@@ -45,11 +45,6 @@ PART = "part-0.parquet"
 STRING_ID_SHIFT = 32
 
 
-def is_dataset_path(path: str | os.PathLike) -> bool:
-    """Whether ``--db`` names a dataset (an existing folder) rather than a DuckDB file."""
-    return Path(path).is_dir()
-
-
 @lru_cache(maxsize=1)
 def schema() -> dict[str, list[tuple[str, str]]]:
     """The store's base tables and their (column, type), in the store's column order."""

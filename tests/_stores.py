@@ -22,4 +22,5 @@ def assert_same_stores(a, b) -> None:
     assert sorted(ra) == sorted(rb)
     for t in ra:
         assert len(ra[t]) == len(rb[t]), t
-        assert ra[t] == rb[t], t
+        differ = [(x, y) for x, y in zip(ra[t], rb[t], strict=True) if x != y]
+        assert not differ, (t, len(differ), differ[:3])

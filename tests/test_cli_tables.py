@@ -222,9 +222,11 @@ def test_queries_list_ends_descriptions_at_a_sentence(capsys):
 
 
 def test_charts_lists_what_each_needs(capsys):
-    _, out, _ = _run(capsys, "charts")
+    rc, out, err = _run(capsys, "charts")
+    assert rc == 0, err
     assert re.search(r"^roofline .*query roofline, needs an ncu run$", out, re.M)
     assert re.search(r"^sweep-latency .*needs runs of a sweep$", out, re.M)
+    assert re.search(r"^diff .*-p base=A -p new=B\)$", out, re.M)
 
 
 def test_query_imports_neither_polars_nor_capture(db):

@@ -306,6 +306,9 @@ def charts():
     needs = {"nsys": "an nsys run", "ncu": "an ncu run", "runs": "runs of a sweep"}
     key_w = max(map(len, CHARTS)) + 2
     for name, spec in CHARTS.items():
+        if spec.query is None:
+            typer.echo(f"{name.ljust(key_w)}{spec.description}")
+            continue
         q = reg.get(spec.query)
         typer.echo(f"{name.ljust(key_w)}{spec.description}; query {spec.query}, needs {needs.get(q.source, q.source)}")
     typer.echo("\ntracekit chart NAME [--run R] -o FILE.html|.png|.svg|.json")

@@ -265,9 +265,15 @@ def test_runs_rename_and_rm(tmp_path, capsys):
         assert sum(_counts(tk, a.run_id).values()) == 0
         assert _counts(tk, b.run_id) == before_b
         assert tk.runs()["name"].to_list() == ["b"]
-    for args, msg in ((["runs", "rm", "nope"], "no run 'nope'"), (["runs", "rename", "b", " "], "cannot be empty")):
+    for args, msg in ((["runs", "rm", "nope"], "no run 'nope'"), (["runs", "rename", "b", " "], "cannot be empty"),
+                      (["runs", "rm", "²"], "no run '²'"), (["runs", "rename", "²", "x"], "no run '²'"),
+                      (["runs", "rename", "b", "7"], "'7' cannot name a run: --run reads it as a run id"),
+                      (["runs", "rename", "b", "Latest"], "'Latest' cannot name a run"),
+                      (["runs", "rename", "b", "all"], "'all' cannot name a run")):
         rc, _, err = _run(capsys, "--db", str(path), *args)
         assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+    with tracekit.open(path, read_only=True) as tk:
+        assert tk.runs()["name"].to_list() == ["b"]
 
 
 def test_rm_of_a_shared_name_asks_for_an_id(tmp_path, capsys):

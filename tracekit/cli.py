@@ -234,7 +234,7 @@ def runs_rename(
     """Give a run a new name."""
     with _open(db) as tk:
         run_id, old = tk.rename_run(run, new_name)
-    typer.echo(f"run {run_id}: renamed {old!r} to {new_name!r}")
+    typer.echo(f"run {run_id}: renamed {old!r} to {new_name.strip()!r}")
 
 
 @runs_app.command("rm")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .errors import InputError, QueryError, TracekitError
+
+_RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
 
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
     import polars as pl
@@ -462,7 +465,7 @@ class Tracekit:
         if not self.path.exists() and str(self.path) != ":memory:":
             raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
         text = str(run).strip()
-        if text.isdigit():
+        if _RUN_ID.fullmatch(text):
             rows = self.con.execute("SELECT run_id, name FROM runs WHERE run_id = ?", [int(text)]).fetchall()
             if rows:
                 return rows[0]
@@ -476,10 +479,14 @@ class Tracekit:
 
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run; returns (run id, old name)."""
-        if not new_name or not new_name.strip():
+        new_name = (new_name or "").strip()
+        if not new_name:
             raise QueryError("a run's new name cannot be empty")
+        if _RUN_ID.fullmatch(new_name) or new_name.lower() in ("latest", "all"):
+            raise QueryError(f"{new_name!r} cannot name a run: --run reads it as "
+                             f"{'a run id' if new_name[0].isdigit() else 'a keyword'}; choose another name")
         run_id, old = self.resolve(run)
-        self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name.strip(), run_id])
+        self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])
         return run_id, old
 
     def remove_run(self, run: str | int) -> tuple[int, str]:

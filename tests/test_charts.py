@@ -143,6 +143,8 @@ def test_errors(tk, tmp_path):
         charts.chart(tk, "pie")
     with pytest.raises(ParamError, match="unknown chart format"):
         charts.save(charts.chart(tk, "occupancy", run="full"), tmp_path / "x.pdf")
+    with pytest.raises(ParamError, match="chart diff: unknown parameter 'bogus' .declared: base, new, by"):
+        charts.chart(tk, "diff", base="full", new="full", bogus="3")
 
 
 def test_done_when_fresh_clone_flow(tmp_path, capsys):

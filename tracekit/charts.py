@@ -12,6 +12,7 @@ rather than drawn wrong.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable
@@ -767,6 +768,10 @@ def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.Top
     if spec.data is not None:
         if run is not None:
             raise ParamError(f"chart {name}: give the runs as -p base=A -p new=B, not --run")
+        known = [p for p in inspect.signature(spec.data).parameters if p != "tk"]
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ParamError(f"chart {name}: unknown parameter {unknown[0]!r} (declared: {', '.join(known)})")
         return spec.build(spec.data(tk, **params))
     from .registry import get_registry
 

@@ -466,19 +466,25 @@ def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
         pl.format("{}. {}", pl.col("rank") + 1, pl.col("short")).alias("short")
     )
     data = d.select("short", "name", "total_ms", "time_pct", "instances").to_dicts()
-    y = alt.Y("short:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
+    return _time_bars(data, "short", "#4c78a8", "Total GPU time [ms]", "Top kernels", [
+        alt.Tooltip("name:N", title="kernel"),
+        alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"),
+        alt.Tooltip("time_pct:Q", title="time [%]", format=".1f"),
+        alt.Tooltip("instances:Q", title="launches"),
+    ])
+
+
+def _time_bars(data: list[dict], label: str, colour: str, x_title: str, title: str,
+               tooltip: list) -> alt.LayerChart:
+    """Horizontal bars of ``total_ms`` per ``label``, in the rows' order, each labelled
+    with its ``time_pct``."""
     bars = (
         alt.Chart(alt.Data(values=data))
-        .mark_bar(color="#4c78a8")
+        .mark_bar(color=colour)
         .encode(
-            y=y,
-            x=alt.X("total_ms:Q", title="Total GPU time [ms]"),
-            tooltip=[
-                alt.Tooltip("name:N", title="kernel"),
-                alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"),
-                alt.Tooltip("time_pct:Q", title="time [%]", format=".1f"),
-                alt.Tooltip("instances:Q", title="launches"),
-            ],
+            y=alt.Y(f"{label}:N", sort=None, title=None, axis=alt.Axis(labelLimit=420)),
+            x=alt.X("total_ms:Q", title=x_title),
+            tooltip=tooltip,
         )
     )
     text = bars.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
@@ -487,7 +493,7 @@ def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
     return alt.layer(bars, text).properties(
         width=WIDTH - 250,
         height=alt.Step(20),
-        title=alt.Title("Top kernels", subtitle="bar label: % of kernel time"),
+        title=alt.Title(title, subtitle="bar label: % of kernel time"),
     )
 
 
@@ -628,30 +634,13 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
         .alias("top"),
     )
     data = d.select("path", "total_ms", "time_pct", "launches", "top").to_dicts()
-    y = alt.Y("path:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
-    bars = (
-        alt.Chart(alt.Data(values=data))
-        .mark_bar(color="#59a14f")
-        .encode(
-            y=y,
-            x=alt.X("total_ms:Q", title="Kernel time [ms]"),
-            tooltip=[
-                alt.Tooltip("path:N", title="NVTX path"),
-                alt.Tooltip("total_ms:Q", title="kernel time [ms]", format=",.3f"),
-                alt.Tooltip("time_pct:Q", title="of all kernel time [%]", format=".1f"),
-                alt.Tooltip("launches:Q", title="launches", format=","),
-                alt.Tooltip("top:N", title="top kernel"),
-            ],
-        )
-    )
-    text = bars.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
-        text=alt.Text("time_pct:Q", format=".1f")
-    )
-    return alt.layer(bars, text).properties(
-        width=WIDTH - 250,
-        height=alt.Step(20),
-        title=alt.Title("Kernel time by NVTX path", subtitle="bar label: % of kernel time"),
-    )
+    return _time_bars(data, "path", "#59a14f", "Kernel time [ms]", "Kernel time by NVTX path", [
+        alt.Tooltip("path:N", title="NVTX path"),
+        alt.Tooltip("total_ms:Q", title="kernel time [ms]", format=",.3f"),
+        alt.Tooltip("time_pct:Q", title="of all kernel time [%]", format=".1f"),
+        alt.Tooltip("launches:Q", title="launches", format=","),
+        alt.Tooltip("top:N", title="top kernel"),
+    ])
 # -- diff -----------------------------------------------------------------------------
 
 #: the metric that stands for a key in the diff chart: its time (or latency)

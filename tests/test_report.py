@@ -193,7 +193,7 @@ def test_cli_report(store, tmp_path, capsys):
 needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install "
                                                              "chromium; CI installs it)")
 
-#: clicks the first numeric column of the first table twice (descending, then ascending)
+#: clicks the first numeric column of the first table twice (ascending, then descending)
 #: and returns the column's data-v values after each click
 _SORT_JS = """(function () {
   var th = document.querySelector("table.sortable th.num");

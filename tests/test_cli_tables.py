@@ -106,6 +106,15 @@ def test_top_kernels_fits_100_columns_in_human_units(db, capsys):
     assert out.rstrip().endswith("14 rows")
 
 
+def test_readme_table_is_what_the_command_prints(db, capsys):
+    """The README's terminal example, on a 100-column terminal, is the command's output."""
+    readme = (DATA.parent.parent / "README.md").read_text()
+    command = "tracekit query top-kernels --limit 6"
+    shown = readme.split(f"$ {command}\n", 1)[1].split("```", 1)[0]
+    rc, out, _ = _run(capsys, "--db", db, *command.split()[1:], "--run", "hstu")
+    assert rc == 0 and out == shown
+
+
 def test_footer_counts_the_rows_a_limit_left_out(db, capsys):
     _, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "--limit", "5")
     assert out.rstrip().splitlines()[-1] == "5 of 14 rows (--limit 0 for all)"

@@ -749,7 +749,7 @@ CHARTS: dict[str, ChartSpec] = {
 }
 
 
-def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.TopLevelMixin:
+def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.TopLevelMixin:
     """Run the chart's named query (``run`` and ``params`` bound) and build the Altair chart."""
     spec = CHARTS.get(name)
     if spec is None:

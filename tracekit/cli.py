@@ -136,7 +136,7 @@ def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
     if columns is not None:
         from .table import Rows
 
-        Rows(list(df.columns), [], []).select(columns)  # one-line error for an unknown column
+        Rows(list(df.columns), [str(t) for t in df.dtypes], []).select(columns)  # one-line error for an unknown column
         df = df.select(columns)
     if fmt == "parquet":
         from .outputs import write_output
@@ -421,8 +421,11 @@ def chart(
     """Draw a chart from a named query and save it (format from the file extension)."""
     from . import charts
 
+    params = _params(param)
+    if run is not None:
+        params["run"] = run
     tk = _open(db, read_only=True)
-    ch = charts.chart(tk, name, run=run, **_params(param))
+    ch = charts.chart(tk, name, **params)
     charts.save(ch, out, store_path=tk.path)
     typer.echo(f"wrote {out}")
 

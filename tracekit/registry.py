@@ -192,7 +192,7 @@ class Registry:
         used = sql_parameters(q.sql)
         return {k: v for k, v in bound.items() if k in used}
 
-    def run(self, tk, name: str, **params: Any) -> pl.DataFrame:
+    def run(self, tk, name: str, /, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame."""
         import duckdb
 
@@ -203,7 +203,7 @@ class Registry:
         except duckdb.Error as err:
             raise tk.db_error(err, name) from err
 
-    def fetch(self, tk, name: str, **params: Any) -> Rows:
+    def fetch(self, tk, name: str, /, **params: Any) -> Rows:
         """The query's result as Python rows (no Polars, no Arrow: what a terminal table
         needs), with the number of rows the query has in all when ``limit`` cut it."""
         import duckdb

@@ -516,7 +516,7 @@ class Tracekit:
         """All runs, newest last, with their parameters."""
         return self.query("runs", limit=0)
 
-    def query(self, name: str, **params: Any) -> pl.DataFrame:
+    def query(self, name: str, /, **params: Any) -> pl.DataFrame:
         """Run the named query ``name`` with bound parameters; returns a Polars DataFrame."""
         from .registry import get_registry
 

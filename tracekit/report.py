@@ -315,7 +315,7 @@ def build(tk, run: str | int | None = None) -> Report:
     """The report of one run (default: the latest): its header and the sections its kind gets."""
     from .registry import resolve_run
 
-    run_id = resolve_run(tk, run, "runs", "report")
+    run_id = resolve_run(tk, run, "runs", "report", spans_runs=False)
     info = _run_info(tk, run_id)
     kinds = set(info["kind"].split(","))
     try:

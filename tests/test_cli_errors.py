@@ -173,3 +173,10 @@ def test_columns_of_a_file_format(small_store, capsys, tmp_path, fmt):
 
     df = {"csv": pl.read_csv, "json": pl.read_json, "parquet": pl.read_parquet}[fmt](out)
     assert df.columns == ["name", "instances"] and df.height > 0
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv"])
+def test_a_querys_own_error_is_shown_once(small_store, capsys, fmt):
+    """A query's error('NAME: ...') reads as the query wrote it, in a table and in a file format."""
+    assert _cli(small_store, "query", "top-kernels", "--run", "nsys_run", "-p", "group=kind", "-f", fmt) == 2
+    assert one_error_line(capsys) == "tracekit: error: top-kernels: group=kind: choose name or family"

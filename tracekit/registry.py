@@ -219,7 +219,7 @@ class Registry:
                 sql = q.sql.rstrip().rstrip(";")
                 rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)", {**bound, "limit": 0}).fetchone()[0]
         except duckdb.Error as err:
-            raise QueryError(f"{name}: {str(err).splitlines()[0]}") from err
+            raise tk.db_error(err, name) from err
         return rows
 
 

@@ -220,6 +220,20 @@ def test_dropped_kernel_is_removed_with_its_time(store):
     assert store.diff("dropped", "hstu", by="kernel").filter(pl.col("verdict") == "added")["key"].unique().to_list() == [LAYER_NORM]
 
 
+def test_keys_read_by_the_labels_tables_use(store):
+    """Diff's keys are labelled by names.distinct_labels: kernel names short, no two keys alike."""
+    keys = store.diff("hstu", "hstu")["key"].unique().to_list()
+    short = D.short_keys(keys, 60)
+    assert len(set(short.values())) == len(keys)
+    assert all(len(s) <= 60 for s in short.values())
+    golden = _golden_kernels(HSTU)
+    assert sum("vectorized_elementwise_kernel<" in k for k in golden) >= 5  # names that shorten alike
+    for k in golden:
+        assert "<" not in short[k] and not short[k].startswith("void "), short[k]
+    assert short[LAYER_NORM] == "at::native::vectorized_layer_norm_kernel"
+    assert short["hstu.request/hstu.layer0/hstu_attention"] == "hstu.request/hstu.layer0/hstu_attention"
+
+
 # -- the CLI -----------------------------------------------------------------------------
 
 

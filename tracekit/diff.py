@@ -60,7 +60,6 @@ the per-key summary in Python.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -71,6 +70,7 @@ import polars as pl
 import pyarrow as pa
 
 from .errors import ParamError, QueryError
+from .names import cut_text, distinct_labels, short_name
 
 NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu")
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
@@ -229,6 +229,12 @@ def _fmt_p(p: float) -> str:
     return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
+def _p_is(p: float) -> str:
+    """``p=0.31`` for a note (``p<1e-300`` below what a double holds)."""
+    text = _fmt_p(p)
+    return f"p{text}" if text.startswith("<") else f"p={text}"
+
+
 @dataclass
 class _Row:
     scope: str
@@ -286,14 +292,14 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
             low = high = _pct(n - b, b)
         else:
             pv = p
-            p_note = f"not significant (p={_fmt_p(p)})" if p is not None else "not significant"
+            p_note = f"not significant ({_p_is(p)})" if p is not None else "not significant"
             if kind == "total":
                 b, n = r["total_base"] * scale, r["total_new"] * scale
                 real = count_real or (p is not None and p < ALPHA)
                 verdict, note = _judge(b, n, threshold, direction, real, p_note)
                 if verdict in ("regressed", "improved"):
                     note = _join(f"instances {n_b:,} -> {n_n:,}" if n_b != n_n else "",
-                                 f"per-instance p={_fmt_p(p)}" if p is not None else "")
+                                 f"per-instance {_p_is(p)}" if p is not None else "")
                 spread = _Z95 * math.sqrt(n_b * (r["var_base"] or 0.0) + n_n * (r["var_new"] or 0.0)) * scale
                 if b:
                     low, high = _pct(n - b - spread, b), _pct(n - b + spread, b)
@@ -662,36 +668,25 @@ def _human(metric: str, v: float | None) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.3g}"
 
 
+def _shorten_key(key: str, width: int) -> str:
+    """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
+    shortener; NVTX paths, API names and sweep points cut like other text."""
+    if key.startswith("void ") or any(c in key for c in "<("):
+        name, at, path = key.partition(" @ ")
+        return short_name(name, width) + (f" @ {cut_text(path, width)}" if at else "")
+    return cut_text(key, width)
+
+
 def short_keys(keys: list[str], width: int = 60) -> dict[str, str]:
-    """Each key as a person reads it: kernel names shortened by the shortener the charts
-    use, with a word from the template arguments (or a number) where two would read alike."""
-    from .names import hint, short_name
-
-    short = {}
-    for k in dict.fromkeys(keys):
-        short[k] = short_name(k, width) if len(k) > width or k.startswith("void ") else k
-    seen: dict[str, list[str]] = {}
-    for k, s in short.items():
-        seen.setdefault(s, []).append(k)
-    for s, ks in seen.items():
-        if len(ks) > 1:
-            for k in ks:
-                h = hint(k)
-                short[k] = f"{s} [{h}]" if h and sum(hint(x) == h for x in ks) == 1 else f"{s} <{_args(k)}>"
-    return short
-
-
-def _args(name: str, width: int = 40) -> str:
-    """A kernel's template arguments, namespaces dropped, cut to ``width``."""
-    inner = name[name.find("<") + 1 : name.rfind(">")] if "<" in name else name
-    inner = re.sub(r"\b(?:at::native::|at::|std::|c10::|<unnamed>::)", "", inner)
-    return inner if len(inner) <= width else inner[: width - 1] + "…"
+    """Each key as a person reads it: the labels tables and charts use
+    (``names.distinct_labels``: two different keys never read alike)."""
+    unique = list(dict.fromkeys(keys))
+    return dict(zip(unique, distinct_labels(unique, width, _shorten_key), strict=True))
 
 
 def display(df: pl.DataFrame) -> pl.DataFrame:
-    """The diff for a terminal: values in human units, kernel names shortened by the
-    shortener the charts use (with a word from the template arguments where two would
-    read alike), deltas as signed percentages."""
+    """The diff for a terminal: values in human units, keys as ``short_keys`` labels
+    them, deltas as signed percentages."""
     short = short_keys(df["key"].to_list())
     return pl.DataFrame({
         "scope": df["scope"],

@@ -458,6 +458,12 @@ def test_diff_chart(store, tmp_path):
     regressed = {b["key"] for b in bars if b["verdict"] == "regressed"}
     assert LAYER_NORM in regressed
     assert all(b["delta_pct"] != 0 for b in bars)  # keys that did not move are not drawn
+    # the chart's rows keep the diff's order (largest change first)
+    df = store.diff("hstu", "slow")
+    rows = charts.diff_rows(df, 5.0, 0)
+    place = {(s, k, m): i for i, (s, k, m) in enumerate(df.select("scope", "key", "metric").iter_rows())}
+    at = [place[r] for r in rows.select("scope", "key", "metric").iter_rows()]
+    assert at == sorted(at)
     png = charts.save(ch, tmp_path / "diff.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
     same = charts.chart(store, "diff", base="hstu", new="hstu").to_dict()

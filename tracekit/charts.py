@@ -669,15 +669,21 @@ def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | No
         threshold, limit = float(threshold), int(limit)
     except ValueError as err:
         raise ParamError(f"chart diff: threshold={threshold!r}, limit={limit!r}: numbers expected") from err
-    df = tk.diff(base, new, by=by, threshold_pct=threshold)
-    head = df.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
+    return diff_rows(tk.diff(base, new, by=by, threshold_pct=threshold), threshold, limit)
+
+
+def diff_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20) -> pl.DataFrame:
+    """The rows of a diff (``tk.diff``'s result) that the chart draws: per key its
+    headline metric, in the diff's order (largest change first), the first ``limit``
+    (0: all), with ``threshold`` as a column."""
+    d = df.with_row_index("_i")
+    head = d.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
     # an NVTX path that launched no GPU work stands by its wall time
-    nvtx_cpu = df.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns")
-                         & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
-    head = pl.concat([head, nvtx_cpu])
-    head = head.with_row_index("_i").sort("_i").drop("_i")  # diff's order: largest change first
+    nvtx_cpu = d.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns")
+                        & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
+    head = pl.concat([head, nvtx_cpu]).sort("_i").drop("_i")
     shown = head.head(limit) if limit else head
-    return shown.with_columns(pl.lit(threshold).alias("threshold_pct"))
+    return shown.with_columns(pl.lit(float(threshold)).alias("threshold_pct"))
 
 
 def diff(df: pl.DataFrame) -> alt.LayerChart:

@@ -654,7 +654,7 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
 # -- diff -----------------------------------------------------------------------------
 
 #: the metric that stands for a key in the diff chart: its time (or latency)
-_DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "proj_total_ns", "api": "total_ns", "memcpy": "total_ns",
+_DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "kernel_total_ns", "api": "total_ns", "memcpy": "total_ns",
                   "gpu": "busy_ns", "ncu": "duration_ns", "sweep": "latency_med_ms"}
 _VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e"}
 
@@ -678,7 +678,7 @@ def diff_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20) -> pl.D
     (0: all), with ``threshold`` as a column."""
     d = df.with_row_index("_i")
     head = d.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
-    # an NVTX path that launched no GPU work stands by its wall time
+    # an NVTX path that launched no kernel stands by its wall time
     nvtx_cpu = d.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns")
                         & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
     head = pl.concat([head, nvtx_cpu]).sort("_i").drop("_i")
@@ -704,7 +704,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
                      "verdict": r["verdict"], "note": r["note"] or "", "p": r["p_value"]})
-    subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: GPU projection; "
+    subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time; "
                 f"sweeps: median latency); whisker: its interval; dashed: the ±{threshold:g}% threshold"]
     if one_side.height:
         parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]

@@ -380,9 +380,10 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
     sec = Section("diff", f"Compared with {base.label}", "diff", intro=(
         f"This run against {base.label}: {counts}. A change is regressed or improved only beyond "
         f"{threshold:g} % and significant (Mann-Whitney U on the per-instance times, p < {_diff.ALPHA:g}; a "
-        "changed count is real); the note says how a key was matched or why a verdict was held back. "
-        "Bars: each key's time (kernels, memory ops, GPUs: total; NVTX: GPU projection; sweeps: median "
-        "latency) with its interval."))
+        "changed count is real); host-timed values (CUDA API durations, NVTX wall time and projection) "
+        f"are shown, not judged; sweep latencies count beyond {max(threshold, _diff.LATENCY_NOISE_PCT):g} %. "
+        "The note says how a key was matched or why a verdict was held back. Bars: each key's time "
+        "(kernels, memory ops, GPUs: total; NVTX: kernel time; sweeps: median latency) with its interval."))
     return ("compared with", f"{base.label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
 
 

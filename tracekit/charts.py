@@ -656,7 +656,8 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
 #: the metric that stands for a key in the diff chart: its time (or latency)
 _DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "kernel_total_ns", "api": "total_ns", "memcpy": "total_ns",
                   "gpu": "busy_ns", "ncu": "duration_ns", "sweep": "latency_med_ms"}
-_VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e"}
+_VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e",
+                    "host-timed, not judged": "#d9d9d9"}
 
 
 def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | None = None,
@@ -692,7 +693,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
     if df.is_empty():
         return _no_data("Diff")
-    from .diff import short_keys
+    from .diff import HOST_TIMED, short_keys
 
     threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
     one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
@@ -703,7 +704,8 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     for r in d.iter_rows(named=True):
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
-                     "verdict": r["verdict"], "note": r["note"] or "", "p": r["p_value"]})
+                     "verdict": "host-timed, not judged" if (r["scope"], r["metric"]) in HOST_TIMED else r["verdict"],
+                     "note": r["note"] or "", "p": r["p_value"]})
     subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time; "
                 f"sweeps: median latency); whisker: its interval; dashed: the ±{threshold:g}% threshold"]
     if one_side.height:

@@ -15,8 +15,8 @@
 -- @column proj   projected GPU time (first op start to last op end), ns; NULL without GPU work
 -- @column kern   kernel time launched inside the range and its nested ranges, ns; NULL without kernels
 WITH RECURSIVE own AS (
-    SELECT run_id, nvtx_range_id AS range_id, sum(end_ns - start_ns) AS ns
-    FROM _kernels
+    SELECT run_id, nvtx_range_id AS range_id, sum(total_ns) AS ns
+    FROM nvtx_kernel_sum  -- kernel time per innermost range, summed at ingest
     WHERE run_id IN ($base, $new) AND nvtx_range_id IS NOT NULL
     GROUP BY ALL
 ), up(run_id, range_id, ns) AS (

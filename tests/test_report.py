@@ -216,6 +216,9 @@ def test_cli_report(store, tmp_path, capsys):
     assert cli_main(["--db", str(store), "report", "--run", "nope", "-o", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "no run 'nope'" in err and err.count("\n") == 1 and not bad.exists()
+    assert cli_main(["--db", str(store), "report", "--run", "diff_regressed", "--vs", "nope", "-o", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "no run or sweep 'nope'" in err and err.count("\n") == 1 and not bad.exists()
     before = store.read_bytes()
     assert cli_main(["--db", str(store), "report", "--run", "ncu_full", "-o", str(store)]) == 2
     assert "this is the store" in capsys.readouterr().err and store.read_bytes() == before

@@ -222,16 +222,16 @@ def table_html(df: pl.DataFrame, columns: tuple[str, ...] | None, total: int | N
 DIFF_ROWS = 200
 
 
-def diff_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> tuple[str, int]:
+def diff_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
     """The rows of a diff (``tk.diff``'s result) as a sortable table, in the diff's
     order: every row whose verdict is not ``unchanged``, then unchanged rows up to
     ``limit`` rows in all. Values read in the units of their metric (the terminal
     table's cells, ``diff.display``); numeric cells sort by their exact value
-    (``data-v``). Returns the HTML and the number of rows shown."""
+    (``data-v``)."""
     from . import diff as _diff
 
     if df.is_empty():
-        return '<p class="empty">no rows</p>', 0
+        return '<p class="empty">no rows</p>'
     keep = df.with_row_index("_i")
     changed = keep.filter(pl.col("verdict") != "unchanged")
     rest = keep.filter(pl.col("verdict") == "unchanged").head(max(limit - changed.height, 0))
@@ -267,7 +267,7 @@ def diff_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> tuple[str, int]
         foot = (f'<p class="more">{shown.height:,} of {df.height:,} rows: every change, then the largest '
                 f"unchanged rows (<code>tracekit diff</code> with --limit 0 for all)</p>")
     return (f'<div class="scroll"><table class="sortable diff"><thead><tr>{head}</tr></thead><tbody>'
-            + "\n".join(rows) + f"</tbody></table></div>{foot}"), shown.height
+            + "\n".join(rows) + f"</tbody></table></div>{foot}")
 
 
 # -- assembling ----------------------------------------------------------------------
@@ -374,7 +374,7 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
     base = _diff.resolve(tk, vs)  # a file is ingested here (the store must be writable)
     df = tk.diff(base.sweep if base.run_id is None else base.run_id, run_id, threshold_pct=threshold)
     counts = ", ".join(f"{n:,} {v}" for v, n in df["verdict"].value_counts(sort=True).rows())
-    table, _ = diff_table_html(df)
+    table = diff_table_html(df)
     chart = charts.diff_rows(df, threshold, 20)
     spec = json.dumps(charts.diff(chart).to_dict(), separators=(",", ":"), default=str)
     sec = Section("diff", f"Compared with {base.label}", "diff", intro=(

@@ -433,13 +433,15 @@ def chart(
 @app.command()
 def report(
     run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
+    vs: Annotated[str | None, typer.Option("--vs", help="compare with this run, sweep or file (tracekit diff BASE RUN)")] = None,
     out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path("report.html"),
     db: DbOpt = None,
 ):
     """Write one self-contained HTML report of a run (nsys, ncu or a sweep point); opens offline."""
+    from .diff import _is_file
     from .report import write_report
 
-    write_report(_open(db, read_only=True), out, run=run)
+    write_report(_open(db, read_only=vs is None or not _is_file(vs)), out, run=run, vs=vs)  # a file is ingested
     typer.echo(f"wrote {out}")
 
 

@@ -303,3 +303,13 @@ def test_a_run_folders_export_is_the_same_run(tmp_path):
         kernels = tk.sql("SELECT count(*) AS n FROM _kernels")["n"][0]
     with tracekit.open(tmp_path / "a.duckdb") as tk:
         assert tk.sql("SELECT count(*) AS n FROM _kernels")["n"][0] == kernels
+
+
+def test_sql_table_shows_the_first_thousand_rows(db, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    _, out, _ = _run(capsys, "--db", db, "sql", "SELECT range_id, dur_ns FROM nvtx_ranges ORDER BY range_id")
+    n = tracekit.open(db, read_only=True).sql("SELECT count(*) AS n FROM nvtx_ranges")["n"][0]
+    assert n > 1000 and len(_rows(out)) == 1000
+    assert out.rstrip().splitlines()[-1] == f"1,000 of {n:,} rows (-f csv for all, or LIMIT in the SQL)"
+    _, out, _ = _run(capsys, "--db", db, "sql", "SELECT range_id FROM nvtx_ranges", "-f", "csv")
+    assert out.count("\n") == n + 1

@@ -9,6 +9,7 @@ invoked (``_LAZY``): the analysis CLI never imports capture at start.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -77,6 +78,7 @@ AllColumnsOpt = Annotated[bool, typer.Option("--all-columns", help="table: every
 TimeunitOpt = Annotated[str, typer.Option(
     "--timeunit", help="table: unit of the time columns: auto, ns, us, ms or s (csv/json/parquet keep ns)")]
 FORMATS = ("table", "csv", "json", "parquet")
+SQL_TABLE_ROWS = 1000  # `tracekit sql` shows at most this many rows as a table
 
 
 def _version(value: bool) -> None:
@@ -183,7 +185,7 @@ def ingest(
     tk = _open(db)
     for f in files:
         with export_if_needed(f) as source:
-            res = tk.ingest(source, name=name or (f.name.split(".")[0] if source != f else None))
+            res = tk.ingest(source, name=name)  # an exported .nsys-rep keeps its stem: the default name
         if res.skipped:
             renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
             typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
@@ -281,7 +283,7 @@ def queries(
         typer.echo(f"\nneeds tables: {', '.join(q.requires)}")
 
 
-_DEFAULT_TEXT = __import__("re").compile(r"\s*\(default:[^)]*\)")
+_DEFAULT_TEXT = re.compile(r"\s*\(default:[^)]*\)")
 
 
 @app.command()
@@ -349,7 +351,10 @@ def sql(
     if fmt == "table":
         from .table import Rows
 
-        _show(Rows.from_polars(df), out, columns=_columns(columns), timeunit=timeunit)
+        rows = Rows.from_polars(df.head(SQL_TABLE_ROWS))
+        rows.total = df.height
+        _show(rows, out, columns=_columns(columns), timeunit=timeunit,
+              more="-f csv for all, or LIMIT in the SQL")
     else:
         _emit(df, fmt, out, _columns(columns))
 

@@ -120,14 +120,19 @@ def _columns(text: str | None) -> list[str] | None:
     return cols
 
 
-def _write(text: str, out: Path | None) -> None:
+def _write(text: str, out: Path | None, store_path: Path | None) -> None:
+    """``text`` to stdout, or to ``out`` through ``write_output``: a temporary file renamed
+    into place, never over the store ``store_path``."""
     if out:
-        out.write_text(text)
+        from .outputs import write_output
+
+        write_output(out, lambda tmp: tmp.write_text(text), store_path)
     else:
         sys.stdout.write(text)
 
 
-def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None) -> None:
+def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
+          store_path: Path | None = None) -> None:
     """A Polars DataFrame in ``fmt``: complete and unformatted, except for a table."""
     _check_format(fmt, out)
     if columns is not None:
@@ -136,20 +141,27 @@ def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None) -> N
         Rows(list(df.columns), [], []).select(columns)  # one-line error for an unknown column
         df = df.select(columns)
     if fmt == "parquet":
-        df.write_parquet(out)
+        from .outputs import write_output
+
+        write_output(out, df.write_parquet, store_path)
     elif fmt == "csv":
-        _write(df.write_csv(), out)
+        nested = [c for c, t in df.schema.items() if t.is_nested()]
+        if nested:
+            raise ParamError(f"--format csv: column {nested[0]!r} holds lists or structs, which CSV cannot; "
+                             "use --format json or parquet")
+        _write(df.write_csv(), out, store_path)
     elif fmt == "json":
         text = df.write_json()
-        _write(text if text.endswith("\n") else text + "\n", out)
+        _write(text if text.endswith("\n") else text + "\n", out, store_path)
     else:
         from .table import Rows
 
-        _show(Rows.from_polars(df), out)
+        _show(Rows.from_polars(df), out, store_path=store_path)
 
 
 def _show(rows, out: Path | None, display: list[str] | None = None, columns: list[str] | None = None,
-          all_columns: bool = False, timeunit: str = "auto", more: str | None = None) -> None:
+          all_columns: bool = False, timeunit: str = "auto", more: str | None = None,
+          store_path: Path | None = None) -> None:
     """Render ``rows`` (a ``table.Rows``) as a terminal table: ``columns`` if given, else
     every column with ``all_columns``, else ``display`` (a query's @display) if any."""
     from .table import render
@@ -159,7 +171,7 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
     elif display and not all_columns:
         rows = rows.select(display)
     width = shutil.get_terminal_size((120, 24)).columns if out is None else 10**6
-    _write(render(rows, width=width, timeunit=timeunit, more=more), out)
+    _write(render(rows, width=width, timeunit=timeunit, more=more), out, store_path)
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -306,13 +318,14 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
     _check_format(fmt, out)
     tk = _open(db, read_only=True)
     if fmt != "table":
-        _emit(tk.query(name, **params), fmt, out, columns)
+        _emit(tk.query(name, **params), fmt, out, columns, tk.path)
         return
     from .registry import get_registry
 
     reg = get_registry()
     rows = reg.fetch(tk, name, **params)
-    _show(rows, out, reg.get(name).display, columns, all_columns, timeunit, more="--limit 0 for all")
+    _show(rows, out, reg.get(name).display, columns, all_columns, timeunit, more="--limit 0 for all",
+          store_path=tk.path)
 
 
 @app.command()
@@ -347,16 +360,56 @@ def sql(
     db: DbOpt = None,
 ):
     """Run ad-hoc read-only SQL against the store."""
-    df = _open(db, read_only=True).sql(text)
+    tk = _open(db, read_only=True)
+    df = tk.sql(text)
     if fmt == "table":
         from .table import Rows
 
         rows = Rows.from_polars(df.head(SQL_TABLE_ROWS))
         rows.total = df.height
         _show(rows, out, columns=_columns(columns), timeunit=timeunit,
-              more="-f csv for all, or LIMIT in the SQL")
+              more="-f csv for all, or LIMIT in the SQL", store_path=tk.path)
     else:
-        _emit(df, fmt, out, _columns(columns))
+        _emit(df, fmt, out, _columns(columns), tk.path)
+
+
+@app.command("diff")
+def diff_cmd(
+    base: Annotated[str, typer.Argument(help="base: run id, run name, sweep id, or a file to ingest")],
+    new: Annotated[str, typer.Argument(help="new: run id, run name, sweep id, or a file to ingest")],
+    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, ncu or sweep "
+                                          "(repeatable; default: every scope both have)")] = [],  # noqa: B006
+    threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, %")] = 5.0,
+    gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
+    fmt: FormatOpt = "table",
+    out: OutOpt = None,
+    db: DbOpt = None,
+):
+    """Compare two runs (or two sweeps): what changed, with noise-aware verdicts."""
+    from . import diff as _diff
+
+    if limit is not None and limit < 0:
+        raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
+    if fmt not in FORMATS:
+        raise ParamError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    files = any(_diff._is_file(r) for r in (base, new))
+    tk = _open(db, read_only=not files)  # a file to compare is ingested first
+    df = tk.diff(base, new, by=by or None, threshold_pct=threshold)
+    tk.close()
+    regressed = df.filter(df["verdict"] == "regressed").height
+    rows = limit if limit is not None else (30 if fmt == "table" else 0)
+    shown = df.head(rows) if rows else df
+    if fmt == "table":
+        _emit(_diff.display(shown), fmt, out, store_path=tk.path)
+        counts = df["verdict"].value_counts(sort=True).rows()
+        more = f"; {df.height - shown.height} more rows (--limit 0 for all)" if shown.height < df.height else ""
+        typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
+    else:
+        _emit(shown, fmt, out, store_path=tk.path)
+    if gate and regressed:
+        typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {threshold:g}%", err=True)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -372,8 +425,46 @@ def chart(
 
     tk = _open(db, read_only=True)
     ch = charts.chart(tk, name, run=run, **_params(param))
-    charts.save(ch, out)
+    charts.save(ch, out, store_path=tk.path)
     typer.echo(f"wrote {out}")
+
+
+@app.command()
+def report(
+    run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
+    out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path("report.html"),
+    db: DbOpt = None,
+):
+    """Write one self-contained HTML report of a run (nsys, ncu or a sweep point); opens offline."""
+    from .report import write_report
+
+    write_report(_open(db, read_only=True), out, run=run)
+    typer.echo(f"wrote {out}")
+
+
+export_app = typer.Typer(cls=_LazyGroup, name="export", no_args_is_help=True,
+                         help="Export a run: a timeline for Perfetto, the sweep spreadsheet.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("trace")
+def export_trace_cmd(
+    out: Annotated[Path, typer.Option("--output", "-o", help="trace.json.gz (gzip) or trace.json")] = Path("trace.json.gz"),
+    run: Annotated[str | None, typer.Option("--run", help="nsys run id or name (default: latest)")] = None,
+    start_ns: Annotated[int | None, typer.Option("--from", help="window start, ns on the capture's clock")] = None,
+    end_ns: Annotated[int | None, typer.Option("--to", help="window end, ns on the capture's clock")] = None,
+    nvtx: Annotated[str | None, typer.Option("--nvtx", help="window: an NVTX range ('hstu.request' or ':hstu.request')")] = None,
+    instance: Annotated[int | None, typer.Option("--instance", help="which range of that name, 1 = the first")] = None,
+    force: Annotated[bool, typer.Option("--force", help="write even when the JSON would exceed 100 MB")] = False,
+    db: DbOpt = None,
+):
+    """Write the run's timeline in the Chrome Trace Event format (open it in ui.perfetto.dev)."""
+    from .trace import export_trace
+
+    res = export_trace(_open(db, read_only=True), out, run=run, start_ns=start_ns, end_ns=end_ns,
+                       nvtx=nvtx, instance=instance, force=force)
+    events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)
+    typer.echo(f"wrote {out}: run {res.run_id}, {res.window.label}: {events or 'no events'}")
 
 
 bench_app = typer.Typer(help="Benchmarks of the HSTU kernels (needs torch; a GPU for real figures).")
@@ -410,15 +501,16 @@ def bench_attention_cmd(
     raise typer.Exit(bench.main(argv))
 
 
-export_app = typer.Typer(cls=_LazyGroup, name="export", help="Export tables.", no_args_is_help=True)
-app.add_typer(export_app, name="export")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        app(args=args, prog_name="tracekit", standalone_mode=False)
+        # without standalone mode, click returns a command's typer.Exit code instead of raising it
+        rc = app(args=args, prog_name="tracekit", standalone_mode=False)
+        if isinstance(rc, int):
+            return rc
     except TracekitError as err:
         if debug:
             raise

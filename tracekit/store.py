@@ -81,6 +81,15 @@ def _schema_sql() -> list[str]:
     return out
 
 
+def _macros_sql() -> str:
+    return (resources.files("tracekit") / "macros.sql").read_text()
+
+
+#: Statement kinds that write files where external access is allowed (COPY ... TO,
+#: EXPORT DATABASE, ATTACH of a new database file).
+_WRITES_FILES = frozenset({"COPY", "EXPORT", "ATTACH"})
+
+
 class Tracekit:
     """A tracekit database. ``tracekit.open(path)`` returns one."""
 
@@ -91,6 +100,44 @@ class Tracekit:
         self._created = False  # this object created the store and committed nothing yet
 
     # -- connection -------------------------------------------------------
+    #: Folders a read-only connection may read files under although external access is
+    #: off (DuckDB's ``allowed_directories``): none for a DuckDB store; a store whose
+    #: tables are files (a Parquet dataset) names its own folder here. DuckDB lets such
+    #: a folder be written too, so ``sql`` then also refuses the statements that write
+    #: files (``_WRITES_FILES``).
+    allowed_directories: tuple[str, ...] = ()
+
+    def _connect_config(self) -> dict[str, Any]:
+        """Settings DuckDB takes when the database is opened: never an extension
+        installed or loaded behind our back (nothing downloads at run time; an SQLite
+        file given as the store is refused rather than read through sqlite_scanner)."""
+        return {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+    def _setup_reader(self, con: duckdb.DuckDBPyConnection) -> None:
+        """What a read-only connection needs before it is sandboxed (views, macros and
+        settings of a store kind go here); user SQL runs only after it."""
+
+    def _sandbox(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Make a read-only connection, the one every query and ``tracekit sql`` run on,
+        read the store and nothing else: external access off (no file read or written,
+        no ATTACH, COPY, EXPORT, INSTALL/LOAD, persistent secrets) except under
+        ``allowed_directories``, then the configuration locked so that no SET, RESET
+        or PRAGMA can undo it. (DuckDB takes allowed_directories only once the
+        database is open and only while external access is on: hence this order.)
+        A second reader of the same file in this process shares DuckDB's database
+        instance, already sandboxed and locked by the first: nothing left to set."""
+        if self._locked(con):
+            return
+        if self.allowed_directories:
+            dirs = [str(Path(d).resolve()) + os.sep for d in self.allowed_directories]
+            con.execute("SET allowed_directories = ?", [dirs])
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+
+    @staticmethod
+    def _locked(con: duckdb.DuckDBPyConnection) -> bool:
+        return bool(con.execute("SELECT current_setting('lock_configuration')").fetchone()[0])
+
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection (opened, and the schema created, on first use)."""
@@ -98,13 +145,19 @@ class Tracekit:
             if self.read_only and not self.path.exists() and str(self.path) != ":memory:":
                 raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
             existed = self.path.exists() or str(self.path) == ":memory:"
+            self._check_file()
             try:
-                self._con = duckdb.connect(str(self.path), read_only=self.read_only)
+                self._con = duckdb.connect(str(self.path), read_only=self.read_only, config=self._connect_config())
             except duckdb.Error as err:
                 raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
-            self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
+            if not self._locked(self._con):
+                self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             self._check_schema()
-            if not self.read_only:
+            self._con.execute(_macros_sql())  # TEMP macros: read-only connections get them too
+            if self.read_only:
+                self._setup_reader(self._con)
+                self._sandbox(self._con)
+            else:
                 # bounded memory for ingest: DuckDB spills its joins to disk past this
                 limit = ingest_memory_limit()
                 try:
@@ -141,20 +194,66 @@ class Tracekit:
             f.unlink(missing_ok=True)
         self._created = False
 
+    def _check_file(self) -> None:
+        """Refuse, before DuckDB opens it, a path that is no DuckDB file: a folder, or an
+        SQLite database (DuckDB would try to load its sqlite extension for it)."""
+        if str(self.path) == ":memory:" or not self.path.exists():
+            return
+        if self.path.is_dir():
+            raise InputError(f"{self.path}: is a folder, not a tracekit store; name the store's file (--db FILE)")
+        try:
+            with self.path.open("rb") as f:
+                head = f.read(16)
+        except OSError as err:
+            raise InputError(f"{self.path}: cannot read the store ({err.strerror or err})") from err
+        if head == b"SQLite format 3\x00":
+            raise InputError(f"{self.path}: an SQLite database, not a tracekit store (an nsys export? ingest it: "
+                             f"tracekit ingest {self.path})")
+
     def _check_schema(self) -> None:
+        try:
+            self._check_tables()
+        except duckdb.Error as err:
+            self.close()
+            raise self.db_error(err, str(self.path)) from err
+        except TracekitError:
+            self.close()
+            raise
+
+    def _check_tables(self) -> None:
         con = self._con
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
         if "runs" not in tables:
+            if tables:
+                raise InputError(f"{self.path}: a DuckDB database but not a tracekit store (no runs table); "
+                                 "name another --db")
+            if self.read_only:
+                raise InputError(f"{self.path}: an empty database; ingest a capture first (tracekit ingest FILE)")
             return  # a new store
-        version = 1
+        version: int | str = 1
         if "_store" in tables:
             row = con.execute("SELECT value FROM _store WHERE key = 'schema_version'").fetchall()
-            version = int(row[0][0]) if row else 1
+            version = row[0][0] if row else 1
+        try:
+            version = int(version)
+        except (TypeError, ValueError):
+            raise InputError(f"{self.path}: store schema version {version!r} is not a number: not a store "
+                             "tracekit wrote, or a damaged one; ingest your captures into a new database "
+                             "(--db NEW.duckdb)") from None
         if version != SCHEMA_VERSION:
-            self.close()
             newer = "a newer" if version > SCHEMA_VERSION else "an older"
             raise TracekitError(f"{self.path}: written by {newer} tracekit (store schema {version}, this one uses "
                                 f"{SCHEMA_VERSION}); ingest your captures into a new database (--db NEW.duckdb)")
+
+    def db_error(self, err: duckdb.Error, context: str) -> TracekitError:
+        """The one-line error for a DuckDB error met while reading: a store file that
+        cannot be read (truncated, damaged) names the store; anything else is a
+        ``QueryError`` prefixed with ``context`` (the query's name)."""
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if isinstance(err, duckdb.IOException | duckdb.SerializationException) or "Corrupt" in first:
+            return InputError(f"{self.path}: the store cannot be read, it is truncated or damaged ({first}); "
+                              "ingest your captures into a new database (--db NEW.duckdb)")
+        return QueryError(f"{context}: {first}")
 
     def close(self) -> None:
         if self._con is not None:
@@ -416,15 +515,40 @@ class Tracekit:
 
         return get_registry().run(self, name, **params)
 
+    def diff(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
+        """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
+        files (ingested first). One row per scope, key and metric with a noise-aware
+        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, ncu, sweep; default:
+        every scope both have). See ``tracekit.diff``."""
+        from .diff import diff
+
+        try:
+            return diff(self, base, new, by=by, threshold_pct=threshold_pct)
+        except TracekitError:
+            self._discard_if_new()  # a store opened to ingest a file to compare, left empty
+            raise
+
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
-        """Run ad-hoc SQL against the store and return a Polars DataFrame."""
+        """Run ad-hoc SQL against the store and return a Polars DataFrame (the last
+        statement's result). On a read-only store (``open(db, read_only=True)``, what
+        ``tracekit sql`` uses) it reads the store's tables and nothing else."""
         import polars as pl
 
         try:
+            if self.read_only and self.allowed_directories:
+                for stmt in self.con.extract_statements(text):
+                    if stmt.type.name in _WRITES_FILES:
+                        raise QueryError(f"SQL error: {stmt.type.name} statements are refused: tracekit sql "
+                                         "reads the store and writes nothing")
             rel = self.con.sql(text, params=params)
             return rel.pl() if rel is not None else pl.DataFrame()
         except duckdb.Error as err:
-            raise QueryError(f"SQL error: {str(err).splitlines()[0]}") from err
+            out = self.db_error(err, "SQL error")
+            if self.read_only and isinstance(err, duckdb.PermissionException | duckdb.InvalidInputException) \
+                    and ("disabled" in str(err) or "locked" in str(err)):
+                out = QueryError(f"{out} (tracekit sql reads the store and nothing else: no files, extensions "
+                                 "or settings)")
+            raise out from err
 
 
 def open(db: str | os.PathLike | None = None, read_only: bool = False) -> Tracekit:  # noqa: A001

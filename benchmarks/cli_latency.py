@@ -48,7 +48,9 @@ def _time(cmd: list[str]) -> tuple[float, float]:
     """(wall, CPU) seconds of one run; CPU (user + system) is less hit by other load."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # cwd: not a checkout (`python -m` puts the working directory first on sys.path)
+    proc = subprocess.run(cmd, env=ENV, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
     dt = time.perf_counter() - t
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -59,7 +61,7 @@ def _time(cmd: list[str]) -> tuple[float, float]:
 def _importtime(db: Path, top: int = 12) -> str:
     """The modules with the largest cumulative import time for `query top-kernels`."""
     proc = subprocess.run([sys.executable, "-X", "importtime", *_cli(db, COMMANDS["query top-kernels"])[1:]],
-                          env=ENV, capture_output=True, text=True)
+                          env=ENV, cwd=tempfile.gettempdir(), capture_output=True, text=True)
     rows = []
     for line in proc.stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
@@ -80,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tk-cli-bench-") as tmp:
         db = Path(tmp) / "example.duckdb"
         for source in (EXAMPLE, ROOT / "tests" / "data" / "ncu_full" / "report.ncu-rep.xz"):
-            subprocess.run(_cli(db, ["ingest", str(source)]), env=ENV, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(_cli(db, ["ingest", str(source)]), env=ENV, cwd=tmp, check=True,
+                           stdout=subprocess.DEVNULL)
         variants = {"this checkout": sys.executable}
         if args.baseline:
             variants["baseline"] = args.baseline

@@ -18,8 +18,10 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from . import __version__
+from . import __version__, cli_params
 from .errors import ParamError, TracekitError
+
+cli_params.install()  # plain values converted without importing Pydantic (see cli_params)
 
 #: group -> {command: (module, Typer app whose command of that name it is)}; loaded on use
 _LAZY: dict[str, dict[str, tuple[str, str]]] = {
@@ -308,8 +310,12 @@ def charts():
     needs = {"nsys": "an nsys run", "ncu": "an ncu run", "runs": "runs of a sweep"}
     key_w = max(map(len, CHARTS)) + 2
     for name, spec in CHARTS.items():
-        q = reg.get(spec.query)
-        typer.echo(f"{name.ljust(key_w)}{spec.description}; query {spec.query}, needs {needs.get(q.source, q.source)}")
+        if spec.query is None:  # drawn from a computation, not a named query
+            source = f"tracekit {name}'s comparison, needs two runs or two sweeps"
+        else:
+            q = reg.get(spec.query)
+            source = f"query {spec.query}, needs {needs.get(q.source, q.source)}"
+        typer.echo(f"{name.ljust(key_w)}{spec.description}; {source}")
     typer.echo("\ntracekit chart NAME [--run R] -o FILE.html|.png|.svg|.json")
 
 

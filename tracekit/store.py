@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -55,6 +56,18 @@ def ingest_memory_limit() -> str:
 
 def default_db_path() -> Path:
     return Path(os.environ.get("TRACEKIT_DB") or DEFAULT_DB)
+
+
+def _tool_version(folder_meta: dict) -> str | None:
+    """The profiler's version as the capture recorded it (``meta.json`` versions[tool],
+    ``ncu --version``'s line): ``2025.3.1.0 (build 36398880)``, or None."""
+    line = (folder_meta.get("versions") or {}).get(folder_meta.get("tool") or "")
+    if not line:
+        return None
+    m = re.search(r"(\d+(?:\.\d+)+)(?:\s*\(build (\d+)\))?", str(line))
+    if m is None:
+        return str(line).strip()
+    return m[1] + (f" (build {m[2]})" if m[2] else "")
 
 
 @dataclass
@@ -296,6 +309,8 @@ class Tracekit:
             name = name or folder_meta.get("name") or path.name
             params = {**folder_meta.get("params", {}), **(params or {})}
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
+            if not parsed.meta.get("tool_version"):  # an ncu report does not say; the capture asked ncu --version
+                parsed.meta["tool_version"] = _tool_version(folder_meta)
         else:
             with _ingest.materialized(path) as plain:
                 plugin = _ingest.detect(plain)

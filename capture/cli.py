@@ -114,7 +114,7 @@ def export_sweep_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="results.xlsx or results.csv")],
     db: DbOpt = None,
 ) -> None:
-    """Write the sweep spreadsheet (.xlsx: overall, per batch size, per candidate count) or CSV."""
+    """Write the sweep spreadsheet (.xlsx: summary, bs x nc grid, chart, every request) or CSV."""
     import tracekit
 
     from .export import export_sweep

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import typer
+from conftest import DATA
 from tracekit.capture import cli
 from typer.testing import CliRunner
 
@@ -94,3 +95,26 @@ def test_capture_on_a_terminal_shows_one_progress_bar(tmp_path):
     assert "timed requests" in shown and "5/5" in shown
     assert "KV Caches:" not in shown + stdout
     assert stdout.count("latency over 5 timed requests") == 1 and stdout.count("median") == 1
+
+
+def test_sweep_ends_with_a_table_of_its_points(tmp_path):
+    """The sweep's own points (not the store's other runs), ms with three decimals,
+    through the terminal-table renderer (no Polars repr)."""
+    db = tmp_path / "s.duckdb"
+    import tracekit
+
+    with tracekit.open(db) as tk:  # another sweep's point in the store: not this sweep's
+        tk.ingest(DATA / "hstu_sweep" / "runs" / "20261122T012018.159Z-bs1-nc128-none")
+    res = runner.invoke(cli.app, ["sweep", "--bs", "1", "--nc", "4,8", "--tool", "none", "--preset", "small",
+                                  "--iters", "2", "--warmup-ms", "0", "--out", str(tmp_path / "runs"),
+                                  "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "shape:" not in res.output and "│" not in res.output
+    lines = res.output.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("preset"))
+    assert lines[head].split() == ["preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms",
+                                   "max_ms"]
+    body = lines[head + 2:head + 4]
+    assert [ln.split()[:5] for ln in body] == [["small", "none", "1", "4", "2"], ["small", "none", "1", "8", "2"]]
+    assert all(re.fullmatch(r"\d+\.\d{3}", cell) for ln in body for cell in ln.split()[5:])
+    assert lines[head + 4] == "2 rows"

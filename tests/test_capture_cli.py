@@ -116,5 +116,5 @@ def test_sweep_ends_with_a_table_of_its_points(tmp_path):
                                    "max_ms"]
     body = lines[head + 2:head + 4]
     assert [ln.split()[:5] for ln in body] == [["small", "none", "1", "4", "2"], ["small", "none", "1", "8", "2"]]
-    assert all(re.fullmatch(r"\d+\.\d{3}", cell) for ln in body for cell in ln.split()[5:])
+    assert all(re.fullmatch(r"[\d,]+\.\d{3}", cell) for ln in body for cell in ln.split()[5:])
     assert lines[head + 4] == "2 rows"

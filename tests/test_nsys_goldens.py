@@ -67,21 +67,9 @@ def _close(ours, theirs: str, col: str, scale: float) -> bool:
     return abs(ours - t) <= 1e-6  # same digits as printed (0.1 ns)
 
 
-#: (report, scenario) where tracekit differs from nsys today, each with what differs; strict:
-#: the mark fails the test once the difference is gone, so it is removed with the fix
-KNOWN_DIFFERENCES = {
-    (report, scen): "Avg Num Child: ':copy_in' and ':compute' lie inside both the push/pop ':stage' "
-    "and the start/end ':inflight' (which starts before ':stage' and ends inside it); nsys counts them "
-    "as children of ':inflight' (2 children, ':stage' 2), tracekit as children of ':stage' (4, ':inflight' 0)"
-    for report in ("nvtx_gpu_proj_sum",) for scen in ("registered_nvtx", "registered_nvtx_domains")
-}
-
-
 @pytest.mark.parametrize("scen", NSYS_SCENARIOS)
 @pytest.mark.parametrize("report", sorted(REPORTS))
-def test_twin_matches_nsys_stats(nsys_db, scen, report, request):
-    if (report, scen) in KNOWN_DIFFERENCES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_DIFFERENCES[report, scen]))
+def test_twin_matches_nsys_stats(nsys_db, scen, report):
     query, mapping = REPORTS[report]
     golden = _golden(scen, report)
     ours = nsys_db.query(query, run=scen, limit=0).to_dicts()

@@ -222,6 +222,10 @@ def test_cli_report(store, tmp_path, capsys):
     assert cli_main(["--db", str(store), "report", "--run", "diff_regressed", "--vs", "nope", "-o", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "no run or sweep 'nope'" in err and err.count("\n") == 1 and not bad.exists()
+    png = tmp_path / "r.png"
+    assert cli_main(["--db", str(store), "report", "--run", "ncu_full", "-o", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert "a report is an HTML page; name a .html file" in err and err.count("\n") == 1 and not png.exists()
     before = store.read_bytes()
     assert cli_main(["--db", str(store), "report", "--run", "ncu_full", "-o", str(store)]) == 2
     assert "this is the store" in capsys.readouterr().err and store.read_bytes() == before

@@ -36,7 +36,7 @@ from typing import Any
 import polars as pl
 
 from . import vega
-from .errors import QueryError
+from .errors import ParamError, QueryError
 
 
 @dataclass(frozen=True)
@@ -558,7 +558,11 @@ def render(rep: Report) -> str:
 def write_report(tk, path: str | Path, run: str | int | None = None, vs: str | int | None = None) -> Path:
     """Build the run's report (compared with ``vs`` if given) and write it to ``path``
     through ``write_output`` (a temporary file renamed into place, never over the store)."""
-    from .outputs import write_output
+    from .outputs import check_not_store, write_output
 
+    path = Path(path)
+    check_not_store(path, tk.path)
+    if path.suffix.lower() not in ("", ".html", ".htm"):
+        raise ParamError(f"{path}: a report is an HTML page; name a .html file")
     text = render(build(tk, run, vs))
-    return write_output(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)
+    return write_output(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)

@@ -141,12 +141,13 @@ static PyObject *tightest(PyObject *self, PyObject *args) {
     }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t x = 0; x <= q; x++) tree[x] = -1;
-    int64_t thread = -1, last_pp = -1;
+    int64_t thread = -1, last_pp = -1, se_max_end = INT64_MIN;
     Py_ssize_t k = 0;  /* start/end ranges so far */
     for (Py_ssize_t i = 0; i < n; i++) {
         if (first[i] || i == 0) {
             thread++;
             last_pp = -1;
+            se_max_end = INT64_MIN;  /* the latest end of the thread's start/end ranges so far */
         }
         int64_t up;
         if (pp[i]) {
@@ -155,16 +156,18 @@ static PyObject *tightest(PyObject *self, PyObject *args) {
             up = last_pp;
             while (up >= 0 && end[up] < end[i]) up = pp_parent[up];
         }
-        /* lowest rank with (thread, end) no less than this range's */
-        Py_ssize_t lo = 0, hi = q;
-        while (lo < hi) {
-            Py_ssize_t m = lo + (hi - lo) / 2;
-            if (se_thread[m] < thread || (se_thread[m] == thread && se_end[m] < end[i])) lo = m + 1;
-            else hi = m;
-        }
         int64_t best = -1;
-        for (Py_ssize_t x = q - lo; x > 0; x -= x & -x)  /* reversed ranks 0 .. q-1-lo, 1-based */
-            if (better(start, end, tree[x], best)) best = tree[x];
+        if (se_max_end >= end[i]) {  /* else no start/end range of the thread so far contains it */
+            /* lowest rank with (thread, end) no less than this range's */
+            Py_ssize_t lo = 0, hi = q;
+            while (lo < hi) {
+                Py_ssize_t m = lo + (hi - lo) / 2;
+                if (se_thread[m] < thread || (se_thread[m] == thread && se_end[m] < end[i])) lo = m + 1;
+                else hi = m;
+            }
+            for (Py_ssize_t x = q - lo; x > 0; x -= x & -x)  /* reversed ranks 0 .. q-1-lo, 1-based */
+                if (better(start, end, tree[x], best)) best = tree[x];
+        }
         int64_t p = better(start, end, best, up) ? best : up;
         parent[i] = p;
         depth[i] = p >= 0 ? depth[p] + 1 : 0;
@@ -174,6 +177,7 @@ static PyObject *tightest(PyObject *self, PyObject *args) {
             for (Py_ssize_t x = q - se_rank[k]; x <= q; x += x & -x)
                 if (better(start, end, (int64_t)i, tree[x])) tree[x] = i;
             k++;
+            if (end[i] > se_max_end) se_max_end = end[i];
         }
     }
     Py_END_ALLOW_THREADS

@@ -307,13 +307,32 @@ class Tracekit:
             con.execute("SET disabled_compression_methods = 'bitpacking'")
         except duckdb.Error:  # a DuckDB without the setting keeps its defaults
             pass
+        # The schema is (re)created only where the store lacks it or holds another text
+        # of it (views and macros change with the code): a store that a refused input
+        # opened for writing stays byte for byte as it was.
+        import xxhash
+
+        text = _schema_sql()
+        digest = xxhash.xxh3_128("\n".join(text).encode()).hexdigest()
         try:
-            for sql in _schema_sql():
+            if self._stored_schema_hash(con) == digest:
+                return
+            for sql in text:
                 con.execute(sql)
             con.execute("INSERT OR IGNORE INTO _store VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            con.execute("INSERT OR REPLACE INTO _store VALUES ('schema_hash', ?)", [digest])
         except duckdb.Error as err:  # e.g. out of memory under a tiny TRACEKIT_MEMORY_LIMIT, a full disk
             hint = f" (memory limit {limit})" if isinstance(err, duckdb.OutOfMemoryException) else ""
             raise TracekitError(f"{self.path}: cannot set up the store{hint}: {str(err).splitlines()[0]}") from err
+
+    @staticmethod
+    def _stored_schema_hash(con: duckdb.DuckDBPyConnection) -> str | None:
+        """The hash of the schema text that created the store's tables and views, if any."""
+        if not con.execute("SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() "
+                           "AND table_name = '_store'").fetchall():
+            return None
+        row = con.execute("SELECT value FROM _store WHERE key = 'schema_hash'").fetchall()
+        return row[0][0] if row else None
 
     def _discard_if_new(self) -> None:
         """Close, and delete the store file if this object created it and has not

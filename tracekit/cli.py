@@ -396,6 +396,8 @@ def diff_cmd(
     limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
     fmt: FormatOpt = "table",
     out: OutOpt = None,
+    columns: ColumnsOpt = None,
+    all_columns: AllColumnsOpt = False,
     db: DbOpt = None,
 ):
     """Compare two runs (or two sweeps): what changed, with noise-aware verdicts."""
@@ -413,7 +415,10 @@ def diff_cmd(
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
     shown = df.head(rows) if rows else df
     if fmt == "table":
-        _emit(_diff.display(shown), fmt, out, store_path=tk.path)
+        from .table import Rows
+
+        _show(Rows.from_polars(_diff.display(shown)), out, display=_diff.DISPLAY, columns=_columns(columns),
+              all_columns=all_columns, store_path=tk.path)
         counts = df["verdict"].value_counts(sort=True).rows()
         more = f"; {df.height - shown.height} more rows (--limit 0 for all)" if shown.height < df.height else ""
         typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)

@@ -88,9 +88,8 @@ def ingest_into(stage: Tracekit, source: Path, *, name: str | None, params: dict
     if threads:
         stage.con.execute(f"SET threads = {int(threads)}")
     stage.skip_hashes = known
-    with export_if_needed(source) as plain:
-        return stage.ingest(plain, name=name or (source.name.split(".")[0] if plain != source else None),
-                            params=params)
+    with export_if_needed(source) as plain:  # an exported .nsys-rep keeps its stem: the default name
+        return stage.ingest(plain, name=name, params=params)
 
 
 def run_tables(con, catalog: str) -> list[str]:

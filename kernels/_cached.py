@@ -13,8 +13,38 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._common import interpret_mode
-from ._dense import _general_mask, _silu
+from ._common import device_check_options, interpret_mode
+from ._dense import _check_seq, _general_mask, _silu
+
+
+@triton.jit
+def _fence(x):
+    """A GPU-scope memory fence in every thread holding an element of ``x`` (``__threadfence``)."""
+    return tl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.b32 $0, $1;", "=r,r", [x],
+                                     dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _check_cache(PT, CACHE_LENS, b, n, max_seq_len, num_pt, num_pages, report, PAGE: tl.constexpr):
+    """Device-side checks of sequence b's cache (see ``_check_seq``): its length fits the
+    page table and, with the ``n`` new tokens, max_seq_len; every page it uses exists."""
+    C = tl.load(CACHE_LENS + b)
+    ok_len = (C >= 0) & (C <= num_pt * PAGE)
+    ok_tot = C + n <= max_seq_len
+    used = tl.minimum(tl.maximum(C, 0), num_pt * PAGE)
+    used = (used + PAGE - 1) // PAGE
+    bad = 0
+    for p0 in range(0, used, 128):
+        offs = p0 + tl.arange(0, 128)
+        pg = tl.load(PT + offs, mask=offs < used, other=0)
+        bad += tl.sum(((pg < 0) | (pg >= num_pages)).to(tl.int32), axis=0)
+    ok_pages = bad == 0
+    if report:
+        tl.device_assert(ok_len, "tracekit HSTU attention: kv_cache.cache_lens must lie in [0, the page table's capacity]")
+        tl.device_assert(ok_tot | (ok_len.to(tl.int32) == 0),
+                         "tracekit HSTU attention: a sequence with its cache is longer than max_seq_len")
+        tl.device_assert(ok_pages, "tracekit HSTU attention: kv_cache.page_table names a page outside k_cache")
+    return ok_len & ok_tot & ok_pages
 
 
 @triton.jit
@@ -75,15 +105,34 @@ def _hstu_cached_kernel(
     Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
     stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
-    scale, inv_n, contextual_seq_len, max_attn_len, num_pt,
+    WS, CNT, stride_ws, stride_wt, stride_wh,
+    scale, inv_n, contextual_seq_len, max_attn_len, num_pt, num_pages, max_seq_len, n_seq, total,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, GENERAL: tl.constexpr, FAST_SILU: tl.constexpr,
     PAGES: tl.constexpr, MAXP: tl.constexpr, DIAG_TILE: tl.constexpr,
+    SPLIT: tl.constexpr, FENCE: tl.constexpr, VALIDATE: tl.constexpr,
 ):
+    """Grid (B*H, G, SPLIT). Program (bh, g, s) takes the query blocks g, g + G, ... of its
+    sequence and, of the cached keys, the s-th of SPLIT equal runs of tiles (the last run
+    also takes the new keys). With SPLIT > 1 each program stores its fp32 partial sum
+    (per token row, in WS[s]) and counts itself in CNT; the last of a block's SPLIT
+    programs to arrive adds the others' partials to its own and writes the output (HSTU
+    has no softmax: partial sums over disjoint keys simply add)."""
     pid_bh = tl.program_id(0)
     b = pid_bh // H
     h = pid_bh % H
+    split = tl.program_id(2)
+    if VALIDATE:
+        report = (h == 0) & (tl.program_id(1) == 0) & (split == 0)
+        ok = _check_seq(SEQ_OFFSETS, NUM_TARGETS, b, n_seq, total, max_seq_len, report, HAS_TARGETS)
+        if ok.to(tl.int32) == 0:
+            return
+        n_chk = tl.load(SEQ_OFFSETS + b + 1) - tl.load(SEQ_OFFSETS + b)
+        ok = _check_cache(PAGE_TABLE + b.to(tl.int64) * stride_pt, CACHE_LENS, b, n_chk, max_seq_len, num_pt,
+                          num_pages, report, PAGE)
+        if ok.to(tl.int32) == 0:
+            return
     start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
     n = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
     C = tl.load(CACHE_LENS + b).to(tl.int32)
@@ -121,15 +170,20 @@ def _hstu_cached_kernel(
         rab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         i_abs = C + offs_m
 
-        # ---- cached keys [0, C): every one is visible to every new token (default mask)
-        for n0 in range(0, c_full, BLOCK_N):
+        # ---- cached keys [0, C): every one is visible to every new token (default mask);
+        #      this program's run of tiles is [k_lo, k_hi), unmasked up to c_full
+        per = tl.cdiv(tl.cdiv(C, BLOCK_N), SPLIT) * BLOCK_N
+        k_lo = split * per
+        k_hi = tl.minimum(k_lo + per, C)
+        full_hi = tl.minimum(k_hi, c_full)
+        for n0 in range(k_lo, full_hi, BLOCK_N):
             page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES, MAXP)
             k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
             s = tl.dot(q, k)
             p = _silu(s, rab, scale, False, FAST_SILU)
             v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
             acc += tl.dot(p.to(v.dtype), v)
-        for n0 in range(c_full, C, BLOCK_N):
+        for n0 in range(tl.maximum(k_lo, full_hi), k_hi, BLOCK_N):
             offs_n = n0 + offs_n0
             kmask = offs_n < C
             page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE, BLOCK_N, True,
@@ -147,68 +201,86 @@ def _hstu_cached_kernel(
                         mask=kmask[:, None], other=0.0)
             acc += tl.dot(p.to(v.dtype), v)
 
-        # ---- new keys
-        if GENERAL:
-            for n0 in range(0, n, BLOCK_N):
-                offs_n = n0 + offs_n0
-                kmask = offs_n < n
-                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-                s = tl.dot(q, k)
-                p = _silu(s, rab, scale, False, FAST_SILU)
-                valid = _general_mask(i_abs, C + offs_n, T_abs, nt, contextual_seq_len, max_attn_len) & kmask[None, :]
-                p = tl.where(valid, p, 0.0)
-                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-                acc += tl.dot(p.to(v.dtype), v)
-        else:
-            kend = tl.minimum(m0 + BLOCK_M, nh)
-            for n0 in range(0, kend, BLOCK_N):
-                offs_n = n0 + offs_n0
-                kmask = offs_n < nh
-                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-                s = tl.dot(q, k)
-                p = _silu(s, rab, scale, False, FAST_SILU)
-                valid = (offs_n[None, :] <= offs_m[:, None]) & kmask[None, :]
-                p = tl.where(valid, p, 0.0)
-                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-                acc += tl.dot(p.to(v.dtype), v)
-            if HAS_TARGETS and DIAG_TILE:
-                # each candidate sees itself: masked tiles over the block's own keys (tensor cores)
-                if m0 + BLOCK_M > nh:
-                    for j0 in tl.static_range(0, BLOCK_M, BLOCK_N):
-                        offs_n = m0 + j0 + offs_n0
-                        cmask = (offs_n >= nh) & (offs_n < n)
-                        k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=cmask[None, :], other=0.0)
-                        s = tl.dot(q, k)
-                        p = _silu(s, rab, scale, False, FAST_SILU)
-                        p = tl.where((offs_n[None, :] == offs_m[:, None]) & cmask[None, :], p, 0.0)
-                        v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=cmask[:, None], other=0.0)
-                        acc += tl.dot(p.to(v.dtype), v)
-            elif HAS_TARGETS:
-                if m0 + BLOCK_M > nh:
-                    cand = (offs_m >= nh) & (offs_m < n)
-                    kd = tl.load(Kb + offs_m[:, None] * stride_kt + offs_d[None, :], mask=cand[:, None], other=0.0)
-                    sd = tl.sum(q.to(tl.float32) * kd.to(tl.float32), axis=1)
-                    pd = _silu(sd, sd, scale, False, FAST_SILU)
-                    pd = tl.where(cand, pd, 0.0)
-                    vd = tl.load(Vb + offs_m[:, None] * stride_vt + offs_dv[None, :], mask=cand[:, None], other=0.0)
-                    acc += pd[:, None] * vd.to(tl.float32)
+        # ---- new keys (the last run's program)
+        if split == SPLIT - 1:
+            if GENERAL:
+                for n0 in range(0, n, BLOCK_N):
+                    offs_n = n0 + offs_n0
+                    kmask = offs_n < n
+                    k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+                    s = tl.dot(q, k)
+                    p = _silu(s, rab, scale, False, FAST_SILU)
+                    valid = _general_mask(i_abs, C + offs_n, T_abs, nt, contextual_seq_len, max_attn_len) & kmask[None, :]
+                    p = tl.where(valid, p, 0.0)
+                    v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+                    acc += tl.dot(p.to(v.dtype), v)
+            else:
+                kend = tl.minimum(m0 + BLOCK_M, nh)
+                for n0 in range(0, kend, BLOCK_N):
+                    offs_n = n0 + offs_n0
+                    kmask = offs_n < nh
+                    k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+                    s = tl.dot(q, k)
+                    p = _silu(s, rab, scale, False, FAST_SILU)
+                    valid = (offs_n[None, :] <= offs_m[:, None]) & kmask[None, :]
+                    p = tl.where(valid, p, 0.0)
+                    v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+                    acc += tl.dot(p.to(v.dtype), v)
+                if HAS_TARGETS and DIAG_TILE:
+                    # each candidate sees itself: masked tiles over the block's own keys (tensor cores)
+                    if m0 + BLOCK_M > nh:
+                        for j0 in tl.static_range(0, BLOCK_M, BLOCK_N):
+                            offs_n = m0 + j0 + offs_n0
+                            cmask = (offs_n >= nh) & (offs_n < n)
+                            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=cmask[None, :], other=0.0)
+                            s = tl.dot(q, k)
+                            p = _silu(s, rab, scale, False, FAST_SILU)
+                            p = tl.where((offs_n[None, :] == offs_m[:, None]) & cmask[None, :], p, 0.0)
+                            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+                            acc += tl.dot(p.to(v.dtype), v)
+                elif HAS_TARGETS:
+                    if m0 + BLOCK_M > nh:
+                        cand = (offs_m >= nh) & (offs_m < n)
+                        kd = tl.load(Kb + offs_m[:, None] * stride_kt + offs_d[None, :], mask=cand[:, None], other=0.0)
+                        sd = tl.sum(q.to(tl.float32) * kd.to(tl.float32), axis=1)
+                        pd = _silu(sd, sd, scale, False, FAST_SILU)
+                        pd = tl.where(cand, pd, 0.0)
+                        vd = tl.load(Vb + offs_m[:, None] * stride_vt + offs_dv[None, :], mask=cand[:, None], other=0.0)
+                        acc += pd[:, None] * vd.to(tl.float32)
 
         acc = acc * inv_n
+        rows = offs_m[:, None] < n
         o_ptrs = OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot + offs_dv[None, :]
-        tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=offs_m[:, None] < n)
+        if SPLIT == 1:
+            tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=rows)
+        else:
+            w_off = (start + offs_m)[:, None] * stride_wt + h * stride_wh + offs_dv[None, :]
+            tl.store(WS + split * stride_ws + w_off, acc, mask=rows)
+            if FENCE:
+                _fence(offs_m)
+            tl.debug_barrier()
+            arrived = tl.atomic_add(CNT + h * total + start + m0, 1, sem="acq_rel")
+            if arrived == SPLIT - 1:
+                if FENCE:
+                    _fence(offs_m)
+                for j in tl.static_range(SPLIT):
+                    if j != split:
+                        acc += tl.load(WS + j * stride_ws + w_off, mask=rows, other=0.0, cache_modifier=".cg")
+                tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=rows)
 
 
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
-    """Tiles per head dimension (H200 sweep, docs/performance.md). ``GRID_M`` caps the
-    programs per (sequence, head) (None: about two programs per SM in all); ``PAGES`` picks
+    """Tiles per head dimension (H200 sweeps, docs/performance.md). ``GRID_M`` caps the
+    programs per (sequence, head) and key run (None: see hstu_cached_fwd); ``PAGES`` picks
     how cached tokens are addressed (see _page_slots); ``DIAG_TILE`` adds each candidate's
-    self-attention as masked tensor-core tiles instead of a float32 row-wise dot product."""
+    self-attention as masked tensor-core tiles instead of a float32 row-wise dot product;
+    ``SPLIT`` cuts the cached keys into that many runs, one program each (see the kernel)."""
     if device_type != "cuda":
-        return {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1, "GRID_M": 1}
+        return {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1, "GRID_M": 1, "SPLIT": 1}
     if max(d_qk, d_v) <= 128:
-        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "GRID_M": None}
+        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "GRID_M": None, "SPLIT": 1}
     return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
-            "PAGES": 1, "DIAG_TILE": True}
+            "PAGES": 1, "DIAG_TILE": True, "SPLIT": 1}
 
 
 _SM_COUNT: dict = {}
@@ -226,8 +298,10 @@ def _sm_count(device) -> int:
 
 def hstu_cached_fwd(
     q, k, v, seq_offsets, cache, *, max_seq_len, alpha, num_targets, contextual_seq_len,
-    max_attn_len, max_new_len=None, config=None, out=None,
+    max_attn_len, max_new_len=None, config=None, out=None, device_checks=False,
 ):
+    """Launch the cached kernel. ``device_checks``: the offsets', num_targets' and cache's
+    values are checked inside the kernel (see ``_check_seq``, ``_check_cache``)."""
     import torch
 
     L, H, D_QK = q.shape
@@ -273,14 +347,23 @@ def hstu_cached_fwd(
     if pages != 1:
         maxp = 1
     grid_m = cfg.pop("GRID_M", None)
+    split = max(1, int(cfg.pop("SPLIT", 1)))
     bound = max_new_len if max_new_len is not None else min(max_seq_len, L)
     blocks = triton.cdiv(bound, BM)
     if grid_m is None:
-        # the longest new-token run is unknown on the host (no device sync): cap the
-        # programs per (sequence, head) at what fills the GPU about twice; each program
-        # loops over its sequence's query blocks with that stride
-        grid_m = triton.cdiv(2 * _sm_count(q.device), B * H) if q.device.type == "cuda" else blocks
-    grid = (B * H, max(1, min(blocks, grid_m)))
+        # the longest new-token run is unknown on the host (no device sync): enough
+        # programs per (sequence, head) for the average sequence's query blocks, and at
+        # least about two programs per SM in all; each program loops over its sequence's
+        # query blocks with that stride (longer sequences loop)
+        fill = triton.cdiv(2 * _sm_count(q.device), B * H * split) if q.device.type == "cuda" else blocks
+        grid_m = max(triton.cdiv(triton.cdiv(L, B), BM), fill)
+    grid = (B * H, max(1, min(blocks, grid_m)), split)
+    if split > 1:
+        # per-token fp32 partial sums of each key run, and per (head, query block) arrival counts
+        ws = torch.empty(split, L, H, D_V, dtype=torch.float32, device=q.device)
+        cnt = torch.zeros(H * L, dtype=torch.int32, device=q.device)
+    else:
+        ws, cnt = out, seq_offsets
     global LAST_KERNEL
     LAST_KERNEL = _hstu_cached_kernel[grid](
         q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets,
@@ -289,9 +372,12 @@ def hstu_cached_fwd(
         out.stride(0), out.stride(1),
         kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2),
         pt.stride(0),
+        ws, cnt, ws.stride(0), ws.stride(1) if split > 1 else 0, ws.stride(2) if split > 1 else 0,
         float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, contextual_seq_len, max_attn_len, num_pt,
+        cache.k_cache.shape[0], max_seq_len, B, L,
         H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
         HAS_TARGETS=num_targets is not None, GENERAL=contextual_seq_len > 0 or max_attn_len > 0,
-        FAST_SILU=fast, PAGES=pages, MAXP=maxp, DIAG_TILE=diag_tile, **cfg,
+        FAST_SILU=fast, PAGES=pages, MAXP=maxp, DIAG_TILE=diag_tile, SPLIT=split,
+        FENCE=q.device.type == "cuda" and not interpret_mode(), **device_check_options(device_checks), **cfg,
     )
     return out

@@ -297,6 +297,16 @@ VARIANTS128 = {
 VARIANTS["regs_64x32w4s2_diag"] = dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2, PAGES=1, DIAG_TILE=True)
 VARIANTS["regs_64x32w4s3_diag"] = dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=3, PAGES=1, DIAG_TILE=True)
 VARIANTS["default"] = {}
+# key splits (partial sums over disjoint runs of cached keys, added by the last program):
+# 288 equal programs (8 users x 4 heads x 9 query blocks) on 132 SMs at one CTA per SM take
+# 3 waves for 2.2 waves of work; SPLIT=s makes 288*s shorter programs
+_REGS = dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3, PAGES=1, DIAG_TILE=True)
+for _s in (2, 3, 4):
+    VARIANTS[f"split{_s}"] = dict(_REGS, SPLIT=_s)
+    VARIANTS[f"split{_s}_load"] = dict(_REGS, PAGES=0, SPLIT=_s)
+VARIANTS["split2_128x64w8s2"] = dict(_REGS, BLOCK_N=64, num_stages=2, SPLIT=2)
+VARIANTS["split4_64x64w4s2"] = dict(_REGS, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2, SPLIT=4)
+VARIANTS["split2_64x32w4s3"] = dict(_REGS, BLOCK_M=64, num_warps=4, SPLIT=2)
 
 
 def main():

@@ -549,3 +549,25 @@ def test_gpu_default_calls_never_sync():
     c32 = PagedKVCache(cache.k_cache.float(), cache.v_cache.float(), cache.page_table, cache.cache_lens)
     ref = hstu_attention_cached_reference(q.float(), k.float(), v.float(), off, c32, **kw)
     assert _rel(outs[1], ref) < TOL[torch.bfloat16]
+
+
+def test_tiles_file_overrides_builtin_and_default(tmp_path, monkeypatch):
+    """Tuned tiles are read from the tuning file by key (GPU, dtype, dims, max_seq_len bucket)."""
+    from tracekit.kernels import tiles
+
+    monkeypatch.setenv(tiles.TILES_ENV, str(tmp_path / "t.json"))
+    monkeypatch.setattr(tiles, "_device", lambda device: ("NVIDIA H200", 9))
+    monkeypatch.setattr(tiles, "BUILTIN", {("dense", "bfloat16", 128, 128, 2048): {"BLOCK_M": 64}})
+    tiles._memo.clear()
+    cuda = torch.device("cuda", 0)
+    assert tiles.bucket(1000) == 1024 and tiles.bucket(1024) == 1024 and tiles.bucket(1 << 20) == 16384
+    assert tiles.lookup("dense", torch.device("cpu"), torch.bfloat16, 128, 128, 1024) is None
+    assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) is None
+    assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1500) == {"BLOCK_M": 64}
+    tiles.save("dense", "NVIDIA H200", torch.bfloat16, 128, 128, 1000, {"BLOCK_M": 128, "num_stages": 4})
+    assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) == {"BLOCK_M": 128, "num_stages": 4}
+    assert tiles.lookup("dense", cuda, torch.float16, 128, 128, 1024) is None
+    monkeypatch.setattr(tiles, "_device", lambda device: ("NVIDIA H100", 9))
+    tiles._memo.clear()
+    assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) is None  # tuned on another GPU
+    tiles._memo.clear()

@@ -20,28 +20,22 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._common import device_check_options, interpret_mode
-from ._dense import _check_seq, _silu
+from ._common import interpret_mode
+from ._dense import _silu
 
 
 @triton.jit
 def _bsa_pool_kernel(
     K, V, KBAR, VBAR, SEQ_OFFSETS,
     stride_kt, stride_kh, stride_vt, stride_vh, stride_kb, stride_kc, stride_kbh, stride_vb, stride_vc, stride_vbh,
-    inv_bs, NUM_TARGETS, max_seq_len, n_seq, total,
+    inv_bs,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr,
-    HAS_TARGETS: tl.constexpr, VALIDATE: tl.constexpr,
 ):
-    """Mean of k and v over each full block of each sequence; zeros for partial/absent blocks.
-    VALIDATE: the device-side value checks (the first launch of the two reports them)."""
+    """Mean of k and v over each full block of each sequence; zeros for partial/absent blocks."""
     pid_bh = tl.program_id(0)
     c = tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
-    if VALIDATE:
-        ok = _check_seq(SEQ_OFFSETS, NUM_TARGETS, b, n_seq, total, max_seq_len, (h == 0) & (c == 0), HAS_TARGETS)
-        if ok.to(tl.int32) == 0:
-            return
     start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
     T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
     lim = T * ((c + 1) * BS <= T).to(tl.int32)  # 0 unless block c is full
@@ -86,7 +80,6 @@ def _bsa_fused_kernel(
     NB_P2: tl.constexpr, SELECT: tl.constexpr, QB_FAST: tl.constexpr, FOLD: tl.constexpr,
     CMP_STAGES: tl.constexpr, LOCAL_FIRST: tl.constexpr, ROW_SCALE: tl.constexpr,
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
-    VALIDATE: tl.constexpr, max_seq_len, n_seq, total,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -108,11 +101,6 @@ def _bsa_fused_kernel(
         qb = tl.num_programs(1) - 1 - tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
-    if VALIDATE:
-        # reported by the pooling launch; here an invalid sequence is only skipped
-        ok = _check_seq(SEQ_OFFSETS, NUM_TARGETS, b, n_seq, total, max_seq_len, False, HAS_TARGETS)
-        if ok.to(tl.int32) == 0:
-            return
     start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
     T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
     m0 = qb * BS
@@ -254,10 +242,7 @@ def _cfg(device_type: str, d: int, bs: int) -> dict:
 def hstu_bsa_fwd(
     q, k, v, seq_offsets, *, max_seq_len, alpha, block_size, block_counts, num_targets,
     gate_cmp=None, gate_slc=None, return_block_indices=False, out=None, block_indices=None, config=None,
-    device_checks=False,
 ):
-    """Launch pooling and the fused kernel. ``device_checks``: the offsets' and num_targets'
-    values are checked inside the kernels (see ``_check_seq``)."""
     import torch
 
     L, H, D_QK = q.shape
@@ -277,9 +262,7 @@ def hstu_bsa_fwd(
     _bsa_pool_kernel[(B * H, nb)](
         k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
-        1.0 / block_size, num_targets if num_targets is not None else seq_offsets, max_seq_len, B, L,
-        H=H, D_QK=D_QK, D_V=D_V, BS=block_size, HAS_TARGETS=num_targets is not None, num_warps=4,
-        **device_check_options(device_checks),
+        1.0 / block_size, H=H, D_QK=D_QK, D_V=D_V, BS=block_size, num_warps=4,
     )
     gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
     gc = gate_cmp if gate_cmp is not None else seq_offsets
@@ -316,8 +299,7 @@ def hstu_bsa_fwd(
         H=H, D_QK=D_QK, D_V=D_V, BS=block_size, BLOCK_C=block_c, NB_P2=triton.next_power_of_2(nb),
         SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
         ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
-        HAS_GS=gate_slc is not None, FAST_SILU=fast, VALIDATE=device_checks, max_seq_len=max_seq_len,
-        n_seq=B, total=L, **cfg,
+        HAS_GS=gate_slc is not None, FAST_SILU=fast, **cfg,
     )
     if return_block_indices:
         local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)

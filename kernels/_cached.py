@@ -14,8 +14,8 @@ import triton
 import triton.language as tl
 
 from . import tiles
-from ._common import device_check_options, interpret_mode
-from ._dense import _check_seq, _general_mask, _silu
+from ._common import interpret_mode
+from ._dense import _general_mask, _silu
 
 
 @triton.jit
@@ -23,29 +23,6 @@ def _fence(x):
     """A GPU-scope memory fence in every thread holding an element of ``x`` (``__threadfence``)."""
     return tl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.b32 $0, $1;", "=r,r", [x],
                                      dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _check_cache(PT, CACHE_LENS, b, n, max_seq_len, num_pt, num_pages, report, PAGE: tl.constexpr):
-    """Device-side checks of sequence b's cache (see ``_check_seq``): its length fits the
-    page table and, with the ``n`` new tokens, max_seq_len; every page it uses exists."""
-    C = tl.load(CACHE_LENS + b)
-    ok_len = (C >= 0) & (C <= num_pt * PAGE)
-    ok_tot = C + n <= max_seq_len
-    used = tl.minimum(tl.maximum(C, 0), num_pt * PAGE)
-    used = (used + PAGE - 1) // PAGE
-    bad = 0
-    for p0 in range(0, used, 128):
-        offs = p0 + tl.arange(0, 128)
-        pg = tl.load(PT + offs, mask=offs < used, other=0)
-        bad += tl.sum(((pg < 0) | (pg >= num_pages)).to(tl.int32), axis=0)
-    ok_pages = bad == 0
-    if report:
-        tl.device_assert(ok_len, "tracekit HSTU attention: kv_cache.cache_lens must lie in [0, the page table's capacity]")
-        tl.device_assert(ok_tot | (ok_len.to(tl.int32) == 0),
-                         "tracekit HSTU attention: a sequence with its cache is longer than max_seq_len")
-        tl.device_assert(ok_pages, "tracekit HSTU attention: kv_cache.page_table names a page outside k_cache")
-    return ok_len & ok_tot & ok_pages
 
 
 @triton.jit
@@ -107,12 +84,12 @@ def _hstu_cached_kernel(
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
     stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
     WS, CNT, stride_ws, stride_wt, stride_wh,
-    scale, inv_n, contextual_seq_len, max_attn_len, num_pt, num_pages, max_seq_len, n_seq, total,
+    scale, inv_n, contextual_seq_len, max_attn_len, num_pt, total,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, GENERAL: tl.constexpr, FAST_SILU: tl.constexpr,
     PAGES: tl.constexpr, MAXP: tl.constexpr, DIAG_TILE: tl.constexpr,
-    SPLIT: tl.constexpr, FENCE: tl.constexpr, VALIDATE: tl.constexpr,
+    SPLIT: tl.constexpr, FENCE: tl.constexpr,
 ):
     """Grid (B*H, G, SPLIT). Program (bh, g, s) takes the query blocks g, g + G, ... of its
     sequence and, of the cached keys, the s-th of SPLIT equal runs of tiles (the last run
@@ -124,16 +101,6 @@ def _hstu_cached_kernel(
     b = pid_bh // H
     h = pid_bh % H
     split = tl.program_id(2)
-    if VALIDATE:
-        report = (h == 0) & (tl.program_id(1) == 0) & (split == 0)
-        ok = _check_seq(SEQ_OFFSETS, NUM_TARGETS, b, n_seq, total, max_seq_len, report, HAS_TARGETS)
-        if ok.to(tl.int32) == 0:
-            return
-        n_chk = tl.load(SEQ_OFFSETS + b + 1) - tl.load(SEQ_OFFSETS + b)
-        ok = _check_cache(PAGE_TABLE + b.to(tl.int64) * stride_pt, CACHE_LENS, b, n_chk, max_seq_len, num_pt,
-                          num_pages, report, PAGE)
-        if ok.to(tl.int32) == 0:
-            return
     start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
     n = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
     C = tl.load(CACHE_LENS + b).to(tl.int32)
@@ -299,10 +266,8 @@ def _sm_count(device) -> int:
 
 def hstu_cached_fwd(
     q, k, v, seq_offsets, cache, *, max_seq_len, alpha, num_targets, contextual_seq_len,
-    max_attn_len, max_new_len=None, config=None, out=None, device_checks=False,
+    max_attn_len, max_new_len=None, config=None, out=None,
 ):
-    """Launch the cached kernel. ``device_checks``: the offsets', num_targets' and cache's
-    values are checked inside the kernel (see ``_check_seq``, ``_check_cache``)."""
     import torch
 
     L, H, D_QK = q.shape
@@ -376,10 +341,10 @@ def hstu_cached_fwd(
         pt.stride(0),
         ws, cnt, ws.stride(0), ws.stride(1) if split > 1 else 0, ws.stride(2) if split > 1 else 0,
         float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, contextual_seq_len, max_attn_len, num_pt,
-        cache.k_cache.shape[0], max_seq_len, B, L,
+        L,
         H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
         HAS_TARGETS=num_targets is not None, GENERAL=contextual_seq_len > 0 or max_attn_len > 0,
         FAST_SILU=fast, PAGES=pages, MAXP=maxp, DIAG_TILE=diag_tile, SPLIT=split,
-        FENCE=q.device.type == "cuda" and not interpret_mode(), **device_check_options(device_checks), **cfg,
+        FENCE=q.device.type == "cuda" and not interpret_mode(), **cfg,
     )
     return out

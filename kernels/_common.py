@@ -96,18 +96,9 @@ def check_offsets(seq_offsets, total: int | None, *, name: str) -> None:
 
 def values_on_host(seq_offsets) -> bool:
     """Where ``validate=True`` checks values: on the host when the offsets already live
-    there (CPU tensors: free), else inside the Triton kernels (device-side assertions that
-    fire without a host synchronisation; see :func:`device_check_options`)."""
+    there (CPU tensors: free), else on the device by one small kernel whose assertions
+    fire without a host synchronisation (``tracekit.kernels._checks``)."""
     return seq_offsets.device.type != "cuda"
-
-
-def device_check_options(on: bool) -> dict:
-    """Launch options of a Triton kernel whose value checks run on the device: its
-    ``VALIDATE`` branch and Triton's device assertions (``debug``), without the integer
-    overflow checks that ``debug`` would otherwise add to every address computation."""
-    if not on:
-        return {"VALIDATE": False}
-    return {"VALIDATE": True, "debug": True, "sanitize_overflow": False}
 
 
 def check_scalars(max_seq_len: int, contextual_seq_len: int, max_attn_len: int) -> None:

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from . import tiles
-from ._common import device_check_options, interpret_mode
+from ._common import interpret_mode
 
 
 @triton.jit
@@ -23,33 +23,6 @@ def _tanh_approx(x):
     return tl.inline_asm_elementwise(
         "tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
     )
-
-
-@triton.jit
-def _check_seq(SEQ_OFFSETS, NUM_TARGETS, b, n_seq, total, max_len, report, HAS_TARGETS: tl.constexpr):
-    """Value checks of sequence b on the device (``validate=True`` on a GPU): whether its
-    offsets and candidate count are valid. In the program with ``report`` set a failed
-    check is a device-side assertion naming it (no host synchronisation; like PyTorch's
-    own device-side index checks, it ends the CUDA context); every program skips an
-    invalid sequence, so nothing is read out of bounds."""
-    start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
-    end = tl.load(SEQ_OFFSETS + b + 1).to(tl.int64)
-    ok_off = (start >= 0) & (start <= end) & (end <= total)
-    ok_off = ok_off & ((b != 0) | (start == 0)) & ((b != n_seq - 1) | (end == total))
-    ok_len = end - start <= max_len
-    ok = ok_off & ok_len
-    if report:
-        tl.device_assert(ok_off, "tracekit HSTU attention: seq_offsets must start at 0, be non-decreasing "
-                                 "and end at the number of tokens")
-        tl.device_assert(ok_len, "tracekit HSTU attention: a sequence is longer than max_seq_len")
-    if HAS_TARGETS:
-        nt = tl.load(NUM_TARGETS + b).to(tl.int64)
-        ok_nt = (nt >= 0) & (nt <= end - start)
-        if report:
-            tl.device_assert(ok_nt | (ok_off.to(tl.int32) == 0), "tracekit HSTU attention: num_targets must lie in "
-                                                   "[0, the sequence's length]")
-        ok = ok & ok_nt
-    return ok
 
 
 @triton.jit
@@ -108,21 +81,16 @@ def _general_mask(offs_m, offs_n, T, nt, c, W):
 def _hstu_fwd_kernel(
     Q, K, V, OUT, SEQ_OFFSETS, NUM_TARGETS, TS, TSW, POSW,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
-    scale, inv_n, rab_scale, max_seq_len, contextual_seq_len, max_attn_len, num_buckets, n_seq, total,
+    scale, inv_n, rab_scale, max_seq_len, contextual_seq_len, max_attn_len, num_buckets,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, GENERAL: tl.constexpr, HAS_TS: tl.constexpr, HAS_POS: tl.constexpr,
-    FAST_SILU: tl.constexpr, VALIDATE: tl.constexpr,
+    FAST_SILU: tl.constexpr,
 ):
     pid_bh = tl.program_id(0)
     pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
-    if VALIDATE:
-        ok = _check_seq(SEQ_OFFSETS, NUM_TARGETS, b, n_seq, total, max_seq_len,
-                        (h == 0) & (tl.program_id(1) == 0), HAS_TARGETS)
-        if ok.to(tl.int32) == 0:
-            return
     start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
     T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
     m0 = pid_m * BLOCK_M
@@ -229,10 +197,8 @@ def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
 
 def hstu_fwd(
     q, k, v, seq_offsets, *, max_seq_len, alpha, num_targets, contextual_seq_len, max_attn_len,
-    timestamps=None, ts_weights=None, pos_weights=None, config=None, out=None, device_checks=False,
+    timestamps=None, ts_weights=None, pos_weights=None, config=None, out=None,
 ):
-    """Launch the dense kernel. ``device_checks``: the offsets' and num_targets' values are
-    checked inside the kernel (see ``_check_seq``)."""
     import torch
 
     L, H, D_QK = q.shape
@@ -265,9 +231,9 @@ def hstu_fwd(
         out.stride(0), out.stride(1),
         float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, 0.5 if fast else 1.0,
         max_seq_len, contextual_seq_len, max_attn_len,
-        (ts_weights.numel() - 1) if has_ts else 0, B, L,
+        (ts_weights.numel() - 1) if has_ts else 0,
         H=H, D_QK=D_QK, D_V=D_V, BLOCK_M=BM, BLOCK_N=BN,
         HAS_TARGETS=num_targets is not None, GENERAL=general, HAS_TS=has_ts, HAS_POS=has_pos,
-        FAST_SILU=fast, **device_check_options(device_checks), **cfg,
+        FAST_SILU=fast, **cfg,
     )
     return out

@@ -9,9 +9,10 @@ variable ``TRACEKIT_KERNELS_BACKEND`` (auto|triton|reference) overrides ``auto``
 Shapes, dtypes, devices and the scalar arguments are always checked on the host.
 ``validate=True`` (the default) also checks the values of the offsets, num_targets and the
 cache's lengths and page table without synchronising the GPU: on the host when they are
-CPU tensors, inside the Triton kernels when they are on a GPU (a failed check there is a
-device-side assertion that names the problem and, like PyTorch's own device-side index
-checks, ends the CUDA context). ``validate=False`` skips the value checks.
+CPU tensors, by one small kernel queued before the attention kernel when they are on a GPU
+(a failed check there is a device-side assertion that names the problem and, like
+PyTorch's own device-side index checks, ends the CUDA context; see ``_checks``).
+``validate=False`` skips the value checks.
 """
 
 from __future__ import annotations
@@ -110,9 +111,20 @@ def hstu_attention(
     from ._dense import hstu_fwd
 
     return hstu_fwd(
-        q, k, v, _contig(seq_offsets), timestamps=timestamps, ts_weights=ts_weights, pos_weights=pos_weights,
-        out=_check_out(out, q, v), device_checks=checks == "device", **kw,
+        q, k, v, _device_checked(checks, seq_offsets, q.shape[0], max_seq_len, kw["num_targets"]),
+        timestamps=timestamps, ts_weights=ts_weights, pos_weights=pos_weights, out=_check_out(out, q, v), **kw,
     )
+
+
+def _device_checked(checks: str, seq_offsets, total: int, max_seq_len: int, num_targets, cache=None):
+    """The offsets as the kernels read them (unit stride), after queueing the device-side
+    value checks when ``checks == "device"``."""
+    seq_offsets = _contig(seq_offsets)
+    if checks == "device":
+        from ._checks import check_on_device
+
+        check_on_device(seq_offsets, total, max_seq_len, num_targets, cache)
+    return seq_offsets
 
 
 def _contig(t):
@@ -204,8 +216,8 @@ def hstu_attention_cached(
     _no_fp64(q)
     from ._cached import hstu_cached_fwd
 
-    return hstu_cached_fwd(q, k, v, _contig(seq_offsets), kv_cache, out=_check_out(out, q, v),
-                           device_checks=checks == "device", **kw)
+    off = _device_checked(checks, seq_offsets, q.shape[0], max_seq_len, kw["num_targets"], kv_cache)
+    return hstu_cached_fwd(q, k, v, off, kv_cache, out=_check_out(out, q, v), **kw)
 
 
 def hstu_attention_block_sparse(
@@ -274,5 +286,5 @@ def hstu_attention_block_sparse(
     _no_fp64(q)
     from ._bsa import hstu_bsa_fwd
 
-    return hstu_bsa_fwd(q, k, v, _contig(seq_offsets), gate_cmp=gate_cmp, gate_slc=gate_slc,
-                        out=_check_out(out, q, v), device_checks=checks == "device", **kw)
+    off = _device_checked(checks, seq_offsets, q.shape[0], max_seq_len, kw["num_targets"])
+    return hstu_bsa_fwd(q, k, v, off, gate_cmp=gate_cmp, gate_slc=gate_slc, out=_check_out(out, q, v), **kw)

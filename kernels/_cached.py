@@ -34,7 +34,8 @@ def _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE: tl.constexpr, BLOCK_N: 
     PAGES=0: page-table entries loaded from global memory per tile (one scalar load when the
     tile lies in one page); PAGES=1: the sequence's page-table row is held in registers
     (``pt_row``, MAXP entries) and indexed with tl.gather, so no K/V address depends on a
-    load inside the loop; PAGES=2: K/V were gathered into a contiguous per-sequence buffer
+    load inside the loop; PAGES=3 (in the kernel, not here): one TMA load per tile through
+    descriptors over the pools, the tile's page read per tile; PAGES=2: K/V were gathered into a contiguous per-sequence buffer
     (page = the sequence, slot = the token)."""
     if PAGES == 2:
         page = b.to(tl.int64)
@@ -84,23 +85,33 @@ def _hstu_cached_kernel(
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
     stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
     WS, CNT, stride_ws, stride_wt, stride_wh,
-    scale, inv_n, contextual_seq_len, max_attn_len, num_pt, total,
+    scale, inv_n, contextual_seq_len, max_attn_len, num_pt, total, G,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, GENERAL: tl.constexpr, FAST_SILU: tl.constexpr,
     PAGES: tl.constexpr, MAXP: tl.constexpr, DIAG_TILE: tl.constexpr,
-    SPLIT: tl.constexpr, FENCE: tl.constexpr,
+    SPLIT: tl.constexpr, FENCE: tl.constexpr, G_FAST: tl.constexpr, CHUNK: tl.constexpr,
 ):
-    """Grid (B*H, G, SPLIT). Program (bh, g, s) takes the query blocks g, g + G, ... of its
+    """Grid (B*H, G, SPLIT), or flat with s, then g fastest (G_FAST). Program (bh, g, s) takes
+    the query blocks g, g + G, ... of its
     sequence and, of the cached keys, the s-th of SPLIT equal runs of tiles (the last run
     also takes the new keys). With SPLIT > 1 each program stores its fp32 partial sum
     (per token row, in WS[s]) and counts itself in CNT; the last of a block's SPLIT
     programs to arrive adds the others' partials to its own and writes the output (HSTU
     has no softmax: partial sums over disjoint keys simply add)."""
-    pid_bh = tl.program_id(0)
+    if G_FAST:
+        # flat grid, a sequence's G programs (and their key runs) next to each other: the
+        # programs in flight share few sequences' K/V, which then stay in L2
+        pid = tl.program_id(0)
+        split = pid % SPLIT
+        g = (pid // SPLIT) % G
+        pid_bh = pid // (SPLIT * G)
+    else:
+        pid_bh = tl.program_id(0)
+        g = tl.program_id(1)
+        split = tl.program_id(2)
     b = pid_bh // H
     h = pid_bh % H
-    split = tl.program_id(2)
     start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
     n = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
     C = tl.load(CACHE_LENS + b).to(tl.int32)
@@ -115,8 +126,13 @@ def _hstu_cached_kernel(
     Qb = Q + start * stride_qt + h * stride_qh
     Kb = K + start * stride_kt + h * stride_kh
     Vb = V + start * stride_vt + h * stride_vh
-    KCh = KC + h * stride_kch
-    VCh = VC + h * stride_vch
+    if PAGES == 3:
+        # KC, VC are TMA descriptors over the pools viewed as [pages * PAGE, H * d]
+        KCh = KC
+        VCh = VC
+    else:
+        KCh = KC + h * stride_kch
+        VCh = VC + h * stride_vch
     PT = PAGE_TABLE + b.to(tl.int64) * stride_pt
     if PAGES == 1:
         offs_p = tl.arange(0, MAXP)
@@ -130,7 +146,7 @@ def _hstu_cached_kernel(
     num_mb = tl.cdiv(n, BLOCK_M)
     # the grid's second axis is capped (see hstu_cached_fwd): each program takes query
     # blocks pid, pid + G, ... of its sequence, so no program is launched per token of the batch
-    for t in range(tl.program_id(1), num_mb, tl.num_programs(1)):
+    for t in range(g, num_mb, G):
         m0 = (num_mb - 1 - t) * BLOCK_M
         offs_m = m0 + tl.arange(0, BLOCK_M)  # position among the new tokens
         q = tl.load(Qb + offs_m[:, None] * stride_qt + offs_d[None, :], mask=offs_m[:, None] < n, other=0.0)
@@ -145,19 +161,31 @@ def _hstu_cached_kernel(
         k_hi = tl.minimum(k_lo + per, C)
         full_hi = tl.minimum(k_hi, c_full)
         for n0 in range(k_lo, full_hi, BLOCK_N):
-            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES, MAXP)
-            k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
+            if PAGES == 3:
+                row = tl.load(PT + n0 // PAGE) * PAGE + n0 % PAGE
+                k = KCh.load([row, h * D_QK]).T
+            else:
+                page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False,
+                                         PAGES, MAXP)
+                k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
             s = tl.dot(q, k)
             p = _silu(s, rab, scale, False, FAST_SILU)
-            v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
+            if PAGES == 3:
+                v = VCh.load([row, h * D_V])
+            else:
+                v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
             acc += tl.dot(p.to(v.dtype), v)
         for n0 in range(tl.maximum(k_lo, full_hi), k_hi, BLOCK_N):
             offs_n = n0 + offs_n0
             kmask = offs_n < C
-            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE, BLOCK_N, True,
-                                     PAGES, MAXP)
-            k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None],
-                        mask=kmask[None, :], other=0.0)
+            if PAGES == 3:
+                row = tl.load(PT + n0 // PAGE) * PAGE + n0 % PAGE
+                k = KCh.load([row, h * D_QK]).T
+            else:
+                page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE, BLOCK_N, True,
+                                         PAGES, MAXP)
+                k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None],
+                            mask=kmask[None, :], other=0.0)
             s = tl.dot(q, k)
             p = _silu(s, rab, scale, False, FAST_SILU)
             if GENERAL:
@@ -165,8 +193,12 @@ def _hstu_cached_kernel(
             else:
                 valid = kmask[None, :] & (offs_m[:, None] < n)
             p = tl.where(valid, p, 0.0)
-            v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :],
-                        mask=kmask[:, None], other=0.0)
+            if PAGES == 3:
+                # slots past the cache end hold whatever the pool held: zero them (0 * NaN)
+                v = tl.where(kmask[:, None], VCh.load([row, h * D_V]), 0.0)
+            else:
+                v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :],
+                            mask=kmask[:, None], other=0.0)
             acc += tl.dot(p.to(v.dtype), v)
 
         # ---- new keys (the last run's program)
@@ -231,10 +263,15 @@ def _hstu_cached_kernel(
             if arrived == SPLIT - 1:
                 if FENCE:
                     _fence(offs_m)
-                for j in tl.static_range(SPLIT):
-                    if j != split:
-                        acc += tl.load(WS + j * stride_ws + w_off, mask=rows, other=0.0, cache_modifier=".cg")
-                tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=rows)
+                # sum the SPLIT partials (this program's own included) a column chunk at a time
+                offs_c = tl.arange(0, CHUNK)
+                for c0 in tl.static_range(0, D_V, CHUNK):
+                    c_off = (start + offs_m)[:, None] * stride_wt + h * stride_wh + (c0 + offs_c)[None, :]
+                    tot = tl.zeros([BLOCK_M, CHUNK], dtype=tl.float32)
+                    for j in tl.static_range(SPLIT):
+                        tot += tl.load(WS + j * stride_ws + c_off, mask=rows, other=0.0, cache_modifier=".cg")
+                    tl.store(OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot
+                             + (c0 + offs_c)[None, :], tot.to(OUT.dtype.element_ty), mask=rows)
 
 
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
@@ -249,6 +286,14 @@ def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
         return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "GRID_M": None, "SPLIT": 1}
     return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
             "PAGES": 1, "DIAG_TILE": True, "SPLIT": 1}
+
+
+def _has_descriptors() -> bool:
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 _SM_COUNT: dict = {}
@@ -311,6 +356,19 @@ def hstu_cached_fwd(
                 ks.stride(0), vs.stride(0), PAGE=cache.page_size, PK=pk, PV=pv, CHUNK=chunk, num_warps=4,
             )
         kc, vc = ks, vs
+    if pages == 3 and not (page_contig and kc.is_contiguous() and vc.is_contiguous()
+                           and cache.page_size % BN == 0 and _has_descriptors()):
+        pages = 1
+    if pages == 3:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        kc = TensorDescriptor(kc, shape=[kc.shape[0] * kc.shape[1], H * D_QK], strides=[H * D_QK, 1],
+                              block_shape=[BN, D_QK])
+        vc = TensorDescriptor(vc, shape=[vc.shape[0] * vc.shape[1], H * D_V], strides=[H * D_V, 1],
+                              block_shape=[BN, D_V])
+        kc_strides, vc_strides = (0, 0, 0), (0, 0, 0)
+    else:
+        kc_strides, vc_strides = (kc.stride(0), kc.stride(1), kc.stride(2)), (vc.stride(0), vc.stride(1), vc.stride(2))
     if pages != 1:
         maxp = 1
     grid_m = cfg.pop("GRID_M", None)
@@ -324,7 +382,9 @@ def hstu_cached_fwd(
         # query blocks with that stride (longer sequences loop)
         fill = triton.cdiv(2 * _sm_count(q.device), B * H * split) if q.device.type == "cuda" else blocks
         grid_m = max(triton.cdiv(triton.cdiv(L, B), BM), fill)
-    grid = (B * H, max(1, min(blocks, grid_m)), split)
+    G = max(1, min(blocks, grid_m))
+    g_fast = bool(cfg.pop("G_FAST", False))
+    grid = (B * H * G * split,) if g_fast else (B * H, G, split)
     if split > 1:
         # per-token fp32 partial sums of each key run, and per (head, query block) arrival counts
         ws = torch.empty(split, L, H, D_V, dtype=torch.float32, device=q.device)
@@ -337,14 +397,13 @@ def hstu_cached_fwd(
         num_targets if num_targets is not None else seq_offsets,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         out.stride(0), out.stride(1),
-        kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2),
-        pt.stride(0),
+        *kc_strides, *vc_strides, pt.stride(0),
         ws, cnt, ws.stride(0), ws.stride(1) if split > 1 else 0, ws.stride(2) if split > 1 else 0,
         float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, contextual_seq_len, max_attn_len, num_pt,
-        L,
+        L, G,
         H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
         HAS_TARGETS=num_targets is not None, GENERAL=contextual_seq_len > 0 or max_attn_len > 0,
         FAST_SILU=fast, PAGES=pages, MAXP=maxp, DIAG_TILE=diag_tile, SPLIT=split,
-        FENCE=q.device.type == "cuda" and not interpret_mode(), **cfg,
+        FENCE=q.device.type == "cuda" and not interpret_mode(), G_FAST=g_fast, CHUNK=min(64, D_V), **cfg,
     )
     return out

@@ -414,8 +414,11 @@ def test_dense_tile_shapes(tiles):
 @pytest.mark.parametrize("cfg", [dict(PAGES=0, BLOCK_N=64, GRID_M=2), dict(PAGES=1, DIAG_TILE=True, BLOCK_N=16),
                                  dict(PAGES=1, BLOCK_N=64), dict(PAGES=2, DIAG_TILE=True, BLOCK_N=32, GRID_M=None),
                                  dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3),
-                                 dict(PAGES=0, BLOCK_N=32, SPLIT=2, GRID_M=1)],
-                         ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag", "split3", "split2-loop"])
+                                 dict(PAGES=0, BLOCK_N=32, SPLIT=2, GRID_M=1),
+                                 dict(PAGES=3, DIAG_TILE=True, BLOCK_N=32), dict(PAGES=3, BLOCK_N=16, SPLIT=2),
+                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=2, G_FAST=True, GRID_M=2)],
+                         ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag", "split3", "split2-loop",
+                              "tma-diag", "tma-bn16-split2", "gfast-split2"])
 def test_cached_page_modes(cfg):
     """The cached kernel's page addressing modes, tile shapes, query-block loop and key
     splits (partial sums added by the last program to arrive; empty caches included)."""

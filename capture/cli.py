@@ -1,8 +1,8 @@
 """CLI commands for capture: ``tracekit capture``, ``tracekit sweep``, ``tracekit export sweep``.
 
-Register them on the main Typer app with ``register(app, get_db)`` (``get_db`` returns
-the global ``--db`` value, used when the command's own ``--db`` is not given), or use
-``capture_cmd`` / ``sweep_cmd`` / ``export_sweep_cmd`` directly. Library errors
+The main CLI loads ``app`` and ``export_app`` from here when one of their commands is
+invoked; a command without its own ``--db`` uses the main CLI's global ``--db``. Other
+Typer apps can add them with ``register(app, get_db)``. Library errors
 (``TracekitError``) propagate: the main CLI prints their one line and exits 2. torch is
 imported only by the workload process, never here.
 """
@@ -35,11 +35,17 @@ DbOpt = Annotated[Path | None, typer.Option(
 NoIngestOpt = Annotated[bool, typer.Option("--no-ingest", help="write the run folder only")]
 
 
-def _db(db: Path | None) -> Path | None:
-    return db if db is not None else _GET_DB[0]()
+def _db(ctx: typer.Context, db: Path | None) -> Path | None:
+    """The command's --db, else the main CLI's global --db (its root context's), else
+    what ``register`` was given."""
+    if db is not None:
+        return db
+    root = ctx.find_root().params.get("db")
+    return root if root is not None else _GET_DB[0]()
 
 
 def capture_cmd(
+    ctx: typer.Context,
     bs: Annotated[int, typer.Option("--bs", help="batch size: users per request")] = 8,
     nc: Annotated[int, typer.Option("--nc", help="candidates per user")] = 1024,
     tool: ToolOpt = "nsys",
@@ -58,13 +64,14 @@ def capture_cmd(
     run_dir = capture(bs, nc, tool=tool, preset=preset,
                       warmup_ms=DEFAULT_WARMUP_MS if warmup_ms is None else warmup_ms,
                       iters=DEFAULT_ITERS if iters is None else iters, out_dir=out,
-                      db=_db(db), name=name, ingest=not no_ingest, echo=True,
+                      db=_db(ctx, db), name=name, ingest=not no_ingest, echo=True,
                       command=list(sys.argv))
     typer.echo(f"run folder: {run_dir}")
-    typer.echo(summary(run_dir, None if no_ingest else _db(db)))
+    typer.echo(summary(run_dir, None if no_ingest else _db(ctx, db)))
 
 
 def sweep_cmd(
+    ctx: typer.Context,
     bs: Annotated[str | None, typer.Option("--bs", help="batch sizes, comma-separated (1,2,4,8)",
                                            show_default=False)] = None,
     nc: Annotated[str | None, typer.Option("--nc", help="candidate counts, comma-separated (128,256,512,1024)",
@@ -88,14 +95,14 @@ def sweep_cmd(
             typer.echo(f"bs={point.bs} nc={point.nc}: {point.status}: {point.error}", err=True)
 
     result = sweep(bs, nc, config=config, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
-                   out_dir=out, db=_db(db), ingest=not no_ingest, progress=True,
+                   out_dir=out, db=_db(ctx, db), ingest=not no_ingest, progress=True,
                    command=list(sys.argv), on_point=show)
     typer.echo(f"sweep {result.sweep_id}: {len(result.ok)} ok, {len(result.failed)} failed of "
                f"{len(result.points)} points; manifest {result.manifest}")
     if not no_ingest and result.ok:
         import tracekit
 
-        with tracekit.open(_db(db), read_only=True) as tk:
+        with tracekit.open(_db(ctx, db), read_only=True) as tk:
             df = tk.query("sweep-latency", limit=0)
         typer.echo(df.select(["preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms"]))
     if result.failed:
@@ -103,6 +110,7 @@ def sweep_cmd(
 
 
 def export_sweep_cmd(
+    ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="results.xlsx or results.csv")],
     db: DbOpt = None,
 ) -> None:
@@ -111,7 +119,7 @@ def export_sweep_cmd(
 
     from .export import export_sweep
 
-    with tracekit.open(_db(db), read_only=True) as tk:
+    with tracekit.open(_db(ctx, db), read_only=True) as tk:
         written = export_sweep(tk, output)
     for path in written:
         typer.echo(f"wrote {path}")

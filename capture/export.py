@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from tracekit.errors import TracekitError
+from tracekit.outputs import check_not_store, write_output
 
 RESULT_COLUMNS = ("file", "batch_size", "num_candidate", "kv_caches", "candidate_embeddings",
                   "total_time_ms", "request_idx", "preset", "tool")
@@ -32,13 +33,13 @@ def export_sweep(tk, path: str | os.PathLike) -> list[Path]:
     suffix = path.suffix.lower()
     if suffix not in (".xlsx", ".csv"):
         raise TracekitError(f"{path}: export sweep writes .xlsx or .csv, not {path.suffix or 'no suffix'}")
-    if not path.parent.exists():
-        raise TracekitError(f"{path}: folder {path.parent} does not exist")
+    side = path.with_name(f"{path.stem}-summary.csv")
+    for out in (path, side) if suffix == ".csv" else (path,):
+        check_not_store(out, tk.path)  # before either file is written
     results, summary = _frames(tk)
     if suffix == ".csv":
-        side = path.with_name(f"{path.stem}-summary.csv")
-        results.write_csv(path)
-        summary.write_csv(side)
+        write_output(path, results.write_csv, tk.path)
+        write_output(side, summary.write_csv, tk.path)
         return [path, side]
     from openpyxl import Workbook
 
@@ -51,9 +52,7 @@ def export_sweep(tk, path: str | os.PathLike) -> list[Path]:
         _sheet(wb.create_sheet(f"bs{bs}"), results.filter(results["batch_size"] == bs))
     for nc in sorted(set(results["num_candidate"].to_list())):
         _sheet(wb.create_sheet(f"nc{nc}"), results.filter(results["num_candidate"] == nc))
-    tmp = path.with_name(path.name + ".tmp")
-    wb.save(tmp)
-    os.replace(tmp, path)
+    write_output(path, wb.save, tk.path)
     return [path]
 
 

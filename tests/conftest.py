@@ -59,3 +59,47 @@ def compiled_or_numpy(request, monkeypatch, module, attr: str, source: str) -> s
         pytest.fail(f"{source} was not built although a C compiler is present: "
                     "reinstall (pip install -e .) and read the build output")
     return request.param
+
+
+@pytest.fixture(scope="session")
+def _small_store_template(tmp_path_factory):
+    """A store file with one real nsys run (capture_range) and one real ncu run (ncu_sections)."""
+    import tracekit
+
+    db = tmp_path_factory.mktemp("small") / "small.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(NSYS_EXPORTS["capture_range"], name="nsys_run")
+        tk.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="ncu_run")
+    return db
+
+
+@pytest.fixture
+def small_store(_small_store_template, tmp_path) -> Path:
+    """A fresh copy of the small two-run store (run 1: nsys, run 2: ncu) in tmp_path/store/."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    db = folder / "tk.duckdb"
+    shutil.copyfile(_small_store_template, db)
+    return db
+
+
+def store_state(db: Path) -> dict | None:
+    """What a store holds, for "the store is unchanged" (None: no store file): every
+    table's rows (count and an order-free hash of them), its views and sequences. Not
+    its bytes: DuckDB rewrites a store's header whenever a read-write connection that
+    ran a statement closes, and tracekit's open re-creates its views."""
+    import duckdb
+
+    if not db.exists():
+        return None
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall()]
+        state = {t: con.execute(f'SELECT count(*), sum(hash(t)) FROM "{t}" t').fetchone() for t in tables}
+        state["views"] = con.execute("SELECT list(view_name ORDER BY view_name) FROM duckdb_views() "
+                                     "WHERE NOT internal").fetchone()
+        state["sequences"] = con.execute("SELECT list((sequence_name, last_value) ORDER BY sequence_name) "
+                                         "FROM duckdb_sequences()").fetchone()
+        return state
+    finally:
+        con.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import NSYS_SCENARIOS
 
@@ -63,3 +65,12 @@ def test_run_resolution(nsys_db):
     by_id = nsys_db.query("top-kernels", run=str(last), limit=0)
     assert by_default.equals(by_id)
     assert runs["name"].to_list() == NSYS_SCENARIOS
+
+
+@pytest.mark.parametrize("name", sorted(REG.queries))
+def test_a_query_spans_runs_exactly_when_its_sql_reads_run_null_as_all(name):
+    """`--run all` is accepted where the run parameter's doc offers it; the SQL must then
+    read a NULL run as every run, and a query that does not offer it must not."""
+    q = REG.get(name)
+    handles_null = re.search(r"\$run\s+IS\s+NULL", q.sql, re.IGNORECASE) is not None
+    assert q.spans_runs == handles_null

@@ -18,9 +18,17 @@ from .errors import (
     ToolNotFoundError,
     TracekitError,
 )
-from .store import IngestResult, Tracekit, open
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # the store (DuckDB) is imported on first use: `tracekit --version` and `--help` need none of it
+    if name in ("IngestResult", "Tracekit", "open"):
+        from . import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
 
 __all__ = [
     "CaptureError",

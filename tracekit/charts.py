@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ import altair as alt
 import polars as pl
 
 from .errors import ParamError, QueryError
+from .names import distinct_labels, short_name
 
 WIDTH, HEIGHT = 760, 460
 PALETTE = "tableau10"
@@ -31,10 +31,12 @@ PALETTE = "tableau10"
 
 @dataclass
 class ChartSpec:
-    query: str
+    query: str | None
     build: Callable[[pl.DataFrame], alt.TopLevelMixin]
     params: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    #: the data of a chart that is not drawn from a named query: (tk, **params) -> DataFrame
+    data: Callable[..., pl.DataFrame] | None = None
 
 
 # -- helpers -------------------------------------------------------------------
@@ -46,37 +48,6 @@ def _need(df: pl.DataFrame, chart: str, query: str, cols: list[str]) -> None:
         raise QueryError(
             f"chart {chart}: query {query} returned no column(s) {', '.join(missing)} (got {', '.join(df.columns)})"
         )
-
-
-def short_name(name: str | None, width: int = 48) -> str:
-    """A readable kernel name: no return type, template arguments or parameters."""
-    if not name:
-        return "?"
-    s = re.sub(r"^void\s+", "", name.strip())
-    depth, out = 0, []
-    for ch in s:  # drop <...> and (...) groups
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    s = re.sub(r"(::)+", "::", "".join(out).strip()) or name
-    s = s.split("::")[-1] if len(s) > width else s
-    return s if len(s) <= width else s[: width - 1] + "…"
-
-
-def _hint(name: str) -> str:
-    """A word from a kernel's template arguments that tells instantiations apart (addcmul, silu, ...)."""
-    inner = name[name.find("<") + 1 :] if "<" in name else ""
-    words = re.findall(
-        r"([A-Za-z][A-Za-z0-9]*?)(?:_cuda)?_(?:kernel|functor|impl)\b|(\w+)Functor", inner
-    )
-    for a, b in words:
-        w = a or b
-        if w and w not in ("vectorized_elementwise", "elementwise", "gpu"):
-            return w
-    return ""
 
 
 def _si(v: float, unit: str) -> str:
@@ -483,25 +454,13 @@ def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
     if df.is_empty():
         return _no_data("Top kernels")
     d = df.with_columns(
-        pl.col("name")
-        .map_elements(lambda s: short_name(s, 60), return_dtype=pl.Utf8)
-        .alias("short"),
+        pl.Series("short", distinct_labels(df["name"].to_list(), 60, short_name), dtype=pl.Utf8),
         (pl.col("total_ns") / 1e6).alias("total_ms"),
     )
     if "time_pct" not in d.columns:
         d = d.with_columns((100 * pl.col("total_ns") / pl.col("total_ns").sum()).alias("time_pct"))
     if "instances" not in d.columns:
         d = d.with_columns(pl.lit(None).alias("instances"))
-    dup = d["short"].is_duplicated()
-    d = d.with_columns(
-        pl.Series(
-            "short",
-            [
-                f"{sh} [{_hint(n)}]" if dd and _hint(n) else sh
-                for sh, n, dd in zip(d["short"], d["name"], dup, strict=True)
-            ],
-        )
-    )
     d = d.with_row_index("rank").with_columns(
         pl.format("{}. {}", pl.col("rank") + 1, pl.col("short")).alias("short")
     )
@@ -578,7 +537,8 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
     if df.is_empty():
         return _no_data("Sweep latency")
     d = df.unpivot(
-        index=["bs", "nc"], on=["median_ms", "p95_ms"], variable_name="stat", value_name="ms"
+        index=["bs", "nc", *(c for c in ("preset", "tool") if c in df.columns)],
+        on=["median_ms", "p95_ms"], variable_name="stat", value_name="ms",
     ).with_columns(
         pl.col("stat").str.replace("_ms", ""), pl.format("nc={}", pl.col("nc")).alias("candidates")
     )
@@ -592,8 +552,12 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
         ),
         y=alt.Y("ms:Q", title="Request latency [ms]"),
         color=alt.Color("nc:O", title="candidates (nc)", scale=alt.Scale(scheme=PALETTE)),
-        tooltip=["bs:Q", "nc:Q", "stat:N", alt.Tooltip("ms:Q", format=",.3f")],
+        tooltip=["bs:Q", "nc:Q", *(f"{c}:N" for c in ("preset", "tool") if c in df.columns), "stat:N",
+                 alt.Tooltip("ms:Q", format=",.3f")],
     )
+    # one line per statistic and per (preset, tool) where the store holds several: a point
+    # captured under nsys is not joined to the timing-only points beside it
+    series = [c for c in ("preset", "tool") if c in df.columns and df[c].n_unique() > 1]
     lines = base.mark_line().encode(
         strokeDash=alt.StrokeDash(
             "stat:N",
@@ -601,13 +565,174 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
             sort=["median", "p95"],
             scale=alt.Scale(domain=["median", "p95"], range=[[1, 0], [6, 3]]),
         ),
-        detail="stat:N",
+        detail=[alt.Detail("stat:N"), *(alt.Detail(f"{c}:N") for c in series)],
     )
     return alt.layer(lines, base.mark_point(filled=True, size=40)).properties(
         width=WIDTH,
         height=HEIGHT,
         title=alt.Title("Latency across the sweep", subtitle="solid: median, dashed: p95"),
     )
+
+
+def sweep_heatmap(df: pl.DataFrame) -> alt.LayerChart:
+    """The bs x nc grid of median request latency (sweep-latency), one cell per point."""
+    _need(df, "sweep-heatmap", "sweep-latency", ["bs", "nc", "median_ms", "p95_ms", "requests"])
+    if df.is_empty():
+        return _no_data("Sweep latency grid")
+    keys = [c for c in ("preset", "tool") if c in df.columns and df[c].n_unique() > 1]
+    d = df.with_columns(
+        (pl.concat_str([pl.col(k) for k in keys], separator=" · ") if keys else pl.lit("")).alias("facet")
+    )
+    data = d.select("bs", "nc", "median_ms", "p95_ms", "requests", "facet").to_dicts()
+    base = alt.Chart(alt.Data(values=data)).encode(
+        x=alt.X("nc:O", title="Candidates per user (nc)", sort="ascending", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("bs:O", title="Batch size (bs)", sort="descending"),
+    )
+    cells = base.mark_rect(stroke="white", strokeWidth=1).encode(
+        color=alt.Color("median_ms:Q", title="median [ms]", scale=alt.Scale(scheme="viridis", reverse=True)),
+        tooltip=[
+            "bs:O",
+            "nc:O",
+            alt.Tooltip("median_ms:Q", title="median [ms]", format=",.3f"),
+            alt.Tooltip("p95_ms:Q", title="p95 [ms]", format=",.3f"),
+            alt.Tooltip("requests:Q", title="timed requests"),
+        ],
+    )
+    text = base.mark_text(fontSize=12).encode(
+        text=alt.Text("median_ms:Q", format=",.2f"),
+        color=alt.condition(
+            alt.datum.median_ms > (d["median_ms"].min() + d["median_ms"].max()) / 2,
+            alt.value("white"),
+            alt.value("black"),
+        ),
+    )
+    chart = alt.layer(cells, text).properties(width=alt.Step(90), height=alt.Step(44))
+    if keys:
+        chart = chart.facet(column=alt.Column("facet:N", title=None))
+    return chart.properties(
+        title=alt.Title("Median request latency [ms]", subtitle="one cell per sweep point (bs x nc)")
+    )
+
+
+def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
+    """Horizontal bars of kernel time per NVTX path (kernels-by-nvtx query)."""
+    _need(df, "kernels-by-nvtx", "kernels-by-nvtx", ["path", "total_ns", "launches"])
+    if df.is_empty():
+        return _no_data("Kernel time by NVTX path")
+    d = df.with_columns(
+        (pl.col("total_ns") / 1e6).alias("total_ms"),
+        (pl.col("time_pct") if "time_pct" in df.columns else pl.lit(None)).alias("time_pct"),
+        (pl.col("top_kernel") if "top_kernel" in df.columns else pl.lit(None))
+        .map_elements(lambda s: short_name(s, 60), return_dtype=pl.Utf8)
+        .alias("top"),
+    )
+    data = d.select("path", "total_ms", "time_pct", "launches", "top").to_dicts()
+    y = alt.Y("path:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
+    bars = (
+        alt.Chart(alt.Data(values=data))
+        .mark_bar(color="#59a14f")
+        .encode(
+            y=y,
+            x=alt.X("total_ms:Q", title="Kernel time [ms]"),
+            tooltip=[
+                alt.Tooltip("path:N", title="NVTX path"),
+                alt.Tooltip("total_ms:Q", title="kernel time [ms]", format=",.3f"),
+                alt.Tooltip("time_pct:Q", title="of all kernel time [%]", format=".1f"),
+                alt.Tooltip("launches:Q", title="launches", format=","),
+                alt.Tooltip("top:N", title="top kernel"),
+            ],
+        )
+    )
+    text = bars.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
+        text=alt.Text("time_pct:Q", format=".1f")
+    )
+    return alt.layer(bars, text).properties(
+        width=WIDTH - 250,
+        height=alt.Step(20),
+        title=alt.Title("Kernel time by NVTX path", subtitle="bar label: % of kernel time"),
+    )
+# -- diff -----------------------------------------------------------------------------
+
+#: the metric that stands for a key in the diff chart: its time (or latency)
+_DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "proj_total_ns", "api": "total_ns", "memcpy": "total_ns",
+                  "gpu": "busy_ns", "ncu": "duration_ns", "sweep": "latency_med_ms"}
+_VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e"}
+
+
+def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | None = None,
+               threshold: float | str = 5.0, limit: int | str = 20) -> pl.DataFrame:
+    """The rows of ``tk.diff`` the chart draws: per key its headline metric (time, or
+    latency for sweeps), the ``limit`` largest changes, with the threshold as a column."""
+    if base is None or new is None:
+        raise ParamError("chart diff: give the runs to compare as -p base=RUN -p new=RUN")
+    try:
+        threshold, limit = float(threshold), int(limit)
+    except ValueError as err:
+        raise ParamError(f"chart diff: threshold={threshold!r}, limit={limit!r}: numbers expected") from err
+    df = tk.diff(base, new, by=by, threshold_pct=threshold)
+    head = df.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
+    # an NVTX path that launched no GPU work stands by its wall time
+    nvtx_cpu = df.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns")
+                         & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
+    head = pl.concat([head, nvtx_cpu])
+    head = head.with_row_index("_i").sort("_i").drop("_i")  # diff's order: largest change first
+    shown = head.head(limit) if limit else head
+    return shown.with_columns(pl.lit(threshold).alias("threshold_pct"))
+
+
+def diff(df: pl.DataFrame) -> alt.LayerChart:
+    """Diverging bars of the largest changes (delta %, coloured by verdict) with their
+    intervals; keys in one run only are listed in the subtitle."""
+    _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
+    if df.is_empty():
+        return _no_data("Diff")
+    from .diff import short_keys
+
+    threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
+    one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
+    d = df.filter(~pl.col("verdict").is_in(["added", "removed"]) & pl.col("delta_pct").is_not_null()
+                  & (pl.col("delta") != 0))
+    short = short_keys(df["key"].to_list(), 56)
+    rows = []
+    for r in d.iter_rows(named=True):
+        rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
+                     "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
+                     "verdict": r["verdict"], "note": r["note"] or "", "p": r["p_value"]})
+    subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: GPU projection; "
+                f"sweeps: median latency); whisker: its interval; dashed: the ±{threshold:g}% threshold"]
+    if one_side.height:
+        parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]
+        subtitle.append("not drawn (in one run only): " + ", ".join(parts))
+    if not rows:
+        return (alt.Chart(alt.Data(values=[{"t": "no key changed"}])).mark_text(size=16).encode(text="t:N")
+                .properties(title=alt.Title("Largest changes", subtitle=subtitle), width=WIDTH, height=120))
+    order = [r["label"] for r in rows]
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=460))
+    lim = max(max(abs(r["delta_pct"]) for r in rows) * 1.15, threshold * 2)
+    if lim <= 300:
+        scale = alt.Scale(domain=[-lim, lim], clamp=True)
+        x_title = "change [% of base]"
+    else:  # -90 % and +6000 % both readable: symmetric log (linear within +-100 %)
+        low = min([-2 * threshold] + [max(r["delta_pct"], -100) * 1.15 for r in rows])  # time cannot fall below -100 %
+        scale = alt.Scale(type="symlog", constant=100, domain=[low, lim], clamp=True)
+        x_title = "change [% of base], symmetric log scale"
+    base = alt.Chart(alt.Data(values=rows))
+    colour = alt.Color("verdict:N", title="verdict", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
+        domain=list(_VERDICT_COLOURS), range=list(_VERDICT_COLOURS.values())))
+    bars = base.mark_bar(height=14).encode(
+        y=y, x=alt.X("delta_pct:Q", title=x_title, scale=scale), color=colour,
+        tooltip=[alt.Tooltip("key:N"), alt.Tooltip("metric:N"), alt.Tooltip("delta_pct:Q", format="+.2f"),
+                 alt.Tooltip("low:Q", format="+.2f"), alt.Tooltip("high:Q", format="+.2f"),
+                 alt.Tooltip("verdict:N"), alt.Tooltip("p:Q", format=".2g"), alt.Tooltip("note:N")])
+    whiskers = base.transform_filter("datum.low != null && datum.high != null").mark_rule(
+        color="#222", strokeWidth=1.5).encode(y=y, x=alt.X("low:Q", scale=scale), x2="high:Q")
+    zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#444").encode(x=alt.X("x:Q", scale=scale))
+    lines = alt.Chart(alt.Data(values=[{"x": -threshold}, {"x": threshold}])).mark_rule(
+        strokeDash=[5, 4], color="#777").encode(x=alt.X("x:Q", scale=scale))
+    text = base.mark_text(align="left", dx=4, fontSize=10, color="#222").encode(
+        y=y, x=alt.value(WIDTH - 255), text=alt.Text("delta_pct:Q", format="+.1f"))
+    return alt.layer(lines, zero, bars, whiskers, text).properties(
+        width=WIDTH - 260, height=alt.Step(22), title=alt.Title("Largest changes", subtitle=subtitle))
 
 
 CHARTS: dict[str, ChartSpec] = {
@@ -624,6 +749,13 @@ CHARTS: dict[str, ChartSpec] = {
     "sweep-latency": ChartSpec(
         "sweep-latency", sweep_latency, {"limit": 0}, "latency across a bs x nc sweep"
     ),
+    "sweep-heatmap": ChartSpec(
+        "sweep-latency", sweep_heatmap, {"limit": 0}, "median latency over the bs x nc grid"
+    ),
+    "kernels-by-nvtx": ChartSpec(
+        "kernels-by-nvtx", kernels_by_nvtx, {"limit": 20}, "nsys kernel time per NVTX path"
+    ),
+    "diff": ChartSpec(None, diff, {}, "largest changes between two runs (-p base=A -p new=B)", data=_diff_data),
 }
 
 
@@ -632,6 +764,10 @@ def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.Top
     spec = CHARTS.get(name)
     if spec is None:
         raise QueryError(f"unknown chart {name!r}; known charts: {', '.join(sorted(CHARTS))}")
+    if spec.data is not None:
+        if run is not None:
+            raise ParamError(f"chart {name}: give the runs as -p base=A -p new=B, not --run")
+        return spec.build(spec.data(tk, **params))
     from .registry import get_registry
 
     q = get_registry().get(spec.query)
@@ -644,23 +780,28 @@ def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.Top
     return spec.build(tk.query(spec.query, **bound))
 
 
-def save(ch: alt.TopLevelMixin, path: str | Path) -> Path:
-    """Write the chart; the format follows the extension: .html, .png, .svg, .json."""
+def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:
+    """Write the chart; the format follows the extension: .html, .png, .svg, .json.
+    Written through ``write_output`` (never over the store ``store_path``; no half file)."""
     import vl_convert as vlc
+
+    from .outputs import write_output
 
     path = Path(path)
     ext = path.suffix.lower()
     spec = ch.to_dict()
     if ext == ".json":
-        path.write_text(json.dumps(spec, indent=2))
+        data: str | bytes = json.dumps(spec, indent=2)
     elif ext in (".html", ".htm"):
-        path.write_text(vlc.vegalite_to_html(spec, bundle=True))
+        data = vlc.vegalite_to_html(spec, bundle=True)
     elif ext == ".png":
-        path.write_bytes(vlc.vegalite_to_png(spec, scale=2))
+        data = vlc.vegalite_to_png(spec, scale=2)
     elif ext == ".svg":
-        path.write_text(vlc.vegalite_to_svg(spec))
+        data = vlc.vegalite_to_svg(spec)
     else:
         raise ParamError(
             f"{path}: unknown chart format {ext or '(none)'}; use .html, .png, .svg or .json"
         )
-    return path
+    if isinstance(data, bytes):
+        return write_output(path, lambda tmp: tmp.write_bytes(data), store_path)
+    return write_output(path, lambda tmp: tmp.write_text(data), store_path)

@@ -1,7 +1,10 @@
 """The thin CLI over the library: ``tracekit ingest|runs|queries|query|sql|chart|...``.
 
 Library errors (``TracekitError``) become one line on stderr and exit code 2; a
-traceback only with ``--debug``.
+traceback only with ``--debug``. Each command imports what it needs when it runs
+(``tracekit query`` reads rows through DuckDB alone: no Polars, Arrow or Altair), and
+the capture commands live in ``tracekit.capture``, loaded only when one of them is
+invoked (``_LAZY``): the analysis CLI never imports capture at start.
 """
 
 from __future__ import annotations
@@ -12,10 +15,48 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
+from . import __version__
 from .errors import ParamError, TracekitError
 
+#: group -> {command: (module, Typer app whose command of that name it is)}; loaded on use
+_LAZY: dict[str, dict[str, tuple[str, str]]] = {
+    "tracekit": {
+        "capture": ("tracekit.capture.cli", "app"),
+        "sweep": ("tracekit.capture.cli", "app"),
+    },
+    "export": {"sweep": ("tracekit.capture.cli", "export_app")},
+}
+
+
+class _LazyGroup(TyperGroup):
+    """A command group some of whose commands are imported only when invoked (or
+    listed in the help): the ``_LAZY`` entries of the group's name."""
+
+    def _lazy(self) -> dict[str, tuple[str, str]]:
+        return _LAZY.get(self.name or "", {})
+
+    def list_commands(self, ctx):
+        return [*super().list_commands(ctx), *(n for n in self._lazy() if n not in self.commands)]
+
+    def get_command(self, ctx, cmd_name):
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is None and cmd_name in self._lazy():
+            import importlib
+
+            module, attr = self._lazy()[cmd_name]
+            built = typer.main.get_command(getattr(importlib.import_module(module), attr))
+            # a Typer app of one command builds that command, not a group
+            cmd = built.get_command(ctx, cmd_name) if hasattr(built, "get_command") else built
+            if cmd is not None:
+                self.commands[cmd_name] = cmd
+        return cmd
+
+
 app = typer.Typer(
+    cls=_LazyGroup,
+    name="tracekit",
     add_completion=False,
     no_args_is_help=True,
     help="Capture and analyse Nsight Systems / Nsight Compute profiles of HSTU inference.",
@@ -30,13 +71,26 @@ DbOpt = Annotated[
 ]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, csv, json or parquet")]
 OutOpt = Annotated[Path | None, typer.Option("--output", "-o", help="write to FILE instead of stdout")]
+ColumnsOpt = Annotated[str | None, typer.Option(
+    "--columns", help="columns to show, comma-separated (every format)", show_default=False)]
+AllColumnsOpt = Annotated[bool, typer.Option("--all-columns", help="table: every column, not the query's default few")]
+TimeunitOpt = Annotated[str, typer.Option(
+    "--timeunit", help="table: unit of the time columns: auto, ns, us, ms or s (csv/json/parquet keep ns)")]
 FORMATS = ("table", "csv", "json", "parquet")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tracekit {__version__}")
+        raise typer.Exit(0)
 
 
 @app.callback()
 def _main(
     db: DbOpt = None,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
+    version: Annotated[bool, typer.Option("--version", help="print the version and exit",
+                                          callback=_version, is_eager=True)] = False,
 ):
     _STATE["db"] = db
     _STATE["debug"] = debug
@@ -48,53 +102,74 @@ def _open(db: Path | None, read_only: bool = False):
     return store.open(db or _STATE["db"], read_only=read_only)
 
 
-def _emit(df, fmt: str, out: Path | None, title: str | None = None) -> None:
+def _check_format(fmt: str, out: Path | None) -> None:
     if fmt not in FORMATS:
         raise ParamError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if fmt == "parquet" and out is None:
+        raise ParamError("--format parquet needs -o FILE")
+
+
+def _columns(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    cols = [c.strip() for c in text.split(",") if c.strip()]
+    if not cols:
+        raise ParamError("--columns: name at least one column (e.g. --columns name,total_ns)")
+    return cols
+
+
+def _write(text: str, out: Path | None, store_path: Path | None) -> None:
+    """``text`` to stdout, or to ``out`` through ``write_output``: a temporary file renamed
+    into place, never over the store ``store_path``."""
+    if out:
+        from .outputs import write_output
+
+        write_output(out, lambda tmp: tmp.write_text(text), store_path)
+    else:
+        sys.stdout.write(text)
+
+
+def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
+          store_path: Path | None = None) -> None:
+    """A Polars DataFrame in ``fmt``: complete and unformatted, except for a table."""
+    _check_format(fmt, out)
+    if columns is not None:
+        from .table import Rows
+
+        Rows(list(df.columns), [], []).select(columns)  # one-line error for an unknown column
+        df = df.select(columns)
     if fmt == "parquet":
-        if out is None:
-            raise ParamError("--format parquet needs -o FILE")
-        df.write_parquet(out)
-        return
-    if fmt == "csv":
-        text = df.write_csv()
+        from .outputs import write_output
+
+        write_output(out, df.write_parquet, store_path)
+    elif fmt == "csv":
+        nested = [c for c, t in df.schema.items() if t.is_nested()]
+        if nested:
+            raise ParamError(f"--format csv: column {nested[0]!r} holds lists or structs, which CSV cannot; "
+                             "use --format json or parquet")
+        _write(df.write_csv(), out, store_path)
     elif fmt == "json":
         text = df.write_json()
-        text = text if text.endswith("\n") else text + "\n"
+        _write(text if text.endswith("\n") else text + "\n", out, store_path)
     else:
-        text = None
-    if text is not None:
-        if out:
-            out.write_text(text)
-        else:
-            sys.stdout.write(text)
-        return
-    from rich.console import Console
-    from rich.table import Table
+        from .table import Rows
 
-    table = Table(title=title, show_lines=False)
-    from rich.markup import escape
+        _show(Rows.from_polars(df), out, store_path=store_path)
 
-    # escape: '[CUDA memcpy Host-to-Device]' and '[nsys]' are text, not rich markup
-    cells = [["" if v is None else (f"{v:,.1f}" if isinstance(v, float) else escape(str(v))) for v in row]
-             for row in df.iter_rows()]
-    needed = 1
-    for i, col in enumerate(df.columns):
-        width = max([len(col)] + [len(r[i]) for r in cells])
-        if df[col].dtype.is_numeric():  # numbers are never cut or wrapped
-            table.add_column(col, justify="right", no_wrap=True, min_width=width)
-        else:  # long kernel names: one line each, cut with an ellipsis (csv/json keep them whole)
-            width = min(width, 60)
-            table.add_column(col, justify="left", no_wrap=True, overflow="ellipsis", max_width=60, min_width=width)
-        needed += width + 3
-    for r in cells:
-        table.add_row(*r)
-    # as wide as the table needs: a narrow terminal wraps lines rather than hiding columns
-    width = max(needed, shutil.get_terminal_size((120, 24)).columns)
-    console = Console(file=out.open("w") if out else None, width=width)
-    console.print(table)
-    if df.is_empty():
-        console.print("(no rows)")
+
+def _show(rows, out: Path | None, display: list[str] | None = None, columns: list[str] | None = None,
+          all_columns: bool = False, timeunit: str = "auto", more: str | None = None,
+          store_path: Path | None = None) -> None:
+    """Render ``rows`` (a ``table.Rows``) as a terminal table: ``columns`` if given, else
+    every column with ``all_columns``, else ``display`` (a query's @display) if any."""
+    from .table import render
+
+    if columns is not None:
+        rows = rows.select(columns)
+    elif display and not all_columns:
+        rows = rows.select(display)
+    width = shutil.get_terminal_size((120, 24)).columns if out is None else 10**6
+    _write(render(rows, width=width, timeunit=timeunit, more=more), out, store_path)
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -110,10 +185,11 @@ def _params(pairs: list[str]) -> dict[str, str]:
 @app.command()
 def ingest(
     files: Annotated[list[Path], typer.Argument(help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, or run folders")],
-    name: Annotated[str | None, typer.Option("--name", help="run name (default: file stem)")] = None,
+    name: Annotated[str | None, typer.Option(
+        "--name", help="run name (default: file stem); renames a run already ingested")] = None,
     db: DbOpt = None,
 ):
-    """Ingest profiler outputs into the store (one run per file; the same file twice is a no-op)."""
+    """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""
     from .ingest.nsysrep import export_if_needed
 
     tk = _open(db)
@@ -121,54 +197,155 @@ def ingest(
         with export_if_needed(f) as source:
             res = tk.ingest(source, name=name or (f.name.split(".")[0] if source != f else None))
         if res.skipped:
-            typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name})")
+            renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
+            typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
         else:
             n = sum(res.rows.values())
-            typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows")
+            replaced = " in place of the same export ingested alone" if res.replaced else ""
+            typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
     tk.close()
 
 
-@app.command()
-def runs(db: DbOpt = None, fmt: FormatOpt = "table", out: OutOpt = None):
-    """List the runs in the store with their parameters."""
-    _emit(_open(db, read_only=True).runs(), fmt, out, "runs")
+runs_app = typer.Typer(help="List the runs in the store; rename or remove one.", invoke_without_command=True)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.callback()
+def runs(
+    ctx: typer.Context,
+    db: DbOpt = None,
+    fmt: FormatOpt = "table",
+    out: OutOpt = None,
+    columns: ColumnsOpt = None,
+    all_columns: AllColumnsOpt = False,
+):
+    """List the runs in the store with their parameters (rename, rm: see below)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    _query_out("runs", {"limit": 0}, fmt, out, _columns(columns), all_columns, "auto", db)
+
+
+@runs_app.command("rename")
+def runs_rename(
+    run: Annotated[str, typer.Argument(help="run id or name")],
+    new_name: Annotated[str, typer.Argument(help="the run's new name")],
+    db: DbOpt = None,
+):
+    """Give a run a new name."""
+    with _open(db) as tk:
+        run_id, old = tk.rename_run(run, new_name)
+    typer.echo(f"run {run_id}: renamed {old!r} to {new_name!r}")
+
+
+@runs_app.command("rm")
+def runs_rm(
+    run: Annotated[list[str], typer.Argument(help="run ids or names")],
+    db: DbOpt = None,
+):
+    """Remove runs and all their rows from the store."""
+    with _open(db) as tk:
+        for r in run:
+            run_id, name = tk.remove_run(r)
+            typer.echo(f"removed run {run_id} ({name})")
 
 
 @app.command()
-def queries():
-    """List the named queries."""
-    import polars as pl
+def queries(
+    name: Annotated[str | None, typer.Argument(help="a query: show its parameters and columns",
+                                               show_default=False)] = None,
+):
+    """List the named queries, or describe one."""
+    import textwrap
 
     from .registry import get_registry
 
     reg = get_registry()
-    df = pl.DataFrame(
-        {
-            "name": list(reg.queries),
-            "description": [f"[{q.source}] {q.summary}" for q in reg.queries.values()],
-        }
-    )
-    _emit(df, "table", None)
+    width = min(shutil.get_terminal_size((100, 24)).columns, 100)
+    if name is None:
+        key_w = max(map(len, reg.queries)) + 2
+        for q in reg.queries.values():
+            text = f"[{q.source}] {q.summary}"
+            lines = textwrap.wrap(text, max(width - key_w, 30)) or [""]
+            typer.echo(f"{q.name.ljust(key_w)}{lines[0]}")
+            for line in lines[1:]:
+                typer.echo(" " * key_w + line)
+        typer.echo("\ntracekit queries NAME: its parameters and columns; tracekit query NAME: run it")
+        return
+    q = reg.get(name)
+    wrap = textwrap.TextWrapper(width=width, subsequent_indent="  ", initial_indent="  ")
+    typer.echo(f"{q.name}  [{q.source}]" + (f"  (also: {', '.join(q.aliases)})" if q.aliases else ""))
+    typer.echo(wrap.fill(" ".join(q.description.split())))
+    if q.params:
+        typer.echo("\nparameters (--run, --limit, or -p NAME=VALUE):")
+        key_w = max(map(len, q.params)) + 2
+        for p in q.params.values():
+            default = p.default if p.default is not None else "none"
+            doc = _DEFAULT_TEXT.sub("", p.doc).strip()
+            typer.echo(textwrap.fill(f"{p.name.ljust(key_w)}{p.type.lower():8} {doc} (default: {default})", width,
+                                     initial_indent="  ", subsequent_indent=" " * (key_w + 11)))
+    typer.echo("\ncolumns (* shown in a table by default; csv/json/parquet carry all):")
+    key_w = max(map(len, q.columns)) + 2
+    for c, doc in q.columns.items():
+        mark = "*" if c in q.display or not q.display else " "
+        typer.echo(textwrap.fill(f"{mark} {c.ljust(key_w)}{doc}", width,
+                                 initial_indent="  ", subsequent_indent=" " * (key_w + 4)))
+    if q.requires:
+        typer.echo(f"\nneeds tables: {', '.join(q.requires)}")
+
+
+_DEFAULT_TEXT = __import__("re").compile(r"\s*\(default:[^)]*\)")
+
+
+@app.command()
+def charts():
+    """List the charts, the query each is drawn from and the run it needs."""
+    from .charts import CHARTS
+    from .registry import get_registry
+
+    reg = get_registry()
+    needs = {"nsys": "an nsys run", "ncu": "an ncu run", "runs": "runs of a sweep"}
+    key_w = max(map(len, CHARTS)) + 2
+    for name, spec in CHARTS.items():
+        q = reg.get(spec.query)
+        typer.echo(f"{name.ljust(key_w)}{spec.description}; query {spec.query}, needs {needs.get(q.source, q.source)}")
+    typer.echo("\ntracekit chart NAME [--run R] -o FILE.html|.png|.svg|.json")
+
+
+def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: list[str] | None,
+               all_columns: bool, timeunit: str, db: Path | None) -> None:
+    _check_format(fmt, out)
+    tk = _open(db, read_only=True)
+    if fmt != "table":
+        _emit(tk.query(name, **params), fmt, out, columns, tk.path)
+        return
+    from .registry import get_registry
+
+    reg = get_registry()
+    rows = reg.fetch(tk, name, **params)
+    _show(rows, out, reg.get(name).display, columns, all_columns, timeunit, more="--limit 0 for all",
+          store_path=tk.path)
 
 
 @app.command()
 def query(
-    name: Annotated[str, typer.Argument(help="query name (see `tracekit queries`)")],
+    name: Annotated[str, typer.Argument(help="query name (see `tracekit queries`) or its nsys stats report name")],
     run: Annotated[str | None, typer.Option("--run", help="run id or name, or 'all' (default: latest)")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all")] = None,
     param: Annotated[list[str], typer.Option("--param", "-p", help="NAME=VALUE, repeatable")] = [],  # noqa: B006
     fmt: FormatOpt = "table",
     out: OutOpt = None,
+    columns: ColumnsOpt = None,
+    all_columns: AllColumnsOpt = False,
+    timeunit: TimeunitOpt = "auto",
     db: DbOpt = None,
 ):
-    """Run a named query."""
+    """Run a named query (a table shows the query's main columns in human units)."""
     params = _params(param)
     if run is not None:
         params["run"] = run
     if limit is not None:
         params["limit"] = limit
-    df = _open(db, read_only=True).query(name, **params)
-    _emit(df, fmt, out, name)
+    _query_out(name, params, fmt, out, _columns(columns), all_columns, timeunit, db)
 
 
 @app.command()
@@ -176,10 +353,58 @@ def sql(
     text: Annotated[str, typer.Argument(help="SQL to run (read-only)")],
     fmt: FormatOpt = "table",
     out: OutOpt = None,
+    columns: ColumnsOpt = None,
+    timeunit: TimeunitOpt = "auto",
     db: DbOpt = None,
 ):
     """Run ad-hoc read-only SQL against the store."""
-    _emit(_open(db, read_only=True).sql(text), fmt, out)
+    tk = _open(db, read_only=True)
+    df = tk.sql(text)
+    if fmt == "table":
+        from .table import Rows
+
+        _show(Rows.from_polars(df), out, columns=_columns(columns), timeunit=timeunit, store_path=tk.path)
+    else:
+        _emit(df, fmt, out, _columns(columns), tk.path)
+
+
+@app.command("diff")
+def diff_cmd(
+    base: Annotated[str, typer.Argument(help="base: run id, run name, sweep id, or a file to ingest")],
+    new: Annotated[str, typer.Argument(help="new: run id, run name, sweep id, or a file to ingest")],
+    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, ncu or sweep "
+                                          "(repeatable; default: every scope both have)")] = [],  # noqa: B006
+    threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, %")] = 5.0,
+    gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
+    fmt: FormatOpt = "table",
+    out: OutOpt = None,
+    db: DbOpt = None,
+):
+    """Compare two runs (or two sweeps): what changed, with noise-aware verdicts."""
+    from . import diff as _diff
+
+    if limit is not None and limit < 0:
+        raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
+    if fmt not in FORMATS:
+        raise ParamError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    files = any(_diff._is_file(r) for r in (base, new))
+    tk = _open(db, read_only=not files)  # a file to compare is ingested first
+    df = tk.diff(base, new, by=by or None, threshold_pct=threshold)
+    tk.close()
+    regressed = df.filter(df["verdict"] == "regressed").height
+    rows = limit if limit is not None else (30 if fmt == "table" else 0)
+    shown = df.head(rows) if rows else df
+    if fmt == "table":
+        _emit(_diff.display(shown), fmt, out, store_path=tk.path)
+        counts = df["verdict"].value_counts(sort=True).rows()
+        more = f"; {df.height - shown.height} more rows (--limit 0 for all)" if shown.height < df.height else ""
+        typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
+    else:
+        _emit(shown, fmt, out, store_path=tk.path)
+    if gate and regressed:
+        typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {threshold:g}%", err=True)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -195,8 +420,46 @@ def chart(
 
     tk = _open(db, read_only=True)
     ch = charts.chart(tk, name, run=run, **_params(param))
-    charts.save(ch, out)
+    charts.save(ch, out, store_path=tk.path)
     typer.echo(f"wrote {out}")
+
+
+@app.command()
+def report(
+    run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
+    out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path("report.html"),
+    db: DbOpt = None,
+):
+    """Write one self-contained HTML report of a run (nsys, ncu or a sweep point); opens offline."""
+    from .report import write_report
+
+    write_report(_open(db, read_only=True), out, run=run)
+    typer.echo(f"wrote {out}")
+
+
+export_app = typer.Typer(cls=_LazyGroup, name="export", no_args_is_help=True,
+                         help="Export a run: a timeline for Perfetto, the sweep spreadsheet.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("trace")
+def export_trace_cmd(
+    out: Annotated[Path, typer.Option("--output", "-o", help="trace.json.gz (gzip) or trace.json")] = Path("trace.json.gz"),
+    run: Annotated[str | None, typer.Option("--run", help="nsys run id or name (default: latest)")] = None,
+    start_ns: Annotated[int | None, typer.Option("--from", help="window start, ns on the capture's clock")] = None,
+    end_ns: Annotated[int | None, typer.Option("--to", help="window end, ns on the capture's clock")] = None,
+    nvtx: Annotated[str | None, typer.Option("--nvtx", help="window: an NVTX range ('hstu.request' or ':hstu.request')")] = None,
+    instance: Annotated[int | None, typer.Option("--instance", help="which range of that name, 1 = the first")] = None,
+    force: Annotated[bool, typer.Option("--force", help="write even when the JSON would exceed 100 MB")] = False,
+    db: DbOpt = None,
+):
+    """Write the run's timeline in the Chrome Trace Event format (open it in ui.perfetto.dev)."""
+    from .trace import export_trace
+
+    res = export_trace(_open(db, read_only=True), out, run=run, start_ns=start_ns, end_ns=end_ns,
+                       nvtx=nvtx, instance=instance, force=force)
+    events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)
+    typer.echo(f"wrote {out}: run {res.run_id}, {res.window.label}: {events or 'no events'}")
 
 
 bench_app = typer.Typer(help="Benchmarks of the HSTU kernels (needs torch; a GPU for real figures).")
@@ -233,21 +496,16 @@ def bench_attention_cmd(
     raise typer.Exit(bench.main(argv))
 
 
-def _register_optional() -> None:
-    """Sub-commands that live beside the analysis core: capture, sweep, export sweep."""
-    from .capture.cli import register
-
-    register(app, get_db=lambda: _STATE["db"])
-
-
-_register_optional()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        app(args=args, prog_name="tracekit", standalone_mode=False)
+        # without standalone mode, click returns a command's typer.Exit code instead of raising it
+        rc = app(args=args, prog_name="tracekit", standalone_mode=False)
+        if isinstance(rc, int):
+            return rc
     except TracekitError as err:
         if debug:
             raise
@@ -261,8 +519,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         if debug:
             raise
+        if type(err).__name__ == "NoArgsIsHelpError":  # `tracekit`, `tracekit export`: the help was printed
+            return 0
         if hasattr(err, "format_message"):  # a usage error from the CLI parser
-            typer.echo(f"tracekit: error: {err.format_message().splitlines()[0]}", err=True)
+            message = (err.format_message().strip().splitlines() or [type(err).__name__])[0]
+            typer.echo(f"tracekit: error: {message}", err=True)
             return 2
         typer.echo(f"tracekit: internal error: {type(err).__name__}: {err} (rerun with --debug)", err=True)
         return 1

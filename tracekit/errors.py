@@ -30,3 +30,7 @@ class ToolNotFoundError(TracekitError):
 
 class CaptureError(TracekitError):
     """A capture that failed (profiler exit status, workload crash, bad settings)."""
+
+
+class OutputError(TracekitError):
+    """An output file that cannot be written (no such folder, the store itself, a full disk)."""

@@ -6,13 +6,21 @@ Header contract (parsed here, checked by the tests)::
     -- @param run    TEXT     run id or name (default: latest run)
     -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
     -- @column name       kernel name (demangled)
+    -- @display time_pct, total_ns, instances, name
+    -- @alias   cuda_gpu_kern_sum
     -- @requires kernels
+
+``@display`` names the columns a terminal shows by default, in that order (every one
+a declared ``@column``; CSV, JSON and Parquet carry all of them); ``@alias`` gives
+other names the query answers to (the ``nsys stats`` report it reproduces).
 
 Parameters are always bound as DuckDB prepared parameters (``$run``), never formatted
 into the SQL. ``run`` is resolved before execution to an integer run id: by id, by
 name (latest run of that name), or, when not given, the latest run of the query's
 source kind (``nsys``/``ncu``); ``all`` binds NULL so a query written
-``($run IS NULL OR run_id = $run)`` spans every run.
+``($run IS NULL OR run_id = $run)`` spans every run. A query spans runs when its
+``run`` parameter offers ``'all'``; asking ``all`` of another query, or naming a run of
+the wrong kind (an ncu run for an nsys query), is a ``QueryError``, not an empty answer.
 """
 
 from __future__ import annotations
@@ -21,12 +29,14 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
-
-import duckdb
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from .errors import ParamError, QueryError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from .table import Rows
 
 _TYPES = {
     "TEXT": str,
@@ -57,7 +67,10 @@ class Param:
                 return low in ("true", "1", "yes")
             if py is int and isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
-            return py(value)
+            out = py(value)
+            if py is int and not -(2**63) <= out < 2**63:
+                raise ParamError(f"{query}: parameter {self.name}={value} is out of range (64-bit integers)")
+            return out
         except (TypeError, ValueError) as err:
             raise ParamError(f"{query}: parameter {self.name}={value!r} is not {self.type.lower()}") from err
 
@@ -71,14 +84,25 @@ class Query:
     params: dict[str, Param] = field(default_factory=dict)
     columns: dict[str, str] = field(default_factory=dict)
     requires: list[str] = field(default_factory=list)
+    display: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)
+
+    @property
+    def spans_runs(self) -> bool:
+        """Whether ``run='all'`` is an answer: the ``run`` parameter's doc offers 'all'
+        (and the SQL then reads ``$run IS NULL`` as every run; a test checks both agree)."""
+        p = self.params.get("run")
+        return p is not None and "'all'" in p.doc
 
     @property
     def summary(self) -> str:
-        """The description's first sentence."""
+        """The description's first sentence (a period that ends one is followed by a
+        capital or a backquote: ``e.g. hstu.request`` does not end it)."""
         text = " ".join(self.description.split())
-        return text.split(". ")[0].rstrip(".") + "."
+        return _SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".") + "."
 
 
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z`])")
 _PARAM_RE = re.compile(r"@param\s+(\w+)\s+(\w+)\s+(.*)")
 _COLUMN_RE = re.compile(r"@column\s+(\w+)\s*(.*)")
 _DEFAULT_RE = re.compile(r"\(default:\s*([^)]*)\)")
@@ -106,7 +130,11 @@ def parse_header(name: str, source: str, text: str) -> Query:
                 raise QueryError(f"queries/{source}/{name}.sql: bad @column line: {body}")
             q.columns[m.group(1)] = m.group(2)
         elif body.startswith("@requires"):
-            q.requires = [t.strip() for t in body[len("@requires"):].split(",") if t.strip()]
+            q.requires = _names(body, "@requires")
+        elif body.startswith("@display"):
+            q.display = _names(body, "@display")
+        elif body.startswith("@alias"):
+            q.aliases = _names(body, "@alias")
         elif body.startswith("@"):
             raise QueryError(f"queries/{source}/{name}.sql: unknown header tag: {body.split()[0]}")
         else:
@@ -114,7 +142,14 @@ def parse_header(name: str, source: str, text: str) -> Query:
     q.description = "\n".join(desc)
     if not q.description:
         raise QueryError(f"queries/{source}/{name}.sql: header has no description")
+    undeclared = [c for c in q.display if c not in q.columns]
+    if undeclared:
+        raise QueryError(f"queries/{source}/{name}.sql: @display names undeclared column(s) {', '.join(undeclared)}")
     return q
+
+
+def _names(body: str, tag: str) -> list[str]:
+    return [t.strip() for t in body[len(tag):].split(",") if t.strip()]
 
 
 def sql_parameters(sql: str) -> set[str]:
@@ -127,9 +162,10 @@ def sql_parameters(sql: str) -> set[str]:
 class Registry:
     def __init__(self, queries: dict[str, Query]):
         self.queries = queries
+        self.aliases = {a: q.name for q in queries.values() for a in q.aliases}
 
     def get(self, name: str) -> Query:
-        q = self.queries.get(name)
+        q = self.queries.get(name) or self.queries.get(self.aliases.get(name, ""))
         if q is None:
             known = ", ".join(sorted(self.queries))
             raise QueryError(f"unknown query {name!r}; known queries: {known}")
@@ -143,7 +179,7 @@ class Registry:
         bound: dict[str, Any] = {}
         for pname, p in q.params.items():
             if pname == "run":
-                bound[pname] = resolve_run(tk, params.get("run"), q.source, q.name)
+                bound[pname] = resolve_run(tk, params.get("run"), q.source, q.name, spans_runs=q.spans_runs)
                 continue
             value = params.get(pname)
             if value is None:
@@ -157,39 +193,85 @@ class Registry:
         return {k: v for k, v in bound.items() if k in used}
 
     def run(self, tk, name: str, **params: Any) -> pl.DataFrame:
+        """The query's result as a Polars DataFrame."""
+        import duckdb
+
+        q = self.get(name)
+        try:
+            bound = self.bind(tk, q, params)
+            return tk.con.sql(q.sql, params=bound).pl()
+        except duckdb.Error as err:
+            raise tk.db_error(err, name) from err
+
+    def fetch(self, tk, name: str, **params: Any) -> Rows:
+        """The query's result as Python rows (no Polars, no Arrow: what a terminal table
+        needs), with the number of rows the query has in all when ``limit`` cut it."""
+        import duckdb
+
+        from .table import Rows
+
         q = self.get(name)
         bound = self.bind(tk, q, params)
         try:
-            return tk.con.sql(q.sql, params=bound).pl()
+            rows = Rows.from_relation(tk.con.sql(q.sql, params=bound))
+            limit = bound.get("limit")
+            if limit and len(rows.rows) == limit:  # counted only when the limit may have cut
+                sql = q.sql.rstrip().rstrip(";")
+                rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)", {**bound, "limit": 0}).fetchone()[0]
         except duckdb.Error as err:
             raise QueryError(f"{name}: {str(err).splitlines()[0]}") from err
+        return rows
 
 
-def resolve_run(tk, value: Any, source: str, qname: str) -> int | None:
-    """Resolve a run reference (id, name, 'latest', 'all') to a run id (None = all runs)."""
+_KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu"}
+
+
+def _a_kind(kind: str) -> str:
+    return _KIND_WORDS.get(kind, f"a {kind}")
+
+
+def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True) -> int | None:
+    """Resolve a run reference (id, name, 'latest', 'all') to a run id (None = all runs).
+
+    For a query of source ``nsys``/``ncu`` the run must be of that kind: a name picks the
+    latest run of that name and kind, an id of another kind is an error naming both.
+    ``all`` is an error when the query does not span runs (``spans_runs``)."""
     con = tk.con
+    kinded = source in ("nsys", "ncu")
     if isinstance(value, str) and value.strip().lower() == "all":
+        if not spans_runs:
+            raise QueryError(f"{qname}: --run all: {qname} answers for one "
+                             "run at a time (its totals and shares would mix runs); give a run id or name "
+                             "(see `tracekit runs`)")
         return None
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "latest")):
-        if source in ("nsys", "ncu"):
+        if kinded:
             row = con.execute(
                 "SELECT max(run_id) FROM runs WHERE list_contains(string_split(kind, ','), ?)", [source]
             ).fetchall()[0]
         else:
             row = con.execute("SELECT max(run_id) FROM runs").fetchall()[0]
         if row[0] is None:
-            what = f"{source} " if source in ("nsys", "ncu") else ""
+            what = f"{source} " if kinded else ""
             raise QueryError(f"{qname}: no {what}run in {tk.path}; ingest one first (tracekit ingest FILE)")
         return int(row[0])
     text = str(value).strip()
-    if text.isdigit():
-        rows = con.execute("SELECT run_id FROM runs WHERE run_id = ?", [int(text)]).fetchall()
-        if rows:
-            return int(rows[0][0])
-    row = con.execute("SELECT max(run_id) FROM runs WHERE name = ?", [text]).fetchall()[0]
-    if row[0] is None:
+    found: list[tuple[int, str, str]] = []
+    if re.fullmatch(r"[0-9]{1,18}", text):  # ASCII digits only: '²' is a name, not an id
+        found = con.execute("SELECT run_id, name, kind FROM runs WHERE run_id = ?", [int(text)]).fetchall()
+    if not found:
+        found = con.execute("SELECT run_id, name, kind FROM runs WHERE name = ? ORDER BY run_id DESC",
+                            [text]).fetchall()
+    if not found:
         raise QueryError(f"{qname}: no run {text!r} in {tk.path}; see `tracekit runs`")
-    return int(row[0])
+    if kinded:
+        fitting = [r for r in found if source in r[2].split(",")]
+        if not fitting:
+            run_id, name, kind = found[0]
+            raise QueryError(f"run {run_id} ({name}) is {_a_kind(kind)} run; {qname} needs {_a_kind(source)} run "
+                             "(see `tracekit runs`)")
+        found = fitting
+    return int(found[0][0])
 
 
 def _walk(node, prefix=""):

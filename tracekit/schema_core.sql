@@ -21,6 +21,15 @@ CREATE TABLE IF NOT EXISTS runs (
     ingested_at           TIMESTAMP             -- when it was ingested (UTC)
 );
 
+-- Every profile a run was read from, with the hash of its decompressed content: the same
+-- capture reached another way (the .sqlite.xz inside an ingested run folder) is that run.
+CREATE TABLE IF NOT EXISTS run_sources (
+    run_id       INTEGER,  -- the run
+    kind         VARCHAR,  -- what the file holds: nsys, ncu, timing
+    path         VARCHAR,  -- the file (absolute path at ingest time)
+    content_hash VARCHAR   -- XXH3-128 of its decompressed content
+);
+
 -- Round to 0.1 the way `nsys stats` does: half away from zero on the exact binary value
 -- of the double (217993.05 is stored as 217993.04999... and prints 217993.0; 1537.25 is
 -- exact and prints 1537.3). printf gives the exact decimal expansion of the double.

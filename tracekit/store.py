@@ -15,15 +15,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
-import pyarrow as pa
-import xxhash
 
-from . import ingest as _ingest
 from .errors import InputError, QueryError, TracekitError
+
+if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
+    import polars as pl
+    import pyarrow as pa
+
+    from . import ingest as _ingest
 
 DEFAULT_DB = "tracekit.duckdb"
 SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
@@ -65,6 +67,8 @@ class IngestResult:
     source: str
     skipped: bool
     rows: dict[str, int]
+    renamed_from: str | None = None  # skipped, and renamed to the name asked for
+    replaced: int | None = None  # a run folder that took the place of its own export ingested alone
 
 
 def _schema_sql() -> list[str]:
@@ -77,6 +81,15 @@ def _schema_sql() -> list[str]:
     return out
 
 
+def _macros_sql() -> str:
+    return (resources.files("tracekit") / "macros.sql").read_text()
+
+
+#: Statement kinds that write files where external access is allowed (COPY ... TO,
+#: EXPORT DATABASE, ATTACH of a new database file).
+_WRITES_FILES = frozenset({"COPY", "EXPORT", "ATTACH"})
+
+
 class Tracekit:
     """A tracekit database. ``tracekit.open(path)`` returns one."""
 
@@ -87,6 +100,44 @@ class Tracekit:
         self._created = False  # this object created the store and committed nothing yet
 
     # -- connection -------------------------------------------------------
+    #: Folders a read-only connection may read files under although external access is
+    #: off (DuckDB's ``allowed_directories``): none for a DuckDB store; a store whose
+    #: tables are files (a Parquet dataset) names its own folder here. DuckDB lets such
+    #: a folder be written too, so ``sql`` then also refuses the statements that write
+    #: files (``_WRITES_FILES``).
+    allowed_directories: tuple[str, ...] = ()
+
+    def _connect_config(self) -> dict[str, Any]:
+        """Settings DuckDB takes when the database is opened: never an extension
+        installed or loaded behind our back (nothing downloads at run time; an SQLite
+        file given as the store is refused rather than read through sqlite_scanner)."""
+        return {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+    def _setup_reader(self, con: duckdb.DuckDBPyConnection) -> None:
+        """What a read-only connection needs before it is sandboxed (views, macros and
+        settings of a store kind go here); user SQL runs only after it."""
+
+    def _sandbox(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Make a read-only connection, the one every query and ``tracekit sql`` run on,
+        read the store and nothing else: external access off (no file read or written,
+        no ATTACH, COPY, EXPORT, INSTALL/LOAD, persistent secrets) except under
+        ``allowed_directories``, then the configuration locked so that no SET, RESET
+        or PRAGMA can undo it. (DuckDB takes allowed_directories only once the
+        database is open and only while external access is on: hence this order.)
+        A second reader of the same file in this process shares DuckDB's database
+        instance, already sandboxed and locked by the first: nothing left to set."""
+        if self._locked(con):
+            return
+        if self.allowed_directories:
+            dirs = [str(Path(d).resolve()) + os.sep for d in self.allowed_directories]
+            con.execute("SET allowed_directories = ?", [dirs])
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+
+    @staticmethod
+    def _locked(con: duckdb.DuckDBPyConnection) -> bool:
+        return bool(con.execute("SELECT current_setting('lock_configuration')").fetchone()[0])
+
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection (opened, and the schema created, on first use)."""
@@ -94,13 +145,19 @@ class Tracekit:
             if self.read_only and not self.path.exists() and str(self.path) != ":memory:":
                 raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
             existed = self.path.exists() or str(self.path) == ":memory:"
+            self._check_file()
             try:
-                self._con = duckdb.connect(str(self.path), read_only=self.read_only)
+                self._con = duckdb.connect(str(self.path), read_only=self.read_only, config=self._connect_config())
             except duckdb.Error as err:
                 raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
-            self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
+            if not self._locked(self._con):
+                self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             self._check_schema()
-            if not self.read_only:
+            self._con.execute(_macros_sql())  # TEMP macros: read-only connections get them too
+            if self.read_only:
+                self._setup_reader(self._con)
+                self._sandbox(self._con)
+            else:
                 # bounded memory for ingest: DuckDB spills its joins to disk past this
                 limit = ingest_memory_limit()
                 try:
@@ -137,20 +194,66 @@ class Tracekit:
             f.unlink(missing_ok=True)
         self._created = False
 
+    def _check_file(self) -> None:
+        """Refuse, before DuckDB opens it, a path that is no DuckDB file: a folder, or an
+        SQLite database (DuckDB would try to load its sqlite extension for it)."""
+        if str(self.path) == ":memory:" or not self.path.exists():
+            return
+        if self.path.is_dir():
+            raise InputError(f"{self.path}: is a folder, not a tracekit store; name the store's file (--db FILE)")
+        try:
+            with self.path.open("rb") as f:
+                head = f.read(16)
+        except OSError as err:
+            raise InputError(f"{self.path}: cannot read the store ({err.strerror or err})") from err
+        if head == b"SQLite format 3\x00":
+            raise InputError(f"{self.path}: an SQLite database, not a tracekit store (an nsys export? ingest it: "
+                             f"tracekit ingest {self.path})")
+
     def _check_schema(self) -> None:
+        try:
+            self._check_tables()
+        except duckdb.Error as err:
+            self.close()
+            raise self.db_error(err, str(self.path)) from err
+        except TracekitError:
+            self.close()
+            raise
+
+    def _check_tables(self) -> None:
         con = self._con
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
         if "runs" not in tables:
+            if tables:
+                raise InputError(f"{self.path}: a DuckDB database but not a tracekit store (no runs table); "
+                                 "name another --db")
+            if self.read_only:
+                raise InputError(f"{self.path}: an empty database; ingest a capture first (tracekit ingest FILE)")
             return  # a new store
-        version = 1
+        version: int | str = 1
         if "_store" in tables:
             row = con.execute("SELECT value FROM _store WHERE key = 'schema_version'").fetchall()
-            version = int(row[0][0]) if row else 1
+            version = row[0][0] if row else 1
+        try:
+            version = int(version)
+        except (TypeError, ValueError):
+            raise InputError(f"{self.path}: store schema version {version!r} is not a number: not a store "
+                             "tracekit wrote, or a damaged one; ingest your captures into a new database "
+                             "(--db NEW.duckdb)") from None
         if version != SCHEMA_VERSION:
-            self.close()
             newer = "a newer" if version > SCHEMA_VERSION else "an older"
             raise TracekitError(f"{self.path}: written by {newer} tracekit (store schema {version}, this one uses "
                                 f"{SCHEMA_VERSION}); ingest your captures into a new database (--db NEW.duckdb)")
+
+    def db_error(self, err: duckdb.Error, context: str) -> TracekitError:
+        """The one-line error for a DuckDB error met while reading: a store file that
+        cannot be read (truncated, damaged) names the store; anything else is a
+        ``QueryError`` prefixed with ``context`` (the query's name)."""
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if isinstance(err, duckdb.IOException | duckdb.SerializationException) or "Corrupt" in first:
+            return InputError(f"{self.path}: the store cannot be read, it is truncated or damaged ({first}); "
+                              "ingest your captures into a new database (--db NEW.duckdb)")
+        return QueryError(f"{context}: {first}")
 
     def close(self) -> None:
         if self._con is not None:
@@ -166,7 +269,12 @@ class Tracekit:
     # -- ingest -----------------------------------------------------------
     def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None) -> IngestResult:
         """Ingest a profiler output (nsys SQLite export, ncu report/CSV, possibly compressed)
-        or a tracekit run folder as one run. Re-ingesting the same content is a no-op."""
+        or a tracekit run folder as one run. The same content again is the same run,
+        however it is reached (a run folder's export ingested alone is part of the
+        folder's run): nothing is written, and the run is renamed to ``name`` if given.
+        A run folder whose export was ingested alone before takes that run's place."""
+        from . import ingest as _ingest
+
         path = Path(path)
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
@@ -174,8 +282,17 @@ class Tracekit:
             folder_meta, digest, chosen = self._plan_folder(path)
             existing = self._existing(digest)
             if existing is not None:
-                return existing
-            parsed = self._read_folder(path, chosen)
+                return self._renamed(existing, name)
+            parsed, sources = self._read_folder(path, chosen)
+            replace = None
+            for _, _, h in sources:
+                existing = self._existing(h)
+                if existing is None:
+                    continue
+                if not self._ingested_alone(existing.run_id, h):
+                    return self._renamed(existing, name)  # already part of another run folder's run
+                replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
+                name = name or existing.name
             name = name or folder_meta.get("name") or path.name
             params = {**folder_meta.get("params", {}), **(params or {})}
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
@@ -188,20 +305,38 @@ class Tracekit:
                     # the hash and skip it if known. A new file is hashed while it is
                     # parsed (a core would idle otherwise).
                     if self._seen_path(path) and (existing := self._existing(hashing.result())) is not None:
-                        return existing
+                        return self._renamed(existing, name)
                     parsed = plugin.read(plain)
                     digest = hashing.result()
                 existing = self._existing(digest)
                 if existing is not None:  # the same content under another path
-                    return existing
+                    return self._renamed(existing, name)
             name = name or path.name.split(".")[0]
             params = params or {}
             extra_meta = {}
-        return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta)
+            sources = [(parsed.kind, str(path.resolve()), digest)]
+            replace = None
+        return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta, sources, replace)
+
+    def _renamed(self, existing: IngestResult, name: str | None) -> IngestResult:
+        """An already-ingested run, renamed to ``name`` when one is asked for."""
+        if name is not None and name != existing.name:
+            self.rename_run(existing.run_id, name)
+            existing.renamed_from, existing.name = existing.name, name
+        return existing
+
+    def _ingested_alone(self, run_id: int, content_hash: str) -> bool:
+        """Whether the run is the file of this content hash ingested alone (not a run folder)."""
+        rows = self.con.execute("SELECT source_hash FROM runs WHERE run_id = ?", [run_id]).fetchall()
+        return bool(rows) and rows[0][0] == content_hash
 
     def _plan_folder(self, folder: Path) -> tuple[dict, str, dict]:
         """A run folder's meta.json, its content hash, and the file read for each kind
         (from each file's first bytes: one export per kind, the best-ranked)."""
+        import xxhash
+
+        from . import ingest as _ingest
+
         meta_file = folder / "meta.json"
         if not meta_file.exists():
             raise InputError(f"{folder}: a folder to ingest must be a tracekit run folder with a meta.json")
@@ -229,16 +364,23 @@ class Tracekit:
             h.update(_ingest.file_hash(f).encode())
         return folder_meta, h.hexdigest(), {kind: (f, mod) for kind, (_, f, mod) in best.items()}
 
-    def _read_folder(self, folder: Path, chosen: dict) -> _ingest.Parsed:
+    def _read_folder(self, folder: Path, chosen: dict) -> tuple[_ingest.Parsed, list[tuple[str, str, str]]]:
+        """The folder's exports read into one run, and (kind, path, content hash) of each:
+        the hash of the decompressed content, as a file ingested alone has."""
+        from . import ingest as _ingest
+
         merged = _ingest.Parsed(kind=",".join(sorted(chosen)), meta={}, tables={})
+        sources = []
         for kind in sorted(chosen):
             f, mod = chosen[kind]
-            with _ingest.materialized(f) as plain:
+            with _ingest.materialized(f) as plain, ThreadPoolExecutor(max_workers=1) as pool:
+                hashing = pool.submit(_ingest.file_hash, plain)
                 p = mod.read(plain)
+                sources.append((kind, str(f.resolve()), hashing.result()))
             merged.meta.update({k: v for k, v in p.meta.items() if v is not None})
             merged.tables.update(p.tables)
             merged.loaders.extend(p.loaders)
-        return merged
+        return merged, sources
 
     def _seen_path(self, path: Path) -> bool:
         if not self.path.exists() and str(self.path) != ":memory:":
@@ -249,22 +391,28 @@ class Tracekit:
     def _existing(self, digest: str) -> IngestResult | None:
         if not self.path.exists() and str(self.path) != ":memory:":
             return None
-        rows = self.con.execute(
-            "SELECT run_id, name, kind, source_path FROM runs WHERE source_hash = ?", [digest]
+        rows = self.con.execute(  # the run itself, else a run this content is part of
+            "SELECT run_id, name, kind, source_path FROM runs WHERE source_hash = $h UNION ALL "
+            "(SELECT r.run_id, r.name, r.kind, r.source_path FROM run_sources s JOIN runs r USING (run_id) "
+            "WHERE s.content_hash = $h ORDER BY r.run_id)", {"h": digest}
         ).fetchall()
         if not rows:
             return None
         row = rows[0]
         return IngestResult(row[0], row[1], row[2], row[3], True, {})
 
-    def _write(self, parsed, digest, source, name, params, extra_meta) -> IngestResult:
+    def _write(self, parsed, digest, source, name, params, extra_meta, sources, replace=None) -> IngestResult:
         con = self.con
         meta = {k: v for k, v in parsed.meta.items() if k not in ("tool_version", "export_schema_version", "gpu")}
         meta.update(extra_meta)
         rows: dict[str, int] = {}
         con.execute("BEGIN TRANSACTION")
         try:
-            run_id = con.execute("SELECT nextval('run_id_seq')").fetchall()[0][0]
+            if replace is not None:
+                self._delete_rows(replace)
+                run_id = replace
+            else:
+                run_id = con.execute("SELECT nextval('run_id_seq')").fetchall()[0][0]
             con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, name, parsed.kind, source, digest, parsed.meta.get("tool_version"),
@@ -272,6 +420,8 @@ class Tracekit:
                  json.dumps(params, default=str), json.dumps(meta, default=str),
                  _dt.datetime.now(_dt.UTC).replace(tzinfo=None)],
             )
+            con.executemany("INSERT INTO run_sources VALUES (?, ?, ?, ?)",
+                            [[run_id, kind, path, h] for kind, path, h in sources])
             for table, data in parsed.tables.items():
                 rows[table] = self._insert(table, run_id, data)
             for load in parsed.loaders:
@@ -290,7 +440,7 @@ class Tracekit:
             con.execute("ROLLBACK")
             self._discard_if_new()
             raise
-        return IngestResult(run_id, name, parsed.kind, source, False, rows)
+        return IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace)
 
     def _insert(self, table: str, run_id: int, data: pa.Table) -> int:
         con = self.con
@@ -306,6 +456,54 @@ class Tracekit:
             con.unregister("_tk_in")
         return data.num_rows
 
+    # -- managing runs ----------------------------------------------------
+    def resolve(self, run: str | int) -> tuple[int, str]:
+        """(run id, name) of a run given by id or by name; a name two runs share is an error."""
+        if not self.path.exists() and str(self.path) != ":memory:":
+            raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
+        text = str(run).strip()
+        if text.isdigit():
+            rows = self.con.execute("SELECT run_id, name FROM runs WHERE run_id = ?", [int(text)]).fetchall()
+            if rows:
+                return rows[0]
+        rows = self.con.execute("SELECT run_id, name FROM runs WHERE name = ? ORDER BY run_id", [text]).fetchall()
+        if not rows:
+            raise QueryError(f"no run {text!r} in {self.path}; see `tracekit runs`")
+        if len(rows) > 1:
+            ids = ", ".join(str(r[0]) for r in rows)
+            raise QueryError(f"run name {text!r} is shared by runs {ids}; give a run id")
+        return rows[0]
+
+    def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
+        """Rename a run; returns (run id, old name)."""
+        if not new_name or not new_name.strip():
+            raise QueryError("a run's new name cannot be empty")
+        run_id, old = self.resolve(run)
+        self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name.strip(), run_id])
+        return run_id, old
+
+    def remove_run(self, run: str | int) -> tuple[int, str]:
+        """Remove a run and its rows from every table, in one transaction; returns (run id, name)."""
+        run_id, name = self.resolve(run)
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            self._delete_rows(run_id)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return run_id, name
+
+    def _delete_rows(self, run_id: int) -> None:
+        """Delete the run's rows from every table that has a run_id (inside the caller's transaction)."""
+        tables = [r[0] for r in self.con.execute(
+            "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND column_name = 'run_id' AND table_name IN (SELECT table_name FROM duckdb_tables() "
+            "WHERE database_name = current_database())").fetchall()]
+        for table in sorted(tables, key=lambda t: t == "runs"):  # runs last
+            self.con.execute(f'DELETE FROM "{table}" WHERE run_id = ?', [run_id])
+
     # -- reading ----------------------------------------------------------
     def runs(self) -> pl.DataFrame:
         """All runs, newest last, with their parameters."""
@@ -317,13 +515,40 @@ class Tracekit:
 
         return get_registry().run(self, name, **params)
 
-    def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
-        """Run ad-hoc SQL against the store and return a Polars DataFrame."""
+    def diff(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
+        """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
+        files (ingested first). One row per scope, key and metric with a noise-aware
+        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, ncu, sweep; default:
+        every scope both have). See ``tracekit.diff``."""
+        from .diff import diff
+
         try:
+            return diff(self, base, new, by=by, threshold_pct=threshold_pct)
+        except TracekitError:
+            self._discard_if_new()  # a store opened to ingest a file to compare, left empty
+            raise
+
+    def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
+        """Run ad-hoc SQL against the store and return a Polars DataFrame (the last
+        statement's result). On a read-only store (``open(db, read_only=True)``, what
+        ``tracekit sql`` uses) it reads the store's tables and nothing else."""
+        import polars as pl
+
+        try:
+            if self.read_only and self.allowed_directories:
+                for stmt in self.con.extract_statements(text):
+                    if stmt.type.name in _WRITES_FILES:
+                        raise QueryError(f"SQL error: {stmt.type.name} statements are refused: tracekit sql "
+                                         "reads the store and writes nothing")
             rel = self.con.sql(text, params=params)
             return rel.pl() if rel is not None else pl.DataFrame()
         except duckdb.Error as err:
-            raise QueryError(f"SQL error: {str(err).splitlines()[0]}") from err
+            out = self.db_error(err, "SQL error")
+            if self.read_only and isinstance(err, duckdb.PermissionException | duckdb.InvalidInputException) \
+                    and ("disabled" in str(err) or "locked" in str(err)):
+                out = QueryError(f"{out} (tracekit sql reads the store and nothing else: no files, extensions "
+                                 "or settings)")
+            raise out from err
 
 
 def open(db: str | os.PathLike | None = None, read_only: bool = False) -> Tracekit:  # noqa: A001

@@ -13,6 +13,7 @@
 -- @column cc           compute capability
 -- @column stream_id    CUDA stream id
 -- @column duration_ns  gpu__time_duration.sum, ns (NULL when not in the report)
+-- @display kernel_id, duration_ns, grid, block, stream_id, nvtx_range, name
 -- @requires ncu_kernels, ncu_metrics
 SELECT k.run_id, k.kernel_id, k.name, k.nvtx_path, k.nvtx_range,
        format('({}, {}, {})', k.grid_x, k.grid_y, k.grid_z) AS grid,

@@ -28,6 +28,7 @@
 -- @column achieved_occupancy_pct     achieved occupancy, % of max warps per SM
 -- @column waves_per_sm               waves per SM
 -- @column missing_metrics            metrics not in the report, comma-separated (NULL = complete)
+-- @display kernel_id, block_size, registers_per_thread, theoretical_occupancy_pct, achieved_occupancy_pct, limiter, name
 -- @requires ncu_kernels, ncu_metrics
 WITH o AS (
     SELECT *,

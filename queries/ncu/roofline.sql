@@ -58,6 +58,7 @@
 -- @column roof_pct                      flops_per_s as % of attainable
 -- @column bound                         memory | compute | no_fp_work (NULL when inputs are missing)
 -- @column missing_metrics               roofline inputs not in the report, comma-separated (NULL = complete)
+-- @display kernel_id, duration_ns, precision, flops_per_s, ai_dram, roof_pct, bound, name
 -- @requires ncu_kernels, ncu_metrics
 SELECT run_id, kernel_id, name, nvtx_range, _ncu_kernel_class(name) AS kernel_class, duration_ns,
        sm_hz AS sm_clock_hz, dram_frequency_hz AS dram_clock_hz,

@@ -19,6 +19,7 @@
 -- @column l1_throughput_pct      L1/TEX Cache Throughput (l1tex__throughput, active), % of peak
 -- @column l2_throughput_pct      L2 Cache Throughput (lts__throughput), % of peak
 -- @column missing_metrics        section metrics not in the report, comma-separated (NULL = complete)
+-- @display kernel_id, duration_ns, sm_throughput_pct, memory_throughput_pct, dram_throughput_pct, l1_throughput_pct, l2_throughput_pct, name
 -- @requires ncu_kernels, ncu_metrics
 SELECT run_id, kernel_id, name, nvtx_range, duration_ns, elapsed_cycles, sm_active_cycles,
        sm_frequency_hz, dram_frequency_hz, sm_throughput_pct, memory_throughput_pct,

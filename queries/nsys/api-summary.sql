@@ -13,6 +13,8 @@
 -- @column max_ns     longest call, ns
 -- @column stddev_ns  sample standard deviation, ns (rounded to 0.1)
 -- @column time_pct   share of total API time, % (rounded to 0.1)
+-- @display time_pct, total_ns, calls, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name
+-- @alias cuda_api_sum
 -- @requires api_sum
 SELECT n.value AS name, s.calls, s.total_ns::BIGINT AS total_ns, round1(s.avg_ns) AS avg_ns,
        round1(s.med_ns) AS med_ns, s.min_ns, s.max_ns, round1(s.stddev_ns) AS stddev_ns,

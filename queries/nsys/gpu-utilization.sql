@@ -21,6 +21,7 @@
 -- @column gaps             idle gaps of at least min_gap_ns
 -- @column gap_total_ns     summed length of those gaps, ns
 -- @column max_gap_ns       longest idle gap, ns
+-- @display device_id, pid, stream_id, ops, span_ns, busy_ns, utilization_pct, gaps, gap_total_ns, max_gap_ns
 -- @requires kernels, memcpy, memset, graph_execs
 WITH ops AS (
     SELECT device_id, global_pid, context_id, stream_id, start_ns, end_ns, stream_gap_ns, device_gap_ns

@@ -32,6 +32,8 @@
 -- @column kernel_stddev_ns stddev of kernel time, ns (rounded to 0.1)
 -- @column api_name         launch API (suffix stripped)
 -- @column kernel_name      kernel name (demangled)
+-- @display pid, tid, device_id, count, total_med_ns, api_med_ns, queue_med_ns, kernel_med_ns, api_name, kernel_name
+-- @alias cuda_kern_exec_sum
 -- @requires kernel_exec_sum
 SELECT s.pid, s.tid, s.device_id, s.launches AS count, s.queued AS queue_count,
        round1(s.total_avg_ns) AS total_avg_ns, round1(s.total_med_ns) AS total_med_ns,

@@ -14,6 +14,7 @@
 -- @column time_pct          share of all kernel time in the run, %
 -- @column top_kernel        the kernel with the most time under this path
 -- @column top_kernel_ns     that kernel's time under this path, ns
+-- @display time_pct, total_ns, launches, distinct_kernels, avg_ns, path, top_kernel
 -- @requires nvtx_kernel_sum, nvtx_ranges
 WITH RECURSIVE per_path AS (
     -- kernel time per full path and kernel

@@ -10,6 +10,8 @@
 -- @column min_bytes     smallest, bytes
 -- @column max_bytes     largest, bytes
 -- @column stddev_bytes  sample standard deviation, bytes
+-- @display total_bytes, count, avg_bytes, med_bytes, min_bytes, max_bytes, stddev_bytes, operation
+-- @alias cuda_gpu_mem_size_sum
 -- @requires memcpy, memset
 WITH ops AS (
     SELECT operation, bytes FROM memcpy WHERE run_id = $run AND operation IS NOT NULL

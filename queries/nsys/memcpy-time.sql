@@ -11,6 +11,8 @@
 -- @column max_ns     longest, ns
 -- @column stddev_ns  sample standard deviation, ns (rounded to 0.1)
 -- @column time_pct   share of total memory-op time, % (rounded to 0.1)
+-- @display time_pct, total_ns, count, avg_ns, med_ns, min_ns, max_ns, stddev_ns, operation
+-- @alias cuda_gpu_mem_time_sum
 -- @requires memcpy, memset
 WITH ops AS (
     SELECT operation, dur_ns FROM memcpy WHERE run_id = $run AND operation IS NOT NULL

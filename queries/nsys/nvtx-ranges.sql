@@ -15,6 +15,7 @@
 -- @column proj_start_ns  first GPU op start of its work, ns
 -- @column proj_end_ns    last GPU op end of its work, ns
 -- @column gpu_ops        GPU ops launched inside it
+-- @display range_id, tid, depth, start_ns, dur_ns, gpu_ops, range
 -- @requires nvtx_ranges
 SELECT range_id, name AS range, style, path, depth, pid, tid, start_ns, end_ns, dur_ns,
        proj_start_ns, proj_end_ns, gpu_ops

@@ -13,6 +13,8 @@
 -- @column max_ns     longest, ns
 -- @column stddev_ns  sample standard deviation, ns (rounded to 0.1)
 -- @column time_pct   share of total range time, % (rounded to 0.1)
+-- @display time_pct, total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, style, range
+-- @alias nvtx_sum
 -- @requires nvtx_ranges
 WITH s AS (
     SELECT name AS range, style, count(*) AS instances, sum(dur_ns) AS total_ns,

@@ -1,9 +1,13 @@
 -- GPU kernels ranked by total time. Same numbers as `nsys stats -r cuda_gpu_kern_sum`.
 -- Grouped by demangled name across devices, streams and processes; time_pct is the
 -- kernel's share of all kernel time listed, rounded to 0.1 as nsys prints it.
+-- group=family sums kernels by their family instead (kernel_family macro, macros.sql:
+-- template arguments, tile/shape suffixes and hashes stripped), e.g. every nvjet GEMM
+-- of one layout whatever its tile shape, in one row.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
--- @column name       kernel name (demangled)
+-- @param group  TEXT     name (one row per kernel) or family (default: name)
+-- @column name       kernel name (demangled), or its family with group=family
 -- @column instances  launches
 -- @column total_ns   summed duration, ns
 -- @column avg_ns     mean duration, ns (rounded to 0.1)
@@ -12,15 +16,25 @@
 -- @column max_ns     longest launch, ns
 -- @column stddev_ns  sample standard deviation, ns (rounded to 0.1)
 -- @column time_pct   share of total kernel time, % (rounded to 0.1)
+-- @display time_pct, total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name
+-- @alias cuda_gpu_kern_sum
 -- @requires kernels
-WITH s AS (
+WITH g AS (  -- group=family: each name's group is the first name of its family
+    SELECT string_id, min(string_id) OVER (PARTITION BY kernel_family(value)) AS group_id
+    FROM _strings WHERE lower($group) <> 'name'
+), d AS (  -- each launch's group: the name itself needs no join (the common, fast path)
+    SELECT name_id, end_ns - start_ns AS dur_ns FROM _kernels WHERE run_id = $run AND lower($group) = 'name'
+    UNION ALL
+    SELECT g.group_id, k.end_ns - k.start_ns FROM _kernels k JOIN g ON g.string_id = k.name_id
+    WHERE k.run_id = $run AND (lower($group) = 'family' OR error('top-kernels: group=' || $group || ': choose name or family'))
+), s AS (
     SELECT name_id, count(*) AS instances, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns,
            median(dur_ns) AS med_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
            coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
-    FROM (SELECT name_id, end_ns - start_ns AS dur_ns FROM _kernels WHERE run_id = $run)
+    FROM d
     GROUP BY name_id
 )
-SELECT n.value AS name, instances, total_ns::BIGINT AS total_ns, round1(avg_ns) AS avg_ns,
+SELECT CASE WHEN lower($group) = 'name' THEN n.value ELSE kernel_family(n.value) END AS name, instances, total_ns::BIGINT AS total_ns, round1(avg_ns) AS avg_ns,
        round1(med_ns) AS med_ns, min_ns, max_ns, round1(stddev_ns) AS stddev_ns,
        round1(total_ns * 100.0 / sum(total_ns) OVER ()) AS time_pct
 FROM s LEFT JOIN _strings n ON n.string_id = s.name_id

@@ -8,6 +8,7 @@
 -- @column params        capture parameters (JSON: bs, nc, preset, tool, ...)
 -- @column source_path   file or run folder ingested
 -- @column ingested_at   when it was ingested (UTC)
+-- @display run_id, name, kind, gpu, params
 -- @requires runs
 SELECT run_id, name, kind, gpu, tool_version, CAST(params AS VARCHAR) AS params, source_path, ingested_at
 FROM runs

@@ -12,6 +12,7 @@
 -- @column total_ns        summed duration, ns
 -- @column per_request_us  total time per timed request, us
 -- @column time_pct        share of the point's kernel time, % (rounded to 0.1)
+-- @display preset, bs, nc, rank, instances, total_ns, per_request_us, time_pct, name
 -- @requires kernels, requests
 WITH points AS (
     SELECT run_id, name,

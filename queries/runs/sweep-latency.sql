@@ -16,6 +16,7 @@
 -- @column min_ms                 fastest request, ms
 -- @column max_ms                 slowest request, ms
 -- @column peak_mem_allocated_mb  largest peak of allocated GPU memory in a timed request, MB (NULL on CPU)
+-- @display preset, tool, bs, nc, requests, median_ms, p95_ms, p99_ms, mean_ms, peak_mem_allocated_mb
 -- @requires requests, sweep_points
 SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
        count(*) AS requests,

@@ -11,6 +11,7 @@
 -- @column kv_caches             users served from the KV cache (the seed's "KV Caches")
 -- @column candidate_embeddings  candidates scored per user (the seed's "Candidate Embeddings")
 -- @column total_time_ms         end-to-end request latency, ms (the seed's "Total time(ms)")
+-- @display run, batch_size, num_candidate, request_idx, total_time_ms
 -- @requires requests, sweep_points
 SELECT p.name AS run, p.preset, p.tool, q.bs AS batch_size, q.nc AS num_candidate,
        q.request_idx, q.kv_caches, q.candidate_embeddings, q.latency_ms AS total_time_ms

@@ -5,9 +5,9 @@
  * of them. It is optional: where it is not built, sqlite_ints uses NumPy.
  *
  * decode(buf, heads, bases, content, counts, usable, wanted, ncols, out, nulls, total, row0)
- *   buf      the file (any buffer: the mmap)
- *   heads    int64[n]: byte offset of each leaf page's B-tree header, in key order
- *   bases    int64[n]: byte offset of each leaf page
+ *   buf      the leaf pages (any buffer: the pages read into one)
+ *   heads    int64[n]: byte offset of each leaf page's B-tree header in buf, in key order
+ *   bases    int64[n]: byte offset of each leaf page in buf
  *   content  int64[n]: each page's cell content area start (checked by the caller)
  *   counts   int64[n]: cells per page
  *   usable   usable bytes per page
@@ -98,7 +98,7 @@ static const char *decode_pages(const uint8_t *buf, Py_ssize_t size, const int64
                         memcpy(&w, val, 8);
                         w = __builtin_bswap64(w);
                         v = (int64_t)w >> (64 - 8 * sz);  /* arithmetic: sign-extends */
-                    } else {  /* the file's last bytes: one at a time */
+                    } else {  /* the buffer's last bytes: one at a time */
                         uint64_t w = 0;
                         for (uint64_t b = 0; b < sz; b++) w = (w << 8) | val[b];
                         v = sz == 8 ? (int64_t)w : (int64_t)(w << (64 - 8 * sz)) >> (64 - 8 * sz);
@@ -107,6 +107,8 @@ static const char *decode_pages(const uint8_t *buf, Py_ssize_t size, const int64
                 }
                 val += sz;
             }
+            /* a header read to its end must describe the whole record (SQLite checks it then) */
+            if (hp == hend && val != end) return "record longer than its values";
         }
     }
     return NULL;

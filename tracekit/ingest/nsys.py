@@ -283,8 +283,14 @@ class _Reader:
 
     def __init__(self, path: Path):
         self.path = path
+        pending = sqlite_ints.pending_changes(path)
+        if pending:
+            raise InputError(f"{path}: beside it is {pending}; open it once with sqlite3, which settles "
+                             f"them (sqlite3 {path} 'PRAGMA journal_mode=DELETE'), then ingest again")
         try:
-            self.sq = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            # immutable (as every read of the export): no locks, no -wal/-shm files created
+            # beside the input, no journal looked for (pending_changes found none)
+            self.sq = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
             rows = self.sq.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
         except sqlite3.DatabaseError as err:
             raise InputError(f"{path}: not a readable SQLite database ({err}); the file is truncated or corrupt") from err
@@ -320,7 +326,7 @@ class _Reader:
             sql += f" WHERE rowid >= {int(rowids[0])} AND rowid < {int(rowids[1])}"
         sql += " ORDER BY rowid"  # the table's own order (a scan of an index could differ)
         try:
-            # immutable: an export is not written while it is read; SQLite then skips locking
+            # immutable: see __init__
             with adbc.connect(f"file:{self.path}?mode=ro&immutable=1") as conn:
                 cur = conn.cursor()
                 # The driver infers each column's type from its first batch: a column that is
@@ -493,6 +499,8 @@ def _read(rd: _Reader, path: Path) -> Parsed:
             return sqlite_ints.read_int_columns(path, rd.tables[base], cols, threads=workers)
         except sqlite_ints.Unsupported:
             return None
+        except sqlite_ints.Changed as err:
+            raise InputError(f"{path}: {err}; ingest it again once nothing writes to it") from err
 
     pieces: dict[str, list[pa.Table]] = {}
     biggest_first = sorted(jobs.items(), key=lambda j: -rd.row_estimate(j[1][0]))
@@ -518,6 +526,7 @@ def _read(rd: _Reader, path: Path) -> Parsed:
             parts += [(name, pool.submit(rd.arrow, base, cols, (i * step, (i + 1) * step))) for i in range(workers)]
         for name, fut in parts:
             pieces.setdefault(name, []).append(fut.result())
+    _check_types(rd, path, pieces, jobs)
     raw = {}
     for name, ts in pieces.items():
         nonempty = [t for t in ts if t.num_rows] or ts[:1]
@@ -537,6 +546,26 @@ def _read(rd: _Reader, path: Path) -> Parsed:
     parsed = Parsed(kind=KIND, meta=meta)
     parsed.loaders.append(lambda con, run_id: _load(con, run_id, raw, plans))
     return parsed
+
+
+#: a column's declared type -> the Arrow types SQLite's reader gives for the values nsys writes
+_DECLARED = {"INTEGER": pa.types.is_integer, "TEXT": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)}
+
+
+def _check_types(rd: _Reader, path: Path, pieces: dict[str, list[pa.Table]], jobs: dict[str, tuple[str, list[str]]]) -> None:
+    """Every column came back with the type the export declares (or NULL throughout).
+    SQLite keeps a value of another type written into a column (nsys never writes one);
+    the page decoder declines such a table, and SQLite's reader types the column by it."""
+    for name, tbls in pieces.items():
+        base, cols = jobs[name]
+        declared = {r[1]: (r[2] or "").upper() for r in rd.sq.execute(f'PRAGMA table_info("{rd.tables[base]}")')}
+        for tbl, col in ((t, c) for t in tbls for c in cols):
+            typ, fits = tbl.schema.field(col).type, _DECLARED.get(declared.get(col))
+            if fits and not fits(typ) and tbl.column(col).null_count < tbl.num_rows:
+                what = ("integers" if pa.types.is_integer(typ) else "real numbers" if pa.types.is_floating(typ)
+                        else "text" if pa.types.is_string(typ) or pa.types.is_large_string(typ) else "blobs")
+                raise InputError(f"{path}: table {rd.tables[base]} column {col} holds {what} where nsys writes "
+                                 f"{'integers' if declared[col] == 'INTEGER' else 'text'}; the export is corrupt")
 
 
 def _idle_gaps(raw: dict[str, pa.Table]) -> dict[str, list[pa.Array]]:
@@ -1180,6 +1209,10 @@ def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
     have = set() if nvtx is None else set(nvtx.column_names)
     ev = pa.table({**{c: nvtx.column(c) if c in have else pa.nulls(n, pa.string() if c == "text" else pa.int64())
                       for c in _NVTX_COLUMNS}, "_row": np.arange(n, dtype=np.int64)})
+    if not pa.types.is_string(ev.schema.field("text").type):
+        # SQLite types a column by its values: text NULL in every row (every name a
+        # registered string, through textId) reads as integers; as SQLite prints values
+        ev = ev.set_column(ev.schema.get_field_index("text"), "text", ev.column("text").cast(pa.string()))
     con.register("_nsys_ev", ev)
     # Same naming as nsys stats: domain name from the NvtxDomainCreate event of that
     # domain in that process, range text inline or registered; "domain:text".

@@ -16,6 +16,13 @@ overflowing record, a REAL or TEXT value, a record shorter than the table, a
 ``WITHOUT ROWID`` table, a page that is not what the tree says) raises
 ``Unsupported`` and the caller reads the table through SQLite instead, which gives
 the same values (``tests/test_sqlite_ints.py`` compares the two on every fixture).
+It never answers where SQLite would not: whatever SQLite reports as corrupt when it
+reads those columns (a child page without cells, pages past the header's page count,
+a tree deeper than SQLite descends, a record whose header disagrees with its size)
+is declined too, and SQLite's own error reaches the user (``tests/test_fuzz_exports.py``).
+
+The file is read with ``pread``, never mapped: a mapped file that another process
+truncates kills the reader with SIGBUS; a read that ends early raises ``Changed``.
 
 The decoding itself has two implementations with the same checks and results: the
 compiled ``_pages`` module (one pass over each record; built at install where a C
@@ -25,7 +32,7 @@ used where ``_pages`` is not built or ``TRACEKIT_PAGE_DECODER=numpy`` is set.
 
 from __future__ import annotations
 
-import mmap
+import contextlib
 import os
 import sqlite3
 import sys
@@ -57,6 +64,24 @@ class Unsupported(Exception):
     """The table holds something this reader does not decode; read it through SQLite."""
 
 
+def pending_changes(path: Path) -> str | None:
+    """What SQLite would apply to the file before reading it, as a clause naming the
+    file beside it, or None when the file alone is what SQLite reads: committed frames
+    in a write-ahead log (``-wal``; SQLite opens one wherever it exists, whatever the
+    file's header says) or a hot rollback journal (``-journal``: not empty, its header
+    not zeroed), left by a writer that is still running or crashed. Neither the page
+    decoder nor an ``immutable`` SQLite connection reads them, and a connection that
+    would creates ``-wal``/``-shm`` files beside the input: such a file is refused."""
+    wal, journal = Path(f"{path}-wal"), Path(f"{path}-journal")
+    with contextlib.suppress(OSError):
+        if wal.stat().st_size > 32:  # a 32-byte header, then frames
+            return f"a write-ahead log with changes not yet in the file ({wal.name})"
+    with contextlib.suppress(OSError), open(journal, "rb") as fh:
+        if fh.read(1) not in (b"", b"\x00"):
+            return f"a rollback journal of an unfinished write ({journal.name})"
+    return None
+
+
 def _schema(path: Path, table: str) -> tuple[int, list[str], str | None]:
     """Root page, column names and the INTEGER PRIMARY KEY column (a rowid alias) if any."""
     try:
@@ -75,66 +100,166 @@ def _schema(path: Path, table: str) -> tuple[int, list[str], str | None]:
     return int(row[0]), [r[1] for r in info], ipk
 
 
+class Changed(Exception):
+    """The file shrank while it was read (another process truncated or rewrote it)."""
+
+
 class _File:
-    """The file mapped read-only: bytes, aligned 64-bit words, and big-endian 16/32-bit
-    integers at every byte offset (page headers and cell pointers)."""
+    """The file, read with ``pread`` into buffers of our own: never mapped, as a mapped
+    file that another process truncates kills the reader with SIGBUS. Its header is
+    checked as SQLite checks it before reading anything."""
 
     def __init__(self, path: Path):
-        with open(path, "rb") as fh:
-            self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        self.buf = np.frombuffer(self.mm, dtype=np.uint8)
-        self.size = len(self.buf)
-        if self.size < 100 or self.buf[:16].tobytes() != b"SQLite format 3\x00":
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY)
+        try:
+            self._header()
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def _header(self) -> None:
+        size = os.fstat(self.fd).st_size
+        head = os.pread(self.fd, 100, 0)
+        if len(head) < 100 or head[:16] != b"SQLite format 3\x00":
             raise Unsupported("not an SQLite file")
-        ps = int.from_bytes(self.buf[16:18].tobytes(), "big")
+        ps = int.from_bytes(head[16:18], "big")
         self.page_size = 65536 if ps == 1 else ps
-        self.usable = self.page_size - int(self.buf[20])
-        if self.size % self.page_size:
+        self.usable = self.page_size - head[20]
+        # what SQLite requires to open the file (btree.c lockBtree)
+        if self.page_size & (self.page_size - 1) or not 512 <= self.page_size <= 65536:
+            raise Unsupported("page size is not a power of two from 512 to 65536")
+        if head[18] not in (1, 2) or head[19] not in (1, 2) or head[21:24] != b"\x40\x20\x20" or self.usable < 480:
+            raise Unsupported("file header SQLite does not open")
+        if size % self.page_size:
             raise Unsupported("file size is not a whole number of pages")
-        self.pages = self.size // self.page_size
         if sys.byteorder != "little":
             raise Unsupported("big-endian host")
-        # aligned 64-bit words (the map starts on a page): values are cut out of two
-        self.words = np.frombuffer(self.mm, dtype=np.uint64, count=self.size // 8)
+        # pages in the database: the header's count where it is valid (SQLite reads no page
+        # past it), else the file's; a count past the file's end is corruption to SQLite
+        self.pages = size // self.page_size
+        counted = int.from_bytes(head[28:32], "big")
+        if counted and head[24:28] == head[92:96]:
+            if counted > self.pages:
+                raise Unsupported("header counts more pages than the file holds")
+            self.pages = counted
+
+    def read_into(self, buf: memoryview, offset: int) -> None:
+        """Fill ``buf`` with the file's bytes from ``offset``; Changed if the file ends first."""
+        done = 0
+        while done < len(buf):
+            got = os.preadv(self.fd, [buf[done:]], offset + done)
+            if got <= 0:
+                raise Changed(f"the file ended at byte {offset + done:,} while it was read (it was "
+                              f"{self.pages * self.page_size:,} bytes)")
+            done += got
+
+    def page(self, pgno: int) -> np.ndarray:
+        """One page's bytes (pgno checked against the page count)."""
+        if not 1 <= pgno <= self.pages:
+            raise Unsupported("page number outside the file")
+        out = np.empty(self.page_size, np.uint8)
+        self.read_into(memoryview(out), (pgno - 1) * self.page_size)
+        return out
+
+    def read_pages(self, pages: np.ndarray, buf: np.ndarray) -> None:
+        """``pages`` read into ``buf`` in that order, page i at ``i * page_size`` (each run
+        of consecutive pages in one read)."""
+        if len(pages) and ((pages < 1) | (pages > self.pages)).any():
+            raise Unsupported("page number outside the file")
+        ps, mv = self.page_size, memoryview(buf)
+        starts = np.flatnonzero(np.diff(pages, prepend=-1) != 1).tolist()
+        for a, b in zip(starts, [*starts[1:], len(pages)], strict=True):
+            self.read_into(mv[a * ps:b * ps], (int(pages[a]) - 1) * ps)
+
+    def headers(self, pages: np.ndarray, threads: int) -> np.ndarray:
+        """The first 8 bytes of each page's B-tree header, (len(pages), 8), the pages read
+        in blocks into a buffer of each thread's own."""
+        out = np.empty((len(pages), 8), np.uint8)
+        block, ps = max(1, (1 << 20) // self.page_size), self.page_size
+
+        def part(lo: int, hi: int) -> None:
+            buf = np.empty(min(block, hi - lo) * ps, np.uint8)
+            for a in range(lo, hi, block):
+                b = min(a + block, hi)
+                self.read_pages(pages[a:b], buf)
+                at = np.arange(b - a, dtype=np.int64) * ps + np.where(pages[a:b] == 1, 100, 0)
+                out[a:b] = buf[at[:, None] + np.arange(8)]
+
+        cuts = np.linspace(0, len(pages), max(1, threads) + 1).astype(int).tolist()
+        parts = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+        if len(parts) > 1:
+            with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+                for fut in [pool.submit(part, a, b) for a, b in parts]:
+                    fut.result()
+        elif parts:
+            part(*parts[0])
+        return out
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class _Pages:
+    """Pages read into one buffer (page i of the buffer at ``i * page_size``, 8 bytes
+    after the last): bytes, aligned 64-bit words, and big-endian 16/32-bit integers at
+    every byte offset."""
+
+    def __init__(self, buf: np.ndarray, page_size: int, usable: int):
+        self.buf, self.page_size, self.usable = buf, page_size, usable
+        self.size = len(buf)
+        self.words = np.frombuffer(buf, dtype=np.uint64, count=self.size // 8)
         self.u32 = self._view(4, ">u4")
         self.u16 = self._view(2, ">u2")
 
     def _view(self, width: int, dtype: str) -> np.ndarray:
         return np.ndarray(shape=(self.size - width + 1,), dtype=dtype, buffer=self.buf, strides=(1,))
 
-    def headers(self, pages: np.ndarray) -> np.ndarray:
-        """Byte offset of each page's B-tree header (page 1 starts after the file header)."""
-        if len(pages) > self.pages or ((pages < 1) | (pages > self.pages)).any():
-            raise Unsupported("page number outside the file")
-        return (pages - 1) * self.page_size + np.where(pages == 1, 100, 0)
 
-    def close(self) -> None:
-        del self.words, self.u32, self.u16, self.buf
-        try:
-            self.mm.close()
-        except BufferError:  # views still held by an exception's frames: unmapped when freed
-            pass
+#: B-tree levels SQLite descends at most (BTCURSOR_MAX_DEPTH): a deeper tree is corrupt to it
+_MAX_DEPTH = 20
+
+
+def _page_header(f: _File, data: np.ndarray, pgno: int, leaf: bool) -> tuple[int, int, int]:
+    """Offset of a page's B-tree header, its cell count and cell content start, checked
+    as for every page the decoder reads: the cell pointers end before the content area,
+    which starts inside the usable bytes (0 stands for 65536)."""
+    h = 100 if pgno == 1 else 0
+    n = int(data[h + 3]) << 8 | int(data[h + 4])
+    content = (int(data[h + 5]) << 8 | int(data[h + 6])) or 65536
+    if h + (8 if leaf else 12) + 2 * n > content or content > f.usable:
+        raise Unsupported("page header inconsistent")
+    return h, n, content
 
 
 def _leaves(f: _File, root: int) -> np.ndarray:
-    """The table B-tree's leaf pages in key order (all leaves lie at one depth)."""
+    """The table B-tree's leaf pages in key order (all leaves lie at one depth: a level
+    whose first page is a leaf is taken for the leaves, and the caller checks each).
+
+    Declined where SQLite finds the tree corrupt (a child page without cells, an
+    interior root without cells, deeper than SQLite descends) or where a cell lies
+    outside its page's content area."""
     level = np.array([root], np.int64)
-    for _ in range(64):
-        heads = f.headers(level)
-        kinds = f.buf[heads]
-        if (kinds == 0x0D).all():
+    for _ in range(_MAX_DEPTH):
+        first = int(level[0])
+        if f.page(first)[100 if first == 1 else 0] == 0x0D:
             return level
-        if not (kinds == 0x05).all():
-            raise Unsupported("unexpected page type in the table B-tree")
         children = []
-        for p, h in zip(level.tolist(), heads.tolist(), strict=True):
-            n = int(f.u16[h + 3])
-            base = (p - 1) * f.page_size
-            cells = base + f.u16[h + 12 + 2 * np.arange(n, dtype=np.int64)].astype(np.int64)
-            children.append(f.u32[cells].astype(np.int64))
-            children.append(np.array([int(f.u32[h + 8])], np.int64))
+        for p in level.tolist():
+            data = f.page(p)
+            h, n, content = _page_header(f, data, p, leaf=False)
+            if data[h] != 0x05:
+                raise Unsupported("unexpected page type in the table B-tree")
+            if n == 0:  # a child page without cells, or a root of other than page 1: corrupt to SQLite
+                raise Unsupported("interior page without cells")
+            ptr = data[h + 12:h + 12 + 2 * n].view(">u2").astype(np.int64)
+            if ((ptr < content) | (ptr > f.usable - 4)).any():
+                raise Unsupported("cell outside its page's content area")
+            at = ptr[:, None] + np.arange(4)
+            children.append(data[at].astype(np.int64) @ np.array([1 << 24, 1 << 16, 1 << 8, 1], np.int64))
+            children.append(np.array([int.from_bytes(data[h + 8:h + 12].tobytes(), "big")], np.int64))
         level = np.concatenate(children)
-    raise Unsupported("B-tree deeper than 64 levels")
+    raise Unsupported("B-tree deeper than SQLite descends")
 
 
 def _varint_len(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -179,7 +304,7 @@ class _Work:
         return a[: len(a) // self.rows * n].reshape(-1, n)
 
 
-def _decode_chunk(f: _File, w: _Work, cells: np.ndarray, wanted: np.ndarray, out: np.ndarray,
+def _decode_chunk(f: _Pages, w: _Work, cells: np.ndarray, wanted: np.ndarray, out: np.ndarray,
                   nulls: np.ndarray, has_null: np.ndarray, lo: int, lock: threading.Lock) -> None:
     """Decode rows ``lo:lo + len(cells)`` (``cells``: byte offsets of their cells) of
     the columns at positions ``wanted`` (ascending) into ``out[:, lo:hi]``.
@@ -212,11 +337,13 @@ def _decode_chunk(f: _File, w: _Work, cells: np.ndarray, wanted: np.ndarray, out
         np.add(acc[j], acc[j - 1], out=acc[j])  # row by row: cumsum(axis=0) is ~15x slower here
     if (acc[ncols] > end).any():
         raise Unsupported("values past the end of their record")
+    # a header read to its end must describe the whole record (SQLite checks it then)
+    if ((hs == ncols + 1) & (acc[ncols] != end)).any():
+        raise Unsupported("record longer than its values")
     stw = np.take(st, wanted, axis=0, out=w.get("stw", n), mode="clip")
     if ((stw >= 10) | (stw == 7)).any():
         raise Unsupported("REAL, TEXT or BLOB value in an integer column")
     off = np.take(acc, wanted, axis=0, out=w.get("off", n), mode="clip")
-    late = off > f.size - 8  # values in the file's last 8 bytes: read one by one below
     sh = w.get("sh", n)
     np.bitwise_and(off, 7, out=sh, casting="unsafe")
     sh <<= np.uint64(3)
@@ -231,11 +358,6 @@ def _decode_chunk(f: _File, w: _Work, cells: np.ndarray, wanted: np.ndarray, out
     v.byteswap(inplace=True)
     v = v.view(np.int64)
     v >>= np.take(_SHIFT, stw, out=sh.view(np.int64), mode="clip")
-    if late.any():
-        for c, r in zip(*np.nonzero(late), strict=True):
-            at = int(acc[wanted[c], r])
-            size = int(_SIZE[stw[c, r]])
-            v[c, r] = int.from_bytes(buf[at:at + size].tobytes(), "big", signed=True) if size else 0
     special = stw >= 8
     if special.any():
         v[special] = stw[special] - 8  # types 8 and 9: the constants 0 and 1
@@ -264,18 +386,23 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
     wanted = np.array(sorted({names.index(c) for c in columns}), np.int64)
     try:
         f = _File(Path(path))
-    except (OSError, ValueError) as err:  # unreadable, or empty (mmap refuses it)
+    except OSError as err:  # unreadable
         raise Unsupported(str(err)) from err
     try:
         leaves = _leaves(f, root)
-        heads = f.headers(leaves)
-        counts = f.u16[heads + 3].astype(np.int64)
+        ps = f.page_size
+        hoff = np.where(leaves == 1, 100, 0)  # page 1's B-tree header follows the file header
+        head = f.headers(leaves, threads).astype(np.int64)
+        counts = head[:, 3] << 8 | head[:, 4]
+        if (head[:, 0] != 0x0D).any():
+            raise Unsupported("unexpected page type in the table B-tree")
+        if len(leaves) > 1 and (counts == 0).any():  # a child page without cells: corrupt to SQLite
+            raise Unsupported("leaf page without cells")
         # the page headers SQLite would check: the cell pointers end before the cell
         # content area, which starts inside the page (0 stands for 65536)
-        bases = (leaves - 1) * f.page_size
-        content = f.u16[heads + 5].astype(np.int64)
+        content = head[:, 5] << 8 | head[:, 6]
         content[content == 0] = 65536
-        if ((heads + 8 + 2 * counts > bases + content) | (content > f.usable)).any():
+        if ((hoff + 8 + 2 * counts > content) | (content > f.usable)).any():
             raise Unsupported("leaf page header inconsistent")
         total = int(counts.sum())
         out = np.empty((len(wanted), total), np.int64)  # a row per column: contiguous
@@ -288,11 +415,21 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
 
         spans = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
         most = max((int(first_row[b] - first_row[a]) for a, b in spans), default=0)
+        most_pages = max((b - a for a, b in spans), default=0)
         local, lock = threading.local(), threading.Lock()
 
         def chunk(a: int, b: int) -> None:
+            # the chunk's pages read (again: the headers were read apart) into a buffer of
+            # the thread's own, reused: cache-resident, no fresh pages to fault in
+            if not hasattr(local, "buf"):
+                local.buf = np.empty(most_pages * ps + 8, np.uint8)
+            f.read_pages(leaves[a:b], local.buf)
+            buf = local.buf[:(b - a) * ps + 8]
+            buf[-8:] = 0
+            bases = np.arange(b - a, dtype=np.int64) * ps
+            heads = bases + hoff[a:b]
             if _native is not None:
-                got = _native.decode(f.buf, heads[a:b], bases[a:b], content[a:b], counts[a:b], f.usable,
+                got = _native.decode(buf, heads, bases, content[a:b], counts[a:b], f.usable,
                                      wanted, int(wanted[-1]) + 1, out, nulls, total, int(first_row[a]))
                 if isinstance(got, str):
                     raise Unsupported(got)
@@ -305,13 +442,14 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
             n = int(c.sum())
             if n == 0:
                 return
+            pages = _Pages(buf, ps, f.usable)
             k = np.arange(n, dtype=np.int64) - np.repeat(first_row[a:b] - first_row[a], c)
-            ptr = np.repeat(heads[a:b] + 8, c) + 2 * k
-            at = f.u16[ptr].astype(np.int64)
+            ptr = np.repeat(heads + 8, c) + 2 * k
+            at = pages.u16[ptr].astype(np.int64)
             if ((at < np.repeat(content[a:b], c)) | (at >= f.usable)).any():
                 raise Unsupported("cell outside its page's content area")
-            cells = np.repeat(bases[a:b], c) + at
-            _decode_chunk(f, local.work, cells, wanted, out, nulls, has_null, int(first_row[a]), lock)
+            cells = np.repeat(bases, c) + at
+            _decode_chunk(pages, local.work, cells, wanted, out, nulls, has_null, int(first_row[a]), lock)
 
         if threads > 1 and len(spans) > 1:
             with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -322,6 +460,8 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
                 chunk(a, b)
     except (IndexError, ValueError) as err:  # offsets outside the file: not a sound B-tree
         raise Unsupported(f"inconsistent pages ({err})") from err
+    except OSError as err:  # a read that failed (not one that ended early: Changed)
+        raise Unsupported(str(err)) from err
     finally:
         f.close()
     row = {names[j]: i for i, j in enumerate(wanted.tolist())}

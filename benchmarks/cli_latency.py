@@ -1,0 +1,118 @@
+"""Wall time of one CLI command, as a user types it: `tracekit query top-kernels` on a
+store holding the bundled example run (examples/hstu_bs8_nc1024_nsys).
+
+Each command runs ``--runs`` times as a fresh process (median and min reported), beside
+the floors it cannot go below in the same process: Python's start-up and
+``import duckdb``. ``--baseline PYTHON`` runs the same commands with another
+interpreter where another tracekit is installed (e.g. a venv with main's checkout
+installed) for a ratio measured alongside.
+The rows alternate between the variants, so load changes hit each alike; the machine's
+load average is printed with the results. Target (issue 15): median <= 0.35 s on the
+2-core machine.
+
+    python benchmarks/cli_latency.py [--runs 10] [--baseline /tmp/main-venv/bin/python] [--importtime]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "hstu_bs8_nc1024_nsys"
+COMMANDS = {
+    "query top-kernels": ["query", "top-kernels"],
+    "query roofline (ncu)": ["query", "roofline"],
+    "runs": ["runs"],
+    "--version": ["--version"],
+}
+
+
+#: bytecode cached as on a user's machine (a PYTHONDONTWRITEBYTECODE environment would
+#: recompile every tracekit module on every run); the first, untimed run writes it
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"COLUMNS": "100"}
+
+
+def _cli(db: Path, args: list[str], python: str = sys.executable) -> list[str]:
+    return [python, "-m", "tracekit.cli", "--db", str(db), *args]
+
+
+def _time(cmd: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run; CPU (user + system) is less hit by other load."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    dt = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
+    return dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def _importtime(db: Path, top: int = 12) -> str:
+    """The modules with the largest cumulative import time for `query top-kernels`."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *_cli(db, COMMANDS["query top-kernels"])[1:]],
+                          env=ENV, capture_output=True, text=True)
+    rows = []
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            _, cum, name = (p.strip() for p in line[len("import time:"):].split("|"))
+            if cum.isdigit() and not name.startswith(" "):
+                rows.append((int(cum), name))
+    top_level = [(c, n) for c, n in rows if "." not in n.strip()]
+    return "\n".join(f"  {c / 1000:7.1f} ms  {n}" for c, n in sorted(top_level, reverse=True)[:top])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--baseline", help="a Python interpreter with another tracekit installed, to compare with")
+    ap.add_argument("--importtime", action="store_true", help="print the largest imports of `query top-kernels`")
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="tk-cli-bench-") as tmp:
+        db = Path(tmp) / "example.duckdb"
+        for source in (EXAMPLE, ROOT / "tests" / "data" / "ncu_full" / "report.ncu-rep.xz"):
+            subprocess.run(_cli(db, ["ingest", str(source)]), env=ENV, check=True, stdout=subprocess.DEVNULL)
+        variants = {"this checkout": sys.executable}
+        if args.baseline:
+            variants["baseline"] = args.baseline
+        floors = {"python -c pass": [sys.executable, "-c", "pass"],
+                  "python -c 'import duckdb'": [sys.executable, "-c", "import duckdb"]}
+        for python in variants.values():  # warm-up: bytecode written, files in the page cache
+            _time(_cli(db, COMMANDS["query top-kernels"], python))
+        times: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for _ in range(args.runs):  # alternate: every variant sees the same load
+            for name, cmd in floors.items():
+                times.setdefault(("floor", name), []).append(_time(cmd))
+            for label, python in variants.items():
+                for name, cli_args in COMMANDS.items():
+                    if label == "baseline" and name == "--version":
+                        continue  # main has no --version
+                    times.setdefault((label, name), []).append(_time(_cli(db, cli_args, python)))
+        print(f"{args.runs} runs each, alternating; python {sys.version.split()[0]}")
+        print(f"{'variant':16} {'command':28} {'wall median':>11} {'wall min':>8} {'CPU median':>10}")
+        med = {k: (statistics.median(w for w, _ in ts), min(w for w, _ in ts), statistics.median(c for _, c in ts))
+               for k, ts in times.items()}
+        for (label, name), (wall, low, cpu) in med.items():
+            print(f"{label:16} {name:28} {wall:11.3f} {low:8.3f} {cpu:10.3f}")
+        if args.baseline:
+            for name in list(COMMANDS)[:3]:
+                new, old = med[("this checkout", name)], med[("baseline", name)]
+                print(f"ratio baseline/this, {name}: wall {old[0] / new[0]:.2f}x, CPU {old[2] / new[2]:.2f}x")
+        print(f"load average: {os.getloadavg()[0]:.2f} (1 min)")
+        if args.importtime:
+            print("largest imports of `query top-kernels` (cumulative):")
+            print(_importtime(db))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

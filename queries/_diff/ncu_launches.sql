@@ -1,0 +1,29 @@
+-- ncu scope: the profiled launches of both reports with the metrics diff compares, in
+-- base units as stored (the values `ncu --page details` prints, converted to ns, %, ...).
+-- @param base  INTEGER  base run id
+-- @param new   INTEGER  new run id
+-- @column side                       0 = base run, 1 = new run
+-- @column kernel_id                  ncu's ID of the launch in its report
+-- @column name                       kernel name (demangled)
+-- @column nvtx_path                  NVTX push/pop ranges around the launch
+-- @column duration_ns                gpu__time_duration.sum, ns
+-- @column sm_throughput_pct          Compute (SM) Throughput, %
+-- @column memory_throughput_pct      Memory Throughput, %
+-- @column dram_throughput_pct        DRAM Throughput, %
+-- @column theoretical_occupancy_pct  Theoretical Occupancy, %
+-- @column achieved_occupancy_pct     Achieved Occupancy, %
+-- @column registers_per_thread       Registers Per Thread
+-- @column block_size                 Block Size, threads
+-- @column grid_size                  Grid Size, blocks
+-- @column waves_per_sm               Waves Per SM
+-- @column ai_dram                    arithmetic intensity, FLOP per DRAM byte
+-- @column flops_per_s                achieved FLOP/s (all floating-point work)
+-- @column roof_pct                   achieved FLOP/s as % of the attainable roof
+-- @column bound                      memory or compute (roofline)
+SELECT s.side, r.kernel_id, r.name, r.nvtx_path, r.duration_ns, r.sm_throughput_pct, r.memory_throughput_pct,
+       r.dram_throughput_pct, r.theoretical_occupancy_pct, r.achieved_occupancy_pct, r.registers_per_thread,
+       r.block_size, r.grid_size, r.waves_per_sm, r.ai_dram, r.flops_per_s, r.roof_pct, r.bound
+FROM (VALUES (0, $base), (1, $new)) s(side, run_id)
+JOIN ncu_roofline r ON r.run_id = s.run_id
+WHERE r.run_id IN ($base, $new)
+ORDER BY s.side, r.kernel_id

@@ -1,0 +1,19 @@
+-- Sweep scope samples: the timed requests of two sweeps, keyed by grid point. A sweep is
+-- the runs whose params.sweep names it; each point (bs, nc) is its latest run whose meta
+-- status is ok and that has timed requests (as sweep_points picks them over all runs).
+-- @param base  TEXT  base sweep id
+-- @param new   TEXT  new sweep id
+-- @column side   0 = base sweep, 1 = new sweep
+-- @column key    'bs=8,nc=1024'
+-- @column value  end-to-end request latency, ms
+WITH p AS (
+    SELECT s.side, r.run_id,
+           json_extract(r.params, '$.bs')::INTEGER AS bs, json_extract(r.params, '$.nc')::INTEGER AS nc
+    FROM (VALUES (0, $base), (1, $new)) s(side, sweep)
+    JOIN runs r ON json_extract_string(r.params, '$.sweep') = s.sweep
+    WHERE coalesce(json_extract_string(r.meta, '$.status'), 'ok') = 'ok'
+      AND r.run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
+    QUALIFY row_number() OVER (PARTITION BY s.side, bs, nc ORDER BY r.run_id DESC) = 1
+)
+SELECT p.side, format('bs={},nc={}', p.bs, p.nc) AS key, q.latency_ms AS value
+FROM p JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'

@@ -1,0 +1,146 @@
+"""Bad input is a one-line error with exit code 2, never an internal error (exit 1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracekit.cli import main as cli_main
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("tracekit: error: "), err
+    assert "internal error" not in err[0] and "Traceback" not in err[0]
+    return err[0]
+
+
+def test_csv_of_a_nested_column_names_it(small_store, capsys):
+    assert cli_main(["--db", str(small_store), "sql", "SELECT 1 AS a, [1, 2] AS l", "-f", "csv"]) == 2
+    assert "'l'" in one_error_line(capsys)
+    # JSON holds it
+    assert cli_main(["--db", str(small_store), "sql", "SELECT 1 AS a, [1, 2] AS l", "-f", "json"]) == 0
+    assert capsys.readouterr().out.strip() == '[{"a":1,"l":[1,2]}]'
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_plain_query_still_answers(small_store, capsys, fmt):
+    assert cli_main(["--db", str(small_store), "query", "top-kernels", "--run", "nsys_run", "-f", fmt]) == 0
+
+
+def _cli(db, *args) -> int:
+    return cli_main(["--db", str(db), *args])
+
+
+@pytest.mark.parametrize("run", ["²", "١", "1.0", "0x1", "+1", "99999999999999999999999"])
+def test_run_that_is_no_id_is_looked_up_as_a_name(small_store, capsys, run):
+    assert _cli(small_store, "query", "top-kernels", "--run", run) == 2
+    line = one_error_line(capsys)
+    assert "no run" in line or "no nsys run" in line, line
+
+
+def test_limit_out_of_range_is_a_parameter_error(small_store, capsys):
+    assert _cli(small_store, "query", "top-kernels", "--limit", "99999999999999999999999") == 2
+    assert "out of range" in one_error_line(capsys)
+    assert _cli(small_store, "query", "top-kernels", "-p", "limit=-99999999999999999999999") == 2
+    assert "out of range" in one_error_line(capsys)
+
+
+def test_schema_version_that_is_text(small_store, capsys):
+    import duckdb
+
+    con = duckdb.connect(str(small_store))
+    con.execute("UPDATE _store SET value = 'eight' WHERE key = 'schema_version'")
+    con.close()
+    before = small_store.read_bytes()
+    for cmd in (["runs"], ["query", "top-kernels"], ["ingest", "tests/data/nsys_capture_range/export.sqlite.xz"]):
+        assert _cli(small_store, *cmd) == 2, cmd
+        assert "'eight' is not a number" in one_error_line(capsys)
+    assert small_store.read_bytes() == before
+
+
+@pytest.mark.parametrize("keep", [5000, 12288, 300_000, 1_000_000])
+def test_truncated_store(small_store, capsys, keep):
+    data = small_store.read_bytes()[:keep]
+    small_store.write_bytes(data)
+    for cmd in (["runs"], ["query", "top-kernels", "--run", "1"], ["query", "roofline"],
+                ["sql", "SELECT count(*) FROM ncu_metrics"], ["chart", "roofline", "-o", str(small_store.with_name("r.json"))]):
+        assert _cli(small_store, *cmd) == 2, cmd
+        line = one_error_line(capsys)
+        assert str(small_store.name) in line, line
+    assert small_store.read_bytes() == data
+    assert not small_store.with_name("r.json").exists()
+
+
+def test_an_sqlite_file_is_not_a_store_and_nothing_downloads(tmp_path, capsys, monkeypatch):
+    import lzma
+    import shutil
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    export = tmp_path / "export.sqlite"
+    with lzma.open("tests/data/nsys_capture_range/export.sqlite.xz") as src, export.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    before = export.read_bytes()
+    for cmd in (["runs"], ["query", "top-kernels"], ["sql", "SELECT 1"],
+                ["ingest", "tests/data/nsys_capture_range/export.sqlite.xz"]):
+        assert cli_main(["--db", str(export), *cmd]) == 2, cmd
+        line = one_error_line(capsys)
+        assert "an SQLite database, not a tracekit store" in line, line
+    assert export.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export.sqlite"]  # no -wal, no ~/.duckdb
+
+
+def test_other_databases_and_folders_are_not_stores(tmp_path, capsys):
+    import duckdb
+
+    foreign = tmp_path / "foreign.duckdb"
+    con = duckdb.connect(str(foreign))
+    con.execute("CREATE TABLE mine AS SELECT 1 AS x")
+    con.close()
+    before = foreign.read_bytes()
+    blank = tmp_path / "blank.duckdb"
+    duckdb.connect(str(blank)).close()
+    junk = tmp_path / "junk.duckdb"
+    junk.write_text("not a database\n")
+    cases = [(foreign, "not a tracekit store"), (tmp_path, "is a folder"), (junk, "not a valid DuckDB")]
+    for db, what in cases:
+        for cmd in (["runs"], ["sql", "SELECT 1"], ["ingest", "tests/data/nsys_capture_range/export.sqlite.xz"]):
+            assert cli_main(["--db", str(db), *cmd]) == 2, (db, cmd)
+            assert what in one_error_line(capsys)
+    assert foreign.read_bytes() == before
+    assert cli_main(["--db", str(blank), "runs"]) == 2
+    assert "empty database; ingest a capture first" in one_error_line(capsys)
+
+
+# -- a question asked of the wrong kind of run --------------------------------------
+
+
+def test_nsys_query_of_an_ncu_run(small_store, capsys):
+    for run in ("2", "ncu_run"):
+        assert _cli(small_store, "query", "top-kernels", "--run", run) == 2
+        assert one_error_line(capsys) == (
+            "tracekit: error: run 2 (ncu_run) is an ncu run; top-kernels needs an nsys run (see `tracekit runs`)")
+
+
+def test_ncu_query_and_chart_of_an_nsys_run(small_store, capsys):
+    out = small_store.with_name("roof.html")
+    assert _cli(small_store, "query", "roofline", "--run", "1") == 2
+    assert "run 1 (nsys_run) is an nsys run; roofline needs an ncu run" in one_error_line(capsys)
+    assert _cli(small_store, "chart", "roofline", "--run", "1", "-o", str(out)) == 2
+    assert "run 1 (nsys_run) is an nsys run; roofline needs an ncu run" in one_error_line(capsys)
+    assert not out.exists()
+
+
+def test_run_all_only_where_the_query_spans_runs(small_store, capsys):
+    assert _cli(small_store, "query", "top-kernels", "--run", "all") == 2
+    assert "--run all" in one_error_line(capsys)
+    assert _cli(small_store, "query", "roofline", "--run", "all", "-f", "csv") == 0
+    assert capsys.readouterr().out.count("\n") > 1
+
+
+def test_the_right_kind_with_no_rows_is_a_valid_empty_answer(small_store, capsys):
+    assert _cli(small_store, "query", "nvtx-ranges", "--run", "1", "-p", "min_dur_ns=9000000000000000", "-f", "csv") == 0
+    out = capsys.readouterr()
+    assert out.err == "" and len(out.out.splitlines()) == 1  # the header only
+    assert _cli(small_store, "query", "nvtx-ranges", "--run", "1", "-p", "min_dur_ns=9000000000000000") == 0
+    assert "no rows" in capsys.readouterr().out

@@ -1,0 +1,305 @@
+"""Terminal tables and the commands that explain themselves, on real captures: the
+bundled example run folder (nsys, H200) and the full ncu report."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import DATA
+
+import tracekit
+from tracekit import names, table
+from tracekit.cli import main as cli_main
+from tracekit.registry import get_registry, parse_header
+
+EXAMPLE = DATA / "hstu_capture_nsys"  # examples/hstu_bs8_nc1024_nsys links to it
+NCU = DATA / "ncu_full" / "report.ncu-rep.xz"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    """A store with the example run folder (run 'hstu') and the full ncu report (run 'ncu')."""
+    path = tmp_path_factory.mktemp("tables") / "t.duckdb"
+    with tracekit.open(path) as tk:
+        tk.ingest(EXAMPLE, name="hstu")
+        tk.ingest(NCU, name="ncu")
+    return str(path)
+
+
+def _run(capsys, *args) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = cli_main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture(autouse=True)
+def _width(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+
+
+def _rows(text: str) -> list[str]:
+    """The body lines of a rendered table (between the dashed rule and the footer)."""
+    lines = text.rstrip("\n").split("\n")
+    rule = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "} and "-" in line)
+    return lines[rule + 1 : -1]
+
+
+# -- the header contract -------------------------------------------------------------
+
+
+def test_every_query_declares_its_display_columns():
+    for q in get_registry().queries.values():
+        assert q.display, f"{q.name}: no @display"
+        assert set(q.display) <= set(q.columns), q.name
+        assert len(set(q.display)) == len(q.display), q.name
+
+
+def test_display_and_alias_are_parsed_and_checked():
+    q = parse_header("x", "nsys", "-- d.\n-- @column a doc\n-- @column b doc\n-- @display b, a\n"
+                                  "-- @alias x_sum, y_sum\nSELECT 1 AS a, 2 AS b")
+    assert q.display == ["b", "a"] and q.aliases == ["x_sum", "y_sum"]
+    with pytest.raises(tracekit.QueryError, match="undeclared column"):
+        parse_header("x", "nsys", "-- d.\n-- @column a doc\n-- @display a, nope\nSELECT 1 AS a")
+
+
+def test_nsys_stats_report_names_are_aliases():
+    reg = get_registry()
+    assert reg.get("cuda_gpu_kern_sum").name == "top-kernels"
+    assert {a: reg.aliases[a] for a in ("cuda_api_sum", "nvtx_sum", "nvtx_gpu_proj_sum", "cuda_kern_exec_sum",
+                                        "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum")} == {
+        "cuda_api_sum": "api-summary", "nvtx_sum": "nvtx-summary", "nvtx_gpu_proj_sum": "nvtx-gpu-projection",
+        "cuda_kern_exec_sum": "kernel-exec", "cuda_gpu_mem_time_sum": "memcpy-time",
+        "cuda_gpu_mem_size_sum": "memcpy-size"}
+    assert not set(reg.aliases) & set(reg.queries)
+
+
+def test_alias_gives_the_same_csv(db, capsys):
+    _, by_name, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "-f", "csv", "--limit", "0")
+    _, by_alias, _ = _run(capsys, "--db", db, "query", "cuda_gpu_kern_sum", "--run", "hstu", "-f", "csv",
+                          "--limit", "0")
+    assert by_alias == by_name and by_name.count("\n") == 15
+
+
+# -- tables ------------------------------------------------------------------------------
+
+
+def test_top_kernels_fits_100_columns_in_human_units(db, capsys):
+    rc, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "--limit", "0")
+    assert rc == 0
+    assert max(map(len, out.splitlines())) <= 100
+    df = tracekit.open(db, read_only=True).query("top-kernels", run="hstu", limit=0)
+    body = _rows(out)
+    assert len(body) == df.height == 14
+    # total_ns 175995495 -> total_ms 175.995 (every row, in order)
+    totals = [re.findall(r"\d[\d,]*\.\d+", line)[1] for line in body]
+    assert totals == [f"{v / 1e6:,.3f}" for v in df["total_ns"]]
+    # names: shortened, never two alike, and the full demangled names are gone from the table
+    labels = [line[line.rindex("  ") + 2 :] for line in body]
+    assert len(set(labels)) == len(labels) == df["name"].n_unique()
+    assert not any(line.count("(") for line in body)
+    assert out.rstrip().endswith("14 rows")
+
+
+def test_footer_counts_the_rows_a_limit_left_out(db, capsys):
+    _, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "--limit", "5")
+    assert out.rstrip().splitlines()[-1] == "5 of 14 rows (--limit 0 for all)"
+    _, out, _ = _run(capsys, "--db", db, "query", "nvtx-ranges", "--run", "hstu", "--limit", "3")
+    n = tracekit.open(db, read_only=True).query("nvtx-ranges", run="hstu", limit=0).height
+    assert out.rstrip().splitlines()[-1] == f"3 of {n:,} rows (--limit 0 for all); 7 of 13 columns (--all-columns for all)"
+
+
+def test_timeunit_and_columns(db, capsys):
+    _, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "--timeunit", "ns",
+                     "--columns", "name,total_ns,instances")
+    header = out.splitlines()[0].split()
+    assert header == ["name", "total_ns", "instances"]
+    assert "175,995,495" in _rows(out)[0]
+    rc, _, err = _run(capsys, "--db", db, "query", "top-kernels", "--columns", "name,bogus")
+    assert rc == 2 and "no column 'bogus'" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = _run(capsys, "--db", db, "query", "top-kernels", "--timeunit", "hours")
+    assert rc == 2 and "--timeunit 'hours'" in err
+
+
+def test_csv_stays_complete_and_unformatted(db, capsys):
+    _, out, _ = _run(capsys, "--db", db, "query", "roofline", "-f", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows[0]) == len(get_registry().get("roofline").columns) == 47
+    assert float(rows[0]["flops_per_s"]) > 1e14  # raw FLOP/s, no prefix, no separators
+
+
+def test_roofline_reads_at_100_columns(db, capsys):
+    rc, out, _ = _run(capsys, "--db", db, "query", "roofline")
+    assert rc == 0 and max(map(len, out.splitlines())) <= 100
+    body = _rows(out)
+    assert len(body) == 4
+    assert re.search(r"\b781 TFLOP/s\b", body[0]) and "tensor_bf16" in body[0] and "compute" in body[0]
+    assert "8 of 47 columns" in out.splitlines()[-1]
+    # every column does not fit 100 characters: one block per launch, every value whole
+    _, out, _ = _run(capsys, "--db", db, "query", "roofline", "--all-columns")
+    assert out.count("-[ row ") == 4 and max(map(len, out.splitlines())) <= 100
+    assert re.search(r"^peak_dram_bytes_per_s +4\.81 TB/s$", out, re.M)
+
+
+def test_runs_fits(db, capsys):
+    _, out, _ = _run(capsys, "--db", db, "runs")
+    assert max(map(len, out.splitlines())) <= 100
+    assert "bs=8 nc=1024" in out and "hstu" in out and "ncu" in out
+
+
+def test_numbers_are_never_cut_on_a_narrow_terminal(db, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "70")
+    _, out, _ = _run(capsys, "--db", db, "query", "api-summary", "--run", "hstu")
+    df = tracekit.open(db, read_only=True).query("api-summary", run="hstu")
+    assert max(map(len, out.splitlines())) <= 70
+    assert out.count("-[ row ") == df.height  # too narrow for the columns: one block per row
+    shown = re.findall(r"^calls +(\S+)$", out, re.M)
+    assert shown == [f"{v:,}" for v in df["calls"]]
+    monkeypatch.setenv("COLUMNS", "90")
+    _, out, _ = _run(capsys, "--db", db, "query", "api-summary", "--run", "hstu")
+    assert max(map(len, out.splitlines())) <= 90 and len(_rows(out)) == df.height
+
+
+def test_distinct_labels_never_read_alike():
+    """Every kernel name of the real captures, shortened to many widths."""
+    all_names = set()
+    for stats in DATA.glob("*/stats/cuda_gpu_kern_sum.csv"):
+        with open(stats) as fh:
+            all_names |= {r["Name"] for r in csv.DictReader(fh)}
+    all_names = sorted(all_names)
+    assert len(all_names) > 40
+    for width in (8, 12, 20, 32, 48, 60):
+        labels = names.distinct_labels(all_names, width, names.short_name)
+        assert len(set(labels)) == len(labels), width
+        assert max(map(len, labels)) <= width, width
+
+
+def test_si_and_time_formats():
+    assert table.si(7.81e14, "FLOP/s") == "781 TFLOP/s"
+    assert table.si(999_960, "B") == "1.00 MB"
+    assert table.si(4, "B") == "4 B"
+    assert table.si(0, "B/s") == "0 B/s"
+    rows = table.Rows(["total_ns", "avg_ns", "start_ns"], ["BIGINT", "DOUBLE", "BIGINT"],
+                      [(175_995_495, 733_314.6, 12_100_481), (1_000, 500.0, 12_200_000)])
+    assert table.time_units(rows) == {"total_ns": "ms", "avg_ns": "us", "start_ns": "ns"}
+    assert table.time_units(rows, "s") == dict.fromkeys(rows.columns, "s")
+
+
+# -- commands that explain themselves --------------------------------------------------
+
+
+def test_no_arguments_prints_help_and_exits_0():
+    proc = subprocess.run([sys.executable, "-m", "tracekit.cli"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage" in proc.stdout and "Traceback" not in proc.stderr and not proc.stderr.strip()
+
+
+def test_version(capsys):
+    rc, out, _ = _run(capsys, "--version")
+    assert rc == 0 and out.strip() == f"tracekit {tracekit.__version__}"
+
+
+def test_queries_describes_one(capsys):
+    rc, out, _ = _run(capsys, "queries", "cuda_gpu_kern_sum")
+    assert rc == 0 and out.startswith("top-kernels  [nsys]  (also: cuda_gpu_kern_sum)")
+    assert re.search(r"^  limit +integer +rows to return; 0 = all \(default: 20\)$", out, re.M)
+    assert re.search(r"^  \* total_ns +summed duration, ns$", out, re.M)
+    rc, _, err = _run(capsys, "queries", "nope")
+    assert rc == 2 and "unknown query 'nope'" in err
+
+
+def test_queries_list_ends_descriptions_at_a_sentence(capsys):
+    _, out, _ = _run(capsys, "queries")
+    flat = " ".join(out.split())
+    assert "NVTX range paths (e.g. hstu.request/hstu.layer3/hstu_attention). launch-overhead" in flat
+    assert all(not line.endswith("…") for line in out.splitlines())
+    assert max(map(len, out.splitlines())) <= 100
+
+
+def test_charts_lists_what_each_needs(capsys):
+    _, out, _ = _run(capsys, "charts")
+    assert re.search(r"^roofline .*query roofline, needs an ncu run$", out, re.M)
+    assert re.search(r"^sweep-latency .*needs runs of a sweep$", out, re.M)
+
+
+def test_query_imports_neither_polars_nor_capture(db):
+    code = ("import sys; from tracekit.cli import main; "
+            f"rc = main(['--db', {db!r}, 'query', 'top-kernels']); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('polars', 'pyarrow', 'altair', 'numpy') "
+            "or m.startswith('tracekit.capture')), file=sys.stderr); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "[]"
+
+
+# -- runs: rename, rm, the same capture however reached ----------------------------------
+
+
+def _counts(tk, run_id: int) -> dict[str, int]:
+    tables = [r[0] for r in tk.con.execute(
+        "SELECT DISTINCT table_name FROM duckdb_columns() WHERE column_name = 'run_id' AND table_name IN "
+        "(SELECT table_name FROM duckdb_tables())").fetchall()]
+    return {t: tk.con.execute(f'SELECT count(*) FROM "{t}" WHERE run_id = ?', [run_id]).fetchall()[0][0]
+            for t in tables}
+
+
+def test_runs_rename_and_rm(tmp_path, capsys):
+    path = tmp_path / "r.duckdb"
+    with tracekit.open(path) as tk:
+        a = tk.ingest(EXAMPLE, name="a")
+        b = tk.ingest(NCU, name="b")
+        before_b = _counts(tk, b.run_id)
+    assert sum(before_b.values()) > 1000
+    rc, out, _ = _run(capsys, "--db", str(path), "runs", "rename", "a", "hstu")
+    assert rc == 0 and out.strip() == "run 1: renamed 'a' to 'hstu'"
+    rc, out, _ = _run(capsys, "--db", str(path), "runs", "rm", "hstu")
+    assert rc == 0 and out.strip() == "removed run 1 (hstu)"
+    with tracekit.open(path, read_only=True) as tk:
+        assert sum(_counts(tk, a.run_id).values()) == 0
+        assert _counts(tk, b.run_id) == before_b
+        assert tk.runs()["name"].to_list() == ["b"]
+    for args, msg in ((["runs", "rm", "nope"], "no run 'nope'"), (["runs", "rename", "b", " "], "cannot be empty")):
+        rc, _, err = _run(capsys, "--db", str(path), *args)
+        assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_rm_of_a_shared_name_asks_for_an_id(tmp_path, capsys):
+    path = tmp_path / "r.duckdb"
+    with tracekit.open(path) as tk:
+        tk.ingest(EXAMPLE, name="x")
+        tk.ingest(NCU, name="x")
+    rc, _, err = _run(capsys, "--db", str(path), "runs", "rm", "x")
+    assert rc == 2 and "shared by runs 1, 2" in err
+
+
+def test_ingest_name_renames_an_ingested_run(tmp_path, capsys):
+    path = str(tmp_path / "r.duckdb")
+    assert _run(capsys, "--db", path, "ingest", str(NCU))[0] == 0
+    rc, out, _ = _run(capsys, "--db", path, "ingest", str(NCU), "--name", "full")
+    assert rc == 0 and "already ingested as run 1 (full, renamed from 'report')" in out
+    assert tracekit.open(path, read_only=True).runs()["name"].to_list() == ["full"]
+
+
+def test_a_run_folders_export_is_the_same_run(tmp_path):
+    """The .sqlite.xz inside an ingested run folder is that run; ingested alone first,
+    the folder's run takes its place (same id, its rows, its metadata)."""
+    with tracekit.open(tmp_path / "a.duckdb") as tk:
+        folder = tk.ingest(EXAMPLE)
+        again = tk.ingest(EXAMPLE / "nsys.sqlite.xz")
+        assert again.skipped and again.run_id == folder.run_id
+        assert tk.runs().height == 1
+    with tracekit.open(tmp_path / "b.duckdb") as tk:
+        alone = tk.ingest(EXAMPLE / "nsys.sqlite.xz", name="mine")
+        folder = tk.ingest(EXAMPLE)
+        assert not folder.skipped and folder.replaced == alone.run_id == folder.run_id
+        runs = tk.runs()
+        assert runs["name"].to_list() == ["mine"] and runs["kind"].to_list() == ["nsys,timing"]
+        assert tk.sql("SELECT count(*) AS n FROM requests")["n"][0] > 0
+        kernels = tk.sql("SELECT count(*) AS n FROM _kernels")["n"][0]
+    with tracekit.open(tmp_path / "a.duckdb") as tk:
+        assert tk.sql("SELECT count(*) AS n FROM _kernels")["n"][0] == kernels

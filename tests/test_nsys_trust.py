@@ -1,0 +1,312 @@
+"""Valid exports in the states SQLite leaves them in are read as SQLite reads them, and
+files SQLite would not read are refused, never read differently (issue 13, points 3-6).
+
+Every case starts from a real export (tests/data) changed the way a user's tools change
+one: opened and edited by sqlite3 in WAL mode, left with a hot journal, names registered
+through StringIds, pages corrupted, truncated while tracekit reads it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import NSYS_EXPORTS, compiled_or_numpy, store_state
+
+import tracekit
+from tracekit.errors import InputError
+from tracekit.ingest import materialized
+from tracekit.ingest import sqlite_ints as si
+
+KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
+
+
+@pytest.fixture(params=["native", "numpy"])
+def decoder(request, monkeypatch):
+    """Each test below runs with the compiled page decoder and with the NumPy one."""
+    return compiled_or_numpy(request, monkeypatch, si, "_native", "tracekit/ingest/_pages.c")
+
+
+@pytest.fixture(params=["decoder", "sqlite"])
+def reader(request, monkeypatch):
+    """Each test below runs with the page decoder and with every table read through SQLite."""
+    if request.param == "sqlite":
+        monkeypatch.setattr(si, "read_int_columns", lambda *a, **k: (_ for _ in ()).throw(si.Unsupported("off")))
+    return request.param
+
+
+def _plain(tmp_path: Path, scen: str = "hstu_mixed", name: str = "export.sqlite") -> Path:
+    out = tmp_path / name
+    with materialized(NSYS_EXPORTS[scen]) as src:
+        shutil.copy(src, out)
+    return out
+
+
+def _count(path: Path, table: str = KERNELS) -> int:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        return con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+
+
+def _ingested_kernels(store: Path, path: Path) -> int:
+    with tracekit.open(store) as tk:
+        tk.ingest(path)
+        return tk.sql("SELECT count(*) AS n FROM kernels")["n"][0]
+
+
+# --- point 3: WAL mode and journals ---------------------------------------------------
+
+def _wal_with_frames(tmp_path: Path) -> tuple[Path, int]:
+    """A real export switched to WAL mode, half its kernels deleted in a committed
+    transaction that is still in the -wal file (copied while the writer is open)."""
+    work = _plain(tmp_path, name="work.sqlite")
+    con = sqlite3.connect(work)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    con.execute(f"DELETE FROM {KERNELS} WHERE rowid % 2 = 0")
+    con.commit()
+    left = con.execute(f"SELECT count(*) FROM {KERNELS}").fetchone()[0]
+    folder = tmp_path / "wal"
+    folder.mkdir()
+    shutil.copy(work, folder / "export.sqlite")
+    shutil.copy(f"{work}-wal", folder / "export.sqlite-wal")
+    con.close()
+    return folder / "export.sqlite", left
+
+
+def test_wal_with_committed_frames_is_refused_and_nothing_is_created(tmp_path, reader):
+    path, left = _wal_with_frames(tmp_path)
+    assert _count(path.parent / "export.sqlite") == left  # what SQLite reads (on a copy made below)
+    for f in path.parent.glob("*-shm"):
+        f.unlink()
+    before = sorted(os.listdir(path.parent))
+    with pytest.raises(InputError) as err:
+        _ingested_kernels(tmp_path / "s.duckdb", path)
+    msg = str(err.value)
+    assert "write-ahead log" in msg and "export.sqlite-wal" in msg and "\n" not in msg
+    assert sorted(os.listdir(path.parent)) == before  # no -shm, no -wal touched
+
+
+def test_wal_mode_file_without_a_log_is_read_and_left_alone(tmp_path, reader):
+    path = _plain(tmp_path)
+    original = _ingested_kernels(tmp_path / "a.duckdb", path)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    con.close()  # the last connection checkpoints and deletes the -wal and -shm files
+    assert path.read_bytes()[18:20] == b"\x02\x02"
+    before = sorted(os.listdir(tmp_path))
+    assert _ingested_kernels(tmp_path / "b.duckdb", path) == original
+    assert sorted(os.listdir(tmp_path)) == sorted([*before, "b.duckdb"])
+    assert original == _count(path)  # (SQLite itself makes -wal and -shm files here)
+
+
+def test_hot_journal_is_refused(tmp_path, reader):
+    """A writer stopped mid-transaction: its changes partly in the file, the rollback
+    journal beside it (SQLite would roll them back before reading)."""
+    work = _plain(tmp_path, name="work.sqlite")
+    con = sqlite3.connect(work, isolation_level=None)
+    con.execute("PRAGMA cache_size=1")  # dirty pages spill into the file before the commit
+    con.execute("BEGIN")
+    con.execute(f"DELETE FROM {KERNELS}")
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    folder = tmp_path / "hot"
+    folder.mkdir()
+    shutil.copy(work, folder / "export.sqlite")
+    shutil.copy(f"{work}-journal", folder / "export.sqlite-journal")
+    con.execute("ROLLBACK")
+    con.close()
+    path = folder / "export.sqlite"
+    with pytest.raises(InputError) as err:
+        _ingested_kernels(tmp_path / "s.duckdb", path)
+    assert "rollback journal" in str(err.value) and "export.sqlite-journal" in str(err.value)
+    # a journal whose header is zeroed (journal_mode=PERSIST after a commit) is not hot
+    (folder / "export.sqlite-journal").write_bytes(bytes(512))
+    shutil.copy(work, path)
+    assert _ingested_kernels(tmp_path / "s.duckdb", path) == _count(work)
+
+
+# --- point 4: NVTX names registered through StringIds only -----------------------------
+
+def _registered(src: Path, dst: Path) -> Path:
+    """The export with every NVTX text (range and domain names) moved to StringIds and
+    referenced by textId, as nvtx3 registered strings are: NVTX_EVENTS.text NULL throughout."""
+    shutil.copy(src, dst)
+    con = sqlite3.connect(dst)
+    base = con.execute("SELECT max(id) + 1 FROM StringIds").fetchone()[0]
+    texts = [r[0] for r in con.execute("SELECT DISTINCT text FROM NVTX_EVENTS WHERE text IS NOT NULL ORDER BY 1")]
+    for i, text in enumerate(texts):
+        con.execute("INSERT INTO StringIds VALUES (?, ?)", (base + i, text))
+        con.execute("UPDATE NVTX_EVENTS SET textId = ?, text = NULL WHERE text = ?", (base + i, text))
+    con.commit()
+    assert con.execute("SELECT count(text) FROM NVTX_EVENTS").fetchone()[0] == 0
+    con.close()
+    return dst
+
+
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread"])
+def test_registered_nvtx_names_only(tmp_path, scen, reader, nsys_db):
+    path = _registered(_plain(tmp_path, scen), tmp_path / "registered.sqlite")
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(path, name=scen)
+        for q in ("nvtx-summary", "nvtx-gpu-projection", "nvtx-ranges", "kernels-by-nvtx"):
+            assert tk.query(q, limit=0).equals(nsys_db.query(q, run=scen, limit=0)), q
+
+
+# --- point 5: the page decoder never answers where SQLite would not --------------------
+
+def _leaf_pages(path: Path, table: str) -> list[int]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        return [r[0] for r in con.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' "
+                                          "ORDER BY path", [table])]
+
+
+def _poke(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+def test_leaf_page_without_cells_is_not_read_as_empty(tmp_path, decoder):
+    """A leaf page whose cell count is 0 is corrupt to SQLite ("database disk image is
+    malformed"); the decoder lost its rows silently (52,023 API calls of 52,127)."""
+    path = _plain(tmp_path)
+    table, cols = "CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "correlationId"]
+    leaf = _leaf_pages(path, table)[3]
+    _poke(path, (leaf - 1) * 4096 + 3, b"\x00\x00")
+    with sqlite3.connect(path) as con, pytest.raises(sqlite3.DatabaseError, match="malformed"):
+        con.execute(f"SELECT * FROM {table}").fetchall()
+    with pytest.raises(si.Unsupported):
+        si.read_int_columns(path, table, cols)
+    with pytest.raises(InputError) as err:
+        _ingested_kernels(tmp_path / "s.duckdb", path)
+    assert "malformed" in str(err.value) and table in str(err.value)
+    assert not (tmp_path / "s.duckdb").exists()
+
+
+def test_record_with_bytes_past_its_values_is_declined(tmp_path, decoder):
+    """A record whose header ends with the last column read but whose payload is longer
+    than its values: SQLite reading that column reports corruption; the decoder declines."""
+    path = tmp_path / "t.sqlite"
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+        con.executemany("INSERT INTO t VALUES (?, ?)", [(i, 7) for i in range(200)])
+    (leaf,) = _leaf_pages(path, "t")
+    page = bytearray(path.read_bytes()[(leaf - 1) * 4096:leaf * 4096])
+    cell = int.from_bytes(page[8 + 2 * 100:10 + 2 * 100], "big")  # row 101: payload 5, rowid 101
+    assert page[cell:cell + 7] == bytes([5, 101, 3, 1, 1, 100, 7])  # header (3 bytes), a, b
+    page[cell + 4] = 9  # b: the constant 1 (no bytes), so one payload byte is left over
+    _poke(path, (leaf - 1) * 4096, bytes(page))
+    with sqlite3.connect(path) as con, pytest.raises(sqlite3.DatabaseError, match="malformed"):
+        con.execute("SELECT a, b FROM t").fetchall()
+    with pytest.raises(si.Unsupported):
+        si.read_int_columns(path, "t", ["a", "b"])
+    assert si.read_int_columns(path, "t", ["a"]).column("a").to_pylist() == list(range(200))  # SQLite reads it too
+    with sqlite3.connect(path) as con:
+        assert [r[0] for r in con.execute("SELECT a FROM t")] == list(range(200))
+
+
+@pytest.mark.parametrize("value", ["'x'", "x'00ff'", '"end" + 0.5'])
+def test_value_of_another_type_in_an_integer_column(tmp_path, value, reader):
+    """SQLite keeps TEXT, BLOB or REAL written into an INTEGER column; nsys never writes
+    one. One line, exit 2 (it was an internal ArrowInvalid error)."""
+    path = _plain(tmp_path)
+    with sqlite3.connect(path) as con:
+        con.execute(f'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = {value} WHERE rowid = 5')
+    with pytest.raises(InputError) as err:
+        _ingested_kernels(tmp_path / "s.duckdb", path)
+    msg = str(err.value)
+    assert "CUPTI_ACTIVITY_KIND_RUNTIME column end holds" in msg and "\n" not in msg
+
+
+def test_database_size_in_the_header_is_obeyed(tmp_path, decoder):
+    """Pages past the page count in the file's header do not exist for SQLite (a table
+    that reaches one is corrupt to it), whatever the file's size."""
+    path = tmp_path / "t.sqlite"
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+        con.executemany("INSERT INTO t VALUES (?, ?)", [(i, -i) for i in range(5000)])
+    last = max(_leaf_pages(path, "t"))
+    data = path.read_bytes()
+    assert data[24:28] == data[92:96] and last == len(data) // 4096  # the count is valid
+    _poke(path, 28, (last - 1).to_bytes(4, "big"))
+    with sqlite3.connect(path) as con, pytest.raises(sqlite3.DatabaseError, match="malformed"):
+        con.execute("SELECT a FROM t").fetchall()
+    with pytest.raises(si.Unsupported):
+        si.read_int_columns(path, "t", ["a", "b"])
+
+
+# --- point 6: the input changed while it is read ---------------------------------------
+
+def test_file_truncated_after_opening_is_reported_not_read(tmp_path, decoder):
+    path = _plain(tmp_path, "many_kernels")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", [KERNELS]).fetchone()[0]
+    f = si._File(path)
+    try:
+        leaves = si._leaves(f, root)
+        os.truncate(path, (int(leaves[len(leaves) // 2]) - 1) * 4096)
+        with pytest.raises(si.Changed, match="while it was read"):
+            f.headers(leaves, threads=2)
+    finally:
+        f.close()
+
+
+def _grown(tmp_path: Path) -> Path:
+    """A real export with its kernels and API calls copied 8 times over (34 MB): reading
+    it takes long enough to be cut short."""
+    path = _plain(tmp_path, "many_kernels", "grown.sqlite")
+    with sqlite3.connect(path) as con:
+        for _ in range(3):
+            for table in (KERNELS, "CUPTI_ACTIVITY_KIND_RUNTIME"):
+                con.execute(f"INSERT INTO {table} SELECT * FROM {table}")
+    return path
+
+
+@pytest.mark.slow
+def test_export_truncated_while_ingest_reads_it(tmp_path):
+    """Another process truncates the export while `tracekit ingest` reads it (as soon as
+    the ingest maps the file, or some time after it opens it): never a signal (it was
+    SIGBUS, exit 135), exit 2 with one line and the store unchanged, or exit 0 with
+    every row when the reading was done before the cut."""
+    grown = _grown(tmp_path)
+    expected = _count(grown)
+    pristine, db = tmp_path / "pristine.duckdb", tmp_path / "s.duckdb"
+    with tracekit.open(pristine) as tk:
+        tk.ingest(NSYS_EXPORTS["multithread"])
+    before = store_state(pristine)
+    outcomes = []
+    for delay in (0.0, 0.1, 0.3):
+        shutil.copy(pristine, db)
+        path = tmp_path / "cut.sqlite"
+        shutil.copy(grown, path)
+        target = str(path.resolve())
+        proc = subprocess.Popen([sys.executable, "-m", "tracekit.cli", "--db", str(db), "ingest", str(path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        opened = cut = None
+        while proc.poll() is None and cut is None:
+            try:
+                maps = Path(f"/proc/{proc.pid}/maps").read_text()
+                fds = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")]
+            except OSError:
+                continue
+            if opened is None and target in fds:
+                opened = time.monotonic()
+            if target in maps or (opened is not None and time.monotonic() - opened >= delay):
+                os.truncate(path, path.stat().st_size // 2 + 1000)
+                cut = proc.poll() is None
+            time.sleep(0.0005)
+        out, err = proc.communicate()
+        assert proc.returncode in (0, 2), (delay, proc.returncode, err)
+        if proc.returncode == 2:
+            assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+            assert store_state(db) == before
+        else:  # read whole before the cut
+            with tracekit.open(db) as tk:
+                assert tk.sql("SELECT count(*) AS n FROM kernels JOIN runs USING (run_id) "
+                              "WHERE runs.name = 'cut'")["n"][0] == expected
+        outcomes.append((cut, proc.returncode))
+    assert any(cut for cut, _ in outcomes), outcomes  # at least one cut while the ingest ran

@@ -1,0 +1,132 @@
+"""Output files: never over the store (or its WAL), written whole or not at all."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import duckdb
+import pytest
+
+from tracekit.cli import main as cli_main
+from tracekit.errors import OutputError
+from tracekit.outputs import write_output
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "Traceback" not in err[0]
+    return err[0]
+
+
+def _still_a_store(db) -> None:
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 2
+    con.close()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "table", "parquet"])
+def test_query_output_over_the_store_is_refused(small_store, capsys, fmt):
+    before = small_store.read_bytes()
+    code = cli_main(["--db", str(small_store), "query", "top-kernels", "-f", fmt, "-o", str(small_store)])
+    assert code == 2
+    assert "is the store" in _one_error_line(capsys)
+    assert small_store.read_bytes() == before
+    _still_a_store(small_store)
+
+
+def test_the_store_is_recognised_through_links_and_relative_paths(small_store, capsys, monkeypatch):
+    before = small_store.read_bytes()
+    folder = small_store.parent
+    (folder / "link.csv").symlink_to(small_store)
+    os.link(small_store, folder / "hard.csv")
+    (folder / "sub").mkdir()
+    monkeypatch.chdir(folder / "sub")
+    wal = small_store.with_name(small_store.name + ".wal")
+    for out in (str(folder / "link.csv"), str(folder / "hard.csv"), "../tk.duckdb", "../sub/../tk.duckdb", str(wal)):
+        for cmd in (["sql", "SELECT 1 AS x"], ["runs"], ["query", "top-kernels"]):
+            code = cli_main(["--db", str(small_store), *cmd, "-f", "csv", "-o", out])
+            assert code == 2, (out, cmd)
+            assert "is the store" in _one_error_line(capsys)
+    assert small_store.read_bytes() == before
+    assert not wal.exists()
+    _still_a_store(small_store)
+
+
+def test_chart_and_export_over_the_store_are_refused(small_store, capsys):
+    before = small_store.read_bytes()
+    link = small_store.with_name("chart.json")
+    link.symlink_to(small_store)
+    assert cli_main(["--db", str(small_store), "chart", "top-kernels", "--run", "1", "-o", str(link)]) == 2
+    assert "is the store" in _one_error_line(capsys)
+    csv_link = small_store.with_name("r.csv")
+    csv_link.symlink_to(small_store)
+    assert cli_main(["--db", str(small_store), "export", "sweep", "-o", str(csv_link)]) == 2
+    assert "is the store" in _one_error_line(capsys)
+    # the summary file beside it is checked before anything is written
+    summary_link = small_store.with_name("s-summary.csv")
+    summary_link.symlink_to(small_store)
+    assert cli_main(["--db", str(small_store), "export", "sweep", "-o", str(small_store.with_name("s.csv"))]) == 2
+    assert "is the store" in _one_error_line(capsys)
+    assert not small_store.with_name("s.csv").exists()
+    assert small_store.read_bytes() == before
+
+
+def test_output_in_a_missing_folder_is_one_line(small_store, capsys, tmp_path):
+    for cmd in (["query", "top-kernels", "-f", "csv"], ["sql", "SELECT 1"], ["runs"],
+                ["chart", "top-kernels", "--run", "1"], ["export", "sweep"]):
+        out = tmp_path / "nonexistent" / "dir" / ("x.csv" if cmd[0] != "chart" else "x.png")
+        assert cli_main(["--db", str(small_store), *cmd, "-o", str(out)]) == 2, cmd
+        line = _one_error_line(capsys)
+        assert "does not exist" in line and str(out) in line, line
+
+
+def test_outputs_are_written_and_overwritten(small_store, capsys, tmp_path):
+    out = tmp_path / "k.csv"
+    out.write_text("old\n")
+    out.chmod(0o640)
+    assert cli_main(["--db", str(small_store), "query", "top-kernels", "-f", "csv", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("name,instances,total_ns")
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640  # an existing file keeps its mode
+    # a symlink is written through: the link stays, its target gets the output
+    target = tmp_path / "target.csv"
+    (tmp_path / "via.csv").symlink_to(target)
+    assert cli_main(["--db", str(small_store), "sql", "SELECT 42 AS x", "-f", "csv", "-o", str(tmp_path / "via.csv")]) == 0
+    assert (tmp_path / "via.csv").is_symlink() and target.read_text() == "x\n42\n"
+    new = tmp_path / "new.csv"
+    umask = os.umask(0o022)
+    try:
+        assert cli_main(["--db", str(small_store), "runs", "-f", "csv", "-o", str(new)]) == 0
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    out = tmp_path / "out.csv"
+    out.write_text("the old output\n")
+
+    def half_then_interrupt(tmp):
+        tmp.write_text("half of the new")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_output(out, half_then_interrupt)
+    assert out.read_text() == "the old output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]
+
+    def disk_full(tmp):
+        tmp.write_text("some")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OutputError, match="no space left on device"):
+        write_output(tmp_path / "new.csv", disk_full)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]
+
+
+def test_a_folder_is_not_an_output(tmp_path):
+    with pytest.raises(OutputError, match="is a folder"):
+        write_output(tmp_path, lambda tmp: tmp.write_text("x"))

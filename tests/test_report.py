@@ -1,0 +1,237 @@
+"""`tracekit report`: one self-contained HTML file per run, checked as HTML and in a real
+browser (headless Chromium, network off): no console errors, every chart drew its data
+marks, a screenshot that is not blank, tables that sort.
+
+Set TRACEKIT_SCREENSHOTS=DIR to keep the screenshots for a human to look at.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import statistics
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from browser import chromium, load, png_pixels
+
+import tracekit
+from tracekit import report
+from tracekit.cli import main as cli_main
+
+DATA = Path(__file__).parent / "data"
+SWEEP = sorted((DATA / "hstu_sweep" / "runs").iterdir())
+DONE = "window.tracekitReport && window.tracekitReport.done"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Four stores' worth of runs in one: an nsys capture (run folder), two ncu reports
+    (full set; SpeedOfLight_RooflineChart only) and a 16-point sweep."""
+    db = tmp_path_factory.mktemp("report") / "r.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "hstu_capture_nsys", name="hstu")
+        tk.ingest(DATA / "ncu_full" / "report.ncu-rep.xz", name="ncu_full")
+        tk.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="ncu_sections")
+        for run in SWEEP:
+            tk.ingest(run)
+    return db
+
+
+@pytest.fixture(scope="module")
+def reports(store, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("html")
+    out = {}
+    with tracekit.open(store, read_only=True) as tk:
+        for name, run in (("nsys", "hstu"), ("ncu", "ncu_full"), ("ncu_sections", "ncu_sections"),
+                          ("sweep", SWEEP[-1].name)):
+            out[name] = report.write_report(tk, folder / f"{name}.html", run=run)
+    return out
+
+
+class _Tables(HTMLParser):
+    """Sections (by id) -> their tables as header texts, header titles (the query's column
+    names) and rows of (text, data-v, title) per cell; plus every src/href."""
+
+    def __init__(self):
+        super().__init__()
+        self.sections: dict[str, list[dict]] = {}
+        self.links: list[str] = []
+        self.charts: list[str] = []
+        self.section = None
+        self.cell = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for k in ("src", "href"):
+            if k in a:
+                self.links.append(a[k])
+        if tag == "section":
+            self.section = a["id"]
+            self.sections[self.section] = []
+        elif tag == "table":
+            self.sections[self.section].append({"headers": [], "columns": [], "rows": []})
+        elif tag == "tr" and self.section and self.sections[self.section]:
+            self.sections[self.section][-1]["rows"].append([])
+        elif tag in ("td", "th"):
+            self.cell = [tag, "", a.get("data-v"), a.get("title")]
+        elif tag == "div" and "data-spec" in a:
+            self.charts.append(a["id"])
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell[1] += data
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None:
+            t = self.sections[self.section][-1]
+            if self.cell[0] == "th":
+                t["headers"].append(self.cell[1])
+                t["columns"].append(self.cell[3])
+                t["rows"].pop() if t["rows"] and not t["rows"][-1] else None
+            else:
+                t["rows"][-1].append(tuple(self.cell[1:]))
+            self.cell = None
+
+
+def _parse(path: Path) -> _Tables:
+    p = _Tables()
+    p.feed(path.read_text())
+    return p
+
+
+def _column(table: dict, name: str) -> list[tuple]:
+    i = table["columns"].index(name)
+    return [row[i] for row in table["rows"]]
+
+
+def test_nsys_report_sections_and_numbers(reports):
+    page = _parse(reports["nsys"])
+    assert list(page.sections) == ["top-kernels", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization", "idle-gaps",
+                                   "launch-overhead", "nvtx-timeline"]
+    assert page.charts == ["chart-top-kernels", "chart-kernels-by-nvtx", "chart-nvtx-timeline"]
+    # the top-kernels table is nsys stats' cuda_gpu_kern_sum: full names in the title, exact ns in data-v
+    with open(DATA / "hstu_capture_nsys" / "stats" / "cuda_gpu_kern_sum.csv") as f:
+        nsys = [(r["Name"], int(r["Instances"]), int(r["Total Time (ns)"])) for r in csv.DictReader(f)]
+    (table,) = page.sections["top-kernels"]
+    names = [title for _, _, title in _column(table, "name")]
+    totals = [int(v) for _, v, _ in _column(table, "total_ns")]
+    instances = [int(v) for _, v, _ in _column(table, "instances")]
+    assert list(zip(names, instances, totals, strict=True)) == nsys[:20]
+    assert table["headers"][:3] == ["name", "instances", "total [ms]"]
+    # shortened names never read alike
+    shown = [text for text, _, _ in _column(table, "name")]
+    assert len(set(shown)) == len(shown) and max(map(len, shown)) <= 70
+    # the header: GPU, driver and clocks as the capture recorded them (meta.json)
+    meta = json.loads((DATA / "hstu_capture_nsys" / "meta.json").read_text())
+    text = reports["nsys"].read_text()
+    assert meta["gpu"]["driver"] in text and f"SM max {meta['gpu']['clocks_max_sm_mhz']:,.0f} MHz" in text
+    assert "bs=8 · nc=1024" in text
+
+
+def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports):
+    page = _parse(reports["ncu"])
+    assert list(page.sections) == ["roofline", "occupancy", "speed-of-light"]
+    assert page.charts == ["chart-roofline", "chart-occupancy"]
+    (occ,) = page.sections["occupancy"]
+    assert [t for t, _, _ in _column(occ, "limiter")] == ["registers, shared_mem", "registers", "warps",
+                                                          "registers, warps"]
+    # a report made with --section SpeedOfLight_RooflineChart has no FP16/tensor counters:
+    # the section says so instead of a wrong chart, and the rest of the report is there
+    text = reports["ncu_sections"].read_text()
+    page = _parse(reports["ncu_sections"])
+    assert "chart-roofline" not in page.charts and "chart-occupancy" in page.charts
+    assert re.search(r'<p class="note">roofline: nothing to plot', text)
+
+
+def test_sweep_report(reports):
+    page = _parse(reports["sweep"])
+    assert list(page.sections) == ["sweep-grid", "sweep-lines", "sweep-kernels"]
+    (lat,) = page.sections["sweep-lines"]
+    # the 16 points of the sweep, and the nsys capture's timed requests as a point of its own
+    assert [t for t, _, _ in _column(lat, "tool")] == ["none"] * 16 + ["nsys"]
+    want = {}  # the median of each point's timed requests, from the run folders' requests.csv
+    for run in SWEEP:
+        with open(run / "requests.csv") as f:
+            rows = [r for r in csv.DictReader(f) if r["phase"] == "timed"]
+        want[(int(rows[0]["bs"]), int(rows[0]["nc"]))] = statistics.median(float(r["latency_ms"]) for r in rows)
+    got = {(int(bs[1]), int(nc[1])): float(med[1]) for bs, nc, med, tool in zip(
+        _column(lat, "bs"), _column(lat, "nc"), _column(lat, "median_ms"), _column(lat, "tool"), strict=True)
+        if tool[0] == "none"}
+    assert got == pytest.approx(want)
+    assert "sweep-20261122T012018.110Z" in reports["sweep"].read_text()
+
+
+def test_report_is_self_contained(reports):
+    for path in reports.values():
+        text = path.read_text()
+        page = _parse(path)
+        # no script, stylesheet or image from elsewhere (tags as the HTML parser sees them:
+        # script bodies are text): only in-page anchors. The browser test checks requests.
+        assert all(link.startswith("#") for link in page.links), page.links
+        assert "vegaEmbed" in text and text.count("<script") >= 2
+
+
+def test_cli_report(store, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert cli_main(["--db", str(store), "report", "--run", "ncu_full", "-o", str(out)]) == 0
+    assert out.exists() and "wrote" in capsys.readouterr().out
+    bad = tmp_path / "bad.html"
+    assert cli_main(["--db", str(store), "report", "--run", "nope", "-o", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "no run 'nope'" in err and err.count("\n") == 1 and not bad.exists()
+    before = store.read_bytes()
+    assert cli_main(["--db", str(store), "report", "--run", "ncu_full", "-o", str(store)]) == 2
+    assert "this is the store" in capsys.readouterr().err and store.read_bytes() == before
+
+
+# -- in a real browser ------------------------------------------------------------------
+
+needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install "
+                                                             "chromium; CI installs it)")
+
+#: clicks the first numeric column of the first table twice (descending, then ascending)
+#: and returns the column's data-v values after each click
+_SORT_JS = """(function () {
+  var th = document.querySelector("table.sortable th.num");
+  var idx = Array.prototype.indexOf.call(th.parentNode.children, th);
+  var col = function () { return Array.prototype.map.call(th.closest("table").tBodies[0].rows,
+      function (r) { return parseFloat(r.cells[idx].dataset.v); }); };
+  th.click(); var first = col(); th.click(); var second = col();
+  return {state: window.tracekitReport, first: first, second: second};
+})()"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("name", ["nsys", "ncu", "sweep"])
+def test_report_in_chromium(name, reports, store, tmp_path):
+    page = load(reports[name], DONE, _SORT_JS)
+    keep = os.environ.get("TRACEKIT_SCREENSHOTS")
+    shot = Path(keep) if keep else tmp_path
+    shot.mkdir(parents=True, exist_ok=True)
+    (shot / f"report-{name}.png").write_bytes(page.png)
+    assert page.console_errors == [] and page.exceptions == []
+    assert page.external_requests == []
+    state = page.value["state"]
+    charts = _parse(reports[name]).charts
+    assert state["charts"] == len(charts) == state["rendered"] and state["failed"] == 0 and state["errors"] == []
+    assert set(state["marks"]) == set(charts) and all(n > 0 for n in state["marks"].values()), state["marks"]
+    with tracekit.open(store, read_only=True) as tk:
+        if name == "nsys":  # one bar per NVTX range on the timeline; bar + label per top kernel
+            run = tk.query("run-info", run="hstu")["run_id"][0]
+            ranges = tk.con.execute("SELECT count(*) FROM nvtx_ranges WHERE run_id = ?", [run]).fetchall()[0][0]
+            assert state["marks"]["chart-nvtx-timeline"] == ranges
+            assert state["marks"]["chart-top-kernels"] == 2 * tk.query("top-kernels", run="hstu").height
+        if name == "sweep":  # a cell and its label per point
+            assert state["marks"]["chart-sweep-grid"] == 2 * tk.query("sweep-latency", limit=0).height
+    assert page.value["first"] == sorted(page.value["first"])
+    assert page.value["second"] == sorted(page.value["second"], reverse=True)
+    # not blank: the 1/8-scale screenshot has ink in many colours over a good part of the page
+    width, height, rows = png_pixels(page.thumb)
+    step = len(rows[0]) // width
+    pixels = [bytes(r[i:i + 3]) for r in rows for i in range(0, len(r), step)]
+    ink = sum(1 for p in pixels if min(p) < 235)
+    assert height > 100 and ink / len(pixels) > 0.05 and len(set(pixels)) > 50

@@ -1,0 +1,278 @@
+"""`tracekit export trace`: the Chrome Trace Event timeline of real nsys captures.
+
+Expectations come from NVIDIA's own outputs for each capture (`nsys stats` CSVs: the GPU
+trace's start, duration and name of every kernel and copy; API calls and NVTX ranges per
+name) and from the store; the file is read back as JSON with decimals kept exact.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import lzma
+from collections import Counter, defaultdict
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit import trace
+from tracekit.cli import main as cli_main
+from tracekit.errors import ParamError, QueryError
+
+DATA = Path(__file__).parent / "data"
+RUNS = {  # run name -> the capture's folder (each has stats/ from nsys stats)
+    "hstu": DATA / "hstu_capture_nsys",          # a tracekit run folder (nsys + timed requests)
+    "multiproc": DATA / "nsys_multiproc",        # 3 processes, 2 GPUs
+    "mixed": DATA / "nsys_hstu_mixed",           # start/end range, marks, graphs, named domain
+    "odd_nvtx": DATA / "nsys_odd_nvtx",          # a start/end range ended on another thread
+    "graphs_graph": DATA / "nsys_graphs_graph",  # whole CUDA graph launches
+}
+
+
+@pytest.fixture(scope="module")
+def tk(tmp_path_factory):
+    t = tracekit.open(tmp_path_factory.mktemp("trace") / "t.duckdb")
+    for name, folder in RUNS.items():
+        t.ingest(folder if name == "hstu" else folder / "export.sqlite.xz", name=name)
+    t.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="ncu")
+    yield t
+    t.close()
+
+
+def _load(path: Path) -> dict:
+    raw = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
+    return json.loads(raw, parse_float=Decimal)  # µs with 3 decimals: exact ns
+
+
+def _ns(us) -> int:
+    ns = Decimal(us) * 1000
+    assert ns == ns.to_integral_value(), us
+    return int(ns)
+
+
+def _by_cat(events: list[dict]) -> Counter:
+    return Counter(e["cat"] for e in events if e["ph"] in ("X", "b", "i"))
+
+
+@pytest.fixture(scope="module")
+def exported(tk, tmp_path_factory):
+    out = {}
+    folder = tmp_path_factory.mktemp("traces")
+    for name in RUNS:
+        res = trace.export_trace(tk, folder / f"{name}.json.gz", run=name)
+        out[name] = (res, _load(res.path)["traceEvents"])
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n, f in RUNS.items() if (f / "stats" / "cuda_gpu_trace.csv.xz").exists()])
+def test_gpu_ops_are_nsys_gpu_trace(name, exported):
+    """Every kernel, copy and memset with the start, duration and name
+    of `nsys stats -r cuda_gpu_trace`, to the nanosecond."""
+    with lzma.open(RUNS[name] / "stats" / "cuda_gpu_trace.csv.xz", "rt") as f:
+        want = Counter((int(r["Start (ns)"]), int(r["Duration (ns)"]), r["Name"]) for r in csv.DictReader(f))
+    _, events = exported[name]
+    # whole graph launches (nsys --cuda-graph-trace=graph) are not in nsys's GPU trace
+    got = Counter((_ns(e["ts"]), _ns(e["dur"]), e["name"]) for e in events
+                  if e["ph"] == "X" and e["cat"] in ("kernel", "memcpy", "memset"))
+    assert got == want
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_api_calls_and_nvtx_ranges_are_nsys_stats(name, exported):
+    """CUDA API calls and NVTX ranges per name: the counts of cuda_api_sum and nvtx_sum."""
+    _, events = exported[name]
+    with open(RUNS[name] / "stats" / "cuda_api_sum.csv") as f:
+        api = {r["Name"]: int(r["Num Calls"]) for r in csv.DictReader(f)}
+    assert Counter(e["name"] for e in events if e["ph"] == "X" and e["cat"] == "cuda_api") == api
+    with open(RUNS[name] / "stats" / "nvtx_sum.csv") as f:
+        nvtx = Counter()
+        for r in csv.DictReader(f):
+            nvtx[r["Range"]] += int(r["Instances"])
+    got = Counter(e["name"] for e in events if (e["ph"] == "X" and e["cat"] == "nvtx") or e["ph"] == "b")
+    assert got == nvtx
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_counts_equal_the_store(name, tk, exported):
+    res, events = exported[name]
+    run_id = res.run_id
+    q = lambda sql: tk.con.execute(sql, [run_id]).fetchall()[0][0]  # noqa: E731
+    want = {
+        "cuda_api": q("SELECT count(*) FROM api_calls WHERE run_id = ?"),
+        "nvtx": q("SELECT count(*) FROM nvtx_ranges WHERE run_id = ? AND style = 'PushPop'"),
+        "nvtx_startend": q("SELECT count(*) FROM nvtx_ranges WHERE run_id = ? AND style = 'StartEnd'"),
+        "nvtx_mark": q("SELECT count(*) FROM nvtx_marks WHERE run_id = ?"),
+        "kernel": q("SELECT count(*) FROM kernels WHERE run_id = ?"),
+        "memcpy": q("SELECT count(*) FROM memcpy WHERE run_id = ?"),
+        "memset": q("SELECT count(*) FROM memset WHERE run_id = ?"),
+        "graph": q("SELECT count(*) FROM graph_execs WHERE run_id = ?"),
+    }
+    got = _by_cat(events)
+    assert {k: got.get(k, 0) for k in want} == want
+    assert {k: v for k, v in res.counts.items() if k != "flow"} == want
+    # every GPU op whose launching call was recorded has its arrow
+    assert res.counts["flow"] == q("SELECT count(*) FROM gpu_ops g WHERE run_id = ? AND correlation_id IN "
+                                   "(SELECT correlation_id FROM api_calls a WHERE a.run_id = g.run_id)")
+
+
+def _tracks(events):
+    tracks = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            tracks[(e["pid"], e["tid"])].append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), e))
+    return tracks
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_tracks_nest_and_flows_bind(name, exported):
+    """Slices on one track nest (Perfetto drops those that do not); each arrow starts inside
+    a CUDA API call of its thread and ends at the start of a GPU op on its stream."""
+    _, events = exported[name]
+    tracks = _tracks(events)
+    for key, slices in tracks.items():
+        stack: list[int] = []
+        for s, e, _ in sorted(slices, key=lambda x: (x[0], -x[1])):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            assert not stack or e <= stack[-1], f"track {key}: slice [{s}, {e}] crosses its parent's end"
+            stack.append(e)
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert starts.keys() == ends.keys() and starts
+    for fid, s in starts.items():
+        t = _ns(s["ts"])
+        assert any(a <= t <= b and ev["cat"] == "cuda_api" for a, b, ev in tracks[(s["pid"], s["tid"])]), fid
+        f = ends[fid]
+        assert f["bp"] == "e"
+        assert any(a == _ns(f["ts"]) and ev["cat"] != "cuda_api" for a, b, ev in tracks[(f["pid"], f["tid"])])
+
+
+def test_tracks_are_named_per_process_thread_gpu_and_stream(exported, tk):
+    _, events = exported["multiproc"]
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] in ("process_name", "thread_name")}
+    gpus = sorted(v for (pid, tid), v in names.items() if tid is None and v.startswith("GPU "))
+    assert gpus == ["GPU 0: NVIDIA H200", "GPU 1: NVIDIA H200"]
+    procs = {pid for (pid, tid), v in names.items() if tid is None and not v.startswith("GPU ")}
+    assert procs == {r[0] for r in tk.con.execute(
+        "SELECT DISTINCT pid FROM api_calls WHERE run_id = (SELECT run_id FROM runs WHERE name = 'multiproc')"
+    ).fetchall()}
+    # one track per (process, context, stream): stream 7 of two processes on one GPU are two tracks
+    streams = tk.con.execute(
+        "SELECT count(DISTINCT (device_id, global_pid, context_id, stream_id)) FROM gpu_ops "
+        "WHERE run_id = (SELECT run_id FROM runs WHERE name = 'multiproc')").fetchall()[0][0]
+    gpu_tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] == "X" and e["pid"] >= trace.GPU_PID_OFFSET}
+    assert len(gpu_tracks) == streams
+    assert all(names[k].startswith("Stream ") for k in gpu_tracks)
+    assert all(names[(e["pid"], e["tid"])].startswith("NVTX · ") for e in events
+               if e["ph"] == "X" and e["cat"] == "nvtx")
+
+
+def test_window_by_nvtx_instance(tk, tmp_path):
+    res = trace.export_trace(tk, tmp_path / "w.json", run="hstu", nvtx="hstu.request", instance=3)
+    events = _load(tmp_path / "w.json")["traceEvents"]
+    run_id = res.run_id
+    (rid, lo, end, proj_end), = tk.con.execute(
+        "SELECT range_id, start_ns, end_ns, proj_end_ns FROM nvtx_ranges WHERE run_id = ? AND name = ':hstu.request' "
+        "ORDER BY start_ns LIMIT 1 OFFSET 2", [run_id]).fetchall()
+    hi = max(end, proj_end)
+    assert (res.window.start_ns, res.window.end_ns) == (lo, hi)
+    overlap = "run_id = ? AND end_ns >= ? AND start_ns <= ?"
+    want = {
+        "cuda_api": f"SELECT count(*) FROM api_calls WHERE {overlap}",
+        "nvtx": f"SELECT count(*) FROM nvtx_ranges WHERE {overlap}",
+        "kernel": f"SELECT count(*) FROM kernels WHERE {overlap}",
+        "memcpy": f"SELECT count(*) FROM memcpy WHERE {overlap}",
+        "memset": f"SELECT count(*) FROM memset WHERE {overlap}",
+    }
+    got = _by_cat(events)
+    for cat, sql in want.items():
+        assert got[cat] == tk.con.execute(sql, [run_id, lo, hi]).fetchall()[0][0], cat
+    # the request's own GPU work is all there: the kernels launched inside it (nsys's projection)
+    (gpu_ops,) = tk.con.execute("SELECT gpu_ops FROM nvtx_ranges WHERE run_id = ? AND range_id = ?",
+                                [run_id, rid]).fetchall()[0]
+    kernels = [e for e in events if e["ph"] == "X" and e["cat"] in ("kernel", "memcpy", "memset")]
+    assert gpu_ops > 0 and len(kernels) >= gpu_ops
+    # nothing outside the window; the other requests are not in it
+    for e in events:
+        if e["ph"] == "X":
+            assert _ns(e["ts"]) <= hi and _ns(e["ts"]) + _ns(e["dur"]) >= lo
+    assert sum(1 for e in events if e["ph"] == "X" and e["name"] == ":hstu.request") == 1
+
+
+def test_window_from_to_and_plain_json(tk, tmp_path):
+    run_id = tk.con.execute("SELECT run_id FROM runs WHERE name = 'mixed'").fetchall()[0][0]
+    lo, hi = tk.con.execute("SELECT quantile_disc(start_ns, 0.4), quantile_disc(start_ns, 0.6) FROM kernels "
+                            "WHERE run_id = ?", [run_id]).fetchall()[0]
+    res = trace.export_trace(tk, tmp_path / "w.json", run="mixed", start_ns=lo, end_ns=hi)
+    text = (tmp_path / "w.json").read_text()
+    events = json.loads(text, parse_float=Decimal)["traceEvents"]
+    assert len(text.encode()) == res.json_bytes
+    n = tk.con.execute("SELECT count(*) FROM kernels WHERE run_id = ? AND end_ns >= ? AND start_ns <= ?",
+                       [run_id, lo, hi]).fetchall()[0][0]
+    assert _by_cat(events)["kernel"] == n == res.counts["kernel"] and 0 < n < 315
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_size_estimate(name, exported):
+    res, _ = exported[name]
+    assert res.json_bytes == pytest.approx(res.estimated_bytes, rel=0.15)
+
+
+def test_large_trace_is_refused_with_the_estimate(tk, tmp_path, capsys):
+    out = tmp_path / "big.json.gz"
+    with pytest.raises(QueryError, match=r"would be about [\d,.]+ MB of JSON .*--force"):
+        trace.export_trace(tk, out, run="hstu", max_bytes=1_000_000)
+    assert not out.exists() and not list(tmp_path.iterdir())
+    res = trace.export_trace(tk, out, run="hstu", max_bytes=1_000_000, force=True)
+    assert out.exists() and res.json_bytes > 1_000_000
+
+
+def test_exact_nanoseconds_survive_large_timestamps():
+    # a capture clock far from zero: a float of µs would round these
+    import duckdb
+
+    values = [1_795_310_365_293_350_647, -1_500, 0, 999, 1001, -1, 12_345_678_901]
+    con = duckdb.connect()
+    texts = [con.execute(f"SELECT {trace._us('$v::BIGINT')}", {"v": ns}).fetchall()[0][0] for ns in values]
+    assert [int(Decimal(t) * 1000) for t in texts] == values
+    assert texts[1] == "-1.500" and texts[4] == "1.001" and texts[5] == "-0.001" and texts[6] == "12345678.901"
+    assert float(texts[0]) * 1000 != values[0]  # what a reader of doubles gets instead
+
+
+def test_window_errors_are_param_errors(tk):
+    run_id = tk.con.execute("SELECT run_id FROM runs WHERE name = 'hstu'").fetchall()[0][0]
+    with pytest.raises(ParamError):
+        trace.resolve_window(tk, run_id, nvtx="hstu.request", instance=0)
+    assert trace.resolve_window(tk, run_id).label == "whole run"
+
+
+def test_cli(tk, tmp_path, capsys):
+    """Last in the module: the CLI opens the store read-only, so the fixture's connection is closed."""
+    db = str(tk.path)
+    tk.close()
+    out = tmp_path / "t.json.gz"
+    assert cli_main(["--db", db, "export", "trace", "--run", "multiproc", "-o", str(out)]) == 0
+    assert "176 kernel" in capsys.readouterr().out and out.exists()
+    for args, msg in [
+        (["--run", "ncu"], "export trace needs an nsys run"),
+        (["--run", "hstu", "--from", "10", "--to", "5"], "--from 10 is after --to 5"),
+        (["--run", "hstu", "--instance", "2"], "--instance needs --nvtx"),
+        (["--run", "hstu", "--nvtx", "nope"], "no NVTX range named 'nope'"),
+        (["--run", "hstu", "--nvtx", ":hstu.request", "--instance", "31"], "has 30 range(s)"),
+        (["--run", "hstu", "--nvtx", "hstu.request", "--from", "1"], "not both"),
+    ]:
+        bad = tmp_path / "bad.json.gz"
+        assert cli_main(["--db", db, "export", "trace", *args, "-o", str(bad)]) == 2, args
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1 and not bad.exists(), err
+    # never over the store; a folder that does not exist is one line
+    before = Path(db).read_bytes()
+    for out, msg in [(db, "this is the store"), (str(tmp_path / "no" / "t.json.gz"), "does not exist")]:
+        assert cli_main(["--db", db, "export", "trace", "--run", "multiproc", "-o", out]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1, err
+    assert Path(db).read_bytes() == before

@@ -1,0 +1,706 @@
+"""Compare two runs, or two sweeps: ``tk.diff(base, new)`` -> one row per (scope, key, metric).
+
+Scopes: ``kernel`` (per kernel: total_ns, instances, med_ns), ``nvtx`` (per NVTX path:
+proj_total_ns, range_total_ns, instances), ``api`` (per CUDA API: total_ns, calls,
+med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns), ``gpu`` (per device:
+busy_ns), ``ncu`` (per profiled kernel: duration, throughputs, occupancy, launch
+configuration, roofline) and ``sweep`` (per bs x nc point: latency median and p95).
+By default every scope both sides have is compared.
+
+Output columns (``COLUMNS``; CSV in this order): scope, key, metric, base, new, delta
+(new - base), delta_pct (100 x delta / base), verdict (regressed, improved, unchanged,
+added, removed), p_value, note (how the key was matched, why a verdict was held back),
+delta_pct_low and delta_pct_high (an interval of delta_pct, see below). Rows are
+ordered by the size of their key's change in time (GPU time for kernels, NVTX
+projections, memory operations and devices; call time for APIs; kernel duration for
+ncu; request latency for sweeps), largest first.
+
+Verdicts. A change is ``regressed`` or ``improved`` only when it is larger than the
+threshold (``threshold_pct``, 5 % by default) **and** real:
+
+* counts (instances, calls, operations) are exact: a count that changed beyond the
+  threshold is a real change, no test needed (p_value empty);
+* per-instance statistics (med_ns, latency medians and p95) need the Mann-Whitney U
+  test of the two runs' per-instance distributions (normal approximation with tie
+  correction and continuity correction, two-sided) to give p < ``ALPHA`` (0.01): two
+  captures of one program differ by noise, and with thousands of instances even a 1 %
+  shift is "significant", hence threshold and test together;
+* totals (total_ns, proj_total_ns, range_total_ns, busy_ns) are count x per-instance
+  time: a total is real when its count changed beyond the threshold or its
+  per-instance distribution differs (p < ALPHA);
+* ncu launches are replayed under fixed conditions and are few (a test of 3 against 3
+  launches can never reach p < 0.01): an ncu value is real when the launches of the two
+  reports do not overlap (every new launch beyond every base launch); registers, block
+  and grid size, waves per SM and arithmetic intensity describe the launch and have no
+  better/worse direction: they are reported, never regressed.
+
+"Regressed" is the direction of harm: more time, more instances, more calls; less
+throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` or
+``removed`` with its time. The note says why a verdict was held back ("within
+threshold", "not significant (p=0.31)") and how the key was matched.
+
+Intervals (delta_pct_low, delta_pct_high): for medians, the difference of the two
+medians' 95 % distribution-free intervals (order statistics; conservative); for totals,
+delta +- 1.96 sqrt(n_base var_base + n_new var_new) (counts taken as fixed); for counts,
+the exact delta; for ncu, the spread of the launches.
+
+Kernel matching: by exact demangled name first. Kernels left without a namesake in the
+other run are then matched by their place in the program (the NVTX path of the range
+around their launches and their position among that range's launches, the most common
+over their launches), with the kernel family (the ``kernel_family`` SQL macro,
+tracekit/macros.sql) as the tie-breaker, and last by family alone when exactly one
+kernel of that family is left on each side. A matched kernel's key is its name in the
+new run; the note names the base kernel and how it was matched.
+
+The statistics are computed in DuckDB (queries/_diff/*.sql: one pass over the
+samples grouped by key and value, then running counts), the test and the verdicts on
+the per-key summary in Python.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from .errors import ParamError, QueryError
+
+NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu")
+SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
+VERDICTS = ("regressed", "improved", "unchanged", "added", "removed")
+COLUMNS = ["scope", "key", "metric", "base", "new", "delta", "delta_pct", "verdict", "p_value", "note",
+           "delta_pct_low", "delta_pct_high"]
+SCHEMA = {"scope": pl.Utf8, "key": pl.Utf8, "metric": pl.Utf8, "base": pl.Float64, "new": pl.Float64,
+          "delta": pl.Float64, "delta_pct": pl.Float64, "verdict": pl.Utf8, "p_value": pl.Float64,
+          "note": pl.Utf8, "delta_pct_low": pl.Float64, "delta_pct_high": pl.Float64}
+#: significance level of the Mann-Whitney U test
+ALPHA = 0.01
+_Z95 = 1.959963984540054
+
+
+def _sql(name: str) -> str:
+    return (resources.files("tracekit.queries") / "_diff" / f"{name}.sql").read_text()
+
+
+# -- what is compared -------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """One side of a diff: a run (with the sweep it belongs to, if any) or a sweep."""
+
+    ref: str
+    run_id: int | None = None
+    name: str | None = None
+    kinds: set[str] = field(default_factory=set)
+    sweep: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.run_id is None:
+            return f"sweep {self.sweep}"
+        return f"run {self.run_id} ({self.name})"
+
+    def scopes(self) -> set[str]:
+        out = set()
+        if "nsys" in self.kinds:
+            out.update(NSYS_SCOPES)
+        if "ncu" in self.kinds:
+            out.add("ncu")
+        if self.sweep is not None:
+            out.add("sweep")
+        return out
+
+
+def _is_file(ref: Any) -> bool:
+    text = str(ref).strip()
+    return bool(text) and not text.isdigit() and Path(text).exists()
+
+
+def resolve(tk, ref: Any) -> Side:
+    """A run id, a run name, a sweep id, or a file/run folder (ingested first; a file
+    already in the store is that run)."""
+    con = tk.con
+    text = str(ref).strip()
+    if not text:
+        raise QueryError("diff: an empty run reference; give a run id, name, sweep id or file")
+    path = Path(text)
+    if _is_file(text):
+        if tk.read_only:
+            raise QueryError(f"{path}: a file to compare must be ingested first; open the store writable")
+        from .ingest.nsysrep import export_if_needed
+
+        with export_if_needed(path) as source:
+            res = tk.ingest(source, name=path.name.split(".")[0] if source != path else None)
+        text = str(res.run_id)
+    rows = []
+    if text.isdigit():
+        rows = con.execute("SELECT run_id, name, kind, json_extract_string(params, '$.sweep') FROM runs WHERE run_id = ?",
+                           [int(text)]).fetchall()
+    if not rows:
+        rows = con.execute("SELECT run_id, name, kind, json_extract_string(params, '$.sweep') FROM runs "
+                           "WHERE name = ? ORDER BY run_id DESC LIMIT 1", [text]).fetchall()
+    if rows:
+        run_id, name, kind, sweep = rows[0]
+        return Side(text, int(run_id), name, set(kind.split(",")), sweep)
+    n = con.execute("SELECT count(*) FROM runs WHERE json_extract_string(params, '$.sweep') = ?", [text]).fetchall()[0][0]
+    if n:
+        return Side(text, sweep=text)
+    raise QueryError(f"diff: no run or sweep {text!r} in {tk.path}; see `tracekit runs` (a file must exist to be ingested)")
+
+
+def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
+    common = base.scopes() & new.scopes()
+    if not by:
+        if not common:
+            raise QueryError(f"diff: {base.label} [{_kinds(base)}] and {new.label} [{_kinds(new)}] share no scope to compare")
+        return [s for s in SCOPES if s in common]
+    out = []
+    for s in by:
+        for side in (base, new):
+            if s not in side.scopes():
+                raise QueryError(f"--by {s}: {side.label} [{_kinds(side)}] has no {s} scope "
+                                 f"(it has: {', '.join(sorted(side.scopes())) or 'none'})")
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def _kinds(side: Side) -> str:
+    if side.run_id is None:
+        return "sweep"
+    return ",".join(sorted(side.kinds)) + (f", sweep {side.sweep}" if side.sweep else "")
+
+
+# -- statistics ---------------------------------------------------------------------
+
+
+def _compare(con, samples_sql: str, params: dict) -> pl.DataFrame:
+    """Per-key summary of both sides' samples (compare.sql) with the Mann-Whitney p-value."""
+    sql = f"WITH samples AS (\n{samples_sql}\n)\nSELECT * FROM (\n{_sql('compare')}\n)"
+    df = con.sql(sql, params=params).pl()
+    return df.with_columns(pl.Series("p_value", _mann_whitney(df), dtype=pl.Float64))
+
+
+def _mann_whitney(df: pl.DataFrame) -> list[float | None]:
+    """Two-sided p of the Mann-Whitney U test per row: normal approximation with tie and
+    continuity correction; None where a side has no instance."""
+    n1 = df["n_base"].to_numpy().astype(float)
+    n2 = df["n_new"].to_numpy().astype(float)
+    r1 = df["rank_sum_base"].fill_null(0).to_numpy().astype(float)
+    ties = df["tie_term"].fill_null(0).to_numpy().astype(float)
+    n = n1 + n2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u1 = r1 - n1 * (n1 + 1) / 2
+        var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+        z = np.maximum(np.abs(u1 - n1 * n2 / 2) - 0.5, 0) / np.sqrt(var)
+    out: list[float | None] = []
+    for a, b, v, zz in zip(n1, n2, var, z, strict=True):
+        if a == 0 or b == 0:
+            out.append(None)
+        elif not v > 0:
+            out.append(1.0)  # every instance of both runs has the same value
+        else:
+            out.append(math.erfc(zz / math.sqrt(2)))
+    return out
+
+
+# -- verdicts -----------------------------------------------------------------------
+
+
+def _pct(delta: float | None, base: float | None) -> float | None:
+    if delta is None or base is None:
+        return None
+    if base == 0:
+        return 0.0 if delta == 0 else None
+    return 100.0 * delta / abs(base)
+
+
+def _fmt_p(p: float) -> str:
+    if p == 0:
+        return "<1e-300"  # below what a double holds
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
+@dataclass
+class _Row:
+    scope: str
+    key: str
+    metric: str
+    base: float | None
+    new: float | None
+    verdict: str
+    p_value: float | None
+    note: str
+    low: float | None = None
+    high: float | None = None
+    effect: float = 0.0
+    order: int = 0
+
+
+def _judge(base: float | None, new: float | None, threshold: float, direction: int,
+           real: bool, held: str) -> tuple[str, str]:
+    """(verdict, note): beyond the threshold and ``real`` -> regressed/improved by
+    ``direction`` (+1: higher is worse, -1: higher is better, 0: no direction)."""
+    delta = new - base
+    pct = _pct(delta, base)
+    if delta == 0:
+        return "unchanged", "identical"
+    if pct is not None and abs(pct) <= threshold:
+        return "unchanged", f"within threshold (|{pct:+.2f}%| <= {threshold:g}%)"
+    if not real:
+        return "unchanged", held
+    if direction == 0:
+        return "unchanged", "differs; a launch setting with no better/worse direction"
+    worse = (delta > 0) == (direction > 0)
+    return ("regressed" if worse else "improved"), ""
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: float, match: str,
+               effect: float, scale: float = 1.0) -> list[_Row]:
+    """Rows of one key present in both runs. ``metrics``: (metric, kind, direction) with
+    kind count, total, median or p95 (from compare.sql's columns); ``scale`` converts the
+    sample unit to the metric's."""
+    p = r["p_value"]
+    n_b, n_n = r["n_base"], r["n_new"]
+    count_pct = _pct(n_n - n_b, n_b)
+    count_real = count_pct is not None and abs(count_pct) > threshold
+    rows = []
+    for i, (metric, kind, direction) in enumerate(metrics):
+        low = high = None
+        if kind == "count":
+            b, n = float(n_b), float(n_n)
+            verdict, note = _judge(b, n, threshold, direction, True, "")
+            pv = None
+            low = high = _pct(n - b, b)
+        else:
+            pv = p
+            p_note = f"not significant (p={_fmt_p(p)})" if p is not None else "not significant"
+            if kind == "total":
+                b, n = r["total_base"] * scale, r["total_new"] * scale
+                real = count_real or (p is not None and p < ALPHA)
+                verdict, note = _judge(b, n, threshold, direction, real, p_note)
+                if verdict in ("regressed", "improved"):
+                    note = _join(f"instances {n_b:,} -> {n_n:,}" if n_b != n_n else "",
+                                 f"per-instance p={_fmt_p(p)}" if p is not None else "")
+                spread = _Z95 * math.sqrt(n_b * (r["var_base"] or 0.0) + n_n * (r["var_new"] or 0.0)) * scale
+                if b:
+                    low, high = _pct(n - b - spread, b), _pct(n - b + spread, b)
+            else:
+                col = "med" if kind == "median" else "p95"
+                b, n = r[f"{col}_base"] * scale, r[f"{col}_new"] * scale
+                real = p is not None and p < ALPHA
+                verdict, note = _judge(b, n, threshold, direction, real, p_note)
+                if kind == "median" and b:
+                    low = _pct(r["med_lo_new"] * scale - r["med_hi_base"] * scale, b)
+                    high = _pct(r["med_hi_new"] * scale - r["med_lo_base"] * scale, b)
+        rows.append(_Row(scope, key, metric, b, n, verdict, pv, _join(match, note), low, high, effect, i))
+    return rows
+
+
+def _one_side_rows(scope: str, key: str, r: dict, metrics: list[tuple], match: str, effect: float,
+                   scale: float = 1.0) -> list[_Row]:
+    added = r["n_base"] == 0
+    rows = []
+    for i, (metric, kind, _direction) in enumerate(metrics):
+        side = "new" if added else "base"
+        if kind == "count":
+            v = float(r[f"n_{side}"])
+        elif kind == "total":
+            v = r[f"total_{side}"] * scale
+        else:
+            v = r[f"{'med' if kind == 'median' else 'p95'}_{side}"] * scale
+        b, n = (None, v) if added else (v, None)
+        note = _join(match, "only in the new run" if added else "only in the base run")
+        rows.append(_Row(scope, key, metric, b, n, "added" if added else "removed", None, note, None, None, effect, i))
+    return rows
+
+
+def _key_rows(scope: str, df: pl.DataFrame, names: dict, metrics: list[tuple], threshold: float,
+              notes: dict | None = None, scale: float = 1.0, effect_scale: float = 1.0) -> list[_Row]:
+    rows: list[_Row] = []
+    for r in df.iter_rows(named=True):
+        key = names.get(r["key"], str(r["key"])) if names else str(r["key"])
+        match = (notes or {}).get(r["key"], "")
+        effect = abs((r["total_new"] or 0) - (r["total_base"] or 0)) * effect_scale
+        if r["n_base"] == 0 or r["n_new"] == 0:
+            rows += _one_side_rows(scope, key, r, metrics, match, effect, scale)
+        else:
+            rows += _stat_rows(scope, key, r, metrics, threshold, match, effect, scale)
+    return rows
+
+
+# -- nsys scopes --------------------------------------------------------------------
+
+
+def _names(con, ids) -> dict[int, str]:
+    ids = [int(i) for i in ids if i is not None]
+    if not ids:
+        return {}
+    return dict(con.execute("SELECT string_id, value FROM _strings WHERE string_id IN (SELECT unnest(?))", [ids]).fetchall())
+
+
+_EMPTY_MAP = pa.table({"side": pa.array([], pa.int32()), "name_id": pa.array([], pa.int64()), "key": pa.array([], pa.int64())})
+
+
+def _match_kernels(con, params: dict) -> tuple[pa.Table, dict[int, str]]:
+    """Cross-run matches of kernels without a namesake: (_diff_keymap rows, note per key)."""
+    present = con.execute(
+        "SELECT DISTINCT s.side, k.name_id FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
+        "JOIN _kernels k ON k.run_id = s.run_id WHERE k.run_id IN ($base, $new)", params).fetchall()
+    sides: dict[int, set[int]] = {0: set(), 1: set()}
+    for side, name_id in present:
+        sides[side].add(name_id)
+    only = {0: sides[0] - sides[1], 1: sides[1] - sides[0]}
+    if not only[0] or not only[1]:
+        return _EMPTY_MAP, {}
+    unmatched = pa.table({"side": [0] * len(only[0]) + [1] * len(only[1]),
+                          "name_id": sorted(only[0]) + sorted(only[1])})
+    con.register("_diff_unmatched", unmatched)
+    try:
+        places = con.sql(_sql("kernel_places"), params=params).pl()
+    finally:
+        con.unregister("_diff_unmatched")
+    left = {s: {r["name_id"]: r for r in places.filter(pl.col("side") == s).iter_rows(named=True)} for s in (0, 1)}
+    pairs: list[tuple[int, int, str]] = []  # (base id, new id, how)
+
+    def take(keyfn, how) -> None:
+        groups: dict[Any, list[list[int]]] = {}
+        for s in (0, 1):
+            for nid, r in left[s].items():
+                k = keyfn(r)
+                if k is not None:
+                    groups.setdefault(k, [[], []])[s].append(nid)
+        for _k, (b, n) in sorted(groups.items(), key=lambda kv: str(kv[0])):
+            if len(b) == 1 and len(n) == 1:  # unambiguous on both sides
+                rb, rn = left[0].pop(b[0]), left[1].pop(n[0])
+                pairs.append((b[0], n[0], how(rb, rn)))
+
+    def place(r):
+        return None if r["path"] is None else (r["path"], r["position"])
+
+    take(lambda r: None if place(r) is None else (*place(r), r["family"]),
+         lambda b, n: f"matched by place (NVTX {b['path']}, launch {b['position']} in it) and family "
+                      f"{b['family']} to base kernel {b['name']}")
+    take(place, lambda b, n: f"matched by place (NVTX {b['path']}, launch {b['position']} in it; family "
+                             f"{b['family']} -> {n['family']}) to base kernel {b['name']}")
+    take(lambda r: r["family"], lambda b, n: f"matched by family {b['family']} (the only one left in each run; "
+                                             f"places differ) to base kernel {b['name']}")
+    if not pairs:
+        return _EMPTY_MAP, {}
+    keymap = pa.table({"side": pa.array([1] * len(pairs), pa.int32()),
+                       "name_id": pa.array([n for _, n, _ in pairs], pa.int64()),
+                       "key": pa.array([b for b, _, _ in pairs], pa.int64())})
+    return keymap, {b: how for b, _, how in pairs}
+
+
+def _kernel_scope(con, params: dict, threshold: float) -> list[_Row]:
+    keymap, notes = _match_kernels(con, params)
+    con.register("_diff_keymap", keymap)
+    try:
+        df = _compare(con, _sql("samples_kernel"), params)
+    finally:
+        con.unregister("_diff_keymap")
+    # a matched kernel is shown under its new name
+    new_name = {int(b): int(n) for n, b in zip(keymap["name_id"].to_pylist(), keymap["key"].to_pylist(), strict=True)}
+    names = _names(con, list(df["key"]) + list(new_name.values()))
+    shown = {k: names.get(new_name.get(k, k), str(k)) for k in df["key"]}
+    metrics = [("total_ns", "total", 1), ("instances", "count", 1), ("med_ns", "median", 1)]
+    return _key_rows("kernel", df, shown, metrics, threshold, notes)
+
+
+def _simple_scope(con, scope: str, sql: str, params: dict, threshold: float, metrics, named: bool) -> list[_Row]:
+    df = _compare(con, sql, params)
+    names = _names(con, df["key"]) if named else {}
+    return _key_rows(scope, df, names, metrics, threshold)
+
+
+def _nvtx_scope(con, params: dict, threshold: float) -> list[_Row]:
+    samples = _sql("samples_nvtx")
+    ranges = _compare(con, samples, params)
+    proj = _compare(con, f"SELECT side, key, proj AS value FROM (\n{samples}\n) WHERE proj IS NOT NULL", params)
+    proj_by_key = {r["key"]: r for r in proj.iter_rows(named=True)}
+    rows: list[_Row] = []
+    for r in ranges.iter_rows(named=True):
+        key = r["key"]
+        pr = proj_by_key.get(key)
+        effect = abs((pr["total_new"] or 0) - (pr["total_base"] or 0)) if pr else 0.0
+        metrics = [("range_total_ns", "total", 1), ("instances", "count", 1)]
+        if r["n_base"] == 0 or r["n_new"] == 0:
+            if pr is not None:
+                rows += _one_side_rows("nvtx", key, pr, [("proj_total_ns", "total", 1)], "", effect)
+            rows += [_Row(**{**x.__dict__, "order": x.order + 1}) for x in _one_side_rows("nvtx", key, r, metrics, "", effect)]
+            continue
+        if pr is not None and pr["n_base"] > 0 and pr["n_new"] > 0:
+            rows += _stat_rows("nvtx", key, pr, [("proj_total_ns", "total", 1)], threshold, "", effect)
+        elif pr is not None:  # GPU work in one run only
+            rows += _one_side_rows("nvtx", key, pr, [("proj_total_ns", "total", 1)],
+                                   "GPU work in one run only", effect)
+        rows += [_Row(**{**x.__dict__, "order": x.order + 1})
+                 for x in _stat_rows("nvtx", key, r, metrics, threshold, "", effect)]
+    return rows
+
+
+def _gpu_scope(con, params: dict, threshold: float) -> list[_Row]:
+    ops = _compare(con, _sql("samples_gpu"), params)
+    busy = {(s, k): v for s, k, v in con.execute(_sql("gpu_busy"), params).fetchall()}
+    rows: list[_Row] = []
+    for r in ops.iter_rows(named=True):
+        dev = r["key"]
+        key = f"device {dev}"
+        b, n = busy.get((0, dev)), busy.get((1, dev))
+        s = {**r, "total_base": float(b or 0), "total_new": float(n or 0)}
+        # busy time is a union, not a sum: its interval is not the sum's
+        s["var_base"] = s["var_new"] = None
+        effect = abs((n or 0) - (b or 0))
+        metrics = [("busy_ns", "total", 1)]
+        if r["n_base"] == 0 or r["n_new"] == 0:
+            rows += _one_side_rows("gpu", key, s, metrics, "", effect)
+        else:
+            out = _stat_rows("gpu", key, s, metrics, threshold, "", effect)
+            for x in out:
+                x.low = x.high = None
+            rows += out
+    return rows
+
+
+# -- ncu ----------------------------------------------------------------------------
+
+#: (metric, column, direction): +1 higher is worse, -1 higher is better, 0 no direction
+NCU_METRICS = [
+    ("duration_ns", "duration_ns", 1),
+    ("sm_throughput_pct", "sm_throughput_pct", -1),
+    ("memory_throughput_pct", "memory_throughput_pct", -1),
+    ("dram_throughput_pct", "dram_throughput_pct", -1),
+    ("theoretical_occupancy_pct", "theoretical_occupancy_pct", -1),
+    ("achieved_occupancy_pct", "achieved_occupancy_pct", -1),
+    ("registers_per_thread", "registers_per_thread", 0),
+    ("block_size", "block_size", 0),
+    ("grid_size", "grid_size", 0),
+    ("waves_per_sm", "waves_per_sm", 0),
+    ("arithmetic_intensity_flop_per_byte", "ai_dram", 0),
+    ("achieved_flops_per_s", "flops_per_s", -1),
+    ("roof_pct", "roof_pct", -1),
+]
+
+
+def _ncu_groups(df: pl.DataFrame, side: int) -> dict[tuple, list[dict]]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in df.filter(pl.col("side") == side).iter_rows(named=True):
+        groups.setdefault((r["name"], r["nvtx_path"]), []).append(r)
+    return groups
+
+
+def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
+    df = con.sql(_sql("ncu_launches"), params=params).pl()
+    gb, gn = _ncu_groups(df, 0), _ncu_groups(df, 1)
+    pairs: list[tuple[tuple | None, tuple | None, str]] = []
+    for k in [k for k in gb if k in gn]:
+        pairs.append((k, k, "matched by name and NVTX path" if k[1] else "matched by name"))
+    lb = [k for k in gb if k not in gn]
+    ln = [k for k in gn if k not in gb]
+    for name in {k[0] for k in lb}:
+        cb, cn = [k for k in lb if k[0] == name], [k for k in ln if k[0] == name]
+        if len(cb) == 1 and len(cn) == 1:
+            pairs.append((cb[0], cn[0], f"matched by name (NVTX path {cb[0][1]} -> {cn[0][1]})"))
+            lb.remove(cb[0])
+            ln.remove(cn[0])
+    first = {k: min(r["kernel_id"] for r in v) for k, v in (*gb.items(), *gn.items())}
+    lb.sort(key=lambda k: first[k])
+    ln.sort(key=lambda k: first[k])
+    for kb, kn in zip(lb, ln, strict=False):
+        pairs.append((kb, kn, f"matched by launch order to base kernel {kb[0]}"))
+    for kb in lb[len(ln):]:
+        pairs.append((kb, None, ""))
+    for kn in ln[len(lb):]:
+        pairs.append((None, kn, ""))
+    # the key is the kernel name, with its NVTX path where the name has several in a report
+    several = {k[0] for g in (gb, gn) for k in g if sum(1 for x in g if x[0] == k[0]) > 1}
+    rows: list[_Row] = []
+    for kb, kn, how in pairs:
+        shown = kn or kb
+        key = f"{shown[0]} @ {shown[1]}" if shown[0] in several else shown[0]
+        lb_, ln_ = gb.get(kb, []) if kb else [], gn.get(kn, []) if kn else []
+        launches = f"launches {len(lb_)} -> {len(ln_)}" if lb_ and ln_ and len(lb_) != len(ln_) else ""
+        dur = [np.median([x["duration_ns"] for x in lst if x["duration_ns"] is not None] or [np.nan]) for lst in (lb_, ln_)]
+        effect = abs(np.nan_to_num(dur[1]) * len(ln_) - np.nan_to_num(dur[0]) * len(lb_))
+        for i, (metric, col, direction) in enumerate(NCU_METRICS):
+            vb = [x[col] for x in lb_ if x[col] is not None]
+            vn = [x[col] for x in ln_ if x[col] is not None]
+            if kb is None or kn is None:
+                v = vn if kb is None else vb
+                if not v:
+                    continue
+                val = float(np.median(v))
+                rows.append(_Row("ncu", key, metric, None if kb is None else val, val if kb is None else None,
+                                 "added" if kb is None else "removed", None,
+                                 "only in the new report" if kb is None else "only in the base report",
+                                 effect=effect, order=i))
+                continue
+            if not vb or not vn:
+                continue
+            b, n = float(np.median(vb)), float(np.median(vn))
+            separate = min(vn) > max(vb) or max(vn) < min(vb)
+            held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
+            verdict, note = _judge(b, n, threshold, direction, separate, held)
+            if metric == "roof_pct":
+                bb = sorted({x["bound"] for x in lb_ if x["bound"]})
+                bn = sorted({x["bound"] for x in ln_ if x["bound"]})
+                if bb or bn:
+                    note = _join(note, f"bound: {'/'.join(bb) or '?'}" + (f" -> {'/'.join(bn) or '?'}" if bb != bn else ""))
+            low = _pct(min(vn) - max(vb), b) if b else None
+            high = _pct(max(vn) - min(vb), b) if b else None
+            rows.append(_Row("ncu", key, metric, b, n, verdict, None, _join(how, launches, note), low, high, effect, i))
+    return rows
+
+
+# -- sweeps -------------------------------------------------------------------------
+
+
+def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
+    df = _compare(con, _sql("samples_sweep"), {"base": base.sweep, "new": new.sweep})
+    metrics = [("latency_med_ms", "median", 1), ("latency_p95_ms", "p95", 1)]
+    rows: list[_Row] = []
+    for r in df.iter_rows(named=True):
+        # effect: the change of the point's median request latency, in ns like the others
+        b, n = r["med_base"], r["med_new"]
+        effect = abs((n or 0) - (b or 0)) * 1e6
+        reqs = f"requests {r['n_base']} -> {r['n_new']}"
+        if r["n_base"] == 0 or r["n_new"] == 0:
+            rows += _one_side_rows("sweep", r["key"], r, metrics, "", effect)
+        else:
+            rows += _stat_rows("sweep", r["key"], r, metrics, threshold, reqs, effect)
+    return rows
+
+
+# -- entry point --------------------------------------------------------------------
+
+
+def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
+    """Compare ``new`` against ``base`` (run ids, run names, sweep ids or files); see the
+    module docstring for the columns and the verdict rule."""
+    try:
+        threshold = float(threshold_pct)
+    except (TypeError, ValueError) as err:
+        raise ParamError(f"--threshold {threshold_pct!r}: not a number") from err
+    if not threshold > 0 or math.isinf(threshold):
+        raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
+    if isinstance(by, str):
+        by = [by]
+    by = [b.strip().lower() for item in by or [] for b in str(item).split(",") if b.strip()]
+    for b in by:
+        if b not in SCOPES:
+            raise ParamError(f"--by {b!r}: choose from {', '.join(SCOPES)}")
+    # run references first, files (ingested) last: a bad reference leaves the store as it was
+    files = [_is_file(r) for r in (base, new)]
+    sides = {i: resolve(tk, r) for i, r in enumerate((base, new)) if not files[i]}
+    sides.update({i: resolve(tk, r) for i, r in enumerate((base, new)) if files[i]})
+    sb, sn = sides[0], sides[1]
+    scopes = _scopes(sb, sn, by)
+    con = tk.con
+    params = {"base": sb.run_id, "new": sn.run_id}
+    rows: list[_Row] = []
+    for scope in scopes:
+        if scope == "kernel":
+            rows += _kernel_scope(con, params, threshold)
+        elif scope == "nvtx":
+            rows += _nvtx_scope(con, params, threshold)
+        elif scope == "api":
+            rows += _simple_scope(con, "api", _sql("samples_api"), params, threshold,
+                                  [("total_ns", "total", 1), ("calls", "count", 1), ("med_ns", "median", 1)], True)
+        elif scope == "memcpy":
+            rows += _simple_scope(con, "memcpy", _sql("samples_memcpy"), params, threshold,
+                                  [("total_ns", "total", 1), ("count", "count", 1), ("med_ns", "median", 1)], False)
+        elif scope == "gpu":
+            rows += _gpu_scope(con, params, threshold)
+        elif scope == "ncu":
+            rows += _ncu_scope(con, params, threshold)
+        elif scope == "sweep":
+            rows += _sweep_scope(con, sb, sn, threshold)
+    rows.sort(key=lambda r: (-r.effect, SCOPES.index(r.scope), r.key, r.order))
+    data = {c: [] for c in COLUMNS}
+    for r in rows:
+        delta = None if r.base is None or r.new is None else r.new - r.base
+        for c, v in (("scope", r.scope), ("key", r.key), ("metric", r.metric), ("base", r.base), ("new", r.new),
+                     ("delta", delta), ("delta_pct", _pct(delta, r.base)), ("verdict", r.verdict),
+                     ("p_value", r.p_value), ("note", r.note), ("delta_pct_low", r.low), ("delta_pct_high", r.high)):
+            data[c].append(v)
+    return pl.DataFrame(data, schema=SCHEMA)
+
+
+# -- terminal table -----------------------------------------------------------------
+
+
+def _human(metric: str, v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if metric.endswith("_ns"):
+        for unit, f in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+            if abs(v) >= f:
+                return f"{v / f:,.3f} {unit}"
+        return f"{v:,.0f} ns"
+    if metric.endswith("_ms"):
+        return f"{v:,.3f} ms"
+    if metric.endswith("_pct"):
+        return f"{v:,.2f}%"
+    if metric.endswith("_per_s"):
+        for unit, f in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
+            if abs(v) >= f:
+                return f"{v / f:,.2f} {unit}/s"
+        return f"{v:,.0f}/s"
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.3g}"
+
+
+def short_keys(keys: list[str], width: int = 60) -> dict[str, str]:
+    """Each key as a person reads it: kernel names shortened by the shortener the charts
+    use, with a word from the template arguments (or a number) where two would read alike."""
+    from .names import hint, short_name
+
+    short = {}
+    for k in dict.fromkeys(keys):
+        short[k] = short_name(k, width) if len(k) > width or k.startswith("void ") else k
+    seen: dict[str, list[str]] = {}
+    for k, s in short.items():
+        seen.setdefault(s, []).append(k)
+    for s, ks in seen.items():
+        if len(ks) > 1:
+            for k in ks:
+                h = hint(k)
+                short[k] = f"{s} [{h}]" if h and sum(hint(x) == h for x in ks) == 1 else f"{s} <{_args(k)}>"
+    return short
+
+
+def _args(name: str, width: int = 40) -> str:
+    """A kernel's template arguments, namespaces dropped, cut to ``width``."""
+    inner = name[name.find("<") + 1 : name.rfind(">")] if "<" in name else name
+    inner = re.sub(r"\b(?:at::native::|at::|std::|c10::|<unnamed>::)", "", inner)
+    return inner if len(inner) <= width else inner[: width - 1] + "…"
+
+
+def display(df: pl.DataFrame) -> pl.DataFrame:
+    """The diff for a terminal: values in human units, kernel names shortened by the
+    shortener the charts use (with a word from the template arguments where two would
+    read alike), deltas as signed percentages."""
+    short = short_keys(df["key"].to_list())
+    return pl.DataFrame({
+        "scope": df["scope"],
+        "key": [short[k] for k in df["key"]],
+        "metric": df["metric"],
+        "base": [_human(m, v) for m, v in zip(df["metric"], df["base"], strict=True)],
+        "new": [_human(m, v) for m, v in zip(df["metric"], df["new"], strict=True)],
+        "delta": ["" if p is None else f"{p:+.1f}%" for p in df["delta_pct"]],
+        "verdict": df["verdict"],
+        "p": ["" if p is None else _fmt_p(p) for p in df["p_value"]],
+        "note": df["note"],
+    }, schema={c: pl.Utf8 for c in ("scope", "key", "metric", "base", "new", "delta", "verdict", "p", "note")})

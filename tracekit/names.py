@@ -1,0 +1,147 @@
+"""Short labels for long names: the one shortener that tables and charts share.
+
+``short_name`` turns a demangled kernel name into what a reader recognises (no return
+type, template arguments or parameters). ``distinct_labels`` shortens a whole column
+and guarantees that two different names never read alike: names that shorten to the
+same label get the word that tells them apart (``[silu]``, ``[add]``), else the part of
+the full name where they differ, else a number. Pure string work: no Polars, no Altair.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+ELLIPSIS = "…"
+
+
+def short_name(name: str | None, width: int = 48) -> str:
+    """A readable kernel name: no return type, template arguments or parameters; past
+    ``width`` only the last ``::`` component, cut with an ellipsis if still too long."""
+    if not name:
+        return "?"
+    s = re.sub(r"^void\s+", "", name.strip())
+    depth, out = 0, []
+    for ch in s:  # drop <...> and (...) groups
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    s = re.sub(r"(::)+", "::", "".join(out).strip()).strip(":") or name
+    s = s.split("::")[-1] if len(s) > width else s
+    return cut_end(s, width)
+
+
+def cut_end(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut at the end with an ellipsis."""
+    if len(text) <= width:
+        return text
+    return text[: max(width - 1, 0)] + ELLIPSIS if width > 0 else ""
+
+
+def cut_text(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: a '/'-separated path keeps its last
+    components whole (``…/hstu.layer4/hstu_attention``), other text is cut at the end."""
+    if len(text) <= width:
+        return text
+    if "/" in text.rstrip("/"):
+        parts = text.rstrip("/").split("/")
+        keep = ""
+        for p in reversed(parts[1:]):
+            cand = p + ("/" + keep if keep else "")
+            if len(cand) + 2 > width:
+                break
+            keep = cand
+        if keep:
+            return ELLIPSIS + "/" + keep
+    return cut_end(text, width)
+
+
+#: words that tell no kernel from another (namespaces, lambda decorations)
+_NOISE = {"at", "native", "unnamed", "lambda", "instance", "operator", "const", "void", "anonymous", "namespace"}
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|\d+")  # identifiers split at '_' too
+
+
+def _words(name: str, common: set[str]) -> list[str]:
+    """The words of ``name`` in order, once each, without those in ``common`` or noise;
+    numbers (vector widths, block sizes) after the names."""
+    seen: dict[str, None] = {}
+    for w in _WORD.findall(name):
+        if w not in common and w not in _NOISE:
+            seen.setdefault(w)
+    return sorted(seen, key=str.isdigit)
+
+
+def distinct_labels(
+    values: Sequence[str | None],
+    width: int,
+    shorten: Callable[[str, int], str] = cut_end,
+) -> list[str]:
+    """``shorten(value, width)`` for each value, then the labels that two different
+    values share are told apart by the first words in which the values differ
+    (``vectorized_elementwise_kernel [silu_kernel]``), else by a number; all in at most
+    ``width`` characters. Equal values keep equal labels; None becomes ''."""
+    labels = ["" if v is None else shorten(str(v), width) for v in values]
+    by_label: dict[str, set[str]] = {}
+    for v, lab in zip(values, labels, strict=True):
+        if v is not None:
+            by_label.setdefault(lab, set()).add(str(v))
+    taken = set(labels)
+    for lab, group in by_label.items():
+        if len(group) < 2:
+            continue
+        fixed = _tell_apart(lab, sorted(group), width, taken)
+        taken.update(fixed.values())
+        for i, v in enumerate(values):
+            if v is not None and labels[i] == lab:
+                labels[i] = fixed[str(v)]
+    return _number_the_rest(values, labels, width)
+
+
+def _number_the_rest(values: Sequence[str | None], labels: list[str], width: int) -> list[str]:
+    """Labels that different values still share get a number each (one count for all)."""
+    owners: dict[str, set[str]] = {}
+    for v, lab in zip(values, labels, strict=True):
+        if v is not None:
+            owners.setdefault(lab, set()).add(str(v))
+    clash = sorted({str(v) for v, lab in zip(values, labels, strict=True) if v is not None and len(owners[lab]) > 1})
+    number = {v: k + 1 for k, v in enumerate(clash)}
+    return [_with_suffix(lab.rstrip(ELLIPSIS), f" #{number[str(v)]}", width) if v is not None and str(v) in number
+            else lab for v, lab in zip(values, labels, strict=True)]
+
+
+def _with_suffix(label: str, suffix: str, width: int) -> str:
+    """``label`` cut to leave room for ``suffix`` (itself cut to two thirds of ``width``)."""
+    suffix = cut_end(suffix, max(width * 2 // 3, 1))
+    if len(label) + len(suffix) > width:  # short of room: the namespace goes first
+        label = label.split("::")[-1]
+    return cut_end(label, max(width - len(suffix), 0)) + suffix
+
+
+def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> dict[str, str]:
+    base = label.rstrip(ELLIPSIS)
+    common = set(_WORD.findall(names[0])).intersection(*(_WORD.findall(n) for n in names[1:]))
+    common |= set(_WORD.findall(base))
+    words = {n: _words(n, common) for n in names}
+    out = {}
+    for n in names:  # each name with the fewest of its words that no other name starts with
+        k = 1
+        while k < len(words[n]) and any(words[m][:k] == words[n][:k] for m in names if m != n):
+            k += 1
+        out[n] = _with_suffix(base, f" [{' '.join(words[n][:k])}]", width)
+    return {n: out[n] if words[n] and out[n] not in taken else label for n in names}  # the rest: numbered later
+
+
+def hint(name: str) -> str:
+    """A word from a kernel's template arguments that tells instantiations apart (addcmul, silu, ...)."""
+    inner = name[name.find("<") + 1 :] if "<" in name else ""
+    words = re.findall(
+        r"([A-Za-z][A-Za-z0-9]*?)(?:_cuda)?_(?:kernel|functor|impl)\b|(\w+)Functor", inner
+    )
+    for a, b in words:
+        w = a or b
+        if w and w not in ("vectorized_elementwise", "elementwise", "gpu"):
+            return w
+    return ""

@@ -1,0 +1,85 @@
+"""Writing output files (query results, charts, exports) safely.
+
+``write_output(path, write_fn, store_path)`` is the one way tracekit writes a file the
+user named: it refuses a path that is the store or its ``.wal`` (through symlinks and
+hard links), writes to a temporary file in the target's folder and renames it over the
+target, so an interrupted or failed write leaves the old file (or none), never half a
+file. Errors are ``OutputError``: one line naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import OutputError
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def check_not_store(path: str | os.PathLike, store_path: str | os.PathLike | None) -> None:
+    """Raise ``OutputError`` when ``path`` would overwrite the store ``store_path`` or its
+    ``.wal`` file: the same path once symlinks are resolved, or the same file (a hard link)."""
+    if store_path is None or str(store_path) == ":memory:":
+        return
+    target = Path(path).resolve()
+    store = Path(store_path).resolve()
+    for protected in (store, store.with_name(store.name + ".wal")):
+        if target == protected or _same_file(target, protected):
+            raise OutputError(f"{path}: this is the store {'' if protected == store else 'WAL '}"
+                              f"({protected}); write the output to another file")
+
+
+def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
+                 store_path: str | os.PathLike | None = None) -> Path:
+    """Write the file ``path`` through ``write_fn(tmp)``, which writes a temporary file
+    ``tmp`` in the same folder; the temporary file is then renamed over ``path``.
+
+    A symlink ``path`` is written through (its target is replaced, the link kept). The
+    new file gets the mode an ordinary ``open(path, 'w')`` would give it (an existing
+    file's mode is kept). Returns ``path``. Raises ``OutputError`` when ``path`` is the
+    store or its WAL (``store_path``), its folder does not exist, it is a folder, or
+    the write fails (permissions, a full disk); the temporary file is removed then.
+    """
+    shown = Path(path)
+    check_not_store(shown, store_path)
+    target = shown.resolve()
+    folder = target.parent
+    if not folder.is_dir():
+        raise OutputError(f"{shown}: folder {shown.parent} does not exist")
+    if target.is_dir():
+        raise OutputError(f"{shown}: is a folder; name a file")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as err:
+        raise OutputError(f"{shown}: cannot write in {shown.parent} ({err.strerror or err})") from err
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        try:
+            mode = target.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        write_fn(tmp)
+        os.replace(tmp, target)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        reason = err.strerror or str(err)
+        if err.errno == errno.ENOSPC:
+            reason = "no space left on device"
+        raise OutputError(f"{shown}: cannot write ({reason}); nothing was written") from err
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return shown

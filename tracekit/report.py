@@ -1,0 +1,489 @@
+"""``tracekit report``: one self-contained HTML file per run, readable offline.
+
+A report is sections of named-query results: a table (sortable in the page) and, where a
+chart exists for that query, the chart of tracekit/charts.py built from the same result.
+Which sections a run gets follows its kind:
+
+- nsys: top kernels, kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization
+  and the longest idle gaps, launch overhead, the NVTX timeline;
+- ncu: roofline, occupancy with the binding limit, speed of light;
+- a point of a sweep (its capture parameters name the sweep): the bs x nc latency grid
+  as a heatmap and as lines, the latency table, top kernels per point.
+
+The header is the run-info query (GPU, driver and clocks as recorded, tool versions,
+capture parameters). Vega, Vega-Lite and Vega-Embed are inlined from vl-convert's
+bundle, the chart specs are inlined JSON: the file opens from disk, an e-mail or a CI
+artifact with no network. A section whose question the run cannot answer (a roofline
+from a report without its metrics) shows the reason instead of failing the report.
+
+The page reports its own rendering on ``window.tracekitReport`` (charts, charts
+rendered, data marks per chart, errors) and on each chart's element (``data-marks``),
+which the browser test reads.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .errors import QueryError
+
+
+@dataclass(frozen=True)
+class Section:
+    """One named query's result in the report: a table of ``columns`` and the chart
+    ``chart`` (a name in charts.CHARTS whose query is ``query``)."""
+
+    key: str
+    title: str
+    query: str
+    params: dict[str, Any] = field(default_factory=dict)
+    chart: str | None = None
+    columns: tuple[str, ...] | None = None
+    intro: str = ""
+    per_run: bool = True  # the query takes --run
+
+
+NSYS = (
+    Section("top-kernels", "Top kernels", "top-kernels", {"limit": 20}, "top-kernels",
+            ("name", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "time_pct"),
+            "GPU kernels by total time (the numbers of nsys stats -r cuda_gpu_kern_sum)."),
+    Section("kernels-by-nvtx", "Kernel time by NVTX path", "kernels-by-nvtx", {"limit": 25}, "kernels-by-nvtx",
+            ("path", "launches", "distinct_kernels", "total_ns", "avg_ns", "time_pct", "top_kernel"),
+            "Each kernel is counted under the innermost NVTX push/pop range around the call that launched it."),
+    Section("nvtx-gpu", "NVTX ranges on the GPU", "nvtx-gpu-projection", {"limit": 20}, None,
+            ("range", "style", "instances", "range_total_ns", "proj_total_ns", "proj_avg_ns", "proj_med_ns",
+             "gpu_ops"),
+            "Wall time of each range against the GPU time of the work it launched (nsys stats -r nvtx_gpu_proj_sum)."),
+    Section("gpu-utilization", "GPU utilization", "gpu-utilization", {"limit": 0}, None,
+            ("device_id", "pid", "stream_id", "ops", "span_ns", "busy_ns", "idle_ns", "utilization_pct", "gaps",
+             "max_gap_ns"),
+            "Busy and idle time per device (stream empty) and per stream; gaps: idle stretches of 10 µs or more."),
+    Section("idle-gaps", "Longest idle gaps", "idle-gaps", {"limit": 10}, None,
+            ("device_id", "gap_ns", "start_ns", "end_ns", "next_op_kind", "next_op", "pid", "stream_id"),
+            "Stretches with nothing running on the GPU, and the op that ended each."),
+    Section("launch-overhead", "Launch overhead", "launch-overhead", {"limit": 15}, None,
+            ("name", "launches", "api_name", "api_med_ns", "latency_med_ns", "latency_p90_ns", "latency_p99_ns",
+             "queue_med_ns", "total_latency_ns"),
+            "From the start of the launching API call to the kernel's start on the GPU."),
+    Section("nvtx-timeline", "NVTX timeline", "nvtx-ranges", {"limit": 2000}, "nvtx-timeline", None,
+            "NVTX ranges per thread and nesting level (the first 2,000 ranges; `tracekit export trace` "
+            "writes the full timeline for ui.perfetto.dev)."),
+)
+
+NCU = (
+    Section("roofline", "Roofline", "roofline", {"limit": 0}, "roofline",
+            ("kernel_id", "name", "nvtx_range", "duration_ns", "precision", "flops_per_s", "dram_bytes_per_s",
+             "ai_dram", "roof_pct", "bound"),
+            "Each profiled launch against the ceilings at its own measured clocks."),
+    Section("occupancy", "Occupancy", "occupancy", {"limit": 0}, "occupancy",
+            ("kernel_id", "name", "block_size", "grid_size", "registers_per_thread", "theoretical_occupancy_pct",
+             "achieved_occupancy_pct", "limiter", "waves_per_sm"),
+            "Theoretical and achieved occupancy per launch; limiter: the per-SM block limit that binds."),
+    Section("speed-of-light", "Speed of light", "speed-of-light", {"limit": 0}, None,
+            ("kernel_id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
+             "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct"),
+            "Throughputs in % of peak sustained (ncu's GPU Speed Of Light Throughput section)."),
+)
+
+SWEEP = (
+    Section("sweep-grid", "Latency over the sweep grid", "sweep-latency", {"limit": 0}, "sweep-heatmap", None,
+            "Median end-to-end request latency at each (batch size, candidates) point.", per_run=False),
+    Section("sweep-lines", "Latency against batch size", "sweep-latency", {"limit": 0}, "sweep-latency",
+            ("preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms", "min_ms", "max_ms"),
+            "Timed requests only; a run under a profiler is listed under its tool.", per_run=False),
+    Section("sweep-kernels", "Top kernels per sweep point", "sweep-kernels", {"limit": 5}, None,
+            ("preset", "bs", "nc", "rank", "name", "instances", "per_request_us", "time_pct"),
+            "The five kernels with the most time at each point captured under nsys.", per_run=False),
+)
+
+
+# -- values -> text ---------------------------------------------------------------
+
+_TIME_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def _si(v: float, unit: str) -> str:
+    for scale, prefix in _SI:
+        if abs(v) >= scale:
+            return f"{v / scale:,.3g} {prefix}{unit}"
+    return f"{v:,.3g} {unit}"
+
+
+def _number(v: float) -> str:
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
+        return f"{int(v):,}"
+    a = abs(v)
+    return f"{v:,.0f}" if a >= 100 else f"{v:,.2f}" if a >= 1 else f"{v:.3g}"
+
+
+class _Column:
+    """How one column reads: its header with unit and each value's text."""
+
+    def __init__(self, name: str, series: pl.Series):
+        self.name = name
+        self.numeric = series.dtype.is_numeric()
+        self.header = name
+        self.fmt = lambda v: html.escape(str(v))
+        if not self.numeric:
+            return
+        values = [abs(v) for v in series.drop_nulls().to_list() if isinstance(v, int | float) and math.isfinite(v)]
+        top = max(values) if values else 0
+        if name.endswith("_ns"):
+            unit, scale = next(((u, s) for u, s in _TIME_UNITS if top >= 10 * s), ("ns", 1.0))
+            self.header = f"{name[:-3]} [{unit}]"
+            self.fmt = (lambda v: f"{v:,.0f}") if scale == 1 else (lambda v, s=scale: f"{v / s:,.3f}")
+        elif name.endswith("_pct"):
+            self.header = f"{name[:-4]} [%]"
+            self.fmt = lambda v: f"{v:.1f}"
+        elif name.endswith("_ms"):
+            self.header = f"{name[:-3]} [ms]"
+            self.fmt = lambda v: f"{v:,.3f}"
+        elif name.endswith("_us"):
+            self.header = f"{name[:-3]} [µs]"
+            self.fmt = lambda v: f"{v:,.1f}"
+        elif name.endswith("_bytes_per_s"):
+            self.header = name[: -len("_bytes_per_s")]
+            self.fmt = lambda v: _si(v, "B/s")
+        elif name.endswith("flops_per_s"):
+            self.header = name[: -len("_per_s")]
+            self.fmt = lambda v: _si(v, "FLOP/s")
+        elif name.endswith("_bytes"):
+            self.header = name[: -len("_bytes")]
+            self.fmt = lambda v: _si(v, "B")
+        elif name.endswith("_mhz"):
+            self.header = f"{name[:-4]} [MHz]"
+            self.fmt = lambda v: f"{v:,.0f}"
+        elif name.endswith("_hz"):
+            self.header = name[:-3]
+            self.fmt = lambda v: _si(v, "Hz")
+        elif name.endswith("_id"):
+            self.fmt = lambda v: str(v)
+        else:
+            self.fmt = _number
+
+    def cell(self, v: Any) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return '<td class="null"></td>'
+        if self.numeric:
+            return f'<td class="num" data-v="{v!r}">{self.fmt(v)}</td>'
+        return f"<td>{self.fmt(v)}</td>"
+
+
+_NAME_COLUMNS = {"name", "top_kernel", "next_op"}
+
+
+def _short_names(names: list[str | None]) -> list[str]:
+    """Kernel names as the charts and terminal tables shorten them (``names.short_name``),
+    two distinct names never reading alike."""
+    from .names import distinct_labels, short_name
+
+    return distinct_labels(names, 60, short_name)
+
+
+def table_html(df: pl.DataFrame, columns: tuple[str, ...] | None, total: int | None = None) -> str:
+    """A sortable HTML table of ``columns`` (those the result has) of ``df``; ``total``: the
+    rows the query has without its limit, when more than shown."""
+    cols = [c for c in (columns or df.columns) if c in df.columns]
+    if df.is_empty():
+        return '<p class="empty">no rows</p>'
+    fmt = {c: _Column(c, df[c]) for c in cols}
+    shown = {c: _short_names(df[c].to_list()) for c in cols if c in _NAME_COLUMNS and df[c].dtype == pl.Utf8}
+    head = "".join(
+        f'<th scope="col" class="{"num" if fmt[c].numeric else "text"}" title="{html.escape(c)}">'
+        f"{html.escape(fmt[c].header)}</th>" for c in cols)
+    rows = []
+    for i, r in enumerate(df.select(cols).iter_rows()):
+        cells = []
+        for c, v in zip(cols, r, strict=True):
+            if c in shown and v is not None:
+                cells.append(f'<td class="name" title="{html.escape(v)}">{html.escape(shown[c][i])}</td>')
+            else:
+                cells.append(fmt[c].cell(v))
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    foot = ""
+    if total is not None and total > df.height:
+        foot = f'<p class="more">{df.height:,} of {total:,} rows (<code>tracekit query</code> with --limit 0 for all)</p>'
+    return (f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>'
+            + "\n".join(rows) + f"</tbody></table></div>{foot}")
+
+
+# -- assembling ----------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    """The parts of a report before they become HTML."""
+
+    title: str
+    header: list[tuple[str, str]]
+    sections: list[tuple[Section, str, str | None, str | None]] = field(default_factory=list)
+    #: (section, table html, chart spec JSON or None, note)
+
+
+def _run_info(tk, run_id: int) -> dict[str, Any]:
+    return tk.query("run-info", run=run_id).row(0, named=True)
+
+
+def _header(info: dict[str, Any]) -> list[tuple[str, str]]:
+    def js(text):
+        try:
+            d = json.loads(text) if text else {}
+        except json.JSONDecodeError:
+            return text
+        return " · ".join(f"{k} {v}" for k, v in d.items() if v is not None) if isinstance(d, dict) else text
+
+    params = ""
+    if info["params"]:
+        try:
+            params = " · ".join(f"{k}={v}" for k, v in json.loads(info["params"]).items())
+        except json.JSONDecodeError:
+            params = info["params"]
+    clocks = []
+    for label, col in (("SM", "sm_clock_mhz"), ("SM max", "max_sm_clock_mhz"), ("memory", "mem_clock_mhz")):
+        if info.get(col) is not None:
+            clocks.append(f"{label} {info[col]:,.0f} MHz")
+    gpu = info["gpu"] or "?"
+    if info.get("sm_count"):
+        gpu += f" · {info['sm_count']} SMs"
+    if info.get("gpu_memory_bytes"):
+        gpu += f" · {_si(info['gpu_memory_bytes'], 'B')}"
+    latency = ""
+    if info.get("requests"):
+        latency = (f"{info['requests']} timed requests · median {info['median_ms']:,.3f} ms · "
+                   f"p95 {info['p95_ms']:,.3f} ms")
+    rows = [
+        ("run", f"{info['run_id']}: {info['name']} ({info['kind']})"),
+        ("GPU", gpu),
+        ("driver", info.get("driver") or ""),
+        ("clocks (as recorded)", " · ".join(clocks)),
+        ("profiler", " · ".join(x for x in (info.get("tool_version") and f"version {info['tool_version']}",
+                                            info.get("export_schema_version")
+                                            and f"export schema {info['export_schema_version']}") if x)),
+        ("software", js(info.get("versions"))),
+        ("capture parameters", params),
+        ("requests", latency),
+        ("command", info.get("command") or ""),
+        ("status", info.get("status") or ""),
+        ("captured", info.get("started_at") or ""),
+        ("source", info.get("source_path") or ""),
+    ]
+    return [(k, v) for k, v in rows if v]
+
+
+def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None]:
+    from . import charts
+    from .registry import get_registry
+
+    q = get_registry().get(sec.query)
+    params = dict(sec.params)
+    if sec.per_run:
+        params["run"] = run_id
+    try:
+        df = tk.query(sec.query, **params)
+    except QueryError as err:
+        return "", None, str(err)
+    total = None
+    if "limit" in q.params and params.get("limit"):
+        if df.height == params["limit"]:
+            total = tk.query(sec.query, **{**params, "limit": 0}).height
+    table = table_html(df, sec.columns, total) if sec.columns else ""
+    spec = None
+    note = None
+    if sec.chart is not None:
+        cs = charts.CHARTS[sec.chart]
+        if cs.query != sec.query:
+            raise QueryError(f"report section {sec.key}: chart {sec.chart} is drawn from {cs.query}, not {sec.query}")
+        try:
+            spec = json.dumps(cs.build(df).to_dict(), separators=(",", ":"), default=str)
+        except QueryError as err:
+            note = str(err)
+    if df.is_empty() and not sec.columns:
+        note = note or "no rows"
+        spec = None
+    return table, spec, note
+
+
+def build(tk, run: str | int | None = None) -> Report:
+    """The report of one run (default: the latest): its header and the sections its kind gets."""
+    from .registry import resolve_run
+
+    run_id = resolve_run(tk, run, "runs", "report")
+    info = _run_info(tk, run_id)
+    kinds = set(info["kind"].split(","))
+    try:
+        in_sweep = bool(json.loads(info["params"] or "{}").get("sweep"))
+    except (json.JSONDecodeError, AttributeError):
+        in_sweep = False
+    sections: list[Section] = []
+    if "nsys" in kinds:
+        sections += NSYS
+    if "ncu" in kinds:
+        sections += NCU
+    if in_sweep:
+        sections += SWEEP
+    if not sections:
+        raise QueryError(f"report: run {run_id} ({info['kind']}) is neither an nsys nor an ncu run nor a sweep "
+                         "point; nothing to report (see `tracekit runs`)")
+    if in_sweep and not kinds & {"nsys", "ncu"}:
+        sweep = json.loads(info["params"])["sweep"]
+        title = f"tracekit report · {sweep} (latest point: run {run_id}, {info['name']})"
+    else:
+        what = "/".join(sorted(kinds & {"nsys", "ncu"}))
+        title = f"tracekit report · {what} run {run_id}: {info['name']}"
+    rep = Report(title=title, header=_header(info))
+    for sec in sections:
+        table, spec, note = _section(tk, sec, run_id)
+        rep.sections.append((sec, table, spec, note))
+    return rep
+
+
+def _vega_bundle() -> str:
+    import altair as alt
+    import vl_convert as vlc
+
+    version = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]  # v6.4.1 -> 6.4
+    known = vlc.get_vegalite_versions()
+    js = vlc.javascript_bundle(vl_version=version if version in known else None)
+    return js.replace("</script", "<\\/script")
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#fff}
+header{background:#1f3b57;color:#fff;padding:18px 28px}
+header h1{margin:0 0 10px;font-size:20px;font-weight:600}
+header dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 18px;margin:0;font-size:13px}
+header dt{color:#b9cde0}header dd{margin:0;word-break:break-word}
+nav{padding:8px 28px;border-bottom:1px solid #d8dee4;background:#f6f8fa;font-size:13px}
+nav a{margin-right:16px;color:#0b5cad;text-decoration:none}
+main{padding:0 28px 40px}
+section{margin:26px 0;border-bottom:1px solid #eaeef2;padding-bottom:18px}
+h2{font-size:17px;margin:0 0 4px}
+p.intro{margin:0 0 10px;color:#57606a}
+p.note{background:#fff8c5;border:1px solid #d4a72c;padding:8px 12px;border-radius:4px}
+p.empty,p.more{color:#57606a;font-style:italic}
+.chart,.scroll{margin:8px 0 14px;overflow-x:auto;max-width:100%}
+table.sortable{border-collapse:collapse;font-size:12.5px;margin-top:6px}
+th,td{padding:4px 10px;border-bottom:1px solid #eaeef2;text-align:left;white-space:nowrap}
+th{background:#f6f8fa;cursor:pointer;user-select:none;position:sticky;top:0}
+th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}
+th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
+td.name{max-width:520px;overflow:hidden;text-overflow:ellipsis}
+tbody tr:hover{background:#f3f8ff}
+footer{padding:12px 28px;color:#57606a;font-size:12px}
+"""
+
+# Sort a table by the clicked column: numbers by their data-v value, text as text;
+# a second click reverses. Then embed every chart and record what it drew.
+_JS = r"""
+document.querySelectorAll("table.sortable th").forEach(function (th, col) {
+  th.addEventListener("click", function () {
+    var table = th.closest("table"), body = table.tBodies[0];
+    var asc = th.getAttribute("aria-sort") !== "ascending";
+    table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", asc ? "ascending" : "descending");
+    var idx = Array.prototype.indexOf.call(th.parentNode.children, th);
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = a.cells[idx], y = b.cells[idx];
+      var vx = x.dataset.v, vy = y.dataset.v, r;
+      if (vx !== undefined || vy !== undefined) {
+        if (vx === undefined) return 1;
+        if (vy === undefined) return -1;
+        r = parseFloat(vx) - parseFloat(vy);
+      } else {
+        r = x.textContent.localeCompare(y.textContent);
+      }
+      return asc ? r : -r;
+    });
+    rows.forEach(function (row) { body.appendChild(row); });
+  });
+});
+(function () {
+  var state = {charts: 0, rendered: 0, failed: 0, marks: {}, errors: [], done: false};
+  window.tracekitReport = state;
+  function dataMarks(node) {  // items of the data marks (role "mark"), not axes or legends
+    var n = 0;
+    if (node.marktype && node.role === "mark" && node.marktype !== "group") n += (node.items || []).length;
+    (node.items || []).forEach(function (it) { n += dataMarks(it); });
+    return n;
+  }
+  var els = document.querySelectorAll("div.chart[data-spec]");
+  state.charts = els.length;
+  var pending = [];
+  if (typeof vegaEmbed !== "function") {  // the inlined libraries did not load: say so, do not hang
+    state.errors.push("vegaEmbed is not defined");
+    console.error("tracekit report: the Vega libraries did not load");
+    state.done = true;
+    return;
+  }
+  els.forEach(function (el) {
+    var spec = JSON.parse(document.getElementById(el.dataset.spec).textContent);
+    pending.push(vegaEmbed(el, spec, {actions: false, renderer: "svg"}).then(function (res) {
+      var n = dataMarks(res.view.scenegraph().root);
+      el.dataset.marks = String(n);
+      state.marks[el.id] = n;
+      state.rendered += 1;
+    }).catch(function (err) {
+      state.failed += 1;
+      state.errors.push(el.id + ": " + err);
+      console.error("tracekit report: chart " + el.id + " failed: " + err);
+    }));
+  });
+  Promise.all(pending).then(function () { state.done = true; document.body.dataset.rendered = "1"; });
+})();
+"""
+
+
+def render(rep: Report) -> str:
+    """The report as one HTML document (scripts and data inlined)."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(rep.title)}</title><style>{_CSS}</style></head><body>",
+        f"<header><h1>{html.escape(rep.title)}</h1><dl>",
+        *(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in rep.header),
+        "</dl></header><nav>",
+        *(f'<a href="#{s.key}">{html.escape(s.title)}</a>' for s, *_ in rep.sections),
+        "</nav><main>",
+    ]
+    specs = []
+    for sec, table, spec, note in rep.sections:
+        parts.append(f'<section id="{sec.key}"><h2>{html.escape(sec.title)}</h2>')
+        if sec.intro:
+            parts.append(f'<p class="intro">{html.escape(sec.intro)}</p>')
+        if note:
+            parts.append(f'<p class="note">{html.escape(note)}</p>')
+        if spec is not None:
+            sid = f"spec-{sec.key}"
+            safe = spec.replace("</", "<\\/")  # no '</script>' inside the script element
+            specs.append(f'<script type="application/json" id="{sid}">{safe}</script>')
+            parts.append(f'<div class="chart" id="chart-{sec.key}" data-spec="{sid}"></div>')
+        parts.append(table)
+        parts.append("</section>")
+    parts += [
+        "</main><footer>Written by tracekit. Click a column header to sort; hover a shortened name for "
+        "the full one. Opens offline: the Vega libraries and the data are in this file.</footer>",
+        *specs,
+        f"<script>{_vega_bundle()}</script>",
+        f"<script>{_JS}</script>",
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def write_report(tk, path: str | Path, run: str | int | None = None) -> Path:
+    """Build the run's report and write it to ``path`` through ``write_output`` (a
+    temporary file renamed into place, never over the store)."""
+    from .outputs import write_output
+
+    text = render(build(tk, run))
+    return write_output(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)

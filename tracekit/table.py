@@ -1,0 +1,373 @@
+"""Tables for a terminal: human units, one thousands separator, the terminal's width.
+
+``render(rows, ...)`` formats a query result (``Rows``: column names, DuckDB type
+names, Python row tuples) for reading, never for further processing (CSV, JSON and
+Parquet carry every column, unformatted):
+
+- times (columns ending ``_ns``, ``_us``, ``_ms``) in one unit per column, chosen from
+  the column's values or forced by ``timeunit`` (ns, us, ms, s); the header says it
+  (``total_ns`` shows as ``total_ms``). Timestamps (``start_ns``, ``end_ns``) stay in ns
+  unless a unit is forced;
+- rates and sizes with SI prefixes per cell: FLOP/s, OP/s, B/s, B, FLOP, Hz;
+- percentages with one decimal, counts with thousands separators, ids as they are;
+- kernel names shortened by ``names.short_name``, paths to their last parts, both so
+  that two different values never read alike;
+- the table fits ``width``: text columns are narrowed, widest first, down to a floor;
+  numbers are never cut. Where even that does not fit, one block per row
+  (``column  value`` lines) instead.
+
+Pure Python on purpose: the CLI renders a query without importing Polars or PyArrow.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import names
+from .errors import ParamError
+
+TIME_UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+TIMEUNIT_CHOICES = ("auto", *TIME_UNITS)
+_NUMERIC = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|"
+                      r"FLOAT|DOUBLE|REAL|DECIMAL.*|INT\d*|UINT\d*|FLOAT\d*|NUMBER)$", re.I)
+#: (name suffix, unit) for values shown with an SI prefix, most specific first
+_SI_UNITS = [("bytes_per_s", "B/s"), ("flops_per_s", "FLOP/s"), ("ops_per_s", "OP/s"), ("_hz", "Hz"),
+             ("_bytes", "B"), ("bytes", "B"), ("_flop", "FLOP"), ("flop", "FLOP")]
+_PREFIXES = {-4: "p", -3: "n", -2: "µ", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T", 5: "P", 6: "E"}
+#: columns holding kernel names, shortened by names.short_name
+KERNEL_NAME_COLUMNS = ("name", "kernel_name", "top_kernel", "kernel")
+_ID = re.compile(r"(^|_)(id|pid|tid)$")
+GAP = "  "
+MIN_TEXT = 12  # a text column is narrowed to no less than this (or its header)
+
+
+@dataclass
+class Rows:
+    """A query result for the terminal: names, DuckDB type names, row tuples and, when
+    the query cut it at ``limit``, the number of rows it has in all."""
+
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple]
+    total: int | None = None
+    hidden: list[str] = field(default_factory=list)  # columns left out of the display
+
+    @classmethod
+    def from_relation(cls, rel) -> Rows:
+        return cls(list(rel.columns), [str(t) for t in rel.types], rel.fetchall())
+
+    @classmethod
+    def from_polars(cls, df) -> Rows:
+        types = ["DOUBLE" if t.is_float() else "BIGINT" if t.is_integer() else "VARCHAR" for t in df.dtypes]
+        return cls(list(df.columns), types, list(df.iter_rows()))
+
+    def select(self, cols: Sequence[str]) -> Rows:
+        """Only ``cols``, in that order (each must be a column of the result)."""
+        unknown = [c for c in cols if c not in self.columns]
+        if unknown:
+            raise ParamError(f"--columns: no column {', '.join(map(repr, unknown))}; "
+                             f"the result has: {', '.join(self.columns)}")
+        idx = [self.columns.index(c) for c in cols]
+        return Rows([self.columns[i] for i in idx], [self.types[i] for i in idx],
+                    [tuple(r[i] for i in idx) for r in self.rows], self.total,
+                    [c for c in self.columns if c not in cols])
+
+
+# -- one column ---------------------------------------------------------------------
+
+
+def _num(v: Any) -> float | int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int | float):
+        return v
+    try:
+        return float(v)  # Decimal
+    except (TypeError, ValueError):
+        return None
+
+
+def si(v: float | None, unit: str) -> str:
+    """``v`` with an SI prefix and three significant digits: ``781 TFLOP/s``, ``1.23 kB``."""
+    if v is None:
+        return ""
+    if not math.isfinite(v):
+        return f"{v} {unit}"
+    if v == 0:
+        return f"0 {unit}"
+    exp = min(max(math.floor(math.log10(abs(v)) / 3), -4), 6)
+    x = v / 10 ** (3 * exp)
+    if round(abs(x), 3 - len(str(int(abs(x))))) >= 1000 and exp < 6:  # 999.95 rounds up: next prefix
+        exp, x = exp + 1, x / 1000
+    if exp == 0 and float(v).is_integer():  # 4 B, not 4.00 B
+        return f"{int(v)} {unit}"
+    digits = 3 - len(str(int(abs(x))))
+    return f"{x:.{max(digits, 0)}f} {_PREFIXES[exp]}{unit}"
+
+
+def _time_unit(col: str) -> tuple[str, str] | None:
+    """(stem, source unit) of a time column: ``total_ns`` -> (``total``, ``ns``)."""
+    m = re.match(r"^(.*?)_(ns|us|ms)$", col)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _auto_unit(values: list[float]) -> str:
+    """The unit in which the column's median magnitude reads between 1 and 1000."""
+    mags = sorted(abs(v) for v in values if v)
+    if not mags:
+        return "ns"
+    mid = mags[len(mags) // 2]
+    for unit in ("ns", "us", "ms"):
+        if mid < 1000 * TIME_UNITS[unit]:
+            return unit
+    return "s"
+
+
+def _decimals(values: list[float]) -> int:
+    """Decimals for a column of plain numbers: three significant digits at its median."""
+    if all(float(v).is_integer() for v in values):
+        return 0
+    mags = sorted(abs(v) for v in values if v)
+    if not mags:
+        return 1
+    return min(max(2 - math.floor(math.log10(mags[len(mags) // 2])), 1), 4)
+
+
+_STATS = re.compile(r"(^|_)(avg|mean|med|median|min|max|stddev|p\d+)(?=_|$)")
+
+
+def _is_stamp(stem: str) -> bool:
+    return stem in ("start", "end") or stem.endswith(("_start", "_end"))
+
+
+def time_units(rows: Rows, timeunit: str = "auto") -> dict[str, str]:
+    """The unit of each time column. ``auto``: one unit per family of columns (``avg_ns``,
+    ``med_ns``, ``stddev_ns`` are one family; ``total_ns`` another; ``api_med_ns`` and
+    ``api_max_ns`` a third), the one in which the family's median value reads between 1
+    and 1000; timestamps stay in their own unit."""
+    families: dict[str, list[str]] = {}
+    units: dict[str, str] = {}
+    for c, t in zip(rows.columns, rows.types, strict=True):
+        tu = _time_unit(c.lower())
+        if tu is None or not _is_numeric(t):
+            continue
+        stem, src = tu
+        if timeunit != "auto":
+            units[c] = timeunit
+        elif _is_stamp(stem):
+            units[c] = src
+        else:
+            families.setdefault(_STATS.sub("", stem), []).append(c)
+    for cols in families.values():
+        values = []
+        for c in cols:
+            i = rows.columns.index(c)
+            f = TIME_UNITS[_time_unit(c.lower())[1]]
+            values += [v * f for v in map(_num, (r[i] for r in rows.rows)) if v is not None]
+        unit = _auto_unit(values)
+        units.update(dict.fromkeys(cols, unit))
+    return units
+
+
+def _is_numeric(dtype: str) -> bool:
+    return bool(_NUMERIC.match(dtype.split("(")[0].strip()))
+
+
+def format_column(col: str, dtype: str, values: Sequence[Any], unit: str | None = None) -> tuple[str, list[str], bool]:
+    """(header, cells, is_number) for one column; ``unit``: a time column's unit (ns, us,
+    ms, s; by default the one its own values read best in)."""
+    if not _is_numeric(dtype):
+        return col, [_text(v) for v in values], False
+    nums = [_num(v) for v in values]
+    present = [v for v in nums if v is not None]
+    low = col.lower()
+    t = _time_unit(low)
+    if t is not None:
+        stem, src = t
+        ns = [None if v is None else v * TIME_UNITS[src] for v in nums]
+        unit = unit or _auto_unit([v for v in ns if v is not None])
+        scaled = [None if v is None else v / TIME_UNITS[unit] for v in ns]
+        if unit == src and all(float(v).is_integer() for v in present):
+            dec = 0
+        elif unit == "ns":
+            dec = 0 if all(float(v).is_integer() for v in scaled if v is not None) else 1
+        else:
+            dec = 3
+        return f"{stem}_{unit}", [_fixed(v, dec) for v in scaled], True
+    if low.endswith("_pct"):
+        return col, [_fixed(v, 1) for v in nums], True
+    for suffix, unit in _SI_UNITS:
+        if low.endswith(suffix):
+            return col, [si(v, unit) for v in nums], True
+    if _ID.search(low):
+        return col, ["" if v is None else str(v) for v in values], True
+    dec = _decimals(present) if present else 0
+    return col, [_fixed(v, dec) for v in nums], True
+
+
+def _fixed(v: float | None, decimals: int) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return f"{v:,.{decimals}f}"
+
+
+def _text(v: Any) -> str:
+    if v is None:
+        return ""
+    if hasattr(v, "isoformat") and hasattr(v, "microsecond"):  # datetime: to the second
+        v = v.replace(microsecond=0)
+    s = str(v)
+    if s.startswith("{") and s.endswith("}"):  # a JSON object (a run's params): k=v pairs
+        import json
+
+        try:
+            obj = json.loads(s)
+            s = " ".join(f"{k}={json.dumps(x) if isinstance(x, dict | list) else x}" for k, x in obj.items())
+        except (ValueError, AttributeError):
+            pass
+    return s.replace("\r", " ").replace("\n", " ").replace("\t", " ")
+
+
+# -- the table ----------------------------------------------------------------------
+
+
+def _fit(natural: list[int], floors: list[int], room: int) -> list[int] | None:
+    """Widths of the text columns: the widest narrowed first (one cap for all), never
+    below its floor; None when even the floors do not fit in ``room``."""
+    if sum(natural) <= room:
+        return natural
+    if sum(floors) > room:
+        return None
+    lo, hi = 0, max(natural)
+    while lo < hi:  # the largest cap that fits
+        cap = (lo + hi + 1) // 2
+        if sum(max(f, min(n, cap)) for n, f in zip(natural, floors, strict=True)) <= room:
+            lo = cap
+        else:
+            hi = cap - 1
+    widths = [max(f, min(n, lo)) for n, f in zip(natural, floors, strict=True)]
+    spare = room - sum(widths)
+    for i in sorted(range(len(widths)), key=lambda i: -natural[i]):  # hand out what is left
+        add = min(spare, natural[i] - widths[i])
+        widths[i] += add
+        spare -= add
+    return widths
+
+
+def _kernel_name(text: str, width: int) -> str:
+    """A kernel name shortened; other text in a name column (an API or run name) cut."""
+    return names.short_name(text, width) if any(c in text for c in "<(:") else names.cut_end(text, width)
+
+
+def _shorten(col: str, values: list[Any], cells: list[str], width: int) -> list[str]:
+    shorten = _kernel_name if col.lower() in KERNEL_NAME_COLUMNS else names.cut_text
+    return names.distinct_labels([None if v is None else c for v, c in zip(values, cells, strict=True)],
+                                 width, shorten)
+
+
+#: kernel names read best short even where the terminal has room for more
+NAME_WIDTH = 60
+
+
+def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | None = None) -> str:
+    """The table as text, ending with a footer line (rows shown of how many, hidden
+    columns). ``more`` is what to say when rows were left out (``--limit 0 for all``)."""
+    if timeunit not in TIMEUNIT_CHOICES:
+        raise ParamError(f"--timeunit {timeunit!r}: choose one of {', '.join(TIMEUNIT_CHOICES)}")
+    cols = []
+    units = time_units(rows, timeunit)
+    for i, (c, t) in enumerate(zip(rows.columns, rows.types, strict=True)):
+        values = [r[i] for r in rows.rows]
+        header, cells, is_num = format_column(c, t, values, units.get(c))
+        cols.append((c, header, values, cells, is_num))
+    footer = _footer(rows, more)
+    if not cols:
+        return footer + "\n"
+    text_idx = [i for i, c in enumerate(cols) if not c[4]]
+    natural = []
+    for i in text_idx:
+        c, header, values, cells, _ = cols[i]
+        if c.lower() in KERNEL_NAME_COLUMNS:
+            cells = _shorten(c, values, cells, NAME_WIDTH)
+            cols[i] = (c, header, values, cells, False)
+        natural.append(max([len(header), *map(len, cells)]))
+    floors = [min(n, max(MIN_TEXT, len(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
+    heads = [[c[1]] for c in cols]
+    widths = None
+    for wrap in (False, True):  # long headers of numbers wrapped at '_' only where needed
+        if wrap:
+            heads = [_wrap(c[1], max(map(len, c[3]), default=0)) if c[4] else [c[1]] for c in cols]
+        num_width = sum(max([*map(len, h), *map(len, c[3])]) for c, h in zip(cols, heads, strict=True) if c[4])
+        room = width - num_width - len(GAP) * (len(cols) - 1)
+        widths = _fit(natural, floors, room)
+        if widths == natural:
+            break
+    if widths is None:
+        return _expanded(cols, width) + footer + "\n"
+    for w, i in zip(widths, text_idx, strict=True):
+        c, header, values, cells, _ = cols[i]
+        if max(map(len, cells), default=0) > w:
+            cols[i] = (c, header, values, _shorten(c, values, cells, w), False)
+    col_w = [max([*map(len, h), *map(len, c[3])]) for c, h in zip(cols, heads, strict=True)]
+    just = [str.rjust if c[4] else str.ljust for c in cols]
+    depth = max(map(len, heads))
+    heads = [[""] * (depth - len(h)) + h for h in heads]  # headers sit on the line above the rule
+    out = [GAP.join(j(h[k], w) for h, w, j in zip(heads, col_w, just, strict=True)).rstrip() for k in range(depth)]
+    out.append(GAP.join("-" * w for w in col_w))
+    for r in range(len(rows.rows)):
+        out.append(GAP.join(j(c[3][r], w) for c, w, j in zip(cols, col_w, just, strict=True)).rstrip())
+    out.append(footer)
+    return "\n".join(out) + "\n"
+
+
+def _wrap(header: str, width: int) -> list[str]:
+    """``header`` on lines of about ``width`` (at least 6) characters, broken after '_'."""
+    width = max(width, 6)
+    parts = [p + "_" for p in header.split("_")]
+    parts[-1] = parts[-1][:-1]
+    lines = [""]
+    for p in parts:
+        if lines[-1] and len(lines[-1]) + len(p) > width:
+            lines.append("")
+        lines[-1] += p
+    return lines
+
+
+def _expanded(cols, width: int) -> str:
+    """One block per row, ``column  value`` per line (psql's expanded display)."""
+    key_w = max(len(c[1]) for c in cols)
+    val_w = max(width - key_w - len(GAP), MIN_TEXT)
+    shortened = []
+    for c, _header, values, cells, is_num in cols:
+        shortened.append(cells if is_num else _shorten(c, values, cells, val_w))
+    out = []
+    n = len(cols[0][3])
+    for r in range(n):
+        title = f"-[ row {r + 1} ]"
+        out.append(title + "-" * max(min(width, key_w + 2 + val_w) - len(title), 3))
+        for (_, header, *_rest), cells in zip(cols, shortened, strict=True):
+            out.append(f"{header.ljust(key_w)}{GAP}{cells[r]}".rstrip())
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def _footer(rows: Rows, more: str | None) -> str:
+    n = len(rows.rows)
+    total = rows.total if rows.total is not None else n
+    if n == 0:
+        text = "no rows"
+    elif total > n:
+        text = f"{n:,} of {total:,} rows" + (f" ({more})" if more else "")
+    else:
+        text = f"{n:,} row" + ("" if n == 1 else "s")
+    if rows.hidden:
+        shown = len(rows.columns)
+        text += f"; {shown} of {shown + len(rows.hidden)} columns (--all-columns for all)"
+    return text

@@ -1,0 +1,455 @@
+"""Chrome Trace Event export of an nsys run: the timeline for ui.perfetto.dev and chrome://tracing.
+
+``export_trace(tk, path, run=..., start_ns=..., end_ns=...)`` (or ``nvtx=NAME,
+instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``:
+
+- per process, one track per thread of CUDA API calls (the thread's own tid) and one of
+  NVTX push/pop ranges and marks (``NVTX · <thread>``, tid + 2**24: nsys tids are
+  24-bit, so it never collides); start/end ranges, which need not nest, are async
+  slices of the process;
+- per GPU (a process ``GPU N: <name>``), one track per stream (a process's stream of a
+  CUDA context: stream ids of two processes are unrelated) of kernels, copies, memsets
+  and whole graph launches;
+- a flow arrow from each launching API call to the GPU op it launched (when both are in
+  the window).
+
+Names are the ones nsys prints: demangled kernel names, API names without the _vNNNN
+suffix, NVTX ranges as 'domain:text', copies as '[CUDA memcpy Host-to-Device]'.
+
+Exact times: the format's ``ts``/``dur`` are microseconds. They are written as decimal
+numbers with exactly three fractional digits, made from the integer nanoseconds (never
+through a float), so ``12345678.901`` is 12345678901 ns. Perfetto's JSON importer reads
+the number's text digit by digit into integer nanoseconds (``CoerceToTs`` in
+trace_processor's json_utils), so no nanosecond is lost whatever the magnitude;
+chrome://tracing reads doubles (exact to the ns below ~10^7 s of capture time).
+``displayTimeUnit`` is "ns" for chrome://tracing's display.
+
+The window keeps every event that overlaps it (``start <= to`` and ``end >= from``;
+events are written whole, not clipped). ``--nvtx NAME --instance N`` takes the N-th
+range of that name (1 = the first) from its start to the later of its end and the end
+of the GPU work it launched. The file's size is estimated before anything is written;
+above ``max_bytes`` (100 MB of JSON by default) the export is refused with the estimate
+unless forced.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ParamError, QueryError
+from .outputs import write_output
+
+#: default size limit of the JSON text (what the viewer parses), bytes
+MAX_BYTES = 100_000_000
+#: nsys pids and tids are 24-bit: synthetic ids start above them
+NVTX_TID_OFFSET = 1 << 24
+GPU_PID_OFFSET = 1 << 24
+#: event kinds in the file, as their ``cat``
+KINDS = ("cuda_api", "nvtx", "nvtx_startend", "nvtx_mark", "kernel", "memcpy", "memset", "graph", "flow")
+#: bytes of one event besides its name, averaged over the fixtures' traces (a start/end
+#: range and a flow are two events); tests/test_trace.py checks the estimate within 15 %
+_EVENT_BYTES = {"cuda_api": 120, "nvtx": 115, "nvtx_startend": 212, "nvtx_mark": 91,
+                "kernel": 215, "memcpy": 145, "memset": 141, "graph": 132, "flow": 178}
+_BATCH = 65536
+
+
+@dataclass
+class Window:
+    """The part of a run to export, in the capture's ns (None = unbounded)."""
+
+    start_ns: int | None = None
+    end_ns: int | None = None
+    label: str = "whole run"
+
+
+@dataclass
+class TraceResult:
+    """What an export wrote: the file, the run, the window, events per kind, JSON bytes."""
+
+    path: Path | None
+    run_id: int
+    window: Window
+    counts: dict[str, int] = field(default_factory=dict)
+    estimated_bytes: int = 0
+    json_bytes: int = 0
+
+
+# -- SQL -------------------------------------------------------------------------
+
+
+def _us(ns_expr: str) -> str:
+    """SQL text of an integer ns expression as µs with exactly three decimals ('-1.500'),
+    formatted by DuckDB (vectorized) from the integer: no float on the way."""
+    return (f"(CASE WHEN ({ns_expr}) < 0 THEN '-' ELSE '' END || (abs({ns_expr}) // 1000)::VARCHAR || '.' "
+            f"|| lpad((abs({ns_expr}) % 1000)::VARCHAR, 3, '0'))")
+
+# $run, $lo, $hi bound; $lo/$hi NULL = unbounded. An event is in the window when it
+# overlaps it.
+_IN = "($lo IS NULL OR {end} >= $lo) AND ($hi IS NULL OR {start} <= $hi)"
+
+#: the GPU tracks of a run (independent of the window, so a stream keeps its track id)
+_STREAMS = """
+SELECT device_id, global_pid, context_id, stream_id,
+       dense_rank() OVER (PARTITION BY device_id ORDER BY global_pid, context_id, stream_id)::INTEGER AS track,
+       count(DISTINCT (global_pid, context_id)) OVER (PARTITION BY device_id) AS owners
+FROM (SELECT DISTINCT device_id, global_pid, context_id, stream_id FROM gpu_ops WHERE run_id = $run)
+"""
+
+#: GPU ops in the window with their track and launching call (for the flow arrow)
+_GPU_OPS = f"""
+WITH streams AS ({_STREAMS}),
+ops AS (
+    SELECT 'kernel' AS kind, n.value AS name, k.start_ns, k.end_ns, k.device_id, k.global_pid, k.context_id,
+           k.stream_id, k.correlation_id, k.launch_global_tid, k.api_start_ns, k.api_end_ns,
+           k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers_per_thread,
+           k.static_smem_bytes + k.dynamic_smem_bytes AS smem_bytes, NULL::BIGINT AS bytes
+    FROM _kernels k LEFT JOIN _strings n ON n.string_id = k.name_id
+    WHERE k.run_id = $run AND {_IN.format(start='k.start_ns', end='k.end_ns')}
+    UNION ALL
+    SELECT 'memcpy', operation, start_ns, end_ns, device_id, global_pid, context_id, stream_id, correlation_id,
+           launch_global_tid, api_start_ns, api_end_ns, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, bytes
+    FROM memcpy WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+    UNION ALL
+    SELECT 'memset', operation, start_ns, end_ns, device_id, global_pid, context_id, stream_id, correlation_id,
+           launch_global_tid, api_start_ns, api_end_ns, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, bytes
+    FROM memset WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+    UNION ALL
+    SELECT 'graph', '[CUDA graph ' || graph_id || ']', start_ns, end_ns, device_id, global_pid, context_id,
+           stream_id, correlation_id, launch_global_tid, api_start_ns, api_end_ns,
+           NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    FROM graph_execs WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+)
+SELECT o.kind, o.name, {_us('o.start_ns')} AS ts, {_us('o.end_ns - o.start_ns')} AS dur, o.device_id, s.track,
+       o.correlation_id,
+       CASE WHEN o.api_start_ns IS NOT NULL AND {_IN.format(start='o.api_start_ns', end='o.api_end_ns')}
+            THEN ((o.launch_global_tid >> 24) & 16777215)::INTEGER END AS launch_pid,
+       (o.launch_global_tid & 16777215)::INTEGER AS launch_tid, {_us('o.api_start_ns')} AS api_ts,
+       o.grid_x, o.grid_y, o.grid_z, o.block_x, o.block_y, o.block_z, o.registers_per_thread, o.smem_bytes,
+       o.bytes, o.stream_id
+FROM ops o JOIN streams s USING (device_id, global_pid, context_id, stream_id)
+ORDER BY o.device_id, s.track, o.start_ns, o.end_ns DESC
+"""
+
+_API = f"""
+SELECT name, {_us('start_ns')} AS ts, {_us('end_ns - start_ns')} AS dur, pid, tid, correlation_id
+FROM api_calls WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+ORDER BY pid, tid, start_ns, end_ns DESC
+"""
+
+_NVTX = f"""
+SELECT name, style, {_us('start_ns')} AS ts, {_us('end_ns - start_ns')} AS dur, {_us('end_ns')} AS end_ts,
+       pid, tid, range_id, ended
+FROM nvtx_ranges WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+ORDER BY pid, tid, start_ns, end_ns DESC, range_id
+"""
+
+_MARKS = f"""
+SELECT name, {_us('ts_ns')} AS ts, pid, tid FROM nvtx_marks
+WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
+ORDER BY pid, tid, ts_ns
+"""
+
+#: events per kind and their summed name lengths, for the size estimate
+_SIZE = f"""
+WITH streams AS ({_STREAMS})
+SELECT 'cuda_api' AS kind, count(*) AS n, coalesce(sum(length(name)), 0) AS name_bytes FROM api_calls
+WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+UNION ALL
+SELECT CASE style WHEN 'PushPop' THEN 'nvtx' ELSE 'nvtx_startend' END, count(*), coalesce(sum(length(name)), 0)
+FROM nvtx_ranges WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')} GROUP BY style
+UNION ALL
+SELECT 'nvtx_mark', count(*), coalesce(sum(length(name)), 0) FROM nvtx_marks
+WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
+UNION ALL
+SELECT op_kind, count(*), coalesce(sum(length(name)), 0) FROM gpu_ops
+WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')} GROUP BY op_kind
+"""
+
+_THREADS = """
+SELECT pid, tid, any_value(name) AS name FROM threads WHERE run_id = $run GROUP BY pid, tid
+"""
+
+_GPUS = "SELECT device_id, any_value(name) AS name FROM gpus WHERE run_id = $run GROUP BY device_id"
+
+
+# -- window ------------------------------------------------------------------------
+
+
+def resolve_window(tk, run_id: int, start_ns: int | None = None, end_ns: int | None = None,
+                   nvtx: str | None = None, instance: int | None = None) -> Window:
+    """The window to export: --from/--to, or the N-th instance of an NVTX range."""
+    if nvtx is not None:
+        if start_ns is not None or end_ns is not None:
+            raise ParamError("export trace: give either --from/--to or --nvtx NAME --instance N, not both")
+        n = 1 if instance is None else instance
+        if n < 1:
+            raise ParamError(f"export trace: --instance {n}: instances count from 1")
+        rows = tk.con.execute(
+            """SELECT name, start_ns, greatest(end_ns, coalesce(proj_end_ns, end_ns)) AS end_ns,
+                      count(*) OVER () AS total
+               FROM nvtx_ranges WHERE run_id = ? AND (name = ? OR text = ?)
+               ORDER BY start_ns, range_id LIMIT 1 OFFSET ?""",
+            [run_id, nvtx, nvtx, n - 1],
+        ).fetchall()
+        if not rows:
+            total = tk.con.execute(
+                "SELECT count(*) FROM nvtx_ranges WHERE run_id = ? AND (name = ? OR text = ?)",
+                [run_id, nvtx, nvtx]).fetchall()[0][0]
+            if total == 0:
+                raise QueryError(f"export trace: run {run_id} has no NVTX range named {nvtx!r} "
+                                 "(see `tracekit query nvtx-summary`)")
+            raise QueryError(f"export trace: --instance {n}: run {run_id} has {total} range(s) named {nvtx!r}")
+        name, lo, hi, total = rows[0]
+        return Window(int(lo), int(hi), f"{name} instance {n} of {total}")
+    if instance is not None:
+        raise ParamError("export trace: --instance needs --nvtx NAME")
+    if start_ns is not None and end_ns is not None and start_ns > end_ns:
+        raise ParamError(f"export trace: --from {start_ns} is after --to {end_ns}")
+    if start_ns is None and end_ns is None:
+        return Window()
+    return Window(start_ns, end_ns, f"{'-inf' if start_ns is None else start_ns} to "
+                                    f"{'+inf' if end_ns is None else end_ns} ns")
+
+
+def _params(run_id: int, window: Window) -> dict[str, Any]:
+    return {"run": run_id, "lo": window.start_ns, "hi": window.end_ns}
+
+
+def _nsys_run(tk, run: str | int | None) -> int:
+    from .registry import resolve_run
+
+    run_id = resolve_run(tk, run, "nsys", "export trace")
+    kind = tk.con.execute("SELECT kind FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
+    if "nsys" not in kind.split(","):
+        raise QueryError(f"export trace: run {run_id} holds {kind} data; a timeline needs an nsys run (see `tracekit runs`)")
+    return run_id
+
+
+def estimate(tk, run_id: int, window: Window) -> tuple[dict[str, int], int]:
+    """Events per kind in the window and the estimated size of the JSON text, bytes."""
+    counts = dict.fromkeys(KINDS, 0)
+    total = 2000  # header and metadata events
+    flows = tk.con.execute(
+        f"""SELECT count(*) FROM ({_GPU_OPS}) WHERE launch_pid IS NOT NULL""", _params(run_id, window)
+    ).fetchall()[0][0]
+    for kind, n, name_bytes in tk.con.execute(_SIZE, _params(run_id, window)).fetchall():
+        counts[kind] = counts.get(kind, 0) + int(n)
+        # a start/end range is two events, each with the name
+        total += int(n) * _EVENT_BYTES[kind] + int(name_bytes) * (2 if kind == "nvtx_startend" else 1)
+    counts["flow"] = int(flows)
+    total += flows * _EVENT_BYTES["flow"]
+    return counts, total
+
+
+# -- writing -------------------------------------------------------------------------
+
+
+class _Names:
+    """JSON-escaped names, each escaped once."""
+
+    def __init__(self):
+        self._cache: dict[str | None, str] = {}
+
+    def __call__(self, s: str | None) -> str:
+        out = self._cache.get(s)
+        if out is None:
+            out = json.dumps(s if s is not None else "?", ensure_ascii=False)
+            self._cache[s] = out
+        return out
+
+
+def _batches(con, sql: str, params: dict):
+    reader = con.sql(sql, params=params).to_arrow_reader(_BATCH)
+    for batch in reader:
+        yield batch.to_pydict()
+
+
+class _Writer:
+    """Events joined by ',\\n', written a batch at a time; counts the bytes written."""
+
+    def __init__(self, f):
+        self.f = f
+        self.first = True
+        self.bytes = 0
+        self.buf: list[str] = []
+
+    def event(self, text: str) -> None:
+        self.buf.append(text)
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        text = ",\n".join(self.buf)
+        if not self.first:
+            text = ",\n" + text
+        self.first = False
+        self.buf.clear()
+        self.f.write(text)
+        self.bytes += len(text) if text.isascii() else len(text.encode())
+
+    def raw(self, text: str) -> None:
+        self.flush()
+        self.f.write(text)
+        self.bytes += len(text.encode())
+
+
+def _meta(w: _Writer, what: str, pid: int, tid: int | None, args: dict) -> None:
+    t = "" if tid is None else f',"tid":{tid}'
+    w.event(f'{{"ph":"M","name":"{what}","pid":{pid}{t},"args":{json.dumps(args, ensure_ascii=False)}}}')
+
+
+def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]:
+    con = tk.con
+    p = _params(run_id, window)
+    name = _Names()
+    counts = dict.fromkeys(KINDS, 0)
+    threads = {(r[0], r[1]): r[2] for r in con.execute(_THREADS, {"run": run_id}).fetchall()}
+    cpu_threads: set[tuple[int, int]] = set()
+    nvtx_threads: set[tuple[int, int]] = set()
+    gpu_tracks: dict[tuple[int, int], int] = {}
+
+    # CPU: CUDA API calls on the thread's own track
+    for b in _batches(con, _API, p):
+        for nm, ts, dur, pid, tid, corr in zip(b["name"], b["ts"], b["dur"], b["pid"], b["tid"],
+                                               b["correlation_id"], strict=True):
+            w.event(f'{{"ph":"X","cat":"cuda_api","name":{name(nm)},"pid":{pid},"tid":{tid},'
+                    f'"ts":{ts},"dur":{dur},"args":{{"correlation_id":{corr if corr is not None else "null"}}}}}')
+            cpu_threads.add((pid, tid))
+        counts["cuda_api"] += len(b["name"])
+        w.flush()
+    # NVTX: push/pop ranges nest on their thread's NVTX track; start/end ranges are async
+    for b in _batches(con, _NVTX, p):
+        for nm, style, ts, dur, end_ts, pid, tid, rid, ended in zip(
+                b["name"], b["style"], b["ts"], b["dur"], b["end_ts"], b["pid"], b["tid"], b["range_id"], b["ended"],
+                strict=True):
+            args = f'"args":{{"range_id":{rid}}}' if ended else f'"args":{{"range_id":{rid},"ended":false}}'
+            if style == "PushPop":
+                w.event(f'{{"ph":"X","cat":"nvtx","name":{name(nm)},"pid":{pid},"tid":{tid + NVTX_TID_OFFSET},'
+                        f'"ts":{ts},"dur":{dur},{args}}}')
+                nvtx_threads.add((pid, tid))
+                counts["nvtx"] += 1
+            else:
+                ident = f'"id":"0x{rid:x}"'
+                w.event(f'{{"ph":"b","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid},"tid":{tid},'
+                        f'"ts":{ts},{args}}}')
+                w.event(f'{{"ph":"e","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid},"tid":{tid},'
+                        f'"ts":{end_ts}}}')
+                cpu_threads.add((pid, tid))
+                counts["nvtx_startend"] += 1
+        w.flush()
+    for b in _batches(con, _MARKS, p):
+        for nm, ts, pid, tid in zip(b["name"], b["ts"], b["pid"], b["tid"], strict=True):
+            w.event(f'{{"ph":"i","s":"t","cat":"nvtx_mark","name":{name(nm)},"pid":{pid},'
+                    f'"tid":{tid + NVTX_TID_OFFSET},"ts":{ts}}}')
+            nvtx_threads.add((pid, tid))
+        counts["nvtx_mark"] += len(b["name"])
+        w.flush()
+    # GPU: one track per stream, a flow from the launching call when it is in the window
+    flow = 0
+    for b in _batches(con, _GPU_OPS, p):
+        cols = [b[c] for c in ("kind", "name", "ts", "dur", "device_id", "track", "correlation_id",
+                               "launch_pid", "launch_tid", "api_ts", "grid_x", "grid_y", "grid_z",
+                               "block_x", "block_y", "block_z", "registers_per_thread", "smem_bytes", "bytes",
+                               "stream_id")]
+        for (kind, nm, ts, dur, dev, track, corr, lpid, ltid, api_ts, gx, gy, gz, bx, by, bz, regs, smem, nbytes,
+             sid) in zip(*cols, strict=True):
+            gpid = GPU_PID_OFFSET + dev
+            gpu_tracks[(dev, track)] = sid
+            if kind == "kernel":
+                args = (f'"grid":[{gx},{gy},{gz}],"block":[{bx},{by},{bz}],"registers_per_thread":{regs},'
+                        f'"shared_mem_bytes":{smem},"stream":{sid},"correlation_id":{corr}')
+            elif kind == "graph":
+                args = f'"stream":{sid},"correlation_id":{corr}'
+            else:
+                args = f'"bytes":{nbytes},"stream":{sid},"correlation_id":{corr}'
+            w.event(f'{{"ph":"X","cat":"{kind}","name":{name(nm)},"pid":{gpid},"tid":{track},'
+                    f'"ts":{ts},"dur":{dur},"args":{{{args}}}}}')
+            counts[kind] += 1
+            if lpid is not None:
+                flow += 1
+                w.event(f'{{"ph":"s","cat":"launch","name":"launch","id":{flow},"pid":{lpid},"tid":{ltid},'
+                        f'"ts":{api_ts}}}')
+                w.event(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{flow},"pid":{gpid},'
+                        f'"tid":{track},"ts":{ts}}}')
+                cpu_threads.add((lpid, ltid))
+        w.flush()
+    counts["flow"] = flow
+
+    # track names and order: processes by pid, then the GPUs; in a process, each thread's
+    # NVTX track right above its CUDA API track
+    pids = sorted({p for p, _ in cpu_threads | nvtx_threads})
+    for i, pid in enumerate(pids):
+        pname = threads.get((pid, pid)) or "process"
+        _meta(w, "process_name", pid, None, {"name": f"{pname} (pid {pid})"})
+        _meta(w, "process_sort_index", pid, None, {"sort_index": i})
+    for i, (pid, tid) in enumerate(sorted(cpu_threads | nvtx_threads)):
+        tname = threads.get((pid, tid)) or "thread"
+        if (pid, tid) in nvtx_threads:
+            _meta(w, "thread_name", pid, tid + NVTX_TID_OFFSET, {"name": f"NVTX · {tname} [{tid}]"})
+            _meta(w, "thread_sort_index", pid, tid + NVTX_TID_OFFSET, {"sort_index": 2 * i})
+        _meta(w, "thread_name", pid, tid, {"name": f"CUDA API · {tname} [{tid}]"})
+        _meta(w, "thread_sort_index", pid, tid, {"sort_index": 2 * i + 1})
+    gpus = dict(con.execute(_GPUS, {"run": run_id}).fetchall())
+    streams = {(r[0], r[4]): r for r in con.execute(_STREAMS, {"run": run_id}).fetchall()}
+    for i, dev in enumerate(sorted({d for d, _ in gpu_tracks})):
+        gpid = GPU_PID_OFFSET + dev
+        _meta(w, "process_name", gpid, None, {"name": f"GPU {dev}: {gpus.get(dev) or 'CUDA device'}"})
+        _meta(w, "process_sort_index", gpid, None, {"sort_index": len(pids) + i})
+    for (dev, track), sid in sorted(gpu_tracks.items()):
+        _, gpid_raw, ctx, _, _, owners = streams[(dev, track)]
+        label = f"Stream {sid}"
+        if owners > 1:
+            label += f" (pid {(gpid_raw >> 24) & 0xFFFFFF}, context {ctx})"
+        _meta(w, "thread_name", GPU_PID_OFFSET + dev, track, {"name": label})
+        _meta(w, "thread_sort_index", GPU_PID_OFFSET + dev, track, {"sort_index": track})
+    w.flush()
+    return counts
+
+
+def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, start_ns: int | None = None,
+                 end_ns: int | None = None, nvtx: str | None = None, instance: int | None = None,
+                 force: bool = False, max_bytes: int = MAX_BYTES) -> TraceResult:
+    """Write the run's timeline (or a window of it) as a Chrome Trace Event JSON file;
+    gzip-compressed when ``path`` ends in .gz. Refuses, with the estimate, a file whose
+    JSON would exceed ``max_bytes`` unless ``force``. Written through ``write_output``
+    (a temporary file renamed into place, never over the store)."""
+    path = Path(path)
+    run_id = _nsys_run(tk, run)
+    window = resolve_window(tk, run_id, start_ns, end_ns, nvtx, instance)
+    counts, est = estimate(tk, run_id, window)
+    if est > max_bytes and not force:
+        raise QueryError(
+            f"export trace: the trace of run {run_id} ({window.label}) would be about {est / 1e6:,.0f} MB of JSON "
+            f"({sum(v for k, v in counts.items() if k != 'flow'):,} events); choose a window (--from/--to or "
+            f"--nvtx NAME --instance N) or pass --force")
+    header = {"run_id": run_id, "window": window.label, "window_start_ns": window.start_ns,
+              "window_end_ns": window.end_ns, "time_unit": "ts/dur in µs with 3 decimals: exact ns",
+              "source": "tracekit export trace"}
+    result = TraceResult(path, run_id, window, estimated_bytes=est)
+
+    def write(f) -> None:
+        w = _Writer(f)
+        w.raw('{"displayTimeUnit":"ns","otherData":' + json.dumps(header, ensure_ascii=False)
+              + ',"traceEvents":[\n')
+        result.counts = _write_events(tk, w, run_id, window)
+        w.raw("\n]}\n")
+        result.json_bytes = w.bytes
+
+    def write_file(tmp: Path) -> None:
+        with open(tmp, "wb") as raw:
+            if path.suffix.lower() == ".gz":
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) as z, \
+                        io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
+                    write(f)
+            else:
+                with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as f:
+                    write(f)
+
+    write_output(path, write_file, tk.path)
+    return result

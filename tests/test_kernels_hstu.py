@@ -416,9 +416,13 @@ def test_dense_tile_shapes(tiles):
                                  dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3),
                                  dict(PAGES=0, BLOCK_N=32, SPLIT=2, GRID_M=1),
                                  dict(PAGES=3, DIAG_TILE=True, BLOCK_N=32), dict(PAGES=3, BLOCK_N=16, SPLIT=2),
-                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=2, G_FAST=True, GRID_M=2)],
+                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=2, G_FAST=True, GRID_M=2),
+                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=16, GRID_M=0),
+                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3, FLAT=True),
+                                 dict(PAGES=3, BLOCK_N=16, FLAT=True), dict(PAGES=0, BLOCK_N=64, SPLIT=2, FLAT=True)],
                          ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag", "split3", "split2-loop",
-                              "tma-diag", "tma-bn16-split2", "gfast-split2"])
+                              "tma-diag", "tma-bn16-split2", "gfast-split2", "noloop", "flat-split3", "flat-tma",
+                              "flat-load-split2"])
 def test_cached_page_modes(cfg):
     """The cached kernel's page addressing modes, tile shapes, query-block loop and key
     splits (partial sums added by the last program to arrive; empty caches included)."""

@@ -347,7 +347,8 @@ def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
     if device_type != "cuda":
         return {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1, "GRID_M": 1, "SPLIT": 1}
     if max(d_qk, d_v) <= 128:
-        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "GRID_M": None, "SPLIT": 1}
+        return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
+                "PAGES": 1, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True}
     return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
             "PAGES": 1, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True}
 

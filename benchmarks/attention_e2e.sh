@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# End to end, before and after a kernels/ change: `tracekit capture --bs 8 --nc 1024 --tool nsys`
+# of the large preset with the kernels/ folder BEFORE (e.g. main's at a branch point) and with
+# this checkout's, in one call on the GPU machine, then each run folder packed without its
+# .nsys-rep (the SQLite export xz-compressed). Compare them with `tracekit diff` (docs/performance.md).
+# Usage (repository root, on the GPU machine; nsys reachable as /work/shared/device/README.md says):
+#   benchmarks/attention_e2e.sh OUTDIR BEFORE_KERNELS_DIR
+# Env: ITERS (30), WARMUP_MS (2000). Needs tracekit installed editable from this checkout
+# (pip install --no-deps -e .): the capture imports kernels/ through that install, so swapping the
+# folder's contents swaps the kernels. Clocks are never changed.
+set -u
+out=${1:?OUTDIR}; before=${2:?BEFORE_KERNELS_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+before=$(cd "$before" && pwd)
+ITERS=${ITERS:-30}; WARMUP_MS=${WARMUP_MS:-2000}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv > "$out/gpu.csv"
+after=$(mktemp -d)
+cp -r kernels/. "$after/"
+status=0
+for side in before after; do
+  src=$before; [ "$side" = after ] && src=$after
+  rm -rf kernels && mkdir kernels && cp -r "$src/." kernels/
+  echo "== $side $(date -u +%FT%TZ)"
+  tracekit capture --bs 8 --nc 1024 --tool nsys --preset large --iters "$ITERS" --warmup-ms "$WARMUP_MS" \
+    --no-ingest --out "$out/runs" --name "$side" > "$out/capture_$side.log" 2>&1 || { echo "capture $side rc=$?"; status=1; }
+  tail -6 "$out/capture_$side.log"
+  rm -f /tmp/*.qdstrm 2>/dev/null
+done
+rm -rf kernels && mkdir kernels && cp -r "$after/." kernels/ && rm -rf "$after"
+for side in before after; do
+  d="$out/runs/$side"
+  [ -d "$d" ] || continue
+  rm -f "$d"/*.nsys-rep
+  for f in "$d"/*.sqlite; do [ -f "$f" ] && xz -T0 -6 "$f"; done
+  ls -la "$d"
+done
+exit $status

@@ -59,7 +59,7 @@ import torch, attention_tune as t
 from tracekit.kernels._dense import hstu_fwd
 w = t._workload(8, [2048] * 8, 1040, 1024, 4, 256, torch.bfloat16, 1)
 K = attention_gpu.K
-K.hstu_attention_cached(w['q'], w['k'], w['v'], w['off'], w['cache'], max_seq_len=5120, num_targets=w['nt'],
+K.hstu_attention_cached(w['q'], w['k'], w['v'], w['off'], w['cache'], max_seq_len=5120, alpha=0.0625, num_targets=w['nt'],
                         validate=False)
 q = torch.randn(8 * 4096, 4, 256, device='cuda').bfloat16()
 hstu_fwd(q, q, q, torch.arange(9, device='cuda') * 4096, max_seq_len=4096, alpha=0.0625,

@@ -60,18 +60,43 @@ def _check_kernel(SEQ_OFFSETS, NUM_TARGETS, CACHE_LENS, PAGE_TABLE, stride_pt,
                          "tracekit HSTU attention: a sequence is longer than max_seq_len")
 
 
+_LAUNCHERS: dict = {}
+
+
+def _spec(x) -> tuple:
+    """What Triton specialises a kernel on for one argument (its cache key): a tensor's dtype
+    and 16-byte alignment; an int's width, whether it is 1 and whether 16 divides it."""
+    if isinstance(x, int):
+        return (-(2**31) <= x < 2**31, x == 1, x % 16 == 0)
+    return (x.dtype, x.data_ptr() % 16 == 0)
+
+
 def check_on_device(seq_offsets, total: int, max_seq_len: int, num_targets=None, cache=None) -> None:
-    """Queue the value checks of one call on the current stream (returns at once)."""
+    """Queue the value checks of one call on the current stream (returns at once).
+
+    The first launch of a specialisation goes through Triton's JIT (compiling it); later
+    ones launch the compiled kernel directly, which keeps the default call's host time
+    (a second launch beside the attention kernel's) small: at T = 1024 an attention call
+    takes ~120 µs of GPU time, and the host must stay ahead of that."""
     n_seq = seq_offsets.numel() - 1
     if n_seq <= 0:
         return
     pt = cache.page_table if cache is not None else seq_offsets
-    _check_kernel[(triton.cdiv(n_seq, _BLOCK),)](
-        seq_offsets, num_targets if num_targets is not None else seq_offsets,
-        cache.cache_lens if cache is not None else seq_offsets, pt, pt.stride(0),
-        n_seq, total, max_seq_len, int(pt.shape[1]) if cache is not None else 0,
-        int(cache.k_cache.shape[0]) if cache is not None else 0,
-        HAS_TARGETS=num_targets is not None, HAS_CACHE=cache is not None,
-        PAGE=cache.page_size if cache is not None else 1, BLOCK=_BLOCK, PAGES=_PAGES,
+    args = (seq_offsets, num_targets if num_targets is not None else seq_offsets,
+            cache.cache_lens if cache is not None else seq_offsets, pt, pt.stride(0),
+            n_seq, total, max_seq_len, int(pt.shape[1]) if cache is not None else 0,
+            int(cache.k_cache.shape[0]) if cache is not None else 0)
+    consts = (num_targets is not None, cache is not None, cache.page_size if cache is not None else 1, _BLOCK,
+              _PAGES)
+    grid = (triton.cdiv(n_seq, _BLOCK),)
+    key = (seq_offsets.device.index, consts, tuple(_spec(a) for a in args))
+    compiled = _LAUNCHERS.get(key)
+    if compiled is not None:
+        compiled[grid](*args, *consts)
+        return
+    compiled = _check_kernel[grid](
+        *args, HAS_TARGETS=consts[0], HAS_CACHE=consts[1], PAGE=consts[2], BLOCK=_BLOCK, PAGES=_PAGES,
         num_warps=4, debug=True, sanitize_overflow=False,
     )
+    if compiled is not None and hasattr(compiled, "run") and seq_offsets.device.type == "cuda":
+        _LAUNCHERS[key] = compiled

@@ -92,7 +92,7 @@ def check_on_device(seq_offsets, total: int, max_seq_len: int, num_targets=None,
     key = (seq_offsets.device.index, consts, tuple(_spec(a) for a in args))
     compiled = _LAUNCHERS.get(key)
     if compiled is not None:
-        compiled[grid](*args, *consts)
+        compiled[(grid[0], 1, 1)](*args, *consts)  # the compiled runner wants all three grid sizes
         return
     compiled = _check_kernel[grid](
         *args, HAS_TARGETS=consts[0], HAS_CACHE=consts[1], PAGE=consts[2], BLOCK=_BLOCK, PAGES=_PAGES,

@@ -1,6 +1,7 @@
 """Triton forward kernel: new tokens' queries against a paged K/V cache plus their own K/V.
 
-One program per (sequence, head) x block of new queries. The cached keys are read page by
+One program per (sequence, head) x block of new queries (x run of cached keys when they are
+split over several programs, see the kernel). The cached keys are read page by
 page through the page table (gathered loads, one page = 32 tokens); with the default mask
 every cached key is history and visible to every new token, so those tiles run unmasked
 except the last partial one. The new keys follow the dense kernel's scheme (causal among
@@ -247,10 +248,11 @@ def _hstu_cached_kernel(
     SPLIT: tl.constexpr, FENCE: tl.constexpr, G_FAST: tl.constexpr, CHUNK: tl.constexpr,
     LOOP: tl.constexpr, FLAT: tl.constexpr, BPOW: tl.constexpr,
 ):
-    """Grid (B*H, G, SPLIT), or flat with s, then g fastest (G_FAST). Program (bh, g, s) takes
-    the query blocks g, g + G, ... of its
-    sequence and, of the cached keys, the s-th of SPLIT equal runs of tiles (the last run
-    also takes the new keys). With SPLIT > 1 each program stores its fp32 partial sum
+    """Grid (B*H, G, SPLIT); or flat with s fastest, then g (G_FAST); or flat over the batch's
+    existing query blocks (FLAT, see below). Program (bh, g, s) takes the query blocks g,
+    g + G, ... of its sequence (LOOP; else block g only) and, of the cached keys, the s-th of
+    SPLIT runs of tiles (the last run also takes the new keys, and fewer cached tiles to make
+    up for them). With SPLIT > 1 each program stores its fp32 partial sum
     (per token row, in WS[s]) and counts itself in CNT; the last of a block's SPLIT
     programs to arrive adds the others' partials to its own and writes the output (HSTU
     has no softmax: partial sums over disjoint keys simply add)."""
@@ -271,9 +273,9 @@ def _hstu_cached_kernel(
         cum = tl.cumsum(nb, 0)  # inclusive
         b = tl.sum((cum <= j).to(tl.int32))
         g = j - tl.sum(tl.where(offs_b < b, nb, 0))
-        pid_bh = tl.minimum(b, nseq - 1) * H + h
         if b >= nseq:
             g = 1 << 30  # past the batch's last block: nothing to do
+        b = tl.minimum(b, nseq - 1)  # (every load below stays inside the batch's arrays)
     elif G_FAST:
         # flat grid, a sequence's G programs (and their key runs) next to each other: the
         # programs in flight share few sequences' K/V, which then stay in L2

@@ -15,7 +15,6 @@ out=$(cd "$out" && pwd)
 steps=" ${*:-tests cached tiles table} "
 export TRACEKIT_TILES=${TRACEKIT_TILES:-$out/tiles.json}
 export PYTHONUNBUFFERED=1
-has() { case "$steps" in *" $1 "*) return 0;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv | tee "$out/gpu.csv"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee "$out/versions.txt"
@@ -42,7 +41,7 @@ for step in $steps; do
       timeout "$lim" python3 benchmarks/attention_tune.py "$out/warm_cached" --cached --warm \
         --variants "${CACHED_VARIANTS:-default,split2,split3}" > "$out/warm_cached.log" 2>&1 &
       wait
-      tail -3 "$out"/warm_*.log ;;
+      tail -n 3 "$out"/warm_*.log ;;
     tests)
       timeout "$lim" python3 -c "$load; import pytest; sys.exit(pytest.main(sys.argv[1:]))" -q -x -p no:cacheprovider \
         tests/test_kernels_hstu.py -m gpu 2>&1 | tail -8 ;;

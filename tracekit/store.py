@@ -42,9 +42,9 @@ def ingest_memory_limit() -> str:
     """DuckDB's memory limit while ingesting: ``$TRACEKIT_MEMORY_LIMIT``, or half the
     machine's memory, at least 800 MB. DuckDB spills its joins to disk past it (an
     export with 12 M NVTX ranges ingests under 800 MB: 37 s, 5.9 GB peak RSS of the
-    process; docs/performance.md). Plugins may lower it for a phase that
-    needs little memory (nsys: while the activity rows are written) and set this value
-    back after it."""
+    process; docs/performance.md). Handed to the plugins' loaders, which may lower it
+    for a phase that needs little memory (nsys: while the activity rows are written)
+    and set it back after."""
     limit = os.environ.get("TRACEKIT_MEMORY_LIMIT")
     if limit:
         return limit
@@ -98,6 +98,9 @@ class Tracekit:
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
         self._created = False  # this object created the store and committed nothing yet
+        #: DuckDB's memory limit for ingest (``ingest_memory_limit``, set when a writable
+        #: connection opens), handed to the loaders of the sources ingested
+        self.memory_limit: str | None = None
 
     # -- connection -------------------------------------------------------
     #: Folders a read-only connection may read files under although external access is
@@ -159,7 +162,7 @@ class Tracekit:
                 self._sandbox(self._con)
             else:
                 # bounded memory for ingest: DuckDB spills its joins to disk past this
-                limit = ingest_memory_limit()
+                limit = self.memory_limit = ingest_memory_limit()
                 try:
                     self._con.execute(f"SET memory_limit = '{limit}'")
                 except duckdb.Error as err:
@@ -425,7 +428,7 @@ class Tracekit:
             for table, data in parsed.tables.items():
                 rows[table] = self._insert(table, run_id, data)
             for load in parsed.loaders:
-                rows.update(load(con, run_id))
+                rows.update(load(con, run_id, memory_limit=self.memory_limit))
             con.execute("COMMIT")
             self._created = False  # the store holds a run now: keep it whatever follows
         except duckdb.Error as err:  # data the reshaping SQL could not take: still one line

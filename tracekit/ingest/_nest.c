@@ -1,6 +1,6 @@
-/* Nesting of NVTX ranges, in C: the compiled twin of nsys._enclosing and
- * nsys._chain_length (same inputs, same outputs), one sequential pass instead of
- * NumPy's rounds of pointer jumping. It is optional: where it is not built, nsys uses
+/* Nesting of NVTX ranges, in C: the compiled twin of nsys.nvtx.enclosing and
+ * nsys.nvtx.chain_length (same inputs, same outputs), one sequential pass instead of
+ * NumPy's rounds of pointer jumping. It is optional: where it is not built, nsys.nvtx uses
  * NumPy.
  *
  * enclosing(end, first, parent, depth)

@@ -715,7 +715,7 @@ def test_deep_nesting_paths(nesting):
         "start": start, "end": end, "eventType": np.full(n, 59), "text": [f"r{i % depth}" for i in range(n)],
         "globalTid": np.full(n, (7 << 24) | 5)})
     con.register("_nsys_strings", pa.table({"id": pa.array([], pa.int64()), "value": pa.array([], pa.string())}))
-    con.register("_nsys_tree", prepare(con, events).tree)
+    con.register("_nsys_tree", prepare(con, {"nvtx": events}).tree)
     rows = con.execute("SELECT r.label, t.depth, t.path FROM _nsys_tree t JOIN _nsys_rng r USING (range_id)").fetchall()
     assert len(rows) == n
     for text, d, path in rows:

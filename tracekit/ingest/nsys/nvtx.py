@@ -136,11 +136,16 @@ class Nest:
     ``pp_parent``/``pp_depth`` the same among the push/pop ranges only."""
 
     def __init__(self, range_id, parent, pp_parent, depth, pp_depth, *, tid, start, end, is_pp, label):
-        at = np.flatnonzero(is_pp)
-        pos = np.full(len(range_id), -1, np.int64)
-        pos[at] = np.arange(len(at))
-        up = pp_parent[at]
-        self.open = OpenRanges(tid[at], start[at], end[at], range_id[at], np.where(up >= 0, pos[np.maximum(up, 0)], -1))
+        if is_pp.all():  # (the usual case: no copies, a range's position is its position among them)
+            self.open = OpenRanges(tid, start, end, range_id, pp_parent)
+        else:
+            at = np.flatnonzero(is_pp)
+            pos = np.full(len(range_id), -1, np.int64)
+            pos[at] = np.arange(len(at))
+            up = pp_parent[at]
+            self.open = OpenRanges(tid[at], start[at], end[at], range_id[at],
+                                   np.where(up >= 0, pos[np.maximum(up, 0)], -1))
+            del at, pos, up
 
         # every nesting range's depth, parent (range id, -1: none) and path: what
         # nvtx_ranges stores
@@ -294,13 +299,11 @@ def nest(con) -> Nest:
     (start, -end) order, every range after those that enclose it."""
     r = con.sql("SELECT range_id, global_tid, start_ns, end_ns, style = 'PushPop' AS pp, label FROM _nsys_rng "
                 "ORDER BY global_tid, range_id").to_arrow_table()
-
-    def values(c, dtype):
-        return np.asarray(r.column(c).to_numpy(), dtype=dtype)
-
-    range_id, tid, start, end = (values(c, np.int64) for c in ("range_id", "global_tid", "start_ns", "end_ns"))
-    is_pp = values("pp", bool)
+    range_id, tid, start, end = (np.asarray(r.column(c).to_numpy(), dtype=np.int64)
+                                 for c in ("range_id", "global_tid", "start_ns", "end_ns"))
+    is_pp = np.asarray(r.column("pp").to_numpy(), dtype=bool)
     ranges = dict(tid=tid, start=start, end=end, is_pp=is_pp, label=r.column("label"))
+    del r  # (the other columns' Arrow copies)
 
     def firsts(t):
         return np.r_[True, t[1:] != t[:-1]] if len(t) else np.zeros(0, bool)
@@ -317,11 +320,13 @@ def nest(con) -> Nest:
     return Nest(range_id, parent, pp_parent, depth, pp_depth, **ranges)
 
 
-def prepare(con, nvtx: pa.Table | None) -> Nest:
+def prepare(con, raw: dict[str, pa.Table]) -> Nest:
     """NVTX ranges named (``_nsys_named``, an Arrow table also kept as ``Nest.named``)
-    and nested (``Nest``; temp tables ``_nsys_rng`` and ``_nsys_bands`` for the
-    start/end projection) from the raw NVTX_EVENTS rows ``nvtx`` (None: the export has
-    none)."""
+    and nested (``Nest``; the view ``_nsys_rng`` of the ranges that nest, and the temp
+    table ``_nsys_bands`` for the start/end projection) from the raw NVTX_EVENTS rows,
+    taken out of ``raw`` (``raw["nvtx"]``; absent: the export has none) so that they are
+    freed once named."""
+    nvtx = raw.pop("nvtx", None)
     # the events as DuckDB reads them: the raw Arrow rows with their row numbers, and the
     # columns this export lacks as NULLs (not copied into a temp table, whose memory a
     # transaction would hold to its end)
@@ -374,7 +379,7 @@ def prepare(con, nvtx: pa.Table | None) -> Nest:
         LEFT JOIN domains d ON d.id = e.domainId AND d.proc = (e.globalTid & 1099494850560)
     """).to_arrow_table()
     con.unregister("_nsys_ev")
-    del ev
+    del ev, nvtx
     con.register("_nsys_named", named)
     # the ranges that nest (nest() computes their nesting in NumPy); the bands put each
     # thread's ranges in a time band of their own for the start/end projection join
@@ -384,14 +389,13 @@ def prepare(con, nvtx: pa.Table | None) -> Nest:
                min(min(start_ns)) OVER () AS t0
         FROM _nsys_named WHERE style <> 'Mark' AND end_global_tid IS NULL GROUP BY global_tid
     """)
+    # (a view: a temp table's memory would be held to the transaction's end)
     con.execute("""
-        CREATE TEMP TABLE _nsys_rng AS
-        SELECT n.range_id, n.global_tid, n.start_ns, n.end_ns, n.style,
-               CASE WHEN n.domain = '' THEN n.text ELSE n.domain || ':' || n.text END AS label,
-               b.band::HUGEINT * 18446744073709551616 + (n.start_ns - b.t0)::HUGEINT AS k0,
-               b.band::HUGEINT * 18446744073709551616 + (n.end_ns - b.t0)::HUGEINT AS k1
-        FROM _nsys_named n JOIN _nsys_bands b USING (global_tid)
-        WHERE n.style <> 'Mark' AND n.end_global_tid IS NULL
+        CREATE TEMP VIEW _nsys_rng AS
+        SELECT range_id, global_tid, start_ns, end_ns, style,
+               CASE WHEN domain = '' THEN text ELSE domain || ':' || text END AS label
+        FROM _nsys_named
+        WHERE style <> 'Mark' AND end_global_tid IS NULL
     """)
     out = nest(con)
     out.named = named
@@ -432,32 +436,49 @@ def _range_columns(nest: Nest, pushpop: Projection, startend: Projection, order:
     """Per range id in ``order``: depth, parent, path (NULL for ranges that do not nest:
     marks, ranges ended on another thread), the GPU projection (push/pop and start/end
     ranges) and the children with GPU work (nsys "Num Child": direct children in the
-    nesting that have a projection)."""
+    nesting that have a projection). One array by range id at a time (millions of
+    ranges: each is hundreds of MB)."""
     size = int(max(order.max(initial=-1), nest.range_id.max(initial=-1))) + 1
-    depth = np.full(size, -1, np.int64)
-    parent = np.full(size, -1, np.int64)
-    path = np.full(size, -1, np.int64)
-    depth[nest.range_id], parent[nest.range_id] = nest.depth, nest.parent
-    path[nest.range_id] = nest.path.indices.to_numpy()
-    first = np.full(size, NO_START)
-    last = np.full(size, NO_END)
-    ops = np.zeros(size, np.int64)
+
+    def by_range(values, fill) -> np.ndarray:  # values of the nesting ranges, in ``order``
+        out = np.full(size, fill, np.int64)
+        out[nest.range_id] = values
+        return out[order]
+
+    def masked(values, fill) -> pa.Array:
+        return pa.array(values, mask=values == fill)
+
     has = np.zeros(size, bool)
     for p in (pushpop, startend):
-        has[p.range_id], first[p.range_id], last[p.range_id], ops[p.range_id] = True, p.first_start, p.last_end, p.ops
-    kids = np.flatnonzero(has & (parent >= 0))
-    children = np.bincount(parent[kids], minlength=size)
-    d, p, pth, f, la = depth[order], parent[order], path[order], first[order], last[order]
-    return pa.table({
-        "range_id": order,
-        "depth": pa.array(d.astype(np.int32), mask=d < 0),
-        "parent_id": pa.array(p, mask=p < 0),
-        "path": pa.DictionaryArray.from_arrays(pa.array(pth, mask=pth < 0), nest.path.dictionary),
-        "children": children[order].astype(np.int32),
-        "proj_start_ns": pa.array(f, mask=f == NO_START),
-        "proj_end_ns": pa.array(la, mask=la == NO_END),
-        "gpu_ops": ops[order].astype(np.int32),
-    })
+        has[p.range_id] = True
+    parent = np.full(size, -1, np.int64)
+    parent[nest.range_id] = nest.parent
+    kids = parent[has & (parent >= 0)]
+    del has
+    children = np.bincount(kids, minlength=size)[order].astype(np.int32)
+    del kids
+    parent = parent[order]
+    cols = {"range_id": order, "parent_id": masked(parent, -1)}
+    del parent
+    depth = by_range(nest.depth, -1)
+    cols["depth"] = pa.array(depth.astype(np.int32), mask=depth < 0)
+    del depth
+    path = by_range(nest.path.indices.to_numpy(), -1)
+    cols["path"] = pa.DictionaryArray.from_arrays(masked(path, -1), nest.path.dictionary)
+    del path
+    cols["children"] = children
+    for name, fill, field in (("proj_start_ns", NO_START, "first_start"), ("proj_end_ns", NO_END, "last_end")):
+        values = np.full(size, fill, np.int64)
+        for p in (pushpop, startend):
+            values[p.range_id] = getattr(p, field)
+        cols[name] = masked(values[order], fill)
+        del values
+    ops = np.zeros(size, np.int64)
+    for p in (pushpop, startend):
+        ops[p.range_id] = p.ops
+    cols["gpu_ops"] = ops[order].astype(np.int32)
+    names = ["range_id", "depth", "parent_id", "path", "children", "proj_start_ns", "proj_end_ns", "gpu_ops"]
+    return pa.table({n: cols[n] for n in names})
 
 
 def project(con, ops_sql: str, nest: Nest, own: Projection) -> pa.Table:
@@ -466,13 +487,18 @@ def project(con, ops_sql: str, nest: Nest, own: Projection) -> pa.Table:
     ranges take ``own`` (the innermost ranges' totals, ``range_totals``) rolled up their
     chains; start/end ranges the ops of ``ops_sql`` (correlation_id, start_ns, end_ns,
     launch_global_tid, api_start_ns, api_end_ns: the written GPU ops) whose launching
-    call lies inside them on their thread."""
+    call lies inside them on their thread. Consumes ``nest``: its arrays are freed as
+    they are used (millions of ranges: hundreds of MB each)."""
     import pyarrow.compute as pc
 
     pushpop = nest.roll_up(own)
+    nest.pp_child = nest.pp_up = nest.pp_level = nest.open = None
     se = con.sql(f"""
         WITH ops AS ({ops_sql}), startend AS (
-            SELECT r.range_id, r.k0, r.k1 FROM _nsys_rng r WHERE r.style = 'StartEnd'
+            SELECT r.range_id,
+                   b.band::HUGEINT * 18446744073709551616 + (r.start_ns - b.t0)::HUGEINT AS k0,
+                   b.band::HUGEINT * 18446744073709551616 + (r.end_ns - b.t0)::HUGEINT AS k1
+            FROM _nsys_rng r JOIN _nsys_bands b USING (global_tid) WHERE r.style = 'StartEnd'
         ), keyed AS (
             SELECT o.correlation_id, o.start_ns, o.end_ns,
                    b.band::HUGEINT * 18446744073709551616 + (o.api_start_ns - b.t0)::HUGEINT AS k0,
@@ -487,7 +513,7 @@ def project(con, ops_sql: str, nest: Nest, own: Projection) -> pa.Table:
     """).to_arrow_table()
     startend = Projection(*(np.asarray(pc.fill_null(se.column(c), none).to_numpy(), dtype=np.int64) for c, none in (
         ("range_id", -1), ("proj_start_ns", NO_START), ("proj_end_ns", NO_END), ("gpu_ops", 0))))
-    named = nest.named
+    named, nest.named = nest.named, None
     extra = _range_columns(nest, pushpop, startend, np.asarray(named.column("range_id").to_numpy(), dtype=np.int64))
     for name in extra.column_names[1:]:
         named = named.append_column(name, extra.column(name))

@@ -73,7 +73,7 @@ SUMMARIES = {
     """,
 }
 
-_TEMPS = ["api_names", "names", "ev", "rng", "bands",
+_TEMPS = ["api_names", "names", "ev", "bands",
           *(a.removeprefix("_nsys_") for a in ENUMS)]  # (an enum table made for an export without it)
 
 #: What DuckDB may use, beyond what it holds already, while the activity rows are written
@@ -156,13 +156,11 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str,
     return totals
 
 
-def _write_nvtx(con, run_id: int, nest: nvtx.Nest, totals: nvtx.Projection) -> dict[str, int]:
-    """NVTX ranges with depth, parent, path and GPU projection; marks; kernel time per
-    innermost range. Runs after the op tables are written (their ``nvtx_range_id``)."""
-    ops = " UNION ALL ".join(
-        f"SELECT correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns "
-        f"FROM {SPECS[t].table or t} WHERE run_id = {int(run_id)}" for t in OP_TABLES)
-    con.register("_nsys_ranges", nvtx.project(con, ops, nest, totals))
+def _write_nvtx(con, run_id: int, ranges: pa.Table) -> dict[str, int]:
+    """NVTX ranges (``ranges``: named, with depth, parent, path and GPU projection,
+    nvtx.project); marks; kernel time per innermost range. Runs after the op tables are
+    written (their ``nvtx_range_id``)."""
+    con.register("_nsys_ranges", ranges)
     try:
         rows = {}
         rows["nvtx_ranges"] = insert(con, "nvtx_ranges", run_id, """
@@ -215,14 +213,19 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
         names += ["_nsys_ev", "_nsys_named"]  # (registered by nvtx.prepare: unregistered here on error too)
-        nest = nvtx.prepare(con, raw.get("nvtx"))
-        if "nvtx" in raw:  # named and nested: its Arrow rows are not read again
+        if "nvtx" in raw:  # read by nvtx.prepare alone, which frees its Arrow rows once named
             con.unregister("_nsys_nvtx")
             names.remove("_nsys_nvtx")
-            del raw["nvtx"]
+        nest = nvtx.prepare(con, raw)
         with writing_memory(con, memory_limit):
             totals = _write_activity(con, run_id, raw, plans, names, nest, rows)
-        rows.update(_write_nvtx(con, run_id, nest, totals))
+        ops = " UNION ALL ".join(
+            f"SELECT correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns "
+            f"FROM {SPECS[t].table or t} WHERE run_id = {int(run_id)}" for t in OP_TABLES)
+        ranges = nvtx.project(con, ops, nest, totals)  # (frees the nesting arrays as it goes)
+        del nest, totals
+        rows.update(_write_nvtx(con, run_id, ranges))
+        del ranges
         for table, select in SUMMARIES.items():
             rows[table] = insert(con, table, run_id, select.format(run=int(run_id)))
     except BaseException:
@@ -235,6 +238,7 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
         raise
     for n in names:
         con.unregister(n)
+    con.execute("DROP VIEW IF EXISTS _nsys_rng")
     for t in _TEMPS:
         con.execute(f"DROP TABLE IF EXISTS _nsys_{t}")
     return rows

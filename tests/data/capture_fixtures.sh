@@ -1,52 +1,179 @@
 #!/usr/bin/env bash
 # Recreates the real fixture captures under tests/data/ on a GPU machine.
-# Usage: [NSYS_SCENARIOS="..."] [NCU_VARIANTS="full sections", empty for none] capture_fixtures.sh OUTDIR
-# (needs nsys and ncu on PATH, python3 with torch+triton)
-# Each nsys scenario gets export.sqlite plus NVIDIA's own `nsys stats` CSVs (the goldens);
-# each ncu scenario gets report.ncu-rep plus raw and details CSV exports.
+# Usage: [NSYS_SCENARIOS="..."] [NCU_VARIANTS="..."] [RANKS=4] [SWEEPS="a b c"] capture_fixtures.sh OUTDIR
+#   NSYS_SCENARIOS  default: hstu_mixed many_kernels multithread; also multiproc graphs_node
+#                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
+#                   registered_nvtx_domains diff_base_a diff_base_b diff_regressed
+#   NCU_VARIANTS    default: full sections; also diff_a diff_b (empty for none)
+#   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4)
+#   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
+# Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx, and for
+# SWEEPS the tracekit CLI ($TRACEKIT, default `tracekit`; `--no-ingest` needs no duckdb).
+# Each nsys scenario gets export.sqlite.xz, NVIDIA's own `nsys stats` CSVs (the goldens;
+# the two trace reports compressed), profile.log and capture.txt (GPU, driver, clocks as
+# found, tool versions); each ncu scenario gets report.ncu-rep.xz plus raw and details
+# CSV exports (compressed); the diff and ranks fixtures get PLANT.md + plant.json
+# (programs/plant.py, from the plant and NVIDIA's CSVs). Clocks are never changed.
 set -u
 out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 reports=cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace
+nsys_opts="--sample=none --cpuctxsw=none --force-overwrite=true --export=sqlite"
 
-# scenario -> the program it runs and the nsys options that differ from the default ones
-program() { case $1 in graphs_*) echo graphs ;; odd_nvtx_cuda_only) echo odd_nvtx ;; *) echo "$1" ;; esac; }
+# scenario -> the command it profiles and the nsys options that differ from the default ones
+cmdline() {
+  case $1 in
+    graphs_*) echo "python3 $here/programs/nsys_graphs.py" ;;
+    odd_nvtx_cuda_only) echo "python3 $here/programs/nsys_odd_nvtx.py" ;;
+    registered_nvtx) echo "$out/bin/nsys_registered_nvtx --default-domain-only" ;;
+    registered_nvtx_domains) echo "$out/bin/nsys_registered_nvtx" ;;
+    diff_base_a|diff_base_b) echo "python3 $here/programs/nsys_diff.py" ;;
+    diff_regressed) echo "python3 $here/programs/nsys_diff.py --more-launches --new-kernel --slower" ;;
+    *) echo "python3 $here/programs/nsys_$1.py" ;;
+  esac
+}
 options() {
   case $1 in
     graphs_graph) echo "-t cuda,nvtx,osrt --cuda-graph-trace=graph" ;;
     odd_nvtx_cuda_only) echo "-t cuda --cuda-graph-trace=node" ;;
-    capture_range) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=cudaProfilerApi --capture-range-end=stop" ;;
+    capture_range|diff_*) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=cudaProfilerApi --capture-range-end=stop" ;;
     *) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node" ;;
   esac
 }
 
-for scen in ${NSYS_SCENARIOS:-hstu_mixed many_kernels multithread}; do
-  d="$out/nsys_$scen"; mkdir -p "$d/stats"
-  echo "== nsys $scen"
-  # shellcheck disable=SC2046
-  nsys profile $(options "$scen") --sample=none --cpuctxsw=none \
-    --force-overwrite=true --export=sqlite -o "$d/export" \
-    python3 "$here/programs/nsys_$(program "$scen").py" > "$d/profile.log" 2>&1 || echo "profile $scen failed rc=$?"
-  tail -3 "$d/profile.log"
+# capture.txt: when, where, with what (clocks as found: nothing here sets them)
+record() {
+  local d=$1; shift
+  {
+    echo "captured: $(date -u +%FT%TZ)"
+    echo "command: $*"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.limit --format=csv
+    echo "nsys: $(nsys --version 2>&1 | head -1)"
+    echo "ncu: $(ncu --version 2>&1 | tail -1)"
+    python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)" 2>&1
+  } > "$d/capture.txt"
+}
+
+# nsys stats CSVs under their report names (BASE_REPORT.csv -> REPORT.csv), the two
+# per-event trace reports compressed; the export compressed, the .nsys-rep dropped
+nsys_goldens() {
+  local d=$1
+  mkdir -p "$d/stats"
   nsys stats -r "$reports" -f csv --force-export=false --force-overwrite=true -o "$d/stats/nsys" "$d/export.sqlite" \
-    > "$d/stats.log" 2>&1 || echo "stats $scen rc=$?"
-  ls "$d/stats" | head -20
-  rm -f "$d/export.nsys-rep"
+    > "$d/stats.log" 2>&1 || echo "stats $d rc=$?"
+  for f in "$d"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$d/stats/$(basename "$f" | sed 's/^nsys_//')"; done
+  xz -f -T0 -9 "$d/stats/cuda_gpu_trace.csv" "$d/stats/nvtx_gpu_proj_trace.csv" 2>/dev/null
+  rm -f "$d/export.nsys-rep" "$d/stats.log"
+  xz -f -T0 -9 "$d/export.sqlite"
+  ls -la "$d" "$d/stats" | head -30
+}
+
+for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
+  d="$out/nsys_$scen"; mkdir -p "$d"
+  echo "== nsys $scen $(date -u +%T)"
+  if [ "${scen#registered_nvtx}" != "$scen" ]; then
+    mkdir -p "$out/bin"
+    nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_registered_nvtx" "$here/programs/nsys_registered_nvtx.cu" -ldl || echo "nvcc rc=$?"
+  fi
+  record "$d" nsys profile $(options "$scen") $nsys_opts -o export $(cmdline "$scen")
+  # shellcheck disable=SC2046
+  nsys profile $(options "$scen") $nsys_opts -o "$d/export" $(cmdline "$scen") > "$d/profile.log" 2>&1 \
+    || echo "profile $scen failed rc=$?"
+  tail -3 "$d/profile.log"
+  if [ "${scen#registered_nvtx}" != "$scen" ]; then  # the point of this fixture: no inline NVTX text anywhere
+    python3 - "$d/export.sqlite" >> "$d/capture.txt" <<'PY'
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+print("NVTX_EVENTS check (eventType, rows, text IS NULL, textId IS NOT NULL, domainId IS NOT NULL):")
+for row in con.execute("SELECT eventType, count(*), sum(text IS NULL), sum(textId IS NOT NULL), "
+                       "sum(domainId IS NOT NULL) FROM NVTX_EVENTS GROUP BY eventType ORDER BY eventType"):
+    print("  ", row)
+total, null_text = con.execute("SELECT count(*), sum(text IS NULL) FROM NVTX_EVENTS").fetchone()
+print(f"NVTX_EVENTS: {total} rows, text NULL in {null_text}: {'every row' if total == null_text else 'NOT every row'}")
+PY
+    tail -12 "$d/capture.txt"
+  fi
+  nsys_goldens "$d"
 done
 rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 
+# nsys_ranks: RANKS processes started together on the one GPU, each under its own nsys
+if [ -n "${RANKS:-}" ]; then
+  d="$out/nsys_ranks"; mkdir -p "$d"
+  echo "== nsys ranks x$RANKS $(date -u +%T)"
+  export MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29517} WORLD_SIZE=$RANKS
+  for ((r = 0; r < RANKS; r++)); do
+    mkdir -p "$d/rank$r"
+    record "$d/rank$r" RANK=$r WORLD_SIZE=$RANKS nsys profile $(options ranks) $nsys_opts -o export python3 "$here/programs/nsys_ranks.py"
+  done
+  pids=()
+  for ((r = 0; r < RANKS; r++)); do
+    RANK=$r nsys profile $(options ranks) $nsys_opts -o "$d/rank$r/export" python3 "$here/programs/nsys_ranks.py" \
+      > "$d/rank$r/profile.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || echo "rank pid $p rc=$?"; done
+  for ((r = 0; r < RANKS; r++)); do tail -2 "$d/rank$r/profile.log"; nsys_goldens "$d/rank$r"; done
+  rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
+fi
+
 for variant in ${NCU_VARIANTS-full sections}; do
   d="$out/ncu_$variant"; mkdir -p "$d"
-  if [ $variant = full ]; then sets=(--set full); else
-    sets=(--section SpeedOfLight_RooflineChart --section Occupancy --section LaunchStats); fi
-  echo "== ncu $variant"
-  ncu --clock-control none --nvtx --nvtx-include "ncu/" "${sets[@]}" -f -o "$d/report" \
-    python3 "$here/programs/ncu_kernels.py" > "$d/profile.log" 2>&1 || echo "ncu $variant rc=$?"
+  case $variant in
+    full) sets=(--set full); prog=(ncu_kernels.py); include="ncu/" ;;
+    sections) sets=(--section SpeedOfLight_RooflineChart --section Occupancy --section LaunchStats)
+      prog=(ncu_kernels.py); include="ncu/" ;;
+    diff_*) sets=(--set full); prog=(ncu_diff.py "${variant#diff_}"); include="diff/" ;;
+  esac
+  echo "== ncu $variant $(date -u +%T)"
+  record "$d" ncu --clock-control none --nvtx --nvtx-include "$include" "${sets[@]}" -o report python3 "${prog[@]}"
+  ncu --clock-control none --nvtx --nvtx-include "$include" "${sets[@]}" -f -o "$d/report" \
+    python3 "$here/programs/${prog[0]}" "${prog[@]:1}" > "$d/profile.log" 2>&1 || echo "ncu $variant rc=$?"
   tail -3 "$d/profile.log"
   ncu -i "$d/report.ncu-rep" --csv --page raw --print-units base > "$d/raw.csv"
   ncu -i "$d/report.ncu-rep" --csv --page raw > "$d/raw_default_units.csv"
   ncu -i "$d/report.ncu-rep" --csv --page details --print-metric-name name --print-units base > "$d/details.csv"
   ncu -i "$d/report.ncu-rep" --csv --page details > "$d/details_labels.csv"
+  xz -f -T0 -9 "$d/report.ncu-rep" "$d"/*.csv
   wc -c "$d"/*
 done
+
+# sweep_pair: identical tracekit sweeps (a, b: a noise pair) and c with the PyTorch
+# reference HSTU attention instead of the Triton kernel (TRACEKIT_KERNELS_BACKEND; meta.json
+# records it as attention_backend). `--no-ingest` needs no DuckDB; where the analysis deps
+# (duckdb, polars) are missing, the CLI runs from a tracekit package tree whose __init__ does
+# not import the store (capture needs only tracekit.errors): the workload code is the same.
+tk_cli() {
+  if [ -n "${TRACEKIT:-}" ]; then $TRACEKIT "$@"; return; fi
+  if command -v tracekit > /dev/null && python3 -c "import duckdb, polars" 2> /dev/null; then tracekit "$@"; return; fi
+  local repo; repo=$(cd "$here/../.." && pwd)
+  local tk="$out/.tk/tracekit"
+  if [ ! -e "$tk/__init__.py" ]; then
+    mkdir -p "$tk"
+    for f in "$repo"/tracekit/*; do [ "$(basename "$f")" = __init__.py ] || ln -sfn "$f" "$tk/"; done
+    ln -sfn "$repo/capture" "$tk/capture"; ln -sfn "$repo/kernels" "$tk/kernels"
+    sed '/^from .store import/d' "$repo/tracekit/__init__.py" > "$tk/__init__.py"
+  fi
+  (cd "$out" && PYTHONPATH="$out/.tk${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -c 'import sys; sys.argv[0] = "tracekit"; from tracekit.cli import main; sys.exit(main())' "$@")  # cwd: no ./tracekit
+}
+for s in ${SWEEPS:-}; do
+  d="$out/sweep_pair/$s"; mkdir -p "$d"
+  echo "== sweep $s $(date -u +%T)"
+  backend=auto; [ "$s" = c ] && backend=reference
+  sweep_args=(sweep --bs 1,4 --nc 128,512 --tool none --preset medium --iters 40 --warmup-ms 1000 --no-ingest)
+  record "$d" TRACEKIT_KERNELS_BACKEND=$backend tracekit "${sweep_args[@]}" --out runs
+  TRACEKIT_KERNELS_BACKEND=$backend tk_cli "${sweep_args[@]}" --out "$d/runs" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"
+  tail -3 "$d/sweep.log"
+  mv "$d"/runs/sweep-*.json "$d/" 2>/dev/null
+  # the layout of tests/data/hstu_sweep/runs: meta.json + requests.csv per point
+  rm -f "$d"/runs/*/spec.json "$d"/runs/*/worker.json "$d"/runs/*/capture.log
+done
+rm -rf "$out/.tk"
+
+# the plants, from the programs' constants and NVIDIA's own CSVs
+[ -d "$out/nsys_diff_regressed" ] && python3 "$here/programs/plant.py" diff "$out"
+[ -n "${RANKS:-}" ] && python3 "$here/programs/plant.py" ranks "$out"
+exit 0

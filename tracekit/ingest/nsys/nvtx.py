@@ -5,9 +5,10 @@ The rules, as ``nsys stats`` applies them (``nvtx_sum``, ``nvtx_gpu_proj_sum``):
 - **Name.** ``domain:text``: the domain's name from the NvtxDomainCreate event of that
   domain in that process (the default domain has none, hence ``:step``), the text inline
   or registered (``textId`` -> StringIds).
-- **Nesting.** A range's parent is the innermost range on the same thread that contains
-  it (starts no later, ends no earlier); ranges that end on another thread, and marks,
-  take no part. Range ids follow (start, thread, -end), so every range comes after the
+- **Nesting.** A range's parent is the shortest range on the same thread that contains
+  it (starts no later, ends no earlier; ``containers.tightest``): among push/pop ranges,
+  which nest, the last one opened; ranges that end on another thread, and marks, take
+  no part. Range ids follow (start, thread, -end), so every range comes after the
   ranges that enclose it. A range's path is its ancestors' labels and its own, from the
   root down, '/'-separated.
 - **Attribution.** A GPU op (kernel, memcpy, memset) belongs to a range when the API call
@@ -32,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import InputError
+from .. import containers
 from .arrays import NO_END, NO_START, int_values
 from .columns import (
     NVTX_COLUMNS,
@@ -290,10 +292,12 @@ def distinct(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def nest(con) -> Nest:
-    """Nesting of the same-thread ranges (temp table ``_nsys_rng``: range_id, global_tid,
-    start_ns, end_ns, style, label): each range's innermost enclosing range of any
-    style, its depth, and its innermost enclosing push/pop range (push/pop ranges only;
-    this chain carries the GPU projection and the launches' ranges).
+    """Nesting of the same-thread ranges (``_nsys_rng``: range_id, global_tid, start_ns,
+    end_ns, style, label): each range's tightest container of any style
+    (containers.tightest: nsys's rule where start/end ranges cross push/pop ones), its
+    depth (ancestors along that chain), and its innermost enclosing push/pop range
+    (push/pop ranges only; this chain carries the GPU projection and the launches'
+    ranges).
 
     Range ids follow (start, thread, -end), so by thread and id the ranges come in
     (start, -end) order, every range after those that enclose it."""
@@ -308,9 +312,10 @@ def nest(con) -> Nest:
     def firsts(t):
         return np.r_[True, t[1:] != t[:-1]] if len(t) else np.zeros(0, bool)
 
-    parent, depth = enclosing_depth(end, firsts(tid))
-    if is_pp.all():  # push/pop ranges only (the usual case): one chain
+    if is_pp.all():  # push/pop ranges only (the usual case): they nest, the last opened is the tightest
+        parent, depth = enclosing_depth(end, firsts(tid))
         return Nest(range_id, parent, parent, depth, depth, **ranges)
+    parent, depth = containers.tightest(start, end, firsts(tid))
     pp = np.flatnonzero(is_pp)
     pp_in, pp_in_depth = enclosing_depth(end[pp], firsts(tid[pp]))  # push/pop ranges among themselves
     pp_parent = np.full(len(range_id), -1, np.int64)

@@ -1,0 +1,280 @@
+"""Writes PLANT.md + plant.json for the fixtures with planted changes.
+
+    python3 plant.py diff  OUTDIR    # OUTDIR/nsys_diff_regressed (against nsys_diff_base_a/b)
+    python3 plant.py ranks OUTDIR    # OUTDIR/nsys_ranks
+
+The expectations come from the programs (nsys_diff.py, nsys_ranks.py: what was planted,
+where, in which direction); the kernel names are taken as nsys prints them from the
+fixtures' own `nsys stats` CSVs (cuda_gpu_kern_sum), and the figures quoted beside each
+change are NVIDIA's numbers, so a test can derive what to expect without asking tracekit.
+Stdlib only: runs on the GPU machine right after the captures.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import lzma
+import shutil
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+
+def _constants(program: str) -> SimpleNamespace:
+    """The module-level integer constants of a fixture program, read without running it."""
+    tree = ast.parse((Path(__file__).parent / program).read_text())
+    values = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, int)):
+            values[node.targets[0].id] = node.value.value
+    return SimpleNamespace(**values)
+
+
+#: planted kernel -> a substring that identifies its demangled name in cuda_gpu_kern_sum
+DIFF_KERNELS = {
+    "more_launches": "at::native::elementwise_kernel<(int)128, (int)4, void at::native::gpu_kernel_impl<"
+                     "at::native::direct_copy_kernel_cuda",
+    "new_kernel": "attn_bias_kernel",
+    "slower": "silu_kernel",
+}
+
+
+def _csv(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _kern(folder: Path) -> dict[str, dict]:
+    return {r["Name"]: r for r in _csv(folder / "stats" / "cuda_gpu_kern_sum.csv")}
+
+
+def _one(names, needle: str, where: Path) -> str:
+    hits = [n for n in names if needle in n]
+    if len(hits) != 1:
+        raise SystemExit(f"{where}: {len(hits)} kernels match {needle!r}: {hits}")
+    return hits[0]
+
+
+def _stats(row: dict | None) -> dict | None:
+    if row is None:
+        return None
+    return {"instances": int(row["Instances"]), "total_ns": int(row["Total Time (ns)"]),
+            "med_ns": float(row["Med (ns)"])}
+
+
+def diff(out: Path) -> None:
+    prog = _constants("nsys_diff.py")
+
+    reg_dir = out / "nsys_diff_regressed"
+    bases = {n: out / f"nsys_diff_base_{n}" for n in ("a", "b")}
+    reg = _kern(reg_dir)
+    base = {n: _kern(d) for n, d in bases.items()}
+    names = {p: _one(reg, needle, reg_dir) for p, needle in DIFF_KERNELS.items()}
+    for n, kern in base.items():
+        assert names["new_kernel"] not in kern, f"base {n} has the new kernel"
+
+    def observed(name):
+        return {**{f"base_{n}": _stats(kern.get(name)) for n, kern in base.items()},
+                "regressed": _stats(reg.get(name))}
+
+    changes = [
+        {"plant": "more_launches", "flag": "--more-launches", "scope": "kernel",
+         "key": names["more_launches"], "nvtx_path": "step/mlp", "nvtx_range": ":mlp",
+         "metric": "instances", "direction": "up", "base_per_step": 1, "regressed_per_step": 2,
+         "expected_verdict": "regressed",
+         "also": "total_ns up (about 2x); med_ns about the same (the same work per launch: an "
+                 "8 x 8 conversion to float)",
+         "nsys_stats": observed(names["more_launches"])},
+        {"plant": "new_kernel", "flag": "--new-kernel", "scope": "kernel",
+         "key": names["new_kernel"], "nvtx_path": "step/attn", "nvtx_range": ":attn",
+         "metric": "total_ns", "direction": "up", "base_per_step": 0, "regressed_per_step": 1,
+         "expected_verdict": "added", "nsys_stats": observed(names["new_kernel"])},
+        {"plant": "slower", "flag": "--slower", "scope": "kernel", "key": names["slower"],
+         "nvtx_path": "step/mlp", "nvtx_range": ":mlp", "metric": "med_ns", "direction": "up",
+         "min_change_pct": 25, "base_reps": 1, "regressed_reps": prog.SLOW_REPS,
+         "expected_verdict": "regressed",
+         "also": "total_ns up; instances unchanged (one launch per step in both)",
+         "nsys_stats": observed(names["slower"])},
+    ]
+    planted = set(names.values())
+    unchanged = sorted(n for n in reg if n not in planted)
+    for n, kern in base.items():
+        assert set(kern) == set(reg) - {names["new_kernel"]}, f"base {n}: other kernel names"
+        for name in unchanged:
+            assert kern[name]["Instances"] == reg[name]["Instances"], f"{name}: instances differ"
+    plant = {
+        "program": "tests/data/programs/nsys_diff.py",
+        "steps": prog.STEPS,
+        "base": [f"nsys_diff_base_{n}" for n in bases],
+        "regressed": "nsys_diff_regressed",
+        "regressed_flags": [c["flag"] for c in changes],
+        "changes": changes,
+        "unchanged_kernels": unchanged,
+        "consequences": [
+            {"scope": "nvtx", "key": p, "direction": "up",
+             "why": "holds a planted change (more launches, a new kernel or a slower kernel)"}
+            for p in ("step", "step/attn", "step/mlp")
+        ] + [{"scope": "api", "key": "cudaLaunchKernel", "metric": "calls", "direction": "up",
+              "why": "one more conversion launch per step (PyTorch launches through cudaLaunchKernel)"},
+             {"scope": "api", "key": "cuLaunchKernelEx", "metric": "calls", "direction": "up",
+              "why": "attn_bias_kernel: one more Triton launch per step (Triton launches through "
+                     "the driver API)"}],
+    }
+    (reg_dir / "plant.json").write_text(json.dumps(plant, indent=2) + "\n")
+    lines = [
+        "# Planted changes: nsys_diff_regressed against nsys_diff_base_a / nsys_diff_base_b",
+        "",
+        f"One program, `tests/data/programs/nsys_diff.py` ({prog.STEPS} steps in a cudaProfilerApi "
+        "capture range; NVTX `step` > `embed` / `attn` / `mlp`), captured three times with the same "
+        "nsys settings on the same GPU in one session: `nsys_diff_base_a` and `nsys_diff_base_b` "
+        "unchanged (a noise pair), `nsys_diff_regressed` with "
+        f"`{' '.join(plant['regressed_flags'])}`. Machine-readable: `plant.json`.",
+        "",
+        "| plant | kernel (as nsys prints it) | NVTX path | metric | expected | base a | base b | regressed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in changes:
+        o = c["nsys_stats"]
+
+        def fmt(s):
+            return "absent" if s is None else f"{s['instances']} x, med {s['med_ns']:.0f} ns, total {s['total_ns']} ns"
+
+        lines.append(f"| {c['plant']} | `{c['key']}` | `{c['nvtx_path']}` | {c['metric']} | "
+                     f"{c['expected_verdict']} ({c['direction']}) | {fmt(o['base_a'])} | {fmt(o['base_b'])} | "
+                     f"{fmt(o['regressed'])} |")
+    lines += [
+        "",
+        f"- more_launches: the 8 x 8 conversion to float of the values read back at the end of `mlp` "
+        f"runs twice per step instead of once (instances {prog.STEPS} -> {2 * prog.STEPS}).",
+        "- new_kernel: the Triton kernel `attn_bias_kernel` runs once per step at the start of "
+        "`attn`, on a small buffer of its own, and nowhere else; absent from both base captures.",
+        f"- slower: the Triton kernel `silu_kernel` applies SiLU {prog.SLOW_REPS} times per element "
+        "instead of once: same name, same grid, same instances, more work per launch.",
+        "",
+        "Everything else is identical: every other kernel has the same name and instance count "
+        "in all three captures (`unchanged_kernels` in plant.json) and should not be flagged. "
+        "Real consequences a tool may report: the NVTX ranges `step`, `step/attn` "
+        "and `step/mlp` get longer (they hold the changes; each of the three inner ranges ends "
+        "with a synchronize, so its duration is its GPU work), and the launch APIs get more calls "
+        "(`cudaLaunchKernel` for the conversion, `cuLaunchKernelEx` for the Triton kernel). `step/embed` "
+        "holds no change.",
+        "",
+        "Figures are NVIDIA's (`stats/cuda_gpu_kern_sum.csv` of each folder).",
+    ]
+    (reg_dir / "PLANT.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {reg_dir}/plant.json and PLANT.md")
+
+
+def _step_children(export_xz: Path) -> dict[str, list[int]]:
+    """Per `step` instance (in order), the duration in ns of each child range, from the export."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "export.sqlite"
+        with lzma.open(export_xz) as src, open(db, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        con = sqlite3.connect(db)
+        rows = con.execute(
+            "SELECT coalesce(e.text, s.value), e.start, e.\"end\" FROM NVTX_EVENTS e "
+            "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start").fetchall()
+        con.close()
+    steps = [(a, b) for name, a, b in rows if name == "step"]
+    out: dict[str, list[int]] = {}
+    for name in ("forward", "exchange", "backward"):
+        spans = [(a, b) for n, a, b in rows if n == name]
+        out[name] = [next(b - a for a, b in spans if s0 <= a and b <= s1) for s0, s1 in steps]
+    out["step"] = [b - a for a, b in steps]
+    return out
+
+
+def ranks(out: Path) -> None:
+    prog = _constants("nsys_ranks.py")
+
+    root = out / "nsys_ranks"
+    rank_dirs = sorted(p for p in root.glob("rank*") if p.is_dir())
+    world = len(rank_dirs)
+    observed = {}
+    for d in rank_dirs:
+        rows = {r["Range"]: r for r in _csv(d / "stats" / "nvtx_sum.csv")}
+        observed[d.name] = {rng: {"instances": int(rows[rng]["Instances"]), "med_ns": float(rows[rng]["Med (ns)"]),
+                                  "total_ns": int(rows[rng]["Total Time (ns)"])}
+                            for rng in (":step", ":forward", ":exchange", ":backward") if rng in rows}
+    per_step = {d.name: _step_children(d / "export.sqlite.xz") for d in rank_dirs}
+    n_steps = min(len(v["step"]) for v in per_step.values())
+    straggler = f"rank{prog.STRAGGLER}"
+    slowest_forward = sum(
+        max(per_step, key=lambda r: per_step[r]["forward"][i]) == straggler for i in range(n_steps))
+    shortest_exchange = sum(
+        min(per_step, key=lambda r: per_step[r]["exchange"][i]) == straggler for i in range(n_steps))
+    plant = {
+        "program": "tests/data/programs/nsys_ranks.py",
+        "world_size": world,
+        "steps": prog.STEPS,
+        "ranks": {d.name: {"rank": int(d.name[4:]), "export": f"{d.name}/export.sqlite.xz"} for d in rank_dirs},
+        "straggler": {
+            "rank": prog.STRAGGLER, "nvtx_path": "step/forward", "nvtx_range": ":forward",
+            "work_factor": 1.5, "layers": {"straggler": prog.FORWARD_LAYERS * 3 // 2, "others": prog.FORWARD_LAYERS},
+            "work": "each forward layer: a host-side CPU matmul + tanh (one thread) and a GPU GEMM + ReLU",
+            "expected": f"rank {prog.STRAGGLER} is the slowest rank in step/forward in most step instances",
+        },
+        "consequences": [{"nvtx_path": "step/exchange", "direction": "down on the straggler",
+                          "why": "the other ranks wait for it in the all-reduce"}],
+        "unchanged": ["step/backward: the same work on every rank",
+                      "step: the ranks are in lock-step, so step durations agree across ranks"],
+        "nvtx_paths": ["warmup", "warmup/forward", "warmup/exchange", "warmup/backward",
+                       "step", "step/forward", "step/exchange", "step/backward"],
+        "nsys_stats_nvtx_sum_all_instances": observed,
+        "observed_per_step": {
+            "steps": n_steps,
+            "straggler_slowest_in_forward": slowest_forward,
+            "straggler_shortest_exchange": shortest_exchange,
+            "duration_ns": per_step,
+        },
+    }
+    (root / "plant.json").write_text(json.dumps(plant, indent=2) + "\n")
+    lines = [
+        "# nsys_ranks: a 4-rank job with a planted straggler",
+        "",
+        f"`tests/data/programs/nsys_ranks.py`, {world} processes started together on one GPU, each "
+        "under its own `nsys profile` (one export per rank: `rankN/export.sqlite.xz` + `rankN/stats/`). "
+        f"RANK/WORLD_SIZE from the environment; torch.distributed gloo on localhost; a barrier before "
+        f"every step keeps the ranks in lock-step, so step N of every rank is the same step. "
+        f"{prog.STEPS} steps, each NVTX `step` > `forward` / `exchange` (all-reduce over gloo) / `backward`; "
+        "one warm-up step inside `warmup` before them.",
+        "",
+        f"Plant: rank {prog.STRAGGLER} runs `forward` with 1.5x the layers ({prog.FORWARD_LAYERS * 3 // 2} "
+        f"instead of {prog.FORWARD_LAYERS}; each layer a host-side transform on the rank's one CPU thread "
+        "and a GPU GEMM + ReLU), so it is the slowest rank in `step/forward` and the other "
+        "ranks wait for it inside `step/exchange`. `step/backward` is the same work on every rank. "
+        "Machine-readable: `plant.json`.",
+        "",
+        "Each export's timestamps count from its own nsys session's start (the four sessions started "
+        "within a few hundred ms of each other): align ranks by step index, or through each "
+        "export's session start time (TARGET_INFO_SESSION_START_TIME), not by raw timestamps.",
+        "",
+        "Medians per rank from NVIDIA's `stats/nvtx_sum.csv` (all instances of the range name, the "
+        "warm-up step's included):",
+        "",
+        "| rank | :step med ns | :forward med ns | :exchange med ns | :backward med ns |",
+        "|---|---|---|---|---|",
+    ]
+    for name, o in observed.items():
+        lines.append(f"| {name[4:]} | " + " | ".join(f"{o[r]['med_ns']:.0f}" if r in o else "-" for r in
+                                                     (":step", ":forward", ":exchange", ":backward")) + " |")
+    lines += ["", f"Per `step` instance (from the exports, {n_steps} steps): rank {prog.STRAGGLER} has the longest "
+              f"`forward` in {slowest_forward} and the shortest `exchange` in {shortest_exchange} of them "
+              "(`observed_per_step` in plant.json holds every duration)."]
+    lines += ["", "The ranks share one GPU (only one-GPU machines are lent), whose contexts are time-sliced; "
+              "`forward` is bound by each rank's own CPU thread (the host-side transforms), which is what "
+              "makes the straggler visible in its range durations although the GPU is shared. "
+              "`step/backward` (GPU GEMMs only) varies between ranks with that time-slicing."]
+    (root / "PLANT.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {root}/plant.json and PLANT.md")
+
+
+if __name__ == "__main__":
+    what, where = sys.argv[1], Path(sys.argv[2])
+    {"diff": diff, "ranks": ranks}[what](where)

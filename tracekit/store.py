@@ -295,15 +295,6 @@ class Tracekit:
             con.execute("SET disabled_compression_methods = 'bitpacking'")
         except duckdb.Error:  # a DuckDB without the setting keeps its defaults
             pass
-        # DuckDB's allocator keeps what a query freed (up to 128 MB a thread, 512 MB after
-        # a bulk free) for the next one; an ingest's queries free GBs that the Arrow and
-        # NumPy work after them needs: given back at once (12 M NVTX ranges: peak RSS
-        # 0.8 GB lower; docs/performance.md)
-        try:
-            con.execute("SET allocator_flush_threshold = '0MB'")
-            con.execute("SET allocator_bulk_deallocation_flush_threshold = '0MB'")
-        except duckdb.Error:  # a DuckDB without the settings keeps its defaults
-            pass
         try:
             for sql in _schema_sql():
                 con.execute(sql)

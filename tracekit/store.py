@@ -44,11 +44,11 @@ SCHEMA_VERSION = 8
 
 def ingest_memory_limit() -> str:
     """DuckDB's memory limit while ingesting: ``$TRACEKIT_MEMORY_LIMIT``, or half the
-    machine's memory, at least 800 MB. DuckDB spills its joins to disk past it (an
-    export with 12 M NVTX ranges ingests under 800 MB: 37 s, 5.9 GB peak RSS of the
-    process; docs/performance.md). Handed to the plugins' loaders, which may lower it
-    for a phase that needs little memory (nsys: while the activity rows are written)
-    and set it back after."""
+    machine's memory, at least 800 MB. DuckDB spills its joins to disk past it; the
+    Arrow and NumPy arrays of an ingest are beside it (12 M NVTX ranges under 4GB: 5.1 GB
+    peak RSS of the process; docs/performance.md). Handed to the plugins' loaders, which
+    may lower it for a phase that needs little memory (nsys: while the activity rows are
+    written) and set it back after."""
     limit = os.environ.get("TRACEKIT_MEMORY_LIMIT")
     if limit:
         return limit

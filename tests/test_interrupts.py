@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import lzma
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -61,9 +60,12 @@ def _counts(db: Path) -> dict[str, int]:
         con.close()
 
 
-def _run_cli(args: list[str], preexec=None, sigint_after: float | None = None):
-    proc = subprocess.Popen([sys.executable, "-c", RUNNER, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+def _run_cli(args: list[str], fsize: int | None = None, sigint_after: float | None = None):
+    # A file-size limit through prlimit(1), not preexec_fn: that forks this (large)
+    # process, which fails with ENOMEM when the machine's memory is committed elsewhere.
+    limit = ["prlimit", f"--fsize={fsize}", "--"] if fsize is not None else []
+    proc = subprocess.Popen([*limit, sys.executable, "-c", RUNNER, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     assert proc.stderr.readline().strip() == "ready"
     start = time.monotonic()
     if sigint_after is not None:
@@ -195,12 +197,6 @@ def test_a_conversion_error_is_shown_not_the_aborted_transaction(small_store, mo
     assert _counts(small_store) == before
 
 
-def _limit_file_size(limit: int):
-    def preexec():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return preexec
-
-
 def _fails_cleanly_or_finishes(code: int, err: str, db: Path, before: dict | None, reference: dict) -> str:
     """What an ingest under a file-size limit may do: fail with the write error as its
     one line, the store as it was (``before``; None: no store), or finish whole (DuckDB
@@ -231,7 +227,7 @@ def test_a_full_disk_is_the_error_shown(export, reference_store, reference, smal
     for share in (0.03, 0.15, 0.5):
         fresh = small_store.with_name("fresh.duckdb")
         code, _, err, _ = _run_cli(["--db", str(fresh), "ingest", str(export)],
-                                   preexec=_limit_file_size(int(share * size)))
+                                   fsize=int(share * size))
         seen.add(_fails_cleanly_or_finishes(code, err, fresh, None, reference))
         for f in small_store.parent.glob("fresh.duckdb*"):
             f.unlink()
@@ -241,7 +237,7 @@ def test_a_full_disk_is_the_error_shown(export, reference_store, reference, smal
     for share in (0.03, 0.15):
         small_store.write_bytes(pristine)
         code, _, err, _ = _run_cli(["--db", str(small_store), "ingest", str(export)],
-                                   preexec=_limit_file_size(len(pristine) + int(share * size)))
+                                   fsize=len(pristine) + int(share * size))
         seen.add(_fails_cleanly_or_finishes(code, err, small_store, before, reference))
     assert "failed" in seen
 
@@ -276,7 +272,7 @@ def test_removing_a_run_on_a_full_disk_keeps_it(reference_store, tmp_path):
         shutil.copyfile(reference_store, db)
         before = store_state(db)
         code, out, err, _ = _run_cli(["--db", str(db), "runs", "rm", "1"],
-                                     preexec=_limit_file_size(limit_kb * 1024))
+                                     fsize=limit_kb * 1024)
         lines = err.strip().splitlines()
         if code == 0:
             assert out.startswith("removed run 1"), out

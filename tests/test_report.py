@@ -216,9 +216,16 @@ def test_cli_report(store, tmp_path, capsys):
     assert cli_main(["--db", str(store), "report", "--run", "nope", "-o", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "no run 'nope'" in err and err.count("\n") == 1 and not bad.exists()
+    assert cli_main(["--db", str(store), "report", "--run", "all", "-o", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "report answers for one run at a time" in err and err.count("\n") == 1 and not bad.exists()
     assert cli_main(["--db", str(store), "report", "--run", "diff_regressed", "--vs", "nope", "-o", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "no run or sweep 'nope'" in err and err.count("\n") == 1 and not bad.exists()
+    png = tmp_path / "r.png"
+    assert cli_main(["--db", str(store), "report", "--run", "ncu_full", "-o", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert "a report is an HTML page; name a .html file" in err and err.count("\n") == 1 and not png.exists()
     before = store.read_bytes()
     assert cli_main(["--db", str(store), "report", "--run", "ncu_full", "-o", str(store)]) == 2
     assert "this is the store" in capsys.readouterr().err and store.read_bytes() == before
@@ -229,7 +236,7 @@ def test_cli_report(store, tmp_path, capsys):
 needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install "
                                                              "chromium; CI installs it)")
 
-#: clicks the first numeric column of the first table twice (descending, then ascending)
+#: clicks the first numeric column of the first table twice (ascending, then descending)
 #: and returns the column's data-v values after each click
 _SORT_JS = """(function () {
   var th = document.querySelector("table.sortable th.num");

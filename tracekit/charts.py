@@ -12,6 +12,7 @@ rather than drawn wrong.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable
@@ -465,19 +466,25 @@ def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
         pl.format("{}. {}", pl.col("rank") + 1, pl.col("short")).alias("short")
     )
     data = d.select("short", "name", "total_ms", "time_pct", "instances").to_dicts()
-    y = alt.Y("short:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
+    return _time_bars(data, "short", "#4c78a8", "Total GPU time [ms]", "Top kernels", [
+        alt.Tooltip("name:N", title="kernel"),
+        alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"),
+        alt.Tooltip("time_pct:Q", title="time [%]", format=".1f"),
+        alt.Tooltip("instances:Q", title="launches"),
+    ])
+
+
+def _time_bars(data: list[dict], label: str, colour: str, x_title: str, title: str,
+               tooltip: list) -> alt.LayerChart:
+    """Horizontal bars of ``total_ms`` per ``label``, in the rows' order, each labelled
+    with its ``time_pct``."""
     bars = (
         alt.Chart(alt.Data(values=data))
-        .mark_bar(color="#4c78a8")
+        .mark_bar(color=colour)
         .encode(
-            y=y,
-            x=alt.X("total_ms:Q", title="Total GPU time [ms]"),
-            tooltip=[
-                alt.Tooltip("name:N", title="kernel"),
-                alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"),
-                alt.Tooltip("time_pct:Q", title="time [%]", format=".1f"),
-                alt.Tooltip("instances:Q", title="launches"),
-            ],
+            y=alt.Y(f"{label}:N", sort=None, title=None, axis=alt.Axis(labelLimit=420)),
+            x=alt.X("total_ms:Q", title=x_title),
+            tooltip=tooltip,
         )
     )
     text = bars.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
@@ -486,7 +493,7 @@ def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
     return alt.layer(bars, text).properties(
         width=WIDTH - 250,
         height=alt.Step(20),
-        title=alt.Title("Top kernels", subtitle="bar label: % of kernel time"),
+        title=alt.Title(title, subtitle="bar label: % of kernel time"),
     )
 
 
@@ -627,30 +634,13 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
         .alias("top"),
     )
     data = d.select("path", "total_ms", "time_pct", "launches", "top").to_dicts()
-    y = alt.Y("path:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
-    bars = (
-        alt.Chart(alt.Data(values=data))
-        .mark_bar(color="#59a14f")
-        .encode(
-            y=y,
-            x=alt.X("total_ms:Q", title="Kernel time [ms]"),
-            tooltip=[
-                alt.Tooltip("path:N", title="NVTX path"),
-                alt.Tooltip("total_ms:Q", title="kernel time [ms]", format=",.3f"),
-                alt.Tooltip("time_pct:Q", title="of all kernel time [%]", format=".1f"),
-                alt.Tooltip("launches:Q", title="launches", format=","),
-                alt.Tooltip("top:N", title="top kernel"),
-            ],
-        )
-    )
-    text = bars.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
-        text=alt.Text("time_pct:Q", format=".1f")
-    )
-    return alt.layer(bars, text).properties(
-        width=WIDTH - 250,
-        height=alt.Step(20),
-        title=alt.Title("Kernel time by NVTX path", subtitle="bar label: % of kernel time"),
-    )
+    return _time_bars(data, "path", "#59a14f", "Kernel time [ms]", "Kernel time by NVTX path", [
+        alt.Tooltip("path:N", title="NVTX path"),
+        alt.Tooltip("total_ms:Q", title="kernel time [ms]", format=",.3f"),
+        alt.Tooltip("time_pct:Q", title="of all kernel time [%]", format=".1f"),
+        alt.Tooltip("launches:Q", title="launches", format=","),
+        alt.Tooltip("top:N", title="top kernel"),
+    ])
 # -- diff -----------------------------------------------------------------------------
 
 #: the metric that stands for a key in the diff chart: its time (or latency)
@@ -767,7 +757,7 @@ CHARTS: dict[str, ChartSpec] = {
 }
 
 
-def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.TopLevelMixin:
+def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.TopLevelMixin:
     """Run the chart's named query (``run`` and ``params`` bound) and build the Altair chart."""
     spec = CHARTS.get(name)
     if spec is None:
@@ -775,6 +765,10 @@ def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.Top
     if spec.data is not None:
         if run is not None:
             raise ParamError(f"chart {name}: give the runs as -p base=A -p new=B, not --run")
+        known = [p for p in inspect.signature(spec.data).parameters if p != "tk"]
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ParamError(f"chart {name}: unknown parameter {unknown[0]!r} (declared: {', '.join(known)})")
         return spec.build(spec.data(tk, **params))
     from .registry import get_registry
 
@@ -791,8 +785,6 @@ def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.Top
 def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:
     """Write the chart; the format follows the extension: .html, .png, .svg, .json.
     Written through ``write_output`` (never over the store ``store_path``; no half file)."""
-    import vl_convert as vlc
-
     from .outputs import write_output
 
     path = Path(path)
@@ -801,10 +793,16 @@ def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None 
     if ext == ".json":
         data: str | bytes = json.dumps(spec, indent=2)
     elif ext in (".html", ".htm"):
-        data = vlc.vegalite_to_html(spec, bundle=True)
+        from .vega import html_page
+
+        data = html_page(spec, title=f"tracekit · {path.stem}")
     elif ext == ".png":
+        import vl_convert as vlc
+
         data = vlc.vegalite_to_png(spec, scale=2)
     elif ext == ".svg":
+        import vl_convert as vlc
+
         data = vlc.vegalite_to_svg(spec)
     else:
         raise ParamError(

@@ -35,7 +35,8 @@ from typing import Any
 
 import polars as pl
 
-from .errors import QueryError
+from . import vega
+from .errors import ParamError, QueryError
 
 
 @dataclass(frozen=True)
@@ -392,7 +393,7 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     gets; with ``vs``, first the comparison with that run, sweep or file (``tk.diff``)."""
     from .registry import resolve_run
 
-    run_id = resolve_run(tk, run, "runs", "report")
+    run_id = resolve_run(tk, run, "runs", "report", spans_runs=False)
     info = _run_info(tk, run_id)
     kinds = set(info["kind"].split(","))
     try:
@@ -424,16 +425,6 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
         table, spec, note = _section(tk, sec, run_id)
         rep.sections.append((sec, table, spec, note))
     return rep
-
-
-def _vega_bundle() -> str:
-    import altair as alt
-    import vl_convert as vlc
-
-    version = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]  # v6.4.1 -> 6.4
-    known = vlc.get_vegalite_versions()
-    js = vlc.javascript_bundle(vl_version=version if version in known else None)
-    return js.replace("</script", "<\\/script")
 
 
 _CSS = """
@@ -557,7 +548,7 @@ def render(rep: Report) -> str:
         "</main><footer>Written by tracekit. Click a column header to sort; hover a shortened name for "
         "the full one. Opens offline: the Vega libraries and the data are in this file.</footer>",
         *specs,
-        f"<script>{_vega_bundle()}</script>",
+        f"<script>{vega.bundle()}</script>",
         f"<script>{_JS}</script>",
         "</body></html>",
     ]
@@ -567,7 +558,11 @@ def render(rep: Report) -> str:
 def write_report(tk, path: str | Path, run: str | int | None = None, vs: str | int | None = None) -> Path:
     """Build the run's report (compared with ``vs`` if given) and write it to ``path``
     through ``write_output`` (a temporary file renamed into place, never over the store)."""
-    from .outputs import write_output
+    from .outputs import check_not_store, write_output
 
+    path = Path(path)
+    check_not_store(path, tk.path)
+    if path.suffix.lower() not in ("", ".html", ".htm"):
+        raise ParamError(f"{path}: a report is an HTML page; name a .html file")
     text = render(build(tk, run, vs))
-    return write_output(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)
+    return write_output(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)

@@ -315,13 +315,13 @@ def nest(con) -> Nest:
     if is_pp.all():  # push/pop ranges only (the usual case): they nest, the last opened is the tightest
         parent, depth = enclosing_depth(end, firsts(tid))
         return Nest(range_id, parent, parent, depth, depth, **ranges)
-    parent, depth = containers.tightest(start, end, firsts(tid))
     pp = np.flatnonzero(is_pp)
     pp_in, pp_in_depth = enclosing_depth(end[pp], firsts(tid[pp]))  # push/pop ranges among themselves
     pp_parent = np.full(len(range_id), -1, np.int64)
     pp_parent[pp] = np.where(pp_in >= 0, pp[np.maximum(pp_in, 0)], -1)
     pp_depth = np.zeros(len(range_id), np.int64)
     pp_depth[pp] = pp_in_depth
+    parent, depth = containers.tightest(start, end, firsts(tid), is_pp, pp_parent)
     return Nest(range_id, parent, pp_parent, depth, pp_depth, **ranges)
 
 

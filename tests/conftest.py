@@ -9,10 +9,11 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 #: the first three and hstu_capture are the issue's scenarios; the rest are what real captures
-#: also hold (several processes and GPUs, graph-level tracing, odd NVTX, cut captures)
+#: also hold (several processes and GPUs, graph-level tracing, odd NVTX, NVTX names only registered, cut captures)
 NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
                   "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range",
-                  "diff_base_a", "diff_base_b", "diff_regressed", *(f"ranks_rank{r}" for r in range(4))]
+                  "diff_base_a", "diff_base_b", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
+                  "registered_nvtx", "registered_nvtx_domains"]
 #: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
 NSYS_EXPORTS = {
     "hstu_mixed": DATA / "nsys_hstu_mixed" / "export.sqlite.xz",
@@ -21,7 +22,7 @@ NSYS_EXPORTS = {
     "hstu_capture": DATA / "hstu_capture_nsys" / "nsys.sqlite.xz",  # `tracekit capture --tool nsys`
     **{s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in (
         "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range",
-        "diff_base_a", "diff_base_b", "diff_regressed")},
+        "diff_base_a", "diff_base_b", "diff_regressed", "registered_nvtx", "registered_nvtx_domains")},
     # one export per rank of a 4-process job (tests/data/nsys_ranks/PLANT.md)
     **{f"ranks_rank{r}": DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz" for r in range(4)},
 }
@@ -89,9 +90,9 @@ def small_store(_small_store_template, tmp_path) -> Path:
 
 def store_state(db: Path) -> dict | None:
     """What a store holds, for "the store is unchanged" (None: no store file): every
-    table's rows (count and an order-free hash of them), its views and sequences. Not
-    its bytes: DuckDB rewrites a store's header whenever a read-write connection that
-    ran a statement closes, and tracekit's open re-creates its views."""
+    table's rows (count and an order-free hash of them), its views and sequences: its
+    content, for cases where a write was begun and rolled back (DuckDB may then
+    rewrite the file's header); a refusal before any write keeps the bytes too."""
     import duckdb
 
     if not db.exists():

@@ -26,7 +26,8 @@ def _trace(scen: str) -> list[dict]:
         return list(csv.DictReader(io.StringIO(fh.read())))
 
 
-@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels", "hstu_capture"])
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels", "hstu_capture", "odd_nvtx", "multiproc",
+                                  "registered_nvtx", "registered_nvtx_domains"])
 def test_projection_per_range_matches_nsys_trace(nsys_db, scen):
     """Every projected range instance: start, duration, op count, level, children, pid/tid."""
     ours = nsys_db.sql(
@@ -566,13 +567,18 @@ def _ranges(rng, threads: int, n: int) -> list[tuple]:
 
 
 def _nest_brute(rows):
-    """Reference: the parent of a range is the innermost earlier range of its thread that
-    contains it; "earlier" in (start, -end, id) order, the order range ids follow."""
+    """Reference: the parent of a range is the tightest earlier range of its thread that
+    contains it (nsys's rule: the least slack, i.e. the shortest; of equal ones the last;
+    of push/pop containers only the innermost, the last opened, competes: push order
+    decides between push/pop ranges that only touch), its push/pop parent the innermost
+    push/pop one; "earlier" in (start, -end, id) order, the order range ids follow."""
     parent, pp_parent = {}, {}
     for i, (tid, s, e, style, _) in enumerate(rows):
         cands = [j for j, (t2, s2, e2, st2, _) in enumerate(rows)
                  if t2 == tid and (s2, -e2, j) < (s, -e, i) and s2 <= s and e2 >= e]
-        parent[i] = max(cands, key=lambda j: (rows[j][1], -rows[j][2], j), default=None)
+        pp = [j for j in cands if rows[j][3] == "PushPop"]
+        mine = [j for j in cands if rows[j][3] != "PushPop"] + pp[-1:]
+        parent[i] = max(mine, key=lambda j: (rows[j][1] - rows[j][2], j), default=None)
         if style == "PushPop":
             pp = [j for j in cands if rows[j][3] == "PushPop"]
             pp_parent[i] = max(pp, key=lambda j: (rows[j][1], -rows[j][2], j), default=None)
@@ -582,16 +588,49 @@ def _nest_brute(rows):
 @pytest.fixture(params=["native", "numpy"])
 def nesting(request, monkeypatch):
     """The NVTX nesting in C (_nest.c) and in NumPy: the tests using this run with both."""
-    from tracekit.ingest import nsys
+    from tracekit.ingest import containers, nsys
 
+    if request.param == "numpy":
+        monkeypatch.setattr(containers, "_nest_native", None)
     return compiled_or_numpy(request, monkeypatch, nsys, "_nest_native", "tracekit/ingest/_nest.c")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tightest_container_matches_a_brute_force_rule(seed, nesting):
+    """containers.tightest on random ranges of a few threads (push/pop ranges, start/end
+    ranges crossing them, identical, zero-length and touching ones): of the earlier ranges
+    of the thread that end no earlier (start/end ones, and the last such push/pop one:
+    push order decides between push/pop ranges that only touch), the shortest, of equal
+    ones the last; depth along those parents."""
+    import numpy as np
+
+    from tracekit.ingest import containers
+
+    rng = np.random.default_rng(seed)
+    for _ in range(15):
+        raw = _ranges(rng, threads=int(rng.integers(1, 4)), n=int(rng.integers(5, 40)))
+        tmax = max((s if e is None else e for _, s, e, _ in raw), default=0)
+        rows = sorted(((t, s, tmax if e is None else e, st) for t, s, e, st in raw), key=lambda r: (r[0], r[1], -r[2]))
+        tid, start, end = (np.array([r[k] for r in rows], np.int64) for k in range(3))
+        is_pp = np.array([r[3] == "PushPop" for r in rows], bool)
+        first = np.r_[True, tid[1:] != tid[:-1]] if len(rows) else np.zeros(0, bool)
+        cands = [[p for p in range(i) if rows[p][0] == rows[i][0] and rows[p][2] >= rows[i][2]]
+                 for i in range(len(rows))]
+        pp_parent = np.array([max((p for p in c if is_pp[p]), default=-1) if is_pp[i] else -1
+                              for i, c in enumerate(cands)], np.int64)
+        parent, depth = containers.tightest(start, end, first, is_pp, pp_parent)
+        for i, c in enumerate(cands):
+            mine = [p for p in c if not is_pp[p]] + ([max(p for p in c if is_pp[p])] if is_pp[c].any() else [])
+            want = min(mine, key=lambda p: (rows[p][2] - rows[p][1], -p), default=-1)
+            assert parent[i] == want, (rows, i)
+            assert depth[i] == (0 if want < 0 else depth[want] + 1)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_nesting_matches_a_brute_force_rule(seed, nesting):
-    """_nest (pointer jumping, all ranges at once) against the rule checked pair by pair;
-    on push/pop ranges (laminar) the parent is also the tightest container, the rule the
-    goldens of nsys's own projection trace fix."""
+    """_nest (pointer jumping, all ranges at once; the tightest container where start/end
+    ranges cross push/pop ones) against the rule checked pair by pair: the one nsys's
+    own projection trace follows (tests/data/nsys_registered_nvtx)."""
     import duckdb
     import numpy as np
     import pyarrow as pa

@@ -654,9 +654,10 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
 # -- diff -----------------------------------------------------------------------------
 
 #: the metric that stands for a key in the diff chart: its time (or latency)
-_DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "proj_total_ns", "api": "total_ns", "memcpy": "total_ns",
+_DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "kernel_total_ns", "api": "total_ns", "memcpy": "total_ns",
                   "gpu": "busy_ns", "ncu": "duration_ns", "sweep": "latency_med_ms"}
-_VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e"}
+_VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e",
+                    "host-timed, not judged": "#d9d9d9"}
 
 
 def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | None = None,
@@ -669,15 +670,21 @@ def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | No
         threshold, limit = float(threshold), int(limit)
     except ValueError as err:
         raise ParamError(f"chart diff: threshold={threshold!r}, limit={limit!r}: numbers expected") from err
-    df = tk.diff(base, new, by=by, threshold_pct=threshold)
-    head = df.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
-    # an NVTX path that launched no GPU work stands by its wall time
-    nvtx_cpu = df.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns")
-                         & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
-    head = pl.concat([head, nvtx_cpu])
-    head = head.with_row_index("_i").sort("_i").drop("_i")  # diff's order: largest change first
+    return diff_rows(tk.diff(base, new, by=by, threshold_pct=threshold), threshold, limit)
+
+
+def diff_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20) -> pl.DataFrame:
+    """The rows of a diff (``tk.diff``'s result) that the chart draws: per key its
+    headline metric, in the diff's order (largest change first), the first ``limit``
+    (0: all), with ``threshold`` as a column."""
+    d = df.with_row_index("_i")
+    head = d.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
+    # an NVTX path that launched no kernel stands by its wall time
+    nvtx_cpu = d.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns")
+                        & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
+    head = pl.concat([head, nvtx_cpu]).sort("_i").drop("_i")
     shown = head.head(limit) if limit else head
-    return shown.with_columns(pl.lit(threshold).alias("threshold_pct"))
+    return shown.with_columns(pl.lit(float(threshold)).alias("threshold_pct"))
 
 
 def diff(df: pl.DataFrame) -> alt.LayerChart:
@@ -686,7 +693,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
     if df.is_empty():
         return _no_data("Diff")
-    from .diff import short_keys
+    from .diff import HOST_TIMED, short_keys
 
     threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
     one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
@@ -697,8 +704,9 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     for r in d.iter_rows(named=True):
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
-                     "verdict": r["verdict"], "note": r["note"] or "", "p": r["p_value"]})
-    subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: GPU projection; "
+                     "verdict": "host-timed, not judged" if (r["scope"], r["metric"]) in HOST_TIMED else r["verdict"],
+                     "note": r["note"] or "", "p": r["p_value"]})
+    subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time; "
                 f"sweeps: median latency); whisker: its interval; dashed: the ±{threshold:g}% threshold"]
     if one_side.height:
         parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]

@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from . import __version__, cli_params
-from .errors import ParamError, TracekitError
+from .errors import Interrupted, ParamError, TracekitError
 
 cli_params.install()  # plain values converted without importing Pydantic (see cli_params)
 
@@ -196,18 +196,24 @@ def ingest(
     """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""
     from .ingest.nsysrep import export_if_needed
 
-    tk = _open(db)
-    for f in files:
-        with export_if_needed(f) as source:
-            res = tk.ingest(source, name=name)  # an exported .nsys-rep keeps its stem: the default name
-        if res.skipped:
-            renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
-            typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
-        else:
-            n = sum(res.rows.values())
-            replaced = " in place of the same export ingested alone" if res.replaced else ""
-            typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
-    tk.close()
+    tk, f = None, None
+    try:
+        with _open(db) as tk:
+            for f in files:
+                tk.last_ingest = None
+                with export_if_needed(f) as source:
+                    res = tk.ingest(source, name=name)  # an exported .nsys-rep keeps its stem: the default name
+                if res.skipped:
+                    renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
+                    typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
+                else:
+                    n = sum(res.rows.values())
+                    replaced = " in place of the same export ingested alone" if res.replaced else ""
+                    typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
+    except (KeyboardInterrupt, Interrupted):  # also outside tk.ingest: exporting a .nsys-rep, printing, closing
+        if tk is None or f is None:
+            raise Interrupted("interrupted; not ingested, nothing was written") from None
+        raise tk.interrupted(f) from None
 
 
 runs_app = typer.Typer(help="List the runs in the store; rename or remove one.", invoke_without_command=True)
@@ -438,13 +444,15 @@ def chart(
 @app.command()
 def report(
     run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
+    vs: Annotated[str | None, typer.Option("--vs", help="compare with this run, sweep or file (tracekit diff BASE RUN)")] = None,
     out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path("report.html"),
     db: DbOpt = None,
 ):
     """Write one self-contained HTML report of a run (nsys, ncu or a sweep point); opens offline."""
+    from .diff import _is_file
     from .report import write_report
 
-    write_report(_open(db, read_only=True), out, run=run)
+    write_report(_open(db, read_only=vs is None or not _is_file(vs)), out, run=run, vs=vs)  # a file is ingested
     typer.echo(f"wrote {out}")
 
 
@@ -513,14 +521,14 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        # without standalone mode, click returns a command's typer.Exit code instead of raising it
-        rc = app(args=args, prog_name="tracekit", standalone_mode=False)
-        if isinstance(rc, int):
-            return rc
+        # without standalone mode, typer returns a command's typer.Exit code instead of raising
+        # it, and 130 for a Ctrl-C it caught (the command's own message, if any, is printed)
+        code = app(args=args, prog_name="tracekit", standalone_mode=False)
     except TracekitError as err:
         if debug:
             raise
-        typer.echo(f"tracekit: error: {err}", err=True)
+        label = "" if isinstance(err, Interrupted) else "error: "  # a Ctrl-C is no error of the user's
+        typer.echo(f"tracekit: {label}{err}", err=True)
         return err.exit_code
     except typer.Exit as err:
         return getattr(err, "exit_code", 0)
@@ -538,7 +546,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         typer.echo(f"tracekit: internal error: {type(err).__name__}: {err} (rerun with --debug)", err=True)
         return 1
-    return 0
+    if code == 130:
+        typer.echo("tracekit: interrupted", err=True)
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

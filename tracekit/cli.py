@@ -18,7 +18,7 @@ import typer
 from typer.core import TyperGroup
 
 from . import __version__
-from .errors import ParamError, TracekitError
+from .errors import Interrupted, ParamError, TracekitError
 
 #: group -> {command: (module, Typer app whose command of that name it is)}; loaded on use
 _LAZY: dict[str, dict[str, tuple[str, str]]] = {
@@ -192,18 +192,24 @@ def ingest(
     """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""
     from .ingest.nsysrep import export_if_needed
 
-    tk = _open(db)
-    for f in files:
-        with export_if_needed(f) as source:
-            res = tk.ingest(source, name=name or (f.name.split(".")[0] if source != f else None))
-        if res.skipped:
-            renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
-            typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
-        else:
-            n = sum(res.rows.values())
-            replaced = " in place of the same export ingested alone" if res.replaced else ""
-            typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
-    tk.close()
+    tk, f = None, None
+    try:
+        with _open(db) as tk:
+            for f in files:
+                tk.last_ingest = None
+                with export_if_needed(f) as source:
+                    res = tk.ingest(source, name=name or (f.name.split(".")[0] if source != f else None))
+                if res.skipped:
+                    renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
+                    typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
+                else:
+                    n = sum(res.rows.values())
+                    replaced = " in place of the same export ingested alone" if res.replaced else ""
+                    typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
+    except (KeyboardInterrupt, Interrupted):  # also outside tk.ingest: exporting a .nsys-rep, printing, closing
+        if tk is None or f is None:
+            raise Interrupted("interrupted; not ingested, nothing was written") from None
+        raise tk.interrupted(f) from None
 
 
 runs_app = typer.Typer(help="List the runs in the store; rename or remove one.", invoke_without_command=True)
@@ -504,14 +510,14 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        # without standalone mode, click returns a command's typer.Exit code instead of raising it
-        rc = app(args=args, prog_name="tracekit", standalone_mode=False)
-        if isinstance(rc, int):
-            return rc
+        # without standalone mode, typer returns a command's typer.Exit code instead of raising
+        # it, and 130 for a Ctrl-C it caught (the command's own message, if any, is printed)
+        code = app(args=args, prog_name="tracekit", standalone_mode=False)
     except TracekitError as err:
         if debug:
             raise
-        typer.echo(f"tracekit: error: {err}", err=True)
+        label = "" if isinstance(err, Interrupted) else "error: "  # a Ctrl-C is no error of the user's
+        typer.echo(f"tracekit: {label}{err}", err=True)
         return err.exit_code
     except typer.Exit as err:
         return getattr(err, "exit_code", 0)
@@ -529,7 +535,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         typer.echo(f"tracekit: internal error: {type(err).__name__}: {err} (rerun with --debug)", err=True)
         return 1
-    return 0
+    if code == 130:
+        typer.echo("tracekit: interrupted", err=True)
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

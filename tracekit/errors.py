@@ -34,3 +34,13 @@ class CaptureError(TracekitError):
 
 class OutputError(TracekitError):
     """An output file that cannot be written (no such folder, the store itself, a full disk)."""
+
+
+class StoreBusy(TracekitError):
+    """The store is locked by another process (an ingest under way): try again later."""
+
+
+class Interrupted(TracekitError):
+    """Ctrl-C during a command that writes the store; the message says what was kept."""
+
+    exit_code = 130

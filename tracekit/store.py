@@ -8,9 +8,13 @@ database exactly as it was (and a database that did not exist is not created).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
+import re
+import signal
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -19,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from .errors import InputError, QueryError, TracekitError
+from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
 
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
     import polars as pl
@@ -90,6 +94,96 @@ def _macros_sql() -> str:
 _WRITES_FILES = frozenset({"COPY", "EXPORT", "ATTACH"})
 
 
+class _SigintWatch:
+    """Counts the SIGINTs (Ctrl-C) that arrive while it is active, raising
+    KeyboardInterrupt as Python's own handler does: an interrupt is then recognised
+    whatever DuckDB or a library turned it into (DuckDB raises "Query interrupted"
+    as a RuntimeError, a replacement scan wraps it in an InvalidInputException).
+    Inside ``held()`` an interrupt waits until the block is done (a COMMIT and the
+    note of what it committed are not split). Active only in the main thread and
+    where Python's default handler is in place."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous = None
+        self._holding = False
+        self._deferred = False
+
+    def _handler(self, signum, frame) -> None:
+        self.count += 1
+        if self._holding:
+            self._deferred = True
+            return
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _SigintWatch:
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    @contextlib.contextmanager
+    def held(self):
+        """A block a Ctrl-C does not cut: one that arrives meanwhile is raised at its end."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+            if self._deferred:
+                self._deferred = False
+                raise KeyboardInterrupt
+
+
+def _first_error(err: BaseException) -> BaseException:
+    """The error that started a failure: a statement run after a failed one (a cleanup
+    in a ``finally``) meets "Current transaction is aborted", and Python keeps the
+    failed one as that error's ``__context__``."""
+    while (isinstance(err, duckdb.TransactionException) and "transaction is aborted" in str(err)
+           and err.__context__ is not None):
+        err = err.__context__
+    return err
+
+
+def writer_info_path(db: str | os.PathLike) -> Path:
+    """The small file beside a store that says who writes it (pid, what, since when) while a
+    read-write connection holds DuckDB's lock: readers that meet the lock name the writer."""
+    db = Path(db)
+    return db.with_name(db.name + ".writer.json")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _busy_error(db: Path, duckdb_message: str) -> StoreBusy:
+    """The error for DuckDB's "Could not set lock": the writer named from its info file
+    when that file is the lock holder's (same pid, alive), else the holder DuckDB names."""
+    m = re.search(r"lock is held in (.*?) \(PID (\d+)\)", duckdb_message)
+    program, holder = (m[1], int(m[2])) if m else (None, None)
+    try:
+        info = json.loads(writer_info_path(db).read_text())
+        pid, what, since = int(info["pid"]), str(info["what"]), str(info["since"])
+    except (OSError, ValueError, KeyError, TypeError):
+        info = None
+    if info is not None and (holder is None or holder == pid) and _alive(pid):
+        return StoreBusy(f"{db}: the store is being written by {what} (pid {pid}, since {since}); "
+                         "try again when it finishes")
+    who = f"pid {holder}, {program}" if holder is not None else "another process"
+    return StoreBusy(f"{db}: the store is in use by another process ({who}); try again when it finishes")
+
+
 class Tracekit:
     """A tracekit database. ``tracekit.open(path)`` returns one."""
 
@@ -98,6 +192,15 @@ class Tracekit:
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
         self._created = False  # this object created the store and committed nothing yet
+        self._sigints = _SigintWatch()  # the Ctrl-Cs of the ingest under way
+        #: The run the latest ``ingest`` committed or found already there; set together
+        #: with the COMMIT, so that after a Ctrl-C at any moment it says whether that
+        #: input is in the store. A caller ingesting several inputs may reset it to None
+        #: before each one.
+        self.last_ingest: IngestResult | None = None
+        #: What this object writes, as the writer info file shows it to blocked readers.
+        self._doing = "a tracekit process"
+        self._writer_since: str | None = None  # the writer info file is ours (and its time)
 
     # -- connection -------------------------------------------------------
     #: Folders a read-only connection may read files under although external access is
@@ -146,10 +249,18 @@ class Tracekit:
                 raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
             existed = self.path.exists() or str(self.path) == ":memory:"
             self._check_file()
+            # a store this opening creates is removed again if its setup does not finish
+            self._created = not existed and not self.read_only
             try:
                 self._con = duckdb.connect(str(self.path), read_only=self.read_only, config=self._connect_config())
             except duckdb.Error as err:
-                raise TracekitError(f"{self.path}: cannot open database ({str(err).splitlines()[0]})") from err
+                first = str(err).splitlines()[0] if str(err) else type(err).__name__
+                if "Could not set lock" in first:
+                    raise _busy_error(self.path, first) from None
+                raise TracekitError(f"{self.path}: cannot open database ({first})") from err
+            if not self.read_only and str(self.path) != ":memory:":
+                self._writer_since = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+                self._note_writer()
             if not self._locked(self._con):
                 self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             self._check_schema()
@@ -158,31 +269,36 @@ class Tracekit:
                 self._setup_reader(self._con)
                 self._sandbox(self._con)
             else:
-                # bounded memory for ingest: DuckDB spills its joins to disk past this
-                limit = ingest_memory_limit()
                 try:
-                    self._con.execute(f"SET memory_limit = '{limit}'")
-                except duckdb.Error as err:
-                    raise TracekitError(f"TRACEKIT_MEMORY_LIMIT={limit!r}: {str(err).splitlines()[0]}") from err
-                # Bit-packing is the costliest compression to analyse when row groups are
-                # written: without it the 6 M-row benchmark spends ~0.8 core-s (a quarter of
-                # its write CPU) less, for a store 3.8x larger (215 MB instead of 57 MB for
-                # a 325 MB export: timestamps stored plain; docs/performance.md).
-                try:
-                    self._con.execute("SET disabled_compression_methods = 'bitpacking'")
-                except duckdb.Error:  # a DuckDB without the setting keeps its defaults
-                    pass
-                try:
-                    for sql in _schema_sql():
-                        self._con.execute(sql)
-                    self._con.execute("INSERT OR IGNORE INTO _store VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
-                except duckdb.Error as err:  # e.g. out of memory under a tiny TRACEKIT_MEMORY_LIMIT
-                    self._created = not existed
+                    self._setup_writer(self._con)
+                except BaseException:
                     self._discard_if_new()
-                    raise TracekitError(f"{self.path}: cannot set up the store (memory limit {limit}): "
-                                        f"{str(err).splitlines()[0]}") from err
-                self._created = not existed
+                    raise
         return self._con
+
+    def _setup_writer(self, con: duckdb.DuckDBPyConnection) -> None:
+        """The ingest connection's settings, and the schema (created where missing)."""
+        # bounded memory for ingest: DuckDB spills its joins to disk past this
+        limit = ingest_memory_limit()
+        try:
+            con.execute(f"SET memory_limit = '{limit}'")
+        except duckdb.Error as err:
+            raise TracekitError(f"TRACEKIT_MEMORY_LIMIT={limit!r}: {str(err).splitlines()[0]}") from err
+        # Bit-packing is the costliest compression to analyse when row groups are
+        # written: without it the 6 M-row benchmark spends ~0.8 core-s (a quarter of
+        # its write CPU) less, for a store 3.8x larger (215 MB instead of 57 MB for
+        # a 325 MB export: timestamps stored plain; docs/performance.md).
+        try:
+            con.execute("SET disabled_compression_methods = 'bitpacking'")
+        except duckdb.Error:  # a DuckDB without the setting keeps its defaults
+            pass
+        try:
+            for sql in _schema_sql():
+                con.execute(sql)
+            con.execute("INSERT OR IGNORE INTO _store VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        except duckdb.Error as err:  # e.g. out of memory under a tiny TRACEKIT_MEMORY_LIMIT, a full disk
+            hint = f" (memory limit {limit})" if isinstance(err, duckdb.OutOfMemoryException) else ""
+            raise TracekitError(f"{self.path}: cannot set up the store{hint}: {str(err).splitlines()[0]}") from err
 
     def _discard_if_new(self) -> None:
         """Close, and delete the store file if this object created it and has not
@@ -255,10 +371,33 @@ class Tracekit:
                               "ingest your captures into a new database (--db NEW.duckdb)")
         return QueryError(f"{context}: {first}")
 
+    def _note_writer(self, doing: str | None = None) -> None:
+        """Say in the writer info file what this read-write connection is doing (written
+        whole: a temporary file renamed). Best effort: the store is written either way."""
+        if doing is not None:
+            self._doing = doing
+        if self._writer_since is None:
+            return
+        info = writer_info_path(self.path)
+        tmp = info.with_name(f".{info.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"pid": os.getpid(), "what": self._doing, "since": self._writer_since}))
+            os.replace(tmp, info)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+
     def close(self) -> None:
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._writer_since is not None:  # the lock is released: so is its info file
+            self._writer_since = None
+            info = writer_info_path(self.path)
+            try:
+                if json.loads(info.read_text()).get("pid") == os.getpid():
+                    info.unlink()
+            except (OSError, ValueError, AttributeError):
+                pass
 
     def __enter__(self):
         return self
@@ -272,10 +411,37 @@ class Tracekit:
         or a tracekit run folder as one run. The same content again is the same run,
         however it is reached (a run folder's export ingested alone is part of the
         folder's run): nothing is written, and the run is renamed to ``name`` if given.
-        A run folder whose export was ingested alone before takes that run's place."""
+        A run folder whose export was ingested alone before takes that run's place.
+        Ctrl-C raises ``Interrupted`` saying whether the run was committed; the store
+        holds the whole run or nothing of it."""
+        self.last_ingest = None
+        self._note_writer(f"`tracekit ingest {path}`")
+        with _SigintWatch() as self._sigints:
+            try:
+                return self._ingest(Path(path), name, params)
+            except Interrupted:  # raised by _write, which knows whether it committed
+                raise
+            except BaseException as err:
+                if not (self._sigints.count or isinstance(err, KeyboardInterrupt)):
+                    raise
+                raise self.interrupted(path) from None
+
+    def interrupted(self, path: str | os.PathLike) -> Interrupted:
+        """The error for a Ctrl-C during the ingest of ``path`` (or just after it): whether
+        the run is in the store (``last_ingest``). A store this object created for an
+        ingest that committed nothing is removed."""
+        res = self.last_ingest
+        if res is None:
+            self._discard_if_new()
+            return Interrupted(f"{path}: interrupted; not ingested, nothing of it is in the store")
+        if res.skipped:
+            return Interrupted(f"{path}: interrupted; it was already in the store as run {res.run_id} ({res.name})")
+        return Interrupted(f"{path}: interrupted after the commit: it is in the store as run {res.run_id} "
+                           f"({res.name})")
+
+    def _ingest(self, path: Path, name: str | None, params: dict | None) -> IngestResult:
         from . import ingest as _ingest
 
-        path = Path(path)
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
         if path.is_dir():
@@ -320,9 +486,11 @@ class Tracekit:
 
     def _renamed(self, existing: IngestResult, name: str | None) -> IngestResult:
         """An already-ingested run, renamed to ``name`` when one is asked for."""
-        if name is not None and name != existing.name:
-            self.rename_run(existing.run_id, name)
-            existing.renamed_from, existing.name = existing.name, name
+        with self._sigints.held():
+            if name is not None and name != existing.name:
+                self.rename_run(existing.run_id, name)
+                existing.renamed_from, existing.name = existing.name, name
+            self.last_ingest = existing
         return existing
 
     def _ingested_alone(self, run_id: int, content_hash: str) -> bool:
@@ -406,8 +574,8 @@ class Tracekit:
         meta = {k: v for k, v in parsed.meta.items() if k not in ("tool_version", "export_schema_version", "gpu")}
         meta.update(extra_meta)
         rows: dict[str, int] = {}
-        con.execute("BEGIN TRANSACTION")
         try:
+            con.execute("BEGIN TRANSACTION")
             if replace is not None:
                 self._delete_rows(replace)
                 run_id = replace
@@ -426,21 +594,47 @@ class Tracekit:
                 rows[table] = self._insert(table, run_id, data)
             for load in parsed.loaders:
                 rows.update(load(con, run_id))
-            con.execute("COMMIT")
-            self._created = False  # the store holds a run now: keep it whatever follows
-        except duckdb.Error as err:  # data the reshaping SQL could not take: still one line
+            with self._sigints.held():
+                con.execute("COMMIT")
+                self._created = False  # the store holds a run now: keep it whatever follows
+                self.last_ingest = IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace)
+            return self.last_ingest
+        except BaseException as err:
+            out = self._failed_write(err, source)
+            if out is err:
+                raise
+            if out is _first_error(err):
+                raise out from None
+            raise out from _first_error(err)
+
+    def _failed_write(self, err: BaseException, source: str) -> BaseException:
+        """End the ingest transaction after ``err`` and return the error to raise: the
+        first error (not a "transaction is aborted" from a statement after it) as one
+        line; Ctrl-C as ``Interrupted`` saying whether the run was committed (it may
+        arrive as COMMIT returns)."""
+        con = self._con
+        first = _first_error(err)
+        try:
             con.execute("ROLLBACK")
+        except duckdb.Error:  # no transaction open: COMMIT went through, or DuckDB ended it on failing
+            pass
+        try:  # a plugin that lowered the limit for a phase could not set it back in the aborted transaction
+            con.execute(f"SET memory_limit = '{ingest_memory_limit()}'")
+        except duckdb.Error:
+            pass
+        if self._sigints.count or isinstance(first, KeyboardInterrupt | duckdb.InterruptException):
+            return self.interrupted(source)
+        if self.last_ingest is not None:  # committed: what failed after it is not about the store
+            return err
+        out: BaseException = first
+        if isinstance(first, duckdb.Error):  # data the reshaping SQL could not take, a full disk: one line
             hint = ""
-            if isinstance(err, duckdb.OutOfMemoryException):
-                limit = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+            if isinstance(first, duckdb.OutOfMemoryException):
+                limit = ingest_memory_limit()  # what the user sets (a phase may have run under less)
                 hint = f" (memory limit {limit}: set TRACEKIT_MEMORY_LIMIT higher, e.g. TRACEKIT_MEMORY_LIMIT=16GB)"
-            self._discard_if_new()
-            raise InputError(f"{source}: cannot ingest ({str(err).splitlines()[0]}){hint}; nothing was written") from err
-        except BaseException:
-            con.execute("ROLLBACK")
-            self._discard_if_new()
-            raise
-        return IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace)
+            out = InputError(f"{source}: cannot ingest ({str(first).splitlines()[0]}){hint}; nothing was written")
+        self._discard_if_new()
+        return out
 
     def _insert(self, table: str, run_id: int, data: pa.Table) -> int:
         con = self.con
@@ -485,13 +679,21 @@ class Tracekit:
     def remove_run(self, run: str | int) -> tuple[int, str]:
         """Remove a run and its rows from every table, in one transaction; returns (run id, name)."""
         run_id, name = self.resolve(run)
+        self._note_writer(f"`tracekit runs rm {run}`")
         con = self.con
-        con.execute("BEGIN TRANSACTION")
         try:
+            con.execute("BEGIN TRANSACTION")
             self._delete_rows(run_id)
             con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
+        except BaseException as err:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:  # DuckDB ended the transaction itself (a COMMIT that failed)
+                pass
+            first = _first_error(err)
+            if isinstance(first, duckdb.Error):  # e.g. a full disk: the store keeps the run
+                raise TracekitError(f"{self.path}: cannot remove run {run_id} ({str(first).splitlines()[0]}); "
+                                    "the store is unchanged") from first
             raise
         return run_id, name
 

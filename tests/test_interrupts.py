@@ -1,0 +1,289 @@
+"""Ctrl-C and failures while ingesting: the first error is the one shown, exit 130 or 2
+with one line, and the store holds the whole run or nothing of it."""
+
+from __future__ import annotations
+
+import lzma
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+import tracekit
+from tracekit.cli import main as cli_main
+
+DATA = Path(__file__).parent / "data"
+#: the largest nsys fixture: long enough an ingest to interrupt at several moments
+EXPORT = DATA / "nsys_many_kernels" / "export.sqlite.xz"
+#: runs the CLI and says "ready" once its imports are done (a Ctrl-C before that is Python's)
+RUNNER = ("import sys; from tracekit.cli import main; print('ready', file=sys.stderr, flush=True); "
+          "sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("export") / "many.sqlite"
+    with lzma.open(EXPORT) as src, out.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference_store(export, tmp_path_factory) -> Path:
+    """The store an uninterrupted ingest of ``export`` writes."""
+    db = tmp_path_factory.mktemp("ref") / "ref.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(export)
+    return db
+
+
+@pytest.fixture(scope="module")
+def reference(reference_store) -> dict[str, int]:
+    """Row counts of every table after an uninterrupted ingest (the one run)."""
+    return _counts(reference_store)
+
+
+def _counts(db: Path) -> dict[str, int]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE NOT temporary ORDER BY 1").fetchall()]
+        return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0] for t in tables}
+    finally:
+        con.close()
+
+
+def _run_cli(args: list[str], preexec=None, sigint_after: float | None = None):
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    assert proc.stderr.readline().strip() == "ready"
+    start = time.monotonic()
+    if sigint_after is not None:
+        time.sleep(sigint_after)
+        proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err, time.monotonic() - start
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-store", "store-with-runs"])
+def test_ctrl_c_at_many_moments_of_an_ingest(export, reference, small_store, existing):
+    db = small_store if existing else small_store.with_name("fresh.duckdb")
+    before = _counts(small_store)
+    pristine = small_store.read_bytes()
+    code, _, err, full = _run_cli(["--db", str(db), "ingest", str(export)])
+    assert code == 0, err
+    outcomes = set()
+    for frac in (0.1, 0.3, 0.5, 0.7, 0.85, 0.95, 1.1) if not existing else (0.3, 0.6, 0.9):
+        for f in db.parent.glob(db.name + "*"):
+            f.unlink()
+        if existing:
+            small_store.write_bytes(pristine)
+        code, out, err, _ = _run_cli(["--db", str(db), "ingest", str(export)], sigint_after=frac * full)
+        lines = err.strip().splitlines()
+        assert code in (0, 130, -signal.SIGINT), (frac, code, err)  # never 1 or 2
+        if code in (0, -signal.SIGINT):  # finished before the signal (or it came as Python exited)
+            assert " rows" in out and err == "", (frac, code, out, err)
+            outcome = "finished"
+        else:
+            assert len(lines) == 1 and "interrupted" in lines[0], (frac, err)
+            assert "internal error" not in lines[0] and "Traceback" not in err
+            outcome = "committed" if "is in the store as run" in lines[0] else "not committed"
+            assert outcome == "committed" or "not ingested" in lines[0] or lines[0] == "tracekit: interrupted"
+            assert not lines[0].startswith("tracekit: error:")  # a Ctrl-C is no error
+        outcomes.add(outcome)
+        # the store holds the whole run or nothing of it
+        if outcome == "not committed":
+            if existing:
+                assert _counts(db) == before, (frac, lines)
+            else:
+                assert not db.exists() or _counts(db).get("runs", 0) == 0
+                assert not db.exists()  # a store the interrupted ingest created is not left behind
+        else:
+            got = _counts(db)
+            assert got["runs"] == before["runs"] + 1 if existing else got == reference
+            for table, n in reference.items():
+                if table not in ("runs", "_store", "_strings"):
+                    assert got[table] == n + (before.get(table, 0) if existing else 0), table
+    assert "not committed" in outcomes  # the interrupt did land during the ingest
+
+
+class _SigintDuringCommit:
+    """A DuckDB connection that receives a real SIGINT (Ctrl-C) while its COMMIT runs,
+    the moment that used to report "cannot rollback" or lose the run's outcome."""
+
+    def __init__(self, con):
+        self._con = con
+
+    def execute(self, sql, *args, **kwargs):
+        if sql.strip().upper() == "COMMIT":
+            os.kill(os.getpid(), signal.SIGINT)
+        return self._con.execute(sql, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+
+def test_ctrl_c_during_the_commit_keeps_and_reports_the_run(small_store):
+    tk = tracekit.open(small_store)
+    real = tk.con
+    tk._con = _SigintDuringCommit(real)
+    with pytest.raises(tracekit.TracekitError) as info:
+        tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="again")
+    tk._con = real
+    tk.close()
+    assert info.value.exit_code == 130
+    assert "interrupted after the commit: it is in the store as run 3 (again)" in str(info.value)
+    con = duckdb.connect(str(small_store), read_only=True)
+    assert con.execute("SELECT run_id, name FROM runs ORDER BY 1").fetchall() == [
+        (1, "nsys_run"), (2, "ncu_run"), (3, "again")]
+    con.close()
+
+
+def test_ctrl_c_before_the_commit_leaves_the_store_as_it_was(small_store):
+    """The same SIGINT as the run's rows are inserted: nothing of the run is kept."""
+    before = _counts(small_store)
+    tk = tracekit.open(small_store)
+    real = tk.con
+
+    class SigintOnLastInsert(_SigintDuringCommit):
+        def execute(self, sql, *args, **kwargs):
+            if sql.strip().upper() == "COMMIT":
+                raise AssertionError("COMMIT reached: the interrupt did not stop the ingest")
+            if sql.startswith("INSERT INTO"):
+                os.kill(os.getpid(), signal.SIGINT)
+            return self._con.execute(sql, *args, **kwargs)
+
+    tk._con = SigintOnLastInsert(real)
+    with pytest.raises(tracekit.TracekitError) as info:
+        tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="again")
+    tk._con = real
+    tk.close()
+    assert info.value.exit_code == 130
+    assert "interrupted; not ingested, nothing of it is in the store" in str(info.value)
+    assert _counts(small_store) == before
+
+
+def test_a_conversion_error_is_shown_not_the_aborted_transaction(small_store, monkeypatch, capsys):
+    """A value the store's column cannot take: the conversion error is the message (a
+    cleanup after it used to replace it with "Current transaction is aborted")."""
+    from tracekit.ingest import ncu
+
+    real_read = ncu.read
+
+    def read_with_a_bad_value(path):
+        parsed = real_read(path)
+        m = parsed.tables["ncu_metrics"]
+        ids = pa.array([f"k{v}" for v in m["kernel_id"].to_pylist()])
+        parsed.tables["ncu_metrics"] = m.set_column(m.schema.get_field_index("kernel_id"), "kernel_id", ids)
+        return parsed
+
+    monkeypatch.setattr(ncu, "read", read_with_a_bad_value)
+    before = _counts(small_store)
+    code = cli_main(["--db", str(small_store), "ingest", str(DATA / "ncu_full" / "report.ncu-rep.xz")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    assert len(err) == 1 and "Conversion Error" in err[0] and "'k" in err[0], err
+    assert "transaction" not in err[0].lower()
+    assert _counts(small_store) == before
+
+
+def _limit_file_size(limit: int):
+    def preexec():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return preexec
+
+
+def _fails_cleanly_or_finishes(code: int, err: str, db: Path, before: dict | None, reference: dict) -> str:
+    """What an ingest under a file-size limit may do: fail with the write error as its
+    one line, the store as it was (``before``; None: no store), or finish whole (DuckDB
+    leaves in the WAL what a checkpoint at close could not write)."""
+    lines = err.strip().splitlines()
+    if code == 0:
+        got = _counts(db)
+        for table, n in reference.items():
+            if table not in ("runs", "_store", "_strings"):
+                assert got[table] == n + (before or {}).get(table, 0), table
+        return "finished"
+    assert code == 2 and len(lines) == 1, err
+    assert "File too large" in lines[0], lines[0]
+    assert "aborted" not in lines[0] and "rollback" not in lines[0], lines[0]
+    if before is None:
+        assert not db.exists() and not db.with_name(db.name + ".wal").exists()
+    else:
+        assert _counts(db) == before
+    return "failed"
+
+
+def test_a_full_disk_is_the_error_shown(export, reference_store, reference, small_store):
+    """File-size limits (ulimit -f) at shares of the size the store reaches: a write that
+    fails says "File too large" (EFBIG, what ENOSPC of a full disk is to DuckDB), not
+    "transaction is aborted" or "cannot rollback", and the store is as it was."""
+    size = reference_store.stat().st_size
+    seen = set()
+    for share in (0.03, 0.15, 0.5):
+        fresh = small_store.with_name("fresh.duckdb")
+        code, _, err, _ = _run_cli(["--db", str(fresh), "ingest", str(export)],
+                                   preexec=_limit_file_size(int(share * size)))
+        seen.add(_fails_cleanly_or_finishes(code, err, fresh, None, reference))
+        for f in small_store.parent.glob("fresh.duckdb*"):
+            f.unlink()
+    # a store that holds runs keeps them
+    before = _counts(small_store)
+    pristine = small_store.read_bytes()
+    for share in (0.03, 0.15):
+        small_store.write_bytes(pristine)
+        code, _, err, _ = _run_cli(["--db", str(small_store), "ingest", str(export)],
+                                   preexec=_limit_file_size(len(pristine) + int(share * size)))
+        seen.add(_fails_cleanly_or_finishes(code, err, small_store, before, reference))
+    assert "failed" in seen
+
+
+def test_no_space_left_on_a_small_filesystem(export, tmp_path):
+    """The real thing where this machine lets us mount a small tmpfs (root, CAP_SYS_ADMIN)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        db = mnt / "store.duckdb"
+        code, _, err, _ = _run_cli(["--db", str(db), "ingest", str(export)])
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1, err
+        assert "No space left on device" in lines[0] and "aborted" not in lines[0], lines[0]
+        assert list(mnt.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_removing_a_run_on_a_full_disk_keeps_it(reference_store, tmp_path):
+    """`runs rm` whose commit cannot be written: the write error as one line, exit 2, the
+    run still there (a ROLLBACK after DuckDB ended the transaction replaced it with
+    "cannot rollback - no transaction is active", an internal error)."""
+    from conftest import store_state
+
+    outcomes = set()
+    for limit_kb in (128, 256, 512):
+        db = tmp_path / f"rm{limit_kb}.duckdb"
+        shutil.copyfile(reference_store, db)
+        before = store_state(db)
+        code, out, err, _ = _run_cli(["--db", str(db), "runs", "rm", "1"],
+                                     preexec=_limit_file_size(limit_kb * 1024))
+        lines = err.strip().splitlines()
+        if code == 0:
+            assert out.startswith("removed run 1"), out
+            outcomes.add("removed")
+            continue
+        assert code == 2 and len(lines) == 1 and "File too large" in lines[0], err
+        assert "rollback" not in lines[0] and "aborted" not in lines[0], lines[0]
+        assert store_state(db) == before
+        outcomes.add("cannot remove run 1" in lines[0] and "failed")
+    assert "failed" in outcomes

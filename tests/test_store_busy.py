@@ -1,0 +1,88 @@
+"""A store another process holds: DuckDB's lock error becomes one line naming the holder
+(the ingest under way, from the writer info file beside the store), exit 2."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tracekit.store import writer_info_path
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("export") / "many.sqlite"
+    with lzma.open(DATA / "nsys_many_kernels" / "export.sqlite.xz") as src, out.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tracekit.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert proc.poll() is None, "the ingest ended before it took the store's lock"
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.005)
+
+
+def test_a_reader_during_an_ingest_is_told_which_ingest_holds_the_store(small_store, export):
+    info = writer_info_path(small_store)
+    ingest = subprocess.Popen([sys.executable, "-m", "tracekit.cli", "--db", str(small_store), "ingest", str(export)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(info, ingest)
+        os.kill(ingest.pid, signal.SIGSTOP)  # the ingest holds the lock for as long as the readers need
+        try:
+            assert json.loads(info.read_text())["pid"] == ingest.pid
+            for args in (["query", "top-kernels"], ["sql", "SELECT count(*) FROM runs"], ["runs"],
+                         ["ingest", str(DATA / "ncu_sections" / "report.ncu-rep.xz")]):
+                res = _cli("--db", str(small_store), *args)
+                lines = res.stderr.strip().splitlines()
+                assert res.returncode == 2 and len(lines) == 1, (args, res.stderr)
+                assert f"the store is being written by `tracekit ingest {export}` (pid {ingest.pid}, since " \
+                    in lines[0], lines[0]
+                assert lines[0].endswith("try again when it finishes"), lines[0]
+        finally:
+            os.kill(ingest.pid, signal.SIGCONT)
+        out, err = ingest.communicate(timeout=120)
+    finally:
+        if ingest.poll() is None:
+            ingest.kill()
+    assert ingest.returncode == 0 and "run 3 (many, nsys)" in out, err
+    assert not info.exists()  # removed with the lock
+    res = _cli("--db", str(small_store), "runs")
+    assert res.returncode == 0 and "many" in res.stdout, res.stderr
+
+
+def test_another_program_holding_the_store_is_named_and_a_stale_info_file_is_not_believed(small_store):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    writer_info_path(small_store).write_text(json.dumps(
+        {"pid": dead.pid, "what": "`tracekit ingest old.sqlite`", "since": "2026-01-01 00:00:00 UTC"}))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; con = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
+         "sys.stdin.read()", str(small_store)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        res = _cli("--db", str(small_store), "query", "top-kernels")
+    finally:
+        holder.communicate("", timeout=60)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert f"the store is in use by another process (pid {holder.pid}, " in lines[0], lines[0]
+    assert "old.sqlite" not in lines[0] and lines[0].endswith("try again when it finishes")

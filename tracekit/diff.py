@@ -11,9 +11,10 @@ Output columns (``COLUMNS``; CSV in this order): scope, key, metric, base, new, 
 (new - base), delta_pct (100 x delta / base), verdict (regressed, improved, unchanged,
 added, removed), p_value, note (how the key was matched, why a verdict was held back),
 delta_pct_low and delta_pct_high (an interval of delta_pct, see below). Rows are
-ordered by the size of their key's change in time (GPU time for kernels, NVTX kernel
-time, memory operations and devices; call time for APIs; kernel duration for ncu;
-request latency for sweeps), largest first.
+ordered by the size of their key's change in GPU time (kernels, NVTX kernel time,
+memory operations, devices; kernel duration for ncu; request latency for sweeps),
+largest first; CUDA API rows, which change host time only, come after, ordered by
+their change in call time.
 
 Verdicts. A change is ``regressed`` or ``improved`` only when it is larger than the
 threshold (``threshold_pct``, 5 % by default) **and** real:
@@ -338,11 +339,8 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                 if kind == "median" and b:
                     low = _pct(r["med_lo_new"] * scale - r["med_hi_base"] * scale, b)
                     high = _pct(r["med_hi_new"] * scale - r["med_lo_base"] * scale, b)
-        if (scope, metric) in HOST_TIMED and b != n:
-            pct = _pct(n - b, b)
-            detail = ", ".join(x for x in (f"{pct:+.1f}%" if pct is not None else "",
-                                           _p_is(pv) if pv is not None else "") if x)
-            verdict, note = "unchanged", "host-timed, not judged" + (f" ({detail})" if detail else "")
+        if (scope, metric) in HOST_TIMED and b != n:  # its delta and p-value are in their columns
+            verdict, note = "unchanged", "host-timed, not judged"
         rows.append(_Row(scope, key, metric, b, n, verdict, pv, _join(match, note), low, high, effect, i))
     return rows
 
@@ -678,7 +676,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             rows += _ncu_scope(con, params, threshold)
         elif scope == "sweep":
             rows += _sweep_scope(con, sb, sn, threshold)
-    rows.sort(key=lambda r: (-r.effect, SCOPES.index(r.scope), r.key, r.order))
+    # GPU time (or latency) first; API calls change host time only: after, by that change
+    rows.sort(key=lambda r: (r.scope == "api", -r.effect, SCOPES.index(r.scope), r.key, r.order))
     data = {c: [] for c in COLUMNS}
     for r in rows:
         delta = None if r.base is None or r.new is None else r.new - r.base
@@ -690,6 +689,17 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
 
 
 # -- terminal table -----------------------------------------------------------------
+
+
+def changes_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
+    """The rows a reader sees first, in the diff's order: every row whose verdict is not
+    ``unchanged``, then the largest unchanged rows up to ``limit`` rows in all (0: all rows)."""
+    if not limit or df.height <= limit:
+        return df
+    keep = df.with_row_index("_i")
+    changed = keep.filter(pl.col("verdict") != "unchanged")
+    rest = keep.filter(pl.col("verdict") == "unchanged").head(max(limit - changed.height, 0))
+    return pl.concat([changed, rest]).sort("_i").drop("_i")
 
 
 def _human(metric: str, v: float | None) -> str:

@@ -267,7 +267,13 @@ def _kernel_name(text: str, width: int) -> str:
     return names.short_name(text, width) if any(c in text for c in "<(:") else names.cut_end(text, width)
 
 
+#: free text (diff's notes): cut at the end, never told apart (two notes may read alike)
+FREE_TEXT_COLUMNS = ("note",)
+
+
 def _shorten(col: str, values: list[Any], cells: list[str], width: int) -> list[str]:
+    if col.lower() in FREE_TEXT_COLUMNS:
+        return [names.cut_end(c, width) for c in cells]
     shorten = _kernel_name if col.lower() in KERNEL_NAME_COLUMNS else names.cut_text
     return names.distinct_labels([None if v is None else c for v, c in zip(values, cells, strict=True)],
                                  width, shorten)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import lzma
+import os
 import re
 import shutil
 import sqlite3
@@ -409,7 +410,7 @@ def test_table_output_keeps_bracketed_names(tmp_path, plain_export):
     with tracekit.open(db) as tk:
         tk.ingest(plain_export)
     out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "query", "memcpy-time"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"})  # pytest sets 80
     assert out.returncode == 0 and "[CUDA memcpy Device-to-Host]" in out.stdout
     out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "sql", "SELECT '[bold]x' AS t"],
                          capture_output=True, text=True)

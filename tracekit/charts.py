@@ -791,8 +791,6 @@ def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.Top
 def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:
     """Write the chart; the format follows the extension: .html, .png, .svg, .json.
     Written through ``write_output`` (never over the store ``store_path``; no half file)."""
-    import vl_convert as vlc
-
     from .outputs import write_output
 
     path = Path(path)
@@ -801,10 +799,16 @@ def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None 
     if ext == ".json":
         data: str | bytes = json.dumps(spec, indent=2)
     elif ext in (".html", ".htm"):
-        data = vlc.vegalite_to_html(spec, bundle=True)
+        from .vega import html_page
+
+        data = html_page(spec, title=f"tracekit · {path.stem}")
     elif ext == ".png":
+        import vl_convert as vlc
+
         data = vlc.vegalite_to_png(spec, scale=2)
     elif ext == ".svg":
+        import vl_convert as vlc
+
         data = vlc.vegalite_to_svg(spec)
     else:
         raise ParamError(

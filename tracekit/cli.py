@@ -9,6 +9,7 @@ invoked (``_LAZY``): the analysis CLI never imports capture at start.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -17,8 +18,10 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from . import __version__
+from . import __version__, cli_params
 from .errors import Interrupted, ParamError, TracekitError
+
+cli_params.install()  # plain values converted without importing Pydantic (see cli_params)
 
 #: group -> {command: (module, Typer app whose command of that name it is)}; loaded on use
 _LAZY: dict[str, dict[str, tuple[str, str]]] = {
@@ -77,6 +80,7 @@ AllColumnsOpt = Annotated[bool, typer.Option("--all-columns", help="table: every
 TimeunitOpt = Annotated[str, typer.Option(
     "--timeunit", help="table: unit of the time columns: auto, ns, us, ms or s (csv/json/parquet keep ns)")]
 FORMATS = ("table", "csv", "json", "parquet")
+SQL_TABLE_ROWS = 1000  # `tracekit sql` shows at most this many rows as a table
 
 
 def _version(value: bool) -> None:
@@ -198,7 +202,7 @@ def ingest(
             for f in files:
                 tk.last_ingest = None
                 with export_if_needed(f) as source:
-                    res = tk.ingest(source, name=name or (f.name.split(".")[0] if source != f else None))
+                    res = tk.ingest(source, name=name)  # an exported .nsys-rep keeps its stem: the default name
                 if res.skipped:
                     renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
                     typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
@@ -299,7 +303,7 @@ def queries(
         typer.echo(f"\nneeds tables: {', '.join(q.requires)}")
 
 
-_DEFAULT_TEXT = __import__("re").compile(r"\s*\(default:[^)]*\)")
+_DEFAULT_TEXT = re.compile(r"\s*\(default:[^)]*\)")
 
 
 @app.command()
@@ -312,8 +316,12 @@ def charts():
     needs = {"nsys": "an nsys run", "ncu": "an ncu run", "runs": "runs of a sweep"}
     key_w = max(map(len, CHARTS)) + 2
     for name, spec in CHARTS.items():
-        q = reg.get(spec.query)
-        typer.echo(f"{name.ljust(key_w)}{spec.description}; query {spec.query}, needs {needs.get(q.source, q.source)}")
+        if spec.query is None:  # drawn from a computation, not a named query
+            source = f"tracekit {name}'s comparison, needs two runs or two sweeps"
+        else:
+            q = reg.get(spec.query)
+            source = f"query {spec.query}, needs {needs.get(q.source, q.source)}"
+        typer.echo(f"{name.ljust(key_w)}{spec.description}; {source}")
     typer.echo("\ntracekit chart NAME [--run R] -o FILE.html|.png|.svg|.json")
 
 
@@ -369,7 +377,10 @@ def sql(
     if fmt == "table":
         from .table import Rows
 
-        _show(Rows.from_polars(df), out, columns=_columns(columns), timeunit=timeunit, store_path=tk.path)
+        rows = Rows.from_polars(df.head(SQL_TABLE_ROWS))
+        rows.total = df.height
+        _show(rows, out, columns=_columns(columns), timeunit=timeunit,
+              more="-f csv for all, or LIMIT in the SQL", store_path=tk.path)
     else:
         _emit(df, fmt, out, _columns(columns), tk.path)
 

@@ -217,7 +217,7 @@ class Registry:
             limit = bound.get("limit")
             if limit and len(rows.rows) == limit:  # counted only when the limit may have cut
                 sql = q.sql.rstrip().rstrip(";")
-                rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)", {**bound, "limit": 0}).fetchone()[0]
+                rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)", {**bound, "limit": 0}).fetchall()[0][0]
         except duckdb.Error as err:
             raise QueryError(f"{name}: {str(err).splitlines()[0]}") from err
         return rows

@@ -35,6 +35,7 @@ from typing import Any
 
 import polars as pl
 
+from . import vega
 from .errors import QueryError
 
 
@@ -423,16 +424,6 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     return rep
 
 
-def _vega_bundle() -> str:
-    import altair as alt
-    import vl_convert as vlc
-
-    version = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]  # v6.4.1 -> 6.4
-    known = vlc.get_vegalite_versions()
-    js = vlc.javascript_bundle(vl_version=version if version in known else None)
-    return js.replace("</script", "<\\/script")
-
-
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#fff}
 header{background:#1f3b57;color:#fff;padding:18px 28px}
@@ -554,7 +545,7 @@ def render(rep: Report) -> str:
         "</main><footer>Written by tracekit. Click a column header to sort; hover a shortened name for "
         "the full one. Opens offline: the Vega libraries and the data are in this file.</footer>",
         *specs,
-        f"<script>{_vega_bundle()}</script>",
+        f"<script>{vega.bundle()}</script>",
         f"<script>{_JS}</script>",
         "</body></html>",
     ]

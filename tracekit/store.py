@@ -61,6 +61,18 @@ def default_db_path() -> Path:
     return Path(os.environ.get("TRACEKIT_DB") or DEFAULT_DB)
 
 
+def _tool_version(folder_meta: dict) -> str | None:
+    """The profiler's version as the capture recorded it (``meta.json`` versions[tool],
+    ``ncu --version``'s line): ``2025.3.1.0 (build 36398880)``, or None."""
+    line = (folder_meta.get("versions") or {}).get(folder_meta.get("tool") or "")
+    if not line:
+        return None
+    m = re.search(r"(\d+(?:\.\d+)+)(?:\s*\(build (\d+)\))?", str(line))
+    if m is None:
+        return str(line).strip()
+    return m[1] + (f" (build {m[2]})" if m[2] else "")
+
+
 @dataclass
 class IngestResult:
     """Outcome of ingesting one source: the run id, and whether it was already there."""
@@ -239,7 +251,8 @@ class Tracekit:
 
     @staticmethod
     def _locked(con: duckdb.DuckDBPyConnection) -> bool:
-        return bool(con.execute("SELECT current_setting('lock_configuration')").fetchone()[0])
+        # fetchall: a fetchone() result stays open and DuckDB 2 refuses the next statement
+        return bool(con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0])
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -462,6 +475,8 @@ class Tracekit:
             name = name or folder_meta.get("name") or path.name
             params = {**folder_meta.get("params", {}), **(params or {})}
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
+            if not parsed.meta.get("tool_version"):  # an ncu report does not say; the capture asked ncu --version
+                parsed.meta["tool_version"] = _tool_version(folder_meta)
         else:
             with _ingest.materialized(path) as plain:
                 plugin = _ingest.detect(plain)

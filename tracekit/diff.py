@@ -39,6 +39,10 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   speed moves between captures (two identical captures of tests/data/nsys_diff_base_a/_b
   differ by up to 42 % in API medians, a third by 53 %, all with p far below ALPHA).
   The counts beside them (calls, instances) are judged;
+* a key's time change (kernel, memory operation, NVTX kernel time) smaller than
+  ``MATERIAL_PCT`` (0.1 %) of the run's GPU time is held back ("immaterial"): it cannot
+  move the run, and the tiniest kernels move by timer ticks (ranks doing the same work
+  in tests/data/nsys_ranks: +-128 ns on 1.3-1.8 us kernels, 7-10 %, p < 1e-5);
 * request latency (sweeps) is judged beyond ``LATENCY_NOISE_PCT`` (25 %) at least, or
   the threshold if larger: identical sweeps differ by up to 21 % at a point, with
   per-request tests far below ALPHA (the requests of one run share its machine state);
@@ -51,8 +55,8 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
 "Regressed" is the direction of harm: more time, more instances, more calls; less
 throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` or
 ``removed`` with its time. The note says why a verdict was held back ("within
-threshold", "not significant (p=0.31)", "host-timed, not judged") and how the key was
-matched.
+threshold", "not significant (p=0.31)", "host-timed, not judged", "immaterial") and how
+the key was matched.
 
 Intervals (delta_pct_low, delta_pct_high): for medians, the difference of the two
 medians' 95 % distribution-free intervals (order statistics; conservative); for totals,
@@ -106,6 +110,13 @@ HOST_TIMED = {("api", "total_ns"), ("api", "med_ns"), ("nvtx", "range_total_ns")
 #: by up to 21 % in median latency at one point (large preset, H200), 11.6 % in
 #: tests/data/sweep_pair (medium preset), with per-request tests far below ALPHA
 LATENCY_NOISE_PCT = 25.0
+#: a key's time change smaller than this share of the run's GPU time is not judged: it
+#: cannot move the run, and the tiniest kernels move by timer ticks (32 ns on 1.3 us
+#: kernels, 7-10 %, between the identical ranks of tests/data/nsys_ranks)
+MATERIAL_PCT = 0.1
+#: metrics judged on their key's change in GPU time (``effect``) for materiality
+_MATERIAL = {("kernel", "total_ns"), ("kernel", "med_ns"), ("memcpy", "total_ns"), ("memcpy", "med_ns"),
+             ("nvtx", "kernel_total_ns")}
 _Z95 = 1.959963984540054
 
 
@@ -676,6 +687,14 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             rows += _ncu_scope(con, params, threshold)
         elif scope == "sweep":
             rows += _sweep_scope(con, sb, sn, threshold)
+    if any(s in scopes for s in ("kernel", "memcpy", "nvtx")):
+        gpu_time = max((t for _, t in con.execute(_sql("gpu_time"), params).fetchall()), default=0.0)
+        floor = MATERIAL_PCT / 100 * gpu_time
+        for r in rows:
+            if (r.scope, r.metric) in _MATERIAL and r.verdict in ("regressed", "improved") and r.effect < floor:
+                r.verdict = "unchanged"
+                r.note = _join(r.note, f"immaterial: the key's time moved by {_human('x_ns', r.effect)}, "
+                                       f"< {MATERIAL_PCT:g}% of the run's GPU time")
     # GPU time (or latency) first; API calls change host time only: after, by that change
     rows.sort(key=lambda r: (r.scope == "api", -r.effect, SCOPES.index(r.scope), r.key, r.order))
     data = {c: [] for c in COLUMNS}

@@ -467,17 +467,18 @@ def diff_cmd(
     tk.close()
     regressed = df.filter(df["verdict"] == "regressed").height
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
-    shown = df.head(rows) if rows else df
     if fmt == "table":
         from .table import Rows
 
+        shown = _diff.changes_first(df, rows)  # every change, then the largest unchanged rows
         _show(Rows.from_polars(_diff.display(shown)), out, display=_diff.DISPLAY, columns=_columns(columns),
               all_columns=all_columns, store_path=tk.path)
         counts = df["verdict"].value_counts(sort=True).rows()
-        more = f"; {df.height - shown.height} more rows (--limit 0 for all)" if shown.height < df.height else ""
+        more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"
+                if shown.height < df.height else "")
         typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
     else:
-        _emit(shown, fmt, out, store_path=tk.path)
+        _emit(df.head(rows) if rows else df, fmt, out, store_path=tk.path)
     if gate and regressed:
         typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {threshold:g}%", err=True)
         raise typer.Exit(1)

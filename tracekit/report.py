@@ -233,10 +233,7 @@ def diff_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
 
     if df.is_empty():
         return '<p class="empty">no rows</p>'
-    keep = df.with_row_index("_i")
-    changed = keep.filter(pl.col("verdict") != "unchanged")
-    rest = keep.filter(pl.col("verdict") == "unchanged").head(max(limit - changed.height, 0))
-    shown = pl.concat([changed, rest]).sort("_i").drop("_i")
+    shown = _diff.changes_first(df, limit)
     text = _diff.display(shown)
     cols = [("scope", "scope", False), ("key", "key", False), ("metric", "metric", False), ("base", "base", True),
             ("new", "new", True), ("delta_pct", "change [%]", True), ("interval", "interval [%]", False),

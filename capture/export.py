@@ -5,7 +5,8 @@ file/batch_size/num_candidate/kv_caches/candidate_embeddings/total_time_ms, with
 run name as ``file``), ``summary`` (the ``sweep-latency`` grid), then one sheet per batch
 size (``bs8``) and one per candidate count (``nc1024``), as the seed's notebook made.
 CSV: the ``results`` table at PATH and the summary beside it (``<stem>-summary.csv``).
-No sweep data is not an error: the sheets then hold headers only.
+A store without a timing run (no sweep ingested) is an error, as for the sweep queries;
+timing runs none of which is an ok sweep point give sheets of headers only.
 """
 
 from __future__ import annotations

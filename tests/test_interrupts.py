@@ -287,3 +287,22 @@ def test_removing_a_run_on_a_full_disk_keeps_it(reference_store, tmp_path):
         assert store_state(db) == before
         outcomes.add("cannot remove run 1" in lines[0] and "failed")
     assert "failed" in outcomes
+
+
+def test_renaming_a_run_on_a_full_disk_keeps_its_name(reference_store, tmp_path):
+    """`runs rename` whose change cannot be written (a 120 kB name under a file-size limit
+    the store's setup still fits in): one line, exit 2, the old name kept."""
+    from conftest import store_state
+
+    outcomes = set()
+    for limit_kb in (88, 104, 120):
+        db = tmp_path / f"rename{limit_kb}.duckdb"
+        shutil.copyfile(reference_store, db)
+        before = store_state(db)
+        code, _, err, _ = _run_cli(["--db", str(db), "runs", "rename", "1", "x" * 120_000],
+                                   preexec=_limit_file_size(limit_kb * 1024))
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and "File too large" in lines[0], err[:500]
+        assert store_state(db) == before
+        outcomes.add("cannot rename run 1" in lines[0])
+    assert True in outcomes

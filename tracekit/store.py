@@ -673,7 +673,11 @@ class Tracekit:
         if not new_name or not new_name.strip():
             raise QueryError("a run's new name cannot be empty")
         run_id, old = self.resolve(run)
-        self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name.strip(), run_id])
+        try:
+            self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name.strip(), run_id])
+        except duckdb.Error as err:  # e.g. a full disk: the run keeps its name
+            raise TracekitError(f"{self.path}: cannot rename run {run_id} ({str(err).splitlines()[0]}); "
+                                "the store is unchanged") from err
         return run_id, old
 
     def remove_run(self, run: str | int) -> tuple[int, str]:

@@ -9,10 +9,11 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 #: the first three and hstu_capture are the issue's scenarios; the rest are what real captures
-#: also hold (several processes and GPUs, graph-level tracing, odd NVTX, cut captures)
+#: also hold (several processes and GPUs, graph-level tracing, odd NVTX, NVTX names only registered, cut captures)
 NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
                   "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range",
-                  "diff_base_a", "diff_base_b", "diff_regressed", *(f"ranks_rank{r}" for r in range(4))]
+                  "diff_base_a", "diff_base_b", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
+                  "registered_nvtx", "registered_nvtx_domains"]
 #: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
 NSYS_EXPORTS = {
     "hstu_mixed": DATA / "nsys_hstu_mixed" / "export.sqlite.xz",
@@ -21,7 +22,7 @@ NSYS_EXPORTS = {
     "hstu_capture": DATA / "hstu_capture_nsys" / "nsys.sqlite.xz",  # `tracekit capture --tool nsys`
     **{s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in (
         "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range",
-        "diff_base_a", "diff_base_b", "diff_regressed")},
+        "diff_base_a", "diff_base_b", "diff_regressed", "registered_nvtx", "registered_nvtx_domains")},
     # one export per rank of a 4-process job (tests/data/nsys_ranks/PLANT.md)
     **{f"ranks_rank{r}": DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz" for r in range(4)},
 }

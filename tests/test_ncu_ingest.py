@@ -271,3 +271,54 @@ def test_missing_columns_and_na_still_ingest(plain, tmp_path):
         & (pl.col("metric") == "lts__throughput.avg.pct_of_peak_sustained_elapsed")
     )
     assert na["value"].to_list() == [None] and na["text_value"].to_list() == ["n/a"]
+
+
+# -- damaged CSVs (issue 13, point 7) -----------------------------------------
+
+
+def _damaged_csvs(plain, d: Path) -> dict[str, tuple[Path, str]]:
+    """The committed real raw and details CSVs, cut, duplicated or with a bad launch ID."""
+    raw = plain[("full", "raw.csv")].read_text()
+    det = plain[("full", "details.csv")].read_text()
+    rl, dl = raw.splitlines(keepends=True), det.splitlines(keepends=True)
+    last = len(raw) - len(rl[-1])
+    texts = {
+        # cut after a closing quote half-way through the last launch: 1,094 of 1,288 metrics
+        "raw-cut-at-field": (raw[: last + rl[-1].rindex('","', 0, len(rl[-1]) // 2) + 1], "fields where the header has"),
+        "raw-cut-in-field": (raw[:-3], "truncated"),
+        "raw-two-fields": (raw + '"9","870"\n', "line 7 has 2 fields"),
+        "raw-launch-twice": (raw + rl[3], "launch ID 1 is in two rows"),
+        "raw-id-1e23": (raw.replace('\n"1",', '\n"1e23",', 1), "bad launch ID '1e23'"),
+        "raw-id-overflow": (raw.replace('\n"1",', '\n"99999999999999999999",', 1), "bad launch ID"),
+        "raw-id-underscore": (raw.replace('\n"1",', '\n"1_0",', 1), "bad launch ID '1_0'"),
+        "details-cut-at-field": (det[: len(det) - len(dl[-1]) + dl[-1].rindex('","') + 1], "fields where the header has"),
+        "details-metric-twice": (det + dl[5], "twice"),
+        "details-id-1e23": (det.replace('\n"2",', '\n"1e23",', 1), "bad launch ID '1e23'"),
+    }
+    out = {}
+    for case, (text, needle) in texts.items():
+        p = d / f"{case}.csv"
+        p.write_text(text)
+        out[case] = (p, needle)
+    return out
+
+
+def test_damaged_csvs_are_refused(plain, tmp_path):
+    db = tmp_path / "t.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "ncu_sections" / "details.csv.xz", name="ok")
+        count = "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM ncu_metrics)"
+        before = tk.sql(count).rows()
+        for case, (path, needle) in _damaged_csvs(plain, tmp_path).items():
+            with pytest.raises(InputError) as exc:
+                tk.ingest(path)
+            msg = str(exc.value)
+            assert "\n" not in msg and needle in msg and str(path) in msg, (case, msg)
+            assert tk.sql(count).rows() == before, case
+
+
+def test_damaged_csv_cli_exit_2(plain, tmp_path, capsys):
+    path, needle = _damaged_csvs(plain, tmp_path)["raw-id-overflow"]
+    assert cli_main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err

@@ -25,7 +25,8 @@ def _trace(scen: str) -> list[dict]:
         return list(csv.DictReader(io.StringIO(fh.read())))
 
 
-@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels", "hstu_capture"])
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels", "hstu_capture", "odd_nvtx", "multiproc",
+                                  "registered_nvtx", "registered_nvtx_domains"])
 def test_projection_per_range_matches_nsys_trace(nsys_db, scen):
     """Every projected range instance: start, duration, op count, level, children, pid/tid."""
     ours = nsys_db.sql(
@@ -565,13 +566,15 @@ def _ranges(rng, threads: int, n: int) -> list[tuple]:
 
 
 def _nest_brute(rows):
-    """Reference: the parent of a range is the innermost earlier range of its thread that
-    contains it; "earlier" in (start, -end, id) order, the order range ids follow."""
+    """Reference: the parent of a range is the tightest earlier range of its thread that
+    contains it (nsys's rule: the least slack, i.e. the shortest; of equal ones the last),
+    its push/pop parent the innermost push/pop one; "earlier" in (start, -end, id)
+    order, the order range ids follow."""
     parent, pp_parent = {}, {}
     for i, (tid, s, e, style, _) in enumerate(rows):
         cands = [j for j, (t2, s2, e2, st2, _) in enumerate(rows)
                  if t2 == tid and (s2, -e2, j) < (s, -e, i) and s2 <= s and e2 >= e]
-        parent[i] = max(cands, key=lambda j: (rows[j][1], -rows[j][2], j), default=None)
+        parent[i] = max(cands, key=lambda j: (rows[j][1] - rows[j][2], rows[j][1], -rows[j][2], j), default=None)
         if style == "PushPop":
             pp = [j for j in cands if rows[j][3] == "PushPop"]
             pp_parent[i] = max(pp, key=lambda j: (rows[j][1], -rows[j][2], j), default=None)
@@ -581,16 +584,44 @@ def _nest_brute(rows):
 @pytest.fixture(params=["native", "numpy"])
 def nesting(request, monkeypatch):
     """The NVTX nesting in C (_nest.c) and in NumPy: the tests using this run with both."""
-    from tracekit.ingest import nsys
+    from tracekit.ingest import containers, nsys
 
+    if request.param == "numpy":
+        monkeypatch.setattr(containers, "_nest_native", None)
     return compiled_or_numpy(request, monkeypatch, nsys, "_nest_native", "tracekit/ingest/_nest.c")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tightest_container_matches_a_brute_force_rule(seed, nesting):
+    """containers.tightest on random ranges of a few threads (crossing, identical,
+    zero-length, touching): the shortest earlier range of the thread that ends no
+    earlier, of equal ones the last; depth along those parents."""
+    import numpy as np
+
+    from tracekit.ingest import containers
+
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        rows = []
+        for t in range(int(rng.integers(1, 4))):
+            m = int(rng.integers(0, 40))
+            rows += [(t, int(a), int(a + d)) for a, d in zip(rng.integers(0, 30, m), rng.integers(0, 15, m), strict=True)]
+        rows.sort(key=lambda r: (r[0], r[1], -r[2]))
+        tid, start, end = (np.array([r[k] for r in rows], np.int64) for k in range(3))
+        first = np.r_[True, tid[1:] != tid[:-1]] if len(rows) else np.zeros(0, bool)
+        parent, depth = containers.tightest(start, end, first)
+        for i, (t, _, e) in enumerate(rows):
+            cands = [p for p in range(i) if rows[p][0] == t and rows[p][2] >= e]
+            want = min(cands, key=lambda p: (rows[p][2] - rows[p][1], -p), default=-1)
+            assert parent[i] == want, (rows, i)
+            assert depth[i] == (0 if want < 0 else depth[want] + 1)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_nesting_matches_a_brute_force_rule(seed, nesting):
-    """_nest (pointer jumping, all ranges at once) against the rule checked pair by pair;
-    on push/pop ranges (laminar) the parent is also the tightest container, the rule the
-    goldens of nsys's own projection trace fix."""
+    """_nest (pointer jumping, all ranges at once; the tightest container where start/end
+    ranges cross push/pop ones) against the rule checked pair by pair: the one nsys's
+    own projection trace follows (tests/data/nsys_registered_nvtx)."""
     import duckdb
     import numpy as np
     import pyarrow as pa

@@ -157,8 +157,8 @@ CREATE TABLE IF NOT EXISTS nvtx_ranges (
     end_global_tid BIGINT,   -- thread that ended a StartEnd range on another thread, else NULL
     end_tid INTEGER,
     depth INTEGER,           -- nesting level on its thread (0 = outermost); NULL for cross-thread ranges
-    parent_id BIGINT,        -- range_id of the innermost enclosing range on the same thread: the last one
-                             -- opened (start, then longest first) that ends no earlier
+    parent_id BIGINT,        -- range_id of the tightest enclosing range on the same thread (nsys's rule):
+                             -- the shortest that starts no later and ends no earlier; of equal ones the last opened
     path VARCHAR,            -- texts from the outermost range down, '/'-separated (named domains as domain:text)
     children INTEGER,        -- direct children that launched GPU work (nsys "Num Child")
     proj_start_ns BIGINT,    -- start of the first GPU op launched inside the range on its thread, ns

@@ -168,20 +168,51 @@ def parse_nvtx_pushpop(cell: str | None) -> list[str]:
     return out
 
 
+def _launch_ids(df: pl.DataFrame, path: Path) -> pl.Series:
+    """The ID column as Int64: digits with ncu's thousands separators, below 2**63."""
+    text = df["ID"].str.replace_all(",", "", literal=True).str.strip_chars()
+    ok = text.str.contains(r"^\d{1,19}$").fill_null(False)
+    ids = text.cast(pl.Int64, strict=False)
+    bad = ~ok | ids.is_null()
+    if bad.any():
+        raise InputError(
+            f"{path}: bad launch ID {df['ID'][bad.arg_max()]!r}; the export is corrupt or not an ncu CSV"
+        )
+    return ids.alias("kernel_id")
+
+
+def _check_rows(text: str, header: list[str], page: str, path: Path, first_line: int) -> None:
+    """Every row has the header's fields and every quoted field its closing quote: a
+    row cut short (a truncated export) would lose its last metrics silently. On the
+    details page a metric row ends after its value (with an empty field: ncu writes a
+    trailing comma), a rule row is whole."""
+    allowed = {len(header)}
+    if page == "details":
+        allowed.add(header.index("Metric Value") + 2)
+    reader = csv.reader(io.StringIO(text), strict=True)
+    try:
+        for row in reader:
+            if row and len(row) not in allowed:
+                raise InputError(
+                    f"{path}: line {first_line + reader.line_num - 1} has {len(row)} fields where the header "
+                    f"has {len(header)}; the export is truncated or corrupt"
+                )
+    except csv.Error as err:
+        raise InputError(
+            f"{path}: malformed CSV at line {first_line + reader.line_num - 1} ({err}); the export is "
+            "truncated or corrupt: export again with ncu --csv"
+        ) from err
+
+
 def _kernel_rows(df: pl.DataFrame, path: Path) -> pl.DataFrame:
     """One row per launch from the identity columns of a raw or details page."""
     cols = df.columns
     pushpop = next((c for c in cols if c.startswith(NVTX_PUSHPOP_PREFIX)), None)
     startend = next((c for c in cols if c.startswith(NVTX_STARTEND_PREFIX)), None)
-    first = df.unique(subset=["ID"], keep="first", maintain_order=True)
+    first = df.with_columns(_launch_ids(df, path)).unique(subset=["kernel_id"], keep="first", maintain_order=True)
     rows = []
     for r in first.iter_rows(named=True):
-        try:
-            kid = int(r["ID"].replace(",", ""))
-        except (ValueError, AttributeError):
-            raise InputError(
-                f"{path}: bad launch ID {r['ID']!r}; the export is corrupt or not an ncu CSV"
-            ) from None
+        kid = r["kernel_id"]
         gx, gy, gz = _parse_dim(r.get("Grid Size"))
         bx, by, bz = _parse_dim(r.get("Block Size"))
         ranges = parse_nvtx_pushpop(r.get(pushpop)) if pushpop else []
@@ -295,9 +326,11 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
         raise InputError(
             f"{path}: duplicate column names in the CSV header; export again with ncu --csv --page raw"
         )
+    body = "\n".join(lines[skip:])
+    _check_rows(body, header, page, path, skip + 1)
     try:
         df = pl.read_csv(
-            io.StringIO("\n".join(lines[skip:])),
+            io.StringIO(body),
             infer_schema=False,
             has_header=True,
             quote_char='"',
@@ -320,6 +353,12 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
             c for c in df.columns if c.startswith((NVTX_PUSHPOP_PREFIX, NVTX_STARTEND_PREFIX))
         ]
         metric_cols = [c for c in df.columns if c not in IDENTITY and c not in nvtx_cols]
+        ids = _launch_ids(df, path)
+        if ids.is_duplicated().any():
+            raise InputError(
+                f"{path}: launch ID {ids.filter(ids.is_duplicated())[0]} is in two rows (one row per launch on "
+                "the raw page); the export is corrupt or two exports were joined"
+            )
         kernels = _kernel_rows(df, path)
         units = pl.DataFrame(
             {
@@ -329,10 +368,7 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
             schema={"metric": pl.Utf8, "unit": pl.Utf8},
         )
         long = (
-            df.select(
-                pl.col("ID").str.replace_all(",", "").cast(pl.Int64).alias("kernel_id"),
-                *metric_cols,
-            )
+            df.select(ids, *metric_cols)
             .unpivot(index="kernel_id", variable_name="metric", value_name="raw")
             .join(units, on="metric", how="left")
         )
@@ -344,6 +380,14 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
         df = df.filter(pl.col("Metric Name").str.strip_chars() != "")
         if df.height == 0:
             raise InputError(f"{path}: no metric rows in the details export (empty report)")
+        ids = _launch_ids(df, path)
+        twice = df.with_columns(ids).filter(pl.struct("kernel_id", "Section Name", "Metric Name").is_duplicated())
+        if twice.height:
+            t = twice.row(0, named=True)
+            raise InputError(
+                f"{path}: launch ID {t['kernel_id']} has metric {t['Metric Name']!r} (section "
+                f"{t['Section Name']!r}) twice; the export is corrupt or two exports were joined"
+            )
         kernels = _kernel_rows(df, path)
         names = df["Metric Name"].to_list()
         sections = df["Section Name"].to_list()
@@ -357,7 +401,7 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
         meta["metric_names"] = "label" if labels > len(names) / 2 else "name"
         long = pl.DataFrame(
             {
-                "kernel_id": df["ID"].str.replace_all(",", "").cast(pl.Int64),
+                "kernel_id": ids,
                 "metric": mapped,
                 "unit": df["Metric Unit"],
                 "raw": df["Metric Value"],

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError
-from . import Parsed, sqlite_ints
+from . import Parsed, containers, sqlite_ints
 
 KIND = "nsys"
 
@@ -1165,10 +1165,11 @@ def _distinct(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _nest(con) -> _Nest:
-    """Nesting of the same-thread ranges (``_nsys_rng``): each range's innermost
-    enclosing range of any style, its depth (ancestors along that chain), and its
-    innermost enclosing push/pop range (push/pop ranges only; this chain carries the
-    GPU projection and the launch segments).
+    """Nesting of the same-thread ranges (``_nsys_rng``): each range's tightest
+    container of any style (containers.tightest: nsys's rule where start/end ranges
+    cross push/pop ones), its depth (ancestors along that chain), and its innermost
+    enclosing push/pop range (push/pop ranges only; this chain carries the GPU
+    projection and the launch segments).
 
     Range ids follow (start, thread, -end), so by thread and id the ranges come in
     (start, -end) order, every range after those that enclose it."""
@@ -1185,9 +1186,10 @@ def _nest(con) -> _Nest:
     def firsts(t):
         return np.r_[True, t[1:] != t[:-1]] if len(t) else np.zeros(0, bool)
 
-    parent, depth = _enclosing_depth(end, firsts(tid))
-    if is_pp.all():  # push/pop ranges only (the usual case): one chain
+    if is_pp.all():  # push/pop ranges only (the usual case): they nest, the last opened is the tightest
+        parent, depth = _enclosing_depth(end, firsts(tid))
         return _Nest(range_id, parent, parent, depth, depth, (tid, start, end, is_pp), label)
+    parent, depth = containers.tightest(start, end, firsts(tid))
     pp = np.flatnonzero(is_pp)
     pp_in, pp_in_depth = _enclosing_depth(end[pp], firsts(tid[pp]))  # push/pop ranges among themselves
     pp_parent = np.full(len(range_id), -1, np.int64)
@@ -1258,7 +1260,7 @@ def _nvtx_prepare(con, nvtx: pa.Table | None) -> _Nest:
     con.unregister("_nsys_ev")
     del ev
     con.register("_nsys_named", named)
-    # Nesting: the parent of a range is the innermost range on the same thread that
+    # Nesting: the parent of a range is the shortest range on the same thread that
     # contains it (start <= start, end >= end); ranges that end on another thread take
     # no part. Computed in NumPy by _nest (no join of every range with its ancestors);
     # the bands put each thread's ranges in a time band of their own for the start/end

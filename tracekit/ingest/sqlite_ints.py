@@ -75,10 +75,10 @@ def pending_changes(path: Path) -> str | None:
     wal, journal = Path(f"{path}-wal"), Path(f"{path}-journal")
     with contextlib.suppress(OSError):
         if wal.stat().st_size > 32:  # a 32-byte header, then frames
-            return f"a write-ahead log with changes not yet in the file ({wal.name})"
+            return f"a write-ahead log ({wal.name}) whose changes SQLite would read first"
     with contextlib.suppress(OSError), open(journal, "rb") as fh:
         if fh.read(1) not in (b"", b"\x00"):
-            return f"a rollback journal of an unfinished write ({journal.name})"
+            return f"a rollback journal of an unfinished write ({journal.name}) that SQLite would roll back first"
     return None
 
 

@@ -1,5 +1,7 @@
 """Wall time of one CLI command, as a user types it: `tracekit query top-kernels` on a
-store holding the bundled example run (examples/hstu_bs8_nc1024_nsys).
+store holding the bundled example run (examples/hstu_bs8_nc1024_nsys) and the full ncu
+report; also `runs`, `--version`, `--help`, and (``--heavy-runs`` times) `diff`,
+`chart` and `report`, which need Polars, Altair or vl-convert for their work.
 
 Each command runs ``--runs`` times as a fresh process (median and min reported), beside
 the floors it cannot go below in the same process: Python's start-up and
@@ -32,6 +34,14 @@ COMMANDS = {
     "query roofline (ncu)": ["query", "roofline"],
     "runs": ["runs"],
     "--version": ["--version"],
+    "--help": ["--help"],
+}
+#: commands that need Polars, Altair or vl-convert for their work: timed ``--heavy-runs`` times
+HEAVY = {
+    "diff (nsys run vs itself)": ["diff", "1", "1"],
+    "chart top-kernels -o .html": ["chart", "top-kernels", "--run", "1", "-o", "{tmp}/c.html"],
+    "chart top-kernels -o .json": ["chart", "top-kernels", "--run", "1", "-o", "{tmp}/c.json"],
+    "report (nsys run)": ["report", "--run", "1", "-o", "{tmp}/r.html"],
 }
 
 
@@ -48,7 +58,9 @@ def _time(cmd: list[str]) -> tuple[float, float]:
     """(wall, CPU) seconds of one run; CPU (user + system) is less hit by other load."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # cwd: not a checkout (`python -m` puts the working directory first on sys.path)
+    proc = subprocess.run(cmd, env=ENV, cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
     dt = time.perf_counter() - t
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -59,7 +71,7 @@ def _time(cmd: list[str]) -> tuple[float, float]:
 def _importtime(db: Path, top: int = 12) -> str:
     """The modules with the largest cumulative import time for `query top-kernels`."""
     proc = subprocess.run([sys.executable, "-X", "importtime", *_cli(db, COMMANDS["query top-kernels"])[1:]],
-                          env=ENV, capture_output=True, text=True)
+                          env=ENV, cwd=tempfile.gettempdir(), capture_output=True, text=True)
     rows = []
     for line in proc.stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
@@ -73,6 +85,7 @@ def _importtime(db: Path, top: int = 12) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--heavy-runs", type=int, default=3, help="runs of diff, chart and report (0: none)")
     ap.add_argument("--baseline", help="a Python interpreter with another tracekit installed, to compare with")
     ap.add_argument("--importtime", action="store_true", help="print the largest imports of `query top-kernels`")
     args = ap.parse_args(argv)
@@ -80,33 +93,38 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tk-cli-bench-") as tmp:
         db = Path(tmp) / "example.duckdb"
         for source in (EXAMPLE, ROOT / "tests" / "data" / "ncu_full" / "report.ncu-rep.xz"):
-            subprocess.run(_cli(db, ["ingest", str(source)]), env=ENV, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(_cli(db, ["ingest", str(source)]), env=ENV, cwd=tmp, check=True,
+                           stdout=subprocess.DEVNULL)
         variants = {"this checkout": sys.executable}
         if args.baseline:
             variants["baseline"] = args.baseline
         floors = {"python -c pass": [sys.executable, "-c", "pass"],
                   "python -c 'import duckdb'": [sys.executable, "-c", "import duckdb"]}
-        for python in variants.values():  # warm-up: bytecode written, files in the page cache
-            _time(_cli(db, COMMANDS["query top-kernels"], python))
+        for python in variants.values():  # warm-up: bytecode written, files in the page cache, caches
+            for cli_args in [COMMANDS["query top-kernels"], *(HEAVY.values() if args.heavy_runs else [])]:
+                _time(_cli(db, [a.format(tmp=tmp) for a in cli_args], python))
         times: dict[tuple[str, str], list[tuple[float, float]]] = {}
-        for _ in range(args.runs):  # alternate: every variant sees the same load
-            for name, cmd in floors.items():
-                times.setdefault(("floor", name), []).append(_time(cmd))
+        for k in range(max(args.runs, args.heavy_runs)):  # alternate: every variant sees the same load
+            if k < args.runs:
+                for name, cmd in floors.items():
+                    times.setdefault(("floor", name), []).append(_time(cmd))
             for label, python in variants.items():
-                for name, cli_args in COMMANDS.items():
-                    if label == "baseline" and name == "--version":
-                        continue  # main has no --version
+                todo = {**(COMMANDS if k < args.runs else {}), **(HEAVY if k < args.heavy_runs else {})}
+                for name, cli_args in todo.items():
+                    cli_args = [a.format(tmp=tmp) for a in cli_args]
                     times.setdefault((label, name), []).append(_time(_cli(db, cli_args, python)))
-        print(f"{args.runs} runs each, alternating; python {sys.version.split()[0]}")
+        print(f"{args.runs} runs each ({args.heavy_runs} of diff, chart, report), alternating; "
+              f"python {sys.version.split()[0]}")
         print(f"{'variant':16} {'command':28} {'wall median':>11} {'wall min':>8} {'CPU median':>10}")
         med = {k: (statistics.median(w for w, _ in ts), min(w for w, _ in ts), statistics.median(c for _, c in ts))
                for k, ts in times.items()}
         for (label, name), (wall, low, cpu) in med.items():
             print(f"{label:16} {name:28} {wall:11.3f} {low:8.3f} {cpu:10.3f}")
         if args.baseline:
-            for name in list(COMMANDS)[:3]:
-                new, old = med[("this checkout", name)], med[("baseline", name)]
-                print(f"ratio baseline/this, {name}: wall {old[0] / new[0]:.2f}x, CPU {old[2] / new[2]:.2f}x")
+            for name in [*COMMANDS, *HEAVY]:
+                if ("this checkout", name) in med and ("baseline", name) in med:
+                    new, old = med[("this checkout", name)], med[("baseline", name)]
+                    print(f"ratio baseline/this, {name}: wall {old[0] / new[0]:.2f}x, CPU {old[2] / new[2]:.2f}x")
         print(f"load average: {os.getloadavg()[0]:.2f} (1 min)")
         if args.importtime:
             print("largest imports of `query top-kernels` (cumulative):")

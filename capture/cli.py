@@ -100,13 +100,30 @@ def sweep_cmd(
     typer.echo(f"sweep {result.sweep_id}: {len(result.ok)} ok, {len(result.failed)} failed of "
                f"{len(result.points)} points; manifest {result.manifest}")
     if not no_ingest and result.ok:
-        import tracekit
-
-        with tracekit.open(_db(ctx, db), read_only=True) as tk:
-            df = tk.query("sweep-latency", limit=0)
-        typer.echo(df.select(["preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms"]))
+        typer.echo(latency_table(_db(ctx, db), {Path(p.run_dir).name for p in result.ok}), nl=False)
     if result.failed:
         raise typer.Exit(1)
+
+
+def latency_table(db: Path | None, runs: set[str], width: int | None = None) -> str:
+    """The sweep-latency rows of ``runs`` (this sweep's points) as a terminal table,
+    latencies in ms with three decimals."""
+    import shutil
+
+    import tracekit
+    from tracekit.registry import get_registry
+    from tracekit.table import render
+
+    with tracekit.open(db, read_only=True) as tk:
+        rows = get_registry().fetch(tk, "sweep-latency", limit=0)
+    i = rows.columns.index("run")
+    rows.rows = [r for r in rows.rows if r[i] in runs]
+    rows = rows.select(["preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms", "max_ms"])
+    rows.hidden = []  # the hint below says where the rest is
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    return (render(rows, width=width, timeunit="ms")
+            + "every column: tracekit query sweep-latency --all-columns; the spreadsheet: "
+              "tracekit export sweep -o results.xlsx\n")
 
 
 def export_sweep_cmd(
@@ -114,7 +131,7 @@ def export_sweep_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="results.xlsx or results.csv")],
     db: DbOpt = None,
 ) -> None:
-    """Write the sweep spreadsheet (.xlsx: overall, per batch size, per candidate count) or CSV."""
+    """Write the sweep spreadsheet (.xlsx: summary, bs x nc grid, chart, every request) or CSV."""
     import tracekit
 
     from .export import export_sweep

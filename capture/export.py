@@ -1,12 +1,19 @@
-"""``export_sweep``: the seed benchmark's spreadsheet, from the store (no log parsing).
+"""``export_sweep``: the sweep spreadsheet, from the store (no log parsing).
 
-xlsx: sheet ``results`` (every timed request of the sweep grid: the seed's columns
-file/batch_size/num_candidate/kv_caches/candidate_embeddings/total_time_ms, with the
-run name as ``file``), ``summary`` (the ``sweep-latency`` grid), then one sheet per batch
-size (``bs8``) and one per candidate count (``nc1024``), as the seed's notebook made.
-CSV: the ``results`` table at PATH and the summary beside it (``<stem>-summary.csv``).
-A store without a timing run (no sweep ingested) is an error, as for the sweep queries;
-timing runs none of which is an ok sweep point give sheets of headers only.
+xlsx, every sheet's headers the queries' column names (``bs``, ``nc``, ``latency_ms``):
+
+* ``summary``: the ``sweep-latency`` grid, one row per point;
+* ``grid``: per (preset, tool), median latency as a bs × nc table with a colour scale
+  (green fastest, red slowest);
+* ``chart``: per (preset, tool), a line chart of median latency against nc, one line per bs;
+* ``results``: every timed request (``sweep-requests``), then one sheet of them per
+  batch size (``bs8``) and per candidate count (``nc1024``), as the seed's notebook made.
+
+Times in ms with three decimals, columns as wide as their values, a frozen header row
+and an autofilter on every table. CSV: the ``results`` table at PATH and the summary
+beside it (``<stem>-summary.csv``), unformatted. A store without a timing run (no
+sweep ingested) is an error, as for the sweep queries; timing runs none of which is an
+ok sweep point give sheets of headers only.
 """
 
 from __future__ import annotations
@@ -17,15 +24,14 @@ from pathlib import Path
 from tracekit.errors import TracekitError
 from tracekit.outputs import check_not_store, write_output
 
-RESULT_COLUMNS = ("file", "batch_size", "num_candidate", "kv_caches", "candidate_embeddings",
-                  "total_time_ms", "request_idx", "preset", "tool")
+MS = "#,##0.000"  # ms with three decimals
+#: columns named by their own value (no thousands separator)
+_PLAIN = ("bs", "nc", "request_idx", "kv_caches", "candidate_embeddings")
+_MAX_WIDTH = 48
 
 
 def _frames(tk):
-    requests = tk.query("sweep-requests", limit=0)
-    summary = tk.query("sweep-latency", limit=0)
-    results = requests.rename({"run": "file"}).select(list(RESULT_COLUMNS))
-    return results, summary
+    return tk.query("sweep-requests", limit=0), tk.query("sweep-latency", limit=0)
 
 
 def export_sweep(tk, path: str | os.PathLike) -> list[Path]:
@@ -42,23 +48,133 @@ def export_sweep(tk, path: str | os.PathLike) -> list[Path]:
         write_output(path, results.write_csv, tk.path)
         write_output(side, summary.write_csv, tk.path)
         return [path, side]
-    from openpyxl import Workbook
-
-    wb = Workbook()
-    ws = wb.active
-    ws.title = "results"
-    _sheet(ws, results)
-    _sheet(wb.create_sheet("summary"), summary)
-    for bs in sorted(set(results["batch_size"].to_list())):
-        _sheet(wb.create_sheet(f"bs{bs}"), results.filter(results["batch_size"] == bs))
-    for nc in sorted(set(results["num_candidate"].to_list())):
-        _sheet(wb.create_sheet(f"nc{nc}"), results.filter(results["num_candidate"] == nc))
+    wb = workbook(results, summary)
     write_output(path, wb.save, tk.path)
     return [path]
 
 
-def _sheet(ws, df) -> None:
+def workbook(results, summary):
+    """The openpyxl Workbook of the sweep-requests rows ``results`` and the sweep-latency
+    rows ``summary`` (Polars DataFrames)."""
+    from openpyxl import Workbook
+
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "summary"
+    _table(ws, summary)
+    groups = sorted({(r["preset"], r["tool"]) for r in summary.iter_rows(named=True)})
+    grids = _grids(wb.create_sheet("grid"), summary, groups)
+    _charts(wb.create_sheet("chart"), grids)
+    _table(wb.create_sheet("results"), results)
+    for bs in sorted(set(results["bs"].to_list())):
+        _table(wb.create_sheet(f"bs{bs}"), results.filter(results["bs"] == bs))
+    for nc in sorted(set(results["nc"].to_list())):
+        _table(wb.create_sheet(f"nc{nc}"), results.filter(results["nc"] == nc))
+    return wb
+
+
+def _format(col: str, dtype) -> str | None:
+    if col.endswith("_ms"):
+        return MS
+    if col.endswith("_mb"):
+        return "#,##0.0"
+    if dtype.is_integer():
+        return "0" if col in _PLAIN else "#,##0"
+    if dtype.is_float():
+        return "#,##0.000"
+    return None
+
+
+def _shown(v, fmt: str | None) -> str:
+    """About what Excel shows for ``v`` in format ``fmt``: for column widths."""
+    if v is None:
+        return ""
+    if fmt and isinstance(v, int | float) and not isinstance(v, bool):
+        decimals = len(fmt.split(".")[1]) if "." in fmt else 0
+        return f"{v:,.{decimals}f}" if "," in fmt else f"{v:.{decimals}f}"
+    return str(v)
+
+
+def _table(ws, df) -> None:
+    """``df`` as a table: bold header row, frozen; number formats; an autofilter; each
+    column as wide as its widest value (at most ``_MAX_WIDTH`` characters)."""
+    from openpyxl.styles import Font
+    from openpyxl.utils import get_column_letter
+
     ws.append(list(df.columns))
+    for cell in ws[1]:
+        cell.font = Font(bold=True)
     for row in df.iter_rows():
         ws.append(list(row))
+    for j, (col, dtype) in enumerate(df.schema.items(), start=1):
+        fmt = _format(col, dtype)
+        values = df[col].to_list()
+        if fmt is not None:
+            for (cell,) in ws.iter_rows(min_row=2, max_row=df.height + 1, min_col=j, max_col=j):
+                cell.number_format = fmt
+        width = max([len(col), *(len(_shown(v, fmt)) for v in values)])
+        ws.column_dimensions[get_column_letter(j)].width = min(width + 2, _MAX_WIDTH)
     ws.freeze_panes = "A2"
+    ws.auto_filter.ref = f"A1:{get_column_letter(max(len(df.columns), 1))}{df.height + 1}"
+
+
+def _grids(ws, summary, groups) -> list[dict]:
+    """Per (preset, tool), median latency as a bs × nc block (a title row, an nc header
+    row, a row per bs) with a 3-colour scale; returns where each block is, for the charts."""
+    from openpyxl.formatting.rule import ColorScaleRule
+    from openpyxl.styles import Font
+    from openpyxl.utils import get_column_letter
+
+    ws.column_dimensions["A"].width = 10
+    blocks, row = [], 1
+    for preset, tool in groups:
+        sub = summary.filter((summary["preset"] == preset) & (summary["tool"] == tool))
+        bss, ncs = sorted(set(sub["bs"].to_list())), sorted(set(sub["nc"].to_list()))
+        median = {(r["bs"], r["nc"]): r["median_ms"] for r in sub.iter_rows(named=True)}
+        ws.cell(row, 1, f"median latency, ms: preset {preset}, tool {tool} (rows bs, columns nc)").font = Font(bold=True)
+        head = row + 1
+        ws.cell(head, 1, "bs \\ nc").font = Font(bold=True)
+        for j, nc in enumerate(ncs, start=2):
+            ws.cell(head, j, nc).font = Font(bold=True)
+            ws.column_dimensions[get_column_letter(j)].width = 11
+        for i, bs in enumerate(bss, start=head + 1):
+            ws.cell(i, 1, bs).font = Font(bold=True)
+            for j, nc in enumerate(ncs, start=2):
+                cell = ws.cell(i, j, median.get((bs, nc)))
+                cell.number_format = MS
+        last_row, last_col = head + len(bss), 1 + len(ncs)
+        if bss and ncs:
+            ws.conditional_formatting.add(
+                f"B{head + 1}:{get_column_letter(last_col)}{last_row}",
+                ColorScaleRule(start_type="min", start_color="63BE7B", mid_type="percentile", mid_value=50,
+                               mid_color="FFEB84", end_type="max", end_color="F8696B"))
+        blocks.append({"preset": preset, "tool": tool, "ws": ws, "head": head, "bss": bss, "ncs": ncs})
+        row = last_row + 2
+    ws.freeze_panes = "B1"
+    return blocks
+
+
+def _charts(ws, grids: list[dict]) -> None:
+    """Per grid block, a line chart of its medians against nc, one line per bs."""
+    from openpyxl.chart import LineChart, Reference
+    from openpyxl.chart.series import SeriesLabel
+
+    for k, g in enumerate(grids):
+        if not g["bss"] or not g["ncs"]:
+            continue
+        chart = LineChart()
+        chart.title = f"median latency vs candidates per user ({g['preset']}, {g['tool']})"
+        chart.x_axis.title = "nc (candidates per user)"
+        chart.y_axis.title = "median latency, ms"
+        chart.y_axis.number_format = "0.0"
+        chart.height, chart.width = 9, 18
+        last_col = 1 + len(g["ncs"])
+        for i, bs in enumerate(g["bss"], start=g["head"] + 1):
+            chart.add_data(Reference(g["ws"], min_col=2, max_col=last_col, min_row=i, max_row=i), from_rows=True)
+            chart.series[-1].tx = SeriesLabel(v=f"bs={bs}")
+            chart.series[-1].marker.symbol = "circle"
+        chart.set_categories(Reference(g["ws"], min_col=2, max_col=last_col, min_row=g["head"], max_row=g["head"]))
+        # visible axes (openpyxl >= 3.1 hides them unless told)
+        chart.x_axis.delete = False
+        chart.y_axis.delete = False
+        ws.add_chart(chart, f"A{1 + 20 * k}")

@@ -19,8 +19,10 @@ with ``tracekit ingest FOLDER`` if wanted).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,9 +63,64 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+#: the workload's line per request (``[timed 12] KV Caches: ...``) and its closing
+#: latency line: in capture.log, not on the console (a progress bar and one summary are)
+_REQUEST_LINE = re.compile(r"^\[(warmup|timed) \d+\] ")
+_WORKER_STATS = "timed requests: "
+
+
+class _Console:
+    """What the console shows while the workload runs: its other output (the workload's
+    settings, the profiler's messages, errors) as it comes, and in place of a line per
+    request one progress bar over the timed requests, drawn only when stderr is a
+    terminal (nothing otherwise). The summary is printed once, after the run."""
+
+    def __init__(self, iters: int):
+        self.iters, self.timed, self.warmup, self.bar = iters, 0, 0, None
+
+    def __enter__(self):
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            self.task = self.bar.add_task("warm-up", total=self.iters)
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+
+    def line(self, line: str) -> None:
+        m = _REQUEST_LINE.match(line)
+        if m:
+            if m[1] == "timed":
+                self.timed += 1
+            else:
+                self.warmup += 1
+            if self.bar is not None:
+                what = "timed requests" if self.timed else f"warm-up ({self.warmup} requests)"
+                self.bar.update(self.task, description=what, completed=self.timed)
+        elif not line.startswith(_WORKER_STATS):
+            if self.bar is not None:  # above the bar
+                self.bar.console.print(line.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
+            else:
+                print(line, end="", flush=True)
+
+
 def _stream(argv: list[str], log, echo: bool, timeout_s: float | None,
-            env: dict | None = None) -> int:
-    """Run ``argv``, copying its stdout+stderr to ``log`` (and the console when ``echo``)."""
+            env: dict | None = None, iters: int = 0) -> int:
+    """Run ``argv``, copying its stdout+stderr to ``log``; when ``echo``, the console
+    shows it less the per-request lines, with a progress bar over the ``iters`` timed
+    requests (``_Console``)."""
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
     try:
@@ -71,13 +128,15 @@ def _stream(argv: list[str], log, echo: bool, timeout_s: float | None,
                                 bufsize=1, env=env)
     except OSError as err:
         raise CaptureError(f"cannot start {argv[0]}: {err.strerror or err}") from err
+    console = _Console(iters) if echo else None
     try:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            log.write(line)
-            log.flush()
-            if echo:
-                print(line, end="", flush=True)
+        with console or contextlib.nullcontext():
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                if console is not None:
+                    console.line(line)
         return proc.wait(timeout=timeout_s)
     except BaseException:
         # KeyboardInterrupt or timeout: give the workload a chance to write its files
@@ -189,7 +248,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     env = dict(os.environ)
     try:
         with open(run_dir / LOG, "a", encoding="utf-8") as log:
-            rc = _stream(argv, log, echo, timeout_s, env)
+            rc = _stream(argv, log, echo, timeout_s, env, iters)
             worker = _read_worker(run_dir)
             if rc == 0 and worker.get("status") == "ok":
                 status, error = "ok", None

@@ -90,9 +90,9 @@ def small_store(_small_store_template, tmp_path) -> Path:
 
 def store_state(db: Path) -> dict | None:
     """What a store holds, for "the store is unchanged" (None: no store file): every
-    table's rows (count and an order-free hash of them), its views and sequences. Not
-    its bytes: DuckDB rewrites a store's header whenever a read-write connection that
-    ran a statement closes, and tracekit's open re-creates its views."""
+    table's rows (count and an order-free hash of them), its views and sequences: its
+    content, for cases where a write was begun and rolled back (DuckDB may then
+    rewrite the file's header); a refusal before any write keeps the bytes too."""
     import duckdb
 
     if not db.exists():

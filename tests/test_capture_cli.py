@@ -1,6 +1,11 @@
 """The capture CLI sub-app (what tracekit/cli.py registers): options reach the library."""
 
 import json
+import os
+import pty
+import re
+import subprocess
+import sys
 
 import pytest
 import typer
@@ -19,9 +24,11 @@ def test_capture_command_small_preset(tmp_path):
                                   "--iters", "1", "--warmup-ms", "0", "--out", str(out), "--no-ingest",
                                   "--name", "cli-run"])
     assert res.exit_code == 0, res.output
-    assert "KV Caches: 1, Candidate Embeddings: 4, Total time(ms):" in res.output
+    # no line per request (capture.log has them) and one summary: the median once
+    assert "KV Caches:" not in res.output and "[warmup" not in res.output
+    assert "KV Caches: 1, Candidate Embeddings: 4, Total time(ms):" in (out / "cli-run" / "capture.log").read_text()
     assert f"run folder: {out / 'cli-run'}" in res.output
-    assert "latency over 1 timed requests" in res.output
+    assert res.output.count("latency over 1 timed requests") == 1 and res.output.count("median") == 1
     meta = json.loads((out / "cli-run" / "meta.json").read_text())
     assert meta["params"]["preset"] == "small" and meta["params"]["iters"] == 1
     assert meta["workload"]["num_layers"] == 3 and meta["workload"]["d_model"] == 512
@@ -61,3 +68,55 @@ def test_export_sweep_command_and_register(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert (tmp_path / "t.csv").exists() and (tmp_path / "t-summary.csv").exists()
     assert {c.name for c in main.registered_commands} == {"capture", "sweep"}
+
+
+def test_capture_on_a_terminal_shows_one_progress_bar(tmp_path):
+    """stderr a terminal: a progress bar over the timed requests (rich, on stderr, gone
+    when done), no line per request; stdout the one summary."""
+    out = tmp_path / "runs"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracekit.cli", "capture", "--bs", "1", "--nc", "4", "--tool", "none",
+         "--preset", "small", "--iters", "5", "--warmup-ms", "0", "--out", str(out), "--no-ingest",
+         "--name", "tty-run"],
+        stdout=subprocess.PIPE, stderr=slave, text=True, env={**os.environ, "COLUMNS": "100"})
+    os.close(slave)
+    terminal = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        terminal += chunk
+    stdout = proc.stdout.read()
+    assert proc.wait() == 0, terminal.decode(errors="replace")
+    os.close(master)
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.decode(errors="replace"))
+    assert "timed requests" in shown and "5/5" in shown
+    assert "KV Caches:" not in shown + stdout
+    assert stdout.count("latency over 5 timed requests") == 1 and stdout.count("median") == 1
+
+
+def test_sweep_ends_with_a_table_of_its_points(tmp_path):
+    """The sweep's own points (not the store's other runs), ms with three decimals,
+    through the terminal-table renderer (no Polars repr)."""
+    db = tmp_path / "s.duckdb"
+    import tracekit
+
+    with tracekit.open(db) as tk:  # another sweep's point in the store: not this sweep's
+        tk.ingest(DATA / "hstu_sweep" / "runs" / "20261122T012018.159Z-bs1-nc128-none")
+    res = runner.invoke(cli.app, ["sweep", "--bs", "1", "--nc", "4,8", "--tool", "none", "--preset", "small",
+                                  "--iters", "2", "--warmup-ms", "0", "--out", str(tmp_path / "runs"),
+                                  "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "shape:" not in res.output and "│" not in res.output
+    lines = res.output.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("preset"))
+    assert lines[head].split() == ["preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms",
+                                   "max_ms"]
+    body = lines[head + 2:head + 4]
+    assert [ln.split()[:5] for ln in body] == [["small", "none", "1", "4", "2"], ["small", "none", "1", "8", "2"]]
+    assert all(re.fullmatch(r"[\d,]+\.\d{3}", cell) for ln in body for cell in ln.split()[5:])
+    assert lines[head + 4] == "2 rows"

@@ -222,20 +222,29 @@ def test_export_sweep_xlsx_and_csv(tmp_path):
     tk, lat = _store(tmp_path)
     (out,) = export_sweep(tk, tmp_path / "results.xlsx")
     wb = load_workbook(out)
-    assert wb.sheetnames == ["results", "summary", "bs1", "bs8", "nc128", "nc1024"]
+    assert wb.sheetnames == ["summary", "grid", "chart", "results", "bs1", "bs8", "nc128", "nc1024"]
     rows = list(wb["results"].values)
-    assert rows[0][:6] == ("file", "batch_size", "num_candidate", "kv_caches", "candidate_embeddings",
-                           "total_time_ms")
+    assert rows[0] == ("run", "preset", "tool", "bs", "nc", "request_idx", "kv_caches", "candidate_embeddings",
+                       "latency_ms")
     assert len(rows) - 1 == 9 * 3 + 4  # timed requests of the four points
     bs1 = list(wb["bs1"].values)[1:]
-    assert {r[1] for r in bs1} == {1} and len(bs1) == 9
-    assert sorted(r[5] for r in bs1) == pytest.approx(sorted(lat[("large", "none", 1, 128)]))
+    assert {r[3] for r in bs1} == {1} and len(bs1) == 9
+    assert sorted(r[8] for r in bs1) == pytest.approx(sorted(lat[("large", "none", 1, 128)]))
     nc1024 = list(wb["nc1024"].values)[1:]
-    assert {r[2] for r in nc1024} == {1024} and len(nc1024) == 13
+    assert {r[4] for r in nc1024} == {1024} and len(nc1024) == 13
     assert len(list(wb["summary"].values)) == 5
+    # a grid and a chart per (preset, tool): the nsys point is not mixed into the none grid
+    g = wb["grid"]
+    titles = [r[0] for r in g.iter_rows(values_only=True) if isinstance(r[0], str) and r[0].startswith("median")]
+    assert titles == ["median latency, ms: preset large, tool none (rows bs, columns nc)",
+                      "median latency, ms: preset large, tool nsys (rows bs, columns nc)"]
+    assert [c.value for c in g[2]][:3] == ["bs \\ nc", 128, 1024]
+    assert g["B3"].value == pytest.approx(np.percentile(lat[("large", "none", 1, 128)], 50))
+    assert g["C3"].value is None  # no bs=1, nc=1024 point: an empty cell
+    assert [len(c.series) for c in wb["chart"]._charts] == [2, 1]
     csv_files = export_sweep(tk, tmp_path / "results.csv")
     assert [p.name for p in csv_files] == ["results.csv", "results-summary.csv"]
-    assert csv_files[0].read_text().splitlines()[0].startswith("file,batch_size,num_candidate")
+    assert csv_files[0].read_text().splitlines()[0].startswith("run,preset,tool,bs,nc,")
     with pytest.raises(Exception, match="writes .xlsx or .csv"):
         export_sweep(tk, tmp_path / "results.txt")
 

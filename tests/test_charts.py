@@ -8,6 +8,7 @@ import lzma
 from pathlib import Path
 
 import pytest
+from browser import chromium, load
 
 import tracekit
 from tracekit import charts
@@ -138,11 +139,60 @@ def test_save_formats(tk, tmp_path, ext, magic):
         assert b"vega" in data and b"cdn.jsdelivr" not in data  # self-contained, works offline
 
 
+#: the data marks a Vega view drew (items of marks with role "mark", not axes or legends)
+_MARKS_JS = """(function () {
+  var c = window.tracekitChart;
+  if (c.error) return {error: c.error};
+  function n(node) {
+    var k = 0;
+    if (node.marktype && node.role === "mark" && node.marktype !== "group") k += (node.items || []).length;
+    (node.items || []).forEach(function (it) { k += n(it); });
+    return k;
+  }
+  return {marks: n(c.view.scenegraph().root)};
+})()"""
+
+
+@pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
+def test_html_chart_draws_offline_in_chromium(tk, tmp_path):
+    """The .html chart (tracekit's page, the cached Vega bundle inlined) draws every
+    roofline point in a real browser with the network off."""
+    out = charts.save(charts.chart(tk, "roofline", run="full"), tmp_path / "roof.html")
+    page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
+    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    points = tk.query("roofline", run="full", limit=0).height
+    assert page.value.get("error") is None and page.value["marks"] >= points > 0
+
+
+def test_vega_bundle_is_built_once_then_cached(tmp_path, monkeypatch):
+    import vl_convert as vlc
+
+    from tracekit import vega
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    js = vega.bundle()
+    (cached,) = (tmp_path / "cache" / "tracekit").iterdir()
+    assert cached.read_text(encoding="utf-8") == js and "vegaEmbed" in js and "</script" not in js
+
+    def rebuilt(**kw):
+        raise AssertionError("the bundle was built again")
+
+    monkeypatch.setattr(vlc, "javascript_bundle", rebuilt)
+    assert vega.bundle() == js
+    # a cache folder that cannot be written: built each time, nothing fails
+    monkeypatch.undo()
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    assert vega.bundle() == js
+
+
 def test_errors(tk, tmp_path):
     with pytest.raises(QueryError, match="unknown chart"):
         charts.chart(tk, "pie")
     with pytest.raises(ParamError, match="unknown chart format"):
         charts.save(charts.chart(tk, "occupancy", run="full"), tmp_path / "x.pdf")
+    with pytest.raises(ParamError, match="chart diff: unknown parameter 'bogus' .declared: base, new, by"):
+        charts.chart(tk, "diff", base="full", new="full", bogus="3")
 
 
 def test_done_when_fresh_clone_flow(tmp_path, capsys):

@@ -224,3 +224,39 @@ def test_a_pipe_or_device_to_ingest_is_refused_at_once(small_store, tmp_path, ca
         assert _cli(small_store, "ingest", str(path)) == 2
         assert "not a regular file (a pipe or a device)" in one_error_line(capsys)
     assert store_state(small_store) == before
+
+
+@pytest.mark.parametrize("cmd", [["query", "nvtx-ranges"], ["query", "top-kernels", "-f", "csv"],
+                                 ["chart", "top-kernels", "-o", "x.png"]])
+@pytest.mark.parametrize("param", ["name", "tk", "self"])
+def test_a_parameter_named_like_an_argument_is_unknown(small_store, capsys, cmd, param, tmp_path, monkeypatch):
+    """-p name=x (or tk, self) is an unknown parameter of the query, not a TypeError of the
+    function that runs it."""
+    monkeypatch.chdir(tmp_path)
+    assert _cli(small_store, *cmd, "--run", "nsys_run", "-p", f"{param}=x") == 2
+    assert f"unknown parameter '{param}'" in one_error_line(capsys)
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_chart_run_given_as_a_parameter(small_store, capsys, tmp_path):
+    out = tmp_path / "k.json"
+    assert _cli(small_store, "chart", "top-kernels", "-p", "run=nsys_run", "-o", str(out)) == 0
+    assert out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_columns_of_a_file_format(small_store, capsys, tmp_path, fmt):
+    out = tmp_path / f"k.{fmt}"
+    assert _cli(small_store, "query", "top-kernels", "--run", "nsys_run", "-f", fmt, "-o", str(out),
+                "--columns", "name,instances") == 0
+    import polars as pl
+
+    df = {"csv": pl.read_csv, "json": pl.read_json, "parquet": pl.read_parquet}[fmt](out)
+    assert df.columns == ["name", "instances"] and df.height > 0
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv"])
+def test_a_querys_own_error_is_shown_once(small_store, capsys, fmt):
+    """A query's error('NAME: ...') reads as the query wrote it, in a table and in a file format."""
+    assert _cli(small_store, "query", "top-kernels", "--run", "nsys_run", "-p", "group=kind", "-f", fmt) == 2
+    assert one_error_line(capsys) == "tracekit: error: top-kernels: group=kind: choose name or family"

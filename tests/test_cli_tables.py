@@ -106,6 +106,15 @@ def test_top_kernels_fits_100_columns_in_human_units(db, capsys):
     assert out.rstrip().endswith("14 rows")
 
 
+def test_readme_table_is_what_the_command_prints(db, capsys):
+    """The README's terminal example, on a 100-column terminal, is the command's output."""
+    readme = (DATA.parent.parent / "README.md").read_text()
+    command = "tracekit query top-kernels --limit 6"
+    shown = readme.split(f"$ {command}\n", 1)[1].split("```", 1)[0]
+    rc, out, _ = _run(capsys, "--db", db, *command.split()[1:], "--run", "hstu")
+    assert rc == 0 and out == shown
+
+
 def test_footer_counts_the_rows_a_limit_left_out(db, capsys):
     _, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "--limit", "5")
     assert out.rstrip().splitlines()[-1] == "5 of 14 rows (--limit 0 for all)"
@@ -222,19 +231,54 @@ def test_queries_list_ends_descriptions_at_a_sentence(capsys):
 
 
 def test_charts_lists_what_each_needs(capsys):
-    _, out, _ = _run(capsys, "charts")
+    rc, out, err = _run(capsys, "charts")
+    assert rc == 0 and err == ""
     assert re.search(r"^roofline .*query roofline, needs an ncu run$", out, re.M)
     assert re.search(r"^sweep-latency .*needs runs of a sweep$", out, re.M)
+    assert re.search(r"^diff .*tracekit diff's comparison, needs two runs or two sweeps$", out, re.M)
 
 
-def test_query_imports_neither_polars_nor_capture(db):
+HEAVY = ("polars", "pyarrow", "altair", "numpy", "pydantic", "rich", "torch", "triton")
+
+
+def _imports(*args: str, heavy: tuple[str, ...] = (*HEAVY, "tracekit.capture")) -> str:
+    """The ``heavy`` modules (and their submodules) a command imports, in a fresh process."""
     code = ("import sys; from tracekit.cli import main; "
-            f"rc = main(['--db', {db!r}, 'query', 'top-kernels']); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('polars', 'pyarrow', 'altair', 'numpy') "
-            "or m.startswith('tracekit.capture')), file=sys.stderr); sys.exit(rc)")
+            f"rc = main({list(args)!r}); "
+            f"print(sorted(m for m in sys.modules if m.startswith({tuple(h + '.' for h in heavy)!r}) "
+            f"or m in {heavy!r}), file=sys.stderr); sys.exit(rc)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip() == "[]"
+    return proc.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("args", [
+    ["query", "top-kernels", "--limit", "3", "-p", "group=name"],
+    ["query", "roofline", "--run", "ncu", "--timeunit", "us", "--all-columns", "-o", "{tmp}/r.txt"],
+    ["runs"],
+    ["queries", "top-kernels"],
+    ["--version"],
+])
+def test_light_commands_import_nothing_heavy(db, tmp_path, args):
+    """Neither Polars/Arrow/Altair nor Pydantic (Typer converts values through it;
+    tracekit.cli_params does it for plain values) nor rich nor capture."""
+    assert _imports("--db", db, *(a.format(tmp=tmp_path) for a in args)) == "[]"
+
+
+def test_help_imports_neither_duckdb_nor_polars():
+    """The help is Typer's rich layout (rich is imported), listing capture's commands
+    (tracekit.capture.cli, standard library only), nothing more."""
+    assert _imports("--help", heavy=("duckdb", *(h for h in HEAVY if h != "rich"))) == "[]"
+
+
+def test_values_are_converted_and_bad_ones_named(db, capsys, tmp_path):
+    rc, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--limit", " 2", "-p", "group=name",
+                      "-f", "csv", "-o", str(tmp_path / "k.csv"))
+    assert rc == 0 and len((tmp_path / "k.csv").read_text().splitlines()) == 3
+    rc, _, err = _run(capsys, "--db", db, "query", "top-kernels", "--limit", "x")
+    assert (rc, err) == (2, "tracekit: error: Invalid value for '--limit': 'x' is not a valid integer.\n")
+    rc, _, err = _run(capsys, "--db", db, "diff", "hstu", "hstu", "--threshold", "5%")
+    assert (rc, err) == (2, "tracekit: error: Invalid value for '--threshold': '5%' is not a valid number.\n")
 
 
 # -- runs: rename, rm, the same capture however reached ----------------------------------
@@ -263,9 +307,15 @@ def test_runs_rename_and_rm(tmp_path, capsys):
         assert sum(_counts(tk, a.run_id).values()) == 0
         assert _counts(tk, b.run_id) == before_b
         assert tk.runs()["name"].to_list() == ["b"]
-    for args, msg in ((["runs", "rm", "nope"], "no run 'nope'"), (["runs", "rename", "b", " "], "cannot be empty")):
+    for args, msg in ((["runs", "rm", "nope"], "no run 'nope'"), (["runs", "rename", "b", " "], "cannot be empty"),
+                      (["runs", "rm", "²"], "no run '²'"), (["runs", "rename", "²", "x"], "no run '²'"),
+                      (["runs", "rename", "b", "7"], "'7' cannot name a run: --run reads it as a run id"),
+                      (["runs", "rename", "b", "Latest"], "'Latest' cannot name a run"),
+                      (["runs", "rename", "b", "all"], "'all' cannot name a run")):
         rc, _, err = _run(capsys, "--db", str(path), *args)
         assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+    with tracekit.open(path, read_only=True) as tk:
+        assert tk.runs()["name"].to_list() == ["b"]
 
 
 def test_rm_of_a_shared_name_asks_for_an_id(tmp_path, capsys):
@@ -303,3 +353,13 @@ def test_a_run_folders_export_is_the_same_run(tmp_path):
         kernels = tk.sql("SELECT count(*) AS n FROM _kernels")["n"][0]
     with tracekit.open(tmp_path / "a.duckdb") as tk:
         assert tk.sql("SELECT count(*) AS n FROM _kernels")["n"][0] == kernels
+
+
+def test_sql_table_shows_the_first_thousand_rows(db, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    _, out, _ = _run(capsys, "--db", db, "sql", "SELECT range_id, dur_ns FROM nvtx_ranges ORDER BY range_id")
+    n = tracekit.open(db, read_only=True).sql("SELECT count(*) AS n FROM nvtx_ranges")["n"][0]
+    assert n > 1000 and len(_rows(out)) == 1000
+    assert out.rstrip().splitlines()[-1] == f"1,000 of {n:,} rows (-f csv for all, or LIMIT in the SQL)"
+    _, out, _ = _run(capsys, "--db", db, "sql", "SELECT range_id FROM nvtx_ranges", "-f", "csv")
+    assert out.count("\n") == n + 1

@@ -220,6 +220,134 @@ def test_dropped_kernel_is_removed_with_its_time(store):
     assert store.diff("dropped", "hstu", by="kernel").filter(pl.col("verdict") == "added")["key"].unique().to_list() == [LAYER_NORM]
 
 
+def test_keys_read_by_the_labels_tables_use(store):
+    """Diff's keys are labelled by names.distinct_labels: kernel names short, no two keys alike."""
+    keys = store.diff("hstu", "hstu")["key"].unique().to_list()
+    short = D.short_keys(keys, 60)
+    assert len(set(short.values())) == len(keys)
+    assert all(len(s) <= 60 for s in short.values())
+    golden = _golden_kernels(HSTU)
+    assert sum("vectorized_elementwise_kernel<" in k for k in golden) >= 5  # names that shorten alike
+    for k in golden:
+        assert "<" not in short[k] and not short[k].startswith("void "), short[k]
+    assert short[LAYER_NORM] == "at::native::vectorized_layer_norm_kernel"
+    assert short["hstu.request/hstu.layer0/hstu_attention"] == "hstu.request/hstu.layer0/hstu_attention"
+
+
+# -- the noise pair and the planted changes (tests/data/nsys_diff_*, PLANT.md) ----------------
+
+DIFF_A, DIFF_B, DIFF_REG = (DATA / f"nsys_diff_{n}" for n in ("base_a", "base_b", "regressed"))
+PLANT = json.loads((DIFF_REG / "plant.json").read_text())
+
+
+def _nsys_csv(folder: Path, report: str, key: str) -> dict[str, dict]:
+    with open(folder / "stats" / f"{report}.csv", newline="") as fh:
+        return {r[key]: r for r in csv.DictReader(fh)}
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory):
+    """One program captured three times on an H200: twice unchanged, once with the plants
+    (a store opened read-only, as the CLI opens it beside)."""
+    db = tmp_path_factory.mktemp("plants") / "plants.duckdb"
+    with tracekit.open(db) as tk:
+        for folder in (DIFF_A, DIFF_B, DIFF_REG):
+            tk.ingest(folder / "export.sqlite.xz", name=folder.name)
+    tk = tracekit.open(db, read_only=True)
+    yield tk
+    tk.close()
+
+
+@pytest.mark.parametrize("base, new", [(DIFF_A, DIFF_B), (DIFF_B, DIFF_A)])
+def test_noise_pair_is_quiet(captures, base, new, capsys):
+    df = captures.diff(base.name, new.name)
+    assert set(df["scope"]) == set(D.NSYS_SCOPES)
+    assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
+    # the host did move between the captures: API medians by 20-40 %, reported, not judged
+    launch = df.filter((pl.col("key") == "cudaLaunchKernel") & (pl.col("metric") == "med_ns")).row(0, named=True)
+    nv = [float(_nsys_csv(f, "cuda_api_sum", "Name")["cudaLaunchKernel"]["Med (ns)"]) for f in (base, new)]
+    assert (launch["base"], launch["new"]) == (nv[0], nv[1]) and abs(launch["delta_pct"]) > 15
+    assert launch["p_value"] < D.ALPHA and launch["note"].startswith("host-timed, not judged")
+    assert cli_main(["--db", str(captures.path), "diff", base.name, new.name, "--gate"]) == 0
+    assert "0 regressed" not in capsys.readouterr().out  # the table's summary names no verdict it has not
+
+
+def _expected_api_calls(base: Path, new: Path) -> dict[str, str]:
+    """Per CUDA API: 'regressed' where NVIDIA's call counts differ beyond 5 %, else 'unchanged'."""
+    b, n = _nsys_csv(base, "cuda_api_sum", "Name"), _nsys_csv(new, "cuda_api_sum", "Name")
+    out = {}
+    for name in set(b) & set(n):
+        cb, cn = int(b[name]["Num Calls"]), int(n[name]["Num Calls"])
+        out[name] = "regressed" if abs(cn - cb) > 0.05 * cb and cn > cb else "unchanged"
+    return out
+
+
+def _gpu_time(folder: Path) -> int:
+    """NVIDIA's summed kernel and memory-operation time of a capture, ns."""
+    k = _nsys_csv(folder, "cuda_gpu_kern_sum", "Name")
+    m = _nsys_csv(folder, "cuda_gpu_mem_time_sum", "Operation")
+    return sum(int(r["Total Time (ns)"]) for r in (*k.values(), *m.values()))
+
+
+@pytest.mark.parametrize("base", [DIFF_A, DIFF_B])
+def test_every_plant_is_found_and_nothing_else(captures, base):
+    df = captures.diff(base.name, DIFF_REG.name)
+    flagged = _flagged(df)
+    # kernels: exactly the planted ones, each with the plant's metric and verdict
+    k = flagged.filter(pl.col("scope") == "kernel")
+    assert set(k["key"]) == {c["key"] for c in PLANT["changes"]}
+    for c in PLANT["changes"]:
+        row = df.filter((pl.col("scope") == c["scope"]) & (pl.col("key") == c["key"]) & (pl.col("metric") == c["metric"]))
+        assert row["verdict"].to_list() == [c["expected_verdict"]], (c["plant"], row)
+        want = c["nsys_stats"]["regressed"][c["metric"]]
+        assert row["new"][0] == pytest.approx(want), c["plant"]
+        if c["expected_verdict"] == "regressed" and "min_change_pct" in c:
+            assert row["delta_pct"][0] >= c["min_change_pct"]
+        # the planted kernel's other metrics: unchanged, or moved the way NVIDIA's figures moved
+        nv = c["nsys_stats"][base.name.removeprefix("nsys_diff_")]
+        for r in k.filter(pl.col("key") == c["key"]).iter_rows(named=True):
+            if r["verdict"] in ("regressed", "improved") and nv is not None:
+                moved = c["nsys_stats"]["regressed"][r["metric"]] - nv[r["metric"]]
+                assert (moved > 0) == (r["verdict"] == "regressed"), r
+    unchanged = df.filter((pl.col("scope") == "kernel") & pl.col("key").is_in(PLANT["unchanged_kernels"]))
+    assert set(unchanged["key"]) == set(PLANT["unchanged_kernels"]) and set(unchanged["verdict"]) == {"unchanged"}
+    # NVTX: only the paths that hold a change, and only more time
+    nvtx = flagged.filter(pl.col("scope") == "nvtx")
+    allowed = {c["key"] for c in PLANT["consequences"] if c["scope"] == "nvtx"}
+    assert set(nvtx["key"]) <= allowed and set(nvtx["verdict"]) == {"regressed"}
+    assert "step/mlp" in set(nvtx["key"])  # the slower kernel's range: +84 ms of 220 ms
+    # APIs: only call counts, as NVIDIA counts them (the launch APIs of the added launches)
+    api = flagged.filter(pl.col("scope") == "api")
+    assert set(api["metric"]) == {"calls"}
+    want = _expected_api_calls(base, DIFF_REG)
+    assert {k: v for k, v in zip(api["key"], api["verdict"], strict=True)} == {
+        k: v for k, v in want.items() if v != "unchanged"}
+    assert {c["key"] for c in PLANT["consequences"] if c["scope"] == "api"} <= set(api["key"])
+    # no copy changed; the device did more work, as NVIDIA's summed GPU time says
+    assert flagged.filter(pl.col("scope") == "memcpy").is_empty()
+    grew = _gpu_time(DIFF_REG) / _gpu_time(base) - 1
+    assert grew > 0.05
+    assert flagged.filter(pl.col("scope") == "gpu")["verdict"].to_list() == ["regressed"]
+
+
+def test_nvtx_kernel_time_is_nsys_nvtx_kern_sum(captures):
+    """kernel_total_ns per NVTX path: the sum nsys stats -r nvtx_kern_sum makes per range."""
+    df = captures.diff(DIFF_A.name, DIFF_REG.name, by="nvtx")
+    rows = df.filter(pl.col("metric") == "kernel_total_ns")
+    for side, folder in (("base", DIFF_A), ("new", DIFF_REG)):
+        want: dict[str, int] = {}
+        with open(folder / "stats" / "nvtx_kern_sum.csv", newline="") as fh:
+            for r in csv.DictReader(fh):
+                want[r["NVTX Range"]] = want.get(r["NVTX Range"], 0) + int(r["Total Time (ns)"])
+        got = {":" + k.rsplit("/", 1)[-1]: v for k, v in zip(rows["key"], rows[side], strict=True)}
+        assert got == pytest.approx({k: float(v) for k, v in want.items()}), side
+
+
+def test_gate_fails_on_the_plants(captures, capsys):
+    assert cli_main(["--db", str(captures.path), "diff", DIFF_A.name, DIFF_REG.name, "--gate", "-f", "csv"]) == 1
+    assert "regressed row(s)" in capsys.readouterr().err
+
+
 # -- the CLI -----------------------------------------------------------------------------
 
 
@@ -360,6 +488,50 @@ def test_sweep_against_itself_and_a_slower_point(sweeps):
     assert by_run.equals(slow)
 
 
+SWEEP_PAIR = DATA / "sweep_pair"  # a, b: one sweep taken twice; c: with the reference attention
+
+
+def _sweep_id(name: str) -> str:
+    return next((SWEEP_PAIR / name).glob("sweep-*.json")).stem
+
+
+@pytest.fixture(scope="module")
+def sweep_pair(tmp_path_factory):
+    db = tmp_path_factory.mktemp("sweep_pair") / "s.duckdb"
+    with tracekit.open(db) as tk:
+        for name in "abc":
+            for run in sorted((SWEEP_PAIR / name / "runs").iterdir()):
+                tk.ingest(run)
+    tk = tracekit.open(db, read_only=True)
+    yield tk
+    tk.close()
+
+
+def test_sweep_pair_noise_is_quiet_and_the_real_change_is_found(sweep_pair, capsys):
+    """a against b: identical sweeps whose medians differ by up to 11.6 % (p < 1e-9 at that
+    point): all unchanged, and --gate passes. a against c: every point, as the requests say."""
+    import numpy as np
+
+    a, b, c = (_sweep_id(n) for n in "abc")
+    for base, new in ((a, b), (b, a)):
+        df = sweep_pair.diff(base, new)
+        assert set(df["scope"]) == {"sweep"} and df.height == 4 * 2
+        assert set(df["verdict"]) == {"unchanged"}, df
+        assert cli_main(["--db", str(sweep_pair.path), "diff", base, new, "--gate"]) == 0
+    noisy = sweep_pair.diff(a, b).filter(pl.col("metric") == "latency_med_ms")
+    assert noisy["delta_pct"].abs().max() > 10 and noisy["p_value"].min() < D.ALPHA  # the noise is real
+    df = sweep_pair.diff(a, c).filter(pl.col("metric") == "latency_med_ms")
+    for run_a in sorted((SWEEP_PAIR / "a" / "runs").iterdir()):
+        bs, nc = run_a.name.split("-")[1:3]
+        run_c = next((SWEEP_PAIR / "c" / "runs").glob(f"*-{bs}-{nc}-none"))
+        med_a, med_c = np.median(_timed(run_a)), np.median(_timed(run_c))
+        row = df.filter(pl.col("key") == f"bs={bs[2:]},nc={nc[2:]}").row(0, named=True)
+        assert (row["base"], row["new"]) == pytest.approx((med_a, med_c), rel=1e-12)
+        assert row["verdict"] == ("regressed" if med_c > 1.25 * med_a else "unchanged")
+    assert set(df["verdict"]) == {"regressed"}
+    capsys.readouterr()
+
+
 # -- ncu ---------------------------------------------------------------------------------
 
 #: ncu metric (as `ncu --page details --print-metric-name name` prints it) -> diff metric
@@ -409,7 +581,7 @@ def _ncu_expected(tk, run: str, details: Path, key: str, metric: str) -> tuple[f
     return float(np.median([v for v, _ in values])), max(p for _, p in values)
 
 
-@pytest.mark.parametrize("base, new", [("ncu_full", "ncu_sections")])
+@pytest.mark.parametrize("base, new", [("ncu_full", "ncu_sections"), ("ncu_diff_a", "ncu_diff_b")])
 def test_ncu_values_are_what_ncu_prints(tmp_path, base, new):
     tk = tracekit.open(tmp_path / "ncu.duckdb")
     tk.ingest(DATA / base / "report.ncu-rep.xz", name="a")
@@ -425,10 +597,47 @@ def test_ncu_values_are_what_ncu_prints(tmp_path, base, new):
             value, precision = want
             assert r[side] == pytest.approx(value, abs=precision * 1.0001), (r["key"], r["metric"], side)
             checked += 1
-    assert checked >= 2 * 4 * 5  # both reports, every kernel, the metrics both have
-    # launch settings have no better/worse direction; the two reports are of the same launches
-    assert df.filter(pl.col("metric").is_in(["block_size", "grid_size", "registers_per_thread"]))["delta"].abs().max() == 0
+    kernels = df["key"].n_unique()
+    assert checked >= 2 * kernels * 5  # both reports, every kernel, the metrics both have
     tk.close()
+
+
+#: the direction of harm of the ncu metrics a verdict is given on (+1: higher is worse)
+NCU_HARM = {"duration_ns": 1, "sm_throughput_pct": -1, "memory_throughput_pct": -1, "dram_throughput_pct": -1,
+            "theoretical_occupancy_pct": -1, "achieved_occupancy_pct": -1}
+
+
+def test_ncu_launch_configuration_change(tmp_path):
+    """ncu_diff_a/_b: one kernel, block 128 x grid 65536 against 32 x 262144 (3 launches
+    each). Verdicts follow what `ncu --page details` prints: a directional metric is
+    regressed or improved when its launches do not overlap and the medians differ by more
+    than 5 %; launch settings differ but are never judged."""
+    import numpy as np
+
+    tk = tracekit.open(tmp_path / "ncu.duckdb")
+    tk.ingest(DATA / "ncu_diff_a" / "report.ncu-rep.xz", name="a")
+    tk.ingest(DATA / "ncu_diff_b" / "report.ncu-rep.xz", name="b")
+    df = tk.diff("a", "b")
+    tk.close()
+    assert df["key"].unique().to_list() == ["scale_add_kernel"]
+    assert set(df["note"].str.extract(r"^(matched by [^;]+)")) == {"matched by name and NVTX path"}
+    details = {side: ncu_details(DATA / f"ncu_diff_{side}" / "details.csv.xz") for side in "ab"}
+    by_metric = {r["metric"]: r for r in df.iter_rows(named=True)}
+    for metric in ("block_size", "grid_size"):
+        a, b = ({v for (_, m), (v, _) in details[s].items() if m == metric} for s in "ab")
+        assert (by_metric[metric]["base"], by_metric[metric]["new"]) == (a.pop(), b.pop())
+        assert by_metric[metric]["verdict"] == "unchanged" and "launch setting" in by_metric[metric]["note"]
+    assert (by_metric["block_size"]["base"], by_metric["block_size"]["new"]) == (128, 32)
+    judged = 0
+    for metric, harm in NCU_HARM.items():
+        a, b = ([v for (_, m), (v, _) in details[s].items() if m == metric] for s in "ab")
+        assert len(a) == len(b) == 3
+        pct = 100 * (np.median(b) - np.median(a)) / np.median(a)
+        separate = min(b) > max(a) or max(b) < min(a)
+        want = "unchanged" if abs(pct) <= 5 or not separate else ("regressed" if pct * harm > 0 else "improved")
+        assert by_metric[metric]["verdict"] == want, metric
+        judged += want != "unchanged"
+    assert judged >= 1 and by_metric["achieved_occupancy_pct"]["verdict"] == "regressed"  # 84 % -> 47 %
 
 
 # -- chart -------------------------------------------------------------------------------
@@ -444,6 +653,12 @@ def test_diff_chart(store, tmp_path):
     regressed = {b["key"] for b in bars if b["verdict"] == "regressed"}
     assert LAYER_NORM in regressed
     assert all(b["delta_pct"] != 0 for b in bars)  # keys that did not move are not drawn
+    # the chart's rows keep the diff's order (largest change first)
+    df = store.diff("hstu", "slow")
+    rows = charts.diff_rows(df, 5.0, 0)
+    place = {(s, k, m): i for i, (s, k, m) in enumerate(df.select("scope", "key", "metric").iter_rows())}
+    at = [place[r] for r in rows.select("scope", "key", "metric").iter_rows()]
+    assert at == sorted(at)
     png = charts.save(ch, tmp_path / "diff.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
     same = charts.chart(store, "diff", base="hstu", new="hstu").to_dict()

@@ -27,6 +27,14 @@ def test_run_parameters_and_requests(tk):
     assert timed["n"][0] == 30
 
 
+def test_tool_versions(tk):
+    """nsys says its version in the export; an ncu report does not, so the run folder's
+    ``ncu --version`` (meta.json, at capture) is the ncu run's tool_version."""
+    runs = {r["name"]: r for r in tk.runs().to_dicts()}
+    assert runs["nsys"]["tool_version"].startswith("2025.")
+    assert runs["ncu"]["tool_version"] == "2025.3.1.0 (build 36398880)"
+
+
 def test_nvtx_paths_of_the_workload(tk):
     df = tk.query("kernels-by-nvtx", run="nsys", depth=3, limit=0)
     paths = set(df["path"].to_list())

@@ -42,15 +42,43 @@ def test_sweep_spreadsheet_and_chart(tk, tmp_path):
 
     out = tmp_path / "sweep.xlsx"
     export_sweep(tk, out)
-    wb = load_workbook(out, read_only=True)
-    names = set(wb.sheetnames)
-    assert {"results", "bs1", "bs2", "bs4", "bs8", "nc128", "nc256", "nc512", "nc1024"} <= names
+    wb = load_workbook(out)
+    assert wb.sheetnames == ["summary", "grid", "chart", "results", "bs1", "bs2", "bs4", "bs8",
+                             "nc128", "nc256", "nc512", "nc1024"]
+    latency = tk.query("sweep-latency", limit=0)
+    # one vocabulary: the queries' column names, in every sheet
+    summary = list(wb["summary"].iter_rows(values_only=True))
+    assert summary[0] == tuple(latency.columns)
     rows = list(wb["results"].iter_rows(values_only=True))
-    # the seed's columns first, one row per timed request
-    assert rows[0][:6] == ("file", "batch_size", "num_candidate", "kv_caches", "candidate_embeddings", "total_time_ms")
+    assert rows[0] == ("run", "preset", "tool", "bs", "nc", "request_idx", "kv_caches", "candidate_embeddings",
+                       "latency_ms")
     assert len(rows) - 1 == 16 * 20
     bs8 = list(wb["bs8"].iter_rows(values_only=True))
-    assert len(bs8) - 1 == 4 * 20 and all(r[1] == 8 for r in bs8[1:])
+    assert len(bs8) - 1 == 4 * 20 and all(r[3] == 8 for r in bs8[1:])
+    # tables: frozen header, an autofilter over the table, ms with three decimals, widths
+    for name in ("summary", "results", "bs8", "nc1024"):
+        ws = wb[name]
+        assert ws.freeze_panes == "A2" and ws.auto_filter.ref == f"A1:{ws.cell(1, ws.max_column).column_letter}{ws.max_row}"
+        assert ws["A1"].font.b
+    s = wb["summary"]
+    col = {c.value: c.column_letter for c in s[1]}
+    assert s[f"{col['median_ms']}2"].number_format == "#,##0.000" and s[f"{col['requests']}2"].number_format == "#,##0"
+    assert s.column_dimensions[col["run"]].width >= len("20261122T012018.159Z-bs1-nc128-none")
+    assert wb["results"]["I2"].number_format == "#,##0.000"
+    # the bs x nc grid holds sweep-latency's medians, under a colour scale
+    g = wb["grid"]
+    assert [c.value for c in g[2]] == ["bs \\ nc", 128, 256, 512, 1024]
+    grid = {(g.cell(r, 1).value, g.cell(2, c).value): g.cell(r, c).value for r in range(3, 7) for c in range(2, 6)}
+    # (xlsx keeps 15 significant digits)
+    assert grid == pytest.approx({(r["bs"], r["nc"]): r["median_ms"] for r in latency.iter_rows(named=True)}, rel=1e-14)
+    assert g["C4"].number_format == "#,##0.000"
+    (cf,) = g.conditional_formatting
+    assert str(cf.sqref) == "B3:E6" and [r.type for r in cf.rules] == ["colorScale"]
+    # the chart: median latency against nc, one line per bs, drawn from the grid
+    (chart,) = wb["chart"]._charts
+    assert chart.tagname == "lineChart" and len(chart.series) == 4
+    assert [s.tx.v for s in chart.series] == ["bs=1", "bs=2", "bs=4", "bs=8"]
+    assert chart.series[3].val.numRef.f == "'grid'!$B$6:$E$6" and chart.series[0].cat.numRef.f == "'grid'!$B$2:$E$2"
     png = tmp_path / "sweep.png"
     charts.save(charts.chart(tk, "sweep-latency"), png)
     assert png.read_bytes()[:4] == b"\x89PNG"

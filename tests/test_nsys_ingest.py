@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import lzma
+import os
 import re
 import shutil
 import sqlite3
@@ -409,7 +410,7 @@ def test_table_output_keeps_bracketed_names(tmp_path, plain_export):
     with tracekit.open(db) as tk:
         tk.ingest(plain_export)
     out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "query", "memcpy-time"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"})  # pytest sets 80
     assert out.returncode == 0 and "[CUDA memcpy Device-to-Host]" in out.stdout
     out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "sql", "SELECT '[bold]x' AS t"],
                          capture_output=True, text=True)
@@ -567,14 +568,17 @@ def _ranges(rng, threads: int, n: int) -> list[tuple]:
 
 def _nest_brute(rows):
     """Reference: the parent of a range is the tightest earlier range of its thread that
-    contains it (nsys's rule: the least slack, i.e. the shortest; of equal ones the last),
-    its push/pop parent the innermost push/pop one; "earlier" in (start, -end, id)
-    order, the order range ids follow."""
+    contains it (nsys's rule: the least slack, i.e. the shortest; of equal ones the last;
+    of push/pop containers only the innermost, the last opened, competes: push order
+    decides between push/pop ranges that only touch), its push/pop parent the innermost
+    push/pop one; "earlier" in (start, -end, id) order, the order range ids follow."""
     parent, pp_parent = {}, {}
     for i, (tid, s, e, style, _) in enumerate(rows):
         cands = [j for j, (t2, s2, e2, st2, _) in enumerate(rows)
                  if t2 == tid and (s2, -e2, j) < (s, -e, i) and s2 <= s and e2 >= e]
-        parent[i] = max(cands, key=lambda j: (rows[j][1] - rows[j][2], rows[j][1], -rows[j][2], j), default=None)
+        pp = [j for j in cands if rows[j][3] == "PushPop"]
+        mine = [j for j in cands if rows[j][3] != "PushPop"] + pp[-1:]
+        parent[i] = max(mine, key=lambda j: (rows[j][1] - rows[j][2], j), default=None)
         if style == "PushPop":
             pp = [j for j in cands if rows[j][3] == "PushPop"]
             pp_parent[i] = max(pp, key=lambda j: (rows[j][1], -rows[j][2], j), default=None)
@@ -593,26 +597,31 @@ def nesting(request, monkeypatch):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_tightest_container_matches_a_brute_force_rule(seed, nesting):
-    """containers.tightest on random ranges of a few threads (crossing, identical,
-    zero-length, touching): the shortest earlier range of the thread that ends no
-    earlier, of equal ones the last; depth along those parents."""
+    """containers.tightest on random ranges of a few threads (push/pop ranges, start/end
+    ranges crossing them, identical, zero-length and touching ones): of the earlier ranges
+    of the thread that end no earlier (start/end ones, and the last such push/pop one:
+    push order decides between push/pop ranges that only touch), the shortest, of equal
+    ones the last; depth along those parents."""
     import numpy as np
 
     from tracekit.ingest import containers
 
     rng = np.random.default_rng(seed)
-    for _ in range(40):
-        rows = []
-        for t in range(int(rng.integers(1, 4))):
-            m = int(rng.integers(0, 40))
-            rows += [(t, int(a), int(a + d)) for a, d in zip(rng.integers(0, 30, m), rng.integers(0, 15, m), strict=True)]
-        rows.sort(key=lambda r: (r[0], r[1], -r[2]))
+    for _ in range(15):
+        raw = _ranges(rng, threads=int(rng.integers(1, 4)), n=int(rng.integers(5, 40)))
+        tmax = max((s if e is None else e for _, s, e, _ in raw), default=0)
+        rows = sorted(((t, s, tmax if e is None else e, st) for t, s, e, st in raw), key=lambda r: (r[0], r[1], -r[2]))
         tid, start, end = (np.array([r[k] for r in rows], np.int64) for k in range(3))
+        is_pp = np.array([r[3] == "PushPop" for r in rows], bool)
         first = np.r_[True, tid[1:] != tid[:-1]] if len(rows) else np.zeros(0, bool)
-        parent, depth = containers.tightest(start, end, first)
-        for i, (t, _, e) in enumerate(rows):
-            cands = [p for p in range(i) if rows[p][0] == t and rows[p][2] >= e]
-            want = min(cands, key=lambda p: (rows[p][2] - rows[p][1], -p), default=-1)
+        cands = [[p for p in range(i) if rows[p][0] == rows[i][0] and rows[p][2] >= rows[i][2]]
+                 for i in range(len(rows))]
+        pp_parent = np.array([max((p for p in c if is_pp[p]), default=-1) if is_pp[i] else -1
+                              for i, c in enumerate(cands)], np.int64)
+        parent, depth = containers.tightest(start, end, first, is_pp, pp_parent)
+        for i, c in enumerate(cands):
+            mine = [p for p in c if not is_pp[p]] + ([max(p for p in c if is_pp[p])] if is_pp[c].any() else [])
+            want = min(mine, key=lambda p: (rows[p][2] - rows[p][1], -p), default=-1)
             assert parent[i] == want, (rows, i)
             assert depth[i] == (0 if want < 0 else depth[want] + 1)
 

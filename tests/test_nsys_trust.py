@@ -266,6 +266,25 @@ def _grown(tmp_path: Path) -> Path:
     return path
 
 
+def test_a_refused_export_leaves_the_store_byte_for_byte(tmp_path):
+    """An export refused after the store was opened for writing (cut short, damaged)
+    leaves the store's file exactly as it was, not only its content; the schema is
+    not re-created on every open."""
+    from tracekit.cli import main as cli_main
+
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(NSYS_EXPORTS["multiproc"])
+    whole = _plain(tmp_path, "multiproc", "whole.sqlite")
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 3])
+    before = db.read_bytes()
+    for bad in (cut, cut, whole.with_name("nothing.sqlite")):
+        assert cli_main(["--db", str(db), "ingest", str(bad)]) == 2
+        assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("s.duckdb")) == ["s.duckdb"]
+
+
 @pytest.mark.slow
 def test_export_truncated_while_ingest_reads_it(tmp_path):
     """Another process truncates the export while `tracekit ingest` reads it (as soon as

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import re
 import statistics
@@ -25,12 +26,14 @@ from tracekit.cli import main as cli_main
 DATA = Path(__file__).parent / "data"
 SWEEP = sorted((DATA / "hstu_sweep" / "runs").iterdir())
 DONE = "window.tracekitReport && window.tracekitReport.done"
+DIFF_BASE, DIFF_NEW = DATA / "nsys_diff_base_a", DATA / "nsys_diff_regressed"
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    """Four stores' worth of runs in one: an nsys capture (run folder), two ncu reports
-    (full set; SpeedOfLight_RooflineChart only) and a 16-point sweep."""
+    """Five stores' worth of runs in one: an nsys capture (run folder), two ncu reports
+    (full set; SpeedOfLight_RooflineChart only), a 16-point sweep, and one program captured
+    before and after planted changes (tests/data/nsys_diff_regressed/PLANT.md)."""
     db = tmp_path_factory.mktemp("report") / "r.duckdb"
     with tracekit.open(db) as tk:
         tk.ingest(DATA / "hstu_capture_nsys", name="hstu")
@@ -38,6 +41,8 @@ def store(tmp_path_factory):
         tk.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="ncu_sections")
         for run in SWEEP:
             tk.ingest(run)
+        tk.ingest(DIFF_BASE / "export.sqlite.xz", name="diff_base")
+        tk.ingest(DIFF_NEW / "export.sqlite.xz", name="diff_regressed")
     return db
 
 
@@ -49,6 +54,7 @@ def reports(store, tmp_path_factory):
         for name, run in (("nsys", "hstu"), ("ncu", "ncu_full"), ("ncu_sections", "ncu_sections"),
                           ("sweep", SWEEP[-1].name)):
             out[name] = report.write_report(tk, folder / f"{name}.html", run=run)
+        out["diff"] = report.write_report(tk, folder / "diff.html", run="diff_regressed", vs="diff_base")
     return out
 
 
@@ -165,6 +171,33 @@ def test_sweep_report(reports):
     assert "sweep-20261122T012018.110Z" in reports["sweep"].read_text()
 
 
+def test_report_vs_base_shows_the_planted_changes(reports):
+    """--vs: the comparison comes first; its table flags exactly the plant's kernels, with
+    the plant's verdicts, and the rest of the report is the run's own."""
+    plant = json.loads((DIFF_NEW / "plant.json").read_text())
+    page = _parse(reports["diff"])
+    assert list(page.sections) == ["diff", "top-kernels", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization",
+                                   "idle-gaps", "launch-overhead", "nvtx-timeline"]
+    assert page.charts[0] == "chart-diff"
+    text = reports["diff"].read_text()
+    assert re.search(r"<dt>compared with</dt><dd>run \d+ \(diff_base\)", text)
+    (table,) = page.sections["diff"]
+    assert table["columns"][:8] == ["scope", "key", "metric", "base", "new", "delta_pct", "interval", "verdict"]
+    rows = [dict(zip(table["columns"], r, strict=True)) for r in table["rows"]]
+    flagged = {}
+    for r in rows:
+        if r["scope"][0] == "kernel" and r["verdict"][0] != "unchanged":
+            flagged.setdefault(r["key"][2], set()).add((r["metric"][0], r["verdict"][0]))
+    want = {c["key"]: c for c in plant["changes"]}
+    assert set(flagged) == set(want)  # the key cell's title is the full name, as nsys prints it
+    for key, c in want.items():
+        assert (c["metric"], c["expected_verdict"]) in flagged[key], (key, flagged[key])
+    # verdicts are coloured by class; the change column sorts by its exact value
+    assert 'class="verdict v-regressed">regressed</td>' in text and 'class="verdict v-added">added</td>' in text
+    changes = [float(v) for _, v, _ in (r["delta_pct"] for r in rows) if v is not None]
+    assert changes and all(math.isfinite(v) for v in changes)
+
+
 def test_report_is_self_contained(reports):
     for path in reports.values():
         text = path.read_text()
@@ -183,6 +216,16 @@ def test_cli_report(store, tmp_path, capsys):
     assert cli_main(["--db", str(store), "report", "--run", "nope", "-o", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "no run 'nope'" in err and err.count("\n") == 1 and not bad.exists()
+    assert cli_main(["--db", str(store), "report", "--run", "all", "-o", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "report answers for one run at a time" in err and err.count("\n") == 1 and not bad.exists()
+    assert cli_main(["--db", str(store), "report", "--run", "diff_regressed", "--vs", "nope", "-o", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "no run or sweep 'nope'" in err and err.count("\n") == 1 and not bad.exists()
+    png = tmp_path / "r.png"
+    assert cli_main(["--db", str(store), "report", "--run", "ncu_full", "-o", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert "a report is an HTML page; name a .html file" in err and err.count("\n") == 1 and not png.exists()
     before = store.read_bytes()
     assert cli_main(["--db", str(store), "report", "--run", "ncu_full", "-o", str(store)]) == 2
     assert "this is the store" in capsys.readouterr().err and store.read_bytes() == before
@@ -193,7 +236,7 @@ def test_cli_report(store, tmp_path, capsys):
 needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install "
                                                              "chromium; CI installs it)")
 
-#: clicks the first numeric column of the first table twice (descending, then ascending)
+#: clicks the first numeric column of the first table twice (ascending, then descending)
 #: and returns the column's data-v values after each click
 _SORT_JS = """(function () {
   var th = document.querySelector("table.sortable th.num");
@@ -235,3 +278,37 @@ def test_report_in_chromium(name, reports, store, tmp_path):
     pixels = [bytes(r[i:i + 3]) for r in rows for i in range(0, len(r), step)]
     ink = sum(1 for p in pixels if min(p) < 235)
     assert height > 100 and ink / len(pixels) > 0.05 and len(set(pixels)) > 50
+
+
+#: sorts the comparison table by its change column (ascending, then descending) and
+#: returns the column's values after each click (null cells: no value)
+_DIFF_SORT_JS = """(function () {
+  var table = document.querySelector("#diff table.sortable");
+  var th = table.querySelector("th[title=delta_pct]");
+  var idx = Array.prototype.indexOf.call(th.parentNode.children, th);
+  var col = function () { return Array.prototype.map.call(table.tBodies[0].rows, function (r) {
+      var v = r.cells[idx].dataset.v; return v === undefined ? null : parseFloat(v); }); };
+  th.click(); var first = col(); th.click(); var second = col();
+  return {state: window.tracekitReport, first: first, second: second,
+          colours: Array.prototype.map.call(table.querySelectorAll("td.verdict"), function (td) {
+              return [td.textContent, getComputedStyle(td).color]; })};
+})()"""
+
+
+@needs_chromium
+def test_report_vs_base_in_chromium(reports, tmp_path):
+    page = load(reports["diff"], DONE, _DIFF_SORT_JS, regions=((0, 1400),))
+    keep = os.environ.get("TRACEKIT_SCREENSHOTS")
+    shot = Path(keep) if keep else tmp_path
+    shot.mkdir(parents=True, exist_ok=True)
+    (shot / "report-diff.png").write_bytes(page.png)
+    (shot / "report-diff-top.png").write_bytes(page.crops[0])
+    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    state = page.value["state"]
+    assert state["failed"] == 0 and state["rendered"] == state["charts"] and state["marks"]["chart-diff"] > 0
+    for values, reverse in ((page.value["first"], False), (page.value["second"], True)):
+        numbers = [v for v in values if v is not None]
+        assert numbers == sorted(numbers, reverse=reverse) and numbers
+        assert values[: len(numbers)] == numbers  # rows without a change (added, removed) last
+    colours = {v: c for v, c in page.value["colours"]}
+    assert len({colours["regressed"], colours["unchanged"], colours["added"]}) == 3

@@ -10,6 +10,8 @@ Library first::
 torch and triton are never imported here: ingest, query and chart work without them.
 """
 
+from typing import TYPE_CHECKING
+
 from .errors import (
     CaptureError,
     InputError,
@@ -18,6 +20,9 @@ from .errors import (
     ToolNotFoundError,
     TracekitError,
 )
+
+if TYPE_CHECKING:
+    from .store import IngestResult, Tracekit, open
 
 __version__ = "0.1.0"
 
@@ -29,6 +34,7 @@ def __getattr__(name: str):
 
         return getattr(store, name)
     raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
+
 
 __all__ = [
     "CaptureError",

@@ -12,6 +12,7 @@ rather than drawn wrong.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from collections.abc import Callable
@@ -465,19 +466,25 @@ def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
         pl.format("{}. {}", pl.col("rank") + 1, pl.col("short")).alias("short")
     )
     data = d.select("short", "name", "total_ms", "time_pct", "instances").to_dicts()
-    y = alt.Y("short:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
+    return _time_bars(data, "short", "#4c78a8", "Total GPU time [ms]", "Top kernels", [
+        alt.Tooltip("name:N", title="kernel"),
+        alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"),
+        alt.Tooltip("time_pct:Q", title="time [%]", format=".1f"),
+        alt.Tooltip("instances:Q", title="launches"),
+    ])
+
+
+def _time_bars(data: list[dict], label: str, colour: str, x_title: str, title: str,
+               tooltip: list) -> alt.LayerChart:
+    """Horizontal bars of ``total_ms`` per ``label``, in the rows' order, each labelled
+    with its ``time_pct``."""
     bars = (
         alt.Chart(alt.Data(values=data))
-        .mark_bar(color="#4c78a8")
+        .mark_bar(color=colour)
         .encode(
-            y=y,
-            x=alt.X("total_ms:Q", title="Total GPU time [ms]"),
-            tooltip=[
-                alt.Tooltip("name:N", title="kernel"),
-                alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"),
-                alt.Tooltip("time_pct:Q", title="time [%]", format=".1f"),
-                alt.Tooltip("instances:Q", title="launches"),
-            ],
+            y=alt.Y(f"{label}:N", sort=None, title=None, axis=alt.Axis(labelLimit=420)),
+            x=alt.X("total_ms:Q", title=x_title),
+            tooltip=tooltip,
         )
     )
     text = bars.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
@@ -486,7 +493,7 @@ def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
     return alt.layer(bars, text).properties(
         width=WIDTH - 250,
         height=alt.Step(20),
-        title=alt.Title("Top kernels", subtitle="bar label: % of kernel time"),
+        title=alt.Title(title, subtitle="bar label: % of kernel time"),
     )
 
 
@@ -627,36 +634,20 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
         .alias("top"),
     )
     data = d.select("path", "total_ms", "time_pct", "launches", "top").to_dicts()
-    y = alt.Y("path:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
-    bars = (
-        alt.Chart(alt.Data(values=data))
-        .mark_bar(color="#59a14f")
-        .encode(
-            y=y,
-            x=alt.X("total_ms:Q", title="Kernel time [ms]"),
-            tooltip=[
-                alt.Tooltip("path:N", title="NVTX path"),
-                alt.Tooltip("total_ms:Q", title="kernel time [ms]", format=",.3f"),
-                alt.Tooltip("time_pct:Q", title="of all kernel time [%]", format=".1f"),
-                alt.Tooltip("launches:Q", title="launches", format=","),
-                alt.Tooltip("top:N", title="top kernel"),
-            ],
-        )
-    )
-    text = bars.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
-        text=alt.Text("time_pct:Q", format=".1f")
-    )
-    return alt.layer(bars, text).properties(
-        width=WIDTH - 250,
-        height=alt.Step(20),
-        title=alt.Title("Kernel time by NVTX path", subtitle="bar label: % of kernel time"),
-    )
+    return _time_bars(data, "path", "#59a14f", "Kernel time [ms]", "Kernel time by NVTX path", [
+        alt.Tooltip("path:N", title="NVTX path"),
+        alt.Tooltip("total_ms:Q", title="kernel time [ms]", format=",.3f"),
+        alt.Tooltip("time_pct:Q", title="of all kernel time [%]", format=".1f"),
+        alt.Tooltip("launches:Q", title="launches", format=","),
+        alt.Tooltip("top:N", title="top kernel"),
+    ])
 # -- diff -----------------------------------------------------------------------------
 
 #: the metric that stands for a key in the diff chart: its time (or latency)
-_DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "proj_total_ns", "api": "total_ns", "memcpy": "total_ns",
+_DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "kernel_total_ns", "api": "total_ns", "memcpy": "total_ns",
                   "gpu": "busy_ns", "ncu": "duration_ns", "sweep": "latency_med_ms"}
-_VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e"}
+_VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e",
+                    "host-timed, not judged": "#d9d9d9"}
 
 
 def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | None = None,
@@ -669,15 +660,21 @@ def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | No
         threshold, limit = float(threshold), int(limit)
     except ValueError as err:
         raise ParamError(f"chart diff: threshold={threshold!r}, limit={limit!r}: numbers expected") from err
-    df = tk.diff(base, new, by=by, threshold_pct=threshold)
-    head = df.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
-    # an NVTX path that launched no GPU work stands by its wall time
-    nvtx_cpu = df.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns")
-                         & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
-    head = pl.concat([head, nvtx_cpu])
-    head = head.with_row_index("_i").sort("_i").drop("_i")  # diff's order: largest change first
+    return diff_rows(tk.diff(base, new, by=by, threshold_pct=threshold), threshold, limit)
+
+
+def diff_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20) -> pl.DataFrame:
+    """The rows of a diff (``tk.diff``'s result) that the chart draws: per key its
+    headline metric, in the diff's order (largest change first), the first ``limit``
+    (0: all), with ``threshold`` as a column."""
+    d = df.with_row_index("_i")
+    head = d.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
+    # an NVTX path that launched no kernel stands by its wall time
+    nvtx_cpu = d.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns")
+                        & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
+    head = pl.concat([head, nvtx_cpu]).sort("_i").drop("_i")
     shown = head.head(limit) if limit else head
-    return shown.with_columns(pl.lit(threshold).alias("threshold_pct"))
+    return shown.with_columns(pl.lit(float(threshold)).alias("threshold_pct"))
 
 
 def diff(df: pl.DataFrame) -> alt.LayerChart:
@@ -686,7 +683,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
     if df.is_empty():
         return _no_data("Diff")
-    from .diff import short_keys
+    from .diff import HOST_TIMED, short_keys
 
     threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
     one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
@@ -697,8 +694,9 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     for r in d.iter_rows(named=True):
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
-                     "verdict": r["verdict"], "note": r["note"] or "", "p": r["p_value"]})
-    subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: GPU projection; "
+                     "verdict": "host-timed, not judged" if (r["scope"], r["metric"]) in HOST_TIMED else r["verdict"],
+                     "note": r["note"] or "", "p": r["p_value"]})
+    subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time; "
                 f"sweeps: median latency); whisker: its interval; dashed: the ±{threshold:g}% threshold"]
     if one_side.height:
         parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]
@@ -759,7 +757,7 @@ CHARTS: dict[str, ChartSpec] = {
 }
 
 
-def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.TopLevelMixin:
+def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.TopLevelMixin:
     """Run the chart's named query (``run`` and ``params`` bound) and build the Altair chart."""
     spec = CHARTS.get(name)
     if spec is None:
@@ -767,6 +765,10 @@ def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.Top
     if spec.data is not None:
         if run is not None:
             raise ParamError(f"chart {name}: give the runs as -p base=A -p new=B, not --run")
+        known = [p for p in inspect.signature(spec.data).parameters if p != "tk"]
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ParamError(f"chart {name}: unknown parameter {unknown[0]!r} (declared: {', '.join(known)})")
         return spec.build(spec.data(tk, **params))
     from .registry import get_registry
 
@@ -789,8 +791,6 @@ def chart(tk, name: str, run: str | int | None = None, **params: Any) -> alt.Top
 def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:
     """Write the chart; the format follows the extension: .html, .png, .svg, .json.
     Written through ``write_output`` (never over the store ``store_path``; no half file)."""
-    import vl_convert as vlc
-
     from .outputs import write_output
 
     path = Path(path)
@@ -799,10 +799,16 @@ def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None 
     if ext == ".json":
         data: str | bytes = json.dumps(spec, indent=2)
     elif ext in (".html", ".htm"):
-        data = vlc.vegalite_to_html(spec, bundle=True)
+        from .vega import html_page
+
+        data = html_page(spec, title=f"tracekit · {path.stem}")
     elif ext == ".png":
+        import vl_convert as vlc
+
         data = vlc.vegalite_to_png(spec, scale=2)
     elif ext == ".svg":
+        import vl_convert as vlc
+
         data = vlc.vegalite_to_svg(spec)
     else:
         raise ParamError(

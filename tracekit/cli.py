@@ -9,6 +9,7 @@ invoked (``_LAZY``): the analysis CLI never imports capture at start.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -17,9 +18,11 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from . import __version__
+from . import __version__, cli_params
 from .errors import Interrupted, ParamError, TracekitError
 from .interrupts import SigintWatch
+
+cli_params.install()  # plain values converted without importing Pydantic (see cli_params)
 
 #: group -> {command: (module, Typer app whose command of that name it is)}; loaded on use
 _LAZY: dict[str, dict[str, tuple[str, str]]] = {
@@ -78,6 +81,7 @@ AllColumnsOpt = Annotated[bool, typer.Option("--all-columns", help="table: every
 TimeunitOpt = Annotated[str, typer.Option(
     "--timeunit", help="table: unit of the time columns: auto, ns, us, ms or s (csv/json/parquet keep ns)")]
 FORMATS = ("table", "csv", "json", "parquet")
+SQL_TABLE_ROWS = 1000  # `tracekit sql` shows at most this many rows as a table
 
 
 def _version(value: bool) -> None:
@@ -137,7 +141,7 @@ def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
     if columns is not None:
         from .table import Rows
 
-        Rows(list(df.columns), [], []).select(columns)  # one-line error for an unknown column
+        Rows(list(df.columns), [str(t) for t in df.dtypes], []).select(columns)  # one-line error for an unknown column
         df = df.select(columns)
     if fmt == "parquet":
         from .outputs import write_output
@@ -199,7 +203,7 @@ def ingest(
             for f in files:
                 tk.last_ingest = None
                 with export_if_needed(f) as source:
-                    res = tk.ingest(source, name=name or (f.name.split(".")[0] if source != f else None))
+                    res = tk.ingest(source, name=name)  # an exported .nsys-rep keeps its stem: the default name
                 if res.skipped:
                     renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
                     typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
@@ -241,7 +245,7 @@ def runs_rename(
     """Give a run a new name."""
     with _open(db) as tk:
         run_id, old = tk.rename_run(run, new_name)
-    typer.echo(f"run {run_id}: renamed {old!r} to {new_name!r}")
+    typer.echo(f"run {run_id}: renamed {old!r} to {new_name.strip()!r}")
 
 
 @runs_app.command("rm")
@@ -300,7 +304,7 @@ def queries(
         typer.echo(f"\nneeds tables: {', '.join(q.requires)}")
 
 
-_DEFAULT_TEXT = __import__("re").compile(r"\s*\(default:[^)]*\)")
+_DEFAULT_TEXT = re.compile(r"\s*\(default:[^)]*\)")
 
 
 @app.command()
@@ -313,8 +317,12 @@ def charts():
     needs = {"nsys": "an nsys run", "ncu": "an ncu run", "runs": "runs of a sweep"}
     key_w = max(map(len, CHARTS)) + 2
     for name, spec in CHARTS.items():
-        q = reg.get(spec.query)
-        typer.echo(f"{name.ljust(key_w)}{spec.description}; query {spec.query}, needs {needs.get(q.source, q.source)}")
+        if spec.query is None:  # drawn from a computation, not a named query
+            source = f"tracekit {name}'s comparison, needs two runs or two sweeps"
+        else:
+            q = reg.get(spec.query)
+            source = f"query {spec.query}, needs {needs.get(q.source, q.source)}"
+        typer.echo(f"{name.ljust(key_w)}{spec.description}; {source}")
     typer.echo("\ntracekit chart NAME [--run R] -o FILE.html|.png|.svg|.json")
 
 
@@ -370,7 +378,10 @@ def sql(
     if fmt == "table":
         from .table import Rows
 
-        _show(Rows.from_polars(df), out, columns=_columns(columns), timeunit=timeunit, store_path=tk.path)
+        rows = Rows.from_polars(df.head(SQL_TABLE_ROWS))
+        rows.total = df.height
+        _show(rows, out, columns=_columns(columns), timeunit=timeunit,
+              more="-f csv for all, or LIMIT in the SQL", store_path=tk.path)
     else:
         _emit(df, fmt, out, _columns(columns), tk.path)
 
@@ -425,8 +436,11 @@ def chart(
     """Draw a chart from a named query and save it (format from the file extension)."""
     from . import charts
 
+    params = _params(param)
+    if run is not None:
+        params["run"] = run
     tk = _open(db, read_only=True)
-    ch = charts.chart(tk, name, run=run, **_params(param))
+    ch = charts.chart(tk, name, **params)
     charts.save(ch, out, store_path=tk.path)
     typer.echo(f"wrote {out}")
 
@@ -434,13 +448,15 @@ def chart(
 @app.command()
 def report(
     run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
+    vs: Annotated[str | None, typer.Option("--vs", help="compare with this run, sweep or file (tracekit diff BASE RUN)")] = None,
     out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path("report.html"),
     db: DbOpt = None,
 ):
     """Write one self-contained HTML report of a run (nsys, ncu or a sweep point); opens offline."""
+    from .diff import _is_file
     from .report import write_report
 
-    write_report(_open(db, read_only=True), out, run=run)
+    write_report(_open(db, read_only=vs is None or not _is_file(vs)), out, run=run, vs=vs)  # a file is ingested
     typer.echo(f"wrote {out}")
 
 

@@ -1,19 +1,19 @@
 """Compare two runs, or two sweeps: ``tk.diff(base, new)`` -> one row per (scope, key, metric).
 
 Scopes: ``kernel`` (per kernel: total_ns, instances, med_ns), ``nvtx`` (per NVTX path:
-proj_total_ns, range_total_ns, instances), ``api`` (per CUDA API: total_ns, calls,
-med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns), ``gpu`` (per device:
-busy_ns), ``ncu`` (per profiled kernel: duration, throughputs, occupancy, launch
-configuration, roofline) and ``sweep`` (per bs x nc point: latency median and p95).
-By default every scope both sides have is compared.
+kernel_total_ns, proj_total_ns, range_total_ns, instances), ``api`` (per CUDA API:
+total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns),
+``gpu`` (per device: busy_ns), ``ncu`` (per profiled kernel: duration, throughputs,
+occupancy, launch configuration, roofline) and ``sweep`` (per bs x nc point: latency
+median and p95). By default every scope both sides have is compared.
 
 Output columns (``COLUMNS``; CSV in this order): scope, key, metric, base, new, delta
 (new - base), delta_pct (100 x delta / base), verdict (regressed, improved, unchanged,
 added, removed), p_value, note (how the key was matched, why a verdict was held back),
 delta_pct_low and delta_pct_high (an interval of delta_pct, see below). Rows are
-ordered by the size of their key's change in time (GPU time for kernels, NVTX
-projections, memory operations and devices; call time for APIs; kernel duration for
-ncu; request latency for sweeps), largest first.
+ordered by the size of their key's change in time (GPU time for kernels, NVTX kernel
+time, memory operations and devices; call time for APIs; kernel duration for ncu;
+request latency for sweeps), largest first.
 
 Verdicts. A change is ``regressed`` or ``improved`` only when it is larger than the
 threshold (``threshold_pct``, 5 % by default) **and** real:
@@ -22,12 +22,25 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   threshold is a real change, no test needed (p_value empty);
 * per-instance statistics (med_ns, latency medians and p95) need the Mann-Whitney U
   test of the two runs' per-instance distributions (normal approximation with tie
-  correction and continuity correction, two-sided) to give p < ``ALPHA`` (0.01): two
-  captures of one program differ by noise, and with thousands of instances even a 1 %
-  shift is "significant", hence threshold and test together;
-* totals (total_ns, proj_total_ns, range_total_ns, busy_ns) are count x per-instance
-  time: a total is real when its count changed beyond the threshold or its
-  per-instance distribution differs (p < ALPHA);
+  correction and continuity correction, two-sided) to give p < ``ALPHA`` (0.01): with
+  thousands of instances even a 1 % shift is "significant", hence threshold and test
+  together;
+* totals (total_ns, kernel_total_ns, busy_ns) are count x per-instance time: a total
+  is real when its count changed beyond the threshold or its per-instance distribution
+  differs (p < ALPHA);
+* what the GPU did is judged as above: kernel and memory-operation durations, an NVTX
+  path's kernel time (kernels launched inside its instances, nested ranges included:
+  the sum of ``nsys stats -r nvtx_kern_sum``) and device busy time. Two captures of one
+  program agree there within about 1 %;
+* host-timed metrics (``HOST_TIMED``: CUDA API durations, NVTX wall time and GPU
+  projection, which spans the GPU's waits for the host's launches) are reported with
+  their delta and p-value but never judged (note "host-timed, not judged"): the host's
+  speed moves between captures (two identical captures of tests/data/nsys_diff_base_a/_b
+  differ by up to 42 % in API medians, a third by 53 %, all with p far below ALPHA).
+  The counts beside them (calls, instances) are judged;
+* request latency (sweeps) is judged beyond ``LATENCY_NOISE_PCT`` (25 %) at least, or
+  the threshold if larger: identical sweeps differ by up to 21 % at a point, with
+  per-request tests far below ALPHA (the requests of one run share its machine state);
 * ncu launches are replayed under fixed conditions and are few (a test of 3 against 3
   launches can never reach p < 0.01): an ncu value is real when the launches of the two
   reports do not overlap (every new launch beyond every base launch); registers, block
@@ -37,7 +50,8 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
 "Regressed" is the direction of harm: more time, more instances, more calls; less
 throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` or
 ``removed`` with its time. The note says why a verdict was held back ("within
-threshold", "not significant (p=0.31)") and how the key was matched.
+threshold", "not significant (p=0.31)", "host-timed, not judged") and how the key was
+matched.
 
 Intervals (delta_pct_low, delta_pct_high): for medians, the difference of the two
 medians' 95 % distribution-free intervals (order statistics; conservative); for totals,
@@ -60,7 +74,6 @@ the per-key summary in Python.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -71,6 +84,7 @@ import polars as pl
 import pyarrow as pa
 
 from .errors import ParamError, QueryError
+from .names import cut_text, distinct_labels, short_name
 
 NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu")
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
@@ -82,6 +96,15 @@ SCHEMA = {"scope": pl.Utf8, "key": pl.Utf8, "metric": pl.Utf8, "base": pl.Float6
           "note": pl.Utf8, "delta_pct_low": pl.Float64, "delta_pct_high": pl.Float64}
 #: significance level of the Mann-Whitney U test
 ALPHA = 0.01
+#: metrics timed on the host (CPU wall time), reported but never judged: two identical
+#: captures (tests/data/nsys_diff_base_a/_b) differ by up to 42 % in CUDA API medians and
+#: 27 % in NVTX wall time, and a third capture of the same program by up to 53 %, all
+#: "significant": the host's speed moves between captures, not the program
+HOST_TIMED = {("api", "total_ns"), ("api", "med_ns"), ("nvtx", "range_total_ns"), ("nvtx", "proj_total_ns")}
+#: request latency is judged beyond this change at the least: two identical sweeps differed
+#: by up to 21 % in median latency at one point (large preset, H200), 11.6 % in
+#: tests/data/sweep_pair (medium preset), with per-request tests far below ALPHA
+LATENCY_NOISE_PCT = 25.0
 _Z95 = 1.959963984540054
 
 
@@ -229,6 +252,12 @@ def _fmt_p(p: float) -> str:
     return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
+def _p_is(p: float) -> str:
+    """``p=0.31`` for a note (``p<1e-300`` below what a double holds)."""
+    text = _fmt_p(p)
+    return f"p{text}" if text.startswith("<") else f"p={text}"
+
+
 @dataclass
 class _Row:
     scope: str
@@ -246,15 +275,16 @@ class _Row:
 
 
 def _judge(base: float | None, new: float | None, threshold: float, direction: int,
-           real: bool, held: str) -> tuple[str, str]:
+           real: bool, held: str, within: str = "threshold") -> tuple[str, str]:
     """(verdict, note): beyond the threshold and ``real`` -> regressed/improved by
-    ``direction`` (+1: higher is worse, -1: higher is better, 0: no direction)."""
+    ``direction`` (+1: higher is worse, -1: higher is better, 0: no direction);
+    ``within`` names what the threshold is in the note."""
     delta = new - base
     pct = _pct(delta, base)
     if delta == 0:
         return "unchanged", "identical"
     if pct is not None and abs(pct) <= threshold:
-        return "unchanged", f"within threshold (|{pct:+.2f}%| <= {threshold:g}%)"
+        return "unchanged", f"within {within} (|{pct:+.2f}%| <= {threshold:g}%)"
     if not real:
         return "unchanged", held
     if direction == 0:
@@ -274,6 +304,9 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
     sample unit to the metric's."""
     p = r["p_value"]
     n_b, n_n = r["n_base"], r["n_new"]
+    within = "threshold"
+    if scope == "sweep" and threshold < LATENCY_NOISE_PCT:
+        threshold, within = LATENCY_NOISE_PCT, "the latency noise of identical sweeps"
     count_pct = _pct(n_n - n_b, n_b)
     count_real = count_pct is not None and abs(count_pct) > threshold
     rows = []
@@ -286,14 +319,14 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
             low = high = _pct(n - b, b)
         else:
             pv = p
-            p_note = f"not significant (p={_fmt_p(p)})" if p is not None else "not significant"
+            p_note = f"not significant ({_p_is(p)})" if p is not None else "not significant"
             if kind == "total":
                 b, n = r["total_base"] * scale, r["total_new"] * scale
                 real = count_real or (p is not None and p < ALPHA)
-                verdict, note = _judge(b, n, threshold, direction, real, p_note)
+                verdict, note = _judge(b, n, threshold, direction, real, p_note, within)
                 if verdict in ("regressed", "improved"):
                     note = _join(f"instances {n_b:,} -> {n_n:,}" if n_b != n_n else "",
-                                 f"per-instance p={_fmt_p(p)}" if p is not None else "")
+                                 f"per-instance {_p_is(p)}" if p is not None else "")
                 spread = _Z95 * math.sqrt(n_b * (r["var_base"] or 0.0) + n_n * (r["var_new"] or 0.0)) * scale
                 if b:
                     low, high = _pct(n - b - spread, b), _pct(n - b + spread, b)
@@ -301,10 +334,15 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                 col = "med" if kind == "median" else "p95"
                 b, n = r[f"{col}_base"] * scale, r[f"{col}_new"] * scale
                 real = p is not None and p < ALPHA
-                verdict, note = _judge(b, n, threshold, direction, real, p_note)
+                verdict, note = _judge(b, n, threshold, direction, real, p_note, within)
                 if kind == "median" and b:
                     low = _pct(r["med_lo_new"] * scale - r["med_hi_base"] * scale, b)
                     high = _pct(r["med_hi_new"] * scale - r["med_lo_base"] * scale, b)
+        if (scope, metric) in HOST_TIMED and b != n:
+            pct = _pct(n - b, b)
+            detail = ", ".join(x for x in (f"{pct:+.1f}%" if pct is not None else "",
+                                           _p_is(pv) if pv is not None else "") if x)
+            verdict, note = "unchanged", "host-timed, not judged" + (f" ({detail})" if detail else "")
         rows.append(_Row(scope, key, metric, b, n, verdict, pv, _join(match, note), low, high, effect, i))
     return rows
 
@@ -429,26 +467,38 @@ def _simple_scope(con, scope: str, sql: str, params: dict, threshold: float, met
 def _nvtx_scope(con, params: dict, threshold: float) -> list[_Row]:
     samples = _sql("samples_nvtx")
     ranges = _compare(con, samples, params)
-    proj = _compare(con, f"SELECT side, key, proj AS value FROM (\n{samples}\n) WHERE proj IS NOT NULL", params)
-    proj_by_key = {r["key"]: r for r in proj.iter_rows(named=True)}
+    parts = {}  # per key: the summary of its kernel time and of its projection
+    for metric, col in (("kernel_total_ns", "kern"), ("proj_total_ns", "proj")):
+        df = _compare(con, f"SELECT side, key, {col} AS value FROM (\n{samples}\n) WHERE {col} IS NOT NULL", params)
+        parts[metric] = {r["key"]: r for r in df.iter_rows(named=True)}
     rows: list[_Row] = []
     for r in ranges.iter_rows(named=True):
         key = r["key"]
-        pr = proj_by_key.get(key)
-        effect = abs((pr["total_new"] or 0) - (pr["total_base"] or 0)) if pr else 0.0
+        kr = parts["kernel_total_ns"].get(key)
+        effect = abs((kr["total_new"] or 0) - (kr["total_base"] or 0)) if kr else 0.0
+        order = 0
+        for metric in ("kernel_total_ns", "proj_total_ns"):
+            pr = parts[metric].get(key)
+            if pr is None:
+                continue
+            if pr["n_base"] > 0 and pr["n_new"] > 0:
+                out = _stat_rows("nvtx", key, pr, [(metric, "total", 1)], threshold, "", effect)
+            else:  # GPU work in one run only
+                both = r["n_base"] > 0 and r["n_new"] > 0
+                out = _one_side_rows("nvtx", key, pr, [(metric, "total", 1)],
+                                     "GPU work in one run only" if both else "", effect)
+            for x in out:
+                x.order = order
+            rows += out
+            order += 1
         metrics = [("range_total_ns", "total", 1), ("instances", "count", 1)]
         if r["n_base"] == 0 or r["n_new"] == 0:
-            if pr is not None:
-                rows += _one_side_rows("nvtx", key, pr, [("proj_total_ns", "total", 1)], "", effect)
-            rows += [_Row(**{**x.__dict__, "order": x.order + 1}) for x in _one_side_rows("nvtx", key, r, metrics, "", effect)]
-            continue
-        if pr is not None and pr["n_base"] > 0 and pr["n_new"] > 0:
-            rows += _stat_rows("nvtx", key, pr, [("proj_total_ns", "total", 1)], threshold, "", effect)
-        elif pr is not None:  # GPU work in one run only
-            rows += _one_side_rows("nvtx", key, pr, [("proj_total_ns", "total", 1)],
-                                   "GPU work in one run only", effect)
-        rows += [_Row(**{**x.__dict__, "order": x.order + 1})
-                 for x in _stat_rows("nvtx", key, r, metrics, threshold, "", effect)]
+            out = _one_side_rows("nvtx", key, r, metrics, "", effect)
+        else:
+            out = _stat_rows("nvtx", key, r, metrics, threshold, "", effect)
+        for x in out:
+            x.order += order
+        rows += out
     return rows
 
 
@@ -662,36 +712,25 @@ def _human(metric: str, v: float | None) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.3g}"
 
 
+def _shorten_key(key: str, width: int) -> str:
+    """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
+    shortener; NVTX paths, API names and sweep points cut like other text."""
+    if key.startswith("void ") or any(c in key for c in "<("):
+        name, at, path = key.partition(" @ ")
+        return short_name(name, width) + (f" @ {cut_text(path, width)}" if at else "")
+    return cut_text(key, width)
+
+
 def short_keys(keys: list[str], width: int = 60) -> dict[str, str]:
-    """Each key as a person reads it: kernel names shortened by the shortener the charts
-    use, with a word from the template arguments (or a number) where two would read alike."""
-    from .names import hint, short_name
-
-    short = {}
-    for k in dict.fromkeys(keys):
-        short[k] = short_name(k, width) if len(k) > width or k.startswith("void ") else k
-    seen: dict[str, list[str]] = {}
-    for k, s in short.items():
-        seen.setdefault(s, []).append(k)
-    for s, ks in seen.items():
-        if len(ks) > 1:
-            for k in ks:
-                h = hint(k)
-                short[k] = f"{s} [{h}]" if h and sum(hint(x) == h for x in ks) == 1 else f"{s} <{_args(k)}>"
-    return short
-
-
-def _args(name: str, width: int = 40) -> str:
-    """A kernel's template arguments, namespaces dropped, cut to ``width``."""
-    inner = name[name.find("<") + 1 : name.rfind(">")] if "<" in name else name
-    inner = re.sub(r"\b(?:at::native::|at::|std::|c10::|<unnamed>::)", "", inner)
-    return inner if len(inner) <= width else inner[: width - 1] + "…"
+    """Each key as a person reads it: the labels tables and charts use
+    (``names.distinct_labels``: two different keys never read alike)."""
+    unique = list(dict.fromkeys(keys))
+    return dict(zip(unique, distinct_labels(unique, width, _shorten_key), strict=True))
 
 
 def display(df: pl.DataFrame) -> pl.DataFrame:
-    """The diff for a terminal: values in human units, kernel names shortened by the
-    shortener the charts use (with a word from the template arguments where two would
-    read alike), deltas as signed percentages."""
+    """The diff for a terminal: values in human units, keys as ``short_keys`` labels
+    them, deltas as signed percentages."""
     short = short_keys(df["key"].to_list())
     return pl.DataFrame({
         "scope": df["scope"],

@@ -133,15 +133,3 @@ def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> di
         out[n] = _with_suffix(base, f" [{' '.join(words[n][:k])}]", width)
     return {n: out[n] if words[n] and out[n] not in taken else label for n in names}  # the rest: numbered later
 
-
-def hint(name: str) -> str:
-    """A word from a kernel's template arguments that tells instantiations apart (addcmul, silu, ...)."""
-    inner = name[name.find("<") + 1 :] if "<" in name else ""
-    words = re.findall(
-        r"([A-Za-z][A-Za-z0-9]*?)(?:_cuda)?_(?:kernel|functor|impl)\b|(\w+)Functor", inner
-    )
-    for a, b in words:
-        w = a or b
-        if w and w not in ("vectorized_elementwise", "elementwise", "gpu"):
-            return w
-    return ""

@@ -4,13 +4,16 @@
 user named: it refuses a path that is the store or its ``.wal`` (through symlinks and
 hard links), writes to a temporary file in the target's folder and renames it over the
 target, so an interrupted or failed write leaves the old file (or none), never half a
-file. Errors are ``OutputError``: one line naming the file and the problem.
+file. A path that is a device or a pipe (``-o /dev/stdout``, a FIFO) is written into as
+it is: there is no file to leave half, and renaming over it would replace the device
+with a file. Errors are ``OutputError``: one line naming the file and the problem.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +54,16 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
     """
     shown = Path(path)
     check_not_store(shown, store_path)
+    try:
+        mode = os.stat(shown).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        try:
+            write_fn(shown)
+        except OSError as err:
+            raise OutputError(f"{shown}: cannot write ({_reason(err)})") from err
+        return shown
     target = shown.resolve()
     folder = target.parent
     if not folder.is_dir():
@@ -75,11 +88,14 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
         os.replace(tmp, target)
     except OSError as err:
         tmp.unlink(missing_ok=True)
-        reason = err.strerror or str(err)
-        if err.errno == errno.ENOSPC:
-            reason = "no space left on device"
-        raise OutputError(f"{shown}: cannot write ({reason}); nothing was written") from err
+        raise OutputError(f"{shown}: cannot write ({_reason(err)}); nothing was written") from err
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return shown
+
+
+def _reason(err: OSError) -> str:
+    if err.errno == errno.ENOSPC:
+        return "no space left on device"
+    return err.strerror or str(err)

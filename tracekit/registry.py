@@ -229,7 +229,7 @@ class Registry:
                 raise QueryError(f"{q.name}: no {kind} run in {tk.path}; {q.name} needs {_a_kind(kind)} run "
                                  f"({_KIND_HINTS.get(kind, 'see `tracekit runs`')})")
 
-    def run(self, tk, name: str, **params: Any) -> pl.DataFrame:
+    def run(self, tk, name: str, /, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame."""
         import duckdb
 
@@ -240,7 +240,7 @@ class Registry:
         except duckdb.Error as err:
             raise tk.db_error(err, name) from err
 
-    def fetch(self, tk, name: str, **params: Any) -> Rows:
+    def fetch(self, tk, name: str, /, **params: Any) -> Rows:
         """The query's result as Python rows (no Polars, no Arrow: what a terminal table
         needs), with the number of rows the query has in all when ``limit`` cut it."""
         import duckdb
@@ -254,9 +254,9 @@ class Registry:
             limit = bound.get("limit")
             if limit and len(rows.rows) == limit:  # counted only when the limit may have cut
                 sql = q.sql.rstrip().rstrip(";")
-                rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)", {**bound, "limit": 0}).fetchone()[0]
+                rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)", {**bound, "limit": 0}).fetchall()[0][0]
         except duckdb.Error as err:
-            raise QueryError(f"{name}: {str(err).splitlines()[0]}") from err
+            raise tk.db_error(err, name) from err
         return rows
 
 

@@ -8,7 +8,10 @@ Which sections a run gets follows its kind:
   and the longest idle gaps, launch overhead, the NVTX timeline;
 - ncu: roofline, occupancy with the binding limit, speed of light;
 - a point of a sweep (its capture parameters name the sweep): the bs x nc latency grid
-  as a heatmap and as lines, the latency table, top kernels per point.
+  as a heatmap and as lines, the latency table, top kernels per point;
+- with ``vs=BASE`` (``--vs``), first a "Compared with BASE" section: ``tk.diff(BASE,
+  run)`` as a sortable table with coloured verdicts (every row that changed, then the
+  largest unchanged ones, up to ``DIFF_ROWS``) and the diff chart of tracekit/charts.py.
 
 The header is the run-info query (GPU, driver and clocks as recorded, tool versions,
 capture parameters). Vega, Vega-Lite and Vega-Embed are inlined from vl-convert's
@@ -32,7 +35,8 @@ from typing import Any
 
 import polars as pl
 
-from .errors import QueryError
+from . import vega
+from .errors import ParamError, QueryError
 
 
 @dataclass(frozen=True)
@@ -215,6 +219,58 @@ def table_html(df: pl.DataFrame, columns: tuple[str, ...] | None, total: int | N
             + "\n".join(rows) + f"</tbody></table></div>{foot}")
 
 
+#: rows of the comparison table: every changed row, then the largest unchanged ones
+DIFF_ROWS = 200
+
+
+def diff_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
+    """The rows of a diff (``tk.diff``'s result) as a sortable table, in the diff's
+    order: every row whose verdict is not ``unchanged``, then unchanged rows up to
+    ``limit`` rows in all. Values read in the units of their metric (the terminal
+    table's cells, ``diff.display``); numeric cells sort by their exact value
+    (``data-v``)."""
+    from . import diff as _diff
+
+    if df.is_empty():
+        return '<p class="empty">no rows</p>'
+    keep = df.with_row_index("_i")
+    changed = keep.filter(pl.col("verdict") != "unchanged")
+    rest = keep.filter(pl.col("verdict") == "unchanged").head(max(limit - changed.height, 0))
+    shown = pl.concat([changed, rest]).sort("_i").drop("_i")
+    text = _diff.display(shown)
+    cols = [("scope", "scope", False), ("key", "key", False), ("metric", "metric", False), ("base", "base", True),
+            ("new", "new", True), ("delta_pct", "change [%]", True), ("interval", "interval [%]", False),
+            ("verdict", "verdict", False), ("p_value", "p", True), ("note", "note", False)]
+    head = "".join(f'<th scope="col" class="{"num" if num else "text"}" title="{c}">{html.escape(h)}</th>'
+                   for c, h, num in cols)
+
+    def num(v: Any, shown_text: str) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return '<td class="null"></td>'
+        return f'<td class="num" data-v="{v!r}">{html.escape(shown_text)}</td>'
+
+    rows = []
+    for r, t in zip(shown.iter_rows(named=True), text.iter_rows(named=True), strict=True):
+        lo, hi = r["delta_pct_low"], r["delta_pct_high"]
+        interval = "" if lo is None or hi is None else f"{lo:+.1f} … {hi:+.1f}"
+        rows.append("<tr>" + "".join((
+            f"<td>{html.escape(r['scope'])}</td>",
+            f'<td class="name" title="{html.escape(r["key"])}">{html.escape(t["key"])}</td>',
+            f"<td>{html.escape(r['metric'])}</td>",
+            num(r["base"], t["base"]), num(r["new"], t["new"]), num(r["delta_pct"], t["delta"]),
+            f"<td>{interval}</td>",
+            f'<td class="verdict v-{r["verdict"]}">{r["verdict"]}</td>',
+            num(r["p_value"], t["p"]),
+            f'<td class="note">{html.escape(r["note"] or "")}</td>',
+        )) + "</tr>")
+    foot = ""
+    if shown.height < df.height:
+        foot = (f'<p class="more">{shown.height:,} of {df.height:,} rows: every change, then the largest '
+                f"unchanged rows (<code>tracekit diff</code> with --limit 0 for all)</p>")
+    return (f'<div class="scroll"><table class="sortable diff"><thead><tr>{head}</tr></thead><tbody>'
+            + "\n".join(rows) + f"</tbody></table></div>{foot}")
+
+
 # -- assembling ----------------------------------------------------------------------
 
 
@@ -311,11 +367,33 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     return table, spec, note
 
 
-def build(tk, run: str | int | None = None) -> Report:
-    """The report of one run (default: the latest): its header and the sections its kind gets."""
+def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple[str, str], tuple]:
+    """The header line and the section of ``tk.diff(vs, run, threshold_pct=threshold)``."""
+    from . import charts
+    from . import diff as _diff
+
+    base = _diff.resolve(tk, vs)  # a file is ingested here (the store must be writable)
+    df = tk.diff(base.sweep if base.run_id is None else base.run_id, run_id, threshold_pct=threshold)
+    counts = ", ".join(f"{n:,} {v}" for v, n in df["verdict"].value_counts(sort=True).rows())
+    table = diff_table_html(df)
+    chart = charts.diff_rows(df, threshold, 20)
+    spec = json.dumps(charts.diff(chart).to_dict(), separators=(",", ":"), default=str)
+    sec = Section("diff", f"Compared with {base.label}", "diff", intro=(
+        f"This run against {base.label}: {counts}. A change is regressed or improved only beyond "
+        f"{threshold:g} % and significant (Mann-Whitney U on the per-instance times, p < {_diff.ALPHA:g}; a "
+        "changed count is real); host-timed values (CUDA API durations, NVTX wall time and projection) "
+        f"are shown, not judged; sweep latencies count beyond {max(threshold, _diff.LATENCY_NOISE_PCT):g} %. "
+        "The note says how a key was matched or why a verdict was held back. Bars: each key's time "
+        "(kernels, memory ops, GPUs: total; NVTX: kernel time; sweeps: median latency) with its interval."))
+    return ("compared with", f"{base.label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
+
+
+def build(tk, run: str | int | None = None, vs: str | int | None = None, threshold_pct: float = 5.0) -> Report:
+    """The report of one run (default: the latest): its header and the sections its kind
+    gets; with ``vs``, first the comparison with that run, sweep or file (``tk.diff``)."""
     from .registry import resolve_run
 
-    run_id = resolve_run(tk, run, "runs", "report")
+    run_id = resolve_run(tk, run, "runs", "report", spans_runs=False)
     info = _run_info(tk, run_id)
     kinds = set(info["kind"].split(","))
     try:
@@ -339,20 +417,14 @@ def build(tk, run: str | int | None = None) -> Report:
         what = "/".join(sorted(kinds & {"nsys", "ncu"}))
         title = f"tracekit report · {what} run {run_id}: {info['name']}"
     rep = Report(title=title, header=_header(info))
+    if vs is not None:
+        line, section = _comparison(tk, run_id, vs, threshold_pct)
+        rep.header.insert(1, line)
+        rep.sections.append(section)
     for sec in sections:
         table, spec, note = _section(tk, sec, run_id)
         rep.sections.append((sec, table, spec, note))
     return rep
-
-
-def _vega_bundle() -> str:
-    import altair as alt
-    import vl_convert as vlc
-
-    version = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]  # v6.4.1 -> 6.4
-    known = vlc.get_vegalite_versions()
-    js = vlc.javascript_bundle(vl_version=version if version in known else None)
-    return js.replace("</script", "<\\/script")
 
 
 _CSS = """
@@ -376,6 +448,9 @@ th{background:#f6f8fa;cursor:pointer;user-select:none;position:sticky;top:0}
 th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
 td.name{max-width:520px;overflow:hidden;text-overflow:ellipsis}
+td.note{white-space:normal;min-width:260px;color:#57606a}
+td.verdict{font-weight:600}td.v-regressed{color:#c62828}td.v-improved{color:#2e7d32}
+td.v-unchanged{color:#8c959f;font-weight:400}td.v-added,td.v-removed{color:#6a3fb5}
 tbody tr:hover{background:#f3f8ff}
 footer{padding:12px 28px;color:#57606a;font-size:12px}
 """
@@ -473,17 +548,21 @@ def render(rep: Report) -> str:
         "</main><footer>Written by tracekit. Click a column header to sort; hover a shortened name for "
         "the full one. Opens offline: the Vega libraries and the data are in this file.</footer>",
         *specs,
-        f"<script>{_vega_bundle()}</script>",
+        f"<script>{vega.bundle()}</script>",
         f"<script>{_JS}</script>",
         "</body></html>",
     ]
     return "\n".join(parts)
 
 
-def write_report(tk, path: str | Path, run: str | int | None = None) -> Path:
-    """Build the run's report and write it to ``path`` through ``write_output`` (a
-    temporary file renamed into place, never over the store)."""
-    from .outputs import write_output
+def write_report(tk, path: str | Path, run: str | int | None = None, vs: str | int | None = None) -> Path:
+    """Build the run's report (compared with ``vs`` if given) and write it to ``path``
+    through ``write_output`` (a temporary file renamed into place, never over the store)."""
+    from .outputs import check_not_store, write_output
 
-    text = render(build(tk, run))
-    return write_output(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)
+    path = Path(path)
+    check_not_store(path, tk.path)
+    if path.suffix.lower() not in ("", ".html", ".htm"):
+        raise ParamError(f"{path}: a report is an HTML page; name a .html file")
+    text = render(build(tk, run, vs))
+    return write_output(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)

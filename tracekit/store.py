@@ -23,6 +23,8 @@ import duckdb
 from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
 from .interrupts import SigintWatch
 
+_RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
+
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
     import polars as pl
     import pyarrow as pa
@@ -57,6 +59,18 @@ def ingest_memory_limit() -> str:
 
 def default_db_path() -> Path:
     return Path(os.environ.get("TRACEKIT_DB") or DEFAULT_DB)
+
+
+def _tool_version(folder_meta: dict) -> str | None:
+    """The profiler's version as the capture recorded it (``meta.json`` versions[tool],
+    ``ncu --version``'s line): ``2025.3.1.0 (build 36398880)``, or None."""
+    line = (folder_meta.get("versions") or {}).get(folder_meta.get("tool") or "")
+    if not line:
+        return None
+    m = re.search(r"(\d+(?:\.\d+)+)(?:\s*\(build (\d+)\))?", str(line))
+    if m is None:
+        return str(line).strip()
+    return m[1] + (f" (build {m[2]})" if m[2] else "")
 
 
 @dataclass
@@ -191,7 +205,8 @@ class Tracekit:
 
     @staticmethod
     def _locked(con: duckdb.DuckDBPyConnection) -> bool:
-        return bool(con.execute("SELECT current_setting('lock_configuration')").fetchone()[0])
+        # fetchall: a fetchone() result stays open and DuckDB 2 refuses the next statement
+        return bool(con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0])
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -244,13 +259,32 @@ class Tracekit:
             con.execute("SET disabled_compression_methods = 'bitpacking'")
         except duckdb.Error:  # a DuckDB without the setting keeps its defaults
             pass
+        # The schema is (re)created only where the store lacks it or holds another text
+        # of it (views and macros change with the code): a store that a refused input
+        # opened for writing stays byte for byte as it was.
+        import xxhash
+
+        text = _schema_sql()
+        digest = xxhash.xxh3_128("\n".join(text).encode()).hexdigest()
         try:
-            for sql in _schema_sql():
+            if self._stored_schema_hash(con) == digest:
+                return
+            for sql in text:
                 con.execute(sql)
             con.execute("INSERT OR IGNORE INTO _store VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            con.execute("INSERT OR REPLACE INTO _store VALUES ('schema_hash', ?)", [digest])
         except duckdb.Error as err:  # e.g. out of memory under a tiny TRACEKIT_MEMORY_LIMIT, a full disk
             hint = f" (memory limit {limit})" if isinstance(err, duckdb.OutOfMemoryException) else ""
             raise TracekitError(f"{self.path}: cannot set up the store{hint}: {str(err).splitlines()[0]}") from err
+
+    @staticmethod
+    def _stored_schema_hash(con: duckdb.DuckDBPyConnection) -> str | None:
+        """The hash of the schema text that created the store's tables and views, if any."""
+        if not con.execute("SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() "
+                           "AND table_name = '_store'").fetchall():
+            return None
+        row = con.execute("SELECT value FROM _store WHERE key = 'schema_hash'").fetchall()
+        return row[0][0] if row else None
 
     def _discard_if_new(self) -> None:
         """Close, and delete the store file if this object created it and has not
@@ -316,8 +350,12 @@ class Tracekit:
     def db_error(self, err: duckdb.Error, context: str) -> TracekitError:
         """The one-line error for a DuckDB error met while reading: a store file that
         cannot be read (truncated, damaged) names the store; anything else is a
-        ``QueryError`` prefixed with ``context`` (the query's name)."""
+        ``QueryError`` prefixed with ``context`` (the query's name), once: a query's own
+        ``error('NAME: ...')`` is shown without DuckDB's class prefix."""
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        own = first.removeprefix("Invalid Input Error: ")
+        if own.startswith(f"{context}: "):
+            return QueryError(own)
         if isinstance(err, duckdb.IOException | duckdb.SerializationException) or "Corrupt" in first:
             return InputError(f"{self.path}: the store cannot be read, it is truncated or damaged ({first}); "
                               "ingest your captures into a new database (--db NEW.duckdb)")
@@ -416,6 +454,8 @@ class Tracekit:
             name = name or folder_meta.get("name") or path.name
             params = {**folder_meta.get("params", {}), **(params or {})}
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
+            if not parsed.meta.get("tool_version"):  # an ncu report does not say; the capture asked ncu --version
+                parsed.meta["tool_version"] = _tool_version(folder_meta)
         else:
             with _ingest.materialized(path) as plain:
                 plugin = _ingest.detect(plain)
@@ -610,7 +650,7 @@ class Tracekit:
         if not self.path.exists() and str(self.path) != ":memory:":
             raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
         text = str(run).strip()
-        if text.isdigit():
+        if _RUN_ID.fullmatch(text):
             rows = self.con.execute("SELECT run_id, name FROM runs WHERE run_id = ?", [int(text)]).fetchall()
             if rows:
                 return rows[0]
@@ -624,11 +664,15 @@ class Tracekit:
 
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run; returns (run id, old name)."""
-        if not new_name or not new_name.strip():
+        new_name = (new_name or "").strip()
+        if not new_name:
             raise QueryError("a run's new name cannot be empty")
+        if _RUN_ID.fullmatch(new_name) or new_name.lower() in ("latest", "all"):
+            raise QueryError(f"{new_name!r} cannot name a run: --run reads it as "
+                             f"{'a run id' if new_name[0].isdigit() else 'a keyword'}; choose another name")
         run_id, old = self.resolve(run)
         try:
-            self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name.strip(), run_id])
+            self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])
         except duckdb.Error as err:  # e.g. a full disk: the run keeps its name
             raise TracekitError(f"{self.path}: cannot rename run {run_id} ({str(err).splitlines()[0]}); "
                                 "the store is unchanged") from err
@@ -669,7 +713,7 @@ class Tracekit:
         """All runs, newest last, with their parameters."""
         return self.query("runs", limit=0)
 
-    def query(self, name: str, **params: Any) -> pl.DataFrame:
+    def query(self, name: str, /, **params: Any) -> pl.DataFrame:
         """Run the named query ``name`` with bound parameters; returns a Polars DataFrame."""
         from .registry import get_registry
 

@@ -62,7 +62,7 @@ class Rows:
 
     @classmethod
     def from_polars(cls, df) -> Rows:
-        types = ["DOUBLE" if t.is_float() else "BIGINT" if t.is_integer() else "VARCHAR" for t in df.dtypes]
+        types = ["BIGINT" if t.is_integer() else "DOUBLE" if t.is_numeric() else "VARCHAR" for t in df.dtypes]
         return cls(list(df.columns), types, list(df.iter_rows()))
 
     def select(self, cols: Sequence[str]) -> Rows:

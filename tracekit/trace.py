@@ -190,22 +190,20 @@ def resolve_window(tk, run_id: int, start_ns: int | None = None, end_ns: int | N
         n = 1 if instance is None else instance
         if n < 1:
             raise ParamError(f"export trace: --instance {n}: instances count from 1")
-        rows = tk.con.execute(
-            """SELECT name, start_ns, greatest(end_ns, coalesce(proj_end_ns, end_ns)) AS end_ns,
-                      count(*) OVER () AS total
+        total = tk.con.execute(
+            "SELECT count(*) FROM nvtx_ranges WHERE run_id = ? AND (name = ? OR text = ?)",
+            [run_id, nvtx, nvtx]).fetchall()[0][0]
+        if total == 0:
+            raise QueryError(f"export trace: run {run_id} has no NVTX range named {nvtx!r} "
+                             "(see `tracekit query nvtx-summary`)")
+        if n > total:
+            raise QueryError(f"export trace: --instance {n}: run {run_id} has {total} range(s) named {nvtx!r}")
+        name, lo, hi = tk.con.execute(
+            """SELECT name, start_ns, greatest(end_ns, coalesce(proj_end_ns, end_ns)) AS end_ns
                FROM nvtx_ranges WHERE run_id = ? AND (name = ? OR text = ?)
                ORDER BY start_ns, range_id LIMIT 1 OFFSET ?""",
             [run_id, nvtx, nvtx, n - 1],
-        ).fetchall()
-        if not rows:
-            total = tk.con.execute(
-                "SELECT count(*) FROM nvtx_ranges WHERE run_id = ? AND (name = ? OR text = ?)",
-                [run_id, nvtx, nvtx]).fetchall()[0][0]
-            if total == 0:
-                raise QueryError(f"export trace: run {run_id} has no NVTX range named {nvtx!r} "
-                                 "(see `tracekit query nvtx-summary`)")
-            raise QueryError(f"export trace: --instance {n}: run {run_id} has {total} range(s) named {nvtx!r}")
-        name, lo, hi, total = rows[0]
+        ).fetchall()[0]
         return Window(int(lo), int(hi), f"{name} instance {n} of {total}")
     if instance is not None:
         raise ParamError("export trace: --instance needs --nvtx NAME")
@@ -224,11 +222,7 @@ def _params(run_id: int, window: Window) -> dict[str, Any]:
 def _nsys_run(tk, run: str | int | None) -> int:
     from .registry import resolve_run
 
-    run_id = resolve_run(tk, run, "nsys", "export trace")
-    kind = tk.con.execute("SELECT kind FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
-    if "nsys" not in kind.split(","):
-        raise QueryError(f"export trace: run {run_id} holds {kind} data; a timeline needs an nsys run (see `tracekit runs`)")
-    return run_id
+    return resolve_run(tk, run, "nsys", "export trace", spans_runs=False)
 
 
 def estimate(tk, run_id: int, window: Window) -> tuple[dict[str, int], int]:

@@ -20,7 +20,7 @@
 -- @column avg_gpu_ops     GPU ops per instance (rounded to 0.1)
 -- @column avg_depth       mean nesting level (rounded to 0.1)
 -- @column avg_children    mean number of child ranges that launched GPU work (rounded to 0.1)
--- @display proj_total_ns, range_total_ns, instances, proj_avg_ns, proj_med_ns, proj_min_ns, proj_max_ns, gpu_ops, style, range
+-- @display proj_total_ns, range_total_ns, instances, proj_avg_ns, proj_med_ns, gpu_ops, style, range
 -- @alias nvtx_gpu_proj_sum
 -- @requires nvtx_ranges
 SELECT name AS range, style, count(*) AS instances,

@@ -65,56 +65,120 @@ done:
     Py_RETURN_NONE;
 }
 
-/* tightest(rank, lower, key, by_key, parent, depth): the C pass of containers.tightest
- *   rank    int64[n]: rank of each range's end among all (thread, end)
- *   lower   int64[n]: the lowest rank of the range's own (thread, end)
- *   key     int64[n]: rank of the range in the order of preference (shortest first)
- *   by_key  int64[n]: the range of each preference rank (key's inverse)
- *   parent  int64[n] (writable): position of the preferred earlier range with a rank
- *           at least lower (-1: none); depth int64[n] (writable): its depth + 1
- * A Fenwick tree of prefix minima of key over reversed ranks: the ranges inserted so
- * far (the earlier ones) whose rank is at least lower are a prefix of it. */
+/* tightest(start, end, first, pp, pp_parent, se_rank, se_thread, se_end, parent, depth):
+ * the C pass of containers.tightest, ranges in (thread, start, -end) order
+ *   start, end  int64[n]; first uint8[n]: 1 at each thread's first range
+ *   pp          uint8[n]: 1 for a push/pop range, 0 for a start/end one
+ *   pp_parent   int64[n]: a push/pop range's innermost push/pop container (-1: none)
+ *   se_rank     int64[q]: the k-th start/end range's rank among them by (thread, end)
+ *   se_thread, se_end  int64[q]: thread (0, 1, ... in range order) and end by rank
+ *   parent      int64[n] (writable): the shorter (of equal ones the later) of the
+ *               innermost push/pop container and the shortest earlier start/end range
+ *               of the thread that ends no earlier; depth int64[n] (writable)
+ * A start/end range's push/pop container is found up the push/pop chain from the last
+ * push/pop range before it. A Fenwick tree over the reversed ranks holds, per node,
+ * the best start/end range inserted so far (the earlier ones): those of the range's
+ * thread that end no earlier are a prefix of it (one binary search for where). */
+static inline int better(const int64_t *start, const int64_t *end, int64_t a, int64_t b) {
+    if (a < 0) return 0;
+    if (b < 0) return 1;
+    int64_t da = end[a] - start[a], db = end[b] - start[b];
+    return da < db || (da == db && a > b);
+}
+
 static PyObject *tightest(PyObject *self, PyObject *args) {
-    PyObject *o[6];
-    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
+    PyObject *o[10];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9]))
+        return NULL;
     (void)self;
-    Py_buffer b[6];
+    Py_buffer b[10];
     if (PyObject_GetBuffer(o[0], &b[0], PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    Py_ssize_t n = b[0].len / 8;
+    Py_ssize_t n = b[0].len / 8, q = 0;
     int got = 1;
     int64_t *tree = NULL;
     if (b[0].len % 8) {
-        PyErr_SetString(PyExc_ValueError, "rank: not int64");
+        PyErr_SetString(PyExc_ValueError, "start: not int64");
         goto done;
     }
-    static const char *what[6] = {"rank", "lower", "key", "by_key", "parent", "depth"};
-    for (; got < 6; got++)
-        if (get(o[got], &b[got], got >= 4, 8, n, what[got]) < 0) goto done;
-    const int64_t *rank = b[0].buf, *lower = b[1].buf, *key = b[2].buf, *by_key = b[3].buf;
-    int64_t *parent = b[4].buf, *depth = b[5].buf;
+    static const char *what[10] = {"start", "end", "first", "pp", "pp_parent", "se_rank", "se_thread", "se_end",
+                                   "parent", "depth"};
+    for (; got < 10; got++) {
+        if (got == 5) {  /* se_rank: its length q is that of the start/end arrays */
+            if (PyObject_GetBuffer(o[5], &b[5], PyBUF_C_CONTIGUOUS) < 0) goto done;
+            q = b[5].len / 8;
+            if (b[5].len % 8) {
+                got++;
+                PyErr_SetString(PyExc_ValueError, "se_rank: not int64");
+                goto done;
+            }
+            continue;
+        }
+        Py_ssize_t len = got == 6 || got == 7 ? q : n, item = got == 2 || got == 3 ? 1 : 8;
+        if (get(o[got], &b[got], got >= 8, item, len, what[got]) < 0) goto done;
+    }
+    const int64_t *start = b[0].buf, *end = b[1].buf, *pp_parent = b[4].buf;
+    const uint8_t *first = b[2].buf, *pp = b[3].buf;
+    const int64_t *se_rank = b[5].buf, *se_thread = b[6].buf, *se_end = b[7].buf;
+    int64_t *parent = b[8].buf, *depth = b[9].buf;
+    Py_ssize_t seen = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (rank[i] < 0 || rank[i] >= n || lower[i] < 0 || lower[i] > rank[i] || key[i] < 0 || key[i] >= n ||
-            by_key[i] < 0 || by_key[i] >= n) {
-            PyErr_SetString(PyExc_ValueError, "tightest: ranks out of range");
+        if (pp_parent[i] < -1 || pp_parent[i] >= i || (pp_parent[i] >= 0 && !pp[pp_parent[i]])) {
+            PyErr_SetString(PyExc_ValueError, "tightest: pp_parent is not an earlier push/pop range");
             goto done;
         }
+        seen += !pp[i];
     }
-    tree = PyMem_Malloc((size_t)(n + 1) * sizeof(int64_t));
+    for (Py_ssize_t k = 0; k < q; k++)
+        if (se_rank[k] < 0 || se_rank[k] >= q) seen = -1;
+    if (seen != q) {
+        PyErr_SetString(PyExc_ValueError, "tightest: the start/end ranks do not match the ranges");
+        goto done;
+    }
+    tree = PyMem_Malloc((size_t)(q + 1) * sizeof(int64_t));
     if (tree == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t x = 0; x <= n; x++) tree[x] = n;
+    for (Py_ssize_t x = 0; x <= q; x++) tree[x] = -1;
+    int64_t thread = -1, last_pp = -1, se_max_end = INT64_MIN;
+    Py_ssize_t k = 0;  /* start/end ranges so far */
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t best = n;
-        for (int64_t x = n - lower[i]; x > 0; x -= x & -x)  /* reversed ranks 0 .. n-1-lower, 1-based */
-            if (tree[x] < best) best = tree[x];
-        int64_t p = best < n ? by_key[best] : -1;
+        if (first[i] || i == 0) {
+            thread++;
+            last_pp = -1;
+            se_max_end = INT64_MIN;  /* the latest end of the thread's start/end ranges so far */
+        }
+        int64_t up;
+        if (pp[i]) {
+            up = pp_parent[i];
+        } else {
+            up = last_pp;
+            while (up >= 0 && end[up] < end[i]) up = pp_parent[up];
+        }
+        int64_t best = -1;
+        if (se_max_end >= end[i]) {  /* else no start/end range of the thread so far contains it */
+            /* lowest rank with (thread, end) no less than this range's */
+            Py_ssize_t lo = 0, hi = q;
+            while (lo < hi) {
+                Py_ssize_t m = lo + (hi - lo) / 2;
+                if (se_thread[m] < thread || (se_thread[m] == thread && se_end[m] < end[i])) lo = m + 1;
+                else hi = m;
+            }
+            for (Py_ssize_t x = q - lo; x > 0; x -= x & -x)  /* reversed ranks 0 .. q-1-lo, 1-based */
+                if (better(start, end, tree[x], best)) best = tree[x];
+        }
+        int64_t p = better(start, end, best, up) ? best : up;
         parent[i] = p;
         depth[i] = p >= 0 ? depth[p] + 1 : 0;
-        for (int64_t x = n - rank[i]; x <= n; x += x & -x)
-            if (key[i] < tree[x]) tree[x] = key[i];
+        if (pp[i]) {
+            last_pp = i;
+        } else {
+            for (Py_ssize_t x = q - se_rank[k]; x <= q; x += x & -x)
+                if (better(start, end, (int64_t)i, tree[x])) tree[x] = i;
+            k++;
+            if (end[i] > se_max_end) se_max_end = end[i];
+        }
     }
     Py_END_ALLOW_THREADS
 done:

@@ -1189,13 +1189,13 @@ def _nest(con) -> _Nest:
     if is_pp.all():  # push/pop ranges only (the usual case): they nest, the last opened is the tightest
         parent, depth = _enclosing_depth(end, firsts(tid))
         return _Nest(range_id, parent, parent, depth, depth, (tid, start, end, is_pp), label)
-    parent, depth = containers.tightest(start, end, firsts(tid))
     pp = np.flatnonzero(is_pp)
     pp_in, pp_in_depth = _enclosing_depth(end[pp], firsts(tid[pp]))  # push/pop ranges among themselves
     pp_parent = np.full(len(range_id), -1, np.int64)
     pp_parent[pp] = np.where(pp_in >= 0, pp[np.maximum(pp_in, 0)], -1)
     pp_depth = np.zeros(len(range_id), np.int64)
     pp_depth[pp] = pp_in_depth
+    parent, depth = containers.tightest(start, end, firsts(tid), is_pp, pp_parent)
     return _Nest(range_id, parent, pp_parent, depth, pp_depth, (tid, start, end, is_pp), label)
 
 

@@ -1,0 +1,106 @@
+"""Command-line values converted without Pydantic.
+
+Typer (0.2x) converts every parameter's value through a Pydantic ``TypeAdapter``: the
+first command-line value a command parses imports Pydantic, 0.1–0.2 s of every
+``tracekit`` command's start on the 2-core machine, more than DuckDB's import. tracekit's
+parameters are plain ``str``, ``int``, ``float``, ``bool`` and ``Path`` values (or lists
+of them, ``None`` allowed) with no parser, bounds or path checks: ``install()`` converts those here, with messages like Typer's for bad values, and
+leaves every other parameter to Typer. With a Typer that has no such hook (older versions convert through click's types)
+it does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+_NAMES = {int: "integer", float: "number"}
+_BOOLS = {**dict.fromkeys(("1", "on", "t", "true", "y", "yes"), True),
+          **dict.fromkeys(("", "0", "off", "f", "false", "n", "no"), False)}  # Pydantic's words
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    try:
+        return _BOOLS[str(v).strip().lower()]
+    except KeyError:
+        raise ValueError(f"{v!r} is not a valid boolean.") from None
+
+
+def _path_checks(info: Any) -> bool:
+    """Whether the parameter asks for path checks or conversions beyond ``Path(value)``."""
+    return bool(getattr(info, "exists", False) or getattr(info, "resolve_path", False)
+                or getattr(info, "allow_dash", False) or getattr(info, "path_type", None) is not None
+                or getattr(info, "writable", False) or not getattr(info, "file_okay", True)
+                or not getattr(info, "dir_okay", True))
+
+
+def converter(annotation: Any, info: Any):
+    """A function converting one command-line string to ``annotation``, or None where
+    Typer's own conversion is needed (a parser, bounds, choices, path checks, other types)."""
+    if (getattr(info, "parser", None) is not None or getattr(info, "min", None) is not None
+            or getattr(info, "max", None) is not None):
+        return None
+    if annotation is str:
+        return lambda v: v if isinstance(v, str) else os.fsdecode(v)
+    if annotation is bool:
+        return _bool
+    if annotation in (int, float):
+        def number(v, kind=annotation):
+            if isinstance(v, kind) and not isinstance(v, bool):
+                return v
+            try:
+                return kind(v.strip() if isinstance(v, str) else v)
+            except (TypeError, ValueError):
+                raise ValueError(f"{v!r} is not a valid {_NAMES[kind]}.") from None
+        return number
+    if annotation is Path and not _path_checks(info):
+        return lambda v: v if isinstance(v, Path) else Path(os.fsdecode(v))
+    return None
+
+
+def install() -> bool:
+    """Make Typer convert tracekit's plain parameters with ``converter``; True if it did."""
+    try:
+        from typer import _coercion, core
+        from typer._click.exceptions import BadParameter
+    except ImportError:  # a Typer without Pydantic conversion
+        return False
+    typer_build = getattr(core, "build_runtime_param", None)
+    base = getattr(_coercion, "RuntimeParam", None)
+    if typer_build is None or base is None:
+        return False
+    if getattr(typer_build, "_tracekit", False):  # installed already
+        return True
+
+    class _Plain(base):
+        """One plain value, or a list of them (``convert`` applies to each item)."""
+
+        def __init__(self, descriptor, convert, is_list):
+            super().__init__(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation)
+            object.__setattr__(self, "convert", convert)
+            object.__setattr__(self, "is_list", is_list)
+
+        def _coerce_value(self, value, param, ctx):
+            try:
+                if self.is_list:
+                    return [self.convert(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+                return self.convert(value)
+            except ValueError as err:
+                raise BadParameter(str(err), ctx=ctx, param=param) from None
+
+    def build(descriptor):
+        annotation, info = descriptor.annotation, descriptor.parameter_info
+        if descriptor.file_annotation is None:
+            is_list = get_origin(annotation) is list
+            item = get_args(annotation)[0] if is_list and len(get_args(annotation)) == 1 else annotation
+            convert = None if get_origin(item) is not None else converter(item, info)
+            if convert is not None:
+                return _Plain(descriptor, convert, is_list)
+        return typer_build(descriptor)
+
+    build._tracekit = True
+    core.build_runtime_param = build
+    return True

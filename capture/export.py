@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from tracekit.errors import TracekitError
-from tracekit.outputs import check_not_store, write_output
+from tracekit.outputs import check_output, write_output
 
 MS = "#,##0.000"  # ms with three decimals
 #: columns named by their own value (no thousands separator)
@@ -42,7 +42,7 @@ def export_sweep(tk, path: str | os.PathLike) -> list[Path]:
         raise TracekitError(f"{path}: export sweep writes .xlsx or .csv, not {path.suffix or 'no suffix'}")
     side = path.with_name(f"{path.stem}-summary.csv")
     for out in (path, side) if suffix == ".csv" else (path,):
-        check_not_store(out, tk.path)  # before either file is written
+        check_output(out, tk.path)  # before either file is written or the store read
     results, summary = _frames(tk)
     if suffix == ".csv":
         write_output(path, results.write_csv, tk.path)

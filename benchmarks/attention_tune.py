@@ -58,7 +58,8 @@ def _bench(fn, rep=200):
     return triton.testing.do_bench(fn, warmup=25, rep=rep, return_mode="median")
 
 
-def cached(out_rows, variants, B=8, n=1040, nt=1024, H=4, d=256, msl=5120, clo=1900, chi=2200, tag="workload_large"):
+def cached(out_rows, variants, B=8, n=1040, nt=1024, H=4, d=256, msl=5120, clo=1900, chi=2200, tag="workload_large",
+           warm=False):
     import torch
     from attention_cached_v0 import hstu_cached_fwd as v0
     from tracekit.kernels import _cached
@@ -69,8 +70,14 @@ def cached(out_rows, variants, B=8, n=1040, nt=1024, H=4, d=256, msl=5120, clo=1
     fns = {"v0_64x64w8s2": (v0, {})}
     for name, cfg in variants.items():
         fns[name] = (v1, cfg)
-    # correctness, bf16 and fp16, fresh inputs, poisoned outputs
+    # correctness, bf16 and fp16, fresh inputs, poisoned outputs (warm: compile only)
     for dtype, tol in ((torch.bfloat16, 2e-2), (torch.float16, 4e-3)):
+        if warm:
+            w = _workload(B, C_list, n, nt, H, d, dtype, 1)
+            for f, cfg in fns.values():
+                f(w["q"], w["k"], w["v"], w["off"], w["cache"], max_seq_len=msl, alpha=d**-0.5, num_targets=w["nt"],
+                  contextual_seq_len=0, max_attn_len=0, config=dict(cfg) or None)
+            continue
         w = _workload(B, C_list, n, nt, H, d, dtype, int(time.time()) % 10000)
         c = w["cache"]
         c32 = K.PagedKVCache(c.k_cache.float(), c.v_cache.float(), c.page_table, c.cache_lens)
@@ -85,6 +92,8 @@ def cached(out_rows, variants, B=8, n=1040, nt=1024, H=4, d=256, msl=5120, clo=1
             print(f"{'PASS' if ok else 'FAIL'} cached {str(dtype)[6:]} {name}: rel_err={e:.2e}", flush=True)
             out_rows.append(dict(kind="check", name=name, dtype=str(dtype), err=e, ok=ok))
         del ref, c32
+    if warm:
+        return
     # timing, bf16, same process
     w = _workload(B, C_list, n, nt, H, d, torch.bfloat16, 7)
     flops = 2 * H * 2 * d * w["pairs"]
@@ -297,6 +306,39 @@ VARIANTS128 = {
 VARIANTS["regs_64x32w4s2_diag"] = dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2, PAGES=1, DIAG_TILE=True)
 VARIANTS["regs_64x32w4s3_diag"] = dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=3, PAGES=1, DIAG_TILE=True)
 VARIANTS["default"] = {}
+# key splits (partial sums over disjoint runs of cached keys, added by the last program):
+# 288 equal programs (8 users x 4 heads x 9 query blocks) on 132 SMs at one CTA per SM take
+# 3 waves for 2.2 waves of work; SPLIT=s makes 288*s shorter programs
+_REGS = dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3, PAGES=1, DIAG_TILE=True)
+for _s in (2, 3, 4):
+    VARIANTS[f"split{_s}"] = dict(_REGS, SPLIT=_s)
+    VARIANTS[f"split{_s}_load"] = dict(_REGS, PAGES=0, SPLIT=_s)
+VARIANTS["split2_128x64w8s2"] = dict(_REGS, BLOCK_N=64, num_stages=2, SPLIT=2)
+VARIANTS["split4_64x64w4s2"] = dict(_REGS, BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2, SPLIT=4)
+VARIANTS["split2_64x32w4s3"] = dict(_REGS, BLOCK_M=64, num_warps=4, SPLIT=2)
+# one program per existing query block (FLAT: found from the offsets on the device; GRID_M=0:
+# per possible block, idle ones exit), balanced key runs, sequences' blocks side by side
+VARIANTS["noloop"] = dict(_REGS, GRID_M=0)
+for _s in (1, 2, 3, 4):
+    VARIANTS[f"flat{_s}"] = dict(_REGS, FLAT=True, SPLIT=_s)
+    VARIANTS[f"flat{_s}_tma"] = dict(_REGS, FLAT=True, SPLIT=_s, PAGES=3)
+    VARIANTS[f"flat{_s}_load"] = dict(_REGS, FLAT=True, SPLIT=_s, PAGES=0)
+VARIANTS["flat3_s2"] = dict(_REGS, FLAT=True, SPLIT=3, num_stages=2)
+VARIANTS["flat2_copy"] = dict(_REGS, FLAT=True, SPLIT=2, PAGES=2)
+VARIANTS["flat2_s4"] = dict(_REGS, FLAT=True, SPLIT=2, num_stages=4)
+VARIANTS["flat2_bn64s2"] = dict(_REGS, FLAT=True, SPLIT=2, BLOCK_N=64, num_stages=2)
+VARIANTS["flat2_nodiag"] = dict(_REGS, FLAT=True, SPLIT=2, DIAG_TILE=False)
+VARIANTS128.update({
+    "flat1_64x64w4s3": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, PAGES=1, FLAT=True),
+    "flat2_64x64w4s3": dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, PAGES=1, FLAT=True, SPLIT=2),
+    "flat1_128x64w8s3_diag": dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3, PAGES=1, DIAG_TILE=True,
+                                  FLAT=True),
+    "flat2_128x64w8s3_diag": dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3, PAGES=1, DIAG_TILE=True,
+                                  FLAT=True, SPLIT=2),
+    "flat2_128x32w8s3_diag": dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3, PAGES=1, DIAG_TILE=True,
+                                  FLAT=True, SPLIT=2),
+})
+VARIANTS["flat3_bn64s2"] = dict(_REGS, FLAT=True, SPLIT=3, BLOCK_N=64, num_stages=2)
 
 
 def main():
@@ -310,6 +352,7 @@ def main():
     p.add_argument("--cached128", action="store_true")
     p.add_argument("--curve-config", default="copy_128x32w8s3_diag")
     p.add_argument("--variants", default=None, help="comma-separated subset of VARIANTS")
+    p.add_argument("--warm", action="store_true", help="--cached: compile the variants only (no checks, no timing)")
     a = p.parse_args()
     import subprocess
 
@@ -323,7 +366,7 @@ def main():
     t0 = time.time()
     if a.cached:
         names = a.variants.split(",") if a.variants else list(VARIANTS)
-        cached(rows, {k: VARIANTS[k] for k in names})
+        cached(rows, {k: VARIANTS[k] for k in names}, warm=a.warm)
     if a.cached128:
         cached(rows, VARIANTS128, n=256, nt=256, d=128, msl=4608, clo=3900, chi=4200, tag="C4096_n256_d128")
         print(f"[cached {time.time() - t0:.0f} s]", flush=True)

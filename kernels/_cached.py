@@ -1,6 +1,7 @@
 """Triton forward kernel: new tokens' queries against a paged K/V cache plus their own K/V.
 
-One program per (sequence, head) x block of new queries. The cached keys are read page by
+One program per (sequence, head) x block of new queries (x run of cached keys when they are
+split over several programs, see the kernel). The cached keys are read page by
 page through the page table (gathered loads, one page = 32 tokens); with the default mask
 every cached key is history and visible to every new token, so those tiles run unmasked
 except the last partial one. The new keys follow the dense kernel's scheme (causal among
@@ -13,8 +14,16 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from . import tiles
 from ._common import interpret_mode
 from ._dense import _general_mask, _silu
+
+
+@triton.jit
+def _fence(x):
+    """A GPU-scope memory fence in every thread holding an element of ``x`` (``__threadfence``)."""
+    return tl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.b32 $0, $1;", "=r,r", [x],
+                                     dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -26,7 +35,8 @@ def _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE: tl.constexpr, BLOCK_N: 
     PAGES=0: page-table entries loaded from global memory per tile (one scalar load when the
     tile lies in one page); PAGES=1: the sequence's page-table row is held in registers
     (``pt_row``, MAXP entries) and indexed with tl.gather, so no K/V address depends on a
-    load inside the loop; PAGES=2: K/V were gathered into a contiguous per-sequence buffer
+    load inside the loop; PAGES=3 (in the kernel, not here): one TMA load per tile through
+    descriptors over the pools, the tile's page read per tile; PAGES=2: K/V were gathered into a contiguous per-sequence buffer
     (page = the sequence, slot = the token)."""
     if PAGES == 2:
         page = b.to(tl.int64)
@@ -71,83 +81,88 @@ def _gather_pages_kernel(KC, VC, PT, CACHE_LENS, KS, VS, stride_kcp, stride_vcp,
 
 
 @triton.jit
-def _hstu_cached_kernel(
-    Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
-    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
-    stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
-    scale, inv_n, contextual_seq_len, max_attn_len, num_pt,
+def _cached_block(
+    t, b, h, split, start, n, C, nt, nh, num_mb, Qb, Kb, Vb, KCh, VCh, PT, pt_row, OUT, WS, CNT,
+    stride_qt, stride_kt, stride_vt, stride_ot, stride_oh, stride_kcp, stride_kcs, stride_vcp, stride_vcs,
+    stride_ws, stride_wt, stride_wh, scale, inv_n, contextual_seq_len, max_attn_len, total, T_abs, c_full,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, GENERAL: tl.constexpr, FAST_SILU: tl.constexpr,
     PAGES: tl.constexpr, MAXP: tl.constexpr, DIAG_TILE: tl.constexpr,
+    SPLIT: tl.constexpr, FENCE: tl.constexpr, CHUNK: tl.constexpr,
 ):
-    pid_bh = tl.program_id(0)
-    b = pid_bh // H
-    h = pid_bh % H
-    start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
-    n = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
-    C = tl.load(CACHE_LENS + b).to(tl.int32)
-    if HAS_TARGETS:
-        nt = tl.load(NUM_TARGETS + b).to(tl.int32)
-    else:
-        nt = 0
-    nh = n - nt  # new history tokens
+    """Query block t (counted from the last) of sequence b, head h, against key run ``split``."""
     offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, D_QK)
     offs_dv = tl.arange(0, D_V)
-    Qb = Q + start * stride_qt + h * stride_qh
-    Kb = K + start * stride_kt + h * stride_kh
-    Vb = V + start * stride_vt + h * stride_vh
-    KCh = KC + h * stride_kch
-    VCh = VC + h * stride_vch
-    PT = PAGE_TABLE + b.to(tl.int64) * stride_pt
-    if PAGES == 1:
-        offs_p = tl.arange(0, MAXP)
-        pt_row = tl.load(PT + offs_p, mask=offs_p < num_pt, other=0)
-    else:
-        pt_row = b
-    T_abs = C + n
-    c_full = C // BLOCK_N * BLOCK_N
-    if GENERAL:
-        c_full = 0
-    num_mb = tl.cdiv(n, BLOCK_M)
-    # the grid's second axis is capped (see hstu_cached_fwd): each program takes query
-    # blocks pid, pid + G, ... of its sequence, so no program is launched per token of the batch
-    for t in range(tl.program_id(1), num_mb, tl.num_programs(1)):
-        m0 = (num_mb - 1 - t) * BLOCK_M
-        offs_m = m0 + tl.arange(0, BLOCK_M)  # position among the new tokens
-        q = tl.load(Qb + offs_m[:, None] * stride_qt + offs_d[None, :], mask=offs_m[:, None] < n, other=0.0)
-        acc = tl.zeros([BLOCK_M, D_V], dtype=tl.float32)
-        rab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        i_abs = C + offs_m
+    m0 = (num_mb - 1 - t) * BLOCK_M
+    offs_m = m0 + tl.arange(0, BLOCK_M)  # position among the new tokens
+    q = tl.load(Qb + offs_m[:, None] * stride_qt + offs_d[None, :], mask=offs_m[:, None] < n, other=0.0)
+    acc = tl.zeros([BLOCK_M, D_V], dtype=tl.float32)
+    rab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    i_abs = C + offs_m
 
-        # ---- cached keys [0, C): every one is visible to every new token (default mask)
-        for n0 in range(0, c_full, BLOCK_N):
-            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES, MAXP)
+    # ---- cached keys [0, C): every one is visible to every new token (default mask);
+    #      this program's run of tiles is [k_lo, k_hi), unmasked up to c_full
+    # the last run also takes the new keys (its tiles over them counted in `extra`), so the
+    # cached tiles are cut into SPLIT runs that leave the last one that much shorter
+    extra = 0
+    if SPLIT > 1:
+        if GENERAL:
+            extra = tl.cdiv(n, BLOCK_N)
+        else:
+            extra = tl.cdiv(tl.minimum(m0 + BLOCK_M, nh), BLOCK_N)
+            if HAS_TARGETS and DIAG_TILE:
+                extra += tl.where(m0 + BLOCK_M > nh, BLOCK_M // BLOCK_N, 0)
+    per = tl.cdiv(tl.cdiv(C, BLOCK_N) + extra, SPLIT) * BLOCK_N
+    k_lo = split * per
+    k_hi = tl.minimum(k_lo + per, C)
+    if split == SPLIT - 1:
+        k_hi = C
+    full_hi = tl.minimum(k_hi, c_full)
+    for n0 in range(k_lo, full_hi, BLOCK_N):
+        if PAGES == 3:
+            row = tl.load(PT + n0 // PAGE) * PAGE + n0 % PAGE
+            k = KCh.load([row, h * D_QK]).T
+        else:
+            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False,
+                                     PAGES, MAXP)
             k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
-            s = tl.dot(q, k)
-            p = _silu(s, rab, scale, False, FAST_SILU)
+        s = tl.dot(q, k)
+        p = _silu(s, rab, scale, False, FAST_SILU)
+        if PAGES == 3:
+            v = VCh.load([row, h * D_V])
+        else:
             v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
-            acc += tl.dot(p.to(v.dtype), v)
-        for n0 in range(c_full, C, BLOCK_N):
-            offs_n = n0 + offs_n0
-            kmask = offs_n < C
+        acc += tl.dot(p.to(v.dtype), v)
+    for n0 in range(tl.maximum(k_lo, full_hi), k_hi, BLOCK_N):
+        offs_n = n0 + offs_n0
+        kmask = offs_n < C
+        if PAGES == 3:
+            row = tl.load(PT + n0 // PAGE) * PAGE + n0 % PAGE
+            k = KCh.load([row, h * D_QK]).T
+        else:
             page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE, BLOCK_N, True,
                                      PAGES, MAXP)
             k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None],
                         mask=kmask[None, :], other=0.0)
-            s = tl.dot(q, k)
-            p = _silu(s, rab, scale, False, FAST_SILU)
-            if GENERAL:
-                valid = _general_mask(i_abs, offs_n, T_abs, nt, contextual_seq_len, max_attn_len) & kmask[None, :]
-            else:
-                valid = kmask[None, :] & (offs_m[:, None] < n)
-            p = tl.where(valid, p, 0.0)
+        s = tl.dot(q, k)
+        p = _silu(s, rab, scale, False, FAST_SILU)
+        if GENERAL:
+            valid = _general_mask(i_abs, offs_n, T_abs, nt, contextual_seq_len, max_attn_len) & kmask[None, :]
+        else:
+            valid = kmask[None, :] & (offs_m[:, None] < n)
+        p = tl.where(valid, p, 0.0)
+        if PAGES == 3:
+            # slots past the cache end hold whatever the pool held: zero them (0 * NaN)
+            v = tl.where(kmask[:, None], VCh.load([row, h * D_V]), 0.0)
+        else:
             v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :],
                         mask=kmask[:, None], other=0.0)
-            acc += tl.dot(p.to(v.dtype), v)
+        acc += tl.dot(p.to(v.dtype), v)
 
-        # ---- new keys
+    # ---- new keys (the last run's program)
+    if split == SPLIT - 1:
         if GENERAL:
             for n0 in range(0, n, BLOCK_N):
                 offs_n = n0 + offs_n0
@@ -193,22 +208,159 @@ def _hstu_cached_kernel(
                     vd = tl.load(Vb + offs_m[:, None] * stride_vt + offs_dv[None, :], mask=cand[:, None], other=0.0)
                     acc += pd[:, None] * vd.to(tl.float32)
 
-        acc = acc * inv_n
-        o_ptrs = OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot + offs_dv[None, :]
-        tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=offs_m[:, None] < n)
+    acc = acc * inv_n
+    rows = offs_m[:, None] < n
+    o_ptrs = OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot + offs_dv[None, :]
+    if SPLIT == 1:
+        tl.store(o_ptrs, acc.to(OUT.dtype.element_ty), mask=rows)
+    else:
+        w_off = (start + offs_m)[:, None] * stride_wt + h * stride_wh + offs_dv[None, :]
+        tl.store(WS + split * stride_ws + w_off, acc, mask=rows)
+        if FENCE:
+            _fence(offs_m)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(CNT + h * total + start + m0, 1, sem="acq_rel")
+        if arrived == SPLIT - 1:
+            if FENCE:
+                _fence(offs_m)
+            # sum the SPLIT partials (this program's own included) a column chunk at a time
+            offs_c = tl.arange(0, CHUNK)
+            for c0 in tl.static_range(0, D_V, CHUNK):
+                c_off = (start + offs_m)[:, None] * stride_wt + h * stride_wh + (c0 + offs_c)[None, :]
+                tot = tl.zeros([BLOCK_M, CHUNK], dtype=tl.float32)
+                for j in tl.static_range(SPLIT):
+                    tot += tl.load(WS + j * stride_ws + c_off, mask=rows, other=0.0, cache_modifier=".cg")
+                tl.store(OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot
+                         + (c0 + offs_c)[None, :], tot.to(OUT.dtype.element_ty), mask=rows)
+
+
+@triton.jit
+def _hstu_cached_kernel(
+    Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
+    stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
+    WS, CNT, stride_ws, stride_wt, stride_wh,
+    scale, inv_n, contextual_seq_len, max_attn_len, num_pt, total, G, nseq,
+    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_TARGETS: tl.constexpr, GENERAL: tl.constexpr, FAST_SILU: tl.constexpr,
+    PAGES: tl.constexpr, MAXP: tl.constexpr, DIAG_TILE: tl.constexpr,
+    SPLIT: tl.constexpr, FENCE: tl.constexpr, G_FAST: tl.constexpr, CHUNK: tl.constexpr,
+    LOOP: tl.constexpr, FLAT: tl.constexpr, BPOW: tl.constexpr,
+):
+    """Grid (B*H, G, SPLIT); or flat with s fastest, then g (G_FAST); or flat over the batch's
+    existing query blocks (FLAT, see below). Program (bh, g, s) takes the query blocks g,
+    g + G, ... of its sequence (LOOP; else block g only) and, of the cached keys, the s-th of
+    SPLIT runs of tiles (the last run also takes the new keys, and fewer cached tiles to make
+    up for them). With SPLIT > 1 each program stores its fp32 partial sum
+    (per token row, in WS[s]) and counts itself in CNT; the last of a block's SPLIT
+    programs to arrive adds the others' partials to its own and writes the output (HSTU
+    has no softmax: partial sums over disjoint keys simply add)."""
+    if FLAT:
+        # flat grid over the batch's query blocks (at most cdiv(L, BLOCK_M) + B of them):
+        # program (j, h, s), s fastest, then h, takes the j-th query block of the batch, found
+        # from the sequences' block counts (a prefix sum over the nseq <= BPOW offsets), so
+        # no program is launched for blocks that do not exist and the blocks (and heads) of
+        # one sequence run side by side, sharing its K/V in L2
+        pid = tl.program_id(0)
+        split = pid % SPLIT
+        h = (pid // SPLIT) % H
+        j = pid // (SPLIT * H)
+        offs_b = tl.arange(0, BPOW)
+        o0 = tl.load(SEQ_OFFSETS + offs_b, mask=offs_b < nseq, other=0)
+        o1 = tl.load(SEQ_OFFSETS + offs_b + 1, mask=offs_b < nseq, other=0)
+        nb = tl.cdiv((o1 - o0).to(tl.int32), BLOCK_M)
+        cum = tl.cumsum(nb, 0)  # inclusive
+        b = tl.sum((cum <= j).to(tl.int32))
+        g = j - tl.sum(tl.where(offs_b < b, nb, 0))
+        if b >= nseq:
+            g = 1 << 30  # past the batch's last block: nothing to do
+        b = tl.minimum(b, nseq - 1)  # (every load below stays inside the batch's arrays)
+    elif G_FAST:
+        # flat grid, a sequence's G programs (and their key runs) next to each other: the
+        # programs in flight share few sequences' K/V, which then stay in L2
+        pid = tl.program_id(0)
+        split = pid % SPLIT
+        g = (pid // SPLIT) % G
+        pid_bh = pid // (SPLIT * G)
+    else:
+        pid_bh = tl.program_id(0)
+        g = tl.program_id(1)
+        split = tl.program_id(2)
+    if not FLAT:
+        b = pid_bh // H
+        h = pid_bh % H
+    start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
+    n = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
+    C = tl.load(CACHE_LENS + b).to(tl.int32)
+    if HAS_TARGETS:
+        nt = tl.load(NUM_TARGETS + b).to(tl.int32)
+    else:
+        nt = 0
+    nh = n - nt  # new history tokens
+    Qb = Q + start * stride_qt + h * stride_qh
+    Kb = K + start * stride_kt + h * stride_kh
+    Vb = V + start * stride_vt + h * stride_vh
+    if PAGES == 3:
+        # KC, VC are TMA descriptors over the pools viewed as [pages * PAGE, H * d]
+        KCh = KC
+        VCh = VC
+    else:
+        KCh = KC + h * stride_kch
+        VCh = VC + h * stride_vch
+    PT = PAGE_TABLE + b.to(tl.int64) * stride_pt
+    if PAGES == 1:
+        offs_p = tl.arange(0, MAXP)
+        pt_row = tl.load(PT + offs_p, mask=offs_p < num_pt, other=0)
+    else:
+        pt_row = b
+    T_abs = C + n
+    c_full = C // BLOCK_N * BLOCK_N
+    if GENERAL:
+        c_full = 0
+    num_mb = tl.cdiv(n, BLOCK_M)
+    if LOOP:
+        # the grid's second axis is capped (see hstu_cached_fwd): each program takes query
+        # blocks g, g + G, ... of its sequence, so no program is launched per token of the batch
+        for t in range(g, num_mb, G):
+            _cached_block(t, b, h, split, start, n, C, nt, nh, num_mb, Qb, Kb, Vb, KCh, VCh, PT, pt_row, OUT, WS, CNT,
+                          stride_qt, stride_kt, stride_vt, stride_ot, stride_oh, stride_kcp, stride_kcs, stride_vcp,
+                          stride_vcs, stride_ws, stride_wt, stride_wh, scale, inv_n, contextual_seq_len, max_attn_len, total,
+                          T_abs, c_full, H, D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, GENERAL, FAST_SILU, PAGES, MAXP,
+                          DIAG_TILE, SPLIT, FENCE, CHUNK)
+    elif g < num_mb:
+        # one program per query block: no loop, so nothing stays live from one block to the next
+        _cached_block(g, b, h, split, start, n, C, nt, nh, num_mb, Qb, Kb, Vb, KCh, VCh, PT, pt_row, OUT, WS, CNT,
+                      stride_qt, stride_kt, stride_vt, stride_ot, stride_oh, stride_kcp, stride_kcs, stride_vcp,
+                      stride_vcs, stride_ws, stride_wt, stride_wh, scale, inv_n, contextual_seq_len, max_attn_len, total,
+                      T_abs, c_full, H, D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, GENERAL, FAST_SILU, PAGES, MAXP,
+                      DIAG_TILE, SPLIT, FENCE, CHUNK)
 
 
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
-    """Tiles per head dimension (H200 sweep, docs/performance.md). ``GRID_M`` caps the
-    programs per (sequence, head) (None: about two programs per SM in all); ``PAGES`` picks
+    """Tiles per head dimension (H200 sweeps, docs/performance.md). ``GRID_M`` caps the
+    programs per (sequence, head) and key run (None: see hstu_cached_fwd; 0: one program per
+    query block of the longest possible sequence, no loop in the kernel); ``PAGES`` picks
     how cached tokens are addressed (see _page_slots); ``DIAG_TILE`` adds each candidate's
-    self-attention as masked tensor-core tiles instead of a float32 row-wise dot product."""
+    self-attention as masked tensor-core tiles instead of a float32 row-wise dot product;
+    ``SPLIT`` cuts the cached keys into that many runs, one program each (see the kernel);
+    ``FLAT`` launches one program per existing query block (and key run), the blocks found
+    on the device from the offsets, instead of a grid over (sequence, head, block slot)."""
     if device_type != "cuda":
-        return {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1, "GRID_M": 1}
+        return {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1, "GRID_M": 1, "SPLIT": 1}
     if max(d_qk, d_v) <= 128:
-        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "GRID_M": None}
+        return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
+                "PAGES": 1, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True}
     return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
-            "PAGES": 1, "DIAG_TILE": True}
+            "PAGES": 1, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True}
+
+
+def _has_descriptors() -> bool:
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 _SM_COUNT: dict = {}
@@ -239,6 +391,7 @@ def hstu_cached_fwd(
     if L == 0 or B == 0:
         return out
     cfg = dict(default_config(D_QK, D_V, q.device.type))
+    cfg.update(tiles.lookup("cached", q.device, q.dtype, D_QK, D_V, max_seq_len) or {})
     if config:
         cfg.update(config)
     fast = q.device.type == "cuda" and not interpret_mode() and cfg.pop("FAST_SILU", True)
@@ -270,28 +423,61 @@ def hstu_cached_fwd(
                 ks.stride(0), vs.stride(0), PAGE=cache.page_size, PK=pk, PV=pv, CHUNK=chunk, num_warps=4,
             )
         kc, vc = ks, vs
+    if pages == 3 and not (page_contig and kc.is_contiguous() and vc.is_contiguous()
+                           and cache.page_size % BN == 0 and _has_descriptors()):
+        pages = 1
+    if pages == 3:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        kc = TensorDescriptor(kc, shape=[kc.shape[0] * kc.shape[1], H * D_QK], strides=[H * D_QK, 1],
+                              block_shape=[BN, D_QK])
+        vc = TensorDescriptor(vc, shape=[vc.shape[0] * vc.shape[1], H * D_V], strides=[H * D_V, 1],
+                              block_shape=[BN, D_V])
+        kc_strides, vc_strides = (0, 0, 0), (0, 0, 0)
+    else:
+        kc_strides, vc_strides = (kc.stride(0), kc.stride(1), kc.stride(2)), (vc.stride(0), vc.stride(1), vc.stride(2))
     if pages != 1:
         maxp = 1
     grid_m = cfg.pop("GRID_M", None)
+    split = max(1, int(cfg.pop("SPLIT", 1)))
     bound = max_new_len if max_new_len is not None else min(max_seq_len, L)
     blocks = triton.cdiv(bound, BM)
+    if grid_m == 0:
+        grid_m = blocks  # a program per query block the longest sequence could have
     if grid_m is None:
-        # the longest new-token run is unknown on the host (no device sync): cap the
-        # programs per (sequence, head) at what fills the GPU about twice; each program
-        # loops over its sequence's query blocks with that stride
-        grid_m = triton.cdiv(2 * _sm_count(q.device), B * H) if q.device.type == "cuda" else blocks
-    grid = (B * H, max(1, min(blocks, grid_m)))
+        # the longest new-token run is unknown on the host (no device sync): enough
+        # programs per (sequence, head) for the average sequence's query blocks, and at
+        # least about two programs per SM in all; each program loops over its sequence's
+        # query blocks with that stride (longer sequences loop)
+        fill = triton.cdiv(2 * _sm_count(q.device), B * H * split) if q.device.type == "cuda" else blocks
+        grid_m = max(triton.cdiv(triton.cdiv(L, B), BM), fill)
+    G = max(1, min(blocks, grid_m))
+    g_fast = bool(cfg.pop("G_FAST", False))
+    flat = bool(cfg.pop("FLAT", False)) and B < 4096
+    if flat:
+        grid = ((triton.cdiv(L, BM) + B) * H * split,)
+    else:
+        grid = (B * H * G * split,) if g_fast else (B * H, G, split)
+    if split > 1:
+        # per-token fp32 partial sums of each key run, and per (head, query block) arrival counts
+        ws = torch.empty(split, L, H, D_V, dtype=torch.float32, device=q.device)
+        cnt = torch.zeros(H * L, dtype=torch.int32, device=q.device)
+    else:
+        ws, cnt = out, seq_offsets
     global LAST_KERNEL
     LAST_KERNEL = _hstu_cached_kernel[grid](
         q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets,
         num_targets if num_targets is not None else seq_offsets,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         out.stride(0), out.stride(1),
-        kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2),
-        pt.stride(0),
+        *kc_strides, *vc_strides, pt.stride(0),
+        ws, cnt, ws.stride(0), ws.stride(1) if split > 1 else 0, ws.stride(2) if split > 1 else 0,
         float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, contextual_seq_len, max_attn_len, num_pt,
+        L, G, B,
         H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
         HAS_TARGETS=num_targets is not None, GENERAL=contextual_seq_len > 0 or max_attn_len > 0,
-        FAST_SILU=fast, PAGES=pages, MAXP=maxp, DIAG_TILE=diag_tile, **cfg,
+        FAST_SILU=fast, PAGES=pages, MAXP=maxp, DIAG_TILE=diag_tile, SPLIT=split,
+        FENCE=q.device.type == "cuda" and not interpret_mode(), G_FAST=g_fast, CHUNK=min(64, D_V),
+        LOOP=G < blocks and not flat, FLAT=flat, BPOW=triton.next_power_of_2(B + 1) if flat else 1, **cfg,
     )
     return out

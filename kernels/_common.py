@@ -94,6 +94,36 @@ def check_offsets(seq_offsets, total: int | None, *, name: str) -> None:
         raise KernelInputError(f"{name} must hold B+1 >= 2 offsets")
 
 
+def values_on_host(seq_offsets) -> bool:
+    """Where ``validate=True`` checks values: on the host when the offsets already live
+    there (CPU tensors: free), else on the device by one small kernel whose assertions
+    fire without a host synchronisation (``tracekit.kernels._checks``)."""
+    return seq_offsets.device.type != "cuda"
+
+
+def check_scalars(max_seq_len: int, contextual_seq_len: int, max_attn_len: int) -> None:
+    if max_seq_len <= 0:
+        raise KernelInputError(f"max_seq_len must be positive, got {max_seq_len}")
+    if contextual_seq_len < 0 or max_attn_len < 0:
+        raise KernelInputError("contextual_seq_len and max_attn_len must be >= 0")
+
+
+def check_targets_structure(num_targets, n_seq: int, device) -> None:
+    """Shape, dtype and device of num_targets (host-side, no data read)."""
+    import torch
+
+    if num_targets is None:
+        return
+    if not isinstance(num_targets, torch.Tensor) or num_targets.dim() != 1:
+        raise KernelInputError("num_targets must be a 1-D tensor [B]")
+    if num_targets.dtype not in (torch.int32, torch.int64):
+        raise KernelInputError(f"num_targets must be int32 or int64, got {num_targets.dtype}")
+    if num_targets.device != device:
+        raise KernelInputError(f"num_targets is on {num_targets.device}, expected {device}")
+    if num_targets.numel() != n_seq:
+        raise KernelInputError(f"num_targets has {num_targets.numel()} entries for {n_seq} sequences")
+
+
 def check_values(
     seq_offsets,
     total: int,
@@ -104,13 +134,11 @@ def check_values(
     *,
     name: str = "seq_offsets",
 ):
-    """Value checks (one device-to-host copy). Returns the lengths as a CPU tensor."""
+    """Value checks on the host (a device-to-host copy when the offsets are on a GPU).
+    Returns the lengths as a CPU tensor."""
     import torch
 
-    if max_seq_len <= 0:
-        raise KernelInputError(f"max_seq_len must be positive, got {max_seq_len}")
-    if contextual_seq_len < 0 or max_attn_len < 0:
-        raise KernelInputError("contextual_seq_len and max_attn_len must be >= 0")
+    check_scalars(max_seq_len, contextual_seq_len, max_attn_len)
     off = seq_offsets.detach().to("cpu", torch.int64)
     if int(off[0]) != 0:
         raise KernelInputError(f"{name}[0] must be 0, got {int(off[0])}")
@@ -118,7 +146,10 @@ def check_values(
         raise KernelInputError(f"{name}[-1] must equal the number of tokens {total}, got {int(off[-1])}")
     lengths = off[1:] - off[:-1]
     if bool((lengths < 0).any()):
-        raise KernelInputError(f"{name} must be non-decreasing")
+        b = int((lengths < 0).nonzero()[0, 0])
+        raise KernelInputError(
+            f"{name} must be non-decreasing, got {name}[{b}]={int(off[b])} > {name}[{b + 1}]={int(off[b + 1])}"
+        )
     if lengths.numel() and int(lengths.max()) > max_seq_len:
         raise KernelInputError(
             f"a sequence has {int(lengths.max())} tokens, more than max_seq_len={max_seq_len}"
@@ -131,16 +162,7 @@ def check_values(
 def check_num_targets(num_targets, lengths, device) -> None:
     import torch
 
-    if not isinstance(num_targets, torch.Tensor) or num_targets.dim() != 1:
-        raise KernelInputError("num_targets must be a 1-D tensor [B]")
-    if num_targets.dtype not in (torch.int32, torch.int64):
-        raise KernelInputError(f"num_targets must be int32 or int64, got {num_targets.dtype}")
-    if num_targets.device != device:
-        raise KernelInputError(f"num_targets is on {num_targets.device}, expected {device}")
-    if num_targets.numel() != lengths.numel():
-        raise KernelInputError(
-            f"num_targets has {num_targets.numel()} entries for {lengths.numel()} sequences"
-        )
+    check_targets_structure(num_targets, lengths.numel(), device)
     nt = num_targets.detach().to("cpu", torch.int64)
     if bool((nt < 0).any()):
         raise KernelInputError("num_targets must be >= 0")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from . import tiles
 from ._common import interpret_mode
 
 
@@ -209,6 +210,7 @@ def hstu_fwd(
     if L == 0 or B == 0:
         return out
     cfg = dict(default_config(D_QK, D_V, q.device.type))
+    cfg.update(tiles.lookup("dense", q.device, q.dtype, D_QK, D_V, max_seq_len) or {})
     if config:
         cfg.update(config)
     fast = q.device.type == "cuda" and not interpret_mode() and cfg.pop("FAST_SILU", True)

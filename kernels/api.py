@@ -6,13 +6,28 @@ the PyTorch reference on plain CPU tensors; ``triton`` forces the kernel (an err
 CPU tensor without the interpreter); ``reference`` forces the reference. The environment
 variable ``TRACEKIT_KERNELS_BACKEND`` (auto|triton|reference) overrides ``auto``.
 
-``validate=True`` checks the values of the offsets and num_targets, which costs one
-device-to-host copy (a synchronisation); shapes, dtypes and devices are always checked.
+Shapes, dtypes, devices and the scalar arguments are always checked on the host.
+``validate=True`` (the default) also checks the values of the offsets, num_targets and the
+cache's lengths and page table without synchronising the GPU: on the host when they are
+CPU tensors, by one small kernel queued before the attention kernel when they are on a GPU
+(a failed check there is a device-side assertion that names the problem and, like
+PyTorch's own device-side index checks, ends the CUDA context; see ``_checks``).
+``validate=False`` skips the value checks.
 """
 
 from __future__ import annotations
 
-from ._common import check_qkv, check_values, choose_backend
+from . import _common
+from ._common import check_qkv, check_scalars, check_targets_structure, check_values, choose_backend
+
+
+def _value_checks(validate: bool, backend: str, seq_offsets) -> str:
+    """Where the value checks run: "host", "device" (inside the Triton kernel) or "none"."""
+    if not validate:
+        return "none"
+    if backend == "triton" and not _common.values_on_host(seq_offsets):
+        return "device"
+    return "host"
 
 
 def _fallback_dtype(q):
@@ -67,20 +82,20 @@ def hstu_attention(
     from .reference import _check_bias, hstu_attention_reference
 
     _check_bias(q, seq_offsets, timestamps, ts_weights, pos_weights, max_seq_len)
-    if validate:
+    check_scalars(max_seq_len, contextual_seq_len, max_attn_len)
+    check_targets_structure(num_targets, seq_offsets.numel() - 1, q.device)
+    backend = choose_backend(backend, q.device)
+    checks = _value_checks(validate, backend, seq_offsets)
+    if checks == "host":
         check_values(seq_offsets, q.shape[0], max_seq_len, num_targets, contextual_seq_len, max_attn_len)
-    elif num_targets is not None and num_targets.numel() != seq_offsets.numel() - 1:
-        from ._common import KernelInputError
-
-        raise KernelInputError("num_targets must have one entry per sequence")
     kw = dict(
         max_seq_len=max_seq_len,
         alpha=alpha,
-        num_targets=num_targets,
+        num_targets=_contig(num_targets),
         contextual_seq_len=contextual_seq_len,
         max_attn_len=max_attn_len,
     )
-    if choose_backend(backend, q.device) == "reference":
+    if backend == "reference":
         dt = _fallback_dtype(q)
         if dt is None:
             return hstu_attention_reference(
@@ -96,9 +111,25 @@ def hstu_attention(
     from ._dense import hstu_fwd
 
     return hstu_fwd(
-        q, k, v, seq_offsets, timestamps=timestamps, ts_weights=ts_weights, pos_weights=pos_weights,
-        out=_check_out(out, q, v), **kw,
+        q, k, v, _device_checked(checks, seq_offsets, q.shape[0], max_seq_len, kw["num_targets"]),
+        timestamps=timestamps, ts_weights=ts_weights, pos_weights=pos_weights, out=_check_out(out, q, v), **kw,
     )
+
+
+def _device_checked(checks: str, seq_offsets, total: int, max_seq_len: int, num_targets, cache=None):
+    """The offsets as the kernels read them (unit stride), after queueing the device-side
+    value checks when ``checks == "device"``."""
+    seq_offsets = _contig(seq_offsets)
+    if checks == "device":
+        from ._checks import check_on_device
+
+        check_on_device(seq_offsets, total, max_seq_len, num_targets, cache)
+    return seq_offsets
+
+
+def _contig(t):
+    """Offsets and counts are read with unit stride by the kernels."""
+    return t if t is None or t.is_contiguous() else t.contiguous()
 
 
 def _check_out(out, q, v):
@@ -151,26 +182,26 @@ def hstu_attention_cached(
     Returns:
         [L_new, H, d_v]: the new tokens' rows of :func:`hstu_attention` over the full sequences.
     """
-    from .cache import check_cache
-    from .reference import hstu_attention_cached_reference, raise_total
+    from .cache import check_cache, check_cache_values
+    from .reference import hstu_attention_cached_reference
 
     check_qkv(q, k, v, seq_offsets, allow_fp64=True)
     check_cache(kv_cache, q, k, v, seq_offsets)
-    if validate:
-        import torch
-
+    check_scalars(max_seq_len, contextual_seq_len, max_attn_len)
+    check_targets_structure(num_targets, seq_offsets.numel() - 1, q.device)
+    backend = choose_backend(backend, q.device)
+    checks = _value_checks(validate, backend, seq_offsets)
+    if checks == "host":
         new_lens = check_values(seq_offsets, q.shape[0], max_seq_len, num_targets, contextual_seq_len, max_attn_len)
-        tot = new_lens + kv_cache.cache_lens.to("cpu", torch.int64)
-        if tot.numel() and int(tot.max()) > max_seq_len:
-            raise_total(tot, max_seq_len)
+        check_cache_values(kv_cache, new_lens, max_seq_len)
     kw = dict(
         max_seq_len=max_seq_len,
         alpha=alpha,
-        num_targets=num_targets,
+        num_targets=_contig(num_targets),
         contextual_seq_len=contextual_seq_len,
         max_attn_len=max_attn_len,
     )
-    if choose_backend(backend, q.device) == "reference":
+    if backend == "reference":
         dt = _fallback_dtype(q)
         if dt is None:
             return hstu_attention_cached_reference(q, k, v, seq_offsets, kv_cache, validate=False, **kw)
@@ -185,7 +216,8 @@ def hstu_attention_cached(
     _no_fp64(q)
     from ._cached import hstu_cached_fwd
 
-    return hstu_cached_fwd(q, k, v, seq_offsets, kv_cache, out=_check_out(out, q, v), **kw)
+    off = _device_checked(checks, seq_offsets, q.shape[0], max_seq_len, kw["num_targets"], kv_cache)
+    return hstu_cached_fwd(q, k, v, off, kv_cache, out=_check_out(out, q, v), **kw)
 
 
 def hstu_attention_block_sparse(
@@ -229,13 +261,17 @@ def hstu_attention_block_sparse(
 
     check_qkv(q, k, v, seq_offsets, allow_fp64=True)
     check_bsa_args(q, seq_offsets, block_size, block_counts, gate_cmp, gate_slc)
-    if validate:
+    check_scalars(max_seq_len, 0, 0)
+    check_targets_structure(num_targets, seq_offsets.numel() - 1, q.device)
+    backend = choose_backend(backend, q.device)
+    checks = _value_checks(validate, backend, seq_offsets)
+    if checks == "host":
         check_values(seq_offsets, q.shape[0], max_seq_len, num_targets, 0, 0)
     kw = dict(
         max_seq_len=max_seq_len, alpha=alpha, block_size=block_size, block_counts=block_counts,
-        num_targets=num_targets, return_block_indices=return_block_indices,
+        num_targets=_contig(num_targets), return_block_indices=return_block_indices,
     )
-    if choose_backend(backend, q.device) == "reference":
+    if backend == "reference":
         dt = _fallback_dtype(q)
         if dt is None:
             return hstu_attention_block_sparse_reference(
@@ -250,4 +286,5 @@ def hstu_attention_block_sparse(
     _no_fp64(q)
     from ._bsa import hstu_bsa_fwd
 
-    return hstu_bsa_fwd(q, k, v, seq_offsets, gate_cmp=gate_cmp, gate_slc=gate_slc, out=_check_out(out, q, v), **kw)
+    off = _device_checked(checks, seq_offsets, q.shape[0], max_seq_len, kw["num_targets"])
+    return hstu_bsa_fwd(q, k, v, off, gate_cmp=gate_cmp, gate_slc=gate_slc, out=_check_out(out, q, v), **kw)

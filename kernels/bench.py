@@ -14,6 +14,11 @@ Method (after triton.testing.do_bench and the seeds' pt_bench / BSA benchmark):
   causal pairs), using the median time;
 - speedup = median(baseline) / median(variant), both measured in the same process.
 
+Variants: ``triton_dense`` (``validate=False``), ``triton_dense_default`` (the call as a new
+user writes it), the block-sparse and cached kernels, the PyTorch references, PyTorch's
+causal ``sdpa`` of the same shape, and ``peer``: generative-recommenders' public Triton HSTU
+kernel, measured in the same process when its checkout is on ``PYTHONPATH`` (never shipped).
+
 GPU clocks are never changed (read them with nvidia-smi and record them).
 """
 
@@ -78,10 +83,10 @@ DEFAULT_CONFIGS = ["seed1", "seed2", "seed3", "seed4", "seed5", "hstu_T512", "hs
                    "cached_C4096_n256", "cached_C8192_n256", "cached_C4096_n64", "cached_C4096_n1024",
                    "cached_workload_large"]
 
-VARIANTS = ("triton_dense", "triton_block_sparse", "triton_cached", "reference",
-            "reference_block_sparse", "reference_cached", "sdpa")
+VARIANTS = ("triton_dense", "triton_dense_default", "triton_block_sparse", "triton_cached", "reference",
+            "reference_block_sparse", "reference_cached", "sdpa", "peer")
 _KIND_VARIANTS = {
-    "dense": {"triton_dense", "reference", "sdpa"},
+    "dense": {"triton_dense", "triton_dense_default", "reference", "sdpa", "peer"},
     "bsa": {"triton_block_sparse", "reference_block_sparse", "triton_dense", "reference"},
     "cached": {"triton_cached", "reference_cached", "triton_dense", "reference"},
 }
@@ -285,6 +290,19 @@ def _variant_fn(variant, cfg, inp):
         return (lambda: f(fq, fk, fv, foff, validate=False, **kw, **extra)), pairs
     if variant == "triton_dense":
         return (lambda: api.hstu_attention(q, k, v, off, validate=False, backend=backend, **kw)), \
+            dense_valid_pairs(inp["lengths"], inp["nt"])
+    if variant == "triton_dense_default":
+        # as a new user calls it: validation on, backend chosen automatically
+        return (lambda: api.hstu_attention(q, k, v, off, **kw)), dense_valid_pairs(inp["lengths"], inp["nt"])
+    if variant == "peer":
+        # the public Triton kernel of meta-recsys/generative-recommenders, when importable
+        # (put its checkout on PYTHONPATH); same inputs, same mask, its own autotuning
+        try:
+            from generative_recommenders.ops.triton.triton_hstu_attention import triton_hstu_mha
+        except ImportError as exc:
+            raise RuntimeError("generative_recommenders is not importable (add its checkout to PYTHONPATH)") from exc
+        N = inp["max_seq_len"]
+        return (lambda: triton_hstu_mha(N, inp["alpha"], q, k, v, off, inp["num_targets"])), \
             dense_valid_pairs(inp["lengths"], inp["nt"])
     if variant == "reference":
         return (lambda: reference.hstu_attention_reference(q, k, v, off, validate=False, **kw)), \

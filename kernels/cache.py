@@ -163,3 +163,34 @@ def check_cache(cache, q, k, v, seq_offsets) -> None:
         raise KernelInputError("page_table and cache_lens must be int32")
     if cache.page_size != PAGE_SIZE:
         raise KernelInputError(f"page_size must be {PAGE_SIZE}")
+
+
+def check_cache_values(cache, new_lens, max_seq_len: int) -> None:
+    """Host-side value checks of a cache against the new tokens' lengths (CPU tensor):
+    cache lengths within the page table's capacity, cache + new tokens within max_seq_len,
+    and every page a sequence uses inside ``k_cache`` (one copy of the page table to the
+    host when the cache is on a GPU)."""
+    import torch
+
+    lens = cache.cache_lens.detach().to("cpu", torch.int64)
+    if lens.numel() and (int(lens.min()) < 0 or int(lens.max()) > cache.capacity):
+        b = int(((lens < 0) | (lens > cache.capacity)).nonzero()[0, 0])
+        raise KernelInputError(
+            f"kv_cache.cache_lens[{b}]={int(lens[b])} is outside [0, {cache.capacity}] (the page table's capacity)"
+        )
+    tot = lens + new_lens
+    if tot.numel() and int(tot.max()) > max_seq_len:
+        from .reference import raise_total
+
+        raise_total(tot, max_seq_len)
+    used = (lens + cache.page_size - 1) // cache.page_size
+    if used.numel() and int(used.max()) > 0:
+        pt = cache.page_table.detach().to("cpu", torch.int64)[:, : int(used.max())]
+        inuse = torch.arange(pt.shape[1]).view(1, -1) < used.view(-1, 1)
+        bad = inuse & ((pt < 0) | (pt >= cache.k_cache.shape[0]))
+        if bool(bad.any()):
+            b, p = (int(x) for x in bad.nonzero()[0])
+            raise KernelInputError(
+                f"kv_cache.page_table[{b}, {p}]={int(pt[b, p])} names no page of k_cache "
+                f"({cache.k_cache.shape[0]} pages)"
+            )

@@ -188,6 +188,19 @@ def test_distinct_labels_never_read_alike():
         assert max(map(len, labels)) <= width, width
 
 
+def test_free_text_gives_up_its_width_first_and_is_cut_at_the_end():
+    """A note narrows before a key or a name does, and is cut where it ends: no labels
+    told apart in it ('host-t… [71]' read as nothing)."""
+    notes = ["host-timed, not judged (+71.8%, p=0.0093)", "host-timed, not judged (+52.7%, p=0.0093)"]
+    keys = ["cudaMemcpyAsync_with_a_long_tail", "cudaStreamSynchronize_and_more"]
+    rows = table.Rows(["key", "note"], ["VARCHAR", "VARCHAR"], [list(r) for r in zip(keys, notes, strict=True)])
+    body = table.render(rows, width=60).splitlines()[2:4]
+    assert [line.split("  ")[0] for line in body] == keys  # the key whole
+    cut = [line[len(keys[0]) + 2:] for line in body]
+    assert all(c.endswith("…") and notes[i].startswith(c[:-1]) for i, c in enumerate(cut)), cut
+    assert max(map(len, body)) <= 60
+
+
 def test_si_and_time_formats():
     assert table.si(7.81e14, "FLOP/s") == "781 TFLOP/s"
     assert table.si(999_960, "B") == "1.00 MB"

@@ -412,10 +412,20 @@ def test_dense_tile_shapes(tiles):
 
 
 @pytest.mark.parametrize("cfg", [dict(PAGES=0, BLOCK_N=64, GRID_M=2), dict(PAGES=1, DIAG_TILE=True, BLOCK_N=16),
-                                 dict(PAGES=1, BLOCK_N=64), dict(PAGES=2, DIAG_TILE=True, BLOCK_N=32, GRID_M=None)],
-                         ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag"])
+                                 dict(PAGES=1, BLOCK_N=64), dict(PAGES=2, DIAG_TILE=True, BLOCK_N=32, GRID_M=None),
+                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3),
+                                 dict(PAGES=0, BLOCK_N=32, SPLIT=2, GRID_M=1),
+                                 dict(PAGES=3, DIAG_TILE=True, BLOCK_N=32), dict(PAGES=3, BLOCK_N=16, SPLIT=2),
+                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=2, G_FAST=True, GRID_M=2),
+                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=16, GRID_M=0),
+                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3, FLAT=True),
+                                 dict(PAGES=3, BLOCK_N=16, FLAT=True), dict(PAGES=0, BLOCK_N=64, SPLIT=2, FLAT=True)],
+                         ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag", "split3", "split2-loop",
+                              "tma-diag", "tma-bn16-split2", "gfast-split2", "noloop", "flat-split3", "flat-tma",
+                              "flat-load-split2"])
 def test_cached_page_modes(cfg):
-    """The cached kernel's page addressing modes, tile shapes and query-block loop."""
+    """The cached kernel's page addressing modes, tile shapes, query-block loop and key
+    splits (partial sums added by the last program to arrive; empty caches included)."""
     from tracekit.kernels._cached import hstu_cached_fwd
 
     g = _gen()
@@ -436,3 +446,135 @@ def test_cached_page_modes(cfg):
         ref = hstu_attention_cached_reference(*_d64(q, k, v), no, c64, max_seq_len=100, alpha=0.4, num_targets=nt,
                                               **extra)
         assert _rel(out, ref) < TOL[torch.float32]
+
+
+# ----------------------------------------------------------------------------- value checks
+
+
+def _bad_inputs():
+    """(name, function, kwargs, expected message) of calls with one bad value each."""
+    g = _gen()
+    q, k, v = (_rand(g, 10, 2, 8, dtype=torch.float32) for _ in range(3))
+    off = _offsets([4, 6])
+    kw = dict(max_seq_len=8, alpha=1.0)
+    kh, vh = _rand(g, 40, 2, 8, dtype=torch.float32), _rand(g, 40, 2, 8, dtype=torch.float32)
+
+    def cache(mutate):
+        c = build_paged_kv_cache(kh, vh, _offsets([33, 7]), max_len=64, generator=g)
+        mutate(c)
+        return c
+
+    def bad_page(c):
+        c.page_table[0, 1] = c.k_cache.shape[0] + 3
+
+    def long_cache(c):
+        c.cache_lens[1] = 70
+
+    dense = lambda **a: hstu_attention(q, k, v, **a)  # noqa: E731
+    cached = lambda c, **a: hstu_attention_cached(q, k, v, off, c, **a)  # noqa: E731
+    bsa = lambda **a: hstu_attention_block_sparse(q, k, v, block_size=16, **a)  # noqa: E731
+    return [
+        ("decreasing", dense, dict(seq_offsets=torch.tensor([0, 7, 6, 10], device=DEV), **kw),
+         "non-decreasing"),
+        ("short_end", dense, dict(seq_offsets=_offsets([4, 5]), **kw), "number of tokens"),
+        ("too_long", dense, dict(seq_offsets=_offsets([1, 9]), **kw), "max_seq_len"),
+        ("targets", dense, dict(seq_offsets=off, num_targets=torch.tensor([1, 7], device=DEV), **kw),
+         "num_targets"),
+        ("bsa_offsets", bsa, dict(seq_offsets=torch.tensor([1, 4, 10], device=DEV), **kw), "seq_offsets"),
+        ("cache_total", cached, dict(c=cache(lambda c: None), max_seq_len=36, alpha=1.0), "max_seq_len"),
+        ("cache_page", cached, dict(c=cache(bad_page), max_seq_len=64, alpha=1.0), "page"),
+        ("cache_len", cached, dict(c=cache(long_cache), max_seq_len=200, alpha=1.0), "cache_lens"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(8), ids=[c[0] for c in _bad_inputs()])
+def test_bad_values_raise_clear_errors_on_the_host(case):
+    """CPU tensors: the default call checks values on the host, a one-line KernelInputError."""
+    _, fn, kw, msg = _bad_inputs()[case]
+    with pytest.raises(KernelInputError, match=msg):
+        fn(**kw)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="a device-side assertion ends the CUDA context; run under the interpreter")
+@pytest.mark.parametrize("case", range(8), ids=[c[0] for c in _bad_inputs()])
+def test_device_side_checks_name_the_problem(case, monkeypatch):
+    """The checks the kernels run on a GPU (no host sync), exercised under the interpreter:
+    each bad value fails the kernel's assertion with the message a user sees."""
+    import dataclasses
+
+    from tracekit.kernels import _common
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(_common, "values_on_host", lambda t: False)
+    opts = interpreter.interpreter_builder.options
+    monkeypatch.setattr(interpreter.interpreter_builder, "options", dataclasses.replace(opts, debug=True))
+    _, fn, kw, msg = _bad_inputs()[case]
+    with pytest.raises(Exception, match=msg) as err:
+        fn(backend="triton", **kw)
+    assert not isinstance(err.value, KernelInputError)  # raised by the kernel, not by the host checks
+
+
+def test_device_side_checks_pass_valid_inputs(monkeypatch):
+    from tracekit.kernels import _common
+
+    monkeypatch.setattr(_common, "values_on_host", lambda t: False)
+    g = _gen()
+    hist, new, targets = [40, 0, 7], [5, 3, 0], [2, 3, 0]
+    kh, vh = _rand(g, sum(hist), 2, 16, dtype=torch.float32), _rand(g, sum(hist), 2, 16, dtype=torch.float32)
+    q, k, v = (_rand(g, sum(new), 2, 16, dtype=torch.float32) for _ in range(3))
+    cache = build_paged_kv_cache(kh, vh, _offsets(hist), max_len=50, generator=g)
+    nt = torch.tensor(targets, device=DEV)
+    kw = dict(max_seq_len=50, alpha=0.5, num_targets=nt)
+    out = hstu_attention_cached(q, k, v, _offsets(new), cache, backend="triton", **kw)
+    c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
+    assert _rel(out, hstu_attention_cached_reference(*_d64(q, k, v), _offsets(new), c64, **kw)) < TOL[torch.float32]
+    out = hstu_attention(q, k, v, _offsets(new), backend="triton", **kw)
+    assert _rel(out, hstu_attention_reference(*_d64(q, k, v), _offsets(new), **kw)) < TOL[torch.float32]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_gpu_default_calls_never_sync():
+    """The default call (validate=True) of every public kernel: no host synchronisation."""
+    g = _gen()
+    lengths, nts, H, d = [300, 0, 1, 129], [64, 0, 1, 0], 4, 128
+    off = _offsets(lengths)
+    q, k, v = (_rand(g, sum(lengths), H, d, dtype=torch.bfloat16) for _ in range(3))
+    nt = torch.tensor(nts, device=DEV)
+    kh, vh = (_rand(g, 500, H, d, dtype=torch.bfloat16) for _ in range(2))
+    cache = build_paged_kv_cache(kh, vh, _offsets([200, 0, 33, 267]), max_len=600, generator=g)
+    kw = dict(max_seq_len=1024, alpha=0.1, num_targets=nt)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        outs = [hstu_attention(q, k, v, off, **kw), hstu_attention_cached(q, k, v, off, cache, **kw),
+                hstu_attention_block_sparse(q, k, v, off, block_size=32, block_counts=2, **kw)]
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    ref = hstu_attention_reference(q.float(), k.float(), v.float(), off, **kw)
+    assert _rel(outs[0], ref) < TOL[torch.bfloat16]
+    c32 = PagedKVCache(cache.k_cache.float(), cache.v_cache.float(), cache.page_table, cache.cache_lens)
+    ref = hstu_attention_cached_reference(q.float(), k.float(), v.float(), off, c32, **kw)
+    assert _rel(outs[1], ref) < TOL[torch.bfloat16]
+
+
+def test_tiles_file_overrides_builtin_and_default(tmp_path, monkeypatch):
+    """Tuned tiles are read from the tuning file by key (GPU, dtype, dims, max_seq_len bucket)."""
+    from tracekit.kernels import tiles
+
+    monkeypatch.setenv(tiles.TILES_ENV, str(tmp_path / "t.json"))
+    monkeypatch.setattr(tiles, "_device", lambda device: ("NVIDIA H200", 9))
+    monkeypatch.setattr(tiles, "BUILTIN", {("dense", "bfloat16", 128, 128, 2048): {"BLOCK_M": 64}})
+    tiles._memo.clear()
+    cuda = torch.device("cuda", 0)
+    assert tiles.bucket(1000) == 1024 and tiles.bucket(1024) == 1024 and tiles.bucket(1 << 20) == 16384
+    assert tiles.lookup("dense", torch.device("cpu"), torch.bfloat16, 128, 128, 1024) is None
+    assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) is None
+    assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1500) == {"BLOCK_M": 64}
+    tiles.save("dense", "NVIDIA H200", torch.bfloat16, 128, 128, 1000, {"BLOCK_M": 128, "num_stages": 4})
+    assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) == {"BLOCK_M": 128, "num_stages": 4}
+    assert tiles.lookup("dense", cuda, torch.float16, 128, 128, 1024) is None
+    monkeypatch.setattr(tiles, "_device", lambda device: ("NVIDIA H100", 9))
+    tiles._memo.clear()
+    assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) is None  # tuned on another GPU
+    tiles._memo.clear()

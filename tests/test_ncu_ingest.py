@@ -4,6 +4,7 @@ bad input is a one-line InputError (exit code 2) and leaves the database unchang
 from __future__ import annotations
 
 import csv
+import io
 import lzma
 import re
 from pathlib import Path
@@ -276,6 +277,16 @@ def test_missing_columns_and_na_still_ingest(plain, tmp_path):
 # -- damaged CSVs (issue 13, point 7) -----------------------------------------
 
 
+def _with_field(lines: list[str], row: int, column: str, value: str) -> str:
+    """The CSV ``lines`` with ``column`` of line ``row`` set to ``value``."""
+    header = next(csv.reader([lines[0]]))
+    cells = next(csv.reader([lines[row]]))
+    cells[header.index(column)] = value
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerow(cells)
+    return "".join(lines[:row]) + out.getvalue() + "".join(lines[row + 1:])
+
+
 def _damaged_csvs(plain, d: Path) -> dict[str, tuple[Path, str]]:
     """The committed real raw and details CSVs, cut, duplicated or with a bad launch ID."""
     raw = plain[("full", "raw.csv")].read_text()
@@ -291,6 +302,7 @@ def _damaged_csvs(plain, d: Path) -> dict[str, tuple[Path, str]]:
         "raw-id-1e23": (raw.replace('\n"1",', '\n"1e23",', 1), "bad launch ID '1e23'"),
         "raw-id-overflow": (raw.replace('\n"1",', '\n"99999999999999999999",', 1), "bad launch ID"),
         "raw-id-underscore": (raw.replace('\n"1",', '\n"1_0",', 1), "bad launch ID '1_0'"),
+        "raw-stream-superscript": (_with_field(rl, 2, "Stream", "²"), "Stream '²' is not a whole number"),
         "details-cut-at-field": (det[: len(det) - len(dl[-1]) + dl[-1].rindex('","') + 1], "fields where the header has"),
         "details-metric-twice": (det + dl[5], "twice"),
         "details-id-1e23": (det.replace('\n"2",', '\n"1e23",', 1), "bad launch ID '1e23'"),

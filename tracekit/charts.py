@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -733,6 +734,106 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
         width=WIDTH - 260, height=alt.Step(22), title=alt.Title("Largest changes", subtitle=subtitle))
 
 
+# -- multi-rank --------------------------------------------------------------------
+
+
+def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
+    """Per rank: GPU busy time, kernel time and outermost-NVTX time (ms), one panel per
+    measure with its own scale (NVTX time dwarfs GPU time), from the rank-summary query;
+    the bar label is the rank against the median rank in that measure."""
+    _need(df, "rank-summary", "rank-summary", ["rank", "kernel_ns", "gpu_busy_ns", "nvtx_ns"])
+    if df.is_empty():
+        return _no_data("Ranks")
+    measures = [("gpu_busy_ns", "GPU busy"), ("kernel_ns", "kernel time"), ("nvtx_ns", "outermost NVTX ranges")]
+    rows = []
+    for col, label in measures:
+        values = [v for v in df.get_column(col).to_list() if v is not None]
+        med = statistics.median(values) if values else None
+        for r in df.iter_rows(named=True):
+            if r[col] is not None:
+                rows.append({"rank": f"rank {r['rank']}", "measure": label, "ms": r[col] / 1e6, "host": r.get("host"),
+                             "vs_median": 100.0 * (r[col] - med) / med if med else None})
+    order = [f"rank {r}" for r in df.get_column("rank").to_list()]
+    y = alt.Y("rank:N", sort=order, title=None)
+    tip = [alt.Tooltip("rank:N"), alt.Tooltip("host:N"), alt.Tooltip("measure:N"),
+           alt.Tooltip("ms:Q", title="time [ms]", format=",.3f"),
+           alt.Tooltip("vs_median:Q", title="vs the median rank [%]", format="+.1f")]
+    base = alt.Chart()
+    bars = base.mark_bar().encode(
+        y=y, x=alt.X("ms:Q", title="time [ms]"), tooltip=tip,
+        color=alt.Color("measure:N", sort=[m[1] for m in measures], scale=alt.Scale(scheme=PALETTE), legend=None))
+    text = base.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
+        y=y, x="ms:Q", text=alt.Text("vs_median:Q", format="+.1f"))
+    return alt.layer(bars, text, data=alt.Data(values=rows)).properties(width=260, height=alt.Step(22)).facet(
+        column=alt.Column("measure:N", sort=[m[1] for m in measures], title=None)
+    ).resolve_scale(x="independent").properties(
+        title=alt.Title("Time per rank", subtitle="GPU busy (union of the rank's GPU ops), kernel time, outermost "
+                        "NVTX ranges; label: % against the median rank"))
+
+
+def stragglers(df: pl.DataFrame) -> alt.LayerChart:
+    """Range instances with the most skew across ranks, each as % of its median rank's
+    duration (a warm-up of seconds and a step of milliseconds on one axis): a line from
+    the fastest to the slowest rank, a tick at the median (100 %), the slowest rank
+    labelled."""
+    _need(df, "stragglers", "stragglers", ["path", "instance", "min_ns", "med_ns", "max_ns", "slowest_rank"])
+    if df.is_empty():
+        return _no_data("Stragglers")
+    med = pl.when(pl.col("med_ns") > 0).then(pl.col("med_ns")).otherwise(None)
+    d = df.with_columns(
+        pl.format("{} #{}", pl.col("path"), pl.col("instance")).alias("label"),
+        (pl.col("min_ns") / 1e6).alias("min_ms"), (pl.col("med_ns") / 1e6).alias("med_ms"),
+        (pl.col("max_ns") / 1e6).alias("max_ms"),
+        (100.0 * pl.col("min_ns") / med).alias("min_pct"), (100.0 * pl.col("max_ns") / med).alias("max_pct"),
+        pl.lit(100.0).alias("med_pct"),
+        pl.format("rank {}", pl.col("slowest_rank")).alias("slowest"),
+    )
+    data = d.select("label", "min_ms", "med_ms", "max_ms", "min_pct", "med_pct", "max_pct", "slowest",
+                    "skew_pct").to_dicts()
+    y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=320))
+    tip = [alt.Tooltip("label:N", title="NVTX path #instance"), alt.Tooltip("min_ms:Q", title="fastest [ms]", format=",.3f"),
+           alt.Tooltip("med_ms:Q", title="median [ms]", format=",.3f"),
+           alt.Tooltip("max_ms:Q", title="slowest [ms]", format=",.3f"), alt.Tooltip("slowest:N", title="slowest"),
+           alt.Tooltip("skew_pct:Q", title="slowest vs median [%]", format="+.1f")]
+    base = alt.Chart(alt.Data(values=data))
+    rule = base.mark_rule(color="#888", strokeWidth=2).encode(
+        y=y, x=alt.X("min_pct:Q", title="duration across ranks [% of the median rank's]"), x2="max_pct:Q", tooltip=tip)
+    med_tick = base.mark_tick(color="#4c78a8", thickness=2, size=14).encode(y=y, x="med_pct:Q", tooltip=tip)
+    slow = base.mark_point(color="#e45756", filled=True, size=60).encode(y=y, x="max_pct:Q", tooltip=tip)
+    text = base.mark_text(align="left", dx=6, fontSize=10, color="#e45756").encode(y=y, x="max_pct:Q", text="slowest:N")
+    return alt.layer(rule, med_tick, slow, text).properties(
+        width=WIDTH - 300, height=alt.Step(18),
+        title=alt.Title("Stragglers", subtitle="per range instance across ranks: fastest to slowest as % of the "
+                        "median, tick = median, label = slowest rank"))
+
+
+def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart:
+    """Rank x NVTX path: colour = the rank's total time in the path's ranges against the median
+    rank's (diverging around 0), text = its total in ms, from the rank-ranges query."""
+    _need(df, "rank-heatmap", "rank-ranges", ["path", "rank", "total_ns", "vs_median_pct"])
+    if df.is_empty():
+        return _no_data("Ranks x NVTX ranges")
+    d = df.with_columns((pl.col("total_ns") / 1e6).alias("total_ms"), pl.format("rank {}", pl.col("rank")).alias("r"))
+    data = d.select("path", "r", "rank", "total_ms", "vs_median_pct", "instances").to_dicts()
+    ranks = [f"rank {r}" for r in sorted(set(df.get_column("rank").to_list()))]
+    lim = max(5.0, float(df.get_column("vs_median_pct").abs().max() or 0.0))
+    base = alt.Chart(alt.Data(values=data)).encode(
+        x=alt.X("path:N", title="NVTX path", axis=alt.Axis(labelAngle=-40, labelLimit=200)),
+        y=alt.Y("r:N", sort=ranks, title=None),
+    )
+    cells = base.mark_rect().encode(
+        color=alt.Color("vs_median_pct:Q", title="vs median rank [%]",
+                        scale=alt.Scale(scheme="redblue", reverse=True, domain=[-lim, lim])),
+        tooltip=[alt.Tooltip("r:N", title="rank"), alt.Tooltip("path:N", title="NVTX path"),
+                 alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"), alt.Tooltip("instances:Q"),
+                 alt.Tooltip("vs_median_pct:Q", title="vs median rank [%]", format="+.1f")],
+    )
+    text = base.mark_text(fontSize=10, color="#222").encode(text=alt.Text("total_ms:Q", format=",.1f"))
+    return alt.layer(cells, text).properties(
+        width=alt.Step(90), height=alt.Step(28),
+        title=alt.Title("Time per rank and NVTX path", subtitle="cell: total ms; colour: against the median rank"))
+
+
 CHARTS: dict[str, ChartSpec] = {
     "roofline": ChartSpec("roofline", roofline, {"limit": 0}, "ncu roofline, one point per launch"),
     "occupancy": ChartSpec(
@@ -744,6 +845,9 @@ CHARTS: dict[str, ChartSpec] = {
     "nvtx-timeline": ChartSpec(
         "nvtx-ranges", nvtx_timeline, {"limit": 2000}, "nsys NVTX ranges over time"
     ),
+    "rank-summary": ChartSpec("rank-summary", rank_summary, {"limit": 0}, "multi-rank: time per rank"),
+    "stragglers": ChartSpec("stragglers", stragglers, {"limit": 20}, "multi-rank: range instances by skew"),
+    "rank-heatmap": ChartSpec("rank-ranges", rank_heatmap, {"limit": 0}, "multi-rank: time per rank and NVTX path"),
     "sweep-latency": ChartSpec(
         "sweep-latency", sweep_latency, {"limit": 0}, "latency across a bs x nc sweep"
     ),

@@ -192,9 +192,20 @@ def ingest(
     files: Annotated[list[Path], typer.Argument(help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, or run folders")],
     name: Annotated[str | None, typer.Option(
         "--name", help="run name (default: file stem); renames a run already ingested")] = None,
+    param: Annotated[list[str], typer.Option(
+        "--param", "-p", help="run parameter NAME=VALUE (e.g. rank=3), repeatable")] = [],  # noqa: B006
+    workers: Annotated[int | None, typer.Option(
+        "--workers", help="prepare the files in N Dask worker processes (needs tracekit[dask])")] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="prepare the files on an existing Dask cluster (scheduler address; "
+        "$DASK_SCHEDULER_ADDRESS does the same for --workers)")] = None,
     db: DbOpt = None,
 ):
     """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""
+    params = _params(param) or None
+    if workers is not None or scheduler is not None:
+        _ingest_distributed(_open(db), files, workers, scheduler, name, params)
+        return
     from .ingest.nsysrep import export_if_needed
 
     tk, f = None, None
@@ -203,18 +214,61 @@ def ingest(
             for f in files:
                 tk.last_ingest = None
                 with export_if_needed(f) as source:
-                    res = tk.ingest(source, name=name)  # an exported .nsys-rep keeps its stem: the default name
-                if res.skipped:
-                    renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
-                    typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
-                else:
-                    n = sum(res.rows.values())
-                    replaced = " in place of the same export ingested alone" if res.replaced else ""
-                    typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
+                    # an exported .nsys-rep keeps its stem: the default name
+                    res = tk.ingest(source, name=name, params=params)
+                _echo_result(f, res)
     except (KeyboardInterrupt, Interrupted):  # also outside tk.ingest: exporting a .nsys-rep, printing, closing
         if tk is None or f is None:
             raise Interrupted("interrupted; not ingested, nothing was written") from None
         raise tk.interrupted(f) from None
+
+
+def _echo_result(f, res) -> None:
+    if res.skipped:
+        renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
+        typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
+    else:
+        n = sum(res.rows.values())
+        replaced = " in place of the same export ingested alone" if res.replaced else ""
+        typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
+
+
+def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
+    """Prepare in Dask workers, land here; a failing file is reported and the others
+    land (exit 2 when any failed)."""
+    from contextlib import nullcontext
+
+    from . import distributed
+
+    bar = None
+    if sys.stderr.isatty():
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        bar = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       transient=True)
+    failed = []
+
+    def report(o) -> None:
+        if o.error is not None:
+            failed.append(o)
+            typer.echo(f"tracekit: error: {o.error}", err=True)
+        else:
+            _echo_result(o.source, o.result)
+        if bar is not None:
+            bar.advance(task)
+
+    with bar if bar is not None else nullcontext():
+        task = bar.add_task("files", total=len(files)) if bar is not None else None
+        distributed.ingest_many(tk, files, workers=workers, scheduler=scheduler, name=name, params=params,
+                                on_outcome=report)
+    if failed:
+        raise TracekitError(f"{len(failed)} of {len(files)} files not ingested (errors above); the others landed")
 
 
 runs_app = typer.Typer(help="List the runs in the store; rename or remove one.", invoke_without_command=True)
@@ -397,6 +451,8 @@ def diff_cmd(
     limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
     fmt: FormatOpt = "table",
     out: OutOpt = None,
+    columns: ColumnsOpt = None,
+    all_columns: AllColumnsOpt = False,
     db: DbOpt = None,
 ):
     """Compare two runs (or two sweeps): what changed, with noise-aware verdicts."""
@@ -414,7 +470,10 @@ def diff_cmd(
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
     shown = df.head(rows) if rows else df
     if fmt == "table":
-        _emit(_diff.display(shown), fmt, out, store_path=tk.path)
+        from .table import Rows
+
+        _show(Rows.from_polars(_diff.display(shown)), out, display=_diff.DISPLAY, columns=_columns(columns),
+              all_columns=all_columns, store_path=tk.path)
         counts = df["verdict"].value_counts(sort=True).rows()
         more = f"; {df.height - shown.height} more rows (--limit 0 for all)" if shown.height < df.height else ""
         typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
@@ -461,7 +520,7 @@ def report(
 
 
 export_app = typer.Typer(cls=_LazyGroup, name="export", no_args_is_help=True,
-                         help="Export a run: a timeline for Perfetto, the sweep spreadsheet.")
+                         help="Export a run: a timeline for Perfetto, a Parquet dataset, the sweep spreadsheet.")
 app.add_typer(export_app, name="export")
 
 
@@ -483,6 +542,23 @@ def export_trace_cmd(
                        nvtx=nvtx, instance=instance, force=force)
     events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)
     typer.echo(f"wrote {out}: run {res.run_id}, {res.window.label}: {events or 'no events'}")
+
+
+@export_app.command("parquet")
+def export_parquet(
+    out: Annotated[Path, typer.Option("--output", "-o", help="dataset folder to write (new or empty)")],
+    run: Annotated[str, typer.Option("--run", help="run id or name, or 'all'")] = "all",
+    db: DbOpt = None,
+):
+    """Write the store as a Hive-partitioned Parquet dataset (DIR/kernels/run_id=3/part-0.parquet,
+    ..., DIR/runs.parquet) that `tracekit --db DIR query ...`, Dask, Spark or Trino read."""
+    from . import dataset
+
+    tk = _open(db, read_only=True)
+    if isinstance(tk, dataset.Dataset):
+        raise ParamError(f"--db {tk.path}: is a dataset already; export from a DuckDB store")
+    ids = dataset.export(tk, out, run)
+    typer.echo(f"wrote {out}: {len(ids)} run{'s' if len(ids) != 1 else ''}")
 
 
 bench_app = typer.Typer(help="Benchmarks of the HSTU kernels (needs torch; a GPU for real figures).")

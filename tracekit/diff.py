@@ -728,6 +728,11 @@ def short_keys(keys: list[str], width: int = 60) -> dict[str, str]:
     return dict(zip(unique, distinct_labels(unique, width, _shorten_key), strict=True))
 
 
+#: the columns a terminal shows by default (p with --all-columns): the note says why a
+#: verdict was held back, so it stays, narrowed first
+DISPLAY = ["scope", "key", "metric", "base", "new", "delta", "verdict", "note"]
+
+
 def display(df: pl.DataFrame) -> pl.DataFrame:
     """The diff for a terminal: values in human units, keys as ``short_keys`` labels
     them, deltas as signed percentages."""

@@ -287,14 +287,16 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
                              "(see `tracekit runs`)")
         return None
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "latest")):
-        if kinded:
+        if source == "ranks":  # the latest run that is a rank of a job
+            row = con.execute("SELECT max(run_id) FROM rank_runs").fetchall()[0]
+        elif kinded:
             row = con.execute(
                 "SELECT max(run_id) FROM runs WHERE list_contains(string_split(kind, ','), ?)", [source]
             ).fetchall()[0]
         else:
             row = con.execute("SELECT max(run_id) FROM runs").fetchall()[0]
         if row[0] is None:
-            what = f"{source} " if kinded else ""
+            what = {"nsys": "nsys ", "ncu": "ncu ", "ranks": "multi-rank "}.get(source, "")
             raise QueryError(f"{qname}: no {what}run in {tk.path}; ingest one first (tracekit ingest FILE)")
         return int(row[0])
     text = str(value).strip()

@@ -24,3 +24,25 @@ FROM runs
 WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
   AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
 QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1;
+
+-- The runs that are ranks of a multi-rank job (params rank and job, set at ingest:
+-- tracekit/ranks.py): one row per (job, rank), the rank's latest run where a job was
+-- ingested twice. Shared by rank-summary, rank-ranges and stragglers.
+CREATE OR REPLACE VIEW rank_runs AS
+SELECT run_id, name,
+       json_extract_string(params, '$.job') AS job,        -- runs of one job share it
+       json_extract(params, '$.rank')::INTEGER AS rank,     -- global rank
+       json_extract_string(params, '$.host') AS host        -- host it ran on, when known
+FROM runs
+WHERE json_extract(params, '$.rank') IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY job, rank ORDER BY run_id DESC) = 1;
+
+-- The job of a run and that job's ranks: job_ranks(run) lists rank_runs of the job run
+-- `run` belongs to; a run without a rank raises an error saying how to give it one.
+CREATE OR REPLACE MACRO job_ranks(run) AS TABLE
+SELECT r.* FROM rank_runs r
+WHERE r.job = (SELECT CASE WHEN json_extract(params, '$.rank') IS NULL
+                           THEN error('run ' || run || ' has no rank: ingest each rank''s export with its rank '
+                                      || '(a file or folder named rank3 or _r3_, or --param rank=3)')
+                           ELSE json_extract_string(params, '$.job') END
+               FROM runs WHERE run_id = run);

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from . import ranks
 from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
 from .interrupts import SigintWatch
 
@@ -85,6 +86,7 @@ class IngestResult:
     rows: dict[str, int]
     renamed_from: str | None = None  # skipped, and renamed to the name asked for
     replaced: int | None = None  # a run folder that took the place of its own export ingested alone
+    digest: str | None = None  # the source's content hash
 
 
 def _schema_sql() -> list[str]:
@@ -167,6 +169,9 @@ class Tracekit:
         #: What this object writes, as the writer info file shows it to blocked readers.
         self._doing = "a tracekit process"
         self._writer_since: str | None = None  # the writer info file is ours (and its time)
+        #: content hashes held elsewhere (the store a staged run lands in, tracekit.staging):
+        #: a source with one of them is skipped (run_id 0) without being parsed
+        self.skip_hashes: frozenset[str] = frozenset()
 
     # -- connection -------------------------------------------------------
     #: Folders a read-only connection may read files under although external access is
@@ -444,7 +449,7 @@ class Tracekit:
             parsed, sources = self._read_folder(path, chosen)
             replace = None
             for _, _, h in sources:
-                existing = self._existing(h)
+                existing = self._existing(h, held_elsewhere=False)
                 if existing is None:
                     continue
                 if not self._ingested_alone(existing.run_id, h):
@@ -452,7 +457,7 @@ class Tracekit:
                 replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
                 name = name or existing.name
             name = name or folder_meta.get("name") or path.name
-            params = {**folder_meta.get("params", {}), **(params or {})}
+            params = ranks.identify(path, None, {**folder_meta.get("params", {}), **(params or {})})
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
             if not parsed.meta.get("tool_version"):  # an ncu report does not say; the capture asked ncu --version
                 parsed.meta["tool_version"] = _tool_version(folder_meta)
@@ -471,17 +476,18 @@ class Tracekit:
                 existing = self._existing(digest)
                 if existing is not None:  # the same content under another path
                     return self._renamed(existing, name)
+                params = ranks.identify(path, plain if plugin.KIND == "nsys" else None, params or {})
             name = name or path.name.split(".")[0]
-            params = params or {}
             extra_meta = {}
             sources = [(parsed.kind, str(path.resolve()), digest)]
             replace = None
         return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta, sources, replace)
 
     def _renamed(self, existing: IngestResult, name: str | None) -> IngestResult:
-        """An already-ingested run, renamed to ``name`` when one is asked for."""
+        """An already-ingested run, renamed to ``name`` when one is asked for (a run held
+        elsewhere, ``skip_hashes``, is renamed where it lands)."""
         with self._sigints.held():
-            if name is not None and name != existing.name:
+            if name is not None and name != existing.name and existing.run_id:
                 self.rename_run(existing.run_id, name)
                 existing.renamed_from, existing.name = existing.name, name
             self.last_ingest = existing
@@ -545,12 +551,18 @@ class Tracekit:
         return merged, sources
 
     def _seen_path(self, path: Path) -> bool:
+        if self.skip_hashes:
+            return True  # check the hash before parsing
         if not self.path.exists() and str(self.path) != ":memory:":
             return False  # nothing ingested yet (and no database created before the input is read)
         rows = self.con.execute("SELECT 1 FROM runs WHERE source_path = ? LIMIT 1", [str(path.resolve())]).fetchall()
         return bool(rows)
 
-    def _existing(self, digest: str) -> IngestResult | None:
+    def _existing(self, digest: str, held_elsewhere: bool = True) -> IngestResult | None:
+        """The run of this content hash, or the run it is part of (None: not held).
+        With ``held_elsewhere`` a hash in ``skip_hashes`` is a run elsewhere (run_id 0)."""
+        if held_elsewhere and digest in self.skip_hashes:
+            return IngestResult(0, "", "", "", True, {}, digest=digest)
         if not self.path.exists() and str(self.path) != ":memory:":
             return None
         rows = self.con.execute(  # the run itself, else a run this content is part of
@@ -561,7 +573,7 @@ class Tracekit:
         if not rows:
             return None
         row = rows[0]
-        return IngestResult(row[0], row[1], row[2], row[3], True, {})
+        return IngestResult(row[0], row[1], row[2], row[3], True, {}, digest=digest)
 
     def _write(self, parsed, digest, source, name, params, extra_meta, sources, replace=None) -> IngestResult:
         con = self.con
@@ -591,7 +603,8 @@ class Tracekit:
             with self._sigints.held():
                 con.execute("COMMIT")
                 self._created = False  # the store holds a run now: keep it whatever follows
-                self.last_ingest = IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace)
+                self.last_ingest = IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace,
+                                                digest=digest)
             return self.last_ingest
         except BaseException as err:
             out = self._failed_write(err, source)
@@ -708,6 +721,12 @@ class Tracekit:
         for table in sorted(tables, key=lambda t: t == "runs"):  # runs last
             self.con.execute(f'DELETE FROM "{table}" WHERE run_id = ?', [run_id])
 
+    def staging_destination(self):
+        """Where distributed ingest (tracekit.distributed) lands the runs it prepares."""
+        from .staging import StoreDestination
+
+        return StoreDestination(self)
+
     # -- reading ----------------------------------------------------------
     def runs(self) -> pl.DataFrame:
         """All runs, newest last, with their parameters."""
@@ -755,6 +774,13 @@ class Tracekit:
             raise out from err
 
 
-def open(db: str | os.PathLike | None = None, read_only: bool = False) -> Tracekit:  # noqa: A001
-    """Open (or lazily create) a tracekit database; ``db`` defaults to $TRACEKIT_DB or ./tracekit.duckdb."""
-    return Tracekit(db, read_only=read_only)
+def open(db: str | os.PathLike | None = None, read_only: bool = False):  # noqa: A001
+    """Open (or lazily create) a tracekit database; ``db`` defaults to $TRACEKIT_DB or
+    ./tracekit.duckdb. A folder is a Parquet dataset (tracekit.dataset): read-only
+    queries, ingest adds runs as partitions."""
+    path = Path(db) if db is not None else default_db_path()
+    if path.is_dir():
+        from .dataset import Dataset
+
+        return Dataset(path)
+    return Tracekit(path, read_only=read_only)

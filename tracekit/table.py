@@ -40,6 +40,8 @@ _SI_UNITS = [("bytes_per_s", "B/s"), ("flops_per_s", "FLOP/s"), ("ops_per_s", "O
 _PREFIXES = {-4: "p", -3: "n", -2: "µ", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T", 5: "P", 6: "E"}
 #: columns holding kernel names, shortened by names.short_name
 KERNEL_NAME_COLUMNS = ("name", "kernel_name", "top_kernel", "kernel")
+#: free text: narrowed before any other column, and cut at the end (no labels told apart)
+FREE_TEXT_COLUMNS = ("note", "notes", "description", "command", "params", "source_path")
 _ID = re.compile(r"(^|_)(id|pid|tid)$")
 GAP = "  "
 MIN_TEXT = 12  # a text column is narrowed to no less than this (or its header)
@@ -262,12 +264,33 @@ def _fit(natural: list[int], floors: list[int], room: int) -> list[int] | None:
     return widths
 
 
+def _fit_free_last(natural: list[int], floors: list[int], free: list[bool], room: int) -> list[int] | None:
+    """``_fit``, where the free-text columns give up their width first: the others are
+    fitted into what the free ones' floors leave, the free ones into the rest."""
+    if not any(free) or all(free):
+        return _fit(natural, floors, room)
+    pick = [i for i, f in enumerate(free) if not f], [i for i, f in enumerate(free) if f]
+    other = _fit([natural[i] for i in pick[0]], [floors[i] for i in pick[0]],
+                 room - sum(floors[i] for i in pick[1]))
+    if other is None:
+        return None
+    rest = _fit([natural[i] for i in pick[1]], [floors[i] for i in pick[1]], room - sum(other))
+    if rest is None:
+        return None
+    widths = [0] * len(natural)
+    for i, w in [*zip(pick[0], other, strict=True), *zip(pick[1], rest, strict=True)]:
+        widths[i] = w
+    return widths
+
+
 def _kernel_name(text: str, width: int) -> str:
     """A kernel name shortened; other text in a name column (an API or run name) cut."""
     return names.short_name(text, width) if any(c in text for c in "<(:") else names.cut_end(text, width)
 
 
 def _shorten(col: str, values: list[Any], cells: list[str], width: int) -> list[str]:
+    if col.lower() in FREE_TEXT_COLUMNS:
+        return [names.cut_end(c, width) for c in cells]
     shorten = _kernel_name if col.lower() in KERNEL_NAME_COLUMNS else names.cut_text
     return names.distinct_labels([None if v is None else c for v, c in zip(values, cells, strict=True)],
                                  width, shorten)
@@ -300,6 +323,7 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
             cols[i] = (c, header, values, cells, False)
         natural.append(max([len(header), *map(len, cells)]))
     floors = [min(n, max(MIN_TEXT, len(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
+    free = [cols[i][0].lower() in FREE_TEXT_COLUMNS for i in text_idx]
     heads = [[c[1]] for c in cols]
     widths = None
     for wrap in (False, True):  # long headers of numbers wrapped at '_' only where needed
@@ -307,7 +331,7 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
             heads = [_wrap(c[1], max(map(len, c[3]), default=0)) if c[4] else [c[1]] for c in cols]
         num_width = sum(max([*map(len, h), *map(len, c[3])]) for c, h in zip(cols, heads, strict=True) if c[4])
         room = width - num_width - len(GAP) * (len(cols) - 1)
-        widths = _fit(natural, floors, room)
+        widths = _fit_free_last(natural, floors, free, room)
         if widths == natural:
             break
     if widths is None:

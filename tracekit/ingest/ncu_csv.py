@@ -221,7 +221,12 @@ def _kernel_rows(df: pl.DataFrame, path: Path) -> pl.DataFrame:
 
         def _int(key, _r=r):
             v = (_r.get(key) or "").replace(",", "").strip()
-            return int(v) if v.isdigit() else None
+            if not v:
+                return None
+            if not (v.isascii() and v.isdigit() and int(v) < 2**63):
+                raise InputError(f"{path}: launch {_r['kernel_id']}: {key} {v[:40]!r} is not a whole number "
+                                 "below 2**63; the export is corrupt: export again with ncu --csv")
+            return int(v)
 
         rows.append(
             {

@@ -1,0 +1,246 @@
+"""The Parquet dataset (tracekit.dataset): every named query answers on it as on the
+DuckDB store, for every run of every fixture kind; ingest into a dataset (serial and
+from Dask workers); the Dask example of docs/dataset.md; bad datasets."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import NSYS_EXPORTS
+
+import tracekit
+from tracekit import dataset
+from tracekit.cli import main
+from tracekit.registry import get_registry
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).parents[1]
+SWEEP = sorted((DATA / "hstu_sweep" / "runs").iterdir())[:3]
+#: every kind of run: each nsys scenario, ncu reports, run folders (nsys and ncu with
+#: timed requests), sweep points (timed requests only); the hstu_capture export is in its
+#: run folder's run
+SOURCES = [*(f for k, f in NSYS_EXPORTS.items() if k != "hstu_capture"), DATA / "ncu_sections" / "report.ncu-rep.xz", DATA / "ncu_full" / "raw.csv.xz",
+           DATA / "hstu_capture_nsys", DATA / "hstu_capture_ncu", *SWEEP]
+
+
+@pytest.fixture(scope="module")
+def store_and_dataset(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dataset")
+    tk = tracekit.open(tmp / "store.duckdb")
+    for src in SOURCES:
+        tk.ingest(src)
+    tk.close()
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "-o", str(tmp / "ds")]) == 0
+    store = tracekit.open(tmp / "store.duckdb", read_only=True)
+    ds = tracekit.open(tmp / "ds")
+    assert isinstance(ds, dataset.Dataset)
+    yield store, ds, tmp
+    store.close()
+    ds.close()
+
+
+def _answer(tk, name, **params):
+    try:
+        return tk.query(name, **params)
+    except tracekit.TracekitError as err:
+        return f"{type(err).__name__}: {err}".replace(str(tk.path), "DB")
+
+
+def _same_answers(a, b, runs: pl.DataFrame) -> int:
+    """Every named query on every run (and on its default run) of ``a`` equals ``b``'s."""
+    compared = 0
+    for name, q in get_registry().queries.items():
+        calls = [{}]
+        if "run" in q.params:
+            calls += [{"run": r} for r in runs.get_column("run_id").to_list()] + [{"run": "all"}]
+        if "limit" in q.params:
+            calls = [{**c, "limit": 0} for c in calls]
+        for params in calls:
+            x, y = _answer(a, name, **params), _answer(b, name, **params)
+            if isinstance(x, str) or isinstance(y, str):
+                assert x == y, (name, params)
+                continue
+            # (when each was ingested is all that tells two ingests of the same files apart)
+            x, y = x.drop("ingested_at", strict=False), y.drop("ingested_at", strict=False)
+            assert x.schema == y.schema, (name, params)
+            assert x.equals(y), (name, params)
+            compared += x.height
+    return compared
+
+
+def test_every_named_query_equals_the_store(store_and_dataset):
+    store, ds, _ = store_and_dataset
+    runs = store.runs()
+    assert runs.height == len(SOURCES)
+    assert ds.runs().equals(runs)
+    assert _same_answers(store, ds, runs) > 5_000
+
+
+def test_dataset_layout_is_hive_partitioned(store_and_dataset):
+    store, _, tmp = store_and_dataset
+    root = tmp / "ds"
+    ids = store.runs().get_column("run_id").to_list()
+    assert (root / "runs.parquet").is_file() and (root / "_store.parquet").is_file()
+    for table in ("_kernels", "_api_calls", "nvtx_ranges", "ncu_metrics", "requests", "_strings"):
+        assert sorted(int(p.name.split("=")[1]) for p in (root / table).iterdir()) == ids
+    k = pl.read_parquet(root / "_kernels" / f"run_id={ids[0]}" / "part-0.parquet")
+    assert "run_id" not in k.columns and k.height == store.sql(f"SELECT count(*) n FROM kernels WHERE run_id = {ids[0]}")["n"][0]
+
+
+def test_the_dask_example_of_the_docs_equals_top_kernels(store_and_dataset, monkeypatch):
+    pytest.importorskip("dask.dataframe")
+    store, _, tmp = store_and_dataset
+    code = re.search(r"## Reading it with Dask.*?```python\n(.*?)```", (ROOT / "docs" / "dataset.md").read_text(), re.S)
+    (tmp / "profiles").unlink(missing_ok=True)
+    (tmp / "profiles").symlink_to(tmp / "ds")
+    monkeypatch.chdir(tmp)
+    scope: dict = {}
+    exec(compile(code.group(1), "docs/dataset.md", "exec"), scope)  # noqa: S102 - our own docs
+    top = pl.from_pandas(scope["top"])
+    nsys_runs = store.sql("SELECT run_id FROM runs WHERE list_contains(string_split(kind, ','), 'nsys')")["run_id"]
+    assert top.get_column("run_id").unique().sort().to_list() == nsys_runs.sort().to_list()
+    for run in nsys_runs:
+        want = store.query("top-kernels", run=run, limit=0)
+        got = top.filter(pl.col("run_id") == run)
+        assert sorted(got.get_column("value").to_list()) == sorted(want.get_column("name").to_list())
+        got = {r["value"]: r for r in got.iter_rows(named=True)}
+        for w in want.iter_rows(named=True):
+            g = got[w["name"]]
+            assert (g["count"], g["sum"], g["min"], g["max"]) == (w["instances"], w["total_ns"], w["min_ns"], w["max_ns"])
+            assert math.isclose(g["mean"], w["avg_ns"], abs_tol=0.05)
+            assert math.isclose(g["std"], w["stddev_ns"], abs_tol=0.05)
+            assert math.isclose(g["time_pct"], w["time_pct"], abs_tol=0.05)
+
+
+@pytest.mark.parametrize("workers", [None, 2], ids=["serial", "workers"])
+def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, workers, capsys):
+    files = [NSYS_EXPORTS["hstu_mixed"], DATA / "ncu_sections" / "report.ncu-rep.xz", DATA / "hstu_capture_nsys",
+             NSYS_EXPORTS["multiproc"], NSYS_EXPORTS["hstu_mixed"]]
+    store = tracekit.open(tmp_path / "store.duckdb")
+    for f in files:
+        store.ingest(f)
+    store.close()
+    store = tracekit.open(tmp_path / "store.duckdb", read_only=True)
+    root = tmp_path / "ds"
+    root.mkdir()  # an empty folder: a new dataset
+    args = ["--db", str(root), "ingest", *map(str, files)] + (["--workers", str(workers)] if workers else [])
+    assert main(args) == 0
+    ds = tracekit.open(root)
+    assert ds.runs().drop("ingested_at").equals(store.runs().drop("ingested_at"))
+    assert _same_answers(store, ds, store.runs()) > 1000
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]
+    # a second ingest adds runs after the last one; a known file is skipped, and so is
+    # the export of a run folder the dataset holds (it is part of that run)
+    assert main(["--db", str(root), "ingest", str(NSYS_EXPORTS["graphs_graph"]), str(files[0]),
+                 str(NSYS_EXPORTS["hstu_capture"])]) == 0
+    runs = tracekit.open(root).runs()
+    assert runs.get_column("run_id").to_list() == [1, 2, 3, 4, 5]
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith(f"{NSYS_EXPORTS['hstu_capture']}: already ingested as run 3 (")
+
+
+def test_export_one_run(store_and_dataset, tmp_path, capsys):
+    store, _, tmp = store_and_dataset
+    store.close()  # (the CLI below opens the same store)
+    runs = store.runs()
+    run = runs.filter(pl.col("kind") == "nsys")["run_id"][-1]
+    name = runs.filter(pl.col("run_id") == run)["name"][0]
+    one = tmp_path / "one"
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "--run", str(run), "-o", str(one)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {one}: 1 run"
+    ds = tracekit.open(one)
+    assert ds.runs()["run_id"].to_list() == [run]  # its id kept
+    for q in ("top-kernels", "nvtx-summary", "gpu-utilization", "memcpy-time"):
+        assert ds.query(q, limit=0).equals(store.query(q, run=run, limit=0)), q
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "--run", "no-such-run",
+                 "-o", str(tmp_path / "none")]) == 2
+    _one_error_line(capsys, "no run 'no-such-run'")
+    assert not (tmp_path / "none").exists()
+    assert name  # (a run is named by its name too)
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "--run", "all", "-o", str(tmp_path / "all")]) == 0
+    assert tracekit.open(tmp_path / "all").runs().height == runs.height
+
+
+def test_rename_and_remove_runs_of_a_dataset_as_of_a_store(store_and_dataset, tmp_path, capsys):
+    store, _, tmp = store_and_dataset
+    store.close()
+    shutil.copyfile(tmp / "store.duckdb", tmp_path / "s.duckdb")
+    shutil.copytree(tmp / "ds", tmp_path / "ds")
+    ids = store.runs()["run_id"].to_list()
+    for db in (tmp_path / "s.duckdb", tmp_path / "ds"):
+        assert main(["--db", str(db), "runs", "rename", str(ids[1]), "renamed"]) == 0
+        assert main(["--db", str(db), "runs", "rm", str(ids[2]), "renamed"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == out[3:] and out[2] == f"removed run {ids[1]} (renamed)"
+    a, b = tracekit.open(tmp_path / "s.duckdb", read_only=True), tracekit.open(tmp_path / "ds")
+    runs = a.runs()
+    assert runs["run_id"].to_list() == [i for i in ids if i not in ids[1:3]]
+    assert b.runs().drop("ingested_at").equals(runs.drop("ingested_at"))
+    assert not list((tmp_path / "ds").glob(f"*/run_id={ids[1]}")) and not list((tmp_path / "ds").glob(".*"))
+    assert _same_answers(a, b, runs.head(3)) > 100
+
+
+def _one_error_line(capsys, *parts) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tracekit: error: "), err
+    for p in parts:
+        assert p in err, err
+    return err
+
+
+def test_bad_datasets(store_and_dataset, tmp_path, capsys):
+    store, _, tmp = store_and_dataset
+    store.close()  # (the CLI below opens the same store)
+    (tmp_path / "empty").mkdir()
+    assert main(["--db", str(tmp_path / "empty"), "query", "top-kernels"]) == 2
+    _one_error_line(capsys, "not a tracekit dataset")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    assert main(["--db", str(tmp_path / "other"), "runs"]) == 2
+    _one_error_line(capsys, "not a tracekit dataset")
+    broken = tmp_path / "broken"
+    shutil.copytree(tmp / "ds", broken)
+    shutil.rmtree(broken / "memcpy")
+    assert main(["--db", str(broken), "query", "memcpy-time"]) == 2
+    _one_error_line(capsys, "dataset lacks table memcpy")
+    (broken / "runs.parquet").write_text("not parquet")
+    assert main(["--db", str(broken), "runs"]) == 2
+    _one_error_line(capsys, "runs.parquet: not readable")
+    # export into a folder that holds something else, or over the store itself
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "-o", str(tmp_path / "other")]) == 2
+    _one_error_line(capsys, "not empty")
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "-o", str(tmp / "store.duckdb")]) == 2
+    _one_error_line(capsys, "store itself")
+
+
+def test_dataset_sql_reads_only_its_folder(store_and_dataset, tmp_path):
+    _, ds, tmp = store_and_dataset
+    before = sorted(p.relative_to(tmp / "ds") for p in (tmp / "ds").rglob("*"))
+    assert ds.sql("SELECT count(*) AS n FROM kernels")["n"][0] > 0
+    for bad in (f"COPY (SELECT 1) TO '{tmp / 'ds' / 'x.csv'}'", "SELECT * FROM read_csv('/etc/passwd')",
+                f"ATTACH '{tmp / 'ds' / 'x.duckdb'}'", "SET threads = 1",
+                f"SELECT 1; COPY (SELECT 1) TO '{tmp / 'ds' / 'runs.parquet'}' (FORMAT parquet)"):
+        with pytest.raises(tracekit.QueryError):
+            ds.sql(bad)
+    assert sorted(p.relative_to(tmp / "ds") for p in (tmp / "ds").rglob("*")) == before
+
+
+def test_report_over_a_dataset_is_the_stores(store_and_dataset, tmp_path):
+    """`tracekit --db DIR report` writes the report the store gives, for each kind of run."""
+    store, _, tmp = store_and_dataset
+    runs = store.runs()
+    picks = {}
+    for r in runs.iter_rows(named=True):  # the first run of each kind
+        picks.setdefault(r["kind"], r["run_id"])
+    assert {"nsys", "ncu", "nsys,timing", "timing"} <= set(picks)
+    for kind, run in picks.items():
+        a, b = tmp_path / f"store-{run}.html", tmp_path / f"dataset-{run}.html"
+        assert main(["--db", str(tmp / "store.duckdb"), "report", "--run", str(run), "-o", str(a)]) == 0
+        assert main(["--db", str(tmp / "ds"), "report", "--run", str(run), "-o", str(b)]) == 0
+        assert a.read_bytes() == b.read_bytes(), kind
+    assert not list((tmp / "ds").glob("*.html"))

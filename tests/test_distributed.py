@@ -1,0 +1,203 @@
+"""Staged and distributed ingest (tracekit.staging, tracekit.distributed) against a
+direct serial ingest of the same real captures: every table identical."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from _stores import assert_same_stores
+
+import tracekit
+from tracekit import staging
+from tracekit.cli import main
+
+DATA = Path(__file__).parent / "data"
+#: nsys exports, an ncu report, a run folder (nsys + timed requests), the same content twice
+MIXED = [DATA / "nsys_hstu_mixed" / "export.sqlite.xz", DATA / "ncu_sections" / "report.ncu-rep.xz",
+         DATA / "hstu_capture_nsys", DATA / "nsys_multiproc" / "export.sqlite.xz",
+         DATA / "nsys_hstu_mixed" / "export.sqlite.xz", DATA / "nsys_graphs_graph" / "export.sqlite.xz"]
+
+
+def _serial(db: Path, files, first=None) -> tracekit.Tracekit:
+    tk = tracekit.open(db)
+    for f in ([first] if first else []) + list(files):
+        tk.ingest(f)
+    return tk
+
+
+@pytest.mark.parametrize("first", [None, DATA / "nsys_many_kernels" / "export.sqlite.xz"],
+                         ids=["empty-store", "store-with-names"])
+def test_prepare_and_land_equal_a_direct_ingest(tmp_path, first):
+    direct = _serial(tmp_path / "direct.duckdb", MIXED, first)
+    staged = tracekit.open(tmp_path / "staged.duckdb")
+    if first:  # names already in the store: the staged ids are mapped, not copied
+        staged.ingest(first)
+    results = []
+    for f in MIXED:
+        s = staging.prepare(f, workdir=tmp_path)
+        results.append(staging.land(staged, s))
+        s.discard()
+    assert [r.skipped for r in results] == [False, False, False, False, True, False]
+    assert results[4].run_id == results[0].run_id
+    assert_same_stores(direct.con, staged.con)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("tracekit-stage-")]
+
+
+def _stage_land(tk, f, name=None):
+    """``f`` prepared and landed as distributed ingest does (the store's hashes known)."""
+    s = staging.prepare(f, name=name, known=tk.staging_destination().known_hashes())
+    try:
+        return staging.land(tk, s)
+    finally:
+        s.discard()
+
+
+@pytest.mark.parametrize("order", ["export-then-folder", "folder-then-export"])
+def test_landing_a_run_folder_and_its_export_as_a_direct_ingest(tmp_path, order):
+    """A run folder whose export was ingested alone takes that run's place; the export
+    of a run folder already ingested is that run; a name asked for renames it."""
+    folder = DATA / "hstu_capture_nsys"
+    export = folder / "nsys.sqlite.xz"
+    steps = [(export, None), (folder, None)] if order == "export-then-folder" else [(folder, None), (export, None)]
+    steps.append((steps[1][0], "renamed"))
+    direct, staged = tracekit.open(tmp_path / "direct.duckdb"), tracekit.open(tmp_path / "staged.duckdb")
+    for f, name in steps:
+        a, b = direct.ingest(f, name=name), _stage_land(staged, f, name)
+        assert (a.run_id, a.name, a.skipped, a.replaced, a.renamed_from) == \
+            (b.run_id, b.name, b.skipped, b.replaced, b.renamed_from), (f, name)
+    assert staged.con.execute("SELECT count(*), max(name) FROM runs").fetchall() == [(1, "renamed")]
+    assert_same_stores(direct.con, staged.con)
+
+
+def test_prepare_skips_a_known_hash_without_parsing(tmp_path, monkeypatch):
+    tk = _serial(tmp_path / "s.duckdb", MIXED[:1])
+    known = frozenset(tk.con.execute("SELECT source_hash FROM runs").fetchall()[0])
+    from tracekit.ingest import nsys
+
+    def boom(path):
+        raise AssertionError("parsed a known file")
+
+    monkeypatch.setattr(nsys, "read", boom)
+    s = staging.prepare(MIXED[0], workdir=tmp_path, known=known)
+    assert s.db is None and s.digest in known
+    res = staging.land(tk, s)
+    assert res.skipped and res.run_id == 1
+
+
+def test_distributed_ingest_equals_serial_and_reports_a_bad_file(tmp_path, capsys):
+    bad = tmp_path / "notes.sqlite"
+    bad.write_text("not an export\n")
+    files = [*MIXED[:4], bad, *MIXED[4:]]
+    direct = _serial(tmp_path / "direct.duckdb", [f for f in files if f != bad])
+    direct.close()
+    db = tmp_path / "dist.duckdb"
+    rc = main(["--db", str(db), "ingest", *map(str, files), "--workers", "2"])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    assert f"{bad}: not a recognised profile" in err
+    assert "1 of 7 files not ingested" in err
+    assert len(out.splitlines()) == 6 and "already ingested as run 1" in out
+    direct, dist = tracekit.open(tmp_path / "direct.duckdb"), tracekit.open(db, read_only=True)
+    assert_same_stores(direct.con, dist.con)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tracekit-stage-")]
+
+
+def _reader_pid(fifo: Path) -> int | None:
+    """The process holding ``fifo`` open (a Dask worker reading it)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(fifo):
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the worker through /proc")
+def test_a_worker_killed_in_the_middle_of_a_file(tmp_path):
+    """The file whose worker dies is reported failed; the others land; the store is
+    consistent (it equals a serial ingest of the others)."""
+    fifo = tmp_path / "export.sqlite"  # a worker blocks reading it: in the middle of that file
+    os.mkfifo(fifo)
+    files = [MIXED[0], fifo, MIXED[3], MIXED[5]]
+    killed = {}
+
+    def kill_the_reader():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:  # succeeds once a worker has opened the fifo for reading
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                time.sleep(0.05)
+                continue
+            os.write(fd, b"SQLi")  # part of a header: the worker waits for the rest
+            pid = None
+            while pid is None and time.monotonic() < deadline:
+                pid = _reader_pid(fifo)
+            killed["pid"] = pid
+            os.kill(pid, signal.SIGKILL)
+            os.close(fd)
+            return
+
+    t = threading.Thread(target=kill_the_reader, daemon=True)
+    t.start()
+    from tracekit import distributed
+
+    tk = tracekit.open(tmp_path / "dist.duckdb")
+    outcomes = distributed.ingest_many(tk, files, workers=2)
+    t.join(5)
+    assert killed.get("pid")
+    assert [o.error is None for o in outcomes] == [True, False, True, True]
+    assert "the worker preparing it died" in outcomes[1].error
+    direct = _serial(tmp_path / "direct.duckdb", [MIXED[0], MIXED[3], MIXED[5]])
+    assert_same_stores(direct.con, tracekit.open(tmp_path / "dist.duckdb", read_only=True).con)
+
+
+def test_bad_worker_and_scheduler_options(tmp_path, capsys):
+    db = tmp_path / "s.duckdb"
+    assert main(["--db", str(db), "ingest", str(MIXED[0]), "--workers", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--workers 0: give at least 1 worker" in err
+    t = time.monotonic()
+    assert main(["--db", str(db), "ingest", str(MIXED[0]), "--scheduler", "tcp://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'" in err
+    assert time.monotonic() - t < 30
+    assert not db.exists()
+
+
+def test_without_dask_workers_say_how_to_get_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    assert main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(MIXED[0]), "--workers", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'tracekit[dask]'" in err
+
+
+def test_an_existing_cluster_by_address_or_environment(tmp_path, monkeypatch, capsys):
+    """--scheduler ADDRESS and $DASK_SCHEDULER_ADDRESS join a running cluster (left running)."""
+    import distributed
+
+    files = [MIXED[0], MIXED[3]]
+    direct = _serial(tmp_path / "direct.duckdb", files)
+    direct.close()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        assert main(["--db", str(tmp_path / "a.duckdb"), "ingest", *map(str, files),
+                     "--scheduler", cluster.scheduler_address]) == 0
+        monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cluster.scheduler_address)
+        assert main(["--db", str(tmp_path / "b.duckdb"), "ingest", *map(str, files), "--workers", "1"]) == 0
+        with distributed.Client(cluster.scheduler_address, set_as_default=False) as c:
+            assert len(c.scheduler_info()["workers"]) == 1  # still up: not ours to close
+    capsys.readouterr()
+    for db in ("a.duckdb", "b.duckdb"):
+        with tracekit.open(tmp_path / "direct.duckdb", read_only=True) as a, \
+                tracekit.open(tmp_path / db, read_only=True) as b:
+            assert_same_stores(a.con, b.con)

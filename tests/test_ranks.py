@@ -1,0 +1,283 @@
+"""Multi-rank runs (tracekit.ranks) and the queries over a job's ranks (queries/ranks),
+on the real 4-rank capture tests/data/nsys_ranks: rank 2 planted as a straggler in
+step/forward (PLANT.md). Expectations come from the plant's per-step durations (read
+from the exports by the fixture's own script) and from NVIDIA's `nsys stats` CSVs."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import lzma
+import shutil
+import sqlite3
+import statistics
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit import charts
+from tracekit.cli import main
+
+DATA = Path(__file__).parent / "data"
+RANKS = DATA / "nsys_ranks"
+PLANT = json.loads((RANKS / "plant.json").read_text())
+WORLD = PLANT["world_size"]
+EXPORTS = {v["rank"]: RANKS / v["export"] for v in PLANT["ranks"].values()}
+PER_STEP = PLANT["observed_per_step"]["duration_ns"]  # rankN -> range -> [ns per step]
+STRAGGLER = PLANT["straggler"]["rank"]
+OTHER = DATA / "nsys_hstu_mixed" / "export.sqlite.xz"  # a single-process run, no rank
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    db = tmp_path_factory.mktemp("ranks") / "ranks.duckdb"
+    tk = tracekit.open(db)
+    tk.ingest(OTHER)  # run 1: not part of the job
+    for r in sorted(EXPORTS):
+        tk.ingest(EXPORTS[r])
+    tk.close()
+    tk = tracekit.open(db, read_only=True)
+    yield tk, db
+    tk.close()
+
+
+def _stats(rank: int, report: str) -> list[dict]:
+    f = EXPORTS[rank].parent / "stats" / f"{report}.csv"
+    text = lzma.open(f.with_suffix(".csv.xz"), "rt").read() if not f.exists() else f.read_text()
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+@functools.cache
+def _hostname(export: Path) -> str:
+    """The host name the export records, read with SQLite."""
+    with tempfile.TemporaryDirectory() as tmp:
+        with lzma.open(export) as src, open(plain := Path(tmp) / "export.sqlite", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        con = sqlite3.connect(plain)
+        try:
+            return con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'").fetchone()[0]
+        finally:
+            con.close()
+
+
+# -- which rank a run is --------------------------------------------------------------
+
+
+def test_each_export_is_its_rank_of_one_job(job):
+    tk, _ = job
+    runs = {r["run_id"]: json.loads(r["params"]) for r in tk.sql("SELECT run_id, params FROM runs").iter_rows(named=True)}
+    assert runs[1] == {}  # the single-process capture has no rank (its name and export say none)
+    got = {p["rank"]: p for rid, p in runs.items() if rid != 1}
+    assert sorted(got) == sorted(EXPORTS)
+    assert {p["world_size"] for p in got.values()} == {WORLD}  # WORLD_SIZE of the launched process
+    assert len({p["job"] for p in got.values()}) == 1
+    host = _hostname(EXPORTS[0])
+    assert host and {p["host"] for p in got.values()} == {host}
+    ranks = tk.sql("SELECT rank, run_id FROM rank_runs ORDER BY rank")
+    assert ranks["rank"].to_list() == sorted(EXPORTS) and ranks["run_id"].to_list() == [2, 3, 4, 5]
+
+
+def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
+    # the launcher's RANK recorded in the export, under a name that says nothing
+    (tmp_path / "a").mkdir()
+    shutil.copy(EXPORTS[1], tmp_path / "a" / "export.sqlite.xz")
+    # a name carrying the rank, on an export that records none
+    shutil.copy(OTHER, tmp_path / "prof_r3_.sqlite.xz")
+    (tmp_path / "rank_5").mkdir()
+    shutil.copy(OTHER, tmp_path / "rank_5" / "trace.sqlite.xz")
+    tk = tracekit.open(tmp_path / "s.duckdb")
+    assert tk.ingest(tmp_path / "a" / "export.sqlite.xz").run_id == 1
+    assert tk.ingest(tmp_path / "prof_r3_.sqlite.xz").run_id == 2
+    tk.close()
+    db = str(tmp_path / "s2.duckdb")
+    assert main(["--db", db, "ingest", str(tmp_path / "rank_5" / "trace.sqlite.xz")]) == 0
+    assert main(["--db", str(tmp_path / "s3.duckdb"), "ingest", str(EXPORTS[2]),
+                 "--param", "rank=7", "--param", "job=train-42"]) == 0
+    capsys.readouterr()
+    params = [json.loads(tracekit.open(p, read_only=True).sql("SELECT params FROM runs ORDER BY run_id")["params"][i])
+              for p, i in ((tmp_path / "s.duckdb", 0), (tmp_path / "s.duckdb", 1), (db, 0), (tmp_path / "s3.duckdb", 0))]
+    assert params[0]["rank"] == 1 and params[0]["world_size"] == WORLD
+    assert params[0]["job"] == str((tmp_path / "a").resolve())  # no launcher job id: the export's folder
+    assert params[1]["rank"] == 3 and params[1]["job"] == str((tmp_path / "prof_r*_.sqlite.xz").resolve())
+    assert params[2]["rank"] == 5 and params[2]["job"] == str((tmp_path / "rank_*" / "trace.sqlite.xz").resolve())
+    assert params[3]["rank"] == 7 and params[3]["job"] == "train-42"  # given values win over the export's
+    assert main(["--db", str(tmp_path / "s4.duckdb"), "ingest", str(OTHER), "--param", "rank=two"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--param rank='two': a rank is a whole number" in err
+    assert not (tmp_path / "s4.duckdb").exists()
+
+
+# -- stragglers -----------------------------------------------------------------------
+
+
+def test_stragglers_find_the_planted_straggler(job):
+    tk, _ = job
+    df = tk.query("stragglers", limit=0)
+    by = {(r["path"], r["instance"]): r for r in df.iter_rows(named=True)}
+    steps = PLANT["observed_per_step"]["steps"]
+    slowest_forward = fastest_exchange = 0
+    for part, path in (("forward", "step/forward"), ("exchange", "step/exchange"),
+                       ("backward", "step/backward"), ("step", "step")):
+        for i in range(steps):
+            durs = [PER_STEP[f"rank{r}"][part][i] for r in range(WORLD)]
+            row = by[(path, i + 1)]
+            assert row["ranks"] == WORLD
+            assert (row["min_ns"], row["max_ns"]) == (min(durs), max(durs)), (path, i)
+            assert row["med_ns"] == pytest.approx(statistics.median(durs)), (path, i)
+            assert row["slowest_rank"] == durs.index(max(durs)) and row["fastest_rank"] == durs.index(min(durs))
+            assert row["skew_ns"] == max(durs) - min(durs)
+            slowest_forward += path == "step/forward" and row["slowest_rank"] == STRAGGLER
+            fastest_exchange += path == "step/exchange" and row["fastest_rank"] == STRAGGLER
+    # the plant: rank 2 is the slowest in forward and waits least in exchange, step after step
+    assert slowest_forward == PLANT["observed_per_step"]["straggler_slowest_in_forward"] >= steps * 3 // 4
+    assert fastest_exchange == PLANT["observed_per_step"]["straggler_shortest_exchange"] >= steps * 3 // 4
+    # the warm-up step is apart from the steps: one instance of warmup/forward
+    assert by[("warmup/forward", 1)]["ranks"] == WORLD and ("warmup/forward", 2) not in by
+    # rows ordered by skew, largest first; range= takes a path or a range name
+    assert df["skew_ns"].to_list() == sorted(df["skew_ns"].to_list(), reverse=True)
+    assert tk.query("stragglers", range="step/forward", limit=0).height == steps
+    assert set(tk.query("stragglers", range=":forward", limit=0)["path"]) == {"step/forward", "warmup/forward"}
+
+
+def test_rank_ranges_totals_per_rank_and_path(job):
+    tk, _ = job
+    df = tk.query("rank-ranges")
+    rows = {(r["path"], r["rank"]): r for r in df.iter_rows(named=True)}
+    assert {p for p, _ in rows} == set(PLANT["nvtx_paths"])
+    for r in range(WORLD):
+        for part, path in (("forward", "step/forward"), ("exchange", "step/exchange"), ("step", "step")):
+            assert rows[(path, r)]["total_ns"] == sum(PER_STEP[f"rank{r}"][part])
+            assert rows[(path, r)]["instances"] == PLANT["steps"]
+        # nsys stats nvtx_sum: a range name's total is the sum of its paths' (warmup/x + step/x)
+        stats = {s["Range"]: int(s["Total Time (ns)"]) for s in _stats(r, "nvtx_sum")}
+        for name in ("forward", "exchange", "backward"):
+            assert rows[(f"step/{name}", r)]["total_ns"] + rows[(f"warmup/{name}", r)]["total_ns"] == stats[f":{name}"]
+    fwd = {r: rows[("step/forward", r)]["vs_median_pct"] for r in range(WORLD)}
+    assert max(fwd, key=fwd.get) == STRAGGLER and fwd[STRAGGLER] > 30
+    exch = {r: rows[("step/exchange", r)]["vs_median_pct"] for r in range(WORLD)}
+    assert min(exch, key=exch.get) == STRAGGLER and exch[STRAGGLER] < -30
+
+
+# -- rank-summary against nsys stats --------------------------------------------------
+
+
+def _busy(rank: int) -> tuple[int, int]:
+    """Union of every GPU op's [start, end) in nsys's cuda_gpu_trace, and its span."""
+    ops = sorted((int(r["Start (ns)"]), int(r["Start (ns)"]) + int(r["Duration (ns)"]))
+                 for r in _stats(rank, "cuda_gpu_trace"))
+    busy, cur_s, cur_e = 0, *ops[0]
+    for s, e in ops[1:]:
+        if s > cur_e:
+            busy += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return busy + cur_e - cur_s, max(e for _, e in ops) - ops[0][0]
+
+
+def test_rank_summary_is_nsys_stats_per_rank(job):
+    tk, _ = job
+    df = tk.query("rank-summary")
+    assert df["rank"].to_list() == sorted(EXPORTS)
+    kernel_ns = {}
+    for row in df.iter_rows(named=True):
+        r = row["rank"]
+        kern = _stats(r, "cuda_gpu_kern_sum")
+        kernel_ns[r] = sum(int(k["Total Time (ns)"]) for k in kern)
+        assert row["kernels"] == sum(int(k["Instances"]) for k in kern)
+        assert row["kernel_ns"] == kernel_ns[r]
+        top = max(kern, key=lambda k: int(k["Total Time (ns)"]))
+        assert (row["top_kernel"], row["top_kernel_ns"]) == (top["Name"], int(top["Total Time (ns)"]))
+        assert (row["gpu_busy_ns"], row["gpu_span_ns"]) == _busy(r)
+        nvtx = {s["Range"]: int(s["Total Time (ns)"]) for s in _stats(r, "nvtx_sum")}
+        assert row["nvtx_ns"] == nvtx[":warmup"] + nvtx[":step"]  # the outermost ranges
+        assert row["host"] == _hostname(EXPORTS[0]) and row["run_id"] == r + 2
+    med = statistics.median(kernel_ns.values())
+    for row in df.iter_rows(named=True):
+        assert row["kernel_vs_median_pct"] == pytest.approx(round(100 * (kernel_ns[row["rank"]] - med) / med, 1))
+    # the straggler's extra forward layers are extra GEMMs
+    assert max(kernel_ns, key=kernel_ns.get) == STRAGGLER
+
+
+# -- the job of --run, and runs that are no rank --------------------------------------
+
+
+def test_any_rank_names_the_job_and_a_run_without_rank_is_an_error(job, capsys):
+    tk, db = job
+    latest = tk.query("rank-summary")
+    for run in (2, 4, "5"):
+        assert tk.query("rank-summary", run=run).equals(latest)
+    tk.close()
+    assert main(["--db", str(db), "query", "stragglers", "--run", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "run 1 has no rank" in err and "--param rank=3" in err
+    empty = db.parent / "no-ranks.duckdb"
+    tracekit.open(empty).ingest(OTHER)
+    assert main(["--db", str(empty), "query", "rank-summary"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no multi-rank run" in err
+
+
+# -- charts ---------------------------------------------------------------------------
+
+
+def _values(spec: dict) -> list[dict]:
+    out = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("data"), dict) and "values" in node["data"]:
+                out.extend(node["data"]["values"])
+            for k, v in node.items():
+                if k == "datasets":
+                    for vals in v.values():
+                        out.extend(vals)
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(spec)
+    return out
+
+
+def test_rank_charts_draw_the_queries(job, tmp_path):
+    tk, db = job
+    heat = _values(charts.chart(tk, "rank-heatmap").to_dict())
+    cells = {(v["path"], v["rank"]): v for v in heat}
+    q = tk.query("rank-ranges")
+    assert len(cells) == q.height == len(PLANT["nvtx_paths"]) * WORLD
+    for row in q.iter_rows(named=True):
+        c = cells[(row["path"], row["rank"])]
+        assert c["total_ms"] == pytest.approx(row["total_ns"] / 1e6) and c["vs_median_pct"] == row["vs_median_pct"]
+    top = _values(charts.chart(tk, "stragglers").to_dict())
+    q = tk.query("stragglers")
+    assert [v["label"] for v in top] == [f"{r['path']} #{r['instance']}" for r in q.iter_rows(named=True)]
+    summary = _values(charts.chart(tk, "rank-summary").to_dict())
+    busy = {v["rank"]: v["ms"] for v in summary if v["measure"] == "GPU busy"}
+    assert busy == {f"rank {r['rank']}": pytest.approx(r["gpu_busy_ns"] / 1e6)
+                    for r in tk.query("rank-summary").iter_rows(named=True)}
+    tk.close()
+    out = tmp_path / "heat.html"
+    assert main(["--db", str(db), "chart", "rank-heatmap", "-o", str(out)]) == 0
+    assert out.stat().st_size > 1000
+
+
+def test_the_ranks_ingested_by_dask_workers_are_the_serial_ones(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    from _stores import assert_same_stores
+
+    serial = tmp_path / "serial.duckdb"
+    dist = tmp_path / "dist.duckdb"
+    files = [str(EXPORTS[r]) for r in sorted(EXPORTS)]
+    assert main(["--db", str(serial), "ingest", *files]) == 0
+    assert main(["--db", str(dist), "ingest", *files, "--workers", "2"]) == 0
+    capsys.readouterr()
+    a, b = tracekit.open(serial, read_only=True), tracekit.open(dist, read_only=True)
+    assert_same_stores(a.con, b.con)
+    assert b.query("stragglers", limit=0).equals(a.query("stragglers", limit=0))

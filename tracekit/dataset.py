@@ -1,0 +1,489 @@
+"""The store as a Parquet dataset: one folder any Parquet engine reads.
+
+Layout (Hive-partitioned by run)::
+
+    DIR/runs.parquet                       the runs table
+    DIR/_store.parquet                     the store's facts (schema_version)
+    DIR/<table>/run_id=3/part-0.parquet    every per-run table, one file per run (empty
+                                           where the run has no rows: each table has
+                                           a file for every run)
+
+Name ids (the ``*name_id`` columns, schema_nsys.sql) are made unique per run in a
+dataset: ``(run_id << 32) + the id the run's store gave it``, and
+``DIR/_strings/run_id=3/`` holds the names that run uses. So runs written by
+different processes never clash, and a name joins within its run.
+
+``Dataset`` answers every named query read-only over DuckDB views on ``read_parquet``:
+the same results as the DuckDB store. Its connection reads only the dataset's folder
+(``allowed_directories``; external access otherwise off, configuration locked), and
+``sql`` runs only SELECT statements: the folder is readable, so DuckDB would also let
+a statement write into it.
+
+Ingest into a dataset (``tracekit --db DIR ingest ... [--workers N]``) prepares each run
+(``tracekit.staging``), writes its partitions into ``DIR/.tracekit-stage-*/`` from where
+it was prepared (a Dask worker), and lands it by renaming them into place and adding
+its row to ``runs.parquet``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import duckdb
+
+from .errors import InputError, QueryError, TracekitError
+from .store import SCHEMA_VERSION, IngestResult, Tracekit, _macros_sql, _schema_sql
+
+RUNS_FILE = "runs.parquet"
+STORE_FILE = "_store.parquet"
+PART = "part-0.parquet"
+#: Name ids in a dataset: (run_id << STRING_ID_SHIFT) + the run's own id.
+STRING_ID_SHIFT = 32
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, list[tuple[str, str]]]:
+    """The store's base tables and their (column, type), in the store's column order."""
+    con = duckdb.connect()
+    try:
+        for sql in _schema_sql():
+            con.execute(sql)
+        rows = con.execute(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() "
+            "WHERE database_name = current_database() AND schema_name = 'main' "
+            "AND table_name IN (SELECT table_name FROM duckdb_tables()) ORDER BY table_name, column_index"
+        ).fetchall()
+    finally:
+        con.close()
+    out: dict[str, list[tuple[str, str]]] = {}
+    for table, col, typ in rows:
+        out.setdefault(table, []).append((col, typ))
+    return out
+
+
+def _view_sql() -> list[str]:
+    """The schema's views and macros (the tables are read_parquet views in a dataset)."""
+    out = []
+    for text in _schema_sql():
+        for st in duckdb.extract_statements(text):
+            q = st.query.strip()
+            code = "\n".join(line for line in q.splitlines() if not line.lstrip().startswith("--"))
+            head = " ".join(code.split()[:4]).upper()
+            if head.startswith(("CREATE OR REPLACE VIEW", "CREATE OR REPLACE MACRO")):
+                out.append(q)
+    return out
+
+
+def _q(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _string_cols(con, catalog: str, table: str) -> list[str]:
+    from .staging import string_id_columns
+
+    return string_id_columns(con, catalog, table)
+
+
+def write_run(con, catalog: str, src_run: int, dest: Path, run_id: int) -> dict[str, int]:
+    """Write run ``src_run`` of the database attached as ``catalog`` into folder ``dest``
+    as dataset files of run ``run_id``: ``dest/<table>/run_id=N/part-0.parquet`` for every
+    per-run table, ``dest/_strings/...`` (its names), ``dest/runs/run_id=N/...`` (its row)."""
+    from .staging import run_tables
+
+    shift = int(run_id) << STRING_ID_SHIFT
+    rows: dict[str, int] = {}
+    tables = run_tables(con, catalog)
+    used = []
+    for table in tables:
+        cols = _string_cols(con, catalog, table)
+        replace = ", ".join(f'"{c}" + {shift} AS "{c}"' for c in cols)
+        sel = f'SELECT * EXCLUDE (run_id){f" REPLACE ({replace})" if replace else ""} FROM {catalog}."{table}" ' \
+              f"WHERE run_id = {int(src_run)}"
+        out = dest / table / f"run_id={int(run_id)}"
+        out.mkdir(parents=True, exist_ok=True)
+        n = con.execute(f"COPY ({sel}) TO '{_q(out / PART)}' (FORMAT parquet)").fetchall()
+        rows[table] = int(n[0][0]) if n else 0
+        used += [f'SELECT DISTINCT "{c}" AS id FROM {catalog}."{table}" WHERE run_id = {int(src_run)}' for c in cols]
+    out = dest / "_strings" / f"run_id={int(run_id)}"
+    out.mkdir(parents=True, exist_ok=True)
+    has_strings = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = '_strings'",
+                              [catalog]).fetchall()[0][0]
+    if used and has_strings:
+        sel = (f"SELECT string_id + {shift} AS string_id, value FROM {catalog}._strings "
+               f"WHERE string_id IN ({' UNION '.join(used)}) ORDER BY string_id")
+    else:
+        sel = "SELECT NULL::BIGINT AS string_id, NULL::VARCHAR AS value WHERE false"
+    con.execute(f"COPY ({sel}) TO '{_q(out / PART)}' (FORMAT parquet)")
+    out = dest / "runs" / f"run_id={int(run_id)}"
+    out.mkdir(parents=True, exist_ok=True)
+    con.execute(f"COPY (SELECT * REPLACE ({int(run_id)}::INTEGER AS run_id) FROM {catalog}.runs "
+                f"WHERE run_id = {int(src_run)}) TO '{_q(out / PART)}' (FORMAT parquet)")
+    return {t: n for t, n in rows.items() if n}
+
+
+class Dataset(Tracekit):
+    """A tracekit Parquet dataset (``tracekit.open(DIR)``): read-only queries (the
+    store's sandbox, reading only the dataset's folder), and ingest that adds runs as
+    new partitions."""
+
+    def __init__(self, path: str | os.PathLike):
+        super().__init__(path, read_only=True)
+        self.allowed_directories = (str(self.path),)
+
+    # -- reading ----------------------------------------------------------
+    def check(self) -> None:
+        """Raise a one-line error unless the folder is a complete tracekit dataset."""
+        if not self.path.is_dir():
+            raise InputError(f"{self.path}: no such dataset folder")
+        if not (self.path / RUNS_FILE).is_file() or not (self.path / STORE_FILE).is_file():
+            raise InputError(f"{self.path}: is a folder but not a tracekit dataset (no {RUNS_FILE} and "
+                             f"{STORE_FILE}); name a store's file (--db FILE), or a dataset folder that "
+                             "`tracekit export parquet -o DIR` wrote")
+        con = duckdb.connect()
+        try:
+            row = con.execute(f"SELECT value FROM read_parquet('{_q(self.path / STORE_FILE)}') "
+                              "WHERE key = 'schema_version'").fetchall()
+        except duckdb.Error as err:
+            raise InputError(f"{self.path / STORE_FILE}: not readable ({str(err).splitlines()[0]})") from err
+        finally:
+            con.close()
+        version = row[0][0] if row else None
+        if version != str(SCHEMA_VERSION):
+            raise InputError(f"{self.path}: dataset of store schema {version}, this tracekit uses {SCHEMA_VERSION}; "
+                             "export it again from a store of this version")
+        runs = self._run_count()
+        for table in schema():
+            if table in ("_store", "runs"):
+                continue
+            folder = self.path / table
+            if runs and (not folder.is_dir() or not any(folder.glob(f"run_id=*/{PART}"))):
+                raise InputError(f"{self.path}: dataset lacks table {table} ({folder}/run_id=N/{PART}); "
+                                 "export it again")
+
+    def _run_count(self) -> int:
+        con = duckdb.connect()
+        try:
+            return con.execute(f"SELECT count(*) FROM read_parquet('{_q(self.path / RUNS_FILE)}')").fetchall()[0][0]
+        except duckdb.Error as err:
+            raise InputError(f"{self.path / RUNS_FILE}: not readable ({str(err).splitlines()[0]})") from err
+        finally:
+            con.close()
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with a view per table over the dataset's files,
+        sandboxed like a store's read-only connection."""
+        if self._con is None:
+            self.check()
+            con = duckdb.connect(config=self._connect_config())
+            try:
+                con.execute("SET enable_progress_bar = false")
+                # the files' footers read once per connection, not once per query
+                con.execute("SET parquet_metadata_cache = true")
+                con.execute(_macros_sql())
+                self._setup_reader(con)
+                self._sandbox(con)
+            except duckdb.Error as err:
+                con.close()
+                raise InputError(f"{self.path}: cannot read the dataset ({str(err).splitlines()[0]})") from err
+            self._con = con
+        return self._con
+
+    def _setup_reader(self, con: duckdb.DuckDBPyConnection) -> None:
+        root = self.path.resolve()
+        empty = self._run_count() == 0
+        for table, cols in schema().items():
+            con.execute(self._table_view(root, table, cols, empty))
+        for table in sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if table not in schema() and table != "runs":  # a plugin's table without DDL
+                con.execute(f'CREATE VIEW "{table}" AS SELECT * FROM read_parquet('
+                            f"'{_q(root / table)}/*/*.parquet', hive_partitioning = true, "
+                            "hive_types = {'run_id': 'INTEGER'})")
+        for sql in _view_sql():
+            con.execute(sql)
+
+    @staticmethod
+    def _table_view(root: Path, table: str, cols: list[tuple[str, str]], empty: bool) -> str:
+        if table in ("runs", "_store"):
+            src = f"read_parquet('{_q(root / (table + '.parquet'))}')"
+        elif empty:  # no run yet: no partition to read
+            src = None
+        else:
+            src = (f"read_parquet('{_q(root / table)}/*/*.parquet', hive_partitioning = true, "
+                   "hive_types = {'run_id': 'INTEGER'})")
+        if src is None:
+            body = ", ".join(f'NULL::{typ} AS "{c}"' for c, typ in cols) + " WHERE false"
+            return f'CREATE VIEW "{table}" AS SELECT {body}'
+        body = ", ".join(f'CAST("{c}" AS {typ}) AS "{c}"' for c, typ in cols)
+        return f'CREATE VIEW "{table}" AS SELECT {body} FROM {src}'
+
+    # -- managing runs ----------------------------------------------------
+    def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
+        """Rename a run (its row in runs.parquet); returns (run id, old name)."""
+        if not new_name or not new_name.strip():
+            raise QueryError("a run's new name cannot be empty")
+        run_id, old = self.resolve(run)
+        self._rewrite_runs("SELECT * REPLACE (CASE WHEN run_id = $id THEN $name ELSE name END AS name)", "true",
+                           {"id": run_id, "name": new_name.strip()})
+        return run_id, old
+
+    def remove_run(self, run: str | int) -> tuple[int, str]:
+        """Remove a run: its row from runs.parquet first (the run is then gone for every
+        reader), then its files from every table; returns (run id, name)."""
+        run_id, name = self.resolve(run)
+        self._rewrite_runs("SELECT *", "run_id <> $id", {"id": run_id})
+        for table in self.path.iterdir():
+            if table.is_dir() and not table.name.startswith("."):
+                shutil.rmtree(table / f"run_id={run_id}", ignore_errors=True)
+        return run_id, name
+
+    def _rewrite_runs(self, select: str, where: str, params: dict) -> None:
+        """runs.parquet as ``select`` over its rows ``where`` (a new file renamed into place)."""
+        self.close()
+        runs = self.path / RUNS_FILE
+        tmp = self.path / f".{RUNS_FILE}.{os.getpid()}.tmp"
+        con = duckdb.connect()
+        try:
+            con.execute(f"COPY ({select} FROM read_parquet('{_q(runs)}') WHERE {where} ORDER BY run_id) "
+                        f"TO '{_q(tmp)}' (FORMAT parquet)", params)
+        finally:
+            con.close()
+        os.replace(tmp, runs)
+
+    # -- writing ----------------------------------------------------------
+    def staging_destination(self) -> DatasetDestination:
+        return DatasetDestination(self)
+
+    def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None) -> IngestResult:
+        """Ingest one source as a new run of the dataset (prepared here, then landed)."""
+        dest = self.staging_destination()
+        stage = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
+        try:
+            part = dest.task(str(path), 0, name=name, params=params, workdir=str(stage), known=dest.known_hashes())
+            self.last_ingest = dest.land(part)  # (what an interrupted `tracekit ingest` reports)
+            return self.last_ingest
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+            dest.finish()
+
+
+def _check_new(path: Path) -> None:
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        what = "a file" if not path.is_dir() else "a folder that is not empty"
+        raise InputError(f"{path}: is {what}; write a dataset into a new or empty folder")
+
+
+def create(path: Path) -> Dataset:
+    """A new, empty dataset in ``path`` (a new or empty folder)."""
+    _check_new(path)
+    path.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+    try:
+        for table in ("runs", "_store"):
+            cols = ", ".join(f'NULL::{typ} AS "{c}"' for c, typ in schema()[table])
+            con.execute(f"COPY (SELECT {cols} WHERE false) TO '{_q(path / (table + '.parquet'))}' (FORMAT parquet)")
+        con.execute(f"COPY (SELECT 'schema_version' AS key, '{SCHEMA_VERSION}' AS value) "
+                    f"TO '{_q(path / STORE_FILE)}' (FORMAT parquet)")
+    finally:
+        con.close()
+    return Dataset(path)
+
+
+class _Part:
+    """A run written as dataset files under a staging folder, ready to be moved in."""
+
+    def __init__(self, source: str, folder: Path | None, run_id: int, digest: str | None,
+                 rows: dict[str, int], kind: str | None, name: str | None):
+        self.source, self.folder, self.run_id, self.digest = source, folder, run_id, digest
+        self.rows, self.kind, self.name = rows, kind, name
+
+    def discard(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+
+def prepare_part(source: str, index: int, *, base_run_id: int, name=None, params=None,
+                 workdir=None, known=frozenset(), threads=None) -> _Part:
+    """Distributed ingest's task for a dataset: prepare ``source`` and write it as run
+    ``base_run_id + index`` into a folder of its own under ``workdir`` (in the dataset).
+    The run is staged in memory: its files are the only thing written (a staging
+    database file would cost a fifth more CPU per file)."""
+    from .staging import ingest_into
+
+    run_id = base_run_id + index
+    stage = Tracekit(":memory:")
+    folder = None
+    try:
+        if workdir is not None:  # what does not fit in memory spills beside the part, not into the cwd
+            stage.con.execute("SET temp_directory = ?", [str(Path(workdir) / f".spill-{run_id}")])
+        res = ingest_into(stage, Path(source), name=name, params=params, known=known, threads=threads)
+        if res.skipped:  # a hash the dataset holds
+            return _Part(source, None, run_id, res.digest, {}, None, None)
+        folder = Path(tempfile.mkdtemp(prefix=f"run{run_id}-", dir=workdir))
+        catalog = stage.con.execute("SELECT current_database()").fetchall()[0][0]
+        rows = write_run(stage.con, catalog, res.run_id, folder, run_id)
+    except BaseException:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        stage.close()
+    return _Part(source, folder, run_id, res.digest, res.rows or rows, res.kind, res.name)
+
+
+class DatasetDestination:
+    """Where distributed ingest lands runs when ``--db`` is a dataset folder: each worker
+    writes its run's files into the dataset folder; landing renames them into place and
+    adds the run's row to runs.parquet (the only file the main process writes)."""
+
+    def __init__(self, ds: Dataset):
+        if not (ds.path / RUNS_FILE).exists() and ds.path.is_dir() and any(ds.path.iterdir()):
+            ds.check()  # a folder with other files: not a dataset (one line)
+        if not (ds.path / RUNS_FILE).exists():
+            create(ds.path)
+        ds.check()
+        ds.close()
+        self.ds = ds
+        self.stage_parent = ds.path.resolve()
+        con = duckdb.connect()
+        try:
+            top, = con.execute(f"SELECT coalesce(max(run_id), 0) FROM read_parquet('{_q(ds.path / RUNS_FILE)}')"
+                               ).fetchall()[0]
+        finally:
+            con.close()
+        self.base = int(top) + 1
+
+    @property
+    def task(self):
+        import functools
+
+        return functools.partial(prepare_part, base_run_id=self.base)
+
+    def _held(self) -> str:
+        """SQL of (run_id, content hash) for every run and every file of a run folder's run."""
+        runs = f"read_parquet('{_q(self.ds.path / RUNS_FILE)}')"
+        sql = f"SELECT run_id, source_hash AS h FROM {runs} WHERE source_hash IS NOT NULL"
+        if any((self.ds.path / "run_sources").glob(f"run_id=*/{PART}")):
+            sql += (f" UNION ALL SELECT run_id, content_hash FROM read_parquet('{_q(self.ds.path)}/run_sources/*/*.parquet', "
+                    "hive_partitioning = true, hive_types = {'run_id': 'INTEGER'}) WHERE content_hash IS NOT NULL")
+        return sql
+
+    def known_hashes(self) -> frozenset[str]:
+        con = duckdb.connect()
+        try:
+            return frozenset(r[0] for r in con.execute(f"SELECT DISTINCT h FROM ({self._held()})").fetchall())
+        finally:
+            con.close()
+
+    def _holding(self, digests: list[str]) -> list[tuple]:
+        """(run_id, name, kind, source_path) of the first run holding one of ``digests``."""
+        con = duckdb.connect()
+        try:
+            return con.execute(f"SELECT r.run_id, r.name, r.kind, r.source_path FROM ({self._held()}) s "
+                               f"JOIN read_parquet('{_q(self.ds.path / RUNS_FILE)}') r USING (run_id) "
+                               "WHERE s.h IN (SELECT unnest($d)) ORDER BY r.run_id LIMIT 1",
+                               {"d": digests}).fetchall()
+        finally:
+            con.close()
+
+    def land(self, part: _Part) -> IngestResult:
+        """Move the part's files into the dataset. A source the dataset holds already
+        (alone, or in a run folder's run) is that run; so is a run folder one of whose
+        files the dataset holds as a run of its own (a dataset's runs are not rewritten:
+        a DuckDB store would replace that run by the folder's)."""
+        hashes = [part.digest] if part.digest is not None else []
+        if part.folder is not None and (src := part.folder / "run_sources" / f"run_id={part.run_id}" / PART).exists():
+            con = duckdb.connect()
+            try:
+                hashes += [r[0] for r in con.execute(f"SELECT content_hash FROM read_parquet('{_q(src)}') "
+                                                     "WHERE content_hash IS NOT NULL").fetchall()]
+            finally:
+                con.close()
+        if hashes and (hit := self._holding(hashes)):
+            part.discard()
+            return IngestResult(*hit[0], True, {}, digest=part.digest)
+        if part.folder is None:
+            raise InputError(f"{part.source}: was skipped as already ingested, but the dataset no longer holds it")
+        root = self.ds.path
+        row_file = part.folder / "runs" / f"run_id={part.run_id}" / PART
+        for table_dir in sorted(p for p in part.folder.iterdir() if p.name != "runs"):
+            target = root / table_dir.name / f"run_id={part.run_id}"
+            if target.exists():
+                raise TracekitError(f"{root}: already holds {target.relative_to(root)}; "
+                                    "is another ingest writing this dataset?")
+            target.parent.mkdir(exist_ok=True)
+            os.replace(table_dir / f"run_id={part.run_id}", target)
+        # runs.parquet last: the run is in the dataset once its row is
+        tmp = root / f".{RUNS_FILE}.{os.getpid()}.tmp"
+        con = duckdb.connect()
+        try:
+            con.execute(f"COPY (SELECT * FROM read_parquet('{_q(root / RUNS_FILE)}') UNION ALL BY NAME "
+                        f"SELECT * FROM read_parquet('{_q(row_file)}', hive_partitioning = false) ORDER BY run_id) "
+                        f"TO '{_q(tmp)}' (FORMAT parquet)")
+            name, kind, source = con.execute(f"SELECT name, kind, source_path FROM read_parquet('{_q(row_file)}', "
+                                             "hive_partitioning = false)").fetchall()[0]
+        finally:
+            con.close()
+        os.replace(tmp, root / RUNS_FILE)
+        part.discard()
+        return IngestResult(part.run_id, name, kind, source, False, part.rows, digest=part.digest)
+
+    def pause(self) -> None:
+        """Nothing held between landings (each rewrites runs.parquet and lets go)."""
+
+    def finish(self) -> None:
+        self.ds.close()
+
+
+def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[int]:
+    """Write the store's runs (``run``: an id, a name, or 'all') as a Parquet dataset
+    in ``dest`` (a new or empty folder); returns the run ids written (ids kept)."""
+    from .registry import resolve_run
+
+    dest = Path(dest)
+    if str(tk.path) != ":memory:" and dest.resolve() == Path(tk.path).resolve():
+        raise InputError(f"{dest}: is the store itself; export into a new folder")
+    _check_new(dest)
+    if run is None or str(run).strip().lower() == "all":
+        ids = [r[0] for r in tk.con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+    else:
+        ids = [resolve_run(tk, run, "runs", "export parquet")]
+    con, own, catalog = tk.con, False, None
+    if tk.read_only:
+        # the store's read-only connections are sandboxed (no file written), and another
+        # one to the same file in this process shares that sandboxed instance: read the
+        # store attached to a connection of its own instead
+        con, own, catalog = duckdb.connect(config=tk._connect_config()), True, "_tk_export"
+        try:
+            con.execute(f"ATTACH '{_q(Path(tk.path).resolve())}' AS {catalog} (READ_ONLY)")
+        except duckdb.Error as err:
+            con.close()
+            raise InputError(f"{tk.path}: cannot read the store ({str(err).splitlines()[0]})") from err
+    catalog = catalog or con.execute("SELECT current_database()").fetchall()[0][0]
+    try:
+        create(dest)
+    except BaseException:
+        if own:
+            con.close()
+        raise
+    tmp = Path(tempfile.mkdtemp(prefix=".tracekit-export-", dir=dest))
+    try:
+        for rid in ids:
+            write_run(con, catalog, rid, tmp, rid)
+        runs_dir = tmp / "runs"
+        for table_dir in sorted(p for p in tmp.iterdir() if p.name != "runs"):
+            os.replace(table_dir, dest / table_dir.name)
+        if ids:
+            con.execute(f"COPY (SELECT * FROM read_parquet('{_q(runs_dir)}/*/*.parquet', hive_partitioning = false) "
+                        "ORDER BY run_id) "
+                        f"TO '{_q(dest / RUNS_FILE)}' (FORMAT parquet)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if own:
+            con.close()
+    return ids

@@ -1,0 +1,185 @@
+"""Distributed ingest: each export prepared in a Dask worker, landed in the main process.
+
+``ingest_many`` submits one task per file to a Dask ``distributed`` cluster (a
+``LocalCluster`` of N worker processes, or an existing scheduler) that prepares the run
+(``tracekit.staging.prepare``: parse and derive into a staging database beside the
+destination). The main process lands the runs in input order, each as soon as it and
+every file before it are done, one transaction per run, so run ids and name ids are
+those a serial ingest gives. A file that fails (bad input, a worker that died) is
+reported with its error; the others land.
+
+Dask is optional (``pip install 'tracekit[dask]'``) and imported only here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ParamError, TracekitError
+from .store import IngestResult
+
+#: The environment variable naming an existing scheduler (as ``nsys recipe --mode dask-futures``).
+SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+#: How long to wait for a scheduler given by address, seconds.
+CONNECT_TIMEOUT_S = 5
+
+
+@dataclass
+class Outcome:
+    """One input file: its run (``result``) or why it failed (``error``, one line)."""
+
+    source: str
+    result: IngestResult | None = None
+    error: str | None = None
+
+
+def _dask():
+    try:
+        import distributed
+    except ImportError as err:
+        raise TracekitError("--workers and --scheduler need Dask: pip install 'tracekit[dask]' "
+                            "(or ingest without them, one file after another)") from err
+    return distributed
+
+
+@contextmanager
+def client_for(workers: int | None = None, scheduler: str | None = None):
+    """A Dask client: on ``scheduler`` (or $DASK_SCHEDULER_ADDRESS) if given, else on a
+    new LocalCluster of ``workers`` single-threaded processes (closed on exit)."""
+    address = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if address is None and (workers is None or workers < 1):
+        raise ParamError(f"--workers {workers}: give at least 1 worker process (or --scheduler ADDRESS)")
+    distributed = _dask()
+    import dask
+
+    if address is not None:
+        try:
+            client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as err:
+            raise TracekitError(f"cannot reach the Dask scheduler at {address!r} "
+                                f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
+                                "check the address or start one with `dask scheduler`") from err
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    # a task whose worker dies fails at once (reported, not retried on the others); no
+    # dashboard, no logs mixed into our output
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                          "distributed.worker.daemon": False,
+                          "distributed.admin.log-length": 0}):
+        import logging
+
+        cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                           dashboard_address=None, silence_logs=logging.CRITICAL)
+        client = distributed.Client(cluster, set_as_default=False)
+        try:
+            yield client
+        finally:
+            client.close()
+            cluster.close()
+
+
+def _error_line(source: str, err: BaseException) -> str:
+    name = type(err).__name__
+    if isinstance(err, TracekitError):
+        text = str(err)
+        return text if text.startswith(source) else f"{source}: {text}"
+    if name == "KilledWorker":
+        return f"{source}: the worker preparing it died (killed, or out of memory); nothing was written"
+    first = (str(err).splitlines() or [""])[0]
+    return f"{source}: {name}: {first}" if first else f"{source}: {name}"
+
+
+def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = None, scheduler: str | None = None,
+                name: str | None = None, params: dict | None = None,
+                on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Ingest ``files`` into ``tk`` (a store, or a Parquet dataset opened for writing)
+    through Dask; one ``Outcome`` per file, in input order (``on_outcome`` is called as
+    each is landed or fails)."""
+    from . import staging
+
+    files = [Path(f) for f in files]
+    for f in files:
+        if not f.exists():
+            raise ParamError(f"{f}: no such file or directory")
+    dest = tk.staging_destination()
+    outcomes: list[Outcome | None] = [None] * len(files)
+    with client_for(workers, scheduler) as client:
+        threads = _threads_per_task(client)
+        stage_dir = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
+        try:
+            known = dest.known_hashes()
+            distributed = _dask()
+            futures: dict = {}
+            todo = iter(enumerate(files))
+
+            def submit_next(running) -> None:
+                # as many tasks in flight as the cluster has threads: a worker never holds
+                # a queued task, so one that dies fails only the file it was preparing
+                window = max(1, sum(client.nthreads().values()))
+                while len(futures) < window and (item := next(todo, None)) is not None:
+                    i, f = item
+                    fut = client.submit(dest.task, str(f.resolve()), i, name=name, params=params,
+                                        workdir=str(stage_dir), known=known, threads=threads,
+                                        key=f"tracekit-prepare-{i}-{os.urandom(4).hex()}", pure=False)
+                    futures[fut] = i
+                    running.add(fut)
+
+            done: dict[int, tuple[staging.Staged | None, BaseException | None]] = {}
+            nxt = 0
+            running = distributed.as_completed([], loop=client.loop)
+            submit_next(running)
+            for fut in running:
+                i = futures.pop(fut)
+                try:
+                    done[i] = (fut.result(), None)
+                except Exception as err:  # reported per file; the others go on
+                    done[i] = (None, err)
+                fut.release()
+                submit_next(running)
+                while nxt in done:
+                    staged, err = done.pop(nxt)
+                    outcomes[nxt] = _land(dest, str(files[nxt]), staged, err)
+                    if on_outcome is not None:
+                        on_outcome(outcomes[nxt])
+                    nxt += 1
+                if not running.has_ready():  # waiting for a worker: readers may open the store
+                    dest.pause()
+        finally:
+            dest.finish()
+            shutil.rmtree(stage_dir, ignore_errors=True)
+    return outcomes
+
+
+def _land(dest, source: str, staged, err: BaseException | None) -> Outcome:
+    if err is not None:
+        return Outcome(source, error=_error_line(source, err))
+    try:
+        return Outcome(source, result=dest.land(staged))
+    except TracekitError as e:
+        return Outcome(source, error=_error_line(source, e))
+    finally:
+        staged.discard()
+
+
+def _threads_per_task(client) -> int | None:
+    """DuckDB threads per task where workers share one machine: its cores over the
+    workers on it (None: DuckDB's default)."""
+    try:
+        info = client.scheduler_info()["workers"]
+    except Exception:  # noqa: BLE001 - a scheduler that will not say: DuckDB's default
+        return None
+    hosts: dict[str, int] = {}
+    for w in info.values():
+        host = w.get("host", "")
+        hosts[host] = hosts.get(host, 0) + 1
+    per_host = max(hosts.values(), default=1)
+    return max(1, (os.cpu_count() or 1) // per_host)

@@ -1,0 +1,111 @@
+"""Which rank of which job a run is, and on which host.
+
+A multi-GPU job profiled with nsys gives one export per rank. At ingest each run gets
+``rank``, ``host`` and ``job`` in its ``params`` (what ``rank-summary``, ``stragglers``
+and ``rank-ranges`` group by), from, in order of precedence:
+
+1. ``--param rank=3`` / ``host=`` / ``job=`` (``tk.ingest(..., params=...)``);
+2. the export itself: the launched process's environment as nsys recorded it
+   (``META_DATA_CAPTURE``: ``RANK``, ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``,
+   ``SLURM_PROCID``, ...) and the target's host name (``TARGET_INFO_SYSTEM_ENV``);
+3. the file name, or its folder's: ``rank3``, ``rank_3``, ``rank-3``, ``_r3_``.
+
+``job`` (which runs are ranks of one job) defaults to the launcher's job id in that
+environment (``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID``, ...), else the source path with
+the rank's digits replaced by ``*`` where the name carries the rank
+(``/prof/rank*/export.sqlite``), else the source's folder. (``MASTER_ADDR:MASTER_PORT``
+is not used: every local job on the default port shares it.) A job ingested twice
+counts each rank's latest run.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+#: Launcher variables holding the global rank, the most specific first.
+RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
+#: ... the job's size and its id.
+SIZE_ENV = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS")
+JOB_ENV = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID", "PBS_JOBID")
+
+_NAME_RE = re.compile(r"(?:(?<=[^a-z0-9])|^)(?:rank[_-]?|r)(\d+)(?=[^a-z0-9]|$)", re.IGNORECASE)
+_ENV_RE = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)="?(.*?)"?$', re.S)
+
+
+def rank_from_name(path: Path) -> tuple[int, str] | None:
+    """The rank a file or folder name carries, and the path with it masked (the job)."""
+    parts = list(path.parts)
+    for i in (len(parts) - 1, len(parts) - 2):
+        if i < 0:
+            continue
+        stem = parts[i]
+        matches = list(_NAME_RE.finditer(stem))
+        if len(matches) == 1:
+            m = matches[0]
+            masked = stem[:m.start(1)] + "*" + stem[m.end(1):]
+            return int(m.group(1)), str(Path(*parts[:i], masked, *parts[i + 1:]))
+    return None
+
+
+def from_export(path: Path) -> dict[str, str]:
+    """Launcher variables and the host name recorded in an nsys SQLite export
+    (``{}`` for anything else: the export is opened read-only, immutable)."""
+    out: dict[str, str] = {}
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error:
+        return out
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "META_DATA_CAPTURE" in tables:
+            wanted = set(RANK_ENV + SIZE_ENV + JOB_ENV)
+            for (value,) in con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name = "
+                                        "'PROCESS_0:ENVIRONMENT_VARIABLE'"):
+                m = _ENV_RE.match(str(value))
+                if m and m.group(1) in wanted:
+                    out.setdefault(m.group(1), m.group(2))
+        if "TARGET_INFO_SYSTEM_ENV" in tables:
+            row = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1").fetchone()
+            if row and row[0]:
+                out["HOSTNAME"] = str(row[0])
+    except sqlite3.Error:
+        return {}
+    finally:
+        con.close()
+    return out
+
+
+def identify(source: Path, export: Path | None, params: dict) -> dict:
+    """``params`` with ``rank``, ``host``, ``world_size`` and ``job`` filled in where
+    known (given values win). ``export``: the plain nsys export, if the run has one."""
+    out = dict(params)
+    env = from_export(export) if export is not None else {}
+    named = rank_from_name(source.resolve())
+    if "rank" not in out:
+        value = next((env[k] for k in RANK_ENV if env.get(k, "").isdigit()), None)
+        if value is not None:
+            out["rank"] = int(value)
+        elif named is not None:
+            out["rank"] = named[0]
+    else:
+        try:
+            out["rank"] = int(out["rank"])
+        except (TypeError, ValueError):
+            from .errors import ParamError
+
+            raise ParamError(f"--param rank={out['rank']!r}: a rank is a whole number") from None
+    if "rank" not in out:
+        return out
+    if "host" not in out and env.get("HOSTNAME"):
+        out["host"] = env["HOSTNAME"]
+    size = next((env[k] for k in SIZE_ENV if env.get(k, "").isdigit()), None)
+    if "world_size" not in out and size is not None:
+        out["world_size"] = int(size)
+    if "job" not in out:
+        job = next((env[k] for k in JOB_ENV if env.get(k)), None)
+        if job is None and named is not None:
+            job = named[1]
+        out["job"] = job or str(source.resolve().parent)
+    return out

@@ -173,11 +173,14 @@ def sql_parameters(sql: str) -> set[str]:
 
 def _table_kinds() -> dict[str, str]:
     """Table or view -> the kind of run whose ingest fills it, from the schema file that
-    defines it (the core tables, ``runs`` among them, belong to every kind)."""
+    defines it: every table and view of schema_nsys.sql and schema_ncu.sql, the tables of
+    schema_runs.sql (a sweep's requests; its views over ``runs``, such as rank_runs,
+    belong to no kind, nor do the core tables, ``runs`` among them)."""
     out = {}
-    for schema, kind in (("schema_nsys.sql", "nsys"), ("schema_ncu.sql", "ncu"), ("schema_runs.sql", "timing")):
+    for schema, kind, what in (("schema_nsys.sql", "nsys", "TABLE|VIEW"), ("schema_ncu.sql", "ncu", "TABLE|VIEW"),
+                               ("schema_runs.sql", "timing", "TABLE")):
         text = (resources.files("tracekit") / schema).read_text()
-        for name in re.findall(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
+        for name in re.findall(rf"CREATE\s+(?:OR\s+REPLACE\s+)?(?:{what})\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
                                text, flags=re.IGNORECASE):
             out[name] = kind
     return out

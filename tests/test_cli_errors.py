@@ -216,22 +216,6 @@ def test_run_all_of_a_store_without_that_kind_is_an_error(tmp_path, capsys):
     assert "roofline: no ncu run in" in line and "needs an ncu run" in line, line
 
 
-def test_a_pipe_or_device_to_ingest_is_refused_at_once(small_store, tmp_path, capsys):
-    """A FIFO nobody writes used to block ingest forever; `<(xz -dc x.xz)` was read twice
-    (its head, then the rest) and refused as "not a recognised profile"."""
-    import os
-
-    from conftest import store_state
-
-    fifo = tmp_path / "export.sqlite"
-    os.mkfifo(fifo)
-    before = store_state(small_store)
-    for path in (fifo, "/dev/null"):
-        assert _cli(small_store, "ingest", str(path)) == 2
-        assert "not a regular file (a pipe or a device)" in one_error_line(capsys)
-    assert store_state(small_store) == before
-
-
 @pytest.mark.parametrize("cmd", [["query", "nvtx-ranges"], ["query", "top-kernels", "-f", "csv"],
                                  ["chart", "top-kernels", "-o", "x.png"]])
 @pytest.mark.parametrize("param", ["name", "tk", "self"])

@@ -439,8 +439,6 @@ class Tracekit:
 
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
-        if not path.is_dir() and not path.is_file():  # it would be read more than once (or block)
-            raise InputError(f"{path}: not a regular file (a pipe or a device); save it to a file and ingest that")
         if path.is_dir():
             folder_meta, digest, chosen = self._plan_folder(path)
             existing = self._existing(digest)

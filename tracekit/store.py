@@ -45,11 +45,11 @@ SCHEMA_VERSION = 8
 
 def ingest_memory_limit() -> str:
     """DuckDB's memory limit while ingesting: ``$TRACEKIT_MEMORY_LIMIT``, or half the
-    machine's memory, at least 800 MB. DuckDB spills its joins to disk past it (an
-    export with 12 M NVTX ranges ingests under 800 MB: 37 s, 5.9 GB peak RSS of the
-    process; docs/performance.md). Plugins may lower it for a phase that
-    needs little memory (nsys: while the activity rows are written) and set this value
-    back after it."""
+    machine's memory, at least 800 MB. DuckDB spills its joins to disk past it; the
+    Arrow and NumPy arrays of an ingest are beside it (12 M NVTX ranges under 4GB: 5.1 GB
+    peak RSS of the process; docs/performance.md). Handed to the plugins' loaders, which
+    may lower it for a phase that needs little memory (nsys: while the activity rows are
+    written) and set it back after."""
     limit = os.environ.get("TRACEKIT_MEMORY_LIMIT")
     if limit:
         return limit
@@ -160,6 +160,9 @@ class Tracekit:
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
         self._created = False  # this object created the store and committed nothing yet
+        #: DuckDB's memory limit for ingest (``ingest_memory_limit``, set when a writable
+        #: connection opens), handed to the loaders of the sources ingested
+        self.memory_limit: str | None = None
         self._sigints = SigintWatch()  # the Ctrl-Cs of the ingest under way
         #: The run the latest ``ingest`` committed or found already there; set together
         #: with the COMMIT, so that after a Ctrl-C at any moment it says whether that
@@ -251,7 +254,7 @@ class Tracekit:
     def _setup_writer(self, con: duckdb.DuckDBPyConnection) -> None:
         """The ingest connection's settings, and the schema (created where missing)."""
         # bounded memory for ingest: DuckDB spills its joins to disk past this
-        limit = ingest_memory_limit()
+        limit = self.memory_limit = ingest_memory_limit()
         try:
             con.execute(f"SET memory_limit = '{limit}'")
         except duckdb.Error as err:
@@ -597,7 +600,7 @@ class Tracekit:
             for table, data in parsed.tables.items():
                 rows[table] = self._insert(table, run_id, data)
             for load in parsed.loaders:
-                rows.update(load(con, run_id))
+                rows.update(load(con, run_id, memory_limit=self.memory_limit))
             with self._sigints.held():
                 con.execute("COMMIT")
                 self._created = False  # the store holds a run now: keep it whatever follows
@@ -624,7 +627,7 @@ class Tracekit:
         except duckdb.Error:  # no transaction open: COMMIT went through, or DuckDB ended it on failing
             pass
         try:  # a plugin that lowered the limit for a phase could not set it back in the aborted transaction
-            con.execute(f"SET memory_limit = '{ingest_memory_limit()}'")
+            con.execute(f"SET memory_limit = '{self.memory_limit}'")
         except duckdb.Error:
             pass
         if self._sigints.count or isinstance(first, KeyboardInterrupt | duckdb.InterruptException):
@@ -635,7 +638,7 @@ class Tracekit:
         if isinstance(first, duckdb.Error):  # data the reshaping SQL could not take, a full disk: one line
             hint = ""
             if isinstance(first, duckdb.OutOfMemoryException):
-                limit = ingest_memory_limit()  # what the user sets (a phase may have run under less)
+                limit = self.memory_limit  # what the user sets (a phase may have run under less)
                 hint = f" (memory limit {limit}: set TRACEKIT_MEMORY_LIMIT higher, e.g. TRACEKIT_MEMORY_LIMIT=16GB)"
             out = InputError(f"{source}: cannot ingest ({str(first).splitlines()[0]}){hint}; nothing was written")
         self._discard_if_new()

@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 
 from . import __version__, cli_params
 from .errors import Interrupted, ParamError, TracekitError
+from .interrupts import SigintWatch
 
 cli_params.install()  # plain values converted without importing Pydantic (see cli_params)
 
@@ -598,12 +599,24 @@ def bench_attention_cmd(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    """Run the CLI on ``argv`` (default: the process's arguments) and return the exit code."""
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        if argv is None:  # the process ends with the command: a Ctrl-C from now on changes nothing
+            import signal
+
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main(args: list[str]) -> int:
     debug = "--debug" in args
     try:
         # without standalone mode, typer returns a command's typer.Exit code instead of raising
-        # it, and 130 for a Ctrl-C it caught (the command's own message, if any, is printed)
-        code = app(args=args, prog_name="tracekit", standalone_mode=False)
+        # it, and 130 for a Ctrl-C it caught (the command's own message, if any, is printed);
+        # the watch keeps a Ctrl-C from cutting an import (DuckDB's module would abort)
+        with SigintWatch():
+            code = app(args=args, prog_name="tracekit", standalone_mode=False)
     except TracekitError as err:
         if debug:
             raise

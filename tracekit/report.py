@@ -555,10 +555,10 @@ def render(rep: Report) -> str:
 def write_report(tk, path: str | Path, run: str | int | None = None, vs: str | int | None = None) -> Path:
     """Build the run's report (compared with ``vs`` if given) and write it to ``path``
     through ``write_output`` (a temporary file renamed into place, never over the store)."""
-    from .outputs import check_not_store, write_output
+    from .outputs import check_output, write_output
 
     path = Path(path)
-    check_not_store(path, tk.path)
+    check_output(path, tk.path)
     if path.suffix.lower() not in ("", ".html", ".htm"):
         raise ParamError(f"{path}: a report is an HTML page; name a .html file")
     text = render(build(tk, run, vs))

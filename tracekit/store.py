@@ -8,13 +8,10 @@ database exactly as it was (and a database that did not exist is not created).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import os
 import re
-import signal
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -25,6 +22,7 @@ import duckdb
 
 from . import ranks
 from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
+from .interrupts import SigintWatch
 
 _RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
 
@@ -110,52 +108,6 @@ def _macros_sql() -> str:
 _WRITES_FILES = frozenset({"COPY", "EXPORT", "ATTACH"})
 
 
-class _SigintWatch:
-    """Counts the SIGINTs (Ctrl-C) that arrive while it is active, raising
-    KeyboardInterrupt as Python's own handler does: an interrupt is then recognised
-    whatever DuckDB or a library turned it into (DuckDB raises "Query interrupted"
-    as a RuntimeError, a replacement scan wraps it in an InvalidInputException).
-    Inside ``held()`` an interrupt waits until the block is done (a COMMIT and the
-    note of what it committed are not split). Active only in the main thread and
-    where Python's default handler is in place."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._previous = None
-        self._holding = False
-        self._deferred = False
-
-    def _handler(self, signum, frame) -> None:
-        self.count += 1
-        if self._holding:
-            self._deferred = True
-            return
-        raise KeyboardInterrupt
-
-    def __enter__(self) -> _SigintWatch:
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._previous = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
-
-    @contextlib.contextmanager
-    def held(self):
-        """A block a Ctrl-C does not cut: one that arrives meanwhile is raised at its end."""
-        self._holding = True
-        try:
-            yield
-        finally:
-            self._holding = False
-            if self._deferred:
-                self._deferred = False
-                raise KeyboardInterrupt
-
-
 def _first_error(err: BaseException) -> BaseException:
     """The error that started a failure: a statement run after a failed one (a cleanup
     in a ``finally``) meets "Current transaction is aborted", and Python keeps the
@@ -211,7 +163,7 @@ class Tracekit:
         #: DuckDB's memory limit for ingest (``ingest_memory_limit``, set when a writable
         #: connection opens), handed to the loaders of the sources ingested
         self.memory_limit: str | None = None
-        self._sigints = _SigintWatch()  # the Ctrl-Cs of the ingest under way
+        self._sigints = SigintWatch()  # the Ctrl-Cs of the ingest under way
         #: The run the latest ``ingest`` committed or found already there; set together
         #: with the COMMIT, so that after a Ctrl-C at any moment it says whether that
         #: input is in the store. A caller ingesting several inputs may reset it to None
@@ -462,7 +414,7 @@ class Tracekit:
         holds the whole run or nothing of it."""
         self.last_ingest = None
         self._note_writer(f"`tracekit ingest {path}`")
-        with _SigintWatch() as self._sigints:
+        with SigintWatch() as self._sigints:
             try:
                 return self._ingest(Path(path), name, params)
             except Interrupted:  # raised by _write, which knows whether it committed
@@ -733,7 +685,11 @@ class Tracekit:
             raise QueryError(f"{new_name!r} cannot name a run: --run reads it as "
                              f"{'a run id' if new_name[0].isdigit() else 'a keyword'}; choose another name")
         run_id, old = self.resolve(run)
-        self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])
+        try:
+            self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])
+        except duckdb.Error as err:  # e.g. a full disk: the run keeps its name
+            raise TracekitError(f"{self.path}: cannot rename run {run_id} ({str(err).splitlines()[0]}); "
+                                "the store is unchanged") from err
         return run_id, old
 
     def remove_run(self, run: str | int) -> tuple[int, str]:

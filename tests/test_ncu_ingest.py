@@ -149,6 +149,24 @@ def test_text_and_na_values(plain):
 # -- the store ---------------------------------------------------------------
 
 
+def test_two_reports_in_one_process_keep_their_own_units(tmp_path):
+    """NVIDIA's ncu_report keeps metric definitions per process: read after ncu_sections,
+    ncu_full's derived metrics took ncu_sections' units. Each report's units are the ones
+    its own raw CSV (ncu --page raw --csv) prints."""
+    def csv_units(scen):
+        lines = lzma.open(DATA / scen / "raw.csv.xz", "rt").read().splitlines()[:2]
+        header, units = csv.reader(lines)
+        return {h: u for h, u in zip(header, units, strict=True) if h.startswith("derived__") and u}
+
+    with tracekit.open(tmp_path / "t.duckdb") as tk:
+        for scen in ("ncu_sections", "ncu_full", "ncu_sections"):
+            run = tk.ingest(DATA / scen / "report.ncu-rep.xz").run_id
+            want = csv_units(scen)
+            got = dict(tk.sql(f"SELECT DISTINCT metric, unit FROM ncu_metrics WHERE run_id = {run} "
+                              "AND metric LIKE 'derived__%'").rows())
+            assert want and {m: got[m] for m in want if m in got} == want, scen
+
+
 def test_store_ingest_compressed_report(tmp_path):
     tk = tracekit.open(tmp_path / "t.duckdb")
     r = tk.ingest(DATA / "ncu_full" / "report.ncu-rep.xz", name="full")

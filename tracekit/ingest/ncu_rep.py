@@ -6,11 +6,19 @@ length-prefixed file header, then blocks of [u32 header size][block header proto
 [payload of PayloadSize bytes], the block header carrying NumSources (field 1),
 NumResults (field 2) and PayloadSize (field 5). The walk must end exactly at the end of
 the file, and ``ncu_report`` must load as many results as the blocks announce.
+
+Each report is read in a fresh interpreter: ``ncu_report`` keeps metric definitions for
+the whole process, so a second report read in it took the units the first one gave its
+derived metrics (ncu_full's ``thread`` read as ``inst`` after ncu_sections had been read).
 """
 
 from __future__ import annotations
 
+import json
 import struct
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -105,7 +113,23 @@ def _value(m):
 
 
 def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
-    """Parse a .ncu-rep -> (meta, kernels, metrics)."""
+    """Parse a .ncu-rep -> (meta, kernels, metrics), in a child interpreter (see the
+    module's docstring); its one-line refusal is raised here as the same InputError."""
+    check_container(path)
+    with tempfile.TemporaryDirectory(prefix="tracekit-ncu-") as tmp:
+        proc = subprocess.run([sys.executable, "-m", __name__, str(path), tmp], capture_output=True, text=True)
+        lines = proc.stderr.strip().splitlines()
+        if proc.returncode == 2 and lines:
+            raise InputError(lines[-1])
+        if proc.returncode != 0:
+            why = lines[-1] if lines else f"exit status {proc.returncode}"
+            raise InputError(f"{path}: ncu_report failed reading it ({why})")
+        out = Path(tmp)
+        meta = json.loads((out / "meta.json").read_text())
+        return meta, pl.read_parquet(out / "kernels.parquet"), pl.read_parquet(out / "metrics.parquet")
+
+
+def _read_here(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
     expected = check_container(path)
     try:
         import ncu_report
@@ -210,3 +234,22 @@ def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
     if gpus:
         meta["gpu"] = ", ".join(sorted(gpus))
     return meta, pl.DataFrame(kernels, schema=KERNEL_SCHEMA), metrics
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m tracekit.ingest.ncu_rep REPORT OUTDIR``: the report read into OUTDIR
+    (meta.json, kernels.parquet, metrics.parquet); a refusal is one line on stderr, exit 2."""
+    path, out = Path(argv[0]), Path(argv[1])
+    try:
+        meta, kernels, metrics = _read_here(path)
+    except InputError as err:
+        print(str(err), file=sys.stderr)
+        return 2
+    (out / "meta.json").write_text(json.dumps(meta))
+    kernels.write_parquet(out / "kernels.parquet", compression="uncompressed")
+    metrics.write_parquet(out / "metrics.parquet", compression="uncompressed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -232,6 +232,9 @@ def _cached_block(
                     tot += tl.load(WS + j * stride_ws + c_off, mask=rows, other=0.0, cache_modifier=".cg")
                 tl.store(OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot
                          + (c0 + offs_c)[None, :], tot.to(OUT.dtype.element_ty), mask=rows)
+            # every other program of this block has arrived: reset the counter for the next
+            # launch, so the counters stay zero between launches and need no fill per call
+            tl.atomic_xchg(CNT + h * total + start + m0, 0, sem="relaxed")
 
 
 @triton.jit
@@ -376,6 +379,47 @@ def _sm_count(device) -> int:
     return _SM_COUNT[idx]
 
 
+_BUFFERS: dict = {}  # (device type, index, stream handle) -> [workspace, counters], grown on demand
+
+
+def _split_buffers(device, ws_numel: int, cnt_numel: int):
+    """The split kernel's fp32 workspace (at least ``ws_numel`` elements) and int32 arrival
+    counters (at least ``cnt_numel``, all zero) for the current stream of ``device``.
+
+    Eager calls reuse one pair per (device, stream), grown to the next power of two when a
+    call needs more: launches on one stream run in order, so they never share the buffers
+    at the same time, and launches on other streams get their own pair. The kernel leaves
+    every counter it used at zero, so only a new pair is filled (queued on the stream, no
+    host sync); a replaced pair is freed through PyTorch's stream-ordered allocator, after
+    the launches queued on it. While the stream is being captured into a CUDA graph, the
+    pair is allocated per call from the graph's memory pool instead, which the graph keeps
+    for its replays (a persistent pair could be replaced while the graph still points at
+    it). Not for streams of other processes: CUDA IPC of these buffers is not supported."""
+    import torch
+
+    if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            return (torch.empty(ws_numel, dtype=torch.float32, device=device),
+                    torch.zeros(cnt_numel, dtype=torch.int32, device=device))
+        stream = torch.cuda.current_stream(device)
+        key = (device.type, stream.device_index, stream.cuda_stream)
+    else:
+        key = (device.type, device.index, 0)  # (the interpreter runs launches one by one)
+    pair = _BUFFERS.get(key)
+    if pair is None or pair[0].numel() < ws_numel:
+        ws = torch.empty(triton.next_power_of_2(ws_numel), dtype=torch.float32, device=device)
+        pair = _BUFFERS[key] = [ws, pair[1] if pair is not None else None]
+    if pair[1] is None or pair[1].numel() < cnt_numel:
+        pair[1] = torch.zeros(triton.next_power_of_2(cnt_numel), dtype=torch.int32, device=device)
+    return pair[0], pair[1]
+
+
+def release_split_buffers() -> None:
+    """Drop the cached split workspaces and counters of every device and stream (their
+    memory goes back to PyTorch's allocator once the launches queued on them have run)."""
+    _BUFFERS.clear()
+
+
 def hstu_cached_fwd(
     q, k, v, seq_offsets, cache, *, max_seq_len, alpha, num_targets, contextual_seq_len,
     max_attn_len, max_new_len=None, config=None, out=None,
@@ -459,9 +503,10 @@ def hstu_cached_fwd(
     else:
         grid = (B * H * G * split,) if g_fast else (B * H, G, split)
     if split > 1:
-        # per-token fp32 partial sums of each key run, and per (head, query block) arrival counts
-        ws = torch.empty(split, L, H, D_V, dtype=torch.float32, device=q.device)
-        cnt = torch.zeros(H * L, dtype=torch.int32, device=q.device)
+        # per-token fp32 partial sums of each key run, and per (head, query block) arrival
+        # counts (zero before and after every launch: the last program of a block resets its own)
+        ws, cnt = _split_buffers(q.device, split * L * H * D_V, H * L)
+        ws = ws[: split * L * H * D_V].view(split, L, H, D_V)
     else:
         ws, cnt = out, seq_offsets
     global LAST_KERNEL

@@ -10,9 +10,11 @@ Per configuration (tracekit.kernels.bench's cached ones) and side, on the GPU:
   call's host time exceeds its GPU time);
 - gpu_ms: the median GPU time per call with an L2 flush before each (bench.py's method).
 Sides: ``after`` (this checkout), ``alloc_per_call`` (this kernel with its split workspace and
-counters allocated and filled on every call, as before the persistent buffers), and
-``before`` (``--before``: another copy of kernels/_cached.py, e.g. main's at the branch point,
-loaded as tracekit.kernels._cached_before). Sides alternate per configuration, several rounds.
+counters allocated and filled on every call, as before the persistent buffers), ``before``
+(``--before``: another copy of kernels/_cached.py, e.g. main's at the branch point, loaded as
+tracekit.kernels._cached_before, with this checkout's other modules) and ``before_old_tiles``
+(the same, its tile lookup building the tuning file's path on every call as it used to).
+Sides alternate per configuration, several rounds.
 Results: OUTDIR/host.json and a table on stdout.
 """
 
@@ -58,7 +60,7 @@ def main():
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    from tracekit.kernels import _cached, api, bench
+    from tracekit.kernels import _cached, api, bench, tiles
 
     mods = {"after": _cached}
     if a.before:
@@ -72,7 +74,11 @@ def main():
         return (torch.empty(ws_numel, dtype=torch.float32, device=device),
                 torch.zeros(cnt_numel, dtype=torch.int32, device=device))
 
-    sides = ["after", "alloc_per_call"] + (["before"] if a.before else [])
+    def old_lookup(*args, _lookup=tiles.lookup):
+        tiles.tiles_path()  # the tiles' memo key built the tuning file's path per call before
+        return _lookup(*args)
+
+    sides = ["after", "alloc_per_call"] + (["before", "before_old_tiles"] if a.before else [])
     flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device="cuda")
     rows = []
     for name in a.configs.split(","):
@@ -85,11 +91,13 @@ def main():
         res = {s: dict(host_us_default=[], host_us_novalidate=[], do_bench_ms=[], gpu_ms=[]) for s in sides}
         for _ in range(a.rounds):
             for side in sides:
-                mod = mods.get(side, _cached)
-                orig_fwd, orig_buf = _cached.hstu_cached_fwd, _cached._split_buffers
+                mod = mods["before"] if side.startswith("before") else _cached
+                orig_fwd, orig_buf, orig_lookup = _cached.hstu_cached_fwd, _cached._split_buffers, tiles.lookup
                 _cached.hstu_cached_fwd = mod.hstu_cached_fwd
                 if side == "alloc_per_call":
                     _cached._split_buffers = per_call
+                if side == "before_old_tiles":
+                    tiles.lookup = old_lookup
                 _cached.release_split_buffers()
                 try:
                     fd(), fn()
@@ -100,7 +108,7 @@ def main():
                     r["do_bench_ms"].append(triton.testing.do_bench(fd, warmup=25, rep=200, return_mode="median"))
                     r["gpu_ms"].append(bench._time_cuda(fn, f"host:{side}:{name}", 50, 300, flush)["median_ms"])
                 finally:
-                    _cached.hstu_cached_fwd, _cached._split_buffers = orig_fwd, orig_buf
+                    _cached.hstu_cached_fwd, _cached._split_buffers, tiles.lookup = orig_fwd, orig_buf, orig_lookup
         for side in sides:
             row = dict(config=name, side=side, **{k2: statistics.median(v2) for k2, v2 in res[side].items()},
                        rounds={k2: v2 for k2, v2 in res[side].items()})

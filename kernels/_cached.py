@@ -17,6 +17,7 @@ import triton.language as tl
 from . import tiles
 from ._common import interpret_mode
 from ._dense import _general_mask, _silu
+from ._launch import launch
 
 
 @triton.jit
@@ -379,6 +380,7 @@ def _sm_count(device) -> int:
     return _SM_COUNT[idx]
 
 
+_HANDLES: dict = {}  # compiled kernels per specialisation (see _launch)
 _BUFFERS: dict = {}  # (device type, index, stream handle) -> [workspace, counters], grown on demand
 
 
@@ -509,8 +511,7 @@ def hstu_cached_fwd(
         ws = ws[: split * L * H * D_V].view(split, L, H, D_V)
     else:
         ws, cnt = out, seq_offsets
-    global LAST_KERNEL
-    LAST_KERNEL = _hstu_cached_kernel[grid](
+    args = (
         q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets,
         num_targets if num_targets is not None else seq_offsets,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
@@ -519,10 +520,17 @@ def hstu_cached_fwd(
         ws, cnt, ws.stride(0), ws.stride(1) if split > 1 else 0, ws.stride(2) if split > 1 else 0,
         float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, contextual_seq_len, max_attn_len, num_pt,
         L, G, B,
+    )
+    consts = dict(
         H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
         HAS_TARGETS=num_targets is not None, GENERAL=contextual_seq_len > 0 or max_attn_len > 0,
         FAST_SILU=fast, PAGES=pages, MAXP=maxp, DIAG_TILE=diag_tile, SPLIT=split,
         FENCE=q.device.type == "cuda" and not interpret_mode(), G_FAST=g_fast, CHUNK=min(64, D_V),
-        LOOP=G < blocks and not flat, FLAT=flat, BPOW=triton.next_power_of_2(B + 1) if flat else 1, **cfg,
+        LOOP=G < blocks and not flat, FLAT=flat, BPOW=triton.next_power_of_2(B + 1) if flat else 1,
     )
+    global LAST_KERNEL
+    if pages == 3:  # tensor descriptors: the JIT converts them per call
+        LAST_KERNEL = _hstu_cached_kernel[grid](*args, **consts, **cfg)
+    else:
+        LAST_KERNEL = launch(_hstu_cached_kernel, _HANDLES, grid, args, consts, cfg, q.device)
     return out

@@ -11,8 +11,9 @@ xlsx, every sheet's headers the queries' column names (``bs``, ``nc``, ``latency
 
 Times in ms with three decimals, columns as wide as their values, a frozen header row
 and an autofilter on every table. CSV: the ``results`` table at PATH and the summary
-beside it (``<stem>-summary.csv``), unformatted. No sweep data is not an error: the
-sheets then hold headers only.
+beside it (``<stem>-summary.csv``), unformatted. A store without a timing run (no
+sweep ingested) is an error, as for the sweep queries; timing runs none of which is an
+ok sweep point give sheets of headers only.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 from pathlib import Path
 
 from tracekit.errors import TracekitError
-from tracekit.outputs import check_not_store, write_output
+from tracekit.outputs import check_output, write_output
 
 MS = "#,##0.000"  # ms with three decimals
 #: columns named by their own value (no thousands separator)
@@ -41,7 +42,7 @@ def export_sweep(tk, path: str | os.PathLike) -> list[Path]:
         raise TracekitError(f"{path}: export sweep writes .xlsx or .csv, not {path.suffix or 'no suffix'}")
     side = path.with_name(f"{path.stem}-summary.csv")
     for out in (path, side) if suffix == ".csv" else (path,):
-        check_not_store(out, tk.path)  # before either file is written
+        check_output(out, tk.path)  # before either file is written or the store read
     results, summary = _frames(tk)
     if suffix == ".csv":
         write_output(path, results.write_csv, tk.path)

@@ -53,7 +53,9 @@ def test_export_sweep_command_and_register(tmp_path, monkeypatch):
     db = tmp_path / "x.duckdb"
     import tracekit
 
-    tracekit.open(db).con.close()
+    tk = tracekit.open(db)
+    tk.ingest(DATA / "hstu_sweep" / "runs" / sorted(p.name for p in (DATA / "hstu_sweep" / "runs").iterdir())[0])
+    tk.close()
     res = runner.invoke(cli.app, ["export", "sweep", "-o", str(tmp_path / "s.xlsx"), "--db", str(db)])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "s.xlsx").exists() and "wrote" in res.output

@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -205,7 +206,7 @@ def test_failing_profiler_keeps_labelled_folder(tmp_path, monkeypatch):
                       f'printf "%s\\n" "$@" > {argv_file}\necho "fake nsys: Error: no CUDA" >&2\nexit 3\n')
     monkeypatch.setenv("PATH", str(tmp_path / "empty") + os.pathsep + os.environ["PATH"])
     monkeypatch.setenv("TRACEKIT_NSYS", str(fake))
-    if profilers.shutil.which("nsys"):
+    if shutil.which("nsys"):
         pytest.skip("a real nsys is on PATH")
     with pytest.raises(CaptureError, match=r"capture failed \(nsys exited with status 3.*; partial results in") as err:
         _capture(tmp_path, tool="nsys", name="bad")

@@ -154,8 +154,9 @@ def _store(tmp_path):
         nonlocal run_id
         run_id += 1
         params = {"bs": bs, "nc": nc, "preset": preset, "tool": tool}
-        tk.con.execute("INSERT INTO runs (run_id, name, kind, params, meta) VALUES (?, ?, 'timing', ?, ?)",
-                       [run_id, f"r{run_id}-bs{bs}-nc{nc}-{tool}", json.dumps(params),
+        kind = "nsys,timing" if tool == "nsys" else "timing"  # as a run folder with an nsys export ingests
+        tk.con.execute("INSERT INTO runs (run_id, name, kind, params, meta) VALUES (?, ?, ?, ?, ?)",
+                       [run_id, f"r{run_id}-bs{bs}-nc{nc}-{tool}", kind, json.dumps(params),
                         json.dumps({"status": status})])
         xs = rng.uniform(1, 20, n).round(3)
         for i, x in enumerate(xs):
@@ -248,13 +249,15 @@ def test_export_sweep_xlsx_and_csv(tmp_path):
         export_sweep(tk, tmp_path / "results.txt")
 
 
-def test_export_with_no_sweep_data_writes_headers(tmp_path):
-    from openpyxl import load_workbook
-
+def test_export_of_a_store_without_a_sweep_is_an_error(tmp_path, small_store):
+    """A store without a timing run (none at all, or only nsys and ncu runs) has no sweep
+    to export: an error naming what is missing, and no file (not a sheet of headers)."""
     import tracekit
+    from tracekit.errors import QueryError
 
-    tk = tracekit.open(tmp_path / "empty.duckdb")
-    (out,) = export_sweep(tk, tmp_path / "e.xlsx")
-    wb = load_workbook(out)
-    assert wb.sheetnames == ["summary", "grid", "chart", "results"]
-    assert list(wb["results"].values)[0][0] == "run"
+    for db in (tmp_path / "empty.duckdb", small_store):
+        tk = tracekit.open(db)
+        with pytest.raises(QueryError, match="no timing run in .*; sweep-requests needs a timing run"):
+            export_sweep(tk, tmp_path / "e.xlsx")
+        tk.close()
+        assert not (tmp_path / "e.xlsx").exists()

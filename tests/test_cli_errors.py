@@ -146,6 +146,76 @@ def test_the_right_kind_with_no_rows_is_a_valid_empty_answer(small_store, capsys
     assert "no rows" in capsys.readouterr().out
 
 
+def _chart_kinds():
+    from tracekit.charts import CHARTS
+    from tracekit.registry import get_registry
+
+    for name, spec in sorted(CHARTS.items()):
+        if spec.query is not None:
+            yield name, get_registry().get(spec.query)
+
+
+@pytest.mark.parametrize("chart", [name for name, _ in _chart_kinds()])
+def test_every_chart_of_a_run_of_the_wrong_kind_is_an_error_and_no_file(small_store, capsys, chart):
+    """Run 1 is nsys, run 2 ncu: each chart asked of the run its query cannot read says
+    so (a chart over all runs says it takes no --run); the one it can read is drawn."""
+    q = dict(_chart_kinds())[chart]
+    out = small_store.with_name(f"{chart}.html")
+    if "run" not in q.params:
+        assert _cli(small_store, "chart", chart, "--run", "1", "-o", str(out)) == 2
+        assert "takes no --run" in one_error_line(capsys)
+        assert not out.exists()
+        return
+    if q.source not in ("nsys", "ncu"):  # the rank charts: runs 1 and 2 are ranks of no job
+        for run in ("1", "2"):
+            assert _cli(small_store, "chart", chart, "--run", run, "-o", str(out)) == 2
+            assert f"run {run} has no rank" in one_error_line(capsys)
+        assert not out.exists()
+        return
+    (kind,) = q.kinds
+    wrong, right = ("2", "1") if kind == "nsys" else ("1", "2")
+    other = "ncu" if kind == "nsys" else "nsys"
+    assert _cli(small_store, "chart", chart, "--run", wrong, "-o", str(out)) == 2
+    line = one_error_line(capsys)
+    assert f"is an {other} run; {q.name} needs an {kind} run" in line, line
+    assert not out.exists()
+    code = _cli(small_store, "chart", chart, "--run", right, "-o", str(out))
+    # drawn, or (roofline: run 2 lacks the roofline sections) refused for that reason
+    assert code == 0 or "needs an" not in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("args", [
+    ["query", "sweep-latency"], ["query", "sweep-requests"], ["query", "sweep-kernels"],
+    ["chart", "sweep-latency"], ["chart", "sweep-heatmap"], ["export", "sweep"],
+])
+def test_sweep_questions_of_a_store_without_a_sweep_are_errors(small_store, capsys, args):
+    """The store holds an nsys and an ncu run, no timing run: not an empty table, chart or
+    spreadsheet but the reason."""
+    out = small_store.with_name("sweep.xlsx" if args[0] == "export" else "sweep.html")
+    extra = ["-o", str(out)] if args[0] != "query" else []
+    assert _cli(small_store, *args, *extra) == 2
+    line = one_error_line(capsys)
+    assert "no timing run in" in line and "needs a timing run" in line, line
+    assert not out.exists()
+
+
+def test_run_all_of_a_store_without_that_kind_is_an_error(tmp_path, capsys):
+    from conftest import DATA
+
+    import tracekit
+
+    db = tmp_path / "ncu_only.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz")
+    assert _cli(db, "query", "roofline", "--run", "all") == 0  # an ncu query: the one ncu run
+    capsys.readouterr()
+    with tracekit.open(tmp_path / "nsys_only.duckdb") as tk:
+        tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz")
+    assert _cli(tmp_path / "nsys_only.duckdb", "query", "roofline", "--run", "all") == 2
+    line = one_error_line(capsys)
+    assert "roofline: no ncu run in" in line and "needs an ncu run" in line, line
+
+
 @pytest.mark.parametrize("cmd", [["query", "nvtx-ranges"], ["query", "top-kernels", "-f", "csv"],
                                  ["chart", "top-kernels", "-o", "x.png"]])
 @pytest.mark.parametrize("param", ["name", "tk", "self"])

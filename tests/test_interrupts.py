@@ -22,9 +22,10 @@ from tracekit.cli import main as cli_main
 DATA = Path(__file__).parent / "data"
 #: the largest nsys fixture: long enough an ingest to interrupt at several moments
 EXPORT = DATA / "nsys_many_kernels" / "export.sqlite.xz"
-#: runs the CLI and says "ready" once its imports are done (a Ctrl-C before that is Python's)
+#: runs the CLI as its entry point does and says "ready" once its imports are done (a
+#: Ctrl-C before that is Python's)
 RUNNER = ("import sys; from tracekit.cli import main; print('ready', file=sys.stderr, flush=True); "
-          "sys.exit(main(sys.argv[1:]))")
+          "sys.exit(main())")
 
 
 @pytest.fixture(scope="module")
@@ -283,3 +284,41 @@ def test_removing_a_run_on_a_full_disk_keeps_it(reference_store, tmp_path):
         assert store_state(db) == before
         outcomes.add("cannot remove run 1" in lines[0] and "failed")
     assert "failed" in outcomes
+
+
+def test_renaming_a_run_on_a_full_disk_keeps_its_name(reference_store, tmp_path):
+    """`runs rename` whose change cannot be written (a 120 kB name under file-size limits
+    below it): one line, exit 2, the old name kept (it was an internal error)."""
+    from conftest import store_state
+
+    for limit_kb in (16, 64, 104):
+        db = tmp_path / f"rename{limit_kb}.duckdb"
+        shutil.copyfile(reference_store, db)
+        before = store_state(db)
+        code, _, err, _ = _run_cli(["--db", str(db), "runs", "rename", "1", "x" * 120_000],
+                                   fsize=limit_kb * 1024)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and "File too large" in lines[0], err[:500]
+        assert "cannot rename run 1" in lines[0] and "the store is unchanged" in lines[0], lines[0][:300]
+        assert store_state(db) == before
+
+
+def test_a_ctrl_c_during_an_import_waits_until_the_import_is_done(tmp_path, monkeypatch):
+    """DuckDB's compiled module aborts the process ("Critical nanobind error", SIGABRT) when
+    a KeyboardInterrupt is raised while it initialises: the watch lets every import finish
+    and raises the interrupt right after it."""
+    from tracekit.interrupts import SigintWatch
+
+    (tmp_path / "tk_slow_import.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\n"
+        "for _ in range(20):\n    time.sleep(0.005)\nDONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "tk_slow_import", raising=False)
+    raised_after = None
+    with pytest.raises(KeyboardInterrupt), SigintWatch() as watch:
+        import tk_slow_import  # noqa: F401
+        raised_after = "import"
+        time.sleep(5)  # the interrupt is delivered again here
+        raised_after = "sleep"
+    assert raised_after == "import" and sys.modules["tk_slow_import"].DONE
+    assert watch.count >= 2

@@ -18,7 +18,7 @@ from conftest import DATA, NSYS_EXPORTS, compiled_or_numpy
 import tracekit
 from tracekit.errors import InputError
 from tracekit.ingest import materialized
-from tracekit.ingest.nsys import _resolve_tables
+from tracekit.ingest.nsys.source import resolve_tables
 
 
 def _trace(scen: str) -> list[dict]:
@@ -211,7 +211,7 @@ def test_launch_overhead(nsys_db, scen):
 
 
 def test_resolve_versioned_tables():
-    got = _resolve_tables(["A", "A_V2", "A_V3", "MEMCPY2", "B_V2"])
+    got = resolve_tables(["A", "A_V2", "A_V3", "MEMCPY2", "B_V2"])
     assert got == {"A": "A_V3", "MEMCPY2": "MEMCPY2", "B": "B_V2"}
 
 
@@ -395,9 +395,9 @@ def test_sql_is_read_only(tmp_path, plain_export):
 def test_tables_read_in_parts_give_the_same_store(tmp_path, nsys_db, monkeypatch, page_decoder_off):
     """Big integer tables that the page decoder declines are read through SQLite as
     parallel rowid ranges: same rows as one read."""
-    import tracekit.ingest.nsys as nsys_ingest
+    from tracekit.ingest.nsys import source
 
-    monkeypatch.setattr(nsys_ingest, "SPLIT_ROWS", 1000)
+    monkeypatch.setattr(source, "SPLIT_ROWS", 1000)
     with tracekit.open(tmp_path / "parts.duckdb") as tk:
         tk.ingest(NSYS_EXPORTS["many_kernels"], name="many_kernels")
         for q in ("top-kernels", "api-summary", "kernel-exec", "nvtx-gpu-projection"):
@@ -450,7 +450,7 @@ def test_launch_rows_match_a_plain_join(case):
 
     import pyarrow as pa
 
-    from tracekit.ingest.nsys import _launch_rows
+    from tracekit.ingest.nsys.launches import launch_rows
 
     rng = random.Random(case)
     procs = [(7 << 24), (9 << 24) | (1 << 56)] if case == "processes" else [(7 << 24)]
@@ -476,7 +476,7 @@ def test_launch_rows_match_a_plain_join(case):
         if corr is not None and tid is not None:
             first.setdefault((tid & -16777216, corr), i)
     want = [first.get((p, c), -1) if p is not None else -1 for p, c in zip(ops_pid, [o[1] for o in ops], strict=True)]
-    got = _launch_rows(api, tbl).tolist()
+    got = launch_rows(api, tbl).tolist()
     assert got == want
     assert sum(g >= 0 for g in got) > 500
 
@@ -511,13 +511,13 @@ def test_default_ingest_memory_limit(monkeypatch):
     assert ingest_memory_limit() == "3GB"
 
 
-def test_activity_rows_are_written_under_a_lower_memory_limit(monkeypatch):
+def test_activity_rows_are_written_under_a_lower_memory_limit():
     """The op inserts run under what DuckDB holds plus WRITING_MEMORY_MARGIN when the
     configured limit is higher (what it holds is not evicted), and the configured limit
     is set back after, also when they fail; a lower configured limit is left as it is."""
     import duckdb
 
-    from tracekit.ingest.nsys import WRITING_MEMORY_MARGIN, _writing_memory
+    from tracekit.ingest.nsys.write import WRITING_MEMORY_MARGIN, writing_memory
 
     con = duckdb.connect()
 
@@ -529,13 +529,12 @@ def test_activity_rows_are_written_under_a_lower_memory_limit(monkeypatch):
 
     con.execute("CREATE TEMP TABLE held AS SELECT range(10000000) AS i")  # ~80 MB held
     for configured in ("3GB", "300MB"):
-        monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", configured)
         con.execute(f"SET memory_limit = '{configured}'")
         before, held = limit(), used()
         expected = f"{(held + WRITING_MEMORY_MARGIN) // 10**6}MB" if configured == "3GB" else configured
         check = duckdb.connect()
         check.execute(f"SET memory_limit = '{expected}'")
-        with pytest.raises(RuntimeError), _writing_memory(con):
+        with pytest.raises(RuntimeError), writing_memory(con, configured):
             assert limit() == check.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
             assert used() >= held  # nothing evicted
             raise RuntimeError("an insert failed")
@@ -588,11 +587,12 @@ def _nest_brute(rows):
 @pytest.fixture(params=["native", "numpy"])
 def nesting(request, monkeypatch):
     """The NVTX nesting in C (_nest.c) and in NumPy: the tests using this run with both."""
-    from tracekit.ingest import containers, nsys
+    from tracekit.ingest import containers
+    from tracekit.ingest.nsys import nvtx
 
     if request.param == "numpy":
         monkeypatch.setattr(containers, "_nest_native", None)
-    return compiled_or_numpy(request, monkeypatch, nsys, "_nest_native", "tracekit/ingest/_nest.c")
+    return compiled_or_numpy(request, monkeypatch, nvtx, "_nest_native", "tracekit/ingest/_nest.c")
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -628,14 +628,14 @@ def test_tightest_container_matches_a_brute_force_rule(seed, nesting):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_nesting_matches_a_brute_force_rule(seed, nesting):
-    """_nest (pointer jumping, all ranges at once; the tightest container where start/end
+    """nest (pointer jumping, all ranges at once; the tightest container where start/end
     ranges cross push/pop ones) against the rule checked pair by pair: the one nsys's
     own projection trace follows (tests/data/nsys_registered_nvtx)."""
     import duckdb
     import numpy as np
     import pyarrow as pa
 
-    from tracekit.ingest.nsys import _innermost_ranges, _nest
+    from tracekit.ingest.nsys.nvtx import Projection, nest
 
     rng = np.random.default_rng(seed)
     raw = _ranges(rng, threads=3, n=60)
@@ -649,9 +649,9 @@ def test_nesting_matches_a_brute_force_rule(seed, nesting):
                 "style VARCHAR, label VARCHAR)")
     con.executemany("INSERT INTO _nsys_rng VALUES (?, ?, ?, ?, ?, ?)",
                     [(r[4], r[0], r[1], r[2], r[3], f"r{r[4]}") for r in rows])
-    nest = _nest(con)
-    got = {r["range_id"]: r for r in nest.tree.to_pylist()}
-    pp_up = dict(zip(nest.pp_child.tolist(), nest.pp_up.tolist(), strict=True))
+    nested = nest(con)
+    got = {r["range_id"]: r for r in nested.tree.to_pylist()}
+    pp_up = dict(zip(nested.pp_child.tolist(), nested.pp_up.tolist(), strict=True))
     parent, pp_parent = _nest_brute(rows)
     assert any(p is not None for p in parent.values()) and any(rows[i][3] == "StartEnd" for i in parent)
     for i in range(len(rows)):
@@ -678,8 +678,8 @@ def test_nesting_matches_a_brute_force_rule(seed, nesting):
     # and between): open from its start up to, not including, its end.
     calls = [(tid, t) for tid in range(0, 5) for t in range(-1, tmax + 2)]
     calls.append((None, 5))  # a launch without its call's thread: no range
-    inner = [None if r < 0 else r for r in _innermost_ranges(
-        nest, pa.chunked_array([pa.array([c[0] for c in calls], pa.int64())]),
+    inner = [None if r < 0 else r for r in nested.innermost(
+        pa.chunked_array([pa.array([c[0] for c in calls], pa.int64())]),
         pa.chunked_array([pa.array([c[1] for c in calls], pa.int64())])).tolist()]
     pp = [r for r in rows if r[3] == "PushPop"]
     for (tid, t), got_range in zip(calls, inner, strict=True):
@@ -692,8 +692,8 @@ def test_nesting_matches_a_brute_force_rule(seed, nesting):
     e = {i: s[i] + int(rng.integers(0, 1000)) for i in inner}
     n = {i: int(rng.integers(1, 5)) for i in inner}
     proj = {int(r): {"proj_start_ns": a, "proj_end_ns": b, "gpu_ops": c}
-            for r, a, b, c in zip(*(x.tolist() for x in nest.roll_up(*(np.array([d[i] for i in inner], dtype=np.int64)
-                                                                      for d in ({i: i for i in inner}, s, e, n)))),
+            for r, a, b, c in zip(*(x.tolist() for x in nested.roll_up(Projection(
+                *(np.array([d[i] for i in inner], dtype=np.int64) for d in ({i: i for i in inner}, s, e, n))))),
                                   strict=True)}
     for i in range(len(rows)):
         below = [i] if rows[i][3] == "PushPop" else []
@@ -718,7 +718,7 @@ def test_range_totals_count_launching_calls_once():
     import numpy as np
     import pyarrow as pa
 
-    from tracekit.ingest.nsys import _range_totals
+    from tracekit.ingest.nsys.nvtx import range_totals
 
     rng = np.random.default_rng(7)
     tables, calls, ranges = [], [], []
@@ -730,7 +730,7 @@ def test_range_totals_count_launching_calls_once():
                                 "end": start + rng.integers(0, 1000, n)}))
         calls.append(call)
         ranges.append(rid)
-    ids, s, e, n = _range_totals(ranges, tables, calls, 120)
+    ids, s, e, n = range_totals(ranges, tables, calls, 120)
     for i, r in enumerate(ids):
         rows = [(t.column("start")[j].as_py(), t.column("end")[j].as_py(), c[j])
                 for t, c in zip(tables, calls, strict=True) for j in range(t.num_rows)
@@ -745,7 +745,7 @@ def test_deep_nesting_paths(nesting):
     import numpy as np
     import pyarrow as pa
 
-    from tracekit.ingest.nsys import _nvtx_prepare
+    from tracekit.ingest.nsys.nvtx import prepare
 
     depth, chains = 1000, 2
     start = np.concatenate([c * 10**6 + np.arange(depth) for c in range(chains)])
@@ -756,7 +756,7 @@ def test_deep_nesting_paths(nesting):
         "start": start, "end": end, "eventType": np.full(n, 59), "text": [f"r{i % depth}" for i in range(n)],
         "globalTid": np.full(n, (7 << 24) | 5)})
     con.register("_nsys_strings", pa.table({"id": pa.array([], pa.int64()), "value": pa.array([], pa.string())}))
-    con.register("_nsys_tree", _nvtx_prepare(con, events).tree)
+    con.register("_nsys_tree", prepare(con, {"nvtx": events}).tree)
     rows = con.execute("SELECT r.label, t.depth, t.path FROM _nsys_tree t JOIN _nsys_rng r USING (range_id)").fetchall()
     assert len(rows) == n
     for text, d, path in rows:
@@ -768,7 +768,7 @@ def test_huge_page_advice_restored_after_overlapping_ingests():
     """NumPy's huge-page advice is off while any ingest runs and back as it was after the
     last one, also when two ingests overlap (enter A, enter B, exit A, exit B)."""
     np_core = pytest.importorskip("numpy._core.multiarray")
-    from tracekit.ingest.nsys import _small_pages
+    from tracekit.ingest.nsys.arrays import small_pages
 
     def advice():
         now = np_core._set_madvise_hugepage(False)
@@ -776,7 +776,7 @@ def test_huge_page_advice_restored_after_overlapping_ingests():
         return now
 
     before = advice()
-    a, b = _small_pages(), _small_pages()
+    a, b = small_pages(), small_pages()
     a.__enter__()
     b.__enter__()
     assert advice() is False
@@ -899,16 +899,16 @@ def test_exports_without_enum_tables_get_cupti_labels(tmp_path):
 
 @pytest.mark.parametrize("size", [50, 10**9])
 def test_distinct_keys_by_flags_or_by_sorting(size):
-    """_distinct (the interning of NVTX paths): a flag table for small key ranges,
+    """distinct (the interning of NVTX paths): a flag table for small key ranges,
     np.unique for large ones; both give np.unique's answer."""
     import numpy as np
 
-    from tracekit.ingest.nsys import _distinct
+    from tracekit.ingest.nsys.nvtx import distinct
 
     key = np.random.default_rng(size).integers(0, min(size, 50), 1000) * (size // 50)
-    distinct, index = _distinct(key, size)
+    uniq, index = distinct(key, size)
     want, inverse = np.unique(key, return_inverse=True)
-    assert (distinct == want).all() and (index == inverse.reshape(-1)).all()
+    assert (uniq == want).all() and (index == inverse.reshape(-1)).all()
 
 
 def test_gpu_utilization_without_process_or_context_columns(tmp_path):

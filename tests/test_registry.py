@@ -28,8 +28,12 @@ def test_header_documents_exactly_the_result_columns(nsys_db, name):
     params = {"run": run} if "run" in q.params else {}
     if "limit" in q.params:
         params["limit"] = 0
-    df = nsys_db.query(name, **params)
-    assert df.columns == list(q.columns), f"{name}: @column list differs from the result's columns"
+    kinds = {k for (ks,) in nsys_db.con.execute("SELECT DISTINCT kind FROM runs").fetchall() for k in ks.split(",")}
+    if q.kinds <= kinds:
+        columns = nsys_db.query(name, **params).columns
+    else:  # nsys_db holds no sweep (timing run), which the query refuses: the columns of its SQL
+        columns = nsys_db.con.sql(q.sql, params=params).columns
+    assert columns == list(q.columns), f"{name}: @column list differs from the result's columns"
 
 
 def test_header_parser_rejects_bad_lines():

@@ -883,7 +883,13 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
         if "run" not in q.params:
             raise ParamError(f"chart {name}: its query {spec.query} spans runs and takes no --run")
         bound["run"] = run
-    return spec.build(tk.query(spec.query, **bound))
+    try:
+        df = tk.query(spec.query, **bound)
+    except QueryError as err:  # a wrong kind of run, no run of its kind: say which chart asked
+        if spec.query == name:
+            raise
+        raise QueryError(f"chart {name}: {err}") from err
+    return spec.build(df)
 
 
 def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:

@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 
 from . import __version__, cli_params
 from .errors import Interrupted, ParamError, TracekitError
+from .interrupts import SigintWatch
 
 cli_params.install()  # plain values converted without importing Pydantic (see cli_params)
 
@@ -467,17 +468,18 @@ def diff_cmd(
     tk.close()
     regressed = df.filter(df["verdict"] == "regressed").height
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
-    shown = df.head(rows) if rows else df
     if fmt == "table":
         from .table import Rows
 
+        shown = _diff.changes_first(df, rows)  # every change, then the largest unchanged rows
         _show(Rows.from_polars(_diff.display(shown)), out, display=_diff.DISPLAY, columns=_columns(columns),
               all_columns=all_columns, store_path=tk.path)
         counts = df["verdict"].value_counts(sort=True).rows()
-        more = f"; {df.height - shown.height} more rows (--limit 0 for all)" if shown.height < df.height else ""
+        more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"
+                if shown.height < df.height else "")
         typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
     else:
-        _emit(shown, fmt, out, store_path=tk.path)
+        _emit(df.head(rows) if rows else df, fmt, out, store_path=tk.path)
     if gate and regressed:
         typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {threshold:g}%", err=True)
         raise typer.Exit(1)
@@ -597,12 +599,24 @@ def bench_attention_cmd(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    """Run the CLI on ``argv`` (default: the process's arguments) and return the exit code."""
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        if argv is None:  # the process ends with the command: a Ctrl-C from now on changes nothing
+            import signal
+
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main(args: list[str]) -> int:
     debug = "--debug" in args
     try:
         # without standalone mode, typer returns a command's typer.Exit code instead of raising
-        # it, and 130 for a Ctrl-C it caught (the command's own message, if any, is printed)
-        code = app(args=args, prog_name="tracekit", standalone_mode=False)
+        # it, and 130 for a Ctrl-C it caught (the command's own message, if any, is printed);
+        # the watch keeps a Ctrl-C from cutting an import (DuckDB's module would abort)
+        with SigintWatch():
+            code = app(args=args, prog_name="tracekit", standalone_mode=False)
     except TracekitError as err:
         if debug:
             raise

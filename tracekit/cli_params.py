@@ -1,12 +1,13 @@
 """Command-line values converted without Pydantic.
 
 Typer (0.2x) converts every parameter's value through a Pydantic ``TypeAdapter``: the
-first command-line value a command parses imports Pydantic, 0.1–0.2 s of every
-``tracekit`` command's start on the 2-core machine, more than DuckDB's import. tracekit's
-parameters are plain ``str``, ``int``, ``float``, ``bool`` and ``Path`` values (or lists
-of them, ``None`` allowed) with no parser, bounds or path checks: ``install()`` converts those here, with messages like Typer's for bad values, and
-leaves every other parameter to Typer. With a Typer that has no such hook (older versions convert through click's types)
-it does nothing.
+first command-line value a command parses imports Pydantic, 0.15–0.2 s of every
+``tracekit`` command's start on the 2-core machine, more than DuckDB's import.
+tracekit's parameters are plain ``str``, ``int``, ``float``, ``bool`` and ``Path`` values
+(or lists of them, ``None`` allowed) with no parser, bounds or path checks:
+``install()`` converts those here, with messages like Typer's for bad values, and leaves
+every other parameter to Typer. With a Typer that has no such hook (older versions
+convert through click's types) it does nothing.
 """
 
 from __future__ import annotations

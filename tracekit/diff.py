@@ -11,9 +11,10 @@ Output columns (``COLUMNS``; CSV in this order): scope, key, metric, base, new, 
 (new - base), delta_pct (100 x delta / base), verdict (regressed, improved, unchanged,
 added, removed), p_value, note (how the key was matched, why a verdict was held back),
 delta_pct_low and delta_pct_high (an interval of delta_pct, see below). Rows are
-ordered by the size of their key's change in time (GPU time for kernels, NVTX kernel
-time, memory operations and devices; call time for APIs; kernel duration for ncu;
-request latency for sweeps), largest first.
+ordered by the size of their key's change in GPU time (kernels, NVTX kernel time,
+memory operations, devices; kernel duration for ncu; request latency for sweeps),
+largest first; CUDA API rows, which change host time only, come after, ordered by
+their change in call time.
 
 Verdicts. A change is ``regressed`` or ``improved`` only when it is larger than the
 threshold (``threshold_pct``, 5 % by default) **and** real:
@@ -38,6 +39,10 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   speed moves between captures (two identical captures of tests/data/nsys_diff_base_a/_b
   differ by up to 42 % in API medians, a third by 53 %, all with p far below ALPHA).
   The counts beside them (calls, instances) are judged;
+* a key's time change (kernel, memory operation, NVTX kernel time) smaller than
+  ``MATERIAL_PCT`` (0.1 %) of the run's GPU time is held back ("immaterial"): it cannot
+  move the run, and the tiniest kernels move by timer ticks (ranks doing the same work
+  in tests/data/nsys_ranks: +-128 ns on 1.3-1.8 us kernels, 7-10 %, p < 1e-5);
 * request latency (sweeps) is judged beyond ``LATENCY_NOISE_PCT`` (25 %) at least, or
   the threshold if larger: identical sweeps differ by up to 21 % at a point, with
   per-request tests far below ALPHA (the requests of one run share its machine state);
@@ -50,8 +55,8 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
 "Regressed" is the direction of harm: more time, more instances, more calls; less
 throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` or
 ``removed`` with its time. The note says why a verdict was held back ("within
-threshold", "not significant (p=0.31)", "host-timed, not judged") and how the key was
-matched.
+threshold", "not significant (p=0.31)", "host-timed, not judged", "immaterial") and how
+the key was matched.
 
 Intervals (delta_pct_low, delta_pct_high): for medians, the difference of the two
 medians' 95 % distribution-free intervals (order statistics; conservative); for totals,
@@ -105,6 +110,13 @@ HOST_TIMED = {("api", "total_ns"), ("api", "med_ns"), ("nvtx", "range_total_ns")
 #: by up to 21 % in median latency at one point (large preset, H200), 11.6 % in
 #: tests/data/sweep_pair (medium preset), with per-request tests far below ALPHA
 LATENCY_NOISE_PCT = 25.0
+#: a key's time change smaller than this share of the run's GPU time is not judged: it
+#: cannot move the run, and the tiniest kernels move by timer ticks (32 ns on 1.3 us
+#: kernels, 7-10 %, between the identical ranks of tests/data/nsys_ranks)
+MATERIAL_PCT = 0.1
+#: metrics judged on their key's change in GPU time (``effect``) for materiality
+_MATERIAL = {("kernel", "total_ns"), ("kernel", "med_ns"), ("memcpy", "total_ns"), ("memcpy", "med_ns"),
+             ("nvtx", "kernel_total_ns")}
 _Z95 = 1.959963984540054
 
 
@@ -338,11 +350,8 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                 if kind == "median" and b:
                     low = _pct(r["med_lo_new"] * scale - r["med_hi_base"] * scale, b)
                     high = _pct(r["med_hi_new"] * scale - r["med_lo_base"] * scale, b)
-        if (scope, metric) in HOST_TIMED and b != n:
-            pct = _pct(n - b, b)
-            detail = ", ".join(x for x in (f"{pct:+.1f}%" if pct is not None else "",
-                                           _p_is(pv) if pv is not None else "") if x)
-            verdict, note = "unchanged", "host-timed, not judged" + (f" ({detail})" if detail else "")
+        if (scope, metric) in HOST_TIMED and b != n:  # its delta and p-value are in their columns
+            verdict, note = "unchanged", "host-timed, not judged"
         rows.append(_Row(scope, key, metric, b, n, verdict, pv, _join(match, note), low, high, effect, i))
     return rows
 
@@ -678,7 +687,16 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             rows += _ncu_scope(con, params, threshold)
         elif scope == "sweep":
             rows += _sweep_scope(con, sb, sn, threshold)
-    rows.sort(key=lambda r: (-r.effect, SCOPES.index(r.scope), r.key, r.order))
+    if any(s in scopes for s in ("kernel", "memcpy", "nvtx")):
+        gpu_time = max((t for _, t in con.execute(_sql("gpu_time"), params).fetchall()), default=0.0)
+        floor = MATERIAL_PCT / 100 * gpu_time
+        for r in rows:
+            if (r.scope, r.metric) in _MATERIAL and r.verdict in ("regressed", "improved") and r.effect < floor:
+                r.verdict = "unchanged"
+                r.note = _join(r.note, f"immaterial: the key's time moved by {_human('x_ns', r.effect)}, "
+                                       f"< {MATERIAL_PCT:g}% of the run's GPU time")
+    # GPU time (or latency) first; API calls change host time only: after, by that change
+    rows.sort(key=lambda r: (r.scope == "api", -r.effect, SCOPES.index(r.scope), r.key, r.order))
     data = {c: [] for c in COLUMNS}
     for r in rows:
         delta = None if r.base is None or r.new is None else r.new - r.base
@@ -690,6 +708,17 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
 
 
 # -- terminal table -----------------------------------------------------------------
+
+
+def changes_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
+    """The rows a reader sees first, in the diff's order: every row whose verdict is not
+    ``unchanged``, then the largest unchanged rows up to ``limit`` rows in all (0: all rows)."""
+    if not limit or df.height <= limit:
+        return df
+    keep = df.with_row_index("_i")
+    changed = keep.filter(pl.col("verdict") != "unchanged")
+    rest = keep.filter(pl.col("verdict") == "unchanged").head(max(limit - changed.height, 0))
+    return pl.concat([changed, rest]).sort("_i").drop("_i")
 
 
 def _human(metric: str, v: float | None) -> str:

@@ -6,7 +6,9 @@ hard links), writes to a temporary file in the target's folder and renames it ov
 target, so an interrupted or failed write leaves the old file (or none), never half a
 file. A path that is a device or a pipe (``-o /dev/stdout``, a FIFO) is written into as
 it is: there is no file to leave half, and renaming over it would replace the device
-with a file. Errors are ``OutputError``: one line naming the file and the problem.
+with a file. ``check_output(path, store_path)`` makes the same checks up front, for a
+command that works long before it writes. Errors are ``OutputError``: one line naming
+the file and the problem.
 """
 
 from __future__ import annotations
@@ -41,6 +43,27 @@ def check_not_store(path: str | os.PathLike, store_path: str | os.PathLike | Non
                               f"({protected}); write the output to another file")
 
 
+def check_output(path: str | os.PathLike, store_path: str | os.PathLike | None = None) -> bool:
+    """Raise ``OutputError`` where ``write_output`` would refuse ``path`` before writing a
+    byte (the store or its WAL, a missing folder, a folder): a command that works long
+    before it writes checks first. Returns False for a special file (``/dev/stdout``, a
+    pipe), which is written in place, True for a regular file (renamed into place)."""
+    shown = Path(path)
+    check_not_store(shown, store_path)
+    try:
+        mode = os.stat(shown).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        return False
+    target = shown.resolve()
+    if not target.parent.is_dir():
+        raise OutputError(f"{shown}: folder {shown.parent} does not exist")
+    if target.is_dir():
+        raise OutputError(f"{shown}: is a folder; name a file")
+    return True
+
+
 def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
                  store_path: str | os.PathLike | None = None) -> Path:
     """Write the file ``path`` through ``write_fn(tmp)``, which writes a temporary file
@@ -53,12 +76,7 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
     the write fails (permissions, a full disk); the temporary file is removed then.
     """
     shown = Path(path)
-    check_not_store(shown, store_path)
-    try:
-        mode = os.stat(shown).st_mode
-    except OSError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+    if not check_output(shown, store_path):
         try:
             write_fn(shown)
         except OSError as err:
@@ -66,10 +84,6 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
         return shown
     target = shown.resolve()
     folder = target.parent
-    if not folder.is_dir():
-        raise OutputError(f"{shown}: folder {shown.parent} does not exist")
-    if target.is_dir():
-        raise OutputError(f"{shown}: is a folder; name a file")
     try:
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as err:

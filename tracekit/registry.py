@@ -21,6 +21,11 @@ source kind (``nsys``/``ncu``); ``all`` binds NULL so a query written
 ``($run IS NULL OR run_id = $run)`` spans every run. A query spans runs when its
 ``run`` parameter offers ``'all'``; asking ``all`` of another query, or naming a run of
 the wrong kind (an ncu run for an nsys query), is a ``QueryError``, not an empty answer.
+The kinds of run a query reads come from its ``@requires`` tables (the schema file that
+defines each: nsys, ncu, or timing for a sweep's requests); a query over all runs asked
+of a store without a run of such a kind is a ``QueryError`` too (charts and
+``export sweep`` go through the same check). A run of the right kind that has no rows
+is an empty answer.
 """
 
 from __future__ import annotations
@@ -95,6 +100,13 @@ class Query:
         return p is not None and "'all'" in p.doc
 
     @property
+    def kinds(self) -> set[str]:
+        """The kinds of run the query reads (``nsys``, ``ncu``, ``timing``): those whose
+        tables its ``@requires`` names, else its source folder's kind."""
+        kinds = {_TABLE_KINDS[t] for t in self.requires if t in _TABLE_KINDS}
+        return kinds or ({self.source} if self.source in _KIND_WORDS else set())
+
+    @property
     def summary(self) -> str:
         """The description's first sentence (a period that ends one is followed by a
         capital or a backquote: ``e.g. hstu.request`` does not end it)."""
@@ -159,6 +171,21 @@ def sql_parameters(sql: str) -> set[str]:
     return set(re.findall(r"\$([A-Za-z_]\w*)", stripped))
 
 
+def _table_kinds() -> dict[str, str]:
+    """Table or view -> the kind of run whose ingest fills it, from the schema file that
+    defines it: every table and view of schema_nsys.sql and schema_ncu.sql, the tables of
+    schema_runs.sql (a sweep's requests; its views over ``runs``, such as rank_runs,
+    belong to no kind, nor do the core tables, ``runs`` among them)."""
+    out = {}
+    for schema, kind, what in (("schema_nsys.sql", "nsys", "TABLE|VIEW"), ("schema_ncu.sql", "ncu", "TABLE|VIEW"),
+                               ("schema_runs.sql", "timing", "TABLE")):
+        text = (resources.files("tracekit") / schema).read_text()
+        for name in re.findall(rf"CREATE\s+(?:OR\s+REPLACE\s+)?(?:{what})\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
+                               text, flags=re.IGNORECASE):
+            out[name] = kind
+    return out
+
+
 class Registry:
     def __init__(self, queries: dict[str, Query]):
         self.queries = queries
@@ -189,8 +216,21 @@ class Registry:
             bound[pname] = p.convert(value, q.name)
             if pname == "limit" and bound[pname] is not None and bound[pname] < 0:
                 raise ParamError(f"{q.name}: limit must be >= 0 (0 = all rows), got {bound[pname]}")
+        if bound.get("run") is None:  # the query spans runs: there must be runs of its kinds
+            self._check_kinds(tk, q)
         used = sql_parameters(q.sql)
         return {k: v for k, v in bound.items() if k in used}
+
+    @staticmethod
+    def _check_kinds(tk, q: Query) -> None:
+        """A query over all runs asked of a store without a run of a kind it reads is an
+        error naming the kind, not an empty answer."""
+        for kind in sorted(q.kinds):
+            found = tk.con.execute("SELECT 1 FROM runs WHERE list_contains(string_split(kind, ','), ?) LIMIT 1",
+                                   [kind]).fetchall()
+            if not found:
+                raise QueryError(f"{q.name}: no {kind} run in {tk.path}; {q.name} needs {_a_kind(kind)} run "
+                                 f"({_KIND_HINTS.get(kind, 'see `tracekit runs`')})")
 
     def run(self, tk, name: str, /, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame."""
@@ -223,7 +263,12 @@ class Registry:
         return rows
 
 
-_KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu"}
+_KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu", "timing": "a timing"}
+_KIND_HINTS = {"nsys": "ingest an nsys export: tracekit ingest FILE.sqlite",
+               "ncu": "ingest an ncu report: tracekit ingest FILE.ncu-rep",
+               "timing": "ingest the run folders `tracekit sweep` writes: tracekit ingest runs/*"}
+#: table or view -> kind of run (``_table_kinds``)
+_TABLE_KINDS = _table_kinds()
 
 
 def _a_kind(kind: str) -> str:

@@ -233,10 +233,7 @@ def diff_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
 
     if df.is_empty():
         return '<p class="empty">no rows</p>'
-    keep = df.with_row_index("_i")
-    changed = keep.filter(pl.col("verdict") != "unchanged")
-    rest = keep.filter(pl.col("verdict") == "unchanged").head(max(limit - changed.height, 0))
-    shown = pl.concat([changed, rest]).sort("_i").drop("_i")
+    shown = _diff.changes_first(df, limit)
     text = _diff.display(shown)
     cols = [("scope", "scope", False), ("key", "key", False), ("metric", "metric", False), ("base", "base", True),
             ("new", "new", True), ("delta_pct", "change [%]", True), ("interval", "interval [%]", False),
@@ -558,10 +555,10 @@ def render(rep: Report) -> str:
 def write_report(tk, path: str | Path, run: str | int | None = None, vs: str | int | None = None) -> Path:
     """Build the run's report (compared with ``vs`` if given) and write it to ``path``
     through ``write_output`` (a temporary file renamed into place, never over the store)."""
-    from .outputs import check_not_store, write_output
+    from .outputs import check_output, write_output
 
     path = Path(path)
-    check_not_store(path, tk.path)
+    check_output(path, tk.path)
     if path.suffix.lower() not in ("", ".html", ".htm"):
         raise ParamError(f"{path}: a report is an HTML page; name a .html file")
     text = render(build(tk, run, vs))

@@ -8,13 +8,10 @@ database exactly as it was (and a database that did not exist is not created).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import os
 import re
-import signal
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -25,6 +22,7 @@ import duckdb
 
 from . import ranks
 from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
+from .interrupts import SigintWatch
 
 _RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
 
@@ -47,11 +45,11 @@ SCHEMA_VERSION = 8
 
 def ingest_memory_limit() -> str:
     """DuckDB's memory limit while ingesting: ``$TRACEKIT_MEMORY_LIMIT``, or half the
-    machine's memory, at least 800 MB. DuckDB spills its joins to disk past it (an
-    export with 12 M NVTX ranges ingests under 800 MB: 37 s, 5.9 GB peak RSS of the
-    process; docs/performance.md). Plugins may lower it for a phase that
-    needs little memory (nsys: while the activity rows are written) and set this value
-    back after it."""
+    machine's memory, at least 800 MB. DuckDB spills its joins to disk past it; the
+    Arrow and NumPy arrays of an ingest are beside it (12 M NVTX ranges under 4GB: 5.1 GB
+    peak RSS of the process; docs/performance.md). Handed to the plugins' loaders, which
+    may lower it for a phase that needs little memory (nsys: while the activity rows are
+    written) and set it back after."""
     limit = os.environ.get("TRACEKIT_MEMORY_LIMIT")
     if limit:
         return limit
@@ -110,52 +108,6 @@ def _macros_sql() -> str:
 _WRITES_FILES = frozenset({"COPY", "EXPORT", "ATTACH"})
 
 
-class _SigintWatch:
-    """Counts the SIGINTs (Ctrl-C) that arrive while it is active, raising
-    KeyboardInterrupt as Python's own handler does: an interrupt is then recognised
-    whatever DuckDB or a library turned it into (DuckDB raises "Query interrupted"
-    as a RuntimeError, a replacement scan wraps it in an InvalidInputException).
-    Inside ``held()`` an interrupt waits until the block is done (a COMMIT and the
-    note of what it committed are not split). Active only in the main thread and
-    where Python's default handler is in place."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._previous = None
-        self._holding = False
-        self._deferred = False
-
-    def _handler(self, signum, frame) -> None:
-        self.count += 1
-        if self._holding:
-            self._deferred = True
-            return
-        raise KeyboardInterrupt
-
-    def __enter__(self) -> _SigintWatch:
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._previous = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
-
-    @contextlib.contextmanager
-    def held(self):
-        """A block a Ctrl-C does not cut: one that arrives meanwhile is raised at its end."""
-        self._holding = True
-        try:
-            yield
-        finally:
-            self._holding = False
-            if self._deferred:
-                self._deferred = False
-                raise KeyboardInterrupt
-
-
 def _first_error(err: BaseException) -> BaseException:
     """The error that started a failure: a statement run after a failed one (a cleanup
     in a ``finally``) meets "Current transaction is aborted", and Python keeps the
@@ -208,7 +160,10 @@ class Tracekit:
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
         self._created = False  # this object created the store and committed nothing yet
-        self._sigints = _SigintWatch()  # the Ctrl-Cs of the ingest under way
+        #: DuckDB's memory limit for ingest (``ingest_memory_limit``, set when a writable
+        #: connection opens), handed to the loaders of the sources ingested
+        self.memory_limit: str | None = None
+        self._sigints = SigintWatch()  # the Ctrl-Cs of the ingest under way
         #: The run the latest ``ingest`` committed or found already there; set together
         #: with the COMMIT, so that after a Ctrl-C at any moment it says whether that
         #: input is in the store. A caller ingesting several inputs may reset it to None
@@ -299,7 +254,7 @@ class Tracekit:
     def _setup_writer(self, con: duckdb.DuckDBPyConnection) -> None:
         """The ingest connection's settings, and the schema (created where missing)."""
         # bounded memory for ingest: DuckDB spills its joins to disk past this
-        limit = ingest_memory_limit()
+        limit = self.memory_limit = ingest_memory_limit()
         try:
             con.execute(f"SET memory_limit = '{limit}'")
         except duckdb.Error as err:
@@ -459,7 +414,7 @@ class Tracekit:
         holds the whole run or nothing of it."""
         self.last_ingest = None
         self._note_writer(f"`tracekit ingest {path}`")
-        with _SigintWatch() as self._sigints:
+        with SigintWatch() as self._sigints:
             try:
                 return self._ingest(Path(path), name, params)
             except Interrupted:  # raised by _write, which knows whether it committed
@@ -645,7 +600,7 @@ class Tracekit:
             for table, data in parsed.tables.items():
                 rows[table] = self._insert(table, run_id, data)
             for load in parsed.loaders:
-                rows.update(load(con, run_id))
+                rows.update(load(con, run_id, memory_limit=self.memory_limit))
             with self._sigints.held():
                 con.execute("COMMIT")
                 self._created = False  # the store holds a run now: keep it whatever follows
@@ -672,7 +627,7 @@ class Tracekit:
         except duckdb.Error:  # no transaction open: COMMIT went through, or DuckDB ended it on failing
             pass
         try:  # a plugin that lowered the limit for a phase could not set it back in the aborted transaction
-            con.execute(f"SET memory_limit = '{ingest_memory_limit()}'")
+            con.execute(f"SET memory_limit = '{self.memory_limit}'")
         except duckdb.Error:
             pass
         if self._sigints.count or isinstance(first, KeyboardInterrupt | duckdb.InterruptException):
@@ -683,7 +638,7 @@ class Tracekit:
         if isinstance(first, duckdb.Error):  # data the reshaping SQL could not take, a full disk: one line
             hint = ""
             if isinstance(first, duckdb.OutOfMemoryException):
-                limit = ingest_memory_limit()  # what the user sets (a phase may have run under less)
+                limit = self.memory_limit  # what the user sets (a phase may have run under less)
                 hint = f" (memory limit {limit}: set TRACEKIT_MEMORY_LIMIT higher, e.g. TRACEKIT_MEMORY_LIMIT=16GB)"
             out = InputError(f"{source}: cannot ingest ({str(first).splitlines()[0]}){hint}; nothing was written")
         self._discard_if_new()
@@ -730,7 +685,11 @@ class Tracekit:
             raise QueryError(f"{new_name!r} cannot name a run: --run reads it as "
                              f"{'a run id' if new_name[0].isdigit() else 'a keyword'}; choose another name")
         run_id, old = self.resolve(run)
-        self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])
+        try:
+            self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])
+        except duckdb.Error as err:  # e.g. a full disk: the run keeps its name
+            raise TracekitError(f"{self.path}: cannot rename run {run_id} ({str(err).splitlines()[0]}); "
+                                "the store is unchanged") from err
         return run_id, old
 
     def remove_run(self, run: str | int) -> tuple[int, str]:

@@ -45,8 +45,10 @@ class Parsed:
     kind: str
     meta: dict = field(default_factory=dict)
     tables: dict[str, pa.Table] = field(default_factory=dict)
-    #: callables ``(con, run_id) -> {table: rows}`` that write straight into the store
-    #: inside the ingest transaction (for sources reshaped by SQL, like nsys exports)
+    #: callables ``(con, run_id, *, memory_limit) -> {table: rows}`` that write straight
+    #: into the store inside the ingest transaction (for sources reshaped by SQL, like
+    #: nsys exports); ``memory_limit``: DuckDB's limit the store set, which a loader that
+    #: lowers it for a phase sets back after
     loaders: list = field(default_factory=list)
 
 

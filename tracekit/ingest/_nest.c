@@ -1,5 +1,5 @@
-/* Nesting of NVTX ranges, in C: the compiled twin of nsys._enclosing and
- * nsys._chain_length (same inputs, same outputs), one sequential pass instead of
+/* Nesting of NVTX ranges, in C: the compiled twin of nsys.nvtx.enclosing and
+ * nsys.nvtx.chain_length (same inputs, same outputs), one sequential pass instead of
  * NumPy's rounds of pointer jumping, and of containers.tightest (below). It is
  * optional: where it is not built, NumPy does the same.
  *

@@ -27,7 +27,7 @@ def export_if_needed(path: Path) -> Iterator[Path]:
         if fh.read(16).startswith(b"SQLite format 3"):
             yield path
             return
-    from ..capture.profilers import find_tool
+    from ..tools import find_tool
 
     try:
         nsys = find_tool("nsys")

@@ -1,0 +1,298 @@
+"""The store's nsys columns, one declaration each: the SQL expression over the export's
+raw table that gives it, the raw columns it needs, its DuckDB type.
+
+Schemas differ between nsys releases: columns are mapped by presence, never by version
+number. A column whose raw inputs are absent becomes NULL of its type; a table that
+lacks one of its ``required`` columns is a one-line ``InputError`` naming the table, the
+column and the export version; a table the export lacks is an empty store table.
+``plan`` turns a table's declarations into the SELECT that reshapes it (run by
+``write``, over the raw rows registered as ``_nsys_<target>`` and aliased ``r``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from ...errors import InputError
+
+if TYPE_CHECKING:
+    from .source import Export
+
+# NVTX event types (ENUM_NSYS_EVENT_TYPE)
+NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND, NVTX_DOMAIN = (
+    34, 59, 60, 70, 71, 75,
+)
+#: the NVTX_EVENTS columns read (those an export has); ``NVTX_REQUIRED`` it must have
+NVTX_COLUMNS = ["start", "end", "eventType", "text", "textId", "domainId", "globalTid",
+                "endGlobalTid", "category", "color"]
+NVTX_REQUIRED = ["start", "eventType", "globalTid"]
+
+#: nsys stats strips a trailing _vNNNN from CUDA API names (substr(name, -6, 2) = '_v')
+STRIP = "CASE WHEN substr({0}, -6, 2) = '_v' THEN substr({0}, 1, length({0}) - 6) ELSE {0} END"
+
+#: the GPU ops of nsys's reports (its projection of NVTX ranges counts these)
+OP_TABLES = ("kernels", "memcpy", "memset")
+#: every table of GPU work: also whole CUDA graph executions (--cuda-graph-trace=graph)
+GAP_TABLES = (*OP_TABLES, "graph_execs")
+#: the raw columns the idle gaps of GPU ops are computed from (launches.idle_gaps)
+GAP_INPUTS = ["start", "end", "deviceId", "streamId"]
+
+
+class Column(NamedTuple):
+    """A store column: ``expr`` over the raw table ``r`` (and the joins' aliases), the
+    raw columns it needs (``a|b``: either; ``@TABLE``: a table of the export), its type."""
+
+    name: str
+    expr: str
+    needs: list[str]
+    type: str
+
+
+@dataclass
+class TableSpec:
+    """A store table filled from one raw table of the export."""
+
+    source: str  # the export's table (highest _V<n> version)
+    required: list[str]  # raw columns without which the table cannot be ingested
+    columns: list[Column]
+    joins: dict[str, tuple[str, str]] = field(default_factory=dict)  # alias -> (raw column or @TABLE, JOIN clause)
+    table: str | None = None  # the store table written, when not the target's name (a view reads it)
+
+
+_GPU_COMMON = [
+    Column("start_ns", "r.start", ["start"], "BIGINT"),
+    Column("end_ns", 'r."end"', ["end"], "BIGINT"),
+    Column("dur_ns", 'r."end" - r.start', ["start", "end"], "BIGINT"),
+    Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
+    Column("context_id", "r.contextId", ["contextId"], "BIGINT"),
+    Column("stream_id", "r.streamId", ["streamId"], "BIGINT"),
+    Column("correlation_id", "r.correlationId", ["correlationId"], "BIGINT"),
+    Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
+    Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+    Column("graph_node_id", "r.graphNodeId", ["graphNodeId"], "BIGINT"),
+]
+# idle time before a GPU op on its stream and on its device (launches.idle_gaps)
+_GAPS = [
+    Column("stream_gap_ns", "r._tk_stream_gap", GAP_INPUTS, "BIGINT"),
+    Column("device_gap_ns", "r._tk_device_gap", GAP_INPUTS, "BIGINT"),
+]
+
+# The API call that launched a GPU op (same correlation id, same process), found by
+# launches.add_launches and carried as ``_tk_api_*`` columns of the raw op tables.
+_API = "@CUPTI_ACTIVITY_KIND_RUNTIME"
+_LAUNCH = [
+    Column("launch_global_tid", "r._tk_api_tid", [_API], "BIGINT"),
+    Column("launch_tid", "r._tk_api_tid & 16777215", [_API], "INTEGER"),
+    Column("api_start_ns", "r._tk_api_start", [_API], "BIGINT"),
+    Column("api_end_ns", "r._tk_api_end", [_API], "BIGINT"),
+    Column("api_name", "an.stripped", [_API], "VARCHAR"),
+    # innermost push/pop NVTX range around the launch call on its thread (nvtx.Nest.innermost)
+    Column("nvtx_range_id", "r._tk_api_range", [_API], "BIGINT"),
+]
+_LAUNCH_JOINS = {"an": (_API, "LEFT JOIN _nsys_names an ON an.id = r._tk_api_name")}
+# kernels keep the launch API's name as a _strings id (see schema_nsys.sql)
+_LAUNCH_IDS = [c if c.name != "api_name" else Column("api_name_id", "an.stripped_sid", c.needs, "BIGINT")
+               for c in _LAUNCH]
+
+SPECS = {
+    "kernels": TableSpec(
+        source="CUPTI_ACTIVITY_KIND_KERNEL",
+        table="_kernels",
+        required=["start", "end", "correlationId", "globalPid"],
+        # dur_ns, pid and launch_tid are computed by the kernels view (schema_nsys.sql)
+        columns=[c for c in _GPU_COMMON if c.name not in ("dur_ns", "pid")] + [
+            Column("name_id", "coalesce(sd.sid, ss.sid)", ["demangledName|shortName"], "BIGINT"),
+            Column("short_name_id", "ss.sid", ["shortName"], "BIGINT"),
+            Column("grid_x", "r.gridX", ["gridX"], "INTEGER"),
+            Column("grid_y", "r.gridY", ["gridY"], "INTEGER"),
+            Column("grid_z", "r.gridZ", ["gridZ"], "INTEGER"),
+            Column("block_x", "r.blockX", ["blockX"], "INTEGER"),
+            Column("block_y", "r.blockY", ["blockY"], "INTEGER"),
+            Column("block_z", "r.blockZ", ["blockZ"], "INTEGER"),
+            Column("registers_per_thread", "r.registersPerThread", ["registersPerThread"], "INTEGER"),
+            Column("static_smem_bytes", "r.staticSharedMemory", ["staticSharedMemory"], "INTEGER"),
+            Column("dynamic_smem_bytes", "r.dynamicSharedMemory", ["dynamicSharedMemory"], "INTEGER"),
+        ] + [c for c in _LAUNCH_IDS if c.name != "launch_tid"] + _GAPS,
+        joins={
+            "sd": ("demangledName", "LEFT JOIN _nsys_names sd ON sd.id = r.demangledName"),
+            "ss": ("shortName", "LEFT JOIN _nsys_names ss ON ss.id = r.shortName"),
+            **_LAUNCH_JOINS,
+        },
+    ),
+    "api_calls": TableSpec(
+        source="CUPTI_ACTIVITY_KIND_RUNTIME",
+        table="_api_calls",
+        required=["start", "end", "globalTid", "correlationId"],
+        # dur_ns, global_pid, pid and tid are computed by the api_calls view (schema_nsys.sql)
+        columns=[
+            Column("start_ns", "r.start", ["start"], "BIGINT"),
+            Column("end_ns", 'r."end"', ["end"], "BIGINT"),
+            Column("global_tid", "r.globalTid", ["globalTid"], "BIGINT"),
+            Column("correlation_id", "r.correlationId", ["correlationId"], "BIGINT"),
+            # nsys stats strips a trailing _vNNNN (STRIP)
+            Column("name_id", "sn.stripped_sid", ["nameId"], "BIGINT"),
+            Column("raw_name_id", "sn.sid", ["nameId"], "BIGINT"),
+            Column("return_value", "r.returnValue", ["returnValue"], "BIGINT"),
+        ],
+        joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
+    ),
+    "memcpy": TableSpec(
+        source="CUPTI_ACTIVITY_KIND_MEMCPY",
+        required=["start", "end", "correlationId", "globalPid"],
+        columns=_GPU_COMMON + [
+            Column("bytes", "r.bytes", ["bytes"], "BIGINT"),
+            Column("copy_kind", "r.copyKind", ["copyKind"], "INTEGER"),
+            Column("operation", "'[CUDA memcpy ' || ek.label || ']'", ["copyKind"], "VARCHAR"),
+            Column("src_kind", "es.label", ["srcKind"], "VARCHAR"),
+            Column("dst_kind", "ed.label", ["dstKind"], "VARCHAR"),
+        ] + _LAUNCH + _GAPS,
+        joins={
+            **_LAUNCH_JOINS,
+            "ek": ("copyKind", "LEFT JOIN _nsys_enum_memcpy ek ON ek.id = r.copyKind"),
+            "es": ("srcKind", "LEFT JOIN _nsys_enum_memkind es ON es.id = r.srcKind"),
+            "ed": ("dstKind", "LEFT JOIN _nsys_enum_memkind ed ON ed.id = r.dstKind"),
+        },
+    ),
+    "memset": TableSpec(
+        source="CUPTI_ACTIVITY_KIND_MEMSET",
+        required=["start", "end", "correlationId", "globalPid"],
+        columns=_GPU_COMMON + [
+            Column("bytes", "r.bytes", ["bytes"], "BIGINT"),
+            Column("value", "r.value", ["value"], "INTEGER"),
+            Column("operation", "'[CUDA memset]'", [], "VARCHAR"),
+            Column("mem_kind", "em.label", ["memKind"], "VARCHAR"),
+        ] + _LAUNCH + _GAPS,
+        joins={"em": ("memKind", "LEFT JOIN _nsys_enum_memkind em ON em.id = r.memKind"), **_LAUNCH_JOINS},
+    ),
+    # a CUDA graph launch traced as one GPU op (nsys --cuda-graph-trace=graph, the default):
+    # its kernels, copies and memsets are not recorded one by one
+    "graph_execs": TableSpec(
+        source="CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+        required=["start", "end", "correlationId", "globalPid"],
+        columns=[c for c in _GPU_COMMON if c.name != "graph_node_id"] + [
+            Column("graph_id", "r.graphId", ["graphId"], "BIGINT"),
+            Column("graph_exec_id", "r.graphExecId", ["graphExecId"], "BIGINT"),
+        ] + _LAUNCH + _GAPS,
+        joins=dict(_LAUNCH_JOINS),
+    ),
+    "syncs": TableSpec(
+        source="CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+        required=["start", "end"],
+        columns=[c for c in _GPU_COMMON if c.name != "graph_node_id"] + [
+            Column("sync_type", "et.label", ["syncType"], "VARCHAR"),
+            Column("event_id", "r.eventId", ["eventId"], "BIGINT"),
+        ],
+        joins={"et": ("syncType", "LEFT JOIN _nsys_enum_sync et ON et.id = r.syncType")},
+    ),
+    "gpus": TableSpec(
+        source="TARGET_INFO_GPU",
+        required=["id"],
+        columns=[
+            Column("device_id", "coalesce(cd.cudaId, r.id)", ["id"], "BIGINT"),
+            Column("name", "r.name", ["name"], "VARCHAR"),
+            Column("chip_name", "r.chipName", ["chipName"], "VARCHAR"),
+            Column("bus_location", "r.busLocation", ["busLocation"], "VARCHAR"),
+            Column("uuid", "r.uuid", ["uuid"], "VARCHAR"),
+            Column("sm_count", "r.smCount", ["smCount"], "INTEGER"),
+            Column("cc_major", "r.computeMajor", ["computeMajor"], "INTEGER"),
+            Column("cc_minor", "r.computeMinor", ["computeMinor"], "INTEGER"),
+            Column("memory_bytes", "r.totalMemory", ["totalMemory"], "BIGINT"),
+            Column("memory_bandwidth_bytes_per_s", "r.memoryBandwidth", ["memoryBandwidth"], "BIGINT"),
+            Column("l2_bytes", "r.l2CacheSize", ["l2CacheSize"], "BIGINT"),
+            Column("clock_hz", "r.clockRate", ["clockRate"], "BIGINT"),
+            Column("max_warps_per_sm", "r.maxWarpsPerSm", ["maxWarpsPerSm"], "INTEGER"),
+        ],
+        joins={"cd": ("@TARGET_INFO_CUDA_DEVICE", "LEFT JOIN (SELECT DISTINCT gpuId, cudaId FROM _nsys_cuda_device) cd ON cd.gpuId = r.id")},
+    ),
+    "streams": TableSpec(
+        source="TARGET_INFO_CUDA_STREAM",
+        required=["streamId"],
+        columns=[
+            Column("stream_id", "r.streamId", ["streamId"], "BIGINT"),
+            Column("pid", "r.processId", ["processId"], "INTEGER"),
+            Column("context_id", "r.contextId", ["contextId"], "BIGINT"),
+            Column("priority", "r.priority", ["priority"], "BIGINT"),
+            Column("flag", "r.flag", ["flag"], "BIGINT"),
+        ],
+    ),
+    "threads": TableSpec(
+        source="ThreadNames",
+        required=["globalTid"],
+        columns=[
+            Column("global_tid", "r.globalTid", ["globalTid"], "BIGINT"),
+            Column("pid", "(r.globalTid >> 24) & 16777215", ["globalTid"], "INTEGER"),
+            Column("tid", "r.globalTid & 16777215", ["globalTid"], "INTEGER"),
+            Column("name", "tn.value", ["nameId"], "VARCHAR"),
+            Column("priority", "r.priority", ["priority"], "BIGINT"),
+        ],
+        joins={"tn": ("nameId", "LEFT JOIN _nsys_strings tn ON tn.id = r.nameId")},
+    ),
+}
+
+#: alias -> the export's enum table, and its labels by id where an export has no such
+#: table (older nsys versions: the ids are CUPTI's, the labels nsys 2025.3's)
+ENUMS = {
+    "_nsys_enum_memcpy": ("ENUM_CUDA_MEMCPY_OPER", [
+        "Unknown", "Host-to-Device", "Device-to-Host", "Host-to-Array", "Array-to-Host", "Array-to-Array",
+        "Array-to-Device", "Device-to-Array", "Device-to-Device", "Host-to-Host", "Peer-to-Peer",
+        "Unified Host-to-Device", "Unified Device-to-Host", "Unified Device-to-Device"]),
+    "_nsys_enum_memkind": ("ENUM_CUDA_MEM_KIND", [
+        "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static", "Unknown"]),
+    "_nsys_enum_sync": ("ENUM_CUPTI_SYNC_TYPE", [
+        "Unknown", "Event sync", "Stream wait sync", "Stream sync", "Context sync"]),
+}
+
+
+class Plan(NamedTuple):
+    """How a store table is filled: the SELECT over ``_nsys_<target>`` and the raw
+    columns to read for it (none: the export lacks the table; the SELECT gives no rows)."""
+
+    select: str
+    raw_columns: list[str]
+
+
+def plan(export: Export, path: Path, version: str, target: str, spec: TableSpec) -> Plan:
+    """The SELECT that maps the raw table to ``target`` and the raw columns it reads."""
+    present = export.columns(spec.source)
+    if present:
+        missing = [c for c in spec.required if c not in present]
+        if missing:
+            raise InputError(
+                f"{path}: table {export.tables[spec.source]} lacks column {missing[0]} "
+                f"(export schema {version}); this nsys version's export is not supported"
+            )
+
+    def available(need: list[str]) -> bool:
+        for n in need:
+            if n.startswith("@"):
+                if n[1:] not in export.tables:
+                    return False
+            elif not any(alt in present for alt in n.split("|")):
+                return False
+        return True
+
+    select, raw_cols, aliases = [], set(spec.required) if present else set(), set()
+    for col in spec.columns:
+        expr = col.expr
+        if present and available(col.needs):
+            for alias, (raw, _) in spec.joins.items():
+                if re.search(rf"\b{alias}\.", expr):
+                    if raw.startswith("@") or raw in present:
+                        aliases.add(alias)
+                    else:  # a coalesce over alternatives names only the columns that exist
+                        expr = re.sub(rf"\b{alias}\.\w+", "NULL", expr)
+            raw_cols.update(c for n in col.needs if not n.startswith("@") for c in n.split("|") if c in present)
+            select.append(f"CAST({expr} AS {col.type}) AS {col.name}")
+        else:
+            select.append(f"CAST(NULL AS {col.type}) AS {col.name}")
+    for alias in aliases:
+        raw = spec.joins[alias][0]
+        if not raw.startswith("@"):
+            raw_cols.add(raw)
+    if not present:
+        return Plan(f"SELECT {', '.join(select)} LIMIT 0", [])
+    joins = " ".join(spec.joins[a][1] for a in sorted(aliases))
+    return Plan(f"SELECT {', '.join(select)} FROM _nsys_{target} r {joins}", sorted(raw_cols))

@@ -1,0 +1,525 @@
+"""NVTX ranges: names, nesting, paths, and the GPU work each range projects to.
+
+The rules, as ``nsys stats`` applies them (``nvtx_sum``, ``nvtx_gpu_proj_sum``):
+
+- **Name.** ``domain:text``: the domain's name from the NvtxDomainCreate event of that
+  domain in that process (the default domain has none, hence ``:step``), the text inline
+  or registered (``textId`` -> StringIds).
+- **Nesting.** A range's parent is the shortest range on the same thread that contains
+  it (starts no later, ends no earlier; ``containers.tightest``): among push/pop ranges,
+  which nest, the last one opened; ranges that end on another thread, and marks, take
+  no part. Range ids follow (start, thread, -end), so every range comes after the
+  ranges that enclose it. A range's path is its ancestors' labels and its own, from the
+  root down, '/'-separated.
+- **Attribution.** A GPU op (kernel, memcpy, memset) belongs to a range when the API call
+  that launched it (same correlation id, same process: ``launches``) lies inside the
+  range on the range's thread. For push/pop ranges that is the innermost push/pop range
+  open when the call starts (``Nest.innermost``: open from its start up to, not
+  including, its end) and every push/pop range enclosing it (``Nest.roll_up``); for
+  start/end ranges an inequality join of the call's interval with the range's.
+- **Projection.** Per range: first op start, last op end, GPU ops counted by distinct
+  correlation id (one per launching call), children's ops included (not subtracted).
+
+Everything by range id in NumPy over Arrow columns (no join of every range with its
+ancestors or with every launch); the nesting's sequential pass in C where ``_nest`` is
+built (``tracekit/ingest/_nest.c``), else NumPy's pointer jumping.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from ...errors import InputError
+from .. import containers
+from .arrays import NO_END, NO_START, int_values
+from .columns import (
+    NVTX_COLUMNS,
+    NVTX_DOMAIN,
+    NVTX_MARK,
+    NVTX_PUSHPOP,
+    NVTX_STARTEND,
+    NVTXT_PUSHPOP,
+    NVTXT_STARTEND,
+)
+
+try:  # the nesting of NVTX ranges in C (optional, like the page decoder)
+    from tracekit.ingest import _nest as _nest_native
+except ImportError:  # not built: NumPy does it
+    _nest_native = None
+
+
+class Projection(NamedTuple):
+    """GPU projection per range: the ranges that have GPU ops, their first op start and
+    last op end (``NO_START`` / ``NO_END`` where no op had one) and their number of ops."""
+
+    range_id: np.ndarray
+    first_start: np.ndarray
+    last_end: np.ndarray
+    ops: np.ndarray
+
+    @classmethod
+    def empty(cls) -> Projection:
+        return cls(*(np.zeros(0, np.int64),) * 4)
+
+
+class OpenRanges(NamedTuple):
+    """The push/pop ranges by thread and start (range order), each with the position of
+    its enclosing push/pop range among them (-1: none): what ``Nest.innermost`` searches."""
+
+    tid: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    range_id: np.ndarray
+    up: np.ndarray
+
+
+def enclosing(end: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """For ranges in (thread, start, -end) order, the position of each one's innermost
+    enclosing range: the nearest earlier range of its thread that ends no earlier
+    (-1: none). ``first`` marks each thread's first range.
+
+    Every earlier range of the thread starts no later, so it encloses the range exactly
+    when it ends no earlier; the nearest such one opened last. Found by pointer jumping,
+    all ranges at once: a candidate that ends too early is replaced by its own
+    candidate, since every range between the two ends earlier still (the invariant
+    that keeps the answer exact). Converged ranges stop; rounds grow with the nesting
+    depth and the logarithm of the run of siblings, not with the number of ranges."""
+    n = len(end)
+    idx = np.int32 if n < 2**31 else np.int64
+    cand = np.arange(-1, n - 1, dtype=idx)
+    cand[first] = -1
+    at = np.flatnonzero(cand >= 0).astype(idx, copy=False)  # unresolved ranges,
+    e, c = end[at], cand[at]  # their ends and candidates, kept compact
+    while at.size:
+        short = end[c] < e
+        at, e, c = at[short], e[short], cand[c[short]]
+        cand[at] = c
+        more = c >= 0
+        if not more.all():
+            at, e, c = at[more], e[more], c[more]
+    return cand.astype(np.int64)
+
+
+def enclosing_depth(end: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``enclosing`` and the depth along it (``chain_length``): in one sequential pass
+    where the compiled helper is built (_nest.c), else by NumPy's pointer jumping."""
+    if _nest_native is None:
+        parent = enclosing(end, first)
+        return parent, chain_length(parent)
+    parent, depth = np.empty(len(end), np.int64), np.empty(len(end), np.int64)
+    _nest_native.enclosing(np.ascontiguousarray(end, np.int64), np.ascontiguousarray(first, np.bool_).view(np.uint8),
+                           parent, depth)
+    return parent, depth
+
+
+def chain_length(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each node of a forest given by ``parent`` (-1: root), by
+    pointer doubling: log2(depth) rounds."""
+    depth = (parent >= 0).astype(np.int64)
+    up = parent.copy()
+    active = np.flatnonzero(up >= 0)
+    while active.size:
+        u = up[active]
+        depth[active] += depth[u]
+        up[active] = up[u]
+        active = active[up[active] >= 0]
+    return depth
+
+
+class Nest:
+    """Parent, depth, path and push/pop parent of every range that nests (same-thread
+    ranges), by range id; and the push/pop chains for the GPU projection.
+
+    Built from the ranges in (thread, range id) order: ``parent``/``depth`` the innermost
+    enclosing range of any style (positions, -1: none) and the depth along that chain,
+    ``pp_parent``/``pp_depth`` the same among the push/pop ranges only."""
+
+    def __init__(self, range_id, parent, pp_parent, depth, pp_depth, *, tid, start, end, is_pp, label):
+        if is_pp.all():  # (the usual case: no copies, a range's position is its position among them)
+            self.open = OpenRanges(tid, start, end, range_id, pp_parent)
+        else:
+            at = np.flatnonzero(is_pp)
+            pos = np.full(len(range_id), -1, np.int64)
+            pos[at] = np.arange(len(at))
+            up = pp_parent[at]
+            self.open = OpenRanges(tid[at], start[at], end[at], range_id[at],
+                                   np.where(up >= 0, pos[np.maximum(up, 0)], -1))
+            del at, pos, up
+
+        # every nesting range's depth, parent (range id, -1: none) and path: what
+        # nvtx_ranges stores
+        self.range_id, self.depth = range_id, depth
+        self.named: pa.Table | None = None  # the named ranges (``prepare`` sets them)
+        self.parent = np.where(parent >= 0, range_id[np.maximum(parent, 0)], -1)
+        self.path = paths(parent, depth, label)
+        # push/pop ranges with their enclosing push/pop range, deepest first
+        pp = np.flatnonzero(pp_parent >= 0)
+        level = pp_depth[pp]
+        top = int(level.max(initial=0))
+        level = (top - level).astype(np.int16) if top < 2**15 else -level  # (16 bits: a radix sort)
+        pp = pp[np.argsort(level, kind="stable")]
+        self.pp_child, self.pp_up, self.pp_level = range_id[pp], range_id[pp_parent[pp]], pp_depth[pp]
+
+    @property
+    def tree(self) -> pa.Table:
+        """range_id, depth, parent_id and path of every nesting range, as a table."""
+        return pa.table({"range_id": self.range_id, "depth": self.depth,
+                         "parent_id": pa.array(self.parent, mask=self.parent < 0), "path": self.path})
+
+    def innermost(self, tid: pa.ChunkedArray, start: pa.ChunkedArray) -> np.ndarray | None:
+        """The id of the innermost push/pop range open on thread ``tid`` at time ``start``
+        (the launching calls of the GPU ops; -1 outside every range and where either is
+        NULL); None without push/pop ranges.
+
+        Push/pop ranges nest, so the ranges open at a time are the last range of the
+        thread to start by then and its enclosing ranges: one binary search per call,
+        then up the chain past the ranges that ended."""
+        r = self.open
+        if len(tid) == 0 or len(r.start) == 0:
+            return None
+        g, gok = int_values(tid)
+        t, tok = int_values(start)
+        tids, first = np.unique(r.tid, return_index=True)
+        # one search for all threads: each thread's range starts shifted into a time band
+        # of its own (call times clamped to the starts' span, which keeps every answer)
+        t0, t1 = int(r.start.min()), int(r.start.max())
+        width = t1 - t0 + 2
+        if width * len(tids) >= 2**62:
+            raise InputError(f"NVTX ranges spanning {width} ns on {len(tids)} threads: too long to attribute")
+        r_band = np.repeat(np.arange(len(tids), dtype=np.int64), np.diff(np.append(first, len(r.start))))
+        keys = r_band * width + (r.start - t0)
+        q = np.clip(t, t0 - 1, t1)
+        q -= t0
+        if len(tids) == 1:
+            band, hit = None, g == tids[0]
+        else:
+            band = np.searchsorted(tids, g)
+            np.minimum(band, len(tids) - 1, out=band)
+            hit = tids[band] == g
+            q += band * width
+        for ok in (gok, tok):
+            if ok is not None:
+                hit &= ok
+        i = np.searchsorted(keys, q, side="right")
+        i -= 1
+        hit &= i >= 0
+        if band is not None:
+            hit &= r_band[np.maximum(i, 0)] == band
+        i[~hit] = -1
+        # up the chain while the candidate ended at or before the call's start
+        todo = np.flatnonzero(hit)
+        while todo.size:
+            c = i[todo]
+            ended = r.end[c] <= t[todo]
+            todo = todo[ended]
+            i[todo] = r.up[c[ended]]
+            todo = todo[i[todo] >= 0]
+        return np.where(i >= 0, r.range_id[np.maximum(i, 0)], -1)
+
+    def roll_up(self, own: Projection) -> Projection:
+        """Per-range GPU projection from the innermost ranges' own figures (``own``),
+        summed up the push/pop chains: each range takes its descendants' ops."""
+        size = int(max(own.range_id.max(initial=-1), self.pp_up.max(initial=-1), self.pp_child.max(initial=-1))) + 1
+        s = np.full(size, NO_START)
+        e = np.full(size, NO_END)
+        n = np.zeros(size, np.int64)
+        s[own.range_id], e[own.range_id], n[own.range_id] = own.first_start, own.last_end, own.ops
+        has = np.zeros(size, bool)
+        has[own.range_id] = True
+        # one level at a time, deepest first: a level's totals are complete before they
+        # are passed up
+        bounds = np.flatnonzero(np.r_[True, self.pp_level[1:] != self.pp_level[:-1], True])
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            child, up = self.pp_child[lo:hi], self.pp_up[lo:hi]
+            keep = has[child]
+            child, up = child[keep], up[keep]
+            np.minimum.at(s, up, s[child])
+            np.maximum.at(e, up, e[child])
+            np.add.at(n, up, n[child])
+            has[up] = True
+        ids = np.flatnonzero(has)
+        return Projection(ids, s[ids], e[ids], n[ids])
+
+
+def paths(parent: np.ndarray, depth: np.ndarray, label: pa.ChunkedArray) -> pa.DictionaryArray:
+    """Each node's labels from its root down, '/'-separated ('hstu.request/hstu.layer0/
+    hstu_attention'), as a dictionary array. ``parent``: positions (-1: a root),
+    ``depth``: ancestors. Paths are interned level by level, a node's path being its
+    parent's path and its own label: only the distinct ones become strings (a run
+    repeats a few paths millions of times)."""
+    import pyarrow.compute as pc
+
+    n = len(parent)
+    if n == 0:
+        return pa.DictionaryArray.from_arrays(pa.array([], pa.int64()), pa.array([], pa.string()))
+    enc = pc.dictionary_encode(label).combine_chunks()
+    lab = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    words = enc.dictionary.to_pylist()
+    width = max(len(words), 1)
+    path = np.empty(n, np.int64)
+    texts: list[str] = []
+    levels = depth.astype(np.int16) if depth.max() < 2**15 else depth  # 16 bits: a radix sort
+    order = np.argsort(levels, kind="stable")
+    cuts = np.flatnonzero(np.r_[True, np.diff(levels[order]) != 0, True])
+    above, count = 0, 0  # the level above: its paths are ids above .. above + count - 1
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        at = order[lo:hi]
+        root = depth[at[0]] == 0
+        key = lab[at] if root else (path[parent[at]] - above) * width + lab[at]
+        uniq, index = distinct(key, width if root else count * width)
+        first = len(texts)
+        if root:
+            texts += [words[k] for k in uniq.tolist()]
+        else:
+            texts += [f"{texts[above + k // width]}/{words[k % width]}" for k in uniq.tolist()]
+        path[at] = first + index
+        above, count = first, len(uniq)
+    return pa.DictionaryArray.from_arrays(pa.array(path, pa.int64()), pa.array(texts, pa.string()))
+
+
+def distinct(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of ``key`` (in 0 .. size - 1), sorted, and each key's index
+    among them: a pass over a table of ``size`` flags where that is small."""
+    if size > 4 * len(key) + (1 << 20):
+        uniq, index = np.unique(key, return_inverse=True)
+        return uniq, index.reshape(-1)
+    seen = np.zeros(size, bool)
+    seen[key] = True
+    return np.flatnonzero(seen), (np.cumsum(seen) - 1)[key]
+
+
+def nest(con) -> Nest:
+    """Nesting of the same-thread ranges (``_nsys_rng``: range_id, global_tid, start_ns,
+    end_ns, style, label): each range's tightest container of any style
+    (containers.tightest: nsys's rule where start/end ranges cross push/pop ones), its
+    depth (ancestors along that chain), and its innermost enclosing push/pop range
+    (push/pop ranges only; this chain carries the GPU projection and the launches'
+    ranges).
+
+    Range ids follow (start, thread, -end), so by thread and id the ranges come in
+    (start, -end) order, every range after those that enclose it."""
+    r = con.sql("SELECT range_id, global_tid, start_ns, end_ns, style = 'PushPop' AS pp, label FROM _nsys_rng "
+                "ORDER BY global_tid, range_id").to_arrow_table()
+    range_id, tid, start, end = (np.asarray(r.column(c).to_numpy(), dtype=np.int64)
+                                 for c in ("range_id", "global_tid", "start_ns", "end_ns"))
+    is_pp = np.asarray(r.column("pp").to_numpy(), dtype=bool)
+    ranges = dict(tid=tid, start=start, end=end, is_pp=is_pp, label=r.column("label"))
+    del r  # (the other columns' Arrow copies)
+
+    def firsts(t):
+        return np.r_[True, t[1:] != t[:-1]] if len(t) else np.zeros(0, bool)
+
+    if is_pp.all():  # push/pop ranges only (the usual case): they nest, the last opened is the tightest
+        parent, depth = enclosing_depth(end, firsts(tid))
+        return Nest(range_id, parent, parent, depth, depth, **ranges)
+    pp = np.flatnonzero(is_pp)
+    pp_in, pp_in_depth = enclosing_depth(end[pp], firsts(tid[pp]))  # push/pop ranges among themselves
+    pp_parent = np.full(len(range_id), -1, np.int64)
+    pp_parent[pp] = np.where(pp_in >= 0, pp[np.maximum(pp_in, 0)], -1)
+    pp_depth = np.zeros(len(range_id), np.int64)
+    pp_depth[pp] = pp_in_depth
+    parent, depth = containers.tightest(start, end, firsts(tid), is_pp, pp_parent)
+    return Nest(range_id, parent, pp_parent, depth, pp_depth, **ranges)
+
+
+def prepare(con, raw: dict[str, pa.Table]) -> Nest:
+    """NVTX ranges named (``_nsys_named``, an Arrow table also kept as ``Nest.named``)
+    and nested (``Nest``; the view ``_nsys_rng`` of the ranges that nest, and the temp
+    table ``_nsys_bands`` for the start/end projection) from the raw NVTX_EVENTS rows,
+    taken out of ``raw`` (``raw["nvtx"]``; absent: the export has none) so that they are
+    freed once named."""
+    nvtx = raw.pop("nvtx", None)
+    # the events as DuckDB reads them: the raw Arrow rows with their row numbers, and the
+    # columns this export lacks as NULLs (not copied into a temp table, whose memory a
+    # transaction would hold to its end)
+    n = 0 if nvtx is None else nvtx.num_rows
+    have = set() if nvtx is None else set(nvtx.column_names)
+    ev = pa.table({**{c: nvtx.column(c) if c in have else pa.nulls(n, pa.string() if c == "text" else pa.int64())
+                      for c in NVTX_COLUMNS}, "_row": np.arange(n, dtype=np.int64)})
+    if not pa.types.is_string(ev.schema.field("text").type):
+        # SQLite types a column by its values: text NULL in every row (every name a
+        # registered string, through textId) reads as integers; as SQLite prints values
+        ev = ev.set_column(ev.schema.get_field_index("text"), "text", ev.column("text").cast(pa.string()))
+    con.register("_nsys_ev", ev)
+    # (an Arrow table: the nvtx_ranges rows are this table with the nesting and
+    # projection columns added; Arrow memory is freed when dropped, a temp table's only
+    # at the transaction's end)
+    named = con.sql(f"""
+        WITH domains AS (
+            SELECT e.domainId AS id, e.globalTid & 1099494850560 AS proc,
+                   arg_min(coalesce(s.value, e.text), e.start) AS name
+            FROM _nsys_ev e LEFT JOIN _nsys_strings s ON s.id = e.textId
+            WHERE e.eventType = {NVTX_DOMAIN}
+            GROUP BY 1, 2
+        ), maxts AS (SELECT greatest(max(start), max("end")) AS m FROM _nsys_ev
+        ), ord AS (
+            -- range ids in (start, thread, -end) order; numbered over the row ids alone,
+            -- as a window that carries every column (text among them) costs 4x more
+            SELECT _row AS r,
+                   row_number() OVER (ORDER BY start, globalTid, coalesce("end", (SELECT m FROM maxts)) DESC) - 1
+                       AS range_id
+            FROM _nsys_ev
+            WHERE eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTXT_PUSHPOP}, {NVTXT_STARTEND}, {NVTX_MARK})
+        )
+        SELECT o.range_id,
+               e.start AS start_ns,
+               coalesce(e."end", (SELECT m FROM maxts)) AS end_ns,
+               e."end" IS NOT NULL AS ended,
+               CAST(CASE WHEN e.eventType IN ({NVTX_PUSHPOP}, {NVTXT_PUSHPOP}) THEN 'PushPop'
+                         WHEN e.eventType IN ({NVTX_STARTEND}, {NVTXT_STARTEND}) THEN 'StartEnd'
+                         ELSE 'Mark' END AS ENUM('PushPop', 'StartEnd', 'Mark')) AS style,
+               e.domainId AS domain_id,
+               coalesce(d.name, '') AS domain,
+               coalesce(s.value, e.text, '') AS text,  -- (name: domain || ':' || text, made where written)
+               e.globalTid AS global_tid,
+               e.endGlobalTid AS end_global_tid,
+               e.category AS category,
+               e.color AS color
+        FROM _nsys_ev e
+        JOIN ord o ON o.r = e._row
+        LEFT JOIN _nsys_strings s ON s.id = e.textId
+        LEFT JOIN domains d ON d.id = e.domainId AND d.proc = (e.globalTid & 1099494850560)
+    """).to_arrow_table()
+    con.unregister("_nsys_ev")
+    del ev, nvtx
+    con.register("_nsys_named", named)
+    # the ranges that nest (nest() computes their nesting in NumPy); the bands put each
+    # thread's ranges in a time band of their own for the start/end projection join
+    con.execute("""
+        CREATE TEMP TABLE _nsys_bands AS
+        SELECT global_tid, dense_rank() OVER (ORDER BY global_tid) AS band,
+               min(min(start_ns)) OVER () AS t0
+        FROM _nsys_named WHERE style <> 'Mark' AND end_global_tid IS NULL GROUP BY global_tid
+    """)
+    # (a view: a temp table's memory would be held to the transaction's end)
+    con.execute("""
+        CREATE TEMP VIEW _nsys_rng AS
+        SELECT range_id, global_tid, start_ns, end_ns, style,
+               CASE WHEN domain = '' THEN text ELSE domain || ':' || text END AS label
+        FROM _nsys_named
+        WHERE style <> 'Mark' AND end_global_tid IS NULL
+    """)
+    out = nest(con)
+    out.named = named
+    return out
+
+
+def range_totals(ranges: list[np.ndarray], ops: list[pa.Table], calls: list[np.ndarray], n_calls: int) -> Projection:
+    """Per innermost push/pop range of the GPU ops' launching calls: the first op start,
+    the last op end and the number of launching calls (nsys counts a range's GPU ops
+    by distinct correlation id: one per launching call, as a call has one id and every
+    op of a call has the call's range). ``ranges``: each op's range id (-1: none, as
+    ``launches.add_launches`` gives it); ``calls``: each op's row in the API table."""
+    rng, start, end, call = [], [], [], []
+    for r, tbl, c in zip(ranges, ops, calls, strict=True):
+        keep = np.flatnonzero(r >= 0)
+        rng.append(r[keep])
+        call.append(c[keep])
+        for col, out, fill in (("start", start, NO_START), ("end", end, NO_END)):
+            v, vok = int_values(tbl.column(col))
+            out.append(v[keep] if vok is None else np.where(vok[keep], v[keep], fill))
+    rng, start, end, call = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (rng, start, end, call))
+    if len(rng) == 0:
+        return Projection.empty()
+    size = int(rng.max()) + 1
+    s = np.full(size, NO_START)
+    e = np.full(size, NO_END)
+    np.minimum.at(s, rng, start)
+    np.maximum.at(e, rng, end)
+    owner = np.full(n_calls, -1, np.int64)  # one op of each call counts it
+    at = np.arange(len(call))
+    owner[call] = at
+    n = np.bincount(rng, weights=owner[call] == at, minlength=size).astype(np.int64)
+    ids = np.flatnonzero(np.bincount(rng, minlength=size))
+    return Projection(ids, s[ids], e[ids], n[ids])
+
+
+def _range_columns(nest: Nest, pushpop: Projection, startend: Projection, order: np.ndarray) -> pa.Table:
+    """Per range id in ``order``: depth, parent, path (NULL for ranges that do not nest:
+    marks, ranges ended on another thread), the GPU projection (push/pop and start/end
+    ranges) and the children with GPU work (nsys "Num Child": direct children in the
+    nesting that have a projection). One array by range id at a time (millions of
+    ranges: each is hundreds of MB)."""
+    size = int(max(order.max(initial=-1), nest.range_id.max(initial=-1))) + 1
+
+    def by_range(values, fill) -> np.ndarray:  # values of the nesting ranges, in ``order``
+        out = np.full(size, fill, np.int64)
+        out[nest.range_id] = values
+        return out[order]
+
+    def masked(values, fill) -> pa.Array:
+        return pa.array(values, mask=values == fill)
+
+    has = np.zeros(size, bool)
+    for p in (pushpop, startend):
+        has[p.range_id] = True
+    parent = np.full(size, -1, np.int64)
+    parent[nest.range_id] = nest.parent
+    kids = parent[has & (parent >= 0)]
+    del has
+    children = np.bincount(kids, minlength=size)[order].astype(np.int32)
+    del kids
+    parent = parent[order]
+    cols = {"range_id": order, "parent_id": masked(parent, -1)}
+    del parent
+    depth = by_range(nest.depth, -1)
+    cols["depth"] = pa.array(depth.astype(np.int32), mask=depth < 0)
+    del depth
+    path = by_range(nest.path.indices.to_numpy(), -1)
+    cols["path"] = pa.DictionaryArray.from_arrays(masked(path, -1), nest.path.dictionary)
+    del path
+    cols["children"] = children
+    for name, fill, field in (("proj_start_ns", NO_START, "first_start"), ("proj_end_ns", NO_END, "last_end")):
+        values = np.full(size, fill, np.int64)
+        for p in (pushpop, startend):
+            values[p.range_id] = getattr(p, field)
+        cols[name] = masked(values[order], fill)
+        del values
+    ops = np.zeros(size, np.int64)
+    for p in (pushpop, startend):
+        ops[p.range_id] = p.ops
+    cols["gpu_ops"] = ops[order].astype(np.int32)
+    names = ["range_id", "depth", "parent_id", "path", "children", "proj_start_ns", "proj_end_ns", "gpu_ops"]
+    return pa.table({n: cols[n] for n in names})
+
+
+def project(con, ops_sql: str, nest: Nest, own: Projection) -> pa.Table:
+    """The named ranges (``nest.named``) with their nesting and GPU projection columns
+    (depth, parent_id, path, children, proj_start_ns, proj_end_ns, gpu_ops). Push/pop
+    ranges take ``own`` (the innermost ranges' totals, ``range_totals``) rolled up their
+    chains; start/end ranges the ops of ``ops_sql`` (correlation_id, start_ns, end_ns,
+    launch_global_tid, api_start_ns, api_end_ns: the written GPU ops) whose launching
+    call lies inside them on their thread. Consumes ``nest``: its arrays are freed as
+    they are used (millions of ranges: hundreds of MB each)."""
+    import pyarrow.compute as pc
+
+    pushpop = nest.roll_up(own)
+    nest.pp_child = nest.pp_up = nest.pp_level = nest.open = None
+    se = con.sql(f"""
+        WITH ops AS ({ops_sql}), startend AS (
+            SELECT r.range_id,
+                   b.band::HUGEINT * 18446744073709551616 + (r.start_ns - b.t0)::HUGEINT AS k0,
+                   b.band::HUGEINT * 18446744073709551616 + (r.end_ns - b.t0)::HUGEINT AS k1
+            FROM _nsys_rng r JOIN _nsys_bands b USING (global_tid) WHERE r.style = 'StartEnd'
+        ), keyed AS (
+            SELECT o.correlation_id, o.start_ns, o.end_ns,
+                   b.band::HUGEINT * 18446744073709551616 + (o.api_start_ns - b.t0)::HUGEINT AS k0,
+                   b.band::HUGEINT * 18446744073709551616 + (o.api_end_ns - b.t0)::HUGEINT AS k1
+            FROM ops o JOIN _nsys_bands b ON b.global_tid = o.launch_global_tid
+            WHERE EXISTS (SELECT 1 FROM startend)
+        )
+        SELECT r.range_id, min(l.start_ns) AS proj_start_ns, max(l.end_ns) AS proj_end_ns,
+               count(DISTINCT l.correlation_id) AS gpu_ops
+        FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
+        GROUP BY r.range_id
+    """).to_arrow_table()
+    startend = Projection(*(np.asarray(pc.fill_null(se.column(c), none).to_numpy(), dtype=np.int64) for c, none in (
+        ("range_id", -1), ("proj_start_ns", NO_START), ("proj_end_ns", NO_END), ("gpu_ops", 0))))
+    named, nest.named = nest.named, None
+    extra = _range_columns(nest, pushpop, startend, np.asarray(named.column("range_id").to_numpy(), dtype=np.int64))
+    for name in extra.column_names[1:]:
+        named = named.append_column(name, extra.column(name))
+    return named

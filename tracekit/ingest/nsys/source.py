@@ -1,0 +1,195 @@
+"""The export's tables as Arrow, behind one interface (``Export``): the integer tables
+decoded from the SQLite file's pages (``tracekit.ingest.sqlite_ints``: compiled, or its
+NumPy twin where the compiled module is not built), everything else and whatever the
+decoder declines through SQLite (ADBC's driver). Both give the same values; every
+column must come back with the type the export declares, or the export is refused.
+Nothing here knows what the tables mean."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow as pa
+
+from ...errors import InputError
+from .. import sqlite_ints
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+#: tables with more rows than this are read through SQLite in parallel parts (integer
+#: columns only: where the page decoder declines them)
+SPLIT_ROWS = 500_000
+
+#: a column's declared type -> the Arrow types SQLite's reader gives for the values nsys writes
+_DECLARED = {"INTEGER": pa.types.is_integer, "TEXT": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t)}
+
+
+def resolve_tables(names: list[str]) -> dict[str, str]:
+    """Map base table name -> actual name, taking the highest ``_V<n>`` suffix.
+
+    ``MEMCPY2``-style names are different tables, not versions: only an explicit
+    ``_V<digits>`` suffix is a version.
+    """
+    best: dict[str, tuple[int, str]] = {}
+    for name in names:
+        m = re.fullmatch(r"(.+)_V(\d+)", name)
+        base, ver = (m.group(1), int(m.group(2))) if m else (name, 1)
+        if base not in best or ver > best[base][0]:
+            best[base] = (ver, name)
+    return {base: actual for base, (_, actual) in best.items()}
+
+
+class Export:
+    """An nsys SQLite export, opened read-only: its tables by base name (``tables``), their
+    columns, and ``read``, which reads many tables' columns as Arrow at once."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        pending = sqlite_ints.pending_changes(path)
+        if pending:
+            raise InputError(f"{path}: beside it is {pending}; open it once with sqlite3, which settles "
+                             f"them (sqlite3 {path} 'PRAGMA journal_mode=DELETE'), then ingest again")
+        try:
+            # immutable (as every read of the export): no locks, no -wal/-shm files created
+            # beside the input, no journal looked for (pending_changes found none)
+            self.sq = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+            rows = self.sq.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+        except sqlite3.DatabaseError as err:
+            raise InputError(f"{path}: not a readable SQLite database ({err}); the file is truncated or corrupt") from err
+        self.tables = resolve_tables([r[0] for r in rows])
+
+    def columns(self, base: str) -> set[str]:
+        actual = self.tables.get(base)
+        if actual is None:
+            return set()
+        return {r[1] for r in self.sq.execute(f'PRAGMA table_info("{actual}")')}
+
+    def declared_types(self, base: str) -> dict[str, str]:
+        """Each column's declared type, upper case ('' where none is declared)."""
+        return {r[1]: (r[2] or "").upper() for r in self.sq.execute(f'PRAGMA table_info("{self.tables[base]}")')}
+
+    def row_estimate(self, base: str) -> int:
+        actual = self.tables.get(base)
+        if actual is None:
+            return 0
+        row = self.sq.execute(f'SELECT max(rowid) FROM "{actual}"').fetchone()
+        return row[0] or 0
+
+    def integer_columns(self, base: str, cols: list[str]) -> bool:
+        """Whether every column in ``cols`` is declared INTEGER (safe to read in parts)."""
+        types = self.declared_types(base)
+        return all(types.get(c) == "INTEGER" for c in cols)
+
+    def meta(self) -> dict:
+        """The export's META_DATA_EXPORT (schema and product versions, the rest as
+        ``export``) and session start time."""
+        meta: dict = {}
+        if "META_DATA_EXPORT" in self.tables:
+            rows = dict(self.sq.execute(f'SELECT name, value FROM "{self.tables["META_DATA_EXPORT"]}"').fetchall())
+            meta["export_schema_version"] = rows.get("EXPORT_SCHEMA_VERSION")
+            meta["tool_version"] = rows.get("EXPORT_PRODUCT_VERSION")
+            meta["export"] = {k: v for k, v in rows.items() if not k.startswith("EXPORT_PARAM")}
+        if "TARGET_INFO_SESSION_START_TIME" in self.tables:
+            row = self.sq.execute(f'SELECT * FROM "{self.tables["TARGET_INFO_SESSION_START_TIME"]}"').fetchone()
+            if row:
+                meta["session_start_utc_ns"] = row[0]
+        return meta
+
+    def arrow(self, base: str, cols: list[str], rowids: tuple[int, int] | None = None) -> pa.Table:
+        """Read columns of a table (rows with rowid in [lo, hi) if given) through SQLite
+        as Arrow, on a connection of its own (thread-safe)."""
+        import adbc_driver_sqlite.dbapi as adbc
+
+        actual = self.tables[base]
+        sql = f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{actual}"'
+        if rowids is not None:
+            sql += f" WHERE rowid >= {int(rowids[0])} AND rowid < {int(rowids[1])}"
+        sql += " ORDER BY rowid"  # the table's own order (a scan of an index could differ)
+        try:
+            # immutable: see __init__
+            with adbc.connect(f"file:{self.path}?mode=ro&immutable=1") as conn:
+                cur = conn.cursor()
+                # The driver infers each column's type from its first batch: a column that is
+                # NULL throughout that batch and text later (NVTX text after registered
+                # strings) fails with "type mismatch". One batch holding the whole table
+                # (read whole anyway) makes inference see every row.
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": "2000000000"})
+                cur.execute(sql)
+                tbl = cur.fetch_arrow_table()
+                cur.close()
+            return tbl
+        except Exception as err:  # ADBC raises its own DatabaseError types
+            raise InputError(f"{self.path}: cannot read table {actual} ({str(err).splitlines()[0]}); the export is truncated or corrupt") from err
+
+    def read(self, jobs: dict[str, tuple[str, list[str]]]) -> dict[str, pa.Table]:
+        """Read ``jobs`` (name -> (base table, columns)) as Arrow tables by name, each in
+        the table's rowid order, every table at once.
+
+        The big tables (kernels, API calls) dominate, and they hold integers only: those
+        are decoded from the file's pages (several times faster than SQLite's call per
+        value), chunks on every core. Tables with text, and any table that decoder
+        declines, go through SQLite (each read on a connection of its own; ADBC
+        releases the GIL while it reads); a declined big table as parallel rowid ranges."""
+        path, workers = self.path, min(4, os.cpu_count() or 2)
+
+        def decode(base: str, cols: list[str]) -> pa.Table | None:
+            try:
+                return sqlite_ints.read_int_columns(path, self.tables[base], cols, threads=workers)
+            except sqlite_ints.Unsupported:
+                return None
+            except sqlite_ints.Changed as err:
+                raise InputError(f"{path}: {err}; ingest it again once nothing writes to it") from err
+
+        pieces: dict[str, list[pa.Table]] = {}
+        biggest_first = sorted(jobs.items(), key=lambda j: -self.row_estimate(j[1][0]))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            # every table at once, biggest first: the decoder's threads and the SQLite
+            # readers keep all cores busy between the decoder's Python steps
+            futures = [(name, base, cols, pool.submit(decode, base, cols) if self.integer_columns(base, cols)
+                        else pool.submit(self.arrow, base, cols)) for name, (base, cols) in biggest_first]
+            declined = []
+            for name, base, cols, fut in futures:
+                if (tbl := fut.result()) is not None:
+                    pieces[name] = [tbl]
+                else:
+                    declined.append((name, base, cols))
+            parts = []
+            for name, base, cols in declined:
+                n = self.row_estimate(base)
+                if n <= SPLIT_ROWS:
+                    parts.append((name, pool.submit(self.arrow, base, cols)))
+                    continue
+                step = n // workers + 1
+                parts += [(name, pool.submit(self.arrow, base, cols, (i * step, (i + 1) * step)))
+                          for i in range(workers)]
+            for name, fut in parts:
+                pieces.setdefault(name, []).append(fut.result())
+        self._check_types(pieces, jobs)
+        out = {}
+        for name, ts in pieces.items():
+            nonempty = [t for t in ts if t.num_rows] or ts[:1]
+            out[name] = nonempty[0] if len(nonempty) == 1 else pa.concat_tables(nonempty, promote_options="default")
+        return out
+
+    def _check_types(self, pieces: dict[str, list[pa.Table]], jobs: dict[str, tuple[str, list[str]]]) -> None:
+        """Every column came back with the type the export declares (or NULL throughout).
+        SQLite keeps a value of another type written into a column (nsys never writes one);
+        the page decoder declines such a table, and SQLite's reader types the column by it."""
+        for name, tbls in pieces.items():
+            base, cols = jobs[name]
+            declared = self.declared_types(base)
+            for tbl, col in ((t, c) for t in tbls for c in cols):
+                typ, fits = tbl.schema.field(col).type, _DECLARED.get(declared.get(col))
+                if fits and not fits(typ) and tbl.column(col).null_count < tbl.num_rows:
+                    what = ("integers" if pa.types.is_integer(typ) else "real numbers" if pa.types.is_floating(typ)
+                            else "text" if pa.types.is_string(typ) or pa.types.is_large_string(typ) else "blobs")
+                    raise InputError(f"{self.path}: table {self.tables[base]} column {col} holds {what} where nsys "
+                                     f"writes {'integers' if declared[col] == 'INTEGER' else 'text'}; the export "
+                                     "is corrupt")
+
+    def close(self):
+        self.sq.close()

@@ -1,0 +1,300 @@
+"""Writing an export's rows into the store, inside the store's ingest transaction.
+
+``load`` is the loader ``read`` hands the store: the raw Arrow tables registered as
+``_nsys_<name>``, reshaped by each table's SELECT (``columns.plan``) straight into the
+store tables, in this order: names (``_strings``), NVTX naming and nesting (each launch
+needs its innermost range), API calls and GPU ops with their launching calls and idle
+gaps, NVTX ranges with their projection, marks, kernel time per range, and the
+summaries the named queries read. Arrow copies are freed as soon as their rows are in.
+The memory limit DuckDB works under is the store's, handed in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+
+from . import nvtx
+from .arrays import small_pages
+from .columns import ENUMS, GAP_TABLES, OP_TABLES, SPECS, STRIP, Plan
+from .launches import LaunchIndex, add_launches, idle_gaps
+
+# Statistics that named queries read instead of aggregating millions of rows at query
+# time (exact medians and quantiles take longer than a query may on 2 cores): summary
+# table -> SELECT over the run's rows ({run}), computed at ingest after the rows.
+_EXEC_STATS = ", ".join(
+    f"avg({m}_ns) AS {m}_avg_ns, median({m}_ns) AS {m}_med_ns, min({m}_ns) AS {m}_min_ns, "
+    f"max({m}_ns) AS {m}_max_ns, coalesce(stddev_samp({m}_ns), 0) AS {m}_stddev_ns"
+    for m in ("total", "api", "queue", "kernel"))
+SUMMARIES = {
+    # kernel-exec: cuda_kern_exec_sum's launch/queue/kernel/total time statistics per
+    # (process, thread, device, launch API, kernel), four exact medians
+    "kernel_exec_sum": f"""
+        WITH k AS (
+            SELECT ((global_pid >> 24) & 16777215)::INTEGER AS pid, (launch_global_tid & 16777215)::INTEGER AS tid,
+                   device_id, api_name_id, name_id, api_end_ns - api_start_ns AS api_ns,
+                   CASE WHEN start_ns - api_end_ns >= 0 THEN start_ns - api_end_ns END AS queue_ns,
+                   end_ns - start_ns AS kernel_ns, greatest(api_end_ns, end_ns) - api_start_ns AS total_ns
+            FROM _kernels WHERE run_id = {{run}} AND api_start_ns IS NOT NULL
+        )
+        SELECT pid, tid, device_id, api_name_id, name_id, count(*) AS launches, count(queue_ns) AS queued,
+               {_EXEC_STATS}
+        FROM k GROUP BY pid, tid, device_id, api_name_id, name_id
+    """,
+    # launch-overhead: per kernel, the latency from the start of the launching call to
+    # the kernel's start (graph kernels: from cudaGraphLaunch), its exact median, p90 and
+    # p99 (one quantile state), the call's median duration, the median queue time
+    "launch_latency_sum": """
+        WITH l AS (
+            SELECT name_id, api_name_id, api_end_ns - api_start_ns AS api_ns, start_ns - api_start_ns AS latency_ns,
+                   CASE WHEN start_ns > api_end_ns THEN start_ns - api_end_ns END AS queue_ns
+            FROM _kernels WHERE run_id = {run} AND api_start_ns IS NOT NULL
+        ), s AS (
+            SELECT name_id, count(*) AS launches, mode(api_name_id) AS api_name_id, median(api_ns) AS api_med_ns,
+                   min(latency_ns) AS latency_min_ns, quantile_cont(latency_ns, [0.5, 0.9, 0.99]) AS q,
+                   max(latency_ns) AS latency_max_ns, median(queue_ns) AS queue_med_ns,
+                   sum(latency_ns)::BIGINT AS total_latency_ns
+            FROM l GROUP BY name_id
+        )
+        SELECT name_id, launches, api_name_id, api_med_ns, latency_min_ns, q[1] AS latency_med_ns,
+               q[2] AS latency_p90_ns, q[3] AS latency_p99_ns, latency_max_ns, queue_med_ns, total_latency_ns
+        FROM s
+    """,
+    # api-summary: cuda_api_sum's statistics per recorded API name, exact median and
+    # sample stddev over every call
+    "api_sum": """
+        SELECT raw_name_id, any_value(name_id) AS name_id, count(*) AS calls, sum(dur_ns) AS total_ns,
+               avg(dur_ns) AS avg_ns, median(dur_ns) AS med_ns, min(dur_ns) AS min_ns,
+               max(dur_ns) AS max_ns, coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
+        FROM (SELECT raw_name_id, name_id, end_ns - start_ns AS dur_ns FROM _api_calls WHERE run_id = {run})
+        GROUP BY raw_name_id
+    """,
+}
+
+_TEMPS = ["api_names", "names", "ev", "bands",
+          *(a.removeprefix("_nsys_") for a in ENUMS)]  # (an enum table made for an export without it)
+
+#: What DuckDB may use, beyond what it holds already, while the activity rows are written
+#: (when the configured limit is higher). Those inserts stream Arrow rows into row groups
+#: that go to disk as they fill and need little memory, but under a high limit DuckDB
+#: keeps what it wrote cached (the 6 M-row benchmark: 1.35-1.43 GB peak RSS without the
+#: lower limit, 1.20-1.21 GB with it, same time; docs/performance.md). What it holds
+#: already (the NVTX tables, millions of rows in a large export) stays: evicting it to
+#: meet a lower limit took seconds.
+WRITING_MEMORY_MARGIN = 500 * 10**6
+_SIZE_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
+
+
+@contextlib.contextmanager
+def writing_memory(con, memory_limit: str):
+    """DuckDB's memory limit at most what it uses now plus WRITING_MEMORY_MARGIN inside;
+    ``memory_limit`` (the store's configured limit) set back after."""
+    shown = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]  # e.g. '11.1 GiB'
+    used = con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0] or 0
+    target = int(used) + WRITING_MEMORY_MARGIN
+    number, _, unit = shown.partition(" ")
+    if unit not in _SIZE_UNITS or float(number) * _SIZE_UNITS[unit] <= target:
+        yield  # already that low (or a form we do not read): left as it is
+        return
+    con.execute(f"SET memory_limit = '{target // 10**6}MB'")
+    try:
+        yield
+    finally:
+        con.execute(f"SET memory_limit = '{memory_limit}'")
+
+
+_FLUSH_SETTINGS = ("allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold")
+
+
+@contextlib.contextmanager
+def _flushing_allocator(con):
+    """DuckDB's allocator gives what a query frees back to the system at once inside
+    (its defaults keep up to 128 MB a thread, 512 MB after a bulk free, for the next
+    query): the NVTX naming query of a large export frees GBs that the NumPy nesting
+    after it needs (12 M ranges: 0.8 GB lower peak RSS). Not for the whole ingest: the
+    activity inserts would pay for it in page faults (docs/performance.md)."""
+    try:
+        before = [con.execute(f"SELECT current_setting('{s}')").fetchall()[0][0] for s in _FLUSH_SETTINGS]
+    except Exception:  # a DuckDB without the settings: nothing to change
+        yield
+        return
+    for name in _FLUSH_SETTINGS:
+        con.execute(f"SET {name} = '0MB'")
+    try:
+        yield
+    finally:
+        for name, value in zip(_FLUSH_SETTINGS, before, strict=True):
+            with contextlib.suppress(Exception):  # (not in an aborted transaction: kept, it costs only time)
+                con.execute(f"SET {name} = '{value}'")
+
+
+def insert(con, table: str, run_id: int, select: str) -> int:
+    """INSERT the rows of ``select`` into ``table`` with ``run_id``; the number of rows."""
+    n = con.execute(f"INSERT INTO {table} BY NAME SELECT {int(run_id)}::INTEGER AS run_id, * FROM ({select})").fetchall()
+    return int(n[0][0]) if n else 0
+
+
+def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], names: list[str],
+                    nest: nvtx.Nest, rows: dict[str, int]) -> nvtx.Projection:
+    """Write the API calls and GPU ops (counts into ``rows``), then free their Arrow
+    copies; returns the innermost ranges' GPU op totals (nvtx.range_totals).
+
+    The API calls are written by DuckDB on a side thread, which then computes the GPU
+    ops' idle gaps, while the GPU ops find their launching calls in NumPy here (the
+    two take about as long); the connection is not touched here until that insert is
+    done."""
+    with ThreadPoolExecutor(max_workers=1) as side:
+        api_insert = side.submit(insert, con, "_api_calls", run_id, plans["api_calls"].select)
+        gaps = side.submit(idle_gaps, {t: raw[t] for t in GAP_TABLES if t in raw})
+        try:
+            launched, calls, ranges = {}, {}, {}
+            totals = nvtx.Projection.empty()
+            if "api_calls" in raw:
+                api = raw["api_calls"]
+                index = LaunchIndex(api)
+                for t in GAP_TABLES:
+                    if t in raw:
+                        launched[t], calls[t], ranges[t] = add_launches(raw[t], api, index, nest)
+                proj = [t for t in OP_TABLES if t in launched]  # as nsys: not whole graph executions
+                totals = nvtx.range_totals([ranges[t] for t in proj], [launched[t] for t in proj],
+                                           [calls[t] for t in proj], api.num_rows)
+                del api, index, calls, ranges
+        finally:
+            rows["api_calls"] = api_insert.result()
+            gaps = gaps.result()
+    for t in [t for t in GAP_TABLES if t in raw]:
+        tbl = launched.pop(t, raw[t])
+        for name, arr in zip(("_tk_stream_gap", "_tk_device_gap"), gaps[t], strict=True) if t in gaps else ():
+            tbl = tbl.append_column(name, arr)  # (none for a table without the columns gaps need)
+        raw[t] = tbl  # one reference only: freed with raw[t] below
+        con.register(f"_nsys_{t}", tbl)
+    for target, plan in plans.items():
+        if target != "api_calls":
+            rows[target] = insert(con, SPECS[target].table or target, run_id, plan.select)
+    # the activity rows are in the store now: free their Arrow copies before the NVTX work
+    for name in [n for n in raw if n not in ("nvtx", "strings")]:
+        con.unregister(f"_nsys_{name}")
+        names.remove(f"_nsys_{name}")
+        del raw[name]
+    return totals
+
+
+def _write_nvtx(con, run_id: int, ranges: pa.Table) -> dict[str, int]:
+    """NVTX ranges (``ranges``: named, with depth, parent, path and GPU projection,
+    nvtx.project); marks; kernel time per innermost range. Runs after the op tables are
+    written (their ``nvtx_range_id``)."""
+    con.register("_nsys_ranges", ranges)
+    try:
+        rows = {}
+        rows["nvtx_ranges"] = insert(con, "nvtx_ranges", run_id, """
+            SELECT range_id, style, domain_id, domain, text, domain || ':' || text AS name,
+                   start_ns, end_ns, end_ns - start_ns AS dur_ns, ended,
+                   global_tid, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
+                   end_global_tid, CAST(end_global_tid & 16777215 AS INTEGER) AS end_tid,
+                   depth, parent_id, path, children, proj_start_ns, proj_end_ns,
+                   proj_end_ns - proj_start_ns AS proj_dur_ns, gpu_ops, category, color
+            FROM _nsys_ranges
+            WHERE style <> 'Mark'
+        """)
+    finally:
+        con.unregister("_nsys_ranges")
+    rows["nvtx_marks"] = insert(con, "nvtx_marks", run_id, """
+        SELECT start_ns AS ts_ns, domain, text, domain || ':' || text AS name, global_tid,
+               CAST((global_tid >> 24) & 16777215 AS INTEGER) AS pid, CAST(global_tid & 16777215 AS INTEGER) AS tid,
+               category, color
+        FROM _nsys_named WHERE style = 'Mark'
+    """)
+    # kernel time per (innermost push/pop range, kernel): what kernels-by-nvtx sums along
+    # range paths. Kernels launched outside every range have no range.
+    rows["nvtx_kernel_sum"] = insert(con, "nvtx_kernel_sum", run_id, f"""
+        SELECT k.nvtx_range_id, n.value AS name, k.launches, k.total_ns, k.min_ns, k.max_ns
+        FROM (SELECT nvtx_range_id, name_id, count(*) AS launches, sum(dur_ns)::BIGINT AS total_ns,
+                     min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
+              FROM (SELECT nvtx_range_id, name_id, end_ns - start_ns AS dur_ns
+                    FROM _kernels WHERE run_id = {int(run_id)})
+              GROUP BY nvtx_range_id, name_id) k
+        LEFT JOIN _strings n ON n.string_id = k.name_id
+    """)
+    return rows
+
+
+@small_pages()
+def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], memory_limit: str) -> dict[str, int]:
+    """Reshape the raw Arrow tables into the store tables, in the caller's transaction;
+    ``memory_limit``: the store's DuckDB memory limit, set back after a phase that lowers
+    it. Returns the rows written per table."""
+    names = []
+    for name, tbl in raw.items():
+        con.register(f"_nsys_{name}", tbl)
+        names.append(f"_nsys_{name}")
+    for alias, (_, labels) in ENUMS.items():
+        if alias.removeprefix("_nsys_") not in raw:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
+            con.executemany(f"INSERT INTO {alias} VALUES (?, ?)", list(enumerate(labels)))
+    rows: dict[str, int] = {}
+    try:
+        _names(con, raw)
+        # NVTX nesting first: the op inserts take each launch's innermost range
+        names += ["_nsys_ev", "_nsys_named"]  # (registered by nvtx.prepare: unregistered here on error too)
+        if "nvtx" in raw:  # read by nvtx.prepare alone, which frees its Arrow rows once named
+            con.unregister("_nsys_nvtx")
+            names.remove("_nsys_nvtx")
+        with _flushing_allocator(con):
+            nest = nvtx.prepare(con, raw)
+        with writing_memory(con, memory_limit):
+            totals = _write_activity(con, run_id, raw, plans, names, nest, rows)
+        ops = " UNION ALL ".join(
+            f"SELECT correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns "
+            f"FROM {SPECS[t].table or t} WHERE run_id = {int(run_id)}" for t in OP_TABLES)
+        ranges = nvtx.project(con, ops, nest, totals)  # (frees the nesting arrays as it goes)
+        del nest, totals
+        rows.update(_write_nvtx(con, run_id, ranges))
+        del ranges
+        for table, select in SUMMARIES.items():
+            rows[table] = insert(con, table, run_id, select.format(run=int(run_id)))
+    except BaseException:
+        # the transaction is aborted: the caller rolls back, which drops the temp tables
+        for n in names:
+            try:
+                con.unregister(n)
+            except Exception:  # noqa: S110 - nothing more to clean in an aborted transaction
+                pass
+        raise
+    for n in names:
+        con.unregister(n)
+    con.execute("DROP VIEW IF EXISTS _nsys_rng")
+    for t in _TEMPS:
+        con.execute(f"DROP TABLE IF EXISTS _nsys_{t}")
+    return rows
+
+
+def _names(con, raw: dict[str, pa.Table]) -> None:
+    """``_nsys_names``: each export string with nsys's API-name suffix rule applied once
+    per string (not once per call), and the store-wide ``_strings`` ids of both forms,
+    after adding the kernel and API names this export brings that the store lacks."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _nsys_api_names AS "
+                f"SELECT id, value, {STRIP.format('value')} AS stripped FROM _nsys_strings")
+    used = [f'SELECT "{c}" AS id, {api} AS api FROM _nsys_{t}'
+            for t, cols, api in (("kernels", ("demangledName", "shortName"), "false"), ("api_calls", ("nameId",), "true"))
+            if t in raw for c in cols if c in raw[t].column_names]
+    if used:
+        con.execute(f"""
+            INSERT INTO _strings
+            WITH u AS (SELECT DISTINCT id, api FROM ({' UNION ALL '.join(used)}))
+            -- ids in name order after the store's last one: the same export always gets
+            -- the same ids in a fresh store
+            SELECT (SELECT coalesce(max(string_id), 0) FROM _strings) + row_number() OVER (ORDER BY v), v FROM (
+                SELECT DISTINCT v FROM (
+                    SELECT n.value AS v FROM _nsys_api_names n JOIN u USING (id)
+                    UNION ALL
+                    SELECT n.stripped FROM _nsys_api_names n JOIN u USING (id) WHERE u.api
+                ) WHERE v IS NOT NULL AND v NOT IN (SELECT value FROM _strings)
+            )
+        """)
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE _nsys_names AS
+        SELECT n.id, n.value, n.stripped, s.string_id AS sid, t.string_id AS stripped_sid
+        FROM _nsys_api_names n LEFT JOIN _strings s ON s.value = n.value LEFT JOIN _strings t ON t.value = n.stripped
+    """)

@@ -5,7 +5,8 @@
 # .nsys-rep (the SQLite export xz-compressed). Compare them with `tracekit diff` (docs/performance.md).
 # Usage (repository root, on the GPU machine; nsys reachable as /work/shared/device/README.md says):
 #   benchmarks/attention_e2e.sh OUTDIR BEFORE_KERNELS_DIR
-# Env: ITERS (30), WARMUP_MS (2000). No install needed: the package is assembled as symlinks
+# Env: ITERS (30), WARMUP_MS (2000), ORDER ("before after": the order of the two captures).
+# No install needed: the package is assembled as symlinks
 # to this checkout's folders (tracekit/, capture/, kernels/, queries/) under a temporary
 # PYTHONPATH entry, so swapping kernels/' contents swaps the kernels; the `tracekit` CLI runs
 # as `python3 -m tracekit.cli` (or, without typer, through tracekit.capture.run.capture).
@@ -38,7 +39,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --
 after=$(mktemp -d)
 cp -r kernels/. "$after/"
 status=0
-for side in before after; do
+for side in ${ORDER:-before after}; do
   src=$before; [ "$side" = after ] && src=$after
   rm -rf kernels && mkdir kernels && cp -r "$src/." kernels/
   echo "== $side $(date -u +%FT%TZ)"

@@ -17,6 +17,7 @@ import triton.language as tl
 from . import tiles
 from ._common import interpret_mode
 from ._dense import _general_mask, _silu
+from ._launch import launch
 
 
 @triton.jit
@@ -232,6 +233,9 @@ def _cached_block(
                     tot += tl.load(WS + j * stride_ws + c_off, mask=rows, other=0.0, cache_modifier=".cg")
                 tl.store(OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot
                          + (c0 + offs_c)[None, :], tot.to(OUT.dtype.element_ty), mask=rows)
+            # every other program of this block has arrived: reset the counter for the next
+            # launch, so the counters stay zero between launches and need no fill per call
+            tl.atomic_xchg(CNT + h * total + start + m0, 0, sem="relaxed")
 
 
 @triton.jit
@@ -376,6 +380,48 @@ def _sm_count(device) -> int:
     return _SM_COUNT[idx]
 
 
+_HANDLES: dict = {}  # compiled kernels per specialisation (see _launch)
+_BUFFERS: dict = {}  # (device type, index, stream handle) -> [workspace, counters], grown on demand
+
+
+def _split_buffers(device, ws_numel: int, cnt_numel: int):
+    """The split kernel's fp32 workspace (at least ``ws_numel`` elements) and int32 arrival
+    counters (at least ``cnt_numel``, all zero) for the current stream of ``device``.
+
+    Eager calls reuse one pair per (device, stream), grown to the next power of two when a
+    call needs more: launches on one stream run in order, so they never share the buffers
+    at the same time, and launches on other streams get their own pair. The kernel leaves
+    every counter it used at zero, so only a new pair is filled (queued on the stream, no
+    host sync); a replaced pair is freed through PyTorch's stream-ordered allocator, after
+    the launches queued on it. While the stream is being captured into a CUDA graph, the
+    pair is allocated per call from the graph's memory pool instead, which the graph keeps
+    for its replays (a persistent pair could be replaced while the graph still points at
+    it). Not for streams of other processes: CUDA IPC of these buffers is not supported."""
+    import torch
+
+    if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            return (torch.empty(ws_numel, dtype=torch.float32, device=device),
+                    torch.zeros(cnt_numel, dtype=torch.int32, device=device))
+        stream = torch.cuda.current_stream(device)
+        key = (device.type, stream.device_index, stream.cuda_stream)
+    else:
+        key = (device.type, device.index, 0)  # (the interpreter runs launches one by one)
+    pair = _BUFFERS.get(key)
+    if pair is None or pair[0].numel() < ws_numel:
+        ws = torch.empty(triton.next_power_of_2(ws_numel), dtype=torch.float32, device=device)
+        pair = _BUFFERS[key] = [ws, pair[1] if pair is not None else None]
+    if pair[1] is None or pair[1].numel() < cnt_numel:
+        pair[1] = torch.zeros(triton.next_power_of_2(cnt_numel), dtype=torch.int32, device=device)
+    return pair[0], pair[1]
+
+
+def release_split_buffers() -> None:
+    """Drop the cached split workspaces and counters of every device and stream (their
+    memory goes back to PyTorch's allocator once the launches queued on them have run)."""
+    _BUFFERS.clear()
+
+
 def hstu_cached_fwd(
     q, k, v, seq_offsets, cache, *, max_seq_len, alpha, num_targets, contextual_seq_len,
     max_attn_len, max_new_len=None, config=None, out=None,
@@ -459,13 +505,13 @@ def hstu_cached_fwd(
     else:
         grid = (B * H * G * split,) if g_fast else (B * H, G, split)
     if split > 1:
-        # per-token fp32 partial sums of each key run, and per (head, query block) arrival counts
-        ws = torch.empty(split, L, H, D_V, dtype=torch.float32, device=q.device)
-        cnt = torch.zeros(H * L, dtype=torch.int32, device=q.device)
+        # per-token fp32 partial sums of each key run, and per (head, query block) arrival
+        # counts (zero before and after every launch: the last program of a block resets its own)
+        ws, cnt = _split_buffers(q.device, split * L * H * D_V, H * L)
+        ws = ws[: split * L * H * D_V].view(split, L, H, D_V)
     else:
         ws, cnt = out, seq_offsets
-    global LAST_KERNEL
-    LAST_KERNEL = _hstu_cached_kernel[grid](
+    args = (
         q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets,
         num_targets if num_targets is not None else seq_offsets,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
@@ -474,10 +520,17 @@ def hstu_cached_fwd(
         ws, cnt, ws.stride(0), ws.stride(1) if split > 1 else 0, ws.stride(2) if split > 1 else 0,
         float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, contextual_seq_len, max_attn_len, num_pt,
         L, G, B,
+    )
+    consts = dict(
         H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
         HAS_TARGETS=num_targets is not None, GENERAL=contextual_seq_len > 0 or max_attn_len > 0,
         FAST_SILU=fast, PAGES=pages, MAXP=maxp, DIAG_TILE=diag_tile, SPLIT=split,
         FENCE=q.device.type == "cuda" and not interpret_mode(), G_FAST=g_fast, CHUNK=min(64, D_V),
-        LOOP=G < blocks and not flat, FLAT=flat, BPOW=triton.next_power_of_2(B + 1) if flat else 1, **cfg,
+        LOOP=G < blocks and not flat, FLAT=flat, BPOW=triton.next_power_of_2(B + 1) if flat else 1,
     )
+    global LAST_KERNEL
+    if pages == 3:  # tensor descriptors: the JIT converts them per call
+        LAST_KERNEL = _hstu_cached_kernel[grid](*args, **consts, **cfg)
+    else:
+        LAST_KERNEL = launch(_hstu_cached_kernel, _HANDLES, grid, args, consts, cfg, q.device)
     return out

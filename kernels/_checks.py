@@ -17,6 +17,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ._launch import launch
+
 _BLOCK = 128
 _PAGES = 64
 
@@ -63,14 +65,6 @@ def _check_kernel(SEQ_OFFSETS, NUM_TARGETS, CACHE_LENS, PAGE_TABLE, stride_pt,
 _LAUNCHERS: dict = {}
 
 
-def _spec(x) -> tuple:
-    """What Triton specialises a kernel on for one argument (its cache key): a tensor's dtype
-    and 16-byte alignment; an int's width, whether it is 1 and whether 16 divides it."""
-    if isinstance(x, int):
-        return (-(2**31) <= x < 2**31, x == 1, x % 16 == 0)
-    return (x.dtype, x.data_ptr() % 16 == 0)
-
-
 def check_on_device(seq_offsets, total: int, max_seq_len: int, num_targets=None, cache=None) -> None:
     """Queue the value checks of one call on the current stream (returns at once).
 
@@ -86,17 +80,7 @@ def check_on_device(seq_offsets, total: int, max_seq_len: int, num_targets=None,
             cache.cache_lens if cache is not None else seq_offsets, pt, pt.stride(0),
             n_seq, total, max_seq_len, int(pt.shape[1]) if cache is not None else 0,
             int(cache.k_cache.shape[0]) if cache is not None else 0)
-    consts = (num_targets is not None, cache is not None, cache.page_size if cache is not None else 1, _BLOCK,
-              _PAGES)
-    grid = (triton.cdiv(n_seq, _BLOCK),)
-    key = (seq_offsets.device.index, consts, tuple(_spec(a) for a in args))
-    compiled = _LAUNCHERS.get(key)
-    if compiled is not None:
-        compiled[(grid[0], 1, 1)](*args, *consts)  # the compiled runner wants all three grid sizes
-        return
-    compiled = _check_kernel[grid](
-        *args, HAS_TARGETS=consts[0], HAS_CACHE=consts[1], PAGE=consts[2], BLOCK=_BLOCK, PAGES=_PAGES,
-        num_warps=4, debug=True, sanitize_overflow=False,
-    )
-    if compiled is not None and hasattr(compiled, "run") and seq_offsets.device.type == "cuda":
-        _LAUNCHERS[key] = compiled
+    consts = dict(HAS_TARGETS=num_targets is not None, HAS_CACHE=cache is not None,
+                  PAGE=cache.page_size if cache is not None else 1, BLOCK=_BLOCK, PAGES=_PAGES)
+    launch(_check_kernel, _LAUNCHERS, (triton.cdiv(n_seq, _BLOCK),), args, consts,
+           dict(num_warps=4, debug=True, sanitize_overflow=False), seq_offsets.device)

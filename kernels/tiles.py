@@ -86,7 +86,10 @@ def lookup(kernel: str, device, dtype, d_qk: int, d_v: int, max_seq_len: int) ->
     CPU devices (the interpreter) have none."""
     if device.type != "cuda":
         return None
-    key = (kernel, device.index, dtype, d_qk, d_v, bucket(max_seq_len), str(tiles_path()))
+    # the tuning file's path follows from these two variables (tiles_path); reading them is
+    # cheaper than building the path on every call
+    key = (kernel, device.index, dtype, d_qk, d_v, bucket(max_seq_len), os.environ.get(TILES_ENV),
+           os.environ.get("HOME"))
     if key not in _memo:
         name, major = _device(device)
         bkt = bucket(max_seq_len)

@@ -448,6 +448,36 @@ def test_cached_page_modes(cfg):
         assert _rel(out, ref) < TOL[torch.float32]
 
 
+def test_cached_split_buffers_reused_and_reset():
+    """The split kernel's workspace and arrival counters persist between calls (grown on
+    demand): each launch leaves its counters at zero, so the next call's blocks are still
+    summed and written (a counter left at 1 would leave the poisoned output in place)."""
+    from tracekit.kernels import _cached
+
+    g = _gen()
+    H, d, dv = 2, 32, 16
+    _cached.release_split_buffers()
+    seen = []
+    for hist, new in (([40, 0, 7], [5, 3, 20]), ([33, 50], [9, 40]), ([40, 0, 7], [5, 3, 20])):
+        ho, no = _offsets(hist), _offsets(new)
+        kh, vh = _rand(g, sum(hist), H, d, dtype=torch.float32), _rand(g, sum(hist), H, dv, dtype=torch.float32)
+        q, k = _rand(g, sum(new), H, d, dtype=torch.float32), _rand(g, sum(new), H, d, dtype=torch.float32)
+        v = _rand(g, sum(new), H, dv, dtype=torch.float32)
+        cache = build_paged_kv_cache(kh, vh, ho, max_len=100, generator=g)
+        out = _poison(sum(new), H, dv, torch.float32)
+        _cached.hstu_cached_fwd(q, k, v, no, cache, max_seq_len=100, alpha=0.4, num_targets=None, out=out,
+                                contextual_seq_len=0, max_attn_len=0,
+                                config=dict(BLOCK_M=16, BLOCK_N=32, SPLIT=3, FLAT=True, PAGES=1))
+        c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
+        ref = hstu_attention_cached_reference(*_d64(q, k, v), no, c64, max_seq_len=100, alpha=0.4)
+        assert _rel(out, ref) < TOL[torch.float32]
+        (ws, cnt), = _cached._BUFFERS.values()
+        assert int(cnt.abs().sum()) == 0
+        seen.append((ws.data_ptr(), ws.numel(), cnt.numel()))
+    assert seen[2] == seen[1] and seen[1][1] > seen[0][1]  # grown once, then reused
+    _cached.release_split_buffers()
+
+
 # ----------------------------------------------------------------------------- value checks
 
 
@@ -556,6 +586,65 @@ def test_gpu_default_calls_never_sync():
     c32 = PagedKVCache(cache.k_cache.float(), cache.v_cache.float(), cache.page_table, cache.cache_lens)
     ref = hstu_attention_cached_reference(q.float(), k.float(), v.float(), off, c32, **kw)
     assert _rel(outs[1], ref) < TOL[torch.bfloat16]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_gpu_cached_split_buffers_streams_and_graphs():
+    """The split kernel's persistent workspace and counters: calls queued back to back on two
+    streams at once, and a call captured in a CUDA graph then replayed after eager calls of
+    another size (which grow the eager buffers), all equal their float32 reference."""
+    from tracekit.kernels import _cached
+
+    g = _gen()
+    H, d = 4, 128
+    _cached.release_split_buffers()
+
+    def case(hist, new):
+        q, k, v = (_rand(g, sum(new), H, d, dtype=torch.bfloat16) for _ in range(3))
+        kh, vh = (_rand(g, sum(hist), H, d, dtype=torch.bfloat16) for _ in range(2))
+        cache = build_paged_kv_cache(kh, vh, _offsets(hist), max_len=2048, generator=g)
+        off, nt = _offsets(new), torch.tensor([min(64, x) for x in new], device=DEV)
+        kw = dict(max_seq_len=2048, alpha=0.1, num_targets=nt)
+        c32 = PagedKVCache(cache.k_cache.float(), cache.v_cache.float(), cache.page_table, cache.cache_lens)
+        ref = hstu_attention_cached_reference(q.float(), k.float(), v.float(), off, c32, **kw)
+        return (lambda out: _cached.hstu_cached_fwd(q, k, v, off, cache, out=out, contextual_seq_len=0,
+                                                    max_attn_len=0, config=dict(SPLIT=2), **kw)), ref
+
+    small, big = case([300, 0, 1000], [200, 64, 129]), case([700, 900, 1200, 33], [500, 300, 400, 640])
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = [[], []]
+    torch.cuda.synchronize()
+    for _ in range(20):
+        for i, st in enumerate(streams):
+            with torch.cuda.stream(st):
+                fn, ref = (small, big)[i]
+                o = torch.full_like(ref, float("nan"), dtype=torch.bfloat16)
+                fn(o)
+                outs[i].append(o)
+    torch.cuda.synchronize()
+    for i in range(2):
+        assert all(_rel(o, (small, big)[i][1]) < TOL[torch.bfloat16] for o in outs[i])
+    graph_out = torch.full_like(small[1], float("nan"), dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        small[0](graph_out)  # warm-up outside the capture (compiles)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        small[0](graph_out)
+    _cached.release_split_buffers()
+    for _ in range(3):
+        eager = torch.full_like(big[1], float("nan"), dtype=torch.bfloat16)
+        big[0](eager)
+        graph_out.fill_(float("nan"))
+        graph.replay()
+        assert _rel(eager, big[1]) < TOL[torch.bfloat16]
+        assert _rel(graph_out, small[1]) < TOL[torch.bfloat16]
+    torch.cuda.synchronize()
+    assert all(int(cnt.abs().sum()) == 0 for _, cnt in _cached._BUFFERS.values())
+    _cached.release_split_buffers()
 
 
 def test_tiles_file_overrides_builtin_and_default(tmp_path, monkeypatch):

@@ -346,6 +346,10 @@ def test_ingest_name_renames_an_ingested_run(tmp_path, capsys):
     rc, out, _ = _run(capsys, "--db", path, "ingest", str(NCU), "--name", "full")
     assert rc == 0 and "already ingested as run 1 (full, renamed from 'report')" in out
     assert tracekit.open(path, read_only=True).runs()["name"].to_list() == ["full"]
+    for bad in ("7", "all", "latest", " "):  # what --run would read as something else
+        rc, _, err = _run(capsys, "--db", path, "ingest", str(NCU), "--name", bad)
+        assert rc == 2 and err.count("\n") == 1 and "name" in err
+    assert tracekit.open(path, read_only=True).runs()["name"].to_list() == ["full"]
 
 
 def test_a_run_folders_export_is_the_same_run(tmp_path):

@@ -418,6 +418,7 @@ def test_cli_gate_and_formats(store, tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["hstu", "nope"], "no run or sweep 'nope'"),
+    (["²", "hstu"], "no run or sweep '²'"),
     (["hstu", "slow", "--threshold", "0"], "--threshold 0.0: must be a positive percentage"),
     (["hstu", "slow", "--threshold", "-5"], "--threshold -5.0: must be a positive percentage"),
     (["hstu", "slow", "--by", "kernels"], "--by 'kernels': choose from kernel, nvtx, api, memcpy, gpu, ncu, sweep"),

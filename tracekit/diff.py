@@ -90,6 +90,7 @@ import pyarrow as pa
 
 from .errors import ParamError, QueryError
 from .names import cut_text, distinct_labels, short_name
+from .store import RUN_ID
 
 NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu")
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
@@ -156,7 +157,7 @@ class Side:
 
 def _is_file(ref: Any) -> bool:
     text = str(ref).strip()
-    return bool(text) and not text.isdigit() and Path(text).exists()
+    return bool(text) and not RUN_ID.fullmatch(text) and Path(text).exists()
 
 
 def resolve(tk, ref: Any) -> Side:
@@ -176,7 +177,7 @@ def resolve(tk, ref: Any) -> Side:
             res = tk.ingest(source, name=path.name.split(".")[0] if source != path else None)
         text = str(res.run_id)
     rows = []
-    if text.isdigit():
+    if RUN_ID.fullmatch(text):
         rows = con.execute("SELECT run_id, name, kind, json_extract_string(params, '$.sweep') FROM runs WHERE run_id = ?",
                            [int(text)]).fetchall()
     if not rows:

@@ -24,7 +24,7 @@ from . import ranks
 from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
 from .interrupts import SigintWatch
 
-_RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
+RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
 
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
     import polars as pl
@@ -73,6 +73,18 @@ def _tool_version(folder_meta: dict) -> str | None:
         return str(line).strip()
     return m[1] + (f" (build {m[2]})" if m[2] else "")
 
+
+
+def check_run_name(name: str | None) -> str:
+    """``name`` stripped, if it can name a run: not empty, and nothing ``--run`` reads as
+    something else (an id, ``latest``, ``all``)."""
+    name = (name or "").strip()
+    if not name:
+        raise QueryError("a run's name cannot be empty")
+    if RUN_ID.fullmatch(name) or name.lower() in ("latest", "all"):
+        raise QueryError(f"{name!r} cannot name a run: --run reads it as "
+                         f"{'a run id' if name[0].isdigit() else 'a keyword'}; choose another name")
+    return name
 
 @dataclass
 class IngestResult:
@@ -412,6 +424,8 @@ class Tracekit:
         A run folder whose export was ingested alone before takes that run's place.
         Ctrl-C raises ``Interrupted`` saying whether the run was committed; the store
         holds the whole run or nothing of it."""
+        if name is not None:
+            name = check_run_name(name)
         self.last_ingest = None
         self._note_writer(f"`tracekit ingest {path}`")
         with SigintWatch() as self._sigints:
@@ -664,7 +678,7 @@ class Tracekit:
         if not self.path.exists() and str(self.path) != ":memory:":
             raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
         text = str(run).strip()
-        if _RUN_ID.fullmatch(text):
+        if RUN_ID.fullmatch(text):
             rows = self.con.execute("SELECT run_id, name FROM runs WHERE run_id = ?", [int(text)]).fetchall()
             if rows:
                 return rows[0]
@@ -678,12 +692,7 @@ class Tracekit:
 
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run; returns (run id, old name)."""
-        new_name = (new_name or "").strip()
-        if not new_name:
-            raise QueryError("a run's new name cannot be empty")
-        if _RUN_ID.fullmatch(new_name) or new_name.lower() in ("latest", "all"):
-            raise QueryError(f"{new_name!r} cannot name a run: --run reads it as "
-                             f"{'a run id' if new_name[0].isdigit() else 'a keyword'}; choose another name")
+        new_name = check_run_name(new_name)
         run_id, old = self.resolve(run)
         try:
             self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])

@@ -65,7 +65,7 @@ def tightest(start: np.ndarray, end: np.ndarray, first: np.ndarray, is_pp: np.nd
     se_up = _shortest_before(se, se_rank, lower, dur)
     take = (se_up >= 0) & ((pp_up < 0) | (dur[se_up] < dur[pp_up]) | ((dur[se_up] == dur[pp_up]) & (se_up > pp_up)))
     parent = np.where(take, se_up, pp_up)
-    return parent, _chain_length(parent)
+    return parent, chain_length(parent)
 
 
 def _pp_container(end, thread, is_pp, pp_parent, se) -> np.ndarray:
@@ -126,9 +126,9 @@ def _shortest_before(se: np.ndarray, se_rank: np.ndarray, lower: np.ndarray, dur
     return out
 
 
-def _chain_length(parent: np.ndarray) -> np.ndarray:
-    """Ancestors of each node of a forest given by ``parent`` (-1: root), by pointer
-    doubling."""
+def chain_length(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each node of a forest given by ``parent`` (-1: root), by
+    pointer doubling: log2(depth) rounds."""
     depth = (parent >= 0).astype(np.int64)
     up = parent.copy()
     active = np.flatnonzero(up >= 0)

@@ -104,29 +104,15 @@ def enclosing(end: np.ndarray, first: np.ndarray) -> np.ndarray:
 
 
 def enclosing_depth(end: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``enclosing`` and the depth along it (``chain_length``): in one sequential pass
+    """``enclosing`` and the depth along it (``containers.chain_length``): in one sequential pass
     where the compiled helper is built (_nest.c), else by NumPy's pointer jumping."""
     if _nest_native is None:
         parent = enclosing(end, first)
-        return parent, chain_length(parent)
+        return parent, containers.chain_length(parent)
     parent, depth = np.empty(len(end), np.int64), np.empty(len(end), np.int64)
     _nest_native.enclosing(np.ascontiguousarray(end, np.int64), np.ascontiguousarray(first, np.bool_).view(np.uint8),
                            parent, depth)
     return parent, depth
-
-
-def chain_length(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of each node of a forest given by ``parent`` (-1: root), by
-    pointer doubling: log2(depth) rounds."""
-    depth = (parent >= 0).astype(np.int64)
-    up = parent.copy()
-    active = np.flatnonzero(up >= 0)
-    while active.size:
-        u = up[active]
-        depth[active] += depth[u]
-        up[active] = up[u]
-        active = active[up[active] >= 0]
-    return depth
 
 
 class Nest:

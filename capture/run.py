@@ -79,18 +79,10 @@ class _Console:
         self.iters, self.timed, self.warmup, self.bar = iters, 0, 0, None
 
     def __enter__(self):
-        if sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
+        from tracekit.progress import progress_bar
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+        self.bar = progress_bar()
+        if self.bar is not None:
             self.task = self.bar.add_task("warm-up", total=self.iters)
             self.bar.start()
         return self

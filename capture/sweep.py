@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -233,10 +232,6 @@ def _folder_from_error(message: str) -> str | None:
 
 def _progress(enabled: bool):
     """A bar over the points, on stderr and only when stderr is a terminal."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from tracekit.progress import progress_bar
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+    return progress_bar(transient=False) if enabled else None

@@ -239,19 +239,9 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
     from contextlib import nullcontext
 
     from . import distributed
+    from .progress import progress_bar
 
-    bar = None
-    if sys.stderr.isatty():
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        bar = Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       transient=True)
+    bar = progress_bar()
     failed = []
 
     def report(o) -> None:
@@ -264,7 +254,7 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
             bar.advance(task)
 
     with bar if bar is not None else nullcontext():
-        task = bar.add_task("files", total=len(files)) if bar is not None else None
+        task = bar.add_task("ingest", total=len(files)) if bar is not None else None
         distributed.ingest_many(tk, files, workers=workers, scheduler=scheduler, name=name, params=params,
                                 on_outcome=report)
     if failed:

@@ -114,8 +114,8 @@ def _value(m):
 
 def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
     """Parse a .ncu-rep -> (meta, kernels, metrics), in a child interpreter (see the
-    module's docstring); its one-line refusal is raised here as the same InputError."""
-    check_container(path)
+    module's docstring); its one-line refusal (the container check included) is raised
+    here as the same InputError."""
     with tempfile.TemporaryDirectory(prefix="tracekit-ncu-") as tmp:
         proc = subprocess.run([sys.executable, "-m", __name__, str(path), tmp], capture_output=True, text=True)
         lines = proc.stderr.strip().splitlines()

@@ -511,34 +511,54 @@ def test_default_ingest_memory_limit(monkeypatch):
     assert ingest_memory_limit() == "3GB"
 
 
-def test_activity_rows_are_written_under_a_lower_memory_limit():
-    """The op inserts run under what DuckDB holds plus WRITING_MEMORY_MARGIN when the
-    configured limit is higher (what it holds is not evicted), and the configured limit
-    is set back after, also when they fail; a lower configured limit is left as it is."""
+def test_memory_limit_is_a_budget_of_the_whole_process():
+    """TRACEKIT_MEMORY_LIMIT bounds the process: DuckDB is given the budget less the
+    process's other resident memory (at least DUCKDB_FLOOR), and while rows are written
+    at most what it holds plus WRITING_MEMORY_MARGIN; the configured limit is set back
+    after, also when a write fails."""
     import duckdb
 
-    from tracekit.ingest.nsys.write import WRITING_MEMORY_MARGIN, writing_memory
+    from tracekit.ingest.budget import (
+        DUCKDB_FLOOR,
+        WRITING_MEMORY_MARGIN,
+        MemoryBudget,
+        rss,
+        setting_bytes,
+    )
 
     con = duckdb.connect()
 
-    def limit():
-        return con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    def limit():  # (DuckDB shows it cut to 0.1 GiB)
+        return setting_bytes(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
 
-    def used():
-        return con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0]
+    assert [setting_bytes(t) for t in ("4GB", "800 MB", "3.7 GiB", "1.5gib", "80%")] == [
+        4 * 10**9, 800 * 10**6, int(3.7 * 2**30), int(1.5 * 2**30), None]
 
     con.execute("CREATE TEMP TABLE held AS SELECT range(10000000) AS i")  # ~80 MB held
-    for configured in ("3GB", "300MB"):
+    for configured, margin in (("3GB", None), ("3GB", WRITING_MEMORY_MARGIN), (f"{(rss() + 400 * 10**6) // 10**6}MB", None),
+                               ("100MB", None)):
         con.execute(f"SET memory_limit = '{configured}'")
-        before, held = limit(), used()
-        expected = f"{(held + WRITING_MEMORY_MARGIN) // 10**6}MB" if configured == "3GB" else configured
-        check = duckdb.connect()
-        check.execute(f"SET memory_limit = '{expected}'")
-        with pytest.raises(RuntimeError), writing_memory(con, configured):
-            assert limit() == check.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
-            assert used() >= held  # nothing evicted
-            raise RuntimeError("an insert failed")
+        before = limit()
+        budget = MemoryBudget(con, configured)
+        held = budget.duckdb_bytes()
+        other = rss() - held
+        budget.share(margin)
+        total = setting_bytes(configured)
+        want = min(total, max(total - other, DUCKDB_FLOOR))
+        if margin is not None:
+            want = min(want, held + margin)
+        assert abs(limit() - want) < 0.1 * 2**30 + 30 * 10**6, (configured, margin, limit(), want)
+        budget.restore()
         assert limit() == before
+    # while rows are written: no more than DuckDB holds plus the margin
+    con.execute("SET memory_limit = '3GB'")
+    budget = MemoryBudget(con, "3GB")
+    with pytest.raises(RuntimeError), budget.writing():
+        assert limit() < budget.duckdb_bytes() + WRITING_MEMORY_MARGIN + 10**6
+        raise RuntimeError("an insert failed")
+    assert limit() > budget.duckdb_bytes() + WRITING_MEMORY_MARGIN  # the share without margin again
+    budget.restore()
+    assert limit() == setting_bytes("2.7 GiB")
 
 
 def _ranges(rng, threads: int, n: int) -> list[tuple]:

@@ -47,8 +47,8 @@ class Parsed:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     #: callables ``(con, run_id, *, memory_limit) -> {table: rows}`` that write straight
     #: into the store inside the ingest transaction (for sources reshaped by SQL, like
-    #: nsys exports); ``memory_limit``: DuckDB's limit the store set, which a loader that
-    #: lowers it for a phase sets back after
+    #: nsys exports); ``memory_limit``: the store's limit, a budget of the whole process
+    #: (``tracekit.ingest.budget``), which a loader that changes DuckDB's limit sets back after
     loaders: list = field(default_factory=list)
 
 

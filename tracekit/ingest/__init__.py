@@ -50,6 +50,9 @@ class Parsed:
     #: nsys exports); ``memory_limit``: the store's limit, a budget of the whole process
     #: (``tracekit.ingest.budget``), which a loader that changes DuckDB's limit sets back after
     loaders: list = field(default_factory=list)
+    #: estimated peak resident memory of the ingest, bytes (``budget``; None: not
+    #: estimated): the store refuses the run before writing where its limit is smaller
+    memory_need: int | None = None
 
 
 def _plugins():

@@ -18,8 +18,8 @@ import re
 #: budget leaves it more): the 6 M-row benchmark's activity inserts took 1.35-1.43 GB peak
 #: RSS without this cap, 1.20-1.21 GB with it, in the same time (docs/performance.md).
 WRITING_MEMORY_MARGIN = 500 * 10**6
-#: The least DuckDB is given, whatever the arrays hold: its queries fail rather than
-#: spill below a few hundred MB
+#: The least DuckDB is given, whatever the arrays hold (a budget smaller than the process
+#: itself is refused by the estimate, before DuckDB fails on its first table)
 DUCKDB_FLOOR = 200 * 10**6
 
 
@@ -34,6 +34,49 @@ def setting_bytes(text: str) -> int | None:
     if not m or m.group(2).lower() not in _UNITS:
         return None
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+#: The process may go this share over its budget where the arrays alone leave DuckDB
+#: less than its floor (12 M NVTX ranges under 4GB: 4.3 GB); an ingest estimated to need
+#: more than the budget and this share is refused before it starts
+OVER_BUDGET = 0.125
+
+# What an nsys ingest needs at its peak (resident memory of the process), calibrated on
+# benchmarks/ingest_bench.py's exports (docs/performance.md, eighth session): the process
+# with its libraries, plus per row of the export's activity tables and of NVTX_EVENTS
+# (the named ranges, their nesting arrays and projection, their Arrow copies).
+NEED_BASE = 250 * 10**6
+NEED_PER_ACTIVITY_ROW = 175
+NEED_PER_NVTX_ROW = 250
+
+
+def nsys_need(activity_rows: int, nvtx_rows: int) -> int:
+    """Estimated peak resident memory, bytes, of ingesting an nsys export with these rows."""
+    return NEED_BASE + NEED_PER_ACTIVITY_ROW * activity_rows + NEED_PER_NVTX_ROW * nvtx_rows
+
+
+def duckdb_setting(memory_limit: str) -> str:
+    """DuckDB's limit for a budget ``memory_limit``: the budget, but not below ``DUCKDB_FLOOR``
+    (a budget smaller than the process itself is refused by the estimate, not by DuckDB
+    failing to create a table)."""
+    n = setting_bytes(memory_limit)
+    return f"{DUCKDB_FLOOR // 10**6}MB" if n is not None and n < DUCKDB_FLOOR else memory_limit
+
+
+def shortage(source: str, need: int, memory_limit: str) -> str:
+    """The one line for an ingest that does not fit its memory limit: how much it needs,
+    and the setting that gives it that."""
+    gb = -(-need // 10**8) / 10  # up to the next 0.1 GB
+    return (f"{source}: needs about {gb:.1f} GB of memory, more than its memory limit "
+            f"TRACEKIT_MEMORY_LIMIT={memory_limit}; set TRACEKIT_MEMORY_LIMIT={gb:.1f}GB or more "
+            f"(nothing was written)")
+
+
+def fits(need: int | None, memory_limit: str) -> bool:
+    """Whether an ingest estimated to need ``need`` bytes (None: not estimated) may run
+    under ``memory_limit``."""
+    budget = setting_bytes(memory_limit)
+    return need is None or budget is None or need <= budget * (1 + OVER_BUDGET)
 
 
 def rss() -> int:
@@ -60,20 +103,20 @@ class MemoryBudget:
 
     def share(self, margin: int | None = None) -> None:
         """DuckDB's limit: the budget less the rest of the process's memory (at least
-        ``DUCKDB_FLOOR``, at most the budget), and with ``margin`` at most what DuckDB
+        ``DUCKDB_FLOOR``), and with ``margin`` at most what DuckDB
         holds plus it. Set lower than what DuckDB holds, it evicts as it needs room
         (written rows cost nothing to evict; temporary ones go to its spill files)."""
         if self.budget is None:
             return
         held = self.duckdb_bytes()
-        target = min(self.budget, max(self.budget - (rss() - held), DUCKDB_FLOOR))
+        target = max(self.budget - max(rss() - held, 0), DUCKDB_FLOOR)
         if margin is not None:
             target = min(target, held + margin)
         self.con.execute(f"SET memory_limit = '{target // 10**6}MB'")
 
     def restore(self) -> None:
         with contextlib.suppress(Exception):  # (not in an aborted transaction: the store sets it back)
-            self.con.execute(f"SET memory_limit = '{self.setting}'")
+            self.con.execute(f"SET memory_limit = '{duckdb_setting(self.setting)}'")
 
     @contextlib.contextmanager
     def writing(self):

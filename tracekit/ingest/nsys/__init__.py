@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ...errors import InputError
 from .. import Parsed
+from ..budget import nsys_need
 from . import write
 from .arrays import small_pages
 from .columns import ENUMS, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, plan
@@ -97,6 +98,8 @@ def _read(export: Export, path: Path) -> Parsed:
         gpu_names = sorted({n for n in raw["gpus"].column("name").to_pylist() if n})
     if gpu_names:
         meta["gpu"] = ", ".join(gpu_names)
-    parsed = Parsed(kind=KIND, meta=meta)
+    nvtx_rows = raw["nvtx"].num_rows if "nvtx" in raw else 0
+    parsed = Parsed(kind=KIND, meta=meta, memory_need=nsys_need(sum(t.num_rows for t in raw.values()) - nvtx_rows,
+                                                                  nvtx_rows))
     parsed.loaders.append(functools.partial(write.load, raw=raw, plans=plans))
     return parsed

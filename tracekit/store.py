@@ -39,8 +39,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: 3: kernel_exec_sum computed at ingest; 4: launch_latency_sum computed at ingest;
 #: 5: api_sum computed at ingest, _strings ids in name order; 6: content hashes are
 #: XXH3-128; 7: the derived columns of _kernels and _api_calls are computed by their views;
-#: 8: graph_execs (whole CUDA graph launches), gpu_ops with context_id and graph launches.
-SCHEMA_VERSION = 8
+#: 8: graph_execs (whole CUDA graph launches), gpu_ops with context_id and graph launches;
+#: 9: nvtx_path_kernel_sum computed at ingest.
+SCHEMA_VERSION = 9
 
 
 def ingest_memory_limit() -> str:

@@ -498,14 +498,18 @@ class RangeColumns:
         self.words = nest.path.dictionary
         nest.path = nest.range_id = None
 
+    def paths(self, range_id: np.ndarray) -> pa.DictionaryArray:
+        """The paths of the ranges ``range_id`` (NULL where a range does not nest)."""
+        path = self.path[range_id]
+        return pa.DictionaryArray.from_arrays(pa.array(path, mask=path == -1), self.words)
+
     def take(self, range_id: np.ndarray) -> dict[str, pa.Array]:
         """The columns (``NAMES``) of the ranges ``range_id``, NULL where there is no value."""
         def masked(values, fill):
             return pa.array(values, mask=values == fill)
 
-        path = self.path[range_id]
         return {"depth": masked(self.depth[range_id], -1), "parent_id": masked(self.parent[range_id].astype(np.int64), -1),
-                "path": pa.DictionaryArray.from_arrays(masked(path, -1), self.words),
+                "path": self.paths(range_id),
                 "children": pa.array(self.children[range_id]),
                 "proj_start_ns": masked(self.proj_start[range_id], NO_START),
                 "proj_end_ns": masked(self.proj_end[range_id], NO_END), "gpu_ops": pa.array(self.ops[range_id])}

@@ -206,6 +206,21 @@ def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budg
               GROUP BY nvtx_range_id, name_id) k
         LEFT JOIN _strings n ON n.string_id = k.name_id
     """)
+    # the same by the ranges' paths (kernels-by-nvtx): the paths of the ranges with kernels
+    # from the range columns, not a join with every range written
+    with_kernels = con.execute(f"SELECT DISTINCT nvtx_range_id FROM nvtx_kernel_sum WHERE run_id = {int(run_id)} "
+                               "AND nvtx_range_id IS NOT NULL").fetchnumpy()["nvtx_range_id"]
+    ids = np.asarray(with_kernels, dtype=np.int64)
+    con.register("_nsys_kernel_paths", pa.table({"range_id": ids, "path": cols.paths(ids)}))
+    try:
+        rows["nvtx_path_kernel_sum"] = insert(con, "nvtx_path_kernel_sum", run_id, f"""
+            SELECT p.path, s.name, sum(s.launches)::BIGINT AS launches, sum(s.total_ns)::BIGINT AS total_ns
+            FROM nvtx_kernel_sum s LEFT JOIN _nsys_kernel_paths p ON p.range_id = s.nvtx_range_id
+            WHERE s.run_id = {int(run_id)}
+            GROUP BY p.path, s.name
+        """)
+    finally:
+        con.unregister("_nsys_kernel_paths")
     return rows
 
 

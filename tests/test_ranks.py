@@ -10,9 +10,11 @@ import functools
 import io
 import json
 import lzma
+import os
 import shutil
 import sqlite3
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
@@ -109,6 +111,53 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--param rank='two': a rank is a whole number" in err
     assert not (tmp_path / "s4.duckdb").exists()
+
+
+def _fake_nsys(tmp_path, monkeypatch) -> None:
+    """An `nsys` on PATH whose `export --type sqlite -o OUT IN` decompresses IN (an
+    xz-compressed real export standing in for the report) into OUT."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "nsys"
+    script.write_text(f"#!{sys.executable}\n"
+                      "import lzma, shutil, sys\n"
+                      "args = sys.argv[1:]\n"
+                      "with lzma.open(args[-1]) as src, open(args[args.index('-o') + 1], 'wb') as dst:\n"
+                      "    shutil.copyfileobj(src, dst)\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_an_nsys_report_is_its_own_run_not_its_temporary_export(tmp_path, monkeypatch, capsys):
+    # the export to SQLite goes to a temp folder; the run's name, source path, rank and
+    # job are the report's, through every way in: ingest, --workers' staging, diff
+    _fake_nsys(tmp_path, monkeypatch)
+    (tmp_path / "job42").mkdir()
+    report = tmp_path / "job42" / "trainer_rank3.nsys-rep"
+    shutil.copy(OTHER, report)
+    db = tmp_path / "s.duckdb"
+    assert main(["--db", str(db), "ingest", str(report)]) == 0
+    assert f"{report}: run 1 (trainer_rank3, nsys)" in capsys.readouterr().out
+    tk = tracekit.open(db, read_only=True)
+    name, source, params = tk.sql("SELECT name, source_path, params FROM runs").row(0)
+    tk.close()
+    params = json.loads(params)
+    assert (name, source) == ("trainer_rank3", str(report.resolve()))
+    assert params["rank"] == 3 and params["job"] == str((tmp_path / "job42" / "trainer_rank*.nsys-rep").resolve())
+    # the same report again is the same run; diff takes a report as a run
+    assert main(["--db", str(db), "ingest", str(report)]) == 0
+    assert "already ingested as run 1" in capsys.readouterr().out
+    assert main(["--db", str(db), "diff", str(report), "1", "--format", "csv"]) == 0
+    tk = tracekit.open(db, read_only=True)
+    assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 1
+    tk.close()
+    pytest.importorskip("distributed")
+    db2 = tmp_path / "w.duckdb"
+    assert main(["--db", str(db2), "ingest", str(report), "--workers", "1"]) == 0
+    tk = tracekit.open(db2, read_only=True)
+    name2, source2, params2 = tk.sql("SELECT name, source_path, params FROM runs").row(0)
+    assert (name2, source2, json.loads(params2)) == (name, source, params)
+    tk.close()
 
 
 # -- stragglers -----------------------------------------------------------------------

@@ -245,6 +245,9 @@ def test_rank_summary_is_nsys_stats_per_rank(job):
         nvtx = {s["Range"]: int(s["Total Time (ns)"]) for s in _stats(r, "nvtx_sum")}
         assert row["nvtx_ns"] == nvtx[":warmup"] + nvtx[":step"]  # the outermost ranges
         assert row["host"] == _hostname(EXPORTS[0]) and row["run_id"] == r + 2
+        # the GPUs as NVIDIA's trace names them: "NVIDIA H200 (0)"
+        devices = sorted({int(t["Device"].rsplit("(", 1)[1].rstrip(")")) for t in _stats(r, "cuda_gpu_trace")})
+        assert row["gpus"] == ",".join(map(str, devices)) == ",".join(map(str, PLANT["ranks"][f"rank{r}"]["devices"]))
     med = statistics.median(kernel_ns.values())
     for row in df.iter_rows(named=True):
         assert row["kernel_vs_median_pct"] == pytest.approx(round(100 * (kernel_ns[row["rank"]] - med) / med, 1))

@@ -85,7 +85,7 @@ def _hstu_fwd_kernel(
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, GENERAL: tl.constexpr, HAS_TS: tl.constexpr, HAS_POS: tl.constexpr,
-    FAST_SILU: tl.constexpr,
+    FAST_SILU: tl.constexpr, ONE_LOOP: tl.constexpr = False, WS: tl.constexpr = False,
 ):
     pid_bh = tl.program_id(0)
     pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
@@ -137,29 +137,46 @@ def _hstu_fwd_kernel(
     else:
         kend = tl.minimum(m0 + BLOCK_M, hl)
         full_end = tl.minimum(m0 + 1, hl) // BLOCK_N * BLOCK_N
-        # key blocks valid for every row of the query block: no mask at all
-        for n0 in range(0, full_end, BLOCK_N):
-            offs_n = n0 + offs_n0
-            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None])
-            s = tl.dot(q, k)
-            if HAS_RAB:
-                rab = _rab(offs_m, offs_n, start, T, TS, TSW, POSW, max_seq_len, num_buckets, rab_scale, HAS_TS, HAS_POS)
-            p = _silu(s, rab, scale, HAS_RAB, FAST_SILU)
-            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :])
-            acc += tl.dot(p.to(v.dtype), v)
-        # blocks crossing the diagonal or the end of the history
-        for n0 in range(full_end, kend, BLOCK_N):
-            offs_n = n0 + offs_n0
-            kmask = offs_n < hl
-            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-            s = tl.dot(q, k)
-            if HAS_RAB:
-                rab = _rab(offs_m, offs_n, start, T, TS, TSW, POSW, max_seq_len, num_buckets, rab_scale, HAS_TS, HAS_POS)
-            p = _silu(s, rab, scale, HAS_RAB, FAST_SILU)
-            valid = (offs_n[None, :] <= offs_m[:, None]) & kmask[None, :]
-            p = tl.where(valid, p, 0.0)
-            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-            acc += tl.dot(p.to(v.dtype), v)
+        if ONE_LOOP:
+            # one pipelined loop over every key block: the blocks crossing the diagonal or the
+            # history end (n0 >= full_end, the last one or two) take the mask inside it, so the
+            # pipeline is filled and drained once per program instead of once per loop
+            for n0 in tl.range(0, kend, BLOCK_N, warp_specialize=WS):
+                offs_n = n0 + offs_n0
+                kmask = offs_n < hl
+                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+                s = tl.dot(q, k)
+                if HAS_RAB:
+                    rab = _rab(offs_m, offs_n, start, T, TS, TSW, POSW, max_seq_len, num_buckets, rab_scale, HAS_TS, HAS_POS)
+                p = _silu(s, rab, scale, HAS_RAB, FAST_SILU)
+                if n0 >= full_end:
+                    p = tl.where((offs_n[None, :] <= offs_m[:, None]) & kmask[None, :], p, 0.0)
+                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+                acc += tl.dot(p.to(v.dtype), v)
+        else:
+            # key blocks valid for every row of the query block: no mask at all
+            for n0 in tl.range(0, full_end, BLOCK_N, warp_specialize=WS):
+                offs_n = n0 + offs_n0
+                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None])
+                s = tl.dot(q, k)
+                if HAS_RAB:
+                    rab = _rab(offs_m, offs_n, start, T, TS, TSW, POSW, max_seq_len, num_buckets, rab_scale, HAS_TS, HAS_POS)
+                p = _silu(s, rab, scale, HAS_RAB, FAST_SILU)
+                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :])
+                acc += tl.dot(p.to(v.dtype), v)
+            # blocks crossing the diagonal or the end of the history
+            for n0 in range(full_end, kend, BLOCK_N):
+                offs_n = n0 + offs_n0
+                kmask = offs_n < hl
+                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+                s = tl.dot(q, k)
+                if HAS_RAB:
+                    rab = _rab(offs_m, offs_n, start, T, TS, TSW, POSW, max_seq_len, num_buckets, rab_scale, HAS_TS, HAS_POS)
+                p = _silu(s, rab, scale, HAS_RAB, FAST_SILU)
+                valid = (offs_n[None, :] <= offs_m[:, None]) & kmask[None, :]
+                p = tl.where(valid, p, 0.0)
+                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+                acc += tl.dot(p.to(v.dtype), v)
         if HAS_TARGETS:
             if m0 + BLOCK_M > hl:
                 # each candidate attends to itself: a row-wise dot product

@@ -1,12 +1,12 @@
 # ruff: noqa: B023  (lambdas are timed at once, inside the loop that defines them)
 """Dense HSTU kernel variants for short sequences (issue 16, point 2), one device call.
 
-    python benchmarks/attention_short.py OUTDIR --warm [--jobs 14]
-    python benchmarks/attention_short.py OUTDIR --sweep [--T 1024 2048 4096 8192]
+    python benchmarks/attention_short.py OUTDIR --warm [--jobs 14] [--dtype bf16 fp16]
+    python benchmarks/attention_short.py OUTDIR --sweep [--T 512 1024 2048 4096 8192] [--dtype bf16 fp16]
 
 --warm:  compiles every candidate of CANDIDATES in parallel processes (Triton's on-disk cache),
          so the sweep only times;
---sweep: per T (B = 32768 / T full sequences, H=4, d=128, bf16, 256 candidates each), times
+--sweep: per T (B = 32768 / T full sequences, H=4, d=128, 256 candidates each), times
          every candidate with ``tracekit.kernels.tiles.tune`` (do_bench median, L2 cleared),
          records the fastest per T in the tuning file ($TRACEKIT_TILES) and prints the compile
          report (registers, spills) of every specialisation.
@@ -33,24 +33,27 @@ def _c(bm, bn, w, st, **kw):
     return dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=st, **kw)
 
 
-CANDIDATES = []
-for _t in ((128, 64, 8, 3), (128, 64, 8, 4), (64, 32, 4, 4), (64, 64, 4, 3), (128, 32, 8, 3), (128, 64, 4, 2)):
-    CANDIDATES += [_c(*_t), _c(*_t, ONE_LOOP=True)]
-CANDIDATES += [
-    _c(128, 64, 8, 2, ONE_LOOP=True, maxnreg=128),
-    _c(128, 32, 8, 3, ONE_LOOP=True, maxnreg=128),
-    _c(64, 32, 4, 4, ONE_LOOP=True, maxnreg=128),
-    _c(64, 64, 4, 3, ONE_LOOP=True, maxnreg=168),
-    _c(128, 64, 8, 3, ONE_LOOP=True, WS=True),
-    _c(128, 64, 4, 3, ONE_LOOP=True, WS=True),
+# round 1 (docs/performance.md): the tile shapes of earlier sweeps, each with and without
+# ONE_LOOP, register caps and WS; round 2 (below): around round 1's winner, 128x32 tiles with
+# maxnreg=128 (two CTAs of 8 warps per SM), and the clamped one-loop variant (ONE_LOOP=2)
+CANDIDATES = [
+    _c(128, 64, 8, 3), _c(128, 64, 8, 4),
+    _c(128, 32, 8, 3, maxnreg=128), _c(128, 32, 8, 4, maxnreg=128), _c(128, 32, 8, 2, maxnreg=128),
+    _c(128, 32, 8, 3, ONE_LOOP=1, maxnreg=128), _c(128, 32, 8, 3, ONE_LOOP=2, maxnreg=128),
+    _c(128, 32, 8, 4, ONE_LOOP=2, maxnreg=128),
+    _c(128, 64, 8, 3, ONE_LOOP=2), _c(128, 64, 8, 2, ONE_LOOP=2, maxnreg=128),
+    _c(64, 32, 4, 3, ONE_LOOP=1, maxnreg=168),
     _c(128, 64, 8, 3, WS=True),
 ]
+# fp16: the same minus the ones that lost everywhere in bf16 (filled after round 2)
+CANDIDATES_FP16 = [CANDIDATES[i] for i in (0, 1, 2, 3, 5, 6)]
+DTYPES = {"bf16": CANDIDATES, "fp16": CANDIDATES_FP16}
 
 
-def _compile_one(i: int) -> None:
+def _compile_one(dtype: str, i: int) -> None:
     from tracekit.kernels.tiles import tune
 
-    rows = tune(1024, tokens=2048, rep_ms=1, candidates=[CANDIDATES[i]], save_result=False)
+    rows = tune(1024, tokens=2048, rep_ms=1, dtype=dtype, candidates=[DTYPES[dtype][i]], save_result=False)
     print(json.dumps(rows[0]), flush=True)
 
 
@@ -79,27 +82,29 @@ def main() -> None:
     p.add_argument("outdir")
     p.add_argument("--warm", action="store_true")
     p.add_argument("--sweep", action="store_true")
-    p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--dtype", nargs="+", default=["bf16"], choices=list(DTYPES))
     p.add_argument("--jobs", type=int, default=14)
     p.add_argument("--T", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     p.add_argument("--rep-ms", type=int, default=150)
     a = p.parse_args()
     if a.one is not None:
-        _compile_one(a.one)
+        dt, i = a.one.split(":")
+        _compile_one(dt, int(i))
         return
     out = Path(a.outdir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     if a.warm:
-        procs, todo = [], list(range(len(CANDIDATES)))
+        procs, todo = [], [(dt, i) for dt in a.dtype for i in range(len(DTYPES[dt]))]
         while todo or procs:
             while todo and len(procs) < a.jobs:
                 i = todo.pop(0)
-                procs.append((i, subprocess.Popen([sys.executable, __file__, str(out), "--one", str(i)],
+                procs.append((i, subprocess.Popen([sys.executable, __file__, str(out), "--one", f"{i[0]}:{i[1]}"],
                                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
             i, pr = procs.pop(0)
             txt = pr.communicate()[0]
-            print(f"warm {i} {CANDIDATES[i]}: rc {pr.returncode} {txt.strip().splitlines()[-1][:160] if txt else ''}",
+            print(f"warm {i} {DTYPES[i[0]][i[1]]}: rc {pr.returncode} {txt.strip().splitlines()[-1][:160] if txt else ''}",
                   flush=True)
         print(f"[warm {time.time() - t0:.0f} s]", flush=True)
     if a.sweep:
@@ -107,12 +112,13 @@ def main() -> None:
         from tracekit.kernels import _dense, tiles
 
         rows = []
-        for T in a.T:
-            res = tiles.tune(T, rep_ms=a.rep_ms, candidates=[dict(c) for c in CANDIDATES])
-            for r in sorted(res, key=lambda r: r["ms"] or 1e9):
-                print(f"T={T} {r['config']}: " + (f"{r['ms'] * 1e3:.1f} us {r['tflops']:.0f} TFLOP/s" if r["ms"]
-                                                  else r.get("error", "")), flush=True)
-            rows.append(dict(T=T, rows=res))
+        for dt in a.dtype:
+            for T in a.T:
+                res = tiles.tune(T, rep_ms=a.rep_ms, dtype=dt, candidates=[dict(c) for c in DTYPES[dt]])
+                for r in sorted(res, key=lambda r: r["ms"] or 1e9):
+                    print(f"{dt} T={T} {r['config']}: " + (f"{r['ms'] * 1e3:.1f} us {r['tflops']:.0f} TFLOP/s" if r["ms"]
+                                                        else r.get("error", "")), flush=True)
+                rows.append(dict(dtype=dt, T=T, rows=res))
         for line in _compile_report(_dense._hstu_fwd_kernel):
             print(line, flush=True)
         (out / "sweep.json").write_text(json.dumps(dict(device=torch.cuda.get_device_name(), rows=rows), indent=1))

@@ -281,7 +281,7 @@ BSA_VARIANTS = {
     "local1": dict(LOCAL_FIRST=True),
     "local1_cs2": dict(LOCAL_FIRST=True, CMP_STAGES=2),
     "local1_s2": dict(LOCAL_FIRST=True, num_stages=2),
-    # issue 16: the selection as one rank compare (RANK_SEL, now the default up to 128 blocks)
+    # issue 16: the selection as one rank compare (RANK_SEL, now the default up to 64 blocks)
     # against the arg-max rounds; register caps for a third CTA per SM; one compressed iteration
     "rounds": dict(RANK_SEL=False),
     "mr168": dict(maxnreg=168),

@@ -287,7 +287,7 @@ def hstu_bsa_fwd(
     local_first = cfg.pop("LOCAL_FIRST", True)
     # the selection as one [NB_P2, NB_P2] rank compare while that tile stays small, else the
     # arg-max rounds
-    rank_sel = cfg.pop("RANK_SEL", triton.next_power_of_2(nb) <= 128)
+    rank_sel = cfg.pop("RANK_SEL", triton.next_power_of_2(nb) <= 64)
     select = block_indices is None
     if select:
         kk = min(block_counts, nb)

@@ -377,13 +377,15 @@ def test_gpu_dense_realistic(dtype, d):
     lengths = [1024, 0, 1, 777, 2048]
     off = _offsets(lengths)
     L, H = sum(lengths), 4
-    q, k, v = (_rand(g, L, H, d, dtype=dtype) for _ in range(3))
     nt = torch.tensor([64, 0, 1, 777, 256], device=DEV)
-    out = _poison(L, H, d, dtype)
-    hstu_attention(q, k, v, off, max_seq_len=2048, alpha=1 / d**0.5, num_targets=nt, out=out)
-    ref = hstu_attention_reference(q.float(), k.float(), v.float(), off, max_seq_len=2048,
-                                   alpha=1 / d**0.5, num_targets=nt)
-    assert _rel(out, ref) < TOL[dtype]
+    # the second call of a specialisation launches the compiled handle (kernels/_launch.py)
+    for _ in range(2):
+        q, k, v = (_rand(g, L, H, d, dtype=dtype) for _ in range(3))
+        out = _poison(L, H, d, dtype)
+        hstu_attention(q, k, v, off, max_seq_len=2048, alpha=1 / d**0.5, num_targets=nt, out=out)
+        ref = hstu_attention_reference(q.float(), k.float(), v.float(), off, max_seq_len=2048,
+                                       alpha=1 / d**0.5, num_targets=nt)
+        assert _rel(out, ref) < TOL[dtype]
 
 
 def test_bench_cpu_tiny(tmp_path):
@@ -414,7 +416,7 @@ def test_bench_cpu_tiny(tmp_path):
     assert "triton_dense" in table and "speedup" in table
 
 
-@pytest.mark.parametrize("one_loop", [False, True], ids=["two-loops", "one-loop"])
+@pytest.mark.parametrize("one_loop", [0, 1, 2], ids=["two-loops", "one-loop", "one-loop-clamped"])
 @pytest.mark.parametrize("tiles", [(64, 16), (16, 32)], ids=["BM>BN", "BM<BN"])
 def test_dense_tile_shapes(tiles, one_loop):
     """The block bookkeeping (unmasked / masked / window ranges) for unequal tile sizes, with the

@@ -11,9 +11,9 @@
          records the fastest per T in the tuning file ($TRACEKIT_TILES) and prints the compile
          report (registers, spills) of every specialisation.
 
-Candidates: the tile shapes that won earlier sweeps, each with the diagonal blocks in their own
-loop (the kernel's default) and inside the one pipelined loop (ONE_LOOP), plus register caps
-(``maxnreg``: two CTAs of 8 warps per SM) and Triton's automatic warp specialisation (WS).
+Candidates: the tile shapes that won earlier sweeps, with the diagonal blocks in their own loop
+(the kernel's default) or inside the one pipelined loop (ONE_LOOP), and register caps
+(``maxnreg=128``: two CTAs of 8 warps per SM).
 """
 
 from __future__ import annotations
@@ -33,20 +33,17 @@ def _c(bm, bn, w, st, **kw):
     return dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=st, **kw)
 
 
-# round 1 (docs/performance.md): the tile shapes of earlier sweeps, each with and without
-# ONE_LOOP, register caps and WS; round 2 (below): around round 1's winner, 128x32 tiles with
-# maxnreg=128 (two CTAs of 8 warps per SM), and the clamped one-loop variant (ONE_LOOP=2)
+# round 1 (docs/performance.md) swept the tile shapes of earlier sweeps with and without a one-loop
+# variant (predicated loads), register caps and Triton's warp specialisation (tl.range(...,
+# warp_specialize=True): no gain at 8 warps, 2x slower at 4); round 2 found the clamped one loop
+# (ONE_LOOP now) and 128x32 tiles capped at 128 registers (two CTAs of 8 warps per SM)
 CANDIDATES = [
     _c(128, 64, 8, 3), _c(128, 64, 8, 4),
     _c(128, 32, 8, 3, maxnreg=128), _c(128, 32, 8, 4, maxnreg=128), _c(128, 32, 8, 2, maxnreg=128),
-    _c(128, 32, 8, 3, ONE_LOOP=1, maxnreg=128), _c(128, 32, 8, 3, ONE_LOOP=2, maxnreg=128),
-    _c(128, 32, 8, 4, ONE_LOOP=2, maxnreg=128),
-    _c(128, 64, 8, 3, ONE_LOOP=2), _c(128, 64, 8, 2, ONE_LOOP=2, maxnreg=128),
-    _c(64, 32, 4, 3, ONE_LOOP=1, maxnreg=168),
-    _c(128, 64, 8, 3, WS=True),
+    _c(128, 32, 8, 3, ONE_LOOP=True, maxnreg=128), _c(128, 32, 8, 4, ONE_LOOP=True, maxnreg=128),
+    _c(128, 64, 8, 3, ONE_LOOP=True), _c(128, 64, 8, 2, ONE_LOOP=True, maxnreg=128),
 ]
-# fp16: the same minus the ones that lost everywhere in bf16 (filled after round 2)
-CANDIDATES_FP16 = [CANDIDATES[i] for i in (0, 1, 2, 3, 5, 6)]
+CANDIDATES_FP16 = [CANDIDATES[i] for i in (0, 2, 3, 5, 6)]
 DTYPES = {"bf16": CANDIDATES, "fp16": CANDIDATES_FP16}
 
 
@@ -63,7 +60,7 @@ def _compile_report(fn) -> list[str]:
     for cache in fn.device_caches.values():
         for ck in cache[0].values():
             md = ck.metadata
-            names = ("BLOCK_M", "BLOCK_N", "ONE_LOOP", "WS", "HAS_TARGETS", "GENERAL")
+            names = ("BLOCK_M", "BLOCK_N", "ONE_LOOP", "HAS_TARGETS", "GENERAL")
             consts = {n: v for n, v in ((n, _const(ck, n)) for n in names) if v is not None}
             rows.append(f"regs {ck.n_regs} spills {ck.n_spills} shared {md.shared} warps {md.num_warps} "
                         f"stages {md.num_stages} maxnreg {getattr(md, 'maxnreg', None)} {consts}")

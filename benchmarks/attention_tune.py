@@ -287,6 +287,11 @@ BSA_VARIANTS = {
     "mr168": dict(maxnreg=168),
     "mr168_s2": dict(maxnreg=168, num_stages=2),
     "bc128": dict(BLOCK_C=128),
+    # less shared memory (compressed loop and selected loop less deep) for a third CTA per SM
+    "cs1_s2": dict(CMP_STAGES=1, num_stages=2),
+    "cs1_s2_mr168": dict(CMP_STAGES=1, num_stages=2, maxnreg=168),
+    "cs1_s1_mr168": dict(CMP_STAGES=1, num_stages=1, maxnreg=168),
+    "cs1_s2_bc32_mr168": dict(CMP_STAGES=1, num_stages=2, BLOCK_C=32, maxnreg=168),
 }
 
 

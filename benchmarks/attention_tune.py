@@ -292,6 +292,10 @@ BSA_VARIANTS = {
     "cs1_s2_mr168": dict(CMP_STAGES=1, num_stages=2, maxnreg=168),
     "cs1_s1_mr168": dict(CMP_STAGES=1, num_stages=1, maxnreg=168),
     "cs1_s2_bc32_mr168": dict(CMP_STAGES=1, num_stages=2, BLOCK_C=32, maxnreg=168),
+    # twice the warps per SM: 8-warp CTAs capped at 128 registers, two per SM
+    "w8_mr128": dict(num_warps=8, maxnreg=128),
+    "w8_mr128_s2": dict(num_warps=8, maxnreg=128, num_stages=2),
+    "w8_mr168": dict(num_warps=8, maxnreg=168),
 }
 
 

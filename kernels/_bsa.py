@@ -7,9 +7,9 @@ Two launches (semantics in :func:`tracekit.kernels.hstu_attention_block_sparse`)
    the compressed attention over the pooled blocks (tl.dot against the pooled keys, masked
    by block visibility; output kept in registers, block importances = column sums of the
    SiLU scores written to a scratch row), the top-k selection on that row (in the program:
-   every block's rank in one compare up to 64 blocks, else repeated arg-max), then HSTU attention over the local block (masked) and the
-   selected blocks (no mask needed: they lie entirely before the query block, in the
-   history), and the gated sum of both branches.
+   every block's rank in one compare up to 64 blocks, else repeated arg-max), then HSTU
+   attention over the local block (masked) and the selected blocks (no mask needed: they
+   lie entirely before the query block, in the history), and the gated sum of both branches.
 
 A given selection (``block_indices``, tests) skips the in-kernel top-k and masks every
 selected block.

@@ -281,6 +281,21 @@ BSA_VARIANTS = {
     "local1": dict(LOCAL_FIRST=True),
     "local1_cs2": dict(LOCAL_FIRST=True, CMP_STAGES=2),
     "local1_s2": dict(LOCAL_FIRST=True, num_stages=2),
+    # issue 16: the selection as one rank compare (RANK_SEL, now the default up to 64 blocks)
+    # against the arg-max rounds; register caps for a third CTA per SM; one compressed iteration
+    "rounds": dict(RANK_SEL=False),
+    "mr168": dict(maxnreg=168),
+    "mr168_s2": dict(maxnreg=168, num_stages=2),
+    "bc128": dict(BLOCK_C=128),
+    # less shared memory (compressed loop and selected loop less deep) for a third CTA per SM
+    "cs1_s2": dict(CMP_STAGES=1, num_stages=2),
+    "cs1_s2_mr168": dict(CMP_STAGES=1, num_stages=2, maxnreg=168),
+    "cs1_s1_mr168": dict(CMP_STAGES=1, num_stages=1, maxnreg=168),
+    "cs1_s2_bc32_mr168": dict(CMP_STAGES=1, num_stages=2, BLOCK_C=32, maxnreg=168),
+    # twice the warps per SM: 8-warp CTAs capped at 128 registers, two per SM
+    "w8_mr128": dict(num_warps=8, maxnreg=128),
+    "w8_mr128_s2": dict(num_warps=8, maxnreg=128, num_stages=2),
+    "w8_mr168": dict(num_warps=8, maxnreg=168),
 }
 
 

@@ -102,7 +102,15 @@ def head_of(path: Path) -> bytes:
 
 @contextmanager
 def materialized(path: Path) -> Iterator[Path]:
-    """Yield a plain (decompressed) file for ``path``; compressed inputs go to a temp file."""
+    """Yield a plain file for ``path``: compressed inputs are decompressed and nsys
+    reports (``.nsys-rep``) exported to SQLite, into a temp folder. Callers keep ``path``
+    for everything the user sees (the run's name, source path, rank and job)."""
+    from .nsysrep import REPORT_SUFFIXES, export_if_needed
+
+    if path.suffix in REPORT_SUFFIXES:
+        with export_if_needed(path) as plain:
+            yield plain
+        return
     opener = _opener(path)
     if opener is None:
         yield path

@@ -40,7 +40,8 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: 5: api_sum computed at ingest, _strings ids in name order; 6: content hashes are
 #: XXH3-128; 7: the derived columns of _kernels and _api_calls are computed by their views;
 #: 8: graph_execs (whole CUDA graph launches), gpu_ops with context_id and graph launches;
-#: 9: nvtx_path_kernel_sum computed at ingest.
+#: 9: nvtx_path_kernel_sum computed at ingest; a range's parent is its tightest container
+#: (nsys's rule; a store of 8 can hold another parent_id where start/end ranges cross).
 SCHEMA_VERSION = 9
 
 

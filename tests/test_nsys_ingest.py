@@ -518,6 +518,31 @@ def test_a_memory_limit_too_small_says_how_much_is_needed(tmp_path, limit):
         assert len(tk.runs()) == 2
 
 
+def test_a_memory_limit_too_small_is_refused_before_the_rows_are_read(tmp_path, monkeypatch):
+    """The estimate comes from the export's row counts, before its tables are read: read
+    first, their rows alone could take more than the budget."""
+    from tracekit.errors import InputError
+    from tracekit.ingest.nsys import memory_need
+    from tracekit.ingest.nsys.source import Export
+
+    def no_read(self, jobs):
+        raise AssertionError("the export's rows were read before the refusal")
+
+    monkeypatch.setattr(Export, "read", no_read)
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "100MB")
+    export = NSYS_EXPORTS["many_kernels"]
+    with pytest.raises(InputError, match=r"needs about [0-9.]+ GB of memory, more than its memory limit "
+                                         r"TRACEKIT_MEMORY_LIMIT=100MB"), tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(export)
+    assert not (tmp_path / "s.duckdb").exists()
+    monkeypatch.undo()
+    # the estimate before reading is the one made from the rows read (row counts by max(rowid))
+    import tracekit.ingest as ingest
+
+    with ingest.materialized(export) as plain:
+        assert memory_need(plain) == pytest.approx(ingest.detect(plain).read(plain).memory_need, rel=1e-3)
+
+
 def test_out_of_memory_inside_the_ingest_is_the_same_line(tmp_path, monkeypatch):
     """DuckDB running out of memory where the estimate let the ingest start: the same one
     line (how much is needed, what to set), the store as it was."""

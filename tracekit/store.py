@@ -490,6 +490,7 @@ class Tracekit:
                     # parsed (a core would idle otherwise).
                     if self._seen_path(path) and (existing := self._existing(hashing.result())) is not None:
                         return self._renamed(existing, name)
+                    self._check_need(plugin, plain, path)
                     parsed = plugin.read(plain)
                     digest = hashing.result()
                 existing = self._existing(digest)
@@ -501,6 +502,20 @@ class Tracekit:
             sources = [(parsed.kind, str(path.resolve()), digest)]
             replace = None
         return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta, sources, replace)
+
+    def _check_need(self, plugin, plain: Path, path: Path) -> None:
+        """Refuse an export whose estimated memory (the plugin's ``memory_need``, from
+        its row counts) does not fit the ingest's budget, before its rows are read: read
+        first, they alone could take more than the budget."""
+        from .ingest.budget import fits, shortage
+
+        estimate = getattr(plugin, "memory_need", None)
+        if estimate is None:
+            return
+        limit = self.memory_limit or ingest_memory_limit()  # (no connection yet to a new store)
+        need = estimate(plain)
+        if not fits(need, limit):
+            raise InputError(shortage(str(path.resolve()), need, limit))
 
     def _renamed(self, existing: IngestResult, name: str | None) -> IngestResult:
         """An already-ingested run, renamed to ``name`` when one is asked for (a run held
@@ -562,6 +577,7 @@ class Tracekit:
             f, mod = chosen[kind]
             with _ingest.materialized(f) as plain, ThreadPoolExecutor(max_workers=1) as pool:
                 hashing = pool.submit(_ingest.file_hash, plain)
+                self._check_need(mod, plain, f)
                 p = mod.read(plain)
                 sources.append((kind, str(f.resolve()), hashing.result()))
             merged.meta.update({k: v for k, v in p.meta.items() if v is not None})

@@ -49,6 +49,25 @@ def read(path: Path) -> Parsed:
         export.close()
 
 
+def memory_need(path: Path) -> int | None:
+    """The estimated peak memory (bytes) of ingesting the export, from its tables' row
+    counts (``max(rowid)``: no scan), before any of its rows is read; None where the file
+    cannot tell (``read`` then says what is wrong with it)."""
+    try:
+        export = Export(path)
+    except InputError:
+        return None
+    try:
+        read = {spec.source for spec in SPECS.values()} | {base for base, _ in ENUMS.values()}
+        read |= {"StringIds", "TARGET_INFO_CUDA_DEVICE"}
+        nvtx = export.row_estimate("NVTX_EVENTS")
+        return nsys_need(sum(export.row_estimate(t) for t in read), nvtx)
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        export.close()
+
+
 def _read(export: Export, path: Path) -> Parsed:
     tables = export.tables
     if "META_DATA_EXPORT" not in tables and "StringIds" not in tables:

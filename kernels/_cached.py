@@ -42,6 +42,10 @@ def _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE: tl.constexpr, BLOCK_N: 
     if PAGES == 2:
         page = b.to(tl.int64)
         slot = n0 + offs_n0
+    elif PAGES == 4:
+        # the tile lies in one page: its entry picked out of the row held in registers
+        page = tl.sum(tl.where(tl.arange(0, MAXP) == n0 // PAGE, pt_row, 0)).to(tl.int64)
+        slot = (n0 % PAGE) + offs_n0
     elif PAGES == 1:
         idx = tl.minimum((n0 + offs_n0) // PAGE, MAXP - 1)
         page = tl.gather(pt_row, idx, 0).to(tl.int64)
@@ -508,7 +512,7 @@ def _sk_segment(
     q = tl.load(Q + start * stride_qt + h * stride_qh + offs_m[:, None] * stride_qt + offs_d[None, :],
                 mask=offs_m[:, None] < n, other=0.0)
     PT = PAGE_TABLE + b.to(tl.int64) * stride_pt
-    if PAGES == 1:
+    if PAGES == 1 or PAGES == 4:
         offs_p = tl.arange(0, MAXP)
         pt_row = tl.load(PT + offs_p, mask=offs_p < num_pt, other=0)
     else:
@@ -737,8 +741,10 @@ def hstu_cached_fwd(
     min_chunk = int(cfg.pop("MIN_CHUNK", 8))
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)
+    if pages == 4 and not (persist and cache.page_size % BN == 0):
+        pages = 1  # (PAGES=4: one page per tile, persistent kernel only)
     maxp = triton.next_power_of_2(max(num_pt, 1))
-    if pages == 1 and maxp > 1024:
+    if pages in (1, 4) and maxp > 1024:
         pages = 0  # page-table row too long to hold in registers
     page_contig = (kc.stride(1) == kc.shape[2] * kc.stride(2) and kc.stride(2) == D_QK and kc.stride(3) == 1
                    and vc.stride(1) == vc.shape[2] * vc.stride(2) and vc.stride(2) == D_V and vc.stride(3) == 1)
@@ -770,7 +776,7 @@ def hstu_cached_fwd(
         kc_strides, vc_strides = (0, 0, 0), (0, 0, 0)
     else:
         kc_strides, vc_strides = (kc.stride(0), kc.stride(1), kc.stride(2)), (vc.stride(0), vc.stride(1), vc.stride(2))
-    if pages != 1:
+    if pages not in (1, 4):
         maxp = 1
     global LAST_KERNEL
     if persist:

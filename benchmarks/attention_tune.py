@@ -348,6 +348,7 @@ VARIANTS["sk_s2"] = dict(_REGS, PERSIST=True, num_stages=2)
 VARIANTS["sk_s4"] = dict(_REGS, PERSIST=True, num_stages=4)
 VARIANTS["sk_copy"] = dict(_REGS, PERSIST=True, PAGES=2)
 VARIANTS["sk_p4"] = dict(_REGS, PERSIST=True, PAGES=4)
+VARIANTS["sk_p4_s2"] = dict(_REGS, PERSIST=True, PAGES=4, num_stages=2)
 VARIANTS["flat2"] = dict(_REGS, FLAT=True, SPLIT=2, PERSIST=False)
 VARIANTS["sk_load"] = dict(_REGS, PERSIST=True, PAGES=0)
 

@@ -340,15 +340,11 @@ VARIANTS128.update({
 })
 VARIANTS["flat3_bn64s2"] = dict(_REGS, FLAT=True, SPLIT=3, BLOCK_N=64, num_stages=2)
 # persistent kernel (the default since issue 16's follow-up): the batch's key-tile iterations
-# cut into #SM equal chunks (stream-K); _dp: whole items in waves first while every program
-# has one; flat2: the previous default (FLAT, 2 key runs)
+# cut into #SM equal chunks (stream-K); flat2: the previous default (FLAT, 2 key runs)
 VARIANTS["sk"] = dict(_REGS, PERSIST=True)
-VARIANTS["sk_dp"] = dict(_REGS, PERSIST=True, DP=True)
 VARIANTS["sk_s2"] = dict(_REGS, PERSIST=True, num_stages=2)
 VARIANTS["sk_s4"] = dict(_REGS, PERSIST=True, num_stages=4)
 VARIANTS["sk_copy"] = dict(_REGS, PERSIST=True, PAGES=2)
-VARIANTS["sk_p4"] = dict(_REGS, PERSIST=True, PAGES=4)
-VARIANTS["sk_p4_s2"] = dict(_REGS, PERSIST=True, PAGES=4, num_stages=2)
 VARIANTS["flat2"] = dict(_REGS, FLAT=True, SPLIT=2, PERSIST=False)
 VARIANTS["sk_load"] = dict(_REGS, PERSIST=True, PAGES=0)
 

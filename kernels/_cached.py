@@ -1,7 +1,9 @@
 """Triton forward kernel: new tokens' queries against a paged K/V cache plus their own K/V.
 
-One program per (sequence, head) x block of new queries (x run of cached keys when they are
-split over several programs, see the kernel). The cached keys are read page by
+With the default mask (no contextual tokens, no window) a persistent grid, one program per
+SM, each taking an equal share of the batch's key tiles (_hstu_cached_sk_kernel); with the
+other masks one program per (sequence, head) x block of new queries (x run of cached keys
+when they are split over several programs, _hstu_cached_kernel). The cached keys are read page by
 page through the page table (gathered loads, one page = 32 tokens); with the default mask
 every cached key is history and visible to every new token, so those tiles run unmasked
 except the last partial one. The new keys follow the dense kernel's scheme (causal among
@@ -42,10 +44,6 @@ def _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE: tl.constexpr, BLOCK_N: 
     if PAGES == 2:
         page = b.to(tl.int64)
         slot = n0 + offs_n0
-    elif PAGES == 4:
-        # the tile lies in one page: its entry picked out of the row held in registers
-        page = tl.sum(tl.where(tl.arange(0, MAXP) == n0 // PAGE, pt_row, 0)).to(tl.int64)
-        slot = (n0 % PAGE) + offs_n0
     elif PAGES == 1:
         idx = tl.minimum((n0 + offs_n0) // PAGE, MAXP - 1)
         page = tl.gather(pt_row, idx, 0).to(tl.int64)
@@ -441,29 +439,8 @@ def _sk_block_iters(offs_t, C, n, nh, nb, BLOCK_M: tl.constexpr, BLOCK_N: tl.con
 
 
 @triton.jit
-def _sk_item_start(j, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H: tl.constexpr, BLOCK_M: tl.constexpr,
-                   BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr):
-    """The first iteration of item j (items in order: sequence, head, query block)."""
-    offs_b = tl.arange(0, BPOW)
-    o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
-                                             HAS_TARGETS)
-    iv = nbv * H
-    b = tl.sum((tl.cumsum(iv, 0) <= j).to(tl.int32))
-    sel = offs_b == b
-    jr = j - tl.sum(tl.where(offs_b < b, iv, 0))
-    nb = tl.maximum(tl.sum(tl.where(sel, nbv, 0)), 1)
-    h = jr // nb
-    t = jr - h * nb
-    offs_t = tl.arange(0, TPOW)
-    it_t = _sk_block_iters(offs_t, tl.sum(tl.where(sel, cv, 0)), tl.sum(tl.where(sel, nv, 0)),
-                           tl.sum(tl.where(sel, nhv, 0)), nb, BLOCK_M, BLOCK_N, HAS_TARGETS)
-    return (tl.sum(tl.where(offs_b < b, wv * H, 0)) + h * tl.sum(tl.where(sel, wv, 0))
-            + tl.sum(tl.where(offs_t < t, it_t, 0)))
-
-
-@triton.jit
 def _sk_segment(
-    i, lo, hi, pid, s0, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
+    i, lo, hi, pid, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
     stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
     WS, CNT, scale, inv_n, num_pt, nseq,
@@ -474,7 +451,7 @@ def _sk_segment(
 ):
     """Iterations [i, min(end of i's item, hi)) of the item holding iteration i, for a program
     whose range is [lo, hi); returns the end of that piece. A whole item is written out; a
-    piece of an item cut by the stream-K chunks (of size ``chunk`` from ``s0``) stores its fp32
+    piece of an item cut by the chunks (of ``chunk`` iterations, chunk c = program c) stores its fp32
     partial in slot 2*pid (the program's first piece) or 2*pid+1 (its last), and the last
     piece to arrive adds the item's partials in chunk order and writes the output."""
     # the item holding iteration i: sequence b, head h, query block t (the per-sequence
@@ -512,7 +489,7 @@ def _sk_segment(
     q = tl.load(Q + start * stride_qt + h * stride_qh + offs_m[:, None] * stride_qt + offs_d[None, :],
                 mask=offs_m[:, None] < n, other=0.0)
     PT = PAGE_TABLE + b.to(tl.int64) * stride_pt
-    if PAGES == 1 or PAGES == 4:
+    if PAGES == 1:
         offs_p = tl.arange(0, MAXP)
         pt_row = tl.load(PT + offs_p, mask=offs_p < num_pt, other=0)
     else:
@@ -535,8 +512,8 @@ def _sk_segment(
             _fence(offs_r)
         tl.debug_barrier()
         item = tl.sum(tl.where(offs_b < b, nbv, 0)) * H + h * nb + t
-        c_first = (item_lo - s0) // chunk
-        c_last = (item_hi - 1 - s0) // chunk
+        c_first = item_lo // chunk
+        c_last = (item_hi - 1) // chunk
         arrived = tl.atomic_add(CNT + item, 1, sem="acq_rel")
         if arrived == c_last - c_first:
             if FENCE:
@@ -545,7 +522,7 @@ def _sk_segment(
             for c0 in tl.static_range(0, D_V, CHUNK):
                 tot = tl.zeros([BLOCK_M, CHUNK], dtype=tl.float32)
                 for c in range(c_first, c_last + 1):
-                    s = c * 2 + tl.where(item_lo <= s0 + c * chunk, 0, 1)
+                    s = c * 2 + tl.where(item_lo <= c * chunk, 0, 1)
                     tot += tl.load(WS + s.to(tl.int64) * (BLOCK_M * D_V) + offs_r[:, None] * D_V
                                    + (c0 + offs_c)[None, :], cache_modifier=".cg")
                 tl.store(OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot
@@ -565,68 +542,39 @@ def _hstu_cached_sk_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
     FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr,
-    DP: tl.constexpr,
 ):
-    """Persistent grid for the default mask (data-parallel waves, then stream-K). The batch's
-    work is a list of items (sequence, head, query block) of iterations (one key tile each:
-    the item's cached tiles, its new history tiles, then its own candidates' tiles).
-    DP: while at least one item per program is left, program p takes whole items p, p + P,
-    ... (each wave's programs start their items together, so the query blocks of one
-    sequence and head read the same keys at about the same time: L2). The rest of the list
-    (all of it without DP) is cut into P equal chunks of iterations (stream-K): a program
-    writes the items it holds whole; the pieces of an item cut by a chunk boundary add up
-    through the workspace (see _sk_segment; HSTU has no softmax, so sums over disjoint keys
-    add). All sizes come from the offsets, cache lengths and targets on the device."""
+    """Persistent (stream-K) grid for the default mask: the batch's work is one list of
+    iterations, items (sequence, head, query block) in order, each item's iterations its key
+    tiles: its cached tiles, the new history tiles it sees, then the tiles holding its own
+    candidates. Program p of P takes the p-th of P equal chunks of that list: it writes the
+    items it holds whole, and the pieces of an item cut by a chunk boundary add up through
+    the workspace (see _sk_segment; HSTU has no softmax, so sums over disjoint keys add).
+    So every program gets the same number of key tiles whatever the sequences' lengths (no
+    wave tail), and pays the per-item fixed cost (q load, pipeline fill, epilogue) about
+    twice, not once per query block and key run. All sizes come from the offsets, cache
+    lengths and targets on the device (no host sync)."""
     pid = tl.program_id(0)
     P = tl.num_programs(0)
     offs_b = tl.arange(0, BPOW)
     o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
                                              HAS_TARGETS)
     total = tl.sum(wv * H)
-    if DP:
-        items = tl.sum(nbv) * H
-        waves = items // P
-        s0 = 0
-        if waves > 0:
-            s0 = _sk_item_start(waves * P, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
-                                HAS_TARGETS, BPOW, TPOW)
-            s0 = tl.where(waves * P < items, s0, total)
-        chunk = tl.maximum(tl.cdiv(total - s0, P), min_chunk)
-        lo = s0 + pid * chunk
-        hi = tl.minimum(lo + chunk, total)
-        # one loop for both phases (one copy of the piece's code): waves k < waves take item
-        # k * P + pid whole, then the pieces of the program's chunk [lo, hi)
-        k = 0
-        i = lo
-        while (k < waves) | (i < hi):
-            in_dp = k < waves
-            j = _sk_item_start(k * P + pid, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
-                               HAS_TARGETS, BPOW, TPOW)
-            e = _sk_segment(tl.where(in_dp, j, i), tl.where(in_dp, j, lo), tl.where(in_dp, total, hi), pid, s0,
-                            chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS,
-                            NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot,
-                            stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch,
-                            stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M, BLOCK_N,
-                            HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW)
-            i = tl.where(in_dp, i, e)
-            k += 1
-    else:
-        chunk = tl.maximum(tl.cdiv(total, P), min_chunk)
-        lo = pid * chunk
-        hi = tl.minimum(lo + chunk, total)
-        i = lo
-        while i < hi:
-            i = _sk_segment(i, lo, hi, pid, 0, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS,
-                            NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot,
-                            stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch,
-                            stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M, BLOCK_N,
-                            HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW)
+    chunk = tl.maximum(tl.cdiv(total, P), min_chunk)
+    lo = pid * chunk
+    hi = tl.minimum(lo + chunk, total)
+    i = lo
+    while i < hi:
+        i = _sk_segment(i, lo, hi, pid, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS,
+                        NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot,
+                        stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch,
+                        stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M, BLOCK_N,
+                        HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW)
 
 
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
     """Tiles per head dimension (H200 sweeps, docs/performance.md). ``PERSIST`` runs the
-    default mask on the persistent grid (see _hstu_cached_sk_kernel; ``DP`` adds its
-    data-parallel waves, ``PROGRAMS`` / ``MIN_CHUNK`` size it); the keys below serve the
+    default mask on the persistent grid (see _hstu_cached_sk_kernel; ``PROGRAMS``, default
+    one per SM, and ``MIN_CHUNK``, the fewest iterations per program, size it); the keys below serve the
     other masks (contextual tokens, windows), which keep one program per query block.
     ``GRID_M`` caps the programs per (sequence, head) and key run (None: see hstu_cached_fwd;
     0: one program per query block of the longest possible sequence, no loop in the
@@ -736,15 +684,12 @@ def hstu_cached_fwd(
     diag_tile = cfg.pop("DIAG_TILE", False)
     general = contextual_seq_len > 0 or max_attn_len > 0
     persist = bool(cfg.pop("PERSIST", False)) and not general and BM % BN == 0 and B < 4096
-    dp = bool(cfg.pop("DP", False))
     programs = cfg.pop("PROGRAMS", None)
     min_chunk = int(cfg.pop("MIN_CHUNK", 8))
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)
-    if pages == 4 and not (persist and cache.page_size % BN == 0):
-        pages = 1  # (PAGES=4: one page per tile, persistent kernel only)
     maxp = triton.next_power_of_2(max(num_pt, 1))
-    if pages in (1, 4) and maxp > 1024:
+    if pages == 1 and maxp > 1024:
         pages = 0  # page-table row too long to hold in registers
     page_contig = (kc.stride(1) == kc.shape[2] * kc.stride(2) and kc.stride(2) == D_QK and kc.stride(3) == 1
                    and vc.stride(1) == vc.shape[2] * vc.stride(2) and vc.stride(2) == D_V and vc.stride(3) == 1)
@@ -776,7 +721,7 @@ def hstu_cached_fwd(
         kc_strides, vc_strides = (0, 0, 0), (0, 0, 0)
     else:
         kc_strides, vc_strides = (kc.stride(0), kc.stride(1), kc.stride(2)), (vc.stride(0), vc.stride(1), vc.stride(2))
-    if pages not in (1, 4):
+    if pages != 1:
         maxp = 1
     global LAST_KERNEL
     if persist:
@@ -798,7 +743,7 @@ def hstu_cached_fwd(
             H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
             HAS_TARGETS=num_targets is not None, FAST_SILU=fast, PAGES=pages, MAXP=maxp,
             FENCE=q.device.type == "cuda" and not interpret_mode(), CHUNK=min(64, D_V),
-            BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1), DP=dp,
+            BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1),
         )
         LAST_KERNEL = launch(_hstu_cached_sk_kernel, _SK_HANDLES, (programs,), args, consts, cfg, q.device)
         return out

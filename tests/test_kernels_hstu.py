@@ -421,13 +421,12 @@ def test_dense_tile_shapes(tiles):
                                  dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3, FLAT=True),
                                  dict(PAGES=3, BLOCK_N=16, FLAT=True), dict(PAGES=0, BLOCK_N=64, SPLIT=2, FLAT=True),
                                  dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=5, MIN_CHUNK=1),
-                                 dict(PAGES=1, BLOCK_M=32, BLOCK_N=16, PERSIST=True, PROGRAMS=4, MIN_CHUNK=2, DP=False),
+                                 dict(PAGES=1, BLOCK_M=32, BLOCK_N=16, PERSIST=True, PROGRAMS=4, MIN_CHUNK=2),
                                  dict(PAGES=0, BLOCK_M=64, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1),
-                                 dict(PAGES=2, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1000),
-                                 dict(PAGES=4, BLOCK_M=32, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1)],
+                                 dict(PAGES=2, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1000)],
                          ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag", "split3", "split2-loop",
                               "tma-diag", "tma-bn16-split2", "gfast-split2", "noloop", "flat-split3", "flat-tma",
-                              "flat-load-split2", "persist", "persist-no-dp", "persist-load-64x16", "persist-copy-whole", "persist-page-per-tile"])
+                              "flat-load-split2", "persist", "persist-32x16", "persist-load-64x16", "persist-copy-whole"])
 def test_cached_page_modes(cfg):
     """The cached kernel's page addressing modes, tile shapes, query-block loop and key
     splits (partial sums added by the last program to arrive; empty caches included)."""

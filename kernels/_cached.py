@@ -401,7 +401,6 @@ def _sk_piece(q, r0, r1, ct, c_full, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt
     return acc
 
 
-
 @triton.jit
 def _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   HAS_TARGETS: tl.constexpr):

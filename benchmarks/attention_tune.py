@@ -345,6 +345,9 @@ VARIANTS["sk"] = dict(_REGS, PERSIST=True)
 VARIANTS["sk_s2"] = dict(_REGS, PERSIST=True, num_stages=2)
 VARIANTS["sk_s4"] = dict(_REGS, PERSIST=True, num_stages=4)
 VARIANTS["sk_copy"] = dict(_REGS, PERSIST=True, PAGES=2)
+# whole items in waves first, leaving one (two) waves' worth of items to stream-K
+VARIANTS["sk_dp1"] = dict(_REGS, PERSIST=True, DP=True, DP_SPARE=1)
+VARIANTS["sk_dp2"] = dict(_REGS, PERSIST=True, DP=True, DP_SPARE=2)
 VARIANTS["flat2"] = dict(_REGS, FLAT=True, SPLIT=2, PERSIST=False)
 VARIANTS["sk_load"] = dict(_REGS, PERSIST=True, PAGES=0)
 

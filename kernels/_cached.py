@@ -438,8 +438,29 @@ def _sk_block_iters(offs_t, C, n, nh, nb, BLOCK_M: tl.constexpr, BLOCK_N: tl.con
 
 
 @triton.jit
+def _sk_item_start(j, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H: tl.constexpr, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr):
+    """The first iteration of item j (items in order: sequence, head, query block)."""
+    offs_b = tl.arange(0, BPOW)
+    o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
+                                             HAS_TARGETS)
+    iv = nbv * H
+    b = tl.sum((tl.cumsum(iv, 0) <= j).to(tl.int32))
+    sel = offs_b == b
+    jr = j - tl.sum(tl.where(offs_b < b, iv, 0))
+    nb = tl.maximum(tl.sum(tl.where(sel, nbv, 0)), 1)
+    h = jr // nb
+    t = jr - h * nb
+    offs_t = tl.arange(0, TPOW)
+    it_t = _sk_block_iters(offs_t, tl.sum(tl.where(sel, cv, 0)), tl.sum(tl.where(sel, nv, 0)),
+                           tl.sum(tl.where(sel, nhv, 0)), nb, BLOCK_M, BLOCK_N, HAS_TARGETS)
+    return (tl.sum(tl.where(offs_b < b, wv * H, 0)) + h * tl.sum(tl.where(sel, wv, 0))
+            + tl.sum(tl.where(offs_t < t, it_t, 0)))
+
+
+@triton.jit
 def _sk_segment(
-    i, lo, hi, pid, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
+    i, lo, hi, pid, s0, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
     stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
     WS, CNT, scale, inv_n, num_pt, nseq,
@@ -450,8 +471,8 @@ def _sk_segment(
 ):
     """Iterations [i, min(end of i's item, hi)) of the item holding iteration i, for a program
     whose range is [lo, hi); returns the end of that piece. A whole item is written out; a
-    piece of an item cut by the chunks (of ``chunk`` iterations, chunk c = program c) stores its fp32
-    partial in slot 2*pid (the program's first piece) or 2*pid+1 (its last), and the last
+    piece of an item cut by the chunks (of ``chunk`` iterations from ``s0``, chunk c = program c)
+    stores its fp32 partial in slot 2*pid (the program's first piece) or 2*pid+1 (its last), and the last
     piece to arrive adds the item's partials in chunk order and writes the output."""
     # the item holding iteration i: sequence b, head h, query block t (the per-sequence
     # figures are reloaded per piece rather than kept live across the program's loop)
@@ -511,8 +532,8 @@ def _sk_segment(
             _fence(offs_r)
         tl.debug_barrier()
         item = tl.sum(tl.where(offs_b < b, nbv, 0)) * H + h * nb + t
-        c_first = item_lo // chunk
-        c_last = (item_hi - 1) // chunk
+        c_first = (item_lo - s0) // chunk
+        c_last = (item_hi - 1 - s0) // chunk
         arrived = tl.atomic_add(CNT + item, 1, sem="acq_rel")
         if arrived == c_last - c_first:
             if FENCE:
@@ -521,7 +542,7 @@ def _sk_segment(
             for c0 in tl.static_range(0, D_V, CHUNK):
                 tot = tl.zeros([BLOCK_M, CHUNK], dtype=tl.float32)
                 for c in range(c_first, c_last + 1):
-                    s = c * 2 + tl.where(item_lo <= c * chunk, 0, 1)
+                    s = c * 2 + tl.where(item_lo <= s0 + c * chunk, 0, 1)
                     tot += tl.load(WS + s.to(tl.int64) * (BLOCK_M * D_V) + offs_r[:, None] * D_V
                                    + (c0 + offs_c)[None, :], cache_modifier=".cg")
                 tl.store(OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot
@@ -536,11 +557,11 @@ def _hstu_cached_sk_kernel(
     Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
     stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
-    WS, CNT, scale, inv_n, num_pt, nseq, min_chunk,
+    WS, CNT, scale, inv_n, num_pt, nseq, min_chunk, dp_spare,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
-    FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr,
+    FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr,
 ):
     """Persistent (stream-K) grid for the default mask: the batch's work is one list of
     iterations, items (sequence, head, query block) in order, each item's iterations its key
@@ -558,16 +579,46 @@ def _hstu_cached_sk_kernel(
     o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
                                              HAS_TARGETS)
     total = tl.sum(wv * H)
-    chunk = tl.maximum(tl.cdiv(total, P), min_chunk)
-    lo = pid * chunk
-    hi = tl.minimum(lo + chunk, total)
-    i = lo
-    while i < hi:
-        i = _sk_segment(i, lo, hi, pid, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS,
-                        NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot,
-                        stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch,
-                        stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M, BLOCK_N,
-                        HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW)
+    if DP:
+        # whole items in waves first (program p: items p, p + P, ...; a wave's programs start
+        # their items together, so the query blocks of one (sequence, head) read the same keys
+        # at about the same time: L2), as long as dp_spare waves' worth of items are left for
+        # the stream-K part, which then starts at iteration s0
+        items = tl.sum(nbv) * H
+        waves = tl.maximum(items // P - dp_spare, 0)
+        s0 = 0
+        if waves > 0:
+            s0 = _sk_item_start(waves * P, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
+                                HAS_TARGETS, BPOW, TPOW)
+        chunk = tl.maximum(tl.cdiv(total - s0, P), min_chunk)
+        lo = s0 + pid * chunk
+        hi = tl.minimum(lo + chunk, total)
+        # one loop for both parts (one copy of the piece's code)
+        k = 0
+        i = lo
+        while (k < waves) | (i < hi):
+            in_dp = k < waves
+            j = _sk_item_start(k * P + pid, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
+                               HAS_TARGETS, BPOW, TPOW)
+            e = _sk_segment(tl.where(in_dp, j, i), tl.where(in_dp, j, lo), tl.where(in_dp, total, hi), pid, s0,
+                            chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS,
+                            NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+                            stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
+                            stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
+                            BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW)
+            i = tl.where(in_dp, i, e)
+            k += 1
+    else:
+        chunk = tl.maximum(tl.cdiv(total, P), min_chunk)
+        lo = pid * chunk
+        hi = tl.minimum(lo + chunk, total)
+        i = lo
+        while i < hi:
+            i = _sk_segment(i, lo, hi, pid, 0, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS,
+                            NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+                            stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
+                            stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
+                            BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW)
 
 
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
@@ -685,6 +736,8 @@ def hstu_cached_fwd(
     persist = bool(cfg.pop("PERSIST", False)) and not general and BM % BN == 0 and B < 4096
     programs = cfg.pop("PROGRAMS", None)
     min_chunk = int(cfg.pop("MIN_CHUNK", 8))
+    dp_spare = max(1, int(cfg.pop("DP_SPARE", 1)))  # DP: waves' worth of items left to stream-K
+    dp = bool(cfg.pop("DP", False))
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)
     maxp = triton.next_power_of_2(max(num_pt, 1))
@@ -736,13 +789,13 @@ def hstu_cached_fwd(
             num_targets if num_targets is not None else seq_offsets,
             q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
             out.stride(0), out.stride(1), *kc_strides, *vc_strides, pt.stride(0),
-            ws, cnt, float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, num_pt, B, min_chunk,
+            ws, cnt, float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, num_pt, B, min_chunk, dp_spare,
         )
         consts = dict(
             H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
             HAS_TARGETS=num_targets is not None, FAST_SILU=fast, PAGES=pages, MAXP=maxp,
             FENCE=q.device.type == "cuda" and not interpret_mode(), CHUNK=min(64, D_V),
-            BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1),
+            BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1), DP=dp,
         )
         LAST_KERNEL = launch(_hstu_cached_sk_kernel, _SK_HANDLES, (programs,), args, consts, cfg, q.device)
         return out

@@ -624,8 +624,11 @@ def _hstu_cached_sk_kernel(
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
     """Tiles per head dimension (H200 sweeps, docs/performance.md). ``PERSIST`` runs the
     default mask on the persistent grid (see _hstu_cached_sk_kernel; ``PROGRAMS``, default
-    one per SM, and ``MIN_CHUNK``, the fewest iterations per program, size it); the keys below serve the
-    other masks (contextual tokens, windows), which keep one program per query block.
+    one per SM, and ``MIN_CHUNK``, the fewest iterations per program, size it; ``DP`` takes
+    whole items in waves first, leaving ``DP_SPARE`` waves' worth to stream-K: faster when
+    the caches' K/V is well beyond L2, slower at the large preset's ~2048 tokens); the keys
+    below serve the other masks (contextual tokens, windows), which keep one program per
+    query block.
     ``GRID_M`` caps the programs per (sequence, head) and key run (None: see hstu_cached_fwd;
     0: one program per query block of the longest possible sequence, no loop in the
     kernel); ``PAGES`` picks how cached tokens are addressed (see _page_slots);

@@ -354,6 +354,23 @@ VARIANTS128.update({
                                   FLAT=True, SPLIT=2),
 })
 VARIANTS["flat3_bn64s2"] = dict(_REGS, FLAT=True, SPLIT=3, BLOCK_N=64, num_stages=2)
+# persistent kernel (the default since issue 16's follow-up): the batch's key-tile iterations
+# cut into #SM equal chunks (stream-K); flat2: the previous default (FLAT, 2 key runs)
+VARIANTS["sk"] = dict(_REGS, PERSIST=True)
+VARIANTS["sk_s2"] = dict(_REGS, PERSIST=True, num_stages=2)
+VARIANTS["sk_s4"] = dict(_REGS, PERSIST=True, num_stages=4)
+VARIANTS["sk_copy"] = dict(_REGS, PERSIST=True, PAGES=2)
+# whole items in waves first, leaving one (two) waves' worth of items to stream-K
+VARIANTS["sk_dp1"] = dict(_REGS, PERSIST=True, DP=True, DP_SPARE=1)
+VARIANTS["sk_dp2"] = dict(_REGS, PERSIST=True, DP=True, DP_SPARE=2)
+VARIANTS["flat2"] = dict(_REGS, FLAT=True, SPLIT=2, PERSIST=False)
+VARIANTS["sk_load"] = dict(_REGS, PERSIST=True, PAGES=0)
+
+# variants named for the non-persistent grid keep it (the default config is persistent now)
+for _d in (VARIANTS, VARIANTS128):
+    for _cfg in _d.values():
+        if _cfg:
+            _cfg.setdefault("PERSIST", False)
 
 
 def main():

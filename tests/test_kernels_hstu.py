@@ -445,10 +445,16 @@ def test_dense_tile_shapes(tiles, one_loop):
                                  dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=2, G_FAST=True, GRID_M=2),
                                  dict(PAGES=1, DIAG_TILE=True, BLOCK_N=16, GRID_M=0),
                                  dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3, FLAT=True),
-                                 dict(PAGES=3, BLOCK_N=16, FLAT=True), dict(PAGES=0, BLOCK_N=64, SPLIT=2, FLAT=True)],
+                                 dict(PAGES=3, BLOCK_N=16, FLAT=True), dict(PAGES=0, BLOCK_N=64, SPLIT=2, FLAT=True),
+                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=5, MIN_CHUNK=1),
+                                 dict(PAGES=1, BLOCK_M=32, BLOCK_N=16, PERSIST=True, PROGRAMS=4, MIN_CHUNK=2),
+                                 dict(PAGES=0, BLOCK_M=64, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1),
+                                 dict(PAGES=2, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1000),
+                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True),
+                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1, DP=True, DP_SPARE=2)],
                          ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag", "split3", "split2-loop",
                               "tma-diag", "tma-bn16-split2", "gfast-split2", "noloop", "flat-split3", "flat-tma",
-                              "flat-load-split2"])
+                              "flat-load-split2", "persist", "persist-32x16", "persist-load-64x16", "persist-copy-whole", "persist-dp", "persist-dp-spare2"])
 def test_cached_page_modes(cfg):
     """The cached kernel's page addressing modes, tile shapes, query-block loop and key
     splits (partial sums added by the last program to arrive; empty caches included)."""
@@ -467,15 +473,18 @@ def test_cached_page_modes(cfg):
                   dict(contextual_seq_len=0, max_attn_len=9)):
         out = _poison(sum(new), H, dv, torch.float32)
         hstu_cached_fwd(q, k, v, no, cache, max_seq_len=100, alpha=0.4, num_targets=nt, out=out,
-                        config=dict(BLOCK_M=16, **cfg), **extra)
+                        config={"BLOCK_M": 16, "PERSIST": False, **cfg}, **extra)
         c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
         ref = hstu_attention_cached_reference(*_d64(q, k, v), no, c64, max_seq_len=100, alpha=0.4, num_targets=nt,
                                               **extra)
         assert _rel(out, ref) < TOL[torch.float32]
 
 
-def test_cached_split_buffers_reused_and_reset():
-    """The split kernel's workspace and arrival counters persist between calls (grown on
+@pytest.mark.parametrize("cfg", [dict(BLOCK_M=16, BLOCK_N=32, SPLIT=3, FLAT=True, PAGES=1, PERSIST=False),
+                                 dict(BLOCK_M=32, BLOCK_N=16, PAGES=1, PERSIST=True, PROGRAMS=4, MIN_CHUNK=1)],
+                         ids=["flat-split3", "persist"])
+def test_cached_split_buffers_reused_and_reset(cfg):
+    """The split kernels' workspace and arrival counters persist between calls (grown on
     demand): each launch leaves its counters at zero, so the next call's blocks are still
     summed and written (a counter left at 1 would leave the poisoned output in place)."""
     from tracekit.kernels import _cached
@@ -492,15 +501,16 @@ def test_cached_split_buffers_reused_and_reset():
         cache = build_paged_kv_cache(kh, vh, ho, max_len=100, generator=g)
         out = _poison(sum(new), H, dv, torch.float32)
         _cached.hstu_cached_fwd(q, k, v, no, cache, max_seq_len=100, alpha=0.4, num_targets=None, out=out,
-                                contextual_seq_len=0, max_attn_len=0,
-                                config=dict(BLOCK_M=16, BLOCK_N=32, SPLIT=3, FLAT=True, PAGES=1))
+                                contextual_seq_len=0, max_attn_len=0, config=dict(cfg))
         c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
         ref = hstu_attention_cached_reference(*_d64(q, k, v), no, c64, max_seq_len=100, alpha=0.4)
         assert _rel(out, ref) < TOL[torch.float32]
         (ws, cnt), = _cached._BUFFERS.values()
         assert int(cnt.abs().sum()) == 0
         seen.append((ws.data_ptr(), ws.numel(), cnt.numel()))
-    assert seen[2] == seen[1] and seen[1][1] > seen[0][1]  # grown once, then reused
+    assert seen[2] == seen[1]  # reused
+    if not cfg["PERSIST"]:
+        assert seen[1][1] > seen[0][1]  # the workspace grew for the larger call
     _cached.release_split_buffers()
 
 
@@ -616,7 +626,8 @@ def test_gpu_default_calls_never_sync():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
-def test_gpu_cached_split_buffers_streams_and_graphs():
+@pytest.mark.parametrize("cfg", [dict(SPLIT=2, PERSIST=False), dict(PERSIST=True)], ids=["flat-split2", "persist"])
+def test_gpu_cached_split_buffers_streams_and_graphs(cfg):
     """The split kernel's persistent workspace and counters: calls queued back to back on two
     streams at once, and a call captured in a CUDA graph then replayed after eager calls of
     another size (which grow the eager buffers), all equal their float32 reference."""
@@ -635,7 +646,7 @@ def test_gpu_cached_split_buffers_streams_and_graphs():
         c32 = PagedKVCache(cache.k_cache.float(), cache.v_cache.float(), cache.page_table, cache.cache_lens)
         ref = hstu_attention_cached_reference(q.float(), k.float(), v.float(), off, c32, **kw)
         return (lambda out: _cached.hstu_cached_fwd(q, k, v, off, cache, out=out, contextual_seq_len=0,
-                                                    max_attn_len=0, config=dict(SPLIT=2), **kw)), ref
+                                                    max_attn_len=0, config=dict(cfg), **kw)), ref
 
     small, big = case([300, 0, 1000], [200, 64, 129]), case([700, 900, 1200, 33], [500, 300, 400, 640])
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]

@@ -13,8 +13,9 @@ dataset: ``(run_id << 32) + the id the run's store gave it``, and
 ``DIR/_strings/run_id=3/`` holds the names that run uses. So runs written by
 different processes never clash, and a name joins within its run.
 
-``Dataset`` answers every named query read-only over DuckDB views on ``read_parquet``:
-the same results as the DuckDB store. Its connection reads only the dataset's folder
+``Dataset`` answers every named query read-only in an in-memory DuckDB: the small
+tables read into it at open, views on ``read_parquet`` for the others; the same results
+as the DuckDB store. Its connection reads only the dataset's folder
 (``allowed_directories``; external access otherwise off, configuration locked), and
 ``sql`` runs only SELECT statements: the folder is readable, so DuckDB would also let
 a statement write into it.

@@ -162,6 +162,52 @@ def test_a_worker_killed_in_the_middle_of_a_file(tmp_path):
     assert_same_stores(direct.con, tracekit.open(tmp_path / "dist.duckdb", read_only=True).con)
 
 
+def test_readers_open_the_store_while_a_worker_is_long_on_a_file(tmp_path, monkeypatch):
+    """The store is closed while the next run to land is long in coming (a worker blocked
+    on a file): a reader opens it and sees the runs landed so far; runs that land one
+    after another do not close it in between."""
+    from tracekit import distributed
+
+    pauses = []
+    monkeypatch.setattr(staging.StoreDestination, "pause", lambda self: pauses.append(1) or self._release())
+    fifo = tmp_path / "slow.sqlite"  # a worker blocks opening it until it is written
+    os.mkfifo(fifo)
+    db = tmp_path / "dist.duckdb"
+    seen, finished = {}, threading.Event()
+
+    def reader():
+        deadline = time.monotonic() + 60
+        while "runs" not in seen and time.monotonic() < deadline:
+            try:
+                with tracekit.open(db, read_only=True) as tk:
+                    seen["runs"] = tk.runs().get_column("name").to_list()
+            except tracekit.TracekitError:  # not created yet, or held by the ingest
+                time.sleep(0.05)
+        while not finished.is_set():  # then the worker reads the fifo (each time it opens it) and fails
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                time.sleep(0.02)
+                continue
+            os.write(fd, b"not an export\n")
+            os.close(fd)
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        outcomes = distributed.ingest_many(tracekit.open(db), [MIXED[0], fifo, MIXED[3]], workers=2)
+    finally:
+        finished.set()
+    t.join(10)
+    assert seen.get("runs") == ["export"]  # MIXED[0] landed; the fifo's run, and so MIXED[3]'s, not yet
+    assert [o.error is None for o in outcomes] == [True, False, True]
+    assert pauses
+    pauses.clear()
+    monkeypatch.setattr(distributed, "PAUSE_AFTER_S", 600)
+    outcomes = distributed.ingest_many(tracekit.open(tmp_path / "other.duckdb"), MIXED[:2], workers=2)
+    assert [o.error is None for o in outcomes] == [True, True] and not pauses
+
+
 def test_bad_worker_and_scheduler_options(tmp_path, capsys):
     db = tmp_path / "s.duckdb"
     assert main(["--db", str(db), "ingest", str(MIXED[0]), "--workers", "0"]) == 2

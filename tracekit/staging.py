@@ -225,8 +225,9 @@ def prepare_task(source: str, index: int, **kwargs) -> Staged:
 
 class StoreDestination:
     """Where distributed ingest lands runs: a DuckDB store, held open while prepared
-    runs are waiting to land and closed whenever none is (``pause``), so that readers
-    can open it and see every landed run while the others are being prepared."""
+    runs land one after another and closed while the next one is long in coming
+    (``pause``, tracekit.distributed.PAUSE_AFTER_S), so that readers can open it and see
+    every landed run while the others are being prepared."""
 
     task = staticmethod(prepare_task)
 

@@ -108,6 +108,26 @@ def test_distributed_ingest_equals_serial_and_reports_a_bad_file(tmp_path, capsy
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tracekit-stage-")]
 
 
+def test_the_first_files_are_ingested_here_while_the_cluster_starts(tmp_path, monkeypatch):
+    """This process ingests files itself (directly) until the LocalCluster is up, the
+    workers the rest: the store equals a serial ingest, whichever did which file."""
+    from tracekit import distributed
+
+    here = []
+    direct = staging.StoreDestination.ingest_here
+    monkeypatch.setattr(staging.StoreDestination, "ingest_here",
+                        lambda self, source, index, **kw: here.append(index) or direct(self, source, index, **kw))
+    files = [MIXED[0], MIXED[3], MIXED[5], MIXED[1]]
+    tk = tracekit.open(tmp_path / "dist.duckdb")
+    outcomes = distributed.ingest_many(tk, files, workers=1)
+    tk.close()
+    assert [o.error for o in outcomes] == [None] * 4
+    assert here and here == list(range(len(here)))  # the first files, in order
+    assert [o.result.run_id for o in outcomes] == [1, 2, 3, 4]
+    serial = _serial(tmp_path / "serial.duckdb", files)
+    assert_same_stores(serial.con, tracekit.open(tmp_path / "dist.duckdb", read_only=True).con)
+
+
 def _reader_pid(fifo: Path) -> int | None:
     """The process holding ``fifo`` open (a Dask worker reading it)."""
     for pid in os.listdir("/proc"):
@@ -153,7 +173,7 @@ def test_a_worker_killed_in_the_middle_of_a_file(tmp_path):
     from tracekit import distributed
 
     tk = tracekit.open(tmp_path / "dist.duckdb")
-    outcomes = distributed.ingest_many(tk, files, workers=2)
+    outcomes = distributed.ingest_many(tk, files, workers=2, here=False)  # (the fifo in a worker)
     t.join(5)
     assert killed.get("pid")
     assert [o.error is None for o in outcomes] == [True, False, True, True]
@@ -195,7 +215,7 @@ def test_readers_open_the_store_while_a_worker_is_long_on_a_file(tmp_path, monke
     t = threading.Thread(target=reader, daemon=True)
     t.start()
     try:
-        outcomes = distributed.ingest_many(tracekit.open(db), [MIXED[0], fifo, MIXED[3]], workers=2)
+        outcomes = distributed.ingest_many(tracekit.open(db), [MIXED[0], fifo, MIXED[3]], workers=2, here=False)
     finally:
         finished.set()
     t.join(10)
@@ -204,7 +224,7 @@ def test_readers_open_the_store_while_a_worker_is_long_on_a_file(tmp_path, monke
     assert pauses
     pauses.clear()
     monkeypatch.setattr(distributed, "PAUSE_AFTER_S", 600)
-    outcomes = distributed.ingest_many(tracekit.open(tmp_path / "other.duckdb"), MIXED[:2], workers=2)
+    outcomes = distributed.ingest_many(tracekit.open(tmp_path / "other.duckdb"), MIXED[:2], workers=2, here=False)
     assert [o.error is None for o in outcomes] == [True, True] and not pauses
 
 

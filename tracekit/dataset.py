@@ -454,6 +454,15 @@ class DatasetDestination:
         part.discard()
         return IngestResult(part.run_id, name, kind, source, False, part.rows, digest=part.digest)
 
+    def ingest_here(self, source: str, index: int, *, name=None, params=None, workdir=None,
+                    known=frozenset()) -> IngestResult:
+        """``source`` prepared and landed in this process (what a worker and the landing do)."""
+        part = self.task(source, index, name=name, params=params, workdir=workdir, known=known)
+        try:
+            return self.land(part)
+        finally:
+            part.discard()
+
     def pause(self) -> None:
         """Nothing held between landings (each rewrites runs.parquet and lets go)."""
 

@@ -246,6 +246,11 @@ class StoreDestination:
     def land(self, staged: Staged) -> IngestResult:
         return land(self.tk, staged)
 
+    def ingest_here(self, source: str, index: int, *, name=None, params=None, workdir=None,
+                    known=frozenset()) -> IngestResult:
+        """``source`` ingested straight into the store, as a serial ingest does."""
+        return ingest_into(self.tk, Path(source), name=name, params=params, known=frozenset(), threads=None)
+
     def pause(self) -> None:
         self._release()
 

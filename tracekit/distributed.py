@@ -5,8 +5,10 @@
 (``tracekit.staging.prepare``: parse and derive into a staging database beside the
 destination). The main process lands the runs in input order, each as soon as it and
 every file before it are done, one transaction per run, so run ids and name ids are
-those a serial ingest gives. A file that fails (bad input, a worker that died) is
-reported with its error; the others land.
+those a serial ingest gives. While a LocalCluster starts, the main process ingests the
+first files itself, directly. The store stays open between landings and is closed
+while the next run is long in coming (``PAUSE_AFTER_S``), for readers. A file that
+fails (bad input, a worker that died) is reported with its error; the others land.
 
 Dask is optional (``pip install 'tracekit[dask]'``) and imported only here.
 """

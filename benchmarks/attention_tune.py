@@ -281,6 +281,21 @@ BSA_VARIANTS = {
     "local1": dict(LOCAL_FIRST=True),
     "local1_cs2": dict(LOCAL_FIRST=True, CMP_STAGES=2),
     "local1_s2": dict(LOCAL_FIRST=True, num_stages=2),
+    # issue 16: the selection as one rank compare (RANK_SEL, now the default up to 64 blocks)
+    # against the arg-max rounds; register caps for a third CTA per SM; one compressed iteration
+    "rounds": dict(RANK_SEL=False),
+    "mr168": dict(maxnreg=168),
+    "mr168_s2": dict(maxnreg=168, num_stages=2),
+    "bc128": dict(BLOCK_C=128),
+    # less shared memory (compressed loop and selected loop less deep) for a third CTA per SM
+    "cs1_s2": dict(CMP_STAGES=1, num_stages=2),
+    "cs1_s2_mr168": dict(CMP_STAGES=1, num_stages=2, maxnreg=168),
+    "cs1_s1_mr168": dict(CMP_STAGES=1, num_stages=1, maxnreg=168),
+    "cs1_s2_bc32_mr168": dict(CMP_STAGES=1, num_stages=2, BLOCK_C=32, maxnreg=168),
+    # twice the warps per SM: 8-warp CTAs capped at 128 registers, two per SM
+    "w8_mr128": dict(num_warps=8, maxnreg=128),
+    "w8_mr128_s2": dict(num_warps=8, maxnreg=128, num_stages=2),
+    "w8_mr168": dict(num_warps=8, maxnreg=168),
 }
 
 
@@ -339,6 +354,23 @@ VARIANTS128.update({
                                   FLAT=True, SPLIT=2),
 })
 VARIANTS["flat3_bn64s2"] = dict(_REGS, FLAT=True, SPLIT=3, BLOCK_N=64, num_stages=2)
+# persistent kernel (the default since issue 16's follow-up): the batch's key-tile iterations
+# cut into #SM equal chunks (stream-K); flat2: the previous default (FLAT, 2 key runs)
+VARIANTS["sk"] = dict(_REGS, PERSIST=True)
+VARIANTS["sk_s2"] = dict(_REGS, PERSIST=True, num_stages=2)
+VARIANTS["sk_s4"] = dict(_REGS, PERSIST=True, num_stages=4)
+VARIANTS["sk_copy"] = dict(_REGS, PERSIST=True, PAGES=2)
+# whole items in waves first, leaving one (two) waves' worth of items to stream-K
+VARIANTS["sk_dp1"] = dict(_REGS, PERSIST=True, DP=True, DP_SPARE=1)
+VARIANTS["sk_dp2"] = dict(_REGS, PERSIST=True, DP=True, DP_SPARE=2)
+VARIANTS["flat2"] = dict(_REGS, FLAT=True, SPLIT=2, PERSIST=False)
+VARIANTS["sk_load"] = dict(_REGS, PERSIST=True, PAGES=0)
+
+# variants named for the non-persistent grid keep it (the default config is persistent now)
+for _d in (VARIANTS, VARIANTS128):
+    for _cfg in _d.values():
+        if _cfg:
+            _cfg.setdefault("PERSIST", False)
 
 
 def main():

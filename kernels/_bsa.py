@@ -6,10 +6,10 @@ Two launches (semantics in :func:`tracekit.kernels.hstu_attention_block_sparse`)
 2. ``_bsa_fused_kernel``: one program per (sequence, head, query block) does the rest:
    the compressed attention over the pooled blocks (tl.dot against the pooled keys, masked
    by block visibility; output kept in registers, block importances = column sums of the
-   SiLU scores written to a scratch row), the top-k selection on that row (repeated
-   arg-max, in the program), then HSTU attention over the local block (masked) and the
-   selected blocks (no mask needed: they lie entirely before the query block, in the
-   history), and the gated sum of both branches.
+   SiLU scores written to a scratch row), the top-k selection on that row (in the program:
+   every block's rank in one compare up to 64 blocks, else repeated arg-max), then HSTU
+   attention over the local block (masked) and the selected blocks (no mask needed: they
+   lie entirely before the query block, in the history), and the gated sum of both branches.
 
 A given selection (``block_indices``, tests) skips the in-kernel top-k and masks every
 selected block.
@@ -80,6 +80,7 @@ def _bsa_fused_kernel(
     NB_P2: tl.constexpr, SELECT: tl.constexpr, QB_FAST: tl.constexpr, FOLD: tl.constexpr,
     CMP_STAGES: tl.constexpr, LOCAL_FIRST: tl.constexpr, ROW_SCALE: tl.constexpr,
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
+    RANK_SEL: tl.constexpr = False,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -174,15 +175,24 @@ def _bsa_fused_kernel(
         key = (bits.to(tl.int64) << 32) | (NB_P2 - 1 - offs_a).to(tl.int64)
         dead = tl.full([NB_P2], -2147483648, tl.int64) << 32
         neg_inf_key = -2139095041  # order-preserving int32 of -inf
-        n_valid = 0
-        for j in range(0, n_sel):
-            mk = tl.max(key, axis=0)
-            hi = mk >> 32
-            idx = NB_P2 - 1 - (mk - (hi << 32)).to(tl.int32)
-            ok = hi > neg_inf_key
-            tl.store(Sb + j, tl.where(ok, idx, -1))
-            n_valid += ok.to(tl.int32)
-            key = tl.where(offs_a == idx, dead, key)
+        if RANK_SEL:
+            # all rounds at once: each block's rank is the number of keys above its own (keys
+            # are distinct), its slot is its rank; one [NB_P2, NB_P2] compare and one sum
+            # instead of n_sel dependent reductions. Same order as the rounds below.
+            rank = tl.sum((key[None, :] > key[:, None]).to(tl.int32), axis=1)
+            ok = (bits > neg_inf_key) & (rank < n_sel)
+            tl.store(Sb + rank, tl.where(ok, offs_a, -1), mask=rank < n_sel)
+            n_valid = tl.sum(ok.to(tl.int32), axis=0)
+        else:
+            n_valid = 0
+            for j in range(0, n_sel):
+                mk = tl.max(key, axis=0)
+                hi = mk >> 32
+                idx = NB_P2 - 1 - (mk - (hi << 32)).to(tl.int32)
+                ok = hi > neg_inf_key
+                tl.store(Sb + j, tl.where(ok, idx, -1))
+                n_valid += ok.to(tl.int32)
+                key = tl.where(offs_a == idx, dead, key)
         tl.debug_barrier()
 
     # 3. selected branch: the local block (HSTU mask), then the selected blocks
@@ -275,6 +285,9 @@ def hstu_bsa_fwd(
     fold = cfg.pop("FOLD", True)
     cmp_stages = cfg.pop("CMP_STAGES", 2)
     local_first = cfg.pop("LOCAL_FIRST", True)
+    # the selection as one [NB_P2, NB_P2] rank compare while that tile stays small, else the
+    # arg-max rounds
+    rank_sel = cfg.pop("RANK_SEL", triton.next_power_of_2(nb) <= 64)
     select = block_indices is None
     if select:
         kk = min(block_counts, nb)
@@ -299,7 +312,7 @@ def hstu_bsa_fwd(
         H=H, D_QK=D_QK, D_V=D_V, BS=block_size, BLOCK_C=block_c, NB_P2=triton.next_power_of_2(nb),
         SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
         ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
-        HAS_GS=gate_slc is not None, FAST_SILU=fast, **cfg,
+        HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, **cfg,
     )
     if return_block_indices:
         local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)

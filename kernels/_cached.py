@@ -1,7 +1,9 @@
 """Triton forward kernel: new tokens' queries against a paged K/V cache plus their own K/V.
 
-One program per (sequence, head) x block of new queries (x run of cached keys when they are
-split over several programs, see the kernel). The cached keys are read page by
+With the default mask (no contextual tokens, no window) a persistent grid, one program per
+SM, each taking an equal share of the batch's key tiles (_hstu_cached_sk_kernel); with the
+other masks one program per (sequence, head) x block of new queries (x run of cached keys
+when they are split over several programs, _hstu_cached_kernel). The cached keys are read page by
 page through the page table (gathered loads, one page = 32 tokens); with the default mask
 every cached key is history and visible to every new token, so those tiles run unmasked
 except the last partial one. The new keys follow the dense kernel's scheme (causal among
@@ -341,22 +343,305 @@ def _hstu_cached_kernel(
                       DIAG_TILE, SPLIT, FENCE, CHUNK)
 
 
+@triton.jit
+def _sk_piece(q, r0, r1, ct, c_full, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt_row, b,
+              stride_kt, stride_vt, stride_kcp, stride_kcs, stride_vcp, stride_vcs, scale,
+              D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr,
+              PAGES: tl.constexpr, MAXP: tl.constexpr):
+    """The sum over iterations [r0, r1) of one query block's key tiles (unscaled, fp32):
+    iteration r < ct is cached tile r (unmasked below c_full tiles), then nkt tiles of the
+    new history keys (causal), then the tiles holding the block's own candidates (each
+    candidate sees itself)."""
+    offs_n0 = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, D_QK)
+    offs_dv = tl.arange(0, D_V)
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    acc = tl.zeros([BLOCK_M, D_V], dtype=tl.float32)
+    rab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for it in range(r0, tl.minimum(r1, c_full)):
+        n0 = it * BLOCK_N
+        page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES, MAXP)
+        k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
+        p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+        v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
+        acc += tl.dot(p.to(v.dtype), v)
+    for it in range(tl.maximum(r0, c_full), tl.minimum(r1, ct)):
+        # the cache's last, partial tile
+        n0 = it * BLOCK_N
+        kmask = n0 + offs_n0 < C
+        page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE, BLOCK_N, True, PAGES, MAXP)
+        k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None],
+                    mask=kmask[None, :], other=0.0)
+        p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+        p = tl.where(kmask[None, :], p, 0.0)
+        v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :],
+                    mask=kmask[:, None], other=0.0)
+        acc += tl.dot(p.to(v.dtype), v)
+    for it in range(tl.maximum(r0, ct), tl.minimum(r1, ct + nkt)):
+        # new history keys: causal
+        offs_n = (it - ct) * BLOCK_N + offs_n0
+        kmask = offs_n < nh
+        k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+        p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+        p = tl.where((offs_n[None, :] <= offs_m[:, None]) & kmask[None, :], p, 0.0)
+        v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+        acc += tl.dot(p.to(v.dtype), v)
+    if HAS_TARGETS:
+        # the block's candidates: each sees itself (tiles from the first candidate row's tile)
+        j0 = tl.maximum(m0, nh) // BLOCK_N * BLOCK_N
+        for it in range(tl.maximum(r0, ct + nkt), r1):
+            offs_n = j0 + (it - ct - nkt) * BLOCK_N + offs_n0
+            cmask = (offs_n >= nh) & (offs_n < n)
+            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=cmask[None, :], other=0.0)
+            p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+            p = tl.where((offs_n[None, :] == offs_m[:, None]) & cmask[None, :], p, 0.0)
+            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+            acc += tl.dot(p.to(v.dtype), v)
+    return acc
+
+
+@triton.jit
+def _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  HAS_TARGETS: tl.constexpr):
+    """Per sequence (vectors over offs_b): start offset, new tokens, cached tokens, new history
+    tokens, query blocks, and the persistent kernel's iterations per head."""
+    R: tl.constexpr = BLOCK_M // BLOCK_N
+    bmask = offs_b < nseq
+    o0 = tl.load(SEQ_OFFSETS + offs_b, mask=bmask, other=0)
+    nv = (tl.load(SEQ_OFFSETS + offs_b + 1, mask=bmask, other=0) - o0).to(tl.int32)
+    cv = tl.load(CACHE_LENS + offs_b, mask=bmask, other=0).to(tl.int32)
+    if HAS_TARGETS:
+        nhv = nv - tl.load(NUM_TARGETS + offs_b, mask=bmask, other=0).to(tl.int32)
+    else:
+        nhv = nv
+    nbv = tl.cdiv(nv, BLOCK_M)  # query blocks
+    chv = tl.cdiv(nhv, BLOCK_N)  # new history tiles
+    fv = tl.minimum(chv // R, nbv)  # blocks that see fewer than chv history tiles
+    wv = nbv * tl.cdiv(cv, BLOCK_N) + R * fv * (fv + 1) // 2 + (nbv - fv) * chv
+    if HAS_TARGETS:
+        wv += tl.cdiv(nv, BLOCK_N) - nhv // BLOCK_N  # candidate tiles (blocks are tile-aligned)
+    return o0, nv, cv, nhv, nbv, wv
+
+
+@triton.jit
+def _sk_block_iters(offs_t, C, n, nh, nb, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    HAS_TARGETS: tl.constexpr):
+    """Iterations (key tiles) of query blocks offs_t of one sequence: its cached tiles, the
+    new history tiles the block sees (causal), and the tiles holding its own candidates."""
+    it_t = tl.cdiv(C, BLOCK_N) + tl.minimum((offs_t + 1) * (BLOCK_M // BLOCK_N), tl.cdiv(nh, BLOCK_N))
+    if HAS_TARGETS:
+        c_lo = tl.maximum(offs_t * BLOCK_M, nh)
+        c_hi = tl.minimum((offs_t + 1) * BLOCK_M, n)
+        it_t += tl.where(c_hi > c_lo, tl.cdiv(c_hi, BLOCK_N) - c_lo // BLOCK_N, 0)
+    return tl.where(offs_t < nb, it_t, 0)
+
+
+@triton.jit
+def _sk_item_start(j, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H: tl.constexpr, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr):
+    """The first iteration of item j (items in order: sequence, head, query block)."""
+    offs_b = tl.arange(0, BPOW)
+    o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
+                                             HAS_TARGETS)
+    iv = nbv * H
+    b = tl.sum((tl.cumsum(iv, 0) <= j).to(tl.int32))
+    sel = offs_b == b
+    jr = j - tl.sum(tl.where(offs_b < b, iv, 0))
+    nb = tl.maximum(tl.sum(tl.where(sel, nbv, 0)), 1)
+    h = jr // nb
+    t = jr - h * nb
+    offs_t = tl.arange(0, TPOW)
+    it_t = _sk_block_iters(offs_t, tl.sum(tl.where(sel, cv, 0)), tl.sum(tl.where(sel, nv, 0)),
+                           tl.sum(tl.where(sel, nhv, 0)), nb, BLOCK_M, BLOCK_N, HAS_TARGETS)
+    return (tl.sum(tl.where(offs_b < b, wv * H, 0)) + h * tl.sum(tl.where(sel, wv, 0))
+            + tl.sum(tl.where(offs_t < t, it_t, 0)))
+
+
+@triton.jit
+def _sk_segment(
+    i, lo, hi, pid, s0, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
+    stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
+    WS, CNT, scale, inv_n, num_pt, nseq,
+    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
+    FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr,
+):
+    """Iterations [i, min(end of i's item, hi)) of the item holding iteration i, for a program
+    whose range is [lo, hi); returns the end of that piece. A whole item is written out; a
+    piece of an item cut by the chunks (of ``chunk`` iterations from ``s0``, chunk c = program c)
+    stores its fp32 partial in slot 2*pid (the program's first piece) or 2*pid+1 (its last), and the last
+    piece to arrive adds the item's partials in chunk order and writes the output."""
+    # the item holding iteration i: sequence b, head h, query block t (the per-sequence
+    # figures are reloaded per piece rather than kept live across the program's loop)
+    offs_b = tl.arange(0, BPOW)
+    o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
+                                             HAS_TARGETS)
+    sv = wv * H
+    b = tl.sum((tl.cumsum(sv, 0) <= i).to(tl.int32))
+    sel = offs_b == b
+    W = tl.maximum(tl.sum(tl.where(sel, wv, 0)), 1)
+    rr = i - tl.sum(tl.where(offs_b < b, sv, 0))
+    h = rr // W
+    r = rr - h * W
+    n = tl.sum(tl.where(sel, nv, 0))
+    nh = tl.sum(tl.where(sel, nhv, 0))
+    C = tl.sum(tl.where(sel, cv, 0))
+    nb = tl.sum(tl.where(sel, nbv, 0))
+    offs_t = tl.arange(0, TPOW)
+    it_t = _sk_block_iters(offs_t, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS)
+    t = tl.sum((tl.cumsum(it_t, 0) <= r).to(tl.int32))
+    item_lo = i - r + tl.sum(tl.where(offs_t < t, it_t, 0))
+    item_hi = item_lo + tl.sum(tl.where(offs_t == t, it_t, 0))
+    # (always past i for consistent sizes; the bound keeps inconsistent ones, such as
+    # unvalidated decreasing offsets, from looping forever)
+    seg_hi = tl.maximum(tl.minimum(item_hi, hi), i + 1)
+    ct = tl.cdiv(C, BLOCK_N)
+    nkt = tl.minimum((t + 1) * (BLOCK_M // BLOCK_N), tl.cdiv(nh, BLOCK_N))
+    m0 = t * BLOCK_M
+
+    start = tl.sum(tl.where(sel, o0, 0)).to(tl.int64)
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D_QK)
+    offs_dv = tl.arange(0, D_V)
+    q = tl.load(Q + start * stride_qt + h * stride_qh + offs_m[:, None] * stride_qt + offs_d[None, :],
+                mask=offs_m[:, None] < n, other=0.0)
+    PT = PAGE_TABLE + b.to(tl.int64) * stride_pt
+    if PAGES == 1:
+        offs_p = tl.arange(0, MAXP)
+        pt_row = tl.load(PT + offs_p, mask=offs_p < num_pt, other=0)
+    else:
+        pt_row = b
+    acc = _sk_piece(q, i - item_lo, seg_hi - item_lo, ct, C // BLOCK_N, C, n, nh, m0, nkt,
+                    K + start * stride_kt + h * stride_kh, V + start * stride_vt + h * stride_vh,
+                    KC + h * stride_kch, VC + h * stride_vch, PT, pt_row, b,
+                    stride_kt, stride_vt, stride_kcp, stride_kcs, stride_vcp, stride_vcs, scale,
+                    D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP)
+
+    rows = offs_m[:, None] < n
+    if (item_lo >= lo) & (item_hi <= hi):
+        o_ptrs = OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot + offs_dv[None, :]
+        tl.store(o_ptrs, (acc * inv_n).to(OUT.dtype.element_ty), mask=rows)
+    else:
+        offs_r = tl.arange(0, BLOCK_M)
+        slot = pid * 2 + tl.where(item_lo <= lo, 0, 1)
+        tl.store(WS + slot.to(tl.int64) * (BLOCK_M * D_V) + offs_r[:, None] * D_V + offs_dv[None, :], acc)
+        if FENCE:
+            _fence(offs_r)
+        tl.debug_barrier()
+        item = tl.sum(tl.where(offs_b < b, nbv, 0)) * H + h * nb + t
+        c_first = (item_lo - s0) // chunk
+        c_last = (item_hi - 1 - s0) // chunk
+        arrived = tl.atomic_add(CNT + item, 1, sem="acq_rel")
+        if arrived == c_last - c_first:
+            if FENCE:
+                _fence(offs_r)
+            offs_c = tl.arange(0, CHUNK)
+            for c0 in tl.static_range(0, D_V, CHUNK):
+                tot = tl.zeros([BLOCK_M, CHUNK], dtype=tl.float32)
+                for c in range(c_first, c_last + 1):
+                    s = c * 2 + tl.where(item_lo <= s0 + c * chunk, 0, 1)
+                    tot += tl.load(WS + s.to(tl.int64) * (BLOCK_M * D_V) + offs_r[:, None] * D_V
+                                   + (c0 + offs_c)[None, :], cache_modifier=".cg")
+                tl.store(OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot
+                         + (c0 + offs_c)[None, :], (tot * inv_n).to(OUT.dtype.element_ty), mask=rows)
+            # every piece has arrived: reset the counter for the next launch
+            tl.atomic_xchg(CNT + item, 0, sem="relaxed")
+    return seg_hi
+
+
+@triton.jit
+def _hstu_cached_sk_kernel(
+    Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
+    stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
+    WS, CNT, scale, inv_n, num_pt, nseq, min_chunk, dp_spare,
+    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
+    FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr,
+):
+    """Persistent (stream-K) grid for the default mask: the batch's work is one list of
+    iterations, items (sequence, head, query block) in order, each item's iterations its key
+    tiles: its cached tiles, the new history tiles it sees, then the tiles holding its own
+    candidates. Program p of P takes the p-th of P equal chunks of that list: it writes the
+    items it holds whole, and the pieces of an item cut by a chunk boundary add up through
+    the workspace (see _sk_segment; HSTU has no softmax, so sums over disjoint keys add).
+    So every program gets the same number of key tiles whatever the sequences' lengths (no
+    wave tail), and pays the per-item fixed cost (q load, pipeline fill, epilogue) about
+    twice, not once per query block and key run. All sizes come from the offsets, cache
+    lengths and targets on the device (no host sync)."""
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    offs_b = tl.arange(0, BPOW)
+    o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
+                                             HAS_TARGETS)
+    total = tl.sum(wv * H)
+    if DP:
+        # whole items in waves first (program p: items p, p + P, ...; a wave's programs start
+        # their items together, so the query blocks of one (sequence, head) read the same keys
+        # at about the same time: L2), as long as dp_spare waves' worth of items are left for
+        # the stream-K part, which then starts at iteration s0
+        items = tl.sum(nbv) * H
+        waves = tl.maximum(items // P - dp_spare, 0)
+        s0 = 0
+        if waves > 0:
+            s0 = _sk_item_start(waves * P, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
+                                HAS_TARGETS, BPOW, TPOW)
+        chunk = tl.maximum(tl.cdiv(total - s0, P), min_chunk)
+        lo = s0 + pid * chunk
+        hi = tl.minimum(lo + chunk, total)
+        # one loop for both parts (one copy of the piece's code)
+        k = 0
+        i = lo
+        while (k < waves) | (i < hi):
+            in_dp = k < waves
+            j = _sk_item_start(k * P + pid, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
+                               HAS_TARGETS, BPOW, TPOW)
+            e = _sk_segment(tl.where(in_dp, j, i), tl.where(in_dp, j, lo), tl.where(in_dp, total, hi), pid, s0,
+                            chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS,
+                            NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+                            stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
+                            stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
+                            BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW)
+            i = tl.where(in_dp, i, e)
+            k += 1
+    else:
+        chunk = tl.maximum(tl.cdiv(total, P), min_chunk)
+        lo = pid * chunk
+        hi = tl.minimum(lo + chunk, total)
+        i = lo
+        while i < hi:
+            i = _sk_segment(i, lo, hi, pid, 0, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS,
+                            NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+                            stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
+                            stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
+                            BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW)
+
+
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
-    """Tiles per head dimension (H200 sweeps, docs/performance.md). ``GRID_M`` caps the
-    programs per (sequence, head) and key run (None: see hstu_cached_fwd; 0: one program per
-    query block of the longest possible sequence, no loop in the kernel); ``PAGES`` picks
-    how cached tokens are addressed (see _page_slots); ``DIAG_TILE`` adds each candidate's
-    self-attention as masked tensor-core tiles instead of a float32 row-wise dot product;
-    ``SPLIT`` cuts the cached keys into that many runs, one program each (see the kernel);
-    ``FLAT`` launches one program per existing query block (and key run), the blocks found
-    on the device from the offsets, instead of a grid over (sequence, head, block slot)."""
+    """Tiles per head dimension (H200 sweeps, docs/performance.md). ``PERSIST`` runs the
+    default mask on the persistent grid (see _hstu_cached_sk_kernel; ``PROGRAMS``, default
+    one per SM, and ``MIN_CHUNK``, the fewest iterations per program, size it; ``DP`` takes
+    whole items in waves first, leaving ``DP_SPARE`` waves' worth to stream-K: faster when
+    the caches' K/V is well beyond L2, slower at the large preset's ~2048 tokens); the keys
+    below serve the other masks (contextual tokens, windows), which keep one program per
+    query block.
+    ``GRID_M`` caps the programs per (sequence, head) and key run (None: see hstu_cached_fwd;
+    0: one program per query block of the longest possible sequence, no loop in the
+    kernel); ``PAGES`` picks how cached tokens are addressed (see _page_slots);
+    ``DIAG_TILE`` adds each candidate's self-attention as masked tensor-core tiles instead
+    of a float32 row-wise dot product; ``SPLIT`` cuts the cached keys into that many runs,
+    one program each (see the kernel); ``FLAT`` launches one program per existing query
+    block (and key run), the blocks found on the device from the offsets, instead of a
+    grid over (sequence, head, block slot)."""
     if device_type != "cuda":
-        return {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 1, "GRID_M": 1, "SPLIT": 1}
-    if max(d_qk, d_v) <= 128:
-        return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
-                "PAGES": 1, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True}
+        return {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "GRID_M": 1, "SPLIT": 1,
+                "PERSIST": True}
     return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
-            "PAGES": 1, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True}
+            "PAGES": 1, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True, "PERSIST": True}
 
 
 def _has_descriptors() -> bool:
@@ -381,6 +666,7 @@ def _sm_count(device) -> int:
 
 
 _HANDLES: dict = {}  # compiled kernels per specialisation (see _launch)
+_SK_HANDLES: dict = {}  # the same for the persistent kernel
 _BUFFERS: dict = {}  # (device type, index, stream handle) -> [workspace, counters], grown on demand
 
 
@@ -449,6 +735,14 @@ def hstu_cached_fwd(
     num_pt = int(pt.shape[1])
     pages = cfg.pop("PAGES", 0)
     diag_tile = cfg.pop("DIAG_TILE", False)
+    general = contextual_seq_len > 0 or max_attn_len > 0
+    persist = bool(cfg.pop("PERSIST", False)) and not general and BM % BN == 0 and B < 4096
+    programs = cfg.pop("PROGRAMS", None)
+    min_chunk = int(cfg.pop("MIN_CHUNK", 8))
+    dp_spare = max(1, int(cfg.pop("DP_SPARE", 1)))  # DP: waves' worth of items left to stream-K
+    dp = bool(cfg.pop("DP", False))
+    if persist and pages == 3:
+        pages = 1  # (the persistent kernel reads pages through the page table)
     maxp = triton.next_power_of_2(max(num_pt, 1))
     if pages == 1 and maxp > 1024:
         pages = 0  # page-table row too long to hold in registers
@@ -484,6 +778,30 @@ def hstu_cached_fwd(
         kc_strides, vc_strides = (kc.stride(0), kc.stride(1), kc.stride(2)), (vc.stride(0), vc.stride(1), vc.stride(2))
     if pages != 1:
         maxp = 1
+    global LAST_KERNEL
+    if persist:
+        for key in ("GRID_M", "SPLIT", "G_FAST", "FLAT"):
+            cfg.pop(key, None)
+        if programs is None:
+            programs = _sm_count(q.device) if q.device.type == "cuda" else 3
+        programs = max(1, int(programs))
+        # two fp32 partial slots per program; an arrival counter per (head, query block)
+        ws, cnt = _split_buffers(q.device, programs * 2 * BM * D_V, H * (triton.cdiv(L, BM) + B))
+        args = (
+            q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets,
+            num_targets if num_targets is not None else seq_offsets,
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+            out.stride(0), out.stride(1), *kc_strides, *vc_strides, pt.stride(0),
+            ws, cnt, float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, num_pt, B, min_chunk, dp_spare,
+        )
+        consts = dict(
+            H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
+            HAS_TARGETS=num_targets is not None, FAST_SILU=fast, PAGES=pages, MAXP=maxp,
+            FENCE=q.device.type == "cuda" and not interpret_mode(), CHUNK=min(64, D_V),
+            BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1), DP=dp,
+        )
+        LAST_KERNEL = launch(_hstu_cached_sk_kernel, _SK_HANDLES, (programs,), args, consts, cfg, q.device)
+        return out
     grid_m = cfg.pop("GRID_M", None)
     split = max(1, int(cfg.pop("SPLIT", 1)))
     bound = max_new_len if max_new_len is not None else min(max_seq_len, L)
@@ -528,7 +846,6 @@ def hstu_cached_fwd(
         FENCE=q.device.type == "cuda" and not interpret_mode(), G_FAST=g_fast, CHUNK=min(64, D_V),
         LOOP=G < blocks and not flat, FLAT=flat, BPOW=triton.next_power_of_2(B + 1) if flat else 1,
     )
-    global LAST_KERNEL
     if pages == 3:  # tensor descriptors: the JIT converts them per call
         LAST_KERNEL = _hstu_cached_kernel[grid](*args, **consts, **cfg)
     else:

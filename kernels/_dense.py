@@ -5,7 +5,9 @@ Default mask (no contextual tokens, no window): key blocks entirely valid for th
 query block run without any mask, the few blocks crossing the diagonal or the history
 end are masked, and each candidate's attention to itself (the only candidate key a
 candidate sees) is added as a per-row dot product instead of a masked tile pass over the
-candidate keys. Contextual tokens or a window switch to the general mask on every tile.
+candidate keys. ``ONE_LOOP`` (the tuned H200 tiles use it) runs the masked blocks in the
+same pipelined loop as the unmasked ones, behind a per-block branch, so short loops fill and
+drain the pipeline once. Contextual tokens or a window switch to the general mask on every tile.
 SiLU on the GPU uses one tanh.approx per score: silu(x) = h + h*tanh(h), h = x/2.
 """
 
@@ -16,6 +18,9 @@ import triton.language as tl
 
 from . import tiles
 from ._common import interpret_mode
+from ._launch import launch
+
+_HANDLES: dict = {}
 
 
 @triton.jit
@@ -85,7 +90,7 @@ def _hstu_fwd_kernel(
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, GENERAL: tl.constexpr, HAS_TS: tl.constexpr, HAS_POS: tl.constexpr,
-    FAST_SILU: tl.constexpr,
+    FAST_SILU: tl.constexpr, ONE_LOOP: tl.constexpr = False,
 ):
     pid_bh = tl.program_id(0)
     pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
@@ -137,29 +142,49 @@ def _hstu_fwd_kernel(
     else:
         kend = tl.minimum(m0 + BLOCK_M, hl)
         full_end = tl.minimum(m0 + 1, hl) // BLOCK_N * BLOCK_N
-        # key blocks valid for every row of the query block: no mask at all
-        for n0 in range(0, full_end, BLOCK_N):
-            offs_n = n0 + offs_n0
-            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None])
-            s = tl.dot(q, k)
-            if HAS_RAB:
-                rab = _rab(offs_m, offs_n, start, T, TS, TSW, POSW, max_seq_len, num_buckets, rab_scale, HAS_TS, HAS_POS)
-            p = _silu(s, rab, scale, HAS_RAB, FAST_SILU)
-            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :])
-            acc += tl.dot(p.to(v.dtype), v)
-        # blocks crossing the diagonal or the end of the history
-        for n0 in range(full_end, kend, BLOCK_N):
-            offs_n = n0 + offs_n0
-            kmask = offs_n < hl
-            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-            s = tl.dot(q, k)
-            if HAS_RAB:
-                rab = _rab(offs_m, offs_n, start, T, TS, TSW, POSW, max_seq_len, num_buckets, rab_scale, HAS_TS, HAS_POS)
-            p = _silu(s, rab, scale, HAS_RAB, FAST_SILU)
-            valid = (offs_n[None, :] <= offs_m[:, None]) & kmask[None, :]
-            p = tl.where(valid, p, 0.0)
-            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-            acc += tl.dot(p.to(v.dtype), v)
+        if ONE_LOOP:
+            # one pipelined loop over every key block: the blocks crossing the diagonal or the
+            # history end (n0 >= full_end, the last one or two) take the mask inside it, so the
+            # pipeline is filled and drained once per program instead of once per loop. Key
+            # rows past the history end are clamped to its last row (read, then masked out of
+            # p): no predicated loads in the loop
+            for n0 in range(0, kend, BLOCK_N):
+                offs_n = n0 + offs_n0
+                kmask = offs_n < hl
+                offs_nl = tl.minimum(offs_n, hl - 1)
+                k = tl.load(Kb + offs_nl[None, :] * stride_kt + offs_d[:, None])
+                s = tl.dot(q, k)
+                if HAS_RAB:
+                    rab = _rab(offs_m, offs_n, start, T, TS, TSW, POSW, max_seq_len, num_buckets, rab_scale, HAS_TS, HAS_POS)
+                p = _silu(s, rab, scale, HAS_RAB, FAST_SILU)
+                if n0 >= full_end:
+                    p = tl.where((offs_n[None, :] <= offs_m[:, None]) & kmask[None, :], p, 0.0)
+                v = tl.load(Vb + offs_nl[:, None] * stride_vt + offs_dv[None, :])
+                acc += tl.dot(p.to(v.dtype), v)
+        else:
+            # key blocks valid for every row of the query block: no mask at all
+            for n0 in range(0, full_end, BLOCK_N):
+                offs_n = n0 + offs_n0
+                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None])
+                s = tl.dot(q, k)
+                if HAS_RAB:
+                    rab = _rab(offs_m, offs_n, start, T, TS, TSW, POSW, max_seq_len, num_buckets, rab_scale, HAS_TS, HAS_POS)
+                p = _silu(s, rab, scale, HAS_RAB, FAST_SILU)
+                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :])
+                acc += tl.dot(p.to(v.dtype), v)
+            # blocks crossing the diagonal or the end of the history
+            for n0 in range(full_end, kend, BLOCK_N):
+                offs_n = n0 + offs_n0
+                kmask = offs_n < hl
+                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+                s = tl.dot(q, k)
+                if HAS_RAB:
+                    rab = _rab(offs_m, offs_n, start, T, TS, TSW, POSW, max_seq_len, num_buckets, rab_scale, HAS_TS, HAS_POS)
+                p = _silu(s, rab, scale, HAS_RAB, FAST_SILU)
+                valid = (offs_n[None, :] <= offs_m[:, None]) & kmask[None, :]
+                p = tl.where(valid, p, 0.0)
+                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+                acc += tl.dot(p.to(v.dtype), v)
         if HAS_TARGETS:
             if m0 + BLOCK_M > hl:
                 # each candidate attends to itself: a row-wise dot product
@@ -221,7 +246,7 @@ def hstu_fwd(
     has_pos = pos_weights is not None
     grid = (B * H, triton.cdiv(max_seq_len, BM))
     dummy = seq_offsets
-    _hstu_fwd_kernel[grid](
+    args = (
         q, k, v, out, seq_offsets,
         num_targets if num_targets is not None else dummy,
         timestamps if has_ts else dummy,
@@ -232,8 +257,10 @@ def hstu_fwd(
         float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, 0.5 if fast else 1.0,
         max_seq_len, contextual_seq_len, max_attn_len,
         (ts_weights.numel() - 1) if has_ts else 0,
-        H=H, D_QK=D_QK, D_V=D_V, BLOCK_M=BM, BLOCK_N=BN,
-        HAS_TARGETS=num_targets is not None, GENERAL=general, HAS_TS=has_ts, HAS_POS=has_pos,
-        FAST_SILU=fast, **cfg,
     )
+    consts = dict(H=H, D_QK=D_QK, D_V=D_V, BLOCK_M=BM, BLOCK_N=BN, HAS_TARGETS=num_targets is not None,
+                  GENERAL=general, HAS_TS=has_ts, HAS_POS=has_pos, FAST_SILU=fast,
+                  ONE_LOOP=bool(cfg.pop("ONE_LOOP", False)))
+    # what is left of cfg are launch options (num_warps, num_stages, maxnreg)
+    launch(_hstu_fwd_kernel, _HANDLES, grid, args, consts, cfg, q.device)
     return out

@@ -26,10 +26,17 @@ _BUCKETS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 # bucket falls back to the kernel's default_config. Filled from `python -m
 # tracekit.kernels.tiles tune` runs (docs/performance.md, "Short sequences"); only entries
 # that beat the default in every sweep are kept.
+#
+# d=128, 512 <= max_seq_len <= 8192 (issue 16 sweeps, docs/performance.md): 128x32 tiles of 8
+# warps capped at 128 registers, so two CTAs share an SM (one hides the other's q load, pipeline
+# fill and epilogue), the masked blocks inside the one loop (ONE_LOOP). 1.07-1.27x the
+# 128x64/8/3 default (bf16 T=512 ... 8192), 4 stages beating 3 by 1-2 % at T >= 4096 in bf16;
+# fp16 measured with 3 stages only.
 BUILTIN: dict[tuple, dict] = {
-    # T <= 1024: 64-row tiles, 4 warps, 4 stages won the 24-candidate sweep in two device calls
-    # (259.6 / 260.9 TFLOP/s against 255 for the 128x64/8/3 default; docs/performance.md)
-    ("dense", "bfloat16", 128, 128, 1024): {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 4},
+    ("dense", dt, 128, 128, bkt): {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": st,
+                                   "maxnreg": 128, "ONE_LOOP": True}
+    for dt, st in (("bfloat16", 4), ("float16", 3))
+    for bkt in (512, 1024, 2048, 4096, 8192)
 }
 
 _loaded: dict[str, dict] = {}
@@ -124,6 +131,10 @@ DENSE_CANDIDATES = [
     for bm, bn, w in ((128, 64, 8), (128, 64, 4), (128, 32, 8), (128, 128, 8), (64, 64, 4), (64, 32, 4),
                       (64, 128, 4), (64, 64, 8))
     for st in (2, 3, 4)
+] + [
+    # two CTAs of 8 warps per SM (registers capped), the masked blocks in the one loop
+    dict(BLOCK_M=128, BLOCK_N=bn, num_warps=8, num_stages=st, maxnreg=128, ONE_LOOP=True)
+    for bn, st in ((32, 2), (32, 3), (32, 4), (64, 2))
 ]
 
 

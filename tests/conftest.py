@@ -13,6 +13,7 @@ DATA = Path(__file__).parent / "data"
 NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
                   "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range",
                   "diff_base_a", "diff_base_b", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
+                  *(f"ranks_2gpu_rank{r}" for r in range(2)),
                   "registered_nvtx", "registered_nvtx_domains"]
 #: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
 NSYS_EXPORTS = {
@@ -25,6 +26,8 @@ NSYS_EXPORTS = {
         "diff_base_a", "diff_base_b", "diff_regressed", "registered_nvtx", "registered_nvtx_domains")},
     # one export per rank of a 4-process job (tests/data/nsys_ranks/PLANT.md)
     **{f"ranks_rank{r}": DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz" for r in range(4)},
+    # two ranks of the job spread over 2 GPUs: rank 1 ran on device 1 (nsys_ranks_2gpu/PLANT.md)
+    **{f"ranks_2gpu_rank{r}": DATA / "nsys_ranks_2gpu" / f"rank{r}" / "export.sqlite.xz" for r in range(2)},
 }
 
 

@@ -187,7 +187,7 @@ def test_ncu_argv_and_exports():
     for kernel in ("indexSelectLargeIndex", "nvjet_tst_128x256_64x4_2x1_v_bz_coopB_TNT",
                    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64",
                    "ampere_bf16_s16816gemm_bf16_256x128_ldg8_relu_f2f_stages_64x3_tn",
-                   "_hstu_cached_kernel"):
+                   "_hstu_cached_kernel", "_hstu_cached_sk_kernel"):
         assert pattern.search(kernel), kernel
     assert not pattern.search("vectorized_elementwise_kernel")
     sections = [b for a, b in pairs if a == "--section"]

@@ -481,25 +481,91 @@ def test_launch_rows_match_a_plain_join(case):
     assert sum(g >= 0 for g in got) > 500
 
 
-@pytest.mark.parametrize("limit", ["1MB", "10MB"])
-def test_out_of_memory_is_one_line_that_says_what_to_do(tmp_path, plain_export, limit):
-    """A DuckDB memory limit too small for the export (TRACEKIT_MEMORY_LIMIT): one line
-    naming the limit and the variable, exit 2, the store as it was (or not created)."""
-    import os
-
+@pytest.mark.parametrize("limit", ["1MB", "100MB"])
+def test_a_memory_limit_too_small_says_how_much_is_needed(tmp_path, limit):
+    """An ingest estimated to need more than TRACEKIT_MEMORY_LIMIT (a budget of the whole
+    process) is refused before anything is written: one line saying how much it needs
+    and the setting that gives it that, exit 2, the store byte for byte as it was (or not
+    created). Ingested under the setting it names, it goes through."""
     db = tmp_path / "s.duckdb"
     with tracekit.open(db) as tk:
         tk.ingest(DATA / "nsys_hstu_mixed" / "export.sqlite.xz")
     before = _snapshot(db)
     fresh = tmp_path / "fresh.duckdb"
-    env = {**os.environ, "TRACEKIT_MEMORY_LIMIT": limit}
+    export = str(NSYS_EXPORTS["many_kernels"])
+
+    def ingest(target, setting):
+        env = {**os.environ, "TRACEKIT_MEMORY_LIMIT": setting}
+        return subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(target), "ingest", export],
+                              capture_output=True, text=True, env=env)
+
+    wanted = set()
     for target in (db, fresh):
-        proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(target), "ingest",
-                               str(NSYS_EXPORTS["many_kernels"])], capture_output=True, text=True, env=env)
+        proc = ingest(target, limit)
         assert proc.returncode == 2, proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1 and "memory limit" in proc.stderr, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        m = re.search(r"needs about ([0-9.]+) GB of memory, more than its memory limit "
+                      rf"TRACEKIT_MEMORY_LIMIT={limit}; set TRACEKIT_MEMORY_LIMIT=([0-9.]+GB) or more", lines[0])
+        assert m and float(m.group(1)) * 10**9 > 1.125 * int(limit.removesuffix("MB")) * 10**6, lines[0]
+        wanted.add(m.group(2))
     assert _snapshot(db) == before
     assert not fresh.exists()
+    (setting,) = wanted
+    proc = ingest(db, setting)
+    assert proc.returncode == 0, proc.stderr
+    with tracekit.open(db, read_only=True) as tk:
+        assert len(tk.runs()) == 2
+
+
+def test_a_memory_limit_too_small_is_refused_before_the_rows_are_read(tmp_path, monkeypatch):
+    """The estimate comes from the export's row counts, before its tables are read: read
+    first, their rows alone could take more than the budget."""
+    from tracekit.errors import InputError
+    from tracekit.ingest.nsys import memory_need
+    from tracekit.ingest.nsys.source import Export
+
+    def no_read(self, jobs):
+        raise AssertionError("the export's rows were read before the refusal")
+
+    monkeypatch.setattr(Export, "read", no_read)
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "100MB")
+    export = NSYS_EXPORTS["many_kernels"]
+    with pytest.raises(InputError, match=r"needs about [0-9.]+ GB of memory, more than its memory limit "
+                                         r"TRACEKIT_MEMORY_LIMIT=100MB"), tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(export)
+    assert not (tmp_path / "s.duckdb").exists()
+    monkeypatch.undo()
+    # the estimate before reading is the one made from the rows read (row counts by max(rowid))
+    import tracekit.ingest as ingest
+
+    with ingest.materialized(export) as plain:
+        assert memory_need(plain) == pytest.approx(ingest.detect(plain).read(plain).memory_need, rel=1e-3)
+
+
+def test_out_of_memory_inside_the_ingest_is_the_same_line(tmp_path, monkeypatch):
+    """DuckDB running out of memory where the estimate let the ingest start: the same one
+    line (how much is needed, what to set), the store as it was."""
+    import tracekit.ingest.budget as budget
+    from tracekit.errors import InputError
+
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "nsys_hstu_mixed" / "export.sqlite.xz")
+    before = _snapshot(db)
+    monkeypatch.setattr(budget, "DUCKDB_FLOOR", 10**6)  # DuckDB kept to a 1 MB budget,
+    monkeypatch.setattr(budget, "OVER_BUDGET", 10**6)  # which the estimate lets through
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "1MB")
+    with tracekit.open(db) as tk, pytest.raises(InputError) as err:
+        tk.ingest(NSYS_EXPORTS["many_kernels"])
+    assert "\n" not in str(err.value)
+    assert re.search(r"needs about [0-9.]+ GB of memory, more than its memory limit TRACEKIT_MEMORY_LIMIT=1MB; "
+                     r"set TRACEKIT_MEMORY_LIMIT=[0-9.]+GB or more \(nothing was written\)$", str(err.value)), err.value
+    import duckdb
+
+    assert isinstance(err.value.__cause__, duckdb.OutOfMemoryException)
+    monkeypatch.undo()
+    assert _snapshot(db) == before
 
 
 def test_default_ingest_memory_limit(monkeypatch):
@@ -511,34 +577,56 @@ def test_default_ingest_memory_limit(monkeypatch):
     assert ingest_memory_limit() == "3GB"
 
 
-def test_activity_rows_are_written_under_a_lower_memory_limit():
-    """The op inserts run under what DuckDB holds plus WRITING_MEMORY_MARGIN when the
-    configured limit is higher (what it holds is not evicted), and the configured limit
-    is set back after, also when they fail; a lower configured limit is left as it is."""
+def test_memory_limit_is_a_budget_of_the_whole_process():
+    """TRACEKIT_MEMORY_LIMIT bounds the process: DuckDB is given the budget less the
+    process's other resident memory (at least DUCKDB_FLOOR), and while rows are written
+    at most what it holds plus WRITING_MEMORY_MARGIN; the configured limit is set back
+    after, also when a write fails."""
     import duckdb
 
-    from tracekit.ingest.nsys.write import WRITING_MEMORY_MARGIN, writing_memory
+    from tracekit.ingest.budget import (
+        DUCKDB_FLOOR,
+        WRITING_MEMORY_MARGIN,
+        MemoryBudget,
+        duckdb_setting,
+        rss,
+        setting_bytes,
+    )
 
     con = duckdb.connect()
 
-    def limit():
-        return con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    def limit():  # (DuckDB shows it cut to 0.1 GiB)
+        return setting_bytes(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
 
-    def used():
-        return con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0]
+    assert [setting_bytes(t) for t in ("4GB", "800 MB", "3.7 GiB", "1.5gib", "80%")] == [
+        4 * 10**9, 800 * 10**6, int(3.7 * 2**30), int(1.5 * 2**30), None]
 
     con.execute("CREATE TEMP TABLE held AS SELECT range(10000000) AS i")  # ~80 MB held
-    for configured in ("3GB", "300MB"):
-        con.execute(f"SET memory_limit = '{configured}'")
-        before, held = limit(), used()
-        expected = f"{(held + WRITING_MEMORY_MARGIN) // 10**6}MB" if configured == "3GB" else configured
-        check = duckdb.connect()
-        check.execute(f"SET memory_limit = '{expected}'")
-        with pytest.raises(RuntimeError), writing_memory(con, configured):
-            assert limit() == check.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
-            assert used() >= held  # nothing evicted
-            raise RuntimeError("an insert failed")
+    for configured, margin in (("3GB", None), ("3GB", WRITING_MEMORY_MARGIN), (f"{(rss() + 400 * 10**6) // 10**6}MB", None),
+                               ("100MB", None)):
+        con.execute(f"SET memory_limit = '{duckdb_setting(configured)}'")  # (as the store sets it)
+        before = limit()
+        budget = MemoryBudget(con, configured)
+        held = budget.duckdb_bytes()
+        other = rss() - held
+        budget.share(margin)
+        total = setting_bytes(configured)
+        want = max(total - other, DUCKDB_FLOOR)
+        if margin is not None:
+            want = min(want, held + margin)
+        assert abs(limit() - want) < 0.1 * 2**30 + 30 * 10**6, (configured, margin, limit(), want)
+        budget.restore()
         assert limit() == before
+    assert duckdb_setting("100MB") == f"{DUCKDB_FLOOR // 10**6}MB" and duckdb_setting("3GB") == "3GB"
+    # while rows are written: no more than DuckDB holds plus the margin
+    con.execute("SET memory_limit = '3GB'")
+    budget = MemoryBudget(con, "3GB")
+    with pytest.raises(RuntimeError), budget.writing():
+        assert limit() < budget.duckdb_bytes() + WRITING_MEMORY_MARGIN + 10**6
+        raise RuntimeError("an insert failed")
+    assert limit() > budget.duckdb_bytes() + WRITING_MEMORY_MARGIN  # the share without margin again
+    budget.restore()
+    assert limit() == setting_bytes("2.7 GiB")
 
 
 def _ranges(rng, threads: int, n: int) -> list[tuple]:

@@ -10,11 +10,14 @@ import functools
 import io
 import json
 import lzma
+import os
 import shutil
 import sqlite3
 import statistics
+import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,30 +26,41 @@ from tracekit import charts
 from tracekit.cli import main
 
 DATA = Path(__file__).parent / "data"
-RANKS = DATA / "nsys_ranks"
-PLANT = json.loads((RANKS / "plant.json").read_text())
-WORLD = PLANT["world_size"]
-EXPORTS = {v["rank"]: RANKS / v["export"] for v in PLANT["ranks"].values()}
-PER_STEP = PLANT["observed_per_step"]["duration_ns"]  # rankN -> range -> [ns per step]
-STRAGGLER = PLANT["straggler"]["rank"]
+
+
+def _job(folder: Path) -> SimpleNamespace:
+    """A real multi-rank fixture and what its plant.json (programs/plant.py) says of it."""
+    plant = json.loads((folder / "plant.json").read_text())
+    return SimpleNamespace(
+        name=folder.name, plant=plant, world=plant["world_size"], straggler=plant["straggler"]["rank"],
+        exports={v["rank"]: folder / v["export"] for v in plant["ranks"].values()},
+        per_step=plant["observed_per_step"]["duration_ns"],  # rankN -> range -> [ns per step]
+    )
+
+
+# 4 ranks on one GPU, and 4 ranks round-robin over 2 GPUs (nvidia-h200-x2)
+JOBS = {j.name: j for j in (_job(DATA / "nsys_ranks"), _job(DATA / "nsys_ranks_2gpu"))}
+ONE_GPU = JOBS["nsys_ranks"]
+PLANT, WORLD, EXPORTS = ONE_GPU.plant, ONE_GPU.world, ONE_GPU.exports
 OTHER = DATA / "nsys_hstu_mixed" / "export.sqlite.xz"  # a single-process run, no rank
 
 
-@pytest.fixture(scope="module")
-def job(tmp_path_factory):
+@pytest.fixture(scope="module", params=list(JOBS))
+def job(request, tmp_path_factory):
+    j = JOBS[request.param]
     db = tmp_path_factory.mktemp("ranks") / "ranks.duckdb"
     tk = tracekit.open(db)
     tk.ingest(OTHER)  # run 1: not part of the job
-    for r in sorted(EXPORTS):
-        tk.ingest(EXPORTS[r])
+    for r in sorted(j.exports):
+        tk.ingest(j.exports[r])
     tk.close()
     tk = tracekit.open(db, read_only=True)
-    yield tk, db
+    yield tk, db, j
     tk.close()
 
 
-def _stats(rank: int, report: str) -> list[dict]:
-    f = EXPORTS[rank].parent / "stats" / f"{report}.csv"
+def _stats(j: SimpleNamespace, rank: int, report: str) -> list[dict]:
+    f = j.exports[rank].parent / "stats" / f"{report}.csv"
     text = lzma.open(f.with_suffix(".csv.xz"), "rt").read() if not f.exists() else f.read_text()
     return list(csv.DictReader(io.StringIO(text)))
 
@@ -68,17 +82,17 @@ def _hostname(export: Path) -> str:
 
 
 def test_each_export_is_its_rank_of_one_job(job):
-    tk, _ = job
+    tk, _, j = job
     runs = {r["run_id"]: json.loads(r["params"]) for r in tk.sql("SELECT run_id, params FROM runs").iter_rows(named=True)}
     assert runs[1] == {}  # the single-process capture has no rank (its name and export say none)
     got = {p["rank"]: p for rid, p in runs.items() if rid != 1}
-    assert sorted(got) == sorted(EXPORTS)
-    assert {p["world_size"] for p in got.values()} == {WORLD}  # WORLD_SIZE of the launched process
+    assert sorted(got) == sorted(j.exports)
+    assert {p["world_size"] for p in got.values()} == {j.world}  # WORLD_SIZE of the launched process
     assert len({p["job"] for p in got.values()}) == 1
-    host = _hostname(EXPORTS[0])
+    host = _hostname(j.exports[0])
     assert host and {p["host"] for p in got.values()} == {host}
     ranks = tk.sql("SELECT rank, run_id FROM rank_runs ORDER BY rank")
-    assert ranks["rank"].to_list() == sorted(EXPORTS) and ranks["run_id"].to_list() == [2, 3, 4, 5]
+    assert ranks["rank"].to_list() == sorted(j.exports) and ranks["run_id"].to_list() == [2, 3, 4, 5]
 
 
 def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
@@ -111,32 +125,79 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
     assert not (tmp_path / "s4.duckdb").exists()
 
 
+def _fake_nsys(tmp_path, monkeypatch) -> None:
+    """An `nsys` on PATH whose `export --type sqlite -o OUT IN` decompresses IN (an
+    xz-compressed real export standing in for the report) into OUT."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "nsys"
+    script.write_text(f"#!{sys.executable}\n"
+                      "import lzma, shutil, sys\n"
+                      "args = sys.argv[1:]\n"
+                      "with lzma.open(args[-1]) as src, open(args[args.index('-o') + 1], 'wb') as dst:\n"
+                      "    shutil.copyfileobj(src, dst)\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_an_nsys_report_is_its_own_run_not_its_temporary_export(tmp_path, monkeypatch, capsys):
+    # the export to SQLite goes to a temp folder; the run's name, source path, rank and
+    # job are the report's, through every way in: ingest, --workers' staging, diff
+    _fake_nsys(tmp_path, monkeypatch)
+    (tmp_path / "job42").mkdir()
+    report = tmp_path / "job42" / "trainer_rank3.nsys-rep"
+    shutil.copy(OTHER, report)
+    db = tmp_path / "s.duckdb"
+    assert main(["--db", str(db), "ingest", str(report)]) == 0
+    assert f"{report}: run 1 (trainer_rank3, nsys)" in capsys.readouterr().out
+    tk = tracekit.open(db, read_only=True)
+    name, source, params = tk.sql("SELECT name, source_path, params FROM runs").row(0)
+    tk.close()
+    params = json.loads(params)
+    assert (name, source) == ("trainer_rank3", str(report.resolve()))
+    assert params["rank"] == 3 and params["job"] == str((tmp_path / "job42" / "trainer_rank*.nsys-rep").resolve())
+    # the same report again is the same run; diff takes a report as a run
+    assert main(["--db", str(db), "ingest", str(report)]) == 0
+    assert "already ingested as run 1" in capsys.readouterr().out
+    assert main(["--db", str(db), "diff", str(report), "1", "--format", "csv"]) == 0
+    tk = tracekit.open(db, read_only=True)
+    assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 1
+    tk.close()
+    pytest.importorskip("distributed")
+    db2 = tmp_path / "w.duckdb"
+    assert main(["--db", str(db2), "ingest", str(report), "--workers", "1"]) == 0
+    tk = tracekit.open(db2, read_only=True)
+    name2, source2, params2 = tk.sql("SELECT name, source_path, params FROM runs").row(0)
+    assert (name2, source2, json.loads(params2)) == (name, source, params)
+    tk.close()
+
+
 # -- stragglers -----------------------------------------------------------------------
 
 
 def test_stragglers_find_the_planted_straggler(job):
-    tk, _ = job
+    tk, _, j = job
     df = tk.query("stragglers", limit=0)
     by = {(r["path"], r["instance"]): r for r in df.iter_rows(named=True)}
-    steps = PLANT["observed_per_step"]["steps"]
+    steps = j.plant["observed_per_step"]["steps"]
     slowest_forward = fastest_exchange = 0
     for part, path in (("forward", "step/forward"), ("exchange", "step/exchange"),
                        ("backward", "step/backward"), ("step", "step")):
         for i in range(steps):
-            durs = [PER_STEP[f"rank{r}"][part][i] for r in range(WORLD)]
+            durs = [j.per_step[f"rank{r}"][part][i] for r in range(j.world)]
             row = by[(path, i + 1)]
-            assert row["ranks"] == WORLD
+            assert row["ranks"] == j.world
             assert (row["min_ns"], row["max_ns"]) == (min(durs), max(durs)), (path, i)
             assert row["med_ns"] == pytest.approx(statistics.median(durs)), (path, i)
             assert row["slowest_rank"] == durs.index(max(durs)) and row["fastest_rank"] == durs.index(min(durs))
             assert row["skew_ns"] == max(durs) - min(durs)
-            slowest_forward += path == "step/forward" and row["slowest_rank"] == STRAGGLER
-            fastest_exchange += path == "step/exchange" and row["fastest_rank"] == STRAGGLER
+            slowest_forward += path == "step/forward" and row["slowest_rank"] == j.straggler
+            fastest_exchange += path == "step/exchange" and row["fastest_rank"] == j.straggler
     # the plant: rank 2 is the slowest in forward and waits least in exchange, step after step
-    assert slowest_forward == PLANT["observed_per_step"]["straggler_slowest_in_forward"] >= steps * 3 // 4
-    assert fastest_exchange == PLANT["observed_per_step"]["straggler_shortest_exchange"] >= steps * 3 // 4
+    assert slowest_forward == j.plant["observed_per_step"]["straggler_slowest_in_forward"] >= steps * 3 // 4
+    assert fastest_exchange == j.plant["observed_per_step"]["straggler_shortest_exchange"] >= steps * 3 // 4
     # the warm-up step is apart from the steps: one instance of warmup/forward
-    assert by[("warmup/forward", 1)]["ranks"] == WORLD and ("warmup/forward", 2) not in by
+    assert by[("warmup/forward", 1)]["ranks"] == j.world and ("warmup/forward", 2) not in by
     # rows ordered by skew, largest first; range= takes a path or a range name
     assert df["skew_ns"].to_list() == sorted(df["skew_ns"].to_list(), reverse=True)
     assert tk.query("stragglers", range="step/forward", limit=0).height == steps
@@ -144,31 +205,35 @@ def test_stragglers_find_the_planted_straggler(job):
 
 
 def test_rank_ranges_totals_per_rank_and_path(job):
-    tk, _ = job
+    tk, _, j = job
     df = tk.query("rank-ranges")
     rows = {(r["path"], r["rank"]): r for r in df.iter_rows(named=True)}
-    assert {p for p, _ in rows} == set(PLANT["nvtx_paths"])
-    for r in range(WORLD):
+    assert {p for p, _ in rows} == set(j.plant["nvtx_paths"])
+    for r in range(j.world):
         for part, path in (("forward", "step/forward"), ("exchange", "step/exchange"), ("step", "step")):
-            assert rows[(path, r)]["total_ns"] == sum(PER_STEP[f"rank{r}"][part])
-            assert rows[(path, r)]["instances"] == PLANT["steps"]
+            assert rows[(path, r)]["total_ns"] == sum(j.per_step[f"rank{r}"][part])
+            assert rows[(path, r)]["instances"] == j.plant["steps"]
         # nsys stats nvtx_sum: a range name's total is the sum of its paths' (warmup/x + step/x)
-        stats = {s["Range"]: int(s["Total Time (ns)"]) for s in _stats(r, "nvtx_sum")}
+        stats = {s["Range"]: int(s["Total Time (ns)"]) for s in _stats(j, r, "nvtx_sum")}
         for name in ("forward", "exchange", "backward"):
             assert rows[(f"step/{name}", r)]["total_ns"] + rows[(f"warmup/{name}", r)]["total_ns"] == stats[f":{name}"]
-    fwd = {r: rows[("step/forward", r)]["vs_median_pct"] for r in range(WORLD)}
-    assert max(fwd, key=fwd.get) == STRAGGLER and fwd[STRAGGLER] > 30
-    exch = {r: rows[("step/exchange", r)]["vs_median_pct"] for r in range(WORLD)}
-    assert min(exch, key=exch.get) == STRAGGLER and exch[STRAGGLER] < -30
+    # against the median rank, from the plant's per-step durations: the straggler is the
+    # slowest in forward and waits least in exchange
+    for part, pick in (("forward", max), ("exchange", min)):
+        totals = {r: sum(j.per_step[f"rank{r}"][part]) for r in range(j.world)}
+        med = statistics.median(totals.values())
+        got = {r: rows[(f"step/{part}", r)]["vs_median_pct"] for r in range(j.world)}
+        assert got == {r: pytest.approx(round(100 * (t - med) / med, 1), abs=0.051) for r, t in totals.items()}
+        assert pick(got, key=got.get) == j.straggler
 
 
 # -- rank-summary against nsys stats --------------------------------------------------
 
 
-def _busy(rank: int) -> tuple[int, int]:
+def _busy(j: SimpleNamespace, rank: int) -> tuple[int, int]:
     """Union of every GPU op's [start, end) in nsys's cuda_gpu_trace, and its span."""
     ops = sorted((int(r["Start (ns)"]), int(r["Start (ns)"]) + int(r["Duration (ns)"]))
-                 for r in _stats(rank, "cuda_gpu_trace"))
+                 for r in _stats(j, rank, "cuda_gpu_trace"))
     busy, cur_s, cur_e = 0, *ops[0]
     for s, e in ops[1:]:
         if s > cur_e:
@@ -180,34 +245,37 @@ def _busy(rank: int) -> tuple[int, int]:
 
 
 def test_rank_summary_is_nsys_stats_per_rank(job):
-    tk, _ = job
+    tk, _, j = job
     df = tk.query("rank-summary")
-    assert df["rank"].to_list() == sorted(EXPORTS)
+    assert df["rank"].to_list() == sorted(j.exports)
     kernel_ns = {}
     for row in df.iter_rows(named=True):
         r = row["rank"]
-        kern = _stats(r, "cuda_gpu_kern_sum")
+        kern = _stats(j, r, "cuda_gpu_kern_sum")
         kernel_ns[r] = sum(int(k["Total Time (ns)"]) for k in kern)
         assert row["kernels"] == sum(int(k["Instances"]) for k in kern)
         assert row["kernel_ns"] == kernel_ns[r]
         top = max(kern, key=lambda k: int(k["Total Time (ns)"]))
         assert (row["top_kernel"], row["top_kernel_ns"]) == (top["Name"], int(top["Total Time (ns)"]))
-        assert (row["gpu_busy_ns"], row["gpu_span_ns"]) == _busy(r)
-        nvtx = {s["Range"]: int(s["Total Time (ns)"]) for s in _stats(r, "nvtx_sum")}
+        assert (row["gpu_busy_ns"], row["gpu_span_ns"]) == _busy(j, r)
+        nvtx = {s["Range"]: int(s["Total Time (ns)"]) for s in _stats(j, r, "nvtx_sum")}
         assert row["nvtx_ns"] == nvtx[":warmup"] + nvtx[":step"]  # the outermost ranges
-        assert row["host"] == _hostname(EXPORTS[0]) and row["run_id"] == r + 2
+        assert row["host"] == _hostname(j.exports[0]) and row["run_id"] == r + 2
+        # the GPUs as NVIDIA's trace names them: "NVIDIA H200 (0)"
+        devices = sorted({int(t["Device"].rsplit("(", 1)[1].rstrip(")")) for t in _stats(j, r, "cuda_gpu_trace")})
+        assert row["gpus"] == ",".join(map(str, devices)) == ",".join(map(str, j.plant["ranks"][f"rank{r}"]["devices"]))
     med = statistics.median(kernel_ns.values())
     for row in df.iter_rows(named=True):
         assert row["kernel_vs_median_pct"] == pytest.approx(round(100 * (kernel_ns[row["rank"]] - med) / med, 1))
     # the straggler's extra forward layers are extra GEMMs
-    assert max(kernel_ns, key=kernel_ns.get) == STRAGGLER
+    assert max(kernel_ns, key=kernel_ns.get) == j.straggler
 
 
 # -- the job of --run, and runs that are no rank --------------------------------------
 
 
 def test_any_rank_names_the_job_and_a_run_without_rank_is_an_error(job, capsys):
-    tk, db = job
+    tk, db, j = job
     latest = tk.query("rank-summary")
     for run in (2, 4, "5"):
         assert tk.query("rank-summary", run=run).equals(latest)
@@ -247,11 +315,11 @@ def _values(spec: dict) -> list[dict]:
 
 
 def test_rank_charts_draw_the_queries(job, tmp_path):
-    tk, db = job
+    tk, db, j = job
     heat = _values(charts.chart(tk, "rank-heatmap").to_dict())
     cells = {(v["path"], v["rank"]): v for v in heat}
     q = tk.query("rank-ranges")
-    assert len(cells) == q.height == len(PLANT["nvtx_paths"]) * WORLD
+    assert len(cells) == q.height == len(j.plant["nvtx_paths"]) * j.world
     for row in q.iter_rows(named=True):
         c = cells[(row["path"], row["rank"])]
         assert c["total_ms"] == pytest.approx(row["total_ns"] / 1e6) and c["vs_median_pct"] == row["vs_median_pct"]

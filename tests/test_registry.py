@@ -8,7 +8,7 @@ import pytest
 from conftest import NSYS_SCENARIOS
 
 from tracekit.errors import ParamError, QueryError
-from tracekit.registry import get_registry, parse_header, sql_parameters
+from tracekit.registry import _unordered, get_registry, parse_header, sql_parameters
 
 REG = get_registry()
 
@@ -78,3 +78,16 @@ def test_a_query_spans_runs_exactly_when_its_sql_reads_run_null_as_all(name):
     q = REG.get(name)
     handles_null = re.search(r"\$run\s+IS\s+NULL", q.sql, re.IGNORECASE) is not None
     assert q.spans_runs == handles_null
+
+
+@pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source == "nsys" and "limit" in q.params])
+def test_the_row_count_under_a_limit_is_every_row(nsys_db, name):
+    """A terminal table cut by --limit says how many rows the query has in all: counted
+    without the final sort (which DuckDB keeps under the LIMIT expression), the same
+    number as fetching every row."""
+    every = len(nsys_db.query(name, run="hstu_mixed", limit=0))
+    rows = REG.fetch(nsys_db, name, run="hstu_mixed", limit=1)
+    assert len(rows.rows) == min(every, 1)
+    if every >= 1:
+        assert rows.total == every, name
+    assert "$limit" not in _unordered(REG.queries[name].sql), name  # (counted without the sort)

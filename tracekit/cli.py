@@ -206,18 +206,14 @@ def ingest(
     if workers is not None or scheduler is not None:
         _ingest_distributed(_open(db), files, workers, scheduler, name, params)
         return
-    from .ingest.nsysrep import export_if_needed
-
     tk, f = None, None
     try:
         with _open(db) as tk:
             for f in files:
                 tk.last_ingest = None
-                with export_if_needed(f) as source:
-                    # an exported .nsys-rep keeps its stem: the default name
-                    res = tk.ingest(source, name=name, params=params)
+                res = tk.ingest(f, name=name, params=params)
                 _echo_result(f, res)
-    except (KeyboardInterrupt, Interrupted):  # also outside tk.ingest: exporting a .nsys-rep, printing, closing
+    except (KeyboardInterrupt, Interrupted):  # also outside tk.ingest: printing, closing
         if tk is None or f is None:
             raise Interrupted("interrupted; not ingested, nothing was written") from None
         raise tk.interrupted(f) from None

@@ -171,11 +171,7 @@ def resolve(tk, ref: Any) -> Side:
     if _is_file(text):
         if tk.read_only:
             raise QueryError(f"{path}: a file to compare must be ingested first; open the store writable")
-        from .ingest.nsysrep import export_if_needed
-
-        with export_if_needed(path) as source:
-            res = tk.ingest(source, name=path.name.split(".")[0] if source != path else None)
-        text = str(res.run_id)
+        text = str(tk.ingest(path).run_id)
     rows = []
     if RUN_ID.fullmatch(text):
         rows = con.execute("SELECT run_id, name, kind, json_extract_string(params, '$.sweep') FROM runs WHERE run_id = ?",

@@ -256,11 +256,26 @@ class Registry:
             rows = Rows.from_relation(tk.con.sql(q.sql, params=bound))
             limit = bound.get("limit")
             if limit and len(rows.rows) == limit:  # counted only when the limit may have cut
-                sql = q.sql.rstrip().rstrip(";")
-                rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)", {**bound, "limit": 0}).fetchall()[0][0]
+                sql = _unordered(q.sql)
+                used = sql_parameters(sql)
+                rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)",
+                                            {k: v for k, v in {**bound, "limit": 0}.items() if k in used}).fetchall()[0][0]
         except duckdb.Error as err:
             raise tk.db_error(err, name) from err
         return rows
+
+
+#: a query's last ORDER BY (no parentheses) and its LIMIT $limit (0 = all), as every
+#: named query ends
+_ORDER_LIMIT = re.compile(r"\nORDER BY [^()]*?\nLIMIT CASE WHEN \$limit = 0 THEN NULL ELSE \$limit END\s*;?\s*$")
+
+
+def _unordered(sql: str) -> str:
+    """A named query without its final ORDER BY and LIMIT, to count its rows: DuckDB keeps
+    the sort under an expression LIMIT (nvtx-ranges over 12 M ranges: 0.8 s to count
+    what the first page took 12 ms to fetch). The query as it is where it ends otherwise."""
+    cut = _ORDER_LIMIT.sub("\n", sql.rstrip())
+    return cut if cut != sql.rstrip() else sql.rstrip().rstrip(";")
 
 
 _KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu", "timing": "a timing"}

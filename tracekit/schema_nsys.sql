@@ -187,6 +187,16 @@ CREATE TABLE IF NOT EXISTS nvtx_kernel_sum (
     max_ns BIGINT            -- longest launch, ns
 );
 
+-- Kernel time per NVTX range path and kernel name (nvtx_kernel_sum by its ranges' paths),
+-- summed at ingest: kernels-by-nvtx reads it instead of joining millions of ranges.
+CREATE TABLE IF NOT EXISTS nvtx_path_kernel_sum (
+    run_id INTEGER,
+    path VARCHAR,            -- nvtx_ranges.path of the innermost range; NULL = launched outside every range
+    name VARCHAR,            -- kernel name (demangled)
+    launches BIGINT,         -- kernel launches
+    total_ns BIGINT          -- summed kernel time, ns
+);
+
 -- Launch and execution phases of kernels per (process, launching thread, device, launch
 -- API, kernel): the statistics of `nsys stats -r cuda_kern_exec_sum`, unrounded, computed
 -- at ingest (four exact medians over millions of launches take longer than a query may).

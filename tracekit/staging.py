@@ -82,14 +82,11 @@ def prepare(source: str | os.PathLike, *, name: str | None = None, params: dict 
 def ingest_into(stage: Tracekit, source: Path, *, name: str | None, params: dict | None,
                 known: frozenset[str], threads: int | None) -> IngestResult:
     """Ingest ``source`` into the staging store ``stage`` (a file, or ``:memory:``) as
-    ``tracekit ingest`` would (a .nsys-rep exported first); ``known`` hashes skipped."""
-    from .ingest.nsysrep import export_if_needed
-
+    ``tracekit ingest`` would; ``known`` hashes skipped."""
     if threads:
         stage.con.execute(f"SET threads = {int(threads)}")
     stage.skip_hashes = known
-    with export_if_needed(source) as plain:  # an exported .nsys-rep keeps its stem: the default name
-        return stage.ingest(plain, name=name, params=params)
+    return stage.ingest(source, name=name, params=params)
 
 
 def run_tables(con, catalog: str) -> list[str]:

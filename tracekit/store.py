@@ -39,17 +39,19 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: 3: kernel_exec_sum computed at ingest; 4: launch_latency_sum computed at ingest;
 #: 5: api_sum computed at ingest, _strings ids in name order; 6: content hashes are
 #: XXH3-128; 7: the derived columns of _kernels and _api_calls are computed by their views;
-#: 8: graph_execs (whole CUDA graph launches), gpu_ops with context_id and graph launches.
-SCHEMA_VERSION = 8
+#: 8: graph_execs (whole CUDA graph launches), gpu_ops with context_id and graph launches;
+#: 9: nvtx_path_kernel_sum computed at ingest; a range's parent is its tightest container
+#: (nsys's rule; a store of 8 can hold another parent_id where start/end ranges cross).
+SCHEMA_VERSION = 9
 
 
 def ingest_memory_limit() -> str:
-    """DuckDB's memory limit while ingesting: ``$TRACEKIT_MEMORY_LIMIT``, or half the
-    machine's memory, at least 800 MB. DuckDB spills its joins to disk past it; the
-    Arrow and NumPy arrays of an ingest are beside it (12 M NVTX ranges under 4GB: 5.1 GB
-    peak RSS of the process; docs/performance.md). Handed to the plugins' loaders, which
-    may lower it for a phase that needs little memory (nsys: while the activity rows are
-    written) and set it back after."""
+    """The memory budget of an ingest process: ``$TRACEKIT_MEMORY_LIMIT``, or half the
+    machine's memory, at least 800 MB. Handed to the plugins' loaders, which give DuckDB
+    what their Arrow and NumPy arrays leave of it, phase by phase (``ingest.budget``;
+    DuckDB spills its joins to disk past its share): 12 M NVTX ranges under 4GB peak at
+    4.3 GB of resident memory (docs/performance.md). An ingest estimated to need more is
+    refused before it writes anything, with the setting it needs."""
     limit = os.environ.get("TRACEKIT_MEMORY_LIMIT")
     if limit:
         return limit
@@ -266,9 +268,11 @@ class Tracekit:
     def _setup_writer(self, con: duckdb.DuckDBPyConnection) -> None:
         """The ingest connection's settings, and the schema (created where missing)."""
         # bounded memory for ingest: DuckDB spills its joins to disk past this
+        from .ingest.budget import duckdb_setting
+
         limit = self.memory_limit = ingest_memory_limit()
         try:
-            con.execute(f"SET memory_limit = '{limit}'")
+            con.execute(f"SET memory_limit = '{duckdb_setting(limit)}'")
         except duckdb.Error as err:
             raise TracekitError(f"TRACEKIT_MEMORY_LIMIT={limit!r}: {str(err).splitlines()[0]}") from err
         # Bit-packing is the costliest compression to analyse when row groups are
@@ -486,6 +490,7 @@ class Tracekit:
                     # parsed (a core would idle otherwise).
                     if self._seen_path(path) and (existing := self._existing(hashing.result())) is not None:
                         return self._renamed(existing, name)
+                    self._check_need(plugin, plain, path)
                     parsed = plugin.read(plain)
                     digest = hashing.result()
                 existing = self._existing(digest)
@@ -497,6 +502,20 @@ class Tracekit:
             sources = [(parsed.kind, str(path.resolve()), digest)]
             replace = None
         return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta, sources, replace)
+
+    def _check_need(self, plugin, plain: Path, path: Path) -> None:
+        """Refuse an export whose estimated memory (the plugin's ``memory_need``, from
+        its row counts) does not fit the ingest's budget, before its rows are read: read
+        first, they alone could take more than the budget."""
+        from .ingest.budget import fits, shortage
+
+        estimate = getattr(plugin, "memory_need", None)
+        if estimate is None:
+            return
+        limit = self.memory_limit or ingest_memory_limit()  # (no connection yet to a new store)
+        need = estimate(plain)
+        if not fits(need, limit):
+            raise InputError(shortage(str(path.resolve()), need, limit))
 
     def _renamed(self, existing: IngestResult, name: str | None) -> IngestResult:
         """An already-ingested run, renamed to ``name`` when one is asked for (a run held
@@ -558,11 +577,14 @@ class Tracekit:
             f, mod = chosen[kind]
             with _ingest.materialized(f) as plain, ThreadPoolExecutor(max_workers=1) as pool:
                 hashing = pool.submit(_ingest.file_hash, plain)
+                self._check_need(mod, plain, f)
                 p = mod.read(plain)
                 sources.append((kind, str(f.resolve()), hashing.result()))
             merged.meta.update({k: v for k, v in p.meta.items() if v is not None})
             merged.tables.update(p.tables)
             merged.loaders.extend(p.loaders)
+            if p.memory_need is not None:  # (read one after the other: the largest counts)
+                merged.memory_need = max(merged.memory_need or 0, p.memory_need)
         return merged, sources
 
     def _seen_path(self, path: Path) -> bool:
@@ -591,11 +613,15 @@ class Tracekit:
         return IngestResult(row[0], row[1], row[2], row[3], True, {}, digest=digest)
 
     def _write(self, parsed, digest, source, name, params, extra_meta, sources, replace=None) -> IngestResult:
+        from .ingest.budget import fits, shortage
+
         con = self.con
         meta = {k: v for k, v in parsed.meta.items() if k not in ("tool_version", "export_schema_version", "gpu")}
         meta.update(extra_meta)
         rows: dict[str, int] = {}
         try:
+            if not fits(parsed.memory_need, self.memory_limit):  # refused before anything is written
+                raise InputError(shortage(source, parsed.memory_need, self.memory_limit))
             con.execute("BEGIN TRANSACTION")
             if replace is not None:
                 self._delete_rows(replace)
@@ -622,18 +648,22 @@ class Tracekit:
                                                 digest=digest)
             return self.last_ingest
         except BaseException as err:
-            out = self._failed_write(err, source)
+            out = self._failed_write(err, source, parsed.memory_need)
             if out is err:
                 raise
             if out is _first_error(err):
                 raise out from None
             raise out from _first_error(err)
 
-    def _failed_write(self, err: BaseException, source: str) -> BaseException:
+    def _failed_write(self, err: BaseException, source: str, need: int | None) -> BaseException:
         """End the ingest transaction after ``err`` and return the error to raise: the
         first error (not a "transaction is aborted" from a statement after it) as one
-        line; Ctrl-C as ``Interrupted`` saying whether the run was committed (it may
-        arrive as COMMIT returns)."""
+        line; running out of memory as the line that says how much is needed (``need``,
+        the estimate, or more than the limit where the estimate fell short); Ctrl-C as
+        ``Interrupted`` saying whether the run was committed (it may arrive as COMMIT
+        returns)."""
+        from .ingest.budget import duckdb_setting, setting_bytes, shortage
+
         con = self._con
         first = _first_error(err)
         try:
@@ -641,7 +671,7 @@ class Tracekit:
         except duckdb.Error:  # no transaction open: COMMIT went through, or DuckDB ended it on failing
             pass
         try:  # a plugin that lowered the limit for a phase could not set it back in the aborted transaction
-            con.execute(f"SET memory_limit = '{self.memory_limit}'")
+            con.execute(f"SET memory_limit = '{duckdb_setting(self.memory_limit)}'")
         except duckdb.Error:
             pass
         if self._sigints.count or isinstance(first, KeyboardInterrupt | duckdb.InterruptException):
@@ -649,12 +679,11 @@ class Tracekit:
         if self.last_ingest is not None:  # committed: what failed after it is not about the store
             return err
         out: BaseException = first
-        if isinstance(first, duckdb.Error):  # data the reshaping SQL could not take, a full disk: one line
-            hint = ""
-            if isinstance(first, duckdb.OutOfMemoryException):
-                limit = self.memory_limit  # what the user sets (a phase may have run under less)
-                hint = f" (memory limit {limit}: set TRACEKIT_MEMORY_LIMIT higher, e.g. TRACEKIT_MEMORY_LIMIT=16GB)"
-            out = InputError(f"{source}: cannot ingest ({str(first).splitlines()[0]}){hint}; nothing was written")
+        if isinstance(first, duckdb.OutOfMemoryException | MemoryError):
+            budget = setting_bytes(self.memory_limit) or 0  # what the user sets (a phase may have run under less)
+            out = InputError(shortage(source, max(need or 0, int(budget * 1.5)), self.memory_limit))
+        elif isinstance(first, duckdb.Error):  # data the reshaping SQL could not take, a full disk: one line
+            out = InputError(f"{source}: cannot ingest ({str(first).splitlines()[0]}); nothing was written")
         self._discard_if_new()
         return out
 

@@ -15,13 +15,12 @@
 -- @column top_kernel        the kernel with the most time under this path
 -- @column top_kernel_ns     that kernel's time under this path, ns
 -- @display time_pct, total_ns, launches, distinct_kernels, avg_ns, path, top_kernel
--- @requires nvtx_kernel_sum, nvtx_ranges
+-- @requires nvtx_path_kernel_sum, nvtx_ranges
 WITH RECURSIVE per_path AS (
-    -- kernel time per full path and kernel
-    SELECT coalesce(r.path, '(no range)') AS path, s.name, sum(s.launches) AS launches, sum(s.total_ns) AS ns
-    FROM nvtx_kernel_sum s
-    LEFT JOIN nvtx_ranges r ON r.run_id = s.run_id AND r.range_id = s.nvtx_range_id
-    WHERE s.run_id = $run
+    -- kernel time per full path and kernel (summed at ingest)
+    SELECT coalesce(path, '(no range)') AS path, name, sum(launches) AS launches, sum(total_ns) AS ns
+    FROM nvtx_path_kernel_sum
+    WHERE run_id = $run
     GROUP BY 1, 2
 ), ranges AS (  -- (none read without a cut)
     SELECT range_id, parent_id, path FROM nvtx_ranges WHERE $depth > 0 AND run_id = $run

@@ -9,6 +9,7 @@
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
 -- @column rank                  global rank
 -- @column host                  host it ran on (NULL when the export does not say)
+-- @column gpus                  the devices its GPU ops ran on (CUDA device ids, e.g. 0 or 0,1)
 -- @column run_id                the rank's run
 -- @column run                   the run's name
 -- @column kernels               kernel launches
@@ -22,7 +23,7 @@
 -- @column top_kernel_pct        its share of the rank's kernel time, %
 -- @column kernel_vs_median_pct  kernel_ns against the median rank's, % (+ = more time)
 -- @column busy_vs_median_pct    gpu_busy_ns against the median rank's, %
--- @display rank, host, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, kernel_vs_median_pct, top_kernel_pct, top_kernel
+-- @display rank, host, gpus, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, kernel_vs_median_pct, top_kernel_pct, top_kernel
 -- @requires kernels, gpu_ops, nvtx_ranges, rank_runs
 WITH jr AS (
     SELECT * FROM job_ranks($run)
@@ -32,7 +33,8 @@ WITH jr AS (
     FROM gpu_ops o JOIN jr USING (run_id)
     GROUP BY o.run_id, o.device_id
 ), busy AS (
-    SELECT run_id, sum(busy_ns) AS gpu_busy_ns, max(last_ns) - min(first_ns) AS gpu_span_ns
+    SELECT run_id, sum(busy_ns) AS gpu_busy_ns, max(last_ns) - min(first_ns) AS gpu_span_ns,
+           string_agg(device_id::VARCHAR, ',' ORDER BY device_id) AS gpus
     FROM dev GROUP BY run_id
 ), k AS (
     SELECT k.run_id, k.name_id, count(*) AS launches, sum(k.end_ns - k.start_ns) AS ns
@@ -49,7 +51,7 @@ WITH jr AS (
     WHERE n.depth = 0
     GROUP BY n.run_id
 ), rows AS (
-    SELECT jr.rank, jr.host, jr.run_id, jr.name AS run,
+    SELECT jr.rank, jr.host, b.gpus, jr.run_id, jr.name AS run,
            coalesce(p.kernels, 0)::BIGINT AS kernels, coalesce(p.kernel_ns, 0)::BIGINT AS kernel_ns,
            b.gpu_busy_ns::BIGINT AS gpu_busy_ns, b.gpu_span_ns::BIGINT AS gpu_span_ns,
            round(100.0 * b.gpu_busy_ns / nullif(b.gpu_span_ns, 0), 2) AS gpu_busy_pct,

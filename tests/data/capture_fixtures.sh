@@ -5,7 +5,9 @@
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
 #                   registered_nvtx_domains diff_base_a diff_base_b diff_regressed
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b (empty for none)
-#   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4)
+#   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4);
+#                   rank r runs on GPU r % (the machine's GPU count)
+#   RANKS_NAME      its folder (default nsys_ranks; nsys_ranks_2gpu was taken on 2 GPUs)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
 # Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx, and for
 # SWEEPS the tracekit CLI ($TRACEKIT, default `tracekit`; `--no-ingest` needs no duckdb).
@@ -99,9 +101,9 @@ PY
 done
 rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 
-# nsys_ranks: RANKS processes started together on the one GPU, each under its own nsys
+# nsys_ranks: RANKS processes started together, each under its own nsys, round-robin over the GPUs
 if [ -n "${RANKS:-}" ]; then
-  d="$out/nsys_ranks"; mkdir -p "$d"
+  d="$out/${RANKS_NAME:-nsys_ranks}"; mkdir -p "$d"
   echo "== nsys ranks x$RANKS $(date -u +%T)"
   export MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29517} WORLD_SIZE=$RANKS
   for ((r = 0; r < RANKS; r++)); do
@@ -175,5 +177,5 @@ rm -rf "$out/.tk"
 
 # the plants, from the programs' constants and NVIDIA's own CSVs
 [ -d "$out/nsys_diff_regressed" ] && python3 "$here/programs/plant.py" diff "$out"
-[ -n "${RANKS:-}" ] && python3 "$here/programs/plant.py" ranks "$out"
+[ -n "${RANKS:-}" ] && python3 "$here/programs/plant.py" ranks "$out" "${RANKS_NAME:-nsys_ranks}"
 exit 0

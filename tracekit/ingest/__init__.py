@@ -47,9 +47,12 @@ class Parsed:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     #: callables ``(con, run_id, *, memory_limit) -> {table: rows}`` that write straight
     #: into the store inside the ingest transaction (for sources reshaped by SQL, like
-    #: nsys exports); ``memory_limit``: DuckDB's limit the store set, which a loader that
-    #: lowers it for a phase sets back after
+    #: nsys exports); ``memory_limit``: the store's limit, a budget of the whole process
+    #: (``tracekit.ingest.budget``), which a loader that changes DuckDB's limit sets back after
     loaders: list = field(default_factory=list)
+    #: estimated peak resident memory of the ingest, bytes (``budget``; None: not
+    #: estimated): the store refuses the run before writing where its limit is smaller
+    memory_need: int | None = None
 
 
 def _plugins():
@@ -99,7 +102,15 @@ def head_of(path: Path) -> bytes:
 
 @contextmanager
 def materialized(path: Path) -> Iterator[Path]:
-    """Yield a plain (decompressed) file for ``path``; compressed inputs go to a temp file."""
+    """Yield a plain file for ``path``: compressed inputs are decompressed and nsys
+    reports (``.nsys-rep``) exported to SQLite, into a temp folder. Callers keep ``path``
+    for everything the user sees (the run's name, source path, rank and job)."""
+    from .nsysrep import REPORT_SUFFIXES, export_if_needed
+
+    if path.suffix in REPORT_SUFFIXES:
+        with export_if_needed(path) as plain:
+            yield plain
+        return
     opener = _opener(path)
     if opener is None:
         yield path

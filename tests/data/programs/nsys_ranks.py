@@ -20,9 +20,11 @@ Planted straggler: rank ``STRAGGLER`` runs ``forward`` with 1.5x the layers of t
 (``FORWARD_LAYERS * 3 // 2``: 1.5x the host work and 1.5x the GPU layers), so its
 ``forward`` is about 1.5x longer and every other rank waits for it inside ``exchange``.
 
-Started by tests/data/capture_fixtures.sh: WORLD_SIZE processes at once on one GPU, each
-under its own ``nsys profile``, with MASTER_ADDR/MASTER_PORT for the gloo rendezvous.
-Runs on CPU too (``--device cpu``, NVTX skipped).
+Started by tests/data/capture_fixtures.sh: WORLD_SIZE processes at once, each under its own
+``nsys profile``, with MASTER_ADDR/MASTER_PORT for the gloo rendezvous. With ``--device
+cuda`` rank r runs on GPU ``r % torch.cuda.device_count()``: all on the one GPU of a
+one-GPU machine, spread round-robin over the GPUs of a larger one. Runs on CPU too
+(``--device cpu``, NVTX skipped).
 """
 
 import argparse
@@ -47,6 +49,9 @@ def main() -> None:
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dev = torch.device(args.device)
+    if args.device == "cuda":  # round-robin over the machine's GPUs
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
     cuda = dev.type == "cuda"
     size = SIZE if cuda else 64
     dtype = torch.bfloat16 if cuda else torch.float32

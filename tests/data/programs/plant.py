@@ -1,7 +1,7 @@
 """Writes PLANT.md + plant.json for the fixtures with planted changes.
 
     python3 plant.py diff  OUTDIR    # OUTDIR/nsys_diff_regressed (against nsys_diff_base_a/b)
-    python3 plant.py ranks OUTDIR    # OUTDIR/nsys_ranks
+    python3 plant.py ranks OUTDIR [NAME]   # OUTDIR/NAME (default nsys_ranks)
 
 The expectations come from the programs (nsys_diff.py, nsys_ranks.py: what was planted,
 where, in which direction); the kernel names are taken as nsys prints them from the
@@ -190,12 +190,21 @@ def _step_children(export_xz: Path) -> dict[str, list[int]]:
     return out
 
 
-def ranks(out: Path) -> None:
+def _devices(folder: Path) -> list[int]:
+    """The GPUs (device ids) the rank's GPU ops ran on, from NVIDIA's cuda_gpu_trace CSV
+    ("NVIDIA H200 (1)" -> 1)."""
+    with lzma.open(folder / "stats" / "cuda_gpu_trace.csv.xz", "rt", newline="") as fh:
+        return sorted({int(r["Device"].rsplit("(", 1)[1].rstrip(")")) for r in csv.DictReader(fh) if r["Device"]})
+
+
+def ranks(out: Path, name: str = "nsys_ranks") -> None:
     prog = _constants("nsys_ranks.py")
 
-    root = out / "nsys_ranks"
+    root = out / name
     rank_dirs = sorted(p for p in root.glob("rank*") if p.is_dir())
     world = len(rank_dirs)
+    devices = {d.name: _devices(d) for d in rank_dirs}
+    gpus = len(set().union(*devices.values()))
     observed = {}
     for d in rank_dirs:
         rows = {r["Range"]: r for r in _csv(d / "stats" / "nvtx_sum.csv")}
@@ -212,8 +221,10 @@ def ranks(out: Path) -> None:
     plant = {
         "program": "tests/data/programs/nsys_ranks.py",
         "world_size": world,
+        "gpus": gpus,
         "steps": prog.STEPS,
-        "ranks": {d.name: {"rank": int(d.name[4:]), "export": f"{d.name}/export.sqlite.xz"} for d in rank_dirs},
+        "ranks": {d.name: {"rank": int(d.name[4:]), "export": f"{d.name}/export.sqlite.xz",
+                           "devices": devices[d.name]} for d in rank_dirs},
         "straggler": {
             "rank": prog.STRAGGLER, "nvtx_path": "step/forward", "nvtx_range": ":forward",
             "work_factor": 1.5, "layers": {"straggler": prog.FORWARD_LAYERS * 3 // 2, "others": prog.FORWARD_LAYERS},
@@ -236,9 +247,10 @@ def ranks(out: Path) -> None:
     }
     (root / "plant.json").write_text(json.dumps(plant, indent=2) + "\n")
     lines = [
-        "# nsys_ranks: a 4-rank job with a planted straggler",
+        f"# {name}: a {world}-rank job with a planted straggler",
         "",
-        f"`tests/data/programs/nsys_ranks.py`, {world} processes started together on one GPU, each "
+        f"`tests/data/programs/nsys_ranks.py`, {world} processes started together on "
+        f"{'one GPU' if gpus == 1 else f'{gpus} GPUs (rank r on GPU r % {gpus}, from NVIDIA cuda_gpu_trace)'}, each "
         "under its own `nsys profile` (one export per rank: `rankN/export.sqlite.xz` + `rankN/stats/`). "
         f"RANK/WORLD_SIZE from the environment; torch.distributed gloo on localhost; a barrier before "
         f"every step keeps the ranks in lock-step, so step N of every rank is the same step. "
@@ -251,7 +263,7 @@ def ranks(out: Path) -> None:
         "ranks wait for it inside `step/exchange`. `step/backward` is the same work on every rank. "
         "Machine-readable: `plant.json`.",
         "",
-        "Each export's timestamps count from its own nsys session's start (the four sessions started "
+        f"Each export's timestamps count from its own nsys session's start (the {world} sessions started "
         "within a few hundred ms of each other): align ranks by step index, or through each "
         "export's session start time (TARGET_INFO_SESSION_START_TIME), not by raw timestamps.",
         "",
@@ -267,9 +279,10 @@ def ranks(out: Path) -> None:
     lines += ["", f"Per `step` instance (from the exports, {n_steps} steps): rank {prog.STRAGGLER} has the longest "
               f"`forward` in {slowest_forward} and the shortest `exchange` in {shortest_exchange} of them "
               "(`observed_per_step` in plant.json holds every duration)."]
-    lines += ["", "The ranks share one GPU (only one-GPU machines are lent), whose contexts are time-sliced; "
-              "`forward` is bound by each rank's own CPU thread (the host-side transforms), which is what "
-              "makes the straggler visible in its range durations although the GPU is shared. "
+    share = ("The ranks share one GPU (only one-GPU machines were lent), whose contexts are time-sliced; "
+             if gpus == 1 else f"The ranks share {gpus} GPUs ({world // gpus} per GPU), whose contexts are time-sliced; ")
+    lines += ["", share + "`forward` is bound by each rank's own CPU thread (the host-side transforms), which is what "
+              "makes the straggler visible in its range durations although GPUs are shared. "
               "`step/backward` (GPU GEMMs only) varies between ranks with that time-slicing."]
     (root / "PLANT.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {root}/plant.json and PLANT.md")
@@ -277,4 +290,4 @@ def ranks(out: Path) -> None:
 
 if __name__ == "__main__":
     what, where = sys.argv[1], Path(sys.argv[2])
-    {"diff": diff, "ranks": ranks}[what](where)
+    {"diff": diff, "ranks": ranks}[what](where, *sys.argv[3:])

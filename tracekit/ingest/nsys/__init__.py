@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ...errors import InputError
 from .. import Parsed
+from ..budget import nsys_need
 from . import write
 from .arrays import small_pages
 from .columns import ENUMS, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, plan
@@ -44,6 +45,25 @@ def read(path: Path) -> Parsed:
         return _read(export, path)
     except sqlite3.DatabaseError as err:
         raise InputError(f"{path}: SQLite error ({err}); the export is truncated or corrupt") from err
+    finally:
+        export.close()
+
+
+def memory_need(path: Path) -> int | None:
+    """The estimated peak memory (bytes) of ingesting the export, from its tables' row
+    counts (``max(rowid)``: no scan), before any of its rows is read; None where the file
+    cannot tell (``read`` then says what is wrong with it)."""
+    try:
+        export = Export(path)
+    except InputError:
+        return None
+    try:
+        read = {spec.source for spec in SPECS.values()} | {base for base, _ in ENUMS.values()}
+        read |= {"StringIds", "TARGET_INFO_CUDA_DEVICE"}
+        nvtx = export.row_estimate("NVTX_EVENTS")
+        return nsys_need(sum(export.row_estimate(t) for t in read), nvtx)
+    except sqlite3.DatabaseError:
+        return None
     finally:
         export.close()
 
@@ -97,6 +117,8 @@ def _read(export: Export, path: Path) -> Parsed:
         gpu_names = sorted({n for n in raw["gpus"].column("name").to_pylist() if n})
     if gpu_names:
         meta["gpu"] = ", ".join(gpu_names)
-    parsed = Parsed(kind=KIND, meta=meta)
+    nvtx_rows = raw["nvtx"].num_rows if "nvtx" in raw else 0
+    parsed = Parsed(kind=KIND, meta=meta, memory_need=nsys_need(sum(t.num_rows for t in raw.values()) - nvtx_rows,
+                                                                  nvtx_rows))
     parsed.loaders.append(functools.partial(write.load, raw=raw, plans=plans))
     return parsed

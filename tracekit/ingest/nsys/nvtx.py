@@ -51,6 +51,23 @@ except ImportError:  # not built: NumPy does it
     _nest_native = None
 
 
+def index_type(n: int) -> type:
+    """The integer type of range ids and positions among ``n`` ranges: 32 bits where they
+    fit (millions of ranges: each array by range is half the size)."""
+    return np.int32 if n < 2**31 else np.int64
+
+
+#: columns of the named ranges that are often NULL in every row (``with_nulls``)
+NULLABLE = ("end_global_tid", "category", "color")
+
+
+def with_nulls(relation: str, columns: list[str]) -> str:
+    """SELECT of ``relation`` (named ranges with ``columns``) with the ``NULLABLE``
+    columns it lacks as NULL BIGINTs."""
+    missing = "".join(f", NULL::BIGINT AS {c}" for c in NULLABLE if c not in columns)
+    return f"SELECT *{missing} FROM {relation}"
+
+
 class Projection(NamedTuple):
     """GPU projection per range: the ranges that have GPU ops, their first op start and
     last op end (``NO_START`` / ``NO_END`` where no op had one) and their number of ops."""
@@ -105,14 +122,16 @@ def enclosing(end: np.ndarray, first: np.ndarray) -> np.ndarray:
 
 def enclosing_depth(end: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``enclosing`` and the depth along it (``containers.chain_length``): in one sequential pass
-    where the compiled helper is built (_nest.c), else by NumPy's pointer jumping."""
+    where the compiled helper is built (_nest.c), else by NumPy's pointer jumping. Both as
+    ``index_type``."""
+    idx = index_type(len(end))
     if _nest_native is None:
         parent = enclosing(end, first)
-        return parent, containers.chain_length(parent)
+        return parent.astype(idx), containers.chain_length(parent).astype(idx)
     parent, depth = np.empty(len(end), np.int64), np.empty(len(end), np.int64)
     _nest_native.enclosing(np.ascontiguousarray(end, np.int64), np.ascontiguousarray(first, np.bool_).view(np.uint8),
                            parent, depth)
-    return parent, depth
+    return parent.astype(idx), depth.astype(idx)
 
 
 class Nest:
@@ -121,15 +140,19 @@ class Nest:
 
     Built from the ranges in (thread, range id) order: ``parent``/``depth`` the innermost
     enclosing range of any style (positions, -1: none) and the depth along that chain,
-    ``pp_parent``/``pp_depth`` the same among the push/pop ranges only."""
+    ``pp_parent``/``pp_depth`` the same among the push/pop ranges only. Ids, positions
+    and depths are kept as ``index_type`` (32 bits below 2**31 ranges)."""
 
     def __init__(self, range_id, parent, pp_parent, depth, pp_depth, *, tid, start, end, is_pp, label):
+        idx = index_type(len(range_id))
+        range_id, parent, pp_parent, depth, pp_depth = (
+            a.astype(idx, copy=False) for a in (range_id, parent, pp_parent, depth, pp_depth))
         if is_pp.all():  # (the usual case: no copies, a range's position is its position among them)
             self.open = OpenRanges(tid, start, end, range_id, pp_parent)
         else:
             at = np.flatnonzero(is_pp)
-            pos = np.full(len(range_id), -1, np.int64)
-            pos[at] = np.arange(len(at))
+            pos = np.full(len(range_id), -1, idx)
+            pos[at] = np.arange(len(at), dtype=idx)
             up = pp_parent[at]
             self.open = OpenRanges(tid[at], start[at], end[at], range_id[at],
                                    np.where(up >= 0, pos[np.maximum(up, 0)], -1))
@@ -147,7 +170,13 @@ class Nest:
         top = int(level.max(initial=0))
         level = (top - level).astype(np.int16) if top < 2**15 else -level  # (16 bits: a radix sort)
         pp = pp[np.argsort(level, kind="stable")]
+        del level
         self.pp_child, self.pp_up, self.pp_level = range_id[pp], range_id[pp_parent[pp]], pp_depth[pp]
+
+    def launches_matched(self) -> None:
+        """Free what only ``innermost`` needs (the push/pop ranges' threads, starts, ends
+        and chains: hundreds of MB with millions of ranges) once every launch has its range."""
+        self.open = None
 
     @property
     def tree(self) -> pa.Table:
@@ -203,12 +232,20 @@ class Nest:
             todo = todo[ended]
             i[todo] = r.up[c[ended]]
             todo = todo[i[todo] >= 0]
-        return np.where(i >= 0, r.range_id[np.maximum(i, 0)], -1)
+        return np.where(i >= 0, r.range_id[np.maximum(i, 0)], -1).astype(np.int64)
 
     def roll_up(self, own: Projection) -> Projection:
         """Per-range GPU projection from the innermost ranges' own figures (``own``),
         summed up the push/pop chains: each range takes its descendants' ops."""
-        size = int(max(own.range_id.max(initial=-1), self.pp_up.max(initial=-1), self.pp_child.max(initial=-1))) + 1
+        s, e, n, has = self.rolled_up(own, 0)
+        ids = np.flatnonzero(has)
+        return Projection(ids, s[ids], e[ids], n[ids])
+
+    def rolled_up(self, own: Projection, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``roll_up`` as arrays by range id, at least ``size`` long: first op start
+        (``NO_START``: none), last op end (``NO_END``), ops, and whether the range has any."""
+        size = max(size, int(max(own.range_id.max(initial=-1), self.pp_up.max(initial=-1),
+                                 self.pp_child.max(initial=-1))) + 1)
         s = np.full(size, NO_START)
         e = np.full(size, NO_END)
         n = np.zeros(size, np.int64)
@@ -226,8 +263,7 @@ class Nest:
             np.maximum.at(e, up, e[child])
             np.add.at(n, up, n[child])
             has[up] = True
-        ids = np.flatnonzero(has)
-        return Projection(ids, s[ids], e[ids], n[ids])
+        return s, e, n, has
 
 
 def paths(parent: np.ndarray, depth: np.ndarray, label: pa.ChunkedArray) -> pa.DictionaryArray:
@@ -239,13 +275,15 @@ def paths(parent: np.ndarray, depth: np.ndarray, label: pa.ChunkedArray) -> pa.D
     import pyarrow.compute as pc
 
     n = len(parent)
+    idx = index_type(n)
     if n == 0:
-        return pa.DictionaryArray.from_arrays(pa.array([], pa.int64()), pa.array([], pa.string()))
+        return pa.DictionaryArray.from_arrays(pa.array([], pa.from_numpy_dtype(idx)), pa.array([], pa.string()))
     enc = pc.dictionary_encode(label).combine_chunks()
-    lab = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    lab = enc.indices.to_numpy(zero_copy_only=False)
     words = enc.dictionary.to_pylist()
+    del enc
     width = max(len(words), 1)
-    path = np.empty(n, np.int64)
+    path = np.empty(n, idx)  # (a path id is at most a node's position)
     texts: list[str] = []
     levels = depth.astype(np.int16) if depth.max() < 2**15 else depth  # 16 bits: a radix sort
     order = np.argsort(levels, kind="stable")
@@ -254,7 +292,7 @@ def paths(parent: np.ndarray, depth: np.ndarray, label: pa.ChunkedArray) -> pa.D
     for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
         at = order[lo:hi]
         root = depth[at[0]] == 0
-        key = lab[at] if root else (path[parent[at]] - above) * width + lab[at]
+        key = lab[at].astype(np.int64) if root else (path[parent[at]].astype(np.int64) - above) * width + lab[at]
         uniq, index = distinct(key, width if root else count * width)
         first = len(texts)
         if root:
@@ -263,7 +301,7 @@ def paths(parent: np.ndarray, depth: np.ndarray, label: pa.ChunkedArray) -> pa.D
             texts += [f"{texts[above + k // width]}/{words[k % width]}" for k in uniq.tolist()]
         path[at] = first + index
         above, count = first, len(uniq)
-    return pa.DictionaryArray.from_arrays(pa.array(path, pa.int64()), pa.array(texts, pa.string()))
+    return pa.DictionaryArray.from_arrays(pa.array(path), pa.array(texts, pa.string()))
 
 
 def distinct(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -312,7 +350,7 @@ def nest(con) -> Nest:
 
 
 def prepare(con, raw: dict[str, pa.Table]) -> Nest:
-    """NVTX ranges named (``_nsys_named``, an Arrow table also kept as ``Nest.named``)
+    """NVTX ranges named (``_nsys_named``: a view of an Arrow table also kept as ``Nest.named``)
     and nested (``Nest``; the view ``_nsys_rng`` of the ranges that nest, and the temp
     table ``_nsys_bands`` for the start/end projection) from the raw NVTX_EVENTS rows,
     taken out of ``raw`` (``raw["nvtx"]``; absent: the export has none) so that they are
@@ -330,6 +368,9 @@ def prepare(con, raw: dict[str, pa.Table]) -> Nest:
         # registered string, through textId) reads as integers; as SQLite prints values
         ev = ev.set_column(ev.schema.get_field_index("text"), "text", ev.column("text").cast(pa.string()))
     con.register("_nsys_ev", ev)
+    # columns an export leaves NULL throughout (often all three): not held, read as NULLs
+    raw_names = {"end_global_tid": "endGlobalTid", "category": "category", "color": "color"}
+    kept = [c for c in NULLABLE if ev.column(raw_names[c]).null_count < n]
     # (an Arrow table: the nvtx_ranges rows are this table with the nesting and
     # projection columns added; Arrow memory is freed when dropped, a temp table's only
     # at the transaction's end)
@@ -360,10 +401,7 @@ def prepare(con, raw: dict[str, pa.Table]) -> Nest:
                e.domainId AS domain_id,
                coalesce(d.name, '') AS domain,
                coalesce(s.value, e.text, '') AS text,  -- (name: domain || ':' || text, made where written)
-               e.globalTid AS global_tid,
-               e.endGlobalTid AS end_global_tid,
-               e.category AS category,
-               e.color AS color
+               e.globalTid AS global_tid{"".join(f", e.{raw_names[c]} AS {c}" for c in kept)}
         FROM _nsys_ev e
         JOIN ord o ON o.r = e._row
         LEFT JOIN _nsys_strings s ON s.id = e.textId
@@ -371,7 +409,8 @@ def prepare(con, raw: dict[str, pa.Table]) -> Nest:
     """).to_arrow_table()
     con.unregister("_nsys_ev")
     del ev, nvtx
-    con.register("_nsys_named", named)
+    con.register("_nsys_named_rows", named)
+    con.execute(f"CREATE TEMP VIEW _nsys_named AS {with_nulls('_nsys_named_rows', named.column_names)}")
     # the ranges that nest (nest() computes their nesting in NumPy); the bands put each
     # thread's ranges in a time band of their own for the start/end projection join
     con.execute("""
@@ -423,58 +462,61 @@ def range_totals(ranges: list[np.ndarray], ops: list[pa.Table], calls: list[np.n
     return Projection(ids, s[ids], e[ids], n[ids])
 
 
-def _range_columns(nest: Nest, pushpop: Projection, startend: Projection, order: np.ndarray) -> pa.Table:
-    """Per range id in ``order``: depth, parent, path (NULL for ranges that do not nest:
-    marks, ranges ended on another thread), the GPU projection (push/pop and start/end
-    ranges) and the children with GPU work (nsys "Num Child": direct children in the
-    nesting that have a projection). One array by range id at a time (millions of
-    ranges: each is hundreds of MB)."""
-    size = int(max(order.max(initial=-1), nest.range_id.max(initial=-1))) + 1
+class RangeColumns:
+    """The nesting and projection columns of ``nvtx_ranges`` as arrays by range id:
+    depth, parent, path (-1 where the range does not nest: marks, ranges ended on another
+    thread), the GPU projection (first op start ``NO_START`` / last op end ``NO_END`` where
+    none) and the children with GPU work (nsys "Num Child": direct children in the
+    nesting that have a projection). ``take`` gives them for a batch of ranges, so that
+    the rows are written a batch at a time rather than as one table."""
 
-    def by_range(values, fill) -> np.ndarray:  # values of the nesting ranges, in ``order``
-        out = np.full(size, fill, np.int64)
-        out[nest.range_id] = values
-        return out[order]
+    NAMES = ("depth", "parent_id", "path", "children", "proj_start_ns", "proj_end_ns", "gpu_ops")
 
-    def masked(values, fill) -> pa.Array:
-        return pa.array(values, mask=values == fill)
+    def __init__(self, nest: Nest, pushpop: tuple[np.ndarray, ...], startend: Projection):
+        """Consumes ``nest`` (its arrays are freed as they are copied by range id) and
+        ``pushpop`` (``Nest.rolled_up``, whose arrays become the projection's)."""
+        s, e, n, has = pushpop
+        size = len(s)
+        idx = index_type(size)
+        s[startend.range_id], e[startend.range_id], n[startend.range_id] = (
+            startend.first_start, startend.last_end, startend.ops)
+        has[startend.range_id] = True
+        self.proj_start, self.proj_end, self.ops = s, e, n.astype(np.int32)
+        del n
+        self.parent = np.full(size, -1, idx)
+        self.parent[nest.range_id] = nest.parent
+        nest.parent = None
+        kids = self.parent[has & (self.parent >= 0)]
+        del has
+        self.children = np.bincount(kids, minlength=size).astype(np.int32)
+        del kids
+        self.depth = np.full(size, -1, np.int32)
+        self.depth[nest.range_id] = nest.depth
+        nest.depth = None
+        self.path = np.full(size, -1, idx)
+        self.path[nest.range_id] = nest.path.indices.to_numpy()
+        self.words = nest.path.dictionary
+        nest.path = nest.range_id = None
 
-    has = np.zeros(size, bool)
-    for p in (pushpop, startend):
-        has[p.range_id] = True
-    parent = np.full(size, -1, np.int64)
-    parent[nest.range_id] = nest.parent
-    kids = parent[has & (parent >= 0)]
-    del has
-    children = np.bincount(kids, minlength=size)[order].astype(np.int32)
-    del kids
-    parent = parent[order]
-    cols = {"range_id": order, "parent_id": masked(parent, -1)}
-    del parent
-    depth = by_range(nest.depth, -1)
-    cols["depth"] = pa.array(depth.astype(np.int32), mask=depth < 0)
-    del depth
-    path = by_range(nest.path.indices.to_numpy(), -1)
-    cols["path"] = pa.DictionaryArray.from_arrays(masked(path, -1), nest.path.dictionary)
-    del path
-    cols["children"] = children
-    for name, fill, field in (("proj_start_ns", NO_START, "first_start"), ("proj_end_ns", NO_END, "last_end")):
-        values = np.full(size, fill, np.int64)
-        for p in (pushpop, startend):
-            values[p.range_id] = getattr(p, field)
-        cols[name] = masked(values[order], fill)
-        del values
-    ops = np.zeros(size, np.int64)
-    for p in (pushpop, startend):
-        ops[p.range_id] = p.ops
-    cols["gpu_ops"] = ops[order].astype(np.int32)
-    names = ["range_id", "depth", "parent_id", "path", "children", "proj_start_ns", "proj_end_ns", "gpu_ops"]
-    return pa.table({n: cols[n] for n in names})
+    def paths(self, range_id: np.ndarray) -> pa.DictionaryArray:
+        """The paths of the ranges ``range_id`` (NULL where a range does not nest)."""
+        path = self.path[range_id]
+        return pa.DictionaryArray.from_arrays(pa.array(path, mask=path == -1), self.words)
+
+    def take(self, range_id: np.ndarray) -> dict[str, pa.Array]:
+        """The columns (``NAMES``) of the ranges ``range_id``, NULL where there is no value."""
+        def masked(values, fill):
+            return pa.array(values, mask=values == fill)
+
+        return {"depth": masked(self.depth[range_id], -1), "parent_id": masked(self.parent[range_id].astype(np.int64), -1),
+                "path": self.paths(range_id),
+                "children": pa.array(self.children[range_id]),
+                "proj_start_ns": masked(self.proj_start[range_id], NO_START),
+                "proj_end_ns": masked(self.proj_end[range_id], NO_END), "gpu_ops": pa.array(self.ops[range_id])}
 
 
-def project(con, ops_sql: str, nest: Nest, own: Projection) -> pa.Table:
-    """The named ranges (``nest.named``) with their nesting and GPU projection columns
-    (depth, parent_id, path, children, proj_start_ns, proj_end_ns, gpu_ops). Push/pop
+def project(con, ops_sql: str, nest: Nest, own: Projection, size: int) -> RangeColumns:
+    """The nesting and GPU projection columns of the ranges (ids below ``size``). Push/pop
     ranges take ``own`` (the innermost ranges' totals, ``range_totals``) rolled up their
     chains; start/end ranges the ops of ``ops_sql`` (correlation_id, start_ns, end_ns,
     launch_global_tid, api_start_ns, api_end_ns: the written GPU ops) whose launching
@@ -482,7 +524,7 @@ def project(con, ops_sql: str, nest: Nest, own: Projection) -> pa.Table:
     they are used (millions of ranges: hundreds of MB each)."""
     import pyarrow.compute as pc
 
-    pushpop = nest.roll_up(own)
+    pushpop = nest.rolled_up(own, size)
     nest.pp_child = nest.pp_up = nest.pp_level = nest.open = None
     se = con.sql(f"""
         WITH ops AS ({ops_sql}), startend AS (
@@ -504,8 +546,4 @@ def project(con, ops_sql: str, nest: Nest, own: Projection) -> pa.Table:
     """).to_arrow_table()
     startend = Projection(*(np.asarray(pc.fill_null(se.column(c), none).to_numpy(), dtype=np.int64) for c, none in (
         ("range_id", -1), ("proj_start_ns", NO_START), ("proj_end_ns", NO_END), ("gpu_ops", 0))))
-    named, nest.named = nest.named, None
-    extra = _range_columns(nest, pushpop, startend, np.asarray(named.column("range_id").to_numpy(), dtype=np.int64))
-    for name in extra.column_names[1:]:
-        named = named.append_column(name, extra.column(name))
-    return named
+    return RangeColumns(nest, pushpop, startend)

@@ -6,7 +6,8 @@ store tables, in this order: names (``_strings``), NVTX naming and nesting (each
 needs its innermost range), API calls and GPU ops with their launching calls and idle
 gaps, NVTX ranges with their projection, marks, kernel time per range, and the
 summaries the named queries read. Arrow copies are freed as soon as their rows are in.
-The memory limit DuckDB works under is the store's, handed in.
+The store's memory limit, handed in, is a budget of the whole process: DuckDB is given,
+phase by phase, what the arrays leave of it (``tracekit.ingest.budget``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from __future__ import annotations
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from ..budget import WRITING_MEMORY_MARGIN, MemoryBudget
 from . import nvtx
 from .arrays import small_pages
 from .columns import ENUMS, GAP_TABLES, OP_TABLES, SPECS, STRIP, Plan
@@ -76,35 +80,6 @@ SUMMARIES = {
 _TEMPS = ["api_names", "names", "ev", "bands",
           *(a.removeprefix("_nsys_") for a in ENUMS)]  # (an enum table made for an export without it)
 
-#: What DuckDB may use, beyond what it holds already, while the activity rows are written
-#: (when the configured limit is higher). Those inserts stream Arrow rows into row groups
-#: that go to disk as they fill and need little memory, but under a high limit DuckDB
-#: keeps what it wrote cached (the 6 M-row benchmark: 1.35-1.43 GB peak RSS without the
-#: lower limit, 1.20-1.21 GB with it, same time; docs/performance.md). What it holds
-#: already (the NVTX tables, millions of rows in a large export) stays: evicting it to
-#: meet a lower limit took seconds.
-WRITING_MEMORY_MARGIN = 500 * 10**6
-_SIZE_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
-
-
-@contextlib.contextmanager
-def writing_memory(con, memory_limit: str):
-    """DuckDB's memory limit at most what it uses now plus WRITING_MEMORY_MARGIN inside;
-    ``memory_limit`` (the store's configured limit) set back after."""
-    shown = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]  # e.g. '11.1 GiB'
-    used = con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0] or 0
-    target = int(used) + WRITING_MEMORY_MARGIN
-    number, _, unit = shown.partition(" ")
-    if unit not in _SIZE_UNITS or float(number) * _SIZE_UNITS[unit] <= target:
-        yield  # already that low (or a form we do not read): left as it is
-        return
-    con.execute(f"SET memory_limit = '{target // 10**6}MB'")
-    try:
-        yield
-    finally:
-        con.execute(f"SET memory_limit = '{memory_limit}'")
-
-
 _FLUSH_SETTINGS = ("allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold")
 
 
@@ -157,6 +132,7 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str,
                 for t in GAP_TABLES:
                     if t in raw:
                         launched[t], calls[t], ranges[t] = add_launches(raw[t], api, index, nest)
+                nest.launches_matched()
                 proj = [t for t in OP_TABLES if t in launched]  # as nsys: not whole graph executions
                 totals = nvtx.range_totals([ranges[t] for t in proj], [launched[t] for t in proj],
                                            [calls[t] for t in proj], api.num_rows)
@@ -181,25 +157,38 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str,
     return totals
 
 
-def _write_nvtx(con, run_id: int, ranges: pa.Table) -> dict[str, int]:
-    """NVTX ranges (``ranges``: named, with depth, parent, path and GPU projection,
-    nvtx.project); marks; kernel time per innermost range. Runs after the op tables are
+#: nvtx_ranges rows written per INSERT: the range columns are made for one batch at a
+#: time (a few row groups) instead of for every range at once
+RANGE_BATCH = 1 << 20
+
+
+def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budget: MemoryBudget) -> dict[str, int]:
+    """NVTX ranges (``named``, with the nesting and projection columns of ``cols``,
+    nvtx.project, added a batch at a time, each under DuckDB's writing share of the
+    ``budget``); marks; kernel time per innermost range. Runs after the op tables are
     written (their ``nvtx_range_id``)."""
-    con.register("_nsys_ranges", ranges)
-    try:
-        rows = {}
-        rows["nvtx_ranges"] = insert(con, "nvtx_ranges", run_id, """
-            SELECT range_id, style, domain_id, domain, text, domain || ':' || text AS name,
-                   start_ns, end_ns, end_ns - start_ns AS dur_ns, ended,
-                   global_tid, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
-                   end_global_tid, CAST(end_global_tid & 16777215 AS INTEGER) AS end_tid,
-                   depth, parent_id, path, children, proj_start_ns, proj_end_ns,
-                   proj_end_ns - proj_start_ns AS proj_dur_ns, gpu_ops, category, color
-            FROM _nsys_ranges
-            WHERE style <> 'Mark'
-        """)
-    finally:
-        con.unregister("_nsys_ranges")
+    rows = {"nvtx_ranges": 0}
+    for lo in range(0, named.num_rows, RANGE_BATCH):
+        budget.share(WRITING_MEMORY_MARGIN)
+        part = named.slice(lo, RANGE_BATCH)
+        extra = cols.take(np.asarray(part.column("range_id").to_numpy()))
+        for name in nvtx.RangeColumns.NAMES:
+            part = part.append_column(name, extra.pop(name))
+        con.register("_nsys_ranges", part)
+        try:
+            rows["nvtx_ranges"] += insert(con, "nvtx_ranges", run_id, f"""
+                SELECT range_id, style, domain_id, domain, text, domain || ':' || text AS name,
+                       start_ns, end_ns, end_ns - start_ns AS dur_ns, ended,
+                       global_tid, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
+                       end_global_tid, CAST(end_global_tid & 16777215 AS INTEGER) AS end_tid,
+                       depth, parent_id, path, children, proj_start_ns, proj_end_ns,
+                       proj_end_ns - proj_start_ns AS proj_dur_ns, gpu_ops, category, color
+                FROM ({nvtx.with_nulls('_nsys_ranges', part.column_names)})
+                WHERE style <> 'Mark'
+            """)
+        finally:
+            con.unregister("_nsys_ranges")
+        del part, extra
     rows["nvtx_marks"] = insert(con, "nvtx_marks", run_id, """
         SELECT start_ns AS ts_ns, domain, text, domain || ':' || text AS name, global_tid,
                CAST((global_tid >> 24) & 16777215 AS INTEGER) AS pid, CAST(global_tid & 16777215 AS INTEGER) AS tid,
@@ -217,14 +206,31 @@ def _write_nvtx(con, run_id: int, ranges: pa.Table) -> dict[str, int]:
               GROUP BY nvtx_range_id, name_id) k
         LEFT JOIN _strings n ON n.string_id = k.name_id
     """)
+    # the same by the ranges' paths (kernels-by-nvtx): the paths of the ranges with kernels
+    # from the range columns, not a join with every range written
+    with_kernels = con.execute(f"SELECT DISTINCT nvtx_range_id FROM nvtx_kernel_sum WHERE run_id = {int(run_id)} "
+                               "AND nvtx_range_id IS NOT NULL").fetchnumpy()["nvtx_range_id"]
+    ids = np.asarray(with_kernels, dtype=np.int64)
+    con.register("_nsys_kernel_paths", pa.table({"range_id": ids, "path": cols.paths(ids)}))
+    try:
+        rows["nvtx_path_kernel_sum"] = insert(con, "nvtx_path_kernel_sum", run_id, f"""
+            SELECT p.path, s.name, sum(s.launches)::BIGINT AS launches, sum(s.total_ns)::BIGINT AS total_ns
+            FROM nvtx_kernel_sum s LEFT JOIN _nsys_kernel_paths p ON p.range_id = s.nvtx_range_id
+            WHERE s.run_id = {int(run_id)}
+            GROUP BY p.path, s.name
+        """)
+    finally:
+        con.unregister("_nsys_kernel_paths")
     return rows
 
 
 @small_pages()
 def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], memory_limit: str) -> dict[str, int]:
     """Reshape the raw Arrow tables into the store tables, in the caller's transaction;
-    ``memory_limit``: the store's DuckDB memory limit, set back after a phase that lowers
-    it. Returns the rows written per table."""
+    ``memory_limit``: the store's memory limit, a budget of the whole process
+    (``budget.MemoryBudget``: DuckDB's share set at each phase, the limit set back
+    after). Returns the rows written per table."""
+    budget = MemoryBudget(con, memory_limit)
     names = []
     for name, tbl in raw.items():
         con.register(f"_nsys_{name}", tbl)
@@ -235,23 +241,28 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
             con.executemany(f"INSERT INTO {alias} VALUES (?, ?)", list(enumerate(labels)))
     rows: dict[str, int] = {}
     try:
+        budget.share()
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
-        names += ["_nsys_ev", "_nsys_named"]  # (registered by nvtx.prepare: unregistered here on error too)
+        names += ["_nsys_ev", "_nsys_named_rows"]  # (registered by nvtx.prepare: unregistered here on error too)
         if "nvtx" in raw:  # read by nvtx.prepare alone, which frees its Arrow rows once named
             con.unregister("_nsys_nvtx")
             names.remove("_nsys_nvtx")
         with _flushing_allocator(con):
             nest = nvtx.prepare(con, raw)
-        with writing_memory(con, memory_limit):
+        with budget.writing():
             totals = _write_activity(con, run_id, raw, plans, names, nest, rows)
         ops = " UNION ALL ".join(
             f"SELECT correlation_id, start_ns, end_ns, launch_global_tid, api_start_ns, api_end_ns "
             f"FROM {SPECS[t].table or t} WHERE run_id = {int(run_id)}" for t in OP_TABLES)
-        ranges = nvtx.project(con, ops, nest, totals)  # (frees the nesting arrays as it goes)
+        named, nest.named = nest.named, None
+        top = pc.max(named.column("range_id")).as_py()
+        size = 0 if top is None else int(top) + 1
+        cols = nvtx.project(con, ops, nest, totals, size)  # (frees the nesting arrays as it goes)
         del nest, totals
-        rows.update(_write_nvtx(con, run_id, ranges))
-        del ranges
+        rows.update(_write_nvtx(con, run_id, named, cols, budget))
+        del named, cols
+        budget.share()
         for table, select in SUMMARIES.items():
             rows[table] = insert(con, table, run_id, select.format(run=int(run_id)))
     except BaseException:
@@ -265,8 +276,10 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
     for n in names:
         con.unregister(n)
     con.execute("DROP VIEW IF EXISTS _nsys_rng")
+    con.execute("DROP VIEW IF EXISTS _nsys_named")
     for t in _TEMPS:
         con.execute(f"DROP TABLE IF EXISTS _nsys_{t}")
+    budget.restore()
     return rows
 
 

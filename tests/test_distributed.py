@@ -126,6 +126,9 @@ def test_the_first_files_are_ingested_here_while_the_cluster_starts(tmp_path, mo
     assert [o.result.run_id for o in outcomes] == [1, 2, 3, 4]
     serial = _serial(tmp_path / "serial.duckdb", files)
     assert_same_stores(serial.con, tracekit.open(tmp_path / "dist.duckdb", read_only=True).con)
+    here.clear()  # one file: done here before the cluster is up, which is then closed
+    outcomes = distributed.ingest_many(tracekit.open(tmp_path / "one.duckdb"), files[:1], workers=1)
+    assert here == [0] and outcomes[0].result.run_id == 1
 
 
 def _reader_pid(fifo: Path) -> int | None:

@@ -178,10 +178,10 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = Non
 
         def up(client):  # the cluster's first tasks, as soon as it is there
             with lock:
-                state.update(client=client, threads=_threads_per_task(client), up=True, first=state["next"],
+                state["client"] = client  # (closed at the end whatever follows)
+                state.update(threads=_threads_per_task(client), up=True, first=state["next"],
                              running=distributed.as_completed([], loop=client.loop))
                 submit_next()
-            return client
 
         if address is not None:  # an existing cluster: joined at once (an unreachable one writes nothing)
             up(_connect(address))
@@ -216,7 +216,7 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = Non
             dest.finish()
             shutil.rmtree(stage_dir, ignore_errors=True)
         finally:
-            _close(state.get("client"), starter)
+            _close(state, starter)
     return outcomes
 
 
@@ -240,20 +240,18 @@ def _here(dest, source: str, index: int, **kwargs) -> Outcome:
         return Outcome(source, error=_error_line(source, err))
 
 
-def _close(client, starter) -> None:
-    """Close the client and, for a LocalCluster (``starter``), the cluster, once started."""
-    if starter is None:
-        if client is not None:
-            client.close()
+def _close(state: dict, starter) -> None:
+    """Close the client and, for a LocalCluster (``starter``: its start, waited for
+    here), the cluster."""
+    if starter is not None:
+        starter.shutdown(wait=True)  # the cluster is there, or its start failed
+    client = state.get("client")
+    if client is None:
         return
-    started = starter.submit(lambda: None)  # after the start: the cluster is there, or its start failed
-    started.result()
-    starter.shutdown()
-    if client is not None:
-        cluster = client.cluster
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    cluster = client.cluster if starter is not None else None
+    client.close()
+    if cluster is not None:
+        cluster.close()
 
 
 def _next_within(futures, seconds: float) -> bool:

@@ -81,6 +81,52 @@ def test_every_named_query_equals_the_store(store_and_dataset):
     assert _same_answers(store, ds, runs) > 5_000
 
 
+def _kinds(ds) -> dict[str, str]:
+    """Each table of a dataset's connection: 'BASE TABLE' (read into memory) or 'VIEW'."""
+    return dict(ds.con.execute("SELECT table_name, table_type FROM information_schema.tables "
+                               "WHERE table_schema = 'main'").fetchall())
+
+
+def test_every_named_query_over_views_of_the_files_equals_the_store(store_and_dataset, monkeypatch):
+    """With no table read into memory at open, every table is a view over its files
+    (the large tables' path, which the small fixtures would not take): same answers."""
+    store, _, tmp = store_and_dataset
+    monkeypatch.setattr(dataset, "IN_MEMORY_BYTES", 0)
+    ds = tracekit.open(tmp / "ds")
+    try:
+        kinds = _kinds(ds)
+        assert kinds["_kernels"] == kinds["_strings"] == kinds["runs"] == "VIEW"
+        assert _same_answers(store, ds, store.runs()) > 5_000
+    finally:
+        ds.close()
+
+
+def test_the_smallest_tables_are_read_into_memory_at_open(store_and_dataset, monkeypatch):
+    _, _, tmp = store_and_dataset
+    root = tmp / "ds"
+    sizes = {p.name: sum(f.stat().st_size for f in p.glob("run_id=*/part-0.parquet"))
+             for p in root.iterdir() if p.is_dir()}
+    sizes["runs"] = (root / "runs.parquet").stat().st_size
+    sizes["_store"] = (root / "_store.parquet").stat().st_size
+    budget = sizes["_strings"] + sizes["runs"] + sizes["_store"]
+    monkeypatch.setattr(dataset, "IN_MEMORY_BYTES", budget)
+    ds = tracekit.open(root)
+    try:
+        kinds = _kinds(ds)
+        in_memory = {t for t in sizes if kinds[t] == "BASE TABLE"}
+        assert {t for t in sizes if kinds[t] == "VIEW"} == set(sizes) - in_memory
+        want, left = set(), budget  # the smallest first, while they fit
+        for t in sorted(sizes, key=lambda t: (sizes[t], t)):
+            if sizes[t] <= left:
+                want.add(t)
+                left -= sizes[t]
+        assert in_memory == want and {"runs", "_store"} <= in_memory
+        assert kinds["_kernels"] == kinds["_api_calls"] == "VIEW"
+        assert ds.query("top-kernels", limit=0).height > 0
+    finally:
+        ds.close()
+
+
 def test_dataset_layout_is_hive_partitioned(store_and_dataset):
     store, _, tmp = store_and_dataset
     root = tmp / "ds"

@@ -108,6 +108,29 @@ def test_distributed_ingest_equals_serial_and_reports_a_bad_file(tmp_path, capsy
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tracekit-stage-")]
 
 
+def test_the_first_files_are_ingested_here_while_the_cluster_starts(tmp_path, monkeypatch):
+    """This process ingests files itself (directly) until the LocalCluster is up, the
+    workers the rest: the store equals a serial ingest, whichever did which file."""
+    from tracekit import distributed
+
+    here = []
+    direct = staging.StoreDestination.ingest_here
+    monkeypatch.setattr(staging.StoreDestination, "ingest_here",
+                        lambda self, source, index, **kw: here.append(index) or direct(self, source, index, **kw))
+    files = [MIXED[0], MIXED[3], MIXED[5], MIXED[1]]
+    tk = tracekit.open(tmp_path / "dist.duckdb")
+    outcomes = distributed.ingest_many(tk, files, workers=1)
+    tk.close()
+    assert [o.error for o in outcomes] == [None] * 4
+    assert here and here == list(range(len(here)))  # the first files, in order
+    assert [o.result.run_id for o in outcomes] == [1, 2, 3, 4]
+    serial = _serial(tmp_path / "serial.duckdb", files)
+    assert_same_stores(serial.con, tracekit.open(tmp_path / "dist.duckdb", read_only=True).con)
+    here.clear()  # one file: done here before the cluster is up, which is then closed
+    outcomes = distributed.ingest_many(tracekit.open(tmp_path / "one.duckdb"), files[:1], workers=1)
+    assert here == [0] and outcomes[0].result.run_id == 1
+
+
 def _reader_pid(fifo: Path) -> int | None:
     """The process holding ``fifo`` open (a Dask worker reading it)."""
     for pid in os.listdir("/proc"):
@@ -153,13 +176,59 @@ def test_a_worker_killed_in_the_middle_of_a_file(tmp_path):
     from tracekit import distributed
 
     tk = tracekit.open(tmp_path / "dist.duckdb")
-    outcomes = distributed.ingest_many(tk, files, workers=2)
+    outcomes = distributed.ingest_many(tk, files, workers=2, here=False)  # (the fifo in a worker)
     t.join(5)
     assert killed.get("pid")
     assert [o.error is None for o in outcomes] == [True, False, True, True]
     assert "the worker preparing it died" in outcomes[1].error
     direct = _serial(tmp_path / "direct.duckdb", [MIXED[0], MIXED[3], MIXED[5]])
     assert_same_stores(direct.con, tracekit.open(tmp_path / "dist.duckdb", read_only=True).con)
+
+
+def test_readers_open_the_store_while_a_worker_is_long_on_a_file(tmp_path, monkeypatch):
+    """The store is closed while the next run to land is long in coming (a worker blocked
+    on a file): a reader opens it and sees the runs landed so far; runs that land one
+    after another do not close it in between."""
+    from tracekit import distributed
+
+    pauses = []
+    monkeypatch.setattr(staging.StoreDestination, "pause", lambda self: pauses.append(1) or self._release())
+    fifo = tmp_path / "slow.sqlite"  # a worker blocks opening it until it is written
+    os.mkfifo(fifo)
+    db = tmp_path / "dist.duckdb"
+    seen, finished = {}, threading.Event()
+
+    def reader():
+        deadline = time.monotonic() + 60
+        while "runs" not in seen and time.monotonic() < deadline:
+            try:
+                with tracekit.open(db, read_only=True) as tk:
+                    seen["runs"] = tk.runs().get_column("name").to_list()
+            except tracekit.TracekitError:  # not created yet, or held by the ingest
+                time.sleep(0.05)
+        while not finished.is_set():  # then the worker reads the fifo (each time it opens it) and fails
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                time.sleep(0.02)
+                continue
+            os.write(fd, b"not an export\n")
+            os.close(fd)
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        outcomes = distributed.ingest_many(tracekit.open(db), [MIXED[0], fifo, MIXED[3]], workers=2, here=False)
+    finally:
+        finished.set()
+    t.join(10)
+    assert seen.get("runs") == ["export"]  # MIXED[0] landed; the fifo's run, and so MIXED[3]'s, not yet
+    assert [o.error is None for o in outcomes] == [True, False, True]
+    assert pauses
+    pauses.clear()
+    monkeypatch.setattr(distributed, "PAUSE_AFTER_S", 600)
+    outcomes = distributed.ingest_many(tracekit.open(tmp_path / "other.duckdb"), MIXED[:2], workers=2, here=False)
+    assert [o.error is None for o in outcomes] == [True, True] and not pauses
 
 
 def test_bad_worker_and_scheduler_options(tmp_path, capsys):

@@ -13,8 +13,9 @@ dataset: ``(run_id << 32) + the id the run's store gave it``, and
 ``DIR/_strings/run_id=3/`` holds the names that run uses. So runs written by
 different processes never clash, and a name joins within its run.
 
-``Dataset`` answers every named query read-only over DuckDB views on ``read_parquet``:
-the same results as the DuckDB store. Its connection reads only the dataset's folder
+``Dataset`` answers every named query read-only in an in-memory DuckDB: the small
+tables read into it at open, views on ``read_parquet`` for the others; the same results
+as the DuckDB store. Its connection reads only the dataset's folder
 (``allowed_directories``; external access otherwise off, configuration locked), and
 ``sql`` runs only SELECT statements: the folder is readable, so DuckDB would also let
 a statement write into it.
@@ -43,6 +44,10 @@ STORE_FILE = "_store.parquet"
 PART = "part-0.parquet"
 #: Name ids in a dataset: (run_id << STRING_ID_SHIFT) + the run's own id.
 STRING_ID_SHIFT = 32
+#: Tables whose files hold this many bytes in all (smallest first) are read into memory
+#: when a dataset is opened: the runs, the names and the per-run summaries; the large
+#: tables (kernels, API calls, NVTX ranges) stay views over their files.
+IN_MEMORY_BYTES = 16 * 2**20
 
 
 @lru_cache(maxsize=1)
@@ -65,7 +70,8 @@ def schema() -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def _view_sql() -> list[str]:
+@lru_cache(maxsize=1)
+def _view_sql() -> tuple[str, ...]:
     """The schema's views and macros (the tables are read_parquet views in a dataset)."""
     out = []
     for text in _schema_sql():
@@ -75,7 +81,7 @@ def _view_sql() -> list[str]:
             head = " ".join(code.split()[:4]).upper()
             if head.startswith(("CREATE OR REPLACE VIEW", "CREATE OR REPLACE MACRO")):
                 out.append(q)
-    return out
+    return tuple(out)
 
 
 def _q(path: Path) -> str:
@@ -137,89 +143,104 @@ class Dataset(Tracekit):
     # -- reading ----------------------------------------------------------
     def check(self) -> None:
         """Raise a one-line error unless the folder is a complete tracekit dataset."""
+        con = duckdb.connect()
+        try:
+            self._listing(con)
+        finally:
+            con.close()
+
+    def _listing(self, con: duckdb.DuckDBPyConnection) -> dict[str, list[Path]]:
+        """Check the folder (one-line errors) and list each table's files: the runs'
+        partitions of every per-run table (plugins' tables too), in run order."""
         if not self.path.is_dir():
             raise InputError(f"{self.path}: no such dataset folder")
-        if not (self.path / RUNS_FILE).is_file() or not (self.path / STORE_FILE).is_file():
+        root = self.path.resolve()
+        if not (root / RUNS_FILE).is_file() or not (root / STORE_FILE).is_file():
             raise InputError(f"{self.path}: is a folder but not a tracekit dataset (no {RUNS_FILE} and "
                              f"{STORE_FILE}); name a store's file (--db FILE), or a dataset folder that "
                              "`tracekit export parquet -o DIR` wrote")
-        con = duckdb.connect()
         try:
-            row = con.execute(f"SELECT value FROM read_parquet('{_q(self.path / STORE_FILE)}') "
+            row = con.execute(f"SELECT value FROM read_parquet('{_q(root / STORE_FILE)}') "
                               "WHERE key = 'schema_version'").fetchall()
         except duckdb.Error as err:
             raise InputError(f"{self.path / STORE_FILE}: not readable ({str(err).splitlines()[0]})") from err
-        finally:
-            con.close()
         version = row[0][0] if row else None
         if version != str(SCHEMA_VERSION):
             raise InputError(f"{self.path}: dataset of store schema {version}, this tracekit uses {SCHEMA_VERSION}; "
                              "export it again from a store of this version")
-        runs = self._run_count()
-        for table in schema():
-            if table in ("_store", "runs"):
-                continue
-            folder = self.path / table
-            if runs and (not folder.is_dir() or not any(folder.glob(f"run_id=*/{PART}"))):
-                raise InputError(f"{self.path}: dataset lacks table {table} ({folder}/run_id=N/{PART}); "
-                                 "export it again")
-
-    def _run_count(self) -> int:
-        con = duckdb.connect()
         try:
-            return con.execute(f"SELECT count(*) FROM read_parquet('{_q(self.path / RUNS_FILE)}')").fetchall()[0][0]
+            runs = con.execute(f"SELECT count(*) FROM read_parquet('{_q(root / RUNS_FILE)}')").fetchall()[0][0]
         except duckdb.Error as err:
             raise InputError(f"{self.path / RUNS_FILE}: not readable ({str(err).splitlines()[0]})") from err
-        finally:
-            con.close()
+        files = {"runs": [root / RUNS_FILE], "_store": [root / STORE_FILE]}
+        tables = set(schema()) | {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")}
+        for table in sorted(tables - {"runs", "_store"}):
+            parts = sorted((int(p.parent.name.partition("=")[2]), p) for p in (root / table).glob(f"run_id=*/{PART}")
+                           if p.parent.name.partition("=")[2].isdigit())
+            if runs and not parts and table in schema():
+                raise InputError(f"{self.path}: dataset lacks table {table} ({root / table}/run_id=N/{PART}); "
+                                 "export it again")
+            files[table] = [p for _, p in parts] if runs else []
+        return files
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """An in-memory DuckDB connection with a view per table over the dataset's files,
-        sandboxed like a store's read-only connection."""
+        """An in-memory DuckDB connection with each table of the dataset, sandboxed like a
+        store's read-only connection: the small tables read into memory, the others views
+        over their files (``_setup_reader``)."""
         if self._con is None:
-            self.check()
             con = duckdb.connect(config=self._connect_config())
             try:
                 con.execute("SET enable_progress_bar = false")
                 # the files' footers read once per connection, not once per query
                 con.execute("SET parquet_metadata_cache = true")
+                self._files = self._listing(con)
                 con.execute(_macros_sql())
                 self._setup_reader(con)
                 self._sandbox(con)
             except duckdb.Error as err:
                 con.close()
                 raise InputError(f"{self.path}: cannot read the dataset ({str(err).splitlines()[0]})") from err
+            except BaseException:
+                con.close()
+                raise
             self._con = con
         return self._con
 
     def _setup_reader(self, con: duckdb.DuckDBPyConnection) -> None:
-        root = self.path.resolve()
-        empty = self._run_count() == 0
-        for table, cols in schema().items():
-            con.execute(self._table_view(root, table, cols, empty))
-        for table in sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if table not in schema() and table != "runs":  # a plugin's table without DDL
-                con.execute(f'CREATE VIEW "{table}" AS SELECT * FROM read_parquet('
-                            f"'{_q(root / table)}/*/*.parquet', hive_partitioning = true, "
-                            "hive_types = {'run_id': 'INTEGER'})")
+        """A table per small table (files of IN_MEMORY_BYTES in all, smallest first), read
+        once here, and a view over the explicit file list of each other table: the
+        connection sees the dataset as it was when it was opened, and a query binds no
+        glob and no small table's files (the runs, names and summaries every named
+        query joins: ~0.5-1 ms each per query, more than the store takes for a whole
+        small query; docs/performance.md)."""
+        files = self._files
+        sizes = {t: sum(f.stat().st_size for f in fs) for t, fs in files.items()}
+        budget = IN_MEMORY_BYTES
+        for table in sorted(files, key=lambda t: (sizes[t], t)):
+            in_memory = sizes[table] <= budget
+            if in_memory:
+                budget -= sizes[table]
+            con.execute(self._table_sql(table, schema().get(table), files[table], in_memory))
         for sql in _view_sql():
             con.execute(sql)
 
     @staticmethod
-    def _table_view(root: Path, table: str, cols: list[tuple[str, str]], empty: bool) -> str:
+    def _table_sql(table: str, cols: list[tuple[str, str]] | None, files: list[Path], in_memory: bool) -> str:
+        """The table ``table`` as a view (or, ``in_memory``, a table) over ``files``,
+        with the store's column types (``cols``; None: a plugin's table without DDL, as
+        the files hold it)."""
+        what = "TABLE" if in_memory else "VIEW"
+        if not files:  # no run yet: no partition to read
+            body = ", ".join(f'NULL::{typ} AS "{c}"' for c, typ in cols or [("run_id", "INTEGER")])
+            return f'CREATE {what} "{table}" AS SELECT {body} WHERE false'
+        paths = "[" + ", ".join(f"'{_q(f)}'" for f in files) + "]"
         if table in ("runs", "_store"):
-            src = f"read_parquet('{_q(root / (table + '.parquet'))}')"
-        elif empty:  # no run yet: no partition to read
-            src = None
+            src = f"read_parquet({paths}, hive_partitioning = false)"
         else:
-            src = (f"read_parquet('{_q(root / table)}/*/*.parquet', hive_partitioning = true, "
-                   "hive_types = {'run_id': 'INTEGER'})")
-        if src is None:
-            body = ", ".join(f'NULL::{typ} AS "{c}"' for c, typ in cols) + " WHERE false"
-            return f'CREATE VIEW "{table}" AS SELECT {body}'
-        body = ", ".join(f'CAST("{c}" AS {typ}) AS "{c}"' for c, typ in cols)
-        return f'CREATE VIEW "{table}" AS SELECT {body} FROM {src}'
+            src = f"read_parquet({paths}, hive_partitioning = true, hive_types = {{'run_id': 'INTEGER'}})"
+        body = ", ".join(f'CAST("{c}" AS {typ}) AS "{c}"' for c, typ in cols) if cols else "*"
+        return f'CREATE {what} "{table}" AS SELECT {body} FROM {src}'
 
     # -- managing runs ----------------------------------------------------
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
@@ -432,6 +453,15 @@ class DatasetDestination:
         os.replace(tmp, root / RUNS_FILE)
         part.discard()
         return IngestResult(part.run_id, name, kind, source, False, part.rows, digest=part.digest)
+
+    def ingest_here(self, source: str, index: int, *, name=None, params=None, workdir=None,
+                    known=frozenset()) -> IngestResult:
+        """``source`` prepared and landed in this process (what a worker and the landing do)."""
+        part = self.task(source, index, name=name, params=params, workdir=workdir, known=known)
+        try:
+            return self.land(part)
+        finally:
+            part.discard()
 
     def pause(self) -> None:
         """Nothing held between landings (each rewrites runs.parquet and lets go)."""

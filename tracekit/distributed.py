@@ -5,8 +5,10 @@
 (``tracekit.staging.prepare``: parse and derive into a staging database beside the
 destination). The main process lands the runs in input order, each as soon as it and
 every file before it are done, one transaction per run, so run ids and name ids are
-those a serial ingest gives. A file that fails (bad input, a worker that died) is
-reported with its error; the others land.
+those a serial ingest gives. While a LocalCluster starts, the main process ingests the
+first files itself, directly. The store stays open between landings and is closed
+while the next run is long in coming (``PAUSE_AFTER_S``), for readers. A file that
+fails (bad input, a worker that died) is reported with its error; the others land.
 
 Dask is optional (``pip install 'tracekit[dask]'``) and imported only here.
 """
@@ -16,18 +18,26 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ParamError, TracekitError
+from .errors import Interrupted, ParamError, TracekitError
 from .store import IngestResult
 
 #: The environment variable naming an existing scheduler (as ``nsys recipe --mode dask-futures``).
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 #: How long to wait for a scheduler given by address, seconds.
 CONNECT_TIMEOUT_S = 5
+#: How long the store stays open while the next prepared run is awaited, seconds: past
+#: it, the store is closed until that run lands (readers may open it meanwhile). Closing
+#: checkpoints the store (0.1-0.5 s on the 2-core box), so a store closed after every
+#: landing made a 16-file ingest ~20 % slower (docs/performance.md).
+PAUSE_AFTER_S = 1.0
 
 
 @dataclass
@@ -52,39 +62,60 @@ def _dask():
 def client_for(workers: int | None = None, scheduler: str | None = None):
     """A Dask client: on ``scheduler`` (or $DASK_SCHEDULER_ADDRESS) if given, else on a
     new LocalCluster of ``workers`` single-threaded processes (closed on exit)."""
-    address = scheduler or os.environ.get(SCHEDULER_ENV) or None
-    if address is None and (workers is None or workers < 1):
-        raise ParamError(f"--workers {workers}: give at least 1 worker process (or --scheduler ADDRESS)")
-    distributed = _dask()
-    import dask
-
+    address = _check_options(workers, scheduler)
     if address is not None:
-        try:
-            client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as err:
-            raise TracekitError(f"cannot reach the Dask scheduler at {address!r} "
-                                f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
-                                "check the address or start one with `dask scheduler`") from err
+        client = _connect(address)
         try:
             yield client
         finally:
             client.close()
         return
+    cluster, client = _local_cluster(workers)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def _check_options(workers: int | None, scheduler: str | None) -> str | None:
+    """The scheduler's address (None: a LocalCluster of ``workers``); one-line errors for
+    options that cannot work, and for Dask missing."""
+    address = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if address is None and (workers is None or workers < 1):
+        raise ParamError(f"--workers {workers}: give at least 1 worker process (or --scheduler ADDRESS)")
+    _dask()
+    return address
+
+
+def _connect(address: str):
+    try:
+        return _dask().Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as err:
+        raise TracekitError(f"cannot reach the Dask scheduler at {address!r} "
+                            f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
+                            "check the address or start one with `dask scheduler`") from err
+
+
+def _local_cluster(workers: int):
+    """A new LocalCluster of ``workers`` single-threaded processes and its client."""
+    import logging
+
+    import dask
+
+    distributed = _dask()
     # a task whose worker dies fails at once (reported, not retried on the others); no
     # dashboard, no logs mixed into our output
     with dask.config.set({"distributed.scheduler.allowed-failures": 0,
                           "distributed.worker.daemon": False,
                           "distributed.admin.log-length": 0}):
-        import logging
-
         cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                            dashboard_address=None, silence_logs=logging.CRITICAL)
-        client = distributed.Client(cluster, set_as_default=False)
-        try:
-            yield client
-        finally:
-            client.close()
-            cluster.close()
+    try:
+        return cluster, distributed.Client(cluster, set_as_default=False)
+    except BaseException:
+        cluster.close()
+        raise
 
 
 def _error_line(source: str, err: BaseException) -> str:
@@ -100,63 +131,137 @@ def _error_line(source: str, err: BaseException) -> str:
 
 def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = None, scheduler: str | None = None,
                 name: str | None = None, params: dict | None = None,
-                on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+                on_outcome: Callable[[Outcome], None] | None = None, here: bool = True) -> list[Outcome]:
     """Ingest ``files`` into ``tk`` (a store, or a Parquet dataset opened for writing)
     through Dask; one ``Outcome`` per file, in input order (``on_outcome`` is called as
-    each is landed or fails)."""
-    from . import staging
+    each is landed or fails).
 
+    While a LocalCluster starts (its worker processes' start and imports: 0.9 s on the
+    2-core box, 4.7 s on the GPU machine's, docs/performance.md) this process ingests
+    the first files itself, directly (``here``; False: every file in a worker); the files
+    after them go to the workers as soon as they are up."""
     files = [Path(f) for f in files]
     for f in files:
         if not f.exists():
             raise ParamError(f"{f}: no such file or directory")
+    address = _check_options(workers, scheduler)
+    distributed = _dask()
     dest = tk.staging_destination()
     outcomes: list[Outcome | None] = [None] * len(files)
-    with client_for(workers, scheduler) as client:
-        threads = _threads_per_task(client)
-        stage_dir = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
-        try:
-            known = dest.known_hashes()
-            distributed = _dask()
-            futures: dict = {}
-            todo = iter(enumerate(files))
 
-            def submit_next(running) -> None:
-                # as many tasks in flight as the cluster has threads: a worker never holds
-                # a queued task, so one that dies fails only the file it was preparing
-                window = max(1, sum(client.nthreads().values()))
-                while len(futures) < window and (item := next(todo, None)) is not None:
-                    i, f = item
-                    fut = client.submit(dest.task, str(f.resolve()), i, name=name, params=params,
-                                        workdir=str(stage_dir), known=known, threads=threads,
-                                        key=f"tracekit-prepare-{i}-{os.urandom(4).hex()}", pure=False)
-                    futures[fut] = i
-                    running.add(fut)
+    def report(i: int, outcome: Outcome) -> None:
+        outcomes[i] = outcome
+        if on_outcome is not None:
+            on_outcome(outcome)
 
-            done: dict[int, tuple[staging.Staged | None, BaseException | None]] = {}
-            nxt = 0
-            running = distributed.as_completed([], loop=client.loop)
-            submit_next(running)
-            for fut in running:
+    stage_dir = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
+    lock = threading.Lock()
+    futures: dict = {}  # in flight -> the file's index
+    state = {"next": 0, "up": False, "client": None, "running": None}
+    starter = None
+    try:
+        known = dest.known_hashes()
+
+        def submit_next() -> None:
+            # as many tasks in flight as the cluster has threads: a worker never holds a
+            # queued task, so one that dies fails only the file it was preparing (under lock)
+            client = state["client"]
+            window = max(1, sum(client.nthreads().values()))
+            while len(futures) < window and state["next"] < len(files):
+                i = state["next"]
+                state["next"] += 1
+                fut = client.submit(dest.task, str(files[i].resolve()), i, name=name, params=params,
+                                    workdir=str(stage_dir), known=known, threads=state["threads"],
+                                    key=f"tracekit-prepare-{i}-{os.urandom(4).hex()}", pure=False)
+                futures[fut] = i
+                state["running"].add(fut)
+
+        def up(client):  # the cluster's first tasks, as soon as it is there
+            with lock:
+                state["client"] = client  # (closed at the end whatever follows)
+                state.update(threads=_threads_per_task(client), up=True, first=state["next"],
+                             running=distributed.as_completed([], loop=client.loop))
+                submit_next()
+
+        if address is not None:  # an existing cluster: joined at once (an unreachable one writes nothing)
+            up(_connect(address))
+        else:
+            starter = ThreadPoolExecutor(max_workers=1)
+            starting = starter.submit(lambda: up(_local_cluster(workers)[1]))
+            while here and (i := _claim(lock, state, len(files))) is not None:  # meanwhile: the first files here
+                report(i, _here(dest, str(files[i]), i, name=name, params=params, workdir=stage_dir, known=known))
+            if here and state["next"] >= len(files) and not state["up"]:
+                return outcomes  # every file done here (the cluster is closed below)
+            starting.result()  # (its start's error, if it failed)
+        done: dict[int, tuple] = {}  # index -> (prepared run, or None; its error, or None)
+        nxt = state["first"]
+        for fut in state["running"]:
+            with lock:
                 i = futures.pop(fut)
-                try:
-                    done[i] = (fut.result(), None)
-                except Exception as err:  # reported per file; the others go on
-                    done[i] = (None, err)
-                fut.release()
-                submit_next(running)
-                while nxt in done:
-                    staged, err = done.pop(nxt)
-                    outcomes[nxt] = _land(dest, str(files[nxt]), staged, err)
-                    if on_outcome is not None:
-                        on_outcome(outcomes[nxt])
-                    nxt += 1
-                if not running.has_ready():  # waiting for a worker: readers may open the store
-                    dest.pause()
-        finally:
+            try:
+                done[i] = (fut.result(), None)
+            except Exception as err:  # reported per file; the others go on
+                done[i] = (None, err)
+            fut.release()
+            with lock:
+                submit_next()
+            while nxt in done:
+                staged, err = done.pop(nxt)
+                report(nxt, _land(dest, str(files[nxt]), staged, err))
+                nxt += 1
+            if futures and not state["running"].has_ready() and not _next_within(futures, PAUSE_AFTER_S):
+                dest.pause()  # a long wait for a worker: readers may open the store
+    finally:
+        try:
             dest.finish()
             shutil.rmtree(stage_dir, ignore_errors=True)
+        finally:
+            _close(state, starter)
     return outcomes
+
+
+def _claim(lock, state: dict, n: int) -> int | None:
+    """The next file for this process to ingest while the cluster starts (None: the
+    cluster is up, or no file is left)."""
+    with lock:
+        if state["up"] or state["next"] >= n:
+            return None
+        state["next"] += 1
+        return state["next"] - 1
+
+
+def _here(dest, source: str, index: int, **kwargs) -> Outcome:
+    """``source`` ingested in this process (its outcome; a Ctrl-C goes up)."""
+    try:
+        return Outcome(source, result=dest.ingest_here(source, index, **kwargs))
+    except Interrupted:
+        raise
+    except TracekitError as err:
+        return Outcome(source, error=_error_line(source, err))
+
+
+def _close(state: dict, starter) -> None:
+    """Close the client and, for a LocalCluster (``starter``: its start, waited for
+    here), the cluster."""
+    if starter is not None:
+        starter.shutdown(wait=True)  # the cluster is there, or its start failed
+    client = state.get("client")
+    if client is None:
+        return
+    cluster = client.cluster if starter is not None else None
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def _next_within(futures, seconds: float) -> bool:
+    """Whether one of ``futures`` is done within ``seconds`` (looked at every 20 ms)."""
+    deadline = time.monotonic() + seconds
+    while not any(f.done() for f in futures):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def _land(dest, source: str, staged, err: BaseException | None) -> Outcome:

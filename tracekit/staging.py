@@ -222,8 +222,9 @@ def prepare_task(source: str, index: int, **kwargs) -> Staged:
 
 class StoreDestination:
     """Where distributed ingest lands runs: a DuckDB store, held open while prepared
-    runs are waiting to land and closed whenever none is (``pause``), so that readers
-    can open it and see every landed run while the others are being prepared."""
+    runs land one after another and closed while the next one is long in coming
+    (``pause``, tracekit.distributed.PAUSE_AFTER_S), so that readers can open it and see
+    every landed run while the others are being prepared."""
 
     task = staticmethod(prepare_task)
 
@@ -241,6 +242,11 @@ class StoreDestination:
 
     def land(self, staged: Staged) -> IngestResult:
         return land(self.tk, staged)
+
+    def ingest_here(self, source: str, index: int, *, name=None, params=None, workdir=None,
+                    known=frozenset()) -> IngestResult:
+        """``source`` ingested straight into the store, as a serial ingest does."""
+        return ingest_into(self.tk, Path(source), name=name, params=params, known=frozenset(), threads=None)
 
     def pause(self) -> None:
         self._release()

@@ -16,20 +16,22 @@ Every source gives the same metric names and base units, so the named queries in
 from __future__ import annotations
 
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from . import ncu_csv, ncu_rep
+from .ncu_head import MAGIC, header_of
+
+if TYPE_CHECKING:
+    import polars as pl
 
 KIND = "ncu"
 
 
 def sniff(path: Path, head: bytes) -> bool:
     """True for an .ncu-rep (magic) or an ncu CSV export (its header row)."""
-    if head.startswith(ncu_rep.MAGIC):
+    if head.startswith(MAGIC):
         return True
-    return ncu_csv.header_of(head) is not None
+    return header_of(head) is not None
 
 
 def rank(path: Path, head: bytes) -> int:
@@ -39,13 +41,15 @@ def rank(path: Path, head: bytes) -> int:
     needs no native module (NVIDIA's ncu_report crashed in-process beside DuckDB on the
     GPU machine); then the report, then the details page.
     """
-    if head.startswith(ncu_rep.MAGIC):
+    if head.startswith(MAGIC):
         return 1
-    header = ncu_csv.header_of(head)
+    header = header_of(head)
     return 0 if header is not None and "Section Name" not in header else 2
 
 
 def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, path: Path):
+    import polars as pl
+
     from . import Parsed
 
     if kernels.height == 0:
@@ -109,9 +113,11 @@ def read(path: Path):
         head = fh.read(64 * 1024)
     if not head:
         raise InputError(f"{path}: empty file")
-    if head.startswith(ncu_rep.MAGIC):
+    from . import ncu_csv, ncu_rep  # (Polars: only where an ncu file is read)
+
+    if head.startswith(MAGIC):
         meta, kernels, metrics = ncu_rep.read_report(path)
-    elif ncu_csv.header_of(head) is not None:
+    elif header_of(head) is not None:
         meta, kernels, metrics = ncu_csv.read_csv_export(path)
     else:
         raise InputError(f"{path}: neither an .ncu-rep report nor an ncu --csv export")

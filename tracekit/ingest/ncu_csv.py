@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
+from .ncu_head import header_of
 from .ncu_labels import LABELS
 
 #: identity columns shared by the raw and details pages -> ncu_kernels column
@@ -116,25 +117,6 @@ def _text_lines(path: Path) -> tuple[list[str], int]:
     while skip < len(lines) and (lines[skip].startswith("==") or not lines[skip].strip()):
         skip += 1
     return lines, skip
-
-
-def header_of(head: bytes) -> list[str] | None:
-    """The CSV header row of an ncu export from the first bytes of a file, else None."""
-    try:
-        text = head.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = head.decode("utf-8", errors="ignore")
-    for line in text.splitlines():
-        if line.startswith("==") or not line.strip():
-            continue
-        try:
-            row = next(csv.reader(io.StringIO(line)))
-        except (csv.Error, StopIteration):
-            return None
-        if row and row[0] == "ID" and "Kernel Name" in row:
-            return row
-        return None
-    return None
 
 
 def page_of(header: list[str]) -> str:

@@ -25,8 +25,7 @@ import polars as pl
 
 from ..errors import InputError
 from .ncu_csv import KERNEL_SCHEMA
-
-MAGIC = b"NVR\x00"
+from .ncu_head import MAGIC
 
 
 def _varint(b: bytes, i: int) -> tuple[int, int]:

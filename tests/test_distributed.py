@@ -208,12 +208,17 @@ def test_readers_open_the_store_while_a_worker_is_long_on_a_file(tmp_path, monke
                 time.sleep(0.05)
         while not finished.is_set():  # then the worker reads the fifo (each time it opens it) and fails
             try:
-                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # (fails while nobody opens it to read)
             except OSError:
                 time.sleep(0.02)
                 continue
-            os.write(fd, b"not an export\n")
-            os.close(fd)
+            try:  # one short write, and always closed: a writer left open would keep the
+                os.write(fd, b"not an export\n")  # worker's read waiting for more
+            except OSError:  # the worker closed its end first
+                pass
+            finally:
+                os.close(fd)
+            time.sleep(0.02)
 
     t = threading.Thread(target=reader, daemon=True)
     t.start()

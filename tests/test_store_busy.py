@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import tracekit
 from tracekit.store import writer_info_path
 
 DATA = Path(__file__).parent / "data"
@@ -86,3 +87,17 @@ def test_another_program_holding_the_store_is_named_and_a_stale_info_file_is_not
     assert res.returncode == 2 and len(lines) == 1, res.stderr
     assert f"the store is in use by another process (pid {holder.pid}, " in lines[0], lines[0]
     assert "old.sqlite" not in lines[0] and lines[0].endswith("try again when it finishes")
+
+
+def test_a_store_never_closed_leaves_no_writer_info(tmp_path):
+    """``tracekit.open(db).ingest(f)`` without close: the writer info file goes when the
+    interpreter exits (no stale file beside the store)."""
+    db = tmp_path / "s.duckdb"
+    export = DATA / "nsys_hstu_mixed" / "export.sqlite.xz"
+    code = ("import sys, tracekit; tk = tracekit.open(sys.argv[1]); tk.ingest(sys.argv[2]); "
+            "from tracekit.store import writer_info_path; print(writer_info_path(sys.argv[1]).exists())")
+    out = subprocess.run([sys.executable, "-c", code, str(db), str(export)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"  # while the store is open
+    assert not writer_info_path(db).exists()
+    with tracekit.open(db, read_only=True) as tk:
+        assert len(tk.runs()) == 1

@@ -12,6 +12,7 @@ import datetime as _dt
 import json
 import os
 import re
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -139,6 +140,16 @@ def writer_info_path(db: str | os.PathLike) -> Path:
     return db.with_name(db.name + ".writer.json")
 
 
+def _drop_writer_info(db: Path, pid: int) -> None:
+    """Remove the writer info file beside ``db`` if it is process ``pid``'s."""
+    info = writer_info_path(db)
+    try:
+        if json.loads(info.read_text()).get("pid") == pid:
+            info.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -250,6 +261,9 @@ class Tracekit:
             if not self.read_only and str(self.path) != ":memory:":
                 self._writer_since = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
                 self._note_writer()
+                # a store never closed (``tracekit.open(db).ingest(f)``): its info file goes
+                # when the object does, or when the interpreter exits
+                self._drop_info = weakref.finalize(self, _drop_writer_info, self.path, os.getpid())
             if not self._locked(self._con):
                 self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             self._check_schema()
@@ -406,12 +420,8 @@ class Tracekit:
             self._con = None
         if self._writer_since is not None:  # the lock is released: so is its info file
             self._writer_since = None
-            info = writer_info_path(self.path)
-            try:
-                if json.loads(info.read_text()).get("pid") == os.getpid():
-                    info.unlink()
-            except (OSError, ValueError, AttributeError):
-                pass
+            self._drop_info.detach()  # (a later writer object of this process may write it again)
+            _drop_writer_info(self.path, os.getpid())
 
     def __enter__(self):
         return self

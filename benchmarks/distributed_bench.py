@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest_bench import TWINS, build  # noqa: E402
+from ingest_bench import TWINS, best_query_ms, build  # noqa: E402
 
 
 def make_exports(work: Path, files: int, copies: int) -> tuple[list[Path], dict]:
@@ -156,13 +156,8 @@ def main() -> None:
     results = {}
     for label, path in (("store", store_db), ("dataset", ds_dir)):
         tk = tracekit.open(path, read_only=True) if label == "store" else tracekit.open(path)
-        for q in TWINS:
-            best = float("inf")
-            for _ in range(5):
-                t = time.perf_counter()
-                tk.query(q, limit=0)
-                best = min(best, time.perf_counter() - t)
-            results.setdefault(q, {})[label] = best * 1000
+        for q, ms in best_query_ms(tk, TWINS).items():
+            results.setdefault(q, {})[label] = ms
         tk.close()
     worst = 0.0
     for q, r in results.items():

@@ -36,6 +36,19 @@ TWINS = ["top-kernels", "api-summary", "memcpy-time", "memcpy-size", "nvtx-summa
          "nvtx-ranges"]
 
 
+def best_query_ms(tk, names: list[str], rounds: int = 5) -> dict[str, float]:
+    """Each named query's best time of ``rounds`` on ``tk``, every row (limit 0), ms."""
+    out = {}
+    for q in names:
+        best = float("inf")
+        for _ in range(rounds):
+            t = time.perf_counter()
+            tk.query(q, limit=0)
+            best = min(best, time.perf_counter() - t)
+        out[q] = best * 1000
+    return out
+
+
 def build(copies: int, out: Path, nvtx_per_call: int = 0) -> dict:
     with lzma.open(FIXTURE) as src, open(out, "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -136,15 +149,9 @@ def main() -> None:
     import tracekit
 
     tk = tracekit.open(db, read_only=True)
-    times = {}
-    for q in TWINS:
-        best = float("inf")
-        for _ in range(5):
-            t = time.perf_counter()
-            tk.query(q, limit=0)
-            best = min(best, time.perf_counter() - t)
-        times[q] = best * 1000
-        print(f"query {q:22s} {best * 1000:8.1f} ms")
+    times = best_query_ms(tk, TWINS)
+    for q, ms in times.items():
+        print(f"query {q:22s} {ms:8.1f} ms")
 
     con = sqlite3.connect(export)
     sq = ("SELECT s.value, count(*), sum(k.\"end\" - k.start), avg(k.\"end\" - k.start), "

@@ -62,6 +62,19 @@ def _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE: tl.constexpr, BLOCK_N: 
 
 
 @triton.jit
+def _page_table_row(PAGE_TABLE, b, stride_pt, num_pt, PAGES: tl.constexpr, MAXP: tl.constexpr):
+    """Sequence ``b``'s page-table row (``PT``) and what ``_page_slots`` reads of it: for
+    PAGES=1 its MAXP entries held in registers, else ``b`` (unused)."""
+    PT = PAGE_TABLE + b.to(tl.int64) * stride_pt
+    if PAGES == 1:
+        offs_p = tl.arange(0, MAXP)
+        pt_row = tl.load(PT + offs_p, mask=offs_p < num_pt, other=0)
+    else:
+        pt_row = b
+    return PT, pt_row
+
+
+@triton.jit
 def _gather_pages_kernel(KC, VC, PT, CACHE_LENS, KS, VS, stride_kcp, stride_vcp, stride_pt, stride_ks, stride_vs,
                          PAGE: tl.constexpr, PK: tl.constexpr, PV: tl.constexpr, CHUNK: tl.constexpr):
     """Copy the cached pages of sequence b into KS[b], VS[b] (contiguous tokens)."""
@@ -314,12 +327,7 @@ def _hstu_cached_kernel(
     else:
         KCh = KC + h * stride_kch
         VCh = VC + h * stride_vch
-    PT = PAGE_TABLE + b.to(tl.int64) * stride_pt
-    if PAGES == 1:
-        offs_p = tl.arange(0, MAXP)
-        pt_row = tl.load(PT + offs_p, mask=offs_p < num_pt, other=0)
-    else:
-        pt_row = b
+    PT, pt_row = _page_table_row(PAGE_TABLE, b, stride_pt, num_pt, PAGES, MAXP)
     T_abs = C + n
     c_full = C // BLOCK_N * BLOCK_N
     if GENERAL:
@@ -508,12 +516,7 @@ def _sk_segment(
     offs_dv = tl.arange(0, D_V)
     q = tl.load(Q + start * stride_qt + h * stride_qh + offs_m[:, None] * stride_qt + offs_d[None, :],
                 mask=offs_m[:, None] < n, other=0.0)
-    PT = PAGE_TABLE + b.to(tl.int64) * stride_pt
-    if PAGES == 1:
-        offs_p = tl.arange(0, MAXP)
-        pt_row = tl.load(PT + offs_p, mask=offs_p < num_pt, other=0)
-    else:
-        pt_row = b
+    PT, pt_row = _page_table_row(PAGE_TABLE, b, stride_pt, num_pt, PAGES, MAXP)
     acc = _sk_piece(q, i - item_lo, seg_hi - item_lo, ct, C // BLOCK_N, C, n, nh, m0, nkt,
                     K + start * stride_kt + h * stride_kh, V + start * stride_vt + h * stride_vh,
                     KC + h * stride_kch, VC + h * stride_vch, PT, pt_row, b,

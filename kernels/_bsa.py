@@ -52,12 +52,20 @@ def _bsa_pool_kernel(
 
 
 @triton.jit
-def _bsa_local(acc, q, r, Kb, Vb, stride_kt, stride_vt, m0, offs_m, offs_n0, offs_d, offs_dv, T, hl, scale,
-               ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr):
-    """The query block against its own key block under the HSTU mask."""
+def _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T):
+    """The local key block's k (as [D_QK, BS]) and v, rows past the sequence zero."""
     offs_n = m0 + offs_n0
     kmask = offs_n < T
     k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+    v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+    return k, v
+
+
+@triton.jit
+def _bsa_local(acc, q, r, k, v, m0, offs_m, offs_n0, T, hl, scale, ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr):
+    """The query block against its own key block (k, v from _bsa_local_kv) under the HSTU mask."""
+    offs_n = m0 + offs_n0
+    kmask = offs_n < T
     s = tl.dot(q, k)
     p = _silu(s, s, scale, False, FAST_SILU)
     valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
@@ -65,13 +73,21 @@ def _bsa_local(acc, q, r, Kb, Vb, stride_kt, stride_vt, m0, offs_m, offs_n0, off
     p = tl.where(valid, p, 0.0)
     if ROW_SCALE:
         p = p * r[:, None]
-    v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
     return acc + tl.dot(p.to(v.dtype), v)
 
 
 @triton.jit
+def _sel_key(imp, offs, W: tl.constexpr):
+    """Order-preserving packed int64 key of importances: the fp32 bits as an ordered int32 in
+    the high word, the index reversed in the low word (distinct keys; ties to the lower index)."""
+    bits = imp.to(tl.int32, bitcast=True)
+    bits = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+    return (bits.to(tl.int64) << 32) | (W - 1 - offs).to(tl.int64), bits
+
+
+@triton.jit
 def _bsa_fused_kernel(
-    Q, K, V, KBAR, VBAR, IMP, SEL, OUT, GC, GS, SEQ_OFFSETS, NUM_TARGETS,
+    Q, K, V, KBAR, VBAR, IMP, SEL, OUT, GC, GS, SEQ_OFFSETS, NUM_TARGETS, CTRL, FLAGS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
     stride_kbb, stride_kbc, stride_kbh, stride_vbb, stride_vbc, stride_vbh,
     stride_ib, stride_ih, stride_iq, stride_sb, stride_sh, stride_sq, stride_ot, stride_oh, stride_gt,
@@ -80,7 +96,8 @@ def _bsa_fused_kernel(
     NB_P2: tl.constexpr, SELECT: tl.constexpr, QB_FAST: tl.constexpr, FOLD: tl.constexpr,
     CMP_STAGES: tl.constexpr, LOCAL_FIRST: tl.constexpr, ROW_SCALE: tl.constexpr,
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
-    RANK_SEL: tl.constexpr = False,
+    RANK_SEL: tl.constexpr = False, RANK_CHUNK: tl.constexpr = 0, POOL: tl.constexpr = False,
+    ONE_CMP: tl.constexpr = False, W: tl.constexpr = 64,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -92,8 +109,29 @@ def _bsa_fused_kernel(
     accumulator and the selected branch's scores are scaled per row (1/N times the gate)
     before their tl.dot, instead of a second [BS, D_V] fp32 accumulator. LOCAL_FIRST: the
     local block first (its loads issued with q's), the compressed scores scaled per row too
-    (block_size/N times the gate), one accumulator throughout."""
-    if QB_FAST:
+    (block_size/N times the gate), one accumulator throughout.
+
+    POOL (needs LOCAL_FIRST): the pooling is done here, not by _bsa_pool_kernel: each program
+    pools its own local block (which it loads anyway) into KBAR/VBAR and publishes it with a
+    release flag in FLAGS; before its compressed pass it waits (acquire) for the flags of the
+    blocks it reads, all pooled by programs of the same (sequence, head) and lower query
+    block. Programs take their work in start order from a ticket (CTRL: call epoch in the
+    high 32 bits, tickets taken in the low 32; the last ticket resets the count and bumps the
+    epoch), query block fastest and ascending, so a program only ever waits for programs
+    that started before it: no deadlock whatever order the hardware starts them in.
+    ONE_CMP: the compressed pass is one BLOCK_C tile (all blocks fit), its importances stay in
+    registers for the selection (no scratch row, no barrier). RANK_CHUNK: the rank compare in
+    [NB_P2, RANK_CHUNK] pieces read from the scratch row (bounded registers at 128 blocks)."""
+    if POOL:
+        old = tl.atomic_add(CTRL, 1)
+        tk = (old & 0xFFFFFFFF).to(tl.int32)
+        want = ((old >> 32) + 1).to(tl.int32)  # the flag value of this call
+        n_prog = tl.num_programs(0)
+        if tk == n_prog - 1:
+            tl.atomic_add(CTRL, (tl.full([], 1, tl.int64) << 32) - n_prog)
+        pid_bh = tk // n_qb
+        qb = tk % n_qb
+    elif QB_FAST:
         pid = tl.program_id(0)
         pid_bh = pid // n_qb
         qb = n_qb - 1 - pid % n_qb
@@ -121,6 +159,8 @@ def _bsa_fused_kernel(
     Qb = Q + start * stride_qt + h * stride_qh
     Kb = K + start * stride_kt + h * stride_kh
     Vb = V + start * stride_vt + h * stride_vh
+    KBb = KBAR + b.to(tl.int64) * stride_kbb + h * stride_kbh
+    VBb = VBAR + b.to(tl.int64) * stride_vbb + h * stride_vbh
     q = tl.load(Qb + offs_m[:, None] * stride_qt + offs_d[None, :], mask=rmask[:, None], other=0.0)
 
     r = tl.full([BS], 1.0, tl.float32) * inv_n
@@ -131,18 +171,30 @@ def _bsa_fused_kernel(
         rc = rc * tl.load(GC + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
     acc = tl.zeros([BS, D_V], dtype=tl.float32)
     if LOCAL_FIRST:
-        acc = _bsa_local(acc, q, r, Kb, Vb, stride_kt, stride_vt, m0, offs_m, offs_n0, offs_d, offs_dv, T, hl,
-                         scale, True, FAST_SILU)
+        kl, vl = _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
+        if POOL:
+            # pool the local block (the mean of a partial block is never read) and publish it
+            tl.store(KBb + qb * stride_kbc + offs_d, (tl.sum(kl.to(tl.float32), axis=1) * (1.0 / BS)).to(KBAR.dtype.element_ty))
+            tl.store(VBb + qb * stride_vbc + offs_dv, (tl.sum(vl.to(tl.float32), axis=0) * (1.0 / BS)).to(VBAR.dtype.element_ty))
+            tl.debug_barrier()
+            tl.atomic_xchg(FLAGS + pid_bh * n_qb + qb, want, sem="release")
+        acc = _bsa_local(acc, q, r, kl, vl, m0, offs_m, offs_n0, T, hl, scale, True, FAST_SILU)
 
     # 1. compressed pass over the pooled blocks fully inside each row's visible prefix
     e = tl.minimum(offs_m + 1, hl)
     acc_c = tl.zeros([BS, D_V], dtype=tl.float32)
     cend = tl.minimum(m0 + BS, hl) // BS
-    KBb = KBAR + b.to(tl.int64) * stride_kbb + h * stride_kbh
-    VBb = VBAR + b.to(tl.int64) * stride_vbb + h * stride_vbh
+    if POOL:
+        # wait until the blocks read below are pooled (by this program or earlier ones)
+        offs_f = tl.arange(0, NB_P2)
+        fmask = offs_f < cend
+        Fb = FLAGS + pid_bh * n_qb + offs_f
+        pending = tl.sum(((tl.atomic_add(Fb, 0, mask=fmask, sem="acquire") != want) & fmask).to(tl.int32), axis=0)
+        while pending > 0:
+            pending = tl.sum(((tl.atomic_add(Fb, 0, mask=fmask, sem="acquire") != want) & fmask).to(tl.int32), axis=0)
     Ib = IMP + b.to(tl.int64) * stride_ib + h * stride_ih + qb * stride_iq
-    for c0 in tl.range(0, cend, BLOCK_C, num_stages=CMP_STAGES):
-        offs_c = c0 + offs_c0
+    if ONE_CMP:
+        offs_c = offs_c0
         cmask = offs_c < cend
         kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
         s = tl.dot(q, kb)
@@ -150,16 +202,33 @@ def _bsa_fused_kernel(
         vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
         p = tl.where(vis, p, 0.0)
         if SELECT:
-            # importance: column sums; -inf where no row sees the block fully and for the
-            # local block (always processed, never selected)
             col_vis = tl.max(vis.to(tl.int32), axis=0) > 0
-            imp = tl.where(col_vis & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
-            tl.store(Ib + offs_c, imp, mask=cmask)
+            imp_reg = tl.where(col_vis & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
         vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
         if LOCAL_FIRST:
             acc += tl.dot((p * rc[:, None]).to(vb.dtype), vb)
         else:
             acc_c += tl.dot(p.to(vb.dtype), vb)
+    else:
+        for c0 in tl.range(0, cend, BLOCK_C, num_stages=CMP_STAGES):
+            offs_c = c0 + offs_c0
+            cmask = offs_c < cend
+            kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
+            s = tl.dot(q, kb)
+            p = _silu(s, s, scale, False, FAST_SILU)
+            vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
+            p = tl.where(vis, p, 0.0)
+            if SELECT:
+                # importance: column sums; -inf where no row sees the block fully and for the
+                # local block (always processed, never selected)
+                col_vis = tl.max(vis.to(tl.int32), axis=0) > 0
+                imp = tl.where(col_vis & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
+                tl.store(Ib + offs_c, imp, mask=cmask)
+            vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+            if LOCAL_FIRST:
+                acc += tl.dot((p * rc[:, None]).to(vb.dtype), vb)
+            else:
+                acc_c += tl.dot(p.to(vb.dtype), vb)
 
     # 2. selection: n_sel rounds of arg-max over the importance row, one reduction each on
     #    a packed int64 key (order-preserving int32 of the fp32 value, then the index
@@ -167,19 +236,28 @@ def _bsa_fused_kernel(
     Sb = SEL + b.to(tl.int64) * stride_sb + h * stride_sh + qb * stride_sq
     n_valid = n_sel
     if SELECT:
-        tl.debug_barrier()
-        offs_a = tl.arange(0, NB_P2)
-        imp_all = tl.load(Ib + offs_a, mask=offs_a < cend, other=float("-inf"))
-        bits = imp_all.to(tl.int32, bitcast=True)
-        bits = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-        key = (bits.to(tl.int64) << 32) | (NB_P2 - 1 - offs_a).to(tl.int64)
-        dead = tl.full([NB_P2], -2147483648, tl.int64) << 32
+        # W: BLOCK_C with ONE_CMP, else NB_P2
+        if ONE_CMP:
+            offs_a = offs_c0
+            key, bits = _sel_key(imp_reg, offs_a, W)
+        else:
+            tl.debug_barrier()
+            offs_a = tl.arange(0, W)
+            key, bits = _sel_key(tl.load(Ib + offs_a, mask=offs_a < cend, other=float("-inf")), offs_a, W)
+        dead = tl.full([W], -2147483648, tl.int64) << 32
         neg_inf_key = -2139095041  # order-preserving int32 of -inf
         if RANK_SEL:
             # all rounds at once: each block's rank is the number of keys above its own (keys
-            # are distinct), its slot is its rank; one [NB_P2, NB_P2] compare and one sum
-            # instead of n_sel dependent reductions. Same order as the rounds below.
-            rank = tl.sum((key[None, :] > key[:, None]).to(tl.int32), axis=1)
+            # are distinct), its slot is its rank; one [W, W] compare (or RANK_CHUNK-wide pieces
+            # of it) and a sum instead of n_sel dependent reductions. Same order as the rounds.
+            if RANK_CHUNK > 0:
+                rank = tl.zeros([W], tl.int32)
+                for j0 in tl.static_range(0, W, RANK_CHUNK):
+                    offs_j = j0 + tl.arange(0, RANK_CHUNK)
+                    key_j, _ = _sel_key(tl.load(Ib + offs_j, mask=offs_j < cend, other=float("-inf")), offs_j, W)
+                    rank += tl.sum((key_j[None, :] > key[:, None]).to(tl.int32), axis=1)
+            else:
+                rank = tl.sum((key[None, :] > key[:, None]).to(tl.int32), axis=1)
             ok = (bits > neg_inf_key) & (rank < n_sel)
             tl.store(Sb + rank, tl.where(ok, offs_a, -1), mask=rank < n_sel)
             n_valid = tl.sum(ok.to(tl.int32), axis=0)
@@ -188,7 +266,7 @@ def _bsa_fused_kernel(
             for j in range(0, n_sel):
                 mk = tl.max(key, axis=0)
                 hi = mk >> 32
-                idx = NB_P2 - 1 - (mk - (hi << 32)).to(tl.int32)
+                idx = W - 1 - (mk - (hi << 32)).to(tl.int32)
                 ok = hi > neg_inf_key
                 tl.store(Sb + j, tl.where(ok, idx, -1))
                 n_valid += ok.to(tl.int32)
@@ -201,8 +279,8 @@ def _bsa_fused_kernel(
             acc = acc_c * rc[:, None]
         else:
             r = tl.full([BS], 1.0, tl.float32)
-        acc = _bsa_local(acc, q, r, Kb, Vb, stride_kt, stride_vt, m0, offs_m, offs_n0, offs_d, offs_dv, T, hl,
-                         scale, FOLD, FAST_SILU)
+        kl, vl = _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
+        acc = _bsa_local(acc, q, r, kl, vl, m0, offs_m, offs_n0, T, hl, scale, FOLD, FAST_SILU)
     if SELECT:
         # a selected block c is compressed-visible to a row of this query block and is not
         # the local block: (c + 1) * BS <= min(m0 + BS, hl), so c < qb and every key of c is
@@ -241,6 +319,42 @@ def _bsa_fused_kernel(
              acc.to(OUT.dtype.element_ty), mask=rmask[:, None])
 
 
+_SYNC: dict = {}
+LAST_KERNEL = None  # the last compiled fused kernel launched (benchmarks' compile report)
+
+
+def _sync_buffers(device, n_flags: int):
+    """The fused pooling's ticket/epoch word (int64) and per-block flags (int32, at least
+    ``n_flags``) for the current stream of ``device``.
+
+    The kernel leaves the word ready for the next call (ticket count 0, epoch + 1) and a flag
+    counts as set only when it holds its call's epoch + 1, so nothing is reset between calls;
+    a new pair (grown to the next power of two) starts at zero. One pair per (device, stream):
+    launches on one stream run in order, launches on other streams get their own pair. While
+    the stream is being captured into a CUDA graph the pair is allocated per call from the
+    graph's memory pool (zeroed at each replay)."""
+    import torch
+
+    if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            return (torch.zeros(1, dtype=torch.int64, device=device),
+                    torch.zeros(max(n_flags, 1), dtype=torch.int32, device=device))
+        stream = torch.cuda.current_stream(device)
+        key = (device.type, stream.device_index, stream.cuda_stream)
+    else:
+        key = (device.type, device.index, 0)  # (the interpreter runs launches one by one)
+    pair = _SYNC.get(key)
+    if pair is None or pair[1].numel() < n_flags:
+        pair = _SYNC[key] = (torch.zeros(1, dtype=torch.int64, device=device),
+                             torch.zeros(triton.next_power_of_2(max(n_flags, 1024)), dtype=torch.int32, device=device))
+    return pair
+
+
+def release_sync_buffers() -> None:
+    """Drop the fused pooling's cached ticket words and flags of every device and stream."""
+    _SYNC.clear()
+
+
 def _cfg(device_type: str, d: int, bs: int) -> dict:
     if device_type != "cuda":
         return {"num_warps": 4, "num_stages": 1}
@@ -267,52 +381,66 @@ def hstu_bsa_fwd(
         return (out, sel) if return_block_indices else out
     fast = q.device.type == "cuda" and not interpret_mode()
     scale = float(alpha) * (0.5 if fast else 1.0)
-    kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
-    vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
-    _bsa_pool_kernel[(B * H, nb)](
-        k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
-        1.0 / block_size, H=H, D_QK=D_QK, D_V=D_V, BS=block_size, num_warps=4,
-    )
-    gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
-    gc = gate_cmp if gate_cmp is not None else seq_offsets
-    gs = gate_slc if gate_slc is not None else seq_offsets
-    gstride = (gate_cmp if gate_cmp is not None else gate_slc)
     cfg = dict(_cfg(q.device.type, max(D_QK, D_V), block_size))
     cfg.update(config or {})
     block_c = cfg.pop("BLOCK_C", 64 if fast else 16)
+    pool = cfg.pop("POOL", False)
     qb_fast = cfg.pop("QB_FAST", True)
     fold = cfg.pop("FOLD", True)
     cmp_stages = cfg.pop("CMP_STAGES", 2)
     local_first = cfg.pop("LOCAL_FIRST", True)
-    # the selection as one [NB_P2, NB_P2] rank compare while that tile stays small, else the
-    # arg-max rounds
-    rank_sel = cfg.pop("RANK_SEL", triton.next_power_of_2(nb) <= 64)
+    nb_p2 = triton.next_power_of_2(nb)
+    # the compressed pass as one tile, its importances kept in registers, when all blocks fit
+    one_cmp = cfg.pop("ONE_CMP", False) and nb_p2 <= block_c
+    # the selection as one rank compare while that tile stays small, else the arg-max rounds
+    rank_sel = cfg.pop("RANK_SEL", nb_p2 <= 64)
+    rank_chunk = 0 if one_cmp else cfg.pop("RANK_CHUNK", 0)
+    cfg.pop("RANK_CHUNK", None)
+    if pool and not local_first:
+        raise ValueError("POOL needs LOCAL_FIRST (the local block's k and v are pooled as loaded)")
+    kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
+    vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
+    if pool:
+        ctrl, flags = _sync_buffers(q.device, B * H * nb)
+    else:
+        ctrl = flags = seq_offsets
+        _bsa_pool_kernel[(B * H, nb)](
+            k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+            kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
+            1.0 / block_size, H=H, D_QK=D_QK, D_V=D_V, BS=block_size, num_warps=4,
+        )
+    gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
+    gc = gate_cmp if gate_cmp is not None else seq_offsets
+    gs = gate_slc if gate_slc is not None else seq_offsets
+    gstride = (gate_cmp if gate_cmp is not None else gate_slc)
     select = block_indices is None
     if select:
         kk = min(block_counts, nb)
         # importance scratch: one row per (sequence, head, query block), written and read
-        # back by the same program
-        imp = torch.empty(B, H, nb, nb, dtype=torch.float32, device=q.device)
+        # back by the same program (not used with one_cmp)
+        imp = (torch.empty(B, H, nb, nb, dtype=torch.float32, device=q.device) if not one_cmp
+               else torch.empty(1, 1, 1, 1, dtype=torch.float32, device=q.device))
         sel = torch.empty(B, H, nb, kk, dtype=torch.int32, device=q.device)
     else:
         # given as [B, H, nqb, block_counts + 1] with the local block first
         sel = block_indices[..., 1:].to(torch.int32).contiguous()
         kk = sel.shape[3]
         imp = sel
-    grid = (B * H * nb,) if qb_fast else (B * H, nb)
-    _bsa_fused_kernel[grid](
+    grid = (B * H * nb,) if (qb_fast or pool) else (B * H, nb)
+    global LAST_KERNEL
+    LAST_KERNEL = _bsa_fused_kernel[grid](
         q, k, v, kbar, vbar, imp, sel, out, gc, gs, seq_offsets,
-        num_targets if num_targets is not None else seq_offsets,
+        num_targets if num_targets is not None else seq_offsets, ctrl, flags,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
         imp.stride(0), imp.stride(1), imp.stride(2), sel.stride(0), sel.stride(1), sel.stride(2),
         out.stride(0), out.stride(1), gstride.stride(0) if gstride is not None else 0,
         scale, block_size / max_seq_len, 1.0 / max_seq_len, kk, nb,
-        H=H, D_QK=D_QK, D_V=D_V, BS=block_size, BLOCK_C=block_c, NB_P2=triton.next_power_of_2(nb),
+        H=H, D_QK=D_QK, D_V=D_V, BS=block_size, BLOCK_C=block_c, NB_P2=nb_p2,
         SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
         ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
-        HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, **cfg,
+        HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, RANK_CHUNK=rank_chunk, POOL=pool,
+        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, **cfg,
     )
     if return_block_indices:
         local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)

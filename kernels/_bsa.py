@@ -20,6 +20,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ._cached import _fence
 from ._common import interpret_mode
 from ._dense import _silu
 
@@ -176,6 +177,8 @@ def _bsa_fused_kernel(
             # pool the local block (the mean of a partial block is never read) and publish it
             tl.store(KBb + qb * stride_kbc + offs_d, (tl.sum(kl.to(tl.float32), axis=1) * (1.0 / BS)).to(KBAR.dtype.element_ty))
             tl.store(VBb + qb * stride_vbc + offs_dv, (tl.sum(vl.to(tl.float32), axis=0) * (1.0 / BS)).to(VBAR.dtype.element_ty))
+            if FAST_SILU:  # (the GPU: a fence in every thread, as __threadfence; not in the interpreter)
+                _fence(offs_n0)
             tl.debug_barrier()
             tl.atomic_xchg(FLAGS + pid_bh * n_qb + qb, want, sem="release")
         acc = _bsa_local(acc, q, r, kl, vl, m0, offs_m, offs_n0, T, hl, scale, True, FAST_SILU)
@@ -192,6 +195,8 @@ def _bsa_fused_kernel(
         pending = tl.sum(((tl.atomic_add(Fb, 0, mask=fmask, sem="acquire") != want) & fmask).to(tl.int32), axis=0)
         while pending > 0:
             pending = tl.sum(((tl.atomic_add(Fb, 0, mask=fmask, sem="acquire") != want) & fmask).to(tl.int32), axis=0)
+        if FAST_SILU:
+            _fence(offs_n0)
     Ib = IMP + b.to(tl.int64) * stride_ib + h * stride_ih + qb * stride_iq
     if ONE_CMP:
         offs_c = offs_c0

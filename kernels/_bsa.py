@@ -20,7 +20,6 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._cached import _fence
 from ._common import interpret_mode
 from ._dense import _silu
 
@@ -50,6 +49,45 @@ def _bsa_pool_kernel(
     vb = tl.sum(v.to(tl.float32), axis=0) * inv_bs
     tl.store(KBAR + b.to(tl.int64) * stride_kb + c * stride_kc + h * stride_kbh + offs_d, kb.to(KBAR.dtype.element_ty))
     tl.store(VBAR + b.to(tl.int64) * stride_vb + c * stride_vc + h * stride_vbh + offs_dv, vb.to(VBAR.dtype.element_ty))
+
+
+@triton.jit
+def _bsa_pool_heads_kernel(
+    K, V, KBAR, VBAR, SEQ_OFFSETS,
+    stride_kt, stride_kh, stride_vt, stride_vh, stride_kb, stride_kc, stride_kbh, stride_vb, stride_vc, stride_vbh,
+    inv_bs,
+    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr, HK_P2: tl.constexpr,
+    HV_P2: tl.constexpr, RB: tl.constexpr,
+):
+    """Mean of k and v over each full block, one program per (sequence, block) for all heads:
+    rows of H*D elements (contiguous when the heads are), RB rows per load, all loads of the
+    block issued before the sums; zeros for partial/absent blocks."""
+    b = tl.program_id(0)
+    c = tl.program_id(1)
+    start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
+    T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
+    lim = T * ((c + 1) * BS <= T).to(tl.int32)  # 0 unless block c is full
+    offs_k = tl.arange(0, HK_P2)
+    offs_v = tl.arange(0, HV_P2)
+    hk, dk = offs_k // D_QK, offs_k % D_QK
+    hv, dv = offs_v // D_V, offs_v % D_V
+    col_k = hk * stride_kh + dk
+    col_v = hv * stride_vh + dv
+    acc_k = tl.zeros([RB, HK_P2], dtype=tl.float32)
+    acc_v = tl.zeros([RB, HV_P2], dtype=tl.float32)
+    for r0 in tl.static_range(0, BS, RB):
+        offs = c * BS + r0 + tl.arange(0, RB)
+        rmask = offs < lim
+        acc_k += tl.load(K + (start + offs[:, None]) * stride_kt + col_k[None, :],
+                         mask=rmask[:, None] & (hk < H)[None, :], other=0.0).to(tl.float32)
+        acc_v += tl.load(V + (start + offs[:, None]) * stride_vt + col_v[None, :],
+                         mask=rmask[:, None] & (hv < H)[None, :], other=0.0).to(tl.float32)
+    kb = tl.sum(acc_k, axis=0) * inv_bs
+    vb = tl.sum(acc_v, axis=0) * inv_bs
+    tl.store(KBAR + b.to(tl.int64) * stride_kb + c * stride_kc + hk * stride_kbh + dk, kb.to(KBAR.dtype.element_ty),
+             mask=hk < H)
+    tl.store(VBAR + b.to(tl.int64) * stride_vb + c * stride_vc + hv * stride_vbh + dv, vb.to(VBAR.dtype.element_ty),
+             mask=hv < H)
 
 
 @triton.jit
@@ -88,7 +126,7 @@ def _sel_key(imp, offs, W: tl.constexpr):
 
 @triton.jit
 def _bsa_fused_kernel(
-    Q, K, V, KBAR, VBAR, IMP, SEL, OUT, GC, GS, SEQ_OFFSETS, NUM_TARGETS, CTRL, FLAGS,
+    Q, K, V, KBAR, VBAR, IMP, SEL, OUT, GC, GS, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
     stride_kbb, stride_kbc, stride_kbh, stride_vbb, stride_vbc, stride_vbh,
     stride_ib, stride_ih, stride_iq, stride_sb, stride_sh, stride_sq, stride_ot, stride_oh, stride_gt,
@@ -97,8 +135,8 @@ def _bsa_fused_kernel(
     NB_P2: tl.constexpr, SELECT: tl.constexpr, QB_FAST: tl.constexpr, FOLD: tl.constexpr,
     CMP_STAGES: tl.constexpr, LOCAL_FIRST: tl.constexpr, ROW_SCALE: tl.constexpr,
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
-    RANK_SEL: tl.constexpr = False, RANK_CHUNK: tl.constexpr = 0, POOL: tl.constexpr = False,
-    ONE_CMP: tl.constexpr = False, W: tl.constexpr = 64,
+    RANK_SEL: tl.constexpr = False, RANK_CHUNK: tl.constexpr = 0, ONE_CMP: tl.constexpr = False,
+    W: tl.constexpr = 64,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -112,27 +150,10 @@ def _bsa_fused_kernel(
     local block first (its loads issued with q's), the compressed scores scaled per row too
     (block_size/N times the gate), one accumulator throughout.
 
-    POOL (needs LOCAL_FIRST): the pooling is done here, not by _bsa_pool_kernel: each program
-    pools its own local block (which it loads anyway) into KBAR/VBAR and publishes it with a
-    release flag in FLAGS; before its compressed pass it waits (acquire) for the flags of the
-    blocks it reads, all pooled by programs of the same (sequence, head) and lower query
-    block. Programs take their work in start order from a ticket (CTRL: call epoch in the
-    high 32 bits, tickets taken in the low 32; the last ticket resets the count and bumps the
-    epoch), query block fastest and ascending, so a program only ever waits for programs
-    that started before it: no deadlock whatever order the hardware starts them in.
     ONE_CMP: the compressed pass is one BLOCK_C tile (all blocks fit), its importances stay in
     registers for the selection (no scratch row, no barrier). RANK_CHUNK: the rank compare in
     [NB_P2, RANK_CHUNK] pieces read from the scratch row (bounded registers at 128 blocks)."""
-    if POOL:
-        old = tl.atomic_add(CTRL, 1)
-        tk = (old & 0xFFFFFFFF).to(tl.int32)
-        want = ((old >> 32) + 1).to(tl.int32)  # the flag value of this call
-        n_prog = tl.num_programs(0)
-        if tk == n_prog - 1:
-            tl.atomic_add(CTRL, (tl.full([], 1, tl.int64) << 32) - n_prog)
-        pid_bh = tk // n_qb
-        qb = tk % n_qb
-    elif QB_FAST:
+    if QB_FAST:
         pid = tl.program_id(0)
         pid_bh = pid // n_qb
         qb = n_qb - 1 - pid % n_qb
@@ -173,47 +194,29 @@ def _bsa_fused_kernel(
     acc = tl.zeros([BS, D_V], dtype=tl.float32)
     if LOCAL_FIRST:
         kl, vl = _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
-        if POOL:
-            # pool the local block (the mean of a partial block is never read) and publish it
-            tl.store(KBb + qb * stride_kbc + offs_d, (tl.sum(kl.to(tl.float32), axis=1) * (1.0 / BS)).to(KBAR.dtype.element_ty))
-            tl.store(VBb + qb * stride_vbc + offs_dv, (tl.sum(vl.to(tl.float32), axis=0) * (1.0 / BS)).to(VBAR.dtype.element_ty))
-            if FAST_SILU:  # (the GPU: a fence in every thread, as __threadfence; not in the interpreter)
-                _fence(offs_n0)
-            tl.debug_barrier()
-            tl.atomic_xchg(FLAGS + pid_bh * n_qb + qb, want, sem="release")
         acc = _bsa_local(acc, q, r, kl, vl, m0, offs_m, offs_n0, T, hl, scale, True, FAST_SILU)
 
     # 1. compressed pass over the pooled blocks fully inside each row's visible prefix
     e = tl.minimum(offs_m + 1, hl)
     acc_c = tl.zeros([BS, D_V], dtype=tl.float32)
     cend = tl.minimum(m0 + BS, hl) // BS
-    if POOL:
-        # wait until the blocks read below are pooled (by this program or earlier ones)
-        offs_f = tl.arange(0, NB_P2)
-        fmask = offs_f < cend
-        Fb = FLAGS + pid_bh * n_qb + offs_f
-        pending = tl.sum(((tl.atomic_add(Fb, 0, mask=fmask, sem="acquire") != want) & fmask).to(tl.int32), axis=0)
-        while pending > 0:
-            pending = tl.sum(((tl.atomic_add(Fb, 0, mask=fmask, sem="acquire") != want) & fmask).to(tl.int32), axis=0)
-        if FAST_SILU:
-            _fence(offs_n0)
     Ib = IMP + b.to(tl.int64) * stride_ib + h * stride_ih + qb * stride_iq
     if ONE_CMP:
         offs_c = offs_c0
         cmask = offs_c < cend
         kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
-        s = tl.dot(q, kb)
-        p = _silu(s, s, scale, False, FAST_SILU)
+        sc = tl.dot(q, kb)
+        pc = _silu(sc, sc, scale, False, FAST_SILU)
         vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
-        p = tl.where(vis, p, 0.0)
+        pc = tl.where(vis, pc, 0.0)
         if SELECT:
-            col_vis = tl.max(vis.to(tl.int32), axis=0) > 0
-            imp_reg = tl.where(col_vis & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
+            # some row sees block c fully iff c < cend (the last valid row sees the most)
+            imp_reg = tl.where(cmask & (offs_c != qb), tl.sum(pc, axis=0), float("-inf"))
         vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
         if LOCAL_FIRST:
-            acc += tl.dot((p * rc[:, None]).to(vb.dtype), vb)
+            acc += tl.dot((pc * rc[:, None]).to(vb.dtype), vb)
         else:
-            acc_c += tl.dot(p.to(vb.dtype), vb)
+            acc_c += tl.dot(pc.to(vb.dtype), vb)
     else:
         for c0 in tl.range(0, cend, BLOCK_C, num_stages=CMP_STAGES):
             offs_c = c0 + offs_c0
@@ -224,10 +227,10 @@ def _bsa_fused_kernel(
             vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
             p = tl.where(vis, p, 0.0)
             if SELECT:
-                # importance: column sums; -inf where no row sees the block fully and for the
-                # local block (always processed, never selected)
-                col_vis = tl.max(vis.to(tl.int32), axis=0) > 0
-                imp = tl.where(col_vis & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
+                # importance: column sums; -inf where no row sees the block fully (c >= cend: the
+                # last valid row sees the most) and for the local block (always processed, never
+                # selected)
+                imp = tl.where(cmask & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
                 tl.store(Ib + offs_c, imp, mask=cmask)
             vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
             if LOCAL_FIRST:
@@ -324,40 +327,25 @@ def _bsa_fused_kernel(
              acc.to(OUT.dtype.element_ty), mask=rmask[:, None])
 
 
-_SYNC: dict = {}
 LAST_KERNEL = None  # the last compiled fused kernel launched (benchmarks' compile report)
 
 
-def _sync_buffers(device, n_flags: int):
-    """The fused pooling's ticket/epoch word (int64) and per-block flags (int32, at least
-    ``n_flags``) for the current stream of ``device``.
-
-    The kernel leaves the word ready for the next call (ticket count 0, epoch + 1) and a flag
-    counts as set only when it holds its call's epoch + 1, so nothing is reset between calls;
-    a new pair (grown to the next power of two) starts at zero. One pair per (device, stream):
-    launches on one stream run in order, launches on other streams get their own pair. While
-    the stream is being captured into a CUDA graph the pair is allocated per call from the
-    graph's memory pool (zeroed at each replay)."""
-    import torch
-
-    if device.type == "cuda":
-        if torch.cuda.is_current_stream_capturing():
-            return (torch.zeros(1, dtype=torch.int64, device=device),
-                    torch.zeros(max(n_flags, 1), dtype=torch.int32, device=device))
-        stream = torch.cuda.current_stream(device)
-        key = (device.type, stream.device_index, stream.cuda_stream)
+def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, rb: int, warps: int, heads: bool):
+    """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere).
+    heads: one program per (sequence, block) for all heads, ``rb`` rows per load, ``warps``
+    warps; else one 4-warp program per (sequence, head, block)."""
+    B, nb, H, D_QK = kbar.shape
+    D_V = vbar.shape[3]
+    args = (k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+            kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
+            1.0 / block_size)
+    if heads:
+        _bsa_pool_heads_kernel[(B, nb)](
+            *args, H=H, D_QK=D_QK, D_V=D_V, BS=block_size, HK_P2=triton.next_power_of_2(H * D_QK),
+            HV_P2=triton.next_power_of_2(H * D_V), RB=min(rb, block_size), num_warps=warps,
+        )
     else:
-        key = (device.type, device.index, 0)  # (the interpreter runs launches one by one)
-    pair = _SYNC.get(key)
-    if pair is None or pair[1].numel() < n_flags:
-        pair = _SYNC[key] = (torch.zeros(1, dtype=torch.int64, device=device),
-                             torch.zeros(triton.next_power_of_2(max(n_flags, 1024)), dtype=torch.int32, device=device))
-    return pair
-
-
-def release_sync_buffers() -> None:
-    """Drop the fused pooling's cached ticket words and flags of every device and stream."""
-    _SYNC.clear()
+        _bsa_pool_kernel[(B * H, nb)](*args, H=H, D_QK=D_QK, D_V=D_V, BS=block_size, num_warps=4)
 
 
 def _cfg(device_type: str, d: int, bs: int) -> dict:
@@ -389,7 +377,6 @@ def hstu_bsa_fwd(
     cfg = dict(_cfg(q.device.type, max(D_QK, D_V), block_size))
     cfg.update(config or {})
     block_c = cfg.pop("BLOCK_C", 64 if fast else 16)
-    pool = cfg.pop("POOL", False)
     qb_fast = cfg.pop("QB_FAST", True)
     fold = cfg.pop("FOLD", True)
     cmp_stages = cfg.pop("CMP_STAGES", 2)
@@ -401,19 +388,10 @@ def hstu_bsa_fwd(
     rank_sel = cfg.pop("RANK_SEL", nb_p2 <= 64)
     rank_chunk = 0 if one_cmp else cfg.pop("RANK_CHUNK", 0)
     cfg.pop("RANK_CHUNK", None)
-    if pool and not local_first:
-        raise ValueError("POOL needs LOCAL_FIRST (the local block's k and v are pooled as loaded)")
     kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
     vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
-    if pool:
-        ctrl, flags = _sync_buffers(q.device, B * H * nb)
-    else:
-        ctrl = flags = seq_offsets
-        _bsa_pool_kernel[(B * H, nb)](
-            k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-            kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
-            1.0 / block_size, H=H, D_QK=D_QK, D_V=D_V, BS=block_size, num_warps=4,
-        )
+    _pool(k, v, kbar, vbar, seq_offsets, block_size, cfg.pop("POOL_RB", 16 if fast else block_size),
+          cfg.pop("POOL_WARPS", 8), cfg.pop("POOL_HEADS", False))
     gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
     gc = gate_cmp if gate_cmp is not None else seq_offsets
     gs = gate_slc if gate_slc is not None else seq_offsets
@@ -431,11 +409,11 @@ def hstu_bsa_fwd(
         sel = block_indices[..., 1:].to(torch.int32).contiguous()
         kk = sel.shape[3]
         imp = sel
-    grid = (B * H * nb,) if (qb_fast or pool) else (B * H, nb)
+    grid = (B * H * nb,) if qb_fast else (B * H, nb)
     global LAST_KERNEL
     LAST_KERNEL = _bsa_fused_kernel[grid](
         q, k, v, kbar, vbar, imp, sel, out, gc, gs, seq_offsets,
-        num_targets if num_targets is not None else seq_offsets, ctrl, flags,
+        num_targets if num_targets is not None else seq_offsets,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
         imp.stride(0), imp.stride(1), imp.stride(2), sel.stride(0), sel.stride(1), sel.stride(2),
@@ -444,7 +422,7 @@ def hstu_bsa_fwd(
         H=H, D_QK=D_QK, D_V=D_V, BS=block_size, BLOCK_C=block_c, NB_P2=nb_p2,
         SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
         ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
-        HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, RANK_CHUNK=rank_chunk, POOL=pool,
+        HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, RANK_CHUNK=rank_chunk,
         ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, **cfg,
     )
     if return_block_indices:

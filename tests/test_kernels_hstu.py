@@ -268,7 +268,8 @@ BSA_KERNEL_VARIANTS = {
     "rank_scratch": dict(RANK_SEL=True, ONE_CMP=False),
     "rank_chunked": dict(RANK_SEL=True, ONE_CMP=False, RANK_CHUNK=4),
     "rounds_in_registers": dict(RANK_SEL=False, ONE_CMP=True, BLOCK_C=32),
-    "pool_kernel": dict(POOL=False),
+    "pool_heads": dict(POOL_HEADS=True, POOL_RB=4, POOL_WARPS=4),
+    "pool_heads_all_rows": dict(POOL_HEADS=True, ONE_CMP=True, RANK_SEL=True),
 }
 
 
@@ -276,8 +277,8 @@ BSA_KERNEL_VARIANTS = {
 @pytest.mark.parametrize("case", list(BSA_KERNEL_CASES))
 def test_block_sparse_kernel_variants_equal_rounds(case, variant):
     """The selection as ranks (one compare, or in pieces), importances kept in registers,
-    the pooling fused into the main kernel: same blocks in the same slots as the arg-max
-    rounds over the scratch row after the separate pooling kernel, so the same outputs."""
+    the pooling by one program per block for all heads: same blocks in the same slots as
+    the arg-max rounds over the scratch row after the per-head pooling, so the same outputs."""
     from tracekit.kernels._bsa import hstu_bsa_fwd
 
     c = BSA_KERNEL_CASES[case]
@@ -290,32 +291,12 @@ def test_block_sparse_kernel_variants_equal_rounds(case, variant):
     nt = None if c["targets"] is None else torch.tensor(c["targets"], device=DEV)
     kw = dict(max_seq_len=max(lengths) + 7, alpha=0.6, block_size=c["bs"], block_counts=c["counts"],
               num_targets=nt, return_block_indices=True)
-    base = dict(RANK_SEL=False, ONE_CMP=False, POOL=False)
+    base = dict(RANK_SEL=False, ONE_CMP=False, POOL_HEADS=False)
     out_r, sel_r = hstu_bsa_fwd(q, k, v, off, out=_poison(L, H, d, torch.float32), config=base, **kw)
     out_k, sel_k = hstu_bsa_fwd(q, k, v, off, out=_poison(L, H, d, torch.float32),
                                 config=BSA_KERNEL_VARIANTS[variant], **kw)
     assert torch.equal(sel_k.cpu(), sel_r.cpu())
     assert _rel(out_k, out_r) < 1e-6
-
-
-def test_block_sparse_fused_pooling_leaves_ticket_word_ready():
-    """The fused pooling's control word: after each call its ticket count is back at 0 and
-    its epoch one higher, so the next call (any grid size) starts clean."""
-    from tracekit.kernels import _bsa
-
-    g = _gen()
-    H, d = 2, 16
-    dev = torch.device(DEV)
-    for lengths in ([80, 33], [200], [16, 16, 16]):
-        off = _offsets(lengths)
-        L = sum(lengths)
-        q, k, v = (_rand(g, L, H, d, dtype=torch.float32) for _ in range(3))
-        ctrl, _ = _bsa._sync_buffers(dev, 1)
-        before = int(ctrl.item())
-        _bsa.hstu_bsa_fwd(q, k, v, off, max_seq_len=max(lengths), alpha=0.5, block_size=16, block_counts=2,
-                          num_targets=None, config=dict(POOL=True))
-        ctrl, _ = _bsa._sync_buffers(dev, 1)
-        assert int(ctrl.item()) == before + (1 << 32)
 
 
 def test_block_sparse_selects_everything_equals_dense_plus_compressed():
@@ -741,63 +722,3 @@ def test_tiles_file_overrides_builtin_and_default(tmp_path, monkeypatch):
     tiles._memo.clear()
     assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) is None  # tuned on another GPU
     tiles._memo.clear()
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
-def test_gpu_block_sparse_fused_pooling_streams_and_graphs():
-    """The fused pooling's ticket word and flags: calls of two sizes queued back to back on two
-    streams at once (stale flags of earlier calls in the same slots), and a call captured in
-    a CUDA graph replayed between eager calls, all equal the reference on their selection."""
-    from tracekit.kernels import _bsa
-
-    g = _gen()
-    H, d = 4, 128
-    _bsa.release_sync_buffers()
-
-    def case(lengths, nts):
-        q, k, v = (_rand(g, sum(lengths), H, d, dtype=torch.bfloat16) for _ in range(3))
-        off, nt = _offsets(lengths), torch.tensor(nts, device=DEV)
-        kw = dict(max_seq_len=max(lengths), alpha=0.1, num_targets=nt, block_size=64, block_counts=4)
-
-        def run(out):
-            return _bsa.hstu_bsa_fwd(q, k, v, off, out=out, return_block_indices=True, config=dict(POOL=True), **kw)
-
-        def check(out, sel):
-            ref = hstu_attention_block_sparse_reference(q.float(), k.float(), v.float(), off, block_indices=sel, **kw)
-            return _rel(out, ref) < TOL[torch.bfloat16]
-
-        return run, check, (sum(lengths), H, d)
-
-    small, big = case([700, 0, 1000, 64], [64, 0, 1, 0]), case([4096, 2500, 3000], [256, 0, 100])
-    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
-    outs = [[], []]
-    torch.cuda.synchronize()
-    for _ in range(10):
-        for i, st in enumerate(streams):
-            with torch.cuda.stream(st):
-                run, _, shape = (small, big)[i]
-                o = torch.full(shape, float("nan"), dtype=torch.bfloat16, device=DEV)
-                outs[i].append(run(o))
-    torch.cuda.synchronize()
-    for i in range(2):
-        assert all((small, big)[i][1](o, sel) for o, sel in outs[i])
-    graph_out = torch.full(small[2], float("nan"), dtype=torch.bfloat16, device=DEV)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        small[0](graph_out)  # warm-up outside the capture (compiles)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        _, graph_sel = small[0](graph_out)
-    _bsa.release_sync_buffers()
-    for _ in range(3):
-        eager = torch.full(big[2], float("nan"), dtype=torch.bfloat16, device=DEV)
-        _, sel = big[0](eager)
-        graph_out.fill_(float("nan"))
-        graph.replay()
-        assert big[1](eager, sel)
-        assert small[1](graph_out, graph_sel)
-    torch.cuda.synchronize()
-    _bsa.release_sync_buffers()

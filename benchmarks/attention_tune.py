@@ -281,12 +281,10 @@ def bsa(out_rows, variants, rounds=2, warm=False):
                           flush=True)
                 else:
                     print(f"bsa {cname} {name} round {rnd}: {t * 1e3:.1f} us", flush=True)
-        # the pooling alone: per head, and one program per block for all heads
+        # the pooling kernel alone
         kbar = torch.empty(cfg["B"], cfg["N"] // cfg["bs"], cfg["H"], cfg["d_qk"], dtype=q.dtype, device=q.device)
         vbar = torch.empty_like(kbar)
-        for pn, pa in (("pool_head", (16, 8, False)), ("pool_all_heads", (16, 8, True)),
-                       ("pool_all_heads_rb8w4", (8, 4, True)), ("pool_all_heads_rb32w8", (32, 8, True))):
-            res[pn] = _bench(lambda: _bsa._pool(k, v, kbar, vbar, off, cfg["bs"], *pa))
+        res["pool"] = _bench(lambda: _bsa._pool(k, v, kbar, vbar, off, cfg["bs"]))
         # stage costs: no selected blocks (pool + compressed + local block), pooling alone
         res["cnt0"] = _bench(lambda: _bsa.hstu_bsa_fwd(q, k, v, off, **dict(bkw, block_counts=0)))
         res["dense2"] = _bench(lambda: K.hstu_attention(q, k, v, off, validate=False, **kw))
@@ -335,18 +333,15 @@ BSA_VARIANTS = {
     "w8_mr128_s2": dict(num_warps=8, maxnreg=128, num_stages=2),
     "w8_mr168": dict(num_warps=8, maxnreg=168),
     # issue 16, helper sparse: the importances kept in registers when the compressed pass is
-    # one tile (ONE_CMP, up to BLOCK_C blocks), the rank selection in [NB, n] pieces read from
-    # the scratch row (RANK_CHUNK), one pooling program per (sequence, block) for all heads
-    # (POOL_HEADS: POOL_RB rows per load, POOL_WARPS warps)
-    "onecmp": dict(ONE_CMP=True),
-    "chunk16": dict(RANK_SEL=True, RANK_CHUNK=16),
-    "chunk32": dict(RANK_SEL=True, RANK_CHUNK=32),
-    "chunk64": dict(RANK_SEL=True, RANK_CHUNK=64),
-    "ph": dict(POOL_HEADS=True),
-    "ph_rb8w4": dict(POOL_HEADS=True, POOL_RB=8, POOL_WARPS=4),
-    "ph_rb32w8": dict(POOL_HEADS=True, POOL_RB=32, POOL_WARPS=8),
-    "cand": dict(ONE_CMP=True, RANK_SEL=True, RANK_CHUNK=32, POOL_HEADS=True),
-    "cand_onecmp128": dict(ONE_CMP=True, BLOCK_C=128, RANK_SEL=True, POOL_HEADS=True),
+    # one tile (ONE_CMP), the rank selection in [NB, 32] pieces of the scratch row (RANK_CHUNK),
+    # the selected branch's 1/N once at the end (UNIFORM), its SiLU in packed pairs (PACKED):
+    # all default now; the previous default at T=4096 (64 blocks) and at T=8192 (128 blocks)
+    "nopacked": dict(PACKED=False),
+    "nouniform": dict(UNIFORM=False, PACKED=False),
+    "prev_t4096": dict(ONE_CMP=False, RANK_CHUNK=0, UNIFORM=False, PACKED=False),
+    "prev_t8192": dict(ONE_CMP=False, RANK_SEL=False, UNIFORM=False, PACKED=False),
+    "chunk16": dict(RANK_CHUNK=16),
+    "chunk64": dict(RANK_CHUNK=64),
 }
 
 

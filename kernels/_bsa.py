@@ -52,45 +52,6 @@ def _bsa_pool_kernel(
 
 
 @triton.jit
-def _bsa_pool_heads_kernel(
-    K, V, KBAR, VBAR, SEQ_OFFSETS,
-    stride_kt, stride_kh, stride_vt, stride_vh, stride_kb, stride_kc, stride_kbh, stride_vb, stride_vc, stride_vbh,
-    inv_bs,
-    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr, HK_P2: tl.constexpr,
-    HV_P2: tl.constexpr, RB: tl.constexpr,
-):
-    """Mean of k and v over each full block, one program per (sequence, block) for all heads:
-    rows of H*D elements (contiguous when the heads are), RB rows per load, all loads of the
-    block issued before the sums; zeros for partial/absent blocks."""
-    b = tl.program_id(0)
-    c = tl.program_id(1)
-    start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
-    T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
-    lim = T * ((c + 1) * BS <= T).to(tl.int32)  # 0 unless block c is full
-    offs_k = tl.arange(0, HK_P2)
-    offs_v = tl.arange(0, HV_P2)
-    hk, dk = offs_k // D_QK, offs_k % D_QK
-    hv, dv = offs_v // D_V, offs_v % D_V
-    col_k = hk * stride_kh + dk
-    col_v = hv * stride_vh + dv
-    acc_k = tl.zeros([RB, HK_P2], dtype=tl.float32)
-    acc_v = tl.zeros([RB, HV_P2], dtype=tl.float32)
-    for r0 in tl.static_range(0, BS, RB):
-        offs = c * BS + r0 + tl.arange(0, RB)
-        rmask = offs < lim
-        acc_k += tl.load(K + (start + offs[:, None]) * stride_kt + col_k[None, :],
-                         mask=rmask[:, None] & (hk < H)[None, :], other=0.0).to(tl.float32)
-        acc_v += tl.load(V + (start + offs[:, None]) * stride_vt + col_v[None, :],
-                         mask=rmask[:, None] & (hv < H)[None, :], other=0.0).to(tl.float32)
-    kb = tl.sum(acc_k, axis=0) * inv_bs
-    vb = tl.sum(acc_v, axis=0) * inv_bs
-    tl.store(KBAR + b.to(tl.int64) * stride_kb + c * stride_kc + hk * stride_kbh + dk, kb.to(KBAR.dtype.element_ty),
-             mask=hk < H)
-    tl.store(VBAR + b.to(tl.int64) * stride_vb + c * stride_vc + hv * stride_vbh + dv, vb.to(VBAR.dtype.element_ty),
-             mask=hv < H)
-
-
-@triton.jit
 def _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T):
     """The local key block's k (as [D_QK, BS]) and v, rows past the sequence zero."""
     offs_n = m0 + offs_n0
@@ -101,17 +62,46 @@ def _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
 
 
 @triton.jit
-def _bsa_local(acc, q, r, k, v, m0, offs_m, offs_n0, T, hl, scale, ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr):
+def _silu_x2(s, scale, IS_BF16: tl.constexpr):
+    """SiLU of the fp32 scores s (scale = alpha/2, as FAST_SILU) in the 16-bit type of the
+    PV product, two at a time: h = s*scale rounded once, then h + h*tanh(h) with one packed
+    tanh.approx and one packed fma per pair (sm_90 for bf16). The result is the tl.dot operand
+    that the fp32 SiLU is rounded to anyway; it adds one rounding of h and the packed
+    tanh's error."""
+    if IS_BF16:
+        return tl.inline_asm_elementwise(
+            "{ .reg .b32 t; tanh.approx.bf16x2 t, $1; fma.rn.bf16x2 $0, $1, t, $1; }", "=r,r",
+            [(s * scale).to(tl.bfloat16)], dtype=tl.bfloat16, is_pure=True, pack=2)
+    else:
+        return tl.inline_asm_elementwise(
+            "{ .reg .b32 t; tanh.approx.f16x2 t, $1; fma.rn.f16x2 $0, $1, t, $1; }", "=r,r",
+            [(s * scale).to(tl.float16)], dtype=tl.float16, is_pure=True, pack=2)
+
+
+@triton.jit
+def _scores(q, k, r, scale, ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr, PACKED: tl.constexpr,
+            IS_BF16: tl.constexpr):
+    """SiLU(alpha q k), times r per row (ROW_SCALE), as the PV product's operand type."""
+    s = tl.dot(q, k)
+    if PACKED:
+        return _silu_x2(s, scale, IS_BF16)
+    else:
+        p = _silu(s, s, scale, False, FAST_SILU)
+        if ROW_SCALE:
+            p = p * r[:, None]
+        return p.to(k.dtype)
+
+
+@triton.jit
+def _bsa_local(acc, q, r, k, v, m0, offs_m, offs_n0, T, hl, scale, ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr,
+               PACKED: tl.constexpr = False, IS_BF16: tl.constexpr = True):
     """The query block against its own key block (k, v from _bsa_local_kv) under the HSTU mask."""
     offs_n = m0 + offs_n0
     kmask = offs_n < T
-    s = tl.dot(q, k)
-    p = _silu(s, s, scale, False, FAST_SILU)
+    p = _scores(q, k, r, scale, ROW_SCALE, FAST_SILU, PACKED, IS_BF16)
     valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
              | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
     p = tl.where(valid, p, 0.0)
-    if ROW_SCALE:
-        p = p * r[:, None]
     return acc + tl.dot(p.to(v.dtype), v)
 
 
@@ -136,7 +126,8 @@ def _bsa_fused_kernel(
     CMP_STAGES: tl.constexpr, LOCAL_FIRST: tl.constexpr, ROW_SCALE: tl.constexpr,
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
     RANK_SEL: tl.constexpr = False, RANK_CHUNK: tl.constexpr = 0, ONE_CMP: tl.constexpr = False,
-    W: tl.constexpr = 64,
+    W: tl.constexpr = 64, UNIFORM: tl.constexpr = False, PACKED: tl.constexpr = False,
+    IS_BF16: tl.constexpr = True,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -152,7 +143,12 @@ def _bsa_fused_kernel(
 
     ONE_CMP: the compressed pass is one BLOCK_C tile (all blocks fit), its importances stay in
     registers for the selection (no scratch row, no barrier). RANK_CHUNK: the rank compare in
-    [NB_P2, RANK_CHUNK] pieces read from the scratch row (bounded registers at 128 blocks)."""
+    [NB_P2, RANK_CHUNK] pieces read from the scratch row (bounded registers at 128 blocks).
+    UNIFORM (LOCAL_FIRST, no gate_slc): the selected-branch scale 1/N is the same for every
+    row, so the local and selected scores are summed unscaled, the compressed ones scaled by
+    block_size (times gate_cmp), and the sum times 1/N at the end (one FMUL per score less).
+    PACKED (UNIFORM, the GPU): the local and selected branches' SiLU two scores at a time in
+    the 16-bit operand type (_silu_x2)."""
     if QB_FAST:
         pid = tl.program_id(0)
         pid_bh = pid // n_qb
@@ -191,10 +187,12 @@ def _bsa_fused_kernel(
         r = r * tl.load(GS + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
     if HAS_GC:
         rc = rc * tl.load(GC + (start + offs_m) * stride_gt + h, mask=rmask, other=0.0).to(tl.float32)
+    if UNIFORM:
+        rc = rc / inv_n
     acc = tl.zeros([BS, D_V], dtype=tl.float32)
     if LOCAL_FIRST:
         kl, vl = _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
-        acc = _bsa_local(acc, q, r, kl, vl, m0, offs_m, offs_n0, T, hl, scale, True, FAST_SILU)
+        acc = _bsa_local(acc, q, r, kl, vl, m0, offs_m, offs_n0, T, hl, scale, not UNIFORM, FAST_SILU, PACKED, IS_BF16)
 
     # 1. compressed pass over the pooled blocks fully inside each row's visible prefix
     e = tl.minimum(offs_m + 1, hl)
@@ -297,10 +295,7 @@ def _bsa_fused_kernel(
             c = tl.load(Sb + si)
             offs_n = c * BS + offs_n0
             k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None])
-            s = tl.dot(q, k)
-            p = _silu(s, s, scale, False, FAST_SILU)
-            if ROW_SCALE:
-                p = p * r[:, None]
+            p = _scores(q, k, r, scale, ROW_SCALE and not UNIFORM, FAST_SILU, PACKED, IS_BF16)
             v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :])
             acc += tl.dot(p.to(v.dtype), v)
     else:
@@ -309,15 +304,14 @@ def _bsa_fused_kernel(
             offs_n = tl.maximum(c, 0) * BS + offs_n0
             kmask = offs_n < T * (c >= 0).to(tl.int32)  # nothing for an empty slot (c = -1)
             k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-            s = tl.dot(q, k)
-            p = _silu(s, s, scale, False, FAST_SILU)
+            p = _scores(q, k, r, scale, ROW_SCALE and not UNIFORM, FAST_SILU, PACKED, IS_BF16)
             valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
                      | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
             p = tl.where(valid, p, 0.0)
-            if ROW_SCALE:
-                p = p * r[:, None]
             v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
             acc += tl.dot(p.to(v.dtype), v)
+    if UNIFORM:
+        acc = acc * inv_n
     if not ROW_SCALE:
         acc = acc * inv_n
         if HAS_GS:
@@ -330,22 +324,14 @@ def _bsa_fused_kernel(
 LAST_KERNEL = None  # the last compiled fused kernel launched (benchmarks' compile report)
 
 
-def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, rb: int, warps: int, heads: bool):
-    """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere).
-    heads: one program per (sequence, block) for all heads, ``rb`` rows per load, ``warps``
-    warps; else one 4-warp program per (sequence, head, block)."""
+def _pool(k, v, kbar, vbar, seq_offsets, block_size: int):
+    """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere)."""
     B, nb, H, D_QK = kbar.shape
-    D_V = vbar.shape[3]
-    args = (k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-            kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
-            1.0 / block_size)
-    if heads:
-        _bsa_pool_heads_kernel[(B, nb)](
-            *args, H=H, D_QK=D_QK, D_V=D_V, BS=block_size, HK_P2=triton.next_power_of_2(H * D_QK),
-            HV_P2=triton.next_power_of_2(H * D_V), RB=min(rb, block_size), num_warps=warps,
-        )
-    else:
-        _bsa_pool_kernel[(B * H, nb)](*args, H=H, D_QK=D_QK, D_V=D_V, BS=block_size, num_warps=4)
+    _bsa_pool_kernel[(B * H, nb)](
+        k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
+        1.0 / block_size, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size, num_warps=4,
+    )
 
 
 def _cfg(device_type: str, d: int, bs: int) -> dict:
@@ -383,15 +369,19 @@ def hstu_bsa_fwd(
     local_first = cfg.pop("LOCAL_FIRST", True)
     nb_p2 = triton.next_power_of_2(nb)
     # the compressed pass as one tile, its importances kept in registers, when all blocks fit
-    one_cmp = cfg.pop("ONE_CMP", False) and nb_p2 <= block_c
-    # the selection as one rank compare while that tile stays small, else the arg-max rounds
-    rank_sel = cfg.pop("RANK_SEL", nb_p2 <= 64)
-    rank_chunk = 0 if one_cmp else cfg.pop("RANK_CHUNK", 0)
-    cfg.pop("RANK_CHUNK", None)
+    one_cmp = cfg.pop("ONE_CMP", True) and nb_p2 <= block_c
+    # the selection as ranks (in registers with one_cmp, else compared in [nb, 32] pieces of
+    # the scratch row) up to 128 blocks, else the arg-max rounds
+    rank_sel = cfg.pop("RANK_SEL", nb_p2 <= 128)
+    rank_chunk = cfg.pop("RANK_CHUNK", 32 if nb_p2 > 32 else 0)
+    rank_chunk = 0 if one_cmp or rank_chunk >= nb_p2 else rank_chunk
+    # the selected branch's 1/N applied once at the end when no gate_slc scales its rows; then
+    # its SiLU in packed 16-bit pairs on the GPU
+    uniform = cfg.pop("UNIFORM", True) and local_first and gate_slc is None
+    packed = cfg.pop("PACKED", True) and uniform and fast and q.dtype in (torch.bfloat16, torch.float16)
     kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
     vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
-    _pool(k, v, kbar, vbar, seq_offsets, block_size, cfg.pop("POOL_RB", 16 if fast else block_size),
-          cfg.pop("POOL_WARPS", 8), cfg.pop("POOL_HEADS", False))
+    _pool(k, v, kbar, vbar, seq_offsets, block_size)
     gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
     gc = gate_cmp if gate_cmp is not None else seq_offsets
     gs = gate_slc if gate_slc is not None else seq_offsets
@@ -423,7 +413,8 @@ def hstu_bsa_fwd(
         SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
         ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
         HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, RANK_CHUNK=rank_chunk,
-        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, **cfg,
+        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, UNIFORM=uniform, PACKED=packed,
+        IS_BF16=q.dtype == torch.bfloat16, **cfg,
     )
     if return_block_indices:
         local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)

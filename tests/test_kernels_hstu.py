@@ -268,17 +268,16 @@ BSA_KERNEL_VARIANTS = {
     "rank_scratch": dict(RANK_SEL=True, ONE_CMP=False),
     "rank_chunked": dict(RANK_SEL=True, ONE_CMP=False, RANK_CHUNK=4),
     "rounds_in_registers": dict(RANK_SEL=False, ONE_CMP=True, BLOCK_C=32),
-    "pool_heads": dict(POOL_HEADS=True, POOL_RB=4, POOL_WARPS=4),
-    "pool_heads_all_rows": dict(POOL_HEADS=True, ONE_CMP=True, RANK_SEL=True),
+    "uniform_scale_off": dict(UNIFORM=False),
 }
 
 
 @pytest.mark.parametrize("variant", list(BSA_KERNEL_VARIANTS))
 @pytest.mark.parametrize("case", list(BSA_KERNEL_CASES))
 def test_block_sparse_kernel_variants_equal_rounds(case, variant):
-    """The selection as ranks (one compare, or in pieces), importances kept in registers,
-    the pooling by one program per block for all heads: same blocks in the same slots as
-    the arg-max rounds over the scratch row after the per-head pooling, so the same outputs."""
+    """The selection as ranks (one compare, or in pieces), importances kept in registers, the
+    selected branch's 1/N applied at the end: same blocks in the same slots as the arg-max
+    rounds over the scratch row with the per-row scale, so the same outputs."""
     from tracekit.kernels._bsa import hstu_bsa_fwd
 
     c = BSA_KERNEL_CASES[case]
@@ -291,12 +290,31 @@ def test_block_sparse_kernel_variants_equal_rounds(case, variant):
     nt = None if c["targets"] is None else torch.tensor(c["targets"], device=DEV)
     kw = dict(max_seq_len=max(lengths) + 7, alpha=0.6, block_size=c["bs"], block_counts=c["counts"],
               num_targets=nt, return_block_indices=True)
-    base = dict(RANK_SEL=False, ONE_CMP=False, POOL_HEADS=False)
+    base = dict(RANK_SEL=False, ONE_CMP=False, UNIFORM=False)
     out_r, sel_r = hstu_bsa_fwd(q, k, v, off, out=_poison(L, H, d, torch.float32), config=base, **kw)
     out_k, sel_k = hstu_bsa_fwd(q, k, v, off, out=_poison(L, H, d, torch.float32),
                                 config=BSA_KERNEL_VARIANTS[variant], **kw)
     assert torch.equal(sel_k.cpu(), sel_r.cpu())
     assert _rel(out_k, out_r) < 1e-6
+
+
+@pytest.mark.parametrize("gates", ["none", "cmp_only"])
+def test_block_sparse_uniform_scale_with_and_without_gate_cmp(gates):
+    """Without gate_slc the selected branch's 1/N is applied once at the end (UNIFORM) and the
+    compressed branch is scaled by block_size (times gate_cmp) instead: equal to the reference."""
+    g = _gen()
+    lengths, H, d = [300, 17, 129], 2, 32
+    off = _offsets(lengths)
+    L = sum(lengths)
+    q, k, v = (_rand(g, L, H, d, dtype=torch.float32) for _ in range(3))
+    gc = torch.rand(L, H, generator=g).to(DEV) if gates == "cmp_only" else None
+    kw = dict(max_seq_len=320, alpha=0.6, block_size=16, block_counts=3, num_targets=torch.tensor([40, 0, 1], device=DEV))
+    out = _poison(L, H, d, torch.float32)
+    _, sel = hstu_attention_block_sparse(q, k, v, off, gate_cmp=gc, backend="triton", return_block_indices=True,
+                                         out=out, **kw)
+    ref = hstu_attention_block_sparse_reference(*_d64(q, k, v), off, gate_cmp=None if gc is None else gc.double(),
+                                                block_indices=sel, **kw)
+    assert _rel(out, ref) < TOL[torch.float32]
 
 
 def test_block_sparse_selects_everything_equals_dense_plus_compressed():

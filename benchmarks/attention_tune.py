@@ -267,15 +267,22 @@ def bsa(out_rows, variants, rounds=2, warm=False):
         bkw = dict(block_size=cfg["bs"], block_counts=cfg["counts"], **kw)
         if warm:
             for vc in variants.values():
-                _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(vc), **bkw)
+                try:
+                    _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(vc), **bkw)
+                except Exception as exc:  # noqa: BLE001 - report and go on
+                    print(f"bsa warm {cname} {vc}: {type(exc).__name__} {str(exc)[:1500]}", flush=True)
             continue
         res = {"dense": _bench(lambda: K.hstu_attention(q, k, v, off, validate=False, **kw)),
                "v0": _bench(lambda: v0(q, k, v, off, **bkw))}
         for rnd in range(rounds):
             for name, vc in variants.items():
-                t = _bench(lambda: _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(vc), **bkw))
+                try:
+                    t = _bench(lambda: _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(vc), **bkw))
+                except Exception as exc:  # noqa: BLE001 - report and go on with the other variants
+                    print(f"bsa {cname} {name}: {type(exc).__name__} {str(exc)[:300]}", flush=True)
+                    t = float("nan")
                 res[name] = t if rnd == 0 else min(res[name], t)
-                if rnd == 0:
+                if rnd == 0 and t == t:
                     lk = _bsa.LAST_KERNEL
                     print(f"bsa {cname} {name}: regs {lk.n_regs} spills {lk.n_spills} shared {lk.metadata.shared}",
                           flush=True)

@@ -52,6 +52,39 @@ def _bsa_pool_kernel(
 
 
 @triton.jit
+def _bsa_pool_loop_kernel(
+    K, V, KBAR, VBAR, SEQ_OFFSETS,
+    stride_kt, stride_kh, stride_vt, stride_vh, stride_kb, stride_kc, stride_kbh, stride_vb, stride_vc, stride_vbh,
+    inv_bs, n_items, nb,
+    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr, STAGES: tl.constexpr,
+):
+    """_bsa_pool_kernel on a persistent grid: each program loops over (sequence, head, block)
+    items (block fastest), the loads of later items in flight (STAGES) while one is summed."""
+    offs_d = tl.arange(0, D_QK)
+    offs_dv = tl.arange(0, D_V)
+    for it in tl.range(tl.program_id(0), n_items, tl.num_programs(0), num_stages=STAGES):
+        c = it % nb
+        pid_bh = it // nb
+        b = pid_bh // H
+        h = pid_bh % H
+        start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
+        T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
+        lim = T * ((c + 1) * BS <= T).to(tl.int32)  # 0 unless block c is full
+        offs = c * BS + tl.arange(0, BS)
+        rmask = offs < lim
+        k = tl.load(K + (start + offs[:, None]) * stride_kt + h * stride_kh + offs_d[None, :], mask=rmask[:, None],
+                    other=0.0)
+        v = tl.load(V + (start + offs[:, None]) * stride_vt + h * stride_vh + offs_dv[None, :], mask=rmask[:, None],
+                    other=0.0)
+        kb = tl.sum(k.to(tl.float32), axis=0) * inv_bs
+        vb = tl.sum(v.to(tl.float32), axis=0) * inv_bs
+        tl.store(KBAR + b.to(tl.int64) * stride_kb + c * stride_kc + h * stride_kbh + offs_d,
+                 kb.to(KBAR.dtype.element_ty))
+        tl.store(VBAR + b.to(tl.int64) * stride_vb + c * stride_vc + h * stride_vbh + offs_dv,
+                 vb.to(VBAR.dtype.element_ty))
+
+
+@triton.jit
 def _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T):
     """The local key block's k (as [D_QK, BS]) and v, rows past the sequence zero."""
     offs_n = m0 + offs_n0
@@ -62,43 +95,34 @@ def _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
 
 
 @triton.jit
-def _silu_x2(s, scale, IS_BF16: tl.constexpr):
-    """SiLU of the fp32 scores s (scale = alpha/2, as FAST_SILU) in the 16-bit type of the
-    PV product, two at a time: h = s*scale rounded once, then h + h*tanh(h) with one packed
-    tanh.approx and one packed fma per pair (sm_90 for bf16). The result is the tl.dot operand
-    that the fp32 SiLU is rounded to anyway; it adds one rounding of h and the packed
-    tanh's error."""
-    if IS_BF16:
-        return tl.inline_asm_elementwise(
-            "{ .reg .b32 t; tanh.approx.bf16x2 t, $1; fma.rn.bf16x2 $0, $1, t, $1; }", "=r,r",
-            [(s * scale).to(tl.bfloat16)], dtype=tl.bfloat16, is_pure=True, pack=2)
-    else:
-        return tl.inline_asm_elementwise(
-            "{ .reg .b32 t; tanh.approx.f16x2 t, $1; fma.rn.f16x2 $0, $1, t, $1; }", "=r,r",
-            [(s * scale).to(tl.float16)], dtype=tl.float16, is_pure=True, pack=2)
-
-
-@triton.jit
-def _scores(q, k, r, scale, ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr, PACKED: tl.constexpr,
-            IS_BF16: tl.constexpr):
+def _scores(q, k, r, scale, ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr):
     """SiLU(alpha q k), times r per row (ROW_SCALE), as the PV product's operand type."""
     s = tl.dot(q, k)
-    if PACKED:
-        return _silu_x2(s, scale, IS_BF16)
-    else:
-        p = _silu(s, s, scale, False, FAST_SILU)
-        if ROW_SCALE:
-            p = p * r[:, None]
-        return p.to(k.dtype)
+    p = _silu(s, s, scale, False, FAST_SILU)
+    if ROW_SCALE:
+        p = p * r[:, None]
+    return p.to(k.dtype)
 
 
 @triton.jit
-def _bsa_local(acc, q, r, k, v, m0, offs_m, offs_n0, T, hl, scale, ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr,
-               PACKED: tl.constexpr = False, IS_BF16: tl.constexpr = True):
+def _bsa_selected(acc, q, r, Sb, si, Kb, Vb, stride_kt, stride_vt, offs_n0, offs_d, offs_dv, scale, BS: tl.constexpr,
+                  ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr):
+    """Selected block number si (its index in Sb): unmasked, it lies in the history before
+    every query row."""
+    c = tl.load(Sb + si)
+    offs_n = c * BS + offs_n0
+    k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None])
+    p = _scores(q, k, r, scale, ROW_SCALE, FAST_SILU)
+    v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :])
+    return acc + tl.dot(p, v)
+
+
+@triton.jit
+def _bsa_local(acc, q, r, k, v, m0, offs_m, offs_n0, T, hl, scale, ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr):
     """The query block against its own key block (k, v from _bsa_local_kv) under the HSTU mask."""
     offs_n = m0 + offs_n0
     kmask = offs_n < T
-    p = _scores(q, k, r, scale, ROW_SCALE, FAST_SILU, PACKED, IS_BF16)
+    p = _scores(q, k, r, scale, ROW_SCALE, FAST_SILU)
     valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
              | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
     p = tl.where(valid, p, 0.0)
@@ -126,8 +150,7 @@ def _bsa_fused_kernel(
     CMP_STAGES: tl.constexpr, LOCAL_FIRST: tl.constexpr, ROW_SCALE: tl.constexpr,
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
     RANK_SEL: tl.constexpr = False, RANK_CHUNK: tl.constexpr = 0, ONE_CMP: tl.constexpr = False,
-    W: tl.constexpr = 64, UNIFORM: tl.constexpr = False, PACKED: tl.constexpr = False,
-    IS_BF16: tl.constexpr = True,
+    W: tl.constexpr = 64, UNIFORM: tl.constexpr = False, UNROLL: tl.constexpr = 1,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -147,8 +170,7 @@ def _bsa_fused_kernel(
     UNIFORM (LOCAL_FIRST, no gate_slc): the selected-branch scale 1/N is the same for every
     row, so the local and selected scores are summed unscaled, the compressed ones scaled by
     block_size (times gate_cmp), and the sum times 1/N at the end (one FMUL per score less).
-    PACKED (UNIFORM, the GPU): the local and selected branches' SiLU two scores at a time in
-    the 16-bit operand type (_silu_x2)."""
+    UNROLL > 1: the selected loop unrolled that many times (tl.range's loop_unroll_factor)."""
     if QB_FAST:
         pid = tl.program_id(0)
         pid_bh = pid // n_qb
@@ -192,7 +214,7 @@ def _bsa_fused_kernel(
     acc = tl.zeros([BS, D_V], dtype=tl.float32)
     if LOCAL_FIRST:
         kl, vl = _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
-        acc = _bsa_local(acc, q, r, kl, vl, m0, offs_m, offs_n0, T, hl, scale, not UNIFORM, FAST_SILU, PACKED, IS_BF16)
+        acc = _bsa_local(acc, q, r, kl, vl, m0, offs_m, offs_n0, T, hl, scale, not UNIFORM, FAST_SILU)
 
     # 1. compressed pass over the pooled blocks fully inside each row's visible prefix
     e = tl.minimum(offs_m + 1, hl)
@@ -291,20 +313,21 @@ def _bsa_fused_kernel(
         # a selected block c is compressed-visible to a row of this query block and is not
         # the local block: (c + 1) * BS <= min(m0 + BS, hl), so c < qb and every key of c is
         # history before every query row: no mask
-        for si in range(0, n_valid):
-            c = tl.load(Sb + si)
-            offs_n = c * BS + offs_n0
-            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None])
-            p = _scores(q, k, r, scale, ROW_SCALE and not UNIFORM, FAST_SILU, PACKED, IS_BF16)
-            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :])
-            acc += tl.dot(p.to(v.dtype), v)
+        if UNROLL > 1:
+            for si in tl.range(0, n_valid, loop_unroll_factor=UNROLL):
+                acc = _bsa_selected(acc, q, r, Sb, si, Kb, Vb, stride_kt, stride_vt, offs_n0, offs_d, offs_dv, scale,
+                                    BS, ROW_SCALE and not UNIFORM, FAST_SILU)
+        else:
+            for si in range(0, n_valid):
+                acc = _bsa_selected(acc, q, r, Sb, si, Kb, Vb, stride_kt, stride_vt, offs_n0, offs_d, offs_dv, scale,
+                                    BS, ROW_SCALE and not UNIFORM, FAST_SILU)
     else:
         for si in range(0, n_sel):
             c = tl.load(Sb + si)
             offs_n = tl.maximum(c, 0) * BS + offs_n0
             kmask = offs_n < T * (c >= 0).to(tl.int32)  # nothing for an empty slot (c = -1)
             k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-            p = _scores(q, k, r, scale, ROW_SCALE and not UNIFORM, FAST_SILU, PACKED, IS_BF16)
+            p = _scores(q, k, r, scale, ROW_SCALE and not UNIFORM, FAST_SILU)
             valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
                      | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
             p = tl.where(valid, p, 0.0)
@@ -324,14 +347,23 @@ def _bsa_fused_kernel(
 LAST_KERNEL = None  # the last compiled fused kernel launched (benchmarks' compile report)
 
 
-def _pool(k, v, kbar, vbar, seq_offsets, block_size: int):
-    """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere)."""
+def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, per_sm: int = 0, stages: int = 3):
+    """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere).
+    per_sm > 0: a persistent grid of per_sm programs per SM (_bsa_pool_loop_kernel)."""
     B, nb, H, D_QK = kbar.shape
-    _bsa_pool_kernel[(B * H, nb)](
-        k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
-        1.0 / block_size, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size, num_warps=4,
-    )
+    args = (k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+            kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
+            1.0 / block_size)
+    if per_sm > 0:
+        import torch
+
+        n_items = B * H * nb
+        sms = torch.cuda.get_device_properties(k.device).multi_processor_count if k.device.type == "cuda" else 1
+        n_prog = min(n_items, per_sm * sms)
+        _bsa_pool_loop_kernel[(n_prog,)](*args, n_items, nb, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size,
+                                         STAGES=stages, num_warps=4)
+    else:
+        _bsa_pool_kernel[(B * H, nb)](*args, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size, num_warps=4)
 
 
 def _cfg(device_type: str, d: int, bs: int) -> dict:
@@ -375,13 +407,11 @@ def hstu_bsa_fwd(
     rank_sel = cfg.pop("RANK_SEL", nb_p2 <= 128)
     rank_chunk = cfg.pop("RANK_CHUNK", 32 if nb_p2 > 32 else 0)
     rank_chunk = 0 if one_cmp or rank_chunk >= nb_p2 else rank_chunk
-    # the selected branch's 1/N applied once at the end when no gate_slc scales its rows; then
-    # its SiLU in packed 16-bit pairs on the GPU
+    # the selected branch's 1/N applied once at the end when no gate_slc scales its rows
     uniform = cfg.pop("UNIFORM", True) and local_first and gate_slc is None
-    packed = cfg.pop("PACKED", True) and uniform and fast and q.dtype in (torch.bfloat16, torch.float16)
     kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
     vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
-    _pool(k, v, kbar, vbar, seq_offsets, block_size)
+    _pool(k, v, kbar, vbar, seq_offsets, block_size, cfg.pop("POOL_PER_SM", 0), cfg.pop("POOL_STAGES", 3))
     gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
     gc = gate_cmp if gate_cmp is not None else seq_offsets
     gs = gate_slc if gate_slc is not None else seq_offsets
@@ -413,8 +443,7 @@ def hstu_bsa_fwd(
         SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
         ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
         HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, RANK_CHUNK=rank_chunk,
-        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, UNIFORM=uniform, PACKED=packed,
-        IS_BF16=q.dtype == torch.bfloat16, **cfg,
+        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, UNIFORM=uniform, **cfg,
     )
     if return_block_indices:
         local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)

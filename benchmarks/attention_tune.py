@@ -292,8 +292,6 @@ def bsa(out_rows, variants, rounds=2, warm=False):
         kbar = torch.empty(cfg["B"], cfg["N"] // cfg["bs"], cfg["H"], cfg["d_qk"], dtype=q.dtype, device=q.device)
         vbar = torch.empty_like(kbar)
         res["pool"] = _bench(lambda: _bsa._pool(k, v, kbar, vbar, off, cfg["bs"]))
-        for ps, st in ((8, 3), (4, 4), (16, 2)):
-            res[f"pool_loop{ps}s{st}"] = _bench(lambda: _bsa._pool(k, v, kbar, vbar, off, cfg["bs"], ps, st))
         # stage costs: no selected blocks (pool + compressed + local block), pooling alone
         res["cnt0"] = _bench(lambda: _bsa.hstu_bsa_fwd(q, k, v, off, **dict(bkw, block_counts=0)))
         res["dense2"] = _bench(lambda: K.hstu_attention(q, k, v, off, validate=False, **kw))
@@ -344,14 +342,10 @@ BSA_VARIANTS = {
     # issue 16, helper sparse: the importances kept in registers when the compressed pass is
     # one tile (ONE_CMP), the rank selection in [NB, 32] pieces of the scratch row (RANK_CHUNK),
     # the selected branch's 1/N once at the end (UNIFORM): all default now; the previous default
-    # at T=4096 (64 blocks) and at T=8192 (128 blocks); the selected loop unrolled twice; the
-    # pooling on a persistent grid (POOL_PER_SM programs per SM, POOL_STAGES loads in flight)
+    # at T=4096 (64 blocks) and at T=8192 (128 blocks)
     "nouniform": dict(UNIFORM=False),
     "prev_t4096": dict(ONE_CMP=False, RANK_CHUNK=0, UNIFORM=False),
     "prev_t8192": dict(ONE_CMP=False, RANK_SEL=False, UNIFORM=False),
-    "unroll2": dict(UNROLL=2),
-    "poolpk8": dict(POOL_PER_SM=8),
-    "poolpk4s4": dict(POOL_PER_SM=4, POOL_STAGES=4),
 }
 
 

@@ -6,10 +6,12 @@ Two launches (semantics in :func:`tracekit.kernels.hstu_attention_block_sparse`)
 2. ``_bsa_fused_kernel``: one program per (sequence, head, query block) does the rest:
    the compressed attention over the pooled blocks (tl.dot against the pooled keys, masked
    by block visibility; output kept in registers, block importances = column sums of the
-   SiLU scores written to a scratch row), the top-k selection on that row (in the program:
-   every block's rank in one compare up to 64 blocks, else repeated arg-max), then HSTU
-   attention over the local block (masked) and the selected blocks (no mask needed: they
-   lie entirely before the query block, in the history), and the gated sum of both branches.
+   SiLU scores, kept in registers when the pass is one tile of BLOCK_C blocks, else written
+   to a scratch row), the top-k selection in the program (every block's rank: one compare
+   in registers, or [nb, 32] pieces of the scratch row, up to 128 blocks; else repeated
+   arg-max), then HSTU attention over the local block (masked) and the selected blocks (no
+   mask needed: they lie entirely before the query block, in the history), and the gated
+   sum of both branches.
 
 A given selection (``block_indices``, tests) skips the in-kernel top-k and masks every
 selected block.
@@ -49,39 +51,6 @@ def _bsa_pool_kernel(
     vb = tl.sum(v.to(tl.float32), axis=0) * inv_bs
     tl.store(KBAR + b.to(tl.int64) * stride_kb + c * stride_kc + h * stride_kbh + offs_d, kb.to(KBAR.dtype.element_ty))
     tl.store(VBAR + b.to(tl.int64) * stride_vb + c * stride_vc + h * stride_vbh + offs_dv, vb.to(VBAR.dtype.element_ty))
-
-
-@triton.jit
-def _bsa_pool_loop_kernel(
-    K, V, KBAR, VBAR, SEQ_OFFSETS,
-    stride_kt, stride_kh, stride_vt, stride_vh, stride_kb, stride_kc, stride_kbh, stride_vb, stride_vc, stride_vbh,
-    inv_bs, n_items, nb,
-    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr, STAGES: tl.constexpr,
-):
-    """_bsa_pool_kernel on a persistent grid: each program loops over (sequence, head, block)
-    items (block fastest), the loads of later items in flight (STAGES) while one is summed."""
-    offs_d = tl.arange(0, D_QK)
-    offs_dv = tl.arange(0, D_V)
-    for it in tl.range(tl.program_id(0), n_items, tl.num_programs(0), num_stages=STAGES):
-        c = it % nb
-        pid_bh = it // nb
-        b = pid_bh // H
-        h = pid_bh % H
-        start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
-        T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
-        lim = T * ((c + 1) * BS <= T).to(tl.int32)  # 0 unless block c is full
-        offs = c * BS + tl.arange(0, BS)
-        rmask = offs < lim
-        k = tl.load(K + (start + offs[:, None]) * stride_kt + h * stride_kh + offs_d[None, :], mask=rmask[:, None],
-                    other=0.0)
-        v = tl.load(V + (start + offs[:, None]) * stride_vt + h * stride_vh + offs_dv[None, :], mask=rmask[:, None],
-                    other=0.0)
-        kb = tl.sum(k.to(tl.float32), axis=0) * inv_bs
-        vb = tl.sum(v.to(tl.float32), axis=0) * inv_bs
-        tl.store(KBAR + b.to(tl.int64) * stride_kb + c * stride_kc + h * stride_kbh + offs_d,
-                 kb.to(KBAR.dtype.element_ty))
-        tl.store(VBAR + b.to(tl.int64) * stride_vb + c * stride_vc + h * stride_vbh + offs_dv,
-                 vb.to(VBAR.dtype.element_ty))
 
 
 @triton.jit
@@ -150,7 +119,7 @@ def _bsa_fused_kernel(
     CMP_STAGES: tl.constexpr, LOCAL_FIRST: tl.constexpr, ROW_SCALE: tl.constexpr,
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
     RANK_SEL: tl.constexpr = False, RANK_CHUNK: tl.constexpr = 0, ONE_CMP: tl.constexpr = False,
-    W: tl.constexpr = 64, UNIFORM: tl.constexpr = False, UNROLL: tl.constexpr = 1,
+    W: tl.constexpr = 64, UNIFORM: tl.constexpr = False,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -169,8 +138,7 @@ def _bsa_fused_kernel(
     [NB_P2, RANK_CHUNK] pieces read from the scratch row (bounded registers at 128 blocks).
     UNIFORM (LOCAL_FIRST, no gate_slc): the selected-branch scale 1/N is the same for every
     row, so the local and selected scores are summed unscaled, the compressed ones scaled by
-    block_size (times gate_cmp), and the sum times 1/N at the end (one FMUL per score less).
-    UNROLL > 1: the selected loop unrolled that many times (tl.range's loop_unroll_factor)."""
+    block_size (times gate_cmp), and the sum times 1/N at the end (one FMUL per score less)."""
     if QB_FAST:
         pid = tl.program_id(0)
         pid_bh = pid // n_qb
@@ -313,14 +281,9 @@ def _bsa_fused_kernel(
         # a selected block c is compressed-visible to a row of this query block and is not
         # the local block: (c + 1) * BS <= min(m0 + BS, hl), so c < qb and every key of c is
         # history before every query row: no mask
-        if UNROLL > 1:
-            for si in tl.range(0, n_valid, loop_unroll_factor=UNROLL):
-                acc = _bsa_selected(acc, q, r, Sb, si, Kb, Vb, stride_kt, stride_vt, offs_n0, offs_d, offs_dv, scale,
-                                    BS, ROW_SCALE and not UNIFORM, FAST_SILU)
-        else:
-            for si in range(0, n_valid):
-                acc = _bsa_selected(acc, q, r, Sb, si, Kb, Vb, stride_kt, stride_vt, offs_n0, offs_d, offs_dv, scale,
-                                    BS, ROW_SCALE and not UNIFORM, FAST_SILU)
+        for si in range(0, n_valid):
+            acc = _bsa_selected(acc, q, r, Sb, si, Kb, Vb, stride_kt, stride_vt, offs_n0, offs_d, offs_dv, scale,
+                                BS, ROW_SCALE and not UNIFORM, FAST_SILU)
     else:
         for si in range(0, n_sel):
             c = tl.load(Sb + si)
@@ -347,23 +310,14 @@ def _bsa_fused_kernel(
 LAST_KERNEL = None  # the last compiled fused kernel launched (benchmarks' compile report)
 
 
-def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, per_sm: int = 0, stages: int = 3):
-    """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere).
-    per_sm > 0: a persistent grid of per_sm programs per SM (_bsa_pool_loop_kernel)."""
+def _pool(k, v, kbar, vbar, seq_offsets, block_size: int):
+    """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere)."""
     B, nb, H, D_QK = kbar.shape
-    args = (k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-            kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
-            1.0 / block_size)
-    if per_sm > 0:
-        import torch
-
-        n_items = B * H * nb
-        sms = torch.cuda.get_device_properties(k.device).multi_processor_count if k.device.type == "cuda" else 1
-        n_prog = min(n_items, per_sm * sms)
-        _bsa_pool_loop_kernel[(n_prog,)](*args, n_items, nb, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size,
-                                         STAGES=stages, num_warps=4)
-    else:
-        _bsa_pool_kernel[(B * H, nb)](*args, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size, num_warps=4)
+    _bsa_pool_kernel[(B * H, nb)](
+        k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
+        1.0 / block_size, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size, num_warps=4,
+    )
 
 
 def _cfg(device_type: str, d: int, bs: int) -> dict:
@@ -411,7 +365,7 @@ def hstu_bsa_fwd(
     uniform = cfg.pop("UNIFORM", True) and local_first and gate_slc is None
     kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
     vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
-    _pool(k, v, kbar, vbar, seq_offsets, block_size, cfg.pop("POOL_PER_SM", 0), cfg.pop("POOL_STAGES", 3))
+    _pool(k, v, kbar, vbar, seq_offsets, block_size)
     gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
     gc = gate_cmp if gate_cmp is not None else seq_offsets
     gs = gate_slc if gate_slc is not None else seq_offsets

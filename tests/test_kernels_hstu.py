@@ -269,8 +269,6 @@ BSA_KERNEL_VARIANTS = {
     "rank_chunked": dict(RANK_SEL=True, ONE_CMP=False, RANK_CHUNK=4),
     "rounds_in_registers": dict(RANK_SEL=False, ONE_CMP=True, BLOCK_C=32),
     "uniform_scale_off": dict(UNIFORM=False),
-    "unrolled": dict(UNROLL=2),
-    "pool_persistent": dict(POOL_PER_SM=3, POOL_STAGES=2),
 }
 
 

@@ -99,6 +99,33 @@ def _bsa_local(acc, q, r, k, v, m0, offs_m, offs_n0, T, hl, scale, ROW_SCALE: tl
 
 
 @triton.jit
+def _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, offs_c, cend, e, rmask, offs_d, offs_dv,
+                  qb, scale, BS: tl.constexpr, LOCAL_FIRST: tl.constexpr, STORE_IMP: tl.constexpr,
+                  FAST_SILU: tl.constexpr):
+    """One tile of the compressed pass: pooled blocks offs_c against the query block, the
+    scores masked to the blocks fully inside each row's visible prefix (e), added to acc
+    (times rc per row, LOCAL_FIRST) or acc_c. Also returns the blocks' importances (stored
+    to the scratch row Ib too with STORE_IMP): column sums of the scores, -inf where no row
+    sees the block fully (c >= cend: the last valid row sees the most) and for the local
+    block (always processed, never selected)."""
+    cmask = offs_c < cend
+    kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
+    s = tl.dot(q, kb)
+    p = _silu(s, s, scale, False, FAST_SILU)
+    vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
+    p = tl.where(vis, p, 0.0)
+    imp = tl.where(cmask & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
+    if STORE_IMP:
+        tl.store(Ib + offs_c, imp, mask=cmask)
+    vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+    if LOCAL_FIRST:
+        acc += tl.dot((p * rc[:, None]).to(vb.dtype), vb)
+    else:
+        acc_c += tl.dot(p.to(vb.dtype), vb)
+    return acc, acc_c, imp
+
+
+@triton.jit
 def _sel_key(imp, offs, W: tl.constexpr):
     """Order-preserving packed int64 key of importances: the fp32 bits as an ordered int32 in
     the high word, the index reversed in the low word (distinct keys; ties to the lower index)."""
@@ -190,45 +217,17 @@ def _bsa_fused_kernel(
     cend = tl.minimum(m0 + BS, hl) // BS
     Ib = IMP + b.to(tl.int64) * stride_ib + h * stride_ih + qb * stride_iq
     if ONE_CMP:
-        offs_c = offs_c0
-        cmask = offs_c < cend
-        kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
-        sc = tl.dot(q, kb)
-        pc = _silu(sc, sc, scale, False, FAST_SILU)
-        vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
-        pc = tl.where(vis, pc, 0.0)
-        if SELECT:
-            # some row sees block c fully iff c < cend (the last valid row sees the most)
-            imp_reg = tl.where(cmask & (offs_c != qb), tl.sum(pc, axis=0), float("-inf"))
-        vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
-        if LOCAL_FIRST:
-            acc += tl.dot((pc * rc[:, None]).to(vb.dtype), vb)
-        else:
-            acc_c += tl.dot(pc.to(vb.dtype), vb)
+        acc, acc_c, imp_reg = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, offs_c0, cend, e,
+                                            rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, False, FAST_SILU)
     else:
         for c0 in tl.range(0, cend, BLOCK_C, num_stages=CMP_STAGES):
-            offs_c = c0 + offs_c0
-            cmask = offs_c < cend
-            kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
-            s = tl.dot(q, kb)
-            p = _silu(s, s, scale, False, FAST_SILU)
-            vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
-            p = tl.where(vis, p, 0.0)
-            if SELECT:
-                # importance: column sums; -inf where no row sees the block fully (c >= cend: the
-                # last valid row sees the most) and for the local block (always processed, never
-                # selected)
-                imp = tl.where(cmask & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
-                tl.store(Ib + offs_c, imp, mask=cmask)
-            vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
-            if LOCAL_FIRST:
-                acc += tl.dot((p * rc[:, None]).to(vb.dtype), vb)
-            else:
-                acc_c += tl.dot(p.to(vb.dtype), vb)
+            acc, acc_c, _ = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, c0 + offs_c0, cend,
+                                          e, rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, SELECT, FAST_SILU)
 
-    # 2. selection: n_sel rounds of arg-max over the importance row, one reduction each on
-    #    a packed int64 key (order-preserving int32 of the fp32 value, then the index
-    #    reversed so that ties go to the lower block index); -1 once only -inf is left
+    # 2. selection on a packed int64 key per block (order-preserving int32 of the fp32
+    #    importance, then the index reversed so that ties go to the lower block index): every
+    #    block's rank (RANK_SEL), or n_sel rounds of arg-max, one reduction each; -1 once only
+    #    -inf is left
     Sb = SEL + b.to(tl.int64) * stride_sb + h * stride_sh + qb * stride_sq
     n_valid = n_sel
     if SELECT:

@@ -227,8 +227,8 @@ def bsa_checks(configs=None):
                                                          gate_cmp=_f32(gc), gate_slc=_f32(gs), block_indices=sl, **kwb)
             e3 = _rel(ol, rl)
             ok = e1 < tol[dtype] and e2 < tol[dtype] and e3 < tol[dtype] and agree > 0.95
-            # kernel variants (BSA_VARIANTS names) on their own selections, twice each (the
-            # fused pooling's flags of the first call must not pass for the second's)
+            # kernel variants (BSA_VARIANTS names) on their own selections, twice each (a fresh K
+            # the second time: nothing of the first call may carry over)
             for cn, cc in (configs or {}).items():
                 for rep in range(2):
                     if rep:

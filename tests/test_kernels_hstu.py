@@ -261,7 +261,7 @@ def test_block_sparse_matches_reference(case, dtype):
 
 BSA_KERNEL_CASES = dict(BSA_CASES, long=dict(lengths=[300, 17, 129], targets=[40, 0, 1], bs=16, counts=3))
 # kernel variants that must all select the same blocks in the same slots and give the same
-# output as the arg-max rounds over the scratch row with the separate pooling kernel
+# output as the arg-max rounds over the scratch row with the per-row 1/N
 BSA_KERNEL_VARIANTS = {
     "default": {},
     "rank": dict(RANK_SEL=True),

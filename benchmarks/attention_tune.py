@@ -377,6 +377,10 @@ VARIANTS["sk_p5_s4"] = dict(_REGS, PERSIST=True, PAGES=5, num_stages=4)
 VARIANTS["sk_p5_dp1"] = dict(_REGS, PERSIST=True, PAGES=5, DP=True, DP_SPARE=1)
 VARIANTS["sk_dp1_nouni"] = dict(_REGS, PERSIST=True, DP=True, DP_SPARE=1, UNIFORM=False)
 VARIANTS["flat2_p5"] = dict(_REGS, FLAT=True, SPLIT=2, PERSIST=False, PAGES=5)
+# the piece's partial cached tile, history and candidate tiles in one loop (TWO_LOOPS, the
+# default) against a loop each; main's default before this work (gathered pages, no DP)
+VARIANTS["sk_p5_dp1_four"] = dict(_REGS, PERSIST=True, PAGES=5, DP=True, DP_SPARE=1, TWO_LOOPS=False)
+VARIANTS["sk_main"] = dict(_REGS, PERSIST=True, PAGES=1, DP=False, UNIFORM=False, TWO_LOOPS=False)
 
 # variants named for the non-persistent grid keep it (the default config is persistent now)
 for _d in (VARIANTS, VARIANTS128):

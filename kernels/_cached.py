@@ -392,56 +392,97 @@ def _sk_piece(q, r0, r1, ct, c_full, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt
               stride_kt, stride_vt, stride_kcp, stride_kcs, stride_vcp, stride_vcs, scale,
               D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr,
               BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr,
-              PAGES: tl.constexpr, MAXP: tl.constexpr):
+              PAGES: tl.constexpr, MAXP: tl.constexpr, TWO_LOOPS: tl.constexpr):
     """The sum over iterations [r0, r1) of one query block's key tiles (unscaled, fp32):
     iteration r < ct is cached tile r (unmasked below c_full tiles), then nkt tiles of the
     new history keys (causal), then the tiles holding the block's own candidates (each
-    candidate sees itself)."""
+    candidate sees itself).
+
+    TWO_LOOPS (tiles within one page): one loop over the unmasked cached tiles and one over
+    the rest (the partial cached tile, history, candidates), so a piece fills and drains
+    the software pipeline twice instead of four times; else a loop per kind of tile."""
     offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, D_QK)
     offs_dv = tl.arange(0, D_V)
     offs_m = m0 + tl.arange(0, BLOCK_M)
     acc = tl.zeros([BLOCK_M, D_V], dtype=tl.float32)
     rab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for it in range(r0, tl.minimum(r1, c_full)):
-        n0 = it * BLOCK_N
-        page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES, MAXP)
-        k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
-        p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
-        v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
-        acc += tl.dot(p.to(v.dtype), v)
-    for it in range(tl.maximum(r0, c_full), tl.minimum(r1, ct)):
-        # the cache's last, partial tile
-        n0 = it * BLOCK_N
-        kmask = n0 + offs_n0 < C
-        page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE, BLOCK_N, True, PAGES, MAXP)
-        k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None],
-                    mask=kmask[None, :], other=0.0)
-        p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
-        p = tl.where(kmask[None, :], p, 0.0)
-        v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :],
-                    mask=kmask[:, None], other=0.0)
-        acc += tl.dot(p.to(v.dtype), v)
-    for it in range(tl.maximum(r0, ct), tl.minimum(r1, ct + nkt)):
-        # new history keys: causal
-        offs_n = (it - ct) * BLOCK_N + offs_n0
-        kmask = offs_n < nh
-        k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-        p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
-        p = tl.where((offs_n[None, :] <= offs_m[:, None]) & kmask[None, :], p, 0.0)
-        v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-        acc += tl.dot(p.to(v.dtype), v)
-    if HAS_TARGETS:
-        # the block's candidates: each sees itself (tiles from the first candidate row's tile)
-        j0 = tl.maximum(m0, nh) // BLOCK_N * BLOCK_N
-        for it in range(tl.maximum(r0, ct + nkt), r1):
-            offs_n = j0 + (it - ct - nkt) * BLOCK_N + offs_n0
-            cmask = (offs_n >= nh) & (offs_n < n)
-            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=cmask[None, :], other=0.0)
+    if TWO_LOOPS:
+        for it in range(r0, tl.minimum(r1, c_full)):
+            n0 = it * BLOCK_N
+            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES,
+                                     MAXP)
+            k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
             p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
-            p = tl.where((offs_n[None, :] == offs_m[:, None]) & cmask[None, :], p, 0.0)
-            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+            v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
             acc += tl.dot(p.to(v.dtype), v)
+        # the rest in one loop: the cache's last, partial tile, then nkt tiles of new history
+        # keys (causal), then from the first candidate row's tile the tiles holding the
+        # block's candidates (each sees itself). Each iteration computes both addresses and
+        # loads through the one it needs, unmasked: a cached tile's slots clamped to the
+        # last cached token (the tile lies in one page; its page-table entry is in use), new
+        # keys' rows to the last new token; what lies past the ends is masked out of p
+        j0 = tl.maximum(m0, nh) // BLOCK_N * BLOCK_N
+        for it in range(tl.maximum(r0, c_full), r1):
+            cached = it < ct
+            n0c = tl.maximum(tl.minimum(it, ct - 1), 0) * BLOCK_N
+            page, slot = _page_slots(PT, pt_row, b, n0c, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES,
+                                     MAXP)
+            slot = tl.maximum(tl.minimum(slot, C - 1 - n0c // PAGE * PAGE), 0)
+            j = it - ct
+            hist = j < nkt
+            offs_n = tl.where(hist, j * BLOCK_N, j0 + (j - nkt) * BLOCK_N) + offs_n0
+            offs_nl = tl.maximum(tl.minimum(offs_n, n - 1), 0)
+            k = tl.load(tl.where(cached, KCh + (page * stride_kcp + slot * stride_kcs)[None, :],
+                                 Kb + offs_nl[None, :] * stride_kt) + offs_d[:, None])
+            p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+            valid = tl.where(hist, (offs_n[None, :] <= offs_m[:, None]) & (offs_n < nh)[None, :],
+                             (offs_n[None, :] == offs_m[:, None]) & ((offs_n >= nh) & (offs_n < n))[None, :])
+            valid = tl.where(cached, (n0c + offs_n0 < C)[None, :], valid)
+            p = tl.where(valid, p, 0.0)
+            v = tl.load(tl.where(cached, VCh + (page * stride_vcp + slot * stride_vcs)[:, None],
+                                 Vb + offs_nl[:, None] * stride_vt) + offs_dv[None, :])
+            acc += tl.dot(p.to(v.dtype), v)
+    else:
+        for it in range(r0, tl.minimum(r1, c_full)):
+            n0 = it * BLOCK_N
+            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES, MAXP)
+            k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
+            p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+            v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
+            acc += tl.dot(p.to(v.dtype), v)
+        for it in range(tl.maximum(r0, c_full), tl.minimum(r1, ct)):
+            # the cache's last, partial tile
+            n0 = it * BLOCK_N
+            kmask = n0 + offs_n0 < C
+            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE, BLOCK_N, True, PAGES, MAXP)
+            k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None],
+                        mask=kmask[None, :], other=0.0)
+            p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+            p = tl.where(kmask[None, :], p, 0.0)
+            v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :],
+                        mask=kmask[:, None], other=0.0)
+            acc += tl.dot(p.to(v.dtype), v)
+        for it in range(tl.maximum(r0, ct), tl.minimum(r1, ct + nkt)):
+            # new history keys: causal
+            offs_n = (it - ct) * BLOCK_N + offs_n0
+            kmask = offs_n < nh
+            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+            p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+            p = tl.where((offs_n[None, :] <= offs_m[:, None]) & kmask[None, :], p, 0.0)
+            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+            acc += tl.dot(p.to(v.dtype), v)
+        if HAS_TARGETS:
+            # the block's candidates: each sees itself (tiles from the first candidate row's tile)
+            j0 = tl.maximum(m0, nh) // BLOCK_N * BLOCK_N
+            for it in range(tl.maximum(r0, ct + nkt), r1):
+                offs_n = j0 + (it - ct - nkt) * BLOCK_N + offs_n0
+                cmask = (offs_n >= nh) & (offs_n < n)
+                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=cmask[None, :], other=0.0)
+                p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+                p = tl.where((offs_n[None, :] == offs_m[:, None]) & cmask[None, :], p, 0.0)
+                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+                acc += tl.dot(p.to(v.dtype), v)
     return acc
 
 
@@ -512,6 +553,7 @@ def _sk_segment(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
     FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, UNIFORM: tl.constexpr,
+    TWO_LOOPS: tl.constexpr,
 ):
     """Iterations [i, min(end of i's item, hi)) of the item holding iteration i, for a program
     whose range is [lo, hi); returns the end of that piece. A whole item is written out; a
@@ -563,7 +605,7 @@ def _sk_segment(
                     K + start * stride_kt + h * stride_kh, V + start * stride_vt + h * stride_vh,
                     KC + h * stride_kch, VC + h * stride_vch, PT, pt_row, b,
                     stride_kt, stride_vt, stride_kcp, stride_kcs, stride_vcp, stride_vcs, scale,
-                    D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP)
+                    D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, TWO_LOOPS)
 
     rows = offs_m[:, None] < n
     if (item_lo >= lo) & (item_hi <= hi):
@@ -607,7 +649,7 @@ def _hstu_cached_sk_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
     FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr,
-    UNIFORM: tl.constexpr,
+    UNIFORM: tl.constexpr, TWO_LOOPS: tl.constexpr,
 ):
     """Persistent (stream-K) grid for the default mask: the batch's work is one list of
     iterations, items (sequence, head, query block) in order, each item's iterations its key
@@ -652,7 +694,7 @@ def _hstu_cached_sk_kernel(
                             stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
                             stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
                             BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW,
-                            UNIFORM)
+                            UNIFORM, TWO_LOOPS)
             i = tl.where(in_dp, i, e)
             k += 1
     else:
@@ -666,7 +708,7 @@ def _hstu_cached_sk_kernel(
                             stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
                             stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
                             BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW,
-                            UNIFORM)
+                            UNIFORM, TWO_LOOPS)
 
 
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
@@ -782,6 +824,9 @@ def hstu_cached_fwd(
     kc, vc = cache.k_cache, cache.v_cache
     pt = cache.page_table
     num_pt = int(pt.shape[1])
+    if num_pt == 0:
+        # no page at all (every cache empty): a one-entry row the kernels may read, never use
+        pt = torch.zeros(B, 1, dtype=torch.int32, device=q.device)
     pages = cfg.pop("PAGES", 0)
     diag_tile = cfg.pop("DIAG_TILE", False)
     general = contextual_seq_len > 0 or max_attn_len > 0
@@ -792,6 +837,7 @@ def hstu_cached_fwd(
     dp = bool(cfg.pop("DP", False))
     uniform = q.device.type == "cuda" and not interpret_mode() and bool(cfg.pop("UNIFORM", True))
     cfg.pop("UNIFORM", None)
+    two_loops = bool(cfg.pop("TWO_LOOPS", True))
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)
     if pages == 5 and (q.device.type != "cuda" or interpret_mode()):
@@ -831,6 +877,7 @@ def hstu_cached_fwd(
         kc_strides, vc_strides = (kc.stride(0), kc.stride(1), kc.stride(2)), (vc.stride(0), vc.stride(1), vc.stride(2))
     if pages != 1:
         maxp = 1
+    two_loops = two_loops and BN <= cache.page_size and pages in (0, 1, 5)  # (each tile in one page)
     global LAST_KERNEL
     if persist:
         for key in ("GRID_M", "SPLIT", "G_FAST", "FLAT"):
@@ -852,7 +899,7 @@ def hstu_cached_fwd(
             HAS_TARGETS=num_targets is not None, FAST_SILU=fast, PAGES=pages, MAXP=maxp,
             FENCE=q.device.type == "cuda" and not interpret_mode(), CHUNK=min(64, D_V),
             BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1), DP=dp,
-            UNIFORM=uniform,
+            UNIFORM=uniform, TWO_LOOPS=two_loops,
         )
         LAST_KERNEL = launch(_hstu_cached_sk_kernel, _SK_HANDLES, (programs,), args, consts, cfg, q.device)
         return out

@@ -415,6 +415,22 @@ VARIANTS["sk_dp1"] = dict(_REGS, PERSIST=True, DP=True, DP_SPARE=1)
 VARIANTS["sk_dp2"] = dict(_REGS, PERSIST=True, DP=True, DP_SPARE=2)
 VARIANTS["flat2"] = dict(_REGS, FLAT=True, SPLIT=2, PERSIST=False)
 VARIANTS["sk_load"] = dict(_REGS, PERSIST=True, PAGES=0)
+# issue 16 (helper paged): the piece's loop bounds through redux.sync (warp-uniform, so the
+# wgmma descriptors stay in uniform registers: UNIFORM, the default) against without
+VARIANTS["sk_nouni"] = dict(_REGS, PERSIST=True, UNIFORM=False)
+VARIANTS["sk_load_s4"] = dict(_REGS, PERSIST=True, PAGES=0, num_stages=4)
+# the page index per tile through an inline-assembly load the pipeliner does not stage
+# (PAGES=5): no gather round trip through shared memory, the K/V loads two stages ahead
+VARIANTS["sk_p5"] = dict(_REGS, PERSIST=True, PAGES=5)
+VARIANTS["sk_p5_nouni"] = dict(_REGS, PERSIST=True, PAGES=5, UNIFORM=False)
+VARIANTS["sk_p5_s4"] = dict(_REGS, PERSIST=True, PAGES=5, num_stages=4)
+VARIANTS["sk_p5_dp1"] = dict(_REGS, PERSIST=True, PAGES=5, DP=True, DP_SPARE=1)
+VARIANTS["sk_dp1_nouni"] = dict(_REGS, PERSIST=True, DP=True, DP_SPARE=1, UNIFORM=False)
+VARIANTS["flat2_p5"] = dict(_REGS, FLAT=True, SPLIT=2, PERSIST=False, PAGES=5)
+# the piece's partial cached tile, history and candidate tiles in one loop (TWO_LOOPS, the
+# default) against a loop each; main's default before this work (gathered pages, no DP)
+VARIANTS["sk_p5_dp1_four"] = dict(_REGS, PERSIST=True, PAGES=5, DP=True, DP_SPARE=1, TWO_LOOPS=False)
+VARIANTS["sk_main"] = dict(_REGS, PERSIST=True, PAGES=1, DP=False, UNIFORM=False, TWO_LOOPS=False)
 
 # variants named for the non-persistent grid keep it (the default config is persistent now)
 for _d in (VARIANTS, VARIANTS128):
@@ -435,6 +451,7 @@ def main():
     p.add_argument("--bsa-warm", action="store_true", help="--bsa: compile the variants only")
     p.add_argument("--bsa-rounds", type=int, default=2, help="--bsa: timing rounds (min per variant)")
     p.add_argument("--cached128", action="store_true")
+    p.add_argument("--cached4096", action="store_true", help="--cached's variants at ~4096 cached tokens")
     p.add_argument("--curve-config", default="copy_128x32w8s3_diag")
     p.add_argument("--variants", default=None, help="comma-separated subset of VARIANTS")
     p.add_argument("--warm", action="store_true", help="--cached: compile the variants only (no checks, no timing)")
@@ -452,6 +469,10 @@ def main():
     if a.cached:
         names = a.variants.split(",") if a.variants else list(VARIANTS)
         cached(rows, {k: VARIANTS[k] for k in names}, warm=a.warm)
+    if a.cached4096:
+        # the e2e capture's kind: caches of ~4096 tokens (K/V of the batch well beyond L2)
+        names = a.variants.split(",") if a.variants else list(VARIANTS)
+        cached(rows, {k: VARIANTS[k] for k in names}, msl=6144, clo=3900, chi=4200, tag="C4096_n1040")
     if a.cached128:
         cached(rows, VARIANTS128, n=256, nt=256, d=128, msl=4608, clo=3900, chi=4200, tag="C4096_n256_d128")
         print(f"[cached {time.time() - t0:.0f} s]", flush=True)

@@ -30,13 +30,38 @@ def _fence(x):
 
 
 @triton.jit
+def _uniform(x, UNIFORM: tl.constexpr):
+    """``x`` (an int32 that every thread of a warp holds alike) through ``redux.sync``, whose
+    result ptxas knows to be warp-uniform. Loop bounds and branches on such values are then
+    uniform control flow, so the loop's pipeline stage index and the wgmma shared-memory
+    descriptors stay in uniform registers (as in the dense kernel), instead of being built
+    per thread and moved over (R2UR) before every wgmma. UNIFORM=False (the interpreter): x."""
+    if UNIFORM:
+        return tl.inline_asm_elementwise("redux.sync.min.s32 $0, $1, 0xffffffff;", "=r,r", [x],
+                                         dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        return x
+
+
+@triton.jit
+def _load_nc(ptrs):
+    """int32 loads (``ld.global.nc``) the compiler's software pipeliner does not see: the
+    page table is small, read-only during the kernel and L1-resident after the first tile."""
+    return tl.inline_asm_elementwise("ld.global.nc.b32 $0, [$1];", "=r,l", [ptrs], dtype=tl.int32, is_pure=True,
+                                     pack=1)
+
+
+@triton.jit
 def _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
                 MASKED: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr):
     """(page, slot) of cached tokens n0 .. n0+BLOCK_N: the element offset of token j in a
     pool is page*stride_page + slot_j*stride_slot.
 
     PAGES=0: page-table entries loaded from global memory per tile (one scalar load when the
-    tile lies in one page); PAGES=1: the sequence's page-table row is held in registers
+    tile lies in one page); PAGES=5: the same loads in inline assembly (``_load_nc``), so the
+    software pipeliner leaves them in the stage that computes the K/V addresses instead of
+    staging them through shared memory a stage earlier (which leaves the K/V loads a single
+    stage ahead); PAGES=1: the sequence's page-table row is held in registers
     (``pt_row``, MAXP entries) and indexed with tl.gather, so no K/V address depends on a
     load inside the loop; PAGES=3 (in the kernel, not here): one TMA load per tile through
     descriptors over the pools, the tile's page read per tile; PAGES=2: K/V were gathered into a contiguous per-sequence buffer
@@ -48,6 +73,17 @@ def _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE: tl.constexpr, BLOCK_N: 
         idx = tl.minimum((n0 + offs_n0) // PAGE, MAXP - 1)
         page = tl.gather(pt_row, idx, 0).to(tl.int64)
         slot = (n0 + offs_n0) % PAGE
+    elif PAGES == 5:
+        if BLOCK_N <= PAGE:
+            page = _load_nc(PT + n0 // PAGE).to(tl.int64)
+            slot = (n0 % PAGE) + offs_n0
+        else:
+            offs_n = n0 + offs_n0
+            if MASKED:
+                page = _load_nc(PT + tl.where(kmask, offs_n // PAGE, 0)).to(tl.int64)
+            else:
+                page = _load_nc(PT + offs_n // PAGE).to(tl.int64)
+            slot = offs_n % PAGE
     elif BLOCK_N <= PAGE:
         page = tl.load(PT + n0 // PAGE).to(tl.int64)
         slot = (n0 % PAGE) + offs_n0
@@ -356,56 +392,97 @@ def _sk_piece(q, r0, r1, ct, c_full, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt
               stride_kt, stride_vt, stride_kcp, stride_kcs, stride_vcp, stride_vcs, scale,
               D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr,
               BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr,
-              PAGES: tl.constexpr, MAXP: tl.constexpr):
+              PAGES: tl.constexpr, MAXP: tl.constexpr, TWO_LOOPS: tl.constexpr):
     """The sum over iterations [r0, r1) of one query block's key tiles (unscaled, fp32):
     iteration r < ct is cached tile r (unmasked below c_full tiles), then nkt tiles of the
     new history keys (causal), then the tiles holding the block's own candidates (each
-    candidate sees itself)."""
+    candidate sees itself).
+
+    TWO_LOOPS (tiles within one page): one loop over the unmasked cached tiles and one over
+    the rest (the partial cached tile, history, candidates), so a piece fills and drains
+    the software pipeline twice instead of four times; else a loop per kind of tile."""
     offs_n0 = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, D_QK)
     offs_dv = tl.arange(0, D_V)
     offs_m = m0 + tl.arange(0, BLOCK_M)
     acc = tl.zeros([BLOCK_M, D_V], dtype=tl.float32)
     rab = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for it in range(r0, tl.minimum(r1, c_full)):
-        n0 = it * BLOCK_N
-        page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES, MAXP)
-        k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
-        p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
-        v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
-        acc += tl.dot(p.to(v.dtype), v)
-    for it in range(tl.maximum(r0, c_full), tl.minimum(r1, ct)):
-        # the cache's last, partial tile
-        n0 = it * BLOCK_N
-        kmask = n0 + offs_n0 < C
-        page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE, BLOCK_N, True, PAGES, MAXP)
-        k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None],
-                    mask=kmask[None, :], other=0.0)
-        p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
-        p = tl.where(kmask[None, :], p, 0.0)
-        v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :],
-                    mask=kmask[:, None], other=0.0)
-        acc += tl.dot(p.to(v.dtype), v)
-    for it in range(tl.maximum(r0, ct), tl.minimum(r1, ct + nkt)):
-        # new history keys: causal
-        offs_n = (it - ct) * BLOCK_N + offs_n0
-        kmask = offs_n < nh
-        k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
-        p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
-        p = tl.where((offs_n[None, :] <= offs_m[:, None]) & kmask[None, :], p, 0.0)
-        v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
-        acc += tl.dot(p.to(v.dtype), v)
-    if HAS_TARGETS:
-        # the block's candidates: each sees itself (tiles from the first candidate row's tile)
-        j0 = tl.maximum(m0, nh) // BLOCK_N * BLOCK_N
-        for it in range(tl.maximum(r0, ct + nkt), r1):
-            offs_n = j0 + (it - ct - nkt) * BLOCK_N + offs_n0
-            cmask = (offs_n >= nh) & (offs_n < n)
-            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=cmask[None, :], other=0.0)
+    if TWO_LOOPS:
+        for it in range(r0, tl.minimum(r1, c_full)):
+            n0 = it * BLOCK_N
+            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES,
+                                     MAXP)
+            k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
             p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
-            p = tl.where((offs_n[None, :] == offs_m[:, None]) & cmask[None, :], p, 0.0)
-            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+            v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
             acc += tl.dot(p.to(v.dtype), v)
+        # the rest in one loop: the cache's last, partial tile, then nkt tiles of new history
+        # keys (causal), then from the first candidate row's tile the tiles holding the
+        # block's candidates (each sees itself). Each iteration computes both addresses and
+        # loads through the one it needs, unmasked: a cached tile's slots clamped to the
+        # last cached token (the tile lies in one page; its page-table entry is in use), new
+        # keys' rows to the last new token; what lies past the ends is masked out of p
+        j0 = tl.maximum(m0, nh) // BLOCK_N * BLOCK_N
+        for it in range(tl.maximum(r0, c_full), r1):
+            cached = it < ct
+            n0c = tl.maximum(tl.minimum(it, ct - 1), 0) * BLOCK_N
+            page, slot = _page_slots(PT, pt_row, b, n0c, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES,
+                                     MAXP)
+            slot = tl.maximum(tl.minimum(slot, C - 1 - n0c // PAGE * PAGE), 0)
+            j = it - ct
+            hist = j < nkt
+            offs_n = tl.where(hist, j * BLOCK_N, j0 + (j - nkt) * BLOCK_N) + offs_n0
+            offs_nl = tl.maximum(tl.minimum(offs_n, n - 1), 0)
+            k = tl.load(tl.where(cached, KCh + (page * stride_kcp + slot * stride_kcs)[None, :],
+                                 Kb + offs_nl[None, :] * stride_kt) + offs_d[:, None])
+            p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+            valid = tl.where(hist, (offs_n[None, :] <= offs_m[:, None]) & (offs_n < nh)[None, :],
+                             (offs_n[None, :] == offs_m[:, None]) & ((offs_n >= nh) & (offs_n < n))[None, :])
+            valid = tl.where(cached, (n0c + offs_n0 < C)[None, :], valid)
+            p = tl.where(valid, p, 0.0)
+            v = tl.load(tl.where(cached, VCh + (page * stride_vcp + slot * stride_vcs)[:, None],
+                                 Vb + offs_nl[:, None] * stride_vt) + offs_dv[None, :])
+            acc += tl.dot(p.to(v.dtype), v)
+    else:
+        for it in range(r0, tl.minimum(r1, c_full)):
+            n0 = it * BLOCK_N
+            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES, MAXP)
+            k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None])
+            p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+            v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
+            acc += tl.dot(p.to(v.dtype), v)
+        for it in range(tl.maximum(r0, c_full), tl.minimum(r1, ct)):
+            # the cache's last, partial tile
+            n0 = it * BLOCK_N
+            kmask = n0 + offs_n0 < C
+            page, slot = _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE, BLOCK_N, True, PAGES, MAXP)
+            k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[None, :] + offs_d[:, None],
+                        mask=kmask[None, :], other=0.0)
+            p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+            p = tl.where(kmask[None, :], p, 0.0)
+            v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :],
+                        mask=kmask[:, None], other=0.0)
+            acc += tl.dot(p.to(v.dtype), v)
+        for it in range(tl.maximum(r0, ct), tl.minimum(r1, ct + nkt)):
+            # new history keys: causal
+            offs_n = (it - ct) * BLOCK_N + offs_n0
+            kmask = offs_n < nh
+            k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+            p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+            p = tl.where((offs_n[None, :] <= offs_m[:, None]) & kmask[None, :], p, 0.0)
+            v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+            acc += tl.dot(p.to(v.dtype), v)
+        if HAS_TARGETS:
+            # the block's candidates: each sees itself (tiles from the first candidate row's tile)
+            j0 = tl.maximum(m0, nh) // BLOCK_N * BLOCK_N
+            for it in range(tl.maximum(r0, ct + nkt), r1):
+                offs_n = j0 + (it - ct - nkt) * BLOCK_N + offs_n0
+                cmask = (offs_n >= nh) & (offs_n < n)
+                k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=cmask[None, :], other=0.0)
+                p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)
+                p = tl.where((offs_n[None, :] == offs_m[:, None]) & cmask[None, :], p, 0.0)
+                v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+                acc += tl.dot(p.to(v.dtype), v)
     return acc
 
 
@@ -475,7 +552,8 @@ def _sk_segment(
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
-    FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr,
+    FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, UNIFORM: tl.constexpr,
+    TWO_LOOPS: tl.constexpr,
 ):
     """Iterations [i, min(end of i's item, hi)) of the item holding iteration i, for a program
     whose range is [lo, hi); returns the end of that piece. A whole item is written out; a
@@ -506,6 +584,12 @@ def _sk_segment(
     # (always past i for consistent sizes; the bound keeps inconsistent ones, such as
     # unvalidated decreasing offsets, from looping forever)
     seg_hi = tl.maximum(tl.minimum(item_hi, hi), i + 1)
+    # the piece's figures come from reductions over vectors: the same in every thread, but
+    # not known to be (see _uniform)
+    i, seg_hi, item_lo, item_hi = (_uniform(i, UNIFORM), _uniform(seg_hi, UNIFORM), _uniform(item_lo, UNIFORM),
+                                   _uniform(item_hi, UNIFORM))
+    b, h, t = _uniform(b, UNIFORM), _uniform(h, UNIFORM), _uniform(t, UNIFORM)
+    C, n, nh = _uniform(C, UNIFORM), _uniform(n, UNIFORM), _uniform(nh, UNIFORM)
     ct = tl.cdiv(C, BLOCK_N)
     nkt = tl.minimum((t + 1) * (BLOCK_M // BLOCK_N), tl.cdiv(nh, BLOCK_N))
     m0 = t * BLOCK_M
@@ -521,7 +605,7 @@ def _sk_segment(
                     K + start * stride_kt + h * stride_kh, V + start * stride_vt + h * stride_vh,
                     KC + h * stride_kch, VC + h * stride_vch, PT, pt_row, b,
                     stride_kt, stride_vt, stride_kcp, stride_kcs, stride_vcp, stride_vcs, scale,
-                    D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP)
+                    D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, TWO_LOOPS)
 
     rows = offs_m[:, None] < n
     if (item_lo >= lo) & (item_hi <= hi):
@@ -565,6 +649,7 @@ def _hstu_cached_sk_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
     FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr,
+    UNIFORM: tl.constexpr, TWO_LOOPS: tl.constexpr,
 ):
     """Persistent (stream-K) grid for the default mask: the batch's work is one list of
     iterations, items (sequence, head, query block) in order, each item's iterations its key
@@ -581,18 +666,18 @@ def _hstu_cached_sk_kernel(
     offs_b = tl.arange(0, BPOW)
     o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
                                              HAS_TARGETS)
-    total = tl.sum(wv * H)
+    total = _uniform(tl.sum(wv * H), UNIFORM)
     if DP:
         # whole items in waves first (program p: items p, p + P, ...; a wave's programs start
         # their items together, so the query blocks of one (sequence, head) read the same keys
         # at about the same time: L2), as long as dp_spare waves' worth of items are left for
         # the stream-K part, which then starts at iteration s0
-        items = tl.sum(nbv) * H
+        items = _uniform(tl.sum(nbv) * H, UNIFORM)
         waves = tl.maximum(items // P - dp_spare, 0)
         s0 = 0
         if waves > 0:
-            s0 = _sk_item_start(waves * P, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
-                                HAS_TARGETS, BPOW, TPOW)
+            s0 = _uniform(_sk_item_start(waves * P, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M,
+                                         BLOCK_N, HAS_TARGETS, BPOW, TPOW), UNIFORM)
         chunk = tl.maximum(tl.cdiv(total - s0, P), min_chunk)
         lo = s0 + pid * chunk
         hi = tl.minimum(lo + chunk, total)
@@ -608,7 +693,8 @@ def _hstu_cached_sk_kernel(
                             NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                             stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
                             stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
-                            BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW)
+                            BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW,
+                            UNIFORM, TWO_LOOPS)
             i = tl.where(in_dp, i, e)
             k += 1
     else:
@@ -621,15 +707,17 @@ def _hstu_cached_sk_kernel(
                             NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                             stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
                             stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
-                            BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW)
+                            BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW,
+                            UNIFORM, TWO_LOOPS)
 
 
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
     """Tiles per head dimension (H200 sweeps, docs/performance.md). ``PERSIST`` runs the
     default mask on the persistent grid (see _hstu_cached_sk_kernel; ``PROGRAMS``, default
     one per SM, and ``MIN_CHUNK``, the fewest iterations per program, size it; ``DP`` takes
-    whole items in waves first, leaving ``DP_SPARE`` waves' worth to stream-K: faster when
-    the caches' K/V is well beyond L2, slower at the large preset's ~2048 tokens); the keys
+    whole items in waves first, leaving ``DP_SPARE`` waves' worth to stream-K: the query
+    blocks of one (sequence, head) then read the same cached keys at about the same time,
+    from L2; ``UNIFORM`` passes the loop bounds through redux.sync, see _uniform); the keys
     below serve the other masks (contextual tokens, windows), which keep one program per
     query block.
     ``GRID_M`` caps the programs per (sequence, head) and key run (None: see hstu_cached_fwd;
@@ -644,7 +732,7 @@ def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
         return {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "GRID_M": 1, "SPLIT": 1,
                 "PERSIST": True}
     return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
-            "PAGES": 1, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True, "PERSIST": True}
+            "PAGES": 5, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True, "PERSIST": True, "DP": True, "DP_SPARE": 1}
 
 
 def _has_descriptors() -> bool:
@@ -736,6 +824,9 @@ def hstu_cached_fwd(
     kc, vc = cache.k_cache, cache.v_cache
     pt = cache.page_table
     num_pt = int(pt.shape[1])
+    if num_pt == 0:
+        # no page at all (every cache empty): a one-entry row the kernels may read, never use
+        pt = torch.zeros(B, 1, dtype=torch.int32, device=q.device)
     pages = cfg.pop("PAGES", 0)
     diag_tile = cfg.pop("DIAG_TILE", False)
     general = contextual_seq_len > 0 or max_attn_len > 0
@@ -744,8 +835,13 @@ def hstu_cached_fwd(
     min_chunk = int(cfg.pop("MIN_CHUNK", 8))
     dp_spare = max(1, int(cfg.pop("DP_SPARE", 1)))  # DP: waves' worth of items left to stream-K
     dp = bool(cfg.pop("DP", False))
+    uniform = q.device.type == "cuda" and not interpret_mode() and bool(cfg.pop("UNIFORM", True))
+    cfg.pop("UNIFORM", None)
+    two_loops = bool(cfg.pop("TWO_LOOPS", True))
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)
+    if pages == 5 and (q.device.type != "cuda" or interpret_mode()):
+        pages = 0  # (the same loads without inline assembly)
     maxp = triton.next_power_of_2(max(num_pt, 1))
     if pages == 1 and maxp > 1024:
         pages = 0  # page-table row too long to hold in registers
@@ -781,6 +877,7 @@ def hstu_cached_fwd(
         kc_strides, vc_strides = (kc.stride(0), kc.stride(1), kc.stride(2)), (vc.stride(0), vc.stride(1), vc.stride(2))
     if pages != 1:
         maxp = 1
+    two_loops = two_loops and BN <= cache.page_size and pages in (0, 1, 5)  # (each tile in one page)
     global LAST_KERNEL
     if persist:
         for key in ("GRID_M", "SPLIT", "G_FAST", "FLAT"):
@@ -802,6 +899,7 @@ def hstu_cached_fwd(
             HAS_TARGETS=num_targets is not None, FAST_SILU=fast, PAGES=pages, MAXP=maxp,
             FENCE=q.device.type == "cuda" and not interpret_mode(), CHUNK=min(64, D_V),
             BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1), DP=dp,
+            UNIFORM=uniform, TWO_LOOPS=two_loops,
         )
         LAST_KERNEL = launch(_hstu_cached_sk_kernel, _SK_HANDLES, (programs,), args, consts, cfg, q.device)
         return out

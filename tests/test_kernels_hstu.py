@@ -487,10 +487,13 @@ def test_dense_tile_shapes(tiles, one_loop):
                                  dict(PAGES=0, BLOCK_M=64, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1),
                                  dict(PAGES=2, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1000),
                                  dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True),
-                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1, DP=True, DP_SPARE=2)],
+                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1, DP=True, DP_SPARE=2),
+                                 dict(PAGES=5, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True, UNIFORM=True),
+                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=4, MIN_CHUNK=1, TWO_LOOPS=False)],
                          ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag", "split3", "split2-loop",
                               "tma-diag", "tma-bn16-split2", "gfast-split2", "noloop", "flat-split3", "flat-tma",
-                              "flat-load-split2", "persist", "persist-32x16", "persist-load-64x16", "persist-copy-whole", "persist-dp", "persist-dp-spare2"])
+                              "flat-load-split2", "persist", "persist-32x16", "persist-load-64x16", "persist-copy-whole", "persist-dp", "persist-dp-spare2",
+                              "persist-dp-nc-uniform", "persist-four-loops"])
 def test_cached_page_modes(cfg):
     """The cached kernel's page addressing modes, tile shapes, query-block loop and key
     splits (partial sums added by the last program to arrive; empty caches included)."""
@@ -514,6 +517,30 @@ def test_cached_page_modes(cfg):
         ref = hstu_attention_cached_reference(*_d64(q, k, v), no, c64, max_seq_len=100, alpha=0.4, num_targets=nt,
                                               **extra)
         assert _rel(out, ref) < TOL[torch.float32]
+
+
+@pytest.mark.parametrize("cfg", [dict(PERSIST=True), dict(PERSIST=True, TWO_LOOPS=False), dict(PERSIST=False)],
+                         ids=["persist", "persist-four-loops", "flat"])
+def test_cached_page_table_without_pages(cfg):
+    """Every cache empty and a page table with no column (no page in the pool): the
+    persistent kernel's last loop computes a cached address it never loads through, from a
+    page-table entry that must then exist (on the GPU an empty tensor may have no storage)."""
+    from tracekit.kernels._cached import hstu_cached_fwd
+
+    g = _gen()
+    H, d = 2, 16
+    new, targets = [5, 1, 7], [3, 1, 0]
+    no = _offsets(new)
+    q, k, v = (_rand(g, sum(new), H, d, dtype=torch.float32) for _ in range(3))
+    cache = PagedKVCache(torch.zeros(0, 32, H, d, device=DEV), torch.zeros(0, 32, H, d, device=DEV),
+                         torch.zeros(3, 0, dtype=torch.int32, device=DEV), torch.zeros(3, dtype=torch.int32, device=DEV))
+    nt = torch.tensor(targets, device=DEV)
+    out = _poison(sum(new), H, d, torch.float32)
+    hstu_cached_fwd(q, k, v, no, cache, max_seq_len=16, alpha=0.4, num_targets=nt, contextual_seq_len=0,
+                    max_attn_len=0, config=cfg, out=out)
+    c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
+    ref = hstu_attention_cached_reference(*_d64(q, k, v), no, c64, max_seq_len=16, alpha=0.4, num_targets=nt)
+    assert _rel(out, ref) < TOL[torch.float32]
 
 
 @pytest.mark.parametrize("cfg", [dict(BLOCK_M=16, BLOCK_N=32, SPLIT=3, FLAT=True, PAGES=1, PERSIST=False),

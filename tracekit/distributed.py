@@ -10,6 +10,11 @@ first files itself, directly. The store stays open between landings and is close
 while the next run is long in coming (``PAUSE_AFTER_S``), for readers. A file that
 fails (bad input, a worker that died) is reported with its error; the others land.
 
+`tracekit ingest --scheduler ADDRESS` (or ``$DASK_SCHEDULER_ADDRESS``) comes here;
+``--workers N`` alone ingests in threads of this process (``tracekit.parallel``), which
+costs less CPU per file and starts nothing (docs/performance.md, ninth session).
+``ingest_many(..., workers=N)`` without an address still starts a LocalCluster.
+
 Dask is optional (``pip install 'tracekit[dask]'``) and imported only here.
 """
 

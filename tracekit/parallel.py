@@ -55,7 +55,8 @@ def error_line(source: str, err: BaseException) -> str:
     name = type(err).__name__
     if isinstance(err, TracekitError):
         text = str(err)
-        return text if text.startswith(source) else f"{source}: {text}"
+        named = text.startswith(source) or text.startswith(str(Path(source).resolve()))
+        return text if named else f"{source}: {text}"
     if name == "KilledWorker":
         return f"{source}: the worker preparing it died (killed, or out of memory); nothing was written"
     first = (str(err).splitlines() or [""])[0]

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import Interrupted, ParamError, TracekitError
+from .errors import InputError, Interrupted, ParamError, TracekitError
 from .store import IngestResult, Pending, Tracekit
 
 
@@ -148,7 +148,7 @@ class _Cursor(Tracekit):
         estimate = getattr(plugin, "memory_need", None)
         need = estimate(plain) if estimate is not None else None
         if not fits(need, self.memory_limit):
-            raise TracekitError(shortage(str(path.resolve()), need, self.memory_limit))
+            raise InputError(shortage(str(path.resolve()), need, self.memory_limit))
         self.admit(need or 0)
 
     def admit(self, need: int) -> None:

@@ -89,6 +89,7 @@ def check_run_name(name: str | None) -> str:
                          f"{'a run id' if name[0].isdigit() else 'a keyword'}; choose another name")
     return name
 
+
 @dataclass
 class Pending:
     """An input read and hashed, not yet written (``Tracekit._decide`` settles its name

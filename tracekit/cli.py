@@ -199,7 +199,7 @@ def ingest(
         "$DASK_SCHEDULER_ADDRESS: on that Dask cluster)")] = None,
     scheduler: Annotated[str | None, typer.Option(
         "--scheduler", help="prepare the files on an existing Dask cluster, by scheduler address "
-        "($DASK_SCHEDULER_ADDRESS does the same; needs tracekit[dask])")] = None,
+        "($DASK_SCHEDULER_ADDRESS does the same; needs tracekit\\[dask])")] = None,
     db: DbOpt = None,
 ):
     """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""

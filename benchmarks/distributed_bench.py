@@ -1,21 +1,21 @@
-"""Distributed ingest and the Parquet dataset, benchmarked on exports built from a real fixture.
+"""Ingest of many files at once and the Parquet dataset, benchmarked on exports built from a real fixture.
 
 Builds N exports of about R rows each (kernels + CUDA API calls) by replicating the rows
 of the real `many_kernels` capture (H200) with shifted timestamps (ingest_bench.build),
 each made distinct by one row of META_DATA_EXPORT (else the content hash would skip
 them), then measures in the same run, each in a fresh process:
 
-* `tracekit ingest F1..FN` (serial) against `tracekit ingest F1..FN --workers W`, wall
-  time of the whole command (the Dask cluster's start included) and without it (the
-  command's own report of when the first file was submitted);
+* `tracekit ingest F1..FN` (serial) against `tracekit ingest F1..FN --workers W` (W
+  threads, tracekit.parallel) into a DuckDB store and into a Parquet dataset: wall time
+  and CPU time (user + system) of the whole command, and the cores it kept busy;
 * every named nsys query (best of 5) on the DuckDB store against the same query on a
   Parquet dataset exported from it (`tracekit export parquet`), and their ratio;
 * the cost of staging for one large export (ingest_bench's, ~6 M rows): a direct
   ingest against prepare + land (tracekit.staging), each in a fresh process, alternated
   (why a single `tracekit ingest FILE` stays direct).
 
-Usage: python benchmarks/distributed_bench.py [--files 16] [--copies 6] [--workers 2] [--staged-copies 77]
-       [--workdir DIR]
+Usage: python benchmarks/distributed_bench.py [--files 16] [--copies 6] [--workers 2] [--rounds 2]
+       [--staged-copies 77] [--no-queries] [--workdir DIR]
 Results go to stdout; record them in docs/performance.md.
 """
 
@@ -97,10 +97,17 @@ def staged_cost(work: Path, copies: int, rounds: int) -> dict:
     return times
 
 
-def run_cli(args: list[str]) -> float:
-    t = time.perf_counter()
+def run_cli(args: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of a `tracekit` command in a fresh process."""
+    import resource
+
+    def children_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    t, c = time.perf_counter(), children_cpu()
     subprocess.run([sys.executable, "-m", "tracekit.cli", *args], check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t
+    return time.perf_counter() - t, children_cpu() - c
 
 
 def main() -> None:
@@ -111,6 +118,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="alternating serial/distributed rounds")
     ap.add_argument("--staged-copies", type=int, default=77, help="the staging-cost export (0: skip)")
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--no-queries", action="store_true", help="the ingests only (no query or staging timings)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="tracekit-dist-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -119,17 +127,11 @@ def main() -> None:
     rows = counts["CUPTI_ACTIVITY_KIND_KERNEL"] + counts["CUPTI_ACTIVITY_KIND_RUNTIME"]
     print(f"built {len(files)} exports of {rows:,} rows (kernels + API calls) in {time.perf_counter() - t:.1f} s")
 
-    # a started Dask cluster, timed alone: what the distributed command pays before its first file
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from tracekit.distributed import client_for\n"
-                    f"with client_for({args.workers}) as c: c.submit(int, 1).result()"], check=True)
-    startup = time.perf_counter() - t
-    print(f"Dask LocalCluster of {args.workers} workers, started and closed: {startup:.2f} s")
-
     times: dict[str, list[float]] = {"serial": [], "workers": [], "workers-dataset": []}
+    cpus: dict[str, list[float]] = {m: [] for m in times}
     for r in range(args.rounds):
         for mode in times:
-            if mode == "workers-dataset":  # the workers write their runs' Parquet files themselves
+            if mode == "workers-dataset":  # the threads write their runs' Parquet files themselves
                 db = work / f"dataset{r}"
                 shutil.rmtree(db, ignore_errors=True)
                 db.mkdir()
@@ -137,14 +139,20 @@ def main() -> None:
                 db = work / f"{mode}{r}.duckdb"
                 db.unlink(missing_ok=True)
             extra = ["--workers", str(args.workers)] if mode != "serial" else []
-            dt = run_cli(["--db", str(db), "ingest", *map(str, files), *extra])
+            dt, cpu = run_cli(["--db", str(db), "ingest", *map(str, files), *extra])
             times[mode].append(dt)
-            print(f"round {r}: {mode:16s} {dt:6.2f} s  (load {os.getloadavg()[0]:.1f})")
+            cpus[mode].append(cpu)
+            print(f"round {r}: {mode:16s} {dt:6.2f} s  CPU {cpu:6.2f} s ({cpu / dt:.2f} cores)  "
+                  f"(load {os.getloadavg()[0]:.1f})")
     serial, dist = times["serial"], times["workers"]
     s, d, dd = min(serial), min(dist), min(times["workers-dataset"])
-    print(f"serial {s:.2f} s, --workers {args.workers} {d:.2f} s: {s / d:.2f}x "
-          f"({s / max(d - startup, 1e-9):.2f}x without the cluster's start); into a dataset {dd:.2f} s: "
+    print(f"serial {s:.2f} s, --workers {args.workers} {d:.2f} s: {s / d:.2f}x; into a dataset {dd:.2f} s: "
           f"{s / dd:.2f}x; load {os.getloadavg()}")
+    if args.no_queries:
+        print(json.dumps({"files": len(files), "rows_per_file": rows, "workers": args.workers, "serial_s": serial,
+                          "workers_s": dist, "workers_dataset_s": times["workers-dataset"], "cpu_s": cpus,
+                          "speedup": s / d, "speedup_dataset": s / dd, "load": os.getloadavg()}))
+        return
 
     # the same queries on the store and on a dataset exported from it
     import tracekit
@@ -166,8 +174,9 @@ def main() -> None:
         print(f"query {q:22s} store {r['store']:7.1f} ms  dataset {r['dataset']:7.1f} ms  {ratio:5.2f}x")
     print(f"worst dataset/store ratio: {worst:.2f}x")
     staged = staged_cost(work, args.staged_copies, args.rounds) if args.staged_copies else None
-    print(json.dumps({"staged_cost_s": staged, "files": len(files), "rows_per_file": rows, "workers": args.workers, "serial_s": serial,
-                      "workers_s": dist, "workers_dataset_s": times["workers-dataset"], "cluster_start_s": startup, "speedup": s / d, "query_ms": results,
+    print(json.dumps({"staged_cost_s": staged, "files": len(files), "rows_per_file": rows, "workers": args.workers,
+                      "serial_s": serial, "workers_s": dist, "workers_dataset_s": times["workers-dataset"],
+                      "cpu_s": cpus, "speedup": s / d, "speedup_dataset": s / dd, "query_ms": results,
                       "load": os.getloadavg()}))
 
 

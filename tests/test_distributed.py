@@ -249,11 +249,25 @@ def test_bad_worker_and_scheduler_options(tmp_path, capsys):
     assert not db.exists()
 
 
-def test_without_dask_workers_say_how_to_get_it(tmp_path, capsys, monkeypatch):
+def test_without_dask_a_scheduler_says_how_to_get_it(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
-    assert main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(MIXED[0]), "--workers", "2"]) == 2
+    assert main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(MIXED[0]), "--scheduler", "tcp://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'tracekit[dask]'" in err
+
+
+def test_workers_are_threads_here_without_dask(tmp_path, capsys, monkeypatch):
+    """`--workers N` without a scheduler ingests in N threads of this process: no Dask
+    imported, the store that of a serial ingest."""
+    for mod in [m for m in sys.modules if m == "dask" or m.startswith(("dask.", "distributed"))]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    monkeypatch.setitem(sys.modules, "dask", None)
+    files = [MIXED[0], MIXED[3]]
+    direct = _serial(tmp_path / "direct.duckdb", files)
+    assert main(["--db", str(tmp_path / "t.duckdb"), "ingest", *map(str, files), "--workers", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith("run 2 (export, nsys): 4,359 rows")
+    assert_same_stores(direct.con, tracekit.open(tmp_path / "t.duckdb", read_only=True).con)
 
 
 def test_an_existing_cluster_by_address_or_environment(tmp_path, monkeypatch, capsys):

@@ -322,3 +322,33 @@ def test_a_ctrl_c_during_an_import_waits_until_the_import_is_done(tmp_path, monk
         raised_after = "sleep"
     assert raised_after == "import" and sys.modules["tk_slow_import"].DONE
     assert watch.count >= 2
+
+
+@pytest.mark.parametrize("after", [0.2, 0.6, 1.2])
+def test_ctrl_c_during_an_ingest_in_threads(export, tmp_path, after):
+    """Ctrl-C while `--workers 2` ingests several files: exit 130 (or 0 if it finished
+    first) with one line saying how many files are in the store; each run in the store
+    is whole, and no row belongs to a run the store does not hold."""
+    files = [export, DATA / "nsys_hstu_mixed" / "export.sqlite.xz", DATA / "nsys_multiproc" / "export.sqlite.xz",
+             DATA / "nsys_graphs_graph" / "export.sqlite.xz"]
+    whole = {}
+    for i, f in enumerate(files):
+        with tracekit.open(tmp_path / f"{i}.duckdb") as tk:
+            source = tk.ingest(f).source
+        whole[source] = _counts(tmp_path / f"{i}.duckdb")["_kernels"]
+    db = tmp_path / "t.duckdb"
+    code, out, err, _ = _run_cli(["--db", str(db), "ingest", *map(str, files), "--workers", "2"], sigint_after=after)
+    assert code in (0, 130, -signal.SIGINT), (code, err)
+    if code != 0:
+        assert err.strip().splitlines()[-1].startswith("tracekit: interrupted"), err
+    if not db.exists():
+        return
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        runs = dict(con.execute("SELECT run_id, source_path FROM runs").fetchall())
+        kernels = dict(con.execute("SELECT run_id, count(*) FROM _kernels GROUP BY run_id").fetchall())
+    finally:
+        con.close()
+    assert set(kernels) <= set(runs)
+    for run_id, source in runs.items():
+        assert kernels.get(run_id, 0) == whole[source], (run_id, source)

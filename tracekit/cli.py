@@ -195,10 +195,11 @@ def ingest(
     param: Annotated[list[str], typer.Option(
         "--param", "-p", help="run parameter NAME=VALUE (e.g. rank=3), repeatable")] = [],  # noqa: B006
     workers: Annotated[int | None, typer.Option(
-        "--workers", help="prepare the files in N Dask worker processes (needs tracekit[dask])")] = None,
+        "--workers", help="ingest N files at once, in N threads of this process (with --scheduler or "
+        "$DASK_SCHEDULER_ADDRESS: on that Dask cluster)")] = None,
     scheduler: Annotated[str | None, typer.Option(
-        "--scheduler", help="prepare the files on an existing Dask cluster (scheduler address; "
-        "$DASK_SCHEDULER_ADDRESS does the same for --workers)")] = None,
+        "--scheduler", help="prepare the files on an existing Dask cluster, by scheduler address "
+        "($DASK_SCHEDULER_ADDRESS does the same; needs tracekit\\[dask])")] = None,
     db: DbOpt = None,
 ):
     """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""
@@ -230,12 +231,18 @@ def _echo_result(f, res) -> None:
 
 
 def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
-    """Prepare in Dask workers, land here; a failing file is reported and the others
-    land (exit 2 when any failed)."""
+    """Many files at once: in threads here (tracekit.parallel), or prepared on a Dask
+    cluster given by address and landed here (tracekit.distributed); a failing file is
+    reported and the others land (exit 2 when any failed)."""
+    import os
     from contextlib import nullcontext
 
-    from . import distributed
+    from . import parallel
     from .progress import progress_bar
+
+    here = scheduler is None and not os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if here:
+        parallel.check_workers(workers)  # (one line before anything is opened)
 
     bar = progress_bar()
     failed = []
@@ -251,8 +258,13 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
 
     with bar if bar is not None else nullcontext():
         task = bar.add_task("ingest", total=len(files)) if bar is not None else None
-        distributed.ingest_many(tk, files, workers=workers, scheduler=scheduler, name=name, params=params,
-                                on_outcome=report)
+        if here:
+            parallel.ingest_many(tk, files, workers=workers, name=name, params=params, on_outcome=report)
+        else:
+            from . import distributed
+
+            distributed.ingest_many(tk, files, workers=workers, scheduler=scheduler, name=name, params=params,
+                                    on_outcome=report)
     if failed:
         raise TracekitError(f"{len(failed)} of {len(files)} files not ingested (errors above); the others landed")
 

@@ -10,6 +10,11 @@ first files itself, directly. The store stays open between landings and is close
 while the next run is long in coming (``PAUSE_AFTER_S``), for readers. A file that
 fails (bad input, a worker that died) is reported with its error; the others land.
 
+`tracekit ingest --scheduler ADDRESS` (or ``$DASK_SCHEDULER_ADDRESS``) comes here;
+``--workers N`` alone ingests in threads of this process (``tracekit.parallel``), which
+costs less CPU per file and starts nothing (docs/performance.md, ninth session).
+``ingest_many(..., workers=N)`` without an address still starts a LocalCluster.
+
 Dask is optional (``pip install 'tracekit[dask]'``) and imported only here.
 """
 
@@ -23,11 +28,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Interrupted, ParamError, TracekitError
-from .store import IngestResult
+from .parallel import Outcome, error_line
 
 #: The environment variable naming an existing scheduler (as ``nsys recipe --mode dask-futures``).
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -38,15 +42,6 @@ CONNECT_TIMEOUT_S = 5
 #: checkpoints the store (0.1-0.5 s on the 2-core box), so a store closed after every
 #: landing made a 16-file ingest ~20 % slower (docs/performance.md).
 PAUSE_AFTER_S = 1.0
-
-
-@dataclass
-class Outcome:
-    """One input file: its run (``result``) or why it failed (``error``, one line)."""
-
-    source: str
-    result: IngestResult | None = None
-    error: str | None = None
 
 
 def _dask():
@@ -116,17 +111,6 @@ def _local_cluster(workers: int):
     except BaseException:
         cluster.close()
         raise
-
-
-def _error_line(source: str, err: BaseException) -> str:
-    name = type(err).__name__
-    if isinstance(err, TracekitError):
-        text = str(err)
-        return text if text.startswith(source) else f"{source}: {text}"
-    if name == "KilledWorker":
-        return f"{source}: the worker preparing it died (killed, or out of memory); nothing was written"
-    first = (str(err).splitlines() or [""])[0]
-    return f"{source}: {name}: {first}" if first else f"{source}: {name}"
 
 
 def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = None, scheduler: str | None = None,
@@ -237,7 +221,7 @@ def _here(dest, source: str, index: int, **kwargs) -> Outcome:
     except Interrupted:
         raise
     except TracekitError as err:
-        return Outcome(source, error=_error_line(source, err))
+        return Outcome(source, error=error_line(source, err))
 
 
 def _close(state: dict, starter) -> None:
@@ -266,11 +250,11 @@ def _next_within(futures, seconds: float) -> bool:
 
 def _land(dest, source: str, staged, err: BaseException | None) -> Outcome:
     if err is not None:
-        return Outcome(source, error=_error_line(source, err))
+        return Outcome(source, error=error_line(source, err))
     try:
         return Outcome(source, result=dest.land(staged))
     except TracekitError as e:
-        return Outcome(source, error=_error_line(source, e))
+        return Outcome(source, error=error_line(source, e))
     finally:
         staged.discard()
 

@@ -89,6 +89,24 @@ def check_run_name(name: str | None) -> str:
                          f"{'a run id' if name[0].isdigit() else 'a keyword'}; choose another name")
     return name
 
+
+@dataclass
+class Pending:
+    """An input read and hashed, not yet written (``Tracekit._decide`` settles its name
+    and whether it takes the place of a run)."""
+
+    parsed: _ingest.Parsed
+    digest: str
+    source: str                      # the input's resolved path
+    name: str | None                 # the name asked for
+    default_name: str                # the name it gets otherwise
+    params: dict
+    extra_meta: dict
+    sources: list[tuple[str, str, str]]  # (kind, path, content hash) of each file read
+    folder: bool = False             # a run folder
+    replace: int | None = None       # the run whose place it takes
+
+
 @dataclass
 class IngestResult:
     """Outcome of ingesting one source: the run id, and whether it was already there."""
@@ -466,6 +484,17 @@ class Tracekit:
                            f"({res.name})")
 
     def _ingest(self, path: Path, name: str | None, params: dict | None) -> IngestResult:
+        got = self._read_input(path, name, params)
+        if isinstance(got, IngestResult):
+            return got
+        got = self._decide(got)
+        if isinstance(got, IngestResult):
+            return got
+        return self._write_pending(got)
+
+    def _read_input(self, path: Path, name: str | None, params: dict | None) -> Pending | IngestResult:
+        """``path`` read (parsed) and hashed; or, where the store holds its content
+        already (seen before reading it), that run."""
         from . import ingest as _ingest
 
         if not path.exists():
@@ -476,42 +505,50 @@ class Tracekit:
             if existing is not None:
                 return self._renamed(existing, name)
             parsed, sources = self._read_folder(path, chosen)
-            replace = None
-            for _, _, h in sources:
-                existing = self._existing(h, held_elsewhere=False)
-                if existing is None:
-                    continue
-                if not self._ingested_alone(existing.run_id, h):
-                    return self._renamed(existing, name)  # already part of another run folder's run
-                replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
-                name = name or existing.name
-            name = name or folder_meta.get("name") or path.name
             params = ranks.identify(path, None, {**folder_meta.get("params", {}), **(params or {})})
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
             if not parsed.meta.get("tool_version"):  # an ncu report does not say; the capture asked ncu --version
                 parsed.meta["tool_version"] = _tool_version(folder_meta)
-        else:
-            with _ingest.materialized(path) as plain:
-                plugin = _ingest.detect(plain)
-                with ThreadPoolExecutor(max_workers=1) as pool:
-                    hashing = pool.submit(_ingest.file_hash, plain)
-                    # A path ingested before is most likely the same file again: wait for
-                    # the hash and skip it if known. A new file is hashed while it is
-                    # parsed (a core would idle otherwise).
-                    if self._seen_path(path) and (existing := self._existing(hashing.result())) is not None:
-                        return self._renamed(existing, name)
-                    self._check_need(plugin, plain, path)
-                    parsed = plugin.read(plain)
-                    digest = hashing.result()
-                existing = self._existing(digest)
-                if existing is not None:  # the same content under another path
+            return Pending(parsed, digest, str(path.resolve()), name, folder_meta.get("name") or path.name,
+                           params, extra_meta, sources, folder=True)
+        with _ingest.materialized(path) as plain:
+            plugin = _ingest.detect(plain)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                hashing = pool.submit(_ingest.file_hash, plain)
+                # A path ingested before is most likely the same file again: wait for
+                # the hash and skip it if known. A new file is hashed while it is
+                # parsed (a core would idle otherwise).
+                if self._seen_path(path) and (existing := self._existing(hashing.result())) is not None:
                     return self._renamed(existing, name)
-                params = ranks.identify(path, plain if plugin.KIND == "nsys" else None, params or {})
-            name = name or path.name.split(".")[0]
-            extra_meta = {}
-            sources = [(parsed.kind, str(path.resolve()), digest)]
-            replace = None
-        return self._write(parsed, digest, str(path.resolve()), name, params, extra_meta, sources, replace)
+                self._check_need(plugin, plain, path)
+                parsed = plugin.read(plain)
+                digest = hashing.result()
+            params = ranks.identify(path, plain if plugin.KIND == "nsys" else None, params or {})
+        return Pending(parsed, digest, str(path.resolve()), name, path.name.split(".")[0], params, {},
+                       [(parsed.kind, str(path.resolve()), digest)])
+
+    def _decide(self, p: Pending) -> Pending | IngestResult:
+        """What the store does with a read input: nothing where it holds the content
+        already (the run, renamed if a name is asked for); a run folder one of whose
+        exports the store holds as a run of its own takes that run's place (``replace``)."""
+        existing = self._existing(p.digest)
+        if existing is not None:  # the same content under another path
+            return self._renamed(existing, p.name)
+        if p.folder:
+            for _, _, h in p.sources:
+                existing = self._existing(h, held_elsewhere=False)
+                if existing is None:
+                    continue
+                if not self._ingested_alone(existing.run_id, h):
+                    return self._renamed(existing, p.name)  # already part of another run folder's run
+                p.replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
+                p.name = p.name or existing.name
+        p.name = p.name or p.default_name
+        return p
+
+    def _write_pending(self, p: Pending, run_id: int | None = None) -> IngestResult:
+        return self._write(p.parsed, p.digest, p.source, p.name, p.params, p.extra_meta, p.sources, p.replace,
+                           run_id=run_id)
 
     def _check_need(self, plugin, plain: Path, path: Path) -> None:
         """Refuse an export whose estimated memory (the plugin's ``memory_need``, from
@@ -593,6 +630,7 @@ class Tracekit:
             merged.meta.update({k: v for k, v in p.meta.items() if v is not None})
             merged.tables.update(p.tables)
             merged.loaders.extend(p.loaders)
+            merged.interns.extend(p.interns)
             if p.memory_need is not None:  # (read one after the other: the largest counts)
                 merged.memory_need = max(merged.memory_need or 0, p.memory_need)
         return merged, sources
@@ -622,7 +660,10 @@ class Tracekit:
         row = rows[0]
         return IngestResult(row[0], row[1], row[2], row[3], True, {}, digest=digest)
 
-    def _write(self, parsed, digest, source, name, params, extra_meta, sources, replace=None) -> IngestResult:
+    def _write(self, parsed, digest, source, name, params, extra_meta, sources, replace=None,
+               run_id: int | None = None) -> IngestResult:
+        """The run's rows in one transaction; ``run_id``: the id given to it already
+        (several inputs written at once, tracekit.parallel), else the store's next."""
         from .ingest.budget import fits, shortage
 
         con = self.con
@@ -636,7 +677,7 @@ class Tracekit:
             if replace is not None:
                 self._delete_rows(replace)
                 run_id = replace
-            else:
+            elif run_id is None:
                 run_id = con.execute("SELECT nextval('run_id_seq')").fetchall()[0][0]
             con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

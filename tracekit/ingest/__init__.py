@@ -50,6 +50,12 @@ class Parsed:
     #: nsys exports); ``memory_limit``: the store's limit, a budget of the whole process
     #: (``tracekit.ingest.budget``), which a loader that changes DuckDB's limit sets back after
     loaders: list = field(default_factory=list)
+    #: callables ``(con) -> None`` that add to the store's shared tables what the run's
+    #: rows will refer to (the names of ``_strings``), each in its own transaction. Where
+    #: several runs are written at once (tracekit.parallel) they are called in input
+    #: order, before the run's own transaction, so that ids are those a serial ingest
+    #: gives; a serial ingest does not call them (its loaders add the names themselves).
+    interns: list = field(default_factory=list)
     #: estimated peak resident memory of the ingest, bytes (``budget``; None: not
     #: estimated): the store refuses the run before writing where its limit is smaller
     memory_need: int | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 
 #: What DuckDB may use beyond what it holds already while rows are written (when the
 #: budget leaves it more): the 6 M-row benchmark's activity inserts took 1.35-1.43 GB peak
@@ -86,6 +87,25 @@ def rss() -> int:
     return psutil.Process().memory_info().rss
 
 
+_SHARED_LOCK = threading.Lock()
+_shared = [0]  # ingests under way that write through one DuckDB instance at once
+
+
+@contextlib.contextmanager
+def shared():
+    """Inside: several ingests write through one DuckDB instance at once (tracekit.parallel).
+    Its limit is then the process budget less the rest of the process, set by each
+    ingest's phases in turn, without a phase's writing cap (``WRITING_MEMORY_MARGIN``):
+    one ingest's writing phase must not squeeze another's join."""
+    with _SHARED_LOCK:
+        _shared[0] += 1
+    try:
+        yield
+    finally:
+        with _SHARED_LOCK:
+            _shared[0] -= 1
+
+
 class MemoryBudget:
     """The process budget of an ingest on connection ``con``: DuckDB's limit set by
     ``share`` at each phase, and set back to the configured ``memory_limit`` (the budget,
@@ -110,7 +130,7 @@ class MemoryBudget:
             return
         held = self.duckdb_bytes()
         target = max(self.budget - max(rss() - held, 0), DUCKDB_FLOOR)
-        if margin is not None:
+        if margin is not None and not _shared[0]:
             target = min(target, held + margin)
         self.con.execute(f"SET memory_limit = '{target // 10**6}MB'")
 

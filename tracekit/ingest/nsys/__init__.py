@@ -121,4 +121,5 @@ def _read(export: Export, path: Path) -> Parsed:
     parsed = Parsed(kind=KIND, meta=meta, memory_need=nsys_need(sum(t.num_rows for t in raw.values()) - nvtx_rows,
                                                                   nvtx_rows))
     parsed.loaders.append(functools.partial(write.load, raw=raw, plans=plans))
+    parsed.interns.append(functools.partial(write.intern_names, raw=raw))
     return parsed

@@ -13,6 +13,7 @@ phase by phase, what the arrays leave of it (``tracekit.ingest.budget``).
 from __future__ import annotations
 
 import contextlib
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -83,26 +84,39 @@ _TEMPS = ["api_names", "names", "ev", "bands",
 _FLUSH_SETTINGS = ("allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold")
 
 
+_FLUSH_LOCK = threading.Lock()
+_flushing = [0, None]  # ingests inside _flushing_allocator (of any connection), the settings before
+
+
 @contextlib.contextmanager
 def _flushing_allocator(con):
     """DuckDB's allocator gives what a query frees back to the system at once inside
     (its defaults keep up to 128 MB a thread, 512 MB after a bulk free, for the next
     query): the NVTX naming query of a large export frees GBs that the NumPy nesting
     after it needs (12 M ranges: 0.8 GB lower peak RSS). Not for the whole ingest: the
-    activity inserts would pay for it in page faults (docs/performance.md)."""
-    try:
-        before = [con.execute(f"SELECT current_setting('{s}')").fetchall()[0][0] for s in _FLUSH_SETTINGS]
-    except Exception:  # a DuckDB without the settings: nothing to change
-        yield
-        return
-    for name in _FLUSH_SETTINGS:
-        con.execute(f"SET {name} = '0MB'")
+    activity inserts would pay for it in page faults (docs/performance.md). The settings
+    are the DuckDB instance's: where several ingests share one (tracekit.parallel), the
+    first in sets them and the last out sets them back."""
+    with _FLUSH_LOCK:
+        if _flushing[0] == 0:
+            try:
+                _flushing[1] = [con.execute(f"SELECT current_setting('{s}')").fetchall()[0][0]
+                                for s in _FLUSH_SETTINGS]
+            except Exception:  # a DuckDB without the settings: nothing to change
+                _flushing[1] = None
+        _flushing[0] += 1
+        if _flushing[1] is not None:
+            for name in _FLUSH_SETTINGS:
+                con.execute(f"SET {name} = '0MB'")
     try:
         yield
     finally:
-        for name, value in zip(_FLUSH_SETTINGS, before, strict=True):
-            with contextlib.suppress(Exception):  # (not in an aborted transaction: kept, it costs only time)
-                con.execute(f"SET {name} = '{value}'")
+        with _FLUSH_LOCK:
+            _flushing[0] -= 1
+            if _flushing[0] == 0 and _flushing[1] is not None:
+                for name, value in zip(_FLUSH_SETTINGS, _flushing[1], strict=True):
+                    with contextlib.suppress(Exception):  # (not in an aborted transaction: kept, it costs only time)
+                        con.execute(f"SET {name} = '{value}'")
 
 
 def insert(con, table: str, run_id: int, select: str) -> int:
@@ -283,10 +297,11 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
     return rows
 
 
-def _names(con, raw: dict[str, pa.Table]) -> None:
-    """``_nsys_names``: each export string with nsys's API-name suffix rule applied once
-    per string (not once per call), and the store-wide ``_strings`` ids of both forms,
-    after adding the kernel and API names this export brings that the store lacks."""
+def _add_names(con, raw: dict[str, pa.Table]) -> None:
+    """``_nsys_api_names`` (each export string and its API-name form), and the kernel
+    and API names this export brings that the store lacks added to ``_strings``: ids
+    after the store's last one, in name order (the raw tables registered as
+    ``_nsys_<name>``)."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _nsys_api_names AS "
                 f"SELECT id, value, {STRIP.format('value')} AS stripped FROM _nsys_strings")
     used = [f'SELECT "{c}" AS id, {api} AS api FROM _nsys_{t}'
@@ -306,6 +321,28 @@ def _names(con, raw: dict[str, pa.Table]) -> None:
                 ) WHERE v IS NOT NULL AND v NOT IN (SELECT value FROM _strings)
             )
         """)
+
+
+def intern_names(con, raw: dict[str, pa.Table]) -> None:
+    """The names the export's rows will refer to added to the store's ``_strings`` (the
+    ``interns`` of ``Parsed``: called in its own transaction, before ``load``, whose
+    own names step then finds them there)."""
+    tables = [t for t in ("strings", "kernels", "api_calls") if t in raw]
+    for t in tables:
+        con.register(f"_nsys_{t}", raw[t])
+    try:
+        _add_names(con, raw)
+    finally:
+        for t in tables:
+            con.unregister(f"_nsys_{t}")
+        con.execute("DROP TABLE IF EXISTS _nsys_api_names")
+
+
+def _names(con, raw: dict[str, pa.Table]) -> None:
+    """``_nsys_names``: each export string with nsys's API-name suffix rule applied once
+    per string (not once per call), and the store-wide ``_strings`` ids of both forms,
+    after adding the kernel and API names this export brings that the store lacks."""
+    _add_names(con, raw)
     con.execute("""
         CREATE OR REPLACE TEMP TABLE _nsys_names AS
         SELECT n.id, n.value, n.stripped, s.string_id AS sid, t.string_id AS stripped_sid

@@ -1,0 +1,159 @@
+"""Ingest of many files in threads of one process (tracekit.parallel) against a direct
+serial ingest of the same real captures: every table identical."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from _stores import assert_same_stores
+
+import tracekit
+from tracekit import parallel
+from tracekit.ingest.nsys import write
+
+DATA = Path(__file__).parent / "data"
+#: nsys exports, an ncu report, a run folder (nsys + timed requests), the same content twice
+MIXED = [DATA / "nsys_hstu_mixed" / "export.sqlite.xz", DATA / "ncu_sections" / "report.ncu-rep.xz",
+         DATA / "hstu_capture_nsys", DATA / "nsys_multiproc" / "export.sqlite.xz",
+         DATA / "nsys_hstu_mixed" / "export.sqlite.xz", DATA / "nsys_graphs_graph" / "export.sqlite.xz",
+         DATA / "nsys_many_kernels" / "export.sqlite.xz"]
+#: a run folder after its own export ingested alone: the folder's run takes that run's place
+FOLDER_AFTER_EXPORT = [DATA / "nsys_multiproc" / "export.sqlite.xz",
+                       DATA / "hstu_capture_nsys" / "nsys.sqlite.xz", DATA / "hstu_capture_nsys"]
+
+
+def _serial(db: Path, files, first=None) -> tracekit.Tracekit:
+    tk = tracekit.open(db)
+    for f in ([first] if first else []) + list(files):
+        tk.ingest(f)
+    return tk
+
+
+@pytest.mark.parametrize("workers", [1, 3, 8])
+@pytest.mark.parametrize("first", [None, DATA / "nsys_graphs_graph" / "export.sqlite.xz"],
+                         ids=["empty-store", "store-with-names"])
+def test_threads_equal_a_serial_ingest(tmp_path, workers, first):
+    """Run ids, name ids, skipped duplicates: those of a serial ingest, however the
+    threads interleave."""
+    serial = _serial(tmp_path / "serial.duckdb", MIXED, first)
+    tk = tracekit.open(tmp_path / "threads.duckdb")
+    if first:
+        tk.ingest(first)
+    seen = []
+    outcomes = parallel.ingest_many(tk, MIXED, workers=workers, on_outcome=seen.append)
+    tk.close()
+    assert [o.error for o in outcomes] == [None] * len(MIXED)
+    assert seen == outcomes  # reported in input order
+    assert [o.result.skipped for o in outcomes] == [False, False, False, False, True, bool(first), False]
+    assert outcomes[4].result.run_id == outcomes[0].result.run_id
+    assert_same_stores(serial.con, tracekit.open(tmp_path / "threads.duckdb", read_only=True).con)
+
+
+def test_a_run_folder_takes_the_place_of_its_export_as_in_a_serial_ingest(tmp_path):
+    serial = _serial(tmp_path / "serial.duckdb", FOLDER_AFTER_EXPORT)
+    tk = tracekit.open(tmp_path / "threads.duckdb")
+    outcomes = parallel.ingest_many(tk, FOLDER_AFTER_EXPORT, workers=3)
+    tk.close()
+    assert outcomes[2].result.replaced == outcomes[1].result.run_id
+    assert_same_stores(serial.con, tracekit.open(tmp_path / "threads.duckdb", read_only=True).con)
+
+
+def test_a_file_failing_in_its_write_is_reported_and_the_others_land(tmp_path, monkeypatch):
+    """A write that fails after the file's turn: reported, nothing of its run written,
+    its run id unused (as in a serial ingest); the others land as serially."""
+    failing = MIXED[3].resolve()
+    load = write.load
+
+    def load_or_fail(con, run_id, raw, plans, memory_limit):
+        if raw["kernels"].num_rows == 176:  # nsys_multiproc's export
+            con.execute("SELECT error('disk full (test)')")
+        return load(con, run_id, raw=raw, plans=plans, memory_limit=memory_limit)
+
+    files = [MIXED[0], MIXED[3], MIXED[5]]
+    tk = tracekit.open(tmp_path / "threads.duckdb")
+    with monkeypatch.context() as m:
+        m.setattr(write, "load", load_or_fail)
+        outcomes = parallel.ingest_many(tk, files, workers=3)
+    tk.close()
+    assert [o.error is None for o in outcomes] == [True, False, True]
+    assert str(failing) in outcomes[1].error and "disk full (test)" in outcomes[1].error
+    assert [o.result.run_id for o in (outcomes[0], outcomes[2])] == [1, 3]
+    with tracekit.open(tmp_path / "threads.duckdb", read_only=True) as got:
+        assert got.sql("SELECT run_id FROM runs ORDER BY 1")["run_id"].to_list() == [1, 3]
+        for table in ("_kernels", "_api_calls", "nvtx_ranges", "run_sources"):
+            assert got.sql(f"SELECT count(*) AS n FROM {table} WHERE run_id = 2")["n"][0] == 0
+        serial = _serial(tmp_path / "serial.duckdb", [MIXED[0], MIXED[5]])
+        for q in ("top-kernels", "api-summary", "nvtx-gpu-projection"):
+            assert got.query(q, run=3, limit=0).equals(serial.query(q, run=2, limit=0))
+
+
+def test_files_in_flight_fit_the_memory_budget(tmp_path, monkeypatch):
+    """Files whose estimated needs do not fit the budget together are not ingested at
+    once (one at a time here), and the store is still the serial one."""
+    from tracekit.ingest import nsys
+
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "2GB")
+    monkeypatch.setattr(nsys, "memory_need", lambda path: 1_200_000_000)
+    busy, most = [0], [0]
+    lock = threading.Lock()
+    write_pending = tracekit.Tracekit._write_pending
+
+    def counted(self, *a, **kw):
+        with lock:
+            busy[0] += 1
+            most[0] = max(most[0], busy[0])
+        try:
+            time.sleep(0.2)  # (room for another file to start, were it let in)
+            return write_pending(self, *a, **kw)
+        finally:
+            with lock:
+                busy[0] -= 1
+
+    monkeypatch.setattr(tracekit.Tracekit, "_write_pending", counted)
+    files = [MIXED[0], MIXED[3], MIXED[5]]
+    tk = tracekit.open(tmp_path / "threads.duckdb")
+    outcomes = parallel.ingest_many(tk, files, workers=3)
+    tk.close()
+    assert [o.error for o in outcomes] == [None] * 3 and most[0] == 1
+    serial = _serial(tmp_path / "serial.duckdb", files)
+    assert_same_stores(serial.con, tracekit.open(tmp_path / "threads.duckdb", read_only=True).con)
+
+
+def test_every_file_failing_leaves_no_store(tmp_path):
+    bad = tmp_path / "notes.sqlite"
+    bad.write_text("not an export\n")
+    db = tmp_path / "t.duckdb"
+    outcomes = parallel.ingest_many(tracekit.open(db), [bad, bad], workers=2)
+    assert all("not a recognised profile" in o.error for o in outcomes)
+    assert not db.exists()
+
+
+def test_bad_workers(tmp_path):
+    with pytest.raises(tracekit.TracekitError, match="--workers 0: give at least 1 worker"):
+        parallel.ingest_many(tracekit.open(tmp_path / "t.duckdb"), MIXED[:1], workers=0)
+    assert not (tmp_path / "t.duckdb").exists()
+
+
+def test_into_a_dataset_a_bad_file_is_reported_and_the_others_land(tmp_path):
+    """Into a dataset each thread prepares its run and writes its partitions: a file
+    that fails is reported, the others land with run ids by input position (as the
+    dataset's serial ingest numbers them) and the store's answers."""
+    bad = tmp_path / "notes.sqlite"
+    bad.write_text("not an export\n")
+    files = [MIXED[0], bad, MIXED[3], MIXED[5]]
+    root = tmp_path / "ds"
+    root.mkdir()
+    outcomes = parallel.ingest_many(tracekit.open(root), files, workers=3)
+    assert [o.error is None for o in outcomes] == [True, False, True, True]
+    assert f"{bad}: not a recognised profile" in outcomes[1].error
+    assert [o.result.run_id for o in outcomes if o.result] == [1, 3, 4]
+    serial = _serial(tmp_path / "serial.duckdb", [MIXED[0], MIXED[3], MIXED[5]])
+    got = tracekit.open(root)
+    assert got.runs().get_column("name").to_list() == serial.runs().get_column("name").to_list()
+    for ds_run, store_run in ((1, 1), (3, 2), (4, 3)):
+        for q in ("top-kernels", "api-summary", "nvtx-gpu-projection"):
+            assert got.query(q, run=ds_run, limit=0).equals(serial.query(q, run=store_run, limit=0))
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]

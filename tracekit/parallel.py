@@ -1,0 +1,331 @@
+"""Ingest of many files at once on this machine: N threads of this process.
+
+Most of an ingest runs in code that lets other threads run (the compiled page decoder
+and SQLite reader, DuckDB while it executes, Arrow and NumPy on whole columns), so
+threads of one process share the machine's cores without a process start, an import,
+a copy of the rows between processes or a second write (docs/performance.md, ninth
+session: the Dask processes of ``tracekit.distributed`` cost more CPU per file than a
+serial ingest, and their start more than a 16-file ingest takes).
+
+Into a DuckDB store, every thread writes its run through a cursor of the store's one
+connection, in a transaction of its own (DuckDB runs concurrent appends without
+conflict). What decides run ids and name ids is done one file at a time, in input order
+(``_Turns``): whether the store holds the content already (waiting for an earlier file
+of the same content still being written), the run id, and the names the run adds to
+``_strings`` (``Parsed.interns``, committed before the run's own transaction). So the
+store is the one a serial ingest of the same files gives. A file that fails is
+reported; the others land. A file whose write fails after its turn leaves its run id
+unused (as a serial ingest does) and may leave its new names in ``_strings`` (unused).
+
+Into a Parquet dataset (``--db DIR``), each thread prepares its run and writes its
+partitions (``tracekit.dataset.prepare_part``); this thread lands them in input order.
+
+Reading a file waits until the memory the files in flight are estimated to need
+(``Parsed.memory_need``: the plugins' estimate from the row counts) fits the ingest's
+budget, admitting files in input order: N large files do not run at once where they
+would not fit together.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError, Interrupted, ParamError, TracekitError
+from .store import IngestResult, Pending, Tracekit
+
+
+@dataclass
+class Outcome:
+    """One input file: its run (``result``) or why it failed (``error``, one line)."""
+
+    source: str
+    result: IngestResult | None = None
+    error: str | None = None
+
+
+def error_line(source: str, err: BaseException) -> str:
+    """One line for a file that failed: the error, naming the file once."""
+    name = type(err).__name__
+    if isinstance(err, TracekitError):
+        text = str(err)
+        named = text.startswith(source) or text.startswith(str(Path(source).resolve()))
+        return text if named else f"{source}: {text}"
+    if name == "KilledWorker":
+        return f"{source}: the worker preparing it died (killed, or out of memory); nothing was written"
+    first = (str(err).splitlines() or [""])[0]
+    return f"{source}: {name}: {first}" if first else f"{source}: {name}"
+
+
+def check_workers(workers: int | None) -> int:
+    if workers is None or workers < 1:
+        raise ParamError(f"--workers {workers}: give at least 1 worker (or --scheduler ADDRESS)")
+    return workers
+
+
+def ingest_many(tk, files: list[str | os.PathLike], *, workers: int, name: str | None = None,
+                params: dict | None = None,
+                on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Ingest ``files`` into ``tk`` (a store, or a Parquet dataset) in ``workers``
+    threads; one ``Outcome`` per file, in input order (``on_outcome`` is called as each
+    lands or fails, in input order). The store equals a serial ingest of the files
+    that did not fail."""
+    from .dataset import Dataset
+
+    workers = check_workers(workers)
+    files = [Path(f) for f in files]
+    for f in files:
+        if not f.exists():
+            raise ParamError(f"{f}: no such file or directory")
+    if isinstance(tk, Dataset):
+        return _into_dataset(tk, files, workers, name, params, on_outcome)
+    return _into_store(tk, files, workers, name, params, on_outcome)
+
+
+class _Turns:
+    """Files take their turn in input order: ``wait(i)`` returns once every file before
+    ``i`` has had its turn, ``done(i)`` passes it on (every file's turn must be done,
+    whatever happened to it)."""
+
+    def __init__(self):
+        self.next = 0
+        self.cond = threading.Condition()
+
+    def wait(self, i: int) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.next == i)
+
+    def done(self, i: int) -> None:
+        with self.cond:
+            assert self.next == i
+            self.next += 1
+            self.cond.notify_all()
+
+
+class _Admission:
+    """Files start reading in input order, once the memory the files in flight are
+    estimated to need leaves room for theirs (the first in flight always starts: the
+    store refuses a file that alone does not fit its budget)."""
+
+    def __init__(self, budget: int | None):
+        self.budget, self.used, self.next = budget, 0, 0
+        self.cond = threading.Condition()
+
+    def enter(self, i: int, need: int) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.next == i and (
+                self.budget is None or self.used == 0 or self.used + need <= self.budget))
+            self.used += need
+            self.next += 1
+            self.cond.notify_all()
+
+    def leave(self, need: int) -> None:
+        with self.cond:
+            self.used -= need
+            self.cond.notify_all()
+
+
+class _Cursor(Tracekit):
+    """The store ``main`` seen through a cursor of its connection: one thread's ingest.
+    It shares the main object's database (and its lock), writes no writer info of its
+    own, and reads only after its admission (``_check_need``)."""
+
+    def __init__(self, main: Tracekit, index: int, admission: _Admission):
+        super().__init__(main.path)
+        self._con = main.con.cursor()
+        self.memory_limit = main.memory_limit
+        self.index, self.admission, self.need = index, admission, None
+
+    def _check_need(self, plugin, plain: Path, path: Path) -> None:
+        from .ingest.budget import fits, shortage
+
+        estimate = getattr(plugin, "memory_need", None)
+        need = estimate(plain) if estimate is not None else None
+        if not fits(need, self.memory_limit):
+            raise InputError(shortage(str(path.resolve()), need, self.memory_limit))
+        self.admit(need or 0)
+
+    def admit(self, need: int) -> None:
+        if self.need is None:
+            self.need = need
+            self.admission.enter(self.index, need)
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+        if self.need is not None:
+            self.admission.leave(self.need)
+            self.need = None
+
+
+def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_outcome) -> list[Outcome]:
+    from .ingest.budget import setting_bytes, shared
+
+    tk.con  # noqa: B018 - opened here: the cursors share it (a bad store: one error before any file)
+    tk._note_writer(f"`tracekit ingest` of {len(files)} files")
+    turns, admission = _Turns(), _Admission(setting_bytes(tk.memory_limit or ""))
+    in_flight: dict[str, threading.Event] = {}  # content hash -> set when its file is done
+    outcomes: list[Outcome | None] = [None] * len(files)
+    reported = _InOrder(outcomes, on_outcome)
+    stop = threading.Event()
+    cursors: dict[int, _Cursor] = {}
+    lock = threading.Lock()
+
+    def one(i: int) -> None:
+        source = str(files[i])
+        cur = _Cursor(tk, i, admission)
+        with lock:
+            cursors[i] = cur
+        done_event = None
+        turn_done = False
+        try:
+            if stop.is_set():
+                raise Interrupted(f"{source}: interrupted; not ingested")
+            got = cur._read_input(files[i], name, params)
+            cur.admit(0)  # (a file skipped before reading: its place in the admission order)
+            turns.wait(i)
+            try:
+                if isinstance(got, Pending):
+                    got, done_event = _take_turn(cur, got, in_flight)
+            finally:
+                turn_done = True
+                turns.done(i)
+            if isinstance(got, tuple):  # (pending, run id): written at once with the others
+                pending, run_id = got
+                got = cur._write_pending(pending, run_id=run_id)
+            reported.put(i, Outcome(source, result=got))
+            if not got.skipped:
+                tk._created = False  # the store holds a run now: keep it whatever follows
+        except BaseException as err:  # noqa: BLE001 - reported per file; the others go on
+            if not turn_done:
+                cur.admit(0)
+                turns.wait(i)
+                turns.done(i)
+            if isinstance(err, KeyboardInterrupt):
+                stop.set()
+            reported.put(i, Outcome(source, error=error_line(source, err)))
+        finally:
+            if done_event is not None:
+                done_event.set()
+            cur.close()
+
+    try:
+        with shared(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-ingest") as pool:
+            futures = [pool.submit(one, i) for i in range(len(files))]
+            try:
+                for f in futures:
+                    f.result()
+            except KeyboardInterrupt:
+                stop.set()
+                with lock:
+                    for c in cursors.values():
+                        if c._con is not None:
+                            c._con.interrupt()
+                for f in futures:
+                    f.cancel()
+                raise
+    except KeyboardInterrupt:
+        landed = [o.result for o in outcomes if o is not None and o.result is not None]
+        if not any(not r.skipped for r in landed):
+            tk._discard_if_new()
+        raise Interrupted(f"interrupted; {len(landed)} of {len(files)} files are in the store, "
+                          "the others not") from None
+    if all(o is not None and o.result is None for o in outcomes):
+        tk._discard_if_new()  # every file failed: a store this ingest created goes
+    return outcomes
+
+
+def _take_turn(cur: _Cursor, pending: Pending, in_flight: dict[str, threading.Event]):
+    """This file's turn (input order): wait for an earlier file of the same content
+    still being written, decide what the store does with it, and give it its run id
+    and names. Returns (the outcome, or (pending, run id) to write), and the event that
+    says this file is done (None where it writes nothing)."""
+    hashes = [pending.digest, *(h for _, _, h in pending.sources)]
+    for h in hashes:
+        if (ev := in_flight.get(h)) is not None:
+            ev.wait()
+    got = cur._decide(pending)
+    if isinstance(got, IngestResult):
+        return got, None
+    con = cur.con
+    run_id = got.replace
+    if run_id is None:
+        run_id = con.execute("SELECT nextval('run_id_seq')").fetchall()[0][0]
+    if got.parsed.interns:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for intern in got.parsed.interns:
+                intern(con)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    ev = threading.Event()
+    for h in hashes:
+        in_flight[h] = ev
+    return (got, int(run_id)), ev
+
+
+class _InOrder:
+    """Outcomes kept by file and passed to ``on_outcome`` in input order."""
+
+    def __init__(self, outcomes: list, on_outcome):
+        self.outcomes, self.on_outcome, self.next = outcomes, on_outcome, 0
+        self.lock = threading.Lock()
+
+    def put(self, i: int, outcome: Outcome) -> None:
+        with self.lock:
+            self.outcomes[i] = outcome
+            while self.next < len(self.outcomes) and self.outcomes[self.next] is not None:
+                if self.on_outcome is not None:
+                    self.on_outcome(self.outcomes[self.next])
+                self.next += 1
+
+
+def _into_dataset(ds, files: list[Path], workers: int, name, params, on_outcome) -> list[Outcome]:
+    """Each thread prepares its run and writes its partitions; this thread lands them
+    (renamed into place, runs.parquet rewritten) in input order."""
+    dest = ds.staging_destination()
+    known = dest.known_hashes()
+    stage_dir = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
+    threads = max(1, (os.cpu_count() or 1) // workers)  # each run's own DuckDB: the cores shared
+    outcomes: list[Outcome] = []
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-ingest") as pool:
+            futures = [pool.submit(dest.task, str(f.resolve()), i, name=name, params=params,
+                                   workdir=str(stage_dir), known=known, threads=threads)
+                       for i, f in enumerate(files)]
+            for f, fut in zip(files, futures, strict=True):
+                source = str(f)
+                try:
+                    part = fut.result()
+                except KeyboardInterrupt:
+                    for other in futures:
+                        other.cancel()
+                    raise
+                except Exception as err:  # noqa: BLE001 - reported per file; the others go on
+                    outcome = Outcome(source, error=error_line(source, err))
+                else:
+                    try:
+                        outcome = Outcome(source, result=dest.land(part))
+                    except TracekitError as err:
+                        outcome = Outcome(source, error=error_line(source, err))
+                    finally:
+                        part.discard()
+                outcomes.append(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
+    except KeyboardInterrupt:
+        landed = sum(o.result is not None for o in outcomes)
+        raise Interrupted(f"interrupted; {landed} of {len(files)} files are in the dataset, the others not") from None
+    finally:
+        dest.finish()
+        shutil.rmtree(stage_dir, ignore_errors=True)
+    return outcomes

@@ -3,6 +3,8 @@ serial ingest of the same real captures: every table identical."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -157,3 +159,27 @@ def test_into_a_dataset_a_bad_file_is_reported_and_the_others_land(tmp_path):
         for q in ("top-kernels", "api-summary", "nvtx-gpu-projection"):
             assert got.query(q, run=ds_run, limit=0).equals(serial.query(q, run=store_run, limit=0))
     assert not [p for p in root.iterdir() if p.name.startswith(".")]
+
+
+def test_ctrl_c_that_duckdb_turns_into_query_interrupted_is_an_interrupt(tmp_path, monkeypatch):
+    """A Ctrl-C that lands in a DuckDB query of this thread reaches us as DuckDB's
+    "Query interrupted" (a RuntimeError): it is still the interrupt (Interrupted, one
+    line), and a store this ingest created is removed when nothing landed."""
+    from tracekit.errors import Interrupted
+    from tracekit.store import Tracekit
+
+    note_writer = Tracekit._note_writer
+
+    def slow_query_then_sigint(self, doing=None):
+        note_writer(self, doing)
+        if doing is not None:  # the ingest's note, after the store is open
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            self.con.execute("SELECT count(*) FROM range(100000000000) t(x) WHERE x % 7 = 3").fetchall()
+
+    monkeypatch.setattr(Tracekit, "_note_writer", slow_query_then_sigint)
+    db = tmp_path / "t.duckdb"
+    tk = tracekit.open(db)
+    with pytest.raises(Interrupted, match="^interrupted; 0 of 2 files are in the store, the others not$"):
+        parallel.ingest_many(tk, MIXED[:2], workers=2)
+    tk.close()
+    assert not db.exists()

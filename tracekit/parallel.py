@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError, Interrupted, ParamError, TracekitError
+from .interrupts import SigintWatch
 from .store import IngestResult, Pending, Tracekit
 
 
@@ -83,9 +84,23 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int, name: str |
     for f in files:
         if not f.exists():
             raise ParamError(f"{f}: no such file or directory")
-    if isinstance(tk, Dataset):
-        return _into_dataset(tk, files, workers, name, params, on_outcome)
-    return _into_store(tk, files, workers, name, params, on_outcome)
+    # Ctrl-C is recognised by the count of SIGINTs, whatever DuckDB turned it into in this
+    # thread ("Query interrupted", a RuntimeError, when it lands in a query)
+    with SigintWatch() as sigints:
+        if isinstance(tk, Dataset):
+            return _into_dataset(tk, files, workers, name, params, on_outcome, sigints)
+        return _into_store(tk, files, workers, name, params, on_outcome, sigints)
+
+
+def _interrupt(err: BaseException, sigints: SigintWatch) -> bool:
+    """Whether ``err`` (raised in this thread) is what a Ctrl-C became."""
+    return isinstance(err, KeyboardInterrupt) or sigints.count > 0
+
+
+def _interrupted_line(landed: int, n: int, where: str) -> str:
+    if landed == n:
+        return f"interrupted; all {n} files are in the {where}"
+    return f"interrupted; {landed} of {n} files are in the {where}, the others not"
 
 
 class _Turns:
@@ -165,11 +180,10 @@ class _Cursor(Tracekit):
             self.need = None
 
 
-def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_outcome) -> list[Outcome]:
+def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_outcome,
+                sigints: SigintWatch) -> list[Outcome]:
     from .ingest.budget import setting_bytes, shared
 
-    tk.con  # noqa: B018 - opened here: the cursors share it (a bad store: one error before any file)
-    tk._note_writer(f"`tracekit ingest` of {len(files)} files")
     turns, admission = _Turns(), _Admission(setting_bytes(tk.memory_limit or ""))
     in_flight: dict[str, threading.Event] = {}  # content hash -> set when its file is done
     outcomes: list[Outcome | None] = [None] * len(files)
@@ -217,6 +231,8 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
             cur.close()
 
     try:
+        tk.con  # noqa: B018 - opened here: the cursors share it (a bad store: one error before any file)
+        tk._note_writer(f"`tracekit ingest` of {len(files)} files")
         with shared(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-ingest") as pool:
             futures = [pool.submit(one, i) for i in range(len(files))]
             try:
@@ -231,12 +247,13 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
                 for f in futures:
                     f.cancel()
                 raise
-    except KeyboardInterrupt:
+    except BaseException as err:
+        if not _interrupt(err, sigints):
+            raise
         landed = [o.result for o in outcomes if o is not None and o.result is not None]
         if not any(not r.skipped for r in landed):
             tk._discard_if_new()
-        raise Interrupted(f"interrupted; {len(landed)} of {len(files)} files are in the store, "
-                          "the others not") from None
+        raise Interrupted(_interrupted_line(len(landed), len(files), "store")) from None
     if all(o is not None and o.result is None for o in outcomes):
         tk._discard_if_new()  # every file failed: a store this ingest created goes
     return outcomes
@@ -289,7 +306,8 @@ class _InOrder:
                 self.next += 1
 
 
-def _into_dataset(ds, files: list[Path], workers: int, name, params, on_outcome) -> list[Outcome]:
+def _into_dataset(ds, files: list[Path], workers: int, name, params, on_outcome,
+                  sigints: SigintWatch) -> list[Outcome]:
     """Each thread prepares its run and writes its partitions; this thread lands them
     (renamed into place, runs.parquet rewritten) in input order."""
     dest = ds.staging_destination()
@@ -322,9 +340,11 @@ def _into_dataset(ds, files: list[Path], workers: int, name, params, on_outcome)
                 outcomes.append(outcome)
                 if on_outcome is not None:
                     on_outcome(outcome)
-    except KeyboardInterrupt:
+    except BaseException as err:
+        if not _interrupt(err, sigints):
+            raise
         landed = sum(o.result is not None for o in outcomes)
-        raise Interrupted(f"interrupted; {landed} of {len(files)} files are in the dataset, the others not") from None
+        raise Interrupted(_interrupted_line(landed, len(files), "dataset")) from None
     finally:
         dest.finish()
         shutil.rmtree(stage_dir, ignore_errors=True)

@@ -184,7 +184,7 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
                 sigints: SigintWatch) -> list[Outcome]:
     from .ingest.budget import setting_bytes, shared
 
-    turns, admission = _Turns(), _Admission(setting_bytes(tk.memory_limit or ""))
+    turns, admission = _Turns(), _Admission(None)  # its budget: the store's, set once it is open
     in_flight: dict[str, threading.Event] = {}  # content hash -> set when its file is done
     outcomes: list[Outcome | None] = [None] * len(files)
     reported = _InOrder(outcomes, on_outcome)
@@ -233,6 +233,7 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
     try:
         tk.con  # noqa: B018 - opened here: the cursors share it (a bad store: one error before any file)
         tk._note_writer(f"`tracekit ingest` of {len(files)} files")
+        admission.budget = setting_bytes(tk.memory_limit or "")
         with shared(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-ingest") as pool:
             futures = [pool.submit(one, i) for i in range(len(files))]
             try:

@@ -756,6 +756,19 @@ def _sm_count(device) -> int:
     return _SM_COUNT[idx]
 
 
+_MAJOR: dict = {}
+
+
+def _redux_supported(device) -> bool:
+    """Whether ``device`` runs ``redux.sync`` (_uniform): compute capability 8.0 or newer."""
+    import torch
+
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _MAJOR:
+        _MAJOR[idx] = torch.cuda.get_device_capability(idx)[0]
+    return _MAJOR[idx] >= 8
+
+
 _HANDLES: dict = {}  # compiled kernels per specialisation (see _launch)
 _SK_HANDLES: dict = {}  # the same for the persistent kernel
 _BUFFERS: dict = {}  # (device type, index, stream handle) -> [workspace, counters], grown on demand
@@ -835,8 +848,8 @@ def hstu_cached_fwd(
     min_chunk = int(cfg.pop("MIN_CHUNK", 8))
     dp_spare = max(1, int(cfg.pop("DP_SPARE", 1)))  # DP: waves' worth of items left to stream-K
     dp = bool(cfg.pop("DP", False))
-    uniform = q.device.type == "cuda" and not interpret_mode() and bool(cfg.pop("UNIFORM", True))
-    cfg.pop("UNIFORM", None)
+    uniform = bool(cfg.pop("UNIFORM", True)) and q.device.type == "cuda" and not interpret_mode() \
+        and _redux_supported(q.device)
     two_loops = bool(cfg.pop("TWO_LOOPS", True))
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)

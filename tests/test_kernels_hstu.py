@@ -767,3 +767,15 @@ def test_tiles_file_overrides_builtin_and_default(tmp_path, monkeypatch):
     tiles._memo.clear()
     assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) is None  # tuned on another GPU
     tiles._memo.clear()
+
+
+@pytest.mark.parametrize("capability, expected", [((7, 5), False), ((7, 0), False), ((8, 0), True), ((9, 0), True)])
+def test_cached_uniform_bounds_only_where_redux_sync_runs(monkeypatch, capability, expected):
+    """The persistent cached kernel's warp-uniform loop bounds go through ``redux.sync``,
+    which PTX has from sm_80: older GPUs (T4, V100) get the plain bounds instead of a
+    kernel that does not compile."""
+    from tracekit.kernels import _cached
+
+    monkeypatch.setattr(_cached, "_MAJOR", {})
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda idx=None: capability)
+    assert _cached._redux_supported(torch.device("cuda", 0)) is expected

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError, Interrupted, ParamError, TracekitError
+from .errors import Interrupted, ParamError, TracekitError
 from .interrupts import SigintWatch
 from .store import IngestResult, Pending, Tracekit
 
@@ -157,14 +157,10 @@ class _Cursor(Tracekit):
         self.memory_limit = main.memory_limit
         self.index, self.admission, self.need = index, admission, None
 
-    def _check_need(self, plugin, plain: Path, path: Path) -> None:
-        from .ingest.budget import fits, shortage
-
-        estimate = getattr(plugin, "memory_need", None)
-        need = estimate(plain) if estimate is not None else None
-        if not fits(need, self.memory_limit):
-            raise InputError(shortage(str(path.resolve()), need, self.memory_limit))
+    def _check_need(self, plugin, plain: Path, path: Path) -> int | None:
+        need = super()._check_need(plugin, plain, path)
         self.admit(need or 0)
+        return need
 
     def admit(self, need: int) -> None:
         if self.need is None:

@@ -550,19 +550,21 @@ class Tracekit:
         return self._write(p.parsed, p.digest, p.source, p.name, p.params, p.extra_meta, p.sources, p.replace,
                            run_id=run_id)
 
-    def _check_need(self, plugin, plain: Path, path: Path) -> None:
+    def _check_need(self, plugin, plain: Path, path: Path) -> int | None:
         """Refuse an export whose estimated memory (the plugin's ``memory_need``, from
         its row counts) does not fit the ingest's budget, before its rows are read: read
-        first, they alone could take more than the budget."""
+        first, they alone could take more than the budget. Returns the estimate (None:
+        the plugin gives none)."""
         from .ingest.budget import fits, shortage
 
         estimate = getattr(plugin, "memory_need", None)
         if estimate is None:
-            return
+            return None
         limit = self.memory_limit or ingest_memory_limit()  # (no connection yet to a new store)
         need = estimate(plain)
         if not fits(need, limit):
             raise InputError(shortage(str(path.resolve()), need, limit))
+        return need
 
     def _renamed(self, existing: IngestResult, name: str | None) -> IngestResult:
         """An already-ingested run, renamed to ``name`` when one is asked for (a run held

@@ -37,7 +37,7 @@ import os
 import sqlite3
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +58,33 @@ _SIZE = np.array([0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0] + [(t - 12) // 2 for t in 
 # serial type -> right shift that turns the 8 bytes read at the value into the value
 # (arithmetic shift: sign-extends 1..6-byte values); 0-byte types are fixed up after
 _SHIFT = np.array([0] + [64 - 8 * int(s) for s in _SIZE[1:7]] + [0] * 121, np.int64)
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _run(tasks: list) -> None:
+    """Run ``tasks`` (callables) to their end, on the threads of one pool this module
+    keeps (as many as cores: ingests running at once share them, and no thread is
+    started per table); a single task in this thread. The first error is raised."""
+    global _POOL
+    if len(tasks) <= 1:
+        for task in tasks:
+            task()
+        return
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
+                                       thread_name_prefix="tracekit-pages")
+    futures = [_POOL.submit(task) for task in tasks]
+    try:
+        for fut in futures:
+            fut.result()
+    finally:  # (after an error: the others finish before their buffers go)
+        for fut in futures:
+            fut.cancel()
+        wait(futures)
 
 
 class Unsupported(Exception):
@@ -150,8 +177,7 @@ class _File:
         while done < len(buf):
             got = os.preadv(self.fd, [buf[done:]], offset + done)
             if got <= 0:
-                raise Changed(f"the file ended at byte {offset + done:,} while it was read (it was "
-                              f"{self.pages * self.page_size:,} bytes)")
+                self._check_ended(offset + done)
             done += got
 
     def page(self, pgno: int) -> np.ndarray:
@@ -174,11 +200,17 @@ class _File:
 
     def headers(self, pages: np.ndarray, threads: int) -> np.ndarray:
         """The first 8 bytes of each page's B-tree header, (len(pages), 8), the pages read
-        in blocks into a buffer of each thread's own."""
+        in blocks into a buffer of each thread's own (the compiled decoder: one call per
+        thread, without the GIL)."""
         out = np.empty((len(pages), 8), np.uint8)
         block, ps = max(1, (1 << 20) // self.page_size), self.page_size
+        if len(pages) and ((pages < 1) | (pages > self.pages)).any():
+            raise Unsupported("page number outside the file")
 
         def part(lo: int, hi: int) -> None:
+            if _native is not None:
+                self._check_ended(_native.headers(self.fd, pages[lo:hi], ps, out[lo:hi]))
+                return
             buf = np.empty(min(block, hi - lo) * ps, np.uint8)
             for a in range(lo, hi, block):
                 b = min(a + block, hi)
@@ -187,14 +219,14 @@ class _File:
                 out[a:b] = buf[at[:, None] + np.arange(8)]
 
         cuts = np.linspace(0, len(pages), max(1, threads) + 1).astype(int).tolist()
-        parts = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
-        if len(parts) > 1:
-            with ThreadPoolExecutor(max_workers=len(parts)) as pool:
-                for fut in [pool.submit(part, a, b) for a, b in parts]:
-                    fut.result()
-        elif parts:
-            part(*parts[0])
+        _run([lambda a=a, b=b: part(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a])
         return out
+
+    def _check_ended(self, ended: int | None) -> None:
+        """``Changed`` where a compiled read found the file ending at byte ``ended``."""
+        if ended is not None:
+            raise Changed(f"the file ended at byte {ended:,} while it was read (it was "
+                          f"{self.pages * self.page_size:,} bytes)")
 
     def close(self) -> None:
         os.close(self.fd)
@@ -423,19 +455,21 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
             # the thread's own, reused: cache-resident, no fresh pages to fault in
             if not hasattr(local, "buf"):
                 local.buf = np.empty(most_pages * ps + 8, np.uint8)
-            f.read_pages(leaves[a:b], local.buf)
-            buf = local.buf[:(b - a) * ps + 8]
-            buf[-8:] = 0
-            bases = np.arange(b - a, dtype=np.int64) * ps
-            heads = bases + hoff[a:b]
-            if _native is not None:
-                got = _native.decode(buf, heads, bases, content[a:b], counts[a:b], f.usable,
-                                     wanted, int(wanted[-1]) + 1, out, nulls, total, int(first_row[a]))
+            if _native is not None:  # read and decoded in one call, without the GIL
+                got = _native.read_decode(f.fd, leaves[a:b], ps, f.usable, content[a:b], counts[a:b], local.buf,
+                                          wanted, int(wanted[-1]) + 1, out, nulls, total, int(first_row[a]))
+                if isinstance(got, int):
+                    f._check_ended(got)
                 if isinstance(got, str):
                     raise Unsupported(got)
                 with lock:
                     np.logical_or(has_null, np.frombuffer(got, bool), out=has_null)
                 return
+            f.read_pages(leaves[a:b], local.buf)
+            buf = local.buf[:(b - a) * ps + 8]
+            buf[-8:] = 0
+            bases = np.arange(b - a, dtype=np.int64) * ps
+            heads = bases + hoff[a:b]
             if not hasattr(local, "work"):
                 local.work = _Work(most, int(wanted[-1]) + 1, len(wanted))
             c = counts[a:b]
@@ -451,13 +485,18 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
             cells = np.repeat(bases, c) + at
             _decode_chunk(pages, local.work, cells, wanted, out, nulls, has_null, int(first_row[a]), lock)
 
-        if threads > 1 and len(spans) > 1:
-            with ThreadPoolExecutor(max_workers=threads) as pool:
-                for fut in [pool.submit(chunk, a, b) for a, b in spans]:
-                    fut.result()
-        else:
-            for a, b in spans:
-                chunk(a, b)
+        # ``threads`` tasks, each taking the next chunk until none is left
+        todo, taking = iter(spans), threading.Lock()
+
+        def worker() -> None:
+            while True:
+                with taking:
+                    span = next(todo, None)
+                if span is None:
+                    return
+                chunk(*span)
+
+        _run([worker] * (min(threads, len(spans)) if threads > 1 else 1))
     except (IndexError, ValueError) as err:  # offsets outside the file: not a sound B-tree
         raise Unsupported(f"inconsistent pages ({err})") from err
     except OSError as err:  # a read that failed (not one that ended early: Changed)

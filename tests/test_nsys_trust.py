@@ -255,6 +255,22 @@ def test_file_truncated_after_opening_is_reported_not_read(tmp_path, decoder):
         f.close()
 
 
+def test_file_truncated_between_the_headers_and_the_rows_is_reported(tmp_path, decoder, monkeypatch):
+    """The rows' pages are read again after the header pass: a file that shrinks in
+    between is reported as changed, not decoded from what is left."""
+    path = _plain(tmp_path, "many_kernels")
+    headers = si._File.headers
+
+    def then_truncate(f, pages, threads):
+        out = headers(f, pages, threads)
+        os.truncate(path, (int(pages[len(pages) // 2]) - 1) * 4096)
+        return out
+
+    monkeypatch.setattr(si._File, "headers", then_truncate)
+    with pytest.raises(si.Changed, match="while it was read"):
+        si.read_int_columns(path, KERNELS, ["start", "end"], threads=2)
+
+
 def _grown(tmp_path: Path) -> Path:
     """A real export with its kernels and API calls copied 8 times over (34 MB): reading
     it takes long enough to be cut short."""

@@ -25,8 +25,9 @@ The file is read with ``pread``, never mapped: a mapped file that another proces
 truncates kills the reader with SIGBUS; a read that ends early raises ``Changed``.
 
 The decoding itself has two implementations with the same checks and results: the
-compiled ``_pages`` module (one pass over each record; built at install where a C
-compiler is present) and NumPy (a dozen vector passes over all records of a chunk),
+compiled ``_pages`` module (one pass over each record, the chunk's pages read by the
+same call, all without the GIL, so that other ingests' Python runs meanwhile; built at
+install where a C compiler is present) and NumPy (a dozen vector passes over all records of a chunk),
 used where ``_pages`` is not built or ``TRACEKIT_PAGE_DECODER=numpy`` is set.
 """
 
@@ -405,8 +406,9 @@ def _decode_chunk(f: _Pages, w: _Work, cells: np.ndarray, wanted: np.ndarray, ou
 
 def read_int_columns(path: str | Path, table: str, columns: list[str], threads: int = 2) -> pa.Table:
     """Columns ``columns`` of ``table`` as an Arrow table of int64 (NULLs kept), in rowid
-    order, or ``Unsupported``. Rows are decoded in chunks on ``threads`` threads (NumPy
-    releases the GIL in its vector ops)."""
+    order, or ``Unsupported``. Rows are decoded in chunks by ``threads`` tasks on the
+    module's pool (the compiled decoder reads and decodes a chunk in one call without
+    the GIL; NumPy releases it in its vector ops)."""
     root, names, ipk_name = _schema(Path(path), table)
     missing = [c for c in columns if c not in names]
     if missing:

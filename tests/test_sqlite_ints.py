@@ -178,3 +178,29 @@ def test_corrupted_pages_are_declined_or_read_exactly(tmp_path, decoder):
         outcomes["equal"] += 1
         f.unlink()
     assert outcomes["declined"] > 5 and outcomes["equal"] > 5, outcomes
+
+
+def test_a_forked_child_reads_as_its_parent(decoder, monkeypatch):
+    """The chunks run on a pool the module keeps; a child forked after a read has none
+    of its threads and must read with threads of its own, not wait for them forever."""
+    import os
+    import time
+
+    monkeypatch.setattr(si, "CHUNK_ROWS", 97)  # several chunks: the pool is used
+    cols = ["start", "end", "correlationId"]
+    with materialized(NSYS_EXPORTS["many_kernels"]) as path:
+        want = _decoded_rows(path, "CUPTI_ACTIVITY_KIND_KERNEL", cols)
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if it reads the same rows
+            try:
+                os._exit(0 if _decoded_rows(path, "CUPTI_ACTIVITY_KIND_KERNEL", cols) == want else 3)
+            finally:
+                os._exit(4)
+        deadline = time.monotonic() + 60
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if done[0] == 0:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child did not finish its read")
+        assert os.waitstatus_to_exitcode(done[1]) == 0

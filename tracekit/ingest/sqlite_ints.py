@@ -65,6 +65,15 @@ _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
+def _forget_pool() -> None:
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+# a forked child has none of the pool's threads (and would wait on them forever): it starts its own
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _run(tasks: list) -> None:
     """Run ``tasks`` (callables) to their end, on the threads of one pool this module
     keeps (as many as cores: ingests running at once share them, and no thread is

@@ -346,6 +346,19 @@ BSA_VARIANTS = {
     "nouniform": dict(UNIFORM=False),
     "prev_t4096": dict(ONE_CMP=False, RANK_CHUNK=0, UNIFORM=False),
     "prev_t8192": dict(ONE_CMP=False, RANK_SEL=False, UNIFORM=False),
+    # issue 16, helper bsa3: the fused kernel as a programmatic dependent launch of the pool
+    # kernel (PDL), the pooled tiles loaded with the local block (PRE), the next selected
+    # block's QK product before the current one's SiLU/PV (SKEW), the pool kernel writing only
+    # the history's blocks (POOL_HIST) and its warps
+    "pdl": dict(PDL=True),
+    "pre": dict(PRE=True),
+    "pdl_pre": dict(PDL=True, PRE=True),
+    "skew": dict(SKEW=True),
+    "hist": dict(POOL_HIST=True),
+    "pw2": dict(POOL_WARPS=2),
+    "pw8": dict(POOL_WARPS=8),
+    "all": dict(PDL=True, PRE=True, POOL_HIST=True),
+    "all_skew": dict(PDL=True, PRE=True, POOL_HIST=True, SKEW=True),
 }
 
 

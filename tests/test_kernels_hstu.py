@@ -269,6 +269,9 @@ BSA_KERNEL_VARIANTS = {
     "rank_chunked": dict(RANK_SEL=True, ONE_CMP=False, RANK_CHUNK=4),
     "rounds_in_registers": dict(RANK_SEL=False, ONE_CMP=True, BLOCK_C=32),
     "uniform_scale_off": dict(UNIFORM=False),
+    "pooled_tiles_early": dict(PRE=True),
+    "next_qk_first": dict(SKEW=True),
+    "pool_history_only": dict(POOL_HIST=True, PRE=True, SKEW=True),
 }
 
 

@@ -215,8 +215,8 @@ def _bsa_fused_kernel(
 
     PDL: launched as a programmatic dependent of the pool kernel: everything before the first
     read of KBAR/VBAR (q, the local block) runs while the pool kernel finishes, gdc_wait()
-    then waits for its writes. PRE (ONE_CMP): the pooled tiles are loaded together with the
-    local block's k and v, before its product. SKEW: the selected loop issues the QK product
+    then waits for its writes. PRE (LOCAL_FIRST): the first tile of pooled keys and values is
+    loaded together with the local block's k and v, before its product. SKEW: the selected loop issues the QK product
     of the next selected block before the SiLU and PV product of the current one."""
     if QB_FAST:
         pid = tl.program_id(0)
@@ -281,7 +281,14 @@ def _bsa_fused_kernel(
                                             rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, False, FAST_SILU,
                                             kb_pre, vb_pre, PRE and LOCAL_FIRST)
     else:
-        for c0 in tl.range(0, cend, BLOCK_C, num_stages=CMP_STAGES):
+        c_first = 0
+        if PRE and LOCAL_FIRST:
+            # the first tile from the pooled tiles loaded early, the loop from the second
+            acc, acc_c, _ = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, offs_c0, cend, e,
+                                          rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, SELECT, FAST_SILU,
+                                          kb_pre, vb_pre, True)
+            c_first = BLOCK_C
+        for c0 in tl.range(c_first, cend, BLOCK_C, num_stages=CMP_STAGES):
             acc, acc_c, _ = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, c0 + offs_c0, cend,
                                           e, rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, SELECT, FAST_SILU,
                                           q, q, False)
@@ -385,7 +392,7 @@ def _bsa_fused_kernel(
 LAST_KERNEL = None  # the last compiled fused kernel launched (benchmarks' compile report)
 
 
-def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist=False, pdl=False, num_warps=4):
+def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist=False, pdl=False, num_warps=2):
     """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere;
     hist: only the blocks inside each sequence's history are written)."""
     B, nb, H, D_QK = kbar.shape
@@ -443,12 +450,13 @@ def hstu_bsa_fwd(
     uniform = cfg.pop("UNIFORM", True) and local_first and gate_slc is None
     # the fused kernel as a programmatic dependent launch of the pool kernel (sm_90+): its
     # q and local block overlap the pool's last programs
-    pdl = (cfg.pop("PDL", False) and fast and gdc_wait is not None
+    pdl = (cfg.pop("PDL", True) and fast and gdc_wait is not None
            and torch.cuda.get_device_capability(q.device)[0] >= 9)
-    # the pooled tiles loaded with the local block's k and v (one compressed tile only)
-    pre = cfg.pop("PRE", False) and one_cmp and local_first
-    hist = cfg.pop("POOL_HIST", False)
-    pool_warps = cfg.pop("POOL_WARPS", 4)
+    # the (first) pooled tiles loaded with the local block's k and v
+    pre = cfg.pop("PRE", True) and local_first
+    # only the history's blocks pooled (the candidates' are never read)
+    hist = cfg.pop("POOL_HIST", True)
+    pool_warps = cfg.pop("POOL_WARPS", 2)
     skew = cfg.pop("SKEW", False)
     kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
     vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)

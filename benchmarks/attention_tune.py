@@ -370,13 +370,17 @@ BSA_VARIANTS.update({
     "all": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=4),
     "all_skew": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=4, SKEW=True),
     # second call: PRE also for the first tile of the scratch-row path (> 64 blocks); the pool
-    # at 1-2 warps (all_pw2 = the default since); the selected loop 2 stages deep (PRE's 168
+    # at 1-2 warps (all_pw1 = the default since); the selected loop 2 stages deep (PRE's 168
     # registers allow three CTAs per SM if shared memory does too); one compressed stage
     "all_pw2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2),
-    "all_pw1": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=1),
+    "all_pw1": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=1),  # the default since
     "all_s2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=4, num_stages=2),
     "all_s2_pw2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2, num_stages=2),
     "all_pw2_cs1": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2, CMP_STAGES=1),
+    # third call: k and v pooled by separate 1-warp programs (POOL_SPLIT); PRE off
+    "all_pw1_split": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=1, POOL_SPLIT=True),
+    "pdl_hist_pw1": dict(PDL=True, PRE=False, POOL_HIST=True, POOL_WARPS=1),
+    "pdl_hist_pw1_split": dict(PDL=True, PRE=False, POOL_HIST=True, POOL_WARPS=1, POOL_SPLIT=True),
 })
 
 

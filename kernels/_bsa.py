@@ -38,13 +38,15 @@ def _bsa_pool_kernel(
     inv_bs,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr,
     HIST: tl.constexpr = False, HAS_TARGETS: tl.constexpr = False, PDL: tl.constexpr = False,
+    SPLIT: tl.constexpr = False,
 ):
     """Mean of k and v over each full block of each sequence; zeros for partial/absent blocks.
 
     HIST: only the blocks inside the history (the last T - num_targets tokens are candidates)
     are pooled, the others are left unwritten: the compressed pass reads block c only where
     (c + 1) * BS <= history length. PDL: the fused kernel (launched as a programmatic
-    dependent) may start as soon as every program of this one has started."""
+    dependent) may start as soon as every program of this one has started. SPLIT: k and v
+    pooled by separate programs (grid axis 2)."""
     if PDL:
         gdc_launch_dependents()
     pid_bh = tl.program_id(0)
@@ -60,15 +62,30 @@ def _bsa_pool_kernel(
             return
     lim = T * ((c + 1) * BS <= T).to(tl.int32)  # 0 unless block c is full
     offs = c * BS + tl.arange(0, BS)
-    offs_d = tl.arange(0, D_QK)
-    offs_dv = tl.arange(0, D_V)
     rmask = offs < lim
-    k = tl.load(K + (start + offs[:, None]) * stride_kt + h * stride_kh + offs_d[None, :], mask=rmask[:, None], other=0.0)
-    v = tl.load(V + (start + offs[:, None]) * stride_vt + h * stride_vh + offs_dv[None, :], mask=rmask[:, None], other=0.0)
-    kb = tl.sum(k.to(tl.float32), axis=0) * inv_bs
-    vb = tl.sum(v.to(tl.float32), axis=0) * inv_bs
-    tl.store(KBAR + b.to(tl.int64) * stride_kb + c * stride_kc + h * stride_kbh + offs_d, kb.to(KBAR.dtype.element_ty))
-    tl.store(VBAR + b.to(tl.int64) * stride_vb + c * stride_vc + h * stride_vbh + offs_dv, vb.to(VBAR.dtype.element_ty))
+    if SPLIT:
+        # k by the programs of grid axis 2 index 0, v by those of index 1
+        if tl.program_id(2) == 0:
+            _pool_one(K, KBAR, start, offs, rmask, b, c, h, stride_kt, stride_kh, stride_kb, stride_kc, stride_kbh,
+                      inv_bs, D_QK)
+        else:
+            _pool_one(V, VBAR, start, offs, rmask, b, c, h, stride_vt, stride_vh, stride_vb, stride_vc, stride_vbh,
+                      inv_bs, D_V)
+    else:
+        _pool_one(K, KBAR, start, offs, rmask, b, c, h, stride_kt, stride_kh, stride_kb, stride_kc, stride_kbh,
+                  inv_bs, D_QK)
+        _pool_one(V, VBAR, start, offs, rmask, b, c, h, stride_vt, stride_vh, stride_vb, stride_vc, stride_vbh,
+                  inv_bs, D_V)
+
+
+@triton.jit
+def _pool_one(X, XBAR, start, offs, rmask, b, c, h, stride_xt, stride_xh, stride_xb, stride_xc, stride_xbh, inv_bs,
+              D: tl.constexpr):
+    """XBAR[b, c, h] = the mean of the rows offs (rmask) of X's head h."""
+    offs_d = tl.arange(0, D)
+    x = tl.load(X + (start + offs[:, None]) * stride_xt + h * stride_xh + offs_d[None, :], mask=rmask[:, None], other=0.0)
+    xb = tl.sum(x.to(tl.float32), axis=0) * inv_bs
+    tl.store(XBAR + b.to(tl.int64) * stride_xb + c * stride_xc + h * stride_xbh + offs_d, xb.to(XBAR.dtype.element_ty))
 
 
 @triton.jit
@@ -392,16 +409,17 @@ def _bsa_fused_kernel(
 LAST_KERNEL = None  # the last compiled fused kernel launched (benchmarks' compile report)
 
 
-def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist=False, pdl=False, num_warps=2):
+def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist=False, pdl=False, num_warps=1,
+          split=False):
     """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere;
     hist: only the blocks inside each sequence's history are written)."""
     B, nb, H, D_QK = kbar.shape
-    _bsa_pool_kernel[(B * H, nb)](
+    _bsa_pool_kernel[(B * H, nb, 2 if split else 1)](
         k, v, kbar, vbar, seq_offsets, num_targets if num_targets is not None else seq_offsets,
         k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
         1.0 / block_size, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size, HIST=hist,
-        HAS_TARGETS=num_targets is not None, PDL=pdl, num_warps=num_warps,
+        HAS_TARGETS=num_targets is not None, PDL=pdl, SPLIT=split, num_warps=num_warps,
     )
 
 
@@ -456,7 +474,8 @@ def hstu_bsa_fwd(
     pre = cfg.pop("PRE", True) and local_first
     # only the history's blocks pooled (the candidates' are never read)
     hist = cfg.pop("POOL_HIST", True)
-    pool_warps = cfg.pop("POOL_WARPS", 2)
+    pool_warps = cfg.pop("POOL_WARPS", 1)
+    pool_split = cfg.pop("POOL_SPLIT", False)
     skew = cfg.pop("SKEW", False)
     kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
     vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
@@ -479,7 +498,8 @@ def hstu_bsa_fwd(
         imp = sel
     # the pool kernel right before the fused one (nothing launched between them: with PDL the
     # fused kernel's gdc_wait() waits for the kernel launched just before it)
-    _pool(k, v, kbar, vbar, seq_offsets, block_size, num_targets, hist=hist, pdl=pdl, num_warps=pool_warps)
+    _pool(k, v, kbar, vbar, seq_offsets, block_size, num_targets, hist=hist, pdl=pdl, num_warps=pool_warps,
+          split=pool_split)
     if pdl:
         cfg["launch_pdl"] = True
     grid = (B * H * nb,) if qb_fast else (B * H, nb)

@@ -370,10 +370,10 @@ BSA_VARIANTS.update({
     "all": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=4),
     "all_skew": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=4, SKEW=True),
     # second call: PRE also for the first tile of the scratch-row path (> 64 blocks); the pool
-    # at 1-2 warps (all_pw1 = the default since); the selected loop 2 stages deep (PRE's 168
+    # at 1-2 warps (all_pw2 = the default since); the selected loop 2 stages deep (PRE's 168
     # registers allow three CTAs per SM if shared memory does too); one compressed stage
-    "all_pw2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2),
-    "all_pw1": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=1),  # the default since
+    "all_pw2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2),  # the default since
+    "all_pw1": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=1),
     "all_s2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=4, num_stages=2),
     "all_s2_pw2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2, num_stages=2),
     "all_pw2_cs1": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2, CMP_STAGES=1),

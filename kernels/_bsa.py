@@ -2,8 +2,11 @@
 
 Two launches (semantics in :func:`tracekit.kernels.hstu_attention_block_sparse`):
 
-1. ``_bsa_pool_kernel``: mean of k and v over each full block (fp32 accumulation);
-2. ``_bsa_fused_kernel``: one program per (sequence, head, query block) does the rest:
+1. ``_bsa_pool_kernel``: mean of k and v over each full block of the history (fp32
+   accumulation), 2-warp programs;
+2. ``_bsa_fused_kernel``, on sm_90+ a programmatic dependent launch of the first (its q and
+   local block overlap the pool kernel's last programs; ``gdc_wait`` before the pooled keys
+   are read): one program per (sequence, head, query block) does the rest:
    the compressed attention over the pooled blocks (tl.dot against the pooled keys, masked
    by block visibility; output kept in registers, block importances = column sums of the
    SiLU scores, kept in registers when the pass is one tile of BLOCK_C blocks, else written
@@ -409,7 +412,7 @@ def _bsa_fused_kernel(
 LAST_KERNEL = None  # the last compiled fused kernel launched (benchmarks' compile report)
 
 
-def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist=False, pdl=False, num_warps=1,
+def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist=False, pdl=False, num_warps=2,
           split=False):
     """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere;
     hist: only the blocks inside each sequence's history are written)."""
@@ -474,7 +477,7 @@ def hstu_bsa_fwd(
     pre = cfg.pop("PRE", True) and local_first
     # only the history's blocks pooled (the candidates' are never read)
     hist = cfg.pop("POOL_HIST", True)
-    pool_warps = cfg.pop("POOL_WARPS", 1)
+    pool_warps = cfg.pop("POOL_WARPS", 2)
     pool_split = cfg.pop("POOL_SPLIT", False)
     skew = cfg.pop("SKEW", False)
     kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)

@@ -125,17 +125,6 @@ def _bsa_selected(acc, q, r, Sb, si, Kb, Vb, stride_kt, stride_vt, offs_n0, offs
 
 
 @triton.jit
-def _bsa_skew_pv(acc, s, r, Sb, si, Vb, stride_vt, offs_n0, offs_dv, scale, BS: tl.constexpr,
-                 ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr):
-    """Selected block number si's SiLU and PV product from its scores s (SKEW)."""
-    p = _silu(s, s, scale, False, FAST_SILU)
-    if ROW_SCALE:
-        p = p * r[:, None]
-    v = tl.load(Vb + (tl.load(Sb + si) * BS + offs_n0)[:, None] * stride_vt + offs_dv[None, :])
-    return acc + tl.dot(p.to(v.dtype), v)
-
-
-@triton.jit
 def _bsa_local(acc, q, r, k, v, m0, offs_m, offs_n0, T, hl, scale, ROW_SCALE: tl.constexpr, FAST_SILU: tl.constexpr):
     """The query block against its own key block (k, v from _bsa_local_kv) under the HSTU mask."""
     offs_n = m0 + offs_n0
@@ -212,7 +201,6 @@ def _bsa_fused_kernel(
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
     RANK_SEL: tl.constexpr = False, RANK_CHUNK: tl.constexpr = 0, ONE_CMP: tl.constexpr = False,
     W: tl.constexpr = 64, UNIFORM: tl.constexpr = False, PDL: tl.constexpr = False, PRE: tl.constexpr = False,
-    SKEW: tl.constexpr = False,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -233,11 +221,11 @@ def _bsa_fused_kernel(
     row, so the local and selected scores are summed unscaled, the compressed ones scaled by
     block_size (times gate_cmp), and the sum times 1/N at the end (one FMUL per score less).
 
-    PDL: launched as a programmatic dependent of the pool kernel: everything before the first
-    read of KBAR/VBAR (q, the local block) runs while the pool kernel finishes, gdc_wait()
-    then waits for its writes. PRE (LOCAL_FIRST): the first tile of pooled keys and values is
-    loaded together with the local block's k and v, before its product. SKEW: the selected loop issues the QK product
-    of the next selected block before the SiLU and PV product of the current one."""
+    PDL: launched as a programmatic dependent of the pool kernel: what comes before the first
+    read of KBAR/VBAR (q and the local block's loads, and its product without PRE) runs while
+    the pool kernel finishes; gdc_wait() then waits for the pool kernel's writes. PRE
+    (LOCAL_FIRST): the first tile of pooled keys and values is loaded together with the local
+    block's k and v, before its product."""
     if QB_FAST:
         pid = tl.program_id(0)
         pid_bh = pid // n_qb
@@ -369,23 +357,9 @@ def _bsa_fused_kernel(
         # a selected block c is compressed-visible to a row of this query block and is not
         # the local block: (c + 1) * BS <= min(m0 + BS, hl), so c < qb and every key of c is
         # history before every query row: no mask
-        if SKEW:
-            # the next block's QK product issued before the current block's SiLU and PV product
-            if n_valid > 0:
-                k0 = tl.load(Kb + (tl.load(Sb) * BS + offs_n0)[None, :] * stride_kt + offs_d[:, None])
-                s_cur = tl.dot(q, k0)
-                for si in range(1, n_valid):
-                    kn = tl.load(Kb + (tl.load(Sb + si) * BS + offs_n0)[None, :] * stride_kt + offs_d[:, None])
-                    s_nxt = tl.dot(q, kn)
-                    acc = _bsa_skew_pv(acc, s_cur, r, Sb, si - 1, Vb, stride_vt, offs_n0, offs_dv, scale, BS,
-                                       ROW_SCALE and not UNIFORM, FAST_SILU)
-                    s_cur = s_nxt
-                acc = _bsa_skew_pv(acc, s_cur, r, Sb, n_valid - 1, Vb, stride_vt, offs_n0, offs_dv, scale, BS,
-                                   ROW_SCALE and not UNIFORM, FAST_SILU)
-        else:
-            for si in range(0, n_valid):
-                acc = _bsa_selected(acc, q, r, Sb, si, Kb, Vb, stride_kt, stride_vt, offs_n0, offs_d, offs_dv, scale,
-                                    BS, ROW_SCALE and not UNIFORM, FAST_SILU)
+        for si in range(0, n_valid):
+            acc = _bsa_selected(acc, q, r, Sb, si, Kb, Vb, stride_kt, stride_vt, offs_n0, offs_d, offs_dv, scale,
+                                BS, ROW_SCALE and not UNIFORM, FAST_SILU)
     else:
         for si in range(0, n_sel):
             c = tl.load(Sb + si)
@@ -479,7 +453,6 @@ def hstu_bsa_fwd(
     hist = cfg.pop("POOL_HIST", True)
     pool_warps = cfg.pop("POOL_WARPS", 2)
     pool_split = cfg.pop("POOL_SPLIT", False)
-    skew = cfg.pop("SKEW", False)
     kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
     vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
     gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
@@ -519,7 +492,7 @@ def hstu_bsa_fwd(
         SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
         ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
         HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, RANK_CHUNK=rank_chunk,
-        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, UNIFORM=uniform, PDL=pdl, PRE=pre, SKEW=skew, **cfg,
+        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, UNIFORM=uniform, PDL=pdl, PRE=pre, **cfg,
     )
     if return_block_indices:
         local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)

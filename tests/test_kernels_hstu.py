@@ -271,7 +271,6 @@ BSA_KERNEL_VARIANTS = {
     "uniform_scale_off": dict(UNIFORM=False),
     "pooled_tiles_late": dict(PRE=False),
     "pooled_tiles_early_scratch": dict(ONE_CMP=False, BLOCK_C=4),
-    "next_qk_first": dict(SKEW=True),
     "pool_everything": dict(POOL_HIST=False, POOL_WARPS=4),
     "pool_k_v_apart": dict(POOL_SPLIT=True, POOL_WARPS=1),
 }

@@ -1,15 +1,31 @@
-"""Value checks on the device: one small Triton launch before an attention kernel.
+"""Value checks on the device, without a host synchronisation.
 
 ``validate=True`` on GPU tensors must not wait for the GPU, so the checks that need the
 values (offsets start at 0, never decrease and end at the token count; each sequence, with
 its cache, fits ``max_seq_len``; ``0 <= num_targets <= length``; cache lengths within the
-page table; every page a sequence uses inside the pool) run as device-side assertions
-(Triton's ``tl.device_assert``, compiled in this kernel only). A failed one prints its
-message and, like PyTorch's own device-side index checks, ends the CUDA context; the
-attention kernel queued behind it never runs, so nothing is read out of bounds.
+page table; every page a sequence uses inside the pool) run on the device, in one of two
+ways:
 
-It is a separate launch (about 2 µs of GPU time) rather than checks inside the attention
-kernels: compiling those with assertions enabled cost 7–14 % of their speed on an H200.
+- fused into the attention kernel (the dense kernel: ``item_error`` / ``report``): each
+  program checks its own sequence's offsets, length and target count before it reads
+  anything. On a bad value the first program of that sequence writes (problem, sequence) to a
+  pinned host buffer (``error_record``) and executes ``trap``, which ends the CUDA context;
+  the sequence's other programs return without touching memory. The host turns the record
+  into the message without waiting for the GPU: the next call that checks values raises it
+  as a ``KernelInputError``, and it is printed to stderr at exit. The kernel itself prints
+  nothing: a ``printf`` (or ``tl.device_assert``, an ``__assertfail`` call) anywhere in it
+  makes ptxas serialise all its wgmma instructions (C7510), which cost the attention kernels
+  7–14 % of their speed on an H200. The checks are a few scalar compares and a branch at the
+  start of a program: the key loop's SASS is unchanged, and there is no second launch;
+- one small Triton launch before the attention kernel (``check_on_device``, the cached and
+  block-sparse kernels), reporting through ``tl.device_assert`` compiled in that kernel only
+  (about 1–2 µs of GPU time, and a second launch's host time). It also covers what one
+  program of the cached kernel does not see: every page the sequence's cache uses.
+
+Either way a failed check, like PyTorch's own device-side index checks, ends the CUDA context
+with a message that names the problem, and the attention kernel reads nothing out of bounds.
+Under Triton's interpreter (no ``trap``) the fused checks report through ``tl.device_assert``
+(``TRAP=False``).
 """
 
 from __future__ import annotations
@@ -21,6 +37,103 @@ from ._launch import launch
 
 _BLOCK = 128
 _PAGES = 64
+
+ERR_OFFSETS = tl.constexpr(1)
+ERR_TOO_LONG = tl.constexpr(2)
+ERR_TARGETS = tl.constexpr(3)
+
+
+@triton.jit
+def item_error(b, n_seq, start, end, n_tokens, max_seq_len, nt):
+    """0 when sequence ``b`` (of ``n_seq``; tokens ``start:end`` of ``n_tokens``, int64) is
+    valid, else the ``ERR_*`` code of its first problem. ``nt``: its num_targets (0 if none).
+    The offsets' checks of all sequences together say: they start at 0, never decrease and end
+    at the token count; each one alone keeps its own sequence's reads in bounds."""
+    ok = (start >= 0) & (start <= end) & (end <= n_tokens)
+    ok = ok & ((b != 0) | (start == 0)) & ((b != n_seq - 1) | (end == n_tokens))
+    n = end - start
+    err = tl.where(ok, 0, ERR_OFFSETS)
+    err = tl.where((err == 0) & (n > max_seq_len), ERR_TOO_LONG, err)
+    return tl.where((err == 0) & ((nt < 0) | (nt > n)), ERR_TARGETS, err)
+
+
+_MESSAGES = {
+    1: "seq_offsets must start at 0, be non-decreasing and end at the number of tokens",
+    2: "a sequence is longer than max_seq_len",
+    3: "num_targets must lie in [0, the sequence's length]",
+}
+
+
+@triton.jit
+def _trap():
+    # the record's stores reach host memory before the kernel stops
+    tl.inline_asm_elementwise("membar.sys;\n\ttrap; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def report(err, b, RECORD, TRAP: tl.constexpr):
+    """Report ``item_error``'s code ``err`` (non-zero) of sequence ``b``. ``TRAP`` (compiled GPU
+    code): write (err, b) to ``RECORD`` (``error_record()``, pinned host memory) and trap, which
+    ends the CUDA context; the host prints the message (``error_message``). No ``printf`` here:
+    a function call anywhere in a kernel makes ptxas serialise its wgmma instructions (C7510).
+    Otherwise (the interpreter) a failed ``tl.device_assert`` with the message."""
+    if TRAP:
+        tl.store(RECORD + 1, b.to(tl.int64))
+        tl.store(RECORD, err.to(tl.int64))
+        _trap()
+    else:
+        tl.device_assert(err != ERR_OFFSETS, "tracekit HSTU attention: seq_offsets must start at 0, be "
+                                             "non-decreasing and end at the number of tokens")
+        tl.device_assert(err != ERR_TOO_LONG, "tracekit HSTU attention: a sequence is longer than max_seq_len")
+        tl.device_assert(err != ERR_TARGETS,
+                         "tracekit HSTU attention: num_targets must lie in [0, the sequence's length]")
+
+
+_RECORD = None  # pinned host int64 [code, sequence]: the first failed fused check's
+_RECORD_VIEW = None  # ... and a view of it that reads without torch
+
+
+def error_record():
+    """The pinned host buffer (mapped into every GPU's address space) the fused checks write a
+    failure into, created on first use; at exit a failure recorded there is printed."""
+    global _RECORD, _RECORD_VIEW
+    if _RECORD is None:
+        import atexit
+        import ctypes
+
+        import torch
+
+        rec = torch.zeros(2, dtype=torch.int64, pin_memory=True)
+        _RECORD_VIEW = (ctypes.c_int64 * 2).from_address(rec.data_ptr())
+        _RECORD = rec
+        atexit.register(_print_at_exit)
+    return _RECORD
+
+
+def error_message() -> str | None:
+    """The message of a failed fused check (read from host memory: no synchronisation), or None."""
+    if _RECORD_VIEW is None or _RECORD_VIEW[0] == 0:
+        return None
+    what = _MESSAGES.get(int(_RECORD_VIEW[0]), f"error code {int(_RECORD_VIEW[0])}")
+    return (f"tracekit HSTU attention: {what}; wrong at sequence {int(_RECORD_VIEW[1])} "
+            "(the kernel stopped with a trap, which ended the CUDA context)")
+
+
+def raise_if_failed() -> None:
+    """Called by each call that checks values on the device: after a failed fused check the
+    CUDA context is gone, and the next call says why instead of a bare CUDA error."""
+    if _RECORD_VIEW is not None and _RECORD_VIEW[0] != 0:
+        from ._common import KernelInputError
+
+        raise KernelInputError(error_message())
+
+
+def _print_at_exit() -> None:
+    msg = error_message()
+    if msg is not None:
+        import sys
+
+        print(msg, file=sys.stderr, flush=True)
 
 
 @triton.jit

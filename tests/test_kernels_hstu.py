@@ -661,6 +661,37 @@ def test_device_side_checks_pass_valid_inputs(monkeypatch):
     assert _rel(out, hstu_attention_reference(*_d64(q, k, v), _offsets(new), **kw)) < TOL[torch.float32]
 
 
+def test_dense_default_call_checks_inside_the_kernel(monkeypatch):
+    """The dense kernel checks values itself: its default call on device-side values queues no
+    separate check kernel (the cached and block-sparse calls still do), and bad values are
+    still caught (by the kernel, see test_device_side_checks_name_the_problem)."""
+    from tracekit.kernels import _checks, _common
+
+    monkeypatch.setattr(_common, "values_on_host", lambda t: False)
+    calls = []
+    monkeypatch.setattr(_checks, "check_on_device", lambda *a, **k: calls.append(a))
+    g = _gen()
+    q, k, v = (_rand(g, 12, 2, 16, dtype=torch.float32) for _ in range(3))
+    off, nt = _offsets([5, 0, 7]), torch.tensor([2, 0, 7], device=DEV)
+    out = hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, num_targets=nt, backend="triton")
+    ref = hstu_attention_reference(*_d64(q, k, v), off, max_seq_len=8, alpha=0.5, num_targets=nt)
+    assert _rel(out, ref) < TOL[torch.float32] and calls == []
+    hstu_attention_block_sparse(q, k, v, off, max_seq_len=8, alpha=0.5, block_size=16, backend="triton")
+    assert len(calls) == 1
+
+
+def test_launch_spec_keys():
+    """The compiled-handle key of one argument follows Triton's specialisation: int width,
+    == 1, divisibility by 16; floats all alike; bools apart from ints."""
+    from tracekit.kernels._launch import spec
+
+    assert spec(32) == spec(64) != spec(8) != spec(1)
+    assert spec(2**31) != spec(2**31 - 16) and spec(0.5) == spec(3.0)
+    assert spec(True) != spec(1) and spec(True) != spec(False)
+    t = torch.zeros(8, dtype=torch.int32)
+    assert spec(t) == (torch.int32, True) and spec(t[1:]) == (torch.int32, False)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 def test_gpu_default_calls_never_sync():
@@ -685,6 +716,52 @@ def test_gpu_default_calls_never_sync():
     c32 = PagedKVCache(cache.k_cache.float(), cache.v_cache.float(), cache.page_table, cache.cache_lens)
     ref = hstu_attention_cached_reference(q.float(), k.float(), v.float(), off, c32, **kw)
     assert _rel(outs[1], ref) < TOL[torch.bfloat16]
+
+
+_TRAP_CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import attention_gpu
+import torch
+K = attention_gpu.K
+off, nt, max_seq_len = eval(sys.argv[2])
+q = torch.randn(10, 2, 16, device="cuda", dtype=torch.bfloat16)
+off = torch.tensor(off, device="cuda")
+nt = None if nt is None else torch.tensor(nt, device="cuda")
+K.hstu_attention(q, q, q, off, max_seq_len=max_seq_len, alpha=1.0, num_targets=nt)
+try:
+    torch.cuda.synchronize()
+    print("no error")
+except RuntimeError as exc:
+    print("cuda error:", str(exc).splitlines()[0])
+try:
+    K.hstu_attention(q, q, q, off, max_seq_len=max_seq_len, alpha=1.0, num_targets=nt)
+except K.KernelInputError as exc:
+    print("next call:", exc)
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("case", [
+    (([0, 7, 6, 10], None, 16), "seq_offsets must start at 0, be non-decreasing and end at the number of tokens; "
+                                "wrong at sequence 1"),
+    (([0, 1, 10], None, 8), "a sequence is longer than max_seq_len; wrong at sequence 1"),
+    (([0, 4, 10], [1, 7], 16), "num_targets must lie in \\[0, the sequence's length\\]; wrong at sequence 1"),
+], ids=["decreasing", "too_long", "targets"])
+def test_gpu_fused_checks_stop_the_call_with_a_message(case):
+    """The dense kernel's fused checks on a GPU: a bad value stops the kernel (trap) before it
+    reads anything, the next call raises the message, and the message is printed at exit."""
+    import re
+    from pathlib import Path
+
+    inputs, msg = case
+    bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    r = subprocess.run([sys.executable, "-c", _TRAP_CHILD, bench, repr(inputs)], capture_output=True, text=True,
+                       timeout=300)
+    assert "cuda error:" in r.stdout, r.stdout + r.stderr
+    assert re.search("next call: tracekit HSTU attention: " + msg, r.stdout), r.stdout + r.stderr
+    assert re.search("tracekit HSTU attention: " + msg, r.stderr), r.stderr
 
 
 @pytest.mark.gpu

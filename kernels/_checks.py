@@ -33,11 +33,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from . import _common
 from ._launch import launch
 
 _BLOCK = 128
 _PAGES = 64
 
+# problem codes of the fused checks (their messages: _common._DEVICE_CHECK_MESSAGES)
 ERR_OFFSETS = tl.constexpr(1)
 ERR_TOO_LONG = tl.constexpr(2)
 ERR_TARGETS = tl.constexpr(3)
@@ -57,13 +59,6 @@ def item_error(b, n_seq, start, end, n_tokens, max_seq_len, nt):
     return tl.where((err == 0) & ((nt < 0) | (nt > n)), ERR_TARGETS, err)
 
 
-_MESSAGES = {
-    1: "seq_offsets must start at 0, be non-decreasing and end at the number of tokens",
-    2: "a sequence is longer than max_seq_len",
-    3: "num_targets must lie in [0, the sequence's length]",
-}
-
-
 @triton.jit
 def _trap():
     # the record's stores reach host memory before the kernel stops
@@ -74,9 +69,9 @@ def _trap():
 def report(err, b, RECORD, TRAP: tl.constexpr):
     """Report ``item_error``'s code ``err`` (non-zero) of sequence ``b``. ``TRAP`` (compiled GPU
     code): write (err, b) to ``RECORD`` (``error_record()``, pinned host memory) and trap, which
-    ends the CUDA context; the host prints the message (``error_message``). No ``printf`` here:
-    a function call anywhere in a kernel makes ptxas serialise its wgmma instructions (C7510).
-    Otherwise (the interpreter) a failed ``tl.device_assert`` with the message."""
+    ends the CUDA context; the host words the message (``_common.device_check_failure``). No
+    ``printf`` here: a function call anywhere in a kernel makes ptxas serialise its wgmma
+    instructions (C7510). Otherwise (the interpreter) a failed ``tl.device_assert``."""
     if TRAP:
         tl.store(RECORD + 1, b.to(tl.int64))
         tl.store(RECORD, err.to(tl.int64))
@@ -89,14 +84,14 @@ def report(err, b, RECORD, TRAP: tl.constexpr):
                          "tracekit HSTU attention: num_targets must lie in [0, the sequence's length]")
 
 
-_RECORD = None  # pinned host int64 [code, sequence]: the first failed fused check's
-_RECORD_VIEW = None  # ... and a view of it that reads without torch
+_RECORD = None  # the pinned host tensor int64 [problem code, sequence]
 
 
 def error_record():
     """The pinned host buffer (mapped into every GPU's address space) the fused checks write a
-    failure into, created on first use; at exit a failure recorded there is printed."""
-    global _RECORD, _RECORD_VIEW
+    failure into, created on first use; ``_common`` reads it (``device_check_failure``), and a
+    failure recorded there is printed at exit."""
+    global _RECORD
     if _RECORD is None:
         import atexit
         import ctypes
@@ -104,32 +99,14 @@ def error_record():
         import torch
 
         rec = torch.zeros(2, dtype=torch.int64, pin_memory=True)
-        _RECORD_VIEW = (ctypes.c_int64 * 2).from_address(rec.data_ptr())
+        _common.device_check_record = (ctypes.c_int64 * 2).from_address(rec.data_ptr())
         _RECORD = rec
         atexit.register(_print_at_exit)
     return _RECORD
 
 
-def error_message() -> str | None:
-    """The message of a failed fused check (read from host memory: no synchronisation), or None."""
-    if _RECORD_VIEW is None or _RECORD_VIEW[0] == 0:
-        return None
-    what = _MESSAGES.get(int(_RECORD_VIEW[0]), f"error code {int(_RECORD_VIEW[0])}")
-    return (f"tracekit HSTU attention: {what}; wrong at sequence {int(_RECORD_VIEW[1])} "
-            "(the kernel stopped with a trap, which ended the CUDA context)")
-
-
-def raise_if_failed() -> None:
-    """Called by each call that checks values on the device: after a failed fused check the
-    CUDA context is gone, and the next call says why instead of a bare CUDA error."""
-    if _RECORD_VIEW is not None and _RECORD_VIEW[0] != 0:
-        from ._common import KernelInputError
-
-        raise KernelInputError(error_message())
-
-
 def _print_at_exit() -> None:
-    msg = error_message()
+    msg = _common.device_check_failure()
     if msg is not None:
         import sys
 
@@ -141,38 +118,41 @@ def _check_kernel(SEQ_OFFSETS, NUM_TARGETS, CACHE_LENS, PAGE_TABLE, stride_pt,
                   n_seq, total, max_seq_len, num_pt, num_pages,
                   HAS_TARGETS: tl.constexpr, HAS_CACHE: tl.constexpr, PAGE: tl.constexpr,
                   BLOCK: tl.constexpr, PAGES: tl.constexpr):
+    """Program (i, j): sequences i*BLOCK ... (i+1)*BLOCK - 1; j == 0 checks their offsets,
+    targets and lengths, and with a cache every j checks pages j*PAGES ... of their page-table
+    rows (all chunks at once: one dependent load each, not a loop over the table)."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n_seq
-    start = tl.load(SEQ_OFFSETS + offs, mask=m, other=0).to(tl.int64)
-    end = tl.load(SEQ_OFFSETS + offs + 1, mask=m, other=0).to(tl.int64)
-    ok_off = (start >= 0) & (start <= end) & (end <= total)
-    ok_off = ok_off & ((offs != 0) | (start == 0)) & ((offs != n_seq - 1) | (end == total))
-    tl.device_assert(ok_off | (m == 0), "tracekit HSTU attention: seq_offsets must start at 0, be non-decreasing "
-                                        "and end at the number of tokens")
-    n = end - start
-    if HAS_TARGETS:
-        nt = tl.load(NUM_TARGETS + offs, mask=m, other=0).to(tl.int64)
-        tl.device_assert(((nt >= 0) & (nt <= n)) | (m == 0),
-                         "tracekit HSTU attention: num_targets must lie in [0, the sequence's length]")
     if HAS_CACHE:
         C = tl.load(CACHE_LENS + offs, mask=m, other=0).to(tl.int64)
         ok_c = (C >= 0) & (C <= num_pt * PAGE)
-        tl.device_assert(ok_c | (m == 0), "tracekit HSTU attention: kv_cache.cache_lens must lie in "
-                                          "[0, the page table's capacity]")
-        tl.device_assert((n + C <= max_seq_len) | (m == 0),
-                         "tracekit HSTU attention: a sequence with its cache is longer than max_seq_len")
+    if tl.program_id(1) == 0:
+        start = tl.load(SEQ_OFFSETS + offs, mask=m, other=0).to(tl.int64)
+        end = tl.load(SEQ_OFFSETS + offs + 1, mask=m, other=0).to(tl.int64)
+        ok_off = (start >= 0) & (start <= end) & (end <= total)
+        ok_off = ok_off & ((offs != 0) | (start == 0)) & ((offs != n_seq - 1) | (end == total))
+        tl.device_assert(ok_off | (m == 0), "tracekit HSTU attention: seq_offsets must start at 0, be "
+                                            "non-decreasing and end at the number of tokens")
+        n = end - start
+        if HAS_TARGETS:
+            nt = tl.load(NUM_TARGETS + offs, mask=m, other=0).to(tl.int64)
+            tl.device_assert(((nt >= 0) & (nt <= n)) | (m == 0),
+                             "tracekit HSTU attention: num_targets must lie in [0, the sequence's length]")
+        if HAS_CACHE:
+            tl.device_assert(ok_c | (m == 0), "tracekit HSTU attention: kv_cache.cache_lens must lie in "
+                                              "[0, the page table's capacity]")
+            tl.device_assert((n + C <= max_seq_len) | (m == 0),
+                             "tracekit HSTU attention: a sequence with its cache is longer than max_seq_len")
+        else:
+            tl.device_assert((n <= max_seq_len) | (m == 0),
+                             "tracekit HSTU attention: a sequence is longer than max_seq_len")
+    if HAS_CACHE:
         used = (tl.where(ok_c & m, C, 0) + PAGE - 1) // PAGE
-        offs_p0 = tl.arange(0, PAGES)
-        rows = PAGE_TABLE + offs.to(tl.int64)[:, None] * stride_pt
-        for p0 in range(0, num_pt, PAGES):
-            offs_p = p0 + offs_p0
-            inuse = offs_p[None, :] < used[:, None]
-            pg = tl.load(rows + offs_p[None, :], mask=inuse, other=0)
-            tl.device_assert(((pg >= 0) & (pg < num_pages)) | (inuse == 0),
-                             "tracekit HSTU attention: kv_cache.page_table names a page outside k_cache")
-    else:
-        tl.device_assert((n <= max_seq_len) | (m == 0),
-                         "tracekit HSTU attention: a sequence is longer than max_seq_len")
+        offs_p = tl.program_id(1) * PAGES + tl.arange(0, PAGES)
+        inuse = offs_p[None, :] < used[:, None]
+        pg = tl.load(PAGE_TABLE + offs.to(tl.int64)[:, None] * stride_pt + offs_p[None, :], mask=inuse, other=0)
+        tl.device_assert(((pg >= 0) & (pg < num_pages)) | (inuse == 0),
+                         "tracekit HSTU attention: kv_cache.page_table names a page outside k_cache")
 
 
 _LAUNCHERS: dict = {}
@@ -195,5 +175,6 @@ def check_on_device(seq_offsets, total: int, max_seq_len: int, num_targets=None,
             int(cache.k_cache.shape[0]) if cache is not None else 0)
     consts = dict(HAS_TARGETS=num_targets is not None, HAS_CACHE=cache is not None,
                   PAGE=cache.page_size if cache is not None else 1, BLOCK=_BLOCK, PAGES=_PAGES)
-    launch(_check_kernel, _LAUNCHERS, (triton.cdiv(n_seq, _BLOCK),), args, consts,
+    grid = (triton.cdiv(n_seq, _BLOCK), max(1, triton.cdiv(args[8], _PAGES)))
+    launch(_check_kernel, _LAUNCHERS, grid, args, consts,
            dict(num_warps=4, debug=True, sanitize_overflow=False), seq_offsets.device)

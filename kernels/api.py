@@ -27,9 +27,7 @@ def _value_checks(validate: bool, backend: str, seq_offsets) -> str:
     if not validate:
         return "none"
     if backend == "triton" and not _common.values_on_host(seq_offsets):
-        from ._checks import raise_if_failed
-
-        raise_if_failed()
+        _common.raise_if_device_check_failed()
         return "device"
     return "host"
 

@@ -643,6 +643,30 @@ def test_device_side_checks_name_the_problem(case, monkeypatch):
     assert not isinstance(err.value, KernelInputError)  # raised by the kernel, not by the host checks
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="a device-side assertion ends the CUDA context; run under the interpreter")
+@pytest.mark.parametrize("page", [1, 70])
+def test_device_side_page_check_covers_the_whole_table(page, monkeypatch):
+    """The check kernel splits the page table into chunks of 64 pages, one program each: a bad
+    page is caught in the first chunk and in a later one."""
+    import dataclasses
+
+    from tracekit.kernels import _common
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(_common, "values_on_host", lambda t: False)
+    opts = interpreter.interpreter_builder.options
+    monkeypatch.setattr(interpreter.interpreter_builder, "options", dataclasses.replace(opts, debug=True))
+    g = _gen()
+    kh, vh = _rand(g, 2307, 1, 16, dtype=torch.float32), _rand(g, 2307, 1, 16, dtype=torch.float32)
+    cache = build_paged_kv_cache(kh, vh, _offsets([2300, 7]), max_len=2400, generator=g)
+    q, k, v = (_rand(g, 6, 1, 16, dtype=torch.float32) for _ in range(3))
+    kw = dict(max_seq_len=2400, alpha=1.0, backend="triton")
+    hstu_attention_cached(q, k, v, _offsets([4, 2]), cache, **kw)
+    cache.page_table[0, page] = cache.k_cache.shape[0]
+    with pytest.raises(Exception, match="page_table names a page outside k_cache"):
+        hstu_attention_cached(q, k, v, _offsets([4, 2]), cache, **kw)
+
+
 def test_device_side_checks_pass_valid_inputs(monkeypatch):
     from tracekit.kernels import _common
 
@@ -678,6 +702,27 @@ def test_dense_default_call_checks_inside_the_kernel(monkeypatch):
     assert _rel(out, ref) < TOL[torch.float32] and calls == []
     hstu_attention_block_sparse(q, k, v, off, max_seq_len=8, alpha=0.5, block_size=16, backend="triton")
     assert len(calls) == 1
+
+
+def test_failed_device_check_raises_on_the_next_call(monkeypatch):
+    """What a trapped kernel left in the pinned record (problem code, sequence) becomes the next
+    device-checked call's KernelInputError; calls that check on the host are not affected."""
+    import ctypes
+
+    from tracekit.kernels import _common
+
+    g = _gen()
+    q, k, v = (_rand(g, 12, 2, 16, dtype=torch.float32) for _ in range(3))
+    off = _offsets([5, 7])
+    monkeypatch.setattr(_common, "device_check_record", (ctypes.c_int64 * 2)(3, 1))
+    hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5)  # values on the host: checked there
+    monkeypatch.setattr(_common, "values_on_host", lambda t: False)
+    with pytest.raises(KernelInputError, match=r"num_targets must lie in \[0, the sequence's length\]; wrong at "
+                                               r"sequence 1 \(the kernel stopped with a trap"):
+        hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, backend="triton")
+    hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, backend="triton", validate=False)
+    monkeypatch.setattr(_common, "device_check_record", (ctypes.c_int64 * 2)(0, 0))
+    hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, backend="triton")
 
 
 def test_launch_spec_keys():

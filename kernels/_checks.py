@@ -89,8 +89,9 @@ _RECORD = None  # the pinned host tensor int64 [problem code, sequence]
 
 def error_record():
     """The pinned host buffer (mapped into every GPU's address space) the fused checks write a
-    failure into, created on first use; ``_common`` reads it (``device_check_failure``), and a
-    failure recorded there is printed at exit."""
+    failure into, created on first use (also inside a CUDA graph capture, where a pinned
+    allocation is allowed); ``_common`` reads it (``device_check_failure``), and a failure
+    recorded there is printed at exit."""
     global _RECORD
     if _RECORD is None:
         import atexit

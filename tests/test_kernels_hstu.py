@@ -809,6 +809,55 @@ def test_gpu_fused_checks_stop_the_call_with_a_message(case):
     assert re.search("tracekit HSTU attention: " + msg, r.stderr), r.stderr
 
 
+_GRAPH_CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import attention_gpu
+import torch
+from tracekit.kernels import _checks
+K = attention_gpu.K
+g = torch.Generator(device="cuda").manual_seed(0)
+q, k, v = (torch.randn(429, 2, 64, device="cuda", generator=g).bfloat16() for _ in range(3))
+off, nt = torch.tensor([0, 300, 300, 429], device="cuda"), torch.tensor([64, 0, 1], device="cuda")
+kw = dict(max_seq_len=512, alpha=0.1, num_targets=nt)
+ref = K.hstu_attention_reference(q.float(), k.float(), v.float(), off, **kw)
+def rel(out):
+    return float((out.float() - ref).norm() / ref.norm())
+K.hstu_attention(q, k, v, off, validate=False, **kw)  # compiled before the captures
+_checks.check_on_device(off, 429, 512, nt)
+torch.cuda.synchronize()
+errs = []
+for _ in range(2):  # first before any eager default call (no failure record yet), then after one
+    had_record = _checks._RECORD is not None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = K.hstu_attention(q, k, v, off, **kw)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    errs.append((had_record, rel(out)))
+    K.hstu_attention(q, k, v, off, **kw)  # eager: makes the record (and compiles the fused variant)
+    torch.cuda.synchronize()
+print("errors", errs)
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_gpu_dense_default_call_in_a_cuda_graph():
+    """A default dense call captured in a CUDA graph before any eager one (the pinned failure
+    record is allocated inside the capture) and after one: both replay to the right output."""
+    import ast
+    from pathlib import Path
+
+    bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    r = subprocess.run([sys.executable, "-c", _GRAPH_CHILD, bench], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    errs = ast.literal_eval(r.stdout.split("errors", 1)[1].strip())
+    assert [had for had, _ in errs] == [False, True]
+    assert all(e < TOL[torch.bfloat16] for _, e in errs), errs
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 @pytest.mark.parametrize("cfg", [dict(SPLIT=2, PERSIST=False), dict(PERSIST=True)], ids=["flat-split2", "persist"])

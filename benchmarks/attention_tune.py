@@ -291,7 +291,7 @@ def bsa(out_rows, variants, rounds=2, warm=False):
         # the pooling kernel alone
         kbar = torch.empty(cfg["B"], cfg["N"] // cfg["bs"], cfg["H"], cfg["d_qk"], dtype=q.dtype, device=q.device)
         vbar = torch.empty_like(kbar)
-        res["pool"] = _bench(lambda: _bsa._pool(k, v, kbar, vbar, off, cfg["bs"]))
+        res["pool"] = _bench(lambda: _bsa._pool(k, v, kbar, vbar, off, cfg["bs"], inp["num_targets"], hist=True))
         # stage costs: no selected blocks (pool + compressed + local block), pooling alone
         res["cnt0"] = _bench(lambda: _bsa.hstu_bsa_fwd(q, k, v, off, **dict(bkw, block_counts=0)))
         res["dense2"] = _bench(lambda: K.hstu_attention(q, k, v, off, validate=False, **kw))
@@ -347,6 +347,40 @@ BSA_VARIANTS = {
     "prev_t4096": dict(ONE_CMP=False, RANK_CHUNK=0, UNIFORM=False),
     "prev_t8192": dict(ONE_CMP=False, RANK_SEL=False, UNIFORM=False),
 }
+# the variants above keep main's default before helper bsa3's (no PDL, pooled tiles loaded
+# in the compressed pass, every block pooled, 4-warp pool programs)
+_BSA_MAIN = dict(PDL=False, PRE=False, POOL_HIST=False, POOL_WARPS=4)
+for _name, _cfg in BSA_VARIANTS.items():
+    for _k, _v in _BSA_MAIN.items():
+        if _name != "new":  # new: the current default
+            _cfg.setdefault(_k, _v)
+BSA_VARIANTS.update({
+    # issue 16, helper bsa3: the fused kernel as a programmatic dependent launch of the pool
+    # kernel (PDL), the pooled tiles loaded with the local block (PRE), the pool kernel
+    # writing only the history's blocks (POOL_HIST) and its warps; one change at a time from
+    # main's default (the next selected block's QK product first, measured in the first call,
+    # was removed from the kernel: docs/performance.md)
+    "main": dict(_BSA_MAIN),
+    "pdl": dict(_BSA_MAIN, PDL=True),
+    "pre": dict(_BSA_MAIN, PRE=True),
+    "pdl_pre": dict(_BSA_MAIN, PDL=True, PRE=True),
+    "hist": dict(_BSA_MAIN, POOL_HIST=True),
+    "pw2": dict(_BSA_MAIN, POOL_WARPS=2),
+    "pw8": dict(_BSA_MAIN, POOL_WARPS=8),
+    "all": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=4),
+    # second call: PRE also for the first tile of the scratch-row path (> 64 blocks); the pool
+    # at 1-2 warps (all_pw2 = the default since); the selected loop 2 stages deep (PRE's 168
+    # registers allow three CTAs per SM if shared memory does too); one compressed stage
+    "all_pw2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2),  # the default since
+    "all_pw1": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=1),
+    "all_s2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=4, num_stages=2),
+    "all_s2_pw2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2, num_stages=2),
+    "all_pw2_cs1": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2, CMP_STAGES=1),
+    # third call: k and v pooled by separate 1-warp programs (POOL_SPLIT); PRE off
+    "all_pw1_split": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=1, POOL_SPLIT=True),
+    "pdl_hist_pw1": dict(PDL=True, PRE=False, POOL_HIST=True, POOL_WARPS=1),
+    "pdl_hist_pw1_split": dict(PDL=True, PRE=False, POOL_HIST=True, POOL_WARPS=1, POOL_SPLIT=True),
+})
 
 
 VARIANTS = {

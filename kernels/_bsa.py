@@ -2,8 +2,11 @@
 
 Two launches (semantics in :func:`tracekit.kernels.hstu_attention_block_sparse`):
 
-1. ``_bsa_pool_kernel``: mean of k and v over each full block (fp32 accumulation);
-2. ``_bsa_fused_kernel``: one program per (sequence, head, query block) does the rest:
+1. ``_bsa_pool_kernel``: mean of k and v over each full block of the history (fp32
+   accumulation), 2-warp programs;
+2. ``_bsa_fused_kernel``, on sm_90+ a programmatic dependent launch of the first (its q and
+   local block overlap the pool kernel's last programs; ``gdc_wait`` before the pooled keys
+   are read): one program per (sequence, head, query block) does the rest:
    the compressed attention over the pooled blocks (tl.dot against the pooled keys, masked
    by block visibility; output kept in registers, block importances = column sums of the
    SiLU scores, kept in registers when the pass is one tile of BLOCK_C blocks, else written
@@ -25,32 +28,67 @@ import triton.language as tl
 from ._common import interpret_mode
 from ._dense import _silu
 
+try:  # grid dependency control (programmatic dependent launch, sm_90+)
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # older Triton: PDL stays off
+    gdc_launch_dependents = gdc_wait = None
+
 
 @triton.jit
 def _bsa_pool_kernel(
-    K, V, KBAR, VBAR, SEQ_OFFSETS,
+    K, V, KBAR, VBAR, SEQ_OFFSETS, NUM_TARGETS,
     stride_kt, stride_kh, stride_vt, stride_vh, stride_kb, stride_kc, stride_kbh, stride_vb, stride_vc, stride_vbh,
     inv_bs,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, BS: tl.constexpr,
+    HIST: tl.constexpr = False, HAS_TARGETS: tl.constexpr = False, PDL: tl.constexpr = False,
+    SPLIT: tl.constexpr = False,
 ):
-    """Mean of k and v over each full block of each sequence; zeros for partial/absent blocks."""
+    """Mean of k and v over each full block of each sequence; zeros for partial/absent blocks.
+
+    HIST: only the blocks inside the history (the last T - num_targets tokens are candidates)
+    are pooled, the others are left unwritten: the compressed pass reads block c only where
+    (c + 1) * BS <= history length. PDL: the fused kernel (launched as a programmatic
+    dependent) may start as soon as every program of this one has started. SPLIT: k and v
+    pooled by separate programs (grid axis 2)."""
+    if PDL:
+        gdc_launch_dependents()
     pid_bh = tl.program_id(0)
     c = tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
     start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
     T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
+    if HIST:
+        if HAS_TARGETS:
+            T = T - tl.load(NUM_TARGETS + b).to(tl.int32)
+        if (c + 1) * BS > T:
+            return
     lim = T * ((c + 1) * BS <= T).to(tl.int32)  # 0 unless block c is full
     offs = c * BS + tl.arange(0, BS)
-    offs_d = tl.arange(0, D_QK)
-    offs_dv = tl.arange(0, D_V)
     rmask = offs < lim
-    k = tl.load(K + (start + offs[:, None]) * stride_kt + h * stride_kh + offs_d[None, :], mask=rmask[:, None], other=0.0)
-    v = tl.load(V + (start + offs[:, None]) * stride_vt + h * stride_vh + offs_dv[None, :], mask=rmask[:, None], other=0.0)
-    kb = tl.sum(k.to(tl.float32), axis=0) * inv_bs
-    vb = tl.sum(v.to(tl.float32), axis=0) * inv_bs
-    tl.store(KBAR + b.to(tl.int64) * stride_kb + c * stride_kc + h * stride_kbh + offs_d, kb.to(KBAR.dtype.element_ty))
-    tl.store(VBAR + b.to(tl.int64) * stride_vb + c * stride_vc + h * stride_vbh + offs_dv, vb.to(VBAR.dtype.element_ty))
+    if SPLIT:
+        # k by the programs of grid axis 2 index 0, v by those of index 1
+        if tl.program_id(2) == 0:
+            _pool_one(K, KBAR, start, offs, rmask, b, c, h, stride_kt, stride_kh, stride_kb, stride_kc, stride_kbh,
+                      inv_bs, D_QK)
+        else:
+            _pool_one(V, VBAR, start, offs, rmask, b, c, h, stride_vt, stride_vh, stride_vb, stride_vc, stride_vbh,
+                      inv_bs, D_V)
+    else:
+        _pool_one(K, KBAR, start, offs, rmask, b, c, h, stride_kt, stride_kh, stride_kb, stride_kc, stride_kbh,
+                  inv_bs, D_QK)
+        _pool_one(V, VBAR, start, offs, rmask, b, c, h, stride_vt, stride_vh, stride_vb, stride_vc, stride_vbh,
+                  inv_bs, D_V)
+
+
+@triton.jit
+def _pool_one(X, XBAR, start, offs, rmask, b, c, h, stride_xt, stride_xh, stride_xb, stride_xc, stride_xbh, inv_bs,
+              D: tl.constexpr):
+    """XBAR[b, c, h] = the mean of the rows offs (rmask) of X's head h."""
+    offs_d = tl.arange(0, D)
+    x = tl.load(X + (start + offs[:, None]) * stride_xt + h * stride_xh + offs_d[None, :], mask=rmask[:, None], other=0.0)
+    xb = tl.sum(x.to(tl.float32), axis=0) * inv_bs
+    tl.store(XBAR + b.to(tl.int64) * stride_xb + c * stride_xc + h * stride_xbh + offs_d, xb.to(XBAR.dtype.element_ty))
 
 
 @triton.jit
@@ -99,17 +137,30 @@ def _bsa_local(acc, q, r, k, v, m0, offs_m, offs_n0, T, hl, scale, ROW_SCALE: tl
 
 
 @triton.jit
+def _bsa_cmp_load(KBb, VBb, stride_kbc, stride_vbc, offs_c, cend, offs_d, offs_dv):
+    """The pooled keys (as [D_QK, BLOCK_C]) and values of the blocks offs_c, zeros from cend."""
+    cmask = offs_c < cend
+    kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
+    vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+    return kb, vb
+
+
+@triton.jit
 def _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, offs_c, cend, e, rmask, offs_d, offs_dv,
                   qb, scale, BS: tl.constexpr, LOCAL_FIRST: tl.constexpr, STORE_IMP: tl.constexpr,
-                  FAST_SILU: tl.constexpr):
+                  FAST_SILU: tl.constexpr, kb_in, vb_in, PRELOADED: tl.constexpr):
     """One tile of the compressed pass: pooled blocks offs_c against the query block, the
     scores masked to the blocks fully inside each row's visible prefix (e), added to acc
     (times rc per row, LOCAL_FIRST) or acc_c. Also returns the blocks' importances (stored
     to the scratch row Ib too with STORE_IMP): column sums of the scores, -inf where no row
     sees the block fully (c >= cend: the last valid row sees the most) and for the local
-    block (always processed, never selected)."""
+    block (always processed, never selected). PRELOADED: the pooled tiles are kb_in, vb_in
+    (from _bsa_cmp_load, issued earlier by the caller)."""
     cmask = offs_c < cend
-    kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
+    if PRELOADED:
+        kb = kb_in
+    else:
+        kb = tl.load(KBb + offs_c[None, :] * stride_kbc + offs_d[:, None], mask=cmask[None, :], other=0.0)
     s = tl.dot(q, kb)
     p = _silu(s, s, scale, False, FAST_SILU)
     vis = ((offs_c[None, :] + 1) * BS <= e[:, None]) & rmask[:, None]
@@ -117,7 +168,10 @@ def _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, offs_
     imp = tl.where(cmask & (offs_c != qb), tl.sum(p, axis=0), float("-inf"))
     if STORE_IMP:
         tl.store(Ib + offs_c, imp, mask=cmask)
-    vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
+    if PRELOADED:
+        vb = vb_in
+    else:
+        vb = tl.load(VBb + offs_c[:, None] * stride_vbc + offs_dv[None, :], mask=cmask[:, None], other=0.0)
     if LOCAL_FIRST:
         acc += tl.dot((p * rc[:, None]).to(vb.dtype), vb)
     else:
@@ -146,7 +200,7 @@ def _bsa_fused_kernel(
     CMP_STAGES: tl.constexpr, LOCAL_FIRST: tl.constexpr, ROW_SCALE: tl.constexpr,
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
     RANK_SEL: tl.constexpr = False, RANK_CHUNK: tl.constexpr = 0, ONE_CMP: tl.constexpr = False,
-    W: tl.constexpr = 64, UNIFORM: tl.constexpr = False,
+    W: tl.constexpr = 64, UNIFORM: tl.constexpr = False, PDL: tl.constexpr = False, PRE: tl.constexpr = False,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -165,7 +219,13 @@ def _bsa_fused_kernel(
     [NB_P2, RANK_CHUNK] pieces read from the scratch row (bounded registers at 128 blocks).
     UNIFORM (LOCAL_FIRST, no gate_slc): the selected-branch scale 1/N is the same for every
     row, so the local and selected scores are summed unscaled, the compressed ones scaled by
-    block_size (times gate_cmp), and the sum times 1/N at the end (one FMUL per score less)."""
+    block_size (times gate_cmp), and the sum times 1/N at the end (one FMUL per score less).
+
+    PDL: launched as a programmatic dependent of the pool kernel: what comes before the first
+    read of KBAR/VBAR (q and the local block's loads, and its product without PRE) runs while
+    the pool kernel finishes; gdc_wait() then waits for the pool kernel's writes. PRE
+    (LOCAL_FIRST): the first tile of pooled keys and values is loaded together with the local
+    block's k and v, before its product."""
     if QB_FAST:
         pid = tl.program_id(0)
         pid_bh = pid // n_qb
@@ -207,22 +267,39 @@ def _bsa_fused_kernel(
     if UNIFORM:
         rc = rc / inv_n
     acc = tl.zeros([BS, D_V], dtype=tl.float32)
+    cend = tl.minimum(m0 + BS, hl) // BS
+    kb_pre = q
+    vb_pre = q
     if LOCAL_FIRST:
         kl, vl = _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
+        if PRE:
+            if PDL:
+                gdc_wait()
+            kb_pre, vb_pre = _bsa_cmp_load(KBb, VBb, stride_kbc, stride_vbc, offs_c0, cend, offs_d, offs_dv)
         acc = _bsa_local(acc, q, r, kl, vl, m0, offs_m, offs_n0, T, hl, scale, not UNIFORM, FAST_SILU)
+    if PDL and not (PRE and LOCAL_FIRST):
+        gdc_wait()
 
     # 1. compressed pass over the pooled blocks fully inside each row's visible prefix
     e = tl.minimum(offs_m + 1, hl)
     acc_c = tl.zeros([BS, D_V], dtype=tl.float32)
-    cend = tl.minimum(m0 + BS, hl) // BS
     Ib = IMP + b.to(tl.int64) * stride_ib + h * stride_ih + qb * stride_iq
     if ONE_CMP:
         acc, acc_c, imp_reg = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, offs_c0, cend, e,
-                                            rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, False, FAST_SILU)
+                                            rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, False, FAST_SILU,
+                                            kb_pre, vb_pre, PRE and LOCAL_FIRST)
     else:
-        for c0 in tl.range(0, cend, BLOCK_C, num_stages=CMP_STAGES):
+        c_first = 0
+        if PRE and LOCAL_FIRST:
+            # the first tile from the pooled tiles loaded early, the loop from the second
+            acc, acc_c, _ = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, offs_c0, cend, e,
+                                          rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, SELECT, FAST_SILU,
+                                          kb_pre, vb_pre, True)
+            c_first = BLOCK_C
+        for c0 in tl.range(c_first, cend, BLOCK_C, num_stages=CMP_STAGES):
             acc, acc_c, _ = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, c0 + offs_c0, cend,
-                                          e, rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, SELECT, FAST_SILU)
+                                          e, rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, SELECT, FAST_SILU,
+                                          q, q, False)
 
     # 2. selection on a packed int64 key per block (order-preserving int32 of the fp32
     #    importance, then the index reversed so that ties go to the lower block index): every
@@ -309,13 +386,17 @@ def _bsa_fused_kernel(
 LAST_KERNEL = None  # the last compiled fused kernel launched (benchmarks' compile report)
 
 
-def _pool(k, v, kbar, vbar, seq_offsets, block_size: int):
-    """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere)."""
+def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist=False, pdl=False, num_warps=2,
+          split=False):
+    """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere;
+    hist: only the blocks inside each sequence's history are written)."""
     B, nb, H, D_QK = kbar.shape
-    _bsa_pool_kernel[(B * H, nb)](
-        k, v, kbar, vbar, seq_offsets, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+    _bsa_pool_kernel[(B * H, nb, 2 if split else 1)](
+        k, v, kbar, vbar, seq_offsets, num_targets if num_targets is not None else seq_offsets,
+        k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
-        1.0 / block_size, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size, num_warps=4,
+        1.0 / block_size, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size, HIST=hist,
+        HAS_TARGETS=num_targets is not None, PDL=pdl, SPLIT=split, num_warps=num_warps,
     )
 
 
@@ -362,9 +443,18 @@ def hstu_bsa_fwd(
     rank_chunk = 0 if one_cmp or rank_chunk >= nb_p2 else rank_chunk
     # the selected branch's 1/N applied once at the end when no gate_slc scales its rows
     uniform = cfg.pop("UNIFORM", True) and local_first and gate_slc is None
+    # the fused kernel as a programmatic dependent launch of the pool kernel (sm_90+): its
+    # q and local block overlap the pool's last programs
+    pdl = (cfg.pop("PDL", True) and fast and gdc_wait is not None
+           and torch.cuda.get_device_capability(q.device)[0] >= 9)
+    # the (first) pooled tiles loaded with the local block's k and v
+    pre = cfg.pop("PRE", True) and local_first
+    # only the history's blocks pooled (the candidates' are never read)
+    hist = cfg.pop("POOL_HIST", True)
+    pool_warps = cfg.pop("POOL_WARPS", 2)
+    pool_split = cfg.pop("POOL_SPLIT", False)
     kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
     vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
-    _pool(k, v, kbar, vbar, seq_offsets, block_size)
     gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
     gc = gate_cmp if gate_cmp is not None else seq_offsets
     gs = gate_slc if gate_slc is not None else seq_offsets
@@ -382,6 +472,12 @@ def hstu_bsa_fwd(
         sel = block_indices[..., 1:].to(torch.int32).contiguous()
         kk = sel.shape[3]
         imp = sel
+    # the pool kernel right before the fused one (nothing launched between them: with PDL the
+    # fused kernel's gdc_wait() waits for the kernel launched just before it)
+    _pool(k, v, kbar, vbar, seq_offsets, block_size, num_targets, hist=hist, pdl=pdl, num_warps=pool_warps,
+          split=pool_split)
+    if pdl:
+        cfg["launch_pdl"] = True
     grid = (B * H * nb,) if qb_fast else (B * H, nb)
     global LAST_KERNEL
     LAST_KERNEL = _bsa_fused_kernel[grid](
@@ -396,7 +492,7 @@ def hstu_bsa_fwd(
         SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
         ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
         HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, RANK_CHUNK=rank_chunk,
-        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, UNIFORM=uniform, **cfg,
+        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, UNIFORM=uniform, PDL=pdl, PRE=pre, **cfg,
     )
     if return_block_indices:
         local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)

@@ -686,9 +686,11 @@ def _hstu_cached_sk_kernel(
         i = lo
         while (k < waves) | (i < hi):
             in_dp = k < waves
-            j = _sk_item_start(k * P + pid, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
-                               HAS_TARGETS, BPOW, TPOW)
-            e = _sk_segment(tl.where(in_dp, j, i), tl.where(in_dp, j, lo), tl.where(in_dp, total, hi), pid, s0,
+            j = i  # a stream-K piece starts where the last one ended: no item lookup
+            if in_dp:
+                j = _sk_item_start(k * P + pid, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
+                                   HAS_TARGETS, BPOW, TPOW)
+            e = _sk_segment(j, tl.where(in_dp, j, lo), tl.where(in_dp, total, hi), pid, s0,
                             chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS,
                             NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                             stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,

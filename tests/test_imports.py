@@ -59,3 +59,17 @@ def test_an_nsys_ingest_needs_no_polars(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["nsys", "[]"]
+
+
+def test_listing_the_charts_imports_neither_altair_nor_polars():
+    """`tracekit charts` only lists names: Altair and Polars (0.27 s) load when a chart is built."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from tracekit.cli import main; sys.argv = ['tracekit', 'charts']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('altair', 'polars') if m in sys.modules), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "top-kernels" in proc.stdout
+    assert proc.stderr.strip().splitlines()[-1] == "[]"

@@ -269,6 +269,10 @@ BSA_KERNEL_VARIANTS = {
     "rank_chunked": dict(RANK_SEL=True, ONE_CMP=False, RANK_CHUNK=4),
     "rounds_in_registers": dict(RANK_SEL=False, ONE_CMP=True, BLOCK_C=32),
     "uniform_scale_off": dict(UNIFORM=False),
+    "pooled_tiles_late": dict(PRE=False),
+    "pooled_tiles_early_scratch": dict(ONE_CMP=False, BLOCK_C=4),
+    "pool_everything": dict(POOL_HIST=False, POOL_WARPS=4),
+    "pool_k_v_apart": dict(POOL_SPLIT=True, POOL_WARPS=1),
 }
 
 
@@ -290,7 +294,7 @@ def test_block_sparse_kernel_variants_equal_rounds(case, variant):
     nt = None if c["targets"] is None else torch.tensor(c["targets"], device=DEV)
     kw = dict(max_seq_len=max(lengths) + 7, alpha=0.6, block_size=c["bs"], block_counts=c["counts"],
               num_targets=nt, return_block_indices=True)
-    base = dict(RANK_SEL=False, ONE_CMP=False, UNIFORM=False)
+    base = dict(RANK_SEL=False, ONE_CMP=False, UNIFORM=False, PRE=False, POOL_HIST=False)
     out_r, sel_r = hstu_bsa_fwd(q, k, v, off, out=_poison(L, H, d, torch.float32), config=base, **kw)
     out_k, sel_k = hstu_bsa_fwd(q, k, v, off, out=_poison(L, H, d, torch.float32),
                                 config=BSA_KERNEL_VARIANTS[variant], **kw)
@@ -856,6 +860,51 @@ def test_gpu_dense_default_call_in_a_cuda_graph():
     errs = ast.literal_eval(r.stdout.split("errors", 1)[1].strip())
     assert [had for had, _ in errs] == [False, True]
     assert all(e < TOL[torch.bfloat16] for _, e in errs), errs
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_gpu_block_sparse_dependent_launch_streams_and_graphs():
+    """The fused block-sparse kernel launched as a programmatic dependent of the pool kernel
+    (the default on sm_90+) reads the pooled keys only once the pool kernel is done: calls with
+    two different K alternating on two streams (so a call's pooled buffer may hold the other
+    input's values when reused), and a call captured in a CUDA graph and replayed after K
+    changed, give exactly the outputs and selections of the plain launch."""
+    from tracekit.kernels._bsa import hstu_bsa_fwd
+
+    g = _gen()
+    lengths, nts, H, d = [2048, 1000, 0, 3000], [256, 0, 0, 64], 4, 128
+    off, L = _offsets(lengths), sum(lengths)
+    q, v = (_rand(g, L, H, d, dtype=torch.bfloat16) for _ in range(2))
+    ks = [_rand(g, L, H, d, dtype=torch.bfloat16) for _ in range(2)]
+    kw = dict(max_seq_len=3000, alpha=d**-0.5, num_targets=torch.tensor(nts, device=DEV), block_size=64,
+              block_counts=8, return_block_indices=True)
+    want = [hstu_bsa_fwd(q, k, v, off, config=dict(PDL=False), **kw) for k in ks]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    torch.cuda.synchronize()
+    got = []
+    for i in range(16):
+        with torch.cuda.stream(streams[i % 2]):
+            got.append(hstu_bsa_fwd(q, ks[(i // 2) % 2], v, off, **kw))
+    torch.cuda.synchronize()
+    for i, (o, s) in enumerate(got):
+        assert torch.equal(o, want[(i // 2) % 2][0]) and torch.equal(s, want[(i // 2) % 2][1]), i
+    k = ks[0].clone()
+    out = torch.empty_like(q)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        hstu_bsa_fwd(q, k, v, off, out=out, **kw)  # compiles outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _, sel = hstu_bsa_fwd(q, k, v, off, out=out, **kw)
+    for j in (1, 0, 1):
+        k.copy_(ks[j])
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, want[j][0]) and torch.equal(sel, want[j][1]), j
 
 
 @pytest.mark.gpu

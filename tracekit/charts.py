@@ -12,6 +12,7 @@ rather than drawn wrong.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import math
@@ -21,11 +22,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import altair as alt
-import polars as pl
-
 from .errors import ParamError, QueryError
 from .names import distinct_labels, short_name
+
+
+class _OnFirstUse:
+    """A module imported when one of its names is first used: listing the charts
+    (``tracekit charts``) needs neither Altair nor Polars (0.27 s of imports)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+alt = _OnFirstUse("altair")
+pl = _OnFirstUse("polars")
 
 WIDTH, HEIGHT = 760, 460
 PALETTE = "tableau10"

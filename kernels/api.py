@@ -10,9 +10,9 @@ Shapes, dtypes, devices and the scalar arguments are always checked on the host.
 ``validate=True`` (the default) also checks the values of the offsets, num_targets and the
 cache's lengths and page table without synchronising the GPU: on the host when they are
 CPU tensors, on the GPU when they are on a GPU: inside the dense kernel itself, by one small
-kernel queued before the cached and block-sparse kernels (a failed check there prints a
-message that names the problem and, like PyTorch's own device-side index checks, ends the
-CUDA context; see ``_checks``).
+kernel queued before the cached and block-sparse kernels (a failed check ends the CUDA
+context, like PyTorch's own device-side index checks, with a message that names the problem;
+see ``_checks``).
 ``validate=False`` skips the value checks.
 """
 

@@ -671,6 +671,23 @@ def test_device_side_page_check_covers_the_whole_table(page, monkeypatch):
         hstu_attention_cached(q, k, v, _offsets([4, 2]), cache, **kw)
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="a device-side assertion ends the CUDA context; run under the interpreter")
+def test_device_side_checks_without_tokens(monkeypatch):
+    """No tokens, so no dense kernel to check in: offsets that do not end at 0 still fail."""
+    import dataclasses
+
+    from tracekit.kernels import _common
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(_common, "values_on_host", lambda t: False)
+    opts = interpreter.interpreter_builder.options
+    monkeypatch.setattr(interpreter.interpreter_builder, "options", dataclasses.replace(opts, debug=True))
+    q = torch.zeros(0, 2, 16, device=DEV)
+    assert hstu_attention(q, q, q, _offsets([0, 0]), max_seq_len=8, alpha=1.0, backend="triton").shape == (0, 2, 16)
+    with pytest.raises(Exception, match="number of tokens"):
+        hstu_attention(q, q, q, _offsets([0, 3]), max_seq_len=8, alpha=1.0, backend="triton")
+
+
 def test_device_side_checks_pass_valid_inputs(monkeypatch):
     from tracekit.kernels import _common
 

@@ -101,6 +101,36 @@ def values_on_host(seq_offsets) -> bool:
     return seq_offsets.device.type != "cuda"
 
 
+# the fused device checks' failure record (kernels/_checks.py, ``error_record``): a view of
+# the pinned host int64 [problem code, sequence] a kernel writes before it traps; None until
+# a call has checked values on a GPU
+device_check_record = None
+_DEVICE_CHECK_MESSAGES = {
+    1: "seq_offsets must start at 0, be non-decreasing and end at the number of tokens",
+    2: "a sequence is longer than max_seq_len",
+    3: "num_targets must lie in [0, the sequence's length]",
+}
+
+
+def device_check_failure() -> str | None:
+    """The message of a failed fused device check (read from host memory, no synchronisation),
+    or None."""
+    rec = device_check_record
+    if rec is None or rec[0] == 0:
+        return None
+    what = _DEVICE_CHECK_MESSAGES.get(rec[0], f"problem code {rec[0]}")
+    return (f"tracekit HSTU attention: {what}; wrong at sequence {rec[1]} "
+            "(the kernel stopped with a trap, which ended the CUDA context)")
+
+
+def raise_if_device_check_failed() -> None:
+    """After a failed fused check the CUDA context is gone: the next call that checks values
+    on a GPU raises why, instead of leaving the user a bare CUDA error."""
+    rec = device_check_record
+    if rec is not None and rec[0] != 0:
+        raise KernelInputError(device_check_failure())
+
+
 def check_scalars(max_seq_len: int, contextual_seq_len: int, max_attn_len: int) -> None:
     if max_seq_len <= 0:
         raise KernelInputError(f"max_seq_len must be positive, got {max_seq_len}")

@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from . import tiles
+from ._checks import check_on_device, error_record, item_error, report
 from ._common import interpret_mode
 from ._launch import launch
 
@@ -82,22 +83,33 @@ def _general_mask(offs_m, offs_n, T, nt, c, W):
     return valid & (offs_n[None, :] < T) & (offs_m[:, None] < T)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_tokens"])
 def _hstu_fwd_kernel(
     Q, K, V, OUT, SEQ_OFFSETS, NUM_TARGETS, TS, TSW, POSW,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
-    scale, inv_n, rab_scale, max_seq_len, contextual_seq_len, max_attn_len, num_buckets,
+    scale, inv_n, rab_scale, max_seq_len, contextual_seq_len, max_attn_len, num_buckets, n_tokens, RECORD,
     H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, GENERAL: tl.constexpr, HAS_TS: tl.constexpr, HAS_POS: tl.constexpr,
-    FAST_SILU: tl.constexpr, ONE_LOOP: tl.constexpr = False,
+    FAST_SILU: tl.constexpr, ONE_LOOP: tl.constexpr = False, CHECK: tl.constexpr = False,
+    TRAP: tl.constexpr = False,
 ):
     pid_bh = tl.program_id(0)
     pid_m = tl.num_programs(1) - 1 - tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
     start = tl.load(SEQ_OFFSETS + b).to(tl.int64)
-    T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
+    end = tl.load(SEQ_OFFSETS + b + 1).to(tl.int64)
+    T = (end - start).to(tl.int32)
+    if CHECK:
+        # the value checks of validate=True (kernels/_checks.py), before anything is read: a
+        # bad sequence's first program reports it (and traps), its others return
+        nt_c = tl.load(NUM_TARGETS + b).to(tl.int64) if HAS_TARGETS else 0
+        err = item_error(b, tl.num_programs(0) // H, start, end, n_tokens, max_seq_len, nt_c)
+        if err != 0:
+            if (h == 0) & (tl.program_id(1) == 0):
+                report(err, b, RECORD, TRAP)
+        T = tl.where(err != 0, 0, T)
     m0 = pid_m * BLOCK_M
     if m0 >= T:
         return
@@ -222,8 +234,10 @@ def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
 
 def hstu_fwd(
     q, k, v, seq_offsets, *, max_seq_len, alpha, num_targets, contextual_seq_len, max_attn_len,
-    timestamps=None, ts_weights=None, pos_weights=None, config=None, out=None,
+    timestamps=None, ts_weights=None, pos_weights=None, config=None, out=None, check=False,
 ):
+    """The dense kernel's launch. ``check``: the kernel checks each sequence's offsets, length
+    and num_targets itself before reading it (validate=True on GPU tensors, ``_checks``)."""
     import torch
 
     L, H, D_QK = q.shape
@@ -233,18 +247,24 @@ def hstu_fwd(
         out = torch.empty(L, H, D_V, dtype=q.dtype, device=q.device)
     B = seq_offsets.numel() - 1
     if L == 0 or B == 0:
+        if check and B > 0:
+            # no attention kernel to check in: the offsets (all 0?) by the separate check kernel
+            check_on_device(seq_offsets, 0, max_seq_len, num_targets)
         return out
     cfg = dict(default_config(D_QK, D_V, q.device.type))
     cfg.update(tiles.lookup("dense", q.device, q.dtype, D_QK, D_V, max_seq_len) or {})
     if config:
         cfg.update(config)
-    fast = q.device.type == "cuda" and not interpret_mode() and cfg.pop("FAST_SILU", True)
+    compiled = q.device.type == "cuda" and not interpret_mode()
+    fast = compiled and cfg.pop("FAST_SILU", True)
     cfg.pop("FAST_SILU", None)
     BM, BN = cfg.pop("BLOCK_M"), cfg.pop("BLOCK_N")
     general = contextual_seq_len > 0 or max_attn_len > 0
     has_ts = ts_weights is not None
     has_pos = pos_weights is not None
     grid = (B * H, triton.cdiv(max_seq_len, BM))
+    # compiled GPU code reports a failed check through trap (the interpreter: device_assert)
+    trap = bool(check) and compiled
     dummy = seq_offsets
     args = (
         q, k, v, out, seq_offsets,
@@ -256,11 +276,11 @@ def hstu_fwd(
         out.stride(0), out.stride(1),
         float(alpha) * (0.5 if fast else 1.0), 1.0 / max_seq_len, 0.5 if fast else 1.0,
         max_seq_len, contextual_seq_len, max_attn_len,
-        (ts_weights.numel() - 1) if has_ts else 0,
+        (ts_weights.numel() - 1) if has_ts else 0, L, error_record() if trap else dummy,
     )
     consts = dict(H=H, D_QK=D_QK, D_V=D_V, BLOCK_M=BM, BLOCK_N=BN, HAS_TARGETS=num_targets is not None,
                   GENERAL=general, HAS_TS=has_ts, HAS_POS=has_pos, FAST_SILU=fast,
-                  ONE_LOOP=bool(cfg.pop("ONE_LOOP", False)))
+                  ONE_LOOP=bool(cfg.pop("ONE_LOOP", False)), CHECK=bool(check), TRAP=trap)
     # what is left of cfg are launch options (num_warps, num_stages, maxnreg)
     launch(_hstu_fwd_kernel, _HANDLES, grid, args, consts, cfg, q.device)
     return out

@@ -13,13 +13,17 @@ def spec(x) -> tuple:
     """What Triton specialises a kernel on for one argument (its cache key): a tensor's dtype
     and 16-byte alignment; an int's width, whether it is 1 and whether 16 divides it; a
     float is passed as fp32 whatever its value."""
-    if isinstance(x, bool):
-        return ("i1", x)
-    if isinstance(x, int):
+    t = type(x)  # exact types: this runs for every argument of every launch
+    if t is int:
         return (-(2**31) <= x < 2**31, x == 1, x % 16 == 0)
-    if isinstance(x, float):
-        return ("fp32",)
-    return (x.dtype, x.data_ptr() % 16 == 0)
+    if t is float:
+        return _FP32
+    if t is bool:
+        return ("i1", x)
+    return (x.dtype, x.data_ptr() % 16 == 0)  # a tensor; anything else: AttributeError, the JIT
+
+
+_FP32 = ("fp32",)
 
 
 def _signature_ok(kernel, n_args: int, consts: dict) -> bool:

@@ -9,9 +9,10 @@ variable ``TRACEKIT_KERNELS_BACKEND`` (auto|triton|reference) overrides ``auto``
 Shapes, dtypes, devices and the scalar arguments are always checked on the host.
 ``validate=True`` (the default) also checks the values of the offsets, num_targets and the
 cache's lengths and page table without synchronising the GPU: on the host when they are
-CPU tensors, by one small kernel queued before the attention kernel when they are on a GPU
-(a failed check there is a device-side assertion that names the problem and, like
-PyTorch's own device-side index checks, ends the CUDA context; see ``_checks``).
+CPU tensors, on the GPU when they are on a GPU: inside the dense kernel itself, by one small
+kernel queued before the cached and block-sparse kernels (a failed check ends the CUDA
+context, like PyTorch's own device-side index checks, with a message that names the problem;
+see ``_checks``).
 ``validate=False`` skips the value checks.
 """
 
@@ -22,10 +23,11 @@ from ._common import check_qkv, check_scalars, check_targets_structure, check_va
 
 
 def _value_checks(validate: bool, backend: str, seq_offsets) -> str:
-    """Where the value checks run: "host", "device" (inside the Triton kernel) or "none"."""
+    """Where the value checks run: "host", "device" (on the GPU, see ``_checks``) or "none"."""
     if not validate:
         return "none"
     if backend == "triton" and not _common.values_on_host(seq_offsets):
+        _common.raise_if_device_check_failed()
         return "device"
     return "host"
 
@@ -110,9 +112,10 @@ def hstu_attention(
     _no_fp64(q)
     from ._dense import hstu_fwd
 
+    # the dense kernel checks the values itself (no second launch, no host work)
     return hstu_fwd(
-        q, k, v, _device_checked(checks, seq_offsets, q.shape[0], max_seq_len, kw["num_targets"]),
-        timestamps=timestamps, ts_weights=ts_weights, pos_weights=pos_weights, out=_check_out(out, q, v), **kw,
+        q, k, v, _contig(seq_offsets), timestamps=timestamps, ts_weights=ts_weights, pos_weights=pos_weights,
+        out=_check_out(out, q, v), check=checks == "device", **kw,
     )
 
 

@@ -647,6 +647,47 @@ def test_device_side_checks_name_the_problem(case, monkeypatch):
     assert not isinstance(err.value, KernelInputError)  # raised by the kernel, not by the host checks
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="a device-side assertion ends the CUDA context; run under the interpreter")
+@pytest.mark.parametrize("page", [1, 70])
+def test_device_side_page_check_covers_the_whole_table(page, monkeypatch):
+    """The check kernel splits the page table into chunks of 64 pages, one program each: a bad
+    page is caught in the first chunk and in a later one."""
+    import dataclasses
+
+    from tracekit.kernels import _common
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(_common, "values_on_host", lambda t: False)
+    opts = interpreter.interpreter_builder.options
+    monkeypatch.setattr(interpreter.interpreter_builder, "options", dataclasses.replace(opts, debug=True))
+    g = _gen()
+    kh, vh = _rand(g, 2307, 1, 16, dtype=torch.float32), _rand(g, 2307, 1, 16, dtype=torch.float32)
+    cache = build_paged_kv_cache(kh, vh, _offsets([2300, 7]), max_len=2400, generator=g)
+    q, k, v = (_rand(g, 6, 1, 16, dtype=torch.float32) for _ in range(3))
+    kw = dict(max_seq_len=2400, alpha=1.0, backend="triton")
+    hstu_attention_cached(q, k, v, _offsets([4, 2]), cache, **kw)
+    cache.page_table[0, page] = cache.k_cache.shape[0]
+    with pytest.raises(Exception, match="page_table names a page outside k_cache"):
+        hstu_attention_cached(q, k, v, _offsets([4, 2]), cache, **kw)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="a device-side assertion ends the CUDA context; run under the interpreter")
+def test_device_side_checks_without_tokens(monkeypatch):
+    """No tokens, so no dense kernel to check in: offsets that do not end at 0 still fail."""
+    import dataclasses
+
+    from tracekit.kernels import _common
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(_common, "values_on_host", lambda t: False)
+    opts = interpreter.interpreter_builder.options
+    monkeypatch.setattr(interpreter.interpreter_builder, "options", dataclasses.replace(opts, debug=True))
+    q = torch.zeros(0, 2, 16, device=DEV)
+    assert hstu_attention(q, q, q, _offsets([0, 0]), max_seq_len=8, alpha=1.0, backend="triton").shape == (0, 2, 16)
+    with pytest.raises(Exception, match="number of tokens"):
+        hstu_attention(q, q, q, _offsets([0, 3]), max_seq_len=8, alpha=1.0, backend="triton")
+
+
 def test_device_side_checks_pass_valid_inputs(monkeypatch):
     from tracekit.kernels import _common
 
@@ -663,6 +704,58 @@ def test_device_side_checks_pass_valid_inputs(monkeypatch):
     assert _rel(out, hstu_attention_cached_reference(*_d64(q, k, v), _offsets(new), c64, **kw)) < TOL[torch.float32]
     out = hstu_attention(q, k, v, _offsets(new), backend="triton", **kw)
     assert _rel(out, hstu_attention_reference(*_d64(q, k, v), _offsets(new), **kw)) < TOL[torch.float32]
+
+
+def test_dense_default_call_checks_inside_the_kernel(monkeypatch):
+    """The dense kernel checks values itself: its default call on device-side values queues no
+    separate check kernel (the cached and block-sparse calls still do), and bad values are
+    still caught (by the kernel, see test_device_side_checks_name_the_problem)."""
+    from tracekit.kernels import _checks, _common
+
+    monkeypatch.setattr(_common, "values_on_host", lambda t: False)
+    calls = []
+    monkeypatch.setattr(_checks, "check_on_device", lambda *a, **k: calls.append(a))
+    g = _gen()
+    q, k, v = (_rand(g, 12, 2, 16, dtype=torch.float32) for _ in range(3))
+    off, nt = _offsets([5, 0, 7]), torch.tensor([2, 0, 7], device=DEV)
+    out = hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, num_targets=nt, backend="triton")
+    ref = hstu_attention_reference(*_d64(q, k, v), off, max_seq_len=8, alpha=0.5, num_targets=nt)
+    assert _rel(out, ref) < TOL[torch.float32] and calls == []
+    hstu_attention_block_sparse(q, k, v, off, max_seq_len=8, alpha=0.5, block_size=16, backend="triton")
+    assert len(calls) == 1
+
+
+def test_failed_device_check_raises_on_the_next_call(monkeypatch):
+    """What a trapped kernel left in the pinned record (problem code, sequence) becomes the next
+    device-checked call's KernelInputError; calls that check on the host are not affected."""
+    import ctypes
+
+    from tracekit.kernels import _common
+
+    g = _gen()
+    q, k, v = (_rand(g, 12, 2, 16, dtype=torch.float32) for _ in range(3))
+    off = _offsets([5, 7])
+    monkeypatch.setattr(_common, "device_check_record", (ctypes.c_int64 * 2)(3, 1))
+    hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5)  # values on the host: checked there
+    monkeypatch.setattr(_common, "values_on_host", lambda t: False)
+    with pytest.raises(KernelInputError, match=r"num_targets must lie in \[0, the sequence's length\]; wrong at "
+                                               r"sequence 1 \(the kernel stopped with a trap"):
+        hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, backend="triton")
+    hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, backend="triton", validate=False)
+    monkeypatch.setattr(_common, "device_check_record", (ctypes.c_int64 * 2)(0, 0))
+    hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, backend="triton")
+
+
+def test_launch_spec_keys():
+    """The compiled-handle key of one argument follows Triton's specialisation: int width,
+    == 1, divisibility by 16; floats all alike; bools apart from ints."""
+    from tracekit.kernels._launch import spec
+
+    assert spec(32) == spec(64) != spec(8) != spec(1)
+    assert spec(2**31) != spec(2**31 - 16) and spec(0.5) == spec(3.0)
+    assert spec(True) != spec(1) and spec(True) != spec(False)
+    t = torch.zeros(8, dtype=torch.int32)
+    assert spec(t) == (torch.int32, True) and spec(t[1:]) == (torch.int32, False)
 
 
 @pytest.mark.gpu
@@ -689,6 +782,101 @@ def test_gpu_default_calls_never_sync():
     c32 = PagedKVCache(cache.k_cache.float(), cache.v_cache.float(), cache.page_table, cache.cache_lens)
     ref = hstu_attention_cached_reference(q.float(), k.float(), v.float(), off, c32, **kw)
     assert _rel(outs[1], ref) < TOL[torch.bfloat16]
+
+
+_TRAP_CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import attention_gpu
+import torch
+K = attention_gpu.K
+off, nt, max_seq_len = eval(sys.argv[2])
+q = torch.randn(10, 2, 16, device="cuda", dtype=torch.bfloat16)
+off = torch.tensor(off, device="cuda")
+nt = None if nt is None else torch.tensor(nt, device="cuda")
+K.hstu_attention(q, q, q, off, max_seq_len=max_seq_len, alpha=1.0, num_targets=nt)
+try:
+    torch.cuda.synchronize()
+    print("no error")
+except RuntimeError as exc:
+    print("cuda error:", str(exc).splitlines()[0])
+try:
+    K.hstu_attention(q, q, q, off, max_seq_len=max_seq_len, alpha=1.0, num_targets=nt)
+except K.KernelInputError as exc:
+    print("next call:", exc)
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("case", [
+    (([0, 7, 6, 10], None, 16), "seq_offsets must start at 0, be non-decreasing and end at the number of tokens; "
+                                "wrong at sequence 1"),
+    (([0, 1, 10], None, 8), "a sequence is longer than max_seq_len; wrong at sequence 1"),
+    (([0, 4, 10], [1, 7], 16), "num_targets must lie in \\[0, the sequence's length\\]; wrong at sequence 1"),
+], ids=["decreasing", "too_long", "targets"])
+def test_gpu_fused_checks_stop_the_call_with_a_message(case):
+    """The dense kernel's fused checks on a GPU: a bad value stops the kernel (trap) before it
+    reads anything, the next call raises the message, and the message is printed at exit."""
+    import re
+    from pathlib import Path
+
+    inputs, msg = case
+    bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    r = subprocess.run([sys.executable, "-c", _TRAP_CHILD, bench, repr(inputs)], capture_output=True, text=True,
+                       timeout=300)
+    assert "cuda error:" in r.stdout, r.stdout + r.stderr
+    assert re.search("next call: tracekit HSTU attention: " + msg, r.stdout), r.stdout + r.stderr
+    assert re.search("tracekit HSTU attention: " + msg, r.stderr), r.stderr
+
+
+_GRAPH_CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import attention_gpu
+import torch
+from tracekit.kernels import _checks
+K = attention_gpu.K
+g = torch.Generator(device="cuda").manual_seed(0)
+q, k, v = (torch.randn(429, 2, 64, device="cuda", generator=g).bfloat16() for _ in range(3))
+off, nt = torch.tensor([0, 300, 300, 429], device="cuda"), torch.tensor([64, 0, 1], device="cuda")
+kw = dict(max_seq_len=512, alpha=0.1, num_targets=nt)
+ref = K.hstu_attention_reference(q.float(), k.float(), v.float(), off, **kw)
+def rel(out):
+    return float((out.float() - ref).norm() / ref.norm())
+K.hstu_attention(q, k, v, off, validate=False, **kw)  # compiled before the captures
+_checks.check_on_device(off, 429, 512, nt)
+torch.cuda.synchronize()
+errs = []
+for _ in range(2):  # first before any eager default call (no failure record yet), then after one
+    had_record = _checks._RECORD is not None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = K.hstu_attention(q, k, v, off, **kw)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    errs.append((had_record, rel(out)))
+    K.hstu_attention(q, k, v, off, **kw)  # eager: makes the record (and compiles the fused variant)
+    torch.cuda.synchronize()
+print("errors", errs)
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_gpu_dense_default_call_in_a_cuda_graph():
+    """A default dense call captured in a CUDA graph before any eager one (the pinned failure
+    record is allocated inside the capture) and after one: both replay to the right output."""
+    import ast
+    from pathlib import Path
+
+    bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    r = subprocess.run([sys.executable, "-c", _GRAPH_CHILD, bench], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    errs = ast.literal_eval(r.stdout.split("errors", 1)[1].strip())
+    assert [had for had, _ in errs] == [False, True]
+    assert all(e < TOL[torch.bfloat16] for _, e in errs), errs
 
 
 @pytest.mark.gpu

@@ -347,19 +347,18 @@ BSA_VARIANTS = {
     "prev_t4096": dict(ONE_CMP=False, RANK_CHUNK=0, UNIFORM=False),
     "prev_t8192": dict(ONE_CMP=False, RANK_SEL=False, UNIFORM=False),
 }
-# the variants above keep main's default before helper bsa3's (no PDL, pooled tiles loaded
-# in the compressed pass, every block pooled, 4-warp pool programs)
+# the variants above run without the launch and pool options below (no PDL, pooled tiles
+# loaded in the compressed pass, every block pooled, 4-warp pool programs)
 _BSA_MAIN = dict(PDL=False, PRE=False, POOL_HIST=False, POOL_WARPS=4)
 for _name, _cfg in BSA_VARIANTS.items():
     for _k, _v in _BSA_MAIN.items():
-        if _name != "new":  # new: the current default
+        if _name != "new":  # new: the library's default
             _cfg.setdefault(_k, _v)
 BSA_VARIANTS.update({
-    # issue 16, helper bsa3: the fused kernel as a programmatic dependent launch of the pool
-    # kernel (PDL), the pooled tiles loaded with the local block (PRE), the pool kernel
-    # writing only the history's blocks (POOL_HIST) and its warps; one change at a time from
-    # main's default (the next selected block's QK product first, measured in the first call,
-    # was removed from the kernel: docs/performance.md)
+    # the fused kernel as a programmatic dependent launch of the pool kernel (PDL), the
+    # pooled tiles loaded with the local block (PRE), the pool kernel writing only the
+    # history's blocks (POOL_HIST), the pool's warps: each alone on top of "main" (without
+    # them), then together
     "main": dict(_BSA_MAIN),
     "pdl": dict(_BSA_MAIN, PDL=True),
     "pre": dict(_BSA_MAIN, PRE=True),
@@ -368,15 +367,15 @@ BSA_VARIANTS.update({
     "pw2": dict(_BSA_MAIN, POOL_WARPS=2),
     "pw8": dict(_BSA_MAIN, POOL_WARPS=8),
     "all": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=4),
-    # second call: PRE also for the first tile of the scratch-row path (> 64 blocks); the pool
-    # at 1-2 warps (all_pw2 = the default since); the selected loop 2 stages deep (PRE's 168
-    # registers allow three CTAs per SM if shared memory does too); one compressed stage
-    "all_pw2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2),  # the default since
+    # all of them with 1-2 pool warps (all_pw2 = the library's default), the selected loop 2
+    # stages deep (PRE's 168 registers would allow three CTAs per SM if shared memory did),
+    # one compressed stage
+    "all_pw2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2),
     "all_pw1": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=1),
     "all_s2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=4, num_stages=2),
     "all_s2_pw2": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2, num_stages=2),
     "all_pw2_cs1": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=2, CMP_STAGES=1),
-    # third call: k and v pooled by separate 1-warp programs (POOL_SPLIT); PRE off
+    # k and v pooled by separate 1-warp programs (POOL_SPLIT); PRE off
     "all_pw1_split": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=1, POOL_SPLIT=True),
     "pdl_hist_pw1": dict(PDL=True, PRE=False, POOL_HIST=True, POOL_WARPS=1),
     "pdl_hist_pw1_split": dict(PDL=True, PRE=False, POOL_HIST=True, POOL_WARPS=1, POOL_SPLIT=True),

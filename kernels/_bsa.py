@@ -45,7 +45,7 @@ def _bsa_pool_kernel(
 ):
     """Mean of k and v over each full block of each sequence; zeros for partial/absent blocks.
 
-    HIST: only the blocks inside the history (the last T - num_targets tokens are candidates)
+    HIST: only the blocks inside the history (the last num_targets tokens are candidates)
     are pooled, the others are left unwritten: the compressed pass reads block c only where
     (c + 1) * BS <= history length. PDL: the fused kernel (launched as a programmatic
     dependent) may start as soon as every program of this one has started. SPLIT: k and v
@@ -60,7 +60,7 @@ def _bsa_pool_kernel(
     T = (tl.load(SEQ_OFFSETS + b + 1).to(tl.int64) - start).to(tl.int32)
     if HIST:
         if HAS_TARGETS:
-            T = T - tl.load(NUM_TARGETS + b).to(tl.int32)
+            T = T - tl.maximum(tl.load(NUM_TARGETS + b).to(tl.int32), 0)  # (validate=False: never past T)
         if (c + 1) * BS > T:
             return
     lim = T * ((c + 1) * BS <= T).to(tl.int32)  # 0 unless block c is full

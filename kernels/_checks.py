@@ -30,6 +30,8 @@ Under Triton's interpreter (no ``trap``) the fused checks report through ``tl.de
 
 from __future__ import annotations
 
+import threading
+
 import triton
 import triton.language as tl
 
@@ -68,13 +70,14 @@ def _trap():
 @triton.jit
 def report(err, b, RECORD, TRAP: tl.constexpr):
     """Report ``item_error``'s code ``err`` (non-zero) of sequence ``b``. ``TRAP`` (compiled GPU
-    code): write (err, b) to ``RECORD`` (``error_record()``, pinned host memory) and trap, which
-    ends the CUDA context; the host words the message (``_common.device_check_failure``). No
-    ``printf`` here: a function call anywhere in a kernel makes ptxas serialise its wgmma
-    instructions (C7510). Otherwise (the interpreter) a failed ``tl.device_assert``."""
+    code): write ``err << 32 | b`` to ``RECORD`` (``error_record()``, pinned host memory) and
+    trap, which ends the CUDA context; the host words the message
+    (``_common.device_check_failure``). One 64-bit store, so that programs failing at once
+    never leave one's code beside another's sequence. No ``printf`` here: a function call
+    anywhere in a kernel makes ptxas serialise its wgmma instructions (C7510). Otherwise (the
+    interpreter) a failed ``tl.device_assert``."""
     if TRAP:
-        tl.store(RECORD + 1, b.to(tl.int64))
-        tl.store(RECORD, err.to(tl.int64))
+        tl.store(RECORD, (err.to(tl.int64) << 32) | b.to(tl.int64))
         _trap()
     else:
         tl.device_assert(err != ERR_OFFSETS, "tracekit HSTU attention: seq_offsets must start at 0, be "
@@ -84,25 +87,31 @@ def report(err, b, RECORD, TRAP: tl.constexpr):
                          "tracekit HSTU attention: num_targets must lie in [0, the sequence's length]")
 
 
-_RECORD = None  # the pinned host tensor int64 [problem code, sequence]
+_RECORD = None  # the pinned host tensor int64 [problem code << 32 | sequence]
+_RECORD_LOCK = threading.Lock()
 
 
 def error_record():
     """The pinned host buffer (mapped into every GPU's address space) the fused checks write a
-    failure into, created on first use (also inside a CUDA graph capture, where a pinned
-    allocation is allowed); ``_common`` reads it (``device_check_failure``), and a failure
-    recorded there is printed at exit."""
+    failure into, created once, on first use, by one thread (also inside a CUDA graph
+    capture, where a pinned allocation is allowed); ``_common`` reads it
+    (``device_check_failure``), and a failure recorded there is printed at exit."""
     global _RECORD
     if _RECORD is None:
-        import atexit
-        import ctypes
+        with _RECORD_LOCK:
+            if _RECORD is None:
+                import atexit
+                import ctypes
 
-        import torch
+                import torch
 
-        rec = torch.zeros(2, dtype=torch.int64, pin_memory=True)
-        _common.device_check_record = (ctypes.c_int64 * 2).from_address(rec.data_ptr())
-        _RECORD = rec
-        atexit.register(_print_at_exit)
+                rec = torch.zeros(1, dtype=torch.int64, pin_memory=True)
+                # the view keeps the tensor (and so its pinned block) alive
+                view = ctypes.c_int64.from_address(rec.data_ptr())
+                view.tensor = rec
+                _common.device_check_record = view
+                atexit.register(_print_at_exit)
+                _RECORD = rec
     return _RECORD
 
 

@@ -101,9 +101,9 @@ def values_on_host(seq_offsets) -> bool:
     return seq_offsets.device.type != "cuda"
 
 
-# the fused device checks' failure record (kernels/_checks.py, ``error_record``): a view of
-# the pinned host int64 [problem code, sequence] a kernel writes before it traps; None until
-# a call has checked values on a GPU
+# the fused device checks' failure record (kernels/_checks.py, ``error_record``): a view
+# (ctypes.c_int64) of the pinned host word ``problem code << 32 | sequence`` a kernel writes
+# before it traps; None until a call has checked values on a GPU
 device_check_record = None
 _DEVICE_CHECK_MESSAGES = {
     1: "seq_offsets must start at 0, be non-decreasing and end at the number of tokens",
@@ -116,19 +116,21 @@ def device_check_failure() -> str | None:
     """The message of a failed fused device check (read from host memory, no synchronisation),
     or None."""
     rec = device_check_record
-    if rec is None or rec[0] == 0:
+    word = 0 if rec is None else rec.value
+    if word == 0:
         return None
-    what = _DEVICE_CHECK_MESSAGES.get(rec[0], f"problem code {rec[0]}")
-    return (f"tracekit HSTU attention: {what}; wrong at sequence {rec[1]} "
+    code, seq = word >> 32, word & 0xFFFFFFFF
+    what = _DEVICE_CHECK_MESSAGES.get(code, f"problem code {code}")
+    return (f"tracekit HSTU attention: {what}; wrong at sequence {seq} "
             "(the kernel stopped with a trap, which ended the CUDA context)")
 
 
 def raise_if_device_check_failed() -> None:
-    """After a failed fused check the CUDA context is gone: the next call that checks values
-    on a GPU raises why, instead of leaving the user a bare CUDA error."""
-    rec = device_check_record
-    if rec is not None and rec[0] != 0:
-        raise KernelInputError(device_check_failure())
+    """After a failed fused check the CUDA context is gone: every later call on GPU tensors
+    raises why, instead of leaving the user a bare CUDA error."""
+    msg = device_check_failure()
+    if msg is not None:
+        raise KernelInputError(msg)
 
 
 def check_scalars(max_seq_len: int, contextual_seq_len: int, max_attn_len: int) -> None:

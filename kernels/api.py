@@ -23,11 +23,14 @@ from ._common import check_qkv, check_scalars, check_targets_structure, check_va
 
 
 def _value_checks(validate: bool, backend: str, seq_offsets) -> str:
-    """Where the value checks run: "host", "device" (on the GPU, see ``_checks``) or "none"."""
+    """Where the value checks run: "host", "device" (on the GPU, see ``_checks``) or "none".
+    Any call on GPU tensors first raises a failure an earlier call's kernel recorded."""
+    on_gpu = not _common.values_on_host(seq_offsets)
+    if on_gpu:
+        _common.raise_if_device_check_failed()
     if not validate:
         return "none"
-    if backend == "triton" and not _common.values_on_host(seq_offsets):
-        _common.raise_if_device_check_failed()
+    if backend == "triton" and on_gpu:
         return "device"
     return "host"
 

@@ -726,8 +726,9 @@ def test_dense_default_call_checks_inside_the_kernel(monkeypatch):
 
 
 def test_failed_device_check_raises_on_the_next_call(monkeypatch):
-    """What a trapped kernel left in the pinned record (problem code, sequence) becomes the next
-    device-checked call's KernelInputError; calls that check on the host are not affected."""
+    """What a trapped kernel left in the pinned record (problem code << 32 | sequence) becomes
+    the KernelInputError of every later call on GPU tensors, validate=False or not; calls on
+    CPU tensors are not affected."""
     import ctypes
 
     from tracekit.kernels import _common
@@ -735,14 +736,17 @@ def test_failed_device_check_raises_on_the_next_call(monkeypatch):
     g = _gen()
     q, k, v = (_rand(g, 12, 2, 16, dtype=torch.float32) for _ in range(3))
     off = _offsets([5, 7])
-    monkeypatch.setattr(_common, "device_check_record", (ctypes.c_int64 * 2)(3, 1))
+    monkeypatch.setattr(_common, "device_check_record", ctypes.c_int64(3 << 32 | 1))
     hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5)  # values on the host: checked there
     monkeypatch.setattr(_common, "values_on_host", lambda t: False)
-    with pytest.raises(KernelInputError, match=r"num_targets must lie in \[0, the sequence's length\]; wrong at "
-                                               r"sequence 1 \(the kernel stopped with a trap"):
+    for validate in (True, False):
+        with pytest.raises(KernelInputError, match=r"num_targets must lie in \[0, the sequence's length\]; wrong "
+                                                   r"at sequence 1 \(the kernel stopped with a trap"):
+            hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, backend="triton", validate=validate)
+    monkeypatch.setattr(_common, "device_check_record", ctypes.c_int64(2 << 32 | 70000))
+    with pytest.raises(KernelInputError, match=r"longer than max_seq_len; wrong at sequence 70000 "):
         hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, backend="triton")
-    hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, backend="triton", validate=False)
-    monkeypatch.setattr(_common, "device_check_record", (ctypes.c_int64 * 2)(0, 0))
+    monkeypatch.setattr(_common, "device_check_record", ctypes.c_int64(0))
     hstu_attention(q, k, v, off, max_seq_len=8, alpha=0.5, backend="triton")
 
 

@@ -28,25 +28,12 @@ import json
 import pstats
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import attention_gpu  # noqa: E402,F401  (loads kernels/ as tracekit.kernels)
+from attention_host import _host_us  # noqa: E402
 from attention_table import _kernel_us  # noqa: E402
-
-
-def _host_us(fn, n=150):
-    import torch
-
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(4e8))  # ~0.2 s at 1.98 GHz: the queue never drains while we time
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
 
 
 def _sides(cfg, inp):

@@ -179,7 +179,7 @@ def _f32(x):
     return None if x is None else x.float()
 
 
-def bsa_checks(configs=None):
+def bsa_checks(configs=None, dtypes=("bf16", "fp16")):
     """Block-sparse vs its float32 reference on the kernel's own selection, fresh random inputs,
     NaN-poisoned outputs; selection agreement with the reference's own top-k."""
     import torch
@@ -191,7 +191,7 @@ def bsa_checks(configs=None):
     cases = (([8192], [256], 64, 16, 128), ([4096, 4096], [256, 0], 64, 8, 128),
              ([4096, 1, 2500, 0, 700], [256, 1, 0, 0, 64], 32, 8, 128), ([4096, 3000], [256, 5], 128, 4, 128),
              ([2048, 999], [128, 0], 16, 8, 64), ([4096], [256], 64, 8, 256))
-    for dtype in (torch.bfloat16, torch.float16):
+    for dtype in [{"bf16": torch.bfloat16, "fp16": torch.float16}[x] for x in dtypes]:
         for lens_b, nts_b, bs, cnt, d in cases:
             H = 4
             offb = _offsets(lens_b, dev)
@@ -253,13 +253,14 @@ def bsa_checks(configs=None):
     return ok_all
 
 
-def bsa(out_rows, variants, rounds=2, warm=False):
+def bsa(out_rows, variants, rounds=2, warm=False, cnt0=(), configs=("bsa_T4096", "bsa_T8192", "bsa_T8192_sparse"),
+        with_v0=True):
     import torch
     from attention_bsa_v0 import hstu_bsa_fwd as v0
     from tracekit.kernels import _bsa
     from tracekit.kernels.bench import _make_inputs, parse_config
 
-    for cname in ("bsa_T4096", "bsa_T8192", "bsa_T8192_sparse"):
+    for cname in configs:
         _, cfg = parse_config(cname)
         inp = _make_inputs(cfg, torch.bfloat16, "cuda")
         kw = dict(max_seq_len=cfg["N"], alpha=inp["alpha"], num_targets=inp["num_targets"])
@@ -272,8 +273,19 @@ def bsa(out_rows, variants, rounds=2, warm=False):
                 except Exception as exc:  # noqa: BLE001 - report and go on
                     print(f"bsa warm {cname} {vc}: {type(exc).__name__} {str(exc)[:1500]}", flush=True)
             continue
-        res = {"dense": _bench(lambda: K.hstu_attention(q, k, v, off, validate=False, **kw)),
-               "v0": _bench(lambda: v0(q, k, v, off, **bkw))}
+        res = {"dense": _bench(lambda: K.hstu_attention(q, k, v, off, validate=False, **kw))}
+        if with_v0:
+            res["v0"] = _bench(lambda: v0(q, k, v, off, **bkw))
+        o_ref, s_ref = _bsa.hstu_bsa_fwd(q, k, v, off, return_block_indices=True, **bkw)
+        for name, vc in variants.items():
+            # each variant against the library default on this input: same selection (same
+            # compressed pass), outputs within bf16 rounding
+            try:
+                o_v, s_v = _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(vc), return_block_indices=True, **bkw)
+                print(f"bsa {cname} {name}: vs default rel_err {_rel(o_v, o_ref):.2e} "
+                      f"sel agree {float((s_v == s_ref).float().mean()):.4f}", flush=True)
+            except Exception as exc:  # noqa: BLE001 - report and go on
+                print(f"bsa {cname} {name}: check {type(exc).__name__} {str(exc)[:300]}", flush=True)
         for rnd in range(rounds):
             for name, vc in variants.items():
                 try:
@@ -294,20 +306,25 @@ def bsa(out_rows, variants, rounds=2, warm=False):
         res["pool"] = _bench(lambda: _bsa._pool(k, v, kbar, vbar, off, cfg["bs"], inp["num_targets"], hist=True))
         # stage costs: no selected blocks (pool + compressed + local block), pooling alone
         res["cnt0"] = _bench(lambda: _bsa.hstu_bsa_fwd(q, k, v, off, **dict(bkw, block_counts=0)))
+        for name in cnt0:  # the same for named variants
+            res[f"cnt0_{name}"] = _bench(lambda: _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(variants[name]),
+                                                                   **dict(bkw, block_counts=0)))
         res["dense2"] = _bench(lambda: K.hstu_attention(q, k, v, off, validate=False, **kw))
         line = "  ".join(f"{n} {t * 1e3:.1f}" for n, t in res.items())
         td = (res["dense"] + res["dense2"]) / 2
         print(f"bsa {cname} (us): {line}", flush=True)
-        print(f"bsa {cname}: speedup vs dense: v0 {td / res['v0']:.2f}x  "
+        print(f"bsa {cname}: speedup vs dense: "
               + "  ".join(f"{n} {td / res[n]:.2f}x" for n in variants), flush=True)
         out_rows.append(dict(kind="bsa", name=cname, **{n: t * 1e3 for n, t in res.items()}))
-        if cname == "bsa_T4096":
-            call = lambda: _bsa.hstu_bsa_fwd(q, k, v, off, **bkw)  # noqa: E731
+        # kernel times of one call: the default and the cnt0 variants
+        for name in ("new", *cnt0) if cname != "bsa_T8192_sparse" else ():
+            vc = dict(variants.get(name, {}))
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 for _ in range(10):
-                    call()
+                    _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(vc), **bkw)
                 torch.cuda.synchronize()
-            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), flush=True)
+            print(f"profile {cname} {name}:", flush=True)
+            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=4), flush=True)
     if not warm:
         for fn in (_bsa._bsa_fused_kernel, _bsa._bsa_pool_kernel):
             print("\n".join(_compile_report(fn)), flush=True)
@@ -379,6 +396,25 @@ BSA_VARIANTS.update({
     "all_pw1_split": dict(PDL=True, PRE=True, POOL_HIST=True, POOL_WARPS=1, POOL_SPLIT=True),
     "pdl_hist_pw1": dict(PDL=True, PRE=False, POOL_HIST=True, POOL_WARPS=1),
     "pdl_hist_pw1_split": dict(PDL=True, PRE=False, POOL_HIST=True, POOL_WARPS=1, POOL_SPLIT=True),
+    # the local block as the first iterations of the selected loop (LOOP_LOCAL), in iterations
+    # of SUB keys: the compressed pass needs only q and the pooled tiles (48 KB), the loop q and
+    # its buffers (SUB=32: 3 x 16 KB, or 2 with SEL_STAGES=2), so 3-4 CTAs fit per SM where
+    # registers allow (maxnreg); T8192: its pooled tiles not loaded early (PRE) and the
+    # compressed loop not pipelined (CMP_STAGES=1) to fit 3 CTAs
+    "ll64": dict(LOOP_LOCAL=True),
+    "ll32": dict(LOOP_LOCAL=True, SUB=32),
+    "ll32_s2": dict(LOOP_LOCAL=True, SUB=32, SEL_STAGES=2),
+    "ll32_s2_r128": dict(LOOP_LOCAL=True, SUB=32, SEL_STAGES=2, maxnreg=128),
+    "ll32_r168_cs1": dict(LOOP_LOCAL=True, SUB=32, maxnreg=168, CMP_STAGES=1),
+    "ll32_r168_np_cs1": dict(LOOP_LOCAL=True, SUB=32, maxnreg=168, PRE=False, CMP_STAGES=1),
+    "ll32_s2_r168_np_cs1": dict(LOOP_LOCAL=True, SUB=32, SEL_STAGES=2, maxnreg=168, PRE=False, CMP_STAGES=1),
+    # LOOP_LOCAL's defaults (the library's own where it applies: block_size 64, d <= 128) forced
+    # on every shape, without the clamped rows (CLAMP) / the second early pooled tile
+    # (PRE_TILES=2); prev5: the default before LOOP_LOCAL (main's)
+    "prev5": dict(LOOP_LOCAL=False),
+    "ll32_s2_r128_clamp": dict(LOOP_LOCAL=True, SUB=32, SEL_STAGES=2, maxnreg=128, CLAMP=True),
+    "ll64_clamp": dict(LOOP_LOCAL=True, CLAMP=True),
+    "ll64_clamp_pre2": dict(LOOP_LOCAL=True, CLAMP=True, PRE_TILES=2),
 })
 
 
@@ -482,7 +518,11 @@ def main():
     p.add_argument("--bsa-variants", default=None, help="comma-separated subset of BSA_VARIANTS")
     p.add_argument("--bsa-check-variants", default="", help="--bsa-checks: also these BSA_VARIANTS")
     p.add_argument("--bsa-warm", action="store_true", help="--bsa: compile the variants only")
+    p.add_argument("--bsa-check-dtypes", default="bf16,fp16", help="--bsa-checks: these dtypes")
     p.add_argument("--bsa-rounds", type=int, default=2, help="--bsa: timing rounds (min per variant)")
+    p.add_argument("--bsa-configs", default="bsa_T4096,bsa_T8192,bsa_T8192_sparse")
+    p.add_argument("--bsa-no-v0", action="store_true", help="--bsa: leave out the frozen first path")
+    p.add_argument("--bsa-cnt0", default="", help="--bsa: also these variants with block_counts=0 (fixed part)")
     p.add_argument("--cached128", action="store_true")
     p.add_argument("--cached4096", action="store_true", help="--cached's variants at ~4096 cached tokens")
     p.add_argument("--curve-config", default="copy_128x32w8s3_diag")
@@ -513,11 +553,13 @@ def main():
         curve(rows, VARIANTS[a.curve_config])
         print(f"[curve {time.time() - t0:.0f} s]", flush=True)
     if a.bsa_checks:
-        ok = bsa_checks({k: BSA_VARIANTS[k] for k in a.bsa_check_variants.split(",") if k})
+        ok = bsa_checks({k: BSA_VARIANTS[k] for k in a.bsa_check_variants.split(",") if k},
+                        dtypes=a.bsa_check_dtypes.split(","))
         print(f"[bsa checks {'PASS' if ok else 'FAIL'} {time.time() - t0:.0f} s]", flush=True)
     if a.bsa:
         names = a.bsa_variants.split(",") if a.bsa_variants else list(BSA_VARIANTS)
-        bsa(rows, {k: BSA_VARIANTS[k] for k in names}, rounds=a.bsa_rounds, warm=a.bsa_warm)
+        bsa(rows, {k: BSA_VARIANTS[k] for k in names}, rounds=a.bsa_rounds, warm=a.bsa_warm,
+            cnt0=[n for n in a.bsa_cnt0.split(",") if n], configs=a.bsa_configs.split(","), with_v0=not a.bsa_no_v0)
         print(f"[bsa {time.time() - t0:.0f} s]", flush=True)
     out = Path(a.outdir)
     out.mkdir(parents=True, exist_ok=True)

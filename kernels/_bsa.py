@@ -201,6 +201,8 @@ def _bsa_fused_kernel(
     HAS_TARGETS: tl.constexpr, HAS_GC: tl.constexpr, HAS_GS: tl.constexpr, FAST_SILU: tl.constexpr,
     RANK_SEL: tl.constexpr = False, RANK_CHUNK: tl.constexpr = 0, ONE_CMP: tl.constexpr = False,
     W: tl.constexpr = 64, UNIFORM: tl.constexpr = False, PDL: tl.constexpr = False, PRE: tl.constexpr = False,
+    SEL_STAGES: tl.constexpr = 0, LOOP_LOCAL: tl.constexpr = False,
+    SUB: tl.constexpr = 64, PRE_TILES: tl.constexpr = 1, CLAMP: tl.constexpr = False,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -270,7 +272,18 @@ def _bsa_fused_kernel(
     cend = tl.minimum(m0 + BS, hl) // BS
     kb_pre = q
     vb_pre = q
-    if LOCAL_FIRST:
+    kb_pre2 = q
+    vb_pre2 = q
+    if LOOP_LOCAL:
+        # the local block runs as the first iterations of the selected loop
+        if PRE:
+            if PDL:
+                gdc_wait()
+            kb_pre, vb_pre = _bsa_cmp_load(KBb, VBb, stride_kbc, stride_vbc, offs_c0, cend, offs_d, offs_dv)
+            if PRE_TILES == 2 and not ONE_CMP:
+                kb_pre2, vb_pre2 = _bsa_cmp_load(KBb, VBb, stride_kbc, stride_vbc, BLOCK_C + offs_c0, cend, offs_d,
+                                                 offs_dv)
+    elif LOCAL_FIRST:
         kl, vl = _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
         if PRE:
             if PDL:
@@ -296,6 +309,14 @@ def _bsa_fused_kernel(
                                           rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, SELECT, FAST_SILU,
                                           kb_pre, vb_pre, True)
             c_first = BLOCK_C
+            if PRE_TILES == 2 and LOOP_LOCAL:
+                # the second tile from the second pair of early tiles (blocks past cend are
+                # masked out; a query block that sees no second tile skips it)
+                if cend > BLOCK_C:
+                    acc, acc_c, _ = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc,
+                                                  BLOCK_C + offs_c0, cend, e, rmask, offs_d, offs_dv, qb, scale, BS,
+                                                  LOCAL_FIRST, SELECT, FAST_SILU, kb_pre2, vb_pre2, True)
+                c_first = 2 * BLOCK_C
         for c0 in tl.range(c_first, cend, BLOCK_C, num_stages=CMP_STAGES):
             acc, acc_c, _ = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, c0 + offs_c0, cend,
                                           e, rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, SELECT, FAST_SILU,
@@ -306,6 +327,10 @@ def _bsa_fused_kernel(
     #    block's rank (RANK_SEL), or n_sel rounds of arg-max, one reduction each; -1 once only
     #    -inf is left
     Sb = SEL + b.to(tl.int64) * stride_sb + h * stride_sh + qb * stride_sq
+    if LOOP_LOCAL:
+        # slot 0 holds the local block, the selection follows from slot 1
+        tl.store(Sb, qb)
+        Sb += 1
     n_valid = n_sel
     if SELECT:
         # W: BLOCK_C with ONE_CMP, else NB_P2
@@ -353,11 +378,43 @@ def _bsa_fused_kernel(
             r = tl.full([BS], 1.0, tl.float32)
         kl, vl = _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
         acc = _bsa_local(acc, q, r, kl, vl, m0, offs_m, offs_n0, T, hl, scale, FOLD, FAST_SILU)
-    if SELECT:
+    if SELECT and LOOP_LOCAL:
+        # iterations of SUB keys: the local block's first (HSTU mask), then the selected blocks'
+        # (no mask, see below). The accumulator passes through a select and the loop sits in a
+        # branch so that the wgmma wait after the loop does not keep the pooled tiles' shared
+        # memory live through the loop (Triton threads the memdesc operands of the dots that
+        # feed the loop's operands in the same block through that wait).
+        acc = tl.where(rmask[:, None], acc, 0.0)
+        if n_valid >= 0:
+            offs_s0 = tl.arange(0, SUB)
+            for it in tl.range(0, (BS // SUB) * (n_valid + 1), num_stages=SEL_STAGES if SEL_STAGES > 0 else None):
+                j = it // (BS // SUB)
+                c = tl.load(Sb - 1 + j)
+                offs_n = c * BS + (it % (BS // SUB)) * SUB + offs_s0
+                kmask = offs_n < T
+                if CLAMP:
+                    # rows past the sequence (the local block of its last query block) read its
+                    # last row, finite, and are masked out of p below
+                    offs_l = tl.minimum(offs_n, T - 1)
+                    k = tl.load(Kb + offs_l[None, :] * stride_kt + offs_d[:, None])
+                else:
+                    offs_l = offs_n
+                    k = tl.load(Kb + offs_n[None, :] * stride_kt + offs_d[:, None], mask=kmask[None, :], other=0.0)
+                p = _scores(q, k, r, scale, ROW_SCALE and not UNIFORM, FAST_SILU)
+                if j == 0:
+                    valid = (((offs_n[None, :] <= offs_m[:, None]) & (offs_n[None, :] < hl))
+                             | (offs_n[None, :] == offs_m[:, None])) & kmask[None, :]
+                    p = tl.where(valid, p, 0.0)
+                if CLAMP:
+                    v = tl.load(Vb + offs_l[:, None] * stride_vt + offs_dv[None, :])
+                else:
+                    v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
+                acc += tl.dot(p, v)
+    elif SELECT:
         # a selected block c is compressed-visible to a row of this query block and is not
         # the local block: (c + 1) * BS <= min(m0 + BS, hl), so c < qb and every key of c is
         # history before every query row: no mask
-        for si in range(0, n_valid):
+        for si in tl.range(0, n_valid, num_stages=SEL_STAGES if SEL_STAGES > 0 else None):
             acc = _bsa_selected(acc, q, r, Sb, si, Kb, Vb, stride_kt, stride_vt, offs_n0, offs_d, offs_dv, scale,
                                 BS, ROW_SCALE and not UNIFORM, FAST_SILU)
     else:
@@ -400,6 +457,30 @@ def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist
     )
 
 
+# LOOP_LOCAL's defaults by the compressed pass's kind (one tile of 64 blocks or more):
+# - one tile (up to 64 blocks, e.g. T=4096): the loop in 32-key halves, double-buffered
+#   (q 16 KB + 2 x 16 KB; the compressed pass needs q and the pooled tiles, 48 KB) and 128
+#   registers: four 4-warp CTAs per SM instead of two (114.7 KB, 168 registers before);
+# - more (e.g. T=8192, 128 blocks, 243-255 registers: two CTAs either way): whole blocks, K/V
+#   three deep (q 16 KB + 3 x 32 KB), the second pooled tile loaded early with the first.
+# CLAMP: the loop's K/V rows clamped to the sequence instead of predicated loads.
+_LOOP_LOCAL_CFG = {
+    True: dict(SUB=32, SEL_STAGES=2, maxnreg=128, CLAMP=True),
+    False: dict(SUB=64, PRE_TILES=2, CLAMP=True),
+}
+
+
+def _fast(device) -> bool:
+    """Compiled for a GPU (not the interpreter): the tanh SiLU, tensor-core tiles."""
+    return device.type == "cuda" and not interpret_mode()
+
+
+def _capability(device):
+    import torch
+
+    return torch.cuda.get_device_capability(device)
+
+
 def _cfg(device_type: str, d: int, bs: int) -> dict:
     if device_type != "cuda":
         return {"num_warps": 4, "num_stages": 1}
@@ -424,7 +505,7 @@ def hstu_bsa_fwd(
     if L == 0 or B == 0:
         sel = torch.full((B, H, nb, block_counts + 1), -1, dtype=torch.int32, device=q.device)
         return (out, sel) if return_block_indices else out
-    fast = q.device.type == "cuda" and not interpret_mode()
+    fast = _fast(q.device)
     scale = float(alpha) * (0.5 if fast else 1.0)
     cfg = dict(_cfg(q.device.type, max(D_QK, D_V), block_size))
     cfg.update(config or {})
@@ -445,8 +526,7 @@ def hstu_bsa_fwd(
     uniform = cfg.pop("UNIFORM", True) and local_first and gate_slc is None
     # the fused kernel as a programmatic dependent launch of the pool kernel (sm_90+): its
     # q and local block overlap the pool's last programs
-    pdl = (cfg.pop("PDL", True) and fast and gdc_wait is not None
-           and torch.cuda.get_device_capability(q.device)[0] >= 9)
+    pdl = cfg.pop("PDL", True) and fast and gdc_wait is not None and _capability(q.device)[0] >= 9
     # the (first) pooled tiles loaded with the local block's k and v
     pre = cfg.pop("PRE", True) and local_first
     # only the history's blocks pooled (the candidates' are never read)
@@ -460,13 +540,25 @@ def hstu_bsa_fwd(
     gs = gate_slc if gate_slc is not None else seq_offsets
     gstride = (gate_cmp if gate_cmp is not None else gate_slc)
     select = block_indices is None
+    # the local block as the first iterations of the selected loop, in iterations of SUB keys
+    # (its index in slot 0 of the selection row). By default on the GPU where it was measured
+    # (block_size 64, d <= 128, 4 warps), with the tuned settings of _LOOP_LOCAL_CFG
+    tuned = (fast and select and local_first and block_size == 64 and max(D_QK, D_V) <= 128
+             and cfg.get("num_warps") == 4 and "LOOP_LOCAL" not in cfg)
+    loop_local = int(bool(cfg.pop("LOOP_LOCAL", tuned)) and select and local_first)
+    if tuned:
+        for key, val in _LOOP_LOCAL_CFG[one_cmp].items():
+            cfg.setdefault(key, val)
+    sub = cfg.pop("SUB", block_size)
+    # SUB divides block_size (powers of two); tensor-core dots need >= 16
+    sub = min(max(sub, 16 if fast else 1), block_size) if loop_local else block_size
     if select:
         kk = min(block_counts, nb)
         # importance scratch: one row per (sequence, head, query block), written and read
         # back by the same program (not used with one_cmp)
         imp = (torch.empty(B, H, nb, nb, dtype=torch.float32, device=q.device) if not one_cmp
                else torch.empty(1, 1, 1, 1, dtype=torch.float32, device=q.device))
-        sel = torch.empty(B, H, nb, kk, dtype=torch.int32, device=q.device)
+        sel = torch.empty(B, H, nb, kk + loop_local, dtype=torch.int32, device=q.device)
     else:
         # given as [B, H, nqb, block_counts + 1] with the local block first
         sel = block_indices[..., 1:].to(torch.int32).contiguous()
@@ -492,7 +584,8 @@ def hstu_bsa_fwd(
         SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
         ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
         HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, RANK_CHUNK=rank_chunk,
-        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, UNIFORM=uniform, PDL=pdl, PRE=pre, **cfg,
+        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, UNIFORM=uniform, PDL=pdl, PRE=pre,
+        LOOP_LOCAL=bool(loop_local), SUB=sub, **cfg,
     )
     if return_block_indices:
         local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)
@@ -501,6 +594,6 @@ def hstu_bsa_fwd(
                   < (off[1:] - off[:-1]).view(B, 1, 1, 1))
         full = torch.full((B, H, nb, block_counts + 1), -1, dtype=torch.int32, device=q.device)
         full[..., :1] = torch.where(qvalid, local, -1)
-        full[..., 1 : 1 + sel.shape[3]] = torch.where(qvalid, sel, -1)
+        full[..., 1 : 1 + kk] = torch.where(qvalid, sel[..., loop_local:], -1)
         return out, full
     return out

@@ -273,6 +273,12 @@ BSA_KERNEL_VARIANTS = {
     "pooled_tiles_early_scratch": dict(ONE_CMP=False, BLOCK_C=4),
     "pool_everything": dict(POOL_HIST=False, POOL_WARPS=4),
     "pool_k_v_apart": dict(POOL_SPLIT=True, POOL_WARPS=1),
+    "local_block_in_loop": dict(LOOP_LOCAL=True),
+    "local_block_in_loop_sub8": dict(LOOP_LOCAL=True, SUB=8),
+    "local_block_in_loop_sub8_scratch": dict(LOOP_LOCAL=True, SUB=8, ONE_CMP=False, BLOCK_C=4),
+    "local_block_in_loop_clamped": dict(LOOP_LOCAL=True, SUB=8, CLAMP=True),
+    "local_block_in_loop_clamped_two_early_tiles": dict(LOOP_LOCAL=True, CLAMP=True, PRE_TILES=2, ONE_CMP=False,
+                                                        BLOCK_C=4),
 }
 
 
@@ -300,6 +306,32 @@ def test_block_sparse_kernel_variants_equal_rounds(case, variant):
                                 config=BSA_KERNEL_VARIANTS[variant], **kw)
     assert torch.equal(sel_k.cpu(), sel_r.cpu())
     assert _rel(out_k, out_r) < 1e-6
+
+
+@pytest.mark.parametrize("sub", [16, 8], ids=["whole_blocks", "half_blocks"])
+def test_block_sparse_local_block_in_the_selected_loop_with_gates(sub):
+    """The local block as the first iterations of the selected loop (LOOP_LOCAL), whole or in
+    halves (SUB), with both gates (per-row scale of the selected scores): equal to the
+    reference on the kernel's own selection, and the selection row keeps its layout."""
+    from tracekit.kernels._bsa import hstu_bsa_fwd
+
+    g = _gen()
+    lengths, H, d = [300, 17, 129, 0, 1], 2, 32
+    off = _offsets(lengths)
+    L = sum(lengths)
+    q, k, v = (_rand(g, L, H, d, dtype=torch.float32) for _ in range(3))
+    gc = torch.rand(L, H, generator=g).to(DEV)
+    gs = torch.rand(L, H, generator=g).to(DEV)
+    kw = dict(max_seq_len=320, alpha=0.6, block_size=16, block_counts=3,
+              num_targets=torch.tensor([40, 0, 1, 0, 1], device=DEV))
+    out = _poison(L, H, d, torch.float32)
+    _, sel = hstu_bsa_fwd(q, k, v, off, gate_cmp=gc, gate_slc=gs, out=out, return_block_indices=True,
+                          config=dict(LOOP_LOCAL=True, SUB=sub, CLAMP=sub < 16), **kw)
+    _, sel_default = hstu_bsa_fwd(q, k, v, off, gate_cmp=gc, gate_slc=gs, return_block_indices=True, **kw)
+    assert torch.equal(sel.cpu(), sel_default.cpu())
+    ref = hstu_attention_block_sparse_reference(*_d64(q, k, v), off, gate_cmp=gc.double(), gate_slc=gs.double(),
+                                                block_indices=sel, **kw)
+    assert _rel(out, ref) < TOL[torch.float32]
 
 
 @pytest.mark.parametrize("gates", ["none", "cmp_only"])

@@ -253,6 +253,30 @@ def bsa_checks(configs=None, dtypes=("bf16", "fp16")):
     return ok_all
 
 
+_MAIN_BSA = None  # --bsa-main: main's hstu_bsa_fwd (a copy of its kernels/), variant "main_code"
+
+
+def _fwd(name):
+    """The block-sparse entry point a variant runs: main's copy for "main_code", else ours."""
+    from tracekit.kernels import _bsa
+
+    return _MAIN_BSA if name == "main_code" else _bsa.hstu_bsa_fwd
+
+
+def _host_us(fn, n=150):
+    """CPU time per call of n calls queued behind a long GPU sleep (the launch path alone)."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(4e8))
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
+
+
 def bsa(out_rows, variants, rounds=2, warm=False, cnt0=(), configs=("bsa_T4096", "bsa_T8192", "bsa_T8192_sparse"),
         with_v0=True):
     import torch
@@ -267,9 +291,9 @@ def bsa(out_rows, variants, rounds=2, warm=False, cnt0=(), configs=("bsa_T4096",
         q, k, v, off = inp["q"], inp["k"], inp["v"], inp["seq_offsets"]
         bkw = dict(block_size=cfg["bs"], block_counts=cfg["counts"], **kw)
         if warm:
-            for vc in variants.values():
+            for name, vc in variants.items():
                 try:
-                    _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(vc), **bkw)
+                    _fwd(name)(q, k, v, off, config=dict(vc), **bkw)
                 except Exception as exc:  # noqa: BLE001 - report and go on
                     print(f"bsa warm {cname} {vc}: {type(exc).__name__} {str(exc)[:1500]}", flush=True)
             continue
@@ -281,7 +305,7 @@ def bsa(out_rows, variants, rounds=2, warm=False, cnt0=(), configs=("bsa_T4096",
             # each variant against the library default on this input: same selection (same
             # compressed pass), outputs within bf16 rounding
             try:
-                o_v, s_v = _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(vc), return_block_indices=True, **bkw)
+                o_v, s_v = _fwd(name)(q, k, v, off, config=dict(vc), return_block_indices=True, **bkw)
                 print(f"bsa {cname} {name}: vs default rel_err {_rel(o_v, o_ref):.2e} "
                       f"sel agree {float((s_v == s_ref).float().mean()):.4f}", flush=True)
             except Exception as exc:  # noqa: BLE001 - report and go on
@@ -289,17 +313,35 @@ def bsa(out_rows, variants, rounds=2, warm=False, cnt0=(), configs=("bsa_T4096",
         for rnd in range(rounds):
             for name, vc in variants.items():
                 try:
-                    t = _bench(lambda: _bsa.hstu_bsa_fwd(q, k, v, off, config=dict(vc), **bkw))
+                    t = _bench(lambda: _fwd(name)(q, k, v, off, config=dict(vc), **bkw))
                 except Exception as exc:  # noqa: BLE001 - report and go on with the other variants
                     print(f"bsa {cname} {name}: {type(exc).__name__} {str(exc)[:300]}", flush=True)
                     t = float("nan")
                 res[name] = t if rnd == 0 else min(res[name], t)
                 if rnd == 0 and t == t:
-                    lk = _bsa.LAST_KERNEL
+                    lk = (sys.modules["_bsa_main_kernels._bsa"] if name == "main_code" else _bsa).LAST_KERNEL
                     print(f"bsa {cname} {name}: regs {lk.n_regs} spills {lk.n_spills} shared {lk.metadata.shared}",
                           flush=True)
                 else:
                     print(f"bsa {cname} {name} round {rnd}: {t * 1e3:.1f} us", flush=True)
+        # host time per call (150 calls queued behind a GPU sleep: the launch path alone) and
+        # GPU time per call (a CUDA graph of one call replayed: no host in the way)
+        for name, vc in variants.items():
+            try:
+                fn = lambda: _fwd(name)(q, k, v, off, config=dict(vc), **bkw)  # noqa: E731
+                res[f"host_{name}"] = min(_host_us(fn) for _ in range(3)) / 1e3
+                g = torch.cuda.CUDAGraph()
+                st = torch.cuda.Stream()
+                st.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(st):
+                    fn()
+                torch.cuda.current_stream().wait_stream(st)
+                with torch.cuda.graph(g):
+                    fn()
+                res[f"graph_{name}"] = min(_bench(g.replay) for _ in range(2))
+                del g
+            except Exception as exc:  # noqa: BLE001 - report and go on
+                print(f"bsa {cname} {name}: host/graph {type(exc).__name__} {str(exc)[:300]}", flush=True)
         # the pooling kernel alone
         kbar = torch.empty(cfg["B"], cfg["N"] // cfg["bs"], cfg["H"], cfg["d_qk"], dtype=q.dtype, device=q.device)
         vbar = torch.empty_like(kbar)
@@ -409,12 +451,11 @@ BSA_VARIANTS.update({
     "ll32_r168_np_cs1": dict(LOOP_LOCAL=True, SUB=32, maxnreg=168, PRE=False, CMP_STAGES=1),
     "ll32_s2_r168_np_cs1": dict(LOOP_LOCAL=True, SUB=32, SEL_STAGES=2, maxnreg=168, PRE=False, CMP_STAGES=1),
     # LOOP_LOCAL's defaults (the library's own where it applies: block_size 64, d <= 128) forced
-    # on every shape, without the clamped rows (CLAMP) / the second early pooled tile
-    # (PRE_TILES=2); prev5: the default before LOOP_LOCAL (main's)
+    # on every shape, and without the clamped rows (CLAMP); prev5: the default before
+    # LOOP_LOCAL (main's)
     "prev5": dict(LOOP_LOCAL=False),
     "ll32_s2_r128_clamp": dict(LOOP_LOCAL=True, SUB=32, SEL_STAGES=2, maxnreg=128, CLAMP=True),
     "ll64_clamp": dict(LOOP_LOCAL=True, CLAMP=True),
-    "ll64_clamp_pre2": dict(LOOP_LOCAL=True, CLAMP=True, PRE_TILES=2),
 })
 
 
@@ -521,6 +562,7 @@ def main():
     p.add_argument("--bsa-check-dtypes", default="bf16,fp16", help="--bsa-checks: these dtypes")
     p.add_argument("--bsa-rounds", type=int, default=2, help="--bsa: timing rounds (min per variant)")
     p.add_argument("--bsa-configs", default="bsa_T4096,bsa_T8192,bsa_T8192_sparse")
+    p.add_argument("--bsa-main", default=None, help="--bsa: a copy of main's kernels/, timed as variant main_code")
     p.add_argument("--bsa-no-v0", action="store_true", help="--bsa: leave out the frozen first path")
     p.add_argument("--bsa-cnt0", default="", help="--bsa: also these variants with block_counts=0 (fixed part)")
     p.add_argument("--cached128", action="store_true")
@@ -558,6 +600,18 @@ def main():
         print(f"[bsa checks {'PASS' if ok else 'FAIL'} {time.time() - t0:.0f} s]", flush=True)
     if a.bsa:
         names = a.bsa_variants.split(",") if a.bsa_variants else list(BSA_VARIANTS)
+        if a.bsa_main:
+            import importlib.util
+
+            global _MAIN_BSA
+            spec = importlib.util.spec_from_file_location("_bsa_main_kernels", str(Path(a.bsa_main) / "__init__.py"),
+                                                          submodule_search_locations=[a.bsa_main])
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules["_bsa_main_kernels"] = mod
+            spec.loader.exec_module(mod)
+            _MAIN_BSA = importlib.import_module("_bsa_main_kernels._bsa").hstu_bsa_fwd
+            BSA_VARIANTS["main_code"] = {}
+            names = ["main_code", *names]
         bsa(rows, {k: BSA_VARIANTS[k] for k in names}, rounds=a.bsa_rounds, warm=a.bsa_warm,
             cnt0=[n for n in a.bsa_cnt0.split(",") if n], configs=a.bsa_configs.split(","), with_v0=not a.bsa_no_v0)
         print(f"[bsa {time.time() - t0:.0f} s]", flush=True)

@@ -4,8 +4,9 @@
 # steps, in the order given:
 #   warm    compile $VARIANTS (attention_tune.py's BSA_VARIANTS) at $CONFIGS, one process each
 #   tune    attention_tune.py --bsa: each variant against the default on the same input (same
-#           selection, rel. error), then do_bench medians beside the dense kernel; $CNT0 also
-#           with block_counts=0; kernel times of one call (torch.profiler)
+#           selection, rel. error), then do_bench medians beside the dense kernel, host time per
+#           call, GPU time per call (CUDA-graph replay); $CNT0 also with block_counts=0; kernel
+#           times of one call (torch.profiler)
 #   ncu     one launch of the fused kernel for each of $NCU_VARIANTS at bsa_T4096 and bsa_T8192
 #   checks  attention_tune.py --bsa-checks with $CHECK_VARIANTS (bf16/fp16 vs float32 reference)
 #   tests   the GPU tests (-m gpu) selected by $TESTS_K
@@ -17,6 +18,8 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 V=${VARIANTS:-new}
 C=${CONFIGS:-bsa_T4096,bsa_T8192}
+# MAIN: a copy of main's kernels/ (timed beside ours as variant main_code)
+main_arg=${MAIN:+--bsa-main $MAIN}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
@@ -25,15 +28,17 @@ for step in "$@"; do
   echo "== $step $(( $(date +%s) - t0 )) s"
   case $step in
     warm)
+      m=$main_arg
       for v in ${V//,/ }; do
         timeout 240 python3 benchmarks/attention_tune.py "/tmp/warm_$v" --bsa --bsa-warm --bsa-variants "$v" \
-          --bsa-configs "$C" > "/tmp/warm_$v.log" 2>&1 &
+          --bsa-configs "$C" $m > "/tmp/warm_$v.log" 2>&1 &
+        m=
       done
       wait
       cat /tmp/warm_*.log > "$out/warm.log"; grep -i "error\|warm" "$out/warm.log" | head -20 ;;
     tune)
       timeout 300 python3 benchmarks/attention_tune.py /tmp/tune --bsa --bsa-variants "$V" --bsa-configs "$C" \
-        --bsa-no-v0 --bsa-cnt0 "${CNT0:-}" 2>&1 | grep -v "^$" | tee "$out/tune.log" | grep -v "^ \|^-" ;;
+        --bsa-no-v0 --bsa-cnt0 "${CNT0:-}" $main_arg 2>&1 | grep -v "^$" | tee "$out/tune.log" | grep -v "^ \|^-" ;;
     ncu)
       for v in ${NCU_VARIANTS:-new}; do
         timeout 120 ncu --clock-control none -k regex:_bsa_fused_kernel -c 2 --section SpeedOfLight \

@@ -32,6 +32,7 @@ def _record(configs, config, dtype="bf16", gates=False):
     class _Rec:
         def __init__(self, fn):
             self.fn = fn
+            self.params = fn.params
 
         def __getitem__(self, grid):
             def launch(*args, **kw):

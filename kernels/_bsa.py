@@ -16,6 +16,12 @@ Two launches (semantics in :func:`tracekit.kernels.hstu_attention_block_sparse`)
    mask needed: they lie entirely before the query block, in the history), and the gated
    sum of both branches.
 
+On the GPU at block_size 64 and d <= 128 the local block runs as the first iterations of the
+selected loop (``LOOP_LOCAL``, settings in ``_LOOP_LOCAL_CFG``): less shared memory, so four
+CTAs per SM up to 64 blocks. Both kernels are launched through their compiled handles after
+the first call of a shape (``_launch``), the launch settings computed once per call shape
+(``_plan``).
+
 A given selection (``block_indices``, tests) skips the in-kernel top-k and masks every
 selected block.
 """
@@ -27,6 +33,7 @@ import triton.language as tl
 
 from ._common import interpret_mode
 from ._dense import _silu
+from ._launch import launch
 
 try:  # grid dependency control (programmatic dependent launch, sm_90+)
     from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
@@ -202,7 +209,7 @@ def _bsa_fused_kernel(
     RANK_SEL: tl.constexpr = False, RANK_CHUNK: tl.constexpr = 0, ONE_CMP: tl.constexpr = False,
     W: tl.constexpr = 64, UNIFORM: tl.constexpr = False, PDL: tl.constexpr = False, PRE: tl.constexpr = False,
     SEL_STAGES: tl.constexpr = 0, LOOP_LOCAL: tl.constexpr = False,
-    SUB: tl.constexpr = 64, PRE_TILES: tl.constexpr = 1, CLAMP: tl.constexpr = False,
+    SUB: tl.constexpr = 64, CLAMP: tl.constexpr = False,
 ):
     """One program per (sequence, head, query block): compressed pass (output kept in
     registers, importances to a scratch row), top-k selection in the program (SELECT) or
@@ -227,7 +234,16 @@ def _bsa_fused_kernel(
     read of KBAR/VBAR (q and the local block's loads, and its product without PRE) runs while
     the pool kernel finishes; gdc_wait() then waits for the pool kernel's writes. PRE
     (LOCAL_FIRST): the first tile of pooled keys and values is loaded together with the local
-    block's k and v, before its product."""
+    block's k and v, before its product.
+
+    LOOP_LOCAL (SELECT, LOCAL_FIRST): the local block is not processed before the compressed
+    pass but as the first iterations of the selected loop (its index in slot 0 of the
+    selection row, its HSTU mask behind a branch), so the compressed pass holds only q and the
+    pooled tiles in shared memory and the loop only q and its K/V buffers. SUB: the loop's
+    iterations take SUB keys of a block (SUB < BS: smaller buffers, more iterations);
+    SEL_STAGES: the loop's pipeline depth (0: num_stages); CLAMP: the loop's K/V rows clamped
+    to the sequence's last row instead of predicated loads (only the local block reaches past
+    it, and its mask zeroes those columns)."""
     if QB_FAST:
         pid = tl.program_id(0)
         pid_bh = pid // n_qb
@@ -272,17 +288,12 @@ def _bsa_fused_kernel(
     cend = tl.minimum(m0 + BS, hl) // BS
     kb_pre = q
     vb_pre = q
-    kb_pre2 = q
-    vb_pre2 = q
     if LOOP_LOCAL:
         # the local block runs as the first iterations of the selected loop
         if PRE:
             if PDL:
                 gdc_wait()
             kb_pre, vb_pre = _bsa_cmp_load(KBb, VBb, stride_kbc, stride_vbc, offs_c0, cend, offs_d, offs_dv)
-            if PRE_TILES == 2 and not ONE_CMP:
-                kb_pre2, vb_pre2 = _bsa_cmp_load(KBb, VBb, stride_kbc, stride_vbc, BLOCK_C + offs_c0, cend, offs_d,
-                                                 offs_dv)
     elif LOCAL_FIRST:
         kl, vl = _bsa_local_kv(Kb, Vb, stride_kt, stride_vt, m0, offs_n0, offs_d, offs_dv, T)
         if PRE:
@@ -309,14 +320,6 @@ def _bsa_fused_kernel(
                                           rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, SELECT, FAST_SILU,
                                           kb_pre, vb_pre, True)
             c_first = BLOCK_C
-            if PRE_TILES == 2 and LOOP_LOCAL:
-                # the second tile from the second pair of early tiles (blocks past cend are
-                # masked out; a query block that sees no second tile skips it)
-                if cend > BLOCK_C:
-                    acc, acc_c, _ = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc,
-                                                  BLOCK_C + offs_c0, cend, e, rmask, offs_d, offs_dv, qb, scale, BS,
-                                                  LOCAL_FIRST, SELECT, FAST_SILU, kb_pre2, vb_pre2, True)
-                c_first = 2 * BLOCK_C
         for c0 in tl.range(c_first, cend, BLOCK_C, num_stages=CMP_STAGES):
             acc, acc_c, _ = _bsa_cmp_tile(acc, acc_c, q, rc, KBb, VBb, Ib, stride_kbc, stride_vbc, c0 + offs_c0, cend,
                                           e, rmask, offs_d, offs_dv, qb, scale, BS, LOCAL_FIRST, SELECT, FAST_SILU,
@@ -441,6 +444,10 @@ def _bsa_fused_kernel(
 
 
 LAST_KERNEL = None  # the last compiled fused kernel launched (benchmarks' compile report)
+_POOL_HANDLES: dict = {}  # compiled kernels per specialisation (see _launch)
+_FUSED_HANDLES: dict = {}
+_PLANS: dict = {}  # the launch settings per call shape and config (see _plan)
+_OPTIONS = ("num_warps", "num_stages", "maxnreg", "num_ctas", "launch_pdl")
 
 
 def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist=False, pdl=False, num_warps=2,
@@ -448,13 +455,18 @@ def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist
     """kbar, vbar [B, nb, H, D] = the means of k, v over each full block (zeros elsewhere;
     hist: only the blocks inside each sequence's history are written)."""
     B, nb, H, D_QK = kbar.shape
-    _bsa_pool_kernel[(B * H, nb, 2 if split else 1)](
-        k, v, kbar, vbar, seq_offsets, num_targets if num_targets is not None else seq_offsets,
-        k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
-        1.0 / block_size, H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size, HIST=hist,
-        HAS_TARGETS=num_targets is not None, PDL=pdl, SPLIT=split, num_warps=num_warps,
-    )
+    consts = dict(H=H, D_QK=D_QK, D_V=vbar.shape[3], BS=block_size, HIST=hist, HAS_TARGETS=num_targets is not None,
+                  PDL=pdl, SPLIT=split)
+    _launch_pool(k, v, kbar, vbar, seq_offsets, num_targets, block_size, (B * H, nb, 2 if split else 1), consts,
+                 {"num_warps": num_warps})
+
+
+def _launch_pool(k, v, kbar, vbar, seq_offsets, num_targets, block_size, grid, consts, options):
+    args = (k, v, kbar, vbar, seq_offsets, num_targets if num_targets is not None else seq_offsets,
+            k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+            kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
+            1.0 / block_size)
+    launch(_bsa_pool_kernel, _POOL_HANDLES, grid, args, consts, options, k.device)
 
 
 # LOOP_LOCAL's defaults by the compressed pass's kind (one tile of 64 blocks or more):
@@ -462,11 +474,11 @@ def _pool(k, v, kbar, vbar, seq_offsets, block_size: int, num_targets=None, hist
 #   (q 16 KB + 2 x 16 KB; the compressed pass needs q and the pooled tiles, 48 KB) and 128
 #   registers: four 4-warp CTAs per SM instead of two (114.7 KB, 168 registers before);
 # - more (e.g. T=8192, 128 blocks, 243-255 registers: two CTAs either way): whole blocks, K/V
-#   three deep (q 16 KB + 3 x 32 KB), the second pooled tile loaded early with the first.
+#   three deep (q 16 KB + 3 x 32 KB).
 # CLAMP: the loop's K/V rows clamped to the sequence instead of predicated loads.
 _LOOP_LOCAL_CFG = {
     True: dict(SUB=32, SEL_STAGES=2, maxnreg=128, CLAMP=True),
-    False: dict(SUB=64, PRE_TILES=2, CLAMP=True),
+    False: dict(SUB=64, CLAMP=True),
 }
 
 
@@ -489,26 +501,26 @@ def _cfg(device_type: str, d: int, bs: int) -> dict:
     return {"num_warps": 4, "num_stages": 3}
 
 
-def hstu_bsa_fwd(
-    q, k, v, seq_offsets, *, max_seq_len, alpha, block_size, block_counts, num_targets,
-    gate_cmp=None, gate_slc=None, return_block_indices=False, out=None, block_indices=None, config=None,
-):
-    import torch
+def _constexpr_params(kernel) -> dict:
+    """The kernel's constexpr parameters in order, with their defaults (the JIT function's or,
+    under the interpreter, the Python function's)."""
+    import inspect
 
-    L, H, D_QK = q.shape
-    D_V = v.shape[2]
-    q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
-    if out is None:
-        out = torch.empty(L, H, D_V, dtype=q.dtype, device=q.device)
-    B = seq_offsets.numel() - 1
-    nb = triton.cdiv(max_seq_len, block_size)
-    if L == 0 or B == 0:
-        sel = torch.full((B, H, nb, block_counts + 1), -1, dtype=torch.int32, device=q.device)
-        return (out, sel) if return_block_indices else out
-    fast = _fast(q.device)
-    scale = float(alpha) * (0.5 if fast else 1.0)
-    cfg = dict(_cfg(q.device.type, max(D_QK, D_V), block_size))
+    fn = kernel
+    while hasattr(fn, "fn"):  # JITFunction / InterpretedFunction around the Python function
+        fn = fn.fn
+    return {p.name: p.default for p in inspect.signature(fn).parameters.values()
+            if "constexpr" in str(p.annotation)}
+
+
+def _plan(device, H, D_QK, D_V, max_seq_len, block_size, block_counts, has_targets, has_gc, has_gs, select,
+          config) -> dict:
+    """What a call of this shape and config launches: both kernels' constants and options,
+    the grid, the buffers' sizes. Computed once per key (hstu_bsa_fwd's _PLANS)."""
+    fast = _fast(device)
+    cfg = dict(_cfg(device.type, max(D_QK, D_V), block_size))
     cfg.update(config or {})
+    nb = triton.cdiv(max_seq_len, block_size)
     block_c = cfg.pop("BLOCK_C", 64 if fast else 16)
     qb_fast = cfg.pop("QB_FAST", True)
     fold = cfg.pop("FOLD", True)
@@ -523,23 +535,16 @@ def hstu_bsa_fwd(
     rank_chunk = cfg.pop("RANK_CHUNK", 32 if nb_p2 > 32 else 0)
     rank_chunk = 0 if one_cmp or rank_chunk >= nb_p2 else rank_chunk
     # the selected branch's 1/N applied once at the end when no gate_slc scales its rows
-    uniform = cfg.pop("UNIFORM", True) and local_first and gate_slc is None
+    uniform = cfg.pop("UNIFORM", True) and local_first and not has_gs
     # the fused kernel as a programmatic dependent launch of the pool kernel (sm_90+): its
     # q and local block overlap the pool's last programs
-    pdl = cfg.pop("PDL", True) and fast and gdc_wait is not None and _capability(q.device)[0] >= 9
+    pdl = bool(cfg.pop("PDL", True) and fast and gdc_wait is not None and _capability(device)[0] >= 9)
     # the (first) pooled tiles loaded with the local block's k and v
     pre = cfg.pop("PRE", True) and local_first
     # only the history's blocks pooled (the candidates' are never read)
     hist = cfg.pop("POOL_HIST", True)
     pool_warps = cfg.pop("POOL_WARPS", 2)
     pool_split = cfg.pop("POOL_SPLIT", False)
-    kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=q.device)
-    vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=q.device)
-    gate_cmp, gate_slc = (None if x is None else x.contiguous() for x in (gate_cmp, gate_slc))
-    gc = gate_cmp if gate_cmp is not None else seq_offsets
-    gs = gate_slc if gate_slc is not None else seq_offsets
-    gstride = (gate_cmp if gate_cmp is not None else gate_slc)
-    select = block_indices is None
     # the local block as the first iterations of the selected loop, in iterations of SUB keys
     # (its index in slot 0 of the selection row). By default on the GPU where it was measured
     # (block_size 64, d <= 128, 4 warps), with the tuned settings of _LOOP_LOCAL_CFG
@@ -552,13 +557,76 @@ def hstu_bsa_fwd(
     sub = cfg.pop("SUB", block_size)
     # SUB divides block_size (powers of two); tensor-core dots need >= 16
     sub = min(max(sub, 16 if fast else 1), block_size) if loop_local else block_size
+    if pdl:
+        cfg["launch_pdl"] = True
+    options = {k: cfg.pop(k) for k in _OPTIONS if k in cfg}
+    vals = dict(H=H, D_QK=D_QK, D_V=D_V, BS=block_size, BLOCK_C=block_c, NB_P2=nb_p2, SELECT=select,
+                QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
+                ROW_SCALE=fold or local_first, HAS_TARGETS=has_targets, HAS_GC=has_gc, HAS_GS=has_gs,
+                FAST_SILU=fast, RANK_SEL=rank_sel, RANK_CHUNK=rank_chunk, ONE_CMP=one_cmp,
+                W=block_c if one_cmp else nb_p2, UNIFORM=uniform, PDL=pdl, PRE=pre, LOOP_LOCAL=bool(loop_local),
+                SUB=sub)
+    vals.update(cfg)  # the kernel's other constants given in config (SEL_STAGES, CLAMP, ...)
+    params = _constexpr_params(_bsa_fused_kernel)
+    unknown = set(vals) - set(params)
+    if unknown:
+        raise TypeError(f"unknown block-sparse config keys: {sorted(unknown)}")
+    consts = {n: vals.get(n, default) for n, default in params.items()}
+    pool_consts = dict(H=H, D_QK=D_QK, D_V=D_V, BS=block_size, HIST=hist, HAS_TARGETS=has_targets, PDL=pdl,
+                       SPLIT=pool_split)
+    # the strides of the buffers each call allocates (contiguous; none depends on B)
+    kk = min(block_counts, nb) + loop_local
+    bufs = (nb * H * D_QK, H * D_QK, D_QK, nb * H * D_V, H * D_V, D_V)
+    bufs += (1, 1, 1) if one_cmp or not select else (H * nb * nb, nb * nb, nb)
+    bufs += (H * nb * kk, nb * kk, kk) if select else ()
+    return dict(fast=fast, nb=nb, one_cmp=one_cmp, loop_local=loop_local, qb_fast=qb_fast, consts=consts, bufs=bufs,
+                options=options, pool_consts=pool_consts, pool_options={"num_warps": pool_warps},
+                pool_z=2 if pool_split else 1)
+
+
+def hstu_bsa_fwd(
+    q, k, v, seq_offsets, *, max_seq_len, alpha, block_size, block_counts, num_targets,
+    gate_cmp=None, gate_slc=None, return_block_indices=False, out=None, block_indices=None, config=None,
+):
+    import torch
+
+    L, H, D_QK = q.shape
+    D_V = v.shape[2]
+    dev = q.device
+    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
+        q, k, v = (x if x.stride(-1) == 1 else x.contiguous() for x in (q, k, v))
+    if out is None:
+        out = torch.empty(L, H, D_V, dtype=q.dtype, device=dev)
+    B = seq_offsets.numel() - 1
+    if L == 0 or B == 0:
+        nb = triton.cdiv(max_seq_len, block_size)
+        sel = torch.full((B, H, nb, block_counts + 1), -1, dtype=torch.int32, device=dev)
+        return (out, sel) if return_block_indices else out
+    if gate_cmp is not None and not gate_cmp.is_contiguous():
+        gate_cmp = gate_cmp.contiguous()
+    if gate_slc is not None and not gate_slc.is_contiguous():
+        gate_slc = gate_slc.contiguous()
+    select = block_indices is None
+    key = (dev, H, D_QK, D_V, max_seq_len, block_size, block_counts, num_targets is not None, gate_cmp is not None,
+           gate_slc is not None, select, tuple(sorted(config.items())) if config else None)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _plan(dev, H, D_QK, D_V, max_seq_len, block_size, block_counts, num_targets is not None,
+                                   gate_cmp is not None, gate_slc is not None, select, config)
+    nb, one_cmp, loop_local = plan["nb"], plan["one_cmp"], plan["loop_local"]
+    scale = float(alpha) * (0.5 if plan["fast"] else 1.0)
+    kbar = torch.empty(B, nb, H, D_QK, dtype=q.dtype, device=dev)
+    vbar = torch.empty(B, nb, H, D_V, dtype=q.dtype, device=dev)
+    gc = gate_cmp if gate_cmp is not None else seq_offsets
+    gs = gate_slc if gate_slc is not None else seq_offsets
+    gstride = gate_cmp if gate_cmp is not None else gate_slc
     if select:
         kk = min(block_counts, nb)
         # importance scratch: one row per (sequence, head, query block), written and read
         # back by the same program (not used with one_cmp)
-        imp = (torch.empty(B, H, nb, nb, dtype=torch.float32, device=q.device) if not one_cmp
-               else torch.empty(1, 1, 1, 1, dtype=torch.float32, device=q.device))
-        sel = torch.empty(B, H, nb, kk + loop_local, dtype=torch.int32, device=q.device)
+        imp = (torch.empty(B, H, nb, nb, dtype=torch.float32, device=dev) if not one_cmp
+               else torch.empty(1, 1, 1, 1, dtype=torch.float32, device=dev))
+        sel = torch.empty(B, H, nb, kk + loop_local, dtype=torch.int32, device=dev)
     else:
         # given as [B, H, nqb, block_counts + 1] with the local block first
         sel = block_indices[..., 1:].to(torch.int32).contiguous()
@@ -566,33 +634,23 @@ def hstu_bsa_fwd(
         imp = sel
     # the pool kernel right before the fused one (nothing launched between them: with PDL the
     # fused kernel's gdc_wait() waits for the kernel launched just before it)
-    _pool(k, v, kbar, vbar, seq_offsets, block_size, num_targets, hist=hist, pdl=pdl, num_warps=pool_warps,
-          split=pool_split)
-    if pdl:
-        cfg["launch_pdl"] = True
-    grid = (B * H * nb,) if qb_fast else (B * H, nb)
+    _launch_pool(k, v, kbar, vbar, seq_offsets, num_targets, block_size, (B * H, nb, plan["pool_z"]),
+                 plan["pool_consts"], plan["pool_options"])
+    grid = (B * H * nb,) if plan["qb_fast"] else (B * H, nb)
+    bufs = plan["bufs"] if select else plan["bufs"][:6] + (sel.stride(0), sel.stride(1), sel.stride(2)) * 2
+    args = (q, k, v, kbar, vbar, imp, sel, out, gc, gs, seq_offsets,
+            num_targets if num_targets is not None else seq_offsets,
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), *bufs,
+            out.stride(0), out.stride(1), gstride.stride(0) if gstride is not None else 0,
+            scale, block_size / max_seq_len, 1.0 / max_seq_len, kk, nb)
     global LAST_KERNEL
-    LAST_KERNEL = _bsa_fused_kernel[grid](
-        q, k, v, kbar, vbar, imp, sel, out, gc, gs, seq_offsets,
-        num_targets if num_targets is not None else seq_offsets,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        kbar.stride(0), kbar.stride(1), kbar.stride(2), vbar.stride(0), vbar.stride(1), vbar.stride(2),
-        imp.stride(0), imp.stride(1), imp.stride(2), sel.stride(0), sel.stride(1), sel.stride(2),
-        out.stride(0), out.stride(1), gstride.stride(0) if gstride is not None else 0,
-        scale, block_size / max_seq_len, 1.0 / max_seq_len, kk, nb,
-        H=H, D_QK=D_QK, D_V=D_V, BS=block_size, BLOCK_C=block_c, NB_P2=nb_p2,
-        SELECT=select, QB_FAST=qb_fast, FOLD=fold, CMP_STAGES=cmp_stages, LOCAL_FIRST=local_first,
-        ROW_SCALE=fold or local_first, HAS_TARGETS=num_targets is not None, HAS_GC=gate_cmp is not None,
-        HAS_GS=gate_slc is not None, FAST_SILU=fast, RANK_SEL=rank_sel, RANK_CHUNK=rank_chunk,
-        ONE_CMP=one_cmp, W=block_c if one_cmp else nb_p2, UNIFORM=uniform, PDL=pdl, PRE=pre,
-        LOOP_LOCAL=bool(loop_local), SUB=sub, **cfg,
-    )
+    LAST_KERNEL = launch(_bsa_fused_kernel, _FUSED_HANDLES, grid, args, plan["consts"], plan["options"], dev)
     if return_block_indices:
-        local = torch.arange(nb, device=q.device, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)
+        local = torch.arange(nb, device=dev, dtype=torch.int32).view(1, 1, nb, 1).expand(B, H, nb, 1)
         off = seq_offsets.to(torch.int64)
-        qvalid = (torch.arange(nb, device=q.device).view(1, 1, nb, 1) * block_size
+        qvalid = (torch.arange(nb, device=dev).view(1, 1, nb, 1) * block_size
                   < (off[1:] - off[:-1]).view(B, 1, 1, 1))
-        full = torch.full((B, H, nb, block_counts + 1), -1, dtype=torch.int32, device=q.device)
+        full = torch.full((B, H, nb, block_counts + 1), -1, dtype=torch.int32, device=dev)
         full[..., :1] = torch.where(qvalid, local, -1)
         full[..., 1 : 1 + kk] = torch.where(qvalid, sel[..., loop_local:], -1)
         return out, full

@@ -277,8 +277,7 @@ BSA_KERNEL_VARIANTS = {
     "local_block_in_loop_sub8": dict(LOOP_LOCAL=True, SUB=8),
     "local_block_in_loop_sub8_scratch": dict(LOOP_LOCAL=True, SUB=8, ONE_CMP=False, BLOCK_C=4),
     "local_block_in_loop_clamped": dict(LOOP_LOCAL=True, SUB=8, CLAMP=True),
-    "local_block_in_loop_clamped_two_early_tiles": dict(LOOP_LOCAL=True, CLAMP=True, PRE_TILES=2, ONE_CMP=False,
-                                                        BLOCK_C=4),
+    "local_block_in_loop_clamped_scratch": dict(LOOP_LOCAL=True, CLAMP=True, ONE_CMP=False, BLOCK_C=4),
 }
 
 

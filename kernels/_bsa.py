@@ -472,9 +472,9 @@ def _launch_pool(k, v, kbar, vbar, seq_offsets, num_targets, block_size, grid, c
 # LOOP_LOCAL's defaults by the compressed pass's kind (one tile of 64 blocks or more):
 # - one tile (up to 64 blocks, e.g. T=4096): the loop in 32-key halves, double-buffered
 #   (q 16 KB + 2 x 16 KB; the compressed pass needs q and the pooled tiles, 48 KB) and 128
-#   registers: four 4-warp CTAs per SM instead of two (114.7 KB, 168 registers before);
+#   registers: four 4-warp CTAs per SM (the local block first needs 114.7 KB: two);
 # - more (e.g. T=8192, 128 blocks, 243-255 registers: two CTAs either way): whole blocks, K/V
-#   three deep (q 16 KB + 3 x 32 KB).
+#   three deep (q 16 KB + 3 x 32 KB), two blocks ahead.
 # CLAMP: the loop's K/V rows clamped to the sequence instead of predicated loads.
 _LOOP_LOCAL_CFG = {
     True: dict(SUB=32, SEL_STAGES=2, maxnreg=128, CLAMP=True),
@@ -516,7 +516,7 @@ def _constexpr_params(kernel) -> dict:
 def _plan(device, H, D_QK, D_V, max_seq_len, block_size, block_counts, has_targets, has_gc, has_gs, select,
           config) -> dict:
     """What a call of this shape and config launches: both kernels' constants and options,
-    the grid, the buffers' sizes. Computed once per key (hstu_bsa_fwd's _PLANS)."""
+    the strides of the buffers it allocates. Computed once per key (hstu_bsa_fwd's _PLANS)."""
     fast = _fast(device)
     cfg = dict(_cfg(device.type, max(D_QK, D_V), block_size))
     cfg.update(config or {})

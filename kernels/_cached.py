@@ -44,23 +44,6 @@ def _uniform(x, UNIFORM: tl.constexpr):
 
 
 @triton.jit
-def _opaque(x, ASM: tl.constexpr):
-    """``x`` (an int32) through an instruction the compiler neither merges with another nor
-    moves (ASM=False, the interpreter: x)."""
-    if ASM:
-        return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
-    else:
-        return x
-
-
-@triton.jit
-def _prefetch_l2(ptrs):
-    """Bring the lines at ``ptrs`` into L2 (``prefetch.global.L2``), nothing returned."""
-    return tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.b32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
-                                     is_pure=False, pack=1)
-
-
-@triton.jit
 def _load_nc(ptrs):
     """int32 loads (``ld.global.nc``) the compiler's software pipeliner does not see: the
     page table is small, read-only during the kernel and L1-resident after the first tile."""
@@ -405,16 +388,15 @@ def _hstu_cached_kernel(
 
 
 @triton.jit
-def _sk_piece(q, r0, r1, ct, c_full, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt_row, b, Qh, stride_qt,
+def _sk_piece(q, r0, r1, ct, c_full, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt_row, b,
               stride_kt, stride_vt, stride_kcp, stride_kcs, stride_vcp, stride_vcs, scale,
               D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr,
               BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr,
-              PAGES: tl.constexpr, MAXP: tl.constexpr, TWO_LOOPS: tl.constexpr, SELF_ROW: tl.constexpr,
-              ASM: tl.constexpr, PREFETCH: tl.constexpr):
+              PAGES: tl.constexpr, MAXP: tl.constexpr, TWO_LOOPS: tl.constexpr):
     """The sum over iterations [r0, r1) of one query block's key tiles (unscaled, fp32):
     iteration r < ct is cached tile r (unmasked below c_full tiles), then nkt tiles of the
     new history keys (causal), then the tiles holding the block's own candidates (each
-    candidate sees itself; SELF_ROW: one last iteration, see _self_rows).
+    candidate sees itself).
 
     TWO_LOOPS (tiles within one page): one loop over the unmasked cached tiles and one over
     the rest (the partial cached tile, history, candidates), so a piece fills and drains
@@ -441,16 +423,7 @@ def _sk_piece(q, r0, r1, ct, c_full, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt
         # last cached token (the tile lies in one page; its page-table entry is in use), new
         # keys' rows to the last new token; what lies past the ends is masked out of p
         j0 = tl.maximum(m0, nh) // BLOCK_N * BLOCK_N
-        if PREFETCH and HAS_TARGETS:
-            # the block's candidates' k and v rows (and q rows for the row-wise self term) are read
-            # by no other block, so they come from DRAM: into L2 before the loop below needs them
-            if r1 > ct + nkt:
-                _prefetch_rows(Kb, Vb, Qh, m0, n, nh, stride_kt, stride_vt, stride_qt, D_QK, D_V, BLOCK_M,
-                               SELF_ROW > 0)
-        r_hi = r1
-        if SELF_ROW:
-            r_hi = tl.minimum(r1, ct + nkt)
-        for it in range(tl.maximum(r0, c_full), r_hi):
+        for it in range(tl.maximum(r0, c_full), r1):
             cached = it < ct
             n0c = tl.maximum(tl.minimum(it, ct - 1), 0) * BLOCK_N
             page, slot = _page_slots(PT, pt_row, b, n0c, offs_n0, offs_n0 < BLOCK_N, PAGE, BLOCK_N, False, PAGES,
@@ -499,7 +472,7 @@ def _sk_piece(q, r0, r1, ct, c_full, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt
             p = tl.where((offs_n[None, :] <= offs_m[:, None]) & kmask[None, :], p, 0.0)
             v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=kmask[:, None], other=0.0)
             acc += tl.dot(p.to(v.dtype), v)
-        if HAS_TARGETS and not SELF_ROW:
+        if HAS_TARGETS:
             # the block's candidates: each sees itself (tiles from the first candidate row's tile)
             j0 = tl.maximum(m0, nh) // BLOCK_N * BLOCK_N
             for it in range(tl.maximum(r0, ct + nkt), r1):
@@ -510,173 +483,12 @@ def _sk_piece(q, r0, r1, ct, c_full, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt
                 p = tl.where((offs_n[None, :] == offs_m[:, None]) & cmask[None, :], p, 0.0)
                 v = tl.load(Vb + offs_n[:, None] * stride_vt + offs_dv[None, :], mask=cmask[:, None], other=0.0)
                 acc += tl.dot(p.to(v.dtype), v)
-    if HAS_TARGETS and SELF_ROW:
-        if (r0 <= ct + nkt) & (r1 > ct + nkt):
-            acc = _self_rows(acc, Qh, Kb, Vb, m0, offs_m, n, nh, stride_qt, stride_kt, stride_vt, scale, D_QK, D_V,
-                             BLOCK_M, FAST_SILU, SELF_ROW, ASM)
     return acc
-
-
-@triton.jit
-def _prefetch_rows(Kb, Vb, Qh, m0, n, nh, stride_kt, stride_vt, stride_qt, D_QK: tl.constexpr, D_V: tl.constexpr,
-                   BLOCK_M: tl.constexpr, WITH_Q: tl.constexpr):
-    """L2 prefetches of the candidate rows of block m0: one per 128-byte line of k and v (and q)."""
-    LK: tl.constexpr = D_QK * 2 // 128 if D_QK * 2 >= 128 else 1
-    LV: tl.constexpr = D_V * 2 // 128 if D_V * 2 >= 128 else 1
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    rows = tl.minimum(tl.maximum(offs_m, nh), n - 1)  # (repeats of one line are harmless)
-    lk = tl.arange(0, LK) * (D_QK // LK)
-    lv = tl.arange(0, LV) * (D_V // LV)
-    _prefetch_l2(Kb + rows[:, None] * stride_kt + lk[None, :])
-    _prefetch_l2(Vb + rows[:, None] * stride_vt + lv[None, :])
-    if WITH_Q:
-        _prefetch_l2(Qh + rows[:, None] * stride_qt + lk[None, :])
-
-
-@triton.jit
-def _sk_block_piece(Qh, r0, r1, ct, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt_row, b, Oh, WSs, whole,
-                    stride_qt, stride_kt, stride_vt, stride_ot, stride_kcp, stride_kcs, stride_vcp, stride_vcs,
-                    scale, inv_n, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr,
-                    BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr,
-                    MAXP: tl.constexpr, TWO_LOOPS: tl.constexpr, SELF_ROW: tl.constexpr, ASM: tl.constexpr,
-                    PREFETCH: tl.constexpr):
-    """Iterations [r0, r1) of query block m0 (see _sk_piece): written to its output rows (Oh)
-    when the piece is the whole item, else its fp32 partial to the workspace slot WSs."""
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, D_QK)
-    offs_dv = tl.arange(0, D_V)
-    rows = offs_m[:, None] < n
-    q = tl.load(Qh + offs_m[:, None] * stride_qt + offs_d[None, :], mask=rows, other=0.0)
-    acc = _sk_piece(q, r0, r1, ct, C // BLOCK_N, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt_row, b, Qh, stride_qt,
-                    stride_kt, stride_vt, stride_kcp, stride_kcs, stride_vcp, stride_vcs, scale,
-                    D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, TWO_LOOPS, SELF_ROW, ASM,
-                    PREFETCH)
-    if whole:
-        tl.store(Oh + offs_m[:, None] * stride_ot + offs_dv[None, :], (acc * inv_n).to(Oh.dtype.element_ty), mask=rows)
-    else:
-        tl.store(WSs + tl.arange(0, BLOCK_M)[:, None] * D_V + offs_dv[None, :], acc)
-
-
-@triton.jit
-def _self_rows(acc, Qh, Kb, Vb, m0, offs_m, n, nh, stride_qt, stride_kt, stride_vt, scale, D_QK: tl.constexpr,
-               D_V: tl.constexpr, BLOCK_M: tl.constexpr, FAST_SILU: tl.constexpr, SELF_K: tl.constexpr,
-               ASM: tl.constexpr):
-    """acc plus each candidate row's self term silu(q_i . k_i) v_i: the scores row-wise in fp32
-    (q and k read again a column chunk at a time, few registers live beside acc), then one
-    tensor-core product diag(p) V over the block's own rows, which leaves the sum in acc's
-    layout. Replaces BLOCK_M / BLOCK_N masked tiles whose diagonals hold the BLOCK_M pairs."""
-    SD: tl.constexpr = 64 if D_QK > 64 else D_QK
-    # the rows' addresses from an opaque copy of m0, so none is shared with (and kept live
-    # from) the q load before the key loops
-    m0 = _opaque(m0, ASM)
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    cand = (offs_m >= nh) & (offs_m < n)
-    offs_c = tl.arange(0, SD)
-    sd = tl.zeros([BLOCK_M], dtype=tl.float32)
-    for c0 in tl.static_range(0, D_QK, SD):
-        qd = tl.load(Qh + offs_m[:, None] * stride_qt + (c0 + offs_c)[None, :], mask=cand[:, None], other=0.0)
-        kd = tl.load(Kb + offs_m[:, None] * stride_kt + (c0 + offs_c)[None, :], mask=cand[:, None], other=0.0)
-        sd += tl.sum(qd.to(tl.float32) * kd.to(tl.float32), axis=1)
-    pd = tl.where(cand, _silu(sd, sd, scale, False, FAST_SILU), 0.0)
-    offs_dv = tl.arange(0, D_V)
-    offs_j = tl.arange(0, SELF_K)
-    for j0 in tl.static_range(0, BLOCK_M, SELF_K):
-        rows_j = m0 + j0 + offs_j
-        cand_j = (rows_j >= nh) & (rows_j < n)
-        vd = tl.load(Vb + rows_j[:, None] * stride_vt + offs_dv[None, :], mask=cand_j[:, None], other=0.0)
-        dmat = tl.where(offs_m[:, None] == rows_j[None, :], pd[:, None], 0.0).to(vd.dtype)
-        acc = tl.dot(dmat, vd, acc)
-    return acc
-
-
-@triton.jit
-def _sk_thin_piece(Qh, r0, r1, C, n, nh, m0, Kb, Vb, KCh, VCh, PT, pt_row, b, stride_qt, stride_kt, stride_vt,
-                   stride_kcp, stride_kcs, stride_vcp, stride_vcs, scale, D_QK: tl.constexpr, D_V: tl.constexpr,
-                   PAGE: tl.constexpr, HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr,
-                   MAXP: tl.constexpr, TAIL_M: tl.constexpr, TAIL_N: tl.constexpr, TAIL_SUB: tl.constexpr,
-                   TAIL_STAGES: tl.constexpr):
-    """The transposed sum over iterations [r0, r1) of a thin query block (rows m0.., at most
-    TAIL_M of them): O^T [D_V, TAIL_M] (unscaled, fp32). The keys are the M dimension:
-    S^T = K Q^T ([TAIL_N, TAIL_M]), O^T += V^T P^T, so a block of 16 rows costs about what its
-    K/V tiles cost to load, not a 128-row tile per 32 keys. Iteration r holds key tiles
-    r*TAIL_SUB .. (r+1)*TAIL_SUB - 1 of TAIL_N keys: the cached tiles, then the new history
-    tiles the block sees (causal), then one tile from the block's first candidate (each
-    candidate sees itself)."""
-    offs_r = m0 + tl.arange(0, TAIL_M)
-    offs_j0 = tl.arange(0, TAIL_N)
-    offs_d = tl.arange(0, D_QK)
-    offs_dv = tl.arange(0, D_V)
-    qt = tl.load(Qh + offs_r[None, :] * stride_qt + offs_d[:, None], mask=(offs_r < n)[None, :], other=0.0)
-    acc = tl.zeros([D_V, TAIL_M], dtype=tl.float32)
-    rab = tl.zeros([TAIL_N, TAIL_M], dtype=tl.float32)
-    ct = tl.cdiv(C, TAIL_N)
-    cf = C // TAIL_N
-    nkt = tl.cdiv(tl.minimum(nh, m0 + TAIL_M), TAIL_N)
-    tiles = ct + nkt
-    if HAS_TARGETS:
-        tiles += (tl.minimum(m0 + TAIL_M, n) > tl.maximum(m0, nh)).to(tl.int32)
-    t0 = r0 * TAIL_SUB
-    t1 = tl.minimum(r1 * TAIL_SUB, tiles)
-    for it in tl.range(t0, tl.minimum(t1, cf), num_stages=TAIL_STAGES):
-        n0 = it * TAIL_N
-        page, slot = _page_slots(PT, pt_row, b, n0, offs_j0, offs_j0 < TAIL_N, PAGE, TAIL_N, False, PAGES, MAXP)
-        k = tl.load(KCh + (page * stride_kcp + slot * stride_kcs)[:, None] + offs_d[None, :])
-        p = _silu(tl.dot(k, qt), rab, scale, False, FAST_SILU)
-        v = tl.load(VCh + (page * stride_vcp + slot * stride_vcs)[:, None] + offs_dv[None, :])
-        acc += tl.dot(tl.trans(v), p.to(v.dtype))
-    # the rest (the cache's last, partial tile; new keys), masked
-    s0 = tl.maximum(m0, nh)
-    for it in tl.range(tl.maximum(t0, cf), t1, num_stages=TAIL_STAGES):
-        cached = it < ct
-        n0c = tl.minimum(it, tl.maximum(ct - 1, 0)) * TAIL_N
-        itv = it + 0 * offs_j0  # (vector compares: masks of scalar compares are not bool in the interpreter)
-        kc_mask = (n0c + offs_j0 < C) & (itv < ct)
-        page, slot = _page_slots(PT, pt_row, b, n0c, offs_j0, kc_mask, PAGE, TAIL_N, True, PAGES, MAXP)
-        j = it - ct
-        hist = j < nkt
-        offs_n = tl.where(hist, j * TAIL_N, s0) + offs_j0
-        n_mask = (offs_n < n) & (itv >= ct)
-        k = tl.load(tl.where(cached, KCh + (page * stride_kcp + slot * stride_kcs), Kb + offs_n * stride_kt)[:, None]
-                    + offs_d[None, :], mask=(kc_mask | n_mask)[:, None], other=0.0)
-        p = _silu(tl.dot(k, qt), rab, scale, False, FAST_SILU)
-        valid = tl.where(hist, (offs_n[:, None] <= offs_r[None, :]) & (offs_n < nh)[:, None],
-                         (offs_n[:, None] == offs_r[None, :]) & (offs_n >= nh)[:, None])
-        valid = tl.where(cached, kc_mask[:, None], valid & n_mask[:, None])
-        p = tl.where(valid, p, 0.0)
-        v = tl.load(tl.where(cached, VCh + (page * stride_vcp + slot * stride_vcs), Vb + offs_n * stride_vt)[:, None]
-                    + offs_dv[None, :], mask=(kc_mask | n_mask)[:, None], other=0.0)
-        acc += tl.dot(tl.trans(v), p.to(v.dtype))
-    return acc
-
-
-@triton.jit
-def _sk_iters(t, C, n, nh, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr,
-              SELF_ROW: tl.constexpr, SELF_W: tl.constexpr, TAIL_M: tl.constexpr, TAIL_N: tl.constexpr, TAIL_SUB: tl.constexpr):
-    """Iterations of query block t (elementwise over t, C, n, nh): its cached tiles, the new
-    history tiles it sees (causal), and the tiles holding its own candidates (SELF_ROW: one
-    iteration, the row-wise self term); a thin block (at most TAIL_M rows, TAIL_M > 0) instead
-    cdiv(its transposed key tiles, TAIL_SUB) (see _sk_thin_piece)."""
-    m0 = t * BLOCK_M
-    it_t = tl.cdiv(C, BLOCK_N) + tl.minimum((t + 1) * (BLOCK_M // BLOCK_N), tl.cdiv(nh, BLOCK_N))
-    if HAS_TARGETS:
-        c_lo = tl.maximum(m0, nh)
-        c_hi = tl.minimum(m0 + BLOCK_M, n)
-        if SELF_ROW:
-            it_t += (c_hi > c_lo).to(tl.int32) * SELF_W
-        else:
-            it_t += tl.where(c_hi > c_lo, tl.cdiv(c_hi, BLOCK_N) - c_lo // BLOCK_N, 0)
-    if TAIL_M > 0:
-        tiles = tl.cdiv(C, TAIL_N) + tl.cdiv(tl.minimum(nh, m0 + TAIL_M), TAIL_N)
-        if HAS_TARGETS:
-            tiles += (tl.minimum(m0 + TAIL_M, n) > tl.maximum(m0, nh)).to(tl.int32)
-        it_t = tl.where(n - m0 <= TAIL_M, tl.cdiv(tiles, TAIL_SUB), it_t)
-    return it_t
 
 
 @triton.jit
 def _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  HAS_TARGETS: tl.constexpr, SELF_ROW: tl.constexpr, SELF_W: tl.constexpr, TAIL_M: tl.constexpr, TAIL_N: tl.constexpr,
-                  TAIL_SUB: tl.constexpr):
+                  HAS_TARGETS: tl.constexpr):
     """Per sequence (vectors over offs_b): start offset, new tokens, cached tokens, new history
     tokens, query blocks, and the persistent kernel's iterations per head."""
     R: tl.constexpr = BLOCK_M // BLOCK_N
@@ -693,36 +505,30 @@ def _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M: t
     fv = tl.minimum(chv // R, nbv)  # blocks that see fewer than chv history tiles
     wv = nbv * tl.cdiv(cv, BLOCK_N) + R * fv * (fv + 1) // 2 + (nbv - fv) * chv
     if HAS_TARGETS:
-        if SELF_ROW:
-            wv += tl.where(nv > nhv, (nbv - nhv // BLOCK_M) * SELF_W, 0)  # blocks holding candidates
-        else:
-            wv += tl.cdiv(nv, BLOCK_N) - nhv // BLOCK_N  # candidate tiles (blocks are tile-aligned)
-    if TAIL_M > 0:
-        # the last block counted as what it is (thin or not) rather than as a full one
-        last = tl.maximum(nbv - 1, 0)
-        wv += tl.where(nbv > 0, _sk_iters(last, cv, nv, nhv, BLOCK_M, BLOCK_N, HAS_TARGETS, SELF_ROW, SELF_W, TAIL_M, TAIL_N,
-                                          TAIL_SUB)
-                       - _sk_iters(last, cv, nv, nhv, BLOCK_M, BLOCK_N, HAS_TARGETS, SELF_ROW, SELF_W, 0, TAIL_N, TAIL_SUB), 0)
+        wv += tl.cdiv(nv, BLOCK_N) - nhv // BLOCK_N  # candidate tiles (blocks are tile-aligned)
     return o0, nv, cv, nhv, nbv, wv
 
 
 @triton.jit
 def _sk_block_iters(offs_t, C, n, nh, nb, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    HAS_TARGETS: tl.constexpr, SELF_ROW: tl.constexpr, SELF_W: tl.constexpr, TAIL_M: tl.constexpr, TAIL_N: tl.constexpr,
-                    TAIL_SUB: tl.constexpr):
-    """Iterations (see _sk_iters) of query blocks offs_t of one sequence (0 past its nb blocks)."""
-    it_t = _sk_iters(offs_t, C, n, nh, BLOCK_M, BLOCK_N, HAS_TARGETS, SELF_ROW, SELF_W, TAIL_M, TAIL_N, TAIL_SUB)
+                    HAS_TARGETS: tl.constexpr):
+    """Iterations (key tiles) of query blocks offs_t of one sequence: its cached tiles, the
+    new history tiles the block sees (causal), and the tiles holding its own candidates."""
+    it_t = tl.cdiv(C, BLOCK_N) + tl.minimum((offs_t + 1) * (BLOCK_M // BLOCK_N), tl.cdiv(nh, BLOCK_N))
+    if HAS_TARGETS:
+        c_lo = tl.maximum(offs_t * BLOCK_M, nh)
+        c_hi = tl.minimum((offs_t + 1) * BLOCK_M, n)
+        it_t += tl.where(c_hi > c_lo, tl.cdiv(c_hi, BLOCK_N) - c_lo // BLOCK_N, 0)
     return tl.where(offs_t < nb, it_t, 0)
 
 
 @triton.jit
 def _sk_item_start(j, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H: tl.constexpr, BLOCK_M: tl.constexpr,
-                   BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr,
-                   SELF_ROW: tl.constexpr, SELF_W: tl.constexpr, TAIL_M: tl.constexpr, TAIL_N: tl.constexpr, TAIL_SUB: tl.constexpr):
+                   BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr):
     """The first iteration of item j (items in order: sequence, head, query block)."""
     offs_b = tl.arange(0, BPOW)
     o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
-                                             HAS_TARGETS, SELF_ROW, SELF_W, TAIL_M, TAIL_N, TAIL_SUB)
+                                             HAS_TARGETS)
     iv = nbv * H
     b = tl.sum((tl.cumsum(iv, 0) <= j).to(tl.int32))
     sel = offs_b == b
@@ -732,8 +538,7 @@ def _sk_item_start(j, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H: tl.constexp
     t = jr - h * nb
     offs_t = tl.arange(0, TPOW)
     it_t = _sk_block_iters(offs_t, tl.sum(tl.where(sel, cv, 0)), tl.sum(tl.where(sel, nv, 0)),
-                           tl.sum(tl.where(sel, nhv, 0)), nb, BLOCK_M, BLOCK_N, HAS_TARGETS, SELF_ROW, SELF_W, TAIL_M,
-                           TAIL_N, TAIL_SUB)
+                           tl.sum(tl.where(sel, nhv, 0)), nb, BLOCK_M, BLOCK_N, HAS_TARGETS)
     return (tl.sum(tl.where(offs_b < b, wv * H, 0)) + h * tl.sum(tl.where(sel, wv, 0))
             + tl.sum(tl.where(offs_t < t, it_t, 0)))
 
@@ -748,8 +553,7 @@ def _sk_segment(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
     FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, UNIFORM: tl.constexpr,
-    TWO_LOOPS: tl.constexpr, SELF_ROW: tl.constexpr, SELF_W: tl.constexpr, TAIL_M: tl.constexpr, TAIL_N: tl.constexpr,
-    TAIL_SUB: tl.constexpr, TAIL_STAGES: tl.constexpr, PREFETCH: tl.constexpr,
+    TWO_LOOPS: tl.constexpr,
 ):
     """Iterations [i, min(end of i's item, hi)) of the item holding iteration i, for a program
     whose range is [lo, hi); returns the end of that piece. A whole item is written out; a
@@ -760,7 +564,7 @@ def _sk_segment(
     # figures are reloaded per piece rather than kept live across the program's loop)
     offs_b = tl.arange(0, BPOW)
     o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
-                                             HAS_TARGETS, SELF_ROW, SELF_W, TAIL_M, TAIL_N, TAIL_SUB)
+                                             HAS_TARGETS)
     sv = wv * H
     b = tl.sum((tl.cumsum(sv, 0) <= i).to(tl.int32))
     sel = offs_b == b
@@ -773,8 +577,7 @@ def _sk_segment(
     C = tl.sum(tl.where(sel, cv, 0))
     nb = tl.sum(tl.where(sel, nbv, 0))
     offs_t = tl.arange(0, TPOW)
-    it_t = _sk_block_iters(offs_t, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS, SELF_ROW, SELF_W, TAIL_M, TAIL_N,
-                           TAIL_SUB)
+    it_t = _sk_block_iters(offs_t, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS)
     t = tl.sum((tl.cumsum(it_t, 0) <= r).to(tl.int32))
     item_lo = i - r + tl.sum(tl.where(offs_t < t, it_t, 0))
     item_hi = item_lo + tl.sum(tl.where(offs_t == t, it_t, 0))
@@ -793,44 +596,25 @@ def _sk_segment(
 
     start = tl.sum(tl.where(sel, o0, 0)).to(tl.int64)
     offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D_QK)
     offs_dv = tl.arange(0, D_V)
-    offs_r = tl.arange(0, BLOCK_M)
-    Qh = Q + start * stride_qt + h * stride_qh
+    q = tl.load(Q + start * stride_qt + h * stride_qh + offs_m[:, None] * stride_qt + offs_d[None, :],
+                mask=offs_m[:, None] < n, other=0.0)
     PT, pt_row = _page_table_row(PAGE_TABLE, b, stride_pt, num_pt, PAGES, MAXP)
-    whole = (item_lo >= lo) & (item_hi <= hi)
-    slot = pid * 2 + tl.where(item_lo <= lo, 0, 1)
+    acc = _sk_piece(q, i - item_lo, seg_hi - item_lo, ct, C // BLOCK_N, C, n, nh, m0, nkt,
+                    K + start * stride_kt + h * stride_kh, V + start * stride_vt + h * stride_vh,
+                    KC + h * stride_kch, VC + h * stride_vch, PT, pt_row, b,
+                    stride_kt, stride_vt, stride_kcp, stride_kcs, stride_vcp, stride_vcs, scale,
+                    D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, TWO_LOOPS)
+
     rows = offs_m[:, None] < n
-    Kb = K + start * stride_kt + h * stride_kh
-    Vb = V + start * stride_vt + h * stride_vh
-    KCh = KC + h * stride_kch
-    VCh = VC + h * stride_vch
-    if TAIL_M > 0:
-        if _uniform((n - m0 <= TAIL_M).to(tl.int32), UNIFORM) != 0:
-            # a thin block (the last of its sequence, at most TAIL_M rows): keys as the M dimension
-            acc_t = _sk_thin_piece(Qh, i - item_lo, seg_hi - item_lo, C, n, nh, m0, Kb, Vb, KCh, VCh, PT, pt_row, b,
-                                   stride_qt, stride_kt, stride_vt, stride_kcp, stride_kcs, stride_vcp, stride_vcs,
-                                   scale, D_QK, D_V, PAGE, HAS_TARGETS, FAST_SILU, PAGES, MAXP, TAIL_M, TAIL_N,
-                                   TAIL_SUB, TAIL_STAGES)
-            offs_tr = tl.arange(0, TAIL_M)
-            if whole:
-                tl.store(OUT + start * stride_ot + h * stride_oh + (m0 + offs_tr)[None, :] * stride_ot
-                         + offs_dv[:, None], (acc_t * inv_n).to(OUT.dtype.element_ty), mask=(m0 + offs_tr < n)[None, :])
-            else:
-                # rows TAIL_M.. of the slot stay unwritten: they lie past the sequence's end
-                tl.store(WS + slot.to(tl.int64) * (BLOCK_M * D_V) + offs_tr[None, :] * D_V + offs_dv[:, None], acc_t)
-        else:
-            _sk_block_piece(Qh, i - item_lo, seg_hi - item_lo, ct, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt_row, b,
-                            OUT + start * stride_ot + h * stride_oh, WS + slot.to(tl.int64) * (BLOCK_M * D_V), whole,
-                            stride_qt, stride_kt, stride_vt, stride_ot, stride_kcp, stride_kcs, stride_vcp, stride_vcs,
-                            scale, inv_n, D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP,
-                            TWO_LOOPS, SELF_ROW, FENCE, PREFETCH)
+    if (item_lo >= lo) & (item_hi <= hi):
+        o_ptrs = OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot + offs_dv[None, :]
+        tl.store(o_ptrs, (acc * inv_n).to(OUT.dtype.element_ty), mask=rows)
     else:
-        _sk_block_piece(Qh, i - item_lo, seg_hi - item_lo, ct, C, n, nh, m0, nkt, Kb, Vb, KCh, VCh, PT, pt_row, b,
-                        OUT + start * stride_ot + h * stride_oh, WS + slot.to(tl.int64) * (BLOCK_M * D_V), whole,
-                        stride_qt, stride_kt, stride_vt, stride_ot, stride_kcp, stride_kcs, stride_vcp, stride_vcs,
-                        scale, inv_n, D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP,
-                        TWO_LOOPS, SELF_ROW, FENCE, PREFETCH)
-    if not whole:
+        offs_r = tl.arange(0, BLOCK_M)
+        slot = pid * 2 + tl.where(item_lo <= lo, 0, 1)
+        tl.store(WS + slot.to(tl.int64) * (BLOCK_M * D_V) + offs_r[:, None] * D_V + offs_dv[None, :], acc)
         if FENCE:
             _fence(offs_r)
         tl.debug_barrier()
@@ -865,8 +649,7 @@ def _hstu_cached_sk_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
     FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr,
-    UNIFORM: tl.constexpr, TWO_LOOPS: tl.constexpr, SELF_ROW: tl.constexpr, SELF_W: tl.constexpr, TAIL_M: tl.constexpr,
-    TAIL_N: tl.constexpr, TAIL_SUB: tl.constexpr, TAIL_STAGES: tl.constexpr, PREFETCH: tl.constexpr,
+    UNIFORM: tl.constexpr, TWO_LOOPS: tl.constexpr,
 ):
     """Persistent (stream-K) grid for the default mask: the batch's work is one list of
     iterations, items (sequence, head, query block) in order, each item's iterations its key
@@ -882,7 +665,7 @@ def _hstu_cached_sk_kernel(
     P = tl.num_programs(0)
     offs_b = tl.arange(0, BPOW)
     o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
-                                             HAS_TARGETS, SELF_ROW, SELF_W, TAIL_M, TAIL_N, TAIL_SUB)
+                                             HAS_TARGETS)
     total = _uniform(tl.sum(wv * H), UNIFORM)
     if DP:
         # whole items in waves first (program p: items p, p + P, ...; a wave's programs start
@@ -894,8 +677,7 @@ def _hstu_cached_sk_kernel(
         s0 = 0
         if waves > 0:
             s0 = _uniform(_sk_item_start(waves * P, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M,
-                                         BLOCK_N, HAS_TARGETS, BPOW, TPOW, SELF_ROW, SELF_W, TAIL_M, TAIL_N,
-                                         TAIL_SUB), UNIFORM)
+                                         BLOCK_N, HAS_TARGETS, BPOW, TPOW), UNIFORM)
         chunk = tl.maximum(tl.cdiv(total - s0, P), min_chunk)
         lo = s0 + pid * chunk
         hi = tl.minimum(lo + chunk, total)
@@ -907,14 +689,14 @@ def _hstu_cached_sk_kernel(
             j = i  # a stream-K piece starts where the last one ended: no item lookup
             if in_dp:
                 j = _sk_item_start(k * P + pid, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
-                                   HAS_TARGETS, BPOW, TPOW, SELF_ROW, SELF_W, TAIL_M, TAIL_N, TAIL_SUB)
+                                   HAS_TARGETS, BPOW, TPOW)
             e = _sk_segment(j, tl.where(in_dp, j, lo), tl.where(in_dp, total, hi), pid, s0,
                             chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS,
                             NUM_TARGETS, stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                             stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
                             stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
                             BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW,
-                            UNIFORM, TWO_LOOPS, SELF_ROW, SELF_W, TAIL_M, TAIL_N, TAIL_SUB, TAIL_STAGES, PREFETCH)
+                            UNIFORM, TWO_LOOPS)
             i = tl.where(in_dp, i, e)
             k += 1
     else:
@@ -928,7 +710,7 @@ def _hstu_cached_sk_kernel(
                             stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
                             stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
                             BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW,
-                            UNIFORM, TWO_LOOPS, SELF_ROW, SELF_W, TAIL_M, TAIL_N, TAIL_SUB, TAIL_STAGES, PREFETCH)
+                            UNIFORM, TWO_LOOPS)
 
 
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
@@ -1071,13 +853,6 @@ def hstu_cached_fwd(
     uniform = bool(cfg.pop("UNIFORM", True)) and q.device.type == "cuda" and not interpret_mode() \
         and _redux_supported(q.device)
     two_loops = bool(cfg.pop("TWO_LOOPS", True))
-    self_row = int(cfg.pop("SELF_ROW", 0))  # rows per product of the self term (0: diagonal tiles)
-    self_w = max(1, int(cfg.pop("SELF_W", 1)))  # the self term's weight in iterations
-    prefetch = bool(cfg.pop("PREFETCH", False))
-    tail_m, tail_n = int(cfg.pop("TAIL_M", 0)), int(cfg.pop("TAIL_N", 64))
-    tail_sub, tail_stages = int(cfg.pop("TAIL_SUB", 1)), int(cfg.pop("TAIL_STAGES", cfg.get("num_stages", 2)))
-    if not (0 < tail_m < BM and (tail_n % cache.page_size == 0 or cache.page_size % tail_n == 0)):
-        tail_m = 0  # (thin blocks need rows < BLOCK_M and key tiles within pages or of whole pages)
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)
     if pages == 5 and (q.device.type != "cuda" or interpret_mode()):
@@ -1139,10 +914,7 @@ def hstu_cached_fwd(
             HAS_TARGETS=num_targets is not None, FAST_SILU=fast, PAGES=pages, MAXP=maxp,
             FENCE=q.device.type == "cuda" and not interpret_mode(), CHUNK=min(64, D_V),
             BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1), DP=dp,
-            UNIFORM=uniform, TWO_LOOPS=two_loops, SELF_ROW=min(self_row, BM) if num_targets is not None else 0,
-            SELF_W=self_w,
-            TAIL_M=tail_m, TAIL_N=tail_n, TAIL_SUB=tail_sub, TAIL_STAGES=tail_stages,
-            PREFETCH=prefetch and q.device.type == "cuda" and not interpret_mode(),
+            UNIFORM=uniform, TWO_LOOPS=two_loops,
         )
         LAST_KERNEL = launch(_hstu_cached_sk_kernel, _SK_HANDLES, (programs,), args, consts, cfg, q.device)
         return out

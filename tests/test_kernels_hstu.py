@@ -523,43 +523,6 @@ def test_cached_page_modes(cfg):
         assert _rel(out, ref) < TOL[torch.float32]
 
 
-@pytest.mark.parametrize("cfg", [dict(TAIL_M=16, TAIL_N=16),
-                                 dict(TAIL_M=16, TAIL_N=64, TAIL_SUB=3, PROGRAMS=5),
-                                 dict(TAIL_M=16, TAIL_N=32, TAIL_SUB=2, SELF_ROW=16, DP=True, PROGRAMS=3),
-                                 dict(SELF_ROW=16, SELF_W=3, PREFETCH=True, PROGRAMS=4),
-                                 dict(SELF_ROW=32, TWO_LOOPS=False, TAIL_M=16, TAIL_N=32, PROGRAMS=2),
-                                 dict(PAGES=5, UNIFORM=True, SELF_ROW=16, SELF_W=2, TAIL_M=16, TAIL_N=16, DP=True,
-                                      PREFETCH=True, PROGRAMS=3)],
-                         ids=["thin", "thin-2pages-sub3", "thin-sub2-self-dp", "self16-w3-prefetch",
-                              "self32-four-loops-thin", "nc-uniform-self-w2-thin-dp-prefetch"])
-@pytest.mark.parametrize("targets", [True, False], ids=["targets", "no-targets"])
-def test_cached_thin_blocks_and_self_rows(cfg, targets):
-    """The persistent kernel's thin blocks (the last query block of a sequence with at most
-    TAIL_M rows, keys as the M dimension: history and candidate rows in one thin block, caches
-    empty, shorter than a key tile or of several pages) and the candidates' self term as one
-    row-wise iteration (SELF_ROW), items cut into pieces over several programs."""
-    from tracekit.kernels._cached import hstu_cached_fwd
-
-    g = _gen()
-    hist = [40, 0, 7, 64, 3, 33, 100, 0]
-    new = [5, 3, 0, 1, 40, 38, 70, 33]
-    nts = [2, 3, 0, 1, 36, 3, 60, 33]
-    H, d, dv = 2, 32, 16
-    ho, no = _offsets(hist), _offsets(new)
-    kh, vh = _rand(g, sum(hist), H, d, dtype=torch.float32), _rand(g, sum(hist), H, dv, dtype=torch.float32)
-    q, k = _rand(g, sum(new), H, d, dtype=torch.float32), _rand(g, sum(new), H, d, dtype=torch.float32)
-    v = _rand(g, sum(new), H, dv, dtype=torch.float32)
-    cache = build_paged_kv_cache(kh, vh, ho, max_len=200, generator=g)
-    nt = torch.tensor(nts, device=DEV) if targets else None
-    out = _poison(sum(new), H, dv, torch.float32)
-    hstu_cached_fwd(q, k, v, no, cache, max_seq_len=200, alpha=0.4, num_targets=nt, contextual_seq_len=0,
-                    max_attn_len=0, out=out,
-                    config={"BLOCK_M": 32, "BLOCK_N": 16, "PERSIST": True, "MIN_CHUNK": 1, **cfg})
-    c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
-    ref = hstu_attention_cached_reference(*_d64(q, k, v), no, c64, max_seq_len=200, alpha=0.4, num_targets=nt)
-    assert _rel(out, ref) < TOL[torch.float32]
-
-
 @pytest.mark.parametrize("cfg", [dict(PERSIST=True), dict(PERSIST=True, TWO_LOOPS=False), dict(PERSIST=False)],
                          ids=["persist", "persist-four-loops", "flat"])
 def test_cached_page_table_without_pages(cfg):

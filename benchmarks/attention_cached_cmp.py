@@ -24,6 +24,7 @@ import argparse
 import ast
 import importlib
 import importlib.util
+import re
 import sys
 import time
 from pathlib import Path
@@ -49,7 +50,7 @@ def _load(name: str, path: str):
 
 def versions(specs: str) -> dict:
     out = {}
-    for i, item in enumerate(specs.split(",")):
+    for i, item in enumerate(re.split(r",(?![^{]*})", specs)):  # (commas inside a CONFIG dict stay)
         name, _, rest = item.partition("=")
         path, _, cfg = rest.partition(":")
         out[name] = (_load(f"_cmp_kernels{i}", path), ast.literal_eval(cfg) if cfg else None)

@@ -12,7 +12,13 @@ capture), then, in this process after a warm-up (no process start, no imports):
 * ``threads``: the N files one after another, then in W threads at the default switch
   interval and at 0.5 ms: wall, CPU (of which system), cores busy, minor page faults.
 
-Usage: python benchmarks/ingest_threads_bench.py [--files 16] [--lock-files 6] [--workers 8,16] [--workdir DIR]
+``--set NAME=VALUE`` applies a DuckDB setting to every store opened (e.g.
+``block_allocator_memory=2GB``: DuckDB keeps that much of its freed blocks for reuse instead
+of giving them back to the system and faulting fresh pages in for the next file);
+``--lock-files 0`` skips the lock measurement.
+
+Usage: python benchmarks/ingest_threads_bench.py [--files 16] [--copies 6] [--lock-files 6] [--workers 8,16]
+       [--set NAME=VALUE ...] [--workdir DIR]
 Results go to stdout; record them in docs/performance.md.
 """
 
@@ -39,13 +45,16 @@ from tracekit import parallel  # noqa: E402
 class Stores:
     """Fresh stores in ``work``, removed once measured."""
 
-    def __init__(self, work: Path):
-        self.work, self.n = work, 0
+    def __init__(self, work: Path, settings: list[str] = ()):
+        self.work, self.n, self.settings = work, 0, [s.split("=", 1) for s in settings]
 
     def open(self) -> tuple[tracekit.Tracekit, Path]:
         self.n += 1
         db = self.work / f"store{self.n}.duckdb"
-        return tracekit.open(db), db
+        tk = tracekit.open(db)
+        for name, value in self.settings:
+            tk.con.execute(f"SET {name} = '{value}'")
+        return tk, db
 
     @staticmethod
     def done(tk, db: Path) -> None:
@@ -137,16 +146,19 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=6, help="replicas of the fixture per export (6 -> ~0.47 M rows)")
     ap.add_argument("--lock-files", type=int, default=6, help="files of the serial ingest the watcher follows")
     ap.add_argument("--workers", default="8,16", help="thread counts, comma-separated")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a DuckDB setting for every store opened")
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="tracekit-threads-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     files, _ = make_exports(work, args.files, args.copies)
-    stores = Stores(work)
+    stores = Stores(work, args.set)
     tk, db = stores.open()  # warm-up: imports, first DuckDB instance
     tk.ingest(files[-1])
     Stores.done(tk, db)
-    lock_held(stores, files[:args.lock_files])
+    if args.lock_files:
+        lock_held(stores, files[:args.lock_files])
     threads(stores, files, [int(w) for w in args.workers.split(",")])
 
 

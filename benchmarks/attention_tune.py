@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attention_gpu import K, _offsets, _rel  # noqa: E402  (loads kernels/ as tracekit.kernels)
+from attention_host import _host_us  # noqa: E402  (host time per call: the launch path alone)
 
 
 def _pairs(C, n, nt):
@@ -261,20 +262,6 @@ def _fwd(name):
     from tracekit.kernels import _bsa
 
     return _MAIN_BSA if name == "main_code" else _bsa.hstu_bsa_fwd
-
-
-def _host_us(fn, n=150):
-    """CPU time per call of n calls queued behind a long GPU sleep (the launch path alone)."""
-    import torch
-
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(4e8))
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / n * 1e6
 
 
 def bsa(out_rows, variants, rounds=2, warm=False, cnt0=(), configs=("bsa_T4096", "bsa_T8192", "bsa_T8192_sparse"),

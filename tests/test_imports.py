@@ -50,7 +50,7 @@ def test_an_nsys_ingest_needs_no_polars(tmp_path, polars):
     only for the files it reads (ncu_head says what a file is), so an nsys ingest runs
     where Polars is not installed (the GPU machine's image), loads no torch/triton, and
     where Polars is installed does not load it (its text tables are read through ADBC's
-    low-level API: the DB-API module imports Polars, ~0.1 s of every ingest command)."""
+    low-level API: the DB-API module imports Polars, 0.1–0.2 s of every ingest command)."""
     import subprocess
     import sys
 

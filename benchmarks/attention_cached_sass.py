@@ -18,8 +18,6 @@ driver stands in for the GPU, so nothing is launched.
 from __future__ import annotations
 
 import ast
-import importlib
-import importlib.util
 import re
 import subprocess
 import sys
@@ -59,15 +57,6 @@ def _fake_driver():
             return ty
 
     return FakeDriver()
-
-
-def _load(path: str, name: str = "_sass_kernels"):
-    spec = importlib.util.spec_from_file_location(name, str(Path(path) / "__init__.py"),
-                                                  submodule_search_locations=[path])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return importlib.import_module(name + "._cached")
 
 
 def compile_sk(m, over: dict | None = None, B=8, n=1040, H=4, D=256, num_pt=104, PAGE=32, programs=132):
@@ -145,9 +134,10 @@ def main() -> None:
     kernels = argv[0] if argv else str(ROOT / "kernels")
     over = ast.literal_eval(argv[1]) if len(argv) > 1 else None
     import triton
+    from attention_cached_cmp import _load  # (a kernels/ folder as its own package)
 
     triton.runtime.driver.set_active(_fake_driver())
-    analyse(compile_sk(_load(kernels), over), dump)
+    analyse(compile_sk(_load("_sass_kernels", kernels), over), dump)
 
 
 if __name__ == "__main__":

@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
-import importlib.util
 import re
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attention_gpu import K, _rel  # noqa: E402  (this checkout's kernels/ as tracekit.kernels: reference, cache)
+from attention_gpu import K, _rel, load_package  # noqa: E402  (this checkout's kernels/ as tracekit.kernels: reference, cache)
 from attention_tune import _workload  # noqa: E402
 
 DRAWS = (("C2048a", 11, 1900, 2200, 5120, True), ("C2048b", 12, 1900, 2200, 5120, False),
@@ -40,11 +39,7 @@ B, N_NEW, N_TARGETS, H, D = 8, 1040, 1024, 4, 256
 
 def _load(name: str, path: str):
     """``path``'s _cached module, its folder loaded as package ``name``."""
-    spec = importlib.util.spec_from_file_location(name, str(Path(path) / "__init__.py"),
-                                                  submodule_search_locations=[path])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
+    load_package(name, path)
     return importlib.import_module(name + "._cached")
 
 

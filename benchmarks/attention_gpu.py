@@ -28,6 +28,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def load_package(name: str, folder: str | Path):
+    """``folder`` (a ``kernels/`` folder: this checkout's, or a copy of main's to time beside
+    it) imported as package ``name``."""
+    spec = importlib.util.spec_from_file_location(name, Path(folder) / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _load_kernels():
     try:
         import tracekit.kernels as K
@@ -38,13 +49,7 @@ def _load_kernels():
     pkg = sys.modules.get("tracekit") or types.ModuleType("tracekit")
     pkg.__path__ = [str(ROOT / "tracekit")]
     sys.modules["tracekit"] = pkg
-    spec = importlib.util.spec_from_file_location(
-        "tracekit.kernels", ROOT / "kernels" / "__init__.py", submodule_search_locations=[str(ROOT / "kernels")]
-    )
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["tracekit.kernels"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_package("tracekit.kernels", ROOT / "kernels")
 
 
 K = _load_kernels()

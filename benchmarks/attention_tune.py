@@ -588,14 +588,12 @@ def main():
     if a.bsa:
         names = a.bsa_variants.split(",") if a.bsa_variants else list(BSA_VARIANTS)
         if a.bsa_main:
-            import importlib.util
+            import importlib
+
+            from attention_gpu import load_package
 
             global _MAIN_BSA
-            spec = importlib.util.spec_from_file_location("_bsa_main_kernels", str(Path(a.bsa_main) / "__init__.py"),
-                                                          submodule_search_locations=[a.bsa_main])
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules["_bsa_main_kernels"] = mod
-            spec.loader.exec_module(mod)
+            load_package("_bsa_main_kernels", a.bsa_main)
             _MAIN_BSA = importlib.import_module("_bsa_main_kernels._bsa").hstu_bsa_fwd
             BSA_VARIANTS["main_code"] = {}
             names = ["main_code", *names]

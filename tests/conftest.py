@@ -69,6 +69,17 @@ def compiled_or_numpy(request, monkeypatch, module, attr: str, source: str) -> s
     return request.param
 
 
+@pytest.fixture(scope="module")
+def reference_kernels():
+    """The HSTU workload's attention through tracekit.kernels' PyTorch references for a whole
+    module: the capture tests check runs, folders and tables, not kernels, and get the same
+    backend whether or not test_kernels_hstu.py, collected in the same session, has turned
+    the Triton interpreter on for it (10-100x slower there; the kernels are tested there)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRACEKIT_KERNELS_BACKEND", "reference")
+        yield
+
+
 @pytest.fixture(scope="session")
 def _small_store_template(tmp_path_factory):
     """A store file with one real nsys run (capture_range) and one real ncu run (ncu_sections)."""

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 
 from tracekit.errors import CaptureError
 
+pytestmark = pytest.mark.usefixtures("reference_kernels")
+
 runner = CliRunner()
 
 

@@ -15,6 +15,8 @@ from tracekit.capture import profilers, run
 
 from tracekit.errors import CaptureError, ToolNotFoundError
 
+pytestmark = pytest.mark.usefixtures("reference_kernels")
+
 TINY = dict(max_history_items=40, num_items=2048, num_layers=2, d_model=64, num_heads=2,
             head_dim=32, scoring_hidden=32, new_items_per_request=4)
 SEED_LINE = re.compile(r"KV Caches:\s*(\d+),\s*Candidate Embeddings:\s*(\d+),\s*Total time\(ms\):\s*([0-9.]+)")

@@ -9,6 +9,8 @@ from tracekit.capture.export import export_sweep
 
 from tracekit.errors import CaptureError
 
+pytestmark = pytest.mark.usefixtures("reference_kernels")
+
 
 class FakeRunner:
     """Stands in for capture(): records calls, fails or interrupts at chosen points."""

@@ -10,6 +10,8 @@ from tracekit.capture.data import Interactions  # noqa: E402
 from tracekit.capture.kvcache import PagedKVCache  # noqa: E402
 from tracekit.capture.workload import Workload  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("reference_kernels")
+
 TINY = dict(max_history_items=40, num_items=2048, num_layers=2, d_model=64, num_heads=2,
             head_dim=32, scoring_hidden=32)
 
@@ -125,13 +127,22 @@ def test_paged_cache_slots_and_errors():
 
 
 @torch.inference_mode()
-def test_kernels_api_matches_own_reference(monkeypatch):
-    # tracekit.kernels.hstu_attention_cached (its CPU reference) in the workload's paged
-    # layout gives what the capture's own per-user reference gives
+@pytest.mark.parametrize("backend", ["reference", "triton"])
+def test_kernels_api_matches_own_reference(monkeypatch, backend):
+    # tracekit.kernels.hstu_attention_cached (its CPU reference, or the Triton kernel under
+    # the interpreter) in the workload's paged layout gives what the capture's own per-user
+    # reference gives
     from tracekit.capture import model
 
     if model._kernels() is None:
         pytest.skip("tracekit.kernels not importable")
+    if backend == "triton":
+        from tracekit.kernels._common import interpret_mode
+
+        if not interpret_mode():  # (set by test_kernels_hstu.py before triton is imported)
+            pytest.skip("the Triton kernel on CPU tensors needs TRITON_INTERPRET=1 set before triton is imported")
+    monkeypatch.setenv("TRACEKIT_KERNELS_BACKEND", backend)
+    assert model.attention_backend("cpu").endswith(f"[{backend}]")
     a = _workload(2, 5, initial=30, total=40, new_items_per_request=5)
     ra = [a.request().scores for _ in range(3)]
     monkeypatch.setattr(model, "_kernels", lambda: None)

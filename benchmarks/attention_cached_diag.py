@@ -70,26 +70,19 @@ def _load_nc(ptrs):''')
     # figures are reloaded per piece rather than kept live across the program's loop)
     _mark(DBG, dbase + 0, i)
 ''')
-    sub('''    q = tl.load(Q + start * stride_qt + h * stride_qh + offs_m[:, None] * stride_qt + offs_d[None, :],
-                mask=offs_m[:, None] < n, other=0.0)
-    PT, pt_row''', '''    _mark(DBG, dbase + 1, i)
-    if DQ:
-        q = tl.load(Q + h * stride_qh + tl.arange(0, BLOCK_M)[:, None] * stride_qt + offs_d[None, :])
-    else:
-        q = tl.load(Q + start * stride_qt + h * stride_qh + offs_m[:, None] * stride_qt + offs_d[None, :],
-                    mask=offs_m[:, None] < n, other=0.0)
-    PT, pt_row''')
+    # the q load (whatever its keyword arguments): a mark before it; DQ reads rows 0..127 instead
+    m = re.search(r"\n    q = tl\.load\(Q \+ start \* stride_qt.*?\)\n(?=    PT, pt_row)", s, flags=re.S)
+    assert m, "q load"
+    orig = m.group(0)[1:]
+    s = s[:m.start()] + "\n    _mark(DBG, dbase + 1, i)\n    if DQ:\n        q = tl.load(Q + h * stride_qh + tl.arange(0, BLOCK_M)[:, None] * stride_qt + offs_d[None, :])\n    else:\n" + "".join("    " + ln + "\n" for ln in orig.rstrip("\n").split("\n")) + s[m.end():]
     sub('''D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, TWO_LOOPS)
 ''', '''D_QK, D_V, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, TWO_LOOPS, DBG, dbase, DQ)
 ''')
-    sub('''        tl.store(o_ptrs, (acc * inv_n).to(OUT.dtype.element_ty), mask=rows)
-    else:
-''', '''        tl.store(o_ptrs, (acc * inv_n).to(OUT.dtype.element_ty), mask=rows)
-        tl.store(DBG + dbase + 5, 1)
-    elif DNP:
-        tl.store(DBG + dbase + 5, 2)
-    else:
-''')
+    # the whole item's store (whatever its keyword arguments): flag 1; DNP: cut pieces do nothing
+    m = re.search(r"\n        tl\.store\(o_ptrs, \(acc \* inv_n\)[^\n]*(?:\n {17}[^\n]*)?\)\n(?=    else:\n)", s)
+    assert m, "whole store"
+    s = (s[:m.end()] + "        tl.store(DBG + dbase + 5, 1)\n    elif DNP:\n        tl.store(DBG + dbase + 5, 2)\n"
+         + s[m.end():])
     s = re.sub(r"\n( +)arrived = tl.atomic_add\(CNT \+ item, 1, sem=\"acq_rel\"\)\n",
                lambda m: f"\n{m.group(1)}arrived = tl.atomic_add(CNT + item, 1, sem=\"acq_rel\")\n{m.group(1)}tl.store(DBG + dbase + 5, 2 + 4 * (arrived == c_last - c_first).to(tl.int64) + 16 * (c_last - c_first).to(tl.int64))\n", s, count=1)
     if "# (zero for the next launch)" in s:  # cached6: the last piece found by its check

@@ -848,7 +848,7 @@ def hstu_cached_fwd(
     persist = bool(cfg.pop("PERSIST", False)) and not general and BM % BN == 0 and B < 4096
     programs = cfg.pop("PROGRAMS", None)
     min_chunk = int(cfg.pop("MIN_CHUNK", 8))
-    dp_spare = max(1, int(cfg.pop("DP_SPARE", 1)))  # DP: waves' worth of items left to stream-K
+    dp_spare = max(0, int(cfg.pop("DP_SPARE", 1)))  # DP: waves' worth of items left to stream-K
     dp = bool(cfg.pop("DP", False))
     uniform = bool(cfg.pop("UNIFORM", True)) and q.device.type == "cuda" and not interpret_mode() \
         and _redux_supported(q.device)

@@ -105,36 +105,21 @@ def schedule(caches, P=132, dp_spare=1, min_chunk=8, n=N_NEW, nt=N_TARGETS):
                 pieces_max=int(prog_pieces.max()), rest_mean=float(prog_rest.mean()), rest_total=int(rest.sum()))
 
 
-def _pairs(C, n=N_NEW, nt=N_TARGETS):
-    nh = n - nt
-    return n * C + nh * (nh + 1) // 2 + nt * nh + nt
-
-
-def workload(K, caches, seed):
+def workload(caches, seed):
+    """The inference workload's bf16 inputs (attention_tune's), page-table rows a multiple of 16 pages."""
     import torch
-    from attention_gpu import _offsets
+    from attention_tune import _workload
 
-    dev = "cuda"
-    g = torch.Generator(device=dev).manual_seed(seed)
-    cg = torch.Generator().manual_seed(seed)
-
-    def rnd(*s):
-        return torch.randn(*s, generator=g, device=dev).to(torch.bfloat16)
-
-    ho, no = _offsets(caches, dev), _offsets([N_NEW] * B, dev)
-    kh, vh = rnd(sum(caches), H, D), rnd(sum(caches), H, D)
-    q, k, v = (rnd(B * N_NEW, H, D) for _ in range(3))
-    max_len = -(-(max(caches) + N_NEW + 64) // 512) * 512  # page-table rows a multiple of 16 pages
-    cache = K.build_paged_kv_cache(kh, vh, ho, max_len=max_len, generator=cg)
-    nt = torch.full((B,), N_TARGETS, device=dev)
-    return dict(q=q, k=k, v=v, off=no, cache=cache, nt=nt, msl=max(caches) + N_NEW)
+    max_len = -(-(max(caches) + N_NEW + 64) // 512) * 512
+    w = _workload(B, caches, N_NEW, N_TARGETS, H, D, torch.bfloat16, seed, max_len=max_len)
+    return dict(w, msl=max(caches) + N_NEW)
 
 
 def run(out: Path, base_dir: str, specs: str | None, warm: str | None, means) -> None:
     import torch
     import triton
     from attention_cached_cmp import versions
-    from attention_gpu import K, _rel
+    from attention_gpu import _rel
 
     mods = versions("base=" + base_dir + ("," + specs if specs else ""))
     P = torch.cuda.get_device_properties(0).multi_processor_count
@@ -147,7 +132,7 @@ def run(out: Path, base_dir: str, specs: str | None, warm: str | None, means) ->
                                  num_targets=w["nt"], contextual_seq_len=0, max_attn_len=0, config=c, out=o)
 
     if warm:
-        call(warm, workload(K, caches_for(2048), 1))
+        call(warm, workload(caches_for(2048), 1))
         torch.cuda.synchronize()
         return
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__, "SMs", P,
@@ -155,14 +140,14 @@ def run(out: Path, base_dir: str, specs: str | None, warm: str | None, means) ->
     rows, tls = [], {}
     for mean in means:
         caches = caches_for(mean)
-        w = workload(K, caches, mean)
+        w = workload(caches, mean)
         ref = call("base", w)
         for name in mods:  # each diagnostic copy first computes what BASE does (DQ / DNP: wrong on purpose)
             if name != "base":
                 o = torch.full_like(w["q"], float("nan"))
                 call(name, w, o)
                 print(f"C{mean}: {name} vs base rel {_rel(o, ref):.2e}", flush=True)
-        row = dict(mean=mean, caches=caches, pairs=sum(_pairs(c) for c in caches), **schedule(caches, P))
+        row = dict(mean=mean, caches=caches, pairs=w["pairs"], **schedule(caches, P))
         for name in mods:
             ms = triton.testing.do_bench(lambda: call(name, w), warmup=25, rep=200, return_mode="median")
             row[name] = ms * 1e3

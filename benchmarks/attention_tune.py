@@ -34,7 +34,7 @@ def _pairs(C, n, nt):
     return n * C + nh * (nh + 1) // 2 + nt * nh + nt
 
 
-def _workload(B, C_list, n, nt, H, d, dtype, seed, shuffle=True):
+def _workload(B, C_list, n, nt, H, d, dtype, seed, shuffle=True, max_len=None):
     import torch
 
     dev = "cuda"
@@ -47,7 +47,8 @@ def _workload(B, C_list, n, nt, H, d, dtype, seed, shuffle=True):
     ho, no = _offsets(C_list, dev), _offsets([n] * B, dev)
     kh, vh = rnd(sum(C_list), H, d), rnd(sum(C_list), H, d)
     q, k, v = (rnd(B * n, H, d) for _ in range(3))
-    cache = K.build_paged_kv_cache(kh, vh, ho, max_len=max(C_list) + n + 64, generator=cg if shuffle else None)
+    cache = K.build_paged_kv_cache(kh, vh, ho, max_len=max_len or max(C_list) + n + 64,
+                                   generator=cg if shuffle else None)
     ntt = torch.full((B,), nt, device=dev)
     pairs = sum(_pairs(C, n, nt) for C in C_list)
     return dict(q=q, k=k, v=v, off=no, cache=cache, nt=ntt, pairs=pairs, H=H, d=d)

@@ -9,6 +9,7 @@ MB to 0.001).
 from __future__ import annotations
 
 import csv
+import lzma
 import math
 
 import pytest
@@ -112,3 +113,54 @@ def test_limit_and_all_rows(nsys_db):
     full = nsys_db.query("top-kernels", run="hstu_mixed", limit=0)
     assert len(full) == len(_golden("hstu_mixed", "cuda_gpu_kern_sum"))
     assert math.isclose(full["time_pct"].sum(), 100.0, abs_tol=0.05 * len(full))
+
+
+# `nsys stats -r cuda_gpu_trace` column -> gpu-trace column; sizes in MB, throughput in MB/s
+TRACE = {"Start (ns)": "start_ns", "Duration (ns)": "dur_ns", "CorrId": "correlation_id",
+         "GrdX": "grid_x", "GrdY": "grid_y", "GrdZ": "grid_z", "BlkX": "block_x", "BlkY": "block_y",
+         "BlkZ": "block_z", "Reg/Trd": "registers_per_thread", "StcSMem (MB)": "static_smem_bytes",
+         "DymSMem (MB)": "dynamic_smem_bytes", "Bytes (MB)": "bytes", "Throughput (MB/s)": "throughput_bytes_per_s",
+         "SrcMemKd": "src_kind", "DstMemKd": "dst_kind", "Device": "device", "Ctx": "context_id",
+         "GreenCtx": "green_context_id", "Strm": "stream_id", "Name": "name"}
+TRACE_SCENARIOS = [s for s in NSYS_SCENARIOS if (NSYS_EXPORTS[s].parent / "stats" / "cuda_gpu_trace.csv.xz").exists()]
+
+
+def _trace_cell(value) -> str:
+    """A gpu-trace value as nsys's CSV prints it (MB to 0.001: within half a unit)."""
+    return "" if value is None else str(value)
+
+
+@pytest.mark.parametrize("scen", TRACE_SCENARIOS)
+def test_gpu_trace_is_nsys_cuda_gpu_trace(nsys_db, scen):
+    """Every GPU op of nsys's own trace report, with every column it prints, in start order."""
+    with lzma.open(NSYS_EXPORTS[scen].parent / "stats" / "cuda_gpu_trace.csv.xz", "rt", newline="") as fh:
+        golden = list(csv.DictReader(fh))
+    df = nsys_db.query("gpu-trace", run=scen, limit=0)
+    starts = df["start_ns"].to_list()
+    assert starts == sorted(starts)
+    ours = df.to_dicts()
+    assert len(ours) == len(golden), f"gpu-trace on {scen}: {len(ours)} rows, nsys has {len(golden)}"
+    # ops that start at the same ns may come in another order: compare sorted by start, id, name
+    order = lambda row, start, corr, name: (int(row[start]), int(row[corr] or 0), row[name])  # noqa: E731
+    golden.sort(key=lambda g: order(g, "Start (ns)", "CorrId", "Name"))
+    ours.sort(key=lambda o: order(o, "start_ns", "correlation_id", "name"))
+    for g, o in zip(golden, ours, strict=True):
+        for gcol, ocol in TRACE.items():
+            theirs, mine = g[gcol], o[ocol]
+            if "(MB" in gcol:
+                ok = _close(mine, theirs, gcol, MB)
+            else:
+                ok = _trace_cell(mine) == theirs
+            assert ok, f"gpu-trace on {scen}, op at {g['Start (ns)']} ns: {ocol}={mine!r} but nsys {gcol}={theirs!r}"
+
+
+def test_gpu_trace_filters(nsys_db):
+    """name (case-insensitive substring) and the window (ops overlapping [from_ns, to_ns))."""
+    full = nsys_db.query("gpu-trace", run="hstu_mixed", limit=0)
+    copies = nsys_db.query("gputrace", run="hstu_mixed", limit=0, name="MEMCPY")
+    assert len(copies) == sum("memcpy" in n for n in full["name"].to_list()) > 0
+    assert set(copies["op_kind"].to_list()) == {"memcpy"}
+    mid = full.row(len(full) // 2, named=True)
+    window = nsys_db.query("gpu-trace", run="hstu_mixed", limit=0, from_ns=mid["start_ns"], to_ns=mid["end_ns"])
+    expect = [r for r in full.to_dicts() if r["end_ns"] > mid["start_ns"] and r["start_ns"] < mid["end_ns"]]
+    assert window.to_dicts() == expect and mid in expect

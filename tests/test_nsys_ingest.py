@@ -890,7 +890,7 @@ def test_two_fresh_stores_get_the_same_name_ids(tmp_path, plain_export):
 
 VIEW_COLUMNS = {
     "kernels": "run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, device_id BIGINT, context_id BIGINT, "
-               "stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, pid INTEGER, graph_node_id BIGINT, "
+               "green_context_id BIGINT, stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, pid INTEGER, graph_node_id BIGINT, "
                "name VARCHAR, short_name VARCHAR, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, "
                "block_y INTEGER, block_z INTEGER, registers_per_thread INTEGER, static_smem_bytes INTEGER, "
                "dynamic_smem_bytes INTEGER, launch_global_tid BIGINT, launch_tid INTEGER, api_start_ns BIGINT, "

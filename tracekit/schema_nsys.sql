@@ -13,7 +13,7 @@ CREATE TABLE IF NOT EXISTS _strings (
 -- computed by the view from the columns they derive from: not written at ingest.
 CREATE TABLE IF NOT EXISTS _kernels (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, device_id BIGINT, context_id BIGINT,
-    stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, graph_node_id BIGINT,
+    green_context_id BIGINT, stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, graph_node_id BIGINT,
     name_id BIGINT, short_name_id BIGINT,
     grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
     registers_per_thread INTEGER, static_smem_bytes INTEGER, dynamic_smem_bytes INTEGER,
@@ -29,6 +29,7 @@ SELECT k.run_id,
        k.end_ns - k.start_ns AS dur_ns,  -- duration, ns
        k.device_id,            -- CUDA device id
        k.context_id,           -- CUDA context id
+       k.green_context_id,     -- green context (SM partition) it ran in; NULL outside any
        k.stream_id,            -- CUDA stream id
        k.correlation_id,       -- links to api_calls.correlation_id (same process)
        k.global_pid,           -- nsys globalPid (process key)
@@ -84,7 +85,7 @@ LEFT JOIN _strings r ON r.string_id = c.raw_name_id;
 
 CREATE TABLE IF NOT EXISTS memcpy (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
-    device_id BIGINT, context_id BIGINT, stream_id BIGINT,
+    device_id BIGINT, context_id BIGINT, green_context_id BIGINT, stream_id BIGINT,
     correlation_id BIGINT, global_pid BIGINT, pid INTEGER, graph_node_id BIGINT,
     bytes BIGINT,            -- bytes copied
     copy_kind INTEGER,       -- CUPTI copy kind id
@@ -101,7 +102,7 @@ CREATE TABLE IF NOT EXISTS memcpy (
 
 CREATE TABLE IF NOT EXISTS memset (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
-    device_id BIGINT, context_id BIGINT, stream_id BIGINT,
+    device_id BIGINT, context_id BIGINT, green_context_id BIGINT, stream_id BIGINT,
     correlation_id BIGINT, global_pid BIGINT, pid INTEGER, graph_node_id BIGINT,
     bytes BIGINT,            -- bytes set
     value INTEGER,           -- value written
@@ -120,7 +121,7 @@ CREATE TABLE IF NOT EXISTS memset (
 -- With --cuda-graph-trace=node this table is empty and the graph's work is in them.
 CREATE TABLE IF NOT EXISTS graph_execs (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
-    device_id BIGINT, context_id BIGINT, stream_id BIGINT,
+    device_id BIGINT, context_id BIGINT, green_context_id BIGINT, stream_id BIGINT,
     correlation_id BIGINT, global_pid BIGINT, pid INTEGER,
     graph_id BIGINT,         -- the graph (CUDA_GRAPH_EVENTS.graphId)
     graph_exec_id BIGINT,    -- its instantiation (cudaGraphExec_t)
@@ -134,7 +135,7 @@ CREATE TABLE IF NOT EXISTS graph_execs (
 
 CREATE TABLE IF NOT EXISTS syncs (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
-    device_id BIGINT, context_id BIGINT, stream_id BIGINT,
+    device_id BIGINT, context_id BIGINT, green_context_id BIGINT, stream_id BIGINT,
     correlation_id BIGINT, global_pid BIGINT, pid INTEGER,
     sync_type VARCHAR,       -- Event sync, Stream sync, Context sync, ...
     event_id BIGINT          -- CUDA event id for event syncs

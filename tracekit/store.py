@@ -42,8 +42,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: XXH3-128; 7: the derived columns of _kernels and _api_calls are computed by their views;
 #: 8: graph_execs (whole CUDA graph launches), gpu_ops with context_id and graph launches;
 #: 9: nvtx_path_kernel_sum computed at ingest; a range's parent is its tightest container
-#: (nsys's rule; a store of 8 can hold another parent_id where start/end ranges cross).
-SCHEMA_VERSION = 9
+#: (nsys's rule; a store of 8 can hold another parent_id where start/end ranges cross);
+#: 10: green_context_id of kernels, copies, memsets and graph launches.
+SCHEMA_VERSION = 10
 
 
 def ingest_memory_limit() -> str:

@@ -68,6 +68,8 @@ _GPU_COMMON = [
     Column("dur_ns", 'r."end" - r.start', ["start", "end"], "BIGINT"),
     Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
     Column("context_id", "r.contextId", ["contextId"], "BIGINT"),
+    # green context (CUDA 12.4+ SM partition) the op ran in; NULL outside any (nsys writes 0)
+    Column("green_context_id", "nullif(r.greenContextId, 0)", ["greenContextId"], "BIGINT"),
     Column("stream_id", "r.streamId", ["streamId"], "BIGINT"),
     Column("correlation_id", "r.correlationId", ["correlationId"], "BIGINT"),
     Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),

@@ -266,7 +266,7 @@ def test_workers_are_threads_here_without_dask(tmp_path, capsys, monkeypatch):
     files = [MIXED[0], MIXED[3]]
     direct = _serial(tmp_path / "direct.duckdb", files)
     assert main(["--db", str(tmp_path / "t.duckdb"), "ingest", *map(str, files), "--workers", "2"]) == 0
-    assert capsys.readouterr().out.splitlines()[1].endswith("run 2 (export, nsys): 4,359 rows")
+    assert capsys.readouterr().out.splitlines()[1].endswith("run 2 (export, nsys): 39,023 rows")
     assert_same_stores(direct.con, tracekit.open(tmp_path / "t.duckdb", read_only=True).con)
 
 

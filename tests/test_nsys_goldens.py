@@ -39,7 +39,11 @@ REPORTS = {
         **{f"{p}{s} (ns)": f"{w}_{s.lower()}_ns" for p, w in (("T", "total"), ("A", "api"), ("Q", "queue"), ("K", "kernel"))
            for s in ("Avg", "Med", "Min", "Max", "StdDev")},
         "API Name": "api_name", "Kernel Name": "kernel_name"}),
+    "osrt_sum": ("osrt-summary", {**NS, "Num Calls": "calls", "Name": "name"}),
 }
+#: scenario -> why nsys printed no osrt_sum (no golden file): an error or an empty answer
+NO_OSRT = {"odd_nvtx_cuda_only": "captured with -t cuda only: nsys says the export has no OS runtime data",
+           "capture_range": "traced, but no OS runtime call inside the capture range: nsys prints no rows"}
 MB = 1e6
 
 
@@ -68,8 +72,8 @@ def _close(ours, theirs: str, col: str, scale: float) -> bool:
     return abs(ours - t) <= 1e-6  # same digits as printed (0.1 ns)
 
 
-@pytest.mark.parametrize("scen", NSYS_SCENARIOS)
-@pytest.mark.parametrize("report", sorted(REPORTS))
+@pytest.mark.parametrize(("scen", "report"), [(s, r) for r in sorted(REPORTS) for s in NSYS_SCENARIOS
+                                              if not (r == "osrt_sum" and s in NO_OSRT)])
 def test_twin_matches_nsys_stats(nsys_db, scen, report):
     query, mapping = REPORTS[report]
     golden = _golden(scen, report)
@@ -98,6 +102,17 @@ def test_twin_matches_nsys_stats(nsys_db, scen, report):
             col_scale = scale if "(MB)" in gcol else 1.0
             assert _close(row[ocol], match[gcol], gcol, col_scale), (
                 f"{query} on {scen}, {k}: {ocol}={row[ocol]} but nsys {gcol}={match[gcol]}")
+
+
+def test_osrt_summary_without_os_runtime_calls(nsys_db):
+    """No golden where nsys printed nothing: an export without OS runtime tracing is an
+    error naming the nsys option; one traced with no call in its range, an empty answer."""
+    from tracekit.errors import QueryError
+
+    assert {s for s in NSYS_SCENARIOS if not (NSYS_EXPORTS[s].parent / "stats" / "osrt_sum.csv").exists()} == set(NO_OSRT)
+    with pytest.raises(QueryError, match="without OS runtime tracing.*nsys -t osrt"):
+        nsys_db.query("osrt-summary", run="odd_nvtx_cuda_only")
+    assert nsys_db.query("osrt-summary", run="capture_range", limit=0).is_empty()
 
 
 @pytest.mark.parametrize("scen", NSYS_SCENARIOS)

@@ -117,7 +117,7 @@ def _column(table: dict, name: str) -> list[tuple]:
 def test_nsys_report_sections_and_numbers(reports):
     page = _parse(reports["nsys"])
     assert list(page.sections) == ["top-kernels", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization", "idle-gaps",
-                                   "launch-overhead", "nvtx-timeline"]
+                                   "launch-overhead", "osrt", "nvtx-timeline"]
     assert page.charts == ["chart-top-kernels", "chart-kernels-by-nvtx", "chart-nvtx-timeline"]
     # the top-kernels table is nsys stats' cuda_gpu_kern_sum: full names in the title, exact ns in data-v
     with open(DATA / "hstu_capture_nsys" / "stats" / "cuda_gpu_kern_sum.csv") as f:
@@ -131,6 +131,14 @@ def test_nsys_report_sections_and_numbers(reports):
     # shortened names never read alike
     shown = [text for text, _, _ in _column(table, "name")]
     assert len(set(shown)) == len(shown) and max(map(len, shown)) <= 70
+    # the OS runtime table is nsys stats' osrt_sum
+    with open(DATA / "hstu_capture_nsys" / "stats" / "osrt_sum.csv") as f:
+        osrt = [(r["Name"], int(r["Num Calls"]), int(r["Total Time (ns)"])) for r in csv.DictReader(f)]
+    (table,) = page.sections["osrt"]
+    got = [(t, int(c), int(n)) for (t, c, n) in zip([title for _, _, title in _column(table, "name")],
+                                                    [v for _, v, _ in _column(table, "calls")],
+                                                    [v for _, v, _ in _column(table, "total_ns")], strict=True)]
+    assert got == osrt[:10] and osrt
     # the header: GPU, driver and clocks as the capture recorded them (meta.json)
     meta = json.loads((DATA / "hstu_capture_nsys" / "meta.json").read_text())
     text = reports["nsys"].read_text()
@@ -177,7 +185,7 @@ def test_report_vs_base_shows_the_planted_changes(reports):
     plant = json.loads((DIFF_NEW / "plant.json").read_text())
     page = _parse(reports["diff"])
     assert list(page.sections) == ["diff", "top-kernels", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization",
-                                   "idle-gaps", "launch-overhead", "nvtx-timeline"]
+                                   "idle-gaps", "launch-overhead", "osrt", "nvtx-timeline"]
     assert page.charts[0] == "chart-diff"
     text = reports["diff"].read_text()
     assert re.search(r"<dt>compared with</dt><dd>run \d+ \(diff_base\)", text)

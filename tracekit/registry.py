@@ -241,7 +241,7 @@ class Registry:
             bound = self.bind(tk, q, params)
             return tk.con.sql(q.sql, params=bound).pl()
         except duckdb.Error as err:
-            raise tk.db_error(err, name) from err
+            raise tk.db_error(err, q.name) from err
 
     def fetch(self, tk, name: str, /, **params: Any) -> Rows:
         """The query's result as Python rows (no Polars, no Arrow: what a terminal table
@@ -261,7 +261,7 @@ class Registry:
                 rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)",
                                             {k: v for k, v in {**bound, "limit": 0}.items() if k in used}).fetchall()[0][0]
         except duckdb.Error as err:
-            raise tk.db_error(err, name) from err
+            raise tk.db_error(err, q.name) from err
         return rows
 
 

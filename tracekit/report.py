@@ -76,6 +76,10 @@ NSYS = (
             ("name", "launches", "api_name", "api_med_ns", "latency_med_ns", "latency_p90_ns", "latency_p99_ns",
              "queue_med_ns", "total_latency_ns"),
             "From the start of the launching API call to the kernel's start on the GPU."),
+    Section("osrt", "OS runtime calls", "osrt-summary", {"limit": 10}, None,
+            ("name", "calls", "threads", "total_ns", "avg_ns", "med_ns", "max_ns", "time_pct"),
+            "Where the CPU threads waited outside CUDA: libc and system calls (nsys stats -r osrt_sum; "
+            "needs nsys -t osrt). Threads that wait at the same time each count."),
     Section("nvtx-timeline", "NVTX timeline", "nvtx-ranges", {"limit": 2000}, "nvtx-timeline", None,
             "NVTX ranges per thread and nesting level (the first 2,000 ranges; `tracekit export trace` "
             "writes the full timeline for ui.perfetto.dev)."),

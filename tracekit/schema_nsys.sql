@@ -141,6 +141,17 @@ CREATE TABLE IF NOT EXISTS syncs (
     event_id BIGINT          -- CUDA event id for event syncs
 );
 
+-- OS runtime library calls on the CPU (nsys -t osrt, which tracekit capture uses): the
+-- libc and system calls that can block (poll, read, ioctl, pthread_cond_wait, sem_wait, ...).
+CREATE TABLE IF NOT EXISTS osrt_calls (
+    run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
+    global_tid BIGINT,       -- nsys globalTid (thread key)
+    pid INTEGER, tid INTEGER,
+    name VARCHAR,            -- function name as nsys prints it
+    return_value BIGINT,     -- its return value
+    nesting_level INTEGER    -- 0: called by the program; > 0: inside another traced call
+);
+
 CREATE TABLE IF NOT EXISTS nvtx_ranges (
     run_id INTEGER,          -- runs.run_id
     range_id BIGINT,         -- id of the range within its run (start order)

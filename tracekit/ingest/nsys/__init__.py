@@ -104,6 +104,9 @@ def _read(export: Export, path: Path) -> Parsed:
         else:
             jobs["nvtx"] = ("NVTX_EVENTS", cols)
 
+    # the store tables the export has a source for: an empty table then means "traced,
+    # none happened", not "not traced" (osrt-summary tells the two apart)
+    meta["traced"] = sorted([t for t, p in plans.items() if p.raw_columns] + (["nvtx_ranges"] if nvtx_present else []))
     raw = export.read(jobs)
     if "nvtx_text" in raw:  # both in rowid order: the decoder walks the table's b-tree, SQLite is told to
         text = raw.pop("nvtx_text").column("text")

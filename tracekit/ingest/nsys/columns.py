@@ -60,6 +60,7 @@ class TableSpec:
     columns: list[Column]
     joins: dict[str, tuple[str, str]] = field(default_factory=dict)  # alias -> (raw column or @TABLE, JOIN clause)
     table: str | None = None  # the store table written, when not the target's name (a view reads it)
+    where: Column | None = None  # rows kept: ``expr`` over ``r`` (all rows where its ``needs`` are absent)
 
 
 _GPU_COMMON = [
@@ -189,6 +190,25 @@ SPECS = {
         ],
         joins={"et": ("syncType", "LEFT JOIN _nsys_enum_sync et ON et.id = r.syncType")},
     ),
+    # OS runtime library calls (nsys -t osrt: poll, read, ioctl, pthread_cond_wait, ...);
+    # the table's other event classes (31, 32) are zero-length start/finish markers
+    "osrt_calls": TableSpec(
+        source="OSRT_API",
+        required=["start", "end", "globalTid", "nameId"],
+        columns=[
+            Column("start_ns", "r.start", ["start"], "BIGINT"),
+            Column("end_ns", 'r."end"', ["end"], "BIGINT"),
+            Column("dur_ns", 'r."end" - r.start', ["start", "end"], "BIGINT"),
+            Column("global_tid", "r.globalTid", ["globalTid"], "BIGINT"),
+            Column("pid", "(r.globalTid >> 24) & 16777215", ["globalTid"], "INTEGER"),
+            Column("tid", "r.globalTid & 16777215", ["globalTid"], "INTEGER"),
+            Column("name", "sn.value", ["nameId"], "VARCHAR"),
+            Column("return_value", "r.returnValue", ["returnValue"], "BIGINT"),
+            Column("nesting_level", "r.nestingLevel", ["nestingLevel"], "INTEGER"),
+        ],
+        joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
+        where=Column("os_runtime_call", "r.eventClass = 27", ["eventClass"], "BOOLEAN"),
+    ),
     "gpus": TableSpec(
         source="TARGET_INFO_GPU",
         required=["id"],
@@ -297,4 +317,8 @@ def plan(export: Export, path: Path, version: str, target: str, spec: TableSpec)
     if not present:
         return Plan(f"SELECT {', '.join(select)} LIMIT 0", [])
     joins = " ".join(spec.joins[a][1] for a in sorted(aliases))
-    return Plan(f"SELECT {', '.join(select)} FROM _nsys_{target} r {joins}", sorted(raw_cols))
+    where = ""
+    if spec.where is not None and available(spec.where.needs):
+        raw_cols.update(spec.where.needs)
+        where = f" WHERE {spec.where.expr}"
+    return Plan(f"SELECT {', '.join(select)} FROM _nsys_{target} r {joins}{where}", sorted(raw_cols))

@@ -51,6 +51,14 @@ class Column(NamedTuple):
     type: str
 
 
+class Filter(NamedTuple):
+    """The rows of a raw table a store table keeps: ``expr`` over ``r``, true to keep; an
+    export that lacks one of the raw columns it ``needs`` keeps every row."""
+
+    expr: str
+    needs: list[str]
+
+
 @dataclass
 class TableSpec:
     """A store table filled from one raw table of the export."""
@@ -60,7 +68,7 @@ class TableSpec:
     columns: list[Column]
     joins: dict[str, tuple[str, str]] = field(default_factory=dict)  # alias -> (raw column or @TABLE, JOIN clause)
     table: str | None = None  # the store table written, when not the target's name (a view reads it)
-    where: Column | None = None  # rows kept: ``expr`` over ``r`` (all rows where its ``needs`` are absent)
+    where: Filter | None = None  # the raw rows kept (default: all)
 
 
 _GPU_COMMON = [
@@ -207,7 +215,7 @@ SPECS = {
             Column("nesting_level", "r.nestingLevel", ["nestingLevel"], "INTEGER"),
         ],
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
-        where=Column("os_runtime_call", "r.eventClass = 27", ["eventClass"], "BOOLEAN"),
+        where=Filter("r.eventClass = 27", ["eventClass"]),
     ),
     "gpus": TableSpec(
         source="TARGET_INFO_GPU",

@@ -8,7 +8,7 @@ import pytest
 from conftest import NSYS_SCENARIOS
 
 from tracekit.errors import ParamError, QueryError
-from tracekit.registry import _unordered, get_registry, parse_header, sql_parameters
+from tracekit.registry import count_sql, get_registry, parse_header, sql_parameters
 
 REG = get_registry()
 
@@ -41,6 +41,8 @@ def test_header_parser_rejects_bad_lines():
         parse_header("x", "nsys", "-- d\n-- @param run NOTATYPE doc\nSELECT 1")
     with pytest.raises(QueryError, match="no description"):
         parse_header("x", "nsys", "-- @column a doc\nSELECT 1 AS a")
+    with pytest.raises(QueryError, match="@rows names no CTE of the query: 'page'"):
+        parse_header("x", "nsys", "-- d\n-- @rows page\nWITH pages AS (SELECT 1 AS a)\nSELECT a FROM pages")
     q = parse_header("x", "nsys", "-- d.\n-- @param limit INTEGER rows (default: 20)\nSELECT $limit")
     assert q.params["limit"].default == "20"
 
@@ -90,4 +92,4 @@ def test_the_row_count_under_a_limit_is_every_row(nsys_db, name):
     assert len(rows.rows) == min(every, 1)
     if every >= 1:
         assert rows.total == every, name
-    assert "$limit" not in _unordered(REG.queries[name].sql), name  # (counted without the sort)
+    assert "$limit" not in count_sql(REG.queries[name]), name  # (counted without the sort)

@@ -12,7 +12,9 @@ Header contract (parsed here, checked by the tests)::
 
 ``@display`` names the columns a terminal shows by default, in that order (every one
 a declared ``@column``; CSV, JSON and Parquet carry all of them); ``@alias`` gives
-other names the query answers to (the ``nsys stats`` report it reproduces).
+other names the query answers to (the ``nsys stats`` report it reproduces); ``@rows CTE``
+says the query returns one row per row of that CTE (which takes the ORDER BY and LIMIT;
+the final SELECT only looks values up for its rows), so a terminal counts that CTE.
 
 Parameters are always bound as DuckDB prepared parameters (``$run``), never formatted
 into the SQL. ``run`` is resolved before execution to an integer run id: by id, by
@@ -91,6 +93,7 @@ class Query:
     requires: list[str] = field(default_factory=list)
     display: list[str] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
+    rows_from: str | None = None  # @rows: the CTE whose rows the query returns
 
     @property
     def spans_runs(self) -> bool:
@@ -145,6 +148,10 @@ def parse_header(name: str, source: str, text: str) -> Query:
             q.requires = _names(body, "@requires")
         elif body.startswith("@display"):
             q.display = _names(body, "@display")
+        elif body.startswith("@rows"):
+            q.rows_from = body[len("@rows"):].strip()
+            if not re.search(rf"\b{re.escape(q.rows_from)} AS \(", text):
+                raise QueryError(f"queries/{source}/{name}.sql: @rows names no CTE of the query: {q.rows_from!r}")
         elif body.startswith("@alias"):
             q.aliases = _names(body, "@alias")
         elif body.startswith("@"):
@@ -256,9 +263,9 @@ class Registry:
             rows = Rows.from_relation(tk.con.sql(q.sql, params=bound))
             limit = bound.get("limit")
             if limit and len(rows.rows) == limit:  # counted only when the limit may have cut
-                sql = _unordered(q.sql)
+                sql = count_sql(q)
                 used = sql_parameters(sql)
-                rows.total = tk.con.execute(f"SELECT count(*) FROM (\n{sql}\n)",
+                rows.total = tk.con.execute(sql,
                                             {k: v for k, v in {**bound, "limit": 0}.items() if k in used}).fetchall()[0][0]
         except duckdb.Error as err:
             raise tk.db_error(err, q.name) from err
@@ -268,6 +275,24 @@ class Registry:
 #: a query's last ORDER BY (no parentheses) and its LIMIT $limit (0 = all), as every
 #: named query ends
 _ORDER_LIMIT = re.compile(r"\nORDER BY [^()]*?\nLIMIT CASE WHEN \$limit = 0 THEN NULL ELSE \$limit END\s*;?\s*$")
+
+
+#: an ORDER BY and LIMIT $limit anywhere (the ``@rows`` CTE's)
+_ANY_ORDER_LIMIT = re.compile(r"\n[ \t]*ORDER BY [^()]*?\n[ \t]*LIMIT CASE WHEN \$limit = 0 THEN NULL ELSE \$limit END")
+#: the final SELECT of a query written WITH ... (its CTE bodies indented)
+_FINAL_SELECT = re.compile(r"^SELECT\b", re.MULTILINE)
+
+
+def count_sql(q: Query) -> str:
+    """The SQL that counts the rows the query has in all (limit 0), without the sorts
+    that only order them: the ``@rows`` CTE alone where the query names one (its
+    look-ups skipped), else the query without its final ORDER BY and LIMIT."""
+    if q.rows_from is not None:
+        finals = list(_FINAL_SELECT.finditer(q.sql))
+        if finals:
+            head = _ANY_ORDER_LIMIT.sub("\n", q.sql[: finals[-1].start()])
+            return f"{head}SELECT count(*) FROM {q.rows_from}"
+    return f"SELECT count(*) FROM (\n{_unordered(q.sql)}\n)"
 
 
 def _unordered(sql: str) -> str:

@@ -38,6 +38,7 @@
 -- @column nvtx_path               NVTX path of the innermost push/pop range around the launch call on its thread ('/'-separated texts from the outermost); NULL outside every range
 -- @display start_ns, dur_ns, stream_id, grid_x, block_x, registers_per_thread, bytes, throughput_bytes_per_s, name
 -- @alias cuda_gpu_trace, gputrace
+-- @rows page
 -- @requires kernels, memcpy, memset
 WITH ops AS (
     SELECT 'kernel' AS op_kind, 0 AS kind_order, k.start_ns, k.end_ns, k.correlation_id,
@@ -57,6 +58,16 @@ WITH ops AS (
            NULL, NULL, bytes, mem_kind, NULL, device_id, context_id, green_context_id, stream_id,
            operation, global_pid, nvtx_range_id
     FROM memset WHERE run_id = $run
+), page AS (  -- the rows asked for, before the look-ups (nvtx_ranges can hold millions)
+    SELECT * FROM ops
+    WHERE ($name IS NULL OR contains(lower(name), lower($name)))
+      AND ($from_ns IS NULL OR end_ns > $from_ns)
+      AND ($to_ns IS NULL OR start_ns < $to_ns)
+    ORDER BY start_ns, kind_order, correlation_id
+    LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END
+), paths AS (  -- the NVTX paths of those rows only
+    SELECT range_id, path FROM nvtx_ranges
+    WHERE run_id = $run AND range_id IN (SELECT nvtx_range_id FROM page)
 ), gpu_names AS (
     SELECT device_id, min(name) AS gpu_name FROM gpus WHERE run_id = $run GROUP BY device_id
 )
@@ -69,12 +80,9 @@ SELECT o.start_ns, o.end_ns - o.start_ns AS dur_ns, o.correlation_id,
        coalesce(g.gpu_name, '') || ' (' || o.device_id || ')' AS device,
        o.context_id, o.green_context_id, o.stream_id, o.name, o.op_kind,
        ((o.global_pid >> 24) & 16777215)::INTEGER AS pid, o.end_ns, o.device_id,
-       r.path AS nvtx_path
-FROM ops o
+       p.path AS nvtx_path
+FROM page o
 LEFT JOIN gpu_names g ON g.device_id = o.device_id
-LEFT JOIN nvtx_ranges r ON r.run_id = $run AND r.range_id = o.nvtx_range_id
-WHERE ($name IS NULL OR contains(lower(o.name), lower($name)))
-  AND ($from_ns IS NULL OR o.end_ns > $from_ns)
-  AND ($to_ns IS NULL OR o.start_ns < $to_ns)
+LEFT JOIN paths p ON p.range_id = o.nvtx_range_id
 ORDER BY o.start_ns, o.kind_order, o.correlation_id
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -40,6 +40,7 @@ REPORTS = {
            for s in ("Avg", "Med", "Min", "Max", "StdDev")},
         "API Name": "api_name", "Kernel Name": "kernel_name"}),
     "osrt_sum": ("osrt-summary", {**NS, "Num Calls": "calls", "Name": "name"}),
+    "cuda_gpu_sum": ("gpu-summary", {**NS, "Instances": "instances", "Category": "category", "Operation": "name"}),
 }
 #: scenario -> why nsys printed no osrt_sum (no golden file): an error or an empty answer
 NO_OSRT = {"odd_nvtx_cuda_only": "captured with -t cuda only: nsys says the export has no OS runtime data",
@@ -80,7 +81,7 @@ def test_twin_matches_nsys_stats(nsys_db, scen, report):
     ours = nsys_db.query(query, run=scen, limit=0).to_dicts()
     assert len(ours) == len(golden), f"{query} on {scen}: {len(ours)} rows, nsys has {len(golden)}"
     text_cols = [g for g, o in mapping.items() if isinstance(golden[0][g] if golden else "", str)
-                 and o in ("name", "operation", "range", "style", "api_name", "kernel_name")]
+                 and o in ("name", "operation", "range", "style", "api_name", "kernel_name", "category")]
     int_keys = [g for g in ("PID", "TID", "DevId") if g in mapping]
     key = lambda row, pick: tuple(pick(row, g) for g in text_cols + int_keys)  # noqa: E731
     # rows with equal keys (e.g. two API names that strip to one) are matched by total

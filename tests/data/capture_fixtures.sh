@@ -16,14 +16,14 @@
 # found, tool versions); each ncu scenario gets report.ncu-rep.xz plus raw and details
 # CSV exports (compressed); the diff and ranks fixtures get PLANT.md + plant.json
 # (programs/plant.py, from the plant and NVIDIA's CSVs). Clocks are never changed.
-# osrt_sum.csv of every nsys fixture, and cuda_gpu_trace.csv.xz of hstu_capture_nsys, were added
+# osrt_sum.csv and cuda_gpu_sum.csv of every nsys fixture, and cuda_gpu_trace.csv.xz of hstu_capture_nsys, were added
 # later (2026-11-28) by the same `nsys stats` (2025.3.1, on the H200) over the committed exports.
 set -u
 out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-reports=cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace,osrt_sum
+reports=cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace,osrt_sum,cuda_gpu_sum
 nsys_opts="--sample=none --cpuctxsw=none --force-overwrite=true --export=sqlite"
 
 # scenario -> the command it profiles and the nsys options that differ from the default ones

@@ -142,7 +142,7 @@ TRACE_SCENARIOS = [s for s in NSYS_SCENARIOS if (NSYS_EXPORTS[s].parent / "stats
 
 
 def _trace_cell(value) -> str:
-    """A gpu-trace value as nsys's CSV prints it (MB to 0.001: within half a unit)."""
+    """A gpu-trace value of a column nsys prints as is ('' for NULL)."""
     return "" if value is None else str(value)
 
 
@@ -180,3 +180,23 @@ def test_gpu_trace_filters(nsys_db):
     window = nsys_db.query("gpu-trace", run="hstu_mixed", limit=0, from_ns=mid["start_ns"], to_ns=mid["end_ns"])
     expect = [r for r in full.to_dicts() if r["end_ns"] > mid["start_ns"] and r["start_ns"] < mid["end_ns"]]
     assert window.to_dicts() == expect and mid in expect
+
+
+def test_gpu_trace_nvtx_path_is_the_launch_range(nsys_db):
+    """Each op's NVTX path is the path of the innermost push/pop range around its launch
+    call, looked up for the page asked for as for every row."""
+    want = dict(nsys_db.sql("""
+        SELECT o.correlation_id, r.path FROM gpu_ops o
+        JOIN runs USING (run_id)
+        LEFT JOIN (SELECT run_id, correlation_id, nvtx_range_id FROM kernels UNION ALL
+                   SELECT run_id, correlation_id, nvtx_range_id FROM memcpy UNION ALL
+                   SELECT run_id, correlation_id, nvtx_range_id FROM memset) a USING (run_id, correlation_id)
+        LEFT JOIN nvtx_ranges r ON r.run_id = o.run_id AND r.range_id = a.nvtx_range_id
+        WHERE runs.name = 'hstu_mixed' AND o.op_kind <> 'graph'
+    """).rows())
+    full = nsys_db.query("gpu-trace", run="hstu_mixed", limit=0)
+    assert dict(zip(full["correlation_id"], full["nvtx_path"], strict=True)) == want
+    assert sum(p is not None for p in want.values()) > len(want) // 2
+    page = nsys_db.query("gpu-trace", run="hstu_mixed", limit=7, from_ns=full["start_ns"][len(full) // 2])
+    assert page.to_dicts() == full.filter(full["end_ns"] > full["start_ns"][len(full) // 2]).head(7).to_dicts()
+

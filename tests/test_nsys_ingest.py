@@ -322,6 +322,26 @@ def test_optional_columns_missing_still_ingest(tmp_path, plain_export):
     tk.close()
 
 
+def test_os_runtime_calls_without_their_optional_columns(tmp_path, plain_export):
+    """The OS runtime calls are the export's event class 27 (the others are zero-length
+    markers); an OSRT_API without nameId or eventClass still ingests, its names NULL and
+    every row kept, and the rest of the run is unchanged."""
+    with sqlite3.connect(plain_export) as sq:
+        calls, every = sq.execute("SELECT count(*) FILTER (WHERE eventClass = 27), count(*) FROM OSRT_API").fetchone()
+    assert 0 < calls < every
+    tk = tracekit.open(tmp_path / "a.duckdb")
+    assert tk.ingest(plain_export).rows["osrt_calls"] == calls
+    assert tk.sql("SELECT count(*) AS n FROM osrt_calls WHERE name IS NULL OR dur_ns <= 0")["n"][0] == 0
+    src = _drop_column(plain_export, "OSRT_API", "nameId", tmp_path / "a.sqlite")
+    src = _drop_column(src, "OSRT_API", "eventClass", tmp_path / "b.sqlite")
+    tk2 = tracekit.open(tmp_path / "b.duckdb")
+    res = tk2.ingest(src)
+    assert res.rows["osrt_calls"] == every and res.rows["kernels"] == 247
+    assert tk2.sql("SELECT count(*) AS n FROM osrt_calls WHERE name IS NOT NULL")["n"][0] == 0
+    tk.close()
+    tk2.close()
+
+
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, plain_export):
     db = tmp_path / "s.duckdb"
     bad = tmp_path / "bad.sqlite"

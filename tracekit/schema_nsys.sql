@@ -201,6 +201,22 @@ CREATE TABLE IF NOT EXISTS nvtx_kernel_sum (
 
 -- Kernel time per NVTX range path and kernel name (nvtx_kernel_sum by its ranges' paths),
 -- summed at ingest: kernels-by-nvtx reads it instead of joining millions of ranges.
+-- nsys's NVTX range kernel summary (nsys stats -r nvtx_kern_sum), computed at ingest: per
+-- (range name, style, launching thread, kernel), the kernels launched inside every range of
+-- that name on the thread (a kernel counts in every range around its launch call: nested
+-- ranges each count it). Kernels in no range have a row without a range.
+CREATE TABLE IF NOT EXISTS nvtx_range_kernel_sum (
+    run_id INTEGER,
+    range VARCHAR,             -- 'domain:text' as nsys names it; NULL: kernels in no range
+    style VARCHAR,             -- PushPop or StartEnd
+    pid INTEGER, tid INTEGER,  -- the launching thread (NULL: no launching call found)
+    range_instances BIGINT,    -- ranges of that name that contain one of the kernels
+    kernel_instances BIGINT,   -- kernel launches
+    total_ns BIGINT,           -- summed kernel time over (range, kernel) pairs, ns
+    avg_ns DOUBLE, med_ns DOUBLE, min_ns BIGINT, max_ns BIGINT, stddev_ns DOUBLE,  -- over the pairs, ns
+    name VARCHAR               -- kernel name (demangled)
+);
+
 CREATE TABLE IF NOT EXISTS nvtx_path_kernel_sum (
     run_id INTEGER,
     path VARCHAR,            -- nvtx_ranges.path of the innermost range; NULL = launched outside every range

@@ -497,6 +497,24 @@ class RangeColumns:
         self.path[nest.range_id] = nest.path.indices.to_numpy()
         self.words = nest.path.dictionary
         nest.path = nest.range_id = None
+        self.pp_parent = np.full(size, -1, idx)  # the push/pop parent by range id (``project`` sets it)
+
+    def pushpop_containers(self, range_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position, range id) pairs: for each of ``range_id`` (innermost push/pop ranges,
+        -1: none), itself and every push/pop range around it: the push/pop ranges that
+        contain a call made inside it on its thread (push/pop ranges nest)."""
+        at = np.flatnonzero(range_id >= 0)
+        cur = range_id[at].astype(np.int64)
+        pos, ids = [], []
+        while at.size:
+            pos.append(at)
+            ids.append(cur)
+            up = self.pp_parent[cur].astype(np.int64)
+            keep = up >= 0
+            at, cur = at[keep], up[keep]
+        if not pos:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(pos).astype(np.int64), np.concatenate(ids)
 
     def paths(self, range_id: np.ndarray) -> pa.DictionaryArray:
         """The paths of the ranges ``range_id`` (NULL where a range does not nest)."""
@@ -525,6 +543,8 @@ def project(con, ops_sql: str, nest: Nest, own: Projection, size: int) -> RangeC
     import pyarrow.compute as pc
 
     pushpop = nest.rolled_up(own, size)
+    pp_parent = np.full(max(size, 1), -1, index_type(size))  # each push/pop range's push/pop parent
+    pp_parent[nest.pp_child] = nest.pp_up
     nest.pp_child = nest.pp_up = nest.pp_level = nest.open = None
     se = con.sql(f"""
         WITH ops AS ({ops_sql}), startend AS (
@@ -546,4 +566,6 @@ def project(con, ops_sql: str, nest: Nest, own: Projection, size: int) -> RangeC
     """).to_arrow_table()
     startend = Projection(*(np.asarray(pc.fill_null(se.column(c), none).to_numpy(), dtype=np.int64) for c, none in (
         ("range_id", -1), ("proj_start_ns", NO_START), ("proj_end_ns", NO_END), ("gpu_ops", 0))))
-    return RangeColumns(nest, pushpop, startend)
+    cols = RangeColumns(nest, pushpop, startend)
+    cols.pp_parent = pp_parent
+    return cols

@@ -176,11 +176,13 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str,
 RANGE_BATCH = 1 << 20
 
 
-def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budget: MemoryBudget) -> dict[str, int]:
+def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budget: MemoryBudget,
+                traced: bool) -> dict[str, int]:
     """NVTX ranges (``named``, with the nesting and projection columns of ``cols``,
     nvtx.project, added a batch at a time, each under DuckDB's writing share of the
     ``budget``); marks; kernel time per innermost range. Runs after the op tables are
-    written (their ``nvtx_range_id``)."""
+    written (their ``nvtx_range_id``). ``traced``: the export has NVTX events at all (else,
+    as nsys, no range kernel summary: not one row per kernel saying "no range")."""
     rows = {"nvtx_ranges": 0}
     for lo in range(0, named.num_rows, RANGE_BATCH):
         budget.share(WRITING_MEMORY_MARGIN)
@@ -235,7 +237,69 @@ def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budg
         """)
     finally:
         con.unregister("_nsys_kernel_paths")
+    rows["nvtx_range_kernel_sum"] = _range_kernels(con, run_id, cols) if traced else 0
     return rows
+
+
+def _range_kernels(con, run_id: int, cols: nvtx.RangeColumns) -> int:
+    """``nvtx_range_kernel_sum``: nsys's NVTX range kernel summary. A kernel belongs to every
+    range of its launching thread that contains the launch call: its innermost push/pop
+    range and the push/pop ranges around that (``pushpop_containers``), and the start/end
+    ranges around the call (a join of time bands, as the start/end projection). Kernels in
+    no range (or with no launching call) make rows without a range."""
+    k = con.sql(f"SELECT coalesce(nvtx_range_id, -1) AS r, launch_global_tid AS gtid, name_id, "
+                    f"end_ns - start_ns AS dur, api_start_ns AS s, api_end_ns AS e "
+                    f"FROM _kernels WHERE run_id = {int(run_id)}").to_arrow_table()
+    pos, rid = cols.pushpop_containers(np.asarray(k.column("r").to_numpy(), dtype=np.int64))
+    con.register("_nsys_launches", pa.table({"k": np.arange(k.num_rows, dtype=np.int64), "gtid": k.column("gtid"),
+                                             "s": k.column("s"), "e": k.column("e")}))
+    try:
+        se = con.execute("""
+            WITH startend AS (
+                SELECT r.range_id,
+                       b.band::HUGEINT * 18446744073709551616 + (r.start_ns - b.t0)::HUGEINT AS k0,
+                       b.band::HUGEINT * 18446744073709551616 + (r.end_ns - b.t0)::HUGEINT AS k1
+                FROM _nsys_rng r JOIN _nsys_bands b USING (global_tid) WHERE r.style = 'StartEnd'
+            ), keyed AS (
+                SELECT l.k, b.band::HUGEINT * 18446744073709551616 + (l.s - b.t0)::HUGEINT AS k0,
+                       b.band::HUGEINT * 18446744073709551616 + (l.e - b.t0)::HUGEINT AS k1
+                FROM _nsys_launches l JOIN _nsys_bands b ON b.global_tid = l.gtid
+                WHERE EXISTS (SELECT 1 FROM startend)
+            )
+            SELECT l.k, r.range_id FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
+        """).fetchnumpy()
+    finally:
+        con.unregister("_nsys_launches")
+    pos = np.concatenate([pos, np.asarray(se["k"], dtype=np.int64)])
+    rid = np.concatenate([rid, np.asarray(se["range_id"], dtype=np.int64)])
+    del se
+    alone = np.ones(k.num_rows, bool)  # kernels in no range: one row each, without a range
+    alone[pos] = False
+    at = np.flatnonzero(alone)
+    pos = np.concatenate([pos, at])
+    rid = np.concatenate([rid, np.full(len(at), -1, np.int64)])
+    del alone, at
+    take = pa.array(pos)
+    pairs = pa.table({"r": pa.array(rid, mask=rid < 0), "k": pos, "gtid": k.column("gtid").take(take),
+                      "name_id": k.column("name_id").take(take), "dur": k.column("dur").take(take)})
+    del k, pos, rid, take
+    con.register("_nsys_range_kernels", pairs)
+    try:
+        return insert(con, "nvtx_range_kernel_sum", run_id, """
+            SELECT CASE WHEN n.range_id IS NOT NULL THEN n.domain || ':' || n.text END AS range,
+                   CAST(n.style AS VARCHAR) AS style,
+                   CAST((p.gtid >> 24) & 16777215 AS INTEGER) AS pid, CAST(p.gtid & 16777215 AS INTEGER) AS tid,
+                   count(DISTINCT p.r) AS range_instances, count(DISTINCT p.k) AS kernel_instances,
+                   sum(p.dur)::BIGINT AS total_ns, avg(p.dur) AS avg_ns, median(p.dur) AS med_ns,
+                   min(p.dur) AS min_ns, max(p.dur) AS max_ns, coalesce(stddev_samp(p.dur), 0) AS stddev_ns,
+                   s.value AS name
+            FROM _nsys_range_kernels p
+            LEFT JOIN _nsys_named n ON n.range_id = p.r
+            LEFT JOIN _strings s ON s.string_id = p.name_id
+            GROUP BY ALL
+        """)
+    finally:
+        con.unregister("_nsys_range_kernels")
 
 
 @small_pages()
@@ -259,7 +323,8 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
         _names(con, raw)
         # NVTX nesting first: the op inserts take each launch's innermost range
         names += ["_nsys_ev", "_nsys_named_rows"]  # (registered by nvtx.prepare: unregistered here on error too)
-        if "nvtx" in raw:  # read by nvtx.prepare alone, which frees its Arrow rows once named
+        traced = "nvtx" in raw
+        if traced:  # read by nvtx.prepare alone, which frees its Arrow rows once named
             con.unregister("_nsys_nvtx")
             names.remove("_nsys_nvtx")
         with _flushing_allocator(con):
@@ -274,7 +339,7 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
         size = 0 if top is None else int(top) + 1
         cols = nvtx.project(con, ops, nest, totals, size)  # (frees the nesting arrays as it goes)
         del nest, totals
-        rows.update(_write_nvtx(con, run_id, named, cols, budget))
+        rows.update(_write_nvtx(con, run_id, named, cols, budget, traced))
         del named, cols
         budget.share()
         for table, select in SUMMARIES.items():

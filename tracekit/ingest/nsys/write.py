@@ -237,24 +237,26 @@ def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budg
         """)
     finally:
         con.unregister("_nsys_kernel_paths")
-    rows["nvtx_range_kernel_sum"] = _range_kernels(con, run_id, cols) if traced else 0
+    rows["nvtx_range_kernel_sum"] = _range_kernels(con, run_id, named, cols) if traced else 0
     return rows
 
 
-def _range_kernels(con, run_id: int, cols: nvtx.RangeColumns) -> int:
+def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -> int:
     """``nvtx_range_kernel_sum``: nsys's NVTX range kernel summary. A kernel belongs to every
     range of its launching thread that contains the launch call: its innermost push/pop
     range and the push/pop ranges around that (``pushpop_containers``), and the start/end
     ranges around the call (a join of time bands, as the start/end projection). Kernels in
-    no range (or with no launching call) make rows without a range."""
+    no range (or with no launching call) make rows without a range. The (range, kernel)
+    pairs are grouped by integer keys (the range's domain and text as dictionary codes),
+    then named."""
     k = con.sql(f"SELECT coalesce(nvtx_range_id, -1) AS r, launch_global_tid AS gtid, name_id, "
-                    f"end_ns - start_ns AS dur, api_start_ns AS s, api_end_ns AS e "
-                    f"FROM _kernels WHERE run_id = {int(run_id)}").to_arrow_table()
+                f"end_ns - start_ns AS dur, api_start_ns AS s, api_end_ns AS e "
+                f"FROM _kernels WHERE run_id = {int(run_id)}").to_arrow_table()
     pos, rid = cols.pushpop_containers(np.asarray(k.column("r").to_numpy(), dtype=np.int64))
     con.register("_nsys_launches", pa.table({"k": np.arange(k.num_rows, dtype=np.int64), "gtid": k.column("gtid"),
                                              "s": k.column("s"), "e": k.column("e")}))
     try:
-        se = con.execute("""
+        se = con.sql("""
             WITH startend AS (
                 SELECT r.range_id,
                        b.band::HUGEINT * 18446744073709551616 + (r.start_ns - b.t0)::HUGEINT AS k0,
@@ -273,33 +275,64 @@ def _range_kernels(con, run_id: int, cols: nvtx.RangeColumns) -> int:
     pos = np.concatenate([pos, np.asarray(se["k"], dtype=np.int64)])
     rid = np.concatenate([rid, np.asarray(se["range_id"], dtype=np.int64)])
     del se
-    alone = np.ones(k.num_rows, bool)  # kernels in no range: one row each, without a range
+    # each range's group key: its name (domain and text codes) and style; -1: no range
+    text = pc.dictionary_encode(named.column("text")).combine_chunks()
+    domain = pc.dictionary_encode(named.column("domain")).combine_chunks()
+    startend = pc.equal(named.column("style").cast(pa.string()), "StartEnd").combine_chunks()
+    n_dom = max(len(domain.dictionary), 1)
+    group_of = np.full(len(cols.pp_parent), -1, np.int64)
+    group_of[np.asarray(named.column("range_id").to_numpy(), dtype=np.int64)] = (
+        (np.asarray(text.indices, dtype=np.int64) * n_dom + np.asarray(domain.indices, dtype=np.int64)) * 2
+        + np.asarray(startend, dtype=np.int64))
+    alone = np.ones(k.num_rows, bool)  # kernels in no range: one pair each, without a range
     alone[pos] = False
     at = np.flatnonzero(alone)
-    pos = np.concatenate([pos, at])
+    del alone
+    group = np.concatenate([group_of[rid], np.full(len(at), -1, np.int64)])
     rid = np.concatenate([rid, np.full(len(at), -1, np.int64)])
-    del alone, at
+    pos = np.concatenate([pos, at])
+    del at, group_of
+    # a kernel counts once in a group even where two of its ranges share a name (nested)
+    order = np.lexsort((group, pos))
+    first = np.ones(len(pos), bool)
+    first[order[1:]] = (pos[order[1:]] != pos[order[:-1]]) | (group[order[1:]] != group[order[:-1]])
+    del order
     take = pa.array(pos)
-    pairs = pa.table({"r": pa.array(rid, mask=rid < 0), "k": pos, "gtid": k.column("gtid").take(take),
+    pairs = pa.table({"g": group, "r": rid, "first": first, "gtid": k.column("gtid").take(take),
                       "name_id": k.column("name_id").take(take), "dur": k.column("dur").take(take)})
-    del k, pos, rid, take
+    del k, pos, rid, group, first, take
     con.register("_nsys_range_kernels", pairs)
     try:
-        return insert(con, "nvtx_range_kernel_sum", run_id, """
-            SELECT CASE WHEN n.range_id IS NOT NULL THEN n.domain || ':' || n.text END AS range,
-                   CAST(n.style AS VARCHAR) AS style,
-                   CAST((p.gtid >> 24) & 16777215 AS INTEGER) AS pid, CAST(p.gtid & 16777215 AS INTEGER) AS tid,
-                   count(DISTINCT p.r) AS range_instances, count(DISTINCT p.k) AS kernel_instances,
-                   sum(p.dur)::BIGINT AS total_ns, avg(p.dur) AS avg_ns, median(p.dur) AS med_ns,
-                   min(p.dur) AS min_ns, max(p.dur) AS max_ns, coalesce(stddev_samp(p.dur), 0) AS stddev_ns,
-                   s.value AS name
-            FROM _nsys_range_kernels p
-            LEFT JOIN _nsys_named n ON n.range_id = p.r
-            LEFT JOIN _strings s ON s.string_id = p.name_id
-            GROUP BY ALL
-        """)
+        sums = con.sql("""
+            SELECT g, gtid, name_id, count(DISTINCT r) FILTER (WHERE r >= 0) AS range_instances,
+                   count(*) FILTER (WHERE first) AS kernel_instances, sum(dur)::BIGINT AS total_ns,
+                   avg(dur) AS avg_ns, median(dur) AS med_ns, min(dur) AS min_ns, max(dur) AS max_ns,
+                   coalesce(stddev_samp(dur), 0) AS stddev_ns
+            FROM _nsys_range_kernels GROUP BY g, gtid, name_id
+        """).to_arrow_table()
     finally:
         con.unregister("_nsys_range_kernels")
+    del pairs
+    g = np.asarray(sums.column("g").to_numpy(), dtype=np.int64)
+    has = g >= 0
+    gg = np.where(has, g, 0)
+    t_idx, d_idx = (gg // 2) // n_dom, (gg // 2) % n_dom
+    rng = pc.binary_join_element_wise(domain.dictionary.take(pa.array(d_idx)), text.dictionary.take(pa.array(t_idx)), ":")
+    names = pa.table({
+        "range": pc.if_else(pa.array(has), rng, pa.scalar(None, pa.string())),
+        "style": pc.if_else(pa.array(has), pa.array(np.where(gg % 2 == 1, "StartEnd", "PushPop")),
+                            pa.scalar(None, pa.string())),
+        **{c: sums.column(c) for c in sums.column_names if c != "g"}})
+    con.register("_nsys_range_kernel_sums", names)
+    try:
+        return insert(con, "nvtx_range_kernel_sum", run_id, """
+            SELECT p.range, p.style, CAST((p.gtid >> 24) & 16777215 AS INTEGER) AS pid,
+                   CAST(p.gtid & 16777215 AS INTEGER) AS tid, p.range_instances, p.kernel_instances, p.total_ns,
+                   p.avg_ns, p.med_ns, p.min_ns, p.max_ns, p.stddev_ns, s.value AS name
+            FROM _nsys_range_kernel_sums p LEFT JOIN _strings s ON s.string_id = p.name_id
+        """)
+    finally:
+        con.unregister("_nsys_range_kernel_sums")
 
 
 @small_pages()

@@ -504,17 +504,17 @@ class RangeColumns:
         -1: none), itself and every push/pop range around it: the push/pop ranges that
         contain a call made inside it on its thread (push/pop ranges nest)."""
         at = np.flatnonzero(range_id >= 0)
-        cur = range_id[at].astype(np.int64)
+        cur = range_id[at]
         pos, ids = [], []
         while at.size:
             pos.append(at)
             ids.append(cur)
-            up = self.pp_parent[cur].astype(np.int64)
-            keep = up >= 0
+            up = self.pp_parent[cur]
+            keep = np.flatnonzero(up >= 0)
             at, cur = at[keep], up[keep]
         if not pos:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(pos).astype(np.int64), np.concatenate(ids)
+        return np.concatenate(pos).astype(np.int64, copy=False), np.concatenate(ids).astype(np.int64, copy=False)
 
     def paths(self, range_id: np.ndarray) -> pa.DictionaryArray:
         """The paths of the ranges ``range_id`` (NULL where a range does not nest)."""

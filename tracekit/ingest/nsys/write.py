@@ -249,12 +249,13 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     no range (or with no launching call) make rows without a range. The (range, kernel)
     pairs are grouped by integer keys (the range's domain and text as dictionary codes),
     then named."""
-    k = con.sql(f"SELECT coalesce(nvtx_range_id, -1) AS r, launch_global_tid AS gtid, name_id, "
+    k = con.sql(f"SELECT coalesce(nvtx_range_id, -1) AS r, coalesce(launch_global_tid, -1) AS gtid, name_id, "
                 f"end_ns - start_ns AS dur, api_start_ns AS s, api_end_ns AS e "
-                f"FROM _kernels WHERE run_id = {int(run_id)}").to_arrow_table()
-    pos, rid = cols.pushpop_containers(np.asarray(k.column("r").to_numpy(), dtype=np.int64))
-    con.register("_nsys_launches", pa.table({"k": np.arange(k.num_rows, dtype=np.int64), "gtid": k.column("gtid"),
-                                             "s": k.column("s"), "e": k.column("e")}))
+                f"FROM _kernels WHERE run_id = {int(run_id)}").fetchnumpy()
+    n_kernels = len(k["r"])
+    pos, rid = cols.pushpop_containers(np.asarray(k.pop("r"), dtype=np.int64))
+    con.register("_nsys_launches", pa.table({"k": np.arange(n_kernels, dtype=np.int64), "gtid": k["gtid"],
+                                             "s": k.pop("s"), "e": k.pop("e")}))
     try:
         se = con.sql("""
             WITH startend AS (
@@ -284,7 +285,7 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     group_of[np.asarray(named.column("range_id").to_numpy(), dtype=np.int64)] = (
         (np.asarray(text.indices, dtype=np.int64) * n_dom + np.asarray(domain.indices, dtype=np.int64)) * 2
         + np.asarray(startend, dtype=np.int64))
-    alone = np.ones(k.num_rows, bool)  # kernels in no range: one pair each, without a range
+    alone = np.ones(n_kernels, bool)  # kernels in no range: one pair each, without a range
     alone[pos] = False
     at = np.flatnonzero(alone)
     del alone
@@ -297,10 +298,9 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     first = np.ones(len(pos), bool)
     first[order[1:]] = (pos[order[1:]] != pos[order[:-1]]) | (group[order[1:]] != group[order[:-1]])
     del order
-    take = pa.array(pos)
-    pairs = pa.table({"g": group, "r": rid, "first": first, "gtid": k.column("gtid").take(take),
-                      "name_id": k.column("name_id").take(take), "dur": k.column("dur").take(take)})
-    del k, pos, rid, group, first, take
+    pairs = pa.table({"g": group, "r": rid, "first": first, "gtid": np.asarray(k["gtid"])[pos],
+                      "name_id": np.asarray(k["name_id"])[pos], "dur": np.asarray(k["dur"])[pos]})
+    del k, pos, rid, group, first
     con.register("_nsys_range_kernels", pairs)
     try:
         sums = con.sql("""
@@ -326,8 +326,8 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     con.register("_nsys_range_kernel_sums", names)
     try:
         return insert(con, "nvtx_range_kernel_sum", run_id, """
-            SELECT p.range, p.style, CAST((p.gtid >> 24) & 16777215 AS INTEGER) AS pid,
-                   CAST(p.gtid & 16777215 AS INTEGER) AS tid, p.range_instances, p.kernel_instances, p.total_ns,
+            SELECT p.range, p.style, CASE WHEN p.gtid >= 0 THEN CAST((p.gtid >> 24) & 16777215 AS INTEGER) END AS pid,
+                   CASE WHEN p.gtid >= 0 THEN CAST(p.gtid & 16777215 AS INTEGER) END AS tid, p.range_instances, p.kernel_instances, p.total_ns,
                    p.avg_ns, p.med_ns, p.min_ns, p.max_ns, p.stddev_ns, s.value AS name
             FROM _nsys_range_kernel_sums p LEFT JOIN _strings s ON s.string_id = p.name_id
         """)

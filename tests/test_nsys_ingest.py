@@ -1036,3 +1036,18 @@ def test_gpu_utilization_without_process_or_context_columns(tmp_path):
         full, cut = (tk.query("gpu-utilization", run=r, limit=0).select(cols.split(", ")).rows()
                      for r in ("full", "no_context"))
         assert cut == full and len(full) > 2
+
+
+def test_repeated_pairs_are_all_but_the_first():
+    """nvtx.repeated marks each (kernel, range name) pair met before: a kernel inside two
+    start/end ranges of one name on its thread counts once among that name's kernels
+    (nsys: count(DISTINCT kernel)), whatever the order the pairs come in."""
+    import numpy as np
+
+    from tracekit.ingest.nsys.nvtx import repeated
+
+    pos = np.array([3, 1, 3, 3, 2, 1])
+    key = np.array([7, 7, 8, 7, 7, 7])
+    got = repeated(pos, key)
+    assert got.tolist() == [False, False, False, True, False, True]
+    assert not repeated(np.zeros(0, np.int64), np.zeros(0, np.int64)).any()

@@ -266,6 +266,14 @@ class Nest:
         return s, e, n, has
 
 
+def repeated(pos: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Whether each (pos, key) pair repeats an earlier one (all but the first of equal pairs)."""
+    order = np.lexsort((key, pos))
+    out = np.zeros(len(pos), bool)
+    out[order[1:]] = (pos[order[1:]] == pos[order[:-1]]) & (key[order[1:]] == key[order[:-1]])
+    return out
+
+
 def paths(parent: np.ndarray, depth: np.ndarray, label: pa.ChunkedArray) -> pa.DictionaryArray:
     """Each node's labels from its root down, '/'-separated ('hstu.request/hstu.layer0/
     hstu_attention'), as a dictionary array. ``parent``: positions (-1: a root),
@@ -499,22 +507,31 @@ class RangeColumns:
         nest.path = nest.range_id = None
         self.pp_parent = np.full(size, -1, idx)  # the push/pop parent by range id (``project`` sets it)
 
-    def pushpop_containers(self, range_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(position, range id) pairs: for each of ``range_id`` (innermost push/pop ranges,
-        -1: none), itself and every push/pop range around it: the push/pop ranges that
-        contain a call made inside it on its thread (push/pop ranges nest)."""
+    def pushpop_containers(self, range_id: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position, range id, repeat) triples: for each of ``range_id`` (innermost push/pop
+        ranges, -1: none), itself and every push/pop range around it, the push/pop ranges
+        that contain a call made inside it on its thread (push/pop ranges nest); ``repeat``
+        where a range nearer the call has the same ``key`` (by range id: a name)."""
         at = np.flatnonzero(range_id >= 0)
         cur = range_id[at]
-        pos, ids = [], []
+        pos, ids, repeats, below = [], [], [], []
         while at.size:
+            k = key[cur]
+            repeat = np.zeros(len(at), bool)
+            for b in below:
+                repeat |= b == k
             pos.append(at)
             ids.append(cur)
+            repeats.append(repeat)
+            below.append(k)
             up = self.pp_parent[cur]
             keep = np.flatnonzero(up >= 0)
             at, cur = at[keep], up[keep]
+            below = [b[keep] for b in below]
         if not pos:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(pos).astype(np.int64, copy=False), np.concatenate(ids).astype(np.int64, copy=False)
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool)
+        return (np.concatenate(pos).astype(np.int64, copy=False), np.concatenate(ids).astype(np.int64, copy=False),
+                np.concatenate(repeats))
 
     def paths(self, range_id: np.ndarray) -> pa.DictionaryArray:
         """The paths of the ranges ``range_id`` (NULL where a range does not nest)."""

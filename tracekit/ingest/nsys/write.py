@@ -249,33 +249,6 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     no range (or with no launching call) make rows without a range. The (range, kernel)
     pairs are grouped by integer keys (the range's domain and text as dictionary codes),
     then named."""
-    k = con.sql(f"SELECT coalesce(nvtx_range_id, -1) AS r, coalesce(launch_global_tid, -1) AS gtid, name_id, "
-                f"end_ns - start_ns AS dur, api_start_ns AS s, api_end_ns AS e "
-                f"FROM _kernels WHERE run_id = {int(run_id)}").fetchnumpy()
-    n_kernels = len(k["r"])
-    pos, rid = cols.pushpop_containers(np.asarray(k.pop("r"), dtype=np.int64))
-    con.register("_nsys_launches", pa.table({"k": np.arange(n_kernels, dtype=np.int64), "gtid": k["gtid"],
-                                             "s": k.pop("s"), "e": k.pop("e")}))
-    try:
-        se = con.sql("""
-            WITH startend AS (
-                SELECT r.range_id,
-                       b.band::HUGEINT * 18446744073709551616 + (r.start_ns - b.t0)::HUGEINT AS k0,
-                       b.band::HUGEINT * 18446744073709551616 + (r.end_ns - b.t0)::HUGEINT AS k1
-                FROM _nsys_rng r JOIN _nsys_bands b USING (global_tid) WHERE r.style = 'StartEnd'
-            ), keyed AS (
-                SELECT l.k, b.band::HUGEINT * 18446744073709551616 + (l.s - b.t0)::HUGEINT AS k0,
-                       b.band::HUGEINT * 18446744073709551616 + (l.e - b.t0)::HUGEINT AS k1
-                FROM _nsys_launches l JOIN _nsys_bands b ON b.global_tid = l.gtid
-                WHERE EXISTS (SELECT 1 FROM startend)
-            )
-            SELECT l.k, r.range_id FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
-        """).fetchnumpy()
-    finally:
-        con.unregister("_nsys_launches")
-    pos = np.concatenate([pos, np.asarray(se["k"], dtype=np.int64)])
-    rid = np.concatenate([rid, np.asarray(se["range_id"], dtype=np.int64)])
-    del se
     # each range's group key: its name (domain and text codes) and style; -1: no range
     text = pc.dictionary_encode(named.column("text")).combine_chunks()
     domain = pc.dictionary_encode(named.column("domain")).combine_chunks()
@@ -285,19 +258,50 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     group_of[np.asarray(named.column("range_id").to_numpy(), dtype=np.int64)] = (
         (np.asarray(text.indices, dtype=np.int64) * n_dom + np.asarray(domain.indices, dtype=np.int64)) * 2
         + np.asarray(startend, dtype=np.int64))
-    alone = np.ones(n_kernels, bool)  # kernels in no range: one pair each, without a range
-    alone[pos] = False
+    any_startend = pc.any(startend).as_py() or False
+    del startend
+    k = con.sql(f"SELECT coalesce(nvtx_range_id, -1) AS r, coalesce(launch_global_tid, -1) AS gtid, name_id, "
+                f"end_ns - start_ns AS dur{', api_start_ns AS s, api_end_ns AS e' if any_startend else ''} "
+                f"FROM _kernels WHERE run_id = {int(run_id)}").fetchnumpy()
+    r0 = np.asarray(k.pop("r"), dtype=np.int64)
+    pos, rid, repeat = cols.pushpop_containers(r0, group_of)
+    alone = r0 < 0  # kernels in no range: one pair each, without a range
+    del r0
+    if any_startend:
+        # a start/end range's key differs from every push/pop range's (its style): a
+        # repeat is another start/end range of the kernel with the same name
+        con.register("_nsys_launches", pa.table({"k": np.arange(len(alone), dtype=np.int64), "gtid": k["gtid"],
+                                                 "s": k.pop("s"), "e": k.pop("e")}))
+        try:
+            se = con.sql("""
+                WITH startend AS (
+                    SELECT r.range_id,
+                           b.band::HUGEINT * 18446744073709551616 + (r.start_ns - b.t0)::HUGEINT AS k0,
+                           b.band::HUGEINT * 18446744073709551616 + (r.end_ns - b.t0)::HUGEINT AS k1
+                    FROM _nsys_rng r JOIN _nsys_bands b USING (global_tid) WHERE r.style = 'StartEnd'
+                ), keyed AS (
+                    SELECT l.k, b.band::HUGEINT * 18446744073709551616 + (l.s - b.t0)::HUGEINT AS k0,
+                           b.band::HUGEINT * 18446744073709551616 + (l.e - b.t0)::HUGEINT AS k1
+                    FROM _nsys_launches l JOIN _nsys_bands b ON b.global_tid = l.gtid
+                )
+                SELECT l.k, r.range_id FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
+                ORDER BY l.k, r.range_id
+            """).fetchnumpy()
+        finally:
+            con.unregister("_nsys_launches")
+        se_k, se_r = (np.asarray(se[c], dtype=np.int64) for c in ("k", "range_id"))
+        del se
+        se_repeat = nvtx.repeated(se_k, group_of[se_r])
+        alone[se_k] = False
+        pos, rid, repeat = (np.concatenate(a) for a in ((pos, se_k), (rid, se_r), (repeat, se_repeat)))
+        del se_k, se_r, se_repeat
     at = np.flatnonzero(alone)
     del alone
     group = np.concatenate([group_of[rid], np.full(len(at), -1, np.int64)])
     rid = np.concatenate([rid, np.full(len(at), -1, np.int64)])
     pos = np.concatenate([pos, at])
-    del at, group_of
-    # a kernel counts once in a group even where two of its ranges share a name (nested)
-    order = np.lexsort((group, pos))
-    first = np.ones(len(pos), bool)
-    first[order[1:]] = (pos[order[1:]] != pos[order[:-1]]) | (group[order[1:]] != group[order[:-1]])
-    del order
+    first = np.concatenate([~repeat, np.ones(len(at), bool)])  # a kernel counts once in a group
+    del at, group_of, repeat
     pairs = pa.table({"g": group, "r": rid, "first": first, "gtid": np.asarray(k["gtid"])[pos],
                       "name_id": np.asarray(k["name_id"])[pos], "dur": np.asarray(k["dur"])[pos]})
     del k, pos, rid, group, first

@@ -507,6 +507,12 @@ class RangeColumns:
         nest.path = nest.range_id = None
         self.pp_parent = np.full(size, -1, idx)  # the push/pop parent by range id (``project`` sets it)
 
+    def release(self) -> None:
+        """Free the columns once written (hundreds of MB with millions of ranges): only the
+        push/pop parents stay, for ``pushpop_containers``."""
+        self.proj_start = self.proj_end = self.ops = self.parent = self.children = self.depth = None
+        self.path = self.words = None
+
     def pushpop_containers(self, range_id: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(position, range id, repeat) triples: for each of ``range_id`` (innermost push/pop
         ranges, -1: none), itself and every push/pop range around it, the push/pop ranges

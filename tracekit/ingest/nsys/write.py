@@ -237,6 +237,7 @@ def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budg
         """)
     finally:
         con.unregister("_nsys_kernel_paths")
+    cols.release()
     rows["nvtx_range_kernel_sum"] = _range_kernels(con, run_id, named, cols) if traced else 0
     return rows
 
@@ -254,10 +255,13 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     domain = pc.dictionary_encode(named.column("domain")).combine_chunks()
     startend = pc.equal(named.column("style").cast(pa.string()), "StartEnd").combine_chunks()
     n_dom = max(len(domain.dictionary), 1)
-    group_of = np.full(len(cols.pp_parent), -1, np.int64)
-    group_of[np.asarray(named.column("range_id").to_numpy(), dtype=np.int64)] = (
-        (np.asarray(text.indices, dtype=np.int64) * n_dom + np.asarray(domain.indices, dtype=np.int64)) * 2
-        + np.asarray(startend, dtype=np.int64))
+    key_type = np.int32 if 2 * len(text.dictionary) * n_dom < 2**31 else np.int64
+    group_of = np.full(len(cols.pp_parent), -1, key_type)
+    group_of[np.asarray(named.column("range_id").to_numpy())] = (
+        (np.asarray(text.indices, dtype=key_type) * n_dom + np.asarray(domain.indices, dtype=key_type)) * 2
+        + np.asarray(startend, dtype=key_type))
+    text_words, domain_words = text.dictionary, domain.dictionary
+    del text, domain
     any_startend = pc.any(startend).as_py() or False
     del startend
     k = con.sql(f"SELECT coalesce(nvtx_range_id, -1) AS r, coalesce(launch_global_tid, -1) AS gtid, name_id, "
@@ -297,9 +301,9 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
         del se_k, se_r, se_repeat
     at = np.flatnonzero(alone)
     del alone
-    group = np.concatenate([group_of[rid], np.full(len(at), -1, np.int64)])
-    rid = np.concatenate([rid, np.full(len(at), -1, np.int64)])
-    pos = np.concatenate([pos, at])
+    group = np.concatenate([group_of[rid], np.full(len(at), -1, group_of.dtype)])
+    rid = np.concatenate([rid, np.full(len(at), -1, np.int64)]).astype(cols.pp_parent.dtype)
+    pos = np.concatenate([pos, at]).astype(np.int32 if len(pos) + len(at) < 2**31 else np.int64)
     first = np.concatenate([~repeat, np.ones(len(at), bool)])  # a kernel counts once in a group
     del at, group_of, repeat
     pairs = pa.table({"g": group, "r": rid, "first": first, "gtid": np.asarray(k["gtid"])[pos],
@@ -321,7 +325,7 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     has = g >= 0
     gg = np.where(has, g, 0)
     t_idx, d_idx = (gg // 2) // n_dom, (gg // 2) % n_dom
-    rng = pc.binary_join_element_wise(domain.dictionary.take(pa.array(d_idx)), text.dictionary.take(pa.array(t_idx)), ":")
+    rng = pc.binary_join_element_wise(domain_words.take(pa.array(d_idx)), text_words.take(pa.array(t_idx)), ":")
     names = pa.table({
         "range": pc.if_else(pa.array(has), rng, pa.scalar(None, pa.string())),
         "style": pc.if_else(pa.array(has), pa.array(np.where(gg % 2 == 1, "StartEnd", "PushPop")),

@@ -35,7 +35,7 @@ FIXTURE = ROOT / "tests" / "data" / "nsys_many_kernels" / "export.sqlite.xz"
 # the size of the answer; docs/performance.md has its figures by page)
 TWINS = ["top-kernels", "api-summary", "memcpy-time", "memcpy-size", "nvtx-summary",
          "nvtx-gpu-projection", "kernel-exec", "gpu-utilization", "kernels-by-nvtx", "launch-overhead",
-         "nvtx-ranges", "gpu-summary", "osrt-summary"]
+         "nvtx-ranges", "gpu-summary", "osrt-summary", "nvtx-kernels"]
 
 
 def best_query_ms(tk, names: list[str], rounds: int = 5) -> dict[str, float]:

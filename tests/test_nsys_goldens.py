@@ -204,3 +204,13 @@ def test_gpu_trace_nvtx_path_is_the_launch_range(nsys_db):
     page = nsys_db.query("gpu-trace", run="hstu_mixed", limit=7, from_ns=full["start_ns"][len(full) // 2])
     assert page.to_dicts() == full.filter(full["end_ns"] > full["start_ns"][len(full) // 2]).head(7).to_dicts()
 
+
+def test_nvtx_kernels_of_one_range(nsys_db):
+    """range= keeps the rows of one range name, given as nsys names it or, in the default
+    domain, by its text alone."""
+    full = nsys_db.query("nvtx-kernels", run="hstu_mixed", limit=0)
+    name = next(r for r in full["range"].to_list() if r and r.startswith(":"))
+    want = full.filter(full["range"] == name).to_dicts()
+    assert want and nsys_db.query("nvtx-kernels", run="hstu_mixed", limit=0, range=name).to_dicts() == want
+    assert nsys_db.query("nvtx-kernels", run="hstu_mixed", limit=0, range=name[1:]).to_dicts() == want
+

@@ -5,7 +5,7 @@
 -- totals of nested ranges overlap), and a range of a name that nests in itself counts it
 -- twice. Kernels launched outside every range have a row with no range.
 -- @param run    TEXT     run id or name (default: latest run)
--- @param range  TEXT     only ranges of this name, e.g. :hstu.layer0 (default: null)
+-- @param range  TEXT     only ranges of this name: :hstu.layer0, or hstu.layer0 in the default domain (default: null)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 50)
 -- @column range             'domain:text' as nsys names it (':name' in the default domain); NULL: no range
 -- @column style             PushPop or StartEnd
@@ -26,6 +26,6 @@
 SELECT range, style, pid, tid, range_instances, kernel_instances, total_ns, round1(avg_ns) AS avg_ns,
        round1(med_ns) AS med_ns, min_ns, max_ns, round1(stddev_ns) AS stddev_ns, name
 FROM nvtx_range_kernel_sum
-WHERE run_id = $run AND ($range IS NULL OR range = $range)
+WHERE run_id = $run AND ($range IS NULL OR range = $range OR range = ':' || $range)
 ORDER BY range NULLS FIRST, pid, tid, total_ns DESC, name
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -180,7 +180,8 @@ def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budg
                 traced: bool) -> dict[str, int]:
     """NVTX ranges (``named``, with the nesting and projection columns of ``cols``,
     nvtx.project, added a batch at a time, each under DuckDB's writing share of the
-    ``budget``); marks; kernel time per innermost range. Runs after the op tables are
+    ``budget``); marks; kernel time per innermost range and per range path; the range
+    kernel summary (``_range_kernels``). Runs after the op tables are
     written (their ``nvtx_range_id``). ``traced``: the export has NVTX events at all (else,
     as nsys, no range kernel summary: not one row per kernel saying "no range")."""
     rows = {"nvtx_ranges": 0}
@@ -289,7 +290,6 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
                     FROM _nsys_launches l JOIN _nsys_bands b ON b.global_tid = l.gtid
                 )
                 SELECT l.k, r.range_id FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
-                ORDER BY l.k, r.range_id
             """).fetchnumpy()
         finally:
             con.unregister("_nsys_launches")

@@ -556,6 +556,28 @@ class RangeColumns:
                 "proj_end_ns": masked(self.proj_end[range_id], NO_END), "gpu_ops": pa.array(self.ops[range_id])}
 
 
+def startend_around(calls: str) -> str:
+    """SQL of the start/end ranges around each call of ``calls`` (a SELECT with the call's
+    thread ``gtid``, start ``s`` and end ``e``) on its thread: one row per (range, call),
+    ``range_id`` and the call's columns. Each thread's ranges and calls are keyed into a
+    time band of their own (``_nsys_bands``), so the containment is one inequality join;
+    nothing is keyed where there is no start/end range."""
+    return f"""
+        WITH startend AS (
+            SELECT r.range_id,
+                   b.band::HUGEINT * 18446744073709551616 + (r.start_ns - b.t0)::HUGEINT AS _k0,
+                   b.band::HUGEINT * 18446744073709551616 + (r.end_ns - b.t0)::HUGEINT AS _k1
+            FROM _nsys_rng r JOIN _nsys_bands b USING (global_tid) WHERE r.style = 'StartEnd'
+        ), keyed AS (
+            SELECT c.*, b.band::HUGEINT * 18446744073709551616 + (c.s - b.t0)::HUGEINT AS _k0,
+                   b.band::HUGEINT * 18446744073709551616 + (c.e - b.t0)::HUGEINT AS _k1
+            FROM ({calls}) c JOIN _nsys_bands b ON b.global_tid = c.gtid
+            WHERE EXISTS (SELECT 1 FROM startend)
+        )
+        SELECT r.range_id, l.* EXCLUDE (_k0, _k1) FROM startend r JOIN keyed l ON r._k0 <= l._k0 AND r._k1 >= l._k1
+    """
+
+
 def project(con, ops_sql: str, nest: Nest, own: Projection, size: int) -> RangeColumns:
     """The nesting and GPU projection columns of the ranges (ids below ``size``). Push/pop
     ranges take ``own`` (the innermost ranges' totals, ``range_totals``) rolled up their
@@ -570,22 +592,11 @@ def project(con, ops_sql: str, nest: Nest, own: Projection, size: int) -> RangeC
     pp_parent[nest.pp_child] = nest.pp_up
     nest.pp_child = nest.pp_up = nest.pp_level = nest.open = None
     se = con.sql(f"""
-        WITH ops AS ({ops_sql}), startend AS (
-            SELECT r.range_id,
-                   b.band::HUGEINT * 18446744073709551616 + (r.start_ns - b.t0)::HUGEINT AS k0,
-                   b.band::HUGEINT * 18446744073709551616 + (r.end_ns - b.t0)::HUGEINT AS k1
-            FROM _nsys_rng r JOIN _nsys_bands b USING (global_tid) WHERE r.style = 'StartEnd'
-        ), keyed AS (
-            SELECT o.correlation_id, o.start_ns, o.end_ns,
-                   b.band::HUGEINT * 18446744073709551616 + (o.api_start_ns - b.t0)::HUGEINT AS k0,
-                   b.band::HUGEINT * 18446744073709551616 + (o.api_end_ns - b.t0)::HUGEINT AS k1
-            FROM ops o JOIN _nsys_bands b ON b.global_tid = o.launch_global_tid
-            WHERE EXISTS (SELECT 1 FROM startend)
-        )
-        SELECT r.range_id, min(l.start_ns) AS proj_start_ns, max(l.end_ns) AS proj_end_ns,
-               count(DISTINCT l.correlation_id) AS gpu_ops
-        FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
-        GROUP BY r.range_id
+        SELECT range_id, min(start_ns) AS proj_start_ns, max(end_ns) AS proj_end_ns,
+               count(DISTINCT correlation_id) AS gpu_ops
+        FROM ({startend_around(f"SELECT correlation_id, start_ns, end_ns, launch_global_tid AS gtid, "
+                               f"api_start_ns AS s, api_end_ns AS e FROM ({ops_sql})")})
+        GROUP BY range_id
     """).to_arrow_table()
     startend = Projection(*(np.asarray(pc.fill_null(se.column(c), none).to_numpy(), dtype=np.int64) for c, none in (
         ("range_id", -1), ("proj_start_ns", NO_START), ("proj_end_ns", NO_END), ("gpu_ops", 0))))

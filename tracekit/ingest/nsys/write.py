@@ -278,19 +278,7 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
         con.register("_nsys_launches", pa.table({"k": np.arange(len(alone), dtype=np.int64), "gtid": k["gtid"],
                                                  "s": k.pop("s"), "e": k.pop("e")}))
         try:
-            se = con.sql("""
-                WITH startend AS (
-                    SELECT r.range_id,
-                           b.band::HUGEINT * 18446744073709551616 + (r.start_ns - b.t0)::HUGEINT AS k0,
-                           b.band::HUGEINT * 18446744073709551616 + (r.end_ns - b.t0)::HUGEINT AS k1
-                    FROM _nsys_rng r JOIN _nsys_bands b USING (global_tid) WHERE r.style = 'StartEnd'
-                ), keyed AS (
-                    SELECT l.k, b.band::HUGEINT * 18446744073709551616 + (l.s - b.t0)::HUGEINT AS k0,
-                           b.band::HUGEINT * 18446744073709551616 + (l.e - b.t0)::HUGEINT AS k1
-                    FROM _nsys_launches l JOIN _nsys_bands b ON b.global_tid = l.gtid
-                )
-                SELECT l.k, r.range_id FROM startend r JOIN keyed l ON r.k0 <= l.k0 AND r.k1 >= l.k1
-            """).fetchnumpy()
+            se = con.sql(f"SELECT k, range_id FROM ({nvtx.startend_around('SELECT * FROM _nsys_launches')})").fetchnumpy()
         finally:
             con.unregister("_nsys_launches")
         se_k, se_r = (np.asarray(se[c], dtype=np.int64) for c in ("k", "range_id"))

@@ -274,11 +274,12 @@ class Registry:
 
 #: a query's last ORDER BY (no parentheses) and its LIMIT $limit (0 = all), as every
 #: named query ends
-_ORDER_LIMIT = re.compile(r"\nORDER BY [^()]*?\nLIMIT CASE WHEN \$limit = 0 THEN NULL ELSE \$limit END\s*;?\s*$")
+_LIMIT = r"LIMIT CASE WHEN \$limit = 0 THEN NULL ELSE \$limit END"
+_ORDER_LIMIT = re.compile(rf"\nORDER BY [^()]*?\n{_LIMIT}\s*;?\s*$")
 
 
 #: an ORDER BY and LIMIT $limit anywhere (the ``@rows`` CTE's)
-_ANY_ORDER_LIMIT = re.compile(r"\n[ \t]*ORDER BY [^()]*?\n[ \t]*LIMIT CASE WHEN \$limit = 0 THEN NULL ELSE \$limit END")
+_ANY_ORDER_LIMIT = re.compile(rf"\n[ \t]*ORDER BY [^()]*?\n[ \t]*{_LIMIT}")
 #: the final SELECT of a query written WITH ... (its CTE bodies indented)
 _FINAL_SELECT = re.compile(r"^SELECT\b", re.MULTILINE)
 

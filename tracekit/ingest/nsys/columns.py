@@ -71,10 +71,20 @@ class TableSpec:
     where: Filter | None = None  # the raw rows kept (default: all)
 
 
-_GPU_COMMON = [
+# an interval's start, end and duration; a thread's global id and its pid and tid
+_SPAN = [
     Column("start_ns", "r.start", ["start"], "BIGINT"),
     Column("end_ns", 'r."end"', ["end"], "BIGINT"),
     Column("dur_ns", 'r."end" - r.start', ["start", "end"], "BIGINT"),
+]
+_THREAD = [
+    Column("global_tid", "r.globalTid", ["globalTid"], "BIGINT"),
+    Column("pid", "(r.globalTid >> 24) & 16777215", ["globalTid"], "INTEGER"),
+    Column("tid", "r.globalTid & 16777215", ["globalTid"], "INTEGER"),
+]
+
+_GPU_COMMON = [
+    *_SPAN,
     Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
     Column("context_id", "r.contextId", ["contextId"], "BIGINT"),
     # green context (CUDA 12.4+ SM partition) the op ran in; NULL outside any (nsys writes 0)
@@ -205,12 +215,8 @@ SPECS = {
         # (an export whose OS runtime table lacks a column still ingests: that column NULL)
         required=["start", "end"],
         columns=[
-            Column("start_ns", "r.start", ["start"], "BIGINT"),
-            Column("end_ns", 'r."end"', ["end"], "BIGINT"),
-            Column("dur_ns", 'r."end" - r.start', ["start", "end"], "BIGINT"),
-            Column("global_tid", "r.globalTid", ["globalTid"], "BIGINT"),
-            Column("pid", "(r.globalTid >> 24) & 16777215", ["globalTid"], "INTEGER"),
-            Column("tid", "r.globalTid & 16777215", ["globalTid"], "INTEGER"),
+            *_SPAN,
+            *_THREAD,
             Column("name", "sn.value", ["nameId"], "VARCHAR"),
             Column("return_value", "r.returnValue", ["returnValue"], "BIGINT"),
             Column("nesting_level", "r.nestingLevel", ["nestingLevel"], "INTEGER"),
@@ -253,9 +259,7 @@ SPECS = {
         source="ThreadNames",
         required=["globalTid"],
         columns=[
-            Column("global_tid", "r.globalTid", ["globalTid"], "BIGINT"),
-            Column("pid", "(r.globalTid >> 24) & 16777215", ["globalTid"], "INTEGER"),
-            Column("tid", "r.globalTid & 16777215", ["globalTid"], "INTEGER"),
+            *_THREAD,
             Column("name", "tn.value", ["nameId"], "VARCHAR"),
             Column("priority", "r.priority", ["priority"], "BIGINT"),
         ],

@@ -480,9 +480,10 @@ class RangeColumns:
 
     NAMES = ("depth", "parent_id", "path", "children", "proj_start_ns", "proj_end_ns", "gpu_ops")
 
-    def __init__(self, nest: Nest, pushpop: tuple[np.ndarray, ...], startend: Projection):
+    def __init__(self, nest: Nest, pushpop: tuple[np.ndarray, ...], startend: Projection, pp_parent: np.ndarray):
         """Consumes ``nest`` (its arrays are freed as they are copied by range id) and
-        ``pushpop`` (``Nest.rolled_up``, whose arrays become the projection's)."""
+        ``pushpop`` (``Nest.rolled_up``, whose arrays become the projection's); keeps
+        ``pp_parent``, each push/pop range's push/pop parent by range id."""
         s, e, n, has = pushpop
         size = len(s)
         idx = index_type(size)
@@ -505,7 +506,7 @@ class RangeColumns:
         self.path[nest.range_id] = nest.path.indices.to_numpy()
         self.words = nest.path.dictionary
         nest.path = nest.range_id = None
-        self.pp_parent = np.full(size, -1, idx)  # the push/pop parent by range id (``project`` sets it)
+        self.pp_parent = pp_parent
 
     def release(self) -> None:
         """Free the columns once written (hundreds of MB with millions of ranges): only the
@@ -600,6 +601,4 @@ def project(con, ops_sql: str, nest: Nest, own: Projection, size: int) -> RangeC
     """).to_arrow_table()
     startend = Projection(*(np.asarray(pc.fill_null(se.column(c), none).to_numpy(), dtype=np.int64) for c, none in (
         ("range_id", -1), ("proj_start_ns", NO_START), ("proj_end_ns", NO_END), ("gpu_ops", 0))))
-    cols = RangeColumns(nest, pushpop, startend)
-    cols.pp_parent = pp_parent
-    return cols
+    return RangeColumns(nest, pushpop, startend, pp_parent)

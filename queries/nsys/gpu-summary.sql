@@ -17,30 +17,24 @@
 -- @display time_pct, total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, category, name
 -- @alias cuda_gpu_sum
 -- @requires kernels, memcpy, memset
-WITH k AS (  -- kernels grouped by name id (cheaper than by name), named after
-    SELECT name_id, count(*) AS instances, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns,
-           median(dur_ns) AS med_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
-           coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
-    FROM (SELECT name_id, end_ns - start_ns AS dur_ns FROM _kernels WHERE run_id = $run)
-    GROUP BY name_id
-), m AS (
-    SELECT operation AS name, count(*) AS instances, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns,
-           median(dur_ns) AS med_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
-           coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
-    FROM (SELECT operation, dur_ns FROM memcpy WHERE run_id = $run
-          UNION ALL
-          SELECT operation, dur_ns FROM memset WHERE run_id = $run)
-    GROUP BY operation
-), s AS (
-    SELECT n.value AS name, 'CUDA_KERNEL' AS category, k.instances, k.total_ns, k.avg_ns, k.med_ns,
-           k.min_ns, k.max_ns, k.stddev_ns
-    FROM k LEFT JOIN _strings n ON n.string_id = k.name_id
+WITH d AS (  -- kernels by name id (cheaper than by name), memory operations by name
+    SELECT name_id, NULL::VARCHAR AS operation, end_ns - start_ns AS dur_ns FROM _kernels WHERE run_id = $run
     UNION ALL
-    SELECT name, 'MEMORY_OPER', instances, total_ns, avg_ns, med_ns, min_ns, max_ns, stddev_ns FROM m
+    SELECT NULL, operation, dur_ns FROM memcpy WHERE run_id = $run
+    UNION ALL
+    SELECT NULL, operation, dur_ns FROM memset WHERE run_id = $run
+), s AS (
+    SELECT name_id, operation, count(*) AS instances, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns,
+           median(dur_ns) AS med_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
+           coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
+    FROM d
+    GROUP BY name_id, operation
 )
-SELECT name, category, instances, total_ns::BIGINT AS total_ns, round1(avg_ns) AS avg_ns, round1(med_ns) AS med_ns,
+SELECT coalesce(s.operation, n.value) AS name,
+       CASE WHEN s.operation IS NULL THEN 'CUDA_KERNEL' ELSE 'MEMORY_OPER' END AS category,
+       instances, total_ns::BIGINT AS total_ns, round1(avg_ns) AS avg_ns, round1(med_ns) AS med_ns,
        min_ns, max_ns, round1(stddev_ns) AS stddev_ns,
        round1(total_ns * 100.0 / sum(total_ns) OVER ()) AS time_pct
-FROM s
+FROM s LEFT JOIN _strings n ON n.string_id = s.name_id
 ORDER BY total_ns DESC, instances, name
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -172,9 +172,9 @@ def _names(body: str, tag: str) -> list[str]:
 
 
 def sql_parameters(sql: str) -> set[str]:
-    """The ``$name`` parameters a SQL text uses (comments and string literals ignored)."""
-    stripped = re.sub(r"--[^\n]*", "", sql)
-    stripped = re.sub(r"'(?:[^']|'')*'", "''", stripped)
+    """The ``$name`` parameters a SQL text uses (comments and string literals ignored:
+    one left-to-right pass, so ``--`` inside a string and ``'`` inside a comment are text)."""
+    stripped = re.sub(r"'(?:[^']|'')*'|--[^\n]*", " ", sql)
     return set(re.findall(r"\$([A-Za-z_]\w*)", stripped))
 
 

@@ -61,7 +61,10 @@ def test_every_export_reads_the_same_launches(plain, variant, source):
         assert ncu.sniff(path, fh.read(64 * 1024))
     p = ncu.read(path)
     assert p.kind == "ncu"
-    assert set(p.tables) == {"ncu_kernels", "ncu_metrics"}
+    # rule results from a report or a details page; the raw page has none
+    rules = not source.startswith("raw")
+    assert set(p.tables) == {"ncu_kernels", "ncu_metrics"} | ({"ncu_rules"} if rules else set())
+    assert ("rule_results" in p.meta) == rules
     assert all("run_id" not in t.column_names for t in p.tables.values())
     k = kernels_of(p)
     assert k["kernel_id"].to_list() == [0, 1, 2, 3]
@@ -170,7 +173,7 @@ def test_two_reports_in_one_process_keep_their_own_units(tmp_path):
 def test_store_ingest_compressed_report(tmp_path):
     tk = tracekit.open(tmp_path / "t.duckdb")
     r = tk.ingest(DATA / "ncu_full" / "report.ncu-rep.xz", name="full")
-    assert (r.kind, r.rows) == ("ncu", {"ncu_kernels": 4, "ncu_metrics": 8972})
+    assert (r.kind, r.rows) == ("ncu", {"ncu_kernels": 4, "ncu_metrics": 8972, "ncu_rules": 46})
     runs = tk.sql("SELECT kind, gpu FROM runs").rows()
     assert runs == [("ncu", "NVIDIA H200")]
     again = tk.ingest(DATA / "ncu_full" / "report.ncu-rep.xz")

@@ -38,6 +38,21 @@ CREATE TABLE IF NOT EXISTS ncu_metrics (
     text_value  VARCHAR   -- the source's text when value is NULL (n/a, no data, PolicySpread, NVIDIA H200, ...)
 );
 
+-- Nsight Compute's rule results (its guided analysis), one row per result per launch, as
+-- the details page prints them after each section. From a report or a details page; a
+-- run read from the raw page has none (runs.meta has no rule_results then).
+CREATE TABLE IF NOT EXISTS ncu_rules (
+    run_id        INTEGER,  -- run (runs.run_id)
+    kernel_id     INTEGER,  -- ncu_kernels.kernel_id
+    section       VARCHAR,  -- section identifier the rule belongs to (e.g. MemoryWorkloadAnalysis_Tables)
+    rule          VARCHAR,  -- rule identifier (e.g. SharedMemoryConflicts); the details page's Rule Name
+    rule_type     VARCHAR,  -- OPT (optimisation), WRN (warning), ERR (error), INF (information)
+    title         VARCHAR,  -- the finding's title, e.g. 'Shared Store Bank Conflicts' (report only; NULL from CSV)
+    message       VARCHAR,  -- the finding, as the details page prints it
+    speedup_type  VARCHAR,  -- global (of the launch's duration) or local (of the part the rule looks at); NULL: no estimate
+    speedup_pct   DOUBLE    -- estimated speedup, %
+);
+
 -- Kernel class from the name: the colour of a roofline point when no NVTX range is known.
 CREATE OR REPLACE MACRO _ncu_kernel_class(n) AS CASE
     WHEN regexp_matches(lower(n), 'attn|attention|fmha|flash') THEN 'attention'

@@ -7,7 +7,10 @@ prepends it):
 
 - ``ncu_kernels``: one row per profiled launch (ncu's ID, names, grid, block, device,
   CC, stream, NVTX push/pop path);
-- ``ncu_metrics``: long (kernel_id, metric, unit, value in base units, text_value).
+- ``ncu_metrics``: long (kernel_id, metric, unit, value in base units, text_value);
+- ``ncu_rules``: ncu's rule results per launch (``ncu_rules``), from a report or a details
+  page; the raw page has none, and runs read from it have no such rows and no
+  ``rule_results`` in their meta.
 
 Every source gives the same metric names and base units, so the named queries in
 ``queries/ncu`` work on any of them and report the metrics a source lacks.
@@ -37,17 +40,18 @@ def sniff(path: Path, head: bytes) -> bool:
 def rank(path: Path, head: bytes) -> int:
     """Which of several exports of one report a run folder ingests (lower wins).
 
-    The raw CSV comes first: ncu wrote it itself, it holds every metric, and reading it
-    needs no native module (NVIDIA's ncu_report crashed in-process beside DuckDB on the
-    GPU machine); then the report, then the details page.
+    The report comes first: it holds every metric and ncu's rule results (and the
+    mangled names); it is read in a child interpreter (``ncu_rep``), so NVIDIA's module
+    never runs beside DuckDB, where it crashed on the GPU machine. Then the raw CSV (every
+    metric, no rule results), then the details page (the sections' metrics and the rules).
     """
     if head.startswith(MAGIC):
-        return 1
+        return 0
     header = header_of(head)
-    return 0 if header is not None and "Section Name" not in header else 2
+    return 1 if header is not None and "Section Name" not in header else 2
 
 
-def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, path: Path):
+def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.DataFrame | None, path: Path):
     import polars as pl
 
     from . import Parsed
@@ -99,11 +103,15 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, path: Path
     meta.setdefault("tool_version", None)
     meta["launches"] = kernels.height
     meta["metrics"] = metrics["metric"].n_unique()
-    return Parsed(
-        kind=KIND,
-        meta={k: v for k, v in meta.items() if v is not None},
-        tables={"ncu_kernels": kernels.to_arrow(), "ncu_metrics": metrics.to_arrow()},
-    )
+    tables = {"ncu_kernels": kernels.to_arrow(), "ncu_metrics": metrics.to_arrow()}
+    if rules is not None:  # the source carries rule results (none found is 0)
+        unknown = rules.filter(~pl.col("kernel_id").is_in(kernels["kernel_id"].implode()))
+        if unknown.height:
+            raise InputError(f"{path}: a rule result of launch ID {unknown['kernel_id'][0]}, which the export "
+                             "does not hold; the export is corrupt")
+        meta["rule_results"] = rules.height
+        tables["ncu_rules"] = rules.to_arrow()
+    return Parsed(kind=KIND, meta={k: v for k, v in meta.items() if v is not None}, tables=tables)
 
 
 def read(path: Path):
@@ -116,9 +124,9 @@ def read(path: Path):
     from . import ncu_csv, ncu_rep  # (Polars: only where an ncu file is read)
 
     if head.startswith(MAGIC):
-        meta, kernels, metrics = ncu_rep.read_report(path)
+        meta, kernels, metrics, rules = ncu_rep.read_report(path)
     elif header_of(head) is not None:
-        meta, kernels, metrics = ncu_csv.read_csv_export(path)
+        meta, kernels, metrics, rules = ncu_csv.read_csv_export(path)
     else:
         raise InputError(f"{path}: neither an .ncu-rep report nor an ncu --csv export")
-    return _finish(meta, kernels, metrics, path)
+    return _finish(meta, kernels, metrics, rules, path)

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
+from . import ncu_rules
 from .ncu_head import header_of
 from .ncu_labels import LABELS
 
@@ -292,8 +293,9 @@ def _values(long: pl.DataFrame, path: Path) -> pl.DataFrame:
     )
 
 
-def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
-    """Parse a raw or details CSV export -> (meta, kernels, metrics)."""
+def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
+    """Parse a raw or details CSV export -> (meta, kernels, metrics, rule results; None
+    from the raw page, which has none)."""
     lines, skip = _text_lines(path)
     if skip >= len(lines):
         raise InputError(
@@ -329,6 +331,7 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
     if missing:
         raise InputError(f"{path}: column {missing[0]!r} missing; not an ncu CSV export")
     meta = {"ncu_export": f"csv-{page}"}
+    rules = None
     if page == "raw":
         units_row = None
         if df.height and (df["ID"][0] or "").strip() == "":
@@ -364,6 +367,7 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
         )
         meta["units"] = "base" if base_units else "display"
     else:
+        rules = ncu_rules.from_details(df, _launch_ids(df, path))
         df = df.filter(pl.col("Metric Name").str.strip_chars() != "")
         if df.height == 0:
             raise InputError(f"{path}: no metric rows in the details export (empty report)")
@@ -395,4 +399,4 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
             }
         ).unique(subset=["kernel_id", "metric"], keep="first", maintain_order=True)
     metrics = _values(long, path)
-    return meta, kernels, metrics
+    return meta, kernels, metrics, rules

@@ -24,6 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
+from . import ncu_rules
 from .ncu_csv import KERNEL_SCHEMA
 from .ncu_head import MAGIC
 
@@ -111,8 +112,8 @@ def _value(m):
     return None, str(v)
 
 
-def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
-    """Parse a .ncu-rep -> (meta, kernels, metrics), in a child interpreter (see the
+def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Parse a .ncu-rep -> (meta, kernels, metrics, rule results), in a child interpreter (see the
     module's docstring); its one-line refusal (the container check included) is raised
     here as the same InputError."""
     with tempfile.TemporaryDirectory(prefix="tracekit-ncu-") as tmp:
@@ -125,10 +126,11 @@ def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
             raise InputError(f"{path}: ncu_report failed reading it ({why})")
         out = Path(tmp)
         meta = json.loads((out / "meta.json").read_text())
-        return meta, pl.read_parquet(out / "kernels.parquet"), pl.read_parquet(out / "metrics.parquet")
+        return (meta, pl.read_parquet(out / "kernels.parquet"), pl.read_parquet(out / "metrics.parquet"),
+                pl.read_parquet(out / "rules.parquet"))
 
 
-def _read_here(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
+def _read_here(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     expected = check_container(path)
     try:
         import ncu_report
@@ -155,7 +157,7 @@ def _read_here(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
     if not actions:
         raise InputError(f"{path}: the report holds no profiled launches (empty report)")
     IA = ncu_report.IAction
-    kernels, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], []
+    kernels, rules, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], [], []
     gpus = set()
     for kid, a in enumerate(actions):
 
@@ -202,6 +204,7 @@ def _read_here(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
                 "nvtx_start_end": start_end,
             }
         )
+        rules += ncu_rules.from_report(kid, a.rule_results_as_dicts())
         for name in a.metric_names():
             m = a.metric_by_name(name)
             v, t = _value(m)
@@ -232,21 +235,22 @@ def _read_here(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame]:
     }
     if gpus:
         meta["gpu"] = ", ".join(sorted(gpus))
-    return meta, pl.DataFrame(kernels, schema=KERNEL_SCHEMA), metrics
+    return meta, pl.DataFrame(kernels, schema=KERNEL_SCHEMA), metrics, ncu_rules.frame(rules)
 
 
 def _main(argv: list[str]) -> int:
     """``python -m tracekit.ingest.ncu_rep REPORT OUTDIR``: the report read into OUTDIR
-    (meta.json, kernels.parquet, metrics.parquet); a refusal is one line on stderr, exit 2."""
+    (meta.json, kernels.parquet, metrics.parquet, rules.parquet); a refusal is one line on stderr, exit 2."""
     path, out = Path(argv[0]), Path(argv[1])
     try:
-        meta, kernels, metrics = _read_here(path)
+        meta, kernels, metrics, rules = _read_here(path)
     except InputError as err:
         print(str(err), file=sys.stderr)
         return 2
     (out / "meta.json").write_text(json.dumps(meta))
     kernels.write_parquet(out / "kernels.parquet", compression="uncompressed")
     metrics.write_parquet(out / "metrics.parquet", compression="uncompressed")
+    rules.write_parquet(out / "rules.parquet", compression="uncompressed")
     return 0
 
 

@@ -20,7 +20,7 @@ from tracekit.registry import get_registry
 
 DATA = Path(__file__).parent / "data"
 GEMM_FLOP = 2 * 4096**3  # M = N = K = 4096
-NCU_QUERIES = ["ncu-kernels", "occupancy", "roofline", "speed-of-light"]
+NCU_QUERIES = ["ncu-kernels", "occupancy", "roofline", "speed-of-light", "ncu-rules", "warp-stalls"]
 
 OCCUPANCY_GOLDEN = {  # query column -> metric ncu prints on the details page
     "block_size": "launch__block_size",

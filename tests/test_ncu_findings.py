@@ -1,0 +1,183 @@
+"""ncu's guided analysis (ncu-rules) and warp states (warp-stalls) against the committed
+real reports.
+
+Goldens: every rule row of ``ncu --page details --csv`` for the same report (section, rule,
+type, message as printed, speedup type, speedup to the 4 significant digits it prints),
+read from the report through ncu_report and from the details page itself; the warp
+states and stall samples equal the raw page's metrics (``ncu --page raw --print-units
+base``), whose printed decimals the report's values round to.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import lzma
+
+import polars as pl
+import pytest
+from conftest import DATA
+
+import tracekit
+from tracekit.errors import QueryError
+from tracekit.ingest import ncu_rules
+
+#: fixture -> (report, details page, raw page)
+REPORTS = {
+    "ncu_full": ("report.ncu-rep.xz", "details.csv.xz", "raw.csv.xz"),
+    "ncu_sections": ("report.ncu-rep.xz", "details.csv.xz", "raw.csv.xz"),
+    "ncu_diff_a": ("report.ncu-rep.xz", "details.csv.xz", "raw.csv.xz"),
+    "ncu_diff_b": ("report.ncu-rep.xz", "details.csv.xz", "raw.csv.xz"),
+    "hstu_capture_ncu": ("ncu.ncu-rep.xz", "ncu_details.csv.xz", "ncu_raw.csv.xz"),
+}
+#: fixtures profiled with the WarpStateStats and SourceCounters sections (--set full)
+WARP_STATES = ["ncu_full", "ncu_diff_a", "ncu_diff_b"]
+
+
+def csv_rows(path) -> list[dict]:
+    text = lzma.decompress(path.read_bytes()).decode()
+    return list(csv.DictReader(io.StringIO("\n".join(line for line in text.splitlines() if not line.startswith("==")))))
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Every fixture's report, details page and raw page, one run each (name fixture/kind)."""
+    tk = tracekit.open(tmp_path_factory.mktemp("findings") / "s.duckdb")
+    for fixture, files in REPORTS.items():
+        for kind, f in zip(("report", "details", "raw"), files, strict=True):
+            tk.ingest(DATA / fixture / f, name=f"{fixture}/{kind}")
+    yield tk
+    tk.close()
+
+
+@pytest.mark.parametrize("source", ["report", "details"])
+@pytest.mark.parametrize("fixture", list(REPORTS))
+def test_rules_equal_the_details_page(store, fixture, source):
+    want = sorted(
+        (int(r["ID"]), r["Section Name"], r["Rule Name"], r["Rule Type"], r["Rule Description"],
+         r["Estimated Speedup Type"] or None, r["Estimated Speedup"] or None)
+        for r in csv_rows(DATA / fixture / REPORTS[fixture][1]) if r["Rule Name"]
+    )
+    got = store.query("ncu-rules", run=f"{fixture}/{source}", limit=0)
+    assert sorted(
+        (r["kernel_id"], r["section"], r["rule"], r["rule_type"], r["message"], r["speedup_type"],
+         None if r["speedup_pct"] is None else format(r["speedup_pct"], ".4g"))
+        for r in got.to_dicts()
+    ) == want
+    assert len(want) >= 10
+    if source == "report":  # titles come with the report only
+        assert got["title"].drop_nulls().len() > 0
+    else:
+        assert got["title"].null_count() == got.height
+
+
+def test_rules_rank_by_time_saved(store):
+    df = store.query("ncu-rules", run="ncu_full/report", limit=0)
+    dur = store.query("ncu-kernels", run="ncu_full/report").select("kernel_id", "duration_ns")
+    df = df.join(dur, on="kernel_id", suffix="_k")
+    assert (df["duration_ns"] == df["duration_ns_k"]).all()
+    glob = df.filter(pl.col("speedup_type") == "global")
+    assert glob.height > 0
+    assert ((glob["est_saved_ns"] - glob["duration_ns"] * glob["speedup_pct"] / 100).abs() < 1e-6).all()
+    others = df.filter(pl.col("speedup_type").fill_null("") != "global")
+    assert others.height == df.height - glob.height and others["est_saved_ns"].null_count() == others.height
+    saved = df["est_saved_ns"].drop_nulls().to_list()
+    assert saved == sorted(saved, reverse=True) and df["est_saved_ns"][: len(saved)].null_count() == 0
+    # the finding that saves most: the GEMM's L2 compression (17 % of its 176 us)
+    top = df.row(0, named=True)
+    assert top["rule"] == "MemoryL2Compression" and top["name"].startswith("nvjet")
+
+
+def test_rules_filters(store):
+    all_rows = store.query("ncu-rules", run="ncu_full/report", limit=0)
+    opt = store.query("ncu-rules", run="ncu_full/report", type="opt", limit=0)
+    assert set(opt["rule_type"]) == {"OPT"} and opt.height == (all_rows["rule_type"] == "OPT").sum()
+    two = store.query("ncu-rules", run="ncu_full/report", type="WRN, INF", limit=0)
+    assert set(two["rule_type"]) == {"WRN", "INF"}
+    soft = store.query("ncu-rules", run="ncu_full/report", kernel="SOFTMAX", limit=0)
+    assert soft.height > 0 and set(soft["name"]) == {"softmax_kernel"}
+    assert store.query("ncu-rules", run="all", limit=0).height == sum(
+        store.query("ncu-rules", run=f"{f}/{s}", limit=0).height for f in REPORTS for s in ("report", "details"))
+    with pytest.raises(QueryError, match="type=OPTS: choose from OPT, WRN, ERR, INF"):
+        store.query("ncu-rules", run="ncu_full/report", type="OPTS")
+
+
+def test_rules_of_a_raw_page_run_are_an_error(store, tmp_path):
+    with pytest.raises(QueryError, match="the run holds no rule results: ncu's raw CSV page has none"):
+        store.query("ncu-rules", run="ncu_full/raw")
+    tk = tracekit.open(tmp_path / "raw.duckdb")
+    tk.ingest(DATA / "ncu_full" / "raw.csv.xz")
+    with pytest.raises(QueryError, match="no run holds rule results"):
+        tk.query("ncu-rules", run="all")
+    tk.close()
+
+
+def test_markup_rendered_as_the_details_page_prints_it():
+    r = ncu_rules.render
+    assert r("See @section:SourceCounters:Source Counters@ and the @url:Profiling Guide:https://x.y/z#a@.") == (
+        "See Source Counters and the Profiling Guide (https://x.y/z#a).")
+    assert r("@url:https://x.y@") == "https://x.y"  # no display text
+    assert r("no markup, an e-mail a@b and 50%") == "no markup, an e-mail a@b and 50%"
+    assert r(None) is None
+
+
+def test_rule_of_an_unknown_launch_is_refused(tmp_path):
+    text = lzma.decompress((DATA / "ncu_sections" / "details.csv.xz").read_bytes()).decode()
+    lines = text.splitlines()
+    rule = next(line for line in lines[1:] if line.split('","')[-5:][0])  # a rule row
+    assert rule.startswith('"0"')
+    (tmp_path / "d.csv").write_text("\n".join([*lines, '"9"' + rule[3:]]) + "\n")
+    tk = tracekit.open(tmp_path / "s.duckdb")
+    with pytest.raises(tracekit.errors.InputError, match="rule result of launch ID 9"):
+        tk.ingest(tmp_path / "d.csv")
+    assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 0
+    tk.close()
+
+
+@pytest.mark.parametrize("source", ["report", "raw"])
+@pytest.mark.parametrize("fixture", WARP_STATES)
+def test_warp_stalls_equal_the_raw_page(store, fixture, source):
+    raw = csv_rows(DATA / fixture / REPORTS[fixture][2])[1:]  # (the units row)
+    df = store.query("warp-stalls", run=f"{fixture}/{source}", limit=0)
+    assert set(df["kernel_id"]) == {int(r["ID"]) for r in raw}
+    for r in raw:
+        k = df.filter(pl.col("kernel_id") == int(r["ID"]))
+        state = {c[len("smsp__average_warps_issue_stalled_"):-len("_per_issue_active.ratio")]: v
+                 for c, v in r.items() if c.startswith("smsp__average_warps_issue_stalled_") and v}
+        sampled = {c[len("smsp__pcsamp_warps_issue_stalled_"):].replace("no_instructions", "no_instruction"): v
+                   for c, v in r.items()
+                   if c.startswith("smsp__pcsamp_warps_issue_stalled_") and not c.endswith("_not_issued") and v}
+        assert set(k["reason"]) == set(state) | set(sampled) and len(state) >= 19
+        for row in k.to_dicts():
+            printed = state.get(row["reason"])
+            if printed is None:
+                assert row["cycles_per_issue"] is None
+            else:  # the report's value rounds to the printed decimals
+                decimals = len(printed.split(".")[1]) if "." in printed else 0
+                assert round(row["cycles_per_issue"], decimals) == pytest.approx(float(printed.replace(",", ""))), row
+            assert row["samples"] == (float(sampled[row["reason"]].replace(",", "")) if row["reason"] in sampled
+                                      else None), row
+        count = float(r["smsp__pcsamp_sample_count"].replace(",", ""))
+        assert k["samples"].sum() == count and k["samples_pct"].sum() == pytest.approx(100)
+        assert k["cycles_pct"].sum() == pytest.approx(100)
+        top = k.row(0, named=True)  # ordered by cycles, largest first
+        assert top["cycles_per_issue"] == k["cycles_per_issue"].max()
+
+
+def test_warp_stalls_agree_with_ncus_own_stall_rule(store):
+    """ncu's CPIStall rule names the dominant stall and its cycles per issued instruction."""
+    rules = store.query("ncu-rules", run="ncu_full/report", limit=0).filter(
+        (pl.col("rule") == "CPIStall") & pl.col("message").str.starts_with("On average, each warp"))
+    stalls = store.query("warp-stalls", run="ncu_full/report", limit=0)
+    assert rules.height == 4
+    for r in rules.to_dicts():
+        top = stalls.filter(pl.col("kernel_id") == r["kernel_id"]).row(0, named=True)
+        cycles = float(r["message"].split("spends ")[1].split(" cycles")[0])
+        assert round(top["cycles_per_issue"], 1) == cycles
+
+
+def test_warp_stalls_without_the_section_is_an_error(store):
+    with pytest.raises(QueryError, match="no launch of the run has warp state metrics; profile with ncu --section "
+                                         "WarpStateStats"):
+        store.query("warp-stalls", run="ncu_sections/report")
+    assert store.query("warp-stalls", run="ncu_full/report", kernel="no such kernel").height == 0

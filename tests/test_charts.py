@@ -7,6 +7,7 @@ import json
 import lzma
 from pathlib import Path
 
+import polars as pl
 import pytest
 from browser import chromium, load
 
@@ -98,6 +99,25 @@ def test_occupancy_chart(tk):
         "achieved": 14.64,
     }
     assert any(r.get("text") == "limit: registers, shared_mem" for r in rows)
+
+
+def test_warp_stalls_chart(tk):
+    q = tk.query("warp-stalls", run="full", limit=0)
+    rows = [r for ds in _datasets(charts.chart(tk, "warp-stalls", run="full").to_dict()) for r in ds]
+    segments = [r for r in rows if "reason" in r]
+    totals = {r["label"]: r["total"] for r in rows if "reason" not in r}
+    # one bar per launch: its states add up to the query's, the small ones folded as "other"
+    assert list(totals) == ["0: gemm_bf16", "1: elementwise_fp32", "2: triton_softmax", "3: reduction"]
+    for kid, label in enumerate(totals):
+        want = q.filter(pl.col("kernel_id") == kid)["cycles_per_issue"].sum()
+        assert totals[label] == pytest.approx(want)
+        assert sum(r["cycles_per_issue"] for r in segments if r["label"] == label) == pytest.approx(want)
+    reasons = {r["reason"] for r in segments}
+    assert len(reasons) == charts.STALL_REASONS + 1 and "other" in reasons and "long_scoreboard" in reasons
+    gemm = {r["reason"]: r["cycles_per_issue"] for r in segments if r["label"] == "0: gemm_bf16"}
+    assert round(gemm["barrier"], 2) == 5.96  # ncu: "6.0 cycles being stalled ... at a CTA barrier"
+    with pytest.raises(QueryError, match="^warp-stalls: no launch of the run has warp state metrics"):
+        charts.chart(tk, "warp-stalls", run="sections")
 
 
 def test_top_kernels_and_nvtx_timeline(tk):

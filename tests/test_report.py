@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import lzma
 import math
 import os
 import re
@@ -148,17 +149,31 @@ def test_nsys_report_sections_and_numbers(reports):
 
 def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports):
     page = _parse(reports["ncu"])
-    assert list(page.sections) == ["roofline", "occupancy", "speed-of-light"]
-    assert page.charts == ["chart-roofline", "chart-occupancy"]
+    assert list(page.sections) == ["roofline", "occupancy", "speed-of-light", "ncu-rules", "warp-stalls"]
+    assert page.charts == ["chart-roofline", "chart-occupancy", "chart-warp-stalls"]
     (occ,) = page.sections["occupancy"]
     assert [t for t, _, _ in _column(occ, "limiter")] == ["registers, shared_mem", "registers", "warps",
                                                           "registers, warps"]
+    # what ncu suggests: the details page's OPT/WRN/ERR rule rows, most time saved first,
+    # each message whole (wrapped, not cut)
+    (rules,) = page.sections["ncu-rules"]
+    with lzma.open(DATA / "ncu_full" / "details.csv.xz", "rt") as f:
+        printed = {r["Rule Description"] for r in csv.DictReader(f) if r["Rule Type"] in ("OPT", "WRN", "ERR")}
+    messages = [t for t, _, _ in _column(rules, "message")]
+    assert len(messages) == 15 and set(messages) <= printed
+    saved = [float(v) for _, v, _ in _column(rules, "est_saved_ns") if v]
+    assert saved == sorted(saved, reverse=True) and len(saved) == 15
+    assert '<td class="prose">' in reports["ncu"].read_text()
     # a report made with --section SpeedOfLight_RooflineChart has no FP16/tensor counters:
     # the section says so instead of a wrong chart, and the rest of the report is there
     text = reports["ncu_sections"].read_text()
     page = _parse(reports["ncu_sections"])
     assert "chart-roofline" not in page.charts and "chart-occupancy" in page.charts
     assert re.search(r'<p class="note">roofline: nothing to plot', text)
+    # nor warp states: that section says what to profile with
+    assert "chart-warp-stalls" not in page.charts
+    assert re.search(r'<p class="note">warp-stalls: no launch of the run has warp state metrics; profile with ncu '
+                     r'--section WarpStateStats', text)
 
 
 def test_sweep_report(reports):

@@ -460,6 +460,62 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
     )
 
 
+#: stall reasons drawn apiece in the warp-stalls chart; the others are summed as "other"
+STALL_REASONS = 9
+
+
+def warp_stalls(df: pl.DataFrame) -> alt.LayerChart:
+    """Cycles per issued instruction per launch, stacked by stall reason (warp-stalls):
+    the reasons with the most cycles over all launches apiece, the rest as "other"."""
+    _need(df, "warp-stalls", "warp-stalls", ["kernel_id", "name", "reason", "cycles_per_issue"])
+    d = df.filter(pl.col("cycles_per_issue").is_not_null())
+    if d.is_empty():
+        return _no_data("Warp stalls")
+    keys = [c for c in ("run_id", "kernel_id") if c in d.columns]
+    top = (d.group_by("reason").agg(pl.col("cycles_per_issue").sum()).sort("cycles_per_issue", descending=True)
+           ["reason"].head(STALL_REASONS).to_list())
+    d = d.with_columns(pl.when(pl.col("reason").is_in(top)).then(pl.col("reason")).otherwise(pl.lit("other"))
+                       .alias("reason"))
+    launches = d.select(*keys, "name", *(["nvtx_range"] if "nvtx_range" in d.columns else [])).unique(
+        keys, maintain_order=True)
+    if launches.height > MAX_BARS:  # one bar per (run, kernel, NVTX range): the mean over its launches
+        group = [c for c in ("run_id", "name", "nvtx_range") if c in d.columns]
+        per = d.group_by(*group, "reason").agg(pl.col("cycles_per_issue").mean(), pl.col("kernel_id").min())
+        launches = per.group_by(group, maintain_order=True).agg(pl.col("kernel_id").min()).sort("kernel_id")
+        d = per.drop("kernel_id").join(launches, on=group)
+    launches = _labels(launches)
+    d = d.join(launches.select(*keys, "label"), on=keys).group_by("label", "name", "reason", maintain_order=True).agg(
+        pl.col("cycles_per_issue").sum())
+    totals = d.group_by("label", maintain_order=True).agg(pl.col("cycles_per_issue").sum().alias("total"))
+    d = d.join(totals, on="label").with_columns((100 * pl.col("cycles_per_issue") / pl.col("total")).alias("pct"))
+    order = launches["label"].to_list()
+    reasons = [*top, "other"]
+    bars = (
+        alt.Chart(alt.Data(values=d.to_dicts()))
+        .mark_bar(height=16)
+        .encode(
+            y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
+            x=alt.X("cycles_per_issue:Q", stack="zero", title="Warp cycles per issued instruction"),
+            color=alt.Color("reason:N", sort=reasons, title="stall reason", scale=alt.Scale(scheme="tableau10")),
+            order=alt.Order("pct:Q", sort="descending"),
+            tooltip=[alt.Tooltip("name:N", title="kernel"), "reason:N",
+                     alt.Tooltip("cycles_per_issue:Q", title="cycles per issued instruction", format=".2f"),
+                     alt.Tooltip("pct:Q", title="share [%]", format=".1f")],
+        )
+    )
+    text = (
+        alt.Chart(alt.Data(values=totals.to_dicts()))
+        .mark_text(align="left", dx=3, fontSize=10, color="#222")
+        .encode(y=alt.Y("label:N", sort=order), x="total:Q", text=alt.Text("total:Q", format=".1f"))
+    )
+    return alt.layer(bars, text).properties(
+        width=WIDTH - 250,
+        height=alt.Step(24),
+        title=alt.Title("Warp stalls", subtitle="where a warp's cycles between two issued instructions go, "
+                        "by stall reason (ncu Warp State Statistics)"),
+    )
+
+
 # -- nsys charts ---------------------------------------------------------------------
 
 
@@ -852,6 +908,7 @@ CHARTS: dict[str, ChartSpec] = {
     "occupancy": ChartSpec(
         "occupancy", occupancy, {"limit": 0}, "ncu theoretical vs achieved occupancy"
     ),
+    "warp-stalls": ChartSpec("warp-stalls", warp_stalls, {"limit": 0}, "ncu warp cycles per issued instruction by stall reason"),
     "top-kernels": ChartSpec(
         "top-kernels", top_kernels, {"limit": 20}, "nsys kernels by total time"
     ),

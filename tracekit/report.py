@@ -6,7 +6,8 @@ Which sections a run gets follows its kind:
 
 - nsys: top kernels, kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization
   and the longest idle gaps, launch overhead, the NVTX timeline;
-- ncu: roofline, occupancy with the binding limit, speed of light;
+- ncu: roofline, occupancy with the binding limit, speed of light, ncu's rule results
+  (what it suggests), warp stalls;
 - a point of a sweep (its capture parameters name the sweep): the bs x nc latency grid
   as a heatmap and as lines, the latency table, top kernels per point;
 - with ``vs=BASE`` (``--vs``), first a "Compared with BASE" section: ``tk.diff(BASE,
@@ -98,6 +99,14 @@ NCU = (
             ("kernel_id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
              "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct"),
             "Throughputs in % of peak sustained (ncu's GPU Speed Of Light Throughput section)."),
+    Section("ncu-rules", "What ncu suggests", "ncu-rules", {"type": "OPT,WRN,ERR", "limit": 15}, None,
+            ("kernel_id", "name", "rule_type", "speedup_pct", "speedup_type", "est_saved_ns", "message"),
+            "Nsight Compute's rule results (its guided analysis), optimisations and warnings first by the time "
+            "they would save: a global speedup is a share of the launch's duration, a local one of the part the "
+            "rule looks at (no time saved given)."),
+    Section("warp-stalls", "Warp stalls", "warp-stalls", {"limit": 0}, "warp-stalls", None,
+            "Where a warp's cycles between two issued instructions go, by stall reason (ncu's Warp State "
+            "Statistics; needs ncu --section WarpStateStats)."),
 )
 
 SWEEP = (
@@ -186,6 +195,8 @@ class _Column:
 
 
 _NAME_COLUMNS = {"name", "top_kernel", "next_op"}
+#: text columns of sentences (ncu's rule messages): wrapped, not cut
+_PROSE_COLUMNS = {"message"}
 
 
 def _short_names(names: list[str | None]) -> list[str]:
@@ -213,6 +224,8 @@ def table_html(df: pl.DataFrame, columns: tuple[str, ...] | None, total: int | N
         for c, v in zip(cols, r, strict=True):
             if c in shown and v is not None:
                 cells.append(f'<td class="name" title="{html.escape(v)}">{html.escape(shown[c][i])}</td>')
+            elif c in _PROSE_COLUMNS and v is not None:
+                cells.append(f'<td class="prose">{html.escape(str(v))}</td>')
             else:
                 cells.append(fmt[c].cell(v))
         rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -450,6 +463,7 @@ th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
 td.name{max-width:520px;overflow:hidden;text-overflow:ellipsis}
 td.note{white-space:normal;min-width:260px;color:#57606a}
+td.prose{white-space:normal;min-width:420px;max-width:720px}
 td.verdict{font-weight:600}td.v-regressed{color:#c62828}td.v-improved{color:#2e7d32}
 td.v-unchanged{color:#8c959f;font-weight:400}td.v-added,td.v-removed{color:#6a3fb5}
 tbody tr:hover{background:#f3f8ff}

@@ -49,6 +49,8 @@ def test_header_parser_rejects_bad_lines():
 
 def test_sql_parameters_ignore_comments_and_strings():
     assert sql_parameters("-- $a\nSELECT '$b', $c, $c2 FROM t") == {"c", "c2"}
+    # one pass: '--' inside a string is text, and so is a quote inside a comment
+    assert sql_parameters("SELECT 'run ncu --csv' || $a, $b -- it's $c\n, $d") == {"a", "b", "d"}
 
 
 def test_bad_params_are_errors(nsys_db):

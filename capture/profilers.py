@@ -22,7 +22,8 @@ NCU_KERNEL_CLASSES = {
     "attention": r"hstu|attn|attention",
 }
 # Every precision's roofline (the roofline query needs all of them to total a kernel's
-# FLOP/s), occupancy and launch statistics.
+# FLOP/s), occupancy and launch statistics, and the warp states with their stall sampling
+# (the warp-stalls query; with them ncu's stall rules say which stall dominates).
 NCU_SECTIONS = (
     "SpeedOfLight",
     "SpeedOfLight_RooflineChart",
@@ -32,6 +33,8 @@ NCU_SECTIONS = (
     "SpeedOfLight_HierarchicalTensorRooflineChart",
     "Occupancy",
     "LaunchStats",
+    "WarpStateStats",
+    "SourceCounters",
 )
 
 

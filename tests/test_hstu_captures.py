@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 from conftest import DATA
 
@@ -52,8 +53,28 @@ def test_ncu_kernel_classes(tk):
     ranges = set(k["nvtx_range"].to_list())
     assert {"hstu.embedding", "uvqk_linear", "hstu_attention"} <= ranges
     roof = tk.query("roofline", run="ncu", limit=0)
-    attn = roof.filter(roof["name"].str.contains("_hstu_cached_kernel"))
+    attn = roof.filter(roof["name"].str.contains("_hstu_cached"))  # the persistent _hstu_cached_sk_kernel
     assert attn.height == 8 and (attn["tensor_flops_per_s"] > 0).all()
+
+
+def test_the_capture_says_why_the_attention_kernel_stalls(tk):
+    """tracekit capture --tool ncu collects the warp states and their sampling, and the
+    report carries ncu's rule results: both answer for the HSTU attention kernel."""
+    stalls = tk.query("warp-stalls", run="ncu", kernel="_hstu_cached", limit=0)
+    assert stalls["kernel_id"].n_unique() == 8 and stalls["samples"].sum() > 0
+    assert "gmma" in set(stalls["reason"]) and stalls["cycles_per_issue"].is_not_null().sum() >= 8 * 19
+    rules = tk.query("ncu-rules", run="ncu", kernel="_hstu_cached", limit=0)
+    assert rules.height > 0 and set(rules["kernel_id"]) == set(stalls["kernel_id"])
+    # 65 launches: the chart draws one bar per kernel and NVTX range, the mean of its launches
+    from tracekit import charts
+
+    spec = charts.chart(tk, "warp-stalls", run="ncu").to_dict()
+    totals = {r["label"]: r["total"] for r in spec["layer"][1]["data"]["values"]}
+    attn = next(label for label in totals if label.endswith("hstu_attention"))
+    assert attn.startswith(f"{stalls['kernel_id'].min()} (x8): ")
+    per_launch = stalls.group_by("kernel_id").agg(pl.col("cycles_per_issue").sum())["cycles_per_issue"]
+    assert totals[attn] == pytest.approx(per_launch.mean())
+    assert 1 < len(totals) <= charts.MAX_BARS
 
 
 def test_roofline_chart_of_the_capture(tk, tmp_path):

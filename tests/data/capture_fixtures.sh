@@ -18,6 +18,9 @@
 # (programs/plant.py, from the plant and NVIDIA's CSVs). Clocks are never changed.
 # osrt_sum.csv and cuda_gpu_sum.csv of every nsys fixture, and cuda_gpu_trace.csv.xz of hstu_capture_nsys, were added
 # later (2026-11-28) by the same `nsys stats` (2025.3.1, on the H200) over the committed exports.
+# The hstu_capture_* run folders are `tracekit capture --bs 8 --nc 1024 --tool nsys|ncu --no-ingest`
+# on the H200 (the run folder without spec.json and worker.json, its exports xz-compressed);
+# hstu_capture_ncu was re-taken on 2026-11-28 with the WarpStateStats and SourceCounters sections.
 set -u
 out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)

@@ -472,20 +472,27 @@ def warp_stalls(df: pl.DataFrame) -> alt.LayerChart:
     if d.is_empty():
         return _no_data("Warp stalls")
     keys = [c for c in ("run_id", "kernel_id") if c in d.columns]
-    top = (d.group_by("reason").agg(pl.col("cycles_per_issue").sum()).sort("cycles_per_issue", descending=True)
-           ["reason"].head(STALL_REASONS).to_list())
+    top = (d.group_by("reason").agg(pl.col("cycles_per_issue").sum())
+           .sort(["cycles_per_issue", "reason"], descending=[True, False])["reason"].head(STALL_REASONS).to_list())
     d = d.with_columns(pl.when(pl.col("reason").is_in(top)).then(pl.col("reason")).otherwise(pl.lit("other"))
                        .alias("reason"))
-    launches = d.select(*keys, "name", *(["nvtx_range"] if "nvtx_range" in d.columns else [])).unique(
-        keys, maintain_order=True)
-    if launches.height > MAX_BARS:  # one bar per (run, kernel, NVTX range): the mean over its launches
+    extra = ["nvtx_range"] if "nvtx_range" in d.columns else []
+    d = d.group_by(*keys, "name", *extra, "reason", maintain_order=True).agg(pl.col("cycles_per_issue").sum())
+    launches = d.select(*keys, "name", *extra).unique(keys, maintain_order=True)
+    if launches.height > MAX_BARS:  # one bar per (run, kernel, NVTX range): its mean launch
         group = [c for c in ("run_id", "name", "nvtx_range") if c in d.columns]
-        per = d.group_by(*group, "reason").agg(pl.col("cycles_per_issue").mean(), pl.col("kernel_id").min())
-        launches = per.group_by(group, maintain_order=True).agg(pl.col("kernel_id").min()).sort("kernel_id")
-        d = per.drop("kernel_id").join(launches, on=group)
-    launches = _labels(launches)
-    d = d.join(launches.select(*keys, "label"), on=keys).group_by("label", "name", "reason", maintain_order=True).agg(
-        pl.col("cycles_per_issue").sum())
+        launches = (launches.group_by(group, maintain_order=True)
+                    .agg(pl.col("kernel_id").min(), pl.len().alias("launches")).sort("kernel_id")
+                    .with_columns(pl.when(pl.col("launches") > 1)  # labelled "first id (x launches)"
+                                  .then(pl.format("{} (x{})", pl.col("kernel_id"), pl.col("launches")))
+                                  .otherwise(pl.col("kernel_id").cast(pl.Utf8)).alias("shown_id")))
+        d = (d.group_by(*group, "reason", maintain_order=True).agg(pl.col("cycles_per_issue").sum())
+             .join(launches, on=group)  # a launch without a reason counts 0 in the mean
+             .with_columns(pl.col("cycles_per_issue") / pl.col("launches")))
+    labelled = _labels(launches.with_columns(pl.col("shown_id").alias("kernel_id")) if "shown_id" in launches.columns
+                       else launches)
+    launches = launches.with_columns(labelled["label"])
+    d = d.join(launches.select(*keys, "label"), on=keys)
     totals = d.group_by("label", maintain_order=True).agg(pl.col("cycles_per_issue").sum().alias("total"))
     d = d.join(totals, on="label").with_columns((100 * pl.col("cycles_per_issue") / pl.col("total")).alias("pct"))
     order = launches["label"].to_list()

@@ -52,7 +52,8 @@ WITH launches AS (
 )
 SELECT l.run_id, l.kernel_id, l.name, l.nvtx_range, coalesce(s.reason, p.reason) AS reason,
        s.cycles_per_issue,
-       s.cycles_per_issue * 100.0 / nullif(sum(s.cycles_per_issue) OVER (PARTITION BY l.run_id, l.kernel_id), 0)
+       s.cycles_per_issue * 100.0  -- (an exact sum: the same in any order, store or dataset)
+           / nullif(sum(s.cycles_per_issue::DECIMAL(38, 12)) OVER (PARTITION BY l.run_id, l.kernel_id), 0)::DOUBLE
            AS cycles_pct,
        p.samples, p.samples_not_issued,
        p.samples * 100.0 / nullif(c.value, 0) AS samples_pct

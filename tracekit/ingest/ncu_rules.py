@@ -54,10 +54,14 @@ def render(message: str | None) -> str | None:
 
 
 def from_report(kernel_id: int, results: list[dict]) -> list[dict]:
-    """Rows of one launch from ``IAction.rule_results_as_dicts()``."""
+    """Rows of one launch from ``IAction.rule_results_as_dicts()``; a result with no
+    message (a rule that ran and has nothing to say, only a table of source locations)
+    is left out, as the details page leaves it out."""
     rows = []
     for d in results:
         msg = d.get("rule_message") or {}
+        if not msg.get("message"):
+            continue
         speedup = d.get("speedup_estimation") or {}
         rows.append({
             "kernel_id": kernel_id,

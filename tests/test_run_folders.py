@@ -9,7 +9,7 @@ import pytest
 from conftest import DATA
 
 import tracekit
-from tracekit.errors import QueryError
+from tracekit.errors import InputError, QueryError
 
 
 def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch):
@@ -26,27 +26,47 @@ def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch):
     (run / "capture.log").write_text("not ingested\n")
     from tracekit.ingest import ncu_rep
 
-    def never(*a, **k):  # NVIDIA's module crashed in-process beside DuckDB on the GPU machine
-        raise AssertionError("the .ncu-rep was read in the ingesting process")
+    real_read_report = ncu_rep.read_report
 
-    monkeypatch.setattr(ncu_rep, "_read_here", never)  # the child interpreter reads it
+    def never(*a, **k):  # the raw page and the details page are there: the report is not read
+        raise AssertionError("the .ncu-rep was read although its CSV exports are there")
+
+    monkeypatch.setattr(ncu_rep, "read_report", never)
     tk = tracekit.open(tmp_path / "s.duckdb")
     res = tk.ingest(run)
     assert res.kind == "ncu,timing" and res.rows["requests"] == 2 and res.rows["ncu_kernels"] == 4
     row = tk.sql("SELECT name, params, meta FROM runs").to_dicts()[0]
     assert row["name"] == run.name and json.loads(row["params"]) == {"bs": 8, "nc": 1024}
-    # the report wins over the raw CSV and the details page (one export per kind): every
-    # metric and ncu's rule results
-    assert json.loads(row["meta"])["ncu_export"] == "ncu-rep"
+    # the raw CSV is read first (every metric, fastest); the rule results come from the
+    # details page beside it; every export is a source of the run
+    assert json.loads(row["meta"])["ncu_export"] == "csv-raw"
     assert tk.query("ncu-rules", limit=0).height == res.rows["ncu_rules"] == 10
+    sources = tk.sql("SELECT path FROM run_sources ORDER BY path")["path"].to_list()
+    assert [s.rsplit("/", 1)[1] for s in sources] == ["ncu.ncu-rep.xz", "ncu_details.csv.xz", "ncu_raw.csv.xz",
+                                                      "requests.csv"]
     assert tk.ingest(run).skipped  # same folder content: no-op
+    assert tk.ingest(run / "ncu_details.csv.xz").run_id == res.run_id  # an export of the folder is its run
     assert tk.query("ncu-kernels", limit=0).height == 4
-    # without the report, the raw CSV wins over the details page; it has no rule results
     tk.close()
-    (run / "ncu.ncu-rep.xz").unlink()
+    # without the details page, the rule results come from the report
+    monkeypatch.setattr(ncu_rep, "read_report", real_read_report)
+    (run / "ncu_details.csv.xz").unlink()
     tk = tracekit.open(tmp_path / "s2.duckdb")
     tk.ingest(run)
     assert json.loads(tk.sql("SELECT meta FROM runs")["meta"][0])["ncu_export"] == "csv-raw"
+    assert tk.query("ncu-rules", limit=0).height == 10
+    tk.close()
+    # with the raw page alone there are none
+    (run / "ncu.ncu-rep.xz").unlink()
+    tk = tracekit.open(tmp_path / "s3.duckdb")
+    tk.ingest(run)
     with pytest.raises(QueryError, match="raw CSV page has none"):
         tk.query("ncu-rules")
+    tk.close()
+    # exports of two reports in one folder are refused, the store left as it was
+    shutil.copy(DATA / "hstu_capture_ncu" / "ncu_details.csv.xz", run / "ncu_details.csv.xz")
+    tk = tracekit.open(tmp_path / "s4.duckdb")
+    with pytest.raises(InputError, match="its launches are not those of ncu_raw.csv in the same run folder"):
+        tk.ingest(run)
+    assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 0
     tk.close()

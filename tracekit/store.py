@@ -584,8 +584,9 @@ class Tracekit:
         return bool(rows) and rows[0][0] == content_hash
 
     def _plan_folder(self, folder: Path) -> tuple[dict, str, dict]:
-        """A run folder's meta.json, its content hash, and the file read for each kind
-        (from each file's first bytes: one export per kind, the best-ranked)."""
+        """A run folder's meta.json, its content hash, and for each kind its exports
+        (from each file's first bytes), best-ranked first: the plugin reads the first,
+        and a plugin with ``read_exports`` takes from the others what the first lacks."""
         import xxhash
 
         from . import ingest as _ingest
@@ -597,7 +598,7 @@ class Tracekit:
             folder_meta = json.loads(meta_file.read_text())
         except json.JSONDecodeError as err:
             raise InputError(f"{meta_file}: invalid JSON ({err})") from err
-        best: dict[str, tuple[int, Path, object]] = {}
+        found: dict[str, list[tuple[int, Path, object]]] = {}
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
             if f.name == "meta.json" or f.suffix in (".log", ".txt", ".json", ".nsys-rep", ".qdstrm", ".xlsx"):
                 continue
@@ -606,31 +607,38 @@ class Tracekit:
             if mod is None:
                 continue
             rank = getattr(mod, "rank", lambda p, h: 0)(f, head)
-            if mod.KIND not in best or rank < best[mod.KIND][0]:
-                best[mod.KIND] = (rank, f, mod)
-        if not best:
+            found.setdefault(mod.KIND, []).append((rank, f, mod))
+        if not found:
             raise InputError(f"{folder}: run folder holds no profile or requests.csv to ingest")
+        chosen = {}
+        for kind, exports in found.items():
+            exports.sort(key=lambda e: e[0])  # (stable: equal ranks in path order)
+            mod = exports[0][2]
+            chosen[kind] = ([f for _, f, _ in exports] if hasattr(mod, "read_exports") else [exports[0][1]], mod)
         h = xxhash.xxh3_128(meta_file.read_bytes())
-        for kind in sorted(best):
-            f = best[kind][1]
-            h.update(f.relative_to(folder).as_posix().encode())
-            h.update(_ingest.file_hash(f).encode())
-        return folder_meta, h.hexdigest(), {kind: (f, mod) for kind, (_, f, mod) in best.items()}
+        for kind in sorted(chosen):
+            for f in chosen[kind][0]:
+                h.update(f.relative_to(folder).as_posix().encode())
+                h.update(_ingest.file_hash(f).encode())
+        return folder_meta, h.hexdigest(), chosen
 
     def _read_folder(self, folder: Path, chosen: dict) -> tuple[_ingest.Parsed, list[tuple[str, str, str]]]:
         """The folder's exports read into one run, and (kind, path, content hash) of each:
         the hash of the decompressed content, as a file ingested alone has."""
+        from contextlib import ExitStack
+
         from . import ingest as _ingest
 
         merged = _ingest.Parsed(kind=",".join(sorted(chosen)), meta={}, tables={})
         sources = []
         for kind in sorted(chosen):
-            f, mod = chosen[kind]
-            with _ingest.materialized(f) as plain, ThreadPoolExecutor(max_workers=1) as pool:
-                hashing = pool.submit(_ingest.file_hash, plain)
-                self._check_need(mod, plain, f)
-                p = mod.read(plain)
-                sources.append((kind, str(f.resolve()), hashing.result()))
+            files, mod = chosen[kind]
+            with ExitStack() as stack, ThreadPoolExecutor(max_workers=1) as pool:
+                plain = [stack.enter_context(_ingest.materialized(f)) for f in files]
+                hashing = [pool.submit(_ingest.file_hash, p) for p in plain]
+                self._check_need(mod, plain[0], files[0])
+                p = mod.read_exports(plain) if len(plain) > 1 else mod.read(plain[0])
+                sources += [(kind, str(f.resolve()), h.result()) for f, h in zip(files, hashing, strict=True)]
             merged.meta.update({k: v for k, v in p.meta.items() if v is not None})
             merged.tables.update(p.tables)
             merged.loaders.extend(p.loaders)

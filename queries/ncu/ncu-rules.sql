@@ -3,7 +3,7 @@
 -- Ranked by est_saved_ns (a global estimate is a share of the launch's duration, so
 -- findings compare across kernels), then by estimated speedup. A run read from ncu's raw
 -- CSV page, which carries no rule results, is an error: ingest the .ncu-rep or the
--- details page (a tracekit run folder reads its .ncu-rep).
+-- details page (a tracekit run folder takes them from its details page or report).
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param type    TEXT     rule types, comma-separated: OPT, WRN, ERR, INF, or all (default: all)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)

@@ -7,6 +7,8 @@ One mechanism serves every source. A plugin module defines::
     def read(path: Path) -> Parsed                  # final tables, no run_id
     def rank(path: Path, head: bytes) -> int        # optional: which of several exports of
                                                     # one kind a run folder reads (lowest)
+    def read_exports(paths: list[Path]) -> Parsed   # optional: a run folder's exports of one
+                                                    # capture, best-ranked first, read together
 
 The store (``tracekit.store``) does the rest for all of them: content hash (the
 same file twice is a no-op), one transaction per file, the ``runs`` row, prepending

@@ -38,17 +38,18 @@ def sniff(path: Path, head: bytes) -> bool:
 
 
 def rank(path: Path, head: bytes) -> int:
-    """Which of several exports of one report a run folder ingests (lower wins).
+    """Which of several exports of one report a run folder reads first (lower wins).
 
-    The report comes first: it holds every metric and ncu's rule results (and the
-    mangled names); it is read in a child interpreter (``ncu_rep``), so NVIDIA's module
-    never runs beside DuckDB, where it crashed on the GPU machine. Then the raw CSV (every
-    metric, no rule results), then the details page (the sections' metrics and the rules).
+    The raw CSV: ncu wrote it itself, it holds every metric and it reads fastest (the
+    capture's report, 79 MB with the SourceCounters section, took 3.3 s and 920 MB through
+    ncu_report against 0.9 s and 260 MB for its raw page); then the report (every metric
+    and the rule results), then the details page (the sections' metrics and the rules).
+    ``read_exports`` takes the rule results from a details page or report beside the raw page.
     """
     if head.startswith(MAGIC):
-        return 0
+        return 1
     header = header_of(head)
-    return 1 if header is not None and "Section Name" not in header else 2
+    return 0 if header is not None and "Section Name" not in header else 2
 
 
 def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.DataFrame | None, path: Path):
@@ -117,8 +118,7 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.
 def read(path: Path):
     """Parse ``path`` -> Parsed(kind="ncu", meta, {ncu_kernels, ncu_metrics})."""
     path = Path(path)
-    with open(path, "rb") as fh:
-        head = fh.read(64 * 1024)
+    head = _head(path)
     if not head:
         raise InputError(f"{path}: empty file")
     from . import ncu_csv, ncu_rep  # (Polars: only where an ncu file is read)
@@ -130,3 +130,36 @@ def read(path: Path):
     else:
         raise InputError(f"{path}: neither an .ncu-rep report nor an ncu --csv export")
     return _finish(meta, kernels, metrics, rules, path)
+
+
+def read_exports(paths: list[Path]):
+    """A run folder's exports of one report, best-ranked first (``rank``): the first read
+    whole; where it has no rule results (the raw page), they come from a details page
+    beside it, else from the report. The exports must hold the same launches."""
+    from . import ncu_csv, ncu_rep
+
+    parsed = read(paths[0])
+    if "ncu_rules" in parsed.tables:
+        return parsed
+    import polars as pl
+
+    reports = {p: _head(p).startswith(MAGIC) for p in paths[1:]}
+    for other in sorted(paths[1:], key=reports.get):  # a details page parses in a fraction of a report's time
+        _, kernels, _, rules = (ncu_rep.read_report if reports[other] else ncu_csv.read_csv_export)(other)
+        if rules is None:
+            continue
+        # (names differ between a CSV and a report: two demanglers; ids and launch shapes do not)
+        launch = ["kernel_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+        ours = pl.from_arrow(parsed.tables["ncu_kernels"]).select(launch).sort("kernel_id")
+        if not ours.equals(kernels.select(launch).sort("kernel_id")):
+            raise InputError(f"{other.name}: its launches are not those of {paths[0].name} in the same run folder; "
+                             "a run folder's ncu exports must come from one report (export them again from it)")
+        parsed.meta["rule_results"] = rules.height
+        parsed.tables["ncu_rules"] = rules.to_arrow()
+        break
+    return parsed
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(64 * 1024)

@@ -102,6 +102,32 @@ def test_rules_filters(store):
         store.query("ncu-rules", run="ncu_full/report", type="OPTS")
 
 
+def test_rules_per_kernel(store):
+    """group=kernel: one row per kernel, NVTX range and finding, over its launches."""
+    run = "hstu_capture_ncu/report"
+    launch = store.query("ncu-rules", run=run, limit=0)
+    kernel = store.query("ncu-rules", run=run, group="kernel", limit=0)
+    assert set(launch["launches"]) == {1} and kernel["launches"].sum() == launch.height > kernel.height
+    keys = ["name", "nvtx_range", "section", "rule", "rule_type", "speedup_type"]
+    want = (launch.group_by(keys).agg(pl.len().alias("launches"), pl.col("kernel_id").min(),
+                                      pl.col("speedup_pct").median(), pl.col("est_saved_ns").sum(),
+                                      pl.col("message").sort_by("est_saved_ns", descending=True, nulls_last=True)
+                                      .first()))
+    got = kernel.select(*want.columns).join(want, on=keys, nulls_equal=True, suffix="_want")
+    assert got.height == kernel.height
+    for c in ("launches", "kernel_id", "message"):
+        assert (got[c] == got[f"{c}_want"]).all(), c
+    for c in ("speedup_pct", "est_saved_ns"):
+        assert ((got[c] - got[f"{c}_want"]).abs() <= 1e-9 * got[f"{c}_want"].abs()).all(), c
+    saved = kernel["est_saved_ns"].drop_nulls().to_list()
+    assert saved == sorted(saved, reverse=True)
+    # the attention kernel's 8 launches are one row per finding
+    attn = kernel.filter(pl.col("name") == "_hstu_cached_sk_kernel")
+    assert attn.height > 0 and set(attn["launches"]) == {8}
+    with pytest.raises(QueryError, match="group=name: choose launch or kernel"):
+        store.query("ncu-rules", run=run, group="name")
+
+
 def test_rules_of_a_raw_page_run_are_an_error(store, tmp_path):
     with pytest.raises(QueryError, match="the run holds no rule results: ncu's raw CSV page has none"):
         store.query("ncu-rules", run="ncu_full/raw")

@@ -267,7 +267,9 @@ _SORT_JS = """(function () {
   var col = function () { return Array.prototype.map.call(th.closest("table").tBodies[0].rows,
       function (r) { return parseFloat(r.cells[idx].dataset.v); }); };
   th.click(); var first = col(); th.click(); var second = col();
-  return {state: window.tracekitReport, first: first, second: second};
+  var prose = Array.prototype.map.call(document.querySelectorAll("table.prose"), function (t) {
+      return [t.getBoundingClientRect().right, t.closest("section").getBoundingClientRect().right]; });
+  return {state: window.tracekitReport, first: first, second: second, prose: prose};
 })()"""
 
 
@@ -295,6 +297,9 @@ def test_report_in_chromium(name, reports, store, tmp_path):
             assert state["marks"]["chart-sweep-grid"] == 2 * tk.query("sweep-latency", limit=0).height
     assert page.value["first"] == sorted(page.value["first"])
     assert page.value["second"] == sorted(page.value["second"], reverse=True)
+    # a table of sentences (ncu's messages) wraps them inside the page, not past its edge
+    assert len(page.value["prose"]) == (name == "ncu")
+    assert all(right <= section + 1 for right, section in page.value["prose"])
     # not blank: the 1/8-scale screenshot has ink in many colours over a good part of the page
     width, height, rows = png_pixels(page.thumb)
     step = len(rows[0]) // width

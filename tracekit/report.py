@@ -99,11 +99,13 @@ NCU = (
             ("kernel_id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
              "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct"),
             "Throughputs in % of peak sustained (ncu's GPU Speed Of Light Throughput section)."),
-    Section("ncu-rules", "What ncu suggests", "ncu-rules", {"type": "OPT,WRN,ERR", "limit": 15}, None,
-            ("kernel_id", "name", "rule_type", "speedup_pct", "speedup_type", "est_saved_ns", "message"),
-            "Nsight Compute's rule results (its guided analysis), optimisations and warnings first by the time "
-            "they would save: a global speedup is a share of the launch's duration, a local one of the part the "
-            "rule looks at (no time saved given)."),
+    Section("ncu-rules", "What ncu suggests", "ncu-rules", {"type": "OPT,WRN,ERR", "group": "kernel", "limit": 15},
+            None, ("name", "nvtx_range", "launches", "rule_type", "speedup_pct", "speedup_type", "est_saved_ns",
+                   "message"),
+            "Nsight Compute's rule results (its guided analysis) per kernel and NVTX range, optimisations and "
+            "warnings by the time they would save over the kernel's launches: a global speedup is a share of a "
+            "launch's duration, a local one of the part the rule looks at (no time saved given); speedup: the "
+            "median over the launches, message: the launch that would save most."),
     Section("warp-stalls", "Warp stalls", "warp-stalls", {"limit": 0}, "warp-stalls", None,
             "Where a warp's cycles between two issued instructions go, by stall reason (ncu's Warp State "
             "Statistics; needs ncu --section WarpStateStats)."),
@@ -232,7 +234,8 @@ def table_html(df: pl.DataFrame, columns: tuple[str, ...] | None, total: int | N
     foot = ""
     if total is not None and total > df.height:
         foot = f'<p class="more">{df.height:,} of {total:,} rows (<code>tracekit query</code> with --limit 0 for all)</p>'
-    return (f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>'
+    wide = " prose" if _PROSE_COLUMNS & set(cols) else ""  # as wide as the page: its sentences wrap
+    return (f'<div class="scroll"><table class="sortable{wide}"><thead><tr>{head}</tr></thead><tbody>'
             + "\n".join(rows) + f"</tbody></table></div>{foot}")
 
 
@@ -463,7 +466,7 @@ th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
 td.name{max-width:520px;overflow:hidden;text-overflow:ellipsis}
 td.note{white-space:normal;min-width:260px;color:#57606a}
-td.prose{white-space:normal;min-width:420px;max-width:720px}
+table.prose{width:100%}td.prose{white-space:normal;min-width:240px;overflow-wrap:anywhere}
 td.verdict{font-weight:600}td.v-regressed{color:#c62828}td.v-improved{color:#2e7d32}
 td.v-unchanged{color:#8c959f;font-weight:400}td.v-added,td.v-removed{color:#6a3fb5}
 tbody tr:hover{background:#f3f8ff}

@@ -592,6 +592,7 @@ NCU_DETAILS = {
     "launch__block_size": "block_size",
     "launch__grid_size": "grid_size",
     "launch__waves_per_multiprocessor": "waves_per_sm",
+    "smsp__average_warp_latency_per_inst_issued.ratio": "warp_cycles_per_issue",
 }
 _TIME = {"ns": 1, "nsecond": 1, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}
 
@@ -684,6 +685,26 @@ def test_ncu_launch_configuration_change(tmp_path):
         assert by_metric[metric]["verdict"] == want, metric
         judged += want != "unchanged"
     assert judged >= 1 and by_metric["achieved_occupancy_pct"]["verdict"] == "regressed"  # 84 % -> 47 %
+    # where the warps wait (Warp State Statistics): the raw page's values, every reason of
+    # 0.5 cycles per issued instruction or more on either side, largest first; reported,
+    # never judged (the duration did not move while the stalls did)
+    stalls = {r["metric"]: r for r in df.iter_rows(named=True) if r["metric"].startswith("stall_")}
+    raw = {}
+    for side in "ab":
+        with lzma.open(DATA / f"ncu_diff_{side}" / "raw.csv.xz", "rt", newline="") as fh:
+            rows = list(csv.DictReader(fh))[1:]  # (the units row)
+        for c in rows[0]:
+            if c.startswith("smsp__average_warps_issue_stalled_"):
+                name = "stall_" + c[len("smsp__average_warps_issue_stalled_"):-len("_per_issue_active.ratio")] + "_cycles"
+                raw.setdefault(name, {})[side] = float(np.median([float(r[c].replace(",", "")) for r in rows]))
+    want = [m for m, v in sorted(raw.items(), key=lambda kv: -max(kv[1].values())) if max(v.values()) >= 0.5]
+    assert list(stalls) == want and "stall_long_scoreboard_cycles" == want[0]
+    for m, r in stalls.items():
+        assert (round(r["base"], 2), round(r["new"], 2)) == pytest.approx((raw[m]["a"], raw[m]["b"]), abs=0.0051), m
+        assert r["verdict"] == "unchanged"
+        assert "not judged" in r["note"] or "within threshold" in r["note"], m
+    assert by_metric["warp_cycles_per_issue"]["verdict"] == "unchanged" and "not judged" in by_metric[
+        "warp_cycles_per_issue"]["note"]
 
 
 # -- chart -------------------------------------------------------------------------------

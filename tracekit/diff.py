@@ -4,7 +4,8 @@ Scopes: ``kernel`` (per kernel: total_ns, instances, med_ns), ``nvtx`` (per NVTX
 kernel_total_ns, proj_total_ns, range_total_ns, instances), ``api`` (per CUDA API:
 total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns),
 ``gpu`` (per device: busy_ns), ``ncu`` (per profiled kernel: duration, throughputs,
-occupancy, launch configuration, roofline) and ``sweep`` (per bs x nc point: latency
+occupancy, launch configuration, roofline, warp cycles per issued instruction and the
+stall reasons of 0.5 cycles or more) and ``sweep`` (per bs x nc point: latency
 median and p95). By default every scope both sides have is compared.
 
 Output columns (``COLUMNS``; CSV in this order): scope, key, metric, base, new, delta
@@ -50,7 +51,10 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   launches can never reach p < 0.01): an ncu value is real when the launches of the two
   reports do not overlap (every new launch beyond every base launch); registers, block
   and grid size, waves per SM and arithmetic intensity describe the launch and have no
-  better/worse direction: they are reported, never regressed.
+  better/worse direction: they are reported, never regressed. So are the warp states
+  (cycles per issued instruction, in total and per stall reason): they say where a
+  warp's time goes, not how long the launch takes (tests/data/ncu_diff_a/_b: the stalls
+  halve at half the occupancy while the duration stays within 0.1 %).
 
 "Regressed" is the direction of harm: more time, more instances, more calls; less
 throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` or
@@ -284,10 +288,11 @@ class _Row:
 
 
 def _judge(base: float | None, new: float | None, threshold: float, direction: int,
-           real: bool, held: str, within: str = "threshold") -> tuple[str, str]:
+           real: bool, held: str, within: str = "threshold",
+           undirected: str = "a launch setting with no better/worse direction") -> tuple[str, str]:
     """(verdict, note): beyond the threshold and ``real`` -> regressed/improved by
-    ``direction`` (+1: higher is worse, -1: higher is better, 0: no direction);
-    ``within`` names what the threshold is in the note."""
+    ``direction`` (+1: higher is worse, -1: higher is better, 0: no direction, said by
+    ``undirected``); ``within`` names what the threshold is in the note."""
     delta = new - base
     pct = _pct(delta, base)
     if delta == 0:
@@ -297,7 +302,7 @@ def _judge(base: float | None, new: float | None, threshold: float, direction: i
     if not real:
         return "unchanged", held
     if direction == 0:
-        return "unchanged", "differs; a launch setting with no better/worse direction"
+        return "unchanged", f"differs; {undirected}"
     worse = (delta > 0) == (direction > 0)
     return ("regressed" if worse else "improved"), ""
 
@@ -548,7 +553,11 @@ NCU_METRICS = [
     ("arithmetic_intensity_flop_per_byte", "ai_dram", 0),
     ("achieved_flops_per_s", "flops_per_s", -1),
     ("roof_pct", "roof_pct", -1),
+    ("warp_cycles_per_issue", "warp_cycles_per_issue", 0),
 ]
+#: a stall reason (Warp State Statistics) is compared where either report's launches spend
+#: at least this many cycles per issued instruction in it (below, its share is noise)
+STALL_MIN_CYCLES = 0.5
 
 
 def _ncu_groups(df: pl.DataFrame, side: int) -> dict[tuple, list[dict]]:
@@ -560,6 +569,12 @@ def _ncu_groups(df: pl.DataFrame, side: int) -> dict[tuple, list[dict]]:
 
 def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
     df = con.sql(_sql("ncu_launches"), params=params).pl()
+    stalls = con.sql(_sql("ncu_stalls"), params=params).pl()
+    if stalls.height:  # one column per stall reason: stall_<reason>_cycles
+        wide = stalls.with_columns(pl.format("stall_{}_cycles", "reason").alias("metric")).pivot(
+            "metric", index=["side", "kernel_id"], values="cycles_per_issue")
+        df = df.join(wide, on=["side", "kernel_id"], how="left")
+    stall_cols = sorted(c for c in df.columns if c.startswith("stall_"))
     gb, gn = _ncu_groups(df, 0), _ncu_groups(df, 1)
     pairs: list[tuple[tuple | None, tuple | None, str]] = []
     for k in [k for k in gb if k in gn]:
@@ -591,7 +606,9 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
         launches = f"launches {len(lb_)} -> {len(ln_)}" if lb_ and ln_ and len(lb_) != len(ln_) else ""
         dur = [np.median([x["duration_ns"] for x in lst if x["duration_ns"] is not None] or [np.nan]) for lst in (lb_, ln_)]
         effect = abs(np.nan_to_num(dur[1]) * len(ln_) - np.nan_to_num(dur[0]) * len(lb_))
-        for i, (metric, col, direction) in enumerate(NCU_METRICS):
+        stalled = [c for c in stall_cols if max((x[c] or 0 for x in (*lb_, *ln_)), default=0) >= STALL_MIN_CYCLES]
+        stalled.sort(key=lambda c: -max(x[c] or 0 for x in (*lb_, *ln_)))  # the largest stall first
+        for i, (metric, col, direction) in enumerate([*NCU_METRICS, *((c, c, 0) for c in stalled)]):
             vb = [x[col] for x in lb_ if x[col] is not None]
             vn = [x[col] for x in ln_ if x[col] is not None]
             if kb is None or kn is None:
@@ -609,7 +626,10 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
             b, n = float(np.median(vb)), float(np.median(vn))
             separate = min(vn) > max(vb) or max(vn) < min(vb)
             held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
-            verdict, note = _judge(b, n, threshold, direction, separate, held)
+            undirected = ("where the warps' cycles go, not how long the launch takes: not judged"
+                          if col == "warp_cycles_per_issue" or col.startswith("stall_") else
+                          "a launch setting with no better/worse direction")
+            verdict, note = _judge(b, n, threshold, direction, separate, held, undirected=undirected)
             if metric == "roof_pct":
                 bb = sorted({x["bound"] for x in lb_ if x["bound"]})
                 bn = sorted({x["bound"] for x in ln_ if x["bound"]})

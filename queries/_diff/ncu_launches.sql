@@ -1,5 +1,5 @@
 -- ncu scope: the profiled launches of both reports with the metrics diff compares, in
--- base units as stored (the values `ncu --page details` prints, converted to ns, %, ...).
+-- base units as stored (the stall reasons: ncu_stalls) (the values `ncu --page details` prints, converted to ns, %, ...).
 -- @param base  INTEGER  base run id
 -- @param new   INTEGER  new run id
 -- @column side                       0 = base run, 1 = new run
@@ -20,10 +20,14 @@
 -- @column flops_per_s                achieved FLOP/s (all floating-point work)
 -- @column roof_pct                   achieved FLOP/s as % of the attainable roof
 -- @column bound                      memory or compute (roofline)
+-- @column warp_cycles_per_issue      Warp Cycles Per Issued Instruction (Warp State Statistics), cycles
 SELECT s.side, r.kernel_id, r.name, r.nvtx_path, r.duration_ns, r.sm_throughput_pct, r.memory_throughput_pct,
        r.dram_throughput_pct, r.theoretical_occupancy_pct, r.achieved_occupancy_pct, r.registers_per_thread,
-       r.block_size, r.grid_size, r.waves_per_sm, r.ai_dram, r.flops_per_s, r.roof_pct, r.bound
+       r.block_size, r.grid_size, r.waves_per_sm, r.ai_dram, r.flops_per_s, r.roof_pct, r.bound,
+       w.value AS warp_cycles_per_issue
 FROM (VALUES (0, $base), (1, $new)) s(side, run_id)
 JOIN ncu_roofline r ON r.run_id = s.run_id
+LEFT JOIN ncu_metrics w ON w.run_id = r.run_id AND w.kernel_id = r.kernel_id
+                       AND w.metric = 'smsp__average_warp_latency_per_inst_issued.ratio'
 WHERE r.run_id IN ($base, $new)
 ORDER BY s.side, r.kernel_id

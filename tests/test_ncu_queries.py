@@ -20,7 +20,7 @@ from tracekit.registry import get_registry
 
 DATA = Path(__file__).parent / "data"
 GEMM_FLOP = 2 * 4096**3  # M = N = K = 4096
-NCU_QUERIES = ["ncu-kernels", "occupancy", "roofline", "speed-of-light", "ncu-rules", "warp-stalls"]
+NCU_QUERIES = ["ncu-kernels", "occupancy", "roofline", "speed-of-light", "ncu-rules", "warp-stalls", "memory-workload"]
 
 OCCUPANCY_GOLDEN = {  # query column -> metric ncu prints on the details page
     "block_size": "launch__block_size",
@@ -164,6 +164,49 @@ def test_speed_of_light_says_what_a_sections_report_lacks(tk):
             "sm__throughput.avg.pct_of_peak_sustained_elapsed" in m
             and "gpu__time_duration" not in m
         )
+
+
+#: memory-workload column -> metric of the Memory Workload Analysis section (details page)
+MWA_GOLDEN = {
+    "dram_bytes_per_s": "dram__bytes.sum.per_second",
+    "l1_hit_rate_pct": "l1tex__t_sector_hit_rate.pct",
+    "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
+    "mem_busy_pct": "gpu__compute_memory_access_throughput.avg.pct_of_peak_sustained_elapsed",
+    "max_bandwidth_pct": "gpu__compute_memory_request_throughput.avg.pct_of_peak_sustained_elapsed",
+    "mem_pipes_busy_pct": "sm__memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "l2_compression_success_pct": "lrc__average_ilc_input_sector_success_rate.pct",
+    "l2_compression_ratio_pct": "lrc__average_ilc_output_sector_compression_achieved_rate.pct",
+    "l2_compression_input_sectors": "lrc__ilc_input_sectors.sum",
+    "l2_persisting_bytes": "launch__persisting_l2_cache_size",
+    "local_spilling_requests": "derived__local_spilling_requests",
+    "local_spilling_overhead_pct": "derived__local_spilling_requests_pct",
+}
+
+
+@pytest.mark.parametrize("run", ["full", "full-csv"])
+def test_memory_workload_equals_details_page(tk, run):
+    gold = details_golden("full")
+    raw = {int(r["ID"]): r for r in csv.DictReader(lzma.decompress(
+        (DATA / "ncu_full" / "raw.csv.xz").read_bytes()).decode().splitlines()) if r["ID"].strip()}
+    df = tk.query("memory-workload", run=run)
+    assert df["kernel_id"].to_list() == [0, 1, 2, 3]
+    for row in df.iter_rows(named=True):
+        k = row["kernel_id"]
+        for col, metric in MWA_GOLDEN.items():
+            assert_as_printed(row[col], gold[(k, metric)], f"{run} ID {k} {col}")
+        for col, metric in (("dram_read_bytes", "dram__bytes_read.sum"), ("dram_write_bytes", "dram__bytes_write.sum"),
+                            ("duration_ns", "gpu__time_duration.sum")):
+            assert_as_printed(row[col], raw[k][metric], f"{run} ID {k} {col}")  # (raw: base units)
+        assert row["missing_metrics"] is None
+    # the elementwise kernel streams 180 MB at 4 TB/s; the GEMM reuses its tiles in L2
+    assert df["dram_bytes_per_s"][1] > 3.5e12 and df["l2_hit_rate_pct"][0] > 60
+
+
+def test_memory_workload_says_what_a_sections_report_lacks(tk):
+    df = tk.query("memory-workload", run="sections")
+    assert df["duration_ns"].is_not_null().all() and df["l2_hit_rate_pct"].is_null().all()
+    assert all("lts__t_sector_hit_rate.pct" in m and "gpu__time_duration" not in m for m in df["missing_metrics"])
+    assert tk.query("memory-workload", run="full", kernel="softmax")["kernel_id"].to_list() == [2]
 
 
 # -- roofline, recomputed from the report with ncu_report --------------------

@@ -149,7 +149,10 @@ def test_nsys_report_sections_and_numbers(reports):
 
 def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports):
     page = _parse(reports["ncu"])
-    assert list(page.sections) == ["roofline", "occupancy", "speed-of-light", "ncu-rules", "warp-stalls"]
+    assert list(page.sections) == ["roofline", "occupancy", "speed-of-light", "memory-workload", "ncu-rules",
+                                   "warp-stalls"]
+    (mem,) = page.sections["memory-workload"]
+    assert [float(v) for _, v, _ in _column(mem, "l2_hit_rate_pct")][0] == pytest.approx(70.93, abs=0.005)
     assert page.charts == ["chart-roofline", "chart-occupancy", "chart-warp-stalls"]
     (occ,) = page.sections["occupancy"]
     assert [t for t, _, _ in _column(occ, "limiter")] == ["registers, shared_mem", "registers", "warps",

@@ -6,8 +6,8 @@ Which sections a run gets follows its kind:
 
 - nsys: top kernels, kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization
   and the longest idle gaps, launch overhead, the NVTX timeline;
-- ncu: roofline, occupancy with the binding limit, speed of light, ncu's rule results
-  (what it suggests), warp stalls;
+- ncu: roofline, occupancy with the binding limit, speed of light, memory workload,
+  ncu's rule results (what it suggests), warp stalls;
 - a point of a sweep (its capture parameters name the sweep): the bs x nc latency grid
   as a heatmap and as lines, the latency table, top kernels per point;
 - with ``vs=BASE`` (``--vs``), first a "Compared with BASE" section: ``tk.diff(BASE,
@@ -99,6 +99,11 @@ NCU = (
             ("kernel_id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
              "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct"),
             "Throughputs in % of peak sustained (ncu's GPU Speed Of Light Throughput section)."),
+    Section("memory-workload", "Memory workload", "memory-workload", {"limit": 0}, None,
+            ("kernel_id", "name", "duration_ns", "dram_bytes_per_s", "dram_read_bytes", "dram_write_bytes",
+             "l1_hit_rate_pct", "l2_hit_rate_pct", "mem_busy_pct", "max_bandwidth_pct", "local_spilling_requests"),
+            "DRAM traffic and how much of it the caches catch (ncu's Memory Workload Analysis section; needs "
+            "ncu --section MemoryWorkloadAnalysis)."),
     Section("ncu-rules", "What ncu suggests", "ncu-rules", {"type": "OPT,WRN,ERR", "group": "kernel", "limit": 15},
             None, ("name", "nvtx_range", "launches", "rule_type", "speedup_pct", "speedup_type", "est_saved_ns",
                    "message"),

@@ -22,8 +22,9 @@ NCU_KERNEL_CLASSES = {
     "attention": r"hstu|attn|attention",
 }
 # Every precision's roofline (the roofline query needs all of them to total a kernel's
-# FLOP/s), occupancy and launch statistics, and the warp states with their stall sampling
-# (the warp-stalls query; with them ncu's stall rules say which stall dominates).
+# FLOP/s), occupancy and launch statistics, the memory workload (DRAM traffic, cache hit
+# rates, shared-memory bank conflicts), and the warp states with their stall sampling (the
+# warp-stalls query; with them ncu's stall rules say which stall dominates).
 NCU_SECTIONS = (
     "SpeedOfLight",
     "SpeedOfLight_RooflineChart",
@@ -33,6 +34,9 @@ NCU_SECTIONS = (
     "SpeedOfLight_HierarchicalTensorRooflineChart",
     "Occupancy",
     "LaunchStats",
+    "MemoryWorkloadAnalysis",
+    "MemoryWorkloadAnalysis_Chart",
+    "MemoryWorkloadAnalysis_Tables",
     "WarpStateStats",
     "SourceCounters",
 )

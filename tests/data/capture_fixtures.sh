@@ -20,7 +20,7 @@
 # later (2026-11-28) by the same `nsys stats` (2025.3.1, on the H200) over the committed exports.
 # The hstu_capture_* run folders are `tracekit capture --bs 8 --nc 1024 --tool nsys|ncu --no-ingest`
 # on the H200 (the run folder without spec.json and worker.json, its exports xz-compressed);
-# hstu_capture_ncu was re-taken on 2026-11-28 with the WarpStateStats and SourceCounters sections.
+# hstu_capture_ncu was re-taken on 2026-11-28 with the memory-workload, WarpStateStats and SourceCounters sections.
 set -u
 out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)

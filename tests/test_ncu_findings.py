@@ -147,6 +147,25 @@ def test_markup_rendered_as_the_details_page_prints_it():
     assert r(None) is None
 
 
+def test_details_page_without_speedup_columns(tmp_path):
+    """A details page from before ncu estimated speedups: the rules, without estimates."""
+    rows = list(csv.reader(io.StringIO(lzma.decompress((DATA / "ncu_sections" / "details.csv.xz").read_bytes())
+                                       .decode())))
+    header = rows[0]
+    keep = [i for i, c in enumerate(header) if c not in ("Estimated Speedup Type", "Estimated Speedup")]
+    with open(tmp_path / "old.csv", "w", newline="") as fh:
+        w = csv.writer(fh, quoting=csv.QUOTE_ALL)
+        for r in rows:  # (metric rows end after their value; rule rows are whole)
+            w.writerow([r[i] for i in keep] if len(r) == len(header) else r)
+    tk = tracekit.open(tmp_path / "s.duckdb")
+    tk.ingest(tmp_path / "old.csv")
+    got = tk.query("ncu-rules", limit=0)
+    want = [r for r in csv_rows(DATA / "ncu_sections" / "details.csv.xz") if r["Rule Name"]]
+    assert sorted(got["message"]) == sorted(r["Rule Description"] for r in want)
+    assert got["speedup_pct"].null_count() == got["speedup_type"].null_count() == got.height
+    tk.close()
+
+
 def test_rule_of_an_unknown_launch_is_refused(tmp_path):
     text = lzma.decompress((DATA / "ncu_sections" / "details.csv.xz").read_bytes()).decode()
     lines = text.splitlines()

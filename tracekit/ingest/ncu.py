@@ -8,9 +8,9 @@ prepends it):
 - ``ncu_kernels``: one row per profiled launch (ncu's ID, names, grid, block, device,
   CC, stream, NVTX push/pop path);
 - ``ncu_metrics``: long (kernel_id, metric, unit, value in base units, text_value);
-- ``ncu_rules``: ncu's rule results per launch (``ncu_rules``), from a report or a details
-  page; the raw page has none, and runs read from it have no such rows and no
-  ``rule_results`` in their meta.
+- ``ncu_rules``: ncu's rule results per launch, from a report or a details page
+  (``ncu_rules``); the raw page has none, and a run read from it alone has no such rows
+  and no ``rule_results`` in its meta.
 
 Every source gives the same metric names and base units, so the named queries in
 ``queries/ncu`` work on any of them and report the metrics a source lacks.
@@ -41,9 +41,9 @@ def rank(path: Path, head: bytes) -> int:
     """Which of several exports of one report a run folder reads first (lower wins).
 
     The raw CSV: ncu wrote it itself, it holds every metric and it reads fastest (the
-    capture's report, 79 MB with the SourceCounters section, took 3.3 s and 920 MB through
-    ncu_report against 0.9 s and 260 MB for its raw page); then the report (every metric
-    and the rule results), then the details page (the sections' metrics and the rules).
+    capture's 83 MB report, SourceCounters included, took 3.1-3.3 s and 970 MB through
+    ncu_report against 0.8-0.9 s and 285 MB for its raw page); then the report (every
+    metric and the rule results), then the details page (the sections' metrics and the rules).
     ``read_exports`` takes the rule results from a details page or report beside the raw page.
     """
     if head.startswith(MAGIC):
@@ -116,7 +116,7 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.
 
 
 def read(path: Path):
-    """Parse ``path`` -> Parsed(kind="ncu", meta, {ncu_kernels, ncu_metrics})."""
+    """Parse ``path`` -> Parsed(kind="ncu", meta, {ncu_kernels, ncu_metrics[, ncu_rules]})."""
     path = Path(path)
     head = _head(path)
     if not head:

@@ -86,18 +86,20 @@ def frame(rows: list[dict]):
 def from_details(df, ids):
     """Rows from the rule rows of a details page (``df``: its text columns, ``ids``: the
     launch IDs as Int64), as the page prints them; None where the export has no rule
-    columns (a page written before ncu had rules)."""
+    columns (a page written before ncu had rules; one without the speedup columns, from
+    before ncu estimated speedups, gives rows without them)."""
     import polars as pl
 
-    cols = ("Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup")
-    if any(c not in df.columns for c in cols):
+    if any(c not in df.columns for c in ("Rule Name", "Rule Type", "Rule Description")):
         return None
     rules = df.with_columns(ids).filter(pl.col("Rule Name").fill_null("").str.strip_chars() != "")
 
     def text(c):
+        if c not in rules.columns:
+            return pl.lit(None, pl.Utf8)
         return pl.col(c).str.strip_chars().replace("", None)
 
-    speedup = pl.col("Estimated Speedup").str.replace_all(",", "", literal=True).str.strip_chars()
+    speedup = text("Estimated Speedup").str.replace_all(",", "", literal=True)
     return rules.select(
         "kernel_id",
         text("Section Name").alias("section"),

@@ -19,7 +19,7 @@ import pytest
 from conftest import DATA
 
 import tracekit
-from tracekit.errors import QueryError
+from tracekit.errors import ParamError, QueryError
 from tracekit.ingest import ncu_rules
 
 #: fixture -> (report, details page, raw page)
@@ -98,8 +98,10 @@ def test_rules_filters(store):
     assert soft.height > 0 and set(soft["name"]) == {"softmax_kernel"}
     assert store.query("ncu-rules", run="all", limit=0).height == sum(
         store.query("ncu-rules", run=f"{f}/{s}", limit=0).height for f in REPORTS for s in ("report", "details"))
-    with pytest.raises(QueryError, match="type=OPTS: choose from OPT, WRN, ERR, INF"):
+    with pytest.raises(ParamError, match="type=OPTS: choose from OPT, WRN, ERR, INF, all"):
         store.query("ncu-rules", run="ncu_full/report", type="OPTS")
+    with pytest.raises(ParamError, match="type=OPT,X: choose from"):  # even where nothing matched
+        store.query("ncu-rules", run="ncu_full/report", type="OPT,X", kernel="no such kernel")
 
 
 def test_rules_per_kernel(store):
@@ -124,8 +126,10 @@ def test_rules_per_kernel(store):
     # the attention kernel's 8 launches are one row per finding
     attn = kernel.filter(pl.col("name") == "_hstu_cached_sk_kernel")
     assert attn.height > 0 and set(attn["launches"]) == {8}
-    with pytest.raises(QueryError, match="group=name: choose launch or kernel"):
+    with pytest.raises(ParamError, match="group=name: choose launch or kernel"):
         store.query("ncu-rules", run=run, group="name")
+    with pytest.raises(ParamError, match="group=name: choose launch or kernel"):  # even where nothing matched
+        store.query("ncu-rules", run=run, group="name", kernel="no such kernel")
 
 
 def test_rules_of_a_raw_page_run_are_an_error(store, tmp_path):

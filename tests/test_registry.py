@@ -53,6 +53,19 @@ def test_sql_parameters_ignore_comments_and_strings():
     assert sql_parameters("SELECT 'run ncu --csv' || $a, $b -- it's $c\n, $d") == {"a", "b", "d"}
 
 
+def test_params_with_choices():
+    q = parse_header("q", "nsys", "-- A query.\n-- @param g  TEXT  how (one of: name, family) (default: name)\n"
+                     "-- @param t  TEXT  which (any of: OPT, WRN, all) (default: all)\nSELECT $g, $t")
+    g, t = q.params["g"], q.params["t"]
+    assert (g.choices, g.several, g.default) == (("name", "family"), False, "name")
+    assert (t.choices, t.several) == (("OPT", "WRN", "all"), True)
+    assert g.convert("FAMILY", "q") == "FAMILY" and t.convert("opt, WRN", "q") == "opt, WRN"
+    with pytest.raises(ParamError, match="^q: g=kind: choose name or family$"):
+        g.convert("kind", "q")
+    with pytest.raises(ParamError, match=r"^q: t=OPT,X: choose from OPT, WRN, all \(comma-separated\)$"):
+        t.convert("OPT,X", "q")
+
+
 def test_bad_params_are_errors(nsys_db):
     with pytest.raises(ParamError, match="limit='x' is not integer"):
         nsys_db.query("top-kernels", run="hstu_mixed", limit="x")

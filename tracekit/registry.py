@@ -61,10 +61,20 @@ class Param:
     type: str
     doc: str
     default: str | None
+    #: the values a TEXT parameter takes (``(one of: a, b)`` in its doc; case-insensitive),
+    #: or, with ``several``, a comma-separated list of them (``(any of: a, b)``)
+    choices: tuple[str, ...] = ()
+    several: bool = False
 
     def convert(self, value: Any, query: str) -> Any:
         if value is None:
             return None
+        if self.choices:
+            given = [v.strip().lower() for v in str(value).split(",")] if self.several else [str(value).lower()]
+            if not all(v in {c.lower() for c in self.choices} for v in given):
+                raise ParamError(f"{query}: {self.name}={value}: choose "
+                                 + (f"from {', '.join(self.choices)} (comma-separated)" if self.several
+                                    else f"{', '.join(self.choices[:-1])} or {self.choices[-1]}"))
         py = _TYPES[self.type]
         try:
             if py is bool and isinstance(value, str):
@@ -121,6 +131,7 @@ _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z`])")
 _PARAM_RE = re.compile(r"@param\s+(\w+)\s+(\w+)\s+(.*)")
 _COLUMN_RE = re.compile(r"@column\s+(\w+)\s*(.*)")
 _DEFAULT_RE = re.compile(r"\(default:\s*([^)]*)\)")
+_CHOICES_RE = re.compile(r"\((one|any) of:\s*([^)]*)\)")
 
 
 def parse_header(name: str, source: str, text: str) -> Query:
@@ -138,7 +149,10 @@ def parse_header(name: str, source: str, text: str) -> Query:
             if not m or m.group(2).upper() not in _TYPES:
                 raise QueryError(f"queries/{source}/{name}.sql: bad @param line: {body}")
             d = _DEFAULT_RE.search(m.group(3))
-            q.params[m.group(1)] = Param(m.group(1), m.group(2).upper(), m.group(3), d.group(1).strip() if d else None)
+            c = _CHOICES_RE.search(m.group(3))
+            q.params[m.group(1)] = Param(m.group(1), m.group(2).upper(), m.group(3), d.group(1).strip() if d else None,
+                                         tuple(x.strip() for x in c.group(2).split(",")) if c else (),
+                                         bool(c) and c.group(1) == "any")
         elif body.startswith("@column"):
             m = _COLUMN_RE.match(body)
             if not m:

@@ -8,9 +8,9 @@
 -- median speedup, the summed durations and time saved, the message of the launch that
 -- would save most (a capture profiles each kernel several times).
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
--- @param type    TEXT     rule types, comma-separated: OPT, WRN, ERR, INF, or all (default: all)
+-- @param type    TEXT     rule types, comma-separated (any of: OPT, WRN, ERR, INF, all) (default: all)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
--- @param group   TEXT     launch (one row per launch and finding) or kernel (per kernel, NVTX range and finding) (default: launch)
+-- @param group   TEXT     one row per launch and finding, or per kernel, NVTX range and finding (one of: launch, kernel) (default: launch)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id        run the launch belongs to
 -- @column kernel_id     ncu's ID of the launch in its report (group=kernel: of the first launch)
@@ -28,29 +28,25 @@
 -- @column message       the finding, as the details page prints it (group=kernel: of the launch that saves most)
 -- @display kernel_id, launches, rule_type, speedup_pct, speedup_type, est_saved_ns, rule, name, message
 -- @requires ncu_kernels, ncu_metrics, ncu_rules
-WITH src AS (  -- read first: the error is raised even where no rule matched
+WITH src AS (  -- one row, read first: its check raises even where no rule matches
     SELECT CASE WHEN count(*) FILTER (WHERE json_extract(meta, '$.rule_results') IS NOT NULL) > 0
                      OR (count(*) = 0 AND $run IS NULL) THEN true
                 ELSE error('ncu-rules: ' || CASE WHEN $run IS NULL THEN 'no run holds' ELSE 'the run holds no' END
                            || ' rule results: ncu''s raw CSV page has none; ingest the .ncu-rep '
-                           || '(or ncu -i REPORT --csv --page details)') END AS ok,
-           CASE WHEN lower($type) = 'all' THEN NULL
-                WHEN list_has_all(['OPT', 'WRN', 'ERR', 'INF'], string_split(replace(upper($type), ' ', ''), ','))
-                    THEN string_split(replace(upper($type), ' ', ''), ',')
-                ELSE error('ncu-rules: type=' || $type || ': choose from OPT, WRN, ERR, INF (comma-separated) or all')
-           END AS types
+                           || '(or ncu -i REPORT --csv --page details)') END AS ok
     FROM runs WHERE ($run IS NULL OR run_id = $run) AND list_contains(string_split(kind, ','), 'ncu')
 ), launch AS (
     SELECT r.run_id, r.kernel_id, k.name, k.nvtx_range, r.section, r.rule, r.rule_type, r.speedup_type,
            r.speedup_pct, m.value AS duration_ns,
            CASE WHEN r.speedup_type = 'global' THEN m.value * r.speedup_pct / 100 END AS est_saved_ns,
            r.title, r.message
-    FROM src
-    JOIN ncu_rules r ON src.ok AND ($run IS NULL OR r.run_id = $run)
+    FROM ncu_rules r
     JOIN ncu_kernels k USING (run_id, kernel_id)
     LEFT JOIN ncu_metrics m ON m.run_id = r.run_id AND m.kernel_id = r.kernel_id
                            AND m.metric = 'gpu__time_duration.sum'
-    WHERE (src.types IS NULL OR list_contains(src.types, r.rule_type))
+    WHERE ($run IS NULL OR r.run_id = $run)
+      AND (list_contains(string_split(replace(lower($type), ' ', ''), ','), 'all')
+           OR list_contains(string_split(replace(upper($type), ' ', ''), ','), r.rule_type))
       AND ($kernel IS NULL OR contains(lower(k.name), lower($kernel)))
 ), rows AS (
     SELECT run_id, kernel_id, 1 AS launches, name, nvtx_range, section, rule, rule_type, speedup_type, speedup_pct,
@@ -64,11 +60,12 @@ WITH src AS (  -- read first: the error is raised even where no rule matched
            arg_max(message, (coalesce(est_saved_ns, -1), coalesce(speedup_pct, -1), -kernel_id))
     FROM launch
     WHERE lower($group) = 'kernel'
-       OR (lower($group) <> 'launch' AND error('ncu-rules: group=' || $group || ': choose launch or kernel'))
     GROUP BY run_id, name, nvtx_range, section, rule, rule_type, speedup_type
 )
-SELECT run_id, kernel_id, launches, name, nvtx_range, section, rule, rule_type, speedup_type, speedup_pct, duration_ns,
-       est_saved_ns, title, message
-FROM rows
-ORDER BY est_saved_ns DESC NULLS LAST, speedup_pct DESC NULLS LAST, run_id, kernel_id, section, rule, message
+SELECT r.run_id, r.kernel_id, r.launches, r.name, r.nvtx_range, r.section, r.rule, r.rule_type, r.speedup_type,
+       r.speedup_pct, r.duration_ns, r.est_saved_ns, r.title, r.message
+FROM src LEFT JOIN rows r ON src.ok
+WHERE r.run_id IS NOT NULL
+ORDER BY r.est_saved_ns DESC NULLS LAST, r.speedup_pct DESC NULLS LAST, r.run_id, r.kernel_id, r.section, r.rule,
+         r.message
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -6,7 +6,7 @@
 -- of one layout whatever its tile shape, in one row.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
--- @param group  TEXT     name (one row per kernel) or family (default: name)
+-- @param group  TEXT     name (one row per kernel) or family (one of: name, family) (default: name)
 -- @column name       kernel name (demangled), or its family with group=family
 -- @column instances  launches
 -- @column total_ns   summed duration, ns
@@ -26,7 +26,7 @@ WITH g AS (  -- group=family: each name's group is the first name of its family
     SELECT name_id, end_ns - start_ns AS dur_ns FROM _kernels WHERE run_id = $run AND lower($group) = 'name'
     UNION ALL
     SELECT g.group_id, k.end_ns - k.start_ns FROM _kernels k JOIN g ON g.string_id = k.name_id
-    WHERE k.run_id = $run AND (lower($group) = 'family' OR error('top-kernels: group=' || $group || ': choose name or family'))
+    WHERE k.run_id = $run AND lower($group) = 'family'
 ), s AS (
     SELECT name_id, count(*) AS instances, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns,
            median(dur_ns) AS med_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,

@@ -80,7 +80,8 @@ def compile_sk(m, over: dict | None = None, B=8, n=1040, H=4, D=256, num_pt=104,
             ws, torch.empty(4096, dtype=torch.int32), 0.03, 1.0 / 5120, num_pt, B, 8, 1)
     known = dict(H=H, D_QK=D, D_V=D, PAGE=PAGE, BLOCK_M=BM, BLOCK_N=BN, HAS_TARGETS=True, FAST_SILU=True, MAXP=1,
                  FENCE=True, CHUNK=min(64, D), BPOW=triton.next_power_of_2(B + 1),
-                 TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1), UNIFORM=True, TWO_LOOPS=True)
+                 TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1), UNIFORM=True, TWO_LOOPS=True,
+                 WS_PERM=True)
     for key in ("GRID_M", "SPLIT", "G_FAST", "FLAT", "PERSIST", "DIAG_TILE", "PROGRAMS", "MIN_CHUNK", "DP_SPARE"):
         cfg.pop(key, None)
     kern = m._hstu_cached_sk_kernel

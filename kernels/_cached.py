@@ -52,6 +52,24 @@ def _load_nc(ptrs):
 
 
 @triton.jit
+def _ws_cols(offs, D_V: tl.constexpr, WS_PERM: tl.constexpr):
+    """Where column ``offs`` of a stream-K partial lies in its workspace row (fp32, D_V columns).
+
+    WS_PERM: the row's even 16-byte pieces (columns 8j..8j+3) first, then its odd ones (8j+4..8j+7).
+    The last piece sums the partials in the layout of its bf16 output store, 8 contiguous columns
+    (32 bytes) a thread, which a thread loads as two 16-byte vectors: in a plain row one warp
+    instruction then reads every other 16 bytes, half of each 32-byte sector (ncu: 2x the ideal
+    L2 sectors for those loads). With the pieces so ordered each instruction reads whole
+    sectors; 4 contiguous columns stay contiguous, so the partial's stores (4 columns a thread)
+    keep their 16-byte vectors and whole sectors too. Stores and loads use the same map, so the
+    sums are right whatever layout the compiler picks; only the sector count depends on it."""
+    if WS_PERM:
+        return (offs // 4) % 2 * (D_V // 2) + offs // 8 * 4 + offs % 4
+    else:
+        return offs
+
+
+@triton.jit
 def _page_slots(PT, pt_row, b, n0, offs_n0, kmask, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
                 MASKED: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr):
     """(page, slot) of cached tokens n0 .. n0+BLOCK_N: the element offset of token j in a
@@ -553,7 +571,7 @@ def _sk_segment(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
     FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, UNIFORM: tl.constexpr,
-    TWO_LOOPS: tl.constexpr,
+    TWO_LOOPS: tl.constexpr, WS_PERM: tl.constexpr,
 ):
     """Iterations [i, min(end of i's item, hi)) of the item holding iteration i, for a program
     whose range is [lo, hi); returns the end of that piece. A whole item is written out; a
@@ -614,7 +632,8 @@ def _sk_segment(
     else:
         offs_r = tl.arange(0, BLOCK_M)
         slot = pid * 2 + tl.where(item_lo <= lo, 0, 1)
-        tl.store(WS + slot.to(tl.int64) * (BLOCK_M * D_V) + offs_r[:, None] * D_V + offs_dv[None, :], acc)
+        tl.store(WS + slot.to(tl.int64) * (BLOCK_M * D_V) + offs_r[:, None] * D_V
+                 + _ws_cols(offs_dv, D_V, WS_PERM)[None, :], acc)
         if FENCE:
             _fence(offs_r)
         tl.debug_barrier()
@@ -627,11 +646,12 @@ def _sk_segment(
                 _fence(offs_r)
             offs_c = tl.arange(0, CHUNK)
             for c0 in tl.static_range(0, D_V, CHUNK):
+                cols = _ws_cols(c0 + offs_c, D_V, WS_PERM)
                 tot = tl.zeros([BLOCK_M, CHUNK], dtype=tl.float32)
                 for c in range(c_first, c_last + 1):
                     s = c * 2 + tl.where(item_lo <= s0 + c * chunk, 0, 1)
-                    tot += tl.load(WS + s.to(tl.int64) * (BLOCK_M * D_V) + offs_r[:, None] * D_V
-                                   + (c0 + offs_c)[None, :], cache_modifier=".cg")
+                    tot += tl.load(WS + s.to(tl.int64) * (BLOCK_M * D_V) + offs_r[:, None] * D_V + cols[None, :],
+                                   cache_modifier=".cg")
                 tl.store(OUT + start * stride_ot + h * stride_oh + offs_m[:, None] * stride_ot
                          + (c0 + offs_c)[None, :], (tot * inv_n).to(OUT.dtype.element_ty), mask=rows)
             # every piece has arrived: reset the counter for the next launch
@@ -649,7 +669,7 @@ def _hstu_cached_sk_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
     FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr,
-    UNIFORM: tl.constexpr, TWO_LOOPS: tl.constexpr,
+    UNIFORM: tl.constexpr, TWO_LOOPS: tl.constexpr, WS_PERM: tl.constexpr,
 ):
     """Persistent (stream-K) grid for the default mask: the batch's work is one list of
     iterations, items (sequence, head, query block) in order, each item's iterations its key
@@ -696,7 +716,7 @@ def _hstu_cached_sk_kernel(
                             stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
                             stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
                             BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW,
-                            UNIFORM, TWO_LOOPS)
+                            UNIFORM, TWO_LOOPS, WS_PERM)
             i = tl.where(in_dp, i, e)
             k += 1
     else:
@@ -710,7 +730,7 @@ def _hstu_cached_sk_kernel(
                             stride_ot, stride_oh, stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs,
                             stride_vch, stride_pt, WS, CNT, scale, inv_n, num_pt, nseq, H, D_QK, D_V, PAGE, BLOCK_M,
                             BLOCK_N, HAS_TARGETS, FAST_SILU, PAGES, MAXP, FENCE, CHUNK, BPOW, TPOW,
-                            UNIFORM, TWO_LOOPS)
+                            UNIFORM, TWO_LOOPS, WS_PERM)
 
 
 def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
@@ -719,9 +739,10 @@ def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
     one per SM, and ``MIN_CHUNK``, the fewest iterations per program, size it; ``DP`` takes
     whole items in waves first, leaving ``DP_SPARE`` waves' worth to stream-K: the query
     blocks of one (sequence, head) then read the same cached keys at about the same time,
-    from L2; ``UNIFORM`` passes the loop bounds through redux.sync, see _uniform); the keys
-    below serve the other masks (contextual tokens, windows), which keep one program per
-    query block.
+    from L2; ``UNIFORM`` passes the loop bounds through redux.sync, see _uniform; ``WS_PERM``
+    orders the partial sums' workspace rows so that their loads read whole sectors, see
+    _ws_cols); the keys below serve the other masks (contextual tokens, windows), which keep
+    one program per query block.
     ``GRID_M`` caps the programs per (sequence, head) and key run (None: see hstu_cached_fwd;
     0: one program per query block of the longest possible sequence, no loop in the
     kernel); ``PAGES`` picks how cached tokens are addressed (see _page_slots);
@@ -853,6 +874,7 @@ def hstu_cached_fwd(
     uniform = bool(cfg.pop("UNIFORM", True)) and q.device.type == "cuda" and not interpret_mode() \
         and _redux_supported(q.device)
     two_loops = bool(cfg.pop("TWO_LOOPS", True))
+    ws_perm = bool(cfg.pop("WS_PERM", True))  # persistent kernel: workspace rows' 16-byte pieces reordered
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)
     if pages == 5 and (q.device.type != "cuda" or interpret_mode()):
@@ -914,7 +936,7 @@ def hstu_cached_fwd(
             HAS_TARGETS=num_targets is not None, FAST_SILU=fast, PAGES=pages, MAXP=maxp,
             FENCE=q.device.type == "cuda" and not interpret_mode(), CHUNK=min(64, D_V),
             BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1), DP=dp,
-            UNIFORM=uniform, TWO_LOOPS=two_loops,
+            UNIFORM=uniform, TWO_LOOPS=two_loops, WS_PERM=ws_perm,
         )
         LAST_KERNEL = launch(_hstu_cached_sk_kernel, _SK_HANDLES, (programs,), args, consts, cfg, q.device)
         return out

@@ -526,12 +526,15 @@ def test_dense_tile_shapes(tiles, one_loop):
                                  dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True, DP_SPARE=0),
                                  dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=5, MIN_CHUNK=1, DP=True, DP_SPARE=0),
                                  dict(PAGES=5, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True, UNIFORM=True),
-                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=4, MIN_CHUNK=1, TWO_LOOPS=False)],
+                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=4, MIN_CHUNK=1, TWO_LOOPS=False),
+                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=40, MIN_CHUNK=1),
+                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=40, MIN_CHUNK=1, WS_PERM=False)],
                          ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag", "split3", "split2-loop",
                               "tma-diag", "tma-bn16-split2", "gfast-split2", "noloop", "flat-split3", "flat-tma",
                               "flat-load-split2", "persist", "persist-32x16", "persist-load-64x16", "persist-copy-whole", "persist-dp", "persist-dp-spare2",
                               "persist-dp-spare0", "persist-dp-spare0-whole-waves",
-                              "persist-dp-nc-uniform", "persist-four-loops"])
+                              "persist-dp-nc-uniform", "persist-four-loops", "persist-many-pieces",
+                              "persist-many-pieces-plain-ws"])
 def test_cached_page_modes(cfg):
     """The cached kernel's page addressing modes, tile shapes, query-block loop and key
     splits (partial sums added by the last program to arrive; empty caches included)."""

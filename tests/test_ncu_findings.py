@@ -170,6 +170,20 @@ def test_details_page_without_speedup_columns(tmp_path):
     tk.close()
 
 
+def test_a_speedup_that_is_not_a_number_is_refused(tmp_path):
+    text = lzma.decompress((DATA / "ncu_sections" / "details.csv.xz").read_bytes()).decode()
+    lines = text.splitlines()
+    i, rule = next((i, line) for i, line in enumerate(lines) if line.endswith('"global","50"'))
+    lines[i] = rule.replace('"global","50"', '"global","9.5 %"')
+    (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
+    tk = tracekit.open(tmp_path / "s.duckdb")
+    with pytest.raises(tracekit.errors.InputError, match=r"d.csv: launch ID \d+, rule \w+: estimated speedup "
+                                                         r"'9.5 %' is not a number"):
+        tk.ingest(tmp_path / "d.csv")
+    assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 0
+    tk.close()
+
+
 def test_rule_of_an_unknown_launch_is_refused(tmp_path):
     text = lzma.decompress((DATA / "ncu_sections" / "details.csv.xz").read_bytes()).decode()
     lines = text.splitlines()

@@ -367,7 +367,7 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.Da
         )
         meta["units"] = "base" if base_units else "display"
     else:
-        rules = ncu_rules.from_details(df, _launch_ids(df, path))
+        rules = ncu_rules.from_details(df, _launch_ids(df, path), path)
         df = df.filter(pl.col("Metric Name").str.strip_chars() != "")
         if df.height == 0:
             raise InputError(f"{path}: no metric rows in the details export (empty report)")

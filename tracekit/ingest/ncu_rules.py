@@ -83,12 +83,15 @@ def frame(rows: list[dict]):
     return pl.DataFrame(rows, schema={k: getattr(pl, t) for k, t in SCHEMA.items()})
 
 
-def from_details(df, ids):
+def from_details(df, ids, path):
     """Rows from the rule rows of a details page (``df``: its text columns, ``ids``: the
     launch IDs as Int64), as the page prints them; None where the export has no rule
     columns (a page written before ncu had rules; one without the speedup columns, from
-    before ncu estimated speedups, gives rows without them)."""
+    before ncu estimated speedups, gives rows without them). A speedup that is not a
+    number is an InputError naming ``path``."""
     import polars as pl
+
+    from ..errors import InputError
 
     if any(c not in df.columns for c in ("Rule Name", "Rule Type", "Rule Description")):
         return None
@@ -100,6 +103,12 @@ def from_details(df, ids):
         return pl.col(c).str.strip_chars().replace("", None)
 
     speedup = text("Estimated Speedup").str.replace_all(",", "", literal=True)
+    bad = rules.filter(speedup.is_not_null() & speedup.cast(pl.Float64, strict=False).is_null())
+    if bad.height:
+        b = bad.row(0, named=True)
+        raise InputError(f"{path}: launch ID {b['kernel_id']}, rule {b['Rule Name']}: estimated speedup "
+                         f"{b['Estimated Speedup']!r} is not a number; export again in the C locale: "
+                         "LC_ALL=C ncu -i REPORT --csv --page details")
     return rules.select(
         "kernel_id",
         text("Section Name").alias("section"),

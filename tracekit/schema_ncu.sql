@@ -53,6 +53,15 @@ CREATE TABLE IF NOT EXISTS ncu_rules (
     speedup_pct   DOUBLE    -- estimated speedup, %
 );
 
+-- Each launch's warp states (ncu's Warp State Statistics): cycles per issued instruction
+-- per stall reason, the reason named as its metric names it (long_scoreboard, barrier, ...).
+CREATE OR REPLACE VIEW ncu_warp_states AS
+SELECT run_id, kernel_id,
+       regexp_extract(metric, '^smsp__average_warps_issue_stalled_(.+)_per_issue_active\.ratio$', 1) AS reason,
+       value AS cycles_per_issue
+FROM ncu_metrics
+WHERE metric LIKE 'smsp\_\_average\_warps\_issue\_stalled\_%\_per\_issue\_active.ratio' ESCAPE '\';
+
 -- Kernel class from the name: the colour of a roofline point when no NVTX range is known.
 CREATE OR REPLACE MACRO _ncu_kernel_class(n) AS CASE
     WHEN regexp_matches(lower(n), 'attn|attention|fmha|flash') THEN 'attention'

@@ -19,22 +19,19 @@
 -- @column samples_not_issued  of those, samples whose warp did not issue (..._not_issued)
 -- @column samples_pct         share of the launch's samples (smsp__pcsamp_sample_count), %
 -- @display kernel_id, reason, cycles_per_issue, cycles_pct, samples, samples_pct, name
--- @requires ncu_kernels, ncu_metrics
+-- @requires ncu_kernels, ncu_metrics, ncu_warp_states
 WITH launches AS (
     SELECT run_id, kernel_id, name, nvtx_range
     FROM ncu_kernels
     WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
-), m AS (
+), m AS (  -- the stall sampling (Source Counters) of those launches
     SELECT m.run_id, m.kernel_id, m.metric, m.value
     FROM ncu_metrics m SEMI JOIN launches l USING (run_id, kernel_id)
-    WHERE m.metric LIKE 'smsp\_\_average\_warps\_issue\_stalled\_%\_per\_issue\_active.ratio' ESCAPE '\'
-       OR m.metric LIKE 'smsp\_\_pcsamp\_warps\_issue\_stalled\_%' ESCAPE '\'
+    WHERE m.metric LIKE 'smsp\_\_pcsamp\_warps\_issue\_stalled\_%' ESCAPE '\'
        OR m.metric = 'smsp__pcsamp_sample_count'
 ), state AS (
-    SELECT run_id, kernel_id,
-           regexp_extract(metric, '^smsp__average_warps_issue_stalled_(.+)_per_issue_active\.ratio$', 1) AS reason,
-           value AS cycles_per_issue
-    FROM m WHERE metric LIKE '%\_per\_issue\_active.ratio' ESCAPE '\'
+    SELECT w.run_id, w.kernel_id, w.reason, w.cycles_per_issue
+    FROM ncu_warp_states w SEMI JOIN launches l USING (run_id, kernel_id)
 ), sampled AS (
     SELECT run_id, kernel_id,
            replace(regexp_extract(metric, '^smsp__pcsamp_warps_issue_stalled_(.+?)(_not_issued)?$', 1),

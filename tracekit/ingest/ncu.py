@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
+from . import head_of
 from .ncu_head import MAGIC, header_of
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.
 def read(path: Path):
     """Parse ``path`` -> Parsed(kind="ncu", meta, {ncu_kernels, ncu_metrics[, ncu_rules]})."""
     path = Path(path)
-    head = _head(path)
+    head = head_of(path)
     if not head:
         raise InputError(f"{path}: empty file")
     from . import ncu_csv, ncu_rep  # (Polars: only where an ncu file is read)
@@ -143,7 +144,7 @@ def read_exports(paths: list[Path]):
         return parsed
     import polars as pl
 
-    reports = {p: _head(p).startswith(MAGIC) for p in paths[1:]}
+    reports = {p: head_of(p).startswith(MAGIC) for p in paths[1:]}
     for other in sorted(paths[1:], key=reports.get):  # a details page parses in a fraction of a report's time
         _, kernels, _, rules = (ncu_rep.read_report if reports[other] else ncu_csv.read_csv_export)(other)
         if rules is None:
@@ -158,8 +159,3 @@ def read_exports(paths: list[Path]):
         parsed.tables["ncu_rules"] = rules.to_arrow()
         break
     return parsed
-
-
-def _head(path: Path) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(64 * 1024)

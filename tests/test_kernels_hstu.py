@@ -8,6 +8,7 @@ Every check draws a fresh random jagged batch and poisons the output with NaN fi
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -281,12 +282,9 @@ BSA_KERNEL_VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("variant", list(BSA_KERNEL_VARIANTS))
-@pytest.mark.parametrize("case", list(BSA_KERNEL_CASES))
-def test_block_sparse_kernel_variants_equal_rounds(case, variant):
-    """The selection as ranks (one compare, or in pieces), importances kept in registers, the
-    selected branch's 1/N applied at the end: same blocks in the same slots as the arg-max
-    rounds over the scratch row with the per-row scale, so the same outputs."""
+@functools.cache
+def _bsa_variants_base(case: str):
+    """A case's inputs and the arg-max rounds' result, computed once for all the variants."""
     from tracekit.kernels._bsa import hstu_bsa_fwd
 
     c = BSA_KERNEL_CASES[case]
@@ -301,6 +299,19 @@ def test_block_sparse_kernel_variants_equal_rounds(case, variant):
               num_targets=nt, return_block_indices=True)
     base = dict(RANK_SEL=False, ONE_CMP=False, UNIFORM=False, PRE=False, POOL_HIST=False)
     out_r, sel_r = hstu_bsa_fwd(q, k, v, off, out=_poison(L, H, d, torch.float32), config=base, **kw)
+    return (q, k, v, off, kw), (out_r, sel_r)
+
+
+@pytest.mark.parametrize("variant", list(BSA_KERNEL_VARIANTS))
+@pytest.mark.parametrize("case", list(BSA_KERNEL_CASES))
+def test_block_sparse_kernel_variants_equal_rounds(case, variant):
+    """The selection as ranks (one compare, or in pieces), importances kept in registers, the
+    selected branch's 1/N applied at the end: same blocks in the same slots as the arg-max
+    rounds over the scratch row with the per-row scale, so the same outputs."""
+    from tracekit.kernels._bsa import hstu_bsa_fwd
+
+    (q, k, v, off, kw), (out_r, sel_r) = _bsa_variants_base(case)
+    L, H, d = q.shape
     out_k, sel_k = hstu_bsa_fwd(q, k, v, off, out=_poison(L, H, d, torch.float32),
                                 config=BSA_KERNEL_VARIANTS[variant], **kw)
     assert torch.equal(sel_k.cpu(), sel_r.cpu())

@@ -166,13 +166,15 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
           all_columns: bool = False, timeunit: str = "auto", more: str | None = None,
           store_path: Path | None = None) -> None:
     """Render ``rows`` (a ``table.Rows``) as a terminal table: ``columns`` if given, else
-    every column with ``all_columns``, else ``display`` (a query's @display) if any."""
+    every column with ``all_columns``, else ``display`` (a query's @display) if any, less
+    the display columns that hold no value in any row (such as a query's columns of
+    another mode: ncu-source's instruction by line)."""
     from .table import render
 
     if columns is not None:
         rows = rows.select(columns)
     elif display and not all_columns:
-        rows = rows.select(display)
+        rows = rows.select(display).without_empty()
     width = shutil.get_terminal_size((120, 24)).columns if out is None else 10**6
     _write(render(rows, width=width, timeunit=timeunit, more=more), out, store_path)
 

@@ -78,6 +78,15 @@ class Rows:
                     [tuple(r[i] for i in idx) for r in self.rows], self.total,
                     [c for c in self.columns if c not in cols])
 
+    def without_empty(self) -> Rows:
+        """The columns holding a value in some row (all of them when there are no rows)."""
+        keep = [i for i in range(len(self.columns)) if not self.rows or any(r[i] is not None for r in self.rows)]
+        if len(keep) == len(self.columns):
+            return self
+        return Rows([self.columns[i] for i in keep], [self.types[i] for i in keep],
+                    [tuple(r[i] for i in keep) for r in self.rows], self.total,
+                    self.hidden + [c for i, c in enumerate(self.columns) if i not in keep])
+
 
 # -- one column ---------------------------------------------------------------------
 

@@ -380,3 +380,17 @@ def test_sql_table_shows_the_first_thousand_rows(db, capsys, monkeypatch):
     assert out.rstrip().splitlines()[-1] == f"1,000 of {n:,} rows (-f csv for all, or LIMIT in the SQL)"
     _, out, _ = _run(capsys, "--db", db, "sql", "SELECT range_id FROM nvtx_ranges", "-f", "csv")
     assert out.count("\n") == n + 1
+
+
+def test_display_columns_without_a_value_are_left_out(db, capsys):
+    """ncu-source shows its instruction columns by instruction only: by line they hold no
+    value, and the footer counts them among the hidden columns."""
+    rc, by_line, _ = _run(capsys, "--db", db, "query", "ncu-source", "--run", "ncu", "-p", "kernel=softmax",
+                          "--limit", "3")
+    header = by_line.split("\n-")[0]
+    assert rc == 0 and "location" in header and "sass" not in header and "offset" not in header
+    rc, by_inst, _ = _run(capsys, "--db", db, "query", "ncu-source", "--run", "ncu", "-p", "kernel=softmax",
+                          "-p", "by=instruction", "--limit", "3")
+    assert rc == 0 and "sass" in by_inst.split("\n-")[0]
+    shown = int(by_line.rsplit("; ", 1)[1].split(" of ")[0])
+    assert shown == int(by_inst.rsplit("; ", 1)[1].split(" of ")[0]) - 2  # pc_offset and sass

@@ -61,9 +61,13 @@ def test_every_export_reads_the_same_launches(plain, variant, source):
         assert ncu.sniff(path, fh.read(64 * 1024))
     p = ncu.read(path)
     assert p.kind == "ncu"
-    # rule results from a report or a details page; the raw page has none
+    # rule results from a report or a details page; the raw page has none; instruction-level
+    # data from a report of launches with Source Counters (--set full) only
     rules = not source.startswith("raw")
-    assert set(p.tables) == {"ncu_kernels", "ncu_metrics"} | ({"ncu_rules"} if rules else set())
+    instructions = {"ncu_source", "ncu_source_stalls", "ncu_source_lines"}
+    assert set(p.tables) == ({"ncu_kernels", "ncu_metrics"} | ({"ncu_rules"} if rules else set())
+                             | (instructions if source.startswith("report") and variant == "full" else set()))
+    assert ("source_launches" in p.meta) == (source.startswith("report") and variant == "full")
     assert ("rule_results" in p.meta) == rules
     assert all("run_id" not in t.column_names for t in p.tables.values())
     k = kernels_of(p)
@@ -173,7 +177,8 @@ def test_two_reports_in_one_process_keep_their_own_units(tmp_path):
 def test_store_ingest_compressed_report(tmp_path):
     tk = tracekit.open(tmp_path / "t.duckdb")
     r = tk.ingest(DATA / "ncu_full" / "report.ncu-rep.xz", name="full")
-    assert (r.kind, r.rows) == ("ncu", {"ncu_kernels": 4, "ncu_metrics": 8972, "ncu_rules": 46})
+    assert (r.kind, r.rows) == ("ncu", {"ncu_kernels": 4, "ncu_metrics": 8972, "ncu_rules": 46, "ncu_source": 5448,
+                                        "ncu_source_stalls": 923, "ncu_source_lines": 0})
     runs = tk.sql("SELECT kind, gpu FROM runs").rows()
     assert runs == [("ncu", "NVIDIA H200")]
     again = tk.ingest(DATA / "ncu_full" / "report.ncu-rep.xz")

@@ -28,10 +28,11 @@ def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch):
 
     real_read_report = ncu_rep.read_report
 
-    def never(*a, **k):  # the raw page and the details page are there: the report is not read
-        raise AssertionError("the .ncu-rep was read although its CSV exports are there")
+    def source_only(path, **kw):  # the raw page and the details page are there: the report is read
+        assert kw == {"source_only": True}, "the .ncu-rep was read whole although its CSV exports are there"
+        return real_read_report(path, **kw)  # for its instruction-level data alone
 
-    monkeypatch.setattr(ncu_rep, "read_report", never)
+    monkeypatch.setattr(ncu_rep, "read_report", source_only)
     tk = tracekit.open(tmp_path / "s.duckdb")
     res = tk.ingest(run)
     assert res.kind == "ncu,timing" and res.rows["requests"] == 2 and res.rows["ncu_kernels"] == 4

@@ -53,6 +53,53 @@ CREATE TABLE IF NOT EXISTS ncu_rules (
     speedup_pct   DOUBLE    -- estimated speedup, %
 );
 
+-- Nsight Compute's Source page: per instruction of a launch profiled with the SourceCounters
+-- section (in --set full), from a report (ncu_report) only. One row per instruction that
+-- executed or was sampled; a metric the report lacks for the launch is NULL.
+CREATE TABLE IF NOT EXISTS ncu_source (
+    run_id                        INTEGER,  -- run (runs.run_id)
+    kernel_id                     INTEGER,  -- ncu_kernels.kernel_id
+    address                       BIGINT,   -- the instruction's address (the Source page's Address)
+    pc_offset                     BIGINT,   -- its offset from the function's first instruction, bytes
+    sass                          VARCHAR,  -- the SASS instruction, e.g. 'LDG.E.128 R4, desc[UR4][R2.64]'
+    file                          VARCHAR,  -- source file of the line information (NULL: none, e.g. a library kernel)
+    line                          INTEGER,  -- source line (NULL: none)
+    inst_executed                 DOUBLE,   -- warp-level instructions executed (Instructions Executed)
+    thread_inst_executed          DOUBLE,   -- thread-level instructions executed
+    thread_inst_executed_pred_on  DOUBLE,   -- thread-level instructions executed with the predicate on
+    samples                       DOUBLE,   -- warp stall samples at this address (Warp Stall Sampling, All Samples)
+    divergent_branches            DOUBLE,   -- divergent branch targets
+    l1_tag_requests_global        DOUBLE,   -- L1 tag requests of global accesses
+    shared_conflicts_nway         DOUBLE,   -- shared-memory bank conflicts, n-way (L1 Conflicts Shared N-Way)
+    shared_wavefronts             DOUBLE,   -- shared-memory wavefronts
+    shared_wavefronts_ideal       DOUBLE,   -- shared-memory wavefronts without bank conflicts
+    shared_wavefronts_excess      DOUBLE,   -- shared_wavefronts beyond the ideal (bank conflicts)
+    l2_sectors_global             DOUBLE,   -- theoretical L2 sectors of global accesses
+    l2_sectors_global_ideal       DOUBLE,   -- the same for perfectly coalesced accesses
+    l2_sectors_global_excess      DOUBLE,   -- l2_sectors_global beyond the ideal (uncoalesced accesses)
+    l2_sectors_local              DOUBLE,   -- theoretical L2 sectors of local memory (register spills)
+    samples_not_issued            DOUBLE    -- of the samples, those whose warp did not issue (Not-issued Samples)
+);
+
+-- The warp stall samples of each instruction by reason, named as ncu_warp_states names
+-- them (long_scoreboard, math_pipe_throttle, no_instruction, ...); reasons with samples only.
+CREATE TABLE IF NOT EXISTS ncu_source_stalls (
+    run_id              INTEGER,  -- run (runs.run_id)
+    kernel_id           INTEGER,  -- ncu_kernels.kernel_id
+    address             BIGINT,   -- ncu_source.address
+    reason              VARCHAR,  -- stall reason
+    samples             DOUBLE,   -- samples of this reason at this address (smsp__pcsamp_warps_issue_stalled_<reason>)
+    samples_not_issued  DOUBLE    -- of those, samples whose warp did not issue
+);
+
+-- The text of the source files a report carries (ncu --import-source yes), line by line.
+CREATE TABLE IF NOT EXISTS ncu_source_lines (
+    run_id  INTEGER,  -- run (runs.run_id)
+    file    VARCHAR,  -- ncu_source.file
+    line    INTEGER,  -- line number, from 1
+    text    VARCHAR   -- the line's text
+);
+
 -- Each launch's warp states (ncu's Warp State Statistics): cycles per issued instruction
 -- per stall reason, the reason named as its metric names it (long_scoreboard, barrier, ...).
 CREATE OR REPLACE VIEW ncu_warp_states AS

@@ -4,7 +4,7 @@
 #   NSYS_SCENARIOS  default: hstu_mixed many_kernels multithread; also multiproc graphs_node
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
 #                   registered_nvtx_domains diff_base_a diff_base_b diff_regressed
-#   NCU_VARIANTS    default: full sections; also diff_a diff_b (empty for none)
+#   NCU_VARIANTS    default: full sections; also diff_a diff_b source (empty for none)
 #   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4);
 #                   rank r runs on GPU r % (the machine's GPU count)
 #   RANKS_NAME      its folder (default nsys_ranks; nsys_ranks_2gpu was taken on 2 GPUs)
@@ -21,6 +21,9 @@
 # The hstu_capture_* run folders are `tracekit capture --bs 8 --nc 1024 --tool nsys|ncu --no-ingest`
 # on the H200 (the run folder without spec.json and worker.json, its exports xz-compressed);
 # hstu_capture_ncu was re-taken on 2026-11-28 with the memory-workload, WarpStateStats and SourceCounters sections.
+# The Source pages of the earlier reports were exported later (2026-11-28, ncu 2025.3.1 on the H200, source_pages
+# below): ncu_full/source_sass.csv, ncu_diff_a/source_cuda_sass.csv, and hstu_capture_ncu/ncu_source_cuda_sass.csv
+# (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
 set -u
 out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -61,6 +64,15 @@ record() {
     echo "ncu: $(ncu --version 2>&1 | tail -1)"
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)" 2>&1
   } > "$d/capture.txt"
+}
+
+# ncu's Source page of every profiled launch: each instruction with its metrics
+# (source_sass.csv) and, for kernels with line information, each source line with the
+# metrics summed over its instructions, followed by them (source_cuda_sass.csv)
+source_pages() {
+  local rep=$1 d=$2
+  ncu -i "$rep" --csv --page source --print-source sass > "$d/source_sass.csv" || echo "source sass rc=$?"
+  ncu -i "$rep" --csv --page source --print-source cuda,sass > "$d/source_cuda_sass.csv" || echo "source cuda,sass rc=$?"
 }
 
 # nsys stats CSVs under their report names (BASE_REPORT.csv -> REPORT.csv), the two
@@ -133,6 +145,7 @@ for variant in ${NCU_VARIANTS-full sections}; do
     sections) sets=(--section SpeedOfLight_RooflineChart --section Occupancy --section LaunchStats)
       prog=(ncu_kernels.py); include="ncu/" ;;
     diff_*) sets=(--set full); prog=(ncu_diff.py "${variant#diff_}"); include="diff/" ;;
+    source) sets=(--set full --import-source yes); prog=(ncu_source.py); include="src/" ;;
   esac
   echo "== ncu $variant $(date -u +%T)"
   record "$d" ncu --clock-control none --nvtx --nvtx-include "$include" "${sets[@]}" -o report python3 "${prog[@]}"
@@ -143,6 +156,7 @@ for variant in ${NCU_VARIANTS-full sections}; do
   ncu -i "$d/report.ncu-rep" --csv --page raw > "$d/raw_default_units.csv"
   ncu -i "$d/report.ncu-rep" --csv --page details --print-metric-name name --print-units base > "$d/details.csv"
   ncu -i "$d/report.ncu-rep" --csv --page details > "$d/details_labels.csv"
+  source_pages "$d/report.ncu-rep" "$d"
   xz -f -T0 -9 "$d/report.ncu-rep" "$d"/*.csv
   wc -c "$d"/*
 done

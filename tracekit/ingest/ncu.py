@@ -10,7 +10,10 @@ prepends it):
 - ``ncu_metrics``: long (kernel_id, metric, unit, value in base units, text_value);
 - ``ncu_rules``: ncu's rule results per launch, from a report or a details page
   (``ncu_rules``); the raw page has none, and a run read from it alone has no such rows
-  and no ``rule_results`` in its meta.
+  and no ``rule_results`` in its meta;
+- ``ncu_source``, ``ncu_source_stalls``, ``ncu_source_lines``: the instruction-level data
+  of launches profiled with Source Counters (ncu's Source page), from a report only
+  (``ncu_source``); ``source_launches`` in the run's meta counts those launches.
 
 Every source gives the same metric names and base units, so the named queries in
 ``queries/ncu`` work on any of them and report the metrics a source lacks.
@@ -45,7 +48,8 @@ def rank(path: Path, head: bytes) -> int:
     capture's 83 MB report, SourceCounters included, took 3.1-3.3 s and 970 MB through
     ncu_report against 0.8-0.9 s and 285 MB for its raw page); then the report (every
     metric and the rule results), then the details page (the sections' metrics and the rules).
-    ``read_exports`` takes the rule results from a details page or report beside the raw page.
+    ``read_exports`` takes the rule results from a details page or report beside the raw page,
+    and the instruction-level data from the report (which alone carries it).
     """
     if head.startswith(MAGIC):
         return 1
@@ -53,7 +57,23 @@ def rank(path: Path, head: bytes) -> int:
     return 0 if header is not None and "Section Name" not in header else 2
 
 
-def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.DataFrame | None, path: Path):
+def _add_source(meta: dict, tables: dict, kernels: pl.DataFrame, source: dict, path: Path) -> None:
+    """The instruction-level tables of a report (none: nothing added), checked against the launches."""
+    import polars as pl
+
+    if not source:
+        return
+    rows = source["ncu_source"]
+    unknown = rows.filter(~pl.col("kernel_id").is_in(kernels["kernel_id"].implode()))
+    if unknown.height:
+        raise InputError(f"{path}: instruction-level data of launch ID {unknown['kernel_id'][0]}, which the export "
+                         "does not hold; the export is corrupt")
+    meta["source_launches"] = rows["kernel_id"].n_unique()
+    tables.update({name: df.to_arrow() for name, df in source.items()})
+
+
+def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.DataFrame | None, path: Path,
+            source: dict | None = None):
     import polars as pl
 
     from . import Parsed
@@ -113,41 +133,51 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.
                              "does not hold; the export is corrupt")
         meta["rule_results"] = rules.height
         tables["ncu_rules"] = rules.to_arrow()
+    _add_source(meta, tables, kernels, source or {}, path)
     return Parsed(kind=KIND, meta={k: v for k, v in meta.items() if v is not None}, tables=tables)
 
 
 def read(path: Path):
-    """Parse ``path`` -> Parsed(kind="ncu", meta, {ncu_kernels, ncu_metrics[, ncu_rules]})."""
+    """Parse ``path`` -> Parsed(kind="ncu", meta, {ncu_kernels, ncu_metrics[, ncu_rules][, ncu_source...]})."""
     path = Path(path)
     head = head_of(path)
     if not head:
         raise InputError(f"{path}: empty file")
     from . import ncu_csv, ncu_rep  # (Polars: only where an ncu file is read)
 
+    source = {}
     if head.startswith(MAGIC):
-        meta, kernels, metrics, rules = ncu_rep.read_report(path)
+        meta, kernels, metrics, rules, source = ncu_rep.read_report(path)
     elif header_of(head) is not None:
         meta, kernels, metrics, rules = ncu_csv.read_csv_export(path)
     else:
         raise InputError(f"{path}: neither an .ncu-rep report nor an ncu --csv export")
-    return _finish(meta, kernels, metrics, rules, path)
+    return _finish(meta, kernels, metrics, rules, path, source)
 
 
 def read_exports(paths: list[Path]):
     """A run folder's exports of one report, best-ranked first (``rank``): the first read
     whole; where it has no rule results (the raw page), they come from a details page
-    beside it, else from the report. The exports must hold the same launches."""
+    beside it, else from the report; where it has no instruction-level data, that comes
+    from the report. The exports must hold the same launches."""
     from . import ncu_csv, ncu_rep
 
     parsed = read(paths[0])
-    if "ncu_rules" in parsed.tables:
-        return parsed
+    reports = {p: head_of(p).startswith(MAGIC) for p in paths[1:]}
+    need_rules = "ncu_rules" not in parsed.tables
+    need_source = "ncu_source" not in parsed.tables and any(reports.values())
     import polars as pl
 
-    reports = {p: head_of(p).startswith(MAGIC) for p in paths[1:]}
     for other in sorted(paths[1:], key=reports.get):  # a details page parses in a fraction of a report's time
-        _, kernels, _, rules = (ncu_rep.read_report if reports[other] else ncu_csv.read_csv_export)(other)
-        if rules is None:
+        if not (need_rules or need_source) or (not need_rules and not reports[other]):
+            continue
+        if reports[other]:
+            _, kernels, _, rules, source = ncu_rep.read_report(other, source_only=not need_rules)
+            need_source = False  # (a report without Source Counters has none to give)
+        else:
+            _, kernels, _, rules = ncu_csv.read_csv_export(other)
+            source = {}
+        if rules is None and not source:
             continue
         # (names differ between a CSV and a report: two demanglers; ids and launch shapes do not)
         launch = ["kernel_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
@@ -155,7 +185,9 @@ def read_exports(paths: list[Path]):
         if not ours.equals(kernels.select(launch).sort("kernel_id")):
             raise InputError(f"{other.name}: its launches are not those of {paths[0].name} in the same run folder; "
                              "a run folder's ncu exports must come from one report (export them again from it)")
-        parsed.meta["rule_results"] = rules.height
-        parsed.tables["ncu_rules"] = rules.to_arrow()
-        break
+        if need_rules and rules is not None:
+            parsed.meta["rule_results"] = rules.height
+            parsed.tables["ncu_rules"] = rules.to_arrow()
+            need_rules = False
+        _add_source(parsed.meta, parsed.tables, kernels, source, other)
     return parsed

@@ -24,7 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
-from . import ncu_rules
+from . import ncu_rules, ncu_source
 from .ncu_csv import KERNEL_SCHEMA
 from .ncu_head import MAGIC
 
@@ -112,12 +112,22 @@ def _value(m):
     return None, str(v)
 
 
-def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Parse a .ncu-rep -> (meta, kernels, metrics, rule results), in a child interpreter (see the
-    module's docstring); its one-line refusal (the container check included) is raised
-    here as the same InputError."""
+#: the instruction-level tables a report may carry (``ncu_source``), by file in the child's output
+SOURCE_TABLES = {"ncu_source": "source.parquet", "ncu_source_stalls": "stalls.parquet",
+                 "ncu_source_lines": "lines.parquet"}
+
+
+def read_report(path: Path, *, source_only: bool = False
+                ) -> tuple[dict, pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None, dict[str, pl.DataFrame]]:
+    """Parse a .ncu-rep -> (meta, kernels, metrics, rule results, instruction-level tables),
+    in a child interpreter (see the module's docstring); its one-line refusal (the
+    container check included) is raised here as the same InputError. The instruction-level
+    tables (``SOURCE_TABLES``) are there only for launches profiled with Source Counters.
+    ``source_only``: the launches and the instruction-level tables, no metrics or rules
+    (metrics and rules None), for a run folder that reads those from ncu's CSV pages."""
     with tempfile.TemporaryDirectory(prefix="tracekit-ncu-") as tmp:
-        proc = subprocess.run([sys.executable, "-m", __name__, str(path), tmp], capture_output=True, text=True)
+        argv = [sys.executable, "-m", __name__, str(path), tmp] + (["--source-only"] if source_only else [])
+        proc = subprocess.run(argv, capture_output=True, text=True)
         lines = proc.stderr.strip().splitlines()
         if proc.returncode == 2 and lines:
             raise InputError(lines[-1])
@@ -126,11 +136,16 @@ def read_report(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFr
             raise InputError(f"{path}: ncu_report failed reading it ({why})")
         out = Path(tmp)
         meta = json.loads((out / "meta.json").read_text())
-        return (meta, pl.read_parquet(out / "kernels.parquet"), pl.read_parquet(out / "metrics.parquet"),
-                pl.read_parquet(out / "rules.parquet"))
+
+        def frame(name):
+            return pl.read_parquet(out / name) if (out / name).exists() else None
+
+        source = {t: frame(f) for t, f in SOURCE_TABLES.items() if (out / f).exists()}
+        return meta, frame("kernels.parquet"), frame("metrics.parquet"), frame("rules.parquet"), source
 
 
-def _read_here(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _read_here(path: Path, source_only: bool = False
+               ) -> tuple[dict, pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None, dict[str, pl.DataFrame]]:
     expected = check_container(path)
     try:
         import ncu_report
@@ -157,6 +172,7 @@ def _read_here(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFra
     if not actions:
         raise InputError(f"{path}: the report holds no profiled launches (empty report)")
     IA = ncu_report.IAction
+    source = ncu_source.start(ncu_report, list(enumerate(actions)))  # (in processes of its own, meanwhile)
     kernels, rules, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], [], []
     gpus = set()
     for kid, a in enumerate(actions):
@@ -204,6 +220,8 @@ def _read_here(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFra
                 "nvtx_start_end": start_end,
             }
         )
+        if source_only:
+            continue
         rules += ncu_rules.from_report(kid, a.rule_results_as_dicts())
         for name in a.metric_names():
             m = a.metric_by_name(name)
@@ -235,22 +253,30 @@ def _read_here(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.DataFra
     }
     if gpus:
         meta["gpu"] = ", ".join(sorted(gpus))
-    return meta, pl.DataFrame(kernels, schema=KERNEL_SCHEMA), metrics, ncu_rules.frame(rules)
+    source = source()
+    tables = dict(zip(SOURCE_TABLES, source, strict=True)) if source is not None else {}
+    kernels = pl.DataFrame(kernels, schema=KERNEL_SCHEMA)
+    if source_only:
+        return meta, kernels, None, None, tables
+    return meta, kernels, metrics, ncu_rules.frame(rules), tables
 
 
 def _main(argv: list[str]) -> int:
-    """``python -m tracekit.ingest.ncu_rep REPORT OUTDIR``: the report read into OUTDIR
-    (meta.json, kernels.parquet, metrics.parquet, rules.parquet); a refusal is one line on stderr, exit 2."""
+    """``python -m tracekit.ingest.ncu_rep REPORT OUTDIR [--source-only]``: the report read
+    into OUTDIR (meta.json, kernels.parquet, metrics.parquet, rules.parquet and, where the
+    report has Source Counters, the SOURCE_TABLES' files); a refusal is one line on stderr, exit 2."""
     path, out = Path(argv[0]), Path(argv[1])
     try:
-        meta, kernels, metrics, rules = _read_here(path)
+        meta, kernels, metrics, rules, source = _read_here(path, "--source-only" in argv[2:])
     except InputError as err:
         print(str(err), file=sys.stderr)
         return 2
     (out / "meta.json").write_text(json.dumps(meta))
-    kernels.write_parquet(out / "kernels.parquet", compression="uncompressed")
-    metrics.write_parquet(out / "metrics.parquet", compression="uncompressed")
-    rules.write_parquet(out / "rules.parquet", compression="uncompressed")
+    files = {"kernels.parquet": kernels, "metrics.parquet": metrics, "rules.parquet": rules}
+    files.update({SOURCE_TABLES[t]: df for t, df in source.items()})
+    for name, df in files.items():
+        if df is not None:
+            df.write_parquet(out / name, compression="uncompressed")
     return 0
 
 

@@ -1,0 +1,264 @@
+"""Nsight Compute's instruction-level data (its Source page), read from a report.
+
+With the SourceCounters section (in ``--set full``), a report holds per-instruction
+metrics of each launch: instructions executed, the warp stall samples by reason, global
+sectors against the ideal count (uncoalesced accesses), shared-memory wavefronts against
+the ideal (bank conflicts), divergent branches. ``ncu_report`` gives them as instanced
+metrics whose correlation ids are the instructions' addresses, and per address the SASS
+text and, for code built with line information (Triton's kernels always are; CUDA with
+``-lineinfo``), its source file and line. With ``--import-source yes`` the report also
+carries the source files' text.
+
+Three tables (no run_id: the store prepends it):
+
+- ``ncu_source``: one row per instruction of a launch that ran or was sampled;
+- ``ncu_source_stalls``: its warp stall samples per reason (rows with samples only);
+- ``ncu_source_lines``: the text of every line of the source files the report carries.
+
+Disassembling an address is ncu_report's slowest call (75-175 us), so the SASS and line of
+an address are read once per function and start address (the launches of a kernel share
+them), and a metric whose total is 0 is not read instance by instance.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: ncu_report's per-instruction metric -> ncu_source column (ncu's Source page column)
+METRICS = {
+    "inst_executed": "inst_executed",  # Instructions Executed
+    "thread_inst_executed": "thread_inst_executed",  # Thread Instructions Executed
+    "thread_inst_executed_true": "thread_inst_executed_pred_on",  # Predicated-On Thread Instructions Executed
+    "smsp__pcsamp_sample_count": "samples",  # Warp Stall Sampling (All Samples)
+    "smsp__branch_targets_threads_divergent": "divergent_branches",  # Divergent Branches
+    "memory_l1_tag_requests_global": "l1_tag_requests_global",  # L1 Tag Requests Global
+    "derived__memory_l1_conflicts_shared_nway": "shared_conflicts_nway",  # L1 Conflicts Shared N-Way
+    "memory_l1_wavefronts_shared": "shared_wavefronts",  # L1 Wavefronts Shared
+    "memory_l1_wavefronts_shared_ideal": "shared_wavefronts_ideal",  # L1 Wavefronts Shared Ideal
+    "derived__memory_l1_wavefronts_shared_excessive": "shared_wavefronts_excess",  # L1 Wavefronts Shared Excessive
+    "memory_l2_theoretical_sectors_global": "l2_sectors_global",  # L2 Theoretical Sectors Global
+    "memory_l2_theoretical_sectors_global_ideal": "l2_sectors_global_ideal",  # L2 Theoretical Sectors Global Ideal
+    "derived__memory_l2_theoretical_sectors_global_excessive": "l2_sectors_global_excess",  # ... Excessive
+    "memory_l2_theoretical_sectors_local": "l2_sectors_local",  # L2 Theoretical Sectors Local
+}
+STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
+#: a branch target's label as ncu_report writes it (``BRA `(.L_x_0) 0x7f...``); the Source page prints the address alone
+_LABEL = re.compile(r"`\([^)]*\)\s*")
+
+#: columns of ncu_source (Polars types by name), in order
+SCHEMA = {
+    "kernel_id": "Int64",
+    "address": "Int64",
+    "pc_offset": "Int64",
+    "sass": "Utf8",
+    "file": "Utf8",
+    "line": "Int64",
+    **{col: "Float64" for col in METRICS.values()},
+    "samples_not_issued": "Float64",
+}
+STALL_SCHEMA = {"kernel_id": "Int64", "address": "Int64", "reason": "Utf8", "samples": "Float64",
+                "samples_not_issued": "Float64"}
+LINE_SCHEMA = {"file": "Utf8", "line": "Int64", "text": "Utf8"}
+
+
+def stall_reason(metric: str) -> str:
+    """``smsp__pcsamp_warps_issue_stalled_long_scoreboard[_not_issued]`` -> ``long_scoreboard``,
+    named as the warp-state metrics name it (the sampling's ``no_instructions`` is
+    ``no_instruction`` there), so both views of a stall join on one name."""
+    reason = metric.removeprefix(STALL_PREFIX).removesuffix("_not_issued")
+    return "no_instruction" if reason == "no_instructions" else reason
+
+
+def _instances(C, metric, known: dict[int, list[int]]) -> tuple[list[int], list[float]]:
+    """(addresses, values) of an instanced metric. The metrics of one launch mostly list the
+    same addresses in the same order (all stall reasons: the sampled ones; the executed-
+    instruction counters: every one), so a list read before (``known``, by length) is taken
+    again when it agrees at both ends and two points between; reading the addresses is half
+    the cost of a metric."""
+    n = C.IMetric_num_instances(metric)
+    ids = C.IMetric_correlation_ids(metric)
+    pcs = known.get(n)
+    if pcs is None or any(C.IMetric_as_uint64(ids, i) != pcs[i] for i in {0, n // 3, 2 * n // 3, n - 1}):
+        pcs = [C.IMetric_as_uint64(ids, i) for i in range(n)]
+        known[n] = pcs
+    return pcs, [C.IMetric_as_double(metric, i) for i in range(n)]
+
+
+class Reader:
+    """Collects the instruction-level rows of a report's launches (``add``), then the frames."""
+
+    def __init__(self, ncu_report):
+        from ncu_report import (
+            _ncu_report,  # the SWIG layer's functions: a third of the wrappers' cost
+        )
+
+        self._C = _ncu_report
+        self.rows: dict[str, list] = {c: [] for c in SCHEMA}
+        self.stalls: dict[str, list] = {c: [] for c in STALL_SCHEMA}
+        self.files: dict[str, str] = {}
+        self._code: dict[tuple[str, int], dict[int, tuple]] = {}  # (function, start) -> address -> (sass, file, line)
+
+    def add(self, kernel_id: int, action) -> bool:
+        """The launch's instructions; False where the report has no Source Counters for it."""
+        C = self._C
+        names = set(action.metric_names())
+        if "inst_executed" not in names:
+            return False
+        per: dict[str, dict[int, float]] = {}
+        known: dict[int, list[int]] = {}
+        for metric, col in METRICS.items():
+            if metric in names:
+                m = action.metric_by_name(metric)
+                if m is not None and C.IMetric_has_correlation_ids(m):
+                    # (a metric's value is the sum of its instances: 0 means every instance is)
+                    per[col] = dict(zip(*_instances(C, m, known), strict=True)) if C.IMetric_as_double(m) else {}
+        stall: dict[tuple[int, str], list[float]] = {}
+        for metric in sorted(n for n in names if n.startswith(STALL_PREFIX)):
+            m = action.metric_by_name(metric)
+            if m is None or not C.IMetric_has_correlation_ids(m) or not C.IMetric_as_double(m):
+                continue
+            slot = 1 if metric.endswith("_not_issued") else 0
+            reason = stall_reason(metric)
+            for pc, v in zip(*_instances(C, m, known), strict=True):
+                if v:
+                    stall.setdefault((pc, reason), [0.0, 0.0])[slot] += v
+        # every instruction that executed or was sampled
+        pcs = sorted(set(per.get("inst_executed", ())) | set(per.get("samples", ())))
+        if not pcs:
+            return False  # (a launch that executed nothing)
+        start = self._start(action, pcs[0])
+        code = self._code.setdefault((action.name(), start), {})
+        if not code:  # the launch that brings a code in brings its source files
+            for name, text in dict(action.source_files() or {}).items():  # (~20 ms a call)
+                self.files.setdefault(name, text)
+        for pc in pcs:
+            if pc not in code:
+                code[pc] = self._disassemble(action, pc)
+        sass, files, lines = zip(*(code[pc] for pc in pcs), strict=True)
+        not_issued: dict[int, float] = {}
+        for (pc, _), (_, ni) in stall.items():
+            not_issued[pc] = not_issued.get(pc, 0.0) + ni
+        r = self.rows
+        n = len(pcs)
+        r["kernel_id"] += [kernel_id] * n
+        r["address"] += pcs
+        r["pc_offset"] += [pc - start for pc in pcs]
+        r["sass"] += sass
+        r["file"] += files
+        r["line"] += lines
+        for col in METRICS.values():
+            vals = per.get(col)
+            r[col] += [None] * n if vals is None else [vals.get(pc, 0.0) for pc in pcs]
+        has_samples = "samples" in per
+        r["samples_not_issued"] += [not_issued.get(pc, 0.0) if has_samples else None for pc in pcs]
+        s = self.stalls
+        for (pc, reason), (v, ni) in sorted(stall.items()):
+            s["kernel_id"].append(kernel_id)
+            s["address"].append(pc)
+            s["reason"].append(reason)
+            s["samples"].append(v)
+            s["samples_not_issued"].append(ni)
+        return True
+
+    def _start(self, action, first_pc: int) -> int:
+        """The function's first address (``launch__function_pcs``), else its first instruction's."""
+        m = action.metric_by_name("launch__function_pcs")
+        if m is not None and m.num_instances() == 1:
+            v = self._C.IMetric_as_uint64(m, 0)
+            if 0 < v <= first_pc:
+                return v
+        return first_pc
+
+    def _disassemble(self, action, pc: int) -> tuple[str | None, str | None, int | None]:
+        C = self._C
+        sass = _LABEL.sub("", C.IAction_sass_by_pc(action, pc) or "").strip() or None
+        info = C.IAction_source_info(action, pc)
+        if info is None:
+            return sass, None, None
+        line = C.ISourceInfo_line(info)
+        return sass, C.ISourceInfo_file_name(info) or None, line if line > 0 else None
+
+    def frames(self):
+        """(ncu_source, ncu_source_stalls, ncu_source_lines) as Polars frames."""
+        import polars as pl
+
+        def schema(cols):
+            return {c: getattr(pl, t) for c, t in cols.items()}
+
+        lines = {"file": [], "line": [], "text": []}
+        for name, text in sorted(self.files.items()):
+            for i, t in enumerate(text.splitlines(), 1):
+                lines["file"].append(name)
+                lines["line"].append(i)
+                lines["text"].append(t)
+        return (pl.DataFrame(self.rows, schema=schema(SCHEMA)), pl.DataFrame(self.stalls, schema=schema(STALL_SCHEMA)),
+                pl.DataFrame(lines, schema=schema(LINE_SCHEMA)))
+
+
+# The launches being read by ``read``'s forked workers (inherited, not pickled).
+_ACTIONS: list = []
+
+
+def _read_part(indices: list[int]):
+    import ncu_report
+
+    reader = Reader(ncu_report)
+    added = sum(reader.add(kid, action) for kid, action in (_ACTIONS[i] for i in indices))
+    return added, reader.frames()
+
+
+def start(ncu_report, actions: list[tuple[int, object]], workers: int | None = None):
+    """Start reading the instruction-level data of ``actions`` ((kernel_id, IAction) pairs);
+    returns a function that waits for it: the frames (``Reader.frames``), or None where no
+    launch has Source Counters. The launches of one function go to one process (they share
+    its disassembly), the functions spread over up to ``workers`` processes (default: the
+    machine's cores, at most 4) forked from this one, which has the report loaded, so the
+    caller reads the report's other metrics meanwhile."""
+    global _ACTIONS
+    import os
+
+    cost: dict[str, list] = {}
+    for i, (_, action) in enumerate(actions):
+        m = action.metric_by_name("inst_executed")
+        if m is not None:
+            part = cost.setdefault(action.name(), [0, []])
+            part[0] += m.num_instances()
+            part[1].append(i)
+    if not cost:
+        return lambda: None
+    n = min(workers or min(os.cpu_count() or 1, 4), len(cost))
+    parts: list[list] = [[0, []] for _ in range(n)]
+    for c, idx in sorted(cost.values(), key=lambda p: -p[0]):  # the largest first, to the least loaded
+        least = min(parts, key=lambda p: p[0])
+        least[0] += c
+        least[1] += idx
+    _ACTIONS = actions
+    if n == 1:
+        try:
+            results = [_read_part(parts[0][1])]
+        finally:
+            _ACTIONS = []
+        return lambda: _merge(results)
+    import multiprocessing
+
+    pool = multiprocessing.get_context("fork").Pool(n)
+    pending = pool.map_async(_read_part, [sorted(p[1]) for p in parts])
+    _ACTIONS = []  # (the workers have their copy)
+
+    def finish():
+        try:
+            return _merge(pending.get())
+        finally:
+            pool.terminate()
+
+    return finish
+
+
+def _merge(results):
+    import polars as pl
+
+    if not sum(added for added, _ in results):
+        return None
+    frames = [pl.concat([f[j] for _, f in results]) for j in range(3)]
+    return (frames[0].sort("kernel_id", "address"), frames[1].sort("kernel_id", "address", "reason"),
+            frames[2].unique(["file", "line"]).sort("file", "line"))

@@ -120,6 +120,21 @@ def test_warp_stalls_chart(tk):
         charts.chart(tk, "warp-stalls", run="sections")
 
 
+def test_source_hot_spots_chart(tk):
+    q = tk.query("ncu-source", run="full", limit=charts.MAX_BARS)
+    rows = [r for ds in _datasets(charts.chart(tk, "ncu-source", run="full").to_dict()) for r in ds]
+    bars = [r for r in rows if "top_stall" in r]
+    # one bar per row of the query with samples, in its order; four kernels: the name leads the label
+    want = q.filter(pl.col("samples") > 0)
+    assert [r["samples"] for r in bars[: want.height]] == want["samples"].to_list()
+    labels = [r["label"] for r in bars[: want.height]]
+    assert len(set(labels)) == len(labels)
+    assert any("no line information" in x for x in labels)  # the library kernels (nvjet, reduce)
+    assert any(x.startswith("triton_softmax") or "ncu_kernels.py:" in x for x in labels)
+    with pytest.raises(QueryError, match="^ncu-source: the run holds no instruction-level data"):
+        charts.chart(tk, "ncu-source", run="sections")
+
+
 def test_top_kernels_and_nvtx_timeline(tk):
     q = tk.query("top-kernels", run="hstu")
     rows = [

@@ -523,6 +523,57 @@ def warp_stalls(df: pl.DataFrame) -> alt.LayerChart:
     )
 
 
+def source_hot_spots(df: pl.DataFrame) -> alt.LayerChart:
+    """Warp stall samples per source line (ncu-source), the lines with the most samples,
+    coloured by their largest stall reason; library code without line information is one
+    bar per kernel."""
+    _need(df, "ncu-source", "ncu-source", ["name", "file", "line", "samples", "top_stall"])
+    d = df.filter(pl.col("samples") > 0).head(MAX_BARS)
+    if d.is_empty():
+        return _no_data("Source hot spots")
+    multi = d["name"].n_unique() > 1
+    multi_run = "run_id" in d.columns and d["run_id"].n_unique() > 1
+    labels = []
+    for r in d.iter_rows(named=True):
+        where = (f"{r['file'].rsplit('/', 1)[-1]}:{r['line']}" if r["line"] is not None
+                 else "no line information")
+        if r.get("pc_offset") is not None:
+            where += f" +{r['pc_offset']:#x}"
+        text = (r.get("sass") or r.get("source") or "").strip()
+        label = f"{where}  {text[:48]}" if text else where
+        label = f"{short_name(r['name'], 28)}: {label}" if multi else label
+        labels.append(f"run {r['run_id']} · {label}" if multi_run else label)
+    d = d.with_columns(pl.Series("label", labels), pl.col("top_stall").fill_null("(none)"))
+    order = d["label"].to_list()
+    tips = [alt.Tooltip("name:N", title="kernel"), alt.Tooltip("label:N", title="where"),
+            alt.Tooltip("samples:Q", format=","), alt.Tooltip("samples_pct:Q", title="of the kernel's [%]", format=".1f")]
+    tips += [alt.Tooltip(f"{c}:{t}", format=f) if f else alt.Tooltip(f"{c}:{t}")
+             for c, t, f in (("top_stalls", "N", None), ("inst_executed", "Q", ","),
+                             ("l2_excess_sectors", "Q", ","), ("shared_excess_wavefronts", "Q", ","))
+             if c in d.columns]
+    bars = (
+        alt.Chart(alt.Data(values=d.to_dicts()))
+        .mark_bar(height=16)
+        .encode(
+            y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=420)),
+            x=alt.X("samples:Q", title="warp stall samples"),
+            color=alt.Color("top_stall:N", title="largest stall reason", scale=alt.Scale(scheme=PALETTE)),
+            tooltip=tips,
+        )
+    )
+    text = (
+        alt.Chart(alt.Data(values=d.to_dicts()))
+        .mark_text(align="left", dx=3, fontSize=10, color="#222")
+        .encode(y=alt.Y("label:N", sort=order), x="samples:Q", text=alt.Text("samples_pct:Q", format=".1f"))
+    )
+    return alt.layer(bars, text).properties(
+        width=WIDTH - 350,
+        height=alt.Step(24),
+        title=alt.Title("Source hot spots", subtitle="warp stall samples per source line (ncu Source Counters); "
+                        "label: % of the kernel's samples"),
+    )
+
+
 # -- nsys charts ---------------------------------------------------------------------
 
 
@@ -916,6 +967,8 @@ CHARTS: dict[str, ChartSpec] = {
         "occupancy", occupancy, {"limit": 0}, "ncu theoretical vs achieved occupancy"
     ),
     "warp-stalls": ChartSpec("warp-stalls", warp_stalls, {"limit": 0}, "ncu warp cycles per issued instruction by stall reason"),
+    "ncu-source": ChartSpec("ncu-source", source_hot_spots, {"limit": MAX_BARS},
+                            "ncu warp stall samples per source line, by the largest stall reason"),
     "top-kernels": ChartSpec(
         "top-kernels", top_kernels, {"limit": 20}, "nsys kernels by total time"
     ),

@@ -114,6 +114,12 @@ NCU = (
     Section("warp-stalls", "Warp stalls", "warp-stalls", {"limit": 0}, "warp-stalls", None,
             "Where a warp's cycles between two issued instructions go, by stall reason (ncu's Warp State "
             "Statistics; needs ncu --section WarpStateStats)."),
+    Section("ncu-source", "Source hot spots", "ncu-source", {"limit": 15}, "ncu-source",
+            ("name", "file", "line", "source", "samples", "samples_pct", "top_stalls", "inst_executed",
+             "threads_per_inst", "l2_excess_sectors", "shared_excess_wavefronts"),
+            "The source lines where warps waited most, summed over each kernel's launches (ncu's Source page; "
+            "needs ncu --section SourceCounters): why they waited, what ran there, and the L2 sectors of "
+            "uncoalesced global accesses and shared-memory wavefronts of bank conflicts beyond the ideal."),
 )
 
 SWEEP = (

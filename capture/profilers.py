@@ -24,7 +24,8 @@ NCU_KERNEL_CLASSES = {
 # Every precision's roofline (the roofline query needs all of them to total a kernel's
 # FLOP/s), occupancy and launch statistics, the memory workload (DRAM traffic, cache hit
 # rates, shared-memory bank conflicts), and the warp states with their stall sampling (the
-# warp-stalls query; with them ncu's stall rules say which stall dominates).
+# warp-stalls query; with them ncu's stall rules say which stall dominates), and the
+# instruction-level counters of ncu's Source page (the ncu-source query).
 NCU_SECTIONS = (
     "SpeedOfLight",
     "SpeedOfLight_RooflineChart",
@@ -85,7 +86,9 @@ def ncu_argv(ncu: str, out_base: Path, cmd: Sequence[str], *, kernel_regex: str 
              launch_skip: int = 0, launch_count: int | None = None,
              sections: Sequence[str] = NCU_SECTIONS) -> list[str]:
     """``ncu`` of ``cmd``: kernels of the three classes inside the ``NCU_RANGE`` request,
-    roofline / occupancy / launch-statistics sections, clocks left alone."""
+    the ``NCU_SECTIONS``, clocks left alone; the report carries the kernels' source files
+    (``--import-source yes``), so the instruction-level view (ncu-source) shows each line's
+    text wherever the report is read."""
     argv = [
         ncu,
         "--clock-control", "none",
@@ -98,7 +101,7 @@ def ncu_argv(ncu: str, out_base: Path, cmd: Sequence[str], *, kernel_regex: str 
         argv += ["--launch-count", str(launch_count)]
     for section in sections:
         argv += ["--section", section]
-    argv += ["--force-overwrite", "-o", str(out_base), *cmd]
+    argv += ["--import-source", "yes", "--force-overwrite", "-o", str(out_base), *cmd]
     return argv
 
 

@@ -193,7 +193,8 @@ def test_ncu_argv_and_exports():
         assert pattern.search(kernel), kernel
     assert not pattern.search("vectorized_elementwise_kernel")
     sections = [b for a, b in pairs if a == "--section"]
-    assert {"SpeedOfLight_RooflineChart", "Occupancy", "LaunchStats"} <= set(sections)
+    assert {"SpeedOfLight_RooflineChart", "Occupancy", "LaunchStats", "SourceCounters"} <= set(sections)
+    assert ("--import-source", "yes") in pairs
     assert argv[argv.index("-o") + 1] == "/r/ncu" and argv[-4:] == cmd
     assert "--launch-count" not in profilers.ncu_argv("/x/ncu", Path("/r/ncu"), cmd)
     ex = profilers.ncu_export_argvs("/x/ncu", Path("/r/ncu.ncu-rep"))

@@ -147,13 +147,18 @@ def test_nsys_report_sections_and_numbers(reports):
     assert "bs=8 · nc=1024" in text
 
 
-def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports):
+def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
     page = _parse(reports["ncu"])
     assert list(page.sections) == ["roofline", "occupancy", "speed-of-light", "memory-workload", "ncu-rules",
-                                   "warp-stalls"]
+                                   "warp-stalls", "ncu-source"]
     (mem,) = page.sections["memory-workload"]
     assert [float(v) for _, v, _ in _column(mem, "l2_hit_rate_pct")][0] == pytest.approx(70.93, abs=0.005)
-    assert page.charts == ["chart-roofline", "chart-occupancy", "chart-warp-stalls"]
+    assert page.charts == ["chart-roofline", "chart-occupancy", "chart-warp-stalls", "chart-ncu-source"]
+    # the source lines where warps waited most: the query's first rows, shares of each kernel's samples
+    (hot,) = page.sections["ncu-source"]
+    with tracekit.open(store, read_only=True) as tk:
+        want = tk.query("ncu-source", run="ncu_full", limit=15)
+    assert [float(v) for _, v, _ in _column(hot, "samples")] == want["samples"].to_list()
     (occ,) = page.sections["occupancy"]
     assert [t for t, _, _ in _column(occ, "limiter")] == ["registers, shared_mem", "registers", "warps",
                                                           "registers, warps"]
@@ -173,8 +178,10 @@ def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports):
     page = _parse(reports["ncu_sections"])
     assert "chart-roofline" not in page.charts and "chart-occupancy" in page.charts
     assert re.search(r'<p class="note">roofline: nothing to plot', text)
-    # nor warp states: that section says what to profile with
-    assert "chart-warp-stalls" not in page.charts
+    # nor warp states or instruction-level data: those sections say what to profile with
+    assert "chart-warp-stalls" not in page.charts and "chart-ncu-source" not in page.charts
+    assert re.search(r'<p class="note">ncu-source: the run holds no instruction-level data; profile with ncu '
+                     r'--section SourceCounters', text)
     assert re.search(r'<p class="note">warp-stalls: no launch of the run has warp state metrics; profile with ncu '
                      r'--section WarpStateStats', text)
 

@@ -172,7 +172,7 @@ def _read_here(path: Path, source_only: bool = False
     if not actions:
         raise InputError(f"{path}: the report holds no profiled launches (empty report)")
     IA = ncu_report.IAction
-    source = ncu_source.start(ncu_report, list(enumerate(actions)))  # (in processes of its own, meanwhile)
+    source = ncu_source.start(list(enumerate(actions)))  # (in processes of its own, meanwhile)
     kernels, rules, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], [], []
     gpus = set()
     for kid, a in enumerate(actions):

@@ -87,10 +87,9 @@ def _instances(C, metric, known: dict[int, list[int]]) -> tuple[list[int], list[
 class Reader:
     """Collects the instruction-level rows of a report's launches (``add``), then the frames."""
 
-    def __init__(self, ncu_report):
-        from ncu_report import (
-            _ncu_report,  # the SWIG layer's functions: a third of the wrappers' cost
-        )
+    def __init__(self):
+        # the SWIG layer's functions: a third of the wrappers' cost
+        from ncu_report import _ncu_report
 
         self._C = _ncu_report
         self.rows: dict[str, list] = {c: [] for c in SCHEMA}
@@ -195,19 +194,17 @@ class Reader:
                 pl.DataFrame(lines, schema=schema(LINE_SCHEMA)))
 
 
-# The launches being read by ``read``'s forked workers (inherited, not pickled).
+# The launches being read by ``start``'s forked workers (inherited, not pickled).
 _ACTIONS: list = []
 
 
 def _read_part(indices: list[int]):
-    import ncu_report
-
-    reader = Reader(ncu_report)
+    reader = Reader()
     added = sum(reader.add(kid, action) for kid, action in (_ACTIONS[i] for i in indices))
     return added, reader.frames()
 
 
-def start(ncu_report, actions: list[tuple[int, object]], workers: int | None = None):
+def start(actions: list[tuple[int, object]], workers: int | None = None):
     """Start reading the instruction-level data of ``actions`` ((kernel_id, IAction) pairs);
     returns a function that waits for it: the frames (``Reader.frames``), or None where no
     launch has Source Counters. The launches of one function go to one process (they share

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Callable
@@ -77,8 +78,15 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
     """
     shown = Path(path)
     if not check_output(shown, store_path):
+        # a special file (a pipe, /dev/stdout) gets the bytes of a regular file written first:
+        # the writers then never see a pipe (Polars 2.1's parquet sink once waited forever
+        # writing into a FIFO whose reader was there, in a full test run)
         try:
-            write_fn(shown)
+            with tempfile.TemporaryDirectory(prefix="tracekit-out-") as folder:
+                tmp = Path(folder) / shown.name
+                write_fn(tmp)
+                with open(tmp, "rb") as src, open(shown, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
         except OSError as err:
             raise OutputError(f"{shown}: cannot write ({_reason(err)})") from err
         return shown

@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import lzma
 import re
-import shutil
 
 import polars as pl
 import pytest
@@ -231,23 +230,3 @@ def test_runs_without_source_counters(store, tmp_path):
         tk.query("ncu-source", run="raw")
     tk.close()
 
-
-def test_run_folder_takes_source_from_the_report(tmp_path):
-    """A run folder reads the raw page first; the instruction-level data comes from its report."""
-    run = tmp_path / "run"
-    run.mkdir()
-    src = DATA / "ncu_source"
-    shutil.copy(src / "report.ncu-rep.xz", run / "ncu.ncu-rep.xz")
-    shutil.copy(src / "raw.csv.xz", run / "ncu_raw.csv.xz")
-    shutil.copy(src / "details.csv.xz", run / "ncu_details.csv.xz")
-    (run / "meta.json").write_text('{"name": "run", "tool": "ncu"}')
-    tk = tracekit.open(tmp_path / "s.duckdb")
-    res = tk.ingest(run)
-    direct = tracekit.open(tmp_path / "d.duckdb")
-    direct.ingest(src / "report.ncu-rep.xz")
-    assert res.rows["ncu_source"] == direct.sql("SELECT count(*) AS n FROM ncu_source")["n"][0] > 0
-    a = tk.query("ncu-source", by="instruction", limit=0).drop("run_id")
-    b = direct.query("ncu-source", by="instruction", limit=0).drop("run_id")
-    assert a.equals(b)
-    tk.close()
-    direct.close()

@@ -12,13 +12,18 @@ import tracekit
 from tracekit.errors import InputError, QueryError
 
 
-def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch):
-    run = tmp_path / "20261122T000000Z-bs8-nc1024-ncu"
+def ncu_run_folder(run, fixture: str):
+    """A capture's ncu run folder at ``run``: the report and its raw and details pages of a fixture."""
     run.mkdir()
-    src = DATA / "ncu_sections"
+    src = DATA / fixture
     shutil.copy(src / "report.ncu-rep.xz", run / "ncu.ncu-rep.xz")
     shutil.copy(src / "raw.csv.xz", run / "ncu_raw.csv.xz")
     shutil.copy(src / "details.csv.xz", run / "ncu_details.csv.xz")
+    return run
+
+
+def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch):
+    run = ncu_run_folder(tmp_path / "20261122T000000Z-bs8-nc1024-ncu", "ncu_sections")
     (run / "requests.csv").write_text(
         "request_idx,phase,bs,nc,kv_caches,candidate_embeddings,latency_ms,peak_mem_allocated_mb,peak_mem_reserved_mb\n"
         "0,warmup,8,1024,8,1024,20.5,100.0,200.0\n1,timed,8,1024,8,1024,12.25,100.0,200.0\n")
@@ -71,3 +76,19 @@ def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch):
         tk.ingest(run)
     assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 0
     tk.close()
+
+
+def test_run_folder_takes_source_from_the_report(tmp_path):
+    """A run folder reads the raw page first; the instruction-level data comes from its report."""
+    run = ncu_run_folder(tmp_path / "run", "ncu_source")
+    (run / "meta.json").write_text('{"name": "run", "tool": "ncu"}')
+    tk = tracekit.open(tmp_path / "s.duckdb")
+    res = tk.ingest(run)
+    direct = tracekit.open(tmp_path / "d.duckdb")
+    direct.ingest(DATA / "ncu_source" / "report.ncu-rep.xz")
+    assert res.rows["ncu_source"] == direct.sql("SELECT count(*) AS n FROM ncu_source")["n"][0] > 0
+    a = tk.query("ncu-source", by="instruction", limit=0).drop("run_id")
+    b = direct.query("ncu-source", by="instruction", limit=0).drop("run_id")
+    assert a.equals(b)
+    tk.close()
+    direct.close()

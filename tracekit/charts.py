@@ -527,7 +527,7 @@ def source_hot_spots(df: pl.DataFrame) -> alt.LayerChart:
     """Warp stall samples per source line (ncu-source), the lines with the most samples,
     coloured by their largest stall reason; library code without line information is one
     bar per kernel."""
-    _need(df, "ncu-source", "ncu-source", ["name", "file", "line", "samples", "top_stall"])
+    _need(df, "ncu-source", "ncu-source", ["name", "location", "samples", "top_stall"])
     d = df.filter(pl.col("samples") > 0).head(MAX_BARS)
     if d.is_empty():
         return _no_data("Source hot spots")
@@ -535,8 +535,7 @@ def source_hot_spots(df: pl.DataFrame) -> alt.LayerChart:
     multi_run = "run_id" in d.columns and d["run_id"].n_unique() > 1
     labels = []
     for r in d.iter_rows(named=True):
-        where = (f"{r['file'].rsplit('/', 1)[-1]}:{r['line']}" if r["line"] is not None
-                 else "no line information")
+        where = r["location"] or "no line information"
         if r.get("pc_offset") is not None:
             where += f" +{r['pc_offset']:#x}"
         text = (r.get("sass") or r.get("source") or "").strip()

@@ -57,17 +57,22 @@ def rank(path: Path, head: bytes) -> int:
     return 0 if header is not None and "Section Name" not in header else 2
 
 
-def _add_source(meta: dict, tables: dict, kernels: pl.DataFrame, source: dict, path: Path) -> None:
-    """The instruction-level tables of a report (none: nothing added), checked against the launches."""
+def _check_launches(rows: pl.DataFrame, kernels: pl.DataFrame, what: str, path: Path) -> None:
+    """InputError where ``rows`` (of ``what``) name a launch the export does not hold."""
     import polars as pl
 
+    unknown = rows.filter(~pl.col("kernel_id").is_in(kernels["kernel_id"].implode()))
+    if unknown.height:
+        raise InputError(f"{path}: {what} of launch ID {unknown['kernel_id'][0]}, which the export "
+                         "does not hold; the export is corrupt")
+
+
+def _add_source(meta: dict, tables: dict, kernels: pl.DataFrame, source: dict, path: Path) -> None:
+    """The instruction-level tables of a report (none: nothing added), checked against the launches."""
     if not source:
         return
     rows = source["ncu_source"]
-    unknown = rows.filter(~pl.col("kernel_id").is_in(kernels["kernel_id"].implode()))
-    if unknown.height:
-        raise InputError(f"{path}: instruction-level data of launch ID {unknown['kernel_id'][0]}, which the export "
-                         "does not hold; the export is corrupt")
+    _check_launches(rows, kernels, "instruction-level data", path)
     meta["source_launches"] = rows["kernel_id"].n_unique()
     tables.update({name: df.to_arrow() for name, df in source.items()})
 
@@ -127,10 +132,7 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.
     meta["metrics"] = metrics["metric"].n_unique()
     tables = {"ncu_kernels": kernels.to_arrow(), "ncu_metrics": metrics.to_arrow()}
     if rules is not None:  # the source carries rule results (none found is 0)
-        unknown = rules.filter(~pl.col("kernel_id").is_in(kernels["kernel_id"].implode()))
-        if unknown.height:
-            raise InputError(f"{path}: a rule result of launch ID {unknown['kernel_id'][0]}, which the export "
-                             "does not hold; the export is corrupt")
+        _check_launches(rules, kernels, "a rule result", path)
         meta["rule_results"] = rules.height
         tables["ncu_rules"] = rules.to_arrow()
     _add_source(meta, tables, kernels, source or {}, path)

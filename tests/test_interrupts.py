@@ -303,6 +303,21 @@ def test_renaming_a_run_on_a_full_disk_keeps_its_name(reference_store, tmp_path)
         assert store_state(db) == before
 
 
+def test_ctrl_c_stops_a_long_statement_at_once(small_store):
+    """Ctrl-C during a long query: exit 130 with one line, at once. DuckDB alone looks for
+    the interrupt only between the tasks of the calling thread: on several threads such a
+    scan ran to its end (minutes), or came back as an internal error ("Query interrupted")."""
+    from conftest import store_state
+
+    before = store_state(small_store)
+    query = "SELECT count(*) FROM range(5000000000) t(x) WHERE x % 7 = 3"  # about a minute on 2 cores
+    for _ in range(3):
+        code, out, err, took = _run_cli(["--db", str(small_store), "sql", query], sigint_after=1.0)
+        assert (code, out, err.strip().splitlines()) == (130, "", ["tracekit: interrupted"]), (code, err[-500:])
+        assert took < 11, took
+    assert store_state(small_store) == before
+
+
 def test_a_ctrl_c_during_an_import_waits_until_the_import_is_done(tmp_path, monkeypatch):
     """DuckDB's compiled module aborts the process ("Critical nanobind error", SIGABRT) when
     a KeyboardInterrupt is raised while it initialises: the watch lets every import finish

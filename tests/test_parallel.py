@@ -173,9 +173,6 @@ def test_ctrl_c_that_duckdb_turns_into_query_interrupted_is_an_interrupt(tmp_pat
     def slow_query_then_sigint(self, doing=None):
         note_writer(self, doing)
         if doing is not None:  # the ingest's note, after the store is open
-            # DuckDB looks for a Ctrl-C between its tasks; on several threads one may not come back
-            # to the caller before the query ends (about half the time on the 2-core box): one thread
-            self.con.execute("SET threads = 1")
             threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
             self.con.execute("SELECT count(*) FROM range(20000000000) t(x) WHERE x % 7 = 3").fetchall()
 

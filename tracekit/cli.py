@@ -611,34 +611,37 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: list[str]) -> int:
     debug = "--debug" in args
+    sigints = SigintWatch()
     try:
         # without standalone mode, typer returns a command's typer.Exit code instead of raising
         # it, and 130 for a Ctrl-C it caught (the command's own message, if any, is printed);
         # the watch keeps a Ctrl-C from cutting an import (DuckDB's module would abort)
-        with SigintWatch():
+        with sigints:
             code = app(args=args, prog_name="tracekit", standalone_mode=False)
-    except TracekitError as err:
-        if debug:
-            raise
-        label = "" if isinstance(err, Interrupted) else "error: "  # a Ctrl-C is no error of the user's
-        typer.echo(f"tracekit: {label}{err}", err=True)
-        return err.exit_code
     except typer.Exit as err:
         return getattr(err, "exit_code", 0)
     except (typer.Abort, KeyboardInterrupt):
-        typer.echo("tracekit: interrupted", err=True)
-        return 130
+        code = 130
     except Exception as err:
         if debug:
             raise
-        if type(err).__name__ == "NoArgsIsHelpError":  # `tracekit`, `tracekit export`: the help was printed
+        if sigints.count and not isinstance(err, Interrupted):
+            # what a Ctrl-C became: DuckDB's InterruptException or "Query interrupted", or the
+            # error a command made of it
+            code = 130
+        elif isinstance(err, TracekitError):
+            label = "" if isinstance(err, Interrupted) else "error: "  # a Ctrl-C is no error of the user's
+            typer.echo(f"tracekit: {label}{err}", err=True)
+            return err.exit_code
+        elif type(err).__name__ == "NoArgsIsHelpError":  # `tracekit`, `tracekit export`: the help was printed
             return 0
-        if hasattr(err, "format_message"):  # a usage error from the CLI parser
+        elif hasattr(err, "format_message"):  # a usage error from the CLI parser
             message = (err.format_message().strip().splitlines() or [type(err).__name__])[0]
             typer.echo(f"tracekit: error: {message}", err=True)
             return 2
-        typer.echo(f"tracekit: internal error: {type(err).__name__}: {err} (rerun with --debug)", err=True)
-        return 1
+        else:
+            typer.echo(f"tracekit: internal error: {type(err).__name__}: {err} (rerun with --debug)", err=True)
+            return 1
     if code == 130:
         typer.echo("tracekit: interrupted", err=True)
     return code if isinstance(code, int) else 0

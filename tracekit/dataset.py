@@ -37,6 +37,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import InputError, QueryError, TracekitError
+from .interrupts import interruptible
 from .store import SCHEMA_VERSION, IngestResult, Tracekit, _macros_sql, _schema_sql
 
 RUNS_FILE = "runs.parquet"
@@ -189,7 +190,7 @@ class Dataset(Tracekit):
         store's read-only connection: the small tables read into memory, the others views
         over their files (``_setup_reader``)."""
         if self._con is None:
-            con = duckdb.connect(config=self._connect_config())
+            con = interruptible(duckdb.connect(config=self._connect_config()))
             try:
                 con.execute("SET enable_progress_bar = false")
                 # the files' footers read once per connection, not once per query

@@ -1,5 +1,6 @@
 """Ctrl-C (SIGINT) handling: ``SigintWatch`` counts the interrupts of a block, holds them
-back where a block must not be cut, and never interrupts an import.
+back where a block must not be cut, never interrupts an import, and stops the statements
+of the DuckDB connections registered with ``interruptible`` at once.
 
 An interrupt raised while a compiled module initialises (DuckDB's and Polars's nanobind
 modules build Python enums then) aborts the process ("Critical nanobind error", SIGABRT)
@@ -12,10 +13,93 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import sys
 import threading
+import weakref
 
 #: how long an interrupt that arrived during an import waits before it is tried again, s
 _RETRY_S = 0.05
+#: the DuckDB connections whose running statement a Ctrl-C stops (``interruptible``)
+_CONNECTIONS: weakref.WeakSet = weakref.WeakSet()
+#: a watch entering ``held()`` against the interrupts of those statements
+_LOCK = threading.Lock()
+
+
+def interruptible(con):
+    """Register ``con`` (a DuckDB connection; returned) so that a Ctrl-C during an active
+    ``SigintWatch`` stops the statement it runs at once. DuckDB looks for Python's pending
+    signals only between the tasks the calling thread runs: on several threads a long
+    statement may run to its end (a ``tracekit sql`` scan ran on for minutes after Ctrl-C
+    on the 2-core box, two times in three). Python's C-level handler writes each signal to
+    the wakeup fd whatever the main thread is doing; the outermost watch's thread reads it
+    and calls ``interrupt()`` on these connections (never inside ``held()``)."""
+    _CONNECTIONS.add(con)
+    return con
+
+
+def _interrupt_statements() -> None:
+    watch = getattr(signal.getsignal(signal.SIGINT), "__self__", None)
+    with _LOCK:
+        if isinstance(watch, SigintWatch) and watch._holding:
+            return  # the block ends first; the watch raises the interrupt then
+        for con in list(_CONNECTIONS):
+            with contextlib.suppress(Exception):  # (closed meanwhile)
+                con.interrupt()
+
+
+def _stopped_statement() -> bool:
+    """Whether the exception this thread is handling is, or came from, a DuckDB statement
+    stopped by an interrupt: the waker stopped it before this handler ran (Python runs a
+    handler only between bytecodes, so it runs after the statement has returned)."""
+    err, seen = sys.exc_info()[1], set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if type(err).__name__ == "InterruptException" or (
+                isinstance(err, RuntimeError) and str(err).startswith("Query interrupted")):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+class _Waker:
+    """A thread that interrupts the registered statements when SIGINT reaches the process,
+    through the wakeup fd (main thread only; not where something else holds that fd)."""
+
+    def __init__(self) -> None:
+        self._r, self._w = socket.socketpair()
+        self._w.setblocking(False)
+        self._previous = signal.set_wakeup_fd(self._w.fileno(), warn_on_full_buffer=False)
+        self.active = self._previous == -1
+        if not self.active:  # (an event loop's): left to it
+            signal.set_wakeup_fd(self._previous)
+            self._close_sockets()
+            return
+        self._thread = threading.Thread(target=self._run, name="tracekit-sigint", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                data = self._r.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            if signal.SIGINT in data:
+                _interrupt_statements()
+
+    def _close_sockets(self) -> None:
+        self._w.close()
+        self._r.close()
+
+    def close(self) -> None:
+        if not self.active:
+            return
+        signal.set_wakeup_fd(-1)
+        self._w.shutdown(socket.SHUT_RDWR)  # the thread's recv returns b""
+        self._thread.join()
+        self._close_sockets()
 
 
 def _importing(frame) -> bool:
@@ -42,6 +126,7 @@ class SigintWatch:
         self._previous = None
         self._holding = False
         self._deferred = False
+        self._waker: _Waker | None = None
 
     def _handler(self, signum, frame) -> None:
         self.count += 1
@@ -53,6 +138,8 @@ class SigintWatch:
             retry.daemon = True
             retry.start()
             return
+        if _stopped_statement():
+            return  # the statement's error already unwinds the block; the count marks it an interrupt
         raise KeyboardInterrupt
 
     def __enter__(self) -> SigintWatch:
@@ -60,9 +147,14 @@ class SigintWatch:
         if threading.current_thread() is threading.main_thread() and (
                 current is signal.default_int_handler or isinstance(getattr(current, "__self__", None), SigintWatch)):
             self._previous = signal.signal(signal.SIGINT, self._handler)
+            if current is signal.default_int_handler:  # the outermost watch
+                self._waker = _Waker()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._waker is not None:
+            self._waker.close()
+            self._waker = None
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
@@ -70,7 +162,8 @@ class SigintWatch:
     @contextlib.contextmanager
     def held(self):
         """A block a Ctrl-C does not cut: one that arrives meanwhile is raised at its end."""
-        self._holding = True
+        with _LOCK:
+            self._holding = True
         try:
             yield
         finally:

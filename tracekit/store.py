@@ -23,7 +23,7 @@ import duckdb
 
 from . import ranks
 from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
-from .interrupts import SigintWatch
+from .interrupts import SigintWatch, interruptible
 
 RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
 
@@ -273,7 +273,8 @@ class Tracekit:
             # a store this opening creates is removed again if its setup does not finish
             self._created = not existed and not self.read_only
             try:
-                self._con = duckdb.connect(str(self.path), read_only=self.read_only, config=self._connect_config())
+                self._con = interruptible(duckdb.connect(str(self.path), read_only=self.read_only,
+                                                         config=self._connect_config()))
             except duckdb.Error as err:
                 first = str(err).splitlines()[0] if str(err) else type(err).__name__
                 if "Could not set lock" in first:

@@ -162,10 +162,27 @@ def read_exports(paths: list[Path]):
     whole; where it has no rule results (the raw page), they come from a details page
     beside it, else from the report; where it has no instruction-level data, that comes
     from the report. The exports must hold the same launches."""
+    from . import ncu_rep
+
+    heads = {p: head_of(p) for p in paths}
+    reports = {p: heads[p].startswith(MAGIC) for p in paths[1:]}
+    pending = None
+    if any(reports.values()) and not heads[paths[0]].startswith(MAGIC):
+        # a CSV page first: the report is read for its instruction-level data, and for the
+        # rule results where no details page gives them; its child starts now, beside the parse
+        details = any(rank(p, heads[p]) == 2 for p in paths)
+        pending = ncu_rep.start_report(next(p for p in paths[1:] if reports[p]), source_only=details)
+    try:
+        return _read_exports(paths, reports, pending)
+    finally:
+        if pending is not None:
+            pending.cancel()
+
+
+def _read_exports(paths: list[Path], reports: dict[Path, bool], pending):
     from . import ncu_csv, ncu_rep
 
     parsed = read(paths[0])
-    reports = {p: head_of(p).startswith(MAGIC) for p in paths[1:]}
     need_rules = "ncu_rules" not in parsed.tables
     need_source = "ncu_source" not in parsed.tables and any(reports.values())
     import polars as pl
@@ -174,7 +191,10 @@ def read_exports(paths: list[Path]):
         if not (need_rules or need_source) or (not need_rules and not reports[other]):
             continue
         if reports[other]:
-            _, kernels, _, rules, source = ncu_rep.read_report(other, source_only=not need_rules)
+            if pending is not None and pending.path == other:
+                _, kernels, _, rules, source = pending.result()  # (started with source_only = not need_rules)
+            else:
+                _, kernels, _, rules, source = ncu_rep.read_report(other, source_only=not need_rules)
             need_source = False  # (a report without Source Counters has none to give)
         else:
             _, kernels, _, rules = ncu_csv.read_csv_export(other)

@@ -117,31 +117,61 @@ SOURCE_TABLES = {"ncu_source": "source.parquet", "ncu_source_stalls": "stalls.pa
                  "ncu_source_lines": "lines.parquet"}
 
 
+class ReportRead:
+    """A report being read in a child interpreter (``start_report``): ``result()`` waits for
+    it, ``cancel()`` stops it; either removes its files."""
+
+    def __init__(self, path: Path, source_only: bool) -> None:
+        self.path = path
+        self._tmp = tempfile.TemporaryDirectory(prefix="tracekit-ncu-")
+        out = Path(self._tmp.name)
+        argv = [sys.executable, "-m", __name__, str(path), str(out)] + (["--source-only"] if source_only else [])
+        with (out / "stderr").open("w") as err:  # (a file: a pipe unread until the end could fill)
+            self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+
+    def result(self) -> tuple[dict, pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None, dict[str, pl.DataFrame]]:
+        """What ``read_report`` returns; the child's one-line refusal raised as the same InputError."""
+        try:
+            code = self._proc.wait()
+            out = Path(self._tmp.name)
+            lines = (out / "stderr").read_text().strip().splitlines()
+            if code == 2 and lines:
+                raise InputError(lines[-1])
+            if code != 0:
+                why = lines[-1] if lines else f"exit status {code}"
+                raise InputError(f"{self.path}: ncu_report failed reading it ({why})")
+            meta = json.loads((out / "meta.json").read_text())
+
+            def frame(name):
+                return pl.read_parquet(out / name) if (out / name).exists() else None
+
+            source = {t: frame(f) for t, f in SOURCE_TABLES.items() if (out / f).exists()}
+            return meta, frame("kernels.parquet"), frame("metrics.parquet"), frame("rules.parquet"), source
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._tmp.cleanup()
+
+
+def start_report(path: Path, *, source_only: bool = False) -> ReportRead:
+    """Start reading a .ncu-rep in a child interpreter (see the module's docstring), so that
+    the caller can parse something else meanwhile; ``source_only`` as in ``read_report``."""
+    return ReportRead(Path(path), source_only)
+
+
 def read_report(path: Path, *, source_only: bool = False
                 ) -> tuple[dict, pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None, dict[str, pl.DataFrame]]:
     """Parse a .ncu-rep -> (meta, kernels, metrics, rule results, instruction-level tables),
-    in a child interpreter (see the module's docstring); its one-line refusal (the
-    container check included) is raised here as the same InputError. The instruction-level
-    tables (``SOURCE_TABLES``) are there only for launches profiled with Source Counters.
-    ``source_only``: the launches and the instruction-level tables, no metrics or rules
-    (metrics and rules None), for a run folder that reads those from ncu's CSV pages."""
-    with tempfile.TemporaryDirectory(prefix="tracekit-ncu-") as tmp:
-        argv = [sys.executable, "-m", __name__, str(path), tmp] + (["--source-only"] if source_only else [])
-        proc = subprocess.run(argv, capture_output=True, text=True)
-        lines = proc.stderr.strip().splitlines()
-        if proc.returncode == 2 and lines:
-            raise InputError(lines[-1])
-        if proc.returncode != 0:
-            why = lines[-1] if lines else f"exit status {proc.returncode}"
-            raise InputError(f"{path}: ncu_report failed reading it ({why})")
-        out = Path(tmp)
-        meta = json.loads((out / "meta.json").read_text())
-
-        def frame(name):
-            return pl.read_parquet(out / name) if (out / name).exists() else None
-
-        source = {t: frame(f) for t, f in SOURCE_TABLES.items() if (out / f).exists()}
-        return meta, frame("kernels.parquet"), frame("metrics.parquet"), frame("rules.parquet"), source
+    in a child interpreter; its one-line refusal (the container check included) is raised
+    here as the same InputError. The instruction-level tables (``SOURCE_TABLES``) are there
+    only for launches profiled with Source Counters. ``source_only``: the launches and the
+    instruction-level tables, no metrics or rules (metrics and rules None), for a run folder
+    that reads those from ncu's CSV pages."""
+    return start_report(path, source_only=source_only).result()
 
 
 def _read_here(path: Path, source_only: bool = False

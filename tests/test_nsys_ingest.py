@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import lzma
 import os
@@ -276,6 +277,13 @@ def _bad_inputs(tmp_path, plain):
     oldschema = _drop_column(plain, "CUPTI_ACTIVITY_KIND_KERNEL", "correlationId", tmp_path / "old.sqlite")
     badxz = tmp_path / "cut.sqlite.xz"
     badxz.write_bytes((DATA / "nsys_multithread" / "export.sqlite.xz").read_bytes()[:5000])
+    # whole archives of bad content: the error names the archive, not its temporary copy
+    packed = {}
+    for src, name, pack, why in ((truncated, "truncated2.sqlite.gz", gzip.compress, "truncated or corrupt"),
+                                 (other, "other2.sqlite.xz", lzma.compress, "not an Nsight Systems export"),
+                                 (nokernels, "nokernels2.sqlite.xz", lzma.compress, "without CUDA data")):
+        (tmp_path / name).write_bytes(pack(src.read_bytes()))
+        packed[tmp_path / name] = why
     return {
         truncated: "truncated or corrupt",
         notsqlite: "not a recognised profile",
@@ -284,6 +292,7 @@ def _bad_inputs(tmp_path, plain):
         oldschema: "lacks column correlationId",
         badxz: "cannot decompress",
         tmp_path / "missing.sqlite": "no such file",
+        **packed,
     }
 
 

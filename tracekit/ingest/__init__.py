@@ -32,7 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 import xxhash
 
-from ..errors import InputError
+from ..errors import InputError, TracekitError
 
 #: Plugin modules, tried in order by ``detect``.
 PLUGINS = ["tracekit.ingest.nsys", "tracekit.ingest.ncu", "tracekit.ingest.requests"]
@@ -116,7 +116,7 @@ def materialized(path: Path) -> Iterator[Path]:
     from .nsysrep import REPORT_SUFFIXES, export_if_needed
 
     if path.suffix in REPORT_SUFFIXES:
-        with export_if_needed(path) as plain:
+        with export_if_needed(path) as plain, _named_as(path, plain):
             yield plain
         return
     opener = _opener(path)
@@ -131,7 +131,19 @@ def materialized(path: Path) -> Iterator[Path]:
                 shutil.copyfileobj(src, dst, 1 << 20)
         except (OSError, EOFError, lzma.LZMAError) as err:
             raise InputError(f"{path}: cannot decompress ({err}); the file is truncated or corrupt") from err
-        yield out
+        with _named_as(path, out):
+            yield out
+
+
+@contextmanager
+def _named_as(path: Path, plain: Path) -> Iterator[None]:
+    """An error about the temporary ``plain`` names the user's ``path`` instead."""
+    try:
+        yield
+    except TracekitError as err:
+        if plain != path and err.args and isinstance(err.args[0], str) and str(plain) in err.args[0]:
+            err.args = (err.args[0].replace(str(plain), str(path)), *err.args[1:])
+        raise
 
 
 def file_hash(path: Path) -> str:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import lzma
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import DATA
@@ -31,13 +33,14 @@ def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch):
     (run / "capture.log").write_text("not ingested\n")
     from tracekit.ingest import ncu_rep
 
-    real_read_report = ncu_rep.read_report
+    real_start_report = ncu_rep.start_report
+    reads = []
 
     def source_only(path, **kw):  # the raw page and the details page are there: the report is read
-        assert kw == {"source_only": True}, "the .ncu-rep was read whole although its CSV exports are there"
-        return real_read_report(path, **kw)  # for its instruction-level data alone
+        reads.append(kw)
+        return real_start_report(path, **kw)  # for its instruction-level data alone
 
-    monkeypatch.setattr(ncu_rep, "read_report", source_only)
+    monkeypatch.setattr(ncu_rep, "start_report", source_only)
     tk = tracekit.open(tmp_path / "s.duckdb")
     res = tk.ingest(run)
     assert res.kind == "ncu,timing" and res.rows["requests"] == 2 and res.rows["ncu_kernels"] == 4
@@ -50,15 +53,17 @@ def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch):
     sources = tk.sql("SELECT path FROM run_sources ORDER BY path")["path"].to_list()
     assert [s.rsplit("/", 1)[1] for s in sources] == ["ncu.ncu-rep.xz", "ncu_details.csv.xz", "ncu_raw.csv.xz",
                                                       "requests.csv"]
+    assert reads == [{"source_only": True}], "the .ncu-rep was read whole although its CSV exports are there"
     assert tk.ingest(run).skipped  # same folder content: no-op
     assert tk.ingest(run / "ncu_details.csv.xz").run_id == res.run_id  # an export of the folder is its run
     assert tk.query("ncu-kernels", limit=0).height == 4
     tk.close()
     # without the details page, the rule results come from the report
-    monkeypatch.setattr(ncu_rep, "read_report", real_read_report)
+    reads.clear()
     (run / "ncu_details.csv.xz").unlink()
     tk = tracekit.open(tmp_path / "s2.duckdb")
     tk.ingest(run)
+    assert reads == [{"source_only": False}]
     assert json.loads(tk.sql("SELECT meta FROM runs")["meta"][0])["ncu_export"] == "csv-raw"
     assert tk.query("ncu-rules", limit=0).height == 10
     tk.close()
@@ -69,6 +74,21 @@ def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch):
     with pytest.raises(QueryError, match="raw CSV page has none"):
         tk.query("ncu-rules")
     tk.close()
+    # a CSV page that cannot be read: one line naming it, the report's child stopped and its files gone
+    (run / "ncu.ncu-rep.xz").write_bytes((DATA / "ncu_sections" / "report.ncu-rep.xz").read_bytes())
+    raw = lzma.decompress((DATA / "ncu_sections" / "raw.csv.xz").read_bytes())
+    (run / "ncu_raw.csv.xz").write_bytes(lzma.compress(raw[:len(raw) // 2] + b'"cut'))
+    started = []
+    monkeypatch.setattr(ncu_rep, "start_report", lambda path, **kw: started.append(real_start_report(path, **kw))
+                        or started[-1])
+    tk = tracekit.open(tmp_path / "s5.duckdb")
+    with pytest.raises(InputError, match="ncu_raw.csv.xz: malformed CSV"):
+        tk.ingest(run)
+    tk.close()
+    assert len(started) == 1 and started[0]._proc.returncode is not None
+    assert not Path(started[0]._tmp.name).exists()
+    (run / "ncu.ncu-rep.xz").unlink()
+    (run / "ncu_raw.csv.xz").write_bytes((DATA / "ncu_sections" / "raw.csv.xz").read_bytes())
     # exports of two reports in one folder are refused, the store left as it was
     shutil.copy(DATA / "hstu_capture_ncu" / "ncu_details.csv.xz", run / "ncu_details.csv.xz")
     tk = tracekit.open(tmp_path / "s4.duckdb")

@@ -250,3 +250,15 @@ def test_a_querys_own_error_is_shown_once(small_store, capsys, fmt):
     """A query's error('NAME: ...') reads as the query wrote it, in a table and in a file format."""
     assert _cli(small_store, "query", "top-kernels", "--run", "nsys_run", "-p", "group=kind", "-f", fmt) == 2
     assert one_error_line(capsys) == "tracekit: error: top-kernels: group=kind: choose name or family"
+
+
+def test_control_characters_of_a_name_are_escaped_in_the_error(small_store, capsys, tmp_path):
+    """A file name or run name with a newline or a terminal escape: still one line, shown
+    escaped (the terminal's cursor and colours untouched)."""
+    bad = tmp_path / "two\nlines\x1b[31m.sqlite"
+    bad.write_text("hello")
+    assert cli_main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(bad)]) == 2
+    line = one_error_line(capsys)
+    assert "two\\nlines\\x1b[31m.sqlite: not a recognised profile" in line and "\x1b" not in line
+    assert cli_main(["--db", str(small_store), "query", "top-kernels", "--run", "a\nb"]) == 2
+    assert "no run 'a\\nb'" in one_error_line(capsys)

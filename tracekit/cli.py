@@ -609,6 +609,12 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _one_line(text: str) -> str:
+    """``text`` with its control characters escaped (``\\n``, ``\\x1b``): a message stays one
+    line, and a file name cannot move the terminal's cursor or colours."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _main(args: list[str]) -> int:
     debug = "--debug" in args
     sigints = SigintWatch()
@@ -631,16 +637,17 @@ def _main(args: list[str]) -> int:
             code = 130
         elif isinstance(err, TracekitError):
             label = "" if isinstance(err, Interrupted) else "error: "  # a Ctrl-C is no error of the user's
-            typer.echo(f"tracekit: {label}{err}", err=True)
+            typer.echo(f"tracekit: {label}{_one_line(str(err))}", err=True)
             return err.exit_code
         elif type(err).__name__ == "NoArgsIsHelpError":  # `tracekit`, `tracekit export`: the help was printed
             return 0
         elif hasattr(err, "format_message"):  # a usage error from the CLI parser
             message = (err.format_message().strip().splitlines() or [type(err).__name__])[0]
-            typer.echo(f"tracekit: error: {message}", err=True)
+            typer.echo(f"tracekit: error: {_one_line(message)}", err=True)
             return 2
         else:
-            typer.echo(f"tracekit: internal error: {type(err).__name__}: {err} (rerun with --debug)", err=True)
+            typer.echo(f"tracekit: internal error: {type(err).__name__}: {_one_line(str(err))} (rerun with --debug)",
+                       err=True)
             return 1
     if code == 130:
         typer.echo("tracekit: interrupted", err=True)

@@ -112,3 +112,49 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
     assert a.equals(b)
     tk.close()
     direct.close()
+
+
+@pytest.mark.parametrize("case, file, why", [
+    ("meta_not_json", "meta.json", "invalid JSON"),
+    ("meta_a_list", "meta.json", "not a JSON object"),
+    ("params_a_list", "meta.json", "'params' must be a JSON object, not [8, 1024]"),
+    ("name_a_number", "meta.json", "'name' must be a JSON string, not 7"),
+    ("requests_of_another_tool", "requests.csv", "not the requests CSV tracekit capture writes"),
+    ("export_not_sqlite", "nsys.sqlite.xz", "neither an nsys SQLite export nor an ncu report"),
+    ("no_meta", "", "must be a tracekit run folder with a meta.json"),
+    ("nothing_to_ingest", "", "holds no profile or requests.csv"),
+])
+def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged(tmp_path, small_store, case, file,
+                                                                                    why):
+    """Each file of a run folder that tracekit reads is checked: a meta.json of the wrong
+    shape, or a requests.csv or export it cannot read, is an error, never a run that
+    silently lacks its requests or profile."""
+    from conftest import store_state
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "meta.json").write_text(json.dumps({"name": "r", "tool": "nsys", "params": {"bs": 8, "nc": 1024}}))
+    shutil.copy(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", run / "nsys.sqlite.xz")
+    (run / "requests.csv").write_text(
+        "request_idx,phase,bs,nc,kv_caches,candidate_embeddings,latency_ms,peak_mem_allocated_mb,peak_mem_reserved_mb\n"
+        "0,timed,8,1024,8,1024,12.25,100.0,200.0\n")
+    (run / "notes.md").write_text("beside the run: not read\n")
+    edit = {
+        "meta_not_json": lambda: (run / "meta.json").write_text("{bad"),
+        "meta_a_list": lambda: (run / "meta.json").write_text("[1]"),
+        "params_a_list": lambda: (run / "meta.json").write_text('{"name": "r", "params": [8, 1024]}'),
+        "name_a_number": lambda: (run / "meta.json").write_text('{"name": 7, "params": {}}'),
+        "requests_of_another_tool": lambda: (run / "requests.csv").write_text("request,latency_ms\n0,12.5\n"),
+        "export_not_sqlite": lambda: (run / "nsys.sqlite.xz").write_bytes(lzma.compress(b"not a database\n")),
+        "no_meta": lambda: (run / "meta.json").unlink(),
+        "nothing_to_ingest": lambda: [(run / f).unlink() for f in ("nsys.sqlite.xz", "requests.csv")],
+    }
+    edit[case]()
+    before = store_state(small_store)
+    tk = tracekit.open(small_store)
+    with pytest.raises(InputError) as info:
+        tk.ingest(run)
+    tk.close()
+    msg = str(info.value)
+    assert msg.startswith(f"{run / file}:" if file else f"{run}:") and why in msg and "\n" not in msg, msg
+    assert store_state(small_store) == before

@@ -198,6 +198,21 @@ def _busy_error(db: Path, duckdb_message: str) -> StoreBusy:
     return StoreBusy(f"{db}: the store is in use by another process ({who}); try again when it finishes")
 
 
+def _check_unread(f: Path) -> None:
+    """InputError for a file of a run folder that no plugin reads but that must be read:
+    requests.csv, nsys exports (.sqlite) and ncu reports (.ncu-rep), compressed or not: the
+    run would lack its timed requests or a profile without a word."""
+    name = f.name
+    for ext in (".xz", ".gz", ".bz2", ".zst"):
+        name = name.removesuffix(ext)
+    if name == "requests.csv":
+        raise InputError(f"{f}: not the requests CSV tracekit capture writes (its header begins "
+                         "request_idx,phase,bs); fix it or remove it from the run folder")
+    if name.endswith((".sqlite", ".ncu-rep")):
+        raise InputError(f"{f}: neither an nsys SQLite export nor an ncu report; replace it or remove it from the "
+                         "run folder")
+
+
 class Tracekit:
     """A tracekit database. ``tracekit.open(path)`` returns one."""
 
@@ -600,6 +615,13 @@ class Tracekit:
             folder_meta = json.loads(meta_file.read_text())
         except json.JSONDecodeError as err:
             raise InputError(f"{meta_file}: invalid JSON ({err})") from err
+        if not isinstance(folder_meta, dict):
+            raise InputError(f"{meta_file}: not a JSON object; a run folder's meta.json holds {{\"name\": ..., "
+                             "\"params\": {...}}")
+        for key, kind in (("params", dict), ("name", str)):
+            if key in folder_meta and not isinstance(folder_meta[key], kind):
+                raise InputError(f"{meta_file}: {key!r} must be a JSON {'object' if kind is dict else 'string'}, "
+                                 f"not {json.dumps(folder_meta[key])[:60]}")
         found: dict[str, list[tuple[int, Path, object]]] = {}
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
             if f.name == "meta.json" or f.suffix in (".log", ".txt", ".json", ".nsys-rep", ".qdstrm", ".xlsx"):
@@ -607,6 +629,7 @@ class Tracekit:
             head = _ingest.head_of(f)
             mod = _ingest.plugin_for(f, head)
             if mod is None:
+                _check_unread(f)  # (other files, e.g. ncu pages tracekit does not read, stay beside the run)
                 continue
             rank = getattr(mod, "rank", lambda p, h: 0)(f, head)
             found.setdefault(mod.KIND, []).append((rank, f, mod))

@@ -50,6 +50,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     async_copy,
     fence_async_shared,
+    mbarrier,
     warpgroup_mma,
     warpgroup_mma_init,
     warpgroup_mma_wait,
@@ -271,6 +272,138 @@ def _gl_loop(Q, KC, VC, PT, OUT, NT, stride_pt, stride_kcp, stride_kcs, scale, P
     gl.store(OUT + pid.to(gl.int64) * BLOCK_M * D + offs_m[:, None] * D + offs_d[None, :], acc)
 
 
+# ---------------------------------------------------------------- Gluon, warp-specialized (FA3's structure)
+@gluon.jit
+def _ws_fill(XC, PTb, h, t, NT, ring, full, empty, stride_kcp, stride_kcs, offs_n, offs_d, D: gl.constexpr,
+             PAGE: gl.constexpr, BLOCK_N: gl.constexpr, S: gl.constexpr):
+    if t >= S:
+        mbarrier.wait(empty.index(t % S), (t // S - 1) & 1)
+    _gl_copy(XC, PTb, h, t, NT, ring, stride_kcp, stride_kcs, offs_n, offs_d, D, PAGE, BLOCK_N, S)
+    async_copy.mbarrier_arrive(full.index(t % S), increment_count=False)
+
+
+@gluon.jit
+def _ws_producer(Q, KC, VC, PTb, h, pid, NT, stride_kcp, stride_kcs, q_smem, k_ring, v_ring, full_k, empty_k,
+                 full_v, empty_v, D: gl.constexpr, PAGE: gl.constexpr, BLOCK_M: gl.constexpr,
+                 BLOCK_N: gl.constexpr, SK: gl.constexpr, SV: gl.constexpr, PWARPS: gl.constexpr):
+    """The copies: q, then K_t and V_t for every tile, each slot once both consumers released it."""
+    cp_layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [PWARPS, 1], [1, 0])
+    offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, cp_layout))
+    offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, cp_layout))
+    offs_qm = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, cp_layout))
+    async_copy.async_copy_global_to_shared(
+        q_smem, Q + pid.to(gl.int64) * BLOCK_M * D + offs_qm[:, None] * D + offs_d[None, :])
+    for t in range(0, NT):
+        _ws_fill(KC, PTb, h, t, NT, k_ring, full_k, empty_k, stride_kcp, stride_kcs, offs_n, offs_d, D, PAGE,
+                 BLOCK_N, SK)
+        _ws_fill(VC, PTb, h, t, NT, v_ring, full_v, empty_v, stride_kcp, stride_kcs, offs_n, offs_d, D, PAGE,
+                 BLOCK_N, SV)
+
+
+@gluon.jit
+def _ws_step(j, p, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v, scale, s0, SK: gl.constexpr,
+             SV: gl.constexpr, p_layout: gl.constexpr):
+    mbarrier.wait(full_k.index((j + 1) % SK), ((j + 1) // SK) & 1)
+    mbarrier.wait(full_v.index(j % SV), (j // SV) & 1)
+    s_tok = warpgroup_mma(q_my, k_ring.index((j + 1) % SK).permute((1, 0)), s0, use_acc=False, is_async=True)
+    acc_tok = warpgroup_mma(p, v_ring.index(j % SV), acc, is_async=True)
+    s = warpgroup_mma_wait(num_outstanding=1, deps=(s_tok, ))
+    mbarrier.arrive(empty_k.index((j + 1) % SK))
+    hh = s * scale
+    p_next = gl.convert_layout((hh + hh * _gl_tanh(hh)).to(gl.bfloat16), p_layout)
+    acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc_tok, p))
+    mbarrier.arrive(empty_v.index(j % SV))
+    return p_next, acc
+
+
+@gluon.jit
+def _ws_consumer(wg, OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v,
+                 D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
+                 SV: gl.constexpr):
+    """One warpgroup: rows wg*64 .. wg*64+63 of the block, FA3's order unrolled by two (NT - 1 even)."""
+    HALF: gl.constexpr = BLOCK_M // 2
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, D, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    q_my = q_smem.slice(wg * HALF, HALF)
+    acc = gl.zeros([HALF, D], gl.float32, layout=o_layout)
+    s0 = gl.zeros([HALF, BLOCK_N], gl.float32, layout=s_layout)
+    mbarrier.wait(full_k.index(0), 0)
+    s = warpgroup_mma(q_my, k_ring.index(0).permute((1, 0)), s0, use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+    mbarrier.arrive(empty_k.index(0))
+    hh = s * scale
+    p = gl.convert_layout((hh + hh * _gl_tanh(hh)).to(gl.bfloat16), p_layout)
+    for j in range(0, NT - 1, 2):
+        p1, acc = _ws_step(j, p, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v, scale, s0, SK, SV,
+                           p_layout)
+        p, acc = _ws_step(j + 1, p1, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v, scale, s0, SK,
+                          SV, p_layout)
+    mbarrier.wait(full_v.index((NT - 1) % SV), ((NT - 1) // SV) & 1)
+    acc = warpgroup_mma(p, v_ring.index((NT - 1) % SV), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    offs_m = wg * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, o_layout))
+    offs_o = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
+    gl.store(OUT + pid.to(gl.int64) * BLOCK_M * D + offs_m[:, None] * D + offs_o[None, :], acc)
+
+
+@gluon.jit
+def _ws_consumer0(OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v,
+                  D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
+                  SV: gl.constexpr):
+    _ws_consumer(0, OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, D, BLOCK_M,
+                 BLOCK_N, SK, SV)
+
+
+@gluon.jit
+def _ws_consumer1(OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v,
+                  D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
+                  SV: gl.constexpr):
+    _ws_consumer(1, OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, D, BLOCK_M,
+                 BLOCK_N, SK, SV)
+
+
+@gluon.jit
+def _gl_loop_ws(Q, KC, VC, PT, OUT, NT, stride_pt, stride_kcp, stride_kcs, scale, PAIRS, H: gl.constexpr,
+                D: gl.constexpr, PAGE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                SK: gl.constexpr, SV: gl.constexpr, PWARPS: gl.constexpr, CREGS: gl.constexpr,
+                PREGS: gl.constexpr, num_warps: gl.constexpr):
+    """FA3's structure: a producer partition (PWARPS warps) does the copies, two consumer warpgroups
+    (the default partition and one worker, 64 rows each) the products; full/empty mbarriers per ring
+    slot, no CTA barrier a tile, so the consumers run independently of each other (NT - 1 even)."""
+    gl.static_assert(num_warps == 4)
+    pid = gl.program_id(0)
+    pair = pid % PAIRS
+    b = pair // H
+    h = pair % H
+    PTb = PT + b.to(gl.int64) * stride_pt
+    q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], gl.bfloat16)
+    kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], gl.bfloat16)
+    k_ring = gl.allocate_shared_memory(gl.bfloat16, [SK, BLOCK_N, D], kv_sl)
+    v_ring = gl.allocate_shared_memory(gl.bfloat16, [SV, BLOCK_N, D], kv_sl)
+    q_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_M, D], q_sl)
+    full_k = gl.allocate_shared_memory(gl.int64, [SK, 1], mbarrier.MBarrierLayout())
+    empty_k = gl.allocate_shared_memory(gl.int64, [SK, 1], mbarrier.MBarrierLayout())
+    full_v = gl.allocate_shared_memory(gl.int64, [SV, 1], mbarrier.MBarrierLayout())
+    empty_v = gl.allocate_shared_memory(gl.int64, [SV, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(SK):
+        mbarrier.init(full_k.index(i), count=PWARPS * 32)
+        mbarrier.init(empty_k.index(i), count=2)
+    for i in gl.static_range(SV):
+        mbarrier.init(full_v.index(i), count=PWARPS * 32)
+        mbarrier.init(empty_v.index(i), count=2)
+    gl.warp_specialize([
+        (_ws_consumer0, (OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, D, BLOCK_M,
+                         BLOCK_N, SK, SV)),
+        (_ws_consumer1, (OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, D, BLOCK_M,
+                         BLOCK_N, SK, SV)),
+        (_ws_producer, (Q, KC, VC, PTb, h, pid, NT, stride_kcp, stride_kcs, q_smem, k_ring, v_ring, full_k, empty_k,
+                        full_v, empty_v, D, PAGE, BLOCK_M, BLOCK_N, SK, SV, PWARPS)),
+    ], [4, PWARPS], [CREGS, PREGS])
+
+
 # ---------------------------------------------------------------- host
 VARIANTS = {
     "triton": dict(kind="triton", BLOCK_N=32),
@@ -279,6 +412,7 @@ VARIANTS = {
     "gluon_pipe": dict(kind="gluon", BLOCK_N=32, PIPE=1),
     "gluon_pipe_smemp": dict(kind="gluon", BLOCK_N=32, PIPE=2),
     "gluon_pipe_unroll": dict(kind="gluon", BLOCK_N=32, PIPE=1, UNROLL=True),  # NT - 1 even only
+    "gluon_ws": dict(kind="gluon_ws", BLOCK_N=32, PWARPS=4, CREGS=232, PREGS=40),  # NT - 1 even only
     # diagnostics (wrong results by design; not checked): what bounds the loop
     "gluon_inorder_noload": dict(kind="gluon", BLOCK_N=32, PIPE=0, LOADS=0, diag=True),
     "gluon_pipe_noload": dict(kind="gluon", BLOCK_N=32, PIPE=1, LOADS=0, diag=True),
@@ -310,6 +444,9 @@ def launch(name, inp, B, H, NT, scale, out=None):
     if cfg["kind"] == "triton":
         return _tr_loop[(P,)](*args, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], num_warps=8,
                               num_stages=3), out
+    if cfg["kind"] == "gluon_ws":
+        return _gl_loop_ws[(P,)](*args, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], SK=4, SV=4,
+                                 PWARPS=cfg["PWARPS"], CREGS=cfg["CREGS"], PREGS=cfg["PREGS"], num_warps=4), out
     return _gl_loop[(P,)](*args, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], SK=4, SV=4,
                           PIPE=cfg["PIPE"], LOADS=cfg.get("LOADS", 2), SILU=cfg.get("SILU", True),
                           UNROLL=cfg.get("UNROLL", False), num_warps=8), out
@@ -414,6 +551,10 @@ def compile_only(args):
         if cfg["kind"] == "triton":
             ck = _tr_loop.warmup(*a, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], num_warps=8,
                                  num_stages=3, grid=(P,))
+        elif cfg["kind"] == "gluon_ws":
+            ck = _gl_loop_ws.warmup(*a, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], SK=4, SV=4,
+                                    PWARPS=cfg["PWARPS"], CREGS=cfg["CREGS"], PREGS=cfg["PREGS"], num_warps=4,
+                                    grid=(P,))
         else:
             ck = _gl_loop.warmup(*a, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], SK=4, SV=4,
                                  PIPE=cfg["PIPE"], LOADS=cfg.get("LOADS", 2), SILU=cfg.get("SILU", True),

@@ -28,6 +28,13 @@ Variants (``--only NAME ...`` picks some; the diagnostics compute wrong results 
 - ``gluon_pipe_smemp``: P through shared memory (two buffers, ``stmatrix``), so nothing but the
   accumulator is in flight in registers and the loop waits only with ``num_outstanding=1``; the fence
   before the PV (``fence.proxy.async``: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC) costs more than it gains.
+- ``gluon_ws`` (FA3's structure, ``_gl_loop_ws``): ``gl.warp_specialize`` with a producer partition
+  (4 warps, 40 registers) doing the cp.async copies of q and of every K and V tile, and two consumer
+  warpgroups (64 rows each, 232 registers) running ``gluon_pipe_unroll``'s order; per ring slot a
+  ``full`` mbarrier (the producer's threads arrive when their copies land) and an ``empty`` one (each
+  consumer arrives once its products read the slot), so there is no CTA barrier a tile and the two
+  consumers drift apart. ``_s5``: rings of 5; ``_n64``: 64-key tiles (rings 3 and 2);
+  ``gluon_ws_inorder``: the same structure with Triton's in-order loop (QK, wait, SiLU, PV).
 - diagnostics: ``*_noload`` (the rings filled once, then no copies), ``gluon_pipe_konly`` (K copies
   only), ``*_nosilu`` (P = alpha*S/2, no tanh): what bounds the loop.
 
@@ -117,8 +124,13 @@ def _gl_copy(XC, PTb, h, t, NT, ring, stride_kcp, stride_kcs, offs_n, offs_d, D:
     """cp.async of tile t (BLOCK_N tokens of one page: one scalar page-table load) into ring slot t % S;
     tokens outside [0, NT * BLOCK_N): nothing copied."""
     n0 = t * BLOCK_N
-    page = gl.load(PTb + gl.maximum(gl.minimum(n0, NT * BLOCK_N - 1), 0) // PAGE).to(gl.int64)
-    row = page * stride_kcp + (n0 % PAGE + offs_n) * stride_kcs + h * D
+    if BLOCK_N <= PAGE:
+        page = gl.load(PTb + gl.maximum(gl.minimum(n0, NT * BLOCK_N - 1), 0) // PAGE).to(gl.int64)
+        row = page * stride_kcp + (n0 % PAGE + offs_n) * stride_kcs + h * D
+    else:  # a tile over BLOCK_N // PAGE pages: a page-table load per row
+        tok = gl.maximum(gl.minimum(n0 + offs_n, NT * BLOCK_N - 1), 0)
+        page = gl.load(PTb + tok // PAGE).to(gl.int64)
+        row = page * stride_kcp + (tok % PAGE) * stride_kcs + h * D
     async_copy.async_copy_global_to_shared(ring.index(t % S), XC + row[:, None] + offs_d[None, :],
                                            mask=((n0 + offs_n < NT * BLOCK_N) & (n0 >= 0))[:, None])
 
@@ -302,7 +314,7 @@ def _ws_producer(Q, KC, VC, PTb, h, pid, NT, stride_kcp, stride_kcs, q_smem, k_r
 
 @gluon.jit
 def _ws_step(j, p, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v, scale, s0, SK: gl.constexpr,
-             SV: gl.constexpr, p_layout: gl.constexpr):
+             SV: gl.constexpr, p_layout: gl.constexpr, SILU: gl.constexpr):
     mbarrier.wait(full_k.index((j + 1) % SK), ((j + 1) // SK) & 1)
     mbarrier.wait(full_v.index(j % SV), (j // SV) & 1)
     s_tok = warpgroup_mma(q_my, k_ring.index((j + 1) % SK).permute((1, 0)), s0, use_acc=False, is_async=True)
@@ -310,7 +322,7 @@ def _ws_step(j, p, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v, 
     s = warpgroup_mma_wait(num_outstanding=1, deps=(s_tok, ))
     mbarrier.arrive(empty_k.index((j + 1) % SK))
     hh = s * scale
-    p_next = gl.convert_layout((hh + hh * _gl_tanh(hh)).to(gl.bfloat16), p_layout)
+    p_next = gl.convert_layout(_gl_act(hh, SILU).to(gl.bfloat16), p_layout)
     acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc_tok, p))
     mbarrier.arrive(empty_v.index(j % SV))
     return p_next, acc
@@ -319,7 +331,7 @@ def _ws_step(j, p, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v, 
 @gluon.jit
 def _ws_consumer(wg, OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v,
                  D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
-                 SV: gl.constexpr):
+                 SV: gl.constexpr, SILU: gl.constexpr, PIPE: gl.constexpr):
     """One warpgroup: rows wg*64 .. wg*64+63 of the block, FA3's order unrolled by two (NT - 1 even)."""
     HALF: gl.constexpr = BLOCK_M // 2
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -330,17 +342,37 @@ def _ws_consumer(wg, OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_
     q_my = q_smem.slice(wg * HALF, HALF)
     acc = gl.zeros([HALF, D], gl.float32, layout=o_layout)
     s0 = gl.zeros([HALF, BLOCK_N], gl.float32, layout=s_layout)
+    if not PIPE:
+        # in order, as Triton's loop: QK_j, wait (PV_{j-1} done too), SiLU_j, PV_j left in flight;
+        # the other warpgroup's products fill the tensor cores meanwhile
+        acc = warpgroup_mma_init(acc)
+        for j in range(0, NT):
+            mbarrier.wait(full_k.index(j % SK), (j // SK) & 1)
+            s_tok = warpgroup_mma(q_my, k_ring.index(j % SK).permute((1, 0)), s0, use_acc=False, is_async=True)
+            s, acc = warpgroup_mma_wait(num_outstanding=0, deps=(s_tok, acc))
+            mbarrier.arrive(empty_k.index(j % SK))
+            if j > 0:
+                mbarrier.arrive(empty_v.index((j - 1) % SV))
+            hh = s * scale
+            p = gl.convert_layout(_gl_act(hh, SILU).to(gl.bfloat16), p_layout)
+            mbarrier.wait(full_v.index(j % SV), (j // SV) & 1)
+            acc = warpgroup_mma(p, v_ring.index(j % SV), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        offs_m = wg * HALF + gl.arange(0, HALF, layout=gl.SliceLayout(1, o_layout))
+        offs_o = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
+        gl.store(OUT + pid.to(gl.int64) * BLOCK_M * D + offs_m[:, None] * D + offs_o[None, :], acc)
+        return
     mbarrier.wait(full_k.index(0), 0)
     s = warpgroup_mma(q_my, k_ring.index(0).permute((1, 0)), s0, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
     mbarrier.arrive(empty_k.index(0))
     hh = s * scale
-    p = gl.convert_layout((hh + hh * _gl_tanh(hh)).to(gl.bfloat16), p_layout)
+    p = gl.convert_layout(_gl_act(hh, SILU).to(gl.bfloat16), p_layout)
     for j in range(0, NT - 1, 2):
         p1, acc = _ws_step(j, p, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v, scale, s0, SK, SV,
-                           p_layout)
+                           p_layout, SILU)
         p, acc = _ws_step(j + 1, p1, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v, scale, s0, SK,
-                          SV, p_layout)
+                          SV, p_layout, SILU)
     mbarrier.wait(full_v.index((NT - 1) % SV), ((NT - 1) // SV) & 1)
     acc = warpgroup_mma(p, v_ring.index((NT - 1) % SV), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
@@ -352,24 +384,25 @@ def _ws_consumer(wg, OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_
 @gluon.jit
 def _ws_consumer0(OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v,
                   D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
-                  SV: gl.constexpr):
+                  SV: gl.constexpr, SILU: gl.constexpr, PIPE: gl.constexpr):
     _ws_consumer(0, OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, D, BLOCK_M,
-                 BLOCK_N, SK, SV)
+                 BLOCK_N, SK, SV, SILU, PIPE)
 
 
 @gluon.jit
 def _ws_consumer1(OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v,
                   D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, SK: gl.constexpr,
-                  SV: gl.constexpr):
+                  SV: gl.constexpr, SILU: gl.constexpr, PIPE: gl.constexpr):
     _ws_consumer(1, OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, D, BLOCK_M,
-                 BLOCK_N, SK, SV)
+                 BLOCK_N, SK, SV, SILU, PIPE)
 
 
 @gluon.jit
 def _gl_loop_ws(Q, KC, VC, PT, OUT, NT, stride_pt, stride_kcp, stride_kcs, scale, PAIRS, H: gl.constexpr,
                 D: gl.constexpr, PAGE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                 SK: gl.constexpr, SV: gl.constexpr, PWARPS: gl.constexpr, CREGS: gl.constexpr,
-                PREGS: gl.constexpr, num_warps: gl.constexpr):
+                PREGS: gl.constexpr, num_warps: gl.constexpr, SILU: gl.constexpr = True,
+                PIPE: gl.constexpr = True):
     """FA3's structure: a producer partition (PWARPS warps) does the copies, two consumer warpgroups
     (the default partition and one worker, 64 rows each) the products; full/empty mbarriers per ring
     slot, no CTA barrier a tile, so the consumers run independently of each other (NT - 1 even)."""
@@ -396,9 +429,9 @@ def _gl_loop_ws(Q, KC, VC, PT, OUT, NT, stride_pt, stride_kcp, stride_kcs, scale
         mbarrier.init(empty_v.index(i), count=2)
     gl.warp_specialize([
         (_ws_consumer0, (OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, D, BLOCK_M,
-                         BLOCK_N, SK, SV)),
+                         BLOCK_N, SK, SV, SILU, PIPE)),
         (_ws_consumer1, (OUT, pid, NT, scale, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, D, BLOCK_M,
-                         BLOCK_N, SK, SV)),
+                         BLOCK_N, SK, SV, SILU, PIPE)),
         (_ws_producer, (Q, KC, VC, PTb, h, pid, NT, stride_kcp, stride_kcs, q_smem, k_ring, v_ring, full_k, empty_k,
                         full_v, empty_v, D, PAGE, BLOCK_M, BLOCK_N, SK, SV, PWARPS)),
     ], [4, PWARPS], [CREGS, PREGS])
@@ -412,13 +445,17 @@ VARIANTS = {
     "gluon_pipe": dict(kind="gluon", BLOCK_N=32, PIPE=1),
     "gluon_pipe_smemp": dict(kind="gluon", BLOCK_N=32, PIPE=2),
     "gluon_pipe_unroll": dict(kind="gluon", BLOCK_N=32, PIPE=1, UNROLL=True),  # NT - 1 even only
-    "gluon_ws": dict(kind="gluon_ws", BLOCK_N=32, PWARPS=4, CREGS=232, PREGS=40),  # NT - 1 even only
+    "gluon_ws": dict(kind="gluon_ws", BLOCK_N=32, PWARPS=4, CREGS=232, PREGS=40),
+    "gluon_ws_inorder": dict(kind="gluon_ws", BLOCK_N=32, PWARPS=4, CREGS=232, PREGS=40, PIPE=False),
+    "gluon_ws_s5": dict(kind="gluon_ws", BLOCK_N=32, PWARPS=4, CREGS=232, PREGS=40, SK=5, SV=5),
+    "gluon_ws_n64": dict(kind="gluon_ws", BLOCK_N=64, PWARPS=4, CREGS=224, PREGS=64, SK=3, SV=2),
     # diagnostics (wrong results by design; not checked): what bounds the loop
     "gluon_inorder_noload": dict(kind="gluon", BLOCK_N=32, PIPE=0, LOADS=0, diag=True),
     "gluon_pipe_noload": dict(kind="gluon", BLOCK_N=32, PIPE=1, LOADS=0, diag=True),
     "gluon_pipe_konly": dict(kind="gluon", BLOCK_N=32, PIPE=1, LOADS=1, diag=True),
     "gluon_pipe_nosilu": dict(kind="gluon", BLOCK_N=32, PIPE=1, SILU=False, diag=True),
     "gluon_inorder_nosilu": dict(kind="gluon", BLOCK_N=32, PIPE=0, SILU=False, diag=True),
+    "gluon_ws_nosilu": dict(kind="gluon_ws", BLOCK_N=32, PWARPS=4, CREGS=232, PREGS=40, SILU=False, diag=True),
 }
 
 
@@ -445,8 +482,10 @@ def launch(name, inp, B, H, NT, scale, out=None):
         return _tr_loop[(P,)](*args, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], num_warps=8,
                               num_stages=3), out
     if cfg["kind"] == "gluon_ws":
-        return _gl_loop_ws[(P,)](*args, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], SK=4, SV=4,
-                                 PWARPS=cfg["PWARPS"], CREGS=cfg["CREGS"], PREGS=cfg["PREGS"], num_warps=4), out
+        return _gl_loop_ws[(P,)](*args, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"],
+                                 SK=cfg.get("SK", 4), SV=cfg.get("SV", 4), PWARPS=cfg["PWARPS"], CREGS=cfg["CREGS"],
+                                 PREGS=cfg["PREGS"], SILU=cfg.get("SILU", True), PIPE=cfg.get("PIPE", True),
+                                 num_warps=4), out
     return _gl_loop[(P,)](*args, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], SK=4, SV=4,
                           PIPE=cfg["PIPE"], LOADS=cfg.get("LOADS", 2), SILU=cfg.get("SILU", True),
                           UNROLL=cfg.get("UNROLL", False), num_warps=8), out
@@ -469,6 +508,14 @@ def reference(inp, B, H, NT, BLOCK_N, alpha):
     return torch.stack(outs)
 
 
+def tiles(cfg, nt32):
+    """Loop length in BLOCK_N tiles for about nt32 tiles of 32 keys; the unrolled loops need NT - 1 even."""
+    n = max(nt32 * 32 // cfg["BLOCK_N"], 1)
+    if ((cfg["kind"] == "gluon_ws" and cfg.get("PIPE", True)) or cfg.get("UNROLL")) and (n - 1) % 2:
+        n += 1
+    return n
+
+
 BROKEN: set = set()
 SELECTED: list = []
 
@@ -484,9 +531,7 @@ def gpu(args):
         for name, cfg in VARIANTS.items():
             if cfg.get("diag") or name not in SELECTED:
                 continue
-            nt = NT * 32 // cfg["BLOCK_N"] if cfg["BLOCK_N"] == 64 else NT
-            if cfg["BLOCK_N"] == 64 and NT % 2:
-                continue
+            nt = tiles(cfg, NT)
             out = torch.full((inp["q"].shape[0], BLOCK_M, D), float("nan"), device="cuda")
             try:
                 launch(name, inp, B, H, nt, scale, out)
@@ -509,15 +554,14 @@ def gpu(args):
         for name, cfg in VARIANTS.items():
             if name in BROKEN or name not in SELECTED:
                 continue
-            n1 = NT1 if cfg["BLOCK_N"] == 32 else NT1 // 2
-            n2 = NT2 if cfg["BLOCK_N"] == 32 else NT2 // 2
-            t1 = triton.testing.do_bench(lambda name=name, n1=n1: launch(name, inp1, B, H, n1, scale), warmup=50, rep=300,
-                                         return_mode="median")
-            t2 = triton.testing.do_bench(lambda name=name, n2=n2: launch(name, inp2, B, H, n2, scale), warmup=50, rep=300,
-                                         return_mode="median")
-            slope = (t2 - t1) * 1e3 / (NT2 - NT1)  # us per 32-key tile
+            n1, n2 = tiles(cfg, NT1), tiles(cfg, NT2)
+            t1 = triton.testing.do_bench(lambda name=name, n1=n1: launch(name, inp1, B, H, n1, scale), warmup=50,
+                                         rep=300, return_mode="median")
+            t2 = triton.testing.do_bench(lambda name=name, n2=n2: launch(name, inp2, B, H, n2, scale), warmup=50,
+                                         rep=300, return_mode="median")
+            slope = (t2 - t1) * 1e3 / ((n2 - n1) * cfg["BLOCK_N"] / 32)  # us per 32-key tile
             rows.append((rnd, name, t1 * 1e3, t2 * 1e3, slope))
-            print(f"round {rnd} {name:14s} NT={NT1}: {t1 * 1e3:8.1f} us  NT={NT2}: {t2 * 1e3:8.1f} us  "
+            print(f"round {rnd} {name:14s} NT={n1}: {t1 * 1e3:8.1f} us  NT={n2}: {t2 * 1e3:8.1f} us  "
                   f"slope {slope:.3f} us per 128x32 tile", flush=True)
     print("\nsummary (min over rounds), us per 128x32 tile:")
     base = min(r[4] for r in rows if r[1] == "triton")
@@ -528,7 +572,7 @@ def gpu(args):
         print(f"  {name:14s} {s:.3f}  x triton {s / base:.3f}")
     for name in SELECTED:
         try:
-            k = launch(name, inp1, B, H, NT1 if VARIANTS[name]["BLOCK_N"] == 32 else NT1 // 2, scale)[0]
+            k = launch(name, inp1, B, H, tiles(VARIANTS[name], NT1), scale)[0]
             print(f"  {name:14s} regs {k.n_regs} spills {k.n_spills}")
         except Exception as e:  # noqa: BLE001
             print(name, "no handle:", e)
@@ -552,9 +596,10 @@ def compile_only(args):
             ck = _tr_loop.warmup(*a, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], num_warps=8,
                                  num_stages=3, grid=(P,))
         elif cfg["kind"] == "gluon_ws":
-            ck = _gl_loop_ws.warmup(*a, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], SK=4, SV=4,
-                                    PWARPS=cfg["PWARPS"], CREGS=cfg["CREGS"], PREGS=cfg["PREGS"], num_warps=4,
-                                    grid=(P,))
+            ck = _gl_loop_ws.warmup(*a, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"],
+                                    SK=cfg.get("SK", 4), SV=cfg.get("SV", 4), PWARPS=cfg["PWARPS"],
+                                    CREGS=cfg["CREGS"], PREGS=cfg["PREGS"], SILU=cfg.get("SILU", True),
+                                    PIPE=cfg.get("PIPE", True), num_warps=4, grid=(P,))
         else:
             ck = _gl_loop.warmup(*a, H=H, D=D, PAGE=PAGE, BLOCK_M=BLOCK_M, BLOCK_N=cfg["BLOCK_N"], SK=4, SV=4,
                                  PIPE=cfg["PIPE"], LOADS=cfg.get("LOADS", 2), SILU=cfg.get("SILU", True),

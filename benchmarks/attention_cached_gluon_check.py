@@ -29,7 +29,8 @@ def main() -> None:
         dict(C=[33, 0, 517], n=129, nt=0, H=3, d=128),
         dict(C=[2048, 1999, 0, 2100], n=1040, nt=1024, H=4, d=256),
     ]
-    configs = [None, {"PROGRAMS": 7}, {"PROGRAMS": 5, "DP": False}, {"PROGRAMS": 13, "MIN_CHUNK": 1}]
+    configs = [{"GLUON": True}, {"GLUON": True, "PROGRAMS": 7}, {"GLUON": True, "PROGRAMS": 5, "DP": False},
+               {"GLUON": True, "PROGRAMS": 13, "MIN_CHUNK": 1}]
     for ci, cs in enumerate(cases):
         for dtype, tol in ((torch.bfloat16, 2e-2), (torch.float16, 4e-3)):
             w = _workload(len(cs["C"]), cs["C"], cs["n"], cs["nt"], cs["H"], cs["d"], dtype, 100 + ci)

@@ -182,26 +182,6 @@ def _gl_fill(ring, full, empty, g, ptrs, S: gl.constexpr):
 
 
 @gluon.jit
-def _gl_tile_ptrs(it, XCh, stride_xp, stride_xs, Xb, stride_xt, PTb, C, n, ct, c_full, nkt, j0, offs_n, offs_d,
-                  PAGE: gl.constexpr, BLOCK_N: gl.constexpr):
-    """Addresses of key tile ``it`` of a piece in K or V (as ``_sk_piece`` computes them)."""
-    if it < c_full:
-        page = gl.load(PTb + it * BLOCK_N // PAGE).to(gl.int64)
-        ptrs = XCh + (page * stride_xp + (it * BLOCK_N % PAGE + offs_n) * stride_xs)[:, None] + offs_d[None, :]
-    else:
-        cached = it < ct
-        n0c = gl.maximum(gl.minimum(it, ct - 1), 0) * BLOCK_N
-        page = gl.load(PTb + n0c // PAGE).to(gl.int64)
-        sl = gl.maximum(gl.minimum(n0c % PAGE + offs_n, C - 1 - n0c // PAGE * PAGE), 0)
-        j = it - ct
-        offs_nn = gl.where(j < nkt, j * BLOCK_N, j0 + (j - nkt) * BLOCK_N) + offs_n
-        offs_nl = gl.maximum(gl.minimum(offs_nn, n - 1), 0).to(gl.int64)
-        ptrs = gl.where(cached, XCh + (page * stride_xp + sl * stride_xs)[:, None],
-                        Xb + offs_nl[:, None] * stride_xt) + offs_d[None, :]
-    return ptrs
-
-
-@gluon.jit
 def _gl_producer(Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC,
                  stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                  stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
@@ -236,14 +216,29 @@ def _gl_producer(Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN
             mask=(rows < n)[:, None])
         async_copy.mbarrier_arrive(q_full.index(k % QB), increment_count=False)
         a1, nA, npos = _gl_positions(r0, r1, c_full)
+        # a tile is one page (BLOCK_N == PAGE): the page of the next tile is loaded a tile ahead,
+        # so its latency is not in the copies' issue
+        it, in_a, past_a = _gl_tile_of(0, r0, a1, nA)
+        page = gl.load(PTb + gl.maximum(gl.minimum(it, ct - 1), 0)).to(gl.int64)
         for u in range(0, npos):  # the consumers' tile sequence (a phantom: any valid address)
-            it, in_a, past_a = _gl_tile_of(u, r0, a1, nA)
-            kp = _gl_tile_ptrs(it, KCh, stride_kcp, stride_kcs, Kb, stride_kt, PTb, C, n, ct, c_full, nkt, j0,
-                               offs_n, offs_d, PAGE, BLOCK_N)
+            it_n, in_a, past_a = _gl_tile_of(gl.minimum(u + 1, npos - 1), r0, a1, nA)
+            page_n = gl.load(PTb + gl.maximum(gl.minimum(it_n, ct - 1), 0)).to(gl.int64)
+            # _sk_piece's addresses, branch-free: a cached tile's slots clamped to the last cached
+            # token, new keys' rows clamped to the last new token
+            cached = it < ct
+            pidx = gl.maximum(gl.minimum(it, ct - 1), 0)
+            sl = gl.maximum(gl.minimum(offs_n, C - 1 - pidx * PAGE), 0)
+            j = it - ct
+            offs_nn = gl.where(j < nkt, j * BLOCK_N, j0 + (j - nkt) * BLOCK_N) + offs_n
+            offs_nl = gl.maximum(gl.minimum(offs_nn, n - 1), 0).to(gl.int64)
+            kp = gl.where(cached, KCh + (page * stride_kcp + sl * stride_kcs)[:, None],
+                          Kb + offs_nl[:, None] * stride_kt) + offs_d[None, :]
             _gl_fill(k_ring, full_k, empty_k, g, kp, SK)
-            vp = _gl_tile_ptrs(it, VCh, stride_vcp, stride_vcs, Vb, stride_vt, PTb, C, n, ct, c_full, nkt, j0,
-                               offs_n, offs_d, PAGE, BLOCK_N)
+            vp = gl.where(cached, VCh + (page * stride_vcp + sl * stride_vcs)[:, None],
+                          Vb + offs_nl[:, None] * stride_vt) + offs_d[None, :]
             _gl_fill(v_ring, full_v, empty_v, g, vp, SV)
+            it = it_n
+            page = page_n
             g += 1
 
 

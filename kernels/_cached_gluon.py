@@ -15,7 +15,12 @@ is written out; a cut piece stores its fp32 partial and counts its arrival on th
 counter, and the last piece to arrive sums the partials (as the Triton kernel does per item).
 
 Needs Triton >= 3.6 with ``triton.experimental.gluon`` and an sm_90 GPU (wgmma); the caller
-falls back to the Triton kernel otherwise (and in the interpreter).
+falls back to the Triton kernel otherwise (and in the interpreter). Opt-in (config ``GLUON``): at
+the inference workload on the H200 it is correct but ~9 % slower than the Triton kernel (222 against
+204 us), although its loop alone ran 19-24 % faster per tile in benchmarks/attention_cached_gluon.py;
+in this kernel's SASS ptxas waits for PV_j after 7 of the 16 tanh of the SiLU (13 of 16 in the
+benchmark), which is the likely difference (docs/performance.md, "helper gluon"). ptxas reports
+72 bytes of spill stores (d=256), mostly at the partitions' entry.
 """
 
 from __future__ import annotations

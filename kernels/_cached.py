@@ -782,6 +782,16 @@ def _sm_count(device) -> int:
 _MAJOR: dict = {}
 
 
+def _gluon_usable(q, kc, vc, d_qk, d_v, block_m, block_n, page, fast) -> bool:
+    """Whether the Gluon version of the persistent kernel (``_cached_gluon``) runs this call:
+    Triton with ``triton.experimental.gluon`` (3.6+), an sm_90 GPU, the default tiles."""
+    try:
+        from . import _cached_gluon
+    except ImportError:
+        return False
+    return _cached_gluon.usable(q, kc, vc, d_qk, d_v, block_m, block_n, page, fast)
+
+
 def _redux_supported(device) -> bool:
     """Whether ``device`` runs ``redux.sync`` (_uniform): compute capability 8.0 or newer."""
     import torch
@@ -875,6 +885,11 @@ def hstu_cached_fwd(
         and _redux_supported(q.device)
     two_loops = bool(cfg.pop("TWO_LOOPS", True))
     ws_perm = bool(cfg.pop("WS_PERM", True))  # persistent kernel: workspace rows' 16-byte pieces reordered
+    # persistent kernel: GLUON runs its Gluon version (_cached_gluon) where it can (off by default:
+    # 9 % slower than this kernel at the inference workload on the H200, docs/performance.md,
+    # "helper gluon"); GL_SK, GL_SV, GL_QB: that kernel's K/V ring depths and q buffers
+    gluon = bool(cfg.pop("GLUON", False))
+    gl_opts = {key[3:].lower(): int(cfg.pop(key)) for key in ("GL_SK", "GL_SV", "GL_QB") if key in cfg}
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)
     if pages == 5 and (q.device.type != "cuda" or interpret_mode()):
@@ -922,8 +937,21 @@ def hstu_cached_fwd(
         if programs is None:
             programs = _sm_count(q.device) if q.device.type == "cuda" else 3
         programs = max(1, int(programs))
+        gluon = gluon and not interpret_mode() and pages in (0, 1, 5) and _gluon_usable(
+            q, kc, vc, D_QK, D_V, BM, BN, cache.page_size, fast)
         # two fp32 partial slots per program; an arrival counter per (head, query block)
-        ws, cnt = _split_buffers(q.device, programs * 2 * BM * D_V, H * (triton.cdiv(L, BM) + B))
+        # (the Gluon kernel: one per half block)
+        ws, cnt = _split_buffers(q.device, programs * 2 * BM * D_V, H * (triton.cdiv(L, BM) + B) * (2 if gluon else 1))
+        if gluon:
+            from ._cached_gluon import launch_gluon
+
+            handle = launch_gluon(
+                q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets, num_targets, ws, cnt,
+                scale=float(alpha) * 0.5, inv_n=1.0 / max_seq_len, programs=programs, dp=dp, dp_spare=dp_spare,
+                min_chunk=min_chunk, uniform=uniform, page=cache.page_size, block_m=BM, block_n=BN, **gl_opts)
+            if handle is not None:
+                LAST_KERNEL = handle
+                return out
         args = (
             q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets,
             num_targets if num_targets is not None else seq_offsets,

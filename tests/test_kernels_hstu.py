@@ -1079,3 +1079,65 @@ def test_cached_uniform_bounds_only_where_redux_sync_runs(monkeypatch, capabilit
     monkeypatch.setattr(_cached, "_MAJOR", {})
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda idx=None: capability)
     assert _cached._redux_supported(torch.device("cuda", 0)) is expected
+
+
+def _gluon_sm90() -> bool:
+    if not HAS_CUDA or torch.cuda.get_device_capability()[0] != 9:
+        return False
+    try:
+        from tracekit.kernels import _cached_gluon  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _gluon_sm90(), reason="needs an sm_90 GPU and triton.experimental.gluon")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 256])
+@pytest.mark.parametrize("cfg", [{}, {"PROGRAMS": 7}, {"PROGRAMS": 5, "DP": False}], ids=["grid", "p7", "p5-nodp"])
+def test_gpu_cached_gluon_matches_reference(cfg, d, dtype):
+    """The persistent kernel's Gluon version (config GLUON): shuffled pages, empty caches and cache
+    lengths not a multiple of the page size, jagged new-token runs not a multiple of the block,
+    with and without targets, small grids (cut items: partial sums); every call twice (the second
+    reuses the counters the first left), against the float64 reference."""
+    from tracekit.kernels import _cached
+
+    g = _gen()
+    H = 2
+    hist, new = [0, 45, 300, 1000, 31], [200, 1, 129, 64, 300]
+    for targets in (None, [50, 1, 0, 64, 299]):
+        kh, vh = (_rand(g, sum(hist), H, d, dtype=dtype) for _ in range(2))
+        q, k, v = (_rand(g, sum(new), H, d, dtype=dtype) for _ in range(3))
+        N = max(a + b for a, b in zip(hist, new, strict=True)) + 5
+        cache = build_paged_kv_cache(kh, vh, _offsets(hist), max_len=N, generator=g)
+        off = _offsets(new)
+        nt = None if targets is None else torch.tensor(targets, device=DEV)
+        c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
+        ref = hstu_attention_cached_reference(*_d64(q, k, v), off, c64, max_seq_len=N, alpha=0.3, num_targets=nt)
+        for _ in range(2):
+            out = _poison(sum(new), H, d, dtype)
+            _cached.hstu_cached_fwd(q, k, v, off, cache, max_seq_len=N, alpha=0.3, num_targets=nt,
+                                    contextual_seq_len=0, max_attn_len=0, config={"GLUON": True, **cfg}, out=out)
+            assert "gl_kernel" in _cached.LAST_KERNEL.name
+            assert _rel(out, ref) < TOL[dtype]
+
+
+def test_cached_gluon_option_falls_back_off_the_gpu():
+    """GLUON and its ring options are accepted everywhere; where the Gluon kernel cannot run (the
+    interpreter, another GPU) the Triton kernel computes the same result."""
+    g = _gen()
+    H, d, dtype = 2, 32, torch.float16
+    hist, new = [0, 37], [20, 9]
+    kh, vh = (_rand(g, sum(hist), H, d, dtype=dtype) for _ in range(2))
+    q, k, v = (_rand(g, sum(new), H, d, dtype=dtype) for _ in range(3))
+    cache = build_paged_kv_cache(kh, vh, _offsets(hist), max_len=64, generator=g)
+    off = _offsets(new)
+    c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
+    ref = hstu_attention_cached_reference(*_d64(q, k, v), off, c64, max_seq_len=64, alpha=0.4)
+    from tracekit.kernels import _cached
+
+    out = _poison(sum(new), H, d, dtype)
+    _cached.hstu_cached_fwd(q, k, v, off, cache, max_seq_len=64, alpha=0.4, num_targets=None, contextual_seq_len=0,
+                            max_attn_len=0, config={"GLUON": True, "GL_SK": 3, "GL_SV": 3, "GL_QB": 2}, out=out)
+    assert _rel(out, ref) < TOL[dtype]

@@ -1,0 +1,524 @@
+"""Gluon (Hopper) version of the persistent cached kernel: FA3's structure for the default mask.
+
+The schedule is the Triton kernel's (``_hstu_cached_sk_kernel``: whole items in DP waves, then
+stream-K chunks), computed on the device by ``_sk_plan_kernel`` (the same functions, one program
+per persistent program) into a table of pieces per program. ``_hstu_cached_gl_kernel`` then runs
+each program's pieces with warp specialization: a producer partition (4 warps) copies q and every
+K/V tile of the pieces (cp.async into rings of ``SK`` / ``SV`` slots, gathered through the page
+table), two consumer warpgroups (64 query rows each) compute; per ring slot a ``full`` mbarrier
+(the producer's threads arrive as their copies land) and an ``empty`` one (each consumer arrives
+once its products have read the slot). A consumer issues QK_{j+1} with PV_j, waits for QK_{j+1}
+only and computes its SiLU (and mask) while PV_j runs (FA3's intra-warpgroup overlap; two steps a
+loop trip, so that ptxas keeps P_j and P_{j+1} in distinct registers, see
+benchmarks/attention_cached_gluon.py). Each consumer finishes its 64 rows on its own: a whole item
+is written out; a cut piece stores its fp32 partial and counts its arrival on the (item, half)
+counter, and the last piece to arrive sums the partials (as the Triton kernel does per item).
+
+Needs Triton >= 3.6 with ``triton.experimental.gluon`` and an sm_90 GPU (wgmma); the caller
+falls back to the Triton kernel otherwise (and in the interpreter). Opt-in (config ``GLUON``): at
+the inference workload on the H200 it is correct but ~9 % slower than the Triton kernel (222 against
+204 us), although its loop alone ran 19-24 % faster per tile in benchmarks/attention_cached_gluon.py;
+in this kernel's SASS ptxas waits for PV_j after 7 of the 16 tanh of the SiLU (13 of 16 in the
+benchmark), which is the likely difference (docs/performance.md, "helper gluon"). ptxas reports
+72 bytes of spill stores (d=256), mostly at the partitions' entry.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    async_copy,
+    mbarrier,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from ._cached import _sk_block_iters, _sk_item_start, _sk_sequences, _uniform
+
+NF = 16  # int32 fields per piece in the plan
+
+
+# ---------------------------------------------------------------- the schedule (Triton)
+@triton.jit
+def _sk_plan_piece(i, lo, hi, pid, s0, chunk, row, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq,
+                   H: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr,
+                   BPOW: tl.constexpr, TPOW: tl.constexpr):
+    """``_sk_segment``'s look-up of the item holding iteration i, written to the plan row ``row``
+    instead of computed on; returns the end of the piece."""
+    offs_b = tl.arange(0, BPOW)
+    o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
+                                             HAS_TARGETS)
+    sv = wv * H
+    b = tl.sum((tl.cumsum(sv, 0) <= i).to(tl.int32))
+    sel = offs_b == b
+    W = tl.maximum(tl.sum(tl.where(sel, wv, 0)), 1)
+    rr = i - tl.sum(tl.where(offs_b < b, sv, 0))
+    h = rr // W
+    r = rr - h * W
+    n = tl.sum(tl.where(sel, nv, 0))
+    nh = tl.sum(tl.where(sel, nhv, 0))
+    C = tl.sum(tl.where(sel, cv, 0))
+    nb = tl.sum(tl.where(sel, nbv, 0))
+    offs_t = tl.arange(0, TPOW)
+    it_t = _sk_block_iters(offs_t, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS)
+    t = tl.sum((tl.cumsum(it_t, 0) <= r).to(tl.int32))
+    item_lo = i - r + tl.sum(tl.where(offs_t < t, it_t, 0))
+    item_hi = item_lo + tl.sum(tl.where(offs_t == t, it_t, 0))
+    seg_hi = tl.maximum(tl.minimum(item_hi, hi), i + 1)
+    whole = ((item_lo >= lo) & (item_hi <= hi)).to(tl.int32)
+    slot = pid * 2 + tl.where(item_lo <= lo, 0, 1)
+    item = tl.sum(tl.where(offs_b < b, nbv, 0)) * H + h * nb + t
+    tl.store(row + 0, b)
+    tl.store(row + 1, h)
+    tl.store(row + 2, t)
+    tl.store(row + 3, i - item_lo)
+    tl.store(row + 4, seg_hi - item_lo)
+    tl.store(row + 5, whole)
+    tl.store(row + 6, slot)
+    tl.store(row + 7, item)
+    tl.store(row + 8, (item_lo - s0) // chunk)
+    tl.store(row + 9, (item_hi - 1 - s0) // chunk)
+    tl.store(row + 10, item_lo)
+    tl.store(row + 11, s0)
+    tl.store(row + 12, chunk)
+    return seg_hi
+
+
+@triton.jit
+def _sk_plan_kernel(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk, dp_spare, MAXPC,
+                    H: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr,
+                    BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr, UNIFORM: tl.constexpr):
+    """The pieces of persistent program ``pid`` in order (``_hstu_cached_sk_kernel``'s loop), at
+    most MAXPC of them, into PLAN[pid]; their count into PLAN_N[pid]."""
+    pid = tl.program_id(0)
+    P = tl.num_programs(0)
+    offs_b = tl.arange(0, BPOW)
+    o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
+                                             HAS_TARGETS)
+    total = _uniform(tl.sum(wv * H), UNIFORM)
+    base = PLAN + pid.to(tl.int64) * MAXPC * 16
+    npc = 0
+    if DP:
+        items = _uniform(tl.sum(nbv) * H, UNIFORM)
+        waves = tl.maximum(items // P - dp_spare, 0)
+        s0 = 0
+        if waves > 0:
+            s0 = _uniform(_sk_item_start(waves * P, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M,
+                                         BLOCK_N, HAS_TARGETS, BPOW, TPOW), UNIFORM)
+        chunk = tl.maximum(tl.cdiv(total - s0, P), min_chunk)
+        lo = s0 + pid * chunk
+        hi = tl.minimum(lo + chunk, total)
+        k = 0
+        i = lo
+        while ((k < waves) | (i < hi)) & (npc < MAXPC):
+            in_dp = k < waves
+            j = i
+            if in_dp:
+                j = _sk_item_start(k * P + pid, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
+                                   HAS_TARGETS, BPOW, TPOW)
+            e = _sk_plan_piece(j, tl.where(in_dp, j, lo), tl.where(in_dp, total, hi), pid, s0, chunk,
+                               base + npc * 16, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
+                               HAS_TARGETS, BPOW, TPOW)
+            npc += 1
+            i = tl.where(in_dp, i, e)
+            k += 1
+    else:
+        chunk = tl.maximum(tl.cdiv(total, P), min_chunk)
+        lo = pid * chunk
+        hi = tl.minimum(lo + chunk, total)
+        i = lo
+        while (i < hi) & (npc < MAXPC):
+            i = _sk_plan_piece(i, lo, hi, pid, 0, chunk, base + npc * 16, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS,
+                               nseq, H, BLOCK_M, BLOCK_N, HAS_TARGETS, BPOW, TPOW)
+            npc += 1
+    tl.store(PLAN_N + pid, npc)
+
+
+# ---------------------------------------------------------------- the kernel (Gluon)
+@gluon.jit
+def _gl_tanh(x):
+    return gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=gl.float32, is_pure=True,
+                                     pack=1)
+
+
+@gluon.jit
+def _gl_fence(x):
+    """``fence.acq_rel.gpu`` in every thread holding an element of x (``__threadfence``)."""
+    return gl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.b32 $0, $1;", "=r,r", [x], dtype=gl.int32,
+                                     is_pure=False, pack=1)
+
+
+@gluon.jit
+def _gl_piece(PLAN, pid, k, MAXPC, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, BLOCK_M: gl.constexpr,
+              BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr):
+    """Piece k of program pid: its plan fields and the figures of its sequence."""
+    row = PLAN + (pid.to(gl.int64) * MAXPC + k) * 16
+    b = gl.load(row + 0)
+    h = gl.load(row + 1)
+    t = gl.load(row + 2)
+    r0 = gl.load(row + 3)
+    r1 = gl.load(row + 4)
+    start = gl.load(SEQ_OFFSETS + b).to(gl.int64)
+    n = (gl.load(SEQ_OFFSETS + b + 1).to(gl.int64) - start).to(gl.int32)
+    C = gl.load(CACHE_LENS + b).to(gl.int32)
+    if HAS_TARGETS:
+        nh = n - gl.load(NUM_TARGETS + b).to(gl.int32)
+    else:
+        nh = n
+    m0 = t * BLOCK_M
+    ct = gl.cdiv(C, BLOCK_N)
+    c_full = C // BLOCK_N
+    nkt = gl.minimum((t + 1) * (BLOCK_M // BLOCK_N), gl.cdiv(nh, BLOCK_N))
+    j0 = gl.maximum(m0, nh) // BLOCK_N * BLOCK_N
+    return b, h, r0, r1, start, n, C, nh, m0, ct, c_full, nkt, j0
+
+
+@gluon.jit
+def _gl_fill(ring, full, empty, g, ptrs, S: gl.constexpr):
+    """Tile number g (counted over the program's pieces) into slot g % S once every consumer
+    released the slot's previous tile; ``full`` completes when all producer threads' copies land."""
+    if g >= S:
+        mbarrier.wait(empty.index(g % S), (g // S - 1) & 1)
+    async_copy.async_copy_global_to_shared(ring.index(g % S), ptrs)
+    async_copy.mbarrier_arrive(full.index(g % S), increment_count=False)
+
+
+@gluon.jit
+def _gl_producer(Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC,
+                 stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+                 stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
+                 q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
+                 D: gl.constexpr, PAGE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 HAS_TARGETS: gl.constexpr, SK: gl.constexpr, SV: gl.constexpr, PWARPS: gl.constexpr,
+                 QB: gl.constexpr):
+    """The copies: per piece q, then K and V of its tiles in the order the consumers use them
+    (``_sk_piece``'s TWO_LOOPS order: unmasked cached tiles, then the partial cached tile, new
+    history tiles, the block's candidate tiles; addresses clamped as there, masks applied by the
+    consumers)."""
+    cp: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [PWARPS, 1], [1, 0])
+    offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, cp))
+    offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, cp))
+    offs_q = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, cp))
+    pid = gl.program_id(0)
+    npc = gl.load(PLAN_N + pid)
+    g = 0
+    for k in range(0, npc):
+        b, h, r0, r1, start, n, C, nh, m0, ct, c_full, nkt, j0 = _gl_piece(
+            PLAN, pid, k, MAXPC, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, BLOCK_M, BLOCK_N, HAS_TARGETS)
+        PTb = PT + b.to(gl.int64) * stride_pt
+        KCh = KC + h * stride_kch
+        VCh = VC + h * stride_vch
+        Kb = K + start * stride_kt + h * stride_kh
+        Vb = V + start * stride_vt + h * stride_vh
+        if k >= QB:
+            mbarrier.wait(q_empty.index(k % QB), (k // QB - 1) & 1)
+        rows = m0 + offs_q
+        async_copy.async_copy_global_to_shared(
+            q_smem.index(k % QB), Q + start * stride_qt + h * stride_qh + rows[:, None] * stride_qt + offs_d[None, :],
+            mask=(rows < n)[:, None])
+        async_copy.mbarrier_arrive(q_full.index(k % QB), increment_count=False)
+        a1, nA, npos = _gl_positions(r0, r1, c_full)
+        # a tile is one page (BLOCK_N == PAGE): the page of the next tile is loaded a tile ahead,
+        # so its latency is not in the copies' issue
+        it, in_a, past_a = _gl_tile_of(0, r0, a1, nA)
+        page = gl.load(PTb + gl.maximum(gl.minimum(it, ct - 1), 0)).to(gl.int64)
+        for u in range(0, npos):  # the consumers' tile sequence (a phantom: any valid address)
+            it_n, in_a, past_a = _gl_tile_of(gl.minimum(u + 1, npos - 1), r0, a1, nA)
+            page_n = gl.load(PTb + gl.maximum(gl.minimum(it_n, ct - 1), 0)).to(gl.int64)
+            # _sk_piece's addresses, branch-free: a cached tile's slots clamped to the last cached
+            # token, new keys' rows clamped to the last new token
+            cached = it < ct
+            pidx = gl.maximum(gl.minimum(it, ct - 1), 0)
+            sl = gl.maximum(gl.minimum(offs_n, C - 1 - pidx * PAGE), 0)
+            j = it - ct
+            offs_nn = gl.where(j < nkt, j * BLOCK_N, j0 + (j - nkt) * BLOCK_N) + offs_n
+            offs_nl = gl.maximum(gl.minimum(offs_nn, n - 1), 0).to(gl.int64)
+            kp = gl.where(cached, KCh + (page * stride_kcp + sl * stride_kcs)[:, None],
+                          Kb + offs_nl[:, None] * stride_kt) + offs_d[None, :]
+            _gl_fill(k_ring, full_k, empty_k, g, kp, SK)
+            vp = gl.where(cached, VCh + (page * stride_vcp + sl * stride_vcs)[:, None],
+                          Vb + offs_nl[:, None] * stride_vt) + offs_d[None, :]
+            _gl_fill(v_ring, full_v, empty_v, g, vp, SV)
+            it = it_n
+            page = page_n
+            g += 1
+
+
+@gluon.jit
+def _gl_tile_of(u, r0, a1, nA):
+    """Key tile at position u of a piece's tile sequence (``nA`` positions over the unmasked cached
+    tiles [r0, a1), a phantom among them if needed, then the other tiles from a1, a phantom last if
+    needed), and whether it is a phantom (any valid address, scores zero)."""
+    in_a = u < nA
+    it = gl.where(in_a, r0 + u, a1 + u - nA)
+    return it, in_a, it >= a1
+
+
+@gluon.jit
+def _gl_scores(s, u, r0, a1, r1, nA, scale, ct, C, n, nh, nkt, j0, rows, offs_n0, BLOCK_N: gl.constexpr,
+               FULL: gl.constexpr):
+    """SiLU of the QK tile at position u (``_silu``'s FAST_SILU form). FULL=False (positions among
+    the unmasked cached tiles): no mask, only a phantom's scores zeroed (one multiply); FULL: masked
+    as ``_sk_piece``'s second loop masks it. (No branch: control flow between a wgmma and its wait
+    makes ptxas serialize every wgmma of the kernel, C7513.)"""
+    hh = s * scale
+    p = hh + hh * _gl_tanh(hh)
+    it, in_a, past_a = _gl_tile_of(u, r0, a1, nA)
+    if FULL:
+        j = it - ct
+        hist = j < nkt
+        offs_n = gl.where(hist, j * BLOCK_N, j0 + (j - nkt) * BLOCK_N) + offs_n0
+        valid = gl.where(hist, (offs_n[None, :] <= rows[:, None]) & (offs_n < nh)[None, :],
+                         (offs_n[None, :] == rows[:, None]) & ((offs_n >= nh) & (offs_n < n))[None, :])
+        n0c = gl.maximum(gl.minimum(it, ct - 1), 0) * BLOCK_N
+        valid = gl.where(it < ct, (n0c + offs_n0 < C)[None, :] & (rows >= 0)[:, None], valid)
+        keep = gl.where(in_a, ~past_a, it < r1)
+        p = gl.where((valid | (in_a & ~past_a)) & keep, p, 0.0)
+    else:
+        p = p * gl.where(past_a, 0.0, 1.0)
+    return p
+
+
+@gluon.jit
+def _gl_step(u, g0, r0, a1, r1, nA, p, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v, scale, s0,
+             ct, C, n, nh, nkt, j0, rows, offs_n0, BLOCK_N: gl.constexpr, SK: gl.constexpr,
+             SV: gl.constexpr, p_layout: gl.constexpr, dtype: gl.constexpr, FULL: gl.constexpr):
+    """Position u+1's QK issued with position u's PV; its scores computed while the PV runs."""
+    gk = g0 + u + 1
+    gv = g0 + u
+    mbarrier.wait(full_k.index(gk % SK), (gk // SK) & 1)
+    mbarrier.wait(full_v.index(gv % SV), (gv // SV) & 1)
+    s_tok = warpgroup_mma(q_my, k_ring.index(gk % SK).permute((1, 0)), s0, use_acc=False, is_async=True)
+    acc_tok = warpgroup_mma(p, v_ring.index(gv % SV), acc, is_async=True)
+    s = warpgroup_mma_wait(num_outstanding=1, deps=(s_tok, ))
+    mbarrier.arrive(empty_k.index(gk % SK))
+    p_next = _gl_scores(s, u + 1, r0, a1, r1, nA, scale, ct, C, n, nh, nkt, j0, rows, offs_n0, BLOCK_N, FULL)
+    p_next = gl.convert_layout(p_next.to(dtype), p_layout)
+    acc, p = warpgroup_mma_wait(num_outstanding=0, deps=(acc_tok, p))
+    mbarrier.arrive(empty_v.index(gv % SV))
+    return p_next, acc
+
+
+@gluon.jit
+def _gl_positions(r0, r1, c_full):
+    """A piece's unmasked cached tiles [r0, a1) and the rest [a1, r1), as position counts: nA (odd,
+    or 0) and the total, so that each of the consumer's two loops runs an even number of steps
+    (two steps a loop trip; a remainder step under a branch would make ptxas serialize the wgmmas)."""
+    a1 = gl.maximum(r0, gl.minimum(r1, c_full))
+    na = a1 - r0
+    nb = r1 - a1
+    nA = gl.where(na > 0, na + 1 - na % 2, 0)
+    nB = gl.where(nA > 0, nb + nb % 2, nb + 1 - nb % 2)
+    return a1, nA, nA + nB
+
+
+@gluon.jit
+def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
+                 scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
+                 D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
+                 SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr):
+    """Rows wg*64 .. wg*64+63 of every piece's query block."""
+    HALF: gl.constexpr = BLOCK_M // 2
+    dtype: gl.constexpr = q_smem.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, D, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    s0 = gl.zeros([HALF, BLOCK_N], gl.float32, layout=s_layout)
+    offs_n0 = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    offs_hs = gl.arange(0, HALF, layout=gl.SliceLayout(1, s_layout))
+    offs_r = gl.arange(0, HALF, layout=gl.SliceLayout(1, o_layout))
+    offs_c = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
+    pid = gl.program_id(0)
+    npc = gl.load(PLAN_N + pid)
+    g = 0
+    for k in range(0, npc):
+        b, h, r0, r1, start, n, C, nh, m0, ct, c_full, nkt, j0 = _gl_piece(
+            PLAN, pid, k, MAXPC, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, BLOCK_M, BLOCK_N, HAS_TARGETS)
+        rows = m0 + wg * HALF + offs_hs
+        a1, nA, npos = _gl_positions(r0, r1, c_full)
+        mbarrier.wait(q_full.index(k % QB), (k // QB) & 1)
+        q_my = q_smem.index(k % QB).slice(wg * HALF, HALF)
+        # position 0: QK, scores
+        mbarrier.wait(full_k.index(g % SK), (g // SK) & 1)
+        s = warpgroup_mma(q_my, k_ring.index(g % SK).permute((1, 0)), s0, use_acc=False, is_async=True)
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+        mbarrier.arrive(empty_k.index(g % SK))
+        p = _gl_scores(s, 0, r0, a1, r1, nA, scale, ct, C, n, nh, nkt, j0, rows, offs_n0, BLOCK_N, True)
+        p = gl.convert_layout(p.to(dtype), p_layout)
+        acc = gl.zeros([HALF, D], gl.float32, layout=o_layout)
+        for u in range(0, nA - 1, 2):  # scores of unmasked cached tiles
+            p1, acc = _gl_step(u, g, r0, a1, r1, nA, p, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v,
+                               scale, s0, ct, C, n, nh, nkt, j0, rows, offs_n0, BLOCK_N, SK, SV, p_layout, dtype,
+                               False)
+            p, acc = _gl_step(u + 1, g, r0, a1, r1, nA, p1, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v,
+                              empty_v, scale, s0, ct, C, n, nh, nkt, j0, rows, offs_n0, BLOCK_N, SK, SV, p_layout,
+                              dtype, False)
+        for u in range(gl.maximum(nA - 1, 0), npos - 1, 2):  # scores of the other tiles: masked
+            p1, acc = _gl_step(u, g, r0, a1, r1, nA, p, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v, empty_v,
+                               scale, s0, ct, C, n, nh, nkt, j0, rows, offs_n0, BLOCK_N, SK, SV, p_layout, dtype,
+                               True)
+            p, acc = _gl_step(u + 1, g, r0, a1, r1, nA, p1, acc, q_my, k_ring, v_ring, full_k, empty_k, full_v,
+                              empty_v, scale, s0, ct, C, n, nh, nkt, j0, rows, offs_n0, BLOCK_N, SK, SV, p_layout,
+                              dtype, True)
+        nt = npos
+        mbarrier.arrive(q_empty.index(k % QB))  # every QK of the piece is done
+        gv = g + nt - 1
+        mbarrier.wait(full_v.index(gv % SV), (gv // SV) & 1)
+        acc = warpgroup_mma(p, v_ring.index(gv % SV), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty_v.index(gv % SV))
+        g += nt
+        # epilogue, this warpgroup's rows
+        row = PLAN + (pid.to(gl.int64) * MAXPC + k) * 16
+        orow = m0 + wg * HALF + offs_r
+        omask = (orow < n)[:, None]
+        o_ptrs = OUT + start * stride_ot + h * stride_oh + orow[:, None] * stride_ot + offs_c[None, :]
+        if gl.load(row + 5) != 0:
+            gl.store(o_ptrs, (acc * inv_n).to(dtype), mask=omask)
+        else:
+            slot = gl.load(row + 6)
+            cnt = CNT + gl.load(row + 7) * 2 + wg
+            c_first = gl.load(row + 8)
+            c_last = gl.load(row + 9)
+            item_lo = gl.load(row + 10)
+            sk0 = gl.load(row + 11)
+            chunk = gl.load(row + 12)
+            wrow = (wg * HALF + offs_r).to(gl.int64)
+            gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc)
+            _gl_fence(offs_r)
+            gl.thread_barrier()
+            arrived = gl.atomic_add(cnt, 1, sem="acq_rel")
+            if arrived == c_last - c_first:
+                _gl_fence(offs_r)
+                tot = gl.zeros([HALF, D], gl.float32, layout=o_layout)
+                for c in range(c_first, c_last + 1):
+                    sc = c * 2 + gl.where(item_lo <= sk0 + c * chunk, 0, 1)
+                    tot += gl.load(WS + (sc.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :],
+                                   cache_modifier=".cg")
+                gl.store(o_ptrs, (tot * inv_n).to(dtype), mask=omask)
+                gl.atomic_xchg(cnt, 0, sem="relaxed")
+
+
+@gluon.jit
+def _gl_consumer0(OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
+                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
+                  D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
+                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr):
+    _gl_consumer(0, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
+                 scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty, D,
+                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB)
+
+
+@gluon.jit
+def _gl_consumer1(OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
+                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
+                  D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
+                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr):
+    _gl_consumer(1, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
+                 scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty, D,
+                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB)
+
+
+@gluon.jit
+def _hstu_cached_gl_kernel(
+    Q, K, V, KC, VC, PT, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
+    stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
+    WS, CNT, PLAN, PLAN_N, MAXPC, scale, inv_n,
+    D: gl.constexpr, PAGE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+    HAS_TARGETS: gl.constexpr, SK: gl.constexpr, SV: gl.constexpr, PWARPS: gl.constexpr,
+    CREGS: gl.constexpr, PREGS: gl.constexpr, QB: gl.constexpr, num_warps: gl.constexpr,
+):
+    gl.static_assert(num_warps == 4)
+    gl.static_assert(BLOCK_M == 128)
+    dtype: gl.constexpr = Q.dtype.element_ty
+    q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], dtype)
+    kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], dtype)
+    k_ring = gl.allocate_shared_memory(dtype, [SK, BLOCK_N, D], kv_sl)
+    v_ring = gl.allocate_shared_memory(dtype, [SV, BLOCK_N, D], kv_sl)
+    q_smem = gl.allocate_shared_memory(dtype, [QB, BLOCK_M, D], q_sl)
+    full_k = gl.allocate_shared_memory(gl.int64, [SK, 1], mbarrier.MBarrierLayout())
+    empty_k = gl.allocate_shared_memory(gl.int64, [SK, 1], mbarrier.MBarrierLayout())
+    full_v = gl.allocate_shared_memory(gl.int64, [SV, 1], mbarrier.MBarrierLayout())
+    empty_v = gl.allocate_shared_memory(gl.int64, [SV, 1], mbarrier.MBarrierLayout())
+    q_full = gl.allocate_shared_memory(gl.int64, [QB, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [QB, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(SK):
+        mbarrier.init(full_k.index(i), count=PWARPS * 32)
+        mbarrier.init(empty_k.index(i), count=2)
+    for i in gl.static_range(SV):
+        mbarrier.init(full_v.index(i), count=PWARPS * 32)
+        mbarrier.init(empty_v.index(i), count=2)
+    for i in gl.static_range(QB):
+        mbarrier.init(q_full.index(i), count=PWARPS * 32)
+        mbarrier.init(q_empty.index(i), count=2)
+    gl.warp_specialize([
+        (_gl_consumer0, (OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot,
+                         stride_oh, scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full,
+                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB)),
+        (_gl_consumer1, (OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot,
+                         stride_oh, scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full,
+                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB)),
+        (_gl_producer, (Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC,
+                        stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
+                        stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
+                        q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
+                        D, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, PWARPS, QB)),
+    ], [4, PWARPS], [CREGS, PREGS])
+
+
+# ---------------------------------------------------------------- host
+_CAPABLE: dict = {}
+_PLAN_BYTES_MAX = 64 << 20
+
+
+def usable(q, kc, vc, d_qk: int, d_v: int, block_m: int, block_n: int, page: int, fast: bool) -> bool:
+    """Whether the Gluon kernel can run this call: an sm_90 GPU, bf16/fp16, d_qk == d_v in
+    (64, 128, 256), the default tiles (128 x 32, pages of 32 tokens), FAST_SILU, 16-byte rows."""
+    import torch
+
+    if q.device.type != "cuda" or not fast or q.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if d_qk != d_v or d_qk not in (64, 128, 256) or block_m != 128 or block_n != 32 or page != 32:
+        return False
+    if kc.dtype != q.dtype or vc.dtype != q.dtype or kc.stride(3) != 1 or vc.stride(3) != 1:
+        return False
+    idx = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    if idx not in _CAPABLE:
+        _CAPABLE[idx] = torch.cuda.get_device_capability(idx)[0] == 9
+    return _CAPABLE[idx]
+
+
+def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets, ws, cnt, *, scale, inv_n,
+                 programs, dp, dp_spare, min_chunk, uniform, page, block_m=128, block_n=32, sk=3, sv=3, qb=2,
+                 pwarps=4, cregs=232, pregs=40):
+    """Plan (Triton) then run (Gluon) the persistent cached kernel; returns the Gluon kernel's
+    handle, or None when the plan would be too large (the caller then runs the Triton kernel).
+    ``cnt`` holds two counters per item (one per consumer warpgroup)."""
+    import torch
+
+    L, H, D = q.shape
+    B = seq_offsets.numel() - 1
+    items = H * (triton.cdiv(L, block_m) + B)  # an upper bound on the items, so on any program's pieces
+    P = programs
+    if P * items * NF * 4 > _PLAN_BYTES_MAX:
+        return None
+    plan = torch.empty(P * items * NF, dtype=torch.int32, device=q.device)
+    plan_n = torch.empty(P, dtype=torch.int32, device=q.device)
+    nt = num_targets if num_targets is not None else seq_offsets
+    _sk_plan_kernel[(P,)](seq_offsets, cache_lens, nt, plan, plan_n, B, min_chunk, dp_spare, items,
+                          H=H, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None,
+                          BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, block_m) + 1),
+                          DP=dp, UNIFORM=uniform, num_warps=4)
+    return _hstu_cached_gl_kernel[(P,)](
+        q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, nt,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
+        kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2), pt.stride(0),
+        ws, cnt, plan, plan_n, items, scale, inv_n,
+        D=D, PAGE=page, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None, SK=sk, SV=sv,
+        PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, num_warps=4)

@@ -73,6 +73,10 @@ def test_bad_params_are_errors(nsys_db):
         nsys_db.query("top-kernels", bogus=1)
     with pytest.raises(ParamError, match="limit must be >= 0"):
         nsys_db.query("top-kernels", limit=-1)
+    # a count or a duration below its declared minimum is an error, not an empty table
+    for query, param in (("kernels-by-nvtx", "depth"), ("gpu-utilization", "min_gap_ns"), ("nvtx-ranges", "min_dur_ns")):
+        with pytest.raises(ParamError, match=rf"^{query}: {param} must be >= 0, got -3$"):
+            nsys_db.query(query, run="hstu_mixed", **{param: -3})
     with pytest.raises(QueryError, match="unknown query 'nope'"):
         nsys_db.query("nope")
     with pytest.raises(QueryError, match="no run 'missing'"):

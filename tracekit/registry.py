@@ -65,6 +65,8 @@ class Param:
     #: or, with ``several``, a comma-separated list of them (``(any of: a, b)``)
     choices: tuple[str, ...] = ()
     several: bool = False
+    #: the least value a number takes (``(min: 0)`` in its doc; ``limit``: 0 unless declared)
+    minimum: int | None = None
 
     def convert(self, value: Any, query: str) -> Any:
         if value is None:
@@ -87,6 +89,9 @@ class Param:
             out = py(value)
             if py is int and not -(2**63) <= out < 2**63:
                 raise ParamError(f"{query}: parameter {self.name}={value} is out of range (64-bit integers)")
+            if self.minimum is not None and out < self.minimum:
+                raise ParamError(f"{query}: {self.name} must be >= {self.minimum}"
+                                 + (" (0 = all rows)" if self.name == "limit" else "") + f", got {value}")
             return out
         except (TypeError, ValueError) as err:
             raise ParamError(f"{query}: parameter {self.name}={value!r} is not {self.type.lower()}") from err
@@ -132,6 +137,7 @@ _PARAM_RE = re.compile(r"@param\s+(\w+)\s+(\w+)\s+(.*)")
 _COLUMN_RE = re.compile(r"@column\s+(\w+)\s*(.*)")
 _DEFAULT_RE = re.compile(r"\(default:\s*([^)]*)\)")
 _CHOICES_RE = re.compile(r"\((one|any) of:\s*([^)]*)\)")
+_MIN_RE = re.compile(r"\(min:\s*(-?\d+)\)")
 
 
 def parse_header(name: str, source: str, text: str) -> Query:
@@ -150,9 +156,11 @@ def parse_header(name: str, source: str, text: str) -> Query:
                 raise QueryError(f"queries/{source}/{name}.sql: bad @param line: {body}")
             d = _DEFAULT_RE.search(m.group(3))
             c = _CHOICES_RE.search(m.group(3))
+            low = _MIN_RE.search(m.group(3))
             q.params[m.group(1)] = Param(m.group(1), m.group(2).upper(), m.group(3), d.group(1).strip() if d else None,
                                          tuple(x.strip() for x in c.group(2).split(",")) if c else (),
-                                         bool(c) and c.group(1) == "any")
+                                         bool(c) and c.group(1) == "any",
+                                         int(low.group(1)) if low else 0 if m.group(1) == "limit" else None)
         elif body.startswith("@column"):
             m = _COLUMN_RE.match(body)
             if not m:
@@ -235,8 +243,6 @@ class Registry:
                 if value is not None and value.lower() == "null":
                     value = None
             bound[pname] = p.convert(value, q.name)
-            if pname == "limit" and bound[pname] is not None and bound[pname] < 0:
-                raise ParamError(f"{q.name}: limit must be >= 0 (0 = all rows), got {bound[pname]}")
         if bound.get("run") is None:  # the query spans runs: there must be runs of its kinds
             self._check_kinds(tk, q)
         used = sql_parameters(q.sql)

@@ -12,7 +12,7 @@
 -- SourceCounters section (in --set full), or read from ncu's CSV pages alone, is an error.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
--- @param launch  INTEGER  only the launch with this ncu ID (default: null)
+-- @param launch  INTEGER  only the launch with this ncu ID (min: 0) (default: null)
 -- @param by      TEXT     one row per kernel and source line, or per kernel and instruction (one of: line, instruction) (default: line)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id                 run the launches belong to

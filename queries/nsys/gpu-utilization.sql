@@ -7,7 +7,7 @@
 -- Each op carries the idle time before it on its stream and on its device (computed at
 -- ingest: a running max over the time-sorted ops), so idle = the sum of those gaps.
 -- @param run         TEXT     run id or name (default: latest run)
--- @param min_gap_ns  BIGINT   idle gaps at least this long are counted (default: 10000)
+-- @param min_gap_ns  BIGINT   idle gaps at least this long are counted (min: 0) (default: 10000)
 -- @param limit       INTEGER  rows to return; 0 = all (default: 0)
 -- @column device_id        CUDA device
 -- @column pid              process owning the stream (NULL on device rows)

@@ -4,7 +4,7 @@
 -- launched outside every range are under '(no range)'. `depth` cuts paths to their
 -- first N levels of nesting, so hstu.layer0 and its children can be summed as one row.
 -- @param run    TEXT     run id or name (default: latest run)
--- @param depth  INTEGER  path levels to keep; 0 = the full path (default: 0)
+-- @param depth  INTEGER  path levels to keep; 0 = the full path (min: 0) (default: 0)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column path              NVTX range path, '/'-separated
 -- @column launches          kernel launches under it

@@ -1,6 +1,6 @@
 -- NVTX ranges one per row, with nesting and GPU projection: the data of the NVTX timeline.
 -- @param run         TEXT     run id or name (default: latest run)
--- @param min_dur_ns  BIGINT   only ranges at least this long (default: 0)
+-- @param min_dur_ns  BIGINT   only ranges at least this long (min: 0) (default: 0)
 -- @param limit       INTEGER  rows to return; 0 = all (default: 1000)
 -- @column range_id       range id within the run
 -- @column range          'domain:text' as nsys names it

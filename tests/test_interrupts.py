@@ -318,6 +318,28 @@ def test_ctrl_c_stops_a_long_statement_at_once(small_store):
     assert store_state(small_store) == before
 
 
+def test_a_statement_stopped_by_ctrl_c_raises_once_and_every_watch_counts_it():
+    """The waker stops the statement of a registered connection; the statement's error is the
+    interrupt (no KeyboardInterrupt raised again in the code handling it), and the outer watch
+    knows of it although the inner one's handler ran."""
+    import threading
+
+    from tracekit.interrupts import SigintWatch, interruptible
+
+    con = interruptible(duckdb.connect())
+    start = time.monotonic()
+    with SigintWatch() as outer:
+        with SigintWatch() as inner:
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+            with pytest.raises((duckdb.InterruptException, RuntimeError)):
+                con.execute("SELECT count(*) FROM range(5000000000) t(x) WHERE x % 7 = 3").fetchall()
+            for _ in range(100):  # the code that handles it runs on, uninterrupted
+                time.sleep(0.001)
+        assert inner.count == 1 and outer.count == 1
+    assert time.monotonic() - start < 10
+    con.close()
+
+
 def test_a_ctrl_c_during_an_import_waits_until_the_import_is_done(tmp_path, monkeypatch):
     """DuckDB's compiled module aborts the process ("Critical nanobind error", SIGABRT) when
     a KeyboardInterrupt is raised while it initialises: the watch lets every import finish

@@ -24,6 +24,9 @@ _RETRY_S = 0.05
 _CONNECTIONS: weakref.WeakSet = weakref.WeakSet()
 #: a watch entering ``held()`` against the interrupts of those statements
 _LOCK = threading.Lock()
+#: the SIGINTs the waker has read, each counted before it interrupts the statements, so that
+#: the error a stopped statement raises is known for an interrupt whatever ran first
+_RECEIVED = [0]
 
 
 def interruptible(con):
@@ -41,6 +44,7 @@ def interruptible(con):
 def _interrupt_statements() -> None:
     watch = getattr(signal.getsignal(signal.SIGINT), "__self__", None)
     with _LOCK:
+        _RECEIVED[0] += 1
         if isinstance(watch, SigintWatch) and watch._holding:
             return  # the block ends first; the watch raises the interrupt then
         for con in list(_CONNECTIONS):
@@ -122,14 +126,22 @@ class SigintWatch:
     default handler or of another watch (restored on exit)."""
 
     def __init__(self) -> None:
-        self.count = 0
+        self._handled = 0  # the SIGINTs this watch's handler ran for
+        self._received_before = 0
         self._previous = None
         self._holding = False
         self._deferred = False
         self._waker: _Waker | None = None
 
+    @property
+    def count(self) -> int:
+        """The SIGINTs that arrived while the watch was active: those its handler ran for, or
+        those the waker read (its thread may count one before the handler runs, and an inner
+        watch's handler counts those of its block)."""
+        return max(self._handled, _RECEIVED[0] - self._received_before)
+
     def _handler(self, signum, frame) -> None:
-        self.count += 1
+        self._handled += 1
         if self._holding:
             self._deferred = True
             return
@@ -143,6 +155,7 @@ class SigintWatch:
         raise KeyboardInterrupt
 
     def __enter__(self) -> SigintWatch:
+        self._received_before = _RECEIVED[0]
         current = signal.getsignal(signal.SIGINT)
         if threading.current_thread() is threading.main_thread() and (
                 current is signal.default_int_handler or isinstance(getattr(current, "__self__", None), SigintWatch)):

@@ -337,6 +337,16 @@ def test_a_statement_stopped_by_ctrl_c_raises_once_and_every_watch_counts_it():
                 time.sleep(0.001)
         assert inner.count == 1 and outer.count == 1
     assert time.monotonic() - start < 10
+    # a watch counts only while it is active: not one never entered (a store's before its
+    # ingest), not one that ended before
+    idle, ended = SigintWatch(), SigintWatch()
+    with ended:
+        pass
+    with SigintWatch() as active:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises((duckdb.InterruptException, RuntimeError)):
+            con.execute("SELECT count(*) FROM range(5000000000) t(x) WHERE x % 7 = 3").fetchall()
+    assert (active.count, idle.count, ended.count, outer.count) == (1, 0, 0, 1)
     con.close()
 
 

@@ -127,7 +127,8 @@ class SigintWatch:
 
     def __init__(self) -> None:
         self._handled = 0  # the SIGINTs this watch's handler ran for
-        self._received_before = 0
+        self._since: int | None = None  # _RECEIVED when the watch was entered
+        self._until: int | None = None  # and when it exited
         self._previous = None
         self._holding = False
         self._deferred = False
@@ -138,7 +139,10 @@ class SigintWatch:
         """The SIGINTs that arrived while the watch was active: those its handler ran for, or
         those the waker read (its thread may count one before the handler runs, and an inner
         watch's handler counts those of its block)."""
-        return max(self._handled, _RECEIVED[0] - self._received_before)
+        if self._since is None:  # never entered
+            return self._handled
+        until = _RECEIVED[0] if self._until is None else self._until
+        return max(self._handled, until - self._since)
 
     def _handler(self, signum, frame) -> None:
         self._handled += 1
@@ -155,7 +159,7 @@ class SigintWatch:
         raise KeyboardInterrupt
 
     def __enter__(self) -> SigintWatch:
-        self._received_before = _RECEIVED[0]
+        self._since, self._until = _RECEIVED[0], None
         current = signal.getsignal(signal.SIGINT)
         if threading.current_thread() is threading.main_thread() and (
                 current is signal.default_int_handler or isinstance(getattr(current, "__self__", None), SigintWatch)):
@@ -168,6 +172,8 @@ class SigintWatch:
         if self._waker is not None:
             self._waker.close()
             self._waker = None
+        if self._since is not None:
+            self._until = _RECEIVED[0]
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None

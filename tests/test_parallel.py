@@ -34,13 +34,28 @@ def _serial(db: Path, files, first=None) -> tracekit.Tracekit:
     return tk
 
 
+@pytest.fixture(scope="module")
+def serial_store(tmp_path_factory):
+    """The store a serial ingest of MIXED writes, after ``first`` (None: into a new store);
+    built once for each ``first``."""
+    built: dict = {}
+
+    def get(first) -> Path:
+        if first not in built:
+            built[first] = tmp_path_factory.mktemp("serial") / "serial.duckdb"
+            _serial(built[first], MIXED, first).close()
+        return built[first]
+
+    return get
+
+
 @pytest.mark.parametrize("workers", [1, 3, 8])
 @pytest.mark.parametrize("first", [None, DATA / "nsys_graphs_graph" / "export.sqlite.xz"],
                          ids=["empty-store", "store-with-names"])
-def test_threads_equal_a_serial_ingest(tmp_path, workers, first):
+def test_threads_equal_a_serial_ingest(tmp_path, serial_store, workers, first):
     """Run ids, name ids, skipped duplicates: those of a serial ingest, however the
     threads interleave."""
-    serial = _serial(tmp_path / "serial.duckdb", MIXED, first)
+    serial = tracekit.open(serial_store(first), read_only=True)
     tk = tracekit.open(tmp_path / "threads.duckdb")
     if first:
         tk.ingest(first)

@@ -562,24 +562,12 @@ def _sk_item_start(j, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H: tl.constexp
 
 
 @triton.jit
-def _sk_segment(
-    i, lo, hi, pid, s0, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
-    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
-    stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
-    WS, CNT, scale, inv_n, num_pt, nseq,
-    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
-    FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, UNIFORM: tl.constexpr,
-    TWO_LOOPS: tl.constexpr, WS_PERM: tl.constexpr,
-):
-    """Iterations [i, min(end of i's item, hi)) of the item holding iteration i, for a program
-    whose range is [lo, hi); returns the end of that piece. A whole item is written out; a
-    piece of an item cut by the chunks (of ``chunk`` iterations from ``s0``, chunk c = program c)
-    stores its fp32 partial in slot 2*pid (the program's first piece) or 2*pid+1 (its last), and the last
-    piece to arrive adds the item's partials in chunk order and writes the output."""
-    # the item holding iteration i: sequence b, head h, query block t (the per-sequence
-    # figures are reloaded per piece rather than kept live across the program's loop)
+def _sk_locate(i, hi, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr):
+    """The item holding iteration i of a program whose range ends at hi: (offs_b, o0, nbv, sel:
+    the per-sequence vectors and the item's sequence among them; sequence b, head h, query block
+    t; its new tokens n, history tokens nh, cached tokens C, query blocks nb; the item's
+    iterations [item_lo, item_hi) and the end of the piece from i, seg_hi)."""
     offs_b = tl.arange(0, BPOW)
     o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
                                              HAS_TARGETS)
@@ -602,6 +590,30 @@ def _sk_segment(
     # (always past i for consistent sizes; the bound keeps inconsistent ones, such as
     # unvalidated decreasing offsets, from looping forever)
     seg_hi = tl.maximum(tl.minimum(item_hi, hi), i + 1)
+    return offs_b, o0, nbv, sel, b, h, t, n, nh, C, nb, item_lo, item_hi, seg_hi
+
+
+@triton.jit
+def _sk_segment(
+    i, lo, hi, pid, s0, chunk, Q, K, V, KC, VC, PAGE_TABLE, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
+    stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
+    WS, CNT, scale, inv_n, num_pt, nseq,
+    H: tl.constexpr, D_QK: tl.constexpr, D_V: tl.constexpr, PAGE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_TARGETS: tl.constexpr, FAST_SILU: tl.constexpr, PAGES: tl.constexpr, MAXP: tl.constexpr,
+    FENCE: tl.constexpr, CHUNK: tl.constexpr, BPOW: tl.constexpr, TPOW: tl.constexpr, UNIFORM: tl.constexpr,
+    TWO_LOOPS: tl.constexpr, WS_PERM: tl.constexpr,
+):
+    """Iterations [i, min(end of i's item, hi)) of the item holding iteration i, for a program
+    whose range is [lo, hi); returns the end of that piece. A whole item is written out; a
+    piece of an item cut by the chunks (of ``chunk`` iterations from ``s0``, chunk c = program c)
+    stores its fp32 partial in slot 2*pid (the program's first piece) or 2*pid+1 (its last), and the last
+    piece to arrive adds the item's partials in chunk order and writes the output."""
+    # the item holding iteration i: sequence b, head h, query block t (the per-sequence
+    # figures are reloaded per piece rather than kept live across the program's loop)
+    offs_b, o0, nbv, sel, b, h, t, n, nh, C, nb, item_lo, item_hi, seg_hi = _sk_locate(
+        i, hi, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N, HAS_TARGETS, BPOW, TPOW)
     # the piece's figures come from reductions over vectors: the same in every thread, but
     # not known to be (see _uniform)
     i, seg_hi, item_lo, item_hi = (_uniform(i, UNIFORM), _uniform(seg_hi, UNIFORM), _uniform(item_lo, UNIFORM),

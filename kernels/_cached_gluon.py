@@ -36,7 +36,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._cached import _sk_block_iters, _sk_item_start, _sk_sequences, _uniform
+from ._cached import _sk_item_start, _sk_locate, _sk_sequences, _uniform
 
 NF = 16  # int32 fields per piece in the plan
 
@@ -46,28 +46,10 @@ NF = 16  # int32 fields per piece in the plan
 def _sk_plan_piece(i, lo, hi, pid, s0, chunk, row, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq,
                    H: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr,
                    BPOW: tl.constexpr, TPOW: tl.constexpr):
-    """``_sk_segment``'s look-up of the item holding iteration i, written to the plan row ``row``
-    instead of computed on; returns the end of the piece."""
-    offs_b = tl.arange(0, BPOW)
-    o0, nv, cv, nhv, nbv, wv = _sk_sequences(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, offs_b, BLOCK_M, BLOCK_N,
-                                             HAS_TARGETS)
-    sv = wv * H
-    b = tl.sum((tl.cumsum(sv, 0) <= i).to(tl.int32))
-    sel = offs_b == b
-    W = tl.maximum(tl.sum(tl.where(sel, wv, 0)), 1)
-    rr = i - tl.sum(tl.where(offs_b < b, sv, 0))
-    h = rr // W
-    r = rr - h * W
-    n = tl.sum(tl.where(sel, nv, 0))
-    nh = tl.sum(tl.where(sel, nhv, 0))
-    C = tl.sum(tl.where(sel, cv, 0))
-    nb = tl.sum(tl.where(sel, nbv, 0))
-    offs_t = tl.arange(0, TPOW)
-    it_t = _sk_block_iters(offs_t, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS)
-    t = tl.sum((tl.cumsum(it_t, 0) <= r).to(tl.int32))
-    item_lo = i - r + tl.sum(tl.where(offs_t < t, it_t, 0))
-    item_hi = item_lo + tl.sum(tl.where(offs_t == t, it_t, 0))
-    seg_hi = tl.maximum(tl.minimum(item_hi, hi), i + 1)
+    """The piece from iteration i (``_sk_locate``, as ``_sk_segment`` finds it), written to the
+    plan row ``row`` instead of computed on; returns the end of the piece."""
+    offs_b, _, nbv, _, b, h, t, _, _, _, nb, item_lo, item_hi, seg_hi = _sk_locate(
+        i, hi, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N, HAS_TARGETS, BPOW, TPOW)
     whole = ((item_lo >= lo) & (item_hi <= hi)).to(tl.int32)
     slot = pid * 2 + tl.where(item_lo <= lo, 0, 1)
     item = tl.sum(tl.where(offs_b < b, nbv, 0)) * H + h * nb + t

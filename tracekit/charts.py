@@ -125,6 +125,11 @@ def _fold_repeats(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _end_labels(chart: alt.Chart, **encoding) -> alt.Chart:
+    """Value labels just past the end of horizontal bars (``encoding``: their y, x and text)."""
+    return chart.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(**encoding)
+
+
 def _no_data(title: str) -> alt.Chart:
     return (
         alt.Chart(alt.Data(values=[{"t": "no rows for this run"}]))
@@ -510,11 +515,8 @@ def warp_stalls(df: pl.DataFrame) -> alt.LayerChart:
                      alt.Tooltip("pct:Q", title="share [%]", format=".1f")],
         )
     )
-    text = (
-        alt.Chart(alt.Data(values=totals.to_dicts()))
-        .mark_text(align="left", dx=3, fontSize=10, color="#222")
-        .encode(y=alt.Y("label:N", sort=order), x="total:Q", text=alt.Text("total:Q", format=".1f"))
-    )
+    text = _end_labels(alt.Chart(alt.Data(values=totals.to_dicts())), y=alt.Y("label:N", sort=order), x="total:Q",
+                       text=alt.Text("total:Q", format=".1f"))
     return alt.layer(bars, text).properties(
         width=WIDTH - 250,
         height=alt.Step(24),
@@ -560,11 +562,8 @@ def source_hot_spots(df: pl.DataFrame) -> alt.LayerChart:
             tooltip=tips,
         )
     )
-    text = (
-        alt.Chart(alt.Data(values=d.to_dicts()))
-        .mark_text(align="left", dx=3, fontSize=10, color="#222")
-        .encode(y=alt.Y("label:N", sort=order), x="samples:Q", text=alt.Text("samples_pct:Q", format=".1f"))
-    )
+    text = _end_labels(alt.Chart(alt.Data(values=d.to_dicts())), y=alt.Y("label:N", sort=order), x="samples:Q",
+                       text=alt.Text("samples_pct:Q", format=".1f"))
     return alt.layer(bars, text).properties(
         width=WIDTH - 350,
         height=alt.Step(24),
@@ -614,9 +613,7 @@ def _time_bars(data: list[dict], label: str, colour: str, x_title: str, title: s
             tooltip=tooltip,
         )
     )
-    text = bars.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
-        text=alt.Text("time_pct:Q", format=".1f")
-    )
+    text = _end_labels(bars, text=alt.Text("time_pct:Q", format=".1f"))
     return alt.layer(bars, text).properties(
         width=WIDTH - 250,
         height=alt.Step(20),
@@ -888,8 +885,7 @@ def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
     bars = base.mark_bar().encode(
         y=y, x=alt.X("ms:Q", title="time [ms]"), tooltip=tip,
         color=alt.Color("measure:N", sort=[m[1] for m in measures], scale=alt.Scale(scheme=PALETTE), legend=None))
-    text = base.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(
-        y=y, x="ms:Q", text=alt.Text("vs_median:Q", format="+.1f"))
+    text = _end_labels(base, y=y, x="ms:Q", text=alt.Text("vs_median:Q", format="+.1f"))
     return alt.layer(bars, text, data=alt.Data(values=rows)).properties(width=260, height=alt.Step(22)).facet(
         column=alt.Column("measure:N", sort=[m[1] for m in measures], title=None)
     ).resolve_scale(x="independent").properties(

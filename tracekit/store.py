@@ -202,8 +202,10 @@ def _check_unread(f: Path) -> None:
     """InputError for a file of a run folder that no plugin reads but that must be read:
     requests.csv, nsys exports (.sqlite) and ncu reports (.ncu-rep), compressed or not: the
     run would lack its timed requests or a profile without a word."""
+    from .ingest import COMPRESSED_SUFFIXES
+
     name = f.name
-    for ext in (".xz", ".gz", ".bz2", ".zst"):
+    for ext in COMPRESSED_SUFFIXES:
         name = name.removesuffix(ext)
     if name == "requests.csv":
         raise InputError(f"{f}: not the requests CSV tracekit capture writes (its header begins "

@@ -74,6 +74,9 @@ def _plugins():
     return mods
 
 
+#: the file name suffixes of the compressed inputs read (by content: ``_opener``)
+COMPRESSED_SUFFIXES = (".xz", ".gz", ".bz2", ".zst")
+
 _OPENERS = {
     b"\xfd7zXZ\x00": lzma.open,
     b"\x1f\x8b": gzip.open,
@@ -123,7 +126,7 @@ def materialized(path: Path) -> Iterator[Path]:
     if opener is None:
         yield path
         return
-    suffix = "".join(s for s in path.suffixes if s not in (".xz", ".gz", ".bz2", ".zst"))
+    suffix = "".join(s for s in path.suffixes if s not in COMPRESSED_SUFFIXES)
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
         out = Path(tmp) / (path.name.split(".")[0] + suffix)
         try:

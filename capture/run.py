@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.errors import CaptureError, TracekitError
+from tracekit.names import check_run_name
 
 from . import profilers, runinfo
 from .config import validate_params, workload_config
@@ -187,6 +188,10 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     run_name = name or run_folder_name(bs, nc, tool, started)
     if "/" in run_name or run_name in ("", ".", ".."):
         raise CaptureError(f"run name {run_name!r}: must be a plain folder name")
+    try:
+        check_run_name(run_name)  # the name the run will have in the store
+    except TracekitError as err:
+        raise CaptureError(f"run name: {err}") from None
     run_dir = Path(out_dir) / run_name
     if run_dir.exists():
         raise CaptureError(f"run folder {run_dir} already exists; remove it or choose another name")

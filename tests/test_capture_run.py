@@ -92,6 +92,9 @@ def test_summary_reports_latency(none_run):
     (dict(tool="perf"), r"--tool 'perf'"),
     (dict(iters=0), r"--iters 0"),
     (dict(warmup_ms=-5), r"--warmup-ms -5"),
+    (dict(name="a/b"), r"run name 'a/b': must be a plain folder name"),
+    (dict(name="7"), r"run name: '7' cannot name a run: --run reads it as a run id"),
+    (dict(name="latest"), r"run name: 'latest' cannot name a run"),
 ])
 def test_bad_input_is_one_line_error_before_anything_runs(tmp_path, kw, match):
     args = dict(bs=2, nc=8, tool="none", preset="small", out_dir=tmp_path / "runs", ingest=False)

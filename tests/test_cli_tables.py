@@ -324,7 +324,8 @@ def test_runs_rename_and_rm(tmp_path, capsys):
                       (["runs", "rm", "²"], "no run '²'"), (["runs", "rename", "²", "x"], "no run '²'"),
                       (["runs", "rename", "b", "7"], "'7' cannot name a run: --run reads it as a run id"),
                       (["runs", "rename", "b", "Latest"], "'Latest' cannot name a run"),
-                      (["runs", "rename", "b", "all"], "'all' cannot name a run")):
+                      (["runs", "rename", "b", "all"], "'all' cannot name a run"),
+                      (["runs", "rename", "b", "x\n\x1b[31m"], "'x\\n\\x1b[31m' cannot name a run: it holds control")):
         rc, _, err = _run(capsys, "--db", str(path), *args)
         assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
     with tracekit.open(path, read_only=True) as tk:
@@ -350,6 +351,23 @@ def test_ingest_name_renames_an_ingested_run(tmp_path, capsys):
         rc, _, err = _run(capsys, "--db", path, "ingest", str(NCU), "--name", bad)
         assert rc == 2 and err.count("\n") == 1 and "name" in err
     assert tracekit.open(path, read_only=True).runs()["name"].to_list() == ["full"]
+
+
+def test_a_file_name_that_cannot_name_a_run_gives_one_that_can(tmp_path, capsys):
+    """Without --name a run is named by its file's stem; where --run would read the stem as
+    something else (an id, a keyword) or it is empty, by the whole file name; control
+    characters are escaped, on the terminal and in the name."""
+    sources = [DATA / f for f in ("ncu_sections/details.csv.xz", "ncu_diff_a/details_labels.csv.xz",
+                                  "ncu_diff_b/details_labels.csv.xz", "ncu_source/details_labels.csv.xz")]
+    files = ["7.csv.xz", ".hidden.csv.xz", "All.csv.xz", "ev\nil\x1b[2J.csv.xz"]
+    for src, name in zip(sources, files, strict=True):
+        (tmp_path / name).write_bytes(src.read_bytes())
+    db = str(tmp_path / "r.duckdb")
+    rc, out, _ = _run(capsys, "--db", db, "ingest", *(str(tmp_path / n) for n in files))
+    assert rc == 0 and len(out.splitlines()) == 4 and "\x1b" not in out, out
+    assert tracekit.open(db, read_only=True).runs()["name"].to_list() == [
+        "7.csv.xz", ".hidden.csv.xz", "All.csv.xz", "ev\\nil\\x1b[2J"]
+    assert names.derived_run_name("all") == "run-all" and names.derived_run_name(" 12 ") == "run-12"
 
 
 def test_a_run_folders_export_is_the_same_run(tmp_path):

@@ -238,6 +238,9 @@ def test_rename_and_remove_runs_of_a_dataset_as_of_a_store(store_and_dataset, tm
     assert b.runs().drop("ingested_at").equals(runs.drop("ingested_at"))
     assert not list((tmp_path / "ds").glob(f"*/run_id={ids[1]}")) and not list((tmp_path / "ds").glob(".*"))
     assert _same_answers(a, b, runs.head(3)) > 100
+    for bad, msg in (("7", "--run reads it as a run id"), ("all", "as a keyword"), ("a\tb", "control characters")):
+        assert main(["--db", str(tmp_path / "ds"), "runs", "rename", str(ids[0]), bad]) == 2
+        _one_error_line(capsys, "cannot name a run", msg)
 
 
 def _one_error_line(capsys, *parts) -> str:

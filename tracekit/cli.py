@@ -21,6 +21,7 @@ from typer.core import TyperGroup
 from . import __version__, cli_params
 from .errors import Interrupted, ParamError, TracekitError
 from .interrupts import SigintWatch
+from .names import escape_controls
 
 cli_params.install()  # plain values converted without importing Pydantic (see cli_params)
 
@@ -223,6 +224,7 @@ def ingest(
 
 
 def _echo_result(f, res) -> None:
+    f = escape_controls(str(f))  # a file's name cannot break the line or move the cursor
     if res.skipped:
         renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
         typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
@@ -252,7 +254,7 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
     def report(o) -> None:
         if o.error is not None:
             failed.append(o)
-            typer.echo(f"tracekit: error: {o.error}", err=True)
+            typer.echo(f"tracekit: error: {escape_controls(o.error)}", err=True)
         else:
             _echo_result(o.source, o.result)
         if bar is not None:
@@ -609,12 +611,6 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _one_line(text: str) -> str:
-    """``text`` with its control characters escaped (``\\n``, ``\\x1b``): a message stays one
-    line, and a file name cannot move the terminal's cursor or colours."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _main(args: list[str]) -> int:
     debug = "--debug" in args
     sigints = SigintWatch()
@@ -637,16 +633,16 @@ def _main(args: list[str]) -> int:
             code = 130
         elif isinstance(err, TracekitError):
             label = "" if isinstance(err, Interrupted) else "error: "  # a Ctrl-C is no error of the user's
-            typer.echo(f"tracekit: {label}{_one_line(str(err))}", err=True)
+            typer.echo(f"tracekit: {label}{escape_controls(str(err))}", err=True)
             return err.exit_code
         elif type(err).__name__ == "NoArgsIsHelpError":  # `tracekit`, `tracekit export`: the help was printed
             return 0
         elif hasattr(err, "format_message"):  # a usage error from the CLI parser
             message = (err.format_message().strip().splitlines() or [type(err).__name__])[0]
-            typer.echo(f"tracekit: error: {_one_line(message)}", err=True)
+            typer.echo(f"tracekit: error: {escape_controls(message)}", err=True)
             return 2
         else:
-            typer.echo(f"tracekit: internal error: {type(err).__name__}: {_one_line(str(err))} (rerun with --debug)",
+            typer.echo(f"tracekit: internal error: {type(err).__name__}: {escape_controls(str(err))} (rerun with --debug)",
                        err=True)
             return 1
     if code == 130:

@@ -36,8 +36,9 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import InputError, QueryError, TracekitError
+from .errors import InputError, TracekitError
 from .interrupts import interruptible
+from .names import check_run_name
 from .store import SCHEMA_VERSION, IngestResult, Tracekit, _macros_sql, _schema_sql
 
 RUNS_FILE = "runs.parquet"
@@ -246,11 +247,10 @@ class Dataset(Tracekit):
     # -- managing runs ----------------------------------------------------
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run (its row in runs.parquet); returns (run id, old name)."""
-        if not new_name or not new_name.strip():
-            raise QueryError("a run's new name cannot be empty")
+        new_name = check_run_name(new_name)
         run_id, old = self.resolve(run)
         self._rewrite_runs("SELECT * REPLACE (CASE WHEN run_id = $id THEN $name ELSE name END AS name)", "true",
-                           {"id": run_id, "name": new_name.strip()})
+                           {"id": run_id, "name": new_name})
         return run_id, old
 
     def remove_run(self, run: str | int) -> tuple[int, str]:

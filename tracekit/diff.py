@@ -93,8 +93,7 @@ import polars as pl
 import pyarrow as pa
 
 from .errors import ParamError, QueryError
-from .names import cut_text, distinct_labels, short_name
-from .store import RUN_ID
+from .names import RUN_ID, cut_text, distinct_labels, short_name
 
 NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu")
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")

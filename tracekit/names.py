@@ -4,7 +4,8 @@
 type, template arguments or parameters). ``distinct_labels`` shortens a whole column
 and guarantees that two different names never read alike: names that shorten to the
 same label get the word that tells them apart (``[silu]``, ``[add]``), else the part of
-the full name where they differ, else a number. Pure string work: no Polars, no Altair.
+the full name where they differ, else a number. ``check_run_name`` and ``derived_run_name`` say what can name a run. Pure string work: no
+DuckDB, no Polars, no Altair.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from .errors import QueryError
+
 ELLIPSIS = "…"
+RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
 
 
 def short_name(name: str | None, width: int = 48) -> str:
@@ -32,6 +36,12 @@ def short_name(name: str | None, width: int = 48) -> str:
     s = re.sub(r"(::)+", "::", "".join(out).strip()).strip(":") or name
     s = s.split("::")[-1] if len(s) > width else s
     return cut_end(s, width)
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with its unprintable characters escaped as Python writes them (``\\n``,
+    ``\\x1b``): it stays one line, and cannot move a terminal's cursor or change its colours."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def cut_end(text: str, width: int) -> str:
@@ -133,3 +143,29 @@ def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> di
         out[n] = _with_suffix(base, f" [{' '.join(words[n][:k])}]", width)
     return {n: out[n] if words[n] and out[n] not in taken else label for n in names}  # the rest: numbered later
 
+
+def check_run_name(name: str | None) -> str:
+    """``name`` stripped, if it can name a run: not empty, no control characters, and
+    nothing ``--run`` reads as something else (an id, ``latest``, ``all``)."""
+    name = (name or "").strip()
+    if not name:
+        raise QueryError("a run's name cannot be empty")
+    if not name.isprintable():
+        raise QueryError(f"'{escape_controls(name)}' cannot name a run: it holds control characters; "
+                         "choose another name")
+    if RUN_ID.fullmatch(name) or name.lower() in ("latest", "all"):
+        raise QueryError(f"{name!r} cannot name a run: --run reads it as "
+                         f"{'a run id' if name[0].isdigit() else 'a keyword'}; choose another name")
+    return name
+
+
+def derived_run_name(*candidates: str) -> str:
+    """A run's name when none is asked for: the first of ``candidates`` (a file's stem, its
+    whole name) that can name a run, its control characters escaped; else ``run-`` and the
+    last (a file ``3.sqlite`` is run ``3.sqlite``, a folder ``all`` run ``run-all``)."""
+    for text in candidates:
+        try:
+            return check_run_name(escape_controls(text))
+        except QueryError:
+            continue
+    return "run-" + escape_controls(candidates[-1].strip())

@@ -24,8 +24,7 @@ import duckdb
 from . import ranks
 from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
 from .interrupts import SigintWatch, interruptible
-
-RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
+from .names import RUN_ID, check_run_name, derived_run_name
 
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
     import polars as pl
@@ -79,18 +78,6 @@ def _tool_version(folder_meta: dict) -> str | None:
         return str(line).strip()
     return m[1] + (f" (build {m[2]})" if m[2] else "")
 
-
-
-def check_run_name(name: str | None) -> str:
-    """``name`` stripped, if it can name a run: not empty, and nothing ``--run`` reads as
-    something else (an id, ``latest``, ``all``)."""
-    name = (name or "").strip()
-    if not name:
-        raise QueryError("a run's name cannot be empty")
-    if RUN_ID.fullmatch(name) or name.lower() in ("latest", "all"):
-        raise QueryError(f"{name!r} cannot name a run: --run reads it as "
-                         f"{'a run id' if name[0].isdigit() else 'a keyword'}; choose another name")
-    return name
 
 
 @dataclass
@@ -530,7 +517,8 @@ class Tracekit:
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
             if not parsed.meta.get("tool_version"):  # an ncu report does not say; the capture asked ncu --version
                 parsed.meta["tool_version"] = _tool_version(folder_meta)
-            return Pending(parsed, digest, str(path.resolve()), name, folder_meta.get("name") or path.name,
+            return Pending(parsed, digest, str(path.resolve()), name,
+                           folder_meta.get("name") or derived_run_name(path.resolve().name),
                            params, extra_meta, sources, folder=True)
         with _ingest.materialized(path) as plain:
             plugin = _ingest.detect(plain)
@@ -545,7 +533,8 @@ class Tracekit:
                 parsed = plugin.read(plain)
                 digest = hashing.result()
             params = ranks.identify(path, plain if plugin.KIND == "nsys" else None, params or {})
-        return Pending(parsed, digest, str(path.resolve()), name, path.name.split(".")[0], params, {},
+        return Pending(parsed, digest, str(path.resolve()), name, derived_run_name(path.name.split(".")[0], path.name),
+                       params, {},
                        [(parsed.kind, str(path.resolve()), digest)])
 
     def _decide(self, p: Pending) -> Pending | IngestResult:
@@ -624,6 +613,11 @@ class Tracekit:
             if key in folder_meta and not isinstance(folder_meta[key], kind):
                 raise InputError(f"{meta_file}: {key!r} must be a JSON {'object' if kind is dict else 'string'}, "
                                  f"not {json.dumps(folder_meta[key])[:60]}")
+        if "name" in folder_meta:
+            try:
+                folder_meta["name"] = check_run_name(folder_meta["name"])
+            except QueryError as err:
+                raise InputError(f"{meta_file}: 'name': {err}") from None
         found: dict[str, list[tuple[int, Path, object]]] = {}
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
             if f.name == "meta.json" or f.suffix in (".log", ".txt", ".json", ".nsys-rep", ".qdstrm", ".xlsx"):

@@ -123,6 +123,34 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--param rank='two': a rank is a whole number" in err
     assert not (tmp_path / "s4.duckdb").exists()
+    for bad, msg in (("rank=-1", "a rank is a whole number, 0 or more"), ("=3", "the name is empty")):
+        assert main(["--db", str(tmp_path / "s4.duckdb"), "ingest", str(OTHER), "--param", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and msg in err, err
+    assert not (tmp_path / "s4.duckdb").exists()
+
+
+def test_parameters_of_a_run_ingested_again_must_be_its_own(tmp_path, capsys):
+    """The same content ingested again is the same run: the same parameters, or none, are
+    fine; others are an error that says how to change them, and the store is unchanged."""
+    from conftest import store_state
+
+    db = str(tmp_path / "s.duckdb")
+    shutil.copy(OTHER, tmp_path / "copy.sqlite.xz")
+    assert main(["--db", db, "ingest", str(OTHER), "--param", "rank=3"]) == 0
+    before = store_state(Path(db))
+    for source in (OTHER, tmp_path / "copy.sqlite.xz"):  # the path seen before, and another
+        assert main(["--db", db, "ingest", str(source), "--param", "rank=3"]) == 0
+        assert main(["--db", db, "ingest", str(source)]) == 0
+        for args, has in ((["--param", "rank=4", "--name", "r4"], "rank=3, not rank=4"),
+                          (["--param", "bs=8"], "no bs, not bs=8"),
+                          (["--param", "rank=4", "--workers", "2"], "rank=3, not rank=4")):
+            capsys.readouterr()
+            assert main(["--db", db, "ingest", str(source), *args]) == 2
+            err = capsys.readouterr().err.splitlines()
+            assert err[0].startswith(f"tracekit: error: {source}") and has in err[0], err
+            assert "tracekit runs rm 1" in err[0]
+    assert store_state(Path(db)) == before
 
 
 def _fake_nsys(tmp_path, monkeypatch) -> None:

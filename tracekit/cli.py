@@ -186,6 +186,8 @@ def _params(pairs: list[str]) -> dict[str, str]:
         if "=" not in p:
             raise ParamError(f"--param {p!r}: expected NAME=VALUE")
         k, v = p.split("=", 1)
+        if not k.strip():
+            raise ParamError(f"--param {p!r}: expected NAME=VALUE (the name is empty)")
         out[k.strip()] = v
     return out
 

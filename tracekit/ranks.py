@@ -91,11 +91,14 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
             out["rank"] = named[0]
     else:
         try:
-            out["rank"] = int(out["rank"])
+            rank = int(out["rank"])
         except (TypeError, ValueError):
+            rank = -1
+        if rank < 0:
             from .errors import ParamError
 
-            raise ParamError(f"--param rank={out['rank']!r}: a rank is a whole number") from None
+            raise ParamError(f"--param rank={out['rank']!r}: a rank is a whole number, 0 or more") from None
+        out["rank"] = rank
     if "rank" not in out:
         return out
     if "host" not in out and env.get("HOSTNAME"):

@@ -46,6 +46,7 @@ class Staged:
     kind: str | None = None
     rows: dict[str, int] = field(default_factory=dict)
     asked_name: str | None = None  # the name asked for (None: the source's own)
+    asked_params: dict | None = None  # the parameters asked for
 
     def discard(self) -> None:
         """Delete the staging database (its folder is private to it)."""
@@ -75,8 +76,8 @@ def prepare(source: str | os.PathLike, *, name: str | None = None, params: dict 
         raise
     if res.skipped:  # a hash the destination holds
         shutil.rmtree(folder, ignore_errors=True)
-        return Staged(str(source), None, res.digest, asked_name=name)
-    return Staged(str(source), db, res.digest, res.name, res.kind, res.rows, asked_name=name)
+        return Staged(str(source), None, res.digest, asked_name=name, asked_params=params)
+    return Staged(str(source), db, res.digest, res.name, res.kind, res.rows, asked_name=name, asked_params=params)
 
 
 def ingest_into(stage: Tracekit, source: Path, *, name: str | None, params: dict | None,
@@ -115,7 +116,7 @@ def land(tk: Tracekit, staged: Staged) -> IngestResult:
     con = tk.con
     tk._note_writer(f"`tracekit ingest {staged.source}`")  # what a reader that meets the lock is told
     if (found := tk._existing(staged.digest)) is not None:
-        return tk._renamed(found, staged.asked_name)
+        return tk._renamed(found, staged.asked_name, staged.asked_params, staged.source)
     alias = "_tk_stage"
     con.execute(f"ATTACH '{_sql_path(staged.db)}' AS {alias} (READ_ONLY)")
     try:
@@ -125,7 +126,7 @@ def land(tk: Tracekit, staged: Staged) -> IngestResult:
             if found is None:
                 continue
             if not tk._ingested_alone(found.run_id, h):  # part of another run folder's run
-                return tk._renamed(found, staged.asked_name)
+                return tk._renamed(found, staged.asked_name, staged.asked_params, staged.source)
             replace, name = found.run_id, staged.asked_name or found.name
         con.execute("BEGIN TRANSACTION")
         try:
@@ -152,7 +153,7 @@ def _existing_or_fail(tk: Tracekit, staged: Staged) -> IngestResult:
     if found is None:  # known to the caller when it was prepared, gone since
         raise InputError(f"{staged.source}: was skipped as already ingested, but the store no longer holds it; "
                          "ingest it again")
-    return tk._renamed(found, staged.asked_name)
+    return tk._renamed(found, staged.asked_name, staged.asked_params, staged.source)
 
 
 def _sql_path(path: Path) -> str:

@@ -95,6 +95,7 @@ class Pending:
     sources: list[tuple[str, str, str]]  # (kind, path, content hash) of each file read
     folder: bool = False             # a run folder
     replace: int | None = None       # the run whose place it takes
+    asked_params: dict | None = None  # the parameters asked for (``params`` adds what was found)
 
 
 @dataclass
@@ -507,11 +508,12 @@ class Tracekit:
 
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
+        asked_params = params
         if path.is_dir():
             folder_meta, digest, chosen = self._plan_folder(path)
             existing = self._existing(digest)
             if existing is not None:
-                return self._renamed(existing, name)
+                return self._renamed(existing, name, params, path)
             parsed, sources = self._read_folder(path, chosen)
             params = ranks.identify(path, None, {**folder_meta.get("params", {}), **(params or {})})
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
@@ -519,7 +521,7 @@ class Tracekit:
                 parsed.meta["tool_version"] = _tool_version(folder_meta)
             return Pending(parsed, digest, str(path.resolve()), name,
                            folder_meta.get("name") or derived_run_name(path.resolve().name),
-                           params, extra_meta, sources, folder=True)
+                           params, extra_meta, sources, folder=True, asked_params=asked_params)
         with _ingest.materialized(path) as plain:
             plugin = _ingest.detect(plain)
             with ThreadPoolExecutor(max_workers=1) as pool:
@@ -528,14 +530,13 @@ class Tracekit:
                 # the hash and skip it if known. A new file is hashed while it is
                 # parsed (a core would idle otherwise).
                 if self._seen_path(path) and (existing := self._existing(hashing.result())) is not None:
-                    return self._renamed(existing, name)
+                    return self._renamed(existing, name, params, path)
                 self._check_need(plugin, plain, path)
                 parsed = plugin.read(plain)
                 digest = hashing.result()
             params = ranks.identify(path, plain if plugin.KIND == "nsys" else None, params or {})
         return Pending(parsed, digest, str(path.resolve()), name, derived_run_name(path.name.split(".")[0], path.name),
-                       params, {},
-                       [(parsed.kind, str(path.resolve()), digest)])
+                       params, {}, [(parsed.kind, str(path.resolve()), digest)], asked_params=asked_params)
 
     def _decide(self, p: Pending) -> Pending | IngestResult:
         """What the store does with a read input: nothing where it holds the content
@@ -543,14 +544,14 @@ class Tracekit:
         exports the store holds as a run of its own takes that run's place (``replace``)."""
         existing = self._existing(p.digest)
         if existing is not None:  # the same content under another path
-            return self._renamed(existing, p.name)
+            return self._renamed(existing, p.name, p.asked_params, p.source)
         if p.folder:
             for _, _, h in p.sources:
                 existing = self._existing(h, held_elsewhere=False)
                 if existing is None:
                     continue
                 if not self._ingested_alone(existing.run_id, h):
-                    return self._renamed(existing, p.name)  # already part of another run folder's run
+                    return self._renamed(existing, p.name, p.asked_params, p.source)  # part of another folder's run
                 p.replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
                 p.name = p.name or existing.name
         p.name = p.name or p.default_name
@@ -576,15 +577,29 @@ class Tracekit:
             raise InputError(shortage(str(path.resolve()), need, limit))
         return need
 
-    def _renamed(self, existing: IngestResult, name: str | None) -> IngestResult:
+    def _renamed(self, existing: IngestResult, name: str | None, params: dict | None = None,
+                 source: str | os.PathLike | None = None) -> IngestResult:
         """An already-ingested run, renamed to ``name`` when one is asked for (a run held
-        elsewhere, ``skip_hashes``, is renamed where it lands)."""
+        elsewhere, ``skip_hashes``, is renamed where it lands). Parameters asked for must be
+        the run's own: a run's parameters (its rank, its sweep point) are set when it lands."""
         with self._sigints.held():
+            if params and existing.run_id:
+                self._check_same_params(existing, params, source or existing.source)
             if name is not None and name != existing.name and existing.run_id:
                 self.rename_run(existing.run_id, name)
                 existing.renamed_from, existing.name = existing.name, name
             self.last_ingest = existing
         return existing
+
+    def _check_same_params(self, existing: IngestResult, params: dict, source: str | os.PathLike) -> None:
+        held = json.loads(self.con.execute("SELECT params FROM runs WHERE run_id = ?",
+                                           [existing.run_id]).fetchall()[0][0] or "{}")
+        for key, value in params.items():
+            if key not in held or str(held[key]) != str(value):
+                has = f"{key}={held[key]}" if key in held else f"no {key}"
+                raise InputError(f"{source}: already ingested as run {existing.run_id} ({existing.name}) "
+                                 f"with {has}, not {key}={value}: a run's parameters are set when it is ingested; "
+                                 f"remove it first (tracekit runs rm {existing.run_id}) to ingest it with others")
 
     def _ingested_alone(self, run_id: int, content_hash: str) -> bool:
         """Whether the run is the file of this content hash ingested alone (not a run folder)."""

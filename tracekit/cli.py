@@ -198,7 +198,8 @@ def ingest(
     name: Annotated[str | None, typer.Option(
         "--name", help="run name (default: file stem); renames a run already ingested")] = None,
     param: Annotated[list[str], typer.Option(
-        "--param", "-p", help="run parameter NAME=VALUE (e.g. rank=3), repeatable")] = [],  # noqa: B006
+        "--param", "-p", help="run parameter NAME=VALUE (e.g. rank=3), repeatable; set when a run is first "
+        "ingested")] = [],  # noqa: B006
     workers: Annotated[int | None, typer.Option(
         "--workers", help="ingest N files at once, in N threads of this process (with --scheduler or "
         "$DASK_SCHEDULER_ADDRESS: on that Dask cluster)")] = None,

@@ -11,7 +11,8 @@ position counts (6: nA, 7: all), into words past the fp32 partials of the worksp
 bf16), after ``--calls`` timed calls, one more call is recorded and summed over programs: clock
 cycles per unmasked and per other tile, the q waits, the final P.V, the epilogues, and each
 program's recorded span against the kernel's time. The recording adds a few instructions per
-piece; the figures are for comparing phases, the timings of attention_cached_cmp.py stand.
+piece; the figures are for comparing phases, the timings of attention_cached_cmp.py stand. The
+edits match this checkout's ``_cached_gluon.py`` (an assertion names one that does not apply).
 """
 
 from __future__ import annotations

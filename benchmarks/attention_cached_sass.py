@@ -1,6 +1,7 @@
 """Offline sm_90a compile of the persistent cached kernel: registers, spills and its loops' SASS, no GPU.
 
     PYTHONPATH=DIR_WITH_TRITON_3_6 python benchmarks/attention_cached_sass.py [KERNELS_DIR] [CONFIG] [--dump FILE]
+    PYTHONPATH=DIR_WITH_TRITON_3_6 python benchmarks/attention_cached_sass.py --gluon [KERNELS_DIR] [CONSTEXPRS]
 
 Compiles ``_hstu_cached_sk_kernel`` of KERNELS_DIR (default: this checkout's ``kernels/``, loaded
 as its own package, so a copy of main's can be compiled beside it) for the inference workload's
@@ -92,6 +93,51 @@ def compile_sk(m, over: dict | None = None, B=8, n=1040, H=4, D=256, num_pt=104,
     return kern.warmup(*args, grid=(programs,), **consts, num_warps=warps, num_stages=stages, **cfg)
 
 
+def compile_gluon(m, over: dict | None = None, B=8, n=1040, H=4, D=256, num_pt=104, PAGE=32, programs=132):
+    """The compiled Gluon kernel (``_cached_gluon._hstu_cached_gl_kernel``) of package ``m`` for the
+    same shape; ``over`` updates its constexprs (SK, SV, QB, PWARPS, CREGS, PREGS, ...)."""
+    import importlib
+
+    import torch
+
+    g = importlib.import_module(m.__name__.rsplit(".", 1)[0] + "._cached_gluon")
+    L = B * n
+    q = torch.empty(L, H, D, dtype=torch.bfloat16)
+    kc = torch.empty(num_pt * B, PAGE, H, D, dtype=torch.bfloat16)
+    pt = torch.empty(B, num_pt, dtype=torch.int32)
+    i32 = torch.empty(4096, dtype=torch.int32)
+    args = (q, q, q, kc, kc, pt, torch.empty(B, dtype=torch.int32), q, torch.empty(B + 1, dtype=torch.int64),
+            torch.empty(B, dtype=torch.int64),
+            q.stride(0), q.stride(1), q.stride(0), q.stride(1), q.stride(0), q.stride(1), q.stride(0), q.stride(1),
+            kc.stride(0), kc.stride(1), kc.stride(2), kc.stride(0), kc.stride(1), kc.stride(2), pt.stride(0),
+            torch.empty(programs * 2 * 128 * D, dtype=torch.float32), i32, i32, i32, 300, 0.03, 1.0 / 5120)
+    consts = dict(D=D, PAGE=PAGE, BLOCK_M=128, BLOCK_N=32, HAS_TARGETS=True, SK=3, SV=3, PWARPS=4, CREGS=232,
+                  PREGS=40, QB=2)
+    consts.update(over or {})
+    return g._hstu_cached_gl_kernel.warmup(*args, grid=(programs,), num_warps=4, **consts)
+
+
+def pv_waits(lines) -> list:
+    """For each wait for all wgmmas (``WARPGROUP.DEPBAR.LE gsb0, 0x0``) that follows a wait with one
+    left in flight (``0x1``: FA3's step, QK_{j+1} done, PV_j running): the tanh (``MUFU.TANH``)
+    between the two, and after it before the next wgmma; i.e. how much of the SiLU overlaps PV_j."""
+    out = []
+    one = None
+    for i, (_, ins) in enumerate(lines):
+        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in ins:
+            one = i
+        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in ins and one is not None:
+            before = sum("MUFU.TANH" in x for _, x in lines[one:i])
+            after = 0
+            for _, x in lines[i + 1:]:
+                if "HGMMA" in x or "DEPBAR" in x:
+                    break
+                after += "MUFU.TANH" in x
+            out.append((lines[i][0], before, after))
+            one = None
+    return out
+
+
 def analyse(ck, dump: str | None = None) -> None:
     import triton
 
@@ -107,6 +153,9 @@ def analyse(ck, dump: str | None = None) -> None:
         Path(dump).write_text(sass)
     print("ptxas:", " ".join(x.split(":", 1)[-1].strip() for x in r.stderr.splitlines()
                               if "registers" in x or "spill" in x))
+    for x in r.stderr.splitlines():
+        if "warning" in x.lower() or "C75" in x:
+            print("ptxas", x.strip())
     lines = []
     for ln in sass.splitlines():
         mm = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);", ln)
@@ -123,6 +172,10 @@ def analyse(ck, dump: str | None = None) -> None:
                 print(f"loop {int(b.group(1), 16):#x}-{a:#x}: {len(body)} instructions, "
                       f"{sum('HGMMA' in x for x in body)} HGMMA, {sum('BAR.SYNC' in x for x in body)} BAR.SYNC, "
                       f"{ldl} LDL")
+    waits = pv_waits(lines)
+    if waits:
+        print("PV waits (address: tanh before / after):",
+              " ".join(f"{a:#x}:{b}/{c}" for a, b, c in waits))
 
 
 def main() -> None:
@@ -132,13 +185,17 @@ def main() -> None:
         i = argv.index("--dump")
         dump = argv[i + 1]
         del argv[i: i + 2]
+    gluon = "--gluon" in argv
+    if gluon:
+        argv.remove("--gluon")
     kernels = argv[0] if argv else str(ROOT / "kernels")
     over = ast.literal_eval(argv[1]) if len(argv) > 1 else None
     import triton
     from attention_cached_cmp import _load  # (a kernels/ folder as its own package)
 
     triton.runtime.driver.set_active(_fake_driver())
-    analyse(compile_sk(_load("_sass_kernels", kernels), over), dump)
+    m = _load("_sass_kernels", kernels)
+    analyse(compile_gluon(m, over) if gluon else compile_sk(m, over), dump)
 
 
 if __name__ == "__main__":

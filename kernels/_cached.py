@@ -898,8 +898,8 @@ def hstu_cached_fwd(
     two_loops = bool(cfg.pop("TWO_LOOPS", True))
     ws_perm = bool(cfg.pop("WS_PERM", True))  # persistent kernel: workspace rows' 16-byte pieces reordered
     # persistent kernel: GLUON runs its Gluon version (_cached_gluon) where it can (off by default:
-    # 9 % slower than this kernel at the inference workload on the H200, docs/performance.md,
-    # "helper gluon"); GL_SK, GL_SV, GL_QB: that kernel's K/V ring depths and q buffers
+    # 4-8 % slower than this kernel at the inference workload on the H200, docs/performance.md,
+    # "helper gluon2"); GL_SK, GL_SV, GL_QB: that kernel's K/V ring depths and q buffers
     gluon = bool(cfg.pop("GLUON", False))
     gl_opts = {key[3:].lower(): int(cfg.pop(key)) for key in ("GL_SK", "GL_SV", "GL_QB") if key in cfg}
     if persist and pages == 3:

@@ -5,22 +5,24 @@ stream-K chunks), computed on the device by ``_sk_plan_kernel`` (the same functi
 per persistent program) into a table of pieces per program. ``_hstu_cached_gl_kernel`` then runs
 each program's pieces with warp specialization: a producer partition (4 warps) copies q and every
 K/V tile of the pieces (cp.async into rings of ``SK`` / ``SV`` slots, gathered through the page
-table), two consumer warpgroups (64 query rows each) compute; per ring slot a ``full`` mbarrier
-(the producer's threads arrive as their copies land) and an ``empty`` one (each consumer arrives
-once its products have read the slot). A consumer issues QK_{j+1} with PV_j, waits for QK_{j+1}
-only and computes its SiLU (and mask) while PV_j runs (FA3's intra-warpgroup overlap; two steps a
-loop trip, so that ptxas keeps P_j and P_{j+1} in distinct registers, see
+table; the unmasked cached tiles in a loop of their own with plain page addresses, a phantom tile
+zero-filled), two consumer warpgroups (64 query rows each) compute; per ring slot a ``full``
+mbarrier (the producer's threads arrive as their copies land) and an ``empty`` one (each consumer
+arrives once its products have read the slot). A consumer issues QK_{j+1} with PV_j, waits for
+QK_{j+1} only and computes its SiLU (and mask) while PV_j runs (FA3's intra-warpgroup overlap; two
+steps a loop trip, so that ptxas keeps P_j and P_{j+1} in distinct registers, see
 benchmarks/attention_cached_gluon.py). Each consumer finishes its 64 rows on its own: a whole item
-is written out; a cut piece stores its fp32 partial and counts its arrival on the (item, half)
-counter, and the last piece to arrive sums the partials (as the Triton kernel does per item).
+is written out; a cut piece that finds the item's other pieces all counted adds their partials to
+its own accumulator and writes the output; any other cut piece stores its fp32 partial and counts
+its arrival on the (item, half) counter, and the one that arrives last sums the partials (as the
+Triton kernel does per item).
 
 Needs Triton >= 3.6 with ``triton.experimental.gluon`` and an sm_90 GPU (wgmma); the caller
 falls back to the Triton kernel otherwise (and in the interpreter). Opt-in (config ``GLUON``): at
-the inference workload on the H200 it is correct but ~9 % slower than the Triton kernel (222 against
-204 us), although its loop alone ran 19-24 % faster per tile in benchmarks/attention_cached_gluon.py;
-in this kernel's SASS ptxas waits for PV_j after 7 of the 16 tanh of the SiLU (13 of 16 in the
-benchmark), which is the likely difference (docs/performance.md, "helper gluon"). ptxas reports
-72 bytes of spill stores (d=256), mostly at the partitions' entry.
+the inference workload on the H200 it is correct but 4-8 % slower than the Triton kernel (216.5
+against 204.1 us): its unmasked-tile loop runs ~6 % fewer cycles a tile than Triton's, but its
+planner kernel (~7.4 us before it) and its sums of partials cost more (docs/performance.md,
+"helper gluon2"). ptxas reports spill stores (d=256) in the epilogue's sums of partials.
 """
 
 from __future__ import annotations
@@ -159,12 +161,13 @@ def _gl_piece(PLAN, pid, k, MAXPC, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, BLOCK_M
 
 
 @gluon.jit
-def _gl_fill(ring, full, empty, g, ptrs, S: gl.constexpr):
+def _gl_fill(ring, full, empty, g, ptrs, mask, S: gl.constexpr):
     """Tile number g (counted over the program's pieces) into slot g % S once every consumer
-    released the slot's previous tile; ``full`` completes when all producer threads' copies land."""
+    released the slot's previous tile (rows off ``mask``: zeros); ``full`` completes when all
+    producer threads' copies land."""
     if g >= S:
         mbarrier.wait(empty.index(g % S), (g // S - 1) & 1)
-    async_copy.async_copy_global_to_shared(ring.index(g % S), ptrs)
+    async_copy.async_copy_global_to_shared(ring.index(g % S), ptrs, mask=mask)
     async_copy.mbarrier_arrive(full.index(g % S), increment_count=False)
 
 
@@ -193,8 +196,6 @@ def _gl_producer(Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN
         PTb = PT + b.to(gl.int64) * stride_pt
         KCh = KC + h * stride_kch
         VCh = VC + h * stride_vch
-        Kb = K + start * stride_kt + h * stride_kh
-        Vb = V + start * stride_vt + h * stride_vh
         if k >= QB:
             mbarrier.wait(q_empty.index(k % QB), (k // QB - 1) & 1)
         rows = m0 + offs_q
@@ -204,27 +205,52 @@ def _gl_producer(Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN
         async_copy.mbarrier_arrive(q_full.index(k % QB), increment_count=False)
         a1, nA, npos = _gl_positions(r0, r1, c_full)
         # a tile is one page (BLOCK_N == PAGE): the page of the next tile is loaded a tile ahead,
-        # so its latency is not in the copies' issue
-        it, in_a, past_a = _gl_tile_of(0, r0, a1, nA)
+        # so its latency is not in the copies' issue. A phantom tile is filled with zeros (cp.async's
+        # zero fill, nothing read): its scores are 0, SiLU(0) = 0 and its P.V adds nothing, so the
+        # consumers need not mask it.
+        it = r0
         page = gl.load(PTb + gl.maximum(gl.minimum(it, ct - 1), 0)).to(gl.int64)
-        for u in range(0, npos):  # the consumers' tile sequence (a phantom: any valid address)
-            it_n, in_a, past_a = _gl_tile_of(gl.minimum(u + 1, npos - 1), r0, a1, nA)
-            page_n = gl.load(PTb + gl.maximum(gl.minimum(it_n, ct - 1), 0)).to(gl.int64)
-            # _sk_piece's addresses, branch-free: a cached tile's slots clamped to the last cached
-            # token, new keys' rows clamped to the last new token
+        # positions 0 .. nA-1: the unmasked cached tiles [r0, a1), whole pages, then a phantom if
+        # needed; plain page addresses
+        for u in range(0, nA):
+            page_n = gl.load(PTb + gl.maximum(gl.minimum(gl.where(u + 1 < nA, it + 1, a1), ct - 1), 0)).to(gl.int64)
+            fill = (offs_n >= 0)[:, None] & (it < a1)
+            _gl_fill(k_ring, full_k, empty_k, g, KCh + (page * stride_kcp + offs_n * stride_kcs)[:, None]
+                     + offs_d[None, :], fill, SK)
+            _gl_fill(v_ring, full_v, empty_v, g, VCh + (page * stride_vcp + offs_n * stride_vcs)[:, None]
+                     + offs_d[None, :], fill, SV)
+            it += 1
+            page = page_n
+            g += 1
+        # the other tiles from a1 (``_sk_piece``'s addresses, branch-free: a cached tile's slots
+        # clamped to the last cached token, new keys' rows clamped to the last new token), a phantom
+        # last if needed; the piece's figures loaded again (fewer registers held over the first loop)
+        b, h, r0, r1, start, n, C, nh, m0, ct, c_full, nkt, j0 = _gl_piece(
+            PLAN, pid, k, MAXPC, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, BLOCK_M, BLOCK_N, HAS_TARGETS)
+        PTb = PT + b.to(gl.int64) * stride_pt
+        KCh = KC + h * stride_kch
+        VCh = VC + h * stride_vch
+        Kb = K + start * stride_kt + h * stride_kh
+        Vb = V + start * stride_vt + h * stride_vh
+        a1, nA, npos = _gl_positions(r0, r1, c_full)
+        it = a1
+        page = gl.load(PTb + gl.maximum(gl.minimum(it, ct - 1), 0)).to(gl.int64)
+        for _ in range(nA, npos):  # (positions nA .. npos-1)
+            page_n = gl.load(PTb + gl.maximum(gl.minimum(it + 1, ct - 1), 0)).to(gl.int64)
             cached = it < ct
             pidx = gl.maximum(gl.minimum(it, ct - 1), 0)
             sl = gl.maximum(gl.minimum(offs_n, C - 1 - pidx * PAGE), 0)
             j = it - ct
             offs_nn = gl.where(j < nkt, j * BLOCK_N, j0 + (j - nkt) * BLOCK_N) + offs_n
             offs_nl = gl.maximum(gl.minimum(offs_nn, n - 1), 0).to(gl.int64)
+            fill = (offs_n >= 0)[:, None] & (it < r1)
             kp = gl.where(cached, KCh + (page * stride_kcp + sl * stride_kcs)[:, None],
                           Kb + offs_nl[:, None] * stride_kt) + offs_d[None, :]
-            _gl_fill(k_ring, full_k, empty_k, g, kp, SK)
+            _gl_fill(k_ring, full_k, empty_k, g, kp, fill, SK)
             vp = gl.where(cached, VCh + (page * stride_vcp + sl * stride_vcs)[:, None],
                           Vb + offs_nl[:, None] * stride_vt) + offs_d[None, :]
-            _gl_fill(v_ring, full_v, empty_v, g, vp, SV)
-            it = it_n
+            _gl_fill(v_ring, full_v, empty_v, g, vp, fill, SV)
+            it += 1
             page = page_n
             g += 1
 
@@ -243,8 +269,8 @@ def _gl_tile_of(u, r0, a1, nA):
 def _gl_scores(s, u, r0, a1, r1, nA, scale, ct, C, n, nh, nkt, j0, rows, offs_n0, BLOCK_N: gl.constexpr,
                FULL: gl.constexpr):
     """SiLU of the QK tile at position u (``_silu``'s FAST_SILU form). FULL=False (positions among
-    the unmasked cached tiles): no mask, only a phantom's scores zeroed (one multiply); FULL: masked
-    as ``_sk_piece``'s second loop masks it. (No branch: control flow between a wgmma and its wait
+    the unmasked cached tiles): no mask (a phantom tile there is zeros: scores 0, SiLU 0); FULL:
+    masked as ``_sk_piece``'s second loop masks it. (No branch: control flow between a wgmma and its wait
     makes ptxas serialize every wgmma of the kernel, C7513.)"""
     hh = s * scale
     p = hh + hh * _gl_tanh(hh)
@@ -259,8 +285,6 @@ def _gl_scores(s, u, r0, a1, r1, nA, scale, ct, C, n, nh, nkt, j0, rows, offs_n0
         valid = gl.where(it < ct, (n0c + offs_n0 < C)[None, :] & (rows >= 0)[:, None], valid)
         keep = gl.where(in_a, ~past_a, it < r1)
         p = gl.where((valid | (in_a & ~past_a)) & keep, p, 0.0)
-    else:
-        p = p * gl.where(past_a, 0.0, 1.0)
     return p
 
 
@@ -295,6 +319,15 @@ def _gl_positions(r0, r1, c_full):
     nA = gl.where(na > 0, na + 1 - na % 2, 0)
     nB = gl.where(nA > 0, nb + nb % 2, nb + 1 - nb % 2)
     return a1, nA, nA + nB
+
+
+@gluon.jit
+def _gl_out(OUT, start, h, r0, n, stride_ot, stride_oh, x, offs_r, offs_c):
+    """Rows r0 .. r0+63 of a query block's output (rows past the sequence's n new tokens left);
+    the addresses are formed here, at the store, not held over the epilogue's sums."""
+    rows = r0 + offs_r
+    gl.store(OUT + start * stride_ot + h * stride_oh + rows[:, None] * stride_ot + offs_c[None, :],
+             x.to(OUT.dtype.element_ty), mask=(rows < n)[:, None])
 
 
 @gluon.jit
@@ -357,11 +390,8 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
         g += nt
         # epilogue, this warpgroup's rows
         row = PLAN + (pid.to(gl.int64) * MAXPC + k) * 16
-        orow = m0 + wg * HALF + offs_r
-        omask = (orow < n)[:, None]
-        o_ptrs = OUT + start * stride_ot + h * stride_oh + orow[:, None] * stride_ot + offs_c[None, :]
         if gl.load(row + 5) != 0:
-            gl.store(o_ptrs, (acc * inv_n).to(dtype), mask=omask)
+            _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
         else:
             slot = gl.load(row + 6)
             cnt = CNT + gl.load(row + 7) * 2 + wg
@@ -371,19 +401,33 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
             sk0 = gl.load(row + 11)
             chunk = gl.load(row + 12)
             wrow = (wg * HALF + offs_r).to(gl.int64)
-            gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc)
-            _gl_fence(offs_r)
-            gl.thread_barrier()
-            arrived = gl.atomic_add(cnt, 1, sem="acq_rel")
-            if arrived == c_last - c_first:
+            # the item's other pieces all arrived already (their partials stored, then counted):
+            # this piece is the last one; it adds their partials to its own accumulator, storing,
+            # counting and reading back none of its own. The count is read once for the warpgroup
+            # (a scalar atomic: one thread, its result shared), so that all its threads take the
+            # same branch (a plain load per thread could see two counts), then a fence: acquire
+            if gl.atomic_add(cnt, 0, sem="relaxed") == c_last - c_first:
                 _gl_fence(offs_r)
-                tot = gl.zeros([HALF, D], gl.float32, layout=o_layout)
                 for c in range(c_first, c_last + 1):
                     sc = c * 2 + gl.where(item_lo <= sk0 + c * chunk, 0, 1)
-                    tot += gl.load(WS + (sc.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :],
-                                   cache_modifier=".cg")
-                gl.store(o_ptrs, (tot * inv_n).to(dtype), mask=omask)
+                    acc += gl.load(WS + (sc.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :],
+                                   mask=(offs_r >= 0)[:, None] & (sc != slot), other=0.0, cache_modifier=".cg")
+                _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
                 gl.atomic_xchg(cnt, 0, sem="relaxed")
+            else:
+                gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc)
+                _gl_fence(offs_r)
+                gl.thread_barrier()
+                arrived = gl.atomic_add(cnt, 1, sem="acq_rel")
+                if arrived == c_last - c_first:
+                    _gl_fence(offs_r)
+                    tot = gl.zeros([HALF, D], gl.float32, layout=o_layout)
+                    for c in range(c_first, c_last + 1):
+                        sc = c * 2 + gl.where(item_lo <= sk0 + c * chunk, 0, 1)
+                        tot += gl.load(WS + (sc.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :],
+                                       cache_modifier=".cg")
+                    _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, tot * inv_n, offs_r, offs_c)
+                    gl.atomic_xchg(cnt, 0, sem="relaxed")
 
 
 @gluon.jit

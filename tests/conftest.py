@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
+
+# The tests send themselves SIGINT to stand for Ctrl-C. A process started with SIGINT ignored
+# (a background job of a script, nohup) keeps ignoring it, as tracekit does on purpose; the
+# tests restore Python's own handler so that they do not depend on how they were started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DATA = Path(__file__).parent / "data"
 #: the first three and hstu_capture are the issue's scenarios; the rest are what real captures

@@ -4,8 +4,8 @@
 type, template arguments or parameters). ``distinct_labels`` shortens a whole column
 and guarantees that two different names never read alike: names that shorten to the
 same label get the word that tells them apart (``[silu]``, ``[add]``), else the part of
-the full name where they differ, else a number. ``check_run_name`` and ``derived_run_name`` say what can name a run. Pure string work: no
-DuckDB, no Polars, no Altair.
+the full name where they differ, else a number. ``check_run_name`` and ``derived_run_name``
+say what can name a run. Pure string work: no DuckDB, no Polars, no Altair.
 """
 
 from __future__ import annotations

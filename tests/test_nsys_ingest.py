@@ -597,6 +597,41 @@ def test_out_of_memory_inside_the_ingest_is_the_same_line(tmp_path, monkeypatch)
     assert _snapshot(db) == before
 
 
+@pytest.mark.parametrize("workers", [None, 2], ids=["serial", "threads"])
+def test_out_of_memory_before_the_write_is_the_same_line(tmp_path, monkeypatch, capsys, workers):
+    """DuckDB running out of memory while the store is asked whether it holds the file (before
+    anything is written; seen on a store of 1 MB): the same one line, serial or in threads."""
+    import duckdb
+
+    from tracekit.cli import main
+    from tracekit.store import Tracekit
+
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "nsys_hstu_mixed" / "export.sqlite.xz")
+    before = _snapshot(db)
+    existing = Tracekit._existing
+
+    def out_of_memory(self, digest, held_elsewhere=True):
+        self.con.execute("SET memory_limit = '1MB'")  # a real DuckDB query past its limit
+        self.con.execute("SELECT list(i) FROM range(10000000) t(i)").fetchall()
+        return existing(self, digest, held_elsewhere)
+
+    monkeypatch.setattr(Tracekit, "_existing", out_of_memory)
+    with pytest.raises(duckdb.OutOfMemoryException), tracekit.open(db) as tk:  # (the query does run out)
+        out_of_memory(tk, "x")
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "2GB")
+    export = str(NSYS_EXPORTS["many_kernels"])
+    capsys.readouterr()
+    assert main(["--db", str(db), "ingest", export, *(["--workers", str(workers)] if workers else [])]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(rf"tracekit: error: {re.escape(export)}: needs about [0-9.]+ GB of memory, more than its "
+                        r"memory limit TRACEKIT_MEMORY_LIMIT=2GB; set TRACEKIT_MEMORY_LIMIT=[0-9.]+GB or more "
+                        r"\(nothing was written\)", err[0]), err
+    monkeypatch.undo()
+    assert _snapshot(db) == before
+
+
 def test_default_ingest_memory_limit(monkeypatch):
     from tracekit.store import ingest_memory_limit
 

@@ -198,12 +198,14 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
         try:
             if stop.is_set():
                 raise Interrupted(f"{source}: interrupted; not ingested")
-            got = cur._read_input(files[i], name, params)
+            with cur.memory_errors(source):
+                got = cur._read_input(files[i], name, params)
             cur.admit(0)  # (a file skipped before reading: its place in the admission order)
             turns.wait(i)
             try:
                 if isinstance(got, Pending):
-                    got, done_event = _take_turn(cur, got, in_flight)
+                    with cur.memory_errors(source):
+                        got, done_event = _take_turn(cur, got, in_flight)
             finally:
                 turn_done = True
                 turns.done(i)

@@ -8,6 +8,7 @@ database exactly as it was (and a database that did not exist is not created).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -493,13 +494,30 @@ class Tracekit:
                            f"({res.name})")
 
     def _ingest(self, path: Path, name: str | None, params: dict | None) -> IngestResult:
-        got = self._read_input(path, name, params)
-        if isinstance(got, IngestResult):
-            return got
-        got = self._decide(got)
+        with self.memory_errors(str(path)):
+            got = self._read_input(path, name, params)
+            if isinstance(got, IngestResult):
+                return got
+            got = self._decide(got)
         if isinstance(got, IngestResult):
             return got
         return self._write_pending(got)
+
+    @contextlib.contextmanager
+    def memory_errors(self, source: str, need: int | None = None):
+        """Running out of memory in the block (DuckDB's limit or Python's) raised as the one
+        line that says how much ``source`` needs: ``need``, the estimate, or more than the limit
+        where the estimate fell short or was not made yet."""
+        try:
+            yield
+        except (duckdb.OutOfMemoryException, MemoryError) as err:
+            raise self._shortage(source, need) from err
+
+    def _shortage(self, source: str, need: int | None) -> InputError:
+        from .ingest.budget import setting_bytes, shortage
+
+        budget = setting_bytes(self.memory_limit) or 0  # what the user sets (a phase may have run under less)
+        return InputError(shortage(source, max(need or 0, int(budget * 1.5)), self.memory_limit))
 
     def _read_input(self, path: Path, name: str | None, params: dict | None) -> Pending | IngestResult:
         """``path`` read (parsed) and hashed; or, where the store holds its content
@@ -761,7 +779,7 @@ class Tracekit:
         the estimate, or more than the limit where the estimate fell short); Ctrl-C as
         ``Interrupted`` saying whether the run was committed (it may arrive as COMMIT
         returns)."""
-        from .ingest.budget import duckdb_setting, setting_bytes, shortage
+        from .ingest.budget import duckdb_setting
 
         con = self._con
         first = _first_error(err)
@@ -779,8 +797,7 @@ class Tracekit:
             return err
         out: BaseException = first
         if isinstance(first, duckdb.OutOfMemoryException | MemoryError):
-            budget = setting_bytes(self.memory_limit) or 0  # what the user sets (a phase may have run under less)
-            out = InputError(shortage(source, max(need or 0, int(budget * 1.5)), self.memory_limit))
+            out = self._shortage(source, need)
         elif isinstance(first, duckdb.Error):  # data the reshaping SQL could not take, a full disk: one line
             out = InputError(f"{source}: cannot ingest ({str(first).splitlines()[0]}); nothing was written")
         self._discard_if_new()

@@ -436,6 +436,29 @@ def test_bad_input_is_one_line_exit_2_and_leaves_the_store(store, capsys, args, 
     assert db.read_bytes() == before
 
 
+def test_a_name_two_runs_share_is_not_compared_with_itself(store, tmp_path, capsys):
+    """`diff NAME NAME` where NAME picks the latest of several runs would compare that run
+    with itself: an error naming the runs; a run asked for twice by its own name is fine."""
+    store.close()
+    db = tmp_path / "shared.duckdb"
+    shutil.copyfile(store.path, db)
+    tk = tracekit.open(db)
+    tk.rename_run("dropped", "hstu")
+    ids = tk.sql("SELECT list(run_id ORDER BY run_id) AS ids FROM runs WHERE name = 'hstu'")["ids"][0]
+    tk.close()
+    before = db.read_bytes()
+    assert cli_main(["--db", str(db), "diff", "hstu", "hstu"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"tracekit: error: diff: both sides are run {ids[-1]} (hstu): the name 'hstu' is shared by runs "
+                   f"{ids[0]}, {ids[1]} and names the latest; give run ids\n")
+    assert cli_main(["--db", str(db), "diff", str(ids[-1]), "hstu"]) == 2
+    assert "shared by runs" in capsys.readouterr().err
+    assert db.read_bytes() == before
+    assert cli_main(["--db", str(db), "diff", str(ids[0]), "hstu", "--by", "kernel", "-f", "csv"]) == 0
+    assert "removed" in capsys.readouterr().out  # run 1 against the latest 'hstu' (dropped)
+    assert cli_main(["--db", str(db), "diff", "slow", "slow", "-f", "csv"]) == 0  # one run by name: a check
+
+
 def test_files_are_ingested_first_and_a_known_file_is_its_run(store, tmp_path, capsys):
     db = tmp_path / "files.duckdb"
     assert cli_main(["--db", str(db), "diff", str(HSTU), str(HSTU), "-f", "csv"]) == 0

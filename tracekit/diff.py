@@ -208,6 +208,18 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
     return out
 
 
+def _not_by_a_shared_name(tk, base: Side, new: Side) -> None:
+    """A run compared with itself is allowed (every delta 0: a check of the tool), but not
+    when a name that several runs share picked it for both sides: the user meant two runs."""
+    if base.run_id is None or base.run_id != new.run_id:
+        return
+    for ref in dict.fromkeys((base.ref, new.ref)):
+        ids = [r[0] for r in tk.con.execute("SELECT run_id FROM runs WHERE name = ? ORDER BY run_id", [ref]).fetchall()]
+        if len(ids) > 1:
+            raise QueryError(f"diff: both sides are {base.label}: the name {ref!r} is shared by runs "
+                             f"{', '.join(map(str, ids))} and names the latest; give run ids")
+
+
 def _kinds(side: Side) -> str:
     if side.run_id is None:
         return "sweep"
@@ -682,6 +694,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     sides = {i: resolve(tk, r) for i, r in enumerate((base, new)) if not files[i]}
     sides.update({i: resolve(tk, r) for i, r in enumerate((base, new)) if files[i]})
     sb, sn = sides[0], sides[1]
+    _not_by_a_shared_name(tk, sb, sn)
     scopes = _scopes(sb, sn, by)
     con = tk.con
     params = {"base": sb.run_id, "new": sn.run_id}

@@ -318,6 +318,34 @@ def test_ctrl_c_stops_a_long_statement_at_once(small_store):
     assert store_state(small_store) == before
 
 
+LIBRARY = """
+import os, signal, sys, threading, time
+import tracekit
+tk = tracekit.open(sys.argv[1], read_only=True)
+for call in (lambda: tk.sql(sys.argv[2]), lambda: tk.query("top-kernels", limit=0),
+             lambda: tk.diff("1", "1", by="kernel")):
+    call()  # (imports done, as in a notebook)
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+start = time.monotonic()
+try:
+    tk.sql(sys.argv[3])
+except BaseException as err:
+    print(type(err).__name__, round(time.monotonic() - start, 1))
+print(tk.query("top-kernels", limit=1).height)  # the store still answers
+"""
+
+
+def test_ctrl_c_in_the_library_is_keyboard_interrupt_at_once(small_store):
+    """In Python (a notebook's interrupt button sends the same SIGINT) a long statement stops
+    at once and raises KeyboardInterrupt, not DuckDB's "Query interrupted" RuntimeError."""
+    long = "SELECT count(*) FROM range(5000000000) t(x) WHERE x % 7 = 3"
+    out = subprocess.run([sys.executable, "-c", LIBRARY, str(small_store), "SELECT 1", long],
+                         capture_output=True, text=True, timeout=120)
+    kind, took = out.stdout.split()[:2]
+    assert (out.returncode, kind, out.stdout.split()[2]) == (0, "KeyboardInterrupt", "1"), out.stderr[-800:]
+    assert float(took) < 10
+
+
 def test_a_statement_stopped_by_ctrl_c_raises_once_and_every_watch_counts_it():
     """The waker stops the statement of a registered connection; the statement's error is the
     interrupt (no KeyboardInterrupt raised again in the code handling it), and the outer watch

@@ -190,3 +190,19 @@ class SigintWatch:
             if self._deferred:
                 self._deferred = False
                 raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def stoppable():
+    """A library call (a query, SQL, a diff) that Ctrl-C stops at once, raising
+    KeyboardInterrupt as Python code does, not the "Query interrupted" RuntimeError or the
+    tracekit error DuckDB's stopped statement became (a notebook's interrupt button sends
+    the same SIGINT). Inside the CLI's watch it nests; outside the main thread it only
+    converts the error."""
+    with SigintWatch() as sigints:
+        try:
+            yield
+        except Exception as err:
+            if sigints.count:
+                raise KeyboardInterrupt from err
+            raise

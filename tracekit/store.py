@@ -24,7 +24,7 @@ import duckdb
 
 from . import ranks
 from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
-from .interrupts import SigintWatch, interruptible
+from .interrupts import SigintWatch, interruptible, stoppable
 from .names import RUN_ID, check_run_name, derived_run_name
 
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
@@ -891,7 +891,8 @@ class Tracekit:
         """Run the named query ``name`` with bound parameters; returns a Polars DataFrame."""
         from .registry import get_registry
 
-        return get_registry().run(self, name, **params)
+        with stoppable():
+            return get_registry().run(self, name, **params)
 
     def diff(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
         """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
@@ -901,7 +902,8 @@ class Tracekit:
         from .diff import diff
 
         try:
-            return diff(self, base, new, by=by, threshold_pct=threshold_pct)
+            with stoppable():
+                return diff(self, base, new, by=by, threshold_pct=threshold_pct)
         except TracekitError:
             self._discard_if_new()  # a store opened to ingest a file to compare, left empty
             raise
@@ -910,16 +912,9 @@ class Tracekit:
         """Run ad-hoc SQL against the store and return a Polars DataFrame (the last
         statement's result). On a read-only store (``open(db, read_only=True)``, what
         ``tracekit sql`` uses) it reads the store's tables and nothing else."""
-        import polars as pl
-
         try:
-            if self.read_only and self.allowed_directories:
-                for stmt in self.con.extract_statements(text):
-                    if stmt.type.name in _WRITES_FILES:
-                        raise QueryError(f"SQL error: {stmt.type.name} statements are refused: tracekit sql "
-                                         "reads the store and writes nothing")
-            rel = self.con.sql(text, params=params)
-            return rel.pl() if rel is not None else pl.DataFrame()
+            with stoppable():
+                return self._sql(text, params)
         except duckdb.Error as err:
             out = self.db_error(err, "SQL error")
             if self.read_only and isinstance(err, duckdb.PermissionException | duckdb.InvalidInputException) \
@@ -927,6 +922,17 @@ class Tracekit:
                 out = QueryError(f"{out} (tracekit sql reads the store and nothing else: no files, extensions "
                                  "or settings)")
             raise out from err
+
+    def _sql(self, text: str, params: dict | list | None) -> pl.DataFrame:
+        import polars as pl
+
+        if self.read_only and self.allowed_directories:
+            for stmt in self.con.extract_statements(text):
+                if stmt.type.name in _WRITES_FILES:
+                    raise QueryError(f"SQL error: {stmt.type.name} statements are refused: tracekit sql "
+                                     "reads the store and writes nothing")
+        rel = self.con.sql(text, params=params)
+        return rel.pl() if rel is not None else pl.DataFrame()
 
 
 def open(db: str | os.PathLike | None = None, read_only: bool = False):  # noqa: A001

@@ -273,6 +273,22 @@ def test_noise_pair_is_quiet(captures, base, new, capsys):
     assert "0 regressed" not in capsys.readouterr().out  # the table's summary names no verdict it has not
 
 
+def test_a_parquet_dataset_diffs_as_the_store_does(captures, store, tmp_path):
+    """A dataset's runs number their names apart (tracekit.dataset): kernels and API calls
+    still meet their namesakes, and the place matching pairs the same kernels."""
+    from tracekit.dataset import export
+
+    for tk, pairs in ((captures, [(DIFF_A.name, DIFF_B.name), (DIFF_B.name, DIFF_REG.name)]),
+                      (store, [("hstu", "renamed"), ("hstu", "dropped"), ("slow", "hstu")])):
+        folder = tmp_path / Path(tk.path).stem
+        export(tk, folder)
+        ds = tracekit.open(folder)
+        for base, new in pairs:
+            want, got = tk.diff(base, new), ds.diff(base, new)
+            assert got.equals(want), (base, new, got.filter(pl.col("verdict") != "unchanged"))
+        ds.close()
+
+
 def _expected_api_calls(base: Path, new: Path) -> dict[str, str]:
     """Per CUDA API: 'regressed' where NVIDIA's call counts differ beyond 5 %, else 'unchanged'."""
     b, n = _nsys_csv(base, "cuda_api_sum", "Name"), _nsys_csv(new, "cuda_api_sum", "Name")

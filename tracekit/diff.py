@@ -411,20 +411,28 @@ def _names(con, ids) -> dict[int, str]:
     return dict(con.execute("SELECT string_id, value FROM _strings WHERE string_id IN (SELECT unnest(?))", [ids]).fetchall())
 
 
-_EMPTY_MAP = pa.table({"side": pa.array([], pa.int32()), "name_id": pa.array([], pa.int64()), "key": pa.array([], pa.int64())})
+
+
+def _namesakes(con, params: dict, table: str) -> pa.Table:
+    """_diff_keymap rows that give each name of the new run the base run's id of the
+    same text where the two differ (a Parquet dataset's runs number their names apart)."""
+    return con.sql(_sql("namesakes").replace("{table}", table), params=params).pl().to_arrow()
 
 
 def _match_kernels(con, params: dict) -> tuple[pa.Table, dict[int, str]]:
-    """Cross-run matches of kernels without a namesake: (_diff_keymap rows, note per key)."""
+    """The kernels' keys across runs: namesakes (_namesakes), then matches of kernels
+    without one (by place and family): (_diff_keymap rows, note per matched key)."""
+    same = _namesakes(con, params, "_kernels")
+    renumber = dict(zip(same["name_id"].to_pylist(), same["key"].to_pylist(), strict=True))
     present = con.execute(
         "SELECT DISTINCT s.side, k.name_id FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
         "JOIN _kernels k ON k.run_id = s.run_id WHERE k.run_id IN ($base, $new)", params).fetchall()
     sides: dict[int, set[int]] = {0: set(), 1: set()}
     for side, name_id in present:
-        sides[side].add(name_id)
+        sides[side].add(renumber.get(name_id, name_id) if side == 1 else name_id)
     only = {0: sides[0] - sides[1], 1: sides[1] - sides[0]}
     if not only[0] or not only[1]:
-        return _EMPTY_MAP, {}
+        return same, {}
     unmatched = pa.table({"side": [0] * len(only[0]) + [1] * len(only[1]),
                           "name_id": sorted(only[0]) + sorted(only[1])})
     con.register("_diff_unmatched", unmatched)
@@ -457,12 +465,10 @@ def _match_kernels(con, params: dict) -> tuple[pa.Table, dict[int, str]]:
                              f"{b['family']} -> {n['family']}) to base kernel {b['name']}")
     take(lambda r: r["family"], lambda b, n: f"matched by family {b['family']} (the only one left in each run; "
                                              f"places differ) to base kernel {b['name']}")
-    if not pairs:
-        return _EMPTY_MAP, {}
     keymap = pa.table({"side": pa.array([1] * len(pairs), pa.int32()),
                        "name_id": pa.array([n for _, n, _ in pairs], pa.int64()),
                        "key": pa.array([b for b, _, _ in pairs], pa.int64())})
-    return keymap, {b: how for b, _, how in pairs}
+    return pa.concat_tables([same, keymap.cast(same.schema)]), {b: how for b, _, how in pairs}
 
 
 def _kernel_scope(con, params: dict, threshold: float) -> list[_Row]:
@@ -705,8 +711,12 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         elif scope == "nvtx":
             rows += _nvtx_scope(con, params, threshold)
         elif scope == "api":
-            rows += _simple_scope(con, "api", _sql("samples_api"), params, threshold,
-                                  [("total_ns", "total", 1), ("calls", "count", 1), ("med_ns", "median", 1)], True)
+            con.register("_diff_keymap", _namesakes(con, params, "_api_calls"))
+            try:
+                rows += _simple_scope(con, "api", _sql("samples_api"), params, threshold,
+                                      [("total_ns", "total", 1), ("calls", "count", 1), ("med_ns", "median", 1)], True)
+            finally:
+                con.unregister("_diff_keymap")
         elif scope == "memcpy":
             rows += _simple_scope(con, "memcpy", _sql("samples_memcpy"), params, threshold,
                                   [("total_ns", "total", 1), ("count", "count", 1), ("med_ns", "median", 1)], False)

@@ -1,7 +1,8 @@
 -- Kernel scope samples: one row per launch of either run, its duration.
--- The key is the kernel's name id; a kernel matched across runs by its place (diff's
--- kernel matching, registered as _diff_keymap(side, name_id, key)) takes the id of its
--- match in the base run. The same run twice is two sides of the same launches.
+-- The key is the kernel's name id; a kernel of the new run whose name the base run holds
+-- under another id (a Parquet dataset's runs number names apart), or matched across runs
+-- by its place (diff's kernel matching; both registered as _diff_keymap(side, name_id,
+-- key)), takes the id of its match in the base run. The same run twice is two sides of the same launches.
 -- @param base  INTEGER  base run id
 -- @param new   INTEGER  new run id
 -- @column side   0 = base run, 1 = new run

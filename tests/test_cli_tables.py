@@ -339,6 +339,14 @@ def test_rm_of_a_shared_name_asks_for_an_id(tmp_path, capsys):
         tk.ingest(NCU, name="x")
     rc, _, err = _run(capsys, "--db", str(path), "runs", "rm", "x")
     assert rc == 2 and "shared by runs 1, 2" in err
+    # every reference is resolved first: a bad one after good ones removes nothing
+    for args in (["2", "x"], ["1", "nope"], ["2", "999"]):
+        rc, out, err = _run(capsys, "--db", str(path), "runs", "rm", *args)
+        assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, (args, out, err)
+    rc, out, _ = _run(capsys, "--db", str(path), "runs", "rm", "1", "1")  # the same run twice: removed once
+    assert rc == 0 and out.strip() == "removed run 1 (x)"
+    with tracekit.open(path, read_only=True) as tk:
+        assert tk.runs()["run_id"].to_list() == [2]
 
 
 def test_ingest_name_renames_an_ingested_run(tmp_path, capsys):

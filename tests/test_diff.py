@@ -573,6 +573,15 @@ def test_sweep_against_itself_and_a_slower_point(sweeps):
     assert by_run.equals(slow)
 
 
+def test_two_points_of_one_sweep_are_not_the_sweep_against_itself(sweeps):
+    orig = json.loads((next(SWEEP.iterdir()) / "meta.json").read_text())["params"]["sweep"]
+    first, second = sweeps.sql(f"SELECT run_id FROM runs WHERE json_extract_string(params, '$.sweep') = '{orig}' "
+                               "ORDER BY run_id LIMIT 2")["run_id"].to_list()
+    for base, new, by in ((first, second, None), (orig, first, None), (first, second, "sweep")):
+        with pytest.raises(tracekit.QueryError, match=f"belong to sweep {orig}: the sweep scope compares two sweeps"):
+            sweeps.diff(base, new, by=by)
+
+
 SWEEP_PAIR = DATA / "sweep_pair"  # a, b: one sweep taken twice; c: with the reference attention
 
 

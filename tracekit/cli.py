@@ -314,8 +314,10 @@ def runs_rm(
 ):
     """Remove runs and all their rows from the store."""
     with _open(db) as tk:
-        for r in run:
-            run_id, name = tk.remove_run(r)
+        # every reference resolved before anything is removed: a bad one removes nothing
+        ids = list(dict.fromkeys(tk.resolve(r)[0] for r in run))
+        for run_id in ids:
+            run_id, name = tk.remove_run(run_id)
             typer.echo(f"removed run {run_id} ({name})")
 
 

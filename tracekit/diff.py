@@ -220,6 +220,21 @@ def _not_by_a_shared_name(tk, base: Side, new: Side) -> None:
                              f"{', '.join(map(str, ids))} and names the latest; give run ids")
 
 
+def _not_one_sweep(base: Side, new: Side, scopes: list[str], asked: bool) -> list[str]:
+    """The sweep scope compares two sweeps point by point; where both sides name one sweep
+    (any run of a sweep names it) it would compare that sweep with itself: an error where
+    it is the only scope or was asked for, else left out."""
+    if "sweep" not in scopes or base.sweep != new.sweep:
+        return scopes
+    rest = [s for s in scopes if s != "sweep"]
+    if asked or not rest:
+        both = "both sides" if base.run_id is None or new.run_id is None else \
+            f"runs {base.run_id} and {new.run_id}"
+        raise QueryError(f"diff: {both} belong to sweep {base.sweep}: the sweep scope compares two sweeps "
+                         "point by point; give runs of two sweeps (the points of one: tracekit query sweep-latency)")
+    return rest
+
+
 def _kinds(side: Side) -> str:
     if side.run_id is None:
         return "sweep"
@@ -701,7 +716,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     sides.update({i: resolve(tk, r) for i, r in enumerate((base, new)) if files[i]})
     sb, sn = sides[0], sides[1]
     _not_by_a_shared_name(tk, sb, sn)
-    scopes = _scopes(sb, sn, by)
+    scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
     con = tk.con
     params = {"base": sb.run_id, "new": sn.run_id}
     rows: list[_Row] = []

@@ -428,23 +428,40 @@ def _names(con, ids) -> dict[int, str]:
 
 
 
-def _namesakes(con, params: dict, table: str) -> pa.Table:
-    """_diff_keymap rows that give each name of the new run the base run's id of the
-    same text where the two differ (a Parquet dataset's runs number their names apart)."""
-    return con.sql(_sql("namesakes").replace("{table}", table), params=params).pl().to_arrow()
+def _present(con, params: dict, table: str) -> dict[int, set[int]]:
+    """The name ids of ``table`` (_kernels, _api_calls) per side (0 base, 1 new)."""
+    rows = con.execute(
+        f"SELECT DISTINCT s.side, t.name_id FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
+        f"JOIN {table} t ON t.run_id = s.run_id WHERE t.run_id IN ($base, $new)", params).fetchall()
+    out: dict[int, set[int]] = {0: set(), 1: set()}
+    for side, name_id in rows:
+        out[side].add(name_id)
+    return out
+
+
+def _namesakes(con, present: dict[int, set[int]]) -> pa.Table:
+    """_diff_keymap rows that give a name of the new run the base run's id of the same
+    text where the two differ: a Parquet dataset's runs number their names apart
+    (tracekit.dataset); in the store one name has one id and this is empty."""
+    fresh = present[1] - present[0]
+    pairs: list[tuple[int, int]] = []
+    if fresh:
+        base = {}
+        for sid, value in sorted(_names(con, present[0] - present[1]).items(), reverse=True):
+            base[value] = sid  # the lowest id of a text
+        pairs = [(nid, base[v]) for nid, v in sorted(_names(con, fresh).items()) if v in base]
+    return pa.table({"side": pa.array([1] * len(pairs), pa.int32()),
+                     "name_id": pa.array([n for n, _ in pairs], pa.int64()),
+                     "key": pa.array([b for _, b in pairs], pa.int64())})
 
 
 def _match_kernels(con, params: dict) -> tuple[pa.Table, dict[int, str]]:
     """The kernels' keys across runs: namesakes (_namesakes), then matches of kernels
     without one (by place and family): (_diff_keymap rows, note per matched key)."""
-    same = _namesakes(con, params, "_kernels")
+    sides = _present(con, params, "_kernels")
+    same = _namesakes(con, sides)
     renumber = dict(zip(same["name_id"].to_pylist(), same["key"].to_pylist(), strict=True))
-    present = con.execute(
-        "SELECT DISTINCT s.side, k.name_id FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
-        "JOIN _kernels k ON k.run_id = s.run_id WHERE k.run_id IN ($base, $new)", params).fetchall()
-    sides: dict[int, set[int]] = {0: set(), 1: set()}
-    for side, name_id in present:
-        sides[side].add(renumber.get(name_id, name_id) if side == 1 else name_id)
+    sides[1] = {renumber.get(n, n) for n in sides[1]}
     only = {0: sides[0] - sides[1], 1: sides[1] - sides[0]}
     if not only[0] or not only[1]:
         return same, {}
@@ -726,7 +743,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         elif scope == "nvtx":
             rows += _nvtx_scope(con, params, threshold)
         elif scope == "api":
-            con.register("_diff_keymap", _namesakes(con, params, "_api_calls"))
+            con.register("_diff_keymap", _namesakes(con, _present(con, params, "_api_calls")))
             try:
                 rows += _simple_scope(con, "api", _sql("samples_api"), params, threshold,
                                       [("total_ns", "total", 1), ("calls", "count", 1), ("med_ns", "median", 1)], True)

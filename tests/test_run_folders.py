@@ -125,6 +125,7 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
     ("export_not_sqlite", "nsys.sqlite.xz", "neither an nsys SQLite export nor an ncu report"),
     ("no_meta", "", "must be a tracekit run folder with a meta.json"),
     ("nothing_to_ingest", "", "holds no profile or requests.csv"),
+    ("two_exports", "", "the run folder holds 2 nsys files (extra/more.sqlite, nsys.sqlite.xz); a run is one capture"),
 ])
 def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged(tmp_path, small_store, case, file,
                                                                                     why):
@@ -152,6 +153,8 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
         "export_not_sqlite": lambda: (run / "nsys.sqlite.xz").write_bytes(lzma.compress(b"not a database\n")),
         "no_meta": lambda: (run / "meta.json").unlink(),
         "nothing_to_ingest": lambda: [(run / f).unlink() for f in ("nsys.sqlite.xz", "requests.csv")],
+        "two_exports": lambda: ((run / "extra").mkdir(), shutil.copy(DATA / "nsys_capture_range" / "export.sqlite.xz",
+                                                                      run / "extra" / "more.sqlite")),
     }
     edit[case]()
     before = store_state(small_store)

@@ -668,6 +668,11 @@ class Tracekit:
         for kind, exports in found.items():
             exports.sort(key=lambda e: e[0])  # (stable: equal ranks in path order)
             mod = exports[0][2]
+            alike = [f.relative_to(folder).as_posix() for r, f, _ in exports if r == exports[0][0]]
+            if len(alike) > 1 and not hasattr(mod, "read_exports"):  # which is the capture's is unknown
+                raise InputError(f"{folder}: the run folder holds {len(alike)} {kind} files ({', '.join(alike[:4])}"
+                                 f"{', ...' if len(alike) > 4 else ''}); a run is one capture: move the others "
+                                 "out, or ingest a file by itself")
             chosen[kind] = ([f for _, f, _ in exports] if hasattr(mod, "read_exports") else [exports[0][1]], mod)
         h = xxhash.xxh3_128(meta_file.read_bytes())
         for kind in sorted(chosen):

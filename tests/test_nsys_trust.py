@@ -222,6 +222,24 @@ def test_value_of_another_type_in_an_integer_column(tmp_path, value, reader):
     assert "CUPTI_ACTIVITY_KIND_RUNTIME column end holds" in msg and "\n" not in msg
 
 
+def test_text_that_is_not_utf8_is_read_with_replacement_characters(tmp_path, reader):
+    """A program that names NVTX ranges through the ASCII API in Latin-1 (or a tool that
+    wrote other bytes) leaves text that is not UTF-8: ingested with U+FFFD in their place
+    (it was an internal UnicodeDecodeError, or DuckDB refusing the insert)."""
+    path = _plain(tmp_path, "odd_nvtx")
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE TARGET_INFO_GPU SET name = CAST(x'41ff42' AS TEXT)")
+        sid = con.execute(f"SELECT demangledName FROM {KERNELS} LIMIT 1").fetchone()[0]
+        con.execute("UPDATE StringIds SET value = CAST(x'6b65726e656cff' AS TEXT) WHERE id = ?", [sid])
+        con.execute("UPDATE NVTX_EVENTS SET text = CAST(x'72e96e6765' AS TEXT) "
+                    "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL)")
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(path)
+        assert tk.runs()["gpu"][0] == "A\ufffdB"
+        assert "kernel\ufffd" in tk.query("top-kernels", limit=0)["name"].to_list()
+        assert tk.sql("SELECT count(*) AS n FROM nvtx_ranges WHERE text = 'r\ufffdnge'")["n"][0] == 1
+
+
 def test_database_size_in_the_header_is_obeyed(tmp_path, decoder):
     """Pages past the page count in the file's header do not exist for SQLite (a table
     that reaches one is corrupt to it), whatever the file's size."""

@@ -126,7 +126,7 @@ class Export:
                 stmt.set_options(**{"adbc.sqlite.query.batch_rows": "2000000000"})
                 stmt.set_sql_query(sql)
                 stream, _ = stmt.execute_query()
-                return pa.RecordBatchReader.from_stream(stream).read_all()
+                return _valid_text(pa.RecordBatchReader.from_stream(stream).read_all())
         except Exception as err:  # ADBC raises its own DatabaseError types
             raise InputError(f"{self.path}: cannot read table {actual} ({str(err).splitlines()[0]}); the export is truncated or corrupt") from err
 
@@ -198,3 +198,27 @@ class Export:
 
     def close(self):
         self.sq.close()
+
+
+def _valid_text(tbl: pa.Table) -> pa.Table:
+    """``tbl`` with every text column valid UTF-8. SQLite stores the bytes it is given: a
+    program that names NVTX ranges through the ASCII API in another encoding (Latin-1)
+    leaves bytes that are not UTF-8, which Arrow's readers pass on and DuckDB refuses.
+    Such bytes become U+FFFD, as Python's ``errors="replace"`` decodes them; valid
+    columns are only checked."""
+    for i, field in enumerate(tbl.schema):
+        if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+            continue
+        chunks, bad = [], False
+        for chunk in tbl.column(i).chunks:
+            try:
+                chunk.validate(full=True)
+                chunks.append(chunk)
+            except pa.ArrowInvalid:
+                bad = True
+                raw = chunk.cast(pa.large_binary() if pa.types.is_large_string(field.type) else pa.binary())
+                chunks.append(pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()],
+                                       field.type))
+        if bad:
+            tbl = tbl.set_column(i, field, pa.chunked_array(chunks, field.type))
+    return tbl

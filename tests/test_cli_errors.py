@@ -262,3 +262,42 @@ def test_control_characters_of_a_name_are_escaped_in_the_error(small_store, caps
     assert "two\\nlines\\x1b[31m.sqlite: not a recognised profile" in line and "\x1b" not in line
     assert cli_main(["--db", str(small_store), "query", "top-kernels", "--run", "a\nb"]) == 2
     assert "no run 'a\\nb'" in one_error_line(capsys)
+
+
+def test_sql_values_every_format_can_show(small_store, capsys):
+    """Infinities and NaN (DuckDB 2 returns inf for 1/0) print as themselves; bytes are hex in
+    CSV and JSON; intervals are text; what a format cannot hold is one line naming it."""
+    q = "SELECT 1/0 AS x, 'nan'::DOUBLE AS y, -1/0 AS total_ns, 1.25 AS z"
+    assert _cli(small_store, "sql", q) == 0
+    assert capsys.readouterr().out.splitlines()[2].split() == ["inf", "nan", "-inf", "1.25"]
+    assert _cli(small_store, "sql", "SELECT 'ab'::BLOB AS b, INTERVAL 1 DAY AS i", "-f", "csv") == 0
+    assert capsys.readouterr().out == "b,i\n6162,1 day\n"
+    assert _cli(small_store, "sql", "SELECT 'ab'::BLOB AS b, INTERVAL 1 DAY AS i", "-f", "json") == 0
+    assert capsys.readouterr().out == '[{"b":"6162","i":"1 day"}]\n'
+    assert _cli(small_store, "sql", "SELECT map([1], [2]) AS m", "-f", "json") == 2
+    assert "--format json: the result cannot be written as JSON" in one_error_line(capsys)
+
+
+def test_paths_that_cannot_be_read_or_written(small_store, tmp_path, capsys):
+    """A pipe, a folder where a file belongs, an output under a file: one line naming the
+    path, exit 2, the store as it was."""
+    import os
+    import shutil
+
+    from conftest import DATA, store_state
+
+    before = store_state(small_store)
+    fifo = tmp_path / "p.sqlite"
+    os.mkfifo(fifo)
+    assert _cli(small_store, "ingest", str(fifo)) == 2
+    assert f"{fifo}: not a regular file or folder" in one_error_line(capsys)
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(DATA / "nsys_capture_range" / "export.sqlite.xz", run / "nsys.sqlite.xz")
+    (run / "meta.json").mkdir()
+    assert _cli(small_store, "ingest", str(run)) == 2
+    assert f"{run / 'meta.json'}: Is a directory" in one_error_line(capsys)
+    (tmp_path / "file").write_text("x")
+    assert _cli(small_store, "export", "parquet", "-o", str(tmp_path / "file" / "ds")) == 2
+    assert str(tmp_path / "file") in one_error_line(capsys)
+    assert store_state(small_store) == before

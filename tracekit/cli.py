@@ -148,14 +148,23 @@ def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
         from .outputs import write_output
 
         write_output(out, df.write_parquet, store_path)
-    elif fmt == "csv":
+    elif fmt in ("csv", "json"):
+        import polars as pl
+
         nested = [c for c, t in df.schema.items() if t.is_nested()]
-        if nested:
+        if nested and fmt == "csv":
             raise ParamError(f"--format csv: column {nested[0]!r} holds lists or structs, which CSV cannot; "
                              "use --format json or parquet")
-        _write(df.write_csv(), out, store_path)
-    elif fmt == "json":
-        text = df.write_json()
+        blobs = [c for c, t in df.schema.items() if t == pl.Binary]
+        if blobs:  # bytes (a BLOB) as hex text: neither format has bytes
+            df = df.with_columns(pl.col(c).bin.encode("hex") for c in blobs)
+        try:
+            text = df.write_csv() if fmt == "csv" else df.write_json()
+        except BaseException as err:  # Polars's errors, and its panics (pyo3's PanicException: a BaseException)
+            if not (isinstance(err, pl.exceptions.PolarsError) or type(err).__name__ == "PanicException"):
+                raise
+            raise ParamError(f"--format {fmt}: the result cannot be written as {fmt.upper()} "
+                             f"({str(err).splitlines()[0]}); use --format parquet") from None
         _write(text if text.endswith("\n") else text + "\n", out, store_path)
     else:
         from .table import Rows
@@ -640,6 +649,10 @@ def _main(args: list[str]) -> int:
             label = "" if isinstance(err, Interrupted) else "error: "  # a Ctrl-C is no error of the user's
             typer.echo(f"tracekit: {label}{escape_controls(str(err))}", err=True)
             return err.exit_code
+        elif isinstance(err, OSError) and err.filename is not None:  # a path the command cannot read or write
+            typer.echo(f"tracekit: error: {escape_controls(str(err.filename))}: {err.strerror or type(err).__name__}",
+                       err=True)
+            return 2
         elif type(err).__name__ == "NoArgsIsHelpError":  # `tracekit`, `tracekit export`: the help was printed
             return 0
         elif hasattr(err, "format_message"):  # a usage error from the CLI parser

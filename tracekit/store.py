@@ -522,10 +522,21 @@ class Tracekit:
     def _read_input(self, path: Path, name: str | None, params: dict | None) -> Pending | IngestResult:
         """``path`` read (parsed) and hashed; or, where the store holds its content
         already (seen before reading it), that run."""
-        from . import ingest as _ingest
-
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
+        if not (path.is_file() or path.is_dir()):  # reading a pipe would wait for a writer
+            raise InputError(f"{path}: not a regular file or folder (a pipe, socket or device); ingest an export, "
+                             "a report or a run folder")
+        try:
+            return self._read_path(path, name, params)
+        except OSError as err:  # unreadable (permissions), a folder where a file belongs, ...
+            if err.filename is None:
+                raise
+            raise InputError(f"{err.filename}: {err.strerror or type(err).__name__}") from err
+
+    def _read_path(self, path: Path, name: str | None, params: dict | None) -> Pending | IngestResult:
+        from . import ingest as _ingest
+
         asked_params = params
         if path.is_dir():
             folder_meta, digest, chosen = self._plan_folder(path)
@@ -937,7 +948,17 @@ class Tracekit:
                     raise QueryError(f"SQL error: {stmt.type.name} statements are refused: tracekit sql "
                                      "reads the store and writes nothing")
         rel = self.con.sql(text, params=params)
-        return rel.pl() if rel is not None else pl.DataFrame()
+        if rel is None:
+            return pl.DataFrame()
+        if any(str(t).startswith("INTERVAL") for t in rel.types):  # Polars does not import intervals: as text
+            rel = rel.project(", ".join(
+                f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if str(t).startswith("INTERVAL") else _ident(c)
+                for c, t in zip(rel.columns, rel.types, strict=True)))
+        return rel.pl()
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def open(db: str | os.PathLike | None = None, read_only: bool = False):  # noqa: A001

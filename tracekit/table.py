@@ -142,6 +142,7 @@ def _auto_unit(values: list[float]) -> str:
 
 def _decimals(values: list[float]) -> int:
     """Decimals for a column of plain numbers: three significant digits at its median."""
+    values = [v for v in values if math.isfinite(v)]  # (inf and NaN print as themselves)
     if all(float(v).is_integer() for v in values):
         return 0
     mags = sorted(abs(v) for v in values if v)

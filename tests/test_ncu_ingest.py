@@ -329,6 +329,10 @@ def _damaged_csvs(plain, d: Path) -> dict[str, tuple[Path, str]]:
         "raw-id-overflow": (raw.replace('\n"1",', '\n"99999999999999999999",', 1), "bad launch ID"),
         "raw-id-underscore": (raw.replace('\n"1",', '\n"1_0",', 1), "bad launch ID '1_0'"),
         "raw-stream-superscript": (_with_field(rl, 2, "Stream", "²"), "Stream '²' is not a whole number"),
+        # the units row left out or blanked (a hand-made CSV): units unknown, never guessed
+        "raw-no-units-row": ("".join(rl[:1] + rl[2:]), "no units row under the header"),
+        "raw-blank-units-row": ("".join(rl[:1] + [",".join('""' for _ in next(csv.reader([rl[0]]))) + "\n"] + rl[2:]),
+                                "the units row gives no unit for gpu__time_duration.sum"),
         "details-cut-at-field": (det[: len(det) - len(dl[-1]) + dl[-1].rindex('","') + 1], "fields where the header has"),
         "details-metric-twice": (det + dl[5], "twice"),
         "details-id-1e23": (det.replace('\n"2",', '\n"1e23",', 1), "bad launch ID '1e23'"),

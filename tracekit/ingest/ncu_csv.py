@@ -339,6 +339,13 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.Da
             df = df.slice(1)
         if df.height == 0:
             raise InputError(f"{path}: no profiled launches in the export (empty report)")
+        if units_row is None:
+            raise InputError(f"{path}: no units row under the header (ncu --csv --page raw writes one), so the "
+                             "values' units are unknown; export the page again with ncu")
+        if "gpu__time_duration.sum" in df.columns and not (units_row.get("gpu__time_duration.sum") or "").strip():
+            raise InputError(f"{path}: the units row gives no unit for gpu__time_duration.sum (ncu writes one for "
+                             "every metric with a unit), so the values' units are unknown; export the page again "
+                             "with ncu")
         nvtx_cols = [
             c for c in df.columns if c.startswith((NVTX_PUSHPOP_PREFIX, NVTX_STARTEND_PREFIX))
         ]

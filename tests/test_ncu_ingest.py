@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import lzma
+import random
 import re
 from pathlib import Path
 
@@ -237,6 +238,13 @@ def _bad_inputs(plain, d: Path) -> dict[str, tuple[Path, str]]:
     p = d / "corrupt-payload.ncu-rep"
     p.write_bytes(rep[:30000] + bytes(b ^ 0x5A for b in rep[30000:31000]) + rep[31000:])
     cases["corrupt-payload"] = (p, "damaged")
+    flipped = bytearray(rep)  # bytes flipped all over (a bad disk or copy): results without names or metrics
+    rng = random.Random(0)
+    for i in rng.sample(range(len(rep)), 40):
+        flipped[i] ^= 0xFF
+    p = d / "flipped.ncu-rep"
+    p.write_bytes(bytes(flipped))
+    cases["flipped-bytes"] = (p, "the report is damaged")
     p = d / "empty.ncu-rep"
     p.write_bytes(rep[:23618])  # session and source blocks, no result block
     cases["empty-report"] = (p, "no profiled launches")

@@ -139,7 +139,8 @@ class ReportRead:
                 raise InputError(lines[-1])
             if code != 0:
                 why = lines[-1] if lines else f"exit status {code}"
-                raise InputError(f"{self.path}: ncu_report failed reading it ({why})")
+                raise InputError(f"{self.path}: ncu_report failed reading it ({why}); the report is damaged, or "
+                                 "written by an ncu newer than the ncu_report installed")
             meta = json.loads((out / "meta.json").read_text())
 
             def frame(name):
@@ -206,6 +207,10 @@ def _read_here(path: Path, source_only: bool = False
     kernels, rules, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], [], []
     gpus = set()
     for kid, a in enumerate(actions):
+        demangled, names = a.name(IA.NameBase_DEMANGLED), list(a.metric_names())
+        if not demangled or not names:  # (a flipped byte leaves a result with neither)
+            raise InputError(f"{path}: profiled launch {kid} has no {'kernel name' if not demangled else 'metrics'}; "
+                             "the report is damaged, copy it again or re-profile")
 
         def num(name, _a=a):
             v, _ = _value(_a.metric_by_name(name))
@@ -230,7 +235,7 @@ def _read_here(path: Path, source_only: bool = False
         kernels.append(
             {
                 "kernel_id": kid,
-                "name": a.name(IA.NameBase_DEMANGLED),
+                "name": demangled,
                 "mangled_name": a.name(IA.NameBase_MANGLED),
                 "function_name": a.name(IA.NameBase_FUNCTION),
                 "process_id": None,
@@ -253,7 +258,7 @@ def _read_here(path: Path, source_only: bool = False
         if source_only:
             continue
         rules += ncu_rules.from_report(kid, a.rule_results_as_dicts())
-        for name in a.metric_names():
+        for name in names:
             m = a.metric_by_name(name)
             v, t = _value(m)
             k_ids.append(kid)

@@ -301,3 +301,16 @@ def test_paths_that_cannot_be_read_or_written(small_store, tmp_path, capsys):
     assert _cli(small_store, "export", "parquet", "-o", str(tmp_path / "file" / "ds")) == 2
     assert str(tmp_path / "file") in one_error_line(capsys)
     assert store_state(small_store) == before
+
+
+@pytest.mark.parametrize("param", ["bs=eight", "nc=0", "bs=1.5", "world_size=-2"])
+def test_a_count_parameter_that_is_no_count(small_store, capsys, param):
+    """bs, nc and world_size are read as whole numbers by the sweep and rank queries: text
+    there would make those queries fail for the whole store."""
+    from conftest import DATA, store_state
+
+    before = store_state(small_store)
+    assert _cli(small_store, "ingest", str(DATA / "nsys_capture_range" / "export.sqlite.xz"), "-p", param) == 2
+    key, value = param.split("=")
+    assert f"--param {key}='{value}': {key} (" in one_error_line(capsys)
+    assert store_state(small_store) == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -247,6 +248,19 @@ def test_bad_worker_and_scheduler_options(tmp_path, capsys):
     assert err.count("\n") == 1 and "cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'" in err
     assert time.monotonic() - t < 30
     assert not db.exists()
+
+
+@pytest.mark.parametrize("address", ["garbage", "tcp://[::1", "tcp://127.0.0.1:99999"])
+def test_a_malformed_scheduler_address_is_one_line_at_once(tmp_path, address):
+    """Checked before a Client is made: one that fails on the address lingers, and the
+    process's exit then waited 10 s and printed its traceback."""
+    t = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(tmp_path / "s.duckdb"), "ingest",
+                          str(MIXED[0]), "--scheduler", address], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr[-1000:]
+    assert f"cannot reach the Dask scheduler at {address!r}" in out.stderr
+    assert time.monotonic() - t < 8
+    assert not (tmp_path / "s.duckdb").exists()
 
 
 def test_without_dask_a_scheduler_says_how_to_get_it(tmp_path, capsys, monkeypatch):

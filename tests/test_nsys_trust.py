@@ -240,6 +240,20 @@ def test_text_that_is_not_utf8_is_read_with_replacement_characters(tmp_path, rea
         assert tk.sql("SELECT count(*) AS n FROM nvtx_ranges WHERE text = 'r\ufffdnge'")["n"][0] == 1
 
 
+@pytest.mark.parametrize("table", [KERNELS, "CUPTI_ACTIVITY_KIND_RUNTIME"])
+def test_work_that_ends_before_it_starts_is_refused(tmp_path, table, reader):
+    """A kernel or API call whose end precedes its start would sum into negative totals
+    and shares: the export is refused, naming the table and the first such row."""
+    path = _plain(tmp_path)
+    with sqlite3.connect(path) as con:
+        con.execute(f'UPDATE {table} SET "end" = start - 1000 WHERE rowid IN (3, 7)')
+    with pytest.raises(InputError) as err:
+        _ingested_kernels(tmp_path / "s.duckdb", path)
+    msg = str(err.value)
+    assert f"table {table}: 2 rows end before they start (the first: row 3," in msg and "\n" not in msg
+    assert not (tmp_path / "s.duckdb").exists()
+
+
 def test_database_size_in_the_header_is_obeyed(tmp_path, decoder):
     """Pages past the page count in the file's header do not exist for SQLite (a table
     that reaches one is corrupt to it), whatever the file's size."""

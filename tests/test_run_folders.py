@@ -125,6 +125,9 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
     ("export_not_sqlite", "nsys.sqlite.xz", "neither an nsys SQLite export nor an ncu report"),
     ("no_meta", "", "must be a tracekit run folder with a meta.json"),
     ("nothing_to_ingest", "", "holds no profile or requests.csv"),
+    ("bs_not_a_number", "meta.json", "'params' bs='eight': bs (the batch size) is a whole number, 1 or more"),
+    ("latency_infinite", "requests.csv", "latency_ms inf in data row 1: a time or size is a finite number"),
+    ("latency_negative", "requests.csv", "latency_ms -5.0 in data row 1"),
     ("two_exports", "", "the run folder holds 2 nsys files (extra/more.sqlite, nsys.sqlite.xz); a run is one capture"),
 ])
 def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged(tmp_path, small_store, case, file,
@@ -153,6 +156,11 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
         "export_not_sqlite": lambda: (run / "nsys.sqlite.xz").write_bytes(lzma.compress(b"not a database\n")),
         "no_meta": lambda: (run / "meta.json").unlink(),
         "nothing_to_ingest": lambda: [(run / f).unlink() for f in ("nsys.sqlite.xz", "requests.csv")],
+        "bs_not_a_number": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"bs": "eight"}}'),
+        "latency_infinite": lambda: (run / "requests.csv").write_text(
+            (run / "requests.csv").read_text().replace(",12.25,", ",inf,")),
+        "latency_negative": lambda: (run / "requests.csv").write_text(
+            (run / "requests.csv").read_text().replace(",12.25,", ",-5,")),
         "two_exports": lambda: ((run / "extra").mkdir(), shutil.copy(DATA / "nsys_capture_range" / "export.sqlite.xz",
                                                                       run / "extra" / "more.sqlite")),
     }

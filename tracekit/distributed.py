@@ -84,7 +84,16 @@ def _check_options(workers: int | None, scheduler: str | None) -> str | None:
 
 
 def _connect(address: str):
+    from distributed.comm.addressing import parse_address, parse_host_port
+
     try:
+        # a malformed address checked first: a Client that fails on it lingers, and its
+        # clean-up at exit waits 10 s and prints a traceback
+        scheme, location = parse_address(address)
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            _, port = parse_host_port(location)
+            if port is None or not 0 < int(port) < 65536:
+                raise ValueError(f"port {port} out of range")
         return _dask().Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as err:
         raise TracekitError(f"cannot reach the Dask scheduler at {address!r} "

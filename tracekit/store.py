@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from . import ranks
-from .errors import InputError, Interrupted, QueryError, StoreBusy, TracekitError
+from .errors import InputError, Interrupted, ParamError, QueryError, StoreBusy, TracekitError
 from .interrupts import SigintWatch, interruptible, stoppable
 from .names import RUN_ID, check_run_name, derived_run_name
 
@@ -538,8 +538,10 @@ class Tracekit:
         from . import ingest as _ingest
 
         asked_params = params
+        _check_counts(params or {}, "--param ")
         if path.is_dir():
             folder_meta, digest, chosen = self._plan_folder(path)
+            _check_counts(folder_meta.get("params", {}), f"{path / 'meta.json'}: 'params' ", InputError)
             existing = self._existing(digest)
             if existing is not None:
                 return self._renamed(existing, name, params, path)
@@ -955,6 +957,25 @@ class Tracekit:
                 f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if str(t).startswith("INTERVAL") else _ident(c)
                 for c, t in zip(rel.columns, rel.types, strict=True)))
         return rel.pl()
+
+
+#: run parameters the sweep and rank queries read as whole numbers (schema_runs.sql)
+COUNT_PARAMS = {"bs": "the batch size", "nc": "the number of candidates", "world_size": "the job's ranks"}
+
+
+def _check_counts(params: dict, where: str, error: type[TracekitError] = ParamError) -> None:
+    """Each of COUNT_PARAMS given is a whole number, 1 or more (a JSON number or its text:
+    ``--param bs=8``), not text the queries would fail to cast for the whole store."""
+    for key, what in COUNT_PARAMS.items():
+        if key not in params:
+            continue
+        v = params[key]
+        try:
+            ok = not isinstance(v, bool) and float(v) == int(v) >= 1
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
+            raise error(f"{where}{key}={v!r}: {key} ({what}) is a whole number, 1 or more")
 
 
 def _ident(name: str) -> str:

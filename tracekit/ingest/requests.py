@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -38,4 +39,11 @@ def read(path: Path) -> Parsed:
     missing = [c for c in COLUMNS if c not in tbl.column_names]
     if missing:
         raise InputError(f"{path}: requests CSV lacks column {missing[0]}")
+    for col in ("latency_ms", "peak_mem_allocated_mb", "peak_mem_reserved_mb"):
+        values = tbl.column(col).fill_null(0.0).to_numpy()  # (an empty cell is no value: allowed)
+        bad = ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{path}: {col} {float(values[i])!r} in data row {i + 1}: a time or size is a finite "
+                             "number, 0 or more")
     return Parsed(kind=KIND, meta={}, tables={"requests": tbl.select(list(COLUMNS))})

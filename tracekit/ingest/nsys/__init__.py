@@ -16,12 +16,14 @@ import functools
 import sqlite3
 from pathlib import Path
 
+import pyarrow as pa
+
 from ...errors import InputError
 from .. import Parsed
 from ..budget import nsys_need
 from . import write
 from .arrays import small_pages
-from .columns import ENUMS, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, plan
+from .columns import ENUMS, GAP_TABLES, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, plan
 from .source import SQLITE_MAGIC, Export
 
 KIND = "nsys"
@@ -115,6 +117,8 @@ def _read(export: Export, path: Path) -> Parsed:
                              f"{len(text):,}; the export is corrupt")
         raw["nvtx"] = raw["nvtx"].append_column("text", text)
 
+    _check_durations(path, raw)
+
     gpu_names = []
     if "gpus" in raw and "name" in raw["gpus"].column_names:
         gpu_names = sorted({n for n in raw["gpus"].column("name").to_pylist() if n})
@@ -126,3 +130,22 @@ def _read(export: Export, path: Path) -> Parsed:
     parsed.loaders.append(functools.partial(write.load, raw=raw, plans=plans))
     parsed.interns.append(functools.partial(write.intern_names, raw=raw))
     return parsed
+
+
+def _check_durations(path: Path, raw: dict[str, pa.Table]) -> None:
+    """GPU work and CUDA API calls end at or after they start: CUPTI times both ends of
+    each, and every time query sums end - start; a row that ends first is a damaged
+    export, refused rather than summed into negative totals."""
+    import pyarrow.compute as pc
+
+    for name in (*GAP_TABLES, "api_calls"):
+        tbl = raw.get(name)
+        if tbl is None or not {"start", "end"} <= set(tbl.column_names):
+            continue
+        back = pc.less(tbl.column("end"), tbl.column("start"))
+        n = pc.sum(back).as_py() or 0
+        if n:
+            first = pc.index(back, True).as_py()
+            raise InputError(f"{path}: table {SPECS[name].source}: {n:,} row{'s end' if n > 1 else ' ends'} "
+                             f"before {'they start' if n > 1 else 'it starts'} (the first: row {first + 1:,}, start {tbl.column('start')[first].as_py()}, "
+                             f"end {tbl.column('end')[first].as_py()}); the export is corrupt")

@@ -129,7 +129,8 @@ def latency_table(db: Path | None, runs: set[str], width: int | None = None) -> 
 def export_sweep_cmd(
     ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="results.xlsx or results.csv")],
-    db: DbOpt = None,
+    db: Annotated[Path | None, typer.Option(
+        "--db", help="DuckDB store to read (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False)] = None,
 ) -> None:
     """Write the sweep spreadsheet (.xlsx: summary, bs x nc grid, chart, every request) or CSV."""
     import tracekit
@@ -142,7 +143,7 @@ def export_sweep_cmd(
         typer.echo(f"wrote {path}")
 
 
-export_app = typer.Typer(help="Export tables.", no_args_is_help=True)
+export_app = typer.Typer(help="Export tables.", no_args_is_help=True, add_completion=False)
 export_app.command("sweep")(export_sweep_cmd)
 
 app = typer.Typer(help="HSTU inference captures.", no_args_is_help=True, add_completion=False)

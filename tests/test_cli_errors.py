@@ -314,3 +314,38 @@ def test_a_count_parameter_that_is_no_count(small_store, capsys, param):
     key, value = param.split("=")
     assert f"--param {key}='{value}': {key} (" in one_error_line(capsys)
     assert store_state(small_store) == before
+
+
+@pytest.mark.parametrize("args", [["--run", "1"], ["-p", "run=1"]])
+def test_run_given_to_a_query_over_every_run(small_store, capsys, args):
+    """The documented --run of a query that reads every run says so, not "unknown parameter"."""
+    assert _cli(small_store, "query", "sweep-latency", *args) == 2
+    assert "sweep-latency: --run does not apply: sweep-latency answers over every run" in one_error_line(capsys)
+
+
+def test_a_store_in_a_folder_that_is_not_writable(small_store, capsys, monkeypatch):
+    """DuckDB writes its log beside the store: a folder that is not writable is said before
+    the ingest reads anything (it failed at the commit). The suite runs as root, for whom
+    every folder is writable: the permission is what os.access says."""
+    import os
+
+    from conftest import DATA, store_state
+
+    import tracekit.store
+
+    real = os.access
+    monkeypatch.setattr(tracekit.store.os, "access",
+                        lambda p, mode: False if os.fspath(p) == os.fspath(small_store.parent) else real(p, mode))
+    before = store_state(small_store)
+    for args in (["ingest", str(DATA / "nsys_multithread" / "export.sqlite.xz")], ["runs", "rm", "1"]):
+        assert _cli(small_store, *args) == 2
+        line = one_error_line(capsys)
+        assert f"{small_store}: cannot write the store: its folder {small_store.parent} is not writable" in line
+    assert store_state(small_store) == before
+    assert _cli(small_store, "query", "top-kernels", "--run", "nsys_run", "--limit", "1") == 0  # reading is fine
+
+
+@pytest.mark.parametrize("text", ["", "  ", "-- a comment only"])
+def test_sql_without_a_statement(small_store, capsys, text):
+    assert _cli(small_store, "sql", "--", text) == 2
+    assert "SQL error: no statement given" in one_error_line(capsys)

@@ -254,6 +254,17 @@ def test_work_that_ends_before_it_starts_is_refused(tmp_path, table, reader):
     assert not (tmp_path / "s.duckdb").exists()
 
 
+def test_an_emptied_string_table_is_refused(tmp_path, reader):
+    """Every kernel's name id dangling (StringIds emptied): refused, not every kernel
+    ingested under one NULL name (it was DuckDB's binder error on the empty table)."""
+    path = _plain(tmp_path)
+    with sqlite3.connect(path) as con:
+        con.execute("DELETE FROM StringIds")
+    with pytest.raises(InputError) as err:
+        _ingested_kernels(tmp_path / "s.duckdb", path)
+    assert f"none of the names of table {KERNELS} (column demangledName) is in StringIds (0 strings)" in str(err.value)
+
+
 def test_database_size_in_the_header_is_obeyed(tmp_path, decoder):
     """Pages past the page count in the file's header do not exist for SQLite (a table
     that reaches one is corrupt to it), whatever the file's size."""

@@ -229,6 +229,9 @@ class Registry:
 
     def bind(self, tk, q: Query, params: dict[str, Any]) -> dict[str, Any]:
         for key in params:
+            if key == "run" and key not in q.params:
+                raise ParamError(f"{q.name}: --run does not apply: {q.name} answers over every run of the store "
+                                 "that it reads (see `tracekit queries " + q.name + "`)")
             if key not in q.params:
                 declared = ", ".join(q.params) or "none"
                 raise ParamError(f"{q.name}: unknown parameter {key!r} (declared: {declared})")

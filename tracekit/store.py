@@ -432,6 +432,7 @@ class Tracekit:
         whole: a temporary file renamed). Best effort: the store is written either way."""
         if doing is not None:
             self._doing = doing
+            self._check_writable()
         if self._writer_since is None:
             return
         info = writer_info_path(self.path)
@@ -441,6 +442,16 @@ class Tracekit:
             os.replace(tmp, info)
         except OSError:
             tmp.unlink(missing_ok=True)
+
+    def _check_writable(self) -> None:
+        """Before a write: the folder the store writes in (DuckDB's log, ``NAME.wal``, goes
+        beside the file) must be writable, or the write fails only at its commit."""
+        if self.read_only or str(self.path) == ":memory:":
+            return
+        folder = self.path if self.path.is_dir() else self.path.parent
+        if folder.exists() and not os.access(folder, os.W_OK):
+            raise TracekitError(f"{self.path}: cannot write the store: its folder {folder} is not writable "
+                                f"(DuckDB writes its log, {self.path.name}.wal, beside it); nothing was written")
 
     def close(self) -> None:
         if self._con is not None:
@@ -944,6 +955,9 @@ class Tracekit:
     def _sql(self, text: str, params: dict | list | None) -> pl.DataFrame:
         import polars as pl
 
+        if not self.con.extract_statements(text):
+            raise QueryError("SQL error: no statement given (only blanks or comments); e.g. "
+                             "tracekit sql \"SELECT * FROM runs\"")
         if self.read_only and self.allowed_directories:
             for stmt in self.con.extract_statements(text):
                 if stmt.type.name in _WRITES_FILES:

@@ -118,6 +118,7 @@ def _read(export: Export, path: Path) -> Parsed:
         raw["nvtx"] = raw["nvtx"].append_column("text", text)
 
     _check_durations(path, raw)
+    _check_names(path, raw)
 
     gpu_names = []
     if "gpus" in raw and "name" in raw["gpus"].column_names:
@@ -149,3 +150,20 @@ def _check_durations(path: Path, raw: dict[str, pa.Table]) -> None:
             raise InputError(f"{path}: table {SPECS[name].source}: {n:,} row{'s end' if n > 1 else ' ends'} "
                              f"before {'they start' if n > 1 else 'it starts'} (the first: row {first + 1:,}, start {tbl.column('start')[first].as_py()}, "
                              f"end {tbl.column('end')[first].as_py()}); the export is corrupt")
+
+
+def _check_names(path: Path, raw: dict[str, pa.Table]) -> None:
+    """Kernels and API calls name themselves through StringIds: where not one of a table's
+    name ids is there (an emptied or damaged StringIds), every name would be NULL and
+    every query would lump all of them together; refused. (A few ids missing leave those
+    names NULL: nsys versions differ in what they register.)"""
+    import pyarrow.compute as pc
+
+    ids = raw["strings"].column("id") if "strings" in raw else pa.array([], pa.int64())
+    for name, col in (("kernels", "demangledName"), ("kernels", "shortName"), ("api_calls", "nameId")):
+        tbl = raw.get(name)
+        if tbl is None or col not in tbl.column_names or tbl.column(col).null_count == tbl.num_rows:
+            continue
+        if not pc.any(pc.is_in(tbl.column(col), value_set=ids.cast(tbl.column(col).type))).as_py():
+            raise InputError(f"{path}: none of the names of table {SPECS[name].source} (column {col}) is in "
+                             f"StringIds ({len(ids):,} strings); the export is corrupt")

@@ -181,15 +181,21 @@ class Export:
         return out
 
     def _check_types(self, pieces: dict[str, list[pa.Table]], jobs: dict[str, tuple[str, list[str]]]) -> None:
-        """Every column came back with the type the export declares (or NULL throughout).
+        """Every column came back with the type the export declares; one NULL throughout
+        (an empty table: SQLite's reader then guesses a type) is given that type.
         SQLite keeps a value of another type written into a column (nsys never writes one);
         the page decoder declines such a table, and SQLite's reader types the column by it."""
         for name, tbls in pieces.items():
             base, cols = jobs[name]
             declared = self.declared_types(base)
-            for tbl, col in ((t, c) for t in tbls for c in cols):
+            for i, col in ((i, c) for i in range(len(tbls)) for c in cols):
+                tbl = tbls[i]
                 typ, fits = tbl.schema.field(col).type, _DECLARED.get(declared.get(col))
-                if fits and not fits(typ) and tbl.column(col).null_count < tbl.num_rows:
+                if fits and not fits(typ) and tbl.column(col).null_count == tbl.num_rows:
+                    want = pa.int64() if declared[col] == "INTEGER" else pa.string()
+                    tbls[i] = tbl.set_column(tbl.schema.get_field_index(col), pa.field(col, want),
+                                             pa.nulls(tbl.num_rows, want))
+                elif fits and not fits(typ):
                     what = ("integers" if pa.types.is_integer(typ) else "real numbers" if pa.types.is_floating(typ)
                             else "text" if pa.types.is_string(typ) or pa.types.is_large_string(typ) else "blobs")
                     raise InputError(f"{self.path}: table {self.tables[base]} column {col} holds {what} where nsys "

@@ -105,7 +105,11 @@ def test_every_named_query_over_views_of_the_files_equals_the_store(store_and_da
     try:
         kinds = _kinds(ds)
         assert kinds["_kernels"] == kinds["_strings"] == kinds["runs"] == "VIEW"
-        assert _same_answers(store, ds, store.runs(), _STORE_ANSWERS) > 5_000
+        # one run of each kind (and every run at once): the tables' paths are what differ here,
+        # and the test above compares every run
+        one_each = store.runs().unique("kind", keep="first", maintain_order=True)
+        assert one_each.height >= 4
+        assert _same_answers(store, ds, one_each, _STORE_ANSWERS) > 2_000
     finally:
         ds.close()
 

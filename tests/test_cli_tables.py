@@ -325,6 +325,7 @@ def test_runs_rename_and_rm(tmp_path, capsys):
                       (["runs", "rename", "b", "7"], "'7' cannot name a run: --run reads it as a run id"),
                       (["runs", "rename", "b", "Latest"], "'Latest' cannot name a run"),
                       (["runs", "rename", "b", "all"], "'all' cannot name a run"),
+                      (["runs", "rename", "b", "sweep-20261122T012018.110Z"], "it reads as a sweep id"),
                       (["runs", "rename", "b", "x\n\x1b[31m"], "'x\\n\\x1b[31m' cannot name a run: it holds control")):
         rc, _, err = _run(capsys, "--db", str(path), *args)
         assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1

@@ -19,7 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from . import __version__, cli_params
-from .errors import Interrupted, ParamError, TracekitError
+from .errors import InputError, Interrupted, ParamError, TracekitError
 from .interrupts import SigintWatch
 from .names import escape_controls
 
@@ -219,6 +219,10 @@ def ingest(
 ):
     """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""
     params = _params(param) or None
+    for f in files:  # (a pipe would be read until its writer ends, if ever; an export needs seeking)
+        if f.exists() and not (f.is_file() or f.is_dir()):
+            raise InputError(f"{f}: not a regular file or folder (a pipe, socket or device); ingest an export, "
+                             "a report or a run folder")
     if workers is not None or scheduler is not None:
         _ingest_distributed(_open(db), files, workers, scheduler, name, params)
         return

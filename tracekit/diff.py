@@ -426,8 +426,6 @@ def _names(con, ids) -> dict[int, str]:
     return dict(con.execute("SELECT string_id, value FROM _strings WHERE string_id IN (SELECT unnest(?))", [ids]).fetchall())
 
 
-
-
 def _present(con, params: dict, table: str) -> dict[int, set[int]]:
     """The name ids of ``table`` (_kernels, _api_calls) per side (0 base, 1 new)."""
     rows = con.execute(

@@ -17,6 +17,8 @@ from .errors import QueryError
 
 ELLIPSIS = "…"
 RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
+#: the id `tracekit sweep` gives a sweep (params.sweep): diff and the sweep questions read it so
+SWEEP_ID = re.compile(r"sweep-[0-9]{8}T[0-9]{6}\.[0-9]{3}Z")
 
 
 def short_name(name: str | None, width: int = 48) -> str:
@@ -146,13 +148,17 @@ def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> di
 
 def check_run_name(name: str | None) -> str:
     """``name`` stripped, if it can name a run: not empty, no control characters, and
-    nothing ``--run`` reads as something else (an id, ``latest``, ``all``)."""
+    nothing ``--run`` or ``diff`` reads as something else (an id, ``latest``, ``all``, a
+    sweep id)."""
     name = (name or "").strip()
     if not name:
         raise QueryError("a run's name cannot be empty")
     if not name.isprintable():
         raise QueryError(f"'{escape_controls(name)}' cannot name a run: it holds control characters; "
                          "choose another name")
+    if SWEEP_ID.fullmatch(name):
+        raise QueryError(f"{name!r} cannot name a run: it reads as a sweep id (`tracekit diff` takes it as the "
+                         "sweep); choose another name")
     if RUN_ID.fullmatch(name) or name.lower() in ("latest", "all"):
         raise QueryError(f"{name!r} cannot name a run: --run reads it as "
                          f"{'a run id' if name[0].isdigit() else 'a keyword'}; choose another name")

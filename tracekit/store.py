@@ -535,9 +535,6 @@ class Tracekit:
         already (seen before reading it), that run."""
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
-        if not (path.is_file() or path.is_dir()):  # reading a pipe would wait for a writer
-            raise InputError(f"{path}: not a regular file or folder (a pipe, socket or device); ingest an export, "
-                             "a report or a run folder")
         try:
             return self._read_path(path, name, params)
         except OSError as err:  # unreadable (permissions), a folder where a file belongs, ...
@@ -955,11 +952,12 @@ class Tracekit:
     def _sql(self, text: str, params: dict | list | None) -> pl.DataFrame:
         import polars as pl
 
-        if not self.con.extract_statements(text):
+        statements = self.con.extract_statements(text)
+        if not statements:
             raise QueryError("SQL error: no statement given (only blanks or comments); e.g. "
                              "tracekit sql \"SELECT * FROM runs\"")
         if self.read_only and self.allowed_directories:
-            for stmt in self.con.extract_statements(text):
+            for stmt in statements:
                 if stmt.type.name in _WRITES_FILES:
                     raise QueryError(f"SQL error: {stmt.type.name} statements are refused: tracekit sql "
                                      "reads the store and writes nothing")

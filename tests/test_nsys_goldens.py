@@ -214,3 +214,23 @@ def test_nvtx_kernels_of_one_range(nsys_db):
     assert want and nsys_db.query("nvtx-kernels", run="hstu_mixed", limit=0, range=name).to_dicts() == want
     assert nsys_db.query("nvtx-kernels", run="hstu_mixed", limit=0, range=name[1:]).to_dicts() == want
 
+
+
+@pytest.mark.parametrize("scen", NSYS_SCENARIOS)
+def test_every_chart_and_the_report_of_every_capture(nsys_db, scen, tmp_path):
+    """Every chart an nsys run has, and its HTML report, build on every real capture: start/end
+    ranges without a depth, ranges closed on another thread, graphs, several processes (the
+    NVTX timeline's lane was NULL for a start/end range, and the report failed with it)."""
+    import json
+
+    from tracekit import charts
+    from tracekit.registry import get_registry
+    from tracekit.report import write_report
+
+    for name, spec in sorted(charts.CHARTS.items()):
+        if spec.query is None or get_registry().get(spec.query).source != "nsys":
+            continue
+        chart = charts.chart(nsys_db, name, run=scen)
+        assert json.dumps(chart.to_dict()), name  # (Altair validates the spec)
+    out = write_report(nsys_db, tmp_path / "r.html", run=scen)
+    assert out.stat().st_size > 10_000

@@ -637,7 +637,11 @@ def nvtx_timeline(df: pl.DataFrame) -> alt.Chart:
         ((pl.col("start_ns") - t0) / 1e6).alias("start_ms"),
         ((pl.col("end_ns") - t0) / 1e6).alias("end_ms"),
         ((pl.col("end_ns") - pl.col("start_ns")) / 1e6).alias("dur_ms"),
-        pl.format("tid {} · depth {}", pl.col("tid"), pl.col("depth")).alias("lane"),
+        # a start/end range has no depth (it need not nest): a lane of its own per thread
+        pl.when(pl.col("depth").is_null())
+        .then(pl.format("tid {} · start/end", pl.col("tid").cast(pl.Utf8).fill_null("?")))
+        .otherwise(pl.format("tid {} · depth {}", pl.col("tid").cast(pl.Utf8).fill_null("?"), pl.col("depth")))
+        .alias("lane"),
         pl.when(pl.col("range").is_in(list(keep)))
         .then(pl.col("range"))
         .otherwise(pl.lit("(other)"))

@@ -199,6 +199,35 @@ def test_html_chart_draws_offline_in_chromium(tk, tmp_path):
     assert page.value.get("error") is None and page.value["marks"] >= points > 0
 
 
+@pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
+def test_kernel_names_with_markup_do_not_stop_the_page(tmp_path):
+    """Kernel names are user text: `<!--<script>` inside the chart's JSON turned the HTML
+    parser's script states on and the page drew nothing. A real export with every kernel
+    renamed so draws every bar."""
+    import shutil
+    import sqlite3
+
+    from tracekit.ingest import materialized
+
+    export = tmp_path / "markup.sqlite"
+    with materialized(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz") as src:
+        shutil.copy(src, export)
+    with sqlite3.connect(export) as con:
+        con.execute("UPDATE StringIds SET value = '<!--<script>k' || id || '</script>&amp;' WHERE id IN "
+                    "(SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION "
+                    "SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    with tracekit.open(tmp_path / "m.duckdb") as t:
+        t.ingest(export)
+        rows = t.query("top-kernels", limit=0)
+        assert rows.height >= 2 and rows["name"].str.starts_with("<!--<script>k").all()
+        out = charts.save(charts.chart(t, "top-kernels"), tmp_path / "top.html")
+    html = out.read_text()
+    assert "<!--<script>k" not in html and "</script>&amp;" not in html  # escaped inside the JSON
+    page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
+    assert page.console_errors == [] and page.exceptions == []
+    assert page.value.get("error") is None and page.value["marks"] >= rows.height
+
+
 def test_vega_bundle_is_built_once_then_cached(tmp_path, monkeypatch):
     import vl_convert as vlc
 

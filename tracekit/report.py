@@ -568,7 +568,7 @@ def render(rep: Report) -> str:
             parts.append(f'<p class="note">{html.escape(note)}</p>')
         if spec is not None:
             sid = f"spec-{sec.key}"
-            safe = spec.replace("</", "<\\/")  # no '</script>' inside the script element
+            safe = vega.script_json(spec)
             specs.append(f'<script type="application/json" id="{sid}">{safe}</script>')
             parts.append(f'<div class="chart" id="chart-{sec.key}" data-spec="{sid}"></div>')
         parts.append(table)

@@ -59,11 +59,19 @@ def bundle() -> str:
     return js
 
 
+def script_json(text: str) -> str:
+    """JSON text made safe inside an HTML ``<script>`` element: every ``<``, ``>`` and ``&``
+    as its JSON escape (they occur only inside JSON strings), so that no ``</script>`` ends
+    the element and no ``<!--`` turns the parser's script states on (a kernel named
+    ``<!--<script>`` kept the rest of the page from running)."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def html_page(spec: dict, title: str = "tracekit chart") -> str:
     """One self-contained HTML page drawing the Vega-Lite ``spec`` (the libraries inlined)."""
     import html
 
-    data = json.dumps(spec).replace("</", "<\\/")  # no '</script>' inside the script element
+    data = script_json(json.dumps(spec))
     return "\n".join([
         "<!DOCTYPE html>",
         '<html><head><meta charset="utf-8">',

@@ -956,6 +956,9 @@ class Tracekit:
         if not statements:
             raise QueryError("SQL error: no statement given (only blanks or comments); e.g. "
                              "tracekit sql \"SELECT * FROM runs\"")
+        if any(stmt.type.name == "LOAD" for stmt in statements):  # INSTALL and LOAD: DuckDB would download
+            raise QueryError("SQL error: INSTALL and LOAD statements are refused: tracekit installs no DuckDB "
+                             "extension (nothing downloads at run time)")
         if self.read_only and self.allowed_directories:
             for stmt in statements:
                 if stmt.type.name in _WRITES_FILES:

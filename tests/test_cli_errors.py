@@ -349,3 +349,14 @@ def test_a_store_in_a_folder_that_is_not_writable(small_store, capsys, monkeypat
 def test_sql_without_a_statement(small_store, capsys, text):
     assert _cli(small_store, "sql", "--", text) == 2
     assert "SQL error: no statement given" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--run", "nsys_run", "-p", "run=2"], "--run nsys_run and -p run=2: give the run once"),
+    (["--limit", "2", "-p", "limit=3"], "--limit 2 and -p limit=3: give the limit once"),
+    (["--columns", "name,name,total_ns"], "--columns: 'name' named twice"),
+])
+def test_an_option_given_twice_differently(small_store, capsys, args, message):
+    assert _cli(small_store, "query", "top-kernels", *args) == 2
+    assert message in one_error_line(capsys)
+    assert _cli(small_store, "query", "top-kernels", "--run", "nsys_run", "-p", "run=nsys_run", "--limit", "1") == 0

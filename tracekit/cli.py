@@ -121,6 +121,9 @@ def _columns(text: str | None) -> list[str] | None:
     cols = [c.strip() for c in text.split(",") if c.strip()]
     if not cols:
         raise ParamError("--columns: name at least one column (e.g. --columns name,total_ns)")
+    twice = [c for i, c in enumerate(cols) if c in cols[:i]]
+    if twice:
+        raise ParamError(f"--columns: {twice[0]!r} named twice")
     return cols
 
 
@@ -187,6 +190,15 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
         rows = rows.select(display).without_empty()
     width = shutil.get_terminal_size((120, 24)).columns if out is None else 10**6
     _write(render(rows, width=width, timeunit=timeunit, more=more), out, store_path)
+
+
+def _with_run(params: dict[str, str], run: str | None) -> dict[str, str]:
+    """``params`` with ``--run``; the run given both ways, as two runs, is an error."""
+    if run is not None:
+        if "run" in params and params["run"].strip() != run.strip():
+            raise ParamError(f"--run {run} and -p run={params['run']}: give the run once")
+        params["run"] = run
+    return params
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -429,10 +441,10 @@ def query(
     db: DbOpt = None,
 ):
     """Run a named query (a table shows the query's main columns in human units)."""
-    params = _params(param)
-    if run is not None:
-        params["run"] = run
+    params = _with_run(_params(param), run)
     if limit is not None:
+        if "limit" in params and str(params["limit"]).strip() != str(limit):
+            raise ParamError(f"--limit {limit} and -p limit={params['limit']}: give the limit once")
         params["limit"] = limit
     _query_out(name, params, fmt, out, _columns(columns), all_columns, timeunit, db)
 
@@ -516,9 +528,7 @@ def chart(
     """Draw a chart from a named query and save it (format from the file extension)."""
     from . import charts
 
-    params = _params(param)
-    if run is not None:
-        params["run"] = run
+    params = _with_run(_params(param), run)
     tk = _open(db, read_only=True)
     ch = charts.chart(tk, name, **params)
     charts.save(ch, out, store_path=tk.path)

@@ -140,6 +140,10 @@ class Export:
         declines, go through SQLite (each read on a connection of its own; ADBC
         releases the GIL while it reads); a declined big table as parallel rowid ranges."""
         path, workers = self.path, min(4, os.cpu_count() or 2)
+        # numpy imports numpy.ma on first use of the attribute, which Arrow's conversions look
+        # up; two threads doing that at once recurse in numpy's __getattr__ (RecursionError
+        # seen once in the suite): imported here, before the threads
+        import numpy.ma  # noqa: F401
 
         def decode(base: str, cols: list[str]) -> pa.Table | None:
             try:

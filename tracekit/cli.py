@@ -13,7 +13,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -192,12 +192,15 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
     _write(render(rows, width=width, timeunit=timeunit, more=more), out, store_path)
 
 
-def _with_run(params: dict[str, str], run: str | None) -> dict[str, str]:
-    """``params`` with ``--run``; the run given both ways, as two runs, is an error."""
-    if run is not None:
-        if "run" in params and params["run"].strip() != run.strip():
-            raise ParamError(f"--run {run} and -p run={params['run']}: give the run once")
-        params["run"] = run
+def _with_options(params: dict[str, Any], **options: Any) -> dict[str, Any]:
+    """``params`` (``-p``) with the options given (``--run``, ``--limit``); one given both
+    ways with two values is an error."""
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key in params and str(params[key]).strip() != str(value).strip():
+            raise ParamError(f"--{key} {value} and -p {key}={params[key]}: give the {key} once")
+        params[key] = value
     return params
 
 
@@ -441,11 +444,7 @@ def query(
     db: DbOpt = None,
 ):
     """Run a named query (a table shows the query's main columns in human units)."""
-    params = _with_run(_params(param), run)
-    if limit is not None:
-        if "limit" in params and str(params["limit"]).strip() != str(limit):
-            raise ParamError(f"--limit {limit} and -p limit={params['limit']}: give the limit once")
-        params["limit"] = limit
+    params = _with_options(_params(param), run=run, limit=limit)
     _query_out(name, params, fmt, out, _columns(columns), all_columns, timeunit, db)
 
 
@@ -528,7 +527,7 @@ def chart(
     """Draw a chart from a named query and save it (format from the file extension)."""
     from . import charts
 
-    params = _with_run(_params(param), run)
+    params = _with_options(_params(param), run=run)
     tk = _open(db, read_only=True)
     ch = charts.chart(tk, name, **params)
     charts.save(ch, out, store_path=tk.path)

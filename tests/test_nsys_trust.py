@@ -58,6 +58,19 @@ def _ingested_kernels(store: Path, path: Path) -> int:
         return tk.sql("SELECT count(*) AS n FROM kernels")["n"][0]
 
 
+def _refused(tmp_path: Path, *statements: str) -> str:
+    """The one-line error of ingesting the hstu_mixed export after ``statements``."""
+    path = _plain(tmp_path)
+    with sqlite3.connect(path) as con:
+        for stmt in statements:
+            con.execute(stmt)
+    with pytest.raises(InputError) as err:
+        _ingested_kernels(tmp_path / "s.duckdb", path)
+    msg = str(err.value)
+    assert "\n" not in msg
+    return msg
+
+
 # --- point 3: WAL mode and journals ---------------------------------------------------
 
 def _wal_with_frames(tmp_path: Path) -> tuple[Path, int]:
@@ -213,12 +226,7 @@ def test_record_with_bytes_past_its_values_is_declined(tmp_path, decoder):
 def test_value_of_another_type_in_an_integer_column(tmp_path, value, reader):
     """SQLite keeps TEXT, BLOB or REAL written into an INTEGER column; nsys never writes
     one. One line, exit 2 (it was an internal ArrowInvalid error)."""
-    path = _plain(tmp_path)
-    with sqlite3.connect(path) as con:
-        con.execute(f'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = {value} WHERE rowid = 5')
-    with pytest.raises(InputError) as err:
-        _ingested_kernels(tmp_path / "s.duckdb", path)
-    msg = str(err.value)
+    msg = _refused(tmp_path, f'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = {value} WHERE rowid = 5')
     assert "CUPTI_ACTIVITY_KIND_RUNTIME column end holds" in msg and "\n" not in msg
 
 
@@ -244,12 +252,7 @@ def test_text_that_is_not_utf8_is_read_with_replacement_characters(tmp_path, rea
 def test_work_that_ends_before_it_starts_is_refused(tmp_path, table, reader):
     """A kernel or API call whose end precedes its start would sum into negative totals
     and shares: the export is refused, naming the table and the first such row."""
-    path = _plain(tmp_path)
-    with sqlite3.connect(path) as con:
-        con.execute(f'UPDATE {table} SET "end" = start - 1000 WHERE rowid IN (3, 7)')
-    with pytest.raises(InputError) as err:
-        _ingested_kernels(tmp_path / "s.duckdb", path)
-    msg = str(err.value)
+    msg = _refused(tmp_path, f'UPDATE {table} SET "end" = start - 1000 WHERE rowid IN (3, 7)')
     assert f"table {table}: 2 rows end before they start (the first: row 3," in msg and "\n" not in msg
     assert not (tmp_path / "s.duckdb").exists()
 
@@ -257,12 +260,8 @@ def test_work_that_ends_before_it_starts_is_refused(tmp_path, table, reader):
 def test_an_emptied_string_table_is_refused(tmp_path, reader):
     """Every kernel's name id dangling (StringIds emptied): refused, not every kernel
     ingested under one NULL name (it was DuckDB's binder error on the empty table)."""
-    path = _plain(tmp_path)
-    with sqlite3.connect(path) as con:
-        con.execute("DELETE FROM StringIds")
-    with pytest.raises(InputError) as err:
-        _ingested_kernels(tmp_path / "s.duckdb", path)
-    assert f"none of the names of table {KERNELS} (column demangledName) is in StringIds (0 strings)" in str(err.value)
+    msg = _refused(tmp_path, "DELETE FROM StringIds")
+    assert f"none of the names of table {KERNELS} (column demangledName) is in StringIds (0 strings)" in msg
 
 
 def test_database_size_in_the_header_is_obeyed(tmp_path, decoder):

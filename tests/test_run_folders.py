@@ -173,3 +173,34 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
     msg = str(info.value)
     assert msg.startswith(f"{run / file}:" if file else f"{run}:") and why in msg and "\n" not in msg, msg
     assert store_state(small_store) == before
+
+
+@pytest.mark.parametrize(("into", "workers"), [("store", None), ("store", 2), ("dataset", None), ("dataset", 2)])
+def test_a_failed_capture_lands_with_a_warning_and_runs_shows_its_status(tmp_path, capsys, into, workers):
+    from tracekit.cli import main as cli_main
+
+    points = sorted((DATA / "hstu_sweep" / "runs").iterdir())[:2]
+    failed = shutil.copytree(points[0], tmp_path / points[0].name)
+    meta = json.loads((failed / "meta.json").read_text())
+    meta.update(status="failed", error="worker exited with code 1: CUDA out of memory")
+    (failed / "meta.json").write_text(json.dumps(meta))
+    ok = shutil.copytree(points[1], tmp_path / points[1].name)
+    db = tmp_path / "s.duckdb"
+    if into == "dataset":
+        db = tmp_path / "ds"
+        db.mkdir()
+    more = [] if workers is None else ["--workers", str(workers)]
+    assert cli_main(["--db", str(db), "ingest", str(failed), str(ok), *more]) == 0
+    out, err = capsys.readouterr()
+    assert out.count(": run ") == 2, out
+    warning = [line for line in err.splitlines() if "warning" in line]
+    assert warning == [f"{failed}: warning: the capture's status is 'failed' (worker exited with code 1: CUDA out "
+                       "of memory); its rows are kept, but sweep-latency, sweep-kernels and sweep diffs leave the "
+                       "run out"], err
+    with tracekit.open(db) as tk:
+        statuses = dict(tk.query("runs").select("name", "status").iter_rows())
+        assert statuses == {failed.name: "failed", ok.name: "ok"}
+        assert tk.query("sweep-latency", limit=0)["run"].to_list() == [ok.name]
+    # again: already there, no second warning
+    assert cli_main(["--db", str(db), "ingest", str(failed)]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -259,10 +259,14 @@ def _echo_result(f, res) -> None:
     if res.skipped:
         renamed = f", renamed from {res.renamed_from!r}" if res.renamed_from is not None else ""
         typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
-    else:
-        n = sum(res.rows.values())
-        replaced = " in place of the same export ingested alone" if res.replaced else ""
-        typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
+        return
+    n = sum(res.rows.values())
+    replaced = " in place of the same export ingested alone" if res.replaced else ""
+    typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
+    if res.status not in (None, "ok"):  # a capture that failed or was stopped still lands: say so
+        why = f" ({escape_controls(res.error)})" if res.error else ""
+        typer.echo(f"{f}: warning: the capture's status is {escape_controls(res.status)!r}{why}; its rows are kept, "
+                   "but sweep-latency, sweep-kernels and sweep diffs leave the run out", err=True)
 
 
 def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:

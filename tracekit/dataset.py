@@ -39,7 +39,7 @@ import duckdb
 from .errors import InputError, TracekitError
 from .interrupts import interruptible
 from .names import check_run_name
-from .store import SCHEMA_VERSION, IngestResult, Tracekit, _macros_sql, _schema_sql
+from .store import CAPTURE_STATUS, SCHEMA_VERSION, IngestResult, Tracekit, _macros_sql, _schema_sql
 
 RUNS_FILE = "runs.parquet"
 STORE_FILE = "_store.parquet"
@@ -447,13 +447,15 @@ class DatasetDestination:
             con.execute(f"COPY (SELECT * FROM read_parquet('{_q(root / RUNS_FILE)}') UNION ALL BY NAME "
                         f"SELECT * FROM read_parquet('{_q(row_file)}', hive_partitioning = false) ORDER BY run_id) "
                         f"TO '{_q(tmp)}' (FORMAT parquet)")
-            name, kind, source = con.execute(f"SELECT name, kind, source_path FROM read_parquet('{_q(row_file)}', "
-                                             "hive_partitioning = false)").fetchall()[0]
+            name, kind, source, status, error = con.execute(
+                f"SELECT name, kind, source_path, {CAPTURE_STATUS} FROM read_parquet('{_q(row_file)}', "
+                "hive_partitioning = false)").fetchall()[0]
         finally:
             con.close()
         os.replace(tmp, root / RUNS_FILE)
         part.discard()
-        return IngestResult(part.run_id, name, kind, source, False, part.rows, digest=part.digest)
+        return IngestResult(part.run_id, name, kind, source, False, part.rows, digest=part.digest, status=status,
+                            error=error)
 
     def ingest_here(self, source: str, index: int, *, name=None, params=None, workdir=None,
                     known=frozenset()) -> IngestResult:

@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import InputError
-from .store import IngestResult, Tracekit
+from .store import CAPTURE_STATUS, IngestResult, Tracekit
 
 #: A column whose name ends with this holds a ``_strings`` id (schema_nsys.sql):
 #: landing maps those ids from the staging database's to the store's.
@@ -185,9 +185,10 @@ def _copy_run(con, alias: str, staged: Staged, replace: int | None, name: str | 
         count = int(n[0][0]) if n else 0
         if count:
             rows[table] = count
-    name, kind, source = con.execute("SELECT name, kind, source_path FROM runs WHERE run_id = ?", [run_id]).fetchall()[0]
+    name, kind, source, status, error = con.execute(
+        f"SELECT name, kind, source_path, {CAPTURE_STATUS} FROM runs WHERE run_id = ?", [run_id]).fetchall()[0]
     return IngestResult(int(run_id), name, kind, source, False, staged.rows or rows, replaced=replace,
-                        digest=staged.digest)
+                        digest=staged.digest, status=status, error=error)
 
 
 def _merge_strings(con, alias: str) -> list[int] | None:

@@ -112,6 +112,12 @@ class IngestResult:
     renamed_from: str | None = None  # skipped, and renamed to the name asked for
     replaced: int | None = None  # a run folder that took the place of its own export ingested alone
     digest: str | None = None  # the source's content hash
+    status: str | None = None  # the capture's status its run folder recorded (ok, failed; None: a bare export)
+    error: str | None = None  # and why it failed, as recorded
+
+
+#: a ``runs`` row's capture status and error, as its run folder's meta.json recorded them
+CAPTURE_STATUS = "json_extract_string(meta, '$.status') AS status, json_extract_string(meta, '$.error') AS error"
 
 
 def _schema_sql() -> list[str]:
@@ -784,11 +790,12 @@ class Tracekit:
                 rows[table] = self._insert(table, run_id, data)
             for load in parsed.loaders:
                 rows.update(load(con, run_id, memory_limit=self.memory_limit))
+            status, error = con.execute(f"SELECT {CAPTURE_STATUS} FROM runs WHERE run_id = ?", [run_id]).fetchall()[0]
             with self._sigints.held():
                 con.execute("COMMIT")
                 self._created = False  # the store holds a run now: keep it whatever follows
                 self.last_ingest = IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace,
-                                                digest=digest)
+                                                digest=digest, status=status, error=error)
             return self.last_ingest
         except BaseException as err:
             out = self._failed_write(err, source, parsed.memory_need)

@@ -91,18 +91,22 @@ def test_prepare_skips_a_known_hash_without_parsing(tmp_path, monkeypatch):
     assert res.skipped and res.run_id == 1
 
 
-def test_distributed_ingest_equals_serial_and_reports_a_bad_file(tmp_path, capsys):
+@pytest.mark.parametrize("workers", [["--workers", "2"], []], ids=["workers", "serial"])
+def test_distributed_ingest_equals_serial_and_reports_a_bad_file(tmp_path, capsys, workers):
+    """A file that cannot be ingested is reported and the others land, in threads or one
+    after another alike."""
     bad = tmp_path / "notes.sqlite"
     bad.write_text("not an export\n")
     files = [*MIXED[:4], bad, *MIXED[4:]]
     direct = _serial(tmp_path / "direct.duckdb", [f for f in files if f != bad])
     direct.close()
     db = tmp_path / "dist.duckdb"
-    rc = main(["--db", str(db), "ingest", *map(str, files), "--workers", "2"])
+    rc = main(["--db", str(db), "ingest", *map(str, files), *workers])
     out, err = capsys.readouterr()
     assert rc == 2
-    assert f"{bad}: not a recognised profile" in err
-    assert "1 of 7 files not ingested" in err
+    assert err.splitlines() == [f"tracekit: error: {bad}: not a recognised profile (expected an nsys SQLite export, "
+                                "an ncu report or CSV export, or a tracekit run folder)",
+                                "tracekit: error: 1 of 7 files not ingested (errors above); the others landed"]
     assert len(out.splitlines()) == 6 and "already ingested as run 1" in out
     direct, dist = tracekit.open(tmp_path / "direct.duckdb"), tracekit.open(db, read_only=True)
     assert_same_stores(direct.con, dist.con)

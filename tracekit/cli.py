@@ -241,17 +241,28 @@ def ingest(
     if workers is not None or scheduler is not None:
         _ingest_distributed(_open(db), files, workers, scheduler, name, params)
         return
-    tk, f = None, None
+    tk, f, failed = None, None, 0
     try:
         with _open(db) as tk:
             for f in files:
                 tk.last_ingest = None
-                res = tk.ingest(f, name=name, params=params)
+                try:
+                    res = tk.ingest(f, name=name, params=params)
+                except InputError as err:  # a file that cannot be ingested: say so, go on with the others
+                    if len(files) == 1:
+                        raise
+                    from .parallel import error_line
+
+                    failed += 1
+                    typer.echo(f"tracekit: error: {escape_controls(error_line(str(f), err))}", err=True)
+                    continue
                 _echo_result(f, res)
     except (KeyboardInterrupt, Interrupted):  # also outside tk.ingest: printing, closing
         if tk is None or f is None:
             raise Interrupted("interrupted; not ingested, nothing was written") from None
         raise tk.interrupted(f) from None
+    if failed:
+        raise TracekitError(f"{failed} of {len(files)} files not ingested (errors above); the others landed")
 
 
 def _echo_result(f, res) -> None:

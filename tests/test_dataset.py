@@ -247,6 +247,26 @@ def test_rename_and_remove_runs_of_a_dataset_as_of_a_store(store_and_dataset, tm
         _one_error_line(capsys, "cannot name a run", msg)
 
 
+def test_a_removed_runs_id_is_never_given_again(store_and_dataset, tmp_path, capsys):
+    """As a store's sequence: a diff or a note naming the removed run's id must not come
+    to mean the next run ingested."""
+    store, _, tmp = store_and_dataset
+    store.close()
+    shutil.copyfile(tmp / "store.duckdb", tmp_path / "s.duckdb")
+    shutil.copytree(tmp / "ds", tmp_path / "ds")
+    runs = store.runs()
+    top, source = runs["run_id"][-1], runs["source_path"][-1]
+    for db in (tmp_path / "s.duckdb", tmp_path / "ds"):
+        assert main(["--db", str(db), "runs", "rm", str(top)]) == 0
+        assert main(["--db", str(db), "ingest", source]) == 0  # the same content, gone with the run: a new run
+        assert f": run {top + 1} (" in capsys.readouterr().out
+    with tracekit.open(tmp_path / "ds") as ds:
+        assert ds.runs()["run_id"].to_list() == [*runs["run_id"][:-1], top + 1]
+        assert ds.sql("SELECT value FROM _store WHERE key = 'last_run_id'").item() == str(top)
+    assert main(["--db", str(tmp_path / "ds"), "query", "top-kernels", "--run", str(top)]) == 2
+    assert f"no run '{top}'" in capsys.readouterr().err
+
+
 def _one_error_line(capsys, *parts) -> str:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tracekit: error: "), err

@@ -3,7 +3,7 @@
 Layout (Hive-partitioned by run)::
 
     DIR/runs.parquet                       the runs table
-    DIR/_store.parquet                     the store's facts (schema_version)
+    DIR/_store.parquet                     the store's facts (schema_version; last_run_id once a run was removed)
     DIR/<table>/run_id=3/part-0.parquet    every per-run table, one file per run (empty
                                            where the run has no rows: each table has
                                            a file for every run)
@@ -257,11 +257,28 @@ class Dataset(Tracekit):
         """Remove a run: its row from runs.parquet first (the run is then gone for every
         reader), then its files from every table; returns (run id, name)."""
         run_id, name = self.resolve(run)
+        self._keep_last_run_id()
         self._rewrite_runs("SELECT *", "run_id <> $id", {"id": run_id})
         for table in self.path.iterdir():
             if table.is_dir() and not table.name.startswith("."):
                 shutil.rmtree(table / f"run_id={run_id}", ignore_errors=True)
         return run_id, name
+
+    def _keep_last_run_id(self) -> None:
+        """Note the highest run id given so far in _store.parquet, so that no later
+        ingest gives a removed run's id again (a store's sequence does the same): a
+        diff or a note naming run 7 never comes to mean another run."""
+        self.close()
+        facts, tmp = self.path / STORE_FILE, self.path / f".{STORE_FILE}.{os.getpid()}.tmp"
+        con = duckdb.connect()
+        try:
+            last = last_run_id(con, self.path)
+            con.execute(f"COPY (SELECT key, value FROM read_parquet('{_q(facts)}') WHERE key <> 'last_run_id' "
+                        "UNION ALL SELECT 'last_run_id', $last::VARCHAR) "
+                        f"TO '{_q(tmp)}' (FORMAT parquet)", {"last": last})
+        finally:
+            con.close()
+        os.replace(tmp, facts)
 
     def _rewrite_runs(self, select: str, where: str, params: dict) -> None:
         """runs.parquet as ``select`` over its rows ``where`` (a new file renamed into place)."""
@@ -291,6 +308,15 @@ class Dataset(Tracekit):
         finally:
             shutil.rmtree(stage, ignore_errors=True)
             dest.finish()
+
+
+def last_run_id(con, path: Path) -> int:
+    """The highest run id the dataset in ``path`` has given: its runs' and the
+    last_run_id of _store.parquet (noted when a run is removed)."""
+    return con.execute(
+        f"SELECT greatest((SELECT coalesce(max(run_id), 0) FROM read_parquet('{_q(path / RUNS_FILE)}')), "
+        f"(SELECT coalesce(max(TRY_CAST(value AS BIGINT)), 0) FROM read_parquet('{_q(path / STORE_FILE)}') "
+        "WHERE key = 'last_run_id'))").fetchall()[0][0]
 
 
 def _check_new(path: Path) -> None:
@@ -374,8 +400,7 @@ class DatasetDestination:
         self.stage_parent = ds.path.resolve()
         con = duckdb.connect()
         try:
-            top, = con.execute(f"SELECT coalesce(max(run_id), 0) FROM read_parquet('{_q(ds.path / RUNS_FILE)}')"
-                               ).fetchall()[0]
+            top = last_run_id(con, ds.path)
         finally:
             con.close()
         self.base = int(top) + 1

@@ -15,6 +15,8 @@ import math
 import pytest
 from conftest import NSYS_EXPORTS, NSYS_SCENARIOS
 
+from tracekit.errors import QueryError
+
 NS = {"Total Time (ns)": "total_ns", "Avg (ns)": "avg_ns", "Med (ns)": "med_ns",
       "Min (ns)": "min_ns", "Max (ns)": "max_ns", "StdDev (ns)": "stddev_ns", "Time (%)": "time_pct"}
 
@@ -112,8 +114,6 @@ def test_twin_matches_nsys_stats(nsys_db, scen, report):
 def test_osrt_summary_without_os_runtime_calls(nsys_db):
     """No golden where nsys printed nothing: an export without OS runtime tracing is an
     error naming the nsys option; one traced with no call in its range, an empty answer."""
-    from tracekit.errors import QueryError
-
     assert {s for s in NSYS_SCENARIOS if not (NSYS_EXPORTS[s].parent / "stats" / "osrt_sum.csv").exists()} == set(NO_OSRT)
     with pytest.raises(QueryError, match="without OS runtime tracing.*nsys -t osrt"):
         nsys_db.query("osrt-summary", run="odd_nvtx_cuda_only")
@@ -213,6 +213,10 @@ def test_nvtx_kernels_of_one_range(nsys_db):
     want = full.filter(full["range"] == name).to_dicts()
     assert want and nsys_db.query("nvtx-kernels", run="hstu_mixed", limit=0, range=name).to_dicts() == want
     assert nsys_db.query("nvtx-kernels", run="hstu_mixed", limit=0, range=name[1:]).to_dicts() == want
+    # a name the run has no range of is an error, not an empty table; one without kernels is empty
+    with pytest.raises(QueryError, match=r"^nvtx-kernels: the run has no NVTX range named 'hstu\.nope' "):
+        nsys_db.query("nvtx-kernels", run="hstu_mixed", range="hstu.nope")
+    assert nsys_db.query("nvtx-kernels", run="odd_nvtx", range="no_gpu_work").is_empty()  # (a real range)
 
 
 

@@ -24,6 +24,7 @@ import pytest
 import tracekit
 from tracekit import charts
 from tracekit.cli import main
+from tracekit.errors import QueryError
 
 DATA = Path(__file__).parent / "data"
 
@@ -230,6 +231,8 @@ def test_stragglers_find_the_planted_straggler(job):
     assert df["skew_ns"].to_list() == sorted(df["skew_ns"].to_list(), reverse=True)
     assert tk.query("stragglers", range="step/forward", limit=0).height == steps
     assert set(tk.query("stragglers", range=":forward", limit=0)["path"]) == {"step/forward", "warmup/forward"}
+    with pytest.raises(QueryError, match="^stragglers: no NVTX range of path or name 'step/fwd' in the job's ranks "):
+        tk.query("stragglers", range="step/fwd")
 
 
 def test_rank_ranges_totals_per_rank_and_path(job):

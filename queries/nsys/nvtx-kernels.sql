@@ -22,10 +22,16 @@
 -- @column name              kernel name (demangled)
 -- @display range, tid, range_instances, kernel_instances, total_ns, avg_ns, med_ns, name
 -- @alias nvtx_kern_sum
--- @requires nvtx_range_kernel_sum
+-- @requires nvtx_range_kernel_sum, nvtx_ranges
+WITH asked AS (  -- a range name the run does not have is an error, not an empty table
+    SELECT CASE WHEN $range IS NULL OR EXISTS (SELECT 1 FROM nvtx_ranges WHERE run_id = $run
+                                                 AND (name = $range OR name = ':' || $range)) THEN true
+                ELSE error('nvtx-kernels: the run has no NVTX range named ''' || $range || ''' (`tracekit query '
+                           || 'nvtx-summary` lists them; a named domain''s are domain:name)') END AS ok
+)
 SELECT range, style, pid, tid, range_instances, kernel_instances, total_ns, round1(avg_ns) AS avg_ns,
        round1(med_ns) AS med_ns, min_ns, max_ns, round1(stddev_ns) AS stddev_ns, name
-FROM nvtx_range_kernel_sum
-WHERE run_id = $run AND ($range IS NULL OR range = $range OR range = ':' || $range)
+FROM asked, nvtx_range_kernel_sum
+WHERE asked.ok AND run_id = $run AND ($range IS NULL OR range = $range OR range = ':' || $range)
 ORDER BY range NULLS FIRST, pid, tid, total_ns DESC, name
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -21,11 +21,16 @@
 -- @requires nvtx_ranges, rank_runs
 WITH jr AS (
     SELECT * FROM job_ranks($run)
+), asked AS (  -- a range the job does not have is an error, not an empty table
+    SELECT CASE WHEN $range IS NULL OR EXISTS (SELECT 1 FROM nvtx_ranges n JOIN jr USING (run_id)
+                                                 WHERE coalesce(n.path, n.text) = $range OR n.name = $range) THEN true
+                ELSE error('stragglers: no NVTX range of path or name ''' || $range || ''' in the job''s ranks '
+                           || '(`tracekit query rank-ranges` lists them)') END AS ok
 ), inst AS (
     SELECT coalesce(n.path, n.text) AS path, jr.rank, n.dur_ns,
            row_number() OVER (PARTITION BY n.run_id, coalesce(n.path, n.text) ORDER BY n.start_ns, n.range_id) AS instance
-    FROM nvtx_ranges n JOIN jr USING (run_id)
-    WHERE $range IS NULL OR coalesce(n.path, n.text) = $range OR n.name = $range
+    FROM asked, nvtx_ranges n JOIN jr USING (run_id)
+    WHERE asked.ok AND ($range IS NULL OR coalesce(n.path, n.text) = $range OR n.name = $range)
 )
 SELECT path, instance::BIGINT AS instance, count(*) AS ranks, min(dur_ns) AS min_ns, median(dur_ns) AS med_ns,
        max(dur_ns) AS max_ns, max(dur_ns) - min(dur_ns) AS skew_ns,

@@ -422,16 +422,15 @@ class Tracekit:
     def db_error(self, err: duckdb.Error, context: str) -> TracekitError:
         """The one-line error for a DuckDB error met while reading: a store file that
         cannot be read (truncated, damaged) names the store; anything else is a
-        ``QueryError`` prefixed with ``context`` (the query's name), once: a query's own
-        ``error('NAME: ...')`` is shown without DuckDB's class prefix."""
+        ``QueryError`` prefixed with ``context`` (the query's name), once. The text of
+        an ``error(...)`` raised by a query or a macro of the store is shown without
+        DuckDB's class prefix."""
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        own = first.removeprefix("Invalid Input Error: ")
-        if own.startswith(f"{context}: "):
-            return QueryError(own)
         if isinstance(err, duckdb.IOException | duckdb.SerializationException) or "Corrupt" in first:
             return InputError(f"{self.path}: the store cannot be read, it is truncated or damaged ({first}); "
                               "ingest your captures into a new database (--db NEW.duckdb)")
-        return QueryError(f"{context}: {first}")
+        own = first.removeprefix("Invalid Input Error: ")
+        return QueryError(own if own.startswith(f"{context}: ") else f"{context}: {own}")
 
     def _note_writer(self, doing: str | None = None) -> None:
         """Say in the writer info file what this read-write connection is doing (written

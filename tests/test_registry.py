@@ -71,6 +71,8 @@ def test_bad_params_are_errors(nsys_db):
         nsys_db.query("top-kernels", run="hstu_mixed", limit="x")
     with pytest.raises(ParamError, match="unknown parameter 'bogus'"):
         nsys_db.query("top-kernels", bogus=1)
+    with pytest.raises(ParamError, match="^top-kernels: parameter limit=True is not integer$"):
+        nsys_db.query("top-kernels", limit=True)  # (a bool is an int to Python: it would be 1)
     with pytest.raises(ParamError, match="limit must be >= 0"):
         nsys_db.query("top-kernels", limit=-1)
     # a count or a duration below its declared minimum is an error, not an empty table

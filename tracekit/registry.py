@@ -86,6 +86,8 @@ class Param:
                 return low in ("true", "1", "yes")
             if py is int and isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
+            if py in (int, float) and isinstance(value, bool):  # (a bool is an int to Python: limit=True is 1)
+                raise ValueError(value)
             out = py(value)
             if py is int and not -(2**63) <= out < 2**63:
                 raise ParamError(f"{query}: parameter {self.name}={value} is out of range (64-bit integers)")

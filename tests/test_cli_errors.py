@@ -199,6 +199,25 @@ def test_sweep_questions_of_a_store_without_a_sweep_are_errors(small_store, caps
     assert not out.exists()
 
 
+def test_sweep_kernels_without_a_point_captured_under_nsys_is_an_error(small_store, capsys):
+    """A sweep of timing points beside a bare nsys export: the store has both kinds, but
+    no point of the sweep was captured under nsys."""
+    from conftest import DATA
+
+    point = sorted((DATA / "hstu_sweep" / "runs").iterdir())[0]
+    assert _cli(small_store, "ingest", str(point)) == 0
+    capsys.readouterr()
+    assert _cli(small_store, "query", "sweep-kernels") == 2
+    assert one_error_line(capsys) == (
+        "tracekit: error: sweep-kernels: no run of the workload captured under nsys (the run folders of `tracekit "
+        "sweep --tool nsys` or `tracekit capture --tool nsys`, status ok); ingest them, or ask top-kernels of one "
+        "nsys export")
+    assert _cli(small_store, "ingest", str(DATA / "hstu_capture_nsys")) == 0
+    capsys.readouterr()
+    assert _cli(small_store, "query", "sweep-kernels", "--limit", "1") == 0
+    assert "_hstu_" in capsys.readouterr().out
+
+
 def test_run_all_of_a_store_without_that_kind_is_an_error(tmp_path, capsys):
     from conftest import DATA
 

@@ -25,15 +25,22 @@ WITH points AS (
       AND run_id IN (SELECT DISTINCT run_id FROM kernels)
     QUALIFY row_number() OVER (PARTITION BY preset, bs, nc ORDER BY run_id DESC) = 1
 ),
+found AS (  -- one row, read first: no such run is an error, not an empty table
+    SELECT CASE WHEN count(*) > 0 THEN true
+                ELSE error('sweep-kernels: no run of the workload captured under nsys (the run folders of '
+                           || '`tracekit sweep --tool nsys` or `tracekit capture --tool nsys`, status ok); '
+                           || 'ingest them, or ask top-kernels of one nsys export') END AS ok
+    FROM points
+),
 timed AS (
     SELECT run_id, count(*) AS n FROM requests WHERE phase = 'timed' GROUP BY run_id
 ),
 per_kernel AS (
     SELECT p.run_id, p.preset, p.bs, p.nc, p.name AS run, k.name,
            count(*) AS instances, sum(k.dur_ns) AS total_ns
-    FROM points p
+    FROM found, points p
     JOIN kernels k ON k.run_id = p.run_id
-    WHERE k.name NOT LIKE '%FillFunctor<signed char>%'
+    WHERE found.ok AND k.name NOT LIKE '%FillFunctor<signed char>%'
     GROUP BY p.run_id, p.preset, p.bs, p.nc, p.name, k.name
 ),
 ranked AS (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,7 +107,22 @@ def validate_params(bs: Any, nc: Any, tool: str, preset: str | None, warmup_ms: 
         warmup_ms = float(warmup_ms)
     except (TypeError, ValueError):
         raise CaptureError(f"--warmup-ms {warmup_ms!r}: must be a number of milliseconds") from None
-    if not warmup_ms >= 0:
-        raise CaptureError(f"--warmup-ms {warmup_ms}: must be >= 0")
+    if not (warmup_ms >= 0 and math.isfinite(warmup_ms)):  # (inf would warm up forever)
+        raise CaptureError(f"--warmup-ms {warmup_ms}: must be a finite number of milliseconds >= 0")
     iters = _positive_int("timed requests", "--iters", iters)
     return bs, nc, tool, preset, warmup_ms, iters
+
+
+def check_settings(device: Any = "auto", flush_l2: Any = True, ncu_launch_skip: Any = 0,
+                   ncu_launch_count: Any = None) -> None:
+    """Check the settings beyond ``validate_params`` (a sweep config may give them) before
+    anything runs; one-line errors."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise CaptureError(f"device {device!r}: choose auto, cpu or cuda")
+    if not isinstance(flush_l2, bool):
+        raise CaptureError(f"flush_l2 {flush_l2!r}: must be true or false")
+    for name, value, least in (("ncu_launch_skip", ncu_launch_skip, 0), ("ncu_launch_count", ncu_launch_count, 1)):
+        if value is None and name == "ncu_launch_count":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise CaptureError(f"{name} {value!r}: must be an integer >= {least}")

@@ -34,7 +34,7 @@ from tracekit.errors import CaptureError, TracekitError
 from tracekit.names import check_run_name
 
 from . import profilers, runinfo
-from .config import validate_params, workload_config
+from .config import check_settings, validate_params, workload_config
 
 DEFAULT_WARMUP_MS = 2000.0
 DEFAULT_ITERS = 50
@@ -175,17 +175,18 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     a failed run still leaves (and ingests) its labelled folder.
     """
     bs, nc, tool, preset, warmup_ms, iters = validate_params(bs, nc, tool, preset, warmup_ms, iters)
-    if device not in ("auto", "cpu", "cuda"):
-        raise CaptureError(f"device {device!r}: choose auto, cpu or cuda")
-    if ncu_launch_skip < 0 or (ncu_launch_count is not None and ncu_launch_count < 1):
-        raise CaptureError("ncu launch skip must be >= 0 and launch count >= 1")
+    check_settings(device, flush_l2, ncu_launch_skip, ncu_launch_count)
     exe = profilers.find_tool(tool) if tool != "none" else None
     kernel_regex = profilers.ncu_kernel_regex(ncu_kernel_classes) if tool == "ncu" else None
     preset = preset or default_preset()
     cfg = workload_config(preset, **(workload or {}))
+    if ingest:  # a store that cannot take the run is found before the workload runs, not after
+        from tracekit.store import check_ingest_target
+
+        check_ingest_target(db)
 
     started = datetime.now(UTC)
-    run_name = name or run_folder_name(bs, nc, tool, started)
+    run_name = name if name is not None else run_folder_name(bs, nc, tool, started)
     if "/" in run_name or run_name in ("", ".", ".."):
         raise CaptureError(f"run name {run_name!r}: must be a plain folder name")
     try:

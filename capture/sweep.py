@@ -32,7 +32,7 @@ from typing import Any
 from tracekit.errors import CaptureError, TracekitError
 
 from . import profilers
-from .config import TOOLS, validate_params
+from .config import TOOLS, check_settings, validate_params, workload_config
 from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS, _iso, _utc_stamp, _write_json, capture
 
 SWEEP_PRESETS: dict[str, dict[str, Any]] = {
@@ -71,7 +71,12 @@ class SweepResult:
 
 def parse_list(text: str | Sequence[int], flag: str) -> list[int]:
     """``"1,2,4,8"`` (or a list) -> ``[1, 2, 4, 8]``; each value must be a positive int."""
-    items = text.split(",") if isinstance(text, str) else list(text)
+    if isinstance(text, str):
+        items = text.split(",")
+    elif isinstance(text, (list, tuple)):
+        items = list(text)
+    else:  # one value where a list belongs (a YAML `bs: 4`)
+        items = [text]
     out = []
     for item in items:
         s = str(item).strip()
@@ -162,11 +167,23 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
 
         preset = default_preset()
     extra = {k: cfg[k] for k in ("flush_l2", "ncu_launch_skip", "ncu_launch_count") if k in cfg}
+    # what every point would refuse, refused once before the first point
+    workload_config(preset, **workload)
+    check_settings(device, **extra)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise CaptureError(f"--out {out}: is a file; name the folder the run folders go into")
+    if ingest:
+        from tracekit.store import check_ingest_target
+
+        check_ingest_target(db)
 
     started = datetime.now(UTC)
     sweep_id = f"sweep-{_utc_stamp(started)}"
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CaptureError(f"--out {out}: cannot create the folder ({err.strerror or err})") from err
     manifest = out / f"{sweep_id}.json"
     if manifest.exists():
         raise CaptureError(f"sweep manifest {manifest} already exists")

@@ -13,7 +13,7 @@ from conftest import DATA
 from tracekit.capture import cli
 from typer.testing import CliRunner
 
-from tracekit.errors import CaptureError
+from tracekit.errors import CaptureError, TracekitError
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")
 
@@ -42,6 +42,9 @@ def test_capture_command_small_preset(tmp_path):
     (["capture", "--bs", "8", "--nc", "8", "--tool", "none", "--preset", "xl"], "--preset 'xl'"),
     (["sweep", "--bs", "1,2"], "sweep needs --bs and --nc lists or --config"),
     (["sweep", "--config", "nosuch"], "neither a sweep preset"),
+    (["capture", "--bs", "1", "--nc", "4", "--tool", "none", "--warmup-ms", "inf"], "--warmup-ms inf"),
+    (["sweep", "--bs", "1", "--nc", "4", "--warmup-ms", "inf"], "--warmup-ms inf"),
+    (["capture", "--bs", "1", "--nc", "4", "--tool", "none", "--name", ""], "run name ''"),
 ])
 def test_bad_values_raise_library_errors(tmp_path, args, match):
     res = runner.invoke(cli.app, [*args, "--out", str(tmp_path / "runs")])
@@ -122,3 +125,57 @@ def test_sweep_ends_with_a_table_of_its_points(tmp_path):
     assert [ln.split()[:5] for ln in body] == [["small", "none", "1", "4", "2"], ["small", "none", "1", "8", "2"]]
     assert all(re.fullmatch(r"[\d,]+\.\d{3}", cell) for ln in body for cell in ln.split()[5:])
     assert lines[head + 4] == "2 rows"
+
+
+@pytest.mark.parametrize("store, match", [
+    ("text", "not a valid DuckDB database file"),
+    ("sqlite", "an SQLite database, not a tracekit store"),
+    ("no-folder", "folder"),
+])
+@pytest.mark.parametrize("command", ["capture", "sweep"])
+def test_a_store_that_cannot_take_the_run_is_refused_before_the_workload_runs(tmp_path, store, match, command):
+    """--db is checked before any point runs, not found unusable by the ingest after it."""
+    db = {"text": tmp_path / "notes.txt", "sqlite": tmp_path / "export.sqlite",
+          "no-folder": tmp_path / "missing" / "x.duckdb"}[store]
+    if store == "text":
+        db.write_text("not a store\n")
+    elif store == "sqlite":
+        import sqlite3
+
+        sqlite3.connect(db).execute("CREATE TABLE t (x)").connection.commit()
+    before = db.read_bytes() if db.exists() else None
+    args = ["capture", "--bs", "1"] if command == "capture" else ["sweep", "--bs", "1,2"]
+    res = runner.invoke(cli.app, [*args, "--nc", "4", "--tool", "none", "--preset", "small", "--iters", "1",
+                                  "--warmup-ms", "0", "--out", str(tmp_path / "runs"), "--db", str(db)])
+    assert isinstance(res.exception, TracekitError), res.output
+    assert match in str(res.exception) and str(db) in str(res.exception)
+    assert not (tmp_path / "runs").exists()  # no run folder, no manifest: nothing ran
+    assert (db.read_bytes() if db.exists() else None) == before
+
+
+@pytest.mark.parametrize("config, match", [
+    ("workload: {bogus: 1}", "unknown workload setting(s) bogus"),
+    ("device: gpu", "device 'gpu'"),
+    ("flush_l2: maybe", "flush_l2 'maybe'"),
+    ("ncu_launch_skip: -1", "ncu_launch_skip -1"),
+    ("ncu_launch_count: two", "ncu_launch_count 'two'"),
+])
+def test_a_sweep_configs_bad_setting_is_refused_before_the_first_point(tmp_path, config, match):
+    """Not one failed point per grid point: one error, exit 2, no folder, no manifest."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"grid: {{bs: [1, 2], nc: [4]}}\n{config}\n")
+    res = runner.invoke(cli.app, ["sweep", "--config", str(path), "--out", str(tmp_path / "runs"), "--no-ingest"])
+    assert isinstance(res.exception, CaptureError), res.output
+    assert match in str(res.exception)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_grid_of_one_value_and_out_that_is_a_file(tmp_path):
+    from tracekit.capture.sweep import load_config
+
+    assert load_config({"grid": {"bs": 4, "nc": [8, 8]}})["grid"] == {"bs": [4], "nc": [8]}
+    with pytest.raises(CaptureError, match="grid.bs True"):
+        load_config({"grid": {"bs": True, "nc": [8]}})
+    (tmp_path / "runs").write_text("")
+    res = runner.invoke(cli.app, ["sweep", "--bs", "1", "--nc", "4", "--out", str(tmp_path / "runs"), "--no-ingest"])
+    assert isinstance(res.exception, CaptureError) and "--out" in str(res.exception) and "is a file" in str(res.exception)

@@ -1003,6 +1003,40 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def check_ingest_target(db: str | os.PathLike | None = None) -> None:
+    """Raise now the one-line error an ingest into ``db`` would meet on opening it (not a
+    store, another store schema, a folder that is not a dataset, a missing or read-only
+    folder), writing nothing: for commands that ingest only after minutes of work
+    (``tracekit capture``, ``tracekit sweep``). A store busy with another ingest passes:
+    that one may be done by then."""
+    path = Path(db) if db is not None else default_db_path()
+    if str(path) == ":memory:":
+        return
+    if path.is_dir():
+        from .dataset import Dataset
+
+        Dataset(path).check()
+        return
+    if not path.exists() and not path.parent.is_dir():
+        raise InputError(f"{path}: cannot create the store: folder {path.parent} does not exist")
+    probe = Tracekit(path)
+    probe._check_writable()
+    if not path.exists():
+        return
+    probe._check_file()
+    try:
+        probe._con = duckdb.connect(str(path), read_only=True, config=probe._connect_config())
+    except duckdb.Error as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if "Could not set lock" in first:
+            return
+        raise TracekitError(f"{path}: cannot open database ({first})") from err
+    try:
+        probe._check_schema()  # (as a writer would: an empty DuckDB file is a new store)
+    finally:
+        probe.close()
+
+
 def open(db: str | os.PathLike | None = None, read_only: bool = False):  # noqa: A001
     """Open (or lazily create) a tracekit database; ``db`` defaults to $TRACEKIT_DB or
     ./tracekit.duckdb. A folder is a Parquet dataset (tracekit.dataset): read-only

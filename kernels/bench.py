@@ -362,14 +362,12 @@ def bench_attention(
     median over the variant's median (same configuration, same process); the baseline is
     timed even if absent from ``variants`` (its rows are then not returned).
     """
+    names = list(configs) if configs else list(DEFAULT_CONFIGS)
+    _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path)
     import torch
 
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    names = list(configs) if configs else list(DEFAULT_CONFIGS)
-    for vname in list(variants) + [baseline]:
-        if vname not in VARIANTS:
-            raise ValueError(f"unknown variant {vname!r}; known: {', '.join(VARIANTS)}")
     flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device=device) if device == "cuda" else None
     meta = _environment(device)
     rows: list[dict] = []
@@ -412,17 +410,53 @@ def bench_attention(
         del inp
         if device == "cuda":
             torch.cuda.empty_cache()
+    from tracekit.outputs import write_output
+
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(dict(environment=meta, warmup_ms=warmup_ms, rep_ms=rep_ms, baseline=baseline,
-                           dtype=dtype, results=rows), f, indent=2)
+        text = json.dumps(dict(environment=meta, warmup_ms=warmup_ms, rep_ms=rep_ms, baseline=baseline,
+                               dtype=dtype, results=rows), indent=2)
+        write_output(json_path, lambda tmp: tmp.write_text(text))
     if csv_path:
         keys = list(dict.fromkeys(k for r in rows for k in r))
-        with open(csv_path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=keys)
-            w.writeheader()
-            w.writerows(rows)
+
+        def write_csv(tmp):
+            with open(tmp, "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=keys)
+                w.writeheader()
+                w.writerows(rows)
+
+        write_output(csv_path, write_csv)
     return rows
+
+
+def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path) -> None:
+    """Every argument checked before the first measurement (a run of the standard set
+    takes minutes): ``ParamError``, one line naming the value."""
+    from tracekit.errors import ParamError
+    from tracekit.outputs import check_output
+
+    if not list(variants):
+        raise ParamError("--variants: name at least one variant; known: " + ", ".join(VARIANTS))
+    for flag, vname in [*(("--variants", v) for v in variants), ("--baseline", baseline)]:
+        if vname not in VARIANTS:
+            raise ParamError(f"{flag} {vname!r}: unknown variant; known: {', '.join(VARIANTS)}")
+    if dtype not in ("bf16", "fp16", "fp32"):
+        raise ParamError(f"--dtype {dtype!r}: choose bf16, fp16 or fp32")
+    for flag, value in (("--warmup-ms", warmup_ms), ("--rep-ms", rep_ms)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
+            raise ParamError(f"{flag} {value!r}: must be a finite number of milliseconds >= 0")
+    for spec in names:
+        try:
+            kind = parse_config(spec)[1]["kind"]
+            if kind not in _KIND_VARIANTS:
+                raise ValueError(f"kind={kind}: choose {', '.join(_KIND_VARIANTS)}")
+        except (ValueError, KeyError) as err:
+            what = f"unknown configuration; named ones: {', '.join(CONFIGS)}" if "=" not in spec else \
+                f"not an inline configuration ({err!s}); give B=..,N=..[,H=..,d=..]"
+            raise ParamError(f"--config {spec!r}: {what}") from None
+    for path in (json_path, csv_path):
+        if path:
+            check_output(path)
 
 
 def _environment(device: str) -> dict:

@@ -481,6 +481,33 @@ def test_gpu_dense_realistic(dtype, d):
         assert _rel(out, ref) < TOL[dtype]
 
 
+@pytest.mark.parametrize("args, match", [
+    (["--config", "nosuch"], "--config 'nosuch': unknown configuration"),
+    (["--config", "B=2"], "--config 'B=2': not an inline configuration"),
+    (["--config", "B=2,N=8,kind=foo"], "kind=foo"),
+    (["--variants", "bogus"], "--variants 'bogus': unknown variant"),
+    (["--variants", ""], "--variants '': unknown variant"),
+    (["--baseline", "bogus"], "--baseline 'bogus': unknown variant"),
+    (["--warmup-ms", "-1"], "--warmup-ms -1.0"),
+    (["--rep-ms", "nan"], "--rep-ms nan"),
+    (["--json", "{tmp}/missing/r.json"], "folder {tmp}/missing does not exist"),
+    (["--csv", "{tmp}"], "is a folder"),
+])
+def test_bench_arguments_are_checked_before_the_first_measurement(tmp_path, args, match, monkeypatch, capsys):
+    """One line, exit 2, before any configuration is timed (the standard set takes minutes)."""
+    from tracekit.kernels import bench
+
+    from tracekit.cli import main
+
+    timed = []
+    monkeypatch.setattr(bench, "_make_inputs", lambda *a: timed.append(a))
+    args = [a.format(tmp=tmp_path) for a in args]
+    assert main(["bench", "attention", "--config", "seed1", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tracekit: error: ") and err.count("\n") == 1 and match.format(tmp=tmp_path) in err
+    assert timed == []
+
+
 def test_bench_cpu_tiny(tmp_path):
     from tracekit.kernels.bench import CONFIGS, bench_attention, format_table
 

@@ -264,6 +264,30 @@ def test_cli_report(store, tmp_path, capsys):
     assert "this is the store" in capsys.readouterr().err and store.read_bytes() == before
 
 
+@pytest.mark.parametrize("cmd", [
+    ["report", "--run", "hstu", "--vs", "{file}", "-o", "{out}"],
+    ["diff", "{file}", "hstu"],
+    ["diff", "hstu", "{file}"],
+])
+def test_a_file_the_run_cannot_be_compared_with_is_not_ingested(store, tmp_path, capsys, cmd):
+    """--vs FILE (and diff's file sides) of a kind the other side shares no scope with: one
+    error, and the store as it was (the file is read, checked, not written)."""
+    db = tmp_path / "r.duckdb"
+    db.write_bytes(store.read_bytes())
+    out = tmp_path / "r.html"
+    file = DATA / "ncu_diff_a" / "report.ncu-rep.xz"
+    args = [a.format(file=file, out=out) for a in cmd]
+    assert cli_main(["--db", str(db), *args]) == 2
+    err = capsys.readouterr().err
+    assert f"{file} [ncu]" in err and "share no scope to compare" in err and err.count("\n") == 1
+    assert db.read_bytes() == store.read_bytes() and not out.exists()
+    # a file that can be compared lands as before
+    assert cli_main(["--db", str(db), "report", "--run", "hstu", "--vs", str(DATA / "nsys_diff_base_b"
+                                                                              / "export.sqlite.xz"), "-o", str(out)]) == 0
+    with tracekit.open(db, read_only=True) as tk:
+        assert tk.sql("SELECT count(*) AS n FROM runs WHERE kind = 'ncu'")["n"][0] == 2
+
+
 # -- in a real browser ------------------------------------------------------------------
 
 needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install "

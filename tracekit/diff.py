@@ -83,6 +83,7 @@ the per-key summary in Python.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -141,8 +142,12 @@ class Side:
     kinds: set[str] = field(default_factory=set)
     sweep: str | None = None
 
+    pending: bool = False  # a file read but not ingested yet (its run_id is no id)
+
     @property
     def label(self) -> str:
+        if self.pending:
+            return self.ref
         if self.run_id is None:
             return f"sweep {self.sweep}"
         return f"run {self.run_id} ({self.name})"
@@ -163,9 +168,10 @@ def _is_file(ref: Any) -> bool:
     return bool(text) and not RUN_ID.fullmatch(text) and Path(text).exists()
 
 
-def resolve(tk, ref: Any) -> Side:
+def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     """A run id, a run name, a sweep id, or a file/run folder (ingested first; a file
-    already in the store is that run)."""
+    already in the store is that run). ``check(side)`` is given a file's side once it is
+    read and before it is written: what it raises leaves the store as it was."""
     con = tk.con
     text = str(ref).strip()
     if not text:
@@ -174,7 +180,11 @@ def resolve(tk, ref: Any) -> Side:
     if _is_file(text):
         if tk.read_only:
             raise QueryError(f"{path}: a file to compare must be ingested first; open the store writable")
-        text = str(tk.ingest(path).run_id)
+        def before_write(kind: str, params: dict, name: str) -> None:
+            if check is not None:
+                check(Side(text, 0, name, set(kind.split(",")), (params or {}).get("sweep"), pending=True))
+
+        text = str(tk.ingest(path, check=before_write).run_id)
     rows = []
     if RUN_ID.fullmatch(text):
         rows = con.execute("SELECT run_id, name, kind, json_extract_string(params, '$.sweep') FROM runs WHERE run_id = ?",
@@ -208,6 +218,17 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
     return out
 
 
+def pair_check(other: Side | None, file_is_base: bool, by: list[str] | None) -> Callable[[Side], None]:
+    """``resolve``'s check for a file compared with ``other`` (already resolved): the
+    pair must share a scope (``by``'s, if given) and not be one sweep twice."""
+    def check(side: Side) -> None:
+        if other is None:
+            return
+        base, new = (side, other) if file_is_base else (other, side)
+        _not_one_sweep(base, new, _scopes(base, new, by), bool(by))
+    return check
+
+
 def _not_by_a_shared_name(tk, base: Side, new: Side) -> None:
     """A run compared with itself is allowed (every delta 0: a check of the tool), but not
     when a name that several runs share picked it for both sides: the user meant two runs."""
@@ -228,7 +249,7 @@ def _not_one_sweep(base: Side, new: Side, scopes: list[str], asked: bool) -> lis
         return scopes
     rest = [s for s in scopes if s != "sweep"]
     if asked or not rest:
-        both = "both sides" if base.run_id is None or new.run_id is None else \
+        both = "both sides" if base.run_id is None or new.run_id is None or base.pending or new.pending else \
             f"runs {base.run_id} and {new.run_id}"
         raise QueryError(f"diff: {both} belong to sweep {base.sweep}: the sweep scope compares two sweeps "
                          "point by point; give runs of two sweeps (the points of one: tracekit query sweep-latency)")
@@ -728,7 +749,9 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     # run references first, files (ingested) last: a bad reference leaves the store as it was
     files = [_is_file(r) for r in (base, new)]
     sides = {i: resolve(tk, r) for i, r in enumerate((base, new)) if not files[i]}
-    sides.update({i: resolve(tk, r) for i, r in enumerate((base, new)) if files[i]})
+    for i, r in enumerate((base, new)):  # a file the other side cannot be compared with is not ingested
+        if files[i]:
+            sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
     sb, sn = sides[0], sides[1]
     _not_by_a_shared_name(tk, sb, sn)
     scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))

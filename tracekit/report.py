@@ -400,7 +400,8 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
     from . import charts
     from . import diff as _diff
 
-    base = _diff.resolve(tk, vs)  # a file is ingested here (the store must be writable)
+    # a file is ingested here (the store must be writable), unless the run cannot be compared with it
+    base = _diff.resolve(tk, vs, _diff.pair_check(_diff.resolve(tk, run_id), True, None))
     df = tk.diff(base.sweep if base.run_id is None else base.run_id, run_id, threshold_pct=threshold)
     counts = ", ".join(f"{n:,} {v}" for v, n in df["verdict"].value_counts(sort=True).rows())
     table = diff_table_html(df)

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -474,21 +475,25 @@ class Tracekit:
         self.close()
 
     # -- ingest -----------------------------------------------------------
-    def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None) -> IngestResult:
+    def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None, *,
+               check: Callable[[str, dict, str], None] | None = None) -> IngestResult:
         """Ingest a profiler output (nsys SQLite export, ncu report/CSV, possibly compressed)
         or a tracekit run folder as one run. The same content again is the same run,
         however it is reached (a run folder's export ingested alone is part of the
         folder's run): nothing is written, and the run is renamed to ``name`` if given.
         A run folder whose export was ingested alone before takes that run's place.
-        Ctrl-C raises ``Interrupted`` saying whether the run was committed; the store
-        holds the whole run or nothing of it."""
+        ``check(kind, params, name)``, where given, is called once the input is read and
+        before anything is written: an error it raises leaves the store as it was (a
+        command that ingests a file only to ask a question of it refuses a question the
+        run cannot answer first). Ctrl-C raises ``Interrupted`` saying whether the run
+        was committed; the store holds the whole run or nothing of it."""
         if name is not None:
             name = check_run_name(name)
         self.last_ingest = None
         self._note_writer(f"`tracekit ingest {path}`")
         with SigintWatch() as self._sigints:
             try:
-                return self._ingest(Path(path), name, params)
+                return self._ingest(Path(path), name, params, check)
             except Interrupted:  # raised by _write, which knows whether it committed
                 raise
             except BaseException as err:
@@ -509,7 +514,8 @@ class Tracekit:
         return Interrupted(f"{path}: interrupted after the commit: it is in the store as run {res.run_id} "
                            f"({res.name})")
 
-    def _ingest(self, path: Path, name: str | None, params: dict | None) -> IngestResult:
+    def _ingest(self, path: Path, name: str | None, params: dict | None,
+                check: Callable[[str, dict, str], None] | None = None) -> IngestResult:
         with self.memory_errors(str(path)):
             got = self._read_input(path, name, params)
             if isinstance(got, IngestResult):
@@ -517,6 +523,8 @@ class Tracekit:
             got = self._decide(got)
         if isinstance(got, IngestResult):
             return got
+        if check is not None:
+            check(got.parsed.kind, got.params, got.name)
         return self._write_pending(got)
 
     @contextlib.contextmanager

@@ -179,3 +179,16 @@ def test_a_sweep_grid_of_one_value_and_out_that_is_a_file(tmp_path):
     (tmp_path / "runs").write_text("")
     res = runner.invoke(cli.app, ["sweep", "--bs", "1", "--nc", "4", "--out", str(tmp_path / "runs"), "--no-ingest"])
     assert isinstance(res.exception, CaptureError) and "--out" in str(res.exception) and "is a file" in str(res.exception)
+
+
+def test_capture_into_an_empty_folder_makes_it_a_dataset(tmp_path):
+    """The check before the workload takes an empty --db folder as an ingest does: a new dataset."""
+    import tracekit
+
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    res = runner.invoke(cli.app, ["capture", "--bs", "1", "--nc", "4", "--tool", "none", "--preset", "small",
+                                  "--iters", "1", "--warmup-ms", "0", "--out", str(tmp_path / "runs"), "--db", str(ds)])
+    assert res.exit_code == 0, res.output
+    with tracekit.open(ds) as tk:
+        assert tk.runs()["kind"].to_list() == ["timing"]

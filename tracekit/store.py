@@ -1023,7 +1023,8 @@ def check_ingest_target(db: str | os.PathLike | None = None) -> None:
     if path.is_dir():
         from .dataset import Dataset
 
-        Dataset(path).check()
+        if any(path.iterdir()):  # (an empty folder becomes a dataset at the first ingest)
+            Dataset(path).check()
         return
     if not path.exists() and not path.parent.is_dir():
         raise InputError(f"{path}: cannot create the store: folder {path.parent} does not exist")

@@ -161,6 +161,23 @@ def test_runs_fits(db, capsys):
     assert "bs=8 nc=1024" in out and "hstu" in out and "ncu" in out
 
 
+def test_a_run_name_is_not_shortened_as_a_kernel_name(tmp_path, capsys):
+    """`name` is a kernel's in top-kernels but a run's in runs and run-info: a run name
+    with parentheses or angle brackets is shown whole, as --run takes it."""
+    db = str(tmp_path / "t.duckdb")
+    run = "bs8 <nc=1024> (rerun)"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "nsys_capture_range" / "export.sqlite.xz", name=run)
+    for query in (["runs"], ["query", "run-info"]):
+        _, out, _ = _run(capsys, "--db", db, *query)
+        assert f"  {run}  " in _rows(out)[0], out
+    # a kernel's name still is: its template arguments go
+    _, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--columns", "name")
+    assert "at::native::vectorized_elementwise_kernel" in _rows(out)
+    with tracekit.open(db, read_only=True) as tk:
+        assert "at::native::vectorized_elementwise_kernel<" in " ".join(tk.query("top-kernels")["name"])
+
+
 def test_numbers_are_never_cut_on_a_narrow_terminal(db, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "70")
     _, out, _ = _run(capsys, "--db", db, "query", "api-summary", "--run", "hstu")

@@ -113,6 +113,13 @@ class Query:
     rows_from: str | None = None  # @rows: the CTE whose rows the query returns
 
     @property
+    def kernel_columns(self) -> tuple[str, ...]:
+        """The columns whose documentation says they hold kernel names."""
+        from .table import KERNEL_NAME_COLUMNS
+
+        return tuple(c for c, doc in self.columns.items() if c.lower() in KERNEL_NAME_COLUMNS and "kernel" in doc.lower())
+
+    @property
     def spans_runs(self) -> bool:
         """Whether ``run='all'`` is an answer: the ``run`` parameter's doc offers 'all'
         (and the SQL then reads ``$run IS NULL`` as every run; a test checks both agree)."""
@@ -286,6 +293,7 @@ class Registry:
         bound = self.bind(tk, q, params)
         try:
             rows = Rows.from_relation(tk.con.sql(q.sql, params=bound))
+            rows.kernel_columns = q.kernel_columns
             limit = bound.get("limit")
             if limit and len(rows.rows) == limit:  # counted only when the limit may have cut
                 sql = count_sql(q)

@@ -57,6 +57,9 @@ class Rows:
     rows: list[tuple]
     total: int | None = None
     hidden: list[str] = field(default_factory=list)  # columns left out of the display
+    #: the columns that hold kernel names (shortened as such); a named query says which
+    #: of its columns do (a run's ``name`` is no kernel's)
+    kernel_columns: tuple[str, ...] = KERNEL_NAME_COLUMNS
 
     @classmethod
     def from_relation(cls, rel) -> Rows:
@@ -76,7 +79,7 @@ class Rows:
         idx = [self.columns.index(c) for c in cols]
         return Rows([self.columns[i] for i in idx], [self.types[i] for i in idx],
                     [tuple(r[i] for i in idx) for r in self.rows], self.total,
-                    [c for c in self.columns if c not in cols])
+                    [c for c in self.columns if c not in cols], self.kernel_columns)
 
     def without_empty(self) -> Rows:
         """The columns holding a value in some row (all of them when there are no rows)."""
@@ -85,7 +88,7 @@ class Rows:
             return self
         return Rows([self.columns[i] for i in keep], [self.types[i] for i in keep],
                     [tuple(r[i] for i in keep) for r in self.rows], self.total,
-                    self.hidden + [c for i, c in enumerate(self.columns) if i not in keep])
+                    self.hidden + [c for i, c in enumerate(self.columns) if i not in keep], self.kernel_columns)
 
 
 # -- one column ---------------------------------------------------------------------
@@ -298,10 +301,11 @@ def _kernel_name(text: str, width: int) -> str:
     return names.short_name(text, width) if any(c in text for c in "<(:") else names.cut_end(text, width)
 
 
-def _shorten(col: str, values: list[Any], cells: list[str], width: int) -> list[str]:
+def _shorten(col: str, values: list[Any], cells: list[str], width: int,
+             kernel_columns: tuple[str, ...] = KERNEL_NAME_COLUMNS) -> list[str]:
     if col.lower() in FREE_TEXT_COLUMNS:
         return [names.cut_end(c, width) for c in cells]
-    shorten = _kernel_name if col.lower() in KERNEL_NAME_COLUMNS else names.cut_text
+    shorten = _kernel_name if col.lower() in kernel_columns else names.cut_text
     return names.distinct_labels([None if v is None else c for v, c in zip(values, cells, strict=True)],
                                  width, shorten)
 
@@ -328,8 +332,8 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
     natural = []
     for i in text_idx:
         c, header, values, cells, _ = cols[i]
-        if c.lower() in KERNEL_NAME_COLUMNS:
-            cells = _shorten(c, values, cells, NAME_WIDTH)
+        if c.lower() in rows.kernel_columns:
+            cells = _shorten(c, values, cells, NAME_WIDTH, rows.kernel_columns)
             cols[i] = (c, header, values, cells, False)
         natural.append(max([len(header), *map(len, cells)]))
     floors = [min(n, max(MIN_TEXT, len(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
@@ -345,11 +349,11 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
         if widths == natural:
             break
     if widths is None:
-        return _expanded(cols, width) + footer + "\n"
+        return _expanded(cols, width, rows.kernel_columns) + footer + "\n"
     for w, i in zip(widths, text_idx, strict=True):
         c, header, values, cells, _ = cols[i]
         if max(map(len, cells), default=0) > w:
-            cols[i] = (c, header, values, _shorten(c, values, cells, w), False)
+            cols[i] = (c, header, values, _shorten(c, values, cells, w, rows.kernel_columns), False)
     col_w = [max([*map(len, h), *map(len, c[3])]) for c, h in zip(cols, heads, strict=True)]
     just = [str.rjust if c[4] else str.ljust for c in cols]
     depth = max(map(len, heads))
@@ -375,13 +379,13 @@ def _wrap(header: str, width: int) -> list[str]:
     return lines
 
 
-def _expanded(cols, width: int) -> str:
+def _expanded(cols, width: int, kernel_columns: tuple[str, ...]) -> str:
     """One block per row, ``column  value`` per line (psql's expanded display)."""
     key_w = max(len(c[1]) for c in cols)
     val_w = max(width - key_w - len(GAP), MIN_TEXT)
     shortened = []
     for c, _header, values, cells, is_num in cols:
-        shortened.append(cells if is_num else _shorten(c, values, cells, val_w))
+        shortened.append(cells if is_num else _shorten(c, values, cells, val_w, kernel_columns))
     out = []
     n = len(cols[0][3])
     for r in range(n):

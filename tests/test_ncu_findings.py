@@ -243,4 +243,9 @@ def test_warp_stalls_without_the_section_is_an_error(store):
     with pytest.raises(QueryError, match="no launch of the run has warp state metrics; profile with ncu --section "
                                          "WarpStateStats"):
         store.query("warp-stalls", run="ncu_sections/report")
-    assert store.query("warp-stalls", run="ncu_full/report", kernel="no such kernel").height == 0
+    # a kernel filter no launch of the run matches is an error too, in every ncu query that takes one
+    for query in ("warp-stalls", "ncu-rules", "ncu-source", "memory-workload"):
+        with pytest.raises(QueryError, match=rf"^{query}: no kernel of the run has a name containing 'no such "
+                                             r"kernel' \(`tracekit query ncu-kernels` lists them\)$"):
+            store.query(query, run="ncu_full/report", kernel="no such kernel")
+        assert store.query(query, run="ncu_full/report", kernel="SOFTMAX", limit=0).height > 0

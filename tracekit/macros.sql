@@ -34,3 +34,14 @@ CREATE OR REPLACE TEMP MACRO kernel_family(name) AS
         '_[0-9a-f]{12,}(_|$)', '\1', 'g'),                        -- hashes
         '([^_])_{2,}', '\1_', 'g'),                               -- '__' left by the cuts
         '([^_])_$', '\1'), ''), name) END;
+
+-- An ncu query's `kernel` filter (text a kernel name contains, case-insensitive): true where
+-- it is not given or some launch of the run (NULL: of any run) matches it; otherwise an
+-- error naming it, not an empty table that reads as "no findings" or "no stalls".
+CREATE OR REPLACE TEMP MACRO ncu_kernel_asked(query, run, kernel) AS
+    kernel IS NULL OR (
+        SELECT CASE WHEN count(*) > 0 THEN true
+                    ELSE error(query || ': no kernel of ' || CASE WHEN run IS NULL THEN 'any run' ELSE 'the run' END
+                               || ' has a name containing ''' || kernel || ''' (`tracekit query ncu-kernels` '
+                               || 'lists them)') END
+        FROM ncu_kernels WHERE (run IS NULL OR run_id = run) AND contains(lower(name), lower(kernel)));

@@ -33,6 +33,7 @@ WITH launches AS (
     SELECT run_id, kernel_id, name, nvtx_range
     FROM ncu_kernels
     WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
+      AND ncu_kernel_asked('memory-workload', $run, $kernel)
 ), section(col, metric) AS (VALUES
     ('duration_ns', 'gpu__time_duration.sum'),
     ('dram_bytes_per_s', 'dram__bytes.sum.per_second'),

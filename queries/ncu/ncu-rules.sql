@@ -47,7 +47,7 @@ WITH src AS (  -- one row, read first: its check raises even where no rule match
     WHERE ($run IS NULL OR r.run_id = $run)
       AND (list_contains(string_split(replace(lower($type), ' ', ''), ','), 'all')
            OR list_contains(string_split(replace(upper($type), ' ', ''), ','), r.rule_type))
-      AND ($kernel IS NULL OR contains(lower(k.name), lower($kernel)))
+      AND ($kernel IS NULL OR contains(lower(k.name), lower($kernel))) AND ncu_kernel_asked('ncu-rules', $run, $kernel)
 ), rows AS (
     SELECT run_id, kernel_id, 1 AS launches, name, nvtx_range, section, rule, rule_type, speedup_type, speedup_pct,
            duration_ns, est_saved_ns, title, message

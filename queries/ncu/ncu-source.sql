@@ -42,6 +42,7 @@ WITH launches AS (
     SELECT run_id, kernel_id, name
     FROM ncu_kernels
     WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
+      AND ncu_kernel_asked('ncu-source', $run, $kernel)
       AND ($launch IS NULL OR kernel_id = $launch)
 ), checked AS (  -- read first: the error is raised even where the filters leave nothing
     SELECT CASE WHEN count(*) > 0 OR NOT EXISTS (FROM ncu_kernels WHERE $run IS NULL OR run_id = $run) THEN true

@@ -24,6 +24,7 @@ WITH launches AS (
     SELECT run_id, kernel_id, name, nvtx_range
     FROM ncu_kernels
     WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
+      AND ncu_kernel_asked('warp-stalls', $run, $kernel)
 ), m AS (  -- the stall sampling (Source Counters) of those launches
     SELECT m.run_id, m.kernel_id, m.metric, m.value
     FROM ncu_metrics m SEMI JOIN launches l USING (run_id, kernel_id)

@@ -28,7 +28,7 @@ def _trace(scen: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels", "hstu_capture", "odd_nvtx", "multiproc",
-                                  "registered_nvtx", "registered_nvtx_domains"])
+                                  "registered_nvtx", "registered_nvtx_domains", "memops", "autograd"])
 def test_projection_per_range_matches_nsys_trace(nsys_db, scen):
     """Every projected range instance: start, duration, op count, level, children, pid/tid."""
     ours = nsys_db.sql(
@@ -151,7 +151,7 @@ def _interval_union(intervals, min_gap):
     return busy + cur[1] - cur[0], gaps, gap_total, max_gap
 
 
-@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "multiproc", "graphs_graph"])
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "multiproc", "graphs_graph", "memops", "autograd"])
 def test_gpu_utilization_is_the_interval_union(nsys_db, scen, tmp_path):
     # several streams with overlapping work, copies and memsets; three processes with
     # equal stream ids on two GPUs; CUDA graph launches traced whole: every number equals

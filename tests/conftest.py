@@ -16,12 +16,13 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 DATA = Path(__file__).parent / "data"
 #: the first three and hstu_capture are the issue's scenarios; the rest are what real captures
-#: also hold (several processes and GPUs, graph-level tracing, odd NVTX, NVTX names only registered, cut captures)
+#: also hold (several processes and GPUs, graph-level tracing, odd NVTX, NVTX names only registered, cut captures,
+#: Unified Memory and the runtime's other memory operations, PyTorch's autograd NVTX ranges with CPU sampling)
 NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
                   "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range",
                   "diff_base_a", "diff_base_b", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
                   *(f"ranks_2gpu_rank{r}" for r in range(2)),
-                  "registered_nvtx", "registered_nvtx_domains"]
+                  "registered_nvtx", "registered_nvtx_domains", "memops", "autograd"]
 #: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
 NSYS_EXPORTS = {
     "hstu_mixed": DATA / "nsys_hstu_mixed" / "export.sqlite.xz",
@@ -30,7 +31,8 @@ NSYS_EXPORTS = {
     "hstu_capture": DATA / "hstu_capture_nsys" / "nsys.sqlite.xz",  # `tracekit capture --tool nsys`
     **{s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in (
         "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range",
-        "diff_base_a", "diff_base_b", "diff_regressed", "registered_nvtx", "registered_nvtx_domains")},
+        "diff_base_a", "diff_base_b", "diff_regressed", "registered_nvtx", "registered_nvtx_domains",
+        "memops", "autograd")},
     # one export per rank of a 4-process job (tests/data/nsys_ranks/PLANT.md)
     **{f"ranks_rank{r}": DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz" for r in range(4)},
     # two ranks of the job spread over 2 GPUs: rank 1 ran on device 1 (nsys_ranks_2gpu/PLANT.md)

@@ -28,7 +28,7 @@ def _trace(scen: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels", "hstu_capture", "odd_nvtx", "multiproc",
-                                  "registered_nvtx", "registered_nvtx_domains"])
+                                  "registered_nvtx", "registered_nvtx_domains", "memops", "autograd"])
 def test_projection_per_range_matches_nsys_trace(nsys_db, scen):
     """Every projected range instance: start, duration, op count, level, children, pid/tid."""
     ours = nsys_db.sql(
@@ -125,8 +125,8 @@ def test_launches_outside_every_range_have_no_range(nsys_db):
 def test_gpu_utilization_is_consistent(nsys_db):
     df = nsys_db.query("gpu-utilization", run="multithread")
     assert (df["busy_ns"] <= df["span_ns"]).all()
-    dev = df.filter(df["stream_id"].is_null())
-    streams = df.filter(df["stream_id"].is_not_null())
+    dev = df.filter(df["pid"].is_null())
+    streams = df.filter(df["pid"].is_not_null())
     assert dev["ops"][0] == streams["ops"].sum()
     assert dev["busy_ns"][0] >= streams["busy_ns"].max()
     assert dev["busy_ns"][0] <= streams["busy_ns"].sum()
@@ -151,11 +151,12 @@ def _interval_union(intervals, min_gap):
     return busy + cur[1] - cur[0], gaps, gap_total, max_gap
 
 
-@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "multiproc", "graphs_graph"])
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "multiproc", "graphs_graph", "memops", "autograd"])
 def test_gpu_utilization_is_the_interval_union(nsys_db, scen, tmp_path):
     # several streams with overlapping work, copies and memsets; three processes with
-    # equal stream ids on two GPUs; CUDA graph launches traced whole: every number equals
-    # a plain merge of the export's own intervals, per (process, context, stream) and per device
+    # equal stream ids on two GPUs; CUDA graph launches traced whole; Unified Memory
+    # migrations, on no stream (context and stream 0 in the export): every number equals a
+    # plain merge of the export's own intervals, per (process, context, stream) and per device
     raw = tmp_path / "e.sqlite"
     raw.write_bytes(lzma.open(NSYS_EXPORTS[scen]).read())
     con = sqlite3.connect(raw)
@@ -163,23 +164,51 @@ def test_gpu_utilization_is_the_interval_union(nsys_db, scen, tmp_path):
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                   "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"):
         if con.execute("SELECT count(*) FROM sqlite_master WHERE name = ?", [table]).fetchone()[0]:
-            ops += con.execute(f'SELECT deviceId, (globalPid >> 24) & 16777215, contextId, streamId, start, "end" '
-                               f"FROM {table}").fetchall()
+            ops += con.execute(f'SELECT deviceId, (globalPid >> 24) & 16777215, nullif(contextId, 0), '
+                               f'nullif(streamId, 0), start, "end" FROM {table}').fetchall()
     con.close()
     streams = {op[:4] for op in ops}
     if scen == "multiproc":  # the case that needs the process in the key
         assert len(streams) > len({(d, st) for d, _, _, st in streams})
+    if scen == "memops":  # the migrations: one lane of the process, on no stream
+        assert sum(st is None for *_, st in streams) == 1
     for min_gap in (0, 10_000):
         df = nsys_db.query("gpu-utilization", run=scen, min_gap_ns=min_gap, limit=0)
         assert df.height == len(streams) + len({d for d, *_ in ops})
         for row in df.iter_rows(named=True):
             key = (row["device_id"], row["pid"], row["context_id"], row["stream_id"])
             mine = [(s, e) for *k, s, e in ops
-                    if k[0] == key[0] and (row["stream_id"] is None or tuple(k) == key)]
+                    if k[0] == key[0] and (row["pid"] is None or tuple(k) == key)]
             busy, gaps, gap_total, max_gap = _interval_union(mine, min_gap)
             assert row["ops"] == len(mine)
             assert row["span_ns"] == max(e for _, e in mine) - min(s for s, _ in mine)
             assert (row["busy_ns"], row["gaps"], row["gap_total_ns"], row["max_gap_ns"]) == (busy, gaps, gap_total, max_gap)
+
+
+def test_ops_on_no_stream_have_no_stream_or_context(nsys_db):
+    """Unified Memory migrations run on no stream and in no context: the export writes 0
+    for both (CUPTI's ids start at 1) and nsys stats prints neither (cuda_gpu_trace's
+    NULLIF). The store holds NULL: gpu-trace prints what nsys prints (its golden test),
+    gpu-utilization gives them one lane of their process beside its streams (device rows:
+    pid NULL), idle-gaps names no stream. Every other op of every capture has both."""
+    memops = nsys_db.sql("SELECT run_id FROM runs WHERE name = 'memops'")["run_id"][0]
+    um = nsys_db.sql(f"""
+        SELECT count(*) AS n, count(context_id) AS ctx, count(stream_id) AS stream,
+               count(*) FILTER (WHERE correlation_id = 0) AS corr0
+        FROM memcpy WHERE run_id = {memops} AND operation LIKE '[CUDA memcpy Unified %'""").row(0, named=True)
+    assert um == {"n": 2229, "ctx": 0, "stream": 0, "corr0": 2229}
+    assert nsys_db.sql("SELECT count(*) AS n FROM gpu_ops WHERE (context_id IS NULL OR stream_id IS NULL) "
+                       "AND NOT starts_with(name, '[CUDA memcpy Unified ')")["n"][0] == 0
+    util = nsys_db.query("gpu-utilization", run="memops", limit=0)
+    assert util["pid"][0] is None and util["ops"][0] == nsys_db.sql(
+        f"SELECT count(*) AS n FROM gpu_ops WHERE run_id = {memops}")["n"][0]
+    lanes = util.filter(util["pid"].is_not_null())
+    assert lanes["stream_id"].to_list() == [7, 13, 14, 15, None]  # the process's streams, then its ops on none
+    assert lanes["context_id"].to_list() == [1, 1, 1, 1, None] and lanes["ops"][-1] == 2229
+    gaps = nsys_db.query("idle-gaps", run="memops", limit=0)
+    unified = gaps["next_op"].str.starts_with("[CUDA memcpy Unified ")
+    assert unified.any() and gaps.filter(unified)["stream_id"].is_null().all()
+    assert gaps.filter(~unified)["stream_id"].is_not_null().all()
 
 
 @pytest.mark.parametrize("scen", ["hstu_mixed", "many_kernels", "multithread"])

@@ -29,6 +29,7 @@ RUNS = {  # run name -> the capture's folder (each has stats/ from nsys stats)
     "mixed": DATA / "nsys_hstu_mixed",           # start/end range, marks, graphs, named domain
     "odd_nvtx": DATA / "nsys_odd_nvtx",          # a start/end range ended on another thread
     "graphs_graph": DATA / "nsys_graphs_graph",  # whole CUDA graph launches
+    "memops": DATA / "nsys_memops",              # Unified Memory migrations: ops on no stream
 }
 
 
@@ -169,6 +170,24 @@ def test_tracks_are_named_per_process_thread_gpu_and_stream(exported, tk):
     assert all(names[k].startswith("Stream ") for k in gpu_tracks)
     assert all(names[(e["pid"], e["tid"])].startswith("NVTX · ") for e in events
                if e["ph"] == "X" and e["cat"] == "nvtx")
+
+
+def test_ops_on_no_stream_have_their_own_track(exported, tk):
+    """Unified Memory migrations run on no stream (the export's context and stream 0): all
+    of them on one track of their process, named 'No stream', with a null stream; the
+    process's streams keep their names (one process: no pid or context in them)."""
+    _, events = exported["memops"]
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    gpu = [e for e in events if e["ph"] == "X" and e["pid"] >= trace.GPU_PID_OFFSET]
+    migrations = [e for e in gpu if e["name"].startswith("[CUDA memcpy Unified ")]
+    assert len(migrations) == tk.con.execute(
+        "SELECT count(*) FROM memcpy WHERE run_id = (SELECT run_id FROM runs WHERE name = 'memops') "
+        "AND stream_id IS NULL").fetchall()[0][0] == 2229
+    assert {names[(e["pid"], e["tid"])] for e in migrations} == {"No stream"}
+    assert all(e["args"]["stream"] is None for e in migrations)
+    assert sorted({names[(e["pid"], e["tid"])] for e in gpu if e not in migrations}) == [
+        "Stream 13", "Stream 14", "Stream 15", "Stream 7"]
 
 
 def test_window_by_nvtx_instance(tk, tmp_path):

@@ -69,7 +69,8 @@ NSYS = (
     Section("gpu-utilization", "GPU utilization", "gpu-utilization", {"limit": 0}, None,
             ("device_id", "pid", "stream_id", "ops", "span_ns", "busy_ns", "idle_ns", "utilization_pct", "gaps",
              "max_gap_ns"),
-            "Busy and idle time per device (stream empty) and per stream; gaps: idle stretches of 10 µs or more."),
+            "Busy and idle time per device (pid empty), per stream, and per process for its ops on no stream "
+            "(Unified Memory migrations: stream empty); gaps: idle stretches of 10 µs or more."),
     Section("idle-gaps", "Longest idle gaps", "idle-gaps", {"limit": 10}, None,
             ("device_id", "gap_ns", "start_ns", "end_ns", "next_op_kind", "next_op", "pid", "stream_id"),
             "Stretches with nothing running on the GPU, and the op that ended each."),

@@ -28,9 +28,9 @@ SELECT k.run_id,
        k.end_ns,               -- kernel end, ns
        k.end_ns - k.start_ns AS dur_ns,  -- duration, ns
        k.device_id,            -- CUDA device id
-       k.context_id,           -- CUDA context id
+       k.context_id,           -- CUDA context id (NULL for an op on none)
        k.green_context_id,     -- green context (SM partition) it ran in; NULL outside any
-       k.stream_id,            -- CUDA stream id
+       k.stream_id,            -- CUDA stream id (NULL for an op on none)
        k.correlation_id,       -- links to api_calls.correlation_id (same process)
        k.global_pid,           -- nsys globalPid (process key)
        ((k.global_pid >> 24) & 16777215)::INTEGER AS pid,  -- OS process id
@@ -299,7 +299,8 @@ CREATE TABLE IF NOT EXISTS threads (
 
 -- All GPU activity in one place (kernels, memcpy, memset, whole graph launches) for
 -- timeline/utilization queries. A stream is (global_pid, context_id, stream_id): stream
--- ids of different processes are unrelated. Kernels come from _kernels with one name
+-- ids of different processes are unrelated; context and stream are NULL for the ops that
+-- run on none (Unified Memory migrations), one lane per process. Kernels come from _kernels with one name
 -- lookup (the kernels view would make three).
 CREATE OR REPLACE VIEW gpu_ops AS
     SELECT k.run_id, 'kernel' AS op_kind, n.value AS name, k.start_ns, k.end_ns, k.end_ns - k.start_ns AS dur_ns, k.device_id,

@@ -46,8 +46,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: (nsys's rule; a store of 8 can hold another parent_id where start/end ranges cross);
 #: 10: green_context_id of kernels, copies, memsets and graph launches; 11: osrt_calls;
 #: 12: nvtx_range_kernel_sum computed at ingest; 13: ncu_rules; 14: ncu_source, ncu_source_stalls,
-#: ncu_source_lines.
-SCHEMA_VERSION = 14
+#: ncu_source_lines; 15: context_id and stream_id of GPU ops NULL where the op runs on none
+#: (Unified Memory migrations: the export's 0).
+SCHEMA_VERSION = 15
 
 
 def ingest_memory_limit() -> str:

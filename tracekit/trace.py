@@ -9,7 +9,8 @@ instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``
   slices of the process;
 - per GPU (a process ``GPU N: <name>``), one track per stream (a process's stream of a
   CUDA context: stream ids of two processes are unrelated) of kernels, copies, memsets
-  and whole graph launches;
+  and whole graph launches, and one per process for its ops on no stream (``No stream``:
+  Unified Memory migrations);
 - a flow arrow from each launching API call to the GPU op it launched (when both are in
   the window).
 
@@ -93,11 +94,13 @@ def _us(ns_expr: str) -> str:
 # overlaps it.
 _IN = "($lo IS NULL OR {end} >= $lo) AND ($hi IS NULL OR {start} <= $hi)"
 
-#: the GPU tracks of a run (independent of the window, so a stream keeps its track id)
+#: the GPU tracks of a run (independent of the window, so a stream keeps its track id);
+#: owners: the processes and contexts with streams on the device (ops on no stream have no context)
 _STREAMS = """
 SELECT device_id, global_pid, context_id, stream_id,
        dense_rank() OVER (PARTITION BY device_id ORDER BY global_pid, context_id, stream_id)::INTEGER AS track,
-       count(DISTINCT (global_pid, context_id)) OVER (PARTITION BY device_id) AS owners
+       count(DISTINCT CASE WHEN context_id IS NOT NULL THEN (global_pid, context_id) END)
+           OVER (PARTITION BY device_id) AS owners
 FROM (SELECT DISTINCT device_id, global_pid, context_id, stream_id FROM gpu_ops WHERE run_id = $run)
 """
 
@@ -132,7 +135,8 @@ SELECT o.kind, o.name, {_us('o.start_ns')} AS ts, {_us('o.end_ns - o.start_ns')}
        (o.launch_global_tid & 16777215)::INTEGER AS launch_tid, {_us('o.api_start_ns')} AS api_ts,
        o.grid_x, o.grid_y, o.grid_z, o.block_x, o.block_y, o.block_z, o.registers_per_thread, o.smem_bytes,
        o.bytes, o.stream_id
-FROM ops o JOIN streams s USING (device_id, global_pid, context_id, stream_id)
+FROM ops o JOIN streams s ON s.device_id = o.device_id AND s.global_pid = o.global_pid
+    AND s.context_id IS NOT DISTINCT FROM o.context_id AND s.stream_id IS NOT DISTINCT FROM o.stream_id
 ORDER BY o.device_id, s.track, o.start_ns, o.end_ns DESC
 """
 
@@ -355,6 +359,7 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]
              sid) in zip(*cols, strict=True):
             gpid = GPU_PID_OFFSET + dev
             gpu_tracks[(dev, track)] = sid
+            sid, corr = ("null" if v is None else v for v in (sid, corr))
             if kind == "kernel":
                 args = (f'"grid":[{gx},{gy},{gz}],"block":[{bx},{by},{bz}],"registers_per_thread":{regs},'
                         f'"shared_mem_bytes":{smem},"stream":{sid},"correlation_id":{corr}')
@@ -397,9 +402,11 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]
         _meta(w, "process_sort_index", gpid, None, {"sort_index": len(pids) + i})
     for (dev, track), sid in sorted(gpu_tracks.items()):
         _, gpid_raw, ctx, _, _, owners = streams[(dev, track)]
-        label = f"Stream {sid}"
-        if owners > 1:
-            label += f" (pid {(gpid_raw >> 24) & 0xFFFFFF}, context {ctx})"
+        pid = (gpid_raw >> 24) & 0xFFFFFF
+        if sid is None:  # the process's ops on no stream (Unified Memory migrations)
+            label = "No stream" + (f" (pid {pid})" if owners > 1 else "")
+        else:
+            label = f"Stream {sid}" + (f" (pid {pid}, context {ctx})" if owners > 1 else "")
         _meta(w, "thread_name", GPU_PID_OFFSET + dev, track, {"name": label})
         _meta(w, "thread_sort_index", GPU_PID_OFFSET + dev, track, {"sort_index": track})
     w.flush()

@@ -27,9 +27,9 @@
 -- @column src_kind                copy source memory kind, or the memset's memory kind (Pageable, Pinned, Device, ...)
 -- @column dst_kind                copy destination memory kind
 -- @column device                  GPU name and device id, as nsys prints it: 'NVIDIA H200 (0)'
--- @column context_id              CUDA context id
+-- @column context_id              CUDA context id; NULL for an op on none (a Unified Memory migration)
 -- @column green_context_id        green context id; NULL outside any
--- @column stream_id               CUDA stream id
+-- @column stream_id               CUDA stream id; NULL for an op on none (a Unified Memory migration)
 -- @column name                    demangled kernel name, '[CUDA memcpy Host-to-Device]', '[CUDA memset]', ...
 -- @column op_kind                 kernel, memcpy or memset
 -- @column pid                     process id

@@ -3,7 +3,8 @@
 -- (overlapping work on several streams, or of several processes, counts once per
 -- device); the span runs from the first op's start to the last op's end in that scope.
 -- A stream is a process's stream of a CUDA context (stream ids of two processes are
--- unrelated). Rows with stream_id NULL are whole-device totals.
+-- unrelated). Rows with pid NULL are whole-device totals; a row with a pid but no
+-- stream holds that process's ops that run on no stream (Unified Memory migrations).
 -- Each op carries the idle time before it on its stream and on its device (computed at
 -- ingest: a running max over the time-sorted ops), so idle = the sum of those gaps.
 -- @param run         TEXT     run id or name (default: latest run)
@@ -11,8 +12,8 @@
 -- @param limit       INTEGER  rows to return; 0 = all (default: 0)
 -- @column device_id        CUDA device
 -- @column pid              process owning the stream (NULL on device rows)
--- @column context_id       CUDA context of the stream (NULL on device rows)
--- @column stream_id        CUDA stream (NULL = all streams of the device)
+-- @column context_id       CUDA context of the stream (NULL on device rows and for ops on no stream)
+-- @column stream_id        CUDA stream (NULL on device rows and for ops on no stream)
 -- @column ops              GPU operations (kernels, memcpy, memset, graph launches traced whole)
 -- @column span_ns          first op start to last op end, ns
 -- @column busy_ns          time with at least one op running, ns
@@ -46,5 +47,5 @@ SELECT device_id, ((global_pid >> 24) & 16777215)::INTEGER AS pid, context_id, s
        round(100.0 * (e - s - idle) / nullif(e - s, 0), 2) AS utilization_pct,
        gaps, gap_total::BIGINT AS gap_total_ns, max_gap::BIGINT AS max_gap_ns
 FROM scoped
-ORDER BY device_id, stream_id IS NOT NULL, pid, context_id, stream_id
+ORDER BY device_id, pid IS NOT NULL, pid, context_id, stream_id
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

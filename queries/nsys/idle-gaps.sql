@@ -11,7 +11,7 @@
 -- @column next_op_kind  kind of that op: kernel, memcpy, memset or graph
 -- @column next_op       that op's name (demangled kernel name, '[CUDA memcpy Host-to-Device]', ...)
 -- @column pid           process that launched it
--- @column stream_id     its CUDA stream
+-- @column stream_id     its CUDA stream (NULL for an op on none: a Unified Memory migration)
 -- @display device_id, gap_ns, start_ns, next_op_kind, next_op, stream_id
 -- @requires kernels, memcpy, memset, graph_execs
 SELECT device_id, device_gap_ns AS gap_ns, start_ns - device_gap_ns AS start_ns, start_ns AS end_ns,

@@ -3,13 +3,13 @@
 # Usage: [NSYS_SCENARIOS="..."] [NCU_VARIANTS="..."] [RANKS=4] [SWEEPS="a b c"] capture_fixtures.sh OUTDIR
 #   NSYS_SCENARIOS  default: hstu_mixed many_kernels multithread; also multiproc graphs_node
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
-#                   registered_nvtx_domains diff_base_a diff_base_b diff_regressed
+#                   registered_nvtx_domains diff_base_a diff_base_b diff_regressed memops autograd
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source (empty for none)
 #   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4);
 #                   rank r runs on GPU r % (the machine's GPU count)
 #   RANKS_NAME      its folder (default nsys_ranks; nsys_ranks_2gpu was taken on 2 GPUs)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
-# Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx, and for
+# Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx and memops, and for
 # SWEEPS the tracekit CLI ($TRACEKIT, default `tracekit`; `--no-ingest` needs no duckdb).
 # Each nsys scenario gets export.sqlite.xz, NVIDIA's own `nsys stats` CSVs (the goldens;
 # the two trace reports compressed), profile.log and capture.txt (GPU, driver, clocks as
@@ -30,7 +30,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 reports=cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace,osrt_sum,cuda_gpu_sum
-nsys_opts="--sample=none --cpuctxsw=none --force-overwrite=true --export=sqlite"
+nsys_opts="--force-overwrite=true --export=sqlite"
 
 # scenario -> the command it profiles and the nsys options that differ from the default ones
 cmdline() {
@@ -39,6 +39,7 @@ cmdline() {
     odd_nvtx_cuda_only) echo "python3 $here/programs/nsys_odd_nvtx.py" ;;
     registered_nvtx) echo "$out/bin/nsys_registered_nvtx --default-domain-only" ;;
     registered_nvtx_domains) echo "$out/bin/nsys_registered_nvtx" ;;
+    memops) echo "$out/bin/nsys_memops" ;;
     diff_base_a|diff_base_b) echo "python3 $here/programs/nsys_diff.py" ;;
     diff_regressed) echo "python3 $here/programs/nsys_diff.py --more-launches --new-kernel --slower" ;;
     *) echo "python3 $here/programs/nsys_$1.py" ;;
@@ -49,7 +50,31 @@ options() {
     graphs_graph) echo "-t cuda,nvtx,osrt --cuda-graph-trace=graph" ;;
     odd_nvtx_cuda_only) echo "-t cuda --cuda-graph-trace=node" ;;
     capture_range|diff_*) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=cudaProfilerApi --capture-range-end=stop" ;;
+    memops) echo "-t cuda,nvtx,osrt --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true" \
+      "--cuda-memory-usage=true" ;;
+    autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;
     *) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node" ;;
+  esac
+}
+# CPU sampling and context switches: off, except where a scenario is about them
+sampling() {
+  case $1 in
+    autograd) echo "--sample=process-tree --cpuctxsw=process-tree" ;;
+    *) echo "--sample=none --cpuctxsw=none" ;;
+  esac
+}
+# Unified Memory reports for the scenario that migrates managed memory
+extra_reports() {
+  case $1 in
+    memops) echo "um_sum,um_total_sum,um_cpu_page_faults_sum" ;;
+  esac
+}
+# the options to capture with where the sandbox refuses the scenario's own (none: no retry);
+# capture.txt then says what failed and what was taken instead
+fallback() {
+  case $1 in
+    memops) echo "-t cuda,nvtx,osrt --cuda-memory-usage=true --sample=none --cpuctxsw=none" ;;
+    autograd) echo "$(options autograd) --sample=none --cpuctxsw=none" ;;
   esac
 }
 
@@ -77,11 +102,13 @@ source_pages() {
 
 # nsys stats CSVs under their report names (BASE_REPORT.csv -> REPORT.csv), the two
 # per-event trace reports compressed; the export compressed, the .nsys-rep dropped
+# (EXTRA: more reports, kept beside the goldens though no query twins them)
 nsys_goldens() {
-  local d=$1
+  local d=$1 extra=${2:-}
   mkdir -p "$d/stats"
-  nsys stats -r "$reports" -f csv --force-export=false --force-overwrite=true -o "$d/stats/nsys" "$d/export.sqlite" \
-    > "$d/stats.log" 2>&1 || echo "stats $d rc=$?"
+  nsys stats -r "$reports${extra:+,$extra}" -f csv --force-export=false --force-overwrite=true -o "$d/stats/nsys" \
+    "$d/export.sqlite" > "$d/stats.log" 2>&1 || echo "stats $d rc=$?"
+  grep -i "skipped\|error\|warning" "$d/stats.log" | head -20
   for f in "$d"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$d/stats/$(basename "$f" | sed 's/^nsys_//')"; done
   xz -f -T0 -9 "$d/stats/cuda_gpu_trace.csv" "$d/stats/nvtx_gpu_proj_trace.csv" 2>/dev/null
   rm -f "$d/export.nsys-rep" "$d/stats.log"
@@ -96,10 +123,26 @@ for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
     mkdir -p "$out/bin"
     nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_registered_nvtx" "$here/programs/nsys_registered_nvtx.cu" -ldl || echo "nvcc rc=$?"
   fi
-  record "$d" nsys profile $(options "$scen") $nsys_opts -o export $(cmdline "$scen")
-  # shellcheck disable=SC2046
-  nsys profile $(options "$scen") $nsys_opts -o "$d/export" $(cmdline "$scen") > "$d/profile.log" 2>&1 \
-    || echo "profile $scen failed rc=$?"
+  if [ "$scen" = memops ]; then
+    mkdir -p "$out/bin"
+    nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_memops" "$here/programs/nsys_memops.cu" || echo "nvcc rc=$?"
+  fi
+  opts="$(options "$scen") $(sampling "$scen")"
+  record "$d" nsys profile $opts $nsys_opts -o export $(cmdline "$scen")
+  # shellcheck disable=SC2086
+  nsys profile $opts $nsys_opts -o "$d/export" $(cmdline "$scen") > "$d/profile.log" 2>&1
+  rc=$?
+  if { [ $rc != 0 ] || [ ! -s "$d/export.sqlite" ]; } && [ -n "$(fallback "$scen")" ]; then
+    echo "profile $scen rc=$rc with its own options: retrying with $(fallback "$scen")"
+    written=$([ -s "$d/export.sqlite" ] && echo yes || echo no)
+    record "$d" nsys profile $(fallback "$scen") $nsys_opts -o export $(cmdline "$scen")
+    { echo "first try: nsys profile $opts (rc=$rc, export written: $written); its log ends:"
+      tail -15 "$d/profile.log" | sed 's/^/  /'; } >> "$d/capture.txt"
+    # shellcheck disable=SC2086,SC2046
+    nsys profile $(fallback "$scen") $nsys_opts -o "$d/export" $(cmdline "$scen") > "$d/profile.log" 2>&1
+    rc=$?
+  fi
+  [ $rc = 0 ] || echo "profile $scen failed rc=$rc"
   tail -3 "$d/profile.log"
   if [ "${scen#registered_nvtx}" != "$scen" ]; then  # the point of this fixture: no inline NVTX text anywhere
     python3 - "$d/export.sqlite" >> "$d/capture.txt" <<'PY'
@@ -114,7 +157,7 @@ print(f"NVTX_EVENTS: {total} rows, text NULL in {null_text}: {'every row' if tot
 PY
     tail -12 "$d/capture.txt"
   fi
-  nsys_goldens "$d"
+  nsys_goldens "$d" "$(extra_reports "$scen")"
 done
 rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 
@@ -125,11 +168,11 @@ if [ -n "${RANKS:-}" ]; then
   export MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29517} WORLD_SIZE=$RANKS
   for ((r = 0; r < RANKS; r++)); do
     mkdir -p "$d/rank$r"
-    record "$d/rank$r" RANK=$r WORLD_SIZE=$RANKS nsys profile $(options ranks) $nsys_opts -o export python3 "$here/programs/nsys_ranks.py"
+    record "$d/rank$r" RANK=$r WORLD_SIZE=$RANKS nsys profile $(options ranks) $(sampling ranks) $nsys_opts -o export python3 "$here/programs/nsys_ranks.py"
   done
   pids=()
   for ((r = 0; r < RANKS; r++)); do
-    RANK=$r nsys profile $(options ranks) $nsys_opts -o "$d/rank$r/export" python3 "$here/programs/nsys_ranks.py" \
+    RANK=$r nsys profile $(options ranks) $(sampling ranks) $nsys_opts -o "$d/rank$r/export" python3 "$here/programs/nsys_ranks.py" \
       > "$d/rank$r/profile.log" 2>&1 &
     pids+=($!)
   done

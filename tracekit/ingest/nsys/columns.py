@@ -86,10 +86,12 @@ _THREAD = [
 _GPU_COMMON = [
     *_SPAN,
     Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
-    Column("context_id", "r.contextId", ["contextId"], "BIGINT"),
+    # context and stream; NULL for an op on none (Unified Memory migrations: nsys writes 0,
+    # CUPTI's ids start at 1, and nsys stats prints no Ctx/Strm for them)
+    Column("context_id", "nullif(r.contextId, 0)", ["contextId"], "BIGINT"),
     # green context (CUDA 12.4+ SM partition) the op ran in; NULL outside any (nsys writes 0)
     Column("green_context_id", "nullif(r.greenContextId, 0)", ["greenContextId"], "BIGINT"),
-    Column("stream_id", "r.streamId", ["streamId"], "BIGINT"),
+    Column("stream_id", "nullif(r.streamId, 0)", ["streamId"], "BIGINT"),
     Column("correlation_id", "r.correlationId", ["correlationId"], "BIGINT"),
     Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
     Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),

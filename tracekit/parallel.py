@@ -203,6 +203,8 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
             cur.admit(0)  # (a file skipped before reading: its place in the admission order)
             turns.wait(i)
             try:
+                if stop.is_set():  # (read while Ctrl-C came: not written)
+                    raise Interrupted(f"{source}: interrupted; not ingested")
                 if isinstance(got, Pending):
                     with cur.memory_errors(source):
                         got, done_event = _take_turn(cur, got, in_flight)
@@ -228,6 +230,14 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
                 done_event.set()
             cur.close()
 
+    def stop_all() -> None:  # the files not started never start; those running stop at DuckDB's next check
+        stop.set()
+        with lock:
+            for c in cursors.values():
+                if c._con is not None:
+                    c._con.interrupt()
+
+    pool = None
     try:
         tk.con  # noqa: B018 - opened here: the cursors share it (a bad store: one error before any file)
         tk._note_writer(f"`tracekit ingest` of {len(files)} files")
@@ -238,17 +248,20 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
                 for f in futures:
                     f.result()
             except KeyboardInterrupt:
-                stop.set()
-                with lock:
-                    for c in cursors.values():
-                        if c._con is not None:
-                            c._con.interrupt()
+                stop_all()
                 for f in futures:
                     f.cancel()
                 raise
     except BaseException as err:
         if not _interrupt(err, sigints):
             raise
+        # Ctrl-C may have come while the threads were being joined: stop those still
+        # running and wait for them (what landed is then known), and report nothing
+        # after the line that says so
+        stop_all()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        reported.close()
         landed = [o.result for o in outcomes if o is not None and o.result is not None]
         if not any(not r.skipped for r in landed):
             tk._discard_if_new()
@@ -303,6 +316,12 @@ class _InOrder:
                 if self.on_outcome is not None:
                     self.on_outcome(self.outcomes[self.next])
                 self.next += 1
+
+    def close(self) -> None:
+        """Outcomes from now on are kept but no longer passed on (an interrupted ingest
+        has said what landed; a file still winding down must not print after it)."""
+        with self.lock:
+            self.on_outcome = None
 
 
 def _into_dataset(ds, files: list[Path], workers: int, name, params, on_outcome,

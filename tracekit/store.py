@@ -119,7 +119,13 @@ class IngestResult:
 
 
 #: a ``runs`` row's capture status and error, as its run folder's meta.json recorded them
+#: (read back where the run was written elsewhere: staged, or into a dataset)
 CAPTURE_STATUS = "json_extract_string(meta, '$.status') AS status, json_extract_string(meta, '$.error') AS error"
+
+
+def _capture_status(meta: dict) -> dict[str, str | None]:
+    """CAPTURE_STATUS of the meta a run is written with, without reading it back."""
+    return {k: None if meta.get(k) is None else str(meta[k]) for k in ("status", "error")}
 
 
 def _schema_sql() -> list[str]:
@@ -286,14 +292,7 @@ class Tracekit:
             self._check_file()
             # a store this opening creates is removed again if its setup does not finish
             self._created = not existed and not self.read_only
-            try:
-                self._con = interruptible(duckdb.connect(str(self.path), read_only=self.read_only,
-                                                         config=self._connect_config()))
-            except duckdb.Error as err:
-                first = str(err).splitlines()[0] if str(err) else type(err).__name__
-                if "Could not set lock" in first:
-                    raise _busy_error(self.path, first) from None
-                raise TracekitError(f"{self.path}: cannot open database ({first})") from err
+            self._con = interruptible(self._connect(self.read_only))
             if not self.read_only and str(self.path) != ":memory:":
                 self._writer_since = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
                 self._note_writer()
@@ -314,6 +313,17 @@ class Tracekit:
                     self._discard_if_new()
                     raise
         return self._con
+
+    def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """DuckDB's connection to the store file; a store locked by another process is
+        ``StoreBusy``, any other failure one line naming the file."""
+        try:
+            return duckdb.connect(str(self.path), read_only=read_only, config=self._connect_config())
+        except duckdb.Error as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            if "Could not set lock" in first:
+                raise _busy_error(self.path, first) from None
+            raise TracekitError(f"{self.path}: cannot open database ({first})") from err
 
     def _setup_writer(self, con: duckdb.DuckDBPyConnection) -> None:
         """The ingest connection's settings, and the schema (created where missing)."""
@@ -798,12 +808,11 @@ class Tracekit:
                 rows[table] = self._insert(table, run_id, data)
             for load in parsed.loaders:
                 rows.update(load(con, run_id, memory_limit=self.memory_limit))
-            status, error = con.execute(f"SELECT {CAPTURE_STATUS} FROM runs WHERE run_id = ?", [run_id]).fetchall()[0]
             with self._sigints.held():
                 con.execute("COMMIT")
                 self._created = False  # the store holds a run now: keep it whatever follows
                 self.last_ingest = IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace,
-                                                digest=digest, status=status, error=error)
+                                                digest=digest, **_capture_status(meta))
             return self.last_ingest
         except BaseException as err:
             out = self._failed_write(err, source, parsed.memory_need)
@@ -1035,12 +1044,9 @@ def check_ingest_target(db: str | os.PathLike | None = None) -> None:
         return
     probe._check_file()
     try:
-        probe._con = duckdb.connect(str(path), read_only=True, config=probe._connect_config())
-    except duckdb.Error as err:
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        if "Could not set lock" in first:
-            return
-        raise TracekitError(f"{path}: cannot open database ({first})") from err
+        probe._con = probe._connect(read_only=True)
+    except StoreBusy:
+        return
     try:
         probe._check_schema()  # (as a writer would: an empty DuckDB file is a new store)
     finally:

@@ -50,6 +50,10 @@ REPORTS = {
 #: scenario -> why nsys printed no osrt_sum (no golden file): an error or an empty answer
 NO_OSRT = {"odd_nvtx_cuda_only": "captured with -t cuda only: nsys says the export has no OS runtime data",
            "capture_range": "traced, but no OS runtime call inside the capture range: nsys prints no rows"}
+#: scenario -> the reports of events its capture did not trace: nsys printed nothing (an
+#: empty CSV) and the twin is an error naming the nsys option, not an empty answer
+NOT_TRACED = {"odd_nvtx_cuda_only": {"osrt_sum": "OS runtime", "nvtx_sum": "NVTX", "nvtx_gpu_proj_sum": "NVTX",
+                                     "nvtx_kern_sum": "NVTX"}}
 MB = 1e6
 
 
@@ -79,7 +83,8 @@ def _close(ours, theirs: str, col: str, scale: float) -> bool:
 
 
 @pytest.mark.parametrize(("scen", "report"), [(s, r) for r in sorted(REPORTS) for s in NSYS_SCENARIOS
-                                              if not (r == "osrt_sum" and s in NO_OSRT)])
+                                              if not (r == "osrt_sum" and s in NO_OSRT)
+                                              and r not in NOT_TRACED.get(s, {})])
 def test_twin_matches_nsys_stats(nsys_db, scen, report):
     query, mapping = REPORTS[report]
     golden = _golden(scen, report)
@@ -118,6 +123,19 @@ def test_osrt_summary_without_os_runtime_calls(nsys_db):
     with pytest.raises(QueryError, match="without OS runtime tracing.*nsys -t osrt"):
         nsys_db.query("osrt-summary", run="odd_nvtx_cuda_only")
     assert nsys_db.query("osrt-summary", run="capture_range", limit=0).is_empty()
+
+
+@pytest.mark.parametrize(("scen", "report"), [(s, r) for s, reports in NOT_TRACED.items() for r in reports])
+def test_twin_of_untraced_events_is_an_error(nsys_db, scen, report):
+    """nsys prints nothing for events its capture did not trace (`-t cuda` alone: no NVTX,
+    no OS runtime); the twin says so and names the option."""
+    golden = NSYS_EXPORTS[scen].parent / "stats" / f"{report}.csv"
+    assert not golden.exists() or golden.stat().st_size == 0
+    query = REPORTS[report][0]
+    option = {"NVTX": "nvtx", "OS runtime": "osrt"}[NOT_TRACED[scen][report]]
+    with pytest.raises(QueryError, match=rf"^{query}: run \d+ \({scen}\) was captured without "
+                                         rf"{NOT_TRACED[scen][report]} tracing; capture with nsys -t {option}"):
+        nsys_db.query(query, run=scen)
 
 
 @pytest.mark.parametrize("scen", NSYS_SCENARIOS)
@@ -231,8 +249,14 @@ def test_every_chart_and_the_report_of_every_capture(nsys_db, scen, tmp_path):
     from tracekit.registry import get_registry
     from tracekit.report import write_report
 
+    untraced = set(NOT_TRACED.get(scen, {}).values())
     for name, spec in sorted(charts.CHARTS.items()):
         if spec.query is None or get_registry().get(spec.query).source != "nsys":
+            continue
+        traced = get_registry().get(spec.query).traced
+        if "nvtx_ranges" in traced and "NVTX" in untraced:
+            with pytest.raises(QueryError, match="captured without NVTX tracing"):
+                charts.chart(nsys_db, name, run=scen)
             continue
         chart = charts.chart(nsys_db, name, run=scen)
         assert json.dumps(chart.to_dict()), name  # (Altair validates the spec)

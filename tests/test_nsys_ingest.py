@@ -1124,3 +1124,61 @@ def test_repeated_pairs_are_all_but_the_first():
     got = repeated(pos, key)
     assert got.tolist() == [False, False, False, True, False, True]
     assert not repeated(np.zeros(0, np.int64), np.zeros(0, np.int64)).any()
+
+
+def _older_export(src, dst, sql: list[str]):
+    """A real export made to look like another nsys version's: ``sql`` run on a copy."""
+    dst.write_bytes(lzma.open(src).read())
+    con = sqlite3.connect(dst)
+    for statement in sql:
+        con.execute(statement)
+    con.execute("UPDATE META_DATA_EXPORT SET value = value || 'x' WHERE rowid = 1")  # other content, other run
+    con.commit()
+    con.close()
+    return dst
+
+
+def test_exports_before_nsys_2025_map_gpus_by_their_cuda_device(tmp_path):
+    """nsys before 2025 writes no TARGET_INFO_CUDA_DEVICE (2024.5 and 2022.2 exports of A100
+    nodes): TARGET_INFO_GPU's cuDevice says which CUDA device each GPU is, and its id need
+    not be that (a 4-GPU node's export had GPU id 0 as CUDA device 3). Rank 1 of the 2-GPU
+    job ran on CUDA device 1: with the GPU ids swapped and the CUDA-device table gone, its
+    kernels still land on the same GPU (bus location, UUID) as in the export itself; an
+    export that says neither takes the GPU id."""
+    src = NSYS_EXPORTS["ranks_2gpu_rank1"]
+    swapped = ["DROP TABLE TARGET_INFO_CUDA_DEVICE", "UPDATE TARGET_INFO_GPU SET id = 1 - id"]
+    older = _older_export(src, tmp_path / "older.sqlite", swapped)
+    bare = _older_export(src, tmp_path / "bare.sqlite", [*swapped, "ALTER TABLE TARGET_INFO_GPU DROP COLUMN cuDevice"])
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for name, path in (("now", src), ("older", older), ("bare", bare)):
+            tk.ingest(path, name=name)
+        used = {name: tk.sql("SELECT DISTINCT g.device_id, g.bus_location, g.uuid FROM kernels k "
+                             "JOIN gpus g USING (run_id, device_id) JOIN runs r USING (run_id) "
+                             f"WHERE r.name = '{name}'").rows() for name in ("now", "older", "bare")}
+        assert len(used["now"]) == 1 and used["now"][0][0] == 1
+        assert used["older"] == used["now"]
+        assert [r[0] for r in used["bare"]] == [1] and used["bare"] != used["now"]  # (the other GPU's bus)
+        assert tk.query("gpu-utilization", run="older").to_dicts() == tk.query("gpu-utilization", run="now").to_dicts()
+
+
+def test_untraced_events_are_told_from_traced_ones_that_never_happened(tmp_path):
+    """nsys writes no NVTX_EVENTS table where no range happened, traced or not: its capture
+    settings (META_DATA_CAPTURE's CAPTURE_EVENT_TYPE) tell the two apart. Traced with none
+    (a 2024.5 export of a program without NVTX): an empty answer. Not traced, or an export
+    too old to say, without the table: an error naming the option."""
+    src = NSYS_EXPORTS["hstu_mixed"]
+    quiet = _older_export(src, tmp_path / "quiet.sqlite", ["DROP TABLE NVTX_EVENTS"])
+    untraced = _older_export(src, tmp_path / "untraced.sqlite", [
+        "DROP TABLE NVTX_EVENTS", "DELETE FROM META_DATA_CAPTURE WHERE value = 'NvtxEvents'"])
+    unsaid = _older_export(src, tmp_path / "unsaid.sqlite", ["DROP TABLE NVTX_EVENTS", "DROP TABLE META_DATA_CAPTURE"])
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for path in (quiet, untraced, unsaid):
+            tk.ingest(path, name=path.stem)
+        for q in ("nvtx-summary", "nvtx-ranges", "nvtx-gpu-projection", "nvtx-kernels", "kernels-by-nvtx"):
+            got = tk.query(q, run="quiet", limit=0)
+            assert got.is_empty() or got["path"].to_list() == ["(no range)"], q
+            for name in ("untraced", "unsaid"):
+                with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \({name}\) was captured without "
+                                                                 "NVTX tracing; capture with nsys -t nvtx"):
+                    tk.query(q, run=name)
+        assert not tk.query("osrt-summary", run="unsaid").is_empty()  # (its OSRT_API table says it was traced)

@@ -15,6 +15,9 @@ a declared ``@column``; CSV, JSON and Parquet carry all of them); ``@alias`` giv
 other names the query answers to (the ``nsys stats`` report it reproduces); ``@rows CTE``
 says the query returns one row per row of that CTE (which takes the ORDER BY and LIMIT;
 the final SELECT only looks values up for its rows), so a terminal counts that CTE.
+``@traced TABLE`` marks a query about events nsys records only when told to (NVTX ranges,
+OS runtime calls): asked of a run whose capture did not trace them, it is a
+``QueryError`` naming the nsys option, not an empty answer.
 
 Parameters are always bound as DuckDB prepared parameters (``$run``), never formatted
 into the SQL. ``run`` is resolved before execution to an integer run id: by id, by
@@ -111,6 +114,7 @@ class Query:
     display: list[str] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
     rows_from: str | None = None  # @rows: the CTE whose rows the query returns
+    traced: list[str] = field(default_factory=list)  # @traced: tables nsys fills only when told to
 
     @property
     def kernel_columns(self) -> tuple[str, ...]:
@@ -177,6 +181,11 @@ def parse_header(name: str, source: str, text: str) -> Query:
             q.columns[m.group(1)] = m.group(2)
         elif body.startswith("@requires"):
             q.requires = _names(body, "@requires")
+        elif body.startswith("@traced"):
+            q.traced = _names(body, "@traced")
+            unknown = [t for t in q.traced if t not in TRACED]
+            if unknown:
+                raise QueryError(f"queries/{source}/{name}.sql: @traced names {unknown[0]!r}, not one of {', '.join(TRACED)}")
         elif body.startswith("@display"):
             q.display = _names(body, "@display")
         elif body.startswith("@rows"):
@@ -257,6 +266,8 @@ class Registry:
             bound[pname] = p.convert(value, q.name)
         if bound.get("run") is None:  # the query spans runs: there must be runs of its kinds
             self._check_kinds(tk, q)
+        else:
+            self._check_traced(tk, q, bound["run"])
         used = sql_parameters(q.sql)
         return {k: v for k, v in bound.items() if k in used}
 
@@ -270,6 +281,20 @@ class Registry:
             if not found:
                 raise QueryError(f"{q.name}: no {kind} run in {tk.path}; {q.name} needs {_a_kind(kind)} run "
                                  f"({_KIND_HINTS.get(kind, 'see `tracekit runs`')})")
+
+    @staticmethod
+    def _check_traced(tk, q: Query, run_id: int) -> None:
+        """A question about events the run's capture did not trace is an error naming the
+        nsys option, not an empty answer that reads as "none happened" (the run's
+        ``meta.traced``, written at ingest, lists what was traced)."""
+        for table in q.traced:
+            rows = tk.con.execute("SELECT name, list_contains(json_extract_string(meta, '$.traced[*]'), ?) "
+                                  "FROM runs WHERE run_id = ?", [table, run_id]).fetchall()
+            if rows and rows[0][1] is False:
+                row = rows[0]
+                what, option = TRACED[table]
+                raise QueryError(f"{q.name}: run {run_id} ({row[0]}) was captured without {what} tracing; "
+                                 f"capture with {option} (tracekit capture does)")
 
     def run(self, tk, name: str, /, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame."""
@@ -337,6 +362,8 @@ def _unordered(sql: str) -> str:
     return cut if cut != sql.rstrip() else sql.rstrip().rstrip(";")
 
 
+#: store table -> the events nsys traces into it only when told, and the option (@traced)
+TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", "nsys -t osrt")}
 _KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu", "timing": "a timing"}
 _KIND_HINTS = {"nsys": "ingest an nsys export: tracekit ingest FILE.sqlite",
                "ncu": "ingest an ncu report: tracekit ingest FILE.ncu-rep",

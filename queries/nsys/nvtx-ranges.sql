@@ -17,6 +17,7 @@
 -- @column gpu_ops        GPU ops launched inside it
 -- @display range_id, tid, depth, start_ns, dur_ns, gpu_ops, range
 -- @requires nvtx_ranges
+-- @traced nvtx_ranges
 SELECT range_id, name AS range, style, path, depth, pid, tid, start_ns, end_ns, dur_ns,
        proj_start_ns, proj_end_ns, gpu_ops
 FROM nvtx_ranges

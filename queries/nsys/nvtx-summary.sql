@@ -16,6 +16,7 @@
 -- @display time_pct, total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, style, range
 -- @alias nvtx_sum
 -- @requires nvtx_ranges
+-- @traced nvtx_ranges
 WITH s AS (
     SELECT name AS range, style, count(*) AS instances, sum(dur_ns) AS total_ns,
            avg(dur_ns) AS avg_ns, median(dur_ns) AS med_ns, min(dur_ns) AS min_ns,

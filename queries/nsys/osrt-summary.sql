@@ -18,12 +18,8 @@
 -- @display time_pct, total_ns, calls, avg_ns, med_ns, min_ns, max_ns, stddev_ns, threads, name
 -- @alias osrt_sum
 -- @requires osrt_calls
-WITH traced AS (  -- one row, read first: the error is raised even where s has no rows
-    SELECT CASE WHEN list_contains(json_extract_string(meta, '$.traced[*]'), 'osrt_calls') THEN true
-                ELSE error('osrt-summary: the run was captured without OS runtime tracing; '
-                           || 'capture with nsys -t osrt (tracekit capture does)') END AS ok
-    FROM runs WHERE run_id = $run
-), s AS (
+-- @traced osrt_calls
+WITH s AS (
     SELECT name, count(*) AS calls, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns, median(dur_ns) AS med_ns,
            min(dur_ns) AS min_ns, max(dur_ns) AS max_ns, coalesce(stddev_samp(dur_ns), 0) AS stddev_ns,
            count(DISTINCT global_tid) AS threads
@@ -34,7 +30,6 @@ WITH traced AS (  -- one row, read first: the error is raised even where s has n
 SELECT s.name, s.calls, s.total_ns::BIGINT AS total_ns, round1(s.avg_ns) AS avg_ns, round1(s.med_ns) AS med_ns,
        s.min_ns, s.max_ns, round1(s.stddev_ns) AS stddev_ns,
        round1(s.total_ns * 100.0 / sum(s.total_ns) OVER ()) AS time_pct, s.threads
-FROM traced LEFT JOIN s ON traced.ok
-WHERE s.name IS NOT NULL
+FROM s
 ORDER BY total_ns DESC, calls, name
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

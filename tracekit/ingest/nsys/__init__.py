@@ -27,6 +27,8 @@ from .columns import ENUMS, GAP_TABLES, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, plan
 from .source import SQLITE_MAGIC, Export
 
 KIND = "nsys"
+#: nsys's CAPTURE_EVENT_TYPE -> the store table of those events
+TRACED_BY = {"NvtxEvents": "nvtx_ranges", "OSRuntime": "osrt_calls"}
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -89,6 +91,8 @@ def _read(export: Export, path: Path) -> Parsed:
             jobs[alias.removeprefix("_nsys_")] = (base, ["id", "label"])
     if {"gpuId", "cudaId"} <= export.columns("TARGET_INFO_CUDA_DEVICE"):
         jobs["cuda_device"] = ("TARGET_INFO_CUDA_DEVICE", ["gpuId", "cudaId"])
+    elif {"id", "cuDevice"} <= export.columns("TARGET_INFO_GPU"):  # (exports before nsys 2025)
+        jobs["cuda_device"] = ("TARGET_INFO_GPU", ["id", "cuDevice"])
     for target, p in plans.items():
         if p.raw_columns:
             jobs[target] = (SPECS[target].source, p.raw_columns)
@@ -106,10 +110,17 @@ def _read(export: Export, path: Path) -> Parsed:
         else:
             jobs["nvtx"] = ("NVTX_EVENTS", cols)
 
-    # the store tables the export has a source for: an empty table then means "traced,
-    # none happened", not "not traced" (osrt-summary tells the two apart)
-    meta["traced"] = sorted([t for t, p in plans.items() if p.raw_columns] + (["nvtx_ranges"] if nvtx_present else []))
+    # the store tables the export has a source for, or whose events nsys was told to trace
+    # (it writes no table for a kind of event that never happened): an empty table then
+    # means "traced, none happened", not "not traced" (the NVTX and OS runtime queries
+    # tell the two apart)
+    traced = {t for t, p in plans.items() if p.raw_columns} | ({"nvtx_ranges"} if nvtx_present else set())
+    events = export.capture_events()
+    traced |= {t for event, t in TRACED_BY.items() if event in events}
+    meta["traced"] = sorted(traced)
     raw = export.read(jobs)
+    if "cuda_device" in raw:
+        raw["cuda_device"] = raw["cuda_device"].rename_columns(["gpuId", "cudaId"])
     if "nvtx_text" in raw:  # both in rowid order: the decoder walks the table's b-tree, SQLite is told to
         text = raw.pop("nvtx_text").column("text")
         if len(text) != raw["nvtx"].num_rows:

@@ -244,7 +244,7 @@ SPECS = {
             Column("clock_hz", "r.clockRate", ["clockRate"], "BIGINT"),
             Column("max_warps_per_sm", "r.maxWarpsPerSm", ["maxWarpsPerSm"], "INTEGER"),
         ],
-        joins={"cd": ("@TARGET_INFO_CUDA_DEVICE", "LEFT JOIN (SELECT DISTINCT gpuId, cudaId FROM _nsys_cuda_device) cd ON cd.gpuId = r.id")},
+        joins={"cd": ("@TARGET_INFO_CUDA_DEVICE", "LEFT JOIN (SELECT DISTINCT gpuId, cudaId FROM _nsys_cuda_device WHERE cudaId >= 0) cd ON cd.gpuId = r.id")},
     ),
     "streams": TableSpec(
         source="TARGET_INFO_CUDA_STREAM",

@@ -100,6 +100,16 @@ class Export:
                 meta["session_start_utc_ns"] = row[0]
         return meta
 
+    def capture_events(self) -> set[str]:
+        """The kinds of event nsys was told to trace (META_DATA_CAPTURE's
+        CAPTURE_EVENT_TYPE rows: Cuda, NvtxEvents, OSRuntime, ...); empty where the export
+        does not say (nsys before 2023)."""
+        if "META_DATA_CAPTURE" not in self.tables or not {"name", "value"} <= self.columns("META_DATA_CAPTURE"):
+            return set()
+        rows = self.sq.execute(f'SELECT value FROM "{self.tables["META_DATA_CAPTURE"]}" '
+                               "WHERE name = 'CAPTURE_EVENT_TYPE'").fetchall()
+        return {str(v) for (v,) in rows}
+
     def arrow(self, base: str, cols: list[str], rowids: tuple[int, int] | None = None) -> pa.Table:
         """Read columns of a table (rows with rowid in [lo, hi) if given) through SQLite
         as Arrow, on a connection of its own (thread-safe)."""

@@ -346,6 +346,8 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
         if alias.removeprefix("_nsys_") not in raw:
             con.execute(f"CREATE OR REPLACE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
             con.executemany(f"INSERT INTO {alias} VALUES (?, ?)", list(enumerate(labels)))
+    if "cuda_device" not in raw:  # (an export that does not say a GPU's CUDA device: its id is taken)
+        con.execute("CREATE OR REPLACE TEMP TABLE _nsys_cuda_device (gpuId BIGINT, cudaId BIGINT)")
     rows: dict[str, int] = {}
     try:
         budget.share()

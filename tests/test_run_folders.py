@@ -204,3 +204,37 @@ def test_a_failed_capture_lands_with_a_warning_and_runs_shows_its_status(tmp_pat
     # again: already there, no second warning
     assert cli_main(["--db", str(db), "ingest", str(failed)]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_comparing_a_failed_capture_warns(tmp_path, capsys):
+    """diff and report --vs of a run whose capture failed still answer, with a warning
+    naming the run and the error (stderr in the CLI, CaptureWarning in the library, a
+    line in the report's comparison); a run compared with itself warns once."""
+    import warnings
+
+    from tracekit.cli import main as cli_main
+    from tracekit.errors import CaptureWarning
+
+    failed = shutil.copytree(DATA / "hstu_capture_nsys", tmp_path / "capture")
+    meta = json.loads((failed / "meta.json").read_text())
+    meta.update(status="failed", error="worker exited with code 1")
+    (failed / "meta.json").write_text(json.dumps(meta))
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(failed), str(DATA / "nsys_hstu_mixed" / "export.sqlite.xz")]) == 0
+    capsys.readouterr()
+    warning = f"tracekit: warning: diff: run 1 ({meta['name']}): the capture's status is 'failed' (worker exited with " \
+              "code 1); its numbers may be partial"
+    for args in (["1", "2"], ["2", "1"], ["1", "1"]):
+        assert cli_main(["--db", str(db), "diff", *args]) == 0
+        out, err = capsys.readouterr()
+        assert err.splitlines() == [warning] and "unchanged" in out, err
+    assert cli_main(["--db", str(db), "diff", "2", "2"]) == 0
+    assert capsys.readouterr().err == ""
+    html = tmp_path / "r.html"
+    assert cli_main(["--db", str(db), "report", "--run", "2", "--vs", "1", "-o", str(html)]) == 0
+    assert capsys.readouterr().err.splitlines() == [warning]
+    assert f"Warning: run 1 ({meta['name']}): the capture&#x27;s status is &#x27;failed&#x27;" in html.read_text()
+    with tracekit.open(db) as tk, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tk.diff(2, 1)
+    assert [(w.category, str(w.message)) for w in caught] == [(CaptureWarning, warning.removeprefix("tracekit: warning: "))]

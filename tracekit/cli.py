@@ -9,6 +9,7 @@ invoked (``_LAZY``): the analysis CLI never imports capture at start.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import sys
@@ -265,6 +266,26 @@ def ingest(
         raise TracekitError(f"{failed} of {len(files)} files not ingested (errors above); the others landed")
 
 
+@contextlib.contextmanager
+def _capture_warnings():
+    """Comparisons that use a run whose capture failed warn (``CaptureWarning``): one
+    ``tracekit: warning:`` line each on stderr; other warnings as Python shows them."""
+    import warnings
+
+    from .errors import CaptureWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CaptureWarning)
+        try:
+            yield
+        finally:
+            for w in caught:
+                if issubclass(w.category, CaptureWarning):
+                    typer.echo(f"tracekit: warning: {escape_controls(str(w.message))}", err=True)
+                else:
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
 def _echo_result(f, res) -> None:
     f = escape_controls(str(f))  # a file's name cannot break the line or move the cursor
     if res.skipped:
@@ -510,7 +531,8 @@ def diff_cmd(
         raise ParamError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     files = any(_diff._is_file(r) for r in (base, new))
     tk = _open(db, read_only=not files)  # a file to compare is ingested first
-    df = tk.diff(base, new, by=by or None, threshold_pct=threshold)
+    with _capture_warnings():
+        df = tk.diff(base, new, by=by or None, threshold_pct=threshold)
     tk.close()
     regressed = df.filter(df["verdict"] == "regressed").height
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
@@ -560,7 +582,8 @@ def report(
     from .diff import _is_file
     from .report import write_report
 
-    write_report(_open(db, read_only=vs is None or not _is_file(vs)), out, run=run, vs=vs)  # a file is ingested
+    with _capture_warnings():
+        write_report(_open(db, read_only=vs is None or not _is_file(vs)), out, run=run, vs=vs)  # a file is ingested
     typer.echo(f"wrote {out}")
 
 

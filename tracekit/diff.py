@@ -83,6 +83,7 @@ the per-key summary in Python.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -93,8 +94,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from .errors import ParamError, QueryError
+from .errors import CaptureWarning, ParamError, QueryError
 from .names import RUN_ID, cut_text, distinct_labels, short_name
+from .store import CAPTURE_STATUS
 
 NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu")
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
@@ -143,6 +145,8 @@ class Side:
     sweep: str | None = None
 
     pending: bool = False  # a file read but not ingested yet (its run_id is no id)
+    status: str | None = None  # the capture's status its run folder recorded (None: a bare export)
+    error: str | None = None
 
     @property
     def label(self) -> str:
@@ -186,15 +190,14 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
 
         text = str(tk.ingest(path, check=before_write).run_id)
     rows = []
+    cols = f"run_id, name, kind, json_extract_string(params, '$.sweep'), {CAPTURE_STATUS}"
     if RUN_ID.fullmatch(text):
-        rows = con.execute("SELECT run_id, name, kind, json_extract_string(params, '$.sweep') FROM runs WHERE run_id = ?",
-                           [int(text)]).fetchall()
+        rows = con.execute(f"SELECT {cols} FROM runs WHERE run_id = ?", [int(text)]).fetchall()
     if not rows:
-        rows = con.execute("SELECT run_id, name, kind, json_extract_string(params, '$.sweep') FROM runs "
-                           "WHERE name = ? ORDER BY run_id DESC LIMIT 1", [text]).fetchall()
+        rows = con.execute(f"SELECT {cols} FROM runs WHERE name = ? ORDER BY run_id DESC LIMIT 1", [text]).fetchall()
     if rows:
-        run_id, name, kind, sweep = rows[0]
-        return Side(text, int(run_id), name, set(kind.split(",")), sweep)
+        run_id, name, kind, sweep, status, error = rows[0]
+        return Side(text, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error)
     n = con.execute("SELECT count(*) FROM runs WHERE json_extract_string(params, '$.sweep') = ?", [text]).fetchall()[0][0]
     if n:
         return Side(text, sweep=text)
@@ -755,6 +758,11 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     sb, sn = sides[0], sides[1]
     _not_by_a_shared_name(tk, sb, sn)
     scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
+    for side in (sb,) if sb.run_id is not None and sb.run_id == sn.run_id else (sb, sn):
+        if side.status not in (None, "ok"):
+            why = f" ({side.error})" if side.error else ""
+            warnings.warn(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
+                                         "its numbers may be partial"), stacklevel=3)
     con = tk.con
     params = {"base": sb.run_id, "new": sn.run_id}
     rows: list[_Row] = []

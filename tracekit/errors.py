@@ -44,3 +44,8 @@ class Interrupted(TracekitError):
     """Ctrl-C during a command that writes the store; the message says what was kept."""
 
     exit_code = 130
+
+
+class CaptureWarning(UserWarning):
+    """A run whose capture did not finish well (its run folder recorded a status other than
+    ok) used in a comparison: its numbers may be partial. The CLI prints it as a warning line."""

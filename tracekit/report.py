@@ -30,6 +30,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from typing import Any
 import polars as pl
 
 from . import vega
-from .errors import ParamError, QueryError
+from .errors import CaptureWarning, ParamError, QueryError
 
 
 @dataclass(frozen=True)
@@ -403,7 +404,12 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
 
     # a file is ingested here (the store must be writable), unless the run cannot be compared with it
     base = _diff.resolve(tk, vs, _diff.pair_check(_diff.resolve(tk, run_id), True, None))
-    df = tk.diff(base.sweep if base.run_id is None else base.run_id, run_id, threshold_pct=threshold)
+    with warnings.catch_warnings(record=True) as caught:  # (shown in the section, and passed on)
+        warnings.simplefilter("always", CaptureWarning)
+        df = tk.diff(base.sweep if base.run_id is None else base.run_id, run_id, threshold_pct=threshold)
+    partial = [str(w.message) for w in caught if issubclass(w.category, CaptureWarning)]
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     counts = ", ".join(f"{n:,} {v}" for v, n in df["verdict"].value_counts(sort=True).rows())
     table = diff_table_html(df)
     chart = charts.diff_rows(df, threshold, 20)
@@ -414,7 +420,8 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
         "changed count is real); host-timed values (CUDA API durations, NVTX wall time and projection) "
         f"are shown, not judged; sweep latencies count beyond {max(threshold, _diff.LATENCY_NOISE_PCT):g} %. "
         "The note says how a key was matched or why a verdict was held back. Bars: each key's time "
-        "(kernels, memory ops, GPUs: total; NVTX: kernel time; sweeps: median latency) with its interval."))
+        "(kernels, memory ops, GPUs: total; NVTX: kernel time; sweeps: median latency) with its interval."
+        + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
     return ("compared with", f"{base.label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
 
 

@@ -47,6 +47,8 @@ class WorkloadConfig:
         return dataclasses.asdict(self)
 
 
+INT32_MAX = 2**31 - 1
+
 PRESETS: dict[str, WorkloadConfig] = {
     "small": WorkloadConfig(
         preset="small", d_model=512, num_layers=3, num_heads=4, head_dim=128,
@@ -111,6 +113,16 @@ def validate_params(bs: Any, nc: Any, tool: str, preset: str | None, warmup_ms: 
         raise CaptureError(f"--warmup-ms {warmup_ms}: must be a finite number of milliseconds >= 0")
     iters = _positive_int("timed requests", "--iters", iters)
     return bs, nc, tool, preset, warmup_ms, iters
+
+
+def check_size(bs: int, nc: int, cfg: WorkloadConfig) -> None:
+    """One request's tokens and its KV cache's pages are indexed with 32-bit offsets (the
+    kernels, the page table): a point beyond them is refused before anything runs."""
+    tokens = bs * (nc + cfg.max_cache_tokens)
+    pages = bs * (-(-cfg.max_cache_tokens // cfg.page_size) + 1)
+    if max(tokens, pages) > INT32_MAX:
+        raise CaptureError(f"--bs {bs} --nc {nc}: a request of {tokens:,} tokens ({pages:,} KV-cache pages) exceeds "
+                           f"the {INT32_MAX:,} that 32-bit offsets index; use a smaller batch or fewer candidates")
 
 
 def check_settings(device: Any = "auto", flush_l2: Any = True, ncu_launch_skip: Any = 0,

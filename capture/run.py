@@ -34,7 +34,7 @@ from tracekit.errors import CaptureError, TracekitError
 from tracekit.names import check_run_name
 
 from . import profilers, runinfo
-from .config import check_settings, validate_params, workload_config
+from .config import check_settings, check_size, validate_params, workload_config
 
 DEFAULT_WARMUP_MS = 2000.0
 DEFAULT_ITERS = 50
@@ -180,6 +180,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     kernel_regex = profilers.ncu_kernel_regex(ncu_kernel_classes) if tool == "ncu" else None
     preset = preset or default_preset()
     cfg = workload_config(preset, **(workload or {}))
+    check_size(bs, nc, cfg)
     if ingest:  # a store that cannot take the run is found before the workload runs, not after
         from tracekit.store import check_ingest_target
 

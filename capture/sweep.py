@@ -32,7 +32,7 @@ from typing import Any
 from tracekit.errors import CaptureError, TracekitError
 
 from . import profilers
-from .config import TOOLS, check_settings, validate_params, workload_config
+from .config import TOOLS, check_settings, check_size, validate_params, workload_config
 from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS, _iso, _utc_stamp, _write_json, capture
 
 SWEEP_PRESETS: dict[str, dict[str, Any]] = {
@@ -168,7 +168,7 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
         preset = default_preset()
     extra = {k: cfg[k] for k in ("flush_l2", "ncu_launch_skip", "ncu_launch_count") if k in cfg}
     # what every point would refuse, refused once before the first point
-    workload_config(preset, **workload)
+    check_size(max(bs_list), max(nc_list), workload_config(preset, **workload))
     check_settings(device, **extra)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

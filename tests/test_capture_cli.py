@@ -45,6 +45,9 @@ def test_capture_command_small_preset(tmp_path):
     (["capture", "--bs", "1", "--nc", "4", "--tool", "none", "--warmup-ms", "inf"], "--warmup-ms inf"),
     (["sweep", "--bs", "1", "--nc", "4", "--warmup-ms", "inf"], "--warmup-ms inf"),
     (["capture", "--bs", "1", "--nc", "4", "--tool", "none", "--name", ""], "run name ''"),
+    (["capture", "--bs", "100000000000000000000", "--nc", "4", "--tool", "none"], "that 32-bit offsets index"),
+    (["capture", "--bs", "1000", "--nc", "3000000", "--tool", "none", "--preset", "small"], "--bs 1000 --nc 3000000"),
+    (["sweep", "--bs", "1,100000", "--nc", "100000"], "--bs 100000 --nc 100000: a request of"),
 ])
 def test_bad_values_raise_library_errors(tmp_path, args, match):
     res = runner.invoke(cli.app, [*args, "--out", str(tmp_path / "runs")])

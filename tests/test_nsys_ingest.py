@@ -1130,9 +1130,9 @@ def _older_export(src, dst, sql: list[str]):
     """A real export made to look like another nsys version's: ``sql`` run on a copy."""
     dst.write_bytes(lzma.open(src).read())
     con = sqlite3.connect(dst)
+    con.execute("UPDATE META_DATA_EXPORT SET value = value || 'x' WHERE rowid = 1")  # other content, other run
     for statement in sql:
         con.execute(statement)
-    con.execute("UPDATE META_DATA_EXPORT SET value = value || 'x' WHERE rowid = 1")  # other content, other run
     con.commit()
     con.close()
     return dst
@@ -1140,13 +1140,14 @@ def _older_export(src, dst, sql: list[str]):
 
 def test_exports_before_nsys_2025_map_gpus_by_their_cuda_device(tmp_path):
     """nsys before 2025 writes no TARGET_INFO_CUDA_DEVICE (2024.5 and 2022.2 exports of A100
-    nodes): TARGET_INFO_GPU's cuDevice says which CUDA device each GPU is, and its id need
+    nodes; the 2022.2 one names its META_DATA_EXPORT EXPORT_META_DATA): TARGET_INFO_GPU's cuDevice says which CUDA device each GPU is, and its id need
     not be that (a 4-GPU node's export had GPU id 0 as CUDA device 3). Rank 1 of the 2-GPU
     job ran on CUDA device 1: with the GPU ids swapped and the CUDA-device table gone, its
     kernels still land on the same GPU (bus location, UUID) as in the export itself; an
     export that says neither takes the GPU id."""
     src = NSYS_EXPORTS["ranks_2gpu_rank1"]
-    swapped = ["DROP TABLE TARGET_INFO_CUDA_DEVICE", "UPDATE TARGET_INFO_GPU SET id = 1 - id"]
+    swapped = ["DROP TABLE TARGET_INFO_CUDA_DEVICE", "UPDATE TARGET_INFO_GPU SET id = 1 - id",
+               "ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA"]  # (its name before nsys 2023)
     older = _older_export(src, tmp_path / "older.sqlite", swapped)
     bare = _older_export(src, tmp_path / "bare.sqlite", [*swapped, "ALTER TABLE TARGET_INFO_GPU DROP COLUMN cuDevice"])
     with tracekit.open(tmp_path / "s.duckdb") as tk:
@@ -1159,6 +1160,8 @@ def test_exports_before_nsys_2025_map_gpus_by_their_cuda_device(tmp_path):
         assert used["older"] == used["now"]
         assert [r[0] for r in used["bare"]] == [1] and used["bare"] != used["now"]  # (the other GPU's bus)
         assert tk.query("gpu-utilization", run="older").to_dicts() == tk.query("gpu-utilization", run="now").to_dicts()
+        versions = tk.sql("SELECT name, tool_version FROM runs").rows()
+        assert len({v for _, v in versions}) == 1 and versions[0][1].startswith("2025."), versions
 
 
 def test_untraced_events_are_told_from_traced_ones_that_never_happened(tmp_path):

@@ -86,11 +86,12 @@ class Export:
         return all(types.get(c) == "INTEGER" for c in cols)
 
     def meta(self) -> dict:
-        """The export's META_DATA_EXPORT (schema and product versions, the rest as
-        ``export``) and session start time."""
+        """The export's META_DATA_EXPORT (EXPORT_META_DATA before nsys 2023: schema and
+        product versions, the rest as ``export``) and session start time."""
         meta: dict = {}
-        if "META_DATA_EXPORT" in self.tables:
-            rows = dict(self.sq.execute(f'SELECT name, value FROM "{self.tables["META_DATA_EXPORT"]}"').fetchall())
+        table = next((t for t in ("META_DATA_EXPORT", "EXPORT_META_DATA") if t in self.tables), None)  # (before 2023)
+        if table is not None and {"name", "value"} <= self.columns(table):
+            rows = dict(self.sq.execute(f'SELECT name, value FROM "{self.tables[table]}"').fetchall())
             meta["export_schema_version"] = rows.get("EXPORT_SCHEMA_VERSION")
             meta["tool_version"] = rows.get("EXPORT_PRODUCT_VERSION")
             meta["export"] = {k: v for k, v in rows.items() if not k.startswith("EXPORT_PARAM")}

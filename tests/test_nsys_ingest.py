@@ -1185,3 +1185,29 @@ def test_untraced_events_are_told_from_traced_ones_that_never_happened(tmp_path)
                                                                  "NVTX tracing; capture with nsys -t nvtx"):
                     tk.query(q, run=name)
         assert not tk.query("osrt-summary", run="unsaid").is_empty()  # (its OSRT_API table says it was traced)
+
+
+def test_exports_of_nsys_2021_and_of_windows(tmp_path):
+    """Shapes seen in public exports of other nsys versions, made from a real export:
+    the GPU table of nsys 2020-21 (vmId, deviceId, name, busLocation, isDiscrete: the
+    details lived elsewhere), a Windows laptop's display adapters CUDA cannot use (0 SMs)
+    listed beside its GPU, and export metadata in the system's code page, not UTF-8
+    (a user name with 0xE1). Each ingests, with the same GPUs as the export itself."""
+    src = NSYS_EXPORTS["ranks_2gpu_rank1"]
+    old_gpus = ["CREATE TABLE g AS SELECT vmId, cuDevice AS deviceId, name, busLocation, isDiscrete FROM TARGET_INFO_GPU",
+                "DROP TABLE TARGET_INFO_GPU", "ALTER TABLE g RENAME TO TARGET_INFO_GPU",
+                "DROP TABLE TARGET_INFO_CUDA_DEVICE"]
+    adapters = ["INSERT INTO TARGET_INFO_GPU (vmId, id, name, busLocation, isDiscrete, smCount, cuDevice) "
+                "SELECT vmId, 10 + i, n, '', 1, 0, 0 FROM (SELECT vmId FROM TARGET_INFO_GPU LIMIT 1), "
+                "(SELECT 0 AS i, 'Intel(R) HD Graphics 630' AS n UNION ALL SELECT 1, 'Microsoft Basic Render Driver')",
+                "UPDATE META_DATA_EXPORT SET value = CAST(x'416c6578616e6465722047656ae1' AS TEXT) "
+                "WHERE name = 'EXPORT_USER'"]
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(src, name="now")
+        tk.ingest(_older_export(src, tmp_path / "old.sqlite", old_gpus), name="old")
+        tk.ingest(_older_export(src, tmp_path / "win.sqlite", adapters), name="win")
+        gpus = {name: tk.sql("SELECT g.device_id, g.name, g.bus_location FROM gpus g JOIN runs r USING (run_id) "
+                             f"WHERE r.name = '{name}' ORDER BY 1").rows() for name in ("now", "old", "win")}
+        assert len(gpus["now"]) == 2 and gpus["old"] == gpus["now"] == gpus["win"]
+        assert len(set(tk.sql("SELECT gpu FROM runs").rows())) == 1
+        assert tk.query("top-kernels", run="old").to_dicts() == tk.query("top-kernels", run="now").to_dicts()

@@ -95,7 +95,7 @@ def _read(export: Export, path: Path) -> Parsed:
         jobs["cuda_device"] = ("TARGET_INFO_GPU", ["id", "cuDevice"])
     for target, p in plans.items():
         if p.raw_columns:
-            jobs[target] = (SPECS[target].source, p.raw_columns)
+            jobs[target] = (p.source, p.raw_columns)
     nvtx_present = export.columns("NVTX_EVENTS")
     if nvtx_present:
         missing = [c for c in NVTX_REQUIRED if c not in nvtx_present]
@@ -130,6 +130,7 @@ def _read(export: Export, path: Path) -> Parsed:
 
     _check_durations(path, raw)
     _check_names(path, raw)
+    _cuda_gpus_only(raw)
 
     gpu_names = []
     if "gpus" in raw and "name" in raw["gpus"].column_names:
@@ -142,6 +143,16 @@ def _read(export: Export, path: Path) -> Parsed:
     parsed.loaders.append(functools.partial(write.load, raw=raw, plans=plans))
     parsed.interns.append(functools.partial(write.intern_names, raw=raw))
     return parsed
+
+
+def _cuda_gpus_only(raw: dict[str, pa.Table]) -> None:
+    """The GPUs of a run are those CUDA can use: a Windows export lists every display
+    adapter (a laptop's integrated graphics, the basic render driver), with 0 SMs."""
+    import pyarrow.compute as pc
+
+    gpus = raw.get("gpus")
+    if gpus is not None and "smCount" in gpus.column_names:
+        raw["gpus"] = gpus.filter(pc.fill_null(pc.greater(gpus.column("smCount"), 0), True))
 
 
 def _check_durations(path: Path, raw: dict[str, pa.Table]) -> None:

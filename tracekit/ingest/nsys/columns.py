@@ -69,6 +69,8 @@ class TableSpec:
     joins: dict[str, tuple[str, str]] = field(default_factory=dict)  # alias -> (raw column or @TABLE, JOIN clause)
     table: str | None = None  # the store table written, when not the target's name (a view reads it)
     where: Filter | None = None  # the raw rows kept (default: all)
+    # read instead where ``source`` lacks a required column (another nsys version's schema)
+    fallback: TableSpec | None = None
 
 
 # an interval's start, end and duration; a thread's global id and its pid and tid
@@ -245,6 +247,16 @@ SPECS = {
             Column("max_warps_per_sm", "r.maxWarpsPerSm", ["maxWarpsPerSm"], "INTEGER"),
         ],
         joins={"cd": ("@TARGET_INFO_CUDA_DEVICE", "LEFT JOIN (SELECT DISTINCT gpuId, cudaId FROM _nsys_cuda_device WHERE cudaId >= 0) cd ON cd.gpuId = r.id")},
+        # nsys before 2022: the GPU table has only the CUDA device id, name and bus
+        fallback=TableSpec(
+            source="TARGET_INFO_GPU",
+            required=["deviceId"],
+            columns=[
+                Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
+                Column("name", "r.name", ["name"], "VARCHAR"),
+                Column("bus_location", "r.busLocation", ["busLocation"], "VARCHAR"),
+            ],
+        ),
     ),
     "streams": TableSpec(
         source="TARGET_INFO_CUDA_STREAM",
@@ -284,11 +296,13 @@ ENUMS = {
 
 
 class Plan(NamedTuple):
-    """How a store table is filled: the SELECT over ``_nsys_<target>`` and the raw
-    columns to read for it (none: the export lacks the table; the SELECT gives no rows)."""
+    """How a store table is filled: the SELECT over ``_nsys_<target>``, the raw columns
+    to read for it (none: the export lacks the table; the SELECT gives no rows) and the
+    export's table they are read from."""
 
     select: str
     raw_columns: list[str]
+    source: str
 
 
 def plan(export: Export, path: Path, version: str, target: str, spec: TableSpec) -> Plan:
@@ -296,6 +310,9 @@ def plan(export: Export, path: Path, version: str, target: str, spec: TableSpec)
     present = export.columns(spec.source)
     if present:
         missing = [c for c in spec.required if c not in present]
+        fallback = spec.fallback
+        if missing and fallback is not None and set(fallback.required) <= export.columns(fallback.source):
+            return plan(export, path, version, target, fallback)
         if missing:
             raise InputError(
                 f"{path}: table {export.tables[spec.source]} lacks column {missing[0]} "
@@ -330,10 +347,10 @@ def plan(export: Export, path: Path, version: str, target: str, spec: TableSpec)
         if not raw.startswith("@"):
             raw_cols.add(raw)
     if not present:
-        return Plan(f"SELECT {', '.join(select)} LIMIT 0", [])
+        return Plan(f"SELECT {', '.join(select)} LIMIT 0", [], spec.source)
     joins = " ".join(spec.joins[a][1] for a in sorted(aliases))
     where = ""
     if spec.where is not None and available(spec.where.needs):
         raw_cols.update(spec.where.needs)
         where = f" WHERE {spec.where.expr}"
-    return Plan(f"SELECT {', '.join(select)} FROM _nsys_{target} r {joins}{where}", sorted(raw_cols))
+    return Plan(f"SELECT {', '.join(select)} FROM _nsys_{target} r {joins}{where}", sorted(raw_cols), spec.source)

@@ -58,6 +58,8 @@ class Export:
             # immutable (as every read of the export): no locks, no -wal/-shm files created
             # beside the input, no journal looked for (pending_changes found none)
             self.sq = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+            # (text nsys copied from the system as it was: a Windows user name in its code page)
+            self.sq.text_factory = lambda b: b.decode("utf-8", "replace")
             rows = self.sq.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
         except sqlite3.DatabaseError as err:
             raise InputError(f"{path}: not a readable SQLite database ({err}); the file is truncated or corrupt") from err

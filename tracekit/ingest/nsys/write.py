@@ -79,7 +79,7 @@ SUMMARIES = {
 }
 
 _TEMPS = ["api_names", "names", "ev", "bands",
-          *(a.removeprefix("_nsys_") for a in ENUMS)]  # (an enum table made for an export without it)
+          *(a.removeprefix("_nsys_") for a in ENUMS), "cuda_device"]  # (made for an export without it)
 
 _FLUSH_SETTINGS = ("allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold")
 

@@ -10,11 +10,12 @@ CREATE TABLE IF NOT EXISTS ncu_kernels (
     name            VARCHAR,    -- kernel name, demangled, as the source prints it
     mangled_name    VARCHAR,    -- mangled name (.ncu-rep only; NULL from CSV)
     function_name   VARCHAR,    -- base function name without parameters (.ncu-rep only)
+    workload        VARCHAR,    -- what the result profiled: kernel (a launch), range (--replay-mode range/app-range: the work between two markers), graph (--graph-profiling graph: a whole graph launch)
     nvtx_path       VARCHAR,    -- NVTX push/pop ranges around the launch, outermost first, joined by '/' (non-default domains as domain:text)
     nvtx_range      VARCHAR,    -- innermost NVTX push/pop range (NULL when none)
     nvtx_ranges     VARCHAR[],  -- the push/pop ranges as a list, outermost first
     nvtx_start_end  VARCHAR[],  -- NVTX start/end ranges open at the launch
-    grid_x          BIGINT,     -- grid dimension x (blocks)
+    grid_x          BIGINT,     -- grid dimension x (blocks); NULL for a range or a graph (several kernels: ncu prints their maxima)
     grid_y          BIGINT,     -- grid dimension y (blocks)
     grid_z          BIGINT,     -- grid dimension z (blocks)
     block_x         BIGINT,     -- block dimension x (threads)
@@ -24,9 +25,9 @@ CREATE TABLE IF NOT EXISTS ncu_kernels (
     cc              VARCHAR,    -- compute capability, e.g. '9.0'
     context_id      BIGINT,     -- CUDA context id
     stream_id       BIGINT,     -- CUDA stream id
-    process_id      BIGINT,     -- profiled process id (CSV only)
-    process_name    VARCHAR,    -- profiled process name (CSV only)
-    host_name       VARCHAR     -- host name (CSV only)
+    process_id      BIGINT,     -- profiled process id
+    process_name    VARCHAR,    -- profiled process name (its executable's file name)
+    host_name       VARCHAR     -- host name
 );
 
 CREATE TABLE IF NOT EXISTS ncu_metrics (
@@ -55,12 +56,14 @@ CREATE TABLE IF NOT EXISTS ncu_rules (
 
 -- Nsight Compute's Source page: per instruction of a launch profiled with the SourceCounters
 -- section (in --set full), from a report (ncu_report) only. One row per instruction that
--- executed or was sampled; a metric the report lacks for the launch is NULL.
+-- executed or was sampled; a metric the report lacks for the launch is NULL (a whole graph
+-- has the warp stall sampling only).
 CREATE TABLE IF NOT EXISTS ncu_source (
     run_id                        INTEGER,  -- run (runs.run_id)
     kernel_id                     INTEGER,  -- ncu_kernels.kernel_id
+    function                      VARCHAR,  -- the function of a range or a graph (ncu's launch__kernel_name, e.g. saxpy); NULL for a kernel launch (ncu_kernels.name)
     address                       BIGINT,   -- the instruction's address (the Source page's Address)
-    pc_offset                     BIGINT,   -- its offset from the function's first instruction, bytes
+    pc_offset                     BIGINT,   -- its offset from its function's first instruction, bytes
     sass                          VARCHAR,  -- the SASS instruction, e.g. 'LDG.E.128 R4, desc[UR4][R2.64]'
     file                          VARCHAR,  -- source file of the line information (NULL: none, e.g. a library kernel)
     line                          INTEGER,  -- source line (NULL: none)

@@ -61,7 +61,7 @@ CREATE TABLE IF NOT EXISTS ncu_rules (
 CREATE TABLE IF NOT EXISTS ncu_source (
     run_id                        INTEGER,  -- run (runs.run_id)
     kernel_id                     INTEGER,  -- ncu_kernels.kernel_id
-    function                      VARCHAR,  -- the function of a range or a graph (ncu's launch__kernel_name, e.g. saxpy); NULL for a kernel launch (ncu_kernels.name)
+    function                      VARCHAR,  -- the function of a range or a graph: a kernel launch's name where the report has one of it, else its symbol without parameters (e.g. block_sum); NULL for a kernel launch (ncu_kernels.name)
     address                       BIGINT,   -- the instruction's address (the Source page's Address)
     pc_offset                     BIGINT,   -- its offset from its function's first instruction, bytes
     sass                          VARCHAR,  -- the SASS instruction, e.g. 'LDG.E.128 R4, desc[UR4][R2.64]'

@@ -10,8 +10,8 @@
 -- none (file and line NULL). source holds the line's text where the report carries the
 -- source (ncu --import-source yes; tracekit capture does). A range (ncu --replay-mode
 -- range/app-range) or a whole graph (--graph-profiling graph) runs several kernels: its
--- instructions count under the function they belong to (name: the function's name without
--- parameters, as the report's modules list it; a graph has warp stall samples only). A run
+-- instructions count under the function they belong to (name: the name of a kernel launch of
+-- it in the report, else its symbol without parameters; a graph has warp stall samples only). A run
 -- profiled without the SourceCounters section (in --set full), or read from ncu's CSV pages
 -- alone, is an error.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)

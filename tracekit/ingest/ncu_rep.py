@@ -154,10 +154,10 @@ def check_container(path: Path) -> Container:
 
 
 def module_functions(path: Path, sources: list[tuple[int | None, int, int]]) -> dict[tuple[int | None, int], str]:
-    """(process id, address) -> name of every function of the modules the report holds:
+    """(process id, address) -> symbol of every function of the modules the report holds:
     a source entry carries its module (field 4: the cubin) and its functions (field 9:
     {1: repeated {1: symbol, 2: address}}), by which ncu's Source page names the functions
-    of a range or a graph. Symbols as ``function_name`` reads them."""
+    of a range or a graph."""
     out = {}
     with open(path, "rb") as fh:
         for pid, offset, n in sources:
@@ -167,7 +167,7 @@ def module_functions(path: Path, sources: list[tuple[int | None, int, int]]) -> 
                 for entry in _fields(blobs.get(9, b""), repeated=(1,))[1].get(1, []):
                     ints, names = _fields(entry)
                     if 1 in names and 2 in ints:
-                        out[(pid, ints[2])] = function_name(names[1].decode("utf-8", "replace"))
+                        out[(pid, ints[2])] = names[1].decode("utf-8", "replace")
             except (ValueError, IndexError):
                 raise InputError(f"{path}: corrupt module entry at byte {offset}; the report is damaged, "
                                  "re-profile") from None
@@ -276,13 +276,18 @@ def read_report(path: Path, *, source_only: bool = False
     return start_report(path, source_only=source_only).result()
 
 
-def _functions(path: Path, container: Container, actions: list, workloads: dict) -> dict[int, dict[int, str]]:
+def _functions(path: Path, container: Container, actions: list, workloads: dict, IA) -> dict[int, dict[int, str]]:
     """kernel_id -> {first address: name} of the functions each range or graph ran
-    (``launch__function_pcs``), named from the report's modules; none for kernel launches."""
+    (``launch__function_pcs``), named from the report's modules: a function the report
+    also holds a kernel launch of takes that launch's demangled name (the functions of both
+    count together in ncu-source), any other its name without parameters
+    (``function_name``). None for kernel launches."""
     several = [kid for kid, a in enumerate(actions) if workloads.get(a.workload_type(), "kernel") != "kernel"]
     if not several:
         return {}
-    names = module_functions(path, container.sources)
+    demangled = {a.name(IA.NameBase_MANGLED): a.name(IA.NameBase_DEMANGLED) for a in actions
+                 if workloads.get(a.workload_type(), "kernel") == "kernel"}
+    names = {k: demangled.get(symbol) or function_name(symbol) for k, symbol in module_functions(path, container.sources).items()}
     out = {}
     for kid in several:
         m = actions[kid].metric_by_name("launch__function_pcs")
@@ -322,7 +327,7 @@ def _read_here(path: Path, source_only: bool = False
         raise InputError(f"{path}: the report holds no profiled launches (empty report)")
     IA = ncu_report.IAction
     workloads = {getattr(IA, f"WorkloadType_{w.upper()}"): w for w in WORKLOADS if hasattr(IA, f"WorkloadType_{w.upper()}")}
-    functions = _functions(path, container, actions, workloads)
+    functions = _functions(path, container, actions, workloads, IA)
     source = ncu_source.start(list(enumerate(actions)), functions=functions)  # (in processes of its own, meanwhile)
     kernels, rules, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], [], []
     gpus, sections = set(), set()

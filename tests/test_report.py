@@ -180,10 +180,10 @@ def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
     assert re.search(r'<p class="note">roofline: nothing to plot', text)
     # nor warp states or instruction-level data: those sections say what to profile with
     assert "chart-warp-stalls" not in page.charts and "chart-ncu-source" not in page.charts
-    assert re.search(r'<p class="note">ncu-source: the run holds no instruction-level data; profile with ncu '
-                     r'--section SourceCounters', text)
-    assert re.search(r'<p class="note">warp-stalls: no launch of the run has warp state metrics; profile with ncu '
-                     r'--section WarpStateStats', text)
+    assert re.search(r'<p class="note">ncu-source: run \d+ \(ncu_sections\) has no instruction-level data; '
+                     r'profile with ncu --section SourceCounters', text)
+    assert re.search(r'<p class="note">warp-stalls: run \d+ \(ncu_sections\) has no warp state metrics; profile '
+                     r'with ncu --section WarpStateStats', text)
 
 
 def test_sweep_report(reports):

@@ -45,3 +45,10 @@ CREATE OR REPLACE TEMP MACRO ncu_kernel_asked(query, run, kernel) AS
                                || ' has a name containing ''' || kernel || ''' (`tracekit query ncu-kernels` '
                                || 'lists them)') END
         FROM ncu_kernels WHERE (run IS NULL OR run_id = run) AND contains(lower(name), lower(kernel)));
+
+-- The start of an ncu query's error where the report lacks what it needs, naming the run
+-- (NULL: every run): 'roofline: run 5 (name) has no ' || what, or 'roofline: no run has ' || what.
+CREATE OR REPLACE TEMP MACRO ncu_lacks(query, run, what) AS
+    query || ': ' || CASE WHEN run IS NULL THEN 'no run has '
+                          ELSE 'run ' || run || ' (' || coalesce((SELECT name FROM runs WHERE run_id = run), '?')
+                               || ') has no ' END || what;

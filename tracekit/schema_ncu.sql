@@ -10,11 +10,12 @@ CREATE TABLE IF NOT EXISTS ncu_kernels (
     name            VARCHAR,    -- kernel name, demangled, as the source prints it
     mangled_name    VARCHAR,    -- mangled name (.ncu-rep only; NULL from CSV)
     function_name   VARCHAR,    -- base function name without parameters (.ncu-rep only)
+    workload        VARCHAR,    -- what the result profiled: kernel (a launch), range (--replay-mode range/app-range: the work between two markers), graph (--graph-profiling graph: a whole graph launch)
     nvtx_path       VARCHAR,    -- NVTX push/pop ranges around the launch, outermost first, joined by '/' (non-default domains as domain:text)
     nvtx_range      VARCHAR,    -- innermost NVTX push/pop range (NULL when none)
     nvtx_ranges     VARCHAR[],  -- the push/pop ranges as a list, outermost first
     nvtx_start_end  VARCHAR[],  -- NVTX start/end ranges open at the launch
-    grid_x          BIGINT,     -- grid dimension x (blocks)
+    grid_x          BIGINT,     -- grid dimension x (blocks); NULL for a range or a graph (several kernels: ncu prints their maxima)
     grid_y          BIGINT,     -- grid dimension y (blocks)
     grid_z          BIGINT,     -- grid dimension z (blocks)
     block_x         BIGINT,     -- block dimension x (threads)
@@ -24,9 +25,9 @@ CREATE TABLE IF NOT EXISTS ncu_kernels (
     cc              VARCHAR,    -- compute capability, e.g. '9.0'
     context_id      BIGINT,     -- CUDA context id
     stream_id       BIGINT,     -- CUDA stream id
-    process_id      BIGINT,     -- profiled process id (CSV only)
-    process_name    VARCHAR,    -- profiled process name (CSV only)
-    host_name       VARCHAR     -- host name (CSV only)
+    process_id      BIGINT,     -- profiled process id
+    process_name    VARCHAR,    -- profiled process name (its executable's file name)
+    host_name       VARCHAR     -- host name
 );
 
 CREATE TABLE IF NOT EXISTS ncu_metrics (
@@ -55,12 +56,14 @@ CREATE TABLE IF NOT EXISTS ncu_rules (
 
 -- Nsight Compute's Source page: per instruction of a launch profiled with the SourceCounters
 -- section (in --set full), from a report (ncu_report) only. One row per instruction that
--- executed or was sampled; a metric the report lacks for the launch is NULL.
+-- executed or was sampled; a metric the report lacks for the launch is NULL (a whole graph
+-- has the warp stall sampling only).
 CREATE TABLE IF NOT EXISTS ncu_source (
     run_id                        INTEGER,  -- run (runs.run_id)
     kernel_id                     INTEGER,  -- ncu_kernels.kernel_id
+    function                      VARCHAR,  -- the function of a range or a graph: a kernel launch's name where the report has one of it, else its symbol without parameters (e.g. block_sum); NULL for a kernel launch (ncu_kernels.name)
     address                       BIGINT,   -- the instruction's address (the Source page's Address)
-    pc_offset                     BIGINT,   -- its offset from the function's first instruction, bytes
+    pc_offset                     BIGINT,   -- its offset from its function's first instruction, bytes
     sass                          VARCHAR,  -- the SASS instruction, e.g. 'LDG.E.128 R4, desc[UR4][R2.64]'
     file                          VARCHAR,  -- source file of the line information (NULL: none, e.g. a library kernel)
     line                          INTEGER,  -- source line (NULL: none)
@@ -120,11 +123,13 @@ CREATE OR REPLACE MACRO _ncu_kernel_class(n) AS CASE
     WHEN regexp_matches(lower(n), 'copy|memcpy|memset|fill|cat') THEN 'copy'
     ELSE 'other' END;
 
--- One row per launch: the metrics the speed-of-light, occupancy and roofline queries use
--- (NULL where the report lacks them). Units in the column names.
+-- One row per result: the metrics the speed-of-light, occupancy and roofline queries use
+-- (NULL where the report lacks them). Units in the column names. The launch configuration
+-- and the occupancy limits are a kernel launch's only: a range or a whole graph runs
+-- several kernels, and ncu gives it their maxima or averages (NULL here).
 CREATE OR REPLACE VIEW ncu_kernel_metrics AS
 SELECT
-    k.run_id, k.kernel_id, k.name, k.nvtx_path, k.nvtx_range, k.cc,
+    k.run_id, k.kernel_id, k.name, k.workload, k.nvtx_path, k.nvtx_range, k.cc,
     TRY_CAST(k.cc AS DOUBLE) AS cc_num,
     -- speed of light (GPU Speed Of Light Throughput section)
     max(value) FILTER (WHERE metric = 'gpu__time_duration.sum') AS duration_ns,
@@ -138,21 +143,21 @@ SELECT
     max(value) FILTER (WHERE metric = 'l1tex__throughput.avg.pct_of_peak_sustained_active') AS l1_throughput_pct,
     max(value) FILTER (WHERE metric = 'lts__throughput.avg.pct_of_peak_sustained_elapsed') AS l2_throughput_pct,
     -- launch statistics and occupancy
-    max(value) FILTER (WHERE metric = 'launch__block_size') AS block_size,
-    max(value) FILTER (WHERE metric = 'launch__grid_size') AS grid_size,
-    max(value) FILTER (WHERE metric = 'launch__registers_per_thread') AS registers_per_thread,
-    max(value) FILTER (WHERE metric = 'launch__shared_mem_per_block_static') AS shared_mem_static_bytes,
-    max(value) FILTER (WHERE metric = 'launch__shared_mem_per_block_dynamic') AS shared_mem_dynamic_bytes,
-    max(value) FILTER (WHERE metric = 'launch__shared_mem_per_block_driver') AS shared_mem_driver_bytes,
-    max(value) FILTER (WHERE metric = 'launch__shared_mem_config_size') AS shared_mem_config_bytes,
-    max(value) FILTER (WHERE metric = 'launch__waves_per_multiprocessor') AS waves_per_sm,
-    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_registers') AS block_limit_registers,
-    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_shared_mem') AS block_limit_shared_mem,
-    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_warps') AS block_limit_warps,
-    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_blocks') AS block_limit_blocks,
-    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_barriers') AS block_limit_barriers,
-    max(value) FILTER (WHERE metric = 'sm__maximum_warps_avg_per_active_cycle') AS theoretical_warps_per_sm,
-    max(value) FILTER (WHERE metric = 'sm__maximum_warps_per_active_cycle_pct') AS theoretical_occupancy_pct,
+    max(value) FILTER (WHERE metric = 'launch__block_size' AND k.workload = 'kernel') AS block_size,
+    max(value) FILTER (WHERE metric = 'launch__grid_size' AND k.workload = 'kernel') AS grid_size,
+    max(value) FILTER (WHERE metric = 'launch__registers_per_thread' AND k.workload = 'kernel') AS registers_per_thread,
+    max(value) FILTER (WHERE metric = 'launch__shared_mem_per_block_static' AND k.workload = 'kernel') AS shared_mem_static_bytes,
+    max(value) FILTER (WHERE metric = 'launch__shared_mem_per_block_dynamic' AND k.workload = 'kernel') AS shared_mem_dynamic_bytes,
+    max(value) FILTER (WHERE metric = 'launch__shared_mem_per_block_driver' AND k.workload = 'kernel') AS shared_mem_driver_bytes,
+    max(value) FILTER (WHERE metric = 'launch__shared_mem_config_size' AND k.workload = 'kernel') AS shared_mem_config_bytes,
+    max(value) FILTER (WHERE metric = 'launch__waves_per_multiprocessor' AND k.workload = 'kernel') AS waves_per_sm,
+    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_registers' AND k.workload = 'kernel') AS block_limit_registers,
+    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_shared_mem' AND k.workload = 'kernel') AS block_limit_shared_mem,
+    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_warps' AND k.workload = 'kernel') AS block_limit_warps,
+    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_blocks' AND k.workload = 'kernel') AS block_limit_blocks,
+    max(value) FILTER (WHERE metric = 'launch__occupancy_limit_barriers' AND k.workload = 'kernel') AS block_limit_barriers,
+    max(value) FILTER (WHERE metric = 'sm__maximum_warps_avg_per_active_cycle' AND k.workload = 'kernel') AS theoretical_warps_per_sm,
+    max(value) FILTER (WHERE metric = 'sm__maximum_warps_per_active_cycle_pct' AND k.workload = 'kernel') AS theoretical_occupancy_pct,
     max(value) FILTER (WHERE metric = 'sm__warps_active.avg.per_cycle_active') AS achieved_warps_per_sm,
     max(value) FILTER (WHERE metric = 'sm__warps_active.avg.pct_of_peak_sustained_active') AS achieved_occupancy_pct,
     -- roofline inputs (SpeedOfLight_RooflineChart, SpeedOfLight_Hierarchical*RooflineChart)

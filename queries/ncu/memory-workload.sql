@@ -3,7 +3,9 @@
 -- memory chart): how much traffic a kernel makes and how much of it the caches catch
 -- (L1/TEX and L2 hit rates), how busy the memory units are, and local-memory spills.
 -- missing_metrics names the section metrics the report lacks (their columns are NULL); a
--- report made without --section MemoryWorkloadAnalysis (or --set full) has none of them.
+-- report made without --section MemoryWorkloadAnalysis (or --set full) has none of them but
+-- the duration, and a run with none at all is an error. A range or a whole graph gets one
+-- row, over all the kernels it ran.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
@@ -54,6 +56,11 @@ WITH launches AS (
     SELECT l.run_id, l.kernel_id, s.col, s.metric, m.value
     FROM launches l CROSS JOIN section s
     LEFT JOIN ncu_metrics m ON m.run_id = l.run_id AND m.kernel_id = l.kernel_id AND m.metric = s.metric
+), checked AS (  -- read first: the error is raised before any row
+    SELECT CASE WHEN count(*) = 0 OR count(*) FILTER (WHERE value IS NOT NULL) > 0 THEN true
+                ELSE error(ncu_lacks('memory-workload', $run, 'metric of the Memory Workload Analysis section')
+                           || '; profile with ncu --section MemoryWorkloadAnalysis (or --set full)') END AS ok
+    FROM v
 ), p AS (
     SELECT run_id, kernel_id,
            max(value) FILTER (WHERE col = 'duration_ns') AS duration_ns,
@@ -72,7 +79,7 @@ WITH launches AS (
            max(value) FILTER (WHERE col = 'local_spilling_requests') AS local_spilling_requests,
            max(value) FILTER (WHERE col = 'local_spilling_overhead_pct') AS local_spilling_overhead_pct,
            nullif(string_agg(metric, ', ' ORDER BY metric) FILTER (WHERE value IS NULL), '') AS missing_metrics
-    FROM v
+    FROM checked JOIN v ON checked.ok
     GROUP BY run_id, kernel_id
 )
 SELECT l.run_id, l.kernel_id, l.name, l.nvtx_range, p.duration_ns, p.dram_bytes_per_s, p.dram_read_bytes,

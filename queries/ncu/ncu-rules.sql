@@ -3,7 +3,8 @@
 -- Ranked by est_saved_ns (a global estimate is a share of the launch's duration, so
 -- findings compare across kernels), then by estimated speedup. A run read from ncu's raw
 -- CSV page, which carries no rule results, is an error: ingest the .ncu-rep or the
--- details page (a tracekit run folder takes them from its details page or report).
+-- details page (a tracekit run folder takes them from its details page or report); so is
+-- one profiled without sections (ncu --metrics alone), on which ncu ran no rules.
 -- With group=kernel, one row per kernel, NVTX range and finding over its launches: the
 -- median speedup, the summed durations and time saved, the message of the launch that
 -- would save most (a capture profiles each kernel several times).
@@ -31,9 +32,11 @@
 WITH src AS (  -- one row, read first: its check raises even where no rule matches
     SELECT CASE WHEN count(*) FILTER (WHERE json_extract(meta, '$.rule_results') IS NOT NULL) > 0
                      OR (count(*) = 0 AND $run IS NULL) THEN true
-                ELSE error('ncu-rules: ' || CASE WHEN $run IS NULL THEN 'no run holds' ELSE 'the run holds no' END
-                           || ' rule results: ncu''s raw CSV page has none; ingest the .ncu-rep '
-                           || '(or ncu -i REPORT --csv --page details)') END AS ok
+                WHEN bool_and(coalesce(json_extract(meta, '$.sections')::INTEGER = 0, false))
+                THEN error(ncu_lacks('ncu-rules', $run, 'rule results') || ': it was profiled without sections (ncu '
+                           || '--metrics alone), so ncu ran no rules; profile with ncu --set full (or --section NAME)')
+                ELSE error(ncu_lacks('ncu-rules', $run, 'rule results') || ': ncu''s raw CSV page has none; ingest the '
+                           || '.ncu-rep (or ncu -i REPORT --csv --page details)') END AS ok
     FROM runs WHERE ($run IS NULL OR run_id = $run) AND list_contains(string_split(kind, ','), 'ncu')
 ), launch AS (
     SELECT r.run_id, r.kernel_id, k.name, k.nvtx_range, r.section, r.rule, r.rule_type, r.speedup_type,

@@ -8,16 +8,20 @@
 -- shared-memory wavefronts of bank conflicts. Lines come from the kernel's line
 -- information (Triton always has it; CUDA with -lineinfo); a library kernel's rows have
 -- none (file and line NULL). source holds the line's text where the report carries the
--- source (ncu --import-source yes; tracekit capture does). A run profiled without the
--- SourceCounters section (in --set full), or read from ncu's CSV pages alone, is an error.
+-- source (ncu --import-source yes; tracekit capture does). A range (ncu --replay-mode
+-- range/app-range) or a whole graph (--graph-profiling graph) runs several kernels: its
+-- instructions count under the function they belong to (name: the name of a kernel launch of
+-- it in the report, else its symbol without parameters; a graph has warp stall samples only). A run
+-- profiled without the SourceCounters section (in --set full), or read from ncu's CSV pages
+-- alone, is an error.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
--- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
+-- @param kernel  TEXT     only launches (and functions of a range or a graph) whose name contains this text, case-insensitive (default: null)
 -- @param launch  INTEGER  only the launch with this ncu ID (min: 0) (default: null)
 -- @param by      TEXT     one row per kernel and source line, or per kernel and instruction (one of: line, instruction) (default: line)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id                 run the launches belong to
--- @column name                   kernel name (demangled)
--- @column launches               launches summed in the row
+-- @column name                   kernel name (demangled; in a range or a graph the function's name)
+-- @column launches               launches (results) summed in the row
 -- @column file                   source file (NULL: no line information)
 -- @column line                   source line (NULL: no line information)
 -- @column location               the file's name and the line, e.g. _cached.py:434 (NULL: no line information)
@@ -41,20 +45,28 @@
 WITH launches AS (
     SELECT run_id, kernel_id, name
     FROM ncu_kernels
-    WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
-      AND ncu_kernel_asked('ncu-source', $run, $kernel)
-      AND ($launch IS NULL OR kernel_id = $launch)
+    WHERE ($run IS NULL OR run_id = $run) AND ($launch IS NULL OR kernel_id = $launch)
+), asked AS (  -- read first: a kernel filter must name a launch's kernel or a function of a range or a graph
+    SELECT CASE WHEN $kernel IS NULL OR count(*) > 0 THEN true
+                ELSE error('ncu-source: no kernel of ' || CASE WHEN $run IS NULL THEN 'any run' ELSE 'the run' END
+                           || ' has a name containing ''' || $kernel || ''' (`tracekit query ncu-kernels` lists them)')
+                END AS ok
+    FROM (SELECT name FROM ncu_kernels WHERE $run IS NULL OR run_id = $run
+          UNION ALL
+          SELECT DISTINCT function FROM ncu_source WHERE ($run IS NULL OR run_id = $run) AND function IS NOT NULL) n(name)
+    WHERE $kernel IS NULL OR contains(lower(name), lower($kernel))
 ), checked AS (  -- read first: the error is raised even where the filters leave nothing
     SELECT CASE WHEN count(*) > 0 OR NOT EXISTS (FROM ncu_kernels WHERE $run IS NULL OR run_id = $run) THEN true
-                ELSE error('ncu-source: ' || CASE WHEN $run IS NULL THEN 'no run holds' ELSE 'the run holds no' END
-                           || ' instruction-level data; profile with ncu --section SourceCounters (or --set full) '
-                           || 'and ingest the .ncu-rep (ncu''s CSV pages do not carry it)') END AS ok
+                ELSE error(ncu_lacks('ncu-source', $run, 'instruction-level data') || '; profile with ncu --section '
+                           || 'SourceCounters (or --set full) and ingest the .ncu-rep (ncu''s CSV pages do not carry it)')
+                END AS ok
     FROM (SELECT 1 FROM ncu_source WHERE $run IS NULL OR run_id = $run LIMIT 1)
 ), ins AS (  -- the instructions of the chosen launches, with their row's key
-    SELECT s.*, l.name,
+    SELECT s.* EXCLUDE (function), coalesce(s.function, l.name) AS name,
            CASE WHEN lower($by) = 'instruction' THEN s.pc_offset END AS key_pc
-    FROM checked JOIN ncu_source s ON checked.ok
+    FROM checked JOIN asked ON checked.ok AND asked.ok JOIN ncu_source s ON true
     JOIN launches l ON l.run_id = s.run_id AND l.kernel_id = s.kernel_id
+    WHERE $kernel IS NULL OR contains(lower(l.name), lower($kernel)) OR contains(lower(s.function), lower($kernel))
 ), stalls AS (
     SELECT i.run_id, i.name, i.file, i.line, i.key_pc, st.reason, sum(st.samples) AS samples
     FROM ins i

@@ -1,8 +1,11 @@
--- Occupancy per launch: theoretical and achieved occupancy, the per-SM block limits and
--- the one that binds, as ncu's Occupancy and Launch Statistics sections print them.
+-- Occupancy per kernel launch: theoretical and achieved occupancy, the per-SM block limits
+-- and the one that binds, as ncu's Occupancy and Launch Statistics sections print them.
 -- limiter: the smallest block limit (ties joined by ', ' in ncu's order blocks, registers,
 -- shared_mem, warps; then barriers). Block Limit SM is block_limit_blocks.
--- missing_metrics names the metrics the report lacks (their columns are NULL).
+-- missing_metrics names the metrics the report lacks (their columns are NULL). Ranges
+-- (ncu --replay-mode range/app-range) and whole graphs (--graph-profiling graph) run several
+-- kernels and have no launch configuration of their own: they are left out (ncu-kernels
+-- lists them), and a run of those alone, or of launches without any of these metrics, is an error.
 -- @param run    TEXT     run id or name, or 'all' (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id                     run the launch belongs to
@@ -30,7 +33,26 @@
 -- @column missing_metrics            metrics not in the report, comma-separated (NULL = complete)
 -- @display kernel_id, block_size, registers_per_thread, theoretical_occupancy_pct, achieved_occupancy_pct, limiter, name
 -- @requires ncu_kernels, ncu_metrics
-WITH o AS (
+WITH m AS MATERIALIZED (
+    SELECT * FROM ncu_kernel_metrics WHERE ($run IS NULL OR run_id = $run)
+), checked AS (  -- read first: the error is raised before any row
+    SELECT CASE
+        WHEN count(*) = 0 THEN true
+        WHEN count(*) FILTER (WHERE workload = 'kernel') = 0 THEN error(
+            ncu_lacks('occupancy', $run, 'kernel launches') || ': its results are '
+            || string_agg(DISTINCT CASE workload WHEN 'range' THEN 'ranges (ncu --replay-mode range or app-range)'
+                                                 WHEN 'graph' THEN 'whole graphs (ncu --graph-profiling graph)'
+                                                 ELSE workload || 's' END, ' and ')
+            || ', which run several kernels and have no launch configuration of their own; occupancy is per '
+            || 'kernel launch (`tracekit query ncu-kernels` lists the results)')
+        WHEN count(*) FILTER (WHERE workload = 'kernel' AND coalesce(registers_per_thread, block_limit_registers,
+                 block_limit_shared_mem, block_limit_warps, block_limit_blocks, block_limit_barriers,
+                 theoretical_occupancy_pct, achieved_occupancy_pct, waves_per_sm) IS NOT NULL) = 0 THEN error(
+            ncu_lacks('occupancy', $run, 'occupancy metrics') || ' (profiled without them); profile with ncu '
+            || '--section Occupancy --section LaunchStats (or --set basic or full)')
+        ELSE true END AS ok
+    FROM m
+), o AS (
     SELECT *,
            -- NULL when any limit is missing: the binding one cannot be named from a part
            CASE WHEN block_limit_blocks IS NOT NULL AND block_limit_registers IS NOT NULL
@@ -38,8 +60,8 @@ WITH o AS (
                  AND block_limit_barriers IS NOT NULL
                 THEN least(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
                            block_limit_barriers) END AS min_limit
-    FROM ncu_kernel_metrics
-    WHERE ($run IS NULL OR run_id = $run)
+    FROM checked JOIN m ON checked.ok
+    WHERE workload = 'kernel'
 )
 SELECT run_id, kernel_id, name, nvtx_range,
        block_size::BIGINT AS block_size, grid_size::BIGINT AS grid_size,

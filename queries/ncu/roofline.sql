@@ -8,7 +8,9 @@
 -- its ceiling gives peak_flops_per_s, attainable = min(peak, ai_dram x DRAM peak), bound =
 -- memory left of the ridge. Columns whose inputs the report lacks are NULL and
 -- missing_metrics names those inputs (e.g. a --section SpeedOfLight_RooflineChart report
--- has FP32/FP64 and DRAM only: no FP16, tensor, L2 or L1 counters).
+-- has FP32/FP64 and DRAM only: no FP16, tensor, L2 or L1 counters); a run with no FLOP or
+-- byte rate at all (ncu --metrics without them) is an error. A range or a whole graph gets
+-- one point, its work over its elapsed time (ncu's roofline of a range).
 -- @param run    TEXT     run id or name, or 'all' (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id                        run the launch belongs to
@@ -60,6 +62,18 @@
 -- @column missing_metrics               roofline inputs not in the report, comma-separated (NULL = complete)
 -- @display kernel_id, duration_ns, precision, flops_per_s, ai_dram, roof_pct, bound, name
 -- @requires ncu_kernels, ncu_metrics
+WITH r AS MATERIALIZED (
+    SELECT * FROM ncu_roofline WHERE ($run IS NULL OR run_id = $run)
+), checked AS (  -- read first: the error is raised before any row
+    SELECT CASE WHEN count(*) = 0 OR count(*) FILTER (WHERE coalesce(fp64_flops_per_s, fp32_flops_per_s,
+                     fp16_flops_per_s, tensor_srcs, dram_bytes_per_s, l2_bytes_per_s, l1_bytes_per_s) IS NOT NULL) > 0
+                THEN true
+                ELSE error(ncu_lacks('roofline', $run, 'roofline input: no FLOP rate (smsp__sass_thread_inst_executed_op_'
+                           || '*_pred_on.sum.per_cycle_elapsed, sm__ops_path_tensor_*) and no byte rate (dram__bytes.sum.'
+                           || 'per_second, lts__lts2xbar_cycles_active.sum.per_second, l1tex__lsu_writeback_active_*); '
+                           || 'profile with ncu --section SpeedOfLight_RooflineChart (or --set full)')) END AS ok
+    FROM r
+)
 SELECT run_id, kernel_id, name, nvtx_range, _ncu_kernel_class(name) AS kernel_class, duration_ns,
        sm_hz AS sm_clock_hz, dram_frequency_hz AS dram_clock_hz,
        fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s,
@@ -76,7 +90,6 @@ SELECT run_id, kernel_id, name, nvtx_range, _ncu_kernel_class(name) AS kernel_cl
        peak_tensor_fp8_flops_per_s, peak_tensor_fp64_flops_per_s, peak_tensor_int8_ops_per_s,
        peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s,
        ridge_ai_dram, attainable_flops_per_s, roof_pct, bound, missing_metrics
-FROM ncu_roofline
-WHERE ($run IS NULL OR run_id = $run)
+FROM checked JOIN r ON checked.ok
 ORDER BY run_id, kernel_id
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -1,7 +1,8 @@
 -- GPU Speed Of Light per launch: the numbers of ncu's "GPU Speed Of Light Throughput"
 -- section (ncu --page details), in base units. Throughputs are % of peak sustained.
--- missing_metrics names the section metrics the report lacks (their columns are NULL);
--- a report made without --section SpeedOfLight (or --set basic/full) has none of them.
+-- missing_metrics names the section metrics the report lacks (their columns are NULL); a
+-- run with none of them (profiled without --section SpeedOfLight or --set basic/full) is an
+-- error. A range or a whole graph gets one row, over all the kernels it ran.
 -- @param run    TEXT     run id or name, or 'all' (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id                 run the launch belongs to
@@ -21,6 +22,16 @@
 -- @column missing_metrics        section metrics not in the report, comma-separated (NULL = complete)
 -- @display kernel_id, duration_ns, sm_throughput_pct, memory_throughput_pct, dram_throughput_pct, l1_throughput_pct, l2_throughput_pct, name
 -- @requires ncu_kernels, ncu_metrics
+WITH m AS MATERIALIZED (
+    SELECT * FROM ncu_kernel_metrics WHERE ($run IS NULL OR run_id = $run)
+), checked AS (  -- read first: the error is raised before any row
+    SELECT CASE WHEN count(*) = 0 OR count(*) FILTER (WHERE coalesce(duration_ns, elapsed_cycles, sm_active_cycles,
+                     sm_frequency_hz, dram_frequency_hz, sm_throughput_pct, memory_throughput_pct, dram_throughput_pct,
+                     l1_throughput_pct, l2_throughput_pct) IS NOT NULL) > 0 THEN true
+                ELSE error(ncu_lacks('speed-of-light', $run, 'metric of the GPU Speed Of Light Throughput section')
+                           || '; profile with ncu --section SpeedOfLight (or --set basic or full)') END AS ok
+    FROM m
+)
 SELECT run_id, kernel_id, name, nvtx_range, duration_ns, elapsed_cycles, sm_active_cycles,
        sm_frequency_hz, dram_frequency_hz, sm_throughput_pct, memory_throughput_pct,
        dram_throughput_pct, l1_throughput_pct, l2_throughput_pct,
@@ -36,7 +47,6 @@ SELECT run_id, kernel_id, name, nvtx_range, duration_ns, elapsed_cycles, sm_acti
            CASE WHEN l1_throughput_pct IS NULL THEN 'l1tex__throughput.avg.pct_of_peak_sustained_active' END,
            CASE WHEN l2_throughput_pct IS NULL THEN 'lts__throughput.avg.pct_of_peak_sustained_elapsed' END
        ), '') AS missing_metrics
-FROM ncu_kernel_metrics
-WHERE ($run IS NULL OR run_id = $run)
+FROM checked JOIN m ON checked.ok
 ORDER BY run_id, kernel_id
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

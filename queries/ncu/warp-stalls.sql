@@ -4,7 +4,8 @@
 -- Source Counters' warp stall sampling (program-counter samples per reason, which add up
 -- to the launch's sample count). Reasons as ncu's metrics name them
 -- (long_scoreboard, barrier, gmma, ...; the sampling's no_instructions is no_instruction
--- here). A run profiled without the WarpStateStats section (or --set full) is an error.
+-- here). A run profiled without the WarpStateStats section (or --set full) is an error. A
+-- range or a whole graph gets its states over all the kernels it ran.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
@@ -43,9 +44,8 @@ WITH launches AS (
     GROUP BY ALL
 ), checked AS (  -- read first: the error is raised even where the kernel filter leaves nothing
     SELECT CASE WHEN count(*) > 0 OR NOT EXISTS (FROM launches) THEN true
-                ELSE error('warp-stalls: ' || CASE WHEN $run IS NULL THEN 'no launch' ELSE 'no launch of the run' END
-                           || ' has warp state metrics; profile with ncu --section WarpStateStats '
-                           || '(and --section SourceCounters for the sampling), or --set full') END AS ok
+                ELSE error(ncu_lacks('warp-stalls', $run, 'warp state metrics') || '; profile with ncu --section '
+                           || 'WarpStateStats (and --section SourceCounters for the sampling), or --set full') END AS ok
     FROM state
 )
 SELECT l.run_id, l.kernel_id, l.name, l.nvtx_range, coalesce(s.reason, p.reason) AS reason,

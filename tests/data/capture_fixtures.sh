@@ -4,7 +4,15 @@
 #   NSYS_SCENARIOS  default: hstu_mixed many_kernels multithread; also multiproc graphs_node
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
 #                   registered_nvtx_domains diff_base_a diff_base_b diff_regressed memops autograd
-#   NCU_VARIANTS    default: full sections; also diff_a diff_b source (empty for none)
+#   NCU_VARIANTS    default: full sections; also diff_a diff_b source, and the report kinds other than kernel
+#                   replay (ncu_options below; programs/ncu_variants.cu built with nvcc, ncu_multiproc.py):
+#                   app_replay (--replay-mode application --set full: 3 kernels, each pass a run of the program),
+#                   range (--replay-mode range --set full: 2 ranges marked by cudaProfilerStart/Stop),
+#                   app_range (--replay-mode app-range, default set: 2 ranges marked by NVTX push/pop),
+#                   metrics (--metrics with 7 metrics, no sections: no rules, no Source page),
+#                   graph (--graph-profiling graph --set full: 1 kernel and 2 launches of a 3-kernel graph),
+#                   multiproc (--target-processes all --set full: 4 kernels from a parent and 2 children)
+#                   (empty for none)
 #   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4);
 #                   rank r runs on GPU r % (the machine's GPU count)
 #   RANKS_NAME      its folder (default nsys_ranks; nsys_ranks_2gpu was taken on 2 GPUs)
@@ -14,7 +22,7 @@
 # Each nsys scenario gets export.sqlite.xz, NVIDIA's own `nsys stats` CSVs (the goldens;
 # the two trace reports compressed), profile.log and capture.txt (GPU, driver, clocks as
 # found, tool versions); each ncu scenario gets report.ncu-rep.xz plus raw and details
-# CSV exports (compressed); the diff and ranks fixtures get PLANT.md + plant.json
+# CSV exports and ncu's Source page where it has one (compressed); the diff and ranks fixtures get PLANT.md + plant.json
 # (programs/plant.py, from the plant and NVIDIA's CSVs). Clocks are never changed.
 # osrt_sum.csv and cuda_gpu_sum.csv of every nsys fixture, and cuda_gpu_trace.csv.xz of hstu_capture_nsys, were added
 # later (2026-11-28) by the same `nsys stats` (2025.3.1, on the H200) over the committed exports.
@@ -24,6 +32,7 @@
 # The Source pages of the earlier reports were exported later (2026-11-28, ncu 2025.3.1 on the H200, source_pages
 # below): ncu_full/source_sass.csv, ncu_diff_a/source_cuda_sass.csv, and hstu_capture_ncu/ncu_source_cuda_sass.csv
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
+# The ncu variants app_replay range app_range metrics graph multiproc were taken on 2026-11-29 (ncu 2025.3.1, H200).
 set -u
 out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -85,7 +94,7 @@ record() {
     echo "captured: $(date -u +%FT%TZ)"
     echo "command: $*"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.limit --format=csv
-    echo "nsys: $(nsys --version 2>&1 | head -1)"
+    echo "nsys: $(command -v nsys > /dev/null && nsys --version 2>&1 | head -1 || echo '(not on PATH)')"
     echo "ncu: $(ncu --version 2>&1 | tail -1)"
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)" 2>&1
   } > "$d/capture.txt"
@@ -181,25 +190,87 @@ if [ -n "${RANKS:-}" ]; then
   rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 fi
 
+# ncu variant -> its ncu options (after --clock-control none) and the command it profiles
+# ($bin: the CUDA programs built below); ncu_fallback: options to try in turn where the
+# first give no report (none: no retry); capture.txt then says what failed
+ncu_options() {
+  case $1 in
+    full) echo "--nvtx --nvtx-include ncu/ --set full" ;;
+    sections) echo "--nvtx --nvtx-include ncu/ --section SpeedOfLight_RooflineChart --section Occupancy --section LaunchStats" ;;
+    diff_*) echo "--nvtx --nvtx-include diff/ --set full" ;;
+    source) echo "--nvtx --nvtx-include src/ --set full --import-source yes" ;;
+    app_replay) echo "--replay-mode application --nvtx --nvtx-include var/ --set full" ;;
+    range) echo "--replay-mode range --nvtx --set full" ;;
+    app_range) echo "--replay-mode app-range --nvtx --nvtx-include region_a/ --nvtx-include region_b/" ;;
+    metrics) echo "--nvtx --nvtx-include var/ --metrics $ncu_metrics" ;;
+    graph) echo "--graph-profiling graph --nvtx --nvtx-include graph/ --set full" ;;
+    multiproc) echo "--target-processes all --nvtx --nvtx-include mp/ --set full" ;;
+  esac
+}
+ncu_fallback() {
+  case $1 in
+    range) echo "--replay-mode range --nvtx|--replay-mode range --profile-from-start off --nvtx" ;;
+    app_range) echo "--replay-mode app-range --nvtx --nvtx-include region_a --nvtx-include region_b" ;;
+    graph) echo "--graph-profiling graph --nvtx --nvtx-include graph/|--graph-profiling graph --set full" ;;
+  esac
+}
+ncu_cmdline() {
+  case $1 in
+    full|sections) echo "python3 $here/programs/ncu_kernels.py" ;;
+    diff_*) echo "python3 $here/programs/ncu_diff.py ${1#diff_}" ;;
+    source) echo "python3 $here/programs/ncu_source.py" ;;
+    app_replay|metrics) echo "$out/bin/ncu_variants kernels" ;;
+    range) echo "$out/bin/ncu_variants range" ;;
+    app_range) echo "$out/bin/ncu_variants nvtx" ;;
+    graph) echo "$out/bin/ncu_variants graph" ;;
+    multiproc) echo "python3 $here/programs/ncu_multiproc.py" ;;
+  esac
+}
+# the metrics variant: a few metrics by name, no sections (so no rules either)
+ncu_metrics=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,\
+dram__bytes_write.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,\
+smsp__sass_thread_inst_executed_op_ffma_pred_on.sum
+
 for variant in ${NCU_VARIANTS-full sections}; do
   d="$out/ncu_$variant"; mkdir -p "$d"
-  case $variant in
-    full) sets=(--set full); prog=(ncu_kernels.py); include="ncu/" ;;
-    sections) sets=(--section SpeedOfLight_RooflineChart --section Occupancy --section LaunchStats)
-      prog=(ncu_kernels.py); include="ncu/" ;;
-    diff_*) sets=(--set full); prog=(ncu_diff.py "${variant#diff_}"); include="diff/" ;;
-    source) sets=(--set full --import-source yes); prog=(ncu_source.py); include="src/" ;;
+  case $variant in app_replay|range|app_range|metrics|graph)
+    if [ ! -x "$out/bin/ncu_variants" ]; then
+      mkdir -p "$out/bin"
+      nvcc -O2 -arch=sm_90 -lineinfo -o "$out/bin/ncu_variants" "$here/programs/ncu_variants.cu" || echo "nvcc rc=$?"
+    fi ;;
   esac
   echo "== ncu $variant $(date -u +%T)"
-  record "$d" ncu --clock-control none --nvtx --nvtx-include "$include" "${sets[@]}" -o report python3 "${prog[@]}"
-  ncu --clock-control none --nvtx --nvtx-include "$include" "${sets[@]}" -f -o "$d/report" \
-    python3 "$here/programs/${prog[0]}" "${prog[@]:1}" > "$d/profile.log" 2>&1 || echo "ncu $variant rc=$?"
+  opts=$(ncu_options "$variant")
+  cmd=$(ncu_cmdline "$variant")
+  short=${cmd//$out\/bin\//}; short=${short//$here\/programs\//}  # (capture.txt: names, not paths)
+  record "$d" ncu --clock-control none $opts -o report $short
+  # shellcheck disable=SC2086
+  timeout 300 ncu --clock-control none $opts -f -o "$d/report" $cmd > "$d/profile.log" 2>&1
+  rc=$?
+  IFS='|' read -r -a alts <<< "$(ncu_fallback "$variant")"
+  for alt in "${alts[@]}"; do
+    { [ $rc != 0 ] || [ ! -s "$d/report.ncu-rep" ]; } || break
+    echo "ncu $variant rc=$rc with its own options: retrying with $alt"
+    written=$([ -s "$d/report.ncu-rep" ] && echo yes || echo no)
+    { echo "first try: ncu --clock-control none $opts (rc=$rc, report written: $written); its log ends:"
+      tail -15 "$d/profile.log" | sed 's/^/  /'; } > "$d/tried.txt"
+    record "$d" ncu --clock-control none $alt -o report $short
+    cat "$d/tried.txt" >> "$d/capture.txt"; rm -f "$d/tried.txt"
+    opts=$alt
+    # shellcheck disable=SC2086
+    timeout 300 ncu --clock-control none $opts -f -o "$d/report" $cmd > "$d/profile.log" 2>&1
+    rc=$?
+  done
+  [ $rc = 0 ] || echo "ncu $variant rc=$rc"
   tail -3 "$d/profile.log"
   ncu -i "$d/report.ncu-rep" --csv --page raw --print-units base > "$d/raw.csv"
   ncu -i "$d/report.ncu-rep" --csv --page raw > "$d/raw_default_units.csv"
   ncu -i "$d/report.ncu-rep" --csv --page details --print-metric-name name --print-units base > "$d/details.csv"
   ncu -i "$d/report.ncu-rep" --csv --page details > "$d/details_labels.csv"
   source_pages "$d/report.ncu-rep" "$d"
+  for f in "$d"/source_*.csv; do  # a page without Source Counters' columns (SASS alone, or ncu's warnings) is not kept
+    grep -q 'Instructions Executed\|Warp Stall Sampling' "$f" 2> /dev/null || rm -f "$f"
+  done
   xz -f -T0 -9 "$d/report.ncu-rep" "$d"/*.csv
   wc -c "$d"/*
 done

@@ -5,8 +5,10 @@ row (``"ID","Process ID",...,"Kernel Name",...``) and then metric columns (raw p
 Section/Metric Name/Unit/Value columns (details page). Tables (no run_id; the store
 prepends it):
 
-- ``ncu_kernels``: one row per profiled launch (ncu's ID, names, grid, block, device,
-  CC, stream, NVTX push/pop path);
+- ``ncu_kernels``: one row per profiled result (ncu's ID, names, what it profiled: a
+  kernel launch, a range of ``--replay-mode range``/``app-range`` or a whole graph of
+  ``--graph-profiling graph``; grid, block (a kernel's only), device, CC, stream,
+  process, NVTX push/pop path);
 - ``ncu_metrics``: long (kernel_id, metric, unit, value in base units, text_value);
 - ``ncu_rules``: ncu's rule results per launch, from a report or a details page
   (``ncu_rules``); the raw page has none, and a run read from it alone has no such rows
@@ -101,6 +103,7 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.
         "name",
         "mangled_name",
         "function_name",
+        "workload",
         "nvtx_path",
         "nvtx_range",
         "nvtx_ranges",
@@ -192,13 +195,15 @@ def _read_exports(paths: list[Path], reports: dict[Path, bool], pending):
             continue
         if reports[other]:
             if pending is not None and pending.path == other:
-                _, kernels, _, rules, source = pending.result()  # (started with source_only = not need_rules)
+                meta, kernels, _, rules, source = pending.result()  # (started with source_only = not need_rules)
             else:
-                _, kernels, _, rules, source = ncu_rep.read_report(other, source_only=not need_rules)
+                meta, kernels, _, rules, source = ncu_rep.read_report(other, source_only=not need_rules)
             need_source = False  # (a report without Source Counters has none to give)
         else:
-            _, kernels, _, rules = ncu_csv.read_csv_export(other)
+            meta, kernels, _, rules = ncu_csv.read_csv_export(other)
             source = {}
+        if need_rules and meta.get("sections") == 0:  # (ncu --metrics alone: ncu ran no rules)
+            parsed.meta["sections"] = 0
         if rules is None and not source:
             continue
         # (names differ between a CSV and a report: two demanglers; ids and launch shapes do not)

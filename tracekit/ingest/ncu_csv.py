@@ -37,6 +37,10 @@ IDENTITY = {
     "Device": "device_id",
     "CC": "cc",
 }
+#: what an ncu result profiled (ncu_report's IAction.WorkloadType_*, lower case)
+WORKLOADS = ("kernel", "range", "cmdlist", "graph", "subgrid_schedule")
+#: the details page's section of the metrics given with ncu --metrics (not a section of ncu's)
+METRICS_SECTION = "Command line profiler metrics"
 NVTX_PUSHPOP_PREFIX = "thread Domain:Push/Pop_Range"
 NVTX_STARTEND_PREFIX = "Id:Domain:Start/Stop_Range"
 DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
@@ -204,7 +208,7 @@ def _kernel_rows(df: pl.DataFrame, path: Path) -> pl.DataFrame:
 
         def _int(key, _r=r):
             v = (_r.get(key) or "").replace(",", "").strip()
-            if not v:
+            if not v or v == "n/a":  # (n/a: a range's stream)
                 return None
             if not (v.isascii() and v.isdigit() and int(v) < 2**63):
                 raise InputError(f"{path}: launch {_r['kernel_id']}: {key} {v[:40]!r} is not a whole number "
@@ -217,6 +221,7 @@ def _kernel_rows(df: pl.DataFrame, path: Path) -> pl.DataFrame:
                 "name": r.get("Kernel Name"),
                 "mangled_name": None,
                 "function_name": None,
+                "workload": "kernel",
                 "process_id": _int("Process ID"),
                 "process_name": r.get("Process Name") or None,
                 "host_name": r.get("Host Name") or None,
@@ -242,6 +247,7 @@ KERNEL_SCHEMA = {
     "name": pl.Utf8,
     "mangled_name": pl.Utf8,
     "function_name": pl.Utf8,
+    "workload": pl.Utf8,
     "process_id": pl.Int64,
     "process_name": pl.Utf8,
     "host_name": pl.Utf8,
@@ -258,6 +264,29 @@ KERNEL_SCHEMA = {
     "nvtx_ranges": pl.List(pl.Utf8),
     "nvtx_start_end": pl.List(pl.Utf8),
 }
+
+
+def with_workloads(kernels: pl.DataFrame, metrics: pl.DataFrame, page: str) -> pl.DataFrame:
+    """``kernels`` with what each result profiled, which ncu's CSV pages do not print (a
+    report says it): a range (``--replay-mode range``/``app-range``) is named ``range`` and
+    has no grid or block; a whole graph (``--graph-profiling graph``) is named ``graph``
+    and has ncu's ``launch__graph_*`` metrics on the raw page, and on the details page,
+    which prints none of those, no Waves Per SM (ncu gives every kernel's Launch
+    Statistics one): a kernel named ``graph`` read from a details page without Launch
+    Statistics is taken for a graph. A graph's grid and block, as ncu prints them, are the
+    maxima over its kernels, not a launch's: NULL here, as read from a report."""
+    def ids(pattern: str) -> pl.Series:
+        return metrics.filter(pl.col("metric").str.contains(pattern))["kernel_id"].unique()
+
+    marked, waves = ids(r"^launch__graph_"), ids(r"^launch__waves_per_multiprocessor$")
+    ranged = (pl.col("name") == "range") & pl.col("grid_x").is_null() & pl.col("block_x").is_null()
+    graph = (pl.col("name") == "graph") & (
+        pl.col("kernel_id").is_in(marked.implode())
+        | ((pl.lit(page) == "details") & ~pl.col("kernel_id").is_in(waves.implode())))
+    workload = pl.when(ranged).then(pl.lit("range")).when(graph).then(pl.lit("graph")).otherwise(pl.lit("kernel"))
+    launch = [f"{k}_{d}" for k in ("grid", "block") for d in "xyz"]
+    return kernels.with_columns(workload.alias("workload")).with_columns(
+        pl.when(pl.col("workload") == "kernel").then(pl.col(c)).otherwise(None).alias(c) for c in launch)
 
 
 def _values(long: pl.DataFrame, path: Path) -> pl.DataFrame:
@@ -406,4 +435,8 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.Da
             }
         ).unique(subset=["kernel_id", "metric"], keep="first", maintain_order=True)
     metrics = _values(long, path)
-    return meta, kernels, metrics, rules
+    if page == "details":
+        # ncu --metrics alone: no sections, so ncu ran no rules (the page has no rule columns)
+        meta["sections"] = df.filter(pl.col("Section Name") != METRICS_SECTION)["Section Name"].n_unique()
+        rules = rules if meta["sections"] else None
+    return meta, with_workloads(kernels, metrics, page), metrics, rules

@@ -4,8 +4,13 @@
 truncated or corrupt file, so the container is checked first: ``"NVR\\0"``, a
 length-prefixed file header, then blocks of [u32 header size][block header protobuf]
 [payload of PayloadSize bytes], the block header carrying NumSources (field 1),
-NumResults (field 2) and PayloadSize (field 5). The walk must end exactly at the end of
-the file, and ``ncu_report`` must load as many results as the blocks announce.
+NumResults (field 2, kernel results), PayloadSize (field 5), the profiled process
+(field 6: its id, host name and executable) and the counts of the other kinds of
+result (field 7: ranges of ``--replay-mode range``/``app-range``; field 9, seen on whole
+graphs of ``--graph-profiling graph``). The payload is a run of [u32 size][message]
+entries, the block's sources first, then its results; counting the entries counts the
+results of every kind. The walk must end exactly at the end of each payload and of the
+file, and ``ncu_report`` must load as many results as the blocks hold.
 
 Each report is read in a fresh interpreter: ``ncu_report`` keeps metric definitions for
 the whole process, so a second report read in it took the units the first one gave its
@@ -20,12 +25,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import polars as pl
 
 from ..errors import InputError
 from . import ncu_rules, ncu_source
-from .ncu_csv import KERNEL_SCHEMA
+from .ncu_csv import KERNEL_SCHEMA, METRICS_SECTION, WORKLOADS
 from .ncu_head import MAGIC
 
 
@@ -42,16 +48,24 @@ def _varint(b: bytes, i: int) -> tuple[int, int]:
             return out, i
 
 
-def _varint_fields(b: bytes) -> dict[int, int]:
-    """The varint fields of a protobuf message (other wire types skipped)."""
-    i, out = 0, {}
+def _fields(b: bytes, repeated: tuple[int, ...] = ()) -> tuple[dict[int, int], dict[int, Any]]:
+    """The varint fields and the length-delimited fields of a protobuf message: the first
+    of each number, or for the numbers in ``repeated`` the list of them all; fixed-width
+    fields skipped."""
+    i, ints, blobs = 0, {}, {}
     while i < len(b):
         key, i = _varint(b, i)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            out[field], i = _varint(b, i)
+            ints[field], i = _varint(b, i)
         elif wire == 2:
             n, i = _varint(b, i)
+            if i + n > len(b):
+                raise ValueError("field overruns the message")
+            if field in repeated:
+                blobs.setdefault(field, []).append(b[i:i + n])
+            else:
+                blobs.setdefault(field, b[i:i + n])
             i += n
         elif wire == 1:
             i += 8
@@ -61,18 +75,41 @@ def _varint_fields(b: bytes) -> dict[int, int]:
             raise ValueError(f"wire type {wire}")
     if i != len(b):
         raise ValueError("message overruns its length")
-    return out
+    return ints, blobs
 
 
-def check_container(path: Path) -> int:
-    """Walk the report's blocks; return the number of results; InputError if truncated/corrupt."""
+def _process(blob: bytes | None) -> tuple[int | None, str | None, str | None]:
+    """(process id, host name, executable's file name) of a block header's process field."""
+    if not blob:
+        return None, None, None
+    ints, blobs = _fields(blob)
+
+    def text(n):
+        return blobs[n].decode("utf-8", "replace") or None if n in blobs else None
+
+    exe = text(3)
+    return ints.get(1), text(2), exe.rsplit("/", 1)[-1] if exe else None
+
+
+class Container(NamedTuple):
+    """What the walk of a report's blocks found: each result's process (id, host name,
+    executable's name; ncu's CSV pages print these) in the file's order, and where each
+    source entry (a loaded module) lies: (process id, byte offset, size)."""
+
+    processes: list[tuple[int | None, str | None, str | None]]
+    sources: list[tuple[int | None, int, int]]
+
+
+def check_container(path: Path) -> Container:
+    """Walk the report's blocks and their payloads' entries; InputError if the file is
+    truncated or corrupt."""
     size = path.stat().st_size
+    processes, sources = [], []
     with open(path, "rb") as fh:
         if fh.read(4) != MAGIC:
             raise InputError(f"{path}: not an Nsight Compute report (no NVR header)")
         (hsize,) = struct.unpack("<I", fh.read(4) or b"\0\0\0\0")
         pos = 8 + hsize
-        results = 0
         while pos < size:
             fh.seek(pos)
             raw = fh.read(4)
@@ -84,18 +121,82 @@ def check_container(path: Path) -> int:
                 pos = size + 1
                 break
             try:
-                fields = _varint_fields(block)
+                ints, blobs = _fields(block)
+                process = _process(blobs.get(6))
             except (ValueError, IndexError):
                 raise InputError(
                     f"{path}: corrupt block header at byte {pos}; the report is damaged, re-profile"
                 ) from None
-            results += fields.get(2, 0)
-            pos += 4 + bsize + fields.get(5, 0)
+            start = pos + 4 + bsize
+            end = start + ints.get(5, 0)
+            if end > size:
+                pos = size + 1
+                break
+            entries, at = [], start
+            while at < end:  # [u32 size][message], the sources then the results
+                fh.seek(at)
+                raw = fh.read(4)
+                n = struct.unpack("<I", raw)[0] if len(raw) == 4 else size
+                entries.append((at + 4, n))
+                at += 4 + n
+            n_sources = ints.get(1, 0)
+            if at != end or len(entries) < n_sources:
+                raise InputError(f"{path}: corrupt payload in the block at byte {pos} (its entries overrun it); "
+                                 "the report is damaged, re-profile")
+            sources += [(process[0], *e) for e in entries[:n_sources]]
+            processes += [process] * (len(entries) - n_sources)
+            pos = end
         if pos != size:
             raise InputError(
                 f"{path}: truncated report (blocks end at byte {pos}, file has {size}); copy the report again or re-profile"
             )
-    return results
+    return Container(processes, sources)
+
+
+def module_functions(path: Path, sources: list[tuple[int | None, int, int]]) -> dict[tuple[int | None, int], str]:
+    """(process id, address) -> symbol of every function of the modules the report holds:
+    a source entry carries its module (field 4: the cubin) and its functions (field 9:
+    {1: repeated {1: symbol, 2: address}}), by which ncu's Source page names the functions
+    of a range or a graph."""
+    out = {}
+    with open(path, "rb") as fh:
+        for pid, offset, n in sources:
+            fh.seek(offset)
+            try:
+                _, blobs = _fields(fh.read(n))
+                for entry in _fields(blobs.get(9, b""), repeated=(1,))[1].get(1, []):
+                    ints, names = _fields(entry)
+                    if 1 in names and 2 in ints:
+                        out[(pid, ints[2])] = names[1].decode("utf-8", "replace")
+            except (ValueError, IndexError):
+                raise InputError(f"{path}: corrupt module entry at byte {offset}; the report is damaged, "
+                                 "re-profile") from None
+    return out
+
+
+def function_name(symbol: str) -> str:
+    """A kernel's name without parameters or template arguments from its symbol: the
+    qualified name of an Itanium-mangled C++ function (``_Z9block_sumPKfPfi`` ->
+    ``block_sum``, ``_ZN2at6native29vectorized_elementwise_kernelILi4E...`` ->
+    ``at::native::vectorized_elementwise_kernel``), any other symbol as it is (extern "C"
+    and Triton kernels are not mangled)."""
+    if not symbol.startswith("_Z"):
+        return symbol
+    i, nested = 2, symbol[2:3] == "N"
+    i += nested
+    parts = []
+    while i < len(symbol) and symbol[i].isdigit():
+        j = i
+        while j < len(symbol) and symbol[j].isdigit():
+            j += 1
+        n = int(symbol[i:j])
+        if j + n > len(symbol):
+            return symbol
+        parts.append(symbol[j:j + n])
+        i = j + n
+        if not nested:
+            break
+    return "::".join(parts) if parts else symbol
 
 
 def _value(m):
@@ -175,9 +276,31 @@ def read_report(path: Path, *, source_only: bool = False
     return start_report(path, source_only=source_only).result()
 
 
+def _functions(path: Path, container: Container, actions: list, workloads: dict, IA) -> dict[int, dict[int, str]]:
+    """kernel_id -> {first address: name} of the functions each range or graph ran
+    (``launch__function_pcs``), named from the report's modules: a function the report
+    also holds a kernel launch of takes that launch's demangled name (the functions of both
+    count together in ncu-source), any other its name without parameters
+    (``function_name``). None for kernel launches."""
+    several = [kid for kid, a in enumerate(actions) if workloads.get(a.workload_type(), "kernel") != "kernel"]
+    if not several:
+        return {}
+    demangled = {a.name(IA.NameBase_MANGLED): a.name(IA.NameBase_DEMANGLED) for a in actions
+                 if workloads.get(a.workload_type(), "kernel") == "kernel"}
+    names = {k: demangled.get(symbol) or function_name(symbol) for k, symbol in module_functions(path, container.sources).items()}
+    out = {}
+    for kid in several:
+        m = actions[kid].metric_by_name("launch__function_pcs")
+        pid = container.processes[kid][0]
+        pcs = [m.as_uint64(i) for i in range(m.num_instances())] if m is not None else []
+        out[kid] = {pc: names[(pid, pc)] for pc in pcs if (pid, pc) in names}
+    return out
+
+
 def _read_here(path: Path, source_only: bool = False
                ) -> tuple[dict, pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None, dict[str, pl.DataFrame]]:
-    expected = check_container(path)
+    container = check_container(path)
+    processes = container.processes
     try:
         import ncu_report
     except ImportError as err:  # pragma: no cover - a declared dependency
@@ -195,17 +318,19 @@ def _read_here(path: Path, source_only: bool = False
         for r in range(ctx.num_ranges())
         for a in range(ctx.range_by_idx(r).num_actions())
     ]
-    if len(actions) != expected:
+    if len(actions) != len(processes):
         raise InputError(
-            f"{path}: ncu_report loaded {len(actions)} of the {expected} results the file announces; "
+            f"{path}: ncu_report loaded {len(actions)} of the {len(processes)} results the file holds; "
             "the report is damaged, copy it again or re-profile"
         )
     if not actions:
         raise InputError(f"{path}: the report holds no profiled launches (empty report)")
     IA = ncu_report.IAction
-    source = ncu_source.start(list(enumerate(actions)))  # (in processes of its own, meanwhile)
+    workloads = {getattr(IA, f"WorkloadType_{w.upper()}"): w for w in WORKLOADS if hasattr(IA, f"WorkloadType_{w.upper()}")}
+    functions = _functions(path, container, actions, workloads, IA)
+    source = ncu_source.start(list(enumerate(actions)), functions=functions)  # (in processes of its own, meanwhile)
     kernels, rules, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], [], []
-    gpus = set()
+    gpus, sections = set(), set()
     for kid, a in enumerate(actions):
         demangled, names = a.name(IA.NameBase_DEMANGLED), list(a.metric_names())
         if not demangled or not names:  # (a flipped byte leaves a result with neither)
@@ -232,29 +357,32 @@ def _read_here(path: Path, source_only: bool = False
         _, gpu = _value(a.metric_by_name("device__attribute_display_name"))
         if gpu and gpu != "n/a":
             gpus.add(gpu)
+        workload = workloads.get(a.workload_type(), "kernel")
+        # a range or a whole graph launches several kernels: its launch__ values are the maxima
+        # over them (launch__grid_dim_x of a graph of 16384- and 8192-block kernels is 16384)
+        launch = workload == "kernel"
+        pid, host, exe = processes[kid]
         kernels.append(
             {
                 "kernel_id": kid,
                 "name": demangled,
                 "mangled_name": a.name(IA.NameBase_MANGLED),
                 "function_name": a.name(IA.NameBase_FUNCTION),
-                "process_id": None,
-                "process_name": None,
-                "host_name": None,
+                "workload": workload,
+                "process_id": pid,
+                "process_name": exe,
+                "host_name": host,
                 "device_id": num("launch__device_id"),
                 "context_id": num("launch__context_id"),
-                "stream_id": num("launch__stream_id"),
+                "stream_id": num("launch__stream_id") if workload != "range" else None,  # (as ncu prints it: n/a)
                 "cc": f"{major}.{minor}" if major is not None else None,
-                "grid_x": num("launch__grid_dim_x"),
-                "grid_y": num("launch__grid_dim_y"),
-                "grid_z": num("launch__grid_dim_z"),
-                "block_x": num("launch__block_dim_x"),
-                "block_y": num("launch__block_dim_y"),
-                "block_z": num("launch__block_dim_z"),
+                **{f"{k}_{d}": num(f"launch__{k}_dim_{d}") if launch else None
+                   for k in ("grid", "block") for d in "xyz"},
                 "nvtx_ranges": ranges,
                 "nvtx_start_end": start_end,
             }
         )
+        sections.update(x.identifier() for x in a.sections() if x.name() != METRICS_SECTION)
         if source_only:
             continue
         rules += ncu_rules.from_report(kid, a.rule_results_as_dicts())
@@ -285,6 +413,7 @@ def _read_here(path: Path, source_only: bool = False
     meta = {
         "ncu_export": "ncu-rep",
         "ncu_report_module": ctx.get_version() if hasattr(ctx, "get_version") else None,
+        "sections": len(sections),
     }
     if gpus:
         meta["gpu"] = ", ".join(sorted(gpus))
@@ -293,7 +422,8 @@ def _read_here(path: Path, source_only: bool = False
     kernels = pl.DataFrame(kernels, schema=KERNEL_SCHEMA)
     if source_only:
         return meta, kernels, None, None, tables
-    return meta, kernels, metrics, ncu_rules.frame(rules), tables
+    # (no sections, as with ncu --metrics alone: ncu ran no rules, so the report holds no rule results)
+    return meta, kernels, metrics, ncu_rules.frame(rules) if sections else None, tables
 
 
 def _main(argv: list[str]) -> int:

@@ -9,6 +9,14 @@ text and, for code built with line information (Triton's kernels always are; CUD
 ``-lineinfo``), its source file and line. With ``--import-source yes`` the report also
 carries the source files' text.
 
+A range (``--replay-mode range``/``app-range``) or a whole graph (``--graph-profiling
+graph``) runs several functions: its instructions are told apart by the functions' first
+addresses (``launch__function_pcs``, one instance per function, in address order) and
+named from the report's module entries (``ncu_rep.module_functions``), as ncu's Source
+page names them (the instances of ``launch__kernel_name`` follow the launch order, not
+the addresses'). A graph's result has the warp stall sampling only (no instructions
+executed), as ncu's Source page shows it.
+
 Three tables (no run_id: the store prepends it):
 
 - ``ncu_source``: one row per instruction of a launch that ran or was sampled;
@@ -22,6 +30,7 @@ them), and a metric whose total is 0 is not read instance by instance.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 #: ncu_report's per-instruction metric -> ncu_source column (ncu's Source page column)
@@ -48,6 +57,7 @@ _LABEL = re.compile(r"`\([^)]*\)\s*")
 #: columns of ncu_source (Polars types by name), in order
 SCHEMA = {
     "kernel_id": "Int64",
+    "function": "Utf8",
     "address": "Int64",
     "pc_offset": "Int64",
     "sass": "Utf8",
@@ -87,11 +97,12 @@ def _instances(C, metric, known: dict[int, list[int]]) -> tuple[list[int], list[
 class Reader:
     """Collects the instruction-level rows of a report's launches (``add``), then the frames."""
 
-    def __init__(self):
+    def __init__(self, functions: dict[int, dict[int, str]] | None = None):
         # the SWIG layer's functions: a third of the wrappers' cost
         from ncu_report import _ncu_report
 
         self._C = _ncu_report
+        self._names = functions or {}  # kernel_id -> {function's first address: name}, for ranges and graphs
         self.rows: dict[str, list] = {c: [] for c in SCHEMA}
         self.stalls: dict[str, list] = {c: [] for c in STALL_SCHEMA}
         self.files: dict[str, str] = {}
@@ -101,7 +112,7 @@ class Reader:
         """The launch's instructions; False where the report has no Source Counters for it."""
         C = self._C
         names = set(action.metric_names())
-        if "inst_executed" not in names:
+        if "inst_executed" not in names and "smsp__pcsamp_sample_count" not in names:
             return False
         per: dict[str, dict[int, float]] = {}
         known: dict[int, list[int]] = {}
@@ -125,23 +136,28 @@ class Reader:
         pcs = sorted(set(per.get("inst_executed", ())) | set(per.get("samples", ())))
         if not pcs:
             return False  # (a launch that executed nothing)
-        start = self._start(action, pcs[0])
-        code = self._code.setdefault((action.name(), start), {})
-        if not code:  # the launch that brings a code in brings its source files
-            for name, text in dict(action.source_files() or {}).items():  # (~20 ms a call)
-                self.files.setdefault(name, text)
-        for pc in pcs:
-            if pc not in code:
-                code[pc] = self._disassemble(action, pc)
-        sass, files, lines = zip(*(code[pc] for pc in pcs), strict=True)
+        functions = self._functions(kernel_id, action, pcs[0])
+        starts = [f[0] for f in functions]
+        where = [functions[max(bisect.bisect_right(starts, pc) - 1, 0)] for pc in pcs]
+        for start, function in set(where):
+            code = self._code.setdefault((function or action.name(), start), {})
+            if not code:  # the launch that brings a code in brings its source files
+                for name, text in dict(action.source_files() or {}).items():  # (~20 ms a call)
+                    self.files.setdefault(name, text)
+            for pc, (s, f) in zip(pcs, where, strict=True):
+                if (s, f) == (start, function) and pc not in code:
+                    code[pc] = self._disassemble(action, pc)
+        sass, files, lines = zip(*(self._code[(f or action.name(), s)][pc] for pc, (s, f) in zip(pcs, where, strict=True)),
+                                 strict=True)
         not_issued: dict[int, float] = {}
         for (pc, _), (_, ni) in stall.items():
             not_issued[pc] = not_issued.get(pc, 0.0) + ni
         r = self.rows
         n = len(pcs)
         r["kernel_id"] += [kernel_id] * n
+        r["function"] += [f for _, f in where]
         r["address"] += pcs
-        r["pc_offset"] += [pc - start for pc in pcs]
+        r["pc_offset"] += [pc - s for pc, (s, _) in zip(pcs, where, strict=True)]
         r["sass"] += sass
         r["file"] += files
         r["line"] += lines
@@ -159,14 +175,23 @@ class Reader:
             s["samples_not_issued"].append(ni)
         return True
 
-    def _start(self, action, first_pc: int) -> int:
-        """The function's first address (``launch__function_pcs``), else its first instruction's."""
+    def _functions(self, kernel_id: int, action, first_pc: int) -> list[tuple[int, str | None]]:
+        """(first address, name) of the functions the result ran, by address: a kernel
+        launch's one function (name None: the launch's), its first address
+        ``launch__function_pcs`` else its first instruction's; a range's or a graph's
+        functions from the instances of ``launch__function_pcs``, named as given."""
+        C = self._C
         m = action.metric_by_name("launch__function_pcs")
-        if m is not None and m.num_instances() == 1:
-            v = self._C.IMetric_as_uint64(m, 0)
+        n = m.num_instances() if m is not None else 0
+        if n > 1:
+            names = self._names.get(kernel_id, {})
+            pcs = sorted(C.IMetric_as_uint64(m, i) for i in range(n))
+            return [(pc, names.get(pc) or f"function at {pc:#x}") for pc in pcs]
+        if n == 1:
+            v = C.IMetric_as_uint64(m, 0)
             if 0 < v <= first_pc:
-                return v
-        return first_pc
+                return [(v, None)]
+        return [(first_pc, None)]
 
     def _disassemble(self, action, pc: int) -> tuple[str | None, str | None, int | None]:
         C = self._C
@@ -194,29 +219,34 @@ class Reader:
                 pl.DataFrame(lines, schema=schema(LINE_SCHEMA)))
 
 
-# The launches being read by ``start``'s forked workers (inherited, not pickled).
+# The launches being read by ``start``'s forked workers, and their functions' names
+# (inherited, not pickled).
 _ACTIONS: list = []
+_FUNCTIONS: dict = {}
 
 
 def _read_part(indices: list[int]):
-    reader = Reader()
+    reader = Reader(_FUNCTIONS)
     added = sum(reader.add(kid, action) for kid, action in (_ACTIONS[i] for i in indices))
     return added, reader.frames()
 
 
-def start(actions: list[tuple[int, object]], workers: int | None = None):
+def start(actions: list[tuple[int, object]], workers: int | None = None,
+          functions: dict[int, dict[int, str]] | None = None):
     """Start reading the instruction-level data of ``actions`` ((kernel_id, IAction) pairs);
     returns a function that waits for it: the frames (``Reader.frames``), or None where no
-    launch has Source Counters. The launches of one function go to one process (they share
+    launch has Source Counters. ``functions``: kernel_id -> {first address: name} of the
+    functions of the ranges and graphs among them. The launches of one function go to one process (they share
     its disassembly), the functions spread over up to ``workers`` processes (default: the
     machine's cores, at most 4) forked from this one, which has the report loaded, so the
     caller reads the report's other metrics meanwhile."""
-    global _ACTIONS
+    global _ACTIONS, _FUNCTIONS
     import os
 
     cost: dict[str, list] = {}
     for i, (_, action) in enumerate(actions):
         m = action.metric_by_name("inst_executed")
+        m = m if m is not None else action.metric_by_name("smsp__pcsamp_sample_count")  # (a graph: sampling only)
         if m is not None:
             part = cost.setdefault(action.name(), [0, []])
             part[0] += m.num_instances()
@@ -229,18 +259,18 @@ def start(actions: list[tuple[int, object]], workers: int | None = None):
         least = min(parts, key=lambda p: p[0])
         least[0] += c
         least[1] += idx
-    _ACTIONS = actions
+    _ACTIONS, _FUNCTIONS = actions, functions or {}
     if n == 1:
         try:
             results = [_read_part(parts[0][1])]
         finally:
-            _ACTIONS = []
+            _ACTIONS, _FUNCTIONS = [], {}
         return lambda: _merge(results)
     import multiprocessing
 
     pool = multiprocessing.get_context("fork").Pool(n)
     pending = pool.map_async(_read_part, [sorted(p[1]) for p in parts])
-    _ACTIONS = []  # (the workers have their copy)
+    _ACTIONS, _FUNCTIONS = [], {}  # (the workers have their copy)
 
     def finish():
         try:

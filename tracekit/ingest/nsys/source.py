@@ -106,7 +106,7 @@ class Export:
     def capture_events(self) -> set[str]:
         """The kinds of event nsys was told to trace (META_DATA_CAPTURE's
         CAPTURE_EVENT_TYPE rows: Cuda, NvtxEvents, OSRuntime, ...); empty where the export
-        does not say (nsys before 2023)."""
+        does not say (older nsys versions)."""
         if "META_DATA_CAPTURE" not in self.tables or not {"name", "value"} <= self.columns("META_DATA_CAPTURE"):
             return set()
         rows = self.sq.execute(f'SELECT value FROM "{self.tables["META_DATA_CAPTURE"]}" '

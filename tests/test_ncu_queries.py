@@ -430,8 +430,30 @@ def test_partial_csv_reports_missing_metrics(tk, tmp_path):
         == "launch__occupancy_limit_warps, sm__warps_active.avg.pct_of_peak_sustained_active"
     )
     assert occ["achieved_occupancy_pct"][0] is None and occ["achieved_occupancy_pct"][1] is not None
-    assert occ["limiter"][0] is None  # cannot say which limit binds without all of them
+    # a limit the report lacks does not bind: the smallest of the others, so launch 2 (bound by its
+    # warps, which this page dropped) reads registers; missing_metrics says which limit is absent
+    assert occ["limiter"].to_list() == ["registers, shared_mem", "registers", "registers", "registers"]
     t.close()
+
+
+def test_occupancy_limiter_of_a_report_without_the_barrier_limit(tk, tmp_path):
+    """Reports older than launch__occupancy_limit_barriers (public ncu 2022.4 A40, 2020.3
+    A100 and V100 reports) have the other four limits: the limiter is the smallest of those,
+    here the same as with the barrier limit (it binds no launch of ncu_full)."""
+    text = lzma.decompress((DATA / "ncu_full" / "raw.csv.xz").read_bytes()).decode()
+    rows = list(csv.reader(text.splitlines()))
+    keep = [i for i, h in enumerate(rows[0]) if h != "launch__occupancy_limit_barriers"]
+    p = tmp_path / "no_barriers.csv"
+    with open(p, "w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows([[r[i] for i in keep] for r in rows])
+    with tracekit.open(tmp_path / "b.duckdb") as t:
+        t.ingest(p, name="no-barriers")
+        occ = t.query("occupancy")
+    full = tk.query("occupancy", run="full")
+    assert occ["limiter"].to_list() == full["limiter"].to_list() == [
+        "registers, shared_mem", "registers", "warps", "registers, warps"]
+    assert occ["block_limit_barriers"].is_null().all()
+    assert occ["missing_metrics"].to_list() == ["launch__occupancy_limit_barriers"] * 4
 
 
 def test_queries_fast(tk):

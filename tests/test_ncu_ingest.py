@@ -154,6 +154,24 @@ def test_text_and_na_values(plain):
     assert nodata.height > 0 and nodata["value"].is_null().all()
 
 
+def test_a_value_ncu_could_not_compute_is_null_as_on_the_raw_page(plain):
+    """A metric ncu could not compute is missing, not a number. ncu_report gives NaN for
+    derived_tempMetric4 of every launch of ncu_full, which ncu's raw page prints as "nan"
+    (and launch__occupancy_limit_shared_mem of every launch of a public Jetson Xavier
+    report, which broke the occupancy query): the report and the page store the same rows,
+    value NULL and the text "nan", and no value is NaN or infinite."""
+    rep = metrics_of(ncu.read(plain[("full", "report.ncu-rep")]))
+    raw = metrics_of(ncu.read(plain[("full", "raw.csv")]))
+    assert not rep["value"].is_nan().any() and not rep["value"].is_infinite().any()
+
+    def tmp(m):
+        return m.filter(pl.col("metric") == "derived_tempMetric4").sort("kernel_id").select(
+            "kernel_id", "value", "text_value")
+
+    assert tmp(rep).rows() == tmp(raw).rows() == [(k, None, "nan") for k in range(4)]
+
+
+
 # -- the store ---------------------------------------------------------------
 
 

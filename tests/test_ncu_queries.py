@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import lzma
+import re
 from pathlib import Path
 
 import polars as pl
@@ -454,6 +455,51 @@ def test_occupancy_limiter_of_a_report_without_the_barrier_limit(tk, tmp_path):
         "registers, shared_mem", "registers", "warps", "registers, warps"]
     assert occ["block_limit_barriers"].is_null().all()
     assert occ["missing_metrics"].to_list() == ["launch__occupancy_limit_barriers"] * 4
+
+
+def _reports_read_here(monkeypatch):
+    """Reports read in this process (ncu_rep reads each in a child interpreter), so that a
+    patch of NVIDIA's ncu_report reaches them."""
+    from tracekit.ingest import ncu_rep
+
+    monkeypatch.setattr(ncu_rep, "read_report",
+                        lambda path, source_only=False: ncu_rep._read_here(Path(path), source_only))
+
+
+def test_a_block_limit_ncu_could_not_compute(monkeypatch, tmp_path):
+    """A public Jetson Xavier report (ncu 2020.1 or older) has launch__occupancy_limit_shared_mem
+    NaN in every launch (no shared memory used: ncu divided 0 by 0); stored as a number it broke
+    the occupancy query and the report's occupancy section. Here ncu_report gives that NaN for
+    ncu_sections' launches: the limit is missing (NULL, its text "nan") and the limiter is the
+    smallest of the others, in the query and in tracekit report."""
+    import ncu_report
+
+    from tracekit import report
+
+    value = ncu_report.IMetric.value
+
+    def nan_shared_mem_limit(self, idx=None):
+        if self.name() == "launch__occupancy_limit_shared_mem":
+            return float("nan")
+        return value(self, idx)
+
+    _reports_read_here(monkeypatch)
+    monkeypatch.setattr(ncu_report.IMetric, "value", nan_shared_mem_limit)
+    with tracekit.open(tmp_path / "n.duckdb") as t:
+        t.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="nan")
+        stored = t.sql("SELECT value, text_value FROM ncu_metrics WHERE metric = 'launch__occupancy_limit_shared_mem'")
+        assert stored.rows() == [(None, "nan")] * 4
+        occ = t.query("occupancy")
+        assert occ["block_limit_shared_mem"].is_null().all()
+        assert all("launch__occupancy_limit_shared_mem" in m for m in occ["missing_metrics"])
+        limits = occ.select("block_limit_blocks", "block_limit_registers", "block_limit_warps", "block_limit_barriers")
+        assert occ["limiter"].null_count() == 0
+        for row, limiter in zip(limits.iter_rows(named=True), occ["limiter"], strict=True):
+            least = min(row.values())
+            assert limiter.split(", ") == [n.removeprefix("block_limit_") for n, v in row.items() if v == least]
+        html = report.write_report(t, tmp_path / "nan.html", run="nan").read_text()
+    section = re.search(r'<section id="occupancy".*?</section>', html, re.S).group(0)
+    assert "<table" in section and 'class="note"' not in section and "can't be cast" not in html
 
 
 def test_queries_fast(tk):

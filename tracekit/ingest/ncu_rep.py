@@ -20,6 +20,7 @@ derived metrics (ncu_full's ``thread`` read as ``inst`` after ncu_sections had b
 from __future__ import annotations
 
 import json
+import math
 import struct
 import subprocess
 import sys
@@ -200,16 +201,18 @@ def function_name(symbol: str) -> str:
 
 
 def _value(m):
-    """(value, text_value) of an ncu_report metric."""
+    """(value, text_value) of an ncu_report metric. A number ncu could not compute (NaN,
+    as ncu_report gives launch__occupancy_limit_shared_mem of a Jetson Xavier report, or
+    an infinity) is no value: NULL with its text as ncu's CSV pages print it ("nan"), the
+    rule of ``ncu_csv._values``."""
     if m is None or not m.has_value():
         return None, "n/a"
     v = m.value()
     if isinstance(v, str):
         return None, v
-    if isinstance(v, bool):
-        return float(v), None
-    if isinstance(v, (int, float)):
-        return float(v), None
+    if isinstance(v, (bool, int, float)):
+        v = float(v)
+        return (v, None) if math.isfinite(v) else (None, str(v))
     return None, str(v)
 
 

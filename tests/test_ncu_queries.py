@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import lzma
+import math
 import re
 from pathlib import Path
 
@@ -500,6 +501,30 @@ def test_a_block_limit_ncu_could_not_compute(monkeypatch, tmp_path):
         html = report.write_report(t, tmp_path / "nan.html", run="nan").read_text()
     section = re.search(r'<section id="occupancy".*?</section>', html, re.S).group(0)
     assert "<table" in section and 'class="note"' not in section and "can't be cast" not in html
+
+
+def test_a_report_without_per_dimension_launch_metrics(tk, monkeypatch, tmp_path):
+    """A public V100 report (ncu 2020.1 or older) has launch__grid_size and launch__block_size
+    but no launch__{grid,block}_dim_{x,y,z} and no launch__device_id (ncu_full without them
+    here): ncu-kernels leaves grid, block and device_id NULL (no dimensions invented) and
+    gives the totals, which are those of the dimensions where a report has both."""
+    import ncu_report
+
+    gone = {f"launch__{k}_dim_{d}" for k in ("grid", "block") for d in "xyz"} | {"launch__device_id"}
+    names, by_name = ncu_report.IAction.metric_names, ncu_report.IAction.metric_by_name
+    _reports_read_here(monkeypatch)
+    monkeypatch.setattr(ncu_report.IAction, "metric_names", lambda self: tuple(n for n in names(self) if n not in gone))
+    monkeypatch.setattr(ncu_report.IAction, "metric_by_name", lambda self, n: None if n in gone else by_name(self, n))
+    with tracekit.open(tmp_path / "d.duckdb") as t:
+        t.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="no-dims")
+        k = t.query("ncu-kernels")
+    assert k["grid"].is_null().all() and k["block"].is_null().all() and k["device_id"].is_null().all()
+    assert k["grid_size"].to_list() == [132, 16384, 4096, 528] and k["block_size"].to_list() == [384, 128, 128, 512]
+    both = tk.query("ncu-kernels", run="sections")
+    assert both.select("grid_size", "block_size").equals(k.select("grid_size", "block_size"))
+    for row in both.iter_rows(named=True):
+        grid, block = ([int(x) for x in re.findall(r"\d+", row[c])] for c in ("grid", "block"))
+        assert (row["grid_size"], row["block_size"]) == (math.prod(grid), math.prod(block))
 
 
 def test_queries_fast(tk):

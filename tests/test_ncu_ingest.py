@@ -171,6 +171,34 @@ def test_a_value_ncu_could_not_compute_is_null_as_on_the_raw_page(plain):
     assert tmp(rep).rows() == tmp(raw).rows() == [(k, None, "nan") for k in range(4)]
 
 
+def test_the_report_says_which_ncu_made_it(plain, tmp_path):
+    """runs.tool_version of an ncu run: what the report says (its "Nsight Compute Target"
+    entry, written by ncu 2020.3 and later); a CSV page does not say, nor did reports of
+    ncu 2020.1 and older (public V100 and Jetson Xavier reports): NULL, not guessed. A run
+    folder's CSV page takes the version from the report beside it."""
+    rep = plain[("full", "report.ncu-rep")]
+    assert ncu.read(rep).meta["tool_version"] == "2025.3.1.0 (build 36398880)"
+    assert "tool_version" not in ncu.read(plain[("full", "raw.csv")]).meta
+    assert "tool_version" not in ncu.read(plain[("full", "details.csv")]).meta
+    data = rep.read_bytes()
+    assert data.count(b"Nsight Compute Target") == 1
+    older = tmp_path / "older.ncu-rep"  # the entry renamed (same length): a report that does not say
+    older.write_bytes(data.replace(b"Nsight Compute Target", b"Nsight Compute Xarget"))
+    assert "tool_version" not in ncu.read(older).meta
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "meta.json").write_text('{"name": "folder", "params": {}}')  # (no versions: the capture's ncu --version)
+    for f in ("raw.csv", "report.ncu-rep"):
+        (folder / f).write_bytes(plain[("sections", f)].read_bytes())
+    with tracekit.open(tmp_path / "t.duckdb") as tk:
+        for path, name in ((rep, "report"), (plain[("full", "raw.csv")], "csv"), (older, "older"), (folder, "folder")):
+            tk.ingest(path, name=name)
+        versions = dict(tk.sql("SELECT name, tool_version FROM runs").rows())
+        assert versions == {"report": "2025.3.1.0 (build 36398880)", "csv": None, "older": None,
+                            "folder": "2025.3.1.0 (build 36398880)"}
+        assert tk.sql("SELECT json_extract_string(meta, '$.ncu_export') FROM runs WHERE name = 'folder'").item() \
+            == "csv-raw"
+
 
 # -- the store ---------------------------------------------------------------
 

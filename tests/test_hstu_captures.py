@@ -29,8 +29,9 @@ def test_run_parameters_and_requests(tk):
 
 
 def test_tool_versions(tk):
-    """nsys says its version in the export; an ncu report does not, so the run folder's
-    ``ncu --version`` (meta.json, at capture) is the ncu run's tool_version."""
+    """nsys says its version in the export, an ncu report in its "Nsight Compute Target"
+    entry (the folder's raw page, read first, does not: the report beside it does); the
+    run folder's ``ncu --version`` (meta.json, at capture) says the same."""
     runs = {r["name"]: r for r in tk.runs().to_dicts()}
     assert runs["nsys"]["tool_version"].startswith("2025.")
     assert runs["ncu"]["tool_version"] == "2025.3.1.0 (build 36398880)"

@@ -154,6 +154,52 @@ def test_text_and_na_values(plain):
     assert nodata.height > 0 and nodata["value"].is_null().all()
 
 
+def test_a_value_ncu_could_not_compute_is_null_as_on_the_raw_page(plain):
+    """A metric ncu could not compute is missing, not a number. ncu_report gives NaN for
+    derived_tempMetric4 of every launch of ncu_full, which ncu's raw page prints as "nan"
+    (and launch__occupancy_limit_shared_mem of every launch of a public Jetson Xavier
+    report, which broke the occupancy query): the report and the page store the same rows,
+    value NULL and the text "nan", and no value is NaN or infinite."""
+    rep = metrics_of(ncu.read(plain[("full", "report.ncu-rep")]))
+    raw = metrics_of(ncu.read(plain[("full", "raw.csv")]))
+    assert not rep["value"].is_nan().any() and not rep["value"].is_infinite().any()
+
+    def tmp(m):
+        return m.filter(pl.col("metric") == "derived_tempMetric4").sort("kernel_id").select(
+            "kernel_id", "value", "text_value")
+
+    assert tmp(rep).rows() == tmp(raw).rows() == [(k, None, "nan") for k in range(4)]
+
+
+def test_the_report_says_which_ncu_made_it(plain, tmp_path):
+    """runs.tool_version of an ncu run: what the report says (its "Nsight Compute Target"
+    entry, written by ncu 2020.3 and later); a CSV page does not say, nor did reports of
+    ncu 2020.1 and older (public V100 and Jetson Xavier reports): NULL, not guessed. A run
+    folder's CSV page takes the version from the report beside it."""
+    rep = plain[("full", "report.ncu-rep")]
+    assert ncu.read(rep).meta["tool_version"] == "2025.3.1.0 (build 36398880)"
+    assert "tool_version" not in ncu.read(plain[("full", "raw.csv")]).meta
+    assert "tool_version" not in ncu.read(plain[("full", "details.csv")]).meta
+    data = rep.read_bytes()
+    assert data.count(b"Nsight Compute Target") == 1
+    older = tmp_path / "older.ncu-rep"  # the entry renamed (same length): a report that does not say
+    older.write_bytes(data.replace(b"Nsight Compute Target", b"Nsight Compute Xarget"))
+    assert "tool_version" not in ncu.read(older).meta
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "meta.json").write_text('{"name": "folder", "params": {}}')  # (no versions: the capture's ncu --version)
+    for f in ("raw.csv", "report.ncu-rep"):
+        (folder / f).write_bytes(plain[("sections", f)].read_bytes())
+    with tracekit.open(tmp_path / "t.duckdb") as tk:
+        for path, name in ((rep, "report"), (plain[("full", "raw.csv")], "csv"), (older, "older"), (folder, "folder")):
+            tk.ingest(path, name=name)
+        versions = dict(tk.sql("SELECT name, tool_version FROM runs").rows())
+        assert versions == {"report": "2025.3.1.0 (build 36398880)", "csv": None, "older": None,
+                            "folder": "2025.3.1.0 (build 36398880)"}
+        assert tk.sql("SELECT json_extract_string(meta, '$.ncu_export') FROM runs WHERE name = 'folder'").item() \
+            == "csv-raw"
+
+
 # -- the store ---------------------------------------------------------------
 
 

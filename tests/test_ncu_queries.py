@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import lzma
+import math
+import re
 from pathlib import Path
 
 import polars as pl
@@ -430,8 +432,99 @@ def test_partial_csv_reports_missing_metrics(tk, tmp_path):
         == "launch__occupancy_limit_warps, sm__warps_active.avg.pct_of_peak_sustained_active"
     )
     assert occ["achieved_occupancy_pct"][0] is None and occ["achieved_occupancy_pct"][1] is not None
-    assert occ["limiter"][0] is None  # cannot say which limit binds without all of them
+    # a limit the report lacks does not bind: the smallest of the others, so launch 2 (bound by its
+    # warps, which this page dropped) reads registers; missing_metrics says which limit is absent
+    assert occ["limiter"].to_list() == ["registers, shared_mem", "registers", "registers", "registers"]
     t.close()
+
+
+def test_occupancy_limiter_of_a_report_without_the_barrier_limit(tk, tmp_path):
+    """Reports older than launch__occupancy_limit_barriers (public ncu 2022.4 A40, 2020.3
+    A100 and V100 reports) have the other four limits: the limiter is the smallest of those,
+    here the same as with the barrier limit (it binds no launch of ncu_full)."""
+    text = lzma.decompress((DATA / "ncu_full" / "raw.csv.xz").read_bytes()).decode()
+    rows = list(csv.reader(text.splitlines()))
+    keep = [i for i, h in enumerate(rows[0]) if h != "launch__occupancy_limit_barriers"]
+    p = tmp_path / "no_barriers.csv"
+    with open(p, "w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows([[r[i] for i in keep] for r in rows])
+    with tracekit.open(tmp_path / "b.duckdb") as t:
+        t.ingest(p, name="no-barriers")
+        occ = t.query("occupancy")
+    full = tk.query("occupancy", run="full")
+    assert occ["limiter"].to_list() == full["limiter"].to_list() == [
+        "registers, shared_mem", "registers", "warps", "registers, warps"]
+    assert occ["block_limit_barriers"].is_null().all()
+    assert occ["missing_metrics"].to_list() == ["launch__occupancy_limit_barriers"] * 4
+
+
+def _reports_read_here(monkeypatch):
+    """Reports read in this process (ncu_rep reads each in a child interpreter), so that a
+    patch of NVIDIA's ncu_report reaches them."""
+    from tracekit.ingest import ncu_rep
+
+    monkeypatch.setattr(ncu_rep, "read_report",
+                        lambda path, source_only=False: ncu_rep._read_here(Path(path), source_only))
+
+
+def test_a_block_limit_ncu_could_not_compute(monkeypatch, tmp_path):
+    """A public Jetson Xavier report (ncu 2020.1 or older) has launch__occupancy_limit_shared_mem
+    NaN in every launch (no shared memory used: ncu divided 0 by 0); stored as a number it broke
+    the occupancy query and the report's occupancy section. Here ncu_report gives that NaN for
+    ncu_sections' launches: the limit is missing (NULL, its text "nan") and the limiter is the
+    smallest of the others, in the query and in tracekit report."""
+    import ncu_report
+
+    from tracekit import report
+
+    value = ncu_report.IMetric.value
+
+    def nan_shared_mem_limit(self, idx=None):
+        if self.name() == "launch__occupancy_limit_shared_mem":
+            return float("nan")
+        return value(self, idx)
+
+    _reports_read_here(monkeypatch)
+    monkeypatch.setattr(ncu_report.IMetric, "value", nan_shared_mem_limit)
+    with tracekit.open(tmp_path / "n.duckdb") as t:
+        t.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="nan")
+        stored = t.sql("SELECT value, text_value FROM ncu_metrics WHERE metric = 'launch__occupancy_limit_shared_mem'")
+        assert stored.rows() == [(None, "nan")] * 4
+        occ = t.query("occupancy")
+        assert occ["block_limit_shared_mem"].is_null().all()
+        assert all("launch__occupancy_limit_shared_mem" in m for m in occ["missing_metrics"])
+        limits = occ.select("block_limit_blocks", "block_limit_registers", "block_limit_warps", "block_limit_barriers")
+        assert occ["limiter"].null_count() == 0
+        for row, limiter in zip(limits.iter_rows(named=True), occ["limiter"], strict=True):
+            least = min(row.values())
+            assert limiter.split(", ") == [n.removeprefix("block_limit_") for n, v in row.items() if v == least]
+        html = report.write_report(t, tmp_path / "nan.html", run="nan").read_text()
+    section = re.search(r'<section id="occupancy".*?</section>', html, re.S).group(0)
+    assert "<table" in section and 'class="note"' not in section and "can't be cast" not in html
+
+
+def test_a_report_without_per_dimension_launch_metrics(tk, monkeypatch, tmp_path):
+    """A public V100 report (ncu 2020.1 or older) has launch__grid_size and launch__block_size
+    but no launch__{grid,block}_dim_{x,y,z} and no launch__device_id (ncu_full without them
+    here): ncu-kernels leaves grid, block and device_id NULL (no dimensions invented) and
+    gives the totals, which are those of the dimensions where a report has both."""
+    import ncu_report
+
+    gone = {f"launch__{k}_dim_{d}" for k in ("grid", "block") for d in "xyz"} | {"launch__device_id"}
+    names, by_name = ncu_report.IAction.metric_names, ncu_report.IAction.metric_by_name
+    _reports_read_here(monkeypatch)
+    monkeypatch.setattr(ncu_report.IAction, "metric_names", lambda self: tuple(n for n in names(self) if n not in gone))
+    monkeypatch.setattr(ncu_report.IAction, "metric_by_name", lambda self, n: None if n in gone else by_name(self, n))
+    with tracekit.open(tmp_path / "d.duckdb") as t:
+        t.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="no-dims")
+        k = t.query("ncu-kernels")
+    assert k["grid"].is_null().all() and k["block"].is_null().all() and k["device_id"].is_null().all()
+    assert k["grid_size"].to_list() == [132, 16384, 4096, 528] and k["block_size"].to_list() == [384, 128, 128, 512]
+    both = tk.query("ncu-kernels", run="sections")
+    assert both.select("grid_size", "block_size").equals(k.select("grid_size", "block_size"))
+    for row in both.iter_rows(named=True):
+        grid, block = ([int(x) for x in re.findall(r"\d+", row[c])] for c in ("grid", "block"))
+        assert (row["grid_size"], row["block_size"]) == (math.prod(grid), math.prod(block))
 
 
 def test_queries_fast(tk):

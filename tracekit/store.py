@@ -74,13 +74,9 @@ def default_db_path() -> Path:
 def _tool_version(folder_meta: dict) -> str | None:
     """The profiler's version as the capture recorded it (``meta.json`` versions[tool],
     ``ncu --version``'s line): ``2025.3.1.0 (build 36398880)``, or None."""
-    line = (folder_meta.get("versions") or {}).get(folder_meta.get("tool") or "")
-    if not line:
-        return None
-    m = re.search(r"(\d+(?:\.\d+)+)(?:\s*\(build (\d+)\))?", str(line))
-    if m is None:
-        return str(line).strip()
-    return m[1] + (f" (build {m[2]})" if m[2] else "")
+    from .ingest import tool_version
+
+    return tool_version((folder_meta.get("versions") or {}).get(folder_meta.get("tool") or ""))
 
 
 
@@ -581,7 +577,7 @@ class Tracekit:
             parsed, sources = self._read_folder(path, chosen)
             params = ranks.identify(path, None, {**folder_meta.get("params", {}), **(params or {})})
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
-            if not parsed.meta.get("tool_version"):  # an ncu report does not say; the capture asked ncu --version
+            if not parsed.meta.get("tool_version"):  # (ncu's CSV pages do not say; the capture asked ncu --version)
                 parsed.meta["tool_version"] = _tool_version(folder_meta)
             return Pending(parsed, digest, str(path.resolve()), name,
                            folder_meta.get("name") or derived_run_name(path.resolve().name),

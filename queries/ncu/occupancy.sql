@@ -1,8 +1,12 @@
 -- Occupancy per kernel launch: theoretical and achieved occupancy, the per-SM block limits
 -- and the one that binds, as ncu's Occupancy and Launch Statistics sections print them.
 -- limiter: the smallest block limit (ties joined by ', ' in ncu's order blocks, registers,
--- shared_mem, warps; then barriers). Block Limit SM is block_limit_blocks.
--- missing_metrics names the metrics the report lacks (their columns are NULL). Ranges
+-- shared_mem, warps; then barriers). Block Limit SM is block_limit_blocks. A limit the
+-- report lacks does not bind: the limiter is the smallest of those it has (NULL when it has
+-- none), as in reports made before ncu had launch__occupancy_limit_barriers (2022.4 and
+-- older give the other four) or with a limit ncu could not compute (NaN, stored as missing:
+-- shared memory on a Jetson Xavier). missing_metrics names the metrics the report lacks
+-- (their columns are NULL): a limiter named without one of them shows there. Ranges
 -- (ncu --replay-mode range/app-range) and whole graphs (--graph-profiling graph) run several
 -- kernels and have no launch configuration of their own: they are left out (ncu-kernels
 -- lists them), and a run of those alone, or of launches without any of these metrics, is an error.
@@ -54,12 +58,9 @@ WITH m AS MATERIALIZED (
     FROM m
 ), o AS (
     SELECT *,
-           -- NULL when any limit is missing: the binding one cannot be named from a part
-           CASE WHEN block_limit_blocks IS NOT NULL AND block_limit_registers IS NOT NULL
-                 AND block_limit_shared_mem IS NOT NULL AND block_limit_warps IS NOT NULL
-                 AND block_limit_barriers IS NOT NULL
-                THEN least(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
-                           block_limit_barriers) END AS min_limit
+           -- the smallest of the limits the report has (least skips NULLs; NULL when all are)
+           least(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
+                 block_limit_barriers) AS min_limit
     FROM checked JOIN m ON checked.ok
     WHERE workload = 'kernel'
 )

@@ -22,6 +22,7 @@ import bz2
 import gzip
 import importlib
 import lzma
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -99,6 +100,19 @@ def _opener(path: Path):
     if magic.startswith(b"\x28\xb5\x2f\xfd"):
         return _zstd_open
     return next((op for m, op in _OPENERS.items() if magic.startswith(m)), None)
+
+
+def tool_version(line: str | None) -> str | None:
+    """A profiler's version from a line that says it (``ncu --version``'s last line, an
+    Nsight Compute report's "2025.3.1.0 (build 36398880) (public-release)"): the dotted
+    number and its build, ``2025.3.1.0 (build 36398880)``; a line without a dotted number
+    as it is; None for none."""
+    if not line or not str(line).strip():
+        return None
+    m = re.search(r"(\d+(?:\.\d+)+)(?:\s*\(build (\d+)\))?", str(line))
+    if m is None:
+        return str(line).strip()
+    return m[1] + (f" (build {m[2]})" if m[2] else "")
 
 
 def head_of(path: Path) -> bytes:

@@ -164,7 +164,8 @@ def read_exports(paths: list[Path]):
     """A run folder's exports of one report, best-ranked first (``rank``): the first read
     whole; where it has no rule results (the raw page), they come from a details page
     beside it, else from the report; where it has no instruction-level data, that comes
-    from the report. The exports must hold the same launches."""
+    from the report, and so does the ncu version (a CSV page does not say it). The exports
+    must hold the same launches."""
     from . import ncu_rep
 
     heads = {p: head_of(p) for p in paths}
@@ -204,7 +205,8 @@ def _read_exports(paths: list[Path], reports: dict[Path, bool], pending):
             source = {}
         if need_rules and meta.get("sections") == 0:  # (ncu --metrics alone: ncu ran no rules)
             parsed.meta["sections"] = 0
-        if rules is None and not source:
+        version = None if parsed.meta.get("tool_version") else meta.get("tool_version")  # (a report says it)
+        if rules is None and not source and version is None:
             continue
         # (names differ between a CSV and a report: two demanglers; ids and launch shapes do not)
         launch = ["kernel_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
@@ -212,6 +214,8 @@ def _read_exports(paths: list[Path], reports: dict[Path, bool], pending):
         if not ours.equals(kernels.select(launch).sort("kernel_id")):
             raise InputError(f"{other.name}: its launches are not those of {paths[0].name} in the same run folder; "
                              "a run folder's ncu exports must come from one report (export them again from it)")
+        if version is not None:
+            parsed.meta["tool_version"] = version
         if need_rules and rules is not None:
             parsed.meta["rule_results"] = rules.height
             parsed.tables["ncu_rules"] = rules.to_arrow()

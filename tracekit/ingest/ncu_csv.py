@@ -293,7 +293,8 @@ def _values(long: pl.DataFrame, path: Path) -> pl.DataFrame:
     """long(kernel_id, metric, unit, raw) -> (kernel_id, metric, unit, value, text_value), base units.
 
     Empty cells (metric not collected for that launch) are dropped; "n/a", "no data",
-    "nan" and strings keep a row with value NULL and the text.
+    "nan" (a value ncu could not compute) and strings keep a row with value NULL and the
+    text. One rule with ``ncu_rep._value``: a value is a finite number, anything else is text.
     """
     long = long.filter(pl.col("raw").is_not_null() & (pl.col("raw").str.strip_chars() != ""))
     raw = pl.col("raw").str.strip_chars()
@@ -311,8 +312,8 @@ def _values(long: pl.DataFrame, path: Path) -> pl.DataFrame:
         pl.Series("factor", [c[1] for c in conv], dtype=pl.Float64),
     )
     long = long.join(units, on="unit", how="left", nulls_equal=True)
-    is_num = raw.str.contains(NUMBER_RE)
     number = raw.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
+    is_num = raw.str.contains(NUMBER_RE) & number.is_finite()  # ("1e999" overflows to inf: text too)
     return long.select(
         "kernel_id",
         "metric",

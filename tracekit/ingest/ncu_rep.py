@@ -5,7 +5,9 @@ truncated or corrupt file, so the container is checked first: ``"NVR\\0"``, a
 length-prefixed file header, then blocks of [u32 header size][block header protobuf]
 [payload of PayloadSize bytes], the block header carrying NumSources (field 1),
 NumResults (field 2, kernel results), PayloadSize (field 5), the profiled process
-(field 6: its id, host name and executable) and the counts of the other kinds of
+(field 6: its id, host name and executable), an entry about the system (field 3; in some
+blocks field 8 of it: {1: name, 2: version} of a component, "Nsight Compute Target" the
+ncu that made the report, from ncu 2020.3 on) and the counts of the other kinds of
 result (field 7: ranges of ``--replay-mode range``/``app-range``; field 9, seen on whole
 graphs of ``--graph-profiling graph``). The payload is a run of [u32 size][message]
 entries, the block's sources first, then its results; counting the entries counts the
@@ -20,6 +22,7 @@ derived metrics (ncu_full's ``thread`` read as ``inst`` after ncu_sections had b
 from __future__ import annotations
 
 import json
+import math
 import struct
 import subprocess
 import sys
@@ -30,7 +33,7 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from ..errors import InputError
-from . import ncu_rules, ncu_source
+from . import ncu_rules, ncu_source, tool_version
 from .ncu_csv import KERNEL_SCHEMA, METRICS_SECTION, WORKLOADS
 from .ncu_head import MAGIC
 
@@ -91,20 +94,44 @@ def _process(blob: bytes | None) -> tuple[int | None, str | None, str | None]:
     return ints.get(1), text(2), exe.rsplit("/", 1)[-1] if exe else None
 
 
+def _component(blob: bytes | None) -> tuple[str, str] | None:
+    """(name, version) of a block header's system field where it names a component's
+    version ({8: {1: name, 2: version}}: "CUDA Version", "Nsight Compute Target", ...), else None."""
+    if not blob:
+        return None
+    try:
+        _, info = _fields(blob)
+        if 8 not in info:
+            return None
+        _, kv = _fields(info[8])
+    except (ValueError, IndexError):  # (system information of another shape: no version in it)
+        return None
+    if 1 not in kv or 2 not in kv:
+        return None
+    return kv[1].decode("utf-8", "replace"), kv[2].decode("utf-8", "replace")
+
+
+#: the component whose version is the ncu that wrote the report (a report's system field)
+NCU_COMPONENT = "Nsight Compute Target"
+
+
 class Container(NamedTuple):
     """What the walk of a report's blocks found: each result's process (id, host name,
-    executable's name; ncu's CSV pages print these) in the file's order, and where each
-    source entry (a loaded module) lies: (process id, byte offset, size)."""
+    executable's name; ncu's CSV pages print these) in the file's order, where each
+    source entry (a loaded module) lies: (process id, byte offset, size), and the versions
+    the report names (component -> version text, e.g. "Nsight Compute Target" ->
+    "2025.3.1.0 (build 36398880) (public-release)"; none in reports before ncu 2020.3)."""
 
     processes: list[tuple[int | None, str | None, str | None]]
     sources: list[tuple[int | None, int, int]]
+    versions: dict[str, str]
 
 
 def check_container(path: Path) -> Container:
     """Walk the report's blocks and their payloads' entries; InputError if the file is
     truncated or corrupt."""
     size = path.stat().st_size
-    processes, sources = [], []
+    processes, sources, versions = [], [], {}
     with open(path, "rb") as fh:
         if fh.read(4) != MAGIC:
             raise InputError(f"{path}: not an Nsight Compute report (no NVR header)")
@@ -127,6 +154,9 @@ def check_container(path: Path) -> Container:
                 raise InputError(
                     f"{path}: corrupt block header at byte {pos}; the report is damaged, re-profile"
                 ) from None
+            component = _component(blobs.get(3))
+            if component is not None:
+                versions.setdefault(*component)
             start = pos + 4 + bsize
             end = start + ints.get(5, 0)
             if end > size:
@@ -150,7 +180,7 @@ def check_container(path: Path) -> Container:
             raise InputError(
                 f"{path}: truncated report (blocks end at byte {pos}, file has {size}); copy the report again or re-profile"
             )
-    return Container(processes, sources)
+    return Container(processes, sources, versions)
 
 
 def module_functions(path: Path, sources: list[tuple[int | None, int, int]]) -> dict[tuple[int | None, int], str]:
@@ -200,16 +230,18 @@ def function_name(symbol: str) -> str:
 
 
 def _value(m):
-    """(value, text_value) of an ncu_report metric."""
+    """(value, text_value) of an ncu_report metric. A number ncu could not compute (NaN,
+    as ncu_report gives launch__occupancy_limit_shared_mem of a Jetson Xavier report, or
+    an infinity) is no value: NULL with its text as ncu's CSV pages print it ("nan"), the
+    rule of ``ncu_csv._values``."""
     if m is None or not m.has_value():
         return None, "n/a"
     v = m.value()
     if isinstance(v, str):
         return None, v
-    if isinstance(v, bool):
-        return float(v), None
-    if isinstance(v, (int, float)):
-        return float(v), None
+    if isinstance(v, (bool, int, float)):
+        v = float(v)
+        return (v, None) if math.isfinite(v) else (None, str(v))
     return None, str(v)
 
 
@@ -414,6 +446,8 @@ def _read_here(path: Path, source_only: bool = False
         "ncu_export": "ncu-rep",
         "ncu_report_module": ctx.get_version() if hasattr(ctx, "get_version") else None,
         "sections": len(sections),
+        # the ncu that wrote the report, as the report says (runs.tool_version; None: it does not)
+        "tool_version": tool_version(container.versions.get(NCU_COMPONENT)),
     }
     if gpus:
         meta["gpu"] = ", ".join(sorted(gpus))

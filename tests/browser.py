@@ -101,16 +101,15 @@ def load(path: Path, done_js: str, value_js: str, width: int = 1400, timeout: fl
     hi_r = fcntl.fcntl(to_child_r, fcntl.F_DUPFD, 10)
     hi_w = fcntl.fcntl(from_child_w, fcntl.F_DUPFD, 10)
 
-    def child_fds():
-        os.dup2(hi_r, 3)
-        os.dup2(hi_w, 4)
-
     args = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
             "--remote-debugging-pipe", f"--user-data-dir={profile}", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             "--disable-quic", "--disable-extensions", "--proxy-server=127.0.0.1:9",
             "--proxy-bypass-list=<-loopback>", "--allow-file-access-from-files", "about:blank"]
-    proc = subprocess.Popen(args, pass_fds=(3, 4, hi_r, hi_w), preexec_fn=child_fds,
+    # fds 3 and 4 are set up by a shell, not by a preexec_fn: that forks this whole process (a
+    # test worker of several GB of address space), which the kernel once refused (ENOMEM)
+    redirect = f'exec "$0" "$@" 3<&{hi_r} 4>&{hi_w} {hi_r}<&- {hi_w}>&-'
+    proc = subprocess.Popen(["bash", "-c", redirect, *args], pass_fds=(hi_r, hi_w),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for fd in (to_child_r, from_child_w, hi_r, hi_w):
         os.close(fd)

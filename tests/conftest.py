@@ -15,6 +15,19 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DATA = Path(__file__).parent / "data"
+NCU_SOL_METRICS = {  # speed-of-light column -> the metric ncu's details page prints
+    "duration_ns": "gpu__time_duration.sum",
+    "elapsed_cycles": "gpc__cycles_elapsed.max",
+    "sm_active_cycles": "sm__cycles_active.avg",
+    "sm_frequency_hz": "gpc__cycles_elapsed.avg.per_second",
+    "dram_frequency_hz": "dram__cycles_elapsed.avg.per_second",
+    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram_throughput_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    "l1_throughput_pct": "l1tex__throughput.avg.pct_of_peak_sustained_active",
+    "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+}
+
 #: the first three and hstu_capture are the issue's scenarios; the rest are what real captures
 #: also hold (several processes and GPUs, graph-level tracing, odd NVTX, NVTX names only registered, cut captures,
 #: Unified Memory and the runtime's other memory operations, PyTorch's autograd NVTX ranges with CPU sampling)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import NCU_SOL_METRICS
 
 import tracekit
 from tracekit.registry import get_registry
@@ -42,18 +43,6 @@ OCCUPANCY_GOLDEN = {  # query column -> metric ncu prints on the details page
     "achieved_warps_per_sm": "sm__warps_active.avg.per_cycle_active",
     "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "waves_per_sm": "launch__waves_per_multiprocessor",
-}
-SOL_GOLDEN = {
-    "duration_ns": "gpu__time_duration.sum",
-    "elapsed_cycles": "gpc__cycles_elapsed.max",
-    "sm_active_cycles": "sm__cycles_active.avg",
-    "sm_frequency_hz": "gpc__cycles_elapsed.avg.per_second",
-    "dram_frequency_hz": "dram__cycles_elapsed.avg.per_second",
-    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram_throughput_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-    "l1_throughput_pct": "l1tex__throughput.avg.pct_of_peak_sustained_active",
-    "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
 }
 
 
@@ -150,7 +139,7 @@ def test_speed_of_light_equals_details_page(tk, run):
     df = tk.query("speed-of-light", run=run)
     assert df["kernel_id"].to_list() == [0, 1, 2, 3]
     for row in df.iter_rows(named=True):
-        for col, metric in SOL_GOLDEN.items():
+        for col, metric in NCU_SOL_METRICS.items():
             assert_as_printed(
                 row[col], gold[(row["kernel_id"], metric)], f"{run} ID {row['kernel_id']} {col}"
             )

@@ -28,7 +28,7 @@ import re
 
 import polars as pl
 import pytest
-from conftest import DATA
+from conftest import DATA, NCU_SOL_METRICS
 
 import tracekit
 from tracekit.cli import main as cli_main
@@ -47,18 +47,6 @@ WORKLOADS = {
 SOURCES = {"report": "report.ncu-rep.xz", "raw": "raw.csv.xz", "details": "details.csv.xz"}
 N, D, ITERS = 1 << 22, 1 << 16, 256  # programs/ncu_variants.cu
 
-SOL = {  # speed-of-light column -> metric the details page prints
-    "duration_ns": "gpu__time_duration.sum",
-    "elapsed_cycles": "gpc__cycles_elapsed.max",
-    "sm_active_cycles": "sm__cycles_active.avg",
-    "sm_frequency_hz": "gpc__cycles_elapsed.avg.per_second",
-    "dram_frequency_hz": "dram__cycles_elapsed.avg.per_second",
-    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram_throughput_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-    "l1_throughput_pct": "l1tex__throughput.avg.pct_of_peak_sustained_active",
-    "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
-}
 OCCUPANCY = {
     "block_size": "launch__block_size",
     "grid_size": "launch__grid_size",
@@ -229,7 +217,7 @@ def test_speed_of_light_equals_the_details_page(tk, variant, source):
     assert df["kernel_id"].to_list() == list(range(len(WORKLOADS[variant])))
     checked = 0
     for row in df.iter_rows(named=True):
-        for col, metric in SOL.items():
+        for col, metric in NCU_SOL_METRICS.items():
             printed = gold.get((row["kernel_id"], metric))
             if printed is None:  # (--metrics: the two it asked for; nothing made up for the rest)
                 assert variant == "metrics" and row[col] is None, (source, row["kernel_id"], col)

@@ -291,9 +291,8 @@ class Registry:
             rows = tk.con.execute("SELECT name, list_contains(json_extract_string(meta, '$.traced[*]'), ?) "
                                   "FROM runs WHERE run_id = ?", [table, run_id]).fetchall()
             if rows and rows[0][1] is False:
-                row = rows[0]
                 what, option = TRACED[table]
-                raise QueryError(f"{q.name}: run {run_id} ({row[0]}) was captured without {what} tracing; "
+                raise QueryError(f"{q.name}: run {run_id} ({rows[0][0]}) was captured without {what} tracing; "
                                  f"capture with {option} (tracekit capture does)")
 
     def run(self, tk, name: str, /, **params: Any) -> pl.DataFrame:

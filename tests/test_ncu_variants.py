@@ -364,8 +364,8 @@ def test_rules_equal_the_details_page(tk, variant):
 @pytest.mark.parametrize("source", list(SOURCES))
 def test_rules_of_a_metrics_only_report_are_an_error(tk, source):
     run = f"metrics/{source}"
-    why = ("it was profiled without sections \\(ncu --metrics alone\\), so ncu ran no rules" if source != "raw"
-           else "ncu's raw CSV page has none")
+    why = ("its report holds no sections \\(ncu --metrics alone, or an Nsight Compute too old to record "
+           "them\\), so ncu ran no rules on it" if source != "raw" else "ncu's raw CSV page has none")
     with pytest.raises(QueryError, match=rf"^ncu-rules: run \d+ \({run}\) has no rule results: {why}"):
         tk.query("ncu-rules", run=run)
     meta = tk.sql(f"SELECT json_extract(meta, '$.sections')::INTEGER AS s FROM runs WHERE name = '{run}'")["s"][0]

@@ -4,7 +4,8 @@
 -- findings compare across kernels), then by estimated speedup. A run read from ncu's raw
 -- CSV page, which carries no rule results, is an error: ingest the .ncu-rep or the
 -- details page (a tracekit run folder takes them from its details page or report); so is
--- one profiled without sections (ncu --metrics alone), on which ncu ran no rules.
+-- one whose report holds no sections (profiled with ncu --metrics alone, or written by an
+-- Nsight Compute older than section records), on which ncu ran no rules.
 -- With group=kernel, one row per kernel, NVTX range and finding over its launches: the
 -- median speedup, the summed durations and time saved, the message of the launch that
 -- would save most (a capture profiles each kernel several times).
@@ -33,8 +34,9 @@ WITH src AS (  -- one row, read first: its check raises even where no rule match
     SELECT CASE WHEN count(*) FILTER (WHERE json_extract(meta, '$.rule_results') IS NOT NULL) > 0
                      OR (count(*) = 0 AND $run IS NULL) THEN true
                 WHEN bool_and(coalesce(json_extract(meta, '$.sections')::INTEGER = 0, false))
-                THEN error(ncu_lacks('ncu-rules', $run, 'rule results') || ': it was profiled without sections (ncu '
-                           || '--metrics alone), so ncu ran no rules; profile with ncu --set full (or --section NAME)')
+                THEN error(ncu_lacks('ncu-rules', $run, 'rule results') || ': its report holds no sections (ncu '
+                           || '--metrics alone, or an Nsight Compute too old to record them), so ncu ran no rules on '
+                           || 'it; profile with ncu --set full (or --section NAME)')
                 ELSE error(ncu_lacks('ncu-rules', $run, 'rule results') || ': ncu''s raw CSV page has none; ingest the '
                            || '.ncu-rep (or ncu -i REPORT --csv --page details)') END AS ok
     FROM runs WHERE ($run IS NULL OR run_id = $run) AND list_contains(string_split(kind, ','), 'ncu')

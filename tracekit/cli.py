@@ -206,14 +206,19 @@ def _with_options(params: dict[str, Any], **options: Any) -> dict[str, Any]:
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
-    out = {}
+    """``-p NAME=VALUE`` pairs as a dict; a name given twice with two values is an error
+    (the last one would win without a word)."""
+    out: dict[str, str] = {}
     for p in pairs:
         if "=" not in p:
             raise ParamError(f"--param {p!r}: expected NAME=VALUE")
         k, v = p.split("=", 1)
-        if not k.strip():
+        k = k.strip()
+        if not k:
             raise ParamError(f"--param {p!r}: expected NAME=VALUE (the name is empty)")
-        out[k.strip()] = v
+        if k in out and out[k].strip() != v.strip():
+            raise ParamError(f"--param {k}: given twice ({k}={out[k]}, {k}={v}); give it once")
+        out[k] = v
     return out
 
 

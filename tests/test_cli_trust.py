@@ -3,6 +3,9 @@ that leaves the store as it was, or the answer asked for."""
 
 from __future__ import annotations
 
+import lzma
+import shutil
+
 import pytest
 from conftest import DATA, store_state
 from test_cli_errors import one_error_line
@@ -28,3 +31,74 @@ def test_a_parameter_given_twice_with_two_values_is_an_error(small_store, capsys
     assert store_state(small_store) == before and not (tmp_path / "c.json").exists()
     # the same value twice is that value
     assert _cli(small_store, "query", "top-kernels", "-p", "group=family", "-p", "group=family") == 0
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_diff_columns_in_every_format(small_store, capsys, tmp_path, fmt):
+    out = tmp_path / f"d.{fmt}"
+    assert _cli(small_store, "diff", "nsys_run", "nsys_run", "-f", fmt, "-o", str(out),
+                "--columns", "scope,key,p_value") == 0
+    import polars as pl
+
+    df = {"csv": pl.read_csv, "json": pl.read_json, "parquet": pl.read_parquet}[fmt](out)
+    assert df.columns == ["scope", "key", "p_value"] and df.height > 0
+    # a table's columns are the table's (p), a file's the file's (p_value)
+    assert _cli(small_store, "diff", "nsys_run", "nsys_run", "--columns", "scope,p") == 0
+    capsys.readouterr()
+    assert _cli(small_store, "diff", "nsys_run", "nsys_run", "--columns", "p_value") == 2
+    assert "no column 'p_value'" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-f", "parquet"], "--format parquet needs -o FILE"),
+    (["-f", "csv", "-o", "{tmp}/missing/d.csv"], "does not exist"),
+    (["-f", "csv", "-o", "{store}"], "this is the store"),
+    (["--columns", "nope"], "no column 'nope'"),
+])
+def test_diff_options_are_checked_before_a_file_is_ingested(small_store, capsys, tmp_path, args, message):
+    before = store_state(small_store)
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{store}", str(small_store)) for a in args]
+    assert _cli(small_store, "diff", "nsys_run", str(OTHER_NSYS), *args) == 2
+    assert message in one_error_line(capsys)
+    assert store_state(small_store) == before
+
+
+def test_a_diff_of_two_files_that_fails_keeps_neither(small_store, capsys, tmp_path):
+    """The first file is ingested, then the second cannot be (cut) or cannot be compared
+    with it (another kind): the store keeps neither, and a store the diff created goes."""
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(lzma.decompress(OTHER_NSYS.read_bytes())[:60_000])
+    ncu_csv = tmp_path / "details.csv"
+    ncu_csv.write_bytes(lzma.decompress((DATA / "ncu_sections" / "details.csv.xz").read_bytes()))
+    before = store_state(small_store)
+    first = DATA / "nsys_memops" / "export.sqlite.xz"
+    assert _cli(small_store, "diff", str(first), str(cut)) == 2
+    assert "cut.sqlite" in one_error_line(capsys)
+    assert store_state(small_store) == before
+    assert _cli(small_store, "diff", str(first), str(ncu_csv)) == 2
+    line = one_error_line(capsys)  # the file is named, not a run id the store does not keep
+    assert f"{first} [nsys] and {ncu_csv} [ncu] share no scope" in line, line
+    assert store_state(small_store) == before
+    fresh = tmp_path / "fresh.duckdb"
+    assert _cli(fresh, "diff", str(first), str(cut)) == 2
+    capsys.readouterr()
+    assert not fresh.exists() and not fresh.with_name("fresh.duckdb.wal").exists()
+    # a comparison that succeeds keeps both runs
+    assert _cli(small_store, "diff", str(first), str(OTHER_NSYS), "-f", "csv") == 0
+    capsys.readouterr()
+    assert _cli(small_store, "runs", "-f", "csv", "--columns", "name") == 0
+    assert capsys.readouterr().out.split() == ["name", "nsys_run", "ncu_run", "export", "export"]
+
+
+def test_a_copy_of_the_store_is_unchanged_by_a_failed_diff(small_store, capsys, tmp_path):
+    """(The run ids too: the next ingest gets the id it would have got.)"""
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(lzma.decompress(OTHER_NSYS.read_bytes())[:60_000])
+    other = tmp_path / "other.duckdb"
+    shutil.copyfile(small_store, other)
+    assert _cli(small_store, "diff", str(DATA / "nsys_memops" / "export.sqlite.xz"), str(cut)) == 2
+    capsys.readouterr()
+    for db in (small_store, other):
+        assert _cli(db, "ingest", str(OTHER_NSYS)) == 0
+    outs = capsys.readouterr().out.splitlines()
+    assert outs[0].split(":")[1] == outs[1].split(":")[1], outs  # the same run id in both

@@ -532,10 +532,22 @@ def diff_cmd(
 
     if limit is not None and limit < 0:
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
-    if fmt not in FORMATS:
-        raise ParamError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    _check_format(fmt, out)
+    cols = _columns(columns)
+    if cols is not None:  # the columns of the table (values in human units) or of the file formats
+        import polars as pl
+
+        from .table import Rows
+
+        empty = pl.DataFrame(schema=_diff.SCHEMA)
+        have = _diff.display(empty) if fmt == "table" else empty
+        Rows(list(have.columns), [str(t) for t in have.dtypes], []).select(cols)  # one line for an unknown one
     files = any(_diff._is_file(r) for r in (base, new))
     tk = _open(db, read_only=not files)  # a file to compare is ingested first
+    if out is not None:  # checked before a file is ingested: an output that cannot be written changes nothing
+        from .outputs import check_output
+
+        check_output(out, tk.path)
     with _capture_warnings():
         df = tk.diff(base, new, by=by or None, threshold_pct=threshold)
     tk.close()
@@ -545,14 +557,14 @@ def diff_cmd(
         from .table import Rows
 
         shown = _diff.changes_first(df, rows)  # every change, then the largest unchanged rows
-        _show(Rows.from_polars(_diff.display(shown)), out, display=_diff.DISPLAY, columns=_columns(columns),
+        _show(Rows.from_polars(_diff.display(shown)), out, display=_diff.DISPLAY, columns=cols,
               all_columns=all_columns, store_path=tk.path)
         counts = df["verdict"].value_counts(sort=True).rows()
         more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"
                 if shown.height < df.height else "")
         typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
     else:
-        _emit(df.head(rows) if rows else df, fmt, out, store_path=tk.path)
+        _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=tk.path)
     if gate and regressed:
         typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {threshold:g}%", err=True)
         raise typer.Exit(1)

@@ -145,12 +145,14 @@ class Side:
     sweep: str | None = None
 
     pending: bool = False  # a file read but not ingested yet (its run_id is no id)
+    #: a file this comparison ingests (``ref``): named as the file, its run is not committed yet
+    ingested: bool = False
     status: str | None = None  # the capture's status its run folder recorded (None: a bare export)
     error: str | None = None
 
     @property
     def label(self) -> str:
-        if self.pending:
+        if self.pending or self.ingested:
             return self.ref
         if self.run_id is None:
             return f"sweep {self.sweep}"
@@ -188,7 +190,12 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
             if check is not None:
                 check(Side(text, 0, name, set(kind.split(",")), (params or {}).get("sweep"), pending=True))
 
-        text = str(tk.ingest(path, check=before_write).run_id)
+        res = tk.ingest(path, check=before_write)
+        # a new run, not committed while the comparison runs: the file names it
+        ingested = not res.skipped and getattr(tk, "_one_transaction", False)
+        ref, text = (text if ingested else str(res.run_id)), str(res.run_id)
+    else:
+        ref, ingested = text, False
     rows = []
     cols = f"run_id, name, kind, json_extract_string(params, '$.sweep'), {CAPTURE_STATUS}"
     if RUN_ID.fullmatch(text):
@@ -197,7 +204,8 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         rows = con.execute(f"SELECT {cols} FROM runs WHERE name = ? ORDER BY run_id DESC LIMIT 1", [text]).fetchall()
     if rows:
         run_id, name, kind, sweep, status, error = rows[0]
-        return Side(text, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error)
+        return Side(ref, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error,
+                    ingested=ingested)
     n = con.execute("SELECT count(*) FROM runs WHERE json_extract_string(params, '$.sweep') = ?", [text]).fetchall()[0][0]
     if n:
         return Side(text, sweep=text)

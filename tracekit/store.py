@@ -223,6 +223,8 @@ class Tracekit:
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
         self._created = False  # this object created the store and committed nothing yet
+        #: inside ``one_transaction``: ingests write without committing, the block commits
+        self._one_transaction = False
         #: DuckDB's memory limit for ingest (``ingest_memory_limit``, set when a writable
         #: connection opens), handed to the loaders of the sources ingested
         self.memory_limit: str | None = None
@@ -511,10 +513,11 @@ class Tracekit:
 
     def interrupted(self, path: str | os.PathLike) -> Interrupted:
         """The error for a Ctrl-C during the ingest of ``path`` (or just after it): whether
-        the run is in the store (``last_ingest``). A store this object created for an
+        the run is in the store (``last_ingest``; inside ``one_transaction`` a run written
+        is not committed, and the block rolls it back). A store this object created for an
         ingest that committed nothing is removed."""
         res = self.last_ingest
-        if res is None:
+        if res is None or (self._one_transaction and not res.skipped):
             self._discard_if_new()
             return Interrupted(f"{path}: interrupted; not ingested, nothing of it is in the store")
         if res.skipped:
@@ -786,7 +789,8 @@ class Tracekit:
         try:
             if not fits(parsed.memory_need, self.memory_limit):  # refused before anything is written
                 raise InputError(shortage(source, parsed.memory_need, self.memory_limit))
-            con.execute("BEGIN TRANSACTION")
+            if not self._one_transaction:
+                con.execute("BEGIN TRANSACTION")
             if replace is not None:
                 self._delete_rows(replace)
                 run_id = replace
@@ -806,8 +810,9 @@ class Tracekit:
             for load in parsed.loaders:
                 rows.update(load(con, run_id, memory_limit=self.memory_limit))
             with self._sigints.held():
-                con.execute("COMMIT")
-                self._created = False  # the store holds a run now: keep it whatever follows
+                if not self._one_transaction:  # (else the block commits)
+                    con.execute("COMMIT")
+                    self._created = False  # the store holds a run now: keep it whatever follows
                 self.last_ingest = IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace,
                                                 digest=digest, **_capture_status(meta))
             return self.last_ingest
@@ -863,6 +868,32 @@ class Tracekit:
         finally:
             con.unregister("_tk_in")
         return data.num_rows
+
+    @contextlib.contextmanager
+    def one_transaction(self):
+        """The ingests inside the block and the block's own statements as one transaction:
+        committed when the block ends, rolled back when it raises (and a store this object
+        created then removed). A command that ingests files only to ask a question of them
+        leaves the store as it was when the question fails: ``diff A.sqlite B.sqlite`` with
+        B truncated, or not comparable with A, does not keep A."""
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        self._one_transaction = True
+        try:
+            yield
+            with self._sigints.held():
+                con.execute("COMMIT")
+                self._created = False
+        except BaseException:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:  # ended already: a failed ingest rolled back, or its new store was removed
+                pass
+            self.last_ingest = None
+            self._discard_if_new()
+            raise
+        finally:
+            self._one_transaction = False
 
     # -- managing runs ----------------------------------------------------
     def resolve(self, run: str | int) -> tuple[int, str]:
@@ -946,10 +977,12 @@ class Tracekit:
         files (ingested first). One row per scope, key and metric with a noise-aware
         verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, ncu, sweep; default:
         every scope both have). See ``tracekit.diff``."""
-        from .diff import diff
+        from .diff import _is_file, diff
 
+        files = not self.read_only and any(_is_file(r) for r in (base, new))
         try:
-            with stoppable():
+            # files to compare are ingested first; a comparison that fails keeps none of them
+            with stoppable(), self.one_transaction() if files else contextlib.nullcontext():
                 return diff(self, base, new, by=by, threshold_pct=threshold_pct)
         except TracekitError:
             self._discard_if_new()  # a store opened to ingest a file to compare, left empty

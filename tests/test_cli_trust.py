@@ -102,3 +102,44 @@ def test_a_copy_of_the_store_is_unchanged_by_a_failed_diff(small_store, capsys, 
         assert _cli(db, "ingest", str(OTHER_NSYS)) == 0
     outs = capsys.readouterr().out.splitlines()
     assert outs[0].split(":")[1] == outs[1].split(":")[1], outs  # the same run id in both
+
+
+def test_dash_is_the_standard_output(small_store, capsys, tmp_path, monkeypatch):
+    """`-o -` writes the data to stdout (not a file named '-'); the "wrote" line goes to
+    stderr, out of the data's way."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    assert _cli(small_store, "export", "trace", "--run", "nsys_run", "-o", "-") == 0
+    got = capsys.readouterr()
+    assert json.loads(got.out)["traceEvents"] and got.err.startswith("wrote -: run 1")
+    assert _cli(small_store, "query", "top-kernels", "-f", "csv", "-o", "-") == 0
+    assert capsys.readouterr().out.startswith("name,instances,total_ns")
+    assert _cli(small_store, "report", "--run", "nsys_run", "-o", "-") == 0
+    got = capsys.readouterr()
+    assert got.out.rstrip().endswith("</html>") and got.err == "wrote -\n"
+    assert _cli(small_store, "export", "parquet", "-o", "-") == 2
+    assert "-o -: a dataset is a folder of files" in one_error_line(capsys)
+    assert [p.name for p in tmp_path.iterdir()] == ["store"]  # (small_store's folder), no file "-"
+
+
+def test_the_wrote_line_stays_out_of_a_pipe(small_store, capsys, tmp_path):
+    """A trace written into a pipe (`-o /dev/stdout | ...`) is the JSON alone."""
+    import json
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    try:
+        code = _cli(small_store, "export", "trace", "--run", "nsys_run", "-o", str(fifo))
+    finally:
+        if reader.is_alive():
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    assert code == 0
+    assert json.loads(got[0])["traceEvents"]
+    assert capsys.readouterr().err.startswith(f"wrote {fifo}: run 1")

@@ -76,7 +76,7 @@ DbOpt = Annotated[
     typer.Option("--db", help="DuckDB store (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False),
 ]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, csv, json or parquet")]
-OutOpt = Annotated[Path | None, typer.Option("--output", "-o", help="write to FILE instead of stdout")]
+OutOpt = Annotated[Path | None, typer.Option("--output", "-o", help="write to FILE instead of stdout (- is stdout)")]
 ColumnsOpt = Annotated[str | None, typer.Option(
     "--columns", help="columns to show, comma-separated (every format)", show_default=False)]
 AllColumnsOpt = Annotated[bool, typer.Option("--all-columns", help="table: every column, not the query's default few")]
@@ -137,6 +137,14 @@ def _write(text: str, out: Path | None, store_path: Path | None) -> None:
         write_output(out, lambda tmp: tmp.write_text(text), store_path)
     else:
         sys.stdout.write(text)
+
+
+def _wrote(out: Path, line: str) -> None:
+    """The line that says what was written: on stderr where the output is a stream (``-o -``,
+    ``/dev/stdout``, a pipe), so that it does not end up in the data."""
+    from .outputs import is_stream
+
+    typer.echo(line, err=is_stream(out))
 
 
 def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
@@ -585,14 +593,14 @@ def chart(
     tk = _open(db, read_only=True)
     ch = charts.chart(tk, name, **params)
     charts.save(ch, out, store_path=tk.path)
-    typer.echo(f"wrote {out}")
+    _wrote(out, f"wrote {out}")
 
 
 @app.command()
 def report(
     run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
     vs: Annotated[str | None, typer.Option("--vs", help="compare with this run, sweep or file (tracekit diff BASE RUN)")] = None,
-    out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write")] = Path("report.html"),
+    out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write; - for stdout")] = Path("report.html"),
     db: DbOpt = None,
 ):
     """Write one self-contained HTML report of a run (nsys, ncu or a sweep point); opens offline."""
@@ -601,7 +609,7 @@ def report(
 
     with _capture_warnings():
         write_report(_open(db, read_only=vs is None or not _is_file(vs)), out, run=run, vs=vs)  # a file is ingested
-    typer.echo(f"wrote {out}")
+    _wrote(out, f"wrote {out}")
 
 
 export_app = typer.Typer(cls=_LazyGroup, name="export", no_args_is_help=True,
@@ -611,7 +619,7 @@ app.add_typer(export_app, name="export")
 
 @export_app.command("trace")
 def export_trace_cmd(
-    out: Annotated[Path, typer.Option("--output", "-o", help="trace.json.gz (gzip) or trace.json")] = Path("trace.json.gz"),
+    out: Annotated[Path, typer.Option("--output", "-o", help="trace.json.gz (gzip) or trace.json; - for stdout (JSON)")] = Path("trace.json.gz"),
     run: Annotated[str | None, typer.Option("--run", help="nsys run id or name (default: latest)")] = None,
     start_ns: Annotated[int | None, typer.Option("--from", help="window start, ns on the capture's clock")] = None,
     end_ns: Annotated[int | None, typer.Option("--to", help="window end, ns on the capture's clock")] = None,
@@ -626,7 +634,7 @@ def export_trace_cmd(
     res = export_trace(_open(db, read_only=True), out, run=run, start_ns=start_ns, end_ns=end_ns,
                        nvtx=nvtx, instance=instance, force=force)
     events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)
-    typer.echo(f"wrote {out}: run {res.run_id}, {res.window.label}: {events or 'no events'}")
+    _wrote(out, f"wrote {out}: run {res.run_id}, {res.window.label}: {events or 'no events'}")
 
 
 @export_app.command("parquet")
@@ -642,6 +650,8 @@ def export_parquet(
     tk = _open(db, read_only=True)
     if isinstance(tk, dataset.Dataset):
         raise ParamError(f"--db {tk.path}: is a dataset already; export from a DuckDB store")
+    if str(out) == "-":
+        raise ParamError("-o -: a dataset is a folder of files, not a stream; name a new or empty folder")
     ids = dataset.export(tk, out, run)
     typer.echo(f"wrote {out}: {len(ids)} run{'s' if len(ids) != 1 else ''}")
 

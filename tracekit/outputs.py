@@ -6,9 +6,11 @@ hard links), writes to a temporary file in the target's folder and renames it ov
 target, so an interrupted or failed write leaves the old file (or none), never half a
 file. A path that is a device or a pipe (``-o /dev/stdout``, a FIFO) is written into as
 it is: there is no file to leave half, and renaming over it would replace the device
-with a file. ``check_output(path, store_path)`` makes the same checks up front, for a
-command that works long before it writes. Errors are ``OutputError``: one line naming
-the file and the problem.
+with a file. ``-`` is the standard output, as for most Unix tools (``tracekit export trace
+-o - | gzip``), written in place like a device; ``is_stream`` tells a command to print its
+"wrote" line on stderr then, not into the data. ``check_output(path, store_path)`` makes
+the same checks up front, for a command that works long before it writes. Errors are
+``OutputError``: one line naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import errno
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -44,11 +47,29 @@ def check_not_store(path: str | os.PathLike, store_path: str | os.PathLike | Non
                               f"({protected}); write the output to another file")
 
 
+#: the output path that means the standard output
+STDOUT = "-"
+
+
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether writing ``path`` writes into a stream (``-``, ``/dev/stdout``, a pipe) rather
+    than a file: a command's own lines must not go where the data goes then."""
+    if str(path) == STDOUT:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def check_output(path: str | os.PathLike, store_path: str | os.PathLike | None = None) -> bool:
     """Raise ``OutputError`` where ``write_output`` would refuse ``path`` before writing a
     byte (the store or its WAL, a missing folder, a folder): a command that works long
     before it writes checks first. Returns False for a special file (``/dev/stdout``, a
-    pipe), which is written in place, True for a regular file (renamed into place)."""
+    pipe, ``-``), which is written in place, True for a regular file (renamed into place)."""
+    if str(path) == STDOUT:
+        return False
     shown = Path(path)
     check_not_store(shown, store_path)
     try:
@@ -70,8 +91,8 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
     """Write the file ``path`` through ``write_fn(tmp)``, which writes a temporary file
     ``tmp`` in the same folder; the temporary file is then renamed over ``path``.
 
-    A symlink ``path`` is written through (its target is replaced, the link kept). The
-    new file gets the mode an ordinary ``open(path, 'w')`` would give it (an existing
+    ``-`` writes to the standard output. A symlink ``path`` is written through (its target
+    is replaced, the link kept). The new file gets the mode an ordinary ``open(path, 'w')`` would give it (an existing
     file's mode is kept). Returns ``path``. Raises ``OutputError`` when ``path`` is the
     store or its WAL (``store_path``), its folder does not exist, it is a folder, or
     the write fails (permissions, a full disk); the temporary file is removed then.
@@ -85,8 +106,14 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
             with tempfile.TemporaryDirectory(prefix="tracekit-out-") as folder:
                 tmp = Path(folder) / shown.name
                 write_fn(tmp)
-                with open(tmp, "rb") as src, open(shown, "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+                with open(tmp, "rb") as src:
+                    if str(path) == STDOUT:
+                        sys.stdout.flush()
+                        shutil.copyfileobj(src, sys.stdout.buffer, 1 << 20)
+                        sys.stdout.buffer.flush()
+                    else:
+                        with open(shown, "wb") as dst:
+                            shutil.copyfileobj(src, dst, 1 << 20)
         except OSError as err:
             raise OutputError(f"{shown}: cannot write ({_reason(err)})") from err
         return shown

@@ -143,3 +143,21 @@ def test_the_wrote_line_stays_out_of_a_pipe(small_store, capsys, tmp_path):
     assert code == 0
     assert json.loads(got[0])["traceEvents"]
     assert capsys.readouterr().err.startswith(f"wrote {fifo}: run 1")
+
+
+@pytest.mark.parametrize(("expr", "text"), [
+    ("union_value(k := 1)", "1"), ("[union_value(k := 1)]", "[1]"), ("{'i': INTERVAL 1 DAY}", "{'i': 1 day}"),
+    ("12::VARINT", "12"), ("TIMETZ '01:02:03+02'", "01:02:03+02"), ("5::BIT", "0" * 29 + "101"),
+])
+def test_sql_values_polars_cannot_read_are_their_text(small_store, capsys, expr, text):
+    """Unions, intervals inside lists or structs (a Polars panic or error before: exit 1 and a
+    traceback), BIT and VARINT (shown as raw bytes), a time with its zone (the zone lost):
+    DuckDB's text of the value, in every format."""
+    for fmt, want in (("table", f"{text}\n1 row"), ("csv", f"v\n{text}\n")):
+        assert _cli(small_store, "sql", f"SELECT {expr} AS v", "-f", fmt) == 0
+        out = capsys.readouterr().out
+        assert (out.splitlines()[2].strip() + "\n" + out.splitlines()[3] if fmt == "table" else out) == want, out
+    assert _cli(small_store, "sql", f"SELECT {expr} AS v", "-f", "json") == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out) == [{"v": text}]

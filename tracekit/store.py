@@ -1021,11 +1021,17 @@ class Tracekit:
         rel = self.con.sql(text, params=params)
         if rel is None:
             return pl.DataFrame()
-        if any(str(t).startswith("INTERVAL") for t in rel.types):  # Polars does not import intervals: as text
+        if any(_AS_TEXT.search(str(t)) for t in rel.types):
             rel = rel.project(", ".join(
-                f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if str(t).startswith("INTERVAL") else _ident(c)
+                f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if _AS_TEXT.search(str(t)) else _ident(c)
                 for c, t in zip(rel.columns, rel.types, strict=True)))
         return rel.pl()
+
+
+#: DuckDB types of a result column that Polars cannot import (intervals, unions: an error or
+#: a panic, nested ones too) or reads as something else (BIT and VARINT as raw bytes, a time
+#: with its time zone without it): the column is read as DuckDB's text of its values
+_AS_TEXT = re.compile(r"\b(INTERVAL|UNION|BIT|VARINT|BIGNUM)\b|TIME WITH TIME ZONE")
 
 
 #: run parameters the sweep and rank queries read as whole numbers (schema_runs.sql)

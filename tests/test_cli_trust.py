@@ -161,3 +161,20 @@ def test_sql_values_polars_cannot_read_are_their_text(small_store, capsys, expr,
     import json
 
     assert json.loads(capsys.readouterr().out) == [{"v": text}]
+
+
+def test_a_table_shows_integers_past_2_to_the_53_exactly(small_store, capsys):
+    """A table printed 9007199254740993 as 9,007,199,254,740,992 (through a float): counts,
+    sums (HUGEINT, a Decimal in Python) and times in their own unit are exact."""
+    q = ("SELECT 9007199254740993 AS n, 9007199254740993 AS start_ns, "
+         "sum(x) AS s FROM (VALUES (9007199254740993), (1)) t(x)")
+    assert _cli(small_store, "sql", q) == 0
+    assert capsys.readouterr().out.splitlines()[2].split() == [
+        "9,007,199,254,740,993", "9,007,199,254,740,993", "9,007,199,254,740,994"]
+
+
+def test_a_value_polars_cannot_convert_is_one_line_not_a_traceback(small_store, capsys):
+    assert _cli(small_store, "sql", "SELECT 'infinity'::TIMESTAMP AS t") == 2
+    err = capsys.readouterr().err.strip().splitlines()  # (Polars's panic prints its own lines first)
+    assert err[-1].startswith("tracekit: error: --format table: the result cannot be shown as a table")
+    assert not any("Traceback" in line for line in err)

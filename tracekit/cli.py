@@ -179,9 +179,21 @@ def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
                              f"({str(err).splitlines()[0]}); use --format parquet") from None
         _write(text if text.endswith("\n") else text + "\n", out, store_path)
     else:
-        from .table import Rows
+        _show(_table_rows(df), out, store_path=store_path)
 
-        _show(Rows.from_polars(df), out, store_path=store_path)
+
+def _table_rows(df):
+    """A Polars DataFrame as ``table.Rows``; a value Polars cannot hand to Python (a date
+    beyond its range: DuckDB's infinite timestamps; Polars panics) is a one-line error."""
+    from .table import Rows
+
+    try:
+        return Rows.from_polars(df)
+    except BaseException as err:  # pyo3's PanicException is a BaseException
+        if type(err).__name__ != "PanicException":
+            raise
+        raise ParamError(f"--format table: the result cannot be shown as a table ({str(err).splitlines()[0]}); "
+                         "use --format parquet, or cast the column in the SQL (e.g. col::VARCHAR)") from None
 
 
 def _show(rows, out: Path | None, display: list[str] | None = None, columns: list[str] | None = None,
@@ -510,9 +522,7 @@ def sql(
     tk = _open(db, read_only=True)
     df = tk.sql(text)
     if fmt == "table":
-        from .table import Rows
-
-        rows = Rows.from_polars(df.head(SQL_TABLE_ROWS))
+        rows = _table_rows(df.head(SQL_TABLE_ROWS))
         rows.total = df.height
         _show(rows, out, columns=_columns(columns), timeunit=timeunit,
               more="-f csv for all, or LIMIT in the SQL", store_path=tk.path)

@@ -25,6 +25,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from . import names
@@ -101,6 +102,8 @@ def _num(v: Any) -> float | int | None:
         return int(v)
     if isinstance(v, int | float):
         return v
+    if isinstance(v, Decimal) and v.is_finite() and v == v.to_integral_value():
+        return int(v)  # (a HUGEINT reaches Python as a Decimal: a sum of BIGINTs)
     try:
         return float(v)  # Decimal
     except (TypeError, ValueError):
@@ -207,7 +210,8 @@ def format_column(col: str, dtype: str, values: Sequence[Any], unit: str | None 
         stem, src = t
         ns = [None if v is None else v * TIME_UNITS[src] for v in nums]
         unit = unit or _auto_unit([v for v in ns if v is not None])
-        scaled = [None if v is None else v / TIME_UNITS[unit] for v in ns]
+        # (in its own unit a value stays what it is: an integer past 2**53 is no float)
+        scaled = nums if unit == src else [None if v is None else v / TIME_UNITS[unit] for v in ns]
         if unit == src and all(float(v).is_integer() for v in present):
             dec = 0
         elif unit == "ns":
@@ -231,6 +235,8 @@ def _fixed(v: float | None, decimals: int) -> str:
         return ""
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
+    if isinstance(v, int) and decimals == 0:  # exactly: the 'f' format goes through a float
+        return f"{v:,}"
     return f"{v:,.{decimals}f}"
 
 

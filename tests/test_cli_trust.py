@@ -178,3 +178,16 @@ def test_a_value_polars_cannot_convert_is_one_line_not_a_traceback(small_store, 
     err = capsys.readouterr().err.strip().splitlines()  # (Polars's panic prints its own lines first)
     assert err[-1].startswith("tracekit: error: --format table: the result cannot be shown as a table")
     assert not any("Traceback" in line for line in err)
+
+
+def test_a_file_compared_in_a_dataset_says_how_to_compare_it(small_store, capsys, tmp_path):
+    """A dataset opens read-only for questions: the file is not ingested, and the error says
+    the commands that do it (it said "open the store writable", which no option does)."""
+    ds = tmp_path / "ds"
+    assert _cli(small_store, "export", "parquet", "-o", str(ds)) == 0
+    capsys.readouterr()
+    assert _cli(ds, "diff", str(OTHER_NSYS), "nsys_run") == 2
+    line = one_error_line(capsys)
+    assert f"ingest it (tracekit --db {ds} ingest {OTHER_NSYS}) and compare its run" in line, line
+    assert _cli(ds, "ingest", str(OTHER_NSYS), "--name", "other") == 0
+    assert _cli(ds, "diff", "other", "nsys_run", "-f", "csv") == 0

@@ -185,7 +185,8 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     path = Path(text)
     if _is_file(text):
         if tk.read_only:
-            raise QueryError(f"{path}: a file to compare must be ingested first; open the store writable")
+            raise QueryError(f"{path}: a file to compare is ingested first, and {tk.path} is open read-only; "
+                             f"ingest it (tracekit --db {tk.path} ingest {path}) and compare its run")
         def before_write(kind: str, params: dict, name: str) -> None:
             if check is not None:
                 check(Side(text, 0, name, set(kind.split(",")), (params or {}).get("sweep"), pending=True))

@@ -191,3 +191,19 @@ def test_a_file_compared_in_a_dataset_says_how_to_compare_it(small_store, capsys
     assert f"ingest it (tracekit --db {ds} ingest {OTHER_NSYS}) and compare its run" in line, line
     assert _cli(ds, "ingest", str(OTHER_NSYS), "--name", "other") == 0
     assert _cli(ds, "diff", "other", "nsys_run", "-f", "csv") == 0
+
+
+def test_a_cut_ncu_report_says_where_its_block_ends(tmp_path):
+    """(It said the blocks end one byte past the file's end, wherever it was cut.)"""
+    import re
+
+    from tracekit.errors import InputError
+    from tracekit.ingest.ncu_rep import check_container
+
+    rep = lzma.decompress((DATA / "ncu_sections" / "report.ncu-rep.xz").read_bytes())
+    cut = tmp_path / "cut.ncu-rep"
+    cut.write_bytes(rep[:1000])
+    with pytest.raises(InputError) as err:
+        check_container(cut)
+    m = re.search(r"truncated report \(a block ends at byte (\d+), past the file's 1000 bytes\)", str(err.value))
+    assert m and 1001 < int(m[1]) <= len(rep), str(err.value)

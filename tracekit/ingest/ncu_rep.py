@@ -145,7 +145,7 @@ def check_container(path: Path) -> Container:
             (bsize,) = struct.unpack("<I", raw)
             block = fh.read(bsize)
             if len(block) < bsize:
-                pos = size + 1
+                pos += 4 + bsize  # where the block would end
                 break
             try:
                 ints, blobs = _fields(block)
@@ -160,7 +160,7 @@ def check_container(path: Path) -> Container:
             start = pos + 4 + bsize
             end = start + ints.get(5, 0)
             if end > size:
-                pos = size + 1
+                pos = end
                 break
             entries, at = [], start
             while at < end:  # [u32 size][message], the sources then the results
@@ -177,9 +177,9 @@ def check_container(path: Path) -> Container:
             processes += [process] * (len(entries) - n_sources)
             pos = end
         if pos != size:
-            raise InputError(
-                f"{path}: truncated report (blocks end at byte {pos}, file has {size}); copy the report again or re-profile"
-            )
+            where = (f"a block ends at byte {pos}, past the file's {size} bytes" if pos > size
+                     else f"a block header is cut at byte {pos}, the file has {size} bytes")
+            raise InputError(f"{path}: truncated report ({where}); copy the report again or re-profile")
     return Container(processes, sources, versions)
 
 

@@ -3,7 +3,8 @@
 # Usage: [NSYS_SCENARIOS="..."] [NCU_VARIANTS="..."] [RANKS=4] [SWEEPS="a b c"] capture_fixtures.sh OUTDIR
 #   NSYS_SCENARIOS  default: hstu_mixed many_kernels multithread; also multiproc graphs_node
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
-#                   registered_nvtx_domains diff_base_a diff_base_b diff_regressed memops autograd
+#                   registered_nvtx_domains diff_base_a diff_base_b diff_regressed memops autograd cpu_only
+#                   cpu_only_more
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, and the report kinds other than kernel
 #                   replay (ncu_options below; programs/ncu_variants.cu built with nvcc, ncu_multiproc.py):
 #                   app_replay (--replay-mode application --set full: 3 kernels, each pass a run of the program),
@@ -17,7 +18,8 @@
 #                   rank r runs on GPU r % (the machine's GPU count)
 #   RANKS_NAME      its folder (default nsys_ranks; nsys_ranks_2gpu was taken on 2 GPUs)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
-# Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx and memops, and for
+# Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx and memops, a C compiler
+# and the CUDA toolkit's NVTX v3 headers for cpu_only ($CUDA_HOME or /usr/local/cuda*), and for
 # SWEEPS the tracekit CLI ($TRACEKIT, default `tracekit`; `--no-ingest` needs no duckdb).
 # Each nsys scenario gets export.sqlite.xz, NVIDIA's own `nsys stats` CSVs (the goldens;
 # the two trace reports compressed), profile.log and capture.txt (GPU, driver, clocks as
@@ -33,6 +35,8 @@
 # below): ncu_full/source_sass.csv, ncu_diff_a/source_cuda_sass.csv, and hstu_capture_ncu/ncu_source_cuda_sass.csv
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
 # The ncu variants app_replay range app_range metrics graph multiproc were taken on 2026-11-29 (ncu 2025.3.1, H200).
+# nsys_cpu_only and nsys_cpu_only_more (programs/nsys_cpu_only.c, no CUDA, `-t nvtx,osrt`) were taken on 2026-11-29
+# (nsys 2025.3.1, H200).
 set -u
 out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,6 +53,8 @@ cmdline() {
     registered_nvtx) echo "$out/bin/nsys_registered_nvtx --default-domain-only" ;;
     registered_nvtx_domains) echo "$out/bin/nsys_registered_nvtx" ;;
     memops) echo "$out/bin/nsys_memops" ;;
+    cpu_only) echo "$out/bin/nsys_cpu_only" ;;
+    cpu_only_more) echo "$out/bin/nsys_cpu_only 60" ;;  # the same with 60 batches instead of 40 (diff)
     diff_base_a|diff_base_b) echo "python3 $here/programs/nsys_diff.py" ;;
     diff_regressed) echo "python3 $here/programs/nsys_diff.py --more-launches --new-kernel --slower" ;;
     *) echo "python3 $here/programs/nsys_$1.py" ;;
@@ -62,6 +68,7 @@ options() {
     memops) echo "-t cuda,nvtx,osrt --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true" \
       "--cuda-memory-usage=true" ;;
     autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;
+    cpu_only*) echo "-t nvtx,osrt" ;;  # a host-side program traced without CUDA: no CUPTI table
     *) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node" ;;
   esac
 }
@@ -76,6 +83,7 @@ sampling() {
 extra_reports() {
   case $1 in
     memops) echo "um_sum,um_total_sum,um_cpu_page_faults_sum" ;;
+    cpu_only*) echo "nvtx_pushpop_trace,nvtx_pushpop_sum,nvtx_startend_sum" ;;
   esac
 }
 # the options to capture with where the sandbox refuses the scenario's own (none: no retry);
@@ -111,15 +119,24 @@ source_pages() {
 
 # nsys stats CSVs under their report names (BASE_REPORT.csv -> REPORT.csv), the two
 # per-event trace reports compressed; the export compressed, the .nsys-rep dropped
-# (EXTRA: more reports, kept beside the goldens though no query twins them)
+# (EXTRA: more reports, kept beside the goldens though no query twins them; NOTE: yes to
+# add to capture.txt, for each report that wrote nothing, what nsys stats says of it alone)
 nsys_goldens() {
-  local d=$1 extra=${2:-}
+  local d=$1 extra=${2:-} note=${3:-}
   mkdir -p "$d/stats"
   nsys stats -r "$reports${extra:+,$extra}" -f csv --force-export=false --force-overwrite=true -o "$d/stats/nsys" \
     "$d/export.sqlite" > "$d/stats.log" 2>&1 || echo "stats $d rc=$?"
   grep -i "skipped\|error\|warning" "$d/stats.log" | head -20
+  if [ -n "$note" ]; then
+    echo "nsys stats, the reports that wrote nothing (each asked alone):" >> "$d/capture.txt"
+    for r in ${reports//,/ } ${extra//,/ }; do
+      [ -s "$d/stats/nsys_$r.csv" ] && continue
+      echo "  $r: $(nsys stats -r "$r" -f csv --force-export=false "$d/export.sqlite" 2>&1 |
+        grep -i "skipped\|error\|does not contain" | head -1 | sed "s|$d/||")" >> "$d/capture.txt"
+    done
+  fi
   for f in "$d"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$d/stats/$(basename "$f" | sed 's/^nsys_//')"; done
-  xz -f -T0 -9 "$d/stats/cuda_gpu_trace.csv" "$d/stats/nvtx_gpu_proj_trace.csv" 2>/dev/null
+  xz -f -T0 -9 "$d/stats/cuda_gpu_trace.csv" "$d/stats/nvtx_gpu_proj_trace.csv" "$d/stats/nvtx_pushpop_trace.csv" 2>/dev/null
   rm -f "$d/export.nsys-rep" "$d/stats.log"
   xz -f -T0 -9 "$d/export.sqlite"
   ls -la "$d" "$d/stats" | head -30
@@ -131,6 +148,13 @@ for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
   if [ "${scen#registered_nvtx}" != "$scen" ]; then
     mkdir -p "$out/bin"
     nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_registered_nvtx" "$here/programs/nsys_registered_nvtx.cu" -ldl || echo "nvcc rc=$?"
+  fi
+  if [ "${scen#cpu_only}" != "$scen" ]; then  # no CUDA: a C program, the toolkit's header-only NVTX v3
+    mkdir -p "$out/bin"
+    inc=$(for c in ${CUDA_HOME:-} /usr/local/cuda /usr/local/cuda-*; do
+            [ -e "$c/include/nvtx3/nvToolsExt.h" ] && { echo "$c/include"; break; }; done)
+    ${CC:-cc} -O2 -Wall -I"${inc:-/usr/local/cuda/include}" -o "$out/bin/nsys_cpu_only" \
+      "$here/programs/nsys_cpu_only.c" -lpthread -ldl || echo "cc rc=$?"
   fi
   if [ "$scen" = memops ]; then
     mkdir -p "$out/bin"
@@ -166,7 +190,25 @@ print(f"NVTX_EVENTS: {total} rows, text NULL in {null_text}: {'every row' if tot
 PY
     tail -12 "$d/capture.txt"
   fi
-  nsys_goldens "$d" "$(extra_reports "$scen")"
+  if [ "${scen#cpu_only}" != "$scen" ]; then  # the point of these fixtures: NVTX and OS runtime events, no CUDA table
+    python3 - "$d/export.sqlite" >> "$d/capture.txt" <<'PY'
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+tables = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+print("CUPTI tables:", [t for t in tables if t.startswith("CUPTI")] or "none")
+print("CAPTURE_EVENT_TYPE:", [v for (v,) in con.execute(
+    "SELECT value FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE'")])
+print("NVTX_EVENTS (eventType, rows, text IS NULL, textId IS NOT NULL, domainId > 0, endGlobalTid <> globalTid):")
+for row in con.execute("SELECT eventType, count(*), sum(text IS NULL), sum(textId IS NOT NULL), sum(domainId > 0), "
+                       "sum(endGlobalTid IS NOT NULL AND endGlobalTid <> globalTid) FROM NVTX_EVENTS "
+                       "GROUP BY eventType ORDER BY eventType"):
+    print("  ", row)
+print("OSRT_API (name, calls):", con.execute("SELECT s.value, count(*) FROM OSRT_API o JOIN StringIds s "
+                                             "ON s.id = o.nameId GROUP BY 1 ORDER BY 2 DESC, 1").fetchall())
+PY
+    tail -12 "$d/capture.txt"
+  fi
+  nsys_goldens "$d" "$(extra_reports "$scen")" "$([ "${scen#cpu_only}" != "$scen" ] && echo yes)"
 done
 rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 

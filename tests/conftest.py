@@ -29,10 +29,11 @@ NCU_SOL_METRICS = {  # speed-of-light column -> the metric ncu's details page pr
 }
 
 #: the first three and hstu_capture are the issue's scenarios; the rest are what real captures
-#: also hold (several processes and GPUs, graph-level tracing, odd NVTX, NVTX names only registered, cut captures,
-#: Unified Memory and the runtime's other memory operations, PyTorch's autograd NVTX ranges with CPU sampling)
+#: also hold (several processes and GPUs, graph-level tracing, odd NVTX, a host program traced without CUDA,
+#: NVTX names only registered, cut captures, Unified Memory and the runtime's other memory operations,
+#: PyTorch's autograd NVTX ranges with CPU sampling)
 NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
-                  "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range",
+                  "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "cpu_only", "cpu_only_more", "capture_range",
                   "diff_base_a", "diff_base_b", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
                   *(f"ranks_2gpu_rank{r}" for r in range(2)),
                   "registered_nvtx", "registered_nvtx_domains", "memops", "autograd"]
@@ -43,7 +44,8 @@ NSYS_EXPORTS = {
     "multithread": DATA / "nsys_multithread" / "export.sqlite.xz",
     "hstu_capture": DATA / "hstu_capture_nsys" / "nsys.sqlite.xz",  # `tracekit capture --tool nsys`
     **{s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in (
-        "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "capture_range",
+        "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "cpu_only", "cpu_only_more",
+        "capture_range",
         "diff_base_a", "diff_base_b", "diff_regressed", "registered_nvtx", "registered_nvtx_domains",
         "memops", "autograd")},
     # one export per rank of a 4-process job (tests/data/nsys_ranks/PLANT.md)

@@ -16,6 +16,7 @@ import pytest
 from conftest import NSYS_EXPORTS, NSYS_SCENARIOS
 
 from tracekit.errors import QueryError
+from tracekit.registry import TRACED
 
 NS = {"Total Time (ns)": "total_ns", "Avg (ns)": "avg_ns", "Med (ns)": "med_ns",
       "Min (ns)": "min_ns", "Max (ns)": "max_ns", "StdDev (ns)": "stddev_ns", "Time (%)": "time_pct"}
@@ -50,10 +51,16 @@ REPORTS = {
 #: scenario -> why nsys printed no osrt_sum (no golden file): an error or an empty answer
 NO_OSRT = {"odd_nvtx_cuda_only": "captured with -t cuda only: nsys says the export has no OS runtime data",
            "capture_range": "traced, but no OS runtime call inside the capture range: nsys prints no rows"}
+#: the reports about CUDA's events: nsys skips each of them on an export without CUDA data
+CUDA_REPORTS = ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum",
+                "nvtx_gpu_proj_sum", "cuda_kern_exec_sum", "nvtx_kern_sum", "cuda_gpu_sum")
 #: scenario -> the reports of events its capture did not trace: nsys printed nothing (an
 #: empty CSV) and the twin is an error naming the nsys option, not an empty answer
 NOT_TRACED = {"odd_nvtx_cuda_only": {"osrt_sum": "OS runtime", "nvtx_sum": "NVTX", "nvtx_gpu_proj_sum": "NVTX",
-                                     "nvtx_kern_sum": "NVTX"}}
+                                     "nvtx_kern_sum": "NVTX"},
+              **{s: dict.fromkeys(CUDA_REPORTS, "CUDA") for s in ("cpu_only", "cpu_only_more")}}
+#: the scenarios captured without CUDA tracing (nsys -t nvtx,osrt)
+NO_CUDA = [s for s, reports in NOT_TRACED.items() if "CUDA" in reports.values()]
 MB = 1e6
 
 
@@ -132,13 +139,13 @@ def test_twin_of_untraced_events_is_an_error(nsys_db, scen, report):
     golden = NSYS_EXPORTS[scen].parent / "stats" / f"{report}.csv"
     assert not golden.exists() or golden.stat().st_size == 0
     query = REPORTS[report][0]
-    option = {"NVTX": "nvtx", "OS runtime": "osrt"}[NOT_TRACED[scen][report]]
+    option = {"NVTX": "nvtx", "OS runtime": "osrt", "CUDA": "cuda"}[NOT_TRACED[scen][report]]
     with pytest.raises(QueryError, match=rf"^{query}: run \d+ \({scen}\) was captured without "
                                          rf"{NOT_TRACED[scen][report]} tracing; capture with nsys -t {option}"):
         nsys_db.query(query, run=scen)
 
 
-@pytest.mark.parametrize("scen", NSYS_SCENARIOS)
+@pytest.mark.parametrize("scen", [s for s in NSYS_SCENARIOS if s not in NO_CUDA])
 def test_twin_order_matches(nsys_db, scen):
     """The ranking is nsys's: top-kernels by total time, then instances, then name."""
     golden = [g["Name"] for g in _golden(scen, "cuda_gpu_kern_sum")]
@@ -160,7 +167,8 @@ TRACE = {"Start (ns)": "start_ns", "Duration (ns)": "dur_ns", "CorrId": "correla
          "DymSMem (MB)": "dynamic_smem_bytes", "Bytes (MB)": "bytes", "Throughput (MB/s)": "throughput_bytes_per_s",
          "SrcMemKd": "src_kind", "DstMemKd": "dst_kind", "Device": "device", "Ctx": "context_id",
          "GreenCtx": "green_context_id", "Strm": "stream_id", "Name": "name"}
-TRACE_SCENARIOS = [s for s in NSYS_SCENARIOS if (NSYS_EXPORTS[s].parent / "stats" / "cuda_gpu_trace.csv.xz").exists()]
+TRACE_SCENARIOS = [s for s in NSYS_SCENARIOS if (NSYS_EXPORTS[s].parent / "stats" / "cuda_gpu_trace.csv.xz").exists()
+                   and s not in NO_CUDA]
 
 
 def _trace_cell(value) -> str:
@@ -253,9 +261,9 @@ def test_every_chart_and_the_report_of_every_capture(nsys_db, scen, tmp_path):
     for name, spec in sorted(charts.CHARTS.items()):
         if spec.query is None or get_registry().get(spec.query).source != "nsys":
             continue
-        traced = get_registry().get(spec.query).traced
-        if "nvtx_ranges" in traced and "NVTX" in untraced:
-            with pytest.raises(QueryError, match="captured without NVTX tracing"):
+        missing = [what for t in get_registry().get(spec.query).traced if (what := TRACED[t][0]) in untraced]
+        if missing:
+            with pytest.raises(QueryError, match=f"captured without {missing[0]} tracing"):
                 charts.chart(nsys_db, name, run=scen)
             continue
         chart = charts.chart(nsys_db, name, run=scen)

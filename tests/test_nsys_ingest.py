@@ -69,6 +69,38 @@ def test_cross_thread_range_has_no_nesting(nsys_db):
     assert len(r) == 1 and r[0]["style"] == "StartEnd" and r[0]["tid"] != r[0]["end_tid"] and r[0]["depth"] is None
 
 
+@pytest.mark.parametrize("scen", ["cpu_only", "cpu_only_more"])
+def test_ranges_of_a_capture_without_cuda_are_nsys_pushpop_trace(nsys_db, scen):
+    """A host program traced without CUDA (nsys -t nvtx,osrt): every push/pop range as nsys's
+    own nvtx_pushpop_trace has it (start, end, level, pid, tid, its parent), in the default
+    and a created domain; no GPU work (projection NULL, 0 ops, no child with GPU work); the
+    start/end ranges that the worker thread ends carry that thread and no nesting."""
+    with lzma.open(NSYS_EXPORTS[scen].parent / "stats" / "nvtx_pushpop_trace.csv.xz", "rt") as fh:
+        golden = list(csv.DictReader(io.StringIO(fh.read())))
+    rows = nsys_db.sql("SELECT * FROM nvtx_ranges WHERE run_id = (SELECT run_id FROM runs WHERE name = ?)",
+                       [scen]).to_dicts()
+    ours = {(r["name"], r["start_ns"]): r for r in rows if r["style"] == "PushPop"}
+    by_id = {r["range_id"]: r for r in rows}
+    nsys_ids = {g["RangeId"]: g for g in golden}
+    assert len(ours) == len(golden) > 0
+    for g in golden:
+        r = ours[(g["Name"], int(g["Start (ns)"]))]
+        assert (r["end_ns"], r["depth"], r["pid"], r["tid"]) == (int(g["End (ns)"]), int(g["Lvl"]), int(g["PID"]),
+                                                               int(g["TID"]))
+        parent = nsys_ids.get(g["ParentId"])
+        want = (parent["Name"], int(parent["Start (ns)"])) if parent else None
+        mine = by_id.get(r["parent_id"])
+        assert ((mine["name"], mine["start_ns"]) if mine else None) == want
+    assert {r["path"] for r in rows if r["style"] == "PushPop"} == {
+        "batch", "batch/schedule", "batch/schedule/read_input", "loader:decode", "loader:decode/loader:parse"}
+    assert all(r["proj_start_ns"] is None and r["proj_dur_ns"] is None and r["gpu_ops"] == 0 and r["children"] == 0
+               for r in rows)
+    crossing = [r for r in rows if r["style"] == "StartEnd"]
+    assert {r["name"] for r in crossing} == {":request", "loader:drain"}
+    assert all(r["end_tid"] is not None and r["end_tid"] != r["tid"] and r["depth"] is None for r in crossing)
+    assert {r["domain"] for r in rows} == {"", "loader"} and any(r["text"] == "decode" for r in rows)
+
+
 def test_ids_and_names(nsys_db):
     api = nsys_db.sql("SELECT DISTINCT name, raw_name FROM api_calls WHERE run_id = 1").to_dicts()
     assert any(r["raw_name"] != r["name"] and r["raw_name"].startswith(r["name"] + "_v") for r in api)
@@ -296,11 +328,12 @@ def _bad_inputs(tmp_path, plain):
     con.execute("CREATE TABLE t (a)")
     con.commit()
     con.close()
-    nokernels = tmp_path / "nokernels.sqlite"
-    shutil.copy(plain, nokernels)
-    con = sqlite3.connect(nokernels)
-    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
-    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    noevents = tmp_path / "noevents.sqlite"  # no CUDA, NVTX or OS runtime table: nothing to answer
+    shutil.copy(plain, noevents)
+    con = sqlite3.connect(noevents)
+    for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                "(name LIKE 'CUPTI_ACTIVITY_KIND_%' OR name IN ('NVTX_EVENTS', 'OSRT_API'))").fetchall():
+        con.execute(f'DROP TABLE "{table}"')
     con.commit()
     con.close()
     oldschema = _drop_column(plain, "CUPTI_ACTIVITY_KIND_KERNEL", "correlationId", tmp_path / "old.sqlite")
@@ -310,14 +343,15 @@ def _bad_inputs(tmp_path, plain):
     packed = {}
     for src, name, pack, why in ((truncated, "truncated2.sqlite.gz", gzip.compress, "truncated or corrupt"),
                                  (other, "other2.sqlite.xz", lzma.compress, "not an Nsight Systems export"),
-                                 (nokernels, "nokernels2.sqlite.xz", lzma.compress, "without CUDA data")):
+                                 (noevents, "noevents2.sqlite.xz", lzma.compress,
+                                  "without CUDA, NVTX or OS runtime events")):
         (tmp_path / name).write_bytes(pack(src.read_bytes()))
         packed[tmp_path / name] = why
     return {
         truncated: "truncated or corrupt",
         notsqlite: "not a recognised profile",
         other: "not an Nsight Systems export",
-        nokernels: "without CUDA data",
+        noevents: "without CUDA, NVTX or OS runtime events",
         oldschema: "lacks column correlationId",
         badxz: "cannot decompress",
         tmp_path / "missing.sqlite": "no such file",
@@ -1185,6 +1219,76 @@ def test_untraced_events_are_told_from_traced_ones_that_never_happened(tmp_path)
                                                                  "NVTX tracing; capture with nsys -t nvtx"):
                     tk.query(q, run=name)
         assert not tk.query("osrt-summary", run="unsaid").is_empty()  # (its OSRT_API table says it was traced)
+
+
+#: the nsys queries about CUDA's events (@traced for CUDA)
+CUDA_QUERIES = ("top-kernels", "api-summary", "gpu-trace", "gpu-summary", "kernel-exec", "launch-overhead",
+                "memcpy-time", "memcpy-size", "idle-gaps", "gpu-utilization", "nvtx-gpu-projection",
+                "kernels-by-nvtx", "nvtx-kernels")
+
+
+def test_cuda_untraced_is_told_from_traced_with_no_cuda_call(tmp_path):
+    """CUDA as NVTX above: a capture that traced CUDA in a program that made no CUDA call has no
+    CUPTI table, but its CAPTURE_EVENT_TYPE lists Cuda: the CUDA queries answer, with nothing.
+    Not listed (nsys -t nvtx,osrt), or an export too old to say, without a CUPTI table: an
+    error naming nsys -t cuda. Too old to say with CUPTI tables (any of them; here no kernel
+    table): CUDA was traced."""
+    src = NSYS_EXPORTS["cpu_only"]
+    quiet = _older_export(src, tmp_path / "quiet.sqlite", [
+        "INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('CAPTURE_EVENT_TYPE', 'Cuda')"])
+    unsaid = _older_export(src, tmp_path / "unsaid.sqlite", ["DROP TABLE META_DATA_CAPTURE"])
+    copies = _older_export(NSYS_EXPORTS["hstu_mixed"], tmp_path / "copies.sqlite", [
+        "DROP TABLE META_DATA_CAPTURE", "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL"])
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for path in (quiet, unsaid, copies):
+            tk.ingest(path, name=path.stem)
+        tk.ingest(src, name="cpu_only")
+        for q in CUDA_QUERIES:
+            got = tk.query(q, run="quiet", limit=0)
+            assert got.is_empty() or q in ("nvtx-gpu-projection", "kernels-by-nvtx"), q
+            for name in ("unsaid", "cpu_only"):
+                with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \({name}\) was captured without "
+                                                                 "CUDA tracing; capture with nsys -t cuda"):
+                    tk.query(q, run=name)
+            tk.query(q, run="copies", limit=0)
+        assert tk.query("top-kernels", run="copies").is_empty() and not tk.query("memcpy-time", run="copies").is_empty()
+        for name in ("quiet", "unsaid", "cpu_only"):  # (the NVTX and OS runtime tables say those were traced)
+            assert not tk.query("nvtx-summary", run=name).is_empty() and not tk.query("osrt-summary", run=name).is_empty()
+
+
+def test_cli_cuda_question_of_a_run_without_cuda(tmp_path, capsys):
+    """The CLI: a capture without CUDA ingests; a CUDA question of it is one line, exit 2, the
+    store unchanged; the NVTX and OS runtime ones answer."""
+    from conftest import store_state
+
+    from tracekit.cli import main as cli_main
+
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(NSYS_EXPORTS["cpu_only"]), "--name", "host"]) == 0
+    capsys.readouterr()
+    before = store_state(db)
+    for q in ("top-kernels", "api-summary", "gpu-trace", "nvtx-gpu-projection", "kernels-by-nvtx"):
+        assert cli_main(["--db", str(db), "query", q]) == 2, q
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"tracekit: error: {q}: run 1 (host) was captured without CUDA tracing; "
+                       "capture with nsys -t cuda (tracekit capture does)"], err
+    assert store_state(db) == before
+    for q in ("nvtx-summary", "nvtx-ranges", "osrt-summary", "runs", "run-info"):
+        assert cli_main(["--db", str(db), "query", q, "-f", "csv"]) == 0, q
+        assert capsys.readouterr().out.count("\n") > 1, q
+
+
+def test_runs_ingested_before_cuda_was_recorded_whole_keep_their_answers(tmp_path):
+    """A store's runs ingested before a capture without CUDA could be: their meta.traced lists
+    the CUDA tables their export had (always one; not memset, graph_execs or syncs where none
+    happened), or nothing where it predates the list; every query answers as before."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["hstu_mixed"], name="now")
+        want = {q: tk.query(q, run="now", limit=0) for q in CUDA_QUERIES}
+        for meta in ('{"traced": ["api_calls", "gpus", "kernels", "memcpy", "nvtx_ranges", "osrt_calls"]}', "{}"):
+            tk.con.execute("UPDATE runs SET meta = ? WHERE name = 'now'", [meta])
+            for q in CUDA_QUERIES:
+                assert tk.query(q, run="now", limit=0).equals(want[q]), (meta, q)
 
 
 def test_exports_of_nsys_2021_and_of_windows(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 from conftest import NSYS_SCENARIOS
 
 from tracekit.errors import ParamError, QueryError
-from tracekit.registry import count_sql, get_registry, parse_header, sql_parameters
+from tracekit.registry import TRACED, count_sql, get_registry, parse_header, sql_parameters
 
 REG = get_registry()
 
@@ -34,6 +34,22 @@ def test_header_documents_exactly_the_result_columns(nsys_db, name):
     else:  # nsys_db holds no sweep (timing run), which the query refuses: the columns of its SQL
         columns = nsys_db.con.sql(q.sql, params=params).columns
     assert columns == list(q.columns), f"{name}: @column list differs from the result's columns"
+
+
+#: store tables and views filled from CUDA's events (kernels, copies, API calls) or summed from them
+CUDA_FED = {"kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs", "gpu_ops", "api_sum",
+            "kernel_exec_sum", "launch_latency_sum", "nvtx_kernel_sum", "nvtx_range_kernel_sum",
+            "nvtx_path_kernel_sum"}
+
+
+@pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source == "nsys"])
+def test_an_nsys_query_about_cuda_events_is_traced_for_them(name):
+    """A question about CUDA's events asked of a run captured without CUDA tracing is an error,
+    not an empty answer: every nsys query that reads a table of them says @traced for CUDA
+    (and nvtx-gpu-projection, whose GPU columns are them)."""
+    q = REG.queries[name]
+    kinds = {TRACED[t][0] for t in q.traced}
+    assert ("CUDA" in kinds) == (bool(CUDA_FED & set(q.requires)) or name == "nvtx-gpu-projection"), name
 
 
 def test_header_parser_rejects_bad_lines():

@@ -30,6 +30,7 @@ RUNS = {  # run name -> the capture's folder (each has stats/ from nsys stats)
     "odd_nvtx": DATA / "nsys_odd_nvtx",          # a start/end range ended on another thread
     "graphs_graph": DATA / "nsys_graphs_graph",  # whole CUDA graph launches
     "memops": DATA / "nsys_memops",              # Unified Memory migrations: ops on no stream
+    "cpu_only": DATA / "nsys_cpu_only",          # no CUDA (nsys -t nvtx,osrt): NVTX ranges only
 }
 
 
@@ -142,7 +143,7 @@ def test_tracks_nest_and_flows_bind(name, exported):
             stack.append(e)
     starts = {e["id"]: e for e in events if e["ph"] == "s"}
     ends = {e["id"]: e for e in events if e["ph"] == "f"}
-    assert starts.keys() == ends.keys() and starts
+    assert starts.keys() == ends.keys() and bool(starts) == (name != "cpu_only")  # (no CUDA: no launches)
     for fid, s in starts.items():
         t = _ns(s["ts"])
         assert any(a <= t <= b and ev["cat"] == "cuda_api" for a, b, ev in tracks[(s["pid"], s["tid"])]), fid

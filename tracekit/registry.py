@@ -15,9 +15,10 @@ a declared ``@column``; CSV, JSON and Parquet carry all of them); ``@alias`` giv
 other names the query answers to (the ``nsys stats`` report it reproduces); ``@rows CTE``
 says the query returns one row per row of that CTE (which takes the ORDER BY and LIMIT;
 the final SELECT only looks values up for its rows), so a terminal counts that CTE.
-``@traced TABLE`` marks a query about events nsys records only when told to (NVTX ranges,
-OS runtime calls): asked of a run whose capture did not trace them, it is a
-``QueryError`` naming the nsys option, not an empty answer.
+``@traced TABLE`` marks a query about events nsys records only when told to (CUDA's
+kernels, copies and API calls, NVTX ranges, OS runtime calls): asked of a run whose
+capture did not trace them, it is a ``QueryError`` naming the nsys option, not an empty
+answer.
 
 Parameters are always bound as DuckDB prepared parameters (``$run``), never formatted
 into the SQL. ``run`` is resolved before execution to an integer run id: by id, by
@@ -285,15 +286,13 @@ class Registry:
     @staticmethod
     def _check_traced(tk, q: Query, run_id: int) -> None:
         """A question about events the run's capture did not trace is an error naming the
-        nsys option, not an empty answer that reads as "none happened" (the run's
-        ``meta.traced``, written at ingest, lists what was traced)."""
-        for table in q.traced:
-            rows = tk.con.execute("SELECT name, list_contains(json_extract_string(meta, '$.traced[*]'), ?) "
-                                  "FROM runs WHERE run_id = ?", [table, run_id]).fetchall()
-            if rows and rows[0][1] is False:
-                what, option = TRACED[table]
-                raise QueryError(f"{q.name}: run {run_id} ({rows[0][0]}) was captured without {what} tracing; "
-                                 f"capture with {option} (tracekit capture does)")
+        nsys option, not an empty answer that reads as "none happened" (``untraced``)."""
+        missing = untraced(tk, run_id, q.traced)
+        if missing:
+            what, option = missing[0]
+            name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
+            raise QueryError(f"{q.name}: run {run_id} ({name}) was captured without {what} tracing; "
+                             f"capture with {option} (tracekit capture does)")
 
     def run(self, tk, name: str, /, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame."""
@@ -362,7 +361,26 @@ def _unordered(sql: str) -> str:
 
 
 #: store table -> the events nsys traces into it only when told, and the option (@traced)
-TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", "nsys -t osrt")}
+TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", "nsys -t osrt"),
+          **{t: ("CUDA", "nsys -t cuda") for t in ("kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs")}}
+
+
+def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED)) -> list[tuple[str, str]]:
+    """The kinds of event among ``tables``' (``TRACED``) that the run's capture did not
+    trace, as (what, nsys option), in ``tables``' order. The run's ``meta.traced``,
+    written at ingest, lists the tables it traced; a kind is traced where it lists one
+    of that kind's tables (a run ingested before CUDA was recorded whole lists the CUDA
+    tables its export had, always one), and a run whose meta says nothing is taken as
+    traced."""
+    kinds = list(dict.fromkeys(TRACED[t] for t in tables))
+    if not kinds:
+        return []
+    row = tk.con.execute("SELECT json_extract_string(meta, '$.traced[*]'), json_extract(meta, '$.traced') IS NULL "
+                         "FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    if not row or row[0][1]:
+        return []
+    listed = set(row[0][0])
+    return [k for k in kinds if not listed & {t for t, kind in TRACED.items() if kind == k}]
 _KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu", "timing": "a timing"}
 _KIND_HINTS = {"nsys": "ingest an nsys export: tracekit ingest FILE.sqlite",
                "ncu": "ingest an ncu report: tracekit ingest FILE.ncu-rep",

@@ -16,6 +16,7 @@
 -- @display time_pct, total_ns, calls, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name
 -- @alias cuda_api_sum
 -- @requires api_sum
+-- @traced api_calls
 SELECT n.value AS name, s.calls, s.total_ns::BIGINT AS total_ns, round1(s.avg_ns) AS avg_ns,
        round1(s.med_ns) AS med_ns, s.min_ns, s.max_ns, round1(s.stddev_ns) AS stddev_ns,
        round1(s.total_ns * 100.0 / sum(s.total_ns) OVER ()) AS time_pct

@@ -17,6 +17,7 @@
 -- @display time_pct, total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, category, name
 -- @alias cuda_gpu_sum
 -- @requires kernels, memcpy, memset
+-- @traced kernels, memcpy, memset
 WITH d AS (  -- kernels by name id (cheaper than by name), memory operations by name
     SELECT name_id, NULL::VARCHAR AS operation, end_ns - start_ns AS dur_ns FROM _kernels WHERE run_id = $run
     UNION ALL

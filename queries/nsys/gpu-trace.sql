@@ -40,6 +40,7 @@
 -- @alias cuda_gpu_trace, gputrace
 -- @rows page
 -- @requires kernels, memcpy, memset
+-- @traced kernels, memcpy, memset
 WITH ops AS (
     SELECT 'kernel' AS op_kind, 0 AS kind_order, k.start_ns, k.end_ns, k.correlation_id,
            k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers_per_thread,

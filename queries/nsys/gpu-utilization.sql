@@ -24,6 +24,7 @@
 -- @column max_gap_ns       longest idle gap, ns
 -- @display device_id, pid, stream_id, ops, span_ns, busy_ns, utilization_pct, gaps, gap_total_ns, max_gap_ns
 -- @requires kernels, memcpy, memset, graph_execs
+-- @traced kernels, memcpy, memset, graph_execs
 WITH ops AS (
     SELECT device_id, global_pid, context_id, stream_id, start_ns, end_ns, stream_gap_ns, device_gap_ns
     FROM gpu_ops WHERE run_id = $run

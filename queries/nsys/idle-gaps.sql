@@ -14,6 +14,7 @@
 -- @column stream_id     its CUDA stream (NULL for an op on none: a Unified Memory migration)
 -- @display device_id, gap_ns, start_ns, next_op_kind, next_op, stream_id
 -- @requires kernels, memcpy, memset, graph_execs
+-- @traced kernels, memcpy, memset, graph_execs
 SELECT device_id, device_gap_ns AS gap_ns, start_ns - device_gap_ns AS start_ns, start_ns AS end_ns,
        op_kind AS next_op_kind, name AS next_op, ((global_pid >> 24) & 16777215)::INTEGER AS pid, stream_id
 FROM gpu_ops

@@ -13,6 +13,7 @@
 -- @display total_bytes, count, avg_bytes, med_bytes, min_bytes, max_bytes, stddev_bytes, operation
 -- @alias cuda_gpu_mem_size_sum
 -- @requires memcpy, memset
+-- @traced memcpy, memset
 WITH ops AS (
     SELECT operation, bytes FROM memcpy WHERE run_id = $run AND operation IS NOT NULL
     UNION ALL

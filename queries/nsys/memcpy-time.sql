@@ -14,6 +14,7 @@
 -- @display time_pct, total_ns, count, avg_ns, med_ns, min_ns, max_ns, stddev_ns, operation
 -- @alias cuda_gpu_mem_time_sum
 -- @requires memcpy, memset
+-- @traced memcpy, memset
 WITH ops AS (
     SELECT operation, dur_ns FROM memcpy WHERE run_id = $run AND operation IS NOT NULL
     UNION ALL

@@ -23,7 +23,7 @@
 -- @display proj_total_ns, range_total_ns, instances, proj_avg_ns, proj_med_ns, gpu_ops, style, range
 -- @alias nvtx_gpu_proj_sum
 -- @requires nvtx_ranges
--- @traced nvtx_ranges
+-- @traced nvtx_ranges, kernels, memcpy, memset
 SELECT name AS range, style, count(*) AS instances,
        sum(proj_dur_ns)::BIGINT AS proj_total_ns, sum(dur_ns)::BIGINT AS range_total_ns,
        round1(avg(proj_dur_ns)) AS proj_avg_ns, round1(median(proj_dur_ns)) AS proj_med_ns,

@@ -23,7 +23,7 @@
 -- @display range, tid, range_instances, kernel_instances, total_ns, avg_ns, med_ns, name
 -- @alias nvtx_kern_sum
 -- @requires nvtx_range_kernel_sum, nvtx_ranges
--- @traced nvtx_ranges
+-- @traced nvtx_ranges, kernels
 WITH asked AS (  -- a range name the run does not have is an error, not an empty table
     SELECT CASE WHEN $range IS NULL OR EXISTS (SELECT 1 FROM nvtx_ranges WHERE run_id = $run
                                                  AND (name = $range OR name = ':' || $range)) THEN true

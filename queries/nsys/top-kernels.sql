@@ -19,6 +19,7 @@
 -- @display time_pct, total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, name
 -- @alias cuda_gpu_kern_sum
 -- @requires kernels
+-- @traced kernels
 WITH g AS (  -- group=family: each name's group is the first name of its family
     SELECT string_id, min(string_id) OVER (PARTITION BY kernel_family(value)) AS group_id
     FROM _strings WHERE lower($group) <> 'name'

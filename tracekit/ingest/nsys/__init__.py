@@ -27,8 +27,10 @@ from .columns import ENUMS, GAP_TABLES, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, plan
 from .source import SQLITE_MAGIC, Export
 
 KIND = "nsys"
-#: nsys's CAPTURE_EVENT_TYPE -> the store table of those events
-TRACED_BY = {"NvtxEvents": "nvtx_ranges", "OSRuntime": "osrt_calls"}
+#: the store tables of CUDA trace events (CUPTI's activity tables: nsys -t cuda)
+CUDA_TABLES = ("kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs")
+#: nsys's CAPTURE_EVENT_TYPE -> the store tables of those events
+TRACED_BY = {"NvtxEvents": ("nvtx_ranges",), "OSRuntime": ("osrt_calls",), "Cuda": CUDA_TABLES}
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -80,8 +82,11 @@ def _read(export: Export, path: Path) -> Parsed:
     version = meta.get("export_schema_version") or "unknown"
     if "StringIds" not in tables:
         raise InputError(f"{path}: nsys export (schema {version}) without a StringIds table; re-export with `nsys export --type sqlite`")
-    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables and "CUPTI_ACTIVITY_KIND_RUNTIME" not in tables:
-        raise InputError(f"{path}: nsys export without CUDA data (no CUPTI_ACTIVITY_KIND_KERNEL table); profile with `nsys profile --trace=cuda,...`")
+    # a capture without CUDA (nsys -t nvtx,osrt: a host-side program) ingests; one without
+    # any event tracekit reads has nothing to answer
+    if not any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tables) and not {"NVTX_EVENTS", "OSRT_API"} & set(tables):
+        raise InputError(f"{path}: nsys export without CUDA, NVTX or OS runtime events (no CUPTI_ACTIVITY_KIND_*, "
+                         "NVTX_EVENTS or OSRT_API table); profile with `nsys profile -t cuda,nvtx,osrt`")
 
     # what to read: name -> (the export's table, its columns)
     plans = {t: plan(export, path, version, t, spec) for t, spec in SPECS.items()}
@@ -112,11 +117,13 @@ def _read(export: Export, path: Path) -> Parsed:
 
     # the store tables the export has a source for, or whose events nsys was told to trace
     # (it writes no table for a kind of event that never happened): an empty table then
-    # means "traced, none happened", not "not traced" (the NVTX and OS runtime queries
-    # tell the two apart)
+    # means "traced, none happened", not "not traced" (the @traced queries tell the two
+    # apart; where the export does not say, a CUPTI table of any kind says CUDA was traced)
     traced = {t for t, p in plans.items() if p.raw_columns} | ({"nvtx_ranges"} if nvtx_present else set())
     events = export.capture_events()
-    traced |= {t for event, t in TRACED_BY.items() if event in events}
+    traced |= {t for event, ts in TRACED_BY.items() if event in events for t in ts}
+    if traced & set(CUDA_TABLES):
+        traced |= set(CUDA_TABLES)
     meta["traced"] = sorted(traced)
     raw = export.read(jobs)
     if "cuda_device" in raw:

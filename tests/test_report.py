@@ -288,6 +288,46 @@ def test_a_file_the_run_cannot_be_compared_with_is_not_ingested(store, tmp_path,
         assert tk.sql("SELECT count(*) AS n FROM runs WHERE kind = 'ncu'")["n"][0] == 2
 
 
+@pytest.fixture(scope="module")
+def cpu_reports(tmp_path_factory):
+    """Reports of two captures of a host program without CUDA (nsys -t nvtx,osrt; 40 and 60
+    batches): the run alone, and the second against the first."""
+    folder = tmp_path_factory.mktemp("cpu")
+    out = {}
+    with tracekit.open(folder / "c.duckdb") as tk:
+        tk.ingest(DATA / "nsys_cpu_only" / "export.sqlite.xz", name="cpu_only")
+        tk.ingest(DATA / "nsys_cpu_only_more" / "export.sqlite.xz", name="cpu_only_more")
+        out["ranges"] = dict(tk.sql("SELECT r.name, count(*) FROM nvtx_ranges JOIN runs r USING (run_id) "
+                                    "GROUP BY 1").rows())
+        out["cpu"] = report.write_report(tk, folder / "cpu.html", run="cpu_only")
+        out["cpu_vs"] = report.write_report(tk, folder / "cpu_vs.html", run="cpu_only_more", vs="cpu_only")
+    return out
+
+
+def test_report_of_a_capture_without_cuda(cpu_reports):
+    """No CUDA trace: the OS runtime calls and the NVTX timeline, and a header line that says
+    the run was captured without CUDA tracing and which sections that leaves out (no empty
+    kernel tables, no errors); with --vs, the comparison of the NVTX ranges first."""
+    page = _parse(cpu_reports["cpu"])
+    assert list(page.sections) == ["osrt", "nvtx-timeline"] and page.charts == ["chart-nvtx-timeline"]
+    text = cpu_reports["cpu"].read_text()
+    assert ("<dt>no CUDA trace</dt><dd>captured without CUDA tracing (capture with nsys -t cuda); left out: "
+            "Top kernels, Kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization, Longest idle gaps, "
+            "Launch overhead</dd>") in text
+    assert '<p class="note">' not in text
+    with open(DATA / "nsys_cpu_only" / "stats" / "osrt_sum.csv") as f:
+        osrt = [(r["Name"], int(r["Num Calls"]), int(r["Total Time (ns)"])) for r in csv.DictReader(f)]
+    (table,) = page.sections["osrt"]
+    got = [(t, int(c), int(n)) for (t, c, n) in zip([title for _, _, title in _column(table, "name")],
+                                                    [v for _, v, _ in _column(table, "calls")],
+                                                    [v for _, v, _ in _column(table, "total_ns")], strict=True)]
+    assert got == osrt[:10] and "pthread_cond_wait" in [name for name, _, _ in got]
+    page = _parse(cpu_reports["cpu_vs"])
+    assert list(page.sections) == ["diff", "osrt", "nvtx-timeline"]
+    (table,) = page.sections["diff"]
+    assert {r[0][0] for r in table["rows"]} == {"nvtx"}
+
+
 # -- in a real browser ------------------------------------------------------------------
 
 needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install "
@@ -355,6 +395,22 @@ _DIFF_SORT_JS = """(function () {
           colours: Array.prototype.map.call(table.querySelectorAll("td.verdict"), function (td) {
               return [td.textContent, getComputedStyle(td).color]; })};
 })()"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("name", ["cpu", "cpu_vs"])
+def test_report_without_cuda_in_chromium(name, cpu_reports):
+    """The report of a capture without CUDA draws in a browser: one bar per NVTX range on the
+    timeline (and the diff's chart), no console error, no request."""
+    page = load(cpu_reports[name], DONE, "window.tracekitReport")
+    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    state = page.value
+    charts = _parse(cpu_reports[name]).charts
+    assert charts == (["chart-nvtx-timeline"] if name == "cpu" else ["chart-diff", "chart-nvtx-timeline"])
+    assert state["charts"] == len(charts) == state["rendered"] and state["failed"] == 0 and state["errors"] == []
+    run = "cpu_only" if name == "cpu" else "cpu_only_more"
+    assert state["marks"]["chart-nvtx-timeline"] == cpu_reports["ranges"][run]
+    assert all(n > 0 for n in state["marks"].values())
 
 
 @needs_chromium

@@ -5,7 +5,9 @@ chart exists for that query, the chart of tracekit/charts.py built from the same
 Which sections a run gets follows its kind:
 
 - nsys: top kernels, kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization
-  and the longest idle gaps, launch overhead, the NVTX timeline;
+  and the longest idle gaps, launch overhead, OS runtime calls, the NVTX timeline; the
+  sections about events the capture did not trace (CUDA, with `nsys -t nvtx,osrt`; NVTX,
+  with `nsys -t cuda`) are left out and the header says which and why;
 - ncu: roofline, occupancy with the binding limit, speed of light, memory workload,
   ncu's rule results (what it suggests), warp stalls;
 - a point of a sweep (its capture parameters name the sweep): the bs x nc latency grid
@@ -397,6 +399,21 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     return table, spec, note
 
 
+def _untraced_sections(tk, run_id: int, sections: list[Section]) -> dict[tuple[str, str], list[Section]]:
+    """The sections whose query is about events the run's capture did not trace (its
+    ``@traced`` tables), by the kind of event (what, nsys option) first missing."""
+    from .registry import get_registry, untraced
+
+    out: dict[tuple[str, str], list[Section]] = {}
+    if not untraced(tk, run_id):
+        return out
+    for sec in sections:
+        kinds = untraced(tk, run_id, get_registry().get(sec.query).traced)
+        if kinds:
+            out.setdefault(kinds[0], []).append(sec)
+    return out
+
+
 def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple[str, str], tuple]:
     """The header line and the section of ``tk.diff(vs, run, threshold_pct=threshold)``."""
     from . import charts
@@ -440,6 +457,9 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     sections: list[Section] = []
     if "nsys" in kinds:
         sections += NSYS
+    # sections about events the capture did not trace: left out, named in the header
+    left_out = _untraced_sections(tk, run_id, sections)
+    sections = [s for s in sections if not any(s in secs for secs in left_out.values())]
     if "ncu" in kinds:
         sections += NCU
     if in_sweep:
@@ -454,6 +474,9 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
         what = "/".join(sorted(kinds & {"nsys", "ncu"}))
         title = f"tracekit report · {what} run {run_id}: {info['name']}"
     rep = Report(title=title, header=_header(info))
+    for (what, option), secs in left_out.items():
+        rep.header.append((f"no {what} trace", f"captured without {what} tracing (capture with {option}); "
+                                               f"left out: {', '.join(s.title for s in secs)}"))
     if vs is not None:
         line, section = _comparison(tk, run_id, vs, threshold_pct)
         rep.header.insert(1, line)

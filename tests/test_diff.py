@@ -496,6 +496,45 @@ def test_nsys_against_ncu_shares_no_scope(tmp_path):
     tk.close()
 
 
+def _nvtx_instances(folder: Path) -> dict[str, int]:
+    with open(folder / "stats" / "nvtx_sum.csv", newline="") as fh:
+        return {r["Range"]: int(r["Instances"]) for r in csv.DictReader(fh)}
+
+
+def test_two_captures_without_cuda_compare_their_nvtx_ranges(tmp_path, capsys):
+    """Two captures of a host program without CUDA (nsys -t nvtx,osrt; 40 and 60 batches): the
+    diff is the nvtx scope alone (no kernel, API, copy or GPU scope: not traced, so nothing is
+    added or removed there), every path's instances regressed by nsys's own counts, wall time
+    host-timed (not judged), no GPU columns; a scope they lack is an error naming why."""
+    base, new = DATA / "nsys_cpu_only", DATA / "nsys_cpu_only_more"
+    db = tmp_path / "cpu.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(base / "export.sqlite.xz", name="base")
+        tk.ingest(new / "export.sqlite.xz", name="more")
+        tk.ingest(HSTU, name="hstu")
+        df = tk.diff("base", "more")
+        assert set(df["scope"]) == {"nvtx"} and set(df["metric"]) == {"range_total_ns", "instances"}
+        counts = df.filter(pl.col("metric") == "instances")
+        want_base, want_new = _nvtx_instances(base), _nvtx_instances(new)
+        # a path's instances: nsys counts ranges per name, each of these names has one path
+        names = {"batch": ":batch", "batch/schedule": ":schedule", "batch/schedule/read_input": ":read_input",
+                 "loader:decode": "loader:decode", "loader:decode/loader:parse": "loader:parse"}
+        assert {r["key"]: (r["base"], r["new"]) for r in counts.iter_rows(named=True)} == {
+            k: (want_base[n], want_new[n]) for k, n in names.items()}
+        assert set(counts["verdict"]) == {"regressed"}  # 40 -> 60, every one
+        wall = df.filter(pl.col("metric") == "range_total_ns")
+        assert set(wall["verdict"]) == {"unchanged"} and all("host-timed" in n for n in wall["note"])
+        with pytest.raises(tracekit.QueryError, match=r"^--by kernel: run 1 \(base\) \[nsys without CUDA trace\] "
+                                                      r"has no kernel scope \(it has: nvtx\)"):
+            tk.diff("base", "more", by="kernel")
+        # against a capture with CUDA: its ranges' kernel time and projection are not compared
+        mixed = tk.diff("hstu", "base")
+        assert set(mixed["scope"]) == {"nvtx"} and set(mixed["metric"]) == {"range_total_ns", "instances"}
+    assert cli_main(["--db", str(db), "diff", "base", "more", "--gate", "-f", "csv"]) == 1
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert {r["scope"] for r in rows} == {"nvtx"} and len(rows) == df.height
+
+
 # -- sweeps ------------------------------------------------------------------------------
 
 SWEEP = DATA / "hstu_sweep" / "runs"  # one real sweep: bs 1-8 x nc 128-1024, large preset, H200

@@ -6,7 +6,11 @@ total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med
 ``gpu`` (per device: busy_ns), ``ncu`` (per profiled kernel: duration, throughputs,
 occupancy, launch configuration, roofline, warp cycles per issued instruction and the
 stall reasons of 0.5 cycles or more) and ``sweep`` (per bs x nc point: latency
-median and p95). By default every scope both sides have is compared.
+median and p95). By default every scope both sides have is compared; an nsys run has
+the scopes of the events its capture traced (``SCOPE_EVENTS``: no kernel, api, memcpy
+or gpu scope without CUDA tracing, no nvtx scope without NVTX tracing), so that events
+one side never recorded are not reported as added or removed; an NVTX path's kernel time
+and GPU projection are compared only where both captures traced CUDA.
 
 Output columns (``COLUMNS``; CSV in this order): scope, key, metric, base, new, delta
 (new - base), delta_pct (100 x delta / base), verdict (regressed, improved, unchanged,
@@ -96,9 +100,12 @@ import pyarrow as pa
 
 from .errors import CaptureWarning, ParamError, QueryError
 from .names import RUN_ID, cut_text, distinct_labels, short_name
+from .registry import untraced
 from .store import CAPTURE_STATUS
 
 NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu")
+#: nsys scope -> the kind of event (registry.TRACED) a run's capture must have traced
+SCOPE_EVENTS = {"kernel": "CUDA", "nvtx": "NVTX", "api": "CUDA", "memcpy": "CUDA", "gpu": "CUDA"}
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
 VERDICTS = ("regressed", "improved", "unchanged", "added", "removed")
 COLUMNS = ["scope", "key", "metric", "base", "new", "delta", "delta_pct", "verdict", "p_value", "note",
@@ -147,6 +154,7 @@ class Side:
     pending: bool = False  # a file read but not ingested yet (its run_id is no id)
     #: a file this comparison ingests (``ref``): named as the file, its run is not committed yet
     ingested: bool = False
+    untraced: tuple[str, ...] = ()  # kinds of event its capture did not trace (CUDA, NVTX, ...)
     status: str | None = None  # the capture's status its run folder recorded (None: a bare export)
     error: str | None = None
 
@@ -161,7 +169,7 @@ class Side:
     def scopes(self) -> set[str]:
         out = set()
         if "nsys" in self.kinds:
-            out.update(NSYS_SCOPES)
+            out.update(s for s in NSYS_SCOPES if SCOPE_EVENTS[s] not in self.untraced)
         if "ncu" in self.kinds:
             out.add("ncu")
         if self.sweep is not None:
@@ -206,7 +214,8 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     if rows:
         run_id, name, kind, sweep, status, error = rows[0]
         return Side(ref, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error,
-                    ingested=ingested)
+                    ingested=ingested, untraced=tuple(what for what, _ in untraced(tk, int(run_id))
+                                                      if what in SCOPE_EVENTS.values()))
     n = con.execute("SELECT count(*) FROM runs WHERE json_extract_string(params, '$.sweep') = ?", [text]).fetchall()[0][0]
     if n:
         return Side(text, sweep=text)
@@ -271,7 +280,8 @@ def _not_one_sweep(base: Side, new: Side, scopes: list[str], asked: bool) -> lis
 def _kinds(side: Side) -> str:
     if side.run_id is None:
         return "sweep"
-    return ",".join(sorted(side.kinds)) + (f", sweep {side.sweep}" if side.sweep else "")
+    return (",".join(sorted(side.kinds)) + (f" without {' or '.join(side.untraced)} trace" if side.untraced else "")
+            + (f", sweep {side.sweep}" if side.sweep else ""))
 
 
 # -- statistics ---------------------------------------------------------------------
@@ -555,21 +565,22 @@ def _simple_scope(con, scope: str, sql: str, params: dict, threshold: float, met
     return _key_rows(scope, df, names, metrics, threshold)
 
 
-def _nvtx_scope(con, params: dict, threshold: float) -> list[_Row]:
+def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True) -> list[_Row]:
+    """``gpu``: both runs traced CUDA (else their ranges' GPU work is not compared)."""
     samples = _sql("samples_nvtx")
     ranges = _compare(con, samples, params)
     parts = {}  # per key: the summary of its kernel time and of its projection
-    for metric, col in (("kernel_total_ns", "kern"), ("proj_total_ns", "proj")):
+    for metric, col in (("kernel_total_ns", "kern"), ("proj_total_ns", "proj")) if gpu else ():
         df = _compare(con, f"SELECT side, key, {col} AS value FROM (\n{samples}\n) WHERE {col} IS NOT NULL", params)
         parts[metric] = {r["key"]: r for r in df.iter_rows(named=True)}
     rows: list[_Row] = []
     for r in ranges.iter_rows(named=True):
         key = r["key"]
-        kr = parts["kernel_total_ns"].get(key)
+        kr = parts.get("kernel_total_ns", {}).get(key)
         effect = abs((kr["total_new"] or 0) - (kr["total_base"] or 0)) if kr else 0.0
         order = 0
         for metric in ("kernel_total_ns", "proj_total_ns"):
-            pr = parts[metric].get(key)
+            pr = parts.get(metric, {}).get(key)
             if pr is None:
                 continue
             if pr["n_base"] > 0 and pr["n_new"] > 0:
@@ -779,7 +790,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         if scope == "kernel":
             rows += _kernel_scope(con, params, threshold)
         elif scope == "nvtx":
-            rows += _nvtx_scope(con, params, threshold)
+            rows += _nvtx_scope(con, params, threshold, gpu="CUDA" not in sb.untraced + sn.untraced)
         elif scope == "api":
             con.register("_diff_keymap", _namesakes(con, _present(con, params, "_api_calls")))
             try:

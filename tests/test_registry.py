@@ -47,9 +47,12 @@ def test_an_nsys_query_about_cuda_events_is_traced_for_them(name):
     """A question about CUDA's events asked of a run captured without CUDA tracing is an error,
     not an empty answer: every nsys query that reads a table of them says @traced for CUDA
     (and nvtx-gpu-projection, whose GPU columns are them)."""
+    from tracekit.ingest.nsys import CUDA_TABLES
+
     q = REG.queries[name]
     kinds = {TRACED[t][0] for t in q.traced}
     assert ("CUDA" in kinds) == (bool(CUDA_FED & set(q.requires)) or name == "nvtx-gpu-projection"), name
+    assert {t for t, (what, _) in TRACED.items() if what == "CUDA"} == set(CUDA_TABLES)  # (what ingest records)
 
 
 def test_header_parser_rejects_bad_lines():

@@ -381,6 +381,8 @@ def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED
         return []
     listed = set(row[0][0])
     return [k for k in kinds if not listed & {t for t, kind in TRACED.items() if kind == k}]
+
+
 _KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu", "timing": "a timing"}
 _KIND_HINTS = {"nsys": "ingest an nsys export: tracekit ingest FILE.sqlite",
                "ncu": "ingest an ncu report: tracekit ingest FILE.ncu-rep",

@@ -210,6 +210,9 @@ def test_gpu_trace_filters(nsys_db):
     window = nsys_db.query("gpu-trace", run="hstu_mixed", limit=0, from_ns=mid["start_ns"], to_ns=mid["end_ns"])
     expect = [r for r in full.to_dicts() if r["end_ns"] > mid["start_ns"] and r["start_ns"] < mid["end_ns"]]
     assert window.to_dicts() == expect and mid in expect
+    for start, end in ((mid["end_ns"], mid["start_ns"]), (mid["start_ns"], mid["start_ns"])):  # an empty window
+        with pytest.raises(QueryError, match=rf"^gpu-trace: from_ns={start} is not before to_ns={end}: the window is empty"):
+            nsys_db.query("gpu-trace", run="hstu_mixed", from_ns=start, to_ns=end)
 
 
 def test_gpu_trace_nvtx_path_is_the_launch_range(nsys_db):

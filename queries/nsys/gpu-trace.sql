@@ -8,7 +8,7 @@
 -- @param run      TEXT     run id or name (default: latest run)
 -- @param name     TEXT     only ops whose name contains this text, case-insensitive (default: null)
 -- @param from_ns  BIGINT   only ops that end after this time on the capture's clock, ns (default: null)
--- @param to_ns    BIGINT   only ops that start before this time, ns (default: null)
+-- @param to_ns    BIGINT   only ops that start before this time, ns; after from_ns (default: null)
 -- @param limit    INTEGER  rows to return; 0 = all (default: 1000)
 -- @column start_ns                op start on the GPU, ns
 -- @column dur_ns                  duration, ns
@@ -41,7 +41,11 @@
 -- @rows page
 -- @requires kernels, memcpy, memset
 -- @traced kernels, memcpy, memset
-WITH ops AS (
+WITH asked AS (  -- an empty window is an error, not an empty trace
+    SELECT CASE WHEN $from_ns IS NULL OR $to_ns IS NULL OR $from_ns < $to_ns THEN true
+                ELSE error('gpu-trace: from_ns=' || $from_ns || ' is not before to_ns=' || $to_ns
+                           || ': the window is empty; give from_ns < to_ns') END AS ok
+), ops AS (
     SELECT 'kernel' AS op_kind, 0 AS kind_order, k.start_ns, k.end_ns, k.correlation_id,
            k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers_per_thread,
            k.static_smem_bytes, k.dynamic_smem_bytes, NULL::BIGINT AS bytes,
@@ -60,8 +64,8 @@ WITH ops AS (
            operation, global_pid, nvtx_range_id
     FROM memset WHERE run_id = $run
 ), page AS (  -- the rows asked for, before the look-ups (nvtx_ranges can hold millions)
-    SELECT * FROM ops
-    WHERE ($name IS NULL OR contains(lower(name), lower($name)))
+    SELECT ops.* FROM asked, ops
+    WHERE asked.ok AND ($name IS NULL OR contains(lower(name), lower($name)))
       AND ($from_ns IS NULL OR end_ns > $from_ns)
       AND ($to_ns IS NULL OR start_ns < $to_ns)
     ORDER BY start_ns, kind_order, correlation_id

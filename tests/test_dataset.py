@@ -222,6 +222,10 @@ def test_export_one_run(store_and_dataset, tmp_path, capsys):
                  "-o", str(tmp_path / "none")]) == 2
     _one_error_line(capsys, "no run 'no-such-run'")
     assert not (tmp_path / "none").exists()
+    typo = tmp_path / "no-such-folder" / "ds"  # a mistyped folder is refused, not created
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "-o", str(typo)]) == 2
+    _one_error_line(capsys, f"{typo}: folder {typo.parent} does not exist")
+    assert not typo.parent.exists()
     assert name  # (a run is named by its name too)
     assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "--run", "all", "-o", str(tmp_path / "all")]) == 0
     assert tracekit.open(tmp_path / "all").runs().height == runs.height

@@ -326,9 +326,12 @@ def _check_new(path: Path) -> None:
 
 
 def create(path: Path) -> Dataset:
-    """A new, empty dataset in ``path`` (a new or empty folder)."""
+    """A new, empty dataset in ``path`` (a new or empty folder in a folder that exists:
+    a mistyped path is refused, as for every other output, not created)."""
     _check_new(path)
-    path.mkdir(parents=True, exist_ok=True)
+    if not path.resolve().parent.is_dir():
+        raise InputError(f"{path}: folder {path.parent} does not exist; create it first")
+    path.mkdir(exist_ok=True)
     con = duckdb.connect()
     try:
         for table in ("runs", "_store"):

@@ -359,6 +359,33 @@ def _bad_inputs(tmp_path, plain):
     }
 
 
+def test_an_export_without_events_says_whether_they_were_traced(tmp_path):
+    """No CUDA, NVTX or OS runtime table: where the capture traced them (META_DATA_CAPTURE),
+    none happened in the profiled processes, and the error says so rather than suggest the
+    options the capture had; where it did not, the error names the options."""
+    def without_events(name: str, sql: list[str]):
+        path = _older_export(NSYS_EXPORTS["multithread"], tmp_path / name, sql)
+        con = sqlite3.connect(path)
+        for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                    "(name LIKE 'CUPTI_ACTIVITY_KIND_%' OR name IN ('NVTX_EVENTS', 'OSRT_API'))"
+                                    ).fetchall():
+            con.execute(f'DROP TABLE "{table}"')
+        con.commit()
+        con.close()
+        return path
+
+    quiet = without_events("quiet.sqlite", [])
+    bare = without_events("bare.sqlite", ["DELETE FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE'"])
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        with pytest.raises(InputError, match=r"quiet.sqlite: nsys export without CUDA, NVTX or OS runtime events: "
+                                             r"nsys traced CUDA, NVTX(, OS runtime)? but recorded none \("):
+            tk.ingest(quiet)
+        with pytest.raises(InputError, match=r"bare.sqlite: nsys export without CUDA, NVTX or OS runtime events "
+                                             r"\(no CUPTI_ACTIVITY_KIND_\*.*profile with `nsys profile -t cuda,nvtx,osrt`$"):
+            tk.ingest(bare)
+    assert not (tmp_path / "s.duckdb").exists()
+
+
 def test_bad_input_errors_leave_the_store_unchanged(tmp_path, plain_export):
     db = tmp_path / "s.duckdb"
     with tracekit.open(db) as tk0:

@@ -85,6 +85,12 @@ def _read(export: Export, path: Path) -> Parsed:
     # a capture without CUDA (nsys -t nvtx,osrt: a host-side program) ingests; one without
     # any event tracekit reads has nothing to answer
     if not any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tables) and not {"NVTX_EVENTS", "OSRT_API"} & set(tables):
+        said = [what for event, what in (("Cuda", "CUDA"), ("NvtxEvents", "NVTX"), ("OSRuntime", "OS runtime"))
+                if event in export.capture_events()]
+        if said:  # told to trace them, nsys recorded none: the profiled processes made no such call
+            raise InputError(f"{path}: nsys export without CUDA, NVTX or OS runtime events: nsys traced "
+                             f"{', '.join(said)} but recorded none (did the profiled program run its GPU work under "
+                             "nsys, in the process tree nsys followed?); nothing to ingest")
         raise InputError(f"{path}: nsys export without CUDA, NVTX or OS runtime events (no CUPTI_ACTIVITY_KIND_*, "
                          "NVTX_EVENTS or OSRT_API table); profile with `nsys profile -t cuda,nvtx,osrt`")
 

@@ -154,3 +154,25 @@ def test_a_pipe_is_written_into_not_replaced(small_store, tmp_path, fmt):
     data = got[0]
     assert (data.startswith(b"name,instances,total_ns") if fmt == "csv" else data[:4] == b"PAR1")
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_reader_that_stops_reading_is_no_output_error(monkeypatch):
+    """`tracekit export trace -o - | head`: the pipe's reader leaves early. That is the
+    reader's choice, not a failed write: BrokenPipeError goes up as such (click then exits
+    quietly), where any other failure to write is an OutputError naming the output."""
+    import io
+    import sys
+
+    class Closed(io.BytesIO):
+        def __init__(self, err):
+            super().__init__()
+            self.err = err
+
+        def write(self, data):
+            raise self.err
+
+    for err, expect in ((BrokenPipeError(32, "Broken pipe"), BrokenPipeError),
+                        (OSError(28, "No space left on device"), OutputError)):
+        monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(Closed(err)))
+        with pytest.raises(expect):
+            write_output("-", lambda tmp: tmp.write_text("x" * 100))

@@ -114,6 +114,8 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
                     else:
                         with open(shown, "wb") as dst:
                             shutil.copyfileobj(src, dst, 1 << 20)
+        except BrokenPipeError:
+            raise  # the reader stopped reading (`| head`): no error of the output's (click exits quietly, 1)
         except OSError as err:
             raise OutputError(f"{shown}: cannot write ({_reason(err)})") from err
         return shown

@@ -11,6 +11,7 @@ import csv
 import gzip
 import json
 import lzma
+import sqlite3
 from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -97,6 +98,21 @@ def test_api_calls_and_nvtx_ranges_are_nsys_stats(name, exported):
     assert got == nvtx
 
 
+#: runs whose capture traced OS runtime calls (nsys -t osrt)
+OSRT_RUNS = ["mixed", "multiproc", "cpu_only"]
+
+
+@pytest.fixture(scope="module")
+def exported_osrt(tk, tmp_path_factory):
+    """The traces with the OS runtime calls (--osrt), of the runs that traced them."""
+    out = {}
+    folder = tmp_path_factory.mktemp("traces_osrt")
+    for name in OSRT_RUNS:
+        res = trace.export_trace(tk, folder / f"{name}.json.gz", run=name, osrt=True)
+        out[name] = (res, _load(res.path)["traceEvents"])
+    return out
+
+
 @pytest.mark.parametrize("name", list(RUNS))
 def test_counts_equal_the_store(name, tk, exported):
     res, events = exported[name]
@@ -114,7 +130,8 @@ def test_counts_equal_the_store(name, tk, exported):
     }
     got = _by_cat(events)
     assert {k: got.get(k, 0) for k in want} == want
-    assert {k: v for k, v in res.counts.items() if k != "flow"} == want
+    assert {k: v for k, v in res.counts.items() if k not in ("flow", "osrt")} == want
+    assert res.counts["osrt"] == got.get("osrt", 0) == 0  # (only with --osrt)
     # every GPU op whose launching call was recorded has its arrow
     assert res.counts["flow"] == q("SELECT count(*) FROM gpu_ops g WHERE run_id = ? AND correlation_id IN "
                                    "(SELECT correlation_id FROM api_calls a WHERE a.run_id = g.run_id)")
@@ -268,6 +285,51 @@ def test_window_errors_are_param_errors(tk):
     with pytest.raises(ParamError):
         trace.resolve_window(tk, run_id, nvtx="hstu.request", instance=0)
     assert trace.resolve_window(tk, run_id).label == "whole run"
+
+
+@pytest.mark.parametrize("name", OSRT_RUNS)
+def test_osrt_calls_on_their_threads_tracks(name, tk, exported, exported_osrt):
+    """--osrt: every OS runtime call of the store once, on its thread's 'OS runtime' track,
+    nested under the call it was made in (a call inside another traced call); the rest of
+    the trace as without it; the estimate holds."""
+    res, events = exported_osrt[name]
+    run_id = res.run_id
+    want = sorted(tk.con.execute("SELECT pid, tid, name, start_ns, end_ns FROM osrt_calls WHERE run_id = ?",
+                                 [run_id]).fetchall())
+    calls = [e for e in events if e["ph"] == "X" and e["cat"] == "osrt"]
+    assert len(want) > 0 and res.counts["osrt"] == len(calls)
+    assert sorted((e["pid"], e["tid"] - trace.OSRT_TID_OFFSET, e["name"], _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]))
+                  for e in calls) == want
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert all(names[(e["pid"], e["tid"])].startswith("OS runtime · ") for e in calls)
+    for key, slices in _tracks(calls).items():  # they nest on each track
+        stack: list[int] = []
+        for s, e, _ in sorted(slices, key=lambda x: (x[0], -x[1])):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            assert not stack or e <= stack[-1], f"track {key}: slice [{s}, {e}] crosses its parent's end"
+            stack.append(e)
+    assert _by_cat([e for e in events if e.get("cat") != "osrt"]) == _by_cat(exported[name][1])
+    assert res.json_bytes == pytest.approx(res.estimated_bytes, rel=0.15)
+
+
+def test_osrt_of_a_run_without_them_is_an_error(tmp_path):
+    """A capture made without nsys -t osrt (the odd_nvtx export with its OS runtime events
+    taken out, and its capture settings saying so): --osrt is an error, nothing written."""
+    export = tmp_path / "no_osrt.sqlite"
+    export.write_bytes(lzma.open(RUNS["odd_nvtx"] / "export.sqlite.xz").read())
+    con = sqlite3.connect(export)
+    con.execute("DROP TABLE OSRT_API")
+    con.execute("DELETE FROM META_DATA_CAPTURE WHERE name = 'CAPTURE_EVENT_TYPE' AND value = 'OSRuntime'")
+    con.commit()
+    con.close()
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(export, name="no_osrt")
+        with pytest.raises(QueryError, match=r"^export trace --osrt: run 1 \(no_osrt\) was captured without OS "
+                                             r"runtime tracing; capture with nsys -t osrt, or leave out --osrt$"):
+            trace.export_trace(t, tmp_path / "t.json.gz", run="no_osrt", osrt=True)
+        assert not (tmp_path / "t.json.gz").exists()
+        assert trace.export_trace(t, tmp_path / "t.json.gz", run="no_osrt").counts["nvtx"] > 0
 
 
 def test_cli(tk, tmp_path, capsys):

@@ -6,7 +6,10 @@ instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``
 - per process, one track per thread of CUDA API calls (the thread's own tid) and one of
   NVTX push/pop ranges and marks (``NVTX · <thread>``, tid + 2**24: nsys tids are
   24-bit, so it never collides); start/end ranges, which need not nest, are async
-  slices of the process;
+  slices of the process; with ``osrt=True`` (``--osrt``) one more per thread of its OS
+  runtime calls (``OS runtime · <thread>``, tid + 2 x 2**24: poll, ioctl, pthread waits;
+  a call inside another traced call nests under it), left out by default: a CUDA
+  program makes several times more of them than CUDA API calls;
 - per GPU (a process ``GPU N: <name>``), one track per stream (a process's stream of a
   CUDA context: stream ids of two processes are unrelated) of kernels, copies, memsets
   and whole graph launches, and one per process for its ops on no stream (``No stream``:
@@ -50,12 +53,13 @@ from .outputs import write_output
 MAX_BYTES = 100_000_000
 #: nsys pids and tids are 24-bit: synthetic ids start above them
 NVTX_TID_OFFSET = 1 << 24
+OSRT_TID_OFFSET = 2 << 24
 GPU_PID_OFFSET = 1 << 24
 #: event kinds in the file, as their ``cat``
-KINDS = ("cuda_api", "nvtx", "nvtx_startend", "nvtx_mark", "kernel", "memcpy", "memset", "graph", "flow")
+KINDS = ("cuda_api", "nvtx", "nvtx_startend", "nvtx_mark", "osrt", "kernel", "memcpy", "memset", "graph", "flow")
 #: bytes of one event besides its name, averaged over the fixtures' traces (a start/end
 #: range and a flow are two events); tests/test_trace.py checks the estimate within 15 %
-_EVENT_BYTES = {"cuda_api": 120, "nvtx": 115, "nvtx_startend": 212, "nvtx_mark": 91,
+_EVENT_BYTES = {"cuda_api": 120, "nvtx": 115, "nvtx_startend": 212, "nvtx_mark": 91, "osrt": 125,
                 "kernel": 215, "memcpy": 145, "memset": 141, "graph": 132, "flow": 178}
 _BATCH = 65536
 
@@ -153,6 +157,12 @@ FROM nvtx_ranges WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_
 ORDER BY pid, tid, start_ns, end_ns DESC, range_id
 """
 
+_OSRT = f"""
+SELECT name, {_us('start_ns')} AS ts, {_us('end_ns - start_ns')} AS dur, pid, tid, return_value
+FROM osrt_calls WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+ORDER BY pid, tid, start_ns, end_ns DESC
+"""
+
 _MARKS = f"""
 SELECT name, {_us('ts_ns')} AS ts, pid, tid FROM nvtx_marks
 WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
@@ -173,6 +183,9 @@ WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns 
 UNION ALL
 SELECT op_kind, count(*), coalesce(sum(length(name)), 0) FROM gpu_ops
 WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')} GROUP BY op_kind
+UNION ALL
+SELECT 'osrt', count(*), coalesce(sum(length(name)), 0) FROM osrt_calls
+WHERE $osrt AND run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 """
 
 _THREADS = """
@@ -229,14 +242,15 @@ def _nsys_run(tk, run: str | int | None) -> int:
     return resolve_run(tk, run, "nsys", "export trace", spans_runs=False)
 
 
-def estimate(tk, run_id: int, window: Window) -> tuple[dict[str, int], int]:
-    """Events per kind in the window and the estimated size of the JSON text, bytes."""
+def estimate(tk, run_id: int, window: Window, osrt: bool = False) -> tuple[dict[str, int], int]:
+    """Events per kind in the window and the estimated size of the JSON text, bytes
+    (``osrt``: with the OS runtime calls)."""
     counts = dict.fromkeys(KINDS, 0)
     total = 2000  # header and metadata events
     flows = tk.con.execute(
         f"""SELECT count(*) FROM ({_GPU_OPS}) WHERE launch_pid IS NOT NULL""", _params(run_id, window)
     ).fetchall()[0][0]
-    for kind, n, name_bytes in tk.con.execute(_SIZE, _params(run_id, window)).fetchall():
+    for kind, n, name_bytes in tk.con.execute(_SIZE, {**_params(run_id, window), "osrt": osrt}).fetchall():
         counts[kind] = counts.get(kind, 0) + int(n)
         # a start/end range is two events, each with the name
         total += int(n) * _EVENT_BYTES[kind] + int(name_bytes) * (2 if kind == "nvtx_startend" else 1)
@@ -302,7 +316,7 @@ def _meta(w: _Writer, what: str, pid: int, tid: int | None, args: dict) -> None:
     w.event(f'{{"ph":"M","name":"{what}","pid":{pid}{t},"args":{json.dumps(args, ensure_ascii=False)}}}')
 
 
-def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]:
+def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = False) -> dict[str, int]:
     con = tk.con
     p = _params(run_id, window)
     name = _Names()
@@ -310,6 +324,7 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]
     threads = {(r[0], r[1]): r[2] for r in con.execute(_THREADS, {"run": run_id}).fetchall()}
     cpu_threads: set[tuple[int, int]] = set()
     nvtx_threads: set[tuple[int, int]] = set()
+    osrt_threads: set[tuple[int, int]] = set()
     gpu_tracks: dict[tuple[int, int], int] = {}
 
     # CPU: CUDA API calls on the thread's own track
@@ -348,6 +363,15 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]
             nvtx_threads.add((pid, tid))
         counts["nvtx_mark"] += len(b["name"])
         w.flush()
+    # OS runtime calls on their thread's OS runtime track (nested calls lie inside their caller)
+    for b in _batches(con, _OSRT, p) if osrt else ():
+        for nm, ts, dur, pid, tid, ret in zip(b["name"], b["ts"], b["dur"], b["pid"], b["tid"], b["return_value"],
+                                              strict=True):
+            w.event(f'{{"ph":"X","cat":"osrt","name":{name(nm)},"pid":{pid},"tid":{tid + OSRT_TID_OFFSET},'
+                    f'"ts":{ts},"dur":{dur},"args":{{"return_value":{ret if ret is not None else "null"}}}}}')
+            osrt_threads.add((pid, tid))
+        counts["osrt"] += len(b["name"])
+        w.flush()
     # GPU: one track per stream, a flow from the launching call when it is in the window
     flow = 0
     for b in _batches(con, _GPU_OPS, p):
@@ -381,19 +405,23 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]
     counts["flow"] = flow
 
     # track names and order: processes by pid, then the GPUs; in a process, each thread's
-    # NVTX track right above its CUDA API track
-    pids = sorted({p for p, _ in cpu_threads | nvtx_threads})
+    # NVTX track, then its OS runtime track, then its CUDA API track
+    pids = sorted({p for p, _ in cpu_threads | nvtx_threads | osrt_threads})
     for i, pid in enumerate(pids):
         pname = threads.get((pid, pid)) or "process"
         _meta(w, "process_name", pid, None, {"name": f"{pname} (pid {pid})"})
         _meta(w, "process_sort_index", pid, None, {"sort_index": i})
-    for i, (pid, tid) in enumerate(sorted(cpu_threads | nvtx_threads)):
+    for i, (pid, tid) in enumerate(sorted(cpu_threads | nvtx_threads | osrt_threads)):
         tname = threads.get((pid, tid)) or "thread"
         if (pid, tid) in nvtx_threads:
             _meta(w, "thread_name", pid, tid + NVTX_TID_OFFSET, {"name": f"NVTX · {tname} [{tid}]"})
-            _meta(w, "thread_sort_index", pid, tid + NVTX_TID_OFFSET, {"sort_index": 2 * i})
-        _meta(w, "thread_name", pid, tid, {"name": f"CUDA API · {tname} [{tid}]"})
-        _meta(w, "thread_sort_index", pid, tid, {"sort_index": 2 * i + 1})
+            _meta(w, "thread_sort_index", pid, tid + NVTX_TID_OFFSET, {"sort_index": 3 * i})
+        if (pid, tid) in osrt_threads:
+            _meta(w, "thread_name", pid, tid + OSRT_TID_OFFSET, {"name": f"OS runtime · {tname} [{tid}]"})
+            _meta(w, "thread_sort_index", pid, tid + OSRT_TID_OFFSET, {"sort_index": 3 * i + 1})
+        if (pid, tid) in cpu_threads:
+            _meta(w, "thread_name", pid, tid, {"name": f"CUDA API · {tname} [{tid}]"})
+            _meta(w, "thread_sort_index", pid, tid, {"sort_index": 3 * i + 2})
     gpus = dict(con.execute(_GPUS, {"run": run_id}).fetchall())
     streams = {(r[0], r[4]): r for r in con.execute(_STREAMS, {"run": run_id}).fetchall()}
     for i, dev in enumerate(sorted({d for d, _ in gpu_tracks})):
@@ -415,15 +443,23 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window) -> dict[str, int]
 
 def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, start_ns: int | None = None,
                  end_ns: int | None = None, nvtx: str | None = None, instance: int | None = None,
-                 force: bool = False, max_bytes: int = MAX_BYTES) -> TraceResult:
+                 force: bool = False, max_bytes: int = MAX_BYTES, osrt: bool = False) -> TraceResult:
     """Write the run's timeline (or a window of it) as a Chrome Trace Event JSON file;
-    gzip-compressed when ``path`` ends in .gz. Refuses, with the estimate, a file whose
+    gzip-compressed when ``path`` ends in .gz; ``osrt``: with the OS runtime calls (a
+    run captured without them is an error then). Refuses, with the estimate, a file whose
     JSON would exceed ``max_bytes`` unless ``force``. Written through ``write_output``
     (a temporary file renamed into place, never over the store)."""
     path = Path(path)
     run_id = _nsys_run(tk, run)
     window = resolve_window(tk, run_id, start_ns, end_ns, nvtx, instance)
-    counts, est = estimate(tk, run_id, window)
+    if osrt:
+        from .registry import untraced
+
+        if untraced(tk, run_id, ["osrt_calls"]):
+            name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
+            raise QueryError(f"export trace --osrt: run {run_id} ({name}) was captured without OS runtime tracing; "
+                             "capture with nsys -t osrt, or leave out --osrt")
+    counts, est = estimate(tk, run_id, window, osrt)
     if est > max_bytes and not force:
         raise QueryError(
             f"export trace: the trace of run {run_id} ({window.label}) would be about {est / 1e6:,.0f} MB of JSON "
@@ -438,7 +474,7 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
         w = _Writer(f)
         w.raw('{"displayTimeUnit":"ns","otherData":' + json.dumps(header, ensure_ascii=False)
               + ',"traceEvents":[\n')
-        result.counts = _write_events(tk, w, run_id, window)
+        result.counts = _write_events(tk, w, run_id, window, osrt)
         w.raw("\n]}\n")
         result.json_bytes = w.bytes
 

@@ -146,3 +146,23 @@ def store_state(db: Path) -> dict | None:
         return state
     finally:
         con.close()
+
+
+def through_fifo(fifo: Path, write):
+    """Make the FIFO ``fifo`` and call ``write()`` (which writes into it) while a thread
+    reads it; returns what ``write`` returned and the bytes read. A ``write`` that never
+    opens the pipe does not leave the reader waiting."""
+    import os
+    import threading
+
+    os.mkfifo(fifo)
+    got = [b""]
+    reader = threading.Thread(target=lambda: got.__setitem__(0, fifo.read_bytes()))
+    reader.start()
+    try:
+        result = write()
+    finally:
+        if reader.is_alive():  # nothing opened the pipe for writing: let the reader go
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    return result, got[0]

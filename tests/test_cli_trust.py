@@ -7,7 +7,7 @@ import lzma
 import shutil
 
 import pytest
-from conftest import DATA, store_state
+from conftest import DATA, store_state, through_fifo
 from test_cli_errors import one_error_line
 
 from tracekit.cli import main as cli_main
@@ -126,22 +126,11 @@ def test_dash_is_the_standard_output(small_store, capsys, tmp_path, monkeypatch)
 def test_the_wrote_line_stays_out_of_a_pipe(small_store, capsys, tmp_path):
     """A trace written into a pipe (`-o /dev/stdout | ...`) is the JSON alone."""
     import json
-    import os
-    import threading
 
     fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
-    reader.start()
-    try:
-        code = _cli(small_store, "export", "trace", "--run", "nsys_run", "-o", str(fifo))
-    finally:
-        if reader.is_alive():
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        reader.join(10)
+    code, data = through_fifo(fifo, lambda: _cli(small_store, "export", "trace", "--run", "nsys_run", "-o", str(fifo)))
     assert code == 0
-    assert json.loads(got[0])["traceEvents"]
+    assert json.loads(data)["traceEvents"]
     assert capsys.readouterr().err.startswith(f"wrote {fifo}: run 1")
 
 

@@ -7,6 +7,7 @@ import stat
 
 import duckdb
 import pytest
+from conftest import through_fifo
 
 from tracekit.cli import main as cli_main
 from tracekit.errors import OutputError
@@ -136,22 +137,11 @@ def test_a_folder_is_not_an_output(tmp_path):
 def test_a_pipe_is_written_into_not_replaced(small_store, tmp_path, fmt):
     """`-o /dev/stdout` or a FIFO: the output goes into the pipe, which stays a pipe (a rename
     over it replaced it, and a device such as /dev/null, with a regular file)."""
-    import threading
-
     fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
-    reader.start()
-    try:
-        code = cli_main(["--db", str(small_store), "query", "top-kernels", "-f", fmt, "-o", str(fifo)])
-    finally:
-        if reader.is_alive():  # nothing opened the pipe for writing: let the reader go
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        reader.join(10)
+    code, data = through_fifo(fifo, lambda: cli_main(["--db", str(small_store), "query", "top-kernels", "-f", fmt,
+                                                      "-o", str(fifo)]))
     assert code == 0
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
-    data = got[0]
     assert (data.startswith(b"name,instances,total_ns") if fmt == "csv" else data[:4] == b"PAR1")
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 

@@ -145,12 +145,8 @@ def _tracks(events):
     return tracks
 
 
-@pytest.mark.parametrize("name", list(RUNS))
-def test_tracks_nest_and_flows_bind(name, exported):
-    """Slices on one track nest (Perfetto drops those that do not); each arrow starts inside
-    a CUDA API call of its thread and ends at the start of a GPU op on its stream."""
-    _, events = exported[name]
-    tracks = _tracks(events)
+def _assert_nested(tracks) -> None:
+    """Slices on each track nest: none crosses the end of one it starts inside."""
     for key, slices in tracks.items():
         stack: list[int] = []
         for s, e, _ in sorted(slices, key=lambda x: (x[0], -x[1])):
@@ -158,6 +154,15 @@ def test_tracks_nest_and_flows_bind(name, exported):
                 stack.pop()
             assert not stack or e <= stack[-1], f"track {key}: slice [{s}, {e}] crosses its parent's end"
             stack.append(e)
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_tracks_nest_and_flows_bind(name, exported):
+    """Slices on one track nest (Perfetto drops those that do not); each arrow starts inside
+    a CUDA API call of its thread and ends at the start of a GPU op on its stream."""
+    _, events = exported[name]
+    tracks = _tracks(events)
+    _assert_nested(tracks)
     starts = {e["id"]: e for e in events if e["ph"] == "s"}
     ends = {e["id"]: e for e in events if e["ph"] == "f"}
     assert starts.keys() == ends.keys() and bool(starts) == (name != "cpu_only")  # (no CUDA: no launches)
@@ -302,13 +307,7 @@ def test_osrt_calls_on_their_threads_tracks(name, tk, exported, exported_osrt):
                   for e in calls) == want
     names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert all(names[(e["pid"], e["tid"])].startswith("OS runtime · ") for e in calls)
-    for key, slices in _tracks(calls).items():  # they nest on each track
-        stack: list[int] = []
-        for s, e, _ in sorted(slices, key=lambda x: (x[0], -x[1])):
-            while stack and stack[-1] <= s:
-                stack.pop()
-            assert not stack or e <= stack[-1], f"track {key}: slice [{s}, {e}] crosses its parent's end"
-            stack.append(e)
+    _assert_nested(_tracks(calls))  # they nest on each track
     assert _by_cat([e for e in events if e.get("cat") != "osrt"]) == _by_cat(exported[name][1])
     assert res.json_bytes == pytest.approx(res.estimated_bytes, rel=0.15)
 

@@ -27,6 +27,14 @@ NCU_SOL_METRICS = {  # speed-of-light column -> the metric ncu's details page pr
     "l1_throughput_pct": "l1tex__throughput.avg.pct_of_peak_sustained_active",
     "l2_throughput_pct": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
 }
+NCU_MWA_METRICS = {  # memory-workload column -> the metric of ncu's Memory Workload Analysis (details page)
+    "dram_bytes_per_s": "dram__bytes.sum.per_second",
+    "l1_hit_rate_pct": "l1tex__t_sector_hit_rate.pct",
+    "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
+    "mem_busy_pct": "gpu__compute_memory_access_throughput.avg.pct_of_peak_sustained_elapsed",
+    "max_bandwidth_pct": "gpu__compute_memory_request_throughput.avg.pct_of_peak_sustained_elapsed",
+    "mem_pipes_busy_pct": "sm__memory_throughput.avg.pct_of_peak_sustained_elapsed",
+}
 
 #: the first three and hstu_capture are the issue's scenarios; the rest are what real captures
 #: also hold (several processes and GPUs, graph-level tracing, odd NVTX, a host program traced without CUDA,

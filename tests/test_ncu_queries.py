@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import NCU_SOL_METRICS
+from conftest import NCU_MWA_METRICS, NCU_SOL_METRICS
 
 import tracekit
 from tracekit.registry import get_registry
@@ -159,12 +159,7 @@ def test_speed_of_light_says_what_a_sections_report_lacks(tk):
 
 #: memory-workload column -> metric of the Memory Workload Analysis section (details page)
 MWA_GOLDEN = {
-    "dram_bytes_per_s": "dram__bytes.sum.per_second",
-    "l1_hit_rate_pct": "l1tex__t_sector_hit_rate.pct",
-    "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
-    "mem_busy_pct": "gpu__compute_memory_access_throughput.avg.pct_of_peak_sustained_elapsed",
-    "max_bandwidth_pct": "gpu__compute_memory_request_throughput.avg.pct_of_peak_sustained_elapsed",
-    "mem_pipes_busy_pct": "sm__memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    **NCU_MWA_METRICS,
     "l2_compression_success_pct": "lrc__average_ilc_input_sector_success_rate.pct",
     "l2_compression_ratio_pct": "lrc__average_ilc_output_sector_compression_achieved_rate.pct",
     "l2_compression_input_sectors": "lrc__ilc_input_sectors.sum",

@@ -28,7 +28,7 @@ import re
 
 import polars as pl
 import pytest
-from conftest import DATA, NCU_SOL_METRICS
+from conftest import DATA, NCU_MWA_METRICS, NCU_SOL_METRICS
 
 import tracekit
 from tracekit.cli import main as cli_main
@@ -59,14 +59,6 @@ OCCUPANCY = {
     "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "achieved_warps_per_sm": "sm__warps_active.avg.per_cycle_active",
     "waves_per_sm": "launch__waves_per_multiprocessor",
-}
-MEMORY = {
-    "dram_bytes_per_s": "dram__bytes.sum.per_second",
-    "l1_hit_rate_pct": "l1tex__t_sector_hit_rate.pct",
-    "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
-    "mem_busy_pct": "gpu__compute_memory_access_throughput.avg.pct_of_peak_sustained_elapsed",
-    "max_bandwidth_pct": "gpu__compute_memory_request_throughput.avg.pct_of_peak_sustained_elapsed",
-    "mem_pipes_busy_pct": "sm__memory_throughput.avg.pct_of_peak_sustained_elapsed",
 }
 
 
@@ -269,7 +261,7 @@ def test_memory_workload_equals_the_details_page(tk, variant, source):
     assert df.height == len(WORKLOADS[variant])
     for row in df.iter_rows(named=True):
         k = row["kernel_id"]
-        for col, metric in MEMORY.items():
+        for col, metric in NCU_MWA_METRICS.items():
             as_printed(row[col], gold[(k, metric)], f"{variant}/{source} ID {k} {col}")
         if source != "details":  # (the details page prints no read/write split)
             for col, metric in (("dram_read_bytes", "dram__bytes_read.sum"), ("dram_write_bytes", "dram__bytes_write.sum")):

@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ...errors import InputError
+from ...registry import TRACED
 from .. import Parsed
 from ..budget import nsys_need
 from . import write
@@ -27,8 +28,9 @@ from .columns import ENUMS, GAP_TABLES, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, plan
 from .source import SQLITE_MAGIC, Export
 
 KIND = "nsys"
-#: the store tables of CUDA trace events (CUPTI's activity tables: nsys -t cuda)
-CUDA_TABLES = ("kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs")
+#: the store tables of CUDA trace events (CUPTI's activity tables: nsys -t cuda), as the
+#: queries' @traced check knows them
+CUDA_TABLES = tuple(t for t, (what, _) in TRACED.items() if what == "CUDA")
 #: nsys's CAPTURE_EVENT_TYPE -> the store tables of those events
 TRACED_BY = {"NvtxEvents": ("nvtx_ranges",), "OSRuntime": ("osrt_calls",), "Cuda": CUDA_TABLES}
 

@@ -36,13 +36,15 @@ NCU_MWA_METRICS = {  # memory-workload column -> the metric of ncu's Memory Work
     "mem_pipes_busy_pct": "sm__memory_throughput.avg.pct_of_peak_sustained_elapsed",
 }
 
+#: a host program traced without CUDA (nsys -t nvtx,osrt): 40 batches, 60, 40 again, 40 with host regressions
+CPU_ONLY = ("cpu_only", "cpu_only_more", "cpu_only_again", "cpu_only_slow")
 #: the first three and hstu_capture are the issue's scenarios; the rest are what real captures
 #: also hold (several processes and GPUs, graph-level tracing, odd NVTX, a host program traced without CUDA,
 #: NVTX names only registered, cut captures, Unified Memory and the runtime's other memory operations,
 #: PyTorch's autograd NVTX ranges with CPU sampling)
 NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
-                  "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "cpu_only", "cpu_only_more", "capture_range",
-                  "diff_base_a", "diff_base_b", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
+                  "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range",
+                  "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
                   *(f"ranks_2gpu_rank{r}" for r in range(2)),
                   "registered_nvtx", "registered_nvtx_domains", "memops", "autograd"]
 #: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
@@ -52,9 +54,8 @@ NSYS_EXPORTS = {
     "multithread": DATA / "nsys_multithread" / "export.sqlite.xz",
     "hstu_capture": DATA / "hstu_capture_nsys" / "nsys.sqlite.xz",  # `tracekit capture --tool nsys`
     **{s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in (
-        "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", "cpu_only", "cpu_only_more",
-        "capture_range",
-        "diff_base_a", "diff_base_b", "diff_regressed", "registered_nvtx", "registered_nvtx_domains",
+        "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range",
+        "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", "registered_nvtx", "registered_nvtx_domains",
         "memops", "autograd")},
     # one export per rank of a 4-process job (tests/data/nsys_ranks/PLANT.md)
     **{f"ranks_rank{r}": DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz" for r in range(4)},

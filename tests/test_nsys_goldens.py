@@ -13,7 +13,7 @@ import lzma
 import math
 
 import pytest
-from conftest import NSYS_EXPORTS, NSYS_SCENARIOS
+from conftest import CPU_ONLY, NSYS_EXPORTS, NSYS_SCENARIOS
 
 from tracekit.errors import QueryError
 from tracekit.registry import TRACED
@@ -58,7 +58,7 @@ CUDA_REPORTS = ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "c
 #: empty CSV) and the twin is an error naming the nsys option, not an empty answer
 NOT_TRACED = {"odd_nvtx_cuda_only": {"osrt_sum": "OS runtime", "nvtx_sum": "NVTX", "nvtx_gpu_proj_sum": "NVTX",
                                      "nvtx_kern_sum": "NVTX"},
-              **{s: dict.fromkeys(CUDA_REPORTS, "CUDA") for s in ("cpu_only", "cpu_only_more")}}
+              **{s: dict.fromkeys(CUDA_REPORTS, "CUDA") for s in CPU_ONLY}}
 #: the scenarios captured without CUDA tracing (nsys -t nvtx,osrt)
 NO_CUDA = [s for s, reports in NOT_TRACED.items() if "CUDA" in reports.values()]
 MB = 1e6

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA, NSYS_EXPORTS, compiled_or_numpy
+from conftest import CPU_ONLY, DATA, NSYS_EXPORTS, compiled_or_numpy
 
 import tracekit
 from tracekit.errors import InputError
@@ -69,7 +69,7 @@ def test_cross_thread_range_has_no_nesting(nsys_db):
     assert len(r) == 1 and r[0]["style"] == "StartEnd" and r[0]["tid"] != r[0]["end_tid"] and r[0]["depth"] is None
 
 
-@pytest.mark.parametrize("scen", ["cpu_only", "cpu_only_more"])
+@pytest.mark.parametrize("scen", CPU_ONLY)
 def test_ranges_of_a_capture_without_cuda_are_nsys_pushpop_trace(nsys_db, scen):
     """A host program traced without CUDA (nsys -t nvtx,osrt): every push/pop range as nsys's
     own nvtx_pushpop_trace has it (start, end, level, pid, tid, its parent), in the default

@@ -3,8 +3,8 @@
 # Usage: [NSYS_SCENARIOS="..."] [NCU_VARIANTS="..."] [RANKS=4] [SWEEPS="a b c"] capture_fixtures.sh OUTDIR
 #   NSYS_SCENARIOS  default: hstu_mixed many_kernels multithread; also multiproc graphs_node
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
-#                   registered_nvtx_domains diff_base_a diff_base_b diff_regressed memops autograd cpu_only
-#                   cpu_only_more
+#                   registered_nvtx_domains diff_base_a diff_base_b diff_base_c diff_regressed memops autograd cpu_only
+#                   cpu_only_more cpu_only_again cpu_only_slow
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, and the report kinds other than kernel
 #                   replay (ncu_options below; programs/ncu_variants.cu built with nvcc, ncu_multiproc.py):
 #                   app_replay (--replay-mode application --set full: 3 kernels, each pass a run of the program),
@@ -36,7 +36,8 @@
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
 # The ncu variants app_replay range app_range metrics graph multiproc were taken on 2026-11-29 (ncu 2025.3.1, H200).
 # nsys_cpu_only and nsys_cpu_only_more (programs/nsys_cpu_only.c, no CUDA, `-t nvtx,osrt`) were taken on 2026-11-29
-# (nsys 2025.3.1, H200).
+# (nsys 2025.3.1, H200), nsys_cpu_only_again (the same program again: noise) and nsys_cpu_only_slow (host
+# regressions planted) and nsys_diff_base_c (nsys_diff_base_a/_b again, unchanged) later that day.
 set -u
 out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -53,9 +54,10 @@ cmdline() {
     registered_nvtx) echo "$out/bin/nsys_registered_nvtx --default-domain-only" ;;
     registered_nvtx_domains) echo "$out/bin/nsys_registered_nvtx" ;;
     memops) echo "$out/bin/nsys_memops" ;;
-    cpu_only) echo "$out/bin/nsys_cpu_only" ;;
+    cpu_only|cpu_only_again) echo "$out/bin/nsys_cpu_only" ;;
+    cpu_only_slow) echo "$out/bin/nsys_cpu_only 40 1500 1" ;;  # parse 1 ms longer, 4 KiB reads (diff)
     cpu_only_more) echo "$out/bin/nsys_cpu_only 60" ;;  # the same with 60 batches instead of 40 (diff)
-    diff_base_a|diff_base_b) echo "python3 $here/programs/nsys_diff.py" ;;
+    diff_base_a|diff_base_b|diff_base_c) echo "python3 $here/programs/nsys_diff.py" ;;
     diff_regressed) echo "python3 $here/programs/nsys_diff.py --more-launches --new-kernel --slower" ;;
     *) echo "python3 $here/programs/nsys_$1.py" ;;
   esac

@@ -14,7 +14,12 @@
 // string too) that the worker ends when it leaves, and joins it.
 //
 // Build: cc -O2 -I<CUDA toolkit>/include -o nsys_cpu_only nsys_cpu_only.c -lpthread -ldl
-// Run: nsys_cpu_only [BATCHES] (tests/data/nsys_cpu_only: 40; nsys_cpu_only_more: 60)
+// Run: nsys_cpu_only [BATCHES [PARSE_US [SMALL_READS]]] (tests/data/nsys_cpu_only and
+//   nsys_cpu_only_again: 40; nsys_cpu_only_more: 60). PARSE_US (default 500) is parse's sleep;
+//   SMALL_READS 1 makes read_input read in 4 KiB instead of 64 KiB: nsys_cpu_only_slow plants
+//   host regressions with `40 1500 1` (parse 1 ms longer, read_input in 16x as many reads).
+//   (Each read has a constant size: with _FORTIFY_SOURCE a variable one calls __read_chk,
+//   which nsys -t osrt does not trace.)
 // (NVTX v3 is header-only; nothing here links or calls CUDA)
 
 #define _GNU_SOURCE
@@ -37,6 +42,8 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static nvtxRangeId_t *requests;  // one per batch: started by main, ended by the worker
 static nvtxRangeId_t drain;
 static int queued = 0, quit = 0;
+static long parse_us = 500;
+static int small_reads = 0;
 
 static nvtxDomainHandle_t loader;
 static nvtxStringHandle_t s_decode, s_drain;
@@ -48,6 +55,7 @@ static void sleep_us(long us) {
 
 static long read_file(const char *path) {
   static char buf[1 << 16];
+  static char small[1 << 12];
   long total = 0;
   ssize_t n;
   int fd = open(path, O_RDONLY);
@@ -55,7 +63,10 @@ static long read_file(const char *path) {
     perror(path);
     exit(1);
   }
-  while ((n = read(fd, buf, sizeof buf)) > 0) total += n;
+  if (small_reads)
+    while ((n = read(fd, small, sizeof small)) > 0) total += n;
+  else
+    while ((n = read(fd, buf, sizeof buf)) > 0) total += n;
   close(fd);
   return total;
 }
@@ -99,7 +110,7 @@ static void *server(void *arg) {
     nvtxDomainRangePushEx(loader, &a);
     a = ascii("parse", 0xFF76B7B2u);
     nvtxDomainRangePushEx(loader, &a);
-    sleep_us(500);
+    sleep_us(parse_us);
     bytes += read_file("/proc/self/status");
     nvtxDomainRangePop(loader);
     nvtxDomainRangePop(loader);
@@ -113,6 +124,8 @@ static void *server(void *arg) {
 
 int main(int argc, char **argv) {
   const int batches = argc > 1 ? atoi(argv[1]) : BATCHES;
+  if (argc > 2) parse_us = atol(argv[2]);
+  if (argc > 3) small_reads = atoi(argv[3]) != 0;
   const char *input = INPUT;
   requests = calloc(batches > 0 ? batches : 1, sizeof *requests);
   loader = nvtxDomainCreateA("loader");

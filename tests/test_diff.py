@@ -237,7 +237,7 @@ def test_keys_read_by_the_labels_tables_use(store):
 
 # -- the noise pair and the planted changes (tests/data/nsys_diff_*, PLANT.md) ----------------
 
-DIFF_A, DIFF_B, DIFF_REG = (DATA / f"nsys_diff_{n}" for n in ("base_a", "base_b", "regressed"))
+DIFF_A, DIFF_B, DIFF_C, DIFF_REG = (DATA / f"nsys_diff_{n}" for n in ("base_a", "base_b", "base_c", "regressed"))
 PLANT = json.loads((DIFF_REG / "plant.json").read_text())
 
 
@@ -248,18 +248,18 @@ def _nsys_csv(folder: Path, report: str, key: str) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory):
-    """One program captured three times on an H200: twice unchanged, once with the plants
-    (a store opened read-only, as the CLI opens it beside)."""
+    """One program captured on an H200: twice unchanged and once with the plants in one session,
+    unchanged again five days later (base_c; a store opened read-only, as the CLI opens it)."""
     db = tmp_path_factory.mktemp("plants") / "plants.duckdb"
     with tracekit.open(db) as tk:
-        for folder in (DIFF_A, DIFF_B, DIFF_REG):
+        for folder in (DIFF_A, DIFF_B, DIFF_REG, DIFF_C):
             tk.ingest(folder / "export.sqlite.xz", name=folder.name)
     tk = tracekit.open(db, read_only=True)
     yield tk
     tk.close()
 
 
-@pytest.mark.parametrize("base, new", [(DIFF_A, DIFF_B), (DIFF_B, DIFF_A)])
+@pytest.mark.parametrize("base, new", [(DIFF_A, DIFF_B), (DIFF_B, DIFF_A), (DIFF_A, DIFF_C), (DIFF_C, DIFF_B)])
 def test_noise_pair_is_quiet(captures, base, new, capsys):
     df = captures.diff(base.name, new.name)
     assert set(df["scope"]) == set(D.NSYS_SCOPES)
@@ -271,6 +271,21 @@ def test_noise_pair_is_quiet(captures, base, new, capsys):
     assert launch["p_value"] < D.ALPHA and launch["note"].startswith("host-timed, not judged")
     assert cli_main(["--db", str(captures.path), "diff", base.name, new.name, "--gate"]) == 0
     assert "0 regressed" not in capsys.readouterr().out  # the table's summary names no verdict it has not
+
+
+def test_host_time_of_cuda_programs_is_beyond_any_noise_floor(captures):
+    """Why host-timed values of CUDA programs are never judged, where the host time of CPU-only
+    programs is judged beyond HOST_NOISE_PCT: between identical captures of one CUDA program
+    the API medians move, significantly, by more than that floor (the host's speed and the
+    GPU's pace, not the program: their GPU times agree within 1 %)."""
+    moved = []
+    for base, new in ((DIFF_A, DIFF_B), (DIFF_A, DIFF_C), (DIFF_B, DIFF_C)):
+        df = captures.diff(base.name, new.name)
+        api = df.filter(pl.col("scope") == "api", pl.col("metric") == "med_ns", pl.col("p_value") < D.ALPHA)
+        moved.append(api["delta_pct"].abs().max())
+        gpu = df.filter(pl.col("metric").is_in(["kernel_total_ns", "busy_ns"]))
+        assert gpu["delta_pct"].abs().max() < 1.5
+    assert max(moved) > 1.5 * D.HOST_NOISE_PCT, moved
 
 
 def test_a_parquet_dataset_diffs_as_the_store_does(captures, store, tmp_path):
@@ -496,43 +511,112 @@ def test_nsys_against_ncu_shares_no_scope(tmp_path):
     tk.close()
 
 
-def _nvtx_instances(folder: Path) -> dict[str, int]:
+def _nvtx_sum(folder: Path) -> dict[str, dict]:
+    """NVIDIA's nvtx_sum of a fixture, per range name (`:batch`, `loader:parse`, `request`)."""
     with open(folder / "stats" / "nvtx_sum.csv", newline="") as fh:
-        return {r["Range"]: int(r["Instances"]) for r in csv.DictReader(fh)}
+        return {r["Range"]: r for r in csv.DictReader(fh)}
+
+
+#: the cpu_only fixtures' NVTX keys (paths; the cross-thread start/end ranges by name) ->
+#: nsys's range names: each name has one path there
+CPU_ONLY_KEYS = {"batch": ":batch", "batch/schedule": ":schedule", "batch/schedule/read_input": ":read_input",
+                 "loader:decode": "loader:decode", "loader:decode/loader:parse": "loader:parse",
+                 "request": ":request", "loader:drain": "loader:drain"}
+
+
+def _cpu_only_diff(tmp_path, new: str) -> tuple[tracekit.Tracekit, pl.DataFrame]:
+    tk = tracekit.open(tmp_path / f"{new}.duckdb")
+    tk.ingest(DATA / "nsys_cpu_only" / "export.sqlite.xz", name="base")
+    tk.ingest(DATA / f"nsys_{new}" / "export.sqlite.xz", name=new)
+    return tk, tk.diff("base", new)
+
+
+def _rows(df: pl.DataFrame, metric: str) -> dict[str, dict]:
+    return {r["key"]: r for r in df.filter(pl.col("metric") == metric).iter_rows(named=True)}
 
 
 def test_two_captures_without_cuda_compare_their_nvtx_ranges(tmp_path, capsys):
     """Two captures of a host program without CUDA (nsys -t nvtx,osrt; 40 and 60 batches): the
     diff is the nvtx scope alone (no kernel, API, copy or GPU scope: not traced, so nothing is
-    added or removed there), every path's instances regressed by nsys's own counts, wall time
-    host-timed (not judged), no GPU columns; a scope they lack is an error naming why."""
-    base, new = DATA / "nsys_cpu_only", DATA / "nsys_cpu_only_more"
-    db = tmp_path / "cpu.duckdb"
-    with tracekit.open(db) as tk:
-        tk.ingest(base / "export.sqlite.xz", name="base")
-        tk.ingest(new / "export.sqlite.xz", name="more")
-        tk.ingest(HSTU, name="hstu")
-        df = tk.diff("base", "more")
-        assert set(df["scope"]) == {"nvtx"} and set(df["metric"]) == {"range_total_ns", "instances"}
-        counts = df.filter(pl.col("metric") == "instances")
-        want_base, want_new = _nvtx_instances(base), _nvtx_instances(new)
-        # a path's instances: nsys counts ranges per name, each of these names has one path
-        names = {"batch": ":batch", "batch/schedule": ":schedule", "batch/schedule/read_input": ":read_input",
-                 "loader:decode": "loader:decode", "loader:decode/loader:parse": "loader:parse"}
-        assert {r["key"]: (r["base"], r["new"]) for r in counts.iter_rows(named=True)} == {
-            k: (want_base[n], want_new[n]) for k, n in names.items()}
-        assert set(counts["verdict"]) == {"regressed"}  # 40 -> 60, every one
-        wall = df.filter(pl.col("metric") == "range_total_ns")
-        assert set(wall["verdict"]) == {"unchanged"} and all("host-timed" in n for n in wall["note"])
+    added or removed there), cross-thread ranges included by name, every key's instances
+    regressed by nsys's own counts, the wall time judged (host time is the program's own
+    here): the totals regressed with the counts, the medians (nsys's) unchanged; a scope they
+    lack is an error naming why."""
+    tk, df = _cpu_only_diff(tmp_path, "cpu_only_more")
+    with tk:
+        assert set(df["scope"]) == {"nvtx"}
+        assert set(df["metric"]) == {"range_total_ns", "range_med_ns", "instances"}
+        want_base, want_new = _nvtx_sum(DATA / "nsys_cpu_only"), _nvtx_sum(DATA / "nsys_cpu_only_more")
+        counts, medians = _rows(df, "instances"), _rows(df, "range_med_ns")
+        assert {k: (r["base"], r["new"]) for k, r in counts.items()} == {
+            k: (int(want_base[n]["Instances"]), int(want_new[n]["Instances"])) for k, n in CPU_ONLY_KEYS.items()}
+        assert {k: (r["base"], r["new"]) for k, r in medians.items()} == {
+            k: (float(want_base[n]["Med (ns)"]), float(want_new[n]["Med (ns)"])) for k, n in CPU_ONLY_KEYS.items()}
+        assert {k for k, r in counts.items() if r["verdict"] == "regressed"} == set(CPU_ONLY_KEYS) - {"loader:drain"}
+        assert counts["loader:drain"]["verdict"] == "unchanged"  # one range on each side
+        wall = _rows(df, "range_total_ns")
+        assert {k for k, r in wall.items() if r["verdict"] == "regressed"} == set(CPU_ONLY_KEYS) - {"loader:drain"}
+        assert all(r["verdict"] == "unchanged" for r in medians.values())
+        assert not any("host-timed" in n for n in df["note"])
         with pytest.raises(tracekit.QueryError, match=r"^--by kernel: run 1 \(base\) \[nsys without CUDA trace\] "
                                                       r"has no kernel scope \(it has: nvtx\)"):
-            tk.diff("base", "more", by="kernel")
+            tk.diff("base", "cpu_only_more", by="kernel")
         # against a capture with CUDA: its ranges' kernel time and projection are not compared
+        tk.ingest(HSTU, name="hstu")
         mixed = tk.diff("hstu", "base")
-        assert set(mixed["scope"]) == {"nvtx"} and set(mixed["metric"]) == {"range_total_ns", "instances"}
-    assert cli_main(["--db", str(db), "diff", "base", "more", "--gate", "-f", "csv"]) == 1
+        assert set(mixed["scope"]) == {"nvtx"}
+        assert set(mixed["metric"]) == {"range_total_ns", "range_med_ns", "instances"}
+        path = tk.path
+    assert cli_main(["--db", str(path), "diff", "base", "cpu_only_more", "--gate", "-f", "csv"]) == 1
     rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
     assert {r["scope"] for r in rows} == {"nvtx"} and len(rows) == df.height
+
+
+def test_identical_captures_without_cuda_are_unchanged(tmp_path):
+    """The same CPU-only program captured twice (nsys_cpu_only, _again): its NVTX wall times
+    move by up to 22 % (the request range's median, one thread waking another), within the
+    host noise; nothing is regressed or improved."""
+    tk, df = _cpu_only_diff(tmp_path, "cpu_only_again")
+    with tk:
+        assert set(df["verdict"]) == {"unchanged"}
+        moved = df.filter(pl.col("metric") != "instances", pl.col("delta_pct").abs() > D.ALPHA)
+        assert moved.height and all(re.search(r"within the host noise of identical captures|not significant", n)
+                                    for n in moved["note"])
+        assert moved["delta_pct"].abs().max() > 15  # the noise is there, and the floor holds it
+
+
+def test_planted_host_regressions_without_cuda(tmp_path):
+    """Host regressions planted in a CPU-only program (nsys_cpu_only_slow: parse sleeps 1.5 ms
+    instead of 0.5, read_input reads 4 KiB at a time instead of 64 KiB): the ranges around
+    them regress (total and median, by nsys's own medians), the rest does not, the counts
+    stay; the rows come by the size of their change in host time."""
+    tk, df = _cpu_only_diff(tmp_path, "cpu_only_slow")
+    with tk:
+        want_base, want_new = _nvtx_sum(DATA / "nsys_cpu_only"), _nvtx_sum(DATA / "nsys_cpu_only_slow")
+        medians = _rows(df, "range_med_ns")
+        for key, name in CPU_ONLY_KEYS.items():
+            assert (medians[key]["base"], medians[key]["new"]) == (float(want_base[name]["Med (ns)"]),
+                                                                   float(want_new[name]["Med (ns)"]))
+        parse = medians["loader:decode/loader:parse"]
+        assert 0.9e6 < parse["new"] - parse["base"] < 1.2e6  # the planted millisecond
+        planted = {"loader:decode/loader:parse", "loader:decode", "request", "batch/schedule/read_input",
+                   "batch/schedule"}
+        for metric in ("range_total_ns", "range_med_ns"):
+            rows = _rows(df, metric)
+            assert {k for k, r in rows.items() if r["verdict"] == "regressed"} == planted, metric
+            assert all(r["p_value"] < D.ALPHA and r["delta_pct"] > D.HOST_NOISE_PCT
+                       for k, r in rows.items() if k in planted)
+        assert _rows(df, "range_total_ns")["batch"]["note"].startswith("within the host noise")
+        assert set(_rows(df, "instances")[k]["verdict"] for k in CPU_ONLY_KEYS) == {"unchanged"}
+        moved = [abs(r["delta"]) for r in df.iter_rows(named=True) if r["metric"] == "range_total_ns"]
+        assert moved == sorted(moved, reverse=True) and moved[0] > 35e6  # parse's 40 x 1 ms first
+        # a larger threshold rules: beyond 165 %, the medians that moved more by nsys's numbers
+        big = tk.diff("base", "cpu_only_slow", threshold_pct=165)
+        beyond = {k for k, n in CPU_ONLY_KEYS.items()
+                  if float(want_new[n]["Med (ns)"]) > 2.65 * float(want_base[n]["Med (ns)"])}
+        assert beyond and beyond < planted
+        assert {r["key"] for r in big.iter_rows(named=True)
+                if r["verdict"] == "regressed" and r["metric"] == "range_med_ns"} == beyond
 
 
 # -- sweeps ------------------------------------------------------------------------------

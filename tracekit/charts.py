@@ -811,7 +811,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
     if df.is_empty():
         return _no_data("Diff")
-    from .diff import HOST_TIMED, short_keys
+    from .diff import short_keys
 
     threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
     one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
@@ -822,7 +822,8 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     for r in d.iter_rows(named=True):
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
-                     "verdict": "host-timed, not judged" if (r["scope"], r["metric"]) in HOST_TIMED else r["verdict"],
+                     "verdict": "host-timed, not judged" if "host-timed, not judged" in (r["note"] or "")
+                     else r["verdict"],
                      "note": r["note"] or "", "p": r["p_value"]})
     subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time; "
                 f"sweeps: median latency); whisker: its interval; dashed: the ±{threshold:g}% threshold"]

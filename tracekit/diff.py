@@ -1,8 +1,8 @@
 """Compare two runs, or two sweeps: ``tk.diff(base, new)`` -> one row per (scope, key, metric).
 
 Scopes: ``kernel`` (per kernel: total_ns, instances, med_ns), ``nvtx`` (per NVTX path:
-kernel_total_ns, proj_total_ns, range_total_ns, instances), ``api`` (per CUDA API:
-total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns),
+kernel_total_ns, proj_total_ns, range_total_ns, range_med_ns, instances), ``api`` (per CUDA
+API: total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns),
 ``gpu`` (per device: busy_ns), ``ncu`` (per profiled kernel: duration, throughputs,
 occupancy, launch configuration, roofline, warp cycles per issued instruction and the
 stall reasons of 0.5 cycles or more) and ``sweep`` (per bs x nc point: latency
@@ -39,17 +39,23 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   the sum of ``nsys stats -r nvtx_kern_sum``) and device busy time. Two captures of one
   program agree there within about 1 %;
 * host-timed metrics (``HOST_TIMED``: CUDA API durations, NVTX wall time and GPU
-  projection, which spans the GPU's waits for the host's launches) are reported with
-  their delta and p-value but never judged (note "host-timed, not judged"): the host's
-  speed moves between captures (two identical captures of tests/data/nsys_diff_base_a/_b
-  differ by up to 42 % in API medians, a third by 53 %, all with p far below ALPHA).
-  The counts beside them (calls, instances) are judged;
+  projection, which spans the GPU's waits for the host's launches) of runs that traced
+  CUDA are reported with their delta and p-value but never judged (note "host-timed, not
+  judged"): there the host's time follows the GPU's pace and the host's speed, both of
+  which move between captures (three identical captures of one CUDA program,
+  tests/data/nsys_diff_base_a/_b/_c, differ by up to 52 % in API medians, 84 % in
+  cudaDeviceSynchronize's and 38 % in NVTX wall time, all with p far below ALPHA). The
+  counts beside them (calls, instances) are judged. Where neither run traced CUDA
+  (``nsys -t nvtx,osrt``), host time is the program's own and the only time there is:
+  NVTX wall time is judged like the rest, beyond ``HOST_NOISE_PCT`` (25 %) at least (six
+  identical captures of a CPU-only program, tests/data/nsys_cpu_only, _again and four
+  more, differ by up to 23 % in a range's total or median);
 * a key's time change (kernel, memory operation, NVTX kernel time) smaller than
   ``MATERIAL_PCT`` (0.1 %) of the run's GPU time is held back ("immaterial"): it cannot
   move the run, and the tiniest kernels move by timer ticks (ranks doing the same work
   in tests/data/nsys_ranks: +-128 ns on 1.3-1.8 us kernels, 7-10 %, p < 1e-5);
-* request latency (sweeps) is judged beyond ``LATENCY_NOISE_PCT`` (25 %) at least, or
-  the threshold if larger: identical sweeps differ by up to 21 % at a point, with
+* request latency (sweeps), host-timed too, is judged beyond ``HOST_NOISE_PCT`` at least,
+  or the threshold if larger: identical sweeps differ by up to 21 % at a point, with
   per-request tests far below ALPHA (the requests of one run share its machine state);
 * ncu launches are replayed under fixed conditions and are few (a test of 3 against 3
   launches can never reach p < 0.01): an ncu value is real when the launches of the two
@@ -115,15 +121,20 @@ SCHEMA = {"scope": pl.Utf8, "key": pl.Utf8, "metric": pl.Utf8, "base": pl.Float6
           "note": pl.Utf8, "delta_pct_low": pl.Float64, "delta_pct_high": pl.Float64}
 #: significance level of the Mann-Whitney U test
 ALPHA = 0.01
-#: metrics timed on the host (CPU wall time), reported but never judged: two identical
-#: captures (tests/data/nsys_diff_base_a/_b) differ by up to 42 % in CUDA API medians and
-#: 27 % in NVTX wall time, and a third capture of the same program by up to 53 %, all
-#: "significant": the host's speed moves between captures, not the program
-HOST_TIMED = {("api", "total_ns"), ("api", "med_ns"), ("nvtx", "range_total_ns"), ("nvtx", "proj_total_ns")}
-#: request latency is judged beyond this change at the least: two identical sweeps differed
-#: by up to 21 % in median latency at one point (large preset, H200), 11.6 % in
-#: tests/data/sweep_pair (medium preset), with per-request tests far below ALPHA
-LATENCY_NOISE_PCT = 25.0
+#: metrics timed on the host (CPU wall time): where a run traced CUDA, reported but never
+#: judged (three identical captures of one CUDA program, tests/data/nsys_diff_base_a/_b/_c,
+#: differ by up to 52 % in CUDA API medians and 38 % in NVTX wall time, all "significant":
+#: the host's speed and the GPU's pace move between captures, not the program); between
+#: two runs without CUDA, judged beyond HOST_NOISE_PCT
+HOST_TIMED = {("api", "total_ns"), ("api", "med_ns"), ("nvtx", "range_total_ns"), ("nvtx", "range_med_ns"),
+              ("nvtx", "proj_total_ns")}
+#: a host-timed change that is judged (request latency; host time of runs without CUDA)
+#: counts beyond this at the least: two identical sweeps differed by up to 21 % in median
+#: latency at one point (large preset, H200), 11.6 % in tests/data/sweep_pair (medium
+#: preset), with per-request tests far below ALPHA; six identical captures of a CPU-only
+#: program (tests/data/nsys_cpu_only, _again and four more) by up to 23 % in an NVTX
+#: range's total or median (p = 0.008 at 22.5 %)
+HOST_NOISE_PCT = 25.0
 #: a key's time change smaller than this share of the run's GPU time is not judged: it
 #: cannot move the run, and the tiniest kernels move by timer ticks (32 ns on 1.3 us
 #: kernels, 7-10 %, between the identical ranks of tests/data/nsys_ranks)
@@ -380,24 +391,37 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
+def _floor(scope: str, metric: str, threshold: float, host_judged: bool) -> tuple[float, str] | None:
+    """The threshold a metric's change must pass and what it is, for the note; None: the
+    metric is host-timed in runs where host time is not judged (``HOST_TIMED``)."""
+    if scope == "sweep":
+        noise = "the latency noise of identical sweeps"
+    elif (scope, metric) in HOST_TIMED:
+        if not host_judged:
+            return None
+        noise = "the host noise of identical captures"
+    else:
+        return threshold, "threshold"
+    return (HOST_NOISE_PCT, noise) if threshold < HOST_NOISE_PCT else (threshold, "threshold")
+
+
 def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: float, match: str,
-               effect: float, scale: float = 1.0) -> list[_Row]:
+               effect: float, scale: float = 1.0, host_judged: bool = False) -> list[_Row]:
     """Rows of one key present in both runs. ``metrics``: (metric, kind, direction) with
     kind count, total, median or p95 (from compare.sql's columns); ``scale`` converts the
-    sample unit to the metric's."""
+    sample unit to the metric's; ``host_judged``: host-timed metrics are judged (runs
+    without CUDA)."""
     p = r["p_value"]
     n_b, n_n = r["n_base"], r["n_new"]
-    within = "threshold"
-    if scope == "sweep" and threshold < LATENCY_NOISE_PCT:
-        threshold, within = LATENCY_NOISE_PCT, "the latency noise of identical sweeps"
     count_pct = _pct(n_n - n_b, n_b)
-    count_real = count_pct is not None and abs(count_pct) > threshold
     rows = []
     for i, (metric, kind, direction) in enumerate(metrics):
         low = high = None
+        floor = _floor(scope, metric, threshold, host_judged)
+        limit, within = floor or (threshold, "threshold")
         if kind == "count":
             b, n = float(n_b), float(n_n)
-            verdict, note = _judge(b, n, threshold, direction, True, "")
+            verdict, note = _judge(b, n, limit, direction, True, "", within)
             pv = None
             low = high = _pct(n - b, b)
         else:
@@ -405,8 +429,9 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
             p_note = f"not significant ({_p_is(p)})" if p is not None else "not significant"
             if kind == "total":
                 b, n = r["total_base"] * scale, r["total_new"] * scale
+                count_real = count_pct is not None and abs(count_pct) > limit
                 real = count_real or (p is not None and p < ALPHA)
-                verdict, note = _judge(b, n, threshold, direction, real, p_note, within)
+                verdict, note = _judge(b, n, limit, direction, real, p_note, within)
                 if verdict in ("regressed", "improved"):
                     note = _join(f"instances {n_b:,} -> {n_n:,}" if n_b != n_n else "",
                                  f"per-instance {_p_is(p)}" if p is not None else "")
@@ -417,11 +442,11 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                 col = "med" if kind == "median" else "p95"
                 b, n = r[f"{col}_base"] * scale, r[f"{col}_new"] * scale
                 real = p is not None and p < ALPHA
-                verdict, note = _judge(b, n, threshold, direction, real, p_note, within)
+                verdict, note = _judge(b, n, limit, direction, real, p_note, within)
                 if kind == "median" and b:
                     low = _pct(r["med_lo_new"] * scale - r["med_hi_base"] * scale, b)
                     high = _pct(r["med_hi_new"] * scale - r["med_lo_base"] * scale, b)
-        if (scope, metric) in HOST_TIMED and b != n:  # its delta and p-value are in their columns
+        if floor is None and b != n:  # its delta and p-value are in their columns
             verdict, note = "unchanged", "host-timed, not judged"
         rows.append(_Row(scope, key, metric, b, n, verdict, pv, _join(match, note), low, high, effect, i))
     return rows
@@ -565,8 +590,9 @@ def _simple_scope(con, scope: str, sql: str, params: dict, threshold: float, met
     return _key_rows(scope, df, names, metrics, threshold)
 
 
-def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True) -> list[_Row]:
-    """``gpu``: both runs traced CUDA (else their ranges' GPU work is not compared)."""
+def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True, host_judged: bool = False) -> list[_Row]:
+    """``gpu``: both runs traced CUDA (else their ranges' GPU work is not compared);
+    ``host_judged``: neither did, and wall time is judged (it orders the rows then)."""
     samples = _sql("samples_nvtx")
     ranges = _compare(con, samples, params)
     parts = {}  # per key: the summary of its kernel time and of its projection
@@ -593,11 +619,13 @@ def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True) -> list[_
                 x.order = order
             rows += out
             order += 1
-        metrics = [("range_total_ns", "total", 1), ("instances", "count", 1)]
+        if host_judged:
+            effect = abs((r["total_new"] or 0) - (r["total_base"] or 0))
+        metrics = [("range_total_ns", "total", 1), ("range_med_ns", "median", 1), ("instances", "count", 1)]
         if r["n_base"] == 0 or r["n_new"] == 0:
             out = _one_side_rows("nvtx", key, r, metrics, "", effect)
         else:
-            out = _stat_rows("nvtx", key, r, metrics, threshold, "", effect)
+            out = _stat_rows("nvtx", key, r, metrics, threshold, "", effect, host_judged=host_judged)
         for x in out:
             x.order += order
         rows += out
@@ -785,12 +813,14 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
                                          "its numbers may be partial"), stacklevel=3)
     con = tk.con
     params = {"base": sb.run_id, "new": sn.run_id}
+    cuda = ["CUDA" not in side.untraced for side in (sb, sn)]
+    host_judged = not any(cuda)  # host time is the programs' own: neither traced CUDA
     rows: list[_Row] = []
     for scope in scopes:
         if scope == "kernel":
             rows += _kernel_scope(con, params, threshold)
         elif scope == "nvtx":
-            rows += _nvtx_scope(con, params, threshold, gpu="CUDA" not in sb.untraced + sn.untraced)
+            rows += _nvtx_scope(con, params, threshold, gpu=all(cuda), host_judged=host_judged)
         elif scope == "api":
             con.register("_diff_keymap", _namesakes(con, _present(con, params, "_api_calls")))
             try:
@@ -815,7 +845,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
                 r.verdict = "unchanged"
                 r.note = _join(r.note, f"immaterial: the key's time moved by {_human('x_ns', r.effect)}, "
                                        f"< {MATERIAL_PCT:g}% of the run's GPU time")
-    # GPU time (or latency) first; API calls change host time only: after, by that change
+    # GPU time (or latency; host time in runs without CUDA) first; API calls change host
+    # time only: after, by that change
     rows.sort(key=lambda r: (r.scope == "api", -r.effect, SCOPES.index(r.scope), r.key, r.order))
     data = {c: [] for c in COLUMNS}
     for r in rows:

@@ -435,9 +435,11 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
         f"This run against {base.label}: {counts}. A change is regressed or improved only beyond "
         f"{threshold:g} % and significant (Mann-Whitney U on the per-instance times, p < {_diff.ALPHA:g}; a "
         "changed count is real); host-timed values (CUDA API durations, NVTX wall time and projection) "
-        f"are shown, not judged; sweep latencies count beyond {max(threshold, _diff.LATENCY_NOISE_PCT):g} %. "
+        "of runs that traced CUDA are shown, not judged; sweep latencies, and NVTX wall time where neither "
+        f"run traced CUDA, count beyond {max(threshold, _diff.HOST_NOISE_PCT):g} %. "
         "The note says how a key was matched or why a verdict was held back. Bars: each key's time "
-        "(kernels, memory ops, GPUs: total; NVTX: kernel time; sweeps: median latency) with its interval."
+        "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; sweeps: "
+        "median latency) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
     return ("compared with", f"{base.label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
 

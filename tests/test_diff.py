@@ -907,6 +907,24 @@ def test_diff_chart(store, tmp_path):
         charts.chart(store, "diff", run="hstu", base="hstu", new="slow")
 
 
+def test_diff_chart_draws_the_limit_each_drawn_change_was_judged_by(store, tmp_path):
+    """GPU time is judged beyond the threshold, host time of runs without CUDA beyond the host
+    noise: the chart's dashed lines are the limits of the bars it draws, each named."""
+    from tracekit import charts
+
+    def lines(spec: dict) -> set[float]:
+        return {v["x"] for layer in spec["layer"] if layer["mark"].get("strokeDash")
+                for v in layer["data"]["values"]}
+
+    gpu = charts.chart(store, "diff", base="hstu", new="slow").to_dict()
+    assert lines(gpu) == {-5.0, 5.0} and "±5% threshold" in json.dumps(gpu["title"], ensure_ascii=False)
+    tk, _ = _cpu_only_diff(tmp_path, "cpu_only_slow")
+    with tk:
+        host = charts.chart(tk, "diff", base="base", new="cpu_only_slow", threshold="10").to_dict()
+    assert lines(host) == {-D.HOST_NOISE_PCT, D.HOST_NOISE_PCT}
+    assert "±25% host noise" in json.dumps(host["title"], ensure_ascii=False) and "threshold" not in str(host["title"])
+
+
 def test_a_bad_reference_does_not_ingest_the_other_file(tmp_path, capsys):
     db = tmp_path / "s.duckdb"
     assert cli_main(["--db", str(db), "diff", str(HSTU), "no-such-run"]) == 2

@@ -811,22 +811,28 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
     if df.is_empty():
         return _no_data("Diff")
-    from .diff import short_keys
+    from .diff import HOST_NOISE_PCT, HOST_TIMED, short_keys
 
     threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
+    noise = max(threshold, HOST_NOISE_PCT)
     one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
     d = df.filter(~pl.col("verdict").is_in(["added", "removed"]) & pl.col("delta_pct").is_not_null()
                   & (pl.col("delta") != 0))
     short = short_keys(df["key"].to_list(), 56)
-    rows = []
+    rows, floors = [], set()  # the limits the drawn rows were judged by
     for r in d.iter_rows(named=True):
+        host = r["scope"] == "sweep" or ((r["scope"], r["metric"]) in HOST_TIMED and "host-timed" not in (r["note"] or ""))
+        floors.add(noise if host else threshold)
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
                      "verdict": "host-timed, not judged" if "host-timed, not judged" in (r["note"] or "")
                      else r["verdict"],
                      "note": r["note"] or "", "p": r["p_value"]})
-    subtitle = [f"bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time; "
-                f"sweeps: median latency); whisker: its interval; dashed: the ±{threshold:g}% threshold"]
+    subtitle = ["bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time, or wall "
+                "time without kernels; sweeps: median latency)",
+                "whisker: its interval; dashed: the " + " and the ".join(
+                    f"±{f:g}% " + ("threshold" if f == threshold else "host noise (host-timed changes)")
+                    for f in sorted(floors or {threshold}))]
     if one_side.height:
         parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]
         subtitle.append("not drawn (in one run only): " + ", ".join(parts))
@@ -835,7 +841,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
                 .properties(title=alt.Title("Largest changes", subtitle=subtitle), width=WIDTH, height=120))
     order = [r["label"] for r in rows]
     y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=460))
-    lim = max(max(abs(r["delta_pct"]) for r in rows) * 1.15, threshold * 2)
+    lim = max(max(abs(r["delta_pct"]) for r in rows) * 1.15, max(floors or {threshold}) * 2)
     if lim <= 300:
         scale = alt.Scale(domain=[-lim, lim], clamp=True)
         x_title = "change [% of base]"
@@ -854,7 +860,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     whiskers = base.transform_filter("datum.low != null && datum.high != null").mark_rule(
         color="#222", strokeWidth=1.5).encode(y=y, x=alt.X("low:Q", scale=scale), x2="high:Q")
     zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#444").encode(x=alt.X("x:Q", scale=scale))
-    lines = alt.Chart(alt.Data(values=[{"x": -threshold}, {"x": threshold}])).mark_rule(
+    lines = alt.Chart(alt.Data(values=[{"x": s * f} for f in sorted(floors) for s in (-1, 1)])).mark_rule(
         strokeDash=[5, 4], color="#777").encode(x=alt.X("x:Q", scale=scale))
     text = base.mark_text(align="left", dx=4, fontSize=10, color="#222").encode(
         y=y, x=alt.value(WIDTH - 255), text=alt.Text("delta_pct:Q", format="+.1f"))

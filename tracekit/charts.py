@@ -811,22 +811,22 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
     if df.is_empty():
         return _no_data("Diff")
-    from .diff import HOST_NOISE_PCT, HOST_TIMED, short_keys
+    from .diff import limit, short_keys
 
     threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
-    noise = max(threshold, HOST_NOISE_PCT)
     one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
     d = df.filter(~pl.col("verdict").is_in(["added", "removed"]) & pl.col("delta_pct").is_not_null()
                   & (pl.col("delta") != 0))
     short = short_keys(df["key"].to_list(), 56)
     rows, floors = [], set()  # the limits the drawn rows were judged by
     for r in d.iter_rows(named=True):
-        host = r["scope"] == "sweep" or ((r["scope"], r["metric"]) in HOST_TIMED and "host-timed" not in (r["note"] or ""))
-        floors.add(noise if host else threshold)
+        unjudged = "host-timed, not judged" in (r["note"] or "")
+        judged_by = limit(r["scope"], r["metric"], threshold, host_judged=not unjudged)
+        if judged_by is not None:
+            floors.add(judged_by[0])
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
-                     "verdict": "host-timed, not judged" if "host-timed, not judged" in (r["note"] or "")
-                     else r["verdict"],
+                     "verdict": "host-timed, not judged" if unjudged else r["verdict"],
                      "note": r["note"] or "", "p": r["p_value"]})
     subtitle = ["bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time, or wall "
                 "time without kernels; sweeps: median latency)",

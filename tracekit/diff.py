@@ -391,9 +391,9 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _floor(scope: str, metric: str, threshold: float, host_judged: bool) -> tuple[float, str] | None:
-    """The threshold a metric's change must pass and what it is, for the note; None: the
-    metric is host-timed in runs where host time is not judged (``HOST_TIMED``)."""
+def limit(scope: str, metric: str, threshold: float, host_judged: bool) -> tuple[float, str] | None:
+    """The change (%) a metric must pass to be judged and what that limit is, for the note;
+    None: the metric is host-timed in runs where host time is not judged (``HOST_TIMED``)."""
     if scope == "sweep":
         noise = "the latency noise of identical sweeps"
     elif (scope, metric) in HOST_TIMED:
@@ -417,11 +417,11 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
     rows = []
     for i, (metric, kind, direction) in enumerate(metrics):
         low = high = None
-        floor = _floor(scope, metric, threshold, host_judged)
-        limit, within = floor or (threshold, "threshold")
+        floor = limit(scope, metric, threshold, host_judged)
+        pct_limit, within = floor or (threshold, "threshold")
         if kind == "count":
             b, n = float(n_b), float(n_n)
-            verdict, note = _judge(b, n, limit, direction, True, "", within)
+            verdict, note = _judge(b, n, pct_limit, direction, True, "", within)
             pv = None
             low = high = _pct(n - b, b)
         else:
@@ -429,9 +429,9 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
             p_note = f"not significant ({_p_is(p)})" if p is not None else "not significant"
             if kind == "total":
                 b, n = r["total_base"] * scale, r["total_new"] * scale
-                count_real = count_pct is not None and abs(count_pct) > limit
+                count_real = count_pct is not None and abs(count_pct) > pct_limit
                 real = count_real or (p is not None and p < ALPHA)
-                verdict, note = _judge(b, n, limit, direction, real, p_note, within)
+                verdict, note = _judge(b, n, pct_limit, direction, real, p_note, within)
                 if verdict in ("regressed", "improved"):
                     note = _join(f"instances {n_b:,} -> {n_n:,}" if n_b != n_n else "",
                                  f"per-instance {_p_is(p)}" if p is not None else "")
@@ -442,7 +442,7 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                 col = "med" if kind == "median" else "p95"
                 b, n = r[f"{col}_base"] * scale, r[f"{col}_new"] * scale
                 real = p is not None and p < ALPHA
-                verdict, note = _judge(b, n, limit, direction, real, p_note, within)
+                verdict, note = _judge(b, n, pct_limit, direction, real, p_note, within)
                 if kind == "median" and b:
                     low = _pct(r["med_lo_new"] * scale - r["med_hi_base"] * scale, b)
                     high = _pct(r["med_hi_new"] * scale - r["med_lo_base"] * scale, b)

@@ -87,7 +87,9 @@ def test_a_diff_of_two_files_that_fails_keeps_neither(small_store, capsys, tmp_p
     assert _cli(small_store, "diff", str(first), str(OTHER_NSYS), "-f", "csv") == 0
     capsys.readouterr()
     assert _cli(small_store, "runs", "-f", "csv", "--columns", "name") == 0
-    assert capsys.readouterr().out.split() == ["name", "nsys_run", "ncu_run", "export", "export"]
+    # two files of one name: each run is named by its file's folder too (`--run` tells them apart)
+    assert capsys.readouterr().out.split() == ["name", "nsys_run", "ncu_run", "nsys_memops/export",
+                                               "nsys_odd_nvtx_cuda_only/export"]
 
 
 def test_a_copy_of_the_store_is_unchanged_by_a_failed_diff(small_store, capsys, tmp_path):

@@ -183,8 +183,9 @@ def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
 
 
 def _table_rows(df):
-    """A Polars DataFrame as ``table.Rows``; a value Polars cannot hand to Python (a date
-    beyond its range: DuckDB's infinite timestamps; Polars panics) is a one-line error."""
+    """A Polars DataFrame as ``table.Rows``; a value Polars cannot hand to Python (it panics)
+    is a one-line error. (Dates and times Python cannot hold, DuckDB's infinite timestamps
+    among them, come as DuckDB's text already: ``Tracekit.frame``.)"""
     from .table import Rows
 
     try:

@@ -301,7 +301,7 @@ class Registry:
         q = self.get(name)
         try:
             bound = self.bind(tk, q, params)
-            return tk.con.sql(q.sql, params=bound).pl()
+            return tk.frame(tk.con.sql(q.sql, params=bound))
         except duckdb.Error as err:
             raise tk.db_error(err, q.name) from err
 

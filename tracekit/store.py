@@ -1060,17 +1060,59 @@ class Tracekit:
         rel = self.con.sql(text, params=params)
         if rel is None:
             return pl.DataFrame()
+        return self.frame(rel)
+
+    def frame(self, rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+        """``rel``'s rows (a relation of this store's connection) as a Polars DataFrame
+        whose every value reads as DuckDB's: a column of a type Polars cannot import
+        (``_AS_TEXT``), and a date, time or timestamp column holding a value Python cannot
+        hold (``_OUT_OF_RANGE``: DuckDB's infinities, years before 1 or past 9999, 24:00:00),
+        which Polars shows wrong or panics on, is read as DuckDB's text of its values."""
+        import polars as pl
+
         if any(_AS_TEXT.search(str(t)) for t in rel.types):
             rel = rel.project(", ".join(
                 f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if _AS_TEXT.search(str(t)) else _ident(c)
                 for c, t in zip(rel.columns, rel.types, strict=True)))
-        return rel.pl()
+        dated = {c: str(t) for c, t in zip(rel.columns, rel.types, strict=True) if _DATED.search(str(t))}
+        if not dated:
+            return rel.pl()
+        table = rel.to_arrow_table()  # (the SQL runs once; its rows are read again from Arrow)
+        rows = self.con.from_arrow(table)
+        found = rows.aggregate(", ".join(f"bool_or({_out_of_range(_ident(c), t)})" for c, t in dated.items()))
+        text = {c for c, hit in zip(dated, found.fetchall()[0], strict=True) if hit}
+        if text:
+            table = rows.project(", ".join(f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if c in text else _ident(c)
+                                           for c in rel.columns)).to_arrow_table()
+        return pl.from_arrow(table)
 
 
 #: DuckDB types of a result column that Polars cannot import (intervals, unions: an error or
 #: a panic, nested ones too) or reads as something else (BIT and VARINT as raw bytes, a time
 #: with its time zone without it): the column is read as DuckDB's text of its values
 _AS_TEXT = re.compile(r"\b(INTERVAL|UNION|BIT|VARINT|BIGNUM)\b|TIME WITH TIME ZONE")
+#: DuckDB types of dates, times and timestamps (alone, or in a list or struct), whose values
+#: may lie beyond Python's (``_out_of_range``)
+_DATED = re.compile(r"\b(DATE|TIME|TIME_NS|TIMESTAMP|TIMESTAMP_S|TIMESTAMP_MS|TIMESTAMP_NS)\b")
+
+
+def _out_of_range(col: str, typ: str) -> str:
+    """SQL true where the value of ``col`` (of DuckDB type ``typ``) is one Python's date,
+    time and datetime cannot hold: Polars panics turning it into a Python object or text
+    (an infinite timestamp, a year past 262143), fails (a year past 9999 or before 1), or
+    shows another value (infinity as TIMESTAMP_NS is 2262-04-11, as TIMESTAMP_S 1969-12-31;
+    24:00:00 is null). A list or struct of them: its text spells such a value."""
+    if typ in ("TIME", "TIME_NS"):
+        return f"hour({col}) > 23"
+    if typ == "DATE":
+        return f"NOT isfinite({col}) OR {col} NOT BETWEEN DATE '0001-01-01' AND DATE '9999-12-31'"
+    if typ == "TIMESTAMP WITH TIME ZONE":  # (shown in a time zone: a day's margin)
+        return (f"NOT isfinite({col}) OR {col} NOT BETWEEN TIMESTAMPTZ '0001-01-02 00:00:00+00' "
+                "AND TIMESTAMPTZ '9999-12-30 00:00:00+00'")
+    if typ in ("TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"):
+        return (f"NOT isfinite({col}) OR CAST({col} AS TIMESTAMP) NOT BETWEEN TIMESTAMP '0001-01-01' "
+                "AND TIMESTAMP '9999-12-31 23:59:59.999999'")
+    return rf"regexp_matches(CAST({col} AS VARCHAR), 'infinity|\(BC\)|\d{{5,}}-\d\d-\d\d|\b24:00:00')"
 
 
 #: run parameters the sweep and rank queries read as whole numbers (schema_runs.sql)

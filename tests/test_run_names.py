@@ -4,6 +4,7 @@ then numbered. The same serially, in threads, into a dataset and for the files o
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -122,3 +123,26 @@ def test_into_a_dataset(tmp_path, capsys, workers):
     assert main(["--db", str(root), "ingest", str(C.with_name("nothing")), str(A), *extra]) == 2
     capsys.readouterr()
     assert _names(root) == ["nsys_diff_base_a/export", "nsys_diff_base_b/export", "export"]
+
+
+def test_a_capture_summary_reads_its_own_run_whatever_its_name(tmp_path):
+    """`tracekit capture` prints a summary of the run it ingested, found by its folder: a
+    capture named as a run the store holds (its folder's name) is that folder's run,
+    named by the folder it is in, not the older run of that name."""
+    from tracekit.capture import run as capture_run
+
+    for side, export in (("a", DATA / "hstu_capture_nsys" / "nsys.sqlite.xz"), ("b", A)):
+        folder = tmp_path / side / "capture-x"
+        folder.mkdir(parents=True)
+        shutil.copyfile(DATA / "hstu_capture_nsys" / "meta.json", folder / "meta.json")
+        shutil.copyfile(export, folder / "nsys.sqlite.xz")
+    db = tmp_path / "s.duckdb"
+    name = json.loads((DATA / "hstu_capture_nsys" / "meta.json").read_text())["name"]
+    for side in ("a", "b"):
+        assert main(["--db", str(db), "ingest", str(tmp_path / side / "capture-x")]) == 0
+    assert _names(db) == [name, f"b/{name}"]
+    with tracekit.open(db, read_only=True) as tk:
+        top = tk.query("top-kernels", run=2, limit=1)["name"][0]
+        assert top != tk.query("top-kernels", run=1, limit=1)["name"][0]
+    text = capture_run.summary(tmp_path / "b" / "capture-x", db)
+    assert top[:90] in text.split("top kernels")[1].splitlines()[1]

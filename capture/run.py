@@ -377,10 +377,14 @@ def summary(run_dir: str | os.PathLike, db: str | os.PathLike | None = None, top
 
     try:
         with tracekit.open(db, read_only=True) as tk:
+            # the folder's run: by its path (its name is qualified, runs/NAME, where another run had it)
+            found = tk.con.execute("SELECT max(run_id) FROM runs WHERE source_path = ?",
+                                   [str(run_dir.resolve())]).fetchall()[0][0]
+            run = str(found) if found is not None else meta["name"]
             if meta["tool"] == "nsys":
-                lines += _nsys_summary(tk, meta["name"], top)
+                lines += _nsys_summary(tk, run, top)
             elif meta["tool"] == "ncu":
-                lines += _ncu_summary(tk, meta["name"], top)
+                lines += _ncu_summary(tk, run, top)
     except TracekitError as err:
         lines.append(f"(store: {err})")
     return "\n".join(lines)
@@ -408,7 +412,8 @@ def _nsys_summary(tk, run: str, top: int) -> list[str]:
 def _ncu_summary(tk, run: str, top: int) -> list[str]:
     rows = tk.sql(
         "SELECT k.kernel_id, k.name, k.nvtx_range FROM ncu_kernels k JOIN runs r USING (run_id) "
-        "WHERE r.run_id = (SELECT max(run_id) FROM runs WHERE name = $run) ORDER BY k.kernel_id",
+        "WHERE r.run_id = (SELECT max(run_id) FROM runs WHERE name = $run OR run_id::VARCHAR = $run) "
+        "ORDER BY k.kernel_id",
         {"run": run})
     if not rows.height:
         return ["ncu: no kernel launch profiled"]

@@ -183,8 +183,9 @@ def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, workers, ca
     files = [NSYS_EXPORTS["hstu_mixed"], DATA / "ncu_sections" / "report.ncu-rep.xz", DATA / "hstu_capture_nsys",
              NSYS_EXPORTS["multiproc"], NSYS_EXPORTS["hstu_mixed"]]
     store = tracekit.open(tmp_path / "store.duckdb")
-    for f in files:
-        store.ingest(f)
+    with store.one_command(files):  # (as `tracekit ingest FILES` names them)
+        for f in files:
+            store.ingest(f)
     store.close()
     store = tracekit.open(tmp_path / "store.duckdb", read_only=True)
     root = tmp_path / "ds"

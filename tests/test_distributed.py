@@ -26,9 +26,14 @@ MIXED = [DATA / "nsys_hstu_mixed" / "export.sqlite.xz", DATA / "ncu_sections" / 
 
 
 def _serial(db: Path, files, first=None) -> tracekit.Tracekit:
+    """The store ``tracekit ingest FILES`` writes (after ``tracekit ingest FIRST``): one
+    command, whose files are named together."""
     tk = tracekit.open(db)
-    for f in ([first] if first else []) + list(files):
-        tk.ingest(f)
+    if first:
+        tk.ingest(first)
+    with tk.one_command(files):
+        for f in files:
+            tk.ingest(f)
     return tk
 
 
@@ -40,10 +45,11 @@ def test_prepare_and_land_equal_a_direct_ingest(tmp_path, first):
     if first:  # names already in the store: the staged ids are mapped, not copied
         staged.ingest(first)
     results = []
-    for f in MIXED:
-        s = staging.prepare(f, workdir=tmp_path)
-        results.append(staging.land(staged, s))
-        s.discard()
+    with staged.one_command(MIXED):
+        for f in MIXED:
+            s = staging.prepare(f, workdir=tmp_path)
+            results.append(staging.land(staged, s))
+            s.discard()
     assert [r.skipped for r in results] == [False, False, False, False, True, False]
     assert results[4].run_id == results[0].run_id
     assert_same_stores(direct.con, staged.con)
@@ -232,7 +238,9 @@ def test_readers_open_the_store_while_a_worker_is_long_on_a_file(tmp_path, monke
     finally:
         finished.set()
     t.join(10)
-    assert seen.get("runs") == ["export"]  # MIXED[0] landed; the fifo's run, and so MIXED[3]'s, not yet
+    # MIXED[0] landed (named by its folder: MIXED[3] is an export.sqlite too); the fifo's
+    # run, and so MIXED[3]'s, not yet
+    assert seen.get("runs") == ["nsys_hstu_mixed/export"]
     assert [o.error is None for o in outcomes] == [True, False, True]
     assert pauses
     pauses.clear()
@@ -289,7 +297,7 @@ def test_workers_are_threads_here_without_dask(tmp_path, capsys, monkeypatch):
         "SELECT table_name FROM duckdb_columns() WHERE column_name = 'run_id' AND NOT internal "
         "AND table_name IN (SELECT table_name FROM duckdb_tables()) GROUP BY 1").fetchall() if t not in ("runs", "run_sources")]
     rows = sum(direct.con.execute(f'SELECT count(*) FROM "{t}" WHERE run_id = 2').fetchone()[0] for t in tables)
-    assert capsys.readouterr().out.splitlines()[1].endswith(f"run 2 (export, nsys): {rows:,} rows")
+    assert capsys.readouterr().out.splitlines()[1].endswith(f"run 2 (nsys_multiproc/export, nsys): {rows:,} rows")
     assert_same_stores(direct.con, tracekit.open(tmp_path / "t.duckdb", read_only=True).con)
 
 

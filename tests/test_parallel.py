@@ -28,9 +28,14 @@ FOLDER_AFTER_EXPORT = [DATA / "nsys_multiproc" / "export.sqlite.xz",
 
 
 def _serial(db: Path, files, first=None) -> tracekit.Tracekit:
+    """The store ``tracekit ingest FILES`` writes (after ``tracekit ingest FIRST``): one
+    command, whose files are named together."""
     tk = tracekit.open(db)
-    for f in ([first] if first else []) + list(files):
-        tk.ingest(f)
+    if first:
+        tk.ingest(first)
+    with tk.one_command(files):
+        for f in files:
+            tk.ingest(f)
     return tk
 
 

@@ -322,6 +322,78 @@ def test_any_rank_names_the_job_and_a_run_without_rank_is_an_error(job, capsys):
     assert err.count("\n") == 1 and "no multi-rank run" in err
 
 
+# -- ranks that did not trace what a query reads ---------------------------------------
+
+CPU_ONLY = [DATA / "nsys_cpu_only" / "export.sqlite.xz", DATA / "nsys_cpu_only_more" / "export.sqlite.xz"]
+CUDA_ONLY = DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz"  # nsys -t cuda: no NVTX
+
+
+def _as_job(db: Path, exports: list[Path], job: str) -> None:
+    """``exports`` ingested as ranks 0, 1, ... of one job, named JOB-rN (two captures of
+    other programs are one job only when told: their job would be each one's folder)."""
+    for rank, f in enumerate(exports):
+        assert main(["--db", str(db), "ingest", str(f), "-p", f"rank={rank}", "-p", f"job={job}",
+                     "--name", f"{job}-r{rank}"]) == 0
+
+
+def _error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tracekit: error: ") and "Traceback" not in err, err
+    return err.removeprefix("tracekit: error: ").strip()
+
+
+def test_a_cpu_only_job_has_no_rank_summary_but_its_nvtx_ranges_compare(tmp_path, capsys):
+    """Ranks captured with nsys -t nvtx,osrt: rank-summary (GPU busy and kernel time) is an
+    error naming the ranks and nsys -t cuda, not a table of zero GPU time; their NVTX
+    ranges compare across the ranks (rank-ranges, stragglers, the heatmap)."""
+    db = tmp_path / "cpu.duckdb"
+    _as_job(db, CPU_ONLY, "cpu-job")
+    capsys.readouterr()
+    for run in ("1", "2"):
+        assert main(["--db", str(db), "query", "rank-summary", "--run", run]) == 2
+        assert _error(capsys) == (f"rank-summary: the job of run {run} (cpu-job-r{int(run) - 1}) was captured "
+                                  "without CUDA tracing on every rank (ranks 0 and 1: runs 1 and 2); capture its "
+                                  "ranks with nsys -t cuda (tracekit capture does)")
+    assert main(["--db", str(db), "chart", "rank-summary", "-o", str(tmp_path / "s.json")]) == 2
+    assert "without CUDA tracing" in _error(capsys) and not (tmp_path / "s.json").exists()
+    with tracekit.open(db, read_only=True) as tk:
+        with pytest.raises(QueryError, match="nsys -t cuda"):
+            tk.query("rank-summary")
+        assert set(tk.query("rank-ranges")["rank"]) == {0, 1}
+        assert tk.query("stragglers", limit=0)["ranks"].max() == 2
+        assert {v["rank"] for v in _values(charts.chart(tk, "rank-heatmap").to_dict())} == {0, 1}
+
+
+def test_a_rank_that_did_not_trace_is_named_not_left_out(tmp_path, capsys):
+    """Ranks 0 and 1 of the real job, and a rank 2 captured with nsys -t cuda (no NVTX):
+    stragglers, rank-ranges and the heatmap would compare ranks 0 and 1 alone, as if the
+    job had two ranks: an error naming rank 2 and nsys -t nvtx, asked of any rank. Its
+    GPU time compares (rank-summary; its NVTX time NULL). A CPU-only rank in a GPU job:
+    rank-summary names it."""
+    db = tmp_path / "mixed.duckdb"
+    _as_job(db, [EXPORTS[0], EXPORTS[1], CUDA_ONLY], "mixed")
+    capsys.readouterr()
+    for run in ("1", "3"):
+        for q in ("stragglers", "rank-ranges"):
+            assert main(["--db", str(db), "query", q, "--run", run]) == 2
+            assert _error(capsys) == (f"{q}: rank 2 of the job of run {run} (mixed-r{int(run) - 1}) was captured "
+                                      "without NVTX tracing (run 3), so the job's 3 ranks cannot all be compared; "
+                                      "capture every rank with nsys -t nvtx (tracekit capture does)")
+    assert main(["--db", str(db), "chart", "rank-heatmap", "--run", "2", "-o", str(tmp_path / "h.html")]) == 2
+    assert _error(capsys).startswith("chart rank-heatmap: rank-ranges: rank 2 of the job of run 2 (mixed-r1)")
+    with tracekit.open(db, read_only=True) as tk:
+        summary = tk.query("rank-summary", run=1)
+        assert summary["rank"].to_list() == [0, 1, 2] and summary["kernels"].min() > 0
+        assert summary["nvtx_ns"].to_list()[2] is None and None not in summary["nvtx_ns"].to_list()[:2]
+    _as_job(db, [EXPORTS[2], CPU_ONLY[0]], "gpu-and-cpu")
+    capsys.readouterr()
+    assert main(["--db", str(db), "query", "rank-summary", "--run", "4"]) == 2
+    assert _error(capsys) == ("rank-summary: rank 1 of the job of run 4 (gpu-and-cpu-r0) was captured without CUDA "
+                              "tracing (run 5), so the job's 2 ranks cannot all be compared; capture every rank "
+                              "with nsys -t cuda (tracekit capture does)")
+    assert main(["--db", str(db), "query", "stragglers", "--run", "5", "-f", "csv"]) == 0  # (both traced NVTX)
+
+
 # -- charts ---------------------------------------------------------------------------
 
 

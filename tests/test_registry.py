@@ -42,11 +42,12 @@ CUDA_FED = {"kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs", 
             "nvtx_path_kernel_sum"}
 
 
-@pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source == "nsys"])
+@pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source in ("nsys", "ranks")])
 def test_an_nsys_query_about_cuda_events_is_traced_for_them(name):
     """A question about CUDA's events asked of a run captured without CUDA tracing is an error,
     not an empty answer: every nsys query that reads a table of them says @traced for CUDA
-    (and nvtx-gpu-projection, whose GPU columns are them)."""
+    (and nvtx-gpu-projection, whose GPU columns are them); so does a query over a job's
+    ranks (rank-summary), asked of each rank."""
     from tracekit.ingest.nsys import CUDA_TABLES
 
     q = REG.queries[name]

@@ -183,8 +183,9 @@ def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
 
 
 def _table_rows(df):
-    """A Polars DataFrame as ``table.Rows``; a value Polars cannot hand to Python (a date
-    beyond its range: DuckDB's infinite timestamps; Polars panics) is a one-line error."""
+    """A Polars DataFrame as ``table.Rows``; a value Polars cannot hand to Python (it panics)
+    is a one-line error. (Dates and times Python cannot hold, DuckDB's infinite timestamps
+    among them, come as DuckDB's text already: ``Tracekit.frame``.)"""
     from .table import Rows
 
     try:
@@ -246,7 +247,9 @@ def _params(pairs: list[str]) -> dict[str, str]:
 def ingest(
     files: Annotated[list[Path], typer.Argument(help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, or run folders")],
     name: Annotated[str | None, typer.Option(
-        "--name", help="run name (default: file stem); renames a run already ingested")] = None,
+        "--name", help="run name; renames a run already ingested (default: the file's stem or the run "
+        "folder's name, qualified by its folder, b/export, where a run or another file of the command has it "
+        "too, then numbered, b/export-2)")] = None,
     param: Annotated[list[str], typer.Option(
         "--param", "-p", help="run parameter NAME=VALUE (e.g. rank=3), repeatable; set when a run is first "
         "ingested")] = [],  # noqa: B006
@@ -269,7 +272,7 @@ def ingest(
         return
     tk, f, failed = None, None, 0
     try:
-        with _open(db) as tk:
+        with _open(db) as tk, tk.one_command(files):
             for f in files:
                 tk.last_ingest = None
                 try:

@@ -294,6 +294,18 @@ class Dataset(Tracekit):
         os.replace(tmp, runs)
 
     # -- writing ----------------------------------------------------------
+    def _name_taken(self, name: str) -> bool:
+        """Whether a run of the dataset is named ``name`` (runs.parquet as it is now: the
+        reading connection sees the dataset as it was when it was opened)."""
+        if not (self.path / RUNS_FILE).is_file():
+            return False
+        con = duckdb.connect()
+        try:
+            return bool(con.execute(f"SELECT 1 FROM read_parquet('{_q(self.path / RUNS_FILE)}') WHERE name = ? "
+                                    "LIMIT 1", [name]).fetchall())
+        finally:
+            con.close()
+
     def staging_destination(self) -> DatasetDestination:
         return DatasetDestination(self)
 
@@ -348,9 +360,10 @@ class _Part:
     """A run written as dataset files under a staging folder, ready to be moved in."""
 
     def __init__(self, source: str, folder: Path | None, run_id: int, digest: str | None,
-                 rows: dict[str, int], kind: str | None, name: str | None):
+                 rows: dict[str, int], kind: str | None, name: str | None, asked_name: str | None = None):
         self.source, self.folder, self.run_id, self.digest = source, folder, run_id, digest
         self.rows, self.kind, self.name = rows, kind, name
+        self.asked_name = asked_name  # the name asked for (None: the run's own, settled when it lands)
 
     def discard(self) -> None:
         if self.folder is not None:
@@ -384,7 +397,7 @@ def prepare_part(source: str, index: int, *, base_run_id: int, name=None, params
         raise
     finally:
         stage.close()
-    return _Part(source, folder, run_id, res.digest, res.rows or rows, res.kind, res.name)
+    return _Part(source, folder, run_id, res.digest, res.rows or rows, res.kind, res.name, asked_name=name)
 
 
 class DatasetDestination:
@@ -445,7 +458,8 @@ class DatasetDestination:
         """Move the part's files into the dataset. A source the dataset holds already
         (alone, or in a run folder's run) is that run; so is a run folder one of whose
         files the dataset holds as a run of its own (a dataset's runs are not rewritten:
-        a DuckDB store would replace that run by the folder's)."""
+        a DuckDB store would replace that run by the folder's). A new run's name is
+        settled here (``Tracekit.default_name``)."""
         hashes = [part.digest] if part.digest is not None else []
         if part.folder is not None and (src := part.folder / "run_sources" / f"run_id={part.run_id}" / PART).exists():
             con = duckdb.connect()
@@ -461,6 +475,7 @@ class DatasetDestination:
             raise InputError(f"{part.source}: was skipped as already ingested, but the dataset no longer holds it")
         root = self.ds.path
         row_file = part.folder / "runs" / f"run_id={part.run_id}" / PART
+        name = part.asked_name or self.ds.default_name(part.name, part.source)
         for table_dir in sorted(p for p in part.folder.iterdir() if p.name != "runs"):
             target = root / table_dir.name / f"run_id={part.run_id}"
             if target.exists():
@@ -473,10 +488,10 @@ class DatasetDestination:
         con = duckdb.connect()
         try:
             con.execute(f"COPY (SELECT * FROM read_parquet('{_q(root / RUNS_FILE)}') UNION ALL BY NAME "
-                        f"SELECT * FROM read_parquet('{_q(row_file)}', hive_partitioning = false) ORDER BY run_id) "
-                        f"TO '{_q(tmp)}' (FORMAT parquet)")
-            name, kind, source, status, error = con.execute(
-                f"SELECT name, kind, source_path, {CAPTURE_STATUS} FROM read_parquet('{_q(row_file)}', "
+                        f"SELECT * REPLACE ($name AS name) FROM read_parquet('{_q(row_file)}', "
+                        f"hive_partitioning = false) ORDER BY run_id) TO '{_q(tmp)}' (FORMAT parquet)", {"name": name})
+            kind, source, status, error = con.execute(
+                f"SELECT kind, source_path, {CAPTURE_STATUS} FROM read_parquet('{_q(row_file)}', "
                 "hive_partitioning = false)").fetchall()[0]
         finally:
             con.close()

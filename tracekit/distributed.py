@@ -138,6 +138,12 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = Non
         if not f.exists():
             raise ParamError(f"{f}: no such file or directory")
     address = _check_options(workers, scheduler)
+    with tk.one_command(files):
+        return _through_dask(tk, files, address, workers, name, params, on_outcome, here)
+
+
+def _through_dask(tk, files: list[Path], address: str | None, workers: int | None, name: str | None,
+                  params: dict | None, on_outcome: Callable[[Outcome], None] | None, here: bool) -> list[Outcome]:
     distributed = _dask()
     dest = tk.staging_destination()
     outcomes: list[Outcome | None] = [None] * len(files)

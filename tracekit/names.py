@@ -5,13 +5,16 @@ type, template arguments or parameters). ``distinct_labels`` shortens a whole co
 and guarantees that two different names never read alike: names that shorten to the
 same label get the word that tells them apart (``[silu]``, ``[add]``), else the part of
 the full name where they differ, else a number. ``check_run_name`` and ``derived_run_name``
-say what can name a run. Pure string work: no DuckDB, no Polars, no Altair.
+say what can name a run, ``RunNames`` which name a run gets when none is asked for. Pure
+string work: no DuckDB, no Polars, no Altair.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 
 from .errors import QueryError
 
@@ -175,3 +178,30 @@ def derived_run_name(*candidates: str) -> str:
         except QueryError:
             continue
     return "run-" + escape_controls(candidates[-1].strip())
+
+
+class RunNames:
+    """The names one command gives the runs it adds without a name asked for (``tracekit
+    ingest`` of many inputs, the files of ``tracekit diff``). A run is named after its input
+    (``own``: a file's stem, a run folder's name), unless a run of the store has that name
+    or another input of the same command has it too: then the name is qualified by the
+    folder the input is in (``b/export``; both ``a/export`` and ``b/export`` for two
+    inputs of one command), and only if that is taken too, numbered (``b/export-2``).
+    Names are given in input order; a name given stays taken for the rest of the command,
+    whether or not its run was then written (a serial and a threaded ingest give the same)."""
+
+    def __init__(self, owns: Iterable[str] = ()):
+        counts = Counter(owns)
+        self.shared = {name for name, n in counts.items() if n > 1}  # the inputs' own names given twice
+        self.given: set[str] = set()
+
+    def choose(self, own: str, folder: str, taken: Callable[[str], bool]) -> str:
+        """The name of a run of the input ``own`` in ``folder`` (its parent folder's name;
+        '' for none); ``taken(name)``: whether a run of the store has that name."""
+        folder = escape_controls(folder.strip())
+        qualified = f"{folder}/{own}" if folder else own
+        first = [qualified] if own in self.shared else [own, qualified]
+        names = itertools.chain(first, (f"{qualified}-{k}" for k in itertools.count(2)))
+        name = next(n for n in names if n not in self.given and not taken(n))
+        self.given.add(name)
+        return name

@@ -11,7 +11,8 @@ Into a DuckDB store, every thread writes its run through a cursor of the store's
 connection, in a transaction of its own (DuckDB runs concurrent appends without
 conflict). What decides run ids and name ids is done one file at a time, in input order
 (``_Turns``): whether the store holds the content already (waiting for an earlier file
-of the same content still being written), the run id, and the names the run adds to
+of the same content still being written), the run id, the run's name (``RunNames``:
+those of the files before it are taken, written or not), and the names the run adds to
 ``_strings`` (``Parsed.interns``, committed before the run's own transaction). So the
 store is the one a serial ingest of the same files gives. A file that fails is
 reported; the others land. A file whose write fails after its turn leaves its run id
@@ -86,7 +87,7 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int, name: str |
             raise ParamError(f"{f}: no such file or directory")
     # Ctrl-C is recognised by the count of SIGINTs, whatever DuckDB turned it into in this
     # thread ("Query interrupted", a RuntimeError, when it lands in a query)
-    with SigintWatch() as sigints:
+    with SigintWatch() as sigints, tk.one_command(files):
         if isinstance(tk, Dataset):
             return _into_dataset(tk, files, workers, name, params, on_outcome, sigints)
         return _into_store(tk, files, workers, name, params, on_outcome, sigints)
@@ -155,6 +156,7 @@ class _Cursor(Tracekit):
         super().__init__(main.path)
         self._con = main.con.cursor()
         self.memory_limit = main.memory_limit
+        self.run_names = main.run_names  # (names are given in the files' turns, in input order)
         self.index, self.admission, self.need = index, admission, None
 
     def _check_need(self, plugin, plain: Path, path: Path) -> int | None:

@@ -18,7 +18,9 @@ the final SELECT only looks values up for its rows), so a terminal counts that C
 ``@traced TABLE`` marks a query about events nsys records only when told to (CUDA's
 kernels, copies and API calls, NVTX ranges, OS runtime calls): asked of a run whose
 capture did not trace them, it is a ``QueryError`` naming the nsys option, not an empty
-answer.
+answer. A query over the ranks of the run's job (``job_ranks($run)``) asks it of every
+rank: one rank that did not trace them is the error, naming the ranks (a comparison
+across ranks without some of them misleads).
 
 Parameters are always bound as DuckDB prepared parameters (``$run``), never formatted
 into the SQL. ``run`` is resolved before execution to an integer run id: by id, by
@@ -123,6 +125,11 @@ class Query:
         from .table import KERNEL_NAME_COLUMNS
 
         return tuple(c for c, doc in self.columns.items() if c.lower() in KERNEL_NAME_COLUMNS and "kernel" in doc.lower())
+
+    @property
+    def spans_job(self) -> bool:
+        """Whether the query reads every rank of the job of its run (``job_ranks($run)``)."""
+        return bool(re.search(r"\bjob_ranks\(\$run\)", self.sql))
 
     @property
     def spans_runs(self) -> bool:
@@ -286,13 +293,33 @@ class Registry:
     @staticmethod
     def _check_traced(tk, q: Query, run_id: int) -> None:
         """A question about events the run's capture did not trace is an error naming the
-        nsys option, not an empty answer that reads as "none happened" (``untraced``)."""
-        missing = untraced(tk, run_id, q.traced)
-        if missing:
-            what, option = missing[0]
-            name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
-            raise QueryError(f"{q.name}: run {run_id} ({name}) was captured without {what} tracing; "
-                             f"capture with {option} (tracekit capture does)")
+        nsys option, not an empty answer that reads as "none happened" (``untraced``); of a
+        query over the run's job, about events a rank of the job did not trace, naming
+        those ranks (``untraced_ranks``)."""
+        if not q.traced:
+            return
+        name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
+        if not q.spans_job:
+            missing = untraced(tk, run_id, q.traced)
+            if missing:
+                what, option = missing[0]
+                raise QueryError(f"{q.name}: run {run_id} ({name}) was captured without {what} tracing; "
+                                 f"capture with {option} (tracekit capture does)")
+            return
+        missing = untraced_ranks(tk, run_id, q.traced)
+        if not missing:
+            return
+        (what, option), ranks = next(iter(missing.items()))
+        job = len(job_runs(tk, run_id))
+        s = "s" if len(ranks) > 1 else ""
+        said = f"rank{s} {_listed([str(k) for _, k in ranks])}", f"run{s} {_listed([str(r) for r, _ in ranks])}"
+        if len(ranks) == job:
+            raise QueryError(f"{q.name}: the job of run {run_id} ({name}) was captured without {what} tracing on "
+                             f"every rank ({said[0]}: {said[1]}); capture its ranks with {option} "
+                             "(tracekit capture does)")
+        raise QueryError(f"{q.name}: {said[0]} of the job of run {run_id} ({name}) {'were' if s else 'was'} captured "
+                         f"without {what} tracing ({said[1]}), so the job's {job} ranks cannot all be compared; "
+                         f"capture every rank with {option} (tracekit capture does)")
 
     def run(self, tk, name: str, /, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame."""
@@ -301,7 +328,7 @@ class Registry:
         q = self.get(name)
         try:
             bound = self.bind(tk, q, params)
-            return tk.con.sql(q.sql, params=bound).pl()
+            return tk.frame(tk.con.sql(q.sql, params=bound))
         except duckdb.Error as err:
             raise tk.db_error(err, q.name) from err
 
@@ -372,15 +399,56 @@ def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED
     of that kind's tables (a run ingested before CUDA was recorded whole lists the CUDA
     tables its export had, always one), and a run whose meta says nothing is taken as
     traced."""
+    rows = tk.con.execute(f"SELECT {_TRACED_SQL} FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    return _untraced(rows[0][0] if rows else None, tables)
+
+
+def job_runs(tk, run_id: int) -> list[tuple[int, int, list[str] | None]]:
+    """(run id, rank, the tables its capture traced: ``untraced``) of each rank of the job
+    run ``run_id`` is a rank of, by rank (the ranks ``job_ranks`` gives a query); none
+    for a run without a rank."""
+    return [(int(r), int(k), traced) for r, k, traced in tk.con.execute(
+        f"SELECT r.run_id, r.rank, {_TRACED_SQL} FROM rank_runs r JOIN runs USING (run_id) "
+        "WHERE r.job = (SELECT json_extract_string(params, '$.job') FROM runs "
+        "WHERE run_id = ? AND json_extract(params, '$.rank') IS NOT NULL) ORDER BY r.rank, r.run_id",
+        [run_id]).fetchall()]
+
+
+def untraced_ranks(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED)
+                   ) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """The kinds of event among ``tables``' that a rank of the job of run ``run_id`` did
+    not trace (``untraced``), in ``tables``' order, each with those ranks' (run id, rank)."""
+    out: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for rid, rank, traced in job_runs(tk, run_id):
+        for kind in _untraced(traced, tables):
+            out.setdefault(kind, []).append((rid, rank))
+    return {kind: out[kind] for kind in dict.fromkeys(TRACED[t] for t in tables) if kind in out}
+
+
+def untraced_by(tk, q: Query, run_id: int) -> list[tuple[str, str]]:
+    """The kinds of event ``q`` is about (its ``@traced``) that a run it reads when asked
+    of ``run_id`` did not trace: the run, or for a query over the run's job, any rank."""
+    if q.spans_job:
+        return list(untraced_ranks(tk, run_id, q.traced))
+    return untraced(tk, run_id, q.traced)
+
+
+#: a run's meta.traced (the tables its capture traced), NULL where its meta says nothing
+_TRACED_SQL = ("CASE WHEN json_extract(runs.meta, '$.traced') IS NOT NULL "
+               "THEN json_extract_string(runs.meta, '$.traced[*]') END")
+
+
+def _untraced(traced: list[str] | None, tables: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:
     kinds = list(dict.fromkeys(TRACED[t] for t in tables))
-    if not kinds:
+    if traced is None:
         return []
-    row = tk.con.execute("SELECT json_extract_string(meta, '$.traced[*]'), json_extract(meta, '$.traced') IS NULL "
-                         "FROM runs WHERE run_id = ?", [run_id]).fetchall()
-    if not row or row[0][1]:
-        return []
-    listed = set(row[0][0])
+    listed = set(traced)
     return [k for k in kinds if not listed & {t for t, kind in TRACED.items() if kind == k}]
+
+
+def _listed(items: list[str]) -> str:
+    """``1``, ``1 and 3``, ``1, 2 and 3``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 _KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu", "timing": "a timing"}

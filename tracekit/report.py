@@ -401,14 +401,13 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
 
 def _untraced_sections(tk, run_id: int, sections: list[Section]) -> dict[tuple[str, str], list[Section]]:
     """The sections whose query is about events the run's capture did not trace (its
-    ``@traced`` tables), by the kind of event (what, nsys option) first missing."""
-    from .registry import get_registry, untraced
+    ``@traced`` tables; a query over the run's job: a rank's capture), by the kind of
+    event (what, nsys option) first missing: those the query would refuse."""
+    from .registry import get_registry, untraced_by
 
     out: dict[tuple[str, str], list[Section]] = {}
-    if not untraced(tk, run_id):
-        return out
     for sec in sections:
-        kinds = untraced(tk, run_id, get_registry().get(sec.query).traced)
+        kinds = untraced_by(tk, get_registry().get(sec.query), run_id)
         if kinds:
             out.setdefault(kinds[0], []).append(sec)
     return out

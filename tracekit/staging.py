@@ -109,7 +109,8 @@ def land(tk: Tracekit, staged: Staged) -> IngestResult:
     """Copy ``staged``'s run into the store ``tk`` in one transaction, as ``tk.ingest``
     would have written it: a source whose content the store holds already (alone, or
     as part of a run folder's run) is that run, renamed if a name was asked for; a run
-    folder whose export the store holds as a run of its own takes that run's place.
+    folder whose export the store holds as a run of its own takes that run's place; a
+    new run's name is settled here (``Tracekit.default_name``).
     The staging database is left as it is (``staged.discard()`` deletes it)."""
     if staged.db is None:
         return _existing_or_fail(tk, staged)
@@ -128,6 +129,8 @@ def land(tk: Tracekit, staged: Staged) -> IngestResult:
             if not tk._ingested_alone(found.run_id, h):  # part of another run folder's run
                 return tk._renamed(found, staged.asked_name, staged.asked_params, staged.source)
             replace, name = found.run_id, staged.asked_name or found.name
+        if name is None:  # the run's own name (staged alone) unless the store or the command has it
+            name = staged.asked_name or tk.default_name(staged.name, staged.source)
         con.execute("BEGIN TRANSACTION")
         try:
             if replace is not None:

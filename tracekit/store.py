@@ -26,7 +26,7 @@ import duckdb
 from . import ranks
 from .errors import InputError, Interrupted, ParamError, QueryError, StoreBusy, TracekitError
 from .interrupts import SigintWatch, interruptible, stoppable
-from .names import RUN_ID, check_run_name, derived_run_name
+from .names import RUN_ID, RunNames, check_run_name, derived_run_name
 
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
     import polars as pl
@@ -89,7 +89,7 @@ class Pending:
     digest: str
     source: str                      # the input's resolved path
     name: str | None                 # the name asked for
-    default_name: str                # the name it gets otherwise
+    default_name: str                # its own name (own_run_name): the name it gets otherwise, unless taken
     params: dict
     extra_meta: dict
     sources: list[tuple[str, str, str]]  # (kind, path, content hash) of each file read
@@ -215,6 +215,18 @@ def _check_unread(f: Path) -> None:
                          "run folder")
 
 
+def own_run_name(path: Path) -> str:
+    """The name a run of ``path`` gets when none is asked for and no other run has it: a
+    file's stem (its whole name where ``--run`` would read the stem as something else), a
+    run folder's name as its meta.json says, else the folder's own name."""
+    if not path.is_dir():
+        return derived_run_name(path.name.split(".")[0], path.name)
+    try:
+        return check_run_name(json.loads((path / "meta.json").read_text())["name"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, QueryError):  # no name there, or a bad one
+        return derived_run_name(path.resolve().name)
+
+
 class Tracekit:
     """A tracekit database. ``tracekit.open(path)`` returns one."""
 
@@ -240,6 +252,9 @@ class Tracekit:
         #: content hashes held elsewhere (the store a staged run lands in, tracekit.staging):
         #: a source with one of them is skipped (run_id 0) without being parsed
         self.skip_hashes: frozenset[str] = frozenset()
+        #: the names the inputs of the command under way get (``one_command``); None: one
+        #: input at a time, named against the store's runs alone
+        self.run_names: RunNames | None = None
 
     # -- connection -------------------------------------------------------
     #: Folders a read-only connection may read files under although external access is
@@ -582,8 +597,7 @@ class Tracekit:
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
             if not parsed.meta.get("tool_version"):  # (ncu's CSV pages do not say; the capture asked ncu --version)
                 parsed.meta["tool_version"] = _tool_version(folder_meta)
-            return Pending(parsed, digest, str(path.resolve()), name,
-                           folder_meta.get("name") or derived_run_name(path.resolve().name),
+            return Pending(parsed, digest, str(path.resolve()), name, own_run_name(path),
                            params, extra_meta, sources, folder=True, asked_params=asked_params)
         with _ingest.materialized(path) as plain:
             plugin = _ingest.detect(plain)
@@ -598,13 +612,14 @@ class Tracekit:
                 parsed = plugin.read(plain)
                 digest = hashing.result()
             params = ranks.identify(path, plain if plugin.KIND == "nsys" else None, params or {})
-        return Pending(parsed, digest, str(path.resolve()), name, derived_run_name(path.name.split(".")[0], path.name),
+        return Pending(parsed, digest, str(path.resolve()), name, own_run_name(path),
                        params, {}, [(parsed.kind, str(path.resolve()), digest)], asked_params=asked_params)
 
     def _decide(self, p: Pending) -> Pending | IngestResult:
         """What the store does with a read input: nothing where it holds the content
         already (the run, renamed if a name is asked for); a run folder one of whose
-        exports the store holds as a run of its own takes that run's place (``replace``)."""
+        exports the store holds as a run of its own takes that run's place (``replace``)
+        and name; a new run without a name asked for is named by ``default_name``."""
         existing = self._existing(p.digest)
         if existing is not None:  # the same content under another path
             return self._renamed(existing, p.name, p.asked_params, p.source)
@@ -617,8 +632,32 @@ class Tracekit:
                     return self._renamed(existing, p.name, p.asked_params, p.source)  # part of another folder's run
                 p.replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
                 p.name = p.name or existing.name
-        p.name = p.name or p.default_name
+        p.name = p.name or self.default_name(p.default_name, p.source)
         return p
+
+    def default_name(self, own: str, source: str | os.PathLike) -> str:
+        """The name of a new run of ``source`` without a name asked for: ``own``, unless a
+        run of the store or another input of the command (``one_command``) has it; then
+        qualified by the folder ``source`` is in (``RunNames``)."""
+        names = self.run_names if self.run_names is not None else RunNames()
+        return names.choose(own, Path(source).resolve().parent.name, self._name_taken)
+
+    def _name_taken(self, name: str) -> bool:
+        if not self.path.exists() and str(self.path) != ":memory:":
+            return False  # nothing ingested yet (and no database created before the input is written)
+        return bool(self.con.execute("SELECT 1 FROM runs WHERE name = ? LIMIT 1", [name]).fetchall())
+
+    @contextlib.contextmanager
+    def one_command(self, inputs):
+        """The ingests inside the block as one command's, of ``inputs`` (paths): a name
+        that several inputs would have (``a/export.sqlite``, ``b/export.sqlite``) is
+        qualified for each of them, and every new run gets a name no other run has."""
+        before = self.run_names
+        self.run_names = RunNames(own_run_name(Path(f)) for f in inputs)
+        try:
+            yield
+        finally:
+            self.run_names = before
 
     def _write_pending(self, p: Pending, run_id: int | None = None) -> IngestResult:
         return self._write(p.parsed, p.digest, p.source, p.name, p.params, p.extra_meta, p.sources, p.replace,
@@ -979,10 +1018,10 @@ class Tracekit:
         every scope both have). See ``tracekit.diff``."""
         from .diff import _is_file, diff
 
-        files = not self.read_only and any(_is_file(r) for r in (base, new))
+        files = [str(r).strip() for r in (base, new) if _is_file(r)] if not self.read_only else []
         try:
-            # files to compare are ingested first; a comparison that fails keeps none of them
-            with stoppable(), self.one_transaction() if files else contextlib.nullcontext():
+            # files to compare are ingested first, named as one command's; a comparison that fails keeps none of them
+            with stoppable(), self.one_transaction() if files else contextlib.nullcontext(), self.one_command(files):
                 return diff(self, base, new, by=by, threshold_pct=threshold_pct)
         except TracekitError:
             self._discard_if_new()  # a store opened to ingest a file to compare, left empty
@@ -1021,17 +1060,59 @@ class Tracekit:
         rel = self.con.sql(text, params=params)
         if rel is None:
             return pl.DataFrame()
+        return self.frame(rel)
+
+    def frame(self, rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+        """``rel``'s rows (a relation of this store's connection) as a Polars DataFrame
+        whose every value reads as DuckDB's: a column of a type Polars cannot import
+        (``_AS_TEXT``), and a date, time or timestamp column holding a value Python cannot
+        hold (``_OUT_OF_RANGE``: DuckDB's infinities, years before 1 or past 9999, 24:00:00),
+        which Polars shows wrong or panics on, is read as DuckDB's text of its values."""
+        import polars as pl
+
         if any(_AS_TEXT.search(str(t)) for t in rel.types):
             rel = rel.project(", ".join(
                 f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if _AS_TEXT.search(str(t)) else _ident(c)
                 for c, t in zip(rel.columns, rel.types, strict=True)))
-        return rel.pl()
+        dated = {c: str(t) for c, t in zip(rel.columns, rel.types, strict=True) if _DATED.search(str(t))}
+        if not dated:
+            return rel.pl()
+        table = rel.to_arrow_table()  # (the SQL runs once; its rows are read again from Arrow)
+        rows = self.con.from_arrow(table)
+        found = rows.aggregate(", ".join(f"bool_or({_out_of_range(_ident(c), t)})" for c, t in dated.items()))
+        text = {c for c, hit in zip(dated, found.fetchall()[0], strict=True) if hit}
+        if text:
+            table = rows.project(", ".join(f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if c in text else _ident(c)
+                                           for c in rel.columns)).to_arrow_table()
+        return pl.from_arrow(table)
 
 
 #: DuckDB types of a result column that Polars cannot import (intervals, unions: an error or
 #: a panic, nested ones too) or reads as something else (BIT and VARINT as raw bytes, a time
 #: with its time zone without it): the column is read as DuckDB's text of its values
 _AS_TEXT = re.compile(r"\b(INTERVAL|UNION|BIT|VARINT|BIGNUM)\b|TIME WITH TIME ZONE")
+#: DuckDB types of dates, times and timestamps (alone, or in a list or struct), whose values
+#: may lie beyond Python's (``_out_of_range``)
+_DATED = re.compile(r"\b(DATE|TIME|TIME_NS|TIMESTAMP|TIMESTAMP_S|TIMESTAMP_MS|TIMESTAMP_NS)\b")
+
+
+def _out_of_range(col: str, typ: str) -> str:
+    """SQL true where the value of ``col`` (of DuckDB type ``typ``) is one Python's date,
+    time and datetime cannot hold: Polars panics turning it into a Python object or text
+    (an infinite timestamp, a year past 262143), fails (a year past 9999 or before 1), or
+    shows another value (infinity as TIMESTAMP_NS is 2262-04-11, as TIMESTAMP_S 1969-12-31;
+    24:00:00 is null). A list or struct of them: its text spells such a value."""
+    if typ in ("TIME", "TIME_NS"):
+        return f"hour({col}) > 23"
+    if typ == "DATE":
+        return f"NOT isfinite({col}) OR {col} NOT BETWEEN DATE '0001-01-01' AND DATE '9999-12-31'"
+    if typ == "TIMESTAMP WITH TIME ZONE":  # (shown in a time zone: a day's margin)
+        return (f"NOT isfinite({col}) OR {col} NOT BETWEEN TIMESTAMPTZ '0001-01-02 00:00:00+00' "
+                "AND TIMESTAMPTZ '9999-12-30 00:00:00+00'")
+    if typ in ("TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"):
+        return (f"NOT isfinite({col}) OR CAST({col} AS TIMESTAMP) NOT BETWEEN TIMESTAMP '0001-01-01' "
+                "AND TIMESTAMP '9999-12-31 23:59:59.999999'")
+    return rf"regexp_matches(CAST({col} AS VARCHAR), 'infinity|\(BC\)|\d{{5,}}-\d\d-\d\d|\b24:00:00')"
 
 
 #: run parameters the sweep and rank queries read as whole numbers (schema_runs.sql)

@@ -12,6 +12,7 @@
 -- @column vs_median_pct  total_ns against the median rank's total for this path, % (+ = slower)
 -- @display path, rank, instances, total_ns, avg_ns, max_ns, vs_median_pct
 -- @requires nvtx_ranges, rank_runs
+-- @traced nvtx_ranges
 WITH jr AS (
     SELECT * FROM job_ranks($run)
 ), s AS (

@@ -4,7 +4,9 @@
 -- a rank (tracekit/ranks.py: the export's launcher environment, a file name such as
 -- rank3, or --param rank=3). Busy time is the union of the rank's GPU ops per device
 -- (kernels, copies, memsets, whole graph launches), as gpu-utilization counts it.
--- Time per NVTX range and rank: rank-ranges (and `tracekit chart rank-heatmap`).
+-- Time per NVTX range and rank: rank-ranges (and `tracekit chart rank-heatmap`). Every rank
+-- must have traced CUDA (nsys -t cuda): a job captured without it (nsys -t nvtx,osrt) is an
+-- error, not a table of zero GPU time; rank-ranges and stragglers compare its NVTX ranges.
 -- @param run    TEXT     any run of the job: id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
 -- @column rank                  global rank
@@ -17,7 +19,7 @@
 -- @column gpu_busy_ns           time with at least one GPU op of the rank running, summed over devices, ns
 -- @column gpu_span_ns           first GPU op start to last GPU op end, ns
 -- @column gpu_busy_pct          gpu_busy_ns / gpu_span_ns, %
--- @column nvtx_ns               summed time of the outermost NVTX ranges (depth 0), ns
+-- @column nvtx_ns               summed time of the outermost NVTX ranges (depth 0), ns (NULL: none, or NVTX not traced)
 -- @column top_kernel            the kernel with the most time on this rank (demangled)
 -- @column top_kernel_ns         its summed time, ns
 -- @column top_kernel_pct        its share of the rank's kernel time, %
@@ -25,6 +27,7 @@
 -- @column busy_vs_median_pct    gpu_busy_ns against the median rank's, %
 -- @display rank, host, gpus, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, kernel_vs_median_pct, top_kernel_pct, top_kernel
 -- @requires kernels, gpu_ops, nvtx_ranges, rank_runs
+-- @traced kernels
 WITH jr AS (
     SELECT * FROM job_ranks($run)
 ), dev AS (

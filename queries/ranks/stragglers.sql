@@ -19,6 +19,7 @@
 -- @column fastest_rank  rank with min_ns
 -- @display path, instance, ranks, min_ns, med_ns, max_ns, skew_pct, slowest_rank
 -- @requires nvtx_ranges, rank_runs
+-- @traced nvtx_ranges
 WITH jr AS (
     SELECT * FROM job_ranks($run)
 ), asked AS (  -- a range the job does not have is an error, not an empty table

@@ -1,0 +1,148 @@
+"""The name a run gets when none is asked for: its file's stem, unless a run of the store
+or another file of the same command has it; then qualified by the file's folder, and only
+then numbered. The same serially, in threads, into a dataset and for the files of a diff."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import DATA
+
+import tracekit
+from tracekit.cli import main
+from tracekit.names import RunNames
+
+#: two different exports of one file name (export.sqlite.xz)
+A = DATA / "nsys_diff_base_a" / "export.sqlite.xz"
+B = DATA / "nsys_diff_base_b" / "export.sqlite.xz"
+#: a third export of that name, and one of a name of its own
+C = DATA / "nsys_diff_regressed" / "export.sqlite.xz"
+NCU = DATA / "ncu_sections" / "report.ncu-rep.xz"
+
+
+def _names(db) -> list[str]:
+    with tracekit.open(db, read_only=True) as tk:
+        return tk.runs().get_column("name").to_list()
+
+
+def test_run_names_rule():
+    never = lambda name: False  # noqa: E731 - a store with no run
+    names = RunNames(["export", "export", "report"])
+    assert names.choose("export", "a", never) == "a/export"  # shared in the command: every one qualified
+    assert names.choose("export", "b", never) == "b/export"
+    assert names.choose("report", "a", never) == "report"
+    assert names.choose("export", "b", never) == "b/export-2"  # (export.sqlite and export.sqlite.xz of b/)
+    held = {"hstu", "runs/hstu"}.__contains__
+    assert RunNames().choose("hstu", "runs", held) == "runs/hstu-2"  # the store has both
+    assert RunNames().choose("hstu", "", held) == "hstu-2"  # a file in the root folder
+    assert RunNames().choose("x", "a\nb", never) == "x"
+    assert RunNames().choose("hstu", "a\nb", held) == "a\\nb/hstu"  # (a folder's control characters escaped)
+
+
+@pytest.mark.parametrize("workers", [None, 2], ids=["serial", "workers"])
+def test_files_of_one_name_in_one_command(tmp_path, capsys, workers):
+    db = tmp_path / "s.duckdb"
+    extra = ["--workers", str(workers)] if workers else []
+    assert main(["--db", str(db), "ingest", str(A), str(NCU), str(B), *extra]) == 0
+    out = capsys.readouterr().out
+    assert "run 1 (nsys_diff_base_a/export, nsys)" in out and "run 3 (nsys_diff_base_b/export, nsys)" in out
+    assert _names(db) == ["nsys_diff_base_a/export", "report", "nsys_diff_base_b/export"]
+    # each is a run of its own name: --run and diff take them
+    assert main(["--db", str(db), "query", "top-kernels", "--run", "nsys_diff_base_b/export", "-f", "csv"]) == 0
+    assert main(["--db", str(db), "diff", "nsys_diff_base_a/export", "nsys_diff_base_b/export", "-f", "csv"]) == 0
+    capsys.readouterr()
+    # the same content again keeps its run and name; the other file of that name in the
+    # command is named by its folder (whether or not the store holds the first already)
+    assert main(["--db", str(db), "ingest", str(C), str(B), *extra]) == 0
+    assert "already ingested as run 3 (nsys_diff_base_b/export)" in capsys.readouterr().out
+    assert _names(db) == ["nsys_diff_base_a/export", "report", "nsys_diff_base_b/export",
+                          "nsys_diff_regressed/export"]
+
+
+def test_threads_name_as_a_serial_ingest(tmp_path):
+    files = [A, NCU, B, C, A]
+    serial = tmp_path / "serial.duckdb"
+    assert main(["--db", str(serial), "ingest", *map(str, files)]) == 0
+    threads = tmp_path / "threads.duckdb"
+    assert main(["--db", str(threads), "ingest", *map(str, files), "--workers", "3"]) == 0
+    assert _names(threads) == _names(serial) == ["nsys_diff_base_a/export", "report", "nsys_diff_base_b/export",
+                                                 "nsys_diff_regressed/export"]
+
+
+def test_a_name_the_store_has_is_qualified_then_numbered(tmp_path, capsys):
+    db = tmp_path / "s.duckdb"
+    assert main(["--db", str(db), "ingest", str(A)]) == 0
+    assert main(["--db", str(db), "ingest", str(B)]) == 0  # the store has `export`: B's folder tells it apart
+    other = tmp_path / "nsys_diff_base_b" / "export.sqlite.xz"  # another export in a folder of that name
+    other.parent.mkdir()
+    shutil.copyfile(DATA / "nsys_cpu_only" / "export.sqlite.xz", other)
+    assert main(["--db", str(db), "ingest", str(other)]) == 0
+    assert _names(db) == ["export", "nsys_diff_base_b/export", "nsys_diff_base_b/export-2"]
+    # a name asked for may be one another run has; the same content again keeps its name
+    assert main(["--db", str(db), "ingest", str(C), "--name", "export"]) == 0
+    assert main(["--db", str(db), "ingest", str(B), str(A)]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        f"{B}: already ingested as run 2 (nsys_diff_base_b/export)", f"{A}: already ingested as run 1 (export)"]
+    assert _names(db) == ["export", "nsys_diff_base_b/export", "nsys_diff_base_b/export-2", "export"]
+
+
+def test_run_folders_of_one_name(tmp_path):
+    """A run folder is named after itself (its meta.json's name, else the folder's):
+    qualified by the folder it is in."""
+    for side, export in (("a", A), ("b", B)):
+        folder = tmp_path / side / "run"
+        folder.mkdir(parents=True)
+        (folder / "meta.json").write_text("{}")
+        shutil.copyfile(export, folder / "nsys.sqlite.xz")
+    db = tmp_path / "s.duckdb"
+    assert main(["--db", str(db), "ingest", str(tmp_path / "a" / "run"), str(tmp_path / "b" / "run")]) == 0
+    assert _names(db) == ["a/run", "b/run"]
+
+
+def test_a_diff_of_two_files_of_one_name(tmp_path, capsys):
+    db = tmp_path / "d.duckdb"
+    assert main(["--db", str(db), "diff", str(A), str(B), "-f", "csv"]) == 0
+    capsys.readouterr()
+    assert _names(db) == ["nsys_diff_base_a/export", "nsys_diff_base_b/export"]
+    # a file of a name the store has
+    assert main(["--db", str(db), "ingest", str(NCU)]) == 0
+    assert main(["--db", str(db), "diff", "nsys_diff_base_a/export", str(C), "-f", "csv"]) == 0
+    assert _names(db) == ["nsys_diff_base_a/export", "nsys_diff_base_b/export", "report", "export"]
+
+
+@pytest.mark.parametrize("workers", [None, 2], ids=["serial", "workers"])
+def test_into_a_dataset(tmp_path, capsys, workers):
+    root = tmp_path / "ds"
+    root.mkdir()
+    extra = ["--workers", str(workers)] if workers else []
+    assert main(["--db", str(root), "ingest", str(A), str(B), *extra]) == 0
+    assert _names(root) == ["nsys_diff_base_a/export", "nsys_diff_base_b/export"]
+    assert main(["--db", str(root), "ingest", str(C), *extra]) == 0  # no run is named export yet
+    assert main(["--db", str(root), "ingest", str(C.with_name("nothing")), str(A), *extra]) == 2
+    capsys.readouterr()
+    assert _names(root) == ["nsys_diff_base_a/export", "nsys_diff_base_b/export", "export"]
+
+
+def test_a_capture_summary_reads_its_own_run_whatever_its_name(tmp_path):
+    """`tracekit capture` prints a summary of the run it ingested, found by its folder: a
+    capture named as a run the store holds (its folder's name) is that folder's run,
+    named by the folder it is in, not the older run of that name."""
+    from tracekit.capture import run as capture_run
+
+    for side, export in (("a", DATA / "hstu_capture_nsys" / "nsys.sqlite.xz"), ("b", A)):
+        folder = tmp_path / side / "capture-x"
+        folder.mkdir(parents=True)
+        shutil.copyfile(DATA / "hstu_capture_nsys" / "meta.json", folder / "meta.json")
+        shutil.copyfile(export, folder / "nsys.sqlite.xz")
+    db = tmp_path / "s.duckdb"
+    name = json.loads((DATA / "hstu_capture_nsys" / "meta.json").read_text())["name"]
+    for side in ("a", "b"):
+        assert main(["--db", str(db), "ingest", str(tmp_path / side / "capture-x")]) == 0
+    assert _names(db) == [name, f"b/{name}"]
+    with tracekit.open(db, read_only=True) as tk:
+        top = tk.query("top-kernels", run=2, limit=1)["name"][0]
+        assert top != tk.query("top-kernels", run=1, limit=1)["name"][0]
+    text = capture_run.summary(tmp_path / "b" / "capture-x", db)
+    assert top[:90] in text.split("top kernels")[1].splitlines()[1]

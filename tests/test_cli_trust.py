@@ -10,6 +10,7 @@ import pytest
 from conftest import DATA, store_state, through_fifo
 from test_cli_errors import one_error_line
 
+import tracekit
 from tracekit.cli import main as cli_main
 
 
@@ -212,6 +213,17 @@ def test_dates_python_can_hold_keep_their_type(small_store, capfd, tmp_path):
     assert _cli(small_store, "sql", sql) == 0
     out, err = capfd.readouterr()
     assert out.splitlines()[2].split() == ["2024-05-01", "10:00:00", "9999-12-31", "23:59:59"] and err == ""
+
+
+def test_a_join_of_tables_with_dates_numbers_its_columns_of_one_name(small_store):
+    """A join's columns of one name come numbered (name, name_1), as DuckDB's own Polars
+    export numbers them, whether or not the result holds dates (runs.ingested_at does)."""
+    with tracekit.open(small_store, read_only=True) as tk:
+        df = tk.sql("SELECT * FROM runs a JOIN runs b USING (run_id) ORDER BY run_id")
+        assert {"name", "name_1", "ingested_at", "ingested_at_1"} <= set(df.columns)
+        assert df["name"].to_list() == df["name_1"].to_list() and df["ingested_at"].dtype == df["ingested_at_1"].dtype
+        plain = tk.sql("SELECT 1 AS a, 2 AS a, 3 AS a, 4 AS a_1")
+        assert plain.columns == ["a", "a_1", "a_2", "a_1_1"] and plain.row(0) == (1, 2, 3, 4)
 
 
 def test_a_file_compared_in_a_dataset_says_how_to_compare_it(small_store, capsys, tmp_path):

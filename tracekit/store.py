@@ -1070,6 +1070,9 @@ class Tracekit:
         which Polars shows wrong or panics on, is read as DuckDB's text of its values."""
         import polars as pl
 
+        names = _unique_names(rel.columns)
+        if names != rel.columns:  # a join's columns of one name: numbered first (a, a_1), as DuckDB's .pl() does
+            rel = self.con.from_arrow(rel.to_arrow_table().rename_columns(names))
         if any(_AS_TEXT.search(str(t)) for t in rel.types):
             rel = rel.project(", ".join(
                 f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if _AS_TEXT.search(str(t)) else _ident(c)
@@ -1085,6 +1088,18 @@ class Tracekit:
             table = rows.project(", ".join(f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if c in text else _ident(c)
                                            for c in rel.columns)).to_arrow_table()
         return pl.from_arrow(table)
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    """``names`` with each one taken before numbered (``a, a, a`` -> ``a, a_1, a_2``)."""
+    out: list[str] = []
+    for name in names:
+        unique, k = name, 0
+        while unique in out:
+            k += 1
+            unique = f"{name}_{k}"
+        out.append(unique)
+    return out
 
 
 #: DuckDB types of a result column that Polars cannot import (intervals, unions: an error or

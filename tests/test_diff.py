@@ -568,8 +568,11 @@ def test_two_captures_without_cuda_compare_their_nvtx_ranges(tmp_path, capsys):
         assert set(mixed["metric"]) == {"range_total_ns", "range_med_ns", "instances"}
         path = tk.path
     assert cli_main(["--db", str(path), "diff", "base", "cpu_only_more", "--gate", "-f", "csv"]) == 1
-    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    out, err = capsys.readouterr()
+    rows = list(csv.DictReader(out.splitlines()))
     assert {r["scope"] for r in rows} == {"nvtx"} and len(rows) == df.height
+    regressed = sum(r["verdict"] == "regressed" for r in rows)  # counts beyond 5 %, wall time beyond 25 %
+    assert err == f"tracekit: gate: {regressed} regressed row(s) beyond 5% or 25%\n"
 
 
 def test_identical_captures_without_cuda_are_unchanged(tmp_path):

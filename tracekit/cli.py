@@ -539,7 +539,9 @@ def diff_cmd(
     new: Annotated[str, typer.Argument(help="new: run id, run name, sweep id, or a file to ingest")],
     by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, ncu or sweep "
                                           "(repeatable; default: every scope both have)")] = [],  # noqa: B006
-    threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, %")] = 5.0,
+    threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (sweep latency, "
+                                             "and host time between runs without CUDA: 25 at least, the noise "
+                                             "of identical runs)")] = 5.0,
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
     fmt: FormatOpt = "table",
@@ -587,7 +589,10 @@ def diff_cmd(
     else:
         _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=tk.path)
     if gate and regressed:
-        typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {threshold:g}%", err=True)
+        limits = sorted({_diff.limit(r["scope"], r["metric"], threshold, True)[0]  # (a regressed row was judged)
+                         for r in df.filter(df["verdict"] == "regressed").iter_rows(named=True)})
+        typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {' or '.join(f'{x:g}%' for x in limits)}",
+                   err=True)
         raise typer.Exit(1)
 
 

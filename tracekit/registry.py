@@ -293,23 +293,19 @@ class Registry:
     @staticmethod
     def _check_traced(tk, q: Query, run_id: int) -> None:
         """A question about events the run's capture did not trace is an error naming the
-        nsys option, not an empty answer that reads as "none happened" (``untraced``); of a
-        query over the run's job, about events a rank of the job did not trace, naming
+        nsys option, not an empty answer that reads as "none happened" (``check_traced``);
+        of a query over the run's job, about events a rank of the job did not trace, naming
         those ranks (``untraced_ranks``)."""
         if not q.traced:
             return
-        name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
         if not q.spans_job:
-            missing = untraced(tk, run_id, q.traced)
-            if missing:
-                what, option = missing[0]
-                raise QueryError(f"{q.name}: run {run_id} ({name}) was captured without {what} tracing; "
-                                 f"capture with {option} (tracekit capture does)")
+            check_traced(tk, q.name, run_id, q.traced)
             return
         missing = untraced_ranks(tk, run_id, q.traced)
         if not missing:
             return
         (what, option), ranks = next(iter(missing.items()))
+        name = _run_name(tk, run_id)
         job = len(job_runs(tk, run_id))
         s = "s" if len(ranks) > 1 else ""
         said = f"rank{s} {_listed([str(k) for _, k in ranks])}", f"run{s} {_listed([str(r) for r, _ in ranks])}"
@@ -401,6 +397,22 @@ def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED
     traced."""
     rows = tk.con.execute(f"SELECT {_TRACED_SQL} FROM runs WHERE run_id = ?", [run_id]).fetchall()
     return _untraced(rows[0][0] if rows else None, tables)
+
+
+def check_traced(tk, label: str, run_id: int, tables: list[str] | tuple[str, ...],
+                 advice: str = " (tracekit capture does)") -> None:
+    """``QueryError`` (``label: run N (name) was captured without X tracing; capture with
+    OPTION`` and ``advice``) where the run's capture did not trace events of ``tables``
+    (``untraced``): a question about them would read as "none happened"."""
+    missing = untraced(tk, run_id, tables)
+    if missing:
+        what, option = missing[0]
+        raise QueryError(f"{label}: run {run_id} ({_run_name(tk, run_id)}) was captured without {what} tracing; "
+                         f"capture with {option}{advice}")
+
+
+def _run_name(tk, run_id: int) -> str:
+    return tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
 
 
 def job_runs(tk, run_id: int) -> list[tuple[int, int, list[str] | None]]:

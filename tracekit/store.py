@@ -1073,10 +1073,7 @@ class Tracekit:
         names = _unique_names(rel.columns)
         if names != rel.columns:  # a join's columns of one name: numbered first (a, a_1), as DuckDB's .pl() does
             rel = self.con.from_arrow(rel.to_arrow_table().rename_columns(names))
-        if any(_AS_TEXT.search(str(t)) for t in rel.types):
-            rel = rel.project(", ".join(
-                f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if _AS_TEXT.search(str(t)) else _ident(c)
-                for c, t in zip(rel.columns, rel.types, strict=True)))
+        rel = _as_text(rel, {c for c, t in zip(rel.columns, rel.types, strict=True) if _AS_TEXT.search(str(t))})
         dated = {c: str(t) for c, t in zip(rel.columns, rel.types, strict=True) if _DATED.search(str(t))}
         if not dated:
             return rel.pl()
@@ -1084,10 +1081,15 @@ class Tracekit:
         rows = self.con.from_arrow(table)
         found = rows.aggregate(", ".join(f"bool_or({_out_of_range(_ident(c), t)})" for c, t in dated.items()))
         text = {c for c, hit in zip(dated, found.fetchall()[0], strict=True) if hit}
-        if text:
-            table = rows.project(", ".join(f'CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}' if c in text else _ident(c)
-                                           for c in rel.columns)).to_arrow_table()
-        return pl.from_arrow(table)
+        return pl.from_arrow(_as_text(rows, text).to_arrow_table() if text else table)
+
+
+def _as_text(rel: duckdb.DuckDBPyRelation, columns: set[str]) -> duckdb.DuckDBPyRelation:
+    """``rel`` with ``columns`` read as DuckDB's text of their values (``rel`` where none)."""
+    if not columns:
+        return rel
+    return rel.project(", ".join(f"CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}" if c in columns else _ident(c)
+                                 for c in rel.columns))
 
 
 def _unique_names(names: list[str]) -> list[str]:

@@ -453,12 +453,9 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
     run_id = _nsys_run(tk, run)
     window = resolve_window(tk, run_id, start_ns, end_ns, nvtx, instance)
     if osrt:
-        from .registry import untraced
+        from .registry import check_traced
 
-        if untraced(tk, run_id, ["osrt_calls"]):
-            name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
-            raise QueryError(f"export trace --osrt: run {run_id} ({name}) was captured without OS runtime tracing; "
-                             "capture with nsys -t osrt, or leave out --osrt")
+        check_traced(tk, "export trace --osrt", run_id, ["osrt_calls"], advice=", or leave out --osrt")
     counts, est = estimate(tk, run_id, window, osrt)
     if est > max_bytes and not force:
         raise QueryError(

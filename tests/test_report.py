@@ -110,6 +110,18 @@ def _parse(path: Path) -> _Tables:
     return p
 
 
+def _osrt_table(page, fixture: Path) -> tuple[list[tuple], list[tuple]]:
+    """The report's OS runtime table as (name, calls, total ns) rows, and the fixture's
+    nsys stats osrt_sum.csv as the same."""
+    with open(fixture / "stats" / "osrt_sum.csv") as f:
+        osrt = [(r["Name"], int(r["Num Calls"]), int(r["Total Time (ns)"])) for r in csv.DictReader(f)]
+    (table,) = page.sections["osrt"]
+    got = [(t, int(c), int(n)) for (t, c, n) in zip([title for _, _, title in _column(table, "name")],
+                                                    [v for _, v, _ in _column(table, "calls")],
+                                                    [v for _, v, _ in _column(table, "total_ns")], strict=True)]
+    return got, osrt
+
+
 def _column(table: dict, name: str) -> list[tuple]:
     i = table["columns"].index(name)
     return [row[i] for row in table["rows"]]
@@ -133,12 +145,7 @@ def test_nsys_report_sections_and_numbers(reports):
     shown = [text for text, _, _ in _column(table, "name")]
     assert len(set(shown)) == len(shown) and max(map(len, shown)) <= 70
     # the OS runtime table is nsys stats' osrt_sum
-    with open(DATA / "hstu_capture_nsys" / "stats" / "osrt_sum.csv") as f:
-        osrt = [(r["Name"], int(r["Num Calls"]), int(r["Total Time (ns)"])) for r in csv.DictReader(f)]
-    (table,) = page.sections["osrt"]
-    got = [(t, int(c), int(n)) for (t, c, n) in zip([title for _, _, title in _column(table, "name")],
-                                                    [v for _, v, _ in _column(table, "calls")],
-                                                    [v for _, v, _ in _column(table, "total_ns")], strict=True)]
+    got, osrt = _osrt_table(page, DATA / "hstu_capture_nsys")
     assert got == osrt[:10] and osrt
     # the header: GPU, driver and clocks as the capture recorded them (meta.json)
     meta = json.loads((DATA / "hstu_capture_nsys" / "meta.json").read_text())
@@ -315,12 +322,7 @@ def test_report_of_a_capture_without_cuda(cpu_reports):
             "Top kernels, Kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization, Longest idle gaps, "
             "Launch overhead</dd>") in text
     assert '<p class="note">' not in text
-    with open(DATA / "nsys_cpu_only" / "stats" / "osrt_sum.csv") as f:
-        osrt = [(r["Name"], int(r["Num Calls"]), int(r["Total Time (ns)"])) for r in csv.DictReader(f)]
-    (table,) = page.sections["osrt"]
-    got = [(t, int(c), int(n)) for (t, c, n) in zip([title for _, _, title in _column(table, "name")],
-                                                    [v for _, v, _ in _column(table, "calls")],
-                                                    [v for _, v, _ in _column(table, "total_ns")], strict=True)]
+    got, osrt = _osrt_table(page, DATA / "nsys_cpu_only")
     assert got == osrt[:10] and "pthread_cond_wait" in [name for name, _, _ in got]
     page = _parse(cpu_reports["cpu_vs"])
     assert list(page.sections) == ["diff", "osrt", "nvtx-timeline"]

@@ -71,25 +71,25 @@ static long read_file(const char *path) {
   return total;
 }
 
-static nvtxEventAttributes_t registered(nvtxStringHandle_t name, uint32_t argb) {
+static nvtxEventAttributes_t coloured(uint32_t argb) {
   nvtxEventAttributes_t a;
   memset(&a, 0, sizeof a);
   a.version = NVTX_VERSION;
   a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
   a.colorType = NVTX_COLOR_ARGB;
   a.color = argb;
+  return a;
+}
+
+static nvtxEventAttributes_t registered(nvtxStringHandle_t name, uint32_t argb) {
+  nvtxEventAttributes_t a = coloured(argb);
   a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
   a.message.registered = name;
   return a;
 }
 
 static nvtxEventAttributes_t ascii(const char *name, uint32_t argb) {
-  nvtxEventAttributes_t a;
-  memset(&a, 0, sizeof a);
-  a.version = NVTX_VERSION;
-  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-  a.colorType = NVTX_COLOR_ARGB;
-  a.color = argb;
+  nvtxEventAttributes_t a = coloured(argb);
   a.messageType = NVTX_MESSAGE_TYPE_ASCII;
   a.message.ascii = name;
   return a;

@@ -330,6 +330,73 @@ def test_report_of_a_capture_without_cuda(cpu_reports):
     assert {r[0][0] for r in table["rows"]} == {"nvtx"}
 
 
+RANKS = DATA / "nsys_ranks"  # a real 4-rank job, rank 2 planted as a straggler in step/forward (PLANT.md)
+RANK_PLANT = json.loads((RANKS / "plant.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def rank_reports(tmp_path_factory):
+    """The reports of rank 1 of the real 4-rank job and of a run of another program ingested
+    beside it (no rank), and the job's rank-summary and stragglers as the queries give them."""
+    folder = tmp_path_factory.mktemp("ranks")
+    out = {}
+    with tracekit.open(folder / "j.duckdb") as tk:
+        tk.ingest(DATA / "nsys_hstu_mixed" / "export.sqlite.xz", name="alone")
+        for v in sorted(RANK_PLANT["ranks"].values(), key=lambda v: v["rank"]):
+            tk.ingest(RANKS / v["export"], name=f"r{v['rank']}")
+        out["summary"] = tk.query("rank-summary", run="r1")
+        out["stragglers"] = tk.query("stragglers", run="r1", limit=20)
+        out["cells"] = tk.query("rank-ranges", run="r1").height
+        out["rank"] = report.write_report(tk, folder / "rank.html", run="r1")
+        out["alone"] = report.write_report(tk, folder / "alone.html", run="alone")
+    return out
+
+
+def test_report_of_a_rank_shows_its_job_first(rank_reports):
+    """A rank's report opens with its job: every rank side by side, the stragglers (the
+    planted one: rank 2 slowest in step/forward) and the rank x NVTX path heatmap; then the
+    rank's own sections. A run of no job gets none of them."""
+    page = _parse(rank_reports["rank"])
+    assert list(page.sections) == ["rank-summary", "stragglers", "rank-heatmap", "top-kernels", "kernels-by-nvtx",
+                                   "nvtx-gpu", "gpu-utilization", "idle-gaps", "launch-overhead", "osrt",
+                                   "nvtx-timeline"]
+    assert page.charts[:3] == ["chart-rank-summary", "chart-stragglers", "chart-rank-heatmap"]
+    assert "<dt>job</dt><dd>rank 1 of 4 ranks ingested, 0 to 3</dd>" in rank_reports["rank"].read_text()
+    (summary,) = page.sections["rank-summary"]
+    want = rank_reports["summary"]
+    assert [int(t) for t, _, _ in _column(summary, "rank")] == want["rank"].to_list() == [0, 1, 2, 3]
+    assert [int(v) for _, v, _ in _column(summary, "kernel_ns")] == want["kernel_ns"].to_list()
+    assert [int(v) for _, v, _ in _column(summary, "gpu_busy_ns")] == want["gpu_busy_ns"].to_list()
+    (strag,) = page.sections["stragglers"]
+    want = rank_reports["stragglers"]
+    rows = list(zip([t for t, _, _ in _column(strag, "path")], [int(t) for t, _, _ in _column(strag, "instance")],
+                    [int(t) for t, _, _ in _column(strag, "slowest_rank")], strict=True))
+    assert rows == list(want.select("path", "instance", "slowest_rank").iter_rows()) and len(rows) == 20
+    planted = RANK_PLANT["straggler"]
+    slowest = [r for p, _, r in rows if p == planted["nvtx_path"]]
+    assert slowest and statistics.mode(slowest) == planted["rank"]
+    assert not page.sections["rank-heatmap"]  # a chart alone: the numbers are rank-ranges'
+    alone = _parse(rank_reports["alone"])
+    assert not {"rank-summary", "stragglers", "rank-heatmap"} & set(alone.sections)
+    assert "<dt>job</dt>" not in rank_reports["alone"].read_text()
+
+
+def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
+    """Ranks 0 and 1 of the real job and a rank 2 captured with nsys -t cuda (no NVTX): the
+    job's GPU time compares, its NVTX ranges do not; the header names rank 2 and what is
+    left out (not stragglers of two ranks that read as the whole job)."""
+    with tracekit.open(tmp_path / "m.duckdb") as tk:
+        for rank, f in enumerate([RANKS / "rank0" / "export.sqlite.xz", RANKS / "rank1" / "export.sqlite.xz",
+                                  DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz"]):
+            tk.ingest(f, name=f"mixed-r{rank}", params={"rank": str(rank), "job": "mixed"})
+        path = report.write_report(tk, tmp_path / "m.html", run="mixed-r0")
+    page = _parse(path)
+    assert list(page.sections)[:2] == ["rank-summary", "top-kernels"]
+    assert [int(t) for t, _, _ in _column(page.sections["rank-summary"][0], "rank")] == [0, 1, 2]
+    assert ("<dt>ranks without NVTX trace</dt><dd>rank 2 (run 3) captured without NVTX tracing (capture every "
+            "rank with nsys -t nvtx); left out: Stragglers, Time per rank and NVTX path</dd>") in path.read_text()
+
+
 # -- in a real browser ------------------------------------------------------------------
 
 needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install "
@@ -413,6 +480,20 @@ def test_report_without_cuda_in_chromium(name, cpu_reports):
     run = "cpu_only" if name == "cpu" else "cpu_only_more"
     assert state["marks"]["chart-nvtx-timeline"] == cpu_reports["ranges"][run]
     assert all(n > 0 for n in state["marks"].values())
+
+
+@needs_chromium
+def test_report_of_a_rank_in_chromium(rank_reports):
+    """The job's charts draw in a browser: a bar per rank and measure, a cell per rank and
+    NVTX path (each with its label); no console error, no request."""
+    page = load(rank_reports["rank"], DONE, "window.tracekitReport")
+    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    state = page.value
+    charts = _parse(rank_reports["rank"]).charts
+    assert state["charts"] == len(charts) == state["rendered"] and state["failed"] == 0 and state["errors"] == []
+    assert all(n > 0 for n in state["marks"].values()), state["marks"]
+    assert state["marks"]["chart-rank-summary"] == 2 * 3 * 4  # bar and label: 3 measures x 4 ranks
+    assert state["marks"]["chart-rank-heatmap"] == 2 * rank_reports["cells"] == 2 * 4 * len(RANK_PLANT["nvtx_paths"])
 
 
 @needs_chromium

@@ -12,6 +12,10 @@ Which sections a run gets follows its kind:
   ncu's rule results (what it suggests), warp stalls;
 - a point of a sweep (its capture parameters name the sweep): the bs x nc latency grid
   as a heatmap and as lines, the latency table, top kernels per point;
+- an nsys run that is one rank of a job of several (tracekit/ranks.py): first the job's
+  ranks side by side (rank-summary), its stragglers and the rank x NVTX path heatmap,
+  then the rank's own sections; where a rank did not trace what one of them reads, the
+  header names that rank and the sections left out;
 - with ``vs=BASE`` (``--vs``), first a "Compared with BASE" section: ``tk.diff(BASE,
   run)`` as a sortable table with coloured verdicts (every row that changed, then the
   largest unchanged ones, up to ``DIFF_ROWS``) and the diff chart of tracekit/charts.py.
@@ -135,6 +139,22 @@ SWEEP = (
     Section("sweep-kernels", "Top kernels per sweep point", "sweep-kernels", {"limit": 5}, None,
             ("preset", "bs", "nc", "rank", "name", "instances", "per_request_us", "time_pct"),
             "The five kernels with the most time at each point captured under nsys.", per_run=False),
+)
+
+RANKS = (
+    Section("rank-summary", "Ranks of the job", "rank-summary", {"limit": 0}, "rank-summary",
+            ("rank", "host", "gpus", "kernel_ns", "gpu_busy_ns", "gpu_busy_pct", "nvtx_ns", "kernel_vs_median_pct",
+             "busy_vs_median_pct", "top_kernel_pct", "top_kernel"),
+            "This run is one rank of a multi-rank job: every rank's GPU busy time, kernel time and time in its "
+            "outermost NVTX ranges, against the median rank."),
+    Section("stragglers", "Stragglers", "stragglers", {"limit": 20}, "stragglers",
+            ("path", "instance", "ranks", "min_ns", "med_ns", "max_ns", "skew_pct", "slowest_rank", "fastest_rank"),
+            "Each NVTX range instance across the ranks (the n-th range of a path on every rank: the same step "
+            "where the ranks run in lock-step), the largest spread between the slowest and the fastest rank "
+            "first."),
+    Section("rank-heatmap", "Time per rank and NVTX path", "rank-ranges", {"limit": 0}, "rank-heatmap", None,
+            "Each rank's summed time in each NVTX path against the median rank's (the numbers: `tracekit query "
+            "rank-ranges`)."),
 )
 
 
@@ -413,6 +433,34 @@ def _untraced_sections(tk, run_id: int, sections: list[Section]) -> dict[tuple[s
     return out
 
 
+def _job_sections(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
+    """The sections about the job run ``run_id`` is a rank of (``RANKS``; none for a run
+    without a rank, or the only rank of its job) and the header lines: the job's ranks,
+    and the ranks whose capture did not trace what a left-out section reads."""
+    from .registry import get_registry, job_runs, untraced_ranks
+
+    ranks = job_runs(tk, run_id)
+    if len(ranks) < 2:
+        return [], []
+    rank = next(k for rid, k, _ in ranks if rid == run_id)
+    lines = [("job", f"rank {rank} of {len(ranks)} ranks ingested, {ranks[0][1]} to {ranks[-1][1]}")]
+    kept: list[Section] = []
+    left_out: dict[tuple[str, str], tuple[list[tuple[int, int]], list[Section]]] = {}
+    for sec in RANKS:
+        missing = untraced_ranks(tk, run_id, get_registry().get(sec.query).traced)
+        if missing:
+            kind, who = next(iter(missing.items()))
+            left_out.setdefault(kind, (who, []))[1].append(sec)
+        else:
+            kept.append(sec)
+    for (what, option), (who, secs) in left_out.items():
+        named = ", ".join(f"{k} (run {rid})" for rid, k in who[:8]) + (", ..." if len(who) > 8 else "")
+        lines.append((f"ranks without {what} trace",
+                      f"{'rank' if len(who) == 1 else 'ranks'} {named} captured without {what} tracing (capture "
+                      f"every rank with {option}); left out: {', '.join(s.title for s in secs)}"))
+    return kept, lines
+
+
 def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple[str, str], tuple]:
     """The header line and the section of ``tk.diff(vs, run, threshold_pct=threshold)``."""
     from . import charts
@@ -461,6 +509,8 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     # sections about events the capture did not trace: left out, named in the header
     left_out = _untraced_sections(tk, run_id, sections)
     sections = [s for s in sections if not any(s in secs for secs in left_out.values())]
+    job_sections, job_lines = _job_sections(tk, run_id) if "nsys" in kinds else ([], [])
+    sections = job_sections + sections  # the job first, then this rank
     if "ncu" in kinds:
         sections += NCU
     if in_sweep:
@@ -478,6 +528,7 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     for (what, option), secs in left_out.items():
         rep.header.append((f"no {what} trace", f"captured without {what} tracing (capture with {option}); "
                                                f"left out: {', '.join(s.title for s in secs)}"))
+    rep.header += job_lines
     if vs is not None:
         line, section = _comparison(tk, run_id, vs, threshold_pct)
         rep.header.insert(1, line)

@@ -384,7 +384,8 @@ def test_report_of_a_rank_shows_its_job_first(rank_reports):
 def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
     """Ranks 0 and 1 of the real job and a rank 2 captured with nsys -t cuda (no NVTX): the
     job's GPU time compares, its NVTX ranges do not; the header names rank 2 and what is
-    left out (not stragglers of two ranks that read as the whole job)."""
+    left out (not stragglers of two ranks that read as the whole job), and that the
+    launcher's world size has a rank more than were ingested."""
     with tracekit.open(tmp_path / "m.duckdb") as tk:
         for rank, f in enumerate([RANKS / "rank0" / "export.sqlite.xz", RANKS / "rank1" / "export.sqlite.xz",
                                   DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz"]):
@@ -395,6 +396,8 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
     assert [int(t) for t, _, _ in _column(page.sections["rank-summary"][0], "rank")] == [0, 1, 2]
     assert ("<dt>ranks without NVTX trace</dt><dd>rank 2 (run 3) captured without NVTX tracing (capture every "
             "rank with nsys -t nvtx); left out: Stragglers, Time per rank and NVTX path</dd>") in path.read_text()
+    # the real ranks' launcher recorded WORLD_SIZE=4: the header says a rank is missing
+    assert "<dt>job</dt><dd>rank 0 of 3 ranks ingested, 0 to 2 (world size 4: 1 not ingested)</dd>" in path.read_text()
 
 
 # -- in a real browser ------------------------------------------------------------------

@@ -317,9 +317,60 @@ def test_any_rank_names_the_job_and_a_run_without_rank_is_an_error(job, capsys):
                    "(a file or folder named rank3 or _r3_, or --param rank=3)\n")
     empty = db.parent / "no-ranks.duckdb"
     tracekit.open(empty).ingest(OTHER)
-    assert main(["--db", str(empty), "query", "rank-summary"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no multi-rank run" in err
+    for q in ("rank-summary", "jobs"):
+        assert main(["--db", str(empty), "query", q]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"tracekit: error: {q}: no multi-rank run in {empty}; ingest each rank's export with its "
+                       "rank (a file or folder named rank3 or _r3_, its launcher's RANK as nsys recorded it, or "
+                       "--param rank=3)\n")
+
+
+# -- the jobs of a store ---------------------------------------------------------------
+
+
+def test_jobs_lists_each_job_and_the_ranks_it_lacks(tmp_path):
+    """Both real jobs and a run of no job: a row per job with its 4 ranks of the launcher's
+    WORLD_SIZE=4 and none missing, and the run to name it by. Ranks 0 and 3 alone: 1-2
+    missing; with --param world_size=8, 1-2, 4-7. A rank ingested again (other content)
+    counts once among the ranks, twice among the runs."""
+    db = tmp_path / "jobs.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(OTHER)
+        for j in JOBS.values():
+            for r in sorted(j.exports):
+                tk.ingest(j.exports[r])
+        jobs = tk.query("jobs")
+        assert jobs.height == 2 and jobs["ranks"].to_list() == [4, 4]
+        assert jobs["world_size"].to_list() == [4, 4] and jobs["missing"].to_list() == [0, 0]
+        assert jobs["missing_ranks"].to_list() == [None, None] and jobs["runs"].to_list() == [4, 4]
+        assert jobs["hosts"].to_list() == [1, 1]
+        for row, j in zip(jobs.iter_rows(named=True), JOBS.values(), strict=True):
+            assert "*" in row["job"] and row["job"].endswith("export.sqlite.xz") and j.name in row["job"]
+            assert tk.query("rank-summary", run=row["run"])["rank"].to_list() == [0, 1, 2, 3]
+            assert tk.query("run-info", run=row["run"])["source_path"][0] == str(j.exports[0])
+    for extra, missing, listed in (([], 2, "1-2"), (["-p", "world_size=8"], 6, "1-2, 4-7")):
+        db = tmp_path / f"part{missing}.duckdb"
+        assert main(["--db", str(db), "ingest", str(EXPORTS[0]), str(EXPORTS[3]), *extra]) == 0
+        with tracekit.open(db, read_only=True) as tk:
+            row = tk.query("jobs").row(0, named=True)
+        assert (row["ranks"], row["first_rank"], row["last_rank"]) == (2, 0, 3)
+        assert (row["missing"], row["missing_ranks"]) == (missing, listed)
+    again = tmp_path / "rank3" / "export.sqlite"
+    again.parent.mkdir()
+    with lzma.open(EXPORTS[3]) as src, open(again, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(again)
+    con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('tracekit-test', 'another capture')")
+    con.commit()
+    con.close()
+    part = tmp_path / "part2.duckdb"
+    with tracekit.open(part, read_only=True) as tk:
+        job = tk.query("jobs")["job"][0]
+    assert main(["--db", str(part), "ingest", str(again), "-p", f"job={job}"]) == 0
+    with tracekit.open(part, read_only=True) as tk:
+        row = tk.query("jobs").row(0, named=True)
+        assert tk.query("rank-summary", run=row["run"])["run"].to_list() == ["rank0/export", "export"]
+    assert (row["job"], row["ranks"], row["runs"], row["missing_ranks"]) == (job, 2, 3, "1-2")
 
 
 # -- ranks that did not trace what a query reads ---------------------------------------

@@ -397,7 +397,7 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
     assert ("<dt>ranks without NVTX trace</dt><dd>rank 2 (run 3) captured without NVTX tracing (capture every "
             "rank with nsys -t nvtx); left out: Stragglers, Time per rank and NVTX path</dd>") in path.read_text()
     # the real ranks' launcher recorded WORLD_SIZE=4: the header says a rank is missing
-    assert "<dt>job</dt><dd>rank 0 of 3 ranks ingested, 0 to 2 (world size 4: 1 not ingested)</dd>" in path.read_text()
+    assert "<dt>job</dt><dd>rank 0 of 3 ranks ingested, 0 to 2 (world size 4: rank 3 not ingested)</dd>" in path.read_text()
 
 
 # -- in a real browser ------------------------------------------------------------------

@@ -283,6 +283,8 @@ class Registry:
     def _check_kinds(tk, q: Query) -> None:
         """A query over all runs asked of a store without a run of a kind it reads is an
         error naming the kind, not an empty answer."""
+        if q.source == "ranks" and not tk.con.execute("SELECT 1 FROM rank_runs LIMIT 1").fetchall():
+            raise QueryError(f"{q.name}: {_NO_RANKS.format(path=tk.path)}")
         for kind in sorted(q.kinds):
             found = tk.con.execute("SELECT 1 FROM runs WHERE list_contains(string_split(kind, ','), ?) LIMIT 1",
                                    [kind]).fetchall()
@@ -469,6 +471,9 @@ _KIND_HINTS = {"nsys": "ingest an nsys export: tracekit ingest FILE.sqlite",
                "timing": "ingest the run folders `tracekit sweep` writes: tracekit ingest runs/*"}
 #: table or view -> kind of run (``_table_kinds``)
 _TABLE_KINDS = _table_kinds()
+#: a store without a run that is a rank of a job, asked a question about jobs
+_NO_RANKS = ("no multi-rank run in {path}; ingest each rank's export with its rank (a file or folder named "
+             "rank3 or _r3_, its launcher's RANK as nsys recorded it, or --param rank=3)")
 
 
 def _a_kind(kind: str) -> str:
@@ -499,7 +504,9 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
         else:
             row = con.execute("SELECT max(run_id) FROM runs").fetchall()[0]
         if row[0] is None:
-            what = {"nsys": "nsys ", "ncu": "ncu ", "ranks": "multi-rank "}.get(source, "")
+            if source == "ranks":
+                raise QueryError(f"{qname}: {_NO_RANKS.format(path=tk.path)}")
+            what = {"nsys": "nsys ", "ncu": "ncu "}.get(source, "")
             raise QueryError(f"{qname}: no {what}run in {tk.path}; ingest one first (tracekit ingest FILE)")
         return int(row[0])
     text = str(value).strip()

@@ -435,20 +435,26 @@ def _untraced_sections(tk, run_id: int, sections: list[Section]) -> dict[tuple[s
 
 def _job_sections(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
     """The sections about the job run ``run_id`` is a rank of (``RANKS``; none for a run
-    without a rank, or the only rank of its job) and the header lines: the job's ranks
-    (and how many the launcher's world size says were not ingested: profiling a subset of
-    the ranks is common, so it is said, not refused), and the ranks whose capture did not
-    trace what a left-out section reads."""
+    without a rank, or the only rank of its job) and the header lines: the job's ranks,
+    with those below the launcher's world size not ingested (the jobs query: profiling a
+    subset of the ranks is common, so it is said, not refused), and the ranks whose
+    capture did not trace what a left-out section reads."""
     from .registry import get_registry, job_runs, untraced_ranks
 
     ranks = job_runs(tk, run_id)
     if len(ranks) < 2:
         return [], []
     rank = next(k for rid, k, _ in ranks if rid == run_id)
-    world = tk.con.execute("SELECT max(TRY_CAST(json_extract_string(params, '$.world_size') AS BIGINT)) FROM runs "
-                           f"WHERE run_id IN ({', '.join(str(rid) for rid, _, _ in ranks)})").fetchall()[0][0]
-    missing = f" (world size {world}: {world - len(ranks)} not ingested)" if world and world > len(ranks) else ""
-    lines = [("job", f"rank {rank} of {len(ranks)} ranks ingested, {ranks[0][1]} to {ranks[-1][1]}{missing}")]
+    job = tk.con.execute("SELECT json_extract_string(params, '$.job') FROM runs WHERE run_id = ?",
+                         [run_id]).fetchall()[0][0]
+    row = tk.query("jobs").filter(pl.col("job") == job).row(0, named=True)
+    missing = ""
+    if row["missing"]:
+        which = f"{'rank' if row['missing'] == 1 else 'ranks'} {row['missing_ranks']}" if row["missing_ranks"] \
+            else f"{row['missing']:,} ranks"
+        missing = f" (world size {row['world_size']:,}: {which} not ingested)"
+    lines = [("job", f"rank {rank} of {row['ranks']:,} ranks ingested, {row['first_rank']} to {row['last_rank']}"
+                     f"{missing}")]
     kept: list[Section] = []
     left_out: dict[tuple[str, str], tuple[list[tuple[int, int]], list[Section]]] = {}
     for sec in RANKS:

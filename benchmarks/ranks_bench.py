@@ -1,0 +1,121 @@
+"""A job of many ranks: ingest, the job's queries, charts and report, on exports built from a real capture.
+
+Builds N rank exports from the real 4-rank job tests/data/nsys_ranks (rank 2 planted as a
+straggler): rank i is a copy of that job's rank i % 4 whose launcher environment (as nsys
+recorded it) says RANK=i and WORLD_SIZE=N, made distinct by one row of META_DATA_EXPORT
+(else the content hash would take the copies for one run). Then, each command in a fresh
+process (`python -m tracekit.cli`), wall and CPU time (user + system):
+
+* `tracekit ingest rank*/export.sqlite --workers W` into a new store (and serially with
+  --serial: the per-file cost of small exports);
+* the job's named queries (jobs, rank-summary, stragglers, rank-ranges), the three rank
+  charts and the report of one rank, which opens with the job's views;
+* in one process, each query's best of 5 (the query alone, no start-up).
+
+Usage: python benchmarks/ranks_bench.py [--ranks 128] [--workers 2] [--serial] [--workdir DIR]
+Results go to stdout; record them in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from distributed_bench import run_cli  # noqa: E402
+
+JOB = Path(__file__).resolve().parent.parent / "tests" / "data" / "nsys_ranks"
+QUERIES = ("jobs", "rank-summary", "stragglers", "rank-ranges")
+CHARTS = ("rank-summary", "stragglers", "rank-heatmap")
+
+
+def make_job(work: Path, ranks: int) -> list[Path]:
+    """``ranks`` exports work/job/rank{i}/export.sqlite (see the module's docstring)."""
+    plant = json.loads((JOB / "plant.json").read_text())
+    bases = []
+    for v in sorted(plant["ranks"].values(), key=lambda v: v["rank"]):
+        base = work / f"base{v['rank']}.sqlite"
+        with lzma.open(JOB / v["export"]) as src, open(base, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        bases.append(base)
+    out = []
+    for i in range(ranks):
+        f = work / "job" / f"rank{i}" / "export.sqlite"
+        f.parent.mkdir(parents=True)
+        shutil.copyfile(bases[i % len(bases)], f)
+        con = sqlite3.connect(f)
+        said = con.execute("UPDATE META_DATA_CAPTURE SET value = ? WHERE value LIKE 'RANK=%'", [f'RANK="{i}"']).rowcount
+        con.execute("UPDATE META_DATA_CAPTURE SET value = ? WHERE value LIKE 'WORLD_SIZE=%'",
+                    [f'WORLD_SIZE="{ranks}"'])
+        con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('BENCH_RANK', ?)", [str(i)])
+        con.commit()
+        con.close()
+        if said != 1:
+            raise SystemExit(f"{f}: expected one RANK= in META_DATA_CAPTURE, found {said}")
+        out.append(f)
+    for b in bases:
+        b.unlink()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ranks", type=int, default=128)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--serial", action="store_true", help="also ingest them one after another")
+    ap.add_argument("--workdir", type=Path, default=None)
+    args = ap.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="tracekit-ranks-bench-"))
+    shutil.rmtree(work / "job", ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    files = make_job(work, args.ranks)
+    size = sum(f.stat().st_size for f in files)
+    print(f"built {len(files)} rank exports, {size / 2**20:,.0f} MiB, in {time.perf_counter() - t:.1f} s")
+    out: dict = {"ranks": len(files), "workers": args.workers, "mib": size / 2**20}
+
+    def timed(label: str, cli: list[str]) -> None:
+        dt, cpu = run_cli(cli)
+        out[label] = {"s": dt, "cpu_s": cpu}
+        print(f"{label:32s} {dt:7.2f} s  CPU {cpu:7.2f} s  (load {os.getloadavg()[0]:.1f})")
+
+    modes = [("workers", ["--workers", str(args.workers)])] + ([("serial", [])] if args.serial else [])
+    for mode, extra in modes:
+        db = work / f"{mode}.duckdb"
+        db.unlink(missing_ok=True)
+        timed(f"ingest ({mode})", ["--db", str(db), "ingest", *map(str, files), *extra])
+    db = work / "workers.duckdb"
+    for q in QUERIES:
+        timed(f"query {q}", ["--db", str(db), "query", q, "-f", "csv", "-o", str(work / f"{q}.csv")])
+    for c in CHARTS:
+        timed(f"chart {c}", ["--db", str(db), "chart", c, "-o", str(work / f"{c}.html")])
+    timed("report (rank 0)", ["--db", str(db), "report", "--run", "rank0/export", "-o", str(work / "report.html")])
+
+    import tracekit
+
+    with tracekit.open(db, read_only=True) as tk:
+        for q in QUERIES:
+            best = float("inf")
+            for _ in range(5):
+                t = time.perf_counter()
+                tk.query(q, limit=0)
+                best = min(best, time.perf_counter() - t)
+            out[f"in-process {q} ms"] = best * 1e3
+            print(f"in one process: {q:14s} best of 5 {best * 1e3:7.1f} ms")
+        rows = tk.sql("SELECT sum(n) AS n FROM (SELECT count(*) AS n FROM _kernels UNION ALL "
+                      "SELECT count(*) FROM _api_calls UNION ALL SELECT count(*) FROM nvtx_ranges)")["n"][0]
+    out["rows"] = int(rows)
+    out["load"] = os.getloadavg()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -19,7 +19,9 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
+import polars as pl
 import pytest
+from browser import chromium, load
 
 import tracekit
 from tracekit import charts
@@ -373,6 +375,44 @@ def test_jobs_lists_each_job_and_the_ranks_it_lacks(tmp_path):
     assert (row["job"], row["ranks"], row["runs"], row["missing_ranks"]) == (job, 2, 3, "1-2")
 
 
+def test_jobs_where_the_world_size_is_unknown_changed_or_huge(tmp_path):
+    """Ranks 0 and 3 of a job whose launcher recorded no world size (captures of other
+    programs given their rank): 1-2 missing all the same (below the highest rank). The
+    world size is what each rank's latest run recorded: a rank ingested again with a
+    corrected one replaces the first. A world size of 10^12: counted, not listed."""
+    db = tmp_path / "j.duckdb"
+    for rank, f in ((0, CPU_ONLY[0]), (3, CPU_ONLY[1])):
+        assert main(["--db", str(db), "ingest", str(f), "-p", f"rank={rank}", "-p", "job=gap"]) == 0
+    with tracekit.open(db, read_only=True) as tk:
+        row = tk.query("jobs").row(0, named=True)
+    assert (row["world_size"], row["missing"], row["missing_ranks"], row["hosts"]) == (None, 2, "1-2", 1)
+    db = tmp_path / "w.duckdb"
+    assert main(["--db", str(db), "ingest", str(EXPORTS[0]), str(EXPORTS[1]), "-p", "world_size=16"]) == 0
+    again = tmp_path / "rank1" / "export.sqlite"  # rank 1 captured again (other content), world size 4
+    again.parent.mkdir()
+    with lzma.open(EXPORTS[1]) as src, open(again, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(again)
+    con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('tracekit-test', 'another capture')")
+    con.commit()
+    con.close()
+    with tracekit.open(db, read_only=True) as tk:
+        job = tk.query("jobs")["job"][0]
+        assert tk.query("jobs")["missing_ranks"][0] == "2-15"
+    assert main(["--db", str(db), "ingest", str(again), "-p", f"job={job}"]) == 0
+    with tracekit.open(db, read_only=True) as tk:
+        row = tk.query("jobs").row(0, named=True)
+    assert (row["world_size"], row["missing"], row["missing_ranks"], row["runs"]) == (16, 14, "2-15", 3)
+    with tracekit.open(db) as tk:  # rank 0 again too: no latest run says 16 any more
+        tk.con.execute("UPDATE runs SET params = json_merge_patch(params, '{\"world_size\": 4}') WHERE run_id = 1")
+        row = tk.query("jobs").row(0, named=True)
+        assert (row["world_size"], row["missing"], row["missing_ranks"]) == (4, 2, "2-3")
+        tk.con.execute("UPDATE runs SET params = json_merge_patch(params, '{\"world_size\": 1000000000000}') "
+                       "WHERE run_id = 1")
+        row = tk.query("jobs").row(0, named=True)
+        assert (row["world_size"], row["missing"], row["missing_ranks"]) == (10**12, 10**12 - 2, None)
+
+
 # -- ranks that did not trace what a query reads ---------------------------------------
 
 CPU_ONLY = [DATA / "nsys_cpu_only" / "export.sqlite.xz", DATA / "nsys_cpu_only_more" / "export.sqlite.xz"]
@@ -482,13 +522,64 @@ def test_rank_charts_draw_the_queries(job, tmp_path):
     q = tk.query("stragglers")
     assert [v["label"] for v in top] == [f"{r['path']} #{r['instance']}" for r in q.iter_rows(named=True)]
     summary = _values(charts.chart(tk, "rank-summary").to_dict())
-    busy = {v["rank"]: v["ms"] for v in summary if v["measure"] == "GPU busy"}
+    busy = {v["r"]: v["ms"] for v in summary if v["measure"] == "GPU busy"}
     assert busy == {f"rank {r['rank']}": pytest.approx(r["gpu_busy_ns"] / 1e6)
                     for r in tk.query("rank-summary").iter_rows(named=True)}
     tk.close()
     out = tmp_path / "heat.html"
     assert main(["--db", str(db), "chart", "rank-heatmap", "-o", str(out)]) == 0
     assert out.stat().st_size > 1000
+
+
+def _layers(spec: dict) -> list[dict]:
+    """A chart's layers (itself where it has none)."""
+    inner = _inner(spec)
+    return inner.get("layer", [inner])
+
+
+def test_rank_charts_of_a_large_job_fit_a_screen(job, tmp_path):
+    """The real job's answers as those of 1,000 ranks (rank k: rank k % 4's rows): each
+    rank a thin band of a chart of fixed height (no value labels, about 40 ranks named, the
+    heatmap's paths named on top), every rank and cell still drawn; the job's own 4 ranks
+    keep a labelled step each."""
+    tk, _, j = job
+    ranges, summary = tk.query("rank-ranges"), tk.query("rank-summary")
+    for df, build, step in ((ranges, charts.rank_heatmap, 28), (summary, charts.rank_summary, 22)):
+        small = build(df).to_dict()
+        assert _inner(small)["height"] == {"step": step} and len(_layers(small)) == 2  # marks and their labels
+        big = pl.concat([df.filter(pl.col("rank") == k % j.world).with_columns(pl.lit(k).alias("rank"))
+                         for k in range(1000)])
+        spec = build(big).to_dict()
+        assert _inner(spec)["height"] == charts.DENSE_HEIGHT and len(_layers(spec)) == 1
+        y = _layers(spec)[0]["encoding"]["y"]
+        assert y["sort"] == [f"rank {k}" for k in range(1000)]
+        named = y["axis"]["values"]
+        assert 35 <= len(named) <= 40 and named[0] == "rank 0" and set(named) < set(y["sort"])
+        assert "1,000 ranks, one in 25 named" in str(spec["title"]["subtitle"])
+        assert len(_values(spec)) == big.height * (3 if build is charts.rank_summary else 1)
+        if build is charts.rank_heatmap:
+            assert _layers(spec)[0]["encoding"]["x"]["axis"]["orient"] == "top"
+            assert _layers(small)[0]["encoding"]["x"]["axis"]["orient"] == "bottom"
+            dense_heatmap = build(big)
+    if chromium() is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
+    # in a browser: a cell per rank and path drawn, on a page that fits a screen
+    out = charts.save(dense_heatmap, tmp_path / "heat.html")
+    page = load(out, "window.tracekitChart && window.tracekitChart.done", """(function () {
+      var c = window.tracekitChart, n = 0;
+      (function walk(node) {
+        if (node.marktype === "rect" && node.role === "mark") n += (node.items || []).length;
+        (node.items || []).forEach(walk);
+      })(c.view.scenegraph().root);
+      return {error: c.error || null, cells: n, height: document.body.scrollHeight};
+    })()""")
+    assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
+    assert page.value["cells"] == 1000 * len(j.plant["nvtx_paths"]) and page.value["height"] < 1400
+
+
+def _inner(spec: dict) -> dict:
+    """A chart's own spec (a faceted chart's inner one)."""
+    return spec.get("spec", spec)
 
 
 def test_the_ranks_ingested_by_dask_workers_are_the_serial_ones(tmp_path, capsys):

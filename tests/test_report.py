@@ -13,6 +13,7 @@ import lzma
 import math
 import os
 import re
+import sqlite3
 import statistics
 from html.parser import HTMLParser
 from pathlib import Path
@@ -385,7 +386,8 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
     """Ranks 0 and 1 of the real job and a rank 2 captured with nsys -t cuda (no NVTX): the
     job's GPU time compares, its NVTX ranges do not; the header names rank 2 and what is
     left out (not stragglers of two ranks that read as the whole job), and that the
-    launcher's world size has a rank more than were ingested."""
+    launcher's world size has a rank more than were ingested. The report of rank 2 says
+    so in one line; that of a rank's run ingested again later names the later run."""
     with tracekit.open(tmp_path / "m.duckdb") as tk:
         for rank, f in enumerate([RANKS / "rank0" / "export.sqlite.xz", RANKS / "rank1" / "export.sqlite.xz",
                                   DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz"]):
@@ -394,10 +396,32 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
     page = _parse(path)
     assert list(page.sections)[:2] == ["rank-summary", "top-kernels"]
     assert [int(t) for t, _, _ in _column(page.sections["rank-summary"][0], "rank")] == [0, 1, 2]
-    assert ("<dt>ranks without NVTX trace</dt><dd>rank 2 (run 3) captured without NVTX tracing (capture every "
-            "rank with nsys -t nvtx); left out: Stragglers, Time per rank and NVTX path</dd>") in path.read_text()
+    assert ("<dt>ranks without NVTX trace</dt><dd>rank 2 (run 3) of its job was captured without NVTX tracing "
+            "(capture every rank with nsys -t nvtx); left out: Stragglers, Time per rank and NVTX path</dd>"
+            ) in path.read_text()
     # the real ranks' launcher recorded WORLD_SIZE=4: the header says a rank is missing
-    assert "<dt>job</dt><dd>rank 0 of 3 ranks ingested, 0 to 2 (world size 4: rank 3 not ingested)</dd>" in path.read_text()
+    assert "<dt>job</dt><dd>rank 0 of 3 ranks ingested, 0 to 2; rank 3 not ingested, world size 4</dd>" in path.read_text()
+    # the rank without NVTX: one line for its own sections and the job's it leaves out
+    with tracekit.open(tmp_path / "m.duckdb") as tk:
+        own = report.write_report(tk, tmp_path / "own.html", run="mixed-r2")
+        # rank 0 captured again (other content): its first run's report reads the job's latest runs
+        again = tmp_path / "again.sqlite"
+        with lzma.open(RANKS / "rank0" / "export.sqlite.xz") as src, open(again, "wb") as dst:
+            dst.write(src.read())
+        con = sqlite3.connect(again)
+        con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('tracekit-test', 'another capture')")
+        con.commit()
+        con.close()
+        tk.ingest(again, name="mixed-r0-again", params={"rank": "0", "job": "mixed"})
+        first = report.write_report(tk, tmp_path / "first.html", run="mixed-r0")
+    lines = dict(re.findall(r"<dt>([^<]*trace)</dt><dd>([^<]*)</dd>", own.read_text()))
+    assert set(lines) == {"no NVTX trace", "no OS runtime trace"}  # (nsys -t cuda)
+    assert lines["no NVTX trace"].startswith("captured without NVTX tracing (capture with nsys -t nvtx); left out: Stragglers, "
+                                  "Time per rank and NVTX path, ")
+    assert "rank-summary" in _parse(own).sections and "stragglers" not in _parse(own).sections
+    assert ("<dt>job</dt><dd>rank 0 (superseded by run 4, ingested later: the job&#x27;s sections read that run) "
+            "of 3 ranks ingested, 0 to 2; rank 3 not ingested, world size 4</dd>") in first.read_text()
+    assert list(_parse(first).sections)[:1] == ["rank-summary"]
 
 
 # -- in a real browser ------------------------------------------------------------------

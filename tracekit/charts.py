@@ -870,11 +870,31 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
 
 # -- multi-rank --------------------------------------------------------------------
 
+#: past this many ranks a rank is a thin band of a fixed-height chart (no value labels,
+#: every n-th rank named): a job of 1,000 ranks fits a screen, its outliers stand out by
+#: length or colour and the tooltip gives each value
+DENSE_RANKS = 48
+DENSE_HEIGHT = 1000  # px, the tallest a dense chart gets (2 px a rank below that)
+
+
+def _rank_axis(ranks: list[str], step: int) -> tuple[alt.Y, Any, str]:
+    """The y encoding of one band per rank (field ``r``, in ``ranks``' order), the chart's
+    height and what to add to its subtitle: a step of ``step`` px with every rank named,
+    or past ``DENSE_RANKS`` a fixed height with about 40 ranks named."""
+    if len(ranks) <= DENSE_RANKS:
+        return alt.Y("r:N", sort=ranks, title=None), alt.Step(step), ""
+    every = -(-len(ranks) // 40)
+    axis = alt.Axis(values=ranks[::every], ticks=False, labelFontSize=9)
+    return (alt.Y("r:N", sort=ranks, title=None, axis=axis, scale=alt.Scale(paddingInner=0)),
+            min(DENSE_HEIGHT, 2 * len(ranks)),
+            f"{len(ranks):,} ranks, one in {every} named: hover for the values")
+
 
 def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
     """Per rank: GPU busy time, kernel time and outermost-NVTX time (ms), one panel per
     measure with its own scale (NVTX time dwarfs GPU time), from the rank-summary query;
-    the bar label is the rank against the median rank in that measure."""
+    the bar label is the rank against the median rank in that measure (not past
+    ``DENSE_RANKS``: the tooltip has it)."""
     _need(df, "rank-summary", "rank-summary", ["rank", "kernel_ns", "gpu_busy_ns", "nvtx_ns"])
     if df.is_empty():
         return _no_data("Ranks")
@@ -885,23 +905,26 @@ def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
         med = statistics.median(values) if values else None
         for r in df.iter_rows(named=True):
             if r[col] is not None:
-                rows.append({"rank": f"rank {r['rank']}", "measure": label, "ms": r[col] / 1e6, "host": r.get("host"),
+                rows.append({"r": f"rank {r['rank']}", "measure": label, "ms": r[col] / 1e6, "host": r.get("host"),
                              "vs_median": 100.0 * (r[col] - med) / med if med else None})
     order = [f"rank {r}" for r in df.get_column("rank").to_list()]
-    y = alt.Y("rank:N", sort=order, title=None)
-    tip = [alt.Tooltip("rank:N"), alt.Tooltip("host:N"), alt.Tooltip("measure:N"),
+    y, height, dense = _rank_axis(order, 22)
+    tip = [alt.Tooltip("r:N", title="rank"), alt.Tooltip("host:N"), alt.Tooltip("measure:N"),
            alt.Tooltip("ms:Q", title="time [ms]", format=",.3f"),
            alt.Tooltip("vs_median:Q", title="vs the median rank [%]", format="+.1f")]
     base = alt.Chart()
     bars = base.mark_bar().encode(
         y=y, x=alt.X("ms:Q", title="time [ms]"), tooltip=tip,
         color=alt.Color("measure:N", sort=[m[1] for m in measures], scale=alt.Scale(scheme=PALETTE), legend=None))
-    text = _end_labels(base, y=y, x="ms:Q", text=alt.Text("vs_median:Q", format="+.1f"))
-    return alt.layer(bars, text, data=alt.Data(values=rows)).properties(width=260, height=alt.Step(22)).facet(
+    layers = [bars]
+    if not dense:
+        layers.append(_end_labels(base, y=y, x="ms:Q", text=alt.Text("vs_median:Q", format="+.1f")))
+    label = dense or "label: % against the median rank"
+    return alt.layer(*layers, data=alt.Data(values=rows)).properties(width=260, height=height).facet(
         column=alt.Column("measure:N", sort=[m[1] for m in measures], title=None)
     ).resolve_scale(x="independent").properties(
         title=alt.Title("Time per rank", subtitle="GPU busy (union of the rank's GPU ops), kernel time, outermost "
-                        "NVTX ranges; label: % against the median rank"))
+                        f"NVTX ranges; {label}"))
 
 
 def stragglers(df: pl.DataFrame) -> alt.LayerChart:
@@ -940,9 +963,10 @@ def stragglers(df: pl.DataFrame) -> alt.LayerChart:
                         "median, tick = median, label = slowest rank"))
 
 
-def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart:
+def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
     """Rank x NVTX path: colour = the rank's total time in the path's ranges against the median
-    rank's (diverging around 0), text = its total in ms, from the rank-ranges query."""
+    rank's (diverging around 0), text = its total in ms (not past ``DENSE_RANKS``), from the
+    rank-ranges query."""
     _need(df, "rank-heatmap", "rank-ranges", ["path", "rank", "total_ns", "vs_median_pct"])
     if df.is_empty():
         return _no_data("Ranks x NVTX ranges")
@@ -950,10 +974,10 @@ def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart:
     data = d.select("path", "r", "rank", "total_ms", "vs_median_pct", "instances").to_dicts()
     ranks = [f"rank {r}" for r in sorted(set(df.get_column("rank").to_list()))]
     lim = max(5.0, float(df.get_column("vs_median_pct").abs().max() or 0.0))
-    base = alt.Chart(alt.Data(values=data)).encode(
-        x=alt.X("path:N", title="NVTX path", axis=alt.Axis(labelAngle=-40, labelLimit=200)),
-        y=alt.Y("r:N", sort=ranks, title=None),
-    )
+    y, height, dense = _rank_axis(ranks, 28)
+    # a dense chart names the paths on top: its bottom is a screen away
+    x_axis = alt.Axis(labelAngle=-40, labelLimit=200, orient="top" if dense else "bottom")
+    base = alt.Chart(alt.Data(values=data)).encode(x=alt.X("path:N", title="NVTX path", axis=x_axis), y=y)
     cells = base.mark_rect().encode(
         color=alt.Color("vs_median_pct:Q", title="vs median rank [%]",
                         scale=alt.Scale(scheme="redblue", reverse=True, domain=[-lim, lim])),
@@ -961,9 +985,12 @@ def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart:
                  alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"), alt.Tooltip("instances:Q"),
                  alt.Tooltip("vs_median_pct:Q", title="vs median rank [%]", format="+.1f")],
     )
+    if dense:
+        return cells.properties(width=alt.Step(90), height=height, title=alt.Title(
+            "Time per rank and NVTX path", subtitle=f"colour: total time against the median rank; {dense}"))
     text = base.mark_text(fontSize=10, color="#222").encode(text=alt.Text("total_ms:Q", format=",.1f"))
     return alt.layer(cells, text).properties(
-        width=alt.Step(90), height=alt.Step(28),
+        width=alt.Step(90), height=height,
         title=alt.Title("Time per rank and NVTX path", subtitle="cell: total ms; colour: against the median rank"))
 
 

@@ -419,57 +419,66 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     return table, spec, note
 
 
-def _untraced_sections(tk, run_id: int, sections: list[Section]) -> dict[tuple[str, str], list[Section]]:
-    """The sections whose query is about events the run's capture did not trace (its
-    ``@traced`` tables; a query over the run's job: a rank's capture), by the kind of
-    event (what, nsys option) first missing: those the query would refuse."""
-    from .registry import get_registry, untraced_by
+def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], list[tuple[str, str]]]:
+    """The sections whose query the run can answer, and a header line per kind of event
+    (what, nsys option) that leaves the others out: those about events the run's capture
+    did not trace (its ``@traced`` tables), and those over the run's job where a rank's
+    capture did not, naming the other ranks (what the queries would refuse)."""
+    from .registry import get_registry, untraced, untraced_ranks
 
-    out: dict[tuple[str, str], list[Section]] = {}
-    for sec in sections:
-        kinds = untraced_by(tk, get_registry().get(sec.query), run_id)
-        if kinds:
-            out.setdefault(kinds[0], []).append(sec)
-    return out
-
-
-def _job_sections(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
-    """The sections about the job run ``run_id`` is a rank of (``RANKS``; none for a run
-    without a rank, or the only rank of its job) and the header lines: the job's ranks,
-    with those below the launcher's world size not ingested (the jobs query: profiling a
-    subset of the ranks is common, so it is said, not refused), and the ranks whose
-    capture did not trace what a left-out section reads."""
-    from .registry import get_registry, job_runs, untraced_ranks
-
-    ranks = job_runs(tk, run_id)
-    if len(ranks) < 2:
-        return [], []
-    rank = next(k for rid, k, _ in ranks if rid == run_id)
-    job = tk.con.execute("SELECT json_extract_string(params, '$.job') FROM runs WHERE run_id = ?",
-                         [run_id]).fetchall()[0][0]
-    row = tk.query("jobs").filter(pl.col("job") == job).row(0, named=True)
-    missing = ""
-    if row["missing"]:
-        which = f"{'rank' if row['missing'] == 1 else 'ranks'} {row['missing_ranks']}" if row["missing_ranks"] \
-            else f"{row['missing']:,} ranks"
-        missing = f" (world size {row['world_size']:,}: {which} not ingested)"
-    lines = [("job", f"rank {rank} of {row['ranks']:,} ranks ingested, {row['first_rank']} to {row['last_rank']}"
-                     f"{missing}")]
     kept: list[Section] = []
-    left_out: dict[tuple[str, str], tuple[list[tuple[int, int]], list[Section]]] = {}
-    for sec in RANKS:
-        missing = untraced_ranks(tk, run_id, get_registry().get(sec.query).traced)
-        if missing:
-            kind, who = next(iter(missing.items()))
-            left_out.setdefault(kind, (who, []))[1].append(sec)
-        else:
+    out: dict[tuple[str, str], tuple[list[tuple[int, int]], list[Section]]] = {}  # kind -> (other ranks, sections)
+    for sec in sections:
+        q = get_registry().get(sec.query)
+        missing = untraced_ranks(tk, run_id, q.traced) if q.spans_job else {k: [] for k in untraced(tk, run_id, q.traced)}
+        if not missing:
             kept.append(sec)
-    for (what, option), (who, secs) in left_out.items():
-        named = ", ".join(f"{k} (run {rid})" for rid, k in who[:8]) + (", ..." if len(who) > 8 else "")
-        lines.append((f"ranks without {what} trace",
-                      f"{'rank' if len(who) == 1 else 'ranks'} {named} captured without {what} tracing (capture "
-                      f"every rank with {option}); left out: {', '.join(s.title for s in secs)}"))
+            continue
+        kind, ranks = next(iter(missing.items()))
+        others, secs = out.setdefault(kind, ([], []))
+        others += [r for r in ranks if r[0] != run_id and r not in others]
+        secs.append(sec)
+    own = set(untraced(tk, run_id))
+    lines = []
+    for (what, option), (others, secs) in out.items():
+        said = [f"captured without {what} tracing"] if (what, option) in own else []
+        if others:
+            named = ", ".join(f"{k} (run {rid})" for rid, k in others[:8])
+            more = f" and {len(others) - 8:,} more" if len(others) > 8 else ""
+            said.append(f"{'rank' if len(others) == 1 else 'ranks'} {named}{more} of its job "
+                        f"{'was' if len(others) == 1 else 'were'} captured without {what} tracing")
+        lines.append((f"no {what} trace" if (what, option) in own else f"ranks without {what} trace",
+                      f"{'; '.join(said)} (capture {'every rank ' if others else ''}with {option}); "
+                      f"left out: {', '.join(s.title for s in secs)}"))
     return kept, lines
+
+
+def _job(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
+    """For a run that is a rank of a job: the job's sections (``RANKS``, where the job has
+    two ranks or more) and the header line that places the run in its job: its rank, the
+    ranks ingested, those missing (the jobs query: profiling a subset of the ranks is
+    common, so it is said, not refused), and the later run that took its place where the
+    rank was ingested again (the job's views read each rank's latest run)."""
+    from .registry import job_runs
+
+    got = tk.con.execute("SELECT json_extract(params, '$.rank')::BIGINT, json_extract_string(params, '$.job') "
+                         "FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    if not got or got[0][0] is None:
+        return [], []
+    rank, job = got[0]
+    row = tk.query("jobs").filter(pl.col("job") == job).row(0, named=True)
+    text = f"rank {rank}"
+    latest = [rid for rid, k, _ in job_runs(tk, run_id) if k == rank]
+    if latest and latest[0] != run_id:
+        text += f" (superseded by run {latest[0]}, ingested later: the job's sections read that run)"
+    text += ("; the only rank of its job ingested" if row["ranks"] == 1 else
+             f" of {row['ranks']:,} ranks ingested, {row['first_rank']} to {row['last_rank']}")
+    if row["missing"]:
+        which = (f"{'rank' if row['missing'] == 1 else 'ranks'} {row['missing_ranks']}" if row["missing_ranks"]
+                 else f"{row['missing']:,} ranks")
+        size = f", world size {row['world_size']:,}" if row["world_size"] is not None else ""
+        text += f"; {which} not ingested{size}"
+    return (list(RANKS) if row["ranks"] > 1 else []), [("job", text)]
 
 
 def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple[str, str], tuple]:
@@ -515,13 +524,12 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     except (json.JSONDecodeError, AttributeError):
         in_sweep = False
     sections: list[Section] = []
+    job_lines: list[tuple[str, str]] = []
     if "nsys" in kinds:
-        sections += NSYS
-    # sections about events the capture did not trace: left out, named in the header
-    left_out = _untraced_sections(tk, run_id, sections)
-    sections = [s for s in sections if not any(s in secs for secs in left_out.values())]
-    job_sections, job_lines = _job_sections(tk, run_id) if "nsys" in kinds else ([], [])
-    sections = job_sections + sections  # the job first, then this rank
+        job_sections, job_lines = _job(tk, run_id)
+        sections += job_sections + list(NSYS)  # the job first, then this rank
+    # sections about events a capture did not trace: left out, named in the header
+    sections, left_out = _left_out(tk, run_id, sections)
     if "ncu" in kinds:
         sections += NCU
     if in_sweep:
@@ -536,10 +544,7 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
         what = "/".join(sorted(kinds & {"nsys", "ncu"}))
         title = f"tracekit report · {what} run {run_id}: {info['name']}"
     rep = Report(title=title, header=_header(info))
-    for (what, option), secs in left_out.items():
-        rep.header.append((f"no {what} trace", f"captured without {what} tracing (capture with {option}); "
-                                               f"left out: {', '.join(s.title for s in secs)}"))
-    rep.header += job_lines
+    rep.header += job_lines + left_out
     if vs is not None:
         line, section = _comparison(tk, run_id, vs, threshold_pct)
         rep.header.insert(1, line)

@@ -382,6 +382,17 @@ def test_report_of_a_rank_shows_its_job_first(rank_reports):
     assert "<dt>job</dt>" not in rank_reports["alone"].read_text()
 
 
+def test_report_of_the_only_rank_ingested_of_its_job(tmp_path):
+    """One rank of the real 4-rank job: no job sections (nothing to compare it with), and
+    a header line that says the other three were not ingested."""
+    with tracekit.open(tmp_path / "one.duckdb") as tk:
+        tk.ingest(RANKS / "rank2" / "export.sqlite.xz", name="r2")
+        path = report.write_report(tk, tmp_path / "one.html", run="r2")
+    assert list(_parse(path).sections)[0] == "top-kernels"
+    assert ("<dt>job</dt><dd>rank 2; the only rank of its job ingested; ranks 0-1, 3 not ingested, world size 4"
+            "</dd>") in path.read_text()
+
+
 def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
     """Ranks 0 and 1 of the real job and a rank 2 captured with nsys -t cuda (no NVTX): the
     job's GPU time compares, its NVTX ranges do not; the header names rank 2 and what is

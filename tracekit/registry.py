@@ -439,14 +439,6 @@ def untraced_ranks(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(
     return {kind: out[kind] for kind in dict.fromkeys(TRACED[t] for t in tables) if kind in out}
 
 
-def untraced_by(tk, q: Query, run_id: int) -> list[tuple[str, str]]:
-    """The kinds of event ``q`` is about (its ``@traced``) that a run it reads when asked
-    of ``run_id`` did not trace: the run, or for a query over the run's job, any rank."""
-    if q.spans_job:
-        return list(untraced_ranks(tk, run_id, q.traced))
-    return untraced(tk, run_id, q.traced)
-
-
 #: a run's meta.traced (the tables its capture traced), NULL where its meta says nothing
 _TRACED_SQL = ("CASE WHEN json_extract(runs.meta, '$.traced') IS NOT NULL "
                "THEN json_extract_string(runs.meta, '$.traced[*]') END")

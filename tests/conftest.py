@@ -157,6 +157,25 @@ def store_state(db: Path) -> dict | None:
         con.close()
 
 
+def captured_again(export: Path, dest: Path) -> Path:
+    """The nsys export ``export`` (possibly .xz) written to ``dest`` with one metadata row
+    more: the same events as other content, as a second capture of the program is to the
+    store (a new run, not the same one)."""
+    import lzma
+    import sqlite3
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with (lzma.open if export.suffix == ".xz" else open)(export, "rb") as src, open(dest, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(dest)
+    try:
+        con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('tracekit-test', 'another capture')")
+        con.commit()
+    finally:
+        con.close()
+    return dest
+
+
 def through_fifo(fifo: Path, write):
     """Make the FIFO ``fifo`` and call ``write()`` (which writes into it) while a thread
     reads it; returns what ``write`` returned and the bytes read. A ``write`` that never

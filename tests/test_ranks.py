@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 from browser import chromium, load
+from conftest import captured_again
 
 import tracekit
 from tracekit import charts
@@ -357,14 +358,7 @@ def test_jobs_lists_each_job_and_the_ranks_it_lacks(tmp_path):
             row = tk.query("jobs").row(0, named=True)
         assert (row["ranks"], row["first_rank"], row["last_rank"]) == (2, 0, 3)
         assert (row["missing"], row["missing_ranks"]) == (missing, listed)
-    again = tmp_path / "rank3" / "export.sqlite"
-    again.parent.mkdir()
-    with lzma.open(EXPORTS[3]) as src, open(again, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    con = sqlite3.connect(again)
-    con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('tracekit-test', 'another capture')")
-    con.commit()
-    con.close()
+    again = captured_again(EXPORTS[3], tmp_path / "rank3" / "export.sqlite")
     part = tmp_path / "part2.duckdb"
     with tracekit.open(part, read_only=True) as tk:
         job = tk.query("jobs")["job"][0]
@@ -388,14 +382,7 @@ def test_jobs_where_the_world_size_is_unknown_changed_or_huge(tmp_path):
     assert (row["world_size"], row["missing"], row["missing_ranks"], row["hosts"]) == (None, 2, "1-2", 1)
     db = tmp_path / "w.duckdb"
     assert main(["--db", str(db), "ingest", str(EXPORTS[0]), str(EXPORTS[1]), "-p", "world_size=16"]) == 0
-    again = tmp_path / "rank1" / "export.sqlite"  # rank 1 captured again (other content), world size 4
-    again.parent.mkdir()
-    with lzma.open(EXPORTS[1]) as src, open(again, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    con = sqlite3.connect(again)
-    con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('tracekit-test', 'another capture')")
-    con.commit()
-    con.close()
+    again = captured_again(EXPORTS[1], tmp_path / "rank1" / "export.sqlite")  # (its world size: 4)
     with tracekit.open(db, read_only=True) as tk:
         job = tk.query("jobs")["job"][0]
         assert tk.query("jobs")["missing_ranks"][0] == "2-15"

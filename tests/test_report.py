@@ -13,13 +13,13 @@ import lzma
 import math
 import os
 import re
-import sqlite3
 import statistics
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from browser import chromium, load, png_pixels
+from conftest import captured_again
 
 import tracekit
 from tracekit import report
@@ -416,13 +416,7 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
     with tracekit.open(tmp_path / "m.duckdb") as tk:
         own = report.write_report(tk, tmp_path / "own.html", run="mixed-r2")
         # rank 0 captured again (other content): its first run's report reads the job's latest runs
-        again = tmp_path / "again.sqlite"
-        with lzma.open(RANKS / "rank0" / "export.sqlite.xz") as src, open(again, "wb") as dst:
-            dst.write(src.read())
-        con = sqlite3.connect(again)
-        con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('tracekit-test', 'another capture')")
-        con.commit()
-        con.close()
+        again = captured_again(RANKS / "rank0" / "export.sqlite.xz", tmp_path / "again.sqlite")
         tk.ingest(again, name="mixed-r0-again", params={"rank": "0", "job": "mixed"})
         first = report.write_report(tk, tmp_path / "first.html", run="mixed-r0")
     lines = dict(re.findall(r"<dt>([^<]*trace)</dt><dd>([^<]*)</dd>", own.read_text()))

@@ -157,6 +157,31 @@ def store_state(db: Path) -> dict | None:
         con.close()
 
 
+def spec_datasets(spec: dict) -> list[list[dict]]:
+    """The inline datasets of a Vega-Lite spec (every ``data.values`` in it and its
+    ``datasets``), each as its rows; JSON text (a chart's data past
+    ``charts.JSON_TEXT_ROWS`` rows) parsed."""
+    import json
+
+    out = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("data"), dict) and "values" in node["data"]:
+                out.append(node["data"]["values"])
+            for k, v in node.items():
+                if k == "datasets":
+                    out.extend(v.values())
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(spec)
+    return [json.loads(d) if isinstance(d, str) else d for d in out]
+
+
 def captured_again(export: Path, dest: Path) -> Path:
     """The nsys export ``export`` (possibly .xz) written to ``dest`` with one metadata row
     more: the same events as other content, as a second capture of the program is to the

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from browser import chromium, load
+from conftest import spec_datasets
 
 import tracekit
 from tracekit import charts
@@ -29,29 +30,10 @@ def tk(tmp_path_factory):
     t.close()
 
 
-def _datasets(spec: dict) -> list[list[dict]]:
-    out = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "data" in node and isinstance(node["data"], dict) and "values" in node["data"]:
-                out.append(node["data"]["values"])
-            if "datasets" in node:
-                out.extend(node["datasets"].values())
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(spec)
-    return out
-
-
 def test_roofline_chart_is_the_query(tk):
     q = tk.query("roofline", run="full")
     spec = charts.chart(tk, "roofline", run="full").to_dict()
-    rows = [r for ds in _datasets(spec) for r in ds]
+    rows = [r for ds in spec_datasets(spec) for r in ds]
     points = {r["label"]: r for r in rows if "ai_dram" in r}
     assert len(points) == 4
     for row in q.iter_rows(named=True):
@@ -87,7 +69,7 @@ def test_roofline_chart_refuses_missing_metrics(tk):
 
 def test_occupancy_chart(tk):
     spec = charts.chart(tk, "occupancy", run="full").to_dict()
-    rows = [r for ds in _datasets(spec) for r in ds]
+    rows = [r for ds in spec_datasets(spec) for r in ds]
     bars = [
         json.loads(b)
         for b in sorted({json.dumps(r, sort_keys=True) for r in rows if "measure" in r})
@@ -103,7 +85,7 @@ def test_occupancy_chart(tk):
 
 def test_warp_stalls_chart(tk):
     q = tk.query("warp-stalls", run="full", limit=0)
-    rows = [r for ds in _datasets(charts.chart(tk, "warp-stalls", run="full").to_dict()) for r in ds]
+    rows = [r for ds in spec_datasets(charts.chart(tk, "warp-stalls", run="full").to_dict()) for r in ds]
     segments = [r for r in rows if "reason" in r]
     totals = {r["label"]: r["total"] for r in rows if "reason" not in r}
     # one bar per launch: its states add up to the query's, the small ones folded as "other"
@@ -122,7 +104,7 @@ def test_warp_stalls_chart(tk):
 
 def test_source_hot_spots_chart(tk):
     q = tk.query("ncu-source", run="full", limit=charts.MAX_BARS)
-    rows = [r for ds in _datasets(charts.chart(tk, "ncu-source", run="full").to_dict()) for r in ds]
+    rows = [r for ds in spec_datasets(charts.chart(tk, "ncu-source", run="full").to_dict()) for r in ds]
     bars = [r for r in rows if "top_stall" in r]
     # one bar per row of the query with samples, in its order; four kernels: the name leads the label
     want = q.filter(pl.col("samples") > 0)
@@ -138,14 +120,14 @@ def test_source_hot_spots_chart(tk):
 def test_top_kernels_and_nvtx_timeline(tk):
     q = tk.query("top-kernels", run="hstu")
     rows = [
-        r for ds in _datasets(charts.chart(tk, "top-kernels", run="hstu").to_dict()) for r in ds
+        r for ds in spec_datasets(charts.chart(tk, "top-kernels", run="hstu").to_dict()) for r in ds
     ]
     assert len(rows) == q.height
     assert rows[0]["total_ms"] == pytest.approx(q["total_ns"][0] / 1e6)
     labels = [r["short"] for r in rows]
     assert len(set(labels)) == len(labels)  # instantiations of one template told apart
     tl = [
-        r for ds in _datasets(charts.chart(tk, "nvtx-timeline", run="hstu").to_dict()) for r in ds
+        r for ds in spec_datasets(charts.chart(tk, "nvtx-timeline", run="hstu").to_dict()) for r in ds
     ]
     assert tl and all(r["end_ms"] >= r["start_ms"] for r in tl)
 
@@ -286,7 +268,7 @@ def test_sweep_latency_builder():
             "p95_ms": [1.5, 2.5, 3.5, 4.5],
         }
     )
-    rows = [r for ds in _datasets(charts.sweep_latency(df).to_dict()) for r in ds]
+    rows = [r for ds in spec_datasets(charts.sweep_latency(df).to_dict()) for r in ds]
     assert {(r["bs"], r["nc"], r["stat"]): r["ms"] for r in rows}[(2, 1024, "p95")] == 4.5
     with pytest.raises(QueryError, match="p95_ms"):
         charts.sweep_latency(df.drop("p95_ms"))

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 from browser import chromium, load
-from conftest import captured_again
+from conftest import captured_again, spec_datasets
 
 import tracekit
 from tracekit import charts
@@ -476,24 +476,7 @@ def test_a_rank_that_did_not_trace_is_named_not_left_out(tmp_path, capsys):
 
 
 def _values(spec: dict) -> list[dict]:
-    out = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if isinstance(node.get("data"), dict) and "values" in node["data"]:
-                out.extend(node["data"]["values"])
-            for k, v in node.items():
-                if k == "datasets":
-                    for vals in v.values():
-                        out.extend(vals)
-                else:
-                    walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(spec)
-    return out
+    return [row for rows in spec_datasets(spec) for row in rows]
 
 
 def test_rank_charts_draw_the_queries(job, tmp_path):

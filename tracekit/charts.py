@@ -43,6 +43,18 @@ pl = _OnFirstUse("polars")
 WIDTH, HEIGHT = 760, 460
 PALETTE = "tableau10"
 
+#: past this many rows a chart's data is inline JSON text, which Vega-Lite parses in the
+#: page: a list of rows is checked against the Vega-Lite schema row by row when the chart
+#: is built and again when it is written (8,192 rows: 3.8 s; as text: 0.1 s)
+JSON_TEXT_ROWS = 500
+
+
+def _data(rows: list[dict]) -> alt.Data:
+    """A chart's inline data: the rows, as a list or past ``JSON_TEXT_ROWS`` as JSON text."""
+    if len(rows) <= JSON_TEXT_ROWS:
+        return alt.Data(values=rows)
+    return alt.Data(values=json.dumps(rows, default=str), format=alt.DataFormat(type="json"))
+
 
 @dataclass
 class ChartSpec:
@@ -132,7 +144,7 @@ def _end_labels(chart: alt.Chart, **encoding) -> alt.Chart:
 
 def _no_data(title: str) -> alt.Chart:
     return (
-        alt.Chart(alt.Data(values=[{"t": "no rows for this run"}]))
+        alt.Chart(_data([{"t": "no rows for this run"}]))
         .mark_text(size=16)
         .encode(text="t:N")
         .properties(title=title, width=WIDTH, height=120)
@@ -276,7 +288,7 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
     ys = alt.Scale(type="log", domain=[y_lo, y_hi], nice=False)
     x_ax = alt.Axis(title="Arithmetic intensity at DRAM [FLOP/byte]", format="~g", grid=True)
     y_ax = alt.Axis(title="Performance [FLOP/s]", format="~s", grid=True)
-    base_lines = alt.Chart(alt.Data(values=lines))
+    base_lines = alt.Chart(_data(lines))
     ceil = base_lines.mark_line(strokeWidth=2, clip=True).encode(
         x=alt.X("x:Q", scale=xs, axis=x_ax),
         y=alt.Y("y:Q", scale=ys, axis=y_ax),
@@ -291,7 +303,7 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         tooltip=[alt.Tooltip("ceiling:N", title="ceiling")],
     )
     ceil_text = [
-        alt.Chart(alt.Data(values=[t for t in texts if t["kind"] == kind]))
+        alt.Chart(_data([t for t in texts if t["kind"] == kind]))
         .mark_text(fontSize=11, color="#333333", dy=-8, align=align, angle=rot)
         .encode(x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), text="text:N")
         for kind, align, rot in (("memory", "left", 360 - angle), ("compute", "right", 0))
@@ -315,7 +327,7 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         else "kernel class"
     )
     points = (
-        alt.Chart(alt.Data(values=data))
+        alt.Chart(_data(data))
         .mark_point(filled=True, size=140, opacity=0.9, stroke="black", strokeWidth=0.8)
         .encode(
             x=alt.X("ai_dram:Q", scale=xs),
@@ -367,7 +379,7 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         for (dx, dy, align), rows in placed.items():
             if rows:
                 layers.append(
-                    alt.Chart(alt.Data(values=rows))
+                    alt.Chart(_data(rows))
                     .mark_text(align=align, dx=dx, dy=dy, fontSize=11)
                     .encode(
                         x=alt.X("ai_dram:Q", scale=xs),
@@ -418,7 +430,7 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
     order = df["label"].to_list()
     y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320))
     bars = (
-        alt.Chart(alt.Data(values=rows))
+        alt.Chart(_data(rows))
         .mark_bar(height=12)
         .encode(
             y=y,
@@ -452,7 +464,7 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
         if r["measure"] == "theoretical"
     ]
     lim_text = (
-        alt.Chart(alt.Data(values=lim_rows))
+        alt.Chart(_data(lim_rows))
         .mark_text(align="left", fontSize=11, color="#a50f15", fontWeight="bold", dx=12)
         .encode(y=y, x=alt.X("x:Q"), text="text:N")
     )
@@ -503,7 +515,7 @@ def warp_stalls(df: pl.DataFrame) -> alt.LayerChart:
     order = launches["label"].to_list()
     reasons = [*top, "other"]
     bars = (
-        alt.Chart(alt.Data(values=d.to_dicts()))
+        alt.Chart(_data(d.to_dicts()))
         .mark_bar(height=16)
         .encode(
             y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
@@ -515,7 +527,7 @@ def warp_stalls(df: pl.DataFrame) -> alt.LayerChart:
                      alt.Tooltip("pct:Q", title="share [%]", format=".1f")],
         )
     )
-    text = _end_labels(alt.Chart(alt.Data(values=totals.to_dicts())), y=alt.Y("label:N", sort=order), x="total:Q",
+    text = _end_labels(alt.Chart(_data(totals.to_dicts())), y=alt.Y("label:N", sort=order), x="total:Q",
                        text=alt.Text("total:Q", format=".1f"))
     return alt.layer(bars, text).properties(
         width=WIDTH - 250,
@@ -553,7 +565,7 @@ def source_hot_spots(df: pl.DataFrame) -> alt.LayerChart:
                              ("l2_excess_sectors", "Q", ","), ("shared_excess_wavefronts", "Q", ","))
              if c in d.columns]
     bars = (
-        alt.Chart(alt.Data(values=d.to_dicts()))
+        alt.Chart(_data(d.to_dicts()))
         .mark_bar(height=16)
         .encode(
             y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=420)),
@@ -562,7 +574,7 @@ def source_hot_spots(df: pl.DataFrame) -> alt.LayerChart:
             tooltip=tips,
         )
     )
-    text = _end_labels(alt.Chart(alt.Data(values=d.to_dicts())), y=alt.Y("label:N", sort=order), x="samples:Q",
+    text = _end_labels(alt.Chart(_data(d.to_dicts())), y=alt.Y("label:N", sort=order), x="samples:Q",
                        text=alt.Text("samples_pct:Q", format=".1f"))
     return alt.layer(bars, text).properties(
         width=WIDTH - 350,
@@ -605,7 +617,7 @@ def _time_bars(data: list[dict], label: str, colour: str, x_title: str, title: s
     """Horizontal bars of ``total_ms`` per ``label``, in the rows' order, each labelled
     with its ``time_pct``."""
     bars = (
-        alt.Chart(alt.Data(values=data))
+        alt.Chart(_data(data))
         .mark_bar(color=colour)
         .encode(
             y=alt.Y(f"{label}:N", sort=None, title=None, axis=alt.Axis(labelLimit=420)),
@@ -649,7 +661,7 @@ def nvtx_timeline(df: pl.DataFrame) -> alt.Chart:
     ).sort("tid", "depth")
     data = d.select("range", "colour", "lane", "start_ms", "end_ms", "dur_ms").to_dicts()
     return (
-        alt.Chart(alt.Data(values=data))
+        alt.Chart(_data(data))
         .mark_bar(height=14)
         .encode(
             x=alt.X("start_ms:Q", title="Time since first range [ms]"),
@@ -678,7 +690,7 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
         pl.col("stat").str.replace("_ms", ""), pl.format("nc={}", pl.col("nc")).alias("candidates")
     )
     data = d.to_dicts()
-    base = alt.Chart(alt.Data(values=data)).encode(
+    base = alt.Chart(_data(data)).encode(
         x=alt.X(
             "bs:Q",
             title="Batch size [users per request]",
@@ -719,7 +731,7 @@ def sweep_heatmap(df: pl.DataFrame) -> alt.LayerChart:
         (pl.concat_str([pl.col(k) for k in keys], separator=" · ") if keys else pl.lit("")).alias("facet")
     )
     data = d.select("bs", "nc", "median_ms", "p95_ms", "requests", "facet").to_dicts()
-    base = alt.Chart(alt.Data(values=data)).encode(
+    base = alt.Chart(_data(data)).encode(
         x=alt.X("nc:O", title="Candidates per user (nc)", sort="ascending", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("bs:O", title="Batch size (bs)", sort="descending"),
     )
@@ -837,7 +849,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
         parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]
         subtitle.append("not drawn (in one run only): " + ", ".join(parts))
     if not rows:
-        return (alt.Chart(alt.Data(values=[{"t": "no key changed"}])).mark_text(size=16).encode(text="t:N")
+        return (alt.Chart(_data([{"t": "no key changed"}])).mark_text(size=16).encode(text="t:N")
                 .properties(title=alt.Title("Largest changes", subtitle=subtitle), width=WIDTH, height=120))
     order = [r["label"] for r in rows]
     y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=460))
@@ -849,7 +861,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
         low = min([-2 * threshold] + [max(r["delta_pct"], -100) * 1.15 for r in rows])  # time cannot fall below -100 %
         scale = alt.Scale(type="symlog", constant=100, domain=[low, lim], clamp=True)
         x_title = "change [% of base], symmetric log scale"
-    base = alt.Chart(alt.Data(values=rows))
+    base = alt.Chart(_data(rows))
     colour = alt.Color("verdict:N", title="verdict", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
         domain=list(_VERDICT_COLOURS), range=list(_VERDICT_COLOURS.values())))
     bars = base.mark_bar(height=14).encode(
@@ -859,8 +871,8 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
                  alt.Tooltip("verdict:N"), alt.Tooltip("p:Q", format=".2g"), alt.Tooltip("note:N")])
     whiskers = base.transform_filter("datum.low != null && datum.high != null").mark_rule(
         color="#222", strokeWidth=1.5).encode(y=y, x=alt.X("low:Q", scale=scale), x2="high:Q")
-    zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#444").encode(x=alt.X("x:Q", scale=scale))
-    lines = alt.Chart(alt.Data(values=[{"x": s * f} for f in sorted(floors) for s in (-1, 1)])).mark_rule(
+    zero = alt.Chart(_data([{"x": 0}])).mark_rule(color="#444").encode(x=alt.X("x:Q", scale=scale))
+    lines = alt.Chart(_data([{"x": s * f} for f in sorted(floors) for s in (-1, 1)])).mark_rule(
         strokeDash=[5, 4], color="#777").encode(x=alt.X("x:Q", scale=scale))
     text = base.mark_text(align="left", dx=4, fontSize=10, color="#222").encode(
         y=y, x=alt.value(WIDTH - 255), text=alt.Text("delta_pct:Q", format="+.1f"))
@@ -920,7 +932,7 @@ def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
     if not dense:
         layers.append(_end_labels(base, y=y, x="ms:Q", text=alt.Text("vs_median:Q", format="+.1f")))
     label = dense or "label: % against the median rank"
-    return alt.layer(*layers, data=alt.Data(values=rows)).properties(width=260, height=height).facet(
+    return alt.layer(*layers, data=_data(rows)).properties(width=260, height=height).facet(
         column=alt.Column("measure:N", sort=[m[1] for m in measures], title=None)
     ).resolve_scale(x="independent").properties(
         title=alt.Title("Time per rank", subtitle="GPU busy (union of the rank's GPU ops), kernel time, outermost "
@@ -951,7 +963,7 @@ def stragglers(df: pl.DataFrame) -> alt.LayerChart:
            alt.Tooltip("med_ms:Q", title="median [ms]", format=",.3f"),
            alt.Tooltip("max_ms:Q", title="slowest [ms]", format=",.3f"), alt.Tooltip("slowest:N", title="slowest"),
            alt.Tooltip("skew_pct:Q", title="slowest vs median [%]", format="+.1f")]
-    base = alt.Chart(alt.Data(values=data))
+    base = alt.Chart(_data(data))
     rule = base.mark_rule(color="#888", strokeWidth=2).encode(
         y=y, x=alt.X("min_pct:Q", title="duration across ranks [% of the median rank's]"), x2="max_pct:Q", tooltip=tip)
     med_tick = base.mark_tick(color="#4c78a8", thickness=2, size=14).encode(y=y, x="med_pct:Q", tooltip=tip)
@@ -977,7 +989,7 @@ def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
     y, height, dense = _rank_axis(ranks, 28)
     # a dense chart names the paths on top: its bottom is a screen away
     x_axis = alt.Axis(labelAngle=-40, labelLimit=200, orient="top" if dense else "bottom")
-    base = alt.Chart(alt.Data(values=data)).encode(x=alt.X("path:N", title="NVTX path", axis=x_axis), y=y)
+    base = alt.Chart(_data(data)).encode(x=alt.X("path:N", title="NVTX path", axis=x_axis), y=y)
     cells = base.mark_rect().encode(
         color=alt.Color("vs_median_pct:Q", title="vs median rank [%]",
                         scale=alt.Scale(scheme="redblue", reverse=True, domain=[-lim, lim])),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import math
 from pathlib import Path
 
 import polars as pl
@@ -208,6 +209,32 @@ def test_kernel_names_with_markup_do_not_stop_the_page(tmp_path):
     page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
     assert page.console_errors == [] and page.exceptions == []
     assert page.value.get("error") is None and page.value["marks"] >= rows.height
+
+
+@pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
+def test_data_past_json_text_rows_draws_with_markup_and_non_finite_values(tmp_path):
+    """A chart's data past JSON_TEXT_ROWS rows is JSON text Vega-Lite parses in the page:
+    names with markup (escaped inside the page, text inside text) and NaN/inf (null: JSON
+    has none) draw in a browser, a mark per finite value, and in the PNG vl-convert
+    renders; below the threshold, the same rows as a list."""
+    import altair as alt
+
+    rows = [{"name": f"<!--<script>k{i}</script>&amp;", "ms": float("nan") if i % 7 == 0 else
+             float("inf") if i % 11 == 0 else float(i)} for i in range(charts.JSON_TEXT_ROWS + 100)]
+    data = charts._data(rows)
+    assert isinstance(data.values, str) and data.format.type == "json"
+    parsed = json.loads(data.values)
+    assert [r["name"] for r in parsed] == [r["name"] for r in rows]
+    assert all(p["ms"] is None for p, r in zip(parsed, rows, strict=True) if r["ms"] != r["ms"] or r["ms"] == float("inf"))
+    small = charts._data(rows[:10])
+    assert isinstance(small.values, list) and small.values[0]["ms"] is None and small.values[1]["ms"] == 1.0
+    ch = alt.Chart(data).mark_tick().encode(x=alt.X("name:N", axis=None), y="ms:Q")
+    html = charts.save(ch, tmp_path / "text.html")
+    assert "<!--<script>" not in html.read_text() and "</script>&amp;" not in html.read_text()
+    page = load(html, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
+    assert page.console_errors == [] and page.exceptions == [] and page.value.get("error") is None
+    assert page.value["marks"] == sum(math.isfinite(r["ms"]) for r in rows) == 467  # (Vega-Lite leaves nulls out)
+    assert charts.save(ch, tmp_path / "text.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_vega_bundle_is_built_once_then_cached(tmp_path, monkeypatch):

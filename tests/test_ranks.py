@@ -509,9 +509,9 @@ def _layers(spec: dict) -> list[dict]:
 
 def test_rank_charts_of_a_large_job_fit_a_screen(job, tmp_path):
     """The real job's answers as those of 1,000 ranks (rank k: rank k % 4's rows): each
-    rank a thin band of a chart of fixed height (no value labels, about 40 ranks named, the
-    heatmap's paths named on top), every rank and cell still drawn; the job's own 4 ranks
-    keep a labelled step each."""
+    rank a thin band of a chart of fixed height (no value labels, a rank named every 12 px,
+    the heatmap's paths named on top), every rank and cell still drawn; the job's own 4
+    ranks keep a labelled step each, and 49 ranks are each named."""
     tk, _, j = job
     ranges, summary = tk.query("rank-ranges"), tk.query("rank-summary")
     for df, build, step in ((ranges, charts.rank_heatmap, 28), (summary, charts.rank_summary, 22)):
@@ -523,10 +523,13 @@ def test_rank_charts_of_a_large_job_fit_a_screen(job, tmp_path):
         assert _inner(spec)["height"] == charts.DENSE_HEIGHT and len(_layers(spec)) == 1
         y = _layers(spec)[0]["encoding"]["y"]
         assert y["sort"] == [f"rank {k}" for k in range(1000)]
-        named = y["axis"]["values"]
-        assert 35 <= len(named) <= 40 and named[0] == "rank 0" and set(named) < set(y["sort"])
-        assert "1,000 ranks, one in 25 named" in str(spec["title"]["subtitle"])
+        named = y["axis"]["values"]  # a name every 12 px or more: one rank in 13
+        assert named == [f"rank {k}" for k in range(0, 1000, 13)] and 12 * len(named) <= charts.DENSE_HEIGHT
+        assert "1,000 ranks, one in 13 named" in str(spec["title"]["subtitle"])
         assert len(_values(spec)) == big.height * (3 if build is charts.rank_summary else 1)
+        just_dense = build(big.filter(pl.col("rank") < charts.DENSE_RANKS + 1)).to_dict()
+        assert _inner(just_dense)["height"] == charts.DENSE_HEIGHT and len(_layers(just_dense)) == 1
+        assert _layers(just_dense)[0]["encoding"]["y"]["axis"]["values"] == [f"rank {k}" for k in range(49)]
         if build is charts.rank_heatmap:
             assert _layers(spec)[0]["encoding"]["x"]["axis"]["orient"] == "top"
             assert _layers(small)[0]["encoding"]["x"]["axis"]["orient"] == "bottom"

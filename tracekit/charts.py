@@ -50,10 +50,13 @@ JSON_TEXT_ROWS = 500
 
 
 def _data(rows: list[dict]) -> alt.Data:
-    """A chart's inline data: the rows, as a list or past ``JSON_TEXT_ROWS`` as JSON text."""
+    """A chart's inline data: the rows, as a list or past ``JSON_TEXT_ROWS`` as JSON text;
+    a value that is not a finite number is null (JSON has no NaN: the page's parser
+    would refuse the whole chart)."""
+    rows = [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()} for r in rows]
     if len(rows) <= JSON_TEXT_ROWS:
         return alt.Data(values=rows)
-    return alt.Data(values=json.dumps(rows, default=str), format=alt.DataFormat(type="json"))
+    return alt.Data(values=json.dumps(rows, separators=(",", ":")), format=alt.DataFormat(type="json"))
 
 
 @dataclass
@@ -886,20 +889,20 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
 #: every n-th rank named): a job of 1,000 ranks fits a screen, its outliers stand out by
 #: length or colour and the tooltip gives each value
 DENSE_RANKS = 48
-DENSE_HEIGHT = 1000  # px, the tallest a dense chart gets (2 px a rank below that)
+DENSE_HEIGHT = 1000  # px: a dense chart's height (48 ranks at their step take about as much)
 
 
 def _rank_axis(ranks: list[str], step: int) -> tuple[alt.Y, Any, str]:
     """The y encoding of one band per rank (field ``r``, in ``ranks``' order), the chart's
     height and what to add to its subtitle: a step of ``step`` px with every rank named,
-    or past ``DENSE_RANKS`` a fixed height with about 40 ranks named."""
+    or past ``DENSE_RANKS`` ``DENSE_HEIGHT`` px with a rank named every 12 px or more."""
     if len(ranks) <= DENSE_RANKS:
         return alt.Y("r:N", sort=ranks, title=None), alt.Step(step), ""
-    every = -(-len(ranks) // 40)
+    every = -(-len(ranks) // (DENSE_HEIGHT // 12))
     axis = alt.Axis(values=ranks[::every], ticks=False, labelFontSize=9)
-    return (alt.Y("r:N", sort=ranks, title=None, axis=axis, scale=alt.Scale(paddingInner=0)),
-            min(DENSE_HEIGHT, 2 * len(ranks)),
-            f"{len(ranks):,} ranks, one in {every} named: hover for the values")
+    named = "" if every == 1 else f", one in {every} named"
+    return (alt.Y("r:N", sort=ranks, title=None, axis=axis, scale=alt.Scale(paddingInner=0)), DENSE_HEIGHT,
+            f"{len(ranks):,} ranks{named}: hover for the values")
 
 
 def rank_summary(df: pl.DataFrame) -> alt.FacetChart:

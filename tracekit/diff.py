@@ -102,7 +102,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from .errors import CaptureWarning, ParamError, QueryError
 from .names import RUN_ID, cut_text, distinct_labels, short_name
@@ -505,7 +504,18 @@ def _present(con, params: dict, table: str) -> dict[int, set[int]]:
     return out
 
 
-def _namesakes(con, present: dict[int, set[int]]) -> pa.Table:
+#: the columns of _diff_keymap: a name id of the new run (side 1) and the base run's id it is compared as
+_KEYMAP = {"side": pl.Int32, "name_id": pl.Int64, "key": pl.Int64}
+
+
+def _keymap(pairs: list[tuple[int, int]]) -> pl.DataFrame:
+    """_diff_keymap rows of (new id, base id) pairs. (Polars, not pyarrow: building Arrow
+    arrays from Python values makes pyarrow import pandas where it is installed, 0.2-0.5 s.)"""
+    return pl.DataFrame({"side": [1] * len(pairs), "name_id": [n for n, _ in pairs], "key": [b for _, b in pairs]},
+                        schema=_KEYMAP)
+
+
+def _namesakes(con, present: dict[int, set[int]]) -> pl.DataFrame:
     """_diff_keymap rows that give a name of the new run the base run's id of the same
     text where the two differ: a Parquet dataset's runs number their names apart
     (tracekit.dataset); in the store one name has one id and this is empty."""
@@ -516,23 +526,21 @@ def _namesakes(con, present: dict[int, set[int]]) -> pa.Table:
         for sid, value in sorted(_names(con, present[0] - present[1]).items(), reverse=True):
             base[value] = sid  # the lowest id of a text
         pairs = [(nid, base[v]) for nid, v in sorted(_names(con, fresh).items()) if v in base]
-    return pa.table({"side": pa.array([1] * len(pairs), pa.int32()),
-                     "name_id": pa.array([n for n, _ in pairs], pa.int64()),
-                     "key": pa.array([b for _, b in pairs], pa.int64())})
+    return _keymap(pairs)
 
 
-def _match_kernels(con, params: dict) -> tuple[pa.Table, dict[int, str]]:
+def _match_kernels(con, params: dict) -> tuple[pl.DataFrame, dict[int, str]]:
     """The kernels' keys across runs: namesakes (_namesakes), then matches of kernels
     without one (by place and family): (_diff_keymap rows, note per matched key)."""
     sides = _present(con, params, "_kernels")
     same = _namesakes(con, sides)
-    renumber = dict(zip(same["name_id"].to_pylist(), same["key"].to_pylist(), strict=True))
+    renumber = dict(zip(same["name_id"].to_list(), same["key"].to_list(), strict=True))
     sides[1] = {renumber.get(n, n) for n in sides[1]}
     only = {0: sides[0] - sides[1], 1: sides[1] - sides[0]}
     if not only[0] or not only[1]:
         return same, {}
-    unmatched = pa.table({"side": [0] * len(only[0]) + [1] * len(only[1]),
-                          "name_id": sorted(only[0]) + sorted(only[1])})
+    unmatched = pl.DataFrame({"side": [0] * len(only[0]) + [1] * len(only[1]),
+                              "name_id": sorted(only[0]) + sorted(only[1])}, schema={"side": pl.Int64, "name_id": pl.Int64})
     con.register("_diff_unmatched", unmatched)
     try:
         places = con.sql(_sql("kernel_places"), params=params).pl()
@@ -563,10 +571,7 @@ def _match_kernels(con, params: dict) -> tuple[pa.Table, dict[int, str]]:
                              f"{b['family']} -> {n['family']}) to base kernel {b['name']}")
     take(lambda r: r["family"], lambda b, n: f"matched by family {b['family']} (the only one left in each run; "
                                              f"places differ) to base kernel {b['name']}")
-    keymap = pa.table({"side": pa.array([1] * len(pairs), pa.int32()),
-                       "name_id": pa.array([n for _, n, _ in pairs], pa.int64()),
-                       "key": pa.array([b for b, _, _ in pairs], pa.int64())})
-    return pa.concat_tables([same, keymap.cast(same.schema)]), {b: how for b, _, how in pairs}
+    return pl.concat([same, _keymap([(n, b) for b, n, _ in pairs])]), {b: how for b, _, how in pairs}
 
 
 def _kernel_scope(con, params: dict, threshold: float) -> list[_Row]:
@@ -577,7 +582,7 @@ def _kernel_scope(con, params: dict, threshold: float) -> list[_Row]:
     finally:
         con.unregister("_diff_keymap")
     # a matched kernel is shown under its new name
-    new_name = {int(b): int(n) for n, b in zip(keymap["name_id"].to_pylist(), keymap["key"].to_pylist(), strict=True)}
+    new_name = {int(b): int(n) for n, b in zip(keymap["name_id"].to_list(), keymap["key"].to_list(), strict=True)}
     names = _names(con, list(df["key"]) + list(new_name.values()))
     shown = {k: names.get(new_name.get(k, k), str(k)) for k in df["key"]}
     metrics = [("total_ns", "total", 1), ("instances", "count", 1), ("med_ns", "median", 1)]

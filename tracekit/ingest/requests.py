@@ -10,6 +10,7 @@ import pyarrow.csv as pacsv
 
 from ..errors import InputError
 from . import Parsed
+from .arrow import to_numpy
 
 KIND = "timing"
 
@@ -40,7 +41,7 @@ def read(path: Path) -> Parsed:
     if missing:
         raise InputError(f"{path}: requests CSV lacks column {missing[0]}")
     for col in ("latency_ms", "peak_mem_allocated_mb", "peak_mem_reserved_mb"):
-        values = tbl.column(col).fill_null(0.0).to_numpy()  # (an empty cell is no value: allowed)
+        values = to_numpy(tbl.column(col), fill=0.0)  # (an empty cell is no value: allowed)
         bad = ~np.isfinite(values) | (values < 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])

@@ -44,6 +44,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from .arrow import from_numpy
+
 try:
     from tracekit.ingest import _pages as _native
 except ImportError:  # not built (no C compiler at install): the NumPy decoder does it
@@ -515,4 +517,4 @@ def read_int_columns(path: str | Path, table: str, columns: list[str], threads: 
     finally:
         f.close()
     row = {names[j]: i for i, j in enumerate(wanted.tolist())}
-    return pa.table({c: pa.array(out[row[c]], mask=nulls[row[c]] if has_null[row[c]] else None) for c in columns})
+    return pa.table({c: from_numpy(out[row[c]], mask=nulls[row[c]] if has_null[row[c]] else None) for c in columns})

@@ -21,6 +21,7 @@ import pyarrow as pa
 from ...errors import InputError
 from ...registry import TRACED
 from .. import Parsed
+from ..arrow import scalar
 from ..budget import nsys_need
 from . import write
 from .arrays import small_pages
@@ -167,7 +168,7 @@ def _cuda_gpus_only(raw: dict[str, pa.Table]) -> None:
 
     gpus = raw.get("gpus")
     if gpus is not None and "smCount" in gpus.column_names:
-        raw["gpus"] = gpus.filter(pc.fill_null(pc.greater(gpus.column("smCount"), 0), True))
+        raw["gpus"] = gpus.filter(pc.fill_null(pc.greater(gpus.column("smCount"), scalar(0)), scalar(True)))
 
 
 def _check_durations(path: Path, raw: dict[str, pa.Table]) -> None:
@@ -196,7 +197,7 @@ def _check_names(path: Path, raw: dict[str, pa.Table]) -> None:
     names NULL: nsys versions differ in what they register.)"""
     import pyarrow.compute as pc
 
-    ids = raw["strings"].column("id") if "strings" in raw else pa.array([], pa.int64())
+    ids = raw["strings"].column("id") if "strings" in raw else pa.nulls(0, pa.int64())
     for name, col in (("kernels", "demangledName"), ("kernels", "shortName"), ("api_calls", "nameId")):
         tbl = raw.get(name)
         if tbl is None or col not in tbl.column_names or tbl.column(col).null_count == tbl.num_rows:

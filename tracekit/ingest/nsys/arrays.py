@@ -9,6 +9,8 @@ import threading
 import numpy as np
 import pyarrow as pa
 
+from ..arrow import to_numpy, valid_flags
+
 #: a missing first op start / last op end in the NumPy arrays of the NVTX projection
 #: (the extremes, so that min and max pass over them; NULL once written)
 NO_START, NO_END = np.iinfo(np.int64).max, np.iinfo(np.int64).min
@@ -17,12 +19,8 @@ NO_START, NO_END = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 def int_values(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
     """An integer column as int64 NumPy values (NULLs as 0; no copy when there are none
     and it is one chunk) and its validity (None: no NULLs)."""
-    import pyarrow.compute as pc
-
-    if col.null_count == 0:
-        arr = col.chunk(0) if col.num_chunks == 1 else pa.concat_arrays(col.chunks)
-        return arr.to_numpy().astype(np.int64, copy=False), None
-    return pc.fill_null(col, 0).to_numpy().astype(np.int64, copy=False), col.is_valid().to_numpy(zero_copy_only=False)
+    values = to_numpy(col, fill=0).astype(np.int64, copy=False)
+    return values, (valid_flags(col) if col.null_count else None)
 
 
 _PAGES_LOCK = threading.Lock()

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import InputError
+from ..arrow import from_numpy
 from .arrays import int_values
 from .columns import GAP_INPUTS, GAP_TABLES
 
@@ -91,7 +92,7 @@ def idle_gaps(raw: dict[str, pa.Table]) -> dict[str, list[pa.Array]]:
     out, at = {}, 0
     for t in tables:
         n = raw[t].num_rows
-        out[t] = [pa.array(g[at:at + n], mask=g[at:at + n] <= 0) for g in gaps]
+        out[t] = [from_numpy(g[at:at + n], mask=g[at:at + n] <= 0) for g in gaps]
         at += n
     return out
 
@@ -200,13 +201,13 @@ def add_launches(ops: pa.Table, api: pa.Table, index: LaunchIndex,
     each op's row in ``api`` and its range id (-1: none)."""
     rows = index.find(ops)
     names = {"globalTid": "_tk_api_tid", "start": "_tk_api_start", "end": "_tk_api_end", "nameId": "_tk_api_name"}
-    picked = api.select([c for c in names if c in api.column_names]).take(pa.array(rows, mask=rows < 0))
+    picked = api.select([c for c in names if c in api.column_names]).take(from_numpy(rows, mask=rows < 0))
     for src, name in names.items():
         ops = ops.append_column(name, picked.column(src) if src in picked.column_names
                                 else pa.nulls(ops.num_rows, pa.int64()))
     inner = nest.innermost(picked.column("globalTid"), picked.column("start"))
     if inner is None:
         inner = np.full(ops.num_rows, -1, np.int64)
-    ops = ops.append_column("_tk_api_range", pa.array(inner, mask=inner < 0))
+    ops = ops.append_column("_tk_api_range", from_numpy(inner, mask=inner < 0))
     return ops, rows, inner
 

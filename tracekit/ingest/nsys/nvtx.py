@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from ...errors import InputError
 from .. import containers
+from ..arrow import from_numpy, strings, to_numpy
 from .arrays import NO_END, NO_START, int_values
 from .columns import (
     NVTX_COLUMNS,
@@ -181,8 +182,8 @@ class Nest:
     @property
     def tree(self) -> pa.Table:
         """range_id, depth, parent_id and path of every nesting range, as a table."""
-        return pa.table({"range_id": self.range_id, "depth": self.depth,
-                         "parent_id": pa.array(self.parent, mask=self.parent < 0), "path": self.path})
+        return pa.table({"range_id": from_numpy(self.range_id), "depth": from_numpy(self.depth),
+                         "parent_id": from_numpy(self.parent, mask=self.parent < 0), "path": self.path})
 
     def innermost(self, tid: pa.ChunkedArray, start: pa.ChunkedArray) -> np.ndarray | None:
         """The id of the innermost push/pop range open on thread ``tid`` at time ``start``
@@ -285,9 +286,9 @@ def paths(parent: np.ndarray, depth: np.ndarray, label: pa.ChunkedArray) -> pa.D
     n = len(parent)
     idx = index_type(n)
     if n == 0:
-        return pa.DictionaryArray.from_arrays(pa.array([], pa.from_numpy_dtype(idx)), pa.array([], pa.string()))
+        return pa.DictionaryArray.from_arrays(from_numpy(np.empty(0, idx)), strings([]))
     enc = pc.dictionary_encode(label).combine_chunks()
-    lab = enc.indices.to_numpy(zero_copy_only=False)
+    lab = to_numpy(enc.indices)
     words = enc.dictionary.to_pylist()
     del enc
     width = max(len(words), 1)
@@ -309,7 +310,7 @@ def paths(parent: np.ndarray, depth: np.ndarray, label: pa.ChunkedArray) -> pa.D
             texts += [f"{texts[above + k // width]}/{words[k % width]}" for k in uniq.tolist()]
         path[at] = first + index
         above, count = first, len(uniq)
-    return pa.DictionaryArray.from_arrays(pa.array(path), pa.array(texts, pa.string()))
+    return pa.DictionaryArray.from_arrays(from_numpy(path), strings(texts))
 
 
 def distinct(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -335,9 +336,9 @@ def nest(con) -> Nest:
     (start, -end) order, every range after those that enclose it."""
     r = con.sql("SELECT range_id, global_tid, start_ns, end_ns, style = 'PushPop' AS pp, label FROM _nsys_rng "
                 "ORDER BY global_tid, range_id").to_arrow_table()
-    range_id, tid, start, end = (np.asarray(r.column(c).to_numpy(), dtype=np.int64)
+    range_id, tid, start, end = (to_numpy(r.column(c)).astype(np.int64, copy=False)
                                  for c in ("range_id", "global_tid", "start_ns", "end_ns"))
-    is_pp = np.asarray(r.column("pp").to_numpy(), dtype=bool)
+    is_pp = to_numpy(r.column("pp")).astype(bool, copy=False)
     ranges = dict(tid=tid, start=start, end=end, is_pp=is_pp, label=r.column("label"))
     del r  # (the other columns' Arrow copies)
 
@@ -370,7 +371,7 @@ def prepare(con, raw: dict[str, pa.Table]) -> Nest:
     n = 0 if nvtx is None else nvtx.num_rows
     have = set() if nvtx is None else set(nvtx.column_names)
     ev = pa.table({**{c: nvtx.column(c) if c in have else pa.nulls(n, pa.string() if c == "text" else pa.int64())
-                      for c in NVTX_COLUMNS}, "_row": np.arange(n, dtype=np.int64)})
+                      for c in NVTX_COLUMNS}, "_row": from_numpy(np.arange(n, dtype=np.int64))})
     if not pa.types.is_string(ev.schema.field("text").type):
         # SQLite types a column by its values: text NULL in every row (every name a
         # registered string, through textId) reads as integers; as SQLite prints values
@@ -503,7 +504,7 @@ class RangeColumns:
         self.depth[nest.range_id] = nest.depth
         nest.depth = None
         self.path = np.full(size, -1, idx)
-        self.path[nest.range_id] = nest.path.indices.to_numpy()
+        self.path[nest.range_id] = to_numpy(nest.path.indices)
         self.words = nest.path.dictionary
         nest.path = nest.range_id = None
         self.pp_parent = pp_parent
@@ -543,18 +544,18 @@ class RangeColumns:
     def paths(self, range_id: np.ndarray) -> pa.DictionaryArray:
         """The paths of the ranges ``range_id`` (NULL where a range does not nest)."""
         path = self.path[range_id]
-        return pa.DictionaryArray.from_arrays(pa.array(path, mask=path == -1), self.words)
+        return pa.DictionaryArray.from_arrays(from_numpy(path, mask=path == -1), self.words)
 
     def take(self, range_id: np.ndarray) -> dict[str, pa.Array]:
         """The columns (``NAMES``) of the ranges ``range_id``, NULL where there is no value."""
         def masked(values, fill):
-            return pa.array(values, mask=values == fill)
+            return from_numpy(values, mask=values == fill)
 
         return {"depth": masked(self.depth[range_id], -1), "parent_id": masked(self.parent[range_id].astype(np.int64), -1),
                 "path": self.paths(range_id),
-                "children": pa.array(self.children[range_id]),
+                "children": from_numpy(self.children[range_id]),
                 "proj_start_ns": masked(self.proj_start[range_id], NO_START),
-                "proj_end_ns": masked(self.proj_end[range_id], NO_END), "gpu_ops": pa.array(self.ops[range_id])}
+                "proj_end_ns": masked(self.proj_end[range_id], NO_END), "gpu_ops": from_numpy(self.ops[range_id])}
 
 
 def startend_around(calls: str) -> str:
@@ -586,7 +587,6 @@ def project(con, ops_sql: str, nest: Nest, own: Projection, size: int) -> RangeC
     launch_global_tid, api_start_ns, api_end_ns: the written GPU ops) whose launching
     call lies inside them on their thread. Consumes ``nest``: its arrays are freed as
     they are used (millions of ranges: hundreds of MB each)."""
-    import pyarrow.compute as pc
 
     pushpop = nest.rolled_up(own, size)
     pp_parent = np.full(max(size, 1), -1, index_type(size))  # each push/pop range's push/pop parent
@@ -599,6 +599,6 @@ def project(con, ops_sql: str, nest: Nest, own: Projection, size: int) -> RangeC
                                f"api_start_ns AS s, api_end_ns AS e FROM ({ops_sql})")})
         GROUP BY range_id
     """).to_arrow_table()
-    startend = Projection(*(np.asarray(pc.fill_null(se.column(c), none).to_numpy(), dtype=np.int64) for c, none in (
+    startend = Projection(*(to_numpy(se.column(c), fill=none).astype(np.int64, copy=False) for c, none in (
         ("range_id", -1), ("proj_start_ns", NO_START), ("proj_end_ns", NO_END), ("gpu_ops", 0))))
     return RangeColumns(nest, pushpop, startend, pp_parent)

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrow import from_numpy, scalar, to_numpy
 from ..budget import WRITING_MEMORY_MARGIN, MemoryBudget
 from . import nvtx
 from .arrays import small_pages
@@ -188,7 +189,7 @@ def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budg
     for lo in range(0, named.num_rows, RANGE_BATCH):
         budget.share(WRITING_MEMORY_MARGIN)
         part = named.slice(lo, RANGE_BATCH)
-        extra = cols.take(np.asarray(part.column("range_id").to_numpy()))
+        extra = cols.take(to_numpy(part.column("range_id")))
         for name in nvtx.RangeColumns.NAMES:
             part = part.append_column(name, extra.pop(name))
         con.register("_nsys_ranges", part)
@@ -228,7 +229,7 @@ def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budg
     with_kernels = con.execute(f"SELECT DISTINCT nvtx_range_id FROM nvtx_kernel_sum WHERE run_id = {int(run_id)} "
                                "AND nvtx_range_id IS NOT NULL").fetchnumpy()["nvtx_range_id"]
     ids = np.asarray(with_kernels, dtype=np.int64)
-    con.register("_nsys_kernel_paths", pa.table({"range_id": ids, "path": cols.paths(ids)}))
+    con.register("_nsys_kernel_paths", pa.table({"range_id": from_numpy(ids), "path": cols.paths(ids)}))
     try:
         rows["nvtx_path_kernel_sum"] = insert(con, "nvtx_path_kernel_sum", run_id, f"""
             SELECT p.path, s.name, sum(s.launches)::BIGINT AS launches, sum(s.total_ns)::BIGINT AS total_ns
@@ -254,13 +255,13 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     # each range's group key: its name (domain and text codes) and style; -1: no range
     text = pc.dictionary_encode(named.column("text")).combine_chunks()
     domain = pc.dictionary_encode(named.column("domain")).combine_chunks()
-    startend = pc.equal(named.column("style").cast(pa.string()), "StartEnd").combine_chunks()
+    startend = pc.equal(named.column("style").cast(pa.string()), scalar("StartEnd")).combine_chunks()
     n_dom = max(len(domain.dictionary), 1)
     key_type = np.int32 if 2 * len(text.dictionary) * n_dom < 2**31 else np.int64
     group_of = np.full(len(cols.pp_parent), -1, key_type)
-    group_of[np.asarray(named.column("range_id").to_numpy())] = (
-        (np.asarray(text.indices, dtype=key_type) * n_dom + np.asarray(domain.indices, dtype=key_type)) * 2
-        + np.asarray(startend, dtype=key_type))
+    group_of[to_numpy(named.column("range_id"))] = (
+        (to_numpy(text.indices).astype(key_type) * n_dom + to_numpy(domain.indices).astype(key_type)) * 2
+        + to_numpy(startend).astype(key_type))
     text_words, domain_words = text.dictionary, domain.dictionary
     del text, domain
     any_startend = pc.any(startend).as_py() or False
@@ -275,8 +276,9 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     if any_startend:
         # a start/end range's key differs from every push/pop range's (its style): a
         # repeat is another start/end range of the kernel with the same name
-        con.register("_nsys_launches", pa.table({"k": np.arange(len(alone), dtype=np.int64), "gtid": k["gtid"],
-                                                 "s": k.pop("s"), "e": k.pop("e")}))
+        con.register("_nsys_launches", pa.table({"k": from_numpy(np.arange(len(alone), dtype=np.int64)),
+                                                 "gtid": from_numpy(k["gtid"]), "s": from_numpy(k.pop("s")),
+                                                 "e": from_numpy(k.pop("e"))}))
         try:
             se = con.sql(f"SELECT k, range_id FROM ({nvtx.startend_around('SELECT * FROM _nsys_launches')})").fetchnumpy()
         finally:
@@ -294,8 +296,8 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     pos = np.concatenate([pos, at]).astype(np.int32 if len(pos) + len(at) < 2**31 else np.int64)
     first = np.concatenate([~repeat, np.ones(len(at), bool)])  # a kernel counts once in a group
     del at, group_of, repeat
-    pairs = pa.table({"g": group, "r": rid, "first": first, "gtid": np.asarray(k["gtid"])[pos],
-                      "name_id": np.asarray(k["name_id"])[pos], "dur": np.asarray(k["dur"])[pos]})
+    pairs = pa.table({"g": from_numpy(group), "r": from_numpy(rid), "first": from_numpy(first),
+                      **{c: from_numpy(np.asarray(k[c])[pos]) for c in ("gtid", "name_id", "dur")}})
     del k, pos, rid, group, first
     con.register("_nsys_range_kernels", pairs)
     try:
@@ -309,15 +311,17 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     finally:
         con.unregister("_nsys_range_kernels")
     del pairs
-    g = np.asarray(sums.column("g").to_numpy(), dtype=np.int64)
+    g = to_numpy(sums.column("g")).astype(np.int64, copy=False)
     has = g >= 0
     gg = np.where(has, g, 0)
     t_idx, d_idx = (gg // 2) // n_dom, (gg // 2) % n_dom
-    rng = pc.binary_join_element_wise(domain_words.take(pa.array(d_idx)), text_words.take(pa.array(t_idx)), ":")
+    rng = pc.binary_join_element_wise(domain_words.take(from_numpy(d_idx)), text_words.take(from_numpy(t_idx)),
+                                      scalar(":"))
+    named_group, no_name = from_numpy(has), scalar(None, pa.string())
     names = pa.table({
-        "range": pc.if_else(pa.array(has), rng, pa.scalar(None, pa.string())),
-        "style": pc.if_else(pa.array(has), pa.array(np.where(gg % 2 == 1, "StartEnd", "PushPop")),
-                            pa.scalar(None, pa.string())),
+        "range": pc.if_else(named_group, rng, no_name),
+        "style": pc.if_else(named_group, pc.if_else(from_numpy(gg % 2 == 1), scalar("StartEnd"), scalar("PushPop")),
+                            no_name),
         **{c: sums.column(c) for c in sums.column_names if c != "g"}})
     con.register("_nsys_range_kernel_sums", names)
     try:

@@ -1,13 +1,15 @@
 """Wall time of one CLI command, as a user types it: `tracekit query top-kernels` on a
 store holding the bundled example run (examples/hstu_bs8_nc1024_nsys) and the full ncu
 report; also `runs`, `--version`, `--help`, and (``--heavy-runs`` times) `diff`,
-`chart` and `report`, which need Polars, Altair or vl-convert for their work.
+`chart` and `report`, which need Polars, Altair or vl-convert for their work, and the
+ingest of a small export into a new store.
 
 Each command runs ``--runs`` times as a fresh process (median and min reported), beside
 the floors it cannot go below in the same process: Python's start-up and
 ``import duckdb``. ``--baseline PYTHON`` runs the same commands with another
 interpreter where another tracekit is installed (e.g. a venv with main's checkout
-installed) for a ratio measured alongside.
+installed; or a script running python with PYTHONPATH set to an old checkout) for a
+ratio measured alongside.
 The rows alternate between the variants, so load changes hit each alike; the machine's
 load average is printed with the results. Target (issue 15): median <= 0.35 s on the
 2-core machine.
@@ -18,8 +20,11 @@ load average is printed with the results. Target (issue 15): median <= 0.35 s on
 from __future__ import annotations
 
 import argparse
+import itertools
+import lzma
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,7 +47,10 @@ HEAVY = {
     "chart top-kernels -o .html": ["chart", "top-kernels", "--run", "1", "-o", "{tmp}/c.html"],
     "chart top-kernels -o .json": ["chart", "top-kernels", "--run", "1", "-o", "{tmp}/c.json"],
     "report (nsys run)": ["report", "--run", "1", "-o", "{tmp}/r.html"],
+    # a small export (nsys_many_kernels, 94 k rows) into a new store each time
+    "ingest (94 k-row export)": ["--db", "{tmp}/ingest-{run}.duckdb", "ingest", "{tmp}/small.sqlite"],
 }
+SMALL = ROOT / "tests" / "data" / "nsys_many_kernels" / "export.sqlite.xz"
 
 
 #: bytecode cached as on a user's machine (a PYTHONDONTWRITEBYTECODE environment would
@@ -51,7 +59,8 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | 
 
 
 def _cli(db: Path, args: list[str], python: str = sys.executable) -> list[str]:
-    return [python, "-m", "tracekit.cli", "--db", str(db), *args]
+    """The command line of ``args`` on ``db`` (unless ``args`` name a store of their own)."""
+    return [python, "-m", "tracekit.cli", *(["--db", str(db)] if args[:1] != ["--db"] else []), *args]
 
 
 def _time(cmd: list[str]) -> tuple[float, float]:
@@ -95,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         for source in (EXAMPLE, ROOT / "tests" / "data" / "ncu_full" / "report.ncu-rep.xz"):
             subprocess.run(_cli(db, ["ingest", str(source)]), env=ENV, cwd=tmp, check=True,
                            stdout=subprocess.DEVNULL)
+        with lzma.open(SMALL) as src, open(Path(tmp) / "small.sqlite", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        runs = itertools.count()
         variants = {"this checkout": sys.executable}
         if args.baseline:
             variants["baseline"] = args.baseline
@@ -102,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                   "python -c 'import duckdb'": [sys.executable, "-c", "import duckdb"]}
         for python in variants.values():  # warm-up: bytecode written, files in the page cache, caches
             for cli_args in [COMMANDS["query top-kernels"], *(HEAVY.values() if args.heavy_runs else [])]:
-                _time(_cli(db, [a.format(tmp=tmp) for a in cli_args], python))
+                _time(_cli(db, [a.format(tmp=tmp, run=next(runs)) for a in cli_args], python))
         times: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for k in range(max(args.runs, args.heavy_runs)):  # alternate: every variant sees the same load
             if k < args.runs:
@@ -111,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             for label, python in variants.items():
                 todo = {**(COMMANDS if k < args.runs else {}), **(HEAVY if k < args.heavy_runs else {})}
                 for name, cli_args in todo.items():
-                    cli_args = [a.format(tmp=tmp) for a in cli_args]
+                    cli_args = [a.format(tmp=tmp, run=next(runs)) for a in cli_args]
                     times.setdefault((label, name), []).append(_time(_cli(db, cli_args, python)))
         print(f"{args.runs} runs each ({args.heavy_runs} of diff, chart, report), alternating; "
               f"python {sys.version.split()[0]}")

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from ...errors import InputError
 from .. import sqlite_ints
+from ..arrow import strings
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -240,8 +241,8 @@ def _valid_text(tbl: pa.Table) -> pa.Table:
             except pa.ArrowInvalid:
                 bad = True
                 raw = chunk.cast(pa.large_binary() if pa.types.is_large_string(field.type) else pa.binary())
-                chunks.append(pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()],
-                                       field.type))
+                chunks.append(strings([None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()])
+                              .cast(field.type))
         if bad:
             tbl = tbl.set_column(i, field, pa.chunked_array(chunks, field.type))
     return tbl

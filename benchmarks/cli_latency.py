@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                   "python -c 'import duckdb'": [sys.executable, "-c", "import duckdb"]}
         for python in variants.values():  # warm-up: bytecode written, files in the page cache, caches
             for cli_args in [COMMANDS["query top-kernels"], *(HEAVY.values() if args.heavy_runs else [])]:
-                _time(_cli(db, [a.format(tmp=tmp, run=next(runs)) for a in cli_args], python))
+                k = next(runs)
+                _time(_cli(db, [a.format(tmp=tmp, run=k) for a in cli_args], python))
         times: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for k in range(max(args.runs, args.heavy_runs)):  # alternate: every variant sees the same load
             if k < args.runs:
@@ -123,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             for label, python in variants.items():
                 todo = {**(COMMANDS if k < args.runs else {}), **(HEAVY if k < args.heavy_runs else {})}
                 for name, cli_args in todo.items():
-                    cli_args = [a.format(tmp=tmp, run=next(runs)) for a in cli_args]
+                    k = next(runs)
+                    cli_args = [a.format(tmp=tmp, run=k) for a in cli_args]
                     times.setdefault((label, name), []).append(_time(_cli(db, cli_args, python)))
         print(f"{args.runs} runs each ({args.heavy_runs} of diff, chart, report), alternating; "
               f"python {sys.version.split()[0]}")

@@ -37,6 +37,15 @@ def test_from_numpy_equals_pa_array(dtype, n):
         assert got.equals(pa.array(values, mask=mask)), (dtype, n, mask)
     stepped = values[::3]  # not contiguous: copied
     assert from_numpy(stepped).equals(pa.array(stepped))
+    if dtype != "bool":  # the other byte order: read in the machine's (pyarrow refuses it)
+        swapped = values.astype(values.dtype.newbyteorder("S"))
+        assert from_numpy(swapped).equals(pa.array(values))
+
+
+def test_from_numpy_of_what_it_does_not_build_is_pyarrows():
+    assert from_numpy(np.array(["a", "b"], dtype=object)).equals(pa.array(["a", "b"]))
+    with pytest.raises(pa.ArrowInvalid):  # (a 0-d array is not a column: refused as pyarrow refuses it)
+        from_numpy(np.array(5))
 
 
 def test_from_numpy_takes_a_masked_array_mask_and_all():
@@ -74,17 +83,34 @@ def test_to_numpy_of_slices_chunks_and_nulls(dtype):
         to_numpy(arr)
 
 
+def test_to_numpy_views_are_read_only_and_fills_fit():
+    """A view of Arrow's memory cannot be written (as pyarrow's own view); a fill the
+    column's type cannot hold is refused, not wrapped around."""
+    source = np.arange(5, dtype=np.int64)
+    view = to_numpy(from_numpy(source))
+    with pytest.raises(ValueError, match="read-only"):
+        view[0] = 9
+    assert source[0] == 0
+    with_nulls = pa.array(np.array([1, 2], np.int32), mask=np.array([False, True]))
+    assert to_numpy(with_nulls, fill=-1).tolist() == [1, -1]
+    with pytest.raises(ValueError, match="cannot hold it"):
+        to_numpy(with_nulls, fill=2**40)
+    with pytest.raises(ValueError, match="cannot hold it"):
+        to_numpy(pa.array(np.array([1, 2], np.uint8), mask=np.array([True, False])), fill=-1)
+    assert np.isnan(to_numpy(pa.array([1.5, None]), fill=np.nan)[1])
+
+
 def test_to_numpy_of_other_types_is_pyarrows():
     ts = pa.array([1, None, 3], pa.timestamp("ns"))
-    assert to_numpy(ts, fill=0).tolist() == to_numpy(ts.fill_null(0)).tolist()
+    assert to_numpy(ts, fill=0).tolist() == ts.fill_null(0).to_numpy(zero_copy_only=False).tolist()
     assert to_numpy(pa.array(["a", "b"])).tolist() == ["a", "b"]
 
 
 def test_strings_and_scalars_equal_pyarrows():
-    texts = ["", "a", None, "ünïcödé/µs", "x" * 300, None, "日本"]
-    got = strings(texts)
-    got.validate(full=True)
-    assert got.equals(pa.array(texts, pa.string()))
+    for texts in (["", "a", None, "ünïcödé/µs", "x" * 300, None, "日本"], ["plain", "", "ascii"], [None]):
+        got = strings(iter(texts))
+        got.validate(full=True)
+        assert got.equals(pa.array(texts, pa.string())), texts
     assert strings([]).equals(pa.array([], pa.string()))
     for value, typ in ((0, None), (True, None), (2.5, None), ("StartEnd", None), (None, pa.string()), (3, pa.int32())):
         assert scalar(value, typ).equals(pa.scalar(value, typ)), (value, typ)
@@ -95,13 +121,14 @@ def test_strings_and_scalars_equal_pyarrows():
 PROBE = """
 import sys, tracekit
 from tracekit.cli import main
-db, dataset, hstu, renamed, ncu, sweep_a, sweep_b = sys.argv[1:8]
-def cli(*args):
+db, dataset, hstu, renamed, ncu, sweep_a, sweep_b, startend, latin1, broken = sys.argv[1:11]
+def cli(*args, code=0):
     try:
         main(["--db", args[0], *args[1:]])
     except SystemExit as e:
-        assert not e.code, (args, e.code)
-cli(db, "ingest", hstu, renamed, ncu, *sweep_a.split(","), *sweep_b.split(","))
+        assert (e.code or 0) == code, (args, e.code)
+cli(db, "ingest", hstu, renamed, ncu, *sweep_a.split(","), *sweep_b.split(","), startend, latin1)
+cli(db, "ingest", broken, code=2)
 cli(db, "diff", "1", "2")
 cli(db, "diff", sweep_a.split(",")[0], sweep_b.split(",")[0])
 cli(dataset, "ingest", hstu, renamed, "--workers", "2")
@@ -115,7 +142,8 @@ print("pandas" in sys.modules)
 @pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas is not installed: nothing to load")
 def test_ingest_and_diff_never_import_pandas(tmp_path):
     """pyarrow's conversions import pandas wherever it is installed (0.2-0.5 s a command):
-    ingests of every kind and diffs (kernels matched by place; a dataset's names numbered
+    ingests of every kind (start/end ranges, text that is not UTF-8, a corrupt export's
+    error among them) and diffs (kernels matched by place; a dataset's names numbered
     apart) go around them."""
     import lzma
     import shutil
@@ -131,9 +159,25 @@ def test_ingest_and_diff_never_import_pandas(tmp_path):
                 "(SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1 ORDER BY count(*) DESC LIMIT 1)")
     con.commit()
     con.close()
+    latin1 = tmp_path / "latin1.sqlite"  # names in bytes that are not UTF-8 (as test_nsys_trust)
+    with lzma.open(DATA / "nsys_odd_nvtx" / "export.sqlite.xz") as src, open(latin1, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(latin1)
+    con.execute("UPDATE NVTX_EVENTS SET text = CAST(x'72e96e6765' AS TEXT) "
+                "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL)")
+    con.commit()
+    con.close()
+    broken = tmp_path / "broken.sqlite"  # kernels that end before they start: refused
+    shutil.copyfile(hstu, broken)
+    con = sqlite3.connect(broken)
+    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 1000 WHERE rowid IN (3, 7)')
+    con.commit()
+    con.close()
     sweeps = [",".join(str(p) for p in sorted((DATA / "sweep_pair" / s / "runs").iterdir())[:2]) for s in "ab"]
+    startend = DATA / "nsys_registered_nvtx_domains" / "export.sqlite.xz"  # start/end ranges
     proc = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "s.duckdb"), str(tmp_path / "ds"),
-                           str(hstu), str(renamed), str(DATA / "ncu_diff_a" / "report.ncu-rep.xz"), *sweeps],
+                           str(hstu), str(renamed), str(DATA / "ncu_diff_a" / "report.ncu-rep.xz"), *sweeps,
+                           str(startend), str(latin1), str(broken)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     *_, matched, pandas = proc.stdout.strip().splitlines()

@@ -184,7 +184,7 @@ def _check_durations(path: Path, raw: dict[str, pa.Table]) -> None:
         back = pc.less(tbl.column("end"), tbl.column("start"))
         n = pc.sum(back).as_py() or 0
         if n:
-            first = pc.index(back, True).as_py()
+            first = pc.index(back, scalar(True)).as_py()
             raise InputError(f"{path}: table {SPECS[name].source}: {n:,} row{'s end' if n > 1 else ' ends'} "
                              f"before {'they start' if n > 1 else 'it starts'} (the first: row {first + 1:,}, start {tbl.column('start')[first].as_py()}, "
                              f"end {tbl.column('end')[first].as_py()}); the export is corrupt")

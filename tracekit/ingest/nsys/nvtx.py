@@ -587,7 +587,6 @@ def project(con, ops_sql: str, nest: Nest, own: Projection, size: int) -> RangeC
     launch_global_tid, api_start_ns, api_end_ns: the written GPU ops) whose launching
     call lies inside them on their thread. Consumes ``nest``: its arrays are freed as
     they are used (millions of ranges: hundreds of MB each)."""
-
     pushpop = nest.rolled_up(own, size)
     pp_parent = np.full(max(size, 1), -1, index_type(size))  # each push/pop range's push/pop parent
     pp_parent[nest.pp_child] = nest.pp_up

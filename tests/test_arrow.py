@@ -3,9 +3,14 @@ pyarrow's own conversions; and the commands that use them never import pandas.""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import lzma
+import shutil
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -139,40 +144,33 @@ print("pandas" in sys.modules)
 """
 
 
+def _export(source: Path, out: Path, *sql: str) -> Path:
+    """The export ``source`` (.xz) decompressed to ``out``, with ``sql`` statements applied."""
+    with lzma.open(source) as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with contextlib.closing(sqlite3.connect(out)) as con:
+        for stmt in sql:
+            con.execute(stmt)
+        con.commit()
+    return out
+
+
 @pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas is not installed: nothing to load")
 def test_ingest_and_diff_never_import_pandas(tmp_path):
     """pyarrow's conversions import pandas wherever it is installed (0.2-0.5 s a command):
     ingests of every kind (start/end ranges, text that is not UTF-8, a corrupt export's
     error among them) and diffs (kernels matched by place; a dataset's names numbered
     apart) go around them."""
-    import lzma
-    import shutil
-    import sqlite3
-
-    hstu = tmp_path / "hstu.sqlite"
-    with lzma.open(DATA / "hstu_capture_nsys" / "nsys.sqlite.xz") as src, open(hstu, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    renamed = tmp_path / "renamed.sqlite"  # a kernel under a new name, same places
-    shutil.copyfile(hstu, renamed)
-    con = sqlite3.connect(renamed)
-    con.execute("UPDATE StringIds SET value = value || '_v2' WHERE id = "
-                "(SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1 ORDER BY count(*) DESC LIMIT 1)")
-    con.commit()
-    con.close()
-    latin1 = tmp_path / "latin1.sqlite"  # names in bytes that are not UTF-8 (as test_nsys_trust)
-    with lzma.open(DATA / "nsys_odd_nvtx" / "export.sqlite.xz") as src, open(latin1, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    con = sqlite3.connect(latin1)
-    con.execute("UPDATE NVTX_EVENTS SET text = CAST(x'72e96e6765' AS TEXT) "
-                "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL)")
-    con.commit()
-    con.close()
-    broken = tmp_path / "broken.sqlite"  # kernels that end before they start: refused
-    shutil.copyfile(hstu, broken)
-    con = sqlite3.connect(broken)
-    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 1000 WHERE rowid IN (3, 7)')
-    con.commit()
-    con.close()
+    capture = DATA / "hstu_capture_nsys" / "nsys.sqlite.xz"
+    hstu = _export(capture, tmp_path / "hstu.sqlite")
+    renamed = _export(capture, tmp_path / "renamed.sqlite",  # a kernel under a new name, same places
+                      "UPDATE StringIds SET value = value || '_v2' WHERE id = (SELECT demangledName "
+                      "FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1 ORDER BY count(*) DESC LIMIT 1)")
+    latin1 = _export(DATA / "nsys_odd_nvtx" / "export.sqlite.xz", tmp_path / "latin1.sqlite",  # not UTF-8
+                     "UPDATE NVTX_EVENTS SET text = CAST(x'72e96e6765' AS TEXT) "
+                     "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL)")
+    broken = _export(capture, tmp_path / "broken.sqlite",  # kernels that end before they start: refused
+                     'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 1000 WHERE rowid IN (3, 7)')
     sweeps = [",".join(str(p) for p in sorted((DATA / "sweep_pair" / s / "runs").iterdir())[:2]) for s in "ab"]
     startend = DATA / "nsys_registered_nvtx_domains" / "export.sqlite.xz"  # start/end ranges
     proc = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "s.duckdb"), str(tmp_path / "ds"),

@@ -4,8 +4,8 @@ pyarrow's own conversions (``pa.array``, ``Array.to_numpy``, a table of NumPy co
 Python number given to a compute function) ask whether a value is a pandas object, and
 the first to ask imports pandas wherever it is installed: 0.2-0.5 s of every ingest
 command, which never needs it. These helpers make the same arrays from and into their
-buffers, for the fixed-width types an ingest converts (integers, floats, booleans);
-anything else goes through pyarrow's own conversion.
+buffers, for what an ingest converts (integers, floats, booleans, strings, scalars of
+them); anything else goes through pyarrow's own conversion.
 """
 
 from __future__ import annotations

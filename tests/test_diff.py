@@ -566,6 +566,9 @@ def test_two_captures_without_cuda_compare_their_nvtx_ranges(tmp_path, capsys):
         mixed = tk.diff("hstu", "base")
         assert set(mixed["scope"]) == {"nvtx"}
         assert set(mixed["metric"]) == {"range_total_ns", "range_med_ns", "instances"}
+        walls = mixed.filter(pl.col("metric") == "range_total_ns")  # by the change in wall time
+        moved = [abs((b or 0) - (n or 0)) for b, n in zip(walls["base"], walls["new"], strict=True)]
+        assert moved == sorted(moved, reverse=True) and len(set(moved)) > 1
         path = tk.path
     assert cli_main(["--db", str(path), "diff", "base", "cpu_only_more", "--gate", "-f", "csv"]) == 1
     out, err = capsys.readouterr()

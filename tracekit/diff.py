@@ -17,8 +17,8 @@ Output columns (``COLUMNS``; CSV in this order): scope, key, metric, base, new, 
 added, removed), p_value, note (how the key was matched, why a verdict was held back),
 delta_pct_low and delta_pct_high (an interval of delta_pct, see below). Rows are
 ordered by the size of their key's change in GPU time (kernels, NVTX kernel time,
-memory operations, devices; kernel duration for ncu; request latency for sweeps),
-largest first; CUDA API rows, which change host time only, come after, ordered by
+memory operations, devices; kernel duration for ncu; request latency for sweeps; NVTX
+wall time where a run did not trace CUDA), largest first; CUDA API rows, which change host time only, come after, ordered by
 their change in call time.
 
 Verdicts. A change is ``regressed`` or ``improved`` only when it is larger than the
@@ -596,8 +596,9 @@ def _simple_scope(con, scope: str, sql: str, params: dict, threshold: float, met
 
 
 def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True, host_judged: bool = False) -> list[_Row]:
-    """``gpu``: both runs traced CUDA (else their ranges' GPU work is not compared);
-    ``host_judged``: neither did, and wall time is judged (it orders the rows then)."""
+    """``gpu``: both runs traced CUDA (else their ranges' GPU work is not compared, and the
+    rows are ordered by their change in wall time, the only time both runs have);
+    ``host_judged``: neither did, and wall time is judged too."""
     samples = _sql("samples_nvtx")
     ranges = _compare(con, samples, params)
     parts = {}  # per key: the summary of its kernel time and of its projection
@@ -624,7 +625,7 @@ def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True, host_judg
                 x.order = order
             rows += out
             order += 1
-        if host_judged:
+        if not gpu:
             effect = abs((r["total_new"] or 0) - (r["total_base"] or 0))
         metrics = [("range_total_ns", "total", 1), ("range_med_ns", "median", 1), ("instances", "count", 1)]
         if r["n_base"] == 0 or r["n_new"] == 0:

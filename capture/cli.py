@@ -72,20 +72,25 @@ def capture_cmd(
 
 def sweep_cmd(
     ctx: typer.Context,
-    bs: Annotated[str | None, typer.Option("--bs", help="batch sizes, comma-separated (1,2,4,8)",
+    bs: Annotated[str | None, typer.Option("--bs", help="batch sizes, comma-separated, e.g. 1,2,4,8 (default: "
+                                           "the --config's grid; one of the two is needed)",
                                            show_default=False)] = None,
-    nc: Annotated[str | None, typer.Option("--nc", help="candidate counts, comma-separated (128,256,512,1024)",
-                                           show_default=False)] = None,
+    nc: Annotated[str | None, typer.Option("--nc", help="candidate counts, comma-separated, e.g. 128,256,512,1024 "
+                                           "(default: the --config's grid)", show_default=False)] = None,
     config: Annotated[str | None, typer.Option(
         "--config", help="sweep preset (quick, full) or YAML file", show_default=False)] = None,
-    tool: Annotated[str | None, typer.Option("--tool", help="nsys, ncu or none (default: none)",
+    tool: Annotated[str | None, typer.Option("--tool", help="nsys, ncu or none (default: the --config's, else none)",
                                              show_default=False)] = None,
     preset: PresetOpt = None,
-    warmup_ms: WarmupOpt = None,
-    iters: ItersOpt = None,
+    warmup_ms: Annotated[float | None, typer.Option(
+        "--warmup-ms", help=f"warm-up time budget, ms (default: the --config's, else {DEFAULT_WARMUP_MS:g})",
+        show_default=False)] = None,
+    iters: Annotated[int | None, typer.Option(
+        "--iters", help=f"timed requests per point (default: the --config's, else {DEFAULT_ITERS})",
+        show_default=False)] = None,
     out: OutDirOpt = Path("runs"),
     db: DbOpt = None,
-    no_ingest: NoIngestOpt = False,
+    no_ingest: Annotated[bool, typer.Option("--no-ingest", help="write the run folders only")] = False,
 ) -> None:
     """Capture every point of a bs x nc grid (one run folder each); failures are recorded, the sweep goes on."""
     from .sweep import sweep

@@ -200,6 +200,24 @@ def test_the_report_says_which_ncu_made_it(plain, tmp_path):
             == "csv-raw"
 
 
+def test_every_committed_report_says_which_ncu_made_it(tmp_path):
+    """A block header may list several components ("CUDA Version", "PerfWorks", "Nsight
+    Compute Target" as repeated entries of one system field, as ncu_app_range's report
+    does) or one per block (the other reports): the version is found either way. Taking
+    only the first entry left tool_version NULL for the app-range report."""
+    from tracekit.ingest.ncu_rep import NCU_COMPONENT, check_container
+
+    reports = sorted(DATA.glob("*/report.ncu-rep.xz")) + [DATA / "hstu_capture_ncu" / "ncu.ncu-rep.xz"]
+    assert len(reports) > 10
+    for src in reports:
+        rep = unxz(src, tmp_path, f"{src.parent.name}.ncu-rep")
+        versions = check_container(rep).versions
+        assert versions.get(NCU_COMPONENT) == "2025.3.1.0 (build 36398880) (public-release)", (src, versions)
+        assert versions.get("CUDA Version") == "13.0", (src, versions)
+    rep = tmp_path / "ncu_app_range.ncu-rep"
+    assert ncu.read(rep).meta["tool_version"] == "2025.3.1.0 (build 36398880)"
+
+
 # -- the store ---------------------------------------------------------------
 
 

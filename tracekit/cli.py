@@ -440,7 +440,9 @@ def queries(
     typer.echo(f"{q.name}  [{q.source}]" + (f"  (also: {', '.join(q.aliases)})" if q.aliases else ""))
     typer.echo(wrap.fill(" ".join(q.description.split())))
     if q.params:
-        typer.echo("\nparameters (--run, --limit, or -p NAME=VALUE):")
+        opts = [f"--{o}" for o in ("run", "limit") if o in q.params] + ["-p NAME=VALUE"]  # the options it takes
+        typer.echo(f"\nparameters ({', '.join(opts[:-1])}{',' if len(opts) > 2 else ''}"
+                   f"{' or ' if len(opts) > 1 else ''}{opts[-1]}):")
         key_w = max(map(len, q.params)) + 2
         for p in q.params.values():
             default = p.default if p.default is not None else "none"
@@ -498,7 +500,8 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
 def query(
     name: Annotated[str, typer.Argument(help="query name (see `tracekit queries`) or its nsys stats report name")],
     run: Annotated[str | None, typer.Option("--run", help="run id or name, or 'all' (default: latest)")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all")] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", help="rows; 0 = all (default: the query's, `tracekit queries NAME` says it)")] = None,
     param: Annotated[list[str], typer.Option("--param", "-p", help="NAME=VALUE, repeatable")] = [],  # noqa: B006
     fmt: FormatOpt = "table",
     out: OutOpt = None,
@@ -662,7 +665,7 @@ def export_parquet(
     run: Annotated[str, typer.Option("--run", help="run id or name, or 'all'")] = "all",
     db: DbOpt = None,
 ):
-    """Write the store as a Hive-partitioned Parquet dataset (DIR/kernels/run_id=3/part-0.parquet,
+    """Write the store as a Hive-partitioned Parquet dataset (DIR/_kernels/run_id=3/part-0.parquet,
     ..., DIR/runs.parquet) that `tracekit --db DIR query ...`, Dask, Spark or Trino read."""
     from . import dataset
 

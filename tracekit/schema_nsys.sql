@@ -199,8 +199,6 @@ CREATE TABLE IF NOT EXISTS nvtx_kernel_sum (
     max_ns BIGINT            -- longest launch, ns
 );
 
--- Kernel time per NVTX range path and kernel name (nvtx_kernel_sum by its ranges' paths),
--- summed at ingest: kernels-by-nvtx reads it instead of joining millions of ranges.
 -- nsys's NVTX range kernel summary (nsys stats -r nvtx_kern_sum), computed at ingest: per
 -- (range name, style, launching thread, kernel), the kernels launched inside every range of
 -- that name on the thread (a kernel counts in every range around its launch call: nested
@@ -217,6 +215,8 @@ CREATE TABLE IF NOT EXISTS nvtx_range_kernel_sum (
     name VARCHAR               -- kernel name (demangled)
 );
 
+-- Kernel time per NVTX range path and kernel name (nvtx_kernel_sum by its ranges' paths),
+-- summed at ingest: kernels-by-nvtx reads it instead of joining millions of ranges.
 CREATE TABLE IF NOT EXISTS nvtx_path_kernel_sum (
     run_id INTEGER,
     path VARCHAR,            -- nvtx_ranges.path of the innermost range; NULL = launched outside every range

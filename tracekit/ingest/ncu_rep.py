@@ -6,8 +6,8 @@ length-prefixed file header, then blocks of [u32 header size][block header proto
 [payload of PayloadSize bytes], the block header carrying NumSources (field 1),
 NumResults (field 2, kernel results), PayloadSize (field 5), the profiled process
 (field 6: its id, host name and executable), an entry about the system (field 3; in some
-blocks field 8 of it: {1: name, 2: version} of a component, "Nsight Compute Target" the
-ncu that made the report, from ncu 2020.3 on) and the counts of the other kinds of
+blocks field 8 of it, repeated: {1: name, 2: version} of a component, "Nsight Compute
+Target" the ncu that made the report, from ncu 2020.3 on) and the counts of the other kinds of
 result (field 7: ranges of ``--replay-mode range``/``app-range``; field 9, seen on whole
 graphs of ``--graph-profiling graph``). The payload is a run of [u32 size][message]
 entries, the block's sources first, then its results; counting the entries counts the
@@ -94,21 +94,23 @@ def _process(blob: bytes | None) -> tuple[int | None, str | None, str | None]:
     return ints.get(1), text(2), exe.rsplit("/", 1)[-1] if exe else None
 
 
-def _component(blob: bytes | None) -> tuple[str, str] | None:
-    """(name, version) of a block header's system field where it names a component's
-    version ({8: {1: name, 2: version}}: "CUDA Version", "Nsight Compute Target", ...), else None."""
+def _components(blob: bytes | None) -> list[tuple[str, str]]:
+    """(name, version) of each component a block header's system field names
+    ({8: {1: name, 2: version}}, repeated: "CUDA Version", "PerfWorks", "Nsight Compute
+    Target"; one per block in some reports, all three in one block in others, such as
+    an app-range report)."""
     if not blob:
-        return None
+        return []
+    out = []
     try:
-        _, info = _fields(blob)
-        if 8 not in info:
-            return None
-        _, kv = _fields(info[8])
+        _, info = _fields(blob, repeated=(8,))
+        for entry in info.get(8, []):
+            _, kv = _fields(entry)
+            if 1 in kv and 2 in kv:
+                out.append((kv[1].decode("utf-8", "replace"), kv[2].decode("utf-8", "replace")))
     except (ValueError, IndexError):  # (system information of another shape: no version in it)
-        return None
-    if 1 not in kv or 2 not in kv:
-        return None
-    return kv[1].decode("utf-8", "replace"), kv[2].decode("utf-8", "replace")
+        return out
+    return out
 
 
 #: the component whose version is the ncu that wrote the report (a report's system field)
@@ -154,8 +156,7 @@ def check_container(path: Path) -> Container:
                 raise InputError(
                     f"{path}: corrupt block header at byte {pos}; the report is damaged, re-profile"
                 ) from None
-            component = _component(blobs.get(3))
-            if component is not None:
+            for component in _components(blobs.get(3)):
                 versions.setdefault(*component)
             start = pos + 4 + bsize
             end = start + ints.get(5, 0)

@@ -29,9 +29,10 @@ REPORTS = {
     "ncu_diff_a": ("report.ncu-rep.xz", "details.csv.xz", "raw.csv.xz"),
     "ncu_diff_b": ("report.ncu-rep.xz", "details.csv.xz", "raw.csv.xz"),
     "hstu_capture_ncu": ("ncu.ncu-rep.xz", "ncu_details.csv.xz", "ncu_raw.csv.xz"),
+    "ncu_libs": ("report.ncu-rep.xz", "details.csv.xz", "raw.csv.xz"),
 }
 #: fixtures profiled with the WarpStateStats and SourceCounters sections (--set full)
-WARP_STATES = ["ncu_full", "ncu_diff_a", "ncu_diff_b"]
+WARP_STATES = ["ncu_full", "ncu_diff_a", "ncu_diff_b", "ncu_libs"]
 
 
 def csv_rows(path) -> list[dict]:

@@ -524,3 +524,81 @@ def test_pl_types(tk):
         df.schema["registers_per_thread"] == pl.Int64
         and df.schema["achieved_occupancy_pct"] == pl.Float64
     )
+
+
+# -- every full-set report against its own details page ----------------------
+
+#: reports taken with --set full (each launch's details page prints every section the
+#: queries twin); ncu_libs holds library and compiler kernels: cuBLASLt bf16 with a bias
+#: epilogue, an FP8 _scaled_mm, SDPA flash attention, an Inductor Triton kernel, index_add
+DETAILS_FIXTURES = ["ncu_full", "ncu_libs", "ncu_diff_a", "ncu_source", "ncu_multiproc"]
+DETAILS_SOURCES = {"report": "report.ncu-rep.xz", "raw": "raw.csv.xz", "details": "details.csv.xz"}
+
+
+def details_page(fixture: str) -> dict[tuple[int, str], str]:
+    text = lzma.decompress((DATA / fixture / "details.csv.xz").read_bytes()).decode()
+    rows = list(csv.reader(text.splitlines()))
+    h = rows[0]
+    i_id, i_name, i_val = h.index("ID"), h.index("Metric Name"), h.index("Metric Value")
+    return {(int(r[i_id]), r[i_name]): r[i_val] for r in rows[1:] if r[i_name]}
+
+
+@pytest.fixture(scope="module")
+def full_reports(tmp_path_factory):
+    t = tracekit.open(tmp_path_factory.mktemp("ncu_details") / "d.duckdb")
+    for fixture in DETAILS_FIXTURES:
+        for source, name in DETAILS_SOURCES.items():
+            t.ingest(DATA / fixture / name, name=f"{fixture}/{source}")
+    yield t
+    t.close()
+
+
+@pytest.mark.parametrize("source", list(DETAILS_SOURCES))
+@pytest.mark.parametrize("fixture", DETAILS_FIXTURES)
+def test_occupancy_speed_of_light_and_memory_workload_equal_the_details_page(full_reports, fixture, source):
+    """Every column that twins a details-page metric, for every launch, from every export."""
+    gold = details_page(fixture)
+    launches = sorted({k for k, _ in gold})
+    checked = 0
+    for query, columns in (("occupancy", OCCUPANCY_GOLDEN), ("speed-of-light", NCU_SOL_METRICS),
+                           ("memory-workload", MWA_GOLDEN)):
+        df = full_reports.query(query, run=f"{fixture}/{source}", limit=0)
+        assert df["kernel_id"].to_list() == launches, query
+        for row in df.iter_rows(named=True):
+            for col, metric in columns.items():
+                printed = gold.get((row["kernel_id"], metric))
+                if printed is None:
+                    continue
+                assert_as_printed(row[col], printed, f"{query} {fixture}/{source} ID {row['kernel_id']} {col}")
+                checked += 1
+    assert checked >= len(launches) * 35
+
+
+def test_roofline_of_library_kernels(full_reports, tmp_path):
+    """ncu_libs: the exact tensor op counters give 2*M*N*K for the bf16 and FP8 GEMMs, the FP8
+    GEMM is placed under the FP8 tensor ceiling (ncu's own src_fp8 dense path), and the FLOP/s
+    are the section formulas recomputed from the report."""
+    df = full_reports.query("roofline", run="ncu_libs/report", limit=0)
+    assert df["missing_metrics"].is_null().all()
+    rows = {r["nvtx_range"]: r for r in df.iter_rows(named=True)}
+    assert set(rows) == {"linear_bf16", "scaled_mm_fp8", "sdpa_flash", "inductor_norm", "index_add"}
+    assert rows["linear_bf16"]["tensor_flop"] == 2 * 2048 * 4096 * 4096
+    assert rows["scaled_mm_fp8"]["tensor_flop"] == 2 * 4096**3
+    assert [rows[r]["precision"] for r in ("linear_bf16", "scaled_mm_fp8", "sdpa_flash")] == \
+        ["tensor_bf16", "tensor_fp8", "tensor_bf16"]
+    assert [rows[r]["kernel_class"] for r in ("linear_bf16", "scaled_mm_fp8", "sdpa_flash")] == \
+        ["gemm", "gemm", "attention"]
+    raw = {int(r["ID"]): r for r in csv.DictReader(lzma.decompress(
+        (DATA / "ncu_libs" / "raw.csv.xz").read_bytes()).decode().splitlines()) if r["ID"].strip()}
+    fp8 = rows["scaled_mm_fp8"]
+    path = "sm__ops_path_tensor_src_fp8_sparsity_off.sum"
+    assert_as_printed(fp8["tensor_fp8_flops_per_s"], raw[fp8["kernel_id"]][f"{path}.per_second"], "fp8 FLOP/s")
+    assert_as_printed(fp8["peak_flops_per_s"], raw[fp8["kernel_id"]][f"{path}.peak_sustained_elapsed.per_second"],
+                      "fp8 ceiling")
+    assert fp8["bound"] == "compute" and 50 < fp8["roof_pct"] <= 100
+    ref = recompute(unxz(DATA / "ncu_libs" / "report.ncu-rep.xz", tmp_path / "libs.ncu-rep"))
+    for row in df.iter_rows(named=True):
+        r = ref[row["kernel_id"]]
+        for col, key in (("flops_per_s", "flops"), ("tensor_flops_per_s", "tensor"), ("fp32_flops_per_s", "fp32"),
+                         ("dram_bytes_per_s", "dram"), ("l2_bytes_per_s", "l2"), ("l1_bytes_per_s", "l1")):
+            assert row[col] == pytest.approx(r[key], rel=1e-12, abs=1e-6), (row["nvtx_range"], col)

@@ -273,3 +273,34 @@ def test_every_chart_and_the_report_of_every_capture(nsys_db, scen, tmp_path):
         assert json.dumps(chart.to_dict()), name  # (Altair validates the spec)
     out = write_report(nsys_db, tmp_path / "r.html", run=scen)
     assert out.stat().st_size > 10_000
+
+
+def test_the_later_captures_hold_what_they_were_taken_for(nsys_db):
+    """What each capture added on 2026-11-29 was taken for is in it (a re-capture that lost it
+    fails here, not silently in the goldens): the programs and options are in capture_fixtures.sh."""
+    api = set(nsys_db.query("api-summary", run="streams", limit=0)["name"])
+    # per-thread default streams: the _ptsz/_ptds entry points, of the runtime and the driver; nsys
+    # strips only a 4-digit _vNNNN, so the 5-digit versions stay (cudaMemcpyBatchAsync_ptsz_v13000)
+    assert {"cudaLaunchKernel_ptsz", "cudaMemcpy_ptds", "cuLaunchKernel_ptsz", "cuMemcpyDtoDAsync_v2_ptsz",
+            "cudaLaunchKernelExC_ptsz_v11060", "cudaLaunchCooperativeKernel_ptsz",
+            "cudaMemcpyBatchAsync_ptsz_v13000", "cudaMallocFromPoolAsync_ptsz_v11020"} <= api
+    launches = nsys_db.query("kernel-exec", run="streams", limit=0)
+    assert launches["tid"].n_unique() == 2 and launches["api_name"].n_unique() == 4
+    # inductor: the capture starts at the NVTX range "profile" (compilation is outside it), and
+    # Inductor's Triton kernels run there as nodes of CUDA graph replays
+    ranges = dict(nsys_db.query("nvtx-summary", run="inductor", limit=0).select("range", "instances").iter_rows())
+    assert ranges[":profile"] == 1 and ranges[":step"] == 8
+    assert sum(n.startswith("triton_") for n in nsys_db.query("top-kernels", run="inductor", limit=0)["name"]) >= 4
+    # nccl: one process per GPU in one export, NCCL's kernels and its own NVTX domain
+    assert nsys_db.query("kernel-exec", run="nccl", limit=0).select("pid", "device_id").unique().height == 2
+    assert any(n.startswith("ncclDevKernel_AllReduce") for n in nsys_db.query("top-kernels", run="nccl", limit=0)["name"])
+    for run, domains in (("nccl", {"", "NCCL"}), ("jax", {"", "TSL", "NCCL"})):
+        names = nsys_db.query("nvtx-summary", run=run, limit=0)["range"]
+        assert {r.split(":")[0] for r in names} == domains, run
+    # jax: one process drives both GPUs (XLA's command buffers: CUDA graphs traced node by node)
+    exec_ = nsys_db.query("kernel-exec", run="jax", limit=0)
+    assert exec_["pid"].n_unique() == 1 and set(exec_["device_id"]) == {0, 1}
+    assert "cuGraphLaunch" in set(nsys_db.query("api-summary", run="jax", limit=0)["name"])
+    # jax_whole: nsys's import failed part-way ("Cannot find string for an exterior index"): kernels
+    # without a name (string id 0) print as [Unknown], in nsys's CSV and in the twin alike
+    assert "[Unknown]" in set(nsys_db.query("top-kernels", run="jax_whole", limit=0)["name"])

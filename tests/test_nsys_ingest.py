@@ -28,7 +28,8 @@ def _trace(scen: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "many_kernels", "hstu_capture", "odd_nvtx", "multiproc",
-                                  "registered_nvtx", "registered_nvtx_domains", "memops", "autograd"])
+                                  "registered_nvtx", "registered_nvtx_domains", "memops", "autograd", "inductor",
+                                  "streams", "nccl", "jax", "jax_graph", "jax_whole"])
 def test_projection_per_range_matches_nsys_trace(nsys_db, scen):
     """Every projected range instance: start, duration, op count, level, children, pid/tid."""
     ours = nsys_db.sql(
@@ -183,12 +184,15 @@ def _interval_union(intervals, min_gap):
     return busy + cur[1] - cur[0], gaps, gap_total, max_gap
 
 
-@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "multiproc", "graphs_graph", "memops", "autograd"])
+@pytest.mark.parametrize("scen", ["hstu_mixed", "multithread", "multiproc", "graphs_graph", "memops", "autograd",
+                                  "streams", "nccl", "jax", "jax_graph"])
 def test_gpu_utilization_is_the_interval_union(nsys_db, scen, tmp_path):
     # several streams with overlapping work, copies and memsets; three processes with
     # equal stream ids on two GPUs; CUDA graph launches traced whole; Unified Memory
-    # migrations, on no stream (context and stream 0 in the export): every number equals a
-    # plain merge of the export's own intervals, per (process, context, stream) and per device
+    # migrations, on no stream (context and stream 0 in the export); priority streams overlapping;
+    # a process per GPU (nccl) and one process on two GPUs with graph-level tracing and no
+    # memset table (jax_graph): every number equals a plain merge of the export's own
+    # intervals, per (process, context, stream) and per device
     raw = tmp_path / "e.sqlite"
     raw.write_bytes(lzma.open(NSYS_EXPORTS[scen]).read())
     con = sqlite3.connect(raw)

@@ -4,7 +4,7 @@
 #   NSYS_SCENARIOS  default: hstu_mixed many_kernels multithread; also multiproc graphs_node
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
 #                   registered_nvtx_domains diff_base_a diff_base_b diff_base_c diff_regressed memops autograd cpu_only
-#                   cpu_only_more cpu_only_again cpu_only_slow
+#                   cpu_only_more cpu_only_again cpu_only_slow inductor streams nccl jax jax_whole jax_graph
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, and the report kinds other than kernel
 #                   replay (ncu_options below; programs/ncu_variants.cu built with nvcc, ncu_multiproc.py):
 #                   app_replay (--replay-mode application --set full: 3 kernels, each pass a run of the program),
@@ -12,7 +12,9 @@
 #                   app_range (--replay-mode app-range, default set: 2 ranges marked by NVTX push/pop),
 #                   metrics (--metrics with 7 metrics, no sections: no rules, no Source page),
 #                   graph (--graph-profiling graph --set full: 1 kernel and 2 launches of a 3-kernel graph),
-#                   multiproc (--target-processes all --set full: 4 kernels from a parent and 2 children)
+#                   multiproc (--target-processes all --set full: 4 kernels from a parent and 2 children),
+#                   libs (--set full: cuBLASLt bf16 with bias, FP8 _scaled_mm, SDPA flash, an Inductor
+#                   Triton kernel, index_add atomics; programs/ncu_libs.py)
 #                   (empty for none)
 #   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4);
 #                   rank r runs on GPU r % (the machine's GPU count)
@@ -38,6 +40,10 @@
 # nsys_cpu_only and nsys_cpu_only_more (programs/nsys_cpu_only.c, no CUDA, `-t nvtx,osrt`) were taken on 2026-11-29
 # (nsys 2025.3.1, H200), nsys_cpu_only_again (the same program again: noise) and nsys_cpu_only_slow (host
 # regressions planted) and nsys_diff_base_c (nsys_diff_base_a/_b again, unchanged) later that day.
+# nsys_inductor (torch.compile reduce-overhead, an NVTX-started capture range), nsys_streams (a CUDA
+# program built --default-stream per-thread: priority streams, launch APIs, batch copies, a memory pool)
+# and ncu_libs were taken later (each capture.txt says when), and nsys_nccl (DDP over NCCL, a process per
+# GPU) and nsys_jax (XLA through the driver API, one process on every GPU) on a 2-GPU H200 machine.
 set -u
 out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,10 +60,12 @@ cmdline() {
     registered_nvtx) echo "$out/bin/nsys_registered_nvtx --default-domain-only" ;;
     registered_nvtx_domains) echo "$out/bin/nsys_registered_nvtx" ;;
     memops) echo "$out/bin/nsys_memops" ;;
+    streams) echo "$out/bin/nsys_streams" ;;
     cpu_only|cpu_only_again) echo "$out/bin/nsys_cpu_only" ;;
     cpu_only_slow) echo "$out/bin/nsys_cpu_only 40 1500 1" ;;  # parse 1 ms longer, 4 KiB reads (diff)
     cpu_only_more) echo "$out/bin/nsys_cpu_only 60" ;;  # the same with 60 batches instead of 40 (diff)
     diff_base_a|diff_base_b|diff_base_c) echo "python3 $here/programs/nsys_diff.py" ;;
+    jax_*) echo "python3 $here/programs/nsys_jax.py" ;;
     diff_regressed) echo "python3 $here/programs/nsys_diff.py --more-launches --new-kernel --slower" ;;
     *) echo "python3 $here/programs/nsys_$1.py" ;;
   esac
@@ -70,6 +78,15 @@ options() {
     memops) echo "-t cuda,nvtx,osrt --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true" \
       "--cuda-memory-usage=true" ;;
     autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;
+    # the capture starts at the NVTX range "profile" and stops at its end; the program's NVTX
+    # texts are not registered strings, which nsys matches only with REGISTER_ONLY=0
+    inductor) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=nvtx --nvtx-capture=profile" \
+      "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
+    jax) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=nvtx --nvtx-capture=steps" \
+      "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
+    jax_whole) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node" ;;  # the whole program (nsys_jax/README.md)
+    jax_graph) echo "-t cuda,nvtx,osrt --cuda-graph-trace=graph --capture-range=nvtx --nvtx-capture=steps" \
+      "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     cpu_only*) echo "-t nvtx,osrt" ;;  # a host-side program traced without CUDA: no CUPTI table
     *) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node" ;;
   esac
@@ -162,6 +179,11 @@ for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
     mkdir -p "$out/bin"
     nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_memops" "$here/programs/nsys_memops.cu" || echo "nvcc rc=$?"
   fi
+  if [ "$scen" = streams ]; then  # per-thread default streams: the runtime's _ptsz/_ptds entry points
+    mkdir -p "$out/bin"
+    nvcc -O2 -arch=sm_90 --default-stream per-thread -o "$out/bin/nsys_streams" "$here/programs/nsys_streams.cu" \
+      -lcuda || echo "nvcc rc=$?"
+  fi
   opts="$(options "$scen") $(sampling "$scen")"
   record "$d" nsys profile $opts $nsys_opts -o export $(cmdline "$scen")
   # shellcheck disable=SC2086
@@ -249,6 +271,7 @@ ncu_options() {
     metrics) echo "--nvtx --nvtx-include var/ --metrics $ncu_metrics" ;;
     graph) echo "--graph-profiling graph --nvtx --nvtx-include graph/ --set full" ;;
     multiproc) echo "--target-processes all --nvtx --nvtx-include mp/ --set full" ;;
+    libs) echo "--nvtx --nvtx-include lib/ --set full" ;;
   esac
 }
 ncu_fallback() {
@@ -268,6 +291,7 @@ ncu_cmdline() {
     app_range) echo "$out/bin/ncu_variants nvtx" ;;
     graph) echo "$out/bin/ncu_variants graph" ;;
     multiproc) echo "python3 $here/programs/ncu_multiproc.py" ;;
+    libs) echo "python3 $here/programs/ncu_libs.py" ;;
   esac
 }
 # the metrics variant: a few metrics by name, no sections (so no rules either)

@@ -1,8 +1,11 @@
-"""What a run folder records about the machine: GPU and clocks as found, versions, git."""
+"""What a run folder records about the machine: GPU and clocks as found, versions, git, and the
+tracekit settings the workload ran with."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import os
 import platform
 import shutil
 import subprocess
@@ -83,3 +86,19 @@ def git_commit() -> str | None:
         return None
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here)
     return head.strip() + ("+dirty" if status and status.strip() else "")
+
+
+def settings() -> dict:
+    """The settings that change what the workload runs: every ``TRACEKIT_*`` environment
+    variable set (the kernels' backend, their tiles file, ...), and the tiles file the
+    kernels read: its path and, where it exists, the sha256 of its content, so that two
+    captures with different tuned tiles are told apart."""
+    from tracekit.kernels.tiles import tiles_path
+
+    path = tiles_path()
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        digest = None  # no such file: the built-in tiles
+    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("TRACEKIT_")}
+    return {"env": env, "tiles_file": str(path), "tiles_sha256": digest}

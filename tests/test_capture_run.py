@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("reference_kernels")
 TINY = dict(max_history_items=40, num_items=2048, num_layers=2, d_model=64, num_heads=2,
             head_dim=32, scoring_hidden=32, new_items_per_request=4)
 SEED_LINE = re.compile(r"KV Caches:\s*(\d+),\s*Candidate Embeddings:\s*(\d+),\s*Total time\(ms\):\s*([0-9.]+)")
-META_KEYS = {"name", "tool", "params", "command", "workload", "versions", "gpu", "git_commit",
+META_KEYS = {"name", "tool", "params", "command", "workload", "versions", "gpu", "git_commit", "settings",
              "started_at", "finished_at", "status", "error"}
 
 
@@ -51,6 +51,7 @@ def test_none_run_writes_complete_run_folder(none_run):
     assert meta["versions"]["torch"] and meta["versions"]["nsys"] is None
     assert set(meta["gpu"]) == {"name", "driver", "clocks_sm_mhz", "clocks_max_sm_mhz", "clocks_mem_mhz"}
     assert meta["device"] == "cpu"
+    assert meta["settings"]["env"]["TRACEKIT_KERNELS_BACKEND"] == "reference"  # (the module's fixture)
     assert meta["finished_at"] >= meta["started_at"]
     assert meta["profiler_commands"][0][1:4] == ["-m", "tracekit.capture.worker", str(d / "spec.json")]
 
@@ -77,6 +78,24 @@ def test_none_run_writes_complete_run_folder(none_run):
     found = SEED_LINE.findall(log)
     assert len(found) == len(rows)
     assert [float(x[2]) for x in found] == pytest.approx([float(r["latency_ms"]) for r in rows], abs=6e-4)
+
+
+def test_settings_tell_captures_with_other_tiles_apart(tmp_path, monkeypatch):
+    """A run folder records the TRACEKIT_* variables and the tiles file the kernels read, with
+    its content's sha256: the same capture with other tuned tiles is told apart; no file is
+    the built-in tiles."""
+    from tracekit.capture import runinfo
+
+    tiles = tmp_path / "tiles.json"
+    monkeypatch.setenv("TRACEKIT_TILES", str(tiles))
+    none = runinfo.settings()
+    assert none["tiles_file"] == str(tiles) and none["tiles_sha256"] is None
+    assert none["env"]["TRACEKIT_TILES"] == str(tiles)
+    sums = []
+    for programs in (132, 66):
+        tiles.write_text(json.dumps({"tiles": {"cached|NVIDIA H200|bfloat16|256|256|8192": {"PROGRAMS": programs}}}))
+        sums.append(runinfo.settings()["tiles_sha256"])
+    assert sums[0] != sums[1] and all(re.fullmatch(r"[0-9a-f]{64}", s) for s in sums)
 
 
 def test_summary_reports_latency(none_run):

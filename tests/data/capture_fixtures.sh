@@ -20,6 +20,7 @@
 #                   rank r runs on GPU r % (the machine's GPU count)
 #   RANKS_NAME      its folder (default nsys_ranks; nsys_ranks_2gpu was taken on 2 GPUs)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
+#   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture before and after a planted slowdown
 # Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx and memops, a C compiler
 # and the CUDA toolkit's NVTX v3 headers for cpu_only ($CUDA_HOME or /usr/local/cuda*), and for
 # SWEEPS the tracekit CLI ($TRACEKIT, default `tracekit`; `--no-ingest` needs no duckdb).
@@ -374,6 +375,28 @@ for s in ${SWEEPS:-}; do
   # the layout of tests/data/hstu_sweep/runs: meta.json + requests.csv per point
   rm -f "$d"/runs/*/spec.json "$d"/runs/*/worker.json "$d"/runs/*/capture.log
 done
+
+# hstu_capture_pair (CAPTURE_PAIR=1): `tracekit capture --bs 8 --nc 1024 --tool nsys` of the large
+# preset twice, the second with the KV-cached attention kernel given half the SMs through a tiles
+# file (PROGRAMS=66): one kernel 1.8x slower under the same name and launch count (a diff fixture)
+if [ -n "${CAPTURE_PAIR:-}" ]; then
+  d="$out/hstu_capture_pair"; mkdir -p "$d"
+  python3 - "$d/half_sms.json" <<'PY'
+import json, sys, torch
+name = torch.cuda.get_device_name(0)
+json.dump({"tiles": {f"cached|{name}|{dt}|{k}|{k}|{b}": {"PROGRAMS": 66} for dt in ("bfloat16", "float16")
+                     for k in (128, 256) for b in (256, 512, 1024, 2048, 4096, 8192, 16384)}}, open(sys.argv[1], "w"))
+PY
+  cap_args=(capture --bs 8 --nc 1024 --tool nsys --preset large --iters 30 --warmup-ms 1000 --no-ingest)
+  for r in base half_sms; do
+    tiles="$d/half_sms.json"; [ "$r" = base ] && tiles="$d/none.json"  # (a missing file: the built-in tiles)
+    mkdir -p "$d/.rec" && record "$d/.rec" TRACEKIT_TILES=$tiles tracekit "${cap_args[@]}" --name "$r"
+    TRACEKIT_TILES=$tiles tk_cli "${cap_args[@]}" --out "$d" --name "$r" > "$d/$r.log" 2>&1 || echo "capture $r rc=$?"
+    mv "$d/.rec/capture.txt" "$d/$r/capture.txt" && rmdir "$d/.rec"
+    rm -f "$d/$r"/nsys.nsys-rep "$d/$r"/spec.json "$d/$r"/worker.json "$d/$r.log" /tmp/*.qdstrm
+    xz -9 "$d/$r/nsys.sqlite"
+  done
+fi
 rm -rf "$out/.tk"
 
 # the plants, from the programs' constants and NVIDIA's own CSVs

@@ -33,7 +33,11 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   together;
 * totals (total_ns, kernel_total_ns, busy_ns) are count x per-instance time: a total
   is real when its count changed beyond the threshold or its per-instance distribution
-  differs (p < ALPHA);
+  differs (p < ALPHA). A device's busy time is tested per kind of op (kernel, copy kind,
+  memset, graph), the kinds' signed z combined with weights by their time (Stouffer):
+  one rank test over all its ops would miss a dominant kernel that got 1.8x slower while
+  its ops stayed the longest (tests/data/hstu_capture_pair); ops of a kind one run lacks
+  are real where their time passes the threshold;
 * what the GPU did is judged as above: kernel and memory-operation durations, an NVTX
   path's kernel time (kernels launched inside its instances, nested ranges included:
   the sum of ``nsys stats -r nvtx_kern_sum``) and device busy time. Two captures of one
@@ -574,8 +578,9 @@ def _match_kernels(con, params: dict) -> tuple[pl.DataFrame, dict[int, str]]:
     return pl.concat([same, _keymap([(n, b) for b, n, _ in pairs])]), {b: how for b, _, how in pairs}
 
 
-def _kernel_scope(con, params: dict, threshold: float) -> list[_Row]:
-    keymap, notes = _match_kernels(con, params)
+def _kernel_scope(con, params: dict, threshold: float, matched: tuple[pl.DataFrame, dict[int, str]]) -> list[_Row]:
+    """``matched``: _match_kernels' keymap and notes."""
+    keymap, notes = matched
     con.register("_diff_keymap", keymap)
     try:
         df = _compare(con, _sql("samples_kernel"), params)
@@ -638,27 +643,75 @@ def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True, host_judg
     return rows
 
 
-def _gpu_scope(con, params: dict, threshold: float) -> list[_Row]:
-    ops = _compare(con, _sql("samples_gpu"), params)
+def _gpu_scope(con, params: dict, threshold: float, keymap: pl.DataFrame) -> list[_Row]:
+    """Busy time per device. Busy time is a union of op intervals, so its test is on the
+    ops' durations, one stratum per kind of op (kernel name, copy kind, memset, graph):
+    the signed Mann-Whitney z of each stratum in both runs, combined with weights by the
+    stratum's time (Stouffer), so a kernel that holds half the GPU's time and got twice
+    as fast is seen although its ops stay the longest; ops of a kind the other run lacks
+    (a kernel renamed, added or removed) are a real change where their time passes the
+    threshold (of the base run's busy time). ``keymap``: the kernels' matches across the
+    runs (_match_kernels), so that a kernel is one kind of op under both its names."""
+    con.register("_diff_keymap", keymap)
+    try:
+        strata = _compare(con, _sql("samples_gpu"), params)
+    finally:
+        con.unregister("_diff_keymap")
     busy = {(s, k): v for s, k, v in con.execute(_sql("gpu_busy"), params).fetchall()}
-    rows: list[_Row] = []
-    for r in ops.iter_rows(named=True):
-        dev = r["key"]
-        key = f"device {dev}"
-        b, n = busy.get((0, dev)), busy.get((1, dev))
-        s = {**r, "total_base": float(b or 0), "total_new": float(n or 0)}
-        # busy time is a union, not a sum: its interval is not the sum's
-        s["var_base"] = s["var_new"] = None
-        effect = abs((n or 0) - (b or 0))
-        metrics = [("busy_ns", "total", 1)]
-        if r["n_base"] == 0 or r["n_new"] == 0:
-            rows += _one_side_rows("gpu", key, s, metrics, "", effect)
+    z = _signed_z(strata)
+    devices: dict = {}
+    for r, zz in zip(strata.iter_rows(named=True), z, strict=True):
+        dev = (r["key"] >> 48) - 1  # (samples_gpu.sql's key)
+        d = devices.setdefault(None if dev < 0 else dev, {"n_base": 0, "n_new": 0, "wz": [], "ww": [],
+                                                                      "alone": []})
+        d["n_base"] += r["n_base"]
+        d["n_new"] += r["n_new"]
+        weight = (r["total_base"] or 0.0) + (r["total_new"] or 0.0)
+        if r["n_base"] and r["n_new"]:
+            d["wz"].append(weight * zz)
+            d["ww"].append(weight * weight)
         else:
-            out = _stat_rows("gpu", key, s, metrics, threshold, "", effect)
-            for x in out:
-                x.low = x.high = None
-            rows += out
+            d["alone"].append(weight)
+    rows: list[_Row] = []
+    for dev, d in sorted(devices.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        # (exact sums: the strata come in the order of their ids, which a dataset numbers apart)
+        d.update({k: math.fsum(d[k]) for k in ("wz", "ww", "alone")})
+        key = f"device {dev}"
+        b, n = float(busy.get((0, dev)) or 0), float(busy.get((1, dev)) or 0)
+        effect = abs(n - b)
+        if d["n_base"] == 0 or d["n_new"] == 0:
+            s = {"n_base": d["n_base"], "n_new": d["n_new"], "total_base": b, "total_new": n}
+            rows += _one_side_rows("gpu", key, s, [("busy_ns", "total", 1)], "", effect)
+            continue
+        p = math.erfc(abs(d["wz"]) / math.sqrt(2 * d["ww"])) if d["ww"] > 0 else None
+        count_pct = _pct(d["n_new"] - d["n_base"], d["n_base"])
+        count_real = count_pct is not None and abs(count_pct) > threshold
+        alone_real = b > 0 and d["alone"] > threshold / 100 * b
+        real = count_real or alone_real or (p is not None and p < ALPHA)
+        held = f"not significant ({_p_is(p)}, ops by kind)" if p is not None else "not significant"
+        verdict, note = _judge(b, n, threshold, 1, real, held)
+        if verdict in ("regressed", "improved"):
+            note = _join(f"ops {d['n_base']:,} -> {d['n_new']:,}" if d["n_base"] != d["n_new"] else "",
+                         f"ops of a kind in one run only: {_human('x_ns', d['alone'])}" if alone_real else "",
+                         f"per-op {_p_is(p)}, by kind" if p is not None else "")
+        rows.append(_Row("gpu", key, "busy_ns", b, n, verdict, p, note, None, None, effect, 0))
     return rows
+
+
+def _signed_z(df: pl.DataFrame) -> np.ndarray:
+    """Per row of compare.sql: the Mann-Whitney z with its sign (> 0: the base run's values
+    rank higher, i.e. the new run is faster), continuity-corrected; 0 where a side has no
+    instance or every value is equal."""
+    n1 = df["n_base"].to_numpy().astype(float)
+    n2 = df["n_new"].to_numpy().astype(float)
+    r1 = df["rank_sum_base"].fill_null(0).to_numpy().astype(float)
+    ties = df["tie_term"].fill_null(0).to_numpy().astype(float)
+    n = n1 + n2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = r1 - n1 * (n1 + 1) / 2 - n1 * n2 / 2
+        var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+        z = np.sign(d) * np.maximum(np.abs(d) - 0.5, 0) / np.sqrt(var)
+    return np.where((n1 > 0) & (n2 > 0) & (var > 0), z, 0.0)
 
 
 # -- ncu ----------------------------------------------------------------------------
@@ -822,9 +875,10 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     cuda = ["CUDA" not in side.untraced for side in (sb, sn)]
     host_judged = not any(cuda)  # host time is the programs' own: neither traced CUDA
     rows: list[_Row] = []
+    matched = _match_kernels(con, params) if {"kernel", "gpu"} & set(scopes) else None
     for scope in scopes:
         if scope == "kernel":
-            rows += _kernel_scope(con, params, threshold)
+            rows += _kernel_scope(con, params, threshold, matched)
         elif scope == "nvtx":
             rows += _nvtx_scope(con, params, threshold, gpu=all(cuda), host_judged=host_judged)
         elif scope == "api":
@@ -838,7 +892,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             rows += _simple_scope(con, "memcpy", _sql("samples_memcpy"), params, threshold,
                                   [("total_ns", "total", 1), ("count", "count", 1), ("med_ns", "median", 1)], False)
         elif scope == "gpu":
-            rows += _gpu_scope(con, params, threshold)
+            rows += _gpu_scope(con, params, threshold, matched[0])
         elif scope == "ncu":
             rows += _ncu_scope(con, params, threshold)
         elif scope == "sweep":

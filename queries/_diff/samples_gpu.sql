@@ -1,15 +1,23 @@
 -- GPU scope samples: one row per GPU operation (kernel, memcpy, memset, whole graph
--- launch) of either run, keyed by device. Busy time (gpu_busy.sql) is the union of
--- these intervals; their durations are the per-instance distribution it is tested on.
+-- launch) of either run, keyed by device and kind of operation (the stratum): busy time
+-- (gpu_busy.sql) is the union of these intervals; it is tested per device on these
+-- durations, stratum by stratum (a rank test over every op of a device at once would
+-- not see one kernel get twice as fast while its ops stay the longest ones). A kernel of
+-- the new run matched to one of the base run (_diff_keymap(side, name_id, key), as in
+-- samples_kernel.sql: a namesake under another id, or a match by place) is that kernel's kind.
 -- @param base  INTEGER  base run id
 -- @param new   INTEGER  new run id
 -- @column side   0 = base run, 1 = new run
--- @column key    CUDA device id
+-- @column key    (CUDA device id + 1, 0 for none) << 48 | kind << 44 | id (44 bits): kind 0 kernel (id: its
+--                name id or its match's), 1 memcpy (copy kind), 2 memset (0), 3 whole graph (graph id)
 -- @column value  operation duration, ns
-SELECT s.side, o.device_id AS key, o.end_ns - o.start_ns AS value
+SELECT s.side,
+       ((coalesce(o.device_id, -1) + 1) << 48) | (o.kind::BIGINT << 44) | (coalesce(m.key, o.id, -1) & 17592186044415) AS key,
+       o.end_ns - o.start_ns AS value
 FROM (VALUES (0, $base), (1, $new)) s(side, run_id)
-JOIN (SELECT run_id, device_id, start_ns, end_ns FROM _kernels WHERE run_id IN ($base, $new)
-      UNION ALL SELECT run_id, device_id, start_ns, end_ns FROM memcpy WHERE run_id IN ($base, $new)
-      UNION ALL SELECT run_id, device_id, start_ns, end_ns FROM memset WHERE run_id IN ($base, $new)
-      UNION ALL SELECT run_id, device_id, start_ns, end_ns FROM graph_execs WHERE run_id IN ($base, $new)
+JOIN (SELECT run_id, device_id, start_ns, end_ns, 0 AS kind, name_id AS id FROM _kernels WHERE run_id IN ($base, $new)
+      UNION ALL SELECT run_id, device_id, start_ns, end_ns, 1, copy_kind FROM memcpy WHERE run_id IN ($base, $new)
+      UNION ALL SELECT run_id, device_id, start_ns, end_ns, 2, 0 FROM memset WHERE run_id IN ($base, $new)
+      UNION ALL SELECT run_id, device_id, start_ns, end_ns, 3, graph_id FROM graph_execs WHERE run_id IN ($base, $new)
      ) o ON o.run_id = s.run_id
+LEFT JOIN _diff_keymap m ON o.kind = 0 AND m.side = s.side AND m.name_id = o.id

@@ -379,3 +379,27 @@ def test_an_option_given_twice_differently(small_store, capsys, args, message):
     assert _cli(small_store, "query", "top-kernels", *args) == 2
     assert message in one_error_line(capsys)
     assert _cli(small_store, "query", "top-kernels", "--run", "nsys_run", "-p", "run=nsys_run", "--limit", "1") == 0
+
+
+# -- found by the audit of every command x option x hostile value ----------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["--db", "", "runs"], ["--db", " ", "sql", "SELECT 1"], ["--db", "", "ingest", "{export}"],
+    ["ingest", ""], ["query", "top-kernels", "-f", "csv", "-o", " "], ["export", "trace", "-o", ""],
+    ["chart", "top-kernels", "-o", ""], ["report", "-o", " "], ["export", "parquet", "-o", ""],
+])
+def test_an_empty_or_blank_path_is_a_bad_value(small_store, capsys, tmp_path, monkeypatch, args):
+    """`--db "$DB"` with DB unset was the current folder: `ingest` made it a Parquet dataset
+    (a folder per table) and `runs` read it; `-o " "` wrote a file named " "."""
+    from conftest import NSYS_EXPORTS, store_state
+
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    before = store_state(small_store)
+    args = [a.replace("{export}", str(NSYS_EXPORTS["odd_nvtx_cuda_only"])) for a in args]
+    argv = args if args[0] == "--db" else ["--db", str(small_store), *args]
+    assert cli_main(argv) == 2
+    assert "is not a path (it is empty or blank)" in one_error_line(capsys)
+    assert list(here.iterdir()) == [] and store_state(small_store) == before

@@ -403,3 +403,17 @@ def test_an_empty_or_blank_path_is_a_bad_value(small_store, capsys, tmp_path, mo
     assert cli_main(argv) == 2
     assert "is not a path (it is empty or blank)" in one_error_line(capsys)
     assert list(here.iterdir()) == [] and store_state(small_store) == before
+
+
+def test_a_parquet_file_is_not_a_store(tmp_path, capsys):
+    """DuckDB opens a Parquet file as an in-memory database over it: an ingest "into" it said
+    "run 1: 1,592 rows" and kept nothing."""
+    import duckdb
+
+    pq = tmp_path / "runs.parquet"
+    duckdb.sql(f"COPY (SELECT 1 AS a) TO '{pq}' (FORMAT parquet)")
+    before = pq.read_bytes()
+    for cmd in (["ingest", "tests/data/nsys_odd_nvtx_cuda_only/export.sqlite.xz"], ["runs"], ["sql", "SELECT 1"]):
+        assert cli_main(["--db", str(pq), *cmd]) == 2, cmd
+        assert f"{pq}: not a valid DuckDB database file (a Parquet file)" in one_error_line(capsys)
+    assert pq.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["runs.parquet"]

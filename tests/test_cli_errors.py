@@ -417,3 +417,17 @@ def test_a_parquet_file_is_not_a_store(tmp_path, capsys):
         assert cli_main(["--db", str(pq), *cmd]) == 2, cmd
         assert f"{pq}: not a valid DuckDB database file (a Parquet file)" in one_error_line(capsys)
     assert pq.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["runs.parquet"]
+
+
+@pytest.mark.parametrize("args", [
+    ["query", "top-kernels", "--run", ""], ["query", "roofline", "-p", "run= "], ["query", "run-info", "--run", ""],
+    ["chart", "top-kernels", "--run", "", "-o", "{tmp}/c.json"], ["report", "--run", " ", "-o", "{tmp}/r.html"],
+    ["export", "trace", "--run", "", "-o", "{tmp}/t.json"], ["export", "parquet", "--run", "", "-o", "{tmp}/ds"],
+])
+def test_an_empty_run_reference_is_an_error_not_the_latest_run(small_store, capsys, tmp_path, args):
+    """`--run "$RUN"` with RUN unset answered about the latest run (`diff "" 1` already said
+    "an empty run reference")."""
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert _cli(small_store, *args) == 2
+    assert "an empty run reference" in one_error_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]

@@ -431,3 +431,11 @@ def test_an_empty_run_reference_is_an_error_not_the_latest_run(small_store, caps
     assert _cli(small_store, *args) == 2
     assert "an empty run reference" in one_error_line(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
+def test_chart_diff_limit_below_zero(small_store, capsys, tmp_path):
+    """limit=-1 drew every change but the last (a negative head())."""
+    out = tmp_path / "d.json"
+    assert _cli(small_store, "chart", "diff", "-p", "base=1", "-p", "new=1", "-p", "limit=-1", "-o", str(out)) == 2
+    assert "chart diff: limit=-1: must be >= 0 (0 = all rows)" in one_error_line(capsys)
+    assert not out.exists()

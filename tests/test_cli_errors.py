@@ -439,3 +439,10 @@ def test_chart_diff_limit_below_zero(small_store, capsys, tmp_path):
     assert _cli(small_store, "chart", "diff", "-p", "base=1", "-p", "new=1", "-p", "limit=-1", "-o", str(out)) == 2
     assert "chart diff: limit=-1: must be >= 0 (0 = all rows)" in one_error_line(capsys)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [["query", "top-kernels", "-f", "csv"], ["sql", "SELECT 1 AS total_ns", "-f", "json"]])
+def test_a_bad_timeunit_is_an_error_in_every_format(small_store, capsys, args):
+    """(A file format keeps ns, so --timeunit bogus was ignored without a word.)"""
+    assert _cli(small_store, *args, "--timeunit", "bogus") == 2
+    assert one_error_line(capsys) == "tracekit: error: --timeunit 'bogus': choose one of auto, ns, us, ms, s"

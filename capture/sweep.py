@@ -107,7 +107,9 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
         import yaml
 
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:  # (a store, an export: not a text file)
+            raise CaptureError(f"{path}: not a YAML file (not UTF-8 text); give a sweep config or preset") from None
         except yaml.YAMLError as err:
             raise CaptureError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
         if not isinstance(data, dict):

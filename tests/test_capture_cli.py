@@ -42,6 +42,7 @@ def test_capture_command_small_preset(tmp_path):
     (["capture", "--bs", "8", "--nc", "8", "--tool", "none", "--preset", "xl"], "--preset 'xl'"),
     (["sweep", "--bs", "1,2"], "sweep needs --bs and --nc lists or --config"),
     (["sweep", "--config", "nosuch"], "neither a sweep preset"),
+    (["sweep", "--config", str(DATA / "ncu_full" / "report.ncu-rep.xz")], "not a YAML file (not UTF-8 text)"),
     (["capture", "--bs", "1", "--nc", "4", "--tool", "none", "--warmup-ms", "inf"], "--warmup-ms inf"),
     (["sweep", "--bs", "1", "--nc", "4", "--warmup-ms", "inf"], "--warmup-ms inf"),
     (["capture", "--bs", "1", "--nc", "4", "--tool", "none", "--name", ""], "run name ''"),

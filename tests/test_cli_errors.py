@@ -379,3 +379,70 @@ def test_an_option_given_twice_differently(small_store, capsys, args, message):
     assert _cli(small_store, "query", "top-kernels", *args) == 2
     assert message in one_error_line(capsys)
     assert _cli(small_store, "query", "top-kernels", "--run", "nsys_run", "-p", "run=nsys_run", "--limit", "1") == 0
+
+
+# -- found by the audit of every command x option x hostile value ----------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["--db", "", "runs"], ["--db", " ", "sql", "SELECT 1"], ["--db", "", "ingest", "{export}"],
+    ["ingest", ""], ["query", "top-kernels", "-f", "csv", "-o", " "], ["export", "trace", "-o", ""],
+    ["chart", "top-kernels", "-o", ""], ["report", "-o", " "], ["export", "parquet", "-o", ""],
+])
+def test_an_empty_or_blank_path_is_a_bad_value(small_store, capsys, tmp_path, monkeypatch, args):
+    """`--db "$DB"` with DB unset was the current folder: `ingest` made it a Parquet dataset
+    (a folder per table) and `runs` read it; `-o " "` wrote a file named " "."""
+    from conftest import NSYS_EXPORTS, store_state
+
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    before = store_state(small_store)
+    args = [a.replace("{export}", str(NSYS_EXPORTS["odd_nvtx_cuda_only"])) for a in args]
+    argv = args if args[0] == "--db" else ["--db", str(small_store), *args]
+    assert cli_main(argv) == 2
+    assert "is not a path (it is empty or blank)" in one_error_line(capsys)
+    assert list(here.iterdir()) == [] and store_state(small_store) == before
+
+
+def test_a_parquet_file_is_not_a_store(tmp_path, capsys):
+    """DuckDB opens a Parquet file as an in-memory database over it: an ingest "into" it said
+    "run 1: 1,592 rows" and kept nothing."""
+    import duckdb
+
+    pq = tmp_path / "runs.parquet"
+    duckdb.sql(f"COPY (SELECT 1 AS a) TO '{pq}' (FORMAT parquet)")
+    before = pq.read_bytes()
+    for cmd in (["ingest", "tests/data/nsys_odd_nvtx_cuda_only/export.sqlite.xz"], ["runs"], ["sql", "SELECT 1"]):
+        assert cli_main(["--db", str(pq), *cmd]) == 2, cmd
+        assert f"{pq}: not a valid DuckDB database file (a Parquet file)" in one_error_line(capsys)
+    assert pq.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["runs.parquet"]
+
+
+@pytest.mark.parametrize("args", [
+    ["query", "top-kernels", "--run", ""], ["query", "roofline", "-p", "run= "], ["query", "run-info", "--run", ""],
+    ["chart", "top-kernels", "--run", "", "-o", "{tmp}/c.json"], ["report", "--run", " ", "-o", "{tmp}/r.html"],
+    ["export", "trace", "--run", "", "-o", "{tmp}/t.json"], ["export", "parquet", "--run", "", "-o", "{tmp}/ds"],
+])
+def test_an_empty_run_reference_is_an_error_not_the_latest_run(small_store, capsys, tmp_path, args):
+    """`--run "$RUN"` with RUN unset answered about the latest run (`diff "" 1` already said
+    "an empty run reference")."""
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert _cli(small_store, *args) == 2
+    assert "an empty run reference" in one_error_line(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
+def test_chart_diff_limit_below_zero(small_store, capsys, tmp_path):
+    """limit=-1 drew every change but the last (a negative head())."""
+    out = tmp_path / "d.json"
+    assert _cli(small_store, "chart", "diff", "-p", "base=1", "-p", "new=1", "-p", "limit=-1", "-o", str(out)) == 2
+    assert "chart diff: limit=-1: must be >= 0 (0 = all rows)" in one_error_line(capsys)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [["query", "top-kernels", "-f", "csv"], ["sql", "SELECT 1 AS total_ns", "-f", "json"]])
+def test_a_bad_timeunit_is_an_error_in_every_format(small_store, capsys, args):
+    """(A file format keeps ns, so --timeunit bogus was ignored without a word.)"""
+    assert _cli(small_store, *args, "--timeunit", "bogus") == 2
+    assert one_error_line(capsys) == "tracekit: error: --timeunit 'bogus': choose one of auto, ns, us, ms, s"

@@ -253,3 +253,22 @@ def test_a_cut_ncu_report_says_where_its_block_ends(tmp_path):
         check_container(cut)
     m = re.search(r"truncated report \(a block ends at byte (\d+), past the file's 1000 bytes\)", str(err.value))
     assert m and 1001 < int(m[1]) <= len(rep), str(err.value)
+
+
+def test_a_report_compared_with_a_file_that_fails_keeps_it_out(small_store, capsys, tmp_path):
+    """`report --vs FILE` ingested the file, then failed to compare it (a host-only run and
+    a run without NVTX share no scope, which shows only once the file is read): the run
+    stayed in the store, named by an id in the error. As `diff FILE RUN`, it keeps nothing
+    and names the file; a report that is written keeps it."""
+    assert _cli(small_store, "ingest", str(DATA / "nsys_cpu_only" / "export.sqlite.xz"), "--name", "host") == 0
+    capsys.readouterr()
+    before = store_state(small_store)
+    out = tmp_path / "r.html"
+    assert _cli(small_store, "report", "--run", "host", "--vs", str(OTHER_NSYS), "-o", str(out)) == 2
+    assert f"diff: {OTHER_NSYS} [nsys without NVTX trace] and run 3 (host)" in one_error_line(capsys)
+    assert store_state(small_store) == before and not out.exists()
+    assert _cli(small_store, "report", "--run", "nsys_run", "--vs", str(OTHER_NSYS), "-o", str(out)) == 0
+    assert out.exists()
+    capsys.readouterr()
+    assert _cli(small_store, "runs", "-f", "csv", "--columns", "run_id") == 0
+    assert capsys.readouterr().out.split() == ["run_id", "1", "2", "3", "4"]

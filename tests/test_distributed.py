@@ -259,10 +259,16 @@ def test_bad_worker_and_scheduler_options(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'" in err
     assert time.monotonic() - t < 30
+    # an empty address is not "--workers None" (what it said)
+    assert main(["--db", str(db), "ingest", str(MIXED[0]), "--scheduler", " "]) == 2
+    assert capsys.readouterr().err == "tracekit: error: --scheduler ' ': give the scheduler's address (tcp://HOST:PORT)\n"
     assert not db.exists()
 
 
-@pytest.mark.parametrize("address", ["garbage", "tcp://[::1", "tcp://127.0.0.1:99999"])
+@pytest.mark.parametrize("address", ["garbage", "tcp://[::1", "tcp://127.0.0.1:99999",
+                                     # no comm reaches them: a scheme Dask does not know, one for a scheduler in
+                                     # this process, TLS without its settings (a traceback at exit, 10 s later)
+                                     "http://127.0.0.1:9", "inproc://nothing", "tls://127.0.0.1:9"])
 def test_a_malformed_scheduler_address_is_one_line_at_once(tmp_path, address):
     """Checked before a Client is made: one that fails on the address lingers, and the
     process's exit then waited 10 s and printed its traceback."""

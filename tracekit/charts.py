@@ -803,6 +803,8 @@ def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | No
         threshold, limit = float(threshold), int(limit)
     except ValueError as err:
         raise ParamError(f"chart diff: threshold={threshold!r}, limit={limit!r}: numbers expected") from err
+    if limit < 0:  # (a negative head() would drop rows from the end)
+        raise ParamError(f"chart diff: limit={limit}: must be >= 0 (0 = all rows)")
     return diff_rows(tk.diff(base, new, by=by, threshold_pct=threshold), threshold, limit)
 
 

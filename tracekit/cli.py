@@ -116,6 +116,15 @@ def _check_format(fmt: str, out: Path | None) -> None:
         raise ParamError("--format parquet needs -o FILE")
 
 
+def _check_timeunit(timeunit: str) -> None:
+    """--timeunit checked whatever the format (csv/json/parquet keep ns, but a bad value is
+    still a bad value)."""
+    from .table import TIMEUNIT_CHOICES
+
+    if timeunit not in TIMEUNIT_CHOICES:
+        raise ParamError(f"--timeunit {timeunit!r}: choose one of {', '.join(TIMEUNIT_CHOICES)}")
+
+
 def _columns(text: str | None) -> list[str] | None:
     if text is None:
         return None
@@ -511,6 +520,7 @@ def query(
     db: DbOpt = None,
 ):
     """Run a named query (a table shows the query's main columns in human units)."""
+    _check_timeunit(timeunit)
     params = _with_options(_params(param), run=run, limit=limit)
     _query_out(name, params, fmt, out, _columns(columns), all_columns, timeunit, db)
 
@@ -525,6 +535,7 @@ def sql(
     db: DbOpt = None,
 ):
     """Run ad-hoc read-only SQL against the store."""
+    _check_timeunit(timeunit)
     tk = _open(db, read_only=True)
     df = tk.sql(text)
     if fmt == "table":

@@ -6,7 +6,9 @@ first command-line value a command parses imports Pydantic, 0.15–0.2 s of ever
 tracekit's parameters are plain ``str``, ``int``, ``float``, ``bool`` and ``Path`` values
 (or lists of them, ``None`` allowed) with no parser, bounds or path checks:
 ``install()`` converts those here, with messages like Typer's for bad values, and leaves
-every other parameter to Typer. With a Typer that has no such hook (older versions
+every other parameter to Typer. One check more than Typer's: an empty or blank path is a
+bad value (one line, exit 2), for every path option and argument (``--db "$DB"`` with DB
+unset is not the current folder). With a Typer that has no such hook (older versions
 convert through click's types) it does nothing.
 """
 
@@ -58,8 +60,19 @@ def converter(annotation: Any, info: Any):
                 raise ValueError(f"{v!r} is not a valid {_NAMES[kind]}.") from None
         return number
     if annotation is Path and not _path_checks(info):
-        return lambda v: v if isinstance(v, Path) else Path(os.fsdecode(v))
+        return _path
     return None
+
+
+def _path(v: Any) -> Path:
+    """A path given on the command line; an empty or blank one is an error (``--db "$DB"``
+    with DB unset would be ``Path("")``, the current folder)."""
+    if isinstance(v, Path):
+        return v
+    text = os.fsdecode(v)
+    if not text.strip():
+        raise ValueError(f"{text!r} is not a path (it is empty or blank).")
+    return Path(text)
 
 
 def install() -> bool:

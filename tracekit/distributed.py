@@ -76,6 +76,8 @@ def client_for(workers: int | None = None, scheduler: str | None = None):
 def _check_options(workers: int | None, scheduler: str | None) -> str | None:
     """The scheduler's address (None: a LocalCluster of ``workers``); one-line errors for
     options that cannot work, and for Dask missing."""
+    if scheduler is not None and not scheduler.strip():
+        raise ParamError(f"--scheduler {scheduler!r}: give the scheduler's address (tcp://HOST:PORT)")
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
     if address is None and (workers is None or workers < 1):
         raise ParamError(f"--workers {workers}: give at least 1 worker process (or --scheduler ADDRESS)")
@@ -94,11 +96,27 @@ def _connect(address: str):
             _, port = parse_host_port(location)
             if port is None or not 0 < int(port) < 65536:
                 raise ValueError(f"port {port} out of range")
+        _probe(address)  # so is any address no comm can reach (an unknown scheme, inproc, TLS without its settings)
         return _dask().Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as err:
+    except (OSError, TimeoutError, ValueError, TypeError, ImportError) as err:
         raise TracekitError(f"cannot reach the Dask scheduler at {address!r} "
                             f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
                             "check the address or start one with `dask scheduler`") from err
+
+
+def _probe(address: str) -> None:
+    """Open one comm to ``address`` and close it, as the client would connect (its security
+    settings): what fails here fails before a ``Client`` exists to linger."""
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    async def once() -> None:
+        comm = await connect(address, timeout=CONNECT_TIMEOUT_S, **Security().get_connection_args("client"))
+        await comm.close()
+
+    asyncio.run(once())
 
 
 def _local_cluster(workers: int):

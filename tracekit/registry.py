@@ -486,7 +486,10 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
                              "run at a time (its totals and shares would mix runs); give a run id or name "
                              "(see `tracekit runs`)")
         return None
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "latest")):
+    if isinstance(value, str) and not value.strip():  # (--run "$RUN" with RUN unset: not the latest run)
+        raise QueryError(f"{qname}: --run {value!r}: an empty run reference; give a run id or name, or latest "
+                         "(see `tracekit runs`)")
+    if value is None or (isinstance(value, str) and value.strip().lower() == "latest"):
         if source == "ranks":  # the latest run that is a rank of a job
             row = con.execute("SELECT max(run_id) FROM rank_runs").fetchall()[0]
         elif kinded:

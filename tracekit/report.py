@@ -33,6 +33,7 @@ which the browser test reads.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
@@ -486,11 +487,12 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
     from . import charts
     from . import diff as _diff
 
-    # a file is ingested here (the store must be writable), unless the run cannot be compared with it
-    base = _diff.resolve(tk, vs, _diff.pair_check(_diff.resolve(tk, run_id), True, None))
+    # a file is ingested by the comparison (the store must be writable; write_report's transaction
+    # keeps it only when the report is written), which names the file where it fails
     with warnings.catch_warnings(record=True) as caught:  # (shown in the section, and passed on)
         warnings.simplefilter("always", CaptureWarning)
-        df = tk.diff(base.sweep if base.run_id is None else base.run_id, run_id, threshold_pct=threshold)
+        df = tk.diff(vs, run_id, threshold_pct=threshold)
+    base = _diff.resolve(tk, vs)  # (a file is the run just ingested)
     partial = [str(w.message) for w in caught if issubclass(w.category, CaptureWarning)]
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -687,11 +689,15 @@ def render(rep: Report) -> str:
 def write_report(tk, path: str | Path, run: str | int | None = None, vs: str | int | None = None) -> Path:
     """Build the run's report (compared with ``vs`` if given) and write it to ``path``
     through ``write_output`` (a temporary file renamed into place, never over the store)."""
+    from .diff import _is_file
     from .outputs import check_output, write_output
 
     path = Path(path)
     check_output(path, tk.path)
     if path.suffix.lower() not in ("", ".html", ".htm"):
         raise ParamError(f"{path}: a report is an HTML page; name a .html file")
-    text = render(build(tk, run, vs))
-    return write_output(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)
+    # a file to compare with is ingested for the report: kept only when the report is written
+    ingests = vs is not None and not tk.read_only and _is_file(vs)
+    with tk.one_transaction() if ingests else contextlib.nullcontext():
+        text = render(build(tk, run, vs))
+        return write_output(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)

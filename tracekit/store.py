@@ -409,6 +409,12 @@ class Tracekit:
         if head == b"SQLite format 3\x00":
             raise InputError(f"{self.path}: an SQLite database, not a tracekit store (an nsys export? ingest it: "
                              f"tracekit ingest {self.path})")
+        if len(head) >= 12 and head[8:12] != b"DUCK":
+            # DuckDB opens some other files (a Parquet file: an in-memory database over it) without a
+            # word: an ingest "into" it would land nowhere
+            what = " (a Parquet file)" if head[:4] == b"PAR1" else ""
+            raise InputError(f"{self.path}: not a valid DuckDB database file{what}, so not a tracekit store; "
+                             "name the store's file (--db FILE)")
 
     def _check_schema(self) -> None:
         try:
@@ -1019,12 +1025,15 @@ class Tracekit:
         from .diff import _is_file, diff
 
         files = [str(r).strip() for r in (base, new) if _is_file(r)] if not self.read_only else []
+        # (inside a caller's transaction, tracekit report --vs FILE's, the caller's is the one)
+        own = bool(files) and not self._one_transaction
         try:
             # files to compare are ingested first, named as one command's; a comparison that fails keeps none of them
-            with stoppable(), self.one_transaction() if files else contextlib.nullcontext(), self.one_command(files):
+            with stoppable(), self.one_transaction() if own else contextlib.nullcontext(), self.one_command(files):
                 return diff(self, base, new, by=by, threshold_pct=threshold_pct)
         except TracekitError:
-            self._discard_if_new()  # a store opened to ingest a file to compare, left empty
+            if not self._one_transaction:
+                self._discard_if_new()  # a store opened to ingest a file to compare, left empty
             raise
 
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:

@@ -852,6 +852,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
     if isinstance(by, str):
         by = [by]
+    if any(not str(item).strip() for item in by or []):  # (--by "$SCOPE" with SCOPE unset: not every scope)
+        raise ParamError(f"--by '': an empty scope; choose from {', '.join(SCOPES)}, or leave --by out for every scope")
     by = [b.strip().lower() for item in by or [] for b in str(item).split(",") if b.strip()]
     for b in by:
         if b not in SCOPES:

@@ -1,18 +1,18 @@
 -- GPU scope samples: one row per GPU operation (kernel, memcpy, memset, whole graph
--- launch) of either run, keyed by device and kind of operation (the stratum): busy time
--- (gpu_busy.sql) is the union of these intervals; it is tested per device on these
--- durations, stratum by stratum (a rank test over every op of a device at once would
--- not see one kernel get twice as fast while its ops stay the longest ones). A kernel of
--- the new run matched to one of the base run (_diff_keymap(side, name_id, key), as in
--- samples_kernel.sql: a namesake under another id, or a match by place) is that kernel's kind.
+-- launch) of either run, keyed by device and kind of operation: busy time (gpu_busy.sql) is
+-- the union of these intervals; diff tests the change of the ops' time kind by kind. A
+-- kernel of the new run matched to one of the base run (_diff_keymap(side, name_id, key), as
+-- in samples_kernel.sql: a namesake under another id, or a match by place) is that
+-- kernel's kind.
 -- @param base  INTEGER  base run id
 -- @param new   INTEGER  new run id
 -- @column side   0 = base run, 1 = new run
--- @column key    (CUDA device id + 1, 0 for none) << 48 | kind << 44 | id (44 bits): kind 0 kernel (id: its
---                name id or its match's), 1 memcpy (copy kind), 2 memset (0), 3 whole graph (graph id)
+-- @column key    (CUDA device id + 1, 0 for none) << 44 | 44 bits of a hash of the kind (kernel: its name id or
+--                its match's; copy kind; memset; graph id): two kinds that meet in those bits would be
+--                tested as one, which only widens the spread their change is held against
 -- @column value  operation duration, ns
 SELECT s.side,
-       ((coalesce(o.device_id, -1) + 1) << 48) | (o.kind::BIGINT << 44) | (coalesce(m.key, o.id, -1) & 17592186044415) AS key,
+       ((coalesce(o.device_id, -1) + 1) << 44) | (hash(o.kind, coalesce(m.key, o.id)) & 17592186044415)::BIGINT AS key,
        o.end_ns - o.start_ns AS value
 FROM (VALUES (0, $base), (1, $new)) s(side, run_id)
 JOIN (SELECT run_id, device_id, start_ns, end_ns, 0 AS kind, name_id AS id FROM _kernels WHERE run_id IN ($base, $new)

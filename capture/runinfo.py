@@ -88,17 +88,31 @@ def git_commit() -> str | None:
     return head.strip() + ("+dirty" if status and status.strip() else "")
 
 
+#: environment variables that change what a capture runs: the kernels' backend and tiles,
+#: the profiler binaries
+SETTINGS_ENV = ("TRACEKIT_KERNELS_BACKEND", "TRACEKIT_TILES", "TRACEKIT_NSYS", "TRACEKIT_NCU")
+#: a tiles file larger than this is not hashed (the kernels' own files are a few kB)
+TILES_HASH_MAX_BYTES = 16 << 20
+
+
 def settings() -> dict:
-    """The settings that change what the workload runs: every ``TRACEKIT_*`` environment
-    variable set (the kernels' backend, their tiles file, ...), and the tiles file the
-    kernels read: its path and, where it exists, the sha256 of its content, so that two
-    captures with different tuned tiles are told apart."""
+    """The settings that change what the workload runs: those of ``SETTINGS_ENV`` that are
+    set, and the tiles file the kernels read: its absolute path and, for a regular file of
+    up to ``TILES_HASH_MAX_BYTES``, the sha256 of its content (None: no such file, the
+    built-in tiles; or not hashed), so that two captures with other tuned tiles are told
+    apart."""
     from tracekit.kernels.tiles import tiles_path
 
-    path = tiles_path()
+    path = tiles_path().expanduser().absolute()
+    digest = None
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if path.is_file() and path.stat().st_size <= TILES_HASH_MAX_BYTES:
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            digest = h.hexdigest()
     except OSError:
-        digest = None  # no such file: the built-in tiles
-    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("TRACEKIT_")}
+        digest = None  # unreadable: as the kernels, which then use the built-in tiles
+    env = {k: os.environ[k] for k in SETTINGS_ENV if k in os.environ}
     return {"env": env, "tiles_file": str(path), "tiles_sha256": digest}

@@ -91,6 +91,13 @@ def test_settings_tell_captures_with_other_tiles_apart(tmp_path, monkeypatch):
     none = runinfo.settings()
     assert none["tiles_file"] == str(tiles) and none["tiles_sha256"] is None
     assert none["env"]["TRACEKIT_TILES"] == str(tiles)
+    monkeypatch.setenv("TRACEKIT_DB", "/somewhere/store.duckdb")  # (an ingest setting: not recorded)
+    assert "TRACEKIT_DB" not in runinfo.settings()["env"]
+    monkeypatch.setenv("TRACEKIT_TILES", "/dev/zero")  # not a regular file: not read
+    assert runinfo.settings()["tiles_sha256"] is None
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRACEKIT_TILES", tiles.name)  # a relative path is recorded absolute
+    assert runinfo.settings()["tiles_file"] == str(tiles)
     sums = []
     for programs in (132, 66):
         tiles.write_text(json.dumps({"tiles": {"cached|NVIDIA H200|bfloat16|256|256|8192": {"PROGRAMS": programs}}}))

@@ -524,8 +524,9 @@ def test_cli_gate_and_formats(store, tmp_path, capsys):
     (["hstu", "slow", "--by", "kernels"], "--by 'kernels': choose from kernel, nvtx, api, memcpy, gpu, ncu, sweep"),
     (["hstu", "slow", "--by", "ncu"], "--by ncu: run 1 (hstu) [nsys] has no ncu scope"),
     (["hstu", "slow", "--by", "sweep"], "has no sweep scope"),
-    (["hstu", "slow", "--by", " "], "--by '': an empty scope"),  # (--by "$SCOPE" with SCOPE unset)
-    (["hstu", "slow", "--by", "kernel", "--by", ""], "--by '': an empty scope"),
+    (["hstu", "slow", "--by", " "], "--by ' ': no scope in it"),  # (--by "$SCOPE" with SCOPE unset)
+    (["hstu", "slow", "--by", "kernel", "--by", ""], "--by '': no scope in it"),
+    (["hstu", "slow", "--by", " , "], "--by ' , ': no scope in it"),
     (["hstu", "slow", "--limit", "-1"], "--limit -1: must be >= 0"),
 ])
 def test_bad_input_is_one_line_exit_2_and_leaves_the_store(store, capsys, args, message):

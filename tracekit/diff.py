@@ -840,9 +840,12 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
     if isinstance(by, str):
         by = [by]
-    if any(not str(item).strip() for item in by or []):  # (--by "$SCOPE" with SCOPE unset: not every scope)
-        raise ParamError(f"--by '': an empty scope; choose from {', '.join(SCOPES)}, or leave --by out for every scope")
-    by = [b.strip().lower() for item in by or [] for b in str(item).split(",") if b.strip()]
+    given = list(by or [])
+    by = [b.strip().lower() for item in given for b in str(item).split(",") if b.strip()]
+    blank = [str(item) for item in given if not str(item).replace(",", "").strip()]
+    if blank:  # (--by "$SCOPE" or "$A,$B" with them unset: not every scope)
+        raise ParamError(f"--by {blank[0]!r}: no scope in it; choose from {', '.join(SCOPES)}, "
+                         "or leave --by out for every scope")
     for b in by:
         if b not in SCOPES:
             raise ParamError(f"--by {b!r}: choose from {', '.join(SCOPES)}")

@@ -116,7 +116,9 @@ def _probe(address: str) -> None:
         comm = await connect(address, timeout=CONNECT_TIMEOUT_S, **Security().get_connection_args("client"))
         await comm.close()
 
-    asyncio.run(once())
+    # on a thread of its own: the caller may be inside a running event loop (a notebook)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, once()).result()
 
 
 def _local_cluster(workers: int):

@@ -18,8 +18,8 @@ added, removed), p_value, note (how the key was matched, why a verdict was held 
 delta_pct_low and delta_pct_high (an interval of delta_pct, see below). Rows are
 ordered by the size of their key's change in GPU time (kernels, NVTX kernel time,
 memory operations, devices; kernel duration for ncu; request latency for sweeps; NVTX
-wall time where a run did not trace CUDA), largest first; CUDA API rows, which change host time only, come after, ordered by
-their change in call time.
+wall time where a run did not trace CUDA), largest first; CUDA API rows, which change
+host time only, come after, ordered by their change in call time.
 
 Verdicts. A change is ``regressed`` or ``improved`` only when it is larger than the
 threshold (``threshold_pct``, 5 % by default) **and** real:

@@ -320,6 +320,26 @@ def test_one_kernel_slower_shows_in_the_gpu_busy_time(tmp_path):
         assert back["verdict"].to_list() == ["improved"]
 
 
+def test_the_largest_copies_slower_moves_the_copies_total(tmp_path):
+    """The inference capture's host-to-device copies (270, of 32 B to 230 kB) with the 30 of
+    100 kB or more taking 3x as long (as pageable instead of pinned memory would): their total
+    regresses (+85 %) although no copy's rank moved (the rank test: p=0.8) and the median did
+    not move; the copies the other way, and everything else, are as they were."""
+    slow = _export_copy(tmp_path, "slow", ('UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET "end" = start + 3 * ("end" - start) '
+                                           "WHERE bytes >= 100000 AND copyKind = 1", []))
+    tk = tracekit.open(tmp_path / "s.duckdb")
+    with tk:
+        tk.ingest(HSTU, name="base")
+        tk.ingest(slow, name="slow")
+        df = tk.diff("base", "slow", by="memcpy")
+        h2d = {r["metric"]: r for r in df.filter(pl.col("key") == "[CUDA memcpy Host-to-Device]").iter_rows(named=True)}
+        total = h2d["total_ns"]
+        assert total["verdict"] == "regressed" and 80 < total["delta_pct"] < 90, total
+        assert total["p_value"] > 0.5 and total["note"].startswith("the total beyond its spread (p=")
+        assert h2d["med_ns"]["verdict"] == "unchanged" and h2d["count"]["note"] == "identical"
+        assert set(_flagged(df)["key"]) == {"[CUDA memcpy Host-to-Device]"} and _flagged(df).height == 1
+
+
 def _without(tmp: Path, export: Path, names: list[str]) -> Path:
     """A copy of a real export without the launches of the kernels named (in CUPTI's table)."""
     out = tmp / f"{export.parent.name}.sqlite"

@@ -32,8 +32,11 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   thousands of instances even a 1 % shift is "significant", hence threshold and test
   together;
 * totals (total_ns, kernel_total_ns, busy_ns) are count x per-instance time: a total
-  is real when its count changed beyond the threshold or its per-instance distribution
-  differs (p < ALPHA). A device's busy time (a union of op intervals) is real when its
+  is real when its count changed beyond the threshold, its per-instance distribution
+  differs (p < ALPHA), or the total moved beyond its spread (delta against
+  sqrt(n_base var_base + n_new var_new), p < ALPHA): instances of many sizes under one
+  key (host-to-device copies of 32 B to 230 kB) whose largest got slower move no rank.
+  A device's busy time (a union of op intervals) is real when its
   op count changed beyond the threshold or its ops' summed time moved the same way beyond
   its noise: per kind of op (kernel, copy kind, memset, graph) the change of the kind's
   total against sqrt(n var) of its durations, summed over the kinds. Not one rank test
@@ -435,11 +438,17 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
             if kind == "total":
                 b, n = r["total_base"] * scale, r["total_new"] * scale
                 count_real = count_pct is not None and abs(count_pct) > pct_limit
-                real = count_real or (p is not None and p < ALPHA)
+                # the sum itself beyond its spread: instances of many sizes (copies of 32 B and
+                # 200 kB under one name) whose largest got slower move no rank
+                sd = math.sqrt(n_b * (r["var_base"] or 0.0) + n_n * (r["var_new"] or 0.0)) * scale
+                p_sum = math.erfc(abs(n - b) / (math.sqrt(2) * sd)) if sd > 0 else None
+                sum_real = p_sum is not None and p_sum < ALPHA and not (p is not None and p < ALPHA)
+                real = count_real or (p is not None and p < ALPHA) or sum_real
                 verdict, note = _judge(b, n, pct_limit, direction, real, p_note, within)
                 if verdict in ("regressed", "improved"):
                     note = _join(f"instances {n_b:,} -> {n_n:,}" if n_b != n_n else "",
-                                 f"per-instance {_p_is(p)}" if p is not None else "")
+                                 f"the total beyond its spread ({_p_is(p_sum)}); per-instance {_p_is(p)}"
+                                 if sum_real else f"per-instance {_p_is(p)}" if p is not None else "")
                 spread = _Z95 * math.sqrt(n_b * (r["var_base"] or 0.0) + n_n * (r["var_new"] or 0.0)) * scale
                 if b:
                     low, high = _pct(n - b - spread, b), _pct(n - b + spread, b)

@@ -43,14 +43,15 @@ CPU_ONLY = ("cpu_only", "cpu_only_more", "cpu_only_again", "cpu_only_slow")
 #: NVTX names only registered, cut captures, Unified Memory and the runtime's other memory operations,
 #: PyTorch's autograd NVTX ranges with CPU sampling, Inductor's kernels replayed in CUDA graphs under an
 #: NVTX-started capture, per-thread default streams with priority streams and the launch APIs, NCCL over
-#: two GPUs, JAX/XLA through the driver API on two GPUs in one process, and an export that nsys's own
-#: import left incomplete)
+#: two GPUs, JAX/XLA through the driver API on two GPUs in one process, an export that nsys's own
+#: import left incomplete, and host-to-device copies of many sizes from pinned or pageable memory)
 NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
                   "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range",
                   "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
                   *(f"ranks_2gpu_rank{r}" for r in range(2)),
                   "registered_nvtx", "registered_nvtx_domains", "memops", "autograd",
-                  "inductor", "streams", "nccl", "jax", "jax_graph", "jax_whole"]
+                  "inductor", "streams", "nccl", "jax", "jax_graph", "jax_whole",
+                  "copies_pinned", "copies_pinned_again", "copies_pageable"]
 #: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
 NSYS_EXPORTS = {
     "hstu_mixed": DATA / "nsys_hstu_mixed" / "export.sqlite.xz",
@@ -60,7 +61,8 @@ NSYS_EXPORTS = {
     **{s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in (
         "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range",
         "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", "registered_nvtx", "registered_nvtx_domains",
-        "memops", "autograd", "inductor", "streams", "nccl", "jax", "jax_graph", "jax_whole")},
+        "memops", "autograd", "inductor", "streams", "nccl", "jax", "jax_graph", "jax_whole",
+        "copies_pinned", "copies_pinned_again", "copies_pageable")},
     # one export per rank of a 4-process job (tests/data/nsys_ranks/PLANT.md)
     **{f"ranks_rank{r}": DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz" for r in range(4)},
     # two ranks of the job spread over 2 GPUs: rank 1 ran on device 1 (nsys_ranks_2gpu/PLANT.md)

@@ -4,7 +4,7 @@
 #   NSYS_SCENARIOS  default: hstu_mixed many_kernels multithread; also multiproc graphs_node
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
 #                   registered_nvtx_domains diff_base_a diff_base_b diff_base_c diff_regressed memops autograd cpu_only
-#                   cpu_only_more cpu_only_again cpu_only_slow inductor streams nccl jax jax_whole jax_graph
+#                   cpu_only_more cpu_only_again cpu_only_slow copies_pinned copies_pinned_again copies_pageable inductor streams nccl jax jax_whole jax_graph
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, and the report kinds other than kernel
 #                   replay (ncu_options below; programs/ncu_variants.cu built with nvcc, ncu_multiproc.py):
 #                   app_replay (--replay-mode application --set full: 3 kernels, each pass a run of the program),
@@ -67,6 +67,8 @@ cmdline() {
     cpu_only_more) echo "$out/bin/nsys_cpu_only 60" ;;  # the same with 60 batches instead of 40 (diff)
     diff_base_a|diff_base_b|diff_base_c) echo "python3 $here/programs/nsys_diff.py" ;;
     jax_*) echo "python3 $here/programs/nsys_jax.py" ;;
+    copies_pinned|copies_pinned_again) echo "python3 $here/programs/nsys_copies.py" ;;
+    copies_pageable) echo "python3 $here/programs/nsys_copies.py --pageable" ;;  # the 4 MiB copies pageable (diff)
     diff_regressed) echo "python3 $here/programs/nsys_diff.py --more-launches --new-kernel --slower" ;;
     *) echo "python3 $here/programs/nsys_$1.py" ;;
   esac

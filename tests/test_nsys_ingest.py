@@ -1346,3 +1346,24 @@ def test_exports_of_nsys_2021_and_of_windows(tmp_path):
         assert len(gpus["now"]) == 2 and gpus["old"] == gpus["now"] == gpus["win"]
         assert len(set(tk.sql("SELECT gpu FROM runs").rows())) == 1
         assert tk.query("top-kernels", run="old").to_dicts() == tk.query("top-kernels", run="now").to_dicts()
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"path": None}, InputError, r"ingest: path None: expected str or PathLike, not NoneType"),
+    ({"path": 5}, InputError, r"ingest: path 5: expected str or PathLike, not int"),
+    ({"name": 5}, tracekit.ParamError, r"run name 5: expected str, not int"),
+    ({"name": ["a"]}, tracekit.ParamError, r"run name \['a'\]: expected str, not list"),
+    ({"params": "bs=8"}, tracekit.ParamError, r"ingest: params 'bs=8': expected dict or None, not str"),
+    ({"params": [("bs", 8)]}, tracekit.ParamError, r"ingest: params \[\('bs', 8\)\]: expected dict or None, not list"),
+])
+def test_ingest_arguments_of_another_type_are_errors(small_store, kwargs, error, message):
+    from conftest import store_state
+
+    before = store_state(small_store)
+    with tracekit.open(small_store) as tk:
+        with pytest.raises(error, match=f"^{message}$"):
+            tk.ingest(**{"path": NSYS_EXPORTS["cpu_only"], **kwargs})
+        with pytest.raises(tracekit.ParamError, match="^run name 5: expected str, not int$"):
+            tk.rename_run("nsys_run", 5)
+    assert store_state(small_store) == before
+

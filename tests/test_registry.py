@@ -134,3 +134,10 @@ def test_the_row_count_under_a_limit_is_every_row(nsys_db, name):
     if every >= 1:
         assert rows.total == every, name
     assert "$limit" not in count_sql(REG.queries[name]), name  # (counted without the sort)
+
+
+@pytest.mark.parametrize("name", [None, 1, b"top-kernels", ["top-kernels"], {"top-kernels": 1}])
+def test_a_query_name_of_another_type_is_an_error(nsys_db, name):
+    with pytest.raises(QueryError, match=r"^query name .*: expected str, not \w+$"):
+        nsys_db.query(name)
+

@@ -36,10 +36,18 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import InputError, TracekitError
+from .errors import InputError, TracekitError, expect
 from .interrupts import interruptible
 from .names import check_run_name
-from .store import CAPTURE_STATUS, SCHEMA_VERSION, IngestResult, Tracekit, _macros_sql, _schema_sql
+from .store import (
+    CAPTURE_STATUS,
+    SCHEMA_VERSION,
+    IngestResult,
+    Tracekit,
+    _macros_sql,
+    _schema_sql,
+    check_ingest_args,
+)
 
 RUNS_FILE = "runs.parquet"
 STORE_FILE = "_store.parquet"
@@ -311,6 +319,7 @@ class Dataset(Tracekit):
 
     def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None) -> IngestResult:
         """Ingest one source as a new run of the dataset (prepared here, then landed)."""
+        name = check_ingest_args(path, name, params)
         dest = self.staging_destination()
         stage = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
         try:
@@ -343,7 +352,10 @@ def create(path: Path) -> Dataset:
     _check_new(path)
     if not path.resolve().parent.is_dir():
         raise InputError(f"{path}: folder {path.parent} does not exist; create it first")
-    path.mkdir(exist_ok=True)
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as err:  # a read-only or special folder (/proc)
+        raise InputError(f"{path}: cannot create the dataset folder ({err.strerror or err})") from err
     con = duckdb.connect()
     try:
         for table in ("runs", "_store"):
@@ -521,6 +533,7 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
     in ``dest`` (a new or empty folder); returns the run ids written (ids kept)."""
     from .registry import resolve_run
 
+    expect(dest, (str, os.PathLike), "export: folder", InputError)
     dest = Path(dest)
     if str(tk.path) != ":memory:" and dest.resolve() == Path(tk.path).resolve():
         raise InputError(f"{dest}: is the store itself; export into a new folder")

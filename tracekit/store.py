@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from . import ranks
-from .errors import InputError, Interrupted, ParamError, QueryError, StoreBusy, TracekitError
+from .errors import (
+    InputError,
+    Interrupted,
+    ParamError,
+    QueryError,
+    StoreBusy,
+    TracekitError,
+    expect,
+)
 from .interrupts import SigintWatch, interruptible, stoppable
 from .names import RUN_ID, RunNames, check_run_name, derived_run_name
 
@@ -213,6 +221,14 @@ def _check_unread(f: Path) -> None:
     if name.endswith((".sqlite", ".ncu-rep")):
         raise InputError(f"{f}: neither an nsys SQLite export nor an ncu report; replace it or remove it from the "
                          "run folder")
+
+
+def check_ingest_args(path: Any, name: Any, params: Any) -> str | None:
+    """The arguments of an ingest, of the kinds it takes (a one-line error otherwise):
+    returns ``name`` checked (``check_run_name``), or None."""
+    expect(path, (str, os.PathLike), "ingest: path", InputError)
+    expect(params, (dict, type(None)), "ingest: params")
+    return None if name is None else check_run_name(name)
 
 
 def own_run_name(path: Path) -> str:
@@ -518,8 +534,7 @@ class Tracekit:
         command that ingests a file only to ask a question of it refuses a question the
         run cannot answer first). Ctrl-C raises ``Interrupted`` saying whether the run
         was committed; the store holds the whole run or nothing of it."""
-        if name is not None:
-            name = check_run_name(name)
+        name = check_ingest_args(path, name, params)
         self.last_ingest = None
         self._note_writer(f"`tracekit ingest {path}`")
         with SigintWatch() as self._sigints:
@@ -1040,6 +1055,8 @@ class Tracekit:
         """Run ad-hoc SQL against the store and return a Polars DataFrame (the last
         statement's result). On a read-only store (``open(db, read_only=True)``, what
         ``tracekit sql`` uses) it reads the store's tables and nothing else."""
+        expect(text, str, "sql: the SQL text", QueryError)
+        expect(params, (list, tuple, dict, type(None)), "sql: params", QueryError)
         try:
             with stoppable():
                 return self._sql(text, params)

@@ -1367,3 +1367,23 @@ def test_ingest_arguments_of_another_type_are_errors(small_store, kwargs, error,
             tk.rename_run("nsys_run", 5)
     assert store_state(small_store) == before
 
+
+@pytest.mark.parametrize("write", ["ingest", "ingest held", "rename", "remove"])
+def test_a_read_only_store_refuses_writes(small_store, write):
+    """Asked to write, a store opened read-only says so, naming what was asked, before
+    it begins (not DuckDB's error, nor a TypeError from the ingest's memory setting)."""
+    from conftest import store_state
+
+    if write == "ingest held":
+        with tracekit.open(small_store) as tk:
+            tk.ingest(NSYS_EXPORTS["cpu_only"], name="cpu")
+    before = store_state(small_store)
+    with tracekit.open(small_store, read_only=True) as tk:
+        call, what = {"ingest": (lambda: tk.ingest(NSYS_EXPORTS["streams"]), "cannot ingest .*streams.*"),
+                      "ingest held": (lambda: tk.ingest(NSYS_EXPORTS["cpu_only"], name="again"), "cannot ingest .*"),
+                      "rename": (lambda: tk.rename_run("nsys_run", "x"), r"cannot rename run 1 \(nsys_run\)"),
+                      "remove": (lambda: tk.remove_run(2), r"cannot remove run 2 \(ncu_run\)")}[write]
+        with pytest.raises(tracekit.TracekitError, match=f"^{re.escape(str(small_store))}: {what}: the store is "
+                           r"open read-only; open it with tracekit.open\(db, read_only=False\) to write it$"):
+            call()
+    assert store_state(small_store) == before

@@ -496,6 +496,12 @@ class Tracekit:
         except OSError:
             tmp.unlink(missing_ok=True)
 
+    def _check_can_write(self, doing: str) -> None:
+        """A store opened read-only refuses a write (``doing`` says which) before it begins."""
+        if self.read_only:
+            raise TracekitError(f"{self.path}: {doing}: the store is open read-only; open it with "
+                                "tracekit.open(db, read_only=False) to write it")
+
     def _check_writable(self) -> None:
         """Before a write: the folder the store writes in (DuckDB's log, ``NAME.wal``, goes
         beside the file) must be writable, or the write fails only at its commit."""
@@ -535,6 +541,7 @@ class Tracekit:
         run cannot answer first). Ctrl-C raises ``Interrupted`` saying whether the run
         was committed; the store holds the whole run or nothing of it."""
         name = check_ingest_args(path, name, params)
+        self._check_can_write(f"cannot ingest {path}")
         self.last_ingest = None
         self._note_writer(f"`tracekit ingest {path}`")
         with SigintWatch() as self._sigints:
@@ -977,6 +984,7 @@ class Tracekit:
         """Rename a run; returns (run id, old name)."""
         new_name = check_run_name(new_name)
         run_id, old = self.resolve(run)
+        self._check_can_write(f"cannot rename run {run_id} ({old})")
         try:
             self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])
         except duckdb.Error as err:  # e.g. a full disk: the run keeps its name
@@ -987,6 +995,7 @@ class Tracekit:
     def remove_run(self, run: str | int) -> tuple[int, str]:
         """Remove a run and its rows from every table, in one transaction; returns (run id, name)."""
         run_id, name = self.resolve(run)
+        self._check_can_write(f"cannot remove run {run_id} ({name})")
         self._note_writer(f"`tracekit runs rm {run}`")
         con = self.con
         try:

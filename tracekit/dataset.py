@@ -47,6 +47,7 @@ from .store import (
     _macros_sql,
     _schema_sql,
     check_ingest_args,
+    one_at_a_time,
 )
 
 RUNS_FILE = "runs.parquet"
@@ -253,6 +254,7 @@ class Dataset(Tracekit):
         return f'CREATE {what} "{table}" AS SELECT {body} FROM {src}'
 
     # -- managing runs ----------------------------------------------------
+    @one_at_a_time
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run (its row in runs.parquet); returns (run id, old name)."""
         new_name = check_run_name(new_name)
@@ -261,6 +263,7 @@ class Dataset(Tracekit):
                            {"id": run_id, "name": new_name})
         return run_id, old
 
+    @one_at_a_time
     def remove_run(self, run: str | int) -> tuple[int, str]:
         """Remove a run: its row from runs.parquet first (the run is then gone for every
         reader), then its files from every table; returns (run id, name)."""
@@ -317,6 +320,7 @@ class Dataset(Tracekit):
     def staging_destination(self) -> DatasetDestination:
         return DatasetDestination(self)
 
+    @one_at_a_time
     def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None) -> IngestResult:
         """Ingest one source as a new run of the dataset (prepared here, then landed)."""
         name = check_ingest_args(path, name, params)

@@ -335,3 +335,16 @@ def test_report_over_a_dataset_is_the_stores(store_and_dataset, tmp_path):
         assert main(["--db", str(tmp / "ds"), "report", "--run", str(run), "-o", str(b)]) == 0
         assert a.read_bytes() == b.read_bytes(), kind
     assert not list((tmp / "ds").glob("*.html"))
+
+
+@pytest.mark.parametrize(("dest", "message"), [
+    (None, r"export: folder None: expected str or PathLike, not NoneType"),
+    (5, r"export: folder 5: expected str or PathLike, not int"),
+    ("/proc/tracekit-dataset", r"/proc/tracekit-dataset: cannot create the dataset folder \(.*\)"),
+])
+def test_export_into_a_bad_folder_is_an_error(small_store, dest, message):
+    from tracekit.errors import InputError
+
+    with tracekit.open(small_store, read_only=True) as tk:
+        with pytest.raises(InputError, match=f"^{message}$"):
+            dataset.export(tk, dest)

@@ -1073,3 +1073,17 @@ def test_diff_sql_headers_declare_their_parameters():
         assert set(q.params) == sql_parameters(q.sql), f.name
         assert q.columns, f.name
     assert not any(q.source == "_diff" for q in get_registry().queries.values())  # not named queries
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"threshold_pct": True}, r"--threshold True: not a number"),  # (a bool is a number to Python: 1 %)
+    ({"by": 5}, r"--by 5: expected str or list or tuple or None, not int"),
+    ({"by": {"kernel": 1}}, r"--by \{'kernel': 1\}: expected str or list or tuple or None, not dict"),
+    ({"by": ["kernel", None]}, r"--by None: expected str, not NoneType"),
+    ({"by": [["kernel"]]}, r"--by \['kernel'\]: expected str, not list"),
+    ({"by": []}, r"--by \[\]: no scope in it; choose from .*, or leave --by out \(None\) for every scope"),
+])
+def test_diff_arguments_of_another_type_are_errors(small_store, kwargs, message):
+    with tracekit.open(small_store, read_only=True) as tk:
+        with pytest.raises(tracekit.ParamError, match=f"^{message}$"):
+            tk.diff(1, 1, **kwargs)

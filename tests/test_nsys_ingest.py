@@ -1346,3 +1346,44 @@ def test_exports_of_nsys_2021_and_of_windows(tmp_path):
         assert len(gpus["now"]) == 2 and gpus["old"] == gpus["now"] == gpus["win"]
         assert len(set(tk.sql("SELECT gpu FROM runs").rows())) == 1
         assert tk.query("top-kernels", run="old").to_dicts() == tk.query("top-kernels", run="now").to_dicts()
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"path": None}, InputError, r"ingest: path None: expected str or PathLike, not NoneType"),
+    ({"path": 5}, InputError, r"ingest: path 5: expected str or PathLike, not int"),
+    ({"name": 5}, tracekit.ParamError, r"run name 5: expected str, not int"),
+    ({"name": ["a"]}, tracekit.ParamError, r"run name \['a'\]: expected str, not list"),
+    ({"params": "bs=8"}, tracekit.ParamError, r"ingest: params 'bs=8': expected dict or None, not str"),
+    ({"params": [("bs", 8)]}, tracekit.ParamError, r"ingest: params \[\('bs', 8\)\]: expected dict or None, not list"),
+])
+def test_ingest_arguments_of_another_type_are_errors(small_store, kwargs, error, message):
+    from conftest import store_state
+
+    before = store_state(small_store)
+    with tracekit.open(small_store) as tk:
+        with pytest.raises(error, match=f"^{message}$"):
+            tk.ingest(**{"path": NSYS_EXPORTS["cpu_only"], **kwargs})
+        with pytest.raises(tracekit.ParamError, match="^run name 5: expected str, not int$"):
+            tk.rename_run("nsys_run", 5)
+    assert store_state(small_store) == before
+
+
+@pytest.mark.parametrize("write", ["ingest", "ingest held", "rename", "remove"])
+def test_a_read_only_store_refuses_writes(small_store, write):
+    """Asked to write, a store opened read-only says so, naming what was asked, before
+    it begins (not DuckDB's error, nor a TypeError from the ingest's memory setting)."""
+    from conftest import store_state
+
+    if write == "ingest held":
+        with tracekit.open(small_store) as tk:
+            tk.ingest(NSYS_EXPORTS["cpu_only"], name="cpu")
+    before = store_state(small_store)
+    with tracekit.open(small_store, read_only=True) as tk:
+        call, what = {"ingest": (lambda: tk.ingest(NSYS_EXPORTS["streams"]), "cannot ingest .*streams.*"),
+                      "ingest held": (lambda: tk.ingest(NSYS_EXPORTS["cpu_only"], name="again"), "cannot ingest .*"),
+                      "rename": (lambda: tk.rename_run("nsys_run", "x"), r"cannot rename run 1 \(nsys_run\)"),
+                      "remove": (lambda: tk.remove_run(2), r"cannot remove run 2 \(ncu_run\)")}[write]
+        with pytest.raises(tracekit.TracekitError, match=f"^{re.escape(str(small_store))}: {what}: the store is "
+                           r"open read-only; open it with tracekit.open\(db, read_only=False\) to write it$"):
+            call()
+    assert store_state(small_store) == before

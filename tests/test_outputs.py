@@ -166,3 +166,13 @@ def test_a_reader_that_stops_reading_is_no_output_error(monkeypatch):
         monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(Closed(err)))
         with pytest.raises(expect):
             write_output("-", lambda tmp: tmp.write_text("x" * 100))
+
+
+@pytest.mark.parametrize("path", [None, 5, ["out.html"]])
+def test_an_output_path_of_another_type_is_an_error(small_store, path):
+    import tracekit
+    from tracekit.report import write_report
+
+    with tracekit.open(small_store, read_only=True) as tk:
+        with pytest.raises(OutputError, match=r"^output path .*: expected str or PathLike, not \w+$"):
+            write_report(tk, path)

@@ -134,3 +134,36 @@ def test_the_row_count_under_a_limit_is_every_row(nsys_db, name):
     if every >= 1:
         assert rows.total == every, name
     assert "$limit" not in count_sql(REG.queries[name]), name  # (counted without the sort)
+
+
+@pytest.mark.parametrize("name", [None, 1, b"top-kernels", ["top-kernels"], {"top-kernels": 1}])
+def test_a_query_name_of_another_type_is_an_error(nsys_db, name):
+    with pytest.raises(QueryError, match=r"^query name .*: expected str, not \w+$"):
+        nsys_db.query(name)
+
+
+def test_threads_sharing_a_store_take_turns(small_store):
+    """The object's one DuckDB connection refuses a second call while one runs: the
+    methods of a store used from several threads run one at a time instead."""
+    import threading
+
+    import tracekit
+
+    errors, shapes = [], []
+    with tracekit.open(small_store, read_only=True) as tk:
+        want = tk.query("top-kernels", run="nsys_run", limit=3).shape
+
+        def work():
+            try:
+                for _ in range(5):
+                    shapes.append(tk.query("top-kernels", run="nsys_run", limit=3).shape)
+                    tk.sql("SELECT count(*) FROM kernels")
+            except Exception as err:  # noqa: BLE001 - collected for the assertion
+                errors.append(err)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == [] and shapes == [want] * 20

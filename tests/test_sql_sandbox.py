@@ -186,3 +186,16 @@ def test_a_writable_store_installs_no_extension(small_store, stmt):
         with pytest.raises(tracekit.QueryError, match="INSTALL and LOAD statements are refused"):
             tk.sql(stmt)
         assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 2
+
+
+@pytest.mark.parametrize(("text", "params", "what"), [
+    (None, None, "the SQL text None: expected str, not NoneType"),
+    (b"SELECT 1", None, "the SQL text b'SELECT 1': expected str, not bytes"),
+    (["SELECT 1"], None, r"the SQL text \['SELECT 1'\]: expected str, not list"),
+    ("SELECT 1", 5, "params 5: expected list or tuple or dict or None, not int"),
+    ("SELECT 1", {1, 2}, r"params \{1, 2\}: expected list or tuple or dict or None, not set"),
+])
+def test_sql_arguments_of_another_type_are_errors(small_store, text, params, what):
+    with tracekit.open(small_store, read_only=True) as tk:
+        with pytest.raises(tracekit.QueryError, match=rf"^sql: {what}$"):
+            tk.sql(text, params)

@@ -36,10 +36,19 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import InputError, TracekitError
+from .errors import InputError, TracekitError, expect
 from .interrupts import interruptible
 from .names import check_run_name
-from .store import CAPTURE_STATUS, SCHEMA_VERSION, IngestResult, Tracekit, _macros_sql, _schema_sql
+from .store import (
+    CAPTURE_STATUS,
+    SCHEMA_VERSION,
+    IngestResult,
+    Tracekit,
+    _macros_sql,
+    _schema_sql,
+    check_ingest_args,
+    one_at_a_time,
+)
 
 RUNS_FILE = "runs.parquet"
 STORE_FILE = "_store.parquet"
@@ -245,6 +254,7 @@ class Dataset(Tracekit):
         return f'CREATE {what} "{table}" AS SELECT {body} FROM {src}'
 
     # -- managing runs ----------------------------------------------------
+    @one_at_a_time
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run (its row in runs.parquet); returns (run id, old name)."""
         new_name = check_run_name(new_name)
@@ -253,6 +263,7 @@ class Dataset(Tracekit):
                            {"id": run_id, "name": new_name})
         return run_id, old
 
+    @one_at_a_time
     def remove_run(self, run: str | int) -> tuple[int, str]:
         """Remove a run: its row from runs.parquet first (the run is then gone for every
         reader), then its files from every table; returns (run id, name)."""
@@ -309,8 +320,10 @@ class Dataset(Tracekit):
     def staging_destination(self) -> DatasetDestination:
         return DatasetDestination(self)
 
+    @one_at_a_time
     def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None) -> IngestResult:
         """Ingest one source as a new run of the dataset (prepared here, then landed)."""
+        name = check_ingest_args(path, name, params)
         dest = self.staging_destination()
         stage = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
         try:
@@ -343,7 +356,10 @@ def create(path: Path) -> Dataset:
     _check_new(path)
     if not path.resolve().parent.is_dir():
         raise InputError(f"{path}: folder {path.parent} does not exist; create it first")
-    path.mkdir(exist_ok=True)
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as err:  # a read-only or special folder (/proc)
+        raise InputError(f"{path}: cannot create the dataset folder ({err.strerror or err})") from err
     con = duckdb.connect()
     try:
         for table in ("runs", "_store"):
@@ -521,6 +537,7 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
     in ``dest`` (a new or empty folder); returns the run ids written (ids kept)."""
     from .registry import resolve_run
 
+    expect(dest, (str, os.PathLike), "export: folder", InputError)
     dest = Path(dest)
     if str(tk.path) != ":memory:" and dest.resolve() == Path(tk.path).resolve():
         raise InputError(f"{dest}: is the store itself; export into a new folder")

@@ -112,7 +112,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import CaptureWarning, ParamError, QueryError
+from .errors import CaptureWarning, ParamError, QueryError, expect
 from .names import RUN_ID, cut_text, distinct_labels, short_name
 from .registry import untraced
 from .store import CAPTURE_STATUS
@@ -842,14 +842,22 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     """Compare ``new`` against ``base`` (run ids, run names, sweep ids or files); see the
     module docstring for the columns and the verdict rule."""
     try:
+        if isinstance(threshold_pct, bool):  # (a bool is a number to Python: True would be 1 %)
+            raise TypeError(threshold_pct)
         threshold = float(threshold_pct)
     except (TypeError, ValueError) as err:
         raise ParamError(f"--threshold {threshold_pct!r}: not a number") from err
     if not threshold > 0 or math.isinf(threshold):
         raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
+    expect(by, (str, list, tuple, type(None)), "--by")
     if isinstance(by, str):
         by = [by]
     given = list(by or [])
+    for item in given:
+        expect(item, str, "--by")
+    if by is not None and not given:  # (an empty list is no scope, as an empty --by is: not every scope)
+        raise ParamError(f"--by {by!r}: no scope in it; choose from {', '.join(SCOPES)}, "
+                         "or leave --by out (None) for every scope")
     by = [b.strip().lower() for item in given for b in str(item).split(",") if b.strip()]
     blank = [str(item) for item in given if not str(item).replace(",", "").strip()]
     if blank:  # (--by "$SCOPE" or "$A,$B" with them unset: not every scope)

@@ -49,3 +49,16 @@ class Interrupted(TracekitError):
 class CaptureWarning(UserWarning):
     """A run whose capture did not finish well (its run folder recorded a status other than
     ok) used in a comparison: its numbers may be partial. The CLI prints it as a warning line."""
+
+
+def expect(value, types: type | tuple[type, ...], what: str, error: type[TracekitError] = ParamError) -> None:
+    """Raise ``error`` (one line naming ``what`` and the value) unless ``value`` is one of
+    ``types``: a public function given the wrong kind of value says so, rather than failing
+    later with Python's TypeError or AttributeError. A bool is no number here."""
+    types = types if isinstance(types, tuple) else (types,)
+    if isinstance(value, types) and not (isinstance(value, bool) and bool not in types):
+        return
+    names = " or ".join("None" if t is type(None) else t.__name__ for t in types)
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise error(f"{what} {shown}: expected {names}, not {type(value).__name__}")

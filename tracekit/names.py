@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
-from .errors import QueryError
+from .errors import QueryError, expect
 
 ELLIPSIS = "…"
 RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
@@ -153,6 +153,8 @@ def check_run_name(name: str | None) -> str:
     """``name`` stripped, if it can name a run: not empty, no control characters, and
     nothing ``--run`` or ``diff`` reads as something else (an id, ``latest``, ``all``, a
     sweep id)."""
+    if name is not None:
+        expect(name, str, "run name")
     name = (name or "").strip()
     if not name:
         raise QueryError("a run's name cannot be empty")

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import OutputError
+from .errors import OutputError, expect
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -68,6 +68,7 @@ def check_output(path: str | os.PathLike, store_path: str | os.PathLike | None =
     byte (the store or its WAL, a missing folder, a folder): a command that works long
     before it writes checks first. Returns False for a special file (``/dev/stdout``, a
     pipe, ``-``), which is written in place, True for a regular file (renamed into place)."""
+    expect(path, (str, os.PathLike), "output path", OutputError)
     if str(path) == STDOUT:
         return False
     shown = Path(path)

@@ -44,7 +44,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .errors import ParamError, QueryError
+from .errors import ParamError, QueryError, expect
 
 if TYPE_CHECKING:
     import polars as pl
@@ -247,6 +247,7 @@ class Registry:
         self.aliases = {a: q.name for q in queries.values() for a in q.aliases}
 
     def get(self, name: str) -> Query:
+        expect(name, str, "query name", QueryError)
         q = self.queries.get(name) or self.queries.get(self.aliases.get(name, ""))
         if q is None:
             known = ", ".join(sorted(self.queries))

@@ -692,8 +692,8 @@ def write_report(tk, path: str | Path, run: str | int | None = None, vs: str | i
     from .diff import _is_file
     from .outputs import check_output, write_output
 
-    path = Path(path)
     check_output(path, tk.path)
+    path = Path(path)
     if path.suffix.lower() not in ("", ".html", ".htm"):
         raise ParamError(f"{path}: a report is an HTML page; name a .html file")
     # a file to compare with is ingested for the report: kept only when the report is written

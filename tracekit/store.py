@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import json
 import os
 import re
+import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +26,15 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from . import ranks
-from .errors import InputError, Interrupted, ParamError, QueryError, StoreBusy, TracekitError
+from .errors import (
+    InputError,
+    Interrupted,
+    ParamError,
+    QueryError,
+    StoreBusy,
+    TracekitError,
+    expect,
+)
 from .interrupts import SigintWatch, interruptible, stoppable
 from .names import RUN_ID, RunNames, check_run_name, derived_run_name
 
@@ -215,6 +225,14 @@ def _check_unread(f: Path) -> None:
                          "run folder")
 
 
+def check_ingest_args(path: Any, name: Any, params: Any) -> str | None:
+    """The arguments of an ingest, of the kinds it takes (a one-line error otherwise):
+    returns ``name`` checked (``check_run_name``), or None."""
+    expect(path, (str, os.PathLike), "ingest: path", InputError)
+    expect(params, (dict, type(None)), "ingest: params")
+    return None if name is None else check_run_name(name)
+
+
 def own_run_name(path: Path) -> str:
     """The name a run of ``path`` gets when none is asked for and no other run has it: a
     file's stem (its whole name where ``--run`` would read the stem as something else), a
@@ -227,13 +245,26 @@ def own_run_name(path: Path) -> str:
         return derived_run_name(path.resolve().name)
 
 
+def one_at_a_time(method):
+    """A public method of ``Tracekit`` run by one thread at a time: the object's one DuckDB
+    connection refuses a second call while one runs (ResourceInUseException), so a store
+    shared by threads (a notebook's background jobs) serializes their calls instead."""
+    @functools.wraps(method)
+    def locked(self, /, *args, **kwargs):  # (positional only: a query parameter may be named self)
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 class Tracekit:
-    """A tracekit database. ``tracekit.open(path)`` returns one."""
+    """A tracekit database. ``tracekit.open(path)`` returns one. Its methods may be called
+    from several threads: they run one at a time (``one_at_a_time``)."""
 
     def __init__(self, db: str | os.PathLike | None = None, read_only: bool = False):
         self.path = Path(db) if db is not None else default_db_path()
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._lock = threading.RLock()  # held by the method under way (one_at_a_time)
         self._created = False  # this object created the store and committed nothing yet
         #: inside ``one_transaction``: ingests write without committing, the block commits
         self._one_transaction = False
@@ -480,6 +511,12 @@ class Tracekit:
         except OSError:
             tmp.unlink(missing_ok=True)
 
+    def _check_can_write(self, doing: str) -> None:
+        """A store opened read-only refuses a write (``doing`` says which) before it begins."""
+        if self.read_only:
+            raise TracekitError(f"{self.path}: {doing}: the store is open read-only; open it with "
+                                "tracekit.open(db, read_only=False) to write it")
+
     def _check_writable(self) -> None:
         """Before a write: the folder the store writes in (DuckDB's log, ``NAME.wal``, goes
         beside the file) must be writable, or the write fails only at its commit."""
@@ -490,6 +527,7 @@ class Tracekit:
             raise TracekitError(f"{self.path}: cannot write the store: its folder {folder} is not writable "
                                 f"(DuckDB writes its log, {self.path.name}.wal, beside it); nothing was written")
 
+    @one_at_a_time
     def close(self) -> None:
         if self._con is not None:
             self._con.close()
@@ -506,6 +544,7 @@ class Tracekit:
         self.close()
 
     # -- ingest -----------------------------------------------------------
+    @one_at_a_time
     def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None, *,
                check: Callable[[str, dict, str], None] | None = None) -> IngestResult:
         """Ingest a profiler output (nsys SQLite export, ncu report/CSV, possibly compressed)
@@ -518,8 +557,8 @@ class Tracekit:
         command that ingests a file only to ask a question of it refuses a question the
         run cannot answer first). Ctrl-C raises ``Interrupted`` saying whether the run
         was committed; the store holds the whole run or nothing of it."""
-        if name is not None:
-            name = check_run_name(name)
+        name = check_ingest_args(path, name, params)
+        self._check_can_write(f"cannot ingest {path}")
         self.last_ingest = None
         self._note_writer(f"`tracekit ingest {path}`")
         with SigintWatch() as self._sigints:
@@ -958,10 +997,12 @@ class Tracekit:
             raise QueryError(f"run name {text!r} is shared by runs {ids}; give a run id")
         return rows[0]
 
+    @one_at_a_time
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run; returns (run id, old name)."""
         new_name = check_run_name(new_name)
         run_id, old = self.resolve(run)
+        self._check_can_write(f"cannot rename run {run_id} ({old})")
         try:
             self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])
         except duckdb.Error as err:  # e.g. a full disk: the run keeps its name
@@ -969,9 +1010,11 @@ class Tracekit:
                                 "the store is unchanged") from err
         return run_id, old
 
+    @one_at_a_time
     def remove_run(self, run: str | int) -> tuple[int, str]:
         """Remove a run and its rows from every table, in one transaction; returns (run id, name)."""
         run_id, name = self.resolve(run)
+        self._check_can_write(f"cannot remove run {run_id} ({name})")
         self._note_writer(f"`tracekit runs rm {run}`")
         con = self.con
         try:
@@ -1010,6 +1053,7 @@ class Tracekit:
         """All runs, newest last, with their parameters."""
         return self.query("runs", limit=0)
 
+    @one_at_a_time
     def query(self, name: str, /, **params: Any) -> pl.DataFrame:
         """Run the named query ``name`` with bound parameters; returns a Polars DataFrame."""
         from .registry import get_registry
@@ -1017,6 +1061,7 @@ class Tracekit:
         with stoppable():
             return get_registry().run(self, name, **params)
 
+    @one_at_a_time
     def diff(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
         """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
         files (ingested first). One row per scope, key and metric with a noise-aware
@@ -1036,10 +1081,13 @@ class Tracekit:
                 self._discard_if_new()  # a store opened to ingest a file to compare, left empty
             raise
 
+    @one_at_a_time
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
         """Run ad-hoc SQL against the store and return a Polars DataFrame (the last
         statement's result). On a read-only store (``open(db, read_only=True)``, what
         ``tracekit sql`` uses) it reads the store's tables and nothing else."""
+        expect(text, str, "sql: the SQL text", QueryError)
+        expect(params, (list, tuple, dict, type(None)), "sql: params", QueryError)
         try:
             with stoppable():
                 return self._sql(text, params)

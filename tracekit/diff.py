@@ -413,6 +413,12 @@ def limit(scope: str, metric: str, threshold: float, host_judged: bool) -> tuple
     return (HOST_NOISE_PCT, noise) if threshold < HOST_NOISE_PCT else (threshold, "threshold")
 
 
+def _spread_p(delta: float, sd: float) -> float | None:
+    """Two-sided p of a change ``delta`` of a sum whose spread (standard deviation) is
+    ``sd``, normal approximation; None where there is no spread."""
+    return math.erfc(abs(delta) / (math.sqrt(2) * sd)) if sd > 0 else None
+
+
 def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: float, match: str,
                effect: float, scale: float = 1.0, host_judged: bool = False) -> list[_Row]:
     """Rows of one key present in both runs. ``metrics``: (metric, kind, direction) with
@@ -441,7 +447,7 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                 # the sum itself beyond its spread: instances of many sizes (copies of 32 B and
                 # 200 kB under one name) whose largest got slower move no rank
                 sd = math.sqrt(n_b * (r["var_base"] or 0.0) + n_n * (r["var_new"] or 0.0)) * scale
-                p_sum = math.erfc(abs(n - b) / (math.sqrt(2) * sd)) if sd > 0 else None
+                p_sum = _spread_p(n - b, sd)
                 sum_real = p_sum is not None and p_sum < ALPHA and not (p is not None and p < ALPHA)
                 real = count_real or (p is not None and p < ALPHA) or sum_real
                 verdict, note = _judge(b, n, pct_limit, direction, real, p_note, within)
@@ -449,7 +455,7 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                     note = _join(f"instances {n_b:,} -> {n_n:,}" if n_b != n_n else "",
                                  f"the total beyond its spread ({_p_is(p_sum)}); per-instance {_p_is(p)}"
                                  if sum_real else f"per-instance {_p_is(p)}" if p is not None else "")
-                spread = _Z95 * math.sqrt(n_b * (r["var_base"] or 0.0) + n_n * (r["var_new"] or 0.0)) * scale
+                spread = _Z95 * sd
                 if b:
                     low, high = _pct(n - b - spread, b), _pct(n - b + spread, b)
             else:
@@ -691,9 +697,8 @@ def _gpu_scope(con, params: dict, threshold: float, keymap: pl.DataFrame) -> lis
             continue
         # (exact sums: the kinds come in the order of their ids, which a dataset numbers apart)
         delta, var = math.fsum(d["delta"]), math.fsum(d["var"])
-        if var > 0:
-            p = math.erfc(abs(delta) / math.sqrt(2 * var))
-        else:
+        p = _spread_p(delta, math.sqrt(var))
+        if p is None:  # (every duration alike within its kind: any change is real)
             p = 1.0 if delta == 0 else 0.0
         count_pct = _pct(d["n_new"] - d["n_base"], d["n_base"])
         count_real = count_pct is not None and abs(count_pct) > threshold

@@ -119,10 +119,9 @@ def _check_format(fmt: str, out: Path | None) -> None:
 def _check_timeunit(timeunit: str) -> None:
     """--timeunit checked whatever the format (csv/json/parquet keep ns, but a bad value is
     still a bad value)."""
-    from .table import TIMEUNIT_CHOICES
+    from .table import check_timeunit
 
-    if timeunit not in TIMEUNIT_CHOICES:
-        raise ParamError(f"--timeunit {timeunit!r}: choose one of {', '.join(TIMEUNIT_CHOICES)}")
+    check_timeunit(timeunit)
 
 
 def _columns(text: str | None) -> list[str] | None:

@@ -320,11 +320,16 @@ def _shorten(col: str, values: list[Any], cells: list[str], width: int,
 NAME_WIDTH = 60
 
 
+def check_timeunit(timeunit: str) -> None:
+    """A one-line error unless ``timeunit`` is one of ``TIMEUNIT_CHOICES``."""
+    if timeunit not in TIMEUNIT_CHOICES:
+        raise ParamError(f"--timeunit {timeunit!r}: choose one of {', '.join(TIMEUNIT_CHOICES)}")
+
+
 def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | None = None) -> str:
     """The table as text, ending with a footer line (rows shown of how many, hidden
     columns). ``more`` is what to say when rows were left out (``--limit 0 for all``)."""
-    if timeunit not in TIMEUNIT_CHOICES:
-        raise ParamError(f"--timeunit {timeunit!r}: choose one of {', '.join(TIMEUNIT_CHOICES)}")
+    check_timeunit(timeunit)
     cols = []
     units = time_units(rows, timeunit)
     for i, (c, t) in enumerate(zip(rows.columns, rows.types, strict=True)):

@@ -21,6 +21,7 @@
 #   RANKS_NAME      its folder (default nsys_ranks; nsys_ranks_2gpu was taken on 2 GPUs)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
 #   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture before and after a planted slowdown
+#   CAPTURE_NCU_PAIR set: hstu_capture_ncu_pair, the same under ncu, with a noise pair (base, base_again)
 # Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx and memops, a C compiler
 # and the CUDA toolkit's NVTX v3 headers for cpu_only ($CUDA_HOME or /usr/local/cuda*), and for
 # SWEEPS the tracekit CLI ($TRACEKIT, default `tracekit`; `--no-ingest` needs no duckdb).
@@ -378,27 +379,32 @@ for s in ${SWEEPS:-}; do
   rm -f "$d"/runs/*/spec.json "$d"/runs/*/worker.json "$d"/runs/*/capture.log
 done
 
-# hstu_capture_pair (CAPTURE_PAIR=1): `tracekit capture --bs 8 --nc 1024 --tool nsys` of the large
-# preset twice, the second with the KV-cached attention kernel given half the SMs through a tiles
-# file (PROGRAMS=66): one kernel 1.8x slower under the same name and launch count (a diff fixture)
-if [ -n "${CAPTURE_PAIR:-}" ]; then
-  d="$out/hstu_capture_pair"; mkdir -p "$d"
+# hstu_capture_pair (CAPTURE_PAIR=1) and hstu_capture_ncu_pair (CAPTURE_NCU_PAIR=1): `tracekit capture
+# --bs 8 --nc 1024` of the large preset under nsys (base, half_sms) or ncu (base, base_again,
+# half_sms), half_sms with the KV-cached attention kernel given half the SMs through a tiles file
+# (PROGRAMS=66): one kernel ~1.7-1.8x slower under the same name and launch count (diff fixtures)
+capture_pair() {  # tool folder runs... -- capture args...
+  local tool=$1 d="$out/$2" r tiles; shift 2
+  local runs=(); while [ "$1" != -- ]; do runs+=("$1"); shift; done; shift
+  mkdir -p "$d"
   python3 - "$d/half_sms.json" <<'PY'
 import json, sys, torch
 name = torch.cuda.get_device_name(0)
 json.dump({"tiles": {f"cached|{name}|{dt}|{k}|{k}|{b}": {"PROGRAMS": 66} for dt in ("bfloat16", "float16")
                      for k in (128, 256) for b in (256, 512, 1024, 2048, 4096, 8192, 16384)}}, open(sys.argv[1], "w"))
 PY
-  cap_args=(capture --bs 8 --nc 1024 --tool nsys --preset large --iters 30 --warmup-ms 1000 --no-ingest)
-  for r in base half_sms; do
-    tiles="$d/half_sms.json"; [ "$r" = base ] && tiles="$d/none.json"  # (a missing file: the built-in tiles)
+  local cap_args=(capture --bs 8 --nc 1024 --tool "$tool" --preset large "$@" --no-ingest)
+  for r in "${runs[@]}"; do
+    tiles="$d/half_sms.json"; [ "$r" != half_sms ] && tiles="$d/none.json"  # (a missing file: the built-in tiles)
     mkdir -p "$d/.rec" && record "$d/.rec" TRACEKIT_TILES=$tiles tracekit "${cap_args[@]}" --name "$r"
     TRACEKIT_TILES=$tiles tk_cli "${cap_args[@]}" --out "$d" --name "$r" > "$d/$r.log" 2>&1 || echo "capture $r rc=$?"
     mv "$d/.rec/capture.txt" "$d/$r/capture.txt" && rmdir "$d/.rec"
-    rm -f "$d/$r"/nsys.nsys-rep "$d/$r"/spec.json "$d/$r"/worker.json "$d/$r.log" /tmp/*.qdstrm
-    xz -9 "$d/$r/nsys.sqlite"
+    rm -f "$d/$r"/nsys.nsys-rep "$d/$r"/ncu_raw.csv "$d/$r"/spec.json "$d/$r"/worker.json "$d/$r.log" /tmp/*.qdstrm
+    for f in "$d/$r"/nsys.sqlite "$d/$r"/ncu.ncu-rep "$d/$r"/ncu_details.csv; do [ -f "$f" ] && xz -9 "$f"; done
   done
-fi
+}
+[ -n "${CAPTURE_PAIR:-}" ] && capture_pair nsys hstu_capture_pair base half_sms -- --iters 30 --warmup-ms 1000
+[ -n "${CAPTURE_NCU_PAIR:-}" ] && capture_pair ncu hstu_capture_ncu_pair base base_again half_sms -- --iters 5 --warmup-ms 500
 rm -rf "$out/.tk"
 
 # the plants, from the programs' constants and NVIDIA's own CSVs

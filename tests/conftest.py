@@ -51,7 +51,8 @@ NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "
                   *(f"ranks_2gpu_rank{r}" for r in range(2)),
                   "registered_nvtx", "registered_nvtx_domains", "memops", "autograd",
                   "inductor", "streams", "nccl", "jax", "jax_graph", "jax_whole",
-                  "copies_pinned", "copies_pinned_again", "copies_pageable"]
+                  "copies_pinned", "copies_pinned_again", "copies_pageable",
+                  *(f"pair_{r}" for r in ("base", "base_again", "half_sms"))]
 #: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
 NSYS_EXPORTS = {
     "hstu_mixed": DATA / "nsys_hstu_mixed" / "export.sqlite.xz",
@@ -67,6 +68,8 @@ NSYS_EXPORTS = {
     **{f"ranks_rank{r}": DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz" for r in range(4)},
     # two ranks of the job spread over 2 GPUs: rank 1 ran on device 1 (nsys_ranks_2gpu/PLANT.md)
     **{f"ranks_2gpu_rank{r}": DATA / "nsys_ranks_2gpu" / f"rank{r}" / "export.sqlite.xz" for r in range(2)},
+    # the inference capture twice, and with one kernel on half the SMs (hstu_capture_pair/README.md)
+    **{f"pair_{r}": DATA / "hstu_capture_pair" / r / "nsys.sqlite.xz" for r in ("base", "base_again", "half_sms")},
 }
 
 

@@ -320,6 +320,27 @@ def test_one_kernel_slower_shows_in_the_gpu_busy_time(tmp_path):
         assert back["verdict"].to_list() == ["improved"]
 
 
+@pytest.mark.parametrize("base, new", [("base", "base_again"), ("base_again", "base")])
+def test_the_inference_capture_twice_is_quiet(tmp_path, base, new):
+    """hstu_capture_pair/base and base_again: the same capture of the inference pipeline (3,390
+    launches of 14 kernels, 30 requests), two hours apart. Every GPU time agrees within
+    the threshold by NVIDIA's own totals; the host moved (the requests' NVTX wall time by
+    14-30 %), reported and not judged."""
+    with tracekit.open(tmp_path / "pair.duckdb") as tk:
+        for run in (base, new):
+            tk.ingest(PAIR / run)
+        df = tk.diff(base, new)
+    assert set(df["scope"]) == set(D.NSYS_SCOPES)
+    assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
+    want = [_nsys_csv(PAIR / run, "cuda_gpu_kern_sum", "Name") for run in (base, new)]
+    kern = _rows(df.filter(pl.col("scope") == "kernel"), "total_ns")
+    assert set(kern) == set(want[0]) == set(want[1]) and len(kern) >= 10
+    for name, r in kern.items():
+        assert (r["base"], r["new"]) == tuple(float(w[name]["Total Time (ns)"]) for w in want)
+    wall = df.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns"))
+    assert wall["delta_pct"].abs().max() > 10 and wall["note"].str.starts_with("host-timed, not judged").all()
+
+
 def test_the_largest_copies_slower_moves_the_copies_total(tmp_path):
     """The inference capture's host-to-device copies (270, of 32 B to 230 kB) with the 30 of
     100 kB or more taking 3x as long (as pageable instead of pinned memory would): their total

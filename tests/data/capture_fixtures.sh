@@ -20,7 +20,8 @@
 #                   rank r runs on GPU r % (the machine's GPU count)
 #   RANKS_NAME      its folder (default nsys_ranks; nsys_ranks_2gpu was taken on 2 GPUs)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
-#   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture before and after a planted slowdown
+#   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture twice and with a planted slowdown
+#                   (CAPTURE_PAIR_RUNS: which of base base_again half_sms, default all three)
 #   CAPTURE_NCU_PAIR set: hstu_capture_ncu_pair, the same under ncu, with a noise pair (base, base_again)
 # Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx and memops, a C compiler
 # and the CUDA toolkit's NVTX v3 headers for cpu_only ($CUDA_HOME or /usr/local/cuda*), and for
@@ -400,10 +401,17 @@ PY
     TRACEKIT_TILES=$tiles tk_cli "${cap_args[@]}" --out "$d" --name "$r" > "$d/$r.log" 2>&1 || echo "capture $r rc=$?"
     mv "$d/.rec/capture.txt" "$d/$r/capture.txt" && rmdir "$d/.rec"
     rm -f "$d/$r"/nsys.nsys-rep "$d/$r"/ncu_raw.csv "$d/$r"/spec.json "$d/$r"/worker.json "$d/$r.log" /tmp/*.qdstrm
+    if [ -f "$d/$r/nsys.sqlite" ]; then  # NVIDIA's nsys stats of the export (the sums: no trace reports)
+      mkdir -p "$d/$r/stats"
+      nsys stats -r "$(echo "$reports" | tr , '\n' | grep -v _trace | paste -sd,)" -f csv --force-export=false \
+        --force-overwrite=true -o "$d/$r/stats/nsys" "$d/$r/nsys.sqlite" > /dev/null 2>&1 || echo "stats $r rc=$?"
+      for f in "$d/$r"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$d/$r/stats/${f##*/nsys_}"; done
+    fi
     for f in "$d/$r"/nsys.sqlite "$d/$r"/ncu.ncu-rep "$d/$r"/ncu_details.csv; do [ -f "$f" ] && xz -9 "$f"; done
   done
 }
-[ -n "${CAPTURE_PAIR:-}" ] && capture_pair nsys hstu_capture_pair base half_sms -- --iters 30 --warmup-ms 1000
+[ -n "${CAPTURE_PAIR:-}" ] && capture_pair nsys hstu_capture_pair ${CAPTURE_PAIR_RUNS:-base base_again half_sms} -- \
+  --iters 30 --warmup-ms 1000
 [ -n "${CAPTURE_NCU_PAIR:-}" ] && capture_pair ncu hstu_capture_ncu_pair base base_again half_sms -- --iters 5 --warmup-ms 500
 rm -rf "$out/.tk"
 

@@ -8,6 +8,7 @@ Set TRACEKIT_SCREENSHOTS=DIR to keep the screenshots for a human to look at.
 from __future__ import annotations
 
 import csv
+import html
 import json
 import lzma
 import math
@@ -22,6 +23,7 @@ from browser import chromium, load, png_pixels
 from conftest import captured_again
 
 import tracekit
+from tracekit import diff as D
 from tracekit import report
 from tracekit.cli import main as cli_main
 
@@ -237,6 +239,21 @@ def test_report_vs_base_shows_the_planted_changes(reports):
     assert 'class="verdict v-regressed">regressed</td>' in text and 'class="verdict v-added">added</td>' in text
     changes = [float(v) for _, v, _ in (r["delta_pct"] for r in rows) if v is not None]
     assert changes and all(math.isfinite(v) for v in changes)
+
+
+def test_the_comparison_says_how_its_scopes_were_judged(store, reports, tmp_path):
+    """The comparison's intro names the rule of each scope it has, and only those: rank tests
+    for nsys runs, ncu's noise at the launch's duration for ncu reports."""
+    def intro(path):
+        return html.unescape(re.search(r'<section id="diff".*?<p[^>]*>(.*?)</p>', path.read_text(), re.S).group(1))
+
+    nsys = intro(reports["diff"])
+    assert "Mann-Whitney" in nsys and "host-timed" in nsys and "ncu's own noise" not in nsys
+    with tracekit.open(store, read_only=True) as tk:
+        path = report.write_report(tk, tmp_path / "ncu_vs.html", run="ncu_sections", vs="ncu_full")
+    ncu = intro(path)
+    assert "ncu's own noise" in ncu and f"{D.NCU_NOISE_NS:g} ns" in ncu
+    assert "Mann-Whitney" not in ncu and "host-timed" not in ncu
 
 
 def test_report_is_self_contained(reports):

@@ -500,15 +500,28 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
     table = diff_table_html(df)
     chart = charts.diff_rows(df, threshold, 20)
     spec = json.dumps(charts.diff(chart).to_dict(), separators=(",", ":"), default=str)
+    scopes = set(df["scope"])
+    rules = []  # how a change is judged, for the scopes this comparison has
+    if scopes & set(_diff.NSYS_SCOPES):
+        rules.append(f"nsys: significant (Mann-Whitney U on the per-instance times, p < {_diff.ALPHA:g}; a changed count is "
+                     "real; a total also when it moved beyond its spread); host-timed values (CUDA API "
+                     "durations, NVTX wall time and projection) of runs that traced CUDA are shown, not "
+                     f"judged, and NVTX wall time where neither run traced CUDA counts beyond "
+                     f"{max(threshold, _diff.HOST_NOISE_PCT):g} %")
+    if "ncu" in scopes:
+        rules.append("ncu: the launches of the two reports do not overlap and a measured value "
+                     f"moved beyond ncu's own noise at the launch's duration ({_diff.NCU_NOISE_NS:g} ns + "
+                     f"{_diff.NCU_NOISE_PCT:g} % of it) where that exceeds the threshold; launch settings and warp "
+                     "states are shown, not judged")
+    if "sweep" in scopes:
+        rules.append(f"sweeps: request latencies count beyond {max(threshold, _diff.HOST_NOISE_PCT):g} % and must "
+                     f"pass Mann-Whitney U (p < {_diff.ALPHA:g})")
     sec = Section("diff", f"Compared with {base.label}", "diff", intro=(
         f"This run against {base.label}: {counts}. A change is regressed or improved only beyond "
-        f"{threshold:g} % and significant (Mann-Whitney U on the per-instance times, p < {_diff.ALPHA:g}; a "
-        "changed count is real); host-timed values (CUDA API durations, NVTX wall time and projection) "
-        "of runs that traced CUDA are shown, not judged; sweep latencies, and NVTX wall time where neither "
-        f"run traced CUDA, count beyond {max(threshold, _diff.HOST_NOISE_PCT):g} %. "
+        f"{threshold:g} % and real" + (f" ({'; '.join(rules)})" if rules else "") + ". "
         "The note says how a key was matched or why a verdict was held back. Bars: each key's time "
-        "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; sweeps: "
-        "median latency) with its interval."
+        "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; ncu: "
+        "duration; sweeps: median latency) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
     return ("compared with", f"{base.label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
 

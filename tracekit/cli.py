@@ -554,7 +554,8 @@ def diff_cmd(
                                           "(repeatable; default: every scope both have)")] = [],  # noqa: B006
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (sweep latency, "
                                              "and host time between runs without CUDA: 25 at least, the noise "
-                                             "of identical runs)")] = 5.0,
+                                             "of identical runs; an ncu value: 0.5 us + 3 % of its launch's "
+                                             "duration at least)")] = 5.0,
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
     fmt: FormatOpt = "table",

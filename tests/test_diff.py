@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from conftest import DATA
@@ -1092,6 +1093,62 @@ def test_ncu_kernel_on_half_the_sms_is_the_only_regression(ncu_pair, capsys):
     assert checked == 2 * dur.height >= 60
     assert cli_main(["--db", str(ncu_pair.path), "diff", "base", "half_sms", "--gate"]) == 1
     assert "48 regressed" in capsys.readouterr().out
+
+
+SHAPES = {v: DATA / f"ncu_shapes_{v}" for v in ("a", "a_again", "slow")}  # programs/ncu_shapes.py
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    db = tmp_path_factory.mktemp("shapes") / "s.duckdb"
+    with tracekit.open(db) as tk:
+        for v, folder in SHAPES.items():
+            tk.ingest(folder / "report.ncu-rep.xz", name=v)
+    tk = tracekit.open(db, read_only=True)
+    yield tk
+    tk.close()
+
+
+def _durations(v: str) -> list[float]:
+    d = ncu_details(SHAPES[v] / "details.csv.xz")
+    return [d[(i, "duration_ns")][0] for i in sorted(i for i, m in d if m == "duration_ns")]
+
+
+def test_one_kernel_at_three_sizes_slower_at_each_is_regressed(shapes, capsys):
+    """ncu_shapes_a against _slow: one kernel at 2**16, 2**20 and 2**24 elements (six launches,
+    2.5 to 44.8 us), then the same kernel, grid and block reading its input four times: every
+    launch 13-35 % slower by NVIDIA's details page. The launches of the two reports overlap
+    (3.1 us is shorter than 44.8 us), so "launches that do not overlap" saw no change; launch
+    against launch, every one moved the same way. Its SM throughput and FLOP/s rose (more work
+    per launch): shown, not called improved."""
+    a, slow = _durations("a"), _durations("slow")
+    assert len(a) == len(slow) == 6 and all(y > 1.1 * x for x, y in zip(a, slow, strict=True))
+    assert min(slow) < max(a)  # the ranges overlap
+    df = shapes.diff("a", "slow")
+    by = {r["metric"]: r for r in df.iter_rows(named=True)}
+    dur = by["duration_ns"]
+    assert (dur["base"], dur["new"]) == (float(np.median(a)), float(np.median(slow)))
+    assert dur["verdict"] == "regressed"
+    moved = [100 * (y - x) / x for x, y in zip(a, slow, strict=True)]
+    assert (dur["delta_pct_low"], dur["delta_pct_high"]) == pytest.approx((min(moved), max(moved)))
+    assert by["dram_throughput_pct"]["verdict"] == "regressed"
+    for metric in ("sm_throughput_pct", "achieved_flops_per_s"):
+        assert by[metric]["delta_pct"] > 100 and by[metric]["verdict"] == "unchanged"
+        assert "differs against a duration that regressed" in by[metric]["note"]
+    assert by["registers_per_thread"]["verdict"] == "unchanged" and by["registers_per_thread"]["delta"] > 0
+    assert set(df["verdict"]) == {"unchanged", "regressed"}
+    assert cli_main(["--db", str(shapes.path), "diff", "a", "slow", "--gate"]) == 1
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("base, new", [("a", "a_again"), ("a_again", "a")])
+def test_one_kernel_at_three_sizes_profiled_twice_is_quiet(shapes, base, new):
+    """The same program profiled twice: launch by launch the durations move both ways by up
+    to 160 ns (6 % of the 2.5 us launches), all within ncu's noise."""
+    df = shapes.diff(base, new)
+    assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
+    moved = [y - x for x, y in zip(_durations(base), _durations(new), strict=True)]
+    assert max(abs(m) for m in moved) < D.NCU_NOISE_NS and min(moved) < 0 < max(moved)
 
 
 # -- chart -------------------------------------------------------------------------------

@@ -531,7 +531,8 @@ def test_pl_types(tk):
 #: reports taken with --set full (each launch's details page prints every section the
 #: queries twin); ncu_libs holds library and compiler kernels: cuBLASLt bf16 with a bias
 #: epilogue, an FP8 _scaled_mm, SDPA flash attention, an Inductor Triton kernel, index_add
-DETAILS_FIXTURES = ["ncu_full", "ncu_libs", "ncu_diff_a", "ncu_source", "ncu_multiproc"]
+DETAILS_FIXTURES = ["ncu_full", "ncu_libs", "ncu_diff_a", "ncu_source", "ncu_multiproc", "ncu_shapes_a", "ncu_shapes_a_again",
+                    "ncu_shapes_slow"]
 DETAILS_SOURCES = {"report": "report.ncu-rep.xz", "raw": "raw.csv.xz", "details": "details.csv.xz"}
 
 

@@ -72,7 +72,14 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   value (not the launch's configuration), when it changed beyond ncu's own noise at the
   launch's duration if that is larger than the threshold (``NCU_NOISE_NS`` / duration +
   ``NCU_NOISE_PCT``: a launch moves by ~100 ns, up to ~0.5 us, between two reports of one
-  program, 12.5 % of a 3 us launch; tests/data/hstu_capture_ncu_pair); registers, block
+  program, 12.5 % of a 3 us launch; tests/data/hstu_capture_ncu_pair). Where both reports
+  have the same number of launches of a key, the k-th launch of one is compared with the
+  k-th of the other instead, and the change is real when every launch moved the same way:
+  launches of one kernel at several sizes overlap before and after even when each got
+  slower (tests/data/ncu_shapes_a/_slow: +13 to +35 % at every size, ranges 2.5-44.8 us
+  against 3.1-57.3 us). A rate (throughput, FLOP/s, % of roof, occupancy) that moved against
+  its launch's judged duration (up while the launch got slower) is not judged: the launch's
+  work changed, and the rate says how busy it kept the GPU, not that it got better; registers, block
   and grid size, waves per SM and arithmetic intensity describe the launch and have no
   better/worse direction: they are reported, never regressed. So are the warp states
   (cycles per issued instruction, in total and per stall reason): they say where a
@@ -88,7 +95,8 @@ the key was matched.
 Intervals (delta_pct_low, delta_pct_high): for medians, the difference of the two
 medians' 95 % distribution-free intervals (order statistics; conservative); for totals,
 delta +- 1.96 sqrt(n_base var_base + n_new var_new) (counts taken as fixed); for counts,
-the exact delta; for ncu, the spread of the launches.
+the exact delta; for ncu, the smallest and largest change of a launch against its
+counterpart (the launches' spread where the two reports have different counts).
 
 Kernel matching: by exact demangled name first. Kernels left without a namesake in the
 other run are then matched by their place in the program (the NVTX path of the range
@@ -804,6 +812,7 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
         noise = round(100 * NCU_NOISE_NS / dur[0] + NCU_NOISE_PCT, 1) if dur[0] > 0 else 0.0
         stalled = [c for c in stall_cols if max((x[c] or 0 for x in (*lb_, *ln_)), default=0) >= STALL_MIN_CYCLES]
         stalled.sort(key=lambda c: -max(x[c] or 0 for x in (*lb_, *ln_)))  # the largest stall first
+        timed = "unchanged"  # the duration's verdict (the first metric)
         for i, (metric, col, direction) in enumerate([*NCU_METRICS, *((c, c, 0) for c in stalled)]):
             vb = [x[col] for x in lb_ if x[col] is not None]
             vn = [x[col] for x in ln_ if x[col] is not None]
@@ -820,23 +829,41 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
             if not vb or not vn:
                 continue
             b, n = float(np.median(vb)), float(np.median(vn))
-            separate = min(vn) > max(vb) or max(vn) < min(vb)
-            held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
+            pairs = [(x[col], y[col]) for x, y in zip(lb_, ln_, strict=False)
+                     if x[col] is not None and y[col] is not None] if len(lb_) == len(ln_) else []
+            if pairs:  # the k-th launch of one report against the k-th of the other: all one way
+                steps = [y - x for x, y in pairs]
+                moved = [_pct(d, x) for (x, _), d in zip(pairs, steps, strict=True)]
+                real = all(d > 0 for d in steps) or all(d < 0 for d in steps)
+                held = f"launches moved both ways ({min(steps):+.6g}..{max(steps):+.6g}, launch by launch)"
+            else:
+                real = min(vn) > max(vb) or max(vn) < min(vb)
+                held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
             undirected = ("where the warps' cycles go, not how long the launch takes: not judged"
                           if col == "warp_cycles_per_issue" or col.startswith("stall_") else
+                          "what the launch computes per byte, with no better/worse direction" if col == "ai_dram" else
                           "a launch setting with no better/worse direction")
             if col in NCU_EXACT or noise <= threshold:
-                verdict, note = _judge(b, n, threshold, direction, separate, held, undirected=undirected)
+                verdict, note = _judge(b, n, threshold, direction, real, held, undirected=undirected)
             else:
-                verdict, note = _judge(b, n, noise, direction, separate, held, undirected=undirected,
+                verdict, note = _judge(b, n, noise, direction, real, held, undirected=undirected,
                                        within=f"ncu's noise for a {_human('duration_ns', dur[0])} launch")
+            if metric == "duration_ns":
+                timed = verdict
+            elif verdict != "unchanged" and timed != "unchanged" and verdict != timed:
+                # a rate up while the launch got slower (or down while faster): the launch's
+                # work changed; the rate says how busy it kept the GPU, not that it got better
+                verdict, note = "unchanged", f"differs against a duration that {timed}: the launches' work changed"
             if metric == "roof_pct":
                 bb = sorted({x["bound"] for x in lb_ if x["bound"]})
                 bn = sorted({x["bound"] for x in ln_ if x["bound"]})
                 if bb or bn:
                     note = _join(note, f"bound: {'/'.join(bb) or '?'}" + (f" -> {'/'.join(bn) or '?'}" if bb != bn else ""))
-            low = _pct(min(vn) - max(vb), b) if b else None
-            high = _pct(max(vn) - min(vb), b) if b else None
+            if pairs and None not in moved:
+                low, high = min(moved), max(moved)
+            else:
+                low = _pct(min(vn) - max(vb), b) if b else None
+                high = _pct(max(vn) - min(vb), b) if b else None
             rows.append(_Row("ncu", key, metric, b, n, verdict, None, _join(how, launches, note), low, high, effect, i))
     return rows
 

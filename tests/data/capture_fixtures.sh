@@ -5,7 +5,9 @@
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
 #                   registered_nvtx_domains diff_base_a diff_base_b diff_base_c diff_regressed memops autograd cpu_only
 #                   cpu_only_more cpu_only_again cpu_only_slow copies_pinned copies_pinned_again copies_pageable inductor streams nccl jax jax_whole jax_graph
-#   NCU_VARIANTS    default: full sections; also diff_a diff_b source, and the report kinds other than kernel
+#   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
+#                   (--set full: one kernel at three sizes, profiled twice, then slower at every size;
+#                   programs/ncu_shapes.py), and the report kinds other than kernel
 #                   replay (ncu_options below; programs/ncu_variants.cu built with nvcc, ncu_multiproc.py):
 #                   app_replay (--replay-mode application --set full: 3 kernels, each pass a run of the program),
 #                   range (--replay-mode range --set full: 2 ranges marked by cudaProfilerStart/Stop),
@@ -269,6 +271,7 @@ ncu_options() {
     full) echo "--nvtx --nvtx-include ncu/ --set full" ;;
     sections) echo "--nvtx --nvtx-include ncu/ --section SpeedOfLight_RooflineChart --section Occupancy --section LaunchStats" ;;
     diff_*) echo "--nvtx --nvtx-include diff/ --set full" ;;
+    shapes_*) echo "--nvtx --nvtx-include shapes/ --set full" ;;
     source) echo "--nvtx --nvtx-include src/ --set full --import-source yes" ;;
     app_replay) echo "--replay-mode application --nvtx --nvtx-include var/ --set full" ;;
     range) echo "--replay-mode range --nvtx --set full" ;;
@@ -290,6 +293,7 @@ ncu_cmdline() {
   case $1 in
     full|sections) echo "python3 $here/programs/ncu_kernels.py" ;;
     diff_*) echo "python3 $here/programs/ncu_diff.py ${1#diff_}" ;;
+    shapes_*) echo "python3 $here/programs/ncu_shapes.py ${1#shapes_}" ;;
     source) echo "python3 $here/programs/ncu_source.py" ;;
     app_replay|metrics) echo "$out/bin/ncu_variants kernels" ;;
     range) echo "$out/bin/ncu_variants range" ;;

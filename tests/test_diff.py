@@ -1093,6 +1093,14 @@ def test_ncu_kernel_on_half_the_sms_is_the_only_regression(ncu_pair, capsys):
     assert checked == 2 * dur.height >= 60
     assert cli_main(["--db", str(ncu_pair.path), "diff", "base", "half_sms", "--gate"]) == 1
     assert "48 regressed" in capsys.readouterr().out
+    # a key reads as the kernel, then the end of its NVTX path, wide or narrow (a Triton
+    # kernel's name has no template to tell it by, and its path has slashes)
+    keys = slower["key"].to_list()
+    for width in (56, 28):
+        labels = [D.short_keys(df["key"].to_list(), width)[k] for k in keys]
+        assert len(set(labels)) == 8 and all(len(x) <= width for x in labels)
+        assert all(x.startswith("_hstu_c") and " @ …/" in x for x in labels), labels
+    assert all(D.short_keys(keys, 56)[k].endswith("/hstu_attention") for k in keys)
 
 
 SHAPES = {v: DATA / f"ncu_shapes_{v}" for v in ("a", "a_again", "slow")}  # programs/ncu_shapes.py

@@ -1017,10 +1017,10 @@ def _human(metric: str, v: float | None) -> str:
 def _shorten_key(key: str, width: int) -> str:
     """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
     shortener; NVTX paths, API names and sweep points cut like other text."""
-    if key.startswith("void ") or any(c in key for c in "<("):
-        name, at, path = key.partition(" @ ")
-        return short_name(name, width) + (f" @ {cut_text(path, width)}" if at else "")
-    return cut_text(key, width)
+    name, at, path = key.partition(" @ ")
+    if name.startswith("void ") or any(c in name for c in "<("):
+        name = short_name(name, width)
+    return cut_text(name + at + path, width)
 
 
 def short_keys(keys: list[str], width: int = 60) -> dict[str, str]:

@@ -846,7 +846,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
                      "verdict": "host-timed, not judged" if unjudged else r["verdict"],
                      "note": r["note"] or "", "p": r["p_value"]})
     subtitle = ["bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time, or wall "
-                "time without kernels; sweeps: median latency)",
+                "time without kernels; ncu: duration; sweeps: median latency)",
                 "whisker: its interval; dashed: the " + " and the ".join(
                     f"±{f:g}% " + ("threshold" if f == threshold else "host noise (host-timed changes)")
                     for f in sorted(floors or {threshold}))]

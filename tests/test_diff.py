@@ -14,6 +14,7 @@ import math
 import re
 import shutil
 import sqlite3
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from conftest import DATA
 import tracekit
 from tracekit import diff as D
 from tracekit.cli import main as cli_main
+from tracekit.errors import CaptureWarning
 
 HSTU = DATA / "hstu_capture_nsys" / "nsys.sqlite.xz"  # `tracekit capture --tool nsys`, H200
 NVJET = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT"
@@ -1157,6 +1159,29 @@ def test_one_kernel_at_three_sizes_profiled_twice_is_quiet(shapes, base, new):
     assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
     moved = [y - x for x, y in zip(_durations(base), _durations(new), strict=True)]
     assert max(abs(m) for m in moved) < D.NCU_NOISE_NS and min(moved) < 0 < max(moved)
+
+
+def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, capsys):
+    """A comparison says what differed in the captures' setup (tracekit capture's meta.json):
+    the tiles file a run was given, a sweep's preset and request count; captures of one setup
+    say nothing. The CLI prints it as one warning line."""
+    with pytest.warns(CaptureWarning, match=r"differ in setup: env TRACEKIT_TILES /tmp/missing\.json -> "
+                                            r"/tmp/half_sms\.json$"):
+        ncu_pair.diff("base", "half_sms")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ncu_pair.diff("base", "base_again")  # (same settings, commit, GPU and versions)
+    assert cli_main(["--db", str(ncu_pair.path), "diff", "half_sms", "base", "-f", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ("tracekit: warning: diff: the captures differ in setup: env TRACEKIT_TILES /tmp/half_sms.json "
+                   "-> /tmp/missing.json\n") and out.startswith("scope,key")
+    with tracekit.open(tmp_path / "sweeps.duckdb") as tk:  # the large preset, 20 requests a point; medium, 40
+        for run in [*sorted(SWEEP.iterdir()), *sorted((SWEEP_PAIR / "a" / "runs").iterdir())]:
+            tk.ingest(run)
+        large = tk.sql("SELECT DISTINCT json_extract_string(params, '$.sweep') s FROM runs "
+                       "WHERE json_extract_string(params, '$.preset') = 'large'")["s"].to_list()
+        with pytest.warns(CaptureWarning, match=r"differ in setup: preset large -> medium; iters 20 -> 40$"):
+            tk.diff(large[0], _sweep_id("a"))
 
 
 # -- chart -------------------------------------------------------------------------------

@@ -98,6 +98,11 @@ delta +- 1.96 sqrt(n_base var_base + n_new var_new) (counts taken as fixed); for
 the exact delta; for ncu, the smallest and largest change of a launch against its
 counterpart (the launches' spread where the two reports have different counts).
 
+Setup: where the two sides' captures differ in what ``SETUP`` lists (tracekit capture's
+parameters, GPU, software versions, code commit, settings such as TRACEKIT_TILES, the
+workload), ``diff`` warns once (``CaptureWarning``) with what differs; a value one side did
+not record is not compared.
+
 Kernel matching: by exact demangled name first. Kernels left without a namesake in the
 other run are then matched by their place in the program (the NVTX path of the range
 around their launches and their position among that range's launches, the most common
@@ -113,6 +118,7 @@ the per-key summary in Python.
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from collections.abc import Callable
@@ -125,7 +131,7 @@ import numpy as np
 import polars as pl
 
 from .errors import CaptureWarning, ParamError, QueryError, expect
-from .names import RUN_ID, cut_text, distinct_labels, short_name
+from .names import RUN_ID, cut_end, cut_text, distinct_labels, short_name
 from .registry import untraced
 from .store import CAPTURE_STATUS
 
@@ -887,6 +893,64 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
     return rows
 
 
+# -- what differs between the captures ------------------------------------------------
+
+#: (label, path into a run's row) of the setup a comparison should know differs: the
+#: capture's parameters and workload, the GPU and software, the code and the settings
+#: (environment, tiles file) it ran with; a dict value is compared key by key
+SETUP = [
+    ("preset", ("params", "preset")), ("tool", ("params", "tool")), ("bs", ("params", "bs")),
+    ("nc", ("params", "nc")), ("iters", ("params", "iters")), ("warmup_ms", ("params", "warmup_ms")),
+    ("flush_l2", ("params", "flush_l2")), ("GPU", ("gpu",)), ("driver", ("meta", "gpu", "driver")),
+    ("profiler", ("tool_version",)), ("torch", ("meta", "versions", "torch")),
+    ("triton", ("meta", "versions", "triton")), ("attention", ("meta", "attention_backend")),
+    ("dtype", ("meta", "dtype")), ("code", ("meta", "git_commit")), ("env", ("meta", "settings", "env")),
+    ("tiles file", ("meta", "settings", "tiles_sha256")), ("workload", ("meta", "workload")),
+]
+_POINT = {"bs", "nc"}  # a sweep's points: compared as keys, not as setup
+
+
+def _setup(con, side: Side) -> dict[str, Any]:
+    """The side's SETUP values, flattened (``env TRACEKIT_TILES``, ``workload d_model``);
+    for a sweep, the values all its runs share (a value its runs differ in is left out)."""
+    where, arg = ("run_id = ?", side.run_id) if side.run_id is not None else \
+        ("json_extract_string(params, '$.sweep') = ?", side.sweep)
+    rows = con.execute(f"SELECT params, meta, gpu, tool_version FROM runs WHERE {where}", [arg]).fetchall()
+    seen: dict[str, set] = {}
+    for params, meta, gpu, tool_version in rows:
+        row = {"params": json.loads(params or "{}"), "meta": json.loads(meta or "{}"), "gpu": gpu,
+               "tool_version": tool_version}
+        for label, path in SETUP:
+            if side.run_id is None and label in _POINT:
+                continue
+            v: Any = row
+            for part in path:
+                v = v.get(part) if isinstance(v, dict) else None
+            items = v.items() if isinstance(v, dict) else [(None, v)]
+            for k, x in items:
+                if x is not None:
+                    seen.setdefault(label if k is None else f"{label} {k}", set()).add(json.dumps(x, sort_keys=True))
+    return {k: json.loads(next(iter(v))) for k, v in seen.items() if len(v) == 1}
+
+
+def setup_differences(con, base: Side, new: Side) -> list[str]:
+    """What differs between the two sides' captures (``SETUP``), as ``label base -> new``;
+    a value one side did not record is not compared."""
+    b, n = _setup(con, base), _setup(con, new)
+    changed = [k for k in b if k in n and b[k] != n[k] and k != "workload preset"]
+    if "preset" in changed:  # (the workload's sizes follow from its preset)
+        changed = [k for k in changed if not k.startswith("workload ")]
+
+    def shown(k: str, v: Any) -> str:
+        text = str(v)
+        if k == "code":  # a commit: its first 12 digits, and whether the tree was dirty
+            head, plus, rest = text.partition("+")
+            text = head[:12] + plus + rest
+        return cut_end(text, 40)
+
+    return [f"{k} {shown(k, b[k])} -> {shown(k, n[k])}" for k in changed]
+
+
 # -- entry point --------------------------------------------------------------------
 
 
@@ -931,8 +995,11 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         if side.status not in (None, "ok"):
             why = f" ({side.error})" if side.error else ""
             warnings.warn(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
-                                         "its numbers may be partial"), stacklevel=3)
+                                         "its numbers may be partial"), stacklevel=4)
     con = tk.con
+    differs = setup_differences(con, sb, sn) if (sb.run_id, sb.sweep) != (sn.run_id, sn.sweep) else []
+    if differs:
+        warnings.warn(CaptureWarning(f"diff: the captures differ in setup: {'; '.join(differs)}"), stacklevel=4)
     params = {"base": sb.run_id, "new": sn.run_id}
     cuda = ["CUDA" not in side.untraced for side in (sb, sn)]
     host_judged = not any(cuda)  # host time is the programs' own: neither traced CUDA

@@ -47,8 +47,10 @@ class Interrupted(TracekitError):
 
 
 class CaptureWarning(UserWarning):
-    """A run whose capture did not finish well (its run folder recorded a status other than
-    ok) used in a comparison: its numbers may be partial. The CLI prints it as a warning line."""
+    """What a comparison should be read with: a run whose capture did not finish well (its
+    run folder recorded a status other than ok: its numbers may be partial), or two
+    captures whose setups differ (preset, GPU, versions, settings). The CLI prints it as a
+    warning line; a report shows it in the comparison's section."""
 
 
 def expect(value, types: type | tuple[type, ...], what: str, error: type[TracekitError] = ParamError) -> None:

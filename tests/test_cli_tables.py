@@ -352,9 +352,10 @@ def test_runs_rename_and_rm(tmp_path, capsys):
 
 def test_rm_of_a_shared_name_asks_for_an_id(tmp_path, capsys):
     path = tmp_path / "r.duckdb"
-    with tracekit.open(path) as tk:
+    with tracekit.open(path) as tk:  # (names shared: a store of a tracekit that allowed it)
         tk.ingest(EXAMPLE, name="x")
-        tk.ingest(NCU, name="x")
+        tk.ingest(NCU)
+        tk.con.execute("UPDATE runs SET name = 'x'")
     rc, _, err = _run(capsys, "--db", str(path), "runs", "rm", "x")
     assert rc == 2 and "shared by runs 1, 2" in err
     # every reference is resolved first: a bad one after good ones removes nothing

@@ -677,6 +677,8 @@ class Tracekit:
                     return self._renamed(existing, p.name, p.asked_params, p.source)  # part of another folder's run
                 p.replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
                 p.name = p.name or existing.name
+        if p.name is not None:  # asked for (or the replaced run's): no other run may have it
+            self.check_name_free(p.name, p.replace)
         p.name = p.name or self.default_name(p.default_name, p.source)
         return p
 
@@ -688,9 +690,25 @@ class Tracekit:
         return names.choose(own, Path(source).resolve().parent.name, self._name_taken)
 
     def _name_taken(self, name: str) -> bool:
+        return bool(self._runs_named(name))
+
+    def _runs_named(self, name: str) -> list[int]:
+        """The ids of the runs named ``name``."""
         if not self.path.exists() and str(self.path) != ":memory:":
-            return False  # nothing ingested yet (and no database created before the input is written)
-        return bool(self.con.execute("SELECT 1 FROM runs WHERE name = ? LIMIT 1", [name]).fetchall())
+            return []  # nothing ingested yet (and no database created before the input is written)
+        return [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE name = ? ORDER BY run_id",
+                                               [name]).fetchall()]
+
+    def check_name_free(self, name: str, run_id: int | None = None) -> None:
+        """A one-line error where a run other than ``run_id`` is named ``name``. A name
+        asked for (``runs rename``, ``ingest --name``) names one run: two runs of one name
+        would make ``--run NAME`` pick the latest of them, not necessarily the one just
+        named, and ``runs rename``/``runs rm NAME`` refuse it."""
+        others = [i for i in self._runs_named(name) if i != run_id]
+        if others:
+            other = others[0]
+            raise QueryError(f"run name {name!r} is taken by run {other}; choose another name, or rename or "
+                             f"remove run {other} first (tracekit runs rename {other} NEW, tracekit runs rm {other})")
 
     @contextlib.contextmanager
     def one_command(self, inputs):
@@ -1002,6 +1020,7 @@ class Tracekit:
         """Rename a run; returns (run id, old name)."""
         new_name = check_run_name(new_name)
         run_id, old = self.resolve(run)
+        self.check_name_free(new_name, run_id)
         self._check_can_write(f"cannot rename run {run_id} ({old})")
         try:
             self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])

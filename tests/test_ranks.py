@@ -127,7 +127,7 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--param rank='two': a rank is a whole number" in err
     assert not (tmp_path / "s4.duckdb").exists()
-    for bad, msg in (("rank=-1", "a rank is a whole number, 0 or more"), ("=3", "the name is empty")):
+    for bad, msg in (("rank=-1", "a rank is a whole number from 0 to 2147483647"), ("=3", "the name is empty")):
         assert main(["--db", str(tmp_path / "s4.duckdb"), "ingest", str(OTHER), "--param", bad]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and msg in err, err

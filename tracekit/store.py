@@ -1210,21 +1210,23 @@ def _out_of_range(col: str, typ: str) -> str:
 
 #: run parameters the sweep and rank queries read as whole numbers (schema_runs.sql)
 COUNT_PARAMS = {"bs": "the batch size", "nc": "the number of candidates", "world_size": "the job's ranks"}
+#: the largest of them: the queries read them as 32-bit integers
+MAX_COUNT = 2**31 - 1
 
 
 def _check_counts(params: dict, where: str, error: type[TracekitError] = ParamError) -> None:
-    """Each of COUNT_PARAMS given is a whole number, 1 or more (a JSON number or its text:
-    ``--param bs=8``), not text the queries would fail to cast for the whole store."""
+    """Each of COUNT_PARAMS given is a whole number from 1 to MAX_COUNT (a JSON number or
+    its text: ``--param bs=8``), not a value the queries would fail to cast for the whole store."""
     for key, what in COUNT_PARAMS.items():
         if key not in params:
             continue
         v = params[key]
         try:
-            ok = not isinstance(v, bool) and float(v) == int(v) >= 1
+            ok = not isinstance(v, bool) and float(v) == int(v) and 1 <= int(v) <= MAX_COUNT
         except (TypeError, ValueError, OverflowError):
             ok = False
         if not ok:
-            raise error(f"{where}{key}={v!r}: {key} ({what}) is a whole number, 1 or more")
+            raise error(f"{where}{key}={v!r}: {key} ({what}) is a whole number from 1 to {MAX_COUNT}")
 
 
 def _ident(name: str) -> str:

@@ -199,6 +199,7 @@ class Dataset(Tracekit):
         """An in-memory DuckDB connection with each table of the dataset, sandboxed like a
         store's read-only connection: the small tables read into memory, the others views
         over their files (``_setup_reader``)."""
+        self.check_open()
         if self._con is None:
             con = interruptible(duckdb.connect(config=self._connect_config()))
             try:
@@ -280,7 +281,7 @@ class Dataset(Tracekit):
         """Note the highest run id given so far in _store.parquet, so that no later
         ingest gives a removed run's id again (a store's sequence does the same): a
         diff or a note naming run 7 never comes to mean another run."""
-        self.close()
+        self._release()
         facts, tmp = self.path / STORE_FILE, self.path / f".{STORE_FILE}.{os.getpid()}.tmp"
         con = duckdb.connect()
         try:
@@ -294,7 +295,7 @@ class Dataset(Tracekit):
 
     def _rewrite_runs(self, select: str, where: str, params: dict) -> None:
         """runs.parquet as ``select`` over its rows ``where`` (a new file renamed into place)."""
-        self.close()
+        self._release()
         runs = self.path / RUNS_FILE
         tmp = self.path / f".{RUNS_FILE}.{os.getpid()}.tmp"
         con = duckdb.connect()
@@ -428,7 +429,7 @@ class DatasetDestination:
         if not (ds.path / RUNS_FILE).exists():
             create(ds.path)
         ds.check()
-        ds.close()
+        ds._release()
         self.ds = ds
         self.stage_parent = ds.path.resolve()
         con = duckdb.connect()
@@ -536,7 +537,7 @@ class DatasetDestination:
         """Nothing held between landings (each rewrites runs.parquet and lets go)."""
 
     def finish(self) -> None:
-        self.ds.close()
+        self.ds._release()
 
 
 def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[int]:

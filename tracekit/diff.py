@@ -102,6 +102,7 @@ the per-key summary in Python.
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -846,12 +847,10 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
 def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
     """Compare ``new`` against ``base`` (run ids, run names, sweep ids or files); see the
     module docstring for the columns and the verdict rule."""
-    try:
-        if isinstance(threshold_pct, bool):  # (a bool is a number to Python: True would be 1 %)
-            raise TypeError(threshold_pct)
-        threshold = float(threshold_pct)
-    except (TypeError, ValueError) as err:
-        raise ParamError(f"--threshold {threshold_pct!r}: not a number") from err
+    for side, ref in (("base", base), ("new", new)):
+        expect(ref, (str, int, os.PathLike), f"diff: {side}")
+    expect(threshold_pct, (int, float), "--threshold")  # (not "5": a bool or text is no percentage)
+    threshold = float(threshold_pct)
     if not threshold > 0 or math.isinf(threshold):
         raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
     expect(by, (str, list, tuple, type(None)), "--by")

@@ -263,4 +263,4 @@ class StoreDestination:
 
     def _release(self) -> None:
         if str(self.tk.path) != ":memory:":
-            self.tk.close()
+            self.tk._release()

@@ -248,10 +248,12 @@ def own_run_name(path: Path) -> str:
 def one_at_a_time(method):
     """A public method of ``Tracekit`` run by one thread at a time: the object's one DuckDB
     connection refuses a second call while one runs (ResourceInUseException), so a store
-    shared by threads (a notebook's background jobs) serializes their calls instead."""
+    shared by threads (a notebook's background jobs) serializes their calls instead. On a
+    closed object it is an error (``check_open``), not a silent reopening."""
     @functools.wraps(method)
     def locked(self, /, *args, **kwargs):  # (positional only: a query parameter may be named self)
         with self._lock:
+            self.check_open()
             return method(self, *args, **kwargs)
     return locked
 
@@ -265,6 +267,7 @@ class Tracekit:
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.RLock()  # held by the method under way (one_at_a_time)
+        self._closed = False  # close() was called: no method may use the object again
         self._created = False  # this object created the store and committed nothing yet
         #: inside ``one_transaction``: ingests write without committing, the block commits
         self._one_transaction = False
@@ -327,9 +330,18 @@ class Tracekit:
         # fetchall: a fetchone() result stays open and DuckDB 2 refuses the next statement
         return bool(con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0])
 
+    def check_open(self) -> None:
+        """An error once ``close()`` was called: a closed object does not open the store again
+        behind the caller's back (a store closed to let another process write it, or to
+        release its lock, would be taken again)."""
+        if self._closed:
+            raise TracekitError(f"{self.path}: this Tracekit is closed; open the store again with "
+                                "tracekit.open(...)")
+
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection (opened, and the schema created, on first use)."""
+        self.check_open()
         if self._con is None:
             if self.read_only and not self.path.exists() and str(self.path) != ":memory:":
                 raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
@@ -527,8 +539,16 @@ class Tracekit:
             raise TracekitError(f"{self.path}: cannot write the store: its folder {folder} is not writable "
                                 f"(DuckDB writes its log, {self.path.name}.wal, beside it); nothing was written")
 
-    @one_at_a_time
     def close(self) -> None:
+        """Close the store: its connection and lock are released, and the object is done
+        with (a later call is an error; closing again does nothing)."""
+        with self._lock:
+            self._release()
+            self._closed = True
+
+    def _release(self) -> None:
+        """Let go of the connection (and with it the store's lock); the next use opens it
+        again. What the library does between steps that another connection must see."""
         if self._con is not None:
             self._con.close()
             self._con = None
@@ -1000,6 +1020,7 @@ class Tracekit:
     # -- managing runs ----------------------------------------------------
     def resolve(self, run: str | int) -> tuple[int, str]:
         """(run id, name) of a run given by id or by name; a name two runs share is an error."""
+        expect(run, (str, int), "run", QueryError)
         if not self.path.exists() and str(self.path) != ":memory:":
             raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
         text = str(run).strip()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tracekit.cli import main as cli_main
@@ -488,3 +490,28 @@ def test_a_bad_timeunit_is_an_error_in_every_format(small_store, capsys, args):
     """(A file format keeps ns, so --timeunit bogus was ignored without a word.)"""
     assert _cli(small_store, *args, "--timeunit", "bogus") == 2
     assert one_error_line(capsys) == "tracekit: error: --timeunit 'bogus': choose one of auto, ns, us, ms, s"
+
+
+def _name_filters():
+    from tracekit.registry import get_registry
+
+    return [(q.name, p.name) for q in get_registry().queries.values() for p in q.params.values()
+            if p.type == "TEXT" and re.search(r"^only .*(contains this text|of this (path or )?name)", p.doc)]
+
+
+def test_every_name_filter_is_known():
+    assert {"gpu-trace", "nvtx-kernels", "warp-stalls", "ncu-source"} <= {q for q, _ in _name_filters()}
+
+
+@pytest.mark.parametrize(("query", "param"), [f for f in _name_filters() if not f[0].startswith("strag")])
+def test_a_name_filter_that_matches_nothing_in_the_run_is_an_error(small_store, capsys, query, param):
+    """A filter by name (text a name contains, or a range's name) that no row of the run
+    matches is most likely a typo: a one-line error naming the value and where the names
+    are listed, not an empty table that reads as "none of them ran" (stragglers: test_ranks)."""
+    from tracekit.registry import get_registry
+
+    run = "ncu_run" if get_registry().get(query).source == "ncu" else "nsys_run"
+    assert _cli(small_store, "query", query, "--run", run, "-p", f"{param}=no such thing", "-f", "csv") == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"tracekit: error: {query}: ") and "'no such thing'" in line, line
+    assert "`tracekit query " in line, line  # where the names are listed

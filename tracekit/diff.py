@@ -114,7 +114,7 @@ import numpy as np
 import polars as pl
 
 from .errors import CaptureWarning, ParamError, QueryError, expect
-from .names import RUN_ID, cut_text, distinct_labels, short_name
+from .names import RUN_ID, UNNAMED, cut_text, distinct_labels, short_name
 from .registry import untraced
 from .store import CAPTURE_STATUS
 
@@ -968,7 +968,10 @@ def _human(metric: str, v: float | None) -> str:
 
 def _shorten_key(key: str, width: int) -> str:
     """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
-    shortener; NVTX paths, API names and sweep points cut like other text."""
+    shortener; NVTX paths, API names and sweep points cut like other text; an empty one (an
+    NVTX range with no text) is ``(unnamed)``."""
+    if not key.strip():
+        return UNNAMED
     if key.startswith("void ") or any(c in key for c in "<("):
         name, at, path = key.partition(" @ ")
         return short_name(name, width) + (f" @ {cut_text(path, width)}" if at else "")

@@ -144,6 +144,13 @@ def small_store(_small_store_template, tmp_path) -> Path:
     return db
 
 
+def let_go(tk) -> None:
+    """``tk``'s connection and lock released, the object kept for a module's later tests
+    (its next call opens the store again; ``close()`` would end it): a test's CLI opens the
+    same store file in this process."""
+    tk._release()
+
+
 def store_state(db: Path) -> dict | None:
     """What a store holds, for "the store is unchanged" (None: no store file): every
     table's rows (count and an order-free hash of them), its views and sequences: its

@@ -259,6 +259,22 @@ def test_vega_bundle_is_built_once_then_cached(tmp_path, monkeypatch):
     assert vega.bundle() == js
 
 
+def test_a_chart_that_cannot_be_written_is_not_drawn_and_leaves_nothing(small_store, tmp_path, monkeypatch, capsys):
+    """The output and its format are checked before the chart is drawn: a command that fails
+    on them writes no file, not even the Vega bundle's cache (made by the first drawing)."""
+    for var in ("HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / "home"))
+    db = str(small_store)
+    (tmp_path / "d.html").mkdir()
+    for out, msg in ((tmp_path / "no" / "x.html", "does not exist"), (tmp_path / "x.pdf", "unknown chart format"),
+                     (tmp_path / "d.html", "is a folder")):
+        assert cli_main(["--db", db, "chart", "top-kernels", "--run", "nsys_run", "-o", str(out)]) == 2
+        assert msg in capsys.readouterr().err
+        assert not (tmp_path / "home").exists() and not (tmp_path / "no").exists()
+    assert cli_main(["--db", db, "chart", "top-kernels", "--run", "nsys_run", "-o", str(tmp_path / "x.html")]) == 0
+    assert [p.name for p in (tmp_path / "home" / "tracekit").iterdir()][0].startswith("vega-bundle-")
+
+
 def test_errors(tk, tmp_path):
     with pytest.raises(QueryError, match="unknown chart"):
         charts.chart(tk, "pie")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tracekit.cli import main as cli_main
@@ -44,6 +46,48 @@ def test_limit_out_of_range_is_a_parameter_error(small_store, capsys):
     assert "out of range" in one_error_line(capsys)
     assert _cli(small_store, "query", "top-kernels", "-p", "limit=-99999999999999999999999") == 2
     assert "out of range" in one_error_line(capsys)
+
+
+BIG = "99999999999999999999999"  # past 64 bits
+
+
+@pytest.mark.parametrize("args, option", [
+    (["diff", "1", "1", "--limit", BIG], "--limit"),
+    (["diff", "1", "1", "--threshold", "1e400"], "--threshold"),
+    (["export", "trace", "--from", BIG], "--from"),
+    (["export", "trace", "--to", "-" + BIG], "--to"),
+    (["export", "trace", "--nvtx", "x", "--instance", BIG], "--instance"),
+    (["ingest", "--workers", BIG, "{export}"], "--workers"),
+    (["capture", "--bs", BIG], "--bs"),
+    (["capture", "--iters", BIG], "--iters"),
+    (["capture", "--warmup-ms", "nan"], "--warmup-ms"),
+    (["bench", "attention", "--rep-ms", "inf"], "--rep-ms"),
+])
+def test_a_number_option_past_its_range_is_a_bad_value(small_store, capsys, tmp_path, args, option):
+    """Every integer option takes a 64-bit integer and every number option a finite one
+    (cli_params, for all commands): past that, one line naming the option and the value,
+    nothing written."""
+    from conftest import NSYS_EXPORTS, store_state
+
+    before = store_state(small_store)
+    args = [a.replace("{export}", str(NSYS_EXPORTS["odd_nvtx_cuda_only"])) for a in args]
+    assert _cli(small_store, *args, *(["-o", str(tmp_path / "t.json")] if args[0] == "export" else [])) == 2
+    line = one_error_line(capsys)
+    assert f"Invalid value for '{option}'" in line and args[args.index(option) + 1] in line, line
+    assert "out of range (a 64-bit integer" in line or "is not a finite number" in line, line
+    assert store_state(small_store) == before and not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize("param", [f"rank={BIG}", "rank=2147483648", "bs=2147483648"])
+def test_a_rank_or_count_parameter_past_32_bits(small_store, capsys, param):
+    """The rank and sweep queries read rank, bs and nc as 32-bit integers: a larger one
+    made every rank query of the store an internal error."""
+    from conftest import NSYS_EXPORTS, store_state
+
+    before = store_state(small_store)
+    assert _cli(small_store, "ingest", str(NSYS_EXPORTS["odd_nvtx_cuda_only"]), "-p", param) == 2
+    assert "is a whole number from " in one_error_line(capsys)
+    assert store_state(small_store) == before
 
 
 def test_schema_version_that_is_text(small_store, capsys):
@@ -446,3 +490,28 @@ def test_a_bad_timeunit_is_an_error_in_every_format(small_store, capsys, args):
     """(A file format keeps ns, so --timeunit bogus was ignored without a word.)"""
     assert _cli(small_store, *args, "--timeunit", "bogus") == 2
     assert one_error_line(capsys) == "tracekit: error: --timeunit 'bogus': choose one of auto, ns, us, ms, s"
+
+
+def _name_filters():
+    from tracekit.registry import get_registry
+
+    return [(q.name, p.name) for q in get_registry().queries.values() for p in q.params.values()
+            if p.type == "TEXT" and re.search(r"^only .*(contains this text|of this (path or )?name)", p.doc)]
+
+
+def test_every_name_filter_is_known():
+    assert {"gpu-trace", "nvtx-kernels", "warp-stalls", "ncu-source"} <= {q for q, _ in _name_filters()}
+
+
+@pytest.mark.parametrize(("query", "param"), [f for f in _name_filters() if not f[0].startswith("strag")])
+def test_a_name_filter_that_matches_nothing_in_the_run_is_an_error(small_store, capsys, query, param):
+    """A filter by name (text a name contains, or a range's name) that no row of the run
+    matches is most likely a typo: a one-line error naming the value and where the names
+    are listed, not an empty table that reads as "none of them ran" (stragglers: test_ranks)."""
+    from tracekit.registry import get_registry
+
+    run = "ncu_run" if get_registry().get(query).source == "ncu" else "nsys_run"
+    assert _cli(small_store, "query", query, "--run", run, "-p", f"{param}=no such thing", "-f", "csv") == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"tracekit: error: {query}: ") and "'no such thing'" in line, line
+    assert "`tracekit query " in line, line  # where the names are listed

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import polars as pl
 import pytest
 from conftest import DATA
 
@@ -352,9 +353,10 @@ def test_runs_rename_and_rm(tmp_path, capsys):
 
 def test_rm_of_a_shared_name_asks_for_an_id(tmp_path, capsys):
     path = tmp_path / "r.duckdb"
-    with tracekit.open(path) as tk:
+    with tracekit.open(path) as tk:  # (names shared: a store of a tracekit that allowed it)
         tk.ingest(EXAMPLE, name="x")
-        tk.ingest(NCU, name="x")
+        tk.ingest(NCU)
+        tk.con.execute("UPDATE runs SET name = 'x'")
     rc, _, err = _run(capsys, "--db", str(path), "runs", "rm", "x")
     assert rc == 2 and "shared by runs 1, 2" in err
     # every reference is resolved first: a bad one after good ones removes nothing
@@ -438,3 +440,24 @@ def test_display_columns_without_a_value_are_left_out(db, capsys):
     assert rc == 0 and "sass" in by_inst.split("\n-")[0]
     shown = int(by_line.rsplit("; ", 1)[1].split(" of ")[0])
     assert shown == int(by_inst.rsplit("; ", 1)[1].split(" of ")[0]) - 2  # pc_offset and sass
+
+
+def test_an_nvtx_range_without_text_reads_unnamed_in_tables_and_diffs(tmp_path, capsys):
+    """A range pushed with no text (nsys_odd_nvtx) has the empty path: in a terminal table
+    and a diff's display it reads `(unnamed)`, not a blank cell; the data (csv, the library's
+    frames) keep the name as nsys has it."""
+    from conftest import NSYS_EXPORTS
+
+    db = str(tmp_path / "odd.duckdb")
+    assert _run(capsys, "--db", db, "ingest", str(NSYS_EXPORTS["odd_nvtx"]))[0] == 0
+    rc, out, _ = _run(capsys, "--db", db, "query", "kernels-by-nvtx", "--limit", "0")
+    assert rc == 0
+    row = next(line for line in out.splitlines() if " 1,248 " in line)  # the unnamed range's one kernel
+    assert "(unnamed)" in row and out.count("(unnamed)") == 1, out
+    rc, out, _ = _run(capsys, "--db", db, "query", "kernels-by-nvtx", "--limit", "0", "-f", "csv")
+    assert rc == 0 and '\n"",1,1,1248,' in out and "(unnamed)" not in out
+    rc, out, _ = _run(capsys, "--db", db, "diff", "1", "1", "--by", "nvtx", "--limit", "0")
+    keys = [line.split()[1] for line in out.splitlines()[2:-1]]
+    assert rc == 0 and keys[:5] == ["(unnamed)"] * 5 and "" not in keys, out
+    with tracekit.open(db, read_only=True) as tk:
+        assert tk.diff(1, 1, by="nvtx").filter(pl.col("key") == "").height == 5

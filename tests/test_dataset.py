@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import NSYS_EXPORTS
+from conftest import NSYS_EXPORTS, let_go
 
 import tracekit
 from tracekit import dataset
@@ -210,7 +210,7 @@ def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, workers, ca
 
 def test_export_one_run(store_and_dataset, tmp_path, capsys):
     store, _, tmp = store_and_dataset
-    store.close()  # (the CLI below opens the same store)
+    let_go(store)  # (the CLI below opens the same store)
     runs = store.runs()
     run = runs.filter(pl.col("kind") == "nsys")["run_id"][-1]
     name = runs.filter(pl.col("run_id") == run)["name"][0]
@@ -236,7 +236,7 @@ def test_export_one_run(store_and_dataset, tmp_path, capsys):
 
 def test_rename_and_remove_runs_of_a_dataset_as_of_a_store(store_and_dataset, tmp_path, capsys):
     store, _, tmp = store_and_dataset
-    store.close()
+    let_go(store)
     shutil.copyfile(tmp / "store.duckdb", tmp_path / "s.duckdb")
     shutil.copytree(tmp / "ds", tmp_path / "ds")
     ids = store.runs()["run_id"].to_list()
@@ -260,7 +260,7 @@ def test_a_removed_runs_id_is_never_given_again(store_and_dataset, tmp_path, cap
     """As a store's sequence: a diff or a note naming the removed run's id must not come
     to mean the next run ingested."""
     store, _, tmp = store_and_dataset
-    store.close()
+    let_go(store)
     shutil.copyfile(tmp / "store.duckdb", tmp_path / "s.duckdb")
     shutil.copytree(tmp / "ds", tmp_path / "ds")
     runs = store.runs()
@@ -286,7 +286,7 @@ def _one_error_line(capsys, *parts) -> str:
 
 def test_bad_datasets(store_and_dataset, tmp_path, capsys):
     store, _, tmp = store_and_dataset
-    store.close()  # (the CLI below opens the same store)
+    let_go(store)  # (the CLI below opens the same store)
     (tmp_path / "empty").mkdir()
     assert main(["--db", str(tmp_path / "empty"), "query", "top-kernels"]) == 2
     _one_error_line(capsys, "not a tracekit dataset")

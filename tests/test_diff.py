@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import DATA
+from conftest import DATA, let_go
 
 import tracekit
 from tracekit import diff as D
@@ -571,7 +571,7 @@ def test_ranks_doing_the_same_work_are_quiet_and_the_straggler_is_found(ranks):
 
 def test_cli_gate_and_formats(store, tmp_path, capsys):
     db = str(store.path)
-    store.close()
+    let_go(store)
     assert cli_main(["--db", db, "diff", "hstu", "hstu", "--gate"]) == 0
     capsys.readouterr()
     assert cli_main(["--db", db, "diff", "hstu", "slow", "--gate", "--by", "kernel", "-f", "csv"]) == 1
@@ -606,7 +606,7 @@ def test_cli_gate_and_formats(store, tmp_path, capsys):
 ])
 def test_bad_input_is_one_line_exit_2_and_leaves_the_store(store, capsys, args, message):
     db = Path(store.path)
-    store.close()
+    let_go(store)
     before = db.read_bytes()
     assert cli_main(["--db", str(db), "diff", *args, "--gate"]) == 2
     err = capsys.readouterr().err
@@ -617,11 +617,11 @@ def test_bad_input_is_one_line_exit_2_and_leaves_the_store(store, capsys, args, 
 def test_a_name_two_runs_share_is_not_compared_with_itself(store, tmp_path, capsys):
     """`diff NAME NAME` where NAME picks the latest of several runs would compare that run
     with itself: an error naming the runs; a run asked for twice by its own name is fine."""
-    store.close()
+    let_go(store)
     db = tmp_path / "shared.duckdb"
     shutil.copyfile(store.path, db)
-    tk = tracekit.open(db)
-    tk.rename_run("dropped", "hstu")
+    tk = tracekit.open(db)  # (names shared: a store of a tracekit that allowed it)
+    tk.con.execute("UPDATE runs SET name = 'hstu' WHERE name = 'dropped'")
     ids = tk.sql("SELECT list(run_id ORDER BY run_id) AS ids FROM runs WHERE name = 'hstu'")["ids"][0]
     tk.close()
     before = db.read_bytes()
@@ -1253,7 +1253,9 @@ def test_diff_sql_headers_declare_their_parameters():
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"threshold_pct": True}, r"--threshold True: not a number"),  # (a bool is a number to Python: 1 %)
+    ({"threshold_pct": True}, r"--threshold True: expected int or float, not bool"),  # (a number to Python: 1 %)
+    ({"threshold_pct": "5"}, r"--threshold '5': expected int or float, not str"),
+    ({"base": b"1"}, r"diff: base b'1': expected str or int or PathLike, not bytes"),
     ({"by": 5}, r"--by 5: expected str or list or tuple or None, not int"),
     ({"by": {"kernel": 1}}, r"--by \{'kernel': 1\}: expected str or list or tuple or None, not dict"),
     ({"by": ["kernel", None]}, r"--by None: expected str, not NoneType"),
@@ -1263,4 +1265,4 @@ def test_diff_sql_headers_declare_their_parameters():
 def test_diff_arguments_of_another_type_are_errors(small_store, kwargs, message):
     with tracekit.open(small_store, read_only=True) as tk:
         with pytest.raises(tracekit.ParamError, match=f"^{message}$"):
-            tk.diff(1, 1, **kwargs)
+            tk.diff(kwargs.pop("base", 1), 1, **kwargs)

@@ -489,7 +489,7 @@ def test_gpu_dense_realistic(dtype, d):
     (["--variants", ""], "--variants '': unknown variant"),
     (["--baseline", "bogus"], "--baseline 'bogus': unknown variant"),
     (["--warmup-ms", "-1"], "--warmup-ms -1.0"),
-    (["--rep-ms", "nan"], "--rep-ms nan"),
+    (["--rep-ms", "nan"], "Invalid value for '--rep-ms': 'nan' is not a finite number."),
     (["--json", "{tmp}/missing/r.json"], "folder {tmp}/missing does not exist"),
     (["--csv", "{tmp}"], "is a folder"),
 ])

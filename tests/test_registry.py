@@ -91,7 +91,7 @@ def test_bad_params_are_errors(nsys_db):
         nsys_db.query("top-kernels", run="hstu_mixed", limit="x")
     with pytest.raises(ParamError, match="unknown parameter 'bogus'"):
         nsys_db.query("top-kernels", bogus=1)
-    with pytest.raises(ParamError, match="^top-kernels: parameter limit=True is not integer$"):
+    with pytest.raises(ParamError, match="^top-kernels: parameter limit True: expected str or int or float, not bool$"):
         nsys_db.query("top-kernels", limit=True)  # (a bool is an int to Python: it would be 1)
     with pytest.raises(ParamError, match="limit must be >= 0"):
         nsys_db.query("top-kernels", limit=-1)
@@ -140,6 +140,44 @@ def test_the_row_count_under_a_limit_is_every_row(nsys_db, name):
 def test_a_query_name_of_another_type_is_an_error(nsys_db, name):
     with pytest.raises(QueryError, match=r"^query name .*: expected str, not \w+$"):
         nsys_db.query(name)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"limit": b"5"}, r"top-kernels: parameter limit b'5': expected str or int or float, not bytes"),
+    ({"limit": True}, r"top-kernels: parameter limit True: expected str or int or float, not bool"),
+    ({"limit": [5]}, r"top-kernels: parameter limit \[5\]: expected str or int or float, not list"),
+    ({"group": 1.5}, r"top-kernels: parameter group 1.5: expected str or int, not float"),
+    ({"run": b"1"}, r"top-kernels: run b'1': expected str or int or None, not bytes"),
+])
+def test_a_parameter_of_another_type_is_an_error(nsys_db, params, message):
+    """From Python a parameter is its type or its text (what the command line gives): bytes,
+    a bool or a list is no row count, not read as one (int(b"5") is 5)."""
+    with pytest.raises(QueryError, match=f"^{message}$"):
+        nsys_db.query("top-kernels", **params)
+    assert nsys_db.query("top-kernels", run="hstu_mixed", limit="2").height == 2  # the command line's text
+    assert nsys_db.query("top-kernels", run="hstu_mixed", limit=2.0).height == 2
+
+
+def test_a_closed_store_is_not_opened_again(small_store):
+    """After close() every method is an error saying how to open the store again, not a
+    silent reopening (which would take the store's lock again); closing twice is fine."""
+    import tracekit
+
+    for read_only in (True, False):
+        tk = tracekit.open(small_store, read_only=read_only)
+        assert tk.runs().height == 2
+        tk.close()
+        tk.close()
+        for name, args in (("runs", ()), ("query", ("top-kernels",)), ("sql", ("SELECT 1",)), ("con", None),
+                           ("diff", (1, 1)), ("rename_run", (1, "x")), ("resolve", (1,))):
+            with pytest.raises(tracekit.TracekitError, match=r"this Tracekit is closed; open the store again "
+                                                             r"with tracekit\.open\(\.\.\.\)$"):
+                attr = getattr(tk, name)  # (the connection: a property)
+                attr(*args)
+    with tracekit.open(small_store) as tk:
+        tk.runs()
+    with pytest.raises(tracekit.TracekitError, match="is closed"):
+        tk.runs()
 
 
 def test_threads_sharing_a_store_take_turns(small_store):

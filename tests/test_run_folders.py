@@ -125,7 +125,7 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
     ("export_not_sqlite", "nsys.sqlite.xz", "neither an nsys SQLite export nor an ncu report"),
     ("no_meta", "", "must be a tracekit run folder with a meta.json"),
     ("nothing_to_ingest", "", "holds no profile or requests.csv"),
-    ("bs_not_a_number", "meta.json", "'params' bs='eight': bs (the batch size) is a whole number, 1 or more"),
+    ("bs_not_a_number", "meta.json", "'params' bs='eight': bs (the batch size) is a whole number from 1 to 2147483647"),
     ("latency_infinite", "requests.csv", "latency_ms inf in data row 1: a time or size is a finite number"),
     ("latency_negative", "requests.csv", "latency_ms -5.0 in data row 1"),
     ("two_exports", "", "the run folder holds 2 nsys files (extra/more.sqlite, nsys.sqlite.xz); a run is one capture"),

@@ -80,12 +80,39 @@ def test_a_name_the_store_has_is_qualified_then_numbered(tmp_path, capsys):
     shutil.copyfile(DATA / "nsys_cpu_only" / "export.sqlite.xz", other)
     assert main(["--db", str(db), "ingest", str(other)]) == 0
     assert _names(db) == ["export", "nsys_diff_base_b/export", "nsys_diff_base_b/export-2"]
-    # a name asked for may be one another run has; the same content again keeps its name
-    assert main(["--db", str(db), "ingest", str(C), "--name", "export"]) == 0
+    # the same content again keeps its name
     assert main(["--db", str(db), "ingest", str(B), str(A)]) == 0
     assert capsys.readouterr().out.splitlines()[-2:] == [
         f"{B}: already ingested as run 2 (nsys_diff_base_b/export)", f"{A}: already ingested as run 1 (export)"]
-    assert _names(db) == ["export", "nsys_diff_base_b/export", "nsys_diff_base_b/export-2", "export"]
+    assert _names(db) == ["export", "nsys_diff_base_b/export", "nsys_diff_base_b/export-2"]
+
+
+@pytest.mark.parametrize("dataset", [False, True], ids=["store", "dataset"])
+def test_a_name_asked_for_is_no_other_runs(tmp_path, capsys, dataset):
+    """`runs rename` and `ingest --name` refuse a name another run has (`--run NAME`
+    would pick the latest of the two, not necessarily the run just named): one line,
+    exit 2, the store as it was. A run keeps its own name, and one name is one run."""
+    db = tmp_path / "ds" if dataset else tmp_path / "s.duckdb"
+    if dataset:
+        db.mkdir()
+    assert main(["--db", str(db), "ingest", str(A), str(B)]) == 0
+    capsys.readouterr()
+    before = _names(db)
+    for args in (["runs", "rename", "1", "nsys_diff_base_b/export"],  # run 2's
+                 ["ingest", str(C), "--name", "nsys_diff_base_b/export"],  # a new run
+                 ["ingest", str(A), "--name", "nsys_diff_base_b/export"],  # run 1 again: a rename
+                 ["ingest", str(C), str(NCU), "--name", "x"]):  # two runs of one name
+        assert main(["--db", str(db), *args]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, args
+        assert ("is taken by run 2; choose another name" in err if args[-1] != "x"
+                else "--name 'x' names one run: give it one file" in err), err
+        assert _names(db) == before
+    with tracekit.open(db) as tk, pytest.raises(tracekit.QueryError, match="is taken by run 1"):
+        tk.rename_run(2, "nsys_diff_base_a/export")
+    assert main(["--db", str(db), "runs", "rename", "1", "nsys_diff_base_a/export"]) == 0  # its own name
+    assert main(["--db", str(db), "ingest", str(C), "--name", "export"]) == 0  # a name no run has
+    assert _names(db) == [*before, "export"]
 
 
 def test_run_folders_of_one_name(tmp_path):

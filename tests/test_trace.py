@@ -258,6 +258,31 @@ def test_window_from_to_and_plain_json(tk, tmp_path):
     assert _by_cat(events)["kernel"] == n == res.counts["kernel"] and 0 < n < 315
 
 
+def test_a_window_outside_the_capture_is_an_error(tk, tmp_path, capsys):
+    """A --from/--to window wholly before or after the run's events would write an empty
+    trace: an error naming the window and the events' span in ns, and no file. A window
+    that overlaps the span in part keeps the events it overlaps."""
+    first, last = tk.con.execute(_SPAN_SQL, ["mixed"] * 4).fetchall()[0]
+    out = tmp_path / "w.json"
+    for lo, hi, asked in ((1, first - 1, f"--from 1 --to {first - 1}"), (last + 1, None, f"--from {last + 1}"),
+                          (None, first - 1, f"--to {first - 1}")):
+        with pytest.raises(QueryError) as err:
+            trace.export_trace(tk, out, run="mixed", start_ns=lo, end_ns=hi)
+        assert str(err.value).startswith(f"export trace: {asked} (ns) is outside run ")
+        assert f"whose events span {first} to {last} ns" in str(err.value) and not out.exists()
+    res = trace.export_trace(tk, out, run="mixed", start_ns=1, end_ns=first)  # the first event only
+    assert out.exists() and 0 < sum(res.counts.values()) < 10
+    res = trace.export_trace(tk, out, run="mixed", start_ns=last)
+    assert 0 < sum(res.counts.values()) < 10
+
+
+_SPAN_SQL = """SELECT min(lo), max(hi) FROM (
+    SELECT min(start_ns) AS lo, max(end_ns) AS hi FROM api_calls JOIN runs USING (run_id) WHERE runs.name = ?
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM nvtx_ranges JOIN runs USING (run_id) WHERE runs.name = ?
+    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM nvtx_marks JOIN runs USING (run_id) WHERE runs.name = ?
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM gpu_ops JOIN runs USING (run_id) WHERE runs.name = ?)"""
+
+
 @pytest.mark.parametrize("name", list(RUNS))
 def test_size_estimate(name, exported):
     res, _ = exported[name]
@@ -344,9 +369,10 @@ def test_cli(tk, tmp_path, capsys):
         (["--run", "hstu", "--instance", "2"], "--instance needs --nvtx"),
         (["--run", "hstu", "--nvtx", "nope"], "no NVTX range named 'nope'"),
         (["--run", "hstu", "--nvtx", ":hstu.request", "--instance", "31"], "has 30 range(s)"),
-        (["--run", "hstu", "--nvtx", "hstu.request", "--instance", "99999999999999999999"], "has 30 range(s)"),
+        (["--run", "hstu", "--nvtx", "hstu.request", "--instance", "99999999999999999999"], "is out of range (a 64-bit"),
         (["--run", "all"], "export trace answers for one run at a time"),
         (["--run", "hstu", "--nvtx", "hstu.request", "--from", "1"], "not both"),
+        (["--run", "hstu", "--from", "1", "--to", "1000"], "--from 1 --to 1000 (ns) is outside run "),
     ]:
         bad = tmp_path / "bad.json.gz"
         assert cli_main(["--db", db, "export", "trace", *args, "-o", str(bad)]) == 2, args

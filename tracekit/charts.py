@@ -1074,11 +1074,17 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
 
 def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:
     """Write the chart; the format follows the extension: .html, .png, .svg, .json.
-    Written through ``write_output`` (never over the store ``store_path``; no half file)."""
-    from .outputs import write_output
+    Written through ``write_output`` (never over the store ``store_path``; no half file).
+    The extension and the output are checked before the chart is drawn: a chart that
+    cannot be written is not rendered, and leaves nothing behind (the Vega bundle's cache
+    is made by the first rendering, ``vega.bundle``)."""
+    from .outputs import check_output, write_output
 
     path = Path(path)
     ext = path.suffix.lower()
+    if ext not in (".json", ".html", ".htm", ".png", ".svg"):
+        raise ParamError(f"{path}: unknown chart format {ext or '(none)'}; use .html, .png, .svg or .json")
+    check_output(path, store_path)
     spec = ch.to_dict()
     if ext == ".json":
         data: str | bytes = json.dumps(spec, indent=2)
@@ -1090,14 +1096,10 @@ def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None 
         import vl_convert as vlc
 
         data = vlc.vegalite_to_png(spec, scale=2)
-    elif ext == ".svg":
+    else:
         import vl_convert as vlc
 
         data = vlc.vegalite_to_svg(spec)
-    else:
-        raise ParamError(
-            f"{path}: unknown chart format {ext or '(none)'}; use .html, .png, .svg or .json"
-        )
     if isinstance(data, bytes):
         return write_output(path, lambda tmp: tmp.write_bytes(data), store_path)
     return write_output(path, lambda tmp: tmp.write_text(data), store_path)

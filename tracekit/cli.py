@@ -271,6 +271,8 @@ def ingest(
 ):
     """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""
     params = _params(param) or None
+    if name is not None and len(files) > 1:  # (each run would be named so: one run per name)
+        raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({len(files)} given)")
     for f in files:  # (a pipe would be read until its writer ends, if ever; an export needs seeking)
         if f.exists() and not (f.is_file() or f.is_dir()):
             raise InputError(f"{f}: not a regular file or folder (a pipe, socket or device); ingest an export, "

@@ -6,19 +6,24 @@ first command-line value a command parses imports Pydantic, 0.15–0.2 s of ever
 tracekit's parameters are plain ``str``, ``int``, ``float``, ``bool`` and ``Path`` values
 (or lists of them, ``None`` allowed) with no parser, bounds or path checks:
 ``install()`` converts those here, with messages like Typer's for bad values, and leaves
-every other parameter to Typer. One check more than Typer's: an empty or blank path is a
-bad value (one line, exit 2), for every path option and argument (``--db "$DB"`` with DB
-unset is not the current folder). With a Typer that has no such hook (older versions
+every other parameter to Typer. Checks beyond Typer's, for every option and argument of
+every command: an empty or blank path is a bad value (``--db "$DB"`` with DB unset is not
+the current folder), an integer must fit in 64 bits (what DuckDB and every count here take:
+``--limit 99999999999999999999999`` is no row count) and a number must be finite
+(``1e400`` is inf); each a one-line error naming the option, exit 2. With a Typer that has no such hook (older versions
 convert through click's types) it does nothing.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
 _NAMES = {int: "integer", float: "number"}
+#: the integers an option takes: DuckDB's BIGINT, and the largest any count or time here needs
+INT_RANGE = (-(2**63), 2**63 - 1)
 _BOOLS = {**dict.fromkeys(("1", "on", "t", "true", "y", "yes"), True),
           **dict.fromkeys(("", "0", "off", "f", "false", "n", "no"), False)}  # Pydantic's words
 
@@ -55,9 +60,14 @@ def converter(annotation: Any, info: Any):
             if isinstance(v, kind) and not isinstance(v, bool):
                 return v
             try:
-                return kind(v.strip() if isinstance(v, str) else v)
+                out = kind(v.strip() if isinstance(v, str) else v)
             except (TypeError, ValueError):
                 raise ValueError(f"{v!r} is not a valid {_NAMES[kind]}.") from None
+            if kind is int and not INT_RANGE[0] <= out <= INT_RANGE[1]:
+                raise ValueError(f"{v!r} is out of range (a 64-bit integer, {INT_RANGE[0]} to {INT_RANGE[1]}).")
+            if kind is float and not math.isfinite(out):  # '1e400' is inf, 'nan' no number
+                raise ValueError(f"{v!r} is not a finite number.")
+            return out
         return number
     if annotation is Path and not _path_checks(info):
         return _path

@@ -199,6 +199,7 @@ class Dataset(Tracekit):
         """An in-memory DuckDB connection with each table of the dataset, sandboxed like a
         store's read-only connection: the small tables read into memory, the others views
         over their files (``_setup_reader``)."""
+        self.check_open()
         if self._con is None:
             con = interruptible(duckdb.connect(config=self._connect_config()))
             try:
@@ -259,6 +260,7 @@ class Dataset(Tracekit):
         """Rename a run (its row in runs.parquet); returns (run id, old name)."""
         new_name = check_run_name(new_name)
         run_id, old = self.resolve(run)
+        self.check_name_free(new_name, run_id)
         self._rewrite_runs("SELECT * REPLACE (CASE WHEN run_id = $id THEN $name ELSE name END AS name)", "true",
                            {"id": run_id, "name": new_name})
         return run_id, old
@@ -279,7 +281,7 @@ class Dataset(Tracekit):
         """Note the highest run id given so far in _store.parquet, so that no later
         ingest gives a removed run's id again (a store's sequence does the same): a
         diff or a note naming run 7 never comes to mean another run."""
-        self.close()
+        self._release()
         facts, tmp = self.path / STORE_FILE, self.path / f".{STORE_FILE}.{os.getpid()}.tmp"
         con = duckdb.connect()
         try:
@@ -293,7 +295,7 @@ class Dataset(Tracekit):
 
     def _rewrite_runs(self, select: str, where: str, params: dict) -> None:
         """runs.parquet as ``select`` over its rows ``where`` (a new file renamed into place)."""
-        self.close()
+        self._release()
         runs = self.path / RUNS_FILE
         tmp = self.path / f".{RUNS_FILE}.{os.getpid()}.tmp"
         con = duckdb.connect()
@@ -305,15 +307,15 @@ class Dataset(Tracekit):
         os.replace(tmp, runs)
 
     # -- writing ----------------------------------------------------------
-    def _name_taken(self, name: str) -> bool:
-        """Whether a run of the dataset is named ``name`` (runs.parquet as it is now: the
+    def _runs_named(self, name: str) -> list[int]:
+        """The ids of the dataset's runs named ``name`` (runs.parquet as it is now: the
         reading connection sees the dataset as it was when it was opened)."""
         if not (self.path / RUNS_FILE).is_file():
-            return False
+            return []
         con = duckdb.connect()
         try:
-            return bool(con.execute(f"SELECT 1 FROM read_parquet('{_q(self.path / RUNS_FILE)}') WHERE name = ? "
-                                    "LIMIT 1", [name]).fetchall())
+            return [r[0] for r in con.execute(f"SELECT run_id FROM read_parquet('{_q(self.path / RUNS_FILE)}') "
+                                              "WHERE name = ? ORDER BY run_id", [name]).fetchall()]
         finally:
             con.close()
 
@@ -403,7 +405,7 @@ def prepare_part(source: str, index: int, *, base_run_id: int, name=None, params
             stage.con.execute("SET temp_directory = ?", [str(Path(workdir) / f".spill-{run_id}")])
         res = ingest_into(stage, Path(source), name=name, params=params, known=known, threads=threads)
         if res.skipped:  # a hash the dataset holds
-            return _Part(source, None, run_id, res.digest, {}, None, None)
+            return _Part(source, None, run_id, res.digest, {}, None, None, asked_name=name)
         folder = Path(tempfile.mkdtemp(prefix=f"run{run_id}-", dir=workdir))
         catalog = stage.con.execute("SELECT current_database()").fetchall()[0][0]
         rows = write_run(stage.con, catalog, res.run_id, folder, run_id)
@@ -427,7 +429,7 @@ class DatasetDestination:
         if not (ds.path / RUNS_FILE).exists():
             create(ds.path)
         ds.check()
-        ds.close()
+        ds._release()
         self.ds = ds
         self.stage_parent = ds.path.resolve()
         con = duckdb.connect()
@@ -486,11 +488,17 @@ class DatasetDestination:
                 con.close()
         if hashes and (hit := self._holding(hashes)):
             part.discard()
-            return IngestResult(*hit[0], True, {}, digest=part.digest)
+            found = IngestResult(*hit[0], True, {}, digest=part.digest)
+            if part.asked_name is not None and part.asked_name != found.name:  # renamed, as in a store
+                self.ds.rename_run(found.run_id, part.asked_name)
+                found.renamed_from, found.name = found.name, part.asked_name
+            return found
         if part.folder is None:
             raise InputError(f"{part.source}: was skipped as already ingested, but the dataset no longer holds it")
         root = self.ds.path
         row_file = part.folder / "runs" / f"run_id={part.run_id}" / PART
+        if part.asked_name is not None:
+            self.ds.check_name_free(part.asked_name)
         name = part.asked_name or self.ds.default_name(part.name, part.source)
         for table_dir in sorted(p for p in part.folder.iterdir() if p.name != "runs"):
             target = root / table_dir.name / f"run_id={part.run_id}"
@@ -529,7 +537,7 @@ class DatasetDestination:
         """Nothing held between landings (each rewrites runs.parquet and lets go)."""
 
     def finish(self) -> None:
-        self.ds.close()
+        self.ds._release()
 
 
 def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[int]:

@@ -120,6 +120,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -131,7 +132,7 @@ import numpy as np
 import polars as pl
 
 from .errors import CaptureWarning, ParamError, QueryError, expect
-from .names import RUN_ID, cut_end, cut_text, distinct_labels, short_name
+from .names import RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_name
 from .registry import untraced
 from .store import CAPTURE_STATUS
 
@@ -957,12 +958,10 @@ def setup_differences(con, base: Side, new: Side) -> list[str]:
 def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
     """Compare ``new`` against ``base`` (run ids, run names, sweep ids or files); see the
     module docstring for the columns and the verdict rule."""
-    try:
-        if isinstance(threshold_pct, bool):  # (a bool is a number to Python: True would be 1 %)
-            raise TypeError(threshold_pct)
-        threshold = float(threshold_pct)
-    except (TypeError, ValueError) as err:
-        raise ParamError(f"--threshold {threshold_pct!r}: not a number") from err
+    for side, ref in (("base", base), ("new", new)):
+        expect(ref, (str, int, os.PathLike), f"diff: {side}")
+    expect(threshold_pct, (int, float), "--threshold")  # (not "5": a bool or text is no percentage)
+    threshold = float(threshold_pct)
     if not threshold > 0 or math.isinf(threshold):
         raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
     expect(by, (str, list, tuple, type(None)), "--by")
@@ -1083,7 +1082,10 @@ def _human(metric: str, v: float | None) -> str:
 
 def _shorten_key(key: str, width: int) -> str:
     """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
-    shortener; NVTX paths, API names and sweep points cut like other text."""
+    shortener; NVTX paths, API names and sweep points cut like other text; an empty one (an
+    NVTX range with no text) is ``(unnamed)``."""
+    if not key.strip():
+        return UNNAMED
     name, at, path = key.partition(" @ ")
     if name.startswith("void ") or any(c in name for c in "<("):
         name = short_name(name, width)

@@ -19,6 +19,9 @@ from collections.abc import Callable, Iterable, Sequence
 from .errors import QueryError, expect
 
 ELLIPSIS = "…"
+#: what a terminal table or a diff shows for a name that is empty or blank (an NVTX range
+#: pushed with no text): a blank key reads as a missing value; the data keep the name as is
+UNNAMED = "(unnamed)"
 RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
 #: the id `tracekit sweep` gives a sweep (params.sweep): diff and the sweep questions read it so
 SWEEP_ID = re.compile(r"sweep-[0-9]{8}T[0-9]{6}\.[0-9]{3}Z")

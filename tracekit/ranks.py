@@ -30,6 +30,9 @@ RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_W
 SIZE_ENV = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS")
 JOB_ENV = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID", "PBS_JOBID")
 
+#: the largest rank: the store reads ranks as 32-bit integers (schema_runs.sql's rank_runs)
+MAX_RANK = 2**31 - 1
+
 _NAME_RE = re.compile(r"(?:(?<=[^a-z0-9])|^)(?:rank[_-]?|r)(\d+)(?=[^a-z0-9]|$)", re.IGNORECASE)
 _ENV_RE = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)="?(.*?)"?$', re.S)
 
@@ -42,7 +45,7 @@ def rank_from_name(path: Path) -> tuple[int, str] | None:
             continue
         stem = parts[i]
         matches = list(_NAME_RE.finditer(stem))
-        if len(matches) == 1:
+        if len(matches) == 1 and int(matches[0].group(1)) <= MAX_RANK:
             m = matches[0]
             masked = stem[:m.start(1)] + "*" + stem[m.end(1):]
             return int(m.group(1)), str(Path(*parts[:i], masked, *parts[i + 1:]))
@@ -84,7 +87,7 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
     env = from_export(export) if export is not None else {}
     named = rank_from_name(source.resolve())
     if "rank" not in out:
-        value = next((env[k] for k in RANK_ENV if env.get(k, "").isdigit()), None)
+        value = next((env[k] for k in RANK_ENV if env.get(k, "").isdigit() and int(env[k]) <= MAX_RANK), None)
         if value is not None:
             out["rank"] = int(value)
         elif named is not None:
@@ -94,10 +97,10 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
             rank = int(out["rank"])
         except (TypeError, ValueError):
             rank = -1
-        if rank < 0:
+        if not 0 <= rank <= MAX_RANK:
             from .errors import ParamError
 
-            raise ParamError(f"--param rank={out['rank']!r}: a rank is a whole number, 0 or more") from None
+            raise ParamError(f"--param rank={out['rank']!r}: a rank is a whole number from 0 to {MAX_RANK}") from None
         out["rank"] = rank
     if "rank" not in out:
         return out

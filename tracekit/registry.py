@@ -60,6 +60,10 @@ _TYPES = {
     "BOOLEAN": bool,
 }
 
+#: what a parameter of each type takes from Python: its own type, or text (what the command
+#: line gives); a TEXT one a number too (``run=3``), a number one an integral float
+_ACCEPTED = {str: (str, int), int: (str, int, float), float: (str, int, float), bool: (str, bool)}
+
 
 @dataclass
 class Param:
@@ -77,6 +81,7 @@ class Param:
     def convert(self, value: Any, query: str) -> Any:
         if value is None:
             return None
+        expect(value, _ACCEPTED[_TYPES[self.type]], f"{query}: parameter {self.name}")
         if self.choices:
             given = [v.strip().lower() for v in str(value).split(",")] if self.several else [str(value).lower()]
             if not all(v in {c.lower() for c in self.choices} for v in given):
@@ -479,6 +484,7 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
     For a query of source ``nsys``/``ncu`` the run must be of that kind: a name picks the
     latest run of that name and kind, an id of another kind is an error naming both.
     ``all`` is an error when the query does not span runs (``spans_runs``)."""
+    expect(value, (str, int, type(None)), f"{qname}: run", QueryError)
     con = tk.con
     kinded = source in ("nsys", "ncu")
     if isinstance(value, str) and value.strip().lower() == "all":

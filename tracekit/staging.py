@@ -129,6 +129,8 @@ def land(tk: Tracekit, staged: Staged) -> IngestResult:
             if not tk._ingested_alone(found.run_id, h):  # part of another run folder's run
                 return tk._renamed(found, staged.asked_name, staged.asked_params, staged.source)
             replace, name = found.run_id, staged.asked_name or found.name
+        if staged.asked_name is not None:
+            tk.check_name_free(staged.asked_name, replace)
         if name is None:  # the run's own name (staged alone) unless the store or the command has it
             name = staged.asked_name or tk.default_name(staged.name, staged.source)
         con.execute("BEGIN TRANSACTION")
@@ -261,4 +263,4 @@ class StoreDestination:
 
     def _release(self) -> None:
         if str(self.tk.path) != ":memory:":
-            self.tk.close()
+            self.tk._release()

@@ -248,10 +248,12 @@ def own_run_name(path: Path) -> str:
 def one_at_a_time(method):
     """A public method of ``Tracekit`` run by one thread at a time: the object's one DuckDB
     connection refuses a second call while one runs (ResourceInUseException), so a store
-    shared by threads (a notebook's background jobs) serializes their calls instead."""
+    shared by threads (a notebook's background jobs) serializes their calls instead. On a
+    closed object it is an error (``check_open``), not a silent reopening."""
     @functools.wraps(method)
     def locked(self, /, *args, **kwargs):  # (positional only: a query parameter may be named self)
         with self._lock:
+            self.check_open()
             return method(self, *args, **kwargs)
     return locked
 
@@ -265,6 +267,7 @@ class Tracekit:
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.RLock()  # held by the method under way (one_at_a_time)
+        self._closed = False  # close() was called: no method may use the object again
         self._created = False  # this object created the store and committed nothing yet
         #: inside ``one_transaction``: ingests write without committing, the block commits
         self._one_transaction = False
@@ -327,9 +330,18 @@ class Tracekit:
         # fetchall: a fetchone() result stays open and DuckDB 2 refuses the next statement
         return bool(con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0])
 
+    def check_open(self) -> None:
+        """An error once ``close()`` was called: a closed object does not open the store again
+        behind the caller's back (a store closed to let another process write it, or to
+        release its lock, would be taken again)."""
+        if self._closed:
+            raise TracekitError(f"{self.path}: this Tracekit is closed; open the store again with "
+                                "tracekit.open(...)")
+
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection (opened, and the schema created, on first use)."""
+        self.check_open()
         if self._con is None:
             if self.read_only and not self.path.exists() and str(self.path) != ":memory:":
                 raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
@@ -527,8 +539,16 @@ class Tracekit:
             raise TracekitError(f"{self.path}: cannot write the store: its folder {folder} is not writable "
                                 f"(DuckDB writes its log, {self.path.name}.wal, beside it); nothing was written")
 
-    @one_at_a_time
     def close(self) -> None:
+        """Close the store: its connection and lock are released, and the object is done
+        with (a later call is an error; closing again does nothing)."""
+        with self._lock:
+            self._release()
+            self._closed = True
+
+    def _release(self) -> None:
+        """Let go of the connection (and with it the store's lock); the next use opens it
+        again. What the library does between steps that another connection must see."""
         if self._con is not None:
             self._con.close()
             self._con = None
@@ -677,6 +697,8 @@ class Tracekit:
                     return self._renamed(existing, p.name, p.asked_params, p.source)  # part of another folder's run
                 p.replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
                 p.name = p.name or existing.name
+        if p.name is not None:  # asked for (or the replaced run's): no other run may have it
+            self.check_name_free(p.name, p.replace)
         p.name = p.name or self.default_name(p.default_name, p.source)
         return p
 
@@ -688,9 +710,25 @@ class Tracekit:
         return names.choose(own, Path(source).resolve().parent.name, self._name_taken)
 
     def _name_taken(self, name: str) -> bool:
+        return bool(self._runs_named(name))
+
+    def _runs_named(self, name: str) -> list[int]:
+        """The ids of the runs named ``name``."""
         if not self.path.exists() and str(self.path) != ":memory:":
-            return False  # nothing ingested yet (and no database created before the input is written)
-        return bool(self.con.execute("SELECT 1 FROM runs WHERE name = ? LIMIT 1", [name]).fetchall())
+            return []  # nothing ingested yet (and no database created before the input is written)
+        return [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE name = ? ORDER BY run_id",
+                                               [name]).fetchall()]
+
+    def check_name_free(self, name: str, run_id: int | None = None) -> None:
+        """A one-line error where a run other than ``run_id`` is named ``name``. A name
+        asked for (``runs rename``, ``ingest --name``) names one run: two runs of one name
+        would make ``--run NAME`` pick the latest of them, not necessarily the one just
+        named, and ``runs rename``/``runs rm NAME`` refuse it."""
+        others = [i for i in self._runs_named(name) if i != run_id]
+        if others:
+            other = others[0]
+            raise QueryError(f"run name {name!r} is taken by run {other}; choose another name, or rename or "
+                             f"remove run {other} first (tracekit runs rename {other} NEW, tracekit runs rm {other})")
 
     @contextlib.contextmanager
     def one_command(self, inputs):
@@ -982,6 +1020,7 @@ class Tracekit:
     # -- managing runs ----------------------------------------------------
     def resolve(self, run: str | int) -> tuple[int, str]:
         """(run id, name) of a run given by id or by name; a name two runs share is an error."""
+        expect(run, (str, int), "run", QueryError)
         if not self.path.exists() and str(self.path) != ":memory:":
             raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
         text = str(run).strip()
@@ -1002,6 +1041,7 @@ class Tracekit:
         """Rename a run; returns (run id, old name)."""
         new_name = check_run_name(new_name)
         run_id, old = self.resolve(run)
+        self.check_name_free(new_name, run_id)
         self._check_can_write(f"cannot rename run {run_id} ({old})")
         try:
             self.con.execute("UPDATE runs SET name = ? WHERE run_id = ?", [new_name, run_id])
@@ -1191,21 +1231,23 @@ def _out_of_range(col: str, typ: str) -> str:
 
 #: run parameters the sweep and rank queries read as whole numbers (schema_runs.sql)
 COUNT_PARAMS = {"bs": "the batch size", "nc": "the number of candidates", "world_size": "the job's ranks"}
+#: the largest of them: the queries read them as 32-bit integers
+MAX_COUNT = 2**31 - 1
 
 
 def _check_counts(params: dict, where: str, error: type[TracekitError] = ParamError) -> None:
-    """Each of COUNT_PARAMS given is a whole number, 1 or more (a JSON number or its text:
-    ``--param bs=8``), not text the queries would fail to cast for the whole store."""
+    """Each of COUNT_PARAMS given is a whole number from 1 to MAX_COUNT (a JSON number or
+    its text: ``--param bs=8``), not a value the queries would fail to cast for the whole store."""
     for key, what in COUNT_PARAMS.items():
         if key not in params:
             continue
         v = params[key]
         try:
-            ok = not isinstance(v, bool) and float(v) == int(v) >= 1
+            ok = not isinstance(v, bool) and float(v) == int(v) and 1 <= int(v) <= MAX_COUNT
         except (TypeError, ValueError, OverflowError):
             ok = False
         if not ok:
-            raise error(f"{where}{key}={v!r}: {key} ({what}) is a whole number, 1 or more")
+            raise error(f"{where}{key}={v!r}: {key} ({what}) is a whole number from 1 to {MAX_COUNT}")
 
 
 def _ident(name: str) -> str:

@@ -41,6 +41,9 @@ _SI_UNITS = [("bytes_per_s", "B/s"), ("flops_per_s", "FLOP/s"), ("ops_per_s", "O
 _PREFIXES = {-4: "p", -3: "n", -2: "µ", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T", 5: "P", 6: "E"}
 #: columns holding kernel names, shortened by names.short_name
 KERNEL_NAME_COLUMNS = ("name", "kernel_name", "top_kernel", "kernel")
+#: columns holding NVTX range names or paths: an empty one (a range given no text) shows as
+#: ``names.UNNAMED``, not as a blank cell that reads as "no range"
+NVTX_COLUMNS = ("path", "nvtx_path", "nvtx_range")
 #: free text: narrowed before any other column, and cut at the end (no labels told apart)
 FREE_TEXT_COLUMNS = ("note", "notes", "description", "command", "params", "source_path")
 _ID = re.compile(r"(^|_)(id|pid|tid)$")
@@ -201,6 +204,8 @@ def format_column(col: str, dtype: str, values: Sequence[Any], unit: str | None 
     """(header, cells, is_number) for one column; ``unit``: a time column's unit (ns, us,
     ms, s; by default the one its own values read best in)."""
     if not _is_numeric(dtype):
+        if col.lower() in NVTX_COLUMNS:
+            return col, [names.UNNAMED if isinstance(v, str) and not v.strip() else _text(v) for v in values], False
         return col, [_text(v) for v in values], False
     nums = [_num(v) for v in values]
     present = [v for v in nums if v is not None]

@@ -188,6 +188,17 @@ SELECT 'osrt', count(*), coalesce(sum(length(name)), 0) FROM osrt_calls
 WHERE $osrt AND run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 """
 
+#: the span of the run's events of the kinds exported: the capture's, as the trace sees it
+_SPAN = """
+SELECT min(lo), max(hi) FROM (
+    SELECT min(start_ns) AS lo, max(end_ns) AS hi FROM api_calls WHERE run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM nvtx_ranges WHERE run_id = $run
+    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM nvtx_marks WHERE run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM gpu_ops WHERE run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM osrt_calls WHERE $osrt AND run_id = $run
+)
+"""
+
 _THREADS = """
 SELECT pid, tid, any_value(name) AS name FROM threads WHERE run_id = $run GROUP BY pid, tid
 """
@@ -230,6 +241,22 @@ def resolve_window(tk, run_id: int, start_ns: int | None = None, end_ns: int | N
         return Window()
     return Window(start_ns, end_ns, f"{'-inf' if start_ns is None else start_ns} to "
                                     f"{'+inf' if end_ns is None else end_ns} ns")
+
+
+def check_in_capture(tk, run_id: int, window: Window, osrt: bool = False) -> None:
+    """A one-line error where a --from/--to window lies wholly outside the span of the
+    run's events (what the trace would hold: nothing), naming the window and that span in
+    ns, the unit of --from/--to. A window that overlaps it, even in part, is fine."""
+    lo, hi = window.start_ns, window.end_ns
+    if lo is None and hi is None:
+        return
+    first, last = tk.con.execute(_SPAN, {"run": run_id, "osrt": osrt}).fetchall()[0]
+    if first is None or not ((hi is not None and hi < first) or (lo is not None and lo > last)):
+        return
+    asked = " ".join(f"{opt} {v}" for opt, v in (("--from", lo), ("--to", hi)) if v is not None)
+    raise QueryError(f"export trace: {asked} (ns) is outside run {run_id}'s capture, whose events span "
+                     f"{first} to {last} ns; choose a window inside it (`tracekit query nvtx-ranges` "
+                     "prints times on this clock)")
 
 
 def _params(run_id: int, window: Window) -> dict[str, Any]:
@@ -456,6 +483,8 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
         from .registry import check_traced
 
         check_traced(tk, "export trace --osrt", run_id, ["osrt_calls"], advice=", or leave out --osrt")
+    if nvtx is None:  # (an NVTX range's window is in the capture)
+        check_in_capture(tk, run_id, window, osrt)
     counts, est = estimate(tk, run_id, window, osrt)
     if est > max_bytes and not force:
         raise QueryError(

@@ -1176,12 +1176,16 @@ def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, caps
     assert err == ("tracekit: warning: diff: the captures differ in setup: env TRACEKIT_TILES /tmp/half_sms.json "
                    "-> /tmp/missing.json\n") and out.startswith("scope,key")
     with tracekit.open(tmp_path / "sweeps.duckdb") as tk:  # the large preset, 20 requests a point; medium, 40
-        for run in [*sorted(SWEEP.iterdir()), *sorted((SWEEP_PAIR / "a" / "runs").iterdir())]:
+        for run in [*sorted(SWEEP.iterdir()), *(r for x in "ac" for r in sorted((SWEEP_PAIR / x / "runs").iterdir()))]:
             tk.ingest(run)
         large = tk.sql("SELECT DISTINCT json_extract_string(params, '$.sweep') s FROM runs "
                        "WHERE json_extract_string(params, '$.preset') = 'large'")["s"].to_list()
         with pytest.warns(CaptureWarning, match=r"differ in setup: preset large -> medium; iters 20 -> 40$"):
             tk.diff(large[0], _sweep_id("a"))
+        with pytest.warns(CaptureWarning, match=r"differ in setup: attention tracekit\.kernels\."
+                                                r"hstu_attention_cached\[triton\] -> tracekit\.kernels\."
+                                                r"hstu_attention_cached\[reference\]$"):
+            tk.diff(_sweep_id("a"), _sweep_id("c"))  # (the same sweep with the reference attention)
 
 
 # -- chart -------------------------------------------------------------------------------

@@ -947,7 +947,7 @@ def setup_differences(con, base: Side, new: Side) -> list[str]:
         if k == "code":  # a commit: its first 12 digits, and whether the tree was dirty
             head, plus, rest = text.partition("+")
             text = head[:12] + plus + rest
-        return cut_end(text, 40)
+        return cut_end(text, 100)
 
     return [f"{k} {shown(k, b[k])} -> {shown(k, n[k])}" for k in changed]
 

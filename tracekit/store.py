@@ -428,11 +428,12 @@ class Tracekit:
         return row[0][0] if row else None
 
     def _discard_if_new(self) -> None:
-        """Close, and delete the store file if this object created it and has not
-        committed a run to it yet: a failed first ingest leaves no empty store behind."""
+        """Let go of the store, and delete its file if this object created it and has not
+        committed a run to it yet: a failed first ingest leaves no empty store behind (the
+        object stays usable: its next call opens, or creates, the store again)."""
         if not self._created:
             return
-        self.close()
+        self._release()
         for f in (self.path, self.path.with_name(self.path.name + ".wal")):
             f.unlink(missing_ok=True)
         self._created = False
@@ -463,10 +464,10 @@ class Tracekit:
         try:
             self._check_tables()
         except duckdb.Error as err:
-            self.close()
+            self._release()  # (the next call checks it again and says so again)
             raise self.db_error(err, str(self.path)) from err
         except TracekitError:
-            self.close()
+            self._release()
             raise
 
     def _check_tables(self) -> None:

@@ -1062,7 +1062,8 @@ def test_ncu_noise_pair_of_a_real_program_is_quiet(ncu_pair, base, new, capsys):
     beyond_threshold = held.filter(pl.col("delta_pct").abs() > 5)
     assert beyond_threshold.height >= 2  # what the threshold alone would have called regressed
     for r in beyond_threshold.iter_rows(named=True):  # all of them short launches
-        dur = df.filter((pl.col("key") == r["key"]) & (pl.col("metric") == "duration_ns"))["base"][0]
+        row = df.filter((pl.col("key") == r["key"]) & (pl.col("metric") == "duration_ns")).row(0, named=True)
+        dur = min(row["base"], row["new"])  # (the shorter side's launches size the noise)
         limit = round(100 * D.NCU_NOISE_NS / dur + D.NCU_NOISE_PCT, 1)
         assert dur < 10_000 and abs(r["delta_pct"]) <= limit and f"<= {limit:g}%" in r["note"]
     assert cli_main(["--db", str(ncu_pair.path), "diff", base, new, "--gate"]) == 0
@@ -1165,8 +1166,9 @@ def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, caps
     """A comparison says what differed in the captures' setup (tracekit capture's meta.json):
     the tiles file a run was given, a sweep's preset and request count; captures of one setup
     say nothing. The CLI prints it as one warning line."""
+    tiles = "tiles file (none: the built-in tiles) -> sha256 8a33991d97b3"  # (half_sms.json's content)
     with pytest.warns(CaptureWarning, match=r"differ in setup: env TRACEKIT_TILES /tmp/missing\.json -> "
-                                            r"/tmp/half_sms\.json$"):
+                                            r"/tmp/half_sms\.json; " + re.escape(tiles) + "$"):
         ncu_pair.diff("base", "half_sms")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -1174,7 +1176,21 @@ def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, caps
     assert cli_main(["--db", str(ncu_pair.path), "diff", "half_sms", "base", "-f", "csv"]) == 0
     out, err = capsys.readouterr()
     assert err == ("tracekit: warning: diff: the captures differ in setup: env TRACEKIT_TILES /tmp/half_sms.json "
-                   "-> /tmp/missing.json\n") and out.startswith("scope,key")
+                   "-> /tmp/missing.json; tiles file sha256 8a33991d97b3 -> (none: the built-in tiles)\n")
+    assert out.startswith("scope,key")
+    # a capture that recorded its settings without TRACEKIT_TILES (the built-in tiles): unset,
+    # not unknown (base's meta.json as such a capture writes it)
+    folder = tmp_path / "builtin"
+    shutil.copytree(NCU_PAIR / "base", folder)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["settings"] = {"env": {}, "tiles_file": None, "tiles_sha256": None}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    with tracekit.open(tmp_path / "builtin.duckdb") as tk:
+        tk.ingest(folder, name="builtin")
+        tk.ingest(NCU_PAIR / "half_sms", name="half_sms")
+        with pytest.warns(CaptureWarning, match=r"differ in setup: env TRACEKIT_TILES \(unset\) -> "
+                                                r"/tmp/half_sms\.json; " + re.escape(tiles) + "$"):
+            tk.diff("builtin", "half_sms")
     with tracekit.open(tmp_path / "sweeps.duckdb") as tk:  # the large preset, 20 requests a point; medium, 40
         for run in [*sorted(SWEEP.iterdir()), *(r for x in "ac" for r in sorted((SWEEP_PAIR / x / "runs").iterdir()))]:
             tk.ingest(run)
@@ -1186,6 +1202,81 @@ def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, caps
                                                 r"hstu_attention_cached\[triton\] -> tracekit\.kernels\."
                                                 r"hstu_attention_cached\[reference\]$"):
             tk.diff(_sweep_id("a"), _sweep_id("c"))  # (the same sweep with the reference attention)
+
+
+def test_launch_by_launch_rule_edge_cases():
+    """Many launches: a sign test (one launch of 100 the other way does not hide a real
+    change); few: every launch that moved went one way and most moved; launches that did not
+    move count for neither way; launches of another grid or block at a place are not paired."""
+    assert D._sign_p(8, 0) == pytest.approx(2 / 256) and D._sign_p(8, 0) < D.ALPHA < D._sign_p(7, 0)
+    assert D._paired([500.0] * 99 + [-200.0])[0]
+    real, why = D._paired([500.0] * 6 + [-200.0] * 4)
+    assert not real and "6 up, 4 down: sign test" in why
+    assert D._paired([2000.0, 2000.0, 2000.0, 2000.0, 0.0])[0]  # (the one that did not move goes no way)
+    assert not D._paired([2000.0, -32.0, 2000.0])[0]
+    real, why = D._paired([2000.0, 0.0, 0.0, 0.0])
+    assert not real and why == "most launches did not move (3 of 4)"
+    a = [{"grid_size": g, "block_size": 128} for g in (64, 1024, 16384)]
+    assert D._aligned(a, [dict(x) for x in a]) and not D._aligned(a, a[::-1]) and not D._aligned(a, a[:2])
+
+
+def test_ncu_reports_without_a_duration_do_not_judge_measured_values(tmp_path):
+    """ncu's noise is sized by the launch's duration: a report of chosen metrics without
+    gpu__time_duration (ncu_diff_a/_b with that metric taken out) has its measured values
+    shown, not judged; its launch settings are compared as before."""
+    with tracekit.open(tmp_path / "nodur.duckdb") as tk:
+        tk.ingest(DATA / "ncu_diff_a" / "report.ncu-rep.xz", name="a")
+        tk.ingest(DATA / "ncu_diff_b" / "report.ncu-rep.xz", name="b")
+        judged = tk.diff("a", "b").filter(pl.col("metric") == "achieved_occupancy_pct")["verdict"].to_list()
+        tk.con.execute("DELETE FROM ncu_metrics WHERE metric = 'gpu__time_duration.sum'")
+        df = tk.diff("a", "b")
+    assert judged == ["regressed"]  # (84 % -> 47 %, with the duration)
+    by = {r["metric"]: r for r in df.iter_rows(named=True)}
+    assert "duration_ns" not in by and by["achieved_occupancy_pct"]["verdict"] == "unchanged"
+    assert "no duration to size ncu's noise by" in by["achieved_occupancy_pct"]["note"]
+    assert by["block_size"]["note"].endswith("a launch setting with no better/worse direction")
+
+
+_MIRROR = {"regressed": "improved", "improved": "regressed", "unchanged": "unchanged", "added": "removed",
+           "removed": "added"}
+
+
+@pytest.mark.parametrize("base, new", [("ncu_app_replay", "ncu_metrics"), ("ncu_full", "ncu_sections"),
+                                       ("ncu_diff_a", "ncu_diff_b"), ("ncu_shapes_a", "ncu_shapes_slow")])
+def test_ncu_verdicts_mirror_when_the_sides_swap(tmp_path, base, new):
+    """A against B and B against A say the same thing the other way round: ncu's noise is
+    sized by the shorter side's launches, not by whichever is the base (the same program in
+    application replay with the full set and with seven chosen metrics: its SM throughput
+    +15.7 % one way was "improved" while -13.6 % the other way was within the noise)."""
+    with tracekit.open(tmp_path / "m.duckdb") as tk:
+        for n in (base, new):
+            tk.ingest(DATA / n / "report.ncu-rep.xz", name=n)
+        there, back = ({(r["key"], r["metric"]): r["verdict"] for r in tk.diff(a, b).iter_rows(named=True)}
+                       for a, b in ((base, new), (new, base)))
+    assert {k: _MIRROR[v] for k, v in there.items()} == back
+
+
+def test_a_failed_comparison_leaves_the_object_usable(tmp_path):
+    """A comparison that fails on a store it was creating deletes the empty store (no file
+    left behind) and leaves the caller's object usable, as before the closed-object check."""
+    tk = tracekit.open(tmp_path / "fresh.duckdb")
+    with pytest.raises(tracekit.QueryError, match="share no scope"):
+        tk.diff(DATA / "ncu_metrics" / "report.ncu-rep.xz", DATA / "nsys_cpu_only" / "export.sqlite.xz")
+    assert not (tmp_path / "fresh.duckdb").exists()
+    assert tk.ingest(DATA / "ncu_metrics" / "report.ncu-rep.xz").run_id == 1
+    tk.close()
+
+
+def test_text_with_an_at_sign_elsewhere_is_no_ncu_key():
+    """Only diff's key column reads ``kernel @ path`` as an ncu key: an NVTX path whose text
+    holds " @ " keeps its end in any other table, within the width."""
+    from tracekit import table
+
+    rows = table.Rows(["nvtx_path", "n"], ["VARCHAR", "BIGINT"],
+                      [(f"train/epoch @ 3/forward/attention/kernel_launch_{i}", i) for i in range(3)])
+    out = table.render(rows, width=30)
+    assert max(len(line) for line in out.splitlines()) <= 30
+    assert all(f"/kernel_launch_{i}  " in out for i in range(3)) and " @ " not in out, out
 
 
 # -- chart -------------------------------------------------------------------------------

@@ -596,7 +596,9 @@ def diff_cmd(
         from .table import Rows
 
         shown = _diff.changes_first(df, rows)  # every change, then the largest unchanged rows
-        _show(Rows.from_polars(_diff.display(shown)), out, display=_diff.DISPLAY, columns=cols,
+        table = Rows.from_polars(_diff.display(shown))
+        table.shorteners = {"key": _diff.shorten_key}  # (an ncu key: its kernel, then its NVTX path's end)
+        _show(table, out, display=_diff.DISPLAY, columns=cols,
               all_columns=all_columns, store_path=tk.path)
         counts = df["verdict"].value_counts(sort=True).rows()
         more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"

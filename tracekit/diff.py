@@ -72,12 +72,15 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   value (not the launch's configuration), when it changed beyond ncu's own noise at the
   launch's duration if that is larger than the threshold (``NCU_NOISE_NS`` / duration +
   ``NCU_NOISE_PCT``: a launch moves by ~100 ns, up to ~0.5 us, between two reports of one
-  program, 12.5 % of a 3 us launch; tests/data/hstu_capture_ncu_pair). Where both reports
-  have the same number of launches of a key, the k-th launch of one is compared with the
-  k-th of the other instead, and the change is real when every launch moved the same way:
-  launches of one kernel at several sizes overlap before and after even when each got
-  slower (tests/data/ncu_shapes_a/_slow: +13 to +35 % at every size, ranges 2.5-44.8 us
-  against 3.1-57.3 us). A rate (throughput, FLOP/s, % of roof, occupancy) that moved against
+  program, 12.5 % of a 3 us launch; tests/data/hstu_capture_ncu_pair), sized by the shorter
+  side's launches (the same verdict either way round) and not judged at all where a report
+  has no duration (chosen metrics without gpu__time_duration). Where both reports have as
+  many launches of a key, each with its counterpart's grid and block, the k-th launch of one
+  is compared with the k-th of the other instead: the change is real when every launch that
+  moved went the same way and most moved, or, from ``SIGN_MIN`` (8) launches that moved, by a
+  sign test (p < ALPHA): launches of one kernel at several sizes overlap before and after
+  even when each got slower (tests/data/ncu_shapes_a/_slow: +13 to +35 % at every size,
+  ranges 2.5-44.8 us against 3.1-57.3 us). A rate (throughput, FLOP/s, % of roof, occupancy) that moved against
   its launch's judged duration (up while the launch got slower) is not judged: the launch's
   work changed, and the rate says how busy it kept the GPU, not that it got better; registers, block
   and grid size, waves per SM and arithmetic intensity describe the launch and have no
@@ -777,6 +780,40 @@ def _ncu_groups(df: pl.DataFrame, side: int) -> dict[tuple, list[dict]]:
     return groups
 
 
+#: from this many launches that moved, a key's launch-by-launch change is judged by a sign
+#: test (p < ALPHA: 8 launches all one way give p = 0.0078); fewer: every launch that moved
+#: must have moved the same way, and most launches must have moved
+SIGN_MIN = 8
+
+
+def _sign_p(up: int, down: int) -> float:
+    """Two-sided exact sign test: the chance of a split at least as lopsided as up:down."""
+    n, k = up + down, min(up, down)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+def _aligned(lb_: list[dict], ln_: list[dict]) -> bool:
+    """Whether the k-th launch of one report is the k-th of the other: as many launches,
+    each with its counterpart's grid and block (ncu numbers launches in the order it
+    intercepted them: host threads, processes or a changed program reorder them, and a
+    launch at one size would be paired with one at another)."""
+    return len(lb_) == len(ln_) and all(
+        (x["grid_size"], x["block_size"]) == (y["grid_size"], y["block_size"]) for x, y in zip(lb_, ln_, strict=True))
+
+
+def _paired(steps: list[float]) -> tuple[bool, str]:
+    """(real, why not) for launches compared k-th with k-th; launches that did not move
+    count for neither way."""
+    up, down = sum(d > 0 for d in steps), sum(d < 0 for d in steps)
+    moved = up + down
+    if moved >= SIGN_MIN:
+        p = _sign_p(up, down)
+        return p < ALPHA, f"launches moved both ways ({up} up, {down} down: sign test {_p_is(p)})"
+    if up and down:
+        return False, f"launches moved both ways ({min(steps):+.6g}..{max(steps):+.6g}, launch by launch)"
+    return moved * 2 > len(steps), f"most launches did not move ({len(steps) - moved} of {len(steps)})"
+
+
 def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
     df = con.sql(_sql("ncu_launches"), params=params).pl()
     stalls = con.sql(_sql("ncu_stalls"), params=params).pl()
@@ -816,7 +853,10 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
         launches = f"launches {len(lb_)} -> {len(ln_)}" if lb_ and ln_ and len(lb_) != len(ln_) else ""
         dur = [np.median([x["duration_ns"] for x in lst if x["duration_ns"] is not None] or [np.nan]) for lst in (lb_, ln_)]
         effect = abs(np.nan_to_num(dur[1]) * len(ln_) - np.nan_to_num(dur[0]) * len(lb_))
-        noise = round(100 * NCU_NOISE_NS / dur[0] + NCU_NOISE_PCT, 1) if dur[0] > 0 else 0.0
+        # the noise of the shorter side's launches (the same either way round; NaN: no duration)
+        shorter = min((d for d in dur if d > 0), default=None)
+        noise = None if shorter is None else round(100 * NCU_NOISE_NS / shorter + NCU_NOISE_PCT, 1)
+        aligned = _aligned(lb_, ln_)
         stalled = [c for c in stall_cols if max((x[c] or 0 for x in (*lb_, *ln_)), default=0) >= STALL_MIN_CYCLES]
         stalled.sort(key=lambda c: -max(x[c] or 0 for x in (*lb_, *ln_)))  # the largest stall first
         timed = "unchanged"  # the duration's verdict (the first metric)
@@ -836,28 +876,33 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
             if not vb or not vn:
                 continue
             b, n = float(np.median(vb)), float(np.median(vn))
-            pairs = [(x[col], y[col]) for x, y in zip(lb_, ln_, strict=False)
-                     if x[col] is not None and y[col] is not None] if len(lb_) == len(ln_) else []
-            if pairs:  # the k-th launch of one report against the k-th of the other: all one way
+            pairs = [(x[col], y[col]) for x, y in zip(lb_, ln_, strict=True)
+                     if x[col] is not None and y[col] is not None] if aligned else []
+            if pairs:  # the k-th launch of one report against the k-th of the other
                 steps = [y - x for x, y in pairs]
                 moved = [_pct(d, x) for (x, _), d in zip(pairs, steps, strict=True)]
-                real = all(d > 0 for d in steps) or all(d < 0 for d in steps)
-                held = f"launches moved both ways ({min(steps):+.6g}..{max(steps):+.6g}, launch by launch)"
+                real, held = _paired(steps)
             else:
                 real = min(vn) > max(vb) or max(vn) < min(vb)
-                held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
+                held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})" + (
+                    "; in another order in each report: not compared launch by launch"
+                    if len(lb_) == len(ln_) else "")
             undirected = ("where the warps' cycles go, not how long the launch takes: not judged"
                           if col == "warp_cycles_per_issue" or col.startswith("stall_") else
                           "what the launch computes per byte, with no better/worse direction" if col == "ai_dram" else
                           "a launch setting with no better/worse direction")
-            if col in NCU_EXACT or noise <= threshold:
+            if col in NCU_EXACT or (noise is not None and noise <= threshold):
                 verdict, note = _judge(b, n, threshold, direction, real, held, undirected=undirected)
+            elif noise is None:  # (a report of chosen metrics without gpu__time_duration)
+                verdict, note = _judge(b, n, threshold, direction, False,
+                                       "no duration to size ncu's noise by: a measured value is not judged",
+                                       undirected=undirected)
             else:
                 verdict, note = _judge(b, n, noise, direction, real, held, undirected=undirected,
-                                       within=f"ncu's noise for a {_human('duration_ns', dur[0])} launch")
+                                       within=f"ncu's noise for a {_human('duration_ns', shorter)} launch")
             if metric == "duration_ns":
                 timed = verdict
-            elif verdict != "unchanged" and timed != "unchanged" and verdict != timed:
+            elif verdict != "unchanged" and timed != "unchanged" and verdict != timed and col not in NCU_EXACT:
                 # a rate up while the launch got slower (or down while faster): the launch's
                 # work changed; the rate says how busy it kept the GPU, not that it got better
                 verdict, note = "unchanged", f"differs against a duration that {timed}: the launches' work changed"
@@ -931,6 +976,9 @@ def _setup(con, side: Side) -> dict[str, Any]:
             for k, x in items:
                 if x is not None:
                     seen.setdefault(label if k is None else f"{label} {k}", set()).add(json.dumps(x, sort_keys=True))
+        # settings recorded (as captures do since they record them): a variable not in its env
+        # was unset, and no tiles file is the built-in tiles, not something unknown
+        seen.setdefault("settings", set()).add(json.dumps(isinstance(row["meta"].get("settings"), dict)))
     return {k: json.loads(next(iter(v))) for k, v in seen.items() if len(v) == 1}
 
 
@@ -938,7 +986,14 @@ def setup_differences(con, base: Side, new: Side) -> list[str]:
     """What differs between the two sides' captures (``SETUP``), as ``label base -> new``;
     a value one side did not record is not compared."""
     b, n = _setup(con, base), _setup(con, new)
-    changed = [k for k in b if k in n and b[k] != n[k] and k != "workload preset"]
+    if b.get("settings") and n.get("settings"):
+        for one, other in ((b, n), (n, b)):
+            for k in other:
+                if k.startswith("env ") and k not in one:
+                    one[k] = "(unset)"
+            if "tiles file" in other and "tiles file" not in one:
+                one["tiles file"] = "(none: the built-in tiles)"
+    changed = [k for k in b if k in n and b[k] != n[k] and k not in ("settings", "workload preset")]
     if "preset" in changed:  # (the workload's sizes follow from its preset)
         changed = [k for k in changed if not k.startswith("workload ")]
 
@@ -947,6 +1002,8 @@ def setup_differences(con, base: Side, new: Side) -> list[str]:
         if k == "code":  # a commit: its first 12 digits, and whether the tree was dirty
             head, plus, rest = text.partition("+")
             text = head[:12] + plus + rest
+        elif k == "tiles file" and not text.startswith("("):  # its content's sha256
+            text = f"sha256 {text[:12]}"
         return cut_end(text, 100)
 
     return [f"{k} {shown(k, b[k])} -> {shown(k, n[k])}" for k in changed]
@@ -1080,7 +1137,7 @@ def _human(metric: str, v: float | None) -> str:
     return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.3g}"
 
 
-def _shorten_key(key: str, width: int) -> str:
+def shorten_key(key: str, width: int) -> str:
     """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
     shortener; NVTX paths, API names and sweep points cut like other text; an empty one (an
     NVTX range with no text) is ``(unnamed)``."""
@@ -1089,14 +1146,23 @@ def _shorten_key(key: str, width: int) -> str:
     name, at, path = key.partition(" @ ")
     if name.startswith("void ") or any(c in name for c in "<("):
         name = short_name(name, width)
-    return cut_text(name + at + path, width)
+    if not at or len(name) + 3 + len(path) <= width or width < 24:
+        return cut_text(name + at + path, width)
+    # an ncu key, kernel @ NVTX path: the kernel's name first, then the path's last part
+    # whole where it fits beside 8 characters of the name
+    tail = min(max(len(path.rstrip("/").rsplit("/", 1)[-1]) + 2, 12), width - 11)
+    head = cut_end(name, max(min(width * 3 // 5, width - 3 - tail), 8))
+    out = f"{head} @ {cut_text(path, width - len(head) - 3)}"
+    if len(out) <= width and out.endswith(path.rstrip("/").rsplit("/", 1)[-1]):
+        return out
+    return cut_text(name + at + path, width)  # (too narrow for both: the path's end)
 
 
 def short_keys(keys: list[str], width: int = 60) -> dict[str, str]:
     """Each key as a person reads it: the labels tables and charts use
     (``names.distinct_labels``: two different keys never read alike)."""
     unique = list(dict.fromkeys(keys))
-    return dict(zip(unique, distinct_labels(unique, width, _shorten_key), strict=True))
+    return dict(zip(unique, distinct_labels(unique, width, shorten_key), strict=True))
 
 
 #: the columns a terminal shows by default (p with --all-columns): the note says why a

@@ -61,16 +61,9 @@ def cut_end(text: str, width: int) -> str:
 
 def cut_text(text: str, width: int) -> str:
     """``text`` in at most ``width`` characters: a '/'-separated path keeps its last
-    components whole (``…/hstu.layer4/hstu_attention``); ``name @ path`` (an ncu kernel and
-    the NVTX path of its launches) keeps the start of the name and the end of the path
-    (``_hstu_cached_sk_kernel @ …/hstu_attention``); other text is cut at the end."""
+    components whole (``…/hstu.layer4/hstu_attention``), other text is cut at the end."""
     if len(text) <= width:
         return text
-    name, at, path = text.partition(" @ ")
-    if at and "/" in path:  # the path's last part whole where it fits beside 8 of the name
-        tail = min(max(len(path.rstrip("/").rsplit("/", 1)[-1]) + 2, 12), width - 11)
-        head = cut_end(name, max(min(width * 3 // 5, width - 3 - tail), 8))
-        return f"{head} @ {cut_text(path, max(width - len(head) - 3, 12))}"
     if "/" in text.rstrip("/"):
         parts = text.rstrip("/").split("/")
         keep = ""

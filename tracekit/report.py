@@ -509,10 +509,12 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
                      f"judged, and NVTX wall time where neither run traced CUDA counts beyond "
                      f"{max(threshold, _diff.HOST_NOISE_PCT):g} %")
     if "ncu" in scopes:
-        rules.append("ncu: the launches of the two reports do not overlap and a measured value "
-                     f"moved beyond ncu's own noise at the launch's duration ({_diff.NCU_NOISE_NS:g} ns + "
-                     f"{_diff.NCU_NOISE_PCT:g} % of it) where that exceeds the threshold; launch settings and warp "
-                     "states are shown, not judged")
+        rules.append("ncu: the launches moved one way, each against its counterpart in the other report "
+                     f"(a sign test from {_diff.SIGN_MIN} launches; where they cannot be paired, the launches of "
+                     "the two reports do not overlap), and a measured value moved beyond ncu's own noise at the "
+                     f"launch's duration ({_diff.NCU_NOISE_NS:g} ns + {_diff.NCU_NOISE_PCT:g} % of it) where that "
+                     "exceeds the threshold; a rate that moved against its launch's duration (more work), launch "
+                     "settings and warp states are shown, not judged")
     if "sweep" in scopes:
         rules.append(f"sweeps: request latencies count beyond {max(threshold, _diff.HOST_NOISE_PCT):g} % and must "
                      f"pass Mann-Whitney U (p < {_diff.ALPHA:g})")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -64,6 +64,16 @@ class Rows:
     #: the columns that hold kernel names (shortened as such); a named query says which
     #: of its columns do (a run's ``name`` is no kernel's)
     kernel_columns: tuple[str, ...] = KERNEL_NAME_COLUMNS
+    #: a column's own shortener, ``(text, width) -> label``, where its values are of a kind
+    #: the defaults do not know (diff's keys: ``kernel @ NVTX path``)
+    shorteners: dict[str, Callable[[str, int], str]] = field(default_factory=dict)
+
+    def shortener(self, col: str) -> Callable[[str, int], str]:
+        """How a text column's cells are shortened: its own shortener, a kernel name's, or
+        the path-aware cut of other text."""
+        if col in self.shorteners:
+            return self.shorteners[col]
+        return _kernel_name if col.lower() in self.kernel_columns else names.cut_text
 
     @classmethod
     def from_relation(cls, rel) -> Rows:
@@ -83,7 +93,7 @@ class Rows:
         idx = [self.columns.index(c) for c in cols]
         return Rows([self.columns[i] for i in idx], [self.types[i] for i in idx],
                     [tuple(r[i] for i in idx) for r in self.rows], self.total,
-                    [c for c in self.columns if c not in cols], self.kernel_columns)
+                    [c for c in self.columns if c not in cols], self.kernel_columns, self.shorteners)
 
     def without_empty(self) -> Rows:
         """The columns holding a value in some row (all of them when there are no rows)."""
@@ -92,7 +102,8 @@ class Rows:
             return self
         return Rows([self.columns[i] for i in keep], [self.types[i] for i in keep],
                     [tuple(r[i] for i in keep) for r in self.rows], self.total,
-                    self.hidden + [c for i, c in enumerate(self.columns) if i not in keep], self.kernel_columns)
+                    self.hidden + [c for i, c in enumerate(self.columns) if i not in keep], self.kernel_columns,
+                    self.shorteners)
 
 
 # -- one column ---------------------------------------------------------------------
@@ -313,10 +324,9 @@ def _kernel_name(text: str, width: int) -> str:
 
 
 def _shorten(col: str, values: list[Any], cells: list[str], width: int,
-             kernel_columns: tuple[str, ...] = KERNEL_NAME_COLUMNS) -> list[str]:
+             shorten: Callable[[str, int], str] = names.cut_text) -> list[str]:
     if col.lower() in FREE_TEXT_COLUMNS:
         return [names.cut_end(c, width) for c in cells]
-    shorten = _kernel_name if col.lower() in kernel_columns else names.cut_text
     return names.distinct_labels([None if v is None else c for v, c in zip(values, cells, strict=True)],
                                  width, shorten)
 
@@ -349,7 +359,7 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
     for i in text_idx:
         c, header, values, cells, _ = cols[i]
         if c.lower() in rows.kernel_columns:
-            cells = _shorten(c, values, cells, NAME_WIDTH, rows.kernel_columns)
+            cells = _shorten(c, values, cells, NAME_WIDTH, rows.shortener(c))
             cols[i] = (c, header, values, cells, False)
         natural.append(max([len(header), *map(len, cells)]))
     floors = [min(n, max(MIN_TEXT, len(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
@@ -365,11 +375,11 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
         if widths == natural:
             break
     if widths is None:
-        return _expanded(cols, width, rows.kernel_columns) + footer + "\n"
+        return _expanded(cols, width, rows) + footer + "\n"
     for w, i in zip(widths, text_idx, strict=True):
         c, header, values, cells, _ = cols[i]
         if max(map(len, cells), default=0) > w:
-            cols[i] = (c, header, values, _shorten(c, values, cells, w, rows.kernel_columns), False)
+            cols[i] = (c, header, values, _shorten(c, values, cells, w, rows.shortener(c)), False)
     col_w = [max([*map(len, h), *map(len, c[3])]) for c, h in zip(cols, heads, strict=True)]
     just = [str.rjust if c[4] else str.ljust for c in cols]
     depth = max(map(len, heads))
@@ -395,13 +405,13 @@ def _wrap(header: str, width: int) -> list[str]:
     return lines
 
 
-def _expanded(cols, width: int, kernel_columns: tuple[str, ...]) -> str:
+def _expanded(cols, width: int, rows: Rows) -> str:
     """One block per row, ``column  value`` per line (psql's expanded display)."""
     key_w = max(len(c[1]) for c in cols)
     val_w = max(width - key_w - len(GAP), MIN_TEXT)
     shortened = []
     for c, _header, values, cells, is_num in cols:
-        shortened.append(cells if is_num else _shorten(c, values, cells, val_w, kernel_columns))
+        shortened.append(cells if is_num else _shorten(c, values, cells, val_w, rows.shortener(c)))
     out = []
     n = len(cols[0][3])
     for r in range(n):

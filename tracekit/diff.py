@@ -104,7 +104,8 @@ counterpart (the launches' spread where the two reports have different counts).
 Setup: where the two sides' captures differ in what ``SETUP`` lists (tracekit capture's
 parameters, GPU, software versions, code commit, settings such as TRACEKIT_TILES, the
 workload), ``diff`` warns once (``CaptureWarning``) with what differs; a value one side did
-not record is not compared.
+not record is not compared, but where both recorded their settings a variable one of them
+did not set reads ``(unset)`` and no tiles file ``(none: the built-in tiles)``.
 
 Kernel matching: by exact demangled name first. Kernels left without a namesake in the
 other run are then matched by their place in the program (the NVTX path of the range
@@ -984,7 +985,8 @@ def _setup(con, side: Side) -> dict[str, Any]:
 
 def setup_differences(con, base: Side, new: Side) -> list[str]:
     """What differs between the two sides' captures (``SETUP``), as ``label base -> new``;
-    a value one side did not record is not compared."""
+    a value one side did not record is not compared (a setting of a capture that recorded
+    its settings is recorded: unset, or the built-in tiles)."""
     b, n = _setup(con, base), _setup(con, new)
     if b.get("settings") and n.get("settings"):
         for one, other in ((b, n), (n, b)):

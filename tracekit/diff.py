@@ -766,7 +766,10 @@ NCU_EXACT = {"theoretical_occupancy_pct", "registers_per_thread", "block_size", 
 #: launches of 2.9 us to 315 us each, --clock-control none) a launch's duration moves by
 #: ~100 ns whatever its length (at most 416 ns: 12.5 % of a 3.1 us launch), its rates
 #: (throughputs, FLOP/s, % of roof) with it (at most 473 ns-equivalent, 15.4 %), and
-#: launches over 100 us by at most 1.4 % (DRAM throughput 2.4 %)
+#: launches over 100 us by at most 1.4 % (DRAM throughput 2.4 %); three reports each of two
+#: more programs (tests/data/programs/ncu_shapes.py a, ncu_kernels.py: 2.5 to 222 us) with
+#: --clock-control base (ncu's default, locked clocks) and none moved by at most 3.6 % (1.6 us
+#: of a 45 us launch, locked clocks): 0.86 of this band at the most
 NCU_NOISE_NS = 500.0
 NCU_NOISE_PCT = 3.0
 #: a stall reason (Warp State Statistics) is compared where either report's launches spend

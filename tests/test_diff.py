@@ -1207,7 +1207,8 @@ def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, caps
 def test_launch_by_launch_rule_edge_cases():
     """Many launches: a sign test (one launch of 100 the other way does not hide a real
     change); few: every launch that moved went one way and most moved; launches that did not
-    move count for neither way; launches of another grid or block at a place are not paired."""
+    move count for neither way; a launch is paired with the one of its grid and block, in
+    order, whatever order the reports list them in."""
     assert D._sign_p(8, 0) == pytest.approx(2 / 256) and D._sign_p(8, 0) < D.ALPHA < D._sign_p(7, 0)
     assert D._paired([500.0] * 99 + [-200.0])[0]
     real, why = D._paired([500.0] * 6 + [-200.0] * 4)
@@ -1216,8 +1217,10 @@ def test_launch_by_launch_rule_edge_cases():
     assert not D._paired([2000.0, -32.0, 2000.0])[0]
     real, why = D._paired([2000.0, 0.0, 0.0, 0.0])
     assert not real and why == "most launches did not move (3 of 4)"
-    a = [{"grid_size": g, "block_size": 128} for g in (64, 1024, 16384)]
-    assert D._aligned(a, [dict(x) for x in a]) and not D._aligned(a, a[::-1]) and not D._aligned(a, a[:2])
+    a = [{"grid_size": g, "block_size": 128, "k": k} for k, g in enumerate((64, 1024, 16384, 64))]
+    pairs = D._counterparts(a, [a[2], a[0], a[1], a[3]])  # (reordered: each with the one of its grid, in order)
+    assert sorted((x["k"], y["k"]) for x, y in pairs) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    assert D._counterparts(a, a[:3]) is None and D._counterparts(a, [*a[:3], a[1]]) is None
 
 
 def test_ncu_reports_without_a_duration_do_not_judge_measured_values(tmp_path):

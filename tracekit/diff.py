@@ -75,8 +75,8 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   program, 12.5 % of a 3 us launch; tests/data/hstu_capture_ncu_pair), sized by the shorter
   side's launches (the same verdict either way round) and not judged at all where a report
   has no duration (chosen metrics without gpu__time_duration). Where both reports have as
-  many launches of a key, each with its counterpart's grid and block, the k-th launch of one
-  is compared with the k-th of the other instead: the change is real when every launch that
+  many launches of a key of each grid and block, the k-th launch of a grid and block in one
+  is compared with the k-th of it in the other instead: the change is real when every launch that
   moved went the same way and most moved, or, from ``SIGN_MIN`` (8) launches that moved, by a
   sign test (p < ALPHA): launches of one kernel at several sizes overlap before and after
   even when each got slower (tests/data/ncu_shapes_a/_slow: +13 to +35 % at every size,
@@ -796,13 +796,22 @@ def _sign_p(up: int, down: int) -> float:
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
 
 
-def _aligned(lb_: list[dict], ln_: list[dict]) -> bool:
-    """Whether the k-th launch of one report is the k-th of the other: as many launches,
-    each with its counterpart's grid and block (ncu numbers launches in the order it
-    intercepted them: host threads, processes or a changed program reorder them, and a
-    launch at one size would be paired with one at another)."""
-    return len(lb_) == len(ln_) and all(
-        (x["grid_size"], x["block_size"]) == (y["grid_size"], y["block_size"]) for x, y in zip(lb_, ln_, strict=True))
+def _counterparts(lb_: list[dict], ln_: list[dict]) -> list[tuple[dict, dict]] | None:
+    """Each launch of the base report with its counterpart in the new one: the k-th launch
+    of a grid and block with the k-th of the same grid and block, where both reports have as
+    many of each (ncu numbers launches in the order it intercepted them: host threads,
+    processes or a changed program reorder them, and a launch at one size would be paired
+    with one at another); None where they cannot be paired so."""
+    def by_shape(launches: list[dict]) -> dict[tuple, list[dict]]:
+        out: dict[tuple, list[dict]] = {}
+        for x in launches:
+            out.setdefault((x["grid_size"], x["block_size"]), []).append(x)
+        return out
+
+    gb, gn = by_shape(lb_), by_shape(ln_)
+    if len(lb_) != len(ln_) or {k: len(v) for k, v in gb.items()} != {k: len(v) for k, v in gn.items()}:
+        return None
+    return [pair for shape, launches in gb.items() for pair in zip(launches, gn[shape], strict=True)]
 
 
 def _paired(steps: list[float]) -> tuple[bool, str]:
@@ -860,7 +869,7 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
         # the noise of the shorter side's launches (the same either way round; NaN: no duration)
         shorter = min((d for d in dur if d > 0), default=None)
         noise = None if shorter is None else round(100 * NCU_NOISE_NS / shorter + NCU_NOISE_PCT, 1)
-        aligned = _aligned(lb_, ln_)
+        counterparts = _counterparts(lb_, ln_)
         stalled = [c for c in stall_cols if max((x[c] or 0 for x in (*lb_, *ln_)), default=0) >= STALL_MIN_CYCLES]
         stalled.sort(key=lambda c: -max(x[c] or 0 for x in (*lb_, *ln_)))  # the largest stall first
         timed = "unchanged"  # the duration's verdict (the first metric)
@@ -880,8 +889,8 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
             if not vb or not vn:
                 continue
             b, n = float(np.median(vb)), float(np.median(vn))
-            pairs = [(x[col], y[col]) for x, y in zip(lb_, ln_, strict=True)
-                     if x[col] is not None and y[col] is not None] if aligned else []
+            pairs = [(x[col], y[col]) for x, y in counterparts or []
+                     if x[col] is not None and y[col] is not None]
             if pairs:  # the k-th launch of one report against the k-th of the other
                 steps = [y - x for x, y in pairs]
                 moved = [_pct(d, x) for (x, _), d in zip(pairs, steps, strict=True)]
@@ -889,8 +898,8 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
             else:
                 real = min(vn) > max(vb) or max(vn) < min(vb)
                 held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})" + (
-                    "; in another order in each report: not compared launch by launch"
-                    if len(lb_) == len(ln_) else "")
+                    "; of other grids or blocks in each report: not compared launch by launch"
+                    if len(lb_) == len(ln_) and counterparts is None else "")
             undirected = ("where the warps' cycles go, not how long the launch takes: not judged"
                           if col == "warp_cycles_per_issue" or col.startswith("stall_") else
                           "what the launch computes per byte, with no better/worse direction" if col == "ai_dram" else

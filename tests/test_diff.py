@@ -1205,22 +1205,53 @@ def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, caps
 
 
 def test_launch_by_launch_rule_edge_cases():
-    """Many launches: a sign test (one launch of 100 the other way does not hide a real
-    change); few: every launch that moved went one way and most moved; launches that did not
-    move count for neither way; a launch is paired with the one of its grid and block, in
-    order, whatever order the reports list them in."""
+    """Launches that moved by no more than the limit move neither way; the rest must all go
+    the way the median went and be most of them, or, from 8, pass a sign test (one launch
+    of 100 going the other way does not hide a real change, nor one moving by a few ns);
+    a launch is paired with the one of its grid and block, in order, whatever order the
+    reports list them in, and in report order where a grid or block changed."""
     assert D._sign_p(8, 0) == pytest.approx(2 / 256) and D._sign_p(8, 0) < D.ALPHA < D._sign_p(7, 0)
-    assert D._paired([500.0] * 99 + [-200.0])[0]
-    real, why = D._paired([500.0] * 6 + [-200.0] * 4)
+    base = [10_000.0] * 100
+    assert D._paired(list(zip(base, [11_000.0] * 99 + [9_000.0], strict=True)), 5, 1_000)[0]
+    real, why = D._paired(list(zip(base[:10], [11_000.0] * 6 + [9_000.0] * 4, strict=True)), 5, 1_000)
     assert not real and "6 up, 4 down: sign test" in why
-    assert D._paired([2000.0, 2000.0, 2000.0, 2000.0, 0.0])[0]  # (the one that did not move goes no way)
-    assert not D._paired([2000.0, -32.0, 2000.0])[0]
-    real, why = D._paired([2000.0, 0.0, 0.0, 0.0])
-    assert not real and why == "most launches did not move (3 of 4)"
+    # 13 launches at 13 sizes: 12 of them 5 % faster, the middle one slower, so the median rose
+    # while the sign test points the other way: no verdict from it
+    sizes = [10_000.0 + 5_000 * i for i in range(13)]
+    new = [x * 0.95 for x in sizes]
+    new[6] = 48_000.0
+    real, why = D._paired(list(zip(sizes, new, strict=True)), 1, float(np.median(new) - np.median(sizes)))
+    assert not real and why.startswith("most launches moved the other way from the median (1 up, 12 down")
+    assert D._paired([(10_000.0, 12_000.0)] * 4 + [(10_000.0, 9_990.0)], 5, 2_000)[0]  # (-10 ns: no move)
+    assert not D._paired([(10_000.0, 12_000.0), (10_000.0, 8_000.0), (10_000.0, 12_000.0)], 5, 2_000)[0]
+    real, why = D._paired([(10_000.0, 20_000.0)] + [(10_000.0, 10_010.0)] * 3, 5, 10)
+    assert not real and why == "most launches moved by 5% or less (3 of 4)"
     a = [{"grid_size": g, "block_size": 128, "k": k} for k, g in enumerate((64, 1024, 16384, 64))]
     pairs = D._counterparts(a, [a[2], a[0], a[1], a[3]])  # (reordered: each with the one of its grid, in order)
     assert sorted((x["k"], y["k"]) for x, y in pairs) == [(0, 0), (1, 1), (2, 2), (3, 3)]
-    assert D._counterparts(a, a[:3]) is None and D._counterparts(a, [*a[:3], a[1]]) is None
+    wider = [{**x, "block_size": 256, "grid_size": x["grid_size"] // 2} for x in a]  # (a block size changed)
+    assert [(x["k"], y["k"]) for x, y in D._counterparts(a, wider)] == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    assert D._counterparts(a, a[:3]) is None
+
+
+def test_a_report_listing_its_launches_in_another_order_is_paired_by_grid(tmp_path):
+    """ncu_shapes_slow with its first and third launches (2**16 and 2**24 elements) listed
+    the other way round, as another host thread's order would list them: each launch is
+    still compared with the base launch of its grid, and the duration still regressed by
+    the same +13 to +35 % launch by launch (paired in ncu's order, the 3 us launch would face
+    the 57 us one and the launches "move both ways")."""
+    with tracekit.open(tmp_path / "order.duckdb") as tk:
+        for v in ("a", "slow"):
+            tk.ingest(SHAPES[v] / "report.ncu-rep.xz", name=v)
+        want = tk.diff("a", "slow").filter(pl.col("metric") == "duration_ns").row(0, named=True)
+        run = tk.sql("SELECT run_id FROM runs WHERE name = 'slow'")["run_id"][0]
+        for table in ("ncu_kernels", "ncu_metrics", "ncu_rules", "ncu_source", "ncu_source_stalls"):
+            tk.con.execute(f"UPDATE {table} SET kernel_id = CASE kernel_id WHEN 0 THEN 2 WHEN 2 THEN 0 "
+                           "ELSE kernel_id END WHERE run_id = ? AND kernel_id IN (0, 2)", [run])
+        got = tk.diff("a", "slow").filter(pl.col("metric") == "duration_ns").row(0, named=True)
+    assert want["verdict"] == got["verdict"] == "regressed"
+    assert (got["delta_pct_low"], got["delta_pct_high"]) == pytest.approx((want["delta_pct_low"], want["delta_pct_high"]))
+    assert 13 < got["delta_pct_low"] < got["delta_pct_high"] < 35
 
 
 def test_ncu_reports_without_a_duration_do_not_judge_measured_values(tmp_path):
@@ -1280,6 +1311,35 @@ def test_text_with_an_at_sign_elsewhere_is_no_ncu_key():
     out = table.render(rows, width=30)
     assert max(len(line) for line in out.splitlines()) <= 30
     assert all(f"/kernel_launch_{i}  " in out for i in range(3)) and " @ " not in out, out
+
+
+def test_a_setting_some_runs_of_a_sweep_had_is_not_the_sweeps_setting(tmp_path):
+    """Two copies of one real sweep whose runs recorded their settings: in one, half the
+    points ran with TRACEKIT_TILES set. That is no setting the sweep shares (its other runs
+    had it unset), so nothing is warned; set at every point, it is."""
+    def copy(name: str, sweep: str, tiles: list[bool]) -> None:
+        for run, with_tiles in zip(sorted((SWEEP_PAIR / "a" / "runs").iterdir()), tiles, strict=True):
+            folder = tmp_path / name / run.name
+            shutil.copytree(run, folder)
+            meta = json.loads((folder / "meta.json").read_text())
+            meta["params"]["sweep"] = sweep
+            meta["settings"] = {"env": {"TRACEKIT_TILES": "/t.json"} if with_tiles else {}}
+            (folder / "meta.json").write_text(json.dumps(meta))
+            with (folder / "requests.csv").open("a") as f:  # (another content: another run)
+                f.write("\n" * (1 + ["half", "none", "all"].index(name)))
+
+    copy("half", "sweep-20991231T000000.000Z", [True, False, True, False])
+    copy("none", "sweep-20991231T000001.000Z", [False] * 4)
+    copy("all", "sweep-20991231T000002.000Z", [True] * 4)
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for name in ("half", "none", "all"):
+            for run in sorted((tmp_path / name).iterdir()):
+                tk.ingest(run, name=f"{name}/{run.name}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tk.diff("sweep-20991231T000000.000Z", "sweep-20991231T000001.000Z")
+        with pytest.warns(CaptureWarning, match=r"differ in setup: env TRACEKIT_TILES \(unset\) -> /t\.json$"):
+            tk.diff("sweep-20991231T000001.000Z", "sweep-20991231T000002.000Z")
 
 
 # -- chart -------------------------------------------------------------------------------

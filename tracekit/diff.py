@@ -75,10 +75,11 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   program, 12.5 % of a 3 us launch; tests/data/hstu_capture_ncu_pair), sized by the shorter
   side's launches (the same verdict either way round) and not judged at all where a report
   has no duration (chosen metrics without gpu__time_duration). Where both reports have as
-  many launches of a key of each grid and block, the k-th launch of a grid and block in one
-  is compared with the k-th of it in the other instead: the change is real when every launch that
-  moved went the same way and most moved, or, from ``SIGN_MIN`` (8) launches that moved, by a
-  sign test (p < ALPHA): launches of one kernel at several sizes overlap before and after
+  many launches of a key, each launch is compared with its counterpart instead (the k-th of
+  its grid and block, or the k-th launch where a grid or block changed): a launch that moved
+  by no more than the limit moved neither way, and the change is real when the launches that
+  moved all went the way the median went and are most of them, or, from ``SIGN_MIN`` (8) of
+  them, pass a sign test (p < ALPHA): launches of one kernel at several sizes overlap before and after
   even when each got slower (tests/data/ncu_shapes_a/_slow: +13 to +35 % at every size,
   ranges 2.5-44.8 us against 3.1-57.3 us). A rate (throughput, FLOP/s, % of roof, occupancy) that moved against
   its launch's judged duration (up while the launch got slower) is not judged: the launch's
@@ -797,11 +798,15 @@ def _sign_p(up: int, down: int) -> float:
 
 
 def _counterparts(lb_: list[dict], ln_: list[dict]) -> list[tuple[dict, dict]] | None:
-    """Each launch of the base report with its counterpart in the new one: the k-th launch
-    of a grid and block with the k-th of the same grid and block, where both reports have as
-    many of each (ncu numbers launches in the order it intercepted them: host threads,
-    processes or a changed program reorder them, and a launch at one size would be paired
-    with one at another); None where they cannot be paired so."""
+    """Each launch of the base report with its counterpart in the new one, where both
+    reports have as many: the k-th launch of a grid and block with the k-th of the same grid
+    and block where they have as many of each (ncu numbers launches in the order it
+    intercepted them: host threads, processes or a changed program reorder them, and a
+    launch at one size would be paired with one at another), else (a grid or block that
+    changed) the k-th launch with the k-th; None where the counts differ."""
+    if len(lb_) != len(ln_):
+        return None
+
     def by_shape(launches: list[dict]) -> dict[tuple, list[dict]]:
         out: dict[tuple, list[dict]] = {}
         for x in launches:
@@ -809,22 +814,28 @@ def _counterparts(lb_: list[dict], ln_: list[dict]) -> list[tuple[dict, dict]] |
         return out
 
     gb, gn = by_shape(lb_), by_shape(ln_)
-    if len(lb_) != len(ln_) or {k: len(v) for k, v in gb.items()} != {k: len(v) for k, v in gn.items()}:
-        return None
+    if {k: len(v) for k, v in gb.items()} != {k: len(v) for k, v in gn.items()}:
+        return list(zip(lb_, ln_, strict=True))
     return [pair for shape, launches in gb.items() for pair in zip(launches, gn[shape], strict=True)]
 
 
-def _paired(steps: list[float]) -> tuple[bool, str]:
-    """(real, why not) for launches compared k-th with k-th; launches that did not move
-    count for neither way."""
+def _paired(pairs: list[tuple[float, float]], limit_pct: float, change: float) -> tuple[bool, str]:
+    """(real, why not) for launches compared with their counterparts: a launch that moved
+    by no more than ``limit_pct`` (the limit the change is judged by) moved neither way; the
+    launches that moved must all have moved one way and be most of them, or, from SIGN_MIN
+    of them, pass a sign test, the way ``change`` (the medians' change the verdict is read
+    from) went."""
+    steps = [0.0 if abs(y - x) <= limit_pct / 100 * abs(x) else y - x for x, y in pairs]
     up, down = sum(d > 0 for d in steps), sum(d < 0 for d in steps)
     moved = up + down
+    if moved and change and (up > down) != (change > 0):
+        return False, f"most launches moved the other way from the median ({up} up, {down} down)"
     if moved >= SIGN_MIN:
         p = _sign_p(up, down)
         return p < ALPHA, f"launches moved both ways ({up} up, {down} down: sign test {_p_is(p)})"
     if up and down:
         return False, f"launches moved both ways ({min(steps):+.6g}..{max(steps):+.6g}, launch by launch)"
-    return moved * 2 > len(steps), f"most launches did not move ({len(steps) - moved} of {len(steps)})"
+    return moved * 2 > len(steps), f"most launches moved by {limit_pct:g}% or less ({len(steps) - moved} of {len(steps)})"
 
 
 def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
@@ -889,17 +900,15 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
             if not vb or not vn:
                 continue
             b, n = float(np.median(vb)), float(np.median(vn))
+            limit_pct = threshold if col in NCU_EXACT or noise is None else max(threshold, noise)
             pairs = [(x[col], y[col]) for x, y in counterparts or []
                      if x[col] is not None and y[col] is not None]
-            if pairs:  # the k-th launch of one report against the k-th of the other
-                steps = [y - x for x, y in pairs]
-                moved = [_pct(d, x) for (x, _), d in zip(pairs, steps, strict=True)]
-                real, held = _paired(steps)
+            if pairs:  # each launch against its counterpart in the other report
+                moved = [_pct(y - x, x) for x, y in pairs]
+                real, held = _paired(pairs, limit_pct, n - b)
             else:
                 real = min(vn) > max(vb) or max(vn) < min(vb)
-                held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})" + (
-                    "; of other grids or blocks in each report: not compared launch by launch"
-                    if len(lb_) == len(ln_) and counterparts is None else "")
+                held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
             undirected = ("where the warps' cycles go, not how long the launch takes: not judged"
                           if col == "warp_cycles_per_issue" or col.startswith("stall_") else
                           "what the launch computes per byte, with no better/worse direction" if col == "ai_dram" else
@@ -975,8 +984,10 @@ def _setup(con, side: Side) -> dict[str, Any]:
     where, arg = ("run_id = ?", side.run_id) if side.run_id is not None else \
         ("json_extract_string(params, '$.sweep') = ?", side.sweep)
     rows = con.execute(f"SELECT params, meta, gpu, tool_version FROM runs WHERE {where}", [arg]).fetchall()
-    seen: dict[str, set] = {}
+    flats: list[dict[str, str]] = []  # per run: label -> its value as JSON
     for params, meta, gpu, tool_version in rows:
+        flat: dict[str, str] = {}
+        flats.append(flat)
         row = {"params": json.loads(params or "{}"), "meta": json.loads(meta or "{}"), "gpu": gpu,
                "tool_version": tool_version}
         for label, path in SETUP:
@@ -988,10 +999,19 @@ def _setup(con, side: Side) -> dict[str, Any]:
             items = v.items() if isinstance(v, dict) else [(None, v)]
             for k, x in items:
                 if x is not None:
-                    seen.setdefault(label if k is None else f"{label} {k}", set()).add(json.dumps(x, sort_keys=True))
-        # settings recorded (as captures do since they record them): a variable not in its env
-        # was unset, and no tiles file is the built-in tiles, not something unknown
-        seen.setdefault("settings", set()).add(json.dumps(isinstance(row["meta"].get("settings"), dict)))
+                    flat[label if k is None else f"{label} {k}"] = json.dumps(x, sort_keys=True)
+        flat["settings"] = json.dumps(isinstance(row["meta"].get("settings"), dict))
+    # settings recorded (as captures do since they record them): a variable not in a run's
+    # env was unset there, and no tiles file is the built-in tiles, not something unknown
+    if all(f["settings"] == "true" for f in flats):
+        named = {k for f in flats for k in f if k.startswith("env ") or k == "tiles file"}
+        for f in flats:
+            for k in named - f.keys():
+                f[k] = json.dumps("(unset)" if k.startswith("env ") else "(none: the built-in tiles)")
+    seen: dict[str, set] = {}
+    for f in flats:
+        for k, x in f.items():
+            seen.setdefault(k, set()).add(x)
     return {k: json.loads(next(iter(v))) for k, v in seen.items() if len(v) == 1}
 
 

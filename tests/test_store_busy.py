@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import lzma
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -101,3 +102,34 @@ def test_a_store_never_closed_leaves_no_writer_info(tmp_path):
     assert not writer_info_path(db).exists()
     with tracekit.open(db, read_only=True) as tk:
         assert len(tk.runs()) == 1
+
+
+def test_a_writer_that_fails_to_set_up_lets_the_store_go(tmp_path, monkeypatch):
+    """An ingest into an existing store whose writer setup fails (a bad
+    TRACEKIT_MEMORY_LIMIT) keeps neither the store's lock nor its half-set-up connection:
+    another program can write the store meanwhile, and the same object's next ingest sets
+    the writer up in full (tracekit's memory limit, not DuckDB's default)."""
+    from tracekit.ingest.budget import duckdb_setting
+    from tracekit.store import ingest_memory_limit
+
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "nsys_hstu_mixed" / "export.sqlite.xz")
+    tk = tracekit.open(db)
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "bogus")
+    with pytest.raises(tracekit.TracekitError, match="TRACEKIT_MEMORY_LIMIT='bogus'"):
+        tk.ingest(DATA / "nsys_many_kernels" / "export.sqlite.xz")
+    monkeypatch.delenv("TRACEKIT_MEMORY_LIMIT")
+    out = _cli("--db", str(db), "runs")  # another process: not told the store is busy
+    assert out.returncode == 0 and "1 row" in out.stdout, out.stderr
+    assert tk.ingest(DATA / "nsys_many_kernels" / "export.sqlite.xz").run_id == 2
+    got = tk.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]  # e.g. '11.2 GiB'
+    want = duckdb_setting(ingest_memory_limit())  # e.g. '12052MB'
+    units = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+    def size(text: str) -> float:
+        number, unit = re.fullmatch(r"([0-9.]+)\s*([A-Za-z]+)", text.strip()).groups()
+        return float(number) * units[unit]
+
+    assert size(got) == pytest.approx(size(want), rel=0.01), (got, want)
+    tk.close()

@@ -368,6 +368,7 @@ class Tracekit:
                     self._setup_writer(self._con)
                 except BaseException:
                     self._discard_if_new()
+                    self._release()  # (an existing store: its lock, and no half-set-up connection kept)
                     raise
         return self._con
 

@@ -913,15 +913,14 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                           if col == "warp_cycles_per_issue" or col.startswith("stall_") else
                           "what the launch computes per byte, with no better/worse direction" if col == "ai_dram" else
                           "a launch setting with no better/worse direction")
-            if col in NCU_EXACT or (noise is not None and noise <= threshold):
-                verdict, note = _judge(b, n, threshold, direction, real, held, undirected=undirected)
-            elif noise is None:  # (a report of chosen metrics without gpu__time_duration)
+            if noise is None and col not in NCU_EXACT:  # (a report of chosen metrics without gpu__time_duration)
                 verdict, note = _judge(b, n, threshold, direction, False,
                                        "no duration to size ncu's noise by: a measured value is not judged",
                                        undirected=undirected)
             else:
-                verdict, note = _judge(b, n, noise, direction, real, held, undirected=undirected,
-                                       within=f"ncu's noise for a {_human('duration_ns', shorter)} launch")
+                within = "threshold" if limit_pct == threshold else \
+                    f"ncu's noise for a {_human('duration_ns', shorter)} launch"
+                verdict, note = _judge(b, n, limit_pct, direction, real, held, within, undirected)
             if metric == "duration_ns":
                 timed = verdict
             elif verdict != "unchanged" and timed != "unchanged" and verdict != timed and col not in NCU_EXACT:
@@ -1184,10 +1183,11 @@ def shorten_key(key: str, width: int) -> str:
         return cut_text(name + at + path, width)
     # an ncu key, kernel @ NVTX path: the kernel's name first, then the path's last part
     # whole where it fits beside 8 characters of the name
-    tail = min(max(len(path.rstrip("/").rsplit("/", 1)[-1]) + 2, 12), width - 11)
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    tail = min(max(len(last) + 2, 12), width - 11)
     head = cut_end(name, max(min(width * 3 // 5, width - 3 - tail), 8))
     out = f"{head} @ {cut_text(path, width - len(head) - 3)}"
-    if len(out) <= width and out.endswith(path.rstrip("/").rsplit("/", 1)[-1]):
+    if len(out) <= width and out.endswith(last):
         return out
     return cut_text(name + at + path, width)  # (too narrow for both: the path's end)
 

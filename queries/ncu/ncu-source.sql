@@ -55,8 +55,10 @@ WITH launches AS (
           UNION ALL
           SELECT DISTINCT function FROM ncu_source WHERE ($run IS NULL OR run_id = $run) AND function IS NOT NULL) n(name)
     WHERE $kernel IS NULL OR contains(lower(name), lower($kernel))
-), checked AS (  -- read first: the error is raised even where the filters leave nothing
-    SELECT CASE WHEN count(*) > 0 OR NOT EXISTS (FROM ncu_kernels WHERE $run IS NULL OR run_id = $run) THEN true
+), checked AS (  -- read first, after asked (one error, the same each time, where both apply): the
+                 -- error is raised even where the filters leave nothing
+    SELECT CASE WHEN (SELECT ok FROM asked)
+                     AND (count(*) > 0 OR NOT EXISTS (FROM ncu_kernels WHERE $run IS NULL OR run_id = $run)) THEN true
                 ELSE error(ncu_lacks('ncu-source', $run, 'instruction-level data') || '; profile with ncu --section '
                            || 'SourceCounters (or --set full) and ingest the .ncu-rep (ncu''s CSV pages do not carry it)')
                 END AS ok

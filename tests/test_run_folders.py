@@ -238,3 +238,66 @@ def test_comparing_a_failed_capture_warns(tmp_path, capsys):
         warnings.simplefilter("always")
         tk.diff(2, 1)
     assert [(w.category, str(w.message)) for w in caught] == [(CaptureWarning, warning.removeprefix("tracekit: warning: "))]
+
+
+@pytest.mark.parametrize("workers", [None, 2])
+def test_a_sweeps_folder_ingests_every_point_as_its_run_folders_named_one_by_one(tmp_path, capsys, workers):
+    """`tracekit ingest SWEEP`: the folder `tracekit sweep` writes (no meta.json of its own)
+    stands for the run folders below it; a folder inside a run folder is the run's, not a run."""
+    from tracekit.cli import main as cli_main
+
+    sweep = shutil.copytree(DATA / "hstu_sweep", tmp_path / "sweep")
+    points = sorted((sweep / "runs").iterdir())
+    inner = points[0] / "notes"
+    inner.mkdir()
+    (inner / "meta.json").write_text('{"name": "not a run"}')
+    more = [] if workers is None else ["--workers", str(workers)]
+    assert cli_main(["--db", str(tmp_path / "folder.duckdb"), "ingest", str(sweep), *more]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": run ") == len(points) == 16, out
+    assert cli_main(["--db", str(tmp_path / "named.duckdb"), "ingest", *map(str, points)]) == 0
+    capsys.readouterr()
+    answers = []
+    for db in ("folder", "named"):
+        with tracekit.open(tmp_path / f"{db}.duckdb") as tk:
+            answers.append((tk.query("runs").select("run_id", "name", "params").rows(),
+                            tk.query("sweep-latency", limit=0).rows()))
+    assert answers[0] == answers[1]
+    assert [r[1] for r in answers[0][0]] == [p.name for p in points]
+    assert len(answers[0][1]) == 16
+
+
+@pytest.mark.parametrize(("layout", "why"), [
+    ("exports", "not a run folder (no meta.json) and no run folder below it; name the exports it holds, e.g. "
+                "tracekit ingest {folder}/rank0/export.sqlite.xz ..."),
+    ("empty", "not a run folder (no meta.json) and no run folder below it, nor an nsys export or ncu report: "
+              "nothing to ingest"),
+    ("sweep_named", "--name 'one' names one run: give it one file or run folder ({folder} holds 2 run folders)"),
+])
+def test_a_folder_without_run_folders_or_named_as_one_run_is_one_line(tmp_path, small_store, capsys, layout, why):
+    """A folder of loose exports is not guessed at (one capture may sit there in several
+    forms: an .nsys-rep beside its .sqlite, an ncu report beside its pages): the error names
+    one to ingest; nothing is written."""
+    from conftest import store_state
+
+    from tracekit.cli import main as cli_main
+
+    folder = tmp_path / "job"
+    args = [str(folder)]
+    if layout == "exports":
+        for rank in ("rank0", "rank1"):
+            (folder / rank).mkdir(parents=True)
+            shutil.copy(DATA / "nsys_ranks_2gpu" / rank / "export.sqlite.xz", folder / rank)
+    elif layout == "empty":
+        (folder / "logs").mkdir(parents=True)
+        (folder / "logs" / "sweep.log").write_text("no runs\n")
+    else:
+        for p in sorted((DATA / "hstu_sweep" / "runs").iterdir())[:2]:
+            shutil.copytree(p, folder / "runs" / p.name)
+        args += ["--name", "one"]
+    before = store_state(small_store)
+    assert cli_main(["--db", str(small_store), "ingest", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    prefix = "tracekit: error: " if layout == "sweep_named" else f"tracekit: error: {folder}: "
+    assert err == prefix + why.format(folder=folder), err
+    assert store_state(small_store) == before

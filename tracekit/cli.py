@@ -253,7 +253,8 @@ def _params(pairs: list[str]) -> dict[str, str]:
 
 @app.command()
 def ingest(
-    files: Annotated[list[Path], typer.Argument(help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, or run folders")],
+    files: Annotated[list[Path], typer.Argument(
+        help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, run folders, or folders of run folders (a sweep's)")],
     name: Annotated[str | None, typer.Option(
         "--name", help="run name; renames a run already ingested (default: the file's stem or the run "
         "folder's name, qualified by its folder, b/export, where a run or another file of the command has it "
@@ -270,13 +271,17 @@ def ingest(
     db: DbOpt = None,
 ):
     """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""
+    from .ingest import run_folders
+
     params = _params(param) or None
-    if name is not None and len(files) > 1:  # (each run would be named so: one run per name)
-        raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({len(files)} given)")
     for f in files:  # (a pipe would be read until its writer ends, if ever; an export needs seeking)
         if f.exists() and not (f.is_file() or f.is_dir()):
             raise InputError(f"{f}: not a regular file or folder (a pipe, socket or device); ingest an export, "
                              "a report or a run folder")
+    given, files = files, run_folders(files)  # (a sweep's folder: its points' run folders)
+    if name is not None and len(files) > 1:  # (each run would be named so: one run per name)
+        held = f"{len(files)} given" if len(given) > 1 else f"{given[0]} holds {len(files)} run folders"
+        raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({held})")
     if workers is not None or scheduler is not None:
         _ingest_distributed(_open(db), files, workers, scheduler, name, params)
         return

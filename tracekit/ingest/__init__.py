@@ -175,6 +175,50 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
+def run_folders(paths: list[Path]) -> list[Path]:
+    """The inputs of one ingest command, each folder that is not a run folder (no
+    meta.json: a sweep's folder, a folder of sweeps) standing for the run folders below it,
+    in path order; a run folder's own subfolders are its files, not runs. Any other path
+    is kept as given (the store says what is wrong with it)."""
+    import os
+
+    out: list[Path] = []
+    for path in paths:
+        if not path.is_dir() or (path / "meta.json").exists():
+            out.append(path)
+            continue
+        found = []
+        for top, dirs, files in os.walk(path):  # (symbolic links to folders are not followed: no loops)
+            dirs.sort()
+            if "meta.json" in files and Path(top) != path:
+                found.append(Path(top))
+                dirs.clear()
+        if not found:
+            raise InputError(_no_run_folder(path))
+        out.extend(found)
+    return out
+
+
+def _no_run_folder(folder: Path) -> str:
+    """Why a folder without run folders is not ingested, with the command that would ingest
+    the exports it holds (named one by one: a folder may hold one capture in several forms,
+    an .nsys-rep beside its .sqlite, an ncu report beside its CSV pages)."""
+    exports = []
+    for f in sorted(folder.rglob("*")):
+        name = f.name
+        for ext in COMPRESSED_SUFFIXES:
+            name = name.removesuffix(ext)
+        if f.is_file() and name.endswith((".sqlite", ".nsys-rep", ".ncu-rep")):
+            exports.append(f)
+            if len(exports) == 2:
+                break
+    why = f"{folder}: not a run folder (no meta.json) and no run folder below it"
+    if not exports:
+        return f"{why}, nor an nsys export or ncu report: nothing to ingest"
+    more = " ..." if len(exports) > 1 else ""
+    return f"{why}; name the exports it holds, e.g. tracekit ingest {exports[0]}{more}"
+
+
 def plugin_for(path: Path, head: bytes):
     """The plugin module that recognises this content, or None."""
     return next((m for m in _plugins() if head and m.sniff(path, head)), None)

@@ -333,8 +333,13 @@ def test_the_inference_capture_twice_is_quiet(tmp_path, base, new):
         for run in (base, new):
             tk.ingest(PAIR / run)
         df = tk.diff(base, new)
-    assert set(df["scope"]) == set(D.NSYS_SCOPES)
+    assert set(df["scope"]) == {*D.NSYS_SCOPES, "sweep"}  # (the runs' timed requests: one point each)
     assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
+    latency = _rows(df.filter(pl.col("scope") == "sweep"), "latency_med_ms")
+    medians = [float(np.median([float(r["latency_ms"]) for r in csv.DictReader(open(PAIR / run / "requests.csv"))
+                                if r["phase"] == "timed"])) for run in (base, new)]
+    assert list(latency) == ["bs=8,nc=1024"] and (latency["bs=8,nc=1024"]["base"],
+                                                  latency["bs=8,nc=1024"]["new"]) == pytest.approx(tuple(medians))
     want = [_nsys_csv(PAIR / run, "cuda_gpu_kern_sum", "Name") for run in (base, new)]
     kern = _rows(df.filter(pl.col("scope") == "kernel"), "total_ns")
     assert set(kern) == set(want[0]) == set(want[1]) and len(kern) >= 10
@@ -902,6 +907,64 @@ def test_sweep_pair_noise_is_quiet_and_the_real_change_is_found(sweep_pair, caps
     capsys.readouterr()
 
 
+def _lone_capture(tmp: Path, point: Path, name: str) -> Path:
+    """A sweep point's run folder as `tracekit capture` writes one: no sweep in its params."""
+    run = shutil.copytree(point, tmp / name)
+    meta = json.loads((run / "meta.json").read_text())
+    meta["params"] = {k: v for k, v in meta["params"].items() if k not in ("sweep", "sweep_point")}
+    meta["name"] = name
+    (run / "meta.json").write_text(json.dumps(meta))
+    return run
+
+
+def test_two_captures_outside_a_sweep_compare_their_requests(tmp_path, capsys):
+    """Two `tracekit capture` run folders (sweep_pair's real requests, out of their sweeps):
+    their timed requests are compared as a sweep of one point each (they were 'no scope to
+    compare'); a sweep against a lone capture compares the point they share."""
+    import numpy as np
+
+    key = "bs4-nc512"
+    points = {s: next((SWEEP_PAIR / s / "runs").glob(f"*-{key}-none")) for s in "abc"}
+    lone = {s: _lone_capture(tmp_path, points[s], f"capture_{s}") for s in "abc"}
+    db = tmp_path / "c.duckdb"
+    assert cli_main(["--db", str(db), "diff", str(lone["a"]), str(lone["c"])]) == 0
+    out, err = capsys.readouterr()
+    assert "regressed" in out and "attention tracekit.kernels.hstu_attention_cached[triton] -> " in err
+    with tracekit.open(db) as tk:
+        tk.ingest(lone["b"])
+        df = tk.diff("capture_a", "capture_c")
+        assert set(df["scope"]) == {"sweep"} and set(df["key"]) == {"bs=4,nc=512"}
+        row = _rows(df, "latency_med_ms")["bs=4,nc=512"]
+        assert (row["base"], row["new"]) == pytest.approx((np.median(_timed(points["a"])),
+                                                           np.median(_timed(points["c"]))), rel=1e-12)
+        assert row["verdict"] == "regressed" and row["delta_pct"] > 100
+        for base, new in (("capture_a", "capture_b"), ("capture_b", "capture_a")):  # the noise pair
+            assert set(tk.diff(base, new)["verdict"]) == {"unchanged"}
+    with tracekit.open(tmp_path / "mixed.duckdb") as tk:  # (a's point is not a lone capture here)
+        for run in sorted((SWEEP_PAIR / "a" / "runs").iterdir()):
+            tk.ingest(run)
+        tk.ingest(lone["c"])
+        mixed = tk.diff(_sweep_id("a"), "capture_c").filter(pl.col("metric") == "latency_med_ms")
+        verdicts = dict(mixed.select("key", "verdict").iter_rows())
+        assert verdicts.pop("bs=4,nc=512") == "regressed" and set(verdicts.values()) == {"removed"}
+        assert len(verdicts) == 3
+
+
+def test_requests_timed_under_different_profilers_are_not_compared(tmp_path, capsys):
+    """The inference capture under nsys and under ncu (real run folders): ncu's replays are in
+    every request's latency, so the requests are no scope of theirs; asked for, an error."""
+    db = tmp_path / "tools.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "hstu_capture_nsys", name="nsys")
+        tk.ingest(DATA / "hstu_capture_ncu", name="ncu")
+    assert cli_main(["--db", str(db), "diff", "nsys", "ncu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tracekit: error: diff: run 1 (nsys) [nsys,timing] and run 2 (ncu) [ncu,timing] share no "
+                          "scope to compare (run 1 (nsys) timed its requests under nsys and run 2 (ncu) under ncu"), err
+    assert cli_main(["--db", str(db), "diff", "nsys", "ncu", "--by", "sweep"]) == 2
+    assert "--by sweep: run 1 (nsys) timed its requests under nsys and run 2 (ncu) under ncu" in capsys.readouterr().err
+
+
 # -- ncu ---------------------------------------------------------------------------------
 
 #: ncu metric (as `ncu --page details --print-metric-name name` prints it) -> diff metric
@@ -1056,7 +1119,7 @@ def test_ncu_noise_pair_of_a_real_program_is_quiet(ncu_pair, base, new, capsys):
     the threshold alone, 4 rows regressed; beyond ncu's noise at each launch's duration,
     none."""
     df = ncu_pair.diff(base, new)
-    assert set(df["scope"]) == {"ncu"} and df["key"].n_unique() >= 30
+    assert set(df["scope"]) == {"ncu", "sweep"} and df["key"].n_unique() >= 30  # (sweep: the runs' requests)
     assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
     held = df.filter(pl.col("note").str.contains("ncu's noise for a"))
     beyond_threshold = held.filter(pl.col("delta_pct").abs() > 5)

@@ -558,11 +558,12 @@ def diff_cmd(
     base: Annotated[str, typer.Argument(help="base: run id, run name, sweep id, or a file to ingest")],
     new: Annotated[str, typer.Argument(help="new: run id, run name, sweep id, or a file to ingest")],
     by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, ncu or sweep "
-                                          "(repeatable; default: every scope both have)")] = [],  # noqa: B006
-    threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (sweep latency, "
-                                             "and host time between runs without CUDA: 25 at least, the noise "
-                                             "of identical runs; an ncu value: 0.5 us + 3 % of its launch's "
-                                             "duration at least)")] = 5.0,
+                                          "(request latency per bs x nc point, of sweeps or captures; repeatable; "
+                                          "default: every scope both have)")] = [],  # noqa: B006
+    threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (request latency, "
+                                             "and host time between runs without CUDA: 25 at least, a p95 "
+                                             "latency 45, the noise of identical runs; an ncu value: 0.5 us + "
+                                             "3 % of its launch's duration at least)")] = 5.0,
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
     fmt: FormatOpt = "table",

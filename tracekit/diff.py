@@ -5,8 +5,10 @@ kernel_total_ns, proj_total_ns, range_total_ns, range_med_ns, instances), ``api`
 API: total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns),
 ``gpu`` (per device: busy_ns), ``ncu`` (per profiled kernel: duration, throughputs,
 occupancy, launch configuration, roofline, warp cycles per issued instruction and the
-stall reasons of 0.5 cycles or more) and ``sweep`` (per bs x nc point: latency
-median and p95). By default every scope both sides have is compared; an nsys run has
+stall reasons of 0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
+requests' latency median and p95, of two sweeps point by point, or of runs with timed
+requests outside a sweep, such as two ``tracekit capture`` runs: a run is its one point).
+By default every scope both sides have is compared; an nsys run has
 the scopes of the events its capture traced (``SCOPE_EVENTS``: no kernel, api, memcpy
 or gpu scope without CUDA tracing, no nvtx scope without NVTX tracing), so that events
 one side never recorded are not reported as added or removed; an NVTX path's kernel time
@@ -63,9 +65,11 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   ``MATERIAL_PCT`` (0.1 %) of the run's GPU time is held back ("immaterial"): it cannot
   move the run, and the tiniest kernels move by timer ticks (ranks doing the same work
   in tests/data/nsys_ranks: +-128 ns on 1.3-1.8 us kernels, 7-10 %, p < 1e-5);
-* request latency (sweeps), host-timed too, is judged beyond ``HOST_NOISE_PCT`` at least,
-  or the threshold if larger: identical sweeps differ by up to 21 % at a point, with
-  per-request tests far below ALPHA (the requests of one run share its machine state);
+* request latency (sweeps, runs with timed requests), host-timed too, is judged beyond
+  ``HOST_NOISE_PCT`` at least (its p95 beyond ``HOST_TAIL_NOISE_PCT``, 45 %), or the
+  threshold if larger: identical sweeps differ by up to 21 % at a point, with per-request
+  tests far below ALPHA (the requests of one run share its machine state), and the p95 of
+  two identical captures by 42 %;
 * ncu launches are replayed under fixed conditions and are few (a test of 3 against 3
   launches can never reach p < 0.01): an ncu value is real when the launches of the two
   reports do not overlap (every new launch beyond every base launch) and, for a measured
@@ -167,6 +171,12 @@ HOST_TIMED = {("api", "total_ns"), ("api", "med_ns"), ("nvtx", "range_total_ns")
 #: program (tests/data/nsys_cpu_only, _again and four more) by up to 23 % in an NVTX
 #: range's total or median (p = 0.008 at 22.5 %)
 HOST_NOISE_PCT = 25.0
+#: a request latency's tail (p95: with 30 requests, the second slowest) is noisier than
+#: its median: judged beyond this at the least. Two identical captures of the inference
+#: pipeline under nsys, two hours apart (tests/data/hstu_capture_pair/base, base_again), are
+#: 16 % apart in median and 42 % in p95 (9.45 against 13.38 ms: +41.6 % one way, -29.4 % the
+#: other); tests/data/sweep_pair's noise pair up to 15 % in p95
+HOST_TAIL_NOISE_PCT = 45.0
 #: a key's time change smaller than this share of the run's GPU time is not judged: it
 #: cannot move the run, and the tiniest kernels move by timer ticks (32 ns on 1.3 us
 #: kernels, 7-10 %, between the identical ranks of tests/data/nsys_ranks)
@@ -200,6 +210,7 @@ class Side:
     untraced: tuple[str, ...] = ()  # kinds of event its capture did not trace (CUDA, NVTX, ...)
     status: str | None = None  # the capture's status its run folder recorded (None: a bare export)
     error: str | None = None
+    tool: str | None = None  # the profiler its requests were timed under (params.tool; a sweep's, if one)
 
     @property
     def label(self) -> str:
@@ -215,9 +226,15 @@ class Side:
             out.update(s for s in NSYS_SCOPES if SCOPE_EVENTS[s] not in self.untraced)
         if "ncu" in self.kinds:
             out.add("ncu")
-        if self.sweep is not None:
+        if self.sweep is not None or self.lone_point:
             out.add("sweep")
         return out
+
+    @property
+    def lone_point(self) -> bool:
+        """A run with timed requests outside a sweep (``tracekit capture``): compared in the
+        sweep scope as a sweep of its one point."""
+        return self.run_id is not None and self.sweep is None and "timing" in self.kinds
 
 
 def _is_file(ref: Any) -> bool:
@@ -240,7 +257,8 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
                              f"ingest it (tracekit --db {tk.path} ingest {path}) and compare its run")
         def before_write(kind: str, params: dict, name: str) -> None:
             if check is not None:
-                check(Side(text, 0, name, set(kind.split(",")), (params or {}).get("sweep"), pending=True))
+                check(Side(text, 0, name, set(kind.split(",")), (params or {}).get("sweep"), pending=True,
+                           tool=(params or {}).get("tool")))
 
         res = tk.ingest(path, check=before_write)
         # a new run, not committed while the comparison runs: the file names it
@@ -249,27 +267,38 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     else:
         ref, ingested = text, False
     rows = []
-    cols = f"run_id, name, kind, json_extract_string(params, '$.sweep'), {CAPTURE_STATUS}"
+    cols = f"run_id, name, kind, json_extract_string(params, '$.sweep'), {CAPTURE_STATUS}, " \
+        "json_extract_string(params, '$.tool')"
     if RUN_ID.fullmatch(text):
         rows = con.execute(f"SELECT {cols} FROM runs WHERE run_id = ?", [int(text)]).fetchall()
     if not rows:
         rows = con.execute(f"SELECT {cols} FROM runs WHERE name = ? ORDER BY run_id DESC LIMIT 1", [text]).fetchall()
     if rows:
-        run_id, name, kind, sweep, status, error = rows[0]
-        return Side(ref, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error,
+        run_id, name, kind, sweep, status, error, tool = rows[0]
+        return Side(ref, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error, tool=tool,
                     ingested=ingested, untraced=tuple(what for what, _ in untraced(tk, int(run_id))
                                                       if what in SCOPE_EVENTS.values()))
-    n = con.execute("SELECT count(*) FROM runs WHERE json_extract_string(params, '$.sweep') = ?", [text]).fetchall()[0][0]
-    if n:
-        return Side(text, sweep=text)
+    tools = con.execute("SELECT DISTINCT json_extract_string(params, '$.tool') FROM runs "
+                        "WHERE json_extract_string(params, '$.sweep') = ?", [text]).fetchall()
+    if tools:
+        return Side(text, sweep=text, tool=tools[0][0] if len(tools) == 1 else None)
     raise QueryError(f"diff: no run or sweep {text!r} in {tk.path}; see `tracekit runs` (a file must exist to be ingested)")
 
 
 def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
     common = base.scopes() & new.scopes()
+    other_tools = ""
+    if "sweep" in common and base.tool and new.tool and base.tool != new.tool:
+        # (the profiler's overhead is in every request: ncu's replays make them several times longer)
+        other_tools = (f"{base.label} timed its requests under {base.tool} and {new.label} under {new.tool}, "
+                       "whose overheads differ; compare requests timed under one --tool")
+        if by and "sweep" in by:
+            raise QueryError(f"--by sweep: {other_tools}")
+        common.discard("sweep")
     if not by:
         if not common:
-            raise QueryError(f"diff: {base.label} [{_kinds(base)}] and {new.label} [{_kinds(new)}] share no scope to compare")
+            raise QueryError(f"diff: {base.label} [{_kinds(base)}] and {new.label} [{_kinds(new)}] share no scope to "
+                             "compare" + (f" ({other_tools})" if other_tools else ""))
         return [s for s in SCOPES if s in common]
     out = []
     for s in by:
@@ -309,7 +338,7 @@ def _not_one_sweep(base: Side, new: Side, scopes: list[str], asked: bool) -> lis
     """The sweep scope compares two sweeps point by point; where both sides name one sweep
     (any run of a sweep names it) it would compare that sweep with itself: an error where
     it is the only scope or was asked for, else left out."""
-    if "sweep" not in scopes or base.sweep != new.sweep:
+    if "sweep" not in scopes or base.sweep != new.sweep or base.sweep is None:
         return scopes
     rest = [s for s in scopes if s != "sweep"]
     if asked or not rest:
@@ -427,7 +456,10 @@ def limit(scope: str, metric: str, threshold: float, host_judged: bool) -> tuple
     """The change (%) a metric must pass to be judged and what that limit is, for the note;
     None: the metric is host-timed in runs where host time is not judged (``HOST_TIMED``)."""
     if scope == "sweep":
-        noise = "the latency noise of identical sweeps"
+        noise, floor = "the latency noise of identical captures", HOST_NOISE_PCT
+        if metric.startswith("latency_p"):
+            noise, floor = "the tail latency noise of identical captures", HOST_TAIL_NOISE_PCT
+        return (floor, noise) if threshold < floor else (threshold, "threshold")
     elif (scope, metric) in HOST_TIMED:
         if not host_judged:
             return None
@@ -945,7 +977,9 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
 
 
 def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
-    df = _compare(con, _sql("samples_sweep"), {"base": base.sweep, "new": new.sweep})
+    df = _compare(con, _sql("samples_sweep"), {
+        "base": base.sweep, "new": new.sweep, "base_run": base.run_id if base.lone_point else None,
+        "new_run": new.run_id if new.lone_point else None})
     metrics = [("latency_med_ms", "median", 1), ("latency_p95_ms", "p95", 1)]
     rows: list[_Row] = []
     for r in df.iter_rows(named=True):

@@ -516,14 +516,16 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
                      "exceeds the threshold; a rate that moved against its launch's duration (more work), launch "
                      "settings and warp states are shown, not judged")
     if "sweep" in scopes:
-        rules.append(f"sweeps: request latencies count beyond {max(threshold, _diff.HOST_NOISE_PCT):g} % and must "
-                     f"pass Mann-Whitney U (p < {_diff.ALPHA:g})")
+        rules.append(f"request latency per bs x nc point: the median counts beyond "
+                     f"{max(threshold, _diff.HOST_NOISE_PCT):g} %, the p95 beyond "
+                     f"{max(threshold, _diff.HOST_TAIL_NOISE_PCT):g} %, and must pass Mann-Whitney U "
+                     f"(p < {_diff.ALPHA:g})")
     sec = Section("diff", f"Compared with {base.label}", "diff", intro=(
         f"This run against {base.label}: {counts}. A change is regressed or improved only beyond "
         f"{threshold:g} % and real" + (f" ({'; '.join(rules)})" if rules else "") + ". "
         "The note says how a key was matched or why a verdict was held back. Bars: each key's time "
         "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; ncu: "
-        "duration; sweeps: median latency) with its interval."
+        "duration; request latency: its median) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
     return ("compared with", f"{base.label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
 

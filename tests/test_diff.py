@@ -8,6 +8,7 @@ kernel made slower, renamed, dropped), never from tracekit's output.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import lzma
 import math
@@ -905,6 +906,27 @@ def test_sweep_pair_noise_is_quiet_and_the_real_change_is_found(sweep_pair, caps
         assert row["verdict"] == ("regressed" if med_c > 1.25 * med_a else "unchanged")
     assert set(df["verdict"]) == {"regressed"}
     capsys.readouterr()
+
+
+def test_two_sweep_folders_compare_as_their_sweeps(tmp_path, sweep_pair, capsys):
+    """`tracekit diff A/ C/` of the folders `tracekit sweep` writes: their run folders are
+    ingested and each side is their sweep, the same rows as the sweeps compared by id; a
+    folder whose runs are not one sweep's is an error that keeps none of them."""
+    from conftest import store_state
+
+    db = tmp_path / "folders.duckdb"
+    assert cli_main(["--db", str(db), "diff", str(SWEEP_PAIR / "a"), str(SWEEP_PAIR / "c"), "-f", "csv"]) == 0
+    by_folder = pl.read_csv(io.StringIO(capsys.readouterr().out))
+    by_id = sweep_pair.diff(_sweep_id("a"), _sweep_id("c"))
+    assert by_folder.height == by_id.height == 8
+    assert by_folder.select("key", "metric", "base", "new", "verdict").sort("key", "metric").rows() == \
+        by_id.select("key", "metric", "base", "new", "verdict").sort("key", "metric").rows()
+    before = store_state(db)
+    assert cli_main(["--db", str(db), "diff", str(SWEEP_PAIR), str(SWEEP_PAIR / "b")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"tracekit: error: diff: {SWEEP_PAIR}: its 12 run folders are runs of 3 sweeps, not the points of one sweep; "
+        f"ingest it (tracekit ingest {SWEEP_PAIR}) and compare two of its runs, or two sweeps, by id")
+    assert store_state(db) == before
 
 
 def _lone_capture(tmp: Path, point: Path, name: str) -> Path:

@@ -555,8 +555,10 @@ def sql(
 
 @app.command("diff")
 def diff_cmd(
-    base: Annotated[str, typer.Argument(help="base: run id, run name, sweep id, or a file to ingest")],
-    new: Annotated[str, typer.Argument(help="new: run id, run name, sweep id, or a file to ingest")],
+    base: Annotated[str, typer.Argument(help="base: run id, run name, sweep id, or a file, run folder or sweep's "
+                                                "folder to ingest")],
+    new: Annotated[str, typer.Argument(help="new: run id, run name, sweep id, or a file, run folder or sweep's "
+                                                "folder to ingest")],
     by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, ncu or sweep "
                                           "(request latency per bs x nc point, of sweeps or captures; repeatable; "
                                           "default: every scope both have)")] = [],  # noqa: B006

@@ -260,6 +260,11 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
                 check(Side(text, 0, name, set(kind.split(",")), (params or {}).get("sweep"), pending=True,
                            tool=(params or {}).get("tool")))
 
+        from .ingest import run_folders
+
+        points = run_folders([path])
+        if points != [path]:  # a sweep's folder: its points, the side their sweep
+            return _sweep_folder(tk, text, [tk.ingest(p, check=before_write) for p in points])
         res = tk.ingest(path, check=before_write)
         # a new run, not committed while the comparison runs: the file names it
         ingested = not res.skipped and getattr(tk, "_one_transaction", False)
@@ -283,6 +288,23 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     if tools:
         return Side(text, sweep=text, tool=tools[0][0] if len(tools) == 1 else None)
     raise QueryError(f"diff: no run or sweep {text!r} in {tk.path}; see `tracekit runs` (a file must exist to be ingested)")
+
+
+def _sweep_folder(tk, text: str, results: list) -> Side:
+    """The side a folder of run folders stands for (``tracekit sweep``'s folder): the one
+    sweep its runs, just ingested or already in the store, are the points of."""
+    ids = [r.run_id for r in results]
+    found = [s for (s,) in tk.con.execute("SELECT DISTINCT json_extract_string(params, '$.sweep') FROM runs "
+                                          "WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [ids]).fetchall()]
+    if len(found) != 1 or found[0] is None:
+        what = "runs outside a sweep" if found == [None] else \
+            f"runs of {len([s for s in found if s])} sweeps" + (" and outside one" if None in found else "")
+        raise QueryError(f"diff: {text}: its {len(ids)} run folders are {what}, not the points of one sweep; "
+                         f"ingest it (tracekit ingest {text}) and compare two of its runs, or two sweeps, by id")
+    tools = [t for (t,) in tk.con.execute("SELECT DISTINCT json_extract_string(params, '$.tool') FROM runs "
+                                          "WHERE json_extract_string(params, '$.sweep') = ?", [found[0]]).fetchall()]
+    return Side(text, sweep=found[0], tool=tools[0] if len(tools) == 1 else None,
+                ingested=any(not r.skipped for r in results) and getattr(tk, "_one_transaction", False))
 
 
 def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:

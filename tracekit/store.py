@@ -1110,8 +1110,11 @@ class Tracekit:
         verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, ncu, sweep; default:
         every scope both have). See ``tracekit.diff``."""
         from .diff import _is_file, diff
+        from .ingest import run_folders
 
         files = [str(r).strip() for r in (base, new) if _is_file(r)] if not self.read_only else []
+        # (a sweep's folder: its run folders, named as one command's inputs)
+        files = [str(p) for p in run_folders([Path(f) for f in files])]
         # (inside a caller's transaction, tracekit report --vs FILE's, the caller's is the one)
         own = bool(files) and not self._one_transaction
         try:

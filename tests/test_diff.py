@@ -320,6 +320,14 @@ def test_one_kernel_slower_shows_in_the_gpu_busy_time(tmp_path):
         assert busy["note"].startswith("the ops' time 58.236 ms")  # same launches: the durations' change
         moved = kern["new"] - kern["base"]
         assert 0.9 * moved < busy["new"] - busy["base"] < 1.1 * moved
+        # what moved, for a reader: the busy time, and the kernel time by NVIDIA's totals, one kernel nearly all of it
+        total = sum(float(r["Total Time (ns)"]) for r in _nsys_csv(PAIR / "half_sms", "cuda_gpu_kern_sum", "Name").values()) \
+            - sum(float(r["Total Time (ns)"]) for r in _nsys_csv(PAIR / "base", "cuda_gpu_kern_sum", "Name").values())
+        assert D.moved(df) == [
+            "GPU busy, device 0: +58.236 ms (+40.9 %, regressed)",
+            f"kernel time +{total / 1e6:.3f} ms in all: _hstu_cached_sk_kernel +{moved / 1e6:.3f} ms "
+            f"({100 * moved / total:.0f} % of it, regressed)",
+            "median request latency: bs=8,nc=1024 (+9.1 %, unchanged)"]
         back = tk.diff("half_sms", "base").filter(pl.col("scope") == "gpu")
         assert back["verdict"].to_list() == ["improved"]
 
@@ -336,6 +344,9 @@ def test_the_inference_capture_twice_is_quiet(tmp_path, base, new):
         df = tk.diff(base, new)
     assert set(df["scope"]) == {*D.NSYS_SCOPES, "sweep"}  # (the runs' timed requests: one point each)
     assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
+    summary = D.moved(df)
+    assert [line.split(" ")[0] for line in summary] == ["GPU", "kernel", "median"], summary
+    assert not any(v in line for line in summary for v in ("regressed", "improved")), summary
     latency = _rows(df.filter(pl.col("scope") == "sweep"), "latency_med_ms")
     medians = [float(np.median([float(r["latency_ms"]) for r in csv.DictReader(open(PAIR / run / "requests.csv"))
                                 if r["phase"] == "timed"])) for run in (base, new)]
@@ -905,6 +916,9 @@ def test_sweep_pair_noise_is_quiet_and_the_real_change_is_found(sweep_pair, caps
         assert (row["base"], row["new"]) == pytest.approx((med_a, med_c), rel=1e-12)
         assert row["verdict"] == ("regressed" if med_c > 1.25 * med_a else "unchanged")
     assert set(df["verdict"]) == {"regressed"}
+    summary = D.moved(sweep_pair.diff(a, c))
+    assert len(summary) == 1 and summary[0].endswith("(4 of 4 points changed)"), summary
+    assert D.moved(sweep_pair.diff(a, b))[0].endswith("(0 of 4 points changed)")
     capsys.readouterr()
 
 
@@ -1179,8 +1193,12 @@ def test_ncu_kernel_on_half_the_sms_is_the_only_regression(ncu_pair, capsys):
             assert r[side] == pytest.approx(value, abs=precision * 1.0001), (r["key"], side)
             checked += 1
     assert checked == 2 * dur.height >= 60
+    lo, hi = slower["delta"].min() / 1e3, slower["delta"].max() / 1e3
+    assert D.moved(df)[0] == (f"ncu _hstu_cached_sk_kernel, 8 launches: duration +{lo:.3f} µs to +{hi:.3f} µs "
+                              f"({slower['delta_pct'].min():+.1f} to {slower['delta_pct'].max():+.1f} %, regressed)")
     assert cli_main(["--db", str(ncu_pair.path), "diff", "base", "half_sms", "--gate"]) == 1
-    assert "48 regressed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "48 regressed" in out and "\nwhat moved:\n  ncu _hstu_cached_sk_kernel, 8 launches: duration +" in out
     # a key reads as the kernel, then the end of its NVTX path, wide or narrow (a Triton
     # kernel's name has no template to tell it by, and its path has slashes)
     keys = slower["key"].to_list()

@@ -612,6 +612,9 @@ def diff_cmd(
         more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"
                 if shown.height < df.height else "")
         typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
+        summary = _diff.moved(df)
+        if summary:
+            typer.echo("what moved:\n" + "\n".join(f"  {escape_controls(line)}" for line in summary))
     else:
         _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=tk.path)
     if gate and regressed:

@@ -1206,6 +1206,60 @@ def changes_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
     return pl.concat([changed, rest]).sort("_i").drop("_i")
 
 
+def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
+    """What moved the run, in a few lines for a reader: each GPU's busy time; the kernel
+    time in all and the kernels that moved it most, each with its share of the move;
+    ncu's launches that moved most; the request latency points that moved. From the
+    diff's own rows (``diff``), whatever scopes it has; an empty list where nothing moved."""
+    lines = []
+
+    def delta(r: dict) -> float:
+        return (r["new"] or 0.0) - (r["base"] or 0.0)
+
+    def signed(metric: str, v: float) -> str:
+        return ("+" if v >= 0 else "-") + _human(metric, abs(v))
+
+    def pct(r: dict) -> str:
+        return "" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f} %, "
+
+    for r in df.filter((pl.col("scope") == "gpu") & (pl.col("metric") == "busy_ns")).iter_rows(named=True):
+        lines.append(f"GPU busy, {r['key']}: {signed('busy_ns', delta(r))} ({pct(r)}{r['verdict']})")
+    kern = [r for r in df.filter((pl.col("scope") == "kernel") & (pl.col("metric") == "total_ns")).iter_rows(named=True)
+            if delta(r)]
+    if kern:
+        total = sum(delta(r) for r in kern)
+        judged = [r for r in kern if r["verdict"] != "unchanged"]
+        movers = sorted(judged or kern, key=lambda r: -abs(delta(r)))[:top]
+        parts = []
+        for r in movers:
+            notes = [f"{100 * delta(r) / total:.0f} % of it"] if total and abs(delta(r) / total) <= 10 else []
+            notes += [r["verdict"]] if r["verdict"] != "unchanged" else []
+            parts.append(f"{short_name(r['key'], 60)} {signed('total_ns', delta(r))}"
+                         + (f" ({', '.join(notes)})" if notes else ""))
+        lines.append(f"kernel time {signed('total_ns', total)} in all: " + "; ".join(parts))
+    ncu: dict[str, list[dict]] = {}
+    for r in df.filter((pl.col("scope") == "ncu") & (pl.col("metric") == "duration_ns")
+                       & (pl.col("verdict") != "unchanged")).iter_rows(named=True):
+        ncu.setdefault(r["key"].partition(" @ ")[0], []).append(r)
+    for name, rs in sorted(ncu.items(), key=lambda kv: -max(abs(delta(r)) for r in kv[1]))[:top]:
+        ds, ps = sorted(delta(r) for r in rs), sorted(r["delta_pct"] for r in rs if r["delta_pct"] is not None)
+        moved_by = signed("duration_ns", ds[0]) if len(rs) == 1 else \
+            f"{signed('duration_ns', ds[0])} to {signed('duration_ns', ds[-1])}"
+        by_pct = "" if not ps else f"{ps[0]:+.1f} %" if len(ps) == 1 else f"{ps[0]:+.1f} to {ps[-1]:+.1f} %"
+        verdicts = ", ".join(dict.fromkeys(r["verdict"] for r in rs))
+        where = "1 launch" if len(rs) == 1 else f"{len(rs)} launches"
+        lines.append(f"ncu {short_name(name, 60)}, {where}: duration {moved_by} ({by_pct}, {verdicts})")
+    points = df.filter((pl.col("scope") == "sweep") & (pl.col("metric") == "latency_med_ms"))
+    if points.height:
+        judged = points.filter(pl.col("verdict") != "unchanged")
+        shown = sorted((judged if judged.height else points).iter_rows(named=True),
+                       key=lambda r: -abs(r["delta_pct"] or 0))[:top]
+        parts = [f"{r['key']} ({pct(r)}{r['verdict']})" for r in shown]
+        more = f" ({judged.height} of {points.height} points changed)" if points.height > 1 else ""
+        lines.append("median request latency: " + "; ".join(parts) + more)
+    return lines
+
+
 def _human(metric: str, v: float | None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""

@@ -301,3 +301,18 @@ def test_a_folder_without_run_folders_or_named_as_one_run_is_one_line(tmp_path, 
     prefix = "tracekit: error: " if layout == "sweep_named" else f"tracekit: error: {folder}: "
     assert err == prefix + why.format(folder=folder), err
     assert store_state(small_store) == before
+
+
+def test_a_sweeps_folder_through_links_each_run_folder_once(tmp_path):
+    """Links are followed (a sweep's runs/ may live elsewhere), each folder once: a link
+    back up the tree or a second link to the same runs is no loop and no second run."""
+    from tracekit.ingest import run_folders
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "runs").symlink_to(DATA / "hstu_sweep" / "runs")
+    (sweep / "up").symlink_to(tmp_path)
+    (sweep / "again").symlink_to(DATA / "hstu_sweep" / "runs")
+    found = run_folders([sweep])
+    assert [p.name for p in found] == sorted(p.name for p in (DATA / "hstu_sweep" / "runs").iterdir())
+    assert {p.parent.name for p in found} == {"again"}  # (the first in path order: again/ before runs/)

@@ -187,8 +187,13 @@ def run_folders(paths: list[Path]) -> list[Path]:
         if not path.is_dir() or (path / "meta.json").exists():
             out.append(path)
             continue
-        found = []
-        for top, dirs, files in os.walk(path):  # (symbolic links to folders are not followed: no loops)
+        found, seen = [], set()
+        for top, dirs, files in os.walk(path, followlinks=True):  # (a link to a folder seen before: not again)
+            st = os.stat(top)
+            if (st.st_dev, st.st_ino) in seen:
+                dirs.clear()
+                continue
+            seen.add((st.st_dev, st.st_ino))
             dirs.sort()
             if "meta.json" in files and Path(top) != path:
                 found.append(Path(top))

@@ -319,8 +319,10 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
         common.discard("sweep")
     if not by:
         if not common:
+            has = "; ".join(f"{side.label} has {', '.join(s for s in SCOPES if s in side.scopes()) or 'none'}"
+                            for side in (base, new))
             raise QueryError(f"diff: {base.label} [{_kinds(base)}] and {new.label} [{_kinds(new)}] share no scope to "
-                             "compare" + (f" ({other_tools})" if other_tools else ""))
+                             "compare (" + (other_tools or has) + ")")
         return [s for s in SCOPES if s in common]
     out = []
     for s in by:

@@ -1329,6 +1329,8 @@ def test_launch_by_launch_rule_edge_cases():
     assert not D._paired([(10_000.0, 12_000.0), (10_000.0, 8_000.0), (10_000.0, 12_000.0)], 5, 2_000)[0]
     real, why = D._paired([(10_000.0, 20_000.0)] + [(10_000.0, 10_010.0)] * 3, 5, 10)
     assert not real and why == "most launches moved by 5% or less (3 of 4)"
+    real, why = D._paired([(10_000.0, 12_000.0), (10_000.0, 8_000.0)], 5, 1)  # as many up as down: both ways
+    assert not real and why.startswith("launches moved both ways"), why
     a = [{"grid_size": g, "block_size": 128, "k": k} for k, g in enumerate((64, 1024, 16384, 64))]
     pairs = D._counterparts(a, [a[2], a[0], a[1], a[3]])  # (reordered: each with the one of its grid, in order)
     assert sorted((x["k"], y["k"]) for x, y in pairs) == [(0, 0), (1, 1), (2, 2), (3, 3)]

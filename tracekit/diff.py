@@ -884,7 +884,7 @@ def _paired(pairs: list[tuple[float, float]], limit_pct: float, change: float) -
     steps = [0.0 if abs(y - x) <= limit_pct / 100 * abs(x) else y - x for x, y in pairs]
     up, down = sum(d > 0 for d in steps), sum(d < 0 for d in steps)
     moved = up + down
-    if moved and change and (up > down) != (change > 0):
+    if moved and change and up != down and (up > down) != (change > 0):
         return False, f"most launches moved the other way from the median ({up} up, {down} down)"
     if moved >= SIGN_MIN:
         p = _sign_p(up, down)

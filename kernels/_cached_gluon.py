@@ -1,8 +1,11 @@
 """Gluon (Hopper) version of the persistent cached kernel: FA3's structure for the default mask.
 
 The schedule is the Triton kernel's (``_hstu_cached_sk_kernel``: whole items in DP waves, then
-stream-K chunks), computed on the device by ``_sk_plan_kernel`` (the same functions, one program
-per persistent program) into a table of pieces per program. ``_hstu_cached_gl_kernel`` then runs
+stream-K chunks). Each program computes its own pieces in its prologue (``_gl_plan``: the 4 default
+warps, before the partitions start; the per-sequence figures as vectors over lanes, each piece's
+query block by bisection over closed-form sums) into its rows of a table of pieces; ``INPLAN=0``
+has the planner kernel ``_sk_plan_kernel`` (the Triton functions, one program per persistent
+program) write the same table before the launch instead. ``_hstu_cached_gl_kernel`` then runs
 each program's pieces with warp specialization: a producer partition (4 warps) copies q and every
 K/V tile of the pieces (cp.async into rings of ``SK`` / ``SV`` slots, gathered through the page
 table; the unmasked cached tiles in a loop of their own with plain page addresses, a phantom tile
@@ -15,14 +18,16 @@ benchmarks/attention_cached_gluon.py). Each consumer finishes its 64 rows on its
 is written out; a cut piece that finds the item's other pieces all counted adds their partials to
 its own accumulator and writes the output; any other cut piece stores its fp32 partial and counts
 its arrival on the (item, half) counter, and the one that arrives last sums the partials (as the
-Triton kernel does per item).
+Triton kernel does per item). Outputs go through the consumer's half of the piece's q buffer
+(``STAGE``: 16-byte stores instead of the accumulator layout's 4-byte ones).
 
 Needs Triton >= 3.6 with ``triton.experimental.gluon`` and an sm_90 GPU (wgmma); the caller
 falls back to the Triton kernel otherwise (and in the interpreter). Opt-in (config ``GLUON``): at
-the inference workload on the H200 it is correct but 4-8 % slower than the Triton kernel (216.5
-against 204.1 us): its unmasked-tile loop runs ~6 % fewer cycles a tile than Triton's, but its
-planner kernel (~7.4 us before it) and its sums of partials cost more (docs/performance.md,
-"helper gluon2"). ptxas reports spill stores (d=256) in the epilogue's sums of partials.
+the inference workload on the H200 it is correct but 2-4 % slower than the Triton kernel (209-210
+against 202-205 us; docs/performance.md, "helper gluon3"; it was 4-8 % with the planner kernel
+and 4-byte output stores, "helper gluon2"): its unmasked-tile loop runs ~6 % fewer cycles a tile
+than Triton's, but its sums of partials cost more. ptxas reports spill stores (d=256) in the
+epilogue's sums of partials.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     async_copy,
+    fence_async_shared,
     mbarrier,
     warpgroup_mma,
     warpgroup_mma_wait,
@@ -74,9 +80,14 @@ def _sk_plan_piece(i, lo, hi, pid, s0, chunk, row, SEQ_OFFSETS, CACHE_LENS, NUM_
 @triton.jit
 def _sk_plan_kernel(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk, dp_spare, MAXPC,
                     H: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr,
-                    BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr, UNIFORM: tl.constexpr):
+                    BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr, UNIFORM: tl.constexpr,
+                    PDL: tl.constexpr = False):
     """The pieces of persistent program ``pid`` in order (``_hstu_cached_sk_kernel``'s loop), at
-    most MAXPC of them, into PLAN[pid]; their count into PLAN_N[pid]."""
+    most MAXPC of them, into PLAN[pid]; their count into PLAN_N[pid]. PDL: the Gluon kernel is
+    launched as a programmatic dependent launch and may start (up to its wait) at once."""
+    if PDL:
+        tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=tl.int32,
+                                  is_pure=False, pack=1)
     pid = tl.program_id(0)
     P = tl.num_programs(0)
     offs_b = tl.arange(0, BPOW)
@@ -133,6 +144,181 @@ def _gl_fence(x):
     """``fence.acq_rel.gpu`` in every thread holding an element of x (``__threadfence``)."""
     return gl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.b32 $0, $1;", "=r,r", [x], dtype=gl.int32,
                                      is_pure=False, pack=1)
+
+
+# ---------------------------------------------------------------- the schedule (Gluon, in the kernel)
+@gluon.jit
+def _gl_add(a, b):
+    return a + b
+
+
+@gluon.jit
+def _gl_prefix(T, C, n, nh, nb, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr):
+    """Iterations of query blocks 0 .. min(T, nb) - 1 of one head of a sequence: the sum of
+    ``_sk_block_iters`` in closed form (the history tiles as ``_sk_sequences`` counts them; the
+    candidate tiles of consecutive tile-aligned blocks telescope)."""
+    R: gl.constexpr = BLOCK_M // BLOCK_N
+    T = gl.minimum(T, nb)
+    chv = gl.cdiv(nh, BLOCK_N)
+    f = gl.minimum(chv // R, T)
+    s = T * gl.cdiv(C, BLOCK_N) + R * f * (f + 1) // 2 + (T - f) * chv
+    if HAS_TARGETS:
+        e = gl.minimum(T * BLOCK_M, n)
+        s += gl.where(e > nh, gl.cdiv(e, BLOCK_N) - nh // BLOCK_N, 0)
+    return s
+
+
+@gluon.jit
+def _gl_block_of(r, C, n, nh, nb, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
+                 TPOW: gl.constexpr):
+    """``_sk_locate``'s query block t of the head iteration r (the number of t' < TPOW whose
+    blocks 0..t' end at or before r): TPOW if all nb blocks do (an iteration past the head's
+    blocks), else by bisection over [0, nb) on the closed-form prefix sums."""
+    lo = r * 0
+    hi = nb
+    if _gl_prefix(nb, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS) <= r:
+        lo = lo + TPOW
+        hi = lo
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _gl_prefix(mid + 1, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS) <= r:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@gluon.jit
+def _gl_item_start(j, offs_b, ci, iv, sv, wv, nv, cv, nhv, nbv, H: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr):
+    """``_sk_item_start``: the first iteration of item j (ci: the inclusive prefix sums of iv)."""
+    b = gl.sum((ci <= j).to(gl.int32), axis=0)
+    sel = offs_b == b
+    before = offs_b < b
+    jr = j - gl.sum(gl.where(before, iv, 0), axis=0)
+    nb = gl.maximum(gl.sum(gl.where(sel, nbv, 0), axis=0), 1)
+    h = jr // nb
+    t = jr - h * nb
+    C = gl.sum(gl.where(sel, cv, 0), axis=0)
+    n = gl.sum(gl.where(sel, nv, 0), axis=0)
+    nh = gl.sum(gl.where(sel, nhv, 0), axis=0)
+    return (gl.sum(gl.where(before, sv, 0), axis=0) + h * gl.sum(gl.where(sel, wv, 0), axis=0)
+            + _gl_prefix(t, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS))
+
+
+@gluon.jit
+def _gl_plan_piece(i, lo, hi, pid, s0, chunk, row, offs_b, cs, sv, wv, nv, cv, nhv, nbv, H: gl.constexpr,
+                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr, TPOW: gl.constexpr):
+    """``_sk_plan_piece``: the piece from iteration i (``_sk_locate``) into the plan row ``row``;
+    returns the end of the piece (cs: the inclusive prefix sums of sv)."""
+    b = gl.sum((cs <= i).to(gl.int32), axis=0)
+    sel = offs_b == b
+    before = offs_b < b
+    W = gl.maximum(gl.sum(gl.where(sel, wv, 0), axis=0), 1)
+    rr = i - gl.sum(gl.where(before, sv, 0), axis=0)
+    h = rr // W
+    r = rr - h * W
+    n = gl.sum(gl.where(sel, nv, 0), axis=0)
+    nh = gl.sum(gl.where(sel, nhv, 0), axis=0)
+    C = gl.sum(gl.where(sel, cv, 0), axis=0)
+    nb = gl.sum(gl.where(sel, nbv, 0), axis=0)
+    t = _gl_block_of(r, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS, TPOW)
+    pt = _gl_prefix(t, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS)
+    item_lo = i - r + pt
+    item_hi = item_lo + _gl_prefix(t + 1, C, n, nh, nb, BLOCK_M, BLOCK_N, HAS_TARGETS) - pt
+    seg_hi = gl.maximum(gl.minimum(item_hi, hi), i + 1)
+    whole = ((item_lo >= lo) & (item_hi <= hi)).to(gl.int32)
+    slot = pid * 2 + gl.where(item_lo <= lo, 0, 1)
+    item = gl.sum(gl.where(before, nbv, 0), axis=0) * H + h * nb + t
+    gl.store(row + 0, b)
+    gl.store(row + 1, h)
+    gl.store(row + 2, t)
+    gl.store(row + 3, i - item_lo)
+    gl.store(row + 4, seg_hi - item_lo)
+    gl.store(row + 5, whole)
+    gl.store(row + 6, slot)
+    gl.store(row + 7, item)
+    gl.store(row + 8, (item_lo - s0) // chunk)
+    gl.store(row + 9, (item_hi - 1 - s0) // chunk)
+    gl.store(row + 10, item_lo)
+    gl.store(row + 11, s0)
+    gl.store(row + 12, chunk)
+    return seg_hi
+
+
+@gluon.jit
+def _gl_plan(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk, dp_spare, MAXPC,
+             H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
+             BPOW: gl.constexpr, TPOW: gl.constexpr, DP: gl.constexpr, BSPT: gl.constexpr,
+             num_warps: gl.constexpr):
+    """``_sk_plan_kernel`` for this program, in the kernel's prologue (its 4 warps, before the
+    partitions start): the per-sequence vectors once (BSPT of them a thread: 1, over the lanes,
+    reduced by shuffles; BSPT = BPOW, every reduction within each thread, made the prologue ~8 us
+    longer on the H200: serial chains of dependent adds, and spills in the consumers' loop), each
+    piece's query block by bisection over closed-form sums instead of vectors over the blocks; the
+    rows go to PLAN[pid] exactly as the planner kernel writes them
+    (benchmarks/attention_cached_gluon_plan.py compares the two on the GPU)."""
+    R: gl.constexpr = BLOCK_M // BLOCK_N
+    bl: gl.constexpr = gl.BlockedLayout([BSPT], [32], [num_warps], [0])
+    pid = gl.program_id(0)
+    P = gl.num_programs(0)
+    offs_b = gl.arange(0, BPOW, layout=bl)
+    bmask = offs_b < nseq
+    o0 = gl.load(SEQ_OFFSETS + offs_b, mask=bmask, other=0)
+    nv = (gl.load(SEQ_OFFSETS + offs_b + 1, mask=bmask, other=0) - o0).to(gl.int32)
+    cv = gl.load(CACHE_LENS + offs_b, mask=bmask, other=0).to(gl.int32)
+    if HAS_TARGETS:
+        nhv = nv - gl.load(NUM_TARGETS + offs_b, mask=bmask, other=0).to(gl.int32)
+    else:
+        nhv = nv
+    nbv = gl.cdiv(nv, BLOCK_M)
+    chv = gl.cdiv(nhv, BLOCK_N)
+    fv = gl.minimum(chv // R, nbv)
+    wv = nbv * gl.cdiv(cv, BLOCK_N) + R * fv * (fv + 1) // 2 + (nbv - fv) * chv
+    if HAS_TARGETS:
+        wv += gl.cdiv(nv, BLOCK_N) - nhv // BLOCK_N
+    sv = wv * H
+    cs = gl.associative_scan(sv, 0, _gl_add)
+    total = gl.sum(sv, axis=0)
+    base = PLAN + pid.to(gl.int64) * MAXPC * 16
+    npc = 0
+    if DP:
+        iv = nbv * H
+        ci = gl.associative_scan(iv, 0, _gl_add)
+        items = gl.sum(iv, axis=0)
+        waves = gl.maximum(items // P - dp_spare, 0)
+        s0 = 0
+        if waves > 0:
+            s0 = _gl_item_start(waves * P, offs_b, ci, iv, sv, wv, nv, cv, nhv, nbv, H, BLOCK_M, BLOCK_N,
+                                HAS_TARGETS)
+        chunk = gl.maximum(gl.cdiv(total - s0, P), min_chunk)
+        lo = s0 + pid * chunk
+        hi = gl.minimum(lo + chunk, total)
+        k = 0
+        i = lo
+        while ((k < waves) | (i < hi)) & (npc < MAXPC):
+            in_dp = k < waves
+            j = i
+            if in_dp:
+                j = _gl_item_start(k * P + pid, offs_b, ci, iv, sv, wv, nv, cv, nhv, nbv, H, BLOCK_M, BLOCK_N,
+                                   HAS_TARGETS)
+            e = _gl_plan_piece(j, gl.where(in_dp, j, lo), gl.where(in_dp, total, hi), pid, s0, chunk,
+                               base + npc * 16, offs_b, cs, sv, wv, nv, cv, nhv, nbv, H, BLOCK_M, BLOCK_N,
+                               HAS_TARGETS, TPOW)
+            npc += 1
+            i = gl.where(in_dp, i, e)
+            k += 1
+    else:
+        chunk = gl.maximum(gl.cdiv(total, P), min_chunk)
+        lo = pid * chunk
+        hi = gl.minimum(lo + chunk, total)
+        i = lo
+        while (i < hi) & (npc < MAXPC):
+            i = _gl_plan_piece(i, lo, hi, pid, 0, chunk, base + npc * 16, offs_b, cs, sv, wv, nv, cv, nhv, nbv, H,
+                               BLOCK_M, BLOCK_N, HAS_TARGETS, TPOW)
+            npc += 1
+    gl.store(PLAN_N + pid, npc)
+    _gl_fence(gl.arange(0, 32 * num_warps, layout=gl.BlockedLayout([1], [32], [num_warps], [0])))
 
 
 @gluon.jit
@@ -331,11 +517,30 @@ def _gl_out(OUT, start, h, r0, n, stride_ot, stride_oh, x, offs_r, offs_c):
 
 
 @gluon.jit
+def _gl_out_staged(OUT, start, h, r0, n, stride_ot, stride_oh, x, buf, D: gl.constexpr, HALF: gl.constexpr):
+    """``_gl_out`` through shared memory: x (the accumulator's layout) converted and stored into
+    ``buf`` (this warpgroup's half of the piece's q buffer, free once its QKs are done), read back
+    8 contiguous columns a thread and written with 16-byte stores."""
+    TC: gl.constexpr = D // 8 if D // 8 < 16 else 16
+    ol: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TC, TC], [4, 1], [1, 0])
+    buf.store(x.to(OUT.dtype.element_ty))
+    gl.thread_barrier()
+    y = buf.load(ol)
+    rows = r0 + gl.arange(0, HALF, layout=gl.SliceLayout(1, ol))
+    cols = gl.arange(0, D, layout=gl.SliceLayout(0, ol))
+    gl.store(OUT + start * stride_ot + h * stride_oh + rows[:, None] * stride_ot + cols[None, :], y,
+             mask=(rows < n)[:, None])
+
+
+@gluon.jit
 def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
                  D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-                 SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr):
-    """Rows wg*64 .. wg*64+63 of every piece's query block."""
+                 SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr,
+                 EVL: gl.constexpr):
+    """Rows wg*64 .. wg*64+63 of every piece's query block. STAGE: outputs written through this
+    warpgroup's half of the piece's q buffer (``_gl_out_staged``), which is then released after the
+    epilogue instead of after the last QK."""
     HALF: gl.constexpr = BLOCK_M // 2
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -381,7 +586,8 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
                               empty_v, scale, s0, ct, C, n, nh, nkt, j0, rows, offs_n0, BLOCK_N, SK, SV, p_layout,
                               dtype, True)
         nt = npos
-        mbarrier.arrive(q_empty.index(k % QB))  # every QK of the piece is done
+        if not STAGE:
+            mbarrier.arrive(q_empty.index(k % QB))  # every QK of the piece is done
         gv = g + nt - 1
         mbarrier.wait(full_v.index(gv % SV), (gv // SV) & 1)
         acc = warpgroup_mma(p, v_ring.index(gv % SV), acc, is_async=True)
@@ -391,7 +597,10 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
         # epilogue, this warpgroup's rows
         row = PLAN + (pid.to(gl.int64) * MAXPC + k) * 16
         if gl.load(row + 5) != 0:
-            _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
+            if STAGE:
+                _gl_out_staged(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, q_my, D, HALF)
+            else:
+                _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
         else:
             slot = gl.load(row + 6)
             cnt = CNT + gl.load(row + 7) * 2 + wg
@@ -412,10 +621,18 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
                     sc = c * 2 + gl.where(item_lo <= sk0 + c * chunk, 0, 1)
                     acc += gl.load(WS + (sc.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :],
                                    mask=(offs_r >= 0)[:, None] & (sc != slot), other=0.0, cache_modifier=".cg")
-                _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
+                if STAGE:
+                    _gl_out_staged(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, q_my, D,
+                                   HALF)
+                else:
+                    _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
                 gl.atomic_xchg(cnt, 0, sem="relaxed")
             else:
-                gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc)
+                if EVL:  # (the partial is read back tens of microseconds later: kept in L2 against the K/V stream)
+                    gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc,
+                             eviction_policy="evict_last")
+                else:
+                    gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc)
                 _gl_fence(offs_r)
                 gl.thread_barrier()
                 arrived = gl.atomic_add(cnt, 1, sem="acq_rel")
@@ -426,28 +643,41 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
                         sc = c * 2 + gl.where(item_lo <= sk0 + c * chunk, 0, 1)
                         tot += gl.load(WS + (sc.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :],
                                        cache_modifier=".cg")
-                    _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, tot * inv_n, offs_r, offs_c)
+                    if STAGE:
+                        _gl_out_staged(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, tot * inv_n, q_my,
+                                       D, HALF)
+                    else:
+                        _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, tot * inv_n, offs_r,
+                                offs_c)
                     gl.atomic_xchg(cnt, 0, sem="relaxed")
+        if STAGE:
+            # this warpgroup's reads of its q half are done (its QKs, the staged output): the
+            # producer may copy the next q into the buffer
+            fence_async_shared()
+            gl.thread_barrier()
+            mbarrier.arrive(q_empty.index(k % QB))
 
 
 @gluon.jit
 def _gl_consumer0(OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                   scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
                   D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr):
+                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr,
+                  EVL: gl.constexpr):
     _gl_consumer(0, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty, D,
-                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB)
+                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, EVL)
 
 
 @gluon.jit
 def _gl_consumer1(OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                   scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
                   D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr):
+                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr,
+                  EVL: gl.constexpr):
     _gl_consumer(1, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty, D,
-                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB)
+                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, EVL)
 
 
 @gluon.jit
@@ -455,13 +685,20 @@ def _hstu_cached_gl_kernel(
     Q, K, V, KC, VC, PT, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
     stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
-    WS, CNT, PLAN, PLAN_N, MAXPC, scale, inv_n,
+    WS, CNT, PLAN, PLAN_N, MAXPC, scale, inv_n, nseq, min_chunk, dp_spare,
     D: gl.constexpr, PAGE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     HAS_TARGETS: gl.constexpr, SK: gl.constexpr, SV: gl.constexpr, PWARPS: gl.constexpr,
-    CREGS: gl.constexpr, PREGS: gl.constexpr, QB: gl.constexpr, num_warps: gl.constexpr,
+    CREGS: gl.constexpr, PREGS: gl.constexpr, QB: gl.constexpr, H: gl.constexpr, BPOW: gl.constexpr,
+    TPOW: gl.constexpr, DP: gl.constexpr, BSPT: gl.constexpr, INPLAN: gl.constexpr, PDL: gl.constexpr,
+    STAGE: gl.constexpr, EVL: gl.constexpr, num_warps: gl.constexpr,
 ):
     gl.static_assert(num_warps == 4)
     gl.static_assert(BLOCK_M == 128)
+    if INPLAN:
+        # the program's plan, written by this CTA before its partitions start (warp_specialize's
+        # entry is a barrier of all the CTA's warps; bar.sync orders their memory accesses)
+        _gl_plan(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk, dp_spare, MAXPC, H, BLOCK_M,
+                 BLOCK_N, HAS_TARGETS, BPOW, TPOW, DP, BSPT, num_warps)
     dtype: gl.constexpr = Q.dtype.element_ty
     q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], dtype)
     kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], dtype)
@@ -483,13 +720,17 @@ def _hstu_cached_gl_kernel(
     for i in gl.static_range(QB):
         mbarrier.init(q_full.index(i), count=PWARPS * 32)
         mbarrier.init(q_empty.index(i), count=2)
+    if PDL:
+        # (a programmatic dependent launch: the planner kernel's writes are complete and visible after this)
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
     gl.warp_specialize([
         (_gl_consumer0, (OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot,
                          stride_oh, scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full,
-                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB)),
+                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, EVL)),
         (_gl_consumer1, (OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot,
                          stride_oh, scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full,
-                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB)),
+                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, EVL)),
         (_gl_producer, (Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC,
                         stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                         stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
@@ -501,6 +742,9 @@ def _hstu_cached_gl_kernel(
 # ---------------------------------------------------------------- host
 _CAPABLE: dict = {}
 _PLAN_BYTES_MAX = 64 << 20
+# (tools) a list: each call with the plan computed in the kernel also runs the planner kernel into
+# tables of its own and appends (kernel's plan, its counts, planner's plan, its counts)
+PLAN_CHECK = None
 
 
 def usable(q, kc, vc, d_qk: int, d_v: int, block_m: int, block_n: int, page: int, fast: bool) -> bool:
@@ -522,10 +766,13 @@ def usable(q, kc, vc, d_qk: int, d_v: int, block_m: int, block_n: int, page: int
 
 def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets, ws, cnt, *, scale, inv_n,
                  programs, dp, dp_spare, min_chunk, uniform, page, block_m=128, block_n=32, sk=3, sv=3, qb=2,
-                 pwarps=4, cregs=232, pregs=40):
-    """Plan (Triton) then run (Gluon) the persistent cached kernel; returns the Gluon kernel's
-    handle, or None when the plan would be too large (the caller then runs the Triton kernel).
-    ``cnt`` holds two counters per item (one per consumer warpgroup)."""
+                 pwarps=4, cregs=232, pregs=40, inplan=1, pdl=0, bspt=1, stage=1, evl=0):
+    """Run the Gluon persistent cached kernel (inplan=0: after the planner kernel, pdl=1 as its
+    programmatic dependent launch); returns its handle, or None when the plan table would be too
+    large (the caller then runs the Triton kernel). ``cnt`` holds two counters per item (one per
+    consumer warpgroup). bspt: sequences a thread in the in-kernel plan (1: vectors over lanes;
+    all of them in every thread was slower); stage: outputs through shared memory; evl: partials
+    stored with L2 priority evict_last."""
     import torch
 
     L, H, D = q.shape
@@ -537,14 +784,28 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
     plan = torch.empty(P * items * NF, dtype=torch.int32, device=q.device)
     plan_n = torch.empty(P, dtype=torch.int32, device=q.device)
     nt = num_targets if num_targets is not None else seq_offsets
-    _sk_plan_kernel[(P,)](seq_offsets, cache_lens, nt, plan, plan_n, B, min_chunk, dp_spare, items,
-                          H=H, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None,
-                          BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, block_m) + 1),
-                          DP=dp, UNIFORM=uniform, num_warps=4)
+    bpow = triton.next_power_of_2(B + 1)
+    tpow = triton.next_power_of_2(triton.cdiv(L, block_m) + 1)
+    inplan = bool(inplan)
+    pdl = bool(pdl) and not inplan
+    chk = None
+    if inplan and PLAN_CHECK is not None:
+        chk = (torch.full_like(plan, -7), torch.full_like(plan_n, -7))
+        plan.fill_(-7)
+        plan_n.fill_(-7)
+        PLAN_CHECK.append((plan, plan_n) + chk)
+    if not inplan or chk is not None:
+        # the planner kernel (PLAN_CHECK: into tables of its own, to compare)
+        pl, pn = (plan, plan_n) if chk is None else chk
+        _sk_plan_kernel[(P,)](seq_offsets, cache_lens, nt, pl, pn, B, min_chunk, dp_spare, items,
+                              H=H, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None,
+                              BPOW=bpow, TPOW=tpow, DP=dp, UNIFORM=uniform, PDL=pdl, num_warps=4)
     return _hstu_cached_gl_kernel[(P,)](
         q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, nt,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
         kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2), pt.stride(0),
-        ws, cnt, plan, plan_n, items, scale, inv_n,
+        ws, cnt, plan, plan_n, items, scale, inv_n, B, min_chunk, dp_spare,
         D=D, PAGE=page, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None, SK=sk, SV=sv,
-        PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, num_warps=4)
+        PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, H=H, BPOW=bpow, TPOW=tpow, DP=dp,
+        BSPT=min(bspt, bpow), INPLAN=inplan, PDL=pdl, STAGE=bool(stage), EVL=bool(evl), num_warps=4,
+        launch_pdl=pdl)

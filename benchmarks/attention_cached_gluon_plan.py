@@ -8,7 +8,7 @@ MIN_CHUNK and DP_SPARE varied), runs the Gluon kernel with
 ``_cached_gluon.PLAN_CHECK`` set, so each call also runs the planner kernel into tables of its
 own, and compares the two plans field by field (every program's piece count and rows), and the
 output against the float32 reference (CONFIG: a dict literal added to each case's config, e.g.
-"{'GL_BSPT': 1}"). Prints one line per failing case and a summary.
+"{'GL_STAGE': 0}"). Prints one line per failing case and a summary.
 """
 
 from __future__ import annotations

@@ -900,11 +900,10 @@ def hstu_cached_fwd(
     # persistent kernel: GLUON runs its Gluon version (_cached_gluon) where it can (off by default:
     # 2-4 % slower than this kernel at the inference workload on the H200, docs/performance.md,
     # "helper gluon3"); GL_SK, GL_SV, GL_QB: that kernel's K/V ring depths and q buffers; GL_INPLAN
-    # (default 1): its plan computed in the kernel (0: by the planner kernel, GL_PDL then launching
-    # the Gluon kernel as its programmatic dependent); GL_BSPT: sequences a thread in that plan;
-    # GL_STAGE (default 1): outputs written through shared memory; GL_EVL: partials stored evict_last
+    # (default 1): its plan computed in the kernel (0: by the planner kernel); GL_STAGE (default 1):
+    # outputs written through shared memory
     gluon = bool(cfg.pop("GLUON", False))
-    gl_keys = ("GL_SK", "GL_SV", "GL_QB", "GL_INPLAN", "GL_PDL", "GL_BSPT", "GL_STAGE", "GL_EVL")
+    gl_keys = ("GL_SK", "GL_SV", "GL_QB", "GL_INPLAN", "GL_STAGE")
     gl_opts = {key[3:].lower(): int(cfg.pop(key)) for key in gl_keys if key in cfg}
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)

@@ -80,14 +80,9 @@ def _sk_plan_piece(i, lo, hi, pid, s0, chunk, row, SEQ_OFFSETS, CACHE_LENS, NUM_
 @triton.jit
 def _sk_plan_kernel(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk, dp_spare, MAXPC,
                     H: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr,
-                    BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr, UNIFORM: tl.constexpr,
-                    PDL: tl.constexpr = False):
+                    BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr, UNIFORM: tl.constexpr):
     """The pieces of persistent program ``pid`` in order (``_hstu_cached_sk_kernel``'s loop), at
-    most MAXPC of them, into PLAN[pid]; their count into PLAN_N[pid]. PDL: the Gluon kernel is
-    launched as a programmatic dependent launch and may start (up to its wait) at once."""
-    if PDL:
-        tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=tl.int32,
-                                  is_pure=False, pack=1)
+    most MAXPC of them, into PLAN[pid]; their count into PLAN_N[pid]."""
     pid = tl.program_id(0)
     P = tl.num_programs(0)
     offs_b = tl.arange(0, BPOW)
@@ -249,17 +244,16 @@ def _gl_plan_piece(i, lo, hi, pid, s0, chunk, row, offs_b, cs, sv, wv, nv, cv, n
 @gluon.jit
 def _gl_plan(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk, dp_spare, MAXPC,
              H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-             BPOW: gl.constexpr, TPOW: gl.constexpr, DP: gl.constexpr, BSPT: gl.constexpr,
-             num_warps: gl.constexpr):
+             BPOW: gl.constexpr, TPOW: gl.constexpr, DP: gl.constexpr, num_warps: gl.constexpr):
     """``_sk_plan_kernel`` for this program, in the kernel's prologue (its 4 warps, before the
-    partitions start): the per-sequence vectors once (BSPT of them a thread: 1, over the lanes,
-    reduced by shuffles; BSPT = BPOW, every reduction within each thread, made the prologue ~8 us
-    longer on the H200: serial chains of dependent adds, and spills in the consumers' loop), each
+    partitions start): the per-sequence vectors once (one sequence a lane, reduced by shuffles;
+    every sequence in every thread made the prologue ~8 us longer on the H200: serial chains of
+    dependent adds, and spills in the consumers' loop), each
     piece's query block by bisection over closed-form sums instead of vectors over the blocks; the
     rows go to PLAN[pid] exactly as the planner kernel writes them
     (benchmarks/attention_cached_gluon_plan.py compares the two on the GPU)."""
     R: gl.constexpr = BLOCK_M // BLOCK_N
-    bl: gl.constexpr = gl.BlockedLayout([BSPT], [32], [num_warps], [0])
+    bl: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
     pid = gl.program_id(0)
     P = gl.num_programs(0)
     offs_b = gl.arange(0, BPOW, layout=bl)
@@ -536,8 +530,7 @@ def _gl_out_staged(OUT, start, h, r0, n, stride_ot, stride_oh, x, buf, D: gl.con
 def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
                  D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-                 SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr,
-                 EVL: gl.constexpr):
+                 SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr):
     """Rows wg*64 .. wg*64+63 of every piece's query block. STAGE: outputs written through this
     warpgroup's half of the piece's q buffer (``_gl_out_staged``), which is then released after the
     epilogue instead of after the last QK."""
@@ -628,11 +621,7 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
                     _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
                 gl.atomic_xchg(cnt, 0, sem="relaxed")
             else:
-                if EVL:  # (the partial is read back tens of microseconds later: kept in L2 against the K/V stream)
-                    gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc,
-                             eviction_policy="evict_last")
-                else:
-                    gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc)
+                gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc)
                 _gl_fence(offs_r)
                 gl.thread_barrier()
                 arrived = gl.atomic_add(cnt, 1, sem="acq_rel")
@@ -662,22 +651,20 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
 def _gl_consumer0(OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                   scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
                   D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr,
-                  EVL: gl.constexpr):
+                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr):
     _gl_consumer(0, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty, D,
-                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, EVL)
+                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE)
 
 
 @gluon.jit
 def _gl_consumer1(OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                   scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
                   D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr,
-                  EVL: gl.constexpr):
+                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr):
     _gl_consumer(1, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty, D,
-                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, EVL)
+                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE)
 
 
 @gluon.jit
@@ -689,8 +676,7 @@ def _hstu_cached_gl_kernel(
     D: gl.constexpr, PAGE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     HAS_TARGETS: gl.constexpr, SK: gl.constexpr, SV: gl.constexpr, PWARPS: gl.constexpr,
     CREGS: gl.constexpr, PREGS: gl.constexpr, QB: gl.constexpr, H: gl.constexpr, BPOW: gl.constexpr,
-    TPOW: gl.constexpr, DP: gl.constexpr, BSPT: gl.constexpr, INPLAN: gl.constexpr, PDL: gl.constexpr,
-    STAGE: gl.constexpr, EVL: gl.constexpr, num_warps: gl.constexpr,
+    TPOW: gl.constexpr, DP: gl.constexpr, INPLAN: gl.constexpr, STAGE: gl.constexpr, num_warps: gl.constexpr,
 ):
     gl.static_assert(num_warps == 4)
     gl.static_assert(BLOCK_M == 128)
@@ -698,7 +684,7 @@ def _hstu_cached_gl_kernel(
         # the program's plan, written by this CTA before its partitions start (warp_specialize's
         # entry is a barrier of all the CTA's warps; bar.sync orders their memory accesses)
         _gl_plan(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk, dp_spare, MAXPC, H, BLOCK_M,
-                 BLOCK_N, HAS_TARGETS, BPOW, TPOW, DP, BSPT, num_warps)
+                 BLOCK_N, HAS_TARGETS, BPOW, TPOW, DP, num_warps)
     dtype: gl.constexpr = Q.dtype.element_ty
     q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], dtype)
     kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], dtype)
@@ -720,17 +706,13 @@ def _hstu_cached_gl_kernel(
     for i in gl.static_range(QB):
         mbarrier.init(q_full.index(i), count=PWARPS * 32)
         mbarrier.init(q_empty.index(i), count=2)
-    if PDL:
-        # (a programmatic dependent launch: the planner kernel's writes are complete and visible after this)
-        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)
     gl.warp_specialize([
         (_gl_consumer0, (OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot,
                          stride_oh, scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full,
-                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, EVL)),
+                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE)),
         (_gl_consumer1, (OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot,
                          stride_oh, scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full,
-                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, EVL)),
+                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE)),
         (_gl_producer, (Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC,
                         stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                         stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
@@ -766,13 +748,11 @@ def usable(q, kc, vc, d_qk: int, d_v: int, block_m: int, block_n: int, page: int
 
 def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets, ws, cnt, *, scale, inv_n,
                  programs, dp, dp_spare, min_chunk, uniform, page, block_m=128, block_n=32, sk=3, sv=3, qb=2,
-                 pwarps=4, cregs=232, pregs=40, inplan=1, pdl=0, bspt=1, stage=1, evl=0):
-    """Run the Gluon persistent cached kernel (inplan=0: after the planner kernel, pdl=1 as its
-    programmatic dependent launch); returns its handle, or None when the plan table would be too
-    large (the caller then runs the Triton kernel). ``cnt`` holds two counters per item (one per
-    consumer warpgroup). bspt: sequences a thread in the in-kernel plan (1: vectors over lanes;
-    all of them in every thread was slower); stage: outputs through shared memory; evl: partials
-    stored with L2 priority evict_last."""
+                 pwarps=4, cregs=232, pregs=40, inplan=1, stage=1):
+    """Run the Gluon persistent cached kernel (inplan=0: after the planner kernel); returns its
+    handle, or None when the plan table would be too large (the caller then runs the Triton
+    kernel). ``cnt`` holds two counters per item (one per consumer warpgroup). stage: outputs
+    through shared memory."""
     import torch
 
     L, H, D = q.shape
@@ -787,7 +767,6 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
     bpow = triton.next_power_of_2(B + 1)
     tpow = triton.next_power_of_2(triton.cdiv(L, block_m) + 1)
     inplan = bool(inplan)
-    pdl = bool(pdl) and not inplan
     chk = None
     if inplan and PLAN_CHECK is not None:
         chk = (torch.full_like(plan, -7), torch.full_like(plan_n, -7))
@@ -799,7 +778,7 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
         pl, pn = (plan, plan_n) if chk is None else chk
         _sk_plan_kernel[(P,)](seq_offsets, cache_lens, nt, pl, pn, B, min_chunk, dp_spare, items,
                               H=H, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None,
-                              BPOW=bpow, TPOW=tpow, DP=dp, UNIFORM=uniform, PDL=pdl, num_warps=4)
+                              BPOW=bpow, TPOW=tpow, DP=dp, UNIFORM=uniform, num_warps=4)
     return _hstu_cached_gl_kernel[(P,)](
         q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, nt,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
@@ -807,5 +786,4 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
         ws, cnt, plan, plan_n, items, scale, inv_n, B, min_chunk, dp_spare,
         D=D, PAGE=page, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None, SK=sk, SV=sv,
         PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, H=H, BPOW=bpow, TPOW=tpow, DP=dp,
-        BSPT=min(bspt, bpow), INPLAN=inplan, PDL=pdl, STAGE=bool(stage), EVL=bool(evl), num_warps=4,
-        launch_pdl=pdl)
+        INPLAN=inplan, STAGE=bool(stage), num_warps=4)

@@ -746,6 +746,16 @@ def usable(q, kc, vc, d_qk: int, d_v: int, block_m: int, block_n: int, page: int
     return _CAPABLE[idx]
 
 
+def max_pieces(L: int, B: int, H: int, block_m: int) -> int:
+    """An upper bound on the pieces of any program's plan (the plan table's rows a program):
+    the items, at most H * (cdiv(L, block_m) + B) (each sequence's query blocks, each head), and
+    one iteration more a head of a sequence: the schedule counts one tile past the blocks of a
+    sequence whose targets are 0 and whose new tokens are not a multiple of BLOCK_N, and a piece
+    is planned for it (its rows all masked). A bound without those pieces let the plan stop
+    short of the last items, whose rows were then never written."""
+    return H * (triton.cdiv(L, block_m) + 2 * B)
+
+
 def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets, ws, cnt, *, scale, inv_n,
                  programs, dp, dp_spare, min_chunk, uniform, page, block_m=128, block_n=32, sk=3, sv=3, qb=2,
                  pwarps=4, cregs=232, pregs=40, inplan=1, stage=1):
@@ -757,7 +767,7 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
 
     L, H, D = q.shape
     B = seq_offsets.numel() - 1
-    items = H * (triton.cdiv(L, block_m) + B)  # an upper bound on the items, so on any program's pieces
+    items = max_pieces(L, B, H, block_m)
     P = programs
     if P * items * NF * 4 > _PLAN_BYTES_MAX:
         return None

@@ -1122,7 +1122,8 @@ def _gluon_sm90() -> bool:
 @pytest.mark.skipif(not _gluon_sm90(), reason="needs an sm_90 GPU and triton.experimental.gluon")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("d", [128, 256])
-@pytest.mark.parametrize("cfg", [{}, {"PROGRAMS": 7}, {"PROGRAMS": 5, "DP": False}], ids=["grid", "p7", "p5-nodp"])
+@pytest.mark.parametrize("cfg", [{}, {"PROGRAMS": 7}, {"PROGRAMS": 5, "DP": False}, {"PROGRAMS": 1, "DP": False}],
+                         ids=["grid", "p7", "p5-nodp", "p1-nodp"])
 def test_gpu_cached_gluon_matches_reference(cfg, d, dtype):
     """The persistent kernel's Gluon version (config GLUON): shuffled pages, empty caches and cache
     lengths not a multiple of the page size, jagged new-token runs not a multiple of the block,
@@ -1132,8 +1133,11 @@ def test_gpu_cached_gluon_matches_reference(cfg, d, dtype):
 
     g = _gen()
     H = 2
-    hist, new = [0, 45, 300, 1000, 31], [200, 1, 129, 64, 300]
-    for targets in (None, [50, 1, 0, 64, 299]):
+    hist = [0, 45, 300, 1000, 31, 0, 517, 0, 3, 7, 60, 0]
+    new = [200, 1, 129, 64, 300, 100, 100, 100, 100, 100, 1, 1]
+    # (the sequences of no targets and new tokens not a multiple of 32: on one program, 48 pieces
+    # where the plan once had room for 44)
+    for targets in (None, [50, 1, 0, 64, 299, 0, 0, 0, 0, 0, 0, 0]):
         kh, vh = (_rand(g, sum(hist), H, d, dtype=dtype) for _ in range(2))
         q, k, v = (_rand(g, sum(new), H, d, dtype=dtype) for _ in range(3))
         N = max(a + b for a, b in zip(hist, new, strict=True)) + 5
@@ -1148,6 +1152,36 @@ def test_gpu_cached_gluon_matches_reference(cfg, d, dtype):
                                     contextual_seq_len=0, max_attn_len=0, config={"GLUON": True, **cfg}, out=out)
             assert "gl_kernel" in _cached.LAST_KERNEL.name
             assert _rel(out, ref) < TOL[dtype]
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the planner kernel under the interpreter (CPU)")
+@pytest.mark.parametrize(("B", "n", "H", "targets", "programs", "dp"), [
+    (13, 100, 1, 0, 1, False),  # 26 pieces on one program: the former bound held 24
+    (3, 129, 2, 0, 1, False),  # the GPU's NaN rows: the last sequence's second head never planned
+    (7, 1, 2, 0, 1, False), (4, 257, 1, 0, 3, True), (5, 31, 4, 15, 7, True), (13, 100, 4, 50, 13, False)])
+def test_cached_gluon_plan_has_room_for_every_piece(B, n, H, targets, programs, dp):
+    """The Gluon kernel's plan table (``max_pieces`` rows a program) holds every piece the
+    schedule makes, including the tile past the blocks of each head of a sequence with no targets
+    and new tokens not a multiple of BLOCK_N: where it did not, the plan stopped short and the
+    last items' rows were never written (NaN rows on the H200)."""
+    pytest.importorskip("triton.experimental.gluon")
+    import triton
+    from tracekit.kernels import _cached_gluon as G
+
+    off = torch.arange(0, (B + 1) * n, n, dtype=torch.int32)
+    caches = torch.tensor([(0, 1, 31, 45, 517, 1012)[i % 6] for i in range(B)], dtype=torch.int32)
+    nt = torch.full((B,), targets, dtype=torch.int32)
+    L = B * n
+    rows = 4 * G.max_pieces(L, B, H, 128)  # (room to spare: the pieces the schedule makes, all of them)
+    plan = torch.full((programs * rows * G.NF,), -7, dtype=torch.int32)
+    counts = torch.full((programs,), -7, dtype=torch.int32)
+    G._sk_plan_kernel[(programs,)](off, caches, nt, plan, counts, B, 1, 2, rows, H=H, BLOCK_M=128, BLOCK_N=32,
+                                   HAS_TARGETS=True, BPOW=triton.next_power_of_2(B + 1),
+                                   TPOW=triton.next_power_of_2(triton.cdiv(L, 128) + 1), DP=dp, UNIFORM=False,
+                                   num_warps=4)
+    assert 0 < int(counts.max()) <= G.max_pieces(L, B, H, 128)
+    if (B, n, programs) == (13, 100, 1):
+        assert int(counts.max()) > H * (triton.cdiv(L, 128) + B)  # (what the former bound missed)
 
 
 def test_cached_gluon_option_falls_back_off_the_gpu():

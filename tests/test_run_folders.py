@@ -123,7 +123,7 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
     ("name_with_controls", "meta.json", "'name': 'a\\x1bb' cannot name a run: it holds control characters"),
     ("requests_of_another_tool", "requests.csv", "not the requests CSV tracekit capture writes"),
     ("export_not_sqlite", "nsys.sqlite.xz", "neither an nsys SQLite export nor an ncu report"),
-    ("no_meta", "", "must be a tracekit run folder with a meta.json"),
+    ("no_meta", "", "not a run folder (no meta.json) and no run folder below it; name the exports it holds ("),
     ("nothing_to_ingest", "", "holds no profile or requests.csv"),
     ("bs_not_a_number", "meta.json", "'params' bs='eight': bs (the batch size) is a whole number from 1 to 2147483647"),
     ("latency_infinite", "requests.csv", "latency_ms inf in data row 1: a time or size is a finite number"),
@@ -268,8 +268,8 @@ def test_a_sweeps_folder_ingests_every_point_as_its_run_folders_named_one_by_one
 
 
 @pytest.mark.parametrize(("layout", "why"), [
-    ("exports", "not a run folder (no meta.json) and no run folder below it; name the exports it holds, e.g. "
-                "tracekit ingest {folder}/rank0/export.sqlite.xz ..."),
+    ("exports", "not a run folder (no meta.json) and no run folder below it; name the exports it holds "
+                "({folder}/rank0/export.sqlite.xz, ...)"),
     ("empty", "not a run folder (no meta.json) and no run folder below it, nor an nsys export or ncu report: "
               "nothing to ingest"),
     ("sweep_named", "--name 'one' names one run: give it one file or run folder ({folder} holds 2 run folders)"),
@@ -316,3 +316,51 @@ def test_a_sweeps_folder_through_links_each_run_folder_once(tmp_path):
     found = run_folders([sweep])
     assert [p.name for p in found] == sorted(p.name for p in (DATA / "hstu_sweep" / "runs").iterdir())
     assert {p.parent.name for p in found} == {"again"}  # (the first in path order: again/ before runs/)
+
+
+def test_a_sweeps_failed_point_is_left_out_with_a_warning(tmp_path, capsys):
+    """A point whose capture failed before it timed a request (meta.json status failed, no
+    requests.csv: as `tracekit sweep` leaves it) is left out of the folder's runs with a
+    warning, as the sweep's own ingest leaves it out; the sweep compares without it."""
+    from tracekit.cli import main as cli_main
+
+    sweeps = {}
+    for side in ("a", "c"):
+        sweeps[side] = shutil.copytree(DATA / "sweep_pair" / side, tmp_path / side)
+    failed = next((sweeps["c"] / "runs").glob("*-bs4-nc512-none"))
+    meta = json.loads((failed / "meta.json").read_text())
+    meta.update(status="failed", error="worker exited with code 1: CUDA out of memory")
+    (failed / "meta.json").write_text(json.dumps(meta))
+    (failed / "requests.csv").unlink()
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(sweeps["c"])]) == 0
+    out, err = capsys.readouterr()
+    assert out.count(": run ") == 3 and err.strip() == (
+        f"tracekit: warning: {failed}: not ingested: the capture's status is 'failed' (worker exited with code 1: "
+        "CUDA out of memory) and it left no timed request or profile")
+    assert cli_main(["--db", str(tmp_path / "d.duckdb"), "diff", str(sweeps["a"]), str(sweeps["c"]), "-f", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "bs=4,nc=512" in out and out.count("removed") == 2  # (the point the new sweep lacks: its two rows)
+
+
+def test_inputs_met_twice_count_once_and_a_bad_folder_fails_alone(tmp_path, small_store, capsys):
+    """A run folder named beside the sweep's folder that holds it is one input (its name is
+    the one it has alone); a folder of loose exports among other inputs fails alone, the
+    others land; in Python, ingesting a sweep's folder says how to."""
+    from tracekit.cli import main as cli_main
+
+    points = sorted((DATA / "hstu_sweep" / "runs").iterdir())
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(DATA / "hstu_sweep"), str(points[0]), str(DATA / "hstu_sweep")]) == 0
+    assert capsys.readouterr().out.count(": run ") == 16
+    with tracekit.open(db) as tk:
+        assert sorted(tk.query("runs", limit=0)["name"]) == sorted(p.name for p in points)
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    shutil.copy(DATA / "nsys_ranks_2gpu" / "rank0" / "export.sqlite.xz", loose)
+    assert cli_main(["--db", str(tmp_path / "m.duckdb"), "ingest", str(points[0]), str(loose), str(points[1])]) == 2
+    out, err = capsys.readouterr()
+    assert out.count(": run ") == 2 and f"{loose}: not a run folder (no meta.json)" in err
+    with tracekit.open(small_store) as tk, pytest.raises(InputError, match=r"not a run folder \(no meta.json\); "
+                                                                       "it holds 16 run folders: ingest them"):
+        tk.ingest(DATA / "hstu_sweep")

@@ -278,7 +278,8 @@ def ingest(
         if f.exists() and not (f.is_file() or f.is_dir()):
             raise InputError(f"{f}: not a regular file or folder (a pipe, socket or device); ingest an export, "
                              "a report or a run folder")
-    given, files = files, run_folders(files)  # (a sweep's folder: its points' run folders)
+    with _capture_warnings():  # (a sweep's point whose capture failed and left nothing: said, left out)
+        given, files = files, run_folders(files)  # (a sweep's folder: its points' run folders)
     if name is not None and len(files) > 1:  # (each run would be named so: one run per name)
         held = f"{len(files)} given" if len(given) > 1 else f"{given[0]} holds {len(files)} run folders"
         raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({held})")

@@ -803,7 +803,7 @@ class Tracekit:
 
         meta_file = folder / "meta.json"
         if not meta_file.exists():
-            raise InputError(f"{folder}: a folder to ingest must be a tracekit run folder with a meta.json")
+            raise InputError(_ingest.not_a_run_folder(folder))
         try:
             folder_meta = json.loads(meta_file.read_text())
         except json.JSONDecodeError as err:
@@ -822,7 +822,7 @@ class Tracekit:
                 raise InputError(f"{meta_file}: 'name': {err}") from None
         found: dict[str, list[tuple[int, Path, object]]] = {}
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-            if f.name == "meta.json" or f.suffix in (".log", ".txt", ".json", ".nsys-rep", ".qdstrm", ".xlsx"):
+            if f.name == "meta.json" or f.suffix in _ingest.NOT_READ_SUFFIXES:
                 continue
             head = _ingest.head_of(f)
             mod = _ingest.plugin_for(f, head)
@@ -1109,12 +1109,17 @@ class Tracekit:
         files (ingested first). One row per scope, key and metric with a noise-aware
         verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, ncu, sweep; default:
         every scope both have). See ``tracekit.diff``."""
+        import warnings
+
         from .diff import _is_file, diff
+        from .errors import CaptureWarning
         from .ingest import run_folders
 
         files = [str(r).strip() for r in (base, new) if _is_file(r)] if not self.read_only else []
-        # (a sweep's folder: its run folders, named as one command's inputs)
-        files = [str(p) for p in run_folders([Path(f) for f in files])]
+        with warnings.catch_warnings():  # (resolve says it, where the folder is ingested)
+            warnings.simplefilter("ignore", CaptureWarning)
+            # (a sweep's folder: its run folders, named as one command's inputs)
+            files = [str(p) for p in run_folders([Path(f) for f in files])]
         # (inside a caller's transaction, tracekit report --vs FILE's, the caller's is the one)
         own = bool(files) and not self._one_transaction
         try:

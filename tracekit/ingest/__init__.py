@@ -175,39 +175,101 @@ def file_hash(path: Path) -> str:
     return h.hexdigest()
 
 
+#: files of a run folder no plugin reads (logs, the capture's own JSON, the .nsys-rep beside its
+#: export, spreadsheets)
+NOT_READ_SUFFIXES = (".log", ".txt", ".json", ".nsys-rep", ".qdstrm", ".xlsx")
+
+
 def run_folders(paths: list[Path]) -> list[Path]:
-    """The inputs of one ingest command, each folder that is not a run folder (no
-    meta.json: a sweep's folder, a folder of sweeps) standing for the run folders below it,
-    in path order; a run folder's own subfolders are its files, not runs. Any other path
-    is kept as given (the store says what is wrong with it)."""
+    """The inputs of one ingest command: each folder that is not a run folder (no meta.json:
+    a sweep's folder, a folder of sweeps) stands for the run folders below it, in path order
+    (a run folder's own subfolders are its files, not runs; links are followed, each folder
+    once). A run folder of a capture that failed and left nothing to ingest is left out with a
+    ``CaptureWarning``, as ``tracekit sweep`` leaves it out; a run folder found twice, or also
+    given itself, counts once. Any other path, a folder with no run folder below it included,
+    is kept as given: the store says what is wrong with it."""
     import os
+    import warnings
+
+    from ..errors import CaptureWarning
 
     out: list[Path] = []
+    met = {os.path.realpath(p) for p in paths}  # (a path given twice stays twice: the same run, said so)
     for path in paths:
-        if not path.is_dir() or (path / "meta.json").exists():
+        found = _below(path) if path.is_dir() and not (path / "meta.json").exists() else []
+        if not found:
             out.append(path)
             continue
-        found, seen = [], set()
-        for top, dirs, files in os.walk(path, followlinks=True):  # (a link to a folder seen before: not again)
-            st = os.stat(top)
-            if (st.st_dev, st.st_ino) in seen:
-                dirs.clear()
+        kept = 0
+        for folder in found:
+            why = _left_nothing(folder)
+            if why is not None:
+                warnings.warn(CaptureWarning(why), stacklevel=2)
                 continue
-            seen.add((st.st_dev, st.st_ino))
-            dirs.sort()
-            if "meta.json" in files and Path(top) != path:
-                found.append(Path(top))
-                dirs.clear()
-        if not found:
-            raise InputError(_no_run_folder(path))
-        out.extend(found)
+            kept += 1
+            if os.path.realpath(folder) not in met:
+                met.add(os.path.realpath(folder))
+                out.append(folder)
+        if not kept:
+            raise InputError(f"{path}: its {len(found)} run folder{'s' if len(found) > 1 else ''} "
+                             f"{'are captures' if len(found) > 1 else 'is a capture'} that failed and left nothing "
+                             "to ingest")
     return out
 
 
-def _no_run_folder(folder: Path) -> str:
-    """Why a folder without run folders is not ingested, with the command that would ingest
-    the exports it holds (named one by one: a folder may hold one capture in several forms,
-    an .nsys-rep beside its .sqlite, an ncu report beside its CSV pages)."""
+def _below(folder: Path) -> list[Path]:
+    """The run folders below ``folder`` (not itself), in path order."""
+    import os
+
+    found, seen = [], set()
+    for top, dirs, files in os.walk(folder, followlinks=True):  # (a link to a folder seen before: not again)
+        st = os.stat(top)
+        if (st.st_dev, st.st_ino) in seen:
+            dirs.clear()
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs.sort()
+        if "meta.json" in files and Path(top) != folder:
+            found.append(Path(top))
+            dirs.clear()
+    return found
+
+
+def _left_nothing(folder: Path) -> str | None:
+    """Why a run folder found below a folder is not ingested: its capture failed (meta.json's
+    status) before it wrote a timed request or a profile; None for any other."""
+    import json
+
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None  # (the store says what is wrong with it)
+    status = meta.get("status") if isinstance(meta, dict) else None
+    if status in (None, "ok"):
+        return None
+    for f in folder.rglob("*"):
+        if not f.is_file() or f.name == "meta.json" or f.suffix in NOT_READ_SUFFIXES:
+            continue
+        if f.name != "requests.csv":
+            return None
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            if fh.readline() and fh.readline():  # (a header and a request)
+                return None
+    error = meta.get("error")
+    return (f"{folder}: not ingested: the capture's status is {status!r}" + (f" ({error})" if error else "")
+            + " and it left no timed request or profile")
+
+
+def not_a_run_folder(folder: Path) -> str:
+    """Why a folder without a meta.json is not one run, and what to give instead: the run
+    folders below it (a sweep's), or the exports it holds, named one by one (a folder may hold
+    one capture in several forms, an .nsys-rep beside its .sqlite, an ncu report beside its CSV
+    pages)."""
+    found = _below(folder)
+    why = f"{folder}: not a run folder (no meta.json)"
+    if found:
+        return (f"{why}; it holds {len(found)} run folders: ingest them (the ingest command takes the folder; "
+                "tracekit.ingest.run_folders lists them)")
     exports = []
     for f in sorted(folder.rglob("*")):
         name = f.name
@@ -217,11 +279,10 @@ def _no_run_folder(folder: Path) -> str:
             exports.append(f)
             if len(exports) == 2:
                 break
-    why = f"{folder}: not a run folder (no meta.json) and no run folder below it"
     if not exports:
-        return f"{why}, nor an nsys export or ncu report: nothing to ingest"
-    more = " ..." if len(exports) > 1 else ""
-    return f"{why}; name the exports it holds, e.g. tracekit ingest {exports[0]}{more}"
+        return f"{why} and no run folder below it, nor an nsys export or ncu report: nothing to ingest"
+    more = ", ..." if len(exports) > 1 else ""
+    return f"{why} and no run folder below it; name the exports it holds ({exports[0]}{more})"
 
 
 def plugin_for(path: Path, head: bytes):

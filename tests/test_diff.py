@@ -323,11 +323,10 @@ def test_one_kernel_slower_shows_in_the_gpu_busy_time(tmp_path):
         # what moved, for a reader: the busy time, and the kernel time by NVIDIA's totals, one kernel nearly all of it
         total = sum(float(r["Total Time (ns)"]) for r in _nsys_csv(PAIR / "half_sms", "cuda_gpu_kern_sum", "Name").values()) \
             - sum(float(r["Total Time (ns)"]) for r in _nsys_csv(PAIR / "base", "cuda_gpu_kern_sum", "Name").values())
-        assert D.moved(df) == [
+        assert D.moved(df) == [  # (the requests' latency, +9.1 %, within the noise: not a line)
             "GPU busy, device 0: +58.236 ms (+40.9 %, regressed)",
             f"kernel time +{total / 1e6:.3f} ms in all: _hstu_cached_sk_kernel +{moved / 1e6:.3f} ms "
-            f"({100 * moved / total:.0f} % of it, regressed)",
-            "median request latency: bs=8,nc=1024 (+9.1 %, unchanged)"]
+            f"({100 * moved / total:.0f} % of it, regressed)"]
         back = tk.diff("half_sms", "base").filter(pl.col("scope") == "gpu")
         assert back["verdict"].to_list() == ["improved"]
 
@@ -344,9 +343,7 @@ def test_the_inference_capture_twice_is_quiet(tmp_path, base, new):
         df = tk.diff(base, new)
     assert set(df["scope"]) == {*D.NSYS_SCOPES, "sweep"}  # (the runs' timed requests: one point each)
     assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
-    summary = D.moved(df)
-    assert [line.split(" ")[0] for line in summary] == ["GPU", "kernel", "median"], summary
-    assert not any(v in line for line in summary for v in ("regressed", "improved")), summary
+    assert D.moved(df) == []  # (nothing judged changed: nothing moved)
     latency = _rows(df.filter(pl.col("scope") == "sweep"), "latency_med_ms")
     medians = [float(np.median([float(r["latency_ms"]) for r in csv.DictReader(open(PAIR / run / "requests.csv"))
                                 if r["phase"] == "timed"])) for run in (base, new)]
@@ -407,6 +404,11 @@ def test_large_copies_from_pageable_memory_regress_the_copies_and_busy_time(tmp_
         assert busy["verdict"] == "regressed" and busy["note"].startswith("the ops' time"), busy
         assert set(_flagged(df)["scope"]) <= {"memcpy", "gpu", "api", "nvtx"}  # nothing of the kernels
         assert _flagged(df, "kernel").height == 0
+        moved = h2d["total_ns"]["new"] - h2d["total_ns"]["base"]
+        assert D.moved(df) == [  # (the copies, not a kernel; host API call counts are no line)
+            f"GPU busy, device 0: +{(busy['new'] - busy['base']) / 1e6:.3f} ms ({busy['delta_pct']:+.1f} %, regressed)",
+            f"memory operations' time +{moved / 1e6:.3f} ms in all: [CUDA memcpy Host-to-Device] "
+            f"+{moved / 1e6:.3f} ms (100 % of it, regressed)"]
         for base, new in (("pinned", "pinned_again"), ("pinned_again", "pinned")):
             assert _flagged(tk.diff(base, new), "memcpy").height == 0
             assert _flagged(tk.diff(base, new), "gpu").height == 0
@@ -780,6 +782,8 @@ def test_planted_host_regressions_without_cuda(tmp_path):
         assert set(_rows(df, "instances")[k]["verdict"] for k in CPU_ONLY_KEYS) == {"unchanged"}
         moved = [abs(r["delta"]) for r in df.iter_rows(named=True) if r["metric"] == "range_total_ns"]
         assert moved == sorted(moved, reverse=True) and moved[0] > 35e6  # parse's 40 x 1 ms first
+        summary = D.moved(df)
+        assert len(summary) == 1 and summary[0].startswith("NVTX wall time: loader:decode/loader:parse total +")
         # a larger threshold rules: beyond 165 %, the medians that moved more by nsys's numbers
         big = tk.diff("base", "cpu_only_slow", threshold_pct=165)
         beyond = {k for k, n in CPU_ONLY_KEYS.items()
@@ -918,7 +922,7 @@ def test_sweep_pair_noise_is_quiet_and_the_real_change_is_found(sweep_pair, caps
     assert set(df["verdict"]) == {"regressed"}
     summary = D.moved(sweep_pair.diff(a, c))
     assert len(summary) == 1 and summary[0].endswith("(4 of 4 points changed)"), summary
-    assert D.moved(sweep_pair.diff(a, b))[0].endswith("(0 of 4 points changed)")
+    assert D.moved(sweep_pair.diff(a, b)) == []
     capsys.readouterr()
 
 
@@ -941,6 +945,45 @@ def test_two_sweep_folders_compare_as_their_sweeps(tmp_path, sweep_pair, capsys)
         f"tracekit: error: diff: {SWEEP_PAIR}: its 12 run folders are runs of 3 sweeps, not the points of one sweep; "
         f"ingest it (tracekit ingest {SWEEP_PAIR}) and compare two of its runs, or two sweeps, by id")
     assert store_state(db) == before
+
+
+def test_what_moved_edge_cases():
+    """``moved`` on rows of a few odd kinds (hand-made: the real pairs are tested above): a p95
+    that regressed alone is a line; an ncu launch only in the new report says added; values
+    that are not numbers are no 'nan' text; a kernel that moved against the total gets no share."""
+    def rows(*rs):
+        return pl.DataFrame([dict(zip(D.COLUMNS, r, strict=True)) for r in rs], schema=D.SCHEMA, orient="row")
+
+    nan = float("nan")
+    df = rows(("sweep", "bs=1,nc=1", "latency_med_ms", 10.0, 10.4, 0.4, 4.0, "unchanged", 0.5, "", None, None),
+              ("sweep", "bs=1,nc=1", "latency_p95_ms", 12.0, 22.1, 10.1, 84.2, "regressed", 1e-5, "", None, None),
+              ("ncu", "k @ a/b", "duration_ns", None, 20_000.0, None, None, "added", None, "", None, None),
+              ("gpu", "device 0", "busy_ns", nan, nan, nan, nan, "unchanged", None, "", None, None),
+              ("kernel", "big", "total_ns", 1e6, 11e6, 10e6, 1000.0, "regressed", 1e-9, "", None, None),
+              ("kernel", "other", "total_ns", 9e6, 1e6, -8e6, -88.9, "improved", 1e-9, "", None, None))
+    assert D.moved(df) == [
+        "kernel time +2.000 ms in all: big +10.000 ms (regressed); other -8.000 ms (improved)",
+        "ncu k: 1 launch added",
+        "request latency: bs=1,nc=1 p95 (+84.2 %, regressed)"]
+
+
+def test_a_lone_run_without_a_point_and_a_folder_of_one_run(tmp_path, capsys):
+    """A run with timed requests whose params lack bs and nc is one point, 'requests'; a folder
+    holding one run folder (`tracekit capture --out DIR/runs`) compared as that run."""
+    point = next((SWEEP_PAIR / "a" / "runs").glob("*-bs4-nc512-none"))
+    runs = []
+    for side, src in (("a", point), ("c", next((SWEEP_PAIR / "c" / "runs").glob("*-bs4-nc512-none")))):
+        run = _lone_capture(tmp_path, src, f"nopoint_{side}")
+        meta = json.loads((run / "meta.json").read_text())
+        meta["params"] = {k: v for k, v in meta["params"].items() if k not in ("bs", "nc")}
+        (run / "meta.json").write_text(json.dumps(meta))
+        runs.append(run)
+    one = tmp_path / "out"
+    (one / "runs").mkdir(parents=True)
+    shutil.move(str(runs[1]), one / "runs" / runs[1].name)
+    assert cli_main(["--db", str(tmp_path / "s.duckdb"), "diff", str(runs[0]), str(one), "-f", "csv"]) == 0
+    df = pl.read_csv(io.StringIO(capsys.readouterr().out))
+    assert df["key"].to_list() == ["requests", "requests"] and set(df["verdict"]) == {"regressed"}
 
 
 def _lone_capture(tmp: Path, point: Path, name: str) -> Path:

@@ -263,9 +263,9 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         from .ingest import run_folders
 
         points = run_folders([path])
-        if points != [path]:  # a sweep's folder: its points, the side their sweep
+        if len(points) > 1:  # a sweep's folder: its points, the side their sweep
             return _sweep_folder(tk, text, [tk.ingest(p, check=before_write) for p in points])
-        res = tk.ingest(path, check=before_write)
+        res = tk.ingest(points[0], check=before_write)  # (a folder holding one run folder: that run)
         # a new run, not committed while the comparison runs: the file names it
         ingested = not res.skipped and getattr(tk, "_one_transaction", False)
         ref, text = (text if ingested else str(res.run_id)), str(res.run_id)
@@ -283,11 +283,20 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         return Side(ref, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error, tool=tool,
                     ingested=ingested, untraced=tuple(what for what, _ in untraced(tk, int(run_id))
                                                       if what in SCOPE_EVENTS.values()))
-    tools = con.execute("SELECT DISTINCT json_extract_string(params, '$.tool') FROM runs "
-                        "WHERE json_extract_string(params, '$.sweep') = ?", [text]).fetchall()
-    if tools:
-        return Side(text, sweep=text, tool=tools[0][0] if len(tools) == 1 else None)
+    side = _sweep_side(con, text, text)
+    if side is not None:
+        return side
     raise QueryError(f"diff: no run or sweep {text!r} in {tk.path}; see `tracekit runs` (a file must exist to be ingested)")
+
+
+def _sweep_side(con, sweep: str, ref: str, ingested: bool = False) -> Side | None:
+    """The side of sweep ``sweep`` (None: no run of the store is a point of it), with the
+    profiler its requests were timed under where its runs share one."""
+    tools = con.execute("SELECT DISTINCT json_extract_string(params, '$.tool') FROM runs "
+                        "WHERE json_extract_string(params, '$.sweep') = ?", [sweep]).fetchall()
+    if not tools:
+        return None
+    return Side(ref, sweep=sweep, tool=tools[0][0] if len(tools) == 1 else None, ingested=ingested)
 
 
 def _sweep_folder(tk, text: str, results: list) -> Side:
@@ -301,10 +310,8 @@ def _sweep_folder(tk, text: str, results: list) -> Side:
             f"runs of {len([s for s in found if s])} sweeps" + (" and outside one" if None in found else "")
         raise QueryError(f"diff: {text}: its {len(ids)} run folders are {what}, not the points of one sweep; "
                          f"ingest it (tracekit ingest {text}) and compare two of its runs, or two sweeps, by id")
-    tools = [t for (t,) in tk.con.execute("SELECT DISTINCT json_extract_string(params, '$.tool') FROM runs "
-                                          "WHERE json_extract_string(params, '$.sweep') = ?", [found[0]]).fetchall()]
-    return Side(text, sweep=found[0], tool=tools[0] if len(tools) == 1 else None,
-                ingested=any(not r.skipped for r in results) and getattr(tk, "_one_transaction", False))
+    return _sweep_side(tk.con, found[0], text,
+                       ingested=any(not r.skipped for r in results) and getattr(tk, "_one_transaction", False))
 
 
 def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
@@ -312,7 +319,9 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
     other_tools = ""
     if "sweep" in common and base.tool and new.tool and base.tool != new.tool:
         # (the profiler's overhead is in every request: ncu's replays make them several times longer)
-        other_tools = (f"{base.label} timed its requests under {base.tool} and {new.label} under {new.tool}, "
+        under = {side.tool: "without a profiler" if side.tool == "none" else f"under {side.tool}"
+                 for side in (base, new)}
+        other_tools = (f"{base.label} timed its requests {under[base.tool]} and {new.label} {under[new.tool]}, "
                        "whose overheads differ; compare requests timed under one --tool")
         if by and "sweep" in by:
             raise QueryError(f"--by sweep: {other_tools}")
@@ -479,18 +488,17 @@ def _join(*parts: str) -> str:
 def limit(scope: str, metric: str, threshold: float, host_judged: bool) -> tuple[float, str] | None:
     """The change (%) a metric must pass to be judged and what that limit is, for the note;
     None: the metric is host-timed in runs where host time is not judged (``HOST_TIMED``)."""
-    if scope == "sweep":
-        noise, floor = "the latency noise of identical captures", HOST_NOISE_PCT
-        if metric.startswith("latency_p"):
-            noise, floor = "the tail latency noise of identical captures", HOST_TAIL_NOISE_PCT
-        return (floor, noise) if threshold < floor else (threshold, "threshold")
+    if scope == "sweep" and metric.startswith("latency_p"):
+        floor, noise = HOST_TAIL_NOISE_PCT, "the tail latency noise of identical captures"
+    elif scope == "sweep":
+        floor, noise = HOST_NOISE_PCT, "the latency noise of identical captures"
     elif (scope, metric) in HOST_TIMED:
         if not host_judged:
             return None
-        noise = "the host noise of identical captures"
+        floor, noise = HOST_NOISE_PCT, "the host noise of identical captures"
     else:
         return threshold, "threshold"
-    return (HOST_NOISE_PCT, noise) if threshold < HOST_NOISE_PCT else (threshold, "threshold")
+    return (floor, noise) if threshold < floor else (threshold, "threshold")
 
 
 def _spread_p(delta: float, sd: float) -> float | None:
@@ -1208,57 +1216,90 @@ def changes_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
     return pl.concat([changed, rest]).sort("_i").drop("_i")
 
 
+_STAT = {"range_total_ns": "total", "range_med_ns": "median", "latency_med_ms": "median", "latency_p95_ms": "p95"}
+
+
 def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
-    """What moved the run, in a few lines for a reader: each GPU's busy time; the kernel
-    time in all and the kernels that moved it most, each with its share of the move;
-    ncu's launches that moved most; the request latency points that moved. From the
-    diff's own rows (``diff``), whatever scopes it has; an empty list where nothing moved."""
-    lines = []
+    """What moved beyond the noise, in a few lines for a reader, from the diff's rows
+    (``diff``): only keys judged changed (regressed, improved, added, removed). Each GPU's
+    busy time; the kernel time in all and the kernels that moved (with their share of it), the
+    same for memory operations; NVTX paths judged on wall time (runs without CUDA); ncu's
+    launches per kernel; the request latency points. Empty where nothing was judged changed."""
+    def val(x: float | None) -> float | None:
+        return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
     def delta(r: dict) -> float:
-        return (r["new"] or 0.0) - (r["base"] or 0.0)
+        return (val(r["new"]) or 0.0) - (val(r["base"]) or 0.0)
 
     def signed(metric: str, v: float) -> str:
         return ("+" if v >= 0 else "-") + _human(metric, abs(v))
 
-    def pct(r: dict) -> str:
-        return "" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f} %, "
+    def how(r: dict) -> str:
+        pct = val(r["delta_pct"])
+        return ", ".join(([f"{pct:+.1f} %"] if pct is not None and r["verdict"] not in ("added", "removed") else [])
+                         + [r["verdict"]])
 
-    for r in df.filter((pl.col("scope") == "gpu") & (pl.col("metric") == "busy_ns")).iter_rows(named=True):
-        lines.append(f"GPU busy, {r['key']}: {signed('busy_ns', delta(r))} ({pct(r)}{r['verdict']})")
-    kern = [r for r in df.filter((pl.col("scope") == "kernel") & (pl.col("metric") == "total_ns")).iter_rows(named=True)
-            if delta(r)]
-    if kern:
-        total = sum(delta(r) for r in kern)
-        judged = [r for r in kern if r["verdict"] != "unchanged"]
-        movers = sorted(judged or kern, key=lambda r: -abs(delta(r)))[:top]
+    changed = df.filter(pl.col("verdict") != "unchanged")
+    lines = []
+    for r in changed.filter((pl.col("scope") == "gpu") & (pl.col("metric") == "busy_ns")).iter_rows(named=True):
+        lines.append(f"GPU busy, {r['key']}: {signed('busy_ns', delta(r))} ({how(r)})")
+    for scope, what in (("kernel", "kernel time"), ("memcpy", "memory operations' time")):
+        judged = {}  # key -> its first judged row (its total's where that is judged)
+        for r in changed.filter(pl.col("scope") == scope).iter_rows(named=True):
+            if r["key"] not in judged or r["metric"] == "total_ns":
+                judged[r["key"]] = r
+        if not judged:
+            continue
+        totals = {r["key"]: r for r in df.filter((pl.col("scope") == scope) & (pl.col("metric") == "total_ns"))
+                  .iter_rows(named=True)}
+        total = sum(delta(r) for r in totals.values())
+        movers = sorted(judged, key=lambda k: -abs(delta(totals[k])) if k in totals else 0)[:top]
+        label = short_keys(movers)
         parts = []
-        for r in movers:
-            notes = [f"{100 * delta(r) / total:.0f} % of it"] if total and abs(delta(r) / total) <= 10 else []
-            notes += [r["verdict"]] if r["verdict"] != "unchanged" else []
-            parts.append(f"{short_name(r['key'], 60)} {signed('total_ns', delta(r))}"
-                         + (f" ({', '.join(notes)})" if notes else ""))
-        lines.append(f"kernel time {signed('total_ns', total)} in all: " + "; ".join(parts))
+        for k in movers:
+            d, r = delta(totals[k]) if k in totals else 0.0, judged[k]
+            # (a share only where it says something: keys that moved the other way make shares past 100 %)
+            share = [f"{min(100 * d / total, 100):.0f} % of it"] if total and 0 < d / total <= 1.25 else []
+            verdict = r["verdict"] if r["metric"] == "total_ns" else f"{r['metric']} {r['verdict']}"
+            parts.append(f"{label[k]} {signed('total_ns', d)} ({', '.join([*share, verdict])})")
+        lines.append(f"{what} {signed('total_ns', total)} in all: " + "; ".join(parts))
+    wall = changed.filter((pl.col("scope") == "nvtx") & pl.col("metric").is_in(["range_total_ns", "range_med_ns"]))
+    if wall.height:
+        rows = {r["key"]: r for r in wall.iter_rows(named=True) if r["metric"] == "range_total_ns"}
+        rows.update({r["key"]: r for r in wall.iter_rows(named=True) if r["key"] not in rows})
+        shown = sorted(rows.values(), key=lambda r: -abs(delta(r)))[:top]
+        label = short_keys([r["key"] for r in shown])
+        lines.append("NVTX wall time: " + "; ".join(
+            f"{label[r['key']]} {_STAT[r['metric']]} {signed(r['metric'], delta(r))} ({how(r)})" for r in shown))
     ncu: dict[str, list[dict]] = {}
-    for r in df.filter((pl.col("scope") == "ncu") & (pl.col("metric") == "duration_ns")
-                       & (pl.col("verdict") != "unchanged")).iter_rows(named=True):
+    for r in changed.filter((pl.col("scope") == "ncu") & (pl.col("metric") == "duration_ns")).iter_rows(named=True):
         ncu.setdefault(r["key"].partition(" @ ")[0], []).append(r)
-    for name, rs in sorted(ncu.items(), key=lambda kv: -max(abs(delta(r)) for r in kv[1]))[:top]:
-        ds, ps = sorted(delta(r) for r in rs), sorted(r["delta_pct"] for r in rs if r["delta_pct"] is not None)
-        moved_by = signed("duration_ns", ds[0]) if len(rs) == 1 else \
-            f"{signed('duration_ns', ds[0])} to {signed('duration_ns', ds[-1])}"
-        by_pct = "" if not ps else f"{ps[0]:+.1f} %" if len(ps) == 1 else f"{ps[0]:+.1f} to {ps[-1]:+.1f} %"
-        verdicts = ", ".join(dict.fromkeys(r["verdict"] for r in rs))
+    order = sorted(ncu, key=lambda k: -max(abs(delta(r)) for r in ncu[k]))[:top]
+    label = short_keys(order)
+    for name in order:
+        rs = ncu[name]
         where = "1 launch" if len(rs) == 1 else f"{len(rs)} launches"
-        lines.append(f"ncu {short_name(name, 60)}, {where}: duration {moved_by} ({by_pct}, {verdicts})")
-    points = df.filter((pl.col("scope") == "sweep") & (pl.col("metric") == "latency_med_ms"))
+        kinds = list(dict.fromkeys(r["verdict"] for r in rs))
+        if kinds in (["added"], ["removed"]):
+            lines.append(f"ncu {label[name]}: {where} {kinds[0]}")
+            continue
+        ds = sorted(delta(r) for r in rs)
+        ps = sorted(p for r in rs if (p := val(r["delta_pct"])) is not None)
+        moved_by = signed("duration_ns", ds[0]) if len(ds) == 1 or ds[0] == ds[-1] else \
+            f"{signed('duration_ns', ds[0])} to {signed('duration_ns', ds[-1])}"
+        by_pct = [] if not ps else [f"{ps[0]:+.1f} %" if ps[0] == ps[-1] else f"{ps[0]:+.1f} to {ps[-1]:+.1f} %"]
+        lines.append(f"ncu {label[name]}, {where}: duration {moved_by} ({', '.join([*by_pct, *kinds])})")
+    points = df.filter(pl.col("scope") == "sweep")
     if points.height:
-        judged = points.filter(pl.col("verdict") != "unchanged")
-        shown = sorted((judged if judged.height else points).iter_rows(named=True),
-                       key=lambda r: -abs(r["delta_pct"] or 0))[:top]
-        parts = [f"{r['key']} ({pct(r)}{r['verdict']})" for r in shown]
-        more = f" ({judged.height} of {points.height} points changed)" if points.height > 1 else ""
-        lines.append("median request latency: " + "; ".join(parts) + more)
+        judged = {}
+        for r in changed.filter(pl.col("scope") == "sweep").iter_rows(named=True):
+            judged.setdefault(r["key"], []).append(r)
+        order = sorted(judged, key=lambda k: -max(abs(val(r["delta_pct"]) or 0) for r in judged[k]))[:top]
+        parts = [f"{k} " + ", ".join(f"{_STAT[r['metric']]} ({how(r)})" for r in judged[k]) for k in order]
+        n = points["key"].n_unique()
+        if parts:
+            lines.append("request latency: " + "; ".join(parts)
+                         + (f" ({len(judged)} of {n} points changed)" if n > 1 else ""))
     return lines
 
 

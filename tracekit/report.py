@@ -522,7 +522,7 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
                      f"(p < {_diff.ALPHA:g})")
     sec = Section("diff", f"Compared with {base.label}", "diff", intro=(
         f"This run against {base.label}: {counts}."
-        + "".join(f" What moved: {'; '.join(lines)}." for lines in [_diff.moved(df)] if lines)
+        + "".join(f" What moved: {'. '.join(lines)}." for lines in [_diff.moved(df)] if lines)
         + " A change is regressed or improved only beyond "
         f"{threshold:g} % and real" + (f" ({'; '.join(rules)})" if rules else "") + ". "
         "The note says how a key was matched or why a verdict was held back. Bars: each key's time "

@@ -8,7 +8,7 @@
 -- @param base_run  BIGINT  base run outside a sweep (NULL: base)
 -- @param new_run   BIGINT  new run outside a sweep (NULL: new)
 -- @column side   0 = base, 1 = new
--- @column key    'bs=8,nc=1024'
+-- @column key    'bs=8,nc=1024' ('requests': a run whose params lack bs or nc)
 -- @column value  end-to-end request latency, ms
 WITH p AS (
     SELECT s.side, r.run_id,
@@ -19,5 +19,6 @@ WITH p AS (
       AND r.run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
     QUALIFY row_number() OVER (PARTITION BY s.side, bs, nc ORDER BY r.run_id DESC) = 1
 )
-SELECT p.side, format('bs={},nc={}', p.bs, p.nc) AS key, q.latency_ms AS value
+SELECT p.side, CASE WHEN p.bs IS NULL OR p.nc IS NULL THEN 'requests' ELSE format('bs={},nc={}', p.bs, p.nc) END AS key,
+       q.latency_ms AS value
 FROM p JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'

@@ -1337,6 +1337,21 @@ def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, caps
         with pytest.warns(CaptureWarning, match=r"differ in setup: env TRACEKIT_TILES \(unset\) -> "
                                                 r"/tmp/half_sms\.json; " + re.escape(tiles) + "$"):
             tk.diff("builtin", "half_sms")
+    # the same tiles file's content from another path, or the built-in tiles either way (unset, or
+    # a TRACEKIT_TILES naming no file): not a difference (a run's settings edited into another's)
+    half = json.loads((NCU_PAIR / "half_sms" / "meta.json").read_text())["settings"]
+    for name, other, settings in (
+            ("same_tiles", "half_sms", {**half, "env": {"TRACEKIT_TILES": "/home/me/t.json"}, "tiles_file": "/home/me/t.json"}),
+            ("builtin_too", "base", {"env": {}, "tiles_file": None, "tiles_sha256": None})):
+        folder = shutil.copytree(NCU_PAIR / ("base" if other == "half_sms" else "half_sms"), tmp_path / name)
+        meta = json.loads((folder / "meta.json").read_text())
+        meta["settings"] = settings
+        (folder / "meta.json").write_text(json.dumps(meta))
+        with tracekit.open(tmp_path / f"{name}.duckdb") as tk, warnings.catch_warnings():
+            tk.ingest(folder, name=name)
+            tk.ingest(NCU_PAIR / other, name=other)
+            warnings.simplefilter("error")
+            tk.diff(name, other, by="ncu")
     with tracekit.open(tmp_path / "sweeps.duckdb") as tk:  # the large preset, 20 requests a point; medium, 40
         for run in [*sorted(SWEEP.iterdir()), *(r for x in "ac" for r in sorted((SWEEP_PAIR / x / "runs").iterdir()))]:
             tk.ingest(run)

@@ -1085,16 +1085,20 @@ def setup_differences(con, base: Side, new: Side) -> list[str]:
     a value one side did not record is not compared (a setting of a capture that recorded
     its settings is recorded: unset, or the built-in tiles)."""
     b, n = _setup(con, base), _setup(con, new)
+    builtin = "(none: the built-in tiles)"
     if b.get("settings") and n.get("settings"):
         for one, other in ((b, n), (n, b)):
             for k in other:
                 if k.startswith("env ") and k not in one:
                     one[k] = "(unset)"
             if "tiles file" in other and "tiles file" not in one:
-                one["tiles file"] = "(none: the built-in tiles)"
+                one["tiles file"] = builtin
     changed = [k for k in b if k in n and b[k] != n[k] and k not in ("settings", "workload preset")]
     if "preset" in changed:  # (the workload's sizes follow from its preset)
         changed = [k for k in changed if not k.startswith("workload ")]
+    if b.get("settings") and n.get("settings") and b.get("tiles file", builtin) == n.get("tiles file", builtin):
+        # (the tiles file's content is the same, or both ran the built-in tiles: where it lay does not matter)
+        changed = [k for k in changed if k != "env TRACEKIT_TILES"]
 
     def shown(k: str, v: Any) -> str:
         text = str(v)

@@ -364,3 +364,28 @@ def test_inputs_met_twice_count_once_and_a_bad_folder_fails_alone(tmp_path, smal
     with tracekit.open(small_store) as tk, pytest.raises(InputError, match=r"not a run folder \(no meta.json\); "
                                                                        "it holds 16 run folders: ingest them"):
         tk.ingest(DATA / "hstu_sweep")
+
+
+def test_a_sweep_of_failed_points_fails_alone_and_warns_once(tmp_path, capsys):
+    """A sweep's folder whose points all failed before a timed request (one left only warm-up
+    requests) is an input that fails alone: the other inputs land; given twice, each point is
+    warned of once."""
+    from tracekit.cli import main as cli_main
+
+    sweep = tmp_path / "failed"
+    for i, point in enumerate(sorted((DATA / "sweep_pair" / "b" / "runs").iterdir())[:2]):
+        run = shutil.copytree(point, sweep / "runs" / point.name)
+        meta = json.loads((run / "meta.json").read_text())
+        meta.update(status="failed", error="killed")
+        (run / "meta.json").write_text(json.dumps(meta))
+        lines = (run / "requests.csv").read_text().splitlines()
+        (run / "requests.csv").write_text("\n".join([lines[0], *[x for x in lines[1:] if ",warmup," in x]][:1 + i])
+                                          + "\n")
+    good = sorted((DATA / "sweep_pair" / "a" / "runs").iterdir())[0]
+    assert cli_main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(sweep), str(good), str(sweep)]) == 2
+    out, err = capsys.readouterr()
+    assert out.count(": run ") == 1
+    lines = err.strip().splitlines()
+    assert sum("not ingested: the capture's status is 'failed' (killed)" in x for x in lines) == 2, lines
+    assert f"tracekit: error: {sweep}: not a run folder (no meta.json); its 2 run folders are captures that failed " \
+           "and left no timed request or profile (each capture.log says why; capture again)" in lines

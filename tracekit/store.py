@@ -807,7 +807,7 @@ class Tracekit:
         try:
             folder_meta = json.loads(meta_file.read_text())
         except json.JSONDecodeError as err:
-            raise InputError(f"{meta_file}: invalid JSON ({err})") from err
+            raise InputError(f"{meta_file}: invalid JSON ({err}); fix it, or remove the run folder") from err
         if not isinstance(folder_meta, dict):
             raise InputError(f"{meta_file}: not a JSON object; a run folder's meta.json holds {{\"name\": ..., "
                              "\"params\": {...}}")

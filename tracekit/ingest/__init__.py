@@ -195,25 +195,25 @@ def run_folders(paths: list[Path]) -> list[Path]:
 
     out: list[Path] = []
     met = {os.path.realpath(p) for p in paths}  # (a path given twice stays twice: the same run, said so)
+    left_out: dict[str, str | None] = {}  # run folder found below a folder -> why it is left out (None: kept)
     for path in paths:
         found = _below(path) if path.is_dir() and not (path / "meta.json").exists() else []
-        if not found:
+        kept = []
+        for folder in found:
+            real = os.path.realpath(folder)
+            if real not in left_out:  # (found again: said once)
+                left_out[real] = _left_nothing(folder)
+                if left_out[real] is not None:
+                    warnings.warn(CaptureWarning(left_out[real]), stacklevel=2)
+            if left_out[real] is None:
+                kept.append(folder)
+        if not kept:  # (no run folder below it, or only failed ones: the store says so, for it alone)
             out.append(path)
             continue
-        kept = 0
-        for folder in found:
-            why = _left_nothing(folder)
-            if why is not None:
-                warnings.warn(CaptureWarning(why), stacklevel=2)
-                continue
-            kept += 1
+        for folder in kept:
             if os.path.realpath(folder) not in met:
                 met.add(os.path.realpath(folder))
                 out.append(folder)
-        if not kept:
-            raise InputError(f"{path}: its {len(found)} run folder{'s' if len(found) > 1 else ''} "
-                             f"{'are captures' if len(found) > 1 else 'is a capture'} that failed and left nothing "
-                             "to ingest")
     return out
 
 
@@ -253,7 +253,7 @@ def _left_nothing(folder: Path) -> str | None:
         if f.name != "requests.csv":
             return None
         with open(f, encoding="utf-8", errors="replace") as fh:
-            if fh.readline() and fh.readline():  # (a header and a request)
+            if any(line.split(",")[1:2] == ["timed"] for line in fh):  # (request_idx,phase,...)
                 return None
     error = meta.get("error")
     return (f"{folder}: not ingested: the capture's status is {status!r}" + (f" ({error})" if error else "")
@@ -267,9 +267,12 @@ def not_a_run_folder(folder: Path) -> str:
     pages)."""
     found = _below(folder)
     why = f"{folder}: not a run folder (no meta.json)"
+    if found and all(_left_nothing(f) for f in found):
+        return (f"{why}; its {len(found)} run folder{'s are captures' if len(found) > 1 else ' is a capture'} that "
+                "failed and left no timed request or profile (each capture.log says why; capture again)")
     if found:
-        return (f"{why}; it holds {len(found)} run folders: ingest them (the ingest command takes the folder; "
-                "tracekit.ingest.run_folders lists them)")
+        held = "1 run folder: ingest it" if len(found) == 1 else f"{len(found)} run folders: ingest them"
+        return f"{why}; it holds {held} (the ingest command takes the folder; tracekit.ingest.run_folders lists them)"
     exports = []
     for f in sorted(folder.rglob("*")):
         name = f.name

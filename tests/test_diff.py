@@ -325,7 +325,7 @@ def test_one_kernel_slower_shows_in_the_gpu_busy_time(tmp_path):
             - sum(float(r["Total Time (ns)"]) for r in _nsys_csv(PAIR / "base", "cuda_gpu_kern_sum", "Name").values())
         assert D.moved(df) == [  # (the requests' latency, +9.1 %, within the noise: not a line)
             "GPU busy, device 0: +58.236 ms (+40.9 %, regressed)",
-            f"kernel time +{total / 1e6:.3f} ms in all: _hstu_cached_sk_kernel +{moved / 1e6:.3f} ms "
+            f"Kernel time +{total / 1e6:.3f} ms in all: _hstu_cached_sk_kernel +{moved / 1e6:.3f} ms "
             f"({100 * moved / total:.0f} % of it, regressed)"]
         back = tk.diff("half_sms", "base").filter(pl.col("scope") == "gpu")
         assert back["verdict"].to_list() == ["improved"]
@@ -407,7 +407,7 @@ def test_large_copies_from_pageable_memory_regress_the_copies_and_busy_time(tmp_
         moved = h2d["total_ns"]["new"] - h2d["total_ns"]["base"]
         assert D.moved(df) == [  # (the copies, not a kernel; host API call counts are no line)
             f"GPU busy, device 0: +{(busy['new'] - busy['base']) / 1e6:.3f} ms ({busy['delta_pct']:+.1f} %, regressed)",
-            f"memory operations' time +{moved / 1e6:.3f} ms in all: [CUDA memcpy Host-to-Device] "
+            f"Memory operations' time +{moved / 1e6:.3f} ms in all: [CUDA memcpy Host-to-Device] "
             f"+{moved / 1e6:.3f} ms (100 % of it, regressed)"]
         for base, new in (("pinned", "pinned_again"), ("pinned_again", "pinned")):
             assert _flagged(tk.diff(base, new), "memcpy").height == 0
@@ -921,7 +921,7 @@ def test_sweep_pair_noise_is_quiet_and_the_real_change_is_found(sweep_pair, caps
         assert row["verdict"] == ("regressed" if med_c > 1.25 * med_a else "unchanged")
     assert set(df["verdict"]) == {"regressed"}
     summary = D.moved(sweep_pair.diff(a, c))
-    assert len(summary) == 1 and summary[0].endswith("(4 of 4 points changed)"), summary
+    assert len(summary) == 1 and summary[0].endswith("(4 of 4 shared points changed)"), summary
     assert D.moved(sweep_pair.diff(a, b)) == []
     capsys.readouterr()
 
@@ -960,11 +960,16 @@ def test_what_moved_edge_cases():
               ("ncu", "k @ a/b", "duration_ns", None, 20_000.0, None, None, "added", None, "", None, None),
               ("gpu", "device 0", "busy_ns", nan, nan, nan, nan, "unchanged", None, "", None, None),
               ("kernel", "big", "total_ns", 1e6, 11e6, 10e6, 1000.0, "regressed", 1e-9, "", None, None),
-              ("kernel", "other", "total_ns", 9e6, 1e6, -8e6, -88.9, "improved", 1e-9, "", None, None))
-    assert D.moved(df) == [
-        "kernel time +2.000 ms in all: big +10.000 ms (regressed); other -8.000 ms (improved)",
+              ("kernel", "other", "total_ns", 9e6, 1e6, -8e6, -88.9, "improved", 1e-9, "", None, None),
+              ("kernel", "new", "total_ns", None, 5e5, None, None, "added", None, "", None, None),
+              ("ncu", "occ @ a", "theoretical_occupancy_pct", 50.0, 25.0, -25.0, -50.0, "regressed", None, "", None,
+               None))
+    assert D.moved(df) == [  # (keys moved both ways: no share of the total, which would pass 100 %)
+        "Kernel time +2.500 ms in all: big +10.000 ms (regressed); other -8.000 ms (improved); new +500.000 µs "
+        "(added)",
         "ncu k: 1 launch added",
-        "request latency: bs=1,nc=1 p95 (+84.2 %, regressed)"]
+        "ncu occ: theoretical_occupancy_pct (-50.0 %, regressed)",
+        "Request latency: bs=1,nc=1 p95 (+84.2 %, regressed)"]
 
 
 def test_a_lone_run_without_a_point_and_a_folder_of_one_run(tmp_path, capsys):
@@ -984,6 +989,42 @@ def test_a_lone_run_without_a_point_and_a_folder_of_one_run(tmp_path, capsys):
     assert cli_main(["--db", str(tmp_path / "s.duckdb"), "diff", str(runs[0]), str(one), "-f", "csv"]) == 0
     df = pl.read_csv(io.StringIO(capsys.readouterr().out))
     assert df["key"].to_list() == ["requests", "requests"] and set(df["verdict"]) == {"regressed"}
+    # a run at a point against one without: compared, under one key
+    with tracekit.open(tmp_path / "t.duckdb") as tk, warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)
+        tk.ingest(_lone_capture(tmp_path, point, "at_point"), name="at_point")
+        tk.ingest(one / "runs" / runs[1].name, name="no_point")
+        rows = tk.diff("at_point", "no_point")
+    assert set(rows["key"]) == {"bs=4,nc=512 -> requests"} and set(rows["verdict"]) == {"regressed"}
+
+
+def test_what_moved_in_a_sweep_counts_the_points_both_sides_have(tmp_path):
+    """The real large sweep (16 points) against the medium one (4 points): one shared point
+    moved beyond the noise; the 12 points the base alone has are counted, not called changed."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in [*sorted(SWEEP.iterdir()), *sorted((SWEEP_PAIR / "a" / "runs").iterdir())]:
+            tk.ingest(run)
+        large = tk.sql("SELECT DISTINCT json_extract_string(params, '$.sweep') s FROM runs "
+                       "WHERE json_extract_string(params, '$.preset') = 'large'")["s"].to_list()[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CaptureWarning)
+            df = tk.diff(large, _sweep_id("a"))
+    changed = df.filter(pl.col("verdict").is_in(["regressed", "improved"]) & (pl.col("metric") == "latency_med_ms"))
+    line = D.moved(df)
+    assert len(line) == 1 and line[0].endswith(f"({changed.height} of 4 shared points changed; 12 only in the base)")
+    assert all(k in line[0] for k in changed["key"])
+
+
+def test_what_moved_names_an_ncu_metric_when_the_durations_held(tmp_path):
+    """ncu_diff_a/_b (real reports): the kernel's occupancy halved, its duration within the
+    noise: the line names the occupancy."""
+    with tracekit.open(tmp_path / "n.duckdb") as tk:
+        df = tk.diff(DATA / "ncu_diff_a" / "report.ncu-rep.xz", DATA / "ncu_diff_b" / "report.ncu-rep.xz")
+    flagged = _flagged(df)
+    assert set(flagged["metric"]) == {"theoretical_occupancy_pct", "achieved_occupancy_pct"}
+    (line,) = D.moved(df)
+    assert line.startswith("ncu scale_add_kernel: theoretical_occupancy_pct (-50.0 %, regressed), "
+                           "achieved_occupancy_pct (")
 
 
 def _lone_capture(tmp: Path, point: Path, name: str) -> Path:
@@ -1480,22 +1521,29 @@ def test_a_setting_some_runs_of_a_sweep_had_is_not_the_sweeps_setting(tmp_path):
     """Two copies of one real sweep whose runs recorded their settings: in one, half the
     points ran with TRACEKIT_TILES set. That is no setting the sweep shares (its other runs
     had it unset), so nothing is warned; set at every point, it is."""
-    def copy(name: str, sweep: str, tiles: list[bool]) -> None:
-        for run, with_tiles in zip(sorted((SWEEP_PAIR / "a" / "runs").iterdir()), tiles, strict=True):
+    names = ["half", "none", "all", "shas", "builtin"]
+
+    def copy(name: str, sweep: str, tiles: list[bool], shas: list | None = None) -> None:
+        for i, (run, with_tiles) in enumerate(zip(sorted((SWEEP_PAIR / "a" / "runs").iterdir()), tiles, strict=True)):
             folder = tmp_path / name / run.name
             shutil.copytree(run, folder)
             meta = json.loads((folder / "meta.json").read_text())
             meta["params"]["sweep"] = sweep
             meta["settings"] = {"env": {"TRACEKIT_TILES": "/t.json"} if with_tiles else {}}
+            if shas is not None:
+                meta["settings"]["tiles_sha256"] = shas[i]
             (folder / "meta.json").write_text(json.dumps(meta))
             with (folder / "requests.csv").open("a") as f:  # (another content: another run)
-                f.write("\n" * (1 + ["half", "none", "all"].index(name)))
+                f.write("\n" * (1 + names.index(name)))
 
     copy("half", "sweep-20991231T000000.000Z", [True, False, True, False])
     copy("none", "sweep-20991231T000001.000Z", [False] * 4)
     copy("all", "sweep-20991231T000002.000Z", [True] * 4)
+    # TRACEKIT_TILES at every point, two tiles files among the points; the built-in tiles
+    copy("shas", "sweep-20991231T000003.000Z", [True] * 4, ["aaa", "aaa", "bbb", "bbb"])
+    copy("builtin", "sweep-20991231T000004.000Z", [False] * 4, [None] * 4)
     with tracekit.open(tmp_path / "s.duckdb") as tk:
-        for name in ("half", "none", "all"):
+        for name in names:
             for run in sorted((tmp_path / name).iterdir()):
                 tk.ingest(run, name=f"{name}/{run.name}")
         with warnings.catch_warnings():
@@ -1503,6 +1551,8 @@ def test_a_setting_some_runs_of_a_sweep_had_is_not_the_sweeps_setting(tmp_path):
             tk.diff("sweep-20991231T000000.000Z", "sweep-20991231T000001.000Z")
         with pytest.warns(CaptureWarning, match=r"differ in setup: env TRACEKIT_TILES \(unset\) -> /t\.json$"):
             tk.diff("sweep-20991231T000001.000Z", "sweep-20991231T000002.000Z")
+        with pytest.warns(CaptureWarning, match=r"differ in setup: env TRACEKIT_TILES /t\.json -> \(unset\)$"):
+            tk.diff("sweep-20991231T000003.000Z", "sweep-20991231T000004.000Z")  # (not the same tiles)
 
 
 # -- chart -------------------------------------------------------------------------------

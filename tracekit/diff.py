@@ -1080,6 +1080,20 @@ def _setup(con, side: Side) -> dict[str, Any]:
     return {k: json.loads(next(iter(v))) for k, v in seen.items() if len(v) == 1}
 
 
+def _tiles(con, side: Side) -> str | None:
+    """The tiles every run of the side ran, as its captures recorded them: the tiles file's
+    sha256, or 'built-in' (no file); None where a run did not record it or the runs differ."""
+    where, arg = ("run_id = ?", side.run_id) if side.run_id is not None else \
+        ("json_extract_string(params, '$.sweep') = ?", side.sweep)
+    found = set()
+    for (meta,) in con.execute(f"SELECT meta FROM runs WHERE {where}", [arg]).fetchall():
+        settings = json.loads(meta or "{}").get("settings")
+        if not isinstance(settings, dict) or "tiles_sha256" not in settings:
+            return None
+        found.add(settings["tiles_sha256"] or "built-in")
+    return next(iter(found)) if len(found) == 1 else None
+
+
 def setup_differences(con, base: Side, new: Side) -> list[str]:
     """What differs between the two sides' captures (``SETUP``), as ``label base -> new``;
     a value one side did not record is not compared (a setting of a capture that recorded
@@ -1096,7 +1110,8 @@ def setup_differences(con, base: Side, new: Side) -> list[str]:
     changed = [k for k in b if k in n and b[k] != n[k] and k not in ("settings", "workload preset")]
     if "preset" in changed:  # (the workload's sizes follow from its preset)
         changed = [k for k in changed if not k.startswith("workload ")]
-    if b.get("settings") and n.get("settings") and b.get("tiles file", builtin) == n.get("tiles file", builtin):
+    tiles = _tiles(con, base)
+    if tiles is not None and tiles == _tiles(con, new):
         # (the tiles file's content is the same, or both ran the built-in tiles: where it lay does not matter)
         changed = [k for k in changed if k != "env TRACEKIT_TILES"]
 
@@ -1247,7 +1262,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     lines = []
     for r in changed.filter((pl.col("scope") == "gpu") & (pl.col("metric") == "busy_ns")).iter_rows(named=True):
         lines.append(f"GPU busy, {r['key']}: {signed('busy_ns', delta(r))} ({how(r)})")
-    for scope, what in (("kernel", "kernel time"), ("memcpy", "memory operations' time")):
+    for scope, what in (("kernel", "Kernel time"), ("memcpy", "Memory operations' time")):
         judged = {}  # key -> its first judged row (its total's where that is judged)
         for r in changed.filter(pl.col("scope") == scope).iter_rows(named=True):
             if r["key"] not in judged or r["metric"] == "total_ns":
@@ -1259,11 +1274,13 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         total = sum(delta(r) for r in totals.values())
         movers = sorted(judged, key=lambda k: -abs(delta(totals[k])) if k in totals else 0)[:top]
         label = short_keys(movers)
+        moves = {k: delta(totals[k]) if k in totals else 0.0 for k in judged}
+        # shares only where every judged key moved the total's way: else they pass 100 % and say nothing
+        shares = bool(total) and all(d * total >= 0 for d in moves.values())
         parts = []
         for k in movers:
-            d, r = delta(totals[k]) if k in totals else 0.0, judged[k]
-            # (a share only where it says something: keys that moved the other way make shares past 100 %)
-            share = [f"{min(100 * d / total, 100):.0f} % of it"] if total and 0 < d / total <= 1.25 else []
+            d, r = moves[k], judged[k]
+            share = [f"{min(100 * d / total, 100):.0f} % of it"] if shares and d else []
             verdict = r["verdict"] if r["metric"] == "total_ns" else f"{r['metric']} {r['verdict']}"
             parts.append(f"{label[k]} {signed('total_ns', d)} ({', '.join([*share, verdict])})")
         lines.append(f"{what} {signed('total_ns', total)} in all: " + "; ".join(parts))
@@ -1275,13 +1292,18 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         label = short_keys([r["key"] for r in shown])
         lines.append("NVTX wall time: " + "; ".join(
             f"{label[r['key']]} {_STAT[r['metric']]} {signed(r['metric'], delta(r))} ({how(r)})" for r in shown))
-    ncu: dict[str, list[dict]] = {}
-    for r in changed.filter((pl.col("scope") == "ncu") & (pl.col("metric") == "duration_ns")).iter_rows(named=True):
+    ncu: dict[str, list[dict]] = {}  # kernel -> its launches' judged rows
+    for r in changed.filter(pl.col("scope") == "ncu").iter_rows(named=True):
         ncu.setdefault(r["key"].partition(" @ ")[0], []).append(r)
-    order = sorted(ncu, key=lambda k: -max(abs(delta(r)) for r in ncu[k]))[:top]
-    label = short_keys(order)
-    for name in order:
-        rs = ncu[name]
+    order = sorted(ncu, key=lambda k: -max(abs(delta(r)) if r["metric"] == "duration_ns" else 0 for r in ncu[k]))
+    label = short_keys(order[:top])
+    for name in order[:top]:
+        rs = [r for r in ncu[name] if r["metric"] == "duration_ns"]
+        if not rs:  # (its durations unchanged: what was judged instead, e.g. its occupancy)
+            metrics = list(dict.fromkeys(r["metric"] for r in ncu[name]))
+            lines.append(f"ncu {label[name]}: " + ", ".join(
+                f"{m} ({how(next(r for r in ncu[name] if r['metric'] == m))})" for m in metrics[:top]))
+            continue
         where = "1 launch" if len(rs) == 1 else f"{len(rs)} launches"
         kinds = list(dict.fromkeys(r["verdict"] for r in rs))
         if kinds in (["added"], ["removed"]):
@@ -1294,16 +1316,20 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         by_pct = [] if not ps else [f"{ps[0]:+.1f} %" if ps[0] == ps[-1] else f"{ps[0]:+.1f} to {ps[-1]:+.1f} %"]
         lines.append(f"ncu {label[name]}, {where}: duration {moved_by} ({', '.join([*by_pct, *kinds])})")
     points = df.filter(pl.col("scope") == "sweep")
-    if points.height:
-        judged = {}
-        for r in changed.filter(pl.col("scope") == "sweep").iter_rows(named=True):
+    shared = points.filter(~pl.col("verdict").is_in(["added", "removed"]))["key"].unique().to_list()
+    judged = {}
+    for r in changed.filter(pl.col("scope") == "sweep").iter_rows(named=True):
+        if r["key"] in shared:
             judged.setdefault(r["key"], []).append(r)
+    if judged:
         order = sorted(judged, key=lambda k: -max(abs(val(r["delta_pct"]) or 0) for r in judged[k]))[:top]
-        parts = [f"{k} " + ", ".join(f"{_STAT[r['metric']]} ({how(r)})" for r in judged[k]) for k in order]
-        n = points["key"].n_unique()
-        if parts:
-            lines.append("request latency: " + "; ".join(parts)
-                         + (f" ({len(judged)} of {n} points changed)" if n > 1 else ""))
+        parts = [(f"{k} " if k != "requests" else "") + ", ".join(f"{_STAT[r['metric']]} ({how(r)})" for r in judged[k])
+                 for k in order]
+        alone = {side: points.filter(pl.col("verdict") == v)["key"].n_unique()
+                 for side, v in (("base", "removed"), ("new", "added"))}
+        counts = [f"{len(judged)} of {len(shared)} shared points changed"] if len(shared) > 1 else []
+        counts += [f"{n} only in the {side}" for side, n in alone.items() if n]
+        lines.append("Request latency: " + "; ".join(parts) + (f" ({'; '.join(counts)})" if counts else ""))
     return lines
 
 

@@ -1272,9 +1272,9 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         totals = {r["key"]: r for r in df.filter((pl.col("scope") == scope) & (pl.col("metric") == "total_ns"))
                   .iter_rows(named=True)}
         total = sum(delta(r) for r in totals.values())
-        movers = sorted(judged, key=lambda k: -abs(delta(totals[k])) if k in totals else 0)[:top]
-        label = short_keys(movers)
         moves = {k: delta(totals[k]) if k in totals else 0.0 for k in judged}
+        movers = sorted(judged, key=lambda k: -abs(moves[k]))[:top]
+        label = short_keys(movers)
         # shares only where every judged key moved the total's way: else they pass 100 % and say nothing
         shares = bool(total) and all(d * total >= 0 for d in moves.values())
         parts = []

@@ -520,9 +520,10 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
                      f"{max(threshold, _diff.HOST_NOISE_PCT):g} %, the p95 beyond "
                      f"{max(threshold, _diff.HOST_TAIL_NOISE_PCT):g} %, and must pass Mann-Whitney U "
                      f"(p < {_diff.ALPHA:g})")
+    moved = _diff.moved(df)
     sec = Section("diff", f"Compared with {base.label}", "diff", intro=(
         f"This run against {base.label}: {counts}."
-        + "".join(f" What moved: {'. '.join(lines)}." for lines in [_diff.moved(df)] if lines)
+        + (f" What moved: {'. '.join(moved)}." if moved else "")
         + " A change is regressed or improved only beyond "
         f"{threshold:g} % and real" + (f" ({'; '.join(rules)})" if rules else "") + ". "
         "The note says how a key was matched or why a verdict was held back. Bars: each key's time "

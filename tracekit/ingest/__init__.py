@@ -211,8 +211,9 @@ def run_folders(paths: list[Path]) -> list[Path]:
             out.append(path)
             continue
         for folder in kept:
-            if os.path.realpath(folder) not in met:
-                met.add(os.path.realpath(folder))
+            real = os.path.realpath(folder)
+            if real not in met:
+                met.add(real)
                 out.append(folder)
     return out
 

@@ -7,7 +7,9 @@
 #                   cpu_only_more cpu_only_again cpu_only_slow copies_pinned copies_pinned_again copies_pageable inductor streams nccl jax jax_whole jax_graph
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
 #                   (--set full: one kernel at three sizes, profiled twice, then slower at every size;
-#                   programs/ncu_shapes.py), and the report kinds other than kernel
+#                   programs/ncu_shapes.py), clocks_random clocks_random_again clocks_zeros (--set full: two
+#                   GEMMs and a DRAM-bound add, twice on random data, then the GEMMs on zeros: the same code
+#                   at another SM clock; programs/ncu_clocks.py), and the report kinds other than kernel
 #                   replay (ncu_options below; programs/ncu_variants.cu built with nvcc, ncu_multiproc.py):
 #                   app_replay (--replay-mode application --set full: 3 kernels, each pass a run of the program),
 #                   range (--replay-mode range --set full: 2 ranges marked by cudaProfilerStart/Stop),
@@ -41,7 +43,8 @@
 # The Source pages of the earlier reports were exported later (2026-11-28, ncu 2025.3.1 on the H200, source_pages
 # below): ncu_full/source_sass.csv, ncu_diff_a/source_cuda_sass.csv, and hstu_capture_ncu/ncu_source_cuda_sass.csv
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
-# The ncu variants app_replay range app_range metrics graph multiproc were taken on 2026-11-29 (ncu 2025.3.1, H200).
+# The ncu variants app_replay range app_range metrics graph multiproc were taken on 2026-11-29 (ncu 2025.3.1, H200),
+# and clocks_random, clocks_random_again, clocks_zeros later that day.
 # nsys_cpu_only and nsys_cpu_only_more (programs/nsys_cpu_only.c, no CUDA, `-t nvtx,osrt`) were taken on 2026-11-29
 # (nsys 2025.3.1, H200), nsys_cpu_only_again (the same program again: noise) and nsys_cpu_only_slow (host
 # regressions planted) and nsys_diff_base_c (nsys_diff_base_a/_b again, unchanged) later that day.
@@ -272,6 +275,7 @@ ncu_options() {
     sections) echo "--nvtx --nvtx-include ncu/ --section SpeedOfLight_RooflineChart --section Occupancy --section LaunchStats" ;;
     diff_*) echo "--nvtx --nvtx-include diff/ --set full" ;;
     shapes_*) echo "--nvtx --nvtx-include shapes/ --set full" ;;
+    clocks_*) echo "--nvtx --nvtx-include clocks/ --set full" ;;
     source) echo "--nvtx --nvtx-include src/ --set full --import-source yes" ;;
     app_replay) echo "--replay-mode application --nvtx --nvtx-include var/ --set full" ;;
     range) echo "--replay-mode range --nvtx --set full" ;;
@@ -294,6 +298,7 @@ ncu_cmdline() {
     full|sections) echo "python3 $here/programs/ncu_kernels.py" ;;
     diff_*) echo "python3 $here/programs/ncu_diff.py ${1#diff_}" ;;
     shapes_*) echo "python3 $here/programs/ncu_shapes.py ${1#shapes_}" ;;
+    clocks_*) echo "python3 $here/programs/ncu_clocks.py ${1#clocks_}" ;;
     source) echo "python3 $here/programs/ncu_source.py" ;;
     app_replay|metrics) echo "$out/bin/ncu_variants kernels" ;;
     range) echo "$out/bin/ncu_variants range" ;;

@@ -1090,6 +1090,8 @@ def test_requests_timed_under_different_profilers_are_not_compared(tmp_path, cap
 #: ncu metric (as `ncu --page details --print-metric-name name` prints it) -> diff metric
 NCU_DETAILS = {
     "gpu__time_duration.sum": "duration_ns",
+    "gpc__cycles_elapsed.max": "elapsed_cycles",
+    "gpc__cycles_elapsed.avg.per_second": "sm_frequency_hz",
     "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
     "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "memory_throughput_pct",
     "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
@@ -1135,7 +1137,8 @@ def _ncu_expected(tk, run: str, details: Path, key: str, metric: str) -> tuple[f
     return float(np.median([v for v, _ in values])), max(p for _, p in values)
 
 
-@pytest.mark.parametrize("base, new", [("ncu_full", "ncu_sections"), ("ncu_diff_a", "ncu_diff_b")])
+@pytest.mark.parametrize("base, new", [("ncu_full", "ncu_sections"), ("ncu_diff_a", "ncu_diff_b"),
+                                       ("ncu_clocks_random", "ncu_clocks_zeros")])
 def test_ncu_values_are_what_ncu_prints(tmp_path, base, new):
     tk = tracekit.open(tmp_path / "ncu.duckdb")
     tk.ingest(DATA / base / "report.ncu-rep.xz", name="a")
@@ -1267,6 +1270,9 @@ def test_ncu_kernel_on_half_the_sms_is_the_only_regression(ncu_pair, capsys):
     assert slower.height == 8 and (slower["verdict"] == "regressed").all()
     assert slower["delta_pct"].min() > 60 and slower["delta_pct"].max() < 80
     assert set(flagged["metric"]) >= {"duration_ns", "sm_throughput_pct", "achieved_flops_per_s"}
+    # its SM clock rose (half the SMs draw less power) but its cycles rose with its time: the code
+    clock = df.filter(pl.col("key").str.contains("hstu_attention") & (pl.col("metric") == "sm_frequency_hz"))
+    assert clock["delta_pct"].min() > 1 and not df["note"].str.contains(D.CLOCK_NOTE, literal=True).any()
     grid = df.filter(pl.col("key").str.contains("hstu_attention") & (pl.col("metric") == "grid_size"))
     assert set(zip(grid["base"], grid["new"], grid["verdict"], strict=True)) == {(132, 66, "unchanged")}
     checked = 0
@@ -1347,6 +1353,91 @@ def test_one_kernel_at_three_sizes_profiled_twice_is_quiet(shapes, base, new):
     assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
     moved = [y - x for x, y in zip(_durations(base), _durations(new), strict=True)]
     assert max(abs(m) for m in moved) < D.NCU_NOISE_NS and min(moved) < 0 < max(moved)
+
+
+CLOCKS = {v: DATA / f"ncu_clocks_{v}" for v in ("random", "random_again", "zeros")}  # programs/ncu_clocks.py
+
+
+@pytest.fixture(scope="module")
+def clocks(tmp_path_factory):
+    db = tmp_path_factory.mktemp("clocks") / "c.duckdb"
+    with tracekit.open(db) as tk:
+        for v, folder in CLOCKS.items():
+            tk.ingest(folder / "report.ncu-rep.xz", name=v)
+    tk = tracekit.open(db, read_only=True)
+    yield tk
+    tk.close()
+
+
+def _launch(v: str, kernel: str, metric: str) -> float:
+    d = ncu_details(CLOCKS[v] / "details.csv.xz")
+    ids = [i for i, m in d if m == metric]
+    names = {}
+    with lzma.open(CLOCKS[v] / "details.csv.xz", "rt", newline="") as fh:
+        for r in csv.DictReader(fh):
+            names[int(r["ID"])] = r["Kernel Name"]
+    (value,) = [d[(i, metric)][0] for i in ids if names[i].startswith(kernel)]
+    return value
+
+
+@pytest.mark.parametrize("base, new", [("random", "zeros"), ("zeros", "random")])
+def test_a_duration_that_moved_with_the_sm_clock_is_not_the_code(clocks, base, new, capsys):
+    """ncu_clocks_random against _zeros (both --clock-control none): the same two cuBLAS GEMMs,
+    grids and blocks, on random data and on zeros. On zeros they draw less power and the H200
+    runs them at a higher SM clock: by NVIDIA's details page the 8192^3 GEMM 12 % shorter at
+    1,579 -> 1,797 MHz in 0.8 % fewer cycles, the 2048^3 one 5.7 % shorter at 1,712 -> 1,800 MHz;
+    the DRAM-bound add beside them did not move. Judged on the time alone, both GEMMs
+    "improved" (their FLOP/s and DRAM throughput with them); the clock accounts for it: held,
+    said so, and the elapsed cycles and the clock are shown (NVIDIA's numbers)."""
+    df = clocks.diff(base, new)
+    assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
+    rows = {(r["key"], r["metric"]): r for r in df.iter_rows(named=True)}
+    gemms = [k for k in {k for k, _ in rows} if k.startswith("nvjet")]
+    assert len(gemms) == 2
+    for g in gemms:
+        dur, cyc, clk = rows[(g, "duration_ns")], rows[(g, "elapsed_cycles")], rows[(g, "sm_frequency_hz")]
+        for r, metric in ((dur, "duration_ns"), (cyc, "elapsed_cycles"), (clk, "sm_frequency_hz")):
+            assert (r["base"], r["new"]) == pytest.approx((_launch(base, g, metric), _launch(new, g, metric)), rel=1e-6)
+        limit = max(5.0, round(100 * D.NCU_NOISE_NS / min(dur["base"], dur["new"]) + D.NCU_NOISE_PCT, 1))
+        assert abs(dur["delta_pct"]) > limit and abs(cyc["delta_pct"]) < 2 and dur["delta_pct"] * clk["delta_pct"] < 0
+        assert f"{D.CLOCK_NOTE} ({clk['base'] / 1e6:,.0f} -> {clk['new'] / 1e6:,.0f} MHz" in dur["note"]
+        assert "the clock, not the code" in dur["note"]
+        assert "differs; the SM clock" in clk["note"] or abs(clk["delta_pct"]) <= limit  # (a clock row: never judged)
+        for metric in ("achieved_flops_per_s", "dram_throughput_pct"):  # rates that follow the time
+            r = rows[(g, metric)]
+            assert abs(r["delta_pct"]) > 5 and r["note"].endswith(f"{D.CLOCK_NOTE}, as the duration did")
+    add = [k for k, m in rows if m == "duration_ns" and k not in gemms]
+    assert len(add) == 1 and abs(rows[(add[0], "duration_ns")]["delta_pct"]) < 0.5
+    assert not df.filter(pl.col("key").str.starts_with(add[0]))["note"].str.contains(D.CLOCK_NOTE, literal=True).any()
+    lines = D.moved(df)
+    assert len(lines) == 2 and lines[0].startswith("ncu nvjet_sm90_tst_320x128") and all(
+        ", 1 launch: duration " in x and x.endswith("in as many cycles: the clock, not the code (not judged)")
+        for x in lines)
+    assert cli_main(["--db", str(clocks.path), "diff", base, new, "--gate"]) == 0
+    assert "what moved:\n  ncu nvjet_sm90_tst_320x128" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("base, new", [("random", "random_again"), ("random_again", "random")])
+def test_the_clocks_program_profiled_twice_is_quiet(clocks, base, new):
+    """The same program profiled twice: clocks within 0.4 %, no duration held for the clock."""
+    df = clocks.diff(base, new)
+    assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
+    assert df.filter(pl.col("metric") == "sm_frequency_hz")["delta_pct"].abs().max() < 0.5
+    assert not df["note"].str.contains(D.CLOCK_NOTE, literal=True).any() and D.moved(df) == []
+
+
+def test_the_clock_accounts_for_a_change_only_in_as_many_cycles():
+    """``_with_the_clock`` on edge cases: cycles beyond the limit, a clock that moved the
+    same way as the time or too little to explain it, a report without the clock."""
+    def side(dur, cyc, hz):
+        return [{"duration_ns": dur, "elapsed_cycles": cyc, "sm_frequency_hz": hz}]
+
+    assert D._with_the_clock(side(100, 1000, 1e9), side(88, 990, 1.14e9), 100, 88, 3.0)
+    assert D._with_the_clock(side(100, 1000, 1e9), side(88, 950, 1.14e9), 100, 88, 3.0) is None  # 5 % fewer cycles
+    assert D._with_the_clock(side(100, 1000, 1e9), side(88, 1000, 0.9e9), 100, 88, 3.0) is None  # clock down, faster
+    assert D._with_the_clock(side(100, 1000, 1e9), side(80, 1000, 1.05e9), 100, 80, 30.0) is None  # 5 % of 20 %
+    assert D._with_the_clock(side(100, None, 1e9), side(88, 990, 1.14e9), 100, 88, 3.0) is None
+    assert D._with_the_clock(side(100, 1000, None), side(88, 990, 1.14e9), 100, 88, 3.0) is None
 
 
 def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, capsys):

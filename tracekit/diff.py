@@ -3,9 +3,9 @@
 Scopes: ``kernel`` (per kernel: total_ns, instances, med_ns), ``nvtx`` (per NVTX path:
 kernel_total_ns, proj_total_ns, range_total_ns, range_med_ns, instances), ``api`` (per CUDA
 API: total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns),
-``gpu`` (per device: busy_ns), ``ncu`` (per profiled kernel: duration, throughputs,
-occupancy, launch configuration, roofline, warp cycles per issued instruction and the
-stall reasons of 0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
+``gpu`` (per device: busy_ns), ``ncu`` (per profiled kernel: duration, elapsed cycles, SM
+clock, throughputs, occupancy, launch configuration, roofline, warp cycles per issued
+instruction and the stall reasons of 0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
 requests' latency median and p95, of two sweeps point by point, or of runs with timed
 requests outside a sweep, such as two ``tracekit capture`` runs: a run is its one point).
 By default every scope both sides have is compared; an nsys run has
@@ -87,7 +87,12 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   even when each got slower (tests/data/ncu_shapes_a/_slow: +13 to +35 % at every size,
   ranges 2.5-44.8 us against 3.1-57.3 us). A rate (throughput, FLOP/s, % of roof, occupancy) that moved against
   its launch's judged duration (up while the launch got slower) is not judged: the launch's
-  work changed, and the rate says how busy it kept the GPU, not that it got better; registers, block
+  work changed, and the rate says how busy it kept the GPU, not that it got better. A
+  duration that moved in as many cycles (``elapsed_cycles`` within the duration's limit) at an
+  SM clock (``sm_frequency_hz``) that moved the other way by at least half as much (in log
+  terms) is the clock's, not the code's: it is held ("moved with the SM clock"), with the
+  rates that moved its way (``_with_the_clock``; tests/data/ncu_clocks_random/_zeros: one GEMM
+  on zeros 12 % shorter at 14 % more MHz); registers, block
   and grid size, waves per SM and arithmetic intensity describe the launch and have no
   better/worse direction: they are reported, never regressed. So are the warp states
   (cycles per issued instruction, in total and per stall reason): they say where a
@@ -809,6 +814,8 @@ def _gpu_scope(con, params: dict, threshold: float, keymap: pl.DataFrame) -> lis
 #: (metric, column, direction): +1 higher is worse, -1 higher is better, 0 no direction
 NCU_METRICS = [
     ("duration_ns", "duration_ns", 1),
+    ("elapsed_cycles", "elapsed_cycles", 0),
+    ("sm_frequency_hz", "sm_frequency_hz", 0),
     ("sm_throughput_pct", "sm_throughput_pct", -1),
     ("memory_throughput_pct", "memory_throughput_pct", -1),
     ("dram_throughput_pct", "dram_throughput_pct", -1),
@@ -837,6 +844,15 @@ NCU_EXACT = {"theoretical_occupancy_pct", "registers_per_thread", "block_size", 
 #: of a 45 us launch, locked clocks): 0.86 of this band at the most
 NCU_NOISE_NS = 500.0
 NCU_NOISE_PCT = 3.0
+#: what the two rows of the launch's clock say where they differ (never judged: a launch's
+#: cycles are read with its duration, and the clock is the GPU's, not the code's)
+NCU_CLOCK_NOTES = {
+    "elapsed_cycles": "the launch's cycles at its SM clock: read with the duration, not judged alone",
+    "sm_frequency_hz": "the SM clock the GPU ran the launch at (power, temperature, --clock-control), "
+                       "not the code: not judged",
+}
+#: the note of a duration that moved with the SM clock in as many cycles (``_with_the_clock``)
+CLOCK_NOTE = "moved with the SM clock"
 #: a stall reason (Warp State Statistics) is compared where either report's launches spend
 #: at least this many cycles per issued instruction in it (below, its share is noise)
 STALL_MIN_CYCLES = 0.5
@@ -902,6 +918,30 @@ def _paired(pairs: list[tuple[float, float]], limit_pct: float, change: float) -
     return moved * 2 > len(steps), f"most launches moved by {limit_pct:g}% or less ({len(steps) - moved} of {len(steps)})"
 
 
+def _with_the_clock(lb_: list[dict], ln_: list[dict], b: float, n: float, limit_pct: float) -> str | None:
+    """The note of a duration change (``b`` -> ``n``, medians) that the SM clock accounts for:
+    the launches took as many cycles (the medians' change within ``limit_pct``, the limit the
+    duration is judged by) at a clock that moved the other way, by at least half the
+    duration's change (in log terms); None otherwise, or where a report lacks the clock.
+    The same GEMM on zeros draws less power than on random data, so a power-limited GPU runs
+    it at a higher clock: 12 % shorter in 0.8 % fewer cycles (tests/data/ncu_clocks_random,
+    _zeros, both --clock-control none); ncu's default --clock-control base locks the clock
+    lower than a GPU left alone runs it."""
+    def median(side: list[dict], col: str) -> float | None:
+        v = [x[col] for x in side if x[col] is not None and x[col] > 0]
+        return float(np.median(v)) if v else None
+
+    cb, cn = median(lb_, "elapsed_cycles"), median(ln_, "elapsed_cycles")
+    fb, fn = median(lb_, "sm_frequency_hz"), median(ln_, "sm_frequency_hz")
+    if None in (cb, cn, fb, fn) or b <= 0 or n <= 0:
+        return None
+    cycles = 100 * (cn - cb) / cb
+    if abs(cycles) > limit_pct or (n - b) * (fn - fb) >= 0 or abs(math.log(fn / fb)) < 0.5 * abs(math.log(n / b)):
+        return None
+    return (f"{CLOCK_NOTE} ({fb / 1e6:,.0f} -> {fn / 1e6:,.0f} MHz, {100 * (fn - fb) / fb:+.1f}%) in as many "
+            f"cycles ({cycles:+.1f}%, within {limit_pct:g}%): the clock, not the code")
+
+
 def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
     df = con.sql(_sql("ncu_launches"), params=params).pl()
     stalls = con.sql(_sql("ncu_stalls"), params=params).pl()
@@ -947,7 +987,7 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
         counterparts = _counterparts(lb_, ln_)
         stalled = [c for c in stall_cols if max((x[c] or 0 for x in (*lb_, *ln_)), default=0) >= STALL_MIN_CYCLES]
         stalled.sort(key=lambda c: -max(x[c] or 0 for x in (*lb_, *ln_)))  # the largest stall first
-        timed = "unchanged"  # the duration's verdict (the first metric)
+        timed = "unchanged"  # the duration's verdict (the first metric), or "clock" where the clock moved it
         for i, (metric, col, direction) in enumerate([*NCU_METRICS, *((c, c, 0) for c in stalled)]):
             vb = [x[col] for x in lb_ if x[col] is not None]
             vn = [x[col] for x in ln_ if x[col] is not None]
@@ -973,7 +1013,8 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
             else:
                 real = min(vn) > max(vb) or max(vn) < min(vb)
                 held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
-            undirected = ("where the warps' cycles go, not how long the launch takes: not judged"
+            undirected = (NCU_CLOCK_NOTES[col] if col in NCU_CLOCK_NOTES else
+                          "where the warps' cycles go, not how long the launch takes: not judged"
                           if col == "warp_cycles_per_issue" or col.startswith("stall_") else
                           "what the launch computes per byte, with no better/worse direction" if col == "ai_dram" else
                           "a launch setting with no better/worse direction")
@@ -987,7 +1028,15 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                 verdict, note = _judge(b, n, limit_pct, direction, real, held, within, undirected)
             if metric == "duration_ns":
                 timed = verdict
-            elif verdict != "unchanged" and timed != "unchanged" and verdict != timed and col not in NCU_EXACT:
+                clock = _with_the_clock(lb_, ln_, b, n, limit_pct) if verdict != "unchanged" else None
+                if clock:
+                    timed, faster = "clock", n < b
+                    verdict, note = "unchanged", clock
+            elif timed == "clock" and verdict == ("improved" if faster else "regressed") and col not in NCU_EXACT:
+                # a rate that follows the time (FLOP/s, DRAM throughput) moved with the clock too
+                verdict, note = "unchanged", f"{CLOCK_NOTE}, as the duration did"
+            elif verdict != "unchanged" and timed not in ("unchanged", "clock") and verdict != timed \
+                    and col not in NCU_EXACT:
                 # a rate up while the launch got slower (or down while faster): the launch's
                 # work changed; the rate says how busy it kept the GPU, not that it got better
                 verdict, note = "unchanged", f"differs against a duration that {timed}: the launches' work changed"
@@ -1243,7 +1292,9 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     (``diff``): only keys judged changed (regressed, improved, added, removed). Each GPU's
     busy time; the kernel time in all and the kernels that moved (with their share of it), the
     same for memory operations; NVTX paths judged on wall time (runs without CUDA); ncu's
-    launches per kernel; the request latency points. Empty where nothing was judged changed."""
+    launches per kernel, and those whose durations moved with the SM clock in as many cycles
+    (held, and said so: the clock, not the code); the request latency points. Empty where
+    nothing was judged changed or held for the clock."""
     def val(x: float | None) -> float | None:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
@@ -1257,6 +1308,15 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         pct = val(r["delta_pct"])
         return ", ".join(([f"{pct:+.1f} %"] if pct is not None and r["verdict"] not in ("added", "removed") else [])
                          + [r["verdict"]])
+
+    def durations(rs: list[dict], kinds: list[str]) -> str:
+        """How ncu launches' durations moved: by how much (a range over several), in % and the verdicts."""
+        ds = sorted(delta(r) for r in rs)
+        ps = sorted(p for r in rs if (p := val(r["delta_pct"])) is not None)
+        moved_by = signed("duration_ns", ds[0]) if len(ds) == 1 or ds[0] == ds[-1] else \
+            f"{signed('duration_ns', ds[0])} to {signed('duration_ns', ds[-1])}"
+        by_pct = [] if not ps else [f"{ps[0]:+.1f} %" if ps[0] == ps[-1] else f"{ps[0]:+.1f} to {ps[-1]:+.1f} %"]
+        return f"{moved_by} ({', '.join([*by_pct, *kinds])})"
 
     changed = df.filter(pl.col("verdict") != "unchanged")
     lines = []
@@ -1309,12 +1369,21 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         if kinds in (["added"], ["removed"]):
             lines.append(f"ncu {label[name]}: {where} {kinds[0]}")
             continue
-        ds = sorted(delta(r) for r in rs)
-        ps = sorted(p for r in rs if (p := val(r["delta_pct"])) is not None)
-        moved_by = signed("duration_ns", ds[0]) if len(ds) == 1 or ds[0] == ds[-1] else \
-            f"{signed('duration_ns', ds[0])} to {signed('duration_ns', ds[-1])}"
-        by_pct = [] if not ps else [f"{ps[0]:+.1f} %" if ps[0] == ps[-1] else f"{ps[0]:+.1f} to {ps[-1]:+.1f} %"]
-        lines.append(f"ncu {label[name]}, {where}: duration {moved_by} ({', '.join([*by_pct, *kinds])})")
+        lines.append(f"ncu {label[name]}, {where}: duration {durations(rs, kinds)}")
+    # durations held because the SM clock moved them: said, so that no one reads them as the code's
+    clocked: dict[str, list[dict]] = {}
+    for r in df.filter((pl.col("scope") == "ncu") & (pl.col("metric") == "duration_ns") & (pl.col("verdict") == "unchanged")
+                       & pl.col("note").str.contains(CLOCK_NOTE, literal=True)).iter_rows(named=True):
+        clocked.setdefault(r["key"].partition(" @ ")[0], []).append(r)
+    order = sorted(clocked, key=lambda k: -max(abs(delta(r)) for r in clocked[k]))[:top]
+    label = short_keys(order)
+    for name in order:
+        rs = clocked[name]
+        clocks = [r["note"][r["note"].index(CLOCK_NOTE) + len(CLOCK_NOTE):].partition(" in as many")[0].strip()
+                  for r in rs]
+        lines.append(f"ncu {label[name]}, {'1 launch' if len(rs) == 1 else f'{len(rs)} launches'}: duration "
+                     f"{durations(rs, [])} {CLOCK_NOTE}{' ' + clocks[0] if len(set(clocks)) == 1 else ''} in as "
+                     "many cycles: the clock, not the code (not judged)")
     points = df.filter(pl.col("scope") == "sweep")
     shared = points.filter(~pl.col("verdict").is_in(["added", "removed"]))["key"].unique().to_list()
     judged = {}
@@ -1345,6 +1414,8 @@ def _human(metric: str, v: float | None) -> str:
         return f"{v:,.3f} ms"
     if metric.endswith("_pct"):
         return f"{v:,.2f}%"
+    if metric.endswith("_hz"):
+        return f"{v / 1e6:,.0f} MHz"
     if metric.endswith("_per_s"):
         for unit, f in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
             if abs(v) >= f:

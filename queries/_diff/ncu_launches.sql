@@ -7,6 +7,8 @@
 -- @column name                       kernel name (demangled)
 -- @column nvtx_path                  NVTX push/pop ranges around the launch
 -- @column duration_ns                gpu__time_duration.sum, ns
+-- @column elapsed_cycles             Elapsed Cycles (gpc__cycles_elapsed.max), cycles
+-- @column sm_frequency_hz            SM Frequency (gpc__cycles_elapsed.avg.per_second), Hz: the clock the launch ran at
 -- @column sm_throughput_pct          Compute (SM) Throughput, %
 -- @column memory_throughput_pct      Memory Throughput, %
 -- @column dram_throughput_pct        DRAM Throughput, %
@@ -21,7 +23,7 @@
 -- @column roof_pct                   achieved FLOP/s as % of the attainable roof
 -- @column bound                      memory or compute (roofline)
 -- @column warp_cycles_per_issue      Warp Cycles Per Issued Instruction (Warp State Statistics), cycles
-SELECT s.side, r.kernel_id, r.name, r.nvtx_path, r.duration_ns, r.sm_throughput_pct, r.memory_throughput_pct,
+SELECT s.side, r.kernel_id, r.name, r.nvtx_path, r.duration_ns, r.elapsed_cycles, r.sm_frequency_hz, r.sm_throughput_pct, r.memory_throughput_pct,
        r.dram_throughput_pct, r.theoretical_occupancy_pct, r.achieved_occupancy_pct, r.registers_per_thread,
        r.block_size, r.grid_size, r.waves_per_sm, r.ai_dram, r.flops_per_s, r.roof_pct, r.bound,
        w.value AS warp_cycles_per_issue

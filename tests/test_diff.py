@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import DATA, let_go
+from conftest import DATA, let_go, spec_datasets
 
 import tracekit
+from tracekit import charts
 from tracekit import diff as D
 from tracekit.cli import main as cli_main
 from tracekit.errors import CaptureWarning
@@ -1415,6 +1416,10 @@ def test_a_duration_that_moved_with_the_sm_clock_is_not_the_code(clocks, base, n
         for x in lines)
     assert cli_main(["--db", str(clocks.path), "diff", base, new, "--gate"]) == 0
     assert "what moved:\n  ncu nvjet_sm90_tst_320x128" in capsys.readouterr().out
+    # the diff chart colours them apart: neither unchanged grey nor a verdict
+    drawn = {r["key"]: r["verdict"] for ds in spec_datasets(charts.diff(charts.diff_rows(df)).to_dict())
+             for r in ds if "verdict" in r}
+    assert {drawn[g] for g in gemms} == {D.CLOCK_NOTE} and drawn[add[0]] == "unchanged"
 
 
 @pytest.mark.parametrize("base, new", [("random", "random_again"), ("random_again", "random")])
@@ -1650,7 +1655,6 @@ def test_a_setting_some_runs_of_a_sweep_had_is_not_the_sweeps_setting(tmp_path):
 
 
 def test_diff_chart(store, tmp_path):
-    from tracekit import charts
 
     ch = charts.chart(store, "diff", base="hstu", new="slow")
     spec = ch.to_dict()
@@ -1678,7 +1682,6 @@ def test_diff_chart(store, tmp_path):
 def test_diff_chart_draws_the_limit_each_drawn_change_was_judged_by(store, tmp_path):
     """GPU time is judged beyond the threshold, host time of runs without CUDA beyond the host
     noise: the chart's dashed lines are the limits of the bars it draws, each named."""
-    from tracekit import charts
 
     def lines(spec: dict) -> set[float]:
         return {v["x"] for layer in spec["layer"] if layer["mark"].get("strokeDash")

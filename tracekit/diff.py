@@ -3,9 +3,10 @@
 Scopes: ``kernel`` (per kernel: total_ns, instances, med_ns), ``nvtx`` (per NVTX path:
 kernel_total_ns, proj_total_ns, range_total_ns, range_med_ns, instances), ``api`` (per CUDA
 API: total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns),
-``gpu`` (per device: busy_ns), ``ncu`` (per profiled kernel: duration, elapsed cycles, SM
-clock, throughputs, occupancy, launch configuration, roofline, warp cycles per issued
-instruction and the stall reasons of 0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
+``gpu`` (per device: busy_ns), ``ncu`` (per profiled kernel: the median launch's duration,
+the launches' summed duration and count, elapsed cycles, SM clock, throughputs, occupancy,
+launch configuration, roofline, warp cycles per issued instruction and the stall reasons of
+0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
 requests' latency median and p95, of two sweeps point by point, or of runs with timed
 requests outside a sweep, such as two ``tracekit capture`` runs: a run is its one point).
 By default every scope both sides have is compared; an nsys run has
@@ -85,15 +86,22 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   moved all went the way the median went and are most of them, or, from ``SIGN_MIN`` (8) of
   them, pass a sign test (p < ALPHA): launches of one kernel at several sizes overlap before and after
   even when each got slower (tests/data/ncu_shapes_a/_slow: +13 to +35 % at every size,
-  ranges 2.5-44.8 us against 3.1-57.3 us). A rate (throughput, FLOP/s, % of roof, occupancy) that moved against
-  its launch's judged duration (up while the launch got slower) is not judged: the launch's
-  work changed, and the rate says how busy it kept the GPU, not that it got better. A
+  ranges 2.5-44.8 us against 3.1-57.3 us). The launches' summed duration (``launch_total_ns``)
+  is judged launch by launch against ncu's noise at each launch's own duration (or the
+  threshold), beyond that noise summed: some launches of a kernel twice as long move its
+  total where its median launch stays put (``_paired_total``). A rate (throughput, FLOP/s, %
+  of roof, achieved occupancy) is judged only with the launches' time: where their duration
+  and total did not move it is shown, not judged (tests/data/ncu_diff_a/_b: occupancy 84 ->
+  47 % at the same duration: how the launches used the GPU changed, not what they cost), and
+  where it moved against the time (up while the launches got slower) the launch's work
+  changed: the rate says how busy it kept the GPU, not that it got better. A
   duration that moved in as many cycles (``elapsed_cycles`` within the duration's limit) at an
   SM clock (``sm_frequency_hz``) that moved the other way by at least half as much (in log
   terms) is the clock's, not the code's: it is held ("moved with the SM clock"), with the
   rates that moved its way (``_with_the_clock``; tests/data/ncu_clocks_random/_zeros: one GEMM
   on zeros 12 % shorter at 14 % more MHz); registers, block
-  and grid size, waves per SM and arithmetic intensity describe the launch and have no
+  and grid size, waves per SM, theoretical occupancy (which follows from them), the number of
+  launches profiled and arithmetic intensity describe the launch and have no
   better/worse direction: they are reported, never regressed. So are the warp states
   (cycles per issued instruction, in total and per stall reason): they say where a
   warp's time goes, not how long the launch takes (tests/data/ncu_diff_a/_b: the stalls
@@ -813,13 +821,15 @@ def _gpu_scope(con, params: dict, threshold: float, keymap: pl.DataFrame) -> lis
 
 #: (metric, column, direction): +1 higher is worse, -1 higher is better, 0 no direction
 NCU_METRICS = [
-    ("duration_ns", "duration_ns", 1),
+    ("duration_ns", "duration_ns", 1),  # the median launch
+    ("launch_total_ns", "duration_ns", 1),  # the key's launches summed: what the kernel costs in the report
+    ("launches", None, 0),
     ("elapsed_cycles", "elapsed_cycles", 0),
     ("sm_frequency_hz", "sm_frequency_hz", 0),
     ("sm_throughput_pct", "sm_throughput_pct", -1),
     ("memory_throughput_pct", "memory_throughput_pct", -1),
     ("dram_throughput_pct", "dram_throughput_pct", -1),
-    ("theoretical_occupancy_pct", "theoretical_occupancy_pct", -1),
+    ("theoretical_occupancy_pct", "theoretical_occupancy_pct", 0),  # (follows from the launch settings)
     ("achieved_occupancy_pct", "achieved_occupancy_pct", -1),
     ("registers_per_thread", "registers_per_thread", 0),
     ("block_size", "block_size", 0),
@@ -832,6 +842,9 @@ NCU_METRICS = [
 ]
 #: metrics that describe the launch (exact in every replay); the others are measured
 NCU_EXACT = {"theoretical_occupancy_pct", "registers_per_thread", "block_size", "grid_size", "waves_per_sm"}
+#: the launches' time: judged on its own; a measured rate (throughput, occupancy, FLOP/s, %
+#: of roof) is judged only with it (the time moved, the rate moved the same way: it says why)
+NCU_TIME = ("duration_ns", "launch_total_ns")
 #: a measured ncu value of a launch of duration d moves between two reports of one program
 #: by up to NCU_NOISE_NS / d + NCU_NOISE_PCT (a change is judged only beyond that, or the
 #: threshold if larger): in the three reports of tests/data/hstu_capture_ncu_pair (65
@@ -942,6 +955,29 @@ def _with_the_clock(lb_: list[dict], ln_: list[dict], b: float, n: float, limit_
             f"cycles ({cycles:+.1f}%, within {limit_pct:g}%): the clock, not the code")
 
 
+def _paired_total(pairs: list[tuple[float, float]], threshold: float) -> tuple[bool, str]:
+    """(real, why not) for the sum of launches' durations compared launch by launch: a launch
+    that moved by no more than ncu's noise at its own duration (or the threshold, if larger)
+    moved neither way; the sum changed for real when the launches that moved all moved one
+    way, or, from SIGN_MIN of them, pass a sign test (p < ALPHA) the way the sum went. Some
+    launches of a kernel twice as long and the others unchanged move its total, where
+    the median launch does not move."""
+    steps = [0.0 if abs(y - x) <= max(threshold, 100 * NCU_NOISE_NS / x + NCU_NOISE_PCT) / 100 * abs(x) else y - x
+             for x, y in pairs if x > 0]
+    up, down = sum(d > 0 for d in steps), sum(d < 0 for d in steps)
+    change = sum(y for _, y in pairs) - sum(x for x, _ in pairs)
+    if not up and not down:
+        return False, "every launch within ncu's noise at its duration"
+    if up != down and change and (up > down) != (change > 0):
+        return False, f"most launches moved the other way from the sum ({up} up, {down} down)"
+    if up + down >= SIGN_MIN:
+        p = _sign_p(up, down)
+        return p < ALPHA, f"launches moved both ways ({up} up, {down} down: sign test {_p_is(p)})"
+    if up and down:
+        return False, f"launches moved both ways ({up} up, {down} down)"
+    return True, ""
+
+
 def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
     df = con.sql(_sql("ncu_launches"), params=params).pl()
     stalls = con.sql(_sql("ncu_stalls"), params=params).pl()
@@ -987,15 +1023,20 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
         counterparts = _counterparts(lb_, ln_)
         stalled = [c for c in stall_cols if max((x[c] or 0 for x in (*lb_, *ln_)), default=0) >= STALL_MIN_CYCLES]
         stalled.sort(key=lambda c: -max(x[c] or 0 for x in (*lb_, *ln_)))  # the largest stall first
-        timed = "unchanged"  # the duration's verdict (the first metric), or "clock" where the clock moved it
+        timed = "unchanged"  # the launches' time's verdict (NCU_TIME), or "clock" where the clock moved it
+        faster = False
         for i, (metric, col, direction) in enumerate([*NCU_METRICS, *((c, c, 0) for c in stalled)]):
-            vb = [x[col] for x in lb_ if x[col] is not None]
-            vn = [x[col] for x in ln_ if x[col] is not None]
+            if metric == "launches":
+                vb, vn = [1.0] * len(lb_), [1.0] * len(ln_)
+            else:
+                vb = [x[col] for x in lb_ if x[col] is not None]
+                vn = [x[col] for x in ln_ if x[col] is not None]
+            summed = metric in ("launch_total_ns", "launches")
             if kb is None or kn is None:
                 v = vn if kb is None else vb
                 if not v:
                     continue
-                val = float(np.median(v))
+                val = float(np.sum(v)) if summed else float(np.median(v))
                 rows.append(_Row("ncu", key, metric, None if kb is None else val, val if kb is None else None,
                                  "added" if kb is None else "removed", None,
                                  "only in the new report" if kb is None else "only in the base report",
@@ -1003,50 +1044,84 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                 continue
             if not vb or not vn:
                 continue
-            b, n = float(np.median(vb)), float(np.median(vn))
-            limit_pct = threshold if col in NCU_EXACT or noise is None else max(threshold, noise)
+            if summed:
+                b, n = float(np.sum(vb)), float(np.sum(vn))
+            else:
+                b, n = float(np.median(vb)), float(np.median(vn))
             pairs = [(x[col], y[col]) for x, y in counterparts or []
-                     if x[col] is not None and y[col] is not None]
-            if pairs:  # each launch against its counterpart in the other report
-                moved = [_pct(y - x, x) for x, y in pairs]
-                real, held = _paired(pairs, limit_pct, n - b)
+                     if col is not None and x[col] is not None and y[col] is not None]
+            moved = [_pct(y - x, x) for x, y in pairs]
+            if metric == "launches":
+                verdict, note = "unchanged", "identical" if b == n else \
+                    "differs; how many launches ncu profiled (its filters, --launch-count): not judged"
+                low = high = _pct(n - b, b)
+                rows.append(_Row("ncu", key, metric, b, n, verdict, None, _join(how, note), low, high, effect, i))
+                continue
+            if metric == "launch_total_ns":
+                # each launch against the noise at its own duration; sized for the sum as the
+                # same noise summed over the launches (the shorter side's, the same either way round)
+                limit_pct = max(threshold, round(100 * NCU_NOISE_NS / (min(b, n) / max(len(vb), len(vn)))
+                                                 + NCU_NOISE_PCT, 1)) if min(b, n) > 0 else threshold
+                if pairs:
+                    real, held = _paired_total(pairs, threshold)
+                else:
+                    count_pct = _pct(len(vn) - len(vb), len(vb))
+                    real = (count_pct is not None and abs(count_pct) > threshold) \
+                        or min(vn) > max(vb) or max(vn) < min(vb)
+                    held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
+                within = "threshold" if limit_pct == threshold else f"ncu's noise for {len(vb)} launches"
+                verdict, note = _judge(b, n, limit_pct, direction, real, held, within)
+            elif col in NCU_CLOCK_NOTES:  # a launch's clock and cycles: shown, never judged
+                verdict, note = "unchanged", "identical" if b == n else NCU_CLOCK_NOTES[col]
             else:
-                real = min(vn) > max(vb) or max(vn) < min(vb)
-                held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
-            undirected = (NCU_CLOCK_NOTES[col] if col in NCU_CLOCK_NOTES else
-                          "where the warps' cycles go, not how long the launch takes: not judged"
-                          if col == "warp_cycles_per_issue" or col.startswith("stall_") else
-                          "what the launch computes per byte, with no better/worse direction" if col == "ai_dram" else
-                          "a launch setting with no better/worse direction")
-            if noise is None and col not in NCU_EXACT:  # (a report of chosen metrics without gpu__time_duration)
-                verdict, note = _judge(b, n, threshold, direction, False,
-                                       "no duration to size ncu's noise by: a measured value is not judged",
-                                       undirected=undirected)
-            else:
-                within = "threshold" if limit_pct == threshold else \
-                    f"ncu's noise for a {_human('duration_ns', shorter)} launch"
-                verdict, note = _judge(b, n, limit_pct, direction, real, held, within, undirected)
-            if metric == "duration_ns":
-                timed = verdict
-                clock = _with_the_clock(lb_, ln_, b, n, limit_pct) if verdict != "unchanged" else None
-                if clock:
-                    timed, faster = "clock", n < b
-                    verdict, note = "unchanged", clock
-            elif timed == "clock" and verdict == ("improved" if faster else "regressed") and col not in NCU_EXACT:
-                # a rate that follows the time (FLOP/s, DRAM throughput) moved with the clock too
-                verdict, note = "unchanged", f"{CLOCK_NOTE}, as the duration did"
-            elif verdict != "unchanged" and timed not in ("unchanged", "clock") and verdict != timed \
-                    and col not in NCU_EXACT:
-                # a rate up while the launch got slower (or down while faster): the launch's
-                # work changed; the rate says how busy it kept the GPU, not that it got better
-                verdict, note = "unchanged", f"differs against a duration that {timed}: the launches' work changed"
+                limit_pct = threshold if col in NCU_EXACT or noise is None else max(threshold, noise)
+                if pairs:  # each launch against its counterpart in the other report
+                    real, held = _paired(pairs, limit_pct, n - b)
+                else:
+                    real = min(vn) > max(vb) or max(vn) < min(vb)
+                    held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
+                undirected = ("where the warps' cycles go, not how long the launch takes: not judged"
+                              if col == "warp_cycles_per_issue" or col.startswith("stall_") else
+                              "what the launch computes per byte, with no better/worse direction" if col == "ai_dram"
+                              else "a launch setting with no better/worse direction")
+                if noise is None and col not in NCU_EXACT:  # (a report of chosen metrics without gpu__time_duration)
+                    verdict, note = _judge(b, n, threshold, direction, False,
+                                           "no duration to size ncu's noise by: a measured value is not judged",
+                                           undirected=undirected)
+                else:
+                    within = "threshold" if limit_pct == threshold else \
+                        f"ncu's noise for a {_human('duration_ns', shorter)} launch"
+                    verdict, note = _judge(b, n, limit_pct, direction, real, held, within, undirected)
+            if metric in NCU_TIME:
+                if timed == "clock" and verdict == ("improved" if faster else "regressed"):
+                    verdict, note = "unchanged", f"{CLOCK_NOTE}, as the duration did"
+                elif verdict != "unchanged":
+                    clock = _with_the_clock(lb_, ln_, b, n, limit_pct) if metric == "duration_ns" else None
+                    if clock:
+                        timed, faster = "clock", n < b
+                        verdict, note = "unchanged", clock
+                    elif timed == "unchanged":
+                        timed = verdict
+            elif verdict != "unchanged" and col not in NCU_EXACT:
+                if timed == "clock" and verdict == ("improved" if faster else "regressed"):
+                    # a rate that follows the time (FLOP/s, DRAM throughput) moved with the clock too
+                    verdict, note = "unchanged", f"{CLOCK_NOTE}, as the duration did"
+                elif timed in ("unchanged", "clock"):
+                    # the launches took as long: how they used the GPU changed, not what it cost
+                    verdict, note = "unchanged", "differs; the launches' time did not move: not judged"
+                elif verdict != timed:
+                    # a rate up while the launch got slower (or down while faster): the launch's
+                    # work changed; the rate says how busy it kept the GPU, not that it got better
+                    verdict, note = "unchanged", f"differs against a duration that {timed}: the launches' work changed"
             if metric == "roof_pct":
                 bb = sorted({x["bound"] for x in lb_ if x["bound"]})
                 bn = sorted({x["bound"] for x in ln_ if x["bound"]})
                 if bb or bn:
                     note = _join(note, f"bound: {'/'.join(bb) or '?'}" + (f" -> {'/'.join(bn) or '?'}" if bb != bn else ""))
-            if pairs and None not in moved:
+            if pairs and None not in moved and not summed:
                 low, high = min(moved), max(moved)
+            elif summed and pairs and len(pairs) == len(vb):
+                low = high = _pct(n - b, b)
             else:
                 low = _pct(min(vn) - max(vb), b) if b else None
                 high = _pct(max(vn) - min(vb), b) if b else None
@@ -1352,38 +1427,62 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         label = short_keys([r["key"] for r in shown])
         lines.append("NVTX wall time: " + "; ".join(
             f"{label[r['key']]} {_STAT[r['metric']]} {signed(r['metric'], delta(r))} ({how(r)})" for r in shown))
-    ncu: dict[str, list[dict]] = {}  # kernel -> its launches' judged rows
-    for r in changed.filter(pl.col("scope") == "ncu").iter_rows(named=True):
-        ncu.setdefault(r["key"].partition(" @ ")[0], []).append(r)
-    order = sorted(ncu, key=lambda k: -max(abs(delta(r)) if r["metric"] == "duration_ns" else 0 for r in ncu[k]))
-    label = short_keys(order[:top])
-    for name in order[:top]:
-        rs = [r for r in ncu[name] if r["metric"] == "duration_ns"]
-        if not rs:  # (its durations unchanged: what was judged instead, e.g. its occupancy)
-            metrics = list(dict.fromkeys(r["metric"] for r in ncu[name]))
+    # ncu: per kernel (its keys: one per NVTX path), its launches' time in all, where it was
+    # judged changed, or held because the SM clock moved it in as many cycles
+    ncu_rows = df.filter(pl.col("scope") == "ncu")
+    keys: dict[str, dict[str, list[dict]]] = {}  # kernel -> metric -> its keys' rows
+    for r in ncu_rows.iter_rows(named=True):
+        keys.setdefault(r["key"].partition(" @ ")[0], {}).setdefault(r["metric"], []).append(r)
+
+    def launches(m: dict[str, list[dict]]) -> str:
+        counted = m.get("launches") or [{"base": 1.0 if val(r["base"]) is not None else None,
+                                          "new": 1.0 if val(r["new"]) is not None else None}
+                                         for r in m.get("duration_ns", [])]  # (rows without a count: a key a launch)
+        side = [sum(val(r[s]) or 0 for r in counted) for s in ("base", "new")]
+        n = [int(x) for x in side if x]
+        text = f"{n[0]:,} -> {n[1]:,}" if len(n) == 2 and n[0] != n[1] else f"{max(n or [0]):,}"
+        return f"{text} launch{'' if n == [1] or n == [1, 1] else 'es'}"
+
+    def clocked(r: dict) -> bool:
+        return r["verdict"] == "unchanged" and CLOCK_NOTE in (r["note"] or "")
+
+    judged = {k: m for k, m in keys.items() if any(r["verdict"] != "unchanged" for rs in m.values() for r in rs)}
+    held = {k: m for k, m in keys.items() if any(clocked(r) for r in m.get("duration_ns", []))}
+
+    def moved_by(k: str) -> float:
+        return abs(sum(delta(r) for r in keys[k].get("launch_total_ns", [])))
+
+    label = short_keys(sorted({*judged, *held}))
+    for name in sorted(judged, key=lambda k: -moved_by(k))[:top]:
+        m = judged[name]
+        timed = [r for metric in NCU_TIME for r in m.get(metric, []) if r["verdict"] != "unchanged"]
+        if not timed:  # (its time unchanged: what was judged instead, e.g. a launch setting)
+            rs = [r for rs in m.values() for r in rs if r["verdict"] != "unchanged"]
+            metrics = list(dict.fromkeys(r["metric"] for r in rs))
             lines.append(f"ncu {label[name]}: " + ", ".join(
-                f"{m} ({how(next(r for r in ncu[name] if r['metric'] == m))})" for m in metrics[:top]))
+                f"{x} ({how(next(r for r in rs if r['metric'] == x))})" for x in metrics[:top]))
             continue
-        where = "1 launch" if len(rs) == 1 else f"{len(rs)} launches"
-        kinds = list(dict.fromkeys(r["verdict"] for r in rs))
+        kinds = list(dict.fromkeys(r["verdict"] for r in timed))
         if kinds in (["added"], ["removed"]):
-            lines.append(f"ncu {label[name]}: {where} {kinds[0]}")
+            lines.append(f"ncu {label[name]}, {launches(m)}: {kinds[0]}")
             continue
-        lines.append(f"ncu {label[name]}, {where}: duration {durations(rs, kinds)}")
+        totals = m.get("launch_total_ns", [])
+        base = sum(val(r["base"]) or 0 for r in totals)
+        total = sum(delta(r) for r in totals)
+        pct = [f"{100 * total / base:+.1f} %"] if base else []
+        medians = m.get("duration_ns", [])
+        per = "unchanged" if all(delta(r) == 0 for r in medians) else durations(medians, []).partition(" (")[0]
+        single = all(val(r["base"]) in (None, 1.0) and val(r["new"]) in (None, 1.0) for r in m.get("launches", []))
+        lines.append(f"ncu {label[name]}, {launches(m)}: {signed('duration_ns', total)} in all "
+                     f"({', '.join([*pct, *kinds])}); {'a' if single else 'the median'} launch {per}")
     # durations held because the SM clock moved them: said, so that no one reads them as the code's
-    clocked: dict[str, list[dict]] = {}
-    for r in df.filter((pl.col("scope") == "ncu") & (pl.col("metric") == "duration_ns") & (pl.col("verdict") == "unchanged")
-                       & pl.col("note").str.contains(CLOCK_NOTE, literal=True)).iter_rows(named=True):
-        clocked.setdefault(r["key"].partition(" @ ")[0], []).append(r)
-    order = sorted(clocked, key=lambda k: -max(abs(delta(r)) for r in clocked[k]))[:top]
-    label = short_keys(order)
-    for name in order:
-        rs = clocked[name]
+    for name in sorted(held, key=lambda k: -moved_by(k))[:top]:
+        rs = [r for r in held[name]["duration_ns"] if clocked(r)]
         clocks = [r["note"][r["note"].index(CLOCK_NOTE) + len(CLOCK_NOTE):].partition(" in as many")[0].strip()
                   for r in rs]
-        lines.append(f"ncu {label[name]}, {'1 launch' if len(rs) == 1 else f'{len(rs)} launches'}: duration "
-                     f"{durations(rs, [])} {CLOCK_NOTE}{' ' + clocks[0] if len(set(clocks)) == 1 else ''} in as "
-                     "many cycles: the clock, not the code (not judged)")
+        lines.append(f"ncu {label[name]}, {launches(held[name])}: duration {durations(rs, [])} "
+                     f"{CLOCK_NOTE}{' ' + clocks[0] if len(set(clocks)) == 1 else ''} in as many cycles: "
+                     "the clock, not the code (not judged)")
     points = df.filter(pl.col("scope") == "sweep")
     shared = points.filter(~pl.col("verdict").is_in(["added", "removed"]))["key"].unique().to_list()
     judged = {}

@@ -513,9 +513,11 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
                      f"(a sign test from {_diff.SIGN_MIN} launches; where they cannot be paired, the launches of "
                      "the two reports do not overlap), and a measured value moved beyond ncu's own noise at the "
                      f"launch's duration ({_diff.NCU_NOISE_NS:g} ns + {_diff.NCU_NOISE_PCT:g} % of it) where that "
-                     "exceeds the threshold; a rate that moved against its launch's duration (more work), launch "
-                     "settings and warp states are shown, not judged, and so is a duration that moved in as many "
-                     "cycles at an SM clock that moved the other way (the clock, not the code)")
+                     "exceeds the threshold (the launches' summed duration: launch by launch, each against the "
+                     "noise at its own duration); a rate only with the launches' time (shown, not judged where the "
+                     "time did not move or moved the other way); launch settings, theoretical occupancy and warp "
+                     "states are shown, not judged, and so is a duration that moved in as many cycles at an SM "
+                     "clock that moved the other way (the clock, not the code)")
     if "sweep" in scopes:
         rules.append(f"request latency per bs x nc point: the median counts beyond "
                      f"{max(threshold, _diff.HOST_NOISE_PCT):g} %, the p95 beyond "

@@ -1,16 +1,18 @@
 """GPU check of the cached kernel's Gluon path (``kernels/_cached_gluon.py``) against the reference.
 
-    python benchmarks/attention_cached_gluon_check.py
+    python benchmarks/attention_cached_gluon_check.py [CONFIG]
 
 Shuffled pages, caches of 0 and of lengths not a multiple of the page size, new-token runs not a
 multiple of the block, with and without targets, bf16 and fp16, d = 256 and 128, the default grid
 and small grids (many cut pieces: partial sums), DP on and off; each call twice (the second reuses
 the counters the first left), outputs NaN-poisoned, against the float32 reference. Prints one line
-per case and which kernel ran (``LAST_KERNEL``'s name, registers, spills).
+per case and which kernel ran (``LAST_KERNEL``'s name, registers, spills). CONFIG: a dict literal
+added to every case's config (e.g. "{'GL_TMA': 1}").
 """
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 
@@ -23,6 +25,7 @@ def main() -> None:
     import torch
     from tracekit.kernels import _cached
 
+    extra = ast.literal_eval(sys.argv[1]) if len(sys.argv) > 1 else {}
     fails = 0
     cases = [
         dict(C=[0, 45, 300, 1000], n=200, nt=100, H=2, d=256),
@@ -31,6 +34,7 @@ def main() -> None:
     ]
     configs = [{"GLUON": True}, {"GLUON": True, "PROGRAMS": 7}, {"GLUON": True, "PROGRAMS": 5, "DP": False},
                {"GLUON": True, "PROGRAMS": 13, "MIN_CHUNK": 1}]
+    configs = [{**c, **extra} for c in configs]
     for ci, cs in enumerate(cases):
         for dtype, tol in ((torch.bfloat16, 2e-2), (torch.float16, 4e-3)):
             w = _workload(len(cs["C"]), cs["C"], cs["n"], cs["nt"], cs["H"], cs["d"], dtype, 100 + ci)

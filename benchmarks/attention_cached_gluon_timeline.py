@@ -1,8 +1,9 @@
 """Where the Gluon cached kernel's time goes: per piece, %clock64 at its phases (GPU; a patched copy).
 
-    python benchmarks/attention_cached_gluon_timeline.py [KERNELS_DIR ...] [--calls 20]
+    python benchmarks/attention_cached_gluon_timeline.py [KERNELS_DIR[:CONFIG] ...] [--calls 20]
 
-Each KERNELS_DIR (default: this checkout's ``kernels/``) is copied to a temporary package whose
+Each KERNELS_DIR (default: this checkout's ``kernels/``; CONFIG: a dict literal added to the call's
+``config``, e.g. ``{'GL_TMA': 1}``) is copied to a temporary package whose
 ``_cached_gluon.py`` is patched: every consumer warpgroup records ``%clock64`` per piece (at most
 16 a program) at its start (0), once its q is there (1), after the unmasked cached-key loop (2),
 after the other loop (3), after the last P.V (4) and after the epilogue (5), and the piece's
@@ -18,6 +19,7 @@ edits match this checkout's ``_cached_gluon.py`` (an assertion names one that do
 from __future__ import annotations
 
 import argparse
+import ast
 import shutil
 import statistics
 import sys
@@ -67,26 +69,20 @@ def _gl_fence(x):''')
         '''        _tl_rec(WS, pid, k, wg, 2, _tl_clk(pid), BLOCK_M, D)
         for u in range(gl.maximum(nA - 1, 0), npos - 1, 2):  # scores of the other tiles: masked''')
     sub('''        nt = npos
-        mbarrier.arrive(q_empty.index(k % QB))''', '''        nt = npos
+''', '''        nt = npos
         _tl_rec(WS, pid, k, wg, 3, _tl_clk(pid), BLOCK_M, D)
-        mbarrier.arrive(q_empty.index(k % QB))''')
+''')
     sub('''        g += nt
 ''', '''        g += nt
         _tl_rec(WS, pid, k, wg, 4, _tl_clk(pid), BLOCK_M, D)
 ''')
     sub('''                    gl.atomic_xchg(cnt, 0, sem="relaxed")
-
-
-@gluon.jit
-def _gl_consumer0(''', '''                    gl.atomic_xchg(cnt, 0, sem="relaxed")
+        if STAGE:''', '''                    gl.atomic_xchg(cnt, 0, sem="relaxed")
                     _tl_rec(WS, pid, k, wg, 10, 3, BLOCK_M, D)
         _tl_rec(WS, pid, k, wg, 5, _tl_clk(pid), BLOCK_M, D)
-
-
-@gluon.jit
-def _gl_consumer0(''')
-    sub('''            _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
-        else:''', '''            _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
+        if STAGE:''')
+    sub('''                _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
+        else:''', '''                _gl_out(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, offs_r, offs_c)
             _tl_rec(WS, pid, k, wg, 10, 1, BLOCK_M, D)
         else:''')
     sub('''                gl.atomic_xchg(cnt, 0, sem="relaxed")
@@ -115,7 +111,7 @@ def main() -> None:
     import triton
 
     p = argparse.ArgumentParser()
-    p.add_argument("dirs", nargs="*", default=[str(ROOT / "kernels")])
+    p.add_argument("dirs", nargs="*", default=[str(ROOT / "kernels")], help="DIR[:CONFIG], CONFIG a dict literal")
     p.add_argument("--calls", type=int, default=20)
     a = p.parse_args()
     tag, seed, clo, chi, msl, _ = DRAWS[0]
@@ -124,7 +120,8 @@ def main() -> None:
     kw = dict(max_seq_len=msl, alpha=D**-0.5, contextual_seq_len=0, max_attn_len=0, num_targets=w["nt"])
     P = torch.cuda.get_device_properties(0).multi_processor_count
     tmp = Path(tempfile.mkdtemp())
-    for i, d in enumerate(a.dirs):
+    for i, spec in enumerate(a.dirs):
+        d, _, extra = spec.partition(":")
         pkg = tmp / f"tl{i}"
         shutil.copytree(d, pkg, ignore=shutil.ignore_patterns("__pycache__"))
         f = pkg / "_cached_gluon.py"
@@ -135,7 +132,7 @@ def main() -> None:
         assert s.count(old) == 1
         c.write_text(s.replace(old, f"ws, cnt = _split_buffers(q.device, programs * 2 * BM * D_V + programs * {REC * 2 * WORDS * 2}, "))
         m = _load(f"_tl_kernels{i}", str(pkg))
-        cfg = {"GLUON": True}
+        cfg = {"GLUON": True, **(ast.literal_eval(extra) if extra else {})}
 
         def call(m=m, cfg=cfg):
             return m.hstu_cached_fwd(w["q"], w["k"], w["v"], w["off"], w["cache"], config=cfg, **kw)
@@ -175,7 +172,7 @@ def main() -> None:
             if starts:
                 tot["span"].append(max(e for _, e in starts) - min(s for s, _ in starts))
         n2 = 2  # both consumers recorded: sums are over warpgroups
-        print(f"{d}: {ms * 1e3:.1f} us a call; {tot['pieces']} pieces over {P} programs; per program (mean of the two "
+        print(f"{spec}: {ms * 1e3:.1f} us a call; {tot['pieces']} pieces over {P} programs; per program (mean of the two "
               f"consumers, cycles): q wait {tot['q'] / n2 / P:.0f}, unmasked loop {tot['A'] / n2 / P:.0f} for "
               f"{tot['nA'] / n2 / P:.1f} positions ({tot['A'] / max(tot['nA'], 1):.0f} a tile), other loop "
               f"{tot['Bt'] / n2 / P:.0f} for {tot['nB'] / n2 / P:.1f} ({tot['Bt'] / max(tot['nB'], 1):.0f} a tile), last PV "

@@ -106,16 +106,26 @@ def compile_gluon(m, over: dict | None = None, B=8, n=1040, H=4, D=256, num_pt=1
     kc = torch.empty(num_pt * B, PAGE, H, D, dtype=torch.bfloat16)
     pt = torch.empty(B, num_pt, dtype=torch.int32)
     i32 = torch.empty(4096, dtype=torch.int32)
-    args = (q, q, q, kc, kc, pt, torch.empty(B, dtype=torch.int32), q, torch.empty(B + 1, dtype=torch.int64),
-            torch.empty(B, dtype=torch.int64),
+    consts = dict(D=D, PAGE=PAGE, BLOCK_M=128, BLOCK_N=32, HAS_TARGETS=True, SK=3, SV=3, PWARPS=4, CREGS=232,
+                  PREGS=40, QB=2, H=H, BPOW=16, TPOW=128, DP=True, INPLAN=True, STAGE=True, TMA=0)
+    consts.update(over or {})
+    kd, qd = kc, q
+    if consts["TMA"]:
+        from triton.experimental.gluon import language as gl
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        def desc(t, rows, block_rows):
+            lay = gl.NVMMASharedLayout.get_default_for([block_rows, D], gl.bfloat16)
+            return TensorDescriptor(t, [rows, H * D], [H * D, 1], [block_rows, D], lay)
+
+        kd = desc(kc, kc.shape[0] * PAGE, 32)
+        qd = desc(q, L, 128) if consts["TMA"] >= 2 else q
+    args = (q, q, q, kc, kc, kd, kd, qd, pt, torch.empty(B, dtype=torch.int32), q,
+            torch.empty(B + 1, dtype=torch.int64), torch.empty(B, dtype=torch.int64),
             q.stride(0), q.stride(1), q.stride(0), q.stride(1), q.stride(0), q.stride(1), q.stride(0), q.stride(1),
             kc.stride(0), kc.stride(1), kc.stride(2), kc.stride(0), kc.stride(1), kc.stride(2), pt.stride(0),
             torch.empty(programs * 2 * 128 * D, dtype=torch.float32), i32, i32, i32, 300, 0.03, 1.0 / 5120,
             B, 8, 1)
-    consts = dict(D=D, PAGE=PAGE, BLOCK_M=128, BLOCK_N=32, HAS_TARGETS=True, SK=3, SV=3, PWARPS=4, CREGS=232,
-                  PREGS=40, QB=2, H=H, BPOW=16, TPOW=128, DP=True, BSPT=1, INPLAN=True, PDL=False,
-                  STAGE=True, EVL=False)
-    consts.update(over or {})
     return g._hstu_cached_gl_kernel.warmup(*args, grid=(programs,), num_warps=4, **consts)
 
 

@@ -897,13 +897,13 @@ def hstu_cached_fwd(
         and _redux_supported(q.device)
     two_loops = bool(cfg.pop("TWO_LOOPS", True))
     ws_perm = bool(cfg.pop("WS_PERM", True))  # persistent kernel: workspace rows' 16-byte pieces reordered
-    # persistent kernel: GLUON runs its Gluon version (_cached_gluon) where it can (off by default:
-    # 2-4 % slower than this kernel at the inference workload on the H200, docs/performance.md,
-    # "helper gluon3"); GL_SK, GL_SV, GL_QB: that kernel's K/V ring depths and q buffers; GL_INPLAN
-    # (default 1): its plan computed in the kernel (0: by the planner kernel); GL_STAGE (default 1):
-    # outputs written through shared memory
+    # persistent kernel: GLUON runs its Gluon version (_cached_gluon) where it can (off by default;
+    # docs/performance.md, "helper gluon3", "helper gluon4"); GL_SK, GL_SV, GL_QB: that kernel's K/V
+    # ring depths and q buffers; GL_INPLAN (default 1): its plan computed in the kernel (0: by the
+    # planner kernel); GL_STAGE (default 1): outputs written through shared memory; GL_TMA (default
+    # 2): what its producer copies by TMA (0: nothing, 1: the unmasked cached tiles, 2: and q)
     gluon = bool(cfg.pop("GLUON", False))
-    gl_keys = ("GL_SK", "GL_SV", "GL_QB", "GL_INPLAN", "GL_STAGE")
+    gl_keys = ("GL_SK", "GL_SV", "GL_QB", "GL_INPLAN", "GL_STAGE", "GL_TMA")
     gl_opts = {key[3:].lower(): int(cfg.pop(key)) for key in gl_keys if key in cfg}
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)

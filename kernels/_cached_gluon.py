@@ -7,11 +7,15 @@ query block by bisection over closed-form sums) into its rows of a table of piec
 has the planner kernel ``_sk_plan_kernel`` (the Triton functions, one program per persistent
 program) write the same table before the launch instead. ``_hstu_cached_gl_kernel`` then runs
 each program's pieces with warp specialization: a producer partition (4 warps) copies q and every
-K/V tile of the pieces (cp.async into rings of ``SK`` / ``SV`` slots, gathered through the page
-table; the unmasked cached tiles in a loop of their own with plain page addresses, a phantom tile
-zero-filled), two consumer warpgroups (64 query rows each) compute; per ring slot a ``full``
-mbarrier (the producer's threads arrive as their copies land) and an ``empty`` one (each consumer
-arrives once its products have read the slot). A consumer issues QK_{j+1} with PV_j, waits for
+K/V tile of the pieces into rings of ``SK`` / ``SV`` slots, gathered through the page table: q and
+the unmasked cached tiles (whole pages, in a loop of their own) by TMA (``TMA``: a tile is one box
+of the cache seen as a [pages * PAGE, H * D] matrix, a phantom tile a box past its rows, i.e.
+zeros), the other tiles (the partial cached tile, the new keys) by cp.async with clamped
+addresses, a phantom zero-filled; two consumer warpgroups (64 query rows each) compute; per ring
+slot a ``full`` mbarrier (the producer's 128 threads arrive, cp.async's as their copies land, or
+one arrival with the TMA's bytes and 127 at once) and an ``empty`` one (each consumer arrives once
+its products have read the slot). The TMA copies matter: with every tile by cp.async the unmasked
+tile took ~1,690 cycles, by TMA ~1,320 (docs/performance.md, "helper gluon4"). A consumer issues QK_{j+1} with PV_j, waits for
 QK_{j+1} only and computes its SiLU (and mask) while PV_j runs (FA3's intra-warpgroup overlap; two
 steps a loop trip, so that ptxas keeps P_j and P_{j+1} in distinct registers, see
 benchmarks/attention_cached_gluon.py). Each consumer finishes its 64 rows on its own: a whole item
@@ -22,12 +26,9 @@ Triton kernel does per item). Outputs go through the consumer's half of the piec
 (``STAGE``: 16-byte stores instead of the accumulator layout's 4-byte ones).
 
 Needs Triton >= 3.6 with ``triton.experimental.gluon`` and an sm_90 GPU (wgmma); the caller
-falls back to the Triton kernel otherwise (and in the interpreter). Opt-in (config ``GLUON``): at
-the inference workload on the H200 it is correct but 2-4 % slower than the Triton kernel (209-210
-against 202-205 us; docs/performance.md, "helper gluon3"; it was 4-8 % with the planner kernel
-and 4-byte output stores, "helper gluon2"): its unmasked-tile loop runs ~6 % fewer cycles a tile
-than Triton's, but its sums of partials cost more. ptxas reports spill stores (d=256) in the
-epilogue's sums of partials.
+falls back to the Triton kernel otherwise (and in the interpreter). Opt-in (config ``GLUON``).
+ptxas reports spill stores (d=256) in the epilogue's sums of partials (the accumulator and a
+loaded partial do not fit the consumers' 232 registers).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     async_copy,
     fence_async_shared,
     mbarrier,
+    tma,
     warpgroup_mma,
     warpgroup_mma_wait,
 )
@@ -352,17 +354,33 @@ def _gl_fill(ring, full, empty, g, ptrs, mask, S: gl.constexpr):
 
 
 @gluon.jit
+def _gl_fill_tma(ring, full, empty, g, desc, r, c, S: gl.constexpr, PWARPS: gl.constexpr):
+    """``_gl_fill`` by one TMA copy: the box at rows r.., columns c.. of ``desc`` into slot g % S
+    (rows past the view: zeros). ``full`` counts the producer's PWARPS * 32 arrivals as for the
+    cp.async tiles: one with the expected bytes, the other PWARPS * 32 - 1 at once."""
+    if g >= S:
+        mbarrier.wait(empty.index(g % S), (g // S - 1) & 1)
+    bar = full.index(g % S)
+    mbarrier.expect(bar, desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(desc, [r, c], bar, ring.index(g % S))
+    mbarrier.arrive(bar, count=PWARPS * 32 - 1)
+
+
+@gluon.jit
 def _gl_producer(Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC,
                  stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                  stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
-                 q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
+                 q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty, KD, VD, QD,
                  D: gl.constexpr, PAGE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                  HAS_TARGETS: gl.constexpr, SK: gl.constexpr, SV: gl.constexpr, PWARPS: gl.constexpr,
-                 QB: gl.constexpr):
+                 QB: gl.constexpr, TMA: gl.constexpr):
     """The copies: per piece q, then K and V of its tiles in the order the consumers use them
     (``_sk_piece``'s TWO_LOOPS order: unmasked cached tiles, then the partial cached tile, new
     history tiles, the block's candidate tiles; addresses clamped as there, masks applied by the
-    consumers)."""
+    consumers). TMA >= 1: the unmasked cached tiles (whole pages) by TMA through the descriptors KD,
+    VD (the caches as [pages * PAGE, H * D]), a phantom as a box past the view's rows (zeros);
+    TMA >= 2: q too (QD: q as [L, H * D]; its rows past the sequence are other sequences' or zeros:
+    those rows' outputs are never stored, and each row's result depends on its own q row only)."""
     cp: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [PWARPS, 1], [1, 0])
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, cp))
     offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, cp))
@@ -378,30 +396,51 @@ def _gl_producer(Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN
         VCh = VC + h * stride_vch
         if k >= QB:
             mbarrier.wait(q_empty.index(k % QB), (k // QB - 1) & 1)
-        rows = m0 + offs_q
-        async_copy.async_copy_global_to_shared(
-            q_smem.index(k % QB), Q + start * stride_qt + h * stride_qh + rows[:, None] * stride_qt + offs_d[None, :],
-            mask=(rows < n)[:, None])
-        async_copy.mbarrier_arrive(q_full.index(k % QB), increment_count=False)
+        if TMA >= 2:
+            qbar = q_full.index(k % QB)
+            mbarrier.expect(qbar, QD.block_type.nbytes)
+            tma.async_copy_global_to_shared(QD, [(start + m0).to(gl.int32), h * D], qbar, q_smem.index(k % QB))
+            mbarrier.arrive(qbar, count=PWARPS * 32 - 1)
+        else:
+            rows = m0 + offs_q
+            async_copy.async_copy_global_to_shared(
+                q_smem.index(k % QB),
+                Q + start * stride_qt + h * stride_qh + rows[:, None] * stride_qt + offs_d[None, :],
+                mask=(rows < n)[:, None])
+            async_copy.mbarrier_arrive(q_full.index(k % QB), increment_count=False)
         a1, nA, npos = _gl_positions(r0, r1, c_full)
         # a tile is one page (BLOCK_N == PAGE): the page of the next tile is loaded a tile ahead,
         # so its latency is not in the copies' issue. A phantom tile is filled with zeros (cp.async's
         # zero fill, nothing read): its scores are 0, SiLU(0) = 0 and its P.V adds nothing, so the
         # consumers need not mask it.
         it = r0
-        page = gl.load(PTb + gl.maximum(gl.minimum(it, ct - 1), 0)).to(gl.int64)
-        # positions 0 .. nA-1: the unmasked cached tiles [r0, a1), whole pages, then a phantom if
-        # needed; plain page addresses
-        for u in range(0, nA):
-            page_n = gl.load(PTb + gl.maximum(gl.minimum(gl.where(u + 1 < nA, it + 1, a1), ct - 1), 0)).to(gl.int64)
-            fill = (offs_n >= 0)[:, None] & (it < a1)
-            _gl_fill(k_ring, full_k, empty_k, g, KCh + (page * stride_kcp + offs_n * stride_kcs)[:, None]
-                     + offs_d[None, :], fill, SK)
-            _gl_fill(v_ring, full_v, empty_v, g, VCh + (page * stride_vcp + offs_n * stride_vcs)[:, None]
-                     + offs_d[None, :], fill, SV)
-            it += 1
-            page = page_n
-            g += 1
+        if TMA:
+            # positions 0 .. nA-1: the unmasked cached tiles [r0, a1), whole pages, then a phantom
+            # if needed; by TMA (no per-row addresses), a phantom as a box past the view's rows
+            NR = KD.shape[0]
+            page = gl.load(PTb + gl.maximum(gl.minimum(it, ct - 1), 0))
+            for u in range(0, nA):
+                page_n = gl.load(PTb + gl.maximum(gl.minimum(gl.where(u + 1 < nA, it + 1, a1), ct - 1), 0))
+                r = gl.where(it < a1, page * PAGE, NR)
+                _gl_fill_tma(k_ring, full_k, empty_k, g, KD, r, h * D, SK, PWARPS)
+                _gl_fill_tma(v_ring, full_v, empty_v, g, VD, r, h * D, SV, PWARPS)
+                it += 1
+                page = page_n
+                g += 1
+        else:
+            page = gl.load(PTb + gl.maximum(gl.minimum(it, ct - 1), 0)).to(gl.int64)
+            # positions 0 .. nA-1 as above by cp.async, plain page addresses
+            for u in range(0, nA):
+                page_n = gl.load(PTb + gl.maximum(gl.minimum(gl.where(u + 1 < nA, it + 1, a1), ct - 1),
+                                                  0)).to(gl.int64)
+                fill = (offs_n >= 0)[:, None] & (it < a1)
+                _gl_fill(k_ring, full_k, empty_k, g, KCh + (page * stride_kcp + offs_n * stride_kcs)[:, None]
+                         + offs_d[None, :], fill, SK)
+                _gl_fill(v_ring, full_v, empty_v, g, VCh + (page * stride_vcp + offs_n * stride_vcs)[:, None]
+                         + offs_d[None, :], fill, SV)
+                it += 1
+                page = page_n
+                g += 1
         # the other tiles from a1 (``_sk_piece``'s addresses, branch-free: a cached tile's slots
         # clamped to the last cached token, new keys' rows clamped to the last new token), a phantom
         # last if needed; the piece's figures loaded again (fewer registers held over the first loop)
@@ -421,8 +460,8 @@ def _gl_producer(Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN
             pidx = gl.maximum(gl.minimum(it, ct - 1), 0)
             sl = gl.maximum(gl.minimum(offs_n, C - 1 - pidx * PAGE), 0)
             j = it - ct
-            offs_nn = gl.where(j < nkt, j * BLOCK_N, j0 + (j - nkt) * BLOCK_N) + offs_n
-            offs_nl = gl.maximum(gl.minimum(offs_nn, n - 1), 0).to(gl.int64)
+            base = gl.where(j < nkt, j * BLOCK_N, j0 + (j - nkt) * BLOCK_N)
+            offs_nl = gl.maximum(gl.minimum(base + offs_n, n - 1), 0).to(gl.int64)
             fill = (offs_n >= 0)[:, None] & (it < r1)
             kp = gl.where(cached, KCh + (page * stride_kcp + sl * stride_kcs)[:, None],
                           Kb + offs_nl[:, None] * stride_kt) + offs_d[None, :]
@@ -669,14 +708,15 @@ def _gl_consumer1(OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN
 
 @gluon.jit
 def _hstu_cached_gl_kernel(
-    Q, K, V, KC, VC, PT, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
+    Q, K, V, KC, VC, KD, VD, QD, PT, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
     stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
     WS, CNT, PLAN, PLAN_N, MAXPC, scale, inv_n, nseq, min_chunk, dp_spare,
     D: gl.constexpr, PAGE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     HAS_TARGETS: gl.constexpr, SK: gl.constexpr, SV: gl.constexpr, PWARPS: gl.constexpr,
     CREGS: gl.constexpr, PREGS: gl.constexpr, QB: gl.constexpr, H: gl.constexpr, BPOW: gl.constexpr,
-    TPOW: gl.constexpr, DP: gl.constexpr, INPLAN: gl.constexpr, STAGE: gl.constexpr, num_warps: gl.constexpr,
+    TPOW: gl.constexpr, DP: gl.constexpr, INPLAN: gl.constexpr, STAGE: gl.constexpr, TMA: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     gl.static_assert(num_warps == 4)
     gl.static_assert(BLOCK_M == 128)
@@ -716,8 +756,8 @@ def _hstu_cached_gl_kernel(
         (_gl_producer, (Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC,
                         stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                         stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
-                        q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
-                        D, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, PWARPS, QB)),
+                        q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty, KD, VD, QD,
+                        D, PAGE, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, PWARPS, QB, TMA)),
     ], [4, PWARPS], [CREGS, PREGS])
 
 
@@ -758,11 +798,12 @@ def max_pieces(L: int, B: int, H: int, block_m: int) -> int:
 
 def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets, ws, cnt, *, scale, inv_n,
                  programs, dp, dp_spare, min_chunk, uniform, page, block_m=128, block_n=32, sk=3, sv=3, qb=2,
-                 pwarps=4, cregs=232, pregs=40, inplan=1, stage=1):
+                 pwarps=4, cregs=232, pregs=40, inplan=1, stage=1, tma=2):
     """Run the Gluon persistent cached kernel (inplan=0: after the planner kernel); returns its
     handle, or None when the plan table would be too large (the caller then runs the Triton
     kernel). ``cnt`` holds two counters per item (one per consumer warpgroup). stage: outputs
-    through shared memory."""
+    through shared memory. tma: what the producer copies by TMA (0: nothing, cp.async only; 1: the
+    unmasked cached tiles; 2: and q; where those tensors are contiguous)."""
     import torch
 
     L, H, D = q.shape
@@ -789,11 +830,29 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
         _sk_plan_kernel[(P,)](seq_offsets, cache_lens, nt, pl, pn, B, min_chunk, dp_spare, items,
                               H=H, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None,
                               BPOW=bpow, TPOW=tpow, DP=dp, UNIFORM=uniform, num_warps=4)
+    # TMA reads the tensors as matrices [rows, H * D]: the caches [pages * page, H * D] (level 1),
+    # q [L, H * D] (level 2); where they are not contiguous, the level below
+    tma = min(int(tma), 2) if kc.is_contiguous() and vc.is_contiguous() else 0
+    if tma == 2 and not q.is_contiguous():
+        tma = 1
+    kd, vd, qd = kc, vc, q
+    if tma:
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        def desc(t, rows, block_rows):
+            lay = gl.NVMMASharedLayout.get_default_for([block_rows, D], gdt)
+            return TensorDescriptor(t, [rows, H * D], [H * D, 1], [block_rows, D], lay)
+
+        gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
+        kd = desc(kc, kc.shape[0] * kc.shape[1], block_n)
+        vd = desc(vc, vc.shape[0] * vc.shape[1], block_n)
+        if tma >= 2:
+            qd = desc(q, L, block_m)
     return _hstu_cached_gl_kernel[(P,)](
-        q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, nt,
+        q, k, v, kc, vc, kd, vd, qd, pt, cache_lens, out, seq_offsets, nt,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
         kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2), pt.stride(0),
         ws, cnt, plan, plan_n, items, scale, inv_n, B, min_chunk, dp_spare,
         D=D, PAGE=page, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None, SK=sk, SV=sv,
         PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, H=H, BPOW=bpow, TPOW=tpow, DP=dp,
-        INPLAN=inplan, STAGE=bool(stage), num_warps=4)
+        INPLAN=inplan, STAGE=bool(stage), TMA=tma, num_warps=4)

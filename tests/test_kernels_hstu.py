@@ -1122,13 +1122,16 @@ def _gluon_sm90() -> bool:
 @pytest.mark.skipif(not _gluon_sm90(), reason="needs an sm_90 GPU and triton.experimental.gluon")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("d", [128, 256])
-@pytest.mark.parametrize("cfg", [{}, {"PROGRAMS": 7}, {"PROGRAMS": 5, "DP": False}, {"PROGRAMS": 1, "DP": False}],
-                         ids=["grid", "p7", "p5-nodp", "p1-nodp"])
+@pytest.mark.parametrize("cfg", [{}, {"PROGRAMS": 7}, {"PROGRAMS": 5, "DP": False}, {"PROGRAMS": 1, "DP": False},
+                                 {"PROGRAMS": 7, "GL_TMA": 0}],
+                         ids=["grid", "p7", "p5-nodp", "p1-nodp", "p7-cpasync"])
 def test_gpu_cached_gluon_matches_reference(cfg, d, dtype):
-    """The persistent kernel's Gluon version (config GLUON): shuffled pages, empty caches and cache
-    lengths not a multiple of the page size, jagged new-token runs not a multiple of the block,
-    with and without targets, small grids (cut items: partial sums); every call twice (the second
-    reuses the counters the first left), against the float64 reference."""
+    """The persistent kernel's Gluon version (config GLUON; its copies by TMA, or by cp.async only
+    with GL_TMA=0): shuffled pages, empty caches and cache lengths not a multiple of the page size
+    (every cache slot that holds no token NaN: a stale slot must be masked by a select), jagged
+    new-token runs not a multiple of the block, with and without targets, small grids (cut items:
+    partial sums); every call twice (the second reuses the counters the first left), against the
+    float64 reference."""
     from tracekit.kernels import _cached
 
     g = _gen()
@@ -1146,6 +1149,12 @@ def test_gpu_cached_gluon_matches_reference(cfg, d, dtype):
         nt = None if targets is None else torch.tensor(targets, device=DEV)
         c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
         ref = hstu_attention_cached_reference(*_d64(q, k, v), off, c64, max_seq_len=N, alpha=0.3, num_targets=nt)
+        held = torch.zeros(cache.k_cache.shape[:2], dtype=torch.bool, device=DEV)
+        for b, c in enumerate(hist):
+            for t in range(-(-c // 32)):
+                held[int(cache.page_table[b, t]), : min(32, c - 32 * t)] = True
+        cache.k_cache[~held] = float("nan")
+        cache.v_cache[~held] = float("nan")
         for _ in range(2):
             out = _poison(sum(new), H, d, dtype)
             _cached.hstu_cached_fwd(q, k, v, off, cache, max_seq_len=N, alpha=0.3, num_targets=nt,
@@ -1200,5 +1209,6 @@ def test_cached_gluon_option_falls_back_off_the_gpu():
 
     out = _poison(sum(new), H, d, dtype)
     _cached.hstu_cached_fwd(q, k, v, off, cache, max_seq_len=64, alpha=0.4, num_targets=None, contextual_seq_len=0,
-                            max_attn_len=0, config={"GLUON": True, "GL_SK": 3, "GL_SV": 3, "GL_QB": 2}, out=out)
+                            max_attn_len=0, config={"GLUON": True, "GL_SK": 3, "GL_SV": 3, "GL_QB": 2, "GL_TMA": 2},
+                            out=out)
     assert _rel(out, ref) < TOL[dtype]

@@ -33,7 +33,10 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   test of the two runs' per-instance distributions (normal approximation with tie
   correction and continuity correction, two-sided) to give p < ``ALPHA`` (0.01): with
   thousands of instances even a 1 % shift is "significant", hence threshold and test
-  together;
+  together; a median is not judged where its key's instance count changed beyond the
+  threshold: it is the median of another mix of instances (tests/data/nsys_diff_regressed
+  against _base_a: a conversion kernel launched twice as often at one of its sizes, its
+  median 1.79 -> 1.63 us, back to 1.79 us on the revert), which the count and total judge;
 * totals (total_ns, kernel_total_ns, busy_ns) are count x per-instance time: a total
   is real when its count changed beyond the threshold, its per-instance distribution
   differs (p < ALPHA), or the total moved beyond its spread (delta against
@@ -564,6 +567,12 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                 b, n = r[f"{col}_base"] * scale, r[f"{col}_new"] * scale
                 real = p is not None and p < ALPHA
                 verdict, note = _judge(b, n, pct_limit, direction, real, p_note, within)
+                if verdict in ("regressed", "improved") and scope != "sweep" and count_pct is not None \
+                        and abs(count_pct) > pct_limit:
+                    # another number of instances under one key is another mix of them (a kernel
+                    # launched at two sizes, one of them twice as often): its median moves with the
+                    # mix; the count and the total say what changed
+                    verdict, note = "unchanged", f"instances {n_b:,} -> {n_n:,}: the median of another mix, not judged"
                 if kind == "median" and b:
                     low = _pct(r["med_lo_new"] * scale - r["med_hi_base"] * scale, b)
                     high = _pct(r["med_hi_new"] * scale - r["med_lo_base"] * scale, b)
@@ -1520,7 +1529,7 @@ def _human(metric: str, v: float | None) -> str:
             if abs(v) >= f:
                 return f"{v / f:,.2f} {unit}/s"
         return f"{v:,.0f}/s"
-    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.3g}"
+    return f"{v:,.0f}" if float(v).is_integer() or abs(v) >= 1000 else f"{v:,.3g}"
 
 
 def shorten_key(key: str, width: int) -> str:

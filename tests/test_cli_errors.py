@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+import tracekit.errors
 from tracekit.cli import main as cli_main
 
 
@@ -521,3 +522,21 @@ def test_a_name_filter_that_matches_nothing_in_the_run_is_an_error(small_store, 
     line = one_error_line(capsys)
     assert line.startswith(f"tracekit: error: {query}: ") and "'no such thing'" in line, line
     assert "`tracekit query " in line, line  # where the names are listed
+
+
+@pytest.mark.parametrize("args", [["query", "top-kernels", "--debug"], ["query", "--debug", "top-kernels"],
+                                  ["runs", "--debug"]])
+def test_debug_after_the_subcommand_is_the_global_option(small_store, capsys, args):
+    """--debug anywhere on the command line is tracekit's --debug (a subcommand has no such
+    option: its parser called it unknown, through a traceback)."""
+    assert _cli(small_store, *args) == 0
+    got = capsys.readouterr()
+    assert got.err == "" and got.out.strip()
+    # and it does what it says: an error then shows its traceback (raised here, in Python)
+    with pytest.raises(tracekit.errors.QueryError, match="unknown query 'nope'"):
+        _cli(small_store, "query", "nope", "--debug")
+    with pytest.raises(tracekit.errors.InputError, match="no such file"):
+        _cli(small_store, "ingest", "--debug", str(small_store.parent / "missing.sqlite"))
+    # after --, it is an argument (here a run folder's name), not the option
+    assert _cli(small_store, "ingest", "--", "--debug") == 2
+    assert "--debug: no such file" in one_error_line(capsys)

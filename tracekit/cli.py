@@ -779,8 +779,19 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _debug_first(args: list[str]) -> list[str]:
+    """``args`` with ``--debug`` taken from wherever it was given (``tracekit query NAME --debug``)
+    to the front, where the group's option is parsed: a subcommand has no option of that name,
+    and its parser would call it an unknown option. A ``--debug`` after ``--`` is an argument."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--debug" not in args[:end]:
+        return args
+    return ["--debug", *(a for a in args[:end] if a != "--debug"), *args[end:]]
+
+
 def _main(args: list[str]) -> int:
-    debug = "--debug" in args
+    args = _debug_first(args)
+    debug = args[:1] == ["--debug"]
     sigints = SigintWatch()
     try:
         # without standalone mode, typer returns a command's typer.Exit code instead of raising

@@ -240,6 +240,17 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
     _write(render(rows, width=width, timeunit=timeunit, more=more), out, store_path)
 
 
+def _runs_shown(params: dict, rows, display: list[str]) -> list[str]:
+    """A query's @display, with ``run_id`` first where it was asked of every run (``--run all``
+    of an ncu query): kernel 0 of one report and kernel 0 of another are told apart (always,
+    not only where the rows shown happen to hold two runs: the columns do not change with
+    --limit)."""
+    every = str(params.get("run", "")).strip().lower() == "all"
+    if not every or not display or "run_id" in display or "run_id" not in rows.columns:
+        return display
+    return ["run_id", *display]
+
+
 def _with_options(params: dict[str, Any], **options: Any) -> dict[str, Any]:
     """``params`` (``-p``) with the options given (``--run``, ``--limit``); one given both
     ways with two values is an error."""
@@ -526,8 +537,8 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
 
         reg = get_registry()
         rows = reg.fetch(tk, name, **params)
-        _show(rows, out, reg.get(name).display, columns, all_columns, timeunit, more="--limit 0 for all",
-              store_path=tk.path)
+        _show(rows, out, _runs_shown(params, rows, reg.get(name).display), columns, all_columns, timeunit,
+              more="--limit 0 for all", store_path=tk.path)
     if out is not None:  # as chart and export say what they wrote
         _wrote(out, f"wrote {out}")
 

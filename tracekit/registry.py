@@ -60,6 +60,10 @@ _TYPES = {
     "BOOLEAN": bool,
 }
 
+#: a parameter type in words, for its errors (not DuckDB's names: "is not an integer", not "bigint")
+_TYPE_WORDS = {"TEXT": "text", "VARCHAR": "text", "INTEGER": "an integer", "BIGINT": "an integer",
+               "DOUBLE": "a number", "BOOLEAN": "true or false"}
+
 #: what a parameter of each type takes from Python: its own type, or text (what the command
 #: line gives); a TEXT one a number too (``run=3``), a number one an integral float
 _ACCEPTED = {str: (str, int), int: (str, int, float), float: (str, int, float), bool: (str, bool)}
@@ -107,7 +111,7 @@ class Param:
                                  + (" (0 = all rows)" if self.name == "limit" else "") + f", got {value}")
             return out
         except (TypeError, ValueError) as err:
-            raise ParamError(f"{query}: parameter {self.name}={value!r} is not {self.type.lower()}") from err
+            raise ParamError(f"{query}: parameter {self.name}={value!r} is not {_TYPE_WORDS[self.type]}") from err
 
 
 @dataclass

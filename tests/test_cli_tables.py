@@ -482,3 +482,17 @@ def test_run_all_of_an_ncu_query_shows_the_run_of_each_row(tmp_path, capsys, mon
     assert {line.split()[0] for line in _rows(out)} == {"1", "2"}
     rc, out, _ = _run(capsys, "--db", db, "query", query, "--limit", "0")
     assert rc == 0 and "run_id" not in out
+
+
+def test_sweep_point_settings_and_kernels_outside_ranges_read_plainly(db, capsys):
+    """The example capture (bs 8, nc 1024, L2 flushes launched outside every NVTX range): nc
+    reads 1024 as `tracekit runs` writes it (nc=1024), not 1,024 (a setting, not a count);
+    nvtx-kernels names the kernels outside every range (no range) as kernels-by-nvtx does."""
+    rc, out, _ = _run(capsys, "--db", db, "query", "sweep-latency", "--columns", "bs,nc,requests")
+    assert rc == 0 and _rows(out)[0].split() == ["8", "1024", "30"]
+    rc, out, _ = _run(capsys, "--db", db, "query", "nvtx-kernels", "--run", "hstu", "--columns", "range,name",
+                      "--limit", "1")
+    assert rc == 0 and _rows(out)[0].startswith("(no range) ")
+    rc, out, _ = _run(capsys, "--db", db, "query", "kernels-by-nvtx", "--run", "hstu", "--columns", "path",
+                      "--limit", "0")
+    assert "(no range)" in _rows(out)

@@ -134,16 +134,19 @@ def latency_table(db: Path | None, runs: set[str], width: int | None = None) -> 
 def export_sweep_cmd(
     ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="results.xlsx or results.csv")],
+    sweep: Annotated[str | None, typer.Option(
+        "--sweep", help="the sweep: its id, a run of it (id or name), latest or all (every run, the latest per "
+        "point) (default: latest)", show_default=False)] = None,
     db: Annotated[Path | None, typer.Option(
         "--db", help="DuckDB store to read (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False)] = None,
 ) -> None:
-    """Write the sweep spreadsheet (.xlsx: summary, bs x nc grid, chart, every request) or CSV."""
+    """Write one sweep's spreadsheet (.xlsx: summary, bs x nc grid, chart, every request) or CSV."""
     import tracekit
 
     from .export import export_sweep
 
     with tracekit.open(_db(ctx, db), read_only=True) as tk:
-        written = export_sweep(tk, output)
+        written = export_sweep(tk, output, sweep=sweep)
     for path in written:
         typer.echo(f"wrote {path}")
 

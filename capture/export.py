@@ -30,12 +30,14 @@ _PLAIN = ("bs", "nc", "request_idx", "kv_caches", "candidate_embeddings")
 _MAX_WIDTH = 48
 
 
-def _frames(tk):
-    return tk.query("sweep-requests", limit=0), tk.query("sweep-latency", limit=0)
+def _frames(tk, sweep: str | int | None = None):
+    return tk.query("sweep-requests", sweep=sweep, limit=0), tk.query("sweep-latency", sweep=sweep, limit=0)
 
 
-def export_sweep(tk, path: str | os.PathLike) -> list[Path]:
-    """Write the sweep spreadsheet (``.xlsx``) or CSV (``.csv``); returns the files written."""
+def export_sweep(tk, path: str | os.PathLike, sweep: str | int | None = None) -> list[Path]:
+    """Write the sweep spreadsheet (``.xlsx``) or CSV (``.csv``) of one sweep (``sweep``: its
+    id, a run of it, ``latest``, the default, or ``all``, as the sweep queries take it);
+    returns the files written."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".xlsx", ".csv"):
@@ -43,7 +45,7 @@ def export_sweep(tk, path: str | os.PathLike) -> list[Path]:
     side = path.with_name(f"{path.stem}-summary.csv")
     for out in (path, side) if suffix == ".csv" else (path,):
         check_output(out, tk.path)  # before either file is written or the store read
-    results, summary = _frames(tk)
+    results, summary = _frames(tk, sweep)
     if suffix == ".csv":
         write_output(path, results.write_csv, tk.path)
         write_output(side, summary.write_csv, tk.path)

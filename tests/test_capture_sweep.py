@@ -1,6 +1,7 @@
 """Sweeps: bookkeeping, failures, interruption, configs; the sweep queries and export."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -249,6 +250,27 @@ def test_export_sweep_xlsx_and_csv(tmp_path):
     assert csv_files[0].read_text().splitlines()[0].startswith("run,preset,tool,bs,nc,")
     with pytest.raises(Exception, match="writes .xlsx or .csv"):
         export_sweep(tk, tmp_path / "results.txt")
+
+
+def test_export_sweep_writes_the_sweep_asked(tmp_path):
+    """Two sweeps of one grid (tests/data/sweep_pair, c ingested before b): `export sweep`
+    writes the latest sweep's points by default, another's with --sweep, never a mix."""
+    from tracekit.cli import main
+
+    data = Path(__file__).parent / "data" / "sweep_pair"
+    db = str(tmp_path / "s.duckdb")
+    assert main(["--db", db, "ingest", str(data / "c"), str(data / "b")]) == 0
+
+    def runs(*args):
+        out = tmp_path / "x.csv"
+        assert main(["--db", db, "export", "sweep", "-o", str(out), *args]) == 0
+        return {line.split(",")[0] for line in out.read_text().splitlines()[1:]}
+
+    def folders(sweep):
+        return {p.name for p in (data / sweep / "runs").iterdir()}
+
+    assert runs() == folders("b")
+    assert runs("--sweep", "1") == runs("--sweep", "sweep-20261124T195459.720Z") == folders("c")
 
 
 def test_export_of_a_store_without_a_sweep_is_an_error(tmp_path, small_store):

@@ -315,3 +315,46 @@ def test_sweep_latency_builder():
     assert {(r["bs"], r["nc"], r["stat"]): r["ms"] for r in rows}[(2, 1024, "p95")] == 4.5
     with pytest.raises(QueryError, match="p95_ms"):
         charts.sweep_latency(df.drop("p95_ms"))
+
+
+def test_diff_chart_axis_holds_the_intervals_and_its_cli_says_warnings_and_bad_values(tmp_path, capsys):
+    """chart diff on real pairs: (a) ncu_shapes_a against _slow, whose interval reaches past
+    its change (+13 … +35 %): the x domain holds the whole whisker; (b) two sweeps of other
+    attention backends (sweep_pair a, c): the setup warning is the CLI's one `tracekit:
+    warning:` line, not Python's warning text; (c) a bad value is named alone."""
+    db = str(tmp_path / "d.duckdb")
+    assert cli_main(["--db", db, "ingest", str(DATA / "ncu_shapes_a" / "report.ncu-rep.xz"),
+                     str(DATA / "ncu_shapes_slow" / "report.ncu-rep.xz")]) == 0
+    with tracekit.open(db, read_only=True) as tk:
+        spec = charts.chart(tk, "diff", base="1", new="2").to_dict()
+    rows = [r for ds in spec_datasets(spec) for r in ds if "high" in r]
+    ends = [abs(v) for r in rows for v in (r["low"], r["high"], r["delta_pct"]) if v is not None]
+    assert max(ends) > 1.5 * max(abs(r["delta_pct"]) for r in rows)  # (an interval past its change)
+    domains = {tuple(d) for d in _domains(spec)}
+    assert domains and all(lo <= -max(ends) and hi >= max(ends) for lo, hi in domains)
+
+    sweeps = str(tmp_path / "s.duckdb")
+    assert cli_main(["--db", sweeps, "ingest", str(DATA / "sweep_pair" / "a"), str(DATA / "sweep_pair" / "c")]) == 0
+    capsys.readouterr()
+    assert cli_main(["--db", sweeps, "chart", "diff", "-p", "base=1", "-p", "new=5", "-o", str(tmp_path / "s.json")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("tracekit: warning: diff: the captures differ in setup: attention"), err
+
+    for bad, said in (("threshold=abc", "threshold='abc': a number expected"),
+                      ("limit=x", "limit='x': an integer expected")):
+        assert cli_main(["--db", sweeps, "chart", "diff", "-p", "base=1", "-p", "new=5", "-p", bad,
+                         "-o", str(tmp_path / "s.json")]) == 2
+        assert capsys.readouterr().err == f"tracekit: error: chart diff: {said}\n"
+
+
+def _domains(node):
+    """Every numeric scale domain of a Vega-Lite spec."""
+    if isinstance(node, dict):
+        d = node.get("domain")
+        if isinstance(d, list) and len(d) == 2 and all(isinstance(x, int | float) for x in d):
+            yield d
+        for v in node.values():
+            yield from _domains(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _domains(v)

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+import tracekit.errors
 from tracekit.cli import main as cli_main
 
 
@@ -253,13 +254,19 @@ def test_sweep_kernels_without_a_point_captured_under_nsys_is_an_error(small_sto
     capsys.readouterr()
     assert _cli(small_store, "query", "sweep-kernels") == 2
     assert one_error_line(capsys) == (
-        "tracekit: error: sweep-kernels: no run of the workload captured under nsys (the run folders of `tracekit "
+        "tracekit: error: sweep-kernels: no run of the workload captured under nsys in sweep-20261122T012018.110Z "
+        "(the run folders of `tracekit "
         "sweep --tool nsys` or `tracekit capture --tool nsys`, status ok); ingest them, or ask top-kernels of one "
         "nsys export")
     assert _cli(small_store, "ingest", str(DATA / "hstu_capture_nsys")) == 0
     capsys.readouterr()
-    assert _cli(small_store, "query", "sweep-kernels", "--limit", "1") == 0
-    assert "_hstu_" in capsys.readouterr().out
+    # a `tracekit capture --tool nsys` run is outside the sweep: the latest sweep still has no nsys
+    # point, and the capture answers where asked for (a run outside any sweep, or every run)
+    assert _cli(small_store, "query", "sweep-kernels") == 2
+    assert "no run of the workload captured under nsys in sweep-" in one_error_line(capsys)
+    for sweep in ("4", "all"):  # (run 4: the capture; 1, 2: the small store, 3: the point)
+        assert _cli(small_store, "query", "sweep-kernels", "--limit", "1", "-p", f"sweep={sweep}") == 0
+        assert "_hstu_" in capsys.readouterr().out
 
 
 def test_run_all_of_a_store_without_that_kind_is_an_error(tmp_path, capsys):
@@ -515,3 +522,21 @@ def test_a_name_filter_that_matches_nothing_in_the_run_is_an_error(small_store, 
     line = one_error_line(capsys)
     assert line.startswith(f"tracekit: error: {query}: ") and "'no such thing'" in line, line
     assert "`tracekit query " in line, line  # where the names are listed
+
+
+@pytest.mark.parametrize("args", [["query", "top-kernels", "--debug"], ["query", "--debug", "top-kernels"],
+                                  ["runs", "--debug"]])
+def test_debug_after_the_subcommand_is_the_global_option(small_store, capsys, args):
+    """--debug anywhere on the command line is tracekit's --debug (a subcommand has no such
+    option: its parser called it unknown, through a traceback)."""
+    assert _cli(small_store, *args) == 0
+    got = capsys.readouterr()
+    assert got.err == "" and got.out.strip()
+    # and it does what it says: an error then shows its traceback (raised here, in Python)
+    with pytest.raises(tracekit.errors.QueryError, match="unknown query 'nope'"):
+        _cli(small_store, "query", "nope", "--debug")
+    with pytest.raises(tracekit.errors.InputError, match="no such file"):
+        _cli(small_store, "ingest", "--debug", str(small_store.parent / "missing.sqlite"))
+    # after --, it is an argument (here a run folder's name), not the option
+    assert _cli(small_store, "ingest", "--", "--debug") == 2
+    assert "--debug: no such file" in one_error_line(capsys)

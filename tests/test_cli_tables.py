@@ -461,3 +461,38 @@ def test_an_nvtx_range_without_text_reads_unnamed_in_tables_and_diffs(tmp_path, 
     assert rc == 0 and keys[:5] == ["(unnamed)"] * 5 and "" not in keys, out
     with tracekit.open(db, read_only=True) as tk:
         assert tk.diff(1, 1, by="nvtx").filter(pl.col("key") == "").height == 5
+
+
+@pytest.mark.parametrize("query", ["ncu-kernels", "roofline", "occupancy", "speed-of-light", "memory-workload",
+                                   "warp-stalls", "ncu-rules", "ncu-source"])
+def test_run_all_of_an_ncu_query_shows_the_run_of_each_row(tmp_path, capsys, monkeypatch, query):
+    """Two ncu reports (ncu_diff_a, _b: kernels 0, 1, 2 each): with --run all the table's
+    first column is the run, so kernel 0 of one is told from kernel 0 of the other; asked
+    of one run, no such column."""
+    monkeypatch.setenv("COLUMNS", "400")
+    db = str(tmp_path / "two.duckdb")
+    with tracekit.open(db) as tk:
+        for side in ("a", "b"):
+            tk.ingest(DATA / f"ncu_diff_{side}" / "report.ncu-rep.xz", name=f"ncu_{side}")
+    rc, out, err = _run(capsys, "--db", db, "query", query, "--run", "all", "--limit", "0")
+    assert rc == 0 and err == ""
+    lines = out.splitlines()
+    rule = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "} and "-" in line)
+    assert lines[rule - 1].split()[0] == "run_id", out  # (the header's last line, above the rule)
+    assert {line.split()[0] for line in _rows(out)} == {"1", "2"}
+    rc, out, _ = _run(capsys, "--db", db, "query", query, "--limit", "0")
+    assert rc == 0 and "run_id" not in out
+
+
+def test_sweep_point_settings_and_kernels_outside_ranges_read_plainly(db, capsys):
+    """The example capture (bs 8, nc 1024, L2 flushes launched outside every NVTX range): nc
+    reads 1024 as `tracekit runs` writes it (nc=1024), not 1,024 (a setting, not a count);
+    nvtx-kernels names the kernels outside every range (no range) as kernels-by-nvtx does."""
+    rc, out, _ = _run(capsys, "--db", db, "query", "sweep-latency", "--columns", "bs,nc,requests")
+    assert rc == 0 and _rows(out)[0].split() == ["8", "1024", "30"]
+    rc, out, _ = _run(capsys, "--db", db, "query", "nvtx-kernels", "--run", "hstu", "--columns", "range,name",
+                      "--limit", "1")
+    assert rc == 0 and _rows(out)[0].startswith("(no range) ")
+    rc, out, _ = _run(capsys, "--db", db, "query", "kernels-by-nvtx", "--run", "hstu", "--columns", "path",
+                      "--limit", "0")
+    assert "(no range)" in _rows(out)

@@ -210,6 +210,7 @@ def test_dates_python_can_hold_keep_their_type(small_store, capfd, tmp_path):
     assert _cli(small_store, "sql", sql, "-f", "parquet", "-o", str(tmp_path / "v.parquet")) == 0
     assert pq.read_table(tmp_path / "v.parquet").to_pylist() == [
         {"t": dt.datetime(2024, 5, 1, 10), "d": dt.date(9999, 12, 31), "h": dt.time(23, 59, 59)}]
+    capfd.readouterr()  # (the "wrote" line)
     assert _cli(small_store, "sql", sql) == 0
     out, err = capfd.readouterr()
     assert out.splitlines()[2].split() == ["2024-05-01", "10:00:00", "9999-12-31", "23:59:59"] and err == ""

@@ -106,6 +106,39 @@ def test_outputs_are_written_and_overwritten(small_store, capsys, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
+def test_the_output_extension_picks_the_format_where_f_is_not_given(small_store, capsys, tmp_path):
+    """-o FILE.parquet / .json / .csv without -f writes that format (not a text table under
+    that name), and says what it wrote as chart does; another extension keeps the table,
+    and -f wins over the extension."""
+    import polars as pl
+
+    db = ["--db", str(small_store)]
+    for ext, read in ((".parquet", pl.read_parquet), (".json", pl.read_json), (".CSV", pl.read_csv)):
+        out = tmp_path / f"tk{ext}"
+        assert cli_main([*db, "query", "top-kernels", "-o", str(out)]) == 0
+        assert capsys.readouterr().out == f"wrote {out}\n"
+        assert read(out).columns[:3] == ["name", "instances", "total_ns"]  # every column, unformatted
+    sql = tmp_path / "one.parquet"
+    assert cli_main([*db, "sql", "SELECT 42 AS x", "-o", str(sql)]) == 0
+    assert pl.read_parquet(sql)["x"].to_list() == [42]
+    runs = tmp_path / "runs.json"
+    assert cli_main([*db, "runs", "-o", str(runs)]) == 0
+    assert pl.read_json(runs).height == 2
+    capsys.readouterr()
+    for name, fmt in (("tk.txt", []), ("table.json", ["-f", "table"])):
+        out = tmp_path / name
+        assert cli_main([*db, "query", "top-kernels", *fmt, "-o", str(out)]) == 0
+        assert out.read_text().startswith("time_") and capsys.readouterr().out == f"wrote {out}\n"
+    diff = tmp_path / "d.json"  # diff too: every row (a table's default of 30 is for the terminal)
+    assert cli_main([*db, "diff", "1", "1", "-o", str(diff)]) == 0
+    assert capsys.readouterr().out == f"wrote {diff}\n"
+    assert set(pl.read_json(diff)["verdict"]) == {"unchanged"} and pl.read_json(diff).height > 30
+    # -o - is the standard output: its "wrote" line goes to stderr, not into the data
+    assert cli_main([*db, "query", "top-kernels", "-o", "-"]) == 0
+    got = capsys.readouterr()
+    assert got.out.startswith("time_") and got.err == "wrote -\n"
+
+
 def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path):
     out = tmp_path / "out.csv"
     out.write_text("the old output\n")

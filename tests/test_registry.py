@@ -28,6 +28,8 @@ def test_header_documents_exactly_the_result_columns(nsys_db, name):
     params = {"run": run} if "run" in q.params else {}
     if "limit" in q.params:
         params["limit"] = 0
+    if "sweep" in q.params:
+        params["sweep"] = None  # (every run: what resolve_sweep binds for all)
     kinds = {k for (ks,) in nsys_db.con.execute("SELECT DISTINCT kind FROM runs").fetchall() for k in ks.split(",")}
     if q.kinds <= kinds:
         columns = nsys_db.query(name, **params).columns
@@ -87,8 +89,11 @@ def test_params_with_choices():
 
 
 def test_bad_params_are_errors(nsys_db):
-    with pytest.raises(ParamError, match="limit='x' is not integer"):
+    with pytest.raises(ParamError, match="limit='x' is not an integer$"):
         nsys_db.query("top-kernels", run="hstu_mixed", limit="x")
+    # a BIGINT parameter in words, not DuckDB's type name ("is not bigint")
+    with pytest.raises(ParamError, match=r"^gpu-utilization: parameter min_gap_ns='1\.5' is not an integer$"):
+        nsys_db.query("gpu-utilization", run="hstu_mixed", min_gap_ns="1.5")
     with pytest.raises(ParamError, match="unknown parameter 'bogus'"):
         nsys_db.query("top-kernels", bogus=1)
     with pytest.raises(ParamError, match="^top-kernels: parameter limit True: expected str or int or float, not bool$"):

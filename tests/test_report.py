@@ -200,8 +200,8 @@ def test_sweep_report(reports):
     page = _parse(reports["sweep"])
     assert list(page.sections) == ["sweep-grid", "sweep-lines", "sweep-kernels"]
     (lat,) = page.sections["sweep-lines"]
-    # the 16 points of the sweep, and the nsys capture's timed requests as a point of its own
-    assert [t for t, _, _ in _column(lat, "tool")] == ["none"] * 16 + ["nsys"]
+    # the 16 points of the sweep; not the nsys capture's timed requests (a run outside the sweep)
+    assert [t for t, _, _ in _column(lat, "tool")] == ["none"] * 16
     want = {}  # the median of each point's timed requests, from the run folders' requests.csv
     for run in SWEEP:
         with open(run / "requests.csv") as f:
@@ -212,6 +212,47 @@ def test_sweep_report(reports):
         if tool[0] == "none"}
     assert got == pytest.approx(want)
     assert "sweep-20261122T012018.110Z" in reports["sweep"].read_text()
+
+
+def _medians(sweep: Path) -> dict[tuple[int, int], float]:
+    """(bs, nc) -> the median of the timed requests of each run folder of a sweep's folder."""
+    out = {}
+    for run in sorted((sweep / "runs").iterdir()):
+        with open(run / "requests.csv") as f:
+            rows = [r for r in csv.DictReader(f) if r["phase"] == "timed"]
+        out[(int(rows[0]["bs"]), int(rows[0]["nc"]))] = statistics.median(float(r["latency_ms"]) for r in rows)
+    return out
+
+
+def test_sweep_report_shows_its_own_sweep(tmp_path):
+    """The report of a point of sweep c, with sweep b (same grid) ingested after it, shows
+    c's grid, in its table and its heatmap: not b's points, the latest per point in the store."""
+    c, b = DATA / "sweep_pair" / "c", DATA / "sweep_pair" / "b"
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(c), str(b)]) == 0
+    assert cli_main(["--db", str(db), "report", "--run", "1", "-o", str(tmp_path / "r.html")]) == 0
+    page = _parse(tmp_path / "r.html")
+    (lat,) = page.sections["sweep-lines"]
+    got = {(int(bs[1]), int(nc[1])): float(med[1])
+           for bs, nc, med in zip(_column(lat, "bs"), _column(lat, "nc"), _column(lat, "median_ms"), strict=True)}
+    want, other = _medians(c), _medians(b)
+    assert got == pytest.approx(want) and min(want.values()) > 1.5 * max(other.values())  # (c: 12-14 ms, b: 4-6)
+    text = (tmp_path / "r.html").read_text()
+    for v in want.values():  # the tables' and the heatmap's data: c's medians, none of b's
+        assert text.count(repr(v)) >= 2
+    for v in other.values():
+        assert repr(v) not in text
+    # the queries: the latest sweep by default (b, ingested last), another by a run of it or its id
+    with tracekit.open(db, read_only=True) as tk:
+        def medians(**kw):
+            df = tk.query("sweep-latency", limit=0, **kw)
+            return dict(zip(zip(df["bs"], df["nc"], strict=True), df["median_ms"], strict=True))
+
+        assert medians() == pytest.approx(other)
+        assert medians(sweep=1) == pytest.approx(want) == medians(sweep="sweep-20261124T195459.720Z")
+        assert tk.query("sweep-requests", sweep=1, limit=0).height == 4 * 40
+        with pytest.raises(tracekit.errors.QueryError, match="no sweep or run 'nope'"):
+            tk.query("sweep-latency", sweep="nope")
 
 
 def test_report_vs_base_shows_the_planted_changes(reports):

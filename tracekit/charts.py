@@ -799,10 +799,13 @@ def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | No
     latency for sweeps), the ``limit`` largest changes, with the threshold as a column."""
     if base is None or new is None:
         raise ParamError("chart diff: give the runs to compare as -p base=RUN -p new=RUN")
-    try:
-        threshold, limit = float(threshold), int(limit)
-    except ValueError as err:
-        raise ParamError(f"chart diff: threshold={threshold!r}, limit={limit!r}: numbers expected") from err
+    values = {}
+    for name, value, kind, what in (("threshold", threshold, float, "a number"), ("limit", limit, int, "an integer")):
+        try:  # each checked alone: the error names the value given, not the other one's default
+            values[name] = kind(value)
+        except (TypeError, ValueError) as err:
+            raise ParamError(f"chart diff: {name}={value!r}: {what} expected") from err
+    threshold, limit = values["threshold"], values["limit"]
     if limit < 0:  # (a negative head() would drop rows from the end)
         raise ParamError(f"chart diff: limit={limit}: must be >= 0 (0 = all rows)")
     return diff_rows(tk.diff(base, new, by=by, threshold_pct=threshold), threshold, limit)
@@ -859,12 +862,14 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
                 .properties(title=alt.Title("Largest changes", subtitle=subtitle), width=WIDTH, height=120))
     order = [r["label"] for r in rows]
     y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=460))
-    lim = max(max(abs(r["delta_pct"]) for r in rows) * 1.15, max(floors or {threshold}) * 2)
+    # the axis holds the bars and their whiskers (an interval reaching past its change is drawn whole)
+    ends = [v for r in rows for v in (r["delta_pct"], r["low"], r["high"]) if v is not None and math.isfinite(v)]
+    lim = max(max(abs(v) for v in ends) * 1.15, max(floors or {threshold}) * 2)
     if lim <= 300:
         scale = alt.Scale(domain=[-lim, lim], clamp=True)
         x_title = "change [% of base]"
     else:  # -90 % and +6000 % both readable: symmetric log (linear within +-100 %)
-        low = min([-2 * threshold] + [max(r["delta_pct"], -100) * 1.15 for r in rows])  # time cannot fall below -100 %
+        low = min([-2 * threshold] + [max(v, -100) * 1.15 for v in ends])  # time cannot fall below -100 %
         scale = alt.Scale(type="symlog", constant=100, domain=[low, lim], clamp=True)
         x_title = "change [% of base], symmetric log scale"
     base = alt.Chart(_data(rows))

@@ -75,8 +75,11 @@ DbOpt = Annotated[
     Path | None,
     typer.Option("--db", help="DuckDB store (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False),
 ]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, csv, json or parquet")]
-OutOpt = Annotated[Path | None, typer.Option("--output", "-o", help="write to FILE instead of stdout (- is stdout)")]
+FormatOpt = Annotated[str | None, typer.Option(
+    "--format", "-f", help="table, csv, json or parquet (default: from -o FILE's extension, .csv, .json or "
+    ".parquet; a table otherwise, also for -o FILE of another extension)", show_default=False)]
+OutOpt = Annotated[Path | None, typer.Option("--output", "-o", help="write to FILE instead of stdout (- is stdout); "
+                                             "its extension picks the format when -f is not given")]
 ColumnsOpt = Annotated[str | None, typer.Option(
     "--columns", help="columns to show, comma-separated (every format)", show_default=False)]
 AllColumnsOpt = Annotated[bool, typer.Option("--all-columns", help="table: every column, not the query's default few")]
@@ -107,6 +110,21 @@ def _open(db: Path | None, read_only: bool = False):
     from . import store
 
     return store.open(db or _STATE["db"], read_only=read_only)
+
+
+#: output file extension -> the format it means where -f is not given
+FORMAT_EXTENSIONS = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
+
+
+def _format(fmt: str | None, out: Path | None) -> str:
+    """The format asked (``-f``), else the one ``-o FILE``'s extension names (``tk.parquet``
+    is Parquet, not a text table in a file so named), else a table: an output of another
+    extension (``top.txt``) or none is the terminal table, as it always was."""
+    if fmt is not None:
+        return fmt
+    if out is not None and str(out) != "-":
+        return FORMAT_EXTENSIONS.get(out.suffix.lower(), "table")
+    return "table"
 
 
 def _check_format(fmt: str, out: Path | None) -> None:
@@ -220,6 +238,17 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
         rows = rows.select(display).without_empty()
     width = shutil.get_terminal_size((120, 24)).columns if out is None else 10**6
     _write(render(rows, width=width, timeunit=timeunit, more=more), out, store_path)
+
+
+def _runs_shown(params: dict, rows, display: list[str]) -> list[str]:
+    """A query's @display, with ``run_id`` first where it was asked of every run (``--run all``
+    of an ncu query): kernel 0 of one report and kernel 0 of another are told apart (always,
+    not only where the rows shown happen to hold two runs: the columns do not change with
+    --limit)."""
+    every = str(params.get("run", "")).strip().lower() == "all"
+    if not every or not display or "run_id" in display or "run_id" not in rows.columns:
+        return display
+    return ["run_id", *display]
 
 
 def _with_options(params: dict[str, Any], **options: Any) -> dict[str, Any]:
@@ -392,7 +421,7 @@ app.add_typer(runs_app, name="runs")
 def runs(
     ctx: typer.Context,
     db: DbOpt = None,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     out: OutOpt = None,
     columns: ColumnsOpt = None,
     all_columns: AllColumnsOpt = False,
@@ -400,7 +429,7 @@ def runs(
     """List the runs in the store with their parameters (rename, rm: see below)."""
     if ctx.invoked_subcommand is not None:
         return
-    _query_out("runs", {"limit": 0}, fmt, out, _columns(columns), all_columns, "auto", db)
+    _query_out("runs", {"limit": 0}, _format(fmt, out), out, _columns(columns), all_columns, "auto", db)
 
 
 @runs_app.command("rename")
@@ -503,13 +532,15 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
     tk = _open(db, read_only=True)
     if fmt != "table":
         _emit(tk.query(name, **params), fmt, out, columns, tk.path)
-        return
-    from .registry import get_registry
+    else:
+        from .registry import get_registry
 
-    reg = get_registry()
-    rows = reg.fetch(tk, name, **params)
-    _show(rows, out, reg.get(name).display, columns, all_columns, timeunit, more="--limit 0 for all",
-          store_path=tk.path)
+        reg = get_registry()
+        rows = reg.fetch(tk, name, **params)
+        _show(rows, out, _runs_shown(params, rows, reg.get(name).display), columns, all_columns, timeunit,
+              more="--limit 0 for all", store_path=tk.path)
+    if out is not None:  # as chart and export say what they wrote
+        _wrote(out, f"wrote {out}")
 
 
 @app.command()
@@ -519,7 +550,7 @@ def query(
     limit: Annotated[int | None, typer.Option(
         "--limit", help="rows; 0 = all (default: the query's, `tracekit queries NAME` says it)")] = None,
     param: Annotated[list[str], typer.Option("--param", "-p", help="NAME=VALUE, repeatable")] = [],  # noqa: B006
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     out: OutOpt = None,
     columns: ColumnsOpt = None,
     all_columns: AllColumnsOpt = False,
@@ -529,13 +560,13 @@ def query(
     """Run a named query (a table shows the query's main columns in human units)."""
     _check_timeunit(timeunit)
     params = _with_options(_params(param), run=run, limit=limit)
-    _query_out(name, params, fmt, out, _columns(columns), all_columns, timeunit, db)
+    _query_out(name, params, _format(fmt, out), out, _columns(columns), all_columns, timeunit, db)
 
 
 @app.command()
 def sql(
     text: Annotated[str, typer.Argument(help="SQL to run (read-only)")],
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     out: OutOpt = None,
     columns: ColumnsOpt = None,
     timeunit: TimeunitOpt = "auto",
@@ -543,6 +574,8 @@ def sql(
 ):
     """Run ad-hoc read-only SQL against the store."""
     _check_timeunit(timeunit)
+    fmt = _format(fmt, out)
+    _check_format(fmt, out)
     tk = _open(db, read_only=True)
     df = tk.sql(text)
     if fmt == "table":
@@ -552,6 +585,8 @@ def sql(
               more="-f csv for all, or LIMIT in the SQL", store_path=tk.path)
     else:
         _emit(df, fmt, out, _columns(columns), tk.path)
+    if out is not None:
+        _wrote(out, f"wrote {out}")
 
 
 @app.command("diff")
@@ -569,7 +604,7 @@ def diff_cmd(
                                              "3 % of its launch's duration at least)")] = 5.0,
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     out: OutOpt = None,
     columns: ColumnsOpt = None,
     all_columns: AllColumnsOpt = False,
@@ -580,6 +615,7 @@ def diff_cmd(
 
     if limit is not None and limit < 0:
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
+    fmt = _format(fmt, out)
     _check_format(fmt, out)
     cols = _columns(columns)
     if cols is not None:  # the columns of the table (values in human units) or of the file formats
@@ -618,6 +654,8 @@ def diff_cmd(
             typer.echo("what moved:\n" + "\n".join(f"  {escape_controls(line)}" for line in summary))
     else:
         _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=tk.path)
+    if out is not None:
+        _wrote(out, f"wrote {out}")
     if gate and regressed:
         limits = sorted({_diff.limit(r["scope"], r["metric"], threshold, True)[0]  # (a regressed row was judged)
                          for r in df.filter(df["verdict"] == "regressed").iter_rows(named=True)})
@@ -639,7 +677,8 @@ def chart(
 
     params = _with_options(_params(param), run=run)
     tk = _open(db, read_only=True)
-    ch = charts.chart(tk, name, **params)
+    with _capture_warnings():  # (chart diff: a setup difference is one warning line, as for tracekit diff)
+        ch = charts.chart(tk, name, **params)
     charts.save(ch, out, store_path=tk.path)
     _wrote(out, f"wrote {out}")
 
@@ -752,8 +791,19 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _debug_first(args: list[str]) -> list[str]:
+    """``args`` with ``--debug`` taken from wherever it was given (``tracekit query NAME --debug``)
+    to the front, where the group's option is parsed: a subcommand has no option of that name,
+    and its parser would call it an unknown option. A ``--debug`` after ``--`` is an argument."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--debug" not in args[:end]:
+        return args
+    return ["--debug", *(a for a in args[:end] if a != "--debug"), *args[end:]]
+
+
 def _main(args: list[str]) -> int:
-    debug = "--debug" in args
+    args = _debug_first(args)
+    debug = args[:1] == ["--debug"]
     sigints = SigintWatch()
     try:
         # without standalone mode, typer returns a command's typer.Exit code instead of raising

@@ -52,3 +52,12 @@ CREATE OR REPLACE TEMP MACRO ncu_lacks(query, run, what) AS
     query || ': ' || CASE WHEN run IS NULL THEN 'no run has '
                           ELSE 'run ' || run || ' (' || coalesce((SELECT name FROM runs WHERE run_id = run), '?')
                                || ') has no ' END || what;
+
+-- Whether a run (its params) belongs to sweep `sweep`, as the sweep queries' sweep parameter
+-- resolves it (registry.resolve_sweep): a sweep id; '' for the runs outside any sweep
+-- (`tracekit capture` runs); NULL for every run (sweep=all). The sweep queries pick each
+-- point's latest run among the runs of the sweep asked, never from another sweep: the
+-- latest run per point over the whole store would show a newer sweep's numbers in an
+-- older sweep's grid.
+CREATE OR REPLACE TEMP MACRO in_sweep(run_params, sweep) AS
+    sweep IS NULL OR coalesce(json_extract_string(run_params, '$.sweep'), '') = sweep;

@@ -60,6 +60,10 @@ _TYPES = {
     "BOOLEAN": bool,
 }
 
+#: a parameter type in words, for its errors (not DuckDB's names: "is not an integer", not "bigint")
+_TYPE_WORDS = {"TEXT": "text", "VARCHAR": "text", "INTEGER": "an integer", "BIGINT": "an integer",
+               "DOUBLE": "a number", "BOOLEAN": "true or false"}
+
 #: what a parameter of each type takes from Python: its own type, or text (what the command
 #: line gives); a TEXT one a number too (``run=3``), a number one an integral float
 _ACCEPTED = {str: (str, int), int: (str, int, float), float: (str, int, float), bool: (str, bool)}
@@ -107,7 +111,7 @@ class Param:
                                  + (" (0 = all rows)" if self.name == "limit" else "") + f", got {value}")
             return out
         except (TypeError, ValueError) as err:
-            raise ParamError(f"{query}: parameter {self.name}={value!r} is not {self.type.lower()}") from err
+            raise ParamError(f"{query}: parameter {self.name}={value!r} is not {_TYPE_WORDS[self.type]}") from err
 
 
 @dataclass
@@ -271,6 +275,9 @@ class Registry:
         for pname, p in q.params.items():
             if pname == "run":
                 bound[pname] = resolve_run(tk, params.get("run"), q.source, q.name, spans_runs=q.spans_runs)
+                continue
+            if pname == "sweep":  # the sweep queries' sweep: its id, '' (outside any sweep) or NULL (all)
+                bound[pname] = resolve_sweep(tk, params.get("sweep"), q.name)
                 continue
             value = params.get(pname)
             if value is None:
@@ -528,6 +535,43 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
                              "(see `tracekit runs`)")
         found = fitting
     return int(found[0][0])
+
+
+#: a run's sweep id (params.sweep; '' outside any sweep), as the macro in_sweep reads it
+_SWEEP_SQL = "coalesce(json_extract_string(params, '$.sweep'), '')"
+
+
+def resolve_sweep(tk, value: Any, qname: str) -> str | None:
+    """Resolve the sweep queries' ``sweep`` parameter to what the macros ``in_sweep`` and
+    ``sweep_points_of`` take: a sweep id, ``''`` for the runs outside any sweep (``tracekit
+    capture`` runs), or None for every run (``all``).
+
+    ``latest`` (the default) is the sweep of the latest run ingested from one, and the runs
+    outside any sweep where no run is; a sweep id names that sweep; a run id or name the
+    sweep that run is a point of (a run outside any sweep: the runs outside any sweep)."""
+    expect(value, (str, int, type(None)), f"{qname}: sweep", QueryError)
+    con = tk.con
+    text = "latest" if value is None else str(value).strip()
+    if not text:
+        raise QueryError(f"{qname}: sweep={value!r}: an empty sweep; give a sweep id, a run of it, latest or all")
+    if text.lower() == "all":
+        return None
+    if text.lower() == "latest":
+        row = con.execute(f"SELECT {_SWEEP_SQL} FROM runs WHERE {_SWEEP_SQL} <> '' "
+                          "ORDER BY run_id DESC LIMIT 1").fetchall()
+        return row[0][0] if row else ""
+    if con.execute(f"SELECT 1 FROM runs WHERE {_SWEEP_SQL} = ? LIMIT 1", [text]).fetchall():
+        return text
+    found = []
+    if re.fullmatch(r"[0-9]{1,18}", text):
+        found = con.execute(f"SELECT {_SWEEP_SQL} FROM runs WHERE run_id = ?", [int(text)]).fetchall()
+    if not found:
+        found = con.execute(f"SELECT {_SWEEP_SQL} FROM runs WHERE name = ? ORDER BY run_id DESC LIMIT 1",
+                            [text]).fetchall()
+    if not found:
+        raise QueryError(f"{qname}: sweep={text}: no sweep or run {text!r} in {tk.path}; give a sweep id "
+                         "(the sweep= of its runs' parameters, `tracekit runs`), a run of it, latest or all")
+    return found[0][0]
 
 
 def _walk(node, prefix=""):

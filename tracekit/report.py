@@ -10,8 +10,9 @@ Which sections a run gets follows its kind:
   with `nsys -t cuda`) are left out and the header says which and why;
 - ncu: roofline, occupancy with the binding limit, speed of light, memory workload,
   ncu's rule results (what it suggests), warp stalls;
-- a point of a sweep (its capture parameters name the sweep): the bs x nc latency grid
-  as a heatmap and as lines, the latency table, top kernels per point;
+- a point of a sweep (its capture parameters name the sweep): that sweep's bs x nc latency
+  grid as a heatmap and as lines, the latency table, top kernels per point (the sweep
+  queries asked with ``sweep=`` the run: never another sweep's points);
 - an nsys run that is one rank of a job of several (tracekit/ranks.py): first the job's
   ranks side by side (rank-summary), its stragglers and the rank x NVTX path heatmap,
   then the rank's own sections; where a rank did not trace what one of them reads, the
@@ -395,6 +396,8 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     params = dict(sec.params)
     if sec.per_run:
         params["run"] = run_id
+    elif "sweep" in q.params:  # a sweep query: the sweep this run is a point of, not the latest sweep
+        params["sweep"] = run_id
     try:
         df = tk.query(sec.query, **params)
     except QueryError as err:

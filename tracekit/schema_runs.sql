@@ -13,7 +13,8 @@ CREATE TABLE IF NOT EXISTS requests (
 );
 
 -- The sweep's points: per (preset, tool, bs, nc), the latest run whose meta status is ok
--- and that has timed requests. Shared by sweep-latency and sweep-requests.
+-- and that has timed requests, over every run (sweeps mixed): sweep-latency and sweep-requests
+-- pick their points per sweep themselves (their sweep parameter; macros.sql in_sweep).
 CREATE OR REPLACE VIEW sweep_points AS
 SELECT run_id, name,
        json_extract_string(params, '$.preset') AS preset,

@@ -9,7 +9,8 @@ Parquet carry every column, unformatted):
   (``total_ns`` shows as ``total_ms``). Timestamps (``start_ns``, ``end_ns``) stay in ns
   unless a unit is forced;
 - rates and sizes with SI prefixes per cell: FLOP/s, OP/s, B/s, B, FLOP, Hz;
-- percentages with one decimal, counts with thousands separators, ids as they are;
+- percentages with one decimal, counts with thousands separators, ids and a sweep point's
+  bs and nc as they are;
 - kernel names shortened by ``names.short_name``, paths to their last parts, both so
   that two different values never read alike;
 - the table fits ``width``: text columns are narrowed, widest first, down to a floor;
@@ -44,9 +45,14 @@ KERNEL_NAME_COLUMNS = ("name", "kernel_name", "top_kernel", "kernel")
 #: columns holding NVTX range names or paths: an empty one (a range given no text) shows as
 #: ``names.UNNAMED``, not as a blank cell that reads as "no range"
 NVTX_COLUMNS = ("path", "nvtx_path", "nvtx_range")
+#: what a terminal shows for kernels launched outside every NVTX range (kernels-by-nvtx's path)
+NO_RANGE = "(no range)"
 #: free text: narrowed before any other column, and cut at the end (no labels told apart)
 FREE_TEXT_COLUMNS = ("note", "notes", "description", "command", "params", "source_path")
 _ID = re.compile(r"(^|_)(id|pid|tid)$")
+#: integer columns that name a setting rather than count something (a sweep point's batch size
+#: and candidates): written as they are, ``nc 1024`` as in ``tracekit runs``' ``nc=1024``, not 1,024
+PLAIN_INTEGERS = ("bs", "nc")
 GAP = "  "
 MIN_TEXT = 12  # a text column is narrowed to no less than this (or its header)
 
@@ -217,6 +223,9 @@ def format_column(col: str, dtype: str, values: Sequence[Any], unit: str | None 
     if not _is_numeric(dtype):
         if col.lower() in NVTX_COLUMNS:
             return col, [names.UNNAMED if isinstance(v, str) and not v.strip() else _text(v) for v in values], False
+        if col.lower() == "range":  # nvtx-kernels' row of kernels launched outside every range: NULL,
+            # as nsys stats prints it blank, read as kernels-by-nvtx names it, not as a blank cell
+            return col, [NO_RANGE if v is None else _text(v) for v in values], False
         return col, [_text(v) for v in values], False
     nums = [_num(v) for v in values]
     present = [v for v in nums if v is not None]
@@ -240,7 +249,7 @@ def format_column(col: str, dtype: str, values: Sequence[Any], unit: str | None 
     for suffix, unit in _SI_UNITS:
         if low.endswith(suffix):
             return col, [si(v, unit) for v in nums], True
-    if _ID.search(low):
+    if _ID.search(low) or low in PLAIN_INTEGERS:
         return col, ["" if v is None else str(v) for v in values], True
     dec = _decimals(present) if present else 0
     return col, [_fixed(v, dec) for v in nums], True

@@ -1,6 +1,8 @@
--- Top GPU kernels per sweep point: each point's latest ok nsys run (timed requests only,
--- the capture range), kernels grouped by demangled name, ranked by total time.
+-- Top GPU kernels per sweep point: each point's latest ok nsys run of one sweep (sweep=,
+-- default the latest sweep; timed requests only, the capture range), kernels grouped by
+-- demangled name, ranked by total time.
 -- The L2-flush fill between requests (FillFunctor<signed char>) is not workload time and is left out.
+-- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (the latest run per point over every run of the store, sweeps mixed) (default: latest)
 -- @param limit  INTEGER  kernels per point; 0 = all (default: 20)
 -- @column preset          workload preset
 -- @column bs              batch size, users per request
@@ -23,11 +25,15 @@ WITH points AS (
     WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
       AND json_extract_string(params, '$.tool') = 'nsys'
       AND run_id IN (SELECT DISTINCT run_id FROM kernels)
+      AND in_sweep(params, $sweep)
     QUALIFY row_number() OVER (PARTITION BY preset, bs, nc ORDER BY run_id DESC) = 1
 ),
 found AS (  -- one row, read first: no such run is an error, not an empty table
     SELECT CASE WHEN count(*) > 0 THEN true
-                ELSE error('sweep-kernels: no run of the workload captured under nsys (the run folders of '
+                ELSE error('sweep-kernels: no run of the workload captured under nsys '
+                           || CASE WHEN $sweep IS NULL THEN '' WHEN $sweep = '' THEN 'outside a sweep '
+                                   ELSE 'in ' || $sweep || ' ' END
+                           || '(the run folders of '
                            || '`tracekit sweep --tool nsys` or `tracekit capture --tool nsys`, status ok); '
                            || 'ingest them, or ask top-kernels of one nsys export') END AS ok
     FROM points

@@ -1,7 +1,9 @@
 -- Request latency over the bs x nc sweep grid, one row per (preset, tool, bs, nc) point.
--- Spans all runs: each point is its latest run whose meta status is ok and that has
--- timed requests (warm-up requests excluded). Quantiles interpolate linearly, as numpy.
+-- One sweep's points (sweep=, default the latest sweep): each point is its latest run of that
+-- sweep whose meta status is ok and that has timed requests (warm-up requests excluded);
+-- never another sweep's run. Quantiles interpolate linearly, as numpy.
 -- Runs under nsys or ncu are listed under their tool: their latencies include profiler overhead.
+-- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (the latest run per point over every run of the store, sweeps mixed) (default: latest)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column preset                 workload preset (small, medium, large)
 -- @column tool                   profiler the run ran under (none, nsys, ncu)
@@ -17,7 +19,19 @@
 -- @column max_ms                 slowest request, ms
 -- @column peak_mem_allocated_mb  largest peak of allocated GPU memory in a timed request, MB (NULL on CPU)
 -- @display preset, tool, bs, nc, requests, median_ms, p95_ms, p99_ms, mean_ms, peak_mem_allocated_mb
--- @requires requests, sweep_points
+-- @requires requests, runs
+WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest ok run with timed requests
+    SELECT run_id, name,
+           json_extract_string(params, '$.preset') AS preset,
+           json_extract_string(params, '$.tool') AS tool,
+           json_extract(params, '$.bs')::INTEGER AS bs,
+           json_extract(params, '$.nc')::INTEGER AS nc
+    FROM runs
+    WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
+      AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
+      AND in_sweep(params, $sweep)
+    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1
+)
 SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
        count(*) AS requests,
        quantile_cont(q.latency_ms, 0.5) AS median_ms,
@@ -27,7 +41,7 @@ SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
        min(q.latency_ms) AS min_ms,
        max(q.latency_ms) AS max_ms,
        max(q.peak_mem_allocated_mb) AS peak_mem_allocated_mb
-FROM sweep_points p
+FROM points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
 GROUP BY p.preset, p.tool, p.bs, p.nc, p.name
 ORDER BY p.preset, p.tool, p.bs, p.nc

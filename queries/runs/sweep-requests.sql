@@ -1,6 +1,7 @@
 -- Every timed request of the sweep grid: the rows of the seed benchmark's spreadsheet.
--- Spans all runs, with the same point selection as sweep-latency (latest ok run per
--- preset, tool, bs, nc); one row per timed request, in request order.
+-- One sweep's points (sweep=, default the latest sweep), picked as sweep-latency picks them
+-- (latest ok run of the sweep per preset, tool, bs, nc); one row per timed request, in request order.
+-- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (the latest run per point over every run of the store, sweeps mixed) (default: latest)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column run                   name of the run the request belongs to
 -- @column preset                workload preset
@@ -12,10 +13,22 @@
 -- @column candidate_embeddings  candidates scored per user (the seed's "Candidate Embeddings")
 -- @column latency_ms            end-to-end request latency, ms (the seed's "Total time(ms)")
 -- @display run, bs, nc, request_idx, latency_ms
--- @requires requests, sweep_points
+-- @requires requests, runs
+WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest ok run with timed requests
+    SELECT run_id, name,
+           json_extract_string(params, '$.preset') AS preset,
+           json_extract_string(params, '$.tool') AS tool,
+           json_extract(params, '$.bs')::INTEGER AS bs,
+           json_extract(params, '$.nc')::INTEGER AS nc
+    FROM runs
+    WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
+      AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
+      AND in_sweep(params, $sweep)
+    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1
+)
 SELECT p.name AS run, p.preset, p.tool, q.bs, q.nc,
        q.request_idx, q.kv_caches, q.candidate_embeddings, q.latency_ms
-FROM sweep_points p
+FROM points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
 ORDER BY p.preset, p.tool, q.bs, q.nc, q.request_idx
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

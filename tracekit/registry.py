@@ -542,8 +542,8 @@ _SWEEP_SQL = "coalesce(json_extract_string(params, '$.sweep'), '')"
 
 
 def resolve_sweep(tk, value: Any, qname: str) -> str | None:
-    """Resolve the sweep queries' ``sweep`` parameter to what the macros ``in_sweep`` and
-    ``sweep_points_of`` take: a sweep id, ``''`` for the runs outside any sweep (``tracekit
+    """Resolve the sweep queries' ``sweep`` parameter to what the macro ``in_sweep`` takes:
+    a sweep id, ``''`` for the runs outside any sweep (``tracekit
     capture`` runs), or None for every run (``all``).
 
     ``latest`` (the default) is the sweep of the latest run ingested from one, and the runs

@@ -948,6 +948,31 @@ def test_two_sweep_folders_compare_as_their_sweeps(tmp_path, sweep_pair, capsys)
     assert store_state(db) == before
 
 
+def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
+    """sweep_pair/b with its bs=1,nc=512 point's capture marked failed (as `tracekit sweep`
+    records a point that crashed): against sweep a that point is regressed, not 'removed' (a
+    gate must fail on it), its note gives the error; the other way round it is improved."""
+    folder = tmp_path / "b_failed"
+    shutil.copytree(SWEEP_PAIR / "b", folder)
+    (point,) = (folder / "runs").glob("*-bs1-nc512-*")
+    meta = json.loads((point / "meta.json").read_text())
+    meta.update(status="failed", error="torch.OutOfMemoryError: CUDA out of memory (planted)")
+    (point / "meta.json").write_text(json.dumps(meta))
+    db = str(tmp_path / "f.duckdb")
+    assert cli_main(["--db", db, "diff", str(SWEEP_PAIR / "a"), str(folder), "--gate", "-f", "csv"]) == 1
+    df = pl.read_csv(io.StringIO(capsys.readouterr().out))
+    failed = df.filter(pl.col("key") == "bs=1,nc=512")
+    assert failed["verdict"].to_list() == ["regressed", "regressed"] and failed["new"].is_null().all()
+    assert set(failed["note"]) == {"the new sweep's capture of this point failed: torch.OutOfMemoryError: CUDA out "
+                                   "of memory (planted)"}
+    assert set(df.filter(pl.col("key") != "bs=1,nc=512")["verdict"]) == {"unchanged"}
+    with tracekit.open(db) as tk:
+        back = tk.diff(_sweep_id("b"), _sweep_id("a"))
+    assert set(back.filter(pl.col("key") == "bs=1,nc=512")["verdict"]) == {"improved"}
+    assert D.moved(back) == ["Request latency: bs=1,nc=512 (its capture failed in the base sweep, improved) "
+                             "(1 of 4 shared points changed)"]
+
+
 def test_what_moved_edge_cases():
     """``moved`` on rows of a few odd kinds (hand-made: the real pairs are tested above): a p95
     that regressed alone is a line; an ncu launch only in the new report says added; values

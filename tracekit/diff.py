@@ -112,7 +112,8 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
 
 "Regressed" is the direction of harm: more time, more instances, more calls; less
 throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` or
-``removed`` with its time. The note says why a verdict was held back ("within
+``removed`` with its time; a sweep point whose capture failed in the new sweep (every run of
+it not ok) is ``regressed`` (in the base sweep: ``improved``), with the error in the note. The note says why a verdict was held back ("within
 threshold", "not significant (p=0.31)", "host-timed, not judged", "immaterial") and how
 the key was matched.
 
@@ -1153,10 +1154,33 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
         effect = abs((n or 0) - (b or 0)) * 1e6
         reqs = f"requests {r['n_base']} -> {r['n_new']}"
         if r["n_base"] == 0 or r["n_new"] == 0:
-            rows += _one_side_rows("sweep", r["key"], r, metrics, "", effect)
+            one = _one_side_rows("sweep", r["key"], r, metrics, "", effect)
+            # a point the other sweep ran but whose capture failed: not a point it left out
+            side, other = (new, "new") if r["n_new"] == 0 else (base, "base")
+            error = _failed_points(con, side).get(r["key"])
+            if error is not None:
+                for row in one:
+                    row.verdict = "regressed" if other == "new" else "improved"
+                    row.note = f"the {other} sweep's capture of this point failed" + (f": {error}" if error else "")
+            rows += one
         else:
             rows += _stat_rows("sweep", r["key"], r, metrics, threshold, reqs, effect)
     return rows
+
+
+def _failed_points(con, side: Side) -> dict[str, str]:
+    """A sweep's points whose every run failed (status not ok: no point to compare), as
+    'bs=..,nc=..' -> the error its latest run recorded ('' where none)."""
+    if side.sweep is None or side.lone_point:
+        return {}
+    rows = con.execute("""
+        SELECT format('bs={},nc={}', json_extract(params, '$.bs')::INTEGER, json_extract(params, '$.nc')::INTEGER) AS point,
+               arg_max(coalesce(json_extract_string(meta, '$.error'), ''), run_id) AS error,
+               bool_and(coalesce(json_extract_string(meta, '$.status'), 'ok') <> 'ok') AS failed
+        FROM runs WHERE json_extract_string(params, '$.sweep') = ?
+          AND json_extract(params, '$.bs') IS NOT NULL AND json_extract(params, '$.nc') IS NOT NULL
+        GROUP BY point""", [side.sweep]).fetchall()
+    return {point: cut_end(error.splitlines()[0] if error else "", 120) for point, error, failed in rows if failed}
 
 
 # -- what differs between the captures ------------------------------------------------
@@ -1500,8 +1524,15 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             judged.setdefault(r["key"], []).append(r)
     if judged:
         order = sorted(judged, key=lambda k: -max(abs(val(r["delta_pct"]) or 0) for r in judged[k]))[:top]
-        parts = [(f"{k} " if k != "requests" else "") + ", ".join(f"{_STAT[r['metric']]} ({how(r)})" for r in judged[k])
-                 for k in order]
+        def part(k: str) -> str:
+            failed = [r for r in judged[k] if val(r["base"]) is None or val(r["new"]) is None]
+            if failed:  # (a point whose capture failed on one side: _sweep_scope)
+                side = "new" if val(failed[0]["new"]) is None else "base"
+                return f"{k} (its capture failed in the {side} sweep, {failed[0]['verdict']})"
+            return (f"{k} " if k != "requests" else "") + ", ".join(
+                f"{_STAT[r['metric']]} ({how(r)})" for r in judged[k])
+
+        parts = [part(k) for k in order]
         alone = {side: points.filter(pl.col("verdict") == v)["key"].n_unique()
                  for side, v in (("base", "removed"), ("new", "added"))}
         counts = [f"{len(judged)} of {len(shared)} shared points changed"] if len(shared) > 1 else []

@@ -973,6 +973,18 @@ def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
                              "(1 of 4 shared points changed)"]
 
 
+def test_captures_of_other_graph_trace_modes_warn(tmp_path):
+    """nsys_graphs_graph and _node: one program, --cuda-graph-trace=graph (a graph launch is one
+    op) and node (its kernels one by one): their kernel counts differ by the option alone, which
+    the comparison says (the export's META_DATA_CAPTURE records it)."""
+    with tracekit.open(tmp_path / "g.duckdb") as tk:
+        with pytest.warns(CaptureWarning, match=r"differ in setup: nsys --cuda-graph-trace Graph -> Node$"):
+            tk.diff(DATA / "nsys_graphs_graph" / "export.sqlite.xz", DATA / "nsys_graphs_node" / "export.sqlite.xz")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (both node: nothing to say)
+            tk.diff(DATA / "nsys_diff_base_a" / "export.sqlite.xz", DATA / "nsys_diff_base_b" / "export.sqlite.xz")
+
+
 def test_what_moved_edge_cases():
     """``moved`` on rows of a few odd kinds (hand-made: the real pairs are tested above): a p95
     that regressed alone is a line; an ncu launch only in the new report says added; values

@@ -224,20 +224,27 @@ def test_comparing_a_failed_capture_warns(tmp_path, capsys):
     capsys.readouterr()
     warning = f"tracekit: warning: diff: run 1 ({meta['name']}): the capture's status is 'failed' (worker exited with " \
               "code 1); its numbers may be partial"
+    # (the capture traced graph launches whole, the export node by node: said too)
+    modes = {("1", "2"): "Graph -> Node", ("2", "1"): "Node -> Graph"}
     for args in (["1", "2"], ["2", "1"], ["1", "1"]):
         assert cli_main(["--db", str(db), "diff", *args]) == 0
         out, err = capsys.readouterr()
-        assert err.splitlines() == [warning] and "unchanged" in out, err
+        setup = [f"tracekit: warning: diff: the captures differ in setup: nsys --cuda-graph-trace {modes[tuple(args)]}"] \
+            if tuple(args) in modes else []
+        assert err.splitlines() == [warning, *setup] and "unchanged" in out, err
     assert cli_main(["--db", str(db), "diff", "2", "2"]) == 0
     assert capsys.readouterr().err == ""
     html = tmp_path / "r.html"
     assert cli_main(["--db", str(db), "report", "--run", "2", "--vs", "1", "-o", str(html)]) == 0
-    assert capsys.readouterr().err.splitlines() == [warning]
+    assert capsys.readouterr().err.splitlines() == [warning, "tracekit: warning: diff: the captures differ in setup: "
+                                                             "nsys --cuda-graph-trace Graph -> Node"]
     assert f"Warning: run 1 ({meta['name']}): the capture&#x27;s status is &#x27;failed&#x27;" in html.read_text()
     with tracekit.open(db) as tk, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tk.diff(2, 1)
-    assert [(w.category, str(w.message)) for w in caught] == [(CaptureWarning, warning.removeprefix("tracekit: warning: "))]
+    assert [(w.category, str(w.message)) for w in caught] == [
+        (CaptureWarning, warning.removeprefix("tracekit: warning: ")),
+        (CaptureWarning, "diff: the captures differ in setup: nsys --cuda-graph-trace Node -> Graph")]
 
 
 @pytest.mark.parametrize("workers", [None, 2])

@@ -125,7 +125,7 @@ counterpart (the launches' spread where the two reports have different counts).
 
 Setup: where the two sides' captures differ in what ``SETUP`` lists (tracekit capture's
 parameters, GPU, software versions, code commit, settings such as TRACEKIT_TILES, the
-workload), ``diff`` warns once (``CaptureWarning``) with what differs; a value one side did
+workload, an nsys export's --cuda-graph-trace), ``diff`` warns once (``CaptureWarning``) with what differs; a value one side did
 not record is not compared, but where both recorded their settings a variable one of them
 did not set reads ``(unset)`` and no tiles file ``(none: the built-in tiles)``.
 
@@ -1196,6 +1196,9 @@ SETUP = [
     ("triton", ("meta", "versions", "triton")), ("attention", ("meta", "attention_backend")),
     ("dtype", ("meta", "dtype")), ("code", ("meta", "git_commit")), ("env", ("meta", "settings", "env")),
     ("tiles file", ("meta", "settings", "tiles_sha256")), ("workload", ("meta", "workload")),
+    # nsys --cuda-graph-trace: graph (a graph launch one op) or node (its kernels and copies one
+    # by one): the kernels' instance counts and the GPU's ops differ by it alone
+    ("nsys", ("meta", "nsys_options")),
 ]
 _POINT = {"bs", "nc"}  # a sweep's points: compared as keys, not as setup
 

@@ -134,6 +134,9 @@ def _read(export: Export, path: Path) -> Parsed:
     if traced & set(CUDA_TABLES):
         traced |= set(CUDA_TABLES)
     meta["traced"] = sorted(traced)
+    options = export.capture_options()
+    if options:  # (diff's setup comparison: --cuda-graph-trace changes what a graph launch records)
+        meta["nsys_options"] = options
     raw = export.read(jobs)
     if "cuda_device" in raw:
         raw["cuda_device"] = raw["cuda_device"].rename_columns(["gpuId", "cudaId"])

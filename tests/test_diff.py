@@ -948,6 +948,31 @@ def test_two_sweep_folders_compare_as_their_sweeps(tmp_path, sweep_pair, capsys)
     assert store_state(db) == before
 
 
+def test_a_run_folder_is_its_own_point_and_a_run_id_its_sweep(tmp_path, capsys):
+    """Two points of sweeps a and c given as run folders compare those points, whatever else
+    the store holds (before: the whole sweeps where the store held them, two rows in a new
+    store and eight in one holding the sweeps); given as run ids, runs name their sweeps
+    (compared point by point), and the runs' own bs and nc are no difference of setup."""
+    a = next((SWEEP_PAIR / "a" / "runs").glob("*-bs1-nc128-none"))
+    c = next((SWEEP_PAIR / "c" / "runs").glob("*-bs1-nc128-none"))
+    for db in ("new.duckdb", "full.duckdb"):
+        if db == "full.duckdb":
+            assert cli_main(["--db", str(tmp_path / db), "ingest", str(SWEEP_PAIR / "a"), str(SWEEP_PAIR / "c")]) == 0
+        capsys.readouterr()
+        assert cli_main(["--db", str(tmp_path / db), "diff", str(a), str(c), "-f", "csv"]) == 0
+        df = pl.read_csv(io.StringIO(capsys.readouterr().out))
+        assert df["key"].to_list() == ["bs=1,nc=128"] * 2 and set(df["verdict"]) == {"regressed"}, db
+    with tracekit.open(tmp_path / "full.duckdb") as tk:
+        one = tk.sql("SELECT run_id FROM runs WHERE name LIKE '%bs1-nc128%' ORDER BY run_id")["run_id"].to_list()
+        other = tk.sql("SELECT run_id FROM runs WHERE name LIKE '%bs1-nc512%' ORDER BY run_id")["run_id"].to_list()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = tk.diff(one[0], other[1])  # (a's bs=1,nc=128 and c's bs=1,nc=512: sweep a against c)
+    assert df["key"].n_unique() == 4
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and "attention" in said[0] and "nc 128 -> 512" not in said[0], said
+
+
 def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
     """sweep_pair/b with its bs=1,nc=512 point's capture marked failed (as `tracekit sweep`
     records a point that crashed): against sweep a that point is regressed, not 'removed' (a

@@ -8,7 +8,8 @@ the launches' summed duration and count, elapsed cycles, SM clock, throughputs, 
 launch configuration, roofline, warp cycles per issued instruction and the stall reasons of
 0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
 requests' latency median and p95, of two sweeps point by point, or of runs with timed
-requests outside a sweep, such as two ``tracekit capture`` runs: a run is its one point).
+requests outside a sweep, such as two ``tracekit capture`` runs: a run is its one point, as
+is a sweep's run folder given by its path; a sweep's run given by id or name names its sweep).
 By default every scope both sides have is compared; an nsys run has
 the scopes of the events its capture traced (``SCOPE_EVENTS``: no kernel, api, memcpy
 or gpu scope without CUDA tracing, no nvtx scope without NVTX tracing), so that events
@@ -228,6 +229,9 @@ class Side:
     status: str | None = None  # the capture's status its run folder recorded (None: a bare export)
     error: str | None = None
     tool: str | None = None  # the profiler its requests were timed under (params.tool; a sweep's, if one)
+    #: a run folder given by its path: in the sweep scope its own point, not the sweep it is a
+    #: point of (which the store may hold whole or not: the answer would depend on it)
+    own_point: bool = False
 
     @property
     def label(self) -> str:
@@ -251,7 +255,7 @@ class Side:
     def lone_point(self) -> bool:
         """A run with timed requests outside a sweep (``tracekit capture``): compared in the
         sweep scope as a sweep of its one point."""
-        return self.run_id is not None and self.sweep is None and "timing" in self.kinds
+        return self.run_id is not None and (self.sweep is None or self.own_point) and "timing" in self.kinds
 
 
 def _is_file(ref: Any) -> bool:
@@ -286,8 +290,9 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         # a new run, not committed while the comparison runs: the file names it
         ingested = not res.skipped and getattr(tk, "_one_transaction", False)
         ref, text = (text if ingested else str(res.run_id)), str(res.run_id)
+        own = True
     else:
-        ref, ingested = text, False
+        ref, ingested, own = text, False, False
     rows = []
     cols = f"run_id, name, kind, json_extract_string(params, '$.sweep'), {CAPTURE_STATUS}, " \
         "json_extract_string(params, '$.tool')"
@@ -299,7 +304,7 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         run_id, name, kind, sweep, status, error, tool = rows[0]
         return Side(ref, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error, tool=tool,
                     ingested=ingested, untraced=tuple(what for what, _ in untraced(tk, int(run_id))
-                                                      if what in SCOPE_EVENTS.values()))
+                                                      if what in SCOPE_EVENTS.values()), own_point=own)
     side = _sweep_side(con, text, text)
     if side is not None:
         return side
@@ -388,8 +393,8 @@ def _not_one_sweep(base: Side, new: Side, scopes: list[str], asked: bool) -> lis
     """The sweep scope compares two sweeps point by point; where both sides name one sweep
     (any run of a sweep names it) it would compare that sweep with itself: an error where
     it is the only scope or was asked for, else left out."""
-    if "sweep" not in scopes or base.sweep != new.sweep or base.sweep is None:
-        return scopes
+    if "sweep" not in scopes or base.sweep != new.sweep or base.sweep is None or base.lone_point or new.lone_point:
+        return scopes  # (a run folder given by its path is its own point: two points of one sweep compare)
     rest = [s for s in scopes if s != "sweep"]
     if asked or not rest:
         both = "both sides" if base.run_id is None or new.run_id is None or base.pending or new.pending else \
@@ -1144,8 +1149,8 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
 
 def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
     df = _compare(con, _sql("samples_sweep"), {
-        "base": base.sweep, "new": new.sweep, "base_run": base.run_id if base.lone_point else None,
-        "new_run": new.run_id if new.lone_point else None})
+        "base": None if base.lone_point else base.sweep, "new": None if new.lone_point else new.sweep,
+        "base_run": base.run_id if base.lone_point else None, "new_run": new.run_id if new.lone_point else None})
     metrics = [("latency_med_ms", "median", 1), ("latency_p95_ms", "p95", 1)]
     rows: list[_Row] = []
     for r in df.iter_rows(named=True):
@@ -1254,10 +1259,11 @@ def _tiles(con, side: Side) -> str | None:
     return next(iter(found)) if len(found) == 1 else None
 
 
-def setup_differences(con, base: Side, new: Side) -> list[str]:
+def setup_differences(con, base: Side, new: Side, points: bool = True) -> list[str]:
     """What differs between the two sides' captures (``SETUP``), as ``label base -> new``;
     a value one side did not record is not compared (a setting of a capture that recorded
-    its settings is recorded: unset, or the built-in tiles)."""
+    its settings is recorded: unset, or the built-in tiles). ``points``: a run's bs and nc
+    count (False where the runs stand for their sweeps, compared point by point)."""
     b, n = _setup(con, base), _setup(con, new)
     builtin = "(none: the built-in tiles)"
     if b.get("settings") and n.get("settings"):
@@ -1267,7 +1273,8 @@ def setup_differences(con, base: Side, new: Side) -> list[str]:
                     one[k] = "(unset)"
             if "tiles file" in other and "tiles file" not in one:
                 one["tiles file"] = builtin
-    changed = [k for k in b if k in n and b[k] != n[k] and k not in ("settings", "workload preset")]
+    changed = [k for k in b if k in n and b[k] != n[k] and k not in ("settings", "workload preset")
+               and (points or k not in _POINT)]
     if "preset" in changed:  # (the workload's sizes follow from its preset)
         changed = [k for k in changed if not k.startswith("workload ")]
     tiles = _tiles(con, base)
@@ -1331,7 +1338,11 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             warnings.warn(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
                                          "its numbers may be partial"), stacklevel=4)
     con = tk.con
-    differs = setup_differences(con, sb, sn) if (sb.run_id, sb.sweep) != (sn.run_id, sn.sweep) else []
+    # two runs that name their sweeps compared in the sweep scope alone: the sweeps are compared,
+    # point by point, and the runs' own bs and nc are not a difference of setup
+    whole = scopes == ["sweep"] and not (sb.lone_point or sn.lone_point)
+    differs = setup_differences(con, sb, sn, points=not whole) if (sb.run_id, sb.sweep) != (sn.run_id, sn.sweep) \
+        else []
     if differs:
         warnings.warn(CaptureWarning(f"diff: the captures differ in setup: {'; '.join(differs)}"), stacklevel=4)
     params = {"base": sb.run_id, "new": sn.run_id}

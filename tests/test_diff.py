@@ -671,6 +671,24 @@ def test_files_are_ingested_first_and_a_known_file_is_its_run(store, tmp_path, c
     tk.close()
 
 
+def test_a_file_named_as_a_run_is_compared_and_said(tmp_path, monkeypatch):
+    """A reference that is both a file in the working folder and a run's name: the file is
+    compared, and a warning says so (and how to name either); ./NAME says nothing."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(NCU_PAIR / "half_sms", tmp_path / "base")
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(NCU_PAIR / "base", name="base")
+        tk.ingest(NCU_PAIR / "base_again", name="base_again")
+        with pytest.warns(CaptureWarning, match=r"'base' is both a file here and a run's name in .*: the file is "
+                                                r"compared \(write \./base for the file, the run's id for the run\)"):
+            df = tk.diff("base", "base_again")
+        assert df.filter(pl.col("verdict") == "improved").height > 0  # (half_sms against base_again)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tk.diff("./base", "base_again")
+        assert not [w for w in caught if "both a file" in str(w.message)]
+
+
 def test_nsys_against_ncu_shares_no_scope(tmp_path):
     tk = tracekit.open(tmp_path / "mixed.duckdb")
     tk.ingest(HSTU, name="hstu")

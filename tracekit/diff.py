@@ -273,6 +273,9 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         raise QueryError("diff: an empty run reference; give a run id, name, sweep id or file")
     path = Path(text)
     if _is_file(text):
+        if os.sep not in text and con.execute("SELECT 1 FROM runs WHERE name = ? LIMIT 1", [text]).fetchall():
+            warnings.warn(CaptureWarning(f"diff: {text!r} is both a file here and a run's name in {tk.path}: "
+                                         f"the file is compared (write ./{text} for the file, the run's id for the run)"), stacklevel=3)
         if tk.read_only:
             raise QueryError(f"{path}: a file to compare is ingested first, and {tk.path} is open read-only; "
                              f"ingest it (tracekit --db {tk.path} ingest {path}) and compare its run")

@@ -900,6 +900,9 @@ def test_two_points_of_one_sweep_are_not_the_sweep_against_itself(sweeps):
     for base, new, by in ((first, second, None), (orig, first, None), (first, second, "sweep")):
         with pytest.raises(tracekit.QueryError, match=f"belong to sweep {orig}: the sweep scope compares two sweeps"):
             sweeps.diff(base, new, by=by)
+    # one run against itself: its own point, all unchanged (as any run against itself)
+    same = sweeps.diff(first, first)
+    assert same.height == 2 and set(same["verdict"]) == {"unchanged"} and same["key"].n_unique() == 1
 
 
 SWEEP_PAIR = DATA / "sweep_pair"  # a, b: one sweep taken twice; c: with the reference attention

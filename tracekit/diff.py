@@ -945,7 +945,7 @@ def _paired(pairs: list[tuple[float, float]], limit_pct: float, change: float) -
         p = _sign_p(up, down)
         return p < ALPHA, f"launches moved both ways ({up} up, {down} down: sign test {_p_is(p)})"
     if up and down:
-        return False, f"launches moved both ways ({min(steps):+.6g}..{max(steps):+.6g}, launch by launch)"
+        return False, f"launches moved both ways ({min(steps):+.3g}..{max(steps):+.3g}, launch by launch)"
     return moved * 2 > len(steps), f"most launches moved by {limit_pct:g}% or less ({len(steps) - moved} of {len(steps)})"
 
 
@@ -1333,6 +1333,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         if files[i]:
             sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
     sb, sn = sides[0], sides[1]
+    if sb.run_id is not None and sb.run_id == sn.run_id:  # one run against itself: its own point, not its sweep
+        sb.own_point = sn.own_point = True
     _not_by_a_shared_name(tk, sb, sn)
     scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
     for side in (sb,) if sb.run_id is not None and sb.run_id == sn.run_id else (sb, sn):

@@ -43,11 +43,14 @@ def test_diff_columns_in_every_format(small_store, capsys, tmp_path, fmt):
 
     df = {"csv": pl.read_csv, "json": pl.read_json, "parquet": pl.read_parquet}[fmt](out)
     assert df.columns == ["scope", "key", "p_value"] and df.height > 0
-    # a table's columns are the table's (p), a file's the file's (p_value)
-    assert _cli(small_store, "diff", "nsys_run", "nsys_run", "--columns", "scope,p") == 0
+    # a table's columns are the table's (p), and the file formats' names of the same (p_value)
     capsys.readouterr()
-    assert _cli(small_store, "diff", "nsys_run", "nsys_run", "--columns", "p_value") == 2
-    assert "no column 'p_value'" in one_error_line(capsys)
+    assert _cli(small_store, "diff", "nsys_run", "nsys_run", "--columns", "scope,p") == 0
+    table = capsys.readouterr().out
+    assert _cli(small_store, "diff", "nsys_run", "nsys_run", "--columns", "scope,p_value") == 0
+    assert capsys.readouterr().out == table
+    assert _cli(small_store, "diff", "nsys_run", "nsys_run", "--columns", "p_values") == 2
+    assert "no column 'p_values'" in one_error_line(capsys)
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -1523,6 +1523,18 @@ def test_a_duration_that_moved_with_the_sm_clock_is_not_the_code(clocks, base, n
     assert {drawn[g] for g in gemms} == {D.CLOCK_NOTE} and drawn[add[0]] == "unchanged"
 
 
+def test_a_narrow_terminal_wraps_the_notes_whole(clocks, capsys, monkeypatch):
+    """At 60 columns the table is one block per row; a note (why a value was held) is wrapped
+    over lines, not cut."""
+    monkeypatch.setenv("COLUMNS", "60")
+    assert cli_main(["--db", str(clocks.path), "diff", "random", "zeros", "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "-[ row 1 ]" in out and max(len(line) for line in out.splitlines()[:12]) <= 60
+    text = " ".join(out.split())
+    assert "moved with the SM clock (1,579 -> 1,797 MHz, +13.8%) in as many cycles (-0.8%, within 5%): the clock, " \
+           "not the code" in text
+
+
 @pytest.mark.parametrize("base, new", [("random", "random_again"), ("random_again", "random")])
 def test_the_clocks_program_profiled_twice_is_quiet(clocks, base, new):
     """The same program profiled twice: clocks within 0.4 %, no duration held for the clock."""

@@ -416,18 +416,26 @@ def _wrap(header: str, width: int) -> list[str]:
 
 def _expanded(cols, width: int, rows: Rows) -> str:
     """One block per row, ``column  value`` per line (psql's expanded display)."""
+    import textwrap
+
     key_w = max(len(c[1]) for c in cols)
     val_w = max(width - key_w - len(GAP), MIN_TEXT)
     shortened = []
     for c, _header, values, cells, is_num in cols:
-        shortened.append(cells if is_num else _shorten(c, values, cells, val_w, rows.shortener(c)))
+        if not is_num and c.lower() in FREE_TEXT_COLUMNS:  # free text is wrapped whole, never cut: a
+            # note says why a value was held, a command what ran
+            shortened.append([textwrap.wrap(cell, val_w) or [""] for cell in cells])
+        else:
+            shortened.append([[x] for x in (cells if is_num else _shorten(c, values, cells, val_w, rows.shortener(c)))])
     out = []
     n = len(cols[0][3])
     for r in range(n):
         title = f"-[ row {r + 1} ]"
         out.append(title + "-" * max(min(width, key_w + 2 + val_w) - len(title), 3))
         for (_, header, *_rest), cells in zip(cols, shortened, strict=True):
-            out.append(f"{header.ljust(key_w)}{GAP}{cells[r]}".rstrip())
+            first, *more = cells[r]
+            out.append(f"{header.ljust(key_w)}{GAP}{first}".rstrip())
+            out += [f"{' ' * key_w}{GAP}{line}".rstrip() for line in more]
     return "\n".join(out) + ("\n" if out else "")
 
 

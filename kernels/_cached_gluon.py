@@ -46,6 +46,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from . import _launch
 from ._cached import _sk_item_start, _sk_locate, _sk_sequences, _uniform
 
 NF = 16  # int32 fields per piece in the plan
@@ -796,14 +797,108 @@ def max_pieces(L: int, B: int, H: int, block_m: int) -> int:
     return H * (triton.cdiv(L, block_m) + 2 * B)
 
 
+_PLANS: dict = {}  # (device index, stream) -> [plan table, counts], grown on demand
+_DESCS: dict = {}  # (address, rows, columns, dtype, box rows, swizzle, ...) -> encoded tensor map and its shape
+_DESCS_MAX = 64
+_HANDLES: dict = {}  # compiled kernel per specialisation -> _Handle, or None where only the JIT launches it
+
+
+def _plan_buffers(device, n_plan: int, n_counts: int):
+    """The plan table (``n_plan`` int32) and its counts (``n_counts``) for the current stream
+    of ``device``: one pair per (device, stream), grown on demand. The kernel (or the planner
+    kernel before it) writes every row it reads on each launch, and launches on one stream run
+    in order, so a launch never reads another's plan. While the stream is being captured into
+    a CUDA graph the pair is allocated per call from the graph's pool (as _split_buffers does);
+    with PLAN_CHECK too (the tool keeps every call's tables)."""
+    import torch
+
+    if PLAN_CHECK is not None or torch.cuda.is_current_stream_capturing():
+        return (torch.empty(n_plan, dtype=torch.int32, device=device),
+                torch.empty(n_counts, dtype=torch.int32, device=device))
+    key = (device.index, torch._C._cuda_getCurrentRawStream(device.index))
+    pair = _PLANS.get(key)
+    if pair is None or pair[0].numel() < n_plan or pair[1].numel() < n_counts:
+        old = pair or (None, None)
+        plan = old[0] if old[0] is not None and old[0].numel() >= n_plan else \
+            torch.empty(triton.next_power_of_2(n_plan), dtype=torch.int32, device=device)
+        counts = old[1] if old[1] is not None and old[1].numel() >= n_counts else \
+            torch.empty(triton.next_power_of_2(n_counts), dtype=torch.int32, device=device)
+        pair = _PLANS[key] = (plan, counts)
+    return pair
+
+
+def release_plan_buffers() -> None:
+    """Drop the cached plan tables and the encoded tensor maps."""
+    _PLANS.clear()
+    _DESCS.clear()
+
+
+class _Handle:
+    """A compiled Gluon kernel launched past the JIT: the launcher module's own ``launch`` (the
+    C function Triton generates for the kernel's signature), each tensor descriptor passed as its
+    encoded tensor map. Triton's launcher encodes a ``TensorDescriptor`` argument into a
+    CUtensorMap (``cuTensorMapEncodeTiled``) on every launch; the map depends only on the base
+    address, shape, strides, dtype, box and swizzle, so one encoded per such tuple (``_DESCS``)
+    is reused: the same inputs give the same bytes, whichever tensor now owns the address."""
+
+    __slots__ = ("compiled", "launch", "function", "packed", "coop", "pdl", "metas")
+
+    @staticmethod
+    def make(compiled, desc_pos: tuple):
+        """The handle of ``compiled``, or None where this Triton does not expose what the fast
+        launch needs (then every launch goes through the JIT)."""
+        try:
+            run = compiled.run
+            fn = run.launch
+            if getattr(fn, "__code__", None) is not None:  # wrap_handle_tensordesc's closure
+                cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
+                fn = cells["launcher"].cell_contents
+            if getattr(fn, "__code__", None) is not None or run.global_scratch_size or run.profile_scratch_size:
+                return None
+            metas = tuple(getattr(compiled.metadata, "tensordesc_meta", None) or ())
+            if len(metas) != len(desc_pos) or any(m is None for m in metas):
+                return None
+            h = _Handle()
+            h.compiled, h.launch, h.function, h.packed = compiled, fn, compiled.function, compiled.packed_metadata
+            h.coop, h.pdl, h.metas = run.launch_cooperative_grid, run.launch_pdl, metas
+            return h
+        except (AttributeError, KeyError, TypeError, ImportError):
+            return None
+
+
+def _encoded(t, rows: int, cols: int, block_rows: int, block_cols: int, meta):
+    """[tensor map, rows, cols, cols, 1]: t (contiguous) as a [rows, cols] matrix, box
+    [block_rows, block_cols], as Triton's launcher encodes it (``make_tensordesc_arg``)."""
+    key = (t.data_ptr(), rows, cols, t.dtype, block_rows, block_cols, meta["swizzle"], meta["elem_type"],
+           tuple(meta["block_size"]))
+    enc = _DESCS.get(key)
+    if enc is None:
+        from triton.backends.nvidia.driver import make_tensordesc_arg
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        gdt = gl.bfloat16 if str(t.dtype) == "torch.bfloat16" else gl.float16
+        lay = gl.NVMMASharedLayout.get_default_for([block_rows, block_cols], gdt)
+        enc = tuple(make_tensordesc_arg(TensorDescriptor(t, [rows, cols], [cols, 1], [block_rows, block_cols], lay),
+                                        meta))
+        if len(_DESCS) >= _DESCS_MAX:
+            _DESCS.pop(next(iter(_DESCS)))  # the oldest
+        _DESCS[key] = enc
+    return enc
+
+
 def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets, ws, cnt, *, scale, inv_n,
                  programs, dp, dp_spare, min_chunk, uniform, page, block_m=128, block_n=32, sk=3, sv=3, qb=2,
                  pwarps=4, cregs=232, pregs=40, inplan=1, stage=1, tma=2):
     """Run the Gluon persistent cached kernel (inplan=0: after the planner kernel); returns its
-    handle, or None when the plan table would be too large (the caller then runs the Triton
-    kernel). ``cnt`` holds two counters per item (one per consumer warpgroup). stage: outputs
-    through shared memory. tma: what the producer copies by TMA (0: nothing, cp.async only; 1: the
-    unmasked cached tiles; 2: and q; where those tensors are contiguous)."""
+    compiled kernel, or None when the plan table would be too large (the caller then runs the
+    Triton kernel). ``cnt`` holds two counters per item (one per consumer warpgroup). stage:
+    outputs through shared memory. tma: what the producer copies by TMA (0: nothing, cp.async
+    only; 1: the unmasked cached tiles; 2: and q; where those tensors are contiguous).
+
+    The first launch of a specialisation goes through the JIT (compiling if needed); later ones
+    launch the compiled kernel directly (``_Handle``) with the tensor maps encoded once per
+    tensor layout, the plan table reused per stream (``_plan_buffers``): no host sync, no
+    per-call allocation."""
     import torch
 
     L, H, D = q.shape
@@ -812,9 +907,9 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
     P = programs
     if P * items * NF * 4 > _PLAN_BYTES_MAX:
         return None
-    plan = torch.empty(P * items * NF, dtype=torch.int32, device=q.device)
-    plan_n = torch.empty(P, dtype=torch.int32, device=q.device)
+    plan, plan_n = _plan_buffers(q.device, P * items * NF, P)
     nt = num_targets if num_targets is not None else seq_offsets
+    has_t = num_targets is not None
     bpow = triton.next_power_of_2(B + 1)
     tpow = triton.next_power_of_2(triton.cdiv(L, block_m) + 1)
     inplan = bool(inplan)
@@ -828,31 +923,81 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
         # the planner kernel (PLAN_CHECK: into tables of its own, to compare)
         pl, pn = (plan, plan_n) if chk is None else chk
         _sk_plan_kernel[(P,)](seq_offsets, cache_lens, nt, pl, pn, B, min_chunk, dp_spare, items,
-                              H=H, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None,
+                              H=H, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=has_t,
                               BPOW=bpow, TPOW=tpow, DP=dp, UNIFORM=uniform, num_warps=4)
     # TMA reads the tensors as matrices [rows, H * D]: the caches [pages * page, H * D] (level 1),
     # q [L, H * D] (level 2); where they are not contiguous, the level below
     tma = min(int(tma), 2) if kc.is_contiguous() and vc.is_contiguous() else 0
     if tma == 2 and not q.is_contiguous():
         tma = 1
-    kd, vd, qd = kc, vc, q
-    if tma:
-        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-        def desc(t, rows, block_rows):
-            lay = gl.NVMMASharedLayout.get_default_for([block_rows, D], gdt)
-            return TensorDescriptor(t, [rows, H * D], [H * D, 1], [block_rows, D], lay)
-
-        gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-        kd = desc(kc, kc.shape[0] * kc.shape[1], block_n)
-        vd = desc(vc, vc.shape[0] * vc.shape[1], block_n)
-        if tma >= 2:
-            qd = desc(q, L, block_m)
-    return _hstu_cached_gl_kernel[(P,)](
-        q, k, v, kc, vc, kd, vd, qd, pt, cache_lens, out, seq_offsets, nt,
+    desc_pos = (5, 6, 7) if tma == 2 else (5, 6) if tma else ()
+    args = [
+        q, k, v, kc, vc, kc, vc, q, pt, cache_lens, out, seq_offsets, nt,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
         kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2), pt.stride(0),
         ws, cnt, plan, plan_n, items, scale, inv_n, B, min_chunk, dp_spare,
-        D=D, PAGE=page, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None, SK=sk, SV=sv,
-        PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, H=H, BPOW=bpow, TPOW=tpow, DP=dp,
+    ]
+    consts = (D, page, block_m, block_n, has_t, sk, sv, pwarps, cregs, pregs, qb, H, bpow, tpow, bool(dp),
+              inplan, bool(stage), tma, 4)
+    # the matrices and boxes of the descriptors at desc_pos: (tensor, rows, box rows)
+    mats = ((kc, kc.shape[0] * kc.shape[1], block_n), (vc, vc.shape[0] * vc.shape[1], block_n), (q, L, block_m))
+    dev = q.device
+    try:
+        key = (dev.index, consts, tuple(_launch.spec(a) if i not in desc_pos else None for i, a in enumerate(args)))
+    except AttributeError:
+        key = None
+    h = _HANDLES.get(key) if key is not None else None
+    if h is not None and _hooks_idle():
+        for i, m in zip(desc_pos, h.metas, strict=True):
+            t, rows, br = mats[i - 5]
+            args[i] = _encoded(t, rows, H * D, br, D, m)
+        flat = []
+        for a in args:
+            if type(a) is tuple:
+                flat.extend(a)
+            else:
+                flat.append(a)
+        h.launch(P, 1, 1, torch._C._cuda_getCurrentRawStream(dev.index), h.function, h.coop, h.pdl, None, None, h.packed, None, None,
+                 None, *flat, *consts)
+        return h.compiled
+    if desc_pos:
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        gdt = gl.bfloat16 if str(q.dtype) == "torch.bfloat16" else gl.float16
+        for i in desc_pos:
+            t, rows, br = mats[i - 5]
+            lay = gl.NVMMASharedLayout.get_default_for([br, D], gdt)
+            args[i] = TensorDescriptor(t, [rows, H * D], [H * D, 1], [br, D], lay)
+    compiled = _hstu_cached_gl_kernel[(P,)](
+        *args, D=D, PAGE=page, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=has_t, SK=sk, SV=sv,
+        PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, H=H, BPOW=bpow, TPOW=tpow, DP=bool(dp),
         INPLAN=inplan, STAGE=bool(stage), TMA=tma, num_warps=4)
+    if key is not None and key not in _HANDLES and compiled is not None and _signature_ok(compiled):
+        _HANDLES[key] = _Handle.make(compiled, desc_pos)
+    return compiled
+
+
+_CONSTS = ("D", "PAGE", "BLOCK_M", "BLOCK_N", "HAS_TARGETS", "SK", "SV", "PWARPS", "CREGS", "PREGS", "QB", "H", "BPOW",
+           "TPOW", "DP", "INPLAN", "STAGE", "TMA", "num_warps")  # launch_gluon's consts, in order
+_N_ARGS = 38  # launch_gluon's args
+
+
+def _signature_ok(compiled) -> bool:
+    """Whether the kernel's parameters are launch_gluon's args then its consts, in that order
+    (the handle passes them positionally, the launcher parsing the consts and ignoring them)."""
+    try:
+        names = list(compiled.src.signature)
+        const = [p.name for p in _hstu_cached_gl_kernel.params if p.is_constexpr]
+        plain = [p for p in _hstu_cached_gl_kernel.params if not p.is_constexpr]
+    except AttributeError:
+        return False
+    return len(plain) == _N_ARGS and tuple(const) == _CONSTS and names[_N_ARGS:] == list(_CONSTS)
+
+
+def _hooks_idle() -> bool:
+    """Whether no launch hook is set (a profiler's): the handle passes none."""
+    from triton import knobs
+
+    rt = knobs.runtime
+    return not (getattr(rt.launch_enter_hook, "calls", rt.launch_enter_hook)
+                or getattr(rt.launch_exit_hook, "calls", rt.launch_exit_hook))

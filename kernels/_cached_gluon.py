@@ -46,8 +46,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from . import _launch
 from ._cached import _sk_item_start, _sk_locate, _sk_sequences, _uniform
+from ._launch import cdiv, next_pow2
 
 NF = 16  # int32 fields per piece in the plan
 
@@ -775,13 +775,13 @@ def usable(q, kc, vc, d_qk: int, d_v: int, block_m: int, block_n: int, page: int
     (64, 128, 256), the default tiles (128 x 32, pages of 32 tokens), FAST_SILU, 16-byte rows."""
     import torch
 
-    if q.device.type != "cuda" or not fast or q.dtype not in (torch.bfloat16, torch.float16):
+    if not q.is_cuda or not fast or q.dtype not in (torch.bfloat16, torch.float16):
         return False
     if d_qk != d_v or d_qk not in (64, 128, 256) or block_m != 128 or block_n != 32 or page != 32:
         return False
     if kc.dtype != q.dtype or vc.dtype != q.dtype or kc.stride(3) != 1 or vc.stride(3) != 1:
         return False
-    idx = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    idx = q.get_device()
     if idx not in _CAPABLE:
         _CAPABLE[idx] = torch.cuda.get_device_capability(idx)[0] == 9
     return _CAPABLE[idx]
@@ -794,13 +794,19 @@ def max_pieces(L: int, B: int, H: int, block_m: int) -> int:
     sequence whose targets are 0 and whose new tokens are not a multiple of BLOCK_N, and a piece
     is planned for it (its rows all masked). A bound without those pieces let the plan stop
     short of the last items, whose rows were then never written."""
-    return H * (triton.cdiv(L, block_m) + 2 * B)
+    return H * (cdiv(L, block_m) + 2 * B)
 
 
 _PLANS: dict = {}  # (device index, stream) -> [plan table, counts], grown on demand
 _DESCS: dict = {}  # (address, rows, columns, dtype, box rows, swizzle, ...) -> encoded tensor map and its shape
 _DESCS_MAX = 64
 _HANDLES: dict = {}  # compiled kernel per specialisation -> _Handle, or None where only the JIT launches it
+try:  # the launch hooks (a profiler's): the handle passes none, so it is used only while none is set
+    from triton import knobs as _knobs
+
+    _RT = _knobs.runtime if hasattr(_knobs.runtime.launch_enter_hook, "calls") else None
+except ImportError:
+    _RT = None
 
 
 def _plan_buffers(device, n_plan: int, n_counts: int):
@@ -820,9 +826,9 @@ def _plan_buffers(device, n_plan: int, n_counts: int):
     if pair is None or pair[0].numel() < n_plan or pair[1].numel() < n_counts:
         old = pair or (None, None)
         plan = old[0] if old[0] is not None and old[0].numel() >= n_plan else \
-            torch.empty(triton.next_power_of_2(n_plan), dtype=torch.int32, device=device)
+            torch.empty(next_pow2(n_plan), dtype=torch.int32, device=device)
         counts = old[1] if old[1] is not None and old[1].numel() >= n_counts else \
-            torch.empty(triton.next_power_of_2(n_counts), dtype=torch.int32, device=device)
+            torch.empty(next_pow2(n_counts), dtype=torch.int32, device=device)
         pair = _PLANS[key] = (plan, counts)
     return pair
 
@@ -910,8 +916,8 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
     plan, plan_n = _plan_buffers(q.device, P * items * NF, P)
     nt = num_targets if num_targets is not None else seq_offsets
     has_t = num_targets is not None
-    bpow = triton.next_power_of_2(B + 1)
-    tpow = triton.next_power_of_2(triton.cdiv(L, block_m) + 1)
+    bpow = next_pow2(B + 1)
+    tpow = next_pow2(cdiv(L, block_m) + 1)
     inplan = bool(inplan)
     chk = None
     if inplan and PLAN_CHECK is not None:
@@ -931,39 +937,46 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
     if tma == 2 and not q.is_contiguous():
         tma = 1
     desc_pos = (5, 6, 7) if tma == 2 else (5, 6) if tma else ()
-    args = [
-        q, k, v, kc, vc, kc, vc, q, pt, cache_lens, out, seq_offsets, nt,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
-        kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2), pt.stride(0),
-        ws, cnt, plan, plan_n, items, scale, inv_n, B, min_chunk, dp_spare,
-    ]
     consts = (D, page, block_m, block_n, has_t, sk, sv, pwarps, cregs, pregs, qb, H, bpow, tpow, bool(dp),
               inplan, bool(stage), tma, 4)
-    # the matrices and boxes of the descriptors at desc_pos: (tensor, rows, box rows)
-    mats = ((kc, kc.shape[0] * kc.shape[1], block_n), (vc, vc.shape[0] * vc.shape[1], block_n), (q, L, block_m))
-    dev = q.device
-    try:
-        key = (dev.index, consts, tuple(_launch.spec(a) if i not in desc_pos else None for i, a in enumerate(args)))
-    except AttributeError:
-        key = None
-    h = _HANDLES.get(key) if key is not None else None
-    if h is not None and _hooks_idle():
-        for i, m in zip(desc_pos, h.metas, strict=True):
-            t, rows, br = mats[i - 5]
-            args[i] = _encoded(t, rows, H * D, br, D, m)
-        flat = []
-        for a in args:
-            if type(a) is tuple:
-                flat.extend(a)
-            else:
-                flat.append(a)
-        h.launch(P, 1, 1, torch._C._cuda_getCurrentRawStream(dev.index), h.function, h.coop, h.pdl, None, None, h.packed, None, None,
-                 None, *flat, *consts)
+    # the kernel's pointer and integer arguments (its parameters in order: Q, K, V, KC, VC, the three
+    # descriptors, PT, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS, the strides, WS, CNT, PLAN, PLAN_N,
+    # MAXPC, scale, inv_n, nseq, min_chunk, dp_spare)
+    tens = (q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, nt, ws, cnt, plan, plan_n)
+    ints = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0),
+            out.stride(1), kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2),
+            pt.stride(0), items, B, min_chunk, dp_spare)
+    ptrs = [t.data_ptr() for t in tens]
+    # what the JIT specialises on (see _launch.spec): each tensor's dtype and alignment (here its
+    # address mod 16: a finer key, the same kernels), each integer's width, == 1 and % 16 == 0
+    key = (q.get_device(), consts, tuple([t.dtype for t in tens]), tuple([x & 15 for x in ptrs]),
+           tuple([(-(2**31) <= x < 2**31, x == 1, x % 16 == 0) for x in ints]))
+    h = _HANDLES.get(key)
+    if h is not None and not (_RT.launch_enter_hook.calls or _RT.launch_exit_hook.calls) \
+            and vc.is_cuda and pt.is_cuda and cache_lens.is_cuda and out.is_cuda:
+        # pointers passed as integers (the launcher's checks of tensor arguments skipped: q, k, v,
+        # the K cache, the offsets and targets are checked on one device by the public API, the
+        # other tensors just above or allocated here)
+        p = ptrs
+        kd = vd = qd = ()
+        if tma:
+            m = h.metas
+            kd = _encoded(kc, kc.shape[0] * kc.shape[1], H * D, block_n, D, m[0])
+            vd = _encoded(vc, vc.shape[0] * vc.shape[1], H * D, block_n, D, m[1])
+            qd = _encoded(q, L, H * D, block_m, D, m[2]) if tma == 2 else (p[0],)
+        else:
+            kd, vd, qd = (p[3],), (p[4],), (p[0],)
+        h.launch(P, 1, 1, torch._C._cuda_getCurrentRawStream(key[0]), h.function, h.coop, h.pdl, None, None,
+                 h.packed, None, None, None, p[0], p[1], p[2], p[3], p[4], *kd, *vd, *qd, p[5], p[6], p[7], p[8],
+                 p[9], *ints[:15], p[10], p[11], p[12], p[13], items, scale, inv_n, B, min_chunk, dp_spare, *consts)
         return h.compiled
+    args = [q, k, v, kc, vc, kc, vc, q, pt, cache_lens, out, seq_offsets, nt, *ints[:15], ws, cnt, plan, plan_n,
+            items, scale, inv_n, B, min_chunk, dp_spare]
     if desc_pos:
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-        gdt = gl.bfloat16 if str(q.dtype) == "torch.bfloat16" else gl.float16
+        gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
+        mats = ((kc, kc.shape[0] * kc.shape[1], block_n), (vc, vc.shape[0] * vc.shape[1], block_n), (q, L, block_m))
         for i in desc_pos:
             t, rows, br = mats[i - 5]
             lay = gl.NVMMASharedLayout.get_default_for([br, D], gdt)
@@ -972,7 +985,7 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
         *args, D=D, PAGE=page, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=has_t, SK=sk, SV=sv,
         PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, H=H, BPOW=bpow, TPOW=tpow, DP=bool(dp),
         INPLAN=inplan, STAGE=bool(stage), TMA=tma, num_warps=4)
-    if key is not None and key not in _HANDLES and compiled is not None and _signature_ok(compiled):
+    if key not in _HANDLES and compiled is not None and _signature_ok(compiled) and _RT is not None:
         _HANDLES[key] = _Handle.make(compiled, desc_pos)
     return compiled
 
@@ -992,12 +1005,3 @@ def _signature_ok(compiled) -> bool:
     except AttributeError:
         return False
     return len(plain) == _N_ARGS and tuple(const) == _CONSTS and names[_N_ARGS:] == list(_CONSTS)
-
-
-def _hooks_idle() -> bool:
-    """Whether no launch hook is set (a profiler's): the handle passes none."""
-    from triton import knobs
-
-    rt = knobs.runtime
-    return not (getattr(rt.launch_enter_hook, "calls", rt.launch_enter_hook)
-                or getattr(rt.launch_exit_hook, "calls", rt.launch_exit_hook))

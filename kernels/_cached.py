@@ -856,8 +856,11 @@ def _split_buffers(device, ws_numel: int, cnt_numel: int):
 
 def release_split_buffers() -> None:
     """Drop the cached split workspaces and counters of every device and stream (their
-    memory goes back to PyTorch's allocator once the launches queued on them have run)."""
+    memory goes back to PyTorch's allocator once the launches queued on them have run), and the
+    Gluon kernel's plan tables and encoded tensor maps."""
     _BUFFERS.clear()
+    if _GL:
+        _GL.release_plan_buffers()
 
 
 def hstu_cached_fwd(

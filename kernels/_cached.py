@@ -13,6 +13,8 @@ new_tokens x (cached + new) tokens: nothing is recomputed for the cached tokens'
 
 from __future__ import annotations
 
+import warnings
+
 import triton
 import triton.language as tl
 
@@ -767,7 +769,8 @@ def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
         return {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "GRID_M": 1, "SPLIT": 1,
                 "PERSIST": True}
     return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
-            "PAGES": 5, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True, "PERSIST": True, "DP": True, "DP_SPARE": 1}
+            "PAGES": 5, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True, "PERSIST": True, "DP": True, "DP_SPARE": 1,
+            "GLUON": True}
 
 
 def _has_descriptors() -> bool:
@@ -793,6 +796,7 @@ def _sm_count(device) -> int:
 
 _MAJOR: dict = {}
 _GL = None  # the _cached_gluon module once imported, False where it cannot be (Triton without Gluon)
+_GLUON_FAILED: dict = {}  # device index -> why the Gluon kernel could not be built there (default calls skip it)
 
 
 def _gluon_usable(q, kc, vc, d_qk, d_v, block_m, block_n, page, fast) -> bool:
@@ -903,11 +907,14 @@ def hstu_cached_fwd(
         and _redux_supported(q.device)
     two_loops = bool(cfg.pop("TWO_LOOPS", True))
     ws_perm = bool(cfg.pop("WS_PERM", True))  # persistent kernel: workspace rows' 16-byte pieces reordered
-    # persistent kernel: GLUON runs its Gluon version (_cached_gluon) where it can (off by default;
-    # docs/performance.md, "helper gluon3", "helper gluon4", "helper gluon5"); GL_SK, GL_SV, GL_QB: that
-    # kernel's K/V ring depths and q buffers; GL_INPLAN (default 1): its plan computed in the kernel (0:
-    # by the planner kernel); GL_STAGE (default 1): outputs written through shared memory; GL_TMA
-    # (default 2): what its producer copies by TMA (0: nothing, 1: the unmasked cached tiles, 2: and q)
+    # persistent kernel: GLUON (on by default on CUDA) runs its Gluon version (_cached_gluon) where
+    # it can (sm_90, bf16/fp16, the default tiles: see _cached_gluon.usable), the Triton kernel
+    # elsewhere; GLUON=False always runs the Triton kernel (docs/performance.md, "helper gluon4",
+    # "helper gluon5"). GL_SK, GL_SV, GL_QB: that kernel's K/V ring depths and q buffers; GL_INPLAN
+    # (default 1): its plan computed in the kernel (0: by the planner kernel); GL_STAGE (default 1):
+    # outputs written through shared memory; GL_TMA (default 2): what its producer copies by TMA (0:
+    # nothing, 1: the unmasked cached tiles, 2: and q)
+    gluon_asked = bool(config) and "GLUON" in config
     gluon = bool(cfg.pop("GLUON", False))
     gl_keys = ("GL_SK", "GL_SV", "GL_QB", "GL_INPLAN", "GL_STAGE", "GL_TMA")
     gl_opts = {key[3:].lower(): int(cfg.pop(key)) for key in gl_keys if key in cfg}
@@ -958,16 +965,28 @@ def hstu_cached_fwd(
         if programs is None:
             programs = _sm_count(q.device) if q.device.type == "cuda" else 3
         programs = max(1, int(programs))
-        gluon = gluon and not interpret_mode() and pages in (0, 1, 5) and _gluon_usable(
+        gluon = gluon and not interpret_mode() and pages in (0, 1, 5) and (gluon_asked or q.device.index not in
+                                                                           _GLUON_FAILED) and _gluon_usable(
             q, kc, vc, D_QK, D_V, BM, BN, cache.page_size, fast)
         # two fp32 partial slots per program; an arrival counter per (head, query block)
         # (the Gluon kernel: one per half block)
         ws, cnt = _split_buffers(q.device, programs * 2 * BM * D_V, H * (cdiv(L, BM) + B) * (2 if gluon else 1))
         if gluon:
-            handle = _GL.launch_gluon(
-                q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets, num_targets, ws, cnt,
-                scale=float(alpha) * 0.5, inv_n=1.0 / max_seq_len, programs=programs, dp=dp, dp_spare=dp_spare,
-                min_chunk=min_chunk, uniform=uniform, page=cache.page_size, block_m=BM, block_n=BN, **gl_opts)
+            try:
+                handle = _GL.launch_gluon(
+                    q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets, num_targets, ws, cnt,
+                    scale=float(alpha) * 0.5, inv_n=1.0 / max_seq_len, programs=programs, dp=dp, dp_spare=dp_spare,
+                    min_chunk=min_chunk, uniform=uniform, page=cache.page_size, block_m=BM, block_n=BN, **gl_opts)
+            except Exception as e:  # noqa: BLE001  (a Triton whose Gluon cannot build it: see below)
+                if gluon_asked:
+                    raise
+                # the default call: a Triton whose Gluon API differs from 3.6's fails in the
+                # compile, before anything is launched; the Triton kernel runs this and every
+                # later call on the device
+                _GLUON_FAILED[q.device.index] = repr(e)
+                warnings.warn(f"tracekit: the Gluon cached-attention kernel failed to build ({e!r}); "
+                              "using the Triton kernel", RuntimeWarning, stacklevel=2)
+                handle = None
             if handle is not None:
                 LAST_KERNEL = handle
                 return out

@@ -26,7 +26,8 @@ Triton kernel does per item). Outputs go through the consumer's half of the piec
 (``STAGE``: 16-byte stores instead of the accumulator layout's 4-byte ones).
 
 Needs Triton >= 3.6 with ``triton.experimental.gluon`` and an sm_90 GPU (wgmma); the caller
-falls back to the Triton kernel otherwise (and in the interpreter). Opt-in (config ``GLUON``).
+falls back to the Triton kernel otherwise (and in the interpreter). The default where it can run;
+config ``GLUON=False`` runs the Triton kernel.
 ptxas reports spill stores (d=256) in the epilogue's sums of partials (the accumulator and a
 loaded partial do not fit the consumers' 232 registers).
 """

@@ -1165,10 +1165,10 @@ def test_gpu_cached_gluon_matches_reference(cfg, d, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _gluon_sm90(), reason="needs an sm_90 GPU and triton.experimental.gluon")
-def test_gpu_cached_gluon_handle_reused_across_calls():
-    """``GLUON: True`` runs the Gluon kernel, the default the Triton kernel, the same result; a
-    Gluon call after them goes through the cached launch handle (the plan table and the encoded
-    tensor maps reused) and is still right after the caches and inputs change."""
+def test_gpu_cached_default_is_gluon_and_gluon_false_is_triton():
+    """On sm_90 in bf16 the default call runs the Gluon kernel, ``GLUON: False`` the Triton
+    kernel, the same result; a default call after them reuses the Gluon kernel's launch handle
+    (same plan table, same encoded tensor maps) and is still right after the caches change."""
     from tracekit.kernels import _cached, _cached_gluon
 
     g = _gen()
@@ -1182,7 +1182,7 @@ def test_gpu_cached_gluon_handle_reused_across_calls():
         off = _offsets(new)
         c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
         ref = hstu_attention_cached_reference(*_d64(q, k, v), off, c64, max_seq_len=N, alpha=0.3)
-        for name, cfg in (("gluon", {"GLUON": True}), ("triton", None), ("again", {"GLUON": True})):
+        for name, cfg in (("default", None), ("triton", {"GLUON": False}), ("again", None)):
             out = _poison(sum(new), H, d, dtype)
             _cached.hstu_cached_fwd(q, k, v, off, cache, max_seq_len=N, alpha=0.3, num_targets=None,
                                     contextual_seq_len=0, max_attn_len=0, config=cfg, out=out)
@@ -1220,6 +1220,15 @@ def test_cached_gluon_plan_has_room_for_every_piece(B, n, H, targets, programs, 
     assert 0 < int(counts.max()) <= G.max_pieces(L, B, H, 128)
     if (B, n, programs) == (13, 100, 1):
         assert int(counts.max()) > H * (triton.cdiv(L, 128) + B)  # (what the former bound missed)
+
+
+def test_cached_gluon_default_on_cuda_only():
+    """The Gluon kernel is the CUDA default (where it can run: _cached_gluon.usable); the CPU
+    (interpreter) configuration does not ask for it."""
+    from tracekit.kernels import _cached
+
+    assert _cached.default_config(256, 256, "cuda")["GLUON"] is True
+    assert not _cached.default_config(256, 256, "cpu").get("GLUON", False)
 
 
 def test_cached_gluon_option_falls_back_off_the_gpu():

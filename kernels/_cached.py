@@ -13,13 +13,15 @@ new_tokens x (cached + new) tokens: nothing is recomputed for the cached tokens'
 
 from __future__ import annotations
 
+import warnings
+
 import triton
 import triton.language as tl
 
 from . import tiles
 from ._common import interpret_mode
 from ._dense import _general_mask, _silu
-from ._launch import launch
+from ._launch import cdiv, launch, next_pow2
 
 
 @triton.jit
@@ -767,7 +769,8 @@ def default_config(d_qk: int, d_v: int, device_type: str) -> dict:
         return {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "GRID_M": 1, "SPLIT": 1,
                 "PERSIST": True}
     return {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "GRID_M": None,
-            "PAGES": 5, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True, "PERSIST": True, "DP": True, "DP_SPARE": 1}
+            "PAGES": 5, "DIAG_TILE": True, "SPLIT": 2, "FLAT": True, "PERSIST": True, "DP": True, "DP_SPARE": 1,
+            "GLUON": True}
 
 
 def _has_descriptors() -> bool:
@@ -792,16 +795,20 @@ def _sm_count(device) -> int:
 
 
 _MAJOR: dict = {}
+_GL = None  # the _cached_gluon module once imported, False where it cannot be (Triton without Gluon)
+_GLUON_FAILED: dict = {}  # device index -> why the Gluon kernel could not be built there (default calls skip it)
 
 
 def _gluon_usable(q, kc, vc, d_qk, d_v, block_m, block_n, page, fast) -> bool:
     """Whether the Gluon version of the persistent kernel (``_cached_gluon``) runs this call:
     Triton with ``triton.experimental.gluon`` (3.6+), an sm_90 GPU, the default tiles."""
-    try:
-        from . import _cached_gluon
-    except ImportError:
-        return False
-    return _cached_gluon.usable(q, kc, vc, d_qk, d_v, block_m, block_n, page, fast)
+    global _GL
+    if _GL is None:
+        try:
+            from . import _cached_gluon as _GL
+        except ImportError:
+            _GL = False
+    return _GL is not False and _GL.usable(q, kc, vc, d_qk, d_v, block_m, block_n, page, fast)
 
 
 def _redux_supported(device) -> bool:
@@ -844,17 +851,20 @@ def _split_buffers(device, ws_numel: int, cnt_numel: int):
         key = (device.type, device.index, 0)  # (the interpreter runs launches one by one)
     pair = _BUFFERS.get(key)
     if pair is None or pair[0].numel() < ws_numel:
-        ws = torch.empty(triton.next_power_of_2(ws_numel), dtype=torch.float32, device=device)
+        ws = torch.empty(next_pow2(ws_numel), dtype=torch.float32, device=device)
         pair = _BUFFERS[key] = [ws, pair[1] if pair is not None else None]
     if pair[1] is None or pair[1].numel() < cnt_numel:
-        pair[1] = torch.zeros(triton.next_power_of_2(cnt_numel), dtype=torch.int32, device=device)
+        pair[1] = torch.zeros(next_pow2(cnt_numel), dtype=torch.int32, device=device)
     return pair[0], pair[1]
 
 
 def release_split_buffers() -> None:
     """Drop the cached split workspaces and counters of every device and stream (their
-    memory goes back to PyTorch's allocator once the launches queued on them have run)."""
+    memory goes back to PyTorch's allocator once the launches queued on them have run), and the
+    Gluon kernel's plan tables and encoded tensor maps."""
     _BUFFERS.clear()
+    if _GL:
+        _GL.release_plan_buffers()
 
 
 def hstu_cached_fwd(
@@ -897,11 +907,14 @@ def hstu_cached_fwd(
         and _redux_supported(q.device)
     two_loops = bool(cfg.pop("TWO_LOOPS", True))
     ws_perm = bool(cfg.pop("WS_PERM", True))  # persistent kernel: workspace rows' 16-byte pieces reordered
-    # persistent kernel: GLUON runs its Gluon version (_cached_gluon) where it can (off by default;
-    # docs/performance.md, "helper gluon3", "helper gluon4"); GL_SK, GL_SV, GL_QB: that kernel's K/V
-    # ring depths and q buffers; GL_INPLAN (default 1): its plan computed in the kernel (0: by the
-    # planner kernel); GL_STAGE (default 1): outputs written through shared memory; GL_TMA (default
-    # 2): what its producer copies by TMA (0: nothing, 1: the unmasked cached tiles, 2: and q)
+    # persistent kernel: GLUON (on by default on CUDA) runs its Gluon version (_cached_gluon) where
+    # it can (sm_90, bf16/fp16, the default tiles: see _cached_gluon.usable), the Triton kernel
+    # elsewhere; GLUON=False always runs the Triton kernel (docs/performance.md, "helper gluon4",
+    # "helper gluon5"). GL_SK, GL_SV, GL_QB: that kernel's K/V ring depths and q buffers; GL_INPLAN
+    # (default 1): its plan computed in the kernel (0: by the planner kernel); GL_STAGE (default 1):
+    # outputs written through shared memory; GL_TMA (default 2): what its producer copies by TMA (0:
+    # nothing, 1: the unmasked cached tiles, 2: and q)
+    gluon_asked = bool(config) and "GLUON" in config
     gluon = bool(cfg.pop("GLUON", False))
     gl_keys = ("GL_SK", "GL_SV", "GL_QB", "GL_INPLAN", "GL_STAGE", "GL_TMA")
     gl_opts = {key[3:].lower(): int(cfg.pop(key)) for key in gl_keys if key in cfg}
@@ -909,7 +922,7 @@ def hstu_cached_fwd(
         pages = 1  # (the persistent kernel reads pages through the page table)
     if pages == 5 and (q.device.type != "cuda" or interpret_mode()):
         pages = 0  # (the same loads without inline assembly)
-    maxp = triton.next_power_of_2(max(num_pt, 1))
+    maxp = next_pow2(max(num_pt, 1))
     if pages == 1 and maxp > 1024:
         pages = 0  # page-table row too long to hold in registers
     page_contig = (kc.stride(1) == kc.shape[2] * kc.stride(2) and kc.stride(2) == D_QK and kc.stride(3) == 1
@@ -952,18 +965,28 @@ def hstu_cached_fwd(
         if programs is None:
             programs = _sm_count(q.device) if q.device.type == "cuda" else 3
         programs = max(1, int(programs))
-        gluon = gluon and not interpret_mode() and pages in (0, 1, 5) and _gluon_usable(
+        gluon = gluon and not interpret_mode() and pages in (0, 1, 5) and (gluon_asked or q.device.index not in
+                                                                           _GLUON_FAILED) and _gluon_usable(
             q, kc, vc, D_QK, D_V, BM, BN, cache.page_size, fast)
         # two fp32 partial slots per program; an arrival counter per (head, query block)
         # (the Gluon kernel: one per half block)
-        ws, cnt = _split_buffers(q.device, programs * 2 * BM * D_V, H * (triton.cdiv(L, BM) + B) * (2 if gluon else 1))
+        ws, cnt = _split_buffers(q.device, programs * 2 * BM * D_V, H * (cdiv(L, BM) + B) * (2 if gluon else 1))
         if gluon:
-            from ._cached_gluon import launch_gluon
-
-            handle = launch_gluon(
-                q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets, num_targets, ws, cnt,
-                scale=float(alpha) * 0.5, inv_n=1.0 / max_seq_len, programs=programs, dp=dp, dp_spare=dp_spare,
-                min_chunk=min_chunk, uniform=uniform, page=cache.page_size, block_m=BM, block_n=BN, **gl_opts)
+            try:
+                handle = _GL.launch_gluon(
+                    q, k, v, kc, vc, pt, cache.cache_lens, out, seq_offsets, num_targets, ws, cnt,
+                    scale=float(alpha) * 0.5, inv_n=1.0 / max_seq_len, programs=programs, dp=dp, dp_spare=dp_spare,
+                    min_chunk=min_chunk, uniform=uniform, page=cache.page_size, block_m=BM, block_n=BN, **gl_opts)
+            except Exception as e:  # noqa: BLE001  (a Triton whose Gluon cannot build it: see below)
+                if gluon_asked:
+                    raise
+                # the default call: a Triton whose Gluon API differs from 3.6's fails in the
+                # compile, before anything is launched; the Triton kernel runs this and every
+                # later call on the device
+                _GLUON_FAILED[q.device.index] = repr(e)
+                warnings.warn(f"tracekit: the Gluon cached-attention kernel failed to build ({e!r}); "
+                              "using the Triton kernel", RuntimeWarning, stacklevel=2)
+                handle = None
             if handle is not None:
                 LAST_KERNEL = handle
                 return out
@@ -978,7 +1001,7 @@ def hstu_cached_fwd(
             H=H, D_QK=D_QK, D_V=D_V, PAGE=cache.page_size, BLOCK_M=BM, BLOCK_N=BN,
             HAS_TARGETS=num_targets is not None, FAST_SILU=fast, PAGES=pages, MAXP=maxp,
             FENCE=q.device.type == "cuda" and not interpret_mode(), CHUNK=min(64, D_V),
-            BPOW=triton.next_power_of_2(B + 1), TPOW=triton.next_power_of_2(triton.cdiv(L, BM) + 1), DP=dp,
+            BPOW=next_pow2(B + 1), TPOW=next_pow2(cdiv(L, BM) + 1), DP=dp,
             UNIFORM=uniform, TWO_LOOPS=two_loops, WS_PERM=ws_perm,
         )
         LAST_KERNEL = launch(_hstu_cached_sk_kernel, _SK_HANDLES, (programs,), args, consts, cfg, q.device)
@@ -986,7 +1009,7 @@ def hstu_cached_fwd(
     grid_m = cfg.pop("GRID_M", None)
     split = max(1, int(cfg.pop("SPLIT", 1)))
     bound = max_new_len if max_new_len is not None else min(max_seq_len, L)
-    blocks = triton.cdiv(bound, BM)
+    blocks = cdiv(bound, BM)
     if grid_m == 0:
         grid_m = blocks  # a program per query block the longest sequence could have
     if grid_m is None:
@@ -994,13 +1017,13 @@ def hstu_cached_fwd(
         # programs per (sequence, head) for the average sequence's query blocks, and at
         # least about two programs per SM in all; each program loops over its sequence's
         # query blocks with that stride (longer sequences loop)
-        fill = triton.cdiv(2 * _sm_count(q.device), B * H * split) if q.device.type == "cuda" else blocks
-        grid_m = max(triton.cdiv(triton.cdiv(L, B), BM), fill)
+        fill = cdiv(2 * _sm_count(q.device), B * H * split) if q.device.type == "cuda" else blocks
+        grid_m = max(cdiv(cdiv(L, B), BM), fill)
     G = max(1, min(blocks, grid_m))
     g_fast = bool(cfg.pop("G_FAST", False))
     flat = bool(cfg.pop("FLAT", False)) and B < 4096
     if flat:
-        grid = ((triton.cdiv(L, BM) + B) * H * split,)
+        grid = ((cdiv(L, BM) + B) * H * split,)
     else:
         grid = (B * H * G * split,) if g_fast else (B * H, G, split)
     if split > 1:
@@ -1025,7 +1048,7 @@ def hstu_cached_fwd(
         HAS_TARGETS=num_targets is not None, GENERAL=contextual_seq_len > 0 or max_attn_len > 0,
         FAST_SILU=fast, PAGES=pages, MAXP=maxp, DIAG_TILE=diag_tile, SPLIT=split,
         FENCE=q.device.type == "cuda" and not interpret_mode(), G_FAST=g_fast, CHUNK=min(64, D_V),
-        LOOP=G < blocks and not flat, FLAT=flat, BPOW=triton.next_power_of_2(B + 1) if flat else 1,
+        LOOP=G < blocks and not flat, FLAT=flat, BPOW=next_pow2(B + 1) if flat else 1,
     )
     if pages == 3:  # tensor descriptors: the JIT converts them per call
         LAST_KERNEL = _hstu_cached_kernel[grid](*args, **consts, **cfg)

@@ -26,7 +26,8 @@ Triton kernel does per item). Outputs go through the consumer's half of the piec
 (``STAGE``: 16-byte stores instead of the accumulator layout's 4-byte ones).
 
 Needs Triton >= 3.6 with ``triton.experimental.gluon`` and an sm_90 GPU (wgmma); the caller
-falls back to the Triton kernel otherwise (and in the interpreter). Opt-in (config ``GLUON``).
+falls back to the Triton kernel otherwise (and in the interpreter). The default where it can run;
+config ``GLUON=False`` runs the Triton kernel.
 ptxas reports spill stores (d=256) in the epilogue's sums of partials (the accumulator and a
 loaded partial do not fit the consumers' 232 registers).
 """
@@ -47,6 +48,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from ._cached import _sk_item_start, _sk_locate, _sk_sequences, _uniform
+from ._launch import cdiv, next_pow2
 
 NF = 16  # int32 fields per piece in the plan
 
@@ -774,13 +776,13 @@ def usable(q, kc, vc, d_qk: int, d_v: int, block_m: int, block_n: int, page: int
     (64, 128, 256), the default tiles (128 x 32, pages of 32 tokens), FAST_SILU, 16-byte rows."""
     import torch
 
-    if q.device.type != "cuda" or not fast or q.dtype not in (torch.bfloat16, torch.float16):
+    if not q.is_cuda or not fast or q.dtype not in (torch.bfloat16, torch.float16):
         return False
     if d_qk != d_v or d_qk not in (64, 128, 256) or block_m != 128 or block_n != 32 or page != 32:
         return False
     if kc.dtype != q.dtype or vc.dtype != q.dtype or kc.stride(3) != 1 or vc.stride(3) != 1:
         return False
-    idx = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    idx = q.get_device()
     if idx not in _CAPABLE:
         _CAPABLE[idx] = torch.cuda.get_device_capability(idx)[0] == 9
     return _CAPABLE[idx]
@@ -793,17 +795,117 @@ def max_pieces(L: int, B: int, H: int, block_m: int) -> int:
     sequence whose targets are 0 and whose new tokens are not a multiple of BLOCK_N, and a piece
     is planned for it (its rows all masked). A bound without those pieces let the plan stop
     short of the last items, whose rows were then never written."""
-    return H * (triton.cdiv(L, block_m) + 2 * B)
+    return H * (cdiv(L, block_m) + 2 * B)
+
+
+_PLANS: dict = {}  # (device index, stream) -> [plan table, counts], grown on demand
+_DESCS: dict = {}  # (address, rows, columns, dtype, box rows, swizzle, ...) -> encoded tensor map and its shape
+_DESCS_MAX = 64
+_HANDLES: dict = {}  # compiled kernel per specialisation -> _Handle, or None where only the JIT launches it
+try:  # the launch hooks (a profiler's): the handle passes none, so it is used only while none is set
+    from triton import knobs as _knobs
+
+    _RT = _knobs.runtime if hasattr(_knobs.runtime.launch_enter_hook, "calls") else None
+except ImportError:
+    _RT = None
+
+
+def _plan_buffers(device, n_plan: int, n_counts: int):
+    """The plan table (``n_plan`` int32) and its counts (``n_counts``) for the current stream
+    of ``device``: one pair per (device, stream), grown on demand. The kernel (or the planner
+    kernel before it) writes every row it reads on each launch, and launches on one stream run
+    in order, so a launch never reads another's plan. While the stream is being captured into
+    a CUDA graph the pair is allocated per call from the graph's pool (as _split_buffers does);
+    with PLAN_CHECK too (the tool keeps every call's tables)."""
+    import torch
+
+    if PLAN_CHECK is not None or torch.cuda.is_current_stream_capturing():
+        return (torch.empty(n_plan, dtype=torch.int32, device=device),
+                torch.empty(n_counts, dtype=torch.int32, device=device))
+    key = (device.index, torch._C._cuda_getCurrentRawStream(device.index))
+    pair = _PLANS.get(key)
+    if pair is None or pair[0].numel() < n_plan or pair[1].numel() < n_counts:
+        old = pair or (None, None)
+        plan = old[0] if old[0] is not None and old[0].numel() >= n_plan else \
+            torch.empty(next_pow2(n_plan), dtype=torch.int32, device=device)
+        counts = old[1] if old[1] is not None and old[1].numel() >= n_counts else \
+            torch.empty(next_pow2(n_counts), dtype=torch.int32, device=device)
+        pair = _PLANS[key] = (plan, counts)
+    return pair
+
+
+def release_plan_buffers() -> None:
+    """Drop the cached plan tables and the encoded tensor maps."""
+    _PLANS.clear()
+    _DESCS.clear()
+
+
+class _Handle:
+    """A compiled Gluon kernel launched past the JIT: the launcher module's own ``launch`` (the
+    C function Triton generates for the kernel's signature), each tensor descriptor passed as its
+    encoded tensor map. Triton's launcher encodes a ``TensorDescriptor`` argument into a
+    CUtensorMap (``cuTensorMapEncodeTiled``) on every launch; the map depends only on the base
+    address, shape, strides, dtype, box and swizzle, so one encoded per such tuple (``_DESCS``)
+    is reused: the same inputs give the same bytes, whichever tensor now owns the address."""
+
+    __slots__ = ("compiled", "launch", "function", "packed", "coop", "pdl", "metas")
+
+    @staticmethod
+    def make(compiled, desc_pos: tuple):
+        """The handle of ``compiled``, or None where this Triton does not expose what the fast
+        launch needs (then every launch goes through the JIT)."""
+        try:
+            run = compiled.run
+            fn = run.launch
+            if getattr(fn, "__code__", None) is not None:  # wrap_handle_tensordesc's closure
+                cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
+                fn = cells["launcher"].cell_contents
+            if getattr(fn, "__code__", None) is not None or run.global_scratch_size or run.profile_scratch_size:
+                return None
+            metas = tuple(getattr(compiled.metadata, "tensordesc_meta", None) or ())
+            if len(metas) != len(desc_pos) or any(m is None for m in metas):
+                return None
+            h = _Handle()
+            h.compiled, h.launch, h.function, h.packed = compiled, fn, compiled.function, compiled.packed_metadata
+            h.coop, h.pdl, h.metas = run.launch_cooperative_grid, run.launch_pdl, metas
+            return h
+        except (AttributeError, KeyError, TypeError, ImportError):
+            return None
+
+
+def _encoded(t, rows: int, cols: int, block_rows: int, block_cols: int, meta):
+    """[tensor map, rows, cols, cols, 1]: t (contiguous) as a [rows, cols] matrix, box
+    [block_rows, block_cols], as Triton's launcher encodes it (``make_tensordesc_arg``)."""
+    key = (t.data_ptr(), rows, cols, t.dtype, block_rows, block_cols, meta["swizzle"], meta["elem_type"],
+           tuple(meta["block_size"]))
+    enc = _DESCS.get(key)
+    if enc is None:
+        from triton.backends.nvidia.driver import make_tensordesc_arg
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        gdt = gl.bfloat16 if str(t.dtype) == "torch.bfloat16" else gl.float16
+        lay = gl.NVMMASharedLayout.get_default_for([block_rows, block_cols], gdt)
+        enc = tuple(make_tensordesc_arg(TensorDescriptor(t, [rows, cols], [cols, 1], [block_rows, block_cols], lay),
+                                        meta))
+        if len(_DESCS) >= _DESCS_MAX:
+            _DESCS.pop(next(iter(_DESCS)))  # the oldest
+        _DESCS[key] = enc
+    return enc
 
 
 def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets, ws, cnt, *, scale, inv_n,
                  programs, dp, dp_spare, min_chunk, uniform, page, block_m=128, block_n=32, sk=3, sv=3, qb=2,
                  pwarps=4, cregs=232, pregs=40, inplan=1, stage=1, tma=2):
     """Run the Gluon persistent cached kernel (inplan=0: after the planner kernel); returns its
-    handle, or None when the plan table would be too large (the caller then runs the Triton
-    kernel). ``cnt`` holds two counters per item (one per consumer warpgroup). stage: outputs
-    through shared memory. tma: what the producer copies by TMA (0: nothing, cp.async only; 1: the
-    unmasked cached tiles; 2: and q; where those tensors are contiguous)."""
+    compiled kernel, or None when the plan table would be too large (the caller then runs the
+    Triton kernel). ``cnt`` holds two counters per item (one per consumer warpgroup). stage:
+    outputs through shared memory. tma: what the producer copies by TMA (0: nothing, cp.async
+    only; 1: the unmasked cached tiles; 2: and q; where those tensors are contiguous).
+
+    The first launch of a specialisation goes through the JIT (compiling if needed); later ones
+    launch the compiled kernel directly (``_Handle``) with the tensor maps encoded once per
+    tensor layout, the plan table reused per stream (``_plan_buffers``): no host sync, no
+    per-call allocation."""
     import torch
 
     L, H, D = q.shape
@@ -812,11 +914,11 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
     P = programs
     if P * items * NF * 4 > _PLAN_BYTES_MAX:
         return None
-    plan = torch.empty(P * items * NF, dtype=torch.int32, device=q.device)
-    plan_n = torch.empty(P, dtype=torch.int32, device=q.device)
+    plan, plan_n = _plan_buffers(q.device, P * items * NF, P)
     nt = num_targets if num_targets is not None else seq_offsets
-    bpow = triton.next_power_of_2(B + 1)
-    tpow = triton.next_power_of_2(triton.cdiv(L, block_m) + 1)
+    has_t = num_targets is not None
+    bpow = next_pow2(B + 1)
+    tpow = next_pow2(cdiv(L, block_m) + 1)
     inplan = bool(inplan)
     chk = None
     if inplan and PLAN_CHECK is not None:
@@ -828,31 +930,79 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
         # the planner kernel (PLAN_CHECK: into tables of its own, to compare)
         pl, pn = (plan, plan_n) if chk is None else chk
         _sk_plan_kernel[(P,)](seq_offsets, cache_lens, nt, pl, pn, B, min_chunk, dp_spare, items,
-                              H=H, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None,
+                              H=H, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=has_t,
                               BPOW=bpow, TPOW=tpow, DP=dp, UNIFORM=uniform, num_warps=4)
     # TMA reads the tensors as matrices [rows, H * D]: the caches [pages * page, H * D] (level 1),
     # q [L, H * D] (level 2); where they are not contiguous, the level below
     tma = min(int(tma), 2) if kc.is_contiguous() and vc.is_contiguous() else 0
     if tma == 2 and not q.is_contiguous():
         tma = 1
-    kd, vd, qd = kc, vc, q
-    if tma:
+    desc_pos = (5, 6, 7) if tma == 2 else (5, 6) if tma else ()
+    consts = (D, page, block_m, block_n, has_t, sk, sv, pwarps, cregs, pregs, qb, H, bpow, tpow, bool(dp),
+              inplan, bool(stage), tma, 4)
+    # the kernel's pointer and integer arguments (its parameters in order: Q, K, V, KC, VC, the three
+    # descriptors, PT, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS, the strides, WS, CNT, PLAN, PLAN_N,
+    # MAXPC, scale, inv_n, nseq, min_chunk, dp_spare)
+    tens = (q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, nt, ws, cnt, plan, plan_n)
+    ints = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0),
+            out.stride(1), kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2),
+            pt.stride(0), items, B, min_chunk, dp_spare)
+    ptrs = [t.data_ptr() for t in tens]
+    # what the JIT specialises on (see _launch.spec): each tensor's dtype and alignment (here its
+    # address mod 16: a finer key, the same kernels), each integer's width, == 1 and % 16 == 0
+    key = (q.get_device(), consts, tuple([t.dtype for t in tens]), tuple([x & 15 for x in ptrs]),
+           tuple([(-(2**31) <= x < 2**31, x == 1, x % 16 == 0) for x in ints]))
+    h = _HANDLES.get(key)
+    if h is not None and not (_RT.launch_enter_hook.calls or _RT.launch_exit_hook.calls) \
+            and vc.is_cuda and pt.is_cuda and cache_lens.is_cuda and out.is_cuda:
+        # pointers passed as integers (the launcher's checks of tensor arguments skipped: q, k, v,
+        # the K cache, the offsets and targets are checked on one device by the public API, the
+        # other tensors just above or allocated here)
+        p = ptrs
+        kd = vd = qd = ()
+        if tma:
+            m = h.metas
+            kd = _encoded(kc, kc.shape[0] * kc.shape[1], H * D, block_n, D, m[0])
+            vd = _encoded(vc, vc.shape[0] * vc.shape[1], H * D, block_n, D, m[1])
+            qd = _encoded(q, L, H * D, block_m, D, m[2]) if tma == 2 else (p[0],)
+        else:
+            kd, vd, qd = (p[3],), (p[4],), (p[0],)
+        h.launch(P, 1, 1, torch._C._cuda_getCurrentRawStream(key[0]), h.function, h.coop, h.pdl, None, None,
+                 h.packed, None, None, None, p[0], p[1], p[2], p[3], p[4], *kd, *vd, *qd, p[5], p[6], p[7], p[8],
+                 p[9], *ints[:15], p[10], p[11], p[12], p[13], items, scale, inv_n, B, min_chunk, dp_spare, *consts)
+        return h.compiled
+    args = [q, k, v, kc, vc, kc, vc, q, pt, cache_lens, out, seq_offsets, nt, *ints[:15], ws, cnt, plan, plan_n,
+            items, scale, inv_n, B, min_chunk, dp_spare]
+    if desc_pos:
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-        def desc(t, rows, block_rows):
-            lay = gl.NVMMASharedLayout.get_default_for([block_rows, D], gdt)
-            return TensorDescriptor(t, [rows, H * D], [H * D, 1], [block_rows, D], lay)
-
         gdt = gl.bfloat16 if q.dtype == torch.bfloat16 else gl.float16
-        kd = desc(kc, kc.shape[0] * kc.shape[1], block_n)
-        vd = desc(vc, vc.shape[0] * vc.shape[1], block_n)
-        if tma >= 2:
-            qd = desc(q, L, block_m)
-    return _hstu_cached_gl_kernel[(P,)](
-        q, k, v, kc, vc, kd, vd, qd, pt, cache_lens, out, seq_offsets, nt,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
-        kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2), pt.stride(0),
-        ws, cnt, plan, plan_n, items, scale, inv_n, B, min_chunk, dp_spare,
-        D=D, PAGE=page, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=num_targets is not None, SK=sk, SV=sv,
-        PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, H=H, BPOW=bpow, TPOW=tpow, DP=dp,
+        mats = ((kc, kc.shape[0] * kc.shape[1], block_n), (vc, vc.shape[0] * vc.shape[1], block_n), (q, L, block_m))
+        for i in desc_pos:
+            t, rows, br = mats[i - 5]
+            lay = gl.NVMMASharedLayout.get_default_for([br, D], gdt)
+            args[i] = TensorDescriptor(t, [rows, H * D], [H * D, 1], [br, D], lay)
+    compiled = _hstu_cached_gl_kernel[(P,)](
+        *args, D=D, PAGE=page, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=has_t, SK=sk, SV=sv,
+        PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, H=H, BPOW=bpow, TPOW=tpow, DP=bool(dp),
         INPLAN=inplan, STAGE=bool(stage), TMA=tma, num_warps=4)
+    if key not in _HANDLES and compiled is not None and _signature_ok(compiled) and _RT is not None:
+        _HANDLES[key] = _Handle.make(compiled, desc_pos)
+    return compiled
+
+
+_CONSTS = ("D", "PAGE", "BLOCK_M", "BLOCK_N", "HAS_TARGETS", "SK", "SV", "PWARPS", "CREGS", "PREGS", "QB", "H", "BPOW",
+           "TPOW", "DP", "INPLAN", "STAGE", "TMA", "num_warps")  # launch_gluon's consts, in order
+_N_ARGS = 38  # launch_gluon's args
+
+
+def _signature_ok(compiled) -> bool:
+    """Whether the kernel's parameters are launch_gluon's args then its consts, in that order
+    (the handle passes them positionally, the launcher parsing the consts and ignoring them)."""
+    try:
+        names = list(compiled.src.signature)
+        const = [p.name for p in _hstu_cached_gl_kernel.params if p.is_constexpr]
+        plain = [p for p in _hstu_cached_gl_kernel.params if not p.is_constexpr]
+    except AttributeError:
+        return False
+    return len(plain) == _N_ARGS and tuple(const) == _CONSTS and names[_N_ARGS:] == list(_CONSTS)

@@ -57,3 +57,13 @@ def launch(kernel, handles: dict, grid: tuple, args: tuple, consts: dict, option
             and _signature_ok(kernel, len(args), consts)):
         handles[key] = compiled
     return compiled
+
+
+def cdiv(a: int, b: int) -> int:
+    """``triton.cdiv`` for host ints: that one is a JIT function, a few microseconds a call."""
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    """``triton.next_power_of_2`` for host ints (n >= 0), without its JIT-call overhead."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0

@@ -187,6 +187,10 @@ def hstu_attention_cached(
 
     Returns:
         [L_new, H, d_v]: the new tokens' rows of :func:`hstu_attention` over the full sequences.
+
+    On an sm_90 GPU (H100, H200) in bf16 or fp16 with the default mask (no contextual tokens,
+    no attention window) and the default tiles, the kernel is a warp-specialized Gluon version
+    (TMA copies, Triton >= 3.6); elsewhere the Triton kernel.
     """
     from .cache import check_cache, check_cache_values
     from .reference import hstu_attention_cached_reference

@@ -1163,6 +1163,35 @@ def test_gpu_cached_gluon_matches_reference(cfg, d, dtype):
             assert _rel(out, ref) < TOL[dtype]
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not _gluon_sm90(), reason="needs an sm_90 GPU and triton.experimental.gluon")
+def test_gpu_cached_default_is_gluon_and_gluon_false_is_triton():
+    """On sm_90 in bf16 the default call runs the Gluon kernel, ``GLUON: False`` the Triton
+    kernel, the same result; a default call after them reuses the Gluon kernel's launch handle
+    (same plan table, same encoded tensor maps) and is still right after the caches change."""
+    from tracekit.kernels import _cached, _cached_gluon
+
+    g = _gen()
+    H, d, dtype = 4, 128, torch.bfloat16
+    hist, new = [70, 0, 301, 33], [150, 40, 1, 90]
+    N = 512
+    for rnd in range(2):
+        kh, vh = (_rand(g, sum(hist), H, d, dtype=dtype) for _ in range(2))
+        q, k, v = (_rand(g, sum(new), H, d, dtype=dtype) for _ in range(3))
+        cache = build_paged_kv_cache(kh, vh, _offsets(hist), max_len=N, generator=g)
+        off = _offsets(new)
+        c64 = PagedKVCache(cache.k_cache.double(), cache.v_cache.double(), cache.page_table, cache.cache_lens)
+        ref = hstu_attention_cached_reference(*_d64(q, k, v), off, c64, max_seq_len=N, alpha=0.3)
+        for name, cfg in (("default", None), ("triton", {"GLUON": False}), ("again", None)):
+            out = _poison(sum(new), H, d, dtype)
+            _cached.hstu_cached_fwd(q, k, v, off, cache, max_seq_len=N, alpha=0.3, num_targets=None,
+                                    contextual_seq_len=0, max_attn_len=0, config=cfg, out=out)
+            kind = "gl_kernel" if name != "triton" else "sk_kernel"
+            assert kind in _cached.LAST_KERNEL.name, (rnd, name, _cached.LAST_KERNEL.name)
+            assert _rel(out, ref) < TOL[dtype], (rnd, name)
+    assert _cached_gluon._HANDLES and any(h is not None for h in _cached_gluon._HANDLES.values())
+
+
 @pytest.mark.skipif(HAS_CUDA, reason="the planner kernel under the interpreter (CPU)")
 @pytest.mark.parametrize(("B", "n", "H", "targets", "programs", "dp"), [
     (13, 100, 1, 0, 1, False),  # 26 pieces on one program: the former bound held 24
@@ -1191,6 +1220,15 @@ def test_cached_gluon_plan_has_room_for_every_piece(B, n, H, targets, programs, 
     assert 0 < int(counts.max()) <= G.max_pieces(L, B, H, 128)
     if (B, n, programs) == (13, 100, 1):
         assert int(counts.max()) > H * (triton.cdiv(L, 128) + B)  # (what the former bound missed)
+
+
+def test_cached_gluon_default_on_cuda_only():
+    """The Gluon kernel is the CUDA default (where it can run: _cached_gluon.usable); the CPU
+    (interpreter) configuration does not ask for it."""
+    from tracekit.kernels import _cached
+
+    assert _cached.default_config(256, 256, "cuda")["GLUON"] is True
+    assert not _cached.default_config(256, 256, "cpu").get("GLUON", False)
 
 
 def test_cached_gluon_option_falls_back_off_the_gpu():

@@ -114,9 +114,9 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
 "Regressed" is the direction of harm: more time, more instances, more calls; less
 throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` or
 ``removed`` with its time; a sweep point whose capture failed in the new sweep (every run of
-it not ok) is ``regressed`` (in the base sweep: ``improved``), with the error in the note. The note says why a verdict was held back ("within
-threshold", "not significant (p=0.31)", "host-timed, not judged", "immaterial") and how
-the key was matched.
+it not ok) is ``regressed`` (in the base sweep: ``improved``), with the error in the note.
+The note says why a verdict was held back ("within threshold", "not significant (p=0.31)",
+"host-timed, not judged", "immaterial") and how the key was matched.
 
 Intervals (delta_pct_low, delta_pct_high): for medians, the difference of the two
 medians' 95 % distribution-free intervals (order statistics; conservative); for totals,
@@ -126,9 +126,10 @@ counterpart (the launches' spread where the two reports have different counts).
 
 Setup: where the two sides' captures differ in what ``SETUP`` lists (tracekit capture's
 parameters, GPU, software versions, code commit, settings such as TRACEKIT_TILES, the
-workload, an nsys export's --cuda-graph-trace), ``diff`` warns once (``CaptureWarning``) with what differs; a value one side did
-not record is not compared, but where both recorded their settings a variable one of them
-did not set reads ``(unset)`` and no tiles file ``(none: the built-in tiles)``.
+workload, an nsys export's --cuda-graph-trace), ``diff`` warns once (``CaptureWarning``)
+with what differs; a value one side did not record is not compared, but where both recorded
+their settings a variable one of them did not set reads ``(unset)`` and no tiles file
+``(none: the built-in tiles)``.
 
 Kernel matching: by exact demangled name first. Kernels left without a namesake in the
 other run are then matched by their place in the program (the NVTX path of the range
@@ -274,8 +275,9 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     path = Path(text)
     if _is_file(text):
         if os.sep not in text and con.execute("SELECT 1 FROM runs WHERE name = ? LIMIT 1", [text]).fetchall():
-            warnings.warn(CaptureWarning(f"diff: {text!r} is both a file here and a run's name in {tk.path}: "
-                                         f"the file is compared (write ./{text} for the file, the run's id for the run)"), stacklevel=3)
+            warnings.warn(CaptureWarning(
+                f"diff: {text!r} is both a file here and a run's name in {tk.path}: the file is compared "
+                f"(write ./{text} for the file, the run's id for the run)"), stacklevel=3)
         if tk.read_only:
             raise QueryError(f"{path}: a file to compare is ingested first, and {tk.path} is open read-only; "
                              f"ingest it (tracekit --db {tk.path} ingest {path}) and compare its run")

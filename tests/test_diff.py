@@ -679,8 +679,8 @@ def test_a_file_named_as_a_run_is_compared_and_said(tmp_path, monkeypatch):
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(NCU_PAIR / "base", name="base")
         tk.ingest(NCU_PAIR / "base_again", name="base_again")
-        with pytest.warns(CaptureWarning, match=r"'base' is both a file here and a run's name in .*: the file is "
-                                                r"compared \(write \./base for the file, the run's id for the run\)"):
+        with pytest.warns(CaptureWarning, match=r"'base' is both a file here and the name of run 1 in .*: the file "
+                                                r"is compared \(write \./base for the file, 1 for the run\)"):
             df = tk.diff("base", "base_again")
         assert df.filter(pl.col("verdict") == "improved").height > 0  # (half_sms against base_again)
         with warnings.catch_warnings(record=True) as caught:
@@ -998,6 +998,25 @@ def test_a_run_folder_is_its_own_point_and_a_run_id_its_sweep(tmp_path, capsys):
     assert len(said) == 1 and "attention" in said[0] and "nc 128 -> 512" not in said[0], said
 
 
+def test_a_sweep_run_against_a_point_of_its_own_sweep_is_an_error_either_way(tmp_path, capsys):
+    """A run of sweep a (by id: it names the sweep) against another point of a given as its
+    run folder: the sweep against one of its own points means nothing; the same error whether
+    the folder is in the store yet or not (it was compared as the whole sweep once ingested)."""
+    p1, p2 = sorted((SWEEP_PAIR / "a" / "runs").glob("*-bs1-*"))
+    db = str(tmp_path / "p.duckdb")
+    assert cli_main(["--db", db, "ingest", str(p1)]) == 0
+    for _ in range(2):
+        capsys.readouterr()
+        assert cli_main(["--db", db, "diff", "1", str(p2)]) == 2
+        assert "belong to sweep" in capsys.readouterr().err
+        assert cli_main(["--db", db, "ingest", str(p2)]) == 0
+    # two run folders of one sweep: two points compared
+    capsys.readouterr()
+    assert cli_main(["--db", db, "diff", str(p1), str(p2), "-f", "csv"]) == 0
+    assert pl.read_csv(io.StringIO(capsys.readouterr().out))["key"].unique().to_list() == \
+        ["bs=1,nc=128 -> bs=1,nc=512"]
+
+
 def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
     """sweep_pair/b with its bs=1,nc=512 point's capture marked failed (as `tracekit sweep`
     records a point that crashed): against sweep a that point is regressed, not 'removed' (a
@@ -1020,7 +1039,20 @@ def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
         back = tk.diff(_sweep_id("b"), _sweep_id("a"))
     assert set(back.filter(pl.col("key") == "bs=1,nc=512")["verdict"]) == {"improved"}
     assert D.moved(back) == ["Request latency: bs=1,nc=512 (its capture failed in the base sweep, improved) "
-                             "(1 of 4 shared points changed)"]
+                             "(0 of 3 shared points changed; 1 failed on one side)"]
+    chart = charts.diff(charts.diff_rows(back)).to_dict()
+    assert "not drawn (its capture failed on one side): bs=1,nc=512" in chart["title"]["subtitle"]
+    # the same point failed in both sweeps: said, not left out
+    a_failed = tmp_path / "a_failed"
+    shutil.copytree(SWEEP_PAIR / "a", a_failed)
+    (point_a,) = (a_failed / "runs").glob("*-bs1-nc512-*")
+    meta = json.loads((point_a / "meta.json").read_text())
+    meta.update(status="failed", error="killed")
+    (point_a / "meta.json").write_text(json.dumps(meta))
+    with tracekit.open(tmp_path / "both.duckdb") as tk:
+        both = tk.diff(a_failed, folder)
+    rows = both.filter(pl.col("key") == "bs=1,nc=512")
+    assert rows["verdict"].to_list() == ["unchanged"] * 2 and set(rows["note"]) == {"its capture failed in both sweeps"}
 
 
 def test_captures_of_other_graph_trace_modes_warn(tmp_path):
@@ -1445,6 +1477,29 @@ def test_one_kernel_at_three_sizes_slower_at_each_is_regressed(shapes, capsys):
     assert set(df["verdict"]) == {"unchanged", "regressed"}
     assert cli_main(["--db", str(shapes.path), "diff", "a", "slow", "--gate"]) == 1
     capsys.readouterr()
+
+
+def test_a_report_of_fewer_launches_is_no_change_of_the_total(tmp_path, capsys):
+    """ncu_shapes_a against _a_again with three of its six launches taken out (as a report of
+    another --launch-count or kernel filter): the launches' sum is over other launches, not
+    judged; the gate passes. And a launch compared launch by launch is judged the same either
+    way round (its noise sized by the shorter of the two)."""
+    db = tmp_path / "fewer.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(SHAPES["a"] / "report.ncu-rep.xz", name="a")
+        tk.ingest(SHAPES["a_again"] / "report.ncu-rep.xz", name="a_again")
+        for t in ("ncu_kernels", "ncu_metrics"):
+            tk.con.execute(f"DELETE FROM {t} WHERE run_id = 2 AND kernel_id >= 3")
+        df = tk.diff("a", "a_again")
+    by = {r["metric"]: r for r in df.iter_rows(named=True)}
+    assert (by["launches"]["base"], by["launches"]["new"]) == (6, 3)
+    total = by["launch_total_ns"]
+    assert total["verdict"] == "unchanged" and total["delta_pct"] < -40
+    assert total["note"].endswith("launches 6 -> 3: a sum over other launches, not judged")
+    assert set(df["verdict"]) == {"unchanged"} and D.moved(df) == []
+    assert cli_main(["--db", str(db), "diff", "a_again", "a", "--gate"]) == 0
+    capsys.readouterr()
+    assert D._paired_total([(10_000.0, 10_820.0)], 5.0)[0] == D._paired_total([(10_820.0, 10_000.0)], 5.0)[0]
 
 
 @pytest.mark.parametrize("base, new", [("a", "a_again"), ("a_again", "a")])

@@ -857,6 +857,9 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     if one_side.height:
         parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]
         subtitle.append("not drawn (in one run only): " + ", ".join(parts))
+    failed = df.filter(pl.col("verdict").is_in(["regressed", "improved"]) & pl.col("delta_pct").is_null())
+    if failed.height:  # (a sweep point whose capture failed on one side: no change to draw)
+        subtitle.append(f"not drawn (its capture failed on one side): {', '.join(failed['key'].unique().sort())}")
     if not rows:
         return (alt.Chart(_data([{"t": "no key changed"}])).mark_text(size=16).encode(text="t:N")
                 .properties(title=alt.Title("Largest changes", subtitle=subtitle), width=WIDTH, height=120))

@@ -619,7 +619,7 @@ def diff_cmd(
     _check_format(fmt, out)
     cols = _columns(columns)
     if cols is not None and fmt == "table":  # the file formats' names of the table's columns: the same ones
-        cols = [{"delta_pct": "delta", "p_value": "p"}.get(c, c) for c in cols]
+        cols = list(dict.fromkeys({"delta_pct": "delta", "p_value": "p"}.get(c, c) for c in cols))
     if cols is not None:  # the columns of the table (values in human units) or of the file formats
         import polars as pl
 

@@ -274,17 +274,16 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         raise QueryError("diff: an empty run reference; give a run id, name, sweep id or file")
     path = Path(text)
     if _is_file(text):
-        if os.sep not in text and con.execute("SELECT 1 FROM runs WHERE name = ? LIMIT 1", [text]).fetchall():
-            warnings.warn(CaptureWarning(
-                f"diff: {text!r} is both a file here and a run's name in {tk.path}: the file is compared "
-                f"(write ./{text} for the file, the run's id for the run)"), stacklevel=3)
+        # a bare name that is also a run's (another run than the file's): which one is meant?
+        namesake = con.execute("SELECT max(run_id) FROM runs WHERE name = ?", [text]).fetchone()[0] \
+            if os.sep not in text else None
         if tk.read_only:
             raise QueryError(f"{path}: a file to compare is ingested first, and {tk.path} is open read-only; "
                              f"ingest it (tracekit --db {tk.path} ingest {path}) and compare its run")
         def before_write(kind: str, params: dict, name: str) -> None:
             if check is not None:
                 check(Side(text, 0, name, set(kind.split(",")), (params or {}).get("sweep"), pending=True,
-                           tool=(params or {}).get("tool")))
+                           tool=(params or {}).get("tool"), own_point=True))
 
         from .ingest import run_folders
 
@@ -294,6 +293,10 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         res = tk.ingest(points[0], check=before_write)  # (a folder holding one run folder: that run)
         # a new run, not committed while the comparison runs: the file names it
         ingested = not res.skipped and getattr(tk, "_one_transaction", False)
+        if namesake is not None and namesake != res.run_id:
+            warnings.warn(CaptureWarning(
+                f"diff: {text!r} is both a file here and the name of run {namesake} in {tk.path}: the file is "
+                f"compared (write ./{text} for the file, {namesake} for the run)"), stacklevel=3)
         ref, text = (text if ingested else str(res.run_id)), str(res.run_id)
         own = True
     else:
@@ -398,8 +401,8 @@ def _not_one_sweep(base: Side, new: Side, scopes: list[str], asked: bool) -> lis
     """The sweep scope compares two sweeps point by point; where both sides name one sweep
     (any run of a sweep names it) it would compare that sweep with itself: an error where
     it is the only scope or was asked for, else left out."""
-    if "sweep" not in scopes or base.sweep != new.sweep or base.sweep is None or base.lone_point or new.lone_point:
-        return scopes  # (a run folder given by its path is its own point: two points of one sweep compare)
+    if "sweep" not in scopes or base.sweep != new.sweep or base.sweep is None or (base.lone_point and new.lone_point):
+        return scopes  # (run folders given by their paths are their own points: two points of one sweep compare)
     rest = [s for s in scopes if s != "sweep"]
     if asked or not rest:
         both = "both sides" if base.run_id is None or new.run_id is None or base.pending or new.pending else \
@@ -579,7 +582,7 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                 real = p is not None and p < ALPHA
                 verdict, note = _judge(b, n, pct_limit, direction, real, p_note, within)
                 if verdict in ("regressed", "improved") and scope != "sweep" and count_pct is not None \
-                        and abs(count_pct) > pct_limit:
+                        and abs(count_pct) > threshold:
                     # another number of instances under one key is another mix of them (a kernel
                     # launched at two sizes, one of them twice as often): its median moves with the
                     # mix; the count and the total say what changed
@@ -982,8 +985,13 @@ def _paired_total(pairs: list[tuple[float, float]], threshold: float) -> tuple[b
     way, or, from SIGN_MIN of them, pass a sign test (p < ALPHA) the way the sum went. Some
     launches of a kernel twice as long and the others unchanged move its total, where
     the median launch does not move."""
-    steps = [0.0 if abs(y - x) <= max(threshold, 100 * NCU_NOISE_NS / x + NCU_NOISE_PCT) / 100 * abs(x) else y - x
-             for x, y in pairs if x > 0]
+    def step(x: float, y: float) -> float:  # (sized by the shorter launch: the same either way round)
+        low = min(x, y)
+        if low <= 0:
+            return y - x
+        return 0.0 if abs(y - x) <= max(threshold, 100 * NCU_NOISE_NS / low + NCU_NOISE_PCT) / 100 * low else y - x
+
+    steps = [step(x, y) for x, y in pairs]
     up, down = sum(d > 0 for d in steps), sum(d < 0 for d in steps)
     change = sum(y for _, y in pairs) - sum(x for x, _ in pairs)
     if not up and not down:
@@ -1045,6 +1053,7 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
         stalled.sort(key=lambda c: -max(x[c] or 0 for x in (*lb_, *ln_)))  # the largest stall first
         timed = "unchanged"  # the launches' time's verdict (NCU_TIME), or "clock" where the clock moved it
         faster = False
+        timed_both = all(any(x["duration_ns"] is not None for x in side) for side in (lb_, ln_))
         for i, (metric, col, direction) in enumerate([*NCU_METRICS, *((c, c, 0) for c in stalled)]):
             if metric == "launches":
                 vb, vn = [1.0] * len(lb_), [1.0] * len(ln_)
@@ -1082,15 +1091,14 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                 # same noise summed over the launches (the shorter side's, the same either way round)
                 limit_pct = max(threshold, round(100 * NCU_NOISE_NS / (min(b, n) / max(len(vb), len(vn)))
                                                  + NCU_NOISE_PCT, 1)) if min(b, n) > 0 else threshold
-                if pairs:
+                if len(pairs) == len(vb) == len(vn):
                     real, held = _paired_total(pairs, threshold)
-                else:
-                    count_pct = _pct(len(vn) - len(vb), len(vb))
-                    real = (count_pct is not None and abs(count_pct) > threshold) \
-                        or min(vn) > max(vb) or max(vn) < min(vb)
-                    held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
-                within = "threshold" if limit_pct == threshold else f"ncu's noise for {len(vb)} launches"
-                verdict, note = _judge(b, n, limit_pct, direction, real, held, within)
+                    within = "threshold" if limit_pct == threshold else \
+                        f"ncu's noise for {len(vb)} launch{'' if len(vb) == 1 else 'es'}"
+                    verdict, note = _judge(b, n, limit_pct, direction, real, held, within)
+                else:  # another number of launches profiled (ncu's filters, --launch-count): no sum to judge
+                    verdict, note = "unchanged", "identical" if b == n else \
+                        f"launches {len(vb)} -> {len(vn)}: a sum over other launches, not judged"
             elif col in NCU_CLOCK_NOTES:  # a launch's clock and cycles: shown, never judged
                 verdict, note = "unchanged", "identical" if b == n else NCU_CLOCK_NOTES[col]
             else:
@@ -1120,13 +1128,17 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                     if clock:
                         timed, faster = "clock", n < b
                         verdict, note = "unchanged", clock
-                    elif timed == "unchanged":
+                    else:  # (the total moved the other way from a clock-held duration: its own verdict stands)
                         timed = verdict
             elif verdict != "unchanged" and col not in NCU_EXACT:
-                if timed == "clock" and verdict == ("improved" if faster else "regressed"):
+                if not timed_both:  # (one report has no durations: nothing to read a rate against)
+                    verdict, note = "unchanged", "differs; a report without the launches' durations: not judged"
+                elif timed == "clock" and verdict == ("improved" if faster else "regressed"):
                     # a rate that follows the time (FLOP/s, DRAM throughput) moved with the clock too
                     verdict, note = "unchanged", f"{CLOCK_NOTE}, as the duration did"
-                elif timed in ("unchanged", "clock"):
+                elif timed == "clock":
+                    verdict, note = "unchanged", f"differs; the launches' time {CLOCK_NOTE}: not judged"
+                elif timed == "unchanged":
                     # the launches took as long: how they used the GPU changed, not what it cost
                     verdict, note = "unchanged", "differs; the launches' time did not move: not judged"
                 elif verdict != timed:
@@ -1175,6 +1187,13 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
             rows += one
         else:
             rows += _stat_rows("sweep", r["key"], r, metrics, threshold, reqs, effect)
+    # a point whose capture failed in both sweeps: no latency either side, said rather than left out
+    seen = set(df["key"].to_list())
+    both = set(_failed_points(con, base)) & set(_failed_points(con, new))
+    for key in sorted(both - seen):
+        for i, (metric, _kind, _direction) in enumerate(metrics):
+            rows.append(_Row("sweep", key, metric, None, None, "unchanged", None,
+                             "its capture failed in both sweeps", order=i))
     return rows
 
 
@@ -1538,10 +1557,14 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
                      f"{CLOCK_NOTE}{' ' + clocks[0] if len(set(clocks)) == 1 else ''} in as many cycles: "
                      "the clock, not the code (not judged)")
     points = df.filter(pl.col("scope") == "sweep")
-    shared = points.filter(~pl.col("verdict").is_in(["added", "removed"]))["key"].unique().to_list()
+    # a point whose capture failed on a side has no value there (_sweep_scope): not a shared point
+    failed = set(points.filter(~pl.col("verdict").is_in(["added", "removed"])
+                               & (pl.col("base").is_null() | pl.col("new").is_null()))["key"].to_list())
+    shared = [k for k in points.filter(~pl.col("verdict").is_in(["added", "removed"]))["key"].unique().to_list()
+              if k not in failed]
     judged = {}
     for r in changed.filter(pl.col("scope") == "sweep").iter_rows(named=True):
-        if r["key"] in shared:
+        if r["key"] in shared or r["key"] in failed:
             judged.setdefault(r["key"], []).append(r)
     if judged:
         order = sorted(judged, key=lambda k: -max(abs(val(r["delta_pct"]) or 0) for r in judged[k]))[:top]
@@ -1556,7 +1579,9 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         parts = [part(k) for k in order]
         alone = {side: points.filter(pl.col("verdict") == v)["key"].n_unique()
                  for side, v in (("base", "removed"), ("new", "added"))}
-        counts = [f"{len(judged)} of {len(shared)} shared points changed"] if len(shared) > 1 else []
+        moved_shared = sum(k in shared for k in judged)
+        counts = [f"{moved_shared} of {len(shared)} shared points changed"] if len(shared) > 1 else []
+        counts += [f"{n} failed on one side" for n in [sum(k in failed for k in judged)] if n]
         counts += [f"{n} only in the {side}" for side, n in alone.items() if n]
         lines.append("Request latency: " + "; ".join(parts) + (f" ({'; '.join(counts)})" if counts else ""))
     return lines

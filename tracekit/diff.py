@@ -91,8 +91,9 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   them, pass a sign test (p < ALPHA): launches of one kernel at several sizes overlap before and after
   even when each got slower (tests/data/ncu_shapes_a/_slow: +13 to +35 % at every size,
   ranges 2.5-44.8 us against 3.1-57.3 us). The launches' summed duration (``launch_total_ns``)
-  is judged launch by launch against ncu's noise at each launch's own duration (or the
-  threshold), beyond that noise summed: some launches of a kernel twice as long move its
+  is judged launch by launch against ncu's noise at each launch's own duration (the shorter of
+  the pair's; or the threshold), beyond that noise summed, where both reports have as many
+  launches (else it is a sum over other launches: ncu's filters, --launch-count): some launches of a kernel twice as long move its
   total where its median launch stays put (``_paired_total``). A rate (throughput, FLOP/s, %
   of roof, achieved occupancy) is judged only with the launches' time: where their duration
   and total did not move it is shown, not judged (tests/data/ncu_diff_a/_b: occupancy 84 ->

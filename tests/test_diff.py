@@ -1499,6 +1499,12 @@ def test_a_report_of_fewer_launches_is_no_change_of_the_total(tmp_path, capsys):
     assert set(df["verdict"]) == {"unchanged"} and D.moved(df) == []
     assert cli_main(["--db", str(db), "diff", "a_again", "a", "--gate"]) == 0
     capsys.readouterr()
+    # a median that moved (here forced, the rows edited): what moved says the median, not the sums
+    row = {**by["duration_ns"], "new": by["duration_ns"]["base"] * 1.5, "verdict": "regressed"}
+    row.update(delta=row["new"] - row["base"], delta_pct=50.0)
+    edited = df.filter(pl.col("metric") != "duration_ns").vstack(pl.DataFrame([row], schema=D.SCHEMA))
+    assert D.moved(edited) == [f"ncu shapes_kernel, 6 -> 3 launches: the median launch "
+                               f"+{row['delta'] / 1e3:,.3f} µs (+50.0 %, regressed)"]
     assert D._paired_total([(10_000.0, 10_820.0)], 5.0)[0] == D._paired_total([(10_820.0, 10_000.0)], 5.0)[0]
 
 

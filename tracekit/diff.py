@@ -1540,11 +1540,15 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         if kinds in (["added"], ["removed"]):
             lines.append(f"ncu {label[name]}, {launches(m)}: {kinds[0]}")
             continue
+        medians = m.get("duration_ns", [])
+        if any(val(r["base"]) != val(r["new"]) for r in m.get("launches", [])):
+            # other numbers of launches profiled: their sums differ by that; the median launch moved
+            lines.append(f"ncu {label[name]}, {launches(m)}: the median launch {durations(medians, kinds)}")
+            continue
         totals = m.get("launch_total_ns", [])
         base = sum(val(r["base"]) or 0 for r in totals)
         total = sum(delta(r) for r in totals)
         pct = [f"{100 * total / base:+.1f} %"] if base else []
-        medians = m.get("duration_ns", [])
         per = "unchanged" if all(delta(r) == 0 for r in medians) else durations(medians, []).partition(" (")[0]
         single = all(val(r["base"]) in (None, 1.0) and val(r["new"]) in (None, 1.0) for r in m.get("launches", []))
         lines.append(f"ncu {label[name]}, {launches(m)}: {signed('duration_ns', total)} in all "

@@ -1129,8 +1129,8 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                     if clock:
                         timed, faster = "clock", n < b
                         verdict, note = "unchanged", clock
-                    else:  # (the total moved the other way from a clock-held duration: its own verdict stands)
-                        timed = verdict
+                    elif timed in ("unchanged", "clock"):  # (a total that moved where the median did not,
+                        timed = verdict  # or the other way from a clock-held duration: its verdict stands)
             elif verdict != "unchanged" and col not in NCU_EXACT:
                 if not timed_both:  # (one report has no durations: nothing to read a rate against)
                     verdict, note = "unchanged", "differs; a report without the launches' durations: not judged"

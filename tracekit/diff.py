@@ -1170,6 +1170,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
         "base": None if base.lone_point else base.sweep, "new": None if new.lone_point else new.sweep,
         "base_run": base.run_id if base.lone_point else None, "new_run": new.run_id if new.lone_point else None})
     metrics = [("latency_med_ms", "median", 1), ("latency_p95_ms", "p95", 1)]
+    failed = {"base": _failed_points(con, base), "new": _failed_points(con, new)}  # (one query a side)
     rows: list[_Row] = []
     for r in df.iter_rows(named=True):
         # effect: the change of the point's median request latency, in ns like the others
@@ -1179,8 +1180,8 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
         if r["n_base"] == 0 or r["n_new"] == 0:
             one = _one_side_rows("sweep", r["key"], r, metrics, "", effect)
             # a point the other sweep ran but whose capture failed: not a point it left out
-            side, other = (new, "new") if r["n_new"] == 0 else (base, "base")
-            error = _failed_points(con, side).get(r["key"])
+            other = "new" if r["n_new"] == 0 else "base"
+            error = failed[other].get(r["key"])
             if error is not None:
                 for row in one:
                     row.verdict = "regressed" if other == "new" else "improved"
@@ -1190,7 +1191,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
             rows += _stat_rows("sweep", r["key"], r, metrics, threshold, reqs, effect)
     # a point whose capture failed in both sweeps: no latency either side, said rather than left out
     seen = set(df["key"].to_list())
-    both = set(_failed_points(con, base)) & set(_failed_points(con, new))
+    both = set(failed["base"]) & set(failed["new"])
     for key in sorted(both - seen):
         for i, (metric, _kind, _direction) in enumerate(metrics):
             rows.append(_Row("sweep", key, metric, None, None, "unchanged", None,

@@ -1436,15 +1436,21 @@ def test_ncu_kernel_on_half_the_sms_is_the_only_regression(ncu_pair, capsys):
 SHAPES = {v: DATA / f"ncu_shapes_{v}" for v in ("a", "a_again", "slow")}  # programs/ncu_shapes.py
 
 
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    db = tmp_path_factory.mktemp("shapes") / "s.duckdb"
+def _reports_store(tmp_path_factory, name: str, folders: dict[str, Path]):
+    """A store of the ncu reports of ``folders`` (run name -> fixture folder), opened read-only
+    as the CLI opens it; closed after the module."""
+    db = tmp_path_factory.mktemp(name) / f"{name}.duckdb"
     with tracekit.open(db) as tk:
-        for v, folder in SHAPES.items():
+        for v, folder in folders.items():
             tk.ingest(folder / "report.ncu-rep.xz", name=v)
     tk = tracekit.open(db, read_only=True)
     yield tk
     tk.close()
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    yield from _reports_store(tmp_path_factory, "shapes", SHAPES)
 
 
 def _durations(v: str) -> list[float]:
@@ -1523,13 +1529,7 @@ CLOCKS = {v: DATA / f"ncu_clocks_{v}" for v in ("random", "random_again", "zeros
 
 @pytest.fixture(scope="module")
 def clocks(tmp_path_factory):
-    db = tmp_path_factory.mktemp("clocks") / "c.duckdb"
-    with tracekit.open(db) as tk:
-        for v, folder in CLOCKS.items():
-            tk.ingest(folder / "report.ncu-rep.xz", name=v)
-    tk = tracekit.open(db, read_only=True)
-    yield tk
-    tk.close()
+    yield from _reports_store(tmp_path_factory, "clocks", CLOCKS)
 
 
 def _launch(v: str, kernel: str, metric: str) -> float:

@@ -52,7 +52,8 @@ NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "
                   "registered_nvtx", "registered_nvtx_domains", "memops", "autograd",
                   "inductor", "streams", "nccl", "jax", "jax_graph", "jax_whole",
                   "copies_pinned", "copies_pinned_again", "copies_pageable",
-                  *(f"pair_{r}" for r in ("base", "base_again", "half_sms"))]
+                  *(f"pair_{r}" for r in ("base", "base_again", "half_sms")),
+                  *(f"pace_{r}" for r in ("before", "before2", "after"))]
 #: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
 NSYS_EXPORTS = {
     "hstu_mixed": DATA / "nsys_hstu_mixed" / "export.sqlite.xz",
@@ -70,6 +71,9 @@ NSYS_EXPORTS = {
     **{f"ranks_2gpu_rank{r}": DATA / "nsys_ranks_2gpu" / f"rank{r}" / "export.sqlite.xz" for r in range(2)},
     # the inference capture twice, and with one kernel on half the SMs (hstu_capture_pair/README.md)
     **{f"pair_{r}": DATA / "hstu_capture_pair" / r / "nsys.sqlite.xz" for r in ("base", "base_again", "half_sms")},
+    # the inference capture twice minutes apart (the host's pace moved), and with the Gluon cached
+    # kernel (hstu_host_pace/README.md)
+    **{f"pace_{r}": DATA / "hstu_host_pace" / r / "nsys.sqlite.xz" for r in ("before", "before2", "after")},
 }
 
 

@@ -790,7 +790,8 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
 _DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "kernel_total_ns", "api": "total_ns", "memcpy": "total_ns",
                   "gpu": "busy_ns", "ncu": "duration_ns", "sweep": "latency_med_ms"}
 _VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e",
-                    "host-timed, not judged": "#d9d9d9", "moved with the SM clock": "#b7a6d6"}
+                    "host-timed, not judged": "#d9d9d9", "moved with the SM clock": "#b7a6d6",
+                    "moved with the host's pace": "#e3c17a"}
 
 
 def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | None = None,
@@ -831,7 +832,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
     if df.is_empty():
         return _no_data("Diff")
-    from .diff import CLOCK_NOTE, limit, short_keys
+    from .diff import held_by, limit, short_keys
 
     threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
     one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
@@ -847,7 +848,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
                      "verdict": "host-timed, not judged" if unjudged else
-                     CLOCK_NOTE if r["verdict"] == "unchanged" and CLOCK_NOTE in (r["note"] or "") else r["verdict"],
+                     (r["verdict"] == "unchanged" and held_by(r["note"])) or r["verdict"],
                      "note": r["note"] or "", "p": r["p_value"]})
     subtitle = ["bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time, or wall "
                 "time without kernels; ncu: duration; sweeps: median latency)",

@@ -61,7 +61,8 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   which move between captures (three identical captures of one CUDA program,
   tests/data/nsys_diff_base_a/_b/_c, differ by up to 108 % in API medians, 335 % in
   cudaDeviceSynchronize's total and 68 % in NVTX wall time, most with p far below ALPHA). The
-  counts beside them (calls, instances) are judged. Where neither run traced CUDA
+  counts beside them (calls, instances) are judged, but for polling calls (``POLLS``:
+  cudaEventQuery, cudaStreamQuery), which a program repeats for as long as it waits. Where neither run traced CUDA
   (``nsys -t nvtx,osrt``), host time is the program's own and the only time there is:
   NVTX wall time is judged like the rest, beyond ``HOST_NOISE_PCT`` (25 %) at least (six
   identical captures of a CPU-only program, tests/data/nsys_cpu_only, _again and four
@@ -74,7 +75,15 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   ``HOST_NOISE_PCT`` at least (its p95 beyond ``HOST_TAIL_NOISE_PCT``, 45 %), or the
   threshold if larger: identical sweeps differ by up to 21 % at a point, with per-request
   tests far below ALPHA (the requests of one run share its machine state), and the p95 of
-  two identical captures by 42 %;
+  two identical captures by 42 %. Where both runs of a point traced CUDA, a latency change
+  that the host's pace accounts for is held ("moved with the host's pace",
+  ``_with_the_host``): the median duration of the CUDA kernel-launch calls (a fixed piece
+  of host work) moved its way by at least half as much (in log terms), the latency at the
+  base's pace is within the limit, and the GPU's time did not move its way beyond the
+  threshold. Two identical captures of the inference pipeline minutes apart
+  (tests/data/hstu_host_pace/before, before2) are 48.7 % apart in median latency with
+  launch calls 51.5 % slower, and 13.9 % and 17.8 % in hstu_capture_pair's noise pair; the
+  pair's planted GPU regression (half_sms: GPU time +42 %) is not held;
 * ncu launches are replayed under fixed conditions and are few (a test of 3 against 3
   launches can never reach p < 0.01): an ncu value is real when the launches of the two
   reports do not overlap (every new launch beyond every base launch) and, for a measured
@@ -117,7 +126,8 @@ throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` o
 ``removed`` with its time; a sweep point whose capture failed in the new sweep (every run of
 it not ok) is ``regressed`` (in the base sweep: ``improved``), with the error in the note.
 The note says why a verdict was held back ("within threshold", "not significant (p=0.31)",
-"host-timed, not judged", "immaterial") and how the key was matched.
+"host-timed, not judged", "immaterial", "moved with the SM clock", "moved with the host's
+pace") and how the key was matched.
 
 Intervals (delta_pct_low, delta_pct_high): for medians, the difference of the two
 medians' 95 % distribution-free intervals (order statistics; conservative); for totals,
@@ -150,6 +160,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -197,6 +208,12 @@ HOST_NOISE_PCT = 25.0
 #: 16 % apart in median and 42 % in p95 (9.45 against 13.38 ms: +41.6 % one way, -29.4 % the
 #: other); tests/data/sweep_pair's noise pair up to 15 % in p95
 HOST_TAIL_NOISE_PCT = 45.0
+#: CUDA API calls that poll (is the event, the stream, done?): a program calls them until the
+#: answer is yes, so their count follows how long the host waited, not the work: never judged
+#: (cudaEventQuery 353 and 330 times in two identical captures, tests/data/hstu_host_pace/before
+#: and before2, -6.5 %)
+POLLS = re.compile(r"^cu(da)?(Event|Stream)Query$")
+POLL_NOTE = "a polling call: its count follows how long the host waited, not judged"
 #: a key's time change smaller than this share of the run's GPU time is not judged: it
 #: cannot move the run, and the tiniest kernels move by timer ticks (32 ns on 1.3 us
 #: kernels, 7-10 %, between the identical ranks of tests/data/nsys_ranks)
@@ -894,6 +911,18 @@ CLOCK_NOTE = "moved with the SM clock"
 #: at least this many cycles per issued instruction in it (below, its share is noise)
 STALL_MIN_CYCLES = 0.5
 
+#: the note of a request latency that moved with the host's pace (``_with_the_host``)
+HOST_PACE_NOTE = "moved with the host's pace"
+#: the notes of changes held because the machine, not the code, moved them
+HELD_NOTES = (CLOCK_NOTE, HOST_PACE_NOTE)
+#: a launch API's calls in each run for its median to stand for the host's pace
+PACE_MIN_CALLS = 20
+
+
+def held_by(note: str | None) -> str | None:
+    """The ``HELD_NOTES`` entry a row's note holds it by, or None."""
+    return next((h for h in HELD_NOTES if h in (note or "")), None)
+
 
 def _ncu_groups(df: pl.DataFrame, side: int) -> dict[tuple, list[dict]]:
     groups: dict[tuple, list[dict]] = {}
@@ -1166,9 +1195,14 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
 
 
 def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
-    df = _compare(con, _sql("samples_sweep"), {
-        "base": None if base.lone_point else base.sweep, "new": None if new.lone_point else new.sweep,
-        "base_run": base.run_id if base.lone_point else None, "new_run": new.run_id if new.lone_point else None})
+    params = {"base": None if base.lone_point else base.sweep, "new": None if new.lone_point else new.sweep,
+              "base_run": base.run_id if base.lone_point else None, "new_run": new.run_id if new.lone_point else None}
+    points = f"WITH point_runs AS (\n{_sql('point_runs')}\n)\n"
+    df = _compare(con, points + _sql("samples_sweep"), params)
+    runs = {(side, key): run for side, key, run in con.execute(_sql("point_runs"), params).fetchall()}
+    launches: dict[tuple[int, str], dict[str, tuple[int, float]]] = {}
+    for side, key, api, calls, med in con.execute(points + _sql("host_pace"), params).fetchall():
+        launches.setdefault((side, key), {})[api] = (int(calls), float(med))
     metrics = [("latency_med_ms", "median", 1), ("latency_p95_ms", "p95", 1)]
     failed = {"base": _failed_points(con, base), "new": _failed_points(con, new)}  # (one query a side)
     rows: list[_Row] = []
@@ -1188,7 +1222,12 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
                     row.note = f"the {other} sweep's capture of this point failed" + (f": {error}" if error else "")
             rows += one
         else:
-            rows += _stat_rows("sweep", r["key"], r, metrics, threshold, reqs, effect)
+            stat = _stat_rows("sweep", r["key"], r, metrics, threshold, reqs, effect)
+            pace = _pace(launches.get((0, r["key"]), {}), launches.get((1, r["key"]), {}))
+            if pace is not None:
+                pair = (runs.get((0, r["key"])), runs.get((1, r["key"])))
+                _with_the_host(con, stat, pace, pair, threshold)
+            rows += stat
     # a point whose capture failed in both sweeps: no latency either side, said rather than left out
     seen = set(df["key"].to_list())
     both = set(failed["base"]) & set(failed["new"])
@@ -1197,6 +1236,54 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
             rows.append(_Row("sweep", key, metric, None, None, "unchanged", None,
                              "its capture failed in both sweeps", order=i))
     return rows
+
+
+def _pace(base: dict[str, tuple[int, float]], new: dict[str, tuple[int, float]]) -> tuple[float, str] | None:
+    """How much slower (> 1) or faster the new run's host ran than the base's: the ratio of
+    the median durations of each CUDA launch API both runs called ``PACE_MIN_CALLS`` times or
+    more, their geometric mean weighted by calls; with words naming the most called one.
+    None where no launch API qualifies (a run without CUDA, a handful of launches)."""
+    common = [a for a in base if a in new and min(base[a][0], new[a][0]) >= PACE_MIN_CALLS
+              and base[a][1] > 0 and new[a][1] > 0]
+    if not common:
+        return None
+    weight = {a: base[a][0] + new[a][0] for a in common}
+    log = sum(weight[a] * math.log(new[a][1] / base[a][1]) for a in common) / sum(weight.values())
+    top = max(common, key=lambda a: (weight[a], a))
+    return math.exp(log), f"{top} median {_human('x_ns', base[top][1])} -> {_human('x_ns', new[top][1])}"
+
+
+def _with_the_host(con, rows: list[_Row], pace: tuple[float, str], pair: tuple, threshold: float) -> None:
+    """Hold a point's latency rows judged changed (``rows``, in place) that the host's pace
+    (``_pace``) accounts for: the launch calls moved the latency's way by at least half as
+    much (in log terms), the latency at the base's pace (new / pace) is within the row's
+    limit, and the GPU's time (gpu_time.sql, of the point's two runs ``pair``) did not move
+    the latency's way beyond ``threshold``: request latency is host-timed, and the host's
+    speed moves between captures (two identical captures of the inference pipeline,
+    tests/data/hstu_host_pace/before and before2: median latency +48.7 % with launch
+    calls +51.5 %), while the GPU's time does not (kernel times of identical captures agree
+    within ~2 %): where it moved, the code may have."""
+    ratio, words = pace
+    gpu: dict[int, float] | None = None
+    for r in rows:
+        if r.verdict not in ("regressed", "improved") or not r.base or not r.new or r.base <= 0 or r.new <= 0:
+            continue
+        moved = math.log(r.new / r.base)
+        if moved * math.log(ratio) <= 0 or abs(math.log(ratio)) < 0.5 * abs(moved):
+            continue
+        pct_limit, within = limit(r.scope, r.metric, threshold, False) or (threshold, "threshold")
+        at_base = 100 * (r.new / ratio - r.base) / r.base
+        if abs(at_base) > pct_limit:
+            continue
+        if gpu is None:
+            gpu = dict(con.execute(_sql("gpu_time"), {"base": pair[0], "new": pair[1]}).fetchall()) \
+                if None not in pair else {}
+        gb, gn = gpu.get(pair[0]), gpu.get(pair[1])
+        if gb and gn and (gn - gb) * moved > 0 and 100 * abs(gn - gb) / gb > threshold:
+            continue  # the GPU's time moved the latency's way too: not the host's pace alone
+        r.verdict = "unchanged"
+        r.note = _join(r.note, f"{HOST_PACE_NOTE} (CUDA launch calls {100 * (ratio - 1):+.1f}%: {words}): "
+                       f"{at_base:+.1f}% at the base's pace, within {within} ({pct_limit:g}%): the host, not the code")
 
 
 def _failed_points(con, side: Side) -> dict[str, str]:
@@ -1386,10 +1473,14 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         elif scope == "api":
             con.register("_diff_keymap", _namesakes(con, _present(con, params, "_api_calls")))
             try:
-                rows += _simple_scope(con, "api", _sql("samples_api"), params, threshold,
-                                      [("total_ns", "total", 1), ("calls", "count", 1), ("med_ns", "median", 1)], True)
+                api = _simple_scope(con, "api", _sql("samples_api"), params, threshold,
+                                    [("total_ns", "total", 1), ("calls", "count", 1), ("med_ns", "median", 1)], True)
             finally:
                 con.unregister("_diff_keymap")
+            for r in api:  # a polling call's count is how often the host asked while it waited
+                if r.metric == "calls" and r.verdict in ("regressed", "improved") and POLLS.match(r.key):
+                    r.verdict, r.note = "unchanged", _join(r.note, POLL_NOTE)
+            rows += api
         elif scope == "memcpy":
             rows += _simple_scope(con, "memcpy", _sql("samples_memcpy"), params, threshold,
                                   [("total_ns", "total", 1), ("count", "count", 1), ("med_ns", "median", 1)], False)
@@ -1443,8 +1534,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     busy time; the kernel time in all and the kernels that moved (with their share of it), the
     same for memory operations; NVTX paths judged on wall time (runs without CUDA); ncu's
     launches per kernel, and those whose durations moved with the SM clock in as many cycles
-    (held, and said so: the clock, not the code); the request latency points. Empty where
-    nothing was judged changed or held for the clock."""
+    (held, and said so: the clock, not the code); the request latency points, and those
+    held because the host's pace moved them. Empty where nothing was judged changed or held."""
     def val(x: float | None) -> float | None:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
@@ -1590,6 +1681,19 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         counts += [f"{n} failed on one side" for n in [sum(k in failed for k in judged)] if n]
         counts += [f"{n} only in the {side}" for side, n in alone.items() if n]
         lines.append("Request latency: " + "; ".join(parts) + (f" ({'; '.join(counts)})" if counts else ""))
+    # latencies held because the host's pace moved them: said, so that no one reads them as the code's
+    paced = [r for r in points.iter_rows(named=True) if r["verdict"] == "unchanged" and held_by(r["note"]) == HOST_PACE_NOTE]
+    if paced:
+        def pace(r: dict) -> str:
+            note = r["note"]
+            return note[note.index(HOST_PACE_NOTE) + len(HOST_PACE_NOTE):].partition(":")[0].strip(" (")
+
+        shown = sorted(paced, key=lambda r: -abs(val(r["delta_pct"]) or 0))[:top]
+        more = len(paced) - len(shown)
+        lines.append(f"Request latency {HOST_PACE_NOTE}: " + "; ".join(
+            (f"{r['key']} " if r["key"] != "requests" else "") + f"{_STAT[r['metric']]} {val(r['delta_pct']):+.1f} % "
+            f"({pace(r)})" for r in shown) + (f" and {more} more" if more else "")
+            + ": the host, not the code (not judged)")
     return lines
 
 

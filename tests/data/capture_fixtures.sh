@@ -26,6 +26,8 @@
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
 #   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture twice and with a planted slowdown
 #                   (CAPTURE_PAIR_RUNS: which of base base_again half_sms, default all three)
+#   CAPTURE_HOST_PACE set: hstu_host_pace, the inference capture with the Triton cached kernel (before), the
+#                   Gluon one (after), and the Triton one again (before2): a noise pair and issue 16.3's pair
 #   CAPTURE_NCU_PAIR set: hstu_capture_ncu_pair, the same under ncu, with a noise pair (base, base_again)
 # Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx and memops, a C compiler
 # and the CUDA toolkit's NVTX v3 headers for cpu_only ($CUDA_HOME or /usr/local/cuda*), and for
@@ -392,20 +394,27 @@ done
 # hstu_capture_pair (CAPTURE_PAIR=1) and hstu_capture_ncu_pair (CAPTURE_NCU_PAIR=1): `tracekit capture
 # --bs 8 --nc 1024` of the large preset under nsys (base, half_sms) or ncu (base, base_again,
 # half_sms), half_sms with the KV-cached attention kernel given half the SMs through a tiles file
-# (PROGRAMS=66): one kernel ~1.7-1.8x slower under the same name and launch count (diff fixtures)
+# (PROGRAMS=66): one kernel ~1.7-1.8x slower under the same name and launch count (diff fixtures);
+# hstu_host_pace (CAPTURE_HOST_PACE=1): before and before2 with the cached kernel's Gluon version off
+# (GLUON: false, the Triton kernel), after with the default (the Gluon kernel on sm_90). The committed
+# hstu_host_pace was taken with the kernels of a6f38df (before, before2) and 46e3e09 (after) swapped under
+# one checkout (its README); this takes the same kernels' choice through the tiles file.
 capture_pair() {  # tool folder runs... -- capture args...
   local tool=$1 d="$out/$2" r tiles; shift 2
   local runs=(); while [ "$1" != -- ]; do runs+=("$1"); shift; done; shift
   mkdir -p "$d"
-  python3 - "$d/half_sms.json" <<'PY'
+  python3 - "$d" <<'PY'
 import json, sys, torch
 name = torch.cuda.get_device_name(0)
-json.dump({"tiles": {f"cached|{name}|{dt}|{k}|{k}|{b}": {"PROGRAMS": 66} for dt in ("bfloat16", "float16")
-                     for k in (128, 256) for b in (256, 512, 1024, 2048, 4096, 8192, 16384)}}, open(sys.argv[1], "w"))
+for file, cfg in (("half_sms.json", {"PROGRAMS": 66}), ("triton.json", {"GLUON": False})):
+    json.dump({"tiles": {f"cached|{name}|{dt}|{k}|{k}|{b}": cfg for dt in ("bfloat16", "float16")
+                         for k in (128, 256) for b in (256, 512, 1024, 2048, 4096, 8192, 16384)}},
+              open(f"{sys.argv[1]}/{file}", "w"))
 PY
   local cap_args=(capture --bs 8 --nc 1024 --tool "$tool" --preset large "$@" --no-ingest)
   for r in "${runs[@]}"; do
-    tiles="$d/half_sms.json"; [ "$r" != half_sms ] && tiles="$d/none.json"  # (a missing file: the built-in tiles)
+    case $r in half_sms) tiles="$d/half_sms.json";; before*) tiles="$d/triton.json";;
+               *) tiles="$d/none.json";; esac  # (a missing file: the built-in tiles)
     mkdir -p "$d/.rec" && record "$d/.rec" TRACEKIT_TILES=$tiles tracekit "${cap_args[@]}" --name "$r"
     TRACEKIT_TILES=$tiles tk_cli "${cap_args[@]}" --out "$d" --name "$r" > "$d/$r.log" 2>&1 || echo "capture $r rc=$?"
     mv "$d/.rec/capture.txt" "$d/$r/capture.txt" && rmdir "$d/.rec"
@@ -421,6 +430,7 @@ PY
 }
 [ -n "${CAPTURE_PAIR:-}" ] && capture_pair nsys hstu_capture_pair ${CAPTURE_PAIR_RUNS:-base base_again half_sms} -- \
   --iters 30 --warmup-ms 1000
+[ -n "${CAPTURE_HOST_PACE:-}" ] && capture_pair nsys hstu_host_pace before after before2 -- --iters 30 --warmup-ms 1000
 [ -n "${CAPTURE_NCU_PAIR:-}" ] && capture_pair ncu hstu_capture_ncu_pair base base_again half_sms -- --iters 5 --warmup-ms 500
 rm -rf "$out/.tk"
 

@@ -334,6 +334,21 @@ def test_control_characters_of_a_name_are_escaped_in_the_error(small_store, caps
     assert "no run 'a\\nb'" in one_error_line(capsys)
 
 
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]])
+def test_an_ingest_whose_every_file_failed_says_nothing_landed(tmp_path, capsys, workers):
+    """Two files, neither a profile: an error line each, then one that says none landed (not
+    "the others landed"), exit 2, and no store."""
+    files = [tmp_path / "a.sqlite", tmp_path / "b.sqlite"]
+    for f in files:
+        f.write_text("not a profile")
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", *map(str, files), *workers]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(": not a recognised profile" in line for line in err[:2])
+    assert err[2] == "tracekit: error: none of the 2 files ingested (errors above); nothing landed"
+    assert not db.exists()
+
+
 def test_sql_values_every_format_can_show(small_store, capsys):
     """Infinities and NaN (DuckDB 2 returns inf for 1/0) print as themselves; bytes are hex in
     CSV and JSON; intervals are text; what a format cannot hold is one line naming it."""

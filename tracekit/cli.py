@@ -336,7 +336,7 @@ def ingest(
             raise Interrupted("interrupted; not ingested, nothing was written") from None
         raise tk.interrupted(f) from None
     if failed:
-        raise TracekitError(f"{failed} of {len(files)} files not ingested (errors above); the others landed")
+        raise TracekitError(_not_ingested(failed, len(files)))
 
 
 @contextlib.contextmanager
@@ -357,6 +357,13 @@ def _capture_warnings():
                     typer.echo(f"tracekit: warning: {escape_controls(str(w.message))}", err=True)
                 else:
                     warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def _not_ingested(failed: int, files: int) -> str:
+    """The closing error of an ingest some of whose files failed."""
+    if failed == files:
+        return f"none of the {files} files ingested (errors above); nothing landed"
+    return f"{failed} of {files} files not ingested (errors above); the others landed"
 
 
 def _echo_result(f, res) -> None:
@@ -410,7 +417,7 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
             distributed.ingest_many(tk, files, workers=workers, scheduler=scheduler, name=name, params=params,
                                     on_outcome=report)
     if failed:
-        raise TracekitError(f"{len(failed)} of {len(files)} files not ingested (errors above); the others landed")
+        raise TracekitError(_not_ingested(len(failed), len(files)))
 
 
 runs_app = typer.Typer(help="List the runs in the store; rename or remove one.", invoke_without_command=True)

@@ -24,7 +24,7 @@ def test_header_declares_exactly_the_parameters_used(name):
 @pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source in ("nsys", "runs")])
 def test_header_documents_exactly_the_result_columns(nsys_db, name):
     q = REG.queries[name]
-    run = "hstu_mixed" if q.source == "nsys" else None
+    run = "gpu_metrics" if "gpu_metrics" in q.traced else "hstu_mixed" if q.source == "nsys" else None
     params = {"run": run} if "run" in q.params else {}
     if "limit" in q.params:
         params["limit"] = 0
@@ -133,8 +133,9 @@ def test_the_row_count_under_a_limit_is_every_row(nsys_db, name):
     """A terminal table cut by --limit says how many rows the query has in all: counted
     without the final sort (which DuckDB keeps under the LIMIT expression), the same
     number as fetching every row."""
-    every = len(nsys_db.query(name, run="hstu_mixed", limit=0))
-    rows = REG.fetch(nsys_db, name, run="hstu_mixed", limit=1)
+    run = "gpu_metrics" if "gpu_metrics" in REG.queries[name].traced else "hstu_mixed"
+    every = len(nsys_db.query(name, run=run, limit=0))
+    rows = REG.fetch(nsys_db, name, run=run, limit=1)
     assert len(rows.rows) == min(every, 1)
     if every >= 1:
         assert rows.total == every, name

@@ -400,7 +400,12 @@ def _unordered(sql: str) -> str:
 
 #: store table -> the events nsys traces into it only when told, and the option (@traced)
 TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", "nsys -t osrt"),
+          "gpu_metrics": ("GPU metrics", "nsys profile --gpu-metrics-devices=all"),
           **{t: ("CUDA", "nsys -t cuda") for t in ("kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs")}}
+
+
+#: the kinds of event ``tracekit capture`` has nsys trace
+CAPTURE_TRACES = {"NVTX", "OS runtime", "CUDA"}
 
 
 def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED)) -> list[tuple[str, str]]:
@@ -423,7 +428,7 @@ def check_traced(tk, label: str, run_id: int, tables: list[str] | tuple[str, ...
     if missing:
         what, option = missing[0]
         raise QueryError(f"{label}: run {run_id} ({_run_name(tk, run_id)}) was captured without {what} tracing; "
-                         f"capture with {option}{advice}")
+                         f"capture with {option}{advice if what in CAPTURE_TRACES else ''}")
 
 
 def _run_name(tk, run_id: int) -> str:

@@ -152,6 +152,27 @@ CREATE TABLE IF NOT EXISTS osrt_calls (
     nesting_level INTEGER    -- 0: called by the program; > 0: inside another traced call
 );
 
+-- The GPU's counters as nsys samples them (nsys profile --gpu-metrics-devices=...: by default
+-- 10,000 times a second): clocks, SMs active, SM issue, tensor pipes, warps in flight, DRAM and
+-- PCIe bandwidth. One row per sample and metric; the metric's name and unit in gpu_metric_names.
+CREATE TABLE IF NOT EXISTS gpu_metrics (
+    run_id INTEGER,
+    device_id BIGINT,        -- CUDA device id
+    metric_id BIGINT,        -- gpu_metric_names.metric_id (of this run and device)
+    timestamp_ns BIGINT,     -- sample time, ns
+    value DOUBLE             -- in the metric's unit (gpu_metric_names.unit); clocks in MHz
+);
+
+-- The metrics a run's GPUs were sampled for, one row per device and metric.
+CREATE TABLE IF NOT EXISTS gpu_metric_names (
+    run_id INTEGER,
+    device_id BIGINT,        -- CUDA device id
+    metric_id BIGINT,        -- the metric's id in gpu_metrics
+    metric VARCHAR,          -- its name as nsys shows it, unit left out ('GPC Clock Frequency', 'SMs Active')
+    unit VARCHAR,            -- 'MHz', '%' (of the peak: throughputs), 'warps', 'warps per cycle'
+    nsys_name VARCHAR        -- the name as the export records it ('GPC Clock Frequency [MHz]')
+);
+
 CREATE TABLE IF NOT EXISTS nvtx_ranges (
     run_id INTEGER,          -- runs.run_id
     range_id BIGINT,         -- id of the range within its run (start order)

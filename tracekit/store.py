@@ -58,8 +58,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: 12: nvtx_range_kernel_sum computed at ingest; 13: ncu_rules; 14: ncu_source, ncu_source_stalls,
 #: ncu_source_lines; 15: context_id and stream_id of GPU ops NULL where the op runs on none
 #: (Unified Memory migrations: the export's 0); 16: ncu_kernels.workload (kernel, range, graph) and
-#: ncu_source.function (the function of an instruction of a range or a graph, which run several).
-SCHEMA_VERSION = 16
+#: ncu_source.function (the function of an instruction of a range or a graph, which run several);
+#: 17: gpu_metrics and gpu_metric_names (nsys --gpu-metrics-devices).
+SCHEMA_VERSION = 17
 
 
 def ingest_memory_limit() -> str:

@@ -5,6 +5,8 @@
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
 #                   registered_nvtx_domains diff_base_a diff_base_b diff_base_c diff_regressed memops autograd cpu_only
 #                   cpu_only_more cpu_only_again cpu_only_slow copies_pinned copies_pinned_again copies_pageable inductor streams nccl jax jax_whole jax_graph
+#                   gpu_metrics gpu_metrics_again gpu_metrics_zeros (--gpu-metrics-devices=all: GEMMs, DRAM-bound
+#                   adds and an idle phase; _zeros the GEMMs on zeros, at a higher SM clock)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
 #                   (--set full: one kernel at three sizes, profiled twice, then slower at every size;
 #                   programs/ncu_shapes.py), clocks_random clocks_random_again clocks_zeros (--set full: two
@@ -46,7 +48,7 @@
 # below): ncu_full/source_sass.csv, ncu_diff_a/source_cuda_sass.csv, and hstu_capture_ncu/ncu_source_cuda_sass.csv
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
 # The ncu variants app_replay range app_range metrics graph multiproc were taken on 2026-11-29 (ncu 2025.3.1, H200),
-# and clocks_random, clocks_random_again, clocks_zeros later that day.
+# and clocks_random, clocks_random_again, clocks_zeros later that day, as were nsys_gpu_metrics, _again and _zeros.
 # nsys_cpu_only and nsys_cpu_only_more (programs/nsys_cpu_only.c, no CUDA, `-t nvtx,osrt`) were taken on 2026-11-29
 # (nsys 2025.3.1, H200), nsys_cpu_only_again (the same program again: noise) and nsys_cpu_only_slow (host
 # regressions planted) and nsys_diff_base_c (nsys_diff_base_a/_b again, unchanged) later that day.
@@ -78,6 +80,8 @@ cmdline() {
     jax_*) echo "python3 $here/programs/nsys_jax.py" ;;
     copies_pinned|copies_pinned_again) echo "python3 $here/programs/nsys_copies.py" ;;
     copies_pageable) echo "python3 $here/programs/nsys_copies.py --pageable" ;;  # the 4 MiB copies pageable (diff)
+    gpu_metrics) echo "python3 $here/programs/nsys_gpu_metrics.py base" ;;
+    gpu_metrics_*) echo "python3 $here/programs/nsys_gpu_metrics.py ${1#gpu_metrics_}" ;;
     diff_regressed) echo "python3 $here/programs/nsys_diff.py --more-launches --new-kernel --slower" ;;
     *) echo "python3 $here/programs/nsys_$1.py" ;;
   esac
@@ -87,6 +91,9 @@ options() {
     graphs_graph) echo "-t cuda,nvtx,osrt --cuda-graph-trace=graph" ;;
     odd_nvtx_cuda_only) echo "-t cuda --cuda-graph-trace=node" ;;
     capture_range|diff_*) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=cudaProfilerApi --capture-range-end=stop" ;;
+    # the GPU's counters sampled (default 10 kHz) while the capture range is open
+    gpu_metrics*) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=cudaProfilerApi --capture-range-end=stop" \
+      "--gpu-metrics-devices=all" ;;
     memops) echo "-t cuda,nvtx,osrt --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true" \
       "--cuda-memory-usage=true" ;;
     autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;

@@ -258,6 +258,38 @@ SPECS = {
             ],
         ),
     ),
+    # the GPU's sampled counters (nsys --gpu-metrics-devices): typeId's low byte is the GPU
+    # (TARGET_INFO_GPU.id); a clock is recorded in Hz under a name that says MHz
+    "gpu_metrics": TableSpec(
+        source="GPU_METRICS",
+        required=["timestamp", "typeId", "metricId", "value"],
+        columns=[
+            Column("device_id", "coalesce(cd.cudaId, r.typeId & 255)", ["typeId"], "BIGINT"),
+            Column("metric_id", "r.metricId", ["metricId"], "BIGINT"),
+            Column("timestamp_ns", 'r."timestamp"', ["timestamp"], "BIGINT"),
+            Column("value", "CASE WHEN mn.metricName LIKE '%[MHz]' AND r.value >= 100000 THEN r.value / 1e6 "
+                            "ELSE r.value END", ["value"], "DOUBLE"),
+        ],
+        joins={
+            "cd": ("@TARGET_INFO_CUDA_DEVICE", "LEFT JOIN (SELECT DISTINCT gpuId, cudaId FROM _nsys_cuda_device "
+                                               "WHERE cudaId >= 0) cd ON cd.gpuId = (r.typeId & 255)"),
+            "mn": ("@TARGET_INFO_GPU_METRICS", "LEFT JOIN _nsys_gpu_metric_names mn "
+                                               "ON mn.typeId = r.typeId AND mn.metricId = r.metricId"),
+        },
+    ),
+    "gpu_metric_names": TableSpec(
+        source="TARGET_INFO_GPU_METRICS",
+        required=["typeId", "metricId", "metricName"],
+        columns=[
+            Column("device_id", "coalesce(cd.cudaId, r.typeId & 255)", ["typeId"], "BIGINT"),
+            Column("metric_id", "r.metricId", ["metricId"], "BIGINT"),
+            Column("metric", r"regexp_replace(r.metricName, '\s*\[[^\]]*\]$', '')", ["metricName"], "VARCHAR"),
+            Column("unit", r"nullif(regexp_extract(r.metricName, '\[([^\]]*)\]$', 1), '')", ["metricName"], "VARCHAR"),
+            Column("nsys_name", "r.metricName", ["metricName"], "VARCHAR"),
+        ],
+        joins={"cd": ("@TARGET_INFO_CUDA_DEVICE", "LEFT JOIN (SELECT DISTINCT gpuId, cudaId FROM _nsys_cuda_device "
+                                                  "WHERE cudaId >= 0) cd ON cd.gpuId = (r.typeId & 255)")},
+    ),
     "streams": TableSpec(
         source="TARGET_INFO_CUDA_STREAM",
         required=["streamId"],

@@ -1,0 +1,51 @@
+-- The GPU's sampled counters (nsys profile --gpu-metrics-devices=all: clocks, SMs active, SM
+-- issue, tensor pipes, warps in flight, DRAM and PCIe bandwidth, 10,000 samples a second by
+-- default), per device and metric: the mean and the spread of its samples over the capture,
+-- or only of those inside the ranges of one NVTX name (range=NAME: each range's GPU
+-- projection, from its first GPU op's start to its last one's end, or its own span where it
+-- launched none; ranges that overlap count their samples once). Clocks are in MHz (the export
+-- records Hz under a name that says MHz), throughputs in % of the peak. A run captured without
+-- GPU metrics is an error.
+-- @param run    TEXT     run id or name (default: latest run)
+-- @param range  TEXT     only samples inside the ranges of this name: :gemm, or gemm in the default domain (default: null)
+-- @column device_id  CUDA device
+-- @column metric     the metric, as nsys names it without its unit
+-- @column unit       its unit as nsys gives it (MHz, Throughput %, Avg, Avg Warps per Cycle)
+-- @column samples    samples
+-- @column mean       mean of the samples (rounded to 0.1)
+-- @column min        smallest sample
+-- @column median     median sample (rounded to 0.1)
+-- @column p95        95th percentile (rounded to 0.1)
+-- @column max        largest sample
+-- @display device_id, metric, unit, samples, mean, min, median, p95, max
+-- @requires gpu_metrics, gpu_metric_names, nvtx_ranges
+-- @traced gpu_metrics
+WITH asked AS (  -- a range name the run does not have is an error, not an empty table
+    SELECT CASE WHEN $range IS NULL OR EXISTS (SELECT 1 FROM nvtx_ranges WHERE run_id = $run
+                                                 AND (name = $range OR name = ':' || $range)) THEN true
+                ELSE error('gpu-metrics: the run has no NVTX range named ''' || $range || ''' (`tracekit query '
+                           || 'nvtx-summary` lists them; a named domain''s are domain:name)') END AS ok
+), win AS (  -- the ranges' windows, merged where they overlap
+    SELECT s, e, sum(new) OVER (ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+    FROM (SELECT s, e, CASE WHEN s <= max(e) OVER (ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                            THEN 0 ELSE 1 END AS new
+          FROM (SELECT coalesce(proj_start_ns, start_ns) AS s, coalesce(proj_end_ns, end_ns) AS e
+                FROM nvtx_ranges WHERE run_id = $run AND (name = $range OR name = ':' || $range)))
+), islands AS (
+    SELECT min(s) AS s, max(e) AS e FROM win GROUP BY island
+), samples AS (
+    SELECT g.device_id, g.metric_id, g.value
+    FROM gpu_metrics g
+    WHERE g.run_id = $run AND $range IS NULL
+    UNION ALL
+    SELECT g.device_id, g.metric_id, g.value
+    FROM gpu_metrics g JOIN islands i ON g.timestamp_ns BETWEEN i.s AND i.e
+    WHERE g.run_id = $run AND $range IS NOT NULL
+)
+SELECT s.device_id, n.metric, n.unit, count(*) AS samples, round1(avg(s.value)) AS mean, min(s.value) AS min,
+       round1(median(s.value)) AS median, round1(quantile_cont(s.value, 0.95)) AS p95, max(s.value) AS max
+FROM asked, samples s
+JOIN gpu_metric_names n ON n.run_id = $run AND n.device_id = s.device_id AND n.metric_id = s.metric_id
+WHERE asked.ok
+GROUP BY s.device_id, s.metric_id, n.metric, n.unit
+ORDER BY s.device_id, s.metric_id

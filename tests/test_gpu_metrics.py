@@ -13,6 +13,7 @@ import lzma
 import shutil
 import sqlite3
 
+import polars as pl
 import pytest
 from conftest import DATA
 
@@ -140,3 +141,95 @@ def test_a_run_without_gpu_metrics_is_an_error(gm):
             gm.query(q, run="no_metrics")
     with pytest.raises(QueryError, match=r"gpu-metrics: the run has no NVTX range named 'gemmm'"):
         gm.query("gpu-metrics", run="base", range="gemmm")
+
+
+def _kernel_clock(con: sqlite3.Connection, short: str) -> tuple[float, int]:
+    """The mean SM clock (MHz) over the samples inside the launches of the kernels whose short
+    name starts with ``short``, and their number, by SQLite over the export (the kernels of
+    this program run one at a time)."""
+    mhz, n = con.execute(
+        "SELECT avg(g.value) / 1e6, count(*) FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS m "
+        "ON m.typeId = g.typeId AND m.metricId = g.metricId AND m.metricName = 'GPC Clock Frequency [MHz]' "
+        'JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON g.timestamp BETWEEN k.start AND k."end" '
+        "JOIN StringIds s ON s.id = k.shortName WHERE s.value LIKE ? || '%'", [short]).fetchone()
+    return mhz, n
+
+
+@pytest.mark.parametrize("base, new", [("base", "zeros"), ("zeros", "base")])
+def test_an_nsys_kernel_time_that_moved_with_the_sm_clock_is_not_the_code(gm, raw, base, new, capsys):
+    """nsys_gpu_metrics against _zeros: by NVIDIA's cuda_gpu_kern_sum the GEMMs take 11 % less
+    time in all on zeros, which draw less power; the GPU's samples inside their launches show
+    the SM clock 13 % higher, so they took as many cycles. Judged on the time alone they
+    "improved" (and the device's busy time with them); the clock accounts for it: held, said
+    in the note (the clocks as SQLite reads them from the export), in what moved and in the
+    chart. The DRAM-bound adds did not move."""
+    from conftest import spec_datasets
+
+    from tracekit import charts
+    from tracekit import diff as D
+    from tracekit.cli import main as cli_main
+
+    df = gm.diff(base, new)
+    assert set(df["verdict"]) == {"unchanged"}, df.filter(pl.col("verdict") != "unchanged")
+    gemm = [k for k in df["key"].unique() if k.startswith("nvjet")]
+    assert len(gemm) == 1
+    rows = {r["metric"]: r for r in df.filter(pl.col("key") == gemm[0]).iter_rows(named=True)}
+    want = [_nsys_kernels(v)[gemm[0]] for v in (base, new)]
+    assert (rows["total_ns"]["base"], rows["total_ns"]["new"]) == tuple(float(w["Total Time (ns)"]) for w in want)
+    assert abs(rows["total_ns"]["delta_pct"]) > 10
+    clocks = [_kernel_clock(raw[v], "nvjet")[0] for v in (base, new)]
+    for metric in ("total_ns", "med_ns"):
+        assert rows[metric]["note"].startswith(
+            f"{D.CLOCK_NOTE} ({clocks[0]:,.0f} -> {clocks[1]:,.0f} MHz, {100 * (clocks[1] - clocks[0]) / clocks[0]:+.1f}%, "
+            "sampled by nsys) in as many cycles"), rows[metric]["note"]
+    busy = df.filter(pl.col("scope") == "gpu").row(0, named=True)
+    assert abs(busy["delta_pct"]) > 5 and busy["note"].startswith(D.CLOCK_NOTE)
+    add = df.filter(pl.col("key").str.contains("vectorized_elementwise") & (pl.col("metric") == "total_ns"))
+    assert add["delta_pct"].abs().max() < 1 and not add["note"].str.contains(D.CLOCK_NOTE, literal=True).any()
+    lines = D.moved(df)
+    assert len(lines) == 1 and lines[0].startswith(f"Times {D.CLOCK_NOTE} in as many cycles: GPU busy, device 0 ")
+    assert lines[0].endswith("the clock, not the code (not judged)")
+    assert cli_main(["--db", str(gm.path), "diff", base, new, "--gate"]) == 0
+    assert f"what moved:\n  Times {D.CLOCK_NOTE}" in capsys.readouterr().out
+    drawn = {r["key"]: r["verdict"] for ds in spec_datasets(charts.diff(charts.diff_rows(df)).to_dict())
+             for r in ds if "verdict" in r}
+    assert drawn[gemm[0]] == drawn["device 0"] == D.CLOCK_NOTE
+
+
+def test_the_gpu_metrics_program_captured_twice_is_quiet(gm):
+    from tracekit import diff as D
+
+    df = gm.diff("base", "again")
+    assert set(df["verdict"]) == {"unchanged"} and not df["note"].str.contains(D.CLOCK_NOTE, literal=True).any()
+
+
+def test_a_kernel_slower_in_more_cycles_is_not_held_for_the_clock(tmp_path, raw):
+    """The zeros capture with its GEMMs' launches planted 40 % longer (its samples as they
+    were: the clock 13 % higher than base's): against base, more time in more cycles is the
+    code's, regressed; a run without GPU metrics on one side holds nothing."""
+    from tracekit import diff as D
+
+    out = tmp_path / "slow.sqlite"
+    with lzma.open(GM["zeros"]) as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(out)
+    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + CAST(1.4 * ("end" - start) AS INTEGER) WHERE shortName IN '
+                "(SELECT id FROM StringIds WHERE value LIKE 'nvjet%')")
+    con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('tracekit-test', 'planted')")
+    con.commit()
+    con.close()
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(GM["base"], name="base")
+        tk.ingest(out, name="slow")
+        tk.ingest(DATA / "nsys_diff_base_a" / "export.sqlite.xz", name="other")
+        df = tk.diff("base", "slow", by="kernel")
+        gemm = df.filter(pl.col("key").str.starts_with("nvjet") & (pl.col("metric") == "total_ns")).row(0, named=True)
+        assert gemm["verdict"] == "regressed" and gemm["delta_pct"] > 20 and D.CLOCK_NOTE not in gemm["note"]
+        assert not tk.diff("other", "slow", by="kernel")["note"].str.contains(D.CLOCK_NOTE, literal=True).any()
+
+
+def _nsys_kernels(v: str) -> dict[str, dict]:
+    import csv
+
+    with open(GM[v].parent / "stats" / "cuda_gpu_kern_sum.csv", newline="") as fh:
+        return {r["Name"]: r for r in csv.DictReader(fh)}

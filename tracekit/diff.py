@@ -67,6 +67,12 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   NVTX wall time is judged like the rest, beyond ``HOST_NOISE_PCT`` (25 %) at least (six
   identical captures of a CPU-only program, tests/data/nsys_cpu_only, _again and four
   more, differ by up to 23 % in a range's total or median);
+* where both nsys runs sampled the GPU's counters (``--gpu-metrics-devices``), a kernel's
+  time (total, median) or a device's busy time that moved in as many cycles (the time x the
+  mean SM clock of the samples inside its launches, within the threshold) at a clock that
+  moved the other way by at least half as much (in log terms) is the clock's: held, as for
+  ncu below ("moved with the SM clock", ``_with_the_sm_clock``; tests/data/nsys_gpu_metrics
+  against _zeros: GEMMs 11 % shorter in all at a 13 % higher clock);
 * a key's time change (kernel, memory operation, NVTX kernel time) smaller than
   ``MATERIAL_PCT`` (0.1 %) of the run's GPU time is held back ("immaterial"): it cannot
   move the run, and the tiniest kernels move by timer ticks (ranks doing the same work
@@ -737,8 +743,10 @@ def _match_kernels(con, params: dict) -> tuple[pl.DataFrame, dict[int, str]]:
     return pl.concat([same, _keymap([(n, b) for b, n, _ in pairs])]), {b: how for b, _, how in pairs}
 
 
-def _kernel_scope(con, params: dict, threshold: float, matched: tuple[pl.DataFrame, dict[int, str]]) -> list[_Row]:
-    """``matched``: _match_kernels' keymap and notes."""
+def _kernel_scope(con, params: dict, threshold: float,
+                  matched: tuple[pl.DataFrame, dict[int, str]]) -> tuple[list[_Row], dict[str, int]]:
+    """The kernel rows, and each row's key (the kernel's name) -> its key id in the samples
+    (``_with_the_sm_clock``). ``matched``: _match_kernels' keymap and notes."""
     keymap, notes = matched
     con.register("_diff_keymap", keymap)
     try:
@@ -750,7 +758,7 @@ def _kernel_scope(con, params: dict, threshold: float, matched: tuple[pl.DataFra
     names = _names(con, list(df["key"]) + list(new_name.values()))
     shown = {k: names.get(new_name.get(k, k), str(k)) for k in df["key"]}
     metrics = [("total_ns", "total", 1), ("instances", "count", 1), ("med_ns", "median", 1)]
-    return _key_rows("kernel", df, shown, metrics, threshold, notes)
+    return _key_rows("kernel", df, shown, metrics, threshold, notes), {v: k for k, v in shown.items()}
 
 
 def _simple_scope(con, scope: str, sql: str, params: dict, threshold: float, metrics, named: bool) -> list[_Row]:
@@ -999,13 +1007,57 @@ def _with_the_clock(lb_: list[dict], ln_: list[dict], b: float, n: float, limit_
 
     cb, cn = median(lb_, "elapsed_cycles"), median(ln_, "elapsed_cycles")
     fb, fn = median(lb_, "sm_frequency_hz"), median(ln_, "sm_frequency_hz")
-    if None in (cb, cn, fb, fn) or b <= 0 or n <= 0:
+    if None in (cb, cn, fb, fn) or cb <= 0:
         return None
-    cycles = 100 * (cn - cb) / cb
+    return _clock_accounts(b, n, fb / 1e6, fn / 1e6, 100 * (cn - cb) / cb, limit_pct)
+
+
+def _clock_accounts(b: float, n: float, fb: float, fn: float, cycles: float, limit_pct: float,
+                    how: str = "") -> str | None:
+    """The note of a time change (``b`` -> ``n``) that the SM clock (``fb`` -> ``fn``, MHz)
+    accounts for: in as many cycles (their change ``cycles`` %, within ``limit_pct``) at a
+    clock that moved the other way by at least half the time's change (in log terms); None
+    otherwise. ``how``: where the clock was read, for the note."""
+    if b <= 0 or n <= 0 or fb <= 0 or fn <= 0:
+        return None
     if abs(cycles) > limit_pct or (n - b) * (fn - fb) >= 0 or abs(math.log(fn / fb)) < 0.5 * abs(math.log(n / b)):
         return None
-    return (f"{CLOCK_NOTE} ({fb / 1e6:,.0f} -> {fn / 1e6:,.0f} MHz, {100 * (fn - fb) / fb:+.1f}%) in as many "
+    return (f"{CLOCK_NOTE} ({fb:,.0f} -> {fn:,.0f} MHz, {100 * (fn - fb) / fb:+.1f}%{how}) in as many "
             f"cycles ({cycles:+.1f}%, within {limit_pct:g}%): the clock, not the code")
+
+
+def _with_the_sm_clock(con, rows: list[_Row], params: dict, keymap: pl.DataFrame, ids: dict[str, int],
+                       threshold: float) -> None:
+    """Hold the nsys kernel times (total_ns, med_ns) and devices' busy times judged changed
+    (``rows``, in place) that the SM clock accounts for, where both runs sampled the GPU's
+    counters (nsys --gpu-metrics-devices): the clock is the mean of the samples inside the
+    kernel's launches (kernel_clocks.sql), the cycles the time x that clock, and the rule
+    ``_clock_accounts``'s. The same GEMMs on zeros (tests/data/nsys_gpu_metrics_zeros) ran
+    11 % shorter in all at a 13 % higher clock; the DRAM-bound adds beside them did not move.
+    ``ids``: a kernel row's key -> its key id (``_kernel_scope``)."""
+    judged = [r for r in rows if r.verdict in ("regressed", "improved")
+              and (r.scope, r.metric) in {("kernel", "total_ns"), ("kernel", "med_ns"), ("gpu", "busy_ns")}]
+    if not judged or len(con.execute("SELECT DISTINCT run_id FROM gpu_metric_names WHERE run_id IN ($base, $new)",
+                                     params).fetchall()) < (1 if params["base"] == params["new"] else 2):
+        return
+    keys = sorted({ids[r.key] for r in judged if r.scope == "kernel" and r.key in ids})
+    con.register("_diff_keymap", keymap)
+    con.register("_diff_clock_keys", pl.DataFrame({"key": keys}, schema={"key": pl.Int64}))
+    try:
+        got = con.execute(_sql("kernel_clocks"), params).fetchall()
+    finally:
+        con.unregister("_diff_keymap")
+        con.unregister("_diff_clock_keys")
+    clocks = {(side, key if key is not None else f"device {dev}"): mhz for side, key, dev, mhz, _n in got}
+    for r in judged:
+        k = ids.get(r.key) if r.scope == "kernel" else r.key
+        fb, fn = clocks.get((0, k)), clocks.get((1, k))
+        if fb is None or fn is None or not r.base or not r.new:
+            continue
+        note = _clock_accounts(r.base, r.new, fb, fn, 100 * (r.new * fn / (r.base * fb) - 1), threshold,
+                               ", sampled by nsys")
+        if note:
+            r.verdict, r.note = "unchanged", note
 
 
 def _paired_total(pairs: list[tuple[float, float]], threshold: float) -> tuple[bool, str]:
@@ -1465,9 +1517,11 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     host_judged = not any(cuda)  # host time is the programs' own: neither traced CUDA
     rows: list[_Row] = []
     matched = _match_kernels(con, params) if {"kernel", "gpu"} & set(scopes) else None
+    kernel_ids: dict[str, int] = {}
     for scope in scopes:
         if scope == "kernel":
-            rows += _kernel_scope(con, params, threshold, matched)
+            kernel_rows, kernel_ids = _kernel_scope(con, params, threshold, matched)
+            rows += kernel_rows
         elif scope == "nvtx":
             rows += _nvtx_scope(con, params, threshold, gpu=all(cuda), host_judged=host_judged)
         elif scope == "api":
@@ -1490,6 +1544,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             rows += _ncu_scope(con, params, threshold)
         elif scope == "sweep":
             rows += _sweep_scope(con, sb, sn, threshold)
+    if matched is not None:
+        _with_the_sm_clock(con, rows, params, matched[0], kernel_ids, threshold)
     if any(s in scopes for s in ("kernel", "memcpy", "nvtx")):
         gpu_time = max((t for _, t in con.execute(_sql("gpu_time"), params).fetchall()), default=0.0)
         floor = MATERIAL_PCT / 100 * gpu_time
@@ -1534,7 +1590,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     busy time; the kernel time in all and the kernels that moved (with their share of it), the
     same for memory operations; NVTX paths judged on wall time (runs without CUDA); ncu's
     launches per kernel, and those whose durations moved with the SM clock in as many cycles
-    (held, and said so: the clock, not the code); the request latency points, and those
+    (held, and said so: the clock, not the code), as the nsys kernel and busy times held so; the
+    request latency points, and those
     held because the host's pace moved them. Empty where nothing was judged changed or held."""
     def val(x: float | None) -> float | None:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
@@ -1585,6 +1642,18 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             verdict = r["verdict"] if r["metric"] == "total_ns" else f"{r['metric']} {r['verdict']}"
             parts.append(f"{label[k]} {signed('total_ns', d)} ({', '.join([*share, verdict])})")
         lines.append(f"{what} {signed('total_ns', total)} in all: " + "; ".join(parts))
+    # nsys times held because the SM clock moved them (the GPU's sampled counters): said, not judged
+    clocked_nsys = [r for r in df.filter(pl.col("scope").is_in(["gpu", "kernel"]) & (pl.col("verdict") == "unchanged")
+                                         & pl.col("metric").is_in(["busy_ns", "total_ns"])).iter_rows(named=True)
+                    if held_by(r["note"]) == CLOCK_NOTE]
+    if clocked_nsys:
+        shown = sorted(clocked_nsys, key=lambda r: (r["scope"] != "gpu", -abs(delta(r))))[:top + 1]
+        label = short_keys([r["key"] for r in shown])
+        lines.append(f"Times {CLOCK_NOTE} in as many cycles: " + "; ".join(
+            (f"GPU busy, {r['key']}" if r["scope"] == "gpu" else label[r["key"]])
+            + f" {signed(r['metric'], delta(r))} ({val(r['delta_pct']):+.1f} %) "
+            + r["note"][r["note"].index(CLOCK_NOTE) + len(CLOCK_NOTE):].partition(" in as many")[0].strip()
+            for r in shown) + ": the clock, not the code (not judged)")
     wall = changed.filter((pl.col("scope") == "nvtx") & pl.col("metric").is_in(["range_total_ns", "range_med_ns"]))
     if wall.height:
         rows = {r["key"]: r for r in wall.iter_rows(named=True) if r["metric"] == "range_total_ns"}

@@ -57,6 +57,9 @@ def capture_cmd(
     name: Annotated[str | None, typer.Option("--name", help="run folder name (default: <utc>-bs<bs>-nc<nc>-<tool>)",
                                              show_default=False)] = None,
     no_ingest: NoIngestOpt = False,
+    gpu_metrics: Annotated[bool, typer.Option(
+        "--gpu-metrics", help="nsys: sample the GPU's counters too (SM clock, SMs and tensor pipes active, DRAM "
+                              "bandwidth): tracekit query nvtx-gpu-metrics; diff reads times against the clock")] = False,
 ) -> None:
     """Run the HSTU inference workload at one (bs, nc) point under nsys, ncu or none."""
     from .run import capture, summary
@@ -65,7 +68,7 @@ def capture_cmd(
                       warmup_ms=DEFAULT_WARMUP_MS if warmup_ms is None else warmup_ms,
                       iters=DEFAULT_ITERS if iters is None else iters, out_dir=out,
                       db=_db(ctx, db), name=name, ingest=not no_ingest, echo=True,
-                      command=list(sys.argv))
+                      command=list(sys.argv), gpu_metrics=gpu_metrics)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(summary(run_dir, None if no_ingest else _db(ctx, db)))
 

@@ -56,13 +56,17 @@ def tool_version(exe: str) -> str | None:
     return lines[-1] if lines else None
 
 
-def nsys_argv(nsys: str, out_base: Path, cmd: Sequence[str]) -> list[str]:
+def nsys_argv(nsys: str, out_base: Path, cmd: Sequence[str], gpu_metrics: bool = False) -> list[str]:
     """``nsys profile`` of ``cmd``: CUDA, NVTX and OS-runtime traces; only the part between
     ``cudaProfilerStart`` and ``cudaProfilerStop`` (the timed requests) is captured;
-    exported to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``."""
+    exported to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``. ``gpu_metrics``: the
+    GPUs' counters sampled too (``--gpu-metrics-devices=all``: SM clock, SMs and tensor pipes
+    active, DRAM bandwidth; off by default: one sampler per GPU at a time, which a DCGM
+    running its own profiling metrics already holds)."""
     return [
         nsys, "profile",
         "--trace=cuda,nvtx,osrt",
+        *(["--gpu-metrics-devices=all"] if gpu_metrics else []),
         "--capture-range=cudaProfilerApi",
         "--capture-range-end=stop",
         "--sample=none",

@@ -162,13 +162,14 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
             echo: bool = False, command: list[str] | None = None,
             extra_params: dict[str, Any] | None = None, ncu_launch_skip: int = 0,
             ncu_launch_count: int | None = None, ncu_kernel_classes: list[str] | None = None,
-            timeout_s: float | None = None) -> Path:
+            timeout_s: float | None = None, gpu_metrics: bool = False) -> Path:
     """Run the HSTU workload at (``bs``, ``nc``) under ``tool`` and return its run folder.
 
     ``tool``: ``nsys`` (timed requests inside a cudaProfilerStart/Stop capture range,
     exported to SQLite), ``ncu`` (the embedding / GEMM / attention kernels of one
     steady-state request, roofline + occupancy + launch-stats sections, raw and details
-    CSV) or ``none`` (timing only). ``preset`` defaults to ``large`` with a GPU and
+    CSV) or ``none`` (timing only); ``gpu_metrics``: under nsys, the GPU's counters sampled
+    too (``nsys_argv``). ``preset`` defaults to ``large`` with a GPU and
     ``small`` without. ``workload`` overrides preset fields (tests use tiny models).
     The folder is ingested into ``db`` ($TRACEKIT_DB or ./tracekit.duckdb) unless
     ``ingest`` is False. Raises ``CaptureError``/``ToolNotFoundError`` with one line;
@@ -176,6 +177,10 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     """
     bs, nc, tool, preset, warmup_ms, iters = validate_params(bs, nc, tool, preset, warmup_ms, iters)
     check_settings(device, flush_l2, ncu_launch_skip, ncu_launch_count)
+    if not isinstance(gpu_metrics, bool):
+        raise CaptureError(f"gpu_metrics {gpu_metrics!r}: must be true or false")
+    if gpu_metrics and tool != "nsys":
+        raise CaptureError(f"--gpu-metrics: nsys samples the GPU's counters; --tool {tool} does not (use --tool nsys)")
     exe = profilers.find_tool(tool) if tool != "none" else None
     kernel_regex = profilers.ncu_kernel_regex(ncu_kernel_classes) if tool == "ncu" else None
     preset = preset or default_preset()
@@ -208,7 +213,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     _write_json(spec_path, spec)
     worker_cmd = [sys.executable, "-m", "tracekit.capture.worker", str(spec_path)]
     if tool == "nsys":
-        argv = profilers.nsys_argv(exe, run_dir / "nsys", worker_cmd)
+        argv = profilers.nsys_argv(exe, run_dir / "nsys", worker_cmd, gpu_metrics=gpu_metrics)
     elif tool == "ncu":
         argv = profilers.ncu_argv(exe, run_dir / "ncu", worker_cmd, kernel_regex=kernel_regex,
                                   launch_skip=ncu_launch_skip, launch_count=ncu_launch_count)
@@ -219,7 +224,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
         tool_versions[tool] = profilers.tool_version(exe)
 
     params = {"bs": bs, "nc": nc, "preset": preset, "tool": tool, "warmup_ms": warmup_ms,
-              "iters": iters, "flush_l2": flush_l2, "device": device, **(extra_params or {})}
+              "iters": iters, "flush_l2": flush_l2, "device": device, **(extra_params or {}),
+              **({"gpu_metrics": True} if gpu_metrics else {})}
     meta: dict[str, Any] = {
         "name": run_name,
         "tool": tool,

@@ -121,6 +121,8 @@ def test_summary_reports_latency(none_run):
     (dict(name="a/b"), r"run name 'a/b': must be a plain folder name"),
     (dict(name="7"), r"run name: '7' cannot name a run: --run reads it as a run id"),
     (dict(name="latest"), r"run name: 'latest' cannot name a run"),
+    (dict(gpu_metrics=True), r"--gpu-metrics: nsys samples the GPU's counters; --tool none does not"),
+    (dict(gpu_metrics="yes"), r"gpu_metrics 'yes': must be true or false"),
 ])
 def test_bad_input_is_one_line_error_before_anything_runs(tmp_path, kw, match):
     args = dict(bs=2, nc=8, tool="none", preset="small", out_dir=tmp_path / "runs", ingest=False)
@@ -203,6 +205,9 @@ def test_nsys_argv():
     assert argv[i + 1] == "/r/nsys"
     assert argv[-4:] == cmd
     assert all(isinstance(a, str) for a in argv)
+    assert not any(a.startswith("--gpu-metrics") for a in argv)  # (off by default)
+    sampled = profilers.nsys_argv("/x/nsys", Path("/r/nsys"), cmd, gpu_metrics=True)
+    assert sampled == argv[:3] + ["--gpu-metrics-devices=all"] + argv[3:]
 
 
 def test_ncu_argv_and_exports():
@@ -248,7 +253,7 @@ def test_failing_profiler_keeps_labelled_folder(tmp_path, monkeypatch):
     assert meta["status"] == "failed" and "status 3" in meta["error"]
     assert meta["profiler_commands"][0][0] == str(fake)
     got = argv_file.read_text().split("\n")[:-1]
-    assert got == meta["profiler_commands"][0][1:]
+    assert got == meta["profiler_commands"][0][1:] and "--gpu-metrics-devices=all" not in got
     assert got[-3:] == ["-m", "tracekit.capture.worker", str(d / "spec.json")]
     assert "fake nsys: Error: no CUDA" in (d / "capture.log").read_text()
 
@@ -289,3 +294,19 @@ def test_capture_package_does_not_import_torch():
             "tracekit.capture.cli; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_gpu_metrics_reach_nsys_and_the_runs_params(tmp_path, monkeypatch):
+    """``--gpu-metrics``: nsys is told to sample the GPU's counters, and the run says so in its
+    parameters (a run without them has no such key: older runs compare alike)."""
+    argv_file = tmp_path / "argv.txt"
+    fake = _fake_tool(tmp_path, "nsys", f'printf "%s\\n" "$@" > {argv_file}\nexit 3\n')
+    monkeypatch.setenv("PATH", str(tmp_path / "empty") + os.pathsep + os.environ["PATH"])
+    monkeypatch.setenv("TRACEKIT_NSYS", str(fake))
+    if shutil.which("nsys"):
+        pytest.skip("a real nsys is on PATH")
+    with pytest.raises(CaptureError, match="capture failed"):
+        _capture(tmp_path, tool="nsys", name="gm", gpu_metrics=True)
+    assert "--gpu-metrics-devices=all" in argv_file.read_text().split("\n")
+    meta = json.loads((tmp_path / "runs" / "gm" / "meta.json").read_text())
+    assert meta["params"]["gpu_metrics"] is True

@@ -233,3 +233,19 @@ def _nsys_kernels(v: str) -> dict[str, dict]:
 
     with open(GM[v].parent / "stats" / "cuda_gpu_kern_sum.csv", newline="") as fh:
         return {r["Name"]: r for r in csv.DictReader(fh)}
+
+
+def test_the_report_shows_the_counters_by_range_only_where_sampled(gm, tmp_path):
+    """A report of a run with GPU metrics has the section, with the query's numbers; one of a run
+    without them leaves it out without a word (not a "no GPU metrics trace" line in every report)."""
+    from tracekit.cli import main as cli_main
+
+    out = {}
+    for run in ("base", "no_metrics"):
+        out[run] = tmp_path / f"{run}.html"
+        assert cli_main(["--db", str(gm.path), "report", "--run", run, "-o", str(out[run])]) == 0
+    text = out["base"].read_text()
+    gemm = gm.query("nvtx-gpu-metrics", run="base").filter(pl.col("range") == ":gemm").row(0, named=True)
+    assert "GPU counters by NVTX range" in text and f"{gemm['sm_clock_mhz']:,.0f}" in text
+    other = out["no_metrics"].read_text()
+    assert "GPU counters" not in other and "GPU metrics" not in other

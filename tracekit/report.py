@@ -62,6 +62,9 @@ class Section:
     columns: tuple[str, ...] | None = None
     intro: str = ""
     per_run: bool = True  # the query takes --run
+    #: a run whose capture did not trace what it reads leaves it out without a word (an
+    #: option few captures use: a line in every other report would be noise)
+    optional: bool = False
 
 
 NSYS = (
@@ -91,6 +94,12 @@ NSYS = (
             ("name", "calls", "threads", "total_ns", "avg_ns", "med_ns", "max_ns", "time_pct"),
             "Where the CPU threads waited outside CUDA: libc and system calls (nsys stats -r osrt_sum; "
             "needs nsys -t osrt). Threads that wait at the same time each count."),
+    Section("gpu-metrics", "GPU counters by NVTX range", "nvtx-gpu-metrics", {"limit": 20}, None,
+            ("range", "device_id", "instances", "window_ns", "sm_clock_mhz", "sms_active_pct", "sm_issue_pct",
+             "tensor_active_pct", "dram_read_pct", "dram_write_pct"),
+            "The GPU's sampled counters inside each NVTX range's GPU work (nsys --gpu-metrics-devices; "
+            "tracekit capture --gpu-metrics): the SM clock it ran at, how busy the SMs, the tensor pipes and "
+            "the DRAM were.", optional=True),
     Section("nvtx-timeline", "NVTX timeline", "nvtx-ranges", {"limit": 2000}, "nvtx-timeline", None,
             "NVTX ranges per thread and nesting level (the first 2,000 ranges; `tracekit export trace` "
             "writes the full timeline for ui.perfetto.dev)."),
@@ -437,6 +446,8 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
         missing = untraced_ranks(tk, run_id, q.traced) if q.spans_job else {k: [] for k in untraced(tk, run_id, q.traced)}
         if not missing:
             kept.append(sec)
+            continue
+        if sec.optional:
             continue
         kind, ranks = next(iter(missing.items()))
         others, secs = out.setdefault(kind, ([], []))

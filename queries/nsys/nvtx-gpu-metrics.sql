@@ -48,7 +48,7 @@ WITH r AS (
     GROUP BY i.name, g.device_id, m.col
 )
 SELECT per.name AS range, per.device_id, any_value(n.instances) AS instances,
-       (SELECT sum(e - s) FROM islands WHERE islands.name = per.name) AS window_ns,
+       (SELECT sum(e - s)::BIGINT FROM islands WHERE islands.name = per.name) AS window_ns,
        max(samples) FILTER (WHERE col = 'clock') AS samples,
        round1(max(mean) FILTER (WHERE col = 'clock')) AS sm_clock_mhz,
        round1(max(mean) FILTER (WHERE col = 'active')) AS sms_active_pct,

@@ -1,0 +1,107 @@
+"""Benchmark of the GPU's sampled counters (nsys --gpu-metrics-devices): ingest and queries.
+
+Builds an export from the real `nsys_gpu_metrics` fixture (H200, 22 metrics at 10 kHz, 92,444
+samples over 0.42 s) whose GPU_METRICS table is replicated ``--copies`` times with shifted
+timestamps (110 copies: ~10 M samples, a 46 s capture at nsys's default rate), and a twin
+export without the GPU metrics tables: the baseline, ingested in the same process. Then the
+gpu-metrics and nvtx-gpu-metrics queries and the clock lookup of ``tracekit diff``
+(queries/_diff/kernel_clocks.sql) on the large run, best of ``--repeat``.
+
+Usage: python benchmarks/gpu_metrics_bench.py [--copies 110] [--repeat 3] [--workdir DIR]
+Results go to stdout; record them in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import lzma
+import shutil
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+import tracekit
+from tracekit import diff as D
+
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "data" / "nsys_gpu_metrics" / "export.sqlite.xz"
+
+
+def build(work: Path, copies: int) -> tuple[Path, Path]:
+    """(the export with ``copies`` x the fixture's samples, the same export without GPU metrics)."""
+    big, bare = work / "metrics.sqlite", work / "bare.sqlite"
+    with lzma.open(FIXTURE) as src, open(big, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(big)
+    lo, hi = con.execute("SELECT min(timestamp), max(timestamp) FROM GPU_METRICS").fetchone()
+    span = hi - lo + 100_000
+    for i in range(1, copies):
+        con.execute("INSERT INTO GPU_METRICS (rawTimestamp, timestamp, typeId, metricId, value) "
+                    "SELECT rawTimestamp + ?, timestamp + ?, typeId, metricId, value FROM GPU_METRICS "
+                    "WHERE timestamp <= ?", [i * span, i * span, hi])
+    con.commit()
+    con.close()
+    shutil.copyfile(big, bare)
+    con = sqlite3.connect(bare)
+    con.execute("DROP TABLE GPU_METRICS")
+    con.execute("DROP TABLE TARGET_INFO_GPU_METRICS")
+    con.commit()
+    con.execute("VACUUM")
+    con.close()
+    return big, bare
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--copies", type=int, default=110)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workdir", type=Path, default=None)
+    args = ap.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="gm_bench_"))
+    work.mkdir(parents=True, exist_ok=True)
+    big, bare = build(work, args.copies)
+    samples = sqlite3.connect(big).execute("SELECT count(*) FROM GPU_METRICS").fetchone()[0]
+    print(f"export: {samples:,} GPU metric samples ({big.stat().st_size / 2**20:,.0f} MiB)")
+
+    times = {}
+    for label, path in (("without metrics (baseline)", bare), ("with metrics", big)):
+        db = work / f"{path.stem}.duckdb"
+
+        def ingest(db=db, path=path) -> None:
+            db.unlink(missing_ok=True)
+            with tracekit.open(db) as tk:
+                tk.ingest(path)
+
+        times[label] = best(ingest, args.repeat)
+        print(f"ingest {label}: {times[label]:.2f} s")
+    extra = times["with metrics"] - times["without metrics (baseline)"]
+    print(f"ingest ratio {times['with metrics'] / times['without metrics (baseline)']:.2f}x; "
+          f"the samples {samples / max(extra, 1e-9) / 1e6:,.1f} M rows/s on top")
+
+    with tracekit.open(work / "metrics.duckdb", read_only=True) as tk:
+        for q, params in (("gpu-metrics", {}), ("gpu-metrics", {"range": "gemm"}), ("nvtx-gpu-metrics", {})):
+            t = best(lambda q=q, params=params: tk.query(q, run=1, **params), args.repeat)
+            print(f"query {q} {params or ''}: {t * 1e3:,.0f} ms")
+        con = tk.con
+        keys = [r[0] for r in con.execute("SELECT DISTINCT name_id FROM _kernels").fetchall()]
+        con.register("_diff_keymap", pl.DataFrame({"side": [], "name_id": [], "key": []}, schema=D._KEYMAP))
+        con.register("_diff_clock_keys", pl.DataFrame({"key": keys}, schema={"key": pl.Int64}))
+        t = best(lambda: con.execute(D._sql("kernel_clocks"), {"base": 1, "new": 1}).fetchall(), args.repeat)
+        print(f"diff's kernel clocks (both sides the large run): {t * 1e3:,.0f} ms")
+    if args.workdir is None:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -916,7 +916,8 @@ def hstu_cached_fwd(
     # nothing, 1: the unmasked cached tiles, 2: and q)
     gluon_asked = bool(config) and "GLUON" in config
     gluon = bool(cfg.pop("GLUON", False))
-    gl_keys = ("GL_SK", "GL_SV", "GL_QB", "GL_INPLAN", "GL_STAGE", "GL_TMA")
+    gl_keys = ("GL_SK", "GL_SV", "GL_QB", "GL_INPLAN", "GL_STAGE", "GL_TMA", "GL_SUMS", "GL_SKFIRST", "GL_CREGS",
+               "GL_PREGS")
     gl_opts = {key[3:].lower(): int(cfg.pop(key)) for key in gl_keys if key in cfg}
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)

@@ -28,8 +28,11 @@ Triton kernel does per item). Outputs go through the consumer's half of the piec
 Needs Triton >= 3.6 with ``triton.experimental.gluon`` and an sm_90 GPU (wgmma); the caller
 falls back to the Triton kernel otherwise (and in the interpreter). The default where it can run;
 config ``GLUON=False`` runs the Triton kernel.
-ptxas reports spill stores (d=256) in the epilogue's sums of partials (the accumulator and a
-loaded partial do not fit the consumers' 232 registers).
+No spills at the defaults (d = 64, 128, 256; Triton 3.6's ptxas): the sums of partials add a
+column half at a time (``_gl_sums``: the accumulator and a whole loaded partial did not fit the
+consumers' registers), the producer's cp.async tiles are copied one row a thread (one address a
+thread instead of eight), and the consumers get 240 registers, the producer 24
+(docs/performance.md, "helper gluon6").
 """
 
 from __future__ import annotations
@@ -84,11 +87,9 @@ def _sk_plan_piece(i, lo, hi, pid, s0, chunk, row, SEQ_OFFSETS, CACHE_LENS, NUM_
 @triton.jit
 def _sk_plan_kernel(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk, dp_spare, MAXPC,
                     H: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_TARGETS: tl.constexpr,
-                    BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr, UNIFORM: tl.constexpr,
-                    SKFIRST: tl.constexpr):
+                    BPOW: tl.constexpr, TPOW: tl.constexpr, DP: tl.constexpr, UNIFORM: tl.constexpr):
     """The pieces of persistent program ``pid`` in order (``_hstu_cached_sk_kernel``'s loop), at
-    most MAXPC of them, into PLAN[pid]; their count into PLAN_N[pid]. SKFIRST (with DP): the
-    stream-K pieces first, then the program's whole items of the DP waves (see _gl_plan)."""
+    most MAXPC of them, into PLAN[pid]; their count into PLAN_N[pid]."""
     pid = tl.program_id(0)
     P = tl.num_programs(0)
     offs_b = tl.arange(0, BPOW)
@@ -109,31 +110,18 @@ def _sk_plan_kernel(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, mi
         hi = tl.minimum(lo + chunk, total)
         k = 0
         i = lo
-        if SKFIRST:
-            while (i < hi) & (npc < MAXPC):
-                i = _sk_plan_piece(i, lo, hi, pid, s0, chunk, base + npc * 16, SEQ_OFFSETS, CACHE_LENS,
-                                   NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N, HAS_TARGETS, BPOW, TPOW)
-                npc += 1
-            while (k < waves) & (npc < MAXPC):
+        while ((k < waves) | (i < hi)) & (npc < MAXPC):
+            in_dp = k < waves
+            j = i
+            if in_dp:
                 j = _sk_item_start(k * P + pid, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
                                    HAS_TARGETS, BPOW, TPOW)
-                _sk_plan_piece(j, j, total, pid, s0, chunk, base + npc * 16, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS,
-                               nseq, H, BLOCK_M, BLOCK_N, HAS_TARGETS, BPOW, TPOW)
-                npc += 1
-                k += 1
-        else:
-            while ((k < waves) | (i < hi)) & (npc < MAXPC):
-                in_dp = k < waves
-                j = i
-                if in_dp:
-                    j = _sk_item_start(k * P + pid, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M,
-                                       BLOCK_N, HAS_TARGETS, BPOW, TPOW)
-                e = _sk_plan_piece(j, tl.where(in_dp, j, lo), tl.where(in_dp, total, hi), pid, s0, chunk,
-                                   base + npc * 16, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
-                                   HAS_TARGETS, BPOW, TPOW)
-                npc += 1
-                i = tl.where(in_dp, i, e)
-                k += 1
+            e = _sk_plan_piece(j, tl.where(in_dp, j, lo), tl.where(in_dp, total, hi), pid, s0, chunk,
+                               base + npc * 16, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, nseq, H, BLOCK_M, BLOCK_N,
+                               HAS_TARGETS, BPOW, TPOW)
+            npc += 1
+            i = tl.where(in_dp, i, e)
+            k += 1
     else:
         chunk = tl.maximum(tl.cdiv(total, P), min_chunk)
         lo = pid * chunk
@@ -270,8 +258,7 @@ def _gl_plan_piece(i, lo, hi, pid, s0, chunk, row, offs_b, cs, sv, wv, nv, cv, n
 @gluon.jit
 def _gl_plan(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk, dp_spare, MAXPC,
              H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-             BPOW: gl.constexpr, TPOW: gl.constexpr, DP: gl.constexpr, SKFIRST: gl.constexpr,
-             num_warps: gl.constexpr):
+             BPOW: gl.constexpr, TPOW: gl.constexpr, DP: gl.constexpr, num_warps: gl.constexpr):
     """``_sk_plan_kernel`` for this program, in the kernel's prologue (its 4 warps, before the
     partitions start): the per-sequence vectors once (one sequence a lane, reduced by shuffles;
     every sequence in every thread made the prologue ~8 us longer on the H200: serial chains of
@@ -317,31 +304,18 @@ def _gl_plan(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk
         hi = gl.minimum(lo + chunk, total)
         k = 0
         i = lo
-        if SKFIRST:
-            while (i < hi) & (npc < MAXPC):
-                i = _gl_plan_piece(i, lo, hi, pid, s0, chunk, base + npc * 16, offs_b, cs, sv, wv, nv, cv, nhv, nbv,
-                                   H, BLOCK_M, BLOCK_N, HAS_TARGETS, TPOW)
-                npc += 1
-            while (k < waves) & (npc < MAXPC):
+        while ((k < waves) | (i < hi)) & (npc < MAXPC):
+            in_dp = k < waves
+            j = i
+            if in_dp:
                 j = _gl_item_start(k * P + pid, offs_b, ci, iv, sv, wv, nv, cv, nhv, nbv, H, BLOCK_M, BLOCK_N,
                                    HAS_TARGETS)
-                _gl_plan_piece(j, j, total, pid, s0, chunk, base + npc * 16, offs_b, cs, sv, wv, nv, cv, nhv, nbv,
-                               H, BLOCK_M, BLOCK_N, HAS_TARGETS, TPOW)
-                npc += 1
-                k += 1
-        else:
-            while ((k < waves) | (i < hi)) & (npc < MAXPC):
-                in_dp = k < waves
-                j = i
-                if in_dp:
-                    j = _gl_item_start(k * P + pid, offs_b, ci, iv, sv, wv, nv, cv, nhv, nbv, H, BLOCK_M, BLOCK_N,
-                                       HAS_TARGETS)
-                e = _gl_plan_piece(j, gl.where(in_dp, j, lo), gl.where(in_dp, total, hi), pid, s0, chunk,
-                                   base + npc * 16, offs_b, cs, sv, wv, nv, cv, nhv, nbv, H, BLOCK_M, BLOCK_N,
-                                   HAS_TARGETS, TPOW)
-                npc += 1
-                i = gl.where(in_dp, i, e)
-                k += 1
+            e = _gl_plan_piece(j, gl.where(in_dp, j, lo), gl.where(in_dp, total, hi), pid, s0, chunk,
+                               base + npc * 16, offs_b, cs, sv, wv, nv, cv, nhv, nbv, H, BLOCK_M, BLOCK_N,
+                               HAS_TARGETS, TPOW)
+            npc += 1
+            i = gl.where(in_dp, i, e)
+            k += 1
     else:
         chunk = gl.maximum(gl.cdiv(total, P), min_chunk)
         lo = pid * chunk
@@ -419,6 +393,10 @@ def _gl_producer(Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN
     VD (the caches as [pages * PAGE, H * D]), a phantom as a box past the view's rows (zeros);
     TMA >= 2: q too (QD: q as [L, H * D]; its rows past the sequence are other sequences' or zeros:
     those rows' outputs are never stored, and each row's result depends on its own q row only)."""
+    # cp.async copies: a thread copies 16-byte pieces of one row (its columns 32 apart), so one
+    # address a thread (the columns immediates), not one per row: with 8 rows a thread the
+    # producer spilled in its registers (the consumers' other loop: ~2,470 cycles a tile before
+    # this and the epilogue's changes, ~1,840 after; docs/performance.md, "helper gluon6")
     cp: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [PWARPS, 1], [1, 0])
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, cp))
     offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, cp))
@@ -623,8 +601,8 @@ def _gl_sum_half(x, WS, off, c_first, c_last, item_lo, sk0, chunk, slot, BLOCK_M
 
 
 @gluon.jit
-def _gl_sums(acc, WS, wg: gl.constexpr, offs_r, offs_c, c_first, c_last, item_lo, sk0, chunk, slot,
-             o_layout: gl.constexpr, BLOCK_M: gl.constexpr, D: gl.constexpr):
+def _gl_sums(acc, WS, wg: gl.constexpr, c_first, c_last, item_lo, sk0, chunk, slot, o_layout: gl.constexpr,
+             BLOCK_M: gl.constexpr, D: gl.constexpr):
     """acc (this warpgroup's [64, D] accumulator) plus the other pieces' partials of the item, a
     column half at a time: the accumulator and one half partial fit the consumers' registers (a
     whole partial beside the accumulator did not: spills, loads in small waves)."""
@@ -646,7 +624,7 @@ def _gl_sums(acc, WS, wg: gl.constexpr, offs_r, offs_c, c_first, c_last, item_lo
 def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
                  D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-                 SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr, SUMS: gl.constexpr):
+                 SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr):
     """Rows wg*64 .. wg*64+63 of every piece's query block. STAGE: outputs written through this
     warpgroup's half of the piece's q buffer (``_gl_out_staged``), which is then released after the
     epilogue instead of after the last QK."""
@@ -726,16 +704,8 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
             # (a scalar atomic: one thread, its result shared), so that all its threads take the
             # same branch (a plain load per thread could see two counts), then a fence: acquire
             if gl.atomic_add(cnt, 0, sem="relaxed") == c_last - c_first:
-                if SUMS:
-                    _gl_fence(one)
-                    acc = _gl_sums(acc, WS, wg, offs_r, offs_c, c_first, c_last, item_lo, sk0, chunk, slot, o_layout,
-                                   BLOCK_M, D)
-                else:
-                    _gl_fence(offs_r)
-                    for c in range(c_first, c_last + 1):
-                        sc = c * 2 + gl.where(item_lo <= sk0 + c * chunk, 0, 1)
-                        acc += gl.load(WS + (sc.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :],
-                                       mask=(offs_r >= 0)[:, None] & (sc != slot), other=0.0, cache_modifier=".cg")
+                _gl_fence(one)
+                acc = _gl_sums(acc, WS, wg, c_first, c_last, item_lo, sk0, chunk, slot, o_layout, BLOCK_M, D)
                 if STAGE:
                     _gl_out_staged(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, q_my, D,
                                    HALF)
@@ -744,25 +714,13 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
                 gl.atomic_xchg(cnt, 0, sem="relaxed")
             else:
                 gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc)
-                if SUMS:
-                    _gl_fence(one)
-                else:
-                    _gl_fence(offs_r)
+                _gl_fence(one)
                 gl.thread_barrier()
                 arrived = gl.atomic_add(cnt, 1, sem="acq_rel")
                 if arrived == c_last - c_first:
-                    if SUMS:
-                        # its own partial from its registers, the others' loaded
-                        _gl_fence(one)
-                        tot = _gl_sums(acc, WS, wg, offs_r, offs_c, c_first, c_last, item_lo, sk0, chunk, slot,
-                                       o_layout, BLOCK_M, D)
-                    else:
-                        _gl_fence(offs_r)
-                        tot = gl.zeros([HALF, D], gl.float32, layout=o_layout)
-                        for c in range(c_first, c_last + 1):
-                            sc = c * 2 + gl.where(item_lo <= sk0 + c * chunk, 0, 1)
-                            tot += gl.load(WS + (sc.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :],
-                                           cache_modifier=".cg")
+                    # its own partial from its registers, the others' loaded
+                    _gl_fence(one)
+                    tot = _gl_sums(acc, WS, wg, c_first, c_last, item_lo, sk0, chunk, slot, o_layout, BLOCK_M, D)
                     if STAGE:
                         _gl_out_staged(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, tot * inv_n, q_my,
                                        D, HALF)
@@ -782,20 +740,20 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
 def _gl_consumer0(OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                   scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
                   D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr, SUMS: gl.constexpr):
+                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr):
     _gl_consumer(0, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty, D,
-                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, SUMS)
+                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE)
 
 
 @gluon.jit
 def _gl_consumer1(OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                   scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
                   D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
-                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr, SUMS: gl.constexpr):
+                  SK: gl.constexpr, SV: gl.constexpr, QB: gl.constexpr, STAGE: gl.constexpr):
     _gl_consumer(1, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty, D,
-                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, SUMS)
+                 BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE)
 
 
 @gluon.jit
@@ -808,7 +766,7 @@ def _hstu_cached_gl_kernel(
     HAS_TARGETS: gl.constexpr, SK: gl.constexpr, SV: gl.constexpr, PWARPS: gl.constexpr,
     CREGS: gl.constexpr, PREGS: gl.constexpr, QB: gl.constexpr, H: gl.constexpr, BPOW: gl.constexpr,
     TPOW: gl.constexpr, DP: gl.constexpr, INPLAN: gl.constexpr, STAGE: gl.constexpr, TMA: gl.constexpr,
-    SUMS: gl.constexpr, SKFIRST: gl.constexpr, num_warps: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     gl.static_assert(num_warps == 4)
     gl.static_assert(BLOCK_M == 128)
@@ -816,7 +774,7 @@ def _hstu_cached_gl_kernel(
         # the program's plan, written by this CTA before its partitions start (warp_specialize's
         # entry is a barrier of all the CTA's warps; bar.sync orders their memory accesses)
         _gl_plan(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk, dp_spare, MAXPC, H, BLOCK_M,
-                 BLOCK_N, HAS_TARGETS, BPOW, TPOW, DP, SKFIRST, num_warps)
+                 BLOCK_N, HAS_TARGETS, BPOW, TPOW, DP, num_warps)
     dtype: gl.constexpr = Q.dtype.element_ty
     q_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, D], dtype)
     kv_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, D], dtype)
@@ -841,10 +799,10 @@ def _hstu_cached_gl_kernel(
     gl.warp_specialize([
         (_gl_consumer0, (OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot,
                          stride_oh, scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full,
-                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, SUMS)),
+                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE)),
         (_gl_consumer1, (OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot,
                          stride_oh, scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full,
-                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE, SUMS)),
+                         q_empty, D, BLOCK_M, BLOCK_N, HAS_TARGETS, SK, SV, QB, STAGE)),
         (_gl_producer, (Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC,
                         stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh,
                         stride_kcp, stride_kcs, stride_kch, stride_vcp, stride_vcs, stride_vch, stride_pt,
@@ -985,12 +943,16 @@ def _encoded(t, rows: int, cols: int, block_rows: int, block_cols: int, meta):
 
 def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets, ws, cnt, *, scale, inv_n,
                  programs, dp, dp_spare, min_chunk, uniform, page, block_m=128, block_n=32, sk=3, sv=3, qb=2,
-                 pwarps=4, cregs=232, pregs=40, inplan=1, stage=1, tma=2, sums=1, skfirst=1):
+                 pwarps=4, cregs=None, pregs=None, inplan=1, stage=1, tma=2):
     """Run the Gluon persistent cached kernel (inplan=0: after the planner kernel); returns its
     compiled kernel, or None when the plan table would be too large (the caller then runs the
     Triton kernel). ``cnt`` holds two counters per item (one per consumer warpgroup). stage:
     outputs through shared memory. tma: what the producer copies by TMA (0: nothing, cp.async
-    only; 1: the unmasked cached tiles; 2: and q; where those tensors are contiguous).
+    only; 1: the unmasked cached tiles; 2: and q; where those tensors are contiguous). cregs /
+    pregs: the registers of each consumer warpgroup / of the producer (``setmaxnreg``; the three
+    share 504 a thread), by default 240 / 24 where the producer copies by TMA (no spills at d = 256;
+    with 232 / 40 ptxas spills one word of predicates in the consumers), 232 / 40 with cp.async
+    only (whose producer needs them).
 
     The first launch of a specialisation goes through the JIT (compiling if needed); later ones
     launch the compiled kernel directly (``_Handle``) with the tensor maps encoded once per
@@ -1021,15 +983,17 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
         pl, pn = (plan, plan_n) if chk is None else chk
         _sk_plan_kernel[(P,)](seq_offsets, cache_lens, nt, pl, pn, B, min_chunk, dp_spare, items,
                               H=H, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=has_t,
-                              BPOW=bpow, TPOW=tpow, DP=dp, UNIFORM=uniform, SKFIRST=bool(skfirst), num_warps=4)
+                              BPOW=bpow, TPOW=tpow, DP=dp, UNIFORM=uniform, num_warps=4)
     # TMA reads the tensors as matrices [rows, H * D]: the caches [pages * page, H * D] (level 1),
     # q [L, H * D] (level 2); where they are not contiguous, the level below
     tma = min(int(tma), 2) if kc.is_contiguous() and vc.is_contiguous() else 0
     if tma == 2 and not q.is_contiguous():
         tma = 1
+    if cregs is None or pregs is None:
+        cregs, pregs = (240, 24) if tma else (232, 40)
     desc_pos = (5, 6, 7) if tma == 2 else (5, 6) if tma else ()
     consts = (D, page, block_m, block_n, has_t, sk, sv, pwarps, cregs, pregs, qb, H, bpow, tpow, bool(dp),
-              inplan, bool(stage), tma, bool(sums), bool(skfirst), 4)
+              inplan, bool(stage), tma, 4)
     # the kernel's pointer and integer arguments (its parameters in order: Q, K, V, KC, VC, the three
     # descriptors, PT, CACHE_LENS, OUT, SEQ_OFFSETS, NUM_TARGETS, the strides, WS, CNT, PLAN, PLAN_N,
     # MAXPC, scale, inv_n, nseq, min_chunk, dp_spare)
@@ -1075,14 +1039,14 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
     compiled = _hstu_cached_gl_kernel[(P,)](
         *args, D=D, PAGE=page, BLOCK_M=block_m, BLOCK_N=block_n, HAS_TARGETS=has_t, SK=sk, SV=sv,
         PWARPS=pwarps, CREGS=cregs, PREGS=pregs, QB=qb, H=H, BPOW=bpow, TPOW=tpow, DP=bool(dp),
-        INPLAN=inplan, STAGE=bool(stage), TMA=tma, SUMS=bool(sums), SKFIRST=bool(skfirst), num_warps=4)
+        INPLAN=inplan, STAGE=bool(stage), TMA=tma, num_warps=4)
     if key not in _HANDLES and compiled is not None and _signature_ok(compiled) and _RT is not None:
         _HANDLES[key] = _Handle.make(compiled, desc_pos)
     return compiled
 
 
 _CONSTS = ("D", "PAGE", "BLOCK_M", "BLOCK_N", "HAS_TARGETS", "SK", "SV", "PWARPS", "CREGS", "PREGS", "QB", "H", "BPOW",
-           "TPOW", "DP", "INPLAN", "STAGE", "TMA", "SUMS", "SKFIRST", "num_warps")  # launch_gluon's consts, in order
+           "TPOW", "DP", "INPLAN", "STAGE", "TMA", "num_warps")  # launch_gluon's consts, in order
 _N_ARGS = 38  # launch_gluon's args
 
 

@@ -1216,48 +1216,10 @@ def test_cached_gluon_plan_has_room_for_every_piece(B, n, H, targets, programs, 
     G._sk_plan_kernel[(programs,)](off, caches, nt, plan, counts, B, 1, 2, rows, H=H, BLOCK_M=128, BLOCK_N=32,
                                    HAS_TARGETS=True, BPOW=triton.next_power_of_2(B + 1),
                                    TPOW=triton.next_power_of_2(triton.cdiv(L, 128) + 1), DP=dp, UNIFORM=False,
-                                   SKFIRST=True, num_warps=4)
+                                   num_warps=4)
     assert 0 < int(counts.max()) <= G.max_pieces(L, B, H, 128)
     if (B, n, programs) == (13, 100, 1):
         assert int(counts.max()) > H * (triton.cdiv(L, 128) + B)  # (what the former bound missed)
-
-
-@pytest.mark.skipif(HAS_CUDA, reason="the planner kernel under the interpreter (CPU)")
-@pytest.mark.parametrize(("B", "n", "H", "targets", "programs", "spare"), [
-    (8, 300, 4, 100, 7, 1), (5, 31, 4, 15, 7, 0), (4, 257, 2, 0, 3, 1), (13, 100, 4, 50, 13, 2), (3, 129, 2, 0, 40, 1)])
-def test_cached_gluon_plan_stream_k_first_is_a_rotation(B, n, H, targets, programs, spare):
-    """SKFIRST (the Gluon kernel's default plan order): each program's stream-K pieces first,
-    then its whole items of the DP waves, i.e. the same rows as the schedule's own order (DP
-    waves first) rotated by the program's number of waves; without DP the two orders agree."""
-    pytest.importorskip("triton.experimental.gluon")
-    import triton
-    from tracekit.kernels import _cached_gluon as G
-
-    off = torch.arange(0, (B + 1) * n, n, dtype=torch.int32)
-    caches = torch.tensor([(0, 1, 31, 45, 517, 1012)[i % 6] for i in range(B)], dtype=torch.int32)
-    nt = torch.full((B,), targets, dtype=torch.int32)
-    L = B * n
-    rows = G.max_pieces(L, B, H, 128)
-    items = H * B * triton.cdiv(n, 128)
-    waves = max(items // programs - spare, 0)
-    for dp in (True, False):
-        tables = []
-        for first in (False, True):
-            plan = torch.full((programs * rows * G.NF,), -7, dtype=torch.int32)
-            counts = torch.full((programs,), -7, dtype=torch.int32)
-            G._sk_plan_kernel[(programs,)](off, caches, nt, plan, counts, B, 8, spare, rows, H=H, BLOCK_M=128,
-                                           BLOCK_N=32, HAS_TARGETS=True, BPOW=triton.next_power_of_2(B + 1),
-                                           TPOW=triton.next_power_of_2(triton.cdiv(L, 128) + 1), DP=dp,
-                                           UNIFORM=False, SKFIRST=first, num_warps=4)
-            tables.append((plan.view(programs, rows, G.NF)[:, :, :13], counts))
-        (nat, n_nat), (skf, n_skf) = tables
-        assert torch.equal(n_nat, n_skf)
-        w = waves if dp else 0
-        for p in range(programs):
-            k = int(n_nat[p])
-            assert k >= w
-            assert torch.equal(skf[p, :k], torch.cat([nat[p, w:k], nat[p, :w]])), (dp, p)
-            assert bool((nat[p, :w, 5] == 1).all())  # (the waves' items are whole)
 
 
 def test_cached_gluon_default_on_cuda_only():

@@ -95,7 +95,8 @@ def compile_sk(m, over: dict | None = None, B=8, n=1040, H=4, D=256, num_pt=104,
 
 def compile_gluon(m, over: dict | None = None, B=8, n=1040, H=4, D=256, num_pt=104, PAGE=32, programs=132):
     """The compiled Gluon kernel (``_cached_gluon._hstu_cached_gl_kernel``) of package ``m`` for the
-    same shape; ``over`` updates its constexprs (SK, SV, QB, PWARPS, CREGS, PREGS, ...)."""
+    same shape; ``over`` updates its constexprs (SK, SV, QB, PWARPS, CREGS, PREGS, TMA, ...), whose
+    defaults here are ``launch_gluon``'s (main before helper gluon6: ``{'CREGS': 232, 'PREGS': 40}``)."""
     import importlib
 
     import torch
@@ -106,8 +107,8 @@ def compile_gluon(m, over: dict | None = None, B=8, n=1040, H=4, D=256, num_pt=1
     kc = torch.empty(num_pt * B, PAGE, H, D, dtype=torch.bfloat16)
     pt = torch.empty(B, num_pt, dtype=torch.int32)
     i32 = torch.empty(4096, dtype=torch.int32)
-    consts = dict(D=D, PAGE=PAGE, BLOCK_M=128, BLOCK_N=32, HAS_TARGETS=True, SK=3, SV=3, PWARPS=4, CREGS=232,
-                  PREGS=40, QB=2, H=H, BPOW=16, TPOW=128, DP=True, INPLAN=True, STAGE=True, TMA=0)
+    consts = dict(D=D, PAGE=PAGE, BLOCK_M=128, BLOCK_N=32, HAS_TARGETS=True, SK=3, SV=3, PWARPS=4, CREGS=240,
+                  PREGS=24, QB=2, H=H, BPOW=16, TPOW=128, DP=True, INPLAN=True, STAGE=True, TMA=2)
     consts.update(over or {})
     kd, qd = kc, q
     if consts["TMA"]:

@@ -913,10 +913,11 @@ def hstu_cached_fwd(
     # "helper gluon5"). GL_SK, GL_SV, GL_QB: that kernel's K/V ring depths and q buffers; GL_INPLAN
     # (default 1): its plan computed in the kernel (0: by the planner kernel); GL_STAGE (default 1):
     # outputs written through shared memory; GL_TMA (default 2): what its producer copies by TMA (0:
-    # nothing, 1: the unmasked cached tiles, 2: and q)
+    # nothing, 1: the unmasked cached tiles, 2: and q); GL_CREGS / GL_PREGS: the registers of its
+    # consumer warpgroups / producer (default 240 / 24 with TMA, 232 / 40 without)
     gluon_asked = bool(config) and "GLUON" in config
     gluon = bool(cfg.pop("GLUON", False))
-    gl_keys = ("GL_SK", "GL_SV", "GL_QB", "GL_INPLAN", "GL_STAGE", "GL_TMA")
+    gl_keys = ("GL_SK", "GL_SV", "GL_QB", "GL_INPLAN", "GL_STAGE", "GL_TMA", "GL_CREGS", "GL_PREGS")
     gl_opts = {key[3:].lower(): int(cfg.pop(key)) for key in gl_keys if key in cfg}
     if persist and pages == 3:
         pages = 1  # (the persistent kernel reads pages through the page table)

@@ -28,8 +28,11 @@ Triton kernel does per item). Outputs go through the consumer's half of the piec
 Needs Triton >= 3.6 with ``triton.experimental.gluon`` and an sm_90 GPU (wgmma); the caller
 falls back to the Triton kernel otherwise (and in the interpreter). The default where it can run;
 config ``GLUON=False`` runs the Triton kernel.
-ptxas reports spill stores (d=256) in the epilogue's sums of partials (the accumulator and a
-loaded partial do not fit the consumers' 232 registers).
+No spills at the defaults (d = 64, 128, 256; Triton 3.6's ptxas): the sums of partials add a
+column half at a time (``_gl_sums``: the accumulator and a whole loaded partial did not fit the
+consumers' registers), the producer's cp.async tiles are copied one row a thread (one address a
+thread instead of eight), and the consumers get 240 registers, the producer 24
+(docs/performance.md, "helper gluon6").
 """
 
 from __future__ import annotations
@@ -143,6 +146,13 @@ def _gl_fence(x):
     """``fence.acq_rel.gpu`` in every thread holding an element of x (``__threadfence``)."""
     return gl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.b32 $0, $1;", "=r,r", [x], dtype=gl.int32,
                                      is_pure=False, pack=1)
+
+
+@gluon.jit
+def _gl_here(x):
+    """x through an assembly move that has side effects: values computed from it stay where they
+    are used instead of being hoisted out of the loop around them (and held in registers over it)."""
+    return gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=gl.int32, is_pure=False, pack=1)
 
 
 # ---------------------------------------------------------------- the schedule (Gluon, in the kernel)
@@ -323,7 +333,7 @@ def _gl_plan(SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, PLAN, PLAN_N, nseq, min_chunk
 def _gl_piece(PLAN, pid, k, MAXPC, SEQ_OFFSETS, CACHE_LENS, NUM_TARGETS, BLOCK_M: gl.constexpr,
               BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr):
     """Piece k of program pid: its plan fields and the figures of its sequence."""
-    row = PLAN + (pid.to(gl.int64) * MAXPC + k) * 16
+    row = PLAN + (pid * MAXPC + k) * 16  # (int32: the table is at most _PLAN_BYTES_MAX bytes)
     b = gl.load(row + 0)
     h = gl.load(row + 1)
     t = gl.load(row + 2)
@@ -383,7 +393,11 @@ def _gl_producer(Q, K, V, KC, VC, PT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN
     VD (the caches as [pages * PAGE, H * D]), a phantom as a box past the view's rows (zeros);
     TMA >= 2: q too (QD: q as [L, H * D]; its rows past the sequence are other sequences' or zeros:
     those rows' outputs are never stored, and each row's result depends on its own q row only)."""
-    cp: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [PWARPS, 1], [1, 0])
+    # cp.async copies: a thread copies 16-byte pieces of one row (its columns 32 apart), so one
+    # address a thread (the columns immediates), not one per row: with 8 rows a thread the
+    # producer spilled in its registers (the consumers' other loop: ~2,470 cycles a tile before
+    # this and the epilogue's changes, ~1,840 after; docs/performance.md, "helper gluon6")
+    cp: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [PWARPS, 1], [1, 0])
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, cp))
     offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, cp))
     offs_q = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, cp))
@@ -568,6 +582,45 @@ def _gl_out_staged(OUT, start, h, r0, n, stride_ot, stride_oh, x, buf, D: gl.con
 
 
 @gluon.jit
+def _gl_halves(x, HALF: gl.constexpr, D: gl.constexpr):
+    """x [HALF, D] in the wgmma accumulator's layout as its column halves [:, :D/2] and [:, D/2:]:
+    the column's top bit is a register bit of that layout, so this moves no data (the split selects
+    registers)."""
+    return gl.split(gl.permute(gl.reshape(x, [HALF, 2, D // 2]), (0, 2, 1)))
+
+
+@gluon.jit
+def _gl_sum_half(x, WS, off, c_first, c_last, item_lo, sk0, chunk, slot, BLOCK_M: gl.constexpr, D: gl.constexpr):
+    """x plus the other pieces' partials (every chunk's slot but ``slot``) at the element offsets
+    ``off`` (x's layout) of each partial: one partial's loads in flight at a time."""
+    for c in range(c_first, c_last + 1):
+        sc = c * 2 + gl.where(item_lo <= sk0 + c * chunk, 0, 1)
+        if sc != slot:
+            x += gl.load(WS + sc.to(gl.int64) * BLOCK_M * D + off, cache_modifier=".cg")
+    return x
+
+
+@gluon.jit
+def _gl_sums(acc, WS, wg: gl.constexpr, c_first, c_last, item_lo, sk0, chunk, slot, o_layout: gl.constexpr,
+             BLOCK_M: gl.constexpr, D: gl.constexpr):
+    """acc (this warpgroup's [64, D] accumulator) plus the other pieces' partials of the item, a
+    column half at a time: the accumulator and one half partial fit the consumers' registers (a
+    whole partial beside the accumulator did not: spills, loads in small waves)."""
+    HALF: gl.constexpr = BLOCK_M // 2
+    a0, a1 = _gl_halves(acc, HALF, D)
+    hl: gl.constexpr = a0.type.layout
+    # (the offsets formed here: hoisted out of the piece loop, they held ~10 registers over it and
+    # ptxas spilled other values)
+    rows = _gl_here(gl.arange(0, HALF, layout=gl.SliceLayout(1, hl)))
+    cols = gl.arange(0, D // 2, layout=gl.SliceLayout(0, hl))
+    off = (wg * HALF + rows)[:, None] * D + cols[None, :]
+    a0 = _gl_sum_half(a0, WS, off, c_first, c_last, item_lo, sk0, chunk, slot, BLOCK_M, D)
+    a1 = _gl_sum_half(a1, WS + D // 2, off, c_first, c_last, item_lo, sk0, chunk, slot, BLOCK_M, D)
+    return gl.convert_layout(gl.reshape(gl.permute(gl.join(a0, a1), (0, 2, 1)), [HALF, D]), o_layout,
+                             assert_trivial=True)
+
+
+@gluon.jit
 def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TARGETS, PLAN, PLAN_N, MAXPC, stride_ot, stride_oh,
                  scale, inv_n, q_smem, k_ring, v_ring, full_k, empty_k, full_v, empty_v, q_full, q_empty,
                  D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HAS_TARGETS: gl.constexpr,
@@ -587,6 +640,7 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
     offs_hs = gl.arange(0, HALF, layout=gl.SliceLayout(1, s_layout))
     offs_r = gl.arange(0, HALF, layout=gl.SliceLayout(1, o_layout))
     offs_c = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
+    one = gl.zeros([128], gl.int32, layout=gl.BlockedLayout([1], [32], [4], [0]))  # an element a thread (fences)
     pid = gl.program_id(0)
     npc = gl.load(PLAN_N + pid)
     g = 0
@@ -629,7 +683,7 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
         mbarrier.arrive(empty_v.index(gv % SV))
         g += nt
         # epilogue, this warpgroup's rows
-        row = PLAN + (pid.to(gl.int64) * MAXPC + k) * 16
+        row = PLAN + (pid * MAXPC + k) * 16
         if gl.load(row + 5) != 0:
             if STAGE:
                 _gl_out_staged(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, q_my, D, HALF)
@@ -650,11 +704,8 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
             # (a scalar atomic: one thread, its result shared), so that all its threads take the
             # same branch (a plain load per thread could see two counts), then a fence: acquire
             if gl.atomic_add(cnt, 0, sem="relaxed") == c_last - c_first:
-                _gl_fence(offs_r)
-                for c in range(c_first, c_last + 1):
-                    sc = c * 2 + gl.where(item_lo <= sk0 + c * chunk, 0, 1)
-                    acc += gl.load(WS + (sc.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :],
-                                   mask=(offs_r >= 0)[:, None] & (sc != slot), other=0.0, cache_modifier=".cg")
+                _gl_fence(one)
+                acc = _gl_sums(acc, WS, wg, c_first, c_last, item_lo, sk0, chunk, slot, o_layout, BLOCK_M, D)
                 if STAGE:
                     _gl_out_staged(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, acc * inv_n, q_my, D,
                                    HALF)
@@ -663,16 +714,13 @@ def _gl_consumer(wg: gl.constexpr, OUT, WS, CNT, CACHE_LENS, SEQ_OFFSETS, NUM_TA
                 gl.atomic_xchg(cnt, 0, sem="relaxed")
             else:
                 gl.store(WS + (slot.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :], acc)
-                _gl_fence(offs_r)
+                _gl_fence(one)
                 gl.thread_barrier()
                 arrived = gl.atomic_add(cnt, 1, sem="acq_rel")
                 if arrived == c_last - c_first:
-                    _gl_fence(offs_r)
-                    tot = gl.zeros([HALF, D], gl.float32, layout=o_layout)
-                    for c in range(c_first, c_last + 1):
-                        sc = c * 2 + gl.where(item_lo <= sk0 + c * chunk, 0, 1)
-                        tot += gl.load(WS + (sc.to(gl.int64) * BLOCK_M + wrow)[:, None] * D + offs_c[None, :],
-                                       cache_modifier=".cg")
+                    # its own partial from its registers, the others' loaded
+                    _gl_fence(one)
+                    tot = _gl_sums(acc, WS, wg, c_first, c_last, item_lo, sk0, chunk, slot, o_layout, BLOCK_M, D)
                     if STAGE:
                         _gl_out_staged(OUT, start, h, m0 + wg * HALF, n, stride_ot, stride_oh, tot * inv_n, q_my,
                                        D, HALF)
@@ -895,12 +943,16 @@ def _encoded(t, rows: int, cols: int, block_rows: int, block_cols: int, meta):
 
 def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets, ws, cnt, *, scale, inv_n,
                  programs, dp, dp_spare, min_chunk, uniform, page, block_m=128, block_n=32, sk=3, sv=3, qb=2,
-                 pwarps=4, cregs=232, pregs=40, inplan=1, stage=1, tma=2):
+                 pwarps=4, cregs=None, pregs=None, inplan=1, stage=1, tma=2):
     """Run the Gluon persistent cached kernel (inplan=0: after the planner kernel); returns its
     compiled kernel, or None when the plan table would be too large (the caller then runs the
     Triton kernel). ``cnt`` holds two counters per item (one per consumer warpgroup). stage:
     outputs through shared memory. tma: what the producer copies by TMA (0: nothing, cp.async
-    only; 1: the unmasked cached tiles; 2: and q; where those tensors are contiguous).
+    only; 1: the unmasked cached tiles; 2: and q; where those tensors are contiguous). cregs /
+    pregs: the registers of each consumer warpgroup / of the producer (``setmaxnreg``; the three
+    share 504 a thread), by default 240 / 24 where the producer copies by TMA (no spills at d = 256;
+    with 232 / 40 ptxas spills one word of predicates in the consumers), 232 / 40 with cp.async
+    only (whose producer needs them).
 
     The first launch of a specialisation goes through the JIT (compiling if needed); later ones
     launch the compiled kernel directly (``_Handle``) with the tensor maps encoded once per
@@ -937,6 +989,8 @@ def launch_gluon(q, k, v, kc, vc, pt, cache_lens, out, seq_offsets, num_targets,
     tma = min(int(tma), 2) if kc.is_contiguous() and vc.is_contiguous() else 0
     if tma == 2 and not q.is_contiguous():
         tma = 1
+    if cregs is None or pregs is None:
+        cregs, pregs = (240, 24) if tma else (232, 40)
     desc_pos = (5, 6, 7) if tma == 2 else (5, 6) if tma else ()
     consts = (D, page, block_m, block_n, has_t, sk, sv, pwarps, cregs, pregs, qb, H, bpow, tpow, bool(dp),
               inplan, bool(stage), tma, 4)

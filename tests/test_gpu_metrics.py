@@ -137,7 +137,7 @@ def test_nvtx_gpu_metrics_tell_the_phases_apart(gm, raw):
 def test_a_run_without_gpu_metrics_is_an_error(gm):
     for q in ("gpu-metrics", "nvtx-gpu-metrics"):
         with pytest.raises(QueryError, match=rf"^{q}: run 4 \(no_metrics\) was captured without GPU metrics tracing; "
-                                             r"capture with nsys profile --gpu-metrics-devices=all$"):
+                                             r"capture with nsys profile --gpu-metrics-devices=all \(tracekit capture --gpu-metrics does\)$"):
             gm.query(q, run="no_metrics")
     with pytest.raises(QueryError, match=r"gpu-metrics: the run has no NVTX range named 'gemmm'"):
         gm.query("gpu-metrics", run="base", range="gemmm")
@@ -249,3 +249,38 @@ def test_the_report_shows_the_counters_by_range_only_where_sampled(gm, tmp_path)
     assert "GPU counters by NVTX range" in text and f"{gemm['sm_clock_mhz']:,.0f}" in text
     other = out["no_metrics"].read_text()
     assert "GPU counters" not in other and "GPU metrics" not in other
+
+
+def test_the_trace_has_a_counter_track_per_counter(gm, raw, tmp_path):
+    """``export trace --gpu-metrics``: in the GPU's process a counter track of each of the six
+    counters, one event where the value changed (SQLite over the export counts the changes),
+    values in the store's units, times in µs exact to the ns; the size estimate within 15 %.
+    Without the option no counter; of a run without GPU metrics, an error."""
+    import json
+
+    from tracekit import trace
+    from tracekit.cli import main as cli_main
+
+    res = trace.export_trace(gm, tmp_path / "t.json", run="base", gpu_metrics=True)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    counters = [e for e in events if e["ph"] == "C"]
+    assert res.counts["gpu_metric"] == len(counters) and abs(res.estimated_bytes / res.json_bytes - 1) < 0.15
+    assert {e["pid"] for e in counters} == {trace.GPU_PID_OFFSET}
+    names = ["GPC Clock Frequency [MHz]", "SMs Active [Throughput %]", "SM Issue [Throughput %]",
+             "Tensor Active [Throughput %]", "DRAM Read Bandwidth [Throughput %]", "DRAM Write Bandwidth [Throughput %]"]
+    assert sorted({e["name"] for e in counters}) == sorted(names)
+    for name in names:
+        rows = raw["base"].execute(
+            "SELECT g.timestamp, g.value FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS m ON m.typeId = g.typeId "
+            "AND m.metricId = g.metricId WHERE m.metricName = ? ORDER BY g.timestamp", [name]).fetchall()
+        changes = [(t, v) for i, (t, v) in enumerate(rows) if i == 0 or v != rows[i - 1][1]]
+        got = [(round(e["ts"] * 1000), e["args"]["value"]) for e in counters if e["name"] == name]
+        scale = 1e6 if name.endswith("[MHz]") else 1
+        assert [t for t, _ in got] == [t for t, _ in changes], name
+        assert [v for _, v in got] == pytest.approx([v / scale for _, v in changes], rel=1e-5), name
+    assert trace.export_trace(gm, tmp_path / "plain.json", run="base").counts["gpu_metric"] == 0
+    with pytest.raises(QueryError, match=r"^export trace --gpu-metrics: run 4 \(no_metrics\) was captured without GPU "
+                                         r"metrics tracing; capture with .*, or leave out --gpu-metrics$"):
+        trace.export_trace(gm, tmp_path / "x.json", run="no_metrics", gpu_metrics=True)
+    assert cli_main(["--db", str(gm.path), "export", "trace", "--run", "zeros", "--gpu-metrics",
+                     "-o", str(tmp_path / "z.json.gz")]) == 0

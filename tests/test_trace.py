@@ -130,8 +130,9 @@ def test_counts_equal_the_store(name, tk, exported):
     }
     got = _by_cat(events)
     assert {k: got.get(k, 0) for k in want} == want
-    assert {k: v for k, v in res.counts.items() if k not in ("flow", "osrt")} == want
+    assert {k: v for k, v in res.counts.items() if k not in ("flow", "osrt", "gpu_metric")} == want
     assert res.counts["osrt"] == got.get("osrt", 0) == 0  # (only with --osrt)
+    assert res.counts["gpu_metric"] == got.get("gpu_metric", 0) == 0  # (only with --gpu-metrics)
     # every GPU op whose launching call was recorded has its arrow
     assert res.counts["flow"] == q("SELECT count(*) FROM gpu_ops g WHERE run_id = ? AND correlation_id IN "
                                    "(SELECT correlation_id FROM api_calls a WHERE a.run_id = g.run_id)")

@@ -723,13 +723,15 @@ def export_trace_cmd(
     instance: Annotated[int | None, typer.Option("--instance", help="which range of that name, 1 = the first")] = None,
     force: Annotated[bool, typer.Option("--force", help="write even when the JSON would exceed 100 MB")] = False,
     osrt: Annotated[bool, typer.Option("--osrt", help="with the OS runtime calls (poll, ioctl, waits): a track per thread")] = False,
+    gpu_metrics: Annotated[bool, typer.Option("--gpu-metrics", help="with counter tracks of the GPU's sampled counters "
+                                                                    "(SM clock, SMs and tensor pipes active, DRAM)")] = False,
     db: DbOpt = None,
 ):
     """Write the run's timeline in the Chrome Trace Event format (open it in ui.perfetto.dev)."""
     from .trace import export_trace
 
     res = export_trace(_open(db, read_only=True), out, run=run, start_ns=start_ns, end_ns=end_ns,
-                       nvtx=nvtx, instance=instance, force=force, osrt=osrt)
+                       nvtx=nvtx, instance=instance, force=force, osrt=osrt, gpu_metrics=gpu_metrics)
     events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)
     _wrote(out, f"wrote {out}: run {res.run_id}, {res.window.label}: {events or 'no events'}")
 

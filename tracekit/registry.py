@@ -326,11 +326,11 @@ class Registry:
         said = f"rank{s} {_listed([str(k) for _, k in ranks])}", f"run{s} {_listed([str(r) for r, _ in ranks])}"
         if len(ranks) == job:
             raise QueryError(f"{q.name}: the job of run {run_id} ({name}) was captured without {what} tracing on "
-                             f"every rank ({said[0]}: {said[1]}); capture its ranks with {option} "
-                             "(tracekit capture does)")
+                             f"every rank ({said[0]}: {said[1]}); capture its ranks with {option}"
+                             f"{CAPTURE_ADVICE.get(what, '')}")
         raise QueryError(f"{q.name}: {said[0]} of the job of run {run_id} ({name}) {'were' if s else 'was'} captured "
                          f"without {what} tracing ({said[1]}), so the job's {job} ranks cannot all be compared; "
-                         f"capture every rank with {option} (tracekit capture does)")
+                         f"capture every rank with {option}{CAPTURE_ADVICE.get(what, '')}")
 
     def run(self, tk, name: str, /, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame."""
@@ -404,8 +404,9 @@ TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", 
           **{t: ("CUDA", "nsys -t cuda") for t in ("kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs")}}
 
 
-#: the kinds of event ``tracekit capture`` has nsys trace
-CAPTURE_TRACES = {"NVTX", "OS runtime", "CUDA"}
+#: how ``tracekit capture`` has nsys trace each kind of event, for the errors that ask for it
+CAPTURE_ADVICE = {"NVTX": " (tracekit capture does)", "OS runtime": " (tracekit capture does)",
+                  "CUDA": " (tracekit capture does)", "GPU metrics": " (tracekit capture --gpu-metrics does)"}
 
 
 def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED)) -> list[tuple[str, str]]:
@@ -420,7 +421,7 @@ def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED
 
 
 def check_traced(tk, label: str, run_id: int, tables: list[str] | tuple[str, ...],
-                 advice: str = " (tracekit capture does)") -> None:
+                 advice: str | None = None) -> None:
     """``QueryError`` (``label: run N (name) was captured without X tracing; capture with
     OPTION`` and ``advice``) where the run's capture did not trace events of ``tables``
     (``untraced``): a question about them would read as "none happened"."""
@@ -428,7 +429,7 @@ def check_traced(tk, label: str, run_id: int, tables: list[str] | tuple[str, ...
     if missing:
         what, option = missing[0]
         raise QueryError(f"{label}: run {run_id} ({_run_name(tk, run_id)}) was captured without {what} tracing; "
-                         f"capture with {option}{advice if what in CAPTURE_TRACES else ''}")
+                         f"capture with {option}{CAPTURE_ADVICE.get(what, '') if advice is None else advice}")
 
 
 def _run_name(tk, run_id: int) -> str:

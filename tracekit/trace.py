@@ -15,7 +15,10 @@ instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``
   and whole graph launches, and one per process for its ops on no stream (``No stream``:
   Unified Memory migrations);
 - a flow arrow from each launching API call to the GPU op it launched (when both are in
-  the window).
+  the window);
+- with ``gpu_metrics=True`` (``--gpu-metrics``), in each GPU's process a counter track per
+  sampled counter of ``_GPU_METRICS`` (SM clock, SMs active, SM issue, tensor pipes, DRAM
+  read and write; nsys --gpu-metrics-devices), a sample written where the value changed.
 
 Names are the ones nsys prints: demangled kernel names, API names without the _vNNNN
 suffix, NVTX ranges as 'domain:text', copies as '[CUDA memcpy Host-to-Device]'.
@@ -56,11 +59,12 @@ NVTX_TID_OFFSET = 1 << 24
 OSRT_TID_OFFSET = 2 << 24
 GPU_PID_OFFSET = 1 << 24
 #: event kinds in the file, as their ``cat``
-KINDS = ("cuda_api", "nvtx", "nvtx_startend", "nvtx_mark", "osrt", "kernel", "memcpy", "memset", "graph", "flow")
+KINDS = ("cuda_api", "nvtx", "nvtx_startend", "nvtx_mark", "osrt", "kernel", "memcpy", "memset", "graph", "flow",
+         "gpu_metric")
 #: bytes of one event besides its name, averaged over the fixtures' traces (a start/end
 #: range and a flow are two events); tests/test_trace.py checks the estimate within 15 %
 _EVENT_BYTES = {"cuda_api": 120, "nvtx": 115, "nvtx_startend": 212, "nvtx_mark": 91, "osrt": 125,
-                "kernel": 215, "memcpy": 145, "memset": 141, "graph": 132, "flow": 178}
+                "kernel": 215, "memcpy": 145, "memset": 141, "graph": 132, "flow": 178, "gpu_metric": 85}
 _BATCH = 65536
 
 
@@ -169,6 +173,23 @@ WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns 
 ORDER BY pid, tid, ts_ns
 """
 
+#: the GPU's sampled counters shown as counter tracks (``gpu_metrics``): the SM clock, SMs
+#: active, SM issue, tensor pipes, DRAM read and write; a sample is written where its value
+#: differs from the metric's previous sample (a counter track holds its value until the next)
+_GPU_METRICS = """
+WITH m AS (
+    SELECT device_id, metric_id, metric || coalesce(' [' || unit || ']', '') AS name FROM gpu_metric_names
+    WHERE run_id = $run AND (metric IN ('GPC Clock Frequency', 'SMs Active', 'SM Issue', 'DRAM Read Bandwidth',
+                                        'DRAM Write Bandwidth') OR metric ILIKE 'Tensor%Active')
+), s AS (
+    SELECT g.device_id, m.name, g.timestamp_ns, g.value,
+           lag(g.value) OVER (PARTITION BY g.device_id, g.metric_id ORDER BY g.timestamp_ns) AS prev
+    FROM gpu_metrics g JOIN m USING (device_id, metric_id)
+    WHERE g.run_id = $run AND ($lo IS NULL OR g.timestamp_ns >= $lo) AND ($hi IS NULL OR g.timestamp_ns <= $hi)
+)
+SELECT device_id, name, {ts} AS ts, value, timestamp_ns FROM s WHERE prev IS DISTINCT FROM value
+"""
+
 #: events per kind and their summed name lengths, for the size estimate
 _SIZE = f"""
 WITH streams AS ({_STREAMS})
@@ -186,6 +207,9 @@ WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')} GROUP BY op
 UNION ALL
 SELECT 'osrt', count(*), coalesce(sum(length(name)), 0) FROM osrt_calls
 WHERE $osrt AND run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+"""
+_SIZE_GPU_METRICS = f"""
+SELECT 'gpu_metric', count(*), coalesce(sum(length(name)), 0) FROM ({_GPU_METRICS.format(ts="NULL")})
 """
 
 #: the span of the run's events of the kinds exported: the capture's, as the trace sees it
@@ -269,15 +293,19 @@ def _nsys_run(tk, run: str | int | None) -> int:
     return resolve_run(tk, run, "nsys", "export trace", spans_runs=False)
 
 
-def estimate(tk, run_id: int, window: Window, osrt: bool = False) -> tuple[dict[str, int], int]:
+def estimate(tk, run_id: int, window: Window, osrt: bool = False,
+             gpu_metrics: bool = False) -> tuple[dict[str, int], int]:
     """Events per kind in the window and the estimated size of the JSON text, bytes
-    (``osrt``: with the OS runtime calls)."""
+    (``osrt``: with the OS runtime calls; ``gpu_metrics``: with the GPU's counters)."""
     counts = dict.fromkeys(KINDS, 0)
     total = 2000  # header and metadata events
     flows = tk.con.execute(
         f"""SELECT count(*) FROM ({_GPU_OPS}) WHERE launch_pid IS NOT NULL""", _params(run_id, window)
     ).fetchall()[0][0]
-    for kind, n, name_bytes in tk.con.execute(_SIZE, {**_params(run_id, window), "osrt": osrt}).fetchall():
+    sizes = tk.con.execute(_SIZE, {**_params(run_id, window), "osrt": osrt}).fetchall()
+    if gpu_metrics:
+        sizes += tk.con.execute(_SIZE_GPU_METRICS, _params(run_id, window)).fetchall()
+    for kind, n, name_bytes in sizes:
         counts[kind] = counts.get(kind, 0) + int(n)
         # a start/end range is two events, each with the name
         total += int(n) * _EVENT_BYTES[kind] + int(name_bytes) * (2 if kind == "nvtx_startend" else 1)
@@ -343,7 +371,8 @@ def _meta(w: _Writer, what: str, pid: int, tid: int | None, args: dict) -> None:
     w.event(f'{{"ph":"M","name":"{what}","pid":{pid}{t},"args":{json.dumps(args, ensure_ascii=False)}}}')
 
 
-def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = False) -> dict[str, int]:
+def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = False,
+                  gpu_metrics: bool = False) -> dict[str, int]:
     con = tk.con
     p = _params(run_id, window)
     name = _Names()
@@ -430,6 +459,16 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = Fals
                 cpu_threads.add((lpid, ltid))
         w.flush()
     counts["flow"] = flow
+    # the GPU's counters: a counter track per metric in the GPU's process
+    metric_gpus: set[int] = set()
+    sql = _GPU_METRICS.format(ts=_us("timestamp_ns")) + " ORDER BY device_id, name, timestamp_ns"
+    for b in _batches(con, sql, p) if gpu_metrics else ():
+        for dev, nm, ts, value in zip(b["device_id"], b["name"], b["ts"], b["value"], strict=True):
+            w.event(f'{{"ph":"C","cat":"gpu_metric","name":{name(nm)},"pid":{GPU_PID_OFFSET + dev},"ts":{ts},'
+                    f'"args":{{"value":{value:.6g}}}}}')
+            metric_gpus.add(dev)
+        counts["gpu_metric"] += len(b["name"])
+        w.flush()
 
     # track names and order: processes by pid, then the GPUs; in a process, each thread's
     # NVTX track, then its OS runtime track, then its CUDA API track
@@ -451,7 +490,7 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = Fals
             _meta(w, "thread_sort_index", pid, tid, {"sort_index": 3 * i + 2})
     gpus = dict(con.execute(_GPUS, {"run": run_id}).fetchall())
     streams = {(r[0], r[4]): r for r in con.execute(_STREAMS, {"run": run_id}).fetchall()}
-    for i, dev in enumerate(sorted({d for d, _ in gpu_tracks})):
+    for i, dev in enumerate(sorted({d for d, _ in gpu_tracks} | metric_gpus)):
         gpid = GPU_PID_OFFSET + dev
         _meta(w, "process_name", gpid, None, {"name": f"GPU {dev}: {gpus.get(dev) or 'CUDA device'}"})
         _meta(w, "process_sort_index", gpid, None, {"sort_index": len(pids) + i})
@@ -470,10 +509,12 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = Fals
 
 def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, start_ns: int | None = None,
                  end_ns: int | None = None, nvtx: str | None = None, instance: int | None = None,
-                 force: bool = False, max_bytes: int = MAX_BYTES, osrt: bool = False) -> TraceResult:
+                 force: bool = False, max_bytes: int = MAX_BYTES, osrt: bool = False,
+                 gpu_metrics: bool = False) -> TraceResult:
     """Write the run's timeline (or a window of it) as a Chrome Trace Event JSON file;
-    gzip-compressed when ``path`` ends in .gz; ``osrt``: with the OS runtime calls (a
-    run captured without them is an error then). Refuses, with the estimate, a file whose
+    gzip-compressed when ``path`` ends in .gz; ``osrt``: with the OS runtime calls,
+    ``gpu_metrics``: with counter tracks of the GPU's sampled counters (a run captured
+    without them is an error then). Refuses, with the estimate, a file whose
     JSON would exceed ``max_bytes`` unless ``force``. Written through ``write_output``
     (a temporary file renamed into place, never over the store)."""
     path = Path(path)
@@ -483,9 +524,13 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
         from .registry import check_traced
 
         check_traced(tk, "export trace --osrt", run_id, ["osrt_calls"], advice=", or leave out --osrt")
+    if gpu_metrics:
+        from .registry import check_traced
+
+        check_traced(tk, "export trace --gpu-metrics", run_id, ["gpu_metrics"], advice=", or leave out --gpu-metrics")
     if nvtx is None:  # (an NVTX range's window is in the capture)
         check_in_capture(tk, run_id, window, osrt)
-    counts, est = estimate(tk, run_id, window, osrt)
+    counts, est = estimate(tk, run_id, window, osrt, gpu_metrics)
     if est > max_bytes and not force:
         raise QueryError(
             f"export trace: the trace of run {run_id} ({window.label}) would be about {est / 1e6:,.0f} MB of JSON "
@@ -500,7 +545,7 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
         w = _Writer(f)
         w.raw('{"displayTimeUnit":"ns","otherData":' + json.dumps(header, ensure_ascii=False)
               + ',"traceEvents":[\n')
-        result.counts = _write_events(tk, w, run_id, window, osrt)
+        result.counts = _write_events(tk, w, run_id, window, osrt, gpu_metrics)
         w.raw("\n]}\n")
         result.json_bytes = w.bytes
 

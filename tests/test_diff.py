@@ -458,6 +458,21 @@ def test_the_hosts_pace_holds_no_latency_the_gpu_moved_too(paced, threshold, ver
     assert (D.HOST_PACE_NOTE in lat["note"]) == (verdict == "unchanged")
 
 
+def test_a_latency_the_hosts_pace_does_not_account_for_is_judged(tmp_path):
+    """hstu_capture_pair/base_again against half_sms (a kernel given half the SMs, the GPU's
+    time +42 %): the median latency +26.7 % with the launch calls only +8.7 %, less than half
+    the latency's change: not the host's pace; regressed."""
+    with tracekit.open(tmp_path / "p.duckdb") as tk:
+        for run in ("base_again", "half_sms"):
+            tk.ingest(PAIR / run)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CaptureWarning)  # (the code commits differ)
+            df = tk.diff("base_again", "half_sms", by="sweep")
+    lat = _rows(df, "latency_med_ms")["bs=8,nc=1024"]
+    assert lat["verdict"] == "regressed" and lat["delta_pct"] > D.HOST_NOISE_PCT
+    assert D.HOST_PACE_NOTE not in lat["note"]
+
+
 def test_the_hosts_pace_from_the_launch_calls():
     """``_pace`` on edge cases: no launch API in both runs, too few calls, the calls' weights."""
     assert D._pace({}, {"cudaLaunchKernel": (100, 5e3)}) is None

@@ -313,7 +313,8 @@ def ingest(
         held = f"{len(files)} given" if len(given) > 1 else f"{given[0]} holds {len(files)} run folders"
         raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({held})")
     if workers is not None or scheduler is not None:
-        _ingest_distributed(_open(db), files, workers, scheduler, name, params)
+        with _capture_warnings():
+            _ingest_distributed(_open(db), files, workers, scheduler, name, params)
         return
     tk, f, failed = None, None, 0
     try:
@@ -321,7 +322,8 @@ def ingest(
             for f in files:
                 tk.last_ingest = None
                 try:
-                    res = tk.ingest(f, name=name, params=params)
+                    with _capture_warnings():  # (what an export lacks and is left out of it: a line each)
+                        res = tk.ingest(f, name=name, params=params)
                 except InputError as err:  # a file that cannot be ingested: say so, go on with the others
                     if len(files) == 1:
                         raise

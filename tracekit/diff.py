@@ -88,8 +88,10 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   base's pace is within the limit, and the GPU's time did not move its way beyond the
   threshold. Two identical captures of the inference pipeline minutes apart
   (tests/data/hstu_host_pace/before, before2) are 48.7 % apart in median latency with
-  launch calls 51.5 % slower, and 13.9 % and 17.8 % in hstu_capture_pair's noise pair; the
-  pair's planted GPU regression (half_sms: GPU time +42 %) is not held;
+  cudaLaunchKernel's median 51.5 % slower (the launch APIs' pace +53.2 %), and 13.9 % and
+  17.8 % in hstu_capture_pair's noise pair; that pair's planted GPU regression against its
+  second capture (base_again against half_sms: latency +26.7 % with the launch calls +8.7 %)
+  is not held;
 * ncu launches are replayed under fixed conditions and are few (a test of 3 against 3
   launches can never reach p < 0.01): an ncu value is real when the launches of the two
   reports do not overlap (every new launch beyond every base launch) and, for a measured
@@ -925,6 +927,9 @@ HOST_PACE_NOTE = "moved with the host's pace"
 HELD_NOTES = (CLOCK_NOTE, HOST_PACE_NOTE)
 #: a launch API's calls in each run for its median to stand for the host's pace
 PACE_MIN_CALLS = 20
+#: clock samples (nsys --gpu-metrics-devices: 10 kHz by default) inside a key's work on each
+#: side for its mean clock to stand for it (1 ms of GPU time at the default rate)
+CLOCK_MIN_SAMPLES = 10
 
 
 def held_by(note: str | None) -> str | None:
@@ -1028,36 +1033,48 @@ def _clock_accounts(b: float, n: float, fb: float, fn: float, cycles: float, lim
 
 def _with_the_sm_clock(con, rows: list[_Row], params: dict, keymap: pl.DataFrame, ids: dict[str, int],
                        threshold: float) -> None:
-    """Hold the nsys kernel times (total_ns, med_ns) and devices' busy times judged changed
-    (``rows``, in place) that the SM clock accounts for, where both runs sampled the GPU's
-    counters (nsys --gpu-metrics-devices): the clock is the mean of the samples inside the
-    kernel's launches (kernel_clocks.sql), the cycles the time x that clock, and the rule
-    ``_clock_accounts``'s. The same GEMMs on zeros (tests/data/nsys_gpu_metrics_zeros) ran
-    11 % shorter in all at a 13 % higher clock; the DRAM-bound adds beside them did not move.
-    ``ids``: a kernel row's key -> its key id (``_kernel_scope``)."""
-    judged = [r for r in rows if r.verdict in ("regressed", "improved")
-              and (r.scope, r.metric) in {("kernel", "total_ns"), ("kernel", "med_ns"), ("gpu", "busy_ns")}]
+    """Hold the nsys GPU times judged changed (``rows``, in place: a kernel's total_ns and
+    med_ns, an NVTX path's kernel_total_ns, a device's busy_ns) that the SM clock accounts
+    for, where both runs sampled the GPU's counters (nsys --gpu-metrics-devices): the clock
+    is the mean of the samples taken while that work ran (kernel_clocks.sql; at least
+    ``CLOCK_MIN_SAMPLES`` on each side), the cycles the time x that clock, and the rule
+    ``_clock_accounts``'s; a kernel's total only where its launch count did not change
+    beyond the threshold. The same GEMMs on zeros (tests/data/nsys_gpu_metrics_zeros) took
+    11 % less time in all at a 13 % higher clock; the DRAM-bound adds beside them did not
+    move. ``ids``: a kernel row's key -> its key id (``_kernel_scope``)."""
+    timed = {("kernel", "total_ns"), ("kernel", "med_ns"), ("nvtx", "kernel_total_ns"), ("gpu", "busy_ns")}
+    judged = [r for r in rows if r.verdict in ("regressed", "improved") and (r.scope, r.metric) in timed]
     if not judged or len(con.execute("SELECT DISTINCT run_id FROM gpu_metric_names WHERE run_id IN ($base, $new)",
                                      params).fetchall()) < (1 if params["base"] == params["new"] else 2):
         return
+    counted = {r.key for r in rows if r.scope == "kernel" and r.metric == "instances" and r.verdict == "unchanged"}
     keys = sorted({ids[r.key] for r in judged if r.scope == "kernel" and r.key in ids})
+    paths = sorted({r.key for r in judged if r.scope == "nvtx"})
     con.register("_diff_keymap", keymap)
     con.register("_diff_clock_keys", pl.DataFrame({"key": keys}, schema={"key": pl.Int64}))
+    con.register("_diff_clock_paths", pl.DataFrame({"path": paths}, schema={"path": pl.Utf8}))
     try:
         got = con.execute(_sql("kernel_clocks"), params).fetchall()
     finally:
-        con.unregister("_diff_keymap")
-        con.unregister("_diff_clock_keys")
-    clocks = {(side, key if key is not None else f"device {dev}"): mhz for side, key, dev, mhz, _n in got}
+        for name in ("_diff_keymap", "_diff_clock_keys", "_diff_clock_paths"):
+            con.unregister(name)
+    clocks = {(side, what, key): mhz for side, what, key, mhz, n in got if n >= CLOCK_MIN_SAMPLES}
     for r in judged:
-        k = ids.get(r.key) if r.scope == "kernel" else r.key
-        fb, fn = clocks.get((0, k)), clocks.get((1, k))
+        if r.scope == "kernel":
+            if r.key not in ids or (r.metric == "total_ns" and r.key not in counted):
+                continue
+            what, key = "kernel", str(ids[r.key])
+        elif r.scope == "nvtx":
+            what, key = "nvtx", r.key
+        else:
+            what, key = "device", r.key.removeprefix("device ")
+        fb, fn = clocks.get((0, what, key)), clocks.get((1, what, key))
         if fb is None or fn is None or not r.base or not r.new:
             continue
         note = _clock_accounts(r.base, r.new, fb, fn, 100 * (r.new * fn / (r.base * fb) - 1), threshold,
                                ", sampled by nsys")
         if note:
-            r.verdict, r.note = "unchanged", note
+            r.verdict, r.note = "unchanged", _join(r.note, note)
 
 
 def _paired_total(pairs: list[tuple[float, float]], threshold: float) -> tuple[bool, str]:
@@ -1312,8 +1329,8 @@ def _with_the_host(con, rows: list[_Row], pace: tuple[float, str], pair: tuple, 
     limit, and the GPU's time (gpu_time.sql, of the point's two runs ``pair``) did not move
     the latency's way beyond ``threshold``: request latency is host-timed, and the host's
     speed moves between captures (two identical captures of the inference pipeline,
-    tests/data/hstu_host_pace/before and before2: median latency +48.7 % with launch
-    calls +51.5 %), while the GPU's time does not (kernel times of identical captures agree
+    tests/data/hstu_host_pace/before and before2: median latency +48.7 % with the launch
+    calls' pace +53.2 %), while the GPU's time does not (kernel times of identical captures agree
     within ~2 %): where it moved, the code may have."""
     ratio, words = pace
     gpu: dict[int, float] | None = None

@@ -155,12 +155,14 @@ CREATE TABLE IF NOT EXISTS osrt_calls (
 -- The GPU's counters as nsys samples them (nsys profile --gpu-metrics-devices=...: by default
 -- 10,000 times a second): clocks, SMs active, SM issue, tensor pipes, warps in flight, DRAM and
 -- PCIe bandwidth. One row per sample and metric; the metric's name and unit in gpu_metric_names.
+-- A GPU that no profiled process used as a CUDA device is left out (its samples would take the
+-- id of another GPU's CUDA device).
 CREATE TABLE IF NOT EXISTS gpu_metrics (
     run_id INTEGER,
     device_id BIGINT,        -- CUDA device id
     metric_id BIGINT,        -- gpu_metric_names.metric_id (of this run and device)
     timestamp_ns BIGINT,     -- sample time, ns
-    value DOUBLE             -- in the metric's unit (gpu_metric_names.unit); clocks in MHz
+    value DOUBLE             -- as the export records it, clocks in MHz (the export's Hz / 1e6)
 );
 
 -- The metrics a run's GPUs were sampled for, one row per device and metric.
@@ -168,8 +170,10 @@ CREATE TABLE IF NOT EXISTS gpu_metric_names (
     run_id INTEGER,
     device_id BIGINT,        -- CUDA device id
     metric_id BIGINT,        -- the metric's id in gpu_metrics
-    metric VARCHAR,          -- its name as nsys shows it, unit left out ('GPC Clock Frequency', 'SMs Active')
-    unit VARCHAR,            -- 'MHz', '%' (of the peak: throughputs), 'warps', 'warps per cycle'
+    metric VARCHAR,          -- its name as nsys shows it, unit left out ('GPC Clock Frequency', 'SMs Active';
+                             -- one name can come in several units: 'Compute Warps in Flight')
+    unit VARCHAR,            -- the unit nsys gives it: 'MHz', 'Throughput %' (of the peak), 'Avg',
+                             -- 'Avg Warps per Cycle' (NULL: none given)
     nsys_name VARCHAR        -- the name as the export records it ('GPC Clock Frequency [MHz]')
 );
 

@@ -178,14 +178,15 @@ ORDER BY pid, tid, ts_ns
 #: differs from the metric's previous sample (a counter track holds its value until the next)
 _GPU_METRICS = """
 WITH m AS (
-    SELECT device_id, metric_id, metric || coalesce(' [' || unit || ']', '') AS name FROM gpu_metric_names
+    SELECT DISTINCT device_id, metric_id, metric || coalesce(' [' || unit || ']', '') AS name FROM gpu_metric_names
     WHERE run_id = $run AND (metric IN ('GPC Clock Frequency', 'SMs Active', 'SM Issue', 'DRAM Read Bandwidth',
                                         'DRAM Write Bandwidth') OR metric ILIKE 'Tensor%Active')
 ), s AS (
     SELECT g.device_id, m.name, g.timestamp_ns, g.value,
            lag(g.value) OVER (PARTITION BY g.device_id, g.metric_id ORDER BY g.timestamp_ns) AS prev
     FROM gpu_metrics g JOIN m USING (device_id, metric_id)
-    WHERE g.run_id = $run AND ($lo IS NULL OR g.timestamp_ns >= $lo) AND ($hi IS NULL OR g.timestamp_ns <= $hi)
+    WHERE g.run_id = $run AND g.value IS NOT NULL AND ($lo IS NULL OR g.timestamp_ns >= $lo)
+      AND ($hi IS NULL OR g.timestamp_ns <= $hi)
 )
 SELECT device_id, name, {ts} AS ts, value, timestamp_ns FROM s WHERE prev IS DISTINCT FROM value
 """

@@ -11,7 +11,7 @@
 -- @column device_id  CUDA device
 -- @column metric     the metric, as nsys names it without its unit
 -- @column unit       its unit as nsys gives it (MHz, Throughput %, Avg, Avg Warps per Cycle)
--- @column samples    samples
+-- @column samples    samples (with a value)
 -- @column mean       mean of the samples (rounded to 0.1)
 -- @column min        smallest sample
 -- @column median     median sample (rounded to 0.1)
@@ -44,10 +44,11 @@ WITH asked AS (  -- a range name the run does not have is an error, not an empty
 )
 SELECT device_id, metric, unit, samples, mean, min, round1(q[1]) AS median, round1(q[2]) AS p95, max
 FROM (  -- (both quantiles from one sort of each metric's samples)
-    SELECT s.device_id, s.metric_id, n.metric, n.unit, count(*) AS samples, round1(avg(s.value)) AS mean,
+    SELECT s.device_id, s.metric_id, n.metric, n.unit, count(s.value) AS samples, round1(avg(s.value)) AS mean,
            min(s.value) AS min, quantile_cont(s.value, [0.5, 0.95]) AS q, max(s.value) AS max
     FROM asked, samples s
-    JOIN gpu_metric_names n ON n.run_id = $run AND n.device_id = s.device_id AND n.metric_id = s.metric_id
+    JOIN (SELECT DISTINCT device_id, metric_id, metric, unit FROM gpu_metric_names WHERE run_id = $run) n
+      ON n.device_id = s.device_id AND n.metric_id = s.metric_id
     WHERE asked.ok
     GROUP BY s.device_id, s.metric_id, n.metric, n.unit)
 ORDER BY device_id, metric_id

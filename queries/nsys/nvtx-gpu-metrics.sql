@@ -35,13 +35,13 @@ WITH r AS (
 ), names AS (
     SELECT name, count(*) AS instances FROM r GROUP BY name
 ), m AS (  -- the metrics of the columns, by name (unit left out: nsys_name keeps it)
-    SELECT device_id, metric_id,
+    SELECT DISTINCT device_id, metric_id,
            CASE WHEN metric = 'GPC Clock Frequency' THEN 'clock' WHEN metric = 'SMs Active' THEN 'active'
                 WHEN metric = 'SM Issue' THEN 'issue' WHEN metric ILIKE 'Tensor%Active' THEN 'tensor'
                 WHEN metric = 'DRAM Read Bandwidth' THEN 'read' WHEN metric = 'DRAM Write Bandwidth' THEN 'write' END AS col
     FROM gpu_metric_names WHERE run_id = $run
 ), per AS (
-    SELECT i.name, g.device_id, m.col, count(*) AS samples, avg(g.value) AS mean
+    SELECT i.name, g.device_id, m.col, count(g.value) AS samples, avg(g.value) AS mean
     FROM islands i
     JOIN gpu_metrics g ON g.run_id = $run AND g.timestamp_ns BETWEEN i.s AND i.e
     JOIN m ON m.device_id = g.device_id AND m.metric_id = g.metric_id AND m.col IS NOT NULL

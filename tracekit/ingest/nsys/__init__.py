@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import warnings
 from pathlib import Path
 
 import pyarrow as pa
 
-from ...errors import InputError
+from ...errors import CaptureWarning, InputError
 from ...registry import TRACED
 from .. import Parsed
 from ..arrow import scalar
 from ..budget import nsys_need
 from . import write
 from .arrays import small_pages
-from .columns import ENUMS, GAP_TABLES, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, plan
+from .columns import ENUMS, GAP_TABLES, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, empty, plan
 from .source import SQLITE_MAGIC, Export
 
 KIND = "nsys"
@@ -99,6 +100,12 @@ def _read(export: Export, path: Path) -> Parsed:
 
     # what to read: name -> (the export's table, its columns)
     plans = {t: plan(export, path, version, t, spec) for t, spec in SPECS.items()}
+    if plans["gpu_metrics"].raw_columns and not plans["gpu_metric_names"].raw_columns:
+        # samples of metrics the export does not name: nothing to read them by
+        if "TARGET_INFO_GPU_METRICS" not in tables:
+            warnings.warn(CaptureWarning(f"{path}: GPU_METRICS without TARGET_INFO_GPU_METRICS (the metrics' names); "
+                                         "the GPU's sampled counters left out"), stacklevel=2)
+        plans["gpu_metrics"] = empty("gpu_metrics", SPECS["gpu_metrics"])
     jobs: dict[str, tuple[str, list[str]]] = {"strings": ("StringIds", ["id", "value"])}
     for alias, (base, _) in ENUMS.items():
         if base in tables and {"id", "label"} <= export.columns(base):

@@ -12,11 +12,12 @@ column and the export version; a table the export lacks is an empty store table.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from ...errors import InputError
+from ...errors import CaptureWarning, InputError
 
 if TYPE_CHECKING:
     from .source import Export
@@ -71,6 +72,9 @@ class TableSpec:
     where: Filter | None = None  # the raw rows kept (default: all)
     # read instead where ``source`` lacks a required column (another nsys version's schema)
     fallback: TableSpec | None = None
+    #: a table the export may do without: one that lacks a required column is left out with a
+    #: warning (``CaptureWarning``), not the export refused
+    optional: bool = False
 
 
 # an interval's start, end and duration; a thread's global id and its pid and tid
@@ -121,6 +125,14 @@ _LAUNCH_JOINS = {"an": (_API, "LEFT JOIN _nsys_names an ON an.id = r._tk_api_nam
 # kernels keep the launch API's name as a _strings id (see schema_nsys.sql)
 _LAUNCH_IDS = [c if c.name != "api_name" else Column("api_name_id", "an.stripped_sid", c.needs, "BIGINT")
                for c in _LAUNCH]
+
+# a GPU's metrics (typeId's low byte: TARGET_INFO_GPU.id) under its CUDA device id: one per GPU
+# (the lowest, where processes numbered it apart), the GPU id itself where the export maps none
+_GPU_CUDA_JOIN = ("LEFT JOIN (SELECT gpuId, min(cudaId) AS cudaId FROM _nsys_cuda_device WHERE cudaId >= 0 "
+                  "GROUP BY gpuId) cd ON cd.gpuId = (r.typeId & 255)")
+_GPU_MAPS = "EXISTS (SELECT 1 FROM _nsys_cuda_device WHERE cudaId >= 0)"
+_GPU_DEVICE = f"CASE WHEN {_GPU_MAPS} THEN cd.cudaId ELSE r.typeId & 255 END"
+_GPU_MAPPED = f"cd.cudaId IS NOT NULL OR NOT {_GPU_MAPS}"
 
 SPECS = {
     "kernels": TableSpec(
@@ -259,36 +271,41 @@ SPECS = {
         ),
     ),
     # the GPU's sampled counters (nsys --gpu-metrics-devices): typeId's low byte is the GPU
-    # (TARGET_INFO_GPU.id); a clock is recorded in Hz under a name that says MHz
+    # (TARGET_INFO_GPU.id); a clock is recorded in Hz under a name that says MHz. Where the
+    # export maps GPUs to CUDA devices, a GPU no profiled process used as one is left out:
+    # taking its GPU id for a CUDA device id would mix two GPUs under one device.
     "gpu_metrics": TableSpec(
         source="GPU_METRICS",
         required=["timestamp", "typeId", "metricId", "value"],
+        optional=True,
         columns=[
-            Column("device_id", "coalesce(cd.cudaId, r.typeId & 255)", ["typeId"], "BIGINT"),
+            Column("device_id", _GPU_DEVICE, ["typeId"], "BIGINT"),
             Column("metric_id", "r.metricId", ["metricId"], "BIGINT"),
             Column("timestamp_ns", 'r."timestamp"', ["timestamp"], "BIGINT"),
-            Column("value", "CASE WHEN mn.metricName LIKE '%[MHz]' AND r.value >= 100000 THEN r.value / 1e6 "
-                            "ELSE r.value END", ["value"], "DOUBLE"),
+            Column("value", "CASE WHEN (mn.metricName LIKE '%[MHz]' OR mn.metricName ILIKE '%clock%') "
+                            "AND r.value >= 100000 THEN r.value / 1e6 ELSE r.value END", ["value"], "DOUBLE"),
         ],
         joins={
-            "cd": ("@TARGET_INFO_CUDA_DEVICE", "LEFT JOIN (SELECT DISTINCT gpuId, cudaId FROM _nsys_cuda_device "
-                                               "WHERE cudaId >= 0) cd ON cd.gpuId = (r.typeId & 255)"),
-            "mn": ("@TARGET_INFO_GPU_METRICS", "LEFT JOIN _nsys_gpu_metric_names mn "
+            "cd": ("@TARGET_INFO_CUDA_DEVICE", _GPU_CUDA_JOIN),
+            "mn": ("@TARGET_INFO_GPU_METRICS", "LEFT JOIN (SELECT DISTINCT typeId, metricId, metricName "
+                                               "FROM _nsys_gpu_metric_names) mn "
                                                "ON mn.typeId = r.typeId AND mn.metricId = r.metricId"),
         },
+        where=Filter(_GPU_MAPPED, ["typeId"]),
     ),
     "gpu_metric_names": TableSpec(
         source="TARGET_INFO_GPU_METRICS",
         required=["typeId", "metricId", "metricName"],
+        optional=True,
         columns=[
-            Column("device_id", "coalesce(cd.cudaId, r.typeId & 255)", ["typeId"], "BIGINT"),
+            Column("device_id", _GPU_DEVICE, ["typeId"], "BIGINT"),
             Column("metric_id", "r.metricId", ["metricId"], "BIGINT"),
             Column("metric", r"regexp_replace(r.metricName, '\s*\[[^\]]*\]$', '')", ["metricName"], "VARCHAR"),
             Column("unit", r"nullif(regexp_extract(r.metricName, '\[([^\]]*)\]$', 1), '')", ["metricName"], "VARCHAR"),
             Column("nsys_name", "r.metricName", ["metricName"], "VARCHAR"),
         ],
-        joins={"cd": ("@TARGET_INFO_CUDA_DEVICE", "LEFT JOIN (SELECT DISTINCT gpuId, cudaId FROM _nsys_cuda_device "
-                                                  "WHERE cudaId >= 0) cd ON cd.gpuId = (r.typeId & 255)")},
+        joins={"cd": ("@TARGET_INFO_CUDA_DEVICE", _GPU_CUDA_JOIN)},
+        where=Filter(_GPU_MAPPED, ["typeId"]),
     ),
     "streams": TableSpec(
         source="TARGET_INFO_CUDA_STREAM",
@@ -327,6 +344,12 @@ ENUMS = {
 }
 
 
+def empty(target: str, spec: TableSpec) -> Plan:
+    """The plan of a table the export does not fill: its columns, no rows."""
+    cols = ", ".join(f"CAST(NULL AS {c.type}) AS {c.name}" for c in spec.columns)
+    return Plan(f"SELECT {cols} LIMIT 0", [], spec.source)
+
+
 class Plan(NamedTuple):
     """How a store table is filled: the SELECT over ``_nsys_<target>``, the raw columns
     to read for it (none: the export lacks the table; the SELECT gives no rows) and the
@@ -345,6 +368,10 @@ def plan(export: Export, path: Path, version: str, target: str, spec: TableSpec)
         fallback = spec.fallback
         if missing and fallback is not None and set(fallback.required) <= export.columns(fallback.source):
             return plan(export, path, version, target, fallback)
+        if missing and spec.optional:
+            warnings.warn(CaptureWarning(f"{path}: table {export.tables[spec.source]} lacks column {missing[0]} "
+                                         f"(export schema {version}); left out"), stacklevel=2)
+            return empty(target, spec)
         if missing:
             raise InputError(
                 f"{path}: table {export.tables[spec.source]} lacks column {missing[0]} "

@@ -62,17 +62,18 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   tests/data/nsys_diff_base_a/_b/_c, differ by up to 108 % in API medians, 335 % in
   cudaDeviceSynchronize's total and 68 % in NVTX wall time, most with p far below ALPHA). The
   counts beside them (calls, instances) are judged, but for polling calls (``POLLS``:
-  cudaEventQuery, cudaStreamQuery), which a program repeats for as long as it waits. Where neither run traced CUDA
-  (``nsys -t nvtx,osrt``), host time is the program's own and the only time there is:
+  cudaEventQuery, cudaStreamQuery), which a program repeats for as long as it waits. Where
+  neither run traced CUDA (``nsys -t nvtx,osrt``), host time is the program's own and the only time there is:
   NVTX wall time is judged like the rest, beyond ``HOST_NOISE_PCT`` (25 %) at least (six
   identical captures of a CPU-only program, tests/data/nsys_cpu_only, _again and four
   more, differ by up to 23 % in a range's total or median);
 * where both nsys runs sampled the GPU's counters (``--gpu-metrics-devices``), a kernel's
-  time (total, median) or a device's busy time that moved in as many cycles (the time x the
-  mean SM clock of the samples inside its launches, within the threshold) at a clock that
-  moved the other way by at least half as much (in log terms) is the clock's: held, as for
-  ncu below ("moved with the SM clock", ``_with_the_sm_clock``; tests/data/nsys_gpu_metrics
-  against _zeros: GEMMs 11 % shorter in all at a 13 % higher clock);
+  time (total, median), an NVTX path's kernel time or a device's busy time that moved in as
+  many cycles (the time x the mean SM clock of the samples taken while that work ran, within
+  the threshold) at a clock that moved the other way by at least half as much (in log terms)
+  is the clock's: held, as for ncu below ("moved with the SM clock", ``_with_the_sm_clock``;
+  tests/data/nsys_gpu_metrics against _zeros: GEMMs 11 % shorter in all at a 13 % higher
+  clock);
 * a key's time change (kernel, memory operation, NVTX kernel time) smaller than
   ``MATERIAL_PCT`` (0.1 %) of the run's GPU time is held back ("immaterial"): it cannot
   move the run, and the tiniest kernels move by timer ticks (ranks doing the same work
@@ -1330,8 +1331,8 @@ def _with_the_host(con, rows: list[_Row], pace: tuple[float, str], pair: tuple, 
     the latency's way beyond ``threshold``: request latency is host-timed, and the host's
     speed moves between captures (two identical captures of the inference pipeline,
     tests/data/hstu_host_pace/before and before2: median latency +48.7 % with the launch
-    calls' pace +53.2 %), while the GPU's time does not (kernel times of identical captures agree
-    within ~2 %): where it moved, the code may have."""
+    calls' pace +53.2 %), while the GPU's time does not (kernel times of identical captures
+    agree within ~2 %): where it moved, the code may have."""
     ratio, words = pace
     gpu: dict[int, float] | None = None
     for r in rows:
@@ -1607,9 +1608,9 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     busy time; the kernel time in all and the kernels that moved (with their share of it), the
     same for memory operations; NVTX paths judged on wall time (runs without CUDA); ncu's
     launches per kernel, and those whose durations moved with the SM clock in as many cycles
-    (held, and said so: the clock, not the code), as the nsys kernel and busy times held so; the
-    request latency points, and those
-    held because the host's pace moved them. Empty where nothing was judged changed or held."""
+    (held, and said so: the clock, not the code), and the nsys kernel and busy times held so;
+    the request latency points, and those held because the host's pace moved them. Empty where
+    nothing was judged changed or held."""
     def val(x: float | None) -> float | None:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 

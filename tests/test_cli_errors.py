@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import DATA
 
+import tracekit
 import tracekit.errors
 from tracekit.cli import main as cli_main
 
@@ -532,7 +534,12 @@ def test_a_name_filter_that_matches_nothing_in_the_run_is_an_error(small_store, 
     are listed, not an empty table that reads as "none of them ran" (stragglers: test_ranks)."""
     from tracekit.registry import get_registry
 
-    run = "ncu_run" if get_registry().get(query).source == "ncu" else "nsys_run"
+    q = get_registry().get(query)
+    run = "ncu_run" if q.source == "ncu" else "nsys_run"
+    if "gpu_metrics" in q.traced:  # (a run with the GPU's sampled counters)
+        with tracekit.open(small_store) as tk:
+            tk.ingest(DATA / "nsys_gpu_metrics" / "export.sqlite.xz", name="gm_run")
+        run = "gm_run"
     assert _cli(small_store, "query", query, "--run", run, "-p", f"{param}=no such thing", "-f", "csv") == 2
     line = one_error_line(capsys)
     assert line.startswith(f"tracekit: error: {query}: ") and "'no such thing'" in line, line

@@ -326,11 +326,11 @@ def _short_kernels_beside(con_path: Path) -> None:
     con.close()
 
 
-def test_the_clock_holds_an_nvtx_paths_kernel_time_and_overlapping_kernels_count_once(tmp_path):
+def test_the_clock_holds_an_nvtx_paths_kernel_time_and_no_sample_is_lost_to_an_overlapping_kernel(tmp_path):
     """The same clock, the same verdict everywhere: with an NVTX range around each GEMM, its
     path's kernel time (12.7 % apart, p far below 0.01) is held like the kernel's, and the gate
-    passes. A short kernel on another stream inside each GEMM changes no clock: a sample counts
-    in every piece of work running at its time, once."""
+    passes. A short kernel on another stream inside each GEMM changes neither the GEMM's clock
+    nor, but for the samples it shares (counted for both launches), the device's."""
     from tracekit import diff as D
     from tracekit.cli import main as cli_main
 
@@ -350,10 +350,12 @@ def test_the_clock_holds_an_nvtx_paths_kernel_time_and_overlapping_kernels_count
         plain = {r["key"]: r["note"] for r in tk.diff("base", "zeros").iter_rows(named=True) if D.CLOCK_NOTE in r["note"]}
         beside = {r["key"]: r["note"] for r in tk.diff("o_base", "o_zeros").iter_rows(named=True)
                   if D.CLOCK_NOTE in (r["note"] or "")}
-        clock = re.compile(r"\(([\d,]+ -> [\d,]+ MHz)")
-        assert {k: clock.search(n)[1] for k, n in plain.items() if k.startswith("nvjet") or k == "device 0"} == \
-            {k: clock.search(n)[1] for k, n in beside.items() if k.startswith("nvjet") or k == "device 0"}
-        assert len(plain) >= 3
+        clock = re.compile(r"\(([\d,]+) -> ([\d,]+) MHz")
+        mhz = {k: [float(x.replace(",", "")) for x in clock.search(n).groups()] for k, n in plain.items()}
+        near = {k: [float(x.replace(",", "")) for x in clock.search(n).groups()] for k, n in beside.items()}
+        gemm = next(k for k in plain if k.startswith("nvjet"))
+        assert mhz[gemm] == near[gemm] and len(plain) >= 3
+        assert all(abs(a - b) <= 3 for a, b in zip(mhz["device 0"], near["device 0"], strict=True))
     assert cli_main(["--db", str(db), "diff", "zeros", "base", "--gate"]) == 0
 
 

@@ -69,7 +69,7 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   more, differ by up to 23 % in a range's total or median);
 * where both nsys runs sampled the GPU's counters (``--gpu-metrics-devices``), a kernel's
   time (total, median), an NVTX path's kernel time or a device's busy time that moved in as
-  many cycles (the time x the mean SM clock of the samples taken while that work ran, within
+  many cycles (the time x the mean SM clock of the samples taken inside its launches, within
   the threshold) at a clock that moved the other way by at least half as much (in log terms)
   is the clock's: held, as for ncu below ("moved with the SM clock", ``_with_the_sm_clock``;
   tests/data/nsys_gpu_metrics against _zeros: GEMMs 11 % shorter in all at a 13 % higher
@@ -1037,7 +1037,7 @@ def _with_the_sm_clock(con, rows: list[_Row], params: dict, keymap: pl.DataFrame
     """Hold the nsys GPU times judged changed (``rows``, in place: a kernel's total_ns and
     med_ns, an NVTX path's kernel_total_ns, a device's busy_ns) that the SM clock accounts
     for, where both runs sampled the GPU's counters (nsys --gpu-metrics-devices): the clock
-    is the mean of the samples taken while that work ran (kernel_clocks.sql; at least
+    is the mean of the samples taken inside its launches (kernel_clocks.sql; at least
     ``CLOCK_MIN_SAMPLES`` on each side), the cycles the time x that clock, and the rule
     ``_clock_accounts``'s; a kernel's total only where its launch count did not change
     beyond the threshold. The same GEMMs on zeros (tests/data/nsys_gpu_metrics_zeros) took
@@ -1055,7 +1055,7 @@ def _with_the_sm_clock(con, rows: list[_Row], params: dict, keymap: pl.DataFrame
     con.register("_diff_clock_keys", pl.DataFrame({"key": keys}, schema={"key": pl.Int64}))
     con.register("_diff_clock_paths", pl.DataFrame({"path": paths}, schema={"path": pl.Utf8}))
     try:
-        got = con.execute(_sql("kernel_clocks"), params).fetchall()
+        got = con.execute(_sql("kernel_clocks"), {**params, "device": any(r.scope == "gpu" for r in judged)}).fetchall()
     finally:
         for name in ("_diff_keymap", "_diff_clock_keys", "_diff_clock_paths"):
             con.unregister(name)

@@ -1,21 +1,23 @@
 -- The SM clock the GPU ran work at, where both runs sampled the GPU's counters (nsys
--- --gpu-metrics-devices): the mean of the 'GPC Clock Frequency' samples taken while that
--- work ran, per side and: kernel key (its launches; the keys in _diff_clock_keys, keyed as
+-- --gpu-metrics-devices): the mean of the 'GPC Clock Frequency' samples taken inside the
+-- launches of that work, per side and: kernel key (the keys in _diff_clock_keys, keyed as
 -- samples_kernel.sql keys them, through _diff_keymap), NVTX path (the launches of kernels
 -- whose innermost push/pop range's path is it or below it; the paths in _diff_clock_paths)
--- and device (every kernel's launches). Each one's launches are merged into disjoint spans
--- first (a sample inside two overlapping launches counts once; one inside a short launch on
--- another stream still counts in the long one), then the samples inside each span are
--- counted and summed from running sums of the samples in time order, the span's first and
--- last sample found by ASOF joins: no product of spans and samples. A launch shorter than
--- the sampling period (100 us at nsys's default 10 kHz) may hold no sample.
--- @param base  INTEGER  base run id
--- @param new   INTEGER  new run id
+-- and device (every kernel). A sample counts once for each launch it falls in (a mean over
+-- the work's time: a sample inside a long kernel and a short one beside it counts for both;
+-- none is lost to the other). Each launch's samples are counted and summed from running
+-- sums of the samples in time order, its first and last sample found by ASOF joins: no
+-- product of launches and samples. A launch shorter than the sampling period (100 us at
+-- nsys's default 10 kHz) may hold no sample.
+-- @param base    INTEGER  base run id
+-- @param new     INTEGER  new run id
+-- @param device  BOOLEAN  the devices' clocks too (every kernel's launches read; else only the
+--                         launches of the keys and paths asked for)
 -- @column side       0 = base run, 1 = new run
 -- @column what       kernel, nvtx or device
 -- @column key        the kernel's key id, the NVTX path or the device id, as text
 -- @column clock_mhz  mean SM clock over the samples, MHz
--- @column samples    samples inside the spans
+-- @column samples    samples inside the launches (a sample once per launch it falls in)
 WITH clock AS (
     SELECT DISTINCT run_id, device_id, metric_id FROM gpu_metric_names
     WHERE run_id IN ($base, $new) AND metric = 'GPC Clock Frequency'
@@ -33,31 +35,29 @@ WITH clock AS (
     LEFT JOIN _diff_keymap m ON m.side = s.side AND m.name_id = k.name_id
     LEFT JOIN nvtx_ranges r ON r.run_id = k.run_id AND r.range_id = k.nvtx_range_id
     WHERE k.run_id IN ($base, $new)
-), spans AS (
-    SELECT side, run_id, 'kernel' AS what, key::VARCHAR AS key, device_id, start_ns, end_ns
-    FROM launches WHERE key IN (SELECT key FROM _diff_clock_keys)
+), asked AS (  -- the launches whose clocks are asked for
+    SELECT * FROM launches WHERE $device
     UNION ALL
-    SELECT l.side, l.run_id, 'nvtx', p.path, l.device_id, l.start_ns, l.end_ns
-    FROM launches l JOIN _diff_clock_paths p ON l.path = p.path OR starts_with(l.path, p.path || '/')
-    UNION ALL
-    SELECT side, run_id, 'device', device_id::VARCHAR, device_id, start_ns, end_ns FROM launches
-), marked AS (  -- a span starts where a launch starts after every earlier one of its group ended
-    SELECT *, CASE WHEN start_ns <= max(end_ns) OVER (PARTITION BY side, what, key, device_id ORDER BY start_ns, end_ns
-                                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                   THEN 0 ELSE 1 END AS new
-    FROM spans
-), merged AS (
-    SELECT side, run_id, what, key, device_id, min(start_ns) AS s, max(end_ns) AS e
-    FROM (SELECT *, sum(new) OVER (PARTITION BY side, what, key, device_id ORDER BY start_ns, end_ns
-                                   ROWS UNBOUNDED PRECEDING) AS span FROM marked)
-    GROUP BY side, run_id, what, key, device_id, span
-), first_ AS (  -- the first sample at or after the span's start
-    SELECT m.*, g.i AS i_lo, g.cum - g.value AS cum_lo
-    FROM merged m ASOF JOIN samples g ON g.run_id = m.run_id AND g.device_id = m.device_id AND m.s <= g.ts
-), last_ AS (  -- and the last at or before its end
-    SELECT f.*, g.i AS i_hi, g.cum AS cum_hi
-    FROM first_ f ASOF JOIN samples g ON g.run_id = f.run_id AND g.device_id = f.device_id AND f.e >= g.ts
+    SELECT * FROM launches l
+    WHERE NOT $device AND (l.key IN (SELECT key FROM _diff_clock_keys)
+                           OR EXISTS (SELECT 1 FROM _diff_clock_paths p
+                                      WHERE l.path = p.path OR starts_with(l.path, p.path || '/')))
+), first_ AS (  -- the first sample at or after the launch's start
+    SELECT l.*, g.i AS i_lo, g.cum - g.value AS cum_lo
+    FROM asked l ASOF JOIN samples g ON g.run_id = l.run_id AND g.device_id = l.device_id AND l.start_ns <= g.ts
+), per AS MATERIALIZED (  -- and the last at or before its end: the launch's samples, counted and summed
+    SELECT f.side, f.key, f.device_id, f.path, g.i - f.i_lo + 1 AS n, g.cum - f.cum_lo AS total
+    FROM first_ f ASOF JOIN samples g ON g.run_id = f.run_id AND g.device_id = f.device_id AND f.end_ns >= g.ts
+    WHERE g.i >= f.i_lo
 )
-SELECT side, what, key, sum(cum_hi - cum_lo) / sum(i_hi - i_lo + 1) AS clock_mhz, sum(i_hi - i_lo + 1) AS samples
-FROM last_ WHERE i_hi >= i_lo
-GROUP BY side, what, key
+SELECT side, 'kernel' AS what, key::VARCHAR AS key, sum(total) / sum(n) AS clock_mhz, sum(n) AS samples
+FROM per WHERE key IN (SELECT key FROM _diff_clock_keys)
+GROUP BY side, key
+UNION ALL
+SELECT side, 'nvtx', p.path, sum(total) / sum(n), sum(n)
+FROM per JOIN _diff_clock_paths p ON per.path = p.path OR starts_with(per.path, p.path || '/')
+GROUP BY side, p.path
+UNION ALL
+SELECT side, 'device', device_id::VARCHAR, sum(total) / sum(n), sum(n)
+FROM per WHERE $device
+GROUP BY side, device_id

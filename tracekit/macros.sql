@@ -61,3 +61,11 @@ CREATE OR REPLACE TEMP MACRO ncu_lacks(query, run, what) AS
 -- older sweep's grid.
 CREATE OR REPLACE TEMP MACRO in_sweep(run_params, sweep) AS
     sweep IS NULL OR coalesce(json_extract_string(run_params, '$.sweep'), '') = sweep;
+
+-- The column a GPU metric (gpu_metric_names.metric) stands for in the per-range views of the
+-- GPU's sampled counters (nvtx-gpu-metrics, export trace --gpu-metrics, diff's clock lookup):
+-- clock, active, issue, tensor, read, write; NULL for the others.
+CREATE OR REPLACE TEMP MACRO gpu_metric_column(metric) AS
+    CASE WHEN metric = 'GPC Clock Frequency' THEN 'clock' WHEN metric = 'SMs Active' THEN 'active'
+         WHEN metric = 'SM Issue' THEN 'issue' WHEN metric ILIKE 'Tensor%Active' THEN 'tensor'
+         WHEN metric = 'DRAM Read Bandwidth' THEN 'read' WHEN metric = 'DRAM Write Bandwidth' THEN 'write' END;

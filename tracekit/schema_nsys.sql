@@ -206,6 +206,21 @@ CREATE TABLE IF NOT EXISTS nvtx_ranges (
     color BIGINT             -- NVTX color (ARGB)
 );
 
+-- Each NVTX name's GPU windows in a run: its ranges' GPU projections (the first GPU op's start
+-- to the last one's end; a range that launched none: its own span), merged where they overlap:
+-- the time the GPU's sampled counters are read over for that name (gpu-metrics range=,
+-- nvtx-gpu-metrics), each sample once.
+CREATE OR REPLACE VIEW nvtx_gpu_windows AS
+SELECT run_id, name, min(s) AS start_ns, max(e) AS end_ns
+FROM (SELECT *, sum(new) OVER (PARTITION BY run_id, name ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS window_id
+      FROM (SELECT run_id, name, s, e,
+                   CASE WHEN s <= max(e) OVER (PARTITION BY run_id, name ORDER BY s, e
+                                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                        THEN 0 ELSE 1 END AS new  -- a window starts where every earlier range has ended
+            FROM (SELECT run_id, name, coalesce(proj_start_ns, start_ns) AS s, coalesce(proj_end_ns, end_ns) AS e
+                  FROM nvtx_ranges)))
+GROUP BY run_id, name, window_id;
+
 CREATE TABLE IF NOT EXISTS nvtx_marks (
     run_id INTEGER, ts_ns BIGINT,   -- mark time, ns
     domain VARCHAR, text VARCHAR, name VARCHAR,

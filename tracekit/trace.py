@@ -179,8 +179,7 @@ ORDER BY pid, tid, ts_ns
 _GPU_METRICS = """
 WITH m AS (
     SELECT DISTINCT device_id, metric_id, metric || coalesce(' [' || unit || ']', '') AS name FROM gpu_metric_names
-    WHERE run_id = $run AND (metric IN ('GPC Clock Frequency', 'SMs Active', 'SM Issue', 'DRAM Read Bandwidth',
-                                        'DRAM Write Bandwidth') OR metric ILIKE 'Tensor%Active')
+    WHERE run_id = $run AND gpu_metric_column(metric) IS NOT NULL
 ), s AS (
     SELECT g.device_id, m.name, g.timestamp_ns, g.value,
            lag(g.value) OVER (PARTITION BY g.device_id, g.metric_id ORDER BY g.timestamp_ns) AS prev

@@ -20,7 +20,7 @@
 -- @column samples    samples inside the launches (a sample once per launch it falls in)
 WITH clock AS (
     SELECT DISTINCT run_id, device_id, metric_id FROM gpu_metric_names
-    WHERE run_id IN ($base, $new) AND metric = 'GPC Clock Frequency'
+    WHERE run_id IN ($base, $new) AND gpu_metric_column(metric) = 'clock'
 ), samples AS (  -- each device's clock samples in time order, with running counts and sums
     SELECT g.run_id, g.device_id, g.timestamp_ns AS ts, g.value,
            row_number() OVER w AS i, sum(g.value) OVER w AS cum

@@ -18,28 +18,23 @@
 -- @column p95        95th percentile (rounded to 0.1)
 -- @column max        largest sample
 -- @display device_id, metric, unit, samples, mean, min, median, p95, max
--- @requires gpu_metrics, gpu_metric_names, nvtx_ranges
+-- @requires gpu_metrics, gpu_metric_names, nvtx_ranges, nvtx_gpu_windows
 -- @traced gpu_metrics
 WITH asked AS (  -- a range name the run does not have is an error, not an empty table
     SELECT CASE WHEN $range IS NULL OR EXISTS (SELECT 1 FROM nvtx_ranges WHERE run_id = $run
                                                  AND (name = $range OR name = ':' || $range)) THEN true
                 ELSE error('gpu-metrics: the run has no NVTX range named ''' || $range || ''' (`tracekit query '
                            || 'nvtx-summary` lists them; a named domain''s are domain:name)') END AS ok
-), win AS (  -- the ranges' windows, merged where they overlap
-    SELECT s, e, sum(new) OVER (ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
-    FROM (SELECT s, e, CASE WHEN s <= max(e) OVER (ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                            THEN 0 ELSE 1 END AS new
-          FROM (SELECT coalesce(proj_start_ns, start_ns) AS s, coalesce(proj_end_ns, end_ns) AS e
-                FROM nvtx_ranges WHERE run_id = $run AND (name = $range OR name = ':' || $range)))
-), islands AS (
-    SELECT min(s) AS s, max(e) AS e FROM win GROUP BY island
+), windows AS (
+    SELECT start_ns AS s, end_ns AS e FROM nvtx_gpu_windows
+    WHERE run_id = $run AND (name = $range OR name = ':' || $range)
 ), samples AS (
     SELECT g.device_id, g.metric_id, g.value
     FROM gpu_metrics g
     WHERE g.run_id = $run AND $range IS NULL
     UNION ALL
     SELECT g.device_id, g.metric_id, g.value
-    FROM gpu_metrics g JOIN islands i ON g.timestamp_ns BETWEEN i.s AND i.e
+    FROM gpu_metrics g JOIN windows w ON g.timestamp_ns BETWEEN w.s AND w.e
     WHERE g.run_id = $run AND $range IS NOT NULL
 )
 SELECT device_id, metric, unit, samples, mean, min, round1(q[1]) AS median, round1(q[2]) AS p95, max

@@ -19,36 +19,24 @@
 -- @column dram_read_pct      mean of DRAM Read Bandwidth, % of the peak (rounded to 0.1)
 -- @column dram_write_pct     mean of DRAM Write Bandwidth, % of the peak (rounded to 0.1)
 -- @display range, device_id, instances, window_ns, sm_clock_mhz, sms_active_pct, sm_issue_pct, tensor_active_pct, dram_read_pct, dram_write_pct
--- @requires gpu_metrics, gpu_metric_names, nvtx_ranges
+-- @requires gpu_metrics, gpu_metric_names, nvtx_ranges, nvtx_gpu_windows
 -- @traced gpu_metrics, nvtx_ranges
-WITH r AS (
-    SELECT name, coalesce(proj_start_ns, start_ns) AS s, coalesce(proj_end_ns, end_ns) AS e
-    FROM nvtx_ranges WHERE run_id = $run
-), win AS (  -- each name's windows, merged where they overlap
-    SELECT name, s, e, sum(new) OVER (PARTITION BY name ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
-    FROM (SELECT name, s, e,
-                 CASE WHEN s <= max(e) OVER (PARTITION BY name ORDER BY s, e
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) THEN 0 ELSE 1 END AS new
-          FROM r)
-), islands AS (
-    SELECT name, min(s) AS s, max(e) AS e FROM win GROUP BY name, island
+WITH windows AS (
+    SELECT name, start_ns AS s, end_ns AS e FROM nvtx_gpu_windows WHERE run_id = $run
 ), names AS (
-    SELECT name, count(*) AS instances FROM r GROUP BY name
-), m AS (  -- the metrics of the columns, by name (unit left out: nsys_name keeps it)
-    SELECT DISTINCT device_id, metric_id,
-           CASE WHEN metric = 'GPC Clock Frequency' THEN 'clock' WHEN metric = 'SMs Active' THEN 'active'
-                WHEN metric = 'SM Issue' THEN 'issue' WHEN metric ILIKE 'Tensor%Active' THEN 'tensor'
-                WHEN metric = 'DRAM Read Bandwidth' THEN 'read' WHEN metric = 'DRAM Write Bandwidth' THEN 'write' END AS col
+    SELECT name, count(*) AS instances FROM nvtx_ranges WHERE run_id = $run GROUP BY name
+), m AS (  -- the metrics of the columns
+    SELECT DISTINCT device_id, metric_id, gpu_metric_column(metric) AS col
     FROM gpu_metric_names WHERE run_id = $run
 ), per AS (
-    SELECT i.name, g.device_id, m.col, count(g.value) AS samples, avg(g.value) AS mean
-    FROM islands i
-    JOIN gpu_metrics g ON g.run_id = $run AND g.timestamp_ns BETWEEN i.s AND i.e
+    SELECT w.name, g.device_id, m.col, count(g.value) AS samples, avg(g.value) AS mean
+    FROM windows w
+    JOIN gpu_metrics g ON g.run_id = $run AND g.timestamp_ns BETWEEN w.s AND w.e
     JOIN m ON m.device_id = g.device_id AND m.metric_id = g.metric_id AND m.col IS NOT NULL
-    GROUP BY i.name, g.device_id, m.col
+    GROUP BY w.name, g.device_id, m.col
 )
 SELECT per.name AS range, per.device_id, any_value(n.instances) AS instances,
-       (SELECT sum(e - s)::BIGINT FROM islands WHERE islands.name = per.name) AS window_ns,
+       (SELECT sum(e - s)::BIGINT FROM windows WHERE windows.name = per.name) AS window_ns,
        max(samples) FILTER (WHERE col = 'clock') AS samples,
        round1(max(mean) FILTER (WHERE col = 'clock')) AS sm_clock_mhz,
        round1(max(mean) FILTER (WHERE col = 'active')) AS sms_active_pct,

@@ -12,18 +12,23 @@ CREATE TABLE IF NOT EXISTS requests (
     peak_mem_reserved_mb DOUBLE     -- peak memory reserved during the request, MB
 );
 
--- The sweep's points: per (preset, tool, bs, nc), the latest run whose meta status is ok
--- and that has timed requests, over every run (sweeps mixed): sweep-latency and sweep-requests
--- pick their points per sweep themselves (their sweep parameter; macros.sql in_sweep).
-CREATE OR REPLACE VIEW sweep_points AS
-SELECT run_id, name,
+-- The runs that can stand for a sweep point: those whose meta status is ok and that have timed
+-- requests, with the point they are at. sweep-latency and sweep-requests take, per (preset,
+-- tool, bs, nc), the latest of one sweep's (their sweep parameter; macros.sql in_sweep).
+CREATE OR REPLACE VIEW sweep_runs AS
+SELECT run_id, name, params,
        json_extract_string(params, '$.preset') AS preset,
        json_extract_string(params, '$.tool') AS tool,
        json_extract(params, '$.bs')::INTEGER AS bs,
        json_extract(params, '$.nc')::INTEGER AS nc
 FROM runs
 WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
-  AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
+  AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed');
+
+-- The sweep's points over every run (sweeps mixed): per (preset, tool, bs, nc), the latest of
+-- sweep_runs.
+CREATE OR REPLACE VIEW sweep_points AS
+SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
 QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1;
 
 -- The runs that are ranks of a multi-rank job (params rank and job, set at ingest:

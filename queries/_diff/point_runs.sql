@@ -1,6 +1,6 @@
 -- The run that stands for each grid point of the two sides of a sweep comparison. A sweep
 -- is the runs whose params.sweep names it; each point (bs, nc) is its latest run whose meta
--- status is ok and that has timed requests (as sweep_points picks them over all runs).
+-- status is ok and that has timed requests (a run of sweep_runs).
 -- A run outside a sweep (`tracekit capture`) is a side of its own one point, whatever its
 -- status (the comparison warns of a failed capture); two such runs are compared whatever
 -- their points, under one key ('bs=1,nc=128 -> bs=2,nc=128' where they differ). The

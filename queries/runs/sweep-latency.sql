@@ -19,17 +19,10 @@
 -- @column max_ms                 slowest request, ms
 -- @column peak_mem_allocated_mb  largest peak of allocated GPU memory in a timed request, MB (NULL on CPU)
 -- @display preset, tool, bs, nc, requests, median_ms, p95_ms, p99_ms, mean_ms, peak_mem_allocated_mb
--- @requires requests, runs
-WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest ok run with timed requests
-    SELECT run_id, name,
-           json_extract_string(params, '$.preset') AS preset,
-           json_extract_string(params, '$.tool') AS tool,
-           json_extract(params, '$.bs')::INTEGER AS bs,
-           json_extract(params, '$.nc')::INTEGER AS nc
-    FROM runs
-    WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
-      AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
-      AND in_sweep(params, $sweep)
+-- @requires requests, runs, sweep_runs
+WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest run (sweep_runs)
+    SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
+    WHERE in_sweep(params, $sweep)
     QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1
 )
 SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,

@@ -1140,16 +1140,22 @@ def test_a_sweep_run_against_a_point_of_its_own_sweep_is_an_error_either_way(tmp
         ["bs=1,nc=128 -> bs=1,nc=512"]
 
 
+def _with_a_failed_point(dest: Path, sweep: str, error: str) -> Path:
+    """sweep_pair's sweep ``sweep`` copied to ``dest`` with its bs=1,nc=512 point's capture
+    marked failed with ``error`` (as `tracekit sweep` records a point that crashed)."""
+    shutil.copytree(SWEEP_PAIR / sweep, dest)
+    (point,) = (dest / "runs").glob("*-bs1-nc512-*")
+    meta = json.loads((point / "meta.json").read_text())
+    meta.update(status="failed", error=error)
+    (point / "meta.json").write_text(json.dumps(meta))
+    return dest
+
+
 def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
     """sweep_pair/b with its bs=1,nc=512 point's capture marked failed (as `tracekit sweep`
     records a point that crashed): against sweep a that point is regressed, not 'removed' (a
     gate must fail on it), its note gives the error; the other way round it is improved."""
-    folder = tmp_path / "b_failed"
-    shutil.copytree(SWEEP_PAIR / "b", folder)
-    (point,) = (folder / "runs").glob("*-bs1-nc512-*")
-    meta = json.loads((point / "meta.json").read_text())
-    meta.update(status="failed", error="torch.OutOfMemoryError: CUDA out of memory (planted)")
-    (point / "meta.json").write_text(json.dumps(meta))
+    folder = _with_a_failed_point(tmp_path / "b_failed", "b", "torch.OutOfMemoryError: CUDA out of memory (planted)")
     db = str(tmp_path / "f.duckdb")
     assert cli_main(["--db", db, "diff", str(SWEEP_PAIR / "a"), str(folder), "--gate", "-f", "csv"]) == 1
     df = pl.read_csv(io.StringIO(capsys.readouterr().out))
@@ -1166,12 +1172,7 @@ def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
     chart = charts.diff(charts.diff_rows(back)).to_dict()
     assert "not drawn (its capture failed on one side): bs=1,nc=512" in chart["title"]["subtitle"]
     # the same point failed in both sweeps: said, not left out
-    a_failed = tmp_path / "a_failed"
-    shutil.copytree(SWEEP_PAIR / "a", a_failed)
-    (point_a,) = (a_failed / "runs").glob("*-bs1-nc512-*")
-    meta = json.loads((point_a / "meta.json").read_text())
-    meta.update(status="failed", error="killed")
-    (point_a / "meta.json").write_text(json.dumps(meta))
+    a_failed = _with_a_failed_point(tmp_path / "a_failed", "a", "killed")
     with tracekit.open(tmp_path / "both.duckdb") as tk:
         both = tk.diff(a_failed, folder)
     rows = both.filter(pl.col("key") == "bs=1,nc=512")

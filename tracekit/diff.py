@@ -1269,9 +1269,10 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
               "base_run": base.run_id if base.lone_point else None, "new_run": new.run_id if new.lone_point else None}
     points = f"WITH point_runs AS (\n{_sql('point_runs')}\n)\n"
     df = _compare(con, points + _sql("samples_sweep"), params)
-    runs = {(side, key): run for side, key, run in con.execute(_sql("point_runs"), params).fetchall()}
+    runs: dict[tuple[int, str], int] = {}  # (side, point) -> its run, where it called CUDA launch APIs
     launches: dict[tuple[int, str], dict[str, tuple[int, float]]] = {}
-    for side, key, api, calls, med in con.execute(points + _sql("host_pace"), params).fetchall():
+    for side, key, run, api, calls, med in con.execute(points + _sql("host_pace"), params).fetchall():
+        runs[(side, key)] = run
         launches.setdefault((side, key), {})[api] = (int(calls), float(med))
     metrics = [("latency_med_ms", "median", 1), ("latency_p95_ms", "p95", 1)]
     failed = {"base": _failed_points(con, base), "new": _failed_points(con, new)}  # (one query a side)

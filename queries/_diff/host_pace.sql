@@ -6,12 +6,13 @@
 -- is read against it. Runs without CUDA API calls have no rows.
 -- @column side     0 = base, 1 = new
 -- @column key      the point ('bs=8,nc=1024')
+-- @column run_id   the point's run
 -- @column api      launch API, _vNNNN stripped (cudaLaunchKernel, cuLaunchKernelEx, ...)
 -- @column calls    its calls in the run
 -- @column med_ns   their median duration, ns (of the recorded name with the most calls)
-SELECT p.side, p.key, n.value AS api, sum(a.calls) AS calls, arg_max(a.med_ns, a.calls) AS med_ns
+SELECT p.side, p.key, p.run_id, n.value AS api, sum(a.calls) AS calls, arg_max(a.med_ns, a.calls) AS med_ns
 FROM point_runs p
 JOIN api_sum a ON a.run_id = p.run_id
 JOIN _strings n ON n.string_id = a.name_id
 WHERE regexp_matches(n.value, '^cu(da)?Launch(Cooperative)?Kernel(Ex|ExC)?$')
-GROUP BY p.side, p.key, n.value
+GROUP BY p.side, p.key, p.run_id, n.value

@@ -554,6 +554,41 @@ def test_store_of_another_schema_is_refused(tmp_path):
             tracekit.open(old, read_only=read_only).con  # noqa: B018 - opening is the test
 
 
+def test_store_of_other_views_is_read_with_this_code_s_views(tmp_path, plain_export):
+    """A store whose views and macros an older tracekit of the same schema version set
+    up (one changed, one missing, a macro changed) answers with this code's own on a
+    read-only open, and the file stays as it was; a writable open brings it up to date."""
+    import duckdb
+
+    from tracekit.store import schema_digest
+
+    db = tmp_path / "s.duckdb"
+    asked = ("top-kernels", "gpu-utilization", "api-summary", "nvtx-gpu-projection")
+    with tracekit.open(db) as tk:
+        tk.ingest(plain_export)
+        want = {q: tk.query(q, limit=0) for q in asked}
+    con = duckdb.connect(str(db))
+    con.execute("CREATE OR REPLACE VIEW gpu_ops AS SELECT * FROM gpu_ops WHERE false")
+    con.execute("DROP VIEW kernels")
+    con.execute("CREATE OR REPLACE MACRO round1(x) AS -1")
+    con.execute("UPDATE _store SET value = 'older' WHERE key = 'schema_hash'")
+    con.close()
+    before = db.read_bytes()
+    with tracekit.open(db, read_only=True) as tk:
+        for q in asked:
+            assert tk.query(q, limit=0).equals(want[q]), q
+    assert db.read_bytes() == before
+    out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "query", "top-kernels",
+                          "-f", "csv"], capture_output=True, text=True)
+    assert out.returncode == 0 and want["top-kernels"]["name"][0] in out.stdout, out.stderr
+    with tracekit.open(db) as tk:
+        tk.con  # noqa: B018 - a writable open sets the schema up again
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT value FROM _store WHERE key = 'schema_hash'").fetchall() == [(schema_digest(),)]
+    assert con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'kernels'").fetchall() == [(1,)]
+    con.close()
+
+
 def test_names_are_stored_once_across_runs(nsys_db):
     # every kernel/API name of every run once in _strings, and the views resolve them
     dup = nsys_db.sql("SELECT count(*) - count(DISTINCT value) AS n FROM _strings")["n"][0]

@@ -48,6 +48,7 @@ from .store import (
     _schema_sql,
     check_ingest_args,
     one_at_a_time,
+    view_sql,
 )
 
 RUNS_FILE = "runs.parquet"
@@ -79,20 +80,6 @@ def schema() -> dict[str, list[tuple[str, str]]]:
     for table, col, typ in rows:
         out.setdefault(table, []).append((col, typ))
     return out
-
-
-@lru_cache(maxsize=1)
-def _view_sql() -> tuple[str, ...]:
-    """The schema's views and macros (the tables are read_parquet views in a dataset)."""
-    out = []
-    for text in _schema_sql():
-        for st in duckdb.extract_statements(text):
-            q = st.query.strip()
-            code = "\n".join(line for line in q.splitlines() if not line.lstrip().startswith("--"))
-            head = " ".join(code.split()[:4]).upper()
-            if head.startswith(("CREATE OR REPLACE VIEW", "CREATE OR REPLACE MACRO")):
-                out.append(q)
-    return tuple(out)
 
 
 def _q(path: Path) -> str:
@@ -234,7 +221,7 @@ class Dataset(Tracekit):
             if in_memory:
                 budget -= sizes[table]
             con.execute(self._table_sql(table, schema().get(table), files[table], in_memory))
-        for sql in _view_sql():
+        for sql in view_sql():
             con.execute(sql)
 
     @staticmethod

@@ -150,6 +150,37 @@ def _macros_sql() -> str:
     return (resources.files("tracekit") / "macros.sql").read_text()
 
 
+@functools.lru_cache(maxsize=1)
+def schema_digest() -> str:
+    """The hash of the schema's text, kept in the store that text set up (``_store``)."""
+    import xxhash
+
+    return xxhash.xxh3_128("\n".join(_schema_sql()).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def view_sql() -> tuple[str, ...]:
+    """The schema's views and macros (what changes with the code under one schema
+    version), each statement without its leading comment lines."""
+    out = []
+    for text in _schema_sql():
+        for st in duckdb.extract_statements(text):
+            lines = st.query.strip().splitlines()
+            while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
+                lines.pop(0)
+            q = "\n".join(lines)
+            if " ".join(q.split()[:4]).upper() in ("CREATE OR REPLACE VIEW", "CREATE OR REPLACE MACRO"):
+                out.append(q)
+    return tuple(out)
+
+
+def _temp_view_sql() -> list[str]:
+    """``view_sql`` as TEMP views and macros: on a connection, they stand in front of
+    the store's own of the same names."""
+    return [re.sub(r"^CREATE\s+OR\s+REPLACE\s+", "CREATE OR REPLACE TEMP ", q, count=1, flags=re.I)
+            for q in view_sql()]
+
+
 #: Statement kinds that write files where external access is allowed (COPY ... TO,
 #: EXPORT DATABASE, ATTACH of a new database file).
 _WRITES_FILES = frozenset({"COPY", "EXPORT", "ATTACH"})
@@ -362,6 +393,12 @@ class Tracekit:
             self._check_schema()
             self._con.execute(_macros_sql())  # TEMP macros: read-only connections get them too
             if self.read_only:
+                if self._stored_schema_hash(self._con) != schema_digest():
+                    # written by a tracekit whose views or macros differ (the tables are
+                    # the same: the schema version says so): this one's stand in front
+                    # of them on this connection, the file untouched
+                    for sql in _temp_view_sql():
+                        self._con.execute(sql)
                 self._setup_reader(self._con)
                 self._sandbox(self._con)
             else:
@@ -405,14 +442,11 @@ class Tracekit:
         # The schema is (re)created only where the store lacks it or holds another text
         # of it (views and macros change with the code): a store that a refused input
         # opened for writing stays byte for byte as it was.
-        import xxhash
-
-        text = _schema_sql()
-        digest = xxhash.xxh3_128("\n".join(text).encode()).hexdigest()
+        digest = schema_digest()
         try:
             if self._stored_schema_hash(con) == digest:
                 return
-            for sql in text:
+            for sql in _schema_sql():
                 con.execute(sql)
             con.execute("INSERT OR IGNORE INTO _store VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             con.execute("INSERT OR REPLACE INTO _store VALUES ('schema_hash', ?)", [digest])

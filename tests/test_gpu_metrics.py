@@ -13,6 +13,7 @@ import lzma
 import re
 import shutil
 import sqlite3
+import warnings
 from pathlib import Path
 
 import polars as pl
@@ -227,6 +228,35 @@ def test_a_kernel_slower_in_more_cycles_is_not_held_for_the_clock(tmp_path, raw)
         gemm = df.filter(pl.col("key").str.starts_with("nvjet") & (pl.col("metric") == "total_ns")).row(0, named=True)
         assert gemm["verdict"] == "regressed" and gemm["delta_pct"] > 20 and D.CLOCK_NOTE not in gemm["note"]
         assert not tk.diff("other", "slow", by="kernel")["note"].str.contains(D.CLOCK_NOTE, literal=True).any()
+
+
+def test_a_pair_where_one_run_sampled_the_counters_says_the_clock_was_not_read(tmp_path):
+    """Base against the zeros capture without its samples: the GEMMs' 11 % stays judged on
+    time alone (improved), and one warning names the run that sampled and what to do; a pair
+    that sampled on both sides, or on neither, says nothing of it."""
+    from tracekit.errors import CaptureWarning
+
+    unsampled = _variant(tmp_path, "unsampled", "zeros", "DROP TABLE GPU_METRICS", "DROP TABLE TARGET_INFO_GPU_METRICS")
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for name, path in (("base", GM["base"]), ("zeros", GM["zeros"]), ("unsampled", unsampled)):
+            tk.ingest(path, name=name)
+        tk.ingest(DATA / "nsys_diff_base_b" / "export.sqlite.xz", name="other")
+        tk.ingest(DATA / "nsys_diff_regressed" / "export.sqlite.xz", name="regressed")
+        for base, new, which in (("base", "unsampled", "run 1 (base)"), ("unsampled", "base", "run 1 (base)")):
+            with pytest.warns(CaptureWarning) as got:
+                df = tk.diff(base, new, by="kernel")
+            said = [str(w.message) for w in got if "counters" in str(w.message)]
+            assert said == [f"diff: only {which} sampled the GPU's counters (nsys --gpu-metrics-devices): the GPU "
+                            "times that changed are judged without the SM clock; capture both with them "
+                            "(tracekit capture --gpu-metrics) to tell the clock from the code"], said
+            gemm = df.filter(pl.col("key").str.starts_with("nvjet") & (pl.col("metric") == "total_ns")).row(0, named=True)
+            assert gemm["verdict"] == ("improved" if base == "base" else "regressed")
+        for base, new in (("base", "zeros"), ("other", "regressed")):
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                df = tk.diff(base, new, by="kernel")
+            assert not [w for w in got if "counters" in str(w.message)]
+        assert (df["verdict"] == "regressed").any()
 
 
 def _nsys_kernels(v: str) -> dict[str, dict]:

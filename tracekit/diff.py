@@ -73,7 +73,7 @@ threshold (``threshold_pct``, 5 % by default) **and** real:
   the threshold) at a clock that moved the other way by at least half as much (in log terms)
   is the clock's: held, as for ncu below ("moved with the SM clock", ``_with_the_sm_clock``;
   tests/data/nsys_gpu_metrics against _zeros: GEMMs 11 % shorter in all at a 13 % higher
-  clock);
+  clock; where only one run sampled them, a ``CaptureWarning`` says the clock was not read);
 * a key's time change (kernel, memory operation, NVTX kernel time) smaller than
   ``MATERIAL_PCT`` (0.1 %) of the run's GPU time is held back ("immaterial"): it cannot
   move the run, and the tiniest kernels move by timer ticks (ranks doing the same work
@@ -1033,7 +1033,7 @@ def _clock_accounts(b: float, n: float, fb: float, fn: float, cycles: float, lim
 
 
 def _with_the_sm_clock(con, rows: list[_Row], params: dict, keymap: pl.DataFrame, ids: dict[str, int],
-                       threshold: float) -> None:
+                       threshold: float, labels: tuple[str, str]) -> None:
     """Hold the nsys GPU times judged changed (``rows``, in place: a kernel's total_ns and
     med_ns, an NVTX path's kernel_total_ns, a device's busy_ns) that the SM clock accounts
     for, where both runs sampled the GPU's counters (nsys --gpu-metrics-devices): the clock
@@ -1042,11 +1042,21 @@ def _with_the_sm_clock(con, rows: list[_Row], params: dict, keymap: pl.DataFrame
     ``_clock_accounts``'s; a kernel's total only where its launch count did not change
     beyond the threshold. The same GEMMs on zeros (tests/data/nsys_gpu_metrics_zeros) took
     11 % less time in all at a 13 % higher clock; the DRAM-bound adds beside them did not
-    move. ``ids``: a kernel row's key -> its key id (``_kernel_scope``)."""
+    move. ``ids``: a kernel row's key -> its key id (``_kernel_scope``). Where only one run
+    sampled them and a time is judged changed, a warning says the clock was not read."""
     timed = {("kernel", "total_ns"), ("kernel", "med_ns"), ("nvtx", "kernel_total_ns"), ("gpu", "busy_ns")}
     judged = [r for r in rows if r.verdict in ("regressed", "improved") and (r.scope, r.metric) in timed]
-    if not judged or len(con.execute("SELECT DISTINCT run_id FROM gpu_metric_names WHERE run_id IN ($base, $new)",
-                                     params).fetchall()) < (1 if params["base"] == params["new"] else 2):
+    if not judged:
+        return
+    sampled = {i for (i,) in con.execute("SELECT DISTINCT run_id FROM gpu_metric_names WHERE run_id IN ($base, $new)",
+                                         params).fetchall()}
+    if len(sampled) == 1 and params["base"] != params["new"]:
+        which = labels[0] if params["base"] in sampled else labels[1]
+        warnings.warn(CaptureWarning(
+            f"diff: only {which} sampled the GPU's counters (nsys --gpu-metrics-devices): the GPU times that "
+            "changed are judged without the SM clock; capture both with them (tracekit capture --gpu-metrics) "
+            "to tell the clock from the code"), stacklevel=5)
+    if len(sampled) < (1 if params["base"] == params["new"] else 2):
         return
     counted = {r.key for r in rows if r.scope == "kernel" and r.metric == "instances" and r.verdict == "unchanged"}
     keys = sorted({ids[r.key] for r in judged if r.scope == "kernel" and r.key in ids})
@@ -1564,7 +1574,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         elif scope == "sweep":
             rows += _sweep_scope(con, sb, sn, threshold)
     if matched is not None:
-        _with_the_sm_clock(con, rows, params, matched[0], kernel_ids, threshold)
+        _with_the_sm_clock(con, rows, params, matched[0], kernel_ids, threshold, (sb.label, sn.label))
     if any(s in scopes for s in ("kernel", "memcpy", "nvtx")):
         gpu_time = max((t for _, t in con.execute(_sql("gpu_time"), params).fetchall()), default=0.0)
         floor = MATERIAL_PCT / 100 * gpu_time

@@ -108,6 +108,18 @@ def attention_backend(device: torch.device | str = "cpu") -> str:
     return f"tracekit.kernels.hstu_attention_cached[{choose_backend('auto', torch.device(device))}]"
 
 
+def attention_kernel() -> str | None:
+    """The compiled kernel the last cached-attention call launched (Triton's
+    ``_hstu_cached_sk_kernel``, its Gluon version ``_hstu_cached_gl_kernel``, ...), or None
+    where none was (the PyTorch reference; the interpreter's launches have no name)."""
+    if _kernels() is None:
+        return None
+    from tracekit.kernels import _cached
+
+    name = getattr(_cached.LAST_KERNEL, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
 def attention(q, k, v, cache, layer: int, batch: AttnBatch, *, alpha: float) -> torch.Tensor:
     """The one place the model calls HSTU attention: the new tokens' queries against the
     layer's paged cache (``batch.cache_lens`` tokens per user) plus their own K/V.

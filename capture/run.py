@@ -305,6 +305,8 @@ def _from_worker(worker: dict) -> dict:
         return out
     out["device"] = worker.get("device")
     out["attention_backend"] = worker.get("attention_backend")
+    if worker.get("attention_kernel"):
+        out["attention_kernel"] = worker["attention_kernel"]
     out["dtype"] = worker.get("dtype")
     if worker.get("stats"):
         out["latency"] = {**worker["stats"], "peak_mem_allocated_mb": worker.get("peak_mem_allocated_mb"),
@@ -368,7 +370,8 @@ def summary(run_dir: str | os.PathLike, db: str | os.PathLike | None = None, top
     p = meta["params"]
     lines = [f"run {meta['name']}  status {meta['status']}  preset {p['preset']}  bs {p['bs']}  "
              f"nc {p['nc']}  tool {meta['tool']}  device {meta.get('device')}  "
-             f"gpu {meta['gpu'].get('name')}  attention {meta.get('attention_backend')}"]
+             f"gpu {meta['gpu'].get('name')}  attention {meta.get('attention_backend')}"
+             + (f" ({meta['attention_kernel']})" if meta.get("attention_kernel") else "")]
     if meta.get("error"):
         lines.append(f"error: {meta['error']}")
     lat = meta.get("latency")

@@ -27,7 +27,7 @@ def run(spec: dict, run_dir: Path) -> dict:
     import torch
 
     from .config import WorkloadConfig
-    from .model import attention_backend, nvtx
+    from .model import attention_backend, attention_kernel, nvtx
     from .timing import RequestsCsv, latency_stats, run_requests
     from .workload import Workload
 
@@ -82,6 +82,7 @@ def run(spec: dict, run_dir: Path) -> dict:
                                 flush_l2=spec.get("flush_l2", True), on_row=on_row, **hooks)
         finally:
             csv_out.close()
+    info["attention_kernel"] = attention_kernel()
     timed = [r.latency_ms for r in rows if r.phase == "timed"]
     info["stats"] = latency_stats(timed)
     info["warmup_requests"] = sum(r.phase == "warmup" for r in rows)

@@ -169,3 +169,24 @@ def test_page_table_width_is_fixed_across_requests():
         for _ in range(4):
             wl.request()
     assert widths == {wl.page_table_width}
+
+
+def test_attention_kernel_names_the_compiled_kernel_launched_last(monkeypatch):
+    """What a capture records as its attention kernel: the name of the compiled kernel the
+    last cached-attention call launched (on CUDA: Triton's or its Gluon version), None where
+    nothing compiled was launched (the reference, the interpreter)."""
+    import types
+
+    from tracekit.capture import model
+
+    if model._kernels() is None:
+        pytest.skip("tracekit.kernels not importable")
+    from tracekit.kernels import _cached
+
+    monkeypatch.setattr(_cached, "LAST_KERNEL", types.SimpleNamespace(name="_hstu_cached_gl_kernel"))
+    assert model.attention_kernel() == "_hstu_cached_gl_kernel"
+    monkeypatch.setattr(_cached, "LAST_KERNEL", None)
+    assert model.attention_kernel() is None
+    monkeypatch.setattr(model, "_kernels", lambda: None)
+    monkeypatch.setattr(_cached, "LAST_KERNEL", types.SimpleNamespace(name="stale"))
+    assert model.attention_kernel() is None

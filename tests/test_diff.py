@@ -458,6 +458,33 @@ def test_the_hosts_pace_holds_no_latency_the_gpu_moved_too(paced, threshold, ver
     assert (D.HOST_PACE_NOTE in lat["note"]) == (verdict == "unchanged")
 
 
+def test_runs_whose_attention_kernel_differs_say_so(tmp_path):
+    """hstu_host_pace/before ran the Triton cached kernel and after its Gluon version under
+    one attention label (the kernels swapped under one checkout: its README); a capture now
+    records the kernel its attention launched (meta.json ``attention_kernel``), and ``diff``
+    names it among the differences of setup; a run folder that did not record it is compared
+    on the rest (nothing to say here)."""
+    from tracekit.capture.run import summary
+
+    kernels = {"before": "_hstu_cached_sk_kernel", "after": "_hstu_cached_gl_kernel"}
+    with tracekit.open(tmp_path / "k.duckdb") as tk, tracekit.open(tmp_path / "one.duckdb") as one:
+        for run, kernel in kernels.items():
+            folder = shutil.copytree(PACE / run, tmp_path / run)
+            meta = json.loads((folder / "meta.json").read_text())
+            assert "attention_kernel" not in meta
+            meta["attention_kernel"] = kernel
+            (folder / "meta.json").write_text(json.dumps(meta))
+            tk.ingest(folder, name=run)
+            one.ingest(folder if run == "after" else PACE / run, name=run)
+            assert f"[triton] ({kernel})" in summary(folder).splitlines()[0]
+        with pytest.warns(CaptureWarning, match=r"differ in setup: attention kernel _hstu_cached_sk_kernel -> "
+                                                r"_hstu_cached_gl_kernel$"):
+            tk.diff("before", "after", by="gpu")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CaptureWarning)
+            one.diff("before", "after", by="gpu")
+
+
 def test_a_latency_the_hosts_pace_does_not_account_for_is_judged(tmp_path):
     """hstu_capture_pair/base_again against half_sms (a kernel given half the SMs, the GPU's
     time +42 %): the median latency +26.7 % with the launch calls only +8.7 %, less than half

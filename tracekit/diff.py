@@ -1393,6 +1393,7 @@ SETUP = [
     ("flush_l2", ("params", "flush_l2")), ("GPU", ("gpu",)), ("driver", ("meta", "gpu", "driver")),
     ("profiler", ("tool_version",)), ("torch", ("meta", "versions", "torch")),
     ("triton", ("meta", "versions", "triton")), ("attention", ("meta", "attention_backend")),
+    ("attention kernel", ("meta", "attention_kernel")),
     ("dtype", ("meta", "dtype")), ("code", ("meta", "git_commit")), ("env", ("meta", "settings", "env")),
     ("tiles file", ("meta", "settings", "tiles_sha256")), ("workload", ("meta", "workload")),
     # nsys --cuda-graph-trace: graph (a graph launch one op) or node (its kernels and copies one

@@ -854,6 +854,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
                 "time without kernels; ncu: duration; sweeps: median latency)",
                 "whisker: its interval; dashed: the " + " and the ".join(
                     f"±{f:g}% " + ("threshold" if f == threshold else "host noise (host-timed changes)")
+                    + f" (+{f:g}% / {-100 * f / (100 + f):.3g}% of base: either run that much above the other)"
                     for f in sorted(floors or {threshold}))]
     if one_side.height:
         parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]
@@ -887,7 +888,9 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     whiskers = base.transform_filter("datum.low != null && datum.high != null").mark_rule(
         color="#222", strokeWidth=1.5).encode(y=y, x=alt.X("low:Q", scale=scale), x2="high:Q")
     zero = alt.Chart(_data([{"x": 0}])).mark_rule(color="#444").encode(x=alt.X("x:Q", scale=scale))
-    lines = alt.Chart(_data([{"x": s * f} for f in sorted(floors) for s in (-1, 1)])).mark_rule(
+    # a change is beyond a limit f where either run is more than f % above the other
+    # (tracekit.diff._beyond): +f % of the base, or -100 f / (100 + f) %
+    lines = alt.Chart(_data([{"x": x} for f in sorted(floors) for x in (-100 * f / (100 + f), f)])).mark_rule(
         strokeDash=[5, 4], color="#777").encode(x=alt.X("x:Q", scale=scale))
     text = base.mark_text(align="left", dx=4, fontSize=10, color="#222").encode(
         y=y, x=alt.value(WIDTH - 255), text=alt.Text("delta_pct:Q", format="+.1f"))

@@ -26,7 +26,12 @@ wall time where a run did not trace CUDA), largest first; CUDA API rows, which c
 host time only, come after, ordered by their change in call time.
 
 Verdicts. A change is ``regressed`` or ``improved`` only when it is larger than the
-threshold (``threshold_pct``, 5 % by default) **and** real:
+threshold (``threshold_pct``, 5 % by default) **and** real. Every limit here (the
+threshold, the noise floors below) is read the same either way round (``_beyond``): a
+change is beyond it where the larger of the two values is more than that above the
+smaller, so a diff and its reverse judge the same keys, the one's ``regressed`` the
+other's ``improved`` (+5.2 % one way is -4.94 % the other; ``delta_pct`` stays the change
+against the base).
 
 * counts (instances, calls, operations) are exact: a count that changed beyond the
   threshold is a real change, no test needed (p_value empty);
@@ -490,6 +495,19 @@ def _pct(delta: float | None, base: float | None) -> float | None:
     return 100.0 * delta / abs(base)
 
 
+def _beyond(base: float, new: float, limit_pct: float) -> bool:
+    """Whether ``base`` -> ``new`` moved by more than ``limit_pct`` %, read the same either
+    way round: the larger of the two more than ``limit_pct`` % above the smaller (+5.1 % one
+    way is -4.9 % the other: against the base alone, a diff and its reverse would judge
+    different keys near a limit). A change from or to zero, or across it, is beyond any
+    limit."""
+    if base == new:
+        return False
+    if base * new <= 0:
+        return True
+    return abs(new - base) > limit_pct / 100 * min(abs(base), abs(new))
+
+
 def _fmt_p(p: float) -> str:
     if p == 0:
         return "<1e-300"  # below what a double holds
@@ -528,7 +546,7 @@ def _judge(base: float | None, new: float | None, threshold: float, direction: i
     pct = _pct(delta, base)
     if delta == 0:
         return "unchanged", "identical"
-    if pct is not None and abs(pct) <= threshold:
+    if not _beyond(base, new, threshold):  # (then |pct| <= threshold too)
         return "unchanged", f"within {within} (|{pct:+.2f}%| <= {threshold:g}%)"
     if not real:
         return "unchanged", held
@@ -588,7 +606,7 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
             p_note = f"not significant ({_p_is(p)})" if p is not None else "not significant"
             if kind == "total":
                 b, n = r["total_base"] * scale, r["total_new"] * scale
-                count_real = count_pct is not None and abs(count_pct) > pct_limit
+                count_real = count_pct is not None and _beyond(n_b, n_n, pct_limit)
                 # the sum itself beyond its spread: instances of many sizes (copies of 32 B and
                 # 200 kB under one name) whose largest got slower move no rank
                 sd = math.sqrt(n_b * (r["var_base"] or 0.0) + n_n * (r["var_new"] or 0.0)) * scale
@@ -609,7 +627,7 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                 real = p is not None and p < ALPHA
                 verdict, note = _judge(b, n, pct_limit, direction, real, p_note, within)
                 if verdict in ("regressed", "improved") and scope != "sweep" and count_pct is not None \
-                        and abs(count_pct) > threshold:
+                        and _beyond(n_b, n_n, threshold):
                     # another number of instances under one key is another mix of them (a kernel
                     # launched at two sizes, one of them twice as often): its median moves with the
                     # mix; the count and the total say what changed
@@ -854,7 +872,7 @@ def _gpu_scope(con, params: dict, threshold: float, keymap: pl.DataFrame) -> lis
         if p is None:  # (every duration alike within its kind: any change is real)
             p = 1.0 if delta == 0 else 0.0
         count_pct = _pct(d["n_new"] - d["n_base"], d["n_base"])
-        count_real = count_pct is not None and abs(count_pct) > threshold
+        count_real = count_pct is not None and _beyond(d["n_base"], d["n_new"], threshold)
         same_way = (delta > 0) == (n > b) and delta != 0
         time_real = p < ALPHA and same_way
         if p < ALPHA and not same_way:
@@ -985,7 +1003,7 @@ def _paired(pairs: list[tuple[float, float]], limit_pct: float, change: float) -
     launches that moved must all have moved one way and be most of them, or, from SIGN_MIN
     of them, pass a sign test, the way ``change`` (the medians' change the verdict is read
     from) went."""
-    steps = [0.0 if abs(y - x) <= limit_pct / 100 * abs(x) else y - x for x, y in pairs]
+    steps = [y - x if _beyond(x, y, limit_pct) else 0.0 for x, y in pairs]
     up, down = sum(d > 0 for d in steps), sum(d < 0 for d in steps)
     moved = up + down
     if moved and change and up != down and (up > down) != (change > 0):
@@ -1026,7 +1044,7 @@ def _clock_accounts(b: float, n: float, fb: float, fn: float, cycles: float, lim
     otherwise. ``how``: where the clock was read, for the note."""
     if b <= 0 or n <= 0 or fb <= 0 or fn <= 0:
         return None
-    if abs(cycles) > limit_pct or (n - b) * (fn - fb) >= 0 or abs(math.log(fn / fb)) < 0.5 * abs(math.log(n / b)):
+    if _beyond(1.0, 1 + cycles / 100, limit_pct) or (n - b) * (fn - fb) >= 0 or abs(math.log(fn / fb)) < 0.5 * abs(math.log(n / b)):
         return None
     return (f"{CLOCK_NOTE} ({fb:,.0f} -> {fn:,.0f} MHz, {100 * (fn - fb) / fb:+.1f}%{how}) in as many "
             f"cycles ({cycles:+.1f}%, within {limit_pct:g}%): the clock, not the code")
@@ -1354,13 +1372,13 @@ def _with_the_host(con, rows: list[_Row], pace: tuple[float, str], pair: tuple, 
             continue
         pct_limit, within = limit(r.scope, r.metric, threshold, False) or (threshold, "threshold")
         at_base = 100 * (r.new / ratio - r.base) / r.base
-        if abs(at_base) > pct_limit:
+        if _beyond(r.base, r.new / ratio, pct_limit):
             continue
         if gpu is None:
             gpu = dict(con.execute(_sql("gpu_time"), {"base": pair[0], "new": pair[1]}).fetchall()) \
                 if None not in pair else {}
         gb, gn = gpu.get(pair[0]), gpu.get(pair[1])
-        if gb and gn and (gn - gb) * moved > 0 and 100 * abs(gn - gb) / gb > threshold:
+        if gb and gn and (gn - gb) * moved > 0 and _beyond(gb, gn, threshold):
             continue  # the GPU's time moved the latency's way too: not the host's pace alone
         r.verdict = "unchanged"
         r.note = _join(r.note, f"{HOST_PACE_NOTE} (CUDA launch calls {100 * (ratio - 1):+.1f}%: {words}): "

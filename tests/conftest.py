@@ -51,7 +51,7 @@ NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "
                   "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
                   *(f"ranks_2gpu_rank{r}" for r in range(2)),
                   "registered_nvtx", "registered_nvtx_domains", "memops", "autograd",
-                  "inductor", "streams", "nccl", "jax", "jax_graph", "jax_whole",
+                  "inductor", "streams", "nccl", "nccl_overlap", "jax", "jax_graph", "jax_whole",
                   "copies_pinned", "copies_pinned_again", "copies_pageable",
                   "gpu_metrics", "gpu_metrics_again", "gpu_metrics_zeros",
                   *(f"pair_{r}" for r in ("base", "base_again", "half_sms")),
@@ -65,7 +65,7 @@ NSYS_EXPORTS = {
     **{s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in (
         "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range",
         "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", "registered_nvtx", "registered_nvtx_domains",
-        "memops", "autograd", "inductor", "streams", "nccl", "jax", "jax_graph", "jax_whole",
+        "memops", "autograd", "inductor", "streams", "nccl", "nccl_overlap", "jax", "jax_graph", "jax_whole",
         "copies_pinned", "copies_pinned_again", "copies_pageable", "gpu_metrics", "gpu_metrics_again",
         "gpu_metrics_zeros")},
     # one export per rank of a 4-process job (tests/data/nsys_ranks/PLANT.md)

@@ -21,10 +21,16 @@ def test_header_declares_exactly_the_parameters_used(name):
     assert q.requires, f"{name}: no @requires"
 
 
+def _asked_run(q) -> str:
+    """The fixture run an nsys query is asked of: one with what it is about (the GPU's sampled
+    counters; NCCL's kernels, read through nccl_cuts), else the mixed HSTU capture."""
+    return "gpu_metrics" if "gpu_metrics" in q.traced else "nccl_overlap" if "nccl_cuts(" in q.sql else "hstu_mixed"
+
+
 @pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source in ("nsys", "runs")])
 def test_header_documents_exactly_the_result_columns(nsys_db, name):
     q = REG.queries[name]
-    run = "gpu_metrics" if "gpu_metrics" in q.traced else "hstu_mixed" if q.source == "nsys" else None
+    run = _asked_run(q) if q.source == "nsys" else None
     params = {"run": run} if "run" in q.params else {}
     if "limit" in q.params:
         params["limit"] = 0
@@ -133,7 +139,7 @@ def test_the_row_count_under_a_limit_is_every_row(nsys_db, name):
     """A terminal table cut by --limit says how many rows the query has in all: counted
     without the final sort (which DuckDB keeps under the LIMIT expression), the same
     number as fetching every row."""
-    run = "gpu_metrics" if "gpu_metrics" in REG.queries[name].traced else "hstu_mixed"
+    run = _asked_run(REG.queries[name])
     every = len(nsys_db.query(name, run=run, limit=0))
     rows = REG.fetch(nsys_db, name, run=run, limit=1)
     assert len(rows.rows) == min(every, 1)

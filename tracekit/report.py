@@ -62,8 +62,9 @@ class Section:
     columns: tuple[str, ...] | None = None
     intro: str = ""
     per_run: bool = True  # the query takes --run
-    #: a run whose capture did not trace what it reads leaves it out without a word (an
-    #: option few captures use: a line in every other report would be noise)
+    #: a run that cannot answer it leaves it out without a word: its capture did not trace
+    #: what it reads (an option few captures use), or the query refuses the run (no NCCL
+    #: kernel to overlap): a line in every other report would be noise
     optional: bool = False
 
 
@@ -83,6 +84,15 @@ NSYS = (
              "max_gap_ns"),
             "Busy and idle time per device (pid empty), per stream, and per process for its ops on no stream "
             "(Unified Memory migrations: stream empty); gaps: idle stretches of 10 µs or more."),
+    Section("comm-overlap", "Communication and computation", "comm-overlap", {}, None,
+            ("pid", "device_id", "nccl_kernels", "nccl_ns", "compute_ns", "overlap_ns", "exposed_nccl_ns",
+             "overlap_pct", "busy_ns"),
+            "Per process and GPU: the time NCCL's kernels ran, the time other kernels ran, both at once, and the "
+            "NCCL time nothing else ran beside (exposed communication, which a step waits for).", optional=True),
+    Section("nccl-overlap", "Overlap by kernel", "nccl-overlap", {"limit": 15}, None,
+            ("name", "kind", "instances", "total_ns", "comm_overlap_pct", "compute_overlap_pct"),
+            "How much of each kernel's time its GPU also ran NCCL kernels or compute kernels (the numbers of "
+            "nsys recipe nccl_gpu_overlap_trace).", optional=True),
     Section("idle-gaps", "Longest idle gaps", "idle-gaps", {"limit": 10}, None,
             ("device_id", "gap_ns", "start_ns", "end_ns", "next_op_kind", "next_op", "pid", "stream_id"),
             "Stretches with nothing running on the GPU, and the op that ended each."),
@@ -397,7 +407,9 @@ def _header(info: dict[str, Any]) -> list[tuple[str, str]]:
     return [(k, v) for k, v in rows if v]
 
 
-def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None]:
+def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None] | None:
+    """One section of the run: (table HTML, chart spec, note); None for an optional section
+    the run cannot answer."""
     from . import charts
     from .registry import get_registry
 
@@ -410,7 +422,7 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     try:
         df = tk.query(sec.query, **params)
     except QueryError as err:
-        return "", None, str(err)
+        return None if sec.optional else ("", None, str(err))
     total = None
     if "limit" in q.params and params.get("limit"):
         if df.height == params["limit"]:
@@ -589,8 +601,9 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
         rep.header.insert(1, line)
         rep.sections.append(section)
     for sec in sections:
-        table, spec, note = _section(tk, sec, run_id)
-        rep.sections.append((sec, table, spec, note))
+        got = _section(tk, sec, run_id)
+        if got is not None:  # (None: an optional section the run cannot answer)
+            rep.sections.append((sec, *got))
     return rep
 
 

@@ -5,6 +5,8 @@
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
 #                   registered_nvtx_domains diff_base_a diff_base_b diff_base_c diff_regressed memops autograd cpu_only
 #                   cpu_only_more cpu_only_again cpu_only_slow copies_pinned copies_pinned_again copies_pageable inductor streams nccl jax jax_whole jax_graph
+#                   nccl_overlap (nsys_nccl.py again, without OS runtime calls, with NVIDIA's recipe
+#                   nccl_gpu_overlap_trace run on its .nsys-rep: recipes/, the answers of nccl-overlap)
 #                   gpu_metrics gpu_metrics_again gpu_metrics_zeros (--gpu-metrics-devices=all: GEMMs, DRAM-bound
 #                   adds and an idle phase; _zeros the GEMMs on zeros, at a higher SM clock)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
@@ -83,6 +85,7 @@ cmdline() {
     gpu_metrics) echo "python3 $here/programs/nsys_gpu_metrics.py base" ;;
     gpu_metrics_*) echo "python3 $here/programs/nsys_gpu_metrics.py ${1#gpu_metrics_}" ;;
     diff_regressed) echo "python3 $here/programs/nsys_diff.py --more-launches --new-kernel --slower" ;;
+    nccl_overlap) echo "python3 $here/programs/nsys_nccl.py" ;;
     *) echo "python3 $here/programs/nsys_$1.py" ;;
   esac
 }
@@ -104,6 +107,7 @@ options() {
     jax) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=nvtx --nvtx-capture=steps" \
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     jax_whole) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node" ;;  # the whole program (nsys_jax/README.md)
+    nccl_overlap) echo "-t cuda,nvtx --cuda-graph-trace=node" ;;  # (nsys_nccl's OS runtime calls: most of its size)
     jax_graph) echo "-t cuda,nvtx,osrt --cuda-graph-trace=graph --capture-range=nvtx --nvtx-capture=steps" \
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     cpu_only*) echo "-t nvtx,osrt" ;;  # a host-side program traced without CUDA: no CUPTI table
@@ -173,6 +177,7 @@ nsys_goldens() {
         grep -i "skipped\|error\|does not contain" | head -1 | sed "s|$d/||")" >> "$d/capture.txt"
     done
   fi
+  find "$d/stats" -name 'nsys_*.csv' -size 0 -delete  # (a report with nothing to say: osrt_sum without OS runtime data)
   for f in "$d"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$d/stats/$(basename "$f" | sed 's/^nsys_//')"; done
   xz -f -T0 -9 "$d/stats/cuda_gpu_trace.csv" "$d/stats/nvtx_gpu_proj_trace.csv" "$d/stats/nvtx_pushpop_trace.csv" 2>/dev/null
   rm -f "$d/export.nsys-rep" "$d/stats.log"
@@ -250,6 +255,12 @@ print("OSRT_API (name, calls):", con.execute("SELECT s.value, count(*) FROM OSRT
                                              "ON s.id = o.nameId GROUP BY 1 ORDER BY 2 DESC, 1").fetchall())
 PY
     tail -12 "$d/capture.txt"
+  fi
+  if [ "$scen" = nccl_overlap ]; then  # NVIDIA's recipe reads the .nsys-rep (nsys_goldens removes it): its CSVs kept
+    nsys recipe nccl_gpu_overlap_trace --input "$d/export.nsys-rep" --output "$d/.recipe" --force-overwrite --csv \
+      > "$d/recipe.log" 2>&1 || { echo "recipe rc=$?"; tail -5 "$d/recipe.log"; }
+    mkdir -p "$d/recipes/nccl_gpu_overlap_trace" && mv "$d"/.recipe/*.csv "$d/recipes/nccl_gpu_overlap_trace/"
+    rm -rf "$d/.recipe" "$d/recipe.log" "$d"/export_pqtdir
   fi
   nsys_goldens "$d" "$(extra_reports "$scen")" "$([ "${scen#cpu_only}" != "$scen" ] && echo yes)"
 done

@@ -1,0 +1,195 @@
+"""Communication against computation on real NCCL captures: nccl-overlap against NVIDIA's own
+`nsys recipe nccl_gpu_overlap_trace`, comm-overlap against the kernels' intervals read with
+SQLite and unioned here.
+
+tests/data/nsys_nccl_overlap (its README): DDP over NCCL on two GPUs, with the recipe's CSVs;
+tests/data/nsys_nccl: the same program captured earlier with OS runtime calls.
+"""
+
+from __future__ import annotations
+
+import csv
+import lzma
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from conftest import DATA, NSYS_EXPORTS, let_go
+
+from tracekit.errors import QueryError
+
+RECIPE = DATA / "nsys_nccl_overlap" / "recipes" / "nccl_gpu_overlap_trace"
+
+
+def test_nccl_overlap_is_nvidias_recipe(nsys_db):
+    """Per kernel name: launches, and the time other NCCL kernels and compute kernels ran during
+    them in % of its time, as grouped_trace.csv of nccl_gpu_overlap_trace has them (every name,
+    NCCL's own and the compute kernels whose time hides the all-reduces)."""
+    with open(RECIPE / "grouped_trace.csv", newline="") as fh:
+        want = {r["Name"]: (int(r["Count"]), float(r["Communication Overlap"]), float(r["Compute Overlap"]))
+                for r in csv.DictReader(fh)}
+    got = nsys_db.query("nccl-overlap", run="nccl_overlap", limit=0)
+    assert {r["name"]: (r["instances"], r["comm_overlap_pct"], r["compute_overlap_pct"])
+            for r in got.iter_rows(named=True)} == want
+    assert {r["name"]: r["kind"] for r in got.iter_rows(named=True)} == {
+        n: "nccl" if n.startswith("nccl") else "compute" for n in want}
+    assert any(r[1] > 0 for r in want.values()) and any(r[2] > 0 for r in want.values())
+    # the recipe's per-launch trace sums to the same overlap per name (its percentages of each launch)
+    with open(RECIPE / "rank_trace.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == sum(c for c, _, _ in want.values())
+    for r in got.iter_rows(named=True):
+        mine = [x for x in rows if x["Name"] == r["name"]]
+        dur = sum(int(x["End"]) - int(x["Start"]) for x in mine)
+        assert dur == r["total_ns"], r["name"]
+        for col, pct in (("Communication Overlap", "comm_overlap_ns"), ("Compute Overlap", "compute_overlap_ns")):
+            # (each launch's percentage rounded to 0.1 by the recipe)
+            approx = sum(float(x[col]) / 100 * (int(x["End"]) - int(x["Start"])) for x in mine)
+            assert abs(approx - r[pct]) <= 0.0005 * dur + 1, (r["name"], col)
+
+
+def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _length(spans: list[tuple[int, int]]) -> int:
+    return sum(e - s for s, e in spans)
+
+
+def _intersection(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    total, i, j = 0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+@pytest.mark.parametrize("scen", ["nccl_overlap", "nccl"])
+def test_comm_overlap_is_the_union_of_the_kernels_intervals(nsys_db, tmp_path, scen):
+    """Per process and device: NCCL time, compute time, both at once and NCCL alone, each the
+    union of the export's kernel intervals (CUPTI_ACTIVITY_KIND_KERNEL, a kernel NCCL's when
+    its short name starts with nccl) computed here."""
+    export = tmp_path / "e.sqlite"
+    with lzma.open(NSYS_EXPORTS[scen]) as src, open(export, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(export)
+    spans: dict[tuple[int, int], dict[bool, list]] = {}
+    for pid, dev, start, end, name in con.execute(
+            "SELECT (k.globalPid >> 24) & 16777215, k.deviceId, k.start, k.\"end\", s.value "
+            "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName"):
+        spans.setdefault((pid, dev), {True: [], False: []})[name.startswith("nccl")].append((start, end))
+    con.close()
+    got = {(r["pid"], r["device_id"]): r for r in nsys_db.query("comm-overlap", run=scen).iter_rows(named=True)}
+    assert set(got) == set(spans) and len(got) == 2
+    for key, by_kind in spans.items():
+        nccl, compute = _union(by_kind[True]), _union(by_kind[False])
+        both = _intersection(nccl, compute)
+        r = got[key]
+        assert (r["nccl_kernels"], r["nccl_ns"], r["compute_ns"], r["overlap_ns"], r["exposed_nccl_ns"], r["busy_ns"]) == (
+            len(by_kind[True]), _length(nccl), _length(compute), both, _length(nccl) - both,
+            _length(_union(by_kind[True] + by_kind[False]))), key
+        assert r["overlap_pct"] == round(100 * both / _length(nccl), 1)
+    assert max(r["overlap_pct"] for r in got.values()) > 1  # (the all-reduces of backward hide behind its GEMMs)
+
+
+@pytest.mark.parametrize("query", ["nccl-overlap", "comm-overlap"])
+def test_a_run_without_nccl_is_an_error(nsys_db, query):
+    """Asked of a capture with no NCCL kernel, the question has no answer: one line, exit 2."""
+    with pytest.raises(QueryError, match=rf"^{query}: the run has no NCCL kernels"):
+        nsys_db.query(query, run="hstu_mixed")
+    let_go(nsys_db)  # (the command opens the store file)
+    out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(nsys_db.path), "query", query,
+                          "--run", "hstu_mixed"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"tracekit: error: {query}: the run has no NCCL kernels")
+
+
+def test_the_report_shows_communication_only_where_nccl_ran(tmp_path):
+    """A report of the NCCL run has the two sections, with the queries' numbers; one of a run
+    without NCCL kernels leaves them out without a word (not an error line in every report)."""
+    import tracekit
+    from tracekit.cli import main as cli_main
+
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(NSYS_EXPORTS["nccl_overlap"], name="nccl")
+        tk.ingest(NSYS_EXPORTS["diff_base_a"], name="plain")
+        exposed = tk.query("comm-overlap", run="nccl")["exposed_nccl_ns"].to_list()
+    text = {}
+    for run in ("nccl", "plain"):
+        assert cli_main(["--db", str(db), "report", "--run", run, "-o", str(tmp_path / f"{run}.html")]) == 0
+        text[run] = (tmp_path / f"{run}.html").read_text()
+    assert "Communication and computation" in text["nccl"] and "Overlap by kernel" in text["nccl"]
+    assert all(f"{ns / 1e6:,.3f}" in text["nccl"] for ns in exposed), exposed
+    assert "Communication and computation" not in text["plain"] and "NCCL" not in text["plain"]
+
+
+def test_the_alias_is_the_recipes_name(nsys_db):
+    assert nsys_db.query("nccl_gpu_overlap_trace", run="nccl_overlap", limit=0).equals(
+        nsys_db.query("nccl-overlap", run="nccl_overlap", limit=0))
+
+
+def test_nccl_cuts_reads_a_kernel_inside_another_of_its_kind(tmp_path):
+    """Edge cases the capture lacks, on a copy of it: an NCCL kernel planted inside another on
+    the same device (each overlaps the other's kind by the inner one's time: the recipe's
+    rule, itself excluded), and a zero-length kernel (counted, overlapping nothing)."""
+    import tracekit
+
+    export = tmp_path / "planted.sqlite"
+    with lzma.open(NSYS_EXPORTS["nccl_overlap"]) as src, open(export, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(export)
+    cols = [r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+    first = con.execute("SELECT rowid, start, \"end\", shortName FROM CUPTI_ACTIVITY_KIND_KERNEL k WHERE shortName IN "
+                        "(SELECT id FROM StringIds WHERE value LIKE 'ncclDevKernel_AllGather%') ORDER BY start LIMIT 1"
+                        ).fetchone()
+    rowid, start, end, _ = first
+    sel = {c: f'"{c}"' for c in cols}
+    sel.update({"start": f"{start + (end - start) // 4}", "end": f"{start + (end - start) // 2}",
+                "correlationId": "correlationId + 100000000"})
+    con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(chr(34) + c + chr(34) for c in cols)}) "
+                f"SELECT {', '.join(sel[c] for c in cols)} FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = ?", [rowid])
+    sel.update({"start": f"{start}", "end": f"{start}", "correlationId": "correlationId + 200000000"})
+    con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(chr(34) + c + chr(34) for c in cols)}) "
+                f"SELECT {', '.join(sel[c] for c in cols)} FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = ?", [rowid])
+    con.commit()
+    con.close()
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["nccl_overlap"], name="base")
+        tk.ingest(export, name="planted")
+        b, p = ({r["name"]: r for r in tk.query("nccl-overlap", run=run, limit=0).iter_rows(named=True)}
+                for run in ("base", "planted"))
+    name = next(n for n in b if n.startswith("ncclDevKernel_AllGather"))
+    inner = (end - start) // 2 - (end - start) // 4
+    assert p[name]["instances"] == b[name]["instances"] + 2
+    assert p[name]["total_ns"] == b[name]["total_ns"] + inner
+    assert p[name]["comm_overlap_ns"] == b[name]["comm_overlap_ns"] + 2 * inner  # each of the two, by the inner one
+    assert p[name]["compute_overlap_ns"] >= b[name]["compute_overlap_ns"]
+    others = {n: (r["comm_overlap_ns"], r["compute_overlap_ns"]) for n, r in b.items() if n != name}
+    assert others == {n: (r["comm_overlap_ns"], r["compute_overlap_ns"]) for n, r in p.items() if n != name}
+
+
+def test_answers_over_a_parquet_dataset_are_the_stores(tmp_path):
+    import tracekit
+    from tracekit.dataset import export
+
+    asked = {"nccl-overlap": {"limit": 0}, "comm-overlap": {}}
+    with tracekit.open(tmp_path / "one.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["nccl_overlap"], name="o")
+        export(tk, tmp_path / "ds")
+        want = {q: tk.query(q, run="o", **p) for q, p in asked.items()}
+    with tracekit.open(tmp_path / "ds") as ds:
+        for q, p in asked.items():
+            assert ds.query(q, run="o", **p).equals(want[q]), q

@@ -23,8 +23,9 @@ def test_header_declares_exactly_the_parameters_used(name):
 
 def _asked_run(q) -> str:
     """The fixture run an nsys query is asked of: one with what it is about (the GPU's sampled
-    counters; NCCL's kernels, read through nccl_cuts), else the mixed HSTU capture."""
-    return "gpu_metrics" if "gpu_metrics" in q.traced else "nccl_overlap" if "nccl_cuts(" in q.sql else "hstu_mixed"
+    counters; NCCL's kernels, whose sums only such a run has), else the mixed HSTU capture."""
+    nccl = {"nccl_overlap_sum", "comm_overlap_sum"} & set(q.requires)
+    return "gpu_metrics" if "gpu_metrics" in q.traced else "nccl_overlap" if nccl else "hstu_mixed"
 
 
 @pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source in ("nsys", "runs")])
@@ -47,7 +48,7 @@ def test_header_documents_exactly_the_result_columns(nsys_db, name):
 #: store tables and views filled from CUDA's events (kernels, copies, API calls) or summed from them
 CUDA_FED = {"kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs", "gpu_ops", "api_sum",
             "kernel_exec_sum", "launch_latency_sum", "nvtx_kernel_sum", "nvtx_range_kernel_sum",
-            "nvtx_path_kernel_sum"}
+            "nvtx_path_kernel_sum", "nccl_overlap_sum", "comm_overlap_sum"}
 
 
 @pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source in ("nsys", "ranks")])

@@ -356,34 +356,20 @@ CREATE OR REPLACE VIEW gpu_ops AS
     SELECT run_id, 'graph', '[CUDA graph ' || graph_id || ']', start_ns, end_ns, dur_ns, device_id, context_id,
            stream_id, correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM graph_execs;
 
--- A run's kernel time cut at every kernel start and end, per process and device: from each
--- cut t to the next (len ns), how many NCCL kernels (short name nccl...: ncclDevKernel_*,
--- ncclKernel_*) and how many other kernels ("compute", as nsys's NCCL recipes call them) run,
--- and how much of the time before t had at least one / at least two of each running. The
--- time a kernel shares with others is then a difference of two cuts' totals: a kernel of
--- one kind overlaps the other kind where at least one of it runs, and its own kind where
--- at least two do (itself and another). nccl-overlap and comm-overlap read it.
-CREATE OR REPLACE MACRO nccl_cuts(run) AS TABLE
-WITH k AS (
-    SELECT k.global_pid, k.device_id, k.start_ns, k.end_ns, starts_with(s.value, 'nccl') AS nccl
-    FROM _kernels k JOIN _strings s ON s.string_id = k.short_name_id
-    WHERE k.run_id = run AND k.end_ns >= k.start_ns
-), ev AS (  -- +1 at a kernel's start, -1 at its end, by kind
-    SELECT global_pid, device_id, start_ns AS t, nccl::INTEGER AS dn, (NOT nccl)::INTEGER AS dc FROM k
-    UNION ALL
-    SELECT global_pid, device_id, end_ns, -(nccl::INTEGER), -((NOT nccl)::INTEGER) FROM k
-), cut AS (
-    SELECT global_pid, device_id, t, sum(dn) AS dn, sum(dc) AS dc FROM ev GROUP BY global_pid, device_id, t
-), seg AS (  -- what runs from t to the next cut
-    SELECT global_pid, device_id, t, sum(dn) OVER w AS nccl_running, sum(dc) OVER w AS compute_running,
-           coalesce(lead(t) OVER (PARTITION BY global_pid, device_id ORDER BY t), t) - t AS len_ns
-    FROM cut
-    WINDOW w AS (PARTITION BY global_pid, device_id ORDER BY t ROWS UNBOUNDED PRECEDING)
-)
-SELECT global_pid, device_id, t, nccl_running, compute_running, len_ns,
-       coalesce(sum(CASE WHEN nccl_running >= 1 THEN len_ns ELSE 0 END) OVER b, 0) AS nccl1_before_ns,
-       coalesce(sum(CASE WHEN nccl_running >= 2 THEN len_ns ELSE 0 END) OVER b, 0) AS nccl2_before_ns,
-       coalesce(sum(CASE WHEN compute_running >= 1 THEN len_ns ELSE 0 END) OVER b, 0) AS compute1_before_ns,
-       coalesce(sum(CASE WHEN compute_running >= 2 THEN len_ns ELSE 0 END) OVER b, 0) AS compute2_before_ns
-FROM seg
-WINDOW b AS (PARTITION BY global_pid, device_id ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING);
+-- Communication against computation (tracekit/ingest/nsys/overlap.py, at ingest, for a run
+-- with NCCL kernels: short name nccl...; no rows otherwise). Per kernel short name and
+-- process/device: launches, summed duration, and the time other NCCL kernels (comm) and
+-- other compute kernels (compute) of that process ran on that device during them, each
+-- counted once however many ran. nccl-overlap reads it.
+CREATE TABLE IF NOT EXISTS nccl_overlap_sum (
+    run_id INTEGER, global_pid BIGINT, device_id BIGINT, short_name_id BIGINT, nccl BOOLEAN,
+    instances BIGINT, total_ns BIGINT, comm_overlap_ns BIGINT, compute_overlap_ns BIGINT
+);
+
+-- Per process/device of such a run: NCCL kernels launched, and the time at least one NCCL
+-- kernel ran, at least one compute kernel, both, NCCL kernels and no compute kernel (the
+-- exposed communication), any kernel. comm-overlap reads it.
+CREATE TABLE IF NOT EXISTS comm_overlap_sum (
+    run_id INTEGER, global_pid BIGINT, device_id BIGINT, nccl_kernels BIGINT, nccl_ns BIGINT, compute_ns BIGINT,
+    overlap_ns BIGINT, exposed_nccl_ns BIGINT, busy_ns BIGINT
+);

@@ -59,8 +59,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: ncu_source_lines; 15: context_id and stream_id of GPU ops NULL where the op runs on none
 #: (Unified Memory migrations: the export's 0); 16: ncu_kernels.workload (kernel, range, graph) and
 #: ncu_source.function (the function of an instruction of a range or a graph, which run several);
-#: 17: gpu_metrics and gpu_metric_names (nsys --gpu-metrics-devices).
-SCHEMA_VERSION = 17
+#: 17: gpu_metrics and gpu_metric_names (nsys --gpu-metrics-devices); 18: nccl_overlap_sum and
+#: comm_overlap_sum (NCCL against compute, computed at ingest).
+SCHEMA_VERSION = 18
 
 
 def ingest_memory_limit() -> str:

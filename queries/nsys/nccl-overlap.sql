@@ -3,10 +3,11 @@
 -- grouped_trace (its rank_trace summed by name). NCCL kernels are those whose short name
 -- starts with "nccl", every other kernel is compute. A kernel's communication overlap is
 -- the time another NCCL kernel of its process ran on its device during it, its compute
--- overlap the time a compute kernel did (each counted once however many ran: the union);
--- the percentages are of the name's summed duration. A compute kernel with a high
--- communication overlap hides communication; an NCCL kernel with a low compute overlap is
--- exposed (comm-overlap: per process and device). A run without NCCL kernels is an error.
+-- overlap the time a compute kernel did (each counted once however many ran: the union;
+-- computed at ingest, tracekit/ingest/nsys/overlap.py); the percentages are of the name's
+-- summed duration. A compute kernel with a high communication overlap hides communication;
+-- an NCCL kernel with a low compute overlap is exposed (comm-overlap: per process and
+-- device). A run without NCCL kernels is an error.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column name                 kernel short name (as nsys's recipe names it)
@@ -19,35 +20,20 @@
 -- @column compute_overlap_pct  compute_overlap_ns in % of total_ns (rounded to 0.1)
 -- @display kind, comm_overlap_pct, compute_overlap_pct, total_ns, instances, name
 -- @alias nccl_gpu_overlap_trace
--- @requires kernels
+-- @requires nccl_overlap_sum
 -- @traced kernels
-WITH k AS (
-    SELECT k.global_pid, k.device_id, k.start_ns, k.end_ns, k.short_name_id, starts_with(s.value, 'nccl') AS nccl
-    FROM _kernels k JOIN _strings s ON s.string_id = k.short_name_id
-    WHERE k.run_id = $run AND k.end_ns >= k.start_ns
-), asked AS (  -- a run with no NCCL kernel has no communication to overlap: an error, not a table of zeros
-    SELECT CASE WHEN bool_or(nccl) THEN true
+WITH asked AS (  -- a run with no NCCL kernel has no communication to overlap: an error, not an empty table
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM nccl_overlap_sum WHERE run_id = $run) THEN true
                 ELSE error('nccl-overlap: the run has no NCCL kernels (short names nccl...); it is a question '
                            || 'for a capture of a job that communicates through NCCL') END AS ok
-    FROM k
-), cuts AS (
-    SELECT * FROM nccl_cuts($run)
-), per AS (
-    SELECT k.short_name_id, k.nccl, k.end_ns - k.start_ns AS dur_ns,
-           CASE WHEN k.nccl THEN e.nccl2_before_ns - s.nccl2_before_ns
-                ELSE e.nccl1_before_ns - s.nccl1_before_ns END AS comm_ns,
-           CASE WHEN k.nccl THEN e.compute1_before_ns - s.compute1_before_ns
-                ELSE e.compute2_before_ns - s.compute2_before_ns END AS compute_ns
-    FROM k
-    JOIN cuts s ON s.global_pid = k.global_pid AND s.device_id = k.device_id AND s.t = k.start_ns
-    JOIN cuts e ON e.global_pid = k.global_pid AND e.device_id = k.device_id AND e.t = k.end_ns
-    WHERE (SELECT ok FROM asked)
 ), g AS (
-    SELECT short_name_id, any_value(nccl) AS nccl, count(*) AS instances, sum(dur_ns) AS total_ns,
-           sum(comm_ns) AS comm_ns, sum(compute_ns) AS compute_ns
-    FROM per GROUP BY short_name_id
+    SELECT short_name_id, bool_or(nccl) AS nccl, sum(instances) AS instances, sum(total_ns) AS total_ns,
+           sum(comm_overlap_ns) AS comm_ns, sum(compute_overlap_ns) AS compute_ns
+    FROM nccl_overlap_sum
+    WHERE run_id = $run AND (SELECT ok FROM asked)
+    GROUP BY short_name_id
 )
-SELECT s.value AS name, CASE WHEN nccl THEN 'nccl' ELSE 'compute' END AS kind, instances,
+SELECT s.value AS name, CASE WHEN nccl THEN 'nccl' ELSE 'compute' END AS kind, instances::BIGINT AS instances,
        total_ns::BIGINT AS total_ns, comm_ns::BIGINT AS comm_overlap_ns, compute_ns::BIGINT AS compute_overlap_ns,
        round1(100.0 * comm_ns / nullif(total_ns, 0)) AS comm_overlap_pct,
        round1(100.0 * compute_ns / nullif(total_ns, 0)) AS compute_overlap_pct

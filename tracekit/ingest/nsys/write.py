@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from ..arrow import from_numpy, scalar, to_numpy
 from ..budget import WRITING_MEMORY_MARGIN, MemoryBudget
-from . import nvtx
+from . import nvtx, overlap
 from .arrays import small_pages
 from .columns import ENUMS, GAP_TABLES, OP_TABLES, SPECS, STRIP, Plan
 from .launches import LaunchIndex, add_launches, idle_gaps
@@ -379,6 +379,7 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
         budget.share()
         for table, select in SUMMARIES.items():
             rows[table] = insert(con, table, run_id, select.format(run=int(run_id)))
+        rows.update(overlap.write(con, run_id))
     except BaseException:
         # the transaction is aborted: the caller rolls back, which drops the temp tables
         for n in names:

@@ -284,6 +284,25 @@ def _one_error_line(capsys, *parts) -> str:
     return err
 
 
+def test_a_db_written_as_a_folder_must_be_one(tmp_path, capsys):
+    """--db DIR/ asks for a folder (a dataset): where none exists, or a file has that name,
+    one line and nothing made (Path would drop the slash and make a store file); an empty
+    folder that exists becomes a dataset at the first ingest."""
+    export = str(NSYS_EXPORTS["cpu_only"])
+    missing = tmp_path / "new"
+    assert main(["--db", f"{missing}/", "ingest", export]) == 2
+    _one_error_line(capsys, "no such folder; a Parquet dataset is a folder that exists")
+    assert not missing.exists()
+    (tmp_path / "file").write_text("x")
+    assert main(["--db", f"{tmp_path / 'file'}/", "runs"]) == 2
+    _one_error_line(capsys, "not a folder")
+    with pytest.raises(tracekit.TracekitError, match="no such folder"):
+        tracekit.open(f"{missing}/")
+    missing.mkdir()
+    assert main(["--db", f"{missing}/", "ingest", export]) == 0
+    assert (missing / "runs.parquet").exists()
+
+
 def test_bad_datasets(store_and_dataset, tmp_path, capsys):
     store, _, tmp = store_and_dataset
     let_go(store)  # (the CLI below opens the same store)

@@ -72,7 +72,7 @@ app = typer.Typer(
 _STATE: dict = {"db": None, "debug": False}
 
 DbOpt = Annotated[
-    Path | None,
+    str | None,  # (a str: "DIR/" keeps its slash, which asks for a folder)
     typer.Option("--db", help="DuckDB store (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False),
 ]
 FormatOpt = Annotated[str | None, typer.Option(
@@ -106,7 +106,7 @@ def _main(
     _STATE["debug"] = debug
 
 
-def _open(db: Path | None, read_only: bool = False):
+def _open(db: str | None, read_only: bool = False):
     from . import store
 
     return store.open(db or _STATE["db"], read_only=read_only)
@@ -536,7 +536,7 @@ def charts():
 
 
 def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: list[str] | None,
-               all_columns: bool, timeunit: str, db: Path | None) -> None:
+               all_columns: bool, timeunit: str, db: str | None) -> None:
     _check_format(fmt, out)
     tk = _open(db, read_only=True)
     if fmt != "table":

@@ -1309,6 +1309,7 @@ def check_ingest_target(db: str | os.PathLike | None = None) -> None:
     path = Path(db) if db is not None else default_db_path()
     if str(path) == ":memory:":
         return
+    _folder_exists(db, path)
     if path.is_dir():
         from .dataset import Dataset
 
@@ -1337,8 +1338,18 @@ def open(db: str | os.PathLike | None = None, read_only: bool = False):  # noqa:
     ./tracekit.duckdb. A folder is a Parquet dataset (tracekit.dataset): read-only
     queries, ingest adds runs as partitions."""
     path = Path(db) if db is not None else default_db_path()
+    _folder_exists(db, path)
     if path.is_dir():
         from .dataset import Dataset
 
         return Dataset(path)
     return Tracekit(path, read_only=read_only)
+
+
+def _folder_exists(db: str | os.PathLike | None, path: Path) -> None:
+    """A ``db`` written as a folder (a trailing /) must be one: Path drops the slash, and a
+    store file of that name would be made where a dataset was asked for."""
+    if db is not None and str(db).endswith(("/", os.sep)) and not path.is_dir():
+        what = "not a folder" if path.exists() else "no such folder"
+        raise InputError(f"{db}: {what}; a Parquet dataset is a folder that exists (mkdir {path}), "
+                         "a DuckDB store a file (--db FILE.duckdb)")

@@ -228,6 +228,11 @@ def test_si_and_time_formats():
                       [(175_995_495, 733_314.6, 12_100_481), (1_000, 500.0, 12_200_000)])
     assert table.time_units(rows) == {"total_ns": "ms", "avg_ns": "us", "start_ns": "ns"}
     assert table.time_units(rows, "s") == dict.fromkeys(rows.columns, "s")
+    # no rows (or zeros alone): nothing to choose a unit by, so each column keeps its own
+    for body in ([], [(0.0, 0, 0.0)]):
+        rows = table.Rows(["median_ms", "total_ns", "p95_ms"], ["DOUBLE", "BIGINT", "DOUBLE"], body)
+        assert table.time_units(rows) == {"median_ms": "ms", "total_ns": "ns", "p95_ms": "ms"}
+        assert table.render(rows).splitlines()[0].split() == ["median_ms", "total_ns", "p95_ms"]
 
 
 # -- commands that explain themselves --------------------------------------------------

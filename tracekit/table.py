@@ -154,11 +154,12 @@ def _time_unit(col: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
-def _auto_unit(values: list[float]) -> str:
-    """The unit in which the column's median magnitude reads between 1 and 1000."""
+def _auto_unit(values: list[float], empty: str = "ns") -> str:
+    """The unit in which the column's median magnitude reads between 1 and 1000 (``empty``
+    where it has no value but zeros: the column's own)."""
     mags = sorted(abs(v) for v in values if v)
     if not mags:
-        return "ns"
+        return empty
     mid = mags[len(mags) // 2]
     for unit in ("ns", "us", "ms"):
         if mid < 1000 * TIME_UNITS[unit]:
@@ -208,8 +209,10 @@ def time_units(rows: Rows, timeunit: str = "auto") -> dict[str, str]:
             i = rows.columns.index(c)
             f = TIME_UNITS[_time_unit(c.lower())[1]]
             values += [v * f for v in map(_num, (r[i] for r in rows.rows)) if v is not None]
-        unit = _auto_unit(values)
-        units.update(dict.fromkeys(cols, unit))
+        if any(values):
+            units.update(dict.fromkeys(cols, _auto_unit(values)))
+        else:  # (no rows, or zeros alone: each column in its own unit, as its name says)
+            units.update({c: _time_unit(c.lower())[1] for c in cols})
     return units
 
 
@@ -234,7 +237,7 @@ def format_column(col: str, dtype: str, values: Sequence[Any], unit: str | None 
     if t is not None:
         stem, src = t
         ns = [None if v is None else v * TIME_UNITS[src] for v in nums]
-        unit = unit or _auto_unit([v for v in ns if v is not None])
+        unit = unit or _auto_unit([v for v in ns if v is not None], src)
         # (in its own unit a value stays what it is: an integer past 2**53 is no float)
         scaled = nums if unit == src else [None if v is None else v / TIME_UNITS[unit] for v in ns]
         if unit == src and all(float(v).is_integer() for v in present):

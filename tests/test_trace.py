@@ -364,6 +364,9 @@ def test_cli(tk, tmp_path, capsys):
     out = tmp_path / "t.json.gz"
     assert cli_main(["--db", db, "export", "trace", "--run", "multiproc", "-o", str(out)]) == 0
     assert "176 kernel" in capsys.readouterr().out and out.exists()
+    with gzip.open(out) as fh:  # (the gzip header names no temporary file)
+        fh.read(1)
+    assert out.read_bytes()[3] & 0x08 == 0  # FNAME flag unset
     for args, msg in [
         (["--run", "ncu"], "export trace needs an nsys run"),
         (["--run", "hstu", "--from", "10", "--to", "5"], "--from 10 is after --to 5"),
@@ -373,7 +376,8 @@ def test_cli(tk, tmp_path, capsys):
         (["--run", "hstu", "--nvtx", "hstu.request", "--instance", "99999999999999999999"], "is out of range (a 64-bit"),
         (["--run", "all"], "export trace answers for one run at a time"),
         (["--run", "hstu", "--nvtx", "hstu.request", "--from", "1"], "not both"),
-        (["--run", "hstu", "--from", "1", "--to", "1000"], "--from 1 --to 1000 (ns) is outside run "),
+        (["--run", "hstu", "--from", "1", "--to", "1,000"], "--from 1 --to 1000 (ns) is outside run "),
+        (["--run", "hstu", "--from", "12.5"], "--from '12.5': not a whole number of ns"),
     ]:
         bad = tmp_path / "bad.json.gz"
         assert cli_main(["--db", db, "export", "trace", *args, "-o", str(bad)]) == 2, args

@@ -715,12 +715,24 @@ export_app = typer.Typer(cls=_LazyGroup, name="export", no_args_is_help=True,
 app.add_typer(export_app, name="export")
 
 
+def _ns(option: str, text: str | None) -> int | None:
+    """A time in ns as given, with the thousands separators a table prints (12,100,481) or
+    Python's (12_100_481)."""
+    if text is None:
+        return None
+    plain = text.strip().replace(",", "").replace("_", "")
+    if not re.fullmatch(r"-?\d+", plain):
+        raise ParamError(f"{option} {text!r}: not a whole number of ns (12100481, or 12,100,481 as tables print it)")
+    return int(plain)
+
+
 @export_app.command("trace")
 def export_trace_cmd(
     out: Annotated[Path, typer.Option("--output", "-o", help="trace.json.gz (gzip) or trace.json; - for stdout (JSON)")] = Path("trace.json.gz"),
     run: Annotated[str | None, typer.Option("--run", help="nsys run id or name (default: latest)")] = None,
-    start_ns: Annotated[int | None, typer.Option("--from", help="window start, ns on the capture's clock")] = None,
-    end_ns: Annotated[int | None, typer.Option("--to", help="window end, ns on the capture's clock")] = None,
+    start_ns: Annotated[str | None, typer.Option("--from", help="window start, ns on the capture's clock "
+                                                            "(12,100,481 as tables print it works)")] = None,
+    end_ns: Annotated[str | None, typer.Option("--to", help="window end, ns on the capture's clock")] = None,
     nvtx: Annotated[str | None, typer.Option("--nvtx", help="window: an NVTX range ('hstu.request' or ':hstu.request')")] = None,
     instance: Annotated[int | None, typer.Option("--instance", help="which range of that name, 1 = the first")] = None,
     force: Annotated[bool, typer.Option("--force", help="write even when the JSON would exceed 100 MB")] = False,
@@ -732,6 +744,7 @@ def export_trace_cmd(
     """Write the run's timeline in the Chrome Trace Event format (open it in ui.perfetto.dev)."""
     from .trace import export_trace
 
+    start_ns, end_ns = _ns("--from", start_ns), _ns("--to", end_ns)
     res = export_trace(_open(db, read_only=True), out, run=run, start_ns=start_ns, end_ns=end_ns,
                        nvtx=nvtx, instance=instance, force=force, osrt=osrt, gpu_metrics=gpu_metrics)
     events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)

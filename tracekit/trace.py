@@ -552,7 +552,7 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
     def write_file(tmp: Path) -> None:
         with open(tmp, "wb") as raw:
             if path.suffix.lower() == ".gz":
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) as z, \
+                with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=3, mtime=0) as z, \
                         io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
                     write(f)
             else:

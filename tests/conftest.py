@@ -49,7 +49,7 @@ CPU_ONLY = ("cpu_only", "cpu_only_more", "cpu_only_again", "cpu_only_slow")
 NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
                   "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range",
                   "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
-                  *(f"ranks_2gpu_rank{r}" for r in range(2)),
+                  *(f"ranks_2gpu_rank{r}" for r in range(2)), *(f"ranks_nccl_rank{r}" for r in range(2)),
                   "registered_nvtx", "registered_nvtx_domains", "memops", "autograd",
                   "inductor", "streams", "nccl", "nccl_overlap", "jax", "jax_graph", "jax_whole",
                   "copies_pinned", "copies_pinned_again", "copies_pageable",
@@ -72,6 +72,8 @@ NSYS_EXPORTS = {
     **{f"ranks_rank{r}": DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz" for r in range(4)},
     # two ranks of the job spread over 2 GPUs: rank 1 ran on device 1 (nsys_ranks_2gpu/PLANT.md)
     **{f"ranks_2gpu_rank{r}": DATA / "nsys_ranks_2gpu" / f"rank{r}" / "export.sqlite.xz" for r in range(2)},
+    # two ranks over NCCL, one GPU each: rank 1 the straggler, rank 0 waits in NCCL's kernel (nsys_ranks_nccl/PLANT.md)
+    **{f"ranks_nccl_rank{r}": DATA / "nsys_ranks_nccl" / f"rank{r}" / "export.sqlite.xz" for r in range(2)},
     # the inference capture twice, and with one kernel on half the SMs (hstu_capture_pair/README.md)
     **{f"pair_{r}": DATA / "hstu_capture_pair" / r / "nsys.sqlite.xz" for r in ("base", "base_again", "half_sms")},
     # the inference capture twice minutes apart (the host's pace moved), and with the Gluon cached

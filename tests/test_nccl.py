@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA, NSYS_EXPORTS, let_go
+from conftest import DATA, NSYS_EXPORTS, let_go, spec_datasets
 
 from tracekit.errors import QueryError
 
@@ -193,3 +193,40 @@ def test_answers_over_a_parquet_dataset_are_the_stores(tmp_path):
     with tracekit.open(tmp_path / "ds") as ds:
         for q, p in asked.items():
             assert ds.query(q, run="o", **p).equals(want[q]), q
+
+
+def test_a_job_over_nccl_shows_who_waits_for_the_straggler(tmp_path):
+    """tests/data/nsys_ranks_nccl (PLANT.md): two ranks, one GPU each, all-reducing through
+    NCCL; rank 1 runs forward with 1.5x the layers. Rank 0 waits for it inside NCCL's
+    all-reduce kernel on its GPU: by NVIDIA's kernel sums 95 ms of NCCL kernel time against
+    0.4 ms, nearly all of it exposed. rank-summary carries each rank's NCCL and exposed NCCL
+    time (comm-overlap's, summed over the rank's devices), stragglers the slow forward, and
+    the rank chart a panel of exposed NCCL time."""
+    import json
+
+    import tracekit
+    from tracekit import charts
+
+    job = DATA / "nsys_ranks_nccl"
+    plant = json.loads((job / "plant.json").read_text())
+    straggler, nccl = plant["straggler"]["rank"], plant["nsys_stats_nccl_kernel_total_ns"]
+    with tracekit.open(tmp_path / "job.duckdb") as tk:
+        for r in range(plant["world_size"]):
+            tk.ingest(job / f"rank{r}" / "export.sqlite.xz")
+        rows = {row["rank"]: row for row in tk.query("rank-summary").iter_rows(named=True)}
+        assert set(rows) == {0, 1}
+        for r, row in rows.items():
+            assert row["nccl_ns"] == nccl[f"rank{r}"]  # (one NCCL kernel at a time: the union is the sum)
+            over = tk.query("comm-overlap", run=row["run_id"])
+            assert (row["nccl_ns"], row["exposed_nccl_ns"]) == (over["nccl_ns"].sum(), over["exposed_nccl_ns"].sum())
+        waiter = 1 - straggler
+        assert rows[waiter]["exposed_nccl_ns"] > 50 * rows[straggler]["exposed_nccl_ns"]
+        assert rows[waiter]["top_kernel"].startswith("ncclDevKernel_AllReduce")  # (its kernel time is the wait)
+        assert rows[straggler]["kernel_ns"] - rows[straggler]["nccl_ns"] > rows[waiter]["kernel_ns"] - rows[waiter]["nccl_ns"]
+        forward = tk.query("stragglers", range="step/forward", limit=0)
+        assert (forward["slowest_rank"] == straggler).sum() == plant["observed_per_step"]["straggler_slowest_in_forward"]
+        assert (forward["slowest_rank"] == straggler).sum() >= 15
+        spec = charts.chart(tk, "rank-summary").to_dict()
+    panels = {r["measure"] for ds in spec_datasets(spec) for r in ds if "measure" in r}
+    assert panels == {"GPU busy", "kernel time", "outermost NVTX ranges", "exposed NCCL"}
+    assert "NCCL kernels with no compute beside" in json.dumps(spec["title"])

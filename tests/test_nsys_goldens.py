@@ -51,7 +51,8 @@ REPORTS = {
 #: scenario -> why nsys printed no osrt_sum (no golden file): an error or an empty answer
 NO_OSRT = {"odd_nvtx_cuda_only": "captured with -t cuda only: nsys says the export has no OS runtime data",
            "capture_range": "traced, but no OS runtime call inside the capture range: nsys prints no rows",
-           "nccl_overlap": "captured with -t cuda,nvtx: nsys says the export has no OS runtime data"}
+           "nccl_overlap": "captured with -t cuda,nvtx: nsys says the export has no OS runtime data",
+           **dict.fromkeys(("ranks_nccl_rank0", "ranks_nccl_rank1"), "captured with -t cuda,nvtx: no OS runtime data")}
 #: the reports about CUDA's events: nsys skips each of them on an export without CUDA data
 CUDA_REPORTS = ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum",
                 "nvtx_gpu_proj_sum", "cuda_kern_exec_sum", "nvtx_kern_sum", "cuda_gpu_sum")

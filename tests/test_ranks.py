@@ -42,7 +42,7 @@ def _job(folder: Path) -> SimpleNamespace:
     )
 
 
-# 4 ranks on one GPU, and 4 ranks round-robin over 2 GPUs (nvidia-h200-x2)
+# 4 ranks on one GPU, and 4 ranks round-robin over 2 GPUs (nvidia-h200-x2); the job over NCCL: test_nccl.py
 JOBS = {j.name: j for j in (_job(DATA / "nsys_ranks"), _job(DATA / "nsys_ranks_2gpu"))}
 ONE_GPU = JOBS["nsys_ranks"]
 PLANT, WORLD, EXPORTS = ONE_GPU.plant, ONE_GPU.world, ONE_GPU.exports
@@ -301,8 +301,9 @@ def test_rank_summary_is_nsys_stats_per_rank(job):
     med = statistics.median(kernel_ns.values())
     for row in df.iter_rows(named=True):
         assert row["kernel_vs_median_pct"] == pytest.approx(round(100 * (kernel_ns[row["rank"]] - med) / med, 1))
-    # the straggler's extra forward layers are extra GEMMs
+    # the straggler's extra forward layers are extra GEMMs; over gloo no NCCL kernel
     assert max(kernel_ns, key=kernel_ns.get) == j.straggler
+    assert df["nccl_ns"].is_null().all() and df["exposed_nccl_ns"].is_null().all()
 
 
 # -- the job of --run, and runs that are no rank --------------------------------------

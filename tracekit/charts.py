@@ -921,14 +921,18 @@ def _rank_axis(ranks: list[str], step: int) -> tuple[alt.Y, Any, str]:
 
 
 def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
-    """Per rank: GPU busy time, kernel time and outermost-NVTX time (ms), one panel per
-    measure with its own scale (NVTX time dwarfs GPU time), from the rank-summary query;
-    the bar label is the rank against the median rank in that measure (not past
-    ``DENSE_RANKS``: the tooltip has it)."""
+    """Per rank: GPU busy time, kernel time and outermost-NVTX time (ms), and where the job
+    communicates through NCCL the exposed NCCL time (a rank waiting for a straggler inside
+    the all-reduce has the most), one panel per measure with its own scale (NVTX time dwarfs
+    GPU time), from the rank-summary query; the bar label is the rank against the median
+    rank in that measure (not past ``DENSE_RANKS``: the tooltip has it)."""
     _need(df, "rank-summary", "rank-summary", ["rank", "kernel_ns", "gpu_busy_ns", "nvtx_ns"])
     if df.is_empty():
         return _no_data("Ranks")
     measures = [("gpu_busy_ns", "GPU busy"), ("kernel_ns", "kernel time"), ("nvtx_ns", "outermost NVTX ranges")]
+    nccl = "exposed_nccl_ns" in df.columns and df.get_column("exposed_nccl_ns").is_not_null().any()
+    if nccl:
+        measures.append(("exposed_nccl_ns", "exposed NCCL"))
     rows = []
     for col, label in measures:
         values = [v for v in df.get_column(col).to_list() if v is not None]
@@ -954,7 +958,7 @@ def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
         column=alt.Column("measure:N", sort=[m[1] for m in measures], title=None)
     ).resolve_scale(x="independent").properties(
         title=alt.Title("Time per rank", subtitle="GPU busy (union of the rank's GPU ops), kernel time, outermost "
-                        f"NVTX ranges; {label}"))
+                        f"NVTX ranges{', NCCL kernels with no compute beside' if nccl else ''}; {label}"))
 
 
 def stragglers(df: pl.DataFrame) -> alt.LayerChart:

@@ -7,6 +7,10 @@
 -- Time per NVTX range and rank: rank-ranges (and `tracekit chart rank-heatmap`). Every rank
 -- must have traced CUDA (nsys -t cuda): a job captured without it (nsys -t nvtx,osrt) is an
 -- error, not a table of zero GPU time; rank-ranges and stragglers compare its NVTX ranges.
+-- Where the ranks communicate through NCCL, nccl_ns and exposed_nccl_ns say how long NCCL's
+-- kernels ran and how much of it with no compute kernel beside (comm-overlap): a rank that
+-- waits for a straggler inside the all-reduce has the most, the straggler the least, and its
+-- kernel time counts that wait.
 -- @param run    TEXT     any run of the job: id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
 -- @column rank                  global rank
@@ -25,8 +29,10 @@
 -- @column top_kernel_pct        its share of the rank's kernel time, %
 -- @column kernel_vs_median_pct  kernel_ns against the median rank's, % (+ = more time)
 -- @column busy_vs_median_pct    gpu_busy_ns against the median rank's, %
--- @display rank, host, gpus, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, kernel_vs_median_pct, top_kernel_pct, top_kernel
--- @requires kernels, gpu_ops, nvtx_ranges, rank_runs
+-- @column nccl_ns               time NCCL kernels ran (union per device, summed), ns (NULL: no NCCL kernel)
+-- @column exposed_nccl_ns       of it, with no compute kernel of the rank running beside, ns
+-- @display rank, host, gpus, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, exposed_nccl_ns, kernel_vs_median_pct, top_kernel_pct, top_kernel
+-- @requires kernels, gpu_ops, nvtx_ranges, rank_runs, comm_overlap_sum
 -- @traced kernels
 WITH jr AS (
     SELECT * FROM job_ranks($run)
@@ -53,6 +59,10 @@ WITH jr AS (
     FROM nvtx_ranges n JOIN jr USING (run_id)
     WHERE n.depth = 0
     GROUP BY n.run_id
+), comm AS (
+    SELECT c.run_id, sum(c.nccl_ns) AS nccl_ns, sum(c.exposed_nccl_ns) AS exposed_nccl_ns
+    FROM comm_overlap_sum c JOIN jr USING (run_id)
+    GROUP BY c.run_id
 ), rows AS (
     SELECT jr.rank, jr.host, b.gpus, jr.run_id, jr.name AS run,
            coalesce(p.kernels, 0)::BIGINT AS kernels, coalesce(p.kernel_ns, 0)::BIGINT AS kernel_ns,
@@ -66,11 +76,12 @@ WITH jr AS (
     LEFT JOIN per_run p USING (run_id)
     LEFT JOIN nv USING (run_id)
 )
-SELECT *,
+SELECT rows.*,
        round(100.0 * (kernel_ns - median(kernel_ns) OVER ()) / nullif(median(kernel_ns) OVER (), 0), 1)
            AS kernel_vs_median_pct,
        round(100.0 * (gpu_busy_ns - median(gpu_busy_ns) OVER ()) / nullif(median(gpu_busy_ns) OVER (), 0), 1)
-           AS busy_vs_median_pct
-FROM rows
+           AS busy_vs_median_pct,
+       cm.nccl_ns::BIGINT AS nccl_ns, cm.exposed_nccl_ns::BIGINT AS exposed_nccl_ns
+FROM rows LEFT JOIN comm cm USING (run_id)
 ORDER BY rank
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

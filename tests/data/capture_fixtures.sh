@@ -27,6 +27,9 @@
 #   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4);
 #                   rank r runs on GPU r % (the machine's GPU count)
 #   RANKS_NAME      its folder (default nsys_ranks; nsys_ranks_2gpu was taken on 2 GPUs)
+#   RANKS_ARGS      the program's arguments, RANKS_KIND the nsys options' case (default ranks):
+#                   nsys_ranks_nccl is RANKS=2 RANKS_NAME=nsys_ranks_nccl RANKS_KIND=ranks_nccl
+#                   RANKS_ARGS="--backend nccl --straggler 1" on 2 GPUs
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
 #   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture twice and with a planted slowdown
 #                   (CAPTURE_PAIR_RUNS: which of base base_again half_sms, default all three)
@@ -107,7 +110,7 @@ options() {
     jax) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=nvtx --nvtx-capture=steps" \
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     jax_whole) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node" ;;  # the whole program (nsys_jax/README.md)
-    nccl_overlap) echo "-t cuda,nvtx --cuda-graph-trace=node" ;;  # (nsys_nccl's OS runtime calls: most of its size)
+    nccl_overlap|ranks_nccl) echo "-t cuda,nvtx --cuda-graph-trace=node" ;;  # (NCCL's OS runtime calls: most of its size)
     jax_graph) echo "-t cuda,nvtx,osrt --cuda-graph-trace=graph --capture-range=nvtx --nvtx-capture=steps" \
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     cpu_only*) echo "-t nvtx,osrt" ;;  # a host-side program traced without CUDA: no CUPTI table
@@ -273,12 +276,14 @@ if [ -n "${RANKS:-}" ]; then
   export MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29517} WORLD_SIZE=$RANKS
   for ((r = 0; r < RANKS; r++)); do
     mkdir -p "$d/rank$r"
-    record "$d/rank$r" RANK=$r WORLD_SIZE=$RANKS nsys profile $(options ranks) $(sampling ranks) $nsys_opts -o export python3 "$here/programs/nsys_ranks.py"
+    record "$d/rank$r" RANK=$r WORLD_SIZE=$RANKS nsys profile $(options "${RANKS_KIND:-ranks}") $(sampling ranks) $nsys_opts \
+      -o export python3 "$here/programs/nsys_ranks.py" ${RANKS_ARGS:-}
   done
   pids=()
   for ((r = 0; r < RANKS; r++)); do
-    RANK=$r nsys profile $(options ranks) $(sampling ranks) $nsys_opts -o "$d/rank$r/export" python3 "$here/programs/nsys_ranks.py" \
-      > "$d/rank$r/profile.log" 2>&1 &
+    # shellcheck disable=SC2086
+    RANK=$r nsys profile $(options "${RANKS_KIND:-ranks}") $(sampling ranks) $nsys_opts -o "$d/rank$r/export" \
+      python3 "$here/programs/nsys_ranks.py" ${RANKS_ARGS:-} > "$d/rank$r/profile.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || echo "rank pid $p rc=$?"; done

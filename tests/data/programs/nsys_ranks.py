@@ -20,8 +20,13 @@ Planted straggler: rank ``STRAGGLER`` runs ``forward`` with 1.5x the layers of t
 (``FORWARD_LAYERS * 3 // 2``: 1.5x the host work and 1.5x the GPU layers), so its
 ``forward`` is about 1.5x longer and every other rank waits for it inside ``exchange``.
 
+``--backend nccl`` (one GPU per rank: as many GPUs as ranks) all-reduces on the GPU through
+NCCL instead: the ranks that reach ``exchange`` first wait inside NCCL's all-reduce kernel
+for the straggler, so their GPU shows the wait as NCCL kernel time beside no compute
+(``tracekit query comm-overlap``); ``--straggler R`` picks the planted rank.
+
 Started by tests/data/capture_fixtures.sh: WORLD_SIZE processes at once, each under its own
-``nsys profile``, with MASTER_ADDR/MASTER_PORT for the gloo rendezvous. With ``--device
+``nsys profile``, with MASTER_ADDR/MASTER_PORT for the rendezvous. With ``--device
 cuda`` rank r runs on GPU ``r % torch.cuda.device_count()``: all on the one GPU of a
 one-GPU machine, spread round-robin over the GPUs of a larger one. Runs on CPU too
 (``--device cpu``, NVTX skipped).
@@ -46,8 +51,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--steps", type=int, default=STEPS)
+    ap.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    ap.add_argument("--straggler", type=int, default=STRAGGLER)
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    nccl = args.backend == "nccl"
+    if nccl and (args.device != "cuda" or torch.cuda.device_count() < world):
+        raise SystemExit(f"--backend nccl needs a GPU per rank ({world} ranks, {torch.cuda.device_count()} GPUs)")
     dev = torch.device(args.device)
     if args.device == "cuda":  # round-robin over the machine's GPUs
         dev = torch.device("cuda", rank % torch.cuda.device_count())
@@ -56,7 +66,10 @@ def main() -> None:
     size = SIZE if cuda else 64
     dtype = torch.bfloat16 if cuda else torch.float32
     torch.set_num_threads(1)  # one CPU thread per rank, as a launcher pins ranks to cores
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if nccl:
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
 
     @contextlib.contextmanager
     def rng(name):
@@ -73,7 +86,7 @@ def main() -> None:
     x = torch.randn(size, size, generator=torch.Generator().manual_seed(rank)).to(dev, dtype)
     feats = torch.randn(HOST_ROWS, HOST_SIZE, generator=torch.Generator().manual_seed(rank))  # host, fp32
     proj = torch.randn(HOST_SIZE, HOST_SIZE, generator=g).mul_(HOST_SIZE ** -0.5)
-    n_forward = FORWARD_LAYERS * 3 // 2 if rank == STRAGGLER else FORWARD_LAYERS
+    n_forward = FORWARD_LAYERS * 3 // 2 if rank == args.straggler else FORWARD_LAYERS
 
     def step() -> float:
         h, f = x, feats
@@ -84,9 +97,13 @@ def main() -> None:
             if cuda:
                 torch.cuda.synchronize()
         with rng("exchange"):
-            grad = (h[:64] * 1e-3).float().cpu()
-            dist.all_reduce(grad)
-            grad = grad.to(dev, non_blocking=False)
+            if nccl:  # on the GPU: the wait for the other ranks is NCCL's kernel
+                grad = (h[:64] * 1e-3).float()
+                dist.all_reduce(grad)
+            else:
+                grad = (h[:64] * 1e-3).float().cpu()
+                dist.all_reduce(grad)
+                grad = grad.to(dev, non_blocking=False)
         with rng("backward"):
             for _ in range(BACKWARD_LAYERS):
                 h = torch.tanh(h @ w.t())

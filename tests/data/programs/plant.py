@@ -16,6 +16,7 @@ import ast
 import csv
 import json
 import lzma
+import re
 import shutil
 import sqlite3
 import sys
@@ -197,11 +198,24 @@ def _devices(folder: Path) -> list[int]:
         return sorted({int(r["Device"].rsplit("(", 1)[1].rstrip(")")) for r in csv.DictReader(fh) if r["Device"]})
 
 
+def _program_args(folder: Path) -> tuple[int | None, str]:
+    """(--straggler, --backend) of the rank's program, as its capture.txt command gave them
+    (None, gloo: the program's defaults)."""
+    command = next((line for line in (folder / "capture.txt").read_text().splitlines()
+                    if line.startswith("command:")), "")
+    straggler = re.search(r"--straggler[ =](\d+)", command)
+    backend = re.search(r"--backend[ =](\w+)", command)
+    return (int(straggler.group(1)) if straggler else None), (backend.group(1) if backend else "gloo")
+
+
 def ranks(out: Path, name: str = "nsys_ranks") -> None:
     prog = _constants("nsys_ranks.py")
 
     root = out / name
     rank_dirs = sorted(p for p in root.glob("rank*") if p.is_dir())
+    asked, backend = _program_args(rank_dirs[0])
+    prog.STRAGGLER = prog.STRAGGLER if asked is None else asked
+    nccl = backend == "nccl"
     world = len(rank_dirs)
     devices = {d.name: _devices(d) for d in rank_dirs}
     gpus = len(set().union(*devices.values()))
@@ -214,12 +228,16 @@ def ranks(out: Path, name: str = "nsys_ranks") -> None:
     per_step = {d.name: _step_children(d / "export.sqlite.xz") for d in rank_dirs}
     n_steps = min(len(v["step"]) for v in per_step.values())
     straggler = f"rank{prog.STRAGGLER}"
+    # NCCL: the all-reduce kernel's time per rank, by NVIDIA's cuda_gpu_kern_sum (the wait is on the GPU)
+    nccl_ns = {d.name: sum(int(r["Total Time (ns)"]) for r in _csv(d / "stats" / "cuda_gpu_kern_sum.csv")
+                           if r["Name"].startswith("ncclDevKernel")) for d in rank_dirs} if nccl else {}
     slowest_forward = sum(
         max(per_step, key=lambda r: per_step[r]["forward"][i]) == straggler for i in range(n_steps))
     shortest_exchange = sum(
         min(per_step, key=lambda r: per_step[r]["exchange"][i]) == straggler for i in range(n_steps))
     plant = {
         "program": "tests/data/programs/nsys_ranks.py",
+        "backend": backend,
         "world_size": world,
         "gpus": gpus,
         "steps": prog.STEPS,
@@ -231,8 +249,11 @@ def ranks(out: Path, name: str = "nsys_ranks") -> None:
             "work": "each forward layer: a host-side CPU matmul + tanh (one thread) and a GPU GEMM + ReLU",
             "expected": f"rank {prog.STRAGGLER} is the slowest rank in step/forward in most step instances",
         },
-        "consequences": [{"nvtx_path": "step/exchange", "direction": "down on the straggler",
-                          "why": "the other ranks wait for it in the all-reduce"}],
+        "consequences": [{"nccl_kernel_ns": "down on the straggler", "exposed_nccl": "down on the straggler",
+                          "why": "the other ranks wait for it inside NCCL's all-reduce kernel, on their GPU"}]
+        if nccl else [{"nvtx_path": "step/exchange", "direction": "down on the straggler",
+                       "why": "the other ranks wait for it in the all-reduce"}],
+        **({"nsys_stats_nccl_kernel_total_ns": nccl_ns} if nccl else {}),
         "unchanged": ["step/backward: the same work on every rank",
                       "step: the ranks are in lock-step, so step durations agree across ranks"],
         "nvtx_paths": ["warmup", "warmup/forward", "warmup/exchange", "warmup/backward",
@@ -252,16 +273,19 @@ def ranks(out: Path, name: str = "nsys_ranks") -> None:
         f"`tests/data/programs/nsys_ranks.py`, {world} processes started together on "
         f"{'one GPU' if gpus == 1 else f'{gpus} GPUs (rank r on GPU r % {gpus}, from NVIDIA cuda_gpu_trace)'}, each "
         "under its own `nsys profile` (one export per rank: `rankN/export.sqlite.xz` + `rankN/stats/`). "
-        f"RANK/WORLD_SIZE from the environment; torch.distributed gloo on localhost; a barrier before "
+        f"RANK/WORLD_SIZE from the environment; torch.distributed {backend} on localhost; a barrier before "
         f"every step keeps the ranks in lock-step, so step N of every rank is the same step. "
-        f"{prog.STEPS} steps, each NVTX `step` > `forward` / `exchange` (all-reduce over gloo) / `backward`; "
-        "one warm-up step inside `warmup` before them.",
+        f"{prog.STEPS} steps, each NVTX `step` > `forward` / `exchange` (all-reduce over {backend}"
+        f"{' on the GPU' if nccl else ''}) / `backward`; one warm-up step inside `warmup` before them.",
         "",
         f"Plant: rank {prog.STRAGGLER} runs `forward` with 1.5x the layers ({prog.FORWARD_LAYERS * 3 // 2} "
         f"instead of {prog.FORWARD_LAYERS}; each layer a host-side transform on the rank's one CPU thread "
         "and a GPU GEMM + ReLU), so it is the slowest rank in `step/forward` and the other "
-        "ranks wait for it inside `step/exchange`. `step/backward` is the same work on every rank. "
-        "Machine-readable: `plant.json`.",
+        + ("ranks wait for it inside NCCL's all-reduce kernel, on their GPU (the host only enqueues it: "
+           "`step/exchange` is short on every rank): their NCCL kernel time is longer, and exposed, no compute "
+           "kernel beside it (`tracekit query comm-overlap`, `rank-summary`). " if nccl else
+           "ranks wait for it inside `step/exchange`. ")
+        + "`step/backward` is the same work on every rank. Machine-readable: `plant.json`.",
         "",
         f"Each export's timestamps count from its own nsys session's start (the {world} sessions started "
         "within a few hundred ms of each other): align ranks by step index, or through each "
@@ -276,14 +300,21 @@ def ranks(out: Path, name: str = "nsys_ranks") -> None:
     for name, o in observed.items():
         lines.append(f"| {name[4:]} | " + " | ".join(f"{o[r]['med_ns']:.0f}" if r in o else "-" for r in
                                                      (":step", ":forward", ":exchange", ":backward")) + " |")
+    if nccl:
+        lines += ["", "NCCL kernel time per rank (NVIDIA's `stats/cuda_gpu_kern_sum.csv`, ncclDevKernel_*): "
+                  + ", ".join(f"rank {r[4:]} {ns / 1e6:,.3f} ms" for r, ns in nccl_ns.items()) + "."]
     lines += ["", f"Per `step` instance (from the exports, {n_steps} steps): rank {prog.STRAGGLER} has the longest "
               f"`forward` in {slowest_forward} and the shortest `exchange` in {shortest_exchange} of them "
               "(`observed_per_step` in plant.json holds every duration)."]
-    share = ("The ranks share one GPU (only one-GPU machines were lent), whose contexts are time-sliced; "
-             if gpus == 1 else f"The ranks share {gpus} GPUs ({world // gpus} per GPU), whose contexts are time-sliced; ")
-    lines += ["", share + "`forward` is bound by each rank's own CPU thread (the host-side transforms), which is what "
-              "makes the straggler visible in its range durations although GPUs are shared. "
-              "`step/backward` (GPU GEMMs only) varies between ranks with that time-slicing."]
+    if gpus == world:
+        lines += ["", "Each rank has a GPU of its own; `forward` is bound by each rank's own CPU thread (the "
+                  "host-side transforms)."]
+    else:
+        share = ("The ranks share one GPU (only one-GPU machines were lent), whose contexts are time-sliced; "
+                 if gpus == 1 else f"The ranks share {gpus} GPUs ({world // gpus} per GPU), whose contexts are time-sliced; ")
+        lines += ["", share + "`forward` is bound by each rank's own CPU thread (the host-side transforms), which is "
+                  "what makes the straggler visible in its range durations although GPUs are shared. "
+                  "`step/backward` (GPU GEMMs only) varies between ranks with that time-slicing."]
     (root / "PLANT.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {root}/plant.json and PLANT.md")
 

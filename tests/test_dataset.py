@@ -284,7 +284,7 @@ def _one_error_line(capsys, *parts) -> str:
     return err
 
 
-def test_a_db_written_as_a_folder_must_be_one(tmp_path, capsys):
+def test_a_db_written_as_a_folder_must_be_one(tmp_path, capsys, monkeypatch):
     """--db DIR/ asks for a folder (a dataset): where none exists, or a file has that name,
     one line and nothing made (Path would drop the slash and make a store file); an empty
     folder that exists becomes a dataset at the first ingest."""
@@ -298,8 +298,14 @@ def test_a_db_written_as_a_folder_must_be_one(tmp_path, capsys):
     _one_error_line(capsys, "not a folder")
     with pytest.raises(tracekit.TracekitError, match="no such folder"):
         tracekit.open(f"{missing}/")
+    monkeypatch.setenv("TRACEKIT_DB", f"{missing}/")  # (the default store, named the same way)
+    assert main(["ingest", export]) == 2
+    _one_error_line(capsys, "no such folder")
+    assert not missing.exists()
+    assert main(["--db", "", "runs"]) == 2
+    _one_error_line(capsys, "--db '': name a store file")
     missing.mkdir()
-    assert main(["--db", f"{missing}/", "ingest", export]) == 0
+    assert main(["ingest", export]) == 0
     assert (missing / "runs.parquet").exists()
 
 

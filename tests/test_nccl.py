@@ -230,3 +230,59 @@ def test_a_job_over_nccl_shows_who_waits_for_the_straggler(tmp_path):
     panels = {r["measure"] for ds in spec_datasets(spec) for r in ds if "measure" in r}
     assert panels == {"GPU busy", "kernel time", "outermost NVTX ranges", "exposed NCCL"}
     assert "NCCL kernels with no compute beside" in json.dumps(spec["title"])
+
+
+def _brute(rows: list[tuple], nccl_ids: set) -> tuple[list[tuple[int, int]], dict]:
+    """Each kernel's (comm, compute) overlap and each (process, device)'s unions, the slow way:
+    every other kernel of its part clipped to it, the clips unioned."""
+    def part(r):
+        return r[0], r[1]
+    out, parts = [], {}
+    for i, (pid, dev, s, e, name) in enumerate(rows):
+        others = [r for j, r in enumerate(rows) if j != i and part(r) == (pid, dev)]
+        clip = {kind: _union([(max(s, r[2]), min(e, r[3])) for r in others
+                              if (r[4] in nccl_ids) == kind and min(e, r[3]) > max(s, r[2])]) for kind in (True, False)}
+        out.append((_length(clip[True]), _length(clip[False])))
+        parts.setdefault((pid, dev), {True: [], False: []})[name in nccl_ids].append((s, e))
+    per = {}
+    for key, by in parts.items():
+        n, c = _union([x for x in by[True] if x[1] > x[0]]), _union([x for x in by[False] if x[1] > x[0]])
+        both = _intersection(n, c)
+        per[key] = (len(by[True]), _length(n), _length(c), both, _length(n) - both, _length(_union(n + c)))
+    return out, per
+
+
+def test_overlaps_against_the_slow_way_on_odd_kernels():
+    """Random small runs with what a capture rarely has: identical, nested and zero-length
+    kernels, a kernel without a process, device or name (NULL: its own part, kept NULL),
+    negative and far-off timestamps (past half of int64: no key may wrap)."""
+    import random
+
+    import pyarrow as pa
+
+    from tracekit.ingest.nsys.overlap import overlaps
+
+    rng = random.Random(29)
+    for _ in range(800):
+        base = rng.choice([0, -10**6, 10**15, 4 * 10**18])
+        rows = []
+        for _ in range(rng.randint(1, 10)):
+            s = base + rng.randint(0, 40)
+            rows.append((rng.choice([7, 9, None]), rng.choice([0, 1, None]), s, s + rng.choice([0, 0, 1, 3, 8, 20, 40]),
+                         rng.choice([10, 11, 12, None])))
+        if rng.random() < 0.2:
+            rows += [rows[0]] * rng.randint(1, 2)
+        far = rng.random() < 0.1
+        if far:  # one part near 0, another far off: a run-wide axis would wrap
+            rows.append((7, 1, 4 * 10**18, 4 * 10**18 + 5, 10))
+            rows.append((7, 0, -(10**6), -(10**6) + 9, 12))
+        rows.sort(key=lambda r: ((r[0] is None, r[0] or 0), (r[1] is None, r[1] or 0)))  # (as write() reads them)
+        cols = ("global_pid", "device_id", "start_ns", "end_ns", "short_name_id")
+        table = pa.table({c: pa.array([r[i] for r in rows], pa.int64()) for i, c in enumerate(cols)})
+        per_kernel, per_device = overlaps(table, [10, 11])
+        want, want_parts = _brute(rows, {10, 11})
+        assert list(zip(per_kernel["comm_ns"].to_pylist(), per_kernel["compute_ns"].to_pylist(), strict=True)) == want
+        got_parts = {(p, d): tuple(x) for p, d, *x in zip(*(per_device[c].to_pylist() for c in (
+            "global_pid", "device_id", "nccl_kernels", "nccl_ns", "compute_ns", "overlap_ns", "exposed_nccl_ns",
+            "busy_ns")), strict=True)}
+        assert got_parts == want_parts, rows

@@ -378,6 +378,7 @@ def test_cli(tk, tmp_path, capsys):
         (["--run", "hstu", "--nvtx", "hstu.request", "--from", "1"], "not both"),
         (["--run", "hstu", "--from", "1", "--to", "1,000"], "--from 1 --to 1000 (ns) is outside run "),
         (["--run", "hstu", "--from", "12.5"], "--from '12.5': not a whole number of ns"),
+        (["--run", "hstu", "--from", "12,10,0481"], "--from '12,10,0481': not a whole number of ns"),
     ]:
         bad = tmp_path / "bad.json.gz"
         assert cli_main(["--db", db, "export", "trace", *args, "-o", str(bad)]) == 2, args

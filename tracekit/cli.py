@@ -109,7 +109,7 @@ def _main(
 def _open(db: str | None, read_only: bool = False):
     from . import store
 
-    return store.open(db or _STATE["db"], read_only=read_only)
+    return store.open(db if db is not None else _STATE["db"], read_only=read_only)
 
 
 #: output file extension -> the format it means where -f is not given
@@ -720,10 +720,10 @@ def _ns(option: str, text: str | None) -> int | None:
     Python's (12_100_481)."""
     if text is None:
         return None
-    plain = text.strip().replace(",", "").replace("_", "")
-    if not re.fullmatch(r"-?\d+", plain):
+    given = text.strip()
+    if not re.fullmatch(r"-?(\d+|\d{1,3}(,\d{3})+|\d+(_\d+)+)", given):
         raise ParamError(f"{option} {text!r}: not a whole number of ns (12100481, or 12,100,481 as tables print it)")
-    return int(plain)
+    return int(given.replace(",", "").replace("_", ""))
 
 
 @export_app.command("trace")

@@ -62,10 +62,12 @@ class Section:
     columns: tuple[str, ...] | None = None
     intro: str = ""
     per_run: bool = True  # the query takes --run
-    #: a run that cannot answer it leaves it out without a word: its capture did not trace
-    #: what it reads (an option few captures use), or the query refuses the run (no NCCL
-    #: kernel to overlap): a line in every other report would be noise
+    #: a run whose capture did not trace what it reads leaves it out without a word (an
+    #: option few captures use: a line in every other report would be noise)
     optional: bool = False
+    #: a table that must hold rows of the run for the section to be shown (NCCL's sums: a
+    #: run without NCCL kernels leaves it out without a word, as ``optional``)
+    needs: str | None = None
 
 
 NSYS = (
@@ -88,11 +90,12 @@ NSYS = (
             ("pid", "device_id", "nccl_kernels", "nccl_ns", "compute_ns", "overlap_ns", "exposed_nccl_ns",
              "overlap_pct", "busy_ns"),
             "Per process and GPU: the time NCCL's kernels ran, the time other kernels ran, both at once, and the "
-            "NCCL time nothing else ran beside (exposed communication, which a step waits for).", optional=True),
+            "NCCL time nothing else ran beside (exposed communication, which a step waits for).",
+            needs="comm_overlap_sum"),
     Section("nccl-overlap", "Overlap by kernel", "nccl-overlap", {"limit": 15}, None,
             ("name", "kind", "instances", "total_ns", "comm_overlap_pct", "compute_overlap_pct"),
             "How much of each kernel's time its GPU also ran NCCL kernels or compute kernels (the numbers of "
-            "nsys recipe nccl_gpu_overlap_trace).", optional=True),
+            "nsys recipe nccl_gpu_overlap_trace).", needs="nccl_overlap_sum"),
     Section("idle-gaps", "Longest idle gaps", "idle-gaps", {"limit": 10}, None,
             ("device_id", "gap_ns", "start_ns", "end_ns", "next_op_kind", "next_op", "pid", "stream_id"),
             "Stretches with nothing running on the GPU, and the op that ended each."),
@@ -408,12 +411,15 @@ def _header(info: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None] | None:
-    """One section of the run: (table HTML, chart spec, note); None for an optional section
-    the run cannot answer."""
+    """One section of the run: (table HTML, chart spec, note); None where the run has no
+    rows in the table the section ``needs``."""
     from . import charts
     from .registry import get_registry
 
     q = get_registry().get(sec.query)
+    if sec.needs is not None and not tk.con.execute(
+            f"SELECT 1 FROM {sec.needs} WHERE run_id = ? LIMIT 1", [run_id]).fetchall():
+        return None
     params = dict(sec.params)
     if sec.per_run:
         params["run"] = run_id
@@ -422,7 +428,7 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     try:
         df = tk.query(sec.query, **params)
     except QueryError as err:
-        return None if sec.optional else ("", None, str(err))
+        return "", None, str(err)
     total = None
     if "limit" in q.params and params.get("limit"):
         if df.height == params["limit"]:

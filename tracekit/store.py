@@ -1306,10 +1306,9 @@ def check_ingest_target(db: str | os.PathLike | None = None) -> None:
     folder), writing nothing: for commands that ingest only after minutes of work
     (``tracekit capture``, ``tracekit sweep``). A store busy with another ingest passes:
     that one may be done by then."""
-    path = Path(db) if db is not None else default_db_path()
+    path = _db_path(db)
     if str(path) == ":memory:":
         return
-    _folder_exists(db, path)
     if path.is_dir():
         from .dataset import Dataset
 
@@ -1337,8 +1336,7 @@ def open(db: str | os.PathLike | None = None, read_only: bool = False):  # noqa:
     """Open (or lazily create) a tracekit database; ``db`` defaults to $TRACEKIT_DB or
     ./tracekit.duckdb. A folder is a Parquet dataset (tracekit.dataset): read-only
     queries, ingest adds runs as partitions."""
-    path = Path(db) if db is not None else default_db_path()
-    _folder_exists(db, path)
+    path = _db_path(db)
     if path.is_dir():
         from .dataset import Dataset
 
@@ -1346,10 +1344,16 @@ def open(db: str | os.PathLike | None = None, read_only: bool = False):  # noqa:
     return Tracekit(path, read_only=read_only)
 
 
-def _folder_exists(db: str | os.PathLike | None, path: Path) -> None:
-    """A ``db`` written as a folder (a trailing /) must be one: Path drops the slash, and a
-    store file of that name would be made where a dataset was asked for."""
-    if db is not None and str(db).endswith(("/", os.sep)) and not path.is_dir():
+def _db_path(db: str | os.PathLike | None) -> Path:
+    """The path of ``db`` (default: $TRACEKIT_DB, else ./tracekit.duckdb). One written as a
+    folder (a trailing /) must be one: Path drops the slash, and a store file of that name
+    would be made where a dataset was asked for; an empty one names nothing."""
+    raw = os.fspath(db) if db is not None else os.environ.get("TRACEKIT_DB") or str(DEFAULT_DB)
+    if not str(raw).strip():
+        raise ParamError("--db '': name a store file (FILE.duckdb) or a dataset folder")
+    path = Path(raw)
+    if str(raw).endswith(("/", os.sep)) and not path.is_dir():
         what = "not a folder" if path.exists() else "no such folder"
-        raise InputError(f"{db}: {what}; a Parquet dataset is a folder that exists (mkdir {path}), "
+        raise InputError(f"{raw}: {what}; a Parquet dataset is a folder that exists (mkdir {path}), "
                          "a DuckDB store a file (--db FILE.duckdb)")
+    return path

@@ -10,7 +10,7 @@
 -- device). A run without NCCL kernels is an error.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
--- @column name                 kernel short name (as nsys's recipe names it)
+-- @column name                 kernel short name (as nsys's recipe names it; NULL: the export names none)
 -- @column kind                 nccl or compute
 -- @column instances            launches
 -- @column total_ns             summed duration, ns
@@ -37,6 +37,6 @@ SELECT s.value AS name, CASE WHEN nccl THEN 'nccl' ELSE 'compute' END AS kind, i
        total_ns::BIGINT AS total_ns, comm_ns::BIGINT AS comm_overlap_ns, compute_ns::BIGINT AS compute_overlap_ns,
        round1(100.0 * comm_ns / nullif(total_ns, 0)) AS comm_overlap_pct,
        round1(100.0 * compute_ns / nullif(total_ns, 0)) AS compute_overlap_pct
-FROM g JOIN _strings s ON s.string_id = g.short_name_id
+FROM g LEFT JOIN _strings s ON s.string_id = g.short_name_id
 ORDER BY nccl DESC, total_ns DESC, name
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

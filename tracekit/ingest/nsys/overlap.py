@@ -61,33 +61,33 @@ def overlaps(k: pa.Table, nccl_ids: list[int]) -> tuple[pa.Table, pa.Table]:
     NCCL kernels (comm_ns) and other compute kernels (compute_ns) of its process and device
     ran during it; and per process and device the NCCL, compute, both, NCCL-alone and
     any-kernel time."""
-    def ints(col: str) -> np.ndarray:  # (a kernel without a process, device or name: -1, a part or name of its own)
+    def ints(col: str) -> tuple[np.ndarray, np.ndarray | None]:  # (values, where null: -1 there)
         c = k.column(col)
-        return np.asarray((c.fill_null(-1) if c.null_count else c).to_numpy(), dtype=np.int64)
+        if not c.null_count:
+            return np.asarray(c.to_numpy(), dtype=np.int64), None
+        return np.asarray(c.fill_null(-1).to_numpy(), dtype=np.int64), np.asarray(c.is_null().to_numpy(), dtype=bool)
 
-    pid, dev, start, end, name = (ints(c) for c in ("global_pid", "device_id", "start_ns", "end_ns", "short_name_id"))
+    (pid, no_pid), (dev, no_dev), (start, _), (end, _), (name, _) = (
+        ints(c) for c in ("global_pid", "device_id", "start_ns", "end_ns", "short_name_id"))
     nccl = np.isin(name, np.asarray(nccl_ids, dtype=np.int64))
-    # each (process, device) a part, its times laid one after another on one axis
+    # each (process, device) a part (a kernel without one: a part of its own kind, -1)
     first = np.r_[True, (pid[1:] != pid[:-1]) | (dev[1:] != dev[:-1])] if len(pid) else np.zeros(0, dtype=bool)
     part = np.cumsum(first) - 1
-    lo = int(start.min()) if len(start) else 0
-    width = int(end.max()) - lo + 1 if len(end) else 1
-    key_s, key_e = part * width + (start - lo), part * width + (end - lo)
     # the cuts: each distinct (part, time) where a kernel starts or ends, and what runs from it
     # to the next cut of its part (the counts of the kernels started minus those ended so far;
     # each part ends with nothing running)
-    keys = np.concatenate([key_s, key_e])
-    order = np.argsort(keys, kind="stable")  # (timsort: the starts come sorted, the ends nearly)
-    ordered = keys[order]
-    new = np.r_[True, ordered[1:] != ordered[:-1]] if len(keys) else np.zeros(0, dtype=bool)
-    cut = ordered[new]
+    times, parts = np.concatenate([start, end]), np.concatenate([part, part])
+    order = np.lexsort((times, parts))
+    t_ordered, p_ordered = times[order], parts[order]
+    new = (np.r_[True, (p_ordered[1:] != p_ordered[:-1]) | (t_ordered[1:] != t_ordered[:-1])] if len(times)
+           else np.zeros(0, dtype=bool))
+    cut, cut_part = t_ordered[new], p_ordered[new]
     m = len(cut)
-    at = np.empty(len(keys), dtype=np.int64)  # each start's and end's cut
+    at = np.empty(len(times), dtype=np.int64)  # each start's and end's cut
     at[order] = np.cumsum(new) - 1
-    s, e = at[:len(key_s)], at[len(key_s):]
+    s, e = at[:len(start)], at[len(start):]
     n_run = np.cumsum(np.bincount(s[nccl], minlength=m) - np.bincount(e[nccl], minlength=m))
     c_run = np.cumsum(np.bincount(s, minlength=m) - np.bincount(e, minlength=m)) - n_run
-    cut_part = cut // width
     length = np.zeros(m, dtype=np.int64)
     length[:-1] = np.where(cut_part[1:] == cut_part[:-1], cut[1:] - cut[:-1], 0)
 
@@ -101,7 +101,7 @@ def overlaps(k: pa.Table, nccl_ids: list[int]) -> tuple[pa.Table, pa.Table]:
     ns, ne, cs, ce = s[nccl], e[nccl], s[~nccl], e[~nccl]
     comm[nccl], compute[nccl] = n2[ne] - n2[ns], c1[ne] - c1[ns]
     comm[~nccl], compute[~nccl] = n1[ce] - n1[cs], c2[ce] - c2[cs]
-    per_kernel = pa.table({"global_pid": from_numpy(pid), "device_id": from_numpy(dev),
+    per_kernel = pa.table({"global_pid": from_numpy(pid, no_pid), "device_id": from_numpy(dev, no_dev),
                            "short_name_id": k.column("short_name_id"), "nccl": from_numpy(nccl),
                            "start_ns": from_numpy(start), "end_ns": from_numpy(end),
                            "comm_ns": from_numpy(comm), "compute_ns": from_numpy(compute)})
@@ -111,7 +111,8 @@ def overlaps(k: pa.Table, nccl_ids: list[int]) -> tuple[pa.Table, pa.Table]:
     time_in = np.bincount(cut_part * 4 + state, weights=length, minlength=4 * parts).reshape(parts, 4)
     time_in = np.rint(time_in).astype(np.int64)  # (sums of ns below 2^53: exact)
     per_device = pa.table({
-        "global_pid": from_numpy(pid[first]), "device_id": from_numpy(dev[first]),
+        "global_pid": from_numpy(pid[first], None if no_pid is None else no_pid[first]),
+        "device_id": from_numpy(dev[first], None if no_dev is None else no_dev[first]),
         "nccl_kernels": from_numpy(np.bincount(part[nccl], minlength=parts).astype(np.int64)),
         "nccl_ns": from_numpy(time_in[:, 1] + time_in[:, 3]), "compute_ns": from_numpy(time_in[:, 2] + time_in[:, 3]),
         "overlap_ns": from_numpy(time_in[:, 3]), "exposed_nccl_ns": from_numpy(time_in[:, 1]),

@@ -16,6 +16,8 @@ from typing import Annotated
 
 import typer
 
+from tracekit.cli_params import DbPath
+
 from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS
 
 _GET_DB: list[Callable[[], Path | None]] = [lambda: None]
@@ -29,13 +31,13 @@ WarmupOpt = Annotated[float | None, typer.Option(
 ItersOpt = Annotated[int | None, typer.Option(
     "--iters", help=f"timed requests (default: {DEFAULT_ITERS})", show_default=False)]
 OutDirOpt = Annotated[Path, typer.Option("--out", help="folder the run folders go into")]
-DbOpt = Annotated[str | None, typer.Option(  # (a str: "DIR/" keeps its slash, a folder asked for)
+DbOpt = Annotated[DbPath | None, typer.Option(
     "--db", help="DuckDB store to ingest into (default: $TRACEKIT_DB or ./tracekit.duckdb)",
     show_default=False)]
 NoIngestOpt = Annotated[bool, typer.Option("--no-ingest", help="write the run folder only")]
 
 
-def _db(ctx: typer.Context, db: str | None) -> str | Path | None:
+def _db(ctx: typer.Context, db: DbPath | None) -> DbPath | Path | None:
     """The command's --db, else the main CLI's global --db (its root context's), else
     what ``register`` was given."""
     if db is not None:
@@ -140,7 +142,7 @@ def export_sweep_cmd(
     sweep: Annotated[str | None, typer.Option(
         "--sweep", help="the sweep: its id, a run of it (id or name), latest or all (every run, the latest per "
         "point) (default: latest)", show_default=False)] = None,
-    db: Annotated[str | None, typer.Option(
+    db: Annotated[DbPath | None, typer.Option(
         "--db", help="DuckDB store to read (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False)] = None,
 ) -> None:
     """Write one sweep's spreadsheet (.xlsx: summary, bs x nc grid, chart, every request) or CSV."""

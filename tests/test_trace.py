@@ -377,8 +377,8 @@ def test_cli(tk, tmp_path, capsys):
         (["--run", "all"], "export trace answers for one run at a time"),
         (["--run", "hstu", "--nvtx", "hstu.request", "--from", "1"], "not both"),
         (["--run", "hstu", "--from", "1", "--to", "1,000"], "--from 1 --to 1000 (ns) is outside run "),
-        (["--run", "hstu", "--from", "12.5"], "--from '12.5': not a whole number of ns"),
-        (["--run", "hstu", "--from", "12,10,0481"], "--from '12,10,0481': not a whole number of ns"),
+        (["--run", "hstu", "--from", "12.5"], "Invalid value for '--from': '12.5' is not a whole number of ns"),
+        (["--run", "hstu", "--from", "12,10,0481"], "'12,10,0481' is not a whole number of ns"),
     ]:
         bad = tmp_path / "bad.json.gz"
         assert cli_main(["--db", db, "export", "trace", *args, "-o", str(bad)]) == 2, args

@@ -20,6 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from . import __version__, cli_params
+from .cli_params import DbPath, Ns
 from .errors import InputError, Interrupted, ParamError, TracekitError
 from .interrupts import SigintWatch
 from .names import escape_controls
@@ -72,7 +73,7 @@ app = typer.Typer(
 _STATE: dict = {"db": None, "debug": False}
 
 DbOpt = Annotated[
-    str | None,  # (a str: "DIR/" keeps its slash, which asks for a folder)
+    DbPath | None,
     typer.Option("--db", help="DuckDB store (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False),
 ]
 FormatOpt = Annotated[str | None, typer.Option(
@@ -106,7 +107,7 @@ def _main(
     _STATE["debug"] = debug
 
 
-def _open(db: str | None, read_only: bool = False):
+def _open(db: DbPath | None, read_only: bool = False):
     from . import store
 
     return store.open(db if db is not None else _STATE["db"], read_only=read_only)
@@ -536,7 +537,7 @@ def charts():
 
 
 def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: list[str] | None,
-               all_columns: bool, timeunit: str, db: str | None) -> None:
+               all_columns: bool, timeunit: str, db: DbPath | None) -> None:
     _check_format(fmt, out)
     tk = _open(db, read_only=True)
     if fmt != "table":
@@ -715,24 +716,13 @@ export_app = typer.Typer(cls=_LazyGroup, name="export", no_args_is_help=True,
 app.add_typer(export_app, name="export")
 
 
-def _ns(option: str, text: str | None) -> int | None:
-    """A time in ns as given, with the thousands separators a table prints (12,100,481) or
-    Python's (12_100_481)."""
-    if text is None:
-        return None
-    given = text.strip()
-    if not re.fullmatch(r"-?(\d+|\d{1,3}(,\d{3})+|\d+(_\d+)+)", given):
-        raise ParamError(f"{option} {text!r}: not a whole number of ns (12100481, or 12,100,481 as tables print it)")
-    return int(given.replace(",", "").replace("_", ""))
-
-
 @export_app.command("trace")
 def export_trace_cmd(
     out: Annotated[Path, typer.Option("--output", "-o", help="trace.json.gz (gzip) or trace.json; - for stdout (JSON)")] = Path("trace.json.gz"),
     run: Annotated[str | None, typer.Option("--run", help="nsys run id or name (default: latest)")] = None,
-    start_ns: Annotated[str | None, typer.Option("--from", help="window start, ns on the capture's clock "
-                                                            "(12,100,481 as tables print it works)")] = None,
-    end_ns: Annotated[str | None, typer.Option("--to", help="window end, ns on the capture's clock")] = None,
+    start_ns: Annotated[Ns | None, typer.Option("--from", help="window start, ns on the capture's clock "
+                                                           "(12,100,481 as tables print it works)")] = None,
+    end_ns: Annotated[Ns | None, typer.Option("--to", help="window end, ns on the capture's clock")] = None,
     nvtx: Annotated[str | None, typer.Option("--nvtx", help="window: an NVTX range ('hstu.request' or ':hstu.request')")] = None,
     instance: Annotated[int | None, typer.Option("--instance", help="which range of that name, 1 = the first")] = None,
     force: Annotated[bool, typer.Option("--force", help="write even when the JSON would exceed 100 MB")] = False,
@@ -744,7 +734,6 @@ def export_trace_cmd(
     """Write the run's timeline in the Chrome Trace Event format (open it in ui.perfetto.dev)."""
     from .trace import export_trace
 
-    start_ns, end_ns = _ns("--from", start_ns), _ns("--to", end_ns)
     res = export_trace(_open(db, read_only=True), out, run=run, start_ns=start_ns, end_ns=end_ns,
                        nvtx=nvtx, instance=instance, force=force, osrt=osrt, gpu_metrics=gpu_metrics)
     events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)

@@ -18,10 +18,21 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
 _NAMES = {int: "integer", float: "number"}
+
+
+class DbPath(str):
+    """``--db`` as given: a store file, or a dataset folder (the trailing / kept, which
+    ``Path`` drops: a folder asked for); empty or blank is an error, as for any path."""
+
+
+class Ns(int):
+    """A time in ns: a 64-bit integer, plain or grouped as tables print it (12,100,481) or
+    as Python writes it (12_100_481)."""
 #: the integers an option takes: DuckDB's BIGINT, and the largest any count or time here needs
 INT_RANGE = (-(2**63), 2**63 - 1)
 _BOOLS = {**dict.fromkeys(("1", "on", "t", "true", "y", "yes"), True),
@@ -71,7 +82,27 @@ def converter(annotation: Any, info: Any):
         return number
     if annotation is Path and not _path_checks(info):
         return _path
+    if annotation is DbPath:
+        return lambda v: v if isinstance(v, DbPath) else DbPath(os.fspath(_path(v)) + (os.sep if _slashed(v) else ""))
+    if annotation is Ns:
+        return _ns
     return None
+
+
+def _slashed(v: Any) -> bool:
+    return os.fsdecode(v).rstrip(" ").endswith(("/", os.sep))
+
+
+def _ns(v: Any) -> Ns:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return Ns(v)
+    text = str(v).strip()
+    if not re.fullmatch(r"-?(\d+|\d{1,3}(,\d{3})+|\d+(_\d+)+)", text):
+        raise ValueError(f"{v!r} is not a whole number of ns (12100481, or 12,100,481 as tables print it).")
+    out = int(text.replace(",", "").replace("_", ""))
+    if not INT_RANGE[0] <= out <= INT_RANGE[1]:
+        raise ValueError(f"{v!r} is out of range (a 64-bit integer, {INT_RANGE[0]} to {INT_RANGE[1]}).")
+    return Ns(out)
 
 
 def _path(v: Any) -> Path:

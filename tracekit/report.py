@@ -465,7 +465,7 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
         if not missing:
             kept.append(sec)
             continue
-        if sec.optional:
+        if sec.optional or sec.needs is not None:  # (about what few runs have: no line for it)
             continue
         kind, ranks = next(iter(missing.items()))
         others, secs = out.setdefault(kind, ([], []))

@@ -10,8 +10,10 @@ every other parameter to Typer. Checks beyond Typer's, for every option and argu
 every command: an empty or blank path is a bad value (``--db "$DB"`` with DB unset is not
 the current folder), an integer must fit in 64 bits (what DuckDB and every count here take:
 ``--limit 99999999999999999999999`` is no row count) and a number must be finite
-(``1e400`` is inf); each a one-line error naming the option, exit 2. With a Typer that has no such hook (older versions
-convert through click's types) it does nothing.
+(``1e400`` is inf); each a one-line error naming the option, exit 2. Two types of its own:
+``DbPath`` (``--db`` as given, a trailing / kept) and ``Ns`` (a time in ns, grouped digits
+allowed). With a Typer that has no such hook (older versions convert through click's types)
+it does nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from typing import Any, get_args, get_origin
 
 _NAMES = {int: "integer", float: "number"}
 
+#: the integers an option takes: DuckDB's BIGINT, and the largest any count or time here needs
+INT_RANGE = (-(2**63), 2**63 - 1)
+_BOOLS = {**dict.fromkeys(("1", "on", "t", "true", "y", "yes"), True),
+          **dict.fromkeys(("", "0", "off", "f", "false", "n", "no"), False)}  # Pydantic's words
+
 
 class DbPath(str):
     """``--db`` as given: a store file, or a dataset folder (the trailing / kept, which
@@ -33,10 +40,6 @@ class DbPath(str):
 class Ns(int):
     """A time in ns: a 64-bit integer, plain or grouped as tables print it (12,100,481) or
     as Python writes it (12_100_481)."""
-#: the integers an option takes: DuckDB's BIGINT, and the largest any count or time here needs
-INT_RANGE = (-(2**63), 2**63 - 1)
-_BOOLS = {**dict.fromkeys(("1", "on", "t", "true", "y", "yes"), True),
-          **dict.fromkeys(("", "0", "off", "f", "false", "n", "no"), False)}  # Pydantic's words
 
 
 def _bool(v: Any) -> bool:

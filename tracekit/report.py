@@ -608,7 +608,7 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
         rep.sections.append(section)
     for sec in sections:
         got = _section(tk, sec, run_id)
-        if got is not None:  # (None: an optional section the run cannot answer)
+        if got is not None:  # (None: the table the section needs holds nothing of the run)
             rep.sections.append((sec, *got))
     return rep
 

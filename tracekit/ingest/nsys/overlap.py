@@ -41,7 +41,7 @@ def write(con, run_id: int) -> dict[str, int]:
     for table, tbl, select in (
             (OVERLAP_SUM, per_kernel,
              "SELECT global_pid, device_id, short_name_id, any_value(nccl) AS nccl, count(*) AS instances, "
-             "sum(end_ns - start_ns)::BIGINT AS total_ns, sum(comm_ns)::BIGINT AS comm_overlap_ns, "
+             "sum(dur_ns)::BIGINT AS total_ns, sum(comm_ns)::BIGINT AS comm_overlap_ns, "
              "sum(compute_ns)::BIGINT AS compute_overlap_ns FROM {t} GROUP BY global_pid, device_id, short_name_id"),
             (COMM_SUM, per_device, "SELECT * FROM {t}")):
         name = f"_tk_{table}"
@@ -57,62 +57,64 @@ def write(con, run_id: int) -> dict[str, int]:
 
 def overlaps(k: pa.Table, nccl_ids: list[int]) -> tuple[pa.Table, pa.Table]:
     """For kernels ``k`` (global_pid, device_id, start_ns, end_ns, short_name_id, in process
-    and device order; NCCL's: the short names ``nccl_ids``): each kernel with the time other
-    NCCL kernels (comm_ns) and other compute kernels (compute_ns) of its process and device
-    ran during it; and per process and device the NCCL, compute, both, NCCL-alone and
-    any-kernel time."""
-    def ints(col: str) -> tuple[np.ndarray, np.ndarray | None]:  # (values, where null: -1 there)
+    and device order; NCCL's: the short names ``nccl_ids``): each kernel's process, device,
+    name, duration and the time other NCCL kernels (comm_ns) and other compute kernels
+    (compute_ns) of its process and device ran during it; and per process and device the
+    NCCL, compute, both, NCCL-alone and any-kernel time. The large arrays go as soon as
+    they are used (2 M kernels: ~0.3 GB at the peak)."""
+    def ints(col: str) -> np.ndarray:  # (a kernel without a process, device or name: -1, a part or name of its own)
         c = k.column(col)
-        if not c.null_count:
-            return np.asarray(c.to_numpy(), dtype=np.int64), None
-        return np.asarray(c.fill_null(-1).to_numpy(), dtype=np.int64), np.asarray(c.is_null().to_numpy(), dtype=bool)
+        return np.asarray((c.fill_null(-1) if c.null_count else c).to_numpy(), dtype=np.int64)
 
-    (pid, no_pid), (dev, no_dev), (start, _), (end, _), (name, _) = (
-        ints(c) for c in ("global_pid", "device_id", "start_ns", "end_ns", "short_name_id"))
-    nccl = np.isin(name, np.asarray(nccl_ids, dtype=np.int64))
-    # each (process, device) a part (a kernel without one: a part of its own kind, -1)
-    first = np.r_[True, (pid[1:] != pid[:-1]) | (dev[1:] != dev[:-1])] if len(pid) else np.zeros(0, dtype=bool)
-    part = np.cumsum(first) - 1
+    n = k.num_rows
+    pid, dev = ints("global_pid"), ints("device_id")
+    first = np.r_[True, (pid[1:] != pid[:-1]) | (dev[1:] != dev[:-1])] if n else np.zeros(0, dtype=bool)
+    del pid, dev
+    part = np.cumsum(first) - 1  # each (process, device) a part
+    parts = int(part[-1]) + 1 if n else 0
+    nccl = np.isin(ints("short_name_id"), np.asarray(nccl_ids, dtype=np.int64))
+    start, end = ints("start_ns"), ints("end_ns")
+    dur = end - start
     # the cuts: each distinct (part, time) where a kernel starts or ends, and what runs from it
     # to the next cut of its part (the counts of the kernels started minus those ended so far;
     # each part ends with nothing running)
-    times, parts = np.concatenate([start, end]), np.concatenate([part, part])
-    order = np.lexsort((times, parts))
-    t_ordered, p_ordered = times[order], parts[order]
-    new = (np.r_[True, (p_ordered[1:] != p_ordered[:-1]) | (t_ordered[1:] != t_ordered[:-1])] if len(times)
-           else np.zeros(0, dtype=bool))
-    cut, cut_part = t_ordered[new], p_ordered[new]
+    times = np.concatenate([start, end])
+    del start, end
+    twice = np.concatenate([part, part])
+    order = np.lexsort((times, twice))
+    times, twice = times[order], twice[order]
+    new = np.r_[True, (twice[1:] != twice[:-1]) | (times[1:] != times[:-1])] if len(times) else np.zeros(0, dtype=bool)
+    cut, cut_part = times[new], twice[new]
+    del times, twice
     m = len(cut)
-    at = np.empty(len(times), dtype=np.int64)  # each start's and end's cut
+    at = np.empty(len(order), dtype=np.int32 if m < 2**31 else np.int64)  # each start's and end's cut
     at[order] = np.cumsum(new) - 1
-    s, e = at[:len(start)], at[len(start):]
+    del order, new
+    s, e = at[:n], at[n:]
     n_run = np.cumsum(np.bincount(s[nccl], minlength=m) - np.bincount(e[nccl], minlength=m))
     c_run = np.cumsum(np.bincount(s, minlength=m) - np.bincount(e, minlength=m)) - n_run
     length = np.zeros(m, dtype=np.int64)
     length[:-1] = np.where(cut_part[1:] == cut_part[:-1], cut[1:] - cut[:-1], 0)
-
-    def before(mask: np.ndarray) -> np.ndarray:  # time before each cut in which ``mask`` held
-        held = length * mask
-        return np.cumsum(held) - held
-
-    n1, n2, c1, c2 = before(n_run >= 1), before(n_run >= 2), before(c_run >= 1), before(c_run >= 2)
-    # a kernel overlaps its own kind where two of it run (itself and another), the other where one does
-    comm, compute = np.empty(len(s), dtype=np.int64), np.empty(len(s), dtype=np.int64)
-    ns, ne, cs, ce = s[nccl], e[nccl], s[~nccl], e[~nccl]
-    comm[nccl], compute[nccl] = n2[ne] - n2[ns], c1[ne] - c1[ns]
-    comm[~nccl], compute[~nccl] = n1[ce] - n1[cs], c2[ce] - c2[cs]
-    per_kernel = pa.table({"global_pid": from_numpy(pid, no_pid), "device_id": from_numpy(dev, no_dev),
+    del cut
+    # a kernel overlaps its own kind where two of it run (itself and another), the other where
+    # one does: the time before its end in which that held, less the time before its start
+    comm, compute = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    for out, nccl_rule, compute_rule in ((comm, n_run >= 2, n_run >= 1), (compute, c_run >= 1, c_run >= 2)):
+        for kind, held in ((nccl, nccl_rule), (~nccl, compute_rule)):
+            before = np.cumsum(length * held) - length * held
+            out[kind] = before[e[kind]] - before[s[kind]]
+            del before
+    del at, s, e
+    per_kernel = pa.table({"global_pid": k.column("global_pid"), "device_id": k.column("device_id"),
                            "short_name_id": k.column("short_name_id"), "nccl": from_numpy(nccl),
-                           "start_ns": from_numpy(start), "end_ns": from_numpy(end),
-                           "comm_ns": from_numpy(comm), "compute_ns": from_numpy(compute)})
+                           "dur_ns": from_numpy(dur), "comm_ns": from_numpy(comm), "compute_ns": from_numpy(compute)})
     # per part, the time in each state: 1 NCCL alone, 2 compute alone, 3 both
-    parts = int(part[-1]) + 1 if len(part) else 0
     state = (n_run >= 1).astype(np.int64) + 2 * (c_run >= 1)
     time_in = np.bincount(cut_part * 4 + state, weights=length, minlength=4 * parts).reshape(parts, 4)
     time_in = np.rint(time_in).astype(np.int64)  # (sums of ns below 2^53: exact)
+    firsts = pa.array(np.flatnonzero(first))
     per_device = pa.table({
-        "global_pid": from_numpy(pid[first], None if no_pid is None else no_pid[first]),
-        "device_id": from_numpy(dev[first], None if no_dev is None else no_dev[first]),
+        "global_pid": k.column("global_pid").take(firsts), "device_id": k.column("device_id").take(firsts),
         "nccl_kernels": from_numpy(np.bincount(part[nccl], minlength=parts).astype(np.int64)),
         "nccl_ns": from_numpy(time_in[:, 1] + time_in[:, 3]), "compute_ns": from_numpy(time_in[:, 2] + time_in[:, 3]),
         "overlap_ns": from_numpy(time_in[:, 3]), "exposed_nccl_ns": from_numpy(time_in[:, 1]),

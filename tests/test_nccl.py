@@ -286,3 +286,24 @@ def test_overlaps_against_the_slow_way_on_odd_kernels():
             "global_pid", "device_id", "nccl_kernels", "nccl_ns", "compute_ns", "overlap_ns", "exposed_nccl_ns",
             "busy_ns")), strict=True)}
         assert got_parts == want_parts, rows
+
+
+def test_the_memory_estimate_counts_the_overlap_step(monkeypatch):
+    """An export that names NCCL is estimated with the overlap step's memory per kernel, the
+    same before its rows are read (row counts, a look for an nccl name) as after; one that
+    does not, without it."""
+    import tracekit.ingest as ingest
+    from tracekit.ingest import budget
+    from tracekit.ingest.nsys import memory_need
+
+    for scen, nccl in (("nccl_overlap", True), ("hstu_mixed", False)):
+        with ingest.materialized(NSYS_EXPORTS[scen]) as plain:
+            before = memory_need(plain)
+            assert before == pytest.approx(ingest.detect(plain).read(plain).memory_need, rel=1e-3), scen
+            with monkeypatch.context() as m:
+                m.setattr(budget, "NEED_PER_NCCL_RUN_KERNEL", 0)
+                without = memory_need(plain)
+            con = sqlite3.connect(plain)
+            kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+            con.close()
+        assert before - without == (budget.NEED_PER_NCCL_RUN_KERNEL * kernels if nccl else 0), scen

@@ -43,17 +43,25 @@ def setting_bytes(text: str) -> int | None:
 OVER_BUDGET = 0.125
 
 # What an nsys ingest needs at its peak (resident memory of the process), calibrated on
-# benchmarks/ingest_bench.py's exports (docs/performance.md, eighth session): the process
-# with its libraries, plus per row of the export's activity tables and of NVTX_EVENTS
-# (the named ranges, their nesting arrays and projection, their Arrow copies).
+# benchmarks/ingest_bench.py's exports (docs/performance.md, eighth session) and on a
+# kernel-only export of 2.15 M kernels (twenty-ninth session: a kernel row weighs three API
+# call rows): the process with its libraries, plus per row of the export's kernels, of its
+# other activity tables and of NVTX_EVENTS (the named ranges, their nesting arrays and
+# projection, their Arrow copies), and per kernel the overlap step of a run with NCCL
+# kernels (tracekit/ingest/nsys/overlap.py).
 NEED_BASE = 250 * 10**6
-NEED_PER_ACTIVITY_ROW = 175
+NEED_PER_KERNEL_ROW = 310
+NEED_PER_ACTIVITY_ROW = 110
 NEED_PER_NVTX_ROW = 250
+NEED_PER_NCCL_RUN_KERNEL = 190
 
 
-def nsys_need(activity_rows: int, nvtx_rows: int) -> int:
-    """Estimated peak resident memory, bytes, of ingesting an nsys export with these rows."""
-    return NEED_BASE + NEED_PER_ACTIVITY_ROW * activity_rows + NEED_PER_NVTX_ROW * nvtx_rows
+def nsys_need(activity_rows: int, nvtx_rows: int, kernel_rows: int = 0, nccl: bool = False) -> int:
+    """Estimated peak resident memory, bytes, of ingesting an nsys export with these rows
+    (``activity_rows``: those of its activity tables other than the kernels'; ``nccl``: it
+    names NCCL, whose kernels the ingest then overlaps with the others)."""
+    per_kernel = NEED_PER_KERNEL_ROW + (NEED_PER_NCCL_RUN_KERNEL if nccl else 0)
+    return NEED_BASE + NEED_PER_ACTIVITY_ROW * activity_rows + per_kernel * kernel_rows + NEED_PER_NVTX_ROW * nvtx_rows
 
 
 def duckdb_setting(memory_limit: str) -> str:

@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...errors import CaptureWarning, InputError
 from ...registry import TRACED
@@ -70,8 +71,10 @@ def memory_need(path: Path) -> int | None:
     try:
         read = {spec.source for spec in SPECS.values()} | {base for base, _ in ENUMS.values()}
         read |= {"StringIds", "TARGET_INFO_CUDA_DEVICE"}
-        nvtx = export.row_estimate("NVTX_EVENTS")
-        return nsys_need(sum(export.row_estimate(t) for t in read), nvtx)
+        nvtx, kernels = export.row_estimate("NVTX_EVENTS"), export.row_estimate(SPECS["kernels"].source)
+        nccl = "StringIds" in export.tables and export.sq.execute(
+            f'SELECT 1 FROM "{export.tables["StringIds"]}" WHERE value GLOB \'nccl*\' LIMIT 1').fetchone() is not None
+        return nsys_need(sum(export.row_estimate(t) for t in read) - kernels, nvtx, kernels, nccl)
     except sqlite3.DatabaseError:
         return None
     finally:
@@ -164,8 +167,10 @@ def _read(export: Export, path: Path) -> Parsed:
     if gpu_names:
         meta["gpu"] = ", ".join(gpu_names)
     nvtx_rows = raw["nvtx"].num_rows if "nvtx" in raw else 0
-    parsed = Parsed(kind=KIND, meta=meta, memory_need=nsys_need(sum(t.num_rows for t in raw.values()) - nvtx_rows,
-                                                                  nvtx_rows))
+    kernel_rows = raw["kernels"].num_rows if "kernels" in raw else 0
+    nccl = "strings" in raw and pc.any(pc.starts_with(raw["strings"].column("value"), "nccl")).as_py() is True
+    parsed = Parsed(kind=KIND, meta=meta, memory_need=nsys_need(
+        sum(t.num_rows for t in raw.values()) - nvtx_rows - kernel_rows, nvtx_rows, kernel_rows, nccl))
     parsed.loaders.append(functools.partial(write.load, raw=raw, plans=plans))
     parsed.interns.append(functools.partial(write.intern_names, raw=raw))
     return parsed

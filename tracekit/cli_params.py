@@ -86,14 +86,18 @@ def converter(annotation: Any, info: Any):
     if annotation is Path and not _path_checks(info):
         return _path
     if annotation is DbPath:
-        return lambda v: v if isinstance(v, DbPath) else DbPath(os.fspath(_path(v)) + (os.sep if _slashed(v) else ""))
+        return _db_path
     if annotation is Ns:
         return _ns
     return None
 
 
-def _slashed(v: Any) -> bool:
-    return os.fsdecode(v).rstrip(" ").endswith(("/", os.sep))
+def _db_path(v: Any) -> DbPath:
+    """``--db`` as written (``_path``'s check: not empty or blank)."""
+    if isinstance(v, DbPath):
+        return v
+    _path(v)
+    return DbPath(os.fsdecode(v))
 
 
 def _ns(v: Any) -> Ns:

@@ -79,8 +79,13 @@ def ingest_memory_limit() -> str:
     return f"{max(800, psutil.virtual_memory().total // 2 // 2**20)}MB"
 
 
+def _default_db() -> str:
+    """The store when none is named: $TRACEKIT_DB as written (a trailing / kept), else DEFAULT_DB."""
+    return os.environ.get("TRACEKIT_DB") or DEFAULT_DB
+
+
 def default_db_path() -> Path:
-    return Path(os.environ.get("TRACEKIT_DB") or DEFAULT_DB)
+    return Path(_default_db())
 
 
 def _tool_version(folder_meta: dict) -> str | None:
@@ -1348,7 +1353,7 @@ def _db_path(db: str | os.PathLike | None) -> Path:
     """The path of ``db`` (default: $TRACEKIT_DB, else ./tracekit.duckdb). One written as a
     folder (a trailing /) must be one: Path drops the slash, and a store file of that name
     would be made where a dataset was asked for; an empty one names nothing."""
-    raw = os.fspath(db) if db is not None else os.environ.get("TRACEKIT_DB") or str(DEFAULT_DB)
+    raw = os.fspath(db) if db is not None else _default_db()
     if not str(raw).strip():
         raise ParamError("--db '': name a store file (FILE.duckdb) or a dataset folder")
     path = Path(raw)

@@ -520,14 +520,11 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
     path = Path(path)
     run_id = _nsys_run(tk, run)
     window = resolve_window(tk, run_id, start_ns, end_ns, nvtx, instance)
-    if osrt:
-        from .registry import check_traced
+    for asked, option, table in ((osrt, "--osrt", "osrt_calls"), (gpu_metrics, "--gpu-metrics", "gpu_metrics")):
+        if asked:
+            from .registry import check_traced
 
-        check_traced(tk, "export trace --osrt", run_id, ["osrt_calls"], advice=", or leave out --osrt")
-    if gpu_metrics:
-        from .registry import check_traced
-
-        check_traced(tk, "export trace --gpu-metrics", run_id, ["gpu_metrics"], advice=", or leave out --gpu-metrics")
+            check_traced(tk, f"export trace {option}", run_id, [table], advice=f", or leave out {option}")
     if nvtx is None:  # (an NVTX range's window is in the capture)
         check_in_capture(tk, run_id, window, osrt)
     counts, est = estimate(tk, run_id, window, osrt, gpu_metrics)

@@ -25,7 +25,7 @@ from ...registry import TRACED
 from .. import Parsed
 from ..arrow import scalar
 from ..budget import nsys_need
-from . import write
+from . import overlap, write
 from .arrays import small_pages
 from .columns import ENUMS, GAP_TABLES, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, empty, plan
 from .source import SQLITE_MAGIC, Export
@@ -72,8 +72,7 @@ def memory_need(path: Path) -> int | None:
         read = {spec.source for spec in SPECS.values()} | {base for base, _ in ENUMS.values()}
         read |= {"StringIds", "TARGET_INFO_CUDA_DEVICE"}
         nvtx, kernels = export.row_estimate("NVTX_EVENTS"), export.row_estimate(SPECS["kernels"].source)
-        nccl = "StringIds" in export.tables and export.sq.execute(
-            f'SELECT 1 FROM "{export.tables["StringIds"]}" WHERE value GLOB \'nccl*\' LIMIT 1').fetchone() is not None
+        nccl = export.names_starting(overlap.PREFIX)
         return nsys_need(sum(export.row_estimate(t) for t in read) - kernels, nvtx, kernels, nccl)
     except sqlite3.DatabaseError:
         return None
@@ -168,7 +167,7 @@ def _read(export: Export, path: Path) -> Parsed:
         meta["gpu"] = ", ".join(gpu_names)
     nvtx_rows = raw["nvtx"].num_rows if "nvtx" in raw else 0
     kernel_rows = raw["kernels"].num_rows if "kernels" in raw else 0
-    nccl = "strings" in raw and pc.any(pc.starts_with(raw["strings"].column("value"), "nccl")).as_py() is True
+    nccl = "strings" in raw and pc.any(pc.starts_with(raw["strings"].column("value"), overlap.PREFIX)).as_py() is True
     parsed = Parsed(kind=KIND, meta=meta, memory_need=nsys_need(
         sum(t.num_rows for t in raw.values()) - nvtx_rows - kernel_rows, nvtx_rows, kernel_rows, nccl))
     parsed.loaders.append(functools.partial(write.load, raw=raw, plans=plans))

@@ -19,6 +19,8 @@ import pyarrow as pa
 
 from ..arrow import from_numpy
 
+#: a kernel is NCCL's when its short name starts with this (nsys's NCCL recipes' rule)
+PREFIX = "nccl"
 #: per kernel name and process/device: launches, time, and the time other kernels of each kind ran during them
 OVERLAP_SUM = "nccl_overlap_sum"
 #: per process/device: the time NCCL kernels, compute kernels, both and any ran (unions)
@@ -31,7 +33,7 @@ def write(con, run_id: int) -> dict[str, int]:
     run = int(run_id)
     nccl_ids = [i for (i,) in con.execute(
         "SELECT string_id FROM _strings WHERE string_id IN (SELECT DISTINCT short_name_id FROM _kernels "
-        f"WHERE run_id = {run}) AND starts_with(value, 'nccl')").fetchall()]
+        f"WHERE run_id = {run}) AND starts_with(value, ?)", [PREFIX]).fetchall()]
     if not nccl_ids:
         return {OVERLAP_SUM: 0, COMM_SUM: 0}
     k = con.sql(f"SELECT global_pid, device_id, start_ns, end_ns, short_name_id FROM _kernels "

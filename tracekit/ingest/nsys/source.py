@@ -83,6 +83,14 @@ class Export:
         row = self.sq.execute(f'SELECT max(rowid) FROM "{actual}"').fetchone()
         return row[0] or 0
 
+    def names_starting(self, prefix: str) -> bool:
+        """Whether a string of StringIds starts with ``prefix`` (case-sensitive; a scan, no read)."""
+        actual = self.tables.get("StringIds")
+        if actual is None:
+            return False
+        glob = "".join(f"[{c}]" if c in "*?[" else c for c in prefix) + "*"
+        return self.sq.execute(f'SELECT 1 FROM "{actual}" WHERE value GLOB ? LIMIT 1', [glob]).fetchone() is not None
+
     def integer_columns(self, base: str, cols: list[str]) -> bool:
         """Whether every column in ``cols`` is declared INTEGER (safe to read in parts)."""
         types = self.declared_types(base)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tracekit.errors import TracekitError
 from tracekit.outputs import check_output, write_output
+from tracekit.registry import resolve_sweep
 
 MS = "#,##0.000"  # ms with three decimals
 #: columns named by their own value (no thousands separator)
@@ -45,6 +46,7 @@ def export_sweep(tk, path: str | os.PathLike, sweep: str | int | None = None) ->
     side = path.with_name(f"{path.stem}-summary.csv")
     for out in (path, side) if suffix == ".csv" else (path,):
         check_output(out, tk.path)  # before either file is written or the store read
+    resolve_sweep(tk, sweep, "export sweep", said="--sweep ")  # (an error names the option)
     results, summary = _frames(tk, sweep)
     if suffix == ".csv":
         write_output(path, results.write_csv, tk.path)

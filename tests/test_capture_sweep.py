@@ -252,9 +252,10 @@ def test_export_sweep_xlsx_and_csv(tmp_path):
         export_sweep(tk, tmp_path / "results.txt")
 
 
-def test_export_sweep_writes_the_sweep_asked(tmp_path):
+def test_export_sweep_writes_the_sweep_asked(tmp_path, capsys):
     """Two sweeps of one grid (tests/data/sweep_pair, c ingested before b): `export sweep`
-    writes the latest sweep's points by default, another's with --sweep, never a mix."""
+    writes the latest sweep's points by default, another's with --sweep, never a mix; a
+    --sweep of neither is an error naming the option."""
     from tracekit.cli import main
 
     data = Path(__file__).parent / "data" / "sweep_pair"
@@ -271,6 +272,11 @@ def test_export_sweep_writes_the_sweep_asked(tmp_path):
 
     assert runs() == folders("b")
     assert runs("--sweep", "1") == runs("--sweep", "sweep-20261124T195459.720Z") == folders("c")
+    out = tmp_path / "y.csv"
+    assert main(["--db", db, "export", "sweep", "-o", str(out), "--sweep", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tracekit: error: --sweep nosuch: no sweep or run 'nosuch'") and len(err.splitlines()) == 1
+    assert not out.exists()
 
 
 def test_export_of_a_store_without_a_sweep_is_an_error(tmp_path, small_store):

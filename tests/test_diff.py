@@ -2037,6 +2037,15 @@ def test_a_diff_and_its_reverse_judge_the_same_keys(tmp_path):
                     assert flip.get(r["verdict"], r["verdict"]) == r["verdict_r"], (a, b, r)
 
 
+def test_a_value_that_is_not_a_number_is_not_judged_within_the_threshold():
+    """NaN compares false with every limit: read as a change it would be "within threshold"
+    (the inputs store no NaN, ncu's "nan" is NULL; this guards what a derived value might be)."""
+    for b, n in ((math.nan, 1.0), (1.0, math.nan), (math.nan, math.nan)):
+        verdict, note = D._judge(b, n, 5.0, 1, True, "")
+        assert verdict == "unchanged" and "NaN" in note and "within" not in note
+    assert D._judge(1.0, 1.2, 5.0, 1, True, "")[0] == "regressed"
+
+
 def test_diff_chart_draws_the_limit_each_drawn_change_was_judged_by(store, tmp_path):
     """GPU time is judged beyond the threshold, host time of runs without CUDA beyond the host
     noise: the chart's dashed lines are the limits of the bars it draws, each named."""

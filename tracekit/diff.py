@@ -542,6 +542,8 @@ def _judge(base: float | None, new: float | None, threshold: float, direction: i
     """(verdict, note): beyond the threshold and ``real`` -> regressed/improved by
     ``direction`` (+1: higher is worse, -1: higher is better, 0: no direction, said by
     ``undirected``); ``within`` names what the threshold is in the note."""
+    if math.isnan(base) or math.isnan(new):  # (NaN is beyond no limit: never "within threshold")
+        return "unchanged", "no number on one side (NaN): not judged"
     delta = new - base
     pct = _pct(delta, base)
     if delta == 0:

@@ -547,19 +547,21 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
 _SWEEP_SQL = "coalesce(json_extract_string(params, '$.sweep'), '')"
 
 
-def resolve_sweep(tk, value: Any, qname: str) -> str | None:
+def resolve_sweep(tk, value: Any, qname: str, said: str | None = None) -> str | None:
     """Resolve the sweep queries' ``sweep`` parameter to what the macro ``in_sweep`` takes:
     a sweep id, ``''`` for the runs outside any sweep (``tracekit
     capture`` runs), or None for every run (``all``).
 
     ``latest`` (the default) is the sweep of the latest run ingested from one, and the runs
     outside any sweep where no run is; a sweep id names that sweep; a run id or name the
-    sweep that run is a point of (a run outside any sweep: the runs outside any sweep)."""
+    sweep that run is a point of (a run outside any sweep: the runs outside any sweep).
+    ``said`` is how an error names the value (default: ``QUERY: sweep=``)."""
     expect(value, (str, int, type(None)), f"{qname}: sweep", QueryError)
+    said = f"{qname}: sweep=" if said is None else said
     con = tk.con
     text = "latest" if value is None else str(value).strip()
     if not text:
-        raise QueryError(f"{qname}: sweep={value!r}: an empty sweep; give a sweep id, a run of it, latest or all")
+        raise QueryError(f"{said}{value!r}: an empty sweep; give a sweep id, a run of it, latest or all")
     if text.lower() == "all":
         return None
     if text.lower() == "latest":
@@ -575,7 +577,7 @@ def resolve_sweep(tk, value: Any, qname: str) -> str | None:
         found = con.execute(f"SELECT {_SWEEP_SQL} FROM runs WHERE name = ? ORDER BY run_id DESC LIMIT 1",
                             [text]).fetchall()
     if not found:
-        raise QueryError(f"{qname}: sweep={text}: no sweep or run {text!r} in {tk.path}; give a sweep id "
+        raise QueryError(f"{said}{text}: no sweep or run {text!r} in {tk.path}; give a sweep id "
                          "(the sweep= of its runs' parameters, `tracekit runs`), a run of it, latest or all")
     return found[0][0]
 

@@ -802,7 +802,7 @@ class Tracekit:
         limit = self.memory_limit or ingest_memory_limit()  # (no connection yet to a new store)
         need = estimate(plain)
         if not fits(need, limit):
-            raise InputError(shortage(str(path.resolve()), need, limit))
+            raise InputError(shortage(str(path), need, limit))  # (the file as given, as other errors name it)
         return need
 
     def _renamed(self, existing: IngestResult, name: str | None, params: dict | None = None,

@@ -24,11 +24,7 @@ from pathlib import Path
 from tracekit.errors import TracekitError
 from tracekit.outputs import check_output, write_output
 from tracekit.registry import resolve_sweep
-
-MS = "#,##0.000"  # ms with three decimals
-#: columns named by their own value (no thousands separator)
-_PLAIN = ("bs", "nc", "request_idx", "kv_caches", "candidate_embeddings")
-_MAX_WIDTH = 48
+from tracekit.xlsx import MS, sheet
 
 
 def _frames(tk, sweep: str | int | None = None):
@@ -65,61 +61,16 @@ def workbook(results, summary):
     wb = Workbook()
     ws = wb.active
     ws.title = "summary"
-    _table(ws, summary)
+    sheet(ws, summary)
     groups = sorted({(r["preset"], r["tool"]) for r in summary.iter_rows(named=True)})
     grids = _grids(wb.create_sheet("grid"), summary, groups)
     _charts(wb.create_sheet("chart"), grids)
-    _table(wb.create_sheet("results"), results)
+    sheet(wb.create_sheet("results"), results)
     for bs in sorted(set(results["bs"].to_list())):
-        _table(wb.create_sheet(f"bs{bs}"), results.filter(results["bs"] == bs))
+        sheet(wb.create_sheet(f"bs{bs}"), results.filter(results["bs"] == bs))
     for nc in sorted(set(results["nc"].to_list())):
-        _table(wb.create_sheet(f"nc{nc}"), results.filter(results["nc"] == nc))
+        sheet(wb.create_sheet(f"nc{nc}"), results.filter(results["nc"] == nc))
     return wb
-
-
-def _format(col: str, dtype) -> str | None:
-    if col.endswith("_ms"):
-        return MS
-    if col.endswith("_mb"):
-        return "#,##0.0"
-    if dtype.is_integer():
-        return "0" if col in _PLAIN else "#,##0"
-    if dtype.is_float():
-        return "#,##0.000"
-    return None
-
-
-def _shown(v, fmt: str | None) -> str:
-    """About what Excel shows for ``v`` in format ``fmt``: for column widths."""
-    if v is None:
-        return ""
-    if fmt and isinstance(v, int | float) and not isinstance(v, bool):
-        decimals = len(fmt.split(".")[1]) if "." in fmt else 0
-        return f"{v:,.{decimals}f}" if "," in fmt else f"{v:.{decimals}f}"
-    return str(v)
-
-
-def _table(ws, df) -> None:
-    """``df`` as a table: bold header row, frozen; number formats; an autofilter; each
-    column as wide as its widest value (at most ``_MAX_WIDTH`` characters)."""
-    from openpyxl.styles import Font
-    from openpyxl.utils import get_column_letter
-
-    ws.append(list(df.columns))
-    for cell in ws[1]:
-        cell.font = Font(bold=True)
-    for row in df.iter_rows():
-        ws.append(list(row))
-    for j, (col, dtype) in enumerate(df.schema.items(), start=1):
-        fmt = _format(col, dtype)
-        values = df[col].to_list()
-        if fmt is not None:
-            for (cell,) in ws.iter_rows(min_row=2, max_row=df.height + 1, min_col=j, max_col=j):
-                cell.number_format = fmt
-        width = max([len(col), *(len(_shown(v, fmt)) for v in values)])
-        ws.column_dimensions[get_column_letter(j)].width = min(width + 2, _MAX_WIDTH)
-    ws.freeze_panes = "A2"
-    ws.auto_filter.ref = f"A1:{get_column_letter(max(len(df.columns), 1))}{df.height + 1}"
 
 
 def _grids(ws, summary, groups) -> list[dict]:

@@ -7,7 +7,7 @@ import stat
 
 import duckdb
 import pytest
-from conftest import through_fifo
+from conftest import DATA, through_fifo
 
 from tracekit.cli import main as cli_main
 from tracekit.errors import OutputError
@@ -137,6 +137,52 @@ def test_the_output_extension_picks_the_format_where_f_is_not_given(small_store,
     assert cli_main([*db, "query", "top-kernels", "-o", "-"]) == 0
     got = capsys.readouterr()
     assert got.out.startswith("time_") and got.err == "wrote -\n"
+
+
+def test_xlsx_holds_the_rows_csv_holds_as_numbers(small_store, capsys, tmp_path):
+    """-o FILE.xlsx (or -f xlsx) writes a workbook (it wrote a text table under that name):
+    the query's every row and column, numbers as numbers (what CSV gives), a bold frozen
+    header with a filter; a diff's verdicts coloured; text that starts with "=" stays text,
+    control characters escaped; lists are refused, and nothing is written then."""
+    import openpyxl
+    import polars as pl
+
+    db = ["--db", str(small_store)]
+    xl, csv = tmp_path / "top.xlsx", tmp_path / "top.csv"
+    assert cli_main([*db, "query", "top-kernels", "-o", str(xl)]) == 0
+    assert cli_main([*db, "query", "top-kernels", "-o", str(csv)]) == 0
+    assert capsys.readouterr().out == f"wrote {xl}\nwrote {csv}\n"
+    ws = openpyxl.load_workbook(xl).active
+    assert ws.title == "top-kernels" and ws.freeze_panes == "A2" and ws["A1"].font.bold
+    rows = [[c.value for c in r] for r in ws.iter_rows()]
+    want = pl.read_csv(csv)
+    assert rows[0] == want.columns and len(rows) == want.height + 1 > 2
+    assert rows[1:] == [list(r) for r in want.rows()]
+    assert ws["C2"].number_format == "#,##0" and isinstance(ws["C2"].value, int)
+
+    # a diff: its every row (as JSON has them), verdicts coloured
+    pair = [str(DATA / "nsys_diff_base_a" / "export.sqlite.xz"), str(DATA / "nsys_diff_regressed" / "export.sqlite.xz")]
+    d, dj = tmp_path / "d.xlsx", tmp_path / "d.json"
+    ddb = ["--db", str(tmp_path / "d.duckdb")]
+    assert cli_main([*ddb, "diff", *pair, "-f", "xlsx", "-o", str(d)]) == 0
+    assert cli_main([*ddb, "diff", *pair, "-o", str(dj)]) == 0
+    ws = openpyxl.load_workbook(d).active
+    col = [c.value for c in ws[1]].index("verdict") + 1
+    verdicts = [ws.cell(i, col) for i in range(2, ws.max_row + 1)]
+    assert [c.value for c in verdicts] == pl.read_json(dj)["verdict"].to_list()
+    fills = {c.value: c.fill.start_color.rgb[-6:] for c in verdicts}
+    assert fills["regressed"] == "FFC7CE" and fills["unchanged"] == "000000"
+
+    odd = tmp_path / "odd.xlsx"
+    assert cli_main([*db, "sql", "SELECT '=1+1' AS f, 'a' || chr(1) || 'b' AS c", "-o", str(odd)]) == 0
+    ws = openpyxl.load_workbook(odd).active
+    assert [(c.value, c.data_type) for c in ws[2]] == [("=1+1", "s"), ("a\\x01b", "s")]
+    capsys.readouterr()
+    nested = tmp_path / "nested.xlsx"
+    assert cli_main([*db, "sql", "SELECT [1, 2] AS l", "-o", str(nested)]) == 2
+    assert "column 'l' holds lists or structs" in _one_error_line(capsys) and not nested.exists()
+    assert cli_main([*db, "query", "top-kernels", "-f", "xlsx"]) == 2
+    assert "--format xlsx needs -o FILE" in _one_error_line(capsys)
 
 
 def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path):

@@ -77,8 +77,8 @@ DbOpt = Annotated[
     typer.Option("--db", help="DuckDB store (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False),
 ]
 FormatOpt = Annotated[str | None, typer.Option(
-    "--format", "-f", help="table, csv, json or parquet (default: from -o FILE's extension, .csv, .json or "
-    ".parquet; a table otherwise, also for -o FILE of another extension)", show_default=False)]
+    "--format", "-f", help="table, csv, json, parquet or xlsx (default: from -o FILE's extension, .csv, .json, "
+    ".parquet or .xlsx; a table otherwise, also for -o FILE of another extension)", show_default=False)]
 OutOpt = Annotated[Path | None, typer.Option("--output", "-o", help="write to FILE instead of stdout (- is stdout); "
                                              "its extension picks the format when -f is not given")]
 ColumnsOpt = Annotated[str | None, typer.Option(
@@ -86,7 +86,7 @@ ColumnsOpt = Annotated[str | None, typer.Option(
 AllColumnsOpt = Annotated[bool, typer.Option("--all-columns", help="table: every column, not the query's default few")]
 TimeunitOpt = Annotated[str, typer.Option(
     "--timeunit", help="table: unit of the time columns: auto, ns, us, ms or s (csv/json/parquet keep ns)")]
-FORMATS = ("table", "csv", "json", "parquet")
+FORMATS = ("table", "csv", "json", "parquet", "xlsx")
 SQL_TABLE_ROWS = 1000  # `tracekit sql` shows at most this many rows as a table
 
 
@@ -114,7 +114,7 @@ def _open(db: DbPath | None, read_only: bool = False):
 
 
 #: output file extension -> the format it means where -f is not given
-FORMAT_EXTENSIONS = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
+FORMAT_EXTENSIONS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".xlsx": "xlsx"}
 
 
 def _format(fmt: str | None, out: Path | None) -> str:
@@ -131,8 +131,8 @@ def _format(fmt: str | None, out: Path | None) -> str:
 def _check_format(fmt: str, out: Path | None) -> None:
     if fmt not in FORMATS:
         raise ParamError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if fmt == "parquet" and out is None:
-        raise ParamError("--format parquet needs -o FILE")
+    if fmt in ("parquet", "xlsx") and out is None:
+        raise ParamError(f"--format {fmt} needs -o FILE")
 
 
 def _check_timeunit(timeunit: str) -> None:
@@ -175,7 +175,7 @@ def _wrote(out: Path, line: str) -> None:
 
 
 def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
-          store_path: Path | None = None) -> None:
+          store_path: Path | None = None, title: str = "table") -> None:
     """A Polars DataFrame in ``fmt``: complete and unformatted, except for a table."""
     _check_format(fmt, out)
     if columns is not None:
@@ -187,6 +187,12 @@ def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
         from .outputs import write_output
 
         write_output(out, df.write_parquet, store_path)
+    elif fmt == "xlsx":
+        from . import xlsx
+        from .outputs import write_output
+
+        df = xlsx.cells(df)  # (its errors before a file is made)
+        write_output(out, lambda tmp: xlsx.write(df, tmp, title), store_path)
     elif fmt in ("csv", "json"):
         import polars as pl
 
@@ -541,7 +547,7 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
     _check_format(fmt, out)
     tk = _open(db, read_only=True)
     if fmt != "table":
-        _emit(tk.query(name, **params), fmt, out, columns, tk.path)
+        _emit(tk.query(name, **params), fmt, out, columns, tk.path, title=name)
     else:
         from .registry import get_registry
 
@@ -594,7 +600,7 @@ def sql(
         _show(rows, out, columns=_columns(columns), timeunit=timeunit,
               more="-f csv for all, or LIMIT in the SQL", store_path=tk.path)
     else:
-        _emit(df, fmt, out, _columns(columns), tk.path)
+        _emit(df, fmt, out, _columns(columns), tk.path, title="sql")
     if out is not None:
         _wrote(out, f"wrote {out}")
 
@@ -665,7 +671,7 @@ def diff_cmd(
         if summary:
             typer.echo("what moved:\n" + "\n".join(f"  {escape_controls(line)}" for line in summary))
     else:
-        _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=tk.path)
+        _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=tk.path, title="diff")
     if out is not None:
         _wrote(out, f"wrote {out}")
     if gate and regressed:

@@ -1,0 +1,123 @@
+"""A table (a Polars DataFrame) as a worksheet: what ``-f xlsx`` writes for any query or
+diff, and the sweep spreadsheet's tables (``capture.export``).
+
+A sheet is the frame's rows under a bold, frozen header row with an autofilter; numbers
+stay numbers (ns as integers with thousands separators, ms with three decimals, other
+floats with three), each column as wide as its widest value (at most ``MAX_WIDTH``
+characters). A ``verdict`` column (a diff's) is coloured: regressed red, improved
+green. Values the format has no cell for (lists, structs) are an error naming the
+column; bytes are written as hex, as CSV and JSON do.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import ParamError
+
+MS = "#,##0.000"  # ms with three decimals
+MAX_WIDTH = 48
+#: columns named by their own value (no thousands separator)
+PLAIN = ("bs", "nc", "request_idx", "kv_caches", "candidate_embeddings", "run_id", "pid", "tid",
+         "device_id", "rank", "instance")
+#: a verdict's fill (regressed red, improved green; Excel's light tones)
+VERDICT_FILLS = {"regressed": "FFC7CE", "improved": "C6EFCE", "added": "FFEB9C", "removed": "FFEB9C"}
+#: the largest sheet Excel opens (rows, header included)
+MAX_ROWS = 1_048_576
+
+
+def number_format(col: str, dtype) -> str | None:
+    if col.endswith("_ms"):
+        return MS
+    if col.endswith("_mb"):
+        return "#,##0.0"
+    if dtype.is_integer():
+        return "0" if col in PLAIN else "#,##0"
+    if dtype.is_float():
+        return "#,##0.000"
+    return None
+
+
+def _shown(v, fmt: str | None) -> str:
+    """About what Excel shows for ``v`` in format ``fmt``: for column widths."""
+    if v is None:
+        return ""
+    if fmt and isinstance(v, int | float) and not isinstance(v, bool):
+        decimals = len(fmt.split(".")[1]) if "." in fmt else 0
+        return f"{v:,.{decimals}f}" if "," in fmt else f"{v:.{decimals}f}"
+    return str(v)
+
+
+def cells(df):
+    """``df`` with what a cell cannot hold made writable: bytes as hex; lists or structs
+    are an error naming the column."""
+    import polars as pl
+
+    nested = [c for c, t in df.schema.items() if t.is_nested()]
+    if nested:
+        raise ParamError(f"--format xlsx: column {nested[0]!r} holds lists or structs, which a cell cannot; "
+                         "use --format json or parquet")
+    if df.height + 1 > MAX_ROWS:
+        raise ParamError(f"--format xlsx: {df.height:,} rows, more than a sheet holds ({MAX_ROWS - 1:,}); "
+                         "use --format parquet or csv, or --limit")
+    blobs = [c for c, t in df.schema.items() if t == pl.Binary]
+    if blobs:
+        df = df.with_columns(pl.col(c).bin.encode("hex") for c in blobs)
+    # times of day and durations as text: a cell's date system is not DuckDB's
+    temporal = [c for c, t in df.schema.items() if t.is_temporal()]
+    if temporal:
+        df = df.with_columns(pl.col(c).cast(pl.Utf8) for c in temporal)
+    return df
+
+
+def sheet(ws, df) -> None:
+    """Write ``df`` into the worksheet ``ws`` as a table (the module's docstring)."""
+    from openpyxl.styles import Font, PatternFill
+    from openpyxl.utils import get_column_letter
+
+    ws.append(list(df.columns))
+    for cell in ws[1]:
+        cell.font = Font(bold=True)
+    for i, row in enumerate(df.iter_rows(), start=2):
+        for j, v in enumerate(row, start=1):
+            cell = ws.cell(i, j, _cell(v))
+            if isinstance(v, str) and cell.data_type == "f":  # text, never a formula ("=..." in a name)
+                cell.data_type = "s"
+    for j, (col, dtype) in enumerate(df.schema.items(), start=1):
+        fmt = number_format(col, dtype)
+        values = df[col].to_list()
+        if fmt is not None:
+            for (cell,) in ws.iter_rows(min_row=2, max_row=df.height + 1, min_col=j, max_col=j):
+                cell.number_format = fmt
+        if col == "verdict":
+            for (cell,) in ws.iter_rows(min_row=2, max_row=df.height + 1, min_col=j, max_col=j):
+                if cell.value in VERDICT_FILLS:
+                    cell.fill = PatternFill("solid", start_color=VERDICT_FILLS[cell.value])
+        width = max([len(col), *(len(_shown(v, fmt)) for v in values)])
+        ws.column_dimensions[get_column_letter(j)].width = min(width + 2, MAX_WIDTH)
+    ws.freeze_panes = "A2"
+    ws.auto_filter.ref = f"A1:{get_column_letter(max(len(df.columns), 1))}{df.height + 1}"
+
+
+def _cell(v):
+    """A value as a cell holds it: NaN and infinities (which a sheet has no number for) as
+    their text; the control characters a sheet's XML cannot hold escaped (``\\x01``)."""
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return str(v)
+    if isinstance(v, str):
+        from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+
+        return ILLEGAL_CHARACTERS_RE.sub(lambda m: m.group().encode("unicode_escape").decode(), v)
+    return v
+
+
+def write(df, path: str | os.PathLike, title: str = "table") -> None:
+    """``df`` as a workbook of one sheet named ``title`` at ``path``."""
+    from openpyxl import Workbook
+
+    wb = Workbook()
+    ws = wb.active
+    ws.title = title[:31]  # (Excel's limit on a sheet's name)
+    sheet(ws, cells(df))
+    wb.save(Path(path))

@@ -193,17 +193,23 @@ def test_numbers_are_never_cut_on_a_narrow_terminal(db, capsys, monkeypatch):
 
 
 def test_distinct_labels_never_read_alike():
-    """Every kernel name of the real captures, shortened to many widths."""
+    """Every kernel name of the real captures, shortened to many widths: no two alike, and
+    the labels told apart read as a name and its words in brackets, or a name and a number."""
     all_names = set()
     for stats in DATA.glob("*/stats/cuda_gpu_kern_sum.csv"):
         with open(stats) as fh:
             all_names |= {r["Name"] for r in csv.DictReader(fh)}
     all_names = sorted(all_names)
     assert len(all_names) > 40
-    for width in (8, 12, 20, 32, 48, 60):
+    for width in (8, 12, 16, 20, 24, 32, 48, 60):
         labels = names.distinct_labels(all_names, width, names.short_name)
         assert len(set(labels)) == len(labels), width
         assert max(map(len, labels)) <= width, width
+        # the words that tell names apart stay in their brackets, whole or cut inside them
+        # (a number glued to a cut bracket, "vect [elementw #1", read as a word)
+        told = [lab for lab in labels if " [" in lab]
+        assert all(lab.endswith("]") and lab.count("[") == lab.count("]") for lab in told), (width, told)
+        assert told or width < 20, width
 
 
 def test_free_text_gives_up_its_width_first_and_is_cut_at_the_end():

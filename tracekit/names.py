@@ -138,6 +138,15 @@ def _with_suffix(label: str, suffix: str, width: int) -> str:
     return cut_end(label, max(width - len(suffix), 0)) + suffix
 
 
+def _bracketed(label: str, words: str, width: int) -> str | None:
+    """``label [words]``, the words cut inside their brackets (which stay whole); None where
+    two thirds of ``width`` leave no room for a word's first two letters."""
+    room = max(width * 2 // 3, 1) - 3  # (" [" and "]")
+    if room < min(len(words), 2):
+        return None
+    return _with_suffix(label, f" [{cut_end(words, room)}]", width)
+
+
 def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> dict[str, str]:
     base = label.rstrip(ELLIPSIS)
     common = set(_WORD.findall(names[0])).intersection(*(_WORD.findall(n) for n in names[1:]))
@@ -148,8 +157,11 @@ def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> di
         k = 1
         while k < len(words[n]) and any(words[m][:k] == words[n][:k] for m in names if m != n):
             k += 1
-        out[n] = _with_suffix(base, f" [{' '.join(words[n][:k])}]", width)
-    return {n: out[n] if words[n] and out[n] not in taken else label for n in names}  # the rest: numbered later
+        out[n] = _bracketed(base, " ".join(words[n][:k]), width) if words[n] else None
+    shared = Counter(out.values())
+    # a label that tells its name from no other (its words cut alike, or taken): numbered later
+    return {n: out[n] if out[n] is not None and shared[out[n]] == 1 and out[n] not in taken else label
+            for n in names}
 
 
 def check_run_name(name: str | None) -> str:

@@ -682,6 +682,64 @@ def diff_cmd(
         raise typer.Exit(1)
 
 
+@app.command("compare")
+def compare_cmd(
+    base: Annotated[str, typer.Argument(help="base: run id, run name, sweep id, or a file, run folder or sweep's "
+                                             "folder to ingest")],
+    runs: Annotated[list[str], typer.Argument(help="runs (or sweeps, files) to compare with the base, each "
+                                                   "against it as `tracekit diff BASE RUN` would")],
+    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, ncu or sweep "
+                                          "(repeatable; default: every scope the base and each run have)")] = [],  # noqa: B006
+    threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (as diff's, "
+                                             "with its noise floors)")] = 5.0,
+    gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed in any run (CI)")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", help="keys (rows of the table); 0 = all (default: 30 in "
+                                              "a table, all otherwise)")] = None,
+    fmt: FormatOpt = None,
+    out: OutOpt = None,
+    db: DbOpt = None,
+):
+    """Compare several runs with one base, side by side: a value and a noise-aware change per run.
+
+    The table has a row per key and metric; csv/json/parquet/xlsx hold a row per key, metric
+    and run (diff's columns, with run and value)."""
+    from . import compare as _compare
+    from .diff import _is_file
+
+    if limit is not None and limit < 0:
+        raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
+    fmt = _format(fmt, out)
+    _check_format(fmt, out)
+    files = any(_is_file(r) for r in (base, *runs))
+    tk = _open(db, read_only=not files)  # files to compare are ingested first
+    if out is not None:  # checked before a file is ingested
+        from .outputs import check_output
+
+        check_output(out, tk.path)
+    with _capture_warnings():
+        df = tk.compare(base, runs, by=by or None, threshold_pct=threshold)
+    tk.close()
+    keys = limit if limit is not None else (30 if fmt == "table" else 0)
+    if fmt == "table":
+        from .table import Rows
+
+        table = Rows.from_polars(_compare.wide(_compare.changed_first(df, keys)))
+        _show(table, out, store_path=tk.path)
+        shown = len(table.rows)
+        every = df.select("scope", "key", "metric").unique().height
+        more = f" ({every - shown} more unchanged keys: --limit 0 for all)" if shown < every else ""
+        typer.echo("; ".join(_compare.counts(df)) + more)
+    else:
+        shown = _compare.changed_first(df, keys) if keys else df
+        _emit(shown, fmt, out, store_path=tk.path, title="compare")
+    if out is not None:
+        _wrote(out, f"wrote {out}")
+    if gate and (regressed := df.filter(df["verdict"] == "regressed").height):
+        typer.echo(f"tracekit: gate: {regressed} regressed row(s) in "
+                   f"{df.filter(df['verdict'] == 'regressed')['run'].n_unique()} run(s)", err=True)
+        raise typer.Exit(1)
+
+
 @app.command()
 def chart(
     name: Annotated[str, typer.Argument(help="chart name: roofline, occupancy, top-kernels, ...")],

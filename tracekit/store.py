@@ -1172,6 +1172,15 @@ class Tracekit:
                 self._discard_if_new()  # a store opened to ingest a file to compare, left empty
             raise
 
+    def compare(self, base: Any, runs: list[Any], by: list[str] | str | None = None,
+                threshold_pct: float = 5.0) -> pl.DataFrame:
+        """Each of ``runs`` against ``base`` by ``diff``'s rules, side by side: one row per
+        scope, key, metric and run. See ``tracekit.compare``."""
+        from .compare import compare
+
+        with stoppable():
+            return compare(self, base, runs, by=by, threshold_pct=threshold_pct)
+
     @one_at_a_time
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:
         """Run ad-hoc SQL against the store and return a Polars DataFrame (the last

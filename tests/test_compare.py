@@ -1,0 +1,152 @@
+"""`tracekit compare BASE RUN...`: several runs against one base, each by diff's rules.
+
+Real captures: one program captured unchanged three times (nsys_diff_base_a/_b/_c, the
+last five days later) and once with three planted changes (nsys_diff_regressed,
+PLANT.md); the HSTU inference capture twice and with half the SMs (hstu_capture_pair);
+three sweeps of one grid, the third slower (sweep_pair)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import polars as pl
+import pytest
+from conftest import DATA, store_state
+
+import tracekit
+from tracekit import compare as C
+from tracekit.cli import main
+from tracekit.errors import CaptureWarning, ParamError, QueryError
+
+DIFF = {n: DATA / f"nsys_diff_{n}" / "export.sqlite.xz" for n in ("base_a", "base_b", "base_c", "regressed")}
+PLANT = json.loads((DATA / "nsys_diff_regressed" / "plant.json").read_text())
+SILU, BIAS = "silu_kernel", "attn_bias_kernel"
+
+
+@pytest.fixture(scope="module")
+def plants(tmp_path_factory):
+    db = tmp_path_factory.mktemp("compare") / "c.duckdb"
+    with tracekit.open(db) as tk:
+        for name, f in DIFF.items():
+            tk.ingest(f, name=name)
+    return db
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+def test_each_run_is_what_its_own_diff_says(plants):
+    """Every row of a compare is the row `diff BASE RUN` gives, for every run: the noise
+    captures unchanged throughout, the planted capture with its three plants."""
+    with tracekit.open(plants, read_only=True) as tk, warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)
+        df = C.compare(tk, "base_a", ["base_b", "regressed", "base_c"])
+        assert C.runs_of(df) == ["base_b", "regressed", "base_c"]
+        assert set(df["base_run"]) == {"base_a"}
+        for run in ("base_b", "regressed", "base_c"):
+            mine = df.filter(pl.col("run") == run).drop("base_run", "run").rename({"value": "new"})
+            own = tk.diff("base_a", run)
+            assert mine.sort("scope", "key", "metric").equals(own.sort("scope", "key", "metric")), run
+    for run in ("base_b", "base_c"):  # identical programs: nothing regressed, improved, added or removed
+        assert set(df.filter(pl.col("run") == run)["verdict"]) == {"unchanged"}, run
+    reg = df.filter(pl.col("run") == "regressed")
+    for plant in PLANT["changes"]:  # each plant where plant.json says, with the verdict it expects
+        got = reg.filter((pl.col("scope") == plant["scope"]) & (pl.col("key") == plant["key"])
+                         & (pl.col("metric") == plant["metric"]))["verdict"].to_list()
+        assert got == [plant["expected_verdict"]], plant["plant"]
+
+
+def test_the_table_puts_the_runs_side_by_side(plants, capsys, monkeypatch):
+    """One row per key and metric: the base's value, then each run's value and change;
+    the changed keys first; a line per run counting the verdicts; --gate fails on any
+    run's regression."""
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["--db", str(plants), "compare", "base_a", "base_b", "regressed", "--limit", "5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    head = out[0].split()
+    assert head[:5] == ["scope", "key", "metric", "base_a", "(base)"] and head[5:] == ["base_b", "regressed"]
+    silu = next(line for line in out if SILU in line and " med_ns " in line)
+    assert "regressed)" in silu.split("  ")[-1] and "(+" in silu
+    bias = next(line for line in out if BIAS in line and " total_ns " in line)
+    assert "(added)" in bias
+    counts = out[-1]
+    assert counts.startswith("base_b: ") and "; regressed: " in counts and " regressed" in counts.split("; ")[1]
+    assert "unchanged" in counts.split("; ")[0] and "regressed" not in counts.split("; ")[0]
+    assert main(["--db", str(plants), "compare", "base_a", "base_b", "--gate"]) == 0
+    capsys.readouterr()
+    assert main(["--db", str(plants), "compare", "base_a", "base_b", "regressed", "--gate", "--by", "kernel"]) == 1
+    assert "tracekit: gate:" in capsys.readouterr().err
+
+
+def test_files_hold_one_row_per_key_metric_and_run(plants, tmp_path, capsys):
+    out = tmp_path / "c.csv"
+    assert main(["--db", str(plants), "compare", "base_a", "base_b", "regressed", "--by", "kernel", "-o", str(out)]) == 0
+    df = pl.read_csv(out)
+    assert df.columns == C.COLUMNS
+    assert df.group_by("scope", "key", "metric").len()["len"].max() == 2
+    xl = tmp_path / "c.xlsx"
+    assert main(["--db", str(plants), "compare", "base_a", "regressed", "-o", str(xl)]) == 0
+    import openpyxl
+
+    ws = openpyxl.load_workbook(xl).active
+    assert ws.title == "compare" and [c.value for c in ws[1]] == C.COLUMNS
+
+
+def test_sweeps_compare_point_by_point(tmp_path, capsys, monkeypatch):
+    """Three sweeps' folders, ingested by the compare: labelled as given; the slower
+    sweep regressed at every point, the repeat within the latency noise."""
+    monkeypatch.chdir(DATA / "sweep_pair")
+    db = tmp_path / "s.duckdb"
+    assert main(["--db", str(db), "compare", "a", "b", "c", "-f", "json", "-o", str(tmp_path / "s.json")]) == 0
+    df = pl.read_json(tmp_path / "s.json")
+    assert set(df["scope"]) == {"sweep"} and C.runs_of(df) == ["b", "c"] and set(df["base_run"]) == {"a"}
+    assert set(df.filter(pl.col("run") == "b")["verdict"]) == {"unchanged"}
+    assert set(df.filter(pl.col("run") == "c")["verdict"]) == {"regressed"}
+    assert df.filter(pl.col("run") == "c").height == df.filter(pl.col("run") == "b").height >= 8
+
+
+def test_bad_references_are_one_line_and_change_nothing(plants, tmp_path, capsys):
+    before = store_state(plants)
+    for args, said in ((["base_a", "nope"], "no run or sweep 'nope'"),
+                       (["base_a", "base_b", "base_b"], "'base_b' is run 2 (base_b), given twice"),
+                       (["base_a", "1"], "'1' is run 1 (base_a), the base"),
+                       (["base_a", "base_b", "--threshold", "0"], "--threshold 0.0: must be a positive"),
+                       (["base_a", "base_b", "--by", "gpux"], "--by 'gpux'"),
+                       (["base_a", "base_b", "--limit", "-1"], "--limit -1")):
+        assert main(["--db", str(plants), "compare", *args]) == 2, args
+        assert said in _one_line(capsys), args
+    assert store_state(plants) == before
+    with tracekit.open(plants, read_only=True) as tk:
+        with pytest.raises(ParamError, match="at least one run"):
+            C.compare(tk, "base_a", [])
+        with pytest.raises(QueryError, match="open read-only"):
+            C.compare(tk, "base_a", [str(DIFF["base_b"])])
+
+
+def test_files_are_kept_all_or_none(tmp_path, capsys):
+    """Files to compare are ingested in one transaction: a truncated last one leaves the
+    store as it was (here: no store at all); all good, all are kept."""
+    bad = tmp_path / "bad.sqlite"
+    raw = DIFF["base_b"].read_bytes()
+    bad.write_bytes(raw[: len(raw) // 3])
+    shutil.copyfile(DIFF["base_b"], tmp_path / "b.sqlite.xz")
+    db = tmp_path / "f.duckdb"
+    assert main(["--db", str(db), "compare", str(DIFF["base_a"]), str(tmp_path / "b.sqlite.xz"), str(bad)]) == 2
+    assert str(bad) in _one_line(capsys)
+    assert store_state(db) is None
+    assert main(["--db", str(db), "compare", str(DIFF["base_a"]), str(tmp_path / "b.sqlite.xz"),
+                 str(DIFF["regressed"]), "--by", "kernel"]) == 0
+    with tracekit.open(db, read_only=True) as tk:
+        assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 3
+
+
+def test_the_table_says_what_held_a_change_back():
+    assert C.held("host-timed, not judged") == "host-timed"
+    assert C.held("per-instance p=0.2; not significant (p=0.2)") == "not significant"
+    assert C.held("within threshold (|+1.00%| <= 5%)") == ""
+    assert C.held("identical") == ""

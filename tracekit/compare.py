@@ -1,0 +1,158 @@
+"""Several runs against one base: ``tracekit compare BASE RUN [RUN ...]``.
+
+Each run is compared with the base by ``tracekit.diff``'s rules (the same scopes, metrics,
+noise floors and verdicts a ``diff BASE RUN`` gives), and the comparisons are put side by
+side: the sweep points of a sweep against its first point, a baseline against several
+variants (dense, block-sparse, cached), before against every later build.
+
+``compare`` returns the long form, one row per (scope, key, metric, run): ``base_run`` and
+``run`` (labels: a file or folder as given, else a run's name or a sweep's id), ``base`` and
+``value`` (the base's and the run's value), ``delta``, ``delta_pct``, ``verdict``, ``p_value``, ``note``, ``delta_pct_low`` and
+``delta_pct_high`` as ``diff`` gives them. Rows come in the order of the comparisons'
+own (largest GPU time moved first): a key comes where it first comes in any of them.
+``wide`` turns that into one row per (scope, key, metric), a value and a change column
+per run: the terminal table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .errors import CaptureWarning, ParamError, expect
+
+#: the long form's columns (diff's, with the run's label and its value named for it)
+COLUMNS = ["scope", "key", "metric", "base_run", "run", "base", "value", "delta", "delta_pct", "verdict", "p_value", "note",
+           "delta_pct_low", "delta_pct_high"]
+
+
+def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
+            threshold_pct: float = 5.0) -> pl.DataFrame:
+    """Every run of ``runs`` against ``base`` (run ids, names, sweep ids, or files and run
+    folders, ingested first: all of them kept, or, where a comparison fails, none)."""
+    from . import diff as _diff
+    from .ingest import run_folders
+
+    expect(runs, (list, tuple), "compare: runs")
+    runs = list(runs)
+    if not runs:
+        raise ParamError("compare: give at least one run to compare with the base")
+    for ref in (base, *runs):
+        expect(ref, (str, int), "compare: a run")
+    files = [Path(str(r).strip()) for r in (base, *runs) if _diff._is_file(r)]
+    own = bool(files) and not tk.read_only and not getattr(tk, "_one_transaction", False)
+    with contextlib.ExitStack() as stack:
+        if own:
+            stack.enter_context(tk.one_transaction())
+        with warnings.catch_warnings():  # (resolve says it, where a folder is ingested)
+            warnings.simplefilter("ignore", CaptureWarning)
+            inputs = run_folders(files)  # (a sweep's folder: its run folders, named as one command's inputs)
+        stack.enter_context(tk.one_command(inputs))
+        with warnings.catch_warnings():  # (the comparisons say what a capture's status or setup means)
+            warnings.simplefilter("ignore", CaptureWarning)
+            sides = [_diff.resolve(tk, r) for r in (base, *runs)]
+        refs = [str(s.run_id) if s.run_id is not None else s.sweep for s in sides]
+        labels = _labels(sides, [str(r).strip() if _diff._is_file(r) else None for r in (base, *runs)])
+        for i, ref in enumerate(refs[1:], start=1):
+            if ref in refs[:i]:
+                again = "the base" if ref == refs[0] else "given twice"
+                raise ParamError(f"compare: {(base, *runs)[i]!r} is {sides[i].label}, {again}; name each run once")
+        frames = []
+        for ref, label in zip(refs[1:], labels[1:], strict=True):
+            df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
+            frames.append(df.with_row_index("_order").with_columns(pl.lit(labels[0]).alias("base_run"),
+                                                                   pl.lit(label).alias("run")))
+    if not frames:
+        return pl.DataFrame(schema={c: pl.Utf8 for c in COLUMNS})
+    df = pl.concat(frames)
+    first = df.group_by("scope", "key", "metric").agg(pl.col("_order").min().alias("_first"))
+    run_order = {label: i for i, label in enumerate(labels[1:])}
+    df = (df.join(first, on=["scope", "key", "metric"])
+          .with_columns(pl.col("run").replace_strict(run_order, return_dtype=pl.Int64).alias("_run"))
+          .sort("_first", "scope", "key", "metric", "_run"))
+    return df.rename({"new": "value"}).select(COLUMNS)
+
+
+def _labels(sides, given: list[str | None]) -> list[str]:
+    """A column label per side: a file or folder as given, else the run's name or the
+    sweep's id; a label two sides share gets its run id."""
+    names = [g if g is not None else s.sweep if s.run_id is None else str(s.name) for s, g in zip(sides, given, strict=True)]
+    return [f"{n} (run {s.run_id})" if names.count(n) > 1 and s.run_id is not None else n
+            for n, s in zip(names, sides, strict=True)]
+
+
+def runs_of(df: pl.DataFrame) -> list[str]:
+    """The runs compared, in the order given."""
+    return list(dict.fromkeys(df["run"].to_list()))
+
+
+def changed_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
+    """The keys a reader sees first: those judged changed in any run (in the comparisons'
+    order), then the largest unchanged ones, up to ``limit`` keys (0: all)."""
+    keys = ["scope", "key", "metric"]
+    per = df.group_by(keys, maintain_order=True).agg((pl.col("verdict") != "unchanged").any().alias("_moved"))
+    if limit and per.height > limit:
+        per = per.with_row_index("_i")
+        moved = per.filter(pl.col("_moved"))
+        rest = per.filter(~pl.col("_moved")).head(max(limit - moved.height, 0))
+        per = pl.concat([moved, rest]).sort("_i").drop("_i")
+    return per.select(keys).join(df, on=keys, how="left", maintain_order="left")
+
+
+def wide(df: pl.DataFrame) -> pl.DataFrame:
+    """One row per (scope, key, metric): the base's value, then per run its value and its
+    change against the base (``200.788 ms (+40.9%, regressed)``; the change alone where
+    unchanged), in human units (``tracekit.diff.display``'s)."""
+    from .diff import _human, short_keys
+
+    runs = runs_of(df)
+    base = f"{df['base_run'][0]} (base)" if df.height else "base"
+    short = short_keys(df["key"].to_list())
+    rows: dict[tuple, dict] = {}
+    for r in df.iter_rows(named=True):
+        k = (r["scope"], r["key"], r["metric"])
+        row = rows.setdefault(k, {"scope": r["scope"], "key": short[r["key"]], "metric": r["metric"], base: ""})
+        if r["base"] is not None:
+            row[base] = _human(r["metric"], r["base"])
+        row[r["run"]] = _cell(r, _human(r["metric"], r["value"]) if r["value"] is not None else "")
+    cols = ["scope", "key", "metric", base, *runs]
+    return pl.DataFrame([[row.get(c, "") for c in cols] for row in rows.values()],
+                        schema={c: pl.Utf8 for c in cols}, orient="row")
+
+
+def _cell(r: dict, value: str) -> str:
+    verdict = r["verdict"]
+    if verdict in ("added", "removed"):
+        return f"{value} ({verdict})".strip()
+    pct = "" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"
+    why = held(r["note"]) if verdict == "unchanged" else verdict
+    change = ", ".join(p for p in (pct, why) if p)
+    return f"{value} ({change})" if change else value
+
+
+#: why a change was not judged, in a word or two, from diff's notes (first match)
+_HELD = (("host-timed", "host-timed"), ("not significant", "not significant"), ("SM clock", "clock"),
+         ("host's pace", "host pace"), ("immaterial", "immaterial"), ("not judged", "not judged"),
+         ("differs", "not judged"))
+
+
+def held(note: str | None) -> str:
+    """What held a change back from a verdict (``host-timed``, ``not significant``, ...), or
+    '' where nothing did: identical, or within the threshold or the noise."""
+    text = note or ""
+    if "within" in text or text.endswith("identical"):
+        return ""
+    return next((word for part, word in _HELD if part in text), "")
+
+
+def counts(df: pl.DataFrame) -> list[str]:
+    """Per run, how many rows each verdict has (``opt: 3 regressed, 2 improved, 40 unchanged``)."""
+    out = []
+    for run in runs_of(df):
+        got = df.filter(pl.col("run") == run)["verdict"].value_counts(sort=True).rows()
+        out.append(f"{run}: " + ", ".join(f"{n} {v}" for v, n in got))
+    return out

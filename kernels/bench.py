@@ -12,7 +12,22 @@ Method (after triton.testing.do_bench and the seeds' pt_bench / BSA benchmark):
 - TFLOP/s from the exact count of valid (query, key) pairs: 2·H·(d_qk + d_v)·pairs
   (block-sparse: the pairs in the selected blocks plus the compressed pairs; SDPA: its own
   causal pairs), using the median time;
-- speedup = median(baseline) / median(variant), both measured in the same process.
+- speedup = median(baseline) / median(variant), both measured in the same process, with a
+  95 % interval (``speedup_low``, ``speedup_high``): a percentile bootstrap of both sets of
+  per-call times (each resampled with replacement, 2000 times, fixed seed; the ratio of the
+  resampled medians). It covers the noise of the timed calls of this run, not drift between
+  runs (clocks, other work on the GPU); the per-call times are kept (``samples_ms``, JSON);
+- correctness: after timing, the variant's output (one more call of the timed function) is
+  compared with the PyTorch reference of its kind (dense, block-sparse, cached) on the same
+  inputs computed in float32 on a GPU, float64 on the CPU: ``max_abs_err``, ``rel_err``
+  (||out - ref|| / ||ref||, the kernel tests' measure), ``err_tol`` (the tests' tolerance for
+  the dtype) and ``matches_reference`` (rel_err < err_tol). A block-sparse output is compared
+  on the variant's own block selection (a near tie of two blocks' importances may order them
+  differently in bf16 and float32); ``sel_agree`` is the share of (sequence, head, query
+  block) rows whose selected blocks are those of the precise reference.
+
+A variant asked for that a configuration cannot run (another kind, or ``sdpa`` on jagged
+or d_qk != d_v inputs) is one line on stderr; none at all is an error before any timing.
 
 Variants: ``triton_dense`` (``validate=False``), ``triton_dense_default`` (the call as a new
 user writes it), the block-sparse and cached kernels, the PyTorch references, PyTorch's
@@ -36,8 +51,9 @@ from typing import Any
 
 
 def _seed(i, B, N, H, dq, dv):
-    return dict(kind="dense", B=B, N=N, H=H, d_qk=dq, d_v=dv, targets=0, jagged=False,
-                bs=32, counts=4, note=f"BSA seed config {i}")
+    # kind "bsa": the seed times the dense kernel against the block-sparse one on each
+    return dict(kind="bsa", B=B, N=N, H=H, d_qk=dq, d_v=dv, targets=0, jagged=False,
+                bs=32, counts=4, note=f"BSA seed config {i} (block_size 32, block_counts 4)")
 
 
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -85,11 +101,23 @@ DEFAULT_CONFIGS = ["seed1", "seed2", "seed3", "seed4", "seed5", "hstu_T512", "hs
 
 VARIANTS = ("triton_dense", "triton_dense_default", "triton_block_sparse", "triton_cached", "reference",
             "reference_block_sparse", "reference_cached", "sdpa", "peer")
+_DENSE_VARIANTS = {"triton_dense", "triton_dense_default", "reference", "sdpa", "peer"}
 _KIND_VARIANTS = {
-    "dense": {"triton_dense", "triton_dense_default", "reference", "sdpa", "peer"},
-    "bsa": {"triton_block_sparse", "reference_block_sparse", "triton_dense", "reference"},
+    "dense": _DENSE_VARIANTS,
+    # block-sparse inputs are dense inputs: every dense variant runs on them too
+    "bsa": _DENSE_VARIANTS | {"triton_block_sparse", "reference_block_sparse"},
     "cached": {"triton_cached", "reference_cached", "triton_dense", "reference"},
 }
+
+
+def skip_reason(variant: str, cfg: dict) -> str | None:
+    """Why ``variant`` cannot run on configuration ``cfg``, or None if it can."""
+    kind = cfg["kind"]
+    if variant not in _KIND_VARIANTS[kind]:
+        return f"a {kind} configuration runs {', '.join(v for v in VARIANTS if v in _KIND_VARIANTS[kind])}"
+    if variant == "sdpa" and (cfg["d_qk"] != cfg["d_v"] or cfg.get("jagged")):
+        return "sdpa needs d_qk == d_v and sequences of one length"
+    return None
 
 
 def parse_config(spec: str) -> tuple[str, dict[str, Any]]:
@@ -232,8 +260,9 @@ def _time_cuda(fn, name, warmup_ms, rep_ms, flush):
         torch.cuda.nvtx.range_pop()
         ends[i].record()
     torch.cuda.synchronize()
-    res = _stats([a.elapsed_time(b) for a, b in zip(starts, ends, strict=True)])
-    res["n_warmup"] = n_warm
+    samples = [a.elapsed_time(b) for a, b in zip(starts, ends, strict=True)]
+    res = _stats(samples)
+    res.update(n_warmup=n_warm, samples_ms=samples)
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
     fn()
@@ -257,8 +286,26 @@ def _time_cpu(fn, warmup_ms, rep_ms):
         fn()
         ts.append((time.perf_counter() - t0) * 1e3)
     res = _stats(ts)
-    res.update(n_warmup=n_warm, peak_alloc_mb=None, peak_reserved_mb=None)
+    res.update(n_warmup=n_warm, samples_ms=ts, peak_alloc_mb=None, peak_reserved_mb=None)
     return res
+
+
+def speedup_interval(base_ms, variant_ms, level: float = 0.95, n_boot: int = 2000,
+                     seed: int = 0) -> tuple[float, float]:
+    """A ``level`` interval of median(base_ms) / median(variant_ms): percentile bootstrap, each
+    sample set resampled with replacement ``n_boot`` times (fixed ``seed``: the same samples
+    give the same interval), the ratio of the resampled medians, its (1-level)/2 and
+    (1+level)/2 quantiles. The samples are taken as independent calls of each side."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    b = torch.tensor(list(base_ms), dtype=torch.float64)
+    v = torch.tensor(list(variant_ms), dtype=torch.float64)
+    mb = b[torch.randint(len(b), (n_boot, len(b)), generator=g)].quantile(0.5, dim=1)
+    mv = v[torch.randint(len(v), (n_boot, len(v)), generator=g)].quantile(0.5, dim=1)
+    qs = torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+    lo, hi = torch.quantile(mb / mv, qs).tolist()
+    return lo, hi
 
 
 # ----------------------------------------------------------------------------- variants
@@ -266,6 +313,16 @@ def _time_cpu(fn, warmup_ms, rep_ms):
 
 def _variant_fn(variant, cfg, inp):
     """(callable, valid pairs) for one variant on one configuration, or None if n/a."""
+    made = _variant(variant, cfg, inp)
+    return None if made is None else (made["fn"], made["pairs"])
+
+
+def _variant(variant, cfg, inp):
+    """One variant on one configuration: ``fn`` (the timed call), ``pairs`` (valid pairs),
+    ``ref`` (a call computing the PyTorch reference of the variant's kind on the same inputs
+    in float32 on a GPU, float64 on the CPU; None for sdpa), ``ref_key`` (variants sharing a
+    key share that reference) and ``sel`` (the block selection of a block-sparse variant,
+    the one its output is compared on); None if the variant does not apply."""
     import torch
 
     from . import api, reference
@@ -274,6 +331,11 @@ def _variant_fn(variant, cfg, inp):
     q, k, v, off = inp["q"], inp["k"], inp["v"], inp["seq_offsets"]
     kw = dict(max_seq_len=inp["max_seq_len"], alpha=inp["alpha"], num_targets=inp["num_targets"])
     backend = "triton"
+    hi = torch.float64 if q.device.type == "cpu" else torch.float32
+
+    def up(*xs):
+        return [x.to(hi) for x in xs]
+
     if kind == "cached" and variant in ("triton_dense", "reference"):
         # full recompute over cache ++ new tokens, the alternative to caching
         B, C, n = cfg["B"], cfg["cache"], cfg["new"]
@@ -287,13 +349,15 @@ def _variant_fn(variant, cfg, inp):
         pairs = dense_valid_pairs(lens, inp["nt"])
         f = api.hstu_attention if variant == "triton_dense" else reference.hstu_attention_reference
         extra = dict(backend=backend) if variant == "triton_dense" else {}
-        return (lambda: f(fq, fk, fv, foff, validate=False, **kw, **extra)), pairs
+        return dict(fn=lambda: f(fq, fk, fv, foff, validate=False, **kw, **extra), pairs=pairs, ref_key="full",
+                    ref=lambda: reference.hstu_attention_reference(*up(fq, fk, fv), foff, validate=False, **kw))
+    dense = dict(pairs=dense_valid_pairs(inp["lengths"], inp["nt"]), ref_key="dense",
+                 ref=lambda: reference.hstu_attention_reference(*up(q, k, v), off, validate=False, **kw))
     if variant == "triton_dense":
-        return (lambda: api.hstu_attention(q, k, v, off, validate=False, backend=backend, **kw)), \
-            dense_valid_pairs(inp["lengths"], inp["nt"])
+        return dict(dense, fn=lambda: api.hstu_attention(q, k, v, off, validate=False, backend=backend, **kw))
     if variant == "triton_dense_default":
         # as a new user calls it: validation on, backend chosen automatically
-        return (lambda: api.hstu_attention(q, k, v, off, **kw)), dense_valid_pairs(inp["lengths"], inp["nt"])
+        return dict(dense, fn=lambda: api.hstu_attention(q, k, v, off, **kw))
     if variant == "peer":
         # the public Triton kernel of meta-recsys/generative-recommenders, when importable
         # (put its checkout on PYTHONPATH); same inputs, same mask, its own autotuning
@@ -302,41 +366,110 @@ def _variant_fn(variant, cfg, inp):
         except ImportError as exc:
             raise RuntimeError("generative_recommenders is not importable (add its checkout to PYTHONPATH)") from exc
         N = inp["max_seq_len"]
-        return (lambda: triton_hstu_mha(N, inp["alpha"], q, k, v, off, inp["num_targets"])), \
-            dense_valid_pairs(inp["lengths"], inp["nt"])
+        return dict(dense, fn=lambda: triton_hstu_mha(N, inp["alpha"], q, k, v, off, inp["num_targets"]))
     if variant == "reference":
-        return (lambda: reference.hstu_attention_reference(q, k, v, off, validate=False, **kw)), \
-            dense_valid_pairs(inp["lengths"], inp["nt"])
+        return dict(dense, fn=lambda: reference.hstu_attention_reference(q, k, v, off, validate=False, **kw))
     if variant == "sdpa":
         if cfg["d_qk"] != cfg["d_v"] or cfg.get("jagged"):
             return None
         B, N, H = cfg["B"], cfg["N"], cfg["H"]
         qs, ks, vs = (x.view(B, N, H, -1).transpose(1, 2) for x in (q, k, v))
         fn = lambda: torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=True)  # noqa: E731
-        return fn, B * N * (N + 1) // 2
+        return dict(fn=fn, pairs=B * N * (N + 1) // 2, ref=None, ref_key=None)
     bkw = dict(block_size=cfg.get("bs", 32), block_counts=cfg.get("counts", 4))
-    if variant == "triton_block_sparse":
-        _, sel = api.hstu_attention_block_sparse(q, k, v, off, validate=False, backend=backend,
-                                                 return_block_indices=True, **kw, **bkw)
+    if variant in ("triton_block_sparse", "reference_block_sparse"):
+        if variant == "triton_block_sparse":
+            def fn(**extra):
+                return api.hstu_attention_block_sparse(q, k, v, off, validate=False, backend=backend, **kw, **bkw,
+                                                       **extra)
+        else:
+            def fn(**extra):
+                return reference.hstu_attention_block_sparse_reference(q, k, v, off, validate=False, **kw, **bkw,
+                                                                       **extra)
+        _, sel = fn(return_block_indices=True)
         pairs = _bsa_pairs(sel, inp["lengths"], inp["nt"], bkw["block_size"], cfg["H"]) // cfg["H"]
-        return (lambda: api.hstu_attention_block_sparse(q, k, v, off, validate=False, backend=backend,
-                                                        **kw, **bkw)), pairs
-    if variant == "reference_block_sparse":
-        _, sel = reference.hstu_attention_block_sparse_reference(q, k, v, off, validate=False,
-                                                                 return_block_indices=True, **kw, **bkw)
-        pairs = _bsa_pairs(sel, inp["lengths"], inp["nt"], bkw["block_size"], cfg["H"]) // cfg["H"]
-        return (lambda: reference.hstu_attention_block_sparse_reference(q, k, v, off, validate=False,
-                                                                        **kw, **bkw)), pairs
+        return dict(fn=fn, pairs=pairs, sel=sel, ref_key=None,
+                    ref=lambda: reference.hstu_attention_block_sparse_reference(
+                        *up(q, k, v), off, validate=False, block_indices=sel, **kw, **bkw))
     if variant in ("triton_cached", "reference_cached"):
+        from .cache import PagedKVCache
+
         C, n = cfg["cache"], cfg["new"]
         lens = torch.full((cfg["B"],), C + n, dtype=torch.int64)
         pairs = dense_valid_pairs(lens, inp["nt"]) - dense_valid_pairs(torch.full((cfg["B"],), C), torch.zeros(cfg["B"], dtype=torch.int64))
+        c = inp["cache"]
+
+        def ref():
+            c_hi = PagedKVCache(c.k_cache.to(hi), c.v_cache.to(hi), c.page_table, c.cache_lens, c.page_size)
+            return reference.hstu_attention_cached_reference(*up(q, k, v), off, c_hi, validate=False, **kw)
+
         if variant == "triton_cached":
-            return (lambda: api.hstu_attention_cached(q, k, v, off, inp["cache"], validate=False,
-                                                      backend=backend, **kw)), pairs
-        return (lambda: reference.hstu_attention_cached_reference(q, k, v, off, inp["cache"], validate=False,
-                                                                  **kw)), pairs
+            return dict(fn=lambda: api.hstu_attention_cached(q, k, v, off, c, validate=False, backend=backend, **kw),
+                        pairs=pairs, ref=ref, ref_key="cached")
+        return dict(fn=lambda: reference.hstu_attention_cached_reference(q, k, v, off, c, validate=False, **kw),
+                    pairs=pairs, ref=ref, ref_key="cached")
     raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+
+
+def _tolerance(dtype: str, device: str) -> float:
+    """The kernel tests' relative tolerance for a dtype (tests/test_kernels_hstu.py's TOL):
+    fp32 is exact to 1e-4 on the CPU, TF32 products on a GPU."""
+    if dtype == "fp32":
+        return 2e-3 if device == "cuda" else 1e-4
+    return {"fp16": 3e-3, "bf16": 2e-2}[dtype]
+
+
+def _reference_selection(cfg, inp):
+    """The block selection of the block-sparse reference computed in float32/float64
+    (pool, importances, top-k of ``reference``), [B, H, nqb, block_counts + 1]."""
+    import torch
+
+    from . import reference
+
+    q, k, off = inp["q"], inp["k"], inp["seq_offsets"]
+    hi = torch.float64 if q.device.type == "cpu" else torch.float32
+    bs, counts = cfg.get("bs", 32), cfg.get("counts", 4)
+    nb = -(-inp["max_seq_len"] // bs)
+    kbar = reference.bsa_pool(k.to(hi), off, bs, nb)
+    imp = reference.bsa_importance(q.to(hi), kbar, off, inp["num_targets"], alpha=inp["alpha"], block_size=bs,
+                                   n_blocks=nb)[0]
+    return reference.bsa_select(imp, inp["lengths"].to(q.device), inp["num_targets"], block_size=bs,
+                                block_counts=counts)
+
+
+def _selection_agreement(sel, ref_sel, lengths, bs: int) -> float:
+    """Share of the (sequence, head, query block) rows of real query blocks whose selected
+    blocks, as a set, are the reference's."""
+    import torch
+
+    a, b = sel.long().sort(dim=-1).values, ref_sel.long().to(sel.device).sort(dim=-1).values
+    same = (a == b).all(dim=-1)  # [B, H, nqb]
+    nqb = same.shape[2]
+    real = (torch.arange(nqb, device=same.device).view(1, 1, -1) * bs
+            < lengths.to(same.device).view(-1, 1, 1)).expand_as(same)
+    n = int(real.sum())
+    return float(same[real].sum()) / n if n else 1.0
+
+
+def _check(made, out, refs, tol) -> dict:
+    """The error columns of one variant's output against its reference (``refs``: the
+    references computed so far for this configuration, by key; filled here)."""
+    import torch
+
+    key = made.get("ref_key")
+    ref = refs.get(key) if key else None
+    if ref is None:
+        ref = made["ref"]()
+        if key:
+            refs[key] = ref
+    o, r = out.double(), ref.double()
+    if not bool(torch.isfinite(o).all()):
+        err, rel = math.inf, math.inf
+    else:
+        den = float(r.norm())
+        err = float((o - r).abs().max()) if o.numel() else 0.0
+        rel = float((o - r).norm()) / den if den > 0 else float(o.norm())
+    return dict(max_abs_err=err, rel_err=rel, err_tol=tol, matches_reference=rel < tol)
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -353,40 +486,70 @@ def bench_attention(
     csv_path=None,
     device: str | None = None,
     progress=None,
+    on_skip=None,
 ) -> list[dict]:
     """Benchmark HSTU attention variants on named (or inline) configurations.
 
-    Returns one dict per (configuration, variant) measured; variants that do not apply
-    to a configuration's kind are skipped; a variant that fails (e.g. out of memory) gives
-    a row with ``error`` set and no timings. ``speedup_vs_baseline`` is the baseline's
-    median over the variant's median (same configuration, same process); the baseline is
-    timed even if absent from ``variants`` (its rows are then not returned).
+    Returns one dict per (configuration, variant) measured. A variant that cannot run on a
+    configuration (``skip_reason``) is skipped and said: ``on_skip(config, variant, reason)``,
+    by default one line on stderr, before the first measurement (and listed under
+    ``skipped`` in the JSON); if no variant asked for runs on any configuration, that is a
+    ``ParamError``. A variant that fails (e.g. out of memory) gives a row with ``error`` set
+    and no timings; a failed correctness check, ``check_error``.
+
+    ``speedup_vs_baseline`` is the baseline's median over the variant's median (same
+    configuration, same process), ``speedup_low``/``speedup_high`` its 95 % bootstrap
+    interval (``speedup_interval``); the baseline is timed even if absent from ``variants``
+    (its rows are then not returned). The error columns (``max_abs_err``, ``rel_err``,
+    ``err_tol``, ``matches_reference``, block-sparse ``sel_agree``): see the module's docstring.
+    The JSON holds every column, ``samples_ms`` (the per-call times) too; the CSV all but
+    ``samples_ms``.
     """
     names = list(configs) if configs else list(DEFAULT_CONFIGS)
     _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path)
     import torch
 
+    if on_skip is None:
+        def on_skip(config, variant, reason):
+            print(f"skipped {variant} on {config}: {reason}", file=sys.stderr, flush=True)
+
+    plans, skipped = [], []
+    for spec in names:
+        name, cfg = parse_config(spec)
+        todo = []
+        for variant in dict.fromkeys([baseline, *variants]):
+            why = skip_reason(variant, cfg)
+            if why is None:
+                todo.append(variant)
+                continue
+            if variant not in variants:
+                why = f"baseline not run ({why}): no speedups on this configuration"
+            skipped.append(dict(config=name, variant=variant, reason=why))
+            on_skip(name, variant, why)
+        plans.append((name, cfg, todo))
+
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device=device) if device == "cuda" else None
+    tol = _tolerance(dtype, device)
     meta = _environment(device)
     rows: list[dict] = []
-    for spec in names:
-        name, cfg = parse_config(spec)
+    for name, cfg, todo in plans:
         inp = _make_inputs(cfg, dt, device)
-        todo = [x for x in dict.fromkeys([baseline, *variants]) if x in _KIND_VARIANTS[cfg["kind"]]]
         cfg_rows = {}
+        refs: dict = {}  # the precise references of this configuration, by kind
+        ref_sel = None
         for variant in todo:
             row = dict(config=name, kind=cfg["kind"], variant=variant, B=cfg["B"], N=cfg["N"], H=cfg["H"],
                        d_qk=cfg["d_qk"], d_v=cfg["d_v"], tokens=int(inp["lengths"].sum()), dtype=dtype,
                        device=meta["device_name"], block_size=cfg.get("bs") if cfg["kind"] == "bsa" else None,
                        block_counts=cfg.get("counts") if cfg["kind"] == "bsa" else None,
-                       cache_len=cfg.get("cache"), new_len=cfg.get("new"), error=None)
+                       cache_len=cfg.get("cache"), new_len=cfg.get("new"), error=None,
+                       max_abs_err=None, rel_err=None, err_tol=None, matches_reference=None, sel_agree=None,
+                       check_error=None)
             try:
-                made = _variant_fn(variant, cfg, inp)
-                if made is None:
-                    continue
-                fn, pairs = made
+                made = _variant(variant, cfg, inp)
+                fn, pairs = made["fn"], made["pairs"]
                 if device == "cuda":
                     res = _time_cuda(fn, f"attention:{variant}:{name}", warmup_ms, rep_ms, flush)
                 else:
@@ -394,7 +557,20 @@ def bench_attention(
                 flops = 2.0 * cfg["H"] * (cfg["d_qk"] + cfg["d_v"]) * pairs
                 row.update(res, valid_pairs=pairs, flops=flops, tflops=flops / (res["median_ms"] * 1e-3) / 1e12)
             except Exception as exc:  # noqa: BLE001 - recorded in the row, e.g. out of memory
-                row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                row["error"] = _one_line(exc)
+                made = None
+                if device == "cuda":
+                    torch.cuda.empty_cache()
+            if made is not None and made.get("ref") is not None:
+                # after the timing: one more call of the timed function, against the reference
+                try:
+                    row.update(_check(made, fn(), refs, tol))
+                    if made.get("sel") is not None:
+                        if ref_sel is None:
+                            ref_sel = _reference_selection(cfg, inp)
+                        row["sel_agree"] = _selection_agreement(made["sel"], ref_sel, inp["lengths"], cfg["bs"])
+                except Exception as exc:  # noqa: BLE001 - recorded in the row, e.g. out of memory
+                    row["check_error"] = _one_line(exc)
                 if device == "cuda":
                     torch.cuda.empty_cache()
             cfg_rows[variant] = row
@@ -405,28 +581,39 @@ def bench_attention(
             ok = base is not None and base.get("error") is None and row.get("error") is None
             row["baseline"] = baseline
             row["speedup_vs_baseline"] = base["median_ms"] / row["median_ms"] if ok else None
+            if not ok:
+                row["speedup_low"] = row["speedup_high"] = None
+            elif variant == baseline:
+                row["speedup_low"] = row["speedup_high"] = 1.0
+            else:
+                row["speedup_low"], row["speedup_high"] = speedup_interval(base["samples_ms"], row["samples_ms"])
             if variant in variants:
                 rows.append(row)
-        del inp
+        del inp, refs, ref_sel
         if device == "cuda":
             torch.cuda.empty_cache()
     from tracekit.outputs import write_output
 
     if json_path:
         text = json.dumps(dict(environment=meta, warmup_ms=warmup_ms, rep_ms=rep_ms, baseline=baseline,
-                               dtype=dtype, results=rows), indent=2)
+                               dtype=dtype, err_tol=tol, skipped=skipped, results=rows), indent=2)
         write_output(json_path, lambda tmp: tmp.write_text(text))
     if csv_path:
-        keys = list(dict.fromkeys(k for r in rows for k in r))
+        keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k != "samples_ms"]
 
         def write_csv(tmp):
             with open(tmp, "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=keys)
+                w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
                 w.writeheader()
                 w.writerows(rows)
 
         write_output(csv_path, write_csv)
     return rows
+
+
+def _one_line(exc: Exception) -> str:
+    text = str(exc).splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
 
 
 def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path) -> None:
@@ -445,15 +632,22 @@ def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, 
     for flag, value in (("--warmup-ms", warmup_ms), ("--rep-ms", rep_ms)):
         if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
             raise ParamError(f"{flag} {value!r}: must be a finite number of milliseconds >= 0")
+    runnable = False
     for spec in names:
         try:
-            kind = parse_config(spec)[1]["kind"]
+            cfg = parse_config(spec)[1]
+            kind = cfg["kind"]
             if kind not in _KIND_VARIANTS:
                 raise ValueError(f"kind={kind}: choose {', '.join(_KIND_VARIANTS)}")
         except (ValueError, KeyError) as err:
             what = f"unknown configuration; named ones: {', '.join(CONFIGS)}" if "=" not in spec else \
                 f"not an inline configuration ({err!s}); give B=..,N=..[,H=..,d=..]"
             raise ParamError(f"--config {spec!r}: {what}") from None
+        runnable |= any(skip_reason(v, cfg) is None for v in variants)
+    if not runnable:
+        first = parse_config(names[0])[1]
+        raise ParamError(f"--variants {','.join(variants)}: none runs on the configurations asked for "
+                         f"({names[0]}: {skip_reason(next(iter(variants)), first)})")
     for path in (json_path, csv_path):
         if path:
             check_output(path)
@@ -485,26 +679,58 @@ def _environment(device: str) -> dict:
     return meta
 
 
+def _fmt_err(x) -> str:
+    return "" if x is None else "inf" if math.isinf(x) else f"{x:.1e}"
+
+
+def _check_cell(r) -> str:
+    """ok / MISMATCH (beyond the dtype's tolerance) / check failed, with the block-sparse
+    selection's agreement with the precise reference."""
+    if r.get("check_error"):
+        return "check failed: " + r["check_error"][:40]
+    m = r.get("matches_reference")
+    if m is None:
+        return ""
+    cell = "ok" if m else "MISMATCH"
+    if r.get("sel_agree") is not None:
+        cell += f" sel {100 * r['sel_agree']:.0f}%"
+    return cell
+
+
 def format_table(results: list[dict]) -> str:
-    """A fixed-width table: configuration, variant, median/p95 ms, TFLOP/s, speedup, peak MB."""
-    head = ["config", "variant", "median_ms", "p95_ms", "TFLOP/s", "speedup", "peak_MB"]
+    """A fixed-width table: configuration, variant, median/p95 ms, TFLOP/s, speedup and its
+    95 % interval, the errors against the reference, peak MB."""
+    head = ["config", "variant", "median_ms", "p95_ms", "TFLOP/s", "speedup", "95%_interval", "rel_err",
+            "max_abs_err", "check", "peak_MB"]
     lines = []
     for r in results:
         if r.get("error"):
-            lines.append([r["config"], r["variant"], "error: " + r["error"][:60], "", "", "", ""])
+            lines.append([r["config"], r["variant"], "error: " + r["error"][:60]] + [""] * (len(head) - 3))
             continue
         sp = r.get("speedup_vs_baseline")
+        lo, hi = r.get("speedup_low"), r.get("speedup_high")
         pk = r.get("peak_alloc_mb")
         lines.append([r["config"], r["variant"], f"{r['median_ms']:.4f}", f"{r['p95_ms']:.4f}",
-                      f"{r['tflops']:.1f}", "" if sp is None else f"{sp:.2f}x", "" if pk is None else f"{pk:.0f}"])
+                      f"{r['tflops']:.1f}", "" if sp is None else f"{sp:.2f}x",
+                      "" if lo is None else f"[{lo:.2f}, {hi:.2f}]", _fmt_err(r.get("rel_err")),
+                      _fmt_err(r.get("max_abs_err")), _check_cell(r), "" if pk is None else f"{pk:.0f}"])
     widths = [max(len(h), *(len(str(x[i])) for x in lines)) if lines else len(h) for i, h in enumerate(head)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
     out.append("  ".join("-" * w for w in widths))
     for x in lines:
-        out.append("  ".join(str(c).ljust(w) for c, w in zip(x, widths, strict=True)))
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(x, widths, strict=True)).rstrip())
     base = next((r.get("baseline") for r in results if r.get("baseline")), None)
     if base:
-        out.append(f"speedup = median({base}) / median(variant), same process")
+        out.append(f"speedup = median({base}) / median(variant), same process; 95% interval: bootstrap of both "
+                   "sets of per-call times")
+    tol = next((r["err_tol"] for r in results if r.get("err_tol") is not None), None)
+    if tol is not None:
+        out.append(f"rel_err = ||out - ref|| / ||ref|| against the PyTorch reference of the variant's kind (same "
+                   f"inputs, float32 on a GPU, float64 on the CPU); MISMATCH: rel_err >= {tol:g} "
+                   f"({results[0]['dtype']}); sel: block selections equal to the reference's")
+    bad = sum(1 for r in results if r.get("matches_reference") is False or r.get("check_error"))
+    if bad:
+        out.append(f"{bad} row{'s' if bad != 1 else ''} failed the correctness check")
     return "\n".join(out)
 
 
@@ -531,7 +757,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = bench_attention(configs, variants=tuple(a.variants.split(",")), baseline=a.baseline, dtype=a.dtype,
                            warmup_ms=a.warmup_ms, rep_ms=a.rep_ms, json_path=a.json, csv_path=a.csv,
                            device=a.device, progress=lambda r: print(f"  {r['config']} {r['variant']}: "
-                           + (r['error'] or f"{r['median_ms']:.4f} ms"), file=sys.stderr, flush=True))
+                           + (r['error'] or f"{r['median_ms']:.4f} ms {_check_cell(r)}"), file=sys.stderr,
+                           flush=True))
     print(format_table(rows))
     return 0
 

@@ -1,0 +1,157 @@
+"""The attention benchmark (tracekit.kernels.bench) on the CPU: the Triton kernels under the
+interpreter (TRITON_INTERPRET=1, set before triton is imported, as tests/test_kernels_hstu.py
+does), fp32, tiny shapes. The seed configurations run the dense and block-sparse kernels,
+variants that cannot run are said, each output is checked against its reference, speedups
+come with an interval."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if torch.cuda.is_available():
+    pytest.skip("interpreter tests: run them without CUDA (CUDA_VISIBLE_DEVICES=)", allow_module_level=True)
+os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+
+from tracekit.kernels import api, bench  # noqa: E402
+from tracekit.kernels.bench import CONFIGS, bench_attention, format_table, speedup_interval  # noqa: E402
+
+from tracekit.errors import ParamError  # noqa: E402
+
+FAST = dict(dtype="fp32", warmup_ms=0, rep_ms=0, device="cpu")
+SEED_VARIANTS = ("triton_dense", "triton_block_sparse", "reference_block_sparse")
+DENSE = "B=1,N=32,H=1,d=16,targets=4"
+BSA = "kind=bsa,B=1,N=64,H=1,d=16,bs=16,counts=1"
+
+
+@pytest.fixture(scope="module")
+def seed1(tmp_path_factory):
+    """seed1 (N=64 < block_size 32 x block_counts 4) with the seed benchmark's variants."""
+    out = tmp_path_factory.mktemp("seed1")
+    skipped = []
+    rows = bench_attention(["seed1"], variants=(*SEED_VARIANTS, "sdpa"), baseline="triton_dense",
+                           json_path=out / "r.json", csv_path=out / "r.csv",
+                           on_skip=lambda *a: skipped.append(a), **FAST)
+    return rows, skipped, out
+
+
+def test_seed_configs_run_dense_and_block_sparse(seed1):
+    want = [(1, 64, 4, 16, 32), (2, 128, 8, 32, 64), (4, 256, 8, 32, 64), (8, 512, 8, 32, 64),
+            (16, 1024, 8, 32, 64)]
+    for i, dims in enumerate(want, 1):
+        c = CONFIGS[f"seed{i}"]
+        assert (c["B"], c["N"], c["H"], c["d_qk"], c["d_v"]) == dims
+        assert (c["kind"], c["bs"], c["counts"]) == ("bsa", 32, 4)
+        assert all(bench.skip_reason(v, c) is None for v in (*SEED_VARIANTS, "reference", "peer"))
+    rows, skipped, _ = seed1
+    assert [r["variant"] for r in rows] == list(SEED_VARIANTS)
+    for r in rows:
+        assert r["error"] is None and r["check_error"] is None, r
+        assert r["block_size"] == 32 and r["block_counts"] == 4
+        assert r["matches_reference"] is True and r["rel_err"] < 1e-5 and r["max_abs_err"] < 1e-5
+    bsa = [r for r in rows if "block_sparse" in r["variant"]]
+    assert [r["sel_agree"] for r in bsa] == [1.0, 1.0]
+    assert rows[0]["sel_agree"] is None  # dense: no selection
+    assert skipped == [("seed1", "sdpa", "sdpa needs d_qk == d_v and sequences of one length")]
+
+
+def test_json_and_csv_carry_samples_intervals_and_errors(seed1):
+    rows, _, out = seed1
+    doc = json.loads((out / "r.json").read_text())
+    assert doc["skipped"] == [dict(config="seed1", variant="sdpa",
+                                   reason="sdpa needs d_qk == d_v and sequences of one length")]
+    assert doc["err_tol"] == 1e-4
+    new = ("speedup_low", "speedup_high", "max_abs_err", "rel_err", "err_tol", "matches_reference", "sel_agree")
+    for r in doc["results"]:
+        assert set(new) <= set(r) and len(r["samples_ms"]) == r["n_rep"] >= 3
+        assert min(r["samples_ms"]) == r["min_ms"] and max(r["samples_ms"]) == r["max_ms"]
+    base = doc["results"][0]
+    assert base["variant"] == "triton_dense" and base["speedup_low"] == base["speedup_high"] == 1.0
+    with open(out / "r.csv", newline="") as f:
+        got = list(csv.DictReader(f))
+    assert set(new) <= set(got[0]) and "samples_ms" not in got[0]
+    assert [g["matches_reference"] for g in got] == ["True"] * 3
+    for r in rows:
+        assert r["speedup_low"] <= r["speedup_vs_baseline"] <= r["speedup_high"]
+    text = format_table(rows)
+    body = "\n".join(text.splitlines()[2:2 + len(rows)])
+    assert "95%_interval" in text and "ok sel 100%" in body and "MISMATCH" not in body
+
+
+def test_skipped_variants_are_said_and_nothing_to_run_is_an_error(capsys):
+    rows = bench_attention([DENSE], variants=("reference", "triton_block_sparse"),
+                           baseline="reference_block_sparse", **FAST)
+    assert [r["variant"] for r in rows] == ["reference"]
+    assert rows[0]["speedup_vs_baseline"] is None and rows[0]["matches_reference"] is True
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    assert err[0].startswith(f"skipped reference_block_sparse on {DENSE}: baseline not run (a dense configuration "
+                             "runs triton_dense, triton_dense_default, reference, sdpa, peer)")
+    assert err[1].startswith(f"skipped triton_block_sparse on {DENSE}: a dense configuration runs")
+    with pytest.raises(ParamError, match=r"--variants triton_cached: none runs on the configurations asked for "
+                                         r"\(seed1: a bsa configuration runs"):
+        bench_attention(["seed1", DENSE], variants=("triton_cached",), **FAST)
+
+
+def test_cli_nothing_to_run_is_one_line(capsys):
+    from tracekit.cli import main
+
+    assert main(["bench", "attention", "--config", "seed2", "--variants", "triton_cached,reference_cached"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tracekit: error: --variants triton_cached,reference_cached: none runs") and \
+        err.count("\n") == 1
+
+
+def _scaled(fn):
+    def wrong(*a, **kw):
+        res = fn(*a, **kw)
+        return (res[0] * 1.1, res[1]) if isinstance(res, tuple) else res * 1.1
+    return wrong
+
+
+@pytest.mark.parametrize("wrong", [False, True], ids=["correct", "output_times_1.1"])
+def test_error_columns_catch_a_wrong_kernel(wrong, monkeypatch):
+    if wrong:
+        monkeypatch.setattr(api, "hstu_attention", _scaled(api.hstu_attention))
+        monkeypatch.setattr(api, "hstu_attention_block_sparse", _scaled(api.hstu_attention_block_sparse))
+    rows = bench_attention([DENSE, BSA], variants=("triton_dense", "triton_block_sparse", "reference"), **FAST)
+    got = {(r["kind"], r["variant"]): r for r in rows}
+    assert set(got) == {("dense", "triton_dense"), ("dense", "reference"), ("bsa", "triton_dense"),
+                        ("bsa", "triton_block_sparse"), ("bsa", "reference")}
+    for (_, variant), r in got.items():
+        bad = wrong and variant != "reference"
+        assert r["matches_reference"] is not bad, r
+        if bad:
+            assert r["rel_err"] == pytest.approx(0.1, rel=1e-3) and r["max_abs_err"] > 1e-4
+        else:
+            assert r["rel_err"] < 1e-5
+    assert got[("bsa", "triton_block_sparse")]["sel_agree"] == 1.0
+    text = format_table(rows)
+    body = "\n".join(text.splitlines()[2:2 + len(rows)])
+    assert body.count("MISMATCH") == (3 if wrong else 0)
+    assert ("3 rows failed the correctness check" in text) is wrong
+
+
+def _times(n, centre, seed):
+    g = torch.Generator().manual_seed(seed)
+    return (centre * torch.exp(0.1 * torch.randn(n, generator=g, dtype=torch.float64))).tolist()
+
+
+def test_speedup_interval_contains_the_estimate_and_narrows():
+    widths = []
+    for n in (10, 40, 400):
+        base, var = _times(n, 2.0, 1), _times(n, 1.0, 2)
+        point = torch.tensor(base).quantile(0.5).item() / torch.tensor(var).quantile(0.5).item()
+        lo, hi = speedup_interval(base, var)
+        assert lo < point < hi and 1.5 < lo and hi < 2.6
+        assert speedup_interval(base, var) == (lo, hi)  # fixed seed
+        widths.append(hi - lo)
+    assert widths[0] > widths[1] > widths[2] and widths[2] < 0.5 * widths[0]
+    same = _times(50, 1.0, 3)
+    lo, hi = speedup_interval(same, same)
+    assert lo < 1.0 < hi

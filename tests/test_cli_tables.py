@@ -104,7 +104,7 @@ def test_top_kernels_fits_100_columns_in_human_units(db, capsys):
     labels = [line[line.rindex("  ") + 2 :] for line in body]
     assert len(set(labels)) == len(labels) == df["name"].n_unique()
     assert not any(line.count("(") for line in body)
-    assert out.rstrip().endswith("14 rows")
+    assert out.rstrip().endswith("14 rows; 9 of 11 columns (--all-columns for all)")  # (p95_ns, p99_ns)
 
 
 def test_readme_table_is_what_the_command_prints(db, capsys):
@@ -118,7 +118,7 @@ def test_readme_table_is_what_the_command_prints(db, capsys):
 
 def test_footer_counts_the_rows_a_limit_left_out(db, capsys):
     _, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "--limit", "5")
-    assert out.rstrip().splitlines()[-1] == "5 of 14 rows (--limit 0 for all)"
+    assert out.rstrip().splitlines()[-1] == "5 of 14 rows (--limit 0 for all); 9 of 11 columns (--all-columns for all)"
     _, out, _ = _run(capsys, "--db", db, "query", "nvtx-ranges", "--run", "hstu", "--limit", "3")
     n = tracekit.open(db, read_only=True).query("nvtx-ranges", run="hstu", limit=0).height
     assert out.rstrip().splitlines()[-1] == f"3 of {n:,} rows (--limit 0 for all); 7 of 13 columns (--all-columns for all)"

@@ -306,3 +306,68 @@ def test_the_later_captures_hold_what_they_were_taken_for(nsys_db):
     # jax_whole: nsys's import failed part-way ("Cannot find string for an exterior index"): kernels
     # without a name (string id 0) print as [Unknown], in nsys's CSV and in the twin alike
     assert "[Unknown]" in set(nsys_db.query("top-kernels", run="jax_whole", limit=0)["name"])
+
+
+def _raw_kernels(scen: str) -> dict[str, list[tuple[int, int]]]:
+    """Each demangled name's launches (start, duration) in the raw export, start order."""
+    import sqlite3
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = Path(tmp) / "e.sqlite"
+        plain.write_bytes(lzma.decompress(NSYS_EXPORTS[scen].read_bytes()))
+        con = sqlite3.connect(plain)
+        rows = con.execute("SELECT s.value, k.start, k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                           "JOIN StringIds s ON s.id = k.demangledName ORDER BY k.start, k.end").fetchall()
+        con.close()
+    out: dict[str, list[tuple[int, int]]] = {}
+    for name, start, dur in rows:
+        out.setdefault(name, []).append((start, dur))
+    return out
+
+
+@pytest.mark.parametrize("scen", ["hstu_mixed", "many_kernels", "diff_regressed"])
+def test_percentiles_and_the_warm_up_left_out(nsys_db, scen):
+    """p95_ns/p99_ns of top-kernels are numpy's linear percentiles of each name's launch
+    durations in the raw export; skip=N leaves out each name's first N launches (its other
+    columns then are those of the rest); skip=0 is the twin above."""
+    import numpy as np
+
+    raw = _raw_kernels(scen)
+    for skip in (0, 1, 3):
+        got = {r["name"]: r for r in nsys_db.query("top-kernels", run=scen, limit=0, skip=skip).to_dicts()}
+        want = {n: [d for _, d in launches[skip:]] for n, launches in raw.items() if len(launches) > skip}
+        assert set(got) == set(want), (scen, skip)
+        for name, durs in want.items():
+            r = got[name]
+            assert r["instances"] == len(durs) and r["total_ns"] == sum(durs) and r["max_ns"] == max(durs)
+            for col, q in (("med_ns", 50), ("p95_ns", 95), ("p99_ns", 99)):
+                assert r[col] == pytest.approx(float(np.percentile(durs, q)), abs=0.06), (scen, name, col)
+
+
+def test_nvtx_percentiles_and_the_warm_up_left_out(nsys_db):
+    """nvtx-summary's p95/p99 and skip over the store's ranges, by name and style in start
+    order: the real HSTU capture's first request (836 ms: compilation) left out, its
+    steady state is what the seeds' benchmarks report."""
+    import numpy as np
+
+    ranges = nsys_db.sql("SELECT name, style, range_id, dur_ns FROM nvtx_ranges WHERE run_id = "
+                         "(SELECT run_id FROM runs WHERE name = 'hstu_mixed') ORDER BY range_id").to_dicts()
+    by: dict[tuple, list[int]] = {}
+    for r in ranges:
+        by.setdefault((r["name"], r["style"]), []).append(r["dur_ns"])
+    for skip in (0, 1, 2):
+        got = {(r["range"], r["style"]): r for r in nsys_db.query("nvtx-summary", run="hstu_mixed", limit=0,
+                                                                    skip=skip).to_dicts()}
+        want = {k: v[skip:] for k, v in by.items() if len(v) > skip}
+        assert set(got) == set(want)
+        for k, durs in want.items():
+            assert got[k]["instances"] == len(durs)
+            for col, q in (("med_ns", 50), ("p95_ns", 95), ("p99_ns", 99)):
+                assert got[k][col] == pytest.approx(float(np.percentile(durs, q)), abs=0.06)
+    request = next(r for r in nsys_db.query("nvtx-summary", run="hstu_mixed", limit=0, skip=1).to_dicts()
+                   if r["range"] == ":hstu.request")
+    assert request["max_ns"] < 10_000_000 < by[(":hstu.request", "PushPop")][0]
+    with pytest.raises(QueryError, match="skip must be >= 0"):
+        nsys_db.query("nvtx-summary", run="hstu_mixed", skip=-1)

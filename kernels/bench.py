@@ -763,5 +763,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli(argv: list[str] | None = None) -> int:
+    """``python -m tracekit.kernels.bench``: ``main``, with a bad argument said in one line
+    (exit 2) as the tracekit CLI says it (``tracekit bench attention`` calls ``main``)."""
+    from tracekit.errors import TracekitError
+
+    try:
+        return main(argv)
+    except (TracekitError, ValueError) as err:
+        print(f"python -m tracekit.kernels.bench: error: {err}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(cli())

@@ -105,6 +105,11 @@ def test_cli_nothing_to_run_is_one_line(capsys):
     err = capsys.readouterr().err
     assert err.startswith("tracekit: error: --variants triton_cached,reference_cached: none runs") and \
         err.count("\n") == 1
+    # the module's own command line says it the same way (it printed a traceback)
+    for args in (["--config", "nosuch"], ["--config", "seed2", "--variants", "triton_cached,reference_cached"]):
+        assert bench.cli(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("python -m tracekit.kernels.bench: error: ") and err.count("\n") == 1, err
 
 
 def _scaled(fn):

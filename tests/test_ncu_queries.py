@@ -23,7 +23,8 @@ from tracekit.registry import get_registry
 
 DATA = Path(__file__).parent / "data"
 GEMM_FLOP = 2 * 4096**3  # M = N = K = 4096
-NCU_QUERIES = ["ncu-kernels", "occupancy", "roofline", "speed-of-light", "ncu-rules", "warp-stalls", "memory-workload"]
+NCU_QUERIES = ["ncu-kernels", "occupancy", "roofline", "speed-of-light", "ncu-rules", "warp-stalls", "memory-workload",
+               "ncu-summary"]
 
 OCCUPANCY_GOLDEN = {  # query column -> metric ncu prints on the details page
     "block_size": "launch__block_size",

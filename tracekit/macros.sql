@@ -46,6 +46,32 @@ CREATE OR REPLACE TEMP MACRO ncu_kernel_asked(query, run, kernel) AS
                                || 'lists them)') END
         FROM ncu_kernels WHERE (run IS NULL OR run_id = run) AND contains(lower(name), lower(kernel)));
 
+-- A launch's occupancy limiter, as the occupancy query and ncu-summary name it: the
+-- smallest of its per-SM block limits (ties joined by ', ' in ncu's order blocks, registers,
+-- shared_mem, warps; then barriers). A limit the report lacks (NULL) does not bind: the
+-- smallest of those it has (least skips NULLs), NULL when it has none.
+CREATE OR REPLACE TEMP MACRO ncu_occupancy_limiter(blocks, registers, shared_mem, warps, barriers) AS
+    nullif(concat_ws(', ',
+        CASE WHEN blocks = least(blocks, registers, shared_mem, warps, barriers) THEN 'blocks' END,
+        CASE WHEN registers = least(blocks, registers, shared_mem, warps, barriers) THEN 'registers' END,
+        CASE WHEN shared_mem = least(blocks, registers, shared_mem, warps, barriers) THEN 'shared_mem' END,
+        CASE WHEN warps = least(blocks, registers, shared_mem, warps, barriers) THEN 'warps' END,
+        CASE WHEN barriers = least(blocks, registers, shared_mem, warps, barriers) THEN 'barriers' END
+    ), '');
+
+-- The value most of a list's elements have, ties to the one that comes first (NULLs
+-- ignored; NULL when all are): a kernel's launch setting over its launches (ncu-summary),
+-- deterministic where DuckDB's mode() is not.
+CREATE OR REPLACE TEMP MACRO most_common(l) AS (
+    SELECT v FROM (SELECT unnest(l) AS v, generate_subscripts(l, 1) AS i) WHERE v IS NOT NULL
+    GROUP BY v ORDER BY count(*) DESC, min(i) LIMIT 1);
+
+-- 'what: a / b' naming the distinct values of a list (ascending, NULLs ignored) where it holds
+-- more than one, else NULL: which launch settings differ between a kernel's launches.
+CREATE OR REPLACE TEMP MACRO values_differ(what, l) AS
+    CASE WHEN len(list_distinct(l)) > 1
+         THEN what || ': ' || array_to_string(list_sort(list_distinct(l)), ' / ') END;
+
 -- The start of an ncu query's error where the report lacks what it needs, naming the run
 -- (NULL: every run): 'roofline: run 5 (name) has no ' || what, or 'roofline: no run has ' || what.
 CREATE OR REPLACE TEMP MACRO ncu_lacks(query, run, what) AS

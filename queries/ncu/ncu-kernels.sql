@@ -9,8 +9,9 @@
 -- have only the totals launch__grid_size and launch__block_size, and no launch__device_id:
 -- grid, block and device_id are NULL there (never guessed) and grid_size, block_size give
 -- the totals.
--- @param run    TEXT     run id or name, or 'all' (default: latest run)
--- @param limit  INTEGER  rows to return; 0 = all (default: 0)
+-- @param run     TEXT     run id or name, or 'all' (default: latest run)
+-- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
+-- @param limit   INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id       run the launch belongs to
 -- @column kernel_id    ncu's ID of the launch in its report
 -- @column name         kernel name (demangled); range or graph for those results
@@ -47,6 +48,7 @@ SELECT k.run_id, k.kernel_id, k.name, k.workload, k.nvtx_path, k.nvtx_range,
        k.device_id, k.cc, k.stream_id, k.process_id, m.duration_ns
 FROM ncu_kernels k
 LEFT JOIN m ON m.run_id = k.run_id AND m.kernel_id = k.kernel_id
-WHERE ($run IS NULL OR k.run_id = $run)
+WHERE ($run IS NULL OR k.run_id = $run) AND ($kernel IS NULL OR contains(lower(k.name), lower($kernel)))
+  AND ncu_kernel_asked('ncu-kernels', $run, $kernel)
 ORDER BY k.run_id, k.kernel_id
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

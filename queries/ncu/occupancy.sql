@@ -10,8 +10,9 @@
 -- (ncu --replay-mode range/app-range) and whole graphs (--graph-profiling graph) run several
 -- kernels and have no launch configuration of their own: they are left out (ncu-kernels
 -- lists them), and a run of those alone, or of launches without any of these metrics, is an error.
--- @param run    TEXT     run id or name, or 'all' (default: latest run)
--- @param limit  INTEGER  rows to return; 0 = all (default: 0)
+-- @param run     TEXT     run id or name, or 'all' (default: latest run)
+-- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
+-- @param limit   INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id                     run the launch belongs to
 -- @column kernel_id                  ncu's ID of the launch in its report
 -- @column name                       kernel name (demangled)
@@ -38,7 +39,9 @@
 -- @display kernel_id, block_size, registers_per_thread, theoretical_occupancy_pct, achieved_occupancy_pct, limiter, name
 -- @requires ncu_kernels, ncu_metrics
 WITH m AS MATERIALIZED (
-    SELECT * FROM ncu_kernel_metrics WHERE ($run IS NULL OR run_id = $run)
+    SELECT * FROM ncu_kernel_metrics
+    WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
+      AND ncu_kernel_asked('occupancy', $run, $kernel)
 ), checked AS (  -- read first: the error is raised before any row
     SELECT CASE
         WHEN count(*) = 0 THEN true
@@ -56,13 +59,6 @@ WITH m AS MATERIALIZED (
             || '--section Occupancy --section LaunchStats (or --set basic or full)')
         ELSE true END AS ok
     FROM m
-), o AS (
-    SELECT *,
-           -- the smallest of the limits the report has (least skips NULLs; NULL when all are)
-           least(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
-                 block_limit_barriers) AS min_limit
-    FROM checked JOIN m ON checked.ok
-    WHERE workload = 'kernel'
 )
 SELECT run_id, kernel_id, name, nvtx_range,
        block_size::BIGINT AS block_size, grid_size::BIGINT AS grid_size,
@@ -76,13 +72,8 @@ SELECT run_id, kernel_id, name, nvtx_range,
        block_limit_warps::BIGINT AS block_limit_warps,
        block_limit_blocks::BIGINT AS block_limit_blocks,
        block_limit_barriers::BIGINT AS block_limit_barriers,
-       nullif(concat_ws(', ',
-           CASE WHEN block_limit_blocks = min_limit THEN 'blocks' END,
-           CASE WHEN block_limit_registers = min_limit THEN 'registers' END,
-           CASE WHEN block_limit_shared_mem = min_limit THEN 'shared_mem' END,
-           CASE WHEN block_limit_warps = min_limit THEN 'warps' END,
-           CASE WHEN block_limit_barriers = min_limit THEN 'barriers' END
-       ), '') AS limiter,
+       ncu_occupancy_limiter(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
+                             block_limit_barriers) AS limiter,
        theoretical_warps_per_sm, theoretical_occupancy_pct, achieved_warps_per_sm, achieved_occupancy_pct,
        waves_per_sm,
        nullif(concat_ws(', ',
@@ -99,6 +90,7 @@ SELECT run_id, kernel_id, name, nvtx_range,
            CASE WHEN achieved_occupancy_pct IS NULL THEN 'sm__warps_active.avg.pct_of_peak_sustained_active' END,
            CASE WHEN waves_per_sm IS NULL THEN 'launch__waves_per_multiprocessor' END
        ), '') AS missing_metrics
-FROM o
+FROM checked JOIN m ON checked.ok
+WHERE workload = 'kernel'
 ORDER BY run_id, kernel_id
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

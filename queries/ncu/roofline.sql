@@ -11,8 +11,9 @@
 -- has FP32/FP64 and DRAM only: no FP16, tensor, L2 or L1 counters); a run with no FLOP or
 -- byte rate at all (ncu --metrics without them) is an error. A range or a whole graph gets
 -- one point, its work over its elapsed time (ncu's roofline of a range).
--- @param run    TEXT     run id or name, or 'all' (default: latest run)
--- @param limit  INTEGER  rows to return; 0 = all (default: 0)
+-- @param run     TEXT     run id or name, or 'all' (default: latest run)
+-- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
+-- @param limit   INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id                        run the launch belongs to
 -- @column kernel_id                     ncu's ID of the launch in its report
 -- @column name                          kernel name (demangled)
@@ -63,7 +64,9 @@
 -- @display kernel_id, duration_ns, precision, flops_per_s, ai_dram, roof_pct, bound, name
 -- @requires ncu_kernels, ncu_metrics
 WITH r AS MATERIALIZED (
-    SELECT * FROM ncu_roofline WHERE ($run IS NULL OR run_id = $run)
+    SELECT * FROM ncu_roofline
+    WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
+      AND ncu_kernel_asked('roofline', $run, $kernel)
 ), checked AS (  -- read first: the error is raised before any row
     SELECT CASE WHEN count(*) = 0 OR count(*) FILTER (WHERE coalesce(fp64_flops_per_s, fp32_flops_per_s,
                      fp16_flops_per_s, tensor_srcs, dram_bytes_per_s, l2_bytes_per_s, l1_bytes_per_s) IS NOT NULL) > 0

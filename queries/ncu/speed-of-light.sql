@@ -3,8 +3,9 @@
 -- missing_metrics names the section metrics the report lacks (their columns are NULL); a
 -- run with none of them (profiled without --section SpeedOfLight or --set basic/full) is an
 -- error. A range or a whole graph gets one row, over all the kernels it ran.
--- @param run    TEXT     run id or name, or 'all' (default: latest run)
--- @param limit  INTEGER  rows to return; 0 = all (default: 0)
+-- @param run     TEXT     run id or name, or 'all' (default: latest run)
+-- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
+-- @param limit   INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id                 run the launch belongs to
 -- @column kernel_id              ncu's ID of the launch in its report
 -- @column name                   kernel name (demangled)
@@ -23,7 +24,9 @@
 -- @display kernel_id, duration_ns, sm_throughput_pct, memory_throughput_pct, dram_throughput_pct, l1_throughput_pct, l2_throughput_pct, name
 -- @requires ncu_kernels, ncu_metrics
 WITH m AS MATERIALIZED (
-    SELECT * FROM ncu_kernel_metrics WHERE ($run IS NULL OR run_id = $run)
+    SELECT * FROM ncu_kernel_metrics
+    WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
+      AND ncu_kernel_asked('speed-of-light', $run, $kernel)
 ), checked AS (  -- read first: the error is raised before any row
     SELECT CASE WHEN count(*) = 0 OR count(*) FILTER (WHERE coalesce(duration_ns, elapsed_cycles, sm_active_cycles,
                      sm_frequency_hz, dram_frequency_hz, sm_throughput_pct, memory_throughput_pct, dram_throughput_pct,

@@ -1,0 +1,281 @@
+"""ncu-summary (one row per kernel and NVTX range) and the kernel= filter of the per-launch
+ncu queries, on the committed real reports.
+
+Every summary value is the per-launch queries' rows of its launches aggregated here, in
+Python: the median as DuckDB takes it (the middle value, or lo + (hi - lo) x 0.5), sums in
+launch order, the value most launches have; and against NVIDIA's own details page
+(``ncu --page details``) where the fixture has one.
+"""
+
+from __future__ import annotations
+
+import csv
+import lzma
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import DATA, NSYS_EXPORTS, let_go, spec_datasets
+
+import tracekit
+from tracekit.charts import chart
+from tracekit.cli import main as cli_main
+from tracekit.errors import QueryError
+
+#: every ncu fixture's raw CSV page (the report's metrics; a report takes 30 times as long to
+#: read), some as their report and details page too (ncu_sections': no duration), and the HSTU
+#: capture (its report: 65 launches of 10 kernels in their NVTX ranges)
+NCU_FIXTURES = sorted(p.name for p in DATA.glob("ncu_*") if (p / "raw.csv.xz").exists())
+MORE = {f"{f}/{kind}": DATA / f / name for f in ("ncu_full", "ncu_range", "ncu_graph", "ncu_sections")
+        for kind, name in (("report", "report.ncu-rep.xz"), ("details", "details.csv.xz"))}
+FILTERED = ["roofline", "occupancy", "speed-of-light", "ncu-kernels", "ncu-summary"]
+
+#: summary column -> (per-launch query, its column): medians over the launches
+MEDIANS = {
+    "duration_ns": ("speed-of-light", "duration_ns"),
+    "elapsed_cycles": ("speed-of-light", "elapsed_cycles"),
+    "sm_active_cycles": ("speed-of-light", "sm_active_cycles"),
+    "sm_frequency_hz": ("speed-of-light", "sm_frequency_hz"),
+    "sm_throughput_pct": ("speed-of-light", "sm_throughput_pct"),
+    "memory_throughput_pct": ("speed-of-light", "memory_throughput_pct"),
+    "dram_throughput_pct": ("speed-of-light", "dram_throughput_pct"),
+    "theoretical_occupancy_pct": ("occupancy", "theoretical_occupancy_pct"),
+    "achieved_occupancy_pct": ("occupancy", "achieved_occupancy_pct"),
+    "l1_hit_rate_pct": ("memory-workload", "l1_hit_rate_pct"),
+    "l2_hit_rate_pct": ("memory-workload", "l2_hit_rate_pct"),
+    "dram_bytes_per_s": ("roofline", "dram_bytes_per_s"),
+    "flops_per_s": ("roofline", "flops_per_s"),
+    "ai_dram": ("roofline", "ai_dram"),
+    "roof_pct": ("roofline", "roof_pct"),
+    "dram_roof_pct": ("roofline", "dram_roof_pct"),  # (100 x dram_bytes_per_s / peak_dram_bytes_per_s, below)
+}
+#: summed over the launches
+SUMS = {"total_ns": ("speed-of-light", "duration_ns"), "dram_bytes": ("roofline", "dram_bytes"),
+        "flop": ("roofline", "flop")}
+#: the value most launches have, and named in varies where they differ
+COMMON = {"registers_per_thread": ("occupancy", "registers_per_thread"), "block_size": ("occupancy", "block_size"),
+          "grid_size": ("occupancy", "grid_size"), "limiter": ("occupancy", "limiter"),
+          "precision": ("roofline", "precision"), "bound": ("roofline", "bound")}
+
+
+@pytest.fixture(scope="module")
+def tk(tmp_path_factory):
+    t = tracekit.open(tmp_path_factory.mktemp("ncu_summary") / "s.duckdb")
+    t.ingest(DATA / "hstu_capture_ncu", name="hstu")
+    for fixture in NCU_FIXTURES:
+        t.ingest(DATA / fixture / "raw.csv.xz", name=fixture)
+    for name, path in MORE.items():
+        t.ingest(path, name=name)
+    t.ingest(NSYS_EXPORTS["capture_range"], name="nsys_run")
+    yield t
+    t.close()
+
+
+def duckdb_median(values: list) -> float | None:
+    """DuckDB's median (quantile_cont 0.5) of the values that are not None."""
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return None
+    lo, hi = v[(len(v) - 1) // 2], v[len(v) // 2]
+    return lo if lo == hi else lo + (hi - lo) * 0.5
+
+
+def most_common(values: list):
+    seen = [v for v in values if v is not None]
+    return max(seen, key=lambda v: (seen.count(v), -seen.index(v))) if seen else None
+
+
+def per_launch(tk, run: str) -> dict[str, dict[int, dict]]:
+    """query -> kernel_id -> its row; a query the run cannot answer (its report lacks every
+    input: a one-line QueryError) has no rows, and the summary's columns from it are NULL."""
+    out = {}
+    for q in ("speed-of-light", "occupancy", "roofline", "memory-workload"):
+        try:
+            df = tk.query(q, run=run)
+        except QueryError:
+            df = None
+        out[q] = {} if df is None else {r["kernel_id"]: r for r in df.iter_rows(named=True)}
+    for r in out["roofline"].values():
+        r["dram_roof_pct"] = (None if r["dram_bytes_per_s"] is None or not r["peak_dram_bytes_per_s"]
+                              else 100 * r["dram_bytes_per_s"] / r["peak_dram_bytes_per_s"])
+    return out
+
+
+def runs_of(tk) -> list[str]:
+    return [n for n, k in tk.con.execute("SELECT name, kind FROM runs ORDER BY run_id").fetchall() if "ncu" in k]
+
+
+@pytest.fixture(scope="module")
+def ncu_runs(tk):
+    return runs_of(tk)
+
+
+def test_every_fixture_is_in_the_store(tk, ncu_runs):
+    assert len(ncu_runs) == 1 + len(NCU_FIXTURES) + len(MORE) and len(NCU_FIXTURES) >= 18
+
+
+def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs):
+    """On every fixture and export: one row per (kernel name, NVTX range) of ncu-kernels, each
+    value exactly the median, sum or most common value of the per-launch queries' rows of its
+    launches (NULL where those have none: a report without the inputs, a range's occupancy)."""
+    checked = 0
+    for run in ncu_runs:
+        launches = tk.query("ncu-kernels", run=run)
+        rows = per_launch(tk, run)
+        summary = tk.query("ncu-summary", run=run)
+        groups = launches.group_by("name", "nvtx_range", maintain_order=True).agg(pl.col("kernel_id").sort())
+        assert summary.height == groups.height, run
+        by_key = {(r["name"], r["nvtx_range"]): r for r in summary.iter_rows(named=True)}
+        for name, nvtx_range, ids in groups.iter_rows():
+            s = by_key[(name, nvtx_range)]
+            assert (s["launches"], s["kernel_id"]) == (len(ids), ids[0]), (run, name)
+            for col, (q, src) in MEDIANS.items():
+                assert s[col] == duckdb_median([rows[q].get(i, {}).get(src) for i in ids]), (run, name, col)
+            for col, (q, src) in SUMS.items():
+                values = [rows[q].get(i, {}).get(src) for i in ids]
+                assert s[col] == (None if None in values else sum(values)), (run, name, col)
+            notes = []
+            for col, (q, src) in COMMON.items():
+                values = [rows[q].get(i, {}).get(src) for i in ids]
+                assert s[col] == most_common(values), (run, name, col)
+                distinct = sorted({v for v in values if v is not None})
+                if len(distinct) > 1:
+                    notes.append(f"{col}: " + " / ".join(str(v) for v in distinct))
+            assert s["varies"] == ("; ".join(notes) or None), (run, name)
+            checked += 1
+        # ordered by the kernel's time, the largest first
+        totals = summary["total_ns"].to_list()
+        assert totals == sorted(totals, key=lambda t: (t is None, -(t or 0))), run
+    assert checked >= 60
+
+
+def test_hstu_capture_summary(tk):
+    """The HSTU capture: 65 launches, 10 kernels-in-a-range; the KV-cached attention kernel's
+    8 launches (one per layer) take the most time; the embedding's gather launches differ in
+    grid size, and the row says so."""
+    s = tk.query("ncu-summary", run="hstu")
+    assert s.height == 10 and s["launches"].sum() == 65
+    top = s.row(0, named=True)
+    assert (top["name"], top["nvtx_range"], top["launches"]) == ("_hstu_cached_sk_kernel", "hstu_attention", 8)
+    assert (top["registers_per_thread"], top["block_size"], top["grid_size"]) == (255, 256, 132)
+    assert (top["precision"], top["bound"], top["varies"]) == ("tensor_bf16", "compute", None)
+    gather = s.filter(pl.col("nvtx_range") == "hstu.embedding").row(0, named=True)
+    assert gather["launches"] == 3 and gather["grid_size"] == 128 and gather["varies"] == "grid_size: 128 / 8320"
+
+
+def details_page(path: Path) -> dict[tuple[int, str], str]:
+    """(launch ID, metric) -> the value NVIDIA's details page prints (--print-units base)."""
+    rows = list(csv.reader(lzma.decompress(path.read_bytes()).decode().splitlines()))
+    h = rows[0]
+    i_id, i_name, i_val = h.index("ID"), h.index("Metric Name"), h.index("Metric Value")
+    return {(int(r[i_id]), r[i_name]): r[i_val] for r in rows[1:] if r[i_name]}
+
+
+def _number(printed: str) -> float:
+    return float(printed.replace(",", ""))
+
+
+def _decimals(printed: str) -> int:
+    return len(printed.split(".")[1]) if "." in printed else 0
+
+
+@pytest.mark.parametrize(("run", "page"), [("hstu", DATA / "hstu_capture_ncu" / "ncu_details.csv.xz"),
+                                           ("ncu_shapes_a", DATA / "ncu_shapes_a" / "details.csv.xz"),
+                                           ("ncu_libs", DATA / "ncu_libs" / "details.csv.xz")])
+def test_summary_against_the_details_page(tk, run, page):
+    """Each kernel's launches, durations (total and median), registers, achieved occupancy and
+    SM throughput from what ncu --page details printed for its launches: durations and
+    registers exactly (printed whole, in ns and registers), the percentages to the printed
+    precision (a median of the printed values is within half a printed unit of ours)."""
+    gold = details_page(page)
+    groups = tk.query("ncu-kernels", run=run).group_by("name", "nvtx_range").agg(pl.col("kernel_id"))
+    summary = {(r["name"], r["nvtx_range"]): r for r in tk.query("ncu-summary", run=run).iter_rows(named=True)}
+    assert set(summary) == {(n, r) for n, r, _ in groups.iter_rows()}
+    for name, nvtx_range, ids in groups.iter_rows():
+        s = summary[(name, nvtx_range)]
+        durations = [_number(gold[(i, "gpu__time_duration.sum")]) for i in ids]
+        assert s["launches"] == len(ids) and s["total_ns"] == sum(durations)
+        assert s["duration_ns"] == duckdb_median(durations)
+        assert s["registers_per_thread"] == most_common([int(gold[(i, "launch__registers_per_thread")]) for i in ids])
+        for col, metric in (("achieved_occupancy_pct", "sm__warps_active.avg.pct_of_peak_sustained_active"),
+                            ("sm_throughput_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed")):
+            printed = [gold[(i, metric)] for i in ids]
+            half = 0.5 * 10 ** -min(_decimals(p) for p in printed)
+            assert abs(s[col] - duckdb_median([_number(p) for p in printed])) <= half + 1e-9, (name, col)
+
+
+def test_hstu_attention_kernel_against_the_details_page(tk):
+    """The figures of the HSTU attention kernel (8 launches), written out."""
+    s = tk.query("ncu-summary", run="hstu", kernel="hstu_cached").row(0, named=True)
+    gold = details_page(DATA / "hstu_capture_ncu" / "ncu_details.csv.xz")
+    ids = [11, 18, 25, 32, 39, 46, 53, 60]
+    assert [gold[(i, "gpu__time_duration.sum")] for i in ids] == \
+        ["319,872", "319,968", "320,000", "322,560", "320,608", "319,616", "319,424", "318,912"]
+    assert (s["launches"], s["total_ns"], s["duration_ns"]) == (8, 2_560_960, 319_920)
+    assert s["registers_per_thread"] == 255 == int(gold[(11, "launch__registers_per_thread")])
+    assert round(s["achieved_occupancy_pct"], 2) == 12.47 and s["limiter"] == "registers, shared_mem"
+    assert round(s["sm_throughput_pct"], 3) == 43.025
+
+
+def test_a_kernel_without_floating_point_work_gets_its_dram_roof(tk):
+    """A gather kernel does no FP work: no roofline %, but its DRAM bandwidth against the DRAM
+    ceiling; for a memory-bound kernel that figure is its roof_pct."""
+    s = tk.query("ncu-summary", run="hstu")
+    no_fp = s.filter(pl.col("bound") == "no_fp_work")
+    assert no_fp.height == 3 and no_fp["name"].str.contains("vectorized_gather_kernel").all()
+    assert no_fp["roof_pct"].is_null().all() and no_fp["flops_per_s"].to_list() == [0.0] * 3
+    assert (no_fp["dram_roof_pct"] > 0).all()
+    assert (no_fp["dram_roof_pct"] - no_fp["dram_throughput_pct"]).abs().max() < 0.01  # (ncu's DRAM Throughput)
+    memory = s.filter(pl.col("bound") == "memory")
+    assert memory.height >= 2
+    for r in memory.iter_rows(named=True):
+        assert math.isclose(r["dram_roof_pct"], r["roof_pct"], rel_tol=1e-12)
+
+
+def test_ranges_graphs_and_subsets_are_null_not_errors(tk):
+    """A range has no occupancy; a graph, and --metrics alone, no roofline; each is a row."""
+    rng = tk.query("ncu-summary", run="ncu_range/report")
+    assert set(rng["name"]) == {"range"} and rng["achieved_occupancy_pct"].is_null().all()
+    assert rng["sm_throughput_pct"].is_not_null().all() and rng["dram_roof_pct"].is_not_null().all()
+    graph = tk.query("ncu-summary", run="ncu_graph/report").filter(pl.col("name") == "graph").row(0, named=True)
+    assert graph["launches"] == 2 and graph["block_size"] is None and graph["roof_pct"] is None
+    metrics = tk.query("ncu-summary", run="ncu_metrics")
+    assert metrics["roof_pct"].is_null().all() and metrics["duration_ns"].is_not_null().all()
+    with pytest.raises(QueryError, match=r"^roofline: run \d+ \(ncu_metrics\) has no roofline input"):
+        tk.query("roofline", run="ncu_metrics")
+
+
+def test_summary_of_an_nsys_run_is_an_error(tk):
+    with pytest.raises(QueryError, match=r"^run \d+ \(nsys_run\) is an nsys run; ncu-summary needs an ncu run"):
+        tk.query("ncu-summary", run="nsys_run")
+
+
+# -- kernel= ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", FILTERED)
+@pytest.mark.parametrize(("run", "kernel"), [("hstu", "HSTU_cached"), ("hstu", "nvjet"), ("hstu", "Gather"),
+                                             ("all", "saxpy"), ("ncu_graph", "SAXPY")])
+def test_kernel_filter_keeps_the_rows_of_the_matching_names(tk, query, run, kernel):
+    every = tk.query(query, run=run)
+    only = tk.query(query, run=run, kernel=kernel)
+    assert only.height > 0
+    assert only.equals(every.filter(pl.col("name").str.to_lowercase().str.contains(kernel.lower(), literal=True)))
+
+
+@pytest.mark.parametrize("query", FILTERED)
+def test_kernel_filter_that_matches_nothing_is_a_one_line_error(tk, capsys, query):
+    let_go(tk)  # (the CLI opens the store in this process)
+    capsys.readouterr()
+    assert cli_main(["--db", str(tk.path), "query", query, "--run", "hstu", "-p", "kernel=no such kernel"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tracekit: error: {query}: no kernel of the run has a name containing 'no such kernel' "
+                   "(`tracekit query ncu-kernels` lists them)"]
+
+
+@pytest.mark.parametrize("name", ["roofline", "occupancy"])
+def test_chart_passes_the_kernel_filter_to_its_query(tk, name):
+    data = [row for rows in spec_datasets(chart(tk, name, run="hstu", kernel="nvjet").to_dict()) for row in rows]
+    names = {row["name"] for row in data if row.get("name")}
+    assert names and all("nvjet" in n for n in names)

@@ -371,3 +371,58 @@ def test_nvtx_percentiles_and_the_warm_up_left_out(nsys_db):
     assert request["max_ns"] < 10_000_000 < by[(":hstu.request", "PushPop")][0]
     with pytest.raises(QueryError, match="skip must be >= 0"):
         nsys_db.query("nvtx-summary", run="hstu_mixed", skip=-1)
+
+
+@pytest.mark.parametrize("scen", ["memops", "copies_pageable", "copies_pinned", "hstu_mixed"])
+def test_memcpy_throughput_by_memory_kind(nsys_db, scen):
+    """memcpy-throughput: each (operation, source memory, destination memory) row sums to
+    NVIDIA's own per-operation counts, times and sizes (cuda_gpu_mem_time_sum /
+    cuda_gpu_mem_size_sum), and its memory kinds, bytes and throughputs are those of the
+    raw export's CUPTI records (the kinds by ENUM_CUDA_MEM_KIND)."""
+    import sqlite3
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    got = nsys_db.query("memcpy-throughput", run=scen, limit=0).to_dicts()
+    by_op: dict[str, list[dict]] = {}
+    for r in got:
+        by_op.setdefault(r["operation"], []).append(r)
+    times, sizes = _golden(scen, "cuda_gpu_mem_time_sum"), _golden(scen, "cuda_gpu_mem_size_sum")
+    assert set(by_op) == {g["Operation"] for g in times}
+    for g in times:
+        rows = by_op[g["Operation"]]
+        assert sum(r["count"] for r in rows) == int(g["Count"])
+        assert sum(r["total_ns"] for r in rows) == int(g["Total Time (ns)"])
+    for g in sizes:
+        assert sum(r["total_bytes"] for r in by_op[g["Operation"]]) / MB == pytest.approx(float(g["Total (MB)"]), abs=6e-4)
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = Path(tmp) / "e.sqlite"
+        plain.write_bytes(lzma.decompress(NSYS_EXPORTS[scen].read_bytes()))
+        con = sqlite3.connect(plain)
+        kind = dict(con.execute("SELECT id, label FROM ENUM_CUDA_MEM_KIND").fetchall())
+        raw = con.execute("SELECT srcKind, dstKind, bytes, \"end\" - start FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchall()
+        has_memset = con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_MEMSET'").fetchone()[0]
+        raw += [(None, k, b, d) for k, b, d in con.execute(
+            "SELECT memKind, bytes, \"end\" - start FROM CUPTI_ACTIVITY_KIND_MEMSET").fetchall()] if has_memset else []
+        con.close()
+    want: dict[tuple, list[tuple[int, int]]] = {}
+    for s, d, b, dur in raw:
+        want.setdefault((kind.get(s), kind.get(d)), []).append((b, dur))
+    mine: dict[tuple, list[dict]] = {}
+    for r in got:
+        mine.setdefault((r["src_kind"], r["dst_kind"]), []).append(r)
+    assert set(mine) == set(want)
+    for k, ops in want.items():
+        rows = mine[k]
+        assert sum(r["count"] for r in rows) == len(ops) and sum(r["total_bytes"] for r in rows) == sum(b for b, _ in ops)
+        if len(rows) == 1:  # one operation of those kinds: its throughputs, op by op
+            r, per = rows[0], [b * 1e9 / d for b, d in ops if d > 0]
+            assert r["throughput_bytes_per_s"] == pytest.approx(sum(b for b, _ in ops) * 1e9 / sum(d for _, d in ops))
+            assert r["med_throughput_bytes_per_s"] == pytest.approx(float(np.median(per)))
+            assert r["max_throughput_bytes_per_s"] == pytest.approx(max(per))
+    if scen == "copies_pageable":  # the point of the query: pageable copies are the slow ones
+        pageable = next(r for r in got if r["src_kind"] == "Pageable")
+        pinned = next(r for r in got if r["src_kind"] == "Pinned")
+        assert pageable["throughput_bytes_per_s"] < pinned["throughput_bytes_per_s"]

@@ -192,7 +192,8 @@ def test_sweep_latency_query(tmp_path):
     tk, lat = _store(tmp_path)
     df = tk.query("sweep-latency", limit=0)
     assert df.columns == ["preset", "tool", "bs", "nc", "run", "requests", "median_ms", "p95_ms",
-                          "p99_ms", "mean_ms", "min_ms", "max_ms", "peak_mem_allocated_mb"]
+                          "p99_ms", "mean_ms", "min_ms", "max_ms", "peak_mem_allocated_mb", "std_ms",
+                          "peak_mem_reserved_mb", "users_per_s", "candidates_per_s"]
     keys = list(zip(df["tool"], df["bs"], df["nc"], strict=True))
     assert keys == [("none", 1, 128), ("none", 8, 128), ("none", 8, 1024), ("nsys", 8, 1024)]
     assert df["run"].to_list()[1].startswith("r3-")  # the newer of the two runs
@@ -203,6 +204,9 @@ def test_sweep_latency_query(tmp_path):
         assert row["p95_ms"] == pytest.approx(np.percentile(xs, 95))
         assert row["p99_ms"] == pytest.approx(np.percentile(xs, 99))
         assert row["max_ms"] == pytest.approx(xs.max())  # warm-up (999 ms) excluded
+        assert row["std_ms"] == pytest.approx(np.std(xs, ddof=1))
+        assert row["users_per_s"] == pytest.approx(row["bs"] * 1000 / xs.mean())
+        assert row["candidates_per_s"] == pytest.approx(row["bs"] * row["nc"] * 1000 / xs.mean())
     assert df["peak_mem_allocated_mb"][0] == 108.0
     assert tk.query("sweep-latency", limit=2).height == 2
 

@@ -36,6 +36,26 @@ def test_sweep_latency_as_computed_on_the_gpu_machine(tk):
             assert r[col] == pytest.approx(float(g[col]), rel=1e-9), col
 
 
+
+def test_sweep_latency_spread_memory_and_throughput_from_the_requests(tk):
+    """std_ms, peak_mem_reserved_mb, users_per_s and candidates_per_s of each point, from
+    its run folder's requests.csv (the timed requests) as numpy computes them."""
+    import numpy as np
+
+    ours = {r["run"]: r for r in tk.query("sweep-latency", limit=0).to_dicts()}
+    assert len(ours) == 16
+    for folder in sorted((SWEEP / "runs").iterdir()):
+        with open(folder / "requests.csv", newline="") as fh:
+            timed = [r for r in csv.DictReader(fh) if r["phase"] == "timed"]
+        lat = np.array([float(r["latency_ms"]) for r in timed])
+        r = ours[folder.name]
+        assert r["std_ms"] == pytest.approx(np.std(lat, ddof=1), rel=1e-9)
+        assert r["peak_mem_reserved_mb"] == pytest.approx(max(float(x["peak_mem_reserved_mb"]) for x in timed))
+        assert r["peak_mem_reserved_mb"] >= r["peak_mem_allocated_mb"] > 0
+        assert r["users_per_s"] == pytest.approx(r["bs"] * 1000 / lat.mean(), rel=1e-9)
+        assert r["candidates_per_s"] == pytest.approx(r["bs"] * r["nc"] * 1000 / lat.mean(), rel=1e-9)
+
+
 def test_sweep_spreadsheet_and_chart(tk, tmp_path):
     from openpyxl import load_workbook
     from tracekit.capture.export import export_sweep

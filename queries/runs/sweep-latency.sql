@@ -3,6 +3,8 @@
 -- sweep whose meta status is ok and that has timed requests (warm-up requests excluded);
 -- never another sweep's run. Quantiles interpolate linearly, as numpy.
 -- Runs under nsys or ncu are listed under their tool: their latencies include profiler overhead.
+-- With few requests the tail quantiles lean on the slowest few (20 requests: p99 lies between
+-- the two slowest): the requests column says how many there were.
 -- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (the latest run per point over every run of the store, sweeps mixed) (default: latest)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column preset                 workload preset (small, medium, large)
@@ -18,6 +20,10 @@
 -- @column min_ms                 fastest request, ms
 -- @column max_ms                 slowest request, ms
 -- @column peak_mem_allocated_mb  largest peak of allocated GPU memory in a timed request, MB (NULL on CPU)
+-- @column std_ms                 sample standard deviation of the latency, ms
+-- @column peak_mem_reserved_mb   largest peak of GPU memory reserved by PyTorch's allocator in a timed request, MB (NULL on CPU)
+-- @column users_per_s            users served per second by requests back to back: bs / mean latency
+-- @column candidates_per_s       candidates ranked per second: bs x nc / mean latency
 -- @display preset, tool, bs, nc, requests, median_ms, p95_ms, p99_ms, mean_ms, peak_mem_allocated_mb
 -- @requires requests, runs, sweep_runs
 WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest run (sweep_runs)
@@ -33,7 +39,11 @@ SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
        avg(q.latency_ms) AS mean_ms,
        min(q.latency_ms) AS min_ms,
        max(q.latency_ms) AS max_ms,
-       max(q.peak_mem_allocated_mb) AS peak_mem_allocated_mb
+       max(q.peak_mem_allocated_mb) AS peak_mem_allocated_mb,
+       stddev_samp(q.latency_ms) AS std_ms,
+       max(q.peak_mem_reserved_mb) AS peak_mem_reserved_mb,
+       p.bs * 1000.0 / nullif(avg(q.latency_ms), 0) AS users_per_s,
+       p.bs * p.nc * 1000.0 / nullif(avg(q.latency_ms), 0) AS candidates_per_s
 FROM points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
 GROUP BY p.preset, p.tool, p.bs, p.nc, p.name

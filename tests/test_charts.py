@@ -133,6 +133,28 @@ def test_top_kernels_and_nvtx_timeline(tk):
     assert tl and all(r["end_ms"] >= r["start_ms"] for r in tl)
 
 
+def test_api_summary_and_kernel_durations_charts_are_their_queries(tk):
+    """chart api-summary: a bar per CUDA API function, its host time and share as the
+    query gives them (the nsys stats twin); chart kernel-durations: per kernel the
+    top-kernels row's min, median, p95, p99 and max in us, also with -p skip."""
+    api = tk.query("api-summary", run="hstu", limit=20)
+    rows = [r for ds in spec_datasets(charts.chart(tk, "api-summary", run="hstu").to_dict()) for r in ds]
+    assert [r["name"] for r in rows] == api["name"].to_list() and len(rows) > 5
+    assert [r["total_ms"] for r in rows] == pytest.approx([v / 1e6 for v in api["total_ns"]])
+    assert [r["time_pct"] for r in rows] == api["time_pct"].to_list()
+    for skip in (0, 2):
+        top = tk.query("top-kernels", run="hstu", limit=20, skip=skip)
+        rows = [r for ds in spec_datasets(charts.chart(tk, "kernel-durations", run="hstu", skip=skip).to_dict())
+                for r in ds]
+        assert [r["name"] for r in rows] == top["name"].to_list()
+        for r, q in zip(rows, top.iter_rows(named=True), strict=True):
+            assert [r[f"{c}_us"] for c in ("min", "med", "p95", "p99", "max")] == pytest.approx(
+                [q[f"{c}_ns"] / 1e3 for c in ("min", "med", "p95", "p99", "max")])
+            assert r["min_us"] <= r["med_us"] <= r["p95_us"] <= r["p99_us"] <= r["max_us"]
+    with pytest.raises(QueryError, match="is an ncu run; api-summary needs an nsys run"):
+        charts.chart(tk, "api-summary", run="full")
+
+
 def test_short_name():
     assert (
         charts.short_name("void at::native::reduce_kernel<512, 1, at::ReduceOp<float>>(T3)")

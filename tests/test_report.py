@@ -132,9 +132,10 @@ def _column(table: dict, name: str) -> list[tuple]:
 
 def test_nsys_report_sections_and_numbers(reports):
     page = _parse(reports["nsys"])
-    assert list(page.sections) == ["top-kernels", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization", "idle-gaps",
-                                   "launch-overhead", "osrt", "nvtx-timeline"]
-    assert page.charts == ["chart-top-kernels", "chart-kernels-by-nvtx", "chart-nvtx-timeline"]
+    assert list(page.sections) == ["top-kernels", "kernel-durations", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization",
+                                   "idle-gaps", "launch-overhead", "api", "memcpy", "osrt", "nvtx-timeline"]
+    assert page.charts == ["chart-top-kernels", "chart-kernel-durations", "chart-kernels-by-nvtx", "chart-api",
+                           "chart-nvtx-timeline"]
     # the top-kernels table is nsys stats' cuda_gpu_kern_sum: full names in the title, exact ns in data-v
     with open(DATA / "hstu_capture_nsys" / "stats" / "cuda_gpu_kern_sum.csv") as f:
         nsys = [(r["Name"], int(r["Instances"]), int(r["Total Time (ns)"])) for r in csv.DictReader(f)]
@@ -260,8 +261,9 @@ def test_report_vs_base_shows_the_planted_changes(reports):
     the plant's verdicts, and the rest of the report is the run's own."""
     plant = json.loads((DIFF_NEW / "plant.json").read_text())
     page = _parse(reports["diff"])
-    assert list(page.sections) == ["diff", "top-kernels", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization",
-                                   "idle-gaps", "launch-overhead", "osrt", "nvtx-timeline"]
+    assert list(page.sections) == ["diff", "top-kernels", "kernel-durations", "kernels-by-nvtx", "nvtx-gpu",
+                                   "gpu-utilization", "idle-gaps", "launch-overhead", "api", "memcpy", "osrt",
+                                   "nvtx-timeline"]
     assert page.charts[0] == "chart-diff"
     text = reports["diff"].read_text()
     assert re.search(r"<dt>compared with</dt><dd>run \d+ \(diff_base\)", text)
@@ -378,8 +380,8 @@ def test_report_of_a_capture_without_cuda(cpu_reports):
     assert list(page.sections) == ["osrt", "nvtx-timeline"] and page.charts == ["chart-nvtx-timeline"]
     text = cpu_reports["cpu"].read_text()
     assert ("<dt>no CUDA trace</dt><dd>captured without CUDA tracing (capture with nsys -t cuda); left out: "
-            "Top kernels, Kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization, Longest idle gaps, "
-            "Launch overhead</dd>") in text
+            "Top kernels, Kernel durations, Kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization, "
+            "Longest idle gaps, Launch overhead, CUDA API calls, Memory operations</dd>") in text
     assert '<p class="note">' not in text
     got, osrt = _osrt_table(page, DATA / "nsys_cpu_only")
     assert got == osrt[:10] and "pthread_cond_wait" in [name for name, _, _ in got]
@@ -416,9 +418,9 @@ def test_report_of_a_rank_shows_its_job_first(rank_reports):
     planted one: rank 2 slowest in step/forward) and the rank x NVTX path heatmap; then the
     rank's own sections. A run of no job gets none of them."""
     page = _parse(rank_reports["rank"])
-    assert list(page.sections) == ["rank-summary", "stragglers", "rank-heatmap", "top-kernels", "kernels-by-nvtx",
-                                   "nvtx-gpu", "gpu-utilization", "idle-gaps", "launch-overhead", "osrt",
-                                   "nvtx-timeline"]
+    assert list(page.sections) == ["rank-summary", "stragglers", "rank-heatmap", "top-kernels", "kernel-durations",
+                                   "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization", "idle-gaps", "launch-overhead",
+                                   "api", "memcpy", "osrt", "nvtx-timeline"]
     assert page.charts[:3] == ["chart-rank-summary", "chart-stragglers", "chart-rank-heatmap"]
     assert "<dt>job</dt><dd>rank 1 of 4 ranks ingested, 0 to 3</dd>" in rank_reports["rank"].read_text()
     (summary,) = page.sections["rank-summary"]

@@ -616,7 +616,7 @@ def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
 
 
 def _time_bars(data: list[dict], label: str, colour: str, x_title: str, title: str,
-               tooltip: list) -> alt.LayerChart:
+               tooltip: list, subtitle: str = "bar label: % of kernel time") -> alt.LayerChart:
     """Horizontal bars of ``total_ms`` per ``label``, in the rows' order, each labelled
     with its ``time_pct``."""
     bars = (
@@ -632,8 +632,57 @@ def _time_bars(data: list[dict], label: str, colour: str, x_title: str, title: s
     return alt.layer(bars, text).properties(
         width=WIDTH - 250,
         height=alt.Step(20),
-        title=alt.Title(title, subtitle="bar label: % of kernel time"),
+        title=alt.Title(title, subtitle=subtitle),
     )
+
+
+def api_summary(df: pl.DataFrame) -> alt.LayerChart:
+    """Horizontal bars of host time in each CUDA API function, from the api-summary query:
+    where the CPU threads spent their time calling CUDA (launches, copies, synchronizations)."""
+    _need(df, "api-summary", "api-summary", ["name", "calls", "total_ns", "time_pct"])
+    if df.is_empty():
+        return _no_data("CUDA API calls")
+    d = df.with_columns((pl.col("total_ns") / 1e6).alias("total_ms"))
+    extra = [c for c in ("med_ns", "max_ns") if c in d.columns]
+    data = d.select("name", "calls", "total_ms", "time_pct", *extra).to_dicts()
+    return _time_bars(data, "name", "#f28e2b", "Total host time [ms]", "CUDA API calls", [
+        alt.Tooltip("name:N", title="function"),
+        alt.Tooltip("calls:Q", title="calls", format=","),
+        alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"),
+        alt.Tooltip("time_pct:Q", title="time [%]", format=".1f"),
+        *(alt.Tooltip(f"{c}:Q", title=f"{c[:3]} [ns]", format=",.0f") for c in extra),
+    ], subtitle="bar label: % of CUDA API time (summed over threads)")
+
+
+def kernel_durations(df: pl.DataFrame) -> alt.LayerChart:
+    """Each kernel's launch durations from the top-kernels query, on a log axis: a line from
+    the shortest to the longest launch, a bar from the median to the 95th percentile, a tick
+    at the 99th: the kernels whose launches vary (another size, a cold cache, a clock that
+    moved) beside those that repeat."""
+    _need(df, "kernel-durations", "top-kernels", ["name", "instances", "med_ns", "min_ns", "max_ns", "p95_ns",
+                                                  "p99_ns"])
+    if df.is_empty():
+        return _no_data("Kernel durations")
+    us = [(pl.col(c) / 1e3).alias(c.replace("_ns", "_us")) for c in ("med_ns", "min_ns", "max_ns", "p95_ns", "p99_ns")]
+    d = df.with_columns(pl.Series("short", distinct_labels(df["name"].to_list(), 60, short_name), dtype=pl.Utf8),
+                        *us).with_row_index("rank")
+    d = d.with_columns(pl.format("{}. {}", pl.col("rank") + 1, pl.col("short")).alias("short"))
+    data = d.select("short", "name", "instances", "med_us", "min_us", "max_us", "p95_us", "p99_us").to_dicts()
+    x = alt.Scale(type="log")
+    y = alt.Y("short:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
+    tooltip = [alt.Tooltip("name:N", title="kernel"), alt.Tooltip("instances:Q", title="launches", format=","),
+               *(alt.Tooltip(f"{c}_us:Q", title=f"{c} [us]", format=",.2f") for c in ("min", "med", "p95", "p99",
+                                                                                     "max"))]
+    base = alt.Chart(_data(data)).encode(y=y, tooltip=tooltip)
+    span = base.mark_rule(color="#9aa5b1").encode(
+        x=alt.X("min_us:Q", scale=x, title="Launch duration [us] (log)"), x2="max_us:Q")
+    body = base.mark_bar(color="#4c78a8", height=10).encode(x=alt.X("med_us:Q", scale=x), x2="p95_us:Q")
+    p99 = base.mark_tick(color="#e15759", thickness=2, size=14).encode(x=alt.X("p99_us:Q", scale=x))
+    med = base.mark_tick(color="#222", thickness=2, size=14).encode(x=alt.X("med_us:Q", scale=x))
+    return alt.layer(span, body, p99, med).properties(
+        width=WIDTH - 250, height=alt.Step(20),
+        title=alt.Title("Kernel durations", subtitle="line: shortest to longest launch; bar: median to p95; "
+                                                      "black tick: median; red tick: p99"))
 
 
 def nvtx_timeline(df: pl.DataFrame) -> alt.Chart:
@@ -1039,6 +1088,10 @@ CHARTS: dict[str, ChartSpec] = {
     "top-kernels": ChartSpec(
         "top-kernels", top_kernels, {"limit": 20}, "nsys kernels by total time"
     ),
+    "kernel-durations": ChartSpec(
+        "top-kernels", kernel_durations, {"limit": 20}, "nsys each kernel's launch durations: min, median-p95, p99, max"
+    ),
+    "api-summary": ChartSpec("api-summary", api_summary, {"limit": 20}, "nsys host time in CUDA API calls"),
     "nvtx-timeline": ChartSpec(
         "nvtx-ranges", nvtx_timeline, {"limit": 2000}, "nsys NVTX ranges over time"
     ),

@@ -74,6 +74,10 @@ NSYS = (
     Section("top-kernels", "Top kernels", "top-kernels", {"limit": 20}, "top-kernels",
             ("name", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "time_pct"),
             "GPU kernels by total time (the numbers of nsys stats -r cuda_gpu_kern_sum)."),
+    Section("kernel-durations", "Kernel durations", "top-kernels", {"limit": 20}, "kernel-durations", None,
+            "How each kernel's launches spread: the same kernel at several sizes, a cold first launch, or a clock "
+            "that moved shows as a long line or a wide bar (percentiles in `tracekit query top-kernels "
+            "--all-columns`; -p skip=N leaves out each kernel's first N launches)."),
     Section("kernels-by-nvtx", "Kernel time by NVTX path", "kernels-by-nvtx", {"limit": 25}, "kernels-by-nvtx",
             ("path", "launches", "distinct_kernels", "total_ns", "avg_ns", "time_pct", "top_kernel"),
             "Each kernel is counted under the innermost NVTX push/pop range around the call that launched it."),
@@ -103,6 +107,15 @@ NSYS = (
             ("name", "launches", "api_name", "api_med_ns", "latency_med_ns", "latency_p90_ns", "latency_p99_ns",
              "queue_med_ns", "total_latency_ns"),
             "From the start of the launching API call to the kernel's start on the GPU."),
+    Section("api", "CUDA API calls", "api-summary", {"limit": 15}, "api-summary",
+            ("name", "calls", "total_ns", "avg_ns", "med_ns", "max_ns", "time_pct"),
+            "Where the CPU threads spent their time in CUDA (nsys stats -r cuda_api_sum): launches, copies, and "
+            "the synchronizations that wait for the GPU. Threads that call at the same time each count."),
+    Section("memcpy", "Memory operations", "memcpy-throughput", {"limit": 10}, None,
+            ("operation", "src_kind", "dst_kind", "count", "total_bytes", "total_ns", "throughput_bytes_per_s",
+             "med_throughput_bytes_per_s", "time_pct"),
+            "Copies and sets by direction and by the memory on each side: a copy from pageable host memory goes "
+            "through a staging buffer and moves several times slower than one from pinned memory."),
     Section("osrt", "OS runtime calls", "osrt-summary", {"limit": 10}, None,
             ("name", "calls", "threads", "total_ns", "avg_ns", "med_ns", "max_ns", "time_pct"),
             "Where the CPU threads waited outside CUDA: libc and system calls (nsys stats -r osrt_sum; "

@@ -371,6 +371,9 @@ def test_nvtx_percentiles_and_the_warm_up_left_out(nsys_db):
     assert request["max_ns"] < 10_000_000 < by[(":hstu.request", "PushPop")][0]
     with pytest.raises(QueryError, match="skip must be >= 0"):
         nsys_db.query("nvtx-summary", run="hstu_mixed", skip=-1)
+    for q in ("nvtx-summary", "top-kernels"):  # (past what DuckDB's top-N takes: said as the parameter's limit)
+        with pytest.raises(QueryError, match="skip must be <= 999,999, got 1000000"):
+            nsys_db.query(q, run="hstu_mixed", skip=1_000_000)
 
 
 @pytest.mark.parametrize("scen", ["memops", "copies_pageable", "copies_pinned", "hstu_mixed"])

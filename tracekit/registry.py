@@ -81,6 +81,8 @@ class Param:
     several: bool = False
     #: the least value a number takes (``(min: 0)`` in its doc; ``limit``: 0 unless declared)
     minimum: int | None = None
+    #: the largest value a number takes (``(max: 999999)`` in its doc)
+    maximum: int | None = None
 
     def convert(self, value: Any, query: str) -> Any:
         if value is None:
@@ -109,6 +111,8 @@ class Param:
             if self.minimum is not None and out < self.minimum:
                 raise ParamError(f"{query}: {self.name} must be >= {self.minimum}"
                                  + (" (0 = all rows)" if self.name == "limit" else "") + f", got {value}")
+            if self.maximum is not None and out > self.maximum:
+                raise ParamError(f"{query}: {self.name} must be <= {self.maximum:,}, got {value}")
             return out
         except (TypeError, ValueError) as err:
             raise ParamError(f"{query}: parameter {self.name}={value!r} is not {_TYPE_WORDS[self.type]}") from err
@@ -168,6 +172,7 @@ _COLUMN_RE = re.compile(r"@column\s+(\w+)\s*(.*)")
 _DEFAULT_RE = re.compile(r"\(default:\s*([^)]*)\)")
 _CHOICES_RE = re.compile(r"\((one|any) of:\s*([^)]*)\)")
 _MIN_RE = re.compile(r"\(min:\s*(-?\d+)\)")
+_MAX_RE = re.compile(r"\(max:\s*(-?\d+)\)")
 
 
 def parse_header(name: str, source: str, text: str) -> Query:
@@ -187,10 +192,12 @@ def parse_header(name: str, source: str, text: str) -> Query:
             d = _DEFAULT_RE.search(m.group(3))
             c = _CHOICES_RE.search(m.group(3))
             low = _MIN_RE.search(m.group(3))
+            high = _MAX_RE.search(m.group(3))
             q.params[m.group(1)] = Param(m.group(1), m.group(2).upper(), m.group(3), d.group(1).strip() if d else None,
                                          tuple(x.strip() for x in c.group(2).split(",")) if c else (),
                                          bool(c) and c.group(1) == "any",
-                                         int(low.group(1)) if low else 0 if m.group(1) == "limit" else None)
+                                         int(low.group(1)) if low else 0 if m.group(1) == "limit" else None,
+                                         int(high.group(1)) if high else None)
         elif body.startswith("@column"):
             m = _COLUMN_RE.match(body)
             if not m:

@@ -7,7 +7,7 @@
 -- the steady state's numbers, no longer nsys stats' with skip > 0.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
--- @param skip   INTEGER  each range name's first instances left out (warm-up) (min: 0) (default: 0)
+-- @param skip   INTEGER  each range name's first instances left out (warm-up) (min: 0) (max: 999999) (default: 0)
 -- @column range      range name, 'domain:text'
 -- @column style      PushPop or StartEnd
 -- @column instances  ranges of that name and style

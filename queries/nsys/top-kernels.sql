@@ -12,7 +12,7 @@
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @param group  TEXT     name (one row per kernel) or family (one of: name, family) (default: name)
--- @param skip   INTEGER  each kernel name's first launches left out (warm-up) (min: 0) (default: 0)
+-- @param skip   INTEGER  each kernel name's first launches left out (warm-up) (min: 0) (max: 999999) (default: 0)
 -- @column name       kernel name (demangled), or its family with group=family
 -- @column instances  launches
 -- @column total_ns   summed duration, ns

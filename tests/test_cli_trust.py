@@ -276,3 +276,18 @@ def test_a_report_compared_with_a_file_that_fails_keeps_it_out(small_store, caps
     capsys.readouterr()
     assert _cli(small_store, "runs", "-f", "csv", "--columns", "run_id") == 0
     assert capsys.readouterr().out.split() == ["run_id", "1", "2", "3", "4"]
+
+
+def test_a_reader_that_stops_early_is_not_a_regression(small_store):
+    """`diff --gate | head`: the reader closes the pipe while the table is written; the command
+    ends quietly with 141 (as a process SIGPIPE ends), never with 1, which --gate means for
+    "regressed" (click's own exit for a closed pipe is 1)."""
+    import subprocess
+    import sys
+
+    for _ in range(2):
+        p = subprocess.Popen([sys.executable, "-m", "tracekit.cli", "--db", str(small_store), "diff", "1", "1",
+                              "--gate", "--limit", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.close()  # (before the command writes: its first write meets the closed pipe)
+        err = p.stderr.read().decode()
+        assert p.wait() == 141 and err == "", err

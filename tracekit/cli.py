@@ -859,6 +859,11 @@ def bench_attention_cmd(
 
 
 
+#: the exit code where the reader of the output stopped reading (`| head`): a process killed by
+#: SIGPIPE ends with it in a shell (128 + 13)
+BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: the process's arguments) and return the exit code."""
     try:
@@ -892,6 +897,12 @@ def _main(args: list[str]) -> int:
             code = app(args=args, prog_name="tracekit", standalone_mode=False)
     except typer.Exit as err:
         return getattr(err, "exit_code", 0)
+    except SystemExit:
+        # click's exit on a closed stdout (`| head`): quietly, having wrapped stdout (its own
+        # click or typer's copy of it) so that the last flush says nothing
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            return BROKEN_PIPE  # not click's 1: `diff --gate` says "regressed" with 1
+        raise
     except (typer.Abort, KeyboardInterrupt):
         code = 130
     except Exception as err:

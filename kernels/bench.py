@@ -5,8 +5,12 @@ Method (after triton.testing.do_bench and the seeds' pt_bench / BSA benchmark):
 - inputs drawn once per configuration (random normal, fixed seed), never zeros;
 - one call to compile/warm, a time estimate from 5 calls, then warm-up for ``warmup_ms``;
 - ``rep_ms`` of timed calls (at least 10, at most 1000), each preceded by an L2 flush
-  (zeroing a 256 MB buffer) and bracketed by CUDA events, with an NVTX range
-  ``attention:<variant>:<config>`` around the call so the benchmark can itself be captured;
+  (zeroing a 256 MB buffer) and a GPU-side delay (below), and bracketed by CUDA events, with an
+  NVTX range ``attention:<variant>:<config>`` around the call so the benchmark can itself be
+  captured;
+- the host's enqueue time of one call (``host_ms``, median of ``HOST_PROBE_CALLS`` untimed calls
+  timed with ``perf_counter``, no synchronisation): where it exceeds ``median_ms``, back-to-back
+  calls in real use are bound by the host, not the GPU;
 - statistics on the per-call times: median, mean, std, min, max, p95, p99 (ms);
 - peak memory allocated (above what was allocated before the call) and reserved;
 - TFLOP/s from the exact count of valid (query, key) pairs: 2·H·(d_qk + d_v)·pairs
@@ -27,12 +31,32 @@ Method (after triton.testing.do_bench and the seeds' pt_bench / BSA benchmark):
   block) rows whose selected blocks are those of the precise reference.
 
 A variant asked for that a configuration cannot run (another kind, or ``sdpa`` on jagged
-or d_qk != d_v inputs) is one line on stderr; none at all is an error before any timing.
+or d_qk != d_v inputs) is skipped and said on stderr, one line per variant (``skip_lines``: on how
+many configurations, of which kinds or why), each pair listed under ``skipped`` in the JSON; none
+at all is an error before any timing.
 
 Variants: ``triton_dense`` (``validate=False``), ``triton_dense_default`` (the call as a new
 user writes it), the block-sparse and cached kernels, the PyTorch references, PyTorch's
 causal ``sdpa`` of the same shape, and ``peer``: generative-recommenders' public Triton HSTU
 kernel, measured in the same process when its checkout is on ``PYTHONPATH`` (never shipped).
+
+GPU time only, whatever the host's overhead: the stream holds flush, start event, call, end
+event; where the host's Python wrapper and launches of a call outlast the flush on the GPU, the
+GPU reaches the start event first and idles until the call is enqueued, and that idle time is
+timed (tiny shapes such as the BSA seeds then time the host's launch: the weakness of
+``triton.testing.do_bench`` on short kernels). So after each flush the GPU spins
+(``torch.cuda._sleep``) for ``gpu_delay``: ``GPU_DELAY_FACTOR`` times the host's measured time to
+enqueue one timed call, within ``GPU_DELAY_FLOOR_MS``..``GPU_DELAY_CAP_MS``, in SM cycles at the
+faster of the measured ``_sleep`` rate and the maximum SM clock (a slower clock only lengthens
+it), after a one-off lead-in (``GPU_LEAD_FACTOR`` delays, at least 1 ms): the host has enqueued
+start, call and end before the GPU reaches start, and then stays ahead. Chosen over a CUDA graph
+of the call (``do_bench_cudagraph``): it keeps the flush and NVTX range per call and the call as
+users make it, for every variant, also those a graph cannot capture (``validate=True``, the
+references). The check: ``late_calls``, the timed calls whose start event the GPU had passed
+before the host had enqueued the end event (0 expected: such a time may hold host time); rows
+carry ``gpu_delay_ms``, ``gpu_delay_cycles``, ``gpu_lead_ms``, ``sm_cycles_per_ms``.
+``gpu_delay=False`` (``--no-gpu-delay``) drops the delay and the lead-in, for comparison (the
+probe and the late check stay, so it is not exactly the loop before the delay existed).
 
 GPU clocks are never changed (read them with nvidia-smi and record them).
 """
@@ -118,6 +142,61 @@ def skip_reason(variant: str, cfg: dict) -> str | None:
     if variant == "sdpa" and (cfg["d_qk"] != cfg["d_v"] or cfg.get("jagged")):
         return "sdpa needs d_qk == d_v and sequences of one length"
     return None
+
+
+def _plan(names, variants, baseline) -> tuple[list, list[dict]]:
+    """The (name, configuration, variants to run) of each configuration asked for, and the
+    (configuration, variant) pairs skipped with the reason (``skip_reason``; for the baseline
+    when not asked for, that no speedups are given there)."""
+    plans, skipped = [], []
+    for spec in names:
+        name, cfg = parse_config(spec)
+        todo = []
+        for variant in dict.fromkeys([baseline, *variants]):
+            why = skip_reason(variant, cfg)
+            if why is None:
+                todo.append(variant)
+                continue
+            if variant not in variants:
+                why = f"baseline not run ({why}): no speedups on this configuration"
+            skipped.append(dict(config=name, variant=variant, reason=why))
+        plans.append((name, cfg, todo))
+    return plans, skipped
+
+
+def _some(names: list[str], k: int = 3) -> str:
+    return ", ".join(names[:k]) + (f", +{len(names) - k} more" if len(names) > k else "")
+
+
+def skip_lines(skipped: list[dict]) -> list[str]:
+    """The skipped (configuration, variant) pairs (``_plan``'s list) said in one line per
+    variant: on how many configurations, those of kinds it does not run (which, a few names)
+    and those it cannot run for another reason (the reason, a few names)."""
+    by_variant: dict[str, list[dict]] = {}
+    for s in skipped:
+        by_variant.setdefault(s["variant"], []).append(s)
+    lines = []
+    for variant, ss in by_variant.items():
+        other_kind: dict[str, list[str]] = {}  # kind -> configurations
+        other: dict[str, list[str]] = {}  # reason -> configurations
+        for s in ss:
+            cfg = parse_config(s["config"])[1]
+            if variant not in _KIND_VARIANTS[cfg["kind"]]:
+                other_kind.setdefault(cfg["kind"], []).append(s["config"])
+            else:
+                other.setdefault(skip_reason(variant, cfg) or s["reason"], []).append(s["config"])
+        parts = []
+        if other_kind:
+            names = [c for cs in other_kind.values() for c in cs]
+            runs_on = [k for k, vs in _KIND_VARIANTS.items() if variant in vs]
+            parts.append(f"{len(names)} of other kinds ({', '.join(other_kind)}: {_some(names)}); it runs on "
+                         f"{', '.join(runs_on)} configurations")
+        for why, names in other.items():
+            parts.append(f"{len(names)} ({_some(names)}): {why}")
+        n = len(ss)
+        base = " (the baseline, not asked for: no speedups there)" if ss[0]["reason"].startswith("baseline") else ""
+        lines.append(f"skipped {variant}{base} on {n} configuration{'s' if n != 1 else ''}: " + "; ".join(parts))
+    return lines
 
 
 def parse_config(spec: str) -> tuple[str, dict[str, Any]]:
@@ -234,7 +313,73 @@ def _stats(times_ms: list[float]) -> dict[str, float]:
                 p95_ms=q(0.95), p99_ms=q(0.99), n_rep=len(xs))
 
 
-def _time_cuda(fn, name, warmup_ms, rep_ms, flush):
+# the GPU-side delay before each timed call (module docstring)
+GPU_DELAY_FACTOR = 2.0
+GPU_DELAY_FLOOR_MS = 0.05
+GPU_DELAY_CAP_MS = 20.0
+GPU_LEAD_FACTOR = 5.0  # the lead-in before the first timed call: this many delays, at least 1 ms
+HOST_PROBE_CALLS = 25
+
+
+def gpu_delay(host_ms, cycles_per_ms: float, factor: float = GPU_DELAY_FACTOR,
+              floor_ms: float = GPU_DELAY_FLOOR_MS, cap_ms: float = GPU_DELAY_CAP_MS) -> tuple[float, int]:
+    """The delay the GPU spins for before each timed call's start event, as (ms, SM cycles):
+    ``factor`` times the median of ``host_ms`` (the host's time to enqueue one timed call:
+    start event, NVTX range, the call, end event), at least ``floor_ms``, at most ``cap_ms``;
+    cycles at ``cycles_per_ms`` (SM clock in kHz), rounded up."""
+    import statistics
+
+    xs = [float(x) for x in host_ms]
+    if not xs or not all(math.isfinite(x) and x >= 0 for x in xs):
+        raise ValueError(f"host_ms: need finite times >= 0, got {host_ms!r}")
+    if not (math.isfinite(cycles_per_ms) and cycles_per_ms > 0):
+        raise ValueError(f"cycles_per_ms: need a finite rate > 0, got {cycles_per_ms!r}")
+    if not (0 <= floor_ms <= cap_ms and factor > 0):
+        raise ValueError(f"need factor > 0 and 0 <= floor_ms <= cap_ms, got {factor}, {floor_ms}, {cap_ms}")
+    ms = min(cap_ms, max(floor_ms, factor * statistics.median(xs)))
+    return ms, math.ceil(ms * cycles_per_ms)
+
+
+def _sm_cycles_per_ms(max_khz: float | None = None) -> float:
+    """SM cycles per ms for ``torch.cuda._sleep``: its measured rate (about 1 ms of sleep between
+    two events, enqueued behind another sleep so that the host is ahead), or the GPU's maximum SM
+    clock ``max_khz`` where faster: a clock above the one measured would shorten the delay."""
+    import torch
+
+    n = 2_000_000
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(n // 10)
+    s.record()
+    torch.cuda._sleep(n)
+    e.record()
+    torch.cuda.synchronize()
+    measured = n / max(s.elapsed_time(e), 1e-6)
+    return max(measured, max_khz or 0.0)
+
+
+def _max_sm_khz() -> float | None:
+    """The GPU's maximum SM clock in kHz (the device properties, else nvidia-smi), or None."""
+    import torch
+
+    khz = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "clock_rate", None)
+    if khz:
+        return float(khz)
+    try:
+        import subprocess
+
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits",
+                              f"--id={torch.cuda.current_device()}"],
+                             capture_output=True, text=True, timeout=10).stdout.split()
+        return float(out[0]) * 1e3 if out else None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def _time_cuda(fn, name, warmup_ms, rep_ms, flush, delay: bool = True, max_khz: float | None = None):
+    """GPU time per call of ``fn`` (module docstring); ``delay=False``: no GPU-side delay before
+    the start events (the GPU's wait for a slow host is then timed too)."""
+    import statistics
+
     import torch
 
     fn()
@@ -250,19 +395,49 @@ def _time_cuda(fn, name, warmup_ms, rep_ms, flush):
     n_rep = min(1000, max(10, int(rep_ms / est)))
     for _ in range(n_warm):
         fn()
+    torch.cuda.synchronize()
+    # the host's time to enqueue one timed call (untimed calls, no synchronisation between them)
+    host, body = [], []
+    for _ in range(HOST_PROBE_CALLS):
+        flush.zero_()
+        t0 = time.perf_counter()
+        s.record()
+        torch.cuda.nvtx.range_push(name)
+        t1 = time.perf_counter()
+        fn()
+        t2 = time.perf_counter()
+        torch.cuda.nvtx.range_pop()
+        e.record()
+        t3 = time.perf_counter()
+        host.append((t2 - t1) * 1e3)
+        body.append((t3 - t0) * 1e3)
+    torch.cuda.synchronize()
+    cpm = _sm_cycles_per_ms(max_khz)
+    delay_ms, cycles = gpu_delay(body, cpm) if delay else (0.0, 0)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    late = 0
+    lead_ms = max(1.0, GPU_LEAD_FACTOR * delay_ms) if cycles else 0.0
+    if cycles:
+        # the GPU, idle after the synchronisation, gets a head start: the first calls cost the
+        # host more than the probe's (seen on an H200: the first timed call late in most rows)
+        torch.cuda._sleep(math.ceil(lead_ms * cpm))
     for i in range(n_rep):
         flush.zero_()
+        if cycles:
+            torch.cuda._sleep(cycles)
         starts[i].record()
         torch.cuda.nvtx.range_push(name)
         fn()
         torch.cuda.nvtx.range_pop()
         ends[i].record()
+        late += starts[i].query()  # the GPU already past the start: the interval may hold host time
     torch.cuda.synchronize()
     samples = [a.elapsed_time(b) for a, b in zip(starts, ends, strict=True)]
     res = _stats(samples)
-    res.update(n_warmup=n_warm, samples_ms=samples)
+    res.update(n_warmup=n_warm, samples_ms=samples, host_ms=statistics.median(host), host_ms_max=max(host),
+               gpu_delay_ms=delay_ms, gpu_delay_cycles=cycles, gpu_lead_ms=lead_ms, sm_cycles_per_ms=cpm,
+               late_calls=late)
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
     fn()
@@ -487,14 +662,15 @@ def bench_attention(
     device: str | None = None,
     progress=None,
     on_skip=None,
+    gpu_delay: bool = True,
 ) -> list[dict]:
     """Benchmark HSTU attention variants on named (or inline) configurations.
 
     Returns one dict per (configuration, variant) measured. A variant that cannot run on a
-    configuration (``skip_reason``) is skipped and said: ``on_skip(config, variant, reason)``,
-    by default one line on stderr, before the first measurement (and listed under
-    ``skipped`` in the JSON); if no variant asked for runs on any configuration, that is a
-    ``ParamError``. A variant that fails (e.g. out of memory) gives a row with ``error`` set
+    configuration (``skip_reason``) is skipped and said before the first measurement:
+    ``on_skip(config, variant, reason)`` for each pair, by default one line per variant on
+    stderr (``skip_lines``); every pair is listed under ``skipped`` in the JSON. If no variant
+    asked for runs on any configuration, that is a ``ParamError``. A variant that fails (e.g. out of memory) gives a row with ``error`` set
     and no timings; a failed correctness check, ``check_error``.
 
     ``speedup_vs_baseline`` is the baseline's median over the variant's median (same
@@ -504,35 +680,35 @@ def bench_attention(
     ``err_tol``, ``matches_reference``, block-sparse ``sel_agree``): see the module's docstring.
     The JSON holds every column, ``samples_ms`` (the per-call times) too; the CSV all but
     ``samples_ms``.
+
+    On a GPU each timed call is preceded by a GPU-side delay (``gpu_delay_ms``; module
+    docstring) so that the events time the GPU only; ``gpu_delay=False`` times without it (the
+    GPU's wait for a slow host is then timed too), for comparison. ``host_ms`` is the host's
+    median enqueue time of one call, ``late_calls`` the timed calls the delay did not cover.
     """
     names = list(configs) if configs else list(DEFAULT_CONFIGS)
     _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path)
     import torch
 
+    plans, skipped = _plan(names, variants, baseline)
     if on_skip is None:
-        def on_skip(config, variant, reason):
-            print(f"skipped {variant} on {config}: {reason}", file=sys.stderr, flush=True)
-
-    plans, skipped = [], []
-    for spec in names:
-        name, cfg = parse_config(spec)
-        todo = []
-        for variant in dict.fromkeys([baseline, *variants]):
-            why = skip_reason(variant, cfg)
-            if why is None:
-                todo.append(variant)
-                continue
-            if variant not in variants:
-                why = f"baseline not run ({why}): no speedups on this configuration"
-            skipped.append(dict(config=name, variant=variant, reason=why))
-            on_skip(name, variant, why)
-        plans.append((name, cfg, todo))
+        for line in skip_lines(skipped):
+            print(line, file=sys.stderr, flush=True)
+    else:
+        for s in skipped:
+            on_skip(s["config"], s["variant"], s["reason"])
 
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device=device) if device == "cuda" else None
     tol = _tolerance(dtype, device)
     meta = _environment(device)
+    max_khz = None
+    if device == "cuda":
+        max_khz = _max_sm_khz()
+        meta["timing"] = dict(gpu_delay=gpu_delay, delay_factor=GPU_DELAY_FACTOR, delay_floor_ms=GPU_DELAY_FLOOR_MS,
+                              delay_cap_ms=GPU_DELAY_CAP_MS, host_probe_calls=HOST_PROBE_CALLS,
+                              sm_clock_max_khz=max_khz)
     rows: list[dict] = []
     for name, cfg, todo in plans:
         inp = _make_inputs(cfg, dt, device)
@@ -546,12 +722,13 @@ def bench_attention(
                        block_counts=cfg.get("counts") if cfg["kind"] == "bsa" else None,
                        cache_len=cfg.get("cache"), new_len=cfg.get("new"), error=None,
                        max_abs_err=None, rel_err=None, err_tol=None, matches_reference=None, sel_agree=None,
-                       check_error=None)
+                       check_error=None, host_ms=None, gpu_delay_ms=None, late_calls=None)
             try:
                 made = _variant(variant, cfg, inp)
                 fn, pairs = made["fn"], made["pairs"]
                 if device == "cuda":
-                    res = _time_cuda(fn, f"attention:{variant}:{name}", warmup_ms, rep_ms, flush)
+                    res = _time_cuda(fn, f"attention:{variant}:{name}", warmup_ms, rep_ms, flush,
+                                     delay=gpu_delay, max_khz=max_khz)
                 else:
                     res = _time_cpu(fn, warmup_ms, rep_ms)
                 flops = 2.0 * cfg["H"] * (cfg["d_qk"] + cfg["d_v"]) * pairs
@@ -698,10 +875,11 @@ def _check_cell(r) -> str:
 
 
 def format_table(results: list[dict]) -> str:
-    """A fixed-width table: configuration, variant, median/p95 ms, TFLOP/s, speedup and its
-    95 % interval, the errors against the reference, peak MB."""
-    head = ["config", "variant", "median_ms", "p95_ms", "TFLOP/s", "speedup", "95%_interval", "rel_err",
-            "max_abs_err", "check", "peak_MB"]
+    """A fixed-width table: configuration, variant, median/p95 ms, the host's enqueue ms per
+    call, TFLOP/s, speedup and its 95 % interval, the errors against the reference, peak MB;
+    below it, the rows with late calls (``late_calls``)."""
+    head = ["config", "variant", "median_ms", "p95_ms", "host_ms", "TFLOP/s", "speedup", "95%_interval",
+            "rel_err", "max_abs_err", "check", "peak_MB"]
     lines = []
     for r in results:
         if r.get("error"):
@@ -710,8 +888,9 @@ def format_table(results: list[dict]) -> str:
         sp = r.get("speedup_vs_baseline")
         lo, hi = r.get("speedup_low"), r.get("speedup_high")
         pk = r.get("peak_alloc_mb")
+        hm = r.get("host_ms")
         lines.append([r["config"], r["variant"], f"{r['median_ms']:.4f}", f"{r['p95_ms']:.4f}",
-                      f"{r['tflops']:.1f}", "" if sp is None else f"{sp:.2f}x",
+                      "" if hm is None else f"{hm:.4f}", f"{r['tflops']:.1f}", "" if sp is None else f"{sp:.2f}x",
                       "" if lo is None else f"[{lo:.2f}, {hi:.2f}]", _fmt_err(r.get("rel_err")),
                       _fmt_err(r.get("max_abs_err")), _check_cell(r), "" if pk is None else f"{pk:.0f}"])
     widths = [max(len(h), *(len(str(x[i])) for x in lines)) if lines else len(h) for i, h in enumerate(head)]
@@ -728,6 +907,15 @@ def format_table(results: list[dict]) -> str:
         out.append(f"rel_err = ||out - ref|| / ||ref|| against the PyTorch reference of the variant's kind (same "
                    f"inputs, float32 on a GPU, float64 on the CPU); MISMATCH: rel_err >= {tol:g} "
                    f"({results[0]['dtype']}); sel: block selections equal to the reference's")
+    if any(r.get("host_ms") is not None for r in results):
+        out.append("host_ms: the host's median time to enqueue one call; above median_ms, back-to-back calls "
+                   "are bound by the host")
+    late = [r for r in results if r.get("late_calls")]
+    if late:
+        out.append(f"{len(late)} row{'s' if len(late) != 1 else ''} with calls the GPU reached before the host had "
+                   "enqueued them (late_calls; their times may hold host time): "
+                   + ", ".join(f"{r['config']} {r['variant']} {r['late_calls']}/{r['n_rep']}" for r in late[:6])
+                   + (", ..." if len(late) > 6 else ""))
     bad = sum(1 for r in results if r.get("matches_reference") is False or r.get("check_error"))
     if bad:
         out.append(f"{bad} row{'s' if bad != 1 else ''} failed the correctness check")
@@ -746,6 +934,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json")
     p.add_argument("--csv")
     p.add_argument("--device")
+    p.add_argument("--no-gpu-delay", action="store_true", help="no GPU-side delay before each timed call (the "
+                   "GPU's wait for a slow host is then timed too; for comparison)")
     p.add_argument("--list", action="store_true", help="list the named configurations and exit")
     a = p.parse_args(argv)
     if a.list:
@@ -756,7 +946,7 @@ def main(argv: list[str] | None = None) -> int:
     configs = [c for spec in (a.config or []) for c in spec.split(";") if c] or None
     rows = bench_attention(configs, variants=tuple(a.variants.split(",")), baseline=a.baseline, dtype=a.dtype,
                            warmup_ms=a.warmup_ms, rep_ms=a.rep_ms, json_path=a.json, csv_path=a.csv,
-                           device=a.device, progress=lambda r: print(f"  {r['config']} {r['variant']}: "
+                           device=a.device, gpu_delay=not a.no_gpu_delay, progress=lambda r: print(f"  {r['config']} {r['variant']}: "
                            + (r['error'] or f"{r['median_ms']:.4f} ms {_check_cell(r)}"), file=sys.stderr,
                            flush=True))
     print(format_table(rows))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 
 import pytest
@@ -19,7 +20,15 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
 
 from tracekit.kernels import api, bench  # noqa: E402
-from tracekit.kernels.bench import CONFIGS, bench_attention, format_table, speedup_interval  # noqa: E402
+from tracekit.kernels.bench import (  # noqa: E402
+    CONFIGS,
+    DEFAULT_CONFIGS,
+    bench_attention,
+    format_table,
+    gpu_delay,
+    skip_lines,
+    speedup_interval,
+)
 
 from tracekit.errors import ParamError  # noqa: E402
 
@@ -89,10 +98,10 @@ def test_skipped_variants_are_said_and_nothing_to_run_is_an_error(capsys):
     assert [r["variant"] for r in rows] == ["reference"]
     assert rows[0]["speedup_vs_baseline"] is None and rows[0]["matches_reference"] is True
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2, err
-    assert err[0].startswith(f"skipped reference_block_sparse on {DENSE}: baseline not run (a dense configuration "
-                             "runs triton_dense, triton_dense_default, reference, sdpa, peer)")
-    assert err[1].startswith(f"skipped triton_block_sparse on {DENSE}: a dense configuration runs")
+    assert err == [f"skipped reference_block_sparse (the baseline, not asked for: no speedups there) on 1 "
+                   f"configuration: 1 of other kinds (dense: {DENSE}); it runs on bsa configurations",
+                   f"skipped triton_block_sparse on 1 configuration: 1 of other kinds (dense: {DENSE}); it runs on "
+                   "bsa configurations"], err
     with pytest.raises(ParamError, match=r"--variants triton_cached: none runs on the configurations asked for "
                                          r"\(seed1: a bsa configuration runs"):
         bench_attention(["seed1", DENSE], variants=("triton_cached",), **FAST)
@@ -160,3 +169,49 @@ def test_speedup_interval_contains_the_estimate_and_narrows():
     same = _times(50, 1.0, 3)
     lo, hi = speedup_interval(same, same)
     assert lo < 1.0 < hi
+
+
+def test_default_run_says_each_skipped_variant_once():
+    """The standard set with the default variants skips 46 (configuration, variant) pairs: one
+    line per variant on stderr, every pair in the list the JSON keeps."""
+    variants = ("triton_dense", "triton_block_sparse", "triton_cached", "reference", "sdpa")
+    plans, skipped = bench._plan(DEFAULT_CONFIGS, variants, "reference")
+    assert len(plans) == len(DEFAULT_CONFIGS)
+    ran = sum(len(todo) for _, _, todo in plans)
+    assert ran + len(skipped) == len(DEFAULT_CONFIGS) * len(variants) and len(skipped) == 46
+    assert all(set(s) == {"config", "variant", "reason"} for s in skipped)
+    lines = skip_lines(skipped)
+    assert [line.split()[1] for line in lines] == ["triton_cached", "sdpa", "triton_block_sparse"]
+    assert lines[2] == ("skipped triton_block_sparse on 16 configurations: 16 of other kinds (dense, cached: "
+                        "hstu_T512, hstu_T1024, hstu_T2048, +13 more); it runs on bsa configurations")
+    assert lines[0].startswith("skipped triton_cached on 15 configurations: 15 of other kinds (bsa, dense: seed1, ")
+    assert lines[1] == ("skipped sdpa on 15 configurations: 8 of other kinds (cached: cached_C0_n256, "
+                        "cached_C1024_n256, cached_C2048_n256, +5 more); it runs on dense, bsa configurations; "
+                        "7 (seed1, seed2, seed3, +4 more): sdpa needs d_qk == d_v and sequences of one length")
+    assert skip_lines([]) == []
+
+
+def test_gpu_delay_covers_the_host_within_bounds():
+    """The GPU-side delay before each timed call: twice the host's median enqueue time, at
+    least the floor, at most the cap, in SM cycles rounded up."""
+    khz = 1_980_000.0  # an H200 at 1980 MHz: cycles per ms
+    assert gpu_delay([0.1, 0.2, 0.3], khz) == (pytest.approx(0.4), math.ceil(0.4 * khz))
+    assert gpu_delay([0.2, 0.2, 50.0], khz)[0] == pytest.approx(0.4)  # one stall: the median holds
+    assert gpu_delay([0.001] * 5, khz)[0] == bench.GPU_DELAY_FLOOR_MS
+    assert gpu_delay([100.0], khz) == (bench.GPU_DELAY_CAP_MS, math.ceil(bench.GPU_DELAY_CAP_MS * khz))
+    assert gpu_delay([0.1], 1000.5, factor=3, floor_ms=0, cap_ms=1) == (pytest.approx(0.3), math.ceil(0.3 * 1000.5))
+    for bad in (dict(host_ms=[]), dict(host_ms=[float("nan")]), dict(host_ms=[-1.0]),
+                dict(host_ms=[0.1], cycles_per_ms=0.0), dict(host_ms=[0.1], floor_ms=2.0, cap_ms=1.0)):
+        kw = dict(cycles_per_ms=khz) | bad
+        with pytest.raises(ValueError):
+            gpu_delay(**kw)
+
+
+def test_cpu_rows_carry_no_gpu_timing_columns(seed1):
+    """On the CPU (_time_cpu, unchanged) the GPU timing columns are there and empty."""
+    rows, _, out = seed1
+    for r in json.loads((out / "r.json").read_text())["results"]:
+        assert r["host_ms"] is None and r["gpu_delay_ms"] is None and r["late_calls"] is None
+    assert "timing" not in json.loads((out / "r.json").read_text())["environment"]
+    text = format_table(rows)
+    assert "host_ms" in text.splitlines()[0] and "late_calls" not in text

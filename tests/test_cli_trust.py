@@ -291,3 +291,21 @@ def test_a_reader_that_stops_early_is_not_a_regression(small_store):
         p.stdout.close()  # (before the command writes: its first write meets the closed pipe)
         err = p.stderr.read().decode()
         assert p.wait() == 141 and err == "", err
+
+
+def test_limit_cuts_the_answer_of_a_query_that_takes_none(tmp_path, capsys):
+    """--limit, an option of every query, on queries that take no limit of their own
+    (comm-overlap, run-info): their first rows (it was "unknown parameter 'limit'"); its
+    checks are limit's."""
+    db = str(tmp_path / "n.duckdb")
+    assert cli_main(["--db", db, "ingest", str(DATA / "nsys_nccl_overlap" / "export.sqlite.xz")]) == 0
+    capsys.readouterr()
+    assert cli_main(["--db", db, "query", "comm-overlap", "--limit", "1", "-f", "csv"]) == 0
+    one = capsys.readouterr().out.splitlines()
+    assert cli_main(["--db", db, "query", "comm-overlap", "--limit", "0", "-f", "csv"]) == 0
+    every = capsys.readouterr().out.splitlines()
+    assert len(every) == 3 and one == every[:2]
+    assert cli_main(["--db", db, "query", "comm-overlap", "--limit", "1"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("1 of 2 rows (--limit 0 for all)")
+    assert cli_main(["--db", db, "query", "run-info", "--limit", "-1"]) == 2
+    assert "limit must be >= 0" in one_error_line(capsys)

@@ -544,15 +544,23 @@ def charts():
 
 def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: list[str] | None,
                all_columns: bool, timeunit: str, db: DbPath | None) -> None:
+    from .registry import get_registry
+
     _check_format(fmt, out)
+    reg = get_registry()
+    # --limit of a query that returns a few rows and takes no limit (comm-overlap, run-info):
+    # the first rows of its answer, as for any other
+    cut = params.pop("limit", None) if "limit" not in reg.get(name).params else None
+    if cut is not None:
+        cut = reg.get("runs").params["limit"].convert(cut, name)  # (the same checks: an integer >= 0)
     tk = _open(db, read_only=True)
     if fmt != "table":
-        _emit(tk.query(name, **params), fmt, out, columns, tk.path, title=name)
+        df = tk.query(name, **params)
+        _emit(df.head(cut) if cut else df, fmt, out, columns, tk.path, title=name)
     else:
-        from .registry import get_registry
-
-        reg = get_registry()
         rows = reg.fetch(tk, name, **params)
+        if cut and len(rows.rows) > cut:
+            rows.total, rows.rows = len(rows.rows), rows.rows[:cut]
         _show(rows, out, _runs_shown(params, rows, reg.get(name).display), columns, all_columns, timeunit,
               more="--limit 0 for all", store_path=tk.path)
     if out is not None:  # as chart and export say what they wrote

@@ -215,3 +215,16 @@ def test_cpu_rows_carry_no_gpu_timing_columns(seed1):
     assert "timing" not in json.loads((out / "r.json").read_text())["environment"]
     text = format_table(rows)
     assert "host_ms" in text.splitlines()[0] and "late_calls" not in text
+
+
+def test_cli_passes_no_gpu_delay(monkeypatch):
+    """`tracekit bench attention --no-gpu-delay` reaches bench_attention as gpu_delay=False
+    (the default keeps the delay)."""
+    from tracekit.cli import main
+
+    seen = []
+    monkeypatch.setattr(bench, "bench_attention", lambda *a, **kw: seen.append(kw["gpu_delay"]) or [])
+    monkeypatch.setattr(bench, "format_table", lambda rows: "")
+    for args, want in ((["--no-gpu-delay"], False), ([], True)):
+        assert main(["bench", "attention", "--config", "seed1", *args]) == 0
+        assert seen.pop() is want

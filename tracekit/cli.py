@@ -846,6 +846,9 @@ def bench_attention_cmd(
     json_path: Annotated[Path | None, typer.Option("--json", help="write results as JSON")] = None,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="write results as CSV")] = None,
     list_configs: Annotated[bool, typer.Option("--list", help="list the named configurations")] = False,
+    no_gpu_delay: Annotated[bool, typer.Option(
+        "--no-gpu-delay", help="no GPU-side wait before each timed call: short kernels then time the host's "
+        "launch too (for comparison)")] = False,
 ):
     """Time HSTU attention variants (CUDA events, L2 flush, quantiles, TFLOP/s)."""
     if dtype not in ("bf16", "fp16", "fp32"):
@@ -862,9 +865,9 @@ def bench_attention_cmd(
         argv += ["--csv", str(csv_path)]
     if list_configs:
         argv.append("--list")
+    if no_gpu_delay:
+        argv.append("--no-gpu-delay")
     raise typer.Exit(bench.main(argv))
-
-
 
 
 #: the exit code where the reader of the output stopped reading (`| head`): a process killed by

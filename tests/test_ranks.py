@@ -569,3 +569,31 @@ def test_the_ranks_ingested_by_dask_workers_are_the_serial_ones(tmp_path, capsys
     a, b = tracekit.open(serial, read_only=True), tracekit.open(dist, read_only=True)
     assert_same_stores(a.con, b.con)
     assert b.query("stragglers", limit=0).equals(a.query("stragglers", limit=0))
+
+
+def test_a_job_with_one_rank_in_the_store_is_not_compared(tmp_path, capsys):
+    """One rank of the real 4-rank job ingested (or all of them, then all but one removed):
+    rank-summary, stragglers, rank-ranges and their charts are an error naming the job and
+    what to do, not a table of one rank against itself (skew 0 %); with a second rank they
+    answer."""
+    db = str(tmp_path / "one.duckdb")
+    assert main(["--db", db, "ingest", str(EXPORTS[0])]) == 0
+    capsys.readouterr()
+
+    def refused():
+        for args in (["query", "rank-summary"], ["query", "stragglers"], ["query", "rank-ranges"],
+                     ["chart", "rank-heatmap", "-o", str(tmp_path / "h.png")]):
+            assert main(["--db", db, *args]) == 2, args
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "is the only rank of its job" in err[0] and "tracekit query jobs" in err[0], err
+        assert not (tmp_path / "h.png").exists()
+
+    refused()
+    assert main(["--db", db, "query", "jobs"]) == 0  # (what the job has: one rank, the others missing)
+    assert main(["--db", db, "ingest", str(EXPORTS[1])]) == 0
+    capsys.readouterr()
+    assert main(["--db", db, "query", "rank-summary", "-f", "csv"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3  # a header and the two ranks
+    assert main(["--db", db, "runs", "rm", "2"]) == 0
+    capsys.readouterr()
+    refused()

@@ -44,11 +44,20 @@ WHERE json_extract(params, '$.rank') IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY job, rank ORDER BY run_id DESC) = 1;
 
 -- The job of a run and that job's ranks: job_ranks(run) lists rank_runs of the job run
--- `run` belongs to; a run without a rank raises an error saying how to give it one.
+-- `run` belongs to; a run without a rank raises an error saying how to give it one, and so
+-- does a job with one rank in the store (a question across ranks needs two to compare).
 CREATE OR REPLACE MACRO job_ranks(run) AS TABLE
-SELECT r.* FROM rank_runs r
-WHERE r.job = (SELECT CASE WHEN json_extract(params, '$.rank') IS NULL
-                           THEN error('run ' || run || ' has no rank: ingest each rank''s export with its rank '
-                                      || '(a file or folder named rank3 or _r3_, or --param rank=3)')
-                           ELSE json_extract_string(params, '$.job') END
-               FROM runs WHERE run_id = run);
+WITH j AS (
+    SELECT CASE WHEN json_extract(params, '$.rank') IS NULL
+                THEN error('run ' || run || ' has no rank: ingest each rank''s export with its rank '
+                           || '(a file or folder named rank3 or _r3_, or --param rank=3)')
+                ELSE json_extract_string(params, '$.job') END AS job
+    FROM runs WHERE run_id = run
+), n AS (
+    SELECT CASE WHEN count(*) > 1 THEN count(*)
+                ELSE error('run ' || run || ' is the only rank of its job (' || coalesce(any_value(j.job), '?')
+                           || ') in the store: a question across ranks compares two or more; ingest the other '
+                           || 'ranks'' exports (`tracekit query jobs` lists the ranks each job has)') END AS ranks
+    FROM rank_runs r JOIN j ON r.job = j.job
+)
+SELECT r.* FROM rank_runs r, j, n WHERE r.job = j.job AND n.ranks > 1;

@@ -18,6 +18,7 @@ import typer
 
 from tracekit.cli_params import DbPath
 
+from .profilers import DEFAULT_LAUNCH_COUNT
 from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS
 
 _GET_DB: list[Callable[[], Path | None]] = [lambda: None]
@@ -48,31 +49,88 @@ def _db(ctx: typer.Context, db: DbPath | None) -> DbPath | Path | None:
 
 def capture_cmd(
     ctx: typer.Context,
-    bs: Annotated[int, typer.Option("--bs", help="batch size: users per request")] = 8,
-    nc: Annotated[int, typer.Option("--nc", help="candidates per user")] = 1024,
+    cmd: Annotated[list[str] | None, typer.Argument(
+        help="a program to run under the profiler instead of the HSTU workload, after -- "
+             "(tracekit capture --tool nsys -- python my_bench.py --bs 8)", show_default=False)] = None,
+    bs: Annotated[int | None, typer.Option("--bs", help="HSTU: batch size, users per request (default: 8)",
+                                           show_default=False)] = None,
+    nc: Annotated[int | None, typer.Option("--nc", help="HSTU: candidates per user (default: 1024)",
+                                           show_default=False)] = None,
     tool: ToolOpt = "nsys",
     preset: PresetOpt = None,
     warmup_ms: WarmupOpt = None,
     iters: ItersOpt = None,
     out: OutDirOpt = Path("runs"),
     db: DbOpt = None,
-    name: Annotated[str | None, typer.Option("--name", help="run folder name (default: <utc>-bs<bs>-nc<nc>-<tool>)",
-                                             show_default=False)] = None,
+    name: Annotated[str | None, typer.Option(
+        "--name", help="run folder name (default: <utc>-bs<bs>-nc<nc>-<tool>; a command's: <utc>-<program>-<tool>)",
+        show_default=False)] = None,
     no_ingest: NoIngestOpt = False,
     gpu_metrics: Annotated[bool, typer.Option(
         "--gpu-metrics", help="nsys: sample the GPU's counters too (SM clock, SMs and tensor pipes active, DRAM "
                               "bandwidth): tracekit query nvtx-gpu-metrics; diff reads times against the clock")] = False,
+    capture_range: Annotated[str | None, typer.Option(
+        "--capture-range", help="a command under nsys: none (the whole program, the default) or cudaProfilerApi "
+                                "(between cudaProfilerStart and Stop)", show_default=False)] = None,
+    nvtx_capture: Annotated[str | None, typer.Option(
+        "--nvtx-capture", help="a command: only the NVTX range RANGE (nsys: its first instance; ncu: the kernels "
+                               "inside the push/pop range)", metavar="RANGE", show_default=False)] = None,
+    kernel_name: Annotated[str | None, typer.Option(
+        "--kernel-name", help="a command under ncu: only kernels whose function name (ncu's base name: Kernel2 for "
+                             "cutlass::Kernel2<...>) matches this regular expression",
+        metavar="REGEX", show_default=False)] = None,
+    launch_count: Annotated[int | None, typer.Option(
+        "--launch-count", help="a command under ncu: profile at most N kernel launches (default: "
+                               f"{DEFAULT_LAUNCH_COUNT})", metavar="N", show_default=False)] = None,
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="a command: run parameter NAME=VALUE in meta.json's params (e.g. bs=8), repeatable",
+        show_default=False)] = None,
 ) -> None:
-    """Run the HSTU inference workload at one (bs, nc) point under nsys, ncu or none."""
+    """Run the HSTU inference workload at one (bs, nc) point, or a program of yours
+    (after --), under nsys, ncu or none; the run folder is ingested."""
+    if cmd:
+        _capture_command(ctx, cmd, bs=bs, nc=nc, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
+                         out=out, db=db, name=name, no_ingest=no_ingest, gpu_metrics=gpu_metrics,
+                         capture_range=capture_range, nvtx_capture=nvtx_capture, kernel_name=kernel_name,
+                         launch_count=launch_count, param=param)
+        return
+    from tracekit.errors import CaptureError
+
+    for opt, value in (("--capture-range", capture_range), ("--nvtx-capture", nvtx_capture),
+                       ("--kernel-name", kernel_name), ("--launch-count", launch_count), ("--param", param)):
+        if value:
+            raise CaptureError(f"{opt}: an option of a program's capture (tracekit capture {opt} ... -- CMD); "
+                               "the HSTU workload does not take it")
     from .run import capture, summary
 
-    run_dir = capture(bs, nc, tool=tool, preset=preset,
+    run_dir = capture(8 if bs is None else bs, 1024 if nc is None else nc, tool=tool, preset=preset,
                       warmup_ms=DEFAULT_WARMUP_MS if warmup_ms is None else warmup_ms,
                       iters=DEFAULT_ITERS if iters is None else iters, out_dir=out,
                       db=_db(ctx, db), name=name, ingest=not no_ingest, echo=True,
                       command=list(sys.argv), gpu_metrics=gpu_metrics)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(summary(run_dir, None if no_ingest else _db(ctx, db)))
+
+
+def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset, warmup_ms, iters, out, db, name,
+                     no_ingest, gpu_metrics, capture_range, nvtx_capture, kernel_name, launch_count, param) -> None:
+    """``tracekit capture [OPTIONS] -- CMD``: the program under the profiler, its run
+    folder ingested, a summary printed; the HSTU workload's options are errors."""
+    from tracekit.errors import CaptureError
+
+    from .command import capture_command, command_summary, parse_params
+
+    for opt, value in (("--bs", bs), ("--nc", nc), ("--preset", preset), ("--warmup-ms", warmup_ms),
+                       ("--iters", iters)):
+        if value is not None:
+            raise CaptureError(f"{opt}: an option of the HSTU workload, not of a command's capture "
+                               "(the program's own arguments go after --)")
+    run_dir = capture_command(cmd, tool, out_dir=out, db=_db(ctx, db), name=name, ingest=not no_ingest, echo=True,
+                              command=list(sys.argv), params=parse_params(param),
+                              capture_range=capture_range or "none", nvtx_capture=nvtx_capture,
+                              kernel_regex=kernel_name, launch_count=launch_count, gpu_metrics=gpu_metrics)
+    typer.echo(f"run folder: {run_dir}")
+    typer.echo(command_summary(run_dir, None if no_ingest else _db(ctx, db)))
 
 
 def sweep_cmd(
@@ -156,11 +214,15 @@ def export_sweep_cmd(
         typer.echo(f"wrote {path}")
 
 
+#: ``tracekit capture python my.py --bs 8``: everything from the program on is its own
+#: (an option after it is the program's, never capture's), with or without ``--``
+CAPTURE_CONTEXT = {"allow_interspersed_args": False}
+
 export_app = typer.Typer(help="Export tables.", no_args_is_help=True, add_completion=False)
 export_app.command("sweep")(export_sweep_cmd)
 
 app = typer.Typer(help="HSTU inference captures.", no_args_is_help=True, add_completion=False)
-app.command("capture")(capture_cmd)
+app.command("capture", context_settings=CAPTURE_CONTEXT)(capture_cmd)
 app.command("sweep")(sweep_cmd)
 app.add_typer(export_app, name="export")
 
@@ -171,7 +233,7 @@ def register(main_app: typer.Typer, get_db: Callable[[], Path | None] | None = N
     group (``export_group`` when the main CLI has one, else this module's)."""
     if get_db is not None:
         _GET_DB[0] = get_db
-    main_app.command("capture")(capture_cmd)
+    main_app.command("capture", context_settings=CAPTURE_CONTEXT)(capture_cmd)
     main_app.command("sweep")(sweep_cmd)
     if export_group is not None:
         export_group.command("sweep")(export_sweep_cmd)

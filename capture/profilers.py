@@ -116,3 +116,73 @@ def ncu_export_argvs(ncu: str, report: Path) -> dict[str, list[str]]:
         "ncu_details.csv": [ncu, "-i", str(report), "--csv", "--page", "details",
                             "--print-metric-name", "name", "--print-units", "base"],
     }
+
+
+# -- a user's command under a profiler (``tracekit capture -- CMD``) ------------------
+
+#: nsys ``--capture-range`` values ``tracekit capture -- CMD`` takes: the whole program
+#: (``none``), or the part between cudaProfilerStart and cudaProfilerStop
+#: (``cudaProfilerApi``); an NVTX range is ``--nvtx-capture RANGE``
+NSYS_CAPTURE_RANGES = ("none", "cudaProfilerApi")
+#: ncu's default cap on the kernel launches profiled in a user's command: each launch is
+#: replayed once per pass of its sections (``NCU_SECTIONS``: about 40 passes), so a
+#: program launching thousands of kernels would otherwise take hours
+DEFAULT_LAUNCH_COUNT = 50
+#: nsys matches ``--nvtx-capture`` against registered NVTX strings only, unless this is set
+#: in the program's environment: ``torch.cuda.nvtx.range_push("step")`` registers nothing
+NSYS_NVTX_ENV = "NSYS_NVTX_PROFILER_REGISTER_ONLY=0"
+
+
+def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_range: str = "none",
+                      nvtx_capture: str | None = None, gpu_metrics: bool = False) -> list[str]:
+    """``nsys profile`` of a user's command: CUDA, NVTX and OS-runtime traces of the whole
+    program (``capture_range`` ``none``), of the part between cudaProfilerStart and
+    cudaProfilerStop (``cudaProfilerApi``), or of the first instance of the NVTX range
+    ``nvtx_capture`` (nsys ``--capture-range=nvtx --nvtx-capture=RANGE``, ``RANGE@DOMAIN``
+    for a range of another domain, with unregistered strings matched: ``NSYS_NVTX_ENV``);
+    a range ends the capture (``--capture-range-end=stop``), the program runs on. Exported
+    to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``; ``gpu_metrics`` as ``nsys_argv``."""
+    if nvtx_capture is not None:
+        if capture_range != "none":
+            raise ValueError(f"--capture-range {capture_range} and --nvtx-capture: give one")
+        scope = ["--capture-range=nvtx", f"--nvtx-capture={nvtx_capture}", "--capture-range-end=stop",
+                 "-e", NSYS_NVTX_ENV]
+    elif capture_range == "cudaProfilerApi":
+        scope = ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    elif capture_range == "none":
+        scope = ["--capture-range=none"]
+    else:
+        raise ValueError(f"--capture-range {capture_range!r}: one of {', '.join(NSYS_CAPTURE_RANGES)}")
+    return [
+        nsys, "profile",
+        "--trace=cuda,nvtx,osrt",
+        *(["--gpu-metrics-devices=all"] if gpu_metrics else []),
+        *scope,
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--force-overwrite=true",
+        "--export=sqlite",
+        "-o", str(out_base),
+        *cmd,
+    ]
+
+
+def ncu_command_argv(ncu: str, out_base: Path, cmd: Sequence[str], *, nvtx_capture: str | None = None,
+                     kernel_regex: str | None = None, launch_count: int = DEFAULT_LAUNCH_COUNT,
+                     sections: Sequence[str] = NCU_SECTIONS) -> list[str]:
+    """``ncu`` of a user's command: its first ``launch_count`` kernel launches (of every
+    process it starts), with the ``NCU_SECTIONS`` of the HSTU capture, clocks left alone,
+    the kernels' source in the report; only those inside the NVTX push/pop range
+    ``nvtx_capture`` (ncu ``--nvtx --nvtx-include RANGE/``: the trailing slash names a
+    push/pop range, ``DOMAIN@RANGE/`` one of another domain), only those whose function
+    name matches ``kernel_regex`` (ncu ``--kernel-name regex:...``)."""
+    argv = [ncu, "--clock-control", "none", "--target-processes", "all"]
+    if nvtx_capture is not None:
+        argv += ["--nvtx", "--nvtx-include", f"{nvtx_capture}/"]
+    if kernel_regex is not None:
+        argv += ["--kernel-name", f"regex:{kernel_regex}"]
+    argv += ["--launch-count", str(launch_count)]
+    for section in sections:
+        argv += ["--section", section]
+    argv += ["--import-source", "yes", "--force-overwrite", "-o", str(out_base), *cmd]
+    return argv

@@ -58,6 +58,25 @@ def run_folder_name(bs: int, nc: int, tool: str, now: datetime | None = None) ->
     return f"{_utc_stamp(now)}-bs{bs}-nc{nc}-{tool}"
 
 
+def new_run_dir(out_dir: str | os.PathLike, run_name: str) -> Path:
+    """``<out_dir>/<run_name>``, created; a name that is no plain folder name or that no
+    run can have (``check_run_name``), or a folder that exists, is a one-line error."""
+    if "/" in run_name or run_name in ("", ".", ".."):
+        raise CaptureError(f"run name {run_name!r}: must be a plain folder name")
+    try:
+        check_run_name(run_name)  # the name the run will have in the store
+    except TracekitError as err:
+        raise CaptureError(f"run name: {err}") from None
+    run_dir = Path(out_dir) / run_name
+    if run_dir.exists():
+        raise CaptureError(f"run folder {run_dir} already exists; remove it or choose another name")
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as err:
+        raise CaptureError(f"cannot create run folder {run_dir}: {err.strerror or err}") from err
+    return run_dir
+
+
 def _write_json(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
@@ -192,20 +211,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
         check_ingest_target(db)
 
     started = datetime.now(UTC)
-    run_name = name if name is not None else run_folder_name(bs, nc, tool, started)
-    if "/" in run_name or run_name in ("", ".", ".."):
-        raise CaptureError(f"run name {run_name!r}: must be a plain folder name")
-    try:
-        check_run_name(run_name)  # the name the run will have in the store
-    except TracekitError as err:
-        raise CaptureError(f"run name: {err}") from None
-    run_dir = Path(out_dir) / run_name
-    if run_dir.exists():
-        raise CaptureError(f"run folder {run_dir} already exists; remove it or choose another name")
-    try:
-        run_dir.mkdir(parents=True)
-    except OSError as err:
-        raise CaptureError(f"cannot create run folder {run_dir}: {err.strerror or err}") from err
+    run_dir = new_run_dir(out_dir, name if name is not None else run_folder_name(bs, nc, tool, started))
+    run_name = run_dir.name
 
     spec = {"bs": bs, "nc": nc, "tool": tool, "warmup_ms": warmup_ms, "iters": iters,
             "flush_l2": flush_l2, "device": device, "workload": cfg.to_dict()}

@@ -371,3 +371,100 @@ def test_export_into_a_bad_folder_is_an_error(small_store, dest, message):
     with tracekit.open(small_store, read_only=True) as tk:
         with pytest.raises(InputError, match=f"^{message}$"):
             dataset.export(tk, dest)
+
+
+def _dataset_state(ds: Path) -> tuple[list[int], dict[str, list[int]]]:
+    """runs.parquet's run ids, and the run ids each table has partitions of."""
+    import duckdb
+
+    runs = sorted(r[0] for r in duckdb.connect().execute(
+        f"SELECT run_id FROM read_parquet('{ds / dataset.RUNS_FILE}')").fetchall())
+    parts = {t.name: sorted(int(p.name.split("=")[1]) for p in t.glob("run_id=*"))
+             for t in ds.iterdir() if t.is_dir() and not t.name.startswith(".")}
+    return runs, parts
+
+
+def test_a_ctrl_c_while_a_run_lands_waits_for_it_and_says_it_is_in(tmp_path, capsys, monkeypatch):
+    """A SIGINT while the run's partitions move into the dataset (here: at the first move,
+    and at the rename of runs.parquet) waits for the run to be in whole, and the command
+    says so (it said "nothing of it is in the store" of a run that was in, or left its
+    partitions without its row: a dataset no later ingest could write)."""
+    import os
+    import signal
+
+    ds = tmp_path / "ds"
+    ds.mkdir()  # (an empty folder: a new dataset)
+    one, two, three = (str(NSYS_EXPORTS[k]) for k in ("many_kernels", "nccl", "autograd"))
+    assert main(["--db", str(ds), "ingest", one]) == 0
+    real = os.replace
+    for at, source in ((0, two), (-1, three)):  # the first move; runs.parquet, the last
+        calls = []
+
+        def interrupting(src, dst, at=at, calls=calls):
+            calls.append(dst)
+            if (at == 0 and len(calls) == 1) or (at == -1 and Path(dst).name == dataset.RUNS_FILE):
+                os.kill(os.getpid(), signal.SIGINT)
+            return real(src, dst)
+
+        monkeypatch.setattr(dataset.os, "replace", interrupting)
+        capsys.readouterr()
+        assert main(["--db", str(ds), "ingest", source]) == 130
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "interrupted after the commit: it is in the store as run" in err[0], err
+        monkeypatch.setattr(dataset.os, "replace", real)
+        runs, parts = _dataset_state(ds)
+        assert all(p == runs for p in parts.values()), parts  # every table has a partition of every run, no other
+    assert _dataset_state(ds)[0] == [1, 2, 3]
+    assert main(["--db", str(ds), "query", "top-kernels", "--run", "3"]) == 0
+
+
+def test_what_a_killed_ingest_left_is_swept_by_the_next(tmp_path, capsys):
+    """A process killed while its run landed (SIGKILL: nothing can wait) leaves partitions of
+    a run id runs.parquet does not list, a half-written runs.parquet and its staging folder;
+    the next writer (holding the dataset's lock) removes them and writes its run there (the
+    dataset refused every later ingest: "already holds _api_calls/run_id=2")."""
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    assert main(["--db", str(ds), "ingest", str(NSYS_EXPORTS["many_kernels"])]) == 0
+    for table in ("_kernels", "_api_calls"):
+        shutil.copytree(ds / table / "run_id=1", ds / table / "run_id=2")
+    (ds / f".{dataset.RUNS_FILE}.4242.tmp").write_bytes(b"PAR1 half")
+    (ds / ".tracekit-stage-dead").mkdir()
+    with tracekit.open(ds) as tk:  # a reader meanwhile reads the runs runs.parquet lists, only
+        assert set(tk.sql("SELECT DISTINCT run_id FROM _kernels")["run_id"]) == {1}
+    assert main(["--db", str(ds), "ingest", str(NSYS_EXPORTS["nccl"])]) == 0
+    runs, parts = _dataset_state(ds)
+    assert runs == [1, 2] and all(p == [1, 2] for p in parts.values())
+    assert not list(ds.glob(".runs.parquet.*")) and not list(ds.glob(".tracekit-stage-*"))
+    with tracekit.open(ds) as tk:
+        assert tk.query("top-kernels", run=2, limit=0)["instances"].sum() == \
+            tk.sql("SELECT count(*) AS n FROM kernels WHERE run_id = 2")["n"][0] > 0
+
+
+def test_a_second_writer_of_a_dataset_is_refused_at_once(tmp_path, capsys):
+    """The dataset's writer lock (flock, let go when its process ends however it ends): an
+    ingest, a rename or a removal while another process holds it is one line, exit 2, and
+    the dataset as it was."""
+    import subprocess
+    import sys
+
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    assert main(["--db", str(ds), "ingest", str(NSYS_EXPORTS["many_kernels"])]) == 0
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from tracekit import dataset\n"
+        f"with dataset.writer_lock(Path({str(ds)!r})):\n    print('held', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = _dataset_state(ds)
+        capsys.readouterr()
+        for args in (["ingest", str(NSYS_EXPORTS["nccl"])], ["runs", "rename", "1", "x"], ["runs", "rm", "1"]):
+            assert main(["--db", str(ds), *args]) == 2, args
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "another tracekit process is writing this dataset" in err[0], err
+        assert _dataset_state(ds) == before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["--db", str(ds), "runs", "rename", "1", "x"]) == 0  # (its process gone, so is its lock)

@@ -28,6 +28,7 @@ its row to ``runs.parquet``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -36,8 +37,8 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import InputError, TracekitError, expect
-from .interrupts import interruptible
+from .errors import InputError, Interrupted, TracekitError, expect
+from .interrupts import SigintWatch, interruptible
 from .names import check_run_name
 from .store import (
     CAPTURE_STATUS,
@@ -84,6 +85,83 @@ def schema() -> dict[str, list[tuple[str, str]]]:
 
 def _q(path: Path) -> str:
     return str(path).replace("'", "''")
+
+
+#: the file a dataset's one writer holds a lock on (flock: let go when its process ends,
+#: however it ends)
+LOCK_FILE = ".tracekit-writer.lock"
+#: the locks this process holds: resolved dataset path -> (open file, holders)
+_HELD: dict[Path, list] = {}
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path):
+    """The dataset's writer lock for the block (re-entrant in one process): a second
+    process writing the dataset (an ingest, a rename, a removal) is refused at once with
+    one line. Holding it, a writer may take what no live writer owns for left-overs of an
+    ingest that was killed (``_sweep``). The lock file is removed when the lock is let
+    go (while still held; a process that locked the removed file sees that it is not
+    the file at the path any more and tries again), so a dataset holds no file of it
+    between commands."""
+    import fcntl
+
+    key = path.resolve()
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield
+        finally:
+            _HELD[key][1] -= 1
+        return
+    lock = key / LOCK_FILE
+    for _ in range(100):
+        fh = open(lock, "a+")  # noqa: SIM115 - held past this block's first statement
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            raise TracekitError(f"{path}: another tracekit process is writing this dataset; "
+                                "run again once it has ended") from None
+        try:
+            if os.fstat(fh.fileno()).st_ino == os.stat(lock).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        fh.close()  # (the file its last holder removed: lock the one at the path now)
+    else:
+        raise TracekitError(f"{path}: cannot take the dataset's writer lock ({lock})")
+    _HELD[key] = [fh, 1]
+    try:
+        yield
+    finally:
+        _HELD[key][1] -= 1
+        if _HELD[key][1] == 0:
+            del _HELD[key]
+            lock.unlink(missing_ok=True)
+            fh.close()  # (lets go of the lock)
+
+
+def _sweep(root: Path) -> None:
+    """Remove what an ingest killed before its run's row was written left behind (its
+    writer lock held): partitions of run ids runs.parquet does not list and no run was
+    given, half-written runs.parquet files, staging folders. Without this, the next
+    ingest would find its run id's partitions taken."""
+    con = duckdb.connect()
+    try:
+        listed = {r[0] for r in con.execute(f"SELECT run_id FROM read_parquet('{_q(root / RUNS_FILE)}')").fetchall()}
+        top = last_run_id(con, root)
+    finally:
+        con.close()
+    for table in root.iterdir():
+        if table.name.startswith(".tracekit-stage-") and table.is_dir():
+            shutil.rmtree(table, ignore_errors=True)
+        elif table.name.startswith(f".{RUNS_FILE}.") and table.name.endswith(".tmp"):
+            table.unlink(missing_ok=True)
+        elif table.is_dir() and not table.name.startswith("."):
+            for part in table.glob("run_id=*"):
+                run = part.name.split("=", 1)[1]
+                if run.isdigit() and int(run) not in listed and int(run) > top:
+                    shutil.rmtree(part, ignore_errors=True)
 
 
 def _string_cols(con, catalog: str, table: str) -> list[str]:
@@ -167,14 +245,17 @@ class Dataset(Tracekit):
             raise InputError(f"{self.path}: dataset of store schema {version}, this tracekit uses {SCHEMA_VERSION}; "
                              "export it again from a store of this version")
         try:
-            runs = con.execute(f"SELECT count(*) FROM read_parquet('{_q(root / RUNS_FILE)}')").fetchall()[0][0]
+            listed = {r[0] for r in con.execute(f"SELECT run_id FROM read_parquet('{_q(root / RUNS_FILE)}')").fetchall()}
         except duckdb.Error as err:
             raise InputError(f"{self.path / RUNS_FILE}: not readable ({str(err).splitlines()[0]})") from err
+        runs = len(listed)
         files = {"runs": [root / RUNS_FILE], "_store": [root / STORE_FILE]}
         tables = set(schema()) | {p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")}
         for table in sorted(tables - {"runs", "_store"}):
+            # the partitions of the runs runs.parquet lists: a run is in once its row is (one
+            # that is landing, or an ingest killed while it landed left, is not read)
             parts = sorted((int(p.parent.name.partition("=")[2]), p) for p in (root / table).glob(f"run_id=*/{PART}")
-                           if p.parent.name.partition("=")[2].isdigit())
+                           if p.parent.name.partition("=")[2].isdigit() and int(p.parent.name.partition("=")[2]) in listed)
             if runs and not parts and table in schema():
                 raise InputError(f"{self.path}: dataset lacks table {table} ({root / table}/run_id=N/{PART}); "
                                  "export it again")
@@ -246,22 +327,24 @@ class Dataset(Tracekit):
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run (its row in runs.parquet); returns (run id, old name)."""
         new_name = check_run_name(new_name)
-        run_id, old = self.resolve(run)
-        self.check_name_free(new_name, run_id)
-        self._rewrite_runs("SELECT * REPLACE (CASE WHEN run_id = $id THEN $name ELSE name END AS name)", "true",
-                           {"id": run_id, "name": new_name})
+        with writer_lock(self.path):
+            run_id, old = self.resolve(run)
+            self.check_name_free(new_name, run_id)
+            self._rewrite_runs("SELECT * REPLACE (CASE WHEN run_id = $id THEN $name ELSE name END AS name)", "true",
+                               {"id": run_id, "name": new_name})
         return run_id, old
 
     @one_at_a_time
     def remove_run(self, run: str | int) -> tuple[int, str]:
         """Remove a run: its row from runs.parquet first (the run is then gone for every
         reader), then its files from every table; returns (run id, name)."""
-        run_id, name = self.resolve(run)
-        self._keep_last_run_id()
-        self._rewrite_runs("SELECT *", "run_id <> $id", {"id": run_id})
-        for table in self.path.iterdir():
-            if table.is_dir() and not table.name.startswith("."):
-                shutil.rmtree(table / f"run_id={run_id}", ignore_errors=True)
+        with writer_lock(self.path):
+            run_id, name = self.resolve(run)
+            self._keep_last_run_id()
+            self._rewrite_runs("SELECT *", "run_id <> $id", {"id": run_id})
+            for table in self.path.iterdir():
+                if table.is_dir() and not table.name.startswith("."):
+                    shutil.rmtree(table / f"run_id={run_id}", ignore_errors=True)
         return run_id, name
 
     def _keep_last_run_id(self) -> None:
@@ -313,15 +396,27 @@ class Dataset(Tracekit):
     def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None) -> IngestResult:
         """Ingest one source as a new run of the dataset (prepared here, then landed)."""
         name = check_ingest_args(path, name, params)
-        dest = self.staging_destination()
-        stage = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
-        try:
-            part = dest.task(str(path), 0, name=name, params=params, workdir=str(stage), known=dest.known_hashes())
-            self.last_ingest = dest.land(part)  # (what an interrupted `tracekit ingest` reports)
-            return self.last_ingest
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-            dest.finish()
+        self.last_ingest = None
+        # Ctrl-C raises Interrupted saying whether the run is in (``land`` notes it when it
+        # is), whatever DuckDB made of it in a statement it stopped, as a store's ingest does
+        with SigintWatch() as self._sigints:
+            try:
+                dest = self.staging_destination()
+                stage = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
+                try:
+                    part = dest.task(str(path), 0, name=name, params=params, workdir=str(stage),
+                                     known=dest.known_hashes())
+                    return dest.land(part)
+                finally:
+                    with self._sigints.held():  # (the staging folder goes whole)
+                        shutil.rmtree(stage, ignore_errors=True)
+                        dest.finish()
+            except Interrupted:
+                raise
+            except BaseException as err:
+                if not (self._sigints.count or isinstance(err, KeyboardInterrupt)):
+                    raise
+                raise self.interrupted(path) from None
 
 
 def last_run_id(con, path: Path) -> int:
@@ -418,6 +513,9 @@ class DatasetDestination:
         ds.check()
         ds._release()
         self.ds = ds
+        self._lock = writer_lock(ds.path)
+        self._lock.__enter__()  # (let go in finish)
+        _sweep(ds.path.resolve())
         self.stage_parent = ds.path.resolve()
         con = duckdb.connect()
         try:
@@ -482,11 +580,18 @@ class DatasetDestination:
             return found
         if part.folder is None:
             raise InputError(f"{part.source}: was skipped as already ingested, but the dataset no longer holds it")
-        root = self.ds.path
-        row_file = part.folder / "runs" / f"run_id={part.run_id}" / PART
         if part.asked_name is not None:
             self.ds.check_name_free(part.asked_name)
         name = part.asked_name or self.ds.default_name(part.name, part.source)
+        # a Ctrl-C waits for the run to be in whole (its row written) and noted as landed
+        # (``last_ingest``: what an interrupted `tracekit ingest` says of it)
+        with SigintWatch() as watch, watch.held():
+            self.ds.last_ingest = self._move_in(part, name)
+            return self.ds.last_ingest
+
+    def _move_in(self, part: _Part, name: str) -> IngestResult:
+        root = self.ds.path
+        row_file = part.folder / "runs" / f"run_id={part.run_id}" / PART
         for table_dir in sorted(p for p in part.folder.iterdir() if p.name != "runs"):
             target = root / table_dir.name / f"run_id={part.run_id}"
             if target.exists():
@@ -525,6 +630,9 @@ class DatasetDestination:
 
     def finish(self) -> None:
         self.ds._release()
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.__exit__(None, None, None)
 
 
 def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[int]:

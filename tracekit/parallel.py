@@ -99,9 +99,17 @@ def _interrupt(err: BaseException, sigints: SigintWatch) -> bool:
 
 
 def _interrupted_line(landed: int, n: int, where: str) -> str:
+    """What an interrupted ingest of ``n`` files did: ``landed`` of them are in the store
+    (written, or found there); of the others it wrote nothing (one the store held before,
+    whose turn had not come, it still holds: this ingest does not know it)."""
     if landed == n:
         return f"interrupted; all {n} files are in the {where}"
-    return f"interrupted; {landed} of {n} files are in the {where}, the others not"
+    return f"interrupted; {landed} of {n} files are in the {where}; of the others this ingest wrote nothing"
+
+
+def _stopped_line(source: str) -> str:
+    """The line of a file a Ctrl-C stopped (not DuckDB's "INTERRUPT Error")."""
+    return f"{source}: interrupted; not ingested"
 
 
 class _Turns:
@@ -199,14 +207,14 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
         turn_done = False
         try:
             if stop.is_set():
-                raise Interrupted(f"{source}: interrupted; not ingested")
+                raise Interrupted(_stopped_line(source))
             with cur.memory_errors(source):
                 got = cur._read_input(files[i], name, params)
             cur.admit(0)  # (a file skipped before reading: its place in the admission order)
             turns.wait(i)
             try:
                 if stop.is_set():  # (read while Ctrl-C came: not written)
-                    raise Interrupted(f"{source}: interrupted; not ingested")
+                    raise Interrupted(_stopped_line(source))
                 if isinstance(got, Pending):
                     with cur.memory_errors(source):
                         got, done_event = _take_turn(cur, got, in_flight)
@@ -224,9 +232,9 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
                 cur.admit(0)
                 turns.wait(i)
                 turns.done(i)
-            if isinstance(err, KeyboardInterrupt):
+            if isinstance(err, KeyboardInterrupt) or sigints.count:  # (whatever DuckDB made of it)
                 stop.set()
-            reported.put(i, Outcome(source, error=error_line(source, err)))
+            reported.put(i, Outcome(source, error=_stopped_line(source) if stop.is_set() else error_line(source, err)))
         finally:
             if done_event is not None:
                 done_event.set()
@@ -349,12 +357,19 @@ def _into_dataset(ds, files: list[Path], workers: int, name, params, on_outcome,
                         other.cancel()
                     raise
                 except Exception as err:  # noqa: BLE001 - reported per file; the others go on
+                    if sigints.count:  # (a worker's statement a Ctrl-C stopped)
+                        raise KeyboardInterrupt from err
                     outcome = Outcome(source, error=error_line(source, err))
                 else:
+                    ds.last_ingest = None
                     try:
                         outcome = Outcome(source, result=dest.land(part))
                     except TracekitError as err:
                         outcome = Outcome(source, error=error_line(source, err))
+                    except KeyboardInterrupt:  # (held until the run was in: it counts)
+                        if ds.last_ingest is not None:
+                            outcomes.append(Outcome(source, result=ds.last_ingest))
+                        raise
                     finally:
                         part.discard()
                 outcomes.append(outcome)

@@ -389,11 +389,12 @@ class Tracekit:
             self._created = not existed and not self.read_only
             self._con = interruptible(self._connect(self.read_only))
             if not self.read_only and str(self.path) != ":memory:":
+                # a store never closed (``tracekit.open(db).ingest(f)``): its info file goes
+                # when the object does, or when the interpreter exits (set before the file is
+                # written: a Ctrl-C while it is leaves an object that closes)
+                self._drop_info = weakref.finalize(self, _drop_writer_info, self.path, os.getpid())
                 self._writer_since = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
                 self._note_writer()
-                # a store never closed (``tracekit.open(db).ingest(f)``): its info file goes
-                # when the object does, or when the interpreter exits
-                self._drop_info = weakref.finalize(self, _drop_writer_info, self.path, os.getpid())
             if not self._locked(self._con):
                 self._con.execute("SET enable_progress_bar = false")  # no bars mixed into our output
             self._check_schema()

@@ -6,6 +6,7 @@ failures, the HSTU options refused, and what diff's setup comparison reads."""
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 import warnings
@@ -298,6 +299,15 @@ def test_nsys_command_run_is_ingested_and_its_setup_compared(tmp_path, monkeypat
             tk.diff("base", "new")
     setup = [str(w.message) for w in seen if issubclass(w.category, CaptureWarning)]
     assert setup == ["diff: the captures differ in setup: env TRACEKIT_KERNELS_BACKEND (unset) -> reference"]
+    # the same program with other arguments: another setup, said with the command lines
+    monkeypatch.delenv("TRACEKIT_KERNELS_BACKEND")
+    monkeypatch.setenv("FAKE_DATA", str(DATA / "nsys_diff_base_b"))
+    command.capture_command([*prog, "--bs", "16"], "nsys", out_dir=out, db=db, name="other")
+    with tracekit.open(db) as tk, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        tk.diff("base", "other")
+    setup = [str(w.message) for w in seen if issubclass(w.category, CaptureWarning)]
+    assert setup == ["diff: the captures differ in setup: program python … -> python … --bs 16"], setup
 
 
 def test_a_failing_program_under_nsys_is_failed_and_not_ingested(tmp_path, monkeypatch):
@@ -374,3 +384,18 @@ def test_a_failing_program_under_ncu_names_the_program(tmp_path, monkeypatch):
     meta = _meta(tmp_path / "old")
     assert (meta["status"], meta["exit_code"], meta["profiler_exit_code"]) == ("failed", 1, 1)
     assert "==ERROR== The application returned an error code (1)." in (tmp_path / "old" / "capture.log").read_text()
+
+
+def test_a_folder_of_runs_skips_a_tool_none_run_with_a_warning(tmp_path, capsys):
+    """`tracekit ingest runs/` where runs/ holds a --tool none run of a command beside a run
+    with a profile: that one is left out with one warning line (as a failed capture is),
+    the other is ingested; alone it is the store's one-line error."""
+    from tracekit.cli import main
+
+    runs = tmp_path / "runs"
+    command.capture_command([sys.executable, "-c", "pass"], "none", out_dir=runs, name="plain")
+    shutil.copytree(DATA / "hstu_capture_pair" / "base", runs / "base")
+    assert main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(runs)]) == 0
+    out = capsys.readouterr()
+    assert "plain: not ingested: a run under --tool none recorded no profile and no timed request" in out.err
+    assert "run 1 (base" in out.out

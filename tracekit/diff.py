@@ -1419,6 +1419,9 @@ SETUP = [
     # nsys --cuda-graph-trace: graph (a graph launch one op) or node (its kernels and copies one
     # by one): the kernels' instance counts and the GPU's ops differ by it alone
     ("nsys", ("meta", "nsys_options")),
+    # a program captured with `tracekit capture -- CMD`: its command line (another program, or
+    # other arguments, is another setup)
+    ("program", ("meta", "program", "argv")),
 ]
 _POINT = {"bs", "nc"}  # a sweep's points: compared as keys, not as setup
 
@@ -1506,7 +1509,32 @@ def setup_differences(con, base: Side, new: Side, points: bool = True) -> list[s
             text = f"sha256 {text[:12]}"
         return cut_end(text, 100)
 
-    return [f"{k} {shown(k, b[k])} -> {shown(k, n[k])}" for k in changed]
+    out = []
+    for k in changed:
+        if k == "program" and isinstance(b[k], list) and isinstance(n[k], list):
+            out.append(f"{k} {' -> '.join(_commands(b[k], n[k]))}")
+        else:
+            out.append(f"{k} {shown(k, b[k])} -> {shown(k, n[k])}")
+    return out
+
+
+def _commands(a: list, b: list) -> tuple[str, str]:
+    """Two command lines as a shell writes them, where they differ: the arguments both
+    start with shown as ``…`` after the program's name (a long ``-c`` script would hide
+    the one argument that changed), each cut to 100 characters."""
+    import shlex
+
+    a, b = [str(x) for x in a], [str(x) for x in b]
+    same = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+    def one(argv: list[str]) -> str:
+        if not argv:
+            return "(none)"
+        head = Path(argv[0]).name if same >= 1 else argv[0]
+        rest = argv[max(same, 1):]
+        return cut_end(" ".join([shlex.quote(head), *(["…"] if same > 1 else []), *map(shlex.quote, rest)]), 100)
+
+    return one(a), one(b)
 
 
 # -- entry point --------------------------------------------------------------------

@@ -237,8 +237,9 @@ def _below(folder: Path) -> list[Path]:
 
 
 def _left_nothing(folder: Path) -> str | None:
-    """Why a run folder found below a folder is not ingested: its capture failed (meta.json's
-    status) before it wrote a timed request or a profile; None for any other."""
+    """Why a run folder found below a folder is not ingested: it holds no timed request and
+    no profile, because its capture failed (meta.json's status) or recorded none (a command
+    run under ``tracekit capture --tool none``: its meta.json and log); None for any other."""
     import json
 
     try:
@@ -246,8 +247,6 @@ def _left_nothing(folder: Path) -> str | None:
     except (OSError, ValueError):
         return None  # (the store says what is wrong with it)
     status = meta.get("status") if isinstance(meta, dict) else None
-    if status in (None, "ok"):
-        return None
     for f in folder.rglob("*"):
         if not f.is_file() or f.name == "meta.json" or f.suffix in NOT_READ_SUFFIXES:
             continue
@@ -256,6 +255,11 @@ def _left_nothing(folder: Path) -> str | None:
         with open(f, encoding="utf-8", errors="replace") as fh:
             if any(line.split(",")[1:2] == ["timed"] for line in fh):  # (request_idx,phase,...)
                 return None
+    if status in (None, "ok"):
+        if not (isinstance(meta, dict) and meta.get("tool") == "none"):
+            return None  # (the store says what it lacks)
+        return (f"{folder}: not ingested: a run under --tool none recorded no profile and no timed request "
+                "(its meta.json and log only)")
     error = meta.get("error")
     return (f"{folder}: not ingested: the capture's status is {status!r}" + (f" ({error})" if error else "")
             + " and it left no timed request or profile")

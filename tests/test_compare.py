@@ -150,3 +150,33 @@ def test_the_table_says_what_held_a_change_back():
     assert C.held("per-instance p=0.2; not significant (p=0.2)") == "not significant"
     assert C.held("within threshold (|+1.00%| <= 5%)") == ""
     assert C.held("identical") == ""
+
+
+def test_the_compare_chart_draws_each_runs_change_of_each_key(plants, tmp_path, capsys):
+    """chart compare: per key its headline metric, a bar per run with the change compare
+    gives (solid where judged, faded otherwise); the planted kernel's bar is the regressed
+    run's; bad parameters are one line."""
+    from conftest import spec_datasets
+
+    from tracekit import charts
+
+    with tracekit.open(plants, read_only=True) as tk, warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)
+        df = C.compare(tk, "base_a", ["base_b", "regressed"], by="kernel")
+        spec = charts.chart(tk, "compare", base="base_a", runs="base_b,regressed", by="kernel").to_dict()
+    rows = [r for ds in spec_datasets(spec) for r in ds if "run" in r]
+    assert {r["run"] for r in rows} == {"base_b", "regressed"} and len(rows) >= 4
+    want = {(r["key"], r["run"]): r for r in df.filter(pl.col("metric") == "total_ns").iter_rows(named=True)}
+    for r in rows:
+        w = want[(r["key"], r["run"])]
+        assert r["delta_pct"] == pytest.approx(w["delta_pct"]) and r["judged"] == (w["verdict"] in ("regressed", "improved"))
+    silu = [r for r in rows if SILU in r["key"]]
+    assert {r["run"]: r["judged"] for r in silu} == {"base_b": False, "regressed": True}
+    png = tmp_path / "c.png"
+    assert main(["--db", str(plants), "chart", "compare", "-p", "base=base_a", "-p", "runs=base_b,regressed",
+                 "-o", str(png)]) == 0 and png.stat().st_size > 10_000
+    capsys.readouterr()
+    for args, said in ((["-p", "base=base_a"], "give the runs as -p base=RUN -p runs=RUN,RUN"),
+                       (["-p", "base=base_a", "-p", "runs=base_b", "-p", "limit=-1"], "limit=-1: must be >= 0")):
+        assert main(["--db", str(plants), "chart", "compare", *args, "-o", str(tmp_path / "x.png")]) == 2
+        assert said in _one_line(capsys)

@@ -947,6 +947,71 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
         width=WIDTH - 260, height=alt.Step(22), title=alt.Title("Largest changes", subtitle=subtitle))
 
 
+def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str | None = None,
+                  threshold: float | str = 5.0, limit: int | str = 20) -> pl.DataFrame:
+    """The rows of ``tk.compare`` the chart draws: per run, each key's headline metric
+    (``diff_rows``), for the ``limit`` keys that come first (changed in any run first, in
+    the comparisons' order), with the threshold as a column."""
+    if base is None or runs is None:
+        raise ParamError("chart compare: give the runs as -p base=RUN -p runs=RUN,RUN,...")
+    values = {}
+    for name, value, kind, what in (("threshold", threshold, float, "a number"), ("limit", limit, int, "an integer")):
+        try:
+            values[name] = kind(value)
+        except (TypeError, ValueError) as err:
+            raise ParamError(f"chart compare: {name}={value!r}: {what} expected") from err
+    if values["limit"] < 0:
+        raise ParamError(f"chart compare: limit={values['limit']}: must be >= 0 (0 = all keys)")
+    names = [r.strip() for r in str(runs).split(",") if r.strip()]
+    from .compare import changed_first, runs_of
+
+    df = tk.compare(base, names, by=by, threshold_pct=values["threshold"])
+    heads = [diff_rows(df.filter(pl.col("run") == run).drop("base_run", "run").rename({"value": "new"}),
+                       values["threshold"], 0).with_columns(pl.lit(run).alias("run")) for run in runs_of(df)]
+    head = pl.concat(heads) if heads else df.head(0)
+    keys = changed_first(head.select("scope", "key", "metric", "verdict"), values["limit"]).select(
+        "scope", "key", "metric").unique(maintain_order=True)
+    return keys.join(head, on=["scope", "key", "metric"], how="left", maintain_order="left").with_columns(
+        pl.lit(df["base_run"][0] if df.height else str(base)).alias("base_run"))
+
+
+def compare(df: pl.DataFrame) -> alt.LayerChart:
+    """Per key, a bar per run: its change against the base (delta %), coloured by run,
+    faded where it was not judged a change (within the threshold or the noise, or held)."""
+    _need(df, "compare", "compare", ["scope", "key", "metric", "run", "delta_pct", "verdict"])
+    d = df.filter(pl.col("delta_pct").is_not_null())
+    if d.is_empty():
+        return _no_data("Runs against their base")
+    from .diff import short_keys
+
+    short = short_keys(d["key"].to_list(), 56)
+    runs = list(dict.fromkeys(d["run"].to_list()))
+    rows = [{"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"], "run": r["run"],
+             "delta_pct": r["delta_pct"], "verdict": r["verdict"], "judged": r["verdict"] in ("regressed", "improved"),
+             "note": r["note"] or ""} for r in d.iter_rows(named=True)]
+    order = list(dict.fromkeys(r["label"] for r in rows))
+    lim = max(max(abs(r["delta_pct"]) for r in rows) * 1.15, 10.0)
+    scale = alt.Scale(domain=[-lim, lim], clamp=True) if lim <= 300 else \
+        alt.Scale(type="symlog", constant=100, domain=[max(-100.0, -lim), lim], clamp=True)
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=460))
+    bars = alt.Chart(_data(rows)).mark_bar(height={"band": 0.8}).encode(
+        y=y, yOffset=alt.YOffset("run:N", sort=runs),
+        x=alt.X("delta_pct:Q", title="change [% of base]" + ("" if lim <= 300 else ", symmetric log scale"),
+                scale=scale),
+        color=alt.Color("run:N", sort=runs, title="run", legend=alt.Legend(orient="bottom")),
+        opacity=alt.condition("datum.judged", alt.value(1.0), alt.value(0.3)),
+        tooltip=[alt.Tooltip("run:N"), alt.Tooltip("key:N"), alt.Tooltip("metric:N"),
+                 alt.Tooltip("delta_pct:Q", format="+.2f"), alt.Tooltip("verdict:N"), alt.Tooltip("note:N")])
+    zero = alt.Chart(_data([{"x": 0}])).mark_rule(color="#444").encode(x=alt.X("x:Q", scale=scale))
+    base = df["base_run"][0] if "base_run" in df.columns and df.height else "the base"
+    return alt.layer(zero, bars).properties(
+        width=WIDTH - 260, height=alt.Step(10 * max(len(runs), 2)),
+        title=alt.Title(f"Runs against {base}", subtitle=[
+            "bar: change of each key's time against the base (kernels, memory ops, GPUs: total; NVTX: kernel "
+            "time; ncu: duration; sweeps: median latency)",
+            "solid: judged regressed or improved (tracekit diff's rules); faded: within the threshold or the noise"]))
+
+
 # -- multi-rank --------------------------------------------------------------------
 
 #: past this many ranks a rank is a thin band of a fixed-height chart (no value labels,
@@ -1108,6 +1173,8 @@ CHARTS: dict[str, ChartSpec] = {
         "kernels-by-nvtx", kernels_by_nvtx, {"limit": 20}, "nsys kernel time per NVTX path"
     ),
     "diff": ChartSpec(None, diff, {}, "largest changes between two runs (-p base=A -p new=B)", data=_diff_data),
+    "compare": ChartSpec(None, compare, {}, "several runs against one base (-p base=A -p runs=B,C)",
+                         data=_compare_data),
 }
 
 

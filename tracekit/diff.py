@@ -958,6 +958,35 @@ def held_by(note: str | None) -> str | None:
     return next((h for h in HELD_NOTES if h in (note or "")), None)
 
 
+#: the start of a memory operation's note where the memory it moved from or to changed
+MEMORY_NOTE = "memory "
+
+
+def _memory_kinds(con, params: dict) -> dict[str, str]:
+    """Per memory operation whose memory kinds differ between the runs (a copy from
+    pageable host memory in one, from pinned in the other): the note that says so,
+    ``memory Pageable→Device -> Pinned→Device`` (each side's kinds, most bytes first)."""
+    rows = con.execute(
+        "SELECT s.side, o.operation, o.kinds, sum(o.bytes) AS b FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
+        "JOIN (SELECT run_id, operation, coalesce(src_kind, '?') || '→' || coalesce(dst_kind, '?') AS kinds, bytes "
+        "      FROM memcpy WHERE operation IS NOT NULL AND run_id IN ($base, $new) "
+        "      UNION ALL SELECT run_id, operation, coalesce(mem_kind, '?'), bytes FROM memset "
+        "      WHERE run_id IN ($base, $new)) o ON o.run_id = s.run_id "
+        "GROUP BY ALL ORDER BY s.side, o.operation, b DESC NULLS LAST, o.kinds", params).fetchall()
+    sides: dict[str, list[list[tuple[str, float]]]] = {}
+    for side, op, kinds, nbytes in rows:
+        sides.setdefault(op, [[], []])[side].append((kinds, float(nbytes or 0)))
+
+    def said(kinds: list[tuple[str, float]]) -> str:  # (several kinds: each one's share of the bytes)
+        total = sum(b for _, b in kinds)
+        if len(kinds) == 1 or not total:
+            return ", ".join(k for k, _ in kinds)
+        return ", ".join(f"{k} {100 * b / total:.0f}%" for k, b in kinds)
+
+    return {op: f"{MEMORY_NOTE}{said(b)} -> {said(n)}" for op, (b, n) in sides.items()
+            if b and n and {k for k, _ in b} != {k for k, _ in n}}
+
+
 def _ncu_groups(df: pl.DataFrame, side: int) -> dict[tuple, list[dict]]:
     groups: dict[tuple, list[dict]] = {}
     for r in df.filter(pl.col("side") == side).iter_rows(named=True):
@@ -1614,8 +1643,13 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
                     r.verdict, r.note = "unchanged", _join(r.note, POLL_NOTE)
             rows += api
         elif scope == "memcpy":
-            rows += _simple_scope(con, "memcpy", _sql("samples_memcpy"), params, threshold,
-                                  [("total_ns", "total", 1), ("count", "count", 1), ("med_ns", "median", 1)], False)
+            mem = _simple_scope(con, "memcpy", _sql("samples_memcpy"), params, threshold,
+                                [("total_ns", "total", 1), ("count", "count", 1), ("med_ns", "median", 1)], False)
+            kinds = _memory_kinds(con, params)
+            for r in mem:  # (the same bytes from pinned memory move several times faster than from pageable)
+                if r.key in kinds:
+                    r.note = _join(r.note, kinds[r.key])
+            rows += mem
         elif scope == "gpu":
             rows += _gpu_scope(con, params, threshold, matched[0])
         elif scope == "ncu":
@@ -1718,7 +1752,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             d, r = moves[k], judged[k]
             share = [f"{min(100 * d / total, 100):.0f} % of it"] if shares and d else []
             verdict = r["verdict"] if r["metric"] == "total_ns" else f"{r['metric']} {r['verdict']}"
-            parts.append(f"{label[k]} {signed('total_ns', d)} ({', '.join([*share, verdict])})")
+            memory = [p for p in (r["note"] or "").split("; ") if p.startswith(MEMORY_NOTE)]  # (what changed the time)
+            parts.append(f"{label[k]} {signed('total_ns', d)} ({', '.join([*share, verdict, *memory])})")
         lines.append(f"{what} {signed('total_ns', total)} in all: " + "; ".join(parts))
     # nsys times held because the SM clock moved them (the GPU's sampled counters): said, not judged
     clocked_nsys = [r for r in df.filter(pl.col("scope").is_in(["gpu", "kernel"]) & (pl.col("verdict") == "unchanged")

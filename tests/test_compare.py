@@ -180,3 +180,16 @@ def test_the_compare_chart_draws_each_runs_change_of_each_key(plants, tmp_path, 
                        (["-p", "base=base_a", "-p", "runs=base_b", "-p", "limit=-1"], "limit=-1: must be >= 0")):
         assert main(["--db", str(plants), "chart", "compare", *args, "-o", str(tmp_path / "x.png")]) == 2
         assert said in _one_line(capsys)
+
+
+def test_a_run_named_like_a_column_of_the_table_is_told_apart(tmp_path, capsys, monkeypatch):
+    """Runs named `metric`, `key` or `<base> (base)` (names a run may have): their columns
+    get the run id, the table is drawn (it was an internal error, exit 1: --gate's code)."""
+    monkeypatch.setenv("COLUMNS", "250")
+    db = str(tmp_path / "n.duckdb")
+    for name, f in (("base_a", DIFF["base_a"]), ("metric", DIFF["base_b"]), ("base_a (base)", DIFF["base_c"])):
+        assert main(["--db", db, "ingest", str(f), "--name", name]) == 0
+    capsys.readouterr()
+    assert main(["--db", db, "compare", "base_a", "metric", "base_a (base)", "--by", "kernel"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "metric (run 2)" in head and "base_a (base) (run 3)" in head and head.count("base_a (base)") == 2

@@ -468,3 +468,23 @@ def test_a_second_writer_of_a_dataset_is_refused_at_once(tmp_path, capsys):
         holder.kill()
         holder.wait()
     assert main(["--db", str(ds), "runs", "rename", "1", "x"]) == 0  # (its process gone, so is its lock)
+
+
+def test_a_writer_that_fails_lets_go_of_the_lock(tmp_path, monkeypatch):
+    """An ingest that fails after taking the dataset's writer lock (here: in its sweep, and in
+    its staging folder) lets go of it: a long-lived process (a notebook) does not keep every
+    other writer out."""
+    import tempfile as tf
+
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    with tracekit.open(ds) as tk:
+        tk.ingest(NSYS_EXPORTS["many_kernels"])
+    for target, attr in ((dataset, "_sweep"), (tf, "mkdtemp")):
+        with monkeypatch.context() as m:
+            m.setattr(target, attr, lambda *a, **k: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+            with tracekit.open(ds) as tk, pytest.raises(OSError):
+                tk.ingest(NSYS_EXPORTS["nccl"])
+        assert dataset._HELD == {} and not (ds / dataset.LOCK_FILE).exists(), attr
+    with tracekit.open(ds) as tk:
+        assert tk.ingest(NSYS_EXPORTS["nccl"]).run_id == 2

@@ -701,8 +701,9 @@ def compare_cmd(
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (as diff's, "
                                              "with its noise floors)")] = 5.0,
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed in any run (CI)")] = False,
-    limit: Annotated[int | None, typer.Option("--limit", help="keys (rows of the table); 0 = all (default: 30 in "
-                                              "a table, all otherwise)")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="keys: every key changed in a run, then unchanged "
+                                              "keys up to this many in all; 0 = all (default: 30 in a table, all "
+                                              "otherwise)")] = None,
     fmt: FormatOpt = None,
     out: OutOpt = None,
     db: DbOpt = None,

@@ -77,12 +77,22 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
     return df.rename({"new": "value"}).select(COLUMNS)
 
 
+#: the table's own columns: no run's label may be one of them
+TABLE_COLUMNS = ("scope", "key", "metric")
+
+
 def _labels(sides, given: list[str | None]) -> list[str]:
     """A column label per side: a file or folder as given, else the run's name or the
-    sweep's id; a label two sides share gets its run id."""
+    sweep's id; a label two sides share, or one of the table's own columns (a run named
+    ``metric``), gets its run id (a sweep, its place)."""
     names = [g if g is not None else s.sweep if s.run_id is None else str(s.name) for s, g in zip(sides, given, strict=True)]
-    return [f"{n} (run {s.run_id})" if names.count(n) > 1 and s.run_id is not None else n
-            for n, s in zip(names, sides, strict=True)]
+    taken = {*TABLE_COLUMNS, f"{names[0]} (base)"}
+    out = []
+    for i, (n, s) in enumerate(zip(names, sides, strict=True)):
+        if names.count(n) > 1 or n in taken:
+            n = f"{n} (run {s.run_id})" if s.run_id is not None else f"{n} (#{i})"
+        out.append(n)
+    return out
 
 
 def runs_of(df: pl.DataFrame) -> list[str]:
@@ -91,8 +101,9 @@ def runs_of(df: pl.DataFrame) -> list[str]:
 
 
 def changed_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
-    """The keys a reader sees first: those judged changed in any run (in the comparisons'
-    order), then the largest unchanged ones, up to ``limit`` keys (0: all)."""
+    """The keys a reader sees first: every key judged changed in any run (in the
+    comparisons' order, however many), then the largest unchanged ones up to ``limit``
+    keys in all (0: all), as diff's table shows its rows."""
     keys = ["scope", "key", "metric"]
     per = df.group_by(keys, maintain_order=True).agg((pl.col("verdict") != "unchanged").any().alias("_moved"))
     if limit and per.height > limit:

@@ -402,14 +402,16 @@ class Dataset(Tracekit):
         with SigintWatch() as self._sigints:
             try:
                 dest = self.staging_destination()
-                stage = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
+                stage = None
                 try:
+                    stage = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
                     part = dest.task(str(path), 0, name=name, params=params, workdir=str(stage),
                                      known=dest.known_hashes())
                     return dest.land(part)
                 finally:
-                    with self._sigints.held():  # (the staging folder goes whole)
-                        shutil.rmtree(stage, ignore_errors=True)
+                    with self._sigints.held():  # (the staging folder goes whole; the writer lock is let go)
+                        if stage is not None:
+                            shutil.rmtree(stage, ignore_errors=True)
                         dest.finish()
             except Interrupted:
                 raise
@@ -514,15 +516,19 @@ class DatasetDestination:
         ds._release()
         self.ds = ds
         self._lock = writer_lock(ds.path)
-        self._lock.__enter__()  # (let go in finish)
-        _sweep(ds.path.resolve())
-        self.stage_parent = ds.path.resolve()
-        con = duckdb.connect()
+        self._lock.__enter__()  # (let go in finish, or here if what follows fails)
         try:
-            top = last_run_id(con, ds.path)
-        finally:
-            con.close()
-        self.base = int(top) + 1
+            _sweep(ds.path.resolve())
+            self.stage_parent = ds.path.resolve()
+            con = duckdb.connect()
+            try:
+                top = last_run_id(con, ds.path)
+            finally:
+                con.close()
+            self.base = int(top) + 1
+        except BaseException:
+            self.finish()
+            raise
 
     @property
     def task(self):

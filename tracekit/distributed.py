@@ -173,12 +173,13 @@ def _through_dask(tk, files: list[Path], address: str | None, workers: int | Non
         if on_outcome is not None:
             on_outcome(outcome)
 
-    stage_dir = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
+    stage_dir = None
     lock = threading.Lock()
     futures: dict = {}  # in flight -> the file's index
     state = {"next": 0, "up": False, "client": None, "running": None}
     starter = None
-    try:
+    try:  # (whatever fails from here, the destination is finished: a dataset's writer lock let go)
+        stage_dir = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
         known = dest.known_hashes()
 
         def submit_next() -> None:
@@ -233,7 +234,8 @@ def _through_dask(tk, files: list[Path], address: str | None, workers: int | Non
     finally:
         try:
             dest.finish()
-            shutil.rmtree(stage_dir, ignore_errors=True)
+            if stage_dir is not None:
+                shutil.rmtree(stage_dir, ignore_errors=True)
         finally:
             _close(state, starter)
     return outcomes

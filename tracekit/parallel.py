@@ -339,11 +339,12 @@ def _into_dataset(ds, files: list[Path], workers: int, name, params, on_outcome,
     """Each thread prepares its run and writes its partitions; this thread lands them
     (renamed into place, runs.parquet rewritten) in input order."""
     dest = ds.staging_destination()
-    known = dest.known_hashes()
-    stage_dir = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
     threads = max(1, (os.cpu_count() or 1) // workers)  # each run's own DuckDB: the cores shared
     outcomes: list[Outcome] = []
-    try:
+    stage_dir = None
+    try:  # (whatever fails from here, the destination is finished: its writer lock let go)
+        known = dest.known_hashes()
+        stage_dir = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-ingest") as pool:
             futures = [pool.submit(dest.task, str(f.resolve()), i, name=name, params=params,
                                    workdir=str(stage_dir), known=known, threads=threads)
@@ -382,5 +383,6 @@ def _into_dataset(ds, files: list[Path], workers: int, name, params, on_outcome,
         raise Interrupted(_interrupted_line(landed, len(files), "dataset")) from None
     finally:
         dest.finish()
-        shutil.rmtree(stage_dir, ignore_errors=True)
+        if stage_dir is not None:
+            shutil.rmtree(stage_dir, ignore_errors=True)
     return outcomes

@@ -39,7 +39,7 @@ from tracekit.errors import CaptureError, TracekitError
 
 from . import profilers, runinfo
 from .config import TOOLS
-from .run import LOG, _iso, _ncu_exports, _utc_stamp, _write_json, new_run_dir
+from .run import LOG, _iso, _ncu_exports, _utc_stamp, _write_json, new_run_dir, wait
 
 #: params tracekit sets itself; a ``--param`` may not take these names
 RESERVED_PARAMS = ("tool", "program", "capture_range", "nvtx_capture", "kernel_regex", "launch_count",
@@ -295,7 +295,7 @@ def _run(argv: list[str], log, echo: bool, timeout_s: float | None, env: dict) -
     """Run ``argv``, its stdout and stderr copied to ``log`` as they come (and, when
     ``echo``, to this process's stdout and stderr); returns its exit status and the last
     lines of its stderr. A Ctrl-C or timeout: the program is sent SIGINT (30 s to end,
-    then killed), as ``run._stream`` does, and the exception goes on."""
+    then killed) and the exception goes on (``run.wait``)."""
     log.write(f"$ {shlex.join(argv)}\n")
     log.flush()
     try:
@@ -317,22 +317,9 @@ def _run(argv: list[str], log, echo: bool, timeout_s: float | None, env: dict) -
                     out.write(line)
                     out.flush()
 
-    errs = threading.Thread(target=pump, args=(proc.stderr, sys.stderr, tail), daemon=True)
-    errs.start()
-    try:
-        pump(proc.stdout, sys.stdout, None)
-        rc = proc.wait(timeout=timeout_s)
-        errs.join(timeout=10)
-        return rc, list(tail)
-    except BaseException:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        raise
+    pumps = [threading.Thread(target=pump, args=(proc.stderr, sys.stderr, tail), daemon=True),
+             threading.Thread(target=pump, args=(proc.stdout, sys.stdout, None), daemon=True)]
+    return wait(proc, pumps, timeout_s), list(tail)
 
 
 def _program_exit(rc: int, log_path: Path) -> int:

@@ -26,6 +26,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -141,17 +142,29 @@ def _stream(argv: list[str], log, echo: bool, timeout_s: float | None,
     except OSError as err:
         raise CaptureError(f"cannot start {argv[0]}: {err.strerror or err}") from err
     console = _Console(iters) if echo else None
-    try:
+
+    def pump() -> None:
         assert proc.stdout is not None
-        with console or contextlib.nullcontext():
-            for line in proc.stdout:
-                log.write(line)
-                log.flush()
-                if console is not None:
-                    console.line(line)
-        return proc.wait(timeout=timeout_s)
+        for line in proc.stdout:
+            log.write(line)
+            log.flush()
+            if console is not None:
+                console.line(line)
+
+    with console or contextlib.nullcontext():
+        return wait(proc, [threading.Thread(target=pump, daemon=True)], timeout_s)
+
+
+def wait(proc: subprocess.Popen, pumps: list[threading.Thread], timeout_s: float | None) -> int:
+    """``proc``'s exit status, its output copied by the ``pumps`` (threads, started here)
+    meanwhile; this thread waits with the deadline ``timeout_s``. A Ctrl-C or the deadline
+    (``subprocess.TimeoutExpired``): the program is sent SIGINT, given 30 s to write its
+    files and end, then killed; the exception goes on."""
+    for t in pumps:
+        t.start()
+    try:
+        rc = proc.wait(timeout=timeout_s)
     except BaseException:
-        # KeyboardInterrupt or timeout: give the workload a chance to write its files
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             try:
@@ -160,6 +173,10 @@ def _stream(argv: list[str], log, echo: bool, timeout_s: float | None,
                 proc.kill()
                 proc.wait()
         raise
+    finally:
+        for t in pumps:
+            t.join(timeout=10)  # (the rest of its output: the pipes end with the program)
+    return rc
 
 
 def _last_error_line(log_path: Path) -> str | None:

@@ -399,3 +399,31 @@ def test_a_folder_of_runs_skips_a_tool_none_run_with_a_warning(tmp_path, capsys)
     out = capsys.readouterr()
     assert "plain: not ingested: a run under --tool none recorded no profile and no timed request" in out.err
     assert "run 1 (base" in out.out
+
+
+def test_a_program_past_its_deadline_is_stopped_and_recorded_failed(tmp_path):
+    """timeout_s stops a program still running at its deadline (SIGINT, then a kill): the run
+    folder says it timed out (a program that outlived it was recorded ok, and a hung one hung
+    the capture); the HSTU capture's stream waits the same way (run.wait)."""
+    import io
+    import subprocess
+    import time
+
+    from tracekit.capture import run
+
+    t = time.perf_counter()
+    with pytest.raises(CaptureError, match="timed out after 1 s"):
+        command.capture_command([sys.executable, "-c", "import time; time.sleep(30)"], "none", out_dir=tmp_path,
+                                name="slow", timeout_s=1)
+    assert time.perf_counter() - t < 15
+    meta = _meta(tmp_path / "slow")
+    assert meta["status"] == "failed" and meta["error"] == "timed out after 1 s"
+    # the HSTU stream: a program at its deadline stopped, its output so far kept; one that ends, copied whole
+    log = io.StringIO()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run._stream([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(30)"], log,
+                    False, 0.5)
+    assert "started" in log.getvalue()
+    log = io.StringIO()
+    assert run._stream([sys.executable, "-c", "print('\\n'.join(map(str, range(20000))))"], log, False, 30) == 0
+    assert log.getvalue().rstrip().endswith("19999")

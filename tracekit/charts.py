@@ -849,16 +849,22 @@ def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | No
     latency for sweeps), the ``limit`` largest changes, with the threshold as a column."""
     if base is None or new is None:
         raise ParamError("chart diff: give the runs to compare as -p base=RUN -p new=RUN")
+    threshold, limit = _threshold_and_limit("diff", threshold, limit)
+    return diff_rows(tk.diff(base, new, by=by, threshold_pct=threshold), threshold, limit)
+
+
+def _threshold_and_limit(chart: str, threshold: float | str, limit: int | str) -> tuple[float, int]:
+    """A comparison chart's ``-p threshold=`` and ``-p limit=``, each checked alone (the error
+    names the value given, not the other one's default); a limit >= 0 (0: all)."""
     values = {}
     for name, value, kind, what in (("threshold", threshold, float, "a number"), ("limit", limit, int, "an integer")):
-        try:  # each checked alone: the error names the value given, not the other one's default
+        try:
             values[name] = kind(value)
         except (TypeError, ValueError) as err:
-            raise ParamError(f"chart diff: {name}={value!r}: {what} expected") from err
-    threshold, limit = values["threshold"], values["limit"]
-    if limit < 0:  # (a negative head() would drop rows from the end)
-        raise ParamError(f"chart diff: limit={limit}: must be >= 0 (0 = all rows)")
-    return diff_rows(tk.diff(base, new, by=by, threshold_pct=threshold), threshold, limit)
+            raise ParamError(f"chart {chart}: {name}={value!r}: {what} expected") from err
+    if values["limit"] < 0:  # (a negative head() would drop rows from the end)
+        raise ParamError(f"chart {chart}: limit={values['limit']}: must be >= 0 (0 = all rows)")
+    return values["threshold"], values["limit"]
 
 
 def diff_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20) -> pl.DataFrame:
@@ -954,22 +960,15 @@ def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str 
     the comparisons' order), with the threshold as a column."""
     if base is None or runs is None:
         raise ParamError("chart compare: give the runs as -p base=RUN -p runs=RUN,RUN,...")
-    values = {}
-    for name, value, kind, what in (("threshold", threshold, float, "a number"), ("limit", limit, int, "an integer")):
-        try:
-            values[name] = kind(value)
-        except (TypeError, ValueError) as err:
-            raise ParamError(f"chart compare: {name}={value!r}: {what} expected") from err
-    if values["limit"] < 0:
-        raise ParamError(f"chart compare: limit={values['limit']}: must be >= 0 (0 = all keys)")
+    threshold, limit = _threshold_and_limit("compare", threshold, limit)
     names = [r.strip() for r in str(runs).split(",") if r.strip()]
     from .compare import changed_first, runs_of
 
-    df = tk.compare(base, names, by=by, threshold_pct=values["threshold"])
+    df = tk.compare(base, names, by=by, threshold_pct=threshold)
     heads = [diff_rows(df.filter(pl.col("run") == run).drop("base_run", "run").rename({"value": "new"}),
-                       values["threshold"], 0).with_columns(pl.lit(run).alias("run")) for run in runs_of(df)]
+                       threshold, 0).with_columns(pl.lit(run).alias("run")) for run in runs_of(df)]
     head = pl.concat(heads) if heads else df.head(0)
-    keys = changed_first(head.select("scope", "key", "metric", "verdict"), values["limit"]).select(
+    keys = changed_first(head.select("scope", "key", "metric", "verdict"), limit).select(
         "scope", "key", "metric").unique(maintain_order=True)
     return keys.join(head, on=["scope", "key", "metric"], how="left", maintain_order="left").with_columns(
         pl.lit(df["base_run"][0] if df.height else str(base)).alias("base_run"))

@@ -536,7 +536,7 @@ class _Row:
     order: int = 0
 
 
-def _judge(base: float | None, new: float | None, threshold: float, direction: int,
+def _judge(base: float, new: float, threshold: float, direction: int,
            real: bool, held: str, within: str = "threshold",
            undirected: str = "a launch setting with no better/worse direction") -> tuple[str, str]:
     """(verdict, note): beyond the threshold and ``real`` -> regressed/improved by

@@ -507,3 +507,15 @@ def test_sweep_point_settings_and_kernels_outside_ranges_read_plainly(db, capsys
     rc, out, _ = _run(capsys, "--db", db, "query", "kernels-by-nvtx", "--run", "hstu", "--columns", "path",
                       "--limit", "0")
     assert "(no range)" in _rows(out)
+
+
+def test_names_of_the_same_words_in_another_order_are_told_apart_by_where_they_part():
+    """nsys's operation names "[CUDA memcpy Unified Host-to-Device]" and "... Device-to-Host]"
+    have the same words: told apart by where they part (they were "#1" and "#2")."""
+    ops = ["[CUDA memcpy Unified Host-to-Device]", "[CUDA memcpy Unified Device-to-Host]",
+           "[CUDA memcpy Host-to-Device]", "[CUDA memcpy Device-to-Host]", "[CUDA memset]"]
+    for width in (12, 16, 20):
+        labels = names.distinct_labels(ops, width)
+        assert len(set(labels)) == len(labels) and max(map(len, labels)) <= width
+        assert not any("#" in lab for lab in labels), (width, labels)
+    assert names.distinct_labels(ops, 16)[:2] == ["…Host-to-Device]", "…Device-to-Host]"]

@@ -159,9 +159,25 @@ def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> di
             k += 1
         out[n] = _bracketed(base, " ".join(words[n][:k]), width) if words[n] else None
     shared = Counter(out.values())
-    # a label that tells its name from no other (its words cut alike, or taken): numbered later
-    return {n: out[n] if out[n] is not None and shared[out[n]] == 1 and out[n] not in taken else label
-            for n in names}
+    told = {n: out[n] for n in names if out[n] is not None and shared[out[n]] == 1 and out[n] not in taken}
+    # names of the same words in another order (Host-to-Device, Device-to-Host): where they
+    # part, past what they all start with
+    tails = {n: _from_where_they_part(n, names, width) for n in names if n not in told}
+    counted = Counter(tails.values())
+    told.update({n: t for n, t in tails.items() if t and counted[t] == 1 and t not in taken and t not in told.values()})
+    return {n: told.get(n, label) for n in names}  # the rest: numbered later
+
+
+def _from_where_they_part(name: str, names: list[str], width: int) -> str:
+    """``…`` and ``name`` from the start of the word where it parts from the other
+    ``names`` (what they all start with left out), cut to ``width``; '' where nothing of
+    it is left."""
+    import os
+
+    common = os.path.commonprefix(names)
+    cut = max(common.rfind(c) for c in " _-:/<([") + 1 if len(common) < len(name) else len(common)
+    rest = name[cut:]
+    return cut_end(ELLIPSIS + rest, width) if rest and cut > 0 and width > 4 else ""
 
 
 def check_run_name(name: str | None) -> str:

@@ -52,9 +52,7 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
             warnings.simplefilter("ignore", CaptureWarning)
             inputs = run_folders(files)  # (a sweep's folder: its run folders, named as one command's inputs)
         stack.enter_context(tk.one_command(inputs))
-        with warnings.catch_warnings():  # (the comparisons say what a capture's status or setup means)
-            warnings.simplefilter("ignore", CaptureWarning)
-            sides = [_diff.resolve(tk, r) for r in (base, *runs)]
+        sides = [_diff.resolve(tk, r) for r in (base, *runs)]  # (files ingested here; then each by its run id)
         refs = [str(s.run_id) if s.run_id is not None else s.sweep for s in sides]
         labels = _labels(sides, [str(r).strip() if _diff._is_file(r) else None for r in (base, *runs)])
         for i, ref in enumerate(refs[1:], start=1):
@@ -66,8 +64,6 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
             df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
             frames.append(df.with_row_index("_order").with_columns(pl.lit(labels[0]).alias("base_run"),
                                                                    pl.lit(label).alias("run")))
-    if not frames:
-        return pl.DataFrame(schema={c: pl.Utf8 for c in COLUMNS})
     df = pl.concat(frames)
     first = df.group_by("scope", "key", "metric").agg(pl.col("_order").min().alias("_first"))
     run_order = {label: i for i, label in enumerate(labels[1:])}

@@ -605,3 +605,53 @@ def test_report_vs_base_in_chromium(reports, tmp_path):
         assert values[: len(numbers)] == numbers  # rows without a change (added, removed) last
     colours = {v: c for v, c in page.value["colours"]}
     assert len({colours["regressed"], colours["unchanged"], colours["added"]}) == 3
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    """One point of the HSTU workload captured under nsys (with its timed requests) and under
+    ncu (tests/data/hstu_capture_pair/base, hstu_capture_ncu): their reports alone, and the
+    one report of both."""
+    folder = tmp_path_factory.mktemp("experiment")
+    db = folder / "x.duckdb"
+    with tracekit.open(db) as tk:
+        nsys = tk.ingest(DATA / "hstu_capture_pair" / "base").run_id
+        ncu = tk.ingest(DATA / "hstu_capture_ncu").run_id
+        out = {"ids": (nsys, ncu),
+               "nsys": report.write_report(tk, folder / "nsys.html", run=nsys),
+               "ncu": report.write_report(tk, folder / "ncu.html", run=ncu),
+               "both": report.write_report(tk, folder / "both.html", run=[str(nsys), str(ncu)])}
+    return db, out
+
+
+def test_one_report_of_several_runs_holds_each_runs_report(experiment, capsys, tmp_path):
+    """`tracekit report --run A --run B`: each run's header and sections, as its own report
+    has them (the same tables), titled and anchored by its run, one run after the other;
+    errors: a run given twice, --vs with several runs."""
+    db, out = experiment
+    nsys, ncu = out["ids"]
+    both, alone = _parse(out["both"]), {k: _parse(out[k]) for k in ("nsys", "ncu")}
+    want = [f"r{nsys}-{k}" for k in alone["nsys"].sections] + [f"r{ncu}-{k}" for k in alone["ncu"].sections]
+    assert list(both.sections) == want and len(want) > 10
+    for run_id, k in ((nsys, "nsys"), (ncu, "ncu")):
+        for key, tables in alone[k].sections.items():
+            assert both.sections[f"r{run_id}-{key}"] == tables, key
+    assert both.charts == [f"chart-r{nsys}-{c[len('chart-'):]}" for c in alone["nsys"].charts] + \
+        [f"chart-r{ncu}-{c[len('chart-'):]}" for c in alone["ncu"].charts]
+    text = out["both"].read_text()
+    assert f"<dt>run {nsys} · GPU</dt>" in text and f"<dt>run {ncu} · GPU</dt>" in text
+    for args, said in ((["--run", str(nsys), "--run", str(nsys)], f"run {nsys} is given twice"),
+                       (["--run", str(nsys), "--run", str(ncu), "--vs", str(nsys)], "--vs compares one run")):
+        assert cli_main(["--db", str(db), "report", *args, "-o", str(tmp_path / "x.html")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
+        assert not (tmp_path / "x.html").exists()
+
+
+@needs_chromium
+def test_a_report_of_several_runs_draws_every_chart_in_chromium(experiment):
+    page = load(experiment[1]["both"], DONE, "window.tracekitReport")
+    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    state, charts = page.value, _parse(experiment[1]["both"]).charts
+    assert state["charts"] == len(charts) == state["rendered"] > 5 and state["failed"] == 0
+    assert all(n > 0 for n in state["marks"].values()), state["marks"]

@@ -770,17 +770,18 @@ def chart(
 
 @app.command()
 def report(
-    run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
+    run: Annotated[list[str] | None, typer.Option("--run", help="run id or name (default: latest); repeatable: "
+                                                  "several runs in one page (a point timed, under nsys, under ncu)")] = None,
     vs: Annotated[str | None, typer.Option("--vs", help="compare with this run, sweep or file (tracekit diff BASE RUN)")] = None,
     out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write; - for stdout")] = Path("report.html"),
     db: DbOpt = None,
 ):
-    """Write one self-contained HTML report of a run (nsys, ncu or a sweep point); opens offline."""
+    """Write one self-contained HTML report of a run (nsys, ncu or a sweep point), or of several; opens offline."""
     from .diff import _is_file
     from .report import write_report
 
     with _capture_warnings():
-        write_report(_open(db, read_only=vs is None or not _is_file(vs)), out, run=run, vs=vs)  # a file is ingested
+        write_report(_open(db, read_only=vs is None or not _is_file(vs)), out, run=run or None, vs=vs)  # a file is ingested
     _wrote(out, f"wrote {out}")
 
 

@@ -626,6 +626,31 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     return rep
 
 
+def build_many(tk, runs: list[str | int], threshold_pct: float = 5.0) -> Report:
+    """One report of several runs (the runs of one experiment: a point timed, under nsys and
+    under ncu; or any runs side by side): each run's header and sections as ``build`` gives
+    them, one run after the other, each section titled and anchored by its run."""
+    from dataclasses import replace
+
+    from .registry import resolve_run
+
+    if len(runs) < 2:
+        raise ParamError("report: give two runs or more to report together (one: --run R)")
+    ids = [resolve_run(tk, r, "runs", "report", spans_runs=False) for r in runs]
+    twice = [r for i, r in enumerate(ids) if r in ids[:i]]
+    if twice:
+        raise ParamError(f"report: run {twice[0]} is given twice; name each run once")
+    parts = [build(tk, run_id, threshold_pct=threshold_pct) for run_id in ids]
+    names = [_run_info(tk, run_id)["name"] for run_id in ids]
+    rep = Report(title="tracekit report · " + ", ".join(f"run {i}: {n}" for i, n in zip(ids, names, strict=True)),
+                 header=[])
+    for run_id, name, part in zip(ids, names, parts, strict=True):
+        rep.header += [(f"run {run_id} · {k}" if k != "run" else k, v) for k, v in part.header]
+        rep.sections += [(replace(sec, key=f"r{run_id}-{sec.key}", title=f"{name} · {sec.title}"), table, spec, note)
+                         for sec, table, spec, note in part.sections]
+    return rep
+
+
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#fff}
 header{background:#1f3b57;color:#fff;padding:18px 28px}
@@ -755,9 +780,10 @@ def render(rep: Report) -> str:
     return "\n".join(parts)
 
 
-def write_report(tk, path: str | Path, run: str | int | None = None, vs: str | int | None = None) -> Path:
-    """Build the run's report (compared with ``vs`` if given) and write it to ``path``
-    through ``write_output`` (a temporary file renamed into place, never over the store)."""
+def write_report(tk, path: str | Path, run: str | int | list | None = None, vs: str | int | None = None) -> Path:
+    """Build the run's report (compared with ``vs`` if given; several runs, a list: one page
+    of them, ``build_many``) and write it to ``path`` through ``write_output`` (a temporary
+    file renamed into place, never over the store)."""
     from .diff import _is_file
     from .outputs import check_output, write_output
 
@@ -767,6 +793,11 @@ def write_report(tk, path: str | Path, run: str | int | None = None, vs: str | i
         raise ParamError(f"{path}: a report is an HTML page; name a .html file")
     # a file to compare with is ingested for the report: kept only when the report is written
     ingests = vs is not None and not tk.read_only and _is_file(vs)
+    if isinstance(run, list | tuple) and len(run) > 1 and vs is not None:
+        raise ParamError("report: --vs compares one run; give one --run with it (tracekit compare for several)")
     with tk.one_transaction() if ingests else contextlib.nullcontext():
-        text = render(build(tk, run, vs))
+        if isinstance(run, list | tuple):
+            text = render(build_many(tk, list(run)) if len(run) > 1 else build(tk, run[0] if run else None, vs))
+        else:
+            text = render(build(tk, run, vs))
         return write_output(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)

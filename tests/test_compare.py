@@ -49,7 +49,7 @@ def test_each_run_is_what_its_own_diff_says(plants):
         assert C.runs_of(df) == ["base_b", "regressed", "base_c"]
         assert set(df["base_run"]) == {"base_a"}
         for run in ("base_b", "regressed", "base_c"):
-            mine = df.filter(pl.col("run") == run).drop("base_run", "run").rename({"value": "new"})
+            mine = df.filter(pl.col("run") == run).drop("base_run", "run", "repeat", "noise_pct").rename({"value": "new"})
             own = tk.diff("base_a", run)
             assert mine.sort("scope", "key", "metric").equals(own.sort("scope", "key", "metric")), run
     for run in ("base_b", "base_c"):  # identical programs: nothing regressed, improved, added or removed
@@ -193,3 +193,41 @@ def test_a_run_named_like_a_column_of_the_table_is_told_apart(tmp_path, capsys, 
     assert main(["--db", db, "compare", "base_a", "metric", "base_a (base)", "--by", "kernel"]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert "metric (run 2)" in head and "base_a (base) (run 3)" in head and head.count("base_a (base)") == 2
+
+
+def test_repeats_of_the_base_measure_the_noise_a_change_must_pass(plants, capsys, monkeypatch):
+    """Three captures of one program (base_a, base_b, base_c) and the planted one. At a
+    0.1 % threshold diff judges base_c's kernel time in `step` improved (-0.21 %, p=1.6e-17:
+    many launches); base_b, a repeat of the base, moved it -0.33 %: within the repeats' noise,
+    not judged. The plants pass any noise of the repeats; --gate does not count the repeats."""
+    with tracekit.open(plants, read_only=True) as tk, warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)
+        alone = C.compare(tk, "base_a", ["base_c"], threshold_pct=0.1)
+        pooled = C.compare(tk, "base_a", ["base_c", "regressed"], threshold_pct=0.1, repeats=["base_b"])
+    assert alone["noise_pct"].is_null().all() and not alone["repeat"].any()
+    judged = alone.filter(pl.col("verdict").is_in(["regressed", "improved"]))
+    assert judged.height >= 1
+    mine = pooled.filter(pl.col("run") == "base_c")
+    for r in judged.iter_rows(named=True):
+        row = mine.filter((pl.col("scope") == r["scope"]) & (pl.col("key") == r["key"])
+                          & (pl.col("metric") == r["metric"])).row(0, named=True)
+        assert abs(row["delta_pct"]) <= row["noise_pct"], row  # (the repeat moved it more)
+        assert row["verdict"] == "unchanged" and C.NOISE_NOTE in row["note"]
+    # every row held this way is within its noise, and the noise is the repeat's own change
+    repeat = pooled.filter(pl.col("run") == "base_b")
+    assert set(repeat["repeat"]) == {True} and set(pooled.filter(pl.col("run") != "base_b")["repeat"]) == {False}
+    for r in pooled.filter(pl.col("note").str.contains(C.NOISE_NOTE, literal=True)).iter_rows(named=True):
+        own = repeat.filter((pl.col("scope") == r["scope"]) & (pl.col("key") == r["key"])
+                            & (pl.col("metric") == r["metric"]))["delta_pct"][0]
+        assert r["noise_pct"] == pytest.approx(abs(own)) and abs(r["delta_pct"]) <= r["noise_pct"]
+    reg = pooled.filter(pl.col("run") == "regressed")
+    for plant in PLANT["changes"]:
+        got = reg.filter((pl.col("scope") == plant["scope"]) & (pl.col("key") == plant["key"])
+                         & (pl.col("metric") == plant["metric"]))["verdict"].to_list()
+        assert got == [plant["expected_verdict"]], plant["plant"]
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["--db", str(plants), "compare", "base_a", "base_c", "--repeat", "base_b", "--threshold", "0.1",
+                 "--gate", "--limit", "3"]) == 0  # (base_b "improved" at 0.1 %: a repeat, not gated)
+    out = capsys.readouterr().out
+    assert "base_b (repeat)" in out.splitlines()[0] and "repeats' noise)" in out
+    assert out.splitlines()[-1].startswith("base_b (repeat): ")

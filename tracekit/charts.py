@@ -954,7 +954,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
 
 
 def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str | None = None,
-                  threshold: float | str = 5.0, limit: int | str = 20) -> pl.DataFrame:
+                  threshold: float | str = 5.0, limit: int | str = 20, repeats: str | None = None) -> pl.DataFrame:
     """The rows of ``tk.compare`` the chart draws: per run, each key's headline metric
     (``diff_rows``), for the ``limit`` keys that come first (changed in any run first, in
     the comparisons' order), with the threshold as a column."""
@@ -964,8 +964,10 @@ def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str 
     names = [r.strip() for r in str(runs).split(",") if r.strip()]
     from .compare import changed_first, runs_of
 
-    df = tk.compare(base, names, by=by, threshold_pct=threshold)
-    heads = [diff_rows(df.filter(pl.col("run") == run).drop("base_run", "run").rename({"value": "new"}),
+    again = [r.strip() for r in str(repeats).split(",") if r.strip()] if repeats else None
+    df = tk.compare(base, names, by=by, threshold_pct=threshold, repeats=again)
+    heads = [diff_rows(df.filter(pl.col("run") == run).drop("base_run", "run", "repeat", "noise_pct")
+                       .rename({"value": "new"}),
                        threshold, 0).with_columns(pl.lit(run).alias("run")) for run in runs_of(df)]
     head = pl.concat(heads) if heads else df.head(0)
     keys = changed_first(head.select("scope", "key", "metric", "verdict"), limit).select(

@@ -700,7 +700,10 @@ def compare_cmd(
                                           "(repeatable; default: every scope the base and each run have)")] = [],  # noqa: B006
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (as diff's, "
                                              "with its noise floors)")] = 5.0,
-    gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed in any run (CI)")] = False,
+    repeat: Annotated[list[str], typer.Option("--repeat", help="a capture of the base's program again (repeatable): "
+                                              "a run's change no larger than a repeat's is not judged a change")] = [],  # noqa: B006
+    gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed in any run but the repeats "
+                                       "(CI)")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="keys: every key changed in a run, then unchanged "
                                               "keys up to this many in all; 0 = all (default: 30 in a table, all "
                                               "otherwise)")] = None,
@@ -719,14 +722,14 @@ def compare_cmd(
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
     fmt = _format(fmt, out)
     _check_format(fmt, out)
-    files = any(_is_file(r) for r in (base, *runs))
+    files = any(_is_file(r) for r in (base, *repeat, *runs))
     tk = _open(db, read_only=not files)  # files to compare are ingested first
     if out is not None:  # checked before a file is ingested
         from .outputs import check_output
 
         check_output(out, tk.path)
     with _capture_warnings():
-        df = tk.compare(base, runs, by=by or None, threshold_pct=threshold)
+        df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None)
     tk.close()
     keys = limit if limit is not None else (30 if fmt == "table" else 0)
     if fmt == "table":
@@ -743,9 +746,9 @@ def compare_cmd(
         _emit(shown, fmt, out, store_path=tk.path, title="compare")
     if out is not None:
         _wrote(out, f"wrote {out}")
-    if gate and (regressed := df.filter(df["verdict"] == "regressed").height):
-        typer.echo(f"tracekit: gate: {regressed} regressed row(s) in "
-                   f"{df.filter(df['verdict'] == 'regressed')['run'].n_unique()} run(s)", err=True)
+    judged = df.filter((df["verdict"] == "regressed") & ~df["repeat"])  # (a repeat's are the base's noise)
+    if gate and judged.height:
+        typer.echo(f"tracekit: gate: {judged.height} regressed row(s) in {judged['run'].n_unique()} run(s)", err=True)
         raise typer.Exit(1)
 
 

@@ -1,17 +1,24 @@
-"""Several runs against one base: ``tracekit compare BASE RUN [RUN ...]``.
+"""Several runs against one base: ``tracekit compare BASE RUN [RUN ...] [--repeat R ...]``.
 
 Each run is compared with the base by ``tracekit.diff``'s rules (the same scopes, metrics,
 noise floors and verdicts a ``diff BASE RUN`` gives), and the comparisons are put side by
-side: the sweep points of a sweep against its first point, a baseline against several
-variants (dense, block-sparse, cached), before against every later build.
+side: a baseline against several variants (dense, block-sparse, cached), before against
+every later build, several sweeps against one.
+
+Repeats (``repeats``: captures of the base's own program and setup, again) measure the noise
+instead of assuming it: per key and metric, the largest change of any repeat against the
+base (``noise_pct``); a run's change no larger than that is not judged a change ("within
+the repeats' noise"), whatever diff's rules made of it. The repeats are columns of their
+own, and ``--gate`` does not count them.
 
 ``compare`` returns the long form, one row per (scope, key, metric, run): ``base_run`` and
-``run`` (labels: a file or folder as given, else a run's name or a sweep's id), ``base`` and
-``value`` (the base's and the run's value), ``delta``, ``delta_pct``, ``verdict``, ``p_value``, ``note``, ``delta_pct_low`` and
-``delta_pct_high`` as ``diff`` gives them. Rows come in the order of the comparisons'
-own (largest GPU time moved first): a key comes where it first comes in any of them.
-``wide`` turns that into one row per (scope, key, metric), a value and a change column
-per run: the terminal table.
+``run`` (labels: a file or folder as given, else a run's name or a sweep's id), ``repeat``
+(the run is a repeat of the base), ``base`` and ``value`` (the base's and the run's value),
+``delta``, ``delta_pct``, ``verdict``, ``p_value``, ``note``, ``delta_pct_low`` and
+``delta_pct_high`` as ``diff`` gives them, and ``noise_pct`` (None without repeats). Rows
+come in the order of the comparisons' own (largest GPU time moved first): a key comes where
+it first comes in any of them. ``wide`` turns that into one row per (scope, key, metric), a
+value and a change column per run: the terminal table.
 """
 
 from __future__ import annotations
@@ -26,21 +33,26 @@ import polars as pl
 from .errors import CaptureWarning, ParamError, expect
 
 #: the long form's columns (diff's, with the run's label and its value named for it)
-COLUMNS = ["scope", "key", "metric", "base_run", "run", "base", "value", "delta", "delta_pct", "verdict", "p_value", "note",
-           "delta_pct_low", "delta_pct_high"]
+COLUMNS = ["scope", "key", "metric", "base_run", "run", "repeat", "base", "value", "delta", "delta_pct", "verdict",
+           "p_value", "note", "delta_pct_low", "delta_pct_high", "noise_pct"]
+#: the note of a change held because a repeat of the base moved as much
+NOISE_NOTE = "within the repeats' noise"
 
 
 def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
-            threshold_pct: float = 5.0) -> pl.DataFrame:
+            threshold_pct: float = 5.0, repeats: list[Any] | None = None) -> pl.DataFrame:
     """Every run of ``runs`` against ``base`` (run ids, names, sweep ids, or files and run
-    folders, ingested first: all of them kept, or, where a comparison fails, none)."""
+    folders, ingested first: all of them kept, or, where a comparison fails, none), the
+    ``repeats`` of the base first (module docstring)."""
     from . import diff as _diff
     from .ingest import run_folders
 
     expect(runs, (list, tuple), "compare: runs")
-    runs = list(runs)
-    if not runs:
-        raise ParamError("compare: give at least one run to compare with the base")
+    expect(repeats, (list, tuple, type(None)), "compare: repeats")
+    n_repeats = len(repeats or [])
+    runs = [*(repeats or []), *runs]
+    if len(runs) == n_repeats:
+        raise ParamError("compare: give at least one run to compare with the base (besides its repeats)")
     for ref in (base, *runs):
         expect(ref, (str, int), "compare: a run")
     files = [Path(str(r).strip()) for r in (base, *runs) if _diff._is_file(r)]
@@ -60,17 +72,33 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
                 again = "the base" if ref == refs[0] else "given twice"
                 raise ParamError(f"compare: {(base, *runs)[i]!r} is {sides[i].label}, {again}; name each run once")
         frames = []
-        for ref, label in zip(refs[1:], labels[1:], strict=True):
+        for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
             df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
-            frames.append(df.with_row_index("_order").with_columns(pl.lit(labels[0]).alias("base_run"),
-                                                                   pl.lit(label).alias("run")))
-    df = pl.concat(frames)
+            frames.append(df.with_row_index("_order").with_columns(
+                pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
+    df = _held_by_the_repeats(pl.concat(frames))
     first = df.group_by("scope", "key", "metric").agg(pl.col("_order").min().alias("_first"))
     run_order = {label: i for i, label in enumerate(labels[1:])}
     df = (df.join(first, on=["scope", "key", "metric"])
           .with_columns(pl.col("run").replace_strict(run_order, return_dtype=pl.Int64).alias("_run"))
           .sort("_first", "scope", "key", "metric", "_run"))
     return df.rename({"new": "value"}).select(COLUMNS)
+
+
+def _held_by_the_repeats(df: pl.DataFrame) -> pl.DataFrame:
+    """``noise_pct`` per key and metric (the repeats' largest change against the base), and
+    the changes of the other runs no larger than it held (``NOISE_NOTE``)."""
+    keys = ["scope", "key", "metric"]
+    noise = (df.filter(pl.col("repeat") & pl.col("delta_pct").is_not_null())
+             .group_by(keys).agg(pl.col("delta_pct").abs().max().alias("noise_pct")))
+    df = df.join(noise, on=keys, how="left")
+    held = (~pl.col("repeat") & pl.col("verdict").is_in(["regressed", "improved"]) & pl.col("noise_pct").is_not_null()
+            & (pl.col("delta_pct").abs() <= pl.col("noise_pct")))
+    note = pl.format(NOISE_NOTE + " (±{}%)", pl.col("noise_pct").round(2))
+    return df.with_columns(
+        pl.when(held).then(pl.lit("unchanged")).otherwise(pl.col("verdict")).alias("verdict"),
+        pl.when(held).then(pl.when(pl.col("note").fill_null("") == "").then(note)
+                           .otherwise(pl.format("{}; {}", pl.col("note"), note))).otherwise(pl.col("note")).alias("note"))
 
 
 #: the table's own columns: no run's label may be one of them
@@ -116,7 +144,9 @@ def wide(df: pl.DataFrame) -> pl.DataFrame:
     unchanged), in human units (``tracekit.diff.display``'s)."""
     from .diff import _human, short_keys
 
-    runs = runs_of(df)
+    repeat = set(df.filter(pl.col("repeat"))["run"].to_list())
+    shown = {run: f"{run} (repeat)" if run in repeat else run for run in runs_of(df)}
+    runs = list(shown.values())
     base = f"{df['base_run'][0]} (base)" if df.height else "base"
     short = short_keys(df["key"].to_list())
     rows: dict[tuple, dict] = {}
@@ -125,7 +155,7 @@ def wide(df: pl.DataFrame) -> pl.DataFrame:
         row = rows.setdefault(k, {"scope": r["scope"], "key": short[r["key"]], "metric": r["metric"], base: ""})
         if r["base"] is not None:
             row[base] = _human(r["metric"], r["base"])
-        row[r["run"]] = _cell(r, _human(r["metric"], r["value"]) if r["value"] is not None else "")
+        row[shown[r["run"]]] = _cell(r, _human(r["metric"], r["value"]) if r["value"] is not None else "")
     cols = ["scope", "key", "metric", base, *runs]
     return pl.DataFrame([[row.get(c, "") for c in cols] for row in rows.values()],
                         schema={c: pl.Utf8 for c in cols}, orient="row")
@@ -151,6 +181,8 @@ def held(note: str | None) -> str:
     """What held a change back from a verdict (``host-timed``, ``not significant``, ...), or
     '' where nothing did: identical, or within the threshold or the noise."""
     text = note or ""
+    if NOISE_NOTE in text:
+        return "repeats' noise"
     if "within" in text or text.endswith("identical"):
         return ""
     return next((word for part, word in _HELD if part in text), "")
@@ -159,7 +191,8 @@ def held(note: str | None) -> str:
 def counts(df: pl.DataFrame) -> list[str]:
     """Per run, how many rows each verdict has (``opt: 3 regressed, 2 improved, 40 unchanged``)."""
     out = []
+    repeat = set(df.filter(pl.col("repeat"))["run"].to_list())
     for run in runs_of(df):
         got = df.filter(pl.col("run") == run)["verdict"].value_counts(sort=True).rows()
-        out.append(f"{run}: " + ", ".join(f"{n} {v}" for v, n in got))
+        out.append(f"{run}{' (repeat)' if run in repeat else ''}: " + ", ".join(f"{n} {v}" for v, n in got))
     return out

@@ -1174,13 +1174,14 @@ class Tracekit:
             raise
 
     def compare(self, base: Any, runs: list[Any], by: list[str] | str | None = None,
-                threshold_pct: float = 5.0) -> pl.DataFrame:
+                threshold_pct: float = 5.0, repeats: list[Any] | None = None) -> pl.DataFrame:
         """Each of ``runs`` against ``base`` by ``diff``'s rules, side by side: one row per
-        scope, key, metric and run. See ``tracekit.compare``."""
+        scope, key, metric and run; ``repeats`` of the base measure the noise a change must
+        pass. See ``tracekit.compare``."""
         from .compare import compare
 
         with stoppable():
-            return compare(self, base, runs, by=by, threshold_pct=threshold_pct)
+            return compare(self, base, runs, by=by, threshold_pct=threshold_pct, repeats=repeats)
 
     @one_at_a_time
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:

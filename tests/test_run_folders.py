@@ -394,5 +394,5 @@ def test_a_sweep_of_failed_points_fails_alone_and_warns_once(tmp_path, capsys):
     assert out.count(": run ") == 1
     lines = err.strip().splitlines()
     assert sum("not ingested: the capture's status is 'failed' (killed)" in x for x in lines) == 2, lines
-    assert f"tracekit: error: {sweep}: not a run folder (no meta.json); its 2 run folders are captures that failed " \
-           "and left no timed request or profile (each capture.log says why; capture again)" in lines
+    assert f"tracekit: error: {sweep}: not a run folder (no meta.json); its 2 run folders hold no timed request or " \
+           "profile: captures that failed (each capture.log says why; capture again) or runs under --tool none" in lines

@@ -85,7 +85,7 @@ ColumnsOpt = Annotated[str | None, typer.Option(
     "--columns", help="columns to show, comma-separated (every format)", show_default=False)]
 AllColumnsOpt = Annotated[bool, typer.Option("--all-columns", help="table: every column, not the query's default few")]
 TimeunitOpt = Annotated[str, typer.Option(
-    "--timeunit", help="table: unit of the time columns: auto, ns, us, ms or s (csv/json/parquet keep ns)")]
+    "--timeunit", help="table: unit of the time columns: auto, ns, us, ms or s (csv/json/parquet/xlsx keep ns)")]
 FORMATS = ("table", "csv", "json", "parquet", "xlsx")
 SQL_TABLE_ROWS = 1000  # `tracekit sql` shows at most this many rows as a table
 
@@ -136,7 +136,7 @@ def _check_format(fmt: str, out: Path | None) -> None:
 
 
 def _check_timeunit(timeunit: str) -> None:
-    """--timeunit checked whatever the format (csv/json/parquet keep ns, but a bad value is
+    """--timeunit checked whatever the format (csv/json/parquet/xlsx keep ns, but a bad value is
     still a bad value)."""
     from .table import check_timeunit
 
@@ -510,7 +510,7 @@ def queries(
             doc = _DEFAULT_TEXT.sub("", p.doc).strip()
             typer.echo(textwrap.fill(f"{p.name.ljust(key_w)}{p.type.lower():8} {doc} (default: {default})", width,
                                      initial_indent="  ", subsequent_indent=" " * (key_w + 11)))
-    typer.echo("\ncolumns (* shown in a table by default; csv/json/parquet carry all):")
+    typer.echo("\ncolumns (* shown in a table by default; csv/json/parquet/xlsx carry all):")
     key_w = max(map(len, q.columns)) + 2
     for c, doc in q.columns.items():
         mark = "*" if c in q.display or not q.display else " "

@@ -273,8 +273,8 @@ def not_a_run_folder(folder: Path) -> str:
     found = _below(folder)
     why = f"{folder}: not a run folder (no meta.json)"
     if found and all(_left_nothing(f) for f in found):
-        return (f"{why}; its {len(found)} run folder{'s are captures' if len(found) > 1 else ' is a capture'} that "
-                "failed and left no timed request or profile (each capture.log says why; capture again)")
+        return (f"{why}; its {len(found)} run folder{'s hold' if len(found) > 1 else ' holds'} no timed request or "
+                "profile: captures that failed (each capture.log says why; capture again) or runs under --tool none")
     if found:
         held = "1 run folder: ingest it" if len(found) == 1 else f"{len(found)} run folders: ingest them"
         return f"{why}; it holds {held} (the ingest command takes the folder; tracekit.ingest.run_folders lists them)"

@@ -4,8 +4,9 @@ A report is sections of named-query results: a table (sortable in the page) and,
 chart exists for that query, the chart of tracekit/charts.py built from the same result.
 Which sections a run gets follows its kind:
 
-- nsys: top kernels, kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization
-  and the longest idle gaps, launch overhead, OS runtime calls, the NVTX timeline; the
+- nsys: top kernels and their launch durations, kernel time by NVTX path, NVTX ranges on
+  the GPU, GPU utilization and the longest idle gaps, launch overhead, CUDA API calls,
+  memory operations by memory kind, OS runtime calls, the NVTX timeline; the
   sections about events the capture did not trace (CUDA, with `nsys -t nvtx,osrt`; NVTX,
   with `nsys -t cuda`) are left out and the header says which and why;
 - ncu: roofline, occupancy with the binding limit, speed of light, memory workload,
@@ -19,7 +20,9 @@ Which sections a run gets follows its kind:
   header names that rank and the sections left out;
 - with ``vs=BASE`` (``--vs``), first a "Compared with BASE" section: ``tk.diff(BASE,
   run)`` as a sortable table with coloured verdicts (every row that changed, then the
-  largest unchanged ones, up to ``DIFF_ROWS``) and the diff chart of tracekit/charts.py.
+  largest unchanged ones, up to ``DIFF_ROWS``) and the diff chart of tracekit/charts.py;
+- several runs (``build_many``, ``--run A --run B``: an experiment's runs timed, under nsys
+  and under ncu): each run's header and sections, one run after the other.
 
 The header is the run-info query (GPU, driver and clocks as recorded, tool versions,
 capture parameters). Vega, Vega-Lite and Vega-Embed are inlined from vl-convert's

@@ -39,7 +39,7 @@ from tracekit.errors import CaptureError, TracekitError
 
 from . import profilers, runinfo
 from .config import TOOLS
-from .run import LOG, _iso, _ncu_exports, _utc_stamp, _write_json, new_run_dir, wait
+from .run import LOG, _iso, _ncu_exports, _utc_stamp, _write_json, new_run_dir, recorded, wait
 
 #: params tracekit sets itself; a ``--param`` may not take these names
 RESERVED_PARAMS = ("tool", "program", "capture_range", "nvtx_capture", "kernel_regex", "launch_count",
@@ -230,9 +230,9 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
                        "sections": list(profilers.NCU_SECTIONS)}
     _write_json(run_dir / "meta.json", meta)
 
-    status, error = "failed", None
     program = Path(cmd[0]).name
-    try:
+    error = None
+    with recorded(run_dir, meta, timeout_s) as out:
         with open(run_dir / LOG, "a", encoding="utf-8") as log:
             if found is None:
                 log.write(f"$ {shlex.join(argv)}\n{cmd[0]}: command not found\n")
@@ -256,20 +256,8 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
                         else "") + "; see capture.log"
                 elif tool == "ncu":
                     error = _ncu_exports(exe, run_dir, log, meta)
-                if error is None:
-                    status = "ok"
-    except KeyboardInterrupt:
-        status, error = "interrupted", "interrupted by the user"
-    except subprocess.TimeoutExpired:
-        status, error = "failed", f"timed out after {timeout_s} s"
-    except TracekitError as err:
-        status, error = "failed", str(err)
-    finally:
-        meta["finished_at"] = _iso(datetime.now(UTC))
-        meta["status"], meta["error"] = status, error
-        _write_json(run_dir / "meta.json", meta)
-    if status == "interrupted":
-        raise KeyboardInterrupt
+            out.status, out.error = ("ok", None) if error is None else ("failed", error)
+    status, error = out.status, out.error
     if status != "ok":
         raise CaptureError(f"capture failed ({error}); the run folder {run_dir} says so"
                            + ("" if tool == "none" else ", not ingested"))

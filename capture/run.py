@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -274,37 +275,23 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
                        "sections": list(profilers.NCU_SECTIONS)}
     _write_json(run_dir / "meta.json", meta)
 
-    status, error = "failed", None
     env = dict(os.environ)
-    try:
+    with recorded(run_dir, meta, timeout_s, finish=lambda m: m.update(_from_worker(_read_worker(run_dir)))) as out:
         with open(run_dir / LOG, "a", encoding="utf-8") as log:
             rc = _stream(argv, log, echo, timeout_s, env, iters)
             worker = _read_worker(run_dir)
             if rc == 0 and worker.get("status") == "ok":
-                status, error = "ok", None
+                out.status, out.error = "ok", None
             else:
                 error = worker.get("error") or _last_error_line(run_dir / LOG) or f"exit status {rc}"
-                error = f"{tool if tool != 'none' else 'workload'} exited with status {rc}: {error}"
-            if status == "ok" and tool == "nsys" and not (run_dir / "nsys.sqlite").exists():
-                status, error = "failed", "nsys wrote no SQLite export (nsys.sqlite); see capture.log"
-            if status == "ok" and tool == "ncu":
-                error = _ncu_exports(exe, run_dir, log, meta)
-                if error:
-                    status = "failed"
-    except KeyboardInterrupt:
-        status, error = "interrupted", "interrupted by the user"
-    except subprocess.TimeoutExpired:
-        status, error = "failed", f"timed out after {timeout_s} s"
-    except TracekitError as err:
-        status, error = "failed", str(err)
-    finally:
-        worker = _read_worker(run_dir)
-        meta.update(_from_worker(worker))
-        meta["finished_at"] = _iso(datetime.now(UTC))
-        meta["status"], meta["error"] = status, error
-        _write_json(run_dir / "meta.json", meta)
-    if status == "interrupted":
-        raise KeyboardInterrupt
+                out.error = f"{tool if tool != 'none' else 'workload'} exited with status {rc}: {error}"
+            if out.status == "ok" and tool == "nsys" and not (run_dir / "nsys.sqlite").exists():
+                out.status, out.error = "failed", "nsys wrote no SQLite export (nsys.sqlite); see capture.log"
+            if out.status == "ok" and tool == "ncu":
+                out.error = _ncu_exports(exe, run_dir, log, meta)
+                if out.error:
+                    out.status = "failed"
+    status, error = out.status, out.error
     ingest_error = None
     if ingest:
         ingest_error = _ingest(run_dir, db, required=(status == "ok"))
@@ -313,6 +300,39 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     if ingest_error:
         raise CaptureError(f"run folder {run_dir} written, but ingest failed: {ingest_error}")
     return run_dir
+
+
+@dataclass
+class Outcome:
+    """How a capture ended, as meta.json says it: ``failed`` until the capture says ``ok``."""
+
+    status: str = "failed"
+    error: str | None = None
+
+
+@contextlib.contextmanager
+def recorded(run_dir: Path, meta: dict, timeout_s: float | None, finish=None):
+    """The block runs the capture; its ``Outcome`` (yielded, set by the block) is written into
+    meta.json however the block ends: a Ctrl-C as ``interrupted`` (raised again once it is
+    written), the deadline or a tracekit error as ``failed`` with the reason. ``finish(meta)``
+    adds what the run left (the workload's report) before the write."""
+    out = Outcome()
+    try:
+        yield out
+    except KeyboardInterrupt:
+        out.status, out.error = "interrupted", "interrupted by the user"
+    except subprocess.TimeoutExpired:
+        out.status, out.error = "failed", f"timed out after {timeout_s} s"
+    except TracekitError as err:
+        out.status, out.error = "failed", str(err)
+    finally:
+        if finish is not None:
+            finish(meta)
+        meta["finished_at"] = _iso(datetime.now(UTC))
+        meta["status"], meta["error"] = out.status, out.error
+        _write_json(run_dir / "meta.json", meta)
+    if out.status == "interrupted":
+        raise KeyboardInterrupt
 
 
 def _read_worker(run_dir: Path) -> dict:

@@ -196,13 +196,9 @@ def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
     elif fmt in ("csv", "json"):
         import polars as pl
 
-        nested = [c for c, t in df.schema.items() if t.is_nested()]
-        if nested and fmt == "csv":
-            raise ParamError(f"--format csv: column {nested[0]!r} holds lists or structs, which CSV cannot; "
-                             "use --format json or parquet")
-        blobs = [c for c, t in df.schema.items() if t == pl.Binary]
-        if blobs:  # bytes (a BLOB) as hex text: neither format has bytes
-            df = df.with_columns(pl.col(c).bin.encode("hex") for c in blobs)
+        from .outputs import plain_columns
+
+        df = plain_columns(df, fmt, "CSV" if fmt == "csv" else None)
         try:
             text = df.write_csv() if fmt == "csv" else df.write_json()
         except BaseException as err:  # Polars's errors, and its panics (pyo3's PanicException: a BaseException)

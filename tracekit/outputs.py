@@ -147,6 +147,22 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
     return shown
 
 
+def plain_columns(df, fmt: str, cannot_nest: str | None = None):
+    """``df`` for a text format ``fmt``: bytes (a BLOB) as hex text, which none of them
+    holds; lists or structs a one-line error where ``cannot_nest`` (what of the format
+    cannot hold them: ``CSV``, ``a cell``) says the format has no place for them."""
+    import polars as pl
+
+    from .errors import ParamError
+
+    nested = [c for c, t in df.schema.items() if t.is_nested()]
+    if nested and cannot_nest is not None:
+        raise ParamError(f"--format {fmt}: column {nested[0]!r} holds lists or structs, which {cannot_nest} cannot; "
+                         "use --format json or parquet")
+    blobs = [c for c, t in df.schema.items() if t == pl.Binary]
+    return df.with_columns(pl.col(c).bin.encode("hex") for c in blobs) if blobs else df
+
+
 def _reason(err: OSError) -> str:
     if err.errno == errno.ENOSPC:
         return "no space left on device"

@@ -54,16 +54,12 @@ def cells(df):
     are an error naming the column."""
     import polars as pl
 
-    nested = [c for c, t in df.schema.items() if t.is_nested()]
-    if nested:
-        raise ParamError(f"--format xlsx: column {nested[0]!r} holds lists or structs, which a cell cannot; "
-                         "use --format json or parquet")
+    from .outputs import plain_columns
+
+    df = plain_columns(df, "xlsx", "a cell")
     if df.height + 1 > MAX_ROWS:
         raise ParamError(f"--format xlsx: {df.height:,} rows, more than a sheet holds ({MAX_ROWS - 1:,}); "
                          "use --format parquet or csv, or --limit")
-    blobs = [c for c, t in df.schema.items() if t == pl.Binary]
-    if blobs:
-        df = df.with_columns(pl.col(c).bin.encode("hex") for c in blobs)
     # times of day and durations as text: a cell's date system is not DuckDB's
     temporal = [c for c, t in df.schema.items() if t.is_temporal()]
     if temporal:

@@ -548,7 +548,9 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
     # the first rows of its answer, as for any other
     cut = params.pop("limit", None) if "limit" not in reg.get(name).params else None
     if cut is not None:
-        cut = reg.get("runs").params["limit"].convert(cut, name)  # (the same checks: an integer >= 0)
+        from .registry import Param
+
+        cut = Param("limit", "INTEGER", "", None, minimum=0).convert(cut, name)  # (a query's limit's checks)
     tk = _open(db, read_only=True)
     if fmt != "table":
         df = tk.query(name, **params)

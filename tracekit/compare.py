@@ -55,7 +55,8 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
         raise ParamError("compare: give at least one run to compare with the base (besides its repeats)")
     for ref in (base, *runs):
         expect(ref, (str, int), "compare: a run")
-    files = [Path(str(r).strip()) for r in (base, *runs) if _diff._is_file(r)]
+    given = [str(r).strip() if _diff._is_file(r) else None for r in (base, *runs)]  # (files and folders as given)
+    files = [Path(g) for g in given if g is not None]
     own = bool(files) and not tk.read_only and not getattr(tk, "_one_transaction", False)
     with contextlib.ExitStack() as stack:
         if own:
@@ -66,7 +67,7 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
         stack.enter_context(tk.one_command(inputs))
         sides = [_diff.resolve(tk, r) for r in (base, *runs)]  # (files ingested here; then each by its run id)
         refs = [str(s.run_id) if s.run_id is not None else s.sweep for s in sides]
-        labels = _labels(sides, [str(r).strip() if _diff._is_file(r) else None for r in (base, *runs)])
+        labels = _labels(sides, given)
         for i, ref in enumerate(refs[1:], start=1):
             if ref in refs[:i]:
                 again = "the base" if ref == refs[0] else "given twice"

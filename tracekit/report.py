@@ -374,6 +374,7 @@ class Report:
     header: list[tuple[str, str]]
     sections: list[tuple[Section, str, str | None, str | None]] = field(default_factory=list)
     #: (section, table html, chart spec JSON or None, note)
+    run: tuple[int, str] | None = None  # (id, name) of the run reported
 
 
 def _run_info(tk, run_id: int) -> dict[str, Any]:
@@ -616,7 +617,7 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     else:
         what = "/".join(sorted(kinds & {"nsys", "ncu"}))
         title = f"tracekit report · {what} run {run_id}: {info['name']}"
-    rep = Report(title=title, header=_header(info))
+    rep = Report(title=title, header=_header(info), run=(run_id, info["name"]))
     rep.header += job_lines + left_out
     if vs is not None:
         line, section = _comparison(tk, run_id, vs, threshold_pct)
@@ -644,10 +645,9 @@ def build_many(tk, runs: list[str | int], threshold_pct: float = 5.0) -> Report:
     if twice:
         raise ParamError(f"report: run {twice[0]} is given twice; name each run once")
     parts = [build(tk, run_id, threshold_pct=threshold_pct) for run_id in ids]
-    names = [_run_info(tk, run_id)["name"] for run_id in ids]
-    rep = Report(title="tracekit report · " + ", ".join(f"run {i}: {n}" for i, n in zip(ids, names, strict=True)),
+    rep = Report(title="tracekit report · " + ", ".join(f"run {i}: {n}" for i, n in (p.run for p in parts)),
                  header=[])
-    for run_id, name, part in zip(ids, names, parts, strict=True):
+    for (run_id, name), part in ((p.run, p) for p in parts):
         rep.header += [(f"run {run_id} · {k}" if k != "run" else k, v) for k, v in part.header]
         rep.sections += [(replace(sec, key=f"r{run_id}-{sec.key}", title=f"{name} · {sec.title}"), table, spec, note)
                          for sec, table, spec, note in part.sections]

@@ -231,3 +231,48 @@ def test_repeats_of_the_base_measure_the_noise_a_change_must_pass(plants, capsys
     out = capsys.readouterr().out
     assert "base_b (repeat)" in out.splitlines()[0] and "repeats' noise)" in out
     assert out.splitlines()[-1].startswith("base_b (repeat): ")
+
+
+def test_diff_with_repeats_is_compare_of_its_one_run_in_diffs_own_order(plants, tmp_path, capsys):
+    """`diff BASE NEW --repeat R`: diff's rows and order, each verdict and note as
+    `compare BASE NEW --repeat R` gives them for NEW, and noise_pct. base_c's kernel time in
+    `step` (improved at 0.1 % alone) is held by base_b's larger move; the plants still
+    regress and --gate still fails on them; a repeat that is the base or NEW is refused."""
+    with tracekit.open(plants, read_only=True) as tk, warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)
+        for new in ("base_c", "regressed"):
+            plain = tk.diff("base_a", new, threshold_pct=0.1)
+            got = tk.diff("base_a", new, threshold_pct=0.1, repeats=["base_b"])
+            side = C.compare(tk, "base_a", [new], threshold_pct=0.1, repeats=["base_b"]).filter(~pl.col("repeat"))
+            assert got.columns == [*plain.columns, "noise_pct"]
+            keys = ["scope", "key", "metric"]
+            assert got.select(keys).rows() == plain.select(keys).rows()  # (diff's order)
+            assert got.drop("verdict", "note", "noise_pct").equals(plain.drop("verdict", "note"))
+            assert got.join(side.rename({"verdict": "v", "note": "n", "noise_pct": "z"}), on=keys).select(
+                (pl.col("verdict") == pl.col("v")).all(), (pl.col("note").eq_missing(pl.col("n"))).all(),
+                (pl.col("noise_pct").eq_missing(pl.col("z"))).all()).row(0) == (True, True, True)
+            held = got.filter(pl.col("verdict") != plain["verdict"])
+            assert (held["verdict"] == "unchanged").all()
+            assert held["note"].str.contains(C.NOISE_NOTE, literal=True).all()
+            if new == "base_c":
+                assert held.filter((pl.col("key") == "step") & (pl.col("metric") == "kernel_total_ns")).height == 1
+            else:
+                for plant in PLANT["changes"]:
+                    v = got.filter((pl.col("scope") == plant["scope"]) & (pl.col("key") == plant["key"])
+                                   & (pl.col("metric") == plant["metric"]))["verdict"].to_list()
+                    assert v == [plant["expected_verdict"]], plant["plant"]
+    assert main(["--db", str(plants), "diff", "base_a", "base_c", "--repeat", "base_b", "--threshold", "0.1",
+                 "--gate"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("; 1 change(s) within the repeats' noise, not judged")
+    assert main(["--db", str(plants), "diff", "base_a", "regressed", "--repeat", "base_b", "--gate"]) == 1
+    capsys.readouterr()
+    out = tmp_path / "d.csv"
+    assert main(["--db", str(plants), "diff", "base_a", "regressed", "--repeat", "base_b", "-o", str(out),
+                 "--columns", "key,metric,verdict,noise_pct"]) == 0
+    assert pl.read_csv(out).columns == ["key", "metric", "verdict", "noise_pct"]
+    capsys.readouterr()
+    before = store_state(plants)
+    for bad in (["--repeat", "base_a"], ["--repeat", "regressed"], ["--repeat", "nosuch"]):
+        assert main(["--db", str(plants), "diff", "base_a", "regressed", *bad]) == 2
+        assert _one_line(capsys).startswith("tracekit: error: diff: ")
+    assert store_state(plants) == before

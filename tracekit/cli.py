@@ -624,6 +624,9 @@ def diff_cmd(
                                              "and host time between runs without CUDA: 25 at least, a p95 "
                                              "latency 45, the noise of identical runs; an ncu value: 0.5 us + "
                                              "3 % of its launch's duration at least)")] = 5.0,
+    repeat: Annotated[list[str], typer.Option("--repeat", help="a capture of the base's program again (repeatable): "
+                                              "a change no larger than a repeat's is not judged a change "
+                                              "(noise_pct)")] = [],  # noqa: B006
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
     fmt: FormatOpt = None,
@@ -647,17 +650,17 @@ def diff_cmd(
 
         from .table import Rows
 
-        empty = pl.DataFrame(schema=_diff.SCHEMA)
+        empty = pl.DataFrame(schema={**_diff.SCHEMA, **({"noise_pct": pl.Float64} if repeat else {})})
         have = _diff.display(empty) if fmt == "table" else empty
         Rows(list(have.columns), [str(t) for t in have.dtypes], []).select(cols)  # one line for an unknown one
-    files = any(_diff._is_file(r) for r in (base, new))
+    files = any(_diff._is_file(r) for r in (base, new, *repeat))
     tk = _open(db, read_only=not files)  # a file to compare is ingested first
     if out is not None:  # checked before a file is ingested: an output that cannot be written changes nothing
         from .outputs import check_output
 
         check_output(out, tk.path)
     with _capture_warnings():
-        df = tk.diff(base, new, by=by or None, threshold_pct=threshold)
+        df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeat or None)
     tk.close()
     regressed = df.filter(df["verdict"] == "regressed").height
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
@@ -672,7 +675,7 @@ def diff_cmd(
         counts = df["verdict"].value_counts(sort=True).rows()
         more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"
                 if shown.height < df.height else "")
-        typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
+        typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more + _diff.held_by_repeats(df))
         summary = _diff.moved(df)
         if summary:
             typer.echo("what moved:\n" + "\n".join(f"  {escape_controls(line)}" for line in summary))

@@ -44,17 +44,46 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
     """Every run of ``runs`` against ``base`` (run ids, names, sweep ids, or files and run
     folders, ingested first: all of them kept, or, where a comparison fails, none), the
     ``repeats`` of the base first (module docstring)."""
+    expect(runs, (list, tuple), "compare: runs")
+    df, labels = _comparisons(tk, base, runs, by, threshold_pct, repeats, "compare")
+    first = df.group_by("scope", "key", "metric").agg(pl.col("_order").min().alias("_first"))
+    run_order = {label: i for i, label in enumerate(labels[1:])}
+    df = (df.join(first, on=["scope", "key", "metric"])
+          .with_columns(pl.col("run").replace_strict(run_order, return_dtype=pl.Int64).alias("_run"))
+          .sort("_first", "scope", "key", "metric", "_run"))
+    return df.rename({"new": "value"}).select(COLUMNS)
+
+
+def diff_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str] | str | None = None,
+                      threshold_pct: float = 5.0) -> pl.DataFrame:
+    """``diff base new`` with the noise measured by ``repeats`` of the base (``tracekit diff
+    --repeat``): diff's rows, columns and order, with ``noise_pct`` and the changes no larger
+    than it held, exactly as ``compare base new --repeat ...`` judges ``new``."""
+    from .diff import SCHEMA
+
+    expect(repeats, (list, tuple), "diff: repeats")
+    if not repeats:
+        raise ParamError("diff: give at least one repeat of the base (or none of the option)")
+    df, _ = _comparisons(tk, base, [new], by, threshold_pct, repeats, "diff")
+    return df.filter(~pl.col("repeat")).sort("_order").select(*SCHEMA, "noise_pct")
+
+
+def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repeats: list[Any] | None,
+                 command: str) -> tuple[pl.DataFrame, list[str]]:
+    """Each of ``repeats`` and ``runs`` against ``base`` by diff's rules, one frame: diff's
+    columns, ``_order`` (the row's place in its own comparison), ``base_run``, ``run``,
+    ``repeat``, ``noise_pct``, and the changes within the repeats' noise held; with the
+    labels of the base and of each run."""
     from . import diff as _diff
     from .ingest import run_folders
 
-    expect(runs, (list, tuple), "compare: runs")
-    expect(repeats, (list, tuple, type(None)), "compare: repeats")
+    expect(repeats, (list, tuple, type(None)), f"{command}: repeats")
     n_repeats = len(repeats or [])
     runs = [*(repeats or []), *runs]
     if len(runs) == n_repeats:
-        raise ParamError("compare: give at least one run to compare with the base (besides its repeats)")
+        raise ParamError(f"{command}: give at least one run to compare with the base (besides its repeats)")
     for ref in (base, *runs):
-        expect(ref, (str, int), "compare: a run")
+        expect(ref, (str, int), f"{command}: a run")
     given = [str(r).strip() if _diff._is_file(r) else None for r in (base, *runs)]  # (files and folders as given)
     files = [Path(g) for g in given if g is not None]
     own = bool(files) and not tk.read_only and not getattr(tk, "_one_transaction", False)
@@ -71,19 +100,13 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
         for i, ref in enumerate(refs[1:], start=1):
             if ref in refs[:i]:
                 again = "the base" if ref == refs[0] else "given twice"
-                raise ParamError(f"compare: {(base, *runs)[i]!r} is {sides[i].label}, {again}; name each run once")
+                raise ParamError(f"{command}: {(base, *runs)[i]!r} is {sides[i].label}, {again}; name each run once")
         frames = []
         for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
             df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
             frames.append(df.with_row_index("_order").with_columns(
                 pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
-    df = _held_by_the_repeats(pl.concat(frames))
-    first = df.group_by("scope", "key", "metric").agg(pl.col("_order").min().alias("_first"))
-    run_order = {label: i for i, label in enumerate(labels[1:])}
-    df = (df.join(first, on=["scope", "key", "metric"])
-          .with_columns(pl.col("run").replace_strict(run_order, return_dtype=pl.Int64).alias("_run"))
-          .sort("_first", "scope", "key", "metric", "_run"))
-    return df.rename({"new": "value"}).select(COLUMNS)
+    return _held_by_the_repeats(pl.concat(frames)), labels
 
 
 def _held_by_the_repeats(df: pl.DataFrame) -> pl.DataFrame:

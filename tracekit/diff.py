@@ -1682,6 +1682,17 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
 # -- terminal table -----------------------------------------------------------------
 
 
+def held_by_repeats(df: pl.DataFrame) -> str:
+    """How many of a diff's changes its repeats held (``diff --repeat``), as the end of its
+    count line: those rows' notes are cut in a narrow table."""
+    from .compare import NOISE_NOTE
+
+    if "noise_pct" not in df.columns:
+        return ""
+    n = df.filter(pl.col("note").str.contains(NOISE_NOTE, literal=True)).height
+    return f"; {n} change(s) within the repeats' noise, not judged" if n else "; no change within the repeats' noise"
+
+
 def changes_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
     """The rows a reader sees first, in the diff's order: every row whose verdict is not
     ``unchanged``, then the largest unchanged rows up to ``limit`` rows in all (0: all rows)."""

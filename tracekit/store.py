@@ -1146,11 +1146,19 @@ class Tracekit:
             return get_registry().run(self, name, **params)
 
     @one_at_a_time
-    def diff(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
+    def diff(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
+             repeats: list[Any] | None = None) -> pl.DataFrame:
         """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
         files (ingested first). One row per scope, key and metric with a noise-aware
         verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, ncu, sweep; default:
-        every scope both have). See ``tracekit.diff``."""
+        every scope both have). ``repeats``: captures of the base again, whose largest
+        change measures the noise a change must pass (``noise_pct``; as ``compare``
+        judges). See ``tracekit.diff``."""
+        if repeats is not None:
+            from .compare import diff_with_repeats
+
+            with stoppable():
+                return diff_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct)
         import warnings
 
         from .diff import _is_file, diff

@@ -19,7 +19,7 @@ import typer
 from tracekit.cli_params import DbPath
 
 from .profilers import DEFAULT_LAUNCH_COUNT
-from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS
+from .run import APP_REPLAY_ITERS, DEFAULT_ITERS, DEFAULT_WARMUP_MS, STOP_GRACE_S
 
 _GET_DB: list[Callable[[], Path | None]] = [lambda: None]
 
@@ -28,14 +28,20 @@ PresetOpt = Annotated[str | None, typer.Option(
     "--preset", help="workload: small, medium, large (default: large with a GPU, small without)",
     show_default=False)]
 WarmupOpt = Annotated[float | None, typer.Option(
-    "--warmup-ms", help=f"warm-up time budget, ms (default: {DEFAULT_WARMUP_MS:g})", show_default=False)]
+    "--warmup-ms", help=f"warm-up time budget, ms (default: {DEFAULT_WARMUP_MS:g}; under --replay-mode application "
+                        "two requests, no budget)", show_default=False)]
 ItersOpt = Annotated[int | None, typer.Option(
-    "--iters", help=f"timed requests (default: {DEFAULT_ITERS})", show_default=False)]
+    "--iters", help=f"timed requests (default: {DEFAULT_ITERS}; under --replay-mode application {APP_REPLAY_ITERS})",
+    show_default=False)]
 OutDirOpt = Annotated[Path, typer.Option("--out", help="folder the run folders go into")]
 DbOpt = Annotated[DbPath | None, typer.Option(
     "--db", help="DuckDB store to ingest into (default: $TRACEKIT_DB or ./tracekit.duckdb)",
     show_default=False)]
 NoIngestOpt = Annotated[bool, typer.Option("--no-ingest", help="write the run folder only")]
+TimeoutOpt = Annotated[float | None, typer.Option(
+    "--timeout", help=f"stop the profiler and its program after SECONDS (SIGINT, {STOP_GRACE_S:g} s to write their "
+                      "files and end, then killed): the run folder says it timed out, nothing is ingested, exit 2 "
+                      "(default: no limit)", metavar="SECONDS", show_default=False)]
 
 
 def _db(ctx: typer.Context, db: DbPath | None) -> DbPath | Path | None:
@@ -85,6 +91,16 @@ def capture_cmd(
     param: Annotated[list[str] | None, typer.Option(
         "--param", "-p", help="a command: run parameter NAME=VALUE in meta.json's params (e.g. bs=8), repeatable",
         show_default=False)] = None,
+    replay_mode: Annotated[str | None, typer.Option(
+        "--replay-mode", help="ncu: kernel (each launch replayed in place once per pass, the memory it writes saved "
+                              "and restored; the default) or application (the whole program run again once per "
+                              "pass: no memory saved, no pass sees caches warmed by the one before; for kernels "
+                              "with large inputs or that change their own inputs). Application replay needs a "
+                              "deterministic program, the same kernels in the same order every run, and takes "
+                              "a run of it per pass (about 40): keep it short, or set --timeout; the HSTU workload "
+                              f"then warms up two requests and times {APP_REPLAY_ITERS}",
+        metavar="MODE", show_default=False)] = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Run the HSTU inference workload at one (bs, nc) point, or a program of yours
     (after --), under nsys, ncu or none; the run folder is ingested."""
@@ -92,7 +108,7 @@ def capture_cmd(
         _capture_command(ctx, cmd, bs=bs, nc=nc, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
                          out=out, db=db, name=name, no_ingest=no_ingest, gpu_metrics=gpu_metrics,
                          capture_range=capture_range, nvtx_capture=nvtx_capture, kernel_name=kernel_name,
-                         launch_count=launch_count, param=param)
+                         launch_count=launch_count, param=param, replay_mode=replay_mode, timeout=timeout)
         return
     from tracekit.errors import CaptureError
 
@@ -104,16 +120,16 @@ def capture_cmd(
     from .run import capture, summary
 
     run_dir = capture(8 if bs is None else bs, 1024 if nc is None else nc, tool=tool, preset=preset,
-                      warmup_ms=DEFAULT_WARMUP_MS if warmup_ms is None else warmup_ms,
-                      iters=DEFAULT_ITERS if iters is None else iters, out_dir=out,
+                      warmup_ms=warmup_ms, iters=iters, out_dir=out,  # (None: the defaults of the replay mode)
                       db=_db(ctx, db), name=name, ingest=not no_ingest, echo=True,
-                      command=list(sys.argv), gpu_metrics=gpu_metrics)
+                      command=list(sys.argv), gpu_metrics=gpu_metrics, replay_mode=replay_mode, timeout_s=timeout)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(summary(run_dir, None if no_ingest else _db(ctx, db)))
 
 
 def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset, warmup_ms, iters, out, db, name,
-                     no_ingest, gpu_metrics, capture_range, nvtx_capture, kernel_name, launch_count, param) -> None:
+                     no_ingest, gpu_metrics, capture_range, nvtx_capture, kernel_name, launch_count, param,
+                     replay_mode, timeout) -> None:
     """``tracekit capture [OPTIONS] -- CMD``: the program under the profiler, its run
     folder ingested, a summary printed; the HSTU workload's options are errors."""
     from tracekit.errors import CaptureError
@@ -128,7 +144,8 @@ def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset
     run_dir = capture_command(cmd, tool, out_dir=out, db=_db(ctx, db), name=name, ingest=not no_ingest, echo=True,
                               command=list(sys.argv), params=parse_params(param),
                               capture_range=capture_range or "none", nvtx_capture=nvtx_capture,
-                              kernel_regex=kernel_name, launch_count=launch_count, gpu_metrics=gpu_metrics)
+                              kernel_regex=kernel_name, launch_count=launch_count, gpu_metrics=gpu_metrics,
+                              replay_mode=replay_mode, timeout_s=timeout)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(command_summary(run_dir, None if no_ingest else _db(ctx, db)))
 
@@ -154,6 +171,10 @@ def sweep_cmd(
     out: OutDirOpt = Path("runs"),
     db: DbOpt = None,
     no_ingest: Annotated[bool, typer.Option("--no-ingest", help="write the run folders only")] = False,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", help=f"per point: stop its profiler and workload after SECONDS (SIGINT, {STOP_GRACE_S:g} s to "
+                          "end, then killed): the point is recorded failed, not ingested, and the sweep goes on "
+                          "(default: no limit)", metavar="SECONDS", show_default=False)] = None,
 ) -> None:
     """Capture every point of a bs x nc grid (one run folder each); failures are recorded, the sweep goes on."""
     from .sweep import sweep
@@ -164,7 +185,7 @@ def sweep_cmd(
 
     result = sweep(bs, nc, config=config, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
                    out_dir=out, db=_db(ctx, db), ingest=not no_ingest, progress=True,
-                   command=list(sys.argv), on_point=show)
+                   command=list(sys.argv), on_point=show, timeout_s=timeout)
     typer.echo(f"sweep {result.sweep_id}: {len(result.ok)} ok, {len(result.failed)} failed of "
                f"{len(result.points)} points; manifest {result.manifest}")
     if not no_ingest and result.ok:

@@ -4,7 +4,8 @@ none, as a run folder, ingested: ``tracekit capture --tool nsys|ncu|none [OPTION
 A run folder ``<out_dir>/<utc>-<program stem>-<tool>/`` holds, as the HSTU capture's does:
 
 * ``meta.json``: name, tool, params (``tool``, ``program`` and the profiler options given,
-  then the user's ``--param K=V``), the tracekit command, the program's command
+  under ncu its launch cap and replay mode always, then the user's ``--param K=V``), the
+  ``ncu`` settings (under ncu), the tracekit command, the program's command
   (``program``: argv, the executable found, the working folder), the exact profiler
   commands, versions, GPU and clocks as found, git commit, the tracekit settings,
   start/finish times, status (``ok`` | ``failed`` | ``interrupted``), error and the
@@ -38,12 +39,12 @@ from typing import Any
 from tracekit.errors import CaptureError, TracekitError
 
 from . import profilers, runinfo
-from .config import TOOLS
+from .config import TOOLS, check_replay_mode, check_timeout
 from .run import LOG, _iso, _ncu_exports, _utc_stamp, _write_json, new_run_dir, recorded, wait
 
 #: params tracekit sets itself; a ``--param`` may not take these names
 RESERVED_PARAMS = ("tool", "program", "capture_range", "nvtx_capture", "kernel_regex", "launch_count",
-                   "gpu_metrics")
+                   "gpu_metrics", "replay_mode")
 #: how ncu reports the program's own exit status (2025.3.1 then exits with it too, as nsys
 #: does; the line is read in case a profiler's own status differs)
 _PROGRAM_EXIT = (re.compile(r"==ERROR== The application returned an error code \((-?\d+)\)"),)
@@ -103,7 +104,8 @@ def command_run_name(cmd: list[str], tool: str, now: datetime | None = None) -> 
     return f"{_utc_stamp(now)}-{program_stem(cmd)}-{tool}"
 
 
-def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, gpu_metrics, params) -> None:
+def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, gpu_metrics, params,
+           replay_mode=None, timeout_s=None) -> None:
     """One-line errors for what cannot run, before anything does."""
     if not isinstance(cmd, (list, tuple)) or not cmd or not all(isinstance(a, str) for a in cmd):
         raise CaptureError(f"command {cmd!r}: a program and its arguments (tracekit capture -- CMD [ARGS...])")
@@ -118,7 +120,7 @@ def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, g
                            f"{', '.join(profilers.NSYS_CAPTURE_RANGES)} (an NVTX range: --nvtx-capture RANGE)")
     only = {"--capture-range": ("nsys", capture_range != "none"), "--gpu-metrics": ("nsys", gpu_metrics),
             "--kernel-name": ("ncu", kernel_regex is not None), "--launch-count": ("ncu", launch_count is not None),
-            "--nvtx-capture": ("nsys or ncu", nvtx_capture is not None)}
+            "--replay-mode": ("ncu", replay_mode is not None), "--nvtx-capture": ("nsys or ncu", nvtx_capture is not None)}
     for opt, (tools, given) in only.items():
         if given and tool not in tools.split(" or "):
             raise CaptureError(f"{opt}: an option of --tool {tools}, not of --tool {tool}")
@@ -140,6 +142,8 @@ def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, g
     if launch_count is not None and (isinstance(launch_count, bool) or not isinstance(launch_count, int)
                                      or launch_count < 1):
         raise CaptureError(f"--launch-count {launch_count!r}: a whole number of kernel launches, at least 1")
+    check_replay_mode(replay_mode, tool)
+    check_timeout(timeout_s)
     from tracekit.store import _check_counts
 
     try:
@@ -160,7 +164,8 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
                     echo: bool = False, command: list[str] | None = None, params: dict[str, Any] | None = None,
                     capture_range: str = "none", nvtx_capture: str | None = None,
                     kernel_regex: str | None = None, launch_count: int | None = None,
-                    gpu_metrics: bool = False, timeout_s: float | None = None) -> Path:
+                    gpu_metrics: bool = False, timeout_s: float | None = None,
+                    replay_mode: str | None = None) -> Path:
     """Run ``cmd`` under ``tool`` and return its run folder (see the module docstring).
 
     nsys: the whole program (``capture_range`` ``none``), the part between
@@ -168,14 +173,20 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
     the NVTX range ``nvtx_capture``; ``gpu_metrics``: the GPU's counters sampled too. ncu:
     the first ``launch_count`` kernel launches (default ``profilers.DEFAULT_LAUNCH_COUNT``)
     inside the NVTX push/pop range ``nvtx_capture`` (if given) whose names match
-    ``kernel_regex`` (if given), with the HSTU capture's sections, clocks left alone.
-    none: the program run and recorded, nothing profiled or ingested. ``params``: the
-    run's parameters (``--param``). ``echo``: the program's output shown as it comes.
+    ``kernel_regex`` (if given), with the HSTU capture's sections, clocks left alone, each
+    launch replayed in place (``replay_mode`` ``kernel``, the default) or the whole program
+    run once per pass (``application``: it must launch the same kernels in the same order
+    every run). none: the program run and recorded, nothing profiled or ingested.
+    ``params``: the run's parameters (``--param``). ``echo``: the program's output shown as
+    it comes. ``timeout_s``: the profiler and the program are stopped (``run.stop``) when they
+    run longer, and the run is failed with "timed out after N s".
     Raises ``CaptureError``/``ToolNotFoundError`` with one line; a program that cannot be
     found or fails (or a profiler that does) leaves its folder labelled failed, not ingested.
     """
     params = dict(params or {})
-    _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, gpu_metrics, params)
+    _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, gpu_metrics, params, replay_mode,
+           timeout_s)
+    replay_mode = check_replay_mode(replay_mode, tool)
     cmd = list(cmd)
     bad = sorted(set(params) & set(RESERVED_PARAMS))
     if bad:
@@ -196,7 +207,8 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
                                            nvtx_capture=nvtx_capture, gpu_metrics=gpu_metrics)
     elif tool == "ncu":
         argv = profilers.ncu_command_argv(exe, run_dir / "ncu", cmd, nvtx_capture=nvtx_capture,
-                                          kernel_regex=kernel_regex, launch_count=launch_count)
+                                          kernel_regex=kernel_regex, launch_count=launch_count,
+                                          replay_mode=replay_mode)
     else:
         argv = cmd
     env = dict(os.environ)
@@ -204,7 +216,7 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
 
     options = {"capture_range": capture_range if tool == "nsys" and nvtx_capture is None else None,
                "nvtx_capture": nvtx_capture, "kernel_regex": kernel_regex, "launch_count": launch_count,
-               "gpu_metrics": True if gpu_metrics else None}
+               "replay_mode": replay_mode, "gpu_metrics": True if gpu_metrics else None}
     run_params = {"tool": tool, "program": program_stem(cmd),
                   **{k: v for k, v in options.items() if v is not None}, **params}
     meta: dict[str, Any] = {
@@ -227,7 +239,7 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
     }
     if tool == "ncu":
         meta["ncu"] = {"nvtx_range": nvtx_capture, "kernel_regex": kernel_regex, "launch_count": launch_count,
-                       "sections": list(profilers.NCU_SECTIONS)}
+                       "replay_mode": replay_mode, "sections": list(profilers.NCU_SECTIONS)}
     _write_json(run_dir / "meta.json", meta)
 
     program = Path(cmd[0]).name

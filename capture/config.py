@@ -138,3 +138,29 @@ def check_settings(device: Any = "auto", flush_l2: Any = True, ncu_launch_skip: 
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise CaptureError(f"{name} {value!r}: must be an integer >= {least}")
+
+
+def check_timeout(timeout_s: Any) -> float | None:
+    """``--timeout``: None (no limit) or a finite number of seconds > 0, else a one-line error."""
+    if timeout_s is None:
+        return None
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+        raise CaptureError(f"--timeout {timeout_s!r}: a number of seconds > 0")
+    if not (timeout_s > 0 and math.isfinite(timeout_s)):
+        raise CaptureError(f"--timeout {timeout_s:g}: a number of seconds > 0")
+    return timeout_s
+
+
+def check_replay_mode(replay_mode: Any, tool: str) -> str | None:
+    """``--replay-mode`` for ``tool``: the ncu replay mode the capture runs (``kernel`` when
+    not given), None for nsys and none; given for another tool, or not one of
+    ``profilers.NCU_REPLAY_MODES``, it is a one-line error."""
+    from .profilers import NCU_REPLAY_MODES
+
+    if replay_mode is None:
+        return "kernel" if tool == "ncu" else None
+    if tool != "ncu":
+        raise CaptureError(f"--replay-mode: an option of --tool ncu, not of --tool {tool}")
+    if replay_mode not in NCU_REPLAY_MODES:
+        raise CaptureError(f"--replay-mode {replay_mode!r}: choose one of {', '.join(NCU_REPLAY_MODES)}")
+    return replay_mode

@@ -21,6 +21,14 @@ NCU_KERNEL_CLASSES = {
     "gemm": r"gemm|Gemm|GEMM|nvjet|cutlass|xmma",
     "attention": r"hstu|attn|attention",
 }
+#: ncu ``--replay-mode`` values a capture takes: ``kernel`` (ncu's default: each profiled
+#: launch is replayed in place once per pass, the memory it writes saved and restored
+#: between passes) or ``application`` (the whole program is run again once per pass and
+#: each pass collects its metrics from the launches matched again: no memory saved, each
+#: pass's launch sees the caches and memory a plain run gives it; the program must launch
+#: the same kernels in the same order every run). ncu's range replays profile ranges of
+#: several kernels, not kernels: ``tracekit ingest`` takes such reports made by hand.
+NCU_REPLAY_MODES = ("kernel", "application")
 # Every precision's roofline (the roofline query needs all of them to total a kernel's
 # FLOP/s), occupancy and launch statistics, the memory workload (DRAM traffic, cache hit
 # rates, shared-memory bank conflicts), and the warp states with their stall sampling (the
@@ -86,17 +94,26 @@ def ncu_kernel_regex(classes: Sequence[str] | None = None) -> str:
     return "|".join(NCU_KERNEL_CLASSES[c] for c in names)
 
 
+def _replay(replay_mode: str) -> list[str]:
+    """ncu's ``--replay-mode``: nothing for ``kernel`` (ncu's default: the argv of a kernel
+    replay is what it always was), ``--replay-mode application`` for ``application``."""
+    if replay_mode not in NCU_REPLAY_MODES:
+        raise ValueError(f"--replay-mode {replay_mode!r}: one of {', '.join(NCU_REPLAY_MODES)}")
+    return [] if replay_mode == "kernel" else ["--replay-mode", replay_mode]
+
+
 def ncu_argv(ncu: str, out_base: Path, cmd: Sequence[str], *, kernel_regex: str | None = None,
-             launch_skip: int = 0, launch_count: int | None = None,
+             launch_skip: int = 0, launch_count: int | None = None, replay_mode: str = "kernel",
              sections: Sequence[str] = NCU_SECTIONS) -> list[str]:
     """``ncu`` of ``cmd``: kernels of the three classes inside the ``NCU_RANGE`` request,
     the ``NCU_SECTIONS``, clocks left alone; the report carries the kernels' source files
     (``--import-source yes``), so the instruction-level view (ncu-source) shows each line's
-    text wherever the report is read."""
+    text wherever the report is read. ``replay_mode``: ``NCU_REPLAY_MODES``."""
     argv = [
         ncu,
         "--clock-control", "none",
         "--target-processes", "all",
+        *_replay(replay_mode),
         "--nvtx", "--nvtx-include", f"{NCU_RANGE}/",
         "--kernel-name", f"regex:{kernel_regex or ncu_kernel_regex()}",
         "--launch-skip", str(launch_skip),
@@ -169,14 +186,15 @@ def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_
 
 def ncu_command_argv(ncu: str, out_base: Path, cmd: Sequence[str], *, nvtx_capture: str | None = None,
                      kernel_regex: str | None = None, launch_count: int = DEFAULT_LAUNCH_COUNT,
-                     sections: Sequence[str] = NCU_SECTIONS) -> list[str]:
+                     replay_mode: str = "kernel", sections: Sequence[str] = NCU_SECTIONS) -> list[str]:
     """``ncu`` of a user's command: its first ``launch_count`` kernel launches (of every
     process it starts), with the ``NCU_SECTIONS`` of the HSTU capture, clocks left alone,
     the kernels' source in the report; only those inside the NVTX push/pop range
     ``nvtx_capture`` (ncu ``--nvtx --nvtx-include RANGE/``: the trailing slash names a
     push/pop range, ``DOMAIN@RANGE/`` one of another domain), only those whose function
-    name matches ``kernel_regex`` (ncu ``--kernel-name regex:...``)."""
-    argv = [ncu, "--clock-control", "none", "--target-processes", "all"]
+    name matches ``kernel_regex`` (ncu ``--kernel-name regex:...``); ``replay_mode`` as
+    ``ncu_argv``."""
+    argv = [ncu, "--clock-control", "none", "--target-processes", "all", *_replay(replay_mode)]
     if nvtx_capture is not None:
         argv += ["--nvtx", "--nvtx-include", f"{nvtx_capture}/"]
     if kernel_regex is not None:

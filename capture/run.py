@@ -13,8 +13,8 @@ A run folder ``<out_dir>/<utc>-bs<bs>-nc<nc>-<tool>/`` holds:
 
 ``meta.json`` is written before the workload starts with status ``failed`` and error
 "did not finish", so a folder left by a killed process is labelled; it is rewritten
-when the run ends, then the folder is ingested (not for interrupted runs; ingest those
-with ``tracekit ingest FOLDER`` if wanted).
+when the run ends, then the folder is ingested (not for interrupted runs, nor for runs
+stopped at their ``--timeout``; ingest those with ``tracekit ingest FOLDER`` if wanted).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,11 +37,28 @@ from tracekit.errors import CaptureError, TracekitError
 from tracekit.names import check_run_name
 
 from . import profilers, runinfo
-from .config import check_settings, check_size, validate_params, workload_config
+from .config import (
+    check_replay_mode,
+    check_settings,
+    check_size,
+    check_timeout,
+    validate_params,
+    workload_config,
+)
 
 DEFAULT_WARMUP_MS = 2000.0
 DEFAULT_ITERS = 50
+#: the timed requests of an HSTU capture under ncu's application replay: each of ncu's passes
+#: (about 40) runs the whole workload again, and the timed requests come after the one request
+#: ncu profiles, so they only add time to every pass (their latencies, under ncu, say little)
+APP_REPLAY_ITERS = 1
 LOG = "capture.log"
+#: seconds a stopped program (Ctrl-C, --timeout) has after SIGINT to write its files and end
+#: (nsys writes its report and SQLite export then) before it is killed
+STOP_GRACE_S = 30.0
+#: seconds a process the program started (the program under a profiler) may outlive it
+#: once stopped, before it is killed: a stopped capture leaves no process behind
+ORPHAN_GRACE_S = 5.0
 
 
 def _utc_stamp(now: datetime) -> str:
@@ -159,25 +177,76 @@ def _stream(argv: list[str], log, echo: bool, timeout_s: float | None,
 def wait(proc: subprocess.Popen, pumps: list[threading.Thread], timeout_s: float | None) -> int:
     """``proc``'s exit status, its output copied by the ``pumps`` (threads, started here)
     meanwhile; this thread waits with the deadline ``timeout_s``. A Ctrl-C or the deadline
-    (``subprocess.TimeoutExpired``): the program is sent SIGINT, given 30 s to write its
-    files and end, then killed; the exception goes on."""
+    (``subprocess.TimeoutExpired``): the program is stopped (``stop``); the exception goes on."""
     for t in pumps:
         t.start()
     try:
         rc = proc.wait(timeout=timeout_s)
-    except BaseException:
+    except BaseException as exc:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc, whole_tree=isinstance(exc, subprocess.TimeoutExpired))
         raise
     finally:
         for t in pumps:
             t.join(timeout=10)  # (the rest of its output: the pipes end with the program)
     return rc
+
+
+def stop(proc: subprocess.Popen, whole_tree: bool) -> None:
+    """Stop ``proc`` and what it started: SIGINT, ``STOP_GRACE_S`` to write its files and end,
+    then killed; a process it started (in its process group: the program a profiler runs,
+    not a daemon of its own session) still running ``ORPHAN_GRACE_S`` after it ended is
+    killed. ``whole_tree``: those processes are sent the SIGINT too, as a Ctrl-C in their
+    terminal does (at a deadline nothing else has told them; after a Ctrl-C the terminal has)."""
+    tree = _process_tree(proc.pid)
+    for p in ([proc, *tree] if whole_tree else [proc]):
+        with contextlib.suppress(OSError, _psutil_error()):
+            p.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + ORPHAN_GRACE_S
+    while (alive := [p for p in tree if _running(p)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for p in alive:
+        with contextlib.suppress(_psutil_error()):
+            p.kill()
+
+
+def _psutil_error() -> type[Exception]:
+    import psutil
+
+    return psutil.Error
+
+
+def _process_tree(pid: int) -> list:
+    """The processes ``pid`` started, at any depth, that are in its process group
+    (``psutil.Process`` objects; none where it has ended)."""
+    import psutil
+
+    try:
+        group = os.getpgid(pid)
+        children = psutil.Process(pid).children(recursive=True)
+    except (OSError, psutil.Error):
+        return []
+    out = []
+    for p in children:
+        with contextlib.suppress(OSError):
+            if os.getpgid(p.pid) == group:
+                out.append(p)
+    return out
+
+
+def _running(p) -> bool:
+    """Whether the ``psutil.Process`` is still running (a zombie has ended)."""
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _last_error_line(log_path: Path) -> str | None:
@@ -192,27 +261,45 @@ def _last_error_line(log_path: Path) -> str | None:
 
 
 def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
-            warmup_ms: float = DEFAULT_WARMUP_MS, iters: int = DEFAULT_ITERS,
+            warmup_ms: float | None = None, iters: int | None = None,
             out_dir: str | os.PathLike = "runs", db: str | os.PathLike | None = None, *,
             name: str | None = None, workload: dict[str, Any] | None = None,
             device: str = "auto", flush_l2: bool = True, ingest: bool = True,
             echo: bool = False, command: list[str] | None = None,
             extra_params: dict[str, Any] | None = None, ncu_launch_skip: int = 0,
             ncu_launch_count: int | None = None, ncu_kernel_classes: list[str] | None = None,
-            timeout_s: float | None = None, gpu_metrics: bool = False) -> Path:
+            timeout_s: float | None = None, gpu_metrics: bool = False,
+            replay_mode: str | None = None) -> Path:
     """Run the HSTU workload at (``bs``, ``nc``) under ``tool`` and return its run folder.
 
     ``tool``: ``nsys`` (timed requests inside a cudaProfilerStart/Stop capture range,
     exported to SQLite), ``ncu`` (the embedding / GEMM / attention kernels of one
     steady-state request, roofline + occupancy + launch-stats sections, raw and details
     CSV) or ``none`` (timing only); ``gpu_metrics``: under nsys, the GPU's counters sampled
-    too (``nsys_argv``). ``preset`` defaults to ``large`` with a GPU and
-    ``small`` without. ``workload`` overrides preset fields (tests use tiny models).
-    The folder is ingested into ``db`` ($TRACEKIT_DB or ./tracekit.duckdb) unless
-    ``ingest`` is False. Raises ``CaptureError``/``ToolNotFoundError`` with one line;
-    a failed run still leaves (and ingests) its labelled folder.
+    too (``nsys_argv``). ``replay_mode`` (ncu only): ``kernel`` (the default) or
+    ``application``: ncu runs the whole workload once per pass, so it must be the same in
+    every pass: the warm-up is two requests (the cache-miss prefill and one steady-state
+    request; ``warmup_ms`` other than 0 is an error), the profiled request the third, and
+    ``iters`` defaults to ``APP_REPLAY_ITERS``. ``warmup_ms`` and ``iters`` default to
+    ``DEFAULT_WARMUP_MS`` and ``DEFAULT_ITERS`` otherwise. ``preset`` defaults to ``large``
+    with a GPU and ``small`` without. ``workload`` overrides preset fields (tests use tiny
+    models). ``timeout_s``: the profiler and the workload are stopped (``stop``) when they
+    run longer, the run is failed with "timed out after N s" and not ingested. The folder
+    is ingested into ``db`` ($TRACEKIT_DB or ./tracekit.duckdb) unless ``ingest`` is False.
+    Raises ``CaptureError``/``ToolNotFoundError`` with one line; a failed run still leaves
+    (and, unless it timed out, ingests) its labelled folder.
     """
-    bs, nc, tool, preset, warmup_ms, iters = validate_params(bs, nc, tool, preset, warmup_ms, iters)
+    app_replay = tool == "ncu" and replay_mode == "application"
+    bs, nc, tool, preset, warmup_ms, iters = validate_params(
+        bs, nc, tool, preset, (0.0 if app_replay else DEFAULT_WARMUP_MS) if warmup_ms is None else warmup_ms,
+        (APP_REPLAY_ITERS if app_replay else DEFAULT_ITERS) if iters is None else iters)
+    replay_mode = check_replay_mode(replay_mode, tool)
+    if replay_mode == "application" and warmup_ms > 0:
+        # (a time budget warms up a different number of requests in each pass: ncu would
+        # profile another request, with other cache lengths, in each)
+        raise CaptureError(f"--warmup-ms {warmup_ms:g}: under --replay-mode application the warm-up is two "
+                           "requests, the same in every pass of ncu; leave --warmup-ms out")
+    timeout_s = check_timeout(timeout_s)
     check_settings(device, flush_l2, ncu_launch_skip, ncu_launch_count)
     if not isinstance(gpu_metrics, bool):
         raise CaptureError(f"gpu_metrics {gpu_metrics!r}: must be true or false")
@@ -241,7 +328,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
         argv = profilers.nsys_argv(exe, run_dir / "nsys", worker_cmd, gpu_metrics=gpu_metrics)
     elif tool == "ncu":
         argv = profilers.ncu_argv(exe, run_dir / "ncu", worker_cmd, kernel_regex=kernel_regex,
-                                  launch_skip=ncu_launch_skip, launch_count=ncu_launch_count)
+                                  launch_skip=ncu_launch_skip, launch_count=ncu_launch_count,
+                                  replay_mode=replay_mode)
     else:
         argv = worker_cmd
     tool_versions = {"nsys": None, "ncu": None}
@@ -250,7 +338,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
 
     params = {"bs": bs, "nc": nc, "preset": preset, "tool": tool, "warmup_ms": warmup_ms,
               "iters": iters, "flush_l2": flush_l2, "device": device, **(extra_params or {}),
-              **({"gpu_metrics": True} if gpu_metrics else {})}
+              **({"gpu_metrics": True} if gpu_metrics else {}),
+              **({"replay_mode": replay_mode} if replay_mode is not None else {})}
     meta: dict[str, Any] = {
         "name": run_name,
         "tool": tool,
@@ -272,7 +361,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
                        "kernel_classes": {c: profilers.NCU_KERNEL_CLASSES[c] for c in
                                           (ncu_kernel_classes or profilers.NCU_KERNEL_CLASSES)},
                        "launch_skip": ncu_launch_skip, "launch_count": ncu_launch_count,
-                       "sections": list(profilers.NCU_SECTIONS)}
+                       "replay_mode": replay_mode, "sections": list(profilers.NCU_SECTIONS)}
     _write_json(run_dir / "meta.json", meta)
 
     env = dict(os.environ)
@@ -293,7 +382,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
                     out.status = "failed"
     status, error = out.status, out.error
     ingest_error = None
-    if ingest:
+    if ingest and not out.timed_out:  # (a run stopped at its deadline is not ingested: tracekit ingest takes it)
         ingest_error = _ingest(run_dir, db, required=(status == "ok"))
     if status != "ok":
         raise CaptureError(f"capture failed ({error}); partial results in {run_dir}")
@@ -304,10 +393,12 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
 
 @dataclass
 class Outcome:
-    """How a capture ended, as meta.json says it: ``failed`` until the capture says ``ok``."""
+    """How a capture ended, as meta.json says it: ``failed`` until the capture says ``ok``;
+    ``timed_out``: stopped at its deadline."""
 
     status: str = "failed"
     error: str | None = None
+    timed_out: bool = False
 
 
 @contextlib.contextmanager
@@ -322,7 +413,7 @@ def recorded(run_dir: Path, meta: dict, timeout_s: float | None, finish=None):
     except KeyboardInterrupt:
         out.status, out.error = "interrupted", "interrupted by the user"
     except subprocess.TimeoutExpired:
-        out.status, out.error = "failed", f"timed out after {timeout_s} s"
+        out.status, out.error, out.timed_out = "failed", f"timed out after {timeout_s:g} s", True
     except TracekitError as err:
         out.status, out.error = "failed", str(err)
     finally:

@@ -32,7 +32,14 @@ from typing import Any
 from tracekit.errors import CaptureError, TracekitError
 
 from . import profilers
-from .config import TOOLS, check_settings, check_size, validate_params, workload_config
+from .config import (
+    TOOLS,
+    check_settings,
+    check_size,
+    check_timeout,
+    validate_params,
+    workload_config,
+)
 from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS, _iso, _utc_stamp, _write_json, capture
 
 SWEEP_PRESETS: dict[str, dict[str, Any]] = {
@@ -143,11 +150,13 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
           out_dir: str | os.PathLike = "runs", db: str | os.PathLike | None = None,
           workload: dict | None = None, device: str | None = None, ingest: bool = True,
           progress: bool = True, command: list[str] | None = None,
-          runner: Callable[..., Path] = capture,
+          runner: Callable[..., Path] = capture, timeout_s: float | None = None,
           on_point: Callable[[SweepPoint], None] | None = None) -> SweepResult:
     """Capture every (bs, nc) point of a grid. The grid comes from ``bs``/``nc`` or from
     ``config`` (preset name, YAML path or dict); explicit arguments override the config.
-    Bad values are rejected before any point runs; a missing profiler too."""
+    ``timeout_s``: each point's limit (``capture``'s): a point past it is stopped and
+    recorded failed, and the sweep goes on. Bad values are rejected before any point runs;
+    a missing profiler too."""
     cfg = load_config(config) if config is not None else {}
     grid = cfg.get("grid", {})
     bs_list = parse_list(bs, "--bs") if bs is not None else grid.get("bs")
@@ -172,6 +181,7 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
     # what every point would refuse, refused once before the first point
     check_size(max(bs_list), max(nc_list), workload_config(preset, **workload))
     check_settings(device, **extra)
+    timeout_s = check_timeout(timeout_s)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise CaptureError(f"--out {out}: is a file; name the folder the run folders go into")
@@ -192,7 +202,7 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
     settings = {"grid": {"bs": bs_list, "nc": nc_list}, "tool": tool, "preset": preset,
                 "warmup_ms": warmup_ms, "iters": iters, "workload": workload, "device": device,
                 "config": str(config) if config is not None and not isinstance(config, dict) else None,
-                **extra}
+                **extra, **({"timeout_s": timeout_s} if timeout_s is not None else {})}
     points = [SweepPoint(b, n) for b, n in itertools.product(bs_list, nc_list)]
     result = SweepResult(sweep_id, manifest, points)
     _write_manifest(manifest, sweep_id, "running", settings, started, points, False)
@@ -212,7 +222,8 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
                                  iters=iters, out_dir=out, db=db, workload=workload or None,
                                  device=device, ingest=ingest, command=command,
                                  extra_params={"sweep": sweep_id, "sweep_point": i},
-                                 **{k: v for k, v in extra.items()})
+                                 **{k: v for k, v in extra.items()},
+                                 **({"timeout_s": timeout_s} if timeout_s is not None else {}))
                 point.status, point.run_dir = "ok", str(run_dir)
             except TracekitError as err:
                 point.status, point.error = "failed", str(err)

@@ -347,8 +347,9 @@ def test_ncu_command_run_has_the_hstu_captures_outputs(tmp_path, monkeypatch):
     argv = profilers.ncu_command_argv(str(fake), d / "ncu", prog, kernel_regex="gemm", launch_count=3)
     exports = profilers.ncu_export_argvs(str(fake), d / "ncu.ncu-rep")
     assert meta["profiler_commands"] == [argv, exports["ncu_raw.csv"], exports["ncu_details.csv"]]
-    assert meta["params"] == {"tool": "ncu", "program": "python", "kernel_regex": "gemm", "launch_count": 3}
-    assert meta["ncu"]["sections"] == list(profilers.NCU_SECTIONS)
+    assert meta["params"] == {"tool": "ncu", "program": "python", "kernel_regex": "gemm", "launch_count": 3,
+                              "replay_mode": "kernel"}
+    assert meta["ncu"]["sections"] == list(profilers.NCU_SECTIONS) and meta["ncu"]["replay_mode"] == "kernel"
     with tracekit.open(db, read_only=True) as tk:
         assert tk.runs()["kind"].to_list() == ["ncu"]
         assert tk.query("ncu-kernels", limit=0).height > 0

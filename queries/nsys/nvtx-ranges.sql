@@ -1,6 +1,8 @@
 -- NVTX ranges one per row, with nesting and GPU projection: the data of the NVTX timeline.
 -- @param run         TEXT     run id or name (default: latest run)
 -- @param min_dur_ns  BIGINT   only ranges at least this long (min: 0) (default: 0)
+-- @param from_ns     BIGINT   only ranges that end after this time on the capture's clock, ns (default: null)
+-- @param to_ns       BIGINT   only ranges that start before this time, ns (default: null)
 -- @param limit       INTEGER  rows to return; 0 = all (default: 1000)
 -- @column range_id       range id within the run
 -- @column range          'domain:text' as nsys names it
@@ -18,9 +20,16 @@
 -- @display range_id, tid, depth, start_ns, dur_ns, gpu_ops, range
 -- @requires nvtx_ranges
 -- @traced nvtx_ranges
+WITH asked AS (  -- an empty window is an error, not an empty table
+    SELECT CASE WHEN $from_ns >= $to_ns
+                THEN error('nvtx-ranges: from_ns=' || $from_ns || ' is not before to_ns=' || $to_ns
+                           || ': the window is empty; give from_ns < to_ns')
+                ELSE true END AS ok
+)
 SELECT range_id, name AS range, style, path, depth, pid, tid, start_ns, end_ns, dur_ns,
        proj_start_ns, proj_end_ns, gpu_ops
-FROM nvtx_ranges
-WHERE run_id = $run AND dur_ns >= $min_dur_ns
+FROM asked, nvtx_ranges
+WHERE asked.ok AND run_id = $run AND dur_ns >= $min_dur_ns
+  AND ($from_ns IS NULL OR end_ns > $from_ns) AND ($to_ns IS NULL OR start_ns < $to_ns)
 ORDER BY start_ns, depth
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -94,10 +94,10 @@ def capture_cmd(
     replay_mode: Annotated[str | None, typer.Option(
         "--replay-mode", help="ncu: kernel (each launch replayed in place once per pass, the memory it writes saved "
                               "and restored; the default) or application (the whole program run again once per "
-                              "pass: no memory saved, no pass sees caches warmed by the one before; for kernels "
-                              "with large inputs or that change their own inputs). Application replay needs a "
+                              "pass, each launch measured in a run of its own: no memory saved and restored; for "
+                              "kernels with large inputs or that write their own inputs). Application replay needs a "
                               "deterministic program, the same kernels in the same order every run, and takes "
-                              "a run of it per pass (about 40): keep it short, or set --timeout; the HSTU workload "
+                              "a run of it per pass (36 with tracekit's sections on an H200): keep it short, or set --timeout; the HSTU workload "
                               f"then warms up two requests and times {APP_REPLAY_ITERS}",
         metavar="MODE", show_default=False)] = None,
     timeout: TimeoutOpt = None,

@@ -24,9 +24,9 @@ NCU_KERNEL_CLASSES = {
 #: ncu ``--replay-mode`` values a capture takes: ``kernel`` (ncu's default: each profiled
 #: launch is replayed in place once per pass, the memory it writes saved and restored
 #: between passes) or ``application`` (the whole program is run again once per pass and
-#: each pass collects its metrics from the launches matched again: no memory saved, each
-#: pass's launch sees the caches and memory a plain run gives it; the program must launch
-#: the same kernels in the same order every run). ncu's range replays profile ranges of
+#: each pass collects its metrics from the launches matched again: nothing saved and
+#: restored, each pass's launch sees the memory a plain run gives it; the program must
+#: launch the same kernels in the same order every run). ncu's range replays profile ranges of
 #: several kernels, not kernels: ``tracekit ingest`` takes such reports made by hand.
 NCU_REPLAY_MODES = ("kernel", "application")
 # Every precision's roofline (the roofline query needs all of them to total a kernel's

@@ -49,7 +49,7 @@ from .config import (
 DEFAULT_WARMUP_MS = 2000.0
 DEFAULT_ITERS = 50
 #: the timed requests of an HSTU capture under ncu's application replay: each of ncu's passes
-#: (about 40) runs the whole workload again, and the timed requests come after the one request
+#: (36 for NCU_SECTIONS on an H200) runs the whole workload again, and the timed requests come after the one request
 #: ncu profiles, so they only add time to every pass (their latencies, under ncu, say little)
 APP_REPLAY_ITERS = 1
 LOG = "capture.log"

@@ -1,7 +1,9 @@
 """Altair charts built from named queries (never from ad-hoc data paths).
 
 ``CHARTS`` maps a chart name to the named query it is drawn from, the query parameters
-it needs and a builder taking the query's Polars DataFrame. ``chart(tk, name, run=...)``
+it needs and a builder taking the query's Polars DataFrame; a chart drawn from a
+comparison or from several queries (diff, compare, timeline) has a ``data`` function
+instead, whose parameters are the chart's (``run``: --run). ``chart(tk, name, run=...)``
 runs the query and builds the chart; ``save(chart, path)`` writes .html (interactive,
 self-contained), .png / .svg (vl-convert, no browser) or .json (the Vega-Lite spec).
 
@@ -16,6 +18,7 @@ import importlib
 import inspect
 import json
 import math
+import shlex
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,11 +65,13 @@ def _data(rows: list[dict]) -> alt.Data:
 @dataclass
 class ChartSpec:
     query: str | None
-    build: Callable[[pl.DataFrame], alt.TopLevelMixin]
+    #: the chart from the query's DataFrame, or from what ``data`` returns
+    build: Callable[[Any], alt.TopLevelMixin]
     params: dict[str, Any] = field(default_factory=dict)
     description: str = ""
-    #: the data of a chart that is not drawn from a named query: (tk, **params) -> DataFrame
-    data: Callable[..., pl.DataFrame] | None = None
+    #: the data of a chart that is not drawn from one named query: (tk, **params) -> its
+    #: data; its parameters are the chart's -p parameters, but ``run``, which takes --run
+    data: Callable[..., Any] | None = None
 
 
 # -- helpers -------------------------------------------------------------------
@@ -685,6 +690,18 @@ def kernel_durations(df: pl.DataFrame) -> alt.LayerChart:
                                                       "black tick: median; red tick: p99"))
 
 
+def _nvtx_lanes(df: pl.DataFrame) -> pl.DataFrame:
+    """NVTX ranges (nvtx-ranges rows) with their ``lane``, one per thread and nesting depth
+    (``tid T · depth D``), sorted by thread and depth; a start/end range has no depth (it
+    need not nest): a lane of its own per thread."""
+    return df.with_columns(
+        pl.when(pl.col("depth").is_null())
+        .then(pl.format("tid {} · start/end", pl.col("tid").cast(pl.Utf8).fill_null("?")))
+        .otherwise(pl.format("tid {} · depth {}", pl.col("tid").cast(pl.Utf8).fill_null("?"), pl.col("depth")))
+        .alias("lane"),
+    ).sort("tid", "depth")
+
+
 def nvtx_timeline(df: pl.DataFrame) -> alt.Chart:
     """Gantt of NVTX ranges per thread and nesting depth (nvtx-ranges query)."""
     _need(df, "nvtx-timeline", "nvtx-ranges", ["range", "start_ns", "end_ns", "depth", "tid"])
@@ -697,20 +714,15 @@ def nvtx_timeline(df: pl.DataFrame) -> alt.Chart:
         .sort("t", descending=True)
     )
     keep = set(top["range"].head(12).to_list())
-    d = df.with_columns(
+    d = _nvtx_lanes(df.with_columns(
         ((pl.col("start_ns") - t0) / 1e6).alias("start_ms"),
         ((pl.col("end_ns") - t0) / 1e6).alias("end_ms"),
         ((pl.col("end_ns") - pl.col("start_ns")) / 1e6).alias("dur_ms"),
-        # a start/end range has no depth (it need not nest): a lane of its own per thread
-        pl.when(pl.col("depth").is_null())
-        .then(pl.format("tid {} · start/end", pl.col("tid").cast(pl.Utf8).fill_null("?")))
-        .otherwise(pl.format("tid {} · depth {}", pl.col("tid").cast(pl.Utf8).fill_null("?"), pl.col("depth")))
-        .alias("lane"),
         pl.when(pl.col("range").is_in(list(keep)))
         .then(pl.col("range"))
         .otherwise(pl.lit("(other)"))
         .alias("colour"),
-    ).sort("tid", "depth")
+    ))
     data = d.select("range", "colour", "lane", "start_ms", "end_ms", "dur_ms").to_dicts()
     return (
         alt.Chart(_data(data))
@@ -728,6 +740,314 @@ def nvtx_timeline(df: pl.DataFrame) -> alt.Chart:
         )
         .properties(width=WIDTH, height=alt.Step(22), title="NVTX timeline")
     )
+
+
+# -- timeline ------------------------------------------------------------------------
+
+#: the most bars (NVTX ranges and GPU ops) the timeline draws; past it the chart asks for a
+#: window. The page of 5,000 (the HSTU capture's first 5,000 events) is drawn in headless
+#: Chromium in 1.1 s, one of 8 bars in 0.5 s (a loaded 2-core box); tests/test_timeline.py
+#: draws one at the bound in Chromium
+TIMELINE_BARS = 5000
+#: NVTX range names and kernel names coloured apiece on the timeline (those with the most
+#: time in the window); the others are "(other)" and "(other kernels)"
+TIMELINE_COLOURS = 12
+TIMELINE_WIDTH = 1000
+
+_NVTX_COLOURS = ["#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#fb9a99", "#ffff99", "#8dd3c7", "#bebada",
+                 "#80b1d3", "#fdb462", "#b3de69", "#fccde5"]
+# kernels: tableau20 without its reds and greys, which mark copies and memsets
+_KERNEL_COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#b79a20", "#439894", "#393b79", "#b279a2", "#9e765f",
+                   "#9ecae9", "#ffbf79", "#88d27a", "#83bcb6"]
+_COPY_COLOURS = ["#e45756", "#ff9d98", "#a11d21", "#f7b6b2", "#7b1113"]
+_MEMSET_COLOURS = ["#555555", "#8c8c8c", "#333333"]
+_OTHER_COLOUR = "#c9c3bf"
+
+#: the ranges ``--nvtx NAME`` picks and numbers (tracekit.trace.resolve_window), by start
+_NAMED = "run_id = ? AND (name = ? OR text = ?)"
+#: an event in a window [$lo, $hi] (NULL: unbounded) as gpu-trace and nvtx-ranges take it
+_IN_WINDOW = "($lo IS NULL OR end_ns > $lo) AND ($hi IS NULL OR start_ns < $hi)"
+#: the NVTX ranges and GPU ops (gpu-trace's: kernels, copies, memsets) in the window, and
+#: the span of the run's events
+_TIMELINE_EVENTS = f"""
+SELECT (SELECT count(*) FROM nvtx_ranges WHERE $nvtx AND run_id = $run AND {_IN_WINDOW}),
+       (SELECT count(*) FROM gpu_ops WHERE $gpu AND run_id = $run AND op_kind IN ('kernel', 'memcpy', 'memset')
+            AND {_IN_WINDOW}),
+       (SELECT min(lo) FROM (SELECT min(start_ns) AS lo FROM nvtx_ranges WHERE $nvtx AND run_id = $run UNION ALL
+                             SELECT min(start_ns) FROM gpu_ops WHERE $gpu AND run_id = $run)),
+       (SELECT max(hi) FROM (SELECT max(end_ns) AS hi FROM nvtx_ranges WHERE $nvtx AND run_id = $run UNION ALL
+                             SELECT max(end_ns) FROM gpu_ops WHERE $gpu AND run_id = $run))
+"""
+
+
+@dataclass
+class Instance:
+    """One instance of an NVTX range: ``--nvtx name --instance instance`` (of ``instances``)."""
+
+    name: str
+    instance: int
+    instances: int
+    dur_ns: int
+
+
+def typical_instance(tk, run_id: int) -> Instance | None:
+    """The typical instance of the run's most repeated outermost NVTX range (a request, a
+    step): of the ranges at depth 0 (and start/end ranges), the name with the most
+    instances (ties: the most time), and of its instances the one whose duration is the
+    median (the lower middle of an even count: a duration one of them has), so not the
+    warm-up's first. None where the run has no NVTX range. The name is the range's text
+    (``domain:text`` in a named domain), numbered as ``--nvtx`` numbers it."""
+    top = tk.con.execute(
+        """SELECT CASE WHEN coalesce(domain, '') = '' THEN text ELSE name END FROM nvtx_ranges
+           WHERE run_id = ? AND coalesce(depth, 0) = 0 GROUP BY name, domain, text
+           ORDER BY count(*) DESC, sum(dur_ns) DESC, name LIMIT 1""", [run_id]).fetchall()
+    if not top or top[0][0] is None:
+        return None
+    name = top[0][0]
+    durs = [d for (d,) in tk.con.execute(f"SELECT dur_ns FROM nvtx_ranges WHERE {_NAMED} ORDER BY start_ns, range_id",
+                                         [run_id, name, name]).fetchall()]
+    order = sorted(range(len(durs)), key=lambda i: (durs[i], i))
+    pick = order[(len(durs) - 1) // 2]
+    return Instance(name, pick + 1, len(durs), int(durs[pick]))
+
+
+@dataclass
+class Timeline:
+    """What the timeline draws (``timeline_data``): the run, the window (a
+    tracekit.trace.Window), the rows of nvtx-ranges and of gpu-trace in it (empty where
+    the capture did not trace them) and the kinds of event it did not trace."""
+
+    run_id: int
+    run_name: str
+    window: Any
+    nvtx: pl.DataFrame
+    gpu: pl.DataFrame
+    untraced: tuple[str, ...] = ()
+
+
+def _int_param(name: str, value: Any, what: str) -> int | None:
+    """A -p value that is an integer: an int, or text from the command line (12,100,481
+    as tables print it works)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return int(str(value).strip().replace(",", "").replace("_", ""))
+    except ValueError as err:
+        raise ParamError(f"chart timeline: {name}={value!r}: {what} expected") from err
+
+
+def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, instance: int | str | None = None,
+                  from_ns: int | str | None = None, to_ns: int | str | None = None) -> Timeline:
+    """The timeline's data: the nvtx-ranges and gpu-trace rows of the run (an nsys run;
+    default: the latest) in a window chosen as ``tracekit export trace`` chooses it
+    (tracekit.trace.resolve_window): ``nvtx=NAME`` and ``instance=N`` (the N-th range of
+    that name, 1 = the first, from its start to the end of the GPU work it launched), or
+    ``from_ns``/``to_ns`` on the capture's clock, or the whole run. More than
+    ``TIMELINE_BARS`` events in the window is a QueryError that says how to choose one."""
+    from .registry import resolve_run, untraced
+    from .trace import resolve_window
+
+    run_id = resolve_run(tk, run, "nsys", "chart timeline", spans_runs=False)
+    number = _int_param("instance", instance, "an instance number (1 = the first)")
+    lo = _int_param("from_ns", from_ns, "a time in ns on the capture's clock")
+    hi = _int_param("to_ns", to_ns, "a time in ns on the capture's clock")
+    run_name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
+    if nvtx is not None:
+        if lo is not None or hi is not None:
+            raise ParamError("chart timeline: give either -p from_ns=/-p to_ns= or -p nvtx=NAME -p instance=N, "
+                             "not both")
+        if number is not None and number < 1:
+            raise ParamError(f"chart timeline: instance={number}: instances count from 1")
+        total = tk.con.execute(f"SELECT count(*) FROM nvtx_ranges WHERE {_NAMED}", [run_id, nvtx, nvtx]).fetchall()[0][0]
+        if total == 0:
+            raise QueryError(f"chart timeline: run {run_id} ({run_name}) has no NVTX range named {nvtx!r} "
+                             f"(`tracekit query nvtx-summary --run {run_id}` lists them)")
+        if (number or 1) > total:
+            raise QueryError(f"chart timeline: instance={number}: run {run_id} ({run_name}) has {total:,} "
+                             f"range(s) named {nvtx!r}")
+    elif number is not None:
+        raise ParamError("chart timeline: -p instance=N needs -p nvtx=NAME (the range it counts)")
+    if lo is not None and hi is not None and lo >= hi:
+        raise ParamError(f"chart timeline: from_ns={lo} is not before to_ns={hi}: the window is empty; "
+                         "give from_ns < to_ns")
+    window = resolve_window(tk, run_id, lo, hi, nvtx, number)
+    if nvtx is not None and window.end_ns <= window.start_ns:
+        raise QueryError(f"chart timeline: {window.label} of run {run_id} ({run_name}) lasts 0 ns and launched no GPU "
+                         "work: nothing to draw; choose another instance")
+    missing = tuple(what for what, _ in untraced(tk, run_id, ["nvtx_ranges", "kernels"]))
+    if len(missing) == 2:
+        raise QueryError(f"chart timeline: run {run_id} ({run_name}) was captured without NVTX and CUDA tracing: "
+                         "nothing to draw; capture with nsys -t nvtx,cuda")
+    params = {"run": run_id, "lo": window.start_ns, "hi": window.end_ns, "nvtx": "NVTX" not in missing,
+              "gpu": "CUDA" not in missing}
+    ranges, ops, first, last = tk.con.execute(_TIMELINE_EVENTS, params).fetchall()[0]
+    if ranges + ops > TIMELINE_BARS:
+        raise QueryError(_too_many(tk, run_id, run_name, window, ranges, ops, first, last))
+    if ranges + ops == 0 and nvtx is None and first is not None and (
+            (hi is not None and hi <= first) or (lo is not None and lo >= last)):
+        raise QueryError(f"chart timeline: the window {window.label} is outside run {run_id} ({run_name})'s "
+                         f"events, which span {first} to {last} ns (`tracekit query nvtx-ranges` prints times "
+                         "on this clock)")
+
+    def rows(kind: str, query: str) -> pl.DataFrame:
+        if kind in missing:
+            return pl.DataFrame()
+        return tk.query(query, run=run_id, from_ns=window.start_ns, to_ns=window.end_ns, limit=0)
+
+    return Timeline(run_id, run_name, window, rows("NVTX", "nvtx-ranges"), rows("CUDA", "gpu-trace"), missing)
+
+
+def _too_many(tk, run_id: int, run_name: str, window, ranges: int, ops: int, first: int | None,
+              last: int | None) -> str:
+    """The error of a window with more than ``TIMELINE_BARS`` events: how many, and a
+    window to choose instead (an instance of the run's most repeated NVTX range, the one
+    the report shows)."""
+    whole = window.start_ns is None and window.end_ns is None
+    held = f"run {run_id} ({run_name}) has" if whole else f"{window.label} of run {run_id} ({run_name}) holds"
+    lo = first if window.start_ns is None else window.start_ns
+    hi = last if window.end_ns is None else window.end_ns
+    span = f"; {'the run' if whole else 'the window'} spans {lo} to {hi}" if lo is not None else ""
+    when = f"-p from_ns=START -p to_ns=END (ns on the capture's clock{span})"
+    typical = typical_instance(tk, run_id)
+    if typical is not None and typical.instances > 1 and whole:
+        choose = (f"choose a window: -p {shlex.quote('nvtx=' + typical.name)} -p instance={typical.instance} "
+                  f"(its median instance of {typical.instances:,}), or {when}")
+    else:
+        choose = f"choose a shorter window: {when}, or an NVTX range inside it (-p nvtx=NAME -p instance=N)"
+    return (f"chart timeline: {held} {ranges + ops:,} events ({ranges:,} NVTX ranges, {ops:,} GPU ops), more than "
+            f"the {TIMELINE_BARS:,} a timeline draws; {choose}; `tracekit export trace` writes any window "
+            "for ui.perfetto.dev")
+
+
+def _gpu_lanes(gpu: pl.DataFrame) -> pl.DataFrame:
+    """GPU ops (gpu-trace rows) with their ``lane``: ``GPU d · stream s`` (``no stream``:
+    Unified Memory migrations), with the process where the device's ops in the window
+    come from several (their stream ids are unrelated), sorted by device, process, stream."""
+    several = gpu.group_by("device_id").agg(pl.col("pid").n_unique().alias("pids"))
+    stream = pl.when(pl.col("stream_id").is_null()).then(pl.lit("no stream")).otherwise(
+        pl.format("stream {}", pl.col("stream_id")))
+    return gpu.join(several, on="device_id", how="left").with_columns(
+        pl.when(pl.col("pids") > 1)
+        .then(pl.format("GPU {} · pid {} · {}", pl.col("device_id"), pl.col("pid"), stream))
+        .otherwise(pl.format("GPU {} · {}", pl.col("device_id"), stream))
+        .alias("lane"),
+    ).sort("device_id", "pid", "stream_id", "start_ns", nulls_last=True, maintain_order=True)
+
+
+def _op_detail(r: dict) -> str:
+    """A GPU op's launch shape (kernels) or size and memory kinds (copies, memsets)."""
+    if r["op_kind"] == "kernel":
+        return (f"grid {r['grid_x']}×{r['grid_y']}×{r['grid_z']} · block {r['block_x']}×{r['block_y']}×"
+                f"{r['block_z']} · {r['registers_per_thread']} registers/thread")
+    size = _si(r["bytes"] or 0, "B")
+    if r["op_kind"] == "memcpy":
+        return f"{size} · {r['src_kind'] or '?'} → {r['dst_kind'] or '?'}"
+    return f"{size} · {r['src_kind'] or '?'} memory"
+
+
+def _busy(gpu: pl.DataFrame, t0: int, t1: int) -> list[str]:
+    """Per device, the share of the window it ran a GPU op (the union of its ops)."""
+    out = []
+    for (dev,), ops in gpu.sort("device_id", "start_ns").group_by("device_id", maintain_order=True):
+        busy, end = 0, t0
+        for s, e in ops.select("start_ns", "end_ns").iter_rows():
+            s, e = max(s, end), min(e, t1)
+            if e > s:
+                busy += e - s
+                end = e
+        pct = 100 * busy / (t1 - t0)
+        out.append(f"GPU {dev} busy {pct:.{0 if pct >= 10 else 1}f} %")
+    return out
+
+
+def _legend(columns: int, width: int) -> alt.Legend:
+    """A timeline's legend: below the lanes (the chart takes the page's width), in
+    ``columns`` of labels cut at ``width`` px."""
+    return alt.Legend(orient="bottom", direction="vertical", columns=columns, labelLimit=width)
+
+
+def _bars(rows: list[dict], x: alt.X, title: str, scale: alt.Scale, legend: alt.Legend, tooltip: list) -> alt.Chart:
+    """A timeline's bars from ``start_ms`` to ``end_ms``, coloured by ``colour``; outlined
+    in their colour, so an op of a few µs in a window of ms still shows as a line."""
+    return alt.Chart(_data(rows)).mark_bar(height=16, clip=True, strokeWidth=1).encode(
+        x=x, x2="end_ms:Q", color=alt.Color("colour:N", title=title, scale=scale, legend=legend),
+        stroke=alt.Stroke("colour:N", scale=scale, legend=None), tooltip=tooltip)
+
+
+def _top(df: pl.DataFrame, key: str, in_window: pl.Expr) -> list[str]:
+    """The ``TIMELINE_COLOURS`` values of ``key`` with the most time in the window."""
+    return (df.group_by(key).agg(in_window.sum().alias("t")).sort(["t", key], descending=[True, False])[key]
+            .head(TIMELINE_COLOURS).to_list())
+
+
+def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
+    """The run's window as nsys draws it: NVTX ranges per thread and nesting depth above,
+    the GPU's kernels, copies and memsets per device and stream below, on one time axis in
+    ms since the window's start (events that overlap its edges cut there); colours: the
+    ``TIMELINE_COLOURS`` NVTX ranges and kernels with the most time in the window apiece,
+    copies in reds, memsets in greys. Zooms on the time axis (scroll, drag)."""
+    title = f"Timeline · run {t.run_id} ({t.run_name})"
+    nv, gpu, w = t.nvtx, t.gpu, t.window
+    if nv.is_empty() and gpu.is_empty():
+        return _no_data(f"{title} · {w.label}")
+    frames = [f for f in (nv, gpu) if not f.is_empty()]
+    t0 = w.start_ns if w.start_ns is not None else min(int(f["start_ns"].min()) for f in frames)
+    t1 = max(w.end_ns if w.end_ns is not None else max(int(f["end_ns"].max()) for f in frames), t0 + 1)
+    in_window = pl.min_horizontal(pl.col("end_ns"), pl.lit(t1)) - pl.max_horizontal(pl.col("start_ns"), pl.lit(t0))
+    since = [((pl.col(c) - t0) / 1e6).alias(c.replace("_ns", "_ms")) for c in ("start_ns", "end_ns")]
+    x = alt.X("start_ms:Q", title=f"Time since the {'window' if w.start_ns is not None else 'first event'}'s start "
+              "[ms]", scale=alt.Scale(domain=[0, (t1 - t0) / 1e6], nice=False))
+    start = alt.Tooltip("start_ms:Q", title="start [ms]", format=",.3f")
+    lanes: list[str] = []
+    layers = []
+    if not nv.is_empty():  # named as the path names them: the default domain's ':text' as 'text'
+        nv = _nvtx_lanes(nv.with_columns(pl.col("range").str.strip_prefix(":")))
+        top = _top(nv, "range", in_window)
+        d = nv.with_columns(*since, (pl.col("dur_ns") / 1e6).alias("dur_ms"),
+                            pl.when(pl.col("range").is_in(top)).then(pl.col("range")).otherwise(pl.lit("(other)"))
+                            .alias("colour"))
+        other = ["(other)"] if d["colour"].eq("(other)").any() else []
+        scale = alt.Scale(domain=top + other, range=_NVTX_COLOURS[:len(top)] + [_OTHER_COLOUR] * len(other))
+        rows = d.select("range", "path", "colour", "lane", "start_ms", "end_ms", "dur_ms", "gpu_ops").to_dicts()
+        layers.append(_bars(rows, x, "NVTX range", scale, _legend(3, 150), [
+            alt.Tooltip("range:N", title="NVTX range"), alt.Tooltip("path:N"), alt.Tooltip("lane:N"), start,
+            alt.Tooltip("dur_ms:Q", title="duration [ms]", format=",.3f"),
+            alt.Tooltip("gpu_ops:Q", title="GPU ops launched")]))
+        lanes += d["lane"].unique(maintain_order=True).to_list()
+    if not gpu.is_empty():
+        kernels = _top(gpu.filter(pl.col("op_kind") == "kernel"), "name", in_window)
+        shown = dict(zip(kernels, distinct_labels(kernels, 48, short_name), strict=True))
+        d = _gpu_lanes(gpu)
+        colour = [shown.get(n, "(other kernels)") if k == "kernel" else n for n, k in d.select("name", "op_kind").rows()]
+        d = d.with_columns(*since, (pl.col("dur_ns") / 1e3).alias("dur_us"), pl.Series("colour", colour, pl.Utf8),
+                           pl.Series("detail", [_op_detail(r) for r in d.iter_rows(named=True)], pl.Utf8))
+        other = ["(other kernels)"] if "(other kernels)" in colour else []
+        copies = sorted(set(d.filter(pl.col("op_kind") == "memcpy")["name"]))
+        memsets = sorted(set(d.filter(pl.col("op_kind") == "memset")["name"]))
+        scale = alt.Scale(domain=[shown[k] for k in kernels] + other + copies + memsets,
+                          range=(_KERNEL_COLOURS[:len(kernels)] + [_OTHER_COLOUR] * len(other)
+                                 + [_COPY_COLOURS[i % len(_COPY_COLOURS)] for i in range(len(copies))]
+                                 + [_MEMSET_COLOURS[i % len(_MEMSET_COLOURS)] for i in range(len(memsets))]))
+        rows = d.select("name", "op_kind", "colour", "lane", "start_ms", "end_ms", "dur_us", "detail",
+                        "nvtx_path").to_dicts()
+        layers.append(_bars(rows, x, "GPU op", scale, _legend(2, 280), [
+            alt.Tooltip("name:N", title="GPU op"), alt.Tooltip("op_kind:N", title="kind"), alt.Tooltip("lane:N"),
+            start, alt.Tooltip("dur_us:Q", title="duration [µs]", format=",.1f"), alt.Tooltip("detail:N"),
+            alt.Tooltip("nvtx_path:N", title="NVTX path")]))
+        lanes += d["lane"].unique(maintain_order=True).to_list()
+    y = alt.Y("lane:N", sort=lanes, title=None, axis=alt.Axis(labelLimit=240))
+    layers = [layer.encode(y=y) for layer in layers]
+    layers[0] = layers[0].add_params(alt.selection_interval(bind="scales", encodings=["x"]))
+    said = [f"{w.label} · {(t1 - t0) / 1e6:,.3f} ms", *(_busy(gpu, t0, t1) if not gpu.is_empty() else []),
+            *(f"captured without {what} tracing" for what in t.untraced)]
+    return alt.layer(*layers).resolve_scale(color="independent", stroke="independent").properties(
+        width=TIMELINE_WIDTH, height=alt.Step(20),
+        title=alt.Title(title, subtitle=[
+            " · ".join(said),
+            "NVTX ranges per thread and nesting depth, then GPU kernels, copies (reds) and memsets (greys) per "
+            "device and stream; hover for each one's numbers, scroll or drag to zoom, double-click to reset"]))
 
 
 def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
@@ -1161,6 +1481,8 @@ CHARTS: dict[str, ChartSpec] = {
     "nvtx-timeline": ChartSpec(
         "nvtx-ranges", nvtx_timeline, {"limit": 2000}, "nsys NVTX ranges over time"
     ),
+    "timeline": ChartSpec(None, timeline, {}, "nsys NVTX ranges and GPU work per stream of one request or window "
+                          "(-p nvtx=NAME -p instance=N, or -p from_ns=A -p to_ns=B)", data=timeline_data),
     "rank-summary": ChartSpec("rank-summary", rank_summary, {"limit": 0}, "multi-rank: time per rank"),
     "stragglers": ChartSpec("stragglers", stragglers, {"limit": 20}, "multi-rank: range instances by skew"),
     "rank-heatmap": ChartSpec("rank-ranges", rank_heatmap, {"limit": 0}, "multi-rank: time per rank and NVTX path"),
@@ -1180,17 +1502,21 @@ CHARTS: dict[str, ChartSpec] = {
 
 
 def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.TopLevelMixin:
-    """Run the chart's named query (``run`` and ``params`` bound) and build the Altair chart."""
+    """Run the chart's named query (``run`` and ``params`` bound), or its ``data`` function,
+    and build the Altair chart."""
     spec = CHARTS.get(name)
     if spec is None:
         raise QueryError(f"unknown chart {name!r}; known charts: {', '.join(sorted(CHARTS))}")
     if spec.data is not None:
-        if run is not None:
+        declared = [p for p in inspect.signature(spec.data).parameters if p != "tk"]
+        if run is not None and "run" not in declared:
             raise ParamError(f"chart {name}: give the runs as -p base=A -p new=B, not --run")
-        known = [p for p in inspect.signature(spec.data).parameters if p != "tk"]
+        known = [p for p in declared if p != "run"]
         unknown = sorted(set(params) - set(known))
         if unknown:
             raise ParamError(f"chart {name}: unknown parameter {unknown[0]!r} (declared: {', '.join(known)})")
+        if run is not None:
+            params["run"] = run
         return spec.build(spec.data(tk, **params))
     from .registry import get_registry
 

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import psutil
@@ -19,7 +20,7 @@ from tracekit.capture import sweep as sw
 from typer.testing import CliRunner
 
 import tracekit.cli  # noqa: F401  (the CLI's value converters)
-from tracekit.errors import CaptureError
+from tracekit.errors import CaptureError, CaptureWarning
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")
 
@@ -92,6 +93,11 @@ def test_a_command_under_application_replay_is_recorded_and_ingested(tmp_path, m
         assert runs["name"].to_list() == ["app", "kern"]
         assert [json.loads(p)["replay_mode"] for p in runs["params"]] == ["application", "kernel"]
         assert tk.query("ncu-kernels", run="app", limit=0).height > 0
+        with warnings.catch_warnings(record=True) as seen:  # diff names the other replay among setup differences
+            warnings.simplefilter("always")
+            tk.diff("kern", "app")
+    setup = [str(w.message) for w in seen if issubclass(w.category, CaptureWarning)]
+    assert len(setup) == 1 and "ncu replay kernel -> application" in setup[0], setup
 
 
 def test_the_hstu_workload_under_application_replay_is_the_same_in_every_pass(tmp_path, monkeypatch):

@@ -1451,6 +1451,9 @@ SETUP = [
     # a program captured with `tracekit capture -- CMD`: its command line (another program, or
     # other arguments, is another setup)
     ("program", ("meta", "program", "argv")),
+    # ncu --replay-mode: each launch replayed in place (kernel) or in a run of the program of its own
+    # per pass (application): caches and memory differ between the two
+    ("ncu replay", ("params", "replay_mode")),
 ]
 _POINT = {"bs", "nc"}  # a sweep's points: compared as keys, not as setup
 

@@ -125,6 +125,21 @@ def _osrt_table(page, fixture: Path) -> tuple[list[tuple], list[tuple]]:
     return got, osrt
 
 
+def _timeline_bars(tk, run: str) -> int:
+    """The bars of the report's timeline of ``run``: the NVTX ranges and GPU ops (those its
+    capture traced) in the window of its typical request, as export trace takes it."""
+    from tracekit.charts import typical_instance
+    from tracekit.registry import untraced
+    from tracekit.trace import resolve_window
+
+    run_id = int(tk.query("run-info", run=run)["run_id"][0])
+    pick = typical_instance(tk, run_id)
+    w = resolve_window(tk, run_id, nvtx=pick.name, instance=pick.instance) if pick else resolve_window(tk, run_id)
+    missing = {what for what, _ in untraced(tk, run_id)}
+    return sum(tk.query(q, run=run_id, from_ns=w.start_ns, to_ns=w.end_ns, limit=0).height
+               for q, what in (("nvtx-ranges", "NVTX"), ("gpu-trace", "CUDA")) if what not in missing)
+
+
 def _column(table: dict, name: str) -> list[tuple]:
     i = table["columns"].index(name)
     return [row[i] for row in table["rows"]]
@@ -133,9 +148,9 @@ def _column(table: dict, name: str) -> list[tuple]:
 def test_nsys_report_sections_and_numbers(reports):
     page = _parse(reports["nsys"])
     assert list(page.sections) == ["top-kernels", "kernel-durations", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization",
-                                   "idle-gaps", "launch-overhead", "api", "memcpy", "osrt", "nvtx-timeline"]
+                                   "idle-gaps", "launch-overhead", "api", "memcpy", "osrt", "timeline"]
     assert page.charts == ["chart-top-kernels", "chart-kernel-durations", "chart-kernels-by-nvtx", "chart-api",
-                           "chart-nvtx-timeline"]
+                           "chart-timeline"]
     # the top-kernels table is nsys stats' cuda_gpu_kern_sum: full names in the title, exact ns in data-v
     with open(DATA / "hstu_capture_nsys" / "stats" / "cuda_gpu_kern_sum.csv") as f:
         nsys = [(r["Name"], int(r["Instances"]), int(r["Total Time (ns)"])) for r in csv.DictReader(f)]
@@ -263,7 +278,7 @@ def test_report_vs_base_shows_the_planted_changes(reports):
     page = _parse(reports["diff"])
     assert list(page.sections) == ["diff", "top-kernels", "kernel-durations", "kernels-by-nvtx", "nvtx-gpu",
                                    "gpu-utilization", "idle-gaps", "launch-overhead", "api", "memcpy", "osrt",
-                                   "nvtx-timeline"]
+                                   "timeline"]
     assert page.charts[0] == "chart-diff"
     text = reports["diff"].read_text()
     assert re.search(r"<dt>compared with</dt><dd>run \d+ \(diff_base\)", text)
@@ -365,19 +380,18 @@ def cpu_reports(tmp_path_factory):
     with tracekit.open(folder / "c.duckdb") as tk:
         tk.ingest(DATA / "nsys_cpu_only" / "export.sqlite.xz", name="cpu_only")
         tk.ingest(DATA / "nsys_cpu_only_more" / "export.sqlite.xz", name="cpu_only_more")
-        out["ranges"] = dict(tk.sql("SELECT r.name, count(*) FROM nvtx_ranges JOIN runs r USING (run_id) "
-                                    "GROUP BY 1").rows())
+        out["bars"] = {run: _timeline_bars(tk, run) for run in ("cpu_only", "cpu_only_more")}
         out["cpu"] = report.write_report(tk, folder / "cpu.html", run="cpu_only")
         out["cpu_vs"] = report.write_report(tk, folder / "cpu_vs.html", run="cpu_only_more", vs="cpu_only")
     return out
 
 
 def test_report_of_a_capture_without_cuda(cpu_reports):
-    """No CUDA trace: the OS runtime calls and the NVTX timeline, and a header line that says
+    """No CUDA trace: the OS runtime calls and the timeline, and a header line that says
     the run was captured without CUDA tracing and which sections that leaves out (no empty
     kernel tables, no errors); with --vs, the comparison of the NVTX ranges first."""
     page = _parse(cpu_reports["cpu"])
-    assert list(page.sections) == ["osrt", "nvtx-timeline"] and page.charts == ["chart-nvtx-timeline"]
+    assert list(page.sections) == ["osrt", "timeline"] and page.charts == ["chart-timeline"]
     text = cpu_reports["cpu"].read_text()
     assert ("<dt>no CUDA trace</dt><dd>captured without CUDA tracing (capture with nsys -t cuda); left out: "
             "Top kernels, Kernel durations, Kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization, "
@@ -386,7 +400,7 @@ def test_report_of_a_capture_without_cuda(cpu_reports):
     got, osrt = _osrt_table(page, DATA / "nsys_cpu_only")
     assert got == osrt[:10] and "pthread_cond_wait" in [name for name, _, _ in got]
     page = _parse(cpu_reports["cpu_vs"])
-    assert list(page.sections) == ["diff", "osrt", "nvtx-timeline"]
+    assert list(page.sections) == ["diff", "osrt", "timeline"]
     (table,) = page.sections["diff"]
     assert {r[0][0] for r in table["rows"]} == {"nvtx"}
 
@@ -420,7 +434,7 @@ def test_report_of_a_rank_shows_its_job_first(rank_reports):
     page = _parse(rank_reports["rank"])
     assert list(page.sections) == ["rank-summary", "stragglers", "rank-heatmap", "top-kernels", "kernel-durations",
                                    "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization", "idle-gaps", "launch-overhead",
-                                   "api", "memcpy", "osrt", "nvtx-timeline"]
+                                   "api", "memcpy", "osrt", "timeline"]
     assert page.charts[:3] == ["chart-rank-summary", "chart-stragglers", "chart-rank-heatmap"]
     assert "<dt>job</dt><dd>rank 1 of 4 ranks ingested, 0 to 3</dd>" in rank_reports["rank"].read_text()
     (summary,) = page.sections["rank-summary"]
@@ -523,10 +537,8 @@ def test_report_in_chromium(name, reports, store, tmp_path):
     assert state["charts"] == len(charts) == state["rendered"] and state["failed"] == 0 and state["errors"] == []
     assert set(state["marks"]) == set(charts) and all(n > 0 for n in state["marks"].values()), state["marks"]
     with tracekit.open(store, read_only=True) as tk:
-        if name == "nsys":  # one bar per NVTX range on the timeline; bar + label per top kernel
-            run = tk.query("run-info", run="hstu")["run_id"][0]
-            ranges = tk.con.execute("SELECT count(*) FROM nvtx_ranges WHERE run_id = ?", [run]).fetchall()[0][0]
-            assert state["marks"]["chart-nvtx-timeline"] == ranges
+        if name == "nsys":  # a bar per NVTX range and GPU op of the timeline's request; bar + label per top kernel
+            assert state["marks"]["chart-timeline"] == _timeline_bars(tk, "hstu")
             assert state["marks"]["chart-top-kernels"] == 2 * tk.query("top-kernels", run="hstu").height
         if name == "sweep":  # a cell and its label per point
             assert state["marks"]["chart-sweep-grid"] == 2 * tk.query("sweep-latency", limit=0).height
@@ -561,16 +573,16 @@ _DIFF_SORT_JS = """(function () {
 @needs_chromium
 @pytest.mark.parametrize("name", ["cpu", "cpu_vs"])
 def test_report_without_cuda_in_chromium(name, cpu_reports):
-    """The report of a capture without CUDA draws in a browser: one bar per NVTX range on the
-    timeline (and the diff's chart), no console error, no request."""
+    """The report of a capture without CUDA draws in a browser: one bar per NVTX range of the
+    timeline's request (and the diff's chart), no console error, no request."""
     page = load(cpu_reports[name], DONE, "window.tracekitReport")
     assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
     state = page.value
     charts = _parse(cpu_reports[name]).charts
-    assert charts == (["chart-nvtx-timeline"] if name == "cpu" else ["chart-diff", "chart-nvtx-timeline"])
+    assert charts == (["chart-timeline"] if name == "cpu" else ["chart-diff", "chart-timeline"])
     assert state["charts"] == len(charts) == state["rendered"] and state["failed"] == 0 and state["errors"] == []
     run = "cpu_only" if name == "cpu" else "cpu_only_more"
-    assert state["marks"]["chart-nvtx-timeline"] == cpu_reports["ranges"][run]
+    assert state["marks"]["chart-timeline"] == cpu_reports["bars"][run]
     assert all(n > 0 for n in state["marks"].values())
 
 

@@ -6,7 +6,9 @@ Which sections a run gets follows its kind:
 
 - nsys: top kernels and their launch durations, kernel time by NVTX path, NVTX ranges on
   the GPU, GPU utilization and the longest idle gaps, launch overhead, CUDA API calls,
-  memory operations by memory kind, OS runtime calls, the NVTX timeline; the
+  memory operations by memory kind, OS runtime calls, and the timeline of one typical
+  request (charts.timeline: the NVTX ranges and the GPU's work of the median instance of
+  the run's most repeated outermost NVTX range; the whole run where it has none); the
   sections about events the capture did not trace (CUDA, with `nsys -t nvtx,osrt`; NVTX,
   with `nsys -t cuda`) are left out and the header says which and why;
 - ncu: roofline, occupancy with the binding limit, speed of light, memory workload,
@@ -41,7 +43,10 @@ import contextlib
 import html
 import json
 import math
+import re
+import shlex
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,11 +60,13 @@ from .errors import CaptureWarning, ParamError, QueryError
 @dataclass(frozen=True)
 class Section:
     """One named query's result in the report: a table of ``columns`` and the chart
-    ``chart`` (a name in charts.CHARTS whose query is ``query``)."""
+    ``chart`` (a name in charts.CHARTS whose query is ``query``); without a query, the
+    chart alone, of its own data (charts.ChartSpec.data), drawn for the run with the
+    parameters ``chart_params`` computes."""
 
     key: str
     title: str
-    query: str
+    query: str | None
     params: dict[str, Any] = field(default_factory=dict)
     chart: str | None = None
     columns: tuple[str, ...] | None = None
@@ -71,6 +78,29 @@ class Section:
     #: a table that must hold rows of the run for the section to be shown (NCCL's sums: a
     #: run without NCCL kernels leaves it out without a word, as ``optional``)
     needs: str | None = None
+    #: (tk, run id) -> (the chart's parameters for the run, a caption saying what they chose)
+    chart_params: Callable[[Any, int], tuple[dict[str, Any], str]] | None = None
+
+
+def typical_request(tk, run_id: int) -> tuple[dict[str, Any], str]:
+    """The timeline's window for the report: the typical instance of the run's most
+    repeated outermost NVTX range (charts.typical_instance), or the whole run where it
+    has no NVTX range; and the caption that says which, and how to have it in Perfetto."""
+    from .charts import typical_instance
+
+    pick = typical_instance(tk, run_id)
+    if pick is None:
+        return {}, (f"Shown: the whole run (it has no NVTX range to pick a request from). `tracekit export trace "
+                    f"--run {run_id} -o run.json` writes it for ui.perfetto.dev.")
+    nvtx, param = shlex.quote(pick.name), shlex.quote(f"nvtx={pick.name}")  # (a name with a space, for the shell)
+    which = (f"{pick.name}, the outermost NVTX range (its only instance)" if pick.instances == 1 else
+             f"{pick.name} instance {pick.instance} of {pick.instances:,}: its duration, {pick.dur_ns / 1e6:,.3f} ms, "
+             f"is the median of the {pick.instances:,} ({pick.name} is the outermost NVTX range with the most "
+             "instances)")
+    return {"nvtx": pick.name, "instance": pick.instance}, (
+        f"Shown: {which}. `tracekit export trace --run {run_id} --nvtx {nvtx} --instance {pick.instance} "
+        f"-o request.json` writes it for ui.perfetto.dev; `tracekit chart timeline --run {run_id} "
+        f"-p {param} -p instance=N` draws another.")
 
 
 NSYS = (
@@ -129,9 +159,10 @@ NSYS = (
             "The GPU's sampled counters inside each NVTX range's GPU work (nsys --gpu-metrics-devices; "
             "tracekit capture --gpu-metrics): the SM clock it ran at, how busy the SMs, the tensor pipes and "
             "the DRAM were.", optional=True),
-    Section("nvtx-timeline", "NVTX timeline", "nvtx-ranges", {"limit": 2000}, "nvtx-timeline", None,
-            "NVTX ranges per thread and nesting level (the first 2,000 ranges; `tracekit export trace` "
-            "writes the full timeline for ui.perfetto.dev)."),
+    Section("timeline", "Timeline", None, chart="timeline", chart_params=typical_request,
+            intro="A typical request as nsys draws it: the NVTX ranges per thread and nesting depth, then the GPU's "
+            "kernels, copies and memsets per device and stream, on one time axis; the gaps are the time the GPU "
+            "waited. Hover for each one's numbers; scroll or drag to zoom, double-click to reset."),
 )
 
 NCU = (
@@ -433,6 +464,8 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     from . import charts
     from .registry import get_registry
 
+    if sec.query is None:
+        return _chart_section(tk, sec, run_id)
     q = get_registry().get(sec.query)
     if sec.needs is not None and not tk.con.execute(
             f"SELECT 1 FROM {sec.needs} WHERE run_id = ? LIMIT 1", [run_id]).fetchall():
@@ -467,6 +500,21 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     return table, spec, note
 
 
+def _chart_section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None]:
+    """A section that is a chart of its own data: (its caption, the chart spec, None), or
+    where the chart cannot be drawn for the run ("", None, the reason)."""
+    from . import charts
+
+    params, caption = sec.chart_params(tk, run_id) if sec.chart_params else ({}, "")
+    try:
+        spec = json.dumps(charts.chart(tk, sec.chart, run=run_id, **params).to_dict(), separators=(",", ":"),
+                          default=str)
+    except QueryError as err:
+        return "", None, str(err)
+    caption = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(caption))
+    return (f'<p class="caption">{caption}</p>' if caption else ""), spec, None
+
+
 def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], list[tuple[str, str]]]:
     """The sections whose query the run can answer, and a header line per kind of event
     (what, nsys option) that leaves the others out: those about events the run's capture
@@ -477,6 +525,9 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
     kept: list[Section] = []
     out: dict[tuple[str, str], tuple[list[tuple[int, int]], list[Section]]] = {}  # kind -> (other ranks, sections)
     for sec in sections:
+        if sec.query is None:  # (a chart of its own data says itself what the run lacks)
+            kept.append(sec)
+            continue
         q = get_registry().get(sec.query)
         missing = untraced_ranks(tk, run_id, q.traced) if q.spans_job else {k: [] for k in untraced(tk, run_id, q.traced)}
         if not missing:
@@ -668,6 +719,7 @@ h2{font-size:17px;margin:0 0 4px}
 p.intro{margin:0 0 10px;color:#57606a}
 p.note{background:#fff8c5;border:1px solid #d4a72c;padding:8px 12px;border-radius:4px}
 p.empty,p.more{color:#57606a;font-style:italic}
+p.caption{margin:0 0 10px;color:#57606a;font-size:13px}
 .chart,.scroll{margin:8px 0 14px;overflow-x:auto;max-width:100%}
 table.sortable{border-collapse:collapse;font-size:12.5px;margin-top:6px}
 th,td{padding:4px 10px;border-bottom:1px solid #eaeef2;text-align:left;white-space:nowrap}

@@ -1,0 +1,342 @@
+"""`tracekit chart timeline` and the report's timeline: one request (or any window) of a
+real nsys capture as nsys draws it, NVTX ranges per thread and depth above the GPU's
+kernels, copies and memsets per device and stream. The chart's bars are the rows of
+nvtx-ranges and gpu-trace in the window `tracekit export trace` takes; the report shows
+the median instance of the run's most repeated outermost NVTX range."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser import chromium, load
+from conftest import DATA, NSYS_EXPORTS, let_go, spec_datasets
+
+import tracekit
+from tracekit import charts, report
+from tracekit.cli import main as cli_main
+from tracekit.errors import ParamError, QueryError
+from tracekit.trace import export_trace, resolve_window
+
+SWEEP_POINT = sorted((DATA / "hstu_sweep" / "runs").iterdir())[0]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """The HSTU inference capture (30 requests, 5,760 events: above the bound), a smaller
+    HSTU program (535 events), a capture without NVTX (nsys -t cuda), one without CUDA
+    (nsys -t nvtx,osrt), an ncu report and a sweep point timed without a profiler."""
+    db = tmp_path_factory.mktemp("timeline") / "t.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "hstu_capture_nsys", name="hstu")
+        tk.ingest(NSYS_EXPORTS["hstu_mixed"], name="mixed")
+        tk.ingest(NSYS_EXPORTS["odd_nvtx_cuda_only"], name="cuda_only")
+        tk.ingest(NSYS_EXPORTS["cpu_only"], name="cpu_only")
+        tk.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="ncu")
+        tk.ingest(SWEEP_POINT, name="sweep_point")
+    return db
+
+
+@pytest.fixture
+def tk(store):
+    t = tracekit.open(store, read_only=True)
+    yield t
+    t.close()
+
+
+def _run_id(tk, name: str) -> int:
+    return int(tk.query("run-info", run=name)["run_id"][0])
+
+
+def _bars(spec: dict) -> tuple[list[dict], list[dict]]:
+    """The timeline's NVTX bars and GPU bars, as the spec holds them."""
+    rows = [r for ds in spec_datasets(spec) for r in ds]
+    return [r for r in rows if "range" in r], [r for r in rows if "op_kind" in r]
+
+
+def _window_rows(tk, run_id: int, lo: int | None, hi: int | None):
+    return (tk.query("nvtx-ranges", run=run_id, from_ns=lo, to_ns=hi, limit=0),
+            tk.query("gpu-trace", run=run_id, from_ns=lo, to_ns=hi, limit=0))
+
+
+def test_nvtx_ranges_takes_a_window(tk):
+    """nvtx-ranges -p from_ns -p to_ns: the ranges that overlap the window (as gpu-trace
+    takes its ops), an empty window an error; without one, every range as before."""
+    full = tk.query("nvtx-ranges", run="hstu", limit=0)
+    assert full.height == 1830
+    lo, hi = int(full["start_ns"][100]), int(full["start_ns"][200])
+    got = tk.query("nvtx-ranges", run="hstu", from_ns=lo, to_ns=hi, limit=0)
+    assert got.equals(full.filter((full["end_ns"] > lo) & (full["start_ns"] < hi))) and got.height == 101
+    assert tk.query("nvtx-ranges", run="hstu", from_ns=lo, limit=0).height < full.height
+    with pytest.raises(QueryError, match=r"^nvtx-ranges: from_ns=5 is not before to_ns=5: the window is empty"):
+        tk.query("nvtx-ranges", run="hstu", from_ns=5, to_ns=5)
+
+
+def test_an_instance_is_export_traces_window_and_its_bars_are_the_queries_rows(tk, store, tmp_path):
+    """-p nvtx=hstu.request -p instance=2: the window export trace writes for --nvtx
+    hstu.request --instance 2, and a bar per nvtx-ranges and gpu-trace row in it, per lane
+    as many, the first and last op the queries' first and last, in ms since its start."""
+    run_id = _run_id(tk, "hstu")
+    data = charts.timeline_data(tk, run="hstu", nvtx="hstu.request", instance="2")
+    w = data.window
+    exported = export_trace(tk, tmp_path / "t.json", run="hstu", nvtx="hstu.request", instance=2).window
+    resolved = resolve_window(tk, run_id, nvtx="hstu.request", instance=2)
+    assert ((w.start_ns, w.end_ns, w.label) == (exported.start_ns, exported.end_ns, exported.label)
+            == (resolved.start_ns, resolved.end_ns, ":hstu.request instance 2 of 30"))
+    header = json.loads((tmp_path / "t.json").read_text())["otherData"]
+    assert (header["window_start_ns"], header["window_end_ns"]) == (w.start_ns, w.end_ns)
+    # the request's range starts the window; its GPU work ends it
+    req = tk.sql(f"SELECT start_ns, end_ns, proj_end_ns FROM nvtx_ranges WHERE run_id = {run_id} "
+                 "AND text = 'hstu.request' ORDER BY start_ns LIMIT 1 OFFSET 1").row(0)
+    assert (w.start_ns, w.end_ns) == (req[0], max(req[1], req[2]))
+    nv, gpu = _window_rows(tk, run_id, w.start_ns, w.end_ns)
+    assert data.nvtx.equals(nv) and data.gpu.equals(gpu) and nv.height == 61 and gpu.height == 130
+
+    spec = charts.chart(tk, "timeline", run="hstu", nvtx="hstu.request", instance=2).to_dict()
+    nv_bars, gpu_bars = _bars(spec)
+    assert Counter(r["lane"] for r in nv_bars) == Counter(f"tid {t} · depth {d}" for t, d in nv.select("tid", "depth").rows())
+    assert Counter(r["lane"] for r in gpu_bars) == Counter(
+        f"GPU {d} · stream {s}" for d, s in gpu.select("device_id", "stream_id").rows())
+    assert [r["name"] for r in gpu_bars] == gpu["name"].to_list()  # (one stream: in start order)
+    for bar, i in ((gpu_bars[0], 0), (gpu_bars[-1], -1)):
+        assert bar["start_ms"] == pytest.approx((gpu["start_ns"][i] - w.start_ns) / 1e6, abs=1e-9)
+        assert bar["end_ms"] == pytest.approx((gpu["end_ns"][i] - w.start_ns) / 1e6, abs=1e-9)
+    # the first bar of the top lane is the request itself, from 0 ms
+    request = next(r for r in nv_bars if r["range"] == "hstu.request")
+    assert request["start_ms"] == 0 and request["lane"] == "tid 546 · depth 0"
+    # copies and memsets carry their size and memory kinds, kernels their launch shape
+    copy = next(r for r in gpu_bars if r["op_kind"] == "memcpy")
+    row = gpu.filter(gpu["op_kind"] == "memcpy").row(0, named=True)
+    assert copy["detail"].endswith(f"{row['src_kind']} → {row['dst_kind']}") and "B" in copy["detail"]
+    kernel = next(r for r in gpu_bars if r["op_kind"] == "kernel")
+    assert re.fullmatch(r"grid \d+×\d+×\d+ · block \d+×\d+×\d+ · \d+ registers/thread", kernel["detail"])
+    # the axis is the window, in ms; the subtitle names it
+    assert [layer["encoding"]["x"]["scale"]["domain"] for layer in spec["layer"]] == [
+        [0, (w.end_ns - w.start_ns) / 1e6]] * 2
+    assert spec["title"]["subtitle"][0].startswith(":hstu.request instance 2 of 30 · ")
+
+
+def test_from_to_and_the_whole_run(tk):
+    """-p from_ns/-p to_ns (as tables print them: 12,100,481 works) takes the same rows as
+    the queries with that window; a run within the bound is drawn whole."""
+    run_id = _run_id(tk, "hstu")
+    first = tk.sql(f"SELECT start_ns FROM nvtx_ranges WHERE run_id = {run_id} ORDER BY start_ns LIMIT 3")["start_ns"]
+    lo, hi = int(first[1]), int(first[1]) + 3_000_000
+    data = charts.timeline_data(tk, run=run_id, from_ns=f"{lo:,}", to_ns=str(hi))
+    assert (data.window.start_ns, data.window.end_ns) == (lo, hi)
+    nv, gpu = _window_rows(tk, run_id, lo, hi)
+    assert data.nvtx.equals(nv) and data.gpu.equals(gpu) and nv.height and gpu.height
+    whole = charts.timeline_data(tk, run="mixed")
+    nv, gpu = _window_rows(tk, _run_id(tk, "mixed"), None, None)
+    assert whole.window.label == "whole run" and whole.nvtx.equals(nv) and whole.gpu.equals(gpu)
+    assert nv.height + gpu.height == 535 < charts.TIMELINE_BARS
+    nv_bars, gpu_bars = _bars(charts.chart(tk, "timeline", run="mixed").to_dict())
+    assert (len(nv_bars), len(gpu_bars)) == (nv.height, gpu.height)
+    assert min(r["start_ms"] for r in nv_bars + gpu_bars) == 0  # since the first event
+
+
+def test_run_by_name_and_by_id(tk):
+    run_id = _run_id(tk, "mixed")
+    specs = [charts.chart(tk, "timeline", run=r, nvtx="hstu.request", instance=3).to_dict()
+             for r in ("mixed", run_id, str(run_id))]
+    assert specs[0] == specs[1] == specs[2]
+    assert specs[0]["title"]["text"] == f"Timeline · run {run_id} (mixed)"
+
+
+def test_captures_without_nvtx_or_without_cuda(tk):
+    """Without NVTX tracing: the GPU lanes alone; without CUDA: the NVTX lanes alone; the
+    subtitle says what the capture did not trace."""
+    for run, missing, empty in (("cuda_only", "NVTX", "nvtx"), ("cpu_only", "CUDA", "gpu")):
+        data = charts.timeline_data(tk, run=run)
+        assert data.untraced == (missing,) and getattr(data, empty).is_empty()
+        spec = charts.chart(tk, "timeline", run=run).to_dict()
+        assert f"captured without {missing} tracing" in spec["title"]["subtitle"][0]
+        nv_bars, gpu_bars = _bars(spec)
+        assert len(nv_bars) == data.nvtx.height and len(gpu_bars) == data.gpu.height
+        assert len(nv_bars) + len(gpu_bars) > 0
+
+
+def test_more_than_the_bound_is_an_error_that_says_how_to_choose_a_window(tk, monkeypatch):
+    """The whole HSTU capture (1,830 NVTX ranges and 3,930 GPU ops) is above the bound: one
+    line naming the count and the run's typical request as a window to choose; a window
+    above the bound (the bound made small) says so too; at the bound it is drawn."""
+    with pytest.raises(QueryError) as err:
+        charts.chart(tk, "timeline", run="hstu")
+    said = str(err.value)
+    assert "\n" not in said
+    assert said.startswith("chart timeline: run 1 (hstu) has 5,760 events (1,830 NVTX ranges, 3,930 GPU ops), "
+                           "more than the 5,000 a timeline draws; choose a window: -p nvtx=hstu.request "
+                           "-p instance=27 (its median instance of 30)")
+    # the window it names is drawn
+    assert charts.chart(tk, "timeline", run="hstu", nvtx="hstu.request", instance=27)
+    monkeypatch.setattr(charts, "TIMELINE_BARS", 190)
+    with pytest.raises(QueryError, match=r"^chart timeline: :hstu.request instance 2 of 30 of run 1 \(hstu\) holds "
+                                         r"191 events \(61 NVTX ranges, 130 GPU ops\), more than the 190 a timeline "
+                                         r"draws; choose a shorter window: -p from_ns=START -p to_ns=END"):
+        charts.chart(tk, "timeline", run="hstu", nvtx="hstu.request", instance=2)
+    monkeypatch.setattr(charts, "TIMELINE_BARS", 191)
+    nv_bars, gpu_bars = _bars(charts.chart(tk, "timeline", run="hstu", nvtx="hstu.request", instance=2).to_dict())
+    assert len(nv_bars) + len(gpu_bars) == 191
+
+
+@pytest.mark.parametrize("params, error, said", [
+    ({"nvtx": "hstu.request", "instance": 31}, QueryError,
+     "chart timeline: instance=31: run 1 (hstu) has 30 range(s) named 'hstu.request'"),
+    ({"nvtx": "hstu.request", "instance": 0}, ParamError, "chart timeline: instance=0: instances count from 1"),
+    ({"nvtx": "hstu.request", "instance": "third"}, ParamError,
+     "chart timeline: instance='third': an instance number (1 = the first) expected"),
+    ({"nvtx": "no.such.range"}, QueryError,
+     "chart timeline: run 1 (hstu) has no NVTX range named 'no.such.range' (`tracekit query nvtx-summary --run 1` "
+     "lists them)"),
+    ({"instance": 2}, ParamError, "chart timeline: -p instance=N needs -p nvtx=NAME (the range it counts)"),
+    ({"nvtx": "hstu.request", "from_ns": 5}, ParamError,
+     "chart timeline: give either -p from_ns=/-p to_ns= or -p nvtx=NAME -p instance=N, not both"),
+    ({"from_ns": 20, "to_ns": 10}, ParamError,
+     "chart timeline: from_ns=20 is not before to_ns=10: the window is empty; give from_ns < to_ns"),
+    ({"from_ns": "1.5e7"}, ParamError, "chart timeline: from_ns='1.5e7': a time in ns on the capture's clock expected"),
+    ({"from_ns": 1, "to_ns": 1000}, QueryError,
+     "chart timeline: the window 1 to 1000 ns is outside run 1 (hstu)'s events, which span 11899934 to 389229314 ns"),
+    ({"run_name": "x"}, ParamError,
+     "chart timeline: unknown parameter 'run_name' (declared: nvtx, instance, from_ns, to_ns)"),
+])
+def test_bad_windows_are_one_line_errors(tk, params, error, said):
+    with pytest.raises(error) as err:
+        charts.chart(tk, "timeline", run="hstu", **params)
+    assert str(err.value).startswith(said) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("run, kind", [("ncu", "an ncu"), ("sweep_point", "a timing")])
+def test_a_run_of_another_kind_is_an_error(tk, run, kind):
+    with pytest.raises(QueryError, match=rf"^run \d+ \({run}\) is {kind} run; chart timeline needs an nsys run "
+                                         r"\(see `tracekit runs`\)$"):
+        charts.chart(tk, "timeline", run=run)
+
+
+def test_the_typical_instance_is_the_median_of_the_most_repeated_outermost_range(tk):
+    """Of the outermost ranges, the name with the most instances (ties: the most time); of its instances (numbered
+    as --nvtx numbers them), the one whose duration is the median (numpy's, the lower middle
+    of an even count): not the warm-up's first request."""
+    for run in ("hstu", "mixed", "cpu_only"):
+        run_id = _run_id(tk, run)
+        pick = charts.typical_instance(tk, run_id)
+        top = tk.sql(f"SELECT CASE WHEN domain = '' THEN text ELSE name END AS name, count(*) AS n, sum(dur_ns) AS t "
+                     f"FROM nvtx_ranges WHERE run_id = {run_id} AND coalesce(depth, 0) = 0 GROUP BY name, domain, text "
+                     "ORDER BY n DESC, t DESC")
+        assert pick.name == top["name"][0]
+        if run == "cpu_only":  # 40 each of batch, loader:decode and the start/end range request: the most time wins
+            assert top["n"][:3].to_list() == [40] * 3 and pick.name == "batch"
+        durs = tk.sql(f"SELECT dur_ns FROM nvtx_ranges WHERE run_id = {run_id} AND (name = '{pick.name}' OR "
+                      f"text = '{pick.name}') ORDER BY start_ns, range_id")["dur_ns"].to_numpy()
+        assert pick.instances == len(durs) and pick.dur_ns == durs[pick.instance - 1]
+        median = np.median(durs)
+        assert abs(pick.dur_ns - median) == np.min(np.abs(durs - median))
+        assert pick.dur_ns == np.sort(durs)[(len(durs) - 1) // 2] and pick.instance != 1
+    assert charts.typical_instance(tk, _run_id(tk, "hstu")).instance == 27  # (of 30: the error above names it)
+    assert charts.typical_instance(tk, _run_id(tk, "cuda_only")) is None
+
+
+def _timeline_section(path: Path) -> str:
+    text = path.read_text()
+    return text[text.index('<section id="timeline">'):text.index("</section>", text.index('<section id="timeline">'))]
+
+
+def _spec(path: Path) -> dict:
+    text = path.read_text()
+    start = text.index('<script type="application/json" id="spec-timeline">') + len(
+        '<script type="application/json" id="spec-timeline">')
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+def test_the_report_shows_the_median_request(tk, store, tmp_path, capsys):
+    """The report's timeline is the typical request's chart, with a caption naming it and the
+    export trace command that writes it, which writes that window."""
+    path = report.write_report(tk, tmp_path / "r.html", run="hstu")
+    section = _timeline_section(path)
+    assert ("Shown: hstu.request instance 27 of 30: its duration, 11.843 ms, is the median of the 30 (hstu.request is "
+            "the outermost NVTX range with the most instances).") in section
+    command = re.search(r"<code>tracekit (export trace [^<]*)</code> writes it for ui.perfetto.dev", section)[1]
+    assert command == "export trace --run 1 --nvtx hstu.request --instance 27 -o request.json"
+    spec = _spec(path)
+    assert spec == json.loads(json.dumps(charts.chart(tk, "timeline", run="hstu", nvtx="hstu.request",
+                                                      instance=27).to_dict(), default=str))
+    let_go(tk)
+    out = tmp_path / "request.json"
+    args = command.split()[:-1] + [str(out)]
+    assert cli_main(["--db", str(store), *args]) == 0
+    capsys.readouterr()
+    header = json.loads(out.read_text())["otherData"]
+    w = resolve_window(tk, 1, nvtx="hstu.request", instance=27)
+    assert (header["window_start_ns"], header["window_end_ns"]) == (w.start_ns, w.end_ns)
+    assert spec["title"]["subtitle"][0].startswith(f"{header['window']} · ")
+
+
+def test_the_report_of_a_run_without_nvtx_or_above_the_bound(tk, tmp_path, monkeypatch):
+    """No NVTX range: the whole run, said so; a window above the bound: the section says why
+    it is left out, in the note other sections use, and the report is still written."""
+    path = report.write_report(tk, tmp_path / "c.html", run="cuda_only")
+    section = _timeline_section(path)
+    assert "Shown: the whole run (it has no NVTX range to pick a request from)." in section
+    assert _bars(_spec(path))[1] and '<p class="note">' not in section
+    monkeypatch.setattr(charts, "TIMELINE_BARS", 100)
+    path = report.write_report(tk, tmp_path / "h.html", run="hstu")
+    section = _timeline_section(path)
+    assert re.search(r'<p class="note">chart timeline: :hstu.request instance 27 of 30 of run 1 \(hstu\) holds '
+                     r"\d+ events .*more than the 100 a timeline draws", section)
+    assert 'id="chart-timeline"' not in section and 'class="caption"' not in section
+
+
+def test_the_cli(store, tk, tmp_path, capsys):
+    """chart timeline --run R -p nvtx=... -p instance=2 writes the page; a bad parameter
+    exits 2 with one line."""
+    let_go(tk)
+    out = tmp_path / "t.html"
+    assert cli_main(["--db", str(store), "chart", "timeline", "--run", "hstu", "-p", "nvtx=hstu.request",
+                     "-p", "instance=2", "-o", str(out)]) == 0
+    assert out.stat().st_size > 100_000 and "hstu.request instance 2 of 30" in out.read_text()
+    capsys.readouterr()
+    for bad, said in ((["-p", "instance=x", "-p", "nvtx=hstu.request"], "instance='x'"),
+                      (["-p", "instance=99", "-p", "nvtx=hstu.request"], "instance=99"),
+                      ([], "5,760 events")):
+        assert cli_main(["--db", str(store), "chart", "timeline", "--run", "1", *bad, "-o",
+                         str(tmp_path / "bad.html")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("tracekit: error: chart timeline: ") and said in err[0], err
+        assert not (tmp_path / "bad.html").exists()
+
+
+# -- in a real browser ----------------------------------------------------------------------
+
+needs_chromium = pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
+
+#: the data marks the chart page drew (as the report counts them: items of non-group marks)
+_MARKS_JS = """(function () {
+  function marks(node) {
+    var n = 0;
+    if (node.marktype && node.role === "mark" && node.marktype !== "group") n += (node.items || []).length;
+    (node.items || []).forEach(function (it) { n += marks(it); });
+    return n;
+  }
+  var c = window.tracekitChart;
+  return {error: c.error || null, marks: c.view ? marks(c.view.scenegraph().root) : 0};
+})()"""
+
+
+@needs_chromium
+def test_a_window_at_the_bound_draws_in_chromium(tk, tmp_path):
+    """The first 5,000 events of the HSTU capture (a window that holds as many as the bound
+    allows) draw in a browser, a bar each, with no console error."""
+    run_id = _run_id(tk, "hstu")
+    starts = tk.sql(f"SELECT start_ns FROM (SELECT start_ns FROM nvtx_ranges WHERE run_id = {run_id} UNION ALL "
+                    f"SELECT start_ns FROM gpu_ops WHERE run_id = {run_id}) ORDER BY 1")["start_ns"]
+    lo, hi = int(starts[0]), int(starts[charts.TIMELINE_BARS])  # (to_ns: before the next event's start)
+    data = charts.timeline_data(tk, run=run_id, from_ns=lo, to_ns=hi)
+    bars = data.nvtx.height + data.gpu.height
+    assert charts.TIMELINE_BARS - 10 <= bars <= charts.TIMELINE_BARS  # (an op that ended before lo is not in it)
+    out = charts.save(charts.timeline(data), tmp_path / "big.html")
+    page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
+    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    assert page.value == {"error": None, "marks": bars}

@@ -19,7 +19,7 @@ import typer
 from tracekit.cli_params import DbPath
 
 from .profilers import DEFAULT_LAUNCH_COUNT
-from .run import APP_REPLAY_ITERS, DEFAULT_ITERS, DEFAULT_WARMUP_MS, STOP_GRACE_S
+from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS, STOP_GRACE_S
 
 _GET_DB: list[Callable[[], Path | None]] = [lambda: None]
 
@@ -28,11 +28,9 @@ PresetOpt = Annotated[str | None, typer.Option(
     "--preset", help="workload: small, medium, large (default: large with a GPU, small without)",
     show_default=False)]
 WarmupOpt = Annotated[float | None, typer.Option(
-    "--warmup-ms", help=f"warm-up time budget, ms (default: {DEFAULT_WARMUP_MS:g}; under --replay-mode application "
-                        "two requests, no budget)", show_default=False)]
+    "--warmup-ms", help=f"warm-up time budget, ms (default: {DEFAULT_WARMUP_MS:g})", show_default=False)]
 ItersOpt = Annotated[int | None, typer.Option(
-    "--iters", help=f"timed requests (default: {DEFAULT_ITERS}; under --replay-mode application {APP_REPLAY_ITERS})",
-    show_default=False)]
+    "--iters", help=f"timed requests (default: {DEFAULT_ITERS})", show_default=False)]
 OutDirOpt = Annotated[Path, typer.Option("--out", help="folder the run folders go into")]
 DbOpt = Annotated[DbPath | None, typer.Option(
     "--db", help="DuckDB store to ingest into (default: $TRACEKIT_DB or ./tracekit.duckdb)",
@@ -97,8 +95,9 @@ def capture_cmd(
                               "pass, each launch measured in a run of its own: no memory saved and restored; for "
                               "kernels with large inputs or that write their own inputs). Application replay needs a "
                               "deterministic program, the same kernels in the same order every run, and takes "
-                              "a run of it per pass (36 with tracekit's sections on an H200): keep it short, or set --timeout; the HSTU workload "
-                              f"then warms up two requests and times {APP_REPLAY_ITERS}",
+                              "a run of it per pass (36 with tracekit's sections on an H200): keep it short, and "
+                              "set --timeout (ncu may not exit after a failed pass). A program of yours only: the "
+                              "HSTU workload takes kernel replay",
         metavar="MODE", show_default=False)] = None,
     timeout: TimeoutOpt = None,
 ) -> None:

@@ -48,10 +48,13 @@ from .config import (
 
 DEFAULT_WARMUP_MS = 2000.0
 DEFAULT_ITERS = 50
-#: the timed requests of an HSTU capture under ncu's application replay: each of ncu's passes
-#: (36 for NCU_SECTIONS on an H200) runs the whole workload again, and the timed requests come after the one request
-#: ncu profiles, so they only add time to every pass (their latencies, under ncu, say little)
-APP_REPLAY_ITERS = 1
+#: why the HSTU workload does not take ncu's application replay (a program of yours does):
+#: on the H200 (ncu 2025.3.1, small preset, bs 2, nc 128) ncu ran the workload 33 times as its
+#: passes, failed to profile the embedding's gather kernel in the 34th and then did not exit
+HSTU_APP_REPLAY = ("--replay-mode application: for a program of yours (tracekit capture --tool ncu --replay-mode "
+                   "application -- CMD); the HSTU workload takes kernel replay only (under application replay ncu "
+                   "2025.3.1 failed to profile its vectorized_gather_kernel in the 34th of 36 passes on an H200, "
+                   "then hung)")
 LOG = "capture.log"
 #: seconds a stopped program (Ctrl-C, --timeout) has after SIGINT to write its files and end
 #: (nsys writes its report and SQLite export then) before it is killed
@@ -249,6 +252,16 @@ def _running(p) -> bool:
         return False
 
 
+def _profiler_error(log_path: Path) -> str | None:
+    """The profiler's first error line in the capture's log (``==ERROR== ...``, as nsys and
+    ncu print them), if any."""
+    try:
+        with open(log_path, errors="replace") as f:
+            return next((ln.strip()[:300] for ln in f if ln.startswith("==ERROR==")), None)
+    except OSError:
+        return None
+
+
 def _last_error_line(log_path: Path) -> str | None:
     try:
         lines = [ln.strip() for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
@@ -276,12 +289,9 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     exported to SQLite), ``ncu`` (the embedding / GEMM / attention kernels of one
     steady-state request, roofline + occupancy + launch-stats sections, raw and details
     CSV) or ``none`` (timing only); ``gpu_metrics``: under nsys, the GPU's counters sampled
-    too (``nsys_argv``). ``replay_mode`` (ncu only): ``kernel`` (the default) or
-    ``application``: ncu runs the whole workload once per pass, so it must be the same in
-    every pass: the warm-up is two requests (the cache-miss prefill and one steady-state
-    request; ``warmup_ms`` other than 0 is an error), the profiled request the third, and
-    ``iters`` defaults to ``APP_REPLAY_ITERS``. ``warmup_ms`` and ``iters`` default to
-    ``DEFAULT_WARMUP_MS`` and ``DEFAULT_ITERS`` otherwise. ``preset`` defaults to ``large``
+    too (``nsys_argv``). ``replay_mode`` (ncu only): ``kernel``, the default and the only
+    mode the workload takes (``HSTU_APP_REPLAY``). ``warmup_ms`` and ``iters`` default to
+    ``DEFAULT_WARMUP_MS`` and ``DEFAULT_ITERS``. ``preset`` defaults to ``large``
     with a GPU and ``small`` without. ``workload`` overrides preset fields (tests use tiny
     models). ``timeout_s``: the profiler and the workload are stopped (``stop``) when they
     run longer, the run is failed with "timed out after N s" and not ingested. The folder
@@ -289,16 +299,12 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     Raises ``CaptureError``/``ToolNotFoundError`` with one line; a failed run still leaves
     (and, unless it timed out, ingests) its labelled folder.
     """
-    app_replay = tool == "ncu" and replay_mode == "application"
     bs, nc, tool, preset, warmup_ms, iters = validate_params(
-        bs, nc, tool, preset, (0.0 if app_replay else DEFAULT_WARMUP_MS) if warmup_ms is None else warmup_ms,
-        (APP_REPLAY_ITERS if app_replay else DEFAULT_ITERS) if iters is None else iters)
+        bs, nc, tool, preset, DEFAULT_WARMUP_MS if warmup_ms is None else warmup_ms,
+        DEFAULT_ITERS if iters is None else iters)
     replay_mode = check_replay_mode(replay_mode, tool)
-    if replay_mode == "application" and warmup_ms > 0:
-        # (a time budget warms up a different number of requests in each pass: ncu would
-        # profile another request, with other cache lengths, in each)
-        raise CaptureError(f"--warmup-ms {warmup_ms:g}: under --replay-mode application the warm-up is two "
-                           "requests, the same in every pass of ncu; leave --warmup-ms out")
+    if replay_mode == "application":
+        raise CaptureError(HSTU_APP_REPLAY)
     timeout_s = check_timeout(timeout_s)
     check_settings(device, flush_l2, ncu_launch_skip, ncu_launch_count)
     if not isinstance(gpu_metrics, bool):
@@ -413,7 +419,9 @@ def recorded(run_dir: Path, meta: dict, timeout_s: float | None, finish=None):
     except KeyboardInterrupt:
         out.status, out.error = "interrupted", "interrupted by the user"
     except subprocess.TimeoutExpired:
-        out.status, out.error, out.timed_out = "failed", f"timed out after {timeout_s:g} s", True
+        said = _profiler_error(run_dir / LOG)  # (ncu may not exit after a pass it failed)
+        out.status, out.timed_out = "failed", True
+        out.error = f"timed out after {timeout_s:g} s" + (f", after the profiler said: {said}" if said else "")
     except TracekitError as err:
         out.status, out.error = "failed", str(err)
     finally:

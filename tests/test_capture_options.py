@@ -100,32 +100,23 @@ def test_a_command_under_application_replay_is_recorded_and_ingested(tmp_path, m
     assert len(setup) == 1 and "ncu replay kernel -> application" in setup[0], setup
 
 
-def test_the_hstu_workload_under_application_replay_is_the_same_in_every_pass(tmp_path, monkeypatch):
-    """Each pass of ncu runs the whole workload: the warm-up is two requests (not a time
-    budget, which would warm up a different number per pass), the profiled request the
-    third, one timed request unless --iters says otherwise; the mode is in the argv and meta."""
+def test_the_hstu_workload_takes_kernel_replay_only(tmp_path, monkeypatch):
+    """Under application replay ncu 2025.3.1 failed the workload on an H200 (its gather kernel
+    in the 34th pass of 36, then did not exit): refused in one line, nothing written; kernel
+    replay is recorded as such and its argv is unchanged."""
     fake = _fake(tmp_path, monkeypatch, "ncu", DATA / "ncu_app_range")
     out = tmp_path / "runs"
-    d = run.capture(2, 8, tool="ncu", preset="small", out_dir=out, workload=TINY, ingest=False, name="app",
+    with pytest.raises(CaptureError, match="--replay-mode application: for a program of yours .* the HSTU workload "
+                                           "takes kernel replay only"):
+        run.capture(2, 8, tool="ncu", preset="small", out_dir=out, workload=TINY, ingest=False, name="app",
                     replay_mode="application")
+    assert not out.exists()
+    d = run.capture(2, 8, tool="ncu", preset="small", warmup_ms=0, iters=1, out_dir=out, workload=TINY,
+                    ingest=False, name="kern", replay_mode="kernel")
     meta = _meta(d)
     assert meta["status"] == "ok", meta["error"]
-    assert meta["profiler_commands"][0][:7] == [str(fake), "--clock-control", "none", "--target-processes", "all",
-                                                "--replay-mode", "application"]
-    assert (meta["params"]["warmup_ms"], meta["params"]["iters"], meta["params"]["replay_mode"]) == \
-        (0.0, run.APP_REPLAY_ITERS, "application")
-    assert meta["ncu"]["replay_mode"] == "application" and meta["ncu_profiled_request_idx"] == 2
-    phases = [line.split(",")[1] for line in (d / "requests.csv").read_text().splitlines()[1:]]
-    assert phases == ["warmup", "warmup", "warmup", "timed"]
-    # --iters is the user's; kernel replay keeps its defaults and says so
-    d = run.capture(2, 8, tool="ncu", preset="small", iters=2, out_dir=out, workload=TINY, ingest=False,
-                    name="app2", replay_mode="application")
-    assert _meta(d)["params"]["iters"] == 2
-    d = run.capture(2, 8, tool="ncu", preset="small", warmup_ms=0, iters=1, out_dir=out, workload=TINY,
-                    ingest=False, name="kern")
-    meta = _meta(d)
     assert meta["params"]["replay_mode"] == meta["ncu"]["replay_mode"] == "kernel"
-    assert "--replay-mode" not in meta["profiler_commands"][0]
+    assert meta["profiler_commands"][0][0] == str(fake) and "--replay-mode" not in meta["profiler_commands"][0]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -153,8 +144,8 @@ def test_bad_options_of_a_commands_capture_are_one_line_errors(tmp_path, capsys,
     (["capture", "--tool", "none", "--replay-mode", "kernel"], "--replay-mode: an option of --tool ncu, not of --tool none"),
     (["capture", "--tool", "ncu", "--replay-mode", "app-range"],
      "--replay-mode 'app-range': choose one of kernel, application"),
-    (["capture", "--tool", "ncu", "--replay-mode", "application", "--warmup-ms", "500"],
-     "--warmup-ms 500: under --replay-mode application the warm-up is two requests, the same in every pass"),
+    (["capture", "--tool", "ncu", "--replay-mode", "application"],
+     "--replay-mode application: for a program of yours (tracekit capture --tool ncu --replay-mode application"),
     (["capture", "--tool", "none", "--timeout", "0"], "--timeout 0: a number of seconds > 0"),
     (["capture", "--tool", "none", "--timeout", "x"], "Invalid value for '--timeout': 'x' is not a valid number."),
     (["sweep", "--timeout", "-1"], "--timeout -1: a number of seconds > 0"),
@@ -183,8 +174,7 @@ def test_the_library_checks_the_same(tmp_path):
 
 
 def test_the_cli_passes_both_options_on(tmp_path, monkeypatch):
-    """To the HSTU capture (warm-up and iters left to it: their defaults follow the mode) and
-    to the sweep."""
+    """To the HSTU capture (warm-up and iters left to it) and to the sweep."""
     seen = {}
 
     def fake(*args, **kw):
@@ -192,11 +182,10 @@ def test_the_cli_passes_both_options_on(tmp_path, monkeypatch):
         raise CaptureError("stop here")
 
     monkeypatch.setattr(run, "capture", fake)
-    res = runner.invoke(cli.app, ["capture", "--tool", "ncu", "--replay-mode", "application", "--timeout", "90",
+    res = runner.invoke(cli.app, ["capture", "--tool", "ncu", "--replay-mode", "kernel", "--timeout", "90",
                                   "--out", str(tmp_path)])
     assert str(res.exception) == "stop here"
-    assert (seen["replay_mode"], seen["timeout_s"], seen["warmup_ms"], seen["iters"]) == ("application", 90.0,
-                                                                                         None, None)
+    assert (seen["replay_mode"], seen["timeout_s"], seen["warmup_ms"], seen["iters"]) == ("kernel", 90.0, None, None)
     monkeypatch.setattr(sw, "sweep", fake)
     res = runner.invoke(cli.app, ["sweep", "--bs", "1", "--nc", "4", "--timeout", "2.5", "--out", str(tmp_path)])
     assert str(res.exception) == "stop here" and seen["timeout_s"] == 2.5
@@ -263,6 +252,20 @@ def test_nothing_is_left_running_after_a_timeout(tmp_path, monkeypatch, profiler
     assert time.perf_counter() - t < 15
     assert _meta(tmp_path / "stubborn")["error"] == "timed out after 2 s"
     assert _gone(int(pid_file.read_text()))
+
+
+def test_a_profiler_that_hangs_after_its_error_is_stopped_and_its_error_said(tmp_path, monkeypatch):
+    """ncu under application replay printed its error for a failed pass and did not exit (the
+    H200): at the deadline the run's error names the profiler's first ==ERROR== line."""
+    monkeypatch.setattr(run, "STOP_GRACE_S", 0.5)
+    profiler = ("import sys, time; print('==PROF== Connected to process 1', flush=True); "
+                "print('==ERROR== Failed to profile \"vectorized_gather_kernel\" in process 1', flush=True); "
+                "print('==ERROR== An error occurred while trying to profile.', flush=True); time.sleep(60)")
+    said = '==ERROR== Failed to profile "vectorized_gather_kernel" in process 1'
+    with pytest.raises(CaptureError, match=r"capture failed \(timed out after 2 s, after the profiler said: "
+                                           r"==ERROR== Failed to profile \"vectorized_gather_kernel\""):
+        command.capture_command([sys.executable, "-c", profiler], "none", out_dir=tmp_path, name="hung", timeout_s=2)
+    assert _meta(tmp_path / "hung")["error"] == f"timed out after 2 s, after the profiler said: {said}"
 
 
 def test_an_hstu_capture_past_its_deadline_is_not_ingested(tmp_path, monkeypatch):

@@ -72,6 +72,8 @@ class ChartSpec:
     #: the data of a chart that is not drawn from one named query: (tk, **params) -> its
     #: data; its parameters are the chart's -p parameters, but ``run``, which takes --run
     data: Callable[..., Any] | None = None
+    #: where the data of such a chart comes from and the runs it needs (``tracekit charts``)
+    source: str = ""
 
 
 # -- helpers -------------------------------------------------------------------
@@ -1482,7 +1484,8 @@ CHARTS: dict[str, ChartSpec] = {
         "nvtx-ranges", nvtx_timeline, {"limit": 2000}, "nsys NVTX ranges over time"
     ),
     "timeline": ChartSpec(None, timeline, {}, "nsys NVTX ranges and GPU work per stream of one request or window "
-                          "(-p nvtx=NAME -p instance=N, or -p from_ns=A -p to_ns=B)", data=timeline_data),
+                          "(-p nvtx=NAME -p instance=N, or -p from_ns=A -p to_ns=B)", data=timeline_data,
+                          source="queries nvtx-ranges and gpu-trace, needs an nsys run"),
     "rank-summary": ChartSpec("rank-summary", rank_summary, {"limit": 0}, "multi-rank: time per rank"),
     "stragglers": ChartSpec("stragglers", stragglers, {"limit": 20}, "multi-rank: range instances by skew"),
     "rank-heatmap": ChartSpec("rank-ranges", rank_heatmap, {"limit": 0}, "multi-rank: time per rank and NVTX path"),
@@ -1495,9 +1498,10 @@ CHARTS: dict[str, ChartSpec] = {
     "kernels-by-nvtx": ChartSpec(
         "kernels-by-nvtx", kernels_by_nvtx, {"limit": 20}, "nsys kernel time per NVTX path"
     ),
-    "diff": ChartSpec(None, diff, {}, "largest changes between two runs (-p base=A -p new=B)", data=_diff_data),
+    "diff": ChartSpec(None, diff, {}, "largest changes between two runs (-p base=A -p new=B)", data=_diff_data,
+                      source="tracekit diff's comparison, needs two runs or two sweeps"),
     "compare": ChartSpec(None, compare, {}, "several runs against one base (-p base=A -p runs=B,C)",
-                         data=_compare_data),
+                         data=_compare_data, source="tracekit compare's comparison, needs two runs or two sweeps"),
 }
 
 

@@ -529,8 +529,8 @@ def charts():
     needs = {"nsys": "an nsys run", "ncu": "an ncu run", "runs": "runs of a sweep"}
     key_w = max(map(len, CHARTS)) + 2
     for name, spec in CHARTS.items():
-        if spec.query is None:  # drawn from a computation, not a named query
-            source = f"tracekit {name}'s comparison, needs two runs or two sweeps"
+        if spec.query is None:  # drawn from a computation, not from one named query
+            source = spec.source
         else:
             q = reg.get(spec.query)
             source = f"query {spec.query}, needs {needs.get(q.source, q.source)}"

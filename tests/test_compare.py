@@ -276,3 +276,34 @@ def test_diff_with_repeats_is_compare_of_its_one_run_in_diffs_own_order(plants, 
         assert main(["--db", str(plants), "diff", "base_a", "regressed", *bad]) == 2
         assert _one_line(capsys).startswith("tracekit: error: diff: ")
     assert store_state(plants) == before
+
+
+def test_the_report_and_the_diff_chart_take_the_repeats(plants, tmp_path, capsys):
+    """`report --vs BASE --repeat R` and `chart diff -p repeats=R` judge as `diff --repeat`:
+    the report says what the repeats held, the chart's verdicts are diff's."""
+    from tracekit import charts
+    from tracekit import report as R
+
+    with tracekit.open(plants, read_only=True) as tk, warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)
+        page = R.render(R.build(tk, "base_c", vs="base_a", threshold_pct=0.1, repeats=["base_b"]))
+        assert "Repeats of the base (base_b) measured the noise" in page
+        assert "1 change(s) within the repeats&#x27; noise, not judged" in page
+        assert "Repeats of the base" not in R.render(R.build(tk, "base_c", vs="base_a", threshold_pct=0.1))
+        got = charts._diff_data(tk, base="base_a", new="base_c", threshold=0.1, repeats="base_b", limit=0)
+        full = tk.diff("base_a", "base_c", threshold_pct=0.1, repeats=["base_b"])
+    keys = ["scope", "key", "metric"]
+    both = got.select(*keys, "verdict").join(full.select(*keys, pl.col("verdict").alias("v")), on=keys)
+    assert both.height == got.height and (both["verdict"] == both["v"]).all()
+    assert both.filter((pl.col("key") == "step") & (pl.col("metric") == "kernel_total_ns"))["verdict"].to_list() \
+        == ["unchanged"]
+    out = tmp_path / "r.html"
+    assert main(["--db", str(plants), "report", "--run", "regressed", "--vs", "base_a", "--repeat", "base_b",
+                 "-o", str(out)]) == 0
+    assert "Repeats of the base (base_b)" in out.read_text()
+    capsys.readouterr()
+    assert main(["--db", str(plants), "report", "--run", "regressed", "--repeat", "base_b", "-o", str(out)]) == 2
+    assert _one_line(capsys) == "tracekit: error: report: --repeat is a capture of the --vs base again; give --vs " \
+                                "BASE with it"
+    assert main(["--db", str(plants), "chart", "diff", "-p", "base=base_a", "-p", "new=regressed", "-p",
+                 "repeats=base_b", "-o", str(tmp_path / "d.json")]) == 0

@@ -1166,13 +1166,21 @@ _VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": 
 
 
 def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | None = None,
-               threshold: float | str = 5.0, limit: int | str = 20) -> pl.DataFrame:
+               threshold: float | str = 5.0, limit: int | str = 20, repeats: str | None = None) -> pl.DataFrame:
     """The rows of ``tk.diff`` the chart draws: per key its headline metric (time, or
-    latency for sweeps), the ``limit`` largest changes, with the threshold as a column."""
+    latency for sweeps), the ``limit`` largest changes, with the threshold as a column;
+    ``repeats`` (comma-separated) of the base measure the noise (``diff --repeat``)."""
     if base is None or new is None:
         raise ParamError("chart diff: give the runs to compare as -p base=RUN -p new=RUN")
     threshold, limit = _threshold_and_limit("diff", threshold, limit)
-    return diff_rows(tk.diff(base, new, by=by, threshold_pct=threshold), threshold, limit)
+    again = _run_list(repeats) if repeats else None
+    df = tk.diff(base, new, by=by, threshold_pct=threshold, repeats=again)
+    return diff_rows(df.drop("noise_pct", strict=False), threshold, limit)
+
+
+def _run_list(text: str) -> list[str]:
+    """``-p runs=A,B`` / ``-p repeats=A,B``: the runs named, in order."""
+    return [r.strip() for r in str(text).split(",") if r.strip()]
 
 
 def _threshold_and_limit(chart: str, threshold: float | str, limit: int | str) -> tuple[float, int]:
@@ -1283,10 +1291,10 @@ def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str 
     if base is None or runs is None:
         raise ParamError("chart compare: give the runs as -p base=RUN -p runs=RUN,RUN,...")
     threshold, limit = _threshold_and_limit("compare", threshold, limit)
-    names = [r.strip() for r in str(runs).split(",") if r.strip()]
+    names = _run_list(runs)
     from .compare import changed_first, runs_of
 
-    again = [r.strip() for r in str(repeats).split(",") if r.strip()] if repeats else None
+    again = _run_list(repeats) if repeats else None
     df = tk.compare(base, names, by=by, threshold_pct=threshold, repeats=again)
     heads = [diff_rows(df.filter(pl.col("run") == run).drop("base_run", "run", "repeat", "noise_pct")
                        .rename({"value": "new"}),

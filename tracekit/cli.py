@@ -777,6 +777,8 @@ def report(
     run: Annotated[list[str] | None, typer.Option("--run", help="run id or name (default: latest); repeatable: "
                                                   "several runs in one page (a point timed, under nsys, under ncu)")] = None,
     vs: Annotated[str | None, typer.Option("--vs", help="compare with this run, sweep or file (tracekit diff BASE RUN)")] = None,
+    repeat: Annotated[list[str], typer.Option("--repeat", help="with --vs: a capture of the base again (repeatable), "
+                                              "the noise a change must pass (tracekit diff --repeat)")] = [],  # noqa: B006
     out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write; - for stdout")] = Path("report.html"),
     db: DbOpt = None,
 ):
@@ -785,7 +787,8 @@ def report(
     from .report import write_report
 
     with _capture_warnings():
-        write_report(_open(db, read_only=vs is None or not _is_file(vs)), out, run=run or None, vs=vs)  # a file is ingested
+        files = vs is not None and any(_is_file(r) for r in (vs, *repeat))  # (a file is ingested)
+        write_report(_open(db, read_only=not files), out, run=run or None, vs=vs, repeats=repeat or None)
     _wrote(out, f"wrote {out}")
 
 

@@ -582,8 +582,10 @@ def _job(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
     return (list(RANKS) if row["ranks"] > 1 else []), [("job", text)]
 
 
-def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple[str, str], tuple]:
-    """The header line and the section of ``tk.diff(vs, run, threshold_pct=threshold)``."""
+def _comparison(tk, run_id: int, vs: str | int, threshold: float,
+                repeats: list | None = None) -> tuple[tuple[str, str], tuple]:
+    """The header line and the section of ``tk.diff(vs, run, threshold_pct=threshold,
+    repeats=repeats)``."""
     from . import charts
     from . import diff as _diff
 
@@ -591,8 +593,10 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
     # keeps it only when the report is written), which names the file where it fails
     with warnings.catch_warnings(record=True) as caught:  # (shown in the section, and passed on)
         warnings.simplefilter("always", CaptureWarning)
-        df = tk.diff(vs, run_id, threshold_pct=threshold)
+        df = tk.diff(vs, run_id, threshold_pct=threshold, repeats=repeats)
     base = _diff.resolve(tk, vs)  # (a file is the run just ingested)
+    held = _diff.held_by_repeats(df).removeprefix("; ")
+    df = df.drop("noise_pct", strict=False)  # (said in the intro; the table and chart are diff's)
     partial = [str(w.message) for w in caught if issubclass(w.category, CaptureWarning)]
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -629,16 +633,20 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float) -> tuple[tuple
         + (f" What moved: {'. '.join(moved)}." if moved else "")
         + " A change is regressed or improved only beyond "
         f"{threshold:g} % and real" + (f" ({'; '.join(rules)})" if rules else "") + ". "
-        "The note says how a key was matched or why a verdict was held back. Bars: each key's time "
+        + (f"Repeats of the base ({', '.join(map(str, repeats))}) measured the noise: a change no larger "
+           f"than a repeat's is not judged ({held}). " if repeats else "")
+        + "The note says how a key was matched or why a verdict was held back. Bars: each key's time "
         "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; ncu: "
         "duration; request latency: its median) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
     return ("compared with", f"{base.label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
 
 
-def build(tk, run: str | int | None = None, vs: str | int | None = None, threshold_pct: float = 5.0) -> Report:
+def build(tk, run: str | int | None = None, vs: str | int | None = None, threshold_pct: float = 5.0,
+          repeats: list | None = None) -> Report:
     """The report of one run (default: the latest): its header and the sections its kind
-    gets; with ``vs``, first the comparison with that run, sweep or file (``tk.diff``)."""
+    gets; with ``vs``, first the comparison with that run, sweep or file (``tk.diff``, the
+    noise measured by ``repeats`` of it where given)."""
     from .registry import resolve_run
 
     run_id = resolve_run(tk, run, "runs", "report", spans_runs=False)
@@ -671,7 +679,7 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     rep = Report(title=title, header=_header(info), run=(run_id, info["name"]))
     rep.header += job_lines + left_out
     if vs is not None:
-        line, section = _comparison(tk, run_id, vs, threshold_pct)
+        line, section = _comparison(tk, run_id, vs, threshold_pct, repeats)
         rep.header.insert(1, line)
         rep.sections.append(section)
     for sec in sections:
@@ -835,10 +843,11 @@ def render(rep: Report) -> str:
     return "\n".join(parts)
 
 
-def write_report(tk, path: str | Path, run: str | int | list | None = None, vs: str | int | None = None) -> Path:
-    """Build the run's report (compared with ``vs`` if given; several runs, a list: one page
-    of them, ``build_many``) and write it to ``path`` through ``write_output`` (a temporary
-    file renamed into place, never over the store)."""
+def write_report(tk, path: str | Path, run: str | int | list | None = None, vs: str | int | None = None,
+                 repeats: list | None = None) -> Path:
+    """Build the run's report (compared with ``vs`` if given, ``repeats`` of it measuring the
+    noise; several runs, a list: one page of them, ``build_many``) and write it to ``path``
+    through ``write_output`` (a temporary file renamed into place, never over the store)."""
     from .diff import _is_file
     from .outputs import check_output, write_output
 
@@ -847,12 +856,15 @@ def write_report(tk, path: str | Path, run: str | int | list | None = None, vs: 
     if path.suffix.lower() not in ("", ".html", ".htm"):
         raise ParamError(f"{path}: a report is an HTML page; name a .html file")
     # a file to compare with is ingested for the report: kept only when the report is written
-    ingests = vs is not None and not tk.read_only and _is_file(vs)
+    ingests = vs is not None and not tk.read_only and any(_is_file(r) for r in (vs, *(repeats or [])))
     if isinstance(run, list | tuple) and len(run) > 1 and vs is not None:
         raise ParamError("report: --vs compares one run; give one --run with it (tracekit compare for several)")
+    if repeats and vs is None:
+        raise ParamError("report: --repeat is a capture of the --vs base again; give --vs BASE with it")
     with tk.one_transaction() if ingests else contextlib.nullcontext():
         if isinstance(run, list | tuple):
-            text = render(build_many(tk, list(run)) if len(run) > 1 else build(tk, run[0] if run else None, vs))
+            text = render(build_many(tk, list(run)) if len(run) > 1
+                          else build(tk, run[0] if run else None, vs, repeats=repeats))
         else:
-            text = render(build(tk, run, vs))
+            text = render(build(tk, run, vs, repeats=repeats))
         return write_output(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), tk.path)

@@ -119,7 +119,7 @@ def capture_cmd(
     from .run import capture, summary
 
     run_dir = capture(8 if bs is None else bs, 1024 if nc is None else nc, tool=tool, preset=preset,
-                      warmup_ms=warmup_ms, iters=iters, out_dir=out,  # (None: the defaults of the replay mode)
+                      warmup_ms=warmup_ms, iters=iters, out_dir=out,  # (None: the capture's defaults)
                       db=_db(ctx, db), name=name, ingest=not no_ingest, echo=True,
                       command=list(sys.argv), gpu_metrics=gpu_metrics, replay_mode=replay_mode, timeout_s=timeout)
     typer.echo(f"run folder: {run_dir}")

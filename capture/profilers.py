@@ -95,8 +95,8 @@ def ncu_kernel_regex(classes: Sequence[str] | None = None) -> str:
 
 
 def _replay(replay_mode: str) -> list[str]:
-    """ncu's ``--replay-mode``: nothing for ``kernel`` (ncu's default: the argv of a kernel
-    replay is what it always was), ``--replay-mode application`` for ``application``."""
+    """ncu's ``--replay-mode``: nothing for ``kernel`` (ncu's default), ``--replay-mode
+    application`` for ``application``."""
     if replay_mode not in NCU_REPLAY_MODES:
         raise ValueError(f"--replay-mode {replay_mode!r}: one of {', '.join(NCU_REPLAY_MODES)}")
     return [] if replay_mode == "kernel" else ["--replay-mode", replay_mode]

@@ -201,17 +201,34 @@ def stop(proc: subprocess.Popen, whole_tree: bool) -> None:
     not a daemon of its own session) still running ``ORPHAN_GRACE_S`` after it ended is
     killed. ``whole_tree``: those processes are sent the SIGINT too, as a Ctrl-C in their
     terminal does (at a deadline nothing else has told them; after a Ctrl-C the terminal has)."""
-    tree = _process_tree(proc.pid)
-    for p in ([proc, *tree] if whole_tree else [proc]):
-        with contextlib.suppress(OSError, _psutil_error()):
-            p.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
+    tree: dict[int, Any] = {}  # pid -> psutil.Process: every one seen while proc ran
+
+    def look() -> list:
+        """The processes of proc's tree not seen before (it may start more as it stops:
+        ncu's application replay starts a program per pass)."""
+        new = [p for p in _process_tree(proc.pid) if p.pid not in tree]
+        tree.update((p.pid, p) for p in new)
+        return new
+
+    def interrupt(procs: list) -> None:
+        for p in procs:
+            with contextlib.suppress(OSError, _psutil_error()):
+                p.send_signal(signal.SIGINT)
+
+    first = look()
+    interrupt([proc, *first] if whole_tree else [proc])
+    deadline = time.monotonic() + STOP_GRACE_S
+    while proc.poll() is None and time.monotonic() < deadline:
+        new = look()
+        if whole_tree:  # (a program started meanwhile is told too)
+            interrupt(new)
+        time.sleep(0.05)
+    if proc.poll() is None:
+        look()
         proc.kill()
-        proc.wait()
+    proc.wait()
     deadline = time.monotonic() + ORPHAN_GRACE_S
-    while (alive := [p for p in tree if _running(p)]) and time.monotonic() < deadline:
+    while (alive := [p for p in tree.values() if _running(p)]) and time.monotonic() < deadline:
         time.sleep(0.05)
     for p in alive:
         with contextlib.suppress(_psutil_error()):

@@ -207,7 +207,7 @@ def test_a_sweep_gives_each_point_its_timeout(tmp_path):
     assert json.loads(res.manifest.read_text())["settings"]["timeout_s"] == 2
     calls.clear()
     sw.sweep("1", "4", preset="small", out_dir=tmp_path / "runs2", progress=False, runner=runner_)
-    assert "timeout_s" not in calls[0]  # (no limit: a runner without the keyword works as before)
+    assert "timeout_s" not in calls[0]  # (no limit: the keyword is not passed, so a runner need not take it)
 
 
 # -- --timeout: stopped, recorded, not ingested, nothing left running ---------------------------
@@ -252,6 +252,24 @@ def test_nothing_is_left_running_after_a_timeout(tmp_path, monkeypatch, profiler
     assert time.perf_counter() - t < 15
     assert _meta(tmp_path / "stubborn")["error"] == "timed out after 2 s"
     assert _gone(int(pid_file.read_text()))
+
+
+def test_programs_started_while_the_profiler_stops_are_stopped_too(tmp_path, monkeypatch):
+    """ncu's application replay starts a program per pass: one started during the grace after
+    the SIGINT is not left running either."""
+    monkeypatch.setattr(run, "STOP_GRACE_S", 1.5)
+    monkeypatch.setattr(run, "ORPHAN_GRACE_S", 0.5)
+    pids = tmp_path / "pids"
+    prog = ("import os, signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            f"open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(60)")
+    profiler = ("import signal, subprocess, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                "while True:\n    subprocess.Popen(sys.argv[1:]); time.sleep(0.2)")
+    with pytest.raises(CaptureError, match=r"capture failed \(timed out after 1 s\)"):
+        command.capture_command([sys.executable, "-c", profiler, sys.executable, "-c", prog], "none",
+                                out_dir=tmp_path, name="passes", timeout_s=1)
+    started = [int(x) for x in pids.read_text().split()]
+    assert len(started) >= 8  # (several started after the deadline's SIGINT)
+    assert all(_gone(pid) for pid in started), [pid for pid in started if not _gone(pid)]
 
 
 def test_a_profiler_that_hangs_after_its_error_is_stopped_and_its_error_said(tmp_path, monkeypatch):

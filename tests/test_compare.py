@@ -108,6 +108,12 @@ def test_sweeps_compare_point_by_point(tmp_path, capsys, monkeypatch):
     assert set(df.filter(pl.col("run") == "b")["verdict"]) == {"unchanged"}
     assert set(df.filter(pl.col("run") == "c")["verdict"]) == {"regressed"}
     assert df.filter(pl.col("run") == "c").height == df.filter(pl.col("run") == "b").height >= 8
+    # what diff says of a pair names the run, among several (c ran the reference attention)
+    err = capsys.readouterr().err
+    assert "tracekit: warning: compare: c: the captures differ in setup: attention " in err
+    assert main(["--db", str(db), "diff", "a", "b", "--repeat", "c", "-f", "json", "-o", str(tmp_path / "d.json")]) == 0
+    err = capsys.readouterr().err
+    assert "tracekit: warning: diff: c (a repeat of the base): the captures differ in setup: attention " in err
 
 
 def test_bad_references_are_one_line_and_change_nothing(plants, tmp_path, capsys):
@@ -263,7 +269,9 @@ def test_diff_with_repeats_is_compare_of_its_one_run_in_diffs_own_order(plants, 
                     assert v == [plant["expected_verdict"]], plant["plant"]
     assert main(["--db", str(plants), "diff", "base_a", "base_c", "--repeat", "base_b", "--threshold", "0.1",
                  "--gate"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].endswith("; 1 change(s) within the repeats' noise, not judged")
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].endswith("; 1 change(s) within the repeats' noise, not judged")
+    assert out[0].split()[:7] == ["scope", "key", "metric", "base", "new", "delta", "noise"]  # (the repeats' noise shown)
     assert main(["--db", str(plants), "diff", "base_a", "regressed", "--repeat", "base_b", "--gate"]) == 1
     capsys.readouterr()
     out = tmp_path / "d.csv"

@@ -644,7 +644,8 @@ def diff_cmd(
     _check_format(fmt, out)
     cols = _columns(columns)
     if cols is not None and fmt == "table":  # the file formats' names of the table's columns: the same ones
-        cols = list(dict.fromkeys({"delta_pct": "delta", "p_value": "p"}.get(c, c) for c in cols))
+        cols = list(dict.fromkeys({"delta_pct": "delta", "p_value": "p", "noise_pct": "noise"}.get(c, c)
+                                  for c in cols))
     if cols is not None:  # the columns of the table (values in human units) or of the file formats
         import polars as pl
 
@@ -670,7 +671,7 @@ def diff_cmd(
         shown = _diff.changes_first(df, rows)  # every change, then the largest unchanged rows
         table = Rows.from_polars(_diff.display(shown))
         table.shorteners = {"key": _diff.shorten_key}  # (an ncu key: its kernel, then its NVTX path's end)
-        _show(table, out, display=_diff.DISPLAY, columns=cols,
+        _show(table, out, display=_diff.display_columns(df), columns=cols,
               all_columns=all_columns, store_path=tk.path)
         counts = df["verdict"].value_counts(sort=True).rows()
         more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"

@@ -63,7 +63,8 @@ def diff_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str]
 
     expect(repeats, (list, tuple), "diff: repeats")
     if not repeats:
-        raise ParamError("diff: give at least one repeat of the base (or none of the option)")
+        raise ParamError("diff: the repeats name no run; give a capture of the base again (--repeat R, "
+                         "-p repeats=R)")
     df, _ = _comparisons(tk, base, [new], by, threshold_pct, repeats, "diff")
     return df.filter(~pl.col("repeat")).sort("_order").select(*SCHEMA, "noise_pct")
 
@@ -103,7 +104,18 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                 raise ParamError(f"{command}: {(base, *runs)[i]!r} is {sides[i].label}, {again}; name each run once")
         frames = []
         for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
-            df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", CaptureWarning)
+                df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
+            # what diff says of a pair names the run where it is one of several (a repeat's
+            # setup is the base's noise, not the change's)
+            named = i < n_repeats or (command == "compare" and len(runs) > 1)
+            for w in caught:
+                text = str(w.message)
+                if named and issubclass(w.category, CaptureWarning):
+                    text = (f"{command}: {label}{' (a repeat of the base)' if i < n_repeats else ''}: "
+                            f"{text.removeprefix('diff: ')}")
+                warnings.warn_explicit(text, w.category, w.filename, w.lineno)
             frames.append(df.with_row_index("_order").with_columns(
                 pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
     return _held_by_the_repeats(pl.concat(frames)), labels

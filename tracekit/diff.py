@@ -1949,18 +1949,32 @@ def short_keys(keys: list[str], width: int = 60) -> dict[str, str]:
 DISPLAY = ["scope", "key", "metric", "base", "new", "delta", "verdict", "note"]
 
 
+def display_columns(df: pl.DataFrame) -> list[str]:
+    """The table's columns of a diff: ``DISPLAY``, with the repeats' ``noise`` after the
+    change where repeats measured it (``diff --repeat``)."""
+    if "noise_pct" not in df.columns:
+        return DISPLAY
+    at = DISPLAY.index("delta") + 1
+    return [*DISPLAY[:at], "noise", *DISPLAY[at:]]
+
+
 def display(df: pl.DataFrame) -> pl.DataFrame:
     """The diff for a terminal: values in human units, keys as ``short_keys`` labels
     them, deltas as signed percentages."""
     short = short_keys(df["key"].to_list())
-    return pl.DataFrame({
+    cols = {
         "scope": df["scope"],
         "key": [short[k] for k in df["key"]],
         "metric": df["metric"],
         "base": [_human(m, v) for m, v in zip(df["metric"], df["base"], strict=True)],
         "new": [_human(m, v) for m, v in zip(df["metric"], df["new"], strict=True)],
         "delta": ["" if p is None else f"{p:+.1f}%" for p in df["delta_pct"]],
+    }
+    if "noise_pct" in df.columns:  # (the repeats' largest change of the key: diff --repeat)
+        cols["noise"] = ["" if p is None else f"±{p:.1f}%" for p in df["noise_pct"]]
+    cols.update({
         "verdict": df["verdict"],
         "p": ["" if p is None else _fmt_p(p) for p in df["p_value"]],
         "note": df["note"],
-    }, schema={c: pl.Utf8 for c in ("scope", "key", "metric", "base", "new", "delta", "verdict", "p", "note")})
+    })
+    return pl.DataFrame(cols, schema=dict.fromkeys(cols, pl.Utf8))

@@ -2,7 +2,9 @@
 real nsys capture as nsys draws it, NVTX ranges per thread and depth above the GPU's
 kernels, copies and memsets per device and stream. The chart's bars are the rows of
 nvtx-ranges and gpu-trace in the window `tracekit export trace` takes; the report shows
-the median instance of the run's most repeated outermost NVTX range."""
+the run's typical request: the median instance of the program's most repeated outermost
+NVTX range, or of the most repeated one a few nesting levels down where no outermost one
+repeats (charts.typical_instance)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 from browser import chromium, load
 from conftest import DATA, NSYS_EXPORTS, let_go, spec_datasets
@@ -86,9 +89,10 @@ def test_an_instance_is_export_traces_window_and_its_bars_are_the_queries_rows(t
     exported = export_trace(tk, tmp_path / "t.json", run="hstu", nvtx="hstu.request", instance=2).window
     resolved = resolve_window(tk, run_id, nvtx="hstu.request", instance=2)
     assert ((w.start_ns, w.end_ns, w.label) == (exported.start_ns, exported.end_ns, exported.label)
-            == (resolved.start_ns, resolved.end_ns, ":hstu.request instance 2 of 30"))
+            == (resolved.start_ns, resolved.end_ns, "hstu.request instance 2 of 30"))
+    # (named as its path and the legend name it: the default domain's ':hstu.request' as 'hstu.request')
     header = json.loads((tmp_path / "t.json").read_text())["otherData"]
-    assert (header["window_start_ns"], header["window_end_ns"]) == (w.start_ns, w.end_ns)
+    assert (header["window_start_ns"], header["window_end_ns"], header["window"]) == (w.start_ns, w.end_ns, w.label)
     # the request's range starts the window; its GPU work ends it
     req = tk.sql(f"SELECT start_ns, end_ns, proj_end_ns FROM nvtx_ranges WHERE run_id = {run_id} "
                  "AND text = 'hstu.request' ORDER BY start_ns LIMIT 1 OFFSET 1").row(0)
@@ -117,7 +121,7 @@ def test_an_instance_is_export_traces_window_and_its_bars_are_the_queries_rows(t
     # the axis is the window, in ms; the subtitle names it
     assert [layer["encoding"]["x"]["scale"]["domain"] for layer in spec["layer"]] == [
         [0, (w.end_ns - w.start_ns) / 1e6]] * 2
-    assert spec["title"]["subtitle"][0].startswith(":hstu.request instance 2 of 30 · ")
+    assert spec["title"]["subtitle"][0].startswith("hstu.request instance 2 of 30 · ")
 
 
 def test_from_to_and_the_whole_run(tk):
@@ -174,7 +178,7 @@ def test_more_than_the_bound_is_an_error_that_says_how_to_choose_a_window(tk, mo
     # the window it names is drawn
     assert charts.chart(tk, "timeline", run="hstu", nvtx="hstu.request", instance=27)
     monkeypatch.setattr(charts, "TIMELINE_BARS", 190)
-    with pytest.raises(QueryError, match=r"^chart timeline: :hstu.request instance 2 of 30 of run 1 \(hstu\) holds "
+    with pytest.raises(QueryError, match=r"^chart timeline: hstu.request instance 2 of 30 of run 1 \(hstu\) holds "
                                          r"191 events \(61 NVTX ranges, 130 GPU ops\), more than the 190 a timeline "
                                          r"draws; choose a shorter window: -p from_ns=START -p to_ns=END"):
         charts.chart(tk, "timeline", run="hstu", nvtx="hstu.request", instance=2)
@@ -216,27 +220,163 @@ def test_a_run_of_another_kind_is_an_error(tk, run, kind):
         charts.chart(tk, "timeline", run=run)
 
 
-def test_the_typical_instance_is_the_median_of_the_most_repeated_outermost_range(tk):
-    """Of the outermost ranges, the name with the most instances (ties: the most time); of its instances (numbered
-    as --nvtx numbers them), the one whose duration is the median (numpy's, the lower middle
-    of an even count): not the warm-up's first request."""
-    for run in ("hstu", "mixed", "cpu_only"):
-        run_id = _run_id(tk, run)
-        pick = charts.typical_instance(tk, run_id)
-        top = tk.sql(f"SELECT CASE WHEN domain = '' THEN text ELSE name END AS name, count(*) AS n, sum(dur_ns) AS t "
-                     f"FROM nvtx_ranges WHERE run_id = {run_id} AND coalesce(depth, 0) = 0 GROUP BY name, domain, text "
-                     "ORDER BY n DESC, t DESC")
-        assert pick.name == top["name"][0]
-        if run == "cpu_only":  # 40 each of batch, loader:decode and the start/end range request: the most time wins
-            assert top["n"][:3].to_list() == [40] * 3 and pick.name == "batch"
-        durs = tk.sql(f"SELECT dur_ns FROM nvtx_ranges WHERE run_id = {run_id} AND (name = '{pick.name}' OR "
-                      f"text = '{pick.name}') ORDER BY start_ns, range_id")["dur_ns"].to_numpy()
-        assert pick.instances == len(durs) and pick.dur_ns == durs[pick.instance - 1]
-        median = np.median(durs)
-        assert abs(pick.dur_ns - median) == np.min(np.abs(durs - median))
-        assert pick.dur_ns == np.sort(durs)[(len(durs) - 1) // 2] and pick.instance != 1
-    assert charts.typical_instance(tk, _run_id(tk, "hstu")).instance == 27  # (of 30: the error above names it)
+#: the NVTX domains of libraries in these captures (NCCL's collectives, XLA's modules and
+#: thunks, cuBLAS's API calls): never a typical request where the program has ranges of its own
+LIBRARIES = ["NCCL", "TSL", "cuBLAS"]
+
+
+def _assert_typical(tk, run: str, name: str, depth: int) -> charts.Instance:
+    """The run's typical instance is ``name``'s median instance at nesting ``depth``,
+    checked against the run's NVTX ranges directly: numbered by start (ties by range id)
+    over every range of that text, as --nvtx numbers them; its duration the median of
+    those at that depth (numpy's median; the lower middle of an even count); that name the
+    most repeated (ties: the most time) of the program's own ranges at that depth, and
+    every name of theirs above it occurring once."""
+    run_id = _run_id(tk, run)
+    pick = charts.typical_instance(tk, run_id)
+    rows = tk.sql(f"SELECT range_id, domain, text, depth, start_ns, dur_ns FROM nvtx_ranges WHERE run_id = {run_id}")
+    rows = rows.with_columns(pl.col("depth").fill_null(0).alias("level"))
+    own = rows.filter(~pl.col("domain").is_in(LIBRARIES))
+    named = rows.filter(pl.col("text") == name).sort("start_ns", "range_id")
+    assert (pick.name, pick.instances, pick.depth, pick.repeated) == (name, named.height, depth, True)
+    chosen = named.row(pick.instance - 1, named=True)
+    assert (chosen["level"], chosen["domain"], chosen["dur_ns"]) == (depth, "", pick.dur_ns)
+    durs = named.filter(pl.col("level") == depth)["dur_ns"].to_numpy()
+    assert pick.among == len(durs) >= 2
+    median = np.median(durs)
+    assert pick.dur_ns == np.sort(durs)[(len(durs) - 1) // 2] and abs(pick.dur_ns - median) == np.min(
+        np.abs(durs - median))
+    at = (own.filter(pl.col("level") == depth).group_by("domain", "text")
+          .agg(pl.len().alias("n"), pl.col("dur_ns").sum().alias("t")).sort(["n", "t"], descending=True))
+    assert at.row(0)[:2] == ("", name) and at["n"][0] >= 2
+    for above in range(depth):
+        assert own.filter(pl.col("level") == above).group_by("domain", "text").len()["len"].max() == 1
+    return pick
+
+
+def test_the_typical_instance_is_the_median_of_the_most_repeated_outermost_range(tk, monkeypatch):
+    """Of the outermost ranges, the name with the most instances (ties: the most time); of
+    its outermost instances, the one whose duration is the median, numbered as --nvtx
+    numbers every range of that name: not the warm-up's first request. hstu.request in the
+    mixed capture is also nested (2 outermost instances of 7); cpu_only has 40 each of
+    batch, loader:decode and the start/end range request (no depth: outermost): the most
+    time wins."""
+    assert _assert_typical(tk, "hstu", "hstu.request", 0).instance == 27  # (of 30: the error above names it)
+    pick = _assert_typical(tk, "mixed", "hstu.request", 0)
+    assert (pick.among, pick.instances) == (2, 7)
+    assert _assert_typical(tk, "cpu_only", "batch", 0).among == 40
     assert charts.typical_instance(tk, _run_id(tk, "cuda_only")) is None
+    # the chart names it where the whole run is above the bound, with what it is the median of
+    monkeypatch.setattr(charts, "TIMELINE_BARS", 100)
+    with pytest.raises(QueryError, match=rf"^chart timeline: run {_run_id(tk, 'mixed')} \(mixed\) has 535 events .*"
+                                         rf"choose a window: -p nvtx=hstu.request -p instance={pick.instance} "
+                                         r"\(the median of its 2 outermost instances\), or -p from_ns="):
+        charts.chart(tk, "timeline", run="mixed")
+
+
+@pytest.fixture(scope="module")
+def ranges_store(tmp_path_factory):
+    """Captures whose NVTX ranges try the typical request's rule: NCCL's own ranges beside
+    the program's steps (one process per GPU; two ranks, NCCL's collectives also nested in
+    the steps), a name nested in itself, a single wrapper range (inductor's profile, the
+    parent process's), eight outermost ranges each named once (iter 0 ... iter 7), JAX with
+    XLA's (TSL) and NCCL's domains."""
+    db = tmp_path_factory.mktemp("typical") / "t.duckdb"
+    with tracekit.open(db) as tk:
+        for name in ("nccl", "ranks_nccl_rank0", "ranks_nccl_rank1", "odd_nvtx", "inductor", "multiproc",
+                     "many_kernels", "jax"):
+            tk.ingest(NSYS_EXPORTS[name], name=name)
+    return db
+
+
+@pytest.fixture
+def rtk(ranges_store):
+    t = tracekit.open(ranges_store, read_only=True)
+    yield t
+    t.close()
+
+
+@pytest.mark.parametrize("run, name, depth, left_aside", [
+    ("nccl", "step", 0, ("NCCL",)),              # not NCCL:ncclAllReduce, 40 outermost against step's 12
+    ("ranks_nccl_rank0", "step", 0, ("NCCL",)),  # not NCCL:ncclAllReduce, 21 outermost against 20
+    ("ranks_nccl_rank1", "step", 0, ("NCCL",)),  # (was NCCL:ncclAllReduce instance 23 of 42, at depth 2)
+    ("odd_nvtx", "same", 0, ()),                 # (was same instance 5 of 9, at depth 1)
+    ("inductor", "step", 1, ()),                 # inside the one range profile
+    ("multiproc", "step", 1, ()),                # inside parent, child0 and child1, each named once
+    ("many_kernels", "adds", 1, ()),             # inside iter 0 ... iter 7 (adds, muls, mixed: 8 each)
+    ("jax", "step", 1, ("NCCL", "TSL")),         # inside the one range steps; not XLA's modules (12 outermost)
+])
+def test_the_typical_instance_of_real_captures(rtk, run, name, depth, left_aside):
+    """The program's own ranges before a library's; a single outermost range, or outermost
+    names that each occur once, send the pick one nesting level down; the instance shown
+    lies at the depth its median was taken at (not a nested one of the same name)."""
+    pick = _assert_typical(rtk, run, name, depth)
+    assert pick.left_aside == left_aside
+    run_id = _run_id(rtk, run)
+    outermost = rtk.sql(f"SELECT domain, text, count(*) AS n FROM nvtx_ranges WHERE run_id = {run_id} "
+                        "AND coalesce(depth, 0) = 0 GROUP BY ALL ORDER BY n DESC, sum(dur_ns) DESC")
+    if left_aside:  # the most repeated outermost range is a library's: it is not taken
+        assert outermost["domain"][0] in LIBRARIES
+    if run == "many_kernels":  # the warm-up iter 0 is the longest outermost range: never shown
+        assert outermost.height == 8 and set(outermost["n"]) == {1}
+        longest = rtk.sql(f"SELECT text FROM nvtx_ranges WHERE run_id = {run_id} AND depth = 0 ORDER BY dur_ns DESC")
+        assert longest["text"][0] == "iter 0"
+    # the window shown is that instance's, as export trace and the chart take it
+    w = resolve_window(rtk, run_id, nvtx=pick.name, instance=pick.instance)
+    assert w.label == f"{name} instance {pick.instance} of {pick.instances}"
+    first = rtk.sql(f"SELECT start_ns FROM nvtx_ranges WHERE run_id = {run_id} AND text = '{name}' "
+                    f"ORDER BY start_ns, range_id LIMIT 1 OFFSET {pick.instance - 1}")["start_ns"][0]
+    assert w.start_ns == first
+
+
+def test_where_no_range_repeats_the_median_outermost_range(rtk, monkeypatch):
+    """Where no name occurs twice at the depths looked at (here the outermost only), the
+    outermost range whose duration is their median: in many_kernels iter 2 (51.9 ms) of
+    iter 0 ... iter 7, not the longest (iter 0's warm-up, 83 ms); inductor's profile, the only one."""
+    monkeypatch.setattr(charts, "TYPICAL_DEPTHS", 1)
+    run_id = _run_id(rtk, "many_kernels")
+    outermost = rtk.sql(f"SELECT text, dur_ns FROM nvtx_ranges WHERE run_id = {run_id} AND depth = 0 "
+                        "ORDER BY dur_ns, start_ns")
+    median = outermost.row((outermost.height - 1) // 2)
+    pick = charts.typical_instance(rtk, run_id)
+    assert (pick.name, pick.instance, pick.instances, pick.dur_ns) == (median[0], 1, 1, median[1])
+    assert (pick.repeated, pick.among, pick.depth) == (False, 8, 0) and pick.name == "iter 2"
+    assert report.typical_request(rtk, run_id)[1].startswith(
+        "Shown: iter 2 instance 1 of 1, one of the run's 8 outermost NVTX ranges: its duration, 51.898 ms, is their "
+        "median (no NVTX range occurs twice at nesting depth 0). `tracekit export trace --run ")
+    pick = charts.typical_instance(rtk, _run_id(rtk, "inductor"))
+    assert (pick.name, pick.instances, pick.repeated, pick.among) == ("profile", 1, False, 1)
+    assert report.typical_request(rtk, _run_id(rtk, "inductor"))[1].startswith(
+        "Shown: profile instance 1 of 1, the run's only outermost NVTX range (no NVTX range occurs twice at nesting "
+        "depth 0). ")
+
+
+def test_a_run_of_library_ranges_only(rtk, monkeypatch):
+    """Where every range is a library's (here: the default domain counted as one), they are
+    taken as they are: NCCL's allreduce, the most repeated outermost range, its median
+    outermost instance of the 48 so named."""
+    monkeypatch.setattr(charts, "LIBRARY_DOMAINS", (*charts.LIBRARY_DOMAINS, ""))
+    run_id = _run_id(rtk, "nccl")
+    pick = charts.typical_instance(rtk, run_id)
+    assert (pick.name, pick.instances, pick.among, pick.depth, pick.left_aside) == ("NCCL:ncclAllReduce", 48, 40, 0, ())
+    durs = rtk.sql(f"SELECT dur_ns, depth FROM nvtx_ranges WHERE run_id = {run_id} AND name = 'NCCL:ncclAllReduce' "
+                   "ORDER BY start_ns, range_id")
+    assert durs["depth"][pick.instance - 1] == 0
+    assert pick.dur_ns == np.sort(durs.filter(pl.col("depth") == 0)["dur_ns"].to_numpy())[(40 - 1) // 2]
+
+
+@pytest.mark.parametrize("run, caption", [
+    ("nccl", "Shown: step instance 11 of 14: its duration, 5.147 ms, is the median of its 12 outermost instances (step "
+             "is the outermost NVTX range with the most instances; the ranges of NCCL, a library, left aside). "),
+    ("inductor", "Shown: step instance 7 of 8: its duration, 0.820 ms, is the median of the 8 (step is the most "
+                 "repeated NVTX range at nesting depth 1: no outermost range occurs twice). "),
+    ("jax", "Shown: step instance 4 of 6: its duration, 5.123 ms, is the median of the 6 (step is the most repeated "
+            "NVTX range at nesting depth 1: no outermost range occurs twice; the ranges of NCCL and TSL, libraries, "
+            "left aside). "),
+])
+def test_the_report_caption_says_why(rtk, run, caption):
+    params, said = report.typical_request(rtk, _run_id(rtk, run))
+    assert said.startswith(caption) and params == {"nvtx": "step", "instance": int(caption.split()[3])}
 
 
 def _timeline_section(path: Path) -> str:
@@ -280,11 +420,12 @@ def test_the_report_of_a_run_without_nvtx_or_above_the_bound(tk, tmp_path, monke
     path = report.write_report(tk, tmp_path / "c.html", run="cuda_only")
     section = _timeline_section(path)
     assert "Shown: the whole run (it has no NVTX range to pick a request from)." in section
+    assert "or the whole run where it has no NVTX range (the caption says which)" in section
     assert _bars(_spec(path))[1] and '<p class="note">' not in section
     monkeypatch.setattr(charts, "TIMELINE_BARS", 100)
     path = report.write_report(tk, tmp_path / "h.html", run="hstu")
     section = _timeline_section(path)
-    assert re.search(r'<p class="note">chart timeline: :hstu.request instance 27 of 30 of run 1 \(hstu\) holds '
+    assert re.search(r'<p class="note">chart timeline: hstu.request instance 27 of 30 of run 1 \(hstu\) holds '
                      r"\d+ events .*more than the 100 a timeline draws", section)
     assert 'id="chart-timeline"' not in section and 'class="caption"' not in section
 

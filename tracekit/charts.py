@@ -765,8 +765,6 @@ _COPY_COLOURS = ["#e45756", "#ff9d98", "#a11d21", "#f7b6b2", "#7b1113"]
 _MEMSET_COLOURS = ["#555555", "#8c8c8c", "#333333"]
 _OTHER_COLOUR = "#c9c3bf"
 
-#: the ranges ``--nvtx NAME`` picks and numbers (tracekit.trace.resolve_window), by start
-_NAMED = "run_id = ? AND (name = ? OR text = ?)"
 #: an event in a window [$lo, $hi] (NULL: unbounded) as gpu-trace and nvtx-ranges take it
 _IN_WINDOW = "($lo IS NULL OR end_ns > $lo) AND ($hi IS NULL OR start_ns < $hi)"
 #: the NVTX ranges and GPU ops (gpu-trace's: kernels, copies, memsets) in the window, and
@@ -782,35 +780,133 @@ SELECT (SELECT count(*) FROM nvtx_ranges WHERE $nvtx AND run_id = $run AND {_IN_
 """
 
 
+#: NVTX domains of libraries rather than of the program: NCCL's own ranges (its collectives
+#: and communicators), XLA's (TSL: its modules and thunks, under JAX) and the CUDA libraries'
+#: API calls nsys records as ranges (cuBLAS, cuDNN); compared without case
+LIBRARY_DOMAINS = ("NCCL", "TSL", "cuBLAS", "cuDNN")
+#: the nesting depths ``typical_instance`` looks for a repeated range at: 0 (the outermost) to 3
+TYPICAL_DEPTHS = 4
+
+#: per nesting depth below $depths (0: the outermost, with the start/end ranges that have no
+#: depth), the most repeated range (domain, text) of those in no domain of $skip, ties broken
+#: by the most time; and how many such ranges lie at that depth
+_MOST_REPEATED = """
+SELECT level, domain, text, n, ranges FROM (
+    SELECT level, domain, text, count(*) AS n, sum(count(*)) OVER (PARTITION BY level) AS ranges,
+           row_number() OVER (PARTITION BY level ORDER BY count(*) DESC, sum(dur_ns) DESC, domain, text) AS rank
+    FROM (SELECT coalesce(depth, 0) AS level, coalesce(domain, '') AS domain, text, dur_ns FROM nvtx_ranges
+          WHERE run_id = $run AND coalesce(text, '') <> '' AND NOT list_contains($skip, coalesce(domain, ''))
+            AND coalesce(depth, 0) < $depths)
+    GROUP BY level, domain, text)
+WHERE rank = 1 ORDER BY level
+"""
+#: of the outermost ranges in no domain of $skip, the one whose duration is the median (the
+#: lower middle of an even count; ranges of equal duration in start order)
+_MEDIAN_OUTERMOST = """
+SELECT coalesce(domain, '') AS domain, text, range_id FROM nvtx_ranges
+WHERE run_id = $run AND coalesce(text, '') <> '' AND NOT list_contains($skip, coalesce(domain, ''))
+  AND coalesce(depth, 0) = 0
+ORDER BY dur_ns, start_ns, range_id LIMIT 1 OFFSET ($ranges - 1) // 2
+"""
+
+
 @dataclass
 class Instance:
-    """One instance of an NVTX range: ``--nvtx name --instance instance`` (of ``instances``)."""
+    """The run's typical request (``typical_instance``): ``--nvtx name --instance
+    instance`` of the ``instances`` ranges so named, its duration, and how it was chosen:
+    the median duration of the ``among`` ranges of that name at nesting ``depth``, the
+    most repeated name there (``repeated``), or of the run's ``among`` outermost ranges,
+    where no name repeats (``repeated`` False); ``left_aside``: the library domains
+    (``LIBRARY_DOMAINS``) of the run whose ranges were not considered."""
 
     name: str
     instance: int
     instances: int
     dur_ns: int
+    depth: int = 0
+    among: int = 1
+    repeated: bool = True
+    left_aside: tuple[str, ...] = ()
+
+    def median_of(self) -> str:
+        """What its duration is the median of, in words ('its median instance of 30')."""
+        if not self.repeated:
+            return f"the median of the run's {self.among:,} outermost NVTX ranges"
+        if self.depth == 0 and self.among == self.instances:
+            return f"its median instance of {self.instances:,}"
+        if self.depth == 0:
+            return f"the median of its {self.among:,} outermost instances"
+        return f"the median of its {self.among:,} instances at nesting depth {self.depth}"
+
+
+def _nvtx_name(tk, run_id: int, domain: str, text: str) -> str:
+    """The name ``--nvtx`` takes for the ranges of ``domain`` and ``text``, and only them:
+    the text in the default domain (what the program wrote), 'domain:text' in a named one;
+    ':text' where a range of a named domain has the same text (the text alone takes both)."""
+    if domain:
+        return f"{domain}:{text}"
+    shared = tk.con.execute("SELECT 1 FROM nvtx_ranges WHERE run_id = ? AND text = ? AND coalesce(domain, '') <> '' "
+                            "LIMIT 1", [run_id, text]).fetchall()
+    return f":{text}" if shared else text
 
 
 def typical_instance(tk, run_id: int) -> Instance | None:
-    """The typical instance of the run's most repeated outermost NVTX range (a request, a
-    step): of the ranges at depth 0 (and start/end ranges), the name with the most
-    instances (ties: the most time), and of its instances the one whose duration is the
-    median (the lower middle of an even count: a duration one of them has), so not the
-    warm-up's first. None where the run has no NVTX range. The name is the range's text
-    (``domain:text`` in a named domain), numbered as ``--nvtx`` numbers it."""
-    top = tk.con.execute(
-        """SELECT CASE WHEN coalesce(domain, '') = '' THEN text ELSE name END FROM nvtx_ranges
-           WHERE run_id = ? AND coalesce(depth, 0) = 0 GROUP BY name, domain, text
-           ORDER BY count(*) DESC, sum(dur_ns) DESC, name LIMIT 1""", [run_id]).fetchall()
-    if not top or top[0][0] is None:
-        return None
-    name = top[0][0]
-    durs = [d for (d,) in tk.con.execute(f"SELECT dur_ns FROM nvtx_ranges WHERE {_NAMED} ORDER BY start_ns, range_id",
-                                         [run_id, name, name]).fetchall()]
-    order = sorted(range(len(durs)), key=lambda i: (durs[i], i))
-    pick = order[(len(durs) - 1) // 2]
-    return Instance(name, pick + 1, len(durs), int(durs[pick]))
+    """The run's typical request: an instance of its most repeated NVTX range whose
+    duration is the median, so not the warm-up's first. The rule:
+
+    - the ranges considered are the program's own: those of the default domain (its
+      ``torch.cuda.nvtx.range_push``) and of any domain not in ``LIBRARY_DOMAINS`` (NCCL's
+      collectives and the like, which the program's steps wrap); a run whose every range
+      is a library's is taken as it is;
+    - of the outermost ranges (depth 0, with the start/end ranges, which have no depth) the
+      name with the most instances, ties broken by the most time;
+    - where that name occurs once (a single wrapper such as ``profile``, or ``iter 0`` ...
+      ``iter 7`` each named once) the same one nesting level down, at depth 1 (the
+      outermost ranges' children), then 2 and 3, to the first depth whose most repeated
+      name occurs at least twice; of that name's instances at that depth, the one whose
+      duration is the median (the lower middle of an even count: a duration one of them
+      has; equal durations in start order);
+    - where no name occurs twice at depths 0 to 3, the outermost range whose duration is
+      the median of theirs (not the longest, a warm-up's).
+
+    The name is the one ``--nvtx`` takes (the text; ``domain:text`` in a named domain) and
+    the instance its number among every range of that name, at any depth, as ``--nvtx NAME
+    --instance N`` numbers them (tracekit.trace.nvtx_instances). None where the run has no
+    NVTX range with a text."""
+    domains = [d for (d,) in tk.con.execute(
+        "SELECT DISTINCT coalesce(domain, '') FROM nvtx_ranges WHERE run_id = ? AND coalesce(text, '') <> ''",
+        [run_id]).fetchall()]
+    libraries = {d.lower() for d in LIBRARY_DOMAINS}
+    skip = sorted(d for d in domains if d.lower() in libraries)
+    if len(skip) == len(domains):  # (only a library's ranges, or none: take them as they are)
+        skip = []
+    # (where the program's own ranges all lie inside a library's and none repeats: every range)
+    return _typical(tk, run_id, skip) or (_typical(tk, run_id, []) if skip else None)
+
+
+def _typical(tk, run_id: int, skip: list[str]) -> Instance | None:
+    """``typical_instance`` of the ranges in no domain of ``skip``; None where none of them
+    repeats at depths 0 to 3 and none is outermost."""
+    from .trace import nvtx_instances
+
+    levels = tk.con.execute(_MOST_REPEATED, {"run": run_id, "skip": skip, "depths": TYPICAL_DEPTHS}).fetchall()
+    chosen = next((row for row in levels if row[3] >= 2), None)
+    if chosen is None:
+        outermost = levels[0][4] if levels and levels[0][0] == 0 else 0
+        if outermost == 0:
+            return None
+        domain, text, range_id = tk.con.execute(
+            _MEDIAN_OUTERMOST, {"run": run_id, "skip": skip, "ranges": outermost}).fetchall()[0]
+        name = _nvtx_name(tk, run_id, domain, text)
+        total, rows = nvtx_instances(tk, run_id, name)
+        pick = next(r for r in rows if r.range_id == range_id)
+        return Instance(name, pick.instance, total, pick.end_ns - pick.start_ns, 0, outermost, False, tuple(skip))
+    depth, domain, text, _, _ = chosen
+    name = _nvtx_name(tk, run_id, domain, text)
+    total, rows = nvtx_instances(tk, run_id, name, depth=depth)
+    order = sorted(range(len(rows)), key=lambda i: (rows[i].end_ns - rows[i].start_ns, i))
+    pick = rows[order[(len(rows) - 1) // 2]]
+    return Instance(name, pick.instance, total, pick.end_ns - pick.start_ns, depth, len(rows), True, tuple(skip))
 
 
 @dataclass
@@ -840,6 +936,12 @@ def _int_param(name: str, value: Any, what: str) -> int | None:
         raise ParamError(f"chart timeline: {name}={value!r}: {what} expected") from err
 
 
+#: how chart timeline spells the window's options in tracekit.trace.resolve_window's errors
+_TIMELINE_OPTIONS = {"command": "chart timeline", "window": "-p from_ns=/-p to_ns=", "start": "from_ns={}",
+                     "end": "to_ns={}", "nvtx": "-p nvtx=NAME", "instance_n": "-p instance=N",
+                     "instance": "instance={}", "instance_alone": "-p instance=N"}
+
+
 def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, instance: int | str | None = None,
                   from_ns: int | str | None = None, to_ns: int | str | None = None) -> Timeline:
     """The timeline's data: the nvtx-ranges and gpu-trace rows of the run (an nsys run;
@@ -849,32 +951,17 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     ``from_ns``/``to_ns`` on the capture's clock, or the whole run. More than
     ``TIMELINE_BARS`` events in the window is a QueryError that says how to choose one."""
     from .registry import resolve_run, untraced
-    from .trace import resolve_window
+    from .trace import Options, resolve_window
 
     run_id = resolve_run(tk, run, "nsys", "chart timeline", spans_runs=False)
     number = _int_param("instance", instance, "an instance number (1 = the first)")
     lo = _int_param("from_ns", from_ns, "a time in ns on the capture's clock")
     hi = _int_param("to_ns", to_ns, "a time in ns on the capture's clock")
     run_name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
-    if nvtx is not None:
-        if lo is not None or hi is not None:
-            raise ParamError("chart timeline: give either -p from_ns=/-p to_ns= or -p nvtx=NAME -p instance=N, "
-                             "not both")
-        if number is not None and number < 1:
-            raise ParamError(f"chart timeline: instance={number}: instances count from 1")
-        total = tk.con.execute(f"SELECT count(*) FROM nvtx_ranges WHERE {_NAMED}", [run_id, nvtx, nvtx]).fetchall()[0][0]
-        if total == 0:
-            raise QueryError(f"chart timeline: run {run_id} ({run_name}) has no NVTX range named {nvtx!r} "
-                             f"(`tracekit query nvtx-summary --run {run_id}` lists them)")
-        if (number or 1) > total:
-            raise QueryError(f"chart timeline: instance={number}: run {run_id} ({run_name}) has {total:,} "
-                             f"range(s) named {nvtx!r}")
-    elif number is not None:
-        raise ParamError("chart timeline: -p instance=N needs -p nvtx=NAME (the range it counts)")
-    if lo is not None and hi is not None and lo >= hi:
+    if nvtx is None and number is None and lo is not None and hi is not None and lo >= hi:
         raise ParamError(f"chart timeline: from_ns={lo} is not before to_ns={hi}: the window is empty; "
                          "give from_ns < to_ns")
-    window = resolve_window(tk, run_id, lo, hi, nvtx, number)
+    window = resolve_window(tk, run_id, lo, hi, nvtx, number, Options(**_TIMELINE_OPTIONS))
     if nvtx is not None and window.end_ns <= window.start_ns:
         raise QueryError(f"chart timeline: {window.label} of run {run_id} ({run_name}) lasts 0 ns and launched no GPU "
                          "work: nothing to draw; choose another instance")
@@ -913,9 +1000,9 @@ def _too_many(tk, run_id: int, run_name: str, window, ranges: int, ops: int, fir
     span = f"; {'the run' if whole else 'the window'} spans {lo} to {hi}" if lo is not None else ""
     when = f"-p from_ns=START -p to_ns=END (ns on the capture's clock{span})"
     typical = typical_instance(tk, run_id)
-    if typical is not None and typical.instances > 1 and whole:
+    if typical is not None and typical.among > 1 and whole:
         choose = (f"choose a window: -p {shlex.quote('nvtx=' + typical.name)} -p instance={typical.instance} "
-                  f"(its median instance of {typical.instances:,}), or {when}")
+                  f"({typical.median_of()}), or {when}")
     else:
         choose = f"choose a shorter window: {when}, or an NVTX range inside it (-p nvtx=NAME -p instance=N)"
     return (f"chart timeline: {held} {ranges + ops:,} events ({ranges:,} NVTX ranges, {ops:,} GPU ops), more than "

@@ -7,8 +7,10 @@ Which sections a run gets follows its kind:
 - nsys: top kernels and their launch durations, kernel time by NVTX path, NVTX ranges on
   the GPU, GPU utilization and the longest idle gaps, launch overhead, CUDA API calls,
   memory operations by memory kind, OS runtime calls, and the timeline of one typical
-  request (charts.timeline: the NVTX ranges and the GPU's work of the median instance of
-  the run's most repeated outermost NVTX range; the whole run where it has none); the
+  request (charts.timeline: the NVTX ranges and the GPU's work of charts.typical_instance,
+  the median instance of the program's most repeated outermost NVTX range, or of the most
+  repeated one a few nesting levels down where no outermost one repeats; the whole run
+  where it has none); the
   sections about events the capture did not trace (CUDA, with `nsys -t nvtx,osrt`; NVTX,
   with `nsys -t cuda`) are left out and the header says which and why;
 - ncu: roofline, occupancy with the binding limit, speed of light, memory workload,
@@ -83,20 +85,37 @@ class Section:
 
 
 def typical_request(tk, run_id: int) -> tuple[dict[str, Any], str]:
-    """The timeline's window for the report: the typical instance of the run's most
-    repeated outermost NVTX range (charts.typical_instance), or the whole run where it
-    has no NVTX range; and the caption that says which, and how to have it in Perfetto."""
-    from .charts import typical_instance
+    """The timeline's window for the report: the run's typical request
+    (charts.typical_instance: the median instance of its most repeated NVTX range, the
+    outermost where one repeats), or the whole run where it has no NVTX range; and the
+    caption that says which and why, and how to have it in Perfetto."""
+    from .charts import TYPICAL_DEPTHS, typical_instance
 
     pick = typical_instance(tk, run_id)
     if pick is None:
         return {}, (f"Shown: the whole run (it has no NVTX range to pick a request from). `tracekit export trace "
                     f"--run {run_id} -o run.json` writes it for ui.perfetto.dev.")
     nvtx, param = shlex.quote(pick.name), shlex.quote(f"nvtx={pick.name}")  # (a name with a space, for the shell)
-    which = (f"{pick.name}, the outermost NVTX range (its only instance)" if pick.instances == 1 else
-             f"{pick.name} instance {pick.instance} of {pick.instances:,}: its duration, {pick.dur_ns / 1e6:,.3f} ms, "
-             f"is the median of the {pick.instances:,} ({pick.name} is the outermost NVTX range with the most "
-             "instances)")
+    shown = f"{pick.name} instance {pick.instance} of {pick.instances:,}"
+    dur = f"{pick.dur_ns / 1e6:,.3f} ms"
+    libraries = "a library" if len(pick.left_aside) == 1 else "libraries"
+    aside = f"; the ranges of {' and '.join(pick.left_aside)}, {libraries}, left aside" if pick.left_aside else ""
+    if not pick.repeated:
+        depths = "depth 0" if TYPICAL_DEPTHS == 1 else f"depths 0 to {TYPICAL_DEPTHS - 1}"
+        none = f"no NVTX range occurs twice at nesting {depths}{aside}"
+        which = (f"{shown}, the run's only outermost NVTX range ({none})" if pick.among == 1 else
+                 f"{shown}, one of the run's {pick.among:,} outermost NVTX ranges: its duration, {dur}, is their "
+                 f"median ({none})")
+    else:
+        of = (f"the {pick.among:,}" if pick.among == pick.instances else
+              f"its {pick.among:,} {'outermost instances' if pick.depth == 0 else 'instances at that depth'}")
+        if pick.depth == 0:
+            why = f"{pick.name} is the outermost NVTX range with the most instances{aside}"
+        else:
+            above = "outermost range" if pick.depth == 1 else f"range at nesting depths 0 to {pick.depth - 1}"
+            why = (f"{pick.name} is the most repeated NVTX range at nesting depth {pick.depth}: no {above} "
+                   f"occurs twice{aside}")
+        which = f"{shown}: its duration, {dur}, is the median of {of} ({why})"
     return {"nvtx": pick.name, "instance": pick.instance}, (
         f"Shown: {which}. `tracekit export trace --run {run_id} --nvtx {nvtx} --instance {pick.instance} "
         f"-o request.json` writes it for ui.perfetto.dev; `tracekit chart timeline --run {run_id} "
@@ -160,7 +179,8 @@ NSYS = (
             "tracekit capture --gpu-metrics): the SM clock it ran at, how busy the SMs, the tensor pipes and "
             "the DRAM were.", optional=True),
     Section("timeline", "Timeline", None, chart="timeline", chart_params=typical_request,
-            intro="A typical request as nsys draws it: the NVTX ranges per thread and nesting depth, then the GPU's "
+            intro="The run's typical request, or the whole run where it has no NVTX range (the caption says which), as "
+            "nsys draws it: the NVTX ranges per thread and nesting depth, then the GPU's "
             "kernels, copies and memsets per device and stream, on one time axis; the gaps are the time the GPU "
             "waited. Hover for each one's numbers; scroll or drag to zoom, double-click to reset."),
 )

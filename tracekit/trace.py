@@ -33,8 +33,9 @@ chrome://tracing reads doubles (exact to the ns below ~10^7 s of capture time).
 
 The window keeps every event that overlaps it (``start <= to`` and ``end >= from``;
 events are written whole, not clipped). ``--nvtx NAME --instance N`` takes the N-th
-range of that name (1 = the first) from its start to the later of its end and the end
-of the GPU work it launched. The file's size is estimated before anything is written;
+range of that name (1 = the first, by start: ``nvtx_instances``, which chart timeline and
+the report's typical request number by too) from its start to the later of its end and
+the end of the GPU work it launched. The file's size is estimated before anything is written;
 above ``max_bytes`` (100 MB of JSON by default) the export is refused with the estimate
 unless forced.
 """
@@ -233,34 +234,98 @@ _GPUS = "SELECT device_id, any_value(name) AS name FROM gpus WHERE run_id = $run
 # -- window ------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Options:
+    """How a command names the window's options in ``resolve_window``'s errors (``EXPORT``:
+    ``tracekit export trace``'s flags; tracekit.charts spells ``chart timeline``'s -p
+    parameters): ``window`` the from/to pair, ``start``/``end`` one of them with its value,
+    ``nvtx`` and ``instance_n`` the range and its number, ``instance`` the number given,
+    ``instance_alone`` the number's option named on its own."""
+
+    command: str = "export trace"
+    window: str = "--from/--to"
+    start: str = "--from {}"
+    end: str = "--to {}"
+    nvtx: str = "--nvtx NAME"
+    instance_n: str = "--instance N"
+    instance: str = "--instance {}"
+    instance_alone: str = "--instance"
+
+
+EXPORT = Options()
+
+
+@dataclass(frozen=True)
+class NvtxInstance:
+    """One range ``--nvtx NAME --instance N`` takes: its number N, its range id, its name
+    as NVTX paths name it (the text; ``domain:text`` in a named domain), its nesting depth
+    (None: a start/end range that ended on another thread), its start and end, and the end
+    of its window (the later of its end and the end of the GPU work it launched), ns."""
+
+    instance: int
+    range_id: int
+    label: str
+    depth: int | None
+    start_ns: int
+    end_ns: int
+    window_end_ns: int
+
+
+#: the ranges ``--nvtx $name`` takes (its text, or its 'domain:text' name) numbered as
+#: ``--instance N`` numbers them: by start, ranges that start together by range id, 1 = the first
+_INSTANCES = """
+SELECT instance, range_id, label, depth, start_ns, end_ns, window_end_ns FROM (
+    SELECT row_number() OVER (ORDER BY start_ns, range_id) AS instance, range_id,
+           CASE WHEN coalesce(domain, '') = '' THEN text ELSE name END AS label, depth, start_ns, end_ns,
+           greatest(end_ns, coalesce(proj_end_ns, end_ns)) AS window_end_ns
+    FROM nvtx_ranges WHERE run_id = $run AND (name = $name OR text = $name))
+WHERE ($instance IS NULL OR instance = $instance) AND ($depth IS NULL OR coalesce(depth, 0) = $depth)
+ORDER BY instance
+"""
+
+
+def nvtx_instances(tk, run_id: int, name: str, instance: int | None = None,
+                   depth: int | None = None) -> tuple[int, list[NvtxInstance]]:
+    """The instances of the NVTX range ``name`` in the run, numbered as ``--nvtx NAME
+    --instance N`` numbers them (what export trace and chart timeline take): how many there
+    are, and those asked for, in order: ``instance``, that one only (none past the last);
+    ``depth``, those at that nesting depth only (0: the outermost, with the start/end
+    ranges that have no depth), each keeping its number among all of them."""
+    total = tk.con.execute("SELECT count(*) FROM nvtx_ranges WHERE run_id = ? AND (name = ? OR text = ?)",
+                           [run_id, name, name]).fetchall()[0][0]
+    if total == 0 or (instance is not None and not 1 <= instance <= total):
+        return total, []
+    rows = tk.con.execute(_INSTANCES, {"run": run_id, "name": name, "instance": instance, "depth": depth}).fetchall()
+    return total, [NvtxInstance(*r) for r in rows]
+
+
 def resolve_window(tk, run_id: int, start_ns: int | None = None, end_ns: int | None = None,
-                   nvtx: str | None = None, instance: int | None = None) -> Window:
-    """The window to export: --from/--to, or the N-th instance of an NVTX range."""
+                   nvtx: str | None = None, instance: int | None = None, options: Options = EXPORT) -> Window:
+    """The window to export: --from/--to, or the N-th instance of an NVTX range (the first
+    without ``instance``), labelled with the range's name as NVTX paths write it (the
+    default domain's ':text' as 'text'); a ParamError or QueryError naming the options as
+    ``options`` spells them where they do not name a window of the run."""
+    o = options
     if nvtx is not None:
         if start_ns is not None or end_ns is not None:
-            raise ParamError("export trace: give either --from/--to or --nvtx NAME --instance N, not both")
+            raise ParamError(f"{o.command}: give either {o.window} or {o.nvtx} {o.instance_n}, not both")
         n = 1 if instance is None else instance
         if n < 1:
-            raise ParamError(f"export trace: --instance {n}: instances count from 1")
-        total = tk.con.execute(
-            "SELECT count(*) FROM nvtx_ranges WHERE run_id = ? AND (name = ? OR text = ?)",
-            [run_id, nvtx, nvtx]).fetchall()[0][0]
-        if total == 0:
-            raise QueryError(f"export trace: run {run_id} has no NVTX range named {nvtx!r} "
-                             "(see `tracekit query nvtx-summary`)")
-        if n > total:
-            raise QueryError(f"export trace: --instance {n}: run {run_id} has {total} range(s) named {nvtx!r}")
-        name, lo, hi = tk.con.execute(
-            """SELECT name, start_ns, greatest(end_ns, coalesce(proj_end_ns, end_ns)) AS end_ns
-               FROM nvtx_ranges WHERE run_id = ? AND (name = ? OR text = ?)
-               ORDER BY start_ns, range_id LIMIT 1 OFFSET ?""",
-            [run_id, nvtx, nvtx, n - 1],
-        ).fetchall()[0]
-        return Window(int(lo), int(hi), f"{name} instance {n} of {total}")
+            raise ParamError(f"{o.command}: {o.instance.format(n)}: instances count from 1")
+        total, picked = nvtx_instances(tk, run_id, nvtx, instance=n)
+        if not picked:
+            (run_name,) = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0]
+            if total == 0:
+                raise QueryError(f"{o.command}: run {run_id} ({run_name}) has no NVTX range named {nvtx!r} "
+                                 f"(`tracekit query nvtx-summary --run {run_id}` lists them)")
+            raise QueryError(f"{o.command}: {o.instance.format(n)}: run {run_id} ({run_name}) has {total:,} "
+                             f"range(s) named {nvtx!r}")
+        r = picked[0]
+        return Window(r.start_ns, r.window_end_ns, f"{r.label} instance {n} of {total}")
     if instance is not None:
-        raise ParamError("export trace: --instance needs --nvtx NAME")
+        raise ParamError(f"{o.command}: {o.instance_alone} needs {o.nvtx} (the range it counts)")
     if start_ns is not None and end_ns is not None and start_ns > end_ns:
-        raise ParamError(f"export trace: --from {start_ns} is after --to {end_ns}")
+        raise ParamError(f"{o.command}: {o.start.format(start_ns)} is after {o.end.format(end_ns)}")
     if start_ns is None and end_ns is None:
         return Window()
     return Window(start_ns, end_ns, f"{'-inf' if start_ns is None else start_ns} to "

@@ -1593,8 +1593,8 @@ CHARTS: dict[str, ChartSpec] = {
     "kernels-by-nvtx": ChartSpec(
         "kernels-by-nvtx", kernels_by_nvtx, {"limit": 20}, "nsys kernel time per NVTX path"
     ),
-    "diff": ChartSpec(None, diff, {}, "largest changes between two runs (-p base=A -p new=B)", data=_diff_data,
-                      source="tracekit diff's comparison, needs two runs or two sweeps"),
+    "diff": ChartSpec(None, diff, {}, "largest changes between two runs (-p base=A -p new=B [-p repeats=R])",
+                      data=_diff_data, source="tracekit diff's comparison, needs two runs or two sweeps"),
     "compare": ChartSpec(None, compare, {}, "several runs against one base (-p base=A -p runs=B,C)",
                          data=_compare_data, source="tracekit compare's comparison, needs two runs or two sweeps"),
 }

@@ -239,7 +239,7 @@ def test_repeats_of_the_base_measure_the_noise_a_change_must_pass(plants, capsys
     assert out.splitlines()[-1].startswith("base_b (repeat): ")
 
 
-def test_diff_with_repeats_is_compare_of_its_one_run_in_diffs_own_order(plants, tmp_path, capsys):
+def test_diff_with_repeats_is_compare_of_its_one_run_in_diffs_own_order(plants, tmp_path, capsys, monkeypatch):
     """`diff BASE NEW --repeat R`: diff's rows and order, each verdict and note as
     `compare BASE NEW --repeat R` gives them for NEW, and noise_pct. base_c's kernel time in
     `step` (improved at 0.1 % alone) is held by base_b's larger move; the plants still
@@ -267,6 +267,7 @@ def test_diff_with_repeats_is_compare_of_its_one_run_in_diffs_own_order(plants, 
                     v = got.filter((pl.col("scope") == plant["scope"]) & (pl.col("key") == plant["key"])
                                    & (pl.col("metric") == plant["metric"]))["verdict"].to_list()
                     assert v == [plant["expected_verdict"]], plant["plant"]
+    monkeypatch.setenv("COLUMNS", "250")  # (a narrow terminal gets one block per row)
     assert main(["--db", str(plants), "diff", "base_a", "base_c", "--repeat", "base_b", "--threshold", "0.1",
                  "--gate"]) == 0
     out = capsys.readouterr().out.splitlines()

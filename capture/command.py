@@ -40,7 +40,17 @@ from tracekit.errors import CaptureError, TracekitError
 
 from . import profilers, runinfo
 from .config import TOOLS, check_replay_mode, check_timeout
-from .run import LOG, _iso, _ncu_exports, _utc_stamp, _write_json, new_run_dir, recorded, wait
+from .run import (
+    LOG,
+    _iso,
+    _ncu_exports,
+    _utc_stamp,
+    _write_json,
+    new_run_dir,
+    recorded,
+    stored_lines,
+    wait,
+)
 
 #: params tracekit sets itself; a ``--param`` may not take these names
 RESERVED_PARAMS = ("tool", "program", "capture_range", "nvtx_capture", "kernel_regex", "launch_count",
@@ -362,23 +372,16 @@ def command_summary(run_dir: str | os.PathLike, db: str | os.PathLike | None = N
         lines.append("--tool none: the program was run and recorded (meta.json, capture.log); nothing profiled, "
                      "nothing to ingest")
         return "\n".join(lines)
-    if db is None and not os.environ.get("TRACEKIT_DB") and not Path("tracekit.duckdb").exists():
-        return "\n".join(lines)
-    import tracekit
 
-    try:
-        with tracekit.open(db, read_only=True) as tk:
-            found = tk.con.execute("SELECT max(run_id) FROM runs WHERE source_path = ?",
-                                   [str(run_dir.resolve())]).fetchall()[0][0]
-            if found is None:
-                return "\n".join(lines)
-            run = str(found)
-            query = "top-kernels" if meta["tool"] == "nsys" else "ncu-summary"
-            lines.append(f"in the store as run {run}: tracekit query {query} --run {run}")
-            lines += _nsys_summary(tk, run, top) if meta["tool"] == "nsys" else _ncu_summary(tk, found, top)
-    except TracekitError as err:
-        lines.append(f"(store: {err})")
-    return "\n".join(lines)
+    def from_store(tk, found: int | None) -> list[str]:
+        if found is None:
+            return []
+        run = str(found)
+        query = "top-kernels" if meta["tool"] == "nsys" else "ncu-summary"
+        return [f"in the store as run {run}: tracekit query {query} --run {run}",
+                *(_nsys_summary(tk, run, top) if meta["tool"] == "nsys" else _ncu_summary(tk, found, top))]
+
+    return "\n".join(lines + stored_lines(run_dir, db, from_store))
 
 
 def _nsys_summary(tk, run: str, top: int) -> list[str]:

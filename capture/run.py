@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -541,23 +542,33 @@ def summary(run_dir: str | os.PathLike, db: str | os.PathLike | None = None, top
             f"latency over {lat['requests']} timed requests: median {lat['median_ms']:.3f} ms  "
             f"p95 {lat['p95_ms']:.3f} ms  p99 {lat['p99_ms']:.3f} ms  min {lat['min_ms']:.3f} ms"
             + (f"  peak memory {peak:.0f} MB" if peak is not None else ""))
+
+    def from_store(tk, found: int | None) -> list[str]:
+        run = str(found) if found is not None else meta["name"]
+        if meta["tool"] == "nsys":
+            return _nsys_summary(tk, run, top)
+        return _ncu_summary(tk, run, top) if meta["tool"] == "ncu" else []
+
+    return "\n".join(lines + stored_lines(run_dir, db, from_store))
+
+
+def stored_lines(run_dir: Path, db: str | os.PathLike | None,
+                 lines: Callable[[Any, int | None], list[str]]) -> list[str]:
+    """What ``lines(tk, run id)`` says of the run a folder became in the store (found by the
+    folder's path: its name is qualified, runs/NAME, where another run had it; None where the
+    store does not hold it), the store opened read-only; nothing where no store is named or
+    found, the store's error as one line."""
     if db is None and not os.environ.get("TRACEKIT_DB") and not Path("tracekit.duckdb").exists():
-        return "\n".join(lines)
+        return []
     import tracekit
 
     try:
         with tracekit.open(db, read_only=True) as tk:
-            # the folder's run: by its path (its name is qualified, runs/NAME, where another run had it)
             found = tk.con.execute("SELECT max(run_id) FROM runs WHERE source_path = ?",
                                    [str(run_dir.resolve())]).fetchall()[0][0]
-            run = str(found) if found is not None else meta["name"]
-            if meta["tool"] == "nsys":
-                lines += _nsys_summary(tk, run, top)
-            elif meta["tool"] == "ncu":
-                lines += _ncu_summary(tk, run, top)
+            return lines(tk, found)
     except TracekitError as err:
-        lines.append(f"(store: {err})")
-    return "\n".join(lines)
+        return [f"(store: {err})"]
 
 
 def _nsys_summary(tk, run: str, top: int) -> list[str]:

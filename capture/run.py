@@ -228,12 +228,20 @@ def stop(proc: subprocess.Popen, whole_tree: bool) -> None:
         look()
         proc.kill()
     proc.wait()
-    deadline = time.monotonic() + ORPHAN_GRACE_S
-    while (alive := [p for p in tree.values() if _running(p)]) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    alive = _still_running(list(tree.values()), ORPHAN_GRACE_S)
     for p in alive:
         with contextlib.suppress(_psutil_error()):
             p.kill()
+    _still_running(alive, 5.0)  # (a SIGKILL ends a process a moment later: ended when this returns)
+
+
+def _still_running(procs: list, seconds: float) -> list:
+    """Those of ``procs`` (``psutil.Process``) still running after waiting up to ``seconds``
+    for them to end (a zombie has ended)."""
+    deadline = time.monotonic() + seconds
+    while (alive := [p for p in procs if _running(p)]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return alive
 
 
 def _psutil_error() -> type[Exception]:

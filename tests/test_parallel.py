@@ -203,3 +203,42 @@ def test_ctrl_c_that_duckdb_turns_into_query_interrupted_is_an_interrupt(tmp_pat
         parallel.ingest_many(tk, MIXED[:2], workers=2)
     tk.close()
     assert not db.exists()
+
+
+def test_a_new_store_is_created_while_the_first_files_are_read(tmp_path, monkeypatch):
+    """Into a store the ingest creates, the files are read while the store is opened:
+    its opening finishes only once a file has been read here (it would wait in vain,
+    and fail, were the reads waiting for it)."""
+    from tracekit.ingest import nsys
+
+    read_one = threading.Event()
+    read, setup = nsys.read, tracekit.Tracekit._setup_writer
+
+    def reading(path):
+        got = read(path)
+        read_one.set()
+        return got
+
+    def after_a_read(self, con):
+        assert read_one.wait(60), "no file was read while the store was being created"
+        return setup(self, con)
+
+    monkeypatch.setattr(nsys, "read", reading)
+    monkeypatch.setattr(tracekit.Tracekit, "_setup_writer", after_a_read)
+    files = [MIXED[0], MIXED[3]]
+    tk = tracekit.open(tmp_path / "threads.duckdb")
+    outcomes = parallel.ingest_many(tk, files, workers=2)
+    tk.close()
+    assert [o.error for o in outcomes] == [None, None]
+    monkeypatch.undo()
+    serial = _serial(tmp_path / "serial.duckdb", files)
+    assert_same_stores(serial.con, tracekit.open(tmp_path / "threads.duckdb", read_only=True).con)
+
+
+def test_a_new_store_that_does_not_open_is_one_error_and_no_file_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "lots")
+    seen = []
+    db = tmp_path / "t.duckdb"
+    with pytest.raises(tracekit.TracekitError, match="TRACEKIT_MEMORY_LIMIT='lots'"):
+        parallel.ingest_many(tracekit.open(db), MIXED[:3], workers=2, on_outcome=seen.append)
+    assert seen == [] and not db.exists()

@@ -9,7 +9,7 @@ serial ingest, and their start more than a 16-file ingest takes).
 
 Into a DuckDB store, every thread writes its run through a cursor of the store's one
 connection, in a transaction of its own (DuckDB runs concurrent appends without
-conflict). What decides run ids and name ids is done one file at a time, in input order
+conflict). A store the ingest creates is created while the threads read the first files. What decides run ids and name ids is done one file at a time, in input order
 (``_Turns``): whether the store holds the content already (waiting for an earlier file
 of the same content still being written), the run id, the run's name (``RunNames``:
 those of the files before it are taken, written or not), and the names the run adds to
@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .errors import Interrupted, ParamError, TracekitError
 from .interrupts import SigintWatch
-from .store import IngestResult, Pending, Tracekit
+from .store import IngestResult, Pending, Tracekit, ingest_memory_limit
 
 
 @dataclass
@@ -155,17 +155,49 @@ class _Admission:
             self.cond.notify_all()
 
 
+class _Opening:
+    """The store's opening, done by the ingest's own thread while the first files are
+    read: a cursor waits for it before its first statement."""
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.failed = False
+
+    def done(self, failed: bool = False) -> None:
+        self.failed = failed
+        self.event.set()
+
+    def wait(self) -> None:
+        self.event.wait()
+        if self.failed:  # (the ingest raises the opening's own error; this file's is not reported)
+            raise TracekitError("the store did not open")
+
+
 class _Cursor(Tracekit):
     """The store ``main`` seen through a cursor of its connection: one thread's ingest.
     It shares the main object's database (and its lock), writes no writer info of its
-    own, and reads only after its admission (``_check_need``)."""
+    own, and reads only after its admission (``_check_need``). Its connection is taken
+    at its first statement, once the store is open (``opening``); into a store this
+    ingest creates, a file is read before that (nothing is in the store to look up)."""
 
-    def __init__(self, main: Tracekit, index: int, admission: _Admission):
+    def __init__(self, main: Tracekit, index: int, admission: _Admission, opening: _Opening, new_store: bool):
         super().__init__(main.path)
-        self._con = main.con.cursor()
-        self.memory_limit = main.memory_limit
+        self.main, self.opening, self.new_store = main, opening, new_store
+        self.memory_limit = main.memory_limit or ingest_memory_limit()  # (what the store's opening sets)
         self.run_names = main.run_names  # (names are given in the files' turns, in input order)
         self.index, self.admission, self.need = index, admission, None
+
+    @property
+    def con(self):
+        if self._con is None:
+            self.opening.wait()
+            self._con = self.main.con.cursor()
+        return self._con
+
+    def _seen_path(self, path: Path) -> bool:
+        if self.new_store and not self.skip_hashes:
+            return False  # (a store this ingest creates held no run when it began)
+        return super()._seen_path(path)
 
     def _check_need(self, plugin, plain: Path, path: Path) -> int | None:
         need = super()._check_need(plugin, plain, path)
@@ -190,17 +222,22 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
                 sigints: SigintWatch) -> list[Outcome]:
     from .ingest.budget import setting_bytes, shared
 
-    turns, admission = _Turns(), _Admission(None)  # its budget: the store's, set once it is open
+    turns, admission = _Turns(), _Admission(setting_bytes(tk.memory_limit or ingest_memory_limit()))
     in_flight: dict[str, threading.Event] = {}  # content hash -> set when its file is done
     outcomes: list[Outcome | None] = [None] * len(files)
-    reported = _InOrder(outcomes, on_outcome)
+    reported = _InOrder(outcomes, on_outcome, held=True)  # (nothing is said before the store is open)
+    # The store is opened here while the threads read the first files (creating one
+    # takes a third of a second); into a store that exists they wait for it to look the
+    # files up, so that a store another process holds is one error before any read.
+    new_store = tk._con is None and str(tk.path) != ":memory:" and not tk.path.exists()
+    opening = _Opening()
     stop = threading.Event()
     cursors: dict[int, _Cursor] = {}
     lock = threading.Lock()
 
     def one(i: int) -> None:
         source = str(files[i])
-        cur = _Cursor(tk, i, admission)
+        cur = _Cursor(tk, i, admission, opening, new_store)
         with lock:
             cursors[i] = cur
         done_event = None
@@ -247,17 +284,30 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
                 if c._con is not None:
                     c._con.interrupt()
 
+    def open_store() -> None:  # (a bad store: one error, and no file reported)
+        try:
+            tk.con  # noqa: B018 - the cursors share its connection
+            tk._note_writer(f"`tracekit ingest` of {len(files)} files")
+        except BaseException:
+            reported.close()
+            stop_all()
+            opening.done(failed=True)
+            raise
+        opening.done()
+        reported.release()
+
     pool = None
     try:
-        tk.con  # noqa: B018 - opened here: the cursors share it (a bad store: one error before any file)
-        tk._note_writer(f"`tracekit ingest` of {len(files)} files")
-        admission.budget = setting_bytes(tk.memory_limit or "")
+        if not new_store:
+            open_store()
         with shared(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-ingest") as pool:
             futures = [pool.submit(one, i) for i in range(len(files))]
             try:
+                if new_store:
+                    open_store()
                 for f in futures:
                     f.result()
-            except KeyboardInterrupt:
+            except BaseException:  # (Ctrl-C, or the store that did not open)
                 stop_all()
                 for f in futures:
                     f.cancel()
@@ -315,17 +365,26 @@ def _take_turn(cur: _Cursor, pending: Pending, in_flight: dict[str, threading.Ev
 class _InOrder:
     """Outcomes kept by file and passed to ``on_outcome`` in input order."""
 
-    def __init__(self, outcomes: list, on_outcome):
-        self.outcomes, self.on_outcome, self.next = outcomes, on_outcome, 0
+    def __init__(self, outcomes: list, on_outcome, held: bool = False):
+        self.outcomes, self.on_outcome, self.next, self.held = outcomes, on_outcome, 0, held
         self.lock = threading.Lock()
 
     def put(self, i: int, outcome: Outcome) -> None:
         with self.lock:
             self.outcomes[i] = outcome
-            while self.next < len(self.outcomes) and self.outcomes[self.next] is not None:
-                if self.on_outcome is not None:
-                    self.on_outcome(self.outcomes[self.next])
-                self.next += 1
+            self._pass_on()
+
+    def release(self) -> None:
+        """Outcomes held so far (``held``) are passed on, and those to come as they come."""
+        with self.lock:
+            self.held = False
+            self._pass_on()
+
+    def _pass_on(self) -> None:
+        while not self.held and self.next < len(self.outcomes) and self.outcomes[self.next] is not None:
+            if self.on_outcome is not None:
+                self.on_outcome(self.outcomes[self.next])
+            self.next += 1
 
     def close(self) -> None:
         """Outcomes from now on are kept but no longer passed on (an interrupted ingest

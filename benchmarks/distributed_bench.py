@@ -7,7 +7,10 @@ them), then measures in the same run, each in a fresh process:
 
 * `tracekit ingest F1..FN` (serial) against `tracekit ingest F1..FN --workers W` (W
   threads, tracekit.parallel) into a DuckDB store and into a Parquet dataset: wall time
-  and CPU time (user + system) of the whole command, and the cores it kept busy;
+  and CPU time (user + system) of the whole command, and the cores it kept busy; the
+  ratio best against best and each round's own; after each round, the machine's speed
+  and how many cores it gave W busy processes just then (``core_check``: a slower
+  machine, or a neighbour's share, shows here and not as code);
 * every named nsys query (best of 5) on the DuckDB store against the same query on a
   Parquet dataset exported from it (`tracekit export parquet`), and their ratio;
 * the cost of staging for one large export (ingest_bench's, ~6 M rows): a direct
@@ -26,6 +29,7 @@ import json
 import os
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,6 +114,26 @@ def run_cli(args: list[str]) -> tuple[float, float]:
     return time.perf_counter() - t, children_cpu() - c
 
 
+SPIN = "n = 0\nfor i in range(12_000_000):\n    n += i\n"  # a fixed amount of interpreter work
+
+
+def core_check(n: int) -> tuple[float, float]:
+    """The machine just now: the wall seconds of one fixed spin alone (its speed: it drifts,
+    2x within minutes on the 2-core box), and how many cores ``n`` spins started together
+    got (``n`` times that over their wall time: ``n`` on an idle machine of ``n`` cores).
+    The spin is the interpreter's work only: a machine slower in memory or I/O (an ingest's
+    page faults and reads) does not show in it."""
+    def spins(k: int) -> float:
+        t = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-S", "-c", SPIN]) for _ in range(k)]
+        for p in procs:
+            p.wait()
+        return time.perf_counter() - t
+
+    one = spins(1)
+    return one, n * one / spins(n)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=16)
@@ -129,6 +153,7 @@ def main() -> None:
 
     times: dict[str, list[float]] = {"serial": [], "workers": [], "workers-dataset": []}
     cpus: dict[str, list[float]] = {m: [] for m in times}
+    checks: list[dict] = []  # the machine's speed and cores after each round (core_check)
     for r in range(args.rounds):
         for mode in times:
             if mode == "workers-dataset":  # the threads write their runs' Parquet files themselves
@@ -144,14 +169,22 @@ def main() -> None:
             cpus[mode].append(cpu)
             print(f"round {r}: {mode:16s} {dt:6.2f} s  CPU {cpu:6.2f} s ({cpu / dt:.2f} cores)  "
                   f"(load {os.getloadavg()[0]:.1f})")
+        one, cores = core_check(args.workers)
+        checks.append({"spin_s": one, "cores_given": cores})
+        print(f"round {r}: the machine after it: one spin {one:.2f} s, {args.workers} spins got {cores:.2f} cores")
     serial, dist = times["serial"], times["workers"]
     s, d, dd = min(serial), min(dist), min(times["workers-dataset"])
+    # each round's own ratio too: the box's speed drifts (2x within minutes on the 2-core
+    # box), and a round's commands run seconds apart where the best of each may not
+    per_round = [a / b for a, b in zip(serial, dist, strict=True)]
     print(f"serial {s:.2f} s, --workers {args.workers} {d:.2f} s: {s / d:.2f}x; into a dataset {dd:.2f} s: "
-          f"{s / dd:.2f}x; load {os.getloadavg()}")
+          f"{s / dd:.2f}x; per round {' / '.join(f'{r:.2f}' for r in per_round)}x (median "
+          f"{statistics.median(per_round):.2f}x); load {os.getloadavg()}")
     if args.no_queries:
         print(json.dumps({"files": len(files), "rows_per_file": rows, "workers": args.workers, "serial_s": serial,
                           "workers_s": dist, "workers_dataset_s": times["workers-dataset"], "cpu_s": cpus,
-                          "speedup": s / d, "speedup_dataset": s / dd, "load": os.getloadavg()}))
+                          "speedup": s / d, "speedup_per_round": per_round,
+                          "machine": checks, "speedup_dataset": s / dd, "load": os.getloadavg()}))
         return
 
     # the same queries on the store and on a dataset exported from it

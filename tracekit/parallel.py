@@ -9,7 +9,8 @@ serial ingest, and their start more than a 16-file ingest takes).
 
 Into a DuckDB store, every thread writes its run through a cursor of the store's one
 connection, in a transaction of its own (DuckDB runs concurrent appends without
-conflict). A store the ingest creates is created while the threads read the first files. What decides run ids and name ids is done one file at a time, in input order
+conflict); a store the ingest creates is created while the threads read the first
+files. What decides run ids and name ids is done one file at a time, in input order
 (``_Turns``): whether the store holds the content already (waiting for an earlier file
 of the same content still being written), the run id, the run's name (``RunNames``:
 those of the files before it are taken, written or not), and the names the run adds to

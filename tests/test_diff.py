@@ -840,6 +840,38 @@ def test_a_file_named_as_a_run_is_compared_and_said(tmp_path, monkeypatch):
         assert not [w for w in caught if "both a file" in str(w.message)]
 
 
+def test_a_path_that_holds_nothing_to_ingest_does_not_hide_the_run_of_its_name(tmp_path, monkeypatch, capsys):
+    """A folder (or file) in the working folder named like a run but holding nothing to
+    ingest: the run is compared, and said once; where no run or sweep has the name, the
+    error says what the path lacks. The store is left as it was either way."""
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(NCU_PAIR / "base", name="base")
+        tk.ingest(NCU_PAIR / "half_sms", name="half")
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "notes.txt").write_text("what I changed\n")
+    (tmp_path / "half").write_text("")
+    before = db.read_bytes()
+    with tracekit.open(db) as tk:
+        with pytest.warns(CaptureWarning, match=r"'base' is a path here that holds nothing to ingest: run 1 'base'"):
+            df = tk.diff("base", "half")
+        assert df.filter(pl.col("verdict") == "regressed").height > 0  # (base against half_sms)
+    assert cli_main(["--db", str(db), "diff", "base", "base", "-f", "csv"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("holds nothing to ingest") == 1  # (both sides: said once)
+    assert cli_main(["--db", str(db), "diff", "base", "half", "-f", "csv"]) == 0
+    assert "run 2 'half'" in capsys.readouterr().err  # (an empty file: nothing to ingest)
+    assert cli_main(["--db", str(db), "diff", "./base", "half"]) == 2  # (no run is named ./base)
+    assert capsys.readouterr().err.startswith(
+        "tracekit: error: base: not a run folder (no meta.json) and no run folder below it, nor an nsys export or "
+        "ncu report: nothing to ingest; nor is './base' a run or sweep in ")
+    (tmp_path / "notes").write_text("not a profile\n")
+    assert cli_main(["--db", str(db), "diff", "base", "notes"]) == 2
+    assert "notes: not a recognised profile" in capsys.readouterr().err
+    assert db.read_bytes() == before
+
+
 def test_nsys_against_ncu_shares_no_scope(tmp_path):
     tk = tracekit.open(tmp_path / "mixed.duckdb")
     tk.ingest(HSTU, name="hstu")

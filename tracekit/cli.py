@@ -347,7 +347,8 @@ def ingest(
 @contextlib.contextmanager
 def _capture_warnings():
     """Comparisons that use a run whose capture failed warn (``CaptureWarning``): one
-    ``tracekit: warning:`` line each on stderr; other warnings as Python shows them."""
+    ``tracekit: warning:`` line each on stderr (a text said twice, of both sides of
+    ``diff A A``, once); other warnings as Python shows them."""
     import warnings
 
     from .errors import CaptureWarning
@@ -357,9 +358,12 @@ def _capture_warnings():
         try:
             yield
         finally:
+            said = set()
             for w in caught:
                 if issubclass(w.category, CaptureWarning):
-                    typer.echo(f"tracekit: warning: {escape_controls(str(w.message))}", err=True)
+                    if str(w.message) not in said:
+                        said.add(str(w.message))
+                        typer.echo(f"tracekit: warning: {escape_controls(str(w.message))}", err=True)
                 else:
                     warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 

@@ -185,7 +185,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import CaptureWarning, ParamError, QueryError, expect
+from .errors import CaptureWarning, InputError, ParamError, QueryError, expect
 from .names import RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_name
 from .registry import untraced
 from .store import CAPTURE_STATUS
@@ -292,8 +292,22 @@ class Side:
 
 
 def _is_file(ref: Any) -> bool:
+    """Whether ``ref`` is a file or folder to ingest: a path that exists and holds an input.
+    A path that holds nothing to ingest (a folder of notes named like a run) does not hide
+    the run or sweep of its name (``resolve``)."""
+    return _idle_path(ref) is None and _exists(ref)
+
+
+def _exists(ref: Any) -> bool:
     text = str(ref).strip()
     return bool(text) and not RUN_ID.fullmatch(text) and Path(text).exists()
+
+
+def _idle_path(ref: Any) -> str | None:
+    """Why ``ref``, a path that exists, holds nothing to ingest (None: it does, or it is no path)."""
+    from .ingest import nothing_to_ingest
+
+    return nothing_to_ingest(Path(str(ref).strip())) if _exists(ref) else None
 
 
 def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
@@ -333,6 +347,7 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         own = True
     else:
         ref, ingested, own = text, False, False
+    idle = _idle_path(text)
     rows = []
     cols = f"run_id, name, kind, json_extract_string(params, '$.sweep'), {CAPTURE_STATUS}, " \
         "json_extract_string(params, '$.tool')"
@@ -342,13 +357,21 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         rows = con.execute(f"SELECT {cols} FROM runs WHERE name = ? ORDER BY run_id DESC LIMIT 1", [text]).fetchall()
     if rows:
         run_id, name, kind, sweep, status, error, tool = rows[0]
-        return Side(ref, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error, tool=tool,
+        side = Side(ref, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error, tool=tool,
                     ingested=ingested, untraced=tuple(what for what, _ in untraced(tk, int(run_id))
                                                       if what in SCOPE_EVENTS.values()), own_point=own)
-    side = _sweep_side(con, text, text)
-    if side is not None:
-        return side
-    raise QueryError(f"diff: no run or sweep {text!r} in {tk.path}; see `tracekit runs` (a file must exist to be ingested)")
+    else:
+        side = _sweep_side(con, text, text)
+    if side is None and idle is not None:  # (what the path lacks, as `tracekit ingest PATH` says it)
+        raise InputError(f"{idle}; nor is {text!r} a run or sweep in {tk.path} (see `tracekit runs`)")
+    if side is None:
+        raise QueryError(f"diff: no run or sweep {text!r} in {tk.path}; see `tracekit runs` (a file must exist "
+                         "to be ingested)")
+    if idle is not None:
+        what = f"run {side.run_id}" if side.run_id is not None else "sweep"
+        warnings.warn(CaptureWarning(f"diff: {text!r} is a path here that holds nothing to ingest: {what} "
+                                     f"{text!r} of {tk.path} is compared"), stacklevel=3)
+    return side
 
 
 def _sweep_side(con, sweep: str, ref: str, ingested: bool = False) -> Side | None:

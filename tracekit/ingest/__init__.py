@@ -301,12 +301,30 @@ def plugin_for(path: Path, head: bytes):
 def detect(path: Path):
     """Return the plugin module that recognises ``path``."""
     head = head_of(path)
+    why = _unrecognised(path, head)
+    if why is not None:
+        raise InputError(why)
+    return plugin_for(path, head)
+
+
+def _unrecognised(path: Path, head: bytes) -> str | None:
     if not head:
-        raise InputError(f"{path}: empty file")
-    mod = plugin_for(path, head)
-    if mod is None:
-        raise InputError(
-            f"{path}: not a recognised profile (expected an nsys SQLite export, an ncu report "
-            "or CSV export, or a tracekit run folder)"
-        )
-    return mod
+        return f"{path}: empty file"
+    if plugin_for(path, head) is None:
+        return (f"{path}: not a recognised profile (expected an nsys SQLite export, an ncu report "
+                "or CSV export, or a tracekit run folder)")
+    return None
+
+
+def nothing_to_ingest(path: Path) -> str | None:
+    """Why ``tracekit ingest PATH`` finds nothing to read at ``path`` (a path that exists): a
+    folder that is no run folder and has none below it, an empty file, a file no plugin
+    recognises. None where it holds an input, even one whose reading fails (a truncated
+    export, an unreadable file: the ingest says what is wrong with it)."""
+    if path.is_dir():
+        return None if (path / "meta.json").exists() or _below(path) else not_a_run_folder(path)
+    try:
+        head = head_of(path)
+    except (InputError, OSError):
+        return None
+    return _unrecognised(path, head)

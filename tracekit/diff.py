@@ -295,7 +295,7 @@ def _is_file(ref: Any) -> bool:
     """Whether ``ref`` is a file or folder to ingest: a path that exists and holds an input.
     A path that holds nothing to ingest (a folder of notes named like a run) does not hide
     the run or sweep of its name (``resolve``)."""
-    return _idle_path(ref) is None and _exists(ref)
+    return _exists(ref) and _idle_path(ref) is None
 
 
 def _exists(ref: Any) -> bool:
@@ -319,7 +319,8 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     if not text:
         raise QueryError("diff: an empty run reference; give a run id, name, sweep id or file")
     path = Path(text)
-    if _is_file(text):
+    idle = _idle_path(text)  # (a path here that holds nothing to ingest: the run of its name is meant)
+    if idle is None and _exists(text):
         # a bare name that is also a run's (another run than the file's): which one is meant?
         namesake = con.execute("SELECT max(run_id) FROM runs WHERE name = ?", [text]).fetchone()[0] \
             if os.sep not in text else None
@@ -347,7 +348,6 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         own = True
     else:
         ref, ingested, own = text, False, False
-    idle = _idle_path(text)
     rows = []
     cols = f"run_id, name, kind, json_extract_string(params, '$.sweep'), {CAPTURE_STATUS}, " \
         "json_extract_string(params, '$.tool')"

@@ -115,8 +115,9 @@ def command_run_name(cmd: list[str], tool: str, now: datetime | None = None) -> 
 
 
 def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, gpu_metrics, params,
-           replay_mode=None, timeout_s=None) -> None:
-    """One-line errors for what cannot run, before anything does."""
+           replay_mode=None, timeout_s=None) -> str | None:
+    """One-line errors for what cannot run, before anything does; the ncu replay mode the
+    capture runs (``check_replay_mode``)."""
     if not isinstance(cmd, (list, tuple)) or not cmd or not all(isinstance(a, str) for a in cmd):
         raise CaptureError(f"command {cmd!r}: a program and its arguments (tracekit capture -- CMD [ARGS...])")
     if not cmd[0]:
@@ -152,7 +153,7 @@ def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, g
     if launch_count is not None and (isinstance(launch_count, bool) or not isinstance(launch_count, int)
                                      or launch_count < 1):
         raise CaptureError(f"--launch-count {launch_count!r}: a whole number of kernel launches, at least 1")
-    check_replay_mode(replay_mode, tool)
+    replay_mode = check_replay_mode(replay_mode, tool)
     check_timeout(timeout_s)
     from tracekit.store import _check_counts
 
@@ -160,6 +161,7 @@ def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, g
         _check_counts(params, "--param ")
     except TracekitError as err:
         raise CaptureError(str(err)) from None
+    return replay_mode
 
 
 def _find_program(name: str, env: dict) -> str | None:
@@ -194,9 +196,8 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
     found or fails (or a profiler that does) leaves its folder labelled failed, not ingested.
     """
     params = dict(params or {})
-    _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, gpu_metrics, params, replay_mode,
-           timeout_s)
-    replay_mode = check_replay_mode(replay_mode, tool)
+    replay_mode = _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, gpu_metrics, params,
+                         replay_mode, timeout_s)
     cmd = list(cmd)
     bad = sorted(set(params) & set(RESERVED_PARAMS))
     if bad:

@@ -7,6 +7,7 @@ through StringIds, pages corrupted, truncated while tracekit reads it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -387,3 +388,55 @@ def test_export_truncated_while_ingest_reads_it(tmp_path):
                               "WHERE runs.name = 'cut'")["n"][0] == expected
         outcomes.append((cut, proc.returncode))
     assert any(cut for cut, _ in outcomes), outcomes  # at least one cut while the ingest ran
+
+
+def test_an_export_s_tables_are_what_sqlite_says_they_are(tmp_path):
+    """The export's table names, columns, declared types and row counts are read in a few
+    statements of one result row each (source.py); they equal SQLite's own answers table
+    by table (sqlite_master, PRAGMA table_info, max(rowid)) on real exports, and on one
+    with odd tables added: quotes and commas in names, no rowids, a virtual table."""
+    from tracekit.ingest.nsys.source import Export, resolve_tables
+
+    odd = tmp_path / "odd.sqlite"
+    with materialized(NSYS_EXPORTS["many_kernels"]) as path:
+        shutil.copy(path, odd)
+    name = 'it\'s, "odd"'
+    quoted = '"' + name.replace('"', '""') + '"'
+    con = sqlite3.connect(odd)
+    con.execute(f"""CREATE TABLE {quoted} ("a,b" INTEGER, "c'd" text, e)""")
+    con.execute(f"INSERT INTO {quoted} VALUES (1, 'x', 2.5), (2, NULL, NULL)")
+    con.execute("CREATE TABLE no_rowids (k TEXT PRIMARY KEY, v INTEGER) WITHOUT ROWID")
+    con.execute("INSERT INTO no_rowids VALUES ('a', 1)")
+    con.execute("CREATE VIRTUAL TABLE boxes USING rtree(id, x0, x1)")
+    con.commit()
+    con.close()
+    no_rowids = {"no_rowids", "boxes"}  # (an R*Tree's rowid is its id: asked alone, as any)
+    checked = 0
+    for scen in ("many_kernels", "hstu_capture", "registered_nvtx", "multiproc", "cpu_only", None):
+        with materialized(NSYS_EXPORTS[scen]) if scen else contextlib.nullcontext(odd) as path:
+            export, ref = Export(Path(path)), sqlite3.connect(path)
+            try:
+                names = [r[0] for r in ref.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                assert export.tables == resolve_tables(names)
+                for base, actual in export.tables.items():
+                    q = actual.replace('"', '""')
+                    want = {r[1]: (r[2] or "").upper() for r in ref.execute(f'PRAGMA table_info("{q}")')}
+                    assert export.declared_types(base) == want and export.columns(base) == set(want), actual
+                    if actual != "no_rowids":
+                        rows = ref.execute(f'SELECT max(rowid) FROM "{q}"').fetchone()[0] or 0
+                        assert export.row_estimate(base) == rows, actual
+                    checked += 1
+                if scen is None:
+                    assert no_rowids <= set(export.tables) and export.columns(name) == {"a,b", "c'd", "e"}
+            finally:
+                export.close()
+                ref.close()
+    assert checked > 100
+    # and the export with the odd tables beside nsys's ingests as the export without them
+    tk = tracekit.open(tmp_path / "s.duckdb")
+    tk.ingest(odd, name="odd")
+    with materialized(NSYS_EXPORTS["many_kernels"]) as path:
+        tk.ingest(path, name="plain")
+    counts = tk.sql("SELECT run_id, count(*) AS n FROM kernels GROUP BY run_id ORDER BY run_id")["n"].to_list()
+    assert len(counts) == 2 and counts[0] == counts[1] > 0
+    tk.close()

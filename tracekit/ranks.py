@@ -61,11 +61,15 @@ def from_export(path: Path) -> dict[str, str]:
     except sqlite3.Error:
         return out
     try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        # (few result rows: Python's sqlite3 gives up the interpreter lock around each
+        # step, which costs much where several ingests run in threads; source.py says more)
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
+                                            "('META_DATA_CAPTURE', 'TARGET_INFO_SYSTEM_ENV')")}
         if "META_DATA_CAPTURE" in tables:
-            wanted = set(RANK_ENV + SIZE_ENV + JOB_ENV)
-            for (value,) in con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name = "
-                                        "'PROCESS_0:ENVIRONMENT_VARIABLE'"):
+            wanted = RANK_ENV + SIZE_ENV + JOB_ENV
+            for (value,) in con.execute(
+                    "SELECT value FROM META_DATA_CAPTURE WHERE name = 'PROCESS_0:ENVIRONMENT_VARIABLE' "
+                    f"AND substr(value, 1, instr(value, '=') - 1) IN ({', '.join('?' * len(wanted))})", wanted):
                 m = _ENV_RE.match(str(value))
                 if m and m.group(1) in wanted:
                     out.setdefault(m.group(1), m.group(2))

@@ -22,6 +22,19 @@ from ..arrow import strings
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
+#: Every table's name, and every ordinary table's columns with their declared types, each
+#: in one result row of SQL literals. Python's sqlite3 gives up the interpreter lock around
+#: each step of a statement; with several ingests in threads, each step then waits to take
+#: it back (8 threads: most of their waits for the lock were here when this took a step per
+#: column, docs/performance.md, thirty-third session).
+_TABLES_SQL = "SELECT group_concat(quote(name), ',') FROM sqlite_master WHERE type = 'table'"
+_COLUMNS_SQL = """
+    SELECT group_concat(quote(m.name) || ',' || quote(p.name) || ',' || quote(coalesce(p.type, '')), ',')
+    FROM sqlite_master AS m, pragma_table_info(m.name) AS p
+    WHERE m.type = 'table' AND m.sql NOT LIKE 'CREATE VIRTUAL TABLE%'
+"""
+_LITERAL = re.compile(r"'((?:[^']|'')*)'")
+
 #: tables with more rows than this are read through SQLite in parallel parts (integer
 #: columns only: where the page decoder declines them)
 SPLIT_ROWS = 500_000
@@ -61,27 +74,49 @@ class Export:
             self.sq = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
             # (text nsys copied from the system as it was: a Windows user name in its code page)
             self.sq.text_factory = lambda b: b.decode("utf-8", "replace")
-            rows = self.sq.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            names = _literals(self.sq.execute(_TABLES_SQL).fetchone()[0])
+            found = _literals(self.sq.execute(_COLUMNS_SQL).fetchone()[0])
         except sqlite3.DatabaseError as err:
             raise InputError(f"{path}: not a readable SQLite database ({err}); the file is truncated or corrupt") from err
-        self.tables = resolve_tables([r[0] for r in rows])
+        self.tables = resolve_tables(names)
+        #: actual table name -> {column: declared type, upper case}; a virtual table's are
+        #: read when first asked for
+        self._types: dict[str, dict[str, str]] = {}
+        for table, col, typ in zip(found[0::3], found[1::3], found[2::3], strict=True):
+            self._types.setdefault(table, {})[col] = typ.upper()
+        self._rows: dict[str, int | None] | None = None  # actual table name -> max(rowid), once asked
+
+    def _declared(self, actual: str) -> dict[str, str]:
+        types = self._types.get(actual)
+        if types is None:
+            types = {r[1]: (r[2] or "").upper() for r in self.sq.execute(f'PRAGMA table_info("{_quoted(actual)}")')}
+            self._types[actual] = types
+        return types
 
     def columns(self, base: str) -> set[str]:
         actual = self.tables.get(base)
         if actual is None:
             return set()
-        return {r[1] for r in self.sq.execute(f'PRAGMA table_info("{actual}")')}
+        return set(self._declared(actual))
 
     def declared_types(self, base: str) -> dict[str, str]:
         """Each column's declared type, upper case ('' where none is declared)."""
-        return {r[1]: (r[2] or "").upper() for r in self.sq.execute(f'PRAGMA table_info("{self.tables[base]}")')}
+        return dict(self._declared(self.tables[base]))
 
     def row_estimate(self, base: str) -> int:
         actual = self.tables.get(base)
         if actual is None:
             return 0
-        row = self.sq.execute(f'SELECT max(rowid) FROM "{actual}"').fetchone()
-        return row[0] or 0
+        if self._rows is None:  # every ordinary table's at once, in one step (see _TABLES_SQL)
+            tables = sorted(self._types)
+            sql = "SELECT " + ", ".join(f'(SELECT max(rowid) FROM "{_quoted(t)}")' for t in tables)
+            try:
+                self._rows = dict(zip(tables, self.sq.execute(sql).fetchone(), strict=True)) if tables else {}
+            except sqlite3.Error:  # (a table without rowids: each asked for alone)
+                self._rows = {}
+        if actual not in self._rows:
+            self._rows[actual] = self.sq.execute(f'SELECT max(rowid) FROM "{_quoted(actual)}"').fetchone()[0]
+        return self._rows[actual] or 0
 
     def names_starting(self, prefix: str) -> bool:
         """Whether a string of StringIds starts with ``prefix`` (case-sensitive; a scan, no read)."""
@@ -241,6 +276,16 @@ class Export:
 
     def close(self):
         self.sq.close()
+
+
+def _quoted(name: str) -> str:
+    """``name`` for use between double quotes in SQL."""
+    return name.replace('"', '""')
+
+
+def _literals(text: str | None) -> list[str]:
+    """The values of a list of SQL string literals (``'a','it''s'``; None: none)."""
+    return [m.replace("''", "'") for m in _LITERAL.findall(text or "")]
 
 
 def _valid_text(tbl: pa.Table) -> pa.Table:

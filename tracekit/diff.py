@@ -295,7 +295,9 @@ def _is_file(ref: Any) -> bool:
     """Whether ``ref`` is a file or folder to ingest: a path that exists and holds an input.
     A path that holds nothing to ingest (a folder of notes named like a run) does not hide
     the run or sweep of its name (``resolve``)."""
-    return _exists(ref) and _idle_path(ref) is None
+    from .ingest import nothing_to_ingest
+
+    return _exists(ref) and nothing_to_ingest(Path(str(ref).strip())) is None
 
 
 def _exists(ref: Any) -> bool:
@@ -303,24 +305,20 @@ def _exists(ref: Any) -> bool:
     return bool(text) and not RUN_ID.fullmatch(text) and Path(text).exists()
 
 
-def _idle_path(ref: Any) -> str | None:
-    """Why ``ref``, a path that exists, holds nothing to ingest (None: it does, or it is no path)."""
-    from .ingest import nothing_to_ingest
-
-    return nothing_to_ingest(Path(str(ref).strip())) if _exists(ref) else None
-
-
 def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     """A run id, a run name, a sweep id, or a file/run folder (ingested first; a file
     already in the store is that run). ``check(side)`` is given a file's side once it is
     read and before it is written: what it raises leaves the store as it was."""
+    from .ingest import nothing_to_ingest
+
     con = tk.con
     text = str(ref).strip()
     if not text:
         raise QueryError("diff: an empty run reference; give a run id, name, sweep id or file")
     path = Path(text)
-    idle = _idle_path(text)  # (a path here that holds nothing to ingest: the run of its name is meant)
-    if idle is None and _exists(text):
+    exists = _exists(text)
+    idle = nothing_to_ingest(path) if exists else None  # (holds nothing to ingest: the run of its name is meant)
+    if exists and idle is None:
         # a bare name that is also a run's (another run than the file's): which one is meant?
         namesake = con.execute("SELECT max(run_id) FROM runs WHERE name = ?", [text]).fetchone()[0] \
             if os.sep not in text else None

@@ -220,9 +220,14 @@ def run_folders(paths: list[Path]) -> list[Path]:
 
 def _below(folder: Path) -> list[Path]:
     """The run folders below ``folder`` (not itself), in path order."""
+    return list(_run_folders_below(folder))
+
+
+def _run_folders_below(folder: Path):
+    """``_below``'s folders one at a time (a caller that needs one stops the walk there)."""
     import os
 
-    found, seen = [], set()
+    seen = set()
     for top, dirs, files in os.walk(folder, followlinks=True):  # (a link to a folder seen before: not again)
         st = os.stat(top)
         if (st.st_dev, st.st_ino) in seen:
@@ -231,9 +236,8 @@ def _below(folder: Path) -> list[Path]:
         seen.add((st.st_dev, st.st_ino))
         dirs.sort()
         if "meta.json" in files and Path(top) != folder:
-            found.append(Path(top))
+            yield Path(top)
             dirs.clear()
-    return found
 
 
 def _left_nothing(folder: Path) -> str | None:
@@ -322,7 +326,9 @@ def nothing_to_ingest(path: Path) -> str | None:
     recognises. None where it holds an input, even one whose reading fails (a truncated
     export, an unreadable file: the ingest says what is wrong with it)."""
     if path.is_dir():
-        return None if (path / "meta.json").exists() or _below(path) else not_a_run_folder(path)
+        if (path / "meta.json").exists() or next(_run_folders_below(path), None) is not None:
+            return None
+        return not_a_run_folder(path)
     try:
         head = head_of(path)
     except (InputError, OSError):

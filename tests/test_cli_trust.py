@@ -309,3 +309,31 @@ def test_limit_cuts_the_answer_of_a_query_that_takes_none(tmp_path, capsys):
     assert capsys.readouterr().out.rstrip().endswith("1 of 2 rows (--limit 0 for all)")
     assert cli_main(["--db", db, "query", "run-info", "--limit", "-1"]) == 2
     assert "limit must be >= 0" in one_error_line(capsys)
+
+
+def test_every_command_lets_go_of_the_store_when_it_returns(small_store, capsys, tmp_path):
+    """A command run in-process (a notebook, a script calling ``main``) leaves no connection
+    to the store behind, whether it succeeded or failed: the next opener of the file, with
+    any settings, gets it at once. Garbage collection is off, as it may be at that moment: a
+    connection reachable only through a reference cycle (Altair keeps exception frames in
+    one) would otherwise still hold the file."""
+    import gc
+
+    t = tmp_path
+    commands = [(0, ["query", "top-kernels", "--run", "nsys_run"]), (2, ["query", "top-kernels", "--run", "nosuch"]),
+                (0, ["sql", "SELECT 1"]), (0, ["chart", "top-kernels", "--run", "nsys_run", "-o", f"{t}/c.json"]),
+                (0, ["diff", "nsys_run", str(OTHER_NSYS), "-f", "csv"]),  # (the file is run 3 now)
+                (0, ["compare", "nsys_run", "3", "-f", "csv"]), (2, ["compare", "nsys_run", "nsys_run"]),
+                (0, ["chart", "compare", "-p", "base=nsys_run", "-p", "runs=3", "-o", f"{t}/c.json"]),
+                (0, ["report", "--run", "nsys_run", "-o", f"{t}/r.html"]),
+                (0, ["export", "trace", "--run", "nsys_run", "-o", f"{t}/t.json.gz"]),
+                (0, ["export", "parquet", "--run", "nsys_run", "-o", f"{t}/ds"]), (2, ["export", "parquet", "-o", "-"])]
+    gc.collect()
+    gc.disable()
+    try:
+        for code, cmd in commands:
+            assert _cli(small_store, *cmd) == code, cmd
+            capsys.readouterr()
+            assert store_state(small_store) is not None, cmd  # (DuckDB refuses a second configuration)
+    finally:
+        gc.enable()

@@ -316,8 +316,8 @@ def ingest(
         held = f"{len(files)} given" if len(given) > 1 else f"{given[0]} holds {len(files)} run folders"
         raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({held})")
     if workers is not None or scheduler is not None:
-        with _capture_warnings():
-            _ingest_distributed(_open(db), files, workers, scheduler, name, params)
+        with _capture_warnings(), _open(db) as tk:
+            _ingest_distributed(tk, files, workers, scheduler, name, params)
         return
     tk, f, failed = None, None, 0
     try:
@@ -555,16 +555,16 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
         from .registry import Param
 
         cut = Param("limit", "INTEGER", "", None, minimum=0).convert(cut, name)  # (a query's limit's checks)
-    tk = _open(db, read_only=True)
-    if fmt != "table":
-        df = tk.query(name, **params)
-        _emit(df.head(cut) if cut else df, fmt, out, columns, tk.path, title=name)
-    else:
-        rows = reg.fetch(tk, name, **params)
-        if cut and len(rows.rows) > cut:
-            rows.total, rows.rows = len(rows.rows), rows.rows[:cut]
-        _show(rows, out, _runs_shown(params, rows, reg.get(name).display), columns, all_columns, timeunit,
-              more="--limit 0 for all", store_path=tk.path)
+    with _open(db, read_only=True) as tk:
+        if fmt != "table":
+            df = tk.query(name, **params)
+            _emit(df.head(cut) if cut else df, fmt, out, columns, tk.path, title=name)
+        else:
+            rows = reg.fetch(tk, name, **params)
+            if cut and len(rows.rows) > cut:
+                rows.total, rows.rows = len(rows.rows), rows.rows[:cut]
+            _show(rows, out, _runs_shown(params, rows, reg.get(name).display), columns, all_columns, timeunit,
+                  more="--limit 0 for all", store_path=tk.path)
     if out is not None:  # as chart and export say what they wrote
         _wrote(out, f"wrote {out}")
 
@@ -602,8 +602,8 @@ def sql(
     _check_timeunit(timeunit)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
-    tk = _open(db, read_only=True)
-    df = tk.sql(text)
+    with _open(db, read_only=True) as tk:
+        df = tk.sql(text)
     if fmt == "table":
         rows = _table_rows(df.head(SQL_TABLE_ROWS))
         rows.total = df.height
@@ -659,14 +659,13 @@ def diff_cmd(
         have = _diff.display(empty) if fmt == "table" else empty
         Rows(list(have.columns), [str(t) for t in have.dtypes], []).select(cols)  # one line for an unknown one
     files = any(_diff._is_file(r) for r in (base, new, *repeat))
-    tk = _open(db, read_only=not files)  # a file to compare is ingested first
-    if out is not None:  # checked before a file is ingested: an output that cannot be written changes nothing
-        from .outputs import check_output
+    with _open(db, read_only=not files) as tk:  # a file to compare is ingested first
+        if out is not None:  # checked before a file is ingested: an output that cannot be written changes nothing
+            from .outputs import check_output
 
-        check_output(out, tk.path)
-    with _capture_warnings():
-        df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeat or None)
-    tk.close()
+            check_output(out, tk.path)
+        with _capture_warnings():
+            df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeat or None)
     regressed = df.filter(df["verdict"] == "regressed").height
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
     if fmt == "table":
@@ -729,14 +728,13 @@ def compare_cmd(
     fmt = _format(fmt, out)
     _check_format(fmt, out)
     files = any(_is_file(r) for r in (base, *repeat, *runs))
-    tk = _open(db, read_only=not files)  # files to compare are ingested first
-    if out is not None:  # checked before a file is ingested
-        from .outputs import check_output
+    with _open(db, read_only=not files) as tk:  # files to compare are ingested first
+        if out is not None:  # checked before a file is ingested
+            from .outputs import check_output
 
-        check_output(out, tk.path)
-    with _capture_warnings():
-        df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None)
-    tk.close()
+            check_output(out, tk.path)
+        with _capture_warnings():
+            df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None)
     keys = limit if limit is not None else (30 if fmt == "table" else 0)
     if fmt == "table":
         from .table import Rows
@@ -770,8 +768,8 @@ def chart(
     from . import charts
 
     params = _with_options(_params(param), run=run)
-    tk = _open(db, read_only=True)
-    with _capture_warnings():  # (chart diff: a setup difference is one warning line, as for tracekit diff)
+    # (chart diff: a setup difference is one warning line, as for tracekit diff)
+    with _open(db, read_only=True) as tk, _capture_warnings():
         ch = charts.chart(tk, name, **params)
     charts.save(ch, out, store_path=tk.path)
     _wrote(out, f"wrote {out}")
@@ -793,7 +791,8 @@ def report(
 
     with _capture_warnings():
         files = vs is not None and any(_is_file(r) for r in (vs, *repeat))  # (a file is ingested)
-        write_report(_open(db, read_only=not files), out, run=run or None, vs=vs, repeats=repeat or None)
+        with _open(db, read_only=not files) as tk:
+            write_report(tk, out, run=run or None, vs=vs, repeats=repeat or None)
     _wrote(out, f"wrote {out}")
 
 
@@ -820,8 +819,9 @@ def export_trace_cmd(
     """Write the run's timeline in the Chrome Trace Event format (open it in ui.perfetto.dev)."""
     from .trace import export_trace
 
-    res = export_trace(_open(db, read_only=True), out, run=run, start_ns=start_ns, end_ns=end_ns,
-                       nvtx=nvtx, instance=instance, force=force, osrt=osrt, gpu_metrics=gpu_metrics)
+    with _open(db, read_only=True) as tk:
+        res = export_trace(tk, out, run=run, start_ns=start_ns, end_ns=end_ns,
+                           nvtx=nvtx, instance=instance, force=force, osrt=osrt, gpu_metrics=gpu_metrics)
     events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)
     _wrote(out, f"wrote {out}: run {res.run_id}, {res.window.label}: {events or 'no events'}")
 
@@ -836,12 +836,12 @@ def export_parquet(
     ..., DIR/runs.parquet) that `tracekit --db DIR query ...`, Dask, Spark or Trino read."""
     from . import dataset
 
-    tk = _open(db, read_only=True)
-    if isinstance(tk, dataset.Dataset):
-        raise ParamError(f"--db {tk.path}: is a dataset already; export from a DuckDB store")
-    if str(out) == "-":
-        raise ParamError("-o -: a dataset is a folder of files, not a stream; name a new or empty folder")
-    ids = dataset.export(tk, out, run)
+    with _open(db, read_only=True) as tk:
+        if isinstance(tk, dataset.Dataset):
+            raise ParamError(f"--db {tk.path}: is a dataset already; export from a DuckDB store")
+        if str(out) == "-":
+            raise ParamError("-o -: a dataset is a folder of files, not a stream; name a new or empty folder")
+        ids = dataset.export(tk, out, run)
     typer.echo(f"wrote {out}: {len(ids)} run{'s' if len(ids) != 1 else ''}")
 
 

@@ -82,6 +82,60 @@ NSYS_EXPORTS = {
 }
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _reports_read_once():
+    """Each .ncu-rep content is read by NVIDIA's ncu_report once per test process; a later
+    read of the same bytes takes that answer (a copy). The child interpreter that reads a
+    report takes 1.5-6 s of the 2-core machine, and the suite read the same dozen committed
+    reports 180 times. What the child gives is a function of the file's bytes alone (it runs
+    in a fresh interpreter for that reason), so nothing it decides is skipped: the ingest
+    around it runs in full. A failed read is never kept, and a test that reads reports in its
+    own process (``ncu_rep._read_here``) is not served from here."""
+    import copy
+    import hashlib
+
+    from tracekit.ingest import ncu_rep
+
+    real = ncu_rep.ReportRead
+    answers: dict = {}
+
+    def copied(answer):
+        meta, kernels, metrics, rules, source = answer
+        return (copy.deepcopy(meta), kernels.clone(), *(None if f is None else f.clone() for f in (metrics, rules)),
+                {t: f.clone() for t, f in source.items()})
+
+    class ReadOnce(real):
+        def __init__(self, path: Path, source_only: bool) -> None:
+            with open(path, "rb") as f:
+                self._key = hashlib.file_digest(f, "sha1").hexdigest(), source_only
+            if self._key in answers:
+                self.path = Path(path)
+                return
+            super().__init__(path, source_only)
+
+        def result(self):
+            if self._key not in answers:
+                answers[self._key] = super().result()
+            return copied(answers[self._key])
+
+        def cancel(self) -> None:
+            if hasattr(self, "_proc"):  # (a child was started)
+                super().cancel()
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(ncu_rep, "ReportRead", ReadOnce)
+    yield real
+    mp.undo()
+
+
+@pytest.fixture
+def reports_read_each_time(_reports_read_once, monkeypatch):
+    """For a test of the child interpreter itself: every report read starts one."""
+    from tracekit.ingest import ncu_rep
+
+    monkeypatch.setattr(ncu_rep, "ReportRead", _reports_read_once)
+
+
 @pytest.fixture(scope="session")
 def nsys_db(tmp_path_factory):
     """A store with every nsys fixture ingested, one run per scenario (named after it)."""
@@ -151,6 +205,19 @@ def small_store(_small_store_template, tmp_path) -> Path:
     db = folder / "tk.duckdb"
     shutil.copyfile(_small_store_template, db)
     return db
+
+
+def linked_copy(folder: Path, dest: Path) -> Path:
+    """A copy of a committed run folder whose files are links to the committed ones, except
+    meta.json, a file of its own to edit: the same run folder under another path, without
+    copying its reports."""
+    dest.mkdir(parents=True)
+    for f in folder.iterdir():
+        if f.name == "meta.json":
+            shutil.copyfile(f, dest / f.name)
+        else:
+            (dest / f.name).symlink_to(f.resolve())
+    return dest
 
 
 def let_go(tk) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import DATA, let_go, spec_datasets
+from conftest import DATA, let_go, linked_copy, spec_datasets
 
 import tracekit
 from tracekit import charts
@@ -826,7 +826,7 @@ def test_a_file_named_as_a_run_is_compared_and_said(tmp_path, monkeypatch):
     """A reference that is both a file in the working folder and a run's name: the file is
     compared, and a warning says so (and how to name either); ./NAME says nothing."""
     monkeypatch.chdir(tmp_path)
-    shutil.copytree(NCU_PAIR / "half_sms", tmp_path / "base")
+    linked_copy(NCU_PAIR / "half_sms", tmp_path / "base")
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(NCU_PAIR / "base", name="base")
         tk.ingest(NCU_PAIR / "base_again", name="base_again")
@@ -1822,7 +1822,7 @@ def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, caps
     # a capture that recorded its settings without TRACEKIT_TILES (the built-in tiles): unset,
     # not unknown (base's meta.json as such a capture writes it)
     folder = tmp_path / "builtin"
-    shutil.copytree(NCU_PAIR / "base", folder)
+    linked_copy(NCU_PAIR / "base", folder)
     meta = json.loads((folder / "meta.json").read_text())
     meta["settings"] = {"env": {}, "tiles_file": None, "tiles_sha256": None}
     (folder / "meta.json").write_text(json.dumps(meta))
@@ -1838,7 +1838,7 @@ def test_captures_of_different_setups_warn_what_differs(ncu_pair, tmp_path, caps
     for name, other, settings in (
             ("same_tiles", "half_sms", {**half, "env": {"TRACEKIT_TILES": "/home/me/t.json"}, "tiles_file": "/home/me/t.json"}),
             ("builtin_too", "base", {"env": {}, "tiles_file": None, "tiles_sha256": None})):
-        folder = shutil.copytree(NCU_PAIR / ("base" if other == "half_sms" else "half_sms"), tmp_path / name)
+        folder = linked_copy(NCU_PAIR / ("base" if other == "half_sms" else "half_sms"), tmp_path / name)
         meta = json.loads((folder / "meta.json").read_text())
         meta["settings"] = settings
         (folder / "meta.json").write_text(json.dumps(meta))

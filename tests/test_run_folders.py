@@ -24,7 +24,7 @@ def ncu_run_folder(run, fixture: str):
     return run
 
 
-def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch):
+def test_run_folder_with_ncu_exports_and_requests(tmp_path, monkeypatch, reports_read_each_time):
     run = ncu_run_folder(tmp_path / "20261122T000000Z-bs8-nc1024-ncu", "ncu_sections")
     (run / "requests.csv").write_text(
         "request_idx,phase,bs,nc,kv_caches,candidate_embeddings,latency_ms,peak_mem_allocated_mb,peak_mem_reserved_mb\n"

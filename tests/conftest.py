@@ -83,40 +83,75 @@ NSYS_EXPORTS = {
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _reports_read_once():
-    """Each .ncu-rep content is read by NVIDIA's ncu_report once per test process; a later
-    read of the same bytes takes that answer (a copy). The child interpreter that reads a
-    report takes 1.5-6 s of the 2-core machine, and the suite read the same dozen committed
-    reports 180 times. What the child gives is a function of the file's bytes alone (it runs
-    in a fresh interpreter for that reason), so nothing it decides is skipped: the ingest
-    around it runs in full. A failed read is never kept, and a test that reads reports in its
-    own process (``ncu_rep._read_here``) is not served from here."""
+def _reports_read_once(tmp_path_factory):
+    """Each .ncu-rep content is read by NVIDIA's ncu_report once per test run; a later read
+    of the same bytes, in this process or another worker of the run, takes that answer. The
+    child interpreter that reads a report takes 1.5-6 s of the 2-core machine, and the suite
+    read the same dozen committed reports 180 times. What the child gives is a function of
+    the file's bytes alone (it runs in a fresh interpreter for that reason), so nothing it
+    decides is skipped: the ingest around it runs in full. A failed read is never kept, and a
+    test that reads reports in its own process (``ncu_rep._read_here``) is not served from
+    here. The answers live in this run's temporary folder (the workers' common parent), so
+    a change to the reader is never hidden by an earlier run's answer."""
     import copy
     import hashlib
+    import json
+    import os
+    import tempfile
+
+    import polars as pl
 
     from tracekit.ingest import ncu_rep
 
     real = ncu_rep.ReportRead
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "ncu-report-answers"
+    shared.mkdir(exist_ok=True)
     answers: dict = {}
+    parts = ("kernels", "metrics", "rules")
 
-    def copied(answer):
-        meta, kernels, metrics, rules, source = answer
+    def kept(key: str, answer) -> None:
+        """``answer`` written beside the other workers' (a folder renamed into place whole)."""
+        meta, *frames, source = answer
+        tmp = Path(tempfile.mkdtemp(dir=shared))
+        (tmp / "meta.json").write_text(json.dumps(meta))
+        for name, f in [*zip(parts, frames, strict=True), *source.items()]:
+            if f is not None:
+                f.write_parquet(tmp / f"{name}.parquet")
+        try:
+            tmp.rename(shared / key)
+        except OSError:  # (another worker kept it first)
+            shutil.rmtree(tmp)
+
+    def looked_up(key: str):
+        folder = shared / key
+        if key not in answers and folder.is_dir():
+            files = {f.stem: pl.read_parquet(f) for f in folder.glob("*.parquet")}
+            answers[key] = (json.loads((folder / "meta.json").read_text()), *(files.pop(n, None) for n in parts),
+                            files)
+        if key not in answers:
+            return None
+        meta, kernels, metrics, rules, source = answers[key]
         return (copy.deepcopy(meta), kernels.clone(), *(None if f is None else f.clone() for f in (metrics, rules)),
                 {t: f.clone() for t, f in source.items()})
 
     class ReadOnce(real):
         def __init__(self, path: Path, source_only: bool) -> None:
             with open(path, "rb") as f:
-                self._key = hashlib.file_digest(f, "sha1").hexdigest(), source_only
-            if self._key in answers:
+                self._key = f"{hashlib.file_digest(f, 'sha1').hexdigest()}-{int(source_only)}"
+            self._answer = looked_up(self._key)
+            if self._answer is not None:
                 self.path = Path(path)
                 return
             super().__init__(path, source_only)
 
         def result(self):
-            if self._key not in answers:
-                answers[self._key] = super().result()
-            return copied(answers[self._key])
+            if self._answer is None:
+                answer = super().result()
+                answers[self._key] = answer
+                kept(self._key, answer)
+                self._answer = looked_up(self._key)
+            return self._answer
 
         def cancel(self) -> None:
             if hasattr(self, "_proc"):  # (a child was started)

@@ -96,7 +96,6 @@ def _reports_read_once(tmp_path_factory):
     import copy
     import hashlib
     import json
-    import os
     import tempfile
 
     import polars as pl
@@ -104,8 +103,7 @@ def _reports_read_once(tmp_path_factory):
     from tracekit.ingest import ncu_rep
 
     real = ncu_rep.ReportRead
-    base = tmp_path_factory.getbasetemp()
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "ncu-report-answers"
+    shared = _run_folder(tmp_path_factory) / "ncu-report-answers"
     shared.mkdir(exist_ok=True)
     answers: dict = {}
     parts = ("kernels", "metrics", "rules")
@@ -171,15 +169,46 @@ def reports_read_each_time(_reports_read_once, monkeypatch):
     monkeypatch.setattr(ncu_rep, "ReportRead", _reports_read_once)
 
 
+def _run_folder(tmp_path_factory) -> Path:
+    """This test run's temporary folder that all its workers share."""
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The file ``build(path)`` makes, made by the first worker of the run that asks for it
+    (the others wait for it): a store every worker needs, ingested once."""
+    import fcntl
+
+    shared = _run_folder(tmp_path_factory) / "built-once"
+    shared.mkdir(exist_ok=True)
+    out = shared / name
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.exists():
+            tmp = shared / f"{name}.part"
+            tmp.unlink(missing_ok=True)
+            build(tmp)
+            tmp.rename(out)
+    return out
+
+
 @pytest.fixture(scope="session")
 def nsys_db(tmp_path_factory):
-    """A store with every nsys fixture ingested, one run per scenario (named after it)."""
+    """A store with every nsys fixture ingested, one run per scenario (named after it):
+    this worker's copy of the run's one ingest of them."""
     import tracekit
 
+    def build(path: Path) -> None:
+        with tracekit.open(path) as tk:
+            for scen in NSYS_SCENARIOS:
+                tk.ingest(NSYS_EXPORTS[scen], name=scen)
+
     db = tmp_path_factory.mktemp("store") / "nsys.duckdb"
+    shutil.copyfile(built_once(tmp_path_factory, "nsys.duckdb", build), db)
     tk = tracekit.open(db)
-    for scen in NSYS_SCENARIOS:
-        tk.ingest(NSYS_EXPORTS[scen], name=scen)
     yield tk
     tk.close()
 

@@ -68,9 +68,8 @@ def prepare(source: str | os.PathLike, *, name: str | None = None, params: dict 
     folder = Path(tempfile.mkdtemp(prefix="tracekit-stage-", dir=workdir))
     db = folder / "run.duckdb"
     try:
-        stage = Tracekit(db)
-        res = ingest_into(stage, source, name=name, params=params, known=known, threads=threads)
-        stage.close()
+        with Tracekit(db) as stage:  # (closed before its folder goes, on an error too)
+            res = ingest_into(stage, source, name=name, params=params, known=known, threads=threads)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

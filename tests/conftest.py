@@ -84,76 +84,52 @@ NSYS_EXPORTS = {
 
 @pytest.fixture(scope="session", autouse=True)
 def _reports_read_once(tmp_path_factory):
-    """Each .ncu-rep content is read by NVIDIA's ncu_report once per test run; a later read
-    of the same bytes, in this process or another worker of the run, takes that answer. The
-    child interpreter that reads a report takes 1.5-6 s of the 2-core machine, and the suite
-    read the same dozen committed reports 180 times. What the child gives is a function of
-    the file's bytes alone (it runs in a fresh interpreter for that reason), so nothing it
-    decides is skipped: the ingest around it runs in full. A failed read is never kept, and a
-    test that reads reports in its own process (``ncu_rep._read_here``) is not served from
-    here. The answers live in this run's temporary folder (the workers' common parent), so
-    a change to the reader is never hidden by an earlier run's answer."""
-    import copy
+    """Each .ncu-rep content is read by NVIDIA's ncu_report once per test run (``built_once``);
+    a later read of the same bytes, in this process or another worker of the run, takes that
+    answer. The child interpreter that reads a report takes 1.5-6 s of the 2-core machine, and
+    the suite read the same dozen committed reports 180 times. What the child gives is a
+    function of the file's bytes alone (it runs in a fresh interpreter for that reason), so
+    nothing it decides is skipped: the ingest around it runs in full. A failed read is never
+    kept, and a test that reads reports in its own process (``ncu_rep._read_here``) is not
+    served from here. The answers live in this run's temporary folder, so a change to the
+    reader is never hidden by an earlier run's answer. The child starts when its answer is
+    asked for, not beside the parse of a CSV page."""
     import hashlib
     import json
-    import tempfile
 
     import polars as pl
 
     from tracekit.ingest import ncu_rep
 
     real = ncu_rep.ReportRead
-    shared = _run_folder(tmp_path_factory) / "ncu-report-answers"
-    shared.mkdir(exist_ok=True)
-    answers: dict = {}
     parts = ("kernels", "metrics", "rules")
 
-    def kept(key: str, answer) -> None:
-        """``answer`` written beside the other workers' (a folder renamed into place whole)."""
+    def write(folder: Path, answer) -> None:
         meta, *frames, source = answer
-        tmp = Path(tempfile.mkdtemp(dir=shared))
-        (tmp / "meta.json").write_text(json.dumps(meta))
+        folder.mkdir()
+        (folder / "meta.json").write_text(json.dumps(meta))
         for name, f in [*zip(parts, frames, strict=True), *source.items()]:
             if f is not None:
-                f.write_parquet(tmp / f"{name}.parquet")
-        try:
-            tmp.rename(shared / key)
-        except OSError:  # (another worker kept it first)
-            shutil.rmtree(tmp)
+                f.write_parquet(folder / f"{name}.parquet")
 
-    def looked_up(key: str):
-        folder = shared / key
-        if key not in answers and folder.is_dir():
-            files = {f.stem: pl.read_parquet(f) for f in folder.glob("*.parquet")}
-            answers[key] = (json.loads((folder / "meta.json").read_text()), *(files.pop(n, None) for n in parts),
-                            files)
-        if key not in answers:
-            return None
-        meta, kernels, metrics, rules, source = answers[key]
-        return (copy.deepcopy(meta), kernels.clone(), *(None if f is None else f.clone() for f in (metrics, rules)),
-                {t: f.clone() for t, f in source.items()})
+    def read(folder: Path):
+        frames = {f.stem: pl.read_parquet(f) for f in folder.glob("*.parquet")}
+        return json.loads((folder / "meta.json").read_text()), *(frames.pop(n, None) for n in parts), frames
 
-    class ReadOnce(real):
+    class ReadOnce:
+        """``ncu_rep.ReportRead``'s interface: ``path``, ``result()``, ``cancel()``."""
+
         def __init__(self, path: Path, source_only: bool) -> None:
-            with open(path, "rb") as f:
-                self._key = f"{hashlib.file_digest(f, 'sha1').hexdigest()}-{int(source_only)}"
-            self._answer = looked_up(self._key)
-            if self._answer is not None:
-                self.path = Path(path)
-                return
-            super().__init__(path, source_only)
+            self.path, self.source_only = Path(path), source_only
 
         def result(self):
-            if self._answer is None:
-                answer = super().result()
-                answers[self._key] = answer
-                kept(self._key, answer)
-                self._answer = looked_up(self._key)
-            return self._answer
+            with open(self.path, "rb") as f:
+                name = f"ncu-report-{hashlib.file_digest(f, 'sha1').hexdigest()}-{int(self.source_only)}"
+            return read(built_once(tmp_path_factory, name,
+                                   lambda folder: write(folder, real(self.path, self.source_only).result())))
 
         def cancel(self) -> None:
-            if hasattr(self, "_proc"):  # (a child was started)
-                super().cancel()
+            """Nothing runs before ``result()``."""
 
     mp = pytest.MonkeyPatch()
     mp.setattr(ncu_rep, "ReportRead", ReadOnce)
@@ -178,8 +154,9 @@ def _run_folder(tmp_path_factory) -> Path:
 
 
 def built_once(tmp_path_factory, name: str, build) -> Path:
-    """The file ``build(path)`` makes, made by the first worker of the run that asks for it
-    (the others wait for it): a store every worker needs, ingested once."""
+    """The file or folder ``build(path)`` makes, made by the first worker of the run that asks
+    for it (the others wait for it): a store every worker needs, ingested once. What a build
+    that failed left is made again by the next."""
     import fcntl
 
     shared = _run_folder(tmp_path_factory) / "built-once"
@@ -189,7 +166,10 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.exists():
             tmp = shared / f"{name}.part"
-            tmp.unlink(missing_ok=True)
+            if tmp.is_dir():
+                shutil.rmtree(tmp)
+            else:
+                tmp.unlink(missing_ok=True)
             build(tmp)
             tmp.rename(out)
     return out

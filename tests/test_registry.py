@@ -117,6 +117,22 @@ def test_bad_params_are_errors(nsys_db):
         nsys_db.query("top-kernels", run="missing")
 
 
+def test_integers_as_tables_print_them(nsys_db):
+    """A number copied from a table (12,100,481) is a query's integer parameter; a comma
+    out of place is an error, not the digits run together (tracekit.numbers)."""
+    first = nsys_db.query("gpu-trace", run="hstu_mixed", limit=0)["start_ns"].sort()
+    cut = int(first[len(first) // 2])
+    plain = nsys_db.query("gpu-trace", run="hstu_mixed", from_ns=cut, limit=0)
+    assert 0 < plain.height < first.len()
+    for text in (f"{cut:,}", f"{cut:_}", f" {cut} ", f"+{cut}"):
+        assert nsys_db.query("gpu-trace", run="hstu_mixed", from_ns=text, limit=0).equals(plain), text
+    assert nsys_db.query("top-kernels", run="hstu_mixed", limit="1,000").equals(
+        nsys_db.query("top-kernels", run="hstu_mixed", limit=1000))
+    for bad in ("1,2", "12,34,567", "1,000,00", ",100", "1_", "1 000", "0x10", "1e3"):
+        with pytest.raises(ParamError, match=rf"^gpu-trace: parameter from_ns='{bad}' is not an integer$"):
+            nsys_db.query("gpu-trace", run="hstu_mixed", from_ns=bad)
+
+
 def test_run_resolution(nsys_db):
     runs = nsys_db.runs()
     last = runs["run_id"].max()

@@ -202,6 +202,7 @@ def test_more_than_the_bound_is_an_error_that_says_how_to_choose_a_window(tk, mo
     ({"from_ns": 20, "to_ns": 10}, ParamError,
      "chart timeline: from_ns=20 is not before to_ns=10: the window is empty; give from_ns < to_ns"),
     ({"from_ns": "1.5e7"}, ParamError, "chart timeline: from_ns='1.5e7': a time in ns on the capture's clock expected"),
+    ({"to_ns": "1,2"}, ParamError, "chart timeline: to_ns='1,2': a time in ns on the capture's clock expected"),
     ({"from_ns": 1, "to_ns": 1000}, QueryError,
      "chart timeline: the window 1 to 1000 ns is outside run 1 (hstu)'s events, which span 11899934 to 389229314 ns"),
     ({"run_name": "x"}, ParamError,

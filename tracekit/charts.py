@@ -27,6 +27,7 @@ from typing import Any
 
 from .errors import ParamError, QueryError
 from .names import distinct_labels, short_name
+from .numbers import whole_number
 
 
 class _OnFirstUse:
@@ -924,14 +925,14 @@ class Timeline:
 
 
 def _int_param(name: str, value: Any, what: str) -> int | None:
-    """A -p value that is an integer: an int, or text from the command line (12,100,481
-    as tables print it works)."""
+    """A -p value that is an integer: an int, or text from the command line
+    (tracekit.numbers: 12,100,481 as tables print it works)."""
     if value is None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     try:
-        return int(str(value).strip().replace(",", "").replace("_", ""))
+        return whole_number(str(value))
     except ValueError as err:
         raise ParamError(f"chart timeline: {name}={value!r}: {what} expected") from err
 

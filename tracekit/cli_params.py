@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any, get_args, get_origin
+
+from .numbers import whole_number
 
 _NAMES = {int: "integer", float: "number"}
 
@@ -103,10 +104,10 @@ def _db_path(v: Any) -> DbPath:
 def _ns(v: Any) -> Ns:
     if isinstance(v, int) and not isinstance(v, bool):
         return Ns(v)
-    text = str(v).strip()
-    if not re.fullmatch(r"-?(\d+|\d{1,3}(,\d{3})+|\d+(_\d+)+)", text):
-        raise ValueError(f"{v!r} is not a whole number of ns (12100481, or 12,100,481 as tables print it).")
-    out = int(text.replace(",", "").replace("_", ""))
+    try:
+        out = whole_number(str(v))
+    except ValueError:
+        raise ValueError(f"{v!r} is not a whole number of ns (12100481, or 12,100,481 as tables print it).") from None
     if not INT_RANGE[0] <= out <= INT_RANGE[1]:
         raise ValueError(f"{v!r} is out of range (a 64-bit integer, {INT_RANGE[0]} to {INT_RANGE[1]}).")
     return Ns(out)

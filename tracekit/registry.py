@@ -45,6 +45,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from .errors import ParamError, QueryError, expect
+from .numbers import whole_number
 
 if TYPE_CHECKING:
     import polars as pl
@@ -105,7 +106,7 @@ class Param:
                 raise ValueError(value)
             if py in (int, float) and isinstance(value, bool):  # (a bool is an int to Python: limit=True is 1)
                 raise ValueError(value)
-            out = py(value)
+            out = whole_number(value) if py is int and isinstance(value, str) else py(value)
             if py is int and not -(2**63) <= out < 2**63:
                 raise ParamError(f"{query}: parameter {self.name}={value} is out of range (64-bit integers)")
             if self.minimum is not None and out < self.minimum:

@@ -278,7 +278,7 @@ def test_charts_lists_what_each_needs(capsys):
     assert re.search(r"^roofline .*query roofline, needs an ncu run$", out, re.M)
     assert re.search(r"^sweep-latency .*needs runs of a sweep$", out, re.M)
     assert re.search(r"^diff .*tracekit diff's comparison, needs two runs or two sweeps$", out, re.M)
-    assert re.search(r"^timeline .*; queries nvtx-ranges and gpu-trace, needs an nsys run$", out, re.M)
+    assert re.search(r"^timeline .*; queries nvtx-ranges and gpu-trace with whole CUDA graph launches, needs an nsys run$", out, re.M)
     from tracekit.charts import CHARTS
 
     assert all(spec.source for spec in CHARTS.values() if spec.query is None)  # (each says where its data comes from)

@@ -1,7 +1,8 @@
 """`tracekit chart timeline` and the report's timeline: one request (or any window) of a
 real nsys capture as nsys draws it, NVTX ranges per thread and depth above the GPU's
-kernels, copies and memsets per device and stream. The chart's bars are the rows of
-nvtx-ranges and gpu-trace in the window `tracekit export trace` takes; the report shows
+kernels, copies, memsets and whole CUDA graph launches per device and stream. The chart's
+bars are the rows of nvtx-ranges and gpu-trace (and graph_execs) in the window `tracekit
+export trace` takes; the report shows
 the run's typical request: the median instance of the program's most repeated outermost
 NVTX range, or of the most repeated one a few nesting levels down where no outermost one
 repeats (charts.typical_instance)."""
@@ -141,6 +142,41 @@ def test_from_to_and_the_whole_run(tk):
     nv_bars, gpu_bars = _bars(charts.chart(tk, "timeline", run="mixed").to_dict())
     assert (len(nv_bars), len(gpu_bars)) == (nv.height, gpu.height)
     assert min(r["start_ms"] for r in nv_bars + gpu_bars) == 0  # since the first event
+
+
+def test_cuda_graph_launches_traced_whole_are_drawn(tmp_path, monkeypatch):
+    """A capture with --cuda-graph-trace=graph: nsys's GPU trace (gpu-trace) leaves the
+    graph launches out, but the GPU ran their kernels then; the timeline draws each launch
+    (graph_execs) as a bar on its stream, counts it against the bound, and its busy share
+    includes it."""
+    with tracekit.open(tmp_path / "g.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["graphs_graph"], name="graphs")
+        run_id = _run_id(tk, "graphs")
+        execs = tk.sql(f"SELECT start_ns, end_ns, device_id, stream_id, graph_id FROM graph_execs "
+                       f"WHERE run_id = {run_id} ORDER BY start_ns")
+        assert execs.height == 7 and execs["graph_id"].n_unique() == 2 and execs["stream_id"].n_unique() == 2
+        data = charts.timeline_data(tk, run="graphs")
+        nv, gpu = _window_rows(tk, run_id, None, None)
+        graphs = data.gpu.filter(pl.col("op_kind") == "graph")
+        assert data.nvtx.equals(nv) and data.gpu.filter(pl.col("op_kind") != "graph").select(gpu.columns).equals(gpu)
+        assert graphs.select("start_ns", "end_ns", "device_id", "stream_id", "graph_id").equals(execs)
+        assert graphs["name"].to_list() == [f"[CUDA graph {g}]" for g in execs["graph_id"]]
+        assert data.gpu["start_ns"].is_sorted()
+
+        spec = charts.chart(tk, "timeline", run="graphs").to_dict()
+        bars = [r for r in _bars(spec)[1] if r["op_kind"] == "graph"]
+        assert Counter(r["lane"] for r in bars) == Counter(
+            f"GPU {d} · stream {s}" for d, s in execs.select("device_id", "stream_id").rows())
+        assert all(r["detail"].startswith("graph ") and "not traced apiece" in r["detail"] for r in bars)
+        t0, t1 = int(min(nv["start_ns"].min(), data.gpu["start_ns"].min())), int(data.gpu["end_ns"].max())
+        busy = charts._busy(data.gpu, t0, t1)
+        assert busy != charts._busy(gpu, t0, t1) and busy[0] in spec["title"]["subtitle"][0]
+        assert "CUDA graph launches traced whole (purples)" in spec["title"]["subtitle"][1]
+        # the launches count against the bound
+        monkeypatch.setattr(charts, "TIMELINE_BARS", nv.height + gpu.height)
+        with pytest.raises(QueryError, match=rf"has {nv.height + gpu.height + 7} events \({nv.height} NVTX ranges, "
+                                             rf"{gpu.height + 7} GPU ops\)"):
+            charts.timeline_data(tk, run="graphs")
 
 
 def test_run_by_name_and_by_id(tk):
@@ -482,3 +518,17 @@ def test_a_window_at_the_bound_draws_in_chromium(tk, tmp_path):
     page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
     assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
     assert page.value == {"error": None, "marks": bars}
+
+
+@needs_chromium
+def test_cuda_graph_launches_draw_in_chromium(tmp_path):
+    """The whole-graph capture's timeline draws in a browser, a bar per NVTX range, GPU op
+    and graph launch, with no console error."""
+    with tracekit.open(tmp_path / "g.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["graphs_graph"], name="graphs")
+        data = charts.timeline_data(tk, run="graphs")
+    assert data.gpu.filter(pl.col("op_kind") == "graph").height == 7
+    out = charts.save(charts.timeline(data), tmp_path / "graphs.html")
+    page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
+    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    assert page.value == {"error": None, "marks": data.nvtx.height + data.gpu.height}

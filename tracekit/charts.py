@@ -764,22 +764,32 @@ _KERNEL_COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#b79a20", "#439894", "#393b
                    "#9ecae9", "#ffbf79", "#88d27a", "#83bcb6"]
 _COPY_COLOURS = ["#e45756", "#ff9d98", "#a11d21", "#f7b6b2", "#7b1113"]
 _MEMSET_COLOURS = ["#555555", "#8c8c8c", "#333333"]
+_GRAPH_COLOURS = ["#6a3d9a", "#9467bd", "#c5b0d5", "#3f007d"]
 _OTHER_COLOUR = "#c9c3bf"
 
 #: an event in a window [$lo, $hi] (NULL: unbounded) as gpu-trace and nvtx-ranges take it
 _IN_WINDOW = "($lo IS NULL OR end_ns > $lo) AND ($hi IS NULL OR start_ns < $hi)"
-#: the NVTX ranges and GPU ops (gpu-trace's: kernels, copies, memsets) in the window, and
-#: the span of the run's events
+#: the NVTX ranges and GPU ops (gpu-trace's kernels, copies and memsets, and CUDA graph
+#: launches traced whole) in the window, and the span of the run's events
 _TIMELINE_EVENTS = f"""
 SELECT (SELECT count(*) FROM nvtx_ranges WHERE $nvtx AND run_id = $run AND {_IN_WINDOW}),
-       (SELECT count(*) FROM gpu_ops WHERE $gpu AND run_id = $run AND op_kind IN ('kernel', 'memcpy', 'memset')
-            AND {_IN_WINDOW}),
+       (SELECT count(*) FROM gpu_ops WHERE $gpu AND run_id = $run AND {_IN_WINDOW}),
        (SELECT min(lo) FROM (SELECT min(start_ns) AS lo FROM nvtx_ranges WHERE $nvtx AND run_id = $run UNION ALL
                              SELECT min(start_ns) FROM gpu_ops WHERE $gpu AND run_id = $run)),
        (SELECT max(hi) FROM (SELECT max(end_ns) AS hi FROM nvtx_ranges WHERE $nvtx AND run_id = $run UNION ALL
                              SELECT max(end_ns) FROM gpu_ops WHERE $gpu AND run_id = $run))
 """
 
+#: CUDA graph launches traced whole (nsys --cuda-graph-trace=graph) in the window, with
+#: gpu-trace's columns: nsys's GPU trace leaves them out (their kernels are not traced
+#: apiece), but the GPU ran the graph's work then, so the timeline draws them
+_TIMELINE_GRAPHS = f"""
+SELECT g.start_ns, g.dur_ns, g.correlation_id, g.device_id, g.stream_id, g.name, 'graph' AS op_kind,
+       ((g.global_pid >> 24) & 16777215)::INTEGER AS pid, g.end_ns, r.path AS nvtx_path, g.graph_id, g.graph_exec_id
+FROM (SELECT *, '[CUDA graph ' || graph_id || ']' AS name FROM graph_execs WHERE run_id = $run AND {_IN_WINDOW}) g
+LEFT JOIN nvtx_ranges r ON r.run_id = $run AND r.range_id = g.nvtx_range_id
+ORDER BY g.start_ns, g.correlation_id
+"""
 
 #: NVTX domains of libraries rather than of the program: NCCL's own ranges (its collectives
 #: and communicators), XLA's (TSL: its modules and thunks, under JAX) and the CUDA libraries'
@@ -986,7 +996,12 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
             return pl.DataFrame()
         return tk.query(query, run=run_id, from_ns=window.start_ns, to_ns=window.end_ns, limit=0)
 
-    return Timeline(run_id, run_name, window, rows("NVTX", "nvtx-ranges"), rows("CUDA", "gpu-trace"), missing)
+    gpu = rows("CUDA", "gpu-trace")
+    if "CUDA" not in missing:
+        graphs = tk.frame(tk.con.sql(_TIMELINE_GRAPHS, params={k: params[k] for k in ("run", "lo", "hi")}))
+        if not graphs.is_empty():
+            gpu = pl.concat([gpu, graphs], how="diagonal_relaxed").sort("start_ns", maintain_order=True)
+    return Timeline(run_id, run_name, window, rows("NVTX", "nvtx-ranges"), gpu, missing)
 
 
 def _too_many(tk, run_id: int, run_name: str, window, ranges: int, ops: int, first: int | None,
@@ -1027,7 +1042,10 @@ def _gpu_lanes(gpu: pl.DataFrame) -> pl.DataFrame:
 
 
 def _op_detail(r: dict) -> str:
-    """A GPU op's launch shape (kernels) or size and memory kinds (copies, memsets)."""
+    """A GPU op's launch shape (kernels), size and memory kinds (copies, memsets), or
+    graph and instantiation (a CUDA graph launch traced whole)."""
+    if r["op_kind"] == "graph":
+        return f"graph {r['graph_id']} · instantiation {r['graph_exec_id']} · its kernels not traced apiece"
     if r["op_kind"] == "kernel":
         return (f"grid {r['grid_x']}×{r['grid_y']}×{r['grid_z']} · block {r['block_x']}×{r['block_y']}×"
                 f"{r['block_z']} · {r['registers_per_thread']} registers/thread")
@@ -1074,10 +1092,11 @@ def _top(df: pl.DataFrame, key: str, in_window: pl.Expr) -> list[str]:
 
 def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     """The run's window as nsys draws it: NVTX ranges per thread and nesting depth above,
-    the GPU's kernels, copies and memsets per device and stream below, on one time axis in
-    ms since the window's start (events that overlap its edges cut there); colours: the
-    ``TIMELINE_COLOURS`` NVTX ranges and kernels with the most time in the window apiece,
-    copies in reds, memsets in greys. Zooms on the time axis (scroll, drag)."""
+    the GPU's kernels, copies, memsets and CUDA graph launches traced whole per device and
+    stream below, on one time axis in ms since the window's start (events that overlap its
+    edges cut there); colours: the ``TIMELINE_COLOURS`` NVTX ranges and kernels with the
+    most time in the window apiece, copies in reds, memsets in greys, graph launches in
+    purples. Zooms on the time axis (scroll, drag)."""
     title = f"Timeline · run {t.run_id} ({t.run_name})"
     nv, gpu, w = t.nvtx, t.gpu, t.window
     if nv.is_empty() and gpu.is_empty():
@@ -1092,6 +1111,7 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     start = alt.Tooltip("start_ms:Q", title="start [ms]", format=",.3f")
     lanes: list[str] = []
     layers = []
+    graphs: list[str] = []
     if not nv.is_empty():  # named as the path names them: the default domain's ':text' as 'text'
         nv = _nvtx_lanes(nv.with_columns(pl.col("range").str.strip_prefix(":")))
         top = _top(nv, "range", in_window)
@@ -1116,10 +1136,12 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
         other = ["(other kernels)"] if "(other kernels)" in colour else []
         copies = sorted(set(d.filter(pl.col("op_kind") == "memcpy")["name"]))
         memsets = sorted(set(d.filter(pl.col("op_kind") == "memset")["name"]))
-        scale = alt.Scale(domain=[shown[k] for k in kernels] + other + copies + memsets,
+        graphs = sorted(set(d.filter(pl.col("op_kind") == "graph")["name"]))
+        scale = alt.Scale(domain=[shown[k] for k in kernels] + other + copies + memsets + graphs,
                           range=(_KERNEL_COLOURS[:len(kernels)] + [_OTHER_COLOUR] * len(other)
                                  + [_COPY_COLOURS[i % len(_COPY_COLOURS)] for i in range(len(copies))]
-                                 + [_MEMSET_COLOURS[i % len(_MEMSET_COLOURS)] for i in range(len(memsets))]))
+                                 + [_MEMSET_COLOURS[i % len(_MEMSET_COLOURS)] for i in range(len(memsets))]
+                                 + [_GRAPH_COLOURS[i % len(_GRAPH_COLOURS)] for i in range(len(graphs))]))
         rows = d.select("name", "op_kind", "colour", "lane", "start_ms", "end_ms", "dur_us", "detail",
                         "nvtx_path").to_dicts()
         layers.append(_bars(rows, x, "GPU op", scale, _legend(2, 280), [
@@ -1136,8 +1158,9 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
         width=TIMELINE_WIDTH, height=alt.Step(20),
         title=alt.Title(title, subtitle=[
             " · ".join(said),
-            "NVTX ranges per thread and nesting depth, then GPU kernels, copies (reds) and memsets (greys) per "
-            "device and stream; hover for each one's numbers, scroll or drag to zoom, double-click to reset"]))
+            "NVTX ranges per thread and nesting depth, then GPU kernels, copies (reds)"
+            + (", memsets (greys) and CUDA graph launches traced whole (purples)" if graphs else " and memsets (greys)")
+            + " per device and stream; hover for each one's numbers, scroll or drag to zoom, double-click to reset"]))
 
 
 def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
@@ -1581,7 +1604,7 @@ CHARTS: dict[str, ChartSpec] = {
     ),
     "timeline": ChartSpec(None, timeline, {}, "nsys NVTX ranges and GPU work per stream of one request or window "
                           "(-p nvtx=NAME -p instance=N, or -p from_ns=A -p to_ns=B)", data=timeline_data,
-                          source="queries nvtx-ranges and gpu-trace, needs an nsys run"),
+                          source="queries nvtx-ranges and gpu-trace with whole CUDA graph launches, needs an nsys run"),
     "rank-summary": ChartSpec("rank-summary", rank_summary, {"limit": 0}, "multi-rank: time per rank"),
     "stragglers": ChartSpec("stragglers", stragglers, {"limit": 20}, "multi-rank: range instances by skew"),
     "rank-heatmap": ChartSpec("rank-ranges", rank_heatmap, {"limit": 0}, "multi-rank: time per rank and NVTX path"),

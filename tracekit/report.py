@@ -181,7 +181,7 @@ NSYS = (
     Section("timeline", "Timeline", None, chart="timeline", chart_params=typical_request,
             intro="The run's typical request, or the whole run where it has no NVTX range (the caption says which), as "
             "nsys draws it: the NVTX ranges per thread and nesting depth, then the GPU's "
-            "kernels, copies and memsets per device and stream, on one time axis; the gaps are the time the GPU "
+            "kernels, copies, memsets and CUDA graph launches per device and stream, on one time axis; the gaps are the time the GPU "
             "waited. Hover for each one's numbers; scroll or drag to zoom, double-click to reset."),
 )
 

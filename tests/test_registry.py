@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import NSYS_SCENARIOS
+from conftest import NSYS_SCENARIOS, let_go
 
 from tracekit.errors import ParamError, QueryError
 from tracekit.registry import TRACED, count_sql, get_registry, parse_header, sql_parameters
@@ -131,6 +131,39 @@ def test_integers_as_tables_print_them(nsys_db):
     for bad in ("1,2", "12,34,567", "1,000,00", ",100", "1_", "1 000", "0x10", "1e3"):
         with pytest.raises(ParamError, match=rf"^gpu-trace: parameter from_ns='{bad}' is not an integer$"):
             nsys_db.query("gpu-trace", run="hstu_mixed", from_ns=bad)
+
+
+def test_kernel_queries_of_whole_graph_launches_say_what_they_leave_out(nsys_db, capsys, monkeypatch):
+    """nsys --cuda-graph-trace=graph records a graph launch as one op, not the kernels it
+    ran: a query about kernels of such a run answers as nsys does and warns once, with the
+    launches' GPU time; a query that counts the launches (gpu-utilization), and a run
+    captured with --cuda-graph-trace=node, say nothing."""
+    import warnings
+
+    from tracekit.cli import main as cli_main
+    from tracekit.errors import CaptureWarning
+
+    launches, gpu_ns = nsys_db.sql("SELECT count(*) AS n, sum(dur_ns)::BIGINT AS t FROM graph_execs g JOIN runs r "
+                                   "USING (run_id) WHERE r.name = 'graphs_graph'").row(0)
+    assert launches == 7
+    said = (rf"^run \d+ \(graphs_graph\) launched 7 CUDA graphs traced whole \(nsys --cuda-graph-trace=graph\), "
+            rf"{gpu_ns / 1e6:.3f} ms on the GPU: nsys did not trace the kernels they ran apiece, so no per-kernel "
+            r"answer lists them \(gpu-utilization counts the launches\); capture with --cuda-graph-trace=node")
+    for name in ("top-kernels", "kernel-exec", "gpu-trace", "gpu-summary", "launch-overhead", "kernels-by-nvtx"):
+        with pytest.warns(CaptureWarning, match=said):
+            nsys_db.query(name, run="graphs_graph")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CaptureWarning)
+        nsys_db.query("gpu-utilization", run="graphs_graph")
+        nsys_db.query("top-kernels", run="graphs_node")
+        nsys_db.query("top-kernels", run="hstu_mixed")
+    monkeypatch.setenv("COLUMNS", "250")
+    let_go(nsys_db)  # (the command opens the store file)
+    assert cli_main(["--db", str(nsys_db.path), "query", "top-kernels", "--run", "graphs_graph"]) == 0
+    out, err = capsys.readouterr()
+    assert "at::native::vectorized_elementwise_kernel" in out
+    lines = err.splitlines()
+    assert len(lines) == 1 and re.match(said.replace("^", "^tracekit: warning: "), lines[0])
 
 
 def test_run_resolution(nsys_db):

@@ -555,7 +555,7 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
         from .registry import Param
 
         cut = Param("limit", "INTEGER", "", None, minimum=0).convert(cut, name)  # (a query's limit's checks)
-    with _open(db, read_only=True) as tk:
+    with _open(db, read_only=True) as tk, _capture_warnings():
         if fmt != "table":
             df = tk.query(name, **params)
             _emit(df.head(cut) if cut else df, fmt, out, columns, tk.path, title=name)

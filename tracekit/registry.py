@@ -20,7 +20,10 @@ kernels, copies and API calls, NVTX ranges, OS runtime calls): asked of a run wh
 capture did not trace them, it is a ``QueryError`` naming the nsys option, not an empty
 answer. A query over the ranks of the run's job (``job_ranks($run)``) asks it of every
 rank: one rank that did not trace them is the error, naming the ranks (a comparison
-across ranks without some of them misleads).
+across ranks without some of them misleads). A query about kernels (``@traced
+kernels``, without ``graph_execs``) asked of runs that launched CUDA graphs traced
+whole (nsys ``--cuda-graph-trace=graph``) answers as nsys does, without the kernels
+those graphs ran, and a ``CaptureWarning`` says so.
 
 Parameters are always bound as DuckDB prepared parameters (``$run``), never formatted
 into the SQL. ``run`` is resolved before execution to an integer run id: by id, by
@@ -39,12 +42,13 @@ is an empty answer.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .errors import ParamError, QueryError, expect
+from .errors import CaptureWarning, ParamError, QueryError, expect
 from .numbers import whole_number
 
 if TYPE_CHECKING:
@@ -297,6 +301,8 @@ class Registry:
             self._check_kinds(tk, q)
         else:
             self._check_traced(tk, q, bound["run"])
+        if "run" in q.params:
+            self._note_whole_graphs(tk, q, bound["run"])
         used = sql_parameters(q.sql)
         return {k: v for k, v in bound.items() if k in used}
 
@@ -339,6 +345,30 @@ class Registry:
         raise QueryError(f"{q.name}: {said[0]} of the job of run {run_id} ({name}) {'were' if s else 'was'} captured "
                          f"without {what} tracing ({said[1]}), so the job's {job} ranks cannot all be compared; "
                          f"capture every rank with {option}{CAPTURE_ADVICE.get(what, '')}")
+
+    @staticmethod
+    def _note_whole_graphs(tk, q: Query, run_id: int | None) -> None:
+        """A ``CaptureWarning`` where a query about kernels is asked of runs (the run, its
+        job's ranks, or every run) that launched CUDA graphs traced whole: nsys records
+        such a launch as one op (``graph_execs``) and not the kernels it ran, so no
+        per-kernel answer has them (nsys's own reports neither). Queries that read
+        ``graph_execs`` (busy time, idle gaps) count the launches and say nothing."""
+        if "kernels" not in q.traced or "graph_execs" in q.traced:
+            return
+        runs = None if run_id is None else ([r for r, _, _ in job_runs(tk, run_id)] or [run_id]
+                                            if q.spans_job else [run_id])
+        launches, gpu_ns, which = tk.con.execute(
+            "SELECT count(*), sum(dur_ns), list(DISTINCT run_id ORDER BY run_id) FROM graph_execs "
+            "WHERE $runs IS NULL OR list_contains($runs, run_id)", {"runs": runs}).fetchall()[0]
+        if not launches:
+            return
+        who = (f"run {which[0]} ({_run_name(tk, which[0])})" if len(which) == 1
+               else f"runs {_listed([str(r) for r in which])}")
+        warnings.warn(CaptureWarning(
+            f"{who} launched {launches:,} CUDA graph{'s' if launches > 1 else ''} traced whole (nsys "
+            f"--cuda-graph-trace=graph), {gpu_ns / 1e6:,.3f} ms on the GPU: nsys did not trace the kernels they ran "
+            "apiece, so no per-kernel answer lists them (gpu-utilization counts the launches); capture with "
+            "--cuda-graph-trace=node to see them"), stacklevel=4)
 
     def run(self, tk, name: str, /, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame."""

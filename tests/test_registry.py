@@ -136,27 +136,33 @@ def test_integers_as_tables_print_them(nsys_db):
 def test_kernel_queries_of_whole_graph_launches_say_what_they_leave_out(nsys_db, capsys, monkeypatch):
     """nsys --cuda-graph-trace=graph records a graph launch as one op, not the kernels it
     ran: a query about kernels of such a run answers as nsys does and warns once, with the
-    launches' GPU time; a query that counts the launches (gpu-utilization), and a run
-    captured with --cuda-graph-trace=node, say nothing."""
+    launches, the graphs and their GPU time; a query that counts the launches
+    (gpu-utilization), a query that fails, and a run captured with --cuda-graph-trace=node
+    say nothing."""
     import warnings
 
     from tracekit.cli import main as cli_main
     from tracekit.errors import CaptureWarning
 
-    launches, gpu_ns = nsys_db.sql("SELECT count(*) AS n, sum(dur_ns)::BIGINT AS t FROM graph_execs g JOIN runs r "
-                                   "USING (run_id) WHERE r.name = 'graphs_graph'").row(0)
-    assert launches == 7
-    said = (rf"^run \d+ \(graphs_graph\) launched 7 CUDA graphs traced whole \(nsys --cuda-graph-trace=graph\), "
-            rf"{gpu_ns / 1e6:.3f} ms on the GPU: nsys did not trace the kernels they ran apiece, so no per-kernel "
-            r"answer lists them \(gpu-utilization counts the launches\); capture with --cuda-graph-trace=node")
+    launches, graphs, gpu_ns = nsys_db.sql(
+        "SELECT count(*) AS n, count(DISTINCT graph_id) AS g, sum(dur_ns)::BIGINT AS t FROM graph_execs "
+        "JOIN runs USING (run_id) WHERE name = 'graphs_graph'").row(0)
+    node = nsys_db.sql("SELECT count(*) AS n FROM graph_execs JOIN runs USING (run_id) WHERE name = 'graphs_node'")
+    assert (launches, graphs, node["n"][0]) == (7, 2, 0)
+    said = (rf"^run \d+ \(graphs_graph\) made 7 launches of 2 CUDA graphs traced whole \(nsys "
+            rf"--cuda-graph-trace=graph\), {gpu_ns / 1e6:.3f} ms on the GPU: nsys did not trace the kernels they ran "
+            r"apiece, so kernel times and counts leave them out \(GPU busy time counts them: gpu-utilization\); "
+            r"capture with --cuda-graph-trace=node to see them$")
     for name in ("top-kernels", "kernel-exec", "gpu-trace", "gpu-summary", "launch-overhead", "kernels-by-nvtx"):
-        with pytest.warns(CaptureWarning, match=said):
+        with pytest.warns(CaptureWarning, match=said) as seen:
             nsys_db.query(name, run="graphs_graph")
+        assert len(seen) == 1 and seen[0].filename == __file__  # (the line that asked)
     with warnings.catch_warnings():
         warnings.simplefilter("error", CaptureWarning)
         nsys_db.query("gpu-utilization", run="graphs_graph")
         nsys_db.query("top-kernels", run="graphs_node")
-        nsys_db.query("top-kernels", run="hstu_mixed")
+        with pytest.raises(QueryError, match="no GPU op of the run has a name containing 'nosuch'"):
+            nsys_db.query("gpu-trace", run="graphs_graph", name="nosuch")
     monkeypatch.setenv("COLUMNS", "250")
     let_go(nsys_db)  # (the command opens the store file)
     assert cli_main(["--db", str(nsys_db.path), "query", "top-kernels", "--run", "graphs_graph"]) == 0

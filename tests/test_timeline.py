@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from conftest import DATA, NSYS_EXPORTS, let_go, spec_datasets
 import tracekit
 from tracekit import charts, report
 from tracekit.cli import main as cli_main
-from tracekit.errors import ParamError, QueryError
+from tracekit.errors import CaptureWarning, ParamError, QueryError
 from tracekit.trace import export_trace, resolve_window
 
 SWEEP_POINT = sorted((DATA / "hstu_sweep" / "runs").iterdir())[0]
@@ -149,13 +150,19 @@ def test_cuda_graph_launches_traced_whole_are_drawn(tmp_path, monkeypatch):
     graph launches out, but the GPU ran their kernels then; the timeline draws each launch
     (graph_execs) as a bar on its stream, counts it against the bound, and its busy share
     includes it."""
-    with tracekit.open(tmp_path / "g.duckdb") as tk:
+    def silent(fn, *args, **kwargs):  # (gpu-trace's warning of the kernels it leaves out: the timeline draws them)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CaptureWarning)
+            return fn(*args, **kwargs)
+
+    with tracekit.open(tmp_path / "g.duckdb") as tk, warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)  # (the test's own gpu-trace queries)
         tk.ingest(NSYS_EXPORTS["graphs_graph"], name="graphs")
         run_id = _run_id(tk, "graphs")
         execs = tk.sql(f"SELECT start_ns, end_ns, device_id, stream_id, graph_id FROM graph_execs "
                        f"WHERE run_id = {run_id} ORDER BY start_ns")
         assert execs.height == 7 and execs["graph_id"].n_unique() == 2 and execs["stream_id"].n_unique() == 2
-        data = charts.timeline_data(tk, run="graphs")
+        data = silent(charts.timeline_data, tk, run="graphs")
         nv, gpu = _window_rows(tk, run_id, None, None)
         graphs = data.gpu.filter(pl.col("op_kind") == "graph")
         assert data.nvtx.equals(nv) and data.gpu.filter(pl.col("op_kind") != "graph").select(gpu.columns).equals(gpu)
@@ -163,7 +170,7 @@ def test_cuda_graph_launches_traced_whole_are_drawn(tmp_path, monkeypatch):
         assert graphs["name"].to_list() == [f"[CUDA graph {g}]" for g in execs["graph_id"]]
         assert data.gpu["start_ns"].is_sorted()
 
-        spec = charts.chart(tk, "timeline", run="graphs").to_dict()
+        spec = silent(charts.chart, tk, "timeline", run="graphs").to_dict()
         bars = [r for r in _bars(spec)[1] if r["op_kind"] == "graph"]
         assert Counter(r["lane"] for r in bars) == Counter(
             f"GPU {d} · stream {s}" for d, s in execs.select("device_id", "stream_id").rows())
@@ -172,6 +179,18 @@ def test_cuda_graph_launches_traced_whole_are_drawn(tmp_path, monkeypatch):
         busy = charts._busy(data.gpu, t0, t1)
         assert busy != charts._busy(gpu, t0, t1) and busy[0] in spec["title"]["subtitle"][0]
         assert "CUDA graph launches traced whole (purples)" in spec["title"]["subtitle"][1]
+        # an NVTX range's window ends where the graph it launched ends (as for its kernels)
+        outer = tk.sql(f"SELECT start_ns, end_ns, global_tid FROM nvtx_ranges WHERE run_id = {run_id} "
+                       "AND text = 'replay.outer' ORDER BY start_ns")
+        assert outer.height == 4
+        for i, (start, end, tid) in enumerate(outer.rows(), 1):
+            own = execs.join(tk.sql(f"SELECT start_ns, api_start_ns, api_end_ns, launch_global_tid FROM graph_execs "
+                                    f"WHERE run_id = {run_id}"), on="start_ns").filter(
+                (pl.col("launch_global_tid") == tid) & (pl.col("api_start_ns") >= start) & (pl.col("api_end_ns") <= end))
+            assert own.height == 1
+            w = silent(charts.timeline_data, tk, run="graphs", nvtx=":replay.outer", instance=i)
+            assert (w.window.start_ns, w.window.end_ns) == (start, max(end, own["end_ns"][0]))
+            assert own["start_ns"][0] in w.gpu.filter(pl.col("op_kind") == "graph")["start_ns"].to_list()
         # the launches count against the bound
         monkeypatch.setattr(charts, "TIMELINE_BARS", nv.height + gpu.height)
         with pytest.raises(QueryError, match=rf"has {nv.height + gpu.height + 7} events \({nv.height} NVTX ranges, "

@@ -961,7 +961,8 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     that name, 1 = the first, from its start to the end of the GPU work it launched), or
     ``from_ns``/``to_ns`` on the capture's clock, or the whole run. More than
     ``TIMELINE_BARS`` events in the window is a QueryError that says how to choose one."""
-    from .registry import resolve_run, untraced
+    from .interrupts import stoppable
+    from .registry import get_registry, resolve_run, untraced
     from .trace import Options, resolve_window
 
     run_id = resolve_run(tk, run, "nsys", "chart timeline", spans_runs=False)
@@ -994,7 +995,9 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     def rows(kind: str, query: str) -> pl.DataFrame:
         if kind in missing:
             return pl.DataFrame()
-        return tk.query(query, run=run_id, from_ns=window.start_ns, to_ns=window.end_ns, limit=0)
+        with stoppable():  # (graphs_shown: the launches gpu-trace leaves out are drawn below)
+            return get_registry().run(tk, query, graphs_shown=True, run=run_id, from_ns=window.start_ns,
+                                      to_ns=window.end_ns, limit=0)
 
     gpu = rows("CUDA", "gpu-trace")
     if "CUDA" not in missing:

@@ -301,8 +301,6 @@ class Registry:
             self._check_kinds(tk, q)
         else:
             self._check_traced(tk, q, bound["run"])
-        if "run" in q.params:
-            self._note_whole_graphs(tk, q, bound["run"])
         used = sql_parameters(q.sql)
         return {k: v for k, v in bound.items() if k in used}
 
@@ -347,39 +345,46 @@ class Registry:
                          f"capture every rank with {option}{CAPTURE_ADVICE.get(what, '')}")
 
     @staticmethod
-    def _note_whole_graphs(tk, q: Query, run_id: int | None) -> None:
-        """A ``CaptureWarning`` where a query about kernels is asked of runs (the run, its
-        job's ranks, or every run) that launched CUDA graphs traced whole: nsys records
-        such a launch as one op (``graph_execs``) and not the kernels it ran, so no
-        per-kernel answer has them (nsys's own reports neither). Queries that read
-        ``graph_execs`` (busy time, idle gaps) count the launches and say nothing."""
+    def note_whole_graphs(tk, q: Query, run_id: int | None, stacklevel: int = 3) -> None:
+        """A ``CaptureWarning`` where ``q``, a query about kernels (``@traced kernels``,
+        without ``graph_execs``), answered of runs (the run, its job's ranks, or every run)
+        that launched CUDA graphs traced whole: nsys records such a launch as one op
+        (``graph_execs``) and not the kernels it ran, so kernel times and counts leave
+        them out (nsys's own reports too); GPU busy time counts them."""
         if "kernels" not in q.traced or "graph_execs" in q.traced:
             return
         runs = None if run_id is None else ([r for r, _, _ in job_runs(tk, run_id)] or [run_id]
                                             if q.spans_job else [run_id])
-        launches, gpu_ns, which = tk.con.execute(
-            "SELECT count(*), sum(dur_ns), list(DISTINCT run_id ORDER BY run_id) FROM graph_execs "
-            "WHERE $runs IS NULL OR list_contains($runs, run_id)", {"runs": runs}).fetchall()[0]
+        launches, graphs, gpu_ns, which = tk.con.execute(
+            "SELECT count(*), count(DISTINCT (run_id, graph_id)), sum(dur_ns), list(DISTINCT run_id ORDER BY run_id) "
+            "FROM graph_execs WHERE $runs IS NULL OR list_contains($runs, run_id)", {"runs": runs}).fetchall()[0]
         if not launches:
             return
         who = (f"run {which[0]} ({_run_name(tk, which[0])})" if len(which) == 1
                else f"runs {_listed([str(r) for r in which])}")
+        made = f"{launches:,} launch{'es' if launches > 1 else ''} of {graphs:,} CUDA graph{'s' if graphs > 1 else ''}"
         warnings.warn(CaptureWarning(
-            f"{who} launched {launches:,} CUDA graph{'s' if launches > 1 else ''} traced whole (nsys "
-            f"--cuda-graph-trace=graph), {gpu_ns / 1e6:,.3f} ms on the GPU: nsys did not trace the kernels they ran "
-            "apiece, so no per-kernel answer lists them (gpu-utilization counts the launches); capture with "
-            "--cuda-graph-trace=node to see them"), stacklevel=4)
+            f"{who} made {made} traced whole (nsys --cuda-graph-trace=graph), {gpu_ns / 1e6:,.3f} ms on the GPU: "
+            "nsys did not trace the kernels they ran apiece, so kernel times and counts leave them out (GPU busy "
+            "time counts them: gpu-utilization); capture with --cuda-graph-trace=node to see them"),
+            stacklevel=stacklevel)
 
-    def run(self, tk, name: str, /, **params: Any) -> pl.DataFrame:
-        """The query's result as a Polars DataFrame."""
+    def run(self, tk, name: str, /, *, graphs_shown: bool = False, **params: Any) -> pl.DataFrame:
+        """The query's result as a Polars DataFrame; a query about kernels of runs that
+        launched CUDA graphs traced whole warns that it leaves their kernels out
+        (``note_whole_graphs``), unless the caller shows those launches itself
+        (``graphs_shown``: the timeline draws them)."""
         import duckdb
 
         q = self.get(name)
         try:
             bound = self.bind(tk, q, params)
-            return tk.frame(tk.con.sql(q.sql, params=bound))
+            df = tk.frame(tk.con.sql(q.sql, params=bound))
         except duckdb.Error as err:
             raise tk.db_error(err, q.name) from err
+        if not graphs_shown and "run" in bound:
+            self.note_whole_graphs(tk, q, bound["run"], stacklevel=5)  # (the caller of Tracekit.query)
+        return df
 
     def fetch(self, tk, name: str, /, **params: Any) -> Rows:
         """The query's result as Python rows (no Polars, no Arrow: what a terminal table
@@ -401,6 +406,8 @@ class Registry:
                                             {k: v for k, v in {**bound, "limit": 0}.items() if k in used}).fetchall()[0][0]
         except duckdb.Error as err:
             raise tk.db_error(err, q.name) from err
+        if "run" in bound:
+            self.note_whole_graphs(tk, q, bound["run"])
         return rows
 
 

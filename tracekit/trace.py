@@ -260,7 +260,8 @@ class NvtxInstance:
     """One range ``--nvtx NAME --instance N`` takes: its number N, its range id, its name
     as NVTX paths name it (the text; ``domain:text`` in a named domain), its nesting depth
     (None: a start/end range that ended on another thread), its start and end, and the end
-    of its window (the later of its end and the end of the GPU work it launched), ns."""
+    of its window (the later of its end and the end of the GPU work it launched: kernels,
+    copies, memsets and CUDA graphs launched whole), ns."""
 
     instance: int
     range_id: int
@@ -277,8 +278,13 @@ _INSTANCES = """
 SELECT instance, range_id, label, depth, start_ns, end_ns, window_end_ns FROM (
     SELECT row_number() OVER (ORDER BY start_ns, range_id) AS instance, range_id,
            CASE WHEN coalesce(domain, '') = '' THEN text ELSE name END AS label, depth, start_ns, end_ns,
-           greatest(end_ns, coalesce(proj_end_ns, end_ns)) AS window_end_ns
-    FROM nvtx_ranges WHERE run_id = $run AND (name = $name OR text = $name))
+           greatest(end_ns, coalesce(proj_end_ns, end_ns),
+                    -- (a CUDA graph launched whole inside the range on its thread: not in proj_end_ns, as
+                    -- not in nsys's projection, but GPU work the range launched)
+                    coalesce((SELECT max(g.end_ns) FROM graph_execs g
+                              WHERE g.run_id = $run AND g.launch_global_tid = r.global_tid
+                                AND g.api_start_ns >= r.start_ns AND g.api_end_ns <= r.end_ns), end_ns)) AS window_end_ns
+    FROM nvtx_ranges r WHERE run_id = $run AND (name = $name OR text = $name))
 WHERE ($instance IS NULL OR instance = $instance) AND ($depth IS NULL OR coalesce(depth, 0) = $depth)
 ORDER BY instance
 """

@@ -275,16 +275,18 @@ class NvtxInstance:
 #: the ranges ``--nvtx $name`` takes (its text, or its 'domain:text' name) numbered as
 #: ``--instance N`` numbers them: by start, ranges that start together by range id, 1 = the first
 _INSTANCES = """
-SELECT instance, range_id, label, depth, start_ns, end_ns, window_end_ns FROM (
+SELECT instance, range_id, label, depth, start_ns, end_ns,
+       greatest(end_ns, coalesce(proj_end_ns, end_ns),
+                -- (a CUDA graph launched whole inside the range on its thread: not in proj_end_ns, as
+                -- not in nsys's projection, but GPU work the range launched)
+                coalesce((SELECT max(g.end_ns) FROM graph_execs g
+                          WHERE g.run_id = $run AND g.launch_global_tid = r.global_tid
+                            AND g.api_start_ns >= r.start_ns AND g.api_end_ns <= r.end_ns), end_ns)) AS window_end_ns
+FROM (
     SELECT row_number() OVER (ORDER BY start_ns, range_id) AS instance, range_id,
            CASE WHEN coalesce(domain, '') = '' THEN text ELSE name END AS label, depth, start_ns, end_ns,
-           greatest(end_ns, coalesce(proj_end_ns, end_ns),
-                    -- (a CUDA graph launched whole inside the range on its thread: not in proj_end_ns, as
-                    -- not in nsys's projection, but GPU work the range launched)
-                    coalesce((SELECT max(g.end_ns) FROM graph_execs g
-                              WHERE g.run_id = $run AND g.launch_global_tid = r.global_tid
-                                AND g.api_start_ns >= r.start_ns AND g.api_end_ns <= r.end_ns), end_ns)) AS window_end_ns
-    FROM nvtx_ranges r WHERE run_id = $run AND (name = $name OR text = $name))
+           proj_end_ns, global_tid
+    FROM nvtx_ranges WHERE run_id = $run AND (name = $name OR text = $name)) r
 WHERE ($instance IS NULL OR instance = $instance) AND ($depth IS NULL OR coalesce(depth, 0) = $depth)
 ORDER BY instance
 """

@@ -29,7 +29,9 @@
 #   RANKS_NAME      its folder (default nsys_ranks; nsys_ranks_2gpu was taken on 2 GPUs)
 #   RANKS_ARGS      the program's arguments, RANKS_KIND the nsys options' case (default ranks):
 #                   nsys_ranks_nccl is RANKS=2 RANKS_NAME=nsys_ranks_nccl RANKS_KIND=ranks_nccl
-#                   RANKS_ARGS="--backend nccl --straggler 1" on 2 GPUs
+#                   RANKS_ARGS="--backend nccl --straggler 1" on 2 GPUs; nsys_jobs is three 4-rank jobs,
+#                   RANKS_NAME=nsys_jobs/base, nsys_jobs/base_again (the same again) and nsys_jobs/after
+#                   (RANKS_ARGS="--straggler 1 --backward-layers 40"), then `programs/plant.py jobs OUTDIR`
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
 #   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture twice and with a planted slowdown
 #                   (CAPTURE_PAIR_RUNS: which of base base_again half_sms, default all three)

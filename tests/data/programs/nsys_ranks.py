@@ -24,6 +24,8 @@ Planted straggler: rank ``STRAGGLER`` runs ``forward`` with 1.5x the layers of t
 NCCL instead: the ranks that reach ``exchange`` first wait inside NCCL's all-reduce kernel
 for the straggler, so their GPU shows the wait as NCCL kernel time beside no compute
 (``tracekit query comm-overlap``); ``--straggler R`` picks the planted rank.
+``--backward-layers N`` changes ``backward``'s work on every rank (a job against a job:
+tests/data/nsys_jobs).
 
 Started by tests/data/capture_fixtures.sh: WORLD_SIZE processes at once, each under its own
 ``nsys profile``, with MASTER_ADDR/MASTER_PORT for the rendezvous. With ``--device
@@ -53,6 +55,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
     ap.add_argument("--straggler", type=int, default=STRAGGLER)
+    ap.add_argument("--backward-layers", type=int, default=BACKWARD_LAYERS)
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     nccl = args.backend == "nccl"
@@ -105,7 +108,7 @@ def main() -> None:
                 dist.all_reduce(grad)
                 grad = grad.to(dev, non_blocking=False)
         with rng("backward"):
-            for _ in range(BACKWARD_LAYERS):
+            for _ in range(args.backward_layers):
                 h = torch.tanh(h @ w.t())
             total = float(h[:4, :4].float().sum()) + float(grad[0, 0]) + float(f[0, 0])
         return total

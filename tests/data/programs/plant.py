@@ -2,6 +2,7 @@
 
     python3 plant.py diff  OUTDIR    # OUTDIR/nsys_diff_regressed (against nsys_diff_base_a/b)
     python3 plant.py ranks OUTDIR [NAME]   # OUTDIR/NAME (default nsys_ranks)
+    python3 plant.py jobs  OUTDIR    # OUTDIR/nsys_jobs: its three jobs (each as ranks) and the pair's plant
 
 The expectations come from the programs (nsys_diff.py, nsys_ranks.py: what was planted,
 where, in which direction); the kernel names are taken as nsys prints them from the
@@ -201,11 +202,21 @@ def _devices(folder: Path) -> list[int]:
 def _program_args(folder: Path) -> tuple[int | None, str]:
     """(--straggler, --backend) of the rank's program, as its capture.txt command gave them
     (None, gloo: the program's defaults)."""
-    command = next((line for line in (folder / "capture.txt").read_text().splitlines()
-                    if line.startswith("command:")), "")
+    command = _command(folder)
     straggler = re.search(r"--straggler[ =](\d+)", command)
     backend = re.search(r"--backend[ =](\w+)", command)
     return (int(straggler.group(1)) if straggler else None), (backend.group(1) if backend else "gloo")
+
+
+def _command(folder: Path) -> str:
+    return next((line for line in (folder / "capture.txt").read_text().splitlines()
+                 if line.startswith("command:")), "")
+
+
+def _backward_layers(folder: Path) -> int:
+    """--backward-layers of the rank's program (its default where not given)."""
+    given = re.search(r"--backward-layers[ =](\d+)", _command(folder))
+    return int(given.group(1)) if given else _constants("nsys_ranks.py").BACKWARD_LAYERS
 
 
 def ranks(out: Path, name: str = "nsys_ranks") -> None:
@@ -241,6 +252,7 @@ def ranks(out: Path, name: str = "nsys_ranks") -> None:
         "world_size": world,
         "gpus": gpus,
         "steps": prog.STEPS,
+        "backward_layers": _backward_layers(rank_dirs[0]),
         "ranks": {d.name: {"rank": int(d.name[4:]), "export": f"{d.name}/export.sqlite.xz",
                            "devices": devices[d.name]} for d in rank_dirs},
         "straggler": {
@@ -285,7 +297,8 @@ def ranks(out: Path, name: str = "nsys_ranks") -> None:
            "`step/exchange` is short on every rank): their NCCL kernel time is longer, and exposed, no compute "
            "kernel beside it (`tracekit query comm-overlap`, `rank-summary`). " if nccl else
            "ranks wait for it inside `step/exchange`. ")
-        + "`step/backward` is the same work on every rank. Machine-readable: `plant.json`.",
+        + f"`step/backward` is the same work on every rank ({_backward_layers(rank_dirs[0])} GEMM + tanh layers). "
+        "Machine-readable: `plant.json`.",
         "",
         f"Each export's timestamps count from its own nsys session's start (the {world} sessions started "
         "within a few hundred ms of each other): align ranks by step index, or through each "
@@ -319,6 +332,66 @@ def ranks(out: Path, name: str = "nsys_ranks") -> None:
     print(f"wrote {root}/plant.json and PLANT.md")
 
 
+def jobs(out: Path) -> None:
+    """nsys_jobs: the same 4-rank program three times, a job against a job (tracekit diff
+    --jobs): base, base_again (the same program again: the noise) and after (the straggler
+    moved to another rank, backward given more layers on every rank)."""
+    root = out / "nsys_jobs"
+    names = ("base", "base_again", "after")
+    for name in names:
+        ranks(out, f"nsys_jobs/{name}")
+    plants = {name: json.loads((root / name / "plant.json").read_text()) for name in names}
+    # kernel instances per rank and kernel, NVIDIA's cuda_gpu_kern_sum
+    instances = {name: {d: {r["Name"]: int(r["Instances"]) for r in _csv(root / name / d / "stats" / "cuda_gpu_kern_sum.csv")}
+                        for d in sorted(plants[name]["ranks"])} for name in names}
+    base, after = plants["base"], plants["after"]
+    pair = {
+        "program": "tests/data/programs/nsys_ranks.py",
+        "jobs": {name: {"folder": name, "straggler": plants[name]["straggler"]["rank"],
+                        "backward_layers": plants[name]["backward_layers"], "world_size": plants[name]["world_size"]}
+                 for name in names},
+        "noise": "base_again is base's program again: what differs between them is noise",
+        "planted": [
+            {"what": "backward layers", "from": base["backward_layers"], "to": after["backward_layers"],
+             "ranks": "every rank", "expected": "step/backward's kernels: instances and kernel time "
+             f"x{after['backward_layers'] / base['backward_layers']:g} on every rank (regressed)"},
+            {"what": "straggler", "from": base["straggler"]["rank"], "to": after["straggler"]["rank"],
+             "expected": f"step/forward's kernels x1.5 on rank {after['straggler']['rank']} (regressed) and x2/3 on "
+             f"rank {base['straggler']['rank']} (improved); the slowest rank of step/forward moves"},
+        ],
+        "nsys_stats_kernel_instances": instances,
+    }
+    (root / "plant.json").write_text(json.dumps(pair, indent=2) + "\n")
+    lines = [
+        "# nsys_jobs: a 4-rank job against a 4-rank job",
+        "",
+        "`tests/data/programs/nsys_ranks.py` three times, each a 4-rank job on one GPU (each rank under its own "
+        "`nsys profile`, as `nsys_ranks`; each job's PLANT.md says more): `tracekit diff --jobs` compares them "
+        "rank by rank.",
+        "",
+        "| job | straggler (1.5x forward layers) | backward layers | what it is |",
+        "|---|---|---|---|",
+        *(f"| {n} | rank {plants[n]['straggler']['rank']} | {plants[n]['backward_layers']} | {w} |"
+          for n, w in zip(names, ("the base", "the base's program again: the noise",
+                                  "the straggler moved, backward heavier on every rank"), strict=True)),
+        "",
+        f"Planted between base (or base_again) and after: `step/backward` runs {after['backward_layers']} GEMM + "
+        f"tanh layers instead of {base['backward_layers']} on every rank (its kernels' instances and time "
+        f"x{after['backward_layers'] / base['backward_layers']:g}); the straggler moves from rank "
+        f"{base['straggler']['rank']} to rank {after['straggler']['rank']} (`step/forward`'s kernels x1.5 on rank "
+        f"{after['straggler']['rank']}, x2/3 on rank {base['straggler']['rank']}). Machine-readable: `plant.json`, "
+        "with NVIDIA's kernel instances per rank (`cuda_gpu_kern_sum`).",
+        "",
+        "Median `step` per rank (NVIDIA's nvtx_sum, ns): "
+        + "; ".join(f"{n}: " + ", ".join(f"{plants[n]['nsys_stats_nvtx_sum_all_instances'][d][':step']['med_ns']:.0f}"
+                                         for d in sorted(plants[n]['ranks'])) for n in names)
+        + ". base and base_again are the same program minutes apart: their step times differ by tens of per cent "
+        "(host time; the GPU's kernel times agree within about 1 %).",
+    ]
+    (root / "PLANT.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {root}/plant.json and PLANT.md")
+
+
 if __name__ == "__main__":
     what, where = sys.argv[1], Path(sys.argv[2])
-    {"diff": diff, "ranks": ranks}[what](where, *sys.argv[3:])
+    {"diff": diff, "ranks": ranks, "jobs": jobs}[what](where, *sys.argv[3:])

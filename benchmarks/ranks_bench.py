@@ -12,7 +12,12 @@ process (`python -m tracekit.cli`), wall and CPU time (user + system):
   charts and the report of one rank, which opens with the job's views;
 * in one process, each query's best of 5 (the query alone, no start-up).
 
-Usage: python benchmarks/ranks_bench.py [--ranks 128] [--workers 2] [--serial] [--workdir DIR]
+``--diff``: two jobs of N ranks instead, built the same way from tests/data/nsys_jobs's
+base_again and after (the second with backward heavier on every rank and the straggler
+moved), ingested into one store, then `tracekit diff --jobs` of the two (the command, and in
+one process the library's best of 3, with the time per rank pair).
+
+Usage: python benchmarks/ranks_bench.py [--ranks 128] [--workers 2] [--serial] [--diff] [--workdir DIR]
 Results go to stdout; record them in docs/performance.md.
 """
 
@@ -32,30 +37,32 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from distributed_bench import run_cli  # noqa: E402
 
-JOB = Path(__file__).resolve().parent.parent / "tests" / "data" / "nsys_ranks"
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+JOB = DATA / "nsys_ranks"
+JOBS = (DATA / "nsys_jobs" / "base_again", DATA / "nsys_jobs" / "after")  # --diff
 QUERIES = ("jobs", "rank-summary", "stragglers", "rank-ranges")
 CHARTS = ("rank-summary", "stragglers", "rank-heatmap")
 
 
-def make_job(work: Path, ranks: int) -> list[Path]:
-    """``ranks`` exports work/job/rank{i}/export.sqlite (see the module's docstring)."""
-    plant = json.loads((JOB / "plant.json").read_text())
+def make_job(work: Path, ranks: int, job: Path = JOB, name: str = "job") -> list[Path]:
+    """``ranks`` exports work/NAME/rank{i}/export.sqlite from ``job`` (the module's docstring)."""
+    plant = json.loads((job / "plant.json").read_text())
     bases = []
     for v in sorted(plant["ranks"].values(), key=lambda v: v["rank"]):
         base = work / f"base{v['rank']}.sqlite"
-        with lzma.open(JOB / v["export"]) as src, open(base, "wb") as dst:
+        with lzma.open(job / v["export"]) as src, open(base, "wb") as dst:
             shutil.copyfileobj(src, dst)
         bases.append(base)
     out = []
     for i in range(ranks):
-        f = work / "job" / f"rank{i}" / "export.sqlite"
+        f = work / name / f"rank{i}" / "export.sqlite"
         f.parent.mkdir(parents=True)
         shutil.copyfile(bases[i % len(bases)], f)
         con = sqlite3.connect(f)
         said = con.execute("UPDATE META_DATA_CAPTURE SET value = ? WHERE value LIKE 'RANK=%'", [f'RANK="{i}"']).rowcount
         con.execute("UPDATE META_DATA_CAPTURE SET value = ? WHERE value LIKE 'WORLD_SIZE=%'",
                     [f'WORLD_SIZE="{ranks}"'])
-        con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('BENCH_RANK', ?)", [str(i)])
+        con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('BENCH_RANK', ?)", [f"{name} {i}"])
         con.commit()
         con.close()
         if said != 1:
@@ -72,10 +79,15 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--serial", action="store_true", help="also ingest them one after another")
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--diff", action="store_true", help="two jobs of --ranks ranks, compared by diff --jobs")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="tracekit-ranks-bench-"))
-    shutil.rmtree(work / "job", ignore_errors=True)
+    for name in ("job", "before", "after"):
+        shutil.rmtree(work / name, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
+    if args.diff:
+        diff_jobs(work, args.ranks, args.workers)
+        return
     t = time.perf_counter()
     files = make_job(work, args.ranks)
     size = sum(f.stat().st_size for f in files)
@@ -114,6 +126,37 @@ def main() -> None:
                       "SELECT count(*) FROM _api_calls UNION ALL SELECT count(*) FROM nvtx_ranges)")["n"][0]
     out["rows"] = int(rows)
     out["load"] = os.getloadavg()
+    print(json.dumps(out))
+
+
+def diff_jobs(work: Path, ranks: int, workers: int) -> None:
+    """``--diff``: two jobs of ``ranks`` ranks, ingested, then compared rank by rank."""
+    t = time.perf_counter()
+    files = [f for job, name in zip(JOBS, ("before", "after"), strict=True) for f in make_job(work, ranks, job, name)]
+    print(f"built {len(files)} rank exports in {time.perf_counter() - t:.1f} s")
+    db = work / "jobs.duckdb"
+    db.unlink(missing_ok=True)
+    dt, cpu = run_cli(["--db", str(db), "ingest", *map(str, files), "--workers", str(workers)])
+    print(f"ingest --workers {workers}: {dt:.1f} s, CPU {cpu:.1f} s")
+    out: dict = {"ranks": ranks}
+    dt, cpu = run_cli(["--db", str(db), "diff", "--jobs", "1", str(ranks + 1), "-f", "csv", "-o", str(work / "d.csv")])
+    out["command_s"], out["command_cpu_s"] = dt, cpu
+    print(f"diff --jobs (command): {dt:.2f} s, CPU {cpu:.2f} s (load {os.getloadavg()[0]:.1f})")
+    import tracekit
+
+    with tracekit.open(db, read_only=True) as tk:
+        best = float("inf")
+        for _ in range(3):
+            t = time.perf_counter()
+            df = tk.diff_jobs("1", str(ranks + 1))
+            best = min(best, time.perf_counter() - t)
+        t = time.perf_counter()
+        tk.diff("1", str(ranks + 1))
+        one = time.perf_counter() - t
+    out.update({"library_best_s": best, "per_rank_pair_ms": best / ranks * 1e3, "one_diff_ms": one * 1e3,
+                "rows": df.height, "regressed": df.filter(df["verdict"] == "regressed").height})
+    print(f"in one process: diff_jobs best of 3 {best:.2f} s ({best / ranks * 1e3:.0f} ms a rank pair; "
+          f"one run's diff {one * 1e3:.0f} ms)")
     print(json.dumps(out))
 
 

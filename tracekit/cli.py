@@ -632,6 +632,11 @@ def diff_cmd(
                                               "a change no larger than a repeat's is not judged a change "
                                               "(noise_pct)")] = [],  # noqa: B006
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
+    jobs: Annotated[bool, typer.Option("--jobs", help="base and new are multi-rank jobs (any rank's run, or the "
+                                       "job: tracekit query jobs), compared rank by rank: a row per key for "
+                                       "the job, how many ranks moved, and the job scope (per NVTX path, the "
+                                       "slowest rank's time)")] = False,
+    per_rank: Annotated[bool, typer.Option("--per-rank", help="with --jobs: each rank's own rows (rank column)")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
     fmt: FormatOpt = None,
     out: OutOpt = None,
@@ -639,13 +644,21 @@ def diff_cmd(
     all_columns: AllColumnsOpt = False,
     db: DbOpt = None,
 ):
-    """Compare two runs (or two sweeps): what changed, with noise-aware verdicts."""
+    """Compare two runs (or two sweeps, or two multi-rank jobs): what changed, with noise-aware verdicts."""
     from . import diff as _diff
 
     if limit is not None and limit < 0:
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
+    if per_rank and not jobs:
+        raise ParamError("--per-rank: compares jobs rank by rank; give --jobs too")
+    if jobs and repeat:
+        raise ParamError("--repeat with --jobs: a job's repeat is a job too; compare it as one "
+                         "(tracekit diff --jobs BASE REPEAT): its changes are the noise")
     fmt = _format(fmt, out)
     _check_format(fmt, out)
+    if jobs:
+        _diff_jobs(base, new, by, threshold, per_rank, gate, limit, fmt, out, _columns(columns), all_columns, db)
+        return
     cols = _columns(columns)
     if cols is not None and fmt == "table":  # the file formats' names of the table's columns: the same ones
         cols = list(dict.fromkeys({"delta_pct": "delta", "p_value": "p", "noise_pct": "noise"}.get(c, c)
@@ -692,6 +705,57 @@ def diff_cmd(
                          for r in df.filter(df["verdict"] == "regressed").iter_rows(named=True)})
         typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {' or '.join(f'{x:g}%' for x in limits)}",
                    err=True)
+        raise typer.Exit(1)
+
+
+def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: bool, gate: bool, limit: int | None,
+               fmt: str, out: Path | None, cols: list[str] | None, all_columns: bool, db: DbPath | None) -> None:
+    """``tracekit diff --jobs``: two jobs rank by rank (``tracekit.job_diff``)."""
+    from . import diff as _diff
+    from . import job_diff
+
+    with _open(db, read_only=True) as tk:  # (jobs are named in the store: nothing is ingested)
+        if out is not None:
+            from .outputs import check_output
+
+            check_output(out, tk.path)
+        if cols is not None:  # (one line for an unknown column, before the comparison)
+            import polars as pl
+
+            from .table import Rows
+
+            empty = pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64} if per_rank else job_diff.SCHEMA)
+            have = (_diff.display(empty) if per_rank else job_diff.display(empty)) if fmt == "table" else empty
+            Rows(list(have.columns), [str(t) for t in have.dtypes], []).select(cols)
+        with _capture_warnings():
+            df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank)
+    rows = limit if limit is not None else (30 if fmt == "table" else 0)
+    if fmt == "table":
+        from .table import Rows
+
+        shown = _diff.changes_first(df, rows)
+        if per_rank:
+            table = Rows.from_polars(_diff.display(shown).with_columns(shown["rank"].cast(str)))
+            display = ["rank", *_diff.DISPLAY]
+        else:
+            table = Rows.from_polars(job_diff.display(shown))
+            display = job_diff.DISPLAY
+        table.shorteners = {"key": _diff.shorten_key}
+        _show(table, out, display=display, columns=cols, all_columns=all_columns, store_path=tk.path)
+        counts = df["verdict"].value_counts(sort=True).rows()
+        more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"
+                if shown.height < df.height else "")
+        typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
+        summary = [] if per_rank else job_diff.moved(df)
+        if summary:
+            typer.echo("what moved:\n" + "\n".join(f"  {escape_controls(line)}" for line in summary))
+    else:
+        _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=tk.path, title="diff")
+    if out is not None:
+        _wrote(out, f"wrote {out}")
+    regressed = df.filter(df["verdict"] == "regressed").height
+    if gate and regressed:
+        typer.echo(f"tracekit: gate: {regressed} regressed row(s)", err=True)
         raise typer.Exit(1)
 
 

@@ -206,9 +206,10 @@ ALPHA = 0.01
 #: judged (three identical captures of one CUDA program, tests/data/nsys_diff_base_a/_b/_c,
 #: differ by up to 108 % in CUDA API medians and 68 % in NVTX wall time, most "significant":
 #: the host's speed and the GPU's pace move between captures, not the program); between
-#: two runs without CUDA, judged beyond HOST_NOISE_PCT
+#: two runs without CUDA, judged beyond HOST_NOISE_PCT. The job scope's (tracekit.job_diff:
+#: a job's NVTX range time, its slowest rank's) likewise
 HOST_TIMED = {("api", "total_ns"), ("api", "med_ns"), ("nvtx", "range_total_ns"), ("nvtx", "range_med_ns"),
-              ("nvtx", "proj_total_ns")}
+              ("nvtx", "proj_total_ns"), ("job", "job_total_ns"), ("job", "job_med_ns")}
 #: a host-timed change that is judged (request latency; host time of runs without CUDA)
 #: counts beyond this at the least: two identical sweeps differed by up to 21 % in median
 #: latency at one point (large preset, H200), 11.6 % in tests/data/sweep_pair (medium

@@ -1,0 +1,210 @@
+"""Two multi-rank jobs compared rank by rank (tracekit.job_diff, `tracekit diff --jobs`), on
+the real captures tests/data/nsys_jobs: one 4-rank program taken three times on the H200,
+base, base_again (the same program again: the noise) and after (backward given 40 layers
+instead of 32 on every rank, the straggler moved from rank 2 to rank 1; PLANT.md).
+Expectations come from NVIDIA's `nsys stats` CSVs (the kernel instances per rank in
+plant.json) and from the per-step range durations the fixture's script read from the exports."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import warnings
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import tracekit
+from tracekit import job_diff
+from tracekit.cli import main
+from tracekit.errors import CaptureWarning, ParamError, QueryError
+
+DATA = Path(__file__).parent / "data" / "nsys_jobs"
+PLANT = json.loads((DATA / "plant.json").read_text())
+JOBS = ("base", "base_again", "after")
+PER_STEP = {j: json.loads((DATA / j / "plant.json").read_text())["observed_per_step"]["duration_ns"] for j in JOBS}
+OTHER = Path(__file__).parent / "data" / "nsys_hstu_mixed" / "export.sqlite.xz"  # a run without a rank
+GPU_SCOPES = ("kernel", "gpu", "memcpy")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """The three jobs (runs 1-4, 5-8, 9-12: ranks 0-3 each) and a run without a rank (13)."""
+    db = tmp_path_factory.mktemp("jobs") / "jobs.duckdb"
+    with tracekit.open(db) as tk:
+        for j in JOBS:
+            for r in range(4):
+                tk.ingest(DATA / j / f"rank{r}" / "export.sqlite.xz")
+        tk.ingest(OTHER)
+    return db
+
+
+@pytest.fixture(scope="module")
+def tk(store):
+    with tracekit.open(store, read_only=True) as tk:
+        yield tk
+
+
+def _first(j: str) -> str:
+    return str(1 + 4 * JOBS.index(j))
+
+
+def _quiet(fn, *args, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (these jobs have the same ranks and setup: nothing to say)
+        return fn(*args, **kw)
+
+
+def test_the_same_program_again_changes_nothing_on_the_gpu(tk):
+    """base against base_again: no kernel, memory operation, GPU busy time or NVTX kernel
+    time moved beyond diff's rules on any rank, while the job's step time (its slowest
+    rank's, host-timed) moved by tens of per cent with a tiny p-value: reported, not judged."""
+    df = _quiet(tk.diff_jobs, _first("base"), _first("base_again"))
+    assert df.columns == job_diff.COLUMNS
+    assert df.filter(pl.col("verdict") != "unchanged").is_empty()
+    assert set(df["scope"]) == {"job", "kernel", "nvtx", "api", "memcpy", "gpu"}
+    step = df.filter((pl.col("scope") == "job") & (pl.col("key") == "step") & (pl.col("metric") == "job_med_ns")).row(
+        0, named=True)
+    expect = [statistics.median(max(PER_STEP[j][f"rank{r}"]["step"][i] for r in range(4)) for i in range(20))
+              for j in ("base", "base_again")]
+    assert (step["base"], step["new"]) == (expect[0], expect[1])
+    assert abs(step["delta_pct"]) > 25 and step["note"].startswith("host-timed, not judged; p=")
+    # the GEMMs and tanh, most of the GPU's time, agree within 3 % on every rank (the tiny kernels
+    # move by up to 7 %, within the rules: not significant or immaterial)
+    heavy = df.filter((pl.col("scope") == "kernel") & (pl.col("metric") == "total_ns")).sort("base").tail(3)
+    assert heavy["rank_delta_pct_max"].max() < 3 and heavy["rank_delta_pct_min"].min() > -3
+
+
+def test_the_planted_changes_are_found_on_their_ranks(tk):
+    """base_again against after: the backward kernels (x1.25 instances on every rank, by
+    NVIDIA's counts) regressed on 4 of 4 ranks; the forward kernels regressed on rank 1 (the
+    new straggler, x1.5) and improved on rank 2 (the old one, x2/3), the job's total about
+    level: the job's verdict is the harm, the note says where. The job's instances are the
+    ranks' NVIDIA counts summed."""
+    df = _quiet(tk.diff_jobs, _first("base_again"), _first("after"))
+    counts = PLANT["nsys_stats_kernel_instances"]
+    rows = {r["key"]: r for r in df.filter((pl.col("scope") == "kernel") & (pl.col("metric") == "instances"))
+            .iter_rows(named=True)}
+    backward = forward = 0
+    for name in counts["after"]["rank0"]:
+        r = rows[name]
+        assert (r["base"], r["new"]) == tuple(float(sum(counts[j][f"rank{k}"][name] for k in range(4)))
+                                              for j in ("base_again", "after"))
+        ratio = {k: counts["after"][f"rank{k}"][name] / counts["base_again"][f"rank{k}"][name] for k in range(4)}
+        if set(ratio.values()) == {1.25}:  # backward's GEMM and tanh
+            backward += 1
+            assert (r["verdict"], r["ranks_regressed"], r["ranks_improved"]) == ("regressed", 4, 0)
+            assert r["note"] == "" and r["rank_delta_pct_min"] == r["rank_delta_pct_max"] == 25.0
+        elif ratio == {0: 1.0, 1: 1.5, 2: 2 / 3, 3: 1.0}:  # forward's GEMM and ReLU
+            forward += 1
+            assert (r["verdict"], r["ranks_regressed"], r["ranks_improved"], r["top_rank"]) == ("regressed", 1, 1, 1)
+            assert r["base"] == r["new"]
+            assert r["note"] == "regressed on rank 1 (+50.0 %); improved on rank 2 (-33.3 %); unchanged on ranks 0, 3"
+        else:
+            assert set(ratio.values()) == {1.0} and r["verdict"] == "unchanged"
+    assert (backward, forward) == (2, 2)
+    busy = df.filter(pl.col("scope") == "gpu").row(0, named=True)  # rank 2: +25 % backward, -33 % forward
+    assert (busy["verdict"], busy["ranks_regressed"], busy["ranks"]) == ("regressed", 3, 4)
+    assert busy["note"].startswith("regressed on ranks 0-1, 3 (") and busy["note"].endswith("unchanged on rank 2")
+    assert df["scope"].head(df.filter(pl.col("scope") == "job").height).to_list() == ["job"] * df.filter(
+        pl.col("scope") == "job").height  # (the job's rows first)
+
+
+def test_the_jobs_time_is_its_slowest_ranks_and_the_straggler_moved(tk):
+    """The job scope: per NVTX path and step, the slowest rank's duration (from the
+    exports, read by the fixture's script): job_med_ns their median, job_total_ns their sum;
+    slowest_rank the rank slowest in most steps, 2 -> 1 in step/forward, said first."""
+    df = _quiet(tk.diff_jobs, _first("base_again"), _first("after"))
+    job = {(r["key"], r["metric"]): r for r in df.filter(pl.col("scope") == "job").iter_rows(named=True)}
+    for path, name in (("step", "step"), ("step/forward", "forward"), ("step/exchange", "exchange"),
+                       ("step/backward", "backward")):
+        per = {j: [max(PER_STEP[j][f"rank{r}"][name][i] for r in range(4)) for i in range(20)]
+               for j in ("base_again", "after")}
+        med, total = job[(path, "job_med_ns")], job[(path, "job_total_ns")]
+        assert (med["base"], med["new"]) == (statistics.median(per["base_again"]), statistics.median(per["after"]))
+        assert (total["base"], total["new"]) == (sum(per["base_again"]), sum(per["after"]))
+        assert med["verdict"] == "unchanged" and "host-timed, not judged" in med["note"]
+    slowest = job[("step/forward", "slowest_rank")]
+    steps = {j: sum(max(range(4), key=lambda r: PER_STEP[j][f"rank{r}"]["forward"][i]) == k for i in range(20))
+             for j, k in (("base_again", 2), ("after", 1))}
+    assert (slowest["base"], slowest["new"]) == (2.0, 1.0)
+    assert slowest["note"] == (f"the slowest in {steps['base_again']} of 20 instances -> {steps['after']} of 20; "
+                               "differs; a rank has no better/worse direction")
+    lines = job_diff.moved(df)
+    assert lines[0] == (f"Slowest rank of step/forward: rank 2 (in {steps['base_again']} of 20 instances) -> rank 1 "
+                        f"(in {steps['after']} of 20)")
+    assert any(line.startswith("GPU busy, device 0: +") and line.endswith("(over 4 ranks)") for line in lines)
+
+
+def test_per_rank_rows_are_each_ranks_own_diff(tk):
+    per = _quiet(tk.diff_jobs, _first("base_again"), _first("after"), per_rank=True)
+    for rank in range(4):
+        own = tk.diff(str(5 + rank), str(9 + rank), by=["kernel", "nvtx", "api", "memcpy", "gpu"])
+        assert per.filter(pl.col("rank") == rank).drop("rank").equals(own)
+
+
+def test_a_job_is_named_by_any_rank_or_by_itself(tk):
+    job = tk.sql("SELECT DISTINCT job FROM rank_runs WHERE run_id = 9")["job"][0]
+    by_id = _quiet(tk.diff_jobs, "5", "12", by="kernel,gpu")
+    assert by_id.equals(_quiet(tk.diff_jobs, "rank3/export-2", job, by=["kernel", "gpu"]))
+    assert set(by_id["scope"]) == {"kernel", "gpu"}
+    only = _quiet(tk.diff_jobs, "5", "9", by="job")
+    assert set(only["scope"]) == {"job"} and only.height == 3 * 8  # 8 NVTX paths
+
+
+def test_ranks_in_one_job_only_are_said_and_left_out(tmp_path):
+    """A job of two ranks (after's ranks 0 and 1, ingested as job 'half') against a job of
+    four: ranks 2-3 named in a warning, the two shared ranks compared."""
+    with tracekit.open(tmp_path / "half.duckdb") as tk:
+        for r in range(4):
+            tk.ingest(DATA / "base_again" / f"rank{r}" / "export.sqlite.xz")
+        for r in (0, 1):
+            tk.ingest(DATA / "after" / f"rank{r}" / "export.sqlite.xz", params={"rank": r, "job": "half"},
+                      name=f"half-r{r}")
+        with pytest.warns(CaptureWarning, match=r"^diff --jobs: ranks 2-3 of the base job \(.*base_again.*\) not in "
+                                                r"the other: left out of the ranks' comparison$"):
+            df = tk.diff_jobs("1", "half", by="kernel")
+    assert set(df["ranks"]) == {2}
+
+
+def test_what_cannot_be_compared_is_one_line(store, tk, capsys):
+    with pytest.raises(QueryError, match=r"^diff --jobs: run 13 \(nsys_hstu_mixed/export\) has no rank: ingest each"):
+        tk.diff_jobs("13", "1")
+    with pytest.raises(QueryError, match="no run or job 'nope'"):
+        tk.diff_jobs("1", "nope")
+    with pytest.raises(ParamError, match="--by 'ncu': choose from job, kernel, nvtx, api, memcpy, gpu "
+                                         r"\(a job is compared in the nsys scopes\)"):
+        tk.diff_jobs("1", "5", by="ncu")
+    with pytest.raises(ParamError, match="--threshold 0: must be a positive percentage"):
+        tk.diff_jobs("1", "5", by="job", threshold_pct=0)
+    before = store.read_bytes()
+    for args, text in (
+            (["--per-rank"], "--per-rank: compares jobs rank by rank; give --jobs too"),
+            (["--jobs", "--repeat", "1"], "--repeat with --jobs: a job's repeat is a job too"),
+            (["--jobs", "--by", "sweep"], "--by 'sweep': choose from job"),
+            (["--jobs", "--columns", "nope"], "nope")):
+        assert main(["--db", str(store), "diff", "1", "5", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("tracekit: error: ") and text in err, err
+    assert store.read_bytes() == before
+
+
+def test_the_command_shows_the_job_and_gates(store, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["--db", str(store), "diff", "--jobs", "1", "5", "--gate"]) == 0  # the noise: nothing regressed
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == [c for c in job_diff.DISPLAY]
+    assert main(["--db", str(store), "diff", "--jobs", "5", "9", "--gate"]) == 1
+    captured = capsys.readouterr()
+    assert "tracekit: gate: " in captured.err
+    lines = captured.out.splitlines()
+    assert any(line.split()[:3] == ["gpu", "device", "0"] and "3/4" in line.split() for line in lines)
+    assert "what moved:" in lines and any(line.strip().startswith("Slowest rank of step/forward: rank 2") for line in lines)
+    out = tmp_path / "jobs.csv"
+    assert main(["--db", str(store), "diff", "--jobs", "5", "9", "-o", str(out)]) == 0
+    assert pl.read_csv(out).columns == job_diff.COLUMNS
+    capsys.readouterr()
+    assert main(["--db", str(store), "diff", "--jobs", "5", "9", "--per-rank", "-f", "json", "--limit", "3"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 3 and {"rank", "p_value"} <= set(rows[0])

@@ -1,0 +1,408 @@
+"""Two multi-rank jobs compared rank by rank: ``tk.diff_jobs(base, new)``.
+
+A job is the runs that are ranks of it (``tracekit.ranks``: one nsys export per rank);
+``base`` and ``new`` name a job by any of its ranks' runs (id or name, as ``--run`` does
+for ``rank-summary``) or by the job itself (``tracekit query jobs``). Rank r of the base
+job is compared with rank r of the new one by ``tracekit.diff``'s rules (the same scopes,
+metrics, noise floors and verdicts: ``diff RUN_R_BASE RUN_R_NEW``), over the nsys scopes
+every pair of ranks has; ranks in one job only are left out and said so.
+
+Each (scope, key, metric) gets one row for the job:
+
+* ``base`` and ``new``: the ranks' values summed for what adds up (times in all,
+  counts, GPU busy time: ``ADDITIVE``), the median rank's for a median (``med_ns``,
+  ``range_med_ns``);
+* ``verdict``: the job's, from the ranks' own: ``regressed`` where any rank regressed (a
+  rank's harm is the job's, whatever the others did), else ``added``, ``improved``,
+  ``removed`` where any rank was so, else ``unchanged``. ``note``: the common note where every
+  rank was judged alike for one reason, else which ranks were judged what, with their
+  changes (``regressed on rank 1 (+55.1 %); improved on rank 2 (-35.0 %); unchanged on
+  ranks 0, 3``);
+* ``ranks``: ranks compared that have the key on either side; ``ranks_regressed``,
+  ``ranks_improved``; ``top_rank`` and ``top_rank_delta_pct``: the rank whose value moved
+  most (largest ``|delta_pct|``); ``rank_delta_pct_min`` and ``rank_delta_pct_max``: the
+  ranks' changes from least to most.
+
+The ``job`` scope is the job's own time, which no single rank shows: per NVTX path, each
+instance (its place in start order on every rank, as ``stragglers`` matches them) lasts as
+long as the job's slowest rank took, over all of each job's ranks. Metrics ``job_total_ns``
+(those durations summed) and ``job_med_ns`` (their median), judged as the
+nvtx scope's wall times are: host-timed where the ranks traced CUDA (reported, with the
+Mann-Whitney p-value of the instances, never judged: identical captures differ there by
+tens of per cent, tests/data/nsys_jobs/base against base_again: the step 37 % apart), beyond
+``diff.HOST_NOISE_PCT`` where none did; ``slowest_rank``: the rank slowest in most instances
+(a straggler that moved is a difference, with no better/worse direction). The job rows come
+first, the paths the job spends most time in first, then the rest in the order the ranks'
+diffs give them (largest change in GPU time first, on the rank where it moved most).
+
+``per_rank=True`` gives the ranks' own rows instead: ``diff``'s columns with ``rank``.
+Each rank's diff runs as ``diff`` would; their warnings (setups that differ, a capture's
+status) are said once each.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from typing import Any
+
+import polars as pl
+
+from .errors import CaptureWarning, ParamError, QueryError, expect
+from .names import RUN_ID
+
+#: the columns of the job's rows, in order
+COLUMNS = ["scope", "key", "metric", "base", "new", "delta", "delta_pct", "verdict", "ranks", "ranks_regressed",
+           "ranks_improved", "top_rank", "top_rank_delta_pct", "rank_delta_pct_min", "rank_delta_pct_max", "note"]
+SCHEMA = {"scope": pl.Utf8, "key": pl.Utf8, "metric": pl.Utf8, "base": pl.Float64, "new": pl.Float64,
+          "delta": pl.Float64, "delta_pct": pl.Float64, "verdict": pl.Utf8, "ranks": pl.Int64,
+          "ranks_regressed": pl.Int64, "ranks_improved": pl.Int64, "top_rank": pl.Int64,
+          "top_rank_delta_pct": pl.Float64, "rank_delta_pct_min": pl.Float64, "rank_delta_pct_max": pl.Float64,
+          "note": pl.Utf8}
+#: metrics that add up over ranks (the job's value: the ranks' sum); the rest are medians
+ADDITIVE = {"total_ns", "instances", "calls", "count", "busy_ns", "kernel_total_ns", "proj_total_ns",
+            "range_total_ns", "job_total_ns"}
+#: the job's verdict where ranks differ: the first verdict any rank has, harm first
+PRECEDENCE = ("regressed", "added", "improved", "removed", "unchanged")
+#: the job scope's metrics: (metric, kind, direction) as diff's _stat_rows reads them
+#: (the instances are the nvtx scope's, counted on each rank)
+JOB_METRICS = [("job_total_ns", "total", 1), ("job_med_ns", "median", 1)]
+#: ranks named in a note before the rest are counted
+SHOWN_RANKS = 8
+#: the note of a slowest_rank row: how often each side's slowest rank was the slowest
+SLOWEST_NOTE = "the slowest in {} of {} instances -> {} of {}"
+_SLOWEST = re.compile(r"the slowest in (\d+) of (\d+) instances -> (\d+) of (\d+)")
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """``rank 3``, ``ranks 0, 2-5`` (runs of consecutive ranks), the first ``SHOWN_RANKS``
+    runs then a count."""
+    ranks = sorted(ranks)
+    runs: list[tuple[int, int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], r)
+        else:
+            runs.append((r, r))
+    parts = [str(a) if a == b else f"{a}-{b}" for a, b in runs[:SHOWN_RANKS]]
+    more = f" and {sum(b - a + 1 for a, b in runs[SHOWN_RANKS:])} more" if len(runs) > SHOWN_RANKS else ""
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts) + more
+
+
+def _job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
+    """(job, [(rank, run id), ...] by rank) of a job named by a run id, a run name or the job."""
+    from .registry import job_runs
+
+    expect(ref, (str, int), f"diff --jobs: {side}")
+    text = str(ref).strip()
+    if not text:
+        raise QueryError(f"diff --jobs: an empty {side}; give any rank's run (id or name) or a job "
+                         "(tracekit query jobs)")
+    con = tk.con
+    rows = con.execute("SELECT run_id, rank FROM rank_runs WHERE job = ? ORDER BY rank", [text]).fetchall()
+    if rows:
+        return text, [(int(k), int(r)) for r, k in rows]
+    run = None
+    if RUN_ID.fullmatch(text):
+        run = con.execute("SELECT run_id FROM runs WHERE run_id = ?", [int(text)]).fetchone()
+    if run is None:
+        run = con.execute("SELECT max(run_id) FROM runs WHERE name = ? HAVING count(*) > 0", [text]).fetchone()
+    if run is None:
+        raise QueryError(f"diff --jobs: no run or job {text!r} in {tk.path}; name any rank's run (tracekit runs) "
+                         "or a job (tracekit query jobs); a job's exports are ingested first (tracekit ingest "
+                         "rank*/export.sqlite)")
+    ranks = job_runs(tk, int(run[0]))
+    if not ranks:
+        name = con.execute("SELECT name FROM runs WHERE run_id = ?", [int(run[0])]).fetchone()[0]
+        raise QueryError(f"diff --jobs: run {run[0]} ({name}) has no rank: ingest each rank's export with its rank "
+                         "(a file or folder named rank3 or _r3_, or --param rank=3)")
+    job = con.execute("SELECT json_extract_string(params, '$.job') FROM runs WHERE run_id = ?",
+                      [int(run[0])]).fetchone()[0]
+    return job, [(k, r) for r, k, _ in ranks]
+
+
+def diff_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
+              per_rank: bool = False) -> pl.DataFrame:
+    """Compare job ``new`` against job ``base`` rank by rank (module docstring)."""
+    from . import diff as _diff
+
+    expect(per_rank, bool, "diff --jobs: per_rank")
+    expect(threshold_pct, (int, float), "--threshold")
+    if not threshold_pct > 0 or math.isinf(threshold_pct):
+        raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
+    expect(by, (str, list, tuple, type(None)), "--by")
+    asked = [b.strip().lower() for item in ([by] if isinstance(by, str) else list(by or []))
+             for b in str(item).split(",") if b.strip()]
+    if by is not None and not asked:
+        raise ParamError(f"--by {by!r}: no scope in it; choose from {', '.join(('job', *_diff.NSYS_SCOPES))}, "
+                         "or leave --by out for every scope")
+    for b in asked:
+        if b not in ("job", *_diff.NSYS_SCOPES):
+            why = " (a job is compared in the nsys scopes)" if b in _diff.SCOPES else ""
+            raise ParamError(f"--by {b!r}: choose from {', '.join(('job', *_diff.NSYS_SCOPES))}{why}")
+    jb, ranks_b = _job_of(tk, base, "base")
+    jn, ranks_n = _job_of(tk, new, "new")
+    of_b, of_n = dict(ranks_b), dict(ranks_n)
+    shared = sorted(set(of_b) & set(of_n))
+    if not shared:
+        raise QueryError(f"diff --jobs: the jobs share no rank (base {_ranks_text(list(of_b))}, new "
+                         f"{_ranks_text(list(of_n))}): ranks are compared with their namesakes")
+    for job, mine, other in ((jb, of_b, of_n), (jn, of_n, of_b)):
+        alone = sorted(set(mine) - set(other))
+        if alone:
+            side = "base" if mine is of_b else "new"
+            warnings.warn(CaptureWarning(f"diff --jobs: {_ranks_text(alone)} of the {side} job ({job}) not in the "
+                                         "other: left out of the ranks' comparison"), stacklevel=3)
+    pairs = [(k, of_b[k], of_n[k]) for k in shared]
+    scopes = _common_scopes(tk, pairs, [b for b in asked if b != "job"] if asked else None)
+    with_job = ("job" in asked) if asked else "nvtx" in scopes
+    if with_job and not _nvtx_everywhere(tk, pairs):
+        raise QueryError("--by job: a rank of these jobs was captured without NVTX tracing; the job's time is "
+                         "read from NVTX ranges (capture with nsys -t nvtx)")
+    per = _ranks_diffs(tk, pairs, scopes, threshold_pct) if scopes else []
+    if per_rank:
+        return pl.concat(per, how="vertical") if per else pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64})
+    rows = _job_scope(tk, [r for _, r in ranks_b], [r for _, r in ranks_n], float(threshold_pct),
+                      host_judged=not _cuda_somewhere(tk, pairs)) if with_job else []
+    out = pl.DataFrame(rows, schema=SCHEMA, orient="row")
+    if per:
+        out = pl.concat([out, _aggregate(pl.concat(per, how="vertical"))], how="vertical")
+    return out
+
+
+def _common_scopes(tk, pairs: list[tuple[int, int, int]], by: list[str] | None) -> list[str]:
+    """The nsys scopes every pair of ranks has (``by``'s, each checked on every pair)."""
+    from . import diff as _diff
+
+    if by == []:
+        return []
+    common: set[str] | None = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)
+        for rank, b, n in pairs:
+            sb, sn = _diff.resolve(tk, str(b)), _diff.resolve(tk, str(n))
+            try:
+                have = set(_diff._scopes(sb, sn, by)) & set(_diff.NSYS_SCOPES)
+            except QueryError as err:
+                raise QueryError(f"diff --jobs: rank {rank}: {err}") from None
+            common = have if common is None else common & have
+    scopes = [s for s in _diff.NSYS_SCOPES if s in (common or set())]
+    if not scopes and by is None:
+        raise QueryError("diff --jobs: the ranks share no nsys scope to compare (kernel, nvtx, api, memcpy, gpu)")
+    return scopes
+
+
+def _untraced(tk, run_id: int) -> set[str]:
+    """The kinds of event (CUDA, NVTX, ...) the run's capture did not trace."""
+    from .registry import untraced
+
+    return {what for what, _ in untraced(tk, run_id)}
+
+
+def _nvtx_everywhere(tk, pairs: list[tuple[int, int, int]]) -> bool:
+    return not any("NVTX" in _untraced(tk, r) for _, b, n in pairs for r in (b, n))
+
+
+def _cuda_somewhere(tk, pairs: list[tuple[int, int, int]]) -> bool:
+    """Whether a rank traced CUDA: then host time follows the GPU's pace (diff's host_judged)."""
+    return any("CUDA" not in _untraced(tk, r) for _, b, n in pairs for r in (b, n))
+
+
+def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], threshold: float) -> list[pl.DataFrame]:
+    """Each pair's ``diff`` with its rank, and its warnings said once for the job."""
+    from .diff import diff
+
+    out = []
+    said: dict[str, type[Warning]] = {}
+    for rank, b, n in pairs:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = diff(tk, str(b), str(n), by=scopes, threshold_pct=threshold)
+        for w in caught:
+            said.setdefault(str(w.message), w.category)
+        out.append(df.with_columns(pl.lit(rank, dtype=pl.Int64).alias("rank")))
+    for text, category in said.items():
+        warnings.warn(category(text), stacklevel=4)
+    return out
+
+
+def _aggregate(long: pl.DataFrame) -> pl.DataFrame:
+    """The ranks' rows (``diff``'s, with ``rank``) as one row per scope, key and metric."""
+    long = long.with_row_index("_pos").with_columns(
+        pl.col("_pos").rank("ordinal").over("rank").alias("_place"))  # (a row's place in its rank's diff)
+    out = []
+    for (scope, key, metric), g in long.group_by("scope", "key", "metric", maintain_order=True):
+        rows = g.sort("rank").to_dicts()
+        additive = metric in ADDITIVE
+        base = _combine([r["base"] for r in rows], additive)
+        new = _combine([r["new"] for r in rows], additive)
+        delta = None if base is None or new is None else new - base
+        pct = None if delta is None else (0.0 if delta == 0 and base == 0 else
+                                          100.0 * delta / abs(base) if base else None)
+        verdicts = [r["verdict"] for r in rows]
+        verdict = next(v for v in PRECEDENCE if v in verdicts)
+        pcts = [(r["rank"], r["delta_pct"]) for r in rows if r["delta_pct"] is not None
+                and not math.isnan(r["delta_pct"])]
+        top = max(pcts, key=lambda x: (abs(x[1]), -x[0])) if pcts else (None, None)
+        out.append({
+            "scope": scope, "key": key, "metric": metric, "base": base, "new": new, "delta": delta,
+            "delta_pct": pct, "verdict": verdict, "ranks": len(rows),
+            "ranks_regressed": verdicts.count("regressed"), "ranks_improved": verdicts.count("improved"),
+            "top_rank": top[0], "top_rank_delta_pct": top[1],
+            "rank_delta_pct_min": min((p for _, p in pcts), default=None),
+            "rank_delta_pct_max": max((p for _, p in pcts), default=None),
+            "note": _note(rows), "_order": (scope == "api", min(r["_place"] for r in rows)),
+        })
+    out.sort(key=lambda r: r.pop("_order"))
+    return pl.DataFrame(out, schema=SCHEMA, orient="row") if out else pl.DataFrame(schema=SCHEMA)
+
+
+def _combine(values: list[float | None], additive: bool) -> float | None:
+    """The job's value from its ranks': a sum, or the median rank's (None where no rank has one)."""
+    have = [v for v in values if v is not None and not math.isnan(v)]
+    if not have:
+        return None
+    if additive:
+        return float(sum(have))
+    have.sort()
+    mid = len(have) // 2
+    return float(have[mid]) if len(have) % 2 else (have[mid - 1] + have[mid]) / 2
+
+
+def _note(rows: list[dict]) -> str:
+    """The ranks' common note where they were all judged alike for one reason; else each
+    verdict with its ranks and their changes."""
+    verdicts = {r["verdict"] for r in rows}
+    notes = {r["note"] or "" for r in rows}
+    if len(verdicts) == 1 and len(notes) == 1:
+        return notes.pop()
+    parts = []
+    for v in PRECEDENCE:
+        mine = [r for r in rows if r["verdict"] == v]
+        if not mine:
+            continue
+        pcts = sorted(r["delta_pct"] for r in mine if r["delta_pct"] is not None and not math.isnan(r["delta_pct"]))
+        how = "" if v in ("added", "removed", "unchanged") or not pcts else \
+            f" ({pcts[0]:+.1f} %)" if len(pcts) == 1 else f" ({pcts[0]:+.1f} to {pcts[-1]:+.1f} %)"
+        parts.append(f"{v} on {_ranks_text([r['rank'] for r in mine])}{how}")
+    return "; ".join(parts)
+
+
+def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, host_judged: bool) -> list[dict]:
+    """The job scope's rows: per NVTX path, each instance's slowest rank (samples_job.sql)."""
+    from . import diff as _diff
+
+    con = tk.con
+    samples = _diff._sql("samples_job")
+    con.register("_job_sides", pl.DataFrame({"side": [0] * len(base_runs) + [1] * len(new_runs),
+                                             "run_id": [*base_runs, *new_runs]}, schema={"side": pl.Int32,
+                                                                                          "run_id": pl.Int64}))
+    try:
+        summary = _diff._compare(con, samples, {})
+        slowest = {(side, key): (rank, n, total, ranks) for side, key, rank, n, total, ranks in con.execute(
+            f"WITH s AS ({samples}), c AS (SELECT side, key, slowest_rank, count(*) AS n FROM s GROUP BY ALL) "
+            "SELECT c.side, c.key, c.slowest_rank, c.n, t.total, t.ranks FROM c JOIN (SELECT side, key, "
+            "count(*) AS total, max(ranks) AS ranks FROM s GROUP BY ALL) t USING (side, key) "
+            "QUALIFY row_number() OVER (PARTITION BY c.side, c.key ORDER BY c.n DESC, c.slowest_rank) = 1"
+        ).fetchall()}
+    finally:
+        con.unregister("_job_sides")
+    effect = summary.select((pl.col("total_new").fill_null(0) - pl.col("total_base").fill_null(0)).abs()
+                            .alias("e"))["e"].to_list()
+    # the paths the job spends most time in first (their changes are host-timed: rarely judged)
+    spent = summary.select(pl.max_horizontal(pl.col("total_base").fill_null(0), pl.col("total_new").fill_null(0))
+                           .alias("t"))["t"].to_list()
+    order = sorted(range(summary.height), key=lambda i: (-spent[i], str(summary["key"][i])))
+    out: list[dict] = []
+    for i in order:
+        r = summary.row(i, named=True)
+        key = str(r["key"])
+        if r["n_base"] == 0 or r["n_new"] == 0:
+            made = _diff._one_side_rows("job", key, r, JOB_METRICS, "", effect[i])
+        else:
+            made = _diff._stat_rows("job", key, r, JOB_METRICS, threshold, "", effect[i], host_judged=host_judged)
+        ranks = max(slowest.get((s, key), (0, 0, 0, 0))[3] for s in (0, 1))
+        for m in made:
+            delta = None if m.base is None or m.new is None else m.new - m.base
+            out.append({"scope": "job", "key": key, "metric": m.metric, "base": m.base, "new": m.new,
+                        "delta": delta, "delta_pct": _diff._pct(delta, m.base), "verdict": m.verdict,
+                        "ranks": ranks, "ranks_regressed": None, "ranks_improved": None, "top_rank": None,
+                        "top_rank_delta_pct": None, "rank_delta_pct_min": None, "rank_delta_pct_max": None,
+                        "note": _diff._join(m.note, f"p={_diff._fmt_p(m.p_value)}" if m.p_value is not None
+                                            and m.verdict == "unchanged" and "host-timed" in m.note else "")})
+        sides = [slowest.get((s, key)) for s in (0, 1)]
+        if all(sides):
+            (rb, nb, tb, _), (rn, nn, tn, _) = sides
+            same = rb == rn
+            out.append({"scope": "job", "key": key, "metric": "slowest_rank", "base": float(rb), "new": float(rn),
+                        "delta": None, "delta_pct": None, "verdict": "unchanged", "ranks": ranks,
+                        "ranks_regressed": None, "ranks_improved": None, "top_rank": None,
+                        "top_rank_delta_pct": None, "rank_delta_pct_min": None, "rank_delta_pct_max": None,
+                        "note": SLOWEST_NOTE.format(nb, tb, nn, tn)
+                                + ("" if same else "; differs; a rank has no better/worse direction")})
+    return out
+
+
+# -- terminal table -----------------------------------------------------------------
+
+#: the columns a terminal shows by default
+DISPLAY = ["scope", "key", "metric", "base", "new", "delta", "verdict", "ranks", "top_rank", "note"]
+
+
+def display(df: pl.DataFrame) -> pl.DataFrame:
+    """The job's rows for a terminal: values in human units (diff's), ``ranks`` as the
+    ranks judged as the row's verdict of those compared (``3/4``), the rank that moved
+    most with its change."""
+    from .diff import _human, short_keys
+
+    short = short_keys(df["key"].to_list())
+
+    def human(metric: str, v: float | None) -> str:
+        return "" if v is None else f"{v:.0f}" if metric == "slowest_rank" else _human(metric, v)
+
+    def judged(r: dict) -> str:
+        if r["scope"] == "job":
+            return str(r["ranks"] or "")
+        n = {"regressed": r["ranks_regressed"], "improved": r["ranks_improved"]}.get(r["verdict"])
+        return f"{n if n is not None else r['ranks']}/{r['ranks']}"
+
+    rows = df.to_dicts()
+    cols = {
+        "scope": df["scope"].to_list(),
+        "key": [short[k] for k in df["key"]],
+        "metric": df["metric"].to_list(),
+        "base": [human(r["metric"], r["base"]) for r in rows],
+        "new": [human(r["metric"], r["new"]) for r in rows],
+        "delta": ["" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%" for r in rows],
+        "verdict": df["verdict"].to_list(),
+        "ranks": [judged(r) for r in rows],
+        "top_rank": ["" if r["top_rank"] is None or r["top_rank_delta_pct"] in (None, 0.0) else
+                     f"{r['top_rank']} ({r['top_rank_delta_pct']:+.1f}%)" for r in rows],
+        "note": df["note"].to_list(),
+    }
+    return pl.DataFrame(cols, schema=dict.fromkeys(cols, pl.Utf8))
+
+
+def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
+    """What moved, in a few lines: the straggler of each NVTX path whose slowest rank
+    changed (where a rank was the slowest in most instances on a side), then ``diff``'s
+    lines over the ranks' summed values."""
+    from .diff import moved as diff_moved
+
+    lines = []
+    for r in df.filter((pl.col("scope") == "job") & (pl.col("metric") == "slowest_rank")
+                       & (pl.col("base") != pl.col("new"))).iter_rows(named=True):
+        m = _SLOWEST.match(r["note"] or "")
+        if m is None:
+            continue
+        nb, tb, nn, tn = map(int, m.groups())
+        counts = [(nb, tb), (nn, tn)]
+        if any(n > t / 2 for n, t in counts) and max(tb, tn) >= 3:
+            lines.append(f"Slowest rank of {r['key']}: rank {r['base']:.0f} (in {counts[0][0]} of {counts[0][1]} "
+                         f"instances) -> rank {r['new']:.0f} (in {counts[1][0]} of {counts[1][1]})")
+    ranks = df.filter(pl.col("scope") != "job")["ranks"].max()
+    summed = diff_moved(df.filter(pl.col("scope") != "job").with_columns(pl.lit(None, pl.Float64).alias("p_value")))
+    if summed:
+        lines += [f"{line} (over {ranks} ranks)" if i == 0 else line for i, line in enumerate(summed)]
+    return lines

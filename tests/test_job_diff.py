@@ -100,15 +100,25 @@ def test_the_planted_changes_are_found_on_their_ranks(tk):
             forward += 1
             assert (r["verdict"], r["ranks_regressed"], r["ranks_improved"], r["top_rank"]) == ("regressed", 1, 1, 1)
             assert r["base"] == r["new"]
-            assert r["note"] == "regressed on rank 1 (+50.0 %); improved on rank 2 (-33.3 %); unchanged on ranks 0, 3"
+            assert r["note"] == ("regressed on rank 1 (+50.0 %); improved on rank 2 (-33.3 %); unchanged on ranks 0, 3 "
+                                 "(identical)")
         else:
             assert set(ratio.values()) == {1.0} and r["verdict"] == "unchanged"
     assert (backward, forward) == (2, 2)
     busy = df.filter(pl.col("scope") == "gpu").row(0, named=True)  # rank 2: +25 % backward, -33 % forward
     assert (busy["verdict"], busy["ranks_regressed"], busy["ranks"]) == ("regressed", 3, 4)
-    assert busy["note"].startswith("regressed on ranks 0-1, 3 (") and busy["note"].endswith("unchanged on rank 2")
+    assert busy["note"].startswith("regressed on ranks 0-1, 3 (") and busy["note"].endswith("unchanged on rank 2 (within threshold)")
     assert df["scope"].head(df.filter(pl.col("scope") == "job").height).to_list() == ["job"] * df.filter(
         pl.col("scope") == "job").height  # (the job's rows first)
+    # a key's rows together, in diff's order of metrics
+    keys = df.select(pl.concat_str("scope", "key")).to_series().to_list()
+    assert all(keys.index(k) + keys.count(k) - 1 == len(keys) - 1 - keys[::-1].index(k) for k in set(keys))
+    nvtx = df.filter((pl.col("scope") == "nvtx") & (pl.col("key") == "step"))["metric"].to_list()
+    assert nvtx == ["kernel_total_ns", "proj_total_ns", "range_total_ns", "range_med_ns", "instances"]
+    # ranks held for different reasons say each (the figures left to --per-rank)
+    warm = df.filter((pl.col("scope") == "kernel") & (pl.col("metric") == "med_ns")
+                     & (pl.col("verdict") == "unchanged"))["note"].to_list()
+    assert any(n.startswith("unchanged on ") and "), rank" in n for n in warm), warm
 
 
 def test_the_jobs_time_is_its_slowest_ranks_and_the_straggler_moved(tk):
@@ -138,10 +148,18 @@ def test_the_jobs_time_is_its_slowest_ranks_and_the_straggler_moved(tk):
 
 
 def test_per_rank_rows_are_each_ranks_own_diff(tk):
+    """--per-rank: each rank's diff rows with its rank; rank 1's forward GEMM, NVIDIA's
+    counts, regressed there and on no other rank."""
     per = _quiet(tk.diff_jobs, _first("base_again"), _first("after"), per_rank=True)
     for rank in range(4):
         own = tk.diff(str(5 + rank), str(9 + rank), by=["kernel", "nvtx", "api", "memcpy", "gpu"])
         assert per.filter(pl.col("rank") == rank).drop("rank").equals(own)
+    counts = PLANT["nsys_stats_kernel_instances"]
+    gemm = next(k for k in counts["after"]["rank1"] if k.endswith("_NNT"))
+    rows = per.filter((pl.col("key") == gemm) & (pl.col("metric") == "instances")).sort("rank")
+    assert rows["base"].to_list() == [float(counts["base_again"][f"rank{k}"][gemm]) for k in range(4)]
+    assert rows["new"].to_list() == [float(counts["after"][f"rank{k}"][gemm]) for k in range(4)]
+    assert rows["verdict"].to_list() == ["unchanged", "regressed", "improved", "unchanged"]
 
 
 def test_a_job_is_named_by_any_rank_or_by_itself(tk):
@@ -168,6 +186,42 @@ def test_ranks_in_one_job_only_are_said_and_left_out(tmp_path):
     assert set(df["ranks"]) == {2}
 
 
+def test_a_job_captured_again_under_its_path_is_not_compared_with_itself(tmp_path, capsys):
+    """The same job (one path, its rank in the folder name) ingested, captured again and
+    ingested again: both captures are one job, whose ranks are the later runs. Naming the
+    earlier capture's run is an error that says so, not a comparison of the later runs with
+    themselves."""
+    db = tmp_path / "again.duckdb"
+    with tracekit.open(db) as tk:
+        for j in ("base_again", "after"):
+            for r in range(2):
+                tk.ingest(DATA / j / f"rank{r}" / "export.sqlite.xz", params={"rank": r, "job": "prof"})
+        with pytest.raises(QueryError, match=r"^diff --jobs: run 1 \(.*\) is rank 0 of job prof, whose rank 0 is now "
+                                             r"run 3, ingested later with the same job; ingest each capture as a job "
+                                             r"of its own \(--param job=NAME\) to compare them$"):
+            tk.diff_jobs("1", "3")
+    with tracekit.open(db) as tk:  # a numeric job id that is also a run id
+        tk.ingest(DATA / "base" / "rank0" / "export.sqlite.xz", params={"rank": 0, "job": "2"})
+        tk.ingest(DATA / "base" / "rank1" / "export.sqlite.xz", params={"rank": 1, "job": "2"})
+        with pytest.raises(QueryError, match="'2' is both a job and run 2"):
+            tk.diff_jobs("2", "3")
+
+
+def test_the_job_scope_of_runs_without_nvtx_ranges_is_an_error(tmp_path):
+    """--by job of jobs whose ranks traced no NVTX (nsys -t cuda): an error naming the run,
+    not a table of ranges added or nothing."""
+    cuda_only = Path(__file__).parent / "data" / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz"
+    with tracekit.open(tmp_path / "cuda.duckdb") as tk:
+        tk.ingest(DATA / "base" / "rank0" / "export.sqlite.xz", params={"rank": 0, "job": "a"})
+        tk.ingest(cuda_only, params={"rank": 1, "job": "a"})
+        tk.ingest(DATA / "after" / "rank0" / "export.sqlite.xz", params={"rank": 0, "job": "b"})
+        tk.ingest(DATA / "after" / "rank1" / "export.sqlite.xz", params={"rank": 1, "job": "b"})
+        with pytest.raises(QueryError, match=r"^diff --jobs: rank 1: --by nvtx: run 2 \(.*\) \[nsys without NVTX "
+                                             r"trace\] has no nvtx scope"):
+            tk.diff_jobs("a", "b", by="job")
+        assert "job" not in set(tk.diff_jobs("a", "b", by="kernel")["scope"])
+
+
 def test_what_cannot_be_compared_is_one_line(store, tk, capsys):
     with pytest.raises(QueryError, match=r"^diff --jobs: run 13 \(nsys_hstu_mixed/export\) has no rank: ingest each"):
         tk.diff_jobs("13", "1")
@@ -183,7 +237,8 @@ def test_what_cannot_be_compared_is_one_line(store, tk, capsys):
             (["--per-rank"], "--per-rank: compares jobs rank by rank; give --jobs too"),
             (["--jobs", "--repeat", "1"], "--repeat with --jobs: a job's repeat is a job too"),
             (["--jobs", "--by", "sweep"], "--by 'sweep': choose from job"),
-            (["--jobs", "--columns", "nope"], "nope")):
+            (["--jobs", "--columns", "nope"], "nope"),
+            (["--jobs", "--by", ""], "--by '': no scope in it")):
         assert main(["--db", str(store), "diff", "1", "5", *args]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("tracekit: error: ") and text in err, err
@@ -208,3 +263,5 @@ def test_the_command_shows_the_job_and_gates(store, capsys, monkeypatch, tmp_pat
     assert main(["--db", str(store), "diff", "--jobs", "5", "9", "--per-rank", "-f", "json", "--limit", "3"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 3 and {"rank", "p_value"} <= set(rows[0])
+    assert main(["--db", str(store), "diff", "--jobs", "5", "9", "--per-rank", "--columns", "rank,key,delta_pct"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["rank", "key", "delta"]

@@ -622,8 +622,9 @@ def diff_cmd(
     new: Annotated[str, typer.Argument(help="new: run id, run name, sweep id, or a file, run folder or sweep's "
                                                 "folder to ingest")],
     by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, ncu or sweep "
-                                          "(request latency per bs x nc point, of sweeps or captures; repeatable; "
-                                          "default: every scope both have)")] = [],  # noqa: B006
+                                          "(request latency per bs x nc point, of sweeps or captures; with --jobs: "
+                                          "job, kernel, nvtx, api, memcpy or gpu; repeatable; default: every scope "
+                                          "both have)")] = [],  # noqa: B006
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (request latency, "
                                              "and host time between runs without CUDA: 25 at least, a p95 "
                                              "latency 45, the noise of identical runs; an ncu value: 0.5 us + "
@@ -725,8 +726,10 @@ def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: b
             from .table import Rows
 
             empty = pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64} if per_rank else job_diff.SCHEMA)
-            have = (_diff.display(empty) if per_rank else job_diff.display(empty)) if fmt == "table" else empty
-            Rows(list(have.columns), [str(t) for t in have.dtypes], []).select(cols)
+            if fmt == "table":  # (the file formats' names of the table's columns: the same ones)
+                cols = list(dict.fromkeys({"delta_pct": "delta", "p_value": "p"}.get(c, c) for c in cols))
+                empty = _per_rank_display(empty) if per_rank else job_diff.display(empty)
+            Rows(list(empty.columns), [str(t) for t in empty.dtypes], []).select(cols)
         with _capture_warnings():
             df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank)
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
@@ -735,7 +738,7 @@ def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: b
 
         shown = _diff.changes_first(df, rows)
         if per_rank:
-            table = Rows.from_polars(_diff.display(shown).with_columns(shown["rank"].cast(str)))
+            table = Rows.from_polars(_per_rank_display(shown))
             display = ["rank", *_diff.DISPLAY]
         else:
             table = Rows.from_polars(job_diff.display(shown))
@@ -753,10 +756,20 @@ def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: b
         _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=tk.path, title="diff")
     if out is not None:
         _wrote(out, f"wrote {out}")
-    regressed = df.filter(df["verdict"] == "regressed").height
-    if gate and regressed:
-        typer.echo(f"tracekit: gate: {regressed} regressed row(s)", err=True)
+    regressed = df.filter(df["verdict"] == "regressed")
+    if gate and regressed.height:
+        limits = sorted({_diff.limit(scope, metric, threshold, True)[0]  # (a regressed row was judged)
+                         for scope, metric in regressed.select("scope", "metric").unique().iter_rows()})
+        typer.echo(f"tracekit: gate: {regressed.height} regressed row(s) beyond "
+                   f"{' or '.join(f'{x:g}%' for x in limits)}", err=True)
         raise typer.Exit(1)
+
+
+def _per_rank_display(df):
+    """``diff --jobs --per-rank``'s table: diff's, with each row's rank."""
+    from . import diff as _diff
+
+    return _diff.display(df).with_columns(df["rank"].cast(str))
 
 
 @app.command("compare")

@@ -19,7 +19,8 @@ Each (scope, key, metric) gets one row for the job:
   changes (``regressed on rank 1 (+55.1 %); improved on rank 2 (-35.0 %); unchanged on
   ranks 0, 3``);
 * ``ranks``: ranks compared that have the key on either side; ``ranks_regressed``,
-  ``ranks_improved``; ``top_rank`` and ``top_rank_delta_pct``: the rank whose value moved
+  ``ranks_improved``, ``ranks_added``, ``ranks_removed``: how many ranks were judged so;
+  ``top_rank`` and ``top_rank_delta_pct``: the rank whose value moved
   most (largest ``|delta_pct|``); ``rank_delta_pct_min`` and ``rank_delta_pct_max``: the
   ranks' changes from least to most.
 
@@ -29,7 +30,7 @@ long as the job's slowest rank took, over all of each job's ranks. Metrics ``job
 (those durations summed) and ``job_med_ns`` (their median), judged as the
 nvtx scope's wall times are: host-timed where the ranks traced CUDA (reported, with the
 Mann-Whitney p-value of the instances, never judged: identical captures differ there by
-tens of per cent, tests/data/nsys_jobs/base against base_again: the step 37 % apart), beyond
+tens of per cent, tests/data/nsys_jobs/base against base_again: the step's median 41 % apart), beyond
 ``diff.HOST_NOISE_PCT`` where none did; ``slowest_rank``: the rank slowest in most instances
 (a straggler that moved is a difference, with no better/worse direction). The job rows come
 first, the paths the job spends most time in first, then the rest in the order the ranks'
@@ -54,10 +55,12 @@ from .names import RUN_ID
 
 #: the columns of the job's rows, in order
 COLUMNS = ["scope", "key", "metric", "base", "new", "delta", "delta_pct", "verdict", "ranks", "ranks_regressed",
-           "ranks_improved", "top_rank", "top_rank_delta_pct", "rank_delta_pct_min", "rank_delta_pct_max", "note"]
+           "ranks_improved", "ranks_added", "ranks_removed", "top_rank", "top_rank_delta_pct", "rank_delta_pct_min",
+           "rank_delta_pct_max", "note"]
 SCHEMA = {"scope": pl.Utf8, "key": pl.Utf8, "metric": pl.Utf8, "base": pl.Float64, "new": pl.Float64,
           "delta": pl.Float64, "delta_pct": pl.Float64, "verdict": pl.Utf8, "ranks": pl.Int64,
-          "ranks_regressed": pl.Int64, "ranks_improved": pl.Int64, "top_rank": pl.Int64,
+          "ranks_regressed": pl.Int64, "ranks_improved": pl.Int64, "ranks_added": pl.Int64,
+          "ranks_removed": pl.Int64, "top_rank": pl.Int64,
           "top_rank_delta_pct": pl.Float64, "rank_delta_pct_min": pl.Float64, "rank_delta_pct_max": pl.Float64,
           "note": pl.Utf8}
 #: metrics that add up over ranks (the job's value: the ranks' sum); the rest are medians
@@ -101,13 +104,16 @@ def _job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
                          "(tracekit query jobs)")
     con = tk.con
     rows = con.execute("SELECT run_id, rank FROM rank_runs WHERE job = ? ORDER BY rank", [text]).fetchall()
-    if rows:
-        return text, [(int(k), int(r)) for r, k in rows]
     run = None
     if RUN_ID.fullmatch(text):
         run = con.execute("SELECT run_id FROM runs WHERE run_id = ?", [int(text)]).fetchone()
     if run is None:
         run = con.execute("SELECT max(run_id) FROM runs WHERE name = ? HAVING count(*) > 0", [text]).fetchone()
+    if rows and run is not None:  # (a numeric job id, SLURM's, can also be a run's id)
+        raise QueryError(f"diff --jobs: {text!r} is both a job and run {run[0]} in {tk.path}: name the job by one "
+                         "of its ranks' runs")
+    if rows:
+        return text, [(int(k), int(r)) for r, k in rows]
     if run is None:
         raise QueryError(f"diff --jobs: no run or job {text!r} in {tk.path}; name any rank's run (tracekit runs) "
                          "or a job (tracekit query jobs); a job's exports are ingested first (tracekit ingest "
@@ -117,8 +123,13 @@ def _job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
         name = con.execute("SELECT name FROM runs WHERE run_id = ?", [int(run[0])]).fetchone()[0]
         raise QueryError(f"diff --jobs: run {run[0]} ({name}) has no rank: ingest each rank's export with its rank "
                          "(a file or folder named rank3 or _r3_, or --param rank=3)")
-    job = con.execute("SELECT json_extract_string(params, '$.job') FROM runs WHERE run_id = ?",
-                      [int(run[0])]).fetchone()[0]
+    job, rank, name = con.execute("SELECT json_extract_string(params, '$.job'), json_extract(params, '$.rank'), "
+                                  "name FROM runs WHERE run_id = ?", [int(run[0])]).fetchone()
+    now = next(r for r, k, _ in ranks if k == int(rank))
+    if now != int(run[0]):  # (a job of one path captured and ingested again: the later capture holds the job)
+        raise QueryError(f"diff --jobs: run {run[0]} ({name}) is rank {rank} of job {job}, whose rank {rank} is now "
+                         f"run {now}, ingested later with the same job; ingest each capture as a job of its own "
+                         "(--param job=NAME) to compare them")
     return job, [(k, r) for r, k, _ in ranks]
 
 
@@ -134,8 +145,10 @@ def diff_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thresh
     expect(by, (str, list, tuple, type(None)), "--by")
     asked = [b.strip().lower() for item in ([by] if isinstance(by, str) else list(by or []))
              for b in str(item).split(",") if b.strip()]
-    if by is not None and not asked:
-        raise ParamError(f"--by {by!r}: no scope in it; choose from {', '.join(('job', *_diff.NSYS_SCOPES))}, "
+    blank = [str(item) for item in ([by] if isinstance(by, str) else list(by or []))
+             if not str(item).replace(",", "").strip()]
+    if (by is not None and not asked) or blank:
+        raise ParamError(f"--by {(blank or [by])[0]!r}: no scope in it; choose from {', '.join(('job', *_diff.NSYS_SCOPES))}, "
                          "or leave --by out for every scope")
     for b in asked:
         if b not in ("job", *_diff.NSYS_SCOPES):
@@ -157,13 +170,12 @@ def diff_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thresh
     pairs = [(k, of_b[k], of_n[k]) for k in shared]
     scopes = _common_scopes(tk, pairs, [b for b in asked if b != "job"] if asked else None)
     with_job = ("job" in asked) if asked else "nvtx" in scopes
-    if with_job and not _nvtx_everywhere(tk, pairs):
-        raise QueryError("--by job: a rank of these jobs was captured without NVTX tracing; the job's time is "
-                         "read from NVTX ranges (capture with nsys -t nvtx)")
+    if with_job and "nvtx" not in scopes:  # (the job's time is read from its ranks' NVTX ranges)
+        _common_scopes(tk, pairs, ["nvtx"])
     per = _ranks_diffs(tk, pairs, scopes, threshold_pct) if scopes else []
     if per_rank:
         return pl.concat(per, how="vertical") if per else pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64})
-    rows = _job_scope(tk, [r for _, r in ranks_b], [r for _, r in ranks_n], float(threshold_pct),
+    rows = _job_scope(tk, [b for _, b, _ in pairs], [n for _, _, n in pairs], float(threshold_pct),
                       host_judged=not _cuda_somewhere(tk, pairs)) if with_job else []
     out = pl.DataFrame(rows, schema=SCHEMA, orient="row")
     if per:
@@ -185,7 +197,7 @@ def _common_scopes(tk, pairs: list[tuple[int, int, int]], by: list[str] | None) 
             try:
                 have = set(_diff._scopes(sb, sn, by)) & set(_diff.NSYS_SCOPES)
             except QueryError as err:
-                raise QueryError(f"diff --jobs: rank {rank}: {err}") from None
+                raise QueryError(f"diff --jobs: rank {rank}: {str(err).removeprefix('diff: ')}") from None
             common = have if common is None else common & have
     scopes = [s for s in _diff.NSYS_SCOPES if s in (common or set())]
     if not scopes and by is None:
@@ -198,10 +210,6 @@ def _untraced(tk, run_id: int) -> set[str]:
     from .registry import untraced
 
     return {what for what, _ in untraced(tk, run_id)}
-
-
-def _nvtx_everywhere(tk, pairs: list[tuple[int, int, int]]) -> bool:
-    return not any("NVTX" in _untraced(tk, r) for _, b, n in pairs for r in (b, n))
 
 
 def _cuda_somewhere(tk, pairs: list[tuple[int, int, int]]) -> bool:
@@ -228,9 +236,15 @@ def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], thres
 
 
 def _aggregate(long: pl.DataFrame) -> pl.DataFrame:
-    """The ranks' rows (``diff``'s, with ``rank``) as one row per scope, key and metric."""
-    long = long.with_row_index("_pos").with_columns(
-        pl.col("_pos").rank("ordinal").over("rank").alias("_place"))  # (a row's place in its rank's diff)
+    """The ranks' rows (``diff``'s, with ``rank``) as one row per scope, key and metric, a
+    key's rows together as ``diff`` gives them: keys by the best place any rank's diff gave
+    them, a key's metrics in its own order."""
+    from .diff import _pct
+
+    long = (long.with_row_index("_pos")
+            .with_columns(pl.col("_pos").rank("ordinal").over("rank").alias("_place"))  # (its place in its rank's diff)
+            .with_columns(pl.col("_place").min().over("rank", "scope", "key").alias("_key_place"))
+            .with_columns((pl.col("_place") - pl.col("_key_place")).alias("_in_key")))
     out = []
     for (scope, key, metric), g in long.group_by("scope", "key", "metric", maintain_order=True):
         rows = g.sort("rank").to_dicts()
@@ -238,8 +252,7 @@ def _aggregate(long: pl.DataFrame) -> pl.DataFrame:
         base = _combine([r["base"] for r in rows], additive)
         new = _combine([r["new"] for r in rows], additive)
         delta = None if base is None or new is None else new - base
-        pct = None if delta is None else (0.0 if delta == 0 and base == 0 else
-                                          100.0 * delta / abs(base) if base else None)
+        pct = _pct(delta, base)
         verdicts = [r["verdict"] for r in rows]
         verdict = next(v for v in PRECEDENCE if v in verdicts)
         pcts = [(r["rank"], r["delta_pct"]) for r in rows if r["delta_pct"] is not None
@@ -249,10 +262,12 @@ def _aggregate(long: pl.DataFrame) -> pl.DataFrame:
             "scope": scope, "key": key, "metric": metric, "base": base, "new": new, "delta": delta,
             "delta_pct": pct, "verdict": verdict, "ranks": len(rows),
             "ranks_regressed": verdicts.count("regressed"), "ranks_improved": verdicts.count("improved"),
+            "ranks_added": verdicts.count("added"), "ranks_removed": verdicts.count("removed"),
             "top_rank": top[0], "top_rank_delta_pct": top[1],
             "rank_delta_pct_min": min((p for _, p in pcts), default=None),
             "rank_delta_pct_max": max((p for _, p in pcts), default=None),
-            "note": _note(rows), "_order": (scope == "api", min(r["_place"] for r in rows)),
+            "note": _note(rows), "_order": (scope == "api", min(r["_key_place"] for r in rows), scope, key,
+                                            min(r["_in_key"] for r in rows)),
         })
     out.sort(key=lambda r: r.pop("_order"))
     return pl.DataFrame(out, schema=SCHEMA, orient="row") if out else pl.DataFrame(schema=SCHEMA)
@@ -272,7 +287,7 @@ def _combine(values: list[float | None], additive: bool) -> float | None:
 
 def _note(rows: list[dict]) -> str:
     """The ranks' common note where they were all judged alike for one reason; else each
-    verdict with its ranks and their changes."""
+    verdict with its ranks, their changes, and for unchanged ranks why (``_reason``)."""
     verdicts = {r["verdict"] for r in rows}
     notes = {r["note"] or "" for r in rows}
     if len(verdicts) == 1 and len(notes) == 1:
@@ -282,11 +297,27 @@ def _note(rows: list[dict]) -> str:
         mine = [r for r in rows if r["verdict"] == v]
         if not mine:
             continue
+        if v == "unchanged":
+            reasons: dict[str, list[int]] = {}
+            for r in mine:
+                reasons.setdefault(_reason(r["note"]), []).append(r["rank"])
+            parts.append("unchanged on " + ", ".join(
+                _ranks_text(ks) + (f" ({why})" if why else "") for why, ks in reasons.items()))
+            continue
         pcts = sorted(r["delta_pct"] for r in mine if r["delta_pct"] is not None and not math.isnan(r["delta_pct"]))
-        how = "" if v in ("added", "removed", "unchanged") or not pcts else \
+        how = "" if v in ("added", "removed") or not pcts else \
             f" ({pcts[0]:+.1f} %)" if len(pcts) == 1 else f" ({pcts[0]:+.1f} to {pcts[-1]:+.1f} %)"
         parts.append(f"{v} on {_ranks_text([r['rank'] for r in mine])}{how}")
     return "; ".join(parts)
+
+
+def _reason(note: str | None) -> str:
+    """Why diff held a rank's change, without its figures: ``within threshold``, ``not
+    significant``, ``immaterial``, ``host-timed, not judged``, ``identical``, ..."""
+    text = (note or "").split("; ")[-1]  # (a match note, "matched by ...", comes first)
+    for end in (" (", ":"):
+        text = text.split(end)[0]
+    return text.strip()
 
 
 def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, host_judged: bool) -> list[dict]:
@@ -308,8 +339,6 @@ def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, 
         ).fetchall()}
     finally:
         con.unregister("_job_sides")
-    effect = summary.select((pl.col("total_new").fill_null(0) - pl.col("total_base").fill_null(0)).abs()
-                            .alias("e"))["e"].to_list()
     # the paths the job spends most time in first (their changes are host-timed: rarely judged)
     spent = summary.select(pl.max_horizontal(pl.col("total_base").fill_null(0), pl.col("total_new").fill_null(0))
                            .alias("t"))["t"].to_list()
@@ -319,15 +348,18 @@ def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, 
         r = summary.row(i, named=True)
         key = str(r["key"])
         if r["n_base"] == 0 or r["n_new"] == 0:
-            made = _diff._one_side_rows("job", key, r, JOB_METRICS, "", effect[i])
+            made = _diff._one_side_rows("job", key, r, JOB_METRICS, "", 0.0)
+            for m in made:
+                m.note = m.note.replace(" run", " job")
         else:
-            made = _diff._stat_rows("job", key, r, JOB_METRICS, threshold, "", effect[i], host_judged=host_judged)
+            made = _diff._stat_rows("job", key, r, JOB_METRICS, threshold, "", 0.0, host_judged=host_judged)
         ranks = max(slowest.get((s, key), (0, 0, 0, 0))[3] for s in (0, 1))
         for m in made:
             delta = None if m.base is None or m.new is None else m.new - m.base
             out.append({"scope": "job", "key": key, "metric": m.metric, "base": m.base, "new": m.new,
                         "delta": delta, "delta_pct": _diff._pct(delta, m.base), "verdict": m.verdict,
-                        "ranks": ranks, "ranks_regressed": None, "ranks_improved": None, "top_rank": None,
+                        "ranks": ranks, "ranks_regressed": None, "ranks_improved": None, "ranks_added": None,
+                        "ranks_removed": None, "top_rank": None,
                         "top_rank_delta_pct": None, "rank_delta_pct_min": None, "rank_delta_pct_max": None,
                         "note": _diff._join(m.note, f"p={_diff._fmt_p(m.p_value)}" if m.p_value is not None
                                             and m.verdict == "unchanged" and "host-timed" in m.note else "")})
@@ -337,7 +369,8 @@ def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, 
             same = rb == rn
             out.append({"scope": "job", "key": key, "metric": "slowest_rank", "base": float(rb), "new": float(rn),
                         "delta": None, "delta_pct": None, "verdict": "unchanged", "ranks": ranks,
-                        "ranks_regressed": None, "ranks_improved": None, "top_rank": None,
+                        "ranks_regressed": None, "ranks_improved": None, "ranks_added": None,
+                        "ranks_removed": None, "top_rank": None,
                         "top_rank_delta_pct": None, "rank_delta_pct_min": None, "rank_delta_pct_max": None,
                         "note": SLOWEST_NOTE.format(nb, tb, nn, tn)
                                 + ("" if same else "; differs; a rank has no better/worse direction")})
@@ -364,7 +397,7 @@ def display(df: pl.DataFrame) -> pl.DataFrame:
     def judged(r: dict) -> str:
         if r["scope"] == "job":
             return str(r["ranks"] or "")
-        n = {"regressed": r["ranks_regressed"], "improved": r["ranks_improved"]}.get(r["verdict"])
+        n = r.get(f"ranks_{r['verdict']}")
         return f"{n if n is not None else r['ranks']}/{r['ranks']}"
 
     rows = df.to_dicts()

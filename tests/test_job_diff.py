@@ -265,3 +265,48 @@ def test_the_command_shows_the_job_and_gates(store, capsys, monkeypatch, tmp_pat
     assert len(rows) == 3 and {"rank", "p_value"} <= set(rows[0])
     assert main(["--db", str(store), "diff", "--jobs", "5", "9", "--per-rank", "--columns", "rank,key,delta_pct"]) == 0
     assert capsys.readouterr().out.splitlines()[0].split() == ["rank", "key", "delta"]
+
+
+def test_the_job_diff_chart_shows_each_ranks_change(tk, store, tmp_path, capsys):
+    """chart job-diff: a cell per rank and key (the keys the job's comparison puts first:
+    its changes), coloured by the rank's change, a dot on each rank judged changed; drawn in
+    Chromium, every cell a mark, no console error."""
+    from browser import chromium, load
+
+    from tracekit import charts
+
+    data = _quiet(job_diff.rank_changes, tk, "5", "9", limit=6)
+    job = _quiet(tk.diff_jobs, "5", "9")
+    heads = job.filter(pl.col("metric") == pl.col("scope").replace_strict(job_diff.HEADLINE, default=None))
+    changed = heads.filter(pl.col("verdict") != "unchanged").select("scope", "key").rows()
+    assert data.select("scope", "key").unique(maintain_order=True).rows() == changed[:6]
+    assert data.group_by("scope", "key").len()["len"].to_list() == [4] * 6
+    forward = data.filter((pl.col("scope") == "nvtx") & (pl.col("key") == "step/forward")).sort("rank")
+    assert forward["verdict"].to_list() == ["unchanged", "regressed", "improved", "unchanged"]
+    spec = charts.chart(tk, "job-diff", base="5", new="9", limit="6").to_dict()
+    values = [row for rows in spec["datasets"].values() for row in rows] if "datasets" in spec else \
+        spec["data"]["values"]
+    assert len(values) == data.height and sum(v["judged"] for v in values) == data.filter(
+        pl.col("verdict").is_in(["regressed", "improved"])).height
+    with pytest.raises(ParamError, match="chart job-diff: give the jobs to compare as -p base=RUN -p new=RUN"):
+        charts.chart(tk, "job-diff", base="5")
+    assert main(["--db", str(store), "chart", "job-diff", "-p", "base=5", "-p", "new=9", "-p", "limit=x",
+                 "-o", str(tmp_path / "x.html")]) == 2
+    assert "chart job-diff: limit='x': an integer expected" in capsys.readouterr().err
+    if chromium() is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
+    out = tmp_path / "jobs.html"
+    assert main(["--db", str(store), "chart", "job-diff", "-p", "base=5", "-p", "new=9", "-o", str(out)]) == 0
+    page = load(out, "window.tracekitChart && window.tracekitChart.done", """(function () {
+      var c = window.tracekitChart, cells = 0, dots = 0;
+      (function walk(node) {
+        if (node.marktype === "rect" && node.role === "mark") cells += (node.items || []).length;
+        if (node.marktype === "symbol" && node.role === "mark") dots += (node.items || []).length;
+        (node.items || []).forEach(walk);
+      })(c.view.scenegraph().root);
+      return {error: c.error || null, cells: cells, dots: dots};
+    })()""")
+    drawn = _quiet(job_diff.rank_changes, tk, "5", "9")
+    assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
+    assert page.value["cells"] == drawn.height
+    assert page.value["dots"] == drawn.filter(pl.col("verdict").is_in(["regressed", "improved"])).height

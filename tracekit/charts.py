@@ -1587,6 +1587,59 @@ def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
         title=alt.Title("Time per rank and NVTX path", subtitle="cell: total ms; colour: against the median rank"))
 
 
+def _job_diff_data(tk, base: str | None = None, new: str | None = None, by: str | None = None,
+                   threshold: float | str = 5.0, limit: int | str = 20) -> pl.DataFrame:
+    """``job_diff.rank_changes``: per rank, the change of the keys that moved most in the job."""
+    from .job_diff import rank_changes
+
+    if base is None or new is None:
+        raise ParamError("chart job-diff: give the jobs to compare as -p base=RUN -p new=RUN (any rank's run, "
+                         "or the job)")
+    threshold, limit = _threshold_and_limit("job-diff", threshold, limit)
+    return rank_changes(tk, base, new, by=by, threshold_pct=threshold, limit=limit)
+
+
+def job_diff(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
+    """Rank x key: colour = the rank's change in the key's time (diverging around 0, red =
+    more), a dot where diff's rules judged that rank's change (regressed or improved), grey
+    where the key is in one job only; keys in the job's order (its changes first)."""
+    _need(df, "job-diff", "diff --jobs", ["order", "scope", "key", "rank", "delta_pct", "verdict", "job_verdict"])
+    if df.is_empty():
+        return _no_data("Job against job, per rank")
+    from .diff import short_keys
+
+    short = short_keys(df["key"].to_list(), 56)
+    rows = [{"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
+             "r": f"rank {r['rank']}", "delta_pct": r["delta_pct"], "verdict": r["verdict"],
+             "judged": r["verdict"] in ("regressed", "improved"), "one_side": r["verdict"] in ("added", "removed"),
+             "job": r["job_verdict"], "note": r["note"] or "", "base": r["base"], "new": r["new"]}
+            for r in df.sort("order", "rank").iter_rows(named=True)]
+    keys = list(dict.fromkeys(r["label"] for r in rows))
+    ranks = [f"rank {k}" for k in sorted(set(df["rank"].to_list()))]
+    lim = max([5.0, *(abs(r["delta_pct"]) for r in rows if r["delta_pct"] is not None and not r["one_side"])])
+    y, height, dense = _rank_axis(ranks, 22)
+    x = alt.X("label:N", sort=keys, title=None, axis=alt.Axis(labelAngle=-40, labelLimit=260,
+                                                               orient="top" if dense else "bottom"))
+    tooltip = [alt.Tooltip("r:N", title="rank"), alt.Tooltip("key:N"), alt.Tooltip("metric:N"),
+               alt.Tooltip("base:Q", format=",.0f"), alt.Tooltip("new:Q", format=",.0f"),
+               alt.Tooltip("delta_pct:Q", title="change [%]", format="+.1f"), alt.Tooltip("verdict:N"),
+               alt.Tooltip("job:N", title="the job's verdict"), alt.Tooltip("note:N")]
+    chart = alt.Chart(_data(rows)).encode(x=x, y=y)
+    cells = chart.transform_filter("!datum.one_side").mark_rect().encode(
+        color=alt.Color("delta_pct:Q", title="change [%]",
+                        scale=alt.Scale(scheme="redblue", reverse=True, domain=[-lim, lim], clamp=True)),
+        tooltip=tooltip)
+    one_side = chart.transform_filter("datum.one_side").mark_rect(color="#bdbdbd").encode(tooltip=tooltip)
+    dots = chart.transform_filter("datum.judged").mark_point(filled=True, color="#222", size=18 if dense else 30)
+    n_keys = len(keys)
+    return alt.layer(cells, one_side, dots).properties(
+        width=alt.Step(34 if n_keys > 12 else 60), height=height,
+        title=alt.Title("Job against job, per rank", subtitle=[
+            "colour: each rank's change in the key's time (kernels, memory ops, API: total; NVTX: kernel time; "
+            "GPUs: busy), red = more; grey: in one job only",
+            "dot: judged regressed or improved on that rank (tracekit diff's rules)" + (f"; {dense}" if dense else "")]))
+
+
 CHARTS: dict[str, ChartSpec] = {
     "roofline": ChartSpec("roofline", roofline, {"limit": 0}, "ncu roofline, one point per launch"),
     "occupancy": ChartSpec(
@@ -1622,6 +1675,9 @@ CHARTS: dict[str, ChartSpec] = {
     ),
     "diff": ChartSpec(None, diff, {}, "largest changes between two runs (-p base=A -p new=B [-p repeats=R])",
                       data=_diff_data, source="tracekit diff's comparison, needs two runs or two sweeps"),
+    "job-diff": ChartSpec(None, job_diff, {}, "multi-rank: a job against a job, each rank's change per key "
+                          "(-p base=A -p new=B: any rank's run, or the job)", data=_job_diff_data,
+                          source="tracekit diff --jobs's comparison, needs two multi-rank jobs"),
     "compare": ChartSpec(None, compare, {}, "several runs against one base (-p base=A -p runs=B,C)",
                          data=_compare_data, source="tracekit compare's comparison, needs two runs or two sweeps"),
 }

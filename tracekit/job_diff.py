@@ -71,6 +71,9 @@ PRECEDENCE = ("regressed", "added", "improved", "removed", "unchanged")
 #: the job scope's metrics: (metric, kind, direction) as diff's _stat_rows reads them
 #: (the instances are the nvtx scope's, counted on each rank)
 JOB_METRICS = [("job_total_ns", "total", 1), ("job_med_ns", "median", 1)]
+#: the metric that stands for a key's time in ``rank_changes`` (the diff chart's)
+HEADLINE = {"kernel": "total_ns", "nvtx": "kernel_total_ns", "api": "total_ns", "memcpy": "total_ns",
+            "gpu": "busy_ns"}
 #: ranks named in a note before the rest are counted
 SHOWN_RANKS = 8
 #: the note of a slowest_rank row: how often each side's slowest rank was the slowest
@@ -375,6 +378,26 @@ def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, 
                         "note": SLOWEST_NOTE.format(nb, tb, nn, tn)
                                 + ("" if same else "; differs; a rank has no better/worse direction")})
     return out
+
+
+def rank_changes(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
+                 limit: int = 20) -> pl.DataFrame:
+    """Per rank, the change of the keys that moved most in the job (``chart job-diff``):
+    each key by its time (``diff``'s headline metric: a kernel's or memory operation's total,
+    an NVTX path's kernel time, a GPU's busy time, an API's call time), the keys the job
+    judged changed first, each group in the job's order, the first ``limit`` keys (0: all);
+    one row per key and rank
+    with the rank's ``base``, ``new``, ``delta_pct``, ``verdict`` and ``note``, and the job's
+    ``job_verdict`` and ``order`` (the key's place)."""
+    expect(limit, int, "chart job-diff: limit")
+    long = diff_jobs(tk, base, new, by=by, threshold_pct=threshold_pct, per_rank=True)
+    head = long.filter(pl.col("metric") == pl.col("scope").replace_strict(HEADLINE, default=None))
+    job = _aggregate(head).with_row_index("_i").sort(pl.col("verdict") == "unchanged", "_i").drop("_i")
+    job = (job.head(limit) if limit else job).with_row_index("order")
+    return (head.join(job.select("scope", "key", "order", pl.col("verdict").alias("job_verdict")),
+                      on=["scope", "key"])
+            .select("order", "scope", "key", "metric", "rank", "base", "new", "delta_pct", "verdict", "note",
+                    "job_verdict").sort("order", "rank"))
 
 
 # -- terminal table -----------------------------------------------------------------

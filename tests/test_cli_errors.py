@@ -562,3 +562,19 @@ def test_debug_after_the_subcommand_is_the_global_option(small_store, capsys, ar
     # after --, it is an argument (here a run folder's name), not the option
     assert _cli(small_store, "ingest", "--", "--debug") == 2
     assert "--debug: no such file" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]])
+def test_a_link_to_nothing_says_what_it_is(tmp_path, capsys, workers):
+    """A symbolic link that loops, or points at nothing, is named as such (Python calls both
+    absent, as it does a path that is not there); no store is created."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone.sqlite")
+    db = tmp_path / "t.duckdb"
+    for name, text in (("a", "a loop of symbolic links, leading to no file"),
+                       ("dangling", f"a symbolic link to {tmp_path / 'gone.sqlite'}, which does not exist"),
+                       ("nothere", "no such file or directory")):
+        assert cli_main(["--db", str(db), "ingest", str(tmp_path / name), *workers]) == 2
+        assert one_error_line(capsys) == f"tracekit: error: {tmp_path / name}: {text}"
+    assert not db.exists()

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import Interrupted, ParamError, TracekitError
+from .errors import Interrupted, ParamError, TracekitError, missing
 from .parallel import Outcome, error_line
 
 #: The environment variable naming an existing scheduler (as ``nsys recipe --mode dask-futures``).
@@ -156,7 +156,7 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = Non
     files = [Path(f) for f in files]
     for f in files:
         if not f.exists():
-            raise ParamError(f"{f}: no such file or directory")
+            raise ParamError(missing(f))
     address = _check_options(workers, scheduler)
     with tk.one_command(files):
         return _through_dask(tk, files, address, workers, name, params, on_outcome, here)

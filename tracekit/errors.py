@@ -64,3 +64,20 @@ def expect(value, types: type | tuple[type, ...], what: str, error: type[Traceki
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
     raise error(f"{what} {shown}: expected {names}, not {type(value).__name__}")
+
+
+def missing(path) -> str:
+    """What a path that does not exist is, for its error: ``PATH: no such file or
+    directory``, or a symbolic link that leads nowhere or round in a loop (which
+    ``Path.exists`` also calls absent)."""
+    import errno
+    import os
+
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return f"{path}: a loop of symbolic links, leading to no file"
+        if os.path.islink(path):
+            return f"{path}: a symbolic link to {os.readlink(path)}, which does not exist"
+    return f"{path}: no such file or directory"

@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import Interrupted, ParamError, TracekitError
+from .errors import Interrupted, ParamError, TracekitError, missing
 from .interrupts import SigintWatch
 from .store import IngestResult, Pending, Tracekit, ingest_memory_limit
 
@@ -85,7 +85,7 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int, name: str |
     files = [Path(f) for f in files]
     for f in files:
         if not f.exists():
-            raise ParamError(f"{f}: no such file or directory")
+            raise ParamError(missing(f))
     # Ctrl-C is recognised by the count of SIGINTs, whatever DuckDB turned it into in this
     # thread ("Query interrupted", a RuntimeError, when it lands in a query)
     with SigintWatch() as sigints, tk.one_command(files):

@@ -34,6 +34,7 @@ from .errors import (
     StoreBusy,
     TracekitError,
     expect,
+    missing,
 )
 from .interrupts import SigintWatch, interruptible, stoppable
 from .names import RUN_ID, RunNames, check_run_name, derived_run_name
@@ -682,7 +683,7 @@ class Tracekit:
         """``path`` read (parsed) and hashed; or, where the store holds its content
         already (seen before reading it), that run."""
         if not path.exists():
-            raise InputError(f"{path}: no such file or directory")
+            raise InputError(missing(path))
         try:
             return self._read_path(path, name, params)
         except OSError as err:  # unreadable (permissions), a folder where a file belongs, ...

@@ -310,3 +310,33 @@ def test_the_job_diff_chart_shows_each_ranks_change(tk, store, tmp_path, capsys)
     assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
     assert page.value["cells"] == drawn.height
     assert page.value["dots"] == drawn.filter(pl.col("verdict").is_in(["regressed", "improved"])).height
+
+
+def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, store, tmp_path):
+    """report --run R --vs B, R and B ranks of two jobs: after the runs' comparison, the jobs'
+    (the table of diff_jobs, the job-diff chart), drawn in Chromium; two ranks of one job, or
+    a run without a rank, get the runs' comparison alone."""
+    from browser import chromium, load
+
+    from tracekit.report import build
+
+    rep = build(tk, "9", vs="5")
+    keys = [sec.key for sec, *_ in rep.sections]
+    assert keys[:2] == ["diff", "job-diff"]
+    sec, table, spec, _ = rep.sections[1]
+    job = _quiet(tk.diff_jobs, "5", "9")
+    assert sec.title == "This job against run 5's" and "16 regressed" in sec.intro
+    assert "Slowest rank of step/forward: rank 2" in sec.intro
+    assert table.count('class="verdict v-regressed"') == job.filter(pl.col("verdict") == "regressed").height
+    assert json.loads(spec)["title"]["text"] == "Job against job, per rank"
+    assert "job-diff" not in [s.key for s, *_ in build(tk, "9", vs="10").sections]  # (one job's ranks)
+    assert "job-diff" not in [s.key for s, *_ in build(tk, "9", vs="13").sections]  # (a run without a rank)
+    if chromium() is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
+    out = tmp_path / "r.html"
+    assert main(["--db", str(store), "report", "--run", "9", "--vs", "5", "-o", str(out)]) == 0
+    page = load(out, "window.tracekitReport && window.tracekitReport.done", "window.tracekitReport")
+    drawn = _quiet(job_diff.rank_changes, tk, "5", "9")
+    assert page.console_errors == [] and page.exceptions == [] and page.value["failed"] == 0
+    assert page.value["marks"]["chart-job-diff"] == drawn.height + drawn.filter(
+        pl.col("verdict").is_in(["regressed", "improved"])).height

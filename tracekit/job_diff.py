@@ -139,9 +139,17 @@ def _job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
 def diff_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
               per_rank: bool = False) -> pl.DataFrame:
     """Compare job ``new`` against job ``base`` rank by rank (module docstring)."""
+    expect(per_rank, bool, "diff --jobs: per_rank")
+    job, long = compare_jobs(tk, base, new, by, threshold_pct, job_rows=not per_rank)
+    return long if per_rank else job
+
+
+def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
+                 job_rows: bool = True) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+    """(the job's rows, or None without ``job_rows``; the ranks' own rows, with ``rank``):
+    ``diff_jobs``'s two answers from one comparison."""
     from . import diff as _diff
 
-    expect(per_rank, bool, "diff --jobs: per_rank")
     expect(threshold_pct, (int, float), "--threshold")
     if not threshold_pct > 0 or math.isinf(threshold_pct):
         raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
@@ -176,14 +184,15 @@ def diff_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thresh
     if with_job and "nvtx" not in scopes:  # (the job's time is read from its ranks' NVTX ranges)
         _common_scopes(tk, pairs, ["nvtx"])
     per = _ranks_diffs(tk, pairs, scopes, threshold_pct) if scopes else []
-    if per_rank:
-        return pl.concat(per, how="vertical") if per else pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64})
+    long = pl.concat(per, how="vertical") if per else pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64})
+    if not job_rows:
+        return None, long
     rows = _job_scope(tk, [b for _, b, _ in pairs], [n for _, _, n in pairs], float(threshold_pct),
                       host_judged=not _cuda_somewhere(tk, pairs)) if with_job else []
     out = pl.DataFrame(rows, schema=SCHEMA, orient="row")
     if per:
-        out = pl.concat([out, _aggregate(pl.concat(per, how="vertical"))], how="vertical")
-    return out
+        out = pl.concat([out, _aggregate(long)], how="vertical")
+    return out, long
 
 
 def _common_scopes(tk, pairs: list[tuple[int, int, int]], by: list[str] | None) -> list[str]:
@@ -390,7 +399,11 @@ def rank_changes(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     with the rank's ``base``, ``new``, ``delta_pct``, ``verdict`` and ``note``, and the job's
     ``job_verdict`` and ``order`` (the key's place)."""
     expect(limit, int, "chart job-diff: limit")
-    long = diff_jobs(tk, base, new, by=by, threshold_pct=threshold_pct, per_rank=True)
+    return changes_by_rank(diff_jobs(tk, base, new, by=by, threshold_pct=threshold_pct, per_rank=True), limit)
+
+
+def changes_by_rank(long: pl.DataFrame, limit: int = 20) -> pl.DataFrame:
+    """``rank_changes`` of the ranks' rows ``long`` (``diff_jobs(per_rank=True)``'s)."""
     head = long.filter(pl.col("metric") == pl.col("scope").replace_strict(HEADLINE, default=None))
     job = _aggregate(head).with_row_index("_i").sort(pl.col("verdict") == "unchanged", "_i").drop("_i")
     job = (job.head(limit) if limit else job).with_row_index("order")

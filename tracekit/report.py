@@ -25,6 +25,8 @@ Which sections a run gets follows its kind:
 - with ``vs=BASE`` (``--vs``), first a "Compared with BASE" section: ``tk.diff(BASE,
   run)`` as a sortable table with coloured verdicts (every row that changed, then the
   largest unchanged ones, up to ``DIFF_ROWS``) and the diff chart of tracekit/charts.py;
+  where BASE and the run are ranks of two jobs of several ranks, then the jobs compared
+  rank by rank (``tk.diff_jobs``: its table and the job-diff chart);
 - several runs (``build_many``, ``--run A --run B``: an experiment's runs timed, under nsys
   and under ncu): each run's header and sections, one run after the other.
 
@@ -414,6 +416,47 @@ def diff_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
             + "\n".join(rows) + f"</tbody></table></div>{foot}")
 
 
+def job_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
+    """The rows of a job against a job (``tk.diff_jobs``'s result) as a sortable table,
+    as ``diff_table_html`` shows a diff's: every change, then unchanged rows up to
+    ``limit``; with the ranks judged as the row's verdict and the rank that moved most."""
+    from . import diff as _diff
+    from . import job_diff
+
+    if df.is_empty():
+        return '<p class="empty">no rows</p>'
+    shown = _diff.changes_first(df, limit)
+    text = job_diff.display(shown)
+    cols = [("scope", "scope", False), ("key", "key", False), ("metric", "metric", False), ("base", "base", True),
+            ("new", "new", True), ("delta_pct", "change [%]", True), ("verdict", "verdict", False),
+            ("ranks", "ranks", False), ("top_rank", "rank that moved most", False), ("note", "note", False)]
+    head = "".join(f'<th scope="col" class="{"num" if num else "text"}" title="{c}">{html.escape(h)}</th>'
+                   for c, h, num in cols)
+
+    def num(v: Any, shown_text: str) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return '<td class="null"></td>'
+        return f'<td class="num" data-v="{v!r}">{html.escape(shown_text)}</td>'
+
+    rows = []
+    for r, t in zip(shown.iter_rows(named=True), text.iter_rows(named=True), strict=True):
+        rows.append("<tr>" + "".join((
+            f"<td>{html.escape(r['scope'])}</td>",
+            f'<td class="name" title="{html.escape(r["key"])}">{html.escape(t["key"])}</td>',
+            f"<td>{html.escape(r['metric'])}</td>",
+            num(r["base"], t["base"]), num(r["new"], t["new"]), num(r["delta_pct"], t["delta"]),
+            f'<td class="verdict v-{r["verdict"]}">{r["verdict"]}</td>',
+            f"<td>{html.escape(t['ranks'])}</td>", f"<td>{html.escape(t['top_rank'])}</td>",
+            f'<td class="note">{html.escape(r["note"] or "")}</td>',
+        )) + "</tr>")
+    foot = ""
+    if shown.height < df.height:
+        foot = (f'<p class="more">{shown.height:,} of {df.height:,} rows: every change, then the largest '
+                f"unchanged rows (<code>tracekit diff --jobs</code> with --limit 0 for all)</p>")
+    return (f'<div class="scroll"><table class="sortable diff"><thead><tr>{head}</tr></thead><tbody>'
+            + "\n".join(rows) + f"</tbody></table></div>{foot}")
+
+
 # -- assembling ----------------------------------------------------------------------
 
 
@@ -662,6 +705,51 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
     return ("compared with", f"{base.label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
 
 
+def _other_job(tk, run_id: int, vs: str | int) -> int | None:
+    """The run ``vs`` names where it and run ``run_id`` are ranks of two different jobs of
+    several ranks each (their jobs are then compared too); else None."""
+    from . import diff as _diff
+    from .registry import job_runs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)  # (the run comparison says it)
+        base = _diff.resolve(tk, vs)
+    if base.run_id is None or base.pending:
+        return None
+    mine, theirs = job_runs(tk, run_id), job_runs(tk, base.run_id)
+    if len(mine) < 2 or len(theirs) < 2 or {r for r, _, _ in mine} == {r for r, _, _ in theirs}:
+        return None
+    return base.run_id
+
+
+def _job_comparison(tk, run_id: int, base_id: int, threshold: float) -> tuple:
+    """The section of the job of ``run_id`` against the job of ``base_id``
+    (``tk.diff_jobs``): the job's rows as a table, each rank's change per key as a chart."""
+    from . import charts, job_diff
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CaptureWarning)
+        df, long = job_diff.compare_jobs(tk, str(base_id), str(run_id), threshold_pct=threshold)
+    said = [str(w.message) for w in caught if issubclass(w.category, CaptureWarning)]
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    counts = ", ".join(f"{n:,} {v}" for v, n in df["verdict"].value_counts(sort=True).rows())
+    moved = job_diff.moved(df)
+    spec = json.dumps(charts.job_diff(job_diff.changes_by_rank(long, 20)).to_dict(), separators=(",", ":"),
+                      default=str)
+    ranks = long["rank"].n_unique()
+    sec = Section("job-diff", f"This job against run {base_id}'s", "job-diff", intro=(
+        f"Every rank of this run's job against its namesake rank of run {base_id}'s job ({ranks} ranks; "
+        f"tracekit diff --jobs {base_id} {run_id}): {counts}." + (f" What moved: {'. '.join(moved)}." if moved else "")
+        + " Each row is the job's: the ranks' values summed (a median: the median rank's), its verdict the harm "
+        "where ranks were judged differently (ranks: how many were judged so), the note where. The job scope is "
+        "the job's own time: per NVTX path and step, its slowest rank's duration (host time, shown and not judged "
+        "where the ranks traced CUDA) and which rank was slowest most often. Chart: each rank's change in each "
+        "key's time, a dot where the rank's change was judged."
+        + "".join(f" Warning: {m.removeprefix('diff --jobs: ')}." for m in said)))
+    return sec, job_table_html(df), spec, None
+
+
 def build(tk, run: str | int | None = None, vs: str | int | None = None, threshold_pct: float = 5.0,
           repeats: list | None = None) -> Report:
     """The report of one run (default: the latest): its header and the sections its kind
@@ -702,6 +790,9 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
         line, section = _comparison(tk, run_id, vs, threshold_pct, repeats)
         rep.header.insert(1, line)
         rep.sections.append(section)
+        other = _other_job(tk, run_id, vs) if "nsys" in kinds else None
+        if other is not None:  # (two ranks of two jobs: the jobs compared, rank by rank)
+            rep.sections.append(_job_comparison(tk, run_id, other, threshold_pct))
     for sec in sections:
         got = _section(tk, sec, run_id)
         if got is not None:  # (None: the table the section needs holds nothing of the run)

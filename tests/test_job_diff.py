@@ -340,3 +340,13 @@ def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, 
     assert page.console_errors == [] and page.exceptions == [] and page.value["failed"] == 0
     assert page.value["marks"]["chart-job-diff"] == drawn.height + drawn.filter(
         pl.col("verdict").is_in(["regressed", "improved"])).height
+
+
+def test_a_parquet_dataset_compares_the_jobs_as_the_store_does(tk, tmp_path):
+    from tracekit.dataset import export
+
+    export(tk, tmp_path / "ds")
+    with tracekit.open(tmp_path / "ds") as ds:
+        for per_rank in (False, True):
+            assert _quiet(ds.diff_jobs, "5", "9", per_rank=per_rank).equals(
+                _quiet(tk.diff_jobs, "5", "9", per_rank=per_rank))

@@ -447,6 +447,8 @@ def test_an_option_given_twice_differently(small_store, capsys, args, message):
     assert _cli(small_store, "query", "top-kernels", *args) == 2
     assert message in one_error_line(capsys)
     assert _cli(small_store, "query", "top-kernels", "--run", "nsys_run", "-p", "run=nsys_run", "--limit", "1") == 0
+    # one limit written two ways (as a table prints it, and plain) is given once
+    assert _cli(small_store, "query", "top-kernels", "-p", "limit=1,000", "--limit", "1000", "-f", "csv") == 0
 
 
 # -- found by the audit of every command x option x hostile value ----------------------------

@@ -260,10 +260,25 @@ def _with_options(params: dict[str, Any], **options: Any) -> dict[str, Any]:
     for key, value in options.items():
         if value is None:
             continue
-        if key in params and str(params[key]).strip() != str(value).strip():
+        if key in params and not _same_value(key, params[key], value):
             raise ParamError(f"--{key} {value} and -p {key}={params[key]}: give the {key} once")
         params[key] = value
     return params
+
+
+def _same_value(key: str, given: Any, option: Any) -> bool:
+    """Whether ``-p KEY=given`` says what ``--KEY option`` does: the same text, or for the
+    limit the same whole number however it is written (1,000 and 1000)."""
+    if str(given).strip() == str(option).strip():
+        return True
+    if key != "limit":  # (a run's name is text: "1,000" may name a run)
+        return False
+    from .numbers import whole_number
+
+    try:
+        return whole_number(str(given)) == whole_number(str(option))
+    except ValueError:
+        return False
 
 
 def _params(pairs: list[str]) -> dict[str, str]:

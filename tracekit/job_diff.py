@@ -5,7 +5,10 @@ A job is the runs that are ranks of it (``tracekit.ranks``: one nsys export per 
 for ``rank-summary``) or by the job itself (``tracekit query jobs``). Rank r of the base
 job is compared with rank r of the new one by ``tracekit.diff``'s rules (the same scopes,
 metrics, noise floors and verdicts: ``diff RUN_R_BASE RUN_R_NEW``), over the nsys scopes
-every pair of ranks has; ranks in one job only are left out and said so.
+every pair of ranks has; ranks in one job only are left out and said so. A run named for a
+job must be its rank's latest run of that job (``rank_runs``): a job captured again under the
+same path and ingested again is one job whose ranks are the later runs, so naming the earlier
+capture is an error, not those runs against themselves.
 
 Each (scope, key, metric) gets one row for the job:
 
@@ -16,8 +19,8 @@ Each (scope, key, metric) gets one row for the job:
   rank's harm is the job's, whatever the others did), else ``added``, ``improved``,
   ``removed`` where any rank was so, else ``unchanged``. ``note``: the common note where every
   rank was judged alike for one reason, else which ranks were judged what, with their
-  changes (``regressed on rank 1 (+55.1 %); improved on rank 2 (-35.0 %); unchanged on
-  ranks 0, 3``);
+  changes, and why unchanged ranks were held (``regressed on rank 1 (+50.0 %); improved on
+  rank 2 (-33.3 %); unchanged on ranks 0, 3 (identical)``);
 * ``ranks``: ranks compared that have the key on either side; ``ranks_regressed``,
   ``ranks_improved``, ``ranks_added``, ``ranks_removed``: how many ranks were judged so;
   ``top_rank`` and ``top_rank_delta_pct``: the rank whose value moved
@@ -26,7 +29,7 @@ Each (scope, key, metric) gets one row for the job:
 
 The ``job`` scope is the job's own time, which no single rank shows: per NVTX path, each
 instance (its place in start order on every rank, as ``stragglers`` matches them) lasts as
-long as the job's slowest rank took, over all of each job's ranks. Metrics ``job_total_ns``
+long as the job's slowest rank took, over the ranks both jobs have. Metrics ``job_total_ns``
 (those durations summed) and ``job_med_ns`` (their median), judged as the
 nvtx scope's wall times are: host-timed where the ranks traced CUDA (reported, with the
 Mann-Whitney p-value of the instances, never judged: identical captures differ there by

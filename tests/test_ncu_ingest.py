@@ -436,3 +436,27 @@ def test_damaged_csv_cli_exit_2(plain, tmp_path, capsys):
     assert cli_main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_run_info_of_a_bare_report_has_its_gpus_size_and_clock(plain, tmp_path):
+    """A report or raw page ingested alone (no run folder, no GPU table): run-info's SM
+    count, device memory and maximum SM clock are the profiled device's, as ncu's raw page
+    prints its attributes (device__attribute_multiprocessor_count, _total_memory,
+    _clock_rate in kHz, which the page prints without a unit); NULL from a details page,
+    which has none."""
+    import csv
+
+    with open(plain[("full", "raw.csv")], newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    first = rows[1]  # (rows[0] holds the units)
+    expected = (int(first["device__attribute_multiprocessor_count"].replace(",", "")),
+                int(first["device__attribute_total_memory"].replace(",", "")),
+                int(first["device__attribute_clock_rate"].replace(",", "")) / 1e3)
+    assert expected[2] == 1980.0  # (CUDA's clock-rate attribute is in kHz: the H200's 1,980 MHz)
+    with tracekit.open(tmp_path / "t.duckdb") as tk:
+        for path, name in ((plain[("full", "report.ncu-rep")], "report"), (plain[("full", "raw.csv")], "raw"),
+                           (plain[("full", "details.csv")], "details")):
+            tk.ingest(path, name=name)
+        for name, want in (("report", expected), ("raw", expected), ("details", (None, None, None))):
+            info = tk.query("run-info", run=name).row(0, named=True)
+            assert (info["sm_count"], info["gpu_memory_bytes"], info["max_sm_clock_mhz"]) == want, name

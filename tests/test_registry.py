@@ -157,8 +157,20 @@ def test_kernel_queries_of_whole_graph_launches_say_what_they_leave_out(nsys_db,
         with pytest.warns(CaptureWarning, match=said) as seen:
             nsys_db.query(name, run="graphs_graph")
         assert len(seen) == 1 and seen[0].filename == __file__  # (the line that asked)
+    # a window asked of gpu-trace: the launches in it (ending after its start, starting before its end)
+    spans = nsys_db.sql("SELECT start_ns, end_ns FROM graph_execs JOIN runs USING (run_id) "
+                        "WHERE name = 'graphs_graph' ORDER BY start_ns").rows()
+    first, last = spans[0], spans[-1]
+    with pytest.warns(CaptureWarning, match=r"made 1 launch of 1 CUDA graph in the window asked traced whole") as seen:
+        nsys_db.query("gpu-trace", run="graphs_graph", from_ns=first[0], to_ns=first[0] + 1)
+    assert len(seen) == 1
+    before = nsys_db.sql("SELECT min(start_ns) AS s FROM gpu_ops JOIN runs USING (run_id) "
+                         "WHERE runs.name = 'graphs_graph'")["s"][0]
     with warnings.catch_warnings():
         warnings.simplefilter("error", CaptureWarning)
+        if before < first[0]:  # a window before the first launch: nothing of theirs left out there
+            nsys_db.query("gpu-trace", run="graphs_graph", from_ns=before - 1, to_ns=first[0])
+        nsys_db.query("gpu-trace", run="graphs_graph", from_ns=last[1], limit=0)  # (after the last)
         nsys_db.query("gpu-utilization", run="graphs_graph")
         nsys_db.query("top-kernels", run="graphs_node")
         with pytest.raises(QueryError, match="no GPU op of the run has a name containing 'nosuch'"):

@@ -345,24 +345,33 @@ class Registry:
                          f"capture every rank with {option}{CAPTURE_ADVICE.get(what, '')}")
 
     @staticmethod
-    def note_whole_graphs(tk, q: Query, run_id: int | None, stacklevel: int = 3) -> None:
+    def note_whole_graphs(tk, q: Query, bound: dict[str, Any], stacklevel: int = 3) -> None:
         """A ``CaptureWarning`` where ``q``, a query about kernels (``@traced kernels``,
         without ``graph_execs``), answered of runs (the run, its job's ranks, or every run)
         that launched CUDA graphs traced whole: nsys records such a launch as one op
         (``graph_execs``) and not the kernels it ran, so kernel times and counts leave
-        them out (nsys's own reports too); GPU busy time counts them."""
+        them out (nsys's own reports too); GPU busy time counts them. ``bound``: the
+        query's parameters; where it asked a window (``from_ns``, ``to_ns``: ops ending
+        after, starting before), only the launches in it count (outside it, no kernel of
+        theirs could have been answered)."""
         if "kernels" not in q.traced or "graph_execs" in q.traced:
             return
+        run_id = bound.get("run")
         runs = None if run_id is None else ([r for r, _, _ in job_runs(tk, run_id)] or [run_id]
                                             if q.spans_job else [run_id])
+        window = {k: bound.get(k) if k in q.params else None for k in ("from_ns", "to_ns")}
         launches, graphs, gpu_ns, which = tk.con.execute(
             "SELECT count(*), count(DISTINCT (run_id, graph_id)), sum(dur_ns), list(DISTINCT run_id ORDER BY run_id) "
-            "FROM graph_execs WHERE $runs IS NULL OR list_contains($runs, run_id)", {"runs": runs}).fetchall()[0]
+            "FROM graph_execs WHERE ($runs IS NULL OR list_contains($runs, run_id)) "
+            "AND ($from_ns IS NULL OR end_ns > $from_ns) AND ($to_ns IS NULL OR start_ns < $to_ns)",
+            {"runs": runs, **window}).fetchall()[0]
         if not launches:
             return
         who = (f"run {which[0]} ({_run_name(tk, which[0])})" if len(which) == 1
                else f"runs {_listed([str(r) for r in which])}")
         made = f"{launches:,} launch{'es' if launches > 1 else ''} of {graphs:,} CUDA graph{'s' if graphs > 1 else ''}"
+        if any(v is not None for v in window.values()):
+            made += " in the window asked"
         warnings.warn(CaptureWarning(
             f"{who} made {made} traced whole (nsys --cuda-graph-trace=graph), {gpu_ns / 1e6:,.3f} ms on the GPU: "
             "nsys did not trace the kernels they ran apiece, so kernel times and counts leave them out (GPU busy "
@@ -383,7 +392,7 @@ class Registry:
         except duckdb.Error as err:
             raise tk.db_error(err, q.name) from err
         if not graphs_shown and "run" in bound:
-            self.note_whole_graphs(tk, q, bound["run"], stacklevel=5)  # (the caller of Tracekit.query)
+            self.note_whole_graphs(tk, q, bound, stacklevel=5)  # (the caller of Tracekit.query)
         return df
 
     def fetch(self, tk, name: str, /, **params: Any) -> Rows:
@@ -407,7 +416,7 @@ class Registry:
         except duckdb.Error as err:
             raise tk.db_error(err, q.name) from err
         if "run" in bound:
-            self.note_whole_graphs(tk, q, bound["run"])
+            self.note_whole_graphs(tk, q, bound)
         return rows
 
 

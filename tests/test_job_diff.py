@@ -150,7 +150,10 @@ def test_the_jobs_time_is_its_slowest_ranks_and_the_straggler_moved(tk):
 def test_per_rank_rows_are_each_ranks_own_diff(tk):
     """--per-rank: each rank's diff rows with its rank; rank 1's forward GEMM, NVIDIA's
     counts, regressed there and on no other rank."""
-    per = _quiet(tk.diff_jobs, _first("base_again"), _first("after"), per_rank=True)
+    seen = []
+    per = _quiet(tk.diff_jobs, _first("base_again"), _first("after"), per_rank=True,
+                 on_rank=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]  # (what a progress bar is told)
     for rank in range(4):
         own = tk.diff(str(5 + rank), str(9 + rank), by=["kernel", "nvtx", "api", "memcpy", "gpu"])
         assert per.filter(pl.col("rank") == rank).drop("rank").equals(own)

@@ -745,8 +745,19 @@ def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: b
                 cols = list(dict.fromkeys({"delta_pct": "delta", "p_value": "p"}.get(c, c) for c in cols))
                 empty = _per_rank_display(empty) if per_rank else job_diff.display(empty)
             Rows(list(empty.columns), [str(t) for t in empty.dtypes], []).select(cols)
-        with _capture_warnings():
-            df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank)
+        from contextlib import nullcontext
+
+        from .progress import progress_bar
+
+        bar = progress_bar()  # (a job of many ranks takes a while: a fifth of a second a rank pair)
+        task = bar.add_task("ranks compared", total=None) if bar is not None else None
+
+        def done(n: int, total: int) -> None:
+            bar.update(task, completed=n, total=total)
+
+        with _capture_warnings(), bar if bar is not None else nullcontext():
+            df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank,
+                              on_rank=done if bar is not None else None)
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
     if fmt == "table":
         from .table import Rows

@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -140,15 +141,17 @@ def _job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
 
 
 def diff_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
-              per_rank: bool = False) -> pl.DataFrame:
-    """Compare job ``new`` against job ``base`` rank by rank (module docstring)."""
+              per_rank: bool = False, on_rank: Callable[[int, int], None] | None = None) -> pl.DataFrame:
+    """Compare job ``new`` against job ``base`` rank by rank (module docstring).
+    ``on_rank(done, total)`` is called as each rank pair's comparison ends (a progress bar)."""
     expect(per_rank, bool, "diff --jobs: per_rank")
-    job, long = compare_jobs(tk, base, new, by, threshold_pct, job_rows=not per_rank)
+    job, long = compare_jobs(tk, base, new, by, threshold_pct, job_rows=not per_rank, on_rank=on_rank)
     return long if per_rank else job
 
 
 def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
-                 job_rows: bool = True) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+                 job_rows: bool = True, on_rank: Callable[[int, int], None] | None = None
+                 ) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """(the job's rows, or None without ``job_rows``; the ranks' own rows, with ``rank``):
     ``diff_jobs``'s two answers from one comparison."""
     from . import diff as _diff
@@ -186,7 +189,7 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     with_job = ("job" in asked) if asked else "nvtx" in scopes
     if with_job and "nvtx" not in scopes:  # (the job's time is read from its ranks' NVTX ranges)
         _common_scopes(tk, pairs, ["nvtx"])
-    per = _ranks_diffs(tk, pairs, scopes, threshold_pct) if scopes else []
+    per = _ranks_diffs(tk, pairs, scopes, threshold_pct, on_rank) if scopes else []
     long = pl.concat(per, how="vertical") if per else pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64})
     if not job_rows:
         return None, long
@@ -232,19 +235,22 @@ def _cuda_somewhere(tk, pairs: list[tuple[int, int, int]]) -> bool:
     return any("CUDA" not in _untraced(tk, r) for _, b, n in pairs for r in (b, n))
 
 
-def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], threshold: float) -> list[pl.DataFrame]:
+def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], threshold: float,
+                 on_rank: Callable[[int, int], None] | None = None) -> list[pl.DataFrame]:
     """Each pair's ``diff`` with its rank, and its warnings said once for the job."""
     from .diff import diff
 
     out = []
     said: dict[str, type[Warning]] = {}
-    for rank, b, n in pairs:
+    for done, (rank, b, n) in enumerate(pairs, 1):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             df = diff(tk, str(b), str(n), by=scopes, threshold_pct=threshold)
         for w in caught:
             said.setdefault(str(w.message), w.category)
         out.append(df.with_columns(pl.lit(rank, dtype=pl.Int64).alias("rank")))
+        if on_rank is not None:
+            on_rank(done, len(pairs))
     for text, category in said.items():
         warnings.warn(category(text), stacklevel=4)
     return out

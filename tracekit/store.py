@@ -1184,18 +1184,20 @@ class Tracekit:
 
     @one_at_a_time
     def diff_jobs(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
-                  per_rank: bool = False) -> pl.DataFrame:
+                  per_rank: bool = False, on_rank: Any = None) -> pl.DataFrame:
         """Compare multi-rank job ``new`` against job ``base`` (each named by any rank's
         run, id or name, or by the job): rank r against rank r by ``diff``'s rules, one row
         per scope, key and metric for the job (the ranks' values summed, or their median's
         for a median; the job's verdict from the ranks', harm first; how many ranks moved,
         the rank that moved most), and the ``job`` scope: per NVTX path, the job's time,
-        its slowest rank's per instance. ``per_rank``: the ranks' own rows, with ``rank``.
-        See ``tracekit.job_diff``."""
+        its slowest rank's per instance. ``per_rank``: the ranks' own rows, with ``rank``;
+        ``on_rank(done, total)``: called as each rank pair is compared. See
+        ``tracekit.job_diff``."""
         from .job_diff import diff_jobs
 
         with stoppable():
-            return diff_jobs(self, base, new, by=by, threshold_pct=threshold_pct, per_rank=per_rank)
+            return diff_jobs(self, base, new, by=by, threshold_pct=threshold_pct, per_rank=per_rank,
+                             on_rank=on_rank)
 
     def compare(self, base: Any, runs: list[Any], by: list[str] | str | None = None,
                 threshold_pct: float = 5.0, repeats: list[Any] | None = None) -> pl.DataFrame:

@@ -353,3 +353,22 @@ def test_a_parquet_dataset_compares_the_jobs_as_the_store_does(tk, tmp_path):
         for per_rank in (False, True):
             assert _quiet(ds.diff_jobs, "5", "9", per_rank=per_rank).equals(
                 _quiet(tk.diff_jobs, "5", "9", per_rank=per_rank))
+
+
+def test_a_rank_pair_that_fails_stops_the_comparison(tk, monkeypatch):
+    """The pairs run in threads: one that raises stops the others and the error is the
+    pair's own, raised here (not a hang, not a half table); the store reads on after it."""
+    from tracekit import diff as _diff
+
+    real = _diff.diff
+
+    def failing(reader, base, new, **kw):
+        if base == "7":  # rank 2 of base_again
+            raise QueryError("rank 2 could not be compared")
+        return real(reader, base, new, **kw)
+
+    monkeypatch.setattr(_diff, "diff", failing)
+    with pytest.raises(QueryError, match="^rank 2 could not be compared$"):
+        tk.diff_jobs(_first("base_again"), _first("after"), by="kernel")
+    monkeypatch.setattr(_diff, "diff", real)
+    assert _quiet(tk.diff_jobs, _first("base_again"), _first("after"), by="kernel")["ranks"].max() == 4

@@ -235,25 +235,82 @@ def _cuda_somewhere(tk, pairs: list[tuple[int, int, int]]) -> bool:
     return any("CUDA" not in _untraced(tk, r) for _, b, n in pairs for r in (b, n))
 
 
+#: rank pairs compared at once, each in a thread on its own connection (``_ranks_diffs``)
+MAX_THREADS = 8
+
+
+class _Reader:
+    """The store ``tk`` read through ``con``, another connection of it: what a rank
+    pair's ``diff`` uses of a Tracekit in a thread of its own."""
+
+    def __init__(self, tk, con):
+        self._tk, self.con = tk, con
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tk, name)
+
+
 def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], threshold: float,
                  on_rank: Callable[[int, int], None] | None = None) -> list[pl.DataFrame]:
-    """Each pair's ``diff`` with its rank, and its warnings said once for the job."""
+    """Each pair's ``diff`` with its rank, in the pairs' order, and their warnings said once
+    for the job. Pairs run several at once, in threads each reading through a connection of
+    its own (``Tracekit.thread_connection``): a pair is some ten DuckDB queries, which run
+    beside the other threads' (2 cores: 1.9x with 4 threads, docs/performance.md)."""
+    import os
+    import queue
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     from .diff import diff
 
-    out = []
+    threads = min(len(pairs), MAX_THREADS, 2 * (os.cpu_count() or 1))
+    out: list[pl.DataFrame | None] = [None] * len(pairs)
+    readers: queue.SimpleQueue = queue.SimpleQueue()
+    opened = []
+
+    def one(i: int) -> None:
+        rank, b, n = pairs[i]
+        reader = readers.get()
+        try:
+            df = diff(reader, str(b), str(n), by=scopes, threshold_pct=threshold)
+        finally:
+            readers.put(reader)
+        out[i] = df.with_columns(pl.lit(rank, dtype=pl.Int64).alias("rank"))
+
+    with warnings.catch_warnings(record=True) as caught:  # (the threads' too: the filters are the process's)
+        warnings.simplefilter("always")
+        try:
+            if threads <= 1:
+                readers.put(tk)
+                for i in range(len(pairs)):
+                    one(i)
+                    if on_rank is not None:
+                        on_rank(i + 1, len(pairs))
+            else:
+                for _ in range(threads):
+                    opened.append(tk.thread_connection())
+                    readers.put(_Reader(tk, opened[-1]))
+                with ThreadPoolExecutor(threads, thread_name_prefix="tracekit-diff-jobs") as pool:
+                    futures = [pool.submit(one, i) for i in range(len(pairs))]
+                    try:
+                        for done, f in enumerate(as_completed(futures), 1):
+                            f.result()
+                            if on_rank is not None:
+                                on_rank(done, len(pairs))
+                    except BaseException:  # (Ctrl-C, or a pair's error: the others stop now)
+                        for f in futures:
+                            f.cancel()
+                        for con in opened:
+                            con.interrupt()
+                        raise
+        finally:
+            for con in opened:
+                con.close()
     said: dict[str, type[Warning]] = {}
-    for done, (rank, b, n) in enumerate(pairs, 1):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            df = diff(tk, str(b), str(n), by=scopes, threshold_pct=threshold)
-        for w in caught:
-            said.setdefault(str(w.message), w.category)
-        out.append(df.with_columns(pl.lit(rank, dtype=pl.Int64).alias("rank")))
-        if on_rank is not None:
-            on_rank(done, len(pairs))
+    for w in caught:
+        said.setdefault(str(w.message), w.category)
     for text, category in said.items():
         warnings.warn(category(text), stacklevel=4)
-    return out
+    return out  # type: ignore[return-value]
 
 
 def _aggregate(long: pl.DataFrame) -> pl.DataFrame:

@@ -305,6 +305,7 @@ class Tracekit:
         self.path = Path(db) if db is not None else default_db_path()
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._temp_views = False  # the connection's TEMP views stand in front of an older store's
         self._lock = threading.RLock()  # held by the method under way (one_at_a_time)
         self._closed = False  # close() was called: no method may use the object again
         self._created = False  # this object created the store and committed nothing yet
@@ -407,6 +408,7 @@ class Tracekit:
                     # of them on this connection, the file untouched
                     for sql in _temp_view_sql():
                         self._con.execute(sql)
+                    self._temp_views = True
                 self._setup_reader(self._con)
                 self._sandbox(self._con)
             else:
@@ -417,6 +419,22 @@ class Tracekit:
                     self._release()  # (an existing store: its lock, and no half-set-up connection kept)
                     raise
         return self._con
+
+    def thread_connection(self) -> duckdb.DuckDBPyConnection:
+        """A connection for another thread to read the store through while this one
+        waits (a cursor of the store's connection: DuckDB runs the threads' queries at
+        once), with what the store's connection holds of its own: the TEMP macros, and the
+        TEMP views standing in front of an older store's. The caller closes it."""
+        con = self.con.cursor()
+        try:
+            con.execute(_macros_sql())
+            if self._temp_views:
+                for sql in _temp_view_sql():
+                    con.execute(sql)
+        except BaseException:
+            con.close()
+            raise
+        return con
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         """DuckDB's connection to the store file; a store locked by another process is

@@ -372,3 +372,25 @@ def test_a_rank_pair_that_fails_stops_the_comparison(tk, monkeypatch):
         tk.diff_jobs(_first("base_again"), _first("after"), by="kernel")
     monkeypatch.setattr(_diff, "diff", real)
     assert _quiet(tk.diff_jobs, _first("base_again"), _first("after"), by="kernel")["ranks"].max() == 4
+
+
+def test_ctrl_c_stops_the_rank_pairs_at_once(tk, monkeypatch):
+    """Ctrl-C while the rank pairs run in their threads: each thread's statement stops (their
+    connections are registered as the store's is) and the call raises KeyboardInterrupt in
+    a moment, as a query does."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from tracekit import diff as _diff
+
+    def slow(reader, base, new, **kw):  # a pair whose statement would run for minutes
+        reader.con.execute("SELECT count(*) FROM range(5000000000) t(x) WHERE x % 7 = 3").fetchall()
+
+    monkeypatch.setattr(_diff, "diff", slow)
+    start = time.monotonic()
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        tk.diff_jobs(_first("base_again"), _first("after"), by="kernel")
+    assert time.monotonic() - start < 10

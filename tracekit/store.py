@@ -425,7 +425,7 @@ class Tracekit:
         waits (a cursor of the store's connection: DuckDB runs the threads' queries at
         once), with what the store's connection holds of its own: the TEMP macros, and the
         TEMP views standing in front of an older store's. The caller closes it."""
-        con = self.con.cursor()
+        con = interruptible(self.con.cursor())  # (Ctrl-C stops its statement as the store's)
         try:
             con.execute(_macros_sql())
             if self._temp_views:

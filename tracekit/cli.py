@@ -695,32 +695,44 @@ def diff_cmd(
             check_output(out, tk.path)
         with _capture_warnings():
             df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeat or None)
-    regressed = df.filter(df["verdict"] == "regressed").height
+    _diff_out(df, _diff.display, _diff.display_columns(df), _diff.moved, _diff.held_by_repeats(df), threshold, gate,
+              limit, fmt, out, cols, all_columns, tk.path)
+
+
+def _diff_out(df, display, columns: list[str], moved, held: str, threshold: float, gate: bool, limit: int | None,
+              fmt: str, out: Path | None, cols: list[str] | None, all_columns: bool, store_path: Path) -> None:
+    """A comparison's rows (``diff``'s, or ``diff --jobs``'s) as the command shows them: a
+    table of every change then the largest unchanged rows (``display``: its cells;
+    ``columns``: those shown), the verdicts counted (``held``: what repeats held), what
+    moved (``moved``: its lines); or the file formats, every row. ``gate``: exit 1 where a
+    row regressed, naming the limits it passed."""
+    from . import diff as _diff
+
     rows = limit if limit is not None else (30 if fmt == "table" else 0)
     if fmt == "table":
         from .table import Rows
 
         shown = _diff.changes_first(df, rows)  # every change, then the largest unchanged rows
-        table = Rows.from_polars(_diff.display(shown))
+        table = Rows.from_polars(display(shown))
         table.shorteners = {"key": _diff.shorten_key}  # (an ncu key: its kernel, then its NVTX path's end)
-        _show(table, out, display=_diff.display_columns(df), columns=cols,
-              all_columns=all_columns, store_path=tk.path)
+        _show(table, out, display=columns, columns=cols, all_columns=all_columns, store_path=store_path)
         counts = df["verdict"].value_counts(sort=True).rows()
         more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"
                 if shown.height < df.height else "")
-        typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more + _diff.held_by_repeats(df))
-        summary = _diff.moved(df)
+        typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more + held)
+        summary = moved(df)
         if summary:
             typer.echo("what moved:\n" + "\n".join(f"  {escape_controls(line)}" for line in summary))
     else:
-        _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=tk.path, title="diff")
+        _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=store_path, title="diff")
     if out is not None:
         _wrote(out, f"wrote {out}")
-    if gate and regressed:
-        limits = sorted({_diff.limit(r["scope"], r["metric"], threshold, True)[0]  # (a regressed row was judged)
-                         for r in df.filter(df["verdict"] == "regressed").iter_rows(named=True)})
-        typer.echo(f"tracekit: gate: {regressed} regressed row(s) beyond {' or '.join(f'{x:g}%' for x in limits)}",
-                   err=True)
+    regressed = df.filter(df["verdict"] == "regressed")
+    if gate and regressed.height:
+        limits = sorted({_diff.limit(scope, metric, threshold, True)[0]  # (a regressed row was judged)
+                         for scope, metric in regressed.select("scope", "metric").unique().iter_rows()})
+        typer.echo(f"tracekit: gate: {regressed.height} regressed row(s) beyond "
+                   f"{' or '.join(f'{x:g}%' for x in limits)}", err=True)
         raise typer.Exit(1)
 
 
@@ -758,37 +770,12 @@ def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: b
         with _capture_warnings(), bar if bar is not None else nullcontext():
             df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank,
                               on_rank=done if bar is not None else None)
-    rows = limit if limit is not None else (30 if fmt == "table" else 0)
-    if fmt == "table":
-        from .table import Rows
-
-        shown = _diff.changes_first(df, rows)
-        if per_rank:
-            table = Rows.from_polars(_per_rank_display(shown))
-            display = ["rank", *_diff.DISPLAY]
-        else:
-            table = Rows.from_polars(job_diff.display(shown))
-            display = job_diff.DISPLAY
-        table.shorteners = {"key": _diff.shorten_key}
-        _show(table, out, display=display, columns=cols, all_columns=all_columns, store_path=tk.path)
-        counts = df["verdict"].value_counts(sort=True).rows()
-        more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"
-                if shown.height < df.height else "")
-        typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more)
-        summary = [] if per_rank else job_diff.moved(df)
-        if summary:
-            typer.echo("what moved:\n" + "\n".join(f"  {escape_controls(line)}" for line in summary))
+    if per_rank:
+        _diff_out(df, _per_rank_display, ["rank", *_diff.DISPLAY], lambda _: [], "", threshold, gate, limit, fmt,
+                  out, cols, all_columns, tk.path)
     else:
-        _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=tk.path, title="diff")
-    if out is not None:
-        _wrote(out, f"wrote {out}")
-    regressed = df.filter(df["verdict"] == "regressed")
-    if gate and regressed.height:
-        limits = sorted({_diff.limit(scope, metric, threshold, True)[0]  # (a regressed row was judged)
-                         for scope, metric in regressed.select("scope", "metric").unique().iter_rows()})
-        typer.echo(f"tracekit: gate: {regressed.height} regressed row(s) beyond "
-                   f"{' or '.join(f'{x:g}%' for x in limits)}", err=True)
-        raise typer.Exit(1)
+        _diff_out(df, job_diff.display, job_diff.DISPLAY, job_diff.moved, "", threshold, gate, limit, fmt, out, cols,
+                  all_columns, tk.path)
 
 
 def _per_rank_display(df):

@@ -379,82 +379,71 @@ def diff_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
     (``data-v``)."""
     from . import diff as _diff
 
-    if df.is_empty():
-        return '<p class="empty">no rows</p>'
-    shown = _diff.changes_first(df, limit)
-    text = _diff.display(shown)
-    cols = [("scope", "scope", False), ("key", "key", False), ("metric", "metric", False), ("base", "base", True),
-            ("new", "new", True), ("delta_pct", "change [%]", True), ("interval", "interval [%]", False),
-            ("verdict", "verdict", False), ("p_value", "p", True), ("note", "note", False)]
-    head = "".join(f'<th scope="col" class="{"num" if num else "text"}" title="{c}">{html.escape(h)}</th>'
-                   for c, h, num in cols)
-
-    def num(v: Any, shown_text: str) -> str:
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            return '<td class="null"></td>'
-        return f'<td class="num" data-v="{v!r}">{html.escape(shown_text)}</td>'
-
-    rows = []
-    for r, t in zip(shown.iter_rows(named=True), text.iter_rows(named=True), strict=True):
+    def interval(r: dict, t: dict) -> str:
         lo, hi = r["delta_pct_low"], r["delta_pct_high"]
-        interval = "" if lo is None or hi is None else f"{lo:+.1f} … {hi:+.1f}"
-        rows.append("<tr>" + "".join((
-            f"<td>{html.escape(r['scope'])}</td>",
-            f'<td class="name" title="{html.escape(r["key"])}">{html.escape(t["key"])}</td>',
-            f"<td>{html.escape(r['metric'])}</td>",
-            num(r["base"], t["base"]), num(r["new"], t["new"]), num(r["delta_pct"], t["delta"]),
-            f"<td>{interval}</td>",
-            f'<td class="verdict v-{r["verdict"]}">{r["verdict"]}</td>',
-            num(r["p_value"], t["p"]),
-            f'<td class="note">{html.escape(r["note"] or "")}</td>',
-        )) + "</tr>")
-    foot = ""
-    if shown.height < df.height:
-        foot = (f'<p class="more">{shown.height:,} of {df.height:,} rows: every change, then the largest '
-                f"unchanged rows (<code>tracekit diff</code> with --limit 0 for all)</p>")
-    return (f'<div class="scroll"><table class="sortable diff"><thead><tr>{head}</tr></thead><tbody>'
-            + "\n".join(rows) + f"</tbody></table></div>{foot}")
+        return f"<td>{'' if lo is None or hi is None else f'{lo:+.1f} … {hi:+.1f}'}</td>"
+
+    return _comparison_html(df, limit, _diff.display, [
+        ("interval", "interval [%]", False, interval),
+        ("verdict", "verdict", False, _verdict_cell),
+        ("p_value", "p", True, lambda r, t: _num_cell(r["p_value"], t["p"]))], "tracekit diff")
 
 
 def job_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
-    """The rows of a job against a job (``tk.diff_jobs``'s result) as a sortable table,
-    as ``diff_table_html`` shows a diff's: every change, then unchanged rows up to
-    ``limit``; with the ranks judged as the row's verdict and the rank that moved most."""
-    from . import diff as _diff
+    """The rows of a job against a job (``tk.diff_jobs``'s result) as ``diff_table_html``
+    shows a diff's, with the ranks judged as the row's verdict and the rank that moved most."""
     from . import job_diff
+
+    return _comparison_html(df, limit, job_diff.display, [
+        ("verdict", "verdict", False, _verdict_cell),
+        ("ranks", "ranks", False, lambda r, t: f"<td>{html.escape(t['ranks'])}</td>"),
+        ("top_rank", "rank that moved most", False, lambda r, t: f"<td>{html.escape(t['top_rank'])}</td>")],
+        "tracekit diff --jobs")
+
+
+def _comparison_html(df: pl.DataFrame, limit: int, display: Callable[[pl.DataFrame], pl.DataFrame],
+                     extra: list[tuple[str, str, bool, Callable[[dict, dict], str]]], command: str) -> str:
+    """A comparison's rows as a sortable table: every change, then unchanged rows up to
+    ``limit``; scope, key, metric, base, new and the change, then ``extra``'s columns
+    (name, heading, numeric, its cell from the row and its ``display`` text), then the note."""
+    from . import diff as _diff
 
     if df.is_empty():
         return '<p class="empty">no rows</p>'
     shown = _diff.changes_first(df, limit)
-    text = job_diff.display(shown)
+    text = display(shown)
     cols = [("scope", "scope", False), ("key", "key", False), ("metric", "metric", False), ("base", "base", True),
-            ("new", "new", True), ("delta_pct", "change [%]", True), ("verdict", "verdict", False),
-            ("ranks", "ranks", False), ("top_rank", "rank that moved most", False), ("note", "note", False)]
+            ("new", "new", True), ("delta_pct", "change [%]", True), *(c[:3] for c in extra),
+            ("note", "note", False)]
     head = "".join(f'<th scope="col" class="{"num" if num else "text"}" title="{c}">{html.escape(h)}</th>'
                    for c, h, num in cols)
-
-    def num(v: Any, shown_text: str) -> str:
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            return '<td class="null"></td>'
-        return f'<td class="num" data-v="{v!r}">{html.escape(shown_text)}</td>'
-
     rows = []
     for r, t in zip(shown.iter_rows(named=True), text.iter_rows(named=True), strict=True):
         rows.append("<tr>" + "".join((
             f"<td>{html.escape(r['scope'])}</td>",
             f'<td class="name" title="{html.escape(r["key"])}">{html.escape(t["key"])}</td>',
             f"<td>{html.escape(r['metric'])}</td>",
-            num(r["base"], t["base"]), num(r["new"], t["new"]), num(r["delta_pct"], t["delta"]),
-            f'<td class="verdict v-{r["verdict"]}">{r["verdict"]}</td>',
-            f"<td>{html.escape(t['ranks'])}</td>", f"<td>{html.escape(t['top_rank'])}</td>",
+            _num_cell(r["base"], t["base"]), _num_cell(r["new"], t["new"]), _num_cell(r["delta_pct"], t["delta"]),
+            *(cell(r, t) for *_, cell in extra),
             f'<td class="note">{html.escape(r["note"] or "")}</td>',
         )) + "</tr>")
     foot = ""
     if shown.height < df.height:
         foot = (f'<p class="more">{shown.height:,} of {df.height:,} rows: every change, then the largest '
-                f"unchanged rows (<code>tracekit diff --jobs</code> with --limit 0 for all)</p>")
+                f"unchanged rows (<code>{command}</code> with --limit 0 for all)</p>")
     return (f'<div class="scroll"><table class="sortable diff"><thead><tr>{head}</tr></thead><tbody>'
             + "\n".join(rows) + f"</tbody></table></div>{foot}")
+
+
+def _num_cell(v: Any, shown_text: str) -> str:
+    """A numeric cell: its text, sorting by its exact value (``data-v``)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return '<td class="null"></td>'
+    return f'<td class="num" data-v="{v!r}">{html.escape(shown_text)}</td>'
+
+
+def _verdict_cell(r: dict, t: dict) -> str:
+    return f'<td class="verdict v-{r["verdict"]}">{r["verdict"]}</td>'
 
 
 # -- assembling ----------------------------------------------------------------------

@@ -255,7 +255,8 @@ def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], thres
     """Each pair's ``diff`` with its rank, in the pairs' order, and their warnings said once
     for the job. Pairs run several at once, in threads each reading through a connection of
     its own (``Tracekit.thread_connection``): a pair is some ten DuckDB queries, which run
-    beside the other threads' (2 cores: 1.9x with 4 threads, docs/performance.md)."""
+    beside the other threads' (64 ranks on 2 cores: 1.65x one pair after another,
+    docs/performance.md)."""
     import os
     import queue
     from concurrent.futures import ThreadPoolExecutor, as_completed

@@ -396,17 +396,18 @@ def test_ctrl_c_stops_the_rank_pairs_at_once(tk, monkeypatch):
     assert time.monotonic() - start < 10
 
 
-def test_jobs_without_cuda_judge_the_jobs_time(tmp_path):
+def test_jobs_without_cuda_judge_the_jobs_time(tk, tmp_path):
     """Jobs captured with nsys -t nvtx,osrt (the CPU-only program's captures as ranks: job a
     of 40 batches twice, job b of 60 batches and of 40 with host regressions): host time is
     the programs' own, so the job scope is judged, beyond the host noise (25 %), as a run's
-    NVTX wall time is between runs without CUDA; rank 0's 20 more batches are counted."""
+    NVTX wall time is between runs without CUDA, and said first in what moved; rank 0's 20
+    more batches are counted. Jobs that traced CUDA never say it (host-timed)."""
     data = Path(__file__).parent / "data"
-    with tracekit.open(tmp_path / "cpu.duckdb") as tk:
+    with tracekit.open(tmp_path / "cpu.duckdb") as cpu:
         for folder, rank, job in (("nsys_cpu_only", 0, "a"), ("nsys_cpu_only_again", 1, "a"),
                                   ("nsys_cpu_only_more", 0, "b"), ("nsys_cpu_only_slow", 1, "b")):
-            tk.ingest(data / folder / "export.sqlite.xz", params={"rank": rank, "job": job}, name=f"{job}-r{rank}")
-        df = _quiet(tk.diff_jobs, "a", "b")
+            cpu.ingest(data / folder / "export.sqlite.xz", params={"rank": rank, "job": job}, name=f"{job}-r{rank}")
+        df = _quiet(cpu.diff_jobs, "a", "b")
     job = df.filter(pl.col("scope") == "job")
     assert set(df["scope"]) == {"job", "nvtx"} and not job.is_empty()
     assert not job["note"].str.contains("host-timed").any()
@@ -414,3 +415,6 @@ def test_jobs_without_cuda_judge_the_jobs_time(tmp_path):
     assert request["verdict"] == "regressed" and request["note"].startswith("instances 40 -> 60; ")
     batches = df.filter((pl.col("scope") == "nvtx") & (pl.col("key") == "batch") & (pl.col("metric") == "instances"))
     assert batches.row(0, named=True)["note"] == "regressed on rank 0 (+50.0 %); unchanged on rank 1 (identical)"
+    said = job_diff.moved(df)[0]
+    assert said.startswith("Job time (the slowest rank's, instance by instance): ") and "request total +" in said
+    assert not any(line.startswith("Job time") for line in job_diff.moved(_quiet(tk.diff_jobs, "5", "9")))

@@ -521,12 +521,31 @@ def display(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
-    """What moved, in a few lines: the straggler of each NVTX path whose slowest rank
-    changed (where a rank was the slowest in most instances on a side), then ``diff``'s
-    lines over the ranks' summed values."""
+    """What moved, in a few lines: the job's time where it was judged changed (jobs that
+    traced no CUDA: the paths that moved most), the straggler of each NVTX path whose
+    slowest rank changed (where a rank was the slowest in most instances on a side), then
+    ``diff``'s lines over the ranks' summed values."""
+    from .diff import _human
     from .diff import moved as diff_moved
 
     lines = []
+    judged = df.filter((pl.col("scope") == "job") & (pl.col("verdict") != "unchanged")
+                       & pl.col("metric").is_in(["job_total_ns", "job_med_ns"]))
+    if judged.height:
+        rows: dict[str, dict] = {}  # a path's total where it was judged, else its median
+        for r in judged.iter_rows(named=True):
+            if r["key"] not in rows or r["metric"] == "job_total_ns":
+                rows[r["key"]] = r
+        shown = sorted(rows.values(), key=lambda r: -abs((r["new"] or 0) - (r["base"] or 0)))[:top]
+
+        def change(r: dict) -> str:
+            if r["verdict"] in ("added", "removed"):
+                return r["verdict"]
+            d = r["new"] - r["base"]
+            return f"{'+' if d >= 0 else '-'}{_human(r['metric'], abs(d))} ({r['delta_pct']:+.1f} %, {r['verdict']})"
+
+        lines.append("Job time (the slowest rank's, instance by instance): " + "; ".join(
+            f"{r['key']} {'total' if r['metric'] == 'job_total_ns' else 'median'} {change(r)}" for r in shown))
     for r in df.filter((pl.col("scope") == "job") & (pl.col("metric") == "slowest_rank")
                        & (pl.col("base") != pl.col("new"))).iter_rows(named=True):
         m = _SLOWEST.match(r["note"] or "")

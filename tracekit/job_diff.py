@@ -434,26 +434,27 @@ def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, 
             made = _diff._stat_rows("job", key, r, JOB_METRICS, threshold, "", 0.0, host_judged=host_judged)
         ranks = max(slowest.get((s, key), (0, 0, 0, 0))[3] for s in (0, 1))
         for m in made:
-            delta = None if m.base is None or m.new is None else m.new - m.base
-            out.append({"scope": "job", "key": key, "metric": m.metric, "base": m.base, "new": m.new,
-                        "delta": delta, "delta_pct": _diff._pct(delta, m.base), "verdict": m.verdict,
-                        "ranks": ranks, "ranks_regressed": None, "ranks_improved": None, "ranks_added": None,
-                        "ranks_removed": None, "top_rank": None,
-                        "top_rank_delta_pct": None, "rank_delta_pct_min": None, "rank_delta_pct_max": None,
-                        "note": _diff._join(m.note, f"p={_diff._fmt_p(m.p_value)}" if m.p_value is not None
-                                            and m.verdict == "unchanged" and "host-timed" in m.note else "")})
+            out.append(_job_row(key, m.metric, m.base, m.new, m.verdict, ranks, _diff._join(
+                m.note, f"p={_diff._fmt_p(m.p_value)}" if m.p_value is not None and m.verdict == "unchanged"
+                and "host-timed" in m.note else "")))
         sides = [slowest.get((s, key)) for s in (0, 1)]
         if all(sides):
             (rb, nb, tb, _), (rn, nn, tn, _) = sides
             same = rb == rn
-            out.append({"scope": "job", "key": key, "metric": "slowest_rank", "base": float(rb), "new": float(rn),
-                        "delta": None, "delta_pct": None, "verdict": "unchanged", "ranks": ranks,
-                        "ranks_regressed": None, "ranks_improved": None, "ranks_added": None,
-                        "ranks_removed": None, "top_rank": None,
-                        "top_rank_delta_pct": None, "rank_delta_pct_min": None, "rank_delta_pct_max": None,
-                        "note": SLOWEST_NOTE.format(nb, tb, nn, tn)
-                                + ("" if same else "; differs; a rank has no better/worse direction")})
+            row = _job_row(key, "slowest_rank", float(rb), float(rn), "unchanged", ranks, SLOWEST_NOTE.format(
+                nb, tb, nn, tn) + ("" if same else "; differs; a rank has no better/worse direction"))
+            out.append({**row, "delta": None, "delta_pct": None})  # (a rank is no quantity)
     return out
+
+
+def _job_row(key: str, metric: str, base: float | None, new: float | None, verdict: str, ranks: int,
+             note: str) -> dict:
+    """A row of the job scope (the per-rank columns empty: the job's own time has none)."""
+    from .diff import _pct
+
+    delta = None if base is None or new is None else new - base
+    return {**dict.fromkeys(COLUMNS), "scope": "job", "key": key, "metric": metric, "base": base, "new": new,
+            "delta": delta, "delta_pct": _pct(delta, base), "verdict": verdict, "ranks": ranks, "note": note}
 
 
 def rank_changes(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
@@ -462,9 +463,8 @@ def rank_changes(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     each key by its time (``diff``'s headline metric: a kernel's or memory operation's total,
     an NVTX path's kernel time, a GPU's busy time, an API's call time), the keys the job
     judged changed first, each group in the job's order, the first ``limit`` keys (0: all);
-    one row per key and rank
-    with the rank's ``base``, ``new``, ``delta_pct``, ``verdict`` and ``note``, and the job's
-    ``job_verdict`` and ``order`` (the key's place)."""
+    one row per key and rank with the rank's ``base``, ``new``, ``delta_pct``, ``verdict``
+    and ``note``, and the job's ``job_verdict`` and ``order`` (the key's place)."""
     expect(limit, int, "chart job-diff: limit")
     return changes_by_rank(diff_jobs(tk, base, new, by=by, threshold_pct=threshold_pct, per_rank=True), limit)
 

@@ -185,54 +185,45 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
             warnings.warn(CaptureWarning(f"diff --jobs: {_ranks_text(alone)} of the {side} job ({job}) not in the "
                                          "other: left out of the ranks' comparison"), stacklevel=3)
     pairs = [(k, of_b[k], of_n[k]) for k in shared]
-    scopes = _common_scopes(tk, pairs, [b for b in asked if b != "job"] if asked else None)
+    with warnings.catch_warnings():  # (each rank's diff says what a side's capture lacks)
+        warnings.simplefilter("ignore", CaptureWarning)
+        sides = [(rank, _diff.resolve(tk, str(b)), _diff.resolve(tk, str(n))) for rank, b, n in pairs]
+    scopes = _common_scopes(sides, [b for b in asked if b != "job"] if asked else None)
     with_job = ("job" in asked) if asked else "nvtx" in scopes
     if with_job and "nvtx" not in scopes:  # (the job's time is read from its ranks' NVTX ranges)
-        _common_scopes(tk, pairs, ["nvtx"])
+        _common_scopes(sides, ["nvtx"])
+    # host time is the programs' own only where no rank traced CUDA (diff's host_judged)
+    cuda = any("CUDA" not in side.untraced for _, sb, sn in sides for side in (sb, sn))
     per = _ranks_diffs(tk, pairs, scopes, threshold_pct, on_rank) if scopes else []
     long = pl.concat(per, how="vertical") if per else pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64})
     if not job_rows:
         return None, long
     rows = _job_scope(tk, [b for _, b, _ in pairs], [n for _, _, n in pairs], float(threshold_pct),
-                      host_judged=not _cuda_somewhere(tk, pairs)) if with_job else []
+                      host_judged=not cuda) if with_job else []
     out = pl.DataFrame(rows, schema=SCHEMA, orient="row")
     if per:
         out = pl.concat([out, _aggregate(long)], how="vertical")
     return out, long
 
 
-def _common_scopes(tk, pairs: list[tuple[int, int, int]], by: list[str] | None) -> list[str]:
-    """The nsys scopes every pair of ranks has (``by``'s, each checked on every pair)."""
+def _common_scopes(sides: list[tuple[int, Any, Any]], by: list[str] | None) -> list[str]:
+    """The nsys scopes every pair of ranks has (``by``'s, each checked on every pair);
+    ``sides``: (rank, base side, new side) as ``diff.resolve`` gives them."""
     from . import diff as _diff
 
     if by == []:
         return []
     common: set[str] | None = None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CaptureWarning)
-        for rank, b, n in pairs:
-            sb, sn = _diff.resolve(tk, str(b)), _diff.resolve(tk, str(n))
-            try:
-                have = set(_diff._scopes(sb, sn, by)) & set(_diff.NSYS_SCOPES)
-            except QueryError as err:
-                raise QueryError(f"diff --jobs: rank {rank}: {str(err).removeprefix('diff: ')}") from None
-            common = have if common is None else common & have
+    for rank, sb, sn in sides:
+        try:
+            have = set(_diff._scopes(sb, sn, by)) & set(_diff.NSYS_SCOPES)
+        except QueryError as err:
+            raise QueryError(f"diff --jobs: rank {rank}: {str(err).removeprefix('diff: ')}") from None
+        common = have if common is None else common & have
     scopes = [s for s in _diff.NSYS_SCOPES if s in (common or set())]
     if not scopes and by is None:
         raise QueryError("diff --jobs: the ranks share no nsys scope to compare (kernel, nvtx, api, memcpy, gpu)")
     return scopes
-
-
-def _untraced(tk, run_id: int) -> set[str]:
-    """The kinds of event (CUDA, NVTX, ...) the run's capture did not trace."""
-    from .registry import untraced
-
-    return {what for what, _ in untraced(tk, run_id)}
-
-
-def _cuda_somewhere(tk, pairs: list[tuple[int, int, int]]) -> bool:
-    """Whether a rank traced CUDA: then host time follows the GPU's pace (diff's host_judged)."""
-    return any("CUDA" not in _untraced(tk, r) for _, b, n in pairs for r in (b, n))
 
 
 #: rank pairs compared at once, each in a thread on its own connection (``_ranks_diffs``)

@@ -395,20 +395,27 @@ def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, 
     from . import diff as _diff
 
     con = tk.con
-    samples = _diff._sql("samples_job")
     con.register("_job_sides", pl.DataFrame({"side": [0] * len(base_runs) + [1] * len(new_runs),
                                              "run_id": [*base_runs, *new_runs]}, schema={"side": pl.Int32,
                                                                                           "run_id": pl.Int64}))
-    try:
-        summary = _diff._compare(con, samples, {})
-        slowest = {(side, key): (rank, n, total, ranks) for side, key, rank, n, total, ranks in con.execute(
-            f"WITH s AS ({samples}), c AS (SELECT side, key, slowest_rank, count(*) AS n FROM s GROUP BY ALL) "
-            "SELECT c.side, c.key, c.slowest_rank, c.n, t.total, t.ranks FROM c JOIN (SELECT side, key, "
-            "count(*) AS total, max(ranks) AS ranks FROM s GROUP BY ALL) t USING (side, key) "
-            "QUALIFY row_number() OVER (PARTITION BY c.side, c.key ORDER BY c.n DESC, c.slowest_rank) = 1"
-        ).fetchall()}
+    try:  # (the ranks' ranges read once: the samples are one row per path and instance)
+        samples = tk.frame(con.sql(_diff._sql("samples_job")))
     finally:
         con.unregister("_job_sides")
+    con.register("_job_samples", samples)
+    try:
+        summary = _diff._compare(con, "SELECT side, key, value FROM _job_samples", {})
+    finally:
+        con.unregister("_job_samples")
+    # per side and path: the rank slowest in most instances (the lowest on a tie), how many
+    # instances it was the slowest in, the instances and the most ranks an instance had
+    slowest = {(side, key): (rank, n, total, ranks) for side, key, rank, n, total, ranks in (
+        samples.group_by("side", "key", "slowest_rank").agg(pl.len().alias("n"), pl.col("ranks").max().alias("r"))
+        .with_columns(pl.col("n").sum().over("side", "key").alias("total"),
+                      pl.col("r").max().over("side", "key").alias("ranks"))
+        .sort("side", "key", pl.col("n"), "slowest_rank", descending=[False, False, True, False])
+        .unique(["side", "key"], keep="first", maintain_order=True)
+        .select("side", "key", "slowest_rank", "n", "total", "ranks").iter_rows())}
     # the paths the job spends most time in first (their changes are host-timed: rarely judged)
     spent = summary.select(pl.max_horizontal(pl.col("total_base").fill_null(0), pl.col("total_new").fill_null(0))
                            .alias("t"))["t"].to_list()

@@ -761,7 +761,7 @@ def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: b
 
         from .progress import progress_bar
 
-        bar = progress_bar()  # (a job of many ranks takes a while: a fifth of a second a rank pair)
+        bar = progress_bar()  # (a job of many ranks takes a while: 0.12 s a rank pair at 64 ranks on 2 cores)
         task = bar.add_task("ranks compared", total=None) if bar is not None else None
 
         def done(n: int, total: int) -> None:

@@ -242,3 +242,49 @@ def test_a_new_store_that_does_not_open_is_one_error_and_no_file_is_reported(tmp
     with pytest.raises(tracekit.TracekitError, match="TRACEKIT_MEMORY_LIMIT='lots'"):
         parallel.ingest_many(tracekit.open(db), MIXED[:3], workers=2, on_outcome=seen.append)
     assert seen == [] and not db.exists()
+
+
+@pytest.mark.parametrize("raised_at", [2, 4], ids=["before-a-submit", "after-a-submit"])
+def test_a_ctrl_c_while_the_files_are_submitted_stops_the_ingest(tmp_path, monkeypatch, raised_at):
+    """A Ctrl-C while the files' tasks are submitted (before the new store is opened):
+    the ingest stops with its one line. No thread waits for the store's opening, nor for
+    the turn or the admission of an earlier file whose task was cancelled (the third
+    file's, where the fourth was submitted just as the interrupt came: that task is not
+    cancelled, and runs). These waits hung the ingest (seen in CI: `tracekit ingest
+    --workers 2` never ending after a Ctrl-C)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tracekit.errors import Interrupted
+
+    class InterruptedPool(ThreadPoolExecutor):
+        submitted = 0
+
+        def submit(self, *args, **kwargs):
+            if InterruptedPool.submitted == raised_at and raised_at == 2:
+                raise KeyboardInterrupt
+            future = super().submit(*args, **kwargs)
+            InterruptedPool.submitted += 1
+            if InterruptedPool.submitted == raised_at:  # (submitted, not yet in the ingest's list)
+                time.sleep(0.5)  # (the first files read meanwhile)
+                raise KeyboardInterrupt
+            return future
+
+    monkeypatch.setattr(parallel, "ThreadPoolExecutor", InterruptedPool)
+    db = tmp_path / "t.duckdb"
+    files = [MIXED[0], MIXED[3], MIXED[5], MIXED[6]]
+    raised: list[BaseException] = []
+
+    def ingest():
+        with tracekit.open(db) as tk:
+            try:
+                parallel.ingest_many(tk, files, workers=2)
+            except BaseException as err:  # noqa: BLE001 - looked at below
+                raised.append(err)
+
+    thread = threading.Thread(target=ingest, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the interrupted ingest hung"
+    assert len(raised) == 1 and isinstance(raised[0], Interrupted), raised
+    assert str(raised[0]).startswith("interrupted; 0 of 4 files are in the store")
+    assert not db.exists()

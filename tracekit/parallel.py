@@ -116,57 +116,75 @@ def _stopped_line(source: str) -> str:
 class _Turns:
     """Files take their turn in input order: ``wait(i)`` returns once every file before
     ``i`` has had its turn, ``done(i)`` passes it on (every file's turn must be done,
-    whatever happened to it)."""
+    whatever happened to it). Once the ingest stops (``stop``), no file waits: a file
+    before ``i`` may never have its turn (its task cancelled, or not submitted)."""
 
     def __init__(self):
-        self.next = 0
+        self.next, self.stopped = 0, False
         self.cond = threading.Condition()
 
     def wait(self, i: int) -> None:
         with self.cond:
-            self.cond.wait_for(lambda: self.next == i)
+            self.cond.wait_for(lambda: self.next == i or self.stopped)
 
     def done(self, i: int) -> None:
         with self.cond:
-            assert self.next == i
-            self.next += 1
+            if self.next == i:  # (not so only for a file that stopped waiting)
+                self.next += 1
+                self.cond.notify_all()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
             self.cond.notify_all()
 
 
 class _Admission:
     """Files start reading in input order, once the memory the files in flight are
     estimated to need leaves room for theirs (the first in flight always starts: the
-    store refuses a file that alone does not fit its budget)."""
+    store refuses a file that alone does not fit its budget). Once the ingest stops,
+    no file waits, and none is admitted."""
 
     def __init__(self, budget: int | None):
-        self.budget, self.used, self.next = budget, 0, 0
+        self.budget, self.used, self.next, self.stopped = budget, 0, 0, False
         self.cond = threading.Condition()
 
-    def enter(self, i: int, need: int) -> None:
+    def enter(self, i: int, need: int) -> bool:
+        """Wait for file ``i``'s admission; False where the ingest stopped first."""
         with self.cond:
-            self.cond.wait_for(lambda: self.next == i and (
-                self.budget is None or self.used == 0 or self.used + need <= self.budget))
+            self.cond.wait_for(lambda: self.stopped or (self.next == i and (
+                self.budget is None or self.used == 0 or self.used + need <= self.budget)))
+            if self.stopped:
+                return False
             self.used += need
             self.next += 1
             self.cond.notify_all()
+            return True
 
     def leave(self, need: int) -> None:
         with self.cond:
             self.used -= need
             self.cond.notify_all()
 
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+
 
 class _Opening:
     """The store's opening, done by the ingest's own thread while the first files are
-    read: a cursor waits for it before its first statement."""
+    read: a cursor waits for it before its first statement (and stops waiting, failing,
+    where the ingest stopped before the store was open)."""
 
     def __init__(self):
         self.event = threading.Event()
         self.failed = False
 
     def done(self, failed: bool = False) -> None:
-        self.failed = failed
-        self.event.set()
+        if not self.event.is_set():  # (the first word stands: opened, or failed)
+            self.failed = failed
+            self.event.set()
 
     def wait(self) -> None:
         self.event.wait()
@@ -202,13 +220,17 @@ class _Cursor(Tracekit):
 
     def _check_need(self, plugin, plain: Path, path: Path) -> int | None:
         need = super()._check_need(plugin, plain, path)
-        self.admit(need or 0)
+        if not self.admit(need or 0):
+            raise Interrupted(_stopped_line(str(path)))  # (the ingest stopped: not read)
         return need
 
-    def admit(self, need: int) -> None:
+    def admit(self, need: int) -> bool:
+        """Take this file's admission (once); False where the ingest stopped first."""
         if self.need is None:
-            self.need = need
-            self.admission.enter(self.index, need)
+            entered = self.admission.enter(self.index, need)
+            self.need = need if entered else 0
+            return entered
+        return not self.admission.stopped
 
     def close(self) -> None:
         if self._con is not None:
@@ -271,15 +293,20 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
                 turns.wait(i)
                 turns.done(i)
             if isinstance(err, KeyboardInterrupt) or sigints.count:  # (whatever DuckDB made of it)
-                stop.set()
+                stop_all()
             reported.put(i, Outcome(source, error=_stopped_line(source) if stop.is_set() else error_line(source, err)))
         finally:
             if done_event is not None:
                 done_event.set()
             cur.close()
 
-    def stop_all() -> None:  # the files not started never start; those running stop at DuckDB's next check
+    def stop_all() -> None:
+        # The files not started never start, none waits for another (or for the store's
+        # opening), and those running stop at DuckDB's next check
         stop.set()
+        turns.stop()
+        admission.stop()
+        opening.done(failed=True)
         with lock:
             for c in cursors.values():
                 if c._con is not None:
@@ -292,7 +319,6 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
         except BaseException:
             reported.close()
             stop_all()
-            opening.done(failed=True)
             raise
         opening.done()
         reported.release()
@@ -302,8 +328,10 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
         if not new_store:
             open_store()
         with shared(), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-ingest") as pool:
-            futures = [pool.submit(one, i) for i in range(len(files))]
-            try:
+            futures = []
+            try:  # (a Ctrl-C while the tasks are submitted stops those submitted)
+                for i in range(len(files)):
+                    futures.append(pool.submit(one, i))
                 if new_store:
                     open_store()
                 for f in futures:
@@ -406,9 +434,15 @@ def _into_dataset(ds, files: list[Path], workers: int, name, params, on_outcome,
         known = dest.known_hashes()
         stage_dir = Path(tempfile.mkdtemp(prefix=".tracekit-stage-", dir=dest.stage_parent))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracekit-ingest") as pool:
-            futures = [pool.submit(dest.task, str(f.resolve()), i, name=name, params=params,
-                                   workdir=str(stage_dir), known=known, threads=threads)
-                       for i, f in enumerate(files)]
+            futures = []
+            try:  # (a Ctrl-C while the tasks are submitted: those submitted never start)
+                for i, f in enumerate(files):
+                    futures.append(pool.submit(dest.task, str(f.resolve()), i, name=name, params=params,
+                                               workdir=str(stage_dir), known=known, threads=threads))
+            except BaseException:
+                for other in futures:
+                    other.cancel()
+                raise
             for f, fut in zip(files, futures, strict=True):
                 source = str(f)
                 try:

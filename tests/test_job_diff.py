@@ -8,6 +8,8 @@ plant.json) and from the per-step range durations the fixture's script read from
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import statistics
 import warnings
 from pathlib import Path
@@ -418,3 +420,83 @@ def test_jobs_without_cuda_judge_the_jobs_time(tk, tmp_path):
     said = job_diff.moved(df)[0]
     assert said.startswith("Job time (the slowest rank's, instance by instance): ") and "request total +" in said
     assert not any(line.startswith("Job time") for line in job_diff.moved(_quiet(tk.diff_jobs, "5", "9")))
+
+
+def test_a_job_is_named_by_the_folder_of_its_exports(tk, tmp_path, capsys, monkeypatch):
+    """diff --jobs FOLDER FOLDER: each folder's exports ingested first (one per rank, in
+    rank* subfolders here), then compared as the jobs named in the store are; again on the
+    same store, nothing new is ingested. A folder that is not one job's leaves the store as
+    it was, with one line."""
+    db = tmp_path / "f.duckdb"
+    with tracekit.open(db) as mine:
+        got = _quiet(mine.diff_jobs, DATA / "base_again", str(DATA / "after"))
+        assert got.equals(_quiet(tk.diff_jobs, "5", "9"))
+        assert mine.runs().height == 8
+        assert _quiet(mine.diff_jobs, str(DATA / "base_again"), "rank0/export-2").equals(got)
+        assert mine.runs().height == 8
+    before = db.read_bytes()
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["--db", str(db), "diff", "--jobs", str(DATA / "base_again"), str(DATA / "after"), "--gate"]) == 1
+    out = capsys.readouterr().out
+    assert "16 regressed" in out and "Slowest rank of step/forward: rank 2" in out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for base, text in (
+            (DATA, rf"diff --jobs: {DATA}: its 12 exports are ranks of 3 jobs \(.*after/rank\*/export.sqlite.xz, "
+                   r".*base/rank\*/export.sqlite.xz, \.\.\.\); give the folder of one job"),
+            (OTHER.parent, rf"diff --jobs: {OTHER.parent}: its export has no rank \({OTHER}\); name each rank's "),
+            (empty, rf"diff --jobs: {empty}: no nsys export below it \(.sqlite, .nsys-rep, compressed or not\): "
+                    "nothing to compare")):
+        assert main(["--db", str(db), "diff", "--jobs", str(base), "1"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and re.match("tracekit: error: " + text, err), err
+        assert db.read_bytes() == before
+    assert main(["--db", str(tmp_path / "new.duckdb"), "diff", "--jobs", str(DATA), "1"]) == 2
+    assert not (tmp_path / "new.duckdb").exists()  # (the store the command created, left empty)
+    with tracekit.open(db, read_only=True) as ro, pytest.raises(
+            QueryError, match=rf"^diff --jobs: {DATA / 'base'}: a job's exports are ingested first, and .* is open "
+                              "read-only"):
+        ro.diff_jobs(DATA / "base", "1")
+
+
+def test_a_folder_with_a_rank_twice_is_no_job(tmp_path):
+    """rank0 and rank00 name rank 0 of one job (the path with the rank masked is the job):
+    a folder of two different captures of rank 0 is refused, naming both."""
+    for folder, src in (("rank0", "base"), ("rank00", "after"), ("rank1", "base")):
+        (tmp_path / "job" / folder).mkdir(parents=True)
+        shutil.copy(DATA / src / f"rank{folder[-1]}" / "export.sqlite.xz", tmp_path / "job" / folder)
+    with tracekit.open(tmp_path / "t.duckdb") as tk:
+        tk.ingest(OTHER)
+        with pytest.raises(QueryError, match=r"^diff --jobs: .*/job: rank 0 of its job is 2 of its exports "
+                                             r"\(.*/job/rank0/export.sqlite.xz, .*/job/rank00/export.sqlite.xz\): "
+                                             "give a folder with one export per rank$"):
+            tk.diff_jobs(tmp_path / "job", "1")
+        assert tk.runs().height == 1
+
+
+def test_a_job_folder_reads_an_export_rather_than_its_report(tmp_path):
+    """Where nsys's report lies beside its SQLite export (x.nsys-rep, x.sqlite), the export
+    stands for the capture; a report alone is read; anything else is not an nsys export."""
+    for name in ("rank0/prof.nsys-rep", "rank0/prof.sqlite", "rank1/prof.nsys-rep", "rank2/prof.sqlite.xz",
+                 "rank2/prof.nsys-rep.gz", "rank3/prof.ncu-rep", "rank3/notes.txt", "rank3/a.sqlite-wal"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    assert [str(p.relative_to(tmp_path)) for p in job_diff.job_exports(tmp_path)] == [
+        "rank0/prof.sqlite", "rank1/prof.nsys-rep", "rank2/prof.sqlite.xz"]
+
+
+def test_a_report_vs_a_file_that_is_a_rank_of_another_job_compares_the_jobs(tmp_path):
+    """report --run R --vs FILE, FILE a rank of a job whose other ranks are in the store: its
+    run is not committed while the report is built, and the jobs' ranks are compared in the
+    report's own connection (other connections do not see that run)."""
+    from tracekit.report import build
+
+    with tracekit.open(tmp_path / "r.duckdb") as tk:
+        for r in range(4):
+            tk.ingest(DATA / "base_again" / f"rank{r}" / "export.sqlite.xz")
+        for r in (1, 2, 3):
+            tk.ingest(DATA / "after" / f"rank{r}" / "export.sqlite.xz")
+        with tk.one_transaction():
+            rep = build(tk, "1", vs=str(DATA / "after" / "rank0" / "export.sqlite.xz"))
+        keys = [sec.key for sec, *_ in rep.sections]
+        assert keys[:2] == ["diff", "job-diff"] and "tracekit diff --jobs 8 1" in rep.sections[1][0].intro

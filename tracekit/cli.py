@@ -648,8 +648,9 @@ def diff_cmd(
                                               "a change no larger than a repeat's is not judged a change "
                                               "(noise_pct)")] = [],  # noqa: B006
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
-    jobs: Annotated[bool, typer.Option("--jobs", help="base and new are multi-rank jobs (any rank's run, or the "
-                                       "job: tracekit query jobs), compared rank by rank: a row per key for "
+    jobs: Annotated[bool, typer.Option("--jobs", help="base and new are multi-rank jobs (any rank's run, the "
+                                       "job: tracekit query jobs, or the folder of its exports, ingested first), "
+                                       "compared rank by rank: a row per key for "
                                        "the job, how many ranks moved, and the job scope (per NVTX path, the "
                                        "slowest rank's time)")] = False,
     per_rank: Annotated[bool, typer.Option("--per-rank", help="with --jobs: each rank's own rows (rank column)")] = False,
@@ -742,8 +743,9 @@ def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: b
     from . import diff as _diff
     from . import job_diff
 
-    with _open(db, read_only=True) as tk:  # (jobs are named in the store: nothing is ingested)
-        if out is not None:
+    folders = any(job_diff.is_job_folder(r) for r in (base, new))
+    with _open(db, read_only=not folders) as tk:  # (a job's folder: its exports are ingested first)
+        if out is not None:  # checked before an export is ingested: an output that cannot be written changes nothing
             from .outputs import check_output
 
             check_output(out, tk.path)

@@ -2,7 +2,9 @@
 
 A job is the runs that are ranks of it (``tracekit.ranks``: one nsys export per rank);
 ``base`` and ``new`` name a job by any of its ranks' runs (id or name, as ``--run`` does
-for ``rank-summary``) or by the job itself (``tracekit query jobs``). Rank r of the base
+for ``rank-summary``), by the job itself (``tracekit query jobs``), or by a folder holding its
+exports (``job_exports``: ingested first, as ``diff`` ingests a file, and compared as they are
+in it; a comparison that fails keeps none of them). Rank r of the base
 job is compared with rank r of the new one by ``tracekit.diff``'s rules (the same scopes,
 metrics, noise floors and verdicts: ``diff RUN_R_BASE RUN_R_NEW``), over the nsys scopes
 every pair of ranks has; ranks in one job only are left out and said so. A run named for a
@@ -47,14 +49,16 @@ status) are said once each.
 from __future__ import annotations
 
 import math
+import os
 import re
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from .errors import CaptureWarning, ParamError, QueryError, expect
+from .errors import CaptureWarning, InputError, ParamError, QueryError, expect
 from .names import RUN_ID
 
 #: the columns of the job's rows, in order
@@ -100,16 +104,87 @@ def _ranks_text(ranks: list[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts) + more
 
 
+#: the nsys profiles of a job's folder (``job_exports``)
+NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
+
+
+def is_job_folder(ref: Any) -> bool:
+    """Whether ``ref`` names a folder that exists (a job's exports are taken from it)."""
+    text = str(ref).strip()
+    return bool(text) and not RUN_ID.fullmatch(text) and Path(text).is_dir()
+
+
+def job_exports(folder: Path) -> list[Path]:
+    """A job's exports: the nsys exports and reports below ``folder`` (compressed or not),
+    in path order, one per capture: where a report lies beside its export (``x.nsys-rep``
+    and ``x.sqlite``), the export, which is read without nsys."""
+    from .ingest import COMPRESSED_SUFFIXES, export_suffix, exports_below
+
+    def capture(f: Path) -> tuple[Path, str]:
+        name = f.name
+        for ext in COMPRESSED_SUFFIXES:
+            name = name.removesuffix(ext)
+        return f.parent, name.removesuffix(export_suffix(f) or "")
+
+    found = list(exports_below(folder, NSYS_SUFFIXES))
+    exported = {capture(f) for f in found if export_suffix(f) == ".sqlite"}
+    return [f for f in found if export_suffix(f) == ".sqlite" or capture(f) not in exported]
+
+
+def _job_folder(tk, folder: Path, files: list[Path], side: str) -> tuple[str, list[tuple[int, int]]]:
+    """(job, [(rank, run id), ...] by rank) of the exports ``files`` of ``folder``, ingested
+    here (where not in the store already): one job, each rank once."""
+    if tk.read_only:
+        raise QueryError(f"diff --jobs: {folder}: a job's exports are ingested first, and {tk.path} is open "
+                         f"read-only; ingest them (tracekit --db {tk.path} ingest {files[0]} ...) and name the job")
+    ids = [tk.ingest(f).run_id for f in files]
+    rows = tk.con.execute(
+        "SELECT run_id, source_path, json_extract_string(params, '$.job'), json_extract(params, '$.rank')::BIGINT "
+        "FROM runs WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [ids]).fetchall()
+    got = {int(r): (src, job, rank) for r, src, job, rank in rows}
+    plain = [got[r][0] for r in ids if got[r][2] is None]
+    if plain:
+        which = "its export has" if len(files) == 1 else f"{len(plain)} of its {len(files)} exports have"
+        raise QueryError(f"diff --jobs: {folder}: {which} no rank ({plain[0]}{', ...' if len(plain) > 1 else ''}); "
+                         "name each rank's export or its folder rank3 or _r3_, or ingest them with --param rank=3, "
+                         "and name the job")
+    jobs = sorted({got[r][1] for r in ids})
+    if len(jobs) > 1:
+        raise QueryError(f"diff --jobs: {folder}: its {len(files)} exports are ranks of {len(jobs)} jobs ({jobs[0]}, "
+                         f"{jobs[1]}{', ...' if len(jobs) > 2 else ''}); give the folder of one job")
+    by_rank: dict[int, list[int]] = {}
+    for r in dict.fromkeys(ids):  # (a file given twice is its one run)
+        by_rank.setdefault(int(got[r][2]), []).append(r)
+    twice = next(((k, rs) for k, rs in sorted(by_rank.items()) if len(rs) > 1), None)
+    if twice is not None:
+        k, rs = twice
+        raise QueryError(f"diff --jobs: {folder}: rank {k} of its job is {len(rs)} of its exports "
+                         f"({got[rs[0]][0]}, {got[rs[1]][0]}): give a folder with one export per rank")
+    return jobs[0], [(k, rs[0]) for k, rs in sorted(by_rank.items())]
+
+
 def _job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
-    """(job, [(rank, run id), ...] by rank) of a job named by a run id, a run name or the job."""
+    """(job, [(rank, run id), ...] by rank) of a job named by a run id, a run name, the job,
+    or a folder of its exports (ingested first: ``job_exports``)."""
     from .registry import job_runs
 
-    expect(ref, (str, int), f"diff --jobs: {side}")
+    expect(ref, (str, int, os.PathLike), f"diff --jobs: {side}")
     text = str(ref).strip()
     if not text:
-        raise QueryError(f"diff --jobs: an empty {side}; give any rank's run (id or name) or a job "
-                         "(tracekit query jobs)")
+        raise QueryError(f"diff --jobs: an empty {side}; give any rank's run (id or name), a job "
+                         "(tracekit query jobs) or the folder of its exports")
     con = tk.con
+    if is_job_folder(text):
+        files = job_exports(Path(text))
+        if files:
+            return _job_folder(tk, Path(text), files, side)
+        if not con.execute("SELECT count(*) FROM runs WHERE name = ? OR json_extract_string(params, '$.job') = ?",
+                           [text, text]).fetchone()[0]:
+            raise InputError(f"diff --jobs: {text}: no nsys export below it ({', '.join(NSYS_SUFFIXES)}, compressed "
+                             "or not): nothing to compare; give the folder of a job's exports, any rank's run or a "
+                             "job (tracekit query jobs)")
+        warnings.warn(CaptureWarning(f"diff --jobs: {text!r} is a folder here that holds no nsys export: the run or "
+                                     f"job {text!r} of {tk.path} is compared"), stacklevel=4)
     rows = con.execute("SELECT run_id, rank FROM rank_runs WHERE job = ? ORDER BY rank", [text]).fetchall()
     run = None
     if RUN_ID.fullmatch(text):
@@ -122,9 +197,8 @@ def _job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
     if rows:
         return text, [(int(k), int(r)) for r, k in rows]
     if run is None:
-        raise QueryError(f"diff --jobs: no run or job {text!r} in {tk.path}; name any rank's run (tracekit runs) "
-                         "or a job (tracekit query jobs); a job's exports are ingested first (tracekit ingest "
-                         "rank*/export.sqlite)")
+        raise QueryError(f"diff --jobs: no run or job {text!r} in {tk.path}; name any rank's run (tracekit runs), "
+                         "a job (tracekit query jobs) or the folder of a job's exports")
     ranks = job_runs(tk, int(run[0]))
     if not ranks:
         name = con.execute("SELECT name FROM runs WHERE run_id = ?", [int(run[0])]).fetchone()[0]
@@ -248,13 +322,13 @@ def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], thres
     its own (``Tracekit.thread_connection``): a pair is some ten DuckDB queries, which run
     beside the other threads' (64 ranks on 2 cores: 1.65x one pair after another,
     docs/performance.md)."""
-    import os
     import queue
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from .diff import diff
 
-    threads = min(len(pairs), MAX_THREADS, 2 * (os.cpu_count() or 1))
+    # (runs not committed yet, a job folder's or report --vs FILE's just ingested, are seen by this connection alone)
+    threads = 1 if tk._one_transaction else min(len(pairs), MAX_THREADS, 2 * (os.cpu_count() or 1))
     out: list[pl.DataFrame | None] = [None] * len(pairs)
     readers: queue.SimpleQueue = queue.SimpleQueue()
     opened = []

@@ -1209,13 +1209,22 @@ class Tracekit:
         for a median; the job's verdict from the ranks', harm first; how many ranks moved,
         the rank that moved most), and the ``job`` scope: per NVTX path, the job's time,
         its slowest rank's per instance. ``per_rank``: the ranks' own rows, with ``rank``;
-        ``on_rank(done, total)``: called as each rank pair is compared. See
-        ``tracekit.job_diff``."""
-        from .job_diff import diff_jobs
+        ``on_rank(done, total)``: called as each rank pair is compared. A job named by the
+        folder of its exports has them ingested first, as ``diff`` ingests a file (a
+        comparison that fails keeps none of them). See ``tracekit.job_diff``."""
+        from .job_diff import diff_jobs, is_job_folder, job_exports
 
-        with stoppable():
-            return diff_jobs(self, base, new, by=by, threshold_pct=threshold_pct, per_rank=per_rank,
-                             on_rank=on_rank)
+        folders = [Path(str(r).strip()) for r in (base, new) if is_job_folder(r)] if not self.read_only else []
+        files = [f for folder in folders for f in job_exports(folder)]
+        own = bool(files) and not self._one_transaction  # (inside a caller's transaction, the caller's is the one)
+        try:
+            with stoppable(), self.one_transaction() if own else contextlib.nullcontext(), self.one_command(files):
+                return diff_jobs(self, base, new, by=by, threshold_pct=threshold_pct, per_rank=per_rank,
+                                 on_rank=on_rank)
+        except TracekitError:
+            if not self._one_transaction:
+                self._discard_if_new()  # a store opened to ingest a job's exports, left empty
+            raise
 
     def compare(self, base: Any, runs: list[Any], by: list[str] | str | None = None,
                 threshold_pct: float = 5.0, repeats: list[Any] | None = None) -> pl.DataFrame:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import importlib
+import itertools
 import lzma
 import re
 import shutil
@@ -282,19 +283,31 @@ def not_a_run_folder(folder: Path) -> str:
     if found:
         held = "1 run folder: ingest it" if len(found) == 1 else f"{len(found)} run folders: ingest them"
         return f"{why}; it holds {held} (the ingest command takes the folder; tracekit.ingest.run_folders lists them)"
-    exports = []
-    for f in sorted(folder.rglob("*")):
-        name = f.name
-        for ext in COMPRESSED_SUFFIXES:
-            name = name.removesuffix(ext)
-        if f.is_file() and name.endswith((".sqlite", ".nsys-rep", ".ncu-rep")):
-            exports.append(f)
-            if len(exports) == 2:
-                break
+    exports = list(itertools.islice(exports_below(folder), 2))
     if not exports:
         return f"{why} and no run folder below it, nor an nsys export or ncu report: nothing to ingest"
     more = ", ..." if len(exports) > 1 else ""
     return f"{why} and no run folder below it; name the exports it holds ({exports[0]}{more})"
+
+
+#: the names of profiles, compressed or not: an nsys export and report, an ncu report
+EXPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".ncu-rep")
+
+
+def export_suffix(path: Path) -> str | None:
+    """Which of ``EXPORT_SUFFIXES`` the file's name ends with, compressed or not."""
+    name = path.name
+    for ext in COMPRESSED_SUFFIXES:
+        name = name.removesuffix(ext)
+    return next((s for s in EXPORT_SUFFIXES if name.endswith(s)), None)
+
+
+def exports_below(folder: Path, suffixes: tuple[str, ...] = EXPORT_SUFFIXES) -> Iterator[Path]:
+    """The files below ``folder`` named as profiles of ``suffixes`` (``export_suffix``), in
+    path order."""
+    for f in sorted(folder.rglob("*")):
+        if export_suffix(f) in suffixes and f.is_file():
+            yield f
 
 
 def plugin_for(path: Path, head: bytes):

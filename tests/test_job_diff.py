@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 
 import tracekit
-from tracekit import job_diff
+from tracekit import compare, job_diff
 from tracekit.cli import main
 from tracekit.errors import CaptureWarning, ParamError, QueryError
 
@@ -240,7 +240,7 @@ def test_what_cannot_be_compared_is_one_line(store, tk, capsys):
     before = store.read_bytes()
     for args, text in (
             (["--per-rank"], "--per-rank: compares jobs rank by rank; give --jobs too"),
-            (["--jobs", "--repeat", "1"], "--repeat with --jobs: a job's repeat is a job too"),
+            (["--jobs", "--per-rank", "--repeat", "9"], "--per-rank with --repeat: a repeat measures the noise"),
             (["--jobs", "--by", "sweep"], "--by 'sweep': choose from job"),
             (["--jobs", "--columns", "nope"], "nope"),
             (["--jobs", "--by", ""], "--by '': no scope in it")):
@@ -500,3 +500,65 @@ def test_a_report_vs_a_file_that_is_a_rank_of_another_job_compares_the_jobs(tmp_
             rep = build(tk, "1", vs=str(DATA / "after" / "rank0" / "export.sqlite.xz"))
         keys = [sec.key for sec, *_ in rep.sections]
         assert keys[:2] == ["diff", "job-diff"] and "tracekit diff --jobs 8 1" in rep.sections[1][0].intro
+
+
+def test_compare_jobs_puts_each_job_against_the_base_side_by_side(tk, store, capsys, monkeypatch):
+    """compare --jobs BASE JOB JOB: each job's rows are diff --jobs BASE JOB's; the columns
+    are named by what the jobs' names do not share (base, base_again, after)."""
+    got = _quiet(tk.compare, "1", ["5", "9"], jobs=True)
+    assert got.columns == compare.JOB_COLUMNS
+    assert compare.runs_of(got) == ["base_again", "after"] and set(got["base_run"]) == {"base"}
+    for run, new in (("base_again", "5"), ("after", "9")):
+        mine = got.filter(pl.col("run") == run).drop("base_run", "run", "repeat", "noise_pct").rename({"value": "new"})
+        alone = _quiet(tk.diff_jobs, "1", new)
+        assert mine.sort("scope", "key", "metric").equals(alone.select(mine.columns).sort("scope", "key", "metric"))
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["--db", str(store), "compare", "--jobs", "1", "5", "9", "--gate"]) == 1
+    out = capsys.readouterr().out
+    head = out.splitlines()[0].split()
+    assert head == ["scope", "key", "metric", "base", "(base)", "base_again", "after"]
+    line = next(x for x in out.splitlines() if x.split()[:3] == ["gpu", "device", "0"])
+    assert line.endswith("(+14.9%, regressed on 3/4 ranks)")
+    assert main(["--db", str(store), "compare", "--jobs", "1", "5", "6"]) == 2  # (run 6: rank 1 of run 5's job)
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"tracekit: error: compare: '6' is job .*base_again/rank\*/export.sqlite.xz, given twice; "
+                        r"name each job once\n", err), err
+
+
+def test_a_repeat_of_the_base_job_holds_each_ranks_change_within_its_noise(tk):
+    """diff --jobs BASE NEW --repeat R: the repeat's change of a key on rank r is the noise
+    of rank r's change (exactly as diff --repeat judges run r against run r), and the job's
+    row is made from its ranks': the ranks held are counted as unchanged. after -> base with
+    base_again as the repeat (its change from after is base's, give or take the noise): many
+    ranks' changes are held. base -> after with the true repeat holds no planted change."""
+    got = _quiet(tk.diff_jobs, "9", "1", repeats=["5"])
+    assert got.columns == [*job_diff.COLUMNS, "noise_pct"]
+    held = got.filter(pl.col("note").str.contains(compare.NOISE_NOTE, literal=True))
+    assert held.height >= 10
+    per_rank = {}
+    for r in range(4):
+        one = _quiet(tk.diff, str(9 + r), str(1 + r), repeats=[str(5 + r)])
+        for row in one.iter_rows(named=True):
+            per_rank.setdefault((row["scope"], row["key"], row["metric"]), []).append(row)
+    ranked = got.filter(pl.col("scope") != "job")
+    assert ranked.height == len(per_rank)
+    for row in ranked.iter_rows(named=True):
+        ranks = per_rank[(row["scope"], row["key"], row["metric"])]
+        for verdict in ("regressed", "improved", "added", "removed"):
+            assert row[f"ranks_{verdict}"] == sum(x["verdict"] == verdict for x in ranks), (row, verdict)
+        noise = [x["noise_pct"] for x in ranks if x["noise_pct"] is not None]
+        assert row["noise_pct"] == (max(noise) if noise else None)
+    plain = _quiet(tk.diff_jobs, "1", "9")
+    repeated = _quiet(tk.diff_jobs, "1", "9", repeats=["5"])
+    assert repeated.select(plain.columns).equals(plain)
+
+
+def test_the_command_shows_a_repeats_noise(store, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["--db", str(store), "diff", "--jobs", "9", "1", "--repeat", "5"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["scope", "key", "metric", "base", "new", "delta", "noise", "verdict", "ranks",
+                                           "top_rank", "note"]
+    assert "change(s) within the repeats' noise, not judged" in out
+    assert main(["--db", str(store), "diff", "--jobs", "9", "1", "--repeat", "5", "--per-rank"]) == 2
+    assert "--per-rank with --repeat" in capsys.readouterr().err

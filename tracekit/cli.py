@@ -668,13 +668,11 @@ def diff_cmd(
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
     if per_rank and not jobs:
         raise ParamError("--per-rank: compares jobs rank by rank; give --jobs too")
-    if jobs and repeat:
-        raise ParamError("--repeat with --jobs: a job's repeat is a job too; compare it as one "
-                         "(tracekit diff --jobs BASE REPEAT): its changes are the noise")
     fmt = _format(fmt, out)
     _check_format(fmt, out)
     if jobs:
-        _diff_jobs(base, new, by, threshold, per_rank, gate, limit, fmt, out, _columns(columns), all_columns, db)
+        _diff_jobs(base, new, repeat, by, threshold, per_rank, gate, limit, fmt, out, _columns(columns), all_columns,
+                   db)
         return
     cols = _columns(columns)
     if cols is not None and fmt == "table":  # the file formats' names of the table's columns: the same ones
@@ -737,13 +735,17 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         raise typer.Exit(1)
 
 
-def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: bool, gate: bool, limit: int | None,
-               fmt: str, out: Path | None, cols: list[str] | None, all_columns: bool, db: DbPath | None) -> None:
+def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold: float, per_rank: bool, gate: bool,
+               limit: int | None, fmt: str, out: Path | None, cols: list[str] | None, all_columns: bool,
+               db: DbPath | None) -> None:
     """``tracekit diff --jobs``: two jobs rank by rank (``tracekit.job_diff``)."""
     from . import diff as _diff
     from . import job_diff
 
-    folders = any(job_diff.is_job_folder(r) for r in (base, new))
+    if per_rank and repeat:
+        raise ParamError("--per-rank with --repeat: a repeat measures the noise of the job's rows; compare the ranks "
+                         "without it, or the repeat against the base (diff --jobs BASE REPEAT --per-rank)")
+    folders = any(job_diff.is_job_folder(r) for r in (base, new, *repeat))
     with _open(db, read_only=not folders) as tk:  # (a job's folder: its exports are ingested first)
         if out is not None:  # checked before an export is ingested: an output that cannot be written changes nothing
             from .outputs import check_output
@@ -754,9 +756,11 @@ def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: b
 
             from .table import Rows
 
-            empty = pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64} if per_rank else job_diff.SCHEMA)
+            empty = pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64} if per_rank else
+                                 {**job_diff.SCHEMA, **({"noise_pct": pl.Float64} if repeat else {})})
             if fmt == "table":  # (the file formats' names of the table's columns: the same ones)
-                cols = list(dict.fromkeys({"delta_pct": "delta", "p_value": "p"}.get(c, c) for c in cols))
+                cols = list(dict.fromkeys({"delta_pct": "delta", "p_value": "p", "noise_pct": "noise"}.get(c, c)
+                                          for c in cols))
                 empty = _per_rank_display(empty) if per_rank else job_diff.display(empty)
             Rows(list(empty.columns), [str(t) for t in empty.dtypes], []).select(cols)
         from contextlib import nullcontext
@@ -771,13 +775,13 @@ def _diff_jobs(base: str, new: str, by: list[str], threshold: float, per_rank: b
 
         with _capture_warnings(), bar if bar is not None else nullcontext():
             df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank,
-                              on_rank=done if bar is not None else None)
+                              on_rank=done if bar is not None else None, repeats=repeat or None)
     if per_rank:
         _diff_out(df, _per_rank_display, ["rank", *_diff.DISPLAY], lambda _: [], "", threshold, gate, limit, fmt,
                   out, cols, all_columns, tk.path)
     else:
-        _diff_out(df, job_diff.display, job_diff.DISPLAY, job_diff.moved, "", threshold, gate, limit, fmt, out, cols,
-                  all_columns, tk.path)
+        _diff_out(df, job_diff.display, job_diff.display_columns(df), job_diff.moved, _diff.held_by_repeats(df),
+                  threshold, gate, limit, fmt, out, cols, all_columns, tk.path)
 
 
 def _per_rank_display(df):
@@ -801,6 +805,9 @@ def compare_cmd(
                                               "a run's change no larger than a repeat's is not judged a change")] = [],  # noqa: B006
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed in any run but the repeats "
                                        "(CI)")] = False,
+    jobs: Annotated[bool, typer.Option("--jobs", help="the base, runs and repeats are multi-rank jobs (any rank's "
+                                       "run, the job, or the folder of its exports), each against the base job "
+                                       "as `tracekit diff --jobs BASE JOB` would")] = False,
     limit: Annotated[int | None, typer.Option("--limit", help="keys: every key changed in a run, then unchanged "
                                               "keys up to this many in all; 0 = all (default: 30 in a table, all "
                                               "otherwise)")] = None,
@@ -814,19 +821,20 @@ def compare_cmd(
     and run (diff's columns, with run and value)."""
     from . import compare as _compare
     from .diff import _is_file
+    from .job_diff import is_job_folder
 
     if limit is not None and limit < 0:
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
     fmt = _format(fmt, out)
     _check_format(fmt, out)
-    files = any(_is_file(r) for r in (base, *repeat, *runs))
-    with _open(db, read_only=not files) as tk:  # files to compare are ingested first
+    files = any((is_job_folder if jobs else _is_file)(r) for r in (base, *repeat, *runs))
+    with _open(db, read_only=not files) as tk:  # files (a job's folder) to compare are ingested first
         if out is not None:  # checked before a file is ingested
             from .outputs import check_output
 
             check_output(out, tk.path)
         with _capture_warnings():
-            df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None)
+            df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None, jobs=jobs)
     keys = limit if limit is not None else (30 if fmt == "table" else 0)
     if fmt == "table":
         from .table import Rows

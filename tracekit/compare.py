@@ -11,6 +11,11 @@ base (``noise_pct``); a run's change no larger than that is not judged a change 
 the repeats' noise"), whatever diff's rules made of it. The repeats are columns of their
 own, and ``--gate`` does not count them.
 
+Multi-rank jobs compare the same way (``jobs=True``, ``compare --jobs``, ``diff --jobs
+--repeat``): each job against the base job by ``tracekit.job_diff``'s rules, a job's rows
+(its columns: ``ranks``, ``top_rank``, ...) where a run's would be, and a repeat of the base job
+measuring the noise of each key as a repeat of a run does.
+
 ``compare`` returns the long form, one row per (scope, key, metric, run): ``base_run`` and
 ``run`` (labels: a file or folder as given, else a run's name or a sweep's id), ``repeat``
 (the run is a repeat of the base), ``base`` and ``value`` (the base's and the run's value),
@@ -35,78 +40,101 @@ from .errors import CaptureWarning, ParamError, expect
 #: the long form's columns (diff's, with the run's label and its value named for it)
 COLUMNS = ["scope", "key", "metric", "base_run", "run", "repeat", "base", "value", "delta", "delta_pct", "verdict",
            "p_value", "note", "delta_pct_low", "delta_pct_high", "noise_pct"]
+#: ... of jobs compared (``jobs=True``): a job's rows' (``tracekit.job_diff``)
+JOB_COLUMNS = ["scope", "key", "metric", "base_run", "run", "repeat", "base", "value", "delta", "delta_pct",
+               "verdict", "ranks", "ranks_regressed", "ranks_improved", "ranks_added", "ranks_removed", "top_rank",
+               "top_rank_delta_pct", "rank_delta_pct_min", "rank_delta_pct_max", "note", "noise_pct"]
 #: the note of a change held because a repeat of the base moved as much
 NOISE_NOTE = "within the repeats' noise"
 
 
 def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
-            threshold_pct: float = 5.0, repeats: list[Any] | None = None) -> pl.DataFrame:
+            threshold_pct: float = 5.0, repeats: list[Any] | None = None, jobs: bool = False) -> pl.DataFrame:
     """Every run of ``runs`` against ``base`` (run ids, names, sweep ids, or files and run
     folders, ingested first: all of them kept, or, where a comparison fails, none), the
-    ``repeats`` of the base first (module docstring)."""
+    ``repeats`` of the base first (module docstring). ``jobs``: ``base``, ``runs`` and
+    ``repeats`` are multi-rank jobs (as ``tk.diff_jobs`` names them, folders included)."""
     expect(runs, (list, tuple), "compare: runs")
-    df, labels = _comparisons(tk, base, runs, by, threshold_pct, repeats, "compare")
+    expect(jobs, bool, "compare: jobs")
+    df, labels = _comparisons(tk, base, runs, by, threshold_pct, repeats, "compare", jobs)
     first = df.group_by("scope", "key", "metric").agg(pl.col("_order").min().alias("_first"))
     run_order = {label: i for i, label in enumerate(labels[1:])}
     df = (df.join(first, on=["scope", "key", "metric"])
           .with_columns(pl.col("run").replace_strict(run_order, return_dtype=pl.Int64).alias("_run"))
           .sort("_first", "scope", "key", "metric", "_run"))
-    return df.rename({"new": "value"}).select(COLUMNS)
+    return df.rename({"new": "value"}).select(JOB_COLUMNS if jobs else COLUMNS)
 
 
 def diff_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str] | str | None = None,
-                      threshold_pct: float = 5.0) -> pl.DataFrame:
+                      threshold_pct: float = 5.0, jobs: bool = False) -> pl.DataFrame:
     """``diff base new`` with the noise measured by ``repeats`` of the base (``tracekit diff
     --repeat``): diff's rows, columns and order, with ``noise_pct`` and the changes no larger
-    than it held, exactly as ``compare base new --repeat ...`` judges ``new``."""
+    than it held, exactly as ``compare base new --repeat ...`` judges ``new``. ``jobs``: of
+    multi-rank jobs (``diff --jobs --repeat``), a job's rows."""
     from .diff import SCHEMA
+    from .job_diff import SCHEMA as JOB_SCHEMA
 
-    expect(repeats, (list, tuple), "diff: repeats")
+    command = "diff --jobs" if jobs else "diff"
+    expect(repeats, (list, tuple), f"{command}: repeats")
     if not repeats:
-        raise ParamError("diff: the repeats name no run; give a capture of the base again (--repeat R, "
-                         "-p repeats=R)")
-    df, _ = _comparisons(tk, base, [new], by, threshold_pct, repeats, "diff")
-    return df.filter(~pl.col("repeat")).sort("_order").select(*SCHEMA, "noise_pct")
+        raise ParamError(f"{command}: the repeats name no {'job' if jobs else 'run'}; give a capture of the base "
+                         "again (--repeat R, -p repeats=R)")
+    df, _ = _comparisons(tk, base, [new], by, threshold_pct, repeats, command, jobs)
+    return df.filter(~pl.col("repeat")).sort("_order").select(*(JOB_SCHEMA if jobs else SCHEMA), "noise_pct")
 
 
 def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repeats: list[Any] | None,
-                 command: str) -> tuple[pl.DataFrame, list[str]]:
-    """Each of ``repeats`` and ``runs`` against ``base`` by diff's rules, one frame: diff's
-    columns, ``_order`` (the row's place in its own comparison), ``base_run``, ``run``,
-    ``repeat``, ``noise_pct``, and the changes within the repeats' noise held; with the
-    labels of the base and of each run."""
+                 command: str, jobs: bool = False) -> tuple[pl.DataFrame, list[str]]:
+    """Each of ``repeats`` and ``runs`` against ``base`` by diff's rules (``jobs``: by
+    ``job_diff``'s, of jobs), one frame: diff's columns (a job's), ``_order`` (the row's
+    place in its own comparison), ``base_run``, ``run``, ``repeat``, ``noise_pct``, and the
+    changes within the repeats' noise held; with the labels of the base and of each run."""
     from . import diff as _diff
+    from . import job_diff
     from .ingest import run_folders
 
+    what = "job" if jobs else "run"
     expect(repeats, (list, tuple, type(None)), f"{command}: repeats")
     n_repeats = len(repeats or [])
     runs = [*(repeats or []), *runs]
     if len(runs) == n_repeats:
-        raise ParamError(f"{command}: give at least one run to compare with the base (besides its repeats)")
+        raise ParamError(f"{command}: give at least one {what} to compare with the base (besides its repeats)")
     for ref in (base, *runs):
-        expect(ref, (str, int), f"{command}: a run")
-    given = [str(r).strip() if _diff._is_file(r) else None for r in (base, *runs)]  # (files and folders as given)
-    files = [Path(g) for g in given if g is not None]
-    own = bool(files) and not tk.read_only and not getattr(tk, "_one_transaction", False)
+        expect(ref, (str, int), f"{command}: a {what}")
+    # (files and folders as given; a job's folder stands for its exports)
+    if jobs:
+        given = [str(r).strip() if job_diff.is_job_folder(r) else None for r in (base, *runs)]
+        inputs = [f for g in given if g is not None for f in job_diff.job_exports(Path(g))]
+    else:
+        given = [str(r).strip() if _diff._is_file(r) else None for r in (base, *runs)]
+        with warnings.catch_warnings():  # (resolve says it, where a folder is ingested)
+            warnings.simplefilter("ignore", CaptureWarning)
+            inputs = run_folders([Path(g) for g in given if g is not None])  # (a sweep's folder: its run folders)
+    own = bool(inputs) and not tk.read_only and not getattr(tk, "_one_transaction", False)
     with contextlib.ExitStack() as stack:
         if own:
             stack.enter_context(tk.one_transaction())
-        with warnings.catch_warnings():  # (resolve says it, where a folder is ingested)
-            warnings.simplefilter("ignore", CaptureWarning)
-            inputs = run_folders(files)  # (a sweep's folder: its run folders, named as one command's inputs)
-        stack.enter_context(tk.one_command(inputs))
-        sides = [_diff.resolve(tk, r) for r in (base, *runs)]  # (files ingested here; then each by its run id)
-        refs = [str(s.run_id) if s.run_id is not None else s.sweep for s in sides]
-        labels = _labels(sides, given)
+        stack.enter_context(tk.one_command(inputs))  # (the inputs named as one command's)
+        if jobs:  # (folders ingested here; then each job by its name)
+            refs = [job_diff.job_of(tk, r, "base" if i == 0 else "job")[0] for i, r in enumerate((base, *runs))]
+            labels, said = job_diff.job_labels(refs, given), [f"job {j}" for j in refs]
+        else:  # (files ingested here; then each by its run id)
+            sides = [_diff.resolve(tk, r) for r in (base, *runs)]
+            refs = [str(s.run_id) if s.run_id is not None else s.sweep for s in sides]
+            labels, said = _labels(sides, given), [s.label for s in sides]
         for i, ref in enumerate(refs[1:], start=1):
             if ref in refs[:i]:
                 again = "the base" if ref == refs[0] else "given twice"
-                raise ParamError(f"{command}: {(base, *runs)[i]!r} is {sides[i].label}, {again}; name each run once")
-        frames = []
+                raise ParamError(f"{command}: {(base, *runs)[i]!r} is {said[i]}, {again}; name each {what} once")
+        frames, longs = [], []
         for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CaptureWarning)
-                df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
+                if jobs:
+                    df, long = job_diff.compare_jobs(tk, refs[0], ref, by, threshold_pct)
+                    longs.append(long)
+                else:
+                    df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
             # what diff says of a pair names the run where it is one of several (a repeat's
             # setup is the base's noise, not the change's)
             named = i < n_repeats or (command == "compare" and len(runs) > 1)
@@ -114,17 +142,49 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                 text = str(w.message)
                 if named and issubclass(w.category, CaptureWarning):
                     text = (f"{command}: {label}{' (a repeat of the base)' if i < n_repeats else ''}: "
-                            f"{text.removeprefix('diff: ')}")
+                            f"{text.removeprefix('diff --jobs: ').removeprefix('diff: ')}")
                 warnings.warn_explicit(text, w.category, w.filename, w.lineno)
             frames.append(df.with_row_index("_order").with_columns(
                 pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
+    if jobs and n_repeats:
+        return pl.concat(_jobs_held(frames, longs, labels, n_repeats)), labels
     return _held_by_the_repeats(pl.concat(frames)), labels
 
 
-def _held_by_the_repeats(df: pl.DataFrame) -> pl.DataFrame:
-    """``noise_pct`` per key and metric (the repeats' largest change against the base), and
-    the changes of the other runs no larger than it held (``NOISE_NOTE``)."""
+def _jobs_held(frames: list[pl.DataFrame], longs: list[pl.DataFrame], labels: list[str],
+               n_repeats: int) -> list[pl.DataFrame]:
+    """The jobs' rows (``frames``, the first ``n_repeats`` the repeats'; ``labels``: the base
+    job's, then each one's), the repeats' noise applied rank by rank: a rank's change
+    (``longs``: each comparison's ranks' rows) no larger than the repeats' change of its key on
+    that rank is held, and the job's row is made again from its ranks' (``job_diff.aggregate``):
+    a job's row alone would hide a rank that moved where another moved back. ``noise_pct``: the
+    repeats' largest change of the key on any rank. The job scope (the job's own time, which no
+    rank has) is held as a run's row is."""
+    from .job_diff import SCHEMA, aggregate
+
     keys = ["scope", "key", "metric"]
+    ranks = _held_by_the_repeats(pl.concat([long.with_columns(pl.lit(i).alias("_cmp"), pl.lit(i < n_repeats)
+                                                              .alias("repeat")) for i, long in enumerate(longs)]),
+                                 [*keys, "rank"])
+    own = _held_by_the_repeats(pl.concat([f.filter(pl.col("scope") == "job").with_columns(pl.lit(i).alias("_cmp"))
+                                          for i, f in enumerate(frames)]))
+    cols = [*SCHEMA, "noise_pct"]
+    out = []
+    for i in range(len(frames)):
+        mine = ranks.filter(pl.col("_cmp") == i)
+        noise = mine.group_by(keys).agg(pl.col("noise_pct").max())
+        job = aggregate(mine).join(noise, on=keys, how="left", maintain_order="left").select(cols)
+        rows = pl.concat([own.filter(pl.col("_cmp") == i).select(cols), job], how="vertical")
+        out.append(rows.with_row_index("_order").with_columns(
+            pl.lit(labels[0]).alias("base_run"), pl.lit(labels[1 + i]).alias("run"),
+            pl.lit(i < n_repeats).alias("repeat")))
+    return out
+
+
+def _held_by_the_repeats(df: pl.DataFrame, keys: list[str] | None = None) -> pl.DataFrame:
+    """``noise_pct`` per key and metric (``keys``; the repeats' largest change against the
+    base), and the changes of the other runs no larger than it held (``NOISE_NOTE``)."""
+    keys = keys or ["scope", "key", "metric"]
     noise = (df.filter(pl.col("repeat") & pl.col("delta_pct").is_not_null())
              .group_by(keys).agg(pl.col("delta_pct").abs().max().alias("noise_pct")))
     df = df.join(noise, on=keys, how="left")
@@ -199,10 +259,12 @@ def wide(df: pl.DataFrame) -> pl.DataFrame:
 
 def _cell(r: dict, value: str) -> str:
     verdict = r["verdict"]
-    if verdict in ("added", "removed"):
+    if r.get(f"ranks_{verdict}") is not None and r.get("ranks"):  # (a job's row: on how many of its ranks)
+        verdict = f"{verdict} on {r[f'ranks_{verdict}']}/{r['ranks']} ranks"
+    if r["verdict"] in ("added", "removed"):
         return f"{value} ({verdict})".strip()
     pct = "" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"
-    why = held(r["note"]) if verdict == "unchanged" else verdict
+    why = held(r["note"]) if r["verdict"] == "unchanged" else verdict
     change = ", ".join(p for p in (pct, why) if p)
     return f"{value} ({change})" if change else value
 

@@ -163,7 +163,7 @@ def _job_folder(tk, folder: Path, files: list[Path], side: str) -> tuple[str, li
     return jobs[0], [(k, rs[0]) for k, rs in sorted(by_rank.items())]
 
 
-def _job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
+def job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
     """(job, [(rank, run id), ...] by rank) of a job named by a run id, a run name, the job,
     or a folder of its exports (ingested first: ``job_exports``)."""
     from .registry import job_runs
@@ -214,6 +214,26 @@ def _job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
     return job, [(k, r) for r, k, _ in ranks]
 
 
+def job_labels(jobs: list[str], given: list[str | None]) -> list[str]:
+    """A column label per job (``tracekit compare --jobs``): its folder as given, else its
+    name, without the path parts every label shares at its start and at its end
+    (``/prof/base/rank*/x.sqlite`` and ``/prof/after/rank*/x.sqlite``: ``base``, ``after``);
+    a label two jobs share, or one of the table's own columns, gets its place (``#2``)."""
+    from .compare import TABLE_COLUMNS
+
+    jobs = [g.rstrip("/") if g is not None else j for j, g in zip(jobs, given, strict=True)]
+    parts = [j.split("/") for j in jobs]
+    head = tail = 0
+    if len(set(jobs)) > 1:
+        while all(len(p) > head + tail + 1 for p in parts) and len({p[head] for p in parts}) == 1:
+            head += 1
+        while all(len(p) > head + tail + 1 for p in parts) and len({p[-1 - tail] for p in parts}) == 1:
+            tail += 1
+    names = ["/".join(p[head:len(p) - tail]) for p in parts]
+    taken = {*TABLE_COLUMNS, f"{names[0]} (base)"}
+    return [f"{n} (#{i})" if names.count(n) > 1 or n in taken else n for i, n in enumerate(names)]
+
+
 def diff_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
               per_rank: bool = False, on_rank: Callable[[int, int], None] | None = None) -> pl.DataFrame:
     """Compare job ``new`` against job ``base`` rank by rank (module docstring).
@@ -245,8 +265,8 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
         if b not in ("job", *_diff.NSYS_SCOPES):
             why = " (a job is compared in the nsys scopes)" if b in _diff.SCOPES else ""
             raise ParamError(f"--by {b!r}: choose from {', '.join(('job', *_diff.NSYS_SCOPES))}{why}")
-    jb, ranks_b = _job_of(tk, base, "base")
-    jn, ranks_n = _job_of(tk, new, "new")
+    jb, ranks_b = job_of(tk, base, "base")
+    jn, ranks_n = job_of(tk, new, "new")
     of_b, of_n = dict(ranks_b), dict(ranks_n)
     shared = sorted(set(of_b) & set(of_n))
     if not shared:
@@ -276,7 +296,7 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
                       host_judged=not cuda) if with_job else []
     out = pl.DataFrame(rows, schema=SCHEMA, orient="row")
     if per:
-        out = pl.concat([out, _aggregate(long)], how="vertical")
+        out = pl.concat([out, aggregate(long)], how="vertical")
     return out, long
 
 
@@ -379,7 +399,7 @@ def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], thres
     return out  # type: ignore[return-value]
 
 
-def _aggregate(long: pl.DataFrame) -> pl.DataFrame:
+def aggregate(long: pl.DataFrame) -> pl.DataFrame:
     """The ranks' rows (``diff``'s, with ``rank``) as one row per scope, key and metric, a
     key's rows together as ``diff`` gives them: keys by the best place any rank's diff gave
     them, a key's metrics in its own order."""
@@ -544,7 +564,7 @@ def rank_changes(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
 def changes_by_rank(long: pl.DataFrame, limit: int = 20) -> pl.DataFrame:
     """``rank_changes`` of the ranks' rows ``long`` (``diff_jobs(per_rank=True)``'s)."""
     head = long.filter(pl.col("metric") == pl.col("scope").replace_strict(HEADLINE, default=None))
-    job = _aggregate(head).with_row_index("_i").sort(pl.col("verdict") == "unchanged", "_i").drop("_i")
+    job = aggregate(head).with_row_index("_i").sort(pl.col("verdict") == "unchanged", "_i").drop("_i")
     job = (job.head(limit) if limit else job).with_row_index("order")
     return (head.join(job.select("scope", "key", "order", pl.col("verdict").alias("job_verdict")),
                       on=["scope", "key"])
@@ -556,6 +576,15 @@ def changes_by_rank(long: pl.DataFrame, limit: int = 20) -> pl.DataFrame:
 
 #: the columns a terminal shows by default
 DISPLAY = ["scope", "key", "metric", "base", "new", "delta", "verdict", "ranks", "top_rank", "note"]
+
+
+def display_columns(df: pl.DataFrame) -> list[str]:
+    """The table's columns: ``DISPLAY``, with the repeats' noise after the change where a
+    repeat measured it (``diff --jobs --repeat``)."""
+    if "noise_pct" not in df.columns:
+        return DISPLAY
+    at = DISPLAY.index("delta") + 1
+    return [*DISPLAY[:at], "noise", *DISPLAY[at:]]
 
 
 def display(df: pl.DataFrame) -> pl.DataFrame:
@@ -583,6 +612,8 @@ def display(df: pl.DataFrame) -> pl.DataFrame:
         "base": [human(r["metric"], r["base"]) for r in rows],
         "new": [human(r["metric"], r["new"]) for r in rows],
         "delta": ["" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%" for r in rows],
+        **({"noise": ["" if r["noise_pct"] is None else f"±{r['noise_pct']:.1f}%" for r in rows]}
+           if "noise_pct" in df.columns else {}),  # (the repeats' largest change of the key: --repeat)
         "verdict": df["verdict"].to_list(),
         "ranks": [judged(r) for r in rows],
         "top_rank": ["" if r["top_rank"] is None or r["top_rank_delta_pct"] in (None, 0.0) else

@@ -1202,7 +1202,7 @@ class Tracekit:
 
     @one_at_a_time
     def diff_jobs(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
-                  per_rank: bool = False, on_rank: Any = None) -> pl.DataFrame:
+                  per_rank: bool = False, on_rank: Any = None, repeats: list[Any] | None = None) -> pl.DataFrame:
         """Compare multi-rank job ``new`` against job ``base`` (each named by any rank's
         run, id or name, or by the job): rank r against rank r by ``diff``'s rules, one row
         per scope, key and metric for the job (the ranks' values summed, or their median's
@@ -1211,8 +1211,20 @@ class Tracekit:
         its slowest rank's per instance. ``per_rank``: the ranks' own rows, with ``rank``;
         ``on_rank(done, total)``: called as each rank pair is compared. A job named by the
         folder of its exports has them ingested first, as ``diff`` ingests a file (a
-        comparison that fails keeps none of them). See ``tracekit.job_diff``."""
+        comparison that fails keeps none of them). ``repeats``: captures of the base job
+        again, whose largest change measures the noise a change must pass (``noise_pct``,
+        as ``diff --repeat`` judges runs). See ``tracekit.job_diff``."""
         from .job_diff import diff_jobs, is_job_folder, job_exports
+
+        if repeats is not None:
+            from .compare import diff_with_repeats
+
+            if per_rank:
+                raise ParamError("--per-rank with --repeat: a repeat measures the noise of the job's rows; compare "
+                                 "the ranks without it, or the repeat against the base (diff --jobs BASE REPEAT "
+                                 "--per-rank)")
+            with stoppable():
+                return diff_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct, jobs=True)
 
         folders = [Path(str(r).strip()) for r in (base, new) if is_job_folder(r)] if not self.read_only else []
         files = [f for folder in folders for f in job_exports(folder)]
@@ -1227,14 +1239,15 @@ class Tracekit:
             raise
 
     def compare(self, base: Any, runs: list[Any], by: list[str] | str | None = None,
-                threshold_pct: float = 5.0, repeats: list[Any] | None = None) -> pl.DataFrame:
+                threshold_pct: float = 5.0, repeats: list[Any] | None = None, jobs: bool = False) -> pl.DataFrame:
         """Each of ``runs`` against ``base`` by ``diff``'s rules, side by side: one row per
         scope, key, metric and run; ``repeats`` of the base measure the noise a change must
-        pass. See ``tracekit.compare``."""
+        pass. ``jobs``: they are multi-rank jobs, each against the base job by ``diff_jobs``'s
+        rules. See ``tracekit.compare``."""
         from .compare import compare
 
         with stoppable():
-            return compare(self, base, runs, by=by, threshold_pct=threshold_pct, repeats=repeats)
+            return compare(self, base, runs, by=by, threshold_pct=threshold_pct, repeats=repeats, jobs=jobs)
 
     @one_at_a_time
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:

@@ -434,6 +434,24 @@ def test_a_job_is_named_by_the_folder_of_its_exports(tk, tmp_path, capsys, monke
         assert mine.runs().height == 8
         assert _quiet(mine.diff_jobs, str(DATA / "base_again"), "rank0/export-2").equals(got)
         assert mine.runs().height == 8
+        # a folder holding some of a job's ranks is those ranks, whichever comparison takes it
+        one = _quiet(mine.diff_jobs, DATA / "base_again" / "rank0", DATA / "after" / "rank0", by="gpu")
+        for repeat in ([], [DATA / "base" / "rank0"]):
+            side = _quiet(mine.compare, DATA / "base_again" / "rank0", [DATA / "after" / "rank0"], by="gpu",
+                          jobs=True, repeats=repeat).filter(~pl.col("repeat"))
+            assert side["ranks"].to_list() == one["ranks"].to_list() == [1] and side["value"].equals(one["new"])
+        three = tmp_path / "after3"  # (after's ranks 0-2: compared over the base's ranks 0-2)
+        for r in range(3):
+            (three / f"rank{r}").mkdir(parents=True)
+            shutil.copy(DATA / "after" / f"rank{r}" / "export.sqlite.xz", three / f"rank{r}")
+        with pytest.warns(CaptureWarning, match="rank 3 of the base job"):
+            both = mine.compare(DATA / "base_again", [DATA / "after", three], by="gpu", jobs=True)
+        assert mine.runs().height == 9  # (the base's rank 0 ingested above; after3's ranks are after's runs)
+        assert both["base"].n_unique() == 2
+        row = compare.wide(both).row(0, named=True)
+        assert row[f"{DATA / 'base_again'} (base)"] == "(by run)"  # (labels: the folders as given)
+        assert row[str(DATA / "after")].startswith("21.414 ms -> 24.537 ms (+14.6%")
+        assert row[str(three)].startswith("16.") and " -> " in row[str(three)]
     before = db.read_bytes()
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["--db", str(db), "diff", "--jobs", str(DATA / "base_again"), str(DATA / "after"), "--gate"]) == 1
@@ -533,8 +551,9 @@ def test_a_repeat_of_the_base_job_holds_each_ranks_change_within_its_noise(tk):
     ranks' changes are held. base -> after with the true repeat holds no planted change."""
     got = _quiet(tk.diff_jobs, "9", "1", repeats=["5"])
     assert got.columns == [*job_diff.COLUMNS, "noise_pct"]
-    held = got.filter(pl.col("note").str.contains(compare.NOISE_NOTE, literal=True))
-    assert held.height >= 10
+    noted = pl.col("note").str.contains(compare.NOISE_NOTE, literal=True)
+    held = got.filter(noted & (pl.col("verdict") == "unchanged"))  # (every rank's change held)
+    assert held.height >= 5 and got.filter(noted & (pl.col("verdict") == "improved")).height >= 5
     per_rank = {}
     for r in range(4):
         one = _quiet(tk.diff, str(9 + r), str(1 + r), repeats=[str(5 + r)])
@@ -559,6 +578,8 @@ def test_the_command_shows_a_repeats_noise(store, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["scope", "key", "metric", "base", "new", "delta", "noise", "verdict", "ranks",
                                            "top_rank", "note"]
-    assert "change(s) within the repeats' noise, not judged" in out
+    held = _quiet(tracekit.open(store, read_only=True).diff_jobs, "9", "1", repeats=["5"]).filter(
+        pl.col("note").str.contains(compare.NOISE_NOTE, literal=True) & (pl.col("verdict") == "unchanged")).height
+    assert f"; {held} change(s) within the repeats' noise, not judged" in out
     assert main(["--db", str(store), "diff", "--jobs", "9", "1", "--repeat", "5", "--per-rank"]) == 2
     assert "--per-rank with --repeat" in capsys.readouterr().err

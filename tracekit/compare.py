@@ -29,6 +29,7 @@ value and a change column per run: the terminal table.
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
     if len(runs) == n_repeats:
         raise ParamError(f"{command}: give at least one {what} to compare with the base (besides its repeats)")
     for ref in (base, *runs):
-        expect(ref, (str, int), f"{command}: a {what}")
+        expect(ref, (str, int, os.PathLike), f"{command}: a {what}")
     # (files and folders as given; a job's folder stands for its exports)
     if jobs:
         given = [str(r).strip() if job_diff.is_job_folder(r) else None for r in (base, *runs)]
@@ -115,9 +116,9 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         if own:
             stack.enter_context(tk.one_transaction())
         stack.enter_context(tk.one_command(inputs))  # (the inputs named as one command's)
-        if jobs:  # (folders ingested here; then each job by its name)
-            refs = [job_diff.job_of(tk, r, "base" if i == 0 else "job")[0] for i, r in enumerate((base, *runs))]
-            labels, said = job_diff.job_labels(refs, given), [f"job {j}" for j in refs]
+        if jobs:  # (folders ingested here; each job with its ranks' runs: a folder's, those it holds)
+            refs = [_as(command, job_diff.job_of, tk, r, "base" if i == 0 else "job") for i, r in enumerate((base, *runs))]
+            labels, said = job_diff.job_labels([j.name for j in refs], given), [f"job {j.name}" for j in refs]
         else:  # (files ingested here; then each by its run id)
             sides = [_diff.resolve(tk, r) for r in (base, *runs)]
             refs = [str(s.run_id) if s.run_id is not None else s.sweep for s in sides]
@@ -131,7 +132,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CaptureWarning)
                 if jobs:
-                    df, long = job_diff.compare_jobs(tk, refs[0], ref, by, threshold_pct)
+                    df, long = _as(command, job_diff.compare_jobs, tk, refs[0], ref, by, threshold_pct)
                     longs.append(long)
                 else:
                     df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
@@ -149,6 +150,19 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
     if jobs and n_repeats:
         return pl.concat(_jobs_held(frames, longs, labels, n_repeats)), labels
     return _held_by_the_repeats(pl.concat(frames)), labels
+
+
+def _as(command: str, fn, *args):
+    """``fn(*args)``, a job comparison's error said as ``command``'s (``compare --jobs``)."""
+    from .errors import TracekitError
+
+    try:
+        return fn(*args)
+    except TracekitError as err:
+        text = str(err)
+        if command == "diff --jobs" or not text.startswith("diff --jobs: "):
+            raise
+        raise type(err)(f"{command} --jobs: {text.removeprefix('diff --jobs: ')}") from None
 
 
 def _jobs_held(frames: list[pl.DataFrame], longs: list[pl.DataFrame], labels: list[str],
@@ -187,7 +201,7 @@ def _held_by_the_repeats(df: pl.DataFrame, keys: list[str] | None = None) -> pl.
     keys = keys or ["scope", "key", "metric"]
     noise = (df.filter(pl.col("repeat") & pl.col("delta_pct").is_not_null())
              .group_by(keys).agg(pl.col("delta_pct").abs().max().alias("noise_pct")))
-    df = df.join(noise, on=keys, how="left")
+    df = df.join(noise, on=keys, how="left", maintain_order="left")
     held = (~pl.col("repeat") & pl.col("verdict").is_in(["regressed", "improved"]) & pl.col("noise_pct").is_not_null()
             & (pl.col("delta_pct").abs() <= pl.col("noise_pct")))
     note = pl.format(NOISE_NOTE + " (±{}%)", pl.col("noise_pct").round(2))
@@ -237,7 +251,9 @@ def changed_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
 def wide(df: pl.DataFrame) -> pl.DataFrame:
     """One row per (scope, key, metric): the base's value, then per run its value and its
     change against the base (``200.788 ms (+40.9%, regressed)``; the change alone where
-    unchanged), in human units (``tracekit.diff.display``'s)."""
+    unchanged), in human units (``tracekit.diff.display``'s). Where the base's value differs
+    by run (jobs compared over the ranks each shares with the base), each cell starts with
+    its own (``21.346 ms -> 24.537 ms (...)``) and the base's column says so."""
     from .diff import _human, short_keys
 
     repeat = set(df.filter(pl.col("repeat"))["run"].to_list())
@@ -245,13 +261,21 @@ def wide(df: pl.DataFrame) -> pl.DataFrame:
     runs = list(shown.values())
     base = f"{df['base_run'][0]} (base)" if df.height else "base"
     short = short_keys(df["key"].to_list())
+    bases: dict[tuple, set] = {}
+    for r in df.iter_rows(named=True):
+        if r["base"] is not None:
+            bases.setdefault((r["scope"], r["key"], r["metric"]), set()).add(r["base"])
     rows: dict[tuple, dict] = {}
     for r in df.iter_rows(named=True):
         k = (r["scope"], r["key"], r["metric"])
         row = rows.setdefault(k, {"scope": r["scope"], "key": short[r["key"]], "metric": r["metric"], base: ""})
-        if r["base"] is not None:
+        value = _human(r["metric"], r["value"]) if r["value"] is not None else ""
+        if len(bases.get(k, ())) > 1:
+            row[base] = "(by run)"
+            value = f"{_human(r['metric'], r['base']) if r['base'] is not None else ''} -> {value}".strip()
+        elif r["base"] is not None:
             row[base] = _human(r["metric"], r["base"])
-        row[shown[r["run"]]] = _cell(r, _human(r["metric"], r["value"]) if r["value"] is not None else "")
+        row[shown[r["run"]]] = _cell(r, value)
     cols = ["scope", "key", "metric", base, *runs]
     return pl.DataFrame([[row.get(c, "") for c in cols] for row in rows.values()],
                         schema={c: pl.Utf8 for c in cols}, orient="row")

@@ -1709,12 +1709,13 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
 
 def held_by_repeats(df: pl.DataFrame) -> str:
     """How many of a diff's changes its repeats held (``diff --repeat``), as the end of its
-    count line: those rows' notes are cut in a narrow table."""
+    count line: those rows' notes are cut in a narrow table. A row counts where the repeats
+    left it unchanged (a job's row judged on some ranks names others held: it is judged)."""
     from .compare import NOISE_NOTE
 
     if "noise_pct" not in df.columns:
         return ""
-    n = df.filter(pl.col("note").str.contains(NOISE_NOTE, literal=True)).height
+    n = df.filter(pl.col("note").str.contains(NOISE_NOTE, literal=True) & (pl.col("verdict") == "unchanged")).height
     return f"; {n} change(s) within the repeats' noise, not judged" if n else "; no change within the repeats' noise"
 
 

@@ -54,7 +54,7 @@ import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -131,7 +131,15 @@ def job_exports(folder: Path) -> list[Path]:
     return [f for f in found if export_suffix(f) == ".sqlite" or capture(f) not in exported]
 
 
-def _job_folder(tk, folder: Path, files: list[Path], side: str) -> tuple[str, list[tuple[int, int]]]:
+class Job(NamedTuple):
+    """A job as a comparison takes it: its name, and its ranks' runs, [(rank, run id), ...]
+    by rank (those of a folder of its exports: those the folder holds)."""
+
+    name: str
+    ranks: list[tuple[int, int]]
+
+
+def _job_folder(tk, folder: Path, files: list[Path], side: str) -> Job:
     """(job, [(rank, run id), ...] by rank) of the exports ``files`` of ``folder``, ingested
     here (where not in the store already): one job, each rank once."""
     if tk.read_only:
@@ -160,12 +168,12 @@ def _job_folder(tk, folder: Path, files: list[Path], side: str) -> tuple[str, li
         k, rs = twice
         raise QueryError(f"diff --jobs: {folder}: rank {k} of its job is {len(rs)} of its exports "
                          f"({got[rs[0]][0]}, {got[rs[1]][0]}): give a folder with one export per rank")
-    return jobs[0], [(k, rs[0]) for k, rs in sorted(by_rank.items())]
+    return Job(jobs[0], [(k, rs[0]) for k, rs in sorted(by_rank.items())])
 
 
-def job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
-    """(job, [(rank, run id), ...] by rank) of a job named by a run id, a run name, the job,
-    or a folder of its exports (ingested first: ``job_exports``)."""
+def job_of(tk, ref: Any, side: str) -> Job:
+    """The job named by a run id, a run name, the job, or a folder of its exports (ingested
+    first: ``job_exports``)."""
     from .registry import job_runs
 
     expect(ref, (str, int, os.PathLike), f"diff --jobs: {side}")
@@ -195,7 +203,7 @@ def job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
         raise QueryError(f"diff --jobs: {text!r} is both a job and run {run[0]} in {tk.path}: name the job by one "
                          "of its ranks' runs")
     if rows:
-        return text, [(int(k), int(r)) for r, k in rows]
+        return Job(text, [(int(k), int(r)) for r, k in rows])
     if run is None:
         raise QueryError(f"diff --jobs: no run or job {text!r} in {tk.path}; name any rank's run (tracekit runs), "
                          "a job (tracekit query jobs) or the folder of a job's exports")
@@ -211,7 +219,7 @@ def job_of(tk, ref: Any, side: str) -> tuple[str, list[tuple[int, int]]]:
         raise QueryError(f"diff --jobs: run {run[0]} ({name}) is rank {rank} of job {job}, whose rank {rank} is now "
                          f"run {now}, ingested later with the same job; ingest each capture as a job of its own "
                          "(--param job=NAME) to compare them")
-    return job, [(k, r) for r, k, _ in ranks]
+    return Job(job, [(k, r) for r, k, _ in ranks])
 
 
 def job_labels(jobs: list[str], given: list[str | None]) -> list[str]:
@@ -227,6 +235,8 @@ def job_labels(jobs: list[str], given: list[str | None]) -> list[str]:
     if len(set(jobs)) > 1:
         while all(len(p) > head + tail + 1 for p in parts) and len({p[head] for p in parts}) == 1:
             head += 1
+        if head == 1 and parts[0][0] == "":  # (the root alone: the paths as they are)
+            head = 0
         while all(len(p) > head + tail + 1 for p in parts) and len({p[-1 - tail] for p in parts}) == 1:
             tail += 1
     names = ["/".join(p[head:len(p) - tail]) for p in parts]
@@ -247,7 +257,8 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
                  job_rows: bool = True, on_rank: Callable[[int, int], None] | None = None
                  ) -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """(the job's rows, or None without ``job_rows``; the ranks' own rows, with ``rank``):
-    ``diff_jobs``'s two answers from one comparison."""
+    ``diff_jobs``'s two answers from one comparison. ``base`` and ``new`` may be ``Job``s
+    already found (``job_of``)."""
     from . import diff as _diff
 
     expect(threshold_pct, (int, float), "--threshold")
@@ -265,8 +276,8 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
         if b not in ("job", *_diff.NSYS_SCOPES):
             why = " (a job is compared in the nsys scopes)" if b in _diff.SCOPES else ""
             raise ParamError(f"--by {b!r}: choose from {', '.join(('job', *_diff.NSYS_SCOPES))}{why}")
-    jb, ranks_b = job_of(tk, base, "base")
-    jn, ranks_n = job_of(tk, new, "new")
+    jb, ranks_b = base if isinstance(base, Job) else job_of(tk, base, "base")
+    jn, ranks_n = new if isinstance(new, Job) else job_of(tk, new, "new")
     of_b, of_n = dict(ranks_b), dict(ranks_n)
     shared = sorted(set(of_b) & set(of_n))
     if not shared:

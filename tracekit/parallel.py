@@ -30,6 +30,7 @@ would not fit together.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -302,11 +303,15 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
 
     def stop_all() -> None:
         # The files not started never start, none waits for another (or for the store's
-        # opening), and those running stop at DuckDB's next check
-        stop.set()
-        turns.stop()
-        admission.stop()
-        opening.done(failed=True)
+        # opening), and those running stop at DuckDB's next check. (In this thread a second
+        # Ctrl-C waits until every wait is released: raised halfway, it would leave threads
+        # waiting, and the pool's join with them.)
+        main = threading.current_thread() is threading.main_thread()
+        with sigints.held() if main else contextlib.nullcontext():
+            stop.set()
+            turns.stop()
+            admission.stop()
+            opening.done(failed=True)
         with lock:
             for c in cursors.values():
                 if c._con is not None:

@@ -597,3 +597,26 @@ def test_a_job_with_one_rank_in_the_store_is_not_compared(tmp_path, capsys):
     assert main(["--db", db, "runs", "rm", "2"]) == 0
     capsys.readouterr()
     refused()
+
+
+@pytest.mark.parametrize(("run_id", "job"), [("none", None), ("NONE", None), ("", None),
+                                             ("3f2a9c1e-7d1b-4c55-9d2e-0a6b8e1f2c3d", "3f2a9c1e-7d1b-4c55-9d2e-0a6b8e1f2c3d")])
+def test_torchruns_default_run_id_names_no_job(tmp_path, run_id, job):
+    """torchrun's TORCHELASTIC_RUN_ID is `none` unless --rdzv-id (or a single-node launch's
+    uuid) set it: every such launch would be one job, each capture superseding the last. The
+    job is then the export's path, as without a launcher id. (A real rank export, with the
+    variable added to the environment nsys recorded.)"""
+    from tracekit.ranks import identify
+
+    export = tmp_path / "rank2" / "export.sqlite"
+    export.parent.mkdir()
+    with lzma.open(DATA / "nsys_jobs" / "base" / "rank2" / "export.sqlite.xz") as src:
+        export.write_bytes(src.read())
+    con = sqlite3.connect(export)
+    con.execute("INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', ?)",
+                [f'TORCHELASTIC_RUN_ID="{run_id}"'])
+    con.commit()
+    con.close()
+    got = identify(export, export, {})
+    assert got["rank"] == 2 and got["world_size"] == 4
+    assert got["job"] == (job or str(tmp_path.resolve() / "rank*" / "export.sqlite"))

@@ -11,7 +11,8 @@ and ``rank-ranges`` group by), from, in order of precedence:
 3. the file name, or its folder's: ``rank3``, ``rank_3``, ``rank-3``, ``_r3_``.
 
 ``job`` (which runs are ranks of one job) defaults to the launcher's job id in that
-environment (``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID``, ...), else the source path with
+environment (``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID``, ...; not torchrun's default
+``none``, which every static launch shares), else the source path with
 the rank's digits replaced by ``*`` where the name carries the rank
 (``/prof/rank*/export.sqlite``), else the source's folder. (``MASTER_ADDR:MASTER_PORT``
 is not used: every local job on the default port shares it.) A job ingested twice
@@ -29,6 +30,9 @@ RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_W
 #: ... the job's size and its id.
 SIZE_ENV = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS")
 JOB_ENV = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID", "PBS_JOBID")
+#: job ids that name no job: torchrun's ``--rdzv-id`` default, which every launch of a static
+#: rendezvous (multi-node, or with ``--master-port``) shares
+NO_JOB_IDS = frozenset({"none"})
 
 #: the largest rank: the store reads ranks as 32-bit integers (schema_runs.sql's rank_runs)
 MAX_RANK = 2**31 - 1
@@ -114,7 +118,7 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
     if "world_size" not in out and size is not None:
         out["world_size"] = int(size)
     if "job" not in out:
-        job = next((env[k] for k in JOB_ENV if env.get(k)), None)
+        job = next((env[k] for k in JOB_ENV if env.get(k) and env[k].strip().lower() not in NO_JOB_IDS), None)
         if job is None and named is not None:
             job = named[1]
         out["job"] = job or str(source.resolve().parent)

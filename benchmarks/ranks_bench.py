@@ -16,7 +16,10 @@ process (`python -m tracekit.cli`), wall and CPU time (user + system):
 base_again and after (the second with backward heavier on every rank and the straggler
 moved), ingested into one store, then `tracekit diff --jobs` of the two (the command, and in
 one process the library's best of 3 with the rank pairs in threads, the default, and one
-after another, alternated; the time per rank pair).
+after another, alternated; the time per rank pair). Then the one-command form, `tracekit diff
+--jobs BEFORE_FOLDER AFTER_FOLDER` into a new store (the exports ingested one after another in
+one transaction, the pairs compared in its connection), against the two steps above (`ingest
+--workers W`, then `diff --jobs` of the jobs' runs), and whether both wrote the same CSV.
 
 Usage: python benchmarks/ranks_bench.py [--ranks 128] [--workers 2] [--serial] [--diff] [--workdir DIR]
 Results go to stdout; record them in docs/performance.md.
@@ -137,9 +140,9 @@ def diff_jobs(work: Path, ranks: int, workers: int) -> None:
     print(f"built {len(files)} rank exports in {time.perf_counter() - t:.1f} s")
     db = work / "jobs.duckdb"
     db.unlink(missing_ok=True)
-    dt, cpu = run_cli(["--db", str(db), "ingest", *map(str, files), "--workers", str(workers)])
-    print(f"ingest --workers {workers}: {dt:.1f} s, CPU {cpu:.1f} s")
-    out: dict = {"ranks": ranks}
+    ingest_s, cpu = run_cli(["--db", str(db), "ingest", *map(str, files), "--workers", str(workers)])
+    print(f"ingest --workers {workers}: {ingest_s:.1f} s, CPU {cpu:.1f} s")
+    out: dict = {"ranks": ranks, "ingest_s": ingest_s}
     dt, cpu = run_cli(["--db", str(db), "diff", "--jobs", "1", str(ranks + 1), "-f", "csv", "-o", str(work / "d.csv")])
     out["command_s"], out["command_cpu_s"] = dt, cpu
     print(f"diff --jobs (command): {dt:.2f} s, CPU {cpu:.2f} s (load {os.getloadavg()[0]:.1f})")
@@ -159,6 +162,15 @@ def diff_jobs(work: Path, ranks: int, workers: int) -> None:
         t = time.perf_counter()
         tk.diff("1", str(ranks + 1))
         one = time.perf_counter() - t
+    folders = work / "folders.duckdb"
+    folders.unlink(missing_ok=True)
+    dt, cpu = run_cli(["--db", str(folders), "diff", "--jobs", str(work / "before"), str(work / "after"), "-f", "csv",
+                       "-o", str(work / "f.csv")])
+    same = (work / "f.csv").read_bytes() == (work / "d.csv").read_bytes()
+    out.update({"folders_command_s": dt, "folders_command_cpu_s": cpu, "folders_same_csv": same})
+    print(f"diff --jobs of the two folders into a new store: {dt:.2f} s, CPU {cpu:.2f} s, against the two steps "
+          f"{ingest_s + out['command_s']:.2f} s (ingest --workers {workers} {ingest_s:.2f} s + diff --jobs "
+          f"{out['command_s']:.2f} s): {dt / (ingest_s + out['command_s']):.2f}x; the same CSV: {same}")
     out.update({"library_best_s": best["threads"], "one_thread_best_s": best["one thread"],
                 "per_rank_pair_ms": best["threads"] / ranks * 1e3, "one_diff_ms": one * 1e3,
                 "rows": df.height, "regressed": df.filter(df["verdict"] == "regressed").height})

@@ -742,9 +742,6 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
     from . import diff as _diff
     from . import job_diff
 
-    if per_rank and repeat:
-        raise ParamError("--per-rank with --repeat: a repeat measures the noise of the job's rows; compare the ranks "
-                         "without it, or the repeat against the base (diff --jobs BASE REPEAT --per-rank)")
     folders = any(job_diff.is_job_folder(r) for r in (base, new, *repeat))
     with _open(db, read_only=not folders) as tk:  # (a job's folder: its exports are ingested first)
         if out is not None:  # checked before an export is ingested: an output that cannot be written changes nothing

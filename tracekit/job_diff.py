@@ -139,9 +139,9 @@ class Job(NamedTuple):
     ranks: list[tuple[int, int]]
 
 
-def _job_folder(tk, folder: Path, files: list[Path], side: str) -> Job:
-    """(job, [(rank, run id), ...] by rank) of the exports ``files`` of ``folder``, ingested
-    here (where not in the store already): one job, each rank once."""
+def _job_folder(tk, folder: Path, files: list[Path]) -> Job:
+    """The job of the exports ``files`` of ``folder``, ingested here (where not in the store
+    already), with their runs: one job, each rank once."""
     if tk.read_only:
         raise QueryError(f"diff --jobs: {folder}: a job's exports are ingested first, and {tk.path} is open "
                          f"read-only; ingest them (tracekit --db {tk.path} ingest {files[0]} ...) and name the job")
@@ -185,7 +185,7 @@ def job_of(tk, ref: Any, side: str) -> Job:
     if is_job_folder(text):
         files = job_exports(Path(text))
         if files:
-            return _job_folder(tk, Path(text), files, side)
+            return _job_folder(tk, Path(text), files)
         if not con.execute("SELECT count(*) FROM runs WHERE name = ? OR json_extract_string(params, '$.job') = ?",
                            [text, text]).fetchone()[0]:
             raise InputError(f"diff --jobs: {text}: no nsys export below it ({', '.join(NSYS_SUFFIXES)}, compressed "

@@ -5,7 +5,8 @@ type, template arguments or parameters). ``distinct_labels`` shortens a whole co
 and guarantees that two different names never read alike: names that shorten to the
 same label get the word that tells them apart (``[silu]``, ``[add]``), else the part of
 the full name where they differ, else a number. ``check_run_name`` and ``derived_run_name``
-say what can name a run, ``RunNames`` which name a run gets when none is asked for. Pure
+say what can name a run, ``RunNames`` which name a run gets when none is asked for, and
+``sql_ident`` a table's or column's name as SQL (DuckDB's and SQLite's) reads it. Pure
 string work: no DuckDB, no Polars, no Altair.
 """
 
@@ -25,6 +26,11 @@ UNNAMED = "(unnamed)"
 RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an id
 #: the id `tracekit sweep` gives a sweep (params.sweep): diff and the sweep questions read it so
 SWEEP_ID = re.compile(r"sweep-[0-9]{8}T[0-9]{6}\.[0-9]{3}Z")
+
+
+def sql_ident(name: str) -> str:
+    """``name`` as an SQL identifier: double-quoted, its own double quotes doubled."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def short_name(name: str | None, width: int = 48) -> str:

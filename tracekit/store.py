@@ -37,7 +37,7 @@ from .errors import (
     missing,
 )
 from .interrupts import SigintWatch, interruptible, stoppable
-from .names import RUN_ID, RunNames, check_run_name, derived_run_name
+from .names import RUN_ID, RunNames, check_run_name, derived_run_name, sql_ident
 
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
     import polars as pl
@@ -1304,7 +1304,7 @@ class Tracekit:
             return rel.pl()
         table = rel.to_arrow_table()  # (the SQL runs once; its rows are read again from Arrow)
         rows = self.con.from_arrow(table)
-        found = rows.aggregate(", ".join(f"bool_or({_out_of_range(_ident(c), t)})" for c, t in dated.items()))
+        found = rows.aggregate(", ".join(f"bool_or({_out_of_range(sql_ident(c), t)})" for c, t in dated.items()))
         text = {c for c, hit in zip(dated, found.fetchall()[0], strict=True) if hit}
         return pl.from_arrow(_as_text(rows, text).to_arrow_table() if text else table)
 
@@ -1313,7 +1313,7 @@ def _as_text(rel: duckdb.DuckDBPyRelation, columns: set[str]) -> duckdb.DuckDBPy
     """``rel`` with ``columns`` read as DuckDB's text of their values (``rel`` where none)."""
     if not columns:
         return rel
-    return rel.project(", ".join(f"CAST({_ident(c)} AS VARCHAR) AS {_ident(c)}" if c in columns else _ident(c)
+    return rel.project(", ".join(f"CAST({sql_ident(c)} AS VARCHAR) AS {sql_ident(c)}" if c in columns else sql_ident(c)
                                  for c in rel.columns))
 
 
@@ -1376,10 +1376,6 @@ def _check_counts(params: dict, where: str, error: type[TracekitError] = ParamEr
             ok = False
         if not ok:
             raise error(f"{where}{key}={v!r}: {key} ({what}) is a whole number from 1 to {MAX_COUNT}")
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def check_ingest_target(db: str | os.PathLike | None = None) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ...errors import InputError
+from ...names import sql_ident
 from .. import sqlite_ints
 from ..arrow import strings
 
@@ -89,7 +90,7 @@ class Export:
     def _declared(self, actual: str) -> dict[str, str]:
         types = self._types.get(actual)
         if types is None:
-            types = {r[1]: (r[2] or "").upper() for r in self.sq.execute(f'PRAGMA table_info("{_quoted(actual)}")')}
+            types = {r[1]: (r[2] or "").upper() for r in self.sq.execute(f'PRAGMA table_info({sql_ident(actual)})')}
             self._types[actual] = types
         return types
 
@@ -109,13 +110,13 @@ class Export:
             return 0
         if self._rows is None:  # every ordinary table's at once, in one step (see _TABLES_SQL)
             tables = sorted(self._types)
-            sql = "SELECT " + ", ".join(f'(SELECT max(rowid) FROM "{_quoted(t)}")' for t in tables)
+            sql = "SELECT " + ", ".join(f'(SELECT max(rowid) FROM {sql_ident(t)})' for t in tables)
             try:
                 self._rows = dict(zip(tables, self.sq.execute(sql).fetchone(), strict=True)) if tables else {}
             except sqlite3.Error:  # (a table without rowids: each asked for alone)
                 self._rows = {}
         if actual not in self._rows:
-            self._rows[actual] = self.sq.execute(f'SELECT max(rowid) FROM "{_quoted(actual)}"').fetchone()[0]
+            self._rows[actual] = self.sq.execute(f'SELECT max(rowid) FROM {sql_ident(actual)}').fetchone()[0]
         return self._rows[actual] or 0
 
     def names_starting(self, prefix: str) -> bool:
@@ -276,11 +277,6 @@ class Export:
 
     def close(self):
         self.sq.close()
-
-
-def _quoted(name: str) -> str:
-    """``name`` for use between double quotes in SQL."""
-    return name.replace('"', '""')
 
 
 def _literals(text: str | None) -> list[str]:

@@ -646,7 +646,7 @@ def diff_cmd(
                                              "3 % of its launch's duration at least)")] = 5.0,
     repeat: Annotated[list[str], typer.Option("--repeat", help="a capture of the base's program again (repeatable): "
                                               "a change no larger than a repeat's is not judged a change "
-                                              "(noise_pct)")] = [],  # noqa: B006
+                                              "(noise_pct; with --jobs: a job, its change on each rank)")] = [],  # noqa: B006
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
     jobs: Annotated[bool, typer.Option("--jobs", help="base and new are multi-rank jobs (any rank's run, the "
                                        "job: tracekit query jobs, or the folder of its exports, ingested first), "

@@ -449,9 +449,10 @@ def test_a_job_is_named_by_the_folder_of_its_exports(tk, tmp_path, capsys, monke
         assert mine.runs().height == 9  # (the base's rank 0 ingested above; after3's ranks are after's runs)
         assert both["base"].n_unique() == 2
         row = compare.wide(both).row(0, named=True)
-        assert row[f"{DATA / 'base_again'} (base)"] == "(by run)"  # (labels: the folders as given)
-        assert row[str(DATA / "after")].startswith("21.414 ms -> 24.537 ms (+14.6%")
-        assert row[str(three)].startswith("16.") and " -> " in row[str(three)]
+        after, after3 = compare.runs_of(both)  # (labels: the folders, less the path parts they share)
+        assert row[f"{both['base_run'][0]} (base)"] == "(by run)"
+        assert row[after].startswith("21.414 ms -> 24.537 ms (+14.6%")
+        assert row[after3].startswith("16.") and " -> " in row[after3] and after3.endswith("after3")
     before = db.read_bytes()
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["--db", str(db), "diff", "--jobs", str(DATA / "base_again"), str(DATA / "after"), "--gate"]) == 1

@@ -584,3 +584,39 @@ def test_the_command_shows_a_repeats_noise(store, capsys, monkeypatch):
     assert f"; {held} change(s) within the repeats' noise, not judged" in out
     assert main(["--db", str(store), "diff", "--jobs", "9", "1", "--repeat", "5", "--per-rank"]) == 2
     assert "--per-rank with --repeat" in capsys.readouterr().err
+
+
+def test_the_compare_chart_draws_each_jobs_change(tk, store, tmp_path, capsys):
+    """chart compare -p jobs=true: a bar per job and key, its change the job's row of compare
+    --jobs (the ranks' sum), solid where some rank was judged; drawn in Chromium."""
+    from browser import chromium, load
+    from conftest import spec_datasets
+
+    from tracekit import charts
+
+    got = _quiet(tk.compare, "1", ["5", "9"], by="kernel", jobs=True)
+    spec = _quiet(charts.chart, tk, "compare", base="1", runs="5,9", by="kernel", jobs="true").to_dict()
+    rows = [r for ds in spec_datasets(spec) for r in ds if "run" in r]
+    want = {(r["key"], r["run"]): r for r in got.filter(pl.col("metric") == "total_ns").iter_rows(named=True)}
+    assert {r["run"] for r in rows} == {"base_again", "after"} and len(rows) == len(want)
+    for r in rows:
+        w = want[(r["key"], r["run"])]
+        assert r["delta_pct"] == pytest.approx(w["delta_pct"]) and r["judged"] == (w["verdict"] in ("regressed", "improved"))
+    assert sum(r["judged"] for r in rows) == 4 and spec["title"]["text"] == "Jobs against base"
+    with pytest.raises(ParamError, match="chart compare: jobs=maybe: give true or false"):
+        charts.chart(tk, "compare", base="1", runs="5", jobs="maybe")
+    if chromium() is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
+    out = tmp_path / "c.html"
+    assert main(["--db", str(store), "chart", "compare", "-p", "base=1", "-p", "runs=5,9", "-p", "jobs=yes",
+                 "-p", "by=kernel", "-o", str(out)]) == 0
+    page = load(out, "window.tracekitChart && window.tracekitChart.done", """(function () {
+      var c = window.tracekitChart, bars = 0;
+      (function walk(node) {
+        if (node.marktype === "rect" && node.role === "mark") bars += (node.items || []).length;
+        (node.items || []).forEach(walk);
+      })(c.view.scenegraph().root);
+      return {error: c.error || null, bars: bars};
+    })()""")
+    assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
+    assert page.value["bars"] == len(rows)

@@ -1398,18 +1398,25 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
 
 
 def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str | None = None,
-                  threshold: float | str = 5.0, limit: int | str = 20, repeats: str | None = None) -> pl.DataFrame:
+                  threshold: float | str = 5.0, limit: int | str = 20, repeats: str | None = None,
+                  jobs: bool | str = False) -> pl.DataFrame:
     """The rows of ``tk.compare`` the chart draws: per run, each key's headline metric
     (``diff_rows``), for the ``limit`` keys that come first (changed in any run first, in
-    the comparisons' order), with the threshold as a column."""
+    the comparisons' order), with the threshold as a column. ``jobs``: the runs are
+    multi-rank jobs (``compare --jobs``: each job's rows, the ranks' sums)."""
     if base is None or runs is None:
         raise ParamError("chart compare: give the runs as -p base=RUN -p runs=RUN,RUN,...")
     threshold, limit = _threshold_and_limit("compare", threshold, limit)
+    words = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+    if not isinstance(jobs, bool):
+        if str(jobs).strip().lower() not in words:
+            raise ParamError(f"chart compare: jobs={jobs}: give true or false")
+        jobs = words[str(jobs).strip().lower()]
     names = _run_list(runs)
     from .compare import changed_first, runs_of
 
     again = _run_list(repeats) if repeats else None
-    df = tk.compare(base, names, by=by, threshold_pct=threshold, repeats=again)
+    df = tk.compare(base, names, by=by, threshold_pct=threshold, repeats=again, jobs=jobs)
     heads = [diff_rows(df.filter(pl.col("run") == run).drop("base_run", "run", "repeat", "noise_pct")
                        .rename({"value": "new"}),
                        threshold, 0).with_columns(pl.lit(run).alias("run")) for run in runs_of(df)]
@@ -1417,7 +1424,7 @@ def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str 
     keys = changed_first(head.select("scope", "key", "metric", "verdict"), limit).select(
         "scope", "key", "metric").unique(maintain_order=True)
     return keys.join(head, on=["scope", "key", "metric"], how="left", maintain_order="left").with_columns(
-        pl.lit(df["base_run"][0] if df.height else str(base)).alias("base_run"))
+        pl.lit(df["base_run"][0] if df.height else str(base)).alias("base_run"), pl.lit(jobs).alias("jobs"))
 
 
 def compare(df: pl.DataFrame) -> alt.LayerChart:
@@ -1431,6 +1438,7 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
 
     short = short_keys(d["key"].to_list(), 56)
     runs = list(dict.fromkeys(d["run"].to_list()))
+    jobs = "jobs" in df.columns and bool(df["jobs"][0])  # (compare --jobs's)
     rows = [{"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"], "run": r["run"],
              "delta_pct": r["delta_pct"], "verdict": r["verdict"], "judged": r["verdict"] in ("regressed", "improved"),
              "note": r["note"] or ""} for r in d.iter_rows(named=True)]
@@ -1443,18 +1451,22 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
         y=y, yOffset=alt.YOffset("run:N", sort=runs),
         x=alt.X("delta_pct:Q", title="change [% of base]" + ("" if lim <= 300 else ", symmetric log scale"),
                 scale=scale),
-        color=alt.Color("run:N", sort=runs, title="run", legend=alt.Legend(orient="bottom")),
+        color=alt.Color("run:N", sort=runs, title="job" if jobs else "run", legend=alt.Legend(orient="bottom")),
         opacity=alt.condition("datum.judged", alt.value(1.0), alt.value(0.3)),
         tooltip=[alt.Tooltip("run:N"), alt.Tooltip("key:N"), alt.Tooltip("metric:N"),
                  alt.Tooltip("delta_pct:Q", format="+.2f"), alt.Tooltip("verdict:N"), alt.Tooltip("note:N")])
     zero = alt.Chart(_data([{"x": 0}])).mark_rule(color="#444").encode(x=alt.X("x:Q", scale=scale))
     base = df["base_run"][0] if "base_run" in df.columns and df.height else "the base"
+    subtitle = [
+        "bar: change of each key's time against the base (kernels, memory ops, GPUs: total; NVTX: kernel "
+        "time; ncu: duration; sweeps: median latency)",
+        "solid: judged regressed or improved (tracekit diff's rules); faded: within the threshold or the noise"]
+    if jobs:
+        subtitle = ["bar: change of each key's time over the ranks the job shares with the base job (their sum)",
+                    "solid: judged regressed or improved on some rank (tracekit diff --jobs); faded: on none"]
     return alt.layer(zero, bars).properties(
         width=WIDTH - 260, height=alt.Step(10 * max(len(runs), 2)),
-        title=alt.Title(f"Runs against {base}", subtitle=[
-            "bar: change of each key's time against the base (kernels, memory ops, GPUs: total; NVTX: kernel "
-            "time; ncu: duration; sweeps: median latency)",
-            "solid: judged regressed or improved (tracekit diff's rules); faded: within the threshold or the noise"]))
+        title=alt.Title(f"{'Jobs' if jobs else 'Runs'} against {base}", subtitle=subtitle))
 
 
 # -- multi-rank --------------------------------------------------------------------
@@ -1678,7 +1690,8 @@ CHARTS: dict[str, ChartSpec] = {
     "job-diff": ChartSpec(None, job_diff, {}, "multi-rank: a job against a job, each rank's change per key "
                           "(-p base=A -p new=B: any rank's run, or the job)", data=_job_diff_data,
                           source="tracekit diff --jobs's comparison, needs two multi-rank jobs"),
-    "compare": ChartSpec(None, compare, {}, "several runs against one base (-p base=A -p runs=B,C)",
+    "compare": ChartSpec(None, compare, {}, "several runs against one base (-p base=A -p runs=B,C; "
+                         "-p jobs=true: multi-rank jobs, as compare --jobs)",
                          data=_compare_data, source="tracekit compare's comparison, needs two runs or two sweeps"),
 }
 

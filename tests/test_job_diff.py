@@ -620,3 +620,36 @@ def test_the_compare_chart_draws_each_jobs_change(tk, store, tmp_path, capsys):
     })()""")
     assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
     assert page.value["bars"] == len(rows)
+
+
+def test_an_ingest_that_supersedes_a_ranks_run_says_so(tmp_path, capsys):
+    """The same folder captured again and ingested again (serially, or in threads): one
+    warning per job names the ranks whose earlier run the new one took the place of, and
+    how to keep both captures; the same files again, or a job of its own, say nothing."""
+    prof = tmp_path / "prof"
+
+    def capture(job: str) -> list[str]:
+        for r in (0, 1):
+            (prof / f"rank{r}").mkdir(parents=True, exist_ok=True)
+            shutil.copy(DATA / job / f"rank{r}" / "export.sqlite.xz", prof / f"rank{r}")
+        return [str(prof / f"rank{r}" / "export.sqlite.xz") for r in (0, 1)]
+
+    db = str(tmp_path / "s.duckdb")
+    assert main(["--db", db, "ingest", *capture("base")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    said = rf"^tracekit: warning: job {re.escape(str(prof.resolve()))}/rank\*/export.sqlite.xz: ranks 0-1 ingested again " \
+           r"from another capture: runs {} take the place of runs {} in the job's views \(rank-summary, stragglers, " \
+           r"diff --jobs\); to compare the two captures, ingest each with a job of its own \(--param job=NAME\)"
+    assert main(["--db", db, "ingest", *capture("after")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.match(said.format("3-4", "1-2"), err), err
+    assert main(["--db", db, "ingest", *capture("base_again"), "--workers", "2"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.match(said.format("5-6", "3-4"), err), err
+    assert main(["--db", db, "ingest", *capture("base_again")]) == 0  # (already in the store)
+    assert main(["--db", db, "ingest", *capture("base"), "--param", "job=before"]) == 2  # (its runs are there)
+    capsys.readouterr()
+    other = str(tmp_path / "o.duckdb")
+    assert main(["--db", other, "ingest", *capture("base"), "--param", "job=before"]) == 0
+    assert main(["--db", other, "ingest", *capture("after"), "--param", "job=after"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -334,7 +334,7 @@ def ingest(
         with _capture_warnings(), _open(db) as tk:
             _ingest_distributed(tk, files, workers, scheduler, name, params)
         return
-    tk, f, failed = None, None, 0
+    tk, f, failed, added = None, None, 0, []
     try:
         with _open(db) as tk, tk.one_command(files):
             for f in files:
@@ -351,6 +351,9 @@ def ingest(
                     typer.echo(f"tracekit: error: {escape_controls(error_line(str(f), err))}", err=True)
                     continue
                 _echo_result(f, res)
+                if not res.skipped:
+                    added.append(res.run_id)
+            _say_superseded(tk, added)
     except (KeyboardInterrupt, Interrupted):  # also outside tk.ingest: printing, closing
         if tk is None or f is None:
             raise Interrupted("interrupted; not ingested, nothing was written") from None
@@ -381,6 +384,15 @@ def _capture_warnings():
                         typer.echo(f"tracekit: warning: {escape_controls(str(w.message))}", err=True)
                 else:
                     warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def _say_superseded(tk, run_ids: list[int]) -> None:
+    """A warning line per job where runs just ingested took the place of a rank's earlier
+    run (``registry.superseded``: the same path captured again is one job)."""
+    from .registry import superseded
+
+    for line in superseded(tk, run_ids) if run_ids else []:
+        typer.echo(f"tracekit: warning: {escape_controls(line)}", err=True)
 
 
 def _not_ingested(failed: int, files: int) -> str:
@@ -420,7 +432,7 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
         parallel.check_workers(workers)  # (one line before anything is opened)
 
     bar = progress_bar()
-    failed = []
+    failed, added = [], []
 
     def report(o) -> None:
         if o.error is not None:
@@ -428,6 +440,8 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
             typer.echo(f"tracekit: error: {escape_controls(o.error)}", err=True)
         else:
             _echo_result(o.source, o.result)
+            if not o.result.skipped:
+                added.append(o.result.run_id)
         if bar is not None:
             bar.advance(task)
 
@@ -440,6 +454,7 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
 
             distributed.ingest_many(tk, files, workers=workers, scheduler=scheduler, name=name, params=params,
                                     on_outcome=report)
+    _say_superseded(tk, added)
     if failed:
         raise TracekitError(_not_ingested(len(failed), len(files)))
 

@@ -89,7 +89,7 @@ SLOWEST_NOTE = "the slowest in {} of {} instances -> {} of {}"
 _SLOWEST = re.compile(r"the slowest in (\d+) of (\d+) instances -> (\d+) of (\d+)")
 
 
-def _ranks_text(ranks: list[int]) -> str:
+def ranks_text(ranks: list[int]) -> str:
     """``rank 3``, ``ranks 0, 2-5`` (runs of consecutive ranks), the first ``SHOWN_RANKS``
     runs then a count."""
     ranks = sorted(ranks)
@@ -281,13 +281,13 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     of_b, of_n = dict(ranks_b), dict(ranks_n)
     shared = sorted(set(of_b) & set(of_n))
     if not shared:
-        raise QueryError(f"diff --jobs: the jobs share no rank (base {_ranks_text(list(of_b))}, new "
-                         f"{_ranks_text(list(of_n))}): ranks are compared with their namesakes")
+        raise QueryError(f"diff --jobs: the jobs share no rank (base {ranks_text(list(of_b))}, new "
+                         f"{ranks_text(list(of_n))}): ranks are compared with their namesakes")
     for job, mine, other in ((jb, of_b, of_n), (jn, of_n, of_b)):
         alone = sorted(set(mine) - set(other))
         if alone:
             side = "base" if mine is of_b else "new"
-            warnings.warn(CaptureWarning(f"diff --jobs: {_ranks_text(alone)} of the {side} job ({job}) not in the "
+            warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(alone)} of the {side} job ({job}) not in the "
                                          "other: left out of the ranks' comparison"), stacklevel=3)
     pairs = [(k, of_b[k], of_n[k]) for k in shared]
     with warnings.catch_warnings():  # (each rank's diff says what a side's capture lacks)
@@ -477,12 +477,12 @@ def _note(rows: list[dict]) -> str:
             for r in mine:
                 reasons.setdefault(_reason(r["note"]), []).append(r["rank"])
             parts.append("unchanged on " + ", ".join(
-                _ranks_text(ks) + (f" ({why})" if why else "") for why, ks in reasons.items()))
+                ranks_text(ks) + (f" ({why})" if why else "") for why, ks in reasons.items()))
             continue
         pcts = sorted(r["delta_pct"] for r in mine if r["delta_pct"] is not None and not math.isnan(r["delta_pct"]))
         how = "" if v in ("added", "removed") or not pcts else \
             f" ({pcts[0]:+.1f} %)" if len(pcts) == 1 else f" ({pcts[0]:+.1f} to {pcts[-1]:+.1f} %)"
-        parts.append(f"{v} on {_ranks_text([r['rank'] for r in mine])}{how}")
+        parts.append(f"{v} on {ranks_text([r['rank'] for r in mine])}{how}")
     return "; ".join(parts)
 
 

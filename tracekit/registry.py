@@ -501,6 +501,43 @@ def job_runs(tk, run_id: int) -> list[tuple[int, int, list[str] | None]]:
         [run_id]).fetchall()]
 
 
+def superseded(tk, run_ids: list[int]) -> list[str]:
+    """What the runs ``run_ids`` (just ingested) took the place of in their jobs: per job, a
+    line naming the ranks whose earlier run is now superseded (a job's views read each
+    rank's latest run: the same path captured and ingested again is one job) and how to
+    keep both captures. None where no rank had a run before."""
+    from .job_diff import ranks_text
+
+    rows = tk.con.execute(
+        "SELECT n.job, n.rank, n.run_id, max(o.run_id) FROM "
+        "(SELECT run_id, json_extract_string(params, '$.job') AS job, json_extract(params, '$.rank')::BIGINT AS rank "
+        " FROM runs WHERE run_id IN (SELECT unnest(?::BIGINT[])) AND json_extract(params, '$.rank') IS NOT NULL) n "
+        "JOIN runs o ON json_extract_string(o.params, '$.job') = n.job "
+        " AND json_extract(o.params, '$.rank')::BIGINT = n.rank AND o.run_id < n.run_id "
+        "GROUP BY ALL ORDER BY n.job, n.rank", [list(run_ids)]).fetchall()
+    jobs: dict[str, list[tuple[int, int, int]]] = {}
+    for job, rank, new, old in rows:
+        jobs.setdefault(job, []).append((int(rank), int(new), int(old)))
+    out = []
+    for job, got in jobs.items():
+        olds = sorted(o for _, _, o in got)
+        news = sorted(n for _, n, _ in got)
+        out.append(f"job {job}: {ranks_text([k for k, _, _ in got])} ingested again from another capture: "
+                   f"{_runs_text(news)} take the place of {_runs_text(olds)} in the job's views (rank-summary, "
+                   "stragglers, diff --jobs); to compare the two captures, ingest each with a job of its own "
+                   "(--param job=NAME), or keep each in a folder of its own")
+    return out
+
+
+def _runs_text(ids: list[int]) -> str:
+    """``run 5``, ``runs 5-8``, ``runs 5, 7``."""
+    if len(ids) == 1:
+        return f"run {ids[0]}"
+    if ids == list(range(ids[0], ids[0] + len(ids))):
+        return f"runs {ids[0]}-{ids[-1]}"
+    return "runs " + ", ".join(map(str, ids))
+
+
 def untraced_ranks(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED)
                    ) -> dict[tuple[str, str], list[tuple[int, int]]]:
     """The kinds of event among ``tables``' that a rank of the job of run ``run_id`` did

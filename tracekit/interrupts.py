@@ -24,6 +24,8 @@ _RETRY_S = 0.05
 _CONNECTIONS: weakref.WeakSet = weakref.WeakSet()
 #: a watch entering ``held()`` against the interrupts of those statements
 _LOCK = threading.Lock()
+#: a watch's exit against its retries (an interrupt that came during an import, sent again)
+_RETRY_LOCK = threading.Lock()
 #: the SIGINTs the waker has read, each counted before it interrupts the statements, so that
 #: the error a stopped statement raises is known for an interrupt whatever ran first
 _RECEIVED = [0]
@@ -133,6 +135,7 @@ class SigintWatch:
         self._holding = False
         self._deferred = False
         self._waker: _Waker | None = None
+        self._retries: list[tuple[threading.Timer, dict]] = []  # interrupts to deliver again (imports)
 
     @property
     def count(self) -> int:
@@ -150,8 +153,10 @@ class SigintWatch:
             self._deferred = True
             return
         if _importing(frame):
-            retry = threading.Timer(_RETRY_S, os.kill, (os.getpid(), signal.SIGINT))
+            state = {"fired": False}
+            retry = threading.Timer(_RETRY_S, self._retry, (state,))
             retry.daemon = True
+            self._retries.append((retry, state))
             retry.start()
             return
         if _stopped_statement():
@@ -168,15 +173,37 @@ class SigintWatch:
                 self._waker = _Waker()
         return self
 
+    def _retry(self, state: dict) -> None:
+        """An interrupt that came during an import, sent again while the watch is active
+        (after it, ``__exit__`` raises it: sent then, another handler would take it)."""
+        with _RETRY_LOCK:
+            if self._previous is not None:
+                state["fired"] = True
+                os.kill(os.getpid(), signal.SIGINT)
+
     def __exit__(self, *exc) -> None:
-        if self._waker is not None:
-            self._waker.close()
-            self._waker = None
-        if self._since is not None:
-            self._until = _RECEIVED[0]
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+        deliver, previous = False, None
+        try:
+            with _RETRY_LOCK:  # (no retry is sent once this holds; one sent before is handled here)
+                retries, self._retries = self._retries, []
+                previous, self._previous = self._previous, None
+            for retry, state in retries:
+                retry.cancel()
+                deliver = deliver or not state["fired"]
+        finally:
+            try:
+                if self._waker is not None:
+                    self._waker.close()
+                    self._waker = None
+                if self._since is not None:
+                    self._until = _RECEIVED[0]
+            finally:  # (whatever a late interrupt raised above, the handler before is back)
+                previous = previous if previous is not None else self._previous
+                self._previous = None
+                if previous is not None:
+                    signal.signal(signal.SIGINT, previous)
+        if deliver and exc[0] is None:  # a Ctrl-C during an import at the block's end: raised at its end
+            raise KeyboardInterrupt
 
     @contextlib.contextmanager
     def held(self):

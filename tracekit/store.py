@@ -1189,15 +1189,22 @@ class Tracekit:
             warnings.simplefilter("ignore", CaptureWarning)
             # (a sweep's folder: its run folders, named as one command's inputs)
             files = [str(p) for p in run_folders([Path(f) for f in files])]
-        # (inside a caller's transaction, tracekit report --vs FILE's, the caller's is the one)
+        with stoppable(), self._comparing(files):
+            return diff(self, base, new, by=by, threshold_pct=threshold_pct)
+
+    @contextlib.contextmanager
+    def _comparing(self, files: list):
+        """A comparison whose ``files`` (none: runs in the store) are ingested first, named
+        as one command's inputs, in one transaction: a comparison that fails keeps none of
+        them, and a store opened to ingest them, left empty, is removed. Inside a caller's
+        transaction (tracekit report --vs FILE's), the caller's is the one."""
         own = bool(files) and not self._one_transaction
         try:
-            # files to compare are ingested first, named as one command's; a comparison that fails keeps none of them
-            with stoppable(), self.one_transaction() if own else contextlib.nullcontext(), self.one_command(files):
-                return diff(self, base, new, by=by, threshold_pct=threshold_pct)
+            with self.one_transaction() if own else contextlib.nullcontext(), self.one_command(files):
+                yield
         except TracekitError:
             if not self._one_transaction:
-                self._discard_if_new()  # a store opened to ingest a file to compare, left empty
+                self._discard_if_new()
             raise
 
     @one_at_a_time
@@ -1228,15 +1235,8 @@ class Tracekit:
 
         folders = [Path(str(r).strip()) for r in (base, new) if is_job_folder(r)] if not self.read_only else []
         files = [f for folder in folders for f in job_exports(folder)]
-        own = bool(files) and not self._one_transaction  # (inside a caller's transaction, the caller's is the one)
-        try:
-            with stoppable(), self.one_transaction() if own else contextlib.nullcontext(), self.one_command(files):
-                return diff_jobs(self, base, new, by=by, threshold_pct=threshold_pct, per_rank=per_rank,
-                                 on_rank=on_rank)
-        except TracekitError:
-            if not self._one_transaction:
-                self._discard_if_new()  # a store opened to ingest a job's exports, left empty
-            raise
+        with stoppable(), self._comparing(files):
+            return diff_jobs(self, base, new, by=by, threshold_pct=threshold_pct, per_rank=per_rank, on_rank=on_rank)
 
     def compare(self, base: Any, runs: list[Any], by: list[str] | str | None = None,
                 threshold_pct: float = 5.0, repeats: list[Any] | None = None, jobs: bool = False) -> pl.DataFrame:

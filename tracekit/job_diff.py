@@ -59,7 +59,7 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from .errors import CaptureWarning, InputError, ParamError, QueryError, expect
-from .names import RUN_ID
+from .names import RUN_ID, ranks_text
 
 #: the columns of the job's rows, in order
 COLUMNS = ["scope", "key", "metric", "base", "new", "delta", "delta_pct", "verdict", "ranks", "ranks_regressed",
@@ -82,26 +82,9 @@ JOB_METRICS = [("job_total_ns", "total", 1), ("job_med_ns", "median", 1)]
 #: the metric that stands for a key's time in ``rank_changes`` (the diff chart's)
 HEADLINE = {"kernel": "total_ns", "nvtx": "kernel_total_ns", "api": "total_ns", "memcpy": "total_ns",
             "gpu": "busy_ns"}
-#: ranks named in a note before the rest are counted
-SHOWN_RANKS = 8
 #: the note of a slowest_rank row: how often each side's slowest rank was the slowest
 SLOWEST_NOTE = "the slowest in {} of {} instances -> {} of {}"
 _SLOWEST = re.compile(r"the slowest in (\d+) of (\d+) instances -> (\d+) of (\d+)")
-
-
-def ranks_text(ranks: list[int]) -> str:
-    """``rank 3``, ``ranks 0, 2-5`` (runs of consecutive ranks), the first ``SHOWN_RANKS``
-    runs then a count."""
-    ranks = sorted(ranks)
-    runs: list[tuple[int, int]] = []
-    for r in ranks:
-        if runs and r == runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], r)
-        else:
-            runs.append((r, r))
-    parts = [str(a) if a == b else f"{a}-{b}" for a, b in runs[:SHOWN_RANKS]]
-    more = f" and {sum(b - a + 1 for a, b in runs[SHOWN_RANKS:])} more" if len(runs) > SHOWN_RANKS else ""
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts) + more
 
 
 #: the nsys profiles of a job's folder (``job_exports``)
@@ -118,13 +101,10 @@ def job_exports(folder: Path) -> list[Path]:
     """A job's exports: the nsys exports and reports below ``folder`` (compressed or not),
     in path order, one per capture: where a report lies beside its export (``x.nsys-rep``
     and ``x.sqlite``), the export, which is read without nsys."""
-    from .ingest import COMPRESSED_SUFFIXES, export_suffix, exports_below
+    from .ingest import export_name, export_suffix, exports_below
 
     def capture(f: Path) -> tuple[Path, str]:
-        name = f.name
-        for ext in COMPRESSED_SUFFIXES:
-            name = name.removesuffix(ext)
-        return f.parent, name.removesuffix(export_suffix(f) or "")
+        return f.parent, export_name(f)[0]
 
     found = list(exports_below(folder, NSYS_SUFFIXES))
     exported = {capture(f) for f in found if export_suffix(f) == ".sqlite"}

@@ -28,6 +28,30 @@ RUN_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only: '²' is a name, not an
 SWEEP_ID = re.compile(r"sweep-[0-9]{8}T[0-9]{6}\.[0-9]{3}Z")
 
 
+def numbered(numbers: Iterable[int], one: str, many: str, shown: int | None = None) -> str:
+    """``rank 3``, ``ranks 0, 2-5``: the numbers sorted, consecutive ones as a span; with
+    ``shown``, the first that many spans then how many more."""
+    spans: list[tuple[int, int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], n)
+        else:
+            spans.append((n, n))
+    cut = spans if shown is None else spans[:shown]
+    more = sum(b - a + 1 for a, b in spans[len(cut):])
+    return ((one if len(spans) == 1 and spans[0][0] == spans[0][1] else many) + " "
+            + ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in cut) + (f" and {more} more" if more else ""))
+
+
+#: ranks named (spans of them) before the rest are counted
+SHOWN_RANKS = 8
+
+
+def ranks_text(ranks: Iterable[int]) -> str:
+    """``rank 3``, ``ranks 0, 2-5``: the first ``SHOWN_RANKS`` spans, then a count."""
+    return numbered(ranks, "rank", "ranks", SHOWN_RANKS)
+
+
 def sql_ident(name: str) -> str:
     """``name`` as an SQL identifier: double-quoted, its own double quotes doubled."""
     return '"' + name.replace('"', '""') + '"'

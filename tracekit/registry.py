@@ -506,7 +506,7 @@ def superseded(tk, run_ids: list[int]) -> list[str]:
     line naming the ranks whose earlier run is now superseded (a job's views read each
     rank's latest run: the same path captured and ingested again is one job) and how to
     keep both captures. None where no rank had a run before."""
-    from .job_diff import ranks_text
+    from .names import numbered, ranks_text
 
     rows = tk.con.execute(
         "SELECT n.job, n.rank, n.run_id, max(o.run_id) FROM "
@@ -522,20 +522,12 @@ def superseded(tk, run_ids: list[int]) -> list[str]:
     for job, got in jobs.items():
         olds = sorted(o for _, _, o in got)
         news = sorted(n for _, n, _ in got)
-        out.append(f"job {job}: {ranks_text([k for k, _, _ in got])} ingested again from another capture: "
-                   f"{_runs_text(news)} take the place of {_runs_text(olds)} in the job's views (rank-summary, "
+        out.append(f"job {job}: {ranks_text([k for k, _, _ in got])} ingested again "
+                   f"from another capture: {numbered(news, 'run', 'runs')} take the place of "
+                   f"{numbered(olds, 'run', 'runs')} in the job's views (rank-summary, "
                    "stragglers, diff --jobs); to compare the two captures, ingest each with a job of its own "
                    "(--param job=NAME), or keep each in a folder of its own")
     return out
-
-
-def _runs_text(ids: list[int]) -> str:
-    """``run 5``, ``runs 5-8``, ``runs 5, 7``."""
-    if len(ids) == 1:
-        return f"run {ids[0]}"
-    if ids == list(range(ids[0], ids[0] + len(ids))):
-        return f"runs {ids[0]}-{ids[-1]}"
-    return "runs " + ", ".join(map(str, ids))
 
 
 def untraced_ranks(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED)

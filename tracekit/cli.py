@@ -690,9 +690,8 @@ def diff_cmd(
                    db)
         return
     cols = _columns(columns)
-    if cols is not None and fmt == "table":  # the file formats' names of the table's columns: the same ones
-        cols = list(dict.fromkeys({"delta_pct": "delta", "p_value": "p", "noise_pct": "noise"}.get(c, c)
-                                  for c in cols))
+    if cols is not None and fmt == "table":
+        cols = _table_names(cols)
     if cols is not None:  # the columns of the table (values in human units) or of the file formats
         import polars as pl
 
@@ -711,6 +710,12 @@ def diff_cmd(
             df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeat or None)
     _diff_out(df, _diff.display, _diff.display_columns(df), _diff.moved, _diff.held_by_repeats(df), threshold, gate,
               limit, fmt, out, cols, all_columns, tk.path)
+
+
+def _table_names(cols: list[str]) -> list[str]:
+    """A comparison's ``--columns`` as its table names them: the file formats' names of the
+    table's columns (``delta_pct``, ``p_value``, ``noise_pct``) are the same ones."""
+    return list(dict.fromkeys({"delta_pct": "delta", "p_value": "p", "noise_pct": "noise"}.get(c, c) for c in cols))
 
 
 def _diff_out(df, display, columns: list[str], moved, held: str, threshold: float, gate: bool, limit: int | None,
@@ -770,9 +775,8 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
 
             empty = pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64} if per_rank else
                                  {**job_diff.SCHEMA, **({"noise_pct": pl.Float64} if repeat else {})})
-            if fmt == "table":  # (the file formats' names of the table's columns: the same ones)
-                cols = list(dict.fromkeys({"delta_pct": "delta", "p_value": "p", "noise_pct": "noise"}.get(c, c)
-                                          for c in cols))
+            if fmt == "table":
+                cols = _table_names(cols)
                 empty = _per_rank_display(empty) if per_rank else job_diff.display(empty)
             Rows(list(empty.columns), [str(t) for t in empty.dtypes], []).select(cols)
         from contextlib import nullcontext

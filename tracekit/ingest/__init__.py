@@ -294,12 +294,19 @@ def not_a_run_folder(folder: Path) -> str:
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".ncu-rep")
 
 
-def export_suffix(path: Path) -> str | None:
-    """Which of ``EXPORT_SUFFIXES`` the file's name ends with, compressed or not."""
+def export_name(path: Path) -> tuple[str, str | None]:
+    """The file's name without its compression, split into its stem and which of
+    ``EXPORT_SUFFIXES`` it ends with (None: none; the stem is then the whole name)."""
     name = path.name
     for ext in COMPRESSED_SUFFIXES:
         name = name.removesuffix(ext)
-    return next((s for s in EXPORT_SUFFIXES if name.endswith(s)), None)
+    suffix = next((s for s in EXPORT_SUFFIXES if name.endswith(s)), None)
+    return name.removesuffix(suffix or ""), suffix
+
+
+def export_suffix(path: Path) -> str | None:
+    """Which of ``EXPORT_SUFFIXES`` the file's name ends with, compressed or not."""
+    return export_name(path)[1]
 
 
 def exports_below(folder: Path, suffixes: tuple[str, ...] = EXPORT_SUFFIXES) -> Iterator[Path]:

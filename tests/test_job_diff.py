@@ -8,6 +8,7 @@ plant.json) and from the per-step range durations the fixture's script read from
 from __future__ import annotations
 
 import json
+import lzma
 import re
 import shutil
 import statistics
@@ -191,20 +192,41 @@ def test_ranks_in_one_job_only_are_said_and_left_out(tmp_path):
     assert set(df["ranks"]) == {2}
 
 
-def test_a_job_captured_again_under_its_path_is_not_compared_with_itself(tmp_path, capsys):
-    """The same job (one path, its rank in the folder name) ingested, captured again and
-    ingested again: both captures are one job, whose ranks are the later runs. Naming the
-    earlier capture's run is an error that says so, not a comparison of the later runs with
-    themselves."""
+def test_a_job_captured_again_is_a_job_of_its_own(tmp_path):
+    """One job (params job) captured twice and ingested, the later capture first: two jobs,
+    numbered in the order they were captured (nsys's session start), whose comparison is
+    that of the same captures given jobs of their own. The same capture ingested again (other
+    content, the same session) takes its rank's place in its job: naming its earlier run is
+    an error that says so, not a comparison of the later run with itself."""
+    from conftest import captured_again
+
     db = tmp_path / "again.duckdb"
-    with tracekit.open(db) as tk:
-        for j in ("base_again", "after"):
+    apart = tmp_path / "apart.duckdb"
+    with tracekit.open(db) as tk, tracekit.open(apart) as other:
+        for j in ("after", "base_again"):  # (after was captured 43 s after base_again)
             for r in range(2):
-                tk.ingest(DATA / j / f"rank{r}" / "export.sqlite.xz", params={"rank": r, "job": "prof"})
-        with pytest.raises(QueryError, match=r"^diff --jobs: run 1 \(.*\) is rank 0 of job prof, whose rank 0 is now "
-                                             r"run 3, ingested later with the same job; ingest each capture as a job "
-                                             r"of its own \(--param job=NAME\) to compare them$"):
-            tk.diff_jobs("1", "3")
+                f = DATA / j / f"rank{r}" / "export.sqlite.xz"
+                tk.ingest(f, params={"rank": r, "job": "prof"})
+                other.ingest(f, params={"rank": r, "job": j})
+        jobs = tk.query("jobs")
+        assert jobs.select("job", "ranks", "runs").rows() == [("prof#2", 2, 2), ("prof", 2, 2)]
+        assert tk.con.execute("SELECT job, list(run_id ORDER BY rank) FROM rank_runs GROUP BY 1 ORDER BY 1"
+                              ).fetchall() == [("prof", [3, 4]), ("prof#2", [1, 2])]
+        names = dict(tk.con.execute("SELECT run_id, name FROM runs").fetchall())
+        for a, b in (("prof", "prof#2"), ("3", "1"), (names[4], "2")):
+            got = _quiet(tk.diff_jobs, a, b, by="kernel")
+            want = _quiet(other.diff_jobs, "base_again", "after", by="kernel")
+            assert got.height > 0 and got.equals(want), (a, b)
+        assert tk.query("rank-summary", run="1")["run_id"].to_list() == [1, 2]
+        assert tk.query("rank-summary", run="4")["run_id"].to_list() == [3, 4]
+        again = captured_again(DATA / "base_again" / "rank1" / "export.sqlite.xz", tmp_path / "rank1" / "x.sqlite")
+        assert tk.ingest(again, params={"rank": 1, "job": "prof"}).run_id == 5
+        assert tk.con.execute("SELECT job, list(run_id ORDER BY rank) FROM rank_runs GROUP BY 1 ORDER BY 1"
+                              ).fetchall() == [("prof", [3, 5]), ("prof#2", [1, 2])]
+        with pytest.raises(QueryError, match=r"^diff --jobs: run 4 \(.*\) is rank 1 of job prof, whose rank 1 is now "
+                                             r"run 5, the same capture ingested later; name the job by run 5, or remove "
+                                             r"run 4 \(tracekit runs rm 4\)$"):
+            tk.diff_jobs("4", "1")
     with tracekit.open(db) as tk:  # a numeric job id that is also a run id
         tk.ingest(DATA / "base" / "rank0" / "export.sqlite.xz", params={"rank": 0, "job": "2"})
         tk.ingest(DATA / "base" / "rank1" / "export.sqlite.xz", params={"rank": 1, "job": "2"})
@@ -480,16 +502,32 @@ def test_a_job_is_named_by_the_folder_of_its_exports(tk, tmp_path, capsys, monke
 
 def test_a_folder_with_a_rank_twice_is_no_job(tmp_path):
     """rank0 and rank00 name rank 0 of one job (the path with the rank masked is the job):
-    a folder of two different captures of rank 0 is refused, naming both."""
+    a folder holding two captures of rank 0 holds two jobs (the second, #2), and one capture
+    of rank 0 twice (other content, the same session) is rank 0 twice; both are refused,
+    naming them."""
+    from conftest import captured_again
+
     for folder, src in (("rank0", "base"), ("rank00", "after"), ("rank1", "base")):
         (tmp_path / "job" / folder).mkdir(parents=True)
         shutil.copy(DATA / src / f"rank{folder[-1]}" / "export.sqlite.xz", tmp_path / "job" / folder)
+    twice = tmp_path / "twice"
+    for folder in ("rank0", "rank1"):
+        (twice / folder).mkdir(parents=True)
+        shutil.copy(DATA / "base" / folder / "export.sqlite.xz", twice / folder)
+    plain = captured_again(DATA / "base" / "rank0" / "export.sqlite.xz", tmp_path / "again.sqlite")
+    (twice / "rank00").mkdir()
+    (twice / "rank00" / "export.sqlite.xz").write_bytes(lzma.compress(plain.read_bytes()))
     with tracekit.open(tmp_path / "t.duckdb") as tk:
         tk.ingest(OTHER)
-        with pytest.raises(QueryError, match=r"^diff --jobs: .*/job: rank 0 of its job is 2 of its exports "
-                                             r"\(.*/job/rank0/export.sqlite.xz, .*/job/rank00/export.sqlite.xz\): "
-                                             "give a folder with one export per rank$"):
+        with pytest.raises(QueryError, match=r"^diff --jobs: .*/job: its 3 exports are ranks of 2 jobs "
+                                             r"\(.*/job/rank\*/export.sqlite.xz, .*/job/rank\*/export.sqlite.xz#2\); "
+                                             "give the folder of one job$"):
             tk.diff_jobs(tmp_path / "job", "1")
+        assert tk.runs().height == 1
+        with pytest.raises(QueryError, match=r"^diff --jobs: .*/twice: rank 0 of its job is 2 of its exports "
+                                             r"\(.*/twice/rank0/export.sqlite.xz, .*/twice/rank00/export.sqlite.xz\): "
+                                             "give a folder with one export per rank$"):
+            tk.diff_jobs(twice, "1")
         assert tk.runs().height == 1
 
 
@@ -622,34 +660,52 @@ def test_the_compare_chart_draws_each_jobs_change(tk, store, tmp_path, capsys):
     assert page.value["bars"] == len(rows)
 
 
-def test_an_ingest_that_supersedes_a_ranks_run_says_so(tmp_path, capsys):
-    """The same folder captured again and ingested again (serially, or in threads): one
-    warning per job names the ranks whose earlier run the new one took the place of, and
-    how to keep both captures; the same files again, or a job of its own, say nothing."""
+def test_an_ingest_of_another_capture_of_a_job_says_so(tmp_path, capsys):
+    """The same folder captured again and ingested again (serially, or in threads): a line
+    per job names its captures, each a job of its own in the order captured (base_again,
+    ingested after after, was captured before it: it is #2, after #3), and how to compare
+    them. The same capture ingested again (other content) takes the place of its runs, and a
+    warning says so; the same files again, or a job of its own, say nothing."""
+    from conftest import captured_again
+
     prof = tmp_path / "prof"
 
-    def capture(job: str) -> list[str]:
+    def capture(job: str, again: bool = False) -> list[str]:
         for r in (0, 1):
             (prof / f"rank{r}").mkdir(parents=True, exist_ok=True)
-            shutil.copy(DATA / job / f"rank{r}" / "export.sqlite.xz", prof / f"rank{r}")
+            if again:
+                plain = captured_again(DATA / job / f"rank{r}" / "export.sqlite.xz", tmp_path / f"{r}.sqlite")
+                (prof / f"rank{r}" / "export.sqlite.xz").write_bytes(lzma.compress(plain.read_bytes()))
+            else:
+                shutil.copy(DATA / job / f"rank{r}" / "export.sqlite.xz", prof / f"rank{r}")
         return [str(prof / f"rank{r}" / "export.sqlite.xz") for r in (0, 1)]
 
     db = str(tmp_path / "s.duckdb")
     assert main(["--db", db, "ingest", *capture("base")]) == 0
-    assert "warning" not in capsys.readouterr().err
-    said = rf"^tracekit: warning: job {re.escape(str(prof.resolve()))}/rank\*/export.sqlite.xz: ranks 0-1 ingested again " \
-           r"from another capture: runs {} take the place of runs {} in the job's views \(rank-summary, stragglers, " \
-           r"diff --jobs\); to compare the two captures, ingest each with a job of its own \(--param job=NAME\)"
+    assert "tracekit:" not in capsys.readouterr().err
+    job = re.escape(str(prof.resolve())) + r"/rank\*/export.sqlite.xz"
+    said = rf"^tracekit: note: job {job}: captured {{}} times, each capture a job of its own, named in the order " \
+           r"captured: {}; `tracekit diff --jobs {} {}` compares two\n$"
     assert main(["--db", db, "ingest", *capture("after")]) == 0
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and re.match(said.format("3-4", "1-2"), err), err
+    assert re.match(said.format(2, r"runs 1-2 the job, runs 3-4 its #2 \(just ingested\)", 1, 3), err), err
     assert main(["--db", db, "ingest", *capture("base_again"), "--workers", "2"]) == 0
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and re.match(said.format("5-6", "3-4"), err), err
+    assert re.match(said.format(3, r"runs 1-2 the job, runs 5-6 its #2 \(just ingested\), runs 3-4 its #3", 1, 5),
+                    err), err
+    with tracekit.open(db, read_only=True) as tk:
+        assert tk.query("jobs")["ranks"].to_list() == [2, 2, 2]
+        assert tk.query("rank-summary", run="3")["run_id"].to_list() == [3, 4]
     assert main(["--db", db, "ingest", *capture("base_again")]) == 0  # (already in the store)
+    assert "tracekit:" not in capsys.readouterr().err
+    assert main(["--db", db, "ingest", *capture("after", again=True)]) == 0  # the same capture, other content
+    err = capsys.readouterr().err
+    assert re.match(rf"^tracekit: warning: job {job}#3: ranks 0-1 ingested again from the same capture: "
+                    r"runs 7-8 take the place of runs 3-4 in the job's views \(rank-summary, stragglers, "
+                    r"diff --jobs\)\n$", err), err
     assert main(["--db", db, "ingest", *capture("base"), "--param", "job=before"]) == 2  # (its runs are there)
     capsys.readouterr()
     other = str(tmp_path / "o.duckdb")
     assert main(["--db", other, "ingest", *capture("base"), "--param", "job=before"]) == 0
     assert main(["--db", other, "ingest", *capture("after"), "--param", "job=after"]) == 0
-    assert "warning" not in capsys.readouterr().err
+    assert "tracekit:" not in capsys.readouterr().err

@@ -498,7 +498,7 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
     assert lines["no NVTX trace"].startswith("captured without NVTX tracing (capture with nsys -t nvtx); left out: Stragglers, "
                                   "Time per rank and NVTX path, ")
     assert "rank-summary" in _parse(own).sections and "stragglers" not in _parse(own).sections
-    assert ("<dt>job</dt><dd>rank 0 (superseded by run 4, ingested later: the job&#x27;s sections read that run) "
+    assert ("<dt>job</dt><dd>rank 0 (superseded by run 4, the same capture ingested later: the job&#x27;s sections read that run) "
             "of 3 ranks ingested, 0 to 2; rank 3 not ingested, world size 4</dd>") in first.read_text()
     assert list(_parse(first).sections)[:1] == ["rank-summary"]
 

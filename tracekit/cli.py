@@ -353,7 +353,7 @@ def ingest(
                 _echo_result(f, res)
                 if not res.skipped:
                     added.append(res.run_id)
-            _say_superseded(tk, added)
+            _say_captures(tk, added)
     except (KeyboardInterrupt, Interrupted):  # also outside tk.ingest: printing, closing
         if tk is None or f is None:
             raise Interrupted("interrupted; not ingested, nothing was written") from None
@@ -386,13 +386,13 @@ def _capture_warnings():
                     warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
-def _say_superseded(tk, run_ids: list[int]) -> None:
-    """A warning line per job where runs just ingested took the place of a rank's earlier
-    run (``registry.superseded``: the same path captured again is one job)."""
-    from .registry import superseded
+def _say_captures(tk, run_ids: list[int]) -> None:
+    """A line per job of which runs just ingested are another capture, or took the place
+    of a rank's earlier run (``registry.captures_said``)."""
+    from .registry import captures_said
 
-    for line in superseded(tk, run_ids) if run_ids else []:
-        typer.echo(f"tracekit: warning: {escape_controls(line)}", err=True)
+    for kind, line in captures_said(tk, run_ids) if run_ids else []:
+        typer.echo(f"tracekit: {kind}: {escape_controls(line)}", err=True)
 
 
 def _not_ingested(failed: int, files: int) -> str:
@@ -454,7 +454,7 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
 
             distributed.ingest_many(tk, files, workers=workers, scheduler=scheduler, name=name, params=params,
                                     on_outcome=report)
-    _say_superseded(tk, added)
+    _say_captures(tk, added)
     if failed:
         raise TracekitError(_not_ingested(len(failed), len(files)))
 

@@ -7,10 +7,11 @@ exports (``job_exports``: ingested first, as ``diff`` ingests a file, and compar
 in it; a comparison that fails keeps none of them). Rank r of the base
 job is compared with rank r of the new one by ``tracekit.diff``'s rules (the same scopes,
 metrics, noise floors and verdicts: ``diff RUN_R_BASE RUN_R_NEW``), over the nsys scopes
-every pair of ranks has; ranks in one job only are left out and said so. A run named for a
-job must be its rank's latest run of that job (``rank_runs``): a job captured again under the
-same path and ingested again is one job whose ranks are the later runs, so naming the earlier
-capture is an error, not those runs against themselves.
+every pair of ranks has; ranks in one job only are left out and said so. A job captured
+again under the same path is a job of its own (``JOB#2``, ``rank_captures``): ``diff --jobs
+1 5`` compares the two captures by a run of each. A run named for a job must be its rank's
+latest run of its capture (``rank_runs``): naming a run that the same capture ingested again
+took the place of is an error, not the later run against itself.
 
 Each (scope, key, metric) gets one row for the job:
 
@@ -127,8 +128,8 @@ def _job_folder(tk, folder: Path, files: list[Path]) -> Job:
                          f"read-only; ingest them (tracekit --db {tk.path} ingest {files[0]} ...) and name the job")
     ids = [tk.ingest(f).run_id for f in files]
     rows = tk.con.execute(
-        "SELECT run_id, source_path, json_extract_string(params, '$.job'), json_extract(params, '$.rank')::BIGINT "
-        "FROM runs WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [ids]).fetchall()
+        "SELECT run_id, source_path, c.job, c.rank FROM runs LEFT JOIN rank_captures c USING (run_id) "
+        "WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [ids]).fetchall()
     got = {int(r): (src, job, rank) for r, src, job, rank in rows}
     plain = [got[r][0] for r in ids if got[r][2] is None]
     if plain:
@@ -166,8 +167,8 @@ def job_of(tk, ref: Any, side: str) -> Job:
         files = job_exports(Path(text))
         if files:
             return _job_folder(tk, Path(text), files)
-        if not con.execute("SELECT count(*) FROM runs WHERE name = ? OR json_extract_string(params, '$.job') = ?",
-                           [text, text]).fetchone()[0]:
+        if not con.execute("SELECT count(*) FROM runs WHERE name = ? OR run_id IN (SELECT run_id FROM rank_captures "
+                           "WHERE job = ?)", [text, text]).fetchone()[0]:
             raise InputError(f"diff --jobs: {text}: no nsys export below it ({', '.join(NSYS_SUFFIXES)}, compressed "
                              "or not): nothing to compare; give the folder of a job's exports, any rank's run or a "
                              "job (tracekit query jobs)")
@@ -192,13 +193,13 @@ def job_of(tk, ref: Any, side: str) -> Job:
         name = con.execute("SELECT name FROM runs WHERE run_id = ?", [int(run[0])]).fetchone()[0]
         raise QueryError(f"diff --jobs: run {run[0]} ({name}) has no rank: ingest each rank's export with its rank "
                          "(a file or folder named rank3 or _r3_, or --param rank=3)")
-    job, rank, name = con.execute("SELECT json_extract_string(params, '$.job'), json_extract(params, '$.rank'), "
-                                  "name FROM runs WHERE run_id = ?", [int(run[0])]).fetchone()
+    job, rank, name = con.execute("SELECT job, rank, name FROM rank_captures WHERE run_id = ?",
+                                  [int(run[0])]).fetchone()
     now = next(r for r, k, _ in ranks if k == int(rank))
-    if now != int(run[0]):  # (a job of one path captured and ingested again: the later capture holds the job)
+    if now != int(run[0]):  # (one capture ingested again: its later run holds the rank)
         raise QueryError(f"diff --jobs: run {run[0]} ({name}) is rank {rank} of job {job}, whose rank {rank} is now "
-                         f"run {now}, ingested later with the same job; ingest each capture as a job of its own "
-                         "(--param job=NAME) to compare them")
+                         f"run {now}, the same capture ingested later; name the job by run {now}, or remove run "
+                         f"{run[0]} (tracekit runs rm {run[0]})")
     return Job(job, [(k, r) for r, k, _ in ranks])
 
 

@@ -15,8 +15,10 @@ environment (``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID``, ...; not torchrun's defa
 ``none``, which every static launch shares), else the source path with
 the rank's digits replaced by ``*`` where the name carries the rank
 (``/prof/rank*/export.sqlite``), else the source's folder. (``MASTER_ADDR:MASTER_PORT``
-is not used: every local job on the default port shares it.) A job ingested twice
-counts each rank's latest run.
+is not used: every local job on the default port shares it.) A job captured again (the same
+path profiled and ingested again, or two launches of one SLURM job) is a job of its own,
+``JOB#2``: the store tells captures apart by nsys's session start (schema_runs.sql's
+``rank_captures``); one capture ingested twice counts each rank's latest run.
 """
 
 from __future__ import annotations

@@ -496,37 +496,53 @@ def job_runs(tk, run_id: int) -> list[tuple[int, int, list[str] | None]]:
     for a run without a rank."""
     return [(int(r), int(k), traced) for r, k, traced in tk.con.execute(
         f"SELECT r.run_id, r.rank, {_TRACED_SQL} FROM rank_runs r JOIN runs USING (run_id) "
-        "WHERE r.job = (SELECT json_extract_string(params, '$.job') FROM runs "
-        "WHERE run_id = ? AND json_extract(params, '$.rank') IS NOT NULL) ORDER BY r.rank, r.run_id",
+        "WHERE r.job = (SELECT job FROM rank_captures WHERE run_id = ?) ORDER BY r.rank, r.run_id",
         [run_id]).fetchall()]
 
 
-def superseded(tk, run_ids: list[int]) -> list[str]:
-    """What the runs ``run_ids`` (just ingested) took the place of in their jobs: per job, a
-    line naming the ranks whose earlier run is now superseded (a job's views read each
-    rank's latest run: the same path captured and ingested again is one job) and how to
-    keep both captures. None where no rank had a run before."""
+def captures_said(tk, run_ids: list[int]) -> list[tuple[str, str]]:
+    """What the runs ``run_ids`` (just ingested) did to the jobs they are ranks of, a line a
+    job (``rank_captures``): ``("note", ...)`` where they are another capture of a job in the
+    store (one path captured again), which is a job of its own, ``JOB#2``; ``("warning",
+    ...)`` where they took the place of a rank's earlier run of the same capture (ingested
+    again: exported again, or with other parameters)."""
     from .names import numbered, ranks_text
 
-    rows = tk.con.execute(
-        "SELECT n.job, n.rank, n.run_id, max(o.run_id) FROM "
-        "(SELECT run_id, json_extract_string(params, '$.job') AS job, json_extract(params, '$.rank')::BIGINT AS rank "
-        " FROM runs WHERE run_id IN (SELECT unnest(?::BIGINT[])) AND json_extract(params, '$.rank') IS NOT NULL) n "
-        "JOIN runs o ON json_extract_string(o.params, '$.job') = n.job "
-        " AND json_extract(o.params, '$.rank')::BIGINT = n.rank AND o.run_id < n.run_id "
-        "GROUP BY ALL ORDER BY n.job, n.rank", [list(run_ids)]).fetchall()
+    ids = [list(run_ids)]
+    out: list[tuple[str, str]] = []
+    rows = tk.con.execute(  # (new runs are their capture's latest: a run id is given once)
+        "SELECT n.job, n.rank, n.run_id, max(o.run_id) FROM rank_captures n JOIN rank_captures o "
+        "ON o.job = n.job AND o.rank = n.rank AND o.run_id < n.run_id "
+        "WHERE n.run_id IN (SELECT unnest(?::BIGINT[])) AND n.latest GROUP BY ALL ORDER BY n.job, n.rank", ids
+    ).fetchall()
     jobs: dict[str, list[tuple[int, int, int]]] = {}
     for job, rank, new, old in rows:
         jobs.setdefault(job, []).append((int(rank), int(new), int(old)))
-    out = []
     for job, got in jobs.items():
-        olds = sorted(o for _, _, o in got)
-        news = sorted(n for _, n, _ in got)
-        out.append(f"job {job}: {ranks_text([k for k, _, _ in got])} ingested again "
-                   f"from another capture: {numbered(news, 'run', 'runs')} take the place of "
-                   f"{numbered(olds, 'run', 'runs')} in the job's views (rank-summary, "
-                   "stragglers, diff --jobs); to compare the two captures, ingest each with a job of its own "
-                   "(--param job=NAME), or keep each in a folder of its own")
+        out.append(("warning", f"job {job}: {ranks_text([k for k, _, _ in got])} ingested again from the same "
+                    f"capture: {numbered(sorted(n for _, n, _ in got), 'run', 'runs')} take the place of "
+                    f"{numbered(sorted(o for _, _, o in got), 'run', 'runs')} in the job's views (rank-summary, "
+                    "stragglers, diff --jobs)"))
+    rows = tk.con.execute(  # the captures of every given job of which a new run began another capture
+        "WITH n AS (SELECT * FROM rank_captures WHERE run_id IN (SELECT unnest(?::BIGINT[]))), "
+        "began AS (SELECT DISTINCT n.given_job FROM n WHERE NOT EXISTS (SELECT 1 FROM rank_captures o "
+        "  WHERE o.job = n.job AND o.rank = n.rank AND o.run_id < n.run_id) "
+        "  AND EXISTS (SELECT 1 FROM rank_captures o WHERE o.given_job = n.given_job AND o.rank = n.rank "
+        "  AND o.nth <> n.nth)) "
+        "SELECT c.given_job, c.job, c.nth, list(c.run_id ORDER BY c.run_id), "
+        "bool_or(c.run_id IN (SELECT run_id FROM n)) FROM rank_runs r JOIN rank_captures c USING (run_id) "
+        "WHERE c.given_job IN (SELECT given_job FROM began) GROUP BY ALL ORDER BY c.given_job, c.nth", ids
+    ).fetchall()
+    captures: dict[str, list[tuple[int, list[int], bool]]] = {}
+    for given, _, nth, runs, new in rows:
+        captures.setdefault(given, []).append((int(nth), [int(r) for r in runs], bool(new)))
+    for given, caps in captures.items():
+        said = ", ".join(f"{numbered(runs, 'run', 'runs')} {f'its #{nth}' if nth > 1 else 'the job'}"
+                         f"{' (just ingested)' if new else ''}" for nth, runs, new in caps)
+        i = next(i for i, (_, _, new) in enumerate(caps) if new)
+        a, b = (caps[i - 1], caps[i]) if i else (caps[0], caps[1])
+        out.append(("note", f"job {given}: captured {len(caps)} times, each capture a job of its own, named in the "
+                    f"order captured: {said}; `tracekit diff --jobs {a[1][0]} {b[1][0]}` compares two"))
     return out
 
 

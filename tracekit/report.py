@@ -611,11 +611,10 @@ def _job(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
     two ranks or more) and the header line that places the run in its job: its rank, the
     ranks ingested, those missing (the jobs query: profiling a subset of the ranks is
     common, so it is said, not refused), and the later run that took its place where the
-    rank was ingested again (the job's views read each rank's latest run)."""
+    same capture was ingested again (the job's views read each capture's latest run)."""
     from .registry import job_runs
 
-    got = tk.con.execute("SELECT json_extract(params, '$.rank')::BIGINT, json_extract_string(params, '$.job') "
-                         "FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    got = tk.con.execute("SELECT rank, job FROM rank_captures WHERE run_id = ?", [run_id]).fetchall()
     if not got or got[0][0] is None:
         return [], []
     rank, job = got[0]
@@ -623,7 +622,7 @@ def _job(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
     text = f"rank {rank}"
     latest = [rid for rid, k, _ in job_runs(tk, run_id) if k == rank]
     if latest and latest[0] != run_id:
-        text += f" (superseded by run {latest[0]}, ingested later: the job's sections read that run)"
+        text += f" (superseded by run {latest[0]}, the same capture ingested later: the job's sections read that run)"
     text += ("; the only rank of its job ingested" if row["ranks"] == 1 else
              f" of {row['ranks']:,} ranks ingested, {row['first_rank']} to {row['last_rank']}")
     if row["missing"]:

@@ -1,13 +1,14 @@
 -- The multi-rank jobs in the store: one row per job (the runs ingested with a rank that
 -- share `job`: tracekit/ranks.py), oldest first, with which of its ranks are here. A job
--- ingested twice counts each rank's latest run (rank_runs), as the job's queries do. A
+-- captured again (one path captured and ingested again) is a job of its own, `JOB#2`; a
+-- capture ingested twice counts each rank's latest run (rank_runs), as the job's queries do. A
 -- rank is missing when no run holds it below the launcher's world size (WORLD_SIZE,
 -- SLURM_NTASKS, ... as nsys recorded them, or --param world_size=N) or below the highest
 -- rank ingested, whichever is larger: profiling a subset of the ranks is common, so they
 -- are listed, not refused. `run` names a run of the job for rank-summary, stragglers,
 -- rank-ranges and the report (--run).
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
--- @column job              the job's id: the launcher's job id, else the ranks' path with the rank masked
+-- @column job              the job's id: the launcher's job id, else the ranks' path with the rank masked; #2 for its second capture
 -- @column ranks            ranks ingested
 -- @column first_rank       lowest rank ingested
 -- @column last_rank        highest rank ingested
@@ -16,10 +17,10 @@
 -- @column missing_ranks    those ranks, e.g. 1-2, 4 (NULL: none, or more than 1,048,576 ranks to look through)
 -- @column hosts            distinct host names recorded by the ranks (0: none recorded)
 -- @column run              the lowest rank's run (its name): --run for the job's queries
--- @column runs             runs ingested with this job, a rank ingested twice counted twice
+-- @column runs             runs ingested with this job, a capture ingested twice counted twice
 -- @column last_ingested_at when its latest run was ingested (UTC)
 -- @display job, ranks, first_rank, last_rank, world_size, missing, missing_ranks, hosts, run
--- @requires runs, rank_runs
+-- @requires runs, rank_runs, rank_captures
 WITH latest AS (  -- each rank's latest run, with the world size it recorded
     SELECT r.job, r.rank, r.host, r.name,
            TRY_CAST(json_extract_string(u.params, '$.world_size') AS BIGINT) AS world_size
@@ -31,10 +32,8 @@ WITH latest AS (  -- each rank's latest run, with the world size it recorded
     FROM latest
     GROUP BY job
 ), every AS (  -- every run ingested with a rank, superseded ones too
-    SELECT json_extract_string(params, '$.job') AS job, count(*) AS runs, min(run_id) AS first_run_id,
-           max(ingested_at) AS last_ingested_at
-    FROM runs
-    WHERE json_extract(params, '$.rank') IS NOT NULL
+    SELECT c.job, count(*) AS runs, min(run_id) AS first_run_id, max(u.ingested_at) AS last_ingested_at
+    FROM rank_captures c JOIN runs u USING (run_id)
     GROUP BY 1
 ), absent AS (  -- ranks below `upto` that no latest run holds
     SELECT j.job, m.rank

@@ -262,7 +262,6 @@ def test_what_cannot_be_compared_is_one_line(store, tk, capsys):
     before = store.read_bytes()
     for args, text in (
             (["--per-rank"], "--per-rank: compares jobs rank by rank; give --jobs too"),
-            (["--jobs", "--per-rank", "--repeat", "9"], "--per-rank with --repeat: a repeat measures the noise"),
             (["--jobs", "--by", "sweep"], "--by 'sweep': choose from job"),
             (["--jobs", "--columns", "nope"], "nope"),
             (["--jobs", "--by", ""], "--by '': no scope in it")):
@@ -620,8 +619,50 @@ def test_the_command_shows_a_repeats_noise(store, capsys, monkeypatch):
     held = _quiet(tracekit.open(store, read_only=True).diff_jobs, "9", "1", repeats=["5"]).filter(
         pl.col("note").str.contains(compare.NOISE_NOTE, literal=True) & (pl.col("verdict") == "unchanged")).height
     assert f"; {held} change(s) within the repeats' noise, not judged" in out
-    assert main(["--db", str(store), "diff", "--jobs", "9", "1", "--repeat", "5", "--per-rank"]) == 2
-    assert "--per-rank with --repeat" in capsys.readouterr().err
+    assert main(["--db", str(store), "diff", "--jobs", "9", "1", "--repeat", "5", "--per-rank", "--limit", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:8] == ["rank", "scope", "key", "metric", "base", "new", "delta", "noise"]
+    long = _quiet(tracekit.open(store, read_only=True).diff_jobs, "9", "1", repeats=["5"], per_rank=True)
+    held = long.filter(pl.col("note").str.contains(compare.NOISE_NOTE, literal=True)
+                       & (pl.col("verdict") == "unchanged")).height
+    assert held > 0 and f"; {held} change(s) within the repeats' noise, not judged" in out
+
+
+def test_repeats_of_the_base_job_hold_the_ranks_rows_the_chart_and_the_report(tk):
+    """diff --jobs --per-rank --repeat: rank r's rows are exactly diff --repeat's of rank r
+    (after -> base, base_again as the "repeat": many held); chart job-diff -p repeats= draws
+    them, a dot where a rank is still judged; report --vs --repeat compares the jobs with the
+    repeat's job too, as diff --jobs --repeat does, and says so; a repeat that is no rank of a
+    job leaves the jobs compared without it, said in the section."""
+    from conftest import spec_datasets
+
+    from tracekit import charts, diff
+    from tracekit.report import build
+
+    keys = ["scope", "key", "metric"]
+    long = _quiet(tk.diff_jobs, "9", "1", repeats=["5"], per_rank=True)
+    assert long.columns == [*diff.SCHEMA, "rank", "noise_pct"]
+    for r in range(4):
+        one = _quiet(tk.diff, str(9 + r), str(1 + r), repeats=[str(5 + r)])
+        mine = long.filter(pl.col("rank") == r).drop("rank")
+        assert mine.height == one.height and mine.sort(keys).equals(one.sort(keys)), r
+    judged = pl.col("verdict").is_in(["regressed", "improved"])
+    spec = _quiet(charts.chart, tk, "job-diff", base="9", new="1", repeats="5", limit="0").to_dict()
+    plain = _quiet(charts.chart, tk, "job-diff", base="9", new="1", limit="0").to_dict()
+    drawn, before = ([row for ds in spec_datasets(sp) for row in ds] for sp in (spec, plain))
+    heads = long.filter(pl.col("metric") == pl.col("scope").replace_strict(job_diff.HEADLINE, default=None))
+    assert len(drawn) == heads.height and sum(v["judged"] for v in drawn) == heads.filter(judged).height
+    assert sum(v["judged"] for v in drawn) < sum(v["judged"] for v in before)
+    rep = _quiet(build, tk, "1", vs="9", repeats=["5"])
+    sec, table, _, _ = next(s for s in rep.sections if s[0].key == "job-diff")
+    job = _quiet(tk.diff_jobs, "9", "1", repeats=["5"])
+    assert "tracekit diff --jobs 9 1 --repeat 5" in sec.intro and "measured the noise rank by rank" in sec.intro
+    for verdict in ("regressed", "improved"):
+        assert table.count(f'class="verdict v-{verdict}"') == job.filter(pl.col("verdict") == verdict).height
+    assert job.filter(judged).height < _quiet(tk.diff_jobs, "9", "1").filter(judged).height
+    rep = _quiet(build, tk, "1", vs="9", repeats=["13"])  # (run 13: no rank)
+    sec = next(s for s, *_ in rep.sections if s.key == "job-diff")
+    assert "The repeats are not all ranks of a job of several (" in sec.intro and "--repeat" not in sec.intro
 
 
 def test_the_compare_chart_draws_each_jobs_change(tk, store, tmp_path, capsys):

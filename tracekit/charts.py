@@ -1600,15 +1600,22 @@ def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
 
 
 def _job_diff_data(tk, base: str | None = None, new: str | None = None, by: str | None = None,
-                   threshold: float | str = 5.0, limit: int | str = 20) -> pl.DataFrame:
-    """``job_diff.rank_changes``: per rank, the change of the keys that moved most in the job."""
-    from .job_diff import rank_changes
+                   threshold: float | str = 5.0, limit: int | str = 20, repeats: str | None = None) -> pl.DataFrame:
+    """``job_diff.rank_changes``: per rank, the change of the keys that moved most in the job;
+    ``repeats`` (comma-separated) of the base job measure each rank's noise (``diff --jobs
+    --repeat``)."""
+    from .job_diff import changes_by_rank, rank_changes
 
     if base is None or new is None:
         raise ParamError("chart job-diff: give the jobs to compare as -p base=RUN -p new=RUN (any rank's run, "
                          "or the job)")
     threshold, limit = _threshold_and_limit("job-diff", threshold, limit)
-    return rank_changes(tk, base, new, by=by, threshold_pct=threshold, limit=limit)
+    if not repeats:
+        return rank_changes(tk, base, new, by=by, threshold_pct=threshold, limit=limit)
+    from .compare import jobs_with_repeats
+
+    return changes_by_rank(jobs_with_repeats(tk, base, new, _run_list(repeats), by=by, threshold_pct=threshold)[1],
+                           limit)
 
 
 def job_diff(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
@@ -1688,7 +1695,7 @@ CHARTS: dict[str, ChartSpec] = {
     "diff": ChartSpec(None, diff, {}, "largest changes between two runs (-p base=A -p new=B [-p repeats=R])",
                       data=_diff_data, source="tracekit diff's comparison, needs two runs or two sweeps"),
     "job-diff": ChartSpec(None, job_diff, {}, "multi-rank: a job against a job, each rank's change per key "
-                          "(-p base=A -p new=B: any rank's run, or the job)", data=_job_diff_data,
+                          "(-p base=A -p new=B: any rank's run, or the job; [-p repeats=R])", data=_job_diff_data,
                           source="tracekit diff --jobs's comparison, needs two multi-rank jobs"),
     "compare": ChartSpec(None, compare, {}, "several runs against one base (-p base=A -p runs=B,C; "
                          "-p jobs=true: multi-rank jobs, as compare --jobs)",

@@ -773,8 +773,9 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
 
             from .table import Rows
 
-            empty = pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64} if per_rank else
-                                 {**job_diff.SCHEMA, **({"noise_pct": pl.Float64} if repeat else {})})
+            noise = {"noise_pct": pl.Float64} if repeat else {}
+            empty = pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64, **noise} if per_rank else
+                                 {**job_diff.SCHEMA, **noise})
             if fmt == "table":
                 cols = _table_names(cols)
                 empty = _per_rank_display(empty) if per_rank else job_diff.display(empty)
@@ -793,8 +794,8 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
             df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank,
                               on_rank=done if bar is not None else None, repeats=repeat or None)
     if per_rank:
-        _diff_out(df, _per_rank_display, ["rank", *_diff.DISPLAY], lambda _: [], "", threshold, gate, limit, fmt,
-                  out, cols, all_columns, tk.path)
+        _diff_out(df, _per_rank_display, ["rank", *_diff.display_columns(df)], lambda _: [], _diff.held_by_repeats(df),
+                  threshold, gate, limit, fmt, out, cols, all_columns, tk.path)
     else:
         _diff_out(df, job_diff.display, job_diff.display_columns(df), job_diff.moved, _diff.held_by_repeats(df),
                   threshold, gate, limit, fmt, out, cols, all_columns, tk.path)

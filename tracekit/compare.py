@@ -57,7 +57,7 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
     ``repeats`` are multi-rank jobs (as ``tk.diff_jobs`` names them, folders included)."""
     expect(runs, (list, tuple), "compare: runs")
     expect(jobs, bool, "compare: jobs")
-    df, labels = _comparisons(tk, base, runs, by, threshold_pct, repeats, "compare", jobs)
+    df, labels, _ = _comparisons(tk, base, runs, by, threshold_pct, repeats, "compare", jobs)
     first = df.group_by("scope", "key", "metric").agg(pl.col("_order").min().alias("_first"))
     run_order = {label: i for i, label in enumerate(labels[1:])}
     df = (df.join(first, on=["scope", "key", "metric"])
@@ -75,21 +75,43 @@ def diff_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str]
     from .diff import SCHEMA
     from .job_diff import SCHEMA as JOB_SCHEMA
 
+    df, _ = _with_repeats(tk, base, new, repeats, by, threshold_pct, jobs)
+    return df.select(*(JOB_SCHEMA if jobs else SCHEMA), "noise_pct")
+
+
+def jobs_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str] | str | None = None,
+                      threshold_pct: float = 5.0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """``diff --jobs base new --repeat ...``'s two answers from one comparison, as
+    ``job_diff.compare_jobs`` gives them without repeats: the job's rows
+    (``diff_with_repeats(jobs=True)``'s), and its ranks' rows (``diff``'s columns, ``rank``
+    and ``noise_pct``; each rank's change held by the repeats' of that rank), from which the
+    job's are made."""
+    from .diff import SCHEMA
+
+    df, ranks = _with_repeats(tk, base, new, repeats, by, threshold_pct, True)
+    return df, ranks.filter(~pl.col("repeat")).select(*SCHEMA, "rank", "noise_pct")
+
+
+def _with_repeats(tk, base: Any, new: Any, repeats: list[Any], by, threshold_pct: float,
+                  jobs: bool) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """``new`` against ``base``, the repeats' noise applied: its rows in diff's order, and
+    for jobs the ranks' rows of every comparison (``_comparisons``)."""
     command = "diff --jobs" if jobs else "diff"
     expect(repeats, (list, tuple), f"{command}: repeats")
     if not repeats:
         raise ParamError(f"{command}: the repeats name no {'job' if jobs else 'run'}; give a capture of the base "
                          "again (--repeat R, -p repeats=R)")
-    df, _ = _comparisons(tk, base, [new], by, threshold_pct, repeats, command, jobs)
-    return df.filter(~pl.col("repeat")).sort("_order").select(*(JOB_SCHEMA if jobs else SCHEMA), "noise_pct")
+    df, _, ranks = _comparisons(tk, base, [new], by, threshold_pct, repeats, command, jobs)
+    return df.filter(~pl.col("repeat")).sort("_order"), ranks
 
 
 def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repeats: list[Any] | None,
-                 command: str, jobs: bool = False) -> tuple[pl.DataFrame, list[str]]:
+                 command: str, jobs: bool = False) -> tuple[pl.DataFrame, list[str], pl.DataFrame | None]:
     """Each of ``repeats`` and ``runs`` against ``base`` by diff's rules (``jobs``: by
     ``job_diff``'s, of jobs), one frame: diff's columns (a job's), ``_order`` (the row's
     place in its own comparison), ``base_run``, ``run``, ``repeat``, ``noise_pct``, and the
-    changes within the repeats' noise held; with the labels of the base and of each run."""
+    changes within the repeats' noise held; with the labels of the base and of each run, and,
+    for jobs with repeats, the ranks' rows so held (``_jobs_held``; else None)."""
     from . import diff as _diff
     from . import job_diff
     from .ingest import run_folders
@@ -148,8 +170,9 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
             frames.append(df.with_row_index("_order").with_columns(
                 pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
     if jobs and n_repeats:
-        return pl.concat(_jobs_held(frames, longs, labels, n_repeats)), labels
-    return _held_by_the_repeats(pl.concat(frames)), labels
+        held, ranks = _jobs_held(frames, longs, labels, n_repeats)
+        return pl.concat(held), labels, ranks
+    return _held_by_the_repeats(pl.concat(frames)), labels, None
 
 
 def _as(command: str, fn, *args):
@@ -166,14 +189,15 @@ def _as(command: str, fn, *args):
 
 
 def _jobs_held(frames: list[pl.DataFrame], longs: list[pl.DataFrame], labels: list[str],
-               n_repeats: int) -> list[pl.DataFrame]:
+               n_repeats: int) -> tuple[list[pl.DataFrame], pl.DataFrame]:
     """The jobs' rows (``frames``, the first ``n_repeats`` the repeats'; ``labels``: the base
     job's, then each one's), the repeats' noise applied rank by rank: a rank's change
     (``longs``: each comparison's ranks' rows) no larger than the repeats' change of its key on
     that rank is held, and the job's row is made again from its ranks' (``job_diff.aggregate``):
     a job's row alone would hide a rank that moved where another moved back. ``noise_pct``: the
     repeats' largest change of the key on any rank. The job scope (the job's own time, which no
-    rank has) is held as a run's row is."""
+    rank has) is held as a run's row is. Also the ranks' rows so held, of every comparison
+    (``_cmp``: its place; ``repeat``)."""
     from .job_diff import SCHEMA, aggregate
 
     keys = ["scope", "key", "metric"]
@@ -192,7 +216,7 @@ def _jobs_held(frames: list[pl.DataFrame], longs: list[pl.DataFrame], labels: li
         out.append(rows.with_row_index("_order").with_columns(
             pl.lit(labels[0]).alias("base_run"), pl.lit(labels[1 + i]).alias("run"),
             pl.lit(i < n_repeats).alias("repeat")))
-    return out
+    return out, ranks
 
 
 def _held_by_the_repeats(df: pl.DataFrame, keys: list[str] | None = None) -> pl.DataFrame:

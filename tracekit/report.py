@@ -710,25 +710,56 @@ def _other_job(tk, run_id: int, vs: str | int) -> int | None:
     return base.run_id
 
 
-def _job_comparison(tk, run_id: int, base_id: int, threshold: float) -> tuple:
+def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: list | None = None) -> tuple:
     """The section of the job of ``run_id`` against the job of ``base_id``
-    (``tk.diff_jobs``): the job's rows as a table, each rank's change per key as a chart."""
+    (``tk.diff_jobs``): the job's rows as a table, each rank's change per key as a chart; the
+    jobs of ``repeats`` (the base's, again: the runs ``report --repeat`` gives) measure each
+    rank's noise, as ``diff --jobs --repeat`` does, where each is a rank of a job of several."""
     from . import charts, job_diff
+    from . import diff as _diff
+    from .compare import jobs_with_repeats
+    from .names import numbered
+    from .registry import job_runs
 
+    again: list[int] = []
+    alone = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)  # (the run comparison says it)
+        for ref in repeats or []:
+            side = _diff.resolve(tk, ref)
+            if side.run_id is not None and len(job_runs(tk, side.run_id)) > 1:
+                again.append(side.run_id)
+            else:
+                alone.append(side.label)
+    if alone:  # (a repeat that is no rank of a job cannot measure a job's noise)
+        again = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CaptureWarning)
-        df, long = job_diff.compare_jobs(tk, str(base_id), str(run_id), threshold_pct=threshold)
-    said = [str(w.message) for w in caught if issubclass(w.category, CaptureWarning)]
+        if again:
+            df, long = jobs_with_repeats(tk, str(base_id), str(run_id), [str(r) for r in again],
+                                         threshold_pct=threshold)
+        else:
+            df, long = job_diff.compare_jobs(tk, str(base_id), str(run_id), threshold_pct=threshold)
+    said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, CaptureWarning)))
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    held = _diff.held_by_repeats(df).removeprefix("; ") if again else ""
+    df = df.drop("noise_pct", strict=False)
     counts = ", ".join(f"{n:,} {v}" for v, n in df["verdict"].value_counts(sort=True).rows())
     moved = job_diff.moved(df)
     spec = json.dumps(charts.job_diff(job_diff.changes_by_rank(long, 20)).to_dict(), separators=(",", ":"),
                       default=str)
     ranks = long["rank"].n_unique()
+    command = f"tracekit diff --jobs {base_id} {run_id}" + "".join(f" --repeat {r}" for r in again)
+    noise = (f" The {'job' if len(again) == 1 else 'jobs'} of {numbered(again, 'run', 'runs')}, the base's again, "
+             f"measured the noise rank by rank: a rank's change no larger than the repeat's on that rank is not judged "
+             f"({held})." if again else "")
+    if alone:
+        noise = (f" The repeats are not all ranks of a job of several ({', '.join(alone)}): the jobs are compared "
+                 "without their noise.")
     sec = Section("job-diff", f"This job against run {base_id}'s", "job-diff", intro=(
         f"Every rank of this run's job against its namesake rank of run {base_id}'s job ({ranks} ranks; "
-        f"tracekit diff --jobs {base_id} {run_id}): {counts}." + (f" What moved: {'. '.join(moved)}." if moved else "")
+        f"{command}): {counts}." + (f" What moved: {'. '.join(moved)}." if moved else "") + noise
         + " Each row is the job's: the ranks' values summed (a median: the median rank's), its verdict the harm "
         "where ranks were judged differently (ranks: how many were judged so), the note where. The job scope is "
         "the job's own time: per NVTX path and step, its slowest rank's duration (host time, shown and not judged "
@@ -780,7 +811,7 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
         rep.sections.append(section)
         other = _other_job(tk, run_id, vs) if "nsys" in kinds else None
         if other is not None:  # (two ranks of two jobs: the jobs compared, rank by rank)
-            rep.sections.append(_job_comparison(tk, run_id, other, threshold_pct))
+            rep.sections.append(_job_comparison(tk, run_id, other, threshold_pct, repeats))
     for sec in sections:
         got = _section(tk, sec, run_id)
         if got is not None:  # (None: the table the section needs holds nothing of the run)

@@ -1219,18 +1219,16 @@ class Tracekit:
         ``on_rank(done, total)``: called as each rank pair is compared. A job named by the
         folder of its exports has them ingested first, as ``diff`` ingests a file (a
         comparison that fails keeps none of them). ``repeats``: captures of the base job
-        again, whose largest change measures the noise a change must pass (``noise_pct``,
-        as ``diff --repeat`` judges runs). See ``tracekit.job_diff``."""
+        again, whose change on each rank measures the noise a change of that rank must pass
+        (``noise_pct``, as ``diff --repeat`` judges runs). See ``tracekit.job_diff``."""
         from .job_diff import diff_jobs, is_job_folder, job_exports
 
         if repeats is not None:
-            from .compare import diff_with_repeats
+            from .compare import diff_with_repeats, jobs_with_repeats
 
-            if per_rank:
-                raise ParamError("--per-rank with --repeat: a repeat measures the noise of the job's rows; compare "
-                                 "the ranks without it, or the repeat against the base (diff --jobs BASE REPEAT "
-                                 "--per-rank)")
             with stoppable():
+                if per_rank:
+                    return jobs_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct)[1]
                 return diff_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct, jobs=True)
 
         folders = [Path(str(r).strip()) for r in (base, new) if is_job_folder(r)] if not self.read_only else []

@@ -357,6 +357,103 @@ def test_osrt_of_a_run_without_them_is_an_error(tmp_path):
         assert trace.export_trace(t, tmp_path / "t.json.gz", run="no_osrt").counts["nvtx"] > 0
 
 
+# -- a job's ranks in one timeline ---------------------------------------------------
+
+RANKS_NCCL = DATA / "nsys_ranks_nccl"  # 2 ranks, 2 GPUs, a barrier before every step, an all-reduce in each
+
+
+@pytest.fixture(scope="module")
+def job_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("job") / "j.duckdb"
+    with tracekit.open(db) as t:
+        for r in (0, 1):
+            t.ingest(RANKS_NCCL / f"rank{r}" / "export.sqlite.xz")
+        t.ingest(DATA / "nsys_multiproc" / "export.sqlite.xz", name="alone")  # (no rank)
+    return db
+
+
+def _ranks_events(events: list[dict]) -> dict[int, list[dict]]:
+    """A job's timeline's events (metadata aside) by the rank their process is named for."""
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    out: dict[int, list[dict]] = defaultdict(list)
+    for e in events:
+        if e["ph"] != "M":
+            out[int(names[e["pid"]].removeprefix("rank ").split(" ")[0])].append(e)
+    return out
+
+
+def test_a_jobs_ranks_in_one_timeline_on_one_clock(job_db, tmp_path):
+    """--ranks all: each rank's events are its own export's, its processes named `rank N ·`
+    and apart from the other rank's, its times its own plus the distance of its session's
+    start from the earliest rank's. The all-reduce both ranks wait in together (a barrier
+    before every step) then ends at the same time on both GPUs, within 10 µs, where the
+    exports' own clocks put the ends 7.4 ms apart."""
+    with tracekit.open(job_db, read_only=True) as tk:
+        res = trace.export_trace(tk, tmp_path / "job.json", run="2", ranks="all")
+        doc = _load(res.path)
+        by_rank = _ranks_events(doc["traceEvents"])
+        assert [(x.rank, x.run_id, x.shift_ns) for x in res.parts] == [(0, 1, 7_409_155), (1, 2, 0)]
+        assert doc["otherData"]["ranks"] == [{"rank": 0, "run_id": 1, "shift_ns": 7_409_155},
+                                             {"rank": 1, "run_id": 2, "shift_ns": 0}]
+        ends, own_ends = {}, {}
+        for part in res.parts:
+            alone = trace.export_trace(tk, tmp_path / f"r{part.rank}.json", run=str(part.run_id))
+            own = [e for e in _load(alone.path)["traceEvents"] if e["ph"] != "M"]
+            mine = by_rank[part.rank]
+            assert _by_cat(mine) == _by_cat(own) and len(mine) == len(own) > 10_000
+            assert sorted(_ns(e["ts"]) for e in mine) == sorted(_ns(e["ts"]) + part.shift_ns for e in own)
+            nccl = [e for e in mine if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel")]
+            ends[part.rank] = sorted(_ns(e["ts"]) + _ns(e["dur"]) for e in nccl)
+            own_ends[part.rank] = sorted(_ns(e["ts"]) + _ns(e["dur"]) for e in own
+                                         if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel"))
+        assert len(ends[0]) == len(ends[1]) >= 20
+        assert max(abs(a - b) for a, b in zip(ends[0], ends[1], strict=True)) < 10_000
+        assert min(abs(a - b) for a, b in zip(own_ends[0], own_ends[1], strict=True)) > 7_000_000
+        events = doc["traceEvents"]
+        pids = {r: {e["pid"] for e in evs} for r, evs in by_rank.items()}
+        assert not pids[0] & pids[1]
+        starts = [e["id"] for e in events if e["ph"] == "s"]
+        assert len(starts) == len(set(starts)) == res.counts["flow"] > 0
+
+
+def test_a_window_of_a_jobs_timeline_is_each_ranks_same_span(job_db, tmp_path):
+    """--nvtx step --instance 3 of rank 0's run: the window is that step's span on rank 0's
+    clock, and rank 1's part holds what rank 1's own export holds over the same span (its
+    --from/--to moved onto its clock); --ranks 1 writes that part alone."""
+    with tracekit.open(job_db, read_only=True) as tk:
+        res = trace.export_trace(tk, tmp_path / "w.json", run="1", nvtx="step", instance=3, ranks="all")
+        by_rank = _ranks_events(_load(res.path)["traceEvents"])
+        one = res.parts[1]
+        assert one.window.start_ns == res.window.start_ns - one.shift_ns + res.parts[0].shift_ns
+        alone = trace.export_trace(tk, tmp_path / "a.json", run=str(one.run_id), start_ns=one.window.start_ns,
+                                   end_ns=one.window.end_ns)
+        own = [e for e in _load(alone.path)["traceEvents"] if e["ph"] != "M"]
+        assert _by_cat(by_rank[1]) == _by_cat(own) and len(own) > 50
+        only = trace.export_trace(tk, tmp_path / "o.json", run="1", nvtx="step", instance=3, ranks="1")
+        assert [x.rank for x in only.parts] == [1] and set(_ranks_events(_load(only.path)["traceEvents"])) == {1}
+        for kw, err, text in (
+                ({"run": "1", "ranks": "0-2"}, QueryError, r"--ranks 0-2: rank 2 not in run 1's job, which has ranks 0-1"),
+                ({"run": "1", "ranks": "one"}, ParamError, r"--ranks 'one': 'one' is not a number or a span"),
+                ({"run": "alone", "ranks": "all"}, QueryError, r"run 3 \(alone\) has no rank; give a rank's run"),
+                ({"run": "1", "ranks": "all", "max_bytes": 1000}, QueryError,
+                 r"the trace of the 2 ranks of run 1's job \(whole run\) would be about .* or fewer ranks")):
+            with pytest.raises(err, match=text):
+                trace.export_trace(tk, tmp_path / "bad.json", **kw)
+            assert not (tmp_path / "bad.json").exists()
+
+
+def test_the_command_writes_a_jobs_timeline(job_db, tmp_path, capsys):
+    out = tmp_path / "job.json.gz"
+    assert cli_main(["--db", str(job_db), "export", "trace", "--run", "1", "--ranks", "all", "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"wrote {out}: ranks 0-1 of run 1's job, whole run: ") and "kernel" in said
+    assert set(_ranks_events(_load(out)["traceEvents"])) == {0, 1}
+    assert cli_main(["--db", str(job_db), "export", "trace", "--run", "alone", "--ranks", "all",
+                     "-o", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no rank" in err and not (tmp_path / "x.json").exists()
+
+
 def test_cli(tk, tmp_path, capsys):
     """Last in the module: the CLI opens the store read-only, so the fixture's connection is closed."""
     db = str(tk.path)

@@ -931,16 +931,21 @@ def export_trace_cmd(
     osrt: Annotated[bool, typer.Option("--osrt", help="with the OS runtime calls (poll, ioctl, waits): a track per thread")] = False,
     gpu_metrics: Annotated[bool, typer.Option("--gpu-metrics", help="with counter tracks of the GPU's sampled counters "
                                                                     "(SM clock, SMs and tensor pipes active, DRAM)")] = False,
+    ranks: Annotated[str | None, typer.Option("--ranks", help="the run's job in one timeline: its ranks (all, or e.g. "
+                                                              "0-3,7), on one clock (each capture's start)")] = None,
     db: DbOpt = None,
 ):
     """Write the run's timeline in the Chrome Trace Event format (open it in ui.perfetto.dev)."""
+    from .names import numbered
     from .trace import export_trace
 
     with _open(db, read_only=True) as tk:
-        res = export_trace(tk, out, run=run, start_ns=start_ns, end_ns=end_ns,
-                           nvtx=nvtx, instance=instance, force=force, osrt=osrt, gpu_metrics=gpu_metrics)
+        res = export_trace(tk, out, run=run, start_ns=start_ns, end_ns=end_ns, nvtx=nvtx, instance=instance,
+                           force=force, osrt=osrt, gpu_metrics=gpu_metrics, ranks=ranks)
     events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)
-    _wrote(out, f"wrote {out}: run {res.run_id}, {res.window.label}: {events or 'no events'}")
+    what = (f"run {res.run_id}" if ranks is None else
+            f"{numbered([x.rank for x in res.parts], 'rank', 'ranks', 8)} of run {res.run_id}'s job")
+    _wrote(out, f"wrote {out}: {what}, {res.window.label}: {events or 'no events'}")
 
 
 @export_app.command("parquet")

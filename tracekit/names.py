@@ -43,6 +43,27 @@ def numbered(numbers: Iterable[int], one: str, many: str, shown: int | None = No
             + ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in cut) + (f" and {more} more" if more else ""))
 
 
+def parse_numbers(text: str, what: str, largest: int = 2**31 - 1) -> list[int]:
+    """``numbered``'s spans read back: ``'0-3, 7'`` -> [0, 1, 2, 3, 7] (sorted, each once);
+    a ParamError naming ``what`` (``--ranks``) and the part it cannot read, or a span past
+    ``largest``."""
+    from .errors import ParamError
+
+    out: set[int] = set()
+    parts = [p.strip() for p in str(text).split(",")]
+    for part in parts:
+        m = re.fullmatch(r"([0-9]+)(?:\s*-\s*([0-9]+))?", part)
+        if m is None:
+            raise ParamError(f"{what} {text!r}: {part!r} is not a number or a span such as 0-3; give e.g. 0-3,7")
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if lo > hi or hi > largest:
+            raise ParamError(f"{what} {text!r}: {part!r} is not a span from a number to a larger one up to {largest:,}")
+        if hi - lo >= 1 << 20:
+            raise ParamError(f"{what} {text!r}: {part!r} spans more than {1 << 20:,} numbers")
+        out.update(range(lo, hi + 1))
+    return sorted(out)
+
+
 #: ranks named (spans of them) before the rest are counted
 SHOWN_RANKS = 8
 

@@ -20,6 +20,11 @@ instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``
   sampled counter of ``_GPU_METRICS`` (SM clock, SMs active, SM issue, tensor pipes, DRAM
   read and write; nsys --gpu-metrics-devices), a sample written where the value changed.
 
+With ``ranks=`` (``--ranks all`` or ``0-3,7``) the ranks of the run's job share one trace
+(``job_parts``): each rank's processes and GPUs are named ``rank N · ...``, given process ids of
+their own (ranks on other hosts may have the same pids), and their times shifted onto one
+clock, the earliest rank's session start, by each export's session start (UTC).
+
 Names are the ones nsys prints: demangled kernel names, API names without the _vNNNN
 suffix, NVTX ranges as 'domain:text', copies as '[CUDA memcpy Host-to-Device]'.
 
@@ -50,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ParamError, QueryError
+from .errors import ParamError, QueryError, expect
 from .outputs import write_output
 
 #: default size limit of the JSON text (what the viewer parses), bytes
@@ -88,6 +93,8 @@ class TraceResult:
     counts: dict[str, int] = field(default_factory=dict)
     estimated_bytes: int = 0
     json_bytes: int = 0
+    #: what it holds: the run, or the ranks of its job (``ranks=``)
+    parts: list = field(default_factory=list)
 
 
 # -- SQL -------------------------------------------------------------------------
@@ -137,11 +144,11 @@ ops AS (
            NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
     FROM graph_execs WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 )
-SELECT o.kind, o.name, {_us('o.start_ns')} AS ts, {_us('o.end_ns - o.start_ns')} AS dur, o.device_id, s.track,
+SELECT o.kind, o.name, {_us('o.start_ns + $shift')} AS ts, {_us('o.end_ns - o.start_ns')} AS dur, o.device_id, s.track,
        o.correlation_id,
        CASE WHEN o.api_start_ns IS NOT NULL AND {_IN.format(start='o.api_start_ns', end='o.api_end_ns')}
             THEN ((o.launch_global_tid >> 24) & 16777215)::INTEGER END AS launch_pid,
-       (o.launch_global_tid & 16777215)::INTEGER AS launch_tid, {_us('o.api_start_ns')} AS api_ts,
+       (o.launch_global_tid & 16777215)::INTEGER AS launch_tid, {_us('o.api_start_ns + $shift')} AS api_ts,
        o.grid_x, o.grid_y, o.grid_z, o.block_x, o.block_y, o.block_z, o.registers_per_thread, o.smem_bytes,
        o.bytes, o.stream_id
 FROM ops o JOIN streams s ON s.device_id = o.device_id AND s.global_pid = o.global_pid
@@ -150,26 +157,27 @@ ORDER BY o.device_id, s.track, o.start_ns, o.end_ns DESC
 """
 
 _API = f"""
-SELECT name, {_us('start_ns')} AS ts, {_us('end_ns - start_ns')} AS dur, pid, tid, correlation_id
+SELECT name, {_us('start_ns + $shift')} AS ts, {_us('end_ns - start_ns')} AS dur, pid, tid, correlation_id
 FROM api_calls WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 ORDER BY pid, tid, start_ns, end_ns DESC
 """
 
 _NVTX = f"""
-SELECT name, style, {_us('start_ns')} AS ts, {_us('end_ns - start_ns')} AS dur, {_us('end_ns')} AS end_ts,
+SELECT name, style, {_us('start_ns + $shift')} AS ts, {_us('end_ns - start_ns')} AS dur,
+       {_us('end_ns + $shift')} AS end_ts,
        pid, tid, range_id, ended
 FROM nvtx_ranges WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 ORDER BY pid, tid, start_ns, end_ns DESC, range_id
 """
 
 _OSRT = f"""
-SELECT name, {_us('start_ns')} AS ts, {_us('end_ns - start_ns')} AS dur, pid, tid, return_value
+SELECT name, {_us('start_ns + $shift')} AS ts, {_us('end_ns - start_ns')} AS dur, pid, tid, return_value
 FROM osrt_calls WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 ORDER BY pid, tid, start_ns, end_ns DESC
 """
 
 _MARKS = f"""
-SELECT name, {_us('ts_ns')} AS ts, pid, tid FROM nvtx_marks
+SELECT name, {_us('ts_ns + $shift')} AS ts, pid, tid FROM nvtx_marks
 WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
 ORDER BY pid, tid, ts_ns
 """
@@ -373,7 +381,7 @@ def estimate(tk, run_id: int, window: Window, osrt: bool = False,
     counts = dict.fromkeys(KINDS, 0)
     total = 2000  # header and metadata events
     flows = tk.con.execute(
-        f"""SELECT count(*) FROM ({_GPU_OPS}) WHERE launch_pid IS NOT NULL""", _params(run_id, window)
+        f"""SELECT count(*) FROM ({_GPU_OPS}) WHERE launch_pid IS NOT NULL""", {**_params(run_id, window), "shift": 0}
     ).fetchall()[0][0]
     sizes = tk.con.execute(_SIZE, {**_params(run_id, window), "osrt": osrt}).fetchall()
     if gpu_metrics:
@@ -444,10 +452,48 @@ def _meta(w: _Writer, what: str, pid: int, tid: int | None, args: dict) -> None:
     w.event(f'{{"ph":"M","name":"{what}","pid":{pid}{t},"args":{json.dumps(args, ensure_ascii=False)}}}')
 
 
-def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = False,
+@dataclass
+class Part:
+    """One run's part of a trace: the run, its window on its own clock, and, in a job's
+    timeline (``ranks=``), its rank and the ns added to its times to put them on the
+    trace's clock (its session start's distance from the earliest rank's)."""
+
+    run_id: int
+    window: Window
+    rank: int | None = None
+    shift_ns: int = 0
+
+
+class _Ids:
+    """What the parts of one trace share: process ids (a run's own pids, and
+    ``GPU_PID_OFFSET`` + device for its GPUs; in a job's timeline, 1, 2, ... in order of first
+    use, each rank's apart: ranks on other hosts may have the same pids and devices), the
+    flow arrows' ids, and the processes' order."""
+
+    def __init__(self, dense: bool):
+        self.dense = dense
+        self.pids: dict[tuple[int, int], int] = {}
+        self.flow = 0
+        self.sort = 0
+
+    def pid(self, part: int, pid: int) -> int:
+        if not self.dense:
+            return pid
+        out = self.pids.get((part, pid))
+        if out is None:
+            out = self.pids[(part, pid)] = len(self.pids) + 1
+        return out
+
+
+def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: bool = False,
                   gpu_metrics: bool = False) -> dict[str, int]:
+    """The events of ``part`` (the ``index``-th of the trace's) and its tracks' names."""
+    run_id, window = part.run_id, part.window
     con = tk.con
-    p = _params(run_id, window)
+    p = {**_params(run_id, window), "shift": part.shift_ns}
+    P = (lambda pid: ids.pid(index, pid)) if ids.dense else (lambda pid: pid)  # noqa: E731
+    prefix = f"rank {part.rank} · " if part.rank is not None else ""
+    async_base = index << 40  # (start/end ranges' ids: each rank's apart)
     name = _Names()
     counts = dict.fromkeys(KINDS, 0)
     threads = {(r[0], r[1]): r[2] for r in con.execute(_THREADS, {"run": run_id}).fetchall()}
@@ -460,7 +506,7 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = Fals
     for b in _batches(con, _API, p):
         for nm, ts, dur, pid, tid, corr in zip(b["name"], b["ts"], b["dur"], b["pid"], b["tid"],
                                                b["correlation_id"], strict=True):
-            w.event(f'{{"ph":"X","cat":"cuda_api","name":{name(nm)},"pid":{pid},"tid":{tid},'
+            w.event(f'{{"ph":"X","cat":"cuda_api","name":{name(nm)},"pid":{P(pid)},"tid":{tid},'
                     f'"ts":{ts},"dur":{dur},"args":{{"correlation_id":{corr if corr is not None else "null"}}}}}')
             cpu_threads.add((pid, tid))
         counts["cuda_api"] += len(b["name"])
@@ -472,22 +518,22 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = Fals
                 strict=True):
             args = f'"args":{{"range_id":{rid}}}' if ended else f'"args":{{"range_id":{rid},"ended":false}}'
             if style == "PushPop":
-                w.event(f'{{"ph":"X","cat":"nvtx","name":{name(nm)},"pid":{pid},"tid":{tid + NVTX_TID_OFFSET},'
+                w.event(f'{{"ph":"X","cat":"nvtx","name":{name(nm)},"pid":{P(pid)},"tid":{tid + NVTX_TID_OFFSET},'
                         f'"ts":{ts},"dur":{dur},{args}}}')
                 nvtx_threads.add((pid, tid))
                 counts["nvtx"] += 1
             else:
-                ident = f'"id":"0x{rid:x}"'
-                w.event(f'{{"ph":"b","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid},"tid":{tid},'
+                ident = f'"id":"0x{async_base + rid:x}"'
+                w.event(f'{{"ph":"b","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{P(pid)},"tid":{tid},'
                         f'"ts":{ts},{args}}}')
-                w.event(f'{{"ph":"e","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid},"tid":{tid},'
+                w.event(f'{{"ph":"e","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{P(pid)},"tid":{tid},'
                         f'"ts":{end_ts}}}')
                 cpu_threads.add((pid, tid))
                 counts["nvtx_startend"] += 1
         w.flush()
     for b in _batches(con, _MARKS, p):
         for nm, ts, pid, tid in zip(b["name"], b["ts"], b["pid"], b["tid"], strict=True):
-            w.event(f'{{"ph":"i","s":"t","cat":"nvtx_mark","name":{name(nm)},"pid":{pid},'
+            w.event(f'{{"ph":"i","s":"t","cat":"nvtx_mark","name":{name(nm)},"pid":{P(pid)},'
                     f'"tid":{tid + NVTX_TID_OFFSET},"ts":{ts}}}')
             nvtx_threads.add((pid, tid))
         counts["nvtx_mark"] += len(b["name"])
@@ -496,13 +542,13 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = Fals
     for b in _batches(con, _OSRT, p) if osrt else ():
         for nm, ts, dur, pid, tid, ret in zip(b["name"], b["ts"], b["dur"], b["pid"], b["tid"], b["return_value"],
                                               strict=True):
-            w.event(f'{{"ph":"X","cat":"osrt","name":{name(nm)},"pid":{pid},"tid":{tid + OSRT_TID_OFFSET},'
+            w.event(f'{{"ph":"X","cat":"osrt","name":{name(nm)},"pid":{P(pid)},"tid":{tid + OSRT_TID_OFFSET},'
                     f'"ts":{ts},"dur":{dur},"args":{{"return_value":{ret if ret is not None else "null"}}}}}')
             osrt_threads.add((pid, tid))
         counts["osrt"] += len(b["name"])
         w.flush()
     # GPU: one track per stream, a flow from the launching call when it is in the window
-    flow = 0
+    flows = ids.flow
     for b in _batches(con, _GPU_OPS, p):
         cols = [b[c] for c in ("kind", "name", "ts", "dur", "device_id", "track", "correlation_id",
                                "launch_pid", "launch_tid", "api_ts", "grid_x", "grid_y", "grid_z",
@@ -510,7 +556,7 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = Fals
                                "stream_id")]
         for (kind, nm, ts, dur, dev, track, corr, lpid, ltid, api_ts, gx, gy, gz, bx, by, bz, regs, smem, nbytes,
              sid) in zip(*cols, strict=True):
-            gpid = GPU_PID_OFFSET + dev
+            gpid = P(GPU_PID_OFFSET + dev)
             gpu_tracks[(dev, track)] = sid
             sid, corr = ("null" if v is None else v for v in (sid, corr))
             if kind == "kernel":
@@ -524,20 +570,20 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = Fals
                     f'"ts":{ts},"dur":{dur},"args":{{{args}}}}}')
             counts[kind] += 1
             if lpid is not None:
-                flow += 1
-                w.event(f'{{"ph":"s","cat":"launch","name":"launch","id":{flow},"pid":{lpid},"tid":{ltid},'
+                ids.flow += 1
+                w.event(f'{{"ph":"s","cat":"launch","name":"launch","id":{ids.flow},"pid":{P(lpid)},"tid":{ltid},'
                         f'"ts":{api_ts}}}')
-                w.event(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{flow},"pid":{gpid},'
+                w.event(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{ids.flow},"pid":{gpid},'
                         f'"tid":{track},"ts":{ts}}}')
                 cpu_threads.add((lpid, ltid))
         w.flush()
-    counts["flow"] = flow
+    counts["flow"] = ids.flow - flows
     # the GPU's counters: a counter track per metric in the GPU's process
     metric_gpus: set[int] = set()
-    sql = _GPU_METRICS.format(ts=_us("timestamp_ns")) + " ORDER BY device_id, name, timestamp_ns"
+    sql = _GPU_METRICS.format(ts=_us("timestamp_ns + $shift")) + " ORDER BY device_id, name, timestamp_ns"
     for b in _batches(con, sql, p) if gpu_metrics else ():
         for dev, nm, ts, value in zip(b["device_id"], b["name"], b["ts"], b["value"], strict=True):
-            w.event(f'{{"ph":"C","cat":"gpu_metric","name":{name(nm)},"pid":{GPU_PID_OFFSET + dev},"ts":{ts},'
+            w.event(f'{{"ph":"C","cat":"gpu_metric","name":{name(nm)},"pid":{P(GPU_PID_OFFSET + dev)},"ts":{ts},'
                     f'"args":{{"value":{value:.6g}}}}}')
             metric_gpus.add(dev)
         counts["gpu_metric"] += len(b["name"])
@@ -546,27 +592,29 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = Fals
     # track names and order: processes by pid, then the GPUs; in a process, each thread's
     # NVTX track, then its OS runtime track, then its CUDA API track
     pids = sorted({p for p, _ in cpu_threads | nvtx_threads | osrt_threads})
-    for i, pid in enumerate(pids):
+    for pid in pids:
         pname = threads.get((pid, pid)) or "process"
-        _meta(w, "process_name", pid, None, {"name": f"{pname} (pid {pid})"})
-        _meta(w, "process_sort_index", pid, None, {"sort_index": i})
+        _meta(w, "process_name", P(pid), None, {"name": f"{prefix}{pname} (pid {pid})"})
+        _meta(w, "process_sort_index", P(pid), None, {"sort_index": ids.sort})
+        ids.sort += 1
     for i, (pid, tid) in enumerate(sorted(cpu_threads | nvtx_threads | osrt_threads)):
         tname = threads.get((pid, tid)) or "thread"
         if (pid, tid) in nvtx_threads:
-            _meta(w, "thread_name", pid, tid + NVTX_TID_OFFSET, {"name": f"NVTX · {tname} [{tid}]"})
-            _meta(w, "thread_sort_index", pid, tid + NVTX_TID_OFFSET, {"sort_index": 3 * i})
+            _meta(w, "thread_name", P(pid), tid + NVTX_TID_OFFSET, {"name": f"NVTX · {tname} [{tid}]"})
+            _meta(w, "thread_sort_index", P(pid), tid + NVTX_TID_OFFSET, {"sort_index": 3 * i})
         if (pid, tid) in osrt_threads:
-            _meta(w, "thread_name", pid, tid + OSRT_TID_OFFSET, {"name": f"OS runtime · {tname} [{tid}]"})
-            _meta(w, "thread_sort_index", pid, tid + OSRT_TID_OFFSET, {"sort_index": 3 * i + 1})
+            _meta(w, "thread_name", P(pid), tid + OSRT_TID_OFFSET, {"name": f"OS runtime · {tname} [{tid}]"})
+            _meta(w, "thread_sort_index", P(pid), tid + OSRT_TID_OFFSET, {"sort_index": 3 * i + 1})
         if (pid, tid) in cpu_threads:
-            _meta(w, "thread_name", pid, tid, {"name": f"CUDA API · {tname} [{tid}]"})
-            _meta(w, "thread_sort_index", pid, tid, {"sort_index": 3 * i + 2})
+            _meta(w, "thread_name", P(pid), tid, {"name": f"CUDA API · {tname} [{tid}]"})
+            _meta(w, "thread_sort_index", P(pid), tid, {"sort_index": 3 * i + 2})
     gpus = dict(con.execute(_GPUS, {"run": run_id}).fetchall())
     streams = {(r[0], r[4]): r for r in con.execute(_STREAMS, {"run": run_id}).fetchall()}
-    for i, dev in enumerate(sorted({d for d, _ in gpu_tracks} | metric_gpus)):
-        gpid = GPU_PID_OFFSET + dev
-        _meta(w, "process_name", gpid, None, {"name": f"GPU {dev}: {gpus.get(dev) or 'CUDA device'}"})
-        _meta(w, "process_sort_index", gpid, None, {"sort_index": len(pids) + i})
+    for dev in sorted({d for d, _ in gpu_tracks} | metric_gpus):
+        gpid = P(GPU_PID_OFFSET + dev)
+        _meta(w, "process_name", gpid, None, {"name": f"{prefix}GPU {dev}: {gpus.get(dev) or 'CUDA device'}"})
+        _meta(w, "process_sort_index", gpid, None, {"sort_index": ids.sort})
+        ids.sort += 1
     for (dev, track), sid in sorted(gpu_tracks.items()):
         _, gpid_raw, ctx, _, _, owners = streams[(dev, track)]
         pid = (gpid_raw >> 24) & 0xFFFFFF
@@ -574,48 +622,107 @@ def _write_events(tk, w: _Writer, run_id: int, window: Window, osrt: bool = Fals
             label = "No stream" + (f" (pid {pid})" if owners > 1 else "")
         else:
             label = f"Stream {sid}" + (f" (pid {pid}, context {ctx})" if owners > 1 else "")
-        _meta(w, "thread_name", GPU_PID_OFFSET + dev, track, {"name": label})
-        _meta(w, "thread_sort_index", GPU_PID_OFFSET + dev, track, {"sort_index": track})
+        _meta(w, "thread_name", P(GPU_PID_OFFSET + dev), track, {"name": label})
+        _meta(w, "thread_sort_index", P(GPU_PID_OFFSET + dev), track, {"sort_index": track})
     w.flush()
     return counts
+
+
+def job_parts(tk, run_id: int, window: Window, ranks: str) -> list[Part]:
+    """The parts of the timeline of run ``run_id``'s job: its ranks ``ranks`` (``all``, or
+    numbers and spans, ``0-3,7``), each with its window and its shift onto the trace's clock.
+    Each export counts time from its own nsys session's start; the trace's clock is the earliest
+    rank's, so rank r's times are shifted by its session start less that one's (UTC, as nsys
+    recorded them: ranks on one host share its clock; on several hosts, their clocks' sync).
+    ``window`` is on run ``run_id``'s clock, and so each rank's is its own time over the same
+    span."""
+    from .names import numbered, parse_numbers
+    from .registry import job_runs
+
+    expect(ranks, str, "export trace: ranks")
+    mine = job_runs(tk, run_id)
+    if len(mine) < 2:
+        name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
+        why = "has no rank" if not mine else "is the only rank of its job in the store"
+        raise QueryError(f"export trace --ranks: run {run_id} ({name}) {why}; give a rank's run of a job of several "
+                         "(`tracekit query jobs`), or leave out --ranks for the run alone")
+    have = {rank: rid for rid, rank, _ in mine}
+    wanted = sorted(have) if ranks.strip().lower() == "all" else parse_numbers(ranks, "--ranks")
+    absent = [k for k in wanted if k not in have]
+    if absent:
+        raise QueryError(f"export trace --ranks {ranks}: {numbered(absent, 'rank', 'ranks', 8)} not in run {run_id}'s "
+                         f"job, which has {numbered(sorted(have), 'rank', 'ranks', 8)}")
+    ids = [have[k] for k in wanted]
+    starts = dict(tk.con.execute(
+        "SELECT run_id, TRY_CAST(json_extract_string(meta, '$.session_start_utc_ns') AS HUGEINT) FROM runs "
+        "WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [[*ids, run_id]]).fetchall())
+    unknown = [r for r in (*ids, run_id) if starts.get(r) is None]
+    if unknown:
+        raise QueryError(f"export trace --ranks: run {unknown[0]}'s export records no session start "
+                         "(TARGET_INFO_SESSION_START_TIME): its times cannot be put beside the other ranks'")
+    first = min(starts[r] for r in ids)
+    out = []
+    for k, rid in zip(wanted, ids, strict=True):
+        to_mine = int(starts[run_id] - starts[rid])  # (run_id's clock -> rank k's)
+        lo = None if window.start_ns is None else window.start_ns + to_mine
+        hi = None if window.end_ns is None else window.end_ns + to_mine
+        out.append(Part(rid, Window(lo, hi, window.label), k, int(starts[rid] - first)))
+    return out
 
 
 def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, start_ns: int | None = None,
                  end_ns: int | None = None, nvtx: str | None = None, instance: int | None = None,
                  force: bool = False, max_bytes: int = MAX_BYTES, osrt: bool = False,
-                 gpu_metrics: bool = False) -> TraceResult:
+                 gpu_metrics: bool = False, ranks: str | None = None) -> TraceResult:
     """Write the run's timeline (or a window of it) as a Chrome Trace Event JSON file;
     gzip-compressed when ``path`` ends in .gz; ``osrt``: with the OS runtime calls,
     ``gpu_metrics``: with counter tracks of the GPU's sampled counters (a run captured
-    without them is an error then). Refuses, with the estimate, a file whose
-    JSON would exceed ``max_bytes`` unless ``force``. Written through ``write_output``
-    (a temporary file renamed into place, never over the store)."""
+    without them is an error then); ``ranks`` (``all``, or ``0-3,7``): the run's job's
+    ranks in one timeline, each rank's processes named ``rank N · ...``, on one clock
+    (``job_parts``). Refuses, with the estimate, a file whose JSON would exceed
+    ``max_bytes`` unless ``force``. Written through ``write_output`` (a temporary file
+    renamed into place, never over the store)."""
     path = Path(path)
     run_id = _nsys_run(tk, run)
     window = resolve_window(tk, run_id, start_ns, end_ns, nvtx, instance)
+    parts = [Part(run_id, window)] if ranks is None else job_parts(tk, run_id, window, ranks)
     for asked, option, table in ((osrt, "--osrt", "osrt_calls"), (gpu_metrics, "--gpu-metrics", "gpu_metrics")):
         if asked:
             from .registry import check_traced
 
-            check_traced(tk, f"export trace {option}", run_id, [table], advice=f", or leave out {option}")
+            for part in parts:
+                check_traced(tk, f"export trace {option}", part.run_id, [table], advice=f", or leave out {option}")
     if nvtx is None:  # (an NVTX range's window is in the capture)
         check_in_capture(tk, run_id, window, osrt)
-    counts, est = estimate(tk, run_id, window, osrt, gpu_metrics)
+    counts, est = dict.fromkeys(KINDS, 0), 0
+    for part in parts:
+        got, size = estimate(tk, part.run_id, part.window, osrt, gpu_metrics)
+        counts = {k: counts[k] + got[k] for k in KINDS}
+        est += size
     if est > max_bytes and not force:
+        what = f"run {run_id}" if ranks is None else f"the {len(parts):,} ranks of run {run_id}'s job"
         raise QueryError(
-            f"export trace: the trace of run {run_id} ({window.label}) would be about {est / 1e6:,.0f} MB of JSON "
+            f"export trace: the trace of {what} ({window.label}) would be about {est / 1e6:,.0f} MB of JSON "
             f"({sum(v for k, v in counts.items() if k != 'flow'):,} events); choose a window (--from/--to or "
-            f"--nvtx NAME --instance N) or pass --force")
+            f"--nvtx NAME --instance N){' or fewer ranks (--ranks 0-3)' if ranks is not None else ''} or pass --force")
     header = {"run_id": run_id, "window": window.label, "window_start_ns": window.start_ns,
               "window_end_ns": window.end_ns, "time_unit": "ts/dur in µs with 3 decimals: exact ns",
               "source": "tracekit export trace"}
+    if ranks is not None:
+        header["ranks"] = [{"rank": x.rank, "run_id": x.run_id, "shift_ns": x.shift_ns} for x in parts]
+        header["clock"] = ("ns since the earliest rank's nsys session start: each rank's own times plus its "
+                           "shift_ns; window_start_ns/window_end_ns on run_id's own clock")
     result = TraceResult(path, run_id, window, estimated_bytes=est)
 
     def write(f) -> None:
         w = _Writer(f)
         w.raw('{"displayTimeUnit":"ns","otherData":' + json.dumps(header, ensure_ascii=False)
               + ',"traceEvents":[\n')
-        result.counts = _write_events(tk, w, run_id, window, osrt, gpu_metrics)
+        ids = _Ids(dense=ranks is not None)
+        result.counts = dict.fromkeys(KINDS, 0)
+        for i, part in enumerate(parts):
+            got = _write_events(tk, w, part, ids, i, osrt, gpu_metrics)
+            result.counts = {k: result.counts[k] + got[k] for k in KINDS}
         w.raw("\n]}\n")
         result.json_bytes = w.bytes
 
@@ -630,4 +737,5 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
                     write(f)
 
     write_output(path, write_file, tk.path)
+    result.parts = parts
     return result

@@ -181,6 +181,25 @@ def load(path: Path, done_js: str, value_js: str, width: int = 1400, timeout: fl
     return page
 
 
+#: a saved chart page's state (charts.save: window.tracekitChart): its error, its data marks'
+#: items by mark type (rect, symbol, ...: role "mark", not axes or legends) and the page's height
+_CHART_MARKS_JS = """(function () {
+  var c = window.tracekitChart, marks = {};
+  (function walk(node) {
+    if (node.marktype && node.role === "mark" && node.marktype !== "group")
+      marks[node.marktype] = (marks[node.marktype] || 0) + (node.items || []).length;
+    (node.items || []).forEach(walk);
+  })(c.view ? c.view.scenegraph().root : {});
+  return {error: c.error || null, marks: marks, height: document.body.scrollHeight};
+})()"""
+
+
+def chart_marks(path: Path) -> Page:
+    """A chart page (``charts.save``'s) drawn in Chromium: ``value`` is ``{"error", "marks":
+    {mark type: items drawn}, "height"}``, with the console errors and exceptions."""
+    return load(path, "window.tracekitChart && window.tracekitChart.done", _CHART_MARKS_JS)
+
+
 def png_pixels(png: bytes) -> tuple[int, int, list[bytes]]:
     """Width, height and the RGB(A) rows of an 8-bit PNG (what Chromium writes)."""
     assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"

@@ -297,7 +297,7 @@ def test_the_job_diff_chart_shows_each_ranks_change(tk, store, tmp_path, capsys)
     """chart job-diff: a cell per rank and key (the keys the job's comparison puts first:
     its changes), coloured by the rank's change, a dot on each rank judged changed; drawn in
     Chromium, every cell a mark, no console error."""
-    from browser import chromium, load
+    from browser import chart_marks, chromium
 
     from tracekit import charts
 
@@ -323,19 +323,11 @@ def test_the_job_diff_chart_shows_each_ranks_change(tk, store, tmp_path, capsys)
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
     out = tmp_path / "jobs.html"
     assert main(["--db", str(store), "chart", "job-diff", "-p", "base=5", "-p", "new=9", "-o", str(out)]) == 0
-    page = load(out, "window.tracekitChart && window.tracekitChart.done", """(function () {
-      var c = window.tracekitChart, cells = 0, dots = 0;
-      (function walk(node) {
-        if (node.marktype === "rect" && node.role === "mark") cells += (node.items || []).length;
-        if (node.marktype === "symbol" && node.role === "mark") dots += (node.items || []).length;
-        (node.items || []).forEach(walk);
-      })(c.view.scenegraph().root);
-      return {error: c.error || null, cells: cells, dots: dots};
-    })()""")
+    page = chart_marks(out)
     drawn = _quiet(job_diff.rank_changes, tk, "5", "9")
     assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
-    assert page.value["cells"] == drawn.height
-    assert page.value["dots"] == drawn.filter(pl.col("verdict").is_in(["regressed", "improved"])).height
+    assert page.value["marks"]["rect"] == drawn.height
+    assert page.value["marks"]["symbol"] == drawn.filter(pl.col("verdict").is_in(["regressed", "improved"])).height
 
 
 def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, store, tmp_path):
@@ -668,7 +660,7 @@ def test_repeats_of_the_base_job_hold_the_ranks_rows_the_chart_and_the_report(tk
 def test_the_compare_chart_draws_each_jobs_change(tk, store, tmp_path, capsys):
     """chart compare -p jobs=true: a bar per job and key, its change the job's row of compare
     --jobs (the ranks' sum), solid where some rank was judged; drawn in Chromium."""
-    from browser import chromium, load
+    from browser import chart_marks, chromium
     from conftest import spec_datasets
 
     from tracekit import charts
@@ -689,16 +681,9 @@ def test_the_compare_chart_draws_each_jobs_change(tk, store, tmp_path, capsys):
     out = tmp_path / "c.html"
     assert main(["--db", str(store), "chart", "compare", "-p", "base=1", "-p", "runs=5,9", "-p", "jobs=yes",
                  "-p", "by=kernel", "-o", str(out)]) == 0
-    page = load(out, "window.tracekitChart && window.tracekitChart.done", """(function () {
-      var c = window.tracekitChart, bars = 0;
-      (function walk(node) {
-        if (node.marktype === "rect" && node.role === "mark") bars += (node.items || []).length;
-        (node.items || []).forEach(walk);
-      })(c.view.scenegraph().root);
-      return {error: c.error || null, bars: bars};
-    })()""")
+    page = chart_marks(out)
     assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
-    assert page.value["bars"] == len(rows)
+    assert page.value["marks"]["rect"] == len(rows)
 
 
 def test_an_ingest_of_another_capture_of_a_job_says_so(tmp_path, capsys):

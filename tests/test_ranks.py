@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import polars as pl
 import pytest
-from browser import chromium, load
+from browser import chart_marks, chromium, load
 from conftest import captured_again, let_go, spec_datasets
 
 import tracekit
@@ -539,21 +539,91 @@ def test_rank_charts_of_a_large_job_fit_a_screen(job, tmp_path):
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
     # in a browser: a cell per rank and path drawn, on a page that fits a screen
     out = charts.save(dense_heatmap, tmp_path / "heat.html")
-    page = load(out, "window.tracekitChart && window.tracekitChart.done", """(function () {
-      var c = window.tracekitChart, n = 0;
-      (function walk(node) {
-        if (node.marktype === "rect" && node.role === "mark") n += (node.items || []).length;
-        (node.items || []).forEach(walk);
-      })(c.view.scenegraph().root);
-      return {error: c.error || null, cells: n, height: document.body.scrollHeight};
-    })()""")
+    page = chart_marks(out)
     assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
-    assert page.value["cells"] == 1000 * len(j.plant["nvtx_paths"]) and page.value["height"] < 1400
+    assert page.value["marks"]["rect"] == 1000 * len(j.plant["nvtx_paths"]) and page.value["height"] < 1400
 
 
 def _inner(spec: dict) -> dict:
     """A chart's own spec (a faceted chart's inner one)."""
     return spec.get("spec", spec)
+
+
+def _rank_runs(tk) -> dict[int, int]:
+    return dict(tk.con.execute("SELECT rank, run_id FROM rank_runs").fetchall())
+
+
+def test_the_jobs_timeline_draws_each_rank_over_the_same_span(job, tmp_path):
+    """chart timeline -p ranks=all: rank 0's step 5 on every rank of the job, each rank's
+    rows those of its own timeline over the same span of time (the window moved onto its
+    clock by the distance of the captures' starts, its times moved back onto the run's), its
+    lanes named for it, rank by rank; drawn in Chromium, a bar per row. A rank not in the job,
+    or more events than a timeline draws, is one line that says what to choose."""
+    tk, _, j = job
+    runs = _rank_runs(tk)
+    t = charts.timeline_data(tk, run=str(runs[0]), nvtx="step", instance=5, ranks="all")
+    assert t.ranks == tuple(range(j.world)) and t.window.label == "step instance 5 of 20"
+    starts = dict(tk.con.execute("SELECT run_id, json_extract_string(meta, '$.session_start_utc_ns')::HUGEINT "
+                                 "FROM runs").fetchall())
+    for r in range(j.world):
+        shift = int(starts[runs[r]] - starts[runs[0]])
+        own = charts.timeline_data(tk, run=str(runs[r]), from_ns=t.window.start_ns - shift,
+                                   to_ns=t.window.end_ns - shift)
+        for mine, theirs in ((t.nvtx, own.nvtx), (t.gpu, own.gpu)):
+            got = mine.filter(pl.col("rank") == r).drop("rank")
+            assert got.height > 0 and got.equals(theirs.with_columns(pl.col("start_ns", "end_ns") + shift)), r
+    spec = charts.timeline(t).to_dict()
+    lanes = spec["layer"][0]["encoding"]["y"]["sort"]
+    assert [int(lane.split()[1]) for lane in lanes] == sorted(int(lane.split()[1]) for lane in lanes)
+    assert {lane.split(" · ")[0] for lane in lanes} == {f"rank {r}" for r in range(j.world)}
+    assert spec["title"]["text"] == f"Timeline · ranks 0-{j.world - 1} of run {runs[0]}'s job (rank0/export)"
+    with pytest.raises(QueryError, match=rf"^chart timeline: -p ranks=7: rank 7 not in run {runs[0]}'s job, "
+                                         rf"which has ranks 0-{j.world - 1}$"):
+        charts.timeline_data(tk, run=str(runs[0]), nvtx="step", ranks="7")
+    with pytest.raises(QueryError, match=rf"^chart timeline: whole run of the {j.world} ranks of run {runs[0]}'s "
+                                         r"job holds [0-9,]+ events, more than the 5,000 a timeline draws; choose "
+                                         r"fewer ranks \(-p ranks=0-3\) or a shorter window"):
+        charts.timeline_data(tk, run=str(runs[0]), ranks="all")
+    if chromium() is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
+    page = chart_marks(charts.save(charts.timeline(t), tmp_path / "job.html"))
+    assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
+    assert page.value["marks"]["rect"] == t.nvtx.height + t.gpu.height
+
+
+def test_a_ranks_report_shows_the_jobs_timeline(job, tmp_path, monkeypatch):
+    """A rank's report: after the job's views, its typical step on every rank (a job of more
+    than JOB_TIMELINE_RANKS ranks: this rank, the slowest and the fastest in that step, by
+    stragglers), the caption saying which and the export trace command that writes it; in
+    Chromium, a bar per NVTX range and GPU op of those ranks in the window."""
+    from tracekit import report
+
+    tk, db, j = job
+    runs = _rank_runs(tk)
+    rep = report.build(tk, str(runs[1]))
+    keys = [sec.key for sec, *_ in rep.sections]
+    assert keys[:4] == ["rank-summary", "stragglers", "rank-heatmap", "job-timeline"]
+    params, caption = report.typical_step(tk, runs[1])
+    step = params["instance"]
+    assert params == {"nvtx": "step", "instance": step, "ranks": "all"}
+    assert f"on every rank of the job (ranks 0-{j.world - 1})" in caption
+    assert f"`tracekit export trace --run {runs[1]} --ranks all --nvtx step --instance {step} -o step.json`" in caption
+    monkeypatch.setattr(report, "JOB_TIMELINE_RANKS", 2)
+    row = tk.query("stragglers", run=str(runs[1]), limit=0).filter(
+        (pl.col("path") == "step") & (pl.col("instance") == step)).row(0, named=True)
+    slow, fast = row["slowest_rank"], row["fastest_rank"]
+    params, caption = report.typical_step(tk, runs[1])
+    assert params["ranks"] == ",".join(map(str, sorted({1, slow, fast})))
+    assert (f"on this run's rank 1, rank {slow}, the slowest in it, rank {fast}, the fastest (of the job's "
+            f"{j.world} ranks)") in caption
+    monkeypatch.undo()
+    if chromium() is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
+    out = report.write_report(tk, tmp_path / "r.html", run=str(runs[1]))
+    page = load(out, "window.tracekitReport && window.tracekitReport.done", "window.tracekitReport")
+    t = charts.timeline_data(tk, run=str(runs[1]), nvtx="step", instance=step, ranks="all")
+    assert page.console_errors == [] and page.exceptions == [] and page.value["failed"] == 0
+    assert page.value["marks"]["chart-job-timeline"] == t.nvtx.height + t.gpu.height
 
 
 def test_the_ranks_ingested_by_dask_workers_are_the_serial_ones(tmp_path, capsys):

@@ -23,8 +23,8 @@ from browser import chromium, load, png_pixels
 from conftest import captured_again
 
 import tracekit
+from tracekit import charts, report
 from tracekit import diff as D
-from tracekit import report
 from tracekit.cli import main as cli_main
 
 DATA = Path(__file__).parent / "data"
@@ -432,9 +432,9 @@ def test_report_of_a_rank_shows_its_job_first(rank_reports):
     planted one: rank 2 slowest in step/forward) and the rank x NVTX path heatmap; then the
     rank's own sections. A run of no job gets none of them."""
     page = _parse(rank_reports["rank"])
-    assert list(page.sections) == ["rank-summary", "stragglers", "rank-heatmap", "top-kernels", "kernel-durations",
-                                   "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization", "idle-gaps", "launch-overhead",
-                                   "api", "memcpy", "osrt", "timeline"]
+    assert list(page.sections) == ["rank-summary", "stragglers", "rank-heatmap", "job-timeline", "top-kernels",
+                                   "kernel-durations", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization", "idle-gaps",
+                                   "launch-overhead", "api", "memcpy", "osrt", "timeline"]
     assert page.charts[:3] == ["chart-rank-summary", "chart-stragglers", "chart-rank-heatmap"]
     assert "<dt>job</dt><dd>rank 1 of 4 ranks ingested, 0 to 3</dd>" in rank_reports["rank"].read_text()
     (summary,) = page.sections["rank-summary"]
@@ -478,8 +478,13 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
                                   DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz"]):
             tk.ingest(f, name=f"mixed-r{rank}", params={"rank": str(rank), "job": "mixed"})
         path = report.write_report(tk, tmp_path / "m.html", run="mixed-r0")
+        # the job's timeline: rank 2, another program captured days apart, is said to have nothing there
+        notes = charts.timeline_data(tk, run="mixed-r0", nvtx="step", ranks="all").notes
+        assert notes[0] == "rank 2 captured without NVTX tracing"
+        assert re.fullmatch(r"rank 2: nothing in this span \(its capture began -[0-9,]+\.[0-9]{3} s from this "
+                            r"run's\)", notes[1]) and len(notes) == 2
     page = _parse(path)
-    assert list(page.sections)[:2] == ["rank-summary", "top-kernels"]
+    assert list(page.sections)[:3] == ["rank-summary", "job-timeline", "top-kernels"]
     assert [int(t) for t, _, _ in _column(page.sections["rank-summary"][0], "rank")] == [0, 1, 2]
     assert ("<dt>ranks without NVTX trace</dt><dd>rank 2 (run 3) of its job was captured without NVTX tracing "
             "(capture every rank with nsys -t nvtx); left out: Stragglers, Time per rank and NVTX path</dd>"

@@ -261,7 +261,7 @@ def test_more_than_the_bound_is_an_error_that_says_how_to_choose_a_window(tk, mo
     ({"from_ns": 1, "to_ns": 1000}, QueryError,
      "chart timeline: the window 1 to 1000 ns is outside run 1 (hstu)'s events, which span 11899934 to 389229314 ns"),
     ({"run_name": "x"}, ParamError,
-     "chart timeline: unknown parameter 'run_name' (declared: nvtx, instance, from_ns, to_ns)"),
+     "chart timeline: unknown parameter 'run_name' (declared: nvtx, instance, from_ns, to_ns, ranks)"),
 ])
 def test_bad_windows_are_one_line_errors(tk, params, error, said):
     with pytest.raises(error) as err:

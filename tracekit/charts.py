@@ -932,6 +932,9 @@ class Timeline:
     nvtx: pl.DataFrame
     gpu: pl.DataFrame
     untraced: tuple[str, ...] = ()
+    #: the ranks of the run's job drawn (``ranks=``; the rows' ``rank``), and what some did not trace
+    ranks: tuple[int, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def _int_param(name: str, value: Any, what: str) -> int | None:
@@ -954,16 +957,19 @@ _TIMELINE_OPTIONS = {"command": "chart timeline", "window": "-p from_ns=/-p to_n
 
 
 def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, instance: int | str | None = None,
-                  from_ns: int | str | None = None, to_ns: int | str | None = None) -> Timeline:
+                  from_ns: int | str | None = None, to_ns: int | str | None = None,
+                  ranks: str | None = None) -> Timeline:
     """The timeline's data: the nvtx-ranges and gpu-trace rows of the run (an nsys run;
     default: the latest) in a window chosen as ``tracekit export trace`` chooses it
     (tracekit.trace.resolve_window): ``nvtx=NAME`` and ``instance=N`` (the N-th range of
     that name, 1 = the first, from its start to the end of the GPU work it launched), or
-    ``from_ns``/``to_ns`` on the capture's clock, or the whole run. More than
-    ``TIMELINE_BARS`` events in the window is a QueryError that says how to choose one."""
-    from .interrupts import stoppable
-    from .registry import get_registry, resolve_run, untraced
-    from .trace import Options, resolve_window
+    ``from_ns``/``to_ns`` on the capture's clock, or the whole run. ``ranks`` (``all``, or
+    ``0-3,7``): the ranks of the run's job over the same span of time, each rank's rows with
+    ``rank`` and its times on the run's clock (tracekit.trace.job_parts: by each export's
+    session start). More than ``TIMELINE_BARS`` events in the window is a QueryError that says
+    how to choose one."""
+    from .registry import resolve_run
+    from .trace import Options, Part, job_parts, resolve_window
 
     run_id = resolve_run(tk, run, "nsys", "chart timeline", spans_runs=False)
     number = _int_param("instance", instance, "an instance number (1 = the first)")
@@ -977,34 +983,86 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     if nvtx is not None and window.end_ns <= window.start_ns:
         raise QueryError(f"chart timeline: {window.label} of run {run_id} ({run_name}) lasts 0 ns and launched no GPU "
                          "work: nothing to draw; choose another instance")
+    if ranks is None:
+        parts = [Part(run_id, window)]
+    else:
+        parts = job_parts(tk, run_id, window, ranks, onto_run=True, said=("chart timeline", "-p ranks="))
+    got = [_timeline_rows(tk, part, run_name if part.run_id == run_id else None) for part in parts]
+    events = sum(g[2] for g in got)
+    if events > TIMELINE_BARS:
+        if ranks is None:
+            raise QueryError(_too_many(tk, run_id, run_name, window, *got[0][3:7]))
+        raise QueryError(f"chart timeline: {window.label} of the {len(parts):,} ranks of run {run_id}'s job holds "
+                         f"{events:,} events, more than the {TIMELINE_BARS:,} a timeline draws; choose fewer ranks "
+                         "(-p ranks=0-3) or a shorter window (-p nvtx=NAME -p instance=N); `tracekit export trace "
+                         "--ranks` writes any window for ui.perfetto.dev")
+    if ranks is None:
+        nv, gpu, _, _, _, _, _, missing = got[0]
+        if events == 0 and nvtx is None:
+            _outside(run_id, run_name, window, lo, hi, *got[0][5:7])
+        return Timeline(run_id, run_name, window, nv, gpu, missing)
+    missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g[7] for g in got))
+    notes = tuple(f"rank {part.rank} captured without {k} tracing" for part, g in zip(parts, got, strict=True)
+                  for k in g[7] if k not in missing)
+    notes += tuple(f"rank {part.rank}: nothing in this span (its capture began {part.shift_ns / 1e9:+,.3f} s from "
+                   "this run's)" for part, g in zip(parts, got, strict=True) if g[2] == 0)
+    nv = pl.concat([g[0].with_columns(pl.lit(part.rank).alias("rank")) for part, g in zip(parts, got, strict=True)
+                    if not g[0].is_empty()], how="diagonal_relaxed") if any(not g[0].is_empty() for g in got) \
+        else pl.DataFrame()
+    gpu = pl.concat([g[1].with_columns(pl.lit(part.rank).alias("rank")) for part, g in zip(parts, got, strict=True)
+                     if not g[1].is_empty()], how="diagonal_relaxed") if any(not g[1].is_empty() for g in got) \
+        else pl.DataFrame()
+    return Timeline(run_id, run_name, window, nv, gpu, missing, tuple(p.rank for p in parts), notes)
+
+
+def _timeline_rows(tk, part, run_name: str | None) -> tuple:
+    """(nvtx-ranges rows, gpu-trace rows with the graph launches, events, NVTX ranges, GPU
+    ops, the first and last event's time, kinds untraced) of ``part``'s window, times moved
+    by its shift (tracekit.trace.Part); a run captured without NVTX and CUDA tracing is an
+    error."""
+    from .interrupts import stoppable
+    from .registry import get_registry, untraced
+
+    run_id, w = part.run_id, part.window
+    if run_name is None:
+        run_name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
     missing = tuple(what for what, _ in untraced(tk, run_id, ["nvtx_ranges", "kernels"]))
     if len(missing) == 2:
-        raise QueryError(f"chart timeline: run {run_id} ({run_name}) was captured without NVTX and CUDA tracing: "
+        rank = f"rank {part.rank}: " if part.rank is not None else ""
+        raise QueryError(f"chart timeline: {rank}run {run_id} ({run_name}) was captured without NVTX and CUDA tracing: "
                          "nothing to draw; capture with nsys -t nvtx,cuda")
-    params = {"run": run_id, "lo": window.start_ns, "hi": window.end_ns, "nvtx": "NVTX" not in missing,
+    params = {"run": run_id, "lo": w.start_ns, "hi": w.end_ns, "nvtx": "NVTX" not in missing,
               "gpu": "CUDA" not in missing}
     ranges, ops, first, last = tk.con.execute(_TIMELINE_EVENTS, params).fetchall()[0]
-    if ranges + ops > TIMELINE_BARS:
-        raise QueryError(_too_many(tk, run_id, run_name, window, ranges, ops, first, last))
-    if ranges + ops == 0 and nvtx is None and first is not None and (
-            (hi is not None and hi <= first) or (lo is not None and lo >= last)):
-        raise QueryError(f"chart timeline: the window {window.label} is outside run {run_id} ({run_name})'s "
-                         f"events, which span {first} to {last} ns (`tracekit query nvtx-ranges` prints times "
-                         "on this clock)")
+    if ranges + ops > TIMELINE_BARS:  # (not read: too many to draw)
+        return pl.DataFrame(), pl.DataFrame(), ranges + ops, ranges, ops, first, last, missing
 
     def rows(kind: str, query: str) -> pl.DataFrame:
         if kind in missing:
             return pl.DataFrame()
         with stoppable():  # (graphs_shown: the launches gpu-trace leaves out are drawn below)
-            return get_registry().run(tk, query, graphs_shown=True, run=run_id, from_ns=window.start_ns,
-                                      to_ns=window.end_ns, limit=0)
+            return get_registry().run(tk, query, graphs_shown=True, run=run_id, from_ns=w.start_ns,
+                                      to_ns=w.end_ns, limit=0)
 
     gpu = rows("CUDA", "gpu-trace")
     if "CUDA" not in missing:
         graphs = tk.frame(tk.con.sql(_TIMELINE_GRAPHS, params={k: params[k] for k in ("run", "lo", "hi")}))
         if not graphs.is_empty():
             gpu = pl.concat([gpu, graphs], how="diagonal_relaxed").sort("start_ns", maintain_order=True)
-    return Timeline(run_id, run_name, window, rows("NVTX", "nvtx-ranges"), gpu, missing)
+    nv = rows("NVTX", "nvtx-ranges")
+    if part.shift_ns:
+        moved = [pl.col(c) + part.shift_ns for c in ("start_ns", "end_ns")]
+        nv, gpu = (f.with_columns(moved) if not f.is_empty() else f for f in (nv, gpu))
+    return nv, gpu, ranges + ops, ranges, ops, first, last, missing
+
+
+def _outside(run_id: int, run_name: str, window, lo: int | None, hi: int | None, first: int | None,
+             last: int | None) -> None:
+    """A from_ns/to_ns window wholly outside the run's events: an error giving their span."""
+    if first is not None and ((hi is not None and hi <= first) or (lo is not None and lo >= last)):
+        raise QueryError(f"chart timeline: the window {window.label} is outside run {run_id} ({run_name})'s "
+                         f"events, which span {first} to {last} ns (`tracekit query nvtx-ranges` prints times "
+                         "on this clock)")
 
 
 def _too_many(tk, run_id: int, run_name: str, window, ranges: int, ops: int, first: int | None,
@@ -1059,9 +1117,11 @@ def _op_detail(r: dict) -> str:
 
 
 def _busy(gpu: pl.DataFrame, t0: int, t1: int) -> list[str]:
-    """Per device, the share of the window it ran a GPU op (the union of its ops)."""
+    """Per device (per rank and device, a job's), the share of the window it ran a GPU op
+    (the union of its ops)."""
     out = []
-    for (dev,), ops in gpu.sort("device_id", "start_ns").group_by("device_id", maintain_order=True):
+    keys = ["rank", "device_id"] if "rank" in gpu.columns else ["device_id"]
+    for key, ops in gpu.sort(*keys, "start_ns").group_by(keys, maintain_order=True):
         busy, end = 0, t0
         for s, e in ops.select("start_ns", "end_ns").iter_rows():
             s, e = max(s, end), min(e, t1)
@@ -1069,8 +1129,18 @@ def _busy(gpu: pl.DataFrame, t0: int, t1: int) -> list[str]:
                 busy += e - s
                 end = e
         pct = 100 * busy / (t1 - t0)
-        out.append(f"GPU {dev} busy {pct:.{0 if pct >= 10 else 1}f} %")
+        rank = f"rank {key[0]} " if len(keys) == 2 else ""
+        out.append(f"{rank}GPU {key[-1]} busy {pct:.{0 if pct >= 10 else 1}f} %")
     return out
+
+
+def _ranked(df: pl.DataFrame) -> pl.DataFrame:
+    """A job's timeline rows (with ``rank``): each lane named for its rank, the ranks in
+    order (each rank's lanes in the order they had); other rows as they are."""
+    if "rank" not in df.columns:
+        return df
+    return df.with_columns(pl.format("rank {} · {}", pl.col("rank"), pl.col("lane")).alias("lane")).sort(
+        "rank", maintain_order=True)
 
 
 def _legend(columns: int, width: int) -> alt.Legend:
@@ -1099,8 +1169,12 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     stream below, on one time axis in ms since the window's start (events that overlap its
     edges cut there); colours: the ``TIMELINE_COLOURS`` NVTX ranges and kernels with the
     most time in the window apiece, copies in reds, memsets in greys, graph launches in
-    purples. Zooms on the time axis (scroll, drag)."""
-    title = f"Timeline · run {t.run_id} ({t.run_name})"
+    purples. Zooms on the time axis (scroll, drag). A job's ranks (``t.ranks``): each rank's
+    lanes together, named ``rank N · ...``, on the run's clock."""
+    from .names import numbered
+
+    title = (f"Timeline · run {t.run_id} ({t.run_name})" if not t.ranks else
+             f"Timeline · {numbered(t.ranks, 'rank', 'ranks', 8)} of run {t.run_id}'s job ({t.run_name})")
     nv, gpu, w = t.nvtx, t.gpu, t.window
     if nv.is_empty() and gpu.is_empty():
         return _no_data(f"{title} · {w.label}")
@@ -1116,7 +1190,7 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     layers = []
     graphs: list[str] = []
     if not nv.is_empty():  # named as the path names them: the default domain's ':text' as 'text'
-        nv = _nvtx_lanes(nv.with_columns(pl.col("range").str.strip_prefix(":")))
+        nv = _ranked(_nvtx_lanes(nv.with_columns(pl.col("range").str.strip_prefix(":"))))
         top = _top(nv, "range", in_window)
         d = nv.with_columns(*since, (pl.col("dur_ns") / 1e6).alias("dur_ms"),
                             pl.when(pl.col("range").is_in(top)).then(pl.col("range")).otherwise(pl.lit("(other)"))
@@ -1132,7 +1206,7 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     if not gpu.is_empty():
         kernels = _top(gpu.filter(pl.col("op_kind") == "kernel"), "name", in_window)
         shown = dict(zip(kernels, distinct_labels(kernels, 48, short_name), strict=True))
-        d = _gpu_lanes(gpu)
+        d = _ranked(_gpu_lanes(gpu))
         colour = [shown.get(n, "(other kernels)") if k == "kernel" else n for n, k in d.select("name", "op_kind").rows()]
         d = d.with_columns(*since, (pl.col("dur_ns") / 1e3).alias("dur_us"), pl.Series("colour", colour, pl.Utf8),
                            pl.Series("detail", [_op_detail(r) for r in d.iter_rows(named=True)], pl.Utf8))
@@ -1152,11 +1226,13 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
             start, alt.Tooltip("dur_us:Q", title="duration [µs]", format=",.1f"), alt.Tooltip("detail:N"),
             alt.Tooltip("nvtx_path:N", title="NVTX path")]))
         lanes += d["lane"].unique(maintain_order=True).to_list()
+    if t.ranks:  # (each rank's NVTX lanes, then its GPU lanes)
+        lanes = sorted(lanes, key=lambda lane: int(lane.split(" ", 2)[1]))
     y = alt.Y("lane:N", sort=lanes, title=None, axis=alt.Axis(labelLimit=240))
     layers = [layer.encode(y=y) for layer in layers]
     layers[0] = layers[0].add_params(alt.selection_interval(bind="scales", encodings=["x"]))
     said = [f"{w.label} · {(t1 - t0) / 1e6:,.3f} ms", *(_busy(gpu, t0, t1) if not gpu.is_empty() else []),
-            *(f"captured without {what} tracing" for what in t.untraced)]
+            *(f"captured without {what} tracing" for what in t.untraced), *t.notes]
     return alt.layer(*layers).resolve_scale(color="independent", stroke="independent").properties(
         width=TIMELINE_WIDTH, height=alt.Step(20),
         title=alt.Title(title, subtitle=[
@@ -1678,7 +1754,8 @@ CHARTS: dict[str, ChartSpec] = {
         "nvtx-ranges", nvtx_timeline, {"limit": 2000}, "nsys NVTX ranges over time"
     ),
     "timeline": ChartSpec(None, timeline, {}, "nsys NVTX ranges and GPU work per stream of one request or window "
-                          "(-p nvtx=NAME -p instance=N, or -p from_ns=A -p to_ns=B)", data=timeline_data,
+                          "(-p nvtx=NAME -p instance=N, or -p from_ns=A -p to_ns=B; -p ranks=all: the run's job)",
+                          data=timeline_data,
                           source="queries nvtx-ranges and gpu-trace with whole CUDA graph launches, needs an nsys run"),
     "rank-summary": ChartSpec("rank-summary", rank_summary, {"limit": 0}, "multi-rank: time per rank"),
     "stragglers": ChartSpec("stragglers", stragglers, {"limit": 20}, "multi-rank: range instances by skew"),

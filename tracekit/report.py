@@ -124,6 +124,44 @@ def typical_request(tk, run_id: int) -> tuple[dict[str, Any], str]:
         f"-p {param} -p instance=N` draws another.")
 
 
+#: the most ranks the job's timeline draws; a larger job shows the run's rank and the slowest
+#: and fastest ranks of the step
+JOB_TIMELINE_RANKS = 8
+
+
+def typical_step(tk, run_id: int) -> tuple[dict[str, Any], str]:
+    """The job timeline's window and ranks: the run's typical request (``typical_request``)
+    over every rank of its job, or, beyond ``JOB_TIMELINE_RANKS`` ranks, over the run's rank
+    and the ranks slowest and fastest in that instance (``stragglers``'s); and the caption
+    that says which."""
+    from .names import numbered
+    from .registry import job_runs
+
+    params, caption = typical_request(tk, run_id)
+    runs = job_runs(tk, run_id)
+    ranks = [k for _, k, _ in runs]
+    own = next((k for rid, k, _ in runs if rid == run_id), None)  # (None: a run the same capture superseded)
+    nvtx, instance = params.get("nvtx"), params.get("instance")
+    if len(ranks) <= JOB_TIMELINE_RANKS:
+        chosen, which = ranks, f"every rank of the job ({numbered(ranks, 'rank', 'ranks')})"
+    else:
+        chosen, said = {own} - {None}, [f"this run's rank {own}"] if own is not None else []
+        step = tk.query("stragglers", run=run_id, limit=0).filter(
+            (pl.col("path") == nvtx) & (pl.col("instance") == instance)) if nvtx is not None else pl.DataFrame()
+        if step.height:
+            row = step.row(0, named=True)
+            chosen |= {row["slowest_rank"], row["fastest_rank"]}
+            said += [f"rank {row['slowest_rank']}, the slowest in it", f"rank {row['fastest_rank']}, the fastest"]
+        chosen = sorted(chosen) or ranks[:JOB_TIMELINE_RANKS]
+        which = f"{', '.join(said) or numbered(chosen, 'rank', 'ranks')} (of the job's {len(ranks):,} ranks)"
+    spec = "all" if chosen == ranks else ",".join(map(str, chosen))
+    window = (f" --nvtx {shlex.quote(nvtx)} --instance {instance}" if nvtx is not None else "")
+    return {**params, "ranks": spec}, (
+        f"{caption.split('. `tracekit export trace')[0]}; on {which}, each over the same span of time (each rank's "
+        f"times set by its capture's start). `tracekit export trace --run {run_id} --ranks {spec}{window} "
+        "-o step.json` writes it for ui.perfetto.dev.")
+
+
 NSYS = (
     Section("top-kernels", "Top kernels", "top-kernels", {"limit": 20}, "top-kernels",
             ("name", "instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "time_pct"),
@@ -248,6 +286,10 @@ RANKS = (
     Section("rank-heatmap", "Time per rank and NVTX path", "rank-ranges", {"limit": 0}, "rank-heatmap", None,
             "Each rank's summed time in each NVTX path against the median rank's (the numbers: `tracekit query "
             "rank-ranges`)."),
+    Section("job-timeline", "The job's timeline", None, chart="timeline", chart_params=typical_step,
+            intro="This run's typical request on the job's ranks, one above the other on one time axis (the caption "
+            "says which ranks): where one rank still computes while the others wait, in a collective on their GPUs "
+            "or on their hosts, is the straggler."),
 )
 
 

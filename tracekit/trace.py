@@ -628,29 +628,32 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
     return counts
 
 
-def job_parts(tk, run_id: int, window: Window, ranks: str) -> list[Part]:
+def job_parts(tk, run_id: int, window: Window, ranks: str, onto_run: bool = False,
+              said: tuple[str, str] = ("export trace", "--ranks ")) -> list[Part]:
     """The parts of the timeline of run ``run_id``'s job: its ranks ``ranks`` (``all``, or
     numbers and spans, ``0-3,7``), each with its window and its shift onto the trace's clock.
     Each export counts time from its own nsys session's start; the trace's clock is the earliest
-    rank's, so rank r's times are shifted by its session start less that one's (UTC, as nsys
-    recorded them: ranks on one host share its clock; on several hosts, their clocks' sync).
-    ``window`` is on run ``run_id``'s clock, and so each rank's is its own time over the same
-    span."""
+    rank's (``onto_run``: run ``run_id``'s), so rank r's times are shifted by its session start
+    less that one's (UTC, as nsys recorded them: ranks on one host share its clock; on several
+    hosts, their clocks' sync). ``window`` is on run ``run_id``'s clock, and so each rank's is
+    its own time over the same span. ``said``: the command and the option, as errors name them."""
     from .names import numbered, parse_numbers
     from .registry import job_runs
 
-    expect(ranks, str, "export trace: ranks")
+    command, flag = said
+    expect(ranks, str, f"{command}: {flag.strip(' =')}")
     mine = job_runs(tk, run_id)
     if len(mine) < 2:
         name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
         why = "has no rank" if not mine else "is the only rank of its job in the store"
-        raise QueryError(f"export trace --ranks: run {run_id} ({name}) {why}; give a rank's run of a job of several "
-                         "(`tracekit query jobs`), or leave out --ranks for the run alone")
+        raise QueryError(f"{command}: {flag}{ranks}: run {run_id} ({name}) {why}; give a rank's run of a job of "
+                         f"several (`tracekit query jobs`), or leave out {flag.strip(' =')} for the run alone")
     have = {rank: rid for rid, rank, _ in mine}
-    wanted = sorted(have) if ranks.strip().lower() == "all" else parse_numbers(ranks, "--ranks")
+    wanted = (sorted(have) if ranks.strip().lower() == "all" else
+              parse_numbers(ranks, f"{command}: {flag.strip(' =')}"))
     absent = [k for k in wanted if k not in have]
     if absent:
-        raise QueryError(f"export trace --ranks {ranks}: {numbered(absent, 'rank', 'ranks', 8)} not in run {run_id}'s "
+        raise QueryError(f"{command}: {flag}{ranks}: {numbered(absent, 'rank', 'ranks', 8)} not in run {run_id}'s "
                          f"job, which has {numbered(sorted(have), 'rank', 'ranks', 8)}")
     ids = [have[k] for k in wanted]
     starts = dict(tk.con.execute(
@@ -658,9 +661,9 @@ def job_parts(tk, run_id: int, window: Window, ranks: str) -> list[Part]:
         "WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [[*ids, run_id]]).fetchall())
     unknown = [r for r in (*ids, run_id) if starts.get(r) is None]
     if unknown:
-        raise QueryError(f"export trace --ranks: run {unknown[0]}'s export records no session start "
+        raise QueryError(f"{command}: {flag}{ranks}: run {unknown[0]}'s export records no session start "
                          "(TARGET_INFO_SESSION_START_TIME): its times cannot be put beside the other ranks'")
-    first = min(starts[r] for r in ids)
+    first = starts[run_id] if onto_run else min(starts[r] for r in ids)
     out = []
     for k, rid in zip(wanted, ids, strict=True):
         to_mine = int(starts[run_id] - starts[rid])  # (run_id's clock -> rank k's)

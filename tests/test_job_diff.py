@@ -194,10 +194,11 @@ def test_ranks_in_one_job_only_are_said_and_left_out(tmp_path):
 
 def test_a_job_captured_again_is_a_job_of_its_own(tmp_path):
     """One job (params job) captured twice and ingested, the later capture first: two jobs,
-    numbered in the order they were captured (nsys's session start), whose comparison is
-    that of the same captures given jobs of their own. The same capture ingested again (other
-    content, the same session) takes its rank's place in its job: naming its earlier run is
-    an error that says so, not a comparison of the later run with itself."""
+    numbered in the order ingested, whose comparison is that of the same captures given jobs
+    of their own. A first capture of some ranks and a second of all stay apart (a capture is
+    the runs that ran at the same time). The same capture ingested again (other content, the
+    same session) takes its rank's place in its job: naming its earlier run is an error that
+    says so, not a comparison of the later run with itself."""
     from conftest import captured_again
 
     db = tmp_path / "again.duckdb"
@@ -209,24 +210,37 @@ def test_a_job_captured_again_is_a_job_of_its_own(tmp_path):
                 tk.ingest(f, params={"rank": r, "job": "prof"})
                 other.ingest(f, params={"rank": r, "job": j})
         jobs = tk.query("jobs")
-        assert jobs.select("job", "ranks", "runs").rows() == [("prof#2", 2, 2), ("prof", 2, 2)]
+        assert jobs.select("job", "ranks", "runs").rows() == [("prof", 2, 2), ("prof#2", 2, 2)]
         assert tk.con.execute("SELECT job, list(run_id ORDER BY rank) FROM rank_runs GROUP BY 1 ORDER BY 1"
-                              ).fetchall() == [("prof", [3, 4]), ("prof#2", [1, 2])]
+                              ).fetchall() == [("prof", [1, 2]), ("prof#2", [3, 4])]
         names = dict(tk.con.execute("SELECT run_id, name FROM runs").fetchall())
-        for a, b in (("prof", "prof#2"), ("3", "1"), (names[4], "2")):
+        for a, b in (("prof#2", "prof"), ("3", "1"), (names[4], "2")):
             got = _quiet(tk.diff_jobs, a, b, by="kernel")
             want = _quiet(other.diff_jobs, "base_again", "after", by="kernel")
             assert got.height > 0 and got.equals(want), (a, b)
         assert tk.query("rank-summary", run="1")["run_id"].to_list() == [1, 2]
         assert tk.query("rank-summary", run="4")["run_id"].to_list() == [3, 4]
-        again = captured_again(DATA / "base_again" / "rank1" / "export.sqlite.xz", tmp_path / "rank1" / "x.sqlite")
-        assert tk.ingest(again, params={"rank": 1, "job": "prof"}).run_id == 5
+        for r in range(2, 4):  # the rest of after's ranks, ingested later: its capture's
+            tk.ingest(DATA / "after" / f"rank{r}" / "export.sqlite.xz", params={"rank": r, "job": "prof"})
         assert tk.con.execute("SELECT job, list(run_id ORDER BY rank) FROM rank_runs GROUP BY 1 ORDER BY 1"
-                              ).fetchall() == [("prof", [3, 5]), ("prof#2", [1, 2])]
-        with pytest.raises(QueryError, match=r"^diff --jobs: run 4 \(.*\) is rank 1 of job prof, whose rank 1 is now "
-                                             r"run 5, the same capture ingested later; name the job by run 5, or remove "
-                                             r"run 4 \(tracekit runs rm 4\)$"):
+                              ).fetchall() == [("prof", [1, 2, 5, 6]), ("prof#2", [3, 4])]
+        again = captured_again(DATA / "base_again" / "rank1" / "export.sqlite.xz", tmp_path / "rank1" / "x.sqlite")
+        assert tk.ingest(again, params={"rank": 1, "job": "prof"}).run_id == 7
+        assert tk.con.execute("SELECT job, list(run_id ORDER BY rank) FROM rank_runs GROUP BY 1 ORDER BY 1"
+                              ).fetchall() == [("prof", [1, 2, 5, 6]), ("prof#2", [3, 7])]
+        with pytest.raises(QueryError, match=r"^diff --jobs: run 4 \(.*\) is rank 1 of job prof#2, whose rank 1 is "
+                                             r"now run 7, the same capture ingested later; name the job by run 7, or "
+                                             r"remove run 4 \(tracekit runs rm 4\)$"):
             tk.diff_jobs("4", "1")
+        with pytest.raises(ParamError, match=r"^--param job='prof#2': a job named JOB#N is the N-th capture"):
+            tk.ingest(DATA / "base" / "rank0" / "export.sqlite.xz", params={"rank": 0, "job": "prof#2"})
+    partial = tmp_path / "partial.duckdb"
+    with tracekit.open(partial) as tk:  # rank 0 and 1 of base, then all of after: two jobs, whole
+        for j, ranks in (("base", (0, 1)), ("after", (0, 1, 2, 3))):
+            for r in ranks:
+                tk.ingest(DATA / j / f"rank{r}" / "export.sqlite.xz", params={"rank": r, "job": "k"})
+        assert tk.con.execute("SELECT job, list(run_id ORDER BY rank) FROM rank_runs GROUP BY 1 ORDER BY 1"
+                              ).fetchall() == [("k", [1, 2]), ("k#2", [3, 4, 5, 6])]
     with tracekit.open(db) as tk:  # a numeric job id that is also a run id
         tk.ingest(DATA / "base" / "rank0" / "export.sqlite.xz", params={"rank": 0, "job": "2"})
         tk.ingest(DATA / "base" / "rank1" / "export.sqlite.xz", params={"rank": 1, "job": "2"})
@@ -654,7 +668,15 @@ def test_repeats_of_the_base_job_hold_the_ranks_rows_the_chart_and_the_report(tk
     assert job.filter(judged).height < _quiet(tk.diff_jobs, "9", "1").filter(judged).height
     rep = _quiet(build, tk, "1", vs="9", repeats=["13"])  # (run 13: no rank)
     sec = next(s for s, *_ in rep.sections if s.key == "job-diff")
-    assert "The repeats are not all ranks of a job of several (" in sec.intro and "--repeat" not in sec.intro
+    assert ("The jobs are compared without the repeats' noise: the repeats are not all ranks of a job of several ("
+            in sec.intro and "--repeat" not in sec.intro)
+    # two ranks of the repeat job are that job, once; a rank of a job compared is no repeat of it
+    rep = _quiet(build, tk, "1", vs="9", repeats=["6", "5"])
+    sec = next(s for s, *_ in rep.sections if s.key == "job-diff")
+    assert "tracekit diff --jobs 9 1 --repeat 6)" in sec.intro and "The job of run 6, the base's again" in sec.intro
+    rep = _quiet(build, tk, "1", vs="9", repeats=["2"])
+    sec = next(s for s, *_ in rep.sections if s.key == "job-diff")
+    assert "without the repeats' noise: the repeats are ranks of the jobs compared" in sec.intro
 
 
 def test_the_compare_chart_draws_each_jobs_change(tk, store, tmp_path, capsys):
@@ -688,10 +710,10 @@ def test_the_compare_chart_draws_each_jobs_change(tk, store, tmp_path, capsys):
 
 def test_an_ingest_of_another_capture_of_a_job_says_so(tmp_path, capsys):
     """The same folder captured again and ingested again (serially, or in threads): a line
-    per job names its captures, each a job of its own in the order captured (base_again,
-    ingested after after, was captured before it: it is #2, after #3), and how to compare
-    them. The same capture ingested again (other content) takes the place of its runs, and a
-    warning says so; the same files again, or a job of its own, say nothing."""
+    per job names its captures, each a job of its own in the order ingested, and how to
+    compare the new one with the one before. The same capture ingested again (other content)
+    takes the place of its runs, and a warning says so; the same files again, or a job of its
+    own, say nothing."""
     from conftest import captured_again
 
     prof = tmp_path / "prof"
@@ -710,14 +732,14 @@ def test_an_ingest_of_another_capture_of_a_job_says_so(tmp_path, capsys):
     assert main(["--db", db, "ingest", *capture("base")]) == 0
     assert "tracekit:" not in capsys.readouterr().err
     job = re.escape(str(prof.resolve())) + r"/rank\*/export.sqlite.xz"
-    said = rf"^tracekit: note: job {job}: captured {{}} times, each capture a job of its own, named in the order " \
-           r"captured: {}; `tracekit diff --jobs {} {}` compares two\n$"
+    said = rf"^tracekit: note: job {job}: captured {{}} times, each capture a job of its own, numbered in the " \
+           r"order ingested: {}; `tracekit diff --jobs {} {}` compares two\n$"
     assert main(["--db", db, "ingest", *capture("after")]) == 0
     err = capsys.readouterr().err
     assert re.match(said.format(2, r"runs 1-2 the job, runs 3-4 its #2 \(just ingested\)", 1, 3), err), err
     assert main(["--db", db, "ingest", *capture("base_again"), "--workers", "2"]) == 0
     err = capsys.readouterr().err
-    assert re.match(said.format(3, r"runs 1-2 the job, runs 5-6 its #2 \(just ingested\), runs 3-4 its #3", 1, 5),
+    assert re.match(said.format(3, r"runs 1-2 the job, runs 3-4 its #2, runs 5-6 its #3 \(just ingested\)", 3, 5),
                     err), err
     with tracekit.open(db, read_only=True) as tk:
         assert tk.query("jobs")["ranks"].to_list() == [2, 2, 2]
@@ -726,7 +748,7 @@ def test_an_ingest_of_another_capture_of_a_job_says_so(tmp_path, capsys):
     assert "tracekit:" not in capsys.readouterr().err
     assert main(["--db", db, "ingest", *capture("after", again=True)]) == 0  # the same capture, other content
     err = capsys.readouterr().err
-    assert re.match(rf"^tracekit: warning: job {job}#3: ranks 0-1 ingested again from the same capture: "
+    assert re.match(rf"^tracekit: warning: job {job}#2: ranks 0-1 ingested again from the same capture: "
                     r"runs 7-8 take the place of runs 3-4 in the job's views \(rank-summary, stragglers, "
                     r"diff --jobs\)\n$", err), err
     assert main(["--db", db, "ingest", *capture("base"), "--param", "job=before"]) == 2  # (its runs are there)

@@ -591,6 +591,25 @@ def test_the_jobs_timeline_draws_each_rank_over_the_same_span(job, tmp_path):
     assert page.value["marks"]["rect"] == t.nvtx.height + t.gpu.height
 
 
+def test_a_rank_that_traced_nothing_drawn_is_a_note_on_the_jobs_timeline(tmp_path):
+    """A rank of the job whose capture traced neither NVTX nor CUDA: the job's timeline draws
+    the others and says so of it; asked for that rank alone, one line."""
+    db = tmp_path / "j.duckdb"
+    with tracekit.open(db) as tk:
+        for r in (0, 1):
+            tk.ingest(EXPORTS[r], params={"rank": r, "job": "j"})
+        again = captured_again(EXPORTS[1], tmp_path / "r2.sqlite")  # (rank 1's capture: the same span of time)
+        tk.ingest(again, params={"rank": 2, "job": "j"})
+        tk.con.execute("""UPDATE runs SET meta = json_merge_patch(meta, '{"traced": ["threads", "osrt_calls"]}')
+                          WHERE run_id = 3""")
+        t = charts.timeline_data(tk, run="1", nvtx="step", instance=3, ranks="all")
+        assert t.ranks == (0, 1, 2) and set(t.nvtx["rank"]) == {0, 1} and set(t.gpu["rank"]) == {0, 1}
+        assert t.notes == ("rank 2 captured without NVTX tracing", "rank 2 captured without CUDA tracing")
+        with pytest.raises(QueryError, match=r"^chart timeline: no rank of run 1's job asked for \(rank 2\) traced "
+                                             r"NVTX or CUDA: nothing to draw"):
+            charts.timeline_data(tk, run="1", nvtx="step", instance=3, ranks="2")
+
+
 def test_a_ranks_report_shows_the_jobs_timeline(job, tmp_path, monkeypatch):
     """A rank's report: after the job's views, its typical step on every rank (a job of more
     than JOB_TIMELINE_RANKS ranks: this rank, the slowest and the fastest in that step, by
@@ -609,13 +628,17 @@ def test_a_ranks_report_shows_the_jobs_timeline(job, tmp_path, monkeypatch):
     assert f"on every rank of the job (ranks 0-{j.world - 1})" in caption
     assert f"`tracekit export trace --run {runs[1]} --ranks all --nvtx step --instance {step} -o step.json`" in caption
     monkeypatch.setattr(report, "JOB_TIMELINE_RANKS", 2)
-    row = tk.query("stragglers", run=str(runs[1]), limit=0).filter(
-        (pl.col("path") == "step") & (pl.col("instance") == step)).row(0, named=True)
-    slow, fast = row["slowest_rank"], row["fastest_rank"]
+    t = charts.timeline_data(tk, run=str(runs[1]), nvtx="step", instance=step, ranks="all")
+    span = (t.window.start_ns, t.window.end_ns)
+    steps = t.nvtx.filter(pl.col("path") == "step").with_columns(  # (each rank's step over the span)
+        (pl.min_horizontal("end_ns", pl.lit(span[1])) - pl.max_horizontal("start_ns", pl.lit(span[0]))).alias("in"))
+    longest = steps.sort("in", descending=True).unique("rank", keep="first").sort("dur_ns", "rank", descending=[True, False])
+    slow, fast = longest["rank"][0], longest.sort("dur_ns", "rank")["rank"][0]
+    assert slow != fast
     params, caption = report.typical_step(tk, runs[1])
     assert params["ranks"] == ",".join(map(str, sorted({1, slow, fast})))
-    assert (f"on this run's rank 1, rank {slow}, the slowest in it, rank {fast}, the fastest (of the job's "
-            f"{j.world} ranks)") in caption
+    assert (f"on this run's rank 1, rank {slow}, whose step there took longest, rank {fast}, shortest (of the "
+            f"job's {j.world} ranks)") in caption
     monkeypatch.undo()
     if chromium() is None:
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")

@@ -410,10 +410,32 @@ def test_a_jobs_ranks_in_one_timeline_on_one_clock(job_db, tmp_path):
         assert max(abs(a - b) for a, b in zip(ends[0], ends[1], strict=True)) < 10_000
         assert min(abs(a - b) for a, b in zip(own_ends[0], own_ends[1], strict=True)) > 7_000_000
         events = doc["traceEvents"]
-        pids = {r: {e["pid"] for e in evs} for r, evs in by_rank.items()}
-        assert not pids[0] & pids[1]
+        named = [e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"]
+        own_pids = sum(len({e["pid"] for e in _load(tmp_path / f"r{x.rank}.json")["traceEvents"]}) for x in res.parts)
+        assert len(named) == len(set(named)) == own_pids  # (each rank's processes and GPUs apart)
         starts = [e["id"] for e in events if e["ph"] == "s"]
         assert len(starts) == len(set(starts)) == res.counts["flow"] > 0
+
+
+def test_start_end_ranges_of_ranks_keep_ids_of_their_own(tmp_path):
+    """Two ranks of one capture whose start/end ranges carry the same range ids (one export
+    read as rank 0 and, with other content, as rank 1): each range's begin and end pair up
+    within its rank in the job's timeline, never with the other rank's."""
+    from conftest import captured_again
+
+    mixed = DATA / "nsys_hstu_mixed" / "export.sqlite.xz"
+    with tracekit.open(tmp_path / "m.duckdb") as tk:
+        tk.ingest(mixed, params={"rank": 0, "job": "m"})
+        tk.ingest(captured_again(mixed, tmp_path / "again.sqlite"), params={"rank": 1, "job": "m"})
+        alone = trace.export_trace(tk, tmp_path / "one.json", run="1")
+        res = trace.export_trace(tk, tmp_path / "job.json", run="1", ranks="all")
+    one = [e for e in _load(alone.path)["traceEvents"] if e["ph"] == "b"]
+    assert len(one) > 0
+    by_rank = _ranks_events(_load(res.path)["traceEvents"])
+    ids = {r: [e["id"] for e in evs if e["ph"] == "b"] for r, evs in by_rank.items()}
+    assert len(ids[0]) == len(ids[1]) == len(one) and not set(ids[0]) & set(ids[1])
+    for evs in by_rank.values():
+        assert Counter(e["id"] for e in evs if e["ph"] == "b") == Counter(e["id"] for e in evs if e["ph"] == "e")
 
 
 def test_a_window_of_a_jobs_timeline_is_each_ranks_same_span(job_db, tmp_path):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ParamError, QueryError
-from .names import distinct_labels, short_name
+from .names import distinct_labels, numbered, short_name
 from .numbers import whole_number
 
 
@@ -1002,10 +1002,14 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
             _outside(run_id, run_name, window, lo, hi, *got[0][5:7])
         return Timeline(run_id, run_name, window, nv, gpu, missing)
     missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g[7] for g in got))
+    if len(missing) == 2:
+        asked = numbered([x.rank for x in parts], "rank", "ranks", 8)
+        raise QueryError(f"chart timeline: no rank of run {run_id}'s job asked for ({asked}) traced NVTX or CUDA: "
+                         "nothing to draw; capture with nsys -t nvtx,cuda")
     notes = tuple(f"rank {part.rank} captured without {k} tracing" for part, g in zip(parts, got, strict=True)
                   for k in g[7] if k not in missing)
     notes += tuple(f"rank {part.rank}: nothing in this span (its capture began {part.shift_ns / 1e9:+,.3f} s from "
-                   "this run's)" for part, g in zip(parts, got, strict=True) if g[2] == 0)
+                   "this run's)" for part, g in zip(parts, got, strict=True) if g[2] == 0 and len(g[7]) < 2)
     nv = pl.concat([g[0].with_columns(pl.lit(part.rank).alias("rank")) for part, g in zip(parts, got, strict=True)
                     if not g[0].is_empty()], how="diagonal_relaxed") if any(not g[0].is_empty() for g in got) \
         else pl.DataFrame()
@@ -1027,10 +1031,11 @@ def _timeline_rows(tk, part, run_name: str | None) -> tuple:
     if run_name is None:
         run_name = tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
     missing = tuple(what for what, _ in untraced(tk, run_id, ["nvtx_ranges", "kernels"]))
-    if len(missing) == 2:
-        rank = f"rank {part.rank}: " if part.rank is not None else ""
-        raise QueryError(f"chart timeline: {rank}run {run_id} ({run_name}) was captured without NVTX and CUDA tracing: "
-                         "nothing to draw; capture with nsys -t nvtx,cuda")
+    if len(missing) == 2:  # (a job's rank: said in a note, unless no rank traced either)
+        if part.rank is None:
+            raise QueryError(f"chart timeline: run {run_id} ({run_name}) was captured without NVTX and CUDA "
+                             "tracing: nothing to draw; capture with nsys -t nvtx,cuda")
+        return pl.DataFrame(), pl.DataFrame(), 0, 0, 0, None, None, missing
     params = {"run": run_id, "lo": w.start_ns, "hi": w.end_ns, "nvtx": "NVTX" not in missing,
               "gpu": "CUDA" not in missing}
     ranges, ops, first, last = tk.con.execute(_TIMELINE_EVENTS, params).fetchall()[0]
@@ -1171,8 +1176,6 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     most time in the window apiece, copies in reds, memsets in greys, graph launches in
     purples. Zooms on the time axis (scroll, drag). A job's ranks (``t.ranks``): each rank's
     lanes together, named ``rank N · ...``, on the run's clock."""
-    from .names import numbered
-
     title = (f"Timeline · run {t.run_id} ({t.run_name})" if not t.ranks else
              f"Timeline · {numbered(t.ranks, 'rank', 'ranks', 8)} of run {t.run_id}'s job ({t.run_name})")
     nv, gpu, w = t.nvtx, t.gpu, t.window
@@ -1688,10 +1691,10 @@ def _job_diff_data(tk, base: str | None = None, new: str | None = None, by: str 
     threshold, limit = _threshold_and_limit("job-diff", threshold, limit)
     if not repeats:
         return rank_changes(tk, base, new, by=by, threshold_pct=threshold, limit=limit)
-    from .compare import jobs_with_repeats
+    from .compare import _as, jobs_with_repeats
 
-    return changes_by_rank(jobs_with_repeats(tk, base, new, _run_list(repeats), by=by, threshold_pct=threshold)[1],
-                           limit)
+    long = _as("chart job-diff", jobs_with_repeats, tk, base, new, _run_list(repeats), by, threshold)[1]
+    return changes_by_rank(long, limit)
 
 
 def job_diff(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:

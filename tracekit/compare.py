@@ -87,9 +87,11 @@ def jobs_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str]
     and ``noise_pct``; each rank's change held by the repeats' of that rank), from which the
     job's are made."""
     from .diff import SCHEMA
+    from .job_diff import SCHEMA as JOB_SCHEMA
 
     df, ranks = _with_repeats(tk, base, new, repeats, by, threshold_pct, True)
-    return df, ranks.filter(~pl.col("repeat")).select(*SCHEMA, "rank", "noise_pct")
+    return (df.select(*JOB_SCHEMA, "noise_pct"),
+            ranks.filter(~pl.col("repeat")).select(*SCHEMA, "rank", "noise_pct"))
 
 
 def _with_repeats(tk, base: Any, new: Any, repeats: list[Any], by, threshold_pct: float,
@@ -176,7 +178,8 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
 
 
 def _as(command: str, fn, *args):
-    """``fn(*args)``, a job comparison's error said as ``command``'s (``compare --jobs``)."""
+    """``fn(*args)``, a job comparison's error said as ``command``'s (``compare`` says
+    ``compare --jobs: ...``; a chart, ``chart job-diff: ...``)."""
     from .errors import TracekitError
 
     try:
@@ -185,7 +188,8 @@ def _as(command: str, fn, *args):
         text = str(err)
         if command == "diff --jobs" or not text.startswith("diff --jobs: "):
             raise
-        raise type(err)(f"{command} --jobs: {text.removeprefix('diff --jobs: ')}") from None
+        said = command if command.startswith("chart ") else f"{command} --jobs"
+        raise type(err)(f"{said}: {text.removeprefix('diff --jobs: ')}") from None
 
 
 def _jobs_held(frames: list[pl.DataFrame], longs: list[pl.DataFrame], labels: list[str],

@@ -17,8 +17,9 @@ the rank's digits replaced by ``*`` where the name carries the rank
 (``/prof/rank*/export.sqlite``), else the source's folder. (``MASTER_ADDR:MASTER_PORT``
 is not used: every local job on the default port shares it.) A job captured again (the same
 path profiled and ingested again, or two launches of one SLURM job) is a job of its own,
-``JOB#2``: the store tells captures apart by nsys's session start (schema_runs.sql's
-``rank_captures``); one capture ingested twice counts each rank's latest run.
+``JOB#2``: the store tells captures apart by when each ran, from nsys's session start to its
+stop, and by the ranks they repeat (schema_runs.sql's ``rank_captures``); one capture ingested
+twice counts each rank's latest run. ``JOB#N`` is that name: a ``--param job=`` ending so is refused.
 """
 
 from __future__ import annotations
@@ -94,6 +95,11 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
     """``params`` with ``rank``, ``host``, ``world_size`` and ``job`` filled in where
     known (given values win). ``export``: the plain nsys export, if the run has one."""
     out = dict(params)
+    if re.search(r"#[0-9]+$", str(out.get("job", ""))):
+        from .errors import ParamError
+
+        raise ParamError(f"--param job={out['job']!r}: a job named JOB#N is the N-th capture of job JOB "
+                         "(schema_runs.sql's rank_captures); choose a name that does not end in #N")
     env = from_export(export) if export is not None else {}
     named = rank_from_name(source.resolve())
     if "rank" not in out:

@@ -502,7 +502,7 @@ def job_runs(tk, run_id: int) -> list[tuple[int, int, list[str] | None]]:
 
 def captures_said(tk, run_ids: list[int]) -> list[tuple[str, str]]:
     """What the runs ``run_ids`` (just ingested) did to the jobs they are ranks of, a line a
-    job (``rank_captures``): ``("note", ...)`` where they are another capture of a job in the
+    job (``rank_captures``): ``("note", ...)`` where they began another capture of a job in the
     store (one path captured again), which is a job of its own, ``JOB#2``; ``("warning",
     ...)`` where they took the place of a rank's earlier run of the same capture (ingested
     again: exported again, or with other parameters)."""
@@ -523,15 +523,15 @@ def captures_said(tk, run_ids: list[int]) -> list[tuple[str, str]]:
                     f"capture: {numbered(sorted(n for _, n, _ in got), 'run', 'runs')} take the place of "
                     f"{numbered(sorted(o for _, _, o in got), 'run', 'runs')} in the job's views (rank-summary, "
                     "stragglers, diff --jobs)"))
-    rows = tk.con.execute(  # the captures of every given job of which a new run began another capture
-        "WITH n AS (SELECT * FROM rank_captures WHERE run_id IN (SELECT unnest(?::BIGINT[]))), "
-        "began AS (SELECT DISTINCT n.given_job FROM n WHERE NOT EXISTS (SELECT 1 FROM rank_captures o "
-        "  WHERE o.job = n.job AND o.rank = n.rank AND o.run_id < n.run_id) "
-        "  AND EXISTS (SELECT 1 FROM rank_captures o WHERE o.given_job = n.given_job AND o.rank = n.rank "
-        "  AND o.nth <> n.nth)) "
+    rows = tk.con.execute(  # the captures of every job of several of which a new run began one
+        "WITH n AS (SELECT unnest(?::BIGINT[]) AS run_id), "
+        "began AS (SELECT given_job FROM rank_captures GROUP BY given_job, job "
+        "  HAVING min(run_id) IN (SELECT run_id FROM n)), "
+        "several AS (SELECT given_job FROM rank_captures WHERE given_job IN (SELECT given_job FROM began) "
+        "  GROUP BY given_job HAVING max(nth) > 1) "
         "SELECT c.given_job, c.job, c.nth, list(c.run_id ORDER BY c.run_id), "
         "bool_or(c.run_id IN (SELECT run_id FROM n)) FROM rank_runs r JOIN rank_captures c USING (run_id) "
-        "WHERE c.given_job IN (SELECT given_job FROM began) GROUP BY ALL ORDER BY c.given_job, c.nth", ids
+        "WHERE c.given_job IN (SELECT given_job FROM several) GROUP BY ALL ORDER BY c.given_job, c.nth", ids
     ).fetchall()
     captures: dict[str, list[tuple[int, list[int], bool]]] = {}
     for given, _, nth, runs, new in rows:
@@ -541,8 +541,8 @@ def captures_said(tk, run_ids: list[int]) -> list[tuple[str, str]]:
                          f"{' (just ingested)' if new else ''}" for nth, runs, new in caps)
         i = next(i for i, (_, _, new) in enumerate(caps) if new)
         a, b = (caps[i - 1], caps[i]) if i else (caps[0], caps[1])
-        out.append(("note", f"job {given}: captured {len(caps)} times, each capture a job of its own, named in the "
-                    f"order captured: {said}; `tracekit diff --jobs {a[1][0]} {b[1][0]}` compares two"))
+        out.append(("note", f"job {given}: captured {len(caps)} times, each capture a job of its own, numbered in "
+                    f"the order ingested: {said}; `tracekit diff --jobs {a[1][0]} {b[1][0]}` compares two"))
     return out
 
 

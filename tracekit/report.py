@@ -58,7 +58,7 @@ from typing import Any
 import polars as pl
 
 from . import vega
-from .errors import CaptureWarning, ParamError, QueryError
+from .errors import CaptureWarning, ParamError, QueryError, TracekitError
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,8 @@ JOB_TIMELINE_RANKS = 8
 def typical_step(tk, run_id: int) -> tuple[dict[str, Any], str]:
     """The job timeline's window and ranks: the run's typical request (``typical_request``)
     over every rank of its job, or, beyond ``JOB_TIMELINE_RANKS`` ranks, over the run's rank
-    and the ranks slowest and fastest in that instance (``stragglers``'s); and the caption
-    that says which."""
+    and the ranks whose range of that name took longest and shortest over the same span
+    (``_slowest_and_fastest``); and the caption that says which."""
     from .names import numbered
     from .registry import job_runs
 
@@ -146,12 +146,11 @@ def typical_step(tk, run_id: int) -> tuple[dict[str, Any], str]:
         chosen, which = ranks, f"every rank of the job ({numbered(ranks, 'rank', 'ranks')})"
     else:
         chosen, said = {own} - {None}, [f"this run's rank {own}"] if own is not None else []
-        step = tk.query("stragglers", run=run_id, limit=0).filter(
-            (pl.col("path") == nvtx) & (pl.col("instance") == instance)) if nvtx is not None else pl.DataFrame()
-        if step.height:
-            row = step.row(0, named=True)
-            chosen |= {row["slowest_rank"], row["fastest_rank"]}
-            said += [f"rank {row['slowest_rank']}, the slowest in it", f"rank {row['fastest_rank']}, the fastest"]
+        extremes = _slowest_and_fastest(tk, run_id, nvtx, instance) if nvtx is not None else None
+        if extremes is not None:
+            slow, fast = extremes
+            chosen |= {slow, fast}
+            said += [f"rank {slow}, whose {nvtx} there took longest", f"rank {fast}, shortest"]
         chosen = sorted(chosen) or ranks[:JOB_TIMELINE_RANKS]
         which = f"{', '.join(said) or numbered(chosen, 'rank', 'ranks')} (of the job's {len(ranks):,} ranks)"
     spec = "all" if chosen == ranks else ",".join(map(str, chosen))
@@ -160,6 +159,27 @@ def typical_step(tk, run_id: int) -> tuple[dict[str, Any], str]:
         f"{caption.split('. `tracekit export trace')[0]}; on {which}, each over the same span of time (each rank's "
         f"times set by its capture's start). `tracekit export trace --run {run_id} --ranks {spec}{window} "
         "-o step.json` writes it for ui.perfetto.dev.")
+
+
+def _slowest_and_fastest(tk, run_id: int, nvtx: str, instance: int) -> tuple[int, int] | None:
+    """The ranks of run ``run_id``'s job whose range named ``nvtx`` over the span of the run's
+    ``instance``-th one (each rank's own: the range of that name that overlaps the span most)
+    lasted longest and shortest; None where the span or the ranks' clocks cannot be had."""
+    from .trace import job_parts, resolve_window
+
+    try:
+        window = resolve_window(tk, run_id, nvtx=nvtx, instance=instance)
+        parts = job_parts(tk, run_id, window, "all", onto_run=True)
+    except QueryError:
+        return None
+    rows = tk.con.execute(
+        "WITH w AS (SELECT unnest($runs) AS run_id, unnest($ranks) AS rank, unnest($lo) AS lo, unnest($hi) AS hi) "
+        "SELECT w.rank, arg_max(r.end_ns - r.start_ns, least(r.end_ns, w.hi) - greatest(r.start_ns, w.lo)) AS dur "
+        "FROM w JOIN nvtx_ranges r ON r.run_id = w.run_id AND (r.name = $name OR r.text = $name) "
+        "AND r.start_ns < w.hi AND r.end_ns > w.lo GROUP BY w.rank ORDER BY dur DESC, w.rank",
+        {"runs": [x.run_id for x in parts], "ranks": [x.rank for x in parts], "name": nvtx,
+         "lo": [x.window.start_ns for x in parts], "hi": [x.window.end_ns for x in parts]}).fetchall()
+    return (int(rows[0][0]), int(rows[-1][0])) if rows else None
 
 
 NSYS = (
@@ -599,8 +619,8 @@ def _chart_section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str 
     where the chart cannot be drawn for the run ("", None, the reason)."""
     from . import charts
 
-    params, caption = sec.chart_params(tk, run_id) if sec.chart_params else ({}, "")
     try:
+        params, caption = sec.chart_params(tk, run_id) if sec.chart_params else ({}, "")
         spec = json.dumps(charts.chart(tk, sec.chart, run=run_id, **params).to_dict(), separators=(",", ":"),
                           default=str)
     except QueryError as err:
@@ -763,24 +783,37 @@ def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: li
     from .names import numbered
     from .registry import job_runs
 
-    again: list[int] = []
+    def job(rid: int) -> str | None:
+        got = tk.con.execute("SELECT job FROM rank_captures WHERE run_id = ?", [rid]).fetchall()
+        return got[0][0] if got else None
+
+    # the repeats' jobs, each once (two ranks of one repeat job are that job), other than the two compared
+    again: dict[str, int] = {}
     alone = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CaptureWarning)  # (the run comparison says it)
         for ref in repeats or []:
             side = _diff.resolve(tk, ref)
             if side.run_id is not None and len(job_runs(tk, side.run_id)) > 1:
-                again.append(side.run_id)
+                again.setdefault(job(side.run_id), side.run_id)
             else:
                 alone.append(side.label)
-    if alone:  # (a repeat that is no rank of a job cannot measure a job's noise)
-        again = []
+    for compared in (base_id, run_id):
+        again.pop(job(compared), None)
+    why = (f"the repeats are not all ranks of a job of several ({', '.join(alone)})" if alone else
+           "the repeats are ranks of the jobs compared" if repeats and not again else "")
+    if why:  # (a repeat that is no rank of another job cannot measure the jobs' noise)
+        again = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CaptureWarning)
+        df = long = None
         if again:
-            df, long = jobs_with_repeats(tk, str(base_id), str(run_id), [str(r) for r in again],
-                                         threshold_pct=threshold)
-        else:
+            try:
+                df, long = jobs_with_repeats(tk, str(base_id), str(run_id), [str(r) for r in again.values()],
+                                             threshold_pct=threshold)
+            except TracekitError as err:  # (the report stands without the repeats' noise, saying why)
+                why, again = str(err).removeprefix("diff --jobs: "), {}
+        if df is None:
             df, long = job_diff.compare_jobs(tk, str(base_id), str(run_id), threshold_pct=threshold)
     said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, CaptureWarning)))
     for w in caught:
@@ -792,13 +825,12 @@ def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: li
     spec = json.dumps(charts.job_diff(job_diff.changes_by_rank(long, 20)).to_dict(), separators=(",", ":"),
                       default=str)
     ranks = long["rank"].n_unique()
-    command = f"tracekit diff --jobs {base_id} {run_id}" + "".join(f" --repeat {r}" for r in again)
-    noise = (f" The {'job' if len(again) == 1 else 'jobs'} of {numbered(again, 'run', 'runs')}, the base's again, "
-             f"measured the noise rank by rank: a rank's change no larger than the repeat's on that rank is not judged "
-             f"({held})." if again else "")
-    if alone:
-        noise = (f" The repeats are not all ranks of a job of several ({', '.join(alone)}): the jobs are compared "
-                 "without their noise.")
+    command = f"tracekit diff --jobs {base_id} {run_id}" + "".join(f" --repeat {r}" for r in again.values())
+    noise = (f" The {'job' if len(again) == 1 else 'jobs'} of {numbered(again.values(), 'run', 'runs')}, the base's "
+             f"again, measured the noise rank by rank: a rank's change no larger than the repeat's on that rank is "
+             f"not judged ({held})." if again else "")
+    if why:
+        noise = f" The jobs are compared without the repeats' noise: {why}."
     sec = Section("job-diff", f"This job against run {base_id}'s", "job-diff", intro=(
         f"Every rank of this run's job against its namesake rank of run {base_id}'s job ({ranks} ranks; "
         f"{command}): {counts}." + (f" What moved: {'. '.join(moved)}." if moved else "") + noise

@@ -32,39 +32,65 @@ SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
 QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1;
 
 -- Every run ingested with a rank (params rank and job, set at ingest: tracekit/ranks.py), with
--- the job it is a rank of. Runs that share `job` and rank but were captured at different times
--- (nsys's session start; a run that does not record one is a capture of its own) are captures
--- of that job made one after another, such as one path captured again, or two launches of one
--- SLURM job: each rank's n-th capture, in the order they were captured, is a rank of job
--- `JOB#n` (the first keeps `JOB`). A capture ingested twice (exported again, or given a
--- corrected parameter) is one capture; its latest run is the one its job's views read.
+-- the job it is a rank of. Runs that share `job` may be several captures of it, made one after
+-- another (one path captured again, two launches of one SLURM job): each is a job of its own,
+-- `JOB#n` for the n-th capture ingested (the first keeps `JOB`). The ranks of one launch run at
+-- the same time: runs whose spans of time overlap (from nsys's session start to when the
+-- capture stopped, UTC) are one capture. Runs that ran at other times join the capture before
+-- them unless they hold a rank it has (ranks profiled one launch at a time, or given a job by
+-- --param, are one job); where they do, they begin the next capture. A run that does not
+-- record when it stopped (ingested before tracekit read it) takes in every later run of its job;
+-- runs that record no session start (ncu's) are one capture apart. A rank twice in a capture
+-- (the capture ingested twice: exported again, or given another parameter) counts its latest
+-- run (`latest`), the one the job's views read.
 CREATE OR REPLACE VIEW rank_captures AS
-WITH r AS (
+WITH RECURSIVE r AS (
     SELECT run_id, name,
            json_extract_string(params, '$.job') AS given_job,
            json_extract(params, '$.rank')::INTEGER AS rank,
            json_extract_string(params, '$.host') AS host,
-           coalesce(TRY_CAST(json_extract_string(meta, '$.session_start_utc_ns') AS HUGEINT), -run_id) AS capture
+           TRY_CAST(json_extract_string(meta, '$.session_start_utc_ns') AS HUGEINT) AS lo,
+           TRY_CAST(json_extract_string(meta, '$.session_start_utc_ns') AS HUGEINT)
+               + coalesce(TRY_CAST(json_extract_string(meta, '$.session_stop_ns') AS HUGEINT),
+                          170141183460469231731687303715884105727::HUGEINT / 2) AS hi
     FROM runs
     WHERE json_extract(params, '$.rank') IS NOT NULL
-), c AS (
-    SELECT *,
-           min(run_id) OVER (PARTITION BY given_job, rank, capture) AS first_run,
-           run_id = max(run_id) OVER (PARTITION BY given_job, rank, capture) AS latest,
-           -- captures are ordered by when they began where every run of the job says, else as ingested
-           bool_and(capture >= 0) OVER (PARTITION BY given_job) AS timed
+), g AS (  -- an island of time begins where a run starts after every earlier-starting run of its job stopped
+    SELECT *, CASE WHEN lo IS NULL THEN 0
+                   WHEN coalesce(lo > max(hi) OVER (PARTITION BY given_job ORDER BY lo, run_id
+                                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), true) THEN 1
+                   ELSE 0 END AS begins
     FROM r
+), i AS (
+    SELECT *, CASE WHEN lo IS NULL THEN 0
+                   ELSE sum(begins) OVER (PARTITION BY given_job ORDER BY lo, run_id ROWS UNBOUNDED PRECEDING)
+              END AS island
+    FROM g
+), islands AS (
+    SELECT given_job, island, list(DISTINCT rank) AS ranks FROM i WHERE island > 0 GROUP BY given_job, island
+), walk AS (  -- island by island: a new capture where it holds a rank of the capture before it
+    SELECT given_job, island, 1 AS capture, ranks AS seen FROM islands WHERE island = 1
+    UNION ALL
+    SELECT s.given_job, s.island,
+           w.capture + CASE WHEN len(list_intersect(w.seen, s.ranks)) > 0 THEN 1 ELSE 0 END,
+           CASE WHEN len(list_intersect(w.seen, s.ranks)) > 0 THEN s.ranks ELSE list_concat(w.seen, s.ranks) END
+    FROM walk w JOIN islands s ON s.given_job = w.given_job AND s.island = w.island + 1
+), c AS (
+    SELECT i.*, coalesce(w.capture, 0) AS capture
+    FROM i LEFT JOIN walk w ON w.given_job = i.given_job AND w.island = i.island
+), n AS (
+    SELECT *, min(run_id) OVER (PARTITION BY given_job, capture) AS first_run,
+           run_id = max(run_id) OVER (PARTITION BY given_job, capture, rank) AS latest
+    FROM c
 )
 SELECT run_id, name,
        CASE WHEN nth = 1 THEN given_job ELSE given_job || '#' || nth END AS job,  -- runs of one job share it
        given_job,  -- params job: the launcher's job id, else the ranks' path with the rank masked
        rank,     -- global rank
        host,     -- host it ran on, when known
-       nth,      -- which capture of `given_job` this rank's run is, 1 = the first
-       latest    -- the latest run of its capture (the one the job's views read)
-FROM (SELECT *, dense_rank() OVER (PARTITION BY given_job, rank
-                                   ORDER BY CASE WHEN timed THEN capture END, first_run) AS nth
-      FROM c);
+       nth,      -- which capture of `given_job` this run is, 1 = the first ingested
+       latest    -- the latest run of its rank in its capture (the one the job's views read)
+FROM (SELECT *, dense_rank() OVER (PARTITION BY given_job ORDER BY first_run) AS nth FROM n);
 
 -- The ranks of the multi-rank jobs: one row per (job, rank), its capture's latest run
 -- (rank_captures). Shared by rank-summary, rank-ranges and stragglers.

@@ -21,10 +21,12 @@
 -- @column last_ingested_at when its latest run was ingested (UTC)
 -- @display job, ranks, first_rank, last_rank, world_size, missing, missing_ranks, hosts, run
 -- @requires runs, rank_runs, rank_captures
-WITH latest AS (  -- each rank's latest run, with the world size it recorded
-    SELECT r.job, r.rank, r.host, r.name,
+WITH c AS MATERIALIZED (  -- every run ingested with a rank, its job and whether the job's views read it
+    SELECT c.*, r.run_id IS NOT NULL AS read, u.ingested_at,
            TRY_CAST(json_extract_string(u.params, '$.world_size') AS BIGINT) AS world_size
-    FROM rank_runs r JOIN runs u USING (run_id)
+    FROM rank_captures c JOIN runs u USING (run_id) LEFT JOIN rank_runs r USING (run_id)
+), latest AS (  -- each rank's latest run, with the world size it recorded
+    SELECT job, rank, host, name, world_size FROM c WHERE read
 ), j AS (
     SELECT job, count(*) AS ranks, min(rank) AS first_rank, max(rank) AS last_rank, max(world_size) AS world_size,
            greatest(max(world_size), max(rank) + 1) AS upto, count(DISTINCT host) AS hosts,
@@ -32,8 +34,8 @@ WITH latest AS (  -- each rank's latest run, with the world size it recorded
     FROM latest
     GROUP BY job
 ), every AS (  -- every run ingested with a rank, superseded ones too
-    SELECT c.job, count(*) AS runs, min(run_id) AS first_run_id, max(u.ingested_at) AS last_ingested_at
-    FROM rank_captures c JOIN runs u USING (run_id)
+    SELECT job, count(*) AS runs, min(run_id) AS first_run_id, max(ingested_at) AS last_ingested_at
+    FROM c
     GROUP BY 1
 ), absent AS (  -- ranks below `upto` that no latest run holds
     SELECT j.job, m.rank

@@ -134,7 +134,8 @@ class Export:
 
     def meta(self) -> dict:
         """The export's META_DATA_EXPORT (EXPORT_META_DATA before nsys 2023: schema and
-        product versions, the rest as ``export``) and session start time."""
+        product versions, the rest as ``export``), session start time and when the capture
+        stopped."""
         meta: dict = {}
         table = next((t for t in ("META_DATA_EXPORT", "EXPORT_META_DATA") if t in self.tables), None)  # (before 2023)
         if table is not None and {"name", "value"} <= self.columns(table):
@@ -146,6 +147,12 @@ class Export:
             row = self.sq.execute(f'SELECT * FROM "{self.tables["TARGET_INFO_SESSION_START_TIME"]}"').fetchone()
             if row:
                 meta["session_start_utc_ns"] = row[0]
+        if "ANALYSIS_DETAILS" in self.tables and "stopTime" in self.columns("ANALYSIS_DETAILS"):
+            # when the capture stopped, ns since the session's start: with the start, the span of
+            # time the capture ran (schema_runs.sql's rank_captures tells captures of a job apart by it)
+            row = self.sq.execute(f'SELECT max(stopTime) FROM "{self.tables["ANALYSIS_DETAILS"]}"').fetchone()
+            if row and isinstance(row[0], int):
+                meta["session_stop_ns"] = row[0]
         return meta
 
     def capture_events(self) -> set[str]:

@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ParamError, QueryError
 from .names import distinct_labels, numbered, short_name
@@ -988,42 +988,59 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     else:
         parts = job_parts(tk, run_id, window, ranks, onto_run=True, said=("chart timeline", "-p ranks="))
     got = [_timeline_rows(tk, part, run_name if part.run_id == run_id else None) for part in parts]
-    events = sum(g[2] for g in got)
+    events = sum(g.events for g in got)
     if events > TIMELINE_BARS:
         if ranks is None:
-            raise QueryError(_too_many(tk, run_id, run_name, window, *got[0][3:7]))
+            raise QueryError(_too_many(tk, run_id, run_name, window, got[0].ranges, got[0].ops, got[0].first,
+                                       got[0].last))
         raise QueryError(f"chart timeline: {window.label} of the {len(parts):,} ranks of run {run_id}'s job holds "
                          f"{events:,} events, more than the {TIMELINE_BARS:,} a timeline draws; choose fewer ranks "
                          "(-p ranks=0-3) or a shorter window (-p nvtx=NAME -p instance=N); `tracekit export trace "
                          "--ranks` writes any window for ui.perfetto.dev")
     if ranks is None:
-        nv, gpu, _, _, _, _, _, missing = got[0]
+        one = got[0]
         if events == 0 and nvtx is None:
-            _outside(run_id, run_name, window, lo, hi, *got[0][5:7])
-        return Timeline(run_id, run_name, window, nv, gpu, missing)
-    missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g[7] for g in got))
+            _outside(run_id, run_name, window, lo, hi, one.first, one.last)
+        return Timeline(run_id, run_name, window, one.nvtx, one.gpu, one.missing)
+    missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g.missing for g in got))
     if len(missing) == 2:
         asked = numbered([x.rank for x in parts], "rank", "ranks", 8)
         raise QueryError(f"chart timeline: no rank of run {run_id}'s job asked for ({asked}) traced NVTX or CUDA: "
                          "nothing to draw; capture with nsys -t nvtx,cuda")
-    notes = tuple(f"rank {part.rank} captured without {k} tracing" for part, g in zip(parts, got, strict=True)
-                  for k in g[7] if k not in missing)
+    pairs = list(zip(parts, got, strict=True))
+    notes = tuple(f"rank {part.rank} captured without {k} tracing" for part, g in pairs
+                  for k in g.missing if k not in missing)
     notes += tuple(f"rank {part.rank}: nothing in this span (its capture began {part.shift_ns / 1e9:+,.3f} s from "
-                   "this run's)" for part, g in zip(parts, got, strict=True) if g[2] == 0 and len(g[7]) < 2)
-    nv = pl.concat([g[0].with_columns(pl.lit(part.rank).alias("rank")) for part, g in zip(parts, got, strict=True)
-                    if not g[0].is_empty()], how="diagonal_relaxed") if any(not g[0].is_empty() for g in got) \
-        else pl.DataFrame()
-    gpu = pl.concat([g[1].with_columns(pl.lit(part.rank).alias("rank")) for part, g in zip(parts, got, strict=True)
-                     if not g[1].is_empty()], how="diagonal_relaxed") if any(not g[1].is_empty() for g in got) \
-        else pl.DataFrame()
-    return Timeline(run_id, run_name, window, nv, gpu, missing, tuple(p.rank for p in parts), notes)
+                   "this run's)" for part, g in pairs if g.events == 0 and len(g.missing) < 2)
+
+    def joined(kind: str) -> pl.DataFrame:  # (each rank's rows, with its rank)
+        frames = [getattr(g, kind).with_columns(pl.lit(part.rank).alias("rank")) for part, g in pairs
+                  if not getattr(g, kind).is_empty()]
+        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+    return Timeline(run_id, run_name, window, joined("nvtx"), joined("gpu"), missing, tuple(x.rank for x in parts),
+                    notes)
 
 
-def _timeline_rows(tk, part, run_name: str | None) -> tuple:
-    """(nvtx-ranges rows, gpu-trace rows with the graph launches, events, NVTX ranges, GPU
-    ops, the first and last event's time, kinds untraced) of ``part``'s window, times moved
-    by its shift (tracekit.trace.Part); a run captured without NVTX and CUDA tracing is an
-    error."""
+class _Rows(NamedTuple):
+    """A timeline part's rows (``_timeline_rows``): its nvtx-ranges and gpu-trace rows (the
+    graph launches among them), how many events its window holds (ranges, GPU ops), the
+    first and last event's time of the run, and the kinds of event it did not trace."""
+
+    nvtx: pl.DataFrame
+    gpu: pl.DataFrame
+    events: int
+    ranges: int
+    ops: int
+    first: int | None
+    last: int | None
+    missing: tuple[str, ...]
+
+
+def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
+    """The rows of ``part``'s window (tracekit.trace.Part), their times moved by its shift;
+    none read where the window holds more than ``TIMELINE_BARS`` events. A run alone
+    captured without NVTX and CUDA tracing is an error; a job's rank so captured, no rows."""
     from .interrupts import stoppable
     from .registry import get_registry, untraced
 
@@ -1035,12 +1052,12 @@ def _timeline_rows(tk, part, run_name: str | None) -> tuple:
         if part.rank is None:
             raise QueryError(f"chart timeline: run {run_id} ({run_name}) was captured without NVTX and CUDA "
                              "tracing: nothing to draw; capture with nsys -t nvtx,cuda")
-        return pl.DataFrame(), pl.DataFrame(), 0, 0, 0, None, None, missing
+        return _Rows(pl.DataFrame(), pl.DataFrame(), 0, 0, 0, None, None, missing)
     params = {"run": run_id, "lo": w.start_ns, "hi": w.end_ns, "nvtx": "NVTX" not in missing,
               "gpu": "CUDA" not in missing}
     ranges, ops, first, last = tk.con.execute(_TIMELINE_EVENTS, params).fetchall()[0]
     if ranges + ops > TIMELINE_BARS:  # (not read: too many to draw)
-        return pl.DataFrame(), pl.DataFrame(), ranges + ops, ranges, ops, first, last, missing
+        return _Rows(pl.DataFrame(), pl.DataFrame(), ranges + ops, ranges, ops, first, last, missing)
 
     def rows(kind: str, query: str) -> pl.DataFrame:
         if kind in missing:
@@ -1058,7 +1075,7 @@ def _timeline_rows(tk, part, run_name: str | None) -> tuple:
     if part.shift_ns:
         moved = [pl.col(c) + part.shift_ns for c in ("start_ns", "end_ns")]
         nv, gpu = (f.with_columns(moved) if not f.is_empty() else f for f in (nv, gpu))
-    return nv, gpu, ranges + ops, ranges, ops, first, last, missing
+    return _Rows(nv, gpu, ranges + ops, ranges, ops, first, last, missing)
 
 
 def _outside(run_id: int, run_name: str, window, lo: int | None, hi: int | None, first: int | None,
@@ -1691,9 +1708,9 @@ def _job_diff_data(tk, base: str | None = None, new: str | None = None, by: str 
     threshold, limit = _threshold_and_limit("job-diff", threshold, limit)
     if not repeats:
         return rank_changes(tk, base, new, by=by, threshold_pct=threshold, limit=limit)
-    from .compare import _as, jobs_with_repeats
+    from .compare import as_command, jobs_with_repeats
 
-    long = _as("chart job-diff", jobs_with_repeats, tk, base, new, _run_list(repeats), by, threshold)[1]
+    long = as_command("chart job-diff", jobs_with_repeats, tk, base, new, _run_list(repeats), by, threshold)[1]
     return changes_by_rank(long, limit)
 
 

@@ -141,7 +141,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
             stack.enter_context(tk.one_transaction())
         stack.enter_context(tk.one_command(inputs))  # (the inputs named as one command's)
         if jobs:  # (folders ingested here; each job with its ranks' runs: a folder's, those it holds)
-            refs = [_as(command, job_diff.job_of, tk, r, "base" if i == 0 else "job") for i, r in enumerate((base, *runs))]
+            refs = [as_command(command, job_diff.job_of, tk, r, "base" if i == 0 else "job") for i, r in enumerate((base, *runs))]
             labels, said = job_diff.job_labels([j.name for j in refs], given), [f"job {j.name}" for j in refs]
         else:  # (files ingested here; then each by its run id)
             sides = [_diff.resolve(tk, r) for r in (base, *runs)]
@@ -156,7 +156,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CaptureWarning)
                 if jobs:
-                    df, long = _as(command, job_diff.compare_jobs, tk, refs[0], ref, by, threshold_pct)
+                    df, long = as_command(command, job_diff.compare_jobs, tk, refs[0], ref, by, threshold_pct)
                     longs.append(long)
                 else:
                     df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
@@ -177,7 +177,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
     return _held_by_the_repeats(pl.concat(frames)), labels, None
 
 
-def _as(command: str, fn, *args):
+def as_command(command: str, fn, *args):
     """``fn(*args)``, a job comparison's error said as ``command``'s (``compare`` says
     ``compare --jobs: ...``; a chart, ``chart job-diff: ...``)."""
     from .errors import TracekitError

@@ -491,7 +491,7 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
     run_id, window = part.run_id, part.window
     con = tk.con
     p = {**_params(run_id, window), "shift": part.shift_ns}
-    P = (lambda pid: ids.pid(index, pid)) if ids.dense else (lambda pid: pid)  # noqa: E731
+    pid_of = (lambda pid: ids.pid(index, pid)) if ids.dense else (lambda pid: pid)  # noqa: E731 (the trace's pid)
     prefix = f"rank {part.rank} · " if part.rank is not None else ""
     async_base = index << 40  # (start/end ranges' ids: each rank's apart)
     name = _Names()
@@ -506,7 +506,7 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
     for b in _batches(con, _API, p):
         for nm, ts, dur, pid, tid, corr in zip(b["name"], b["ts"], b["dur"], b["pid"], b["tid"],
                                                b["correlation_id"], strict=True):
-            w.event(f'{{"ph":"X","cat":"cuda_api","name":{name(nm)},"pid":{P(pid)},"tid":{tid},'
+            w.event(f'{{"ph":"X","cat":"cuda_api","name":{name(nm)},"pid":{pid_of(pid)},"tid":{tid},'
                     f'"ts":{ts},"dur":{dur},"args":{{"correlation_id":{corr if corr is not None else "null"}}}}}')
             cpu_threads.add((pid, tid))
         counts["cuda_api"] += len(b["name"])
@@ -518,22 +518,22 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
                 strict=True):
             args = f'"args":{{"range_id":{rid}}}' if ended else f'"args":{{"range_id":{rid},"ended":false}}'
             if style == "PushPop":
-                w.event(f'{{"ph":"X","cat":"nvtx","name":{name(nm)},"pid":{P(pid)},"tid":{tid + NVTX_TID_OFFSET},'
+                w.event(f'{{"ph":"X","cat":"nvtx","name":{name(nm)},"pid":{pid_of(pid)},"tid":{tid + NVTX_TID_OFFSET},'
                         f'"ts":{ts},"dur":{dur},{args}}}')
                 nvtx_threads.add((pid, tid))
                 counts["nvtx"] += 1
             else:
                 ident = f'"id":"0x{async_base + rid:x}"'
-                w.event(f'{{"ph":"b","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{P(pid)},"tid":{tid},'
+                w.event(f'{{"ph":"b","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid_of(pid)},"tid":{tid},'
                         f'"ts":{ts},{args}}}')
-                w.event(f'{{"ph":"e","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{P(pid)},"tid":{tid},'
+                w.event(f'{{"ph":"e","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid_of(pid)},"tid":{tid},'
                         f'"ts":{end_ts}}}')
                 cpu_threads.add((pid, tid))
                 counts["nvtx_startend"] += 1
         w.flush()
     for b in _batches(con, _MARKS, p):
         for nm, ts, pid, tid in zip(b["name"], b["ts"], b["pid"], b["tid"], strict=True):
-            w.event(f'{{"ph":"i","s":"t","cat":"nvtx_mark","name":{name(nm)},"pid":{P(pid)},'
+            w.event(f'{{"ph":"i","s":"t","cat":"nvtx_mark","name":{name(nm)},"pid":{pid_of(pid)},'
                     f'"tid":{tid + NVTX_TID_OFFSET},"ts":{ts}}}')
             nvtx_threads.add((pid, tid))
         counts["nvtx_mark"] += len(b["name"])
@@ -542,7 +542,7 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
     for b in _batches(con, _OSRT, p) if osrt else ():
         for nm, ts, dur, pid, tid, ret in zip(b["name"], b["ts"], b["dur"], b["pid"], b["tid"], b["return_value"],
                                               strict=True):
-            w.event(f'{{"ph":"X","cat":"osrt","name":{name(nm)},"pid":{P(pid)},"tid":{tid + OSRT_TID_OFFSET},'
+            w.event(f'{{"ph":"X","cat":"osrt","name":{name(nm)},"pid":{pid_of(pid)},"tid":{tid + OSRT_TID_OFFSET},'
                     f'"ts":{ts},"dur":{dur},"args":{{"return_value":{ret if ret is not None else "null"}}}}}')
             osrt_threads.add((pid, tid))
         counts["osrt"] += len(b["name"])
@@ -556,7 +556,7 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
                                "stream_id")]
         for (kind, nm, ts, dur, dev, track, corr, lpid, ltid, api_ts, gx, gy, gz, bx, by, bz, regs, smem, nbytes,
              sid) in zip(*cols, strict=True):
-            gpid = P(GPU_PID_OFFSET + dev)
+            gpid = pid_of(GPU_PID_OFFSET + dev)
             gpu_tracks[(dev, track)] = sid
             sid, corr = ("null" if v is None else v for v in (sid, corr))
             if kind == "kernel":
@@ -571,7 +571,7 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
             counts[kind] += 1
             if lpid is not None:
                 ids.flow += 1
-                w.event(f'{{"ph":"s","cat":"launch","name":"launch","id":{ids.flow},"pid":{P(lpid)},"tid":{ltid},'
+                w.event(f'{{"ph":"s","cat":"launch","name":"launch","id":{ids.flow},"pid":{pid_of(lpid)},"tid":{ltid},'
                         f'"ts":{api_ts}}}')
                 w.event(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{ids.flow},"pid":{gpid},'
                         f'"tid":{track},"ts":{ts}}}')
@@ -583,7 +583,7 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
     sql = _GPU_METRICS.format(ts=_us("timestamp_ns + $shift")) + " ORDER BY device_id, name, timestamp_ns"
     for b in _batches(con, sql, p) if gpu_metrics else ():
         for dev, nm, ts, value in zip(b["device_id"], b["name"], b["ts"], b["value"], strict=True):
-            w.event(f'{{"ph":"C","cat":"gpu_metric","name":{name(nm)},"pid":{P(GPU_PID_OFFSET + dev)},"ts":{ts},'
+            w.event(f'{{"ph":"C","cat":"gpu_metric","name":{name(nm)},"pid":{pid_of(GPU_PID_OFFSET + dev)},"ts":{ts},'
                     f'"args":{{"value":{value:.6g}}}}}')
             metric_gpus.add(dev)
         counts["gpu_metric"] += len(b["name"])
@@ -594,24 +594,24 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
     pids = sorted({p for p, _ in cpu_threads | nvtx_threads | osrt_threads})
     for pid in pids:
         pname = threads.get((pid, pid)) or "process"
-        _meta(w, "process_name", P(pid), None, {"name": f"{prefix}{pname} (pid {pid})"})
-        _meta(w, "process_sort_index", P(pid), None, {"sort_index": ids.sort})
+        _meta(w, "process_name", pid_of(pid), None, {"name": f"{prefix}{pname} (pid {pid})"})
+        _meta(w, "process_sort_index", pid_of(pid), None, {"sort_index": ids.sort})
         ids.sort += 1
     for i, (pid, tid) in enumerate(sorted(cpu_threads | nvtx_threads | osrt_threads)):
         tname = threads.get((pid, tid)) or "thread"
         if (pid, tid) in nvtx_threads:
-            _meta(w, "thread_name", P(pid), tid + NVTX_TID_OFFSET, {"name": f"NVTX · {tname} [{tid}]"})
-            _meta(w, "thread_sort_index", P(pid), tid + NVTX_TID_OFFSET, {"sort_index": 3 * i})
+            _meta(w, "thread_name", pid_of(pid), tid + NVTX_TID_OFFSET, {"name": f"NVTX · {tname} [{tid}]"})
+            _meta(w, "thread_sort_index", pid_of(pid), tid + NVTX_TID_OFFSET, {"sort_index": 3 * i})
         if (pid, tid) in osrt_threads:
-            _meta(w, "thread_name", P(pid), tid + OSRT_TID_OFFSET, {"name": f"OS runtime · {tname} [{tid}]"})
-            _meta(w, "thread_sort_index", P(pid), tid + OSRT_TID_OFFSET, {"sort_index": 3 * i + 1})
+            _meta(w, "thread_name", pid_of(pid), tid + OSRT_TID_OFFSET, {"name": f"OS runtime · {tname} [{tid}]"})
+            _meta(w, "thread_sort_index", pid_of(pid), tid + OSRT_TID_OFFSET, {"sort_index": 3 * i + 1})
         if (pid, tid) in cpu_threads:
-            _meta(w, "thread_name", P(pid), tid, {"name": f"CUDA API · {tname} [{tid}]"})
-            _meta(w, "thread_sort_index", P(pid), tid, {"sort_index": 3 * i + 2})
+            _meta(w, "thread_name", pid_of(pid), tid, {"name": f"CUDA API · {tname} [{tid}]"})
+            _meta(w, "thread_sort_index", pid_of(pid), tid, {"sort_index": 3 * i + 2})
     gpus = dict(con.execute(_GPUS, {"run": run_id}).fetchall())
     streams = {(r[0], r[4]): r for r in con.execute(_STREAMS, {"run": run_id}).fetchall()}
     for dev in sorted({d for d, _ in gpu_tracks} | metric_gpus):
-        gpid = P(GPU_PID_OFFSET + dev)
+        gpid = pid_of(GPU_PID_OFFSET + dev)
         _meta(w, "process_name", gpid, None, {"name": f"{prefix}GPU {dev}: {gpus.get(dev) or 'CUDA device'}"})
         _meta(w, "process_sort_index", gpid, None, {"sort_index": ids.sort})
         ids.sort += 1
@@ -622,8 +622,8 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
             label = "No stream" + (f" (pid {pid})" if owners > 1 else "")
         else:
             label = f"Stream {sid}" + (f" (pid {pid}, context {ctx})" if owners > 1 else "")
-        _meta(w, "thread_name", P(GPU_PID_OFFSET + dev), track, {"name": label})
-        _meta(w, "thread_sort_index", P(GPU_PID_OFFSET + dev), track, {"sort_index": track})
+        _meta(w, "thread_name", pid_of(GPU_PID_OFFSET + dev), track, {"name": label})
+        _meta(w, "thread_sort_index", pid_of(GPU_PID_OFFSET + dev), track, {"sort_index": track})
     w.flush()
     return counts
 

@@ -643,7 +643,7 @@ def test_repeats_of_the_base_job_hold_the_ranks_rows_the_chart_and_the_report(tk
     from conftest import spec_datasets
 
     from tracekit import charts, diff
-    from tracekit.report import build
+    from tracekit.report import _job_comparison, build
 
     keys = ["scope", "key", "metric"]
     long = _quiet(tk.diff_jobs, "9", "1", repeats=["5"], per_rank=True)
@@ -666,16 +666,14 @@ def test_repeats_of_the_base_job_hold_the_ranks_rows_the_chart_and_the_report(tk
     for verdict in ("regressed", "improved"):
         assert table.count(f'class="verdict v-{verdict}"') == job.filter(pl.col("verdict") == verdict).height
     assert job.filter(judged).height < _quiet(tk.diff_jobs, "9", "1").filter(judged).height
-    rep = _quiet(build, tk, "1", vs="9", repeats=["13"])  # (run 13: no rank)
-    sec = next(s for s, *_ in rep.sections if s.key == "job-diff")
+    # the report's job section alone (build's: report --run 1 --vs 9 --repeat ...)
+    sec = _quiet(_job_comparison, tk, 1, 9, 5.0, ["13"])[0]  # (run 13: no rank)
     assert ("The jobs are compared without the repeats' noise: the repeats are not all ranks of a job of several ("
             in sec.intro and "--repeat" not in sec.intro)
     # two ranks of the repeat job are that job, once; a rank of a job compared is no repeat of it
-    rep = _quiet(build, tk, "1", vs="9", repeats=["6", "5"])
-    sec = next(s for s, *_ in rep.sections if s.key == "job-diff")
+    sec = _quiet(_job_comparison, tk, 1, 9, 5.0, ["6", "5"])[0]
     assert "tracekit diff --jobs 9 1 --repeat 6)" in sec.intro and "The job of run 6, the base's again" in sec.intro
-    rep = _quiet(build, tk, "1", vs="9", repeats=["2"])
-    sec = next(s for s, *_ in rep.sections if s.key == "job-diff")
+    sec = _quiet(_job_comparison, tk, 1, 9, 5.0, ["2"])[0]
     assert "without the repeats' noise: the repeats are ranks of the jobs compared" in sec.intro
 
 

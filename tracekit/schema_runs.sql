@@ -104,17 +104,22 @@ QUALIFY row_number() OVER (PARTITION BY job, rank ORDER BY run_id DESC) = 1;  --
 -- `run` belongs to; a run without a rank raises an error saying how to give it one, and so
 -- does a job with one rank in the store (a question across ranks needs two to compare).
 CREATE OR REPLACE MACRO job_ranks(run) AS TABLE
-WITH j AS (
+WITH c AS MATERIALIZED (  -- (the captures once: the view is the costly part)
+    SELECT * FROM rank_captures
+), k AS (  -- rank_runs, of c
+    SELECT run_id, name, job, rank, host FROM c WHERE latest
+    QUALIFY row_number() OVER (PARTITION BY job, rank ORDER BY run_id DESC) = 1
+), j AS (
     SELECT CASE WHEN json_extract(params, '$.rank') IS NULL
                 THEN error('run ' || run || ' has no rank: ingest each rank''s export with its rank '
                            || '(a file or folder named rank3 or _r3_, or --param rank=3)')
-                ELSE (SELECT c.job FROM rank_captures c WHERE c.run_id = run) END AS job
+                ELSE (SELECT c.job FROM c WHERE c.run_id = run) END AS job
     FROM runs WHERE run_id = run
 ), n AS (
     SELECT CASE WHEN count(*) > 1 THEN count(*)
                 ELSE error('run ' || run || ' is the only rank of its job (' || coalesce(any_value(j.job), '?')
                            || ') in the store: a question across ranks compares two or more; ingest the other '
                            || 'ranks'' exports (`tracekit query jobs` lists the ranks each job has)') END AS ranks
-    FROM rank_runs r JOIN j ON r.job = j.job
+    FROM k r JOIN j ON r.job = j.job
 )
-SELECT r.* FROM rank_runs r, j, n WHERE r.job = j.job AND n.ranks > 1;
+SELECT r.* FROM k r, j, n WHERE r.job = j.job AND n.ranks > 1;

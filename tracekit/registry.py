@@ -490,13 +490,17 @@ def _run_name(tk, run_id: int) -> str:
     return tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
 
 
+#: rank_captures read once in a statement that reads it more than once (the view is its costly part)
+_CAPTURES = "WITH _captures AS MATERIALIZED (SELECT * FROM rank_captures)"
+
+
 def job_runs(tk, run_id: int) -> list[tuple[int, int, list[str] | None]]:
     """(run id, rank, the tables its capture traced: ``untraced``) of each rank of the job
     run ``run_id`` is a rank of, by rank (the ranks ``job_ranks`` gives a query); none
     for a run without a rank."""
     return [(int(r), int(k), traced) for r, k, traced in tk.con.execute(
-        f"SELECT r.run_id, r.rank, {_TRACED_SQL} FROM rank_runs r JOIN runs USING (run_id) "
-        "WHERE r.job = (SELECT job FROM rank_captures WHERE run_id = ?) ORDER BY r.rank, r.run_id",
+        f"{_CAPTURES} SELECT c.run_id, c.rank, {_TRACED_SQL} FROM _captures c JOIN runs USING (run_id) "
+        "WHERE c.read AND c.job = (SELECT job FROM _captures WHERE run_id = ?) ORDER BY c.rank, c.run_id",
         [run_id]).fetchall()]
 
 
@@ -511,7 +515,7 @@ def captures_said(tk, run_ids: list[int]) -> list[tuple[str, str]]:
     ids = [list(run_ids)]
     out: list[tuple[str, str]] = []
     rows = tk.con.execute(  # (new runs are their capture's latest: a run id is given once)
-        "SELECT n.job, n.rank, n.run_id, max(o.run_id) FROM rank_captures n JOIN rank_captures o "
+        f"{_CAPTURES} SELECT n.job, n.rank, n.run_id, max(o.run_id) FROM _captures n JOIN _captures o "
         "ON o.job = n.job AND o.rank = n.rank AND o.run_id < n.run_id "
         "WHERE n.run_id IN (SELECT unnest(?::BIGINT[])) AND n.latest GROUP BY ALL ORDER BY n.job, n.rank", ids
     ).fetchall()
@@ -524,14 +528,14 @@ def captures_said(tk, run_ids: list[int]) -> list[tuple[str, str]]:
                     f"{numbered(sorted(o for _, _, o in got), 'run', 'runs')} in the job's views (rank-summary, "
                     "stragglers, diff --jobs)"))
     rows = tk.con.execute(  # the captures of every job of several of which a new run began one
-        "WITH n AS (SELECT unnest(?::BIGINT[]) AS run_id), "
-        "began AS (SELECT given_job FROM rank_captures GROUP BY given_job, job "
+        f"{_CAPTURES}, n AS (SELECT unnest(?::BIGINT[]) AS run_id), "
+        "began AS (SELECT given_job FROM _captures GROUP BY given_job, job "
         "  HAVING min(run_id) IN (SELECT run_id FROM n)), "
-        "several AS (SELECT given_job FROM rank_captures WHERE given_job IN (SELECT given_job FROM began) "
+        "several AS (SELECT given_job FROM _captures WHERE given_job IN (SELECT given_job FROM began) "
         "  GROUP BY given_job HAVING max(nth) > 1) "
         "SELECT c.given_job, c.job, c.nth, list(c.run_id ORDER BY c.run_id), "
-        "bool_or(c.run_id IN (SELECT run_id FROM n)) FROM rank_runs r JOIN rank_captures c USING (run_id) "
-        "WHERE c.given_job IN (SELECT given_job FROM several) GROUP BY ALL ORDER BY c.given_job, c.nth", ids
+        "bool_or(c.run_id IN (SELECT run_id FROM n)) FROM _captures c "
+        "WHERE c.read AND c.given_job IN (SELECT given_job FROM several) GROUP BY ALL ORDER BY c.given_job, c.nth", ids
     ).fetchall()
     captures: dict[str, list[tuple[int, list[int], bool]]] = {}
     for given, _, nth, runs, new in rows:

@@ -82,23 +82,25 @@ WITH RECURSIVE r AS (
     SELECT *, min(run_id) OVER (PARTITION BY given_job, capture) AS first_run,
            run_id = max(run_id) OVER (PARTITION BY given_job, capture, rank) AS latest
     FROM c
+), named AS (
+    SELECT *, CASE WHEN nth = 1 THEN given_job ELSE given_job || '#' || nth END AS job
+    FROM (SELECT *, dense_rank() OVER (PARTITION BY given_job ORDER BY first_run) AS nth FROM n)
 )
 SELECT run_id, name,
-       CASE WHEN nth = 1 THEN given_job ELSE given_job || '#' || nth END AS job,  -- runs of one job share it
+       job,        -- runs of one job share it
        given_job,  -- params job: the launcher's job id, else the ranks' path with the rank masked
        rank,     -- global rank
        host,     -- host it ran on, when known
        nth,      -- which capture of `given_job` this run is, 1 = the first ingested
-       latest    -- the latest run of its rank in its capture (the one the job's views read)
-FROM (SELECT *, dense_rank() OVER (PARTITION BY given_job ORDER BY first_run) AS nth FROM n);
+       latest,   -- the latest run of its rank in its capture
+       -- the run the job's views read for its rank: the latest (one, where a given job is named like JOB#2)
+       latest AND row_number() OVER (PARTITION BY job, rank ORDER BY latest DESC, run_id DESC) = 1 AS read
+FROM named;
 
--- The ranks of the multi-rank jobs: one row per (job, rank), its capture's latest run
+-- The ranks of the multi-rank jobs: one row per (job, rank), the run its views read
 -- (rank_captures). Shared by rank-summary, rank-ranges and stragglers.
 CREATE OR REPLACE VIEW rank_runs AS
-SELECT run_id, name, job, rank, host
-FROM rank_captures
-WHERE latest
-QUALIFY row_number() OVER (PARTITION BY job, rank ORDER BY run_id DESC) = 1;  -- (a given job named like JOB#2)
+SELECT run_id, name, job, rank, host FROM rank_captures WHERE read;
 
 -- The job of a run and that job's ranks: job_ranks(run) lists rank_runs of the job run
 -- `run` belongs to; a run without a rank raises an error saying how to give it one, and so
@@ -107,8 +109,7 @@ CREATE OR REPLACE MACRO job_ranks(run) AS TABLE
 WITH c AS MATERIALIZED (  -- (the captures once: the view is the costly part)
     SELECT * FROM rank_captures
 ), k AS (  -- rank_runs, of c
-    SELECT run_id, name, job, rank, host FROM c WHERE latest
-    QUALIFY row_number() OVER (PARTITION BY job, rank ORDER BY run_id DESC) = 1
+    SELECT run_id, name, job, rank, host FROM c WHERE read
 ), j AS (
     SELECT CASE WHEN json_extract(params, '$.rank') IS NULL
                 THEN error('run ' || run || ' has no rank: ingest each rank''s export with its rank '

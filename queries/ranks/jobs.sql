@@ -20,11 +20,10 @@
 -- @column runs             runs ingested with this job, a capture ingested twice counted twice
 -- @column last_ingested_at when its latest run was ingested (UTC)
 -- @display job, ranks, first_rank, last_rank, world_size, missing, missing_ranks, hosts, run
--- @requires runs, rank_runs, rank_captures
+-- @requires runs, rank_captures
 WITH c AS MATERIALIZED (  -- every run ingested with a rank, its job and whether the job's views read it
-    SELECT c.*, r.run_id IS NOT NULL AS read, u.ingested_at,
-           TRY_CAST(json_extract_string(u.params, '$.world_size') AS BIGINT) AS world_size
-    FROM rank_captures c JOIN runs u USING (run_id) LEFT JOIN rank_runs r USING (run_id)
+    SELECT c.*, u.ingested_at, TRY_CAST(json_extract_string(u.params, '$.world_size') AS BIGINT) AS world_size
+    FROM rank_captures c JOIN runs u USING (run_id)
 ), latest AS (  -- each rank's latest run, with the world size it recorded
     SELECT job, rank, host, name, world_size FROM c WHERE read
 ), j AS (

@@ -144,13 +144,13 @@ class Export:
             meta["tool_version"] = rows.get("EXPORT_PRODUCT_VERSION")
             meta["export"] = {k: v for k, v in rows.items() if not k.startswith("EXPORT_PARAM")}
         if "TARGET_INFO_SESSION_START_TIME" in self.tables:
-            row = self.sq.execute(f'SELECT * FROM "{self.tables["TARGET_INFO_SESSION_START_TIME"]}"').fetchone()
+            row = self.sq.execute(f'SELECT * FROM {sql_ident(self.tables["TARGET_INFO_SESSION_START_TIME"])}').fetchone()
             if row:
                 meta["session_start_utc_ns"] = row[0]
         if "ANALYSIS_DETAILS" in self.tables and "stopTime" in self.columns("ANALYSIS_DETAILS"):
             # when the capture stopped, ns since the session's start: with the start, the span of
             # time the capture ran (schema_runs.sql's rank_captures tells captures of a job apart by it)
-            row = self.sq.execute(f'SELECT max(stopTime) FROM "{self.tables["ANALYSIS_DETAILS"]}"').fetchone()
+            row = self.sq.execute(f'SELECT max(stopTime) FROM {sql_ident(self.tables["ANALYSIS_DETAILS"])}').fetchone()
             if row and isinstance(row[0], int):
                 meta["session_stop_ns"] = row[0]
         return meta

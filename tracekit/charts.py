@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .errors import ParamError, QueryError
-from .names import distinct_labels, numbered, short_name
+from .names import distinct_labels, ranks_text, short_name
 from .numbers import whole_number
 
 
@@ -1004,7 +1004,7 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
         return Timeline(run_id, run_name, window, one.nvtx, one.gpu, one.missing)
     missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g.missing for g in got))
     if len(missing) == 2:
-        asked = numbered([x.rank for x in parts], "rank", "ranks", 8)
+        asked = ranks_text([x.rank for x in parts])
         raise QueryError(f"chart timeline: no rank of run {run_id}'s job asked for ({asked}) traced NVTX or CUDA: "
                          "nothing to draw; capture with nsys -t nvtx,cuda")
     pairs = list(zip(parts, got, strict=True))
@@ -1194,7 +1194,7 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     purples. Zooms on the time axis (scroll, drag). A job's ranks (``t.ranks``): each rank's
     lanes together, named ``rank N · ...``, on the run's clock."""
     title = (f"Timeline · run {t.run_id} ({t.run_name})" if not t.ranks else
-             f"Timeline · {numbered(t.ranks, 'rank', 'ranks', 8)} of run {t.run_id}'s job ({t.run_name})")
+             f"Timeline · {ranks_text(t.ranks)} of run {t.run_id}'s job ({t.run_name})")
     nv, gpu, w = t.nvtx, t.gpu, t.window
     if nv.is_empty() and gpu.is_empty():
         return _no_data(f"{title} · {w.label}")

@@ -936,7 +936,7 @@ def export_trace_cmd(
     db: DbOpt = None,
 ):
     """Write the run's timeline in the Chrome Trace Event format (open it in ui.perfetto.dev)."""
-    from .names import numbered
+    from .names import ranks_text
     from .trace import export_trace
 
     with _open(db, read_only=True) as tk:
@@ -944,7 +944,7 @@ def export_trace_cmd(
                            force=force, osrt=osrt, gpu_metrics=gpu_metrics, ranks=ranks)
     events = ", ".join(f"{n:,} {k}" for k, n in res.counts.items() if n)
     what = (f"run {res.run_id}" if ranks is None else
-            f"{numbered([x.rank for x in res.parts], 'rank', 'ranks', 8)} of run {res.run_id}'s job")
+            f"{ranks_text([x.rank for x in res.parts])} of run {res.run_id}'s job")
     _wrote(out, f"wrote {out}: {what}, {res.window.label}: {events or 'no events'}")
 
 

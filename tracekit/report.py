@@ -134,7 +134,7 @@ def typical_step(tk, run_id: int) -> tuple[dict[str, Any], str]:
     over every rank of its job, or, beyond ``JOB_TIMELINE_RANKS`` ranks, over the run's rank
     and the ranks whose range of that name took longest and shortest over the same span
     (``_slowest_and_fastest``); and the caption that says which."""
-    from .names import numbered
+    from .names import ranks_text
     from .registry import job_runs
 
     params, caption = typical_request(tk, run_id)
@@ -143,7 +143,7 @@ def typical_step(tk, run_id: int) -> tuple[dict[str, Any], str]:
     own = next((k for rid, k, _ in runs if rid == run_id), None)  # (None: a run the same capture superseded)
     nvtx, instance = params.get("nvtx"), params.get("instance")
     if len(ranks) <= JOB_TIMELINE_RANKS:
-        chosen, which = ranks, f"every rank of the job ({numbered(ranks, 'rank', 'ranks')})"
+        chosen, which = ranks, f"every rank of the job ({ranks_text(ranks)})"
     else:
         chosen, said = {own} - {None}, [f"this run's rank {own}"] if own is not None else []
         extremes = _slowest_and_fastest(tk, run_id, nvtx, instance) if nvtx is not None else None
@@ -152,7 +152,7 @@ def typical_step(tk, run_id: int) -> tuple[dict[str, Any], str]:
             chosen |= {slow, fast}
             said += [f"rank {slow}, whose {nvtx} there took longest", f"rank {fast}, shortest"]
         chosen = sorted(chosen) or ranks[:JOB_TIMELINE_RANKS]
-        which = f"{', '.join(said) or numbered(chosen, 'rank', 'ranks')} (of the job's {len(ranks):,} ranks)"
+        which = f"{', '.join(said) or ranks_text(chosen)} (of the job's {len(ranks):,} ranks)"
     spec = "all" if chosen == ranks else ",".join(map(str, chosen))
     window = (f" --nvtx {shlex.quote(nvtx)} --instance {instance}" if nvtx is not None else "")
     return {**params, "ranks": spec}, (

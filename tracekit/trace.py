@@ -637,7 +637,7 @@ def job_parts(tk, run_id: int, window: Window, ranks: str, onto_run: bool = Fals
     less that one's (UTC, as nsys recorded them: ranks on one host share its clock; on several
     hosts, their clocks' sync). ``window`` is on run ``run_id``'s clock, and so each rank's is
     its own time over the same span. ``said``: the command and the option, as errors name them."""
-    from .names import numbered, parse_numbers
+    from .names import parse_numbers, ranks_text
     from .registry import job_runs
 
     command, flag = said
@@ -653,8 +653,8 @@ def job_parts(tk, run_id: int, window: Window, ranks: str, onto_run: bool = Fals
               parse_numbers(ranks, f"{command}: {flag.strip(' =')}"))
     absent = [k for k in wanted if k not in have]
     if absent:
-        raise QueryError(f"{command}: {flag}{ranks}: {numbered(absent, 'rank', 'ranks', 8)} not in run {run_id}'s "
-                         f"job, which has {numbered(sorted(have), 'rank', 'ranks', 8)}")
+        raise QueryError(f"{command}: {flag}{ranks}: {ranks_text(absent)} not in run {run_id}'s "
+                         f"job, which has {ranks_text(sorted(have))}")
     ids = [have[k] for k in wanted]
     starts = dict(tk.con.execute(
         "SELECT run_id, TRY_CAST(json_extract_string(meta, '$.session_start_utc_ns') AS HUGEINT) FROM runs "

@@ -92,6 +92,8 @@ CREATE TABLE IF NOT EXISTS memcpy (
     operation VARCHAR,       -- '[CUDA memcpy Host-to-Device]' etc., as nsys stats names it
     src_kind VARCHAR,        -- source memory kind (Pageable, Pinned, Device, ...)
     dst_kind VARCHAR,        -- destination memory kind
+    src_device_id BIGINT,    -- device copied from, where nsys records it (peer copies); else NULL
+    dst_device_id BIGINT,    -- device copied to, likewise
     launch_global_tid BIGINT, launch_tid INTEGER,   -- thread of the launching API call
     api_start_ns BIGINT, api_end_ns BIGINT,         -- the launching call, ns
     api_name VARCHAR,                               -- the launching API (cudaMemcpyAsync, ...)
@@ -139,6 +141,16 @@ CREATE TABLE IF NOT EXISTS syncs (
     correlation_id BIGINT, global_pid BIGINT, pid INTEGER,
     sync_type VARCHAR,       -- Event sync, Stream sync, Context sync, ...
     event_id BIGINT          -- CUDA event id for event syncs
+);
+
+-- Time nsys itself spent on a thread (PROFILER_OVERHEAD: CUPTI buffer flushes, its
+-- initialization, ...): nsys's expert rules on GPU idle time (gpu-gaps,
+-- low-gpu-utilization) count the CUDA profiling overheads as time the GPU was busy.
+CREATE TABLE IF NOT EXISTS profiler_overhead (
+    run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- ns
+    global_tid BIGINT,       -- nsys globalTid of the thread it stopped
+    pid INTEGER, tid INTEGER,
+    name VARCHAR             -- what nsys did ('CUPTI Buffer flush', 'CUDA profiling overhead', ...)
 );
 
 -- OS runtime library calls on the CPU (nsys -t osrt, which tracekit capture uses): the
@@ -373,3 +385,107 @@ CREATE TABLE IF NOT EXISTS comm_overlap_sum (
     run_id INTEGER, global_pid BIGINT, device_id BIGINT, nccl_kernels BIGINT, nccl_ns BIGINT, compute_ns BIGINT,
     overlap_ns BIGINT, exposed_nccl_ns BIGINT, busy_ns BIGINT
 );
+
+-- NVIDIA's expert rules (`nsys analyze`, its rules/*.py), one table macro each, read by
+-- their named queries (sync-apis, async-pageable-copies, sync-copies, sync-memsets,
+-- gpu-gaps, low-gpu-utilization) and by nsys-rules, which sums them up.
+
+-- The CUDA synchronization calls that block the host thread (rule cuda_api_sync):
+-- cudaDeviceSynchronize and cudaStreamSynchronize (any suffix: _ptsz, ...). nsys matches
+-- the names with SQLite's LIKE, which ignores case: ILIKE here.
+CREATE OR REPLACE MACRO nsys_sync_apis(run) AS TABLE
+SELECT c.end_ns - c.start_ns AS dur_ns, c.start_ns, c.end_ns, c.global_tid,
+       ((c.global_tid >> 24) & 16777215)::INTEGER AS pid, (c.global_tid & 16777215)::INTEGER AS tid,
+       n.value AS api_name
+FROM _api_calls c JOIN _strings n ON n.string_id = c.name_id
+WHERE c.run_id = run AND (n.value ILIKE 'cudaDeviceSynchronize%' OR n.value ILIKE 'cudaStreamSynchronize%');
+
+-- The copies and memsets that block the host, each with the rule that finds it:
+-- cuda_memcpy_async, a cudaMemcpy*Async* from or to pageable memory (staged by the driver:
+-- synchronous after all); cuda_memcpy_sync, a cudaMemcpy* without Async, less host-to-device
+-- copies of 64,000 bytes or less (they return once staged) and copies within one device
+-- recorded with both devices; cuda_memset_sync, a cudaMemset* without async on pinned or
+-- managed memory. The launching call is the op's own (same process and correlation id),
+-- its name with the _vNNNN suffix stripped.
+CREATE OR REPLACE MACRO nsys_memory_findings(run) AS TABLE
+SELECT CASE WHEN api_name ILIKE 'cudaMemcpy%Async%' THEN 'cuda_memcpy_async' ELSE 'cuda_memcpy_sync' END AS rule,
+       dur_ns, start_ns, end_ns, src_kind, dst_kind, NULL::VARCHAR AS mem_kind, bytes, pid, device_id,
+       context_id, green_context_id, stream_id, api_name, nvtx_range_id
+FROM memcpy
+WHERE run_id = run AND api_name ILIKE 'cudaMemcpy%'
+  AND CASE WHEN api_name ILIKE '%Async%' THEN src_kind = 'Pageable' OR dst_kind = 'Pageable'
+           ELSE NOT (bytes <= 64000 AND copy_kind = 1) AND NOT coalesce(src_device_id = dst_device_id, false) END
+UNION ALL
+SELECT 'cuda_memset_sync', dur_ns, start_ns, end_ns, NULL, NULL, mem_kind, bytes, pid, device_id,
+       context_id, green_context_id, stream_id, api_name, nvtx_range_id
+FROM memset
+WHERE run_id = run AND api_name ILIKE 'cudaMemset%' AND api_name NOT ILIKE '%async%'
+  AND mem_kind IN ('Pinned', 'Managed');
+
+-- What nsys's rules on GPU idle time (gpustats.GPUOperation) count as the GPU busy, per
+-- process and device: each kernel, copy and memset that starts after 0 (not a CUDA graph
+-- launch traced whole: those rules read only the kernel, memcpy and memset tables), and
+-- each of the process's CUDA profiling overheads (three names) that lies inside the span of
+-- its ops on a device, on that device.
+CREATE OR REPLACE MACRO nsys_rule_ops(run) AS TABLE
+WITH ops AS (
+    SELECT start_ns, end_ns, ((global_pid >> 24) & 16777215)::INTEGER AS pid, device_id, context_id
+    FROM gpu_ops WHERE run_id = run AND op_kind <> 'graph' AND start_ns > 0
+), span AS (
+    SELECT pid, device_id, min(start_ns) AS lo, max(end_ns) AS hi, min(context_id) AS context_id
+    FROM ops GROUP BY pid, device_id
+)
+SELECT * FROM ops
+UNION ALL
+SELECT o.start_ns, o.end_ns, o.pid, s.device_id, s.context_id
+FROM profiler_overhead o JOIN span s ON s.pid = o.pid AND o.start_ns > s.lo AND o.end_ns < s.hi
+WHERE o.run_id = run
+  AND o.name IN ('CUDA profiling data flush overhead', 'CUDA profiling stop overhead', 'CUDA profiling overhead');
+
+-- The GPU's idle stretches longer than gap_ms, per process and device, between the
+-- process's first and last op there (rule gpu_gaps): the i-th op end in end order and the
+-- (i+1)-th start in start order bound a gap where the end comes first.
+CREATE OR REPLACE MACRO nsys_gpu_gaps(run, gap_ms) AS TABLE
+WITH ops AS MATERIALIZED (
+    SELECT * FROM nsys_rule_ops(run)
+), starts AS (
+    SELECT row_number() OVER (ORDER BY pid, device_id, start_ns) AS i, start_ns, pid, device_id FROM ops
+), ends AS (
+    SELECT row_number() OVER (ORDER BY pid, device_id, end_ns) AS i, end_ns, pid, device_id, context_id FROM ops
+)
+SELECT s.start_ns - e.end_ns AS gap_ns, e.end_ns AS start_ns, s.start_ns AS end_ns, e.pid, e.device_id, e.context_id
+FROM starts s JOIN ends e ON e.i = s.i - 1 AND e.pid = s.pid AND e.device_id = s.device_id
+WHERE s.start_ns - e.end_ns > gap_ms * 1000000 AND e.end_ns < s.start_ns;
+
+-- The stretches where a process kept a GPU busy less than threshold_pct of the time
+-- (rule gpu_time_util): the span of its ops on the device cut into `chunks` chunks of equal
+-- length (rounded up to whole ns: the last may be shorter), each chunk's busy share summed
+-- over the ops in it (ops that overlap count twice: it can pass 100), and the chunks below
+-- the threshold that follow one another joined, their shares averaged by length and
+-- rounded to 0.1 as nsys prints them.
+CREATE OR REPLACE MACRO nsys_low_utilization(run, threshold_pct, chunks) AS TABLE
+WITH ops AS MATERIALIZED (
+    SELECT * FROM nsys_rule_ops(run)
+), bounds AS (
+    SELECT pid, device_id, min(context_id) AS context_id, min(start_ns) AS lo, max(end_ns) AS hi
+    FROM ops GROUP BY pid, device_id
+), span AS (
+    SELECT *, ceil((hi - lo)::DOUBLE / chunks)::BIGINT AS size FROM bounds
+), chunk AS (
+    SELECT s.pid, s.device_id, s.context_id, c.i, s.lo + c.i * s.size AS cs, least(s.lo + (c.i + 1) * s.size, s.hi) AS ce
+    FROM span s CROSS JOIN (SELECT range AS i FROM range(chunks)) c
+    WHERE s.lo + c.i * s.size < least(s.lo + (c.i + 1) * s.size, s.hi)
+), busy AS (
+    SELECT c.pid, c.device_id, c.context_id, c.i, c.cs, c.ce,
+           -- (least and greatest skip NULLs: a chunk without ops must not count whole)
+           coalesce(sum((least(o.end_ns, c.ce) - greatest(o.start_ns, c.cs))::DOUBLE)
+                    FILTER (WHERE o.start_ns IS NOT NULL), 0) / (c.ce - c.cs) * 100 AS pct
+    FROM chunk c LEFT JOIN ops o ON o.pid = c.pid AND o.device_id = c.device_id AND o.start_ns < c.ce AND o.end_ns > c.cs
+    GROUP BY c.pid, c.device_id, c.context_id, c.i, c.cs, c.ce
+    HAVING pct < threshold_pct
+), runs_of AS (  -- chunks that follow one another share i - (their row number)
+    SELECT *, i - row_number() OVER (PARTITION BY pid, device_id ORDER BY i) AS grp FROM busy
+)
+SELECT round(sum((ce - cs) * pct) / sum(ce - cs), 1) AS in_use_pct, max(ce) - min(cs) AS dur_ns,
+       min(cs) AS start_ns, max(ce) AS end_ns, pid, device_id, min(context_id) AS context_id
+FROM runs_of GROUP BY pid, device_id, grp;

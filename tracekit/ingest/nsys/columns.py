@@ -185,6 +185,8 @@ SPECS = {
             Column("operation", "'[CUDA memcpy ' || ek.label || ']'", ["copyKind"], "VARCHAR"),
             Column("src_kind", "es.label", ["srcKind"], "VARCHAR"),
             Column("dst_kind", "ed.label", ["dstKind"], "VARCHAR"),
+            Column("src_device_id", "r.srcDeviceId", ["srcDeviceId"], "BIGINT"),
+            Column("dst_device_id", "r.dstDeviceId", ["dstDeviceId"], "BIGINT"),
         ] + _LAUNCH + _GAPS,
         joins={
             **_LAUNCH_JOINS,
@@ -239,6 +241,13 @@ SPECS = {
         ],
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
         where=Filter("r.eventClass = 27", ["eventClass"]),
+    ),
+    # time nsys spent on a profiled thread (flushing CUPTI's buffers, initializing, ...)
+    "profiler_overhead": TableSpec(
+        source="PROFILER_OVERHEAD",
+        required=["start", "end"],
+        columns=[*_SPAN, *_THREAD, Column("name", "sn.value", ["nameId"], "VARCHAR")],
+        joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
     ),
     "gpus": TableSpec(
         source="TARGET_INFO_GPU",

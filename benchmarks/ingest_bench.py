@@ -8,7 +8,7 @@ ids, then measures, each in the same run:
   same for two baseline processes: one that reads every table through SQLite (ADBC)
   instead of the page decoder, one with the page decoder's NumPy implementation
   instead of the compiled one;
-* every nsys-stats twin query after ingest (best of 5, ms);
+* every nsys-stats twin query, and every nsys analyze rule's, after ingest (best of 5, ms);
 * top-kernels against SQLite running the equivalent GROUP BY on the same export file.
 
 Usage: python benchmarks/ingest_bench.py [--copies 77] [--workdir DIR] [--nvtx-per-call K] [--no-baseline]
@@ -35,7 +35,10 @@ FIXTURE = ROOT / "tests" / "data" / "nsys_many_kernels" / "export.sqlite.xz"
 # the size of the answer; docs/performance.md has its figures by page)
 TWINS = ["top-kernels", "api-summary", "memcpy-time", "memcpy-size", "nvtx-summary",
          "nvtx-gpu-projection", "kernel-exec", "gpu-utilization", "kernels-by-nvtx", "launch-overhead",
-         "nvtx-ranges", "gpu-summary", "osrt-summary", "nvtx-kernels"]
+         "nvtx-ranges", "gpu-summary", "osrt-summary", "nvtx-kernels", "kernel-grids",
+         # nsys analyze's rules
+         "sync-apis", "async-pageable-copies", "sync-copies", "sync-memsets", "gpu-gaps", "low-gpu-utilization",
+         "nsys-rules"]
 
 
 def best_query_ms(tk, names: list[str], rounds: int = 5) -> dict[str, float]:
@@ -169,6 +172,10 @@ def main() -> None:
           f"top-kernels is {ratio:.1f}x faster")
     print(json.dumps({"counts": counts, "ingest": ing, "baseline_ingest": base, "numpy_ingest": numpy_ing, "query_ms": times, "sqlite_ms": best_sq * 1000,
                       "ratio_top_kernels_vs_sqlite": ratio}))
+    if args.workdir is None:  # (a folder of its own: 2 GB of export and store, not kept)
+        tk.close()
+        con.close()
+        shutil.rmtree(work)
 
 
 if __name__ == "__main__":

@@ -429,3 +429,35 @@ def test_memcpy_throughput_by_memory_kind(nsys_db, scen):
         pageable = next(r for r in got if r["src_kind"] == "Pageable")
         pinned = next(r for r in got if r["src_kind"] == "Pinned")
         assert pageable["throughput_bytes_per_s"] < pinned["throughput_bytes_per_s"]
+
+
+#: `nsys stats -r cuda_gpu_kern_gb_sum` column -> kernel-grids column
+GRIDS = {"Time (%)": "time_pct", "Total Time (ns)": "total_ns", "Instances": "instances", "Avg (ns)": "avg_ns",
+         "Med (ns)": "med_ns", "Min (ns)": "min_ns", "Max (ns)": "max_ns", "StdDev (ns)": "stddev_ns"}
+
+
+@pytest.mark.parametrize("scen", [s for s in NSYS_SCENARIOS if s not in NO_CUDA])
+def test_kernel_grids_is_nsys_cuda_gpu_kern_gb_sum(nsys_db, scen):
+    """One row per kernel, grid and block, with nsys's numbers (GridXYZ and BlockXYZ
+    printed as three right-aligned numbers), ranked by total time."""
+    golden = _golden(scen, "cuda_gpu_kern_gb_sum")
+    ours = nsys_db.query("kernel-grids", run=scen, limit=0).to_dicts()
+    assert len(ours) == len(golden)
+
+    def key(name, grid, block):
+        return (name, tuple(int(v) for v in grid.split()), tuple(int(v) for v in block.split()))
+
+    theirs = {key(g["Name"], g["GridXYZ"], g["BlockXYZ"]): g for g in golden}
+    assert len(theirs) == len(golden)
+    for row in ours:
+        g = theirs[(row["name"], (row["grid_x"], row["grid_y"], row["grid_z"]),
+                    (row["block_x"], row["block_y"], row["block_z"]))]
+        assert row["grid"] == "({}, {}, {})".format(*g["GridXYZ"].split())
+        for gcol, ocol in GRIDS.items():
+            assert _close(row[ocol], g[gcol], gcol, 1.0), f"{scen} {row['name'][:40]} {row['grid']}: {ocol}"
+    assert [r["total_ns"] for r in ours] == sorted((r["total_ns"] for r in ours), reverse=True)
+    by_name = {}
+    for r in ours:
+        by_name[r["name"]] = by_name.get(r["name"], 0) + r["total_ns"]
+    tops = {r["name"]: r["total_ns"] for r in nsys_db.query("top-kernels", run=scen, limit=0).to_dicts()}
+    assert by_name == tops

@@ -5,7 +5,8 @@ chart exists for that query, the chart of tracekit/charts.py built from the same
 Which sections a run gets follows its kind:
 
 - nsys: top kernels and their launch durations, kernel time by NVTX path, NVTX ranges on
-  the GPU, GPU utilization and the longest idle gaps, launch overhead, CUDA API calls,
+  the GPU, GPU utilization and the longest idle gaps, what nsys's expert rules find (nsys
+  analyze: host-blocking calls, idle and underused stretches), launch overhead, CUDA API calls,
   memory operations by memory kind, OS runtime calls, and the timeline of one typical
   request (charts.timeline: the NVTX ranges and the GPU's work of charts.typical_instance,
   the median instance of the program's most repeated outermost NVTX range, or of the most
@@ -215,6 +216,13 @@ NSYS = (
     Section("idle-gaps", "Longest idle gaps", "idle-gaps", {"limit": 10}, None,
             ("device_id", "gap_ns", "start_ns", "end_ns", "next_op_kind", "next_op", "pid", "stream_id"),
             "Stretches with nothing running on the GPU, and the op that ended each."),
+    Section("nsys-rules", "What nsys's rules find", "nsys-rules", {}, None,
+            ("finding", "cases", "total_ns", "longest_ns", "longest_start_ns", "advice", "query"),
+            "NVIDIA's expert rules (nsys analyze) on the run: the CUDA calls that hold the host thread "
+            "(synchronizations, copies and memsets that block it) and the stretches where a process left the GPU "
+            "idle or busy less than half the time. The total adds up the cases: host time blocked, GPU time of "
+            "the copies, idle time, stretch lengths; `tracekit query QUERY` lists each case, with the NVTX range "
+            "it was in."),
     Section("launch-overhead", "Launch overhead", "launch-overhead", {"limit": 15}, None,
             ("name", "launches", "api_name", "api_med_ns", "latency_med_ns", "latency_p90_ns", "latency_p99_ns",
              "queue_med_ns", "total_latency_ns"),
@@ -387,8 +395,8 @@ class _Column:
 
 
 _NAME_COLUMNS = {"name", "top_kernel", "next_op"}
-#: text columns of sentences (ncu's rule messages): wrapped, not cut
-_PROSE_COLUMNS = {"message"}
+#: text columns of sentences (ncu's rule messages, the advice of nsys's rules): wrapped, not cut
+_PROSE_COLUMNS = {"message", "advice"}
 
 
 def _short_names(names: list[str | None]) -> list[str]:

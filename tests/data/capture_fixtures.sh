@@ -47,7 +47,8 @@
 # CSV exports and ncu's Source page where it has one (compressed); the diff and ranks fixtures get PLANT.md + plant.json
 # (programs/plant.py, from the plant and NVIDIA's CSVs). Clocks are never changed.
 # osrt_sum.csv and cuda_gpu_sum.csv of every nsys fixture, and cuda_gpu_trace.csv.xz of hstu_capture_nsys, were added
-# later (2026-11-28) by the same `nsys stats` (2025.3.1, on the H200) over the committed exports.
+# later (2026-11-28) by the same `nsys stats` (2025.3.1, on the H200) over the committed exports, and the
+# analyze_*.csv goldens of nsys's expert rules (nsys_rule_goldens) and cuda_gpu_kern_gb_sum.csv on 2026-12-01.
 # The hstu_capture_* run folders are `tracekit capture --bs 8 --nc 1024 --tool nsys|ncu --no-ingest`
 # on the H200 (the run folder without spec.json and worker.json, its exports xz-compressed);
 # hstu_capture_ncu was re-taken on 2026-11-28 with the memory-workload, WarpStateStats and SourceCounters sections.
@@ -68,7 +69,7 @@ out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-reports=cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace,osrt_sum,cuda_gpu_sum
+reports=cuda_gpu_kern_sum,cuda_gpu_kern_gb_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace,osrt_sum,cuda_gpu_sum
 nsys_opts="--force-overwrite=true --export=sqlite"
 
 # scenario -> the command it profiles and the nsys options that differ from the default ones
@@ -183,11 +184,37 @@ nsys_goldens() {
     done
   fi
   find "$d/stats" -name 'nsys_*.csv' -size 0 -delete  # (a report with nothing to say: osrt_sum without OS runtime data)
+  nsys_rule_goldens "$d"
   for f in "$d"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$d/stats/$(basename "$f" | sed 's/^nsys_//')"; done
   xz -f -T0 -9 "$d/stats/cuda_gpu_trace.csv" "$d/stats/nvtx_gpu_proj_trace.csv" "$d/stats/nvtx_pushpop_trace.csv" 2>/dev/null
   rm -f "$d/export.nsys-rep" "$d/stats.log"
   xz -f -T0 -9 "$d/export.sqlite"
   ls -la "$d" "$d/stats" | head -30
+}
+
+# NVIDIA's expert rules (nsys analyze) on the export, every row (rows=-1), as
+# stats/analyze_RULE.csv (an empty file: the rule found nothing; none where nsys skipped
+# them all, an export without CUDA), and the two rules with thresholds once more with other
+# ones; files over 16 kB compressed
+rules="cuda_api_sync cuda_memcpy_async cuda_memcpy_sync cuda_memset_sync gpu_gaps gpu_time_util"
+nsys_rule_goldens() {  # folder [export, default export.sqlite]
+  local d=$1 x=${2:-export.sqlite} r
+  nsys analyze -r "$(for r in $rules; do printf '%s:rows=-1,' "$r"; done | sed 's/,$//')" -f csv \
+    --force-export=false --force-overwrite=true -o "$d/stats/rule" "$d/$x" > "$d/analyze.log" 2>&1 ||
+    echo "analyze $d rc=$?"
+  nsys analyze -r gpu_gaps:rows=-1:gap=1,gpu_time_util:rows=-1:threshold=90:chunks=100 -f csv \
+    --force-export=false --force-overwrite=true -o "$d/stats/opts" "$d/$x" >> "$d/analyze.log" 2>&1 ||
+    echo "analyze $d (thresholds) rc=$?"
+  if grep -q "could not be analyzed because it does not contain the required CUDA data" "$d/analyze.log"; then
+    rm -f "$d"/stats/rule_*.csv "$d"/stats/opts_*.csv
+  else
+    for r in $rules; do mv "$d/stats/rule_${r}_rows=-1.csv" "$d/stats/analyze_$r.csv"; done
+    mv "$d/stats/opts_gpu_gaps_rows=-1_gap=1.csv" "$d/stats/analyze_gpu_gaps_gap1.csv"
+    mv "$d/stats/opts_gpu_time_util_rows=-1_threshold=90_chunks=100.csv" \
+      "$d/stats/analyze_gpu_time_util_threshold90_chunks100.csv"
+    find "$d/stats" -name 'analyze_*.csv' -size +16k -exec xz -f -T0 -9 {} +
+  fi
+  rm -f "$d/analyze.log"
 }
 
 for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
@@ -449,6 +476,7 @@ PY
       nsys stats -r "$(echo "$reports" | tr , '\n' | grep -v _trace | paste -sd,)" -f csv --force-export=false \
         --force-overwrite=true -o "$d/$r/stats/nsys" "$d/$r/nsys.sqlite" > /dev/null 2>&1 || echo "stats $r rc=$?"
       for f in "$d/$r"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$d/$r/stats/${f##*/nsys_}"; done
+      nsys_rule_goldens "$d/$r" nsys.sqlite
     fi
     for f in "$d/$r"/nsys.sqlite "$d/$r"/ncu.ncu-rep "$d/$r"/ncu_details.csv; do [ -f "$f" ] && xz -9 "$f"; done
   done

@@ -61,7 +61,7 @@ LEFT JOIN _strings a ON a.string_id = k.api_name_id;
 -- are computed by the view.
 CREATE TABLE IF NOT EXISTS _api_calls (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, global_tid BIGINT,
-    correlation_id BIGINT, name_id BIGINT, raw_name_id BIGINT, return_value BIGINT
+    correlation_id BIGINT, name_id BIGINT, raw_name_id BIGINT, return_value BIGINT, nvtx_range_id BIGINT
 );
 
 -- CUDA runtime/driver API calls.
@@ -78,6 +78,8 @@ SELECT c.run_id,
        n.value AS name,     -- API name with the _vNNNN suffix stripped (as nsys stats prints it)
        r.value AS raw_name, -- API name as recorded
        c.return_value,      -- CUDA result code
+       c.nvtx_range_id,     -- for a call that waits for the GPU ('Synchronize' in its name): nvtx_ranges.range_id
+                            -- of the innermost push/pop range around it on its thread (NULL: none); NULL for the others
        c.name_id            -- _strings id of name
 FROM _api_calls c
 LEFT JOIN _strings n ON n.string_id = c.name_id
@@ -396,7 +398,7 @@ CREATE TABLE IF NOT EXISTS comm_overlap_sum (
 CREATE OR REPLACE MACRO nsys_sync_apis(run) AS TABLE
 SELECT c.end_ns - c.start_ns AS dur_ns, c.start_ns, c.end_ns, c.global_tid,
        ((c.global_tid >> 24) & 16777215)::INTEGER AS pid, (c.global_tid & 16777215)::INTEGER AS tid,
-       n.value AS api_name
+       n.value AS api_name, c.nvtx_range_id
 FROM _api_calls c JOIN _strings n ON n.string_id = c.name_id
 WHERE c.run_id = run AND (n.value ILIKE 'cudaDeviceSynchronize%' OR n.value ILIKE 'cudaStreamSynchronize%');
 

@@ -12,7 +12,7 @@
 -- @column pid        process
 -- @column tid        thread
 -- @column api_name   the call (suffix _vNNNN stripped: cudaStreamSynchronize, cudaDeviceSynchronize, ...)
--- @column nvtx_path  the innermost push/pop NVTX range around the call on its thread, as a path (NULL: none)
+-- @column nvtx_path  the innermost push/pop NVTX range open on the call's thread at its start, as a path (NULL: none)
 -- @display dur_ns, start_ns, pid, tid, api_name, nvtx_path
 -- @alias cuda_api_sync
 -- @rows page
@@ -22,12 +22,10 @@ WITH page AS (
     SELECT * FROM nsys_sync_apis($run)
     ORDER BY dur_ns DESC, start_ns, tid
     LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END
-), paths AS (  -- the innermost push/pop range around each listed call, on its thread
-    SELECT p.start_ns, p.global_tid, arg_max(r.path, r.depth) AS path
-    FROM page p JOIN nvtx_ranges r ON r.run_id = $run AND r.global_tid = p.global_tid AND r.style = 'PushPop'
-         AND r.start_ns <= p.start_ns AND r.end_ns >= p.end_ns
-    GROUP BY p.start_ns, p.global_tid
+), paths AS (  -- the NVTX paths of those rows only
+    SELECT range_id, path FROM nvtx_ranges
+    WHERE run_id = $run AND range_id IN (SELECT nvtx_range_id FROM page)
 )
 SELECT p.dur_ns, p.start_ns, p.pid, p.tid, p.api_name, n.path AS nvtx_path
-FROM page p LEFT JOIN paths n ON n.start_ns = p.start_ns AND n.global_tid = p.global_tid
+FROM page p LEFT JOIN paths n ON n.range_id = p.nvtx_range_id
 ORDER BY p.dur_ns DESC, p.start_ns, p.tid

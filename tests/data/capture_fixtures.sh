@@ -205,7 +205,7 @@ nsys_rule_goldens() {  # folder [export, default export.sqlite]
   nsys analyze -r gpu_gaps:rows=-1:gap=1,gpu_time_util:rows=-1:threshold=90:chunks=100 -f csv \
     --force-export=false --force-overwrite=true -o "$d/stats/opts" "$d/$x" >> "$d/analyze.log" 2>&1 ||
     echo "analyze $d (thresholds) rc=$?"
-  if grep -q "could not be analyzed because it does not contain the required CUDA data" "$d/analyze.log"; then
+  if grep -q "Does the application use CUDA runtime APIs" "$d/analyze.log"; then  # (no CUDA traced)
     rm -f "$d"/stats/rule_*.csv "$d"/stats/opts_*.csv
   else
     for r in $rules; do mv "$d/stats/rule_${r}_rows=-1.csv" "$d/stats/analyze_$r.csv"; done

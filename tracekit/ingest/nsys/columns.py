@@ -173,6 +173,9 @@ SPECS = {
             Column("name_id", "sn.stripped_sid", ["nameId"], "BIGINT"),
             Column("raw_name_id", "sn.sid", ["nameId"], "BIGINT"),
             Column("return_value", "r.returnValue", ["returnValue"], "BIGINT"),
+            # a call that waits for the GPU: the innermost push/pop NVTX range around it
+            # (write.with_sync_ranges); NULL for the others
+            Column("nvtx_range_id", "r._tk_sync_range", [_API], "BIGINT"),
         ],
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
     ),

@@ -126,6 +126,23 @@ def insert(con, table: str, run_id: int, select: str) -> int:
     return int(n[0][0]) if n else 0
 
 
+def with_sync_ranges(api: pa.Table, strings: pa.Table, nest: nvtx.Nest) -> pa.Table:
+    """``api`` with ``_tk_sync_range``: for the calls that wait for the GPU (a name with
+    "synchronize" in it, any case: cudaStreamSynchronize, cuCtxSynchronize, ...) the
+    innermost push/pop NVTX range open on their thread at their start, NULL for the
+    others (a launching call's range is its GPU op's). Few calls: one lookup for them."""
+    ids = strings.column("id").filter(pc.match_substring(strings.column("value"), "synchronize", ignore_case=True))
+    found = np.full(api.num_rows, -1, np.int64)
+    if len(ids) and "nameId" in api.column_names:
+        rows = np.flatnonzero(to_numpy(pc.fill_null(pc.is_in(api.column("nameId"), value_set=ids), False)))
+        if len(rows):
+            picked = api.select(["globalTid", "start"]).take(pa.array(rows))
+            inner = nest.innermost(picked.column("globalTid"), picked.column("start"))
+            if inner is not None:
+                found[rows] = inner
+    return api.append_column("_tk_sync_range", from_numpy(found, mask=found < 0))
+
+
 def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], names: list[str],
                     nest: nvtx.Nest, rows: dict[str, int]) -> nvtx.Projection:
     """Write the API calls and GPU ops (counts into ``rows``), then free their Arrow
@@ -135,6 +152,9 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str,
     ops' idle gaps, while the GPU ops find their launching calls in NumPy here (the
     two take about as long); the connection is not touched here until that insert is
     done."""
+    if "api_calls" in raw:
+        raw["api_calls"] = with_sync_ranges(raw["api_calls"], raw["strings"], nest)
+        con.register("_nsys_api_calls", raw["api_calls"])
     with ThreadPoolExecutor(max_workers=1) as side:
         api_insert = side.submit(insert, con, "_api_calls", run_id, plans["api_calls"].select)
         gaps = side.submit(idle_gaps, {t: raw[t] for t in GAP_TABLES if t in raw})

@@ -246,3 +246,11 @@ def test_the_plant_changes_the_answers(planted):
         planted.query("sync-copies", run="planted", limit=0))
     assert not planted.query("low-gpu-utilization", run="streams", limit=0).equals(
         planted.query("low-gpu-utilization", run="planted", limit=0))
+
+
+def test_gaps_of_seconds(nsys_db):
+    """A threshold of seconds (gap_ms past 2,147: its ns past 32 bits) lists what is longer."""
+    gaps = nsys_db.query("gpu-gaps", run="nccl", limit=0)["gap_ns"].to_list()
+    assert [g for g in gaps if g > 6_000_000_000] == nsys_db.query("gpu-gaps", run="nccl", gap_ms=6000)["gap_ns"].to_list()
+    assert len([g for g in gaps if g > 6_000_000_000]) == 2
+    assert nsys_db.query("gpu-gaps", run="nccl", gap_ms=2**31 - 1).is_empty()

@@ -120,8 +120,8 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
               for p, i in ((tmp_path / "s.duckdb", 0), (tmp_path / "s.duckdb", 1), (db, 0), (tmp_path / "s3.duckdb", 0))]
     assert params[0]["rank"] == 1 and params[0]["world_size"] == WORLD
     assert params[0]["job"] == str((tmp_path / "a").resolve())  # no launcher job id: the export's folder
-    assert params[1]["rank"] == 3 and params[1]["job"] == str((tmp_path / "prof_r*_.sqlite.xz").resolve())
-    assert params[2]["rank"] == 5 and params[2]["job"] == str((tmp_path / "rank_*" / "trace.sqlite.xz").resolve())
+    assert params[1]["rank"] == 3 and params[1]["job"] == str((tmp_path / "prof_r*_").resolve())
+    assert params[2]["rank"] == 5 and params[2]["job"] == str((tmp_path / "rank_*" / "trace").resolve())
     assert params[3]["rank"] == 7 and params[3]["job"] == "train-42"  # given values win over the export's
     assert main(["--db", str(tmp_path / "s4.duckdb"), "ingest", str(OTHER), "--param", "rank=two"]) == 2
     err = capsys.readouterr().err
@@ -132,6 +132,20 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and msg in err, err
     assert not (tmp_path / "s4.duckdb").exists()
+
+
+def test_a_job_named_by_its_path_whatever_form_each_export_has(tmp_path):
+    """The export's suffix is no part of a job named by its path: ranks kept as .sqlite.xz
+    and as .sqlite (or .nsys-rep) are ranks of one job, `.../rank*/export`."""
+    for r, suffix in ((0, ".sqlite.xz"), (1, ".sqlite"), (2, ".sqlite.xz")):
+        dest = tmp_path / "prof" / f"rank{r}" / f"export{suffix}"
+        dest.parent.mkdir(parents=True)
+        dest.write_bytes(EXPORTS[r].read_bytes() if suffix.endswith(".xz") else lzma.decompress(EXPORTS[r].read_bytes()))
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for r in range(3):
+            tk.ingest(next((tmp_path / "prof" / f"rank{r}").iterdir()))
+        jobs = tk.query("jobs").to_dicts()
+    assert [(j["job"], j["ranks"]) for j in jobs] == [(str((tmp_path / "prof" / "rank*" / "export").resolve()), 3)]
 
 
 def test_parameters_of_a_run_ingested_again_must_be_its_own(tmp_path, capsys):
@@ -187,7 +201,7 @@ def test_an_nsys_report_is_its_own_run_not_its_temporary_export(tmp_path, monkey
     tk.close()
     params = json.loads(params)
     assert (name, source) == ("trainer_rank3", str(report.resolve()))
-    assert params["rank"] == 3 and params["job"] == str((tmp_path / "job42" / "trainer_rank*.nsys-rep").resolve())
+    assert params["rank"] == 3 and params["job"] == str((tmp_path / "job42" / "trainer_rank*").resolve())
     # the same report again is the same run; diff takes a report as a run
     assert main(["--db", str(db), "ingest", str(report)]) == 0
     assert "already ingested as run 1" in capsys.readouterr().out
@@ -349,7 +363,7 @@ def test_jobs_lists_each_job_and_the_ranks_it_lacks(tmp_path):
         assert jobs["missing_ranks"].to_list() == [None, None] and jobs["runs"].to_list() == [4, 4]
         assert jobs["hosts"].to_list() == [1, 1]
         for row, j in zip(jobs.iter_rows(named=True), JOBS.values(), strict=True):
-            assert "*" in row["job"] and row["job"].endswith("export.sqlite.xz") and j.name in row["job"]
+            assert "*" in row["job"] and row["job"].endswith("/export") and j.name in row["job"]
             assert tk.query("rank-summary", run=row["run"])["rank"].to_list() == [0, 1, 2, 3]
             assert tk.query("run-info", run=row["run"])["source_path"][0] == str(j.exports[0])
     for extra, missing, listed in (([], 2, "1-2"), (["-p", "world_size=8"], 6, "1-2, 4-7")):
@@ -712,4 +726,4 @@ def test_torchruns_default_run_id_names_no_job(tmp_path, run_id, job):
     con.close()
     got = identify(export, export, {})
     assert got["rank"] == 2 and got["world_size"] == 4
-    assert got["job"] == (job or str(tmp_path.resolve() / "rank*" / "export.sqlite"))
+    assert got["job"] == (job or str(tmp_path.resolve() / "rank*" / "export"))

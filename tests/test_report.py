@@ -148,7 +148,7 @@ def _column(table: dict, name: str) -> list[tuple]:
 def test_nsys_report_sections_and_numbers(reports):
     page = _parse(reports["nsys"])
     assert list(page.sections) == ["top-kernels", "kernel-durations", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization",
-                                   "idle-gaps", "launch-overhead", "api", "memcpy", "osrt", "timeline"]
+                                   "idle-gaps", "nsys-rules", "launch-overhead", "api", "memcpy", "osrt", "timeline"]
     assert page.charts == ["chart-top-kernels", "chart-kernel-durations", "chart-kernels-by-nvtx", "chart-api",
                            "chart-timeline"]
     # the top-kernels table is nsys stats' cuda_gpu_kern_sum: full names in the title, exact ns in data-v
@@ -277,7 +277,7 @@ def test_report_vs_base_shows_the_planted_changes(reports):
     plant = json.loads((DIFF_NEW / "plant.json").read_text())
     page = _parse(reports["diff"])
     assert list(page.sections) == ["diff", "top-kernels", "kernel-durations", "kernels-by-nvtx", "nvtx-gpu",
-                                   "gpu-utilization", "idle-gaps", "launch-overhead", "api", "memcpy", "osrt",
+                                   "gpu-utilization", "idle-gaps", "nsys-rules", "launch-overhead", "api", "memcpy", "osrt",
                                    "timeline"]
     assert page.charts[0] == "chart-diff"
     text = reports["diff"].read_text()
@@ -395,7 +395,7 @@ def test_report_of_a_capture_without_cuda(cpu_reports):
     text = cpu_reports["cpu"].read_text()
     assert ("<dt>no CUDA trace</dt><dd>captured without CUDA tracing (capture with nsys -t cuda); left out: "
             "Top kernels, Kernel durations, Kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization, "
-            "Longest idle gaps, Launch overhead, CUDA API calls, Memory operations</dd>") in text
+            "Longest idle gaps, What nsys analyze finds, Launch overhead, CUDA API calls, Memory operations</dd>") in text
     assert '<p class="note">' not in text
     got, osrt = _osrt_table(page, DATA / "nsys_cpu_only")
     assert got == osrt[:10] and "pthread_cond_wait" in [name for name, _, _ in got]
@@ -434,7 +434,7 @@ def test_report_of_a_rank_shows_its_job_first(rank_reports):
     page = _parse(rank_reports["rank"])
     assert list(page.sections) == ["rank-summary", "stragglers", "rank-heatmap", "job-timeline", "top-kernels",
                                    "kernel-durations", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization", "idle-gaps",
-                                   "launch-overhead", "api", "memcpy", "osrt", "timeline"]
+                                   "nsys-rules", "launch-overhead", "api", "memcpy", "osrt", "timeline"]
     assert page.charts[:3] == ["chart-rank-summary", "chart-stragglers", "chart-rank-heatmap"]
     assert "<dt>job</dt><dd>rank 1 of 4 ranks ingested, 0 to 3</dd>" in rank_reports["rank"].read_text()
     (summary,) = page.sections["rank-summary"]
@@ -549,8 +549,9 @@ def test_report_in_chromium(name, reports, store, tmp_path):
             assert state["marks"]["chart-sweep-grid"] == 2 * tk.query("sweep-latency", limit=0).height
     assert page.value["first"] == sorted(page.value["first"])
     assert page.value["second"] == sorted(page.value["second"], reverse=True)
-    # a table of sentences (ncu's messages) wraps them inside the page, not past its edge
-    assert len(page.value["prose"]) == (name == "ncu")
+    # a table of sentences (ncu's messages, the advice of nsys's rules) wraps them inside the
+    # page, not past its edge
+    assert len(page.value["prose"]) == (name in ("ncu", "nsys"))
     assert all(right <= section + 1 for right, section in page.value["prose"])
     # not blank: the 1/8-scale screenshot has ink in many colours over a good part of the page
     width, height, rows = png_pixels(page.thumb)

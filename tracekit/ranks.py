@@ -13,8 +13,9 @@ and ``rank-ranges`` group by), from, in order of precedence:
 ``job`` (which runs are ranks of one job) defaults to the launcher's job id in that
 environment (``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID``, ...; not torchrun's default
 ``none``, which every static launch shares), else the source path with
-the rank's digits replaced by ``*`` where the name carries the rank
-(``/prof/rank*/export.sqlite``), else the source's folder. (``MASTER_ADDR:MASTER_PORT``
+the rank's digits replaced by ``*`` where the name carries the rank, the export's
+suffix dropped (``/prof/rank*/export`` for ``/prof/rank3/export.sqlite.xz`` and
+``/prof/rank3/export.nsys-rep`` alike), else the source's folder. (``MASTER_ADDR:MASTER_PORT``
 is not used: every local job on the default port shares it.) A job captured again (the same
 path profiled and ingested again, or two launches of one SLURM job) is a job of its own,
 ``JOB#2``: the store tells captures apart by when each ran, from nsys's session start to its
@@ -40,12 +41,17 @@ NO_JOB_IDS = frozenset({"none"})
 #: the largest rank: the store reads ranks as 32-bit integers (schema_runs.sql's rank_runs)
 MAX_RANK = 2**31 - 1
 
+#: what an export's file name ends in: its kind, then its compression (tracekit reads xz and
+#: gzip): left out of a job named by its path, so one capture's .nsys-rep and .sqlite.xz
+#: name one job
+_EXPORT_SUFFIX_RE = re.compile(r"(?:\.(?:sqlite3?|nsys-rep|qdrep))?(?:\.(?:xz|gz))?$", re.IGNORECASE)
 _NAME_RE = re.compile(r"(?:(?<=[^a-z0-9])|^)(?:rank[_-]?|r)(\d+)(?=[^a-z0-9]|$)", re.IGNORECASE)
 _ENV_RE = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)="?(.*?)"?$', re.S)
 
 
 def rank_from_name(path: Path) -> tuple[int, str] | None:
-    """The rank a file or folder name carries, and the path with it masked (the job)."""
+    """The rank a file or folder name carries, and the path with it masked and the
+    export's suffix dropped (the job: ``/prof/rank*/export`` for ``/prof/rank3/export.sqlite.xz``)."""
     parts = list(path.parts)
     for i in (len(parts) - 1, len(parts) - 2):
         if i < 0:
@@ -54,8 +60,9 @@ def rank_from_name(path: Path) -> tuple[int, str] | None:
         matches = list(_NAME_RE.finditer(stem))
         if len(matches) == 1 and int(matches[0].group(1)) <= MAX_RANK:
             m = matches[0]
-            masked = stem[:m.start(1)] + "*" + stem[m.end(1):]
-            return int(m.group(1)), str(Path(*parts[:i], masked, *parts[i + 1:]))
+            masked = [*parts[:i], stem[:m.start(1)] + "*" + stem[m.end(1):], *parts[i + 1:]]
+            masked[-1] = _EXPORT_SUFFIX_RE.sub("", masked[-1]) or masked[-1]
+            return int(m.group(1)), str(Path(*masked))
     return None
 
 

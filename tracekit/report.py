@@ -216,7 +216,7 @@ NSYS = (
     Section("idle-gaps", "Longest idle gaps", "idle-gaps", {"limit": 10}, None,
             ("device_id", "gap_ns", "start_ns", "end_ns", "next_op_kind", "next_op", "pid", "stream_id"),
             "Stretches with nothing running on the GPU, and the op that ended each."),
-    Section("nsys-rules", "What nsys's rules find", "nsys-rules", {}, None,
+    Section("nsys-rules", "What nsys analyze finds", "nsys-rules", {}, None,
             ("finding", "cases", "total_ns", "longest_ns", "longest_start_ns", "advice", "query"),
             "NVIDIA's expert rules (nsys analyze) on the run: the CUDA calls that hold the host thread "
             "(synchronizations, copies and memsets that block it) and the stretches where a process left the GPU "

@@ -79,7 +79,8 @@ SELECT c.run_id,
        r.value AS raw_name, -- API name as recorded
        c.return_value,      -- CUDA result code
        c.nvtx_range_id,     -- for a call that waits for the GPU ('Synchronize' in its name): nvtx_ranges.range_id
-                            -- of the innermost push/pop range around it on its thread (NULL: none); NULL for the others
+                            -- of the innermost push/pop range open on its thread at its start (NULL: none);
+                            -- NULL for the others
        c.name_id            -- _strings id of name
 FROM _api_calls c
 LEFT JOIN _strings n ON n.string_id = c.name_id
@@ -408,7 +409,8 @@ WHERE c.run_id = run AND (n.value ILIKE 'cudaDeviceSynchronize%' OR n.value ILIK
 -- copies of 64,000 bytes or less (they return once staged) and copies within one device
 -- recorded with both devices; cuda_memset_sync, a cudaMemset* without async on pinned or
 -- managed memory. The launching call is the op's own (same process and correlation id),
--- its name with the _vNNNN suffix stripped.
+-- its name with the _vNNNN suffix stripped: nsys joins on the correlation id alone, so in a
+-- capture of several processes it can list an op again under another process's call.
 CREATE OR REPLACE MACRO nsys_memory_findings(run) AS TABLE
 SELECT CASE WHEN api_name ILIKE 'cudaMemcpy%Async%' THEN 'cuda_memcpy_async' ELSE 'cuda_memcpy_sync' END AS rule,
        dur_ns, start_ns, end_ns, src_kind, dst_kind, NULL::VARCHAR AS mem_kind, bytes, pid, device_id,
@@ -457,7 +459,7 @@ WITH ops AS MATERIALIZED (
 )
 SELECT s.start_ns - e.end_ns AS gap_ns, e.end_ns AS start_ns, s.start_ns AS end_ns, e.pid, e.device_id, e.context_id
 FROM starts s JOIN ends e ON e.i = s.i - 1 AND e.pid = s.pid AND e.device_id = s.device_id
-WHERE s.start_ns - e.end_ns > gap_ms * 1000000 AND e.end_ns < s.start_ns;
+WHERE s.start_ns - e.end_ns > gap_ms::BIGINT * 1000000 AND e.end_ns < s.start_ns;
 
 -- The stretches where a process kept a GPU busy less than threshold_pct of the time
 -- (rule gpu_time_util): the span of its ops on the device cut into `chunks` chunks of equal

@@ -4,6 +4,8 @@
 -- NVIDIA's expert rule "CUDA Synchronous Memcpy" (`nsys analyze -r cuda_memcpy_sync`), with
 -- the API name's _vNNNN suffix stripped and the NVTX range the copy was issued in.
 -- cudaMemcpyAsync on a stream, from pinned host memory, lets the host go on.
+-- In a capture of several processes nsys can list a copy twice (it joins each op's call on
+-- the correlation id alone, which every process numbers from 1); here each is listed once.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 50)
 -- @column dur_ns            copy duration on the GPU, ns

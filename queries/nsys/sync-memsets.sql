@@ -2,6 +2,8 @@
 -- managed memory, longest first. The rows of NVIDIA's expert rule "CUDA Synchronous
 -- Memset" (`nsys analyze -r cuda_memset_sync`), with the API name's _vNNNN suffix stripped
 -- and the NVTX range the memset was issued in. cudaMemsetAsync on a stream lets the host go on.
+-- In a capture of several processes nsys can list a memset twice (it joins each op's call on
+-- the correlation id alone, which every process numbers from 1); here each is listed once.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 50)
 -- @column dur_ns            memset duration on the GPU, ns

@@ -134,9 +134,10 @@ def with_sync_ranges(api: pa.Table, strings: pa.Table, nest: nvtx.Nest) -> pa.Ta
     ids = strings.column("id").filter(pc.match_substring(strings.column("value"), "synchronize", ignore_case=True))
     found = np.full(api.num_rows, -1, np.int64)
     if len(ids) and "nameId" in api.column_names:
-        rows = np.flatnonzero(to_numpy(pc.fill_null(pc.is_in(api.column("nameId"), value_set=ids), False)))
+        # (a null nameId is in no set: is_in gives false, never null)
+        rows = np.flatnonzero(to_numpy(pc.is_in(api.column("nameId"), value_set=ids)))
         if len(rows):
-            picked = api.select(["globalTid", "start"]).take(pa.array(rows))
+            picked = api.select(["globalTid", "start"]).take(from_numpy(rows))
             inner = nest.innermost(picked.column("globalTid"), picked.column("start"))
             if inner is not None:
                 found[rows] = inner

@@ -12,11 +12,13 @@ from __future__ import annotations
 import csv
 import io
 import lzma
+import sqlite3
 from collections import Counter
 
 import pytest
 from conftest import CPU_ONLY, DATA, NSYS_EXPORTS, NSYS_SCENARIOS
 
+import tracekit
 from tracekit.errors import QueryError
 
 COPY = {"Duration (ns)": "dur_ns", "Start (ns)": "start_ns", "Src Kind": "src_kind", "Dst Kind": "dst_kind",
@@ -215,8 +217,6 @@ def test_a_capture_without_cuda_is_an_error(nsys_db, query):
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
-    import tracekit
-
     tk = tracekit.open(tmp_path_factory.mktemp("planted") / "t.duckdb")
     tk.ingest(PLANTED, name="planted")
     tk.ingest(NSYS_EXPORTS["streams"], name="streams")
@@ -254,3 +254,27 @@ def test_gaps_of_seconds(nsys_db):
     assert [g for g in gaps if g > 6_000_000_000] == nsys_db.query("gpu-gaps", run="nccl", gap_ms=6000)["gap_ns"].to_list()
     assert len([g for g in gaps if g > 6_000_000_000]) == 2
     assert nsys_db.query("gpu-gaps", run="nccl", gap_ms=2**31 - 1).is_empty()
+
+
+def test_an_odd_profiler_overhead_table_is_left_out(tmp_path, capsys):
+    """PROFILER_OVERHEAD serves the rules alone: an export without it ingests as before, and
+    one whose table lacks a column ingests with a warning that it was left out."""
+    from tracekit.cli import main
+
+    for what, sql in (("none", "DROP TABLE PROFILER_OVERHEAD"),
+                      ("odd", 'ALTER TABLE PROFILER_OVERHEAD DROP COLUMN "end"')):
+        export = tmp_path / f"{what}.sqlite"
+        with lzma.open(PLANTED) as src:
+            export.write_bytes(src.read())
+        con = sqlite3.connect(export)
+        con.execute(sql)
+        con.commit()
+        con.close()
+        db = tmp_path / f"{what}.duckdb"
+        assert main(["--db", str(db), "ingest", str(export), "--name", "p"]) == 0
+        err = capsys.readouterr().err
+        assert (f"{export}: table PROFILER_OVERHEAD lacks column end" in err) == (what == "odd"), err
+        with tracekit.open(db, read_only=True) as tk:
+            assert tk.sql("SELECT count(*) AS n FROM profiler_overhead")["n"][0] == 0
+            # without the planted overheads: the gaps of nsys_streams itself
+            assert tk.query("gpu-gaps", run="p", gap_ms=1)["gap_ns"].to_list() == [7934906, 1127478, 1079702]

@@ -249,6 +249,7 @@ SPECS = {
     "profiler_overhead": TableSpec(
         source="PROFILER_OVERHEAD",
         required=["start", "end"],
+        optional=True,  # (read by nsys's rules alone: an odd one leaves them without it, not the export refused)
         columns=[*_SPAN, *_THREAD, Column("name", "sn.value", ["nameId"], "VARCHAR")],
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
     ),

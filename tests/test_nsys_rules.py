@@ -43,16 +43,17 @@ RULES = {
 OPTIONS = {"analyze_gpu_gaps_gap1": ("gpu_gaps", {"gap_ms": 1}),
            "analyze_gpu_time_util_threshold90_chunks100": ("gpu_time_util", {"threshold_pct": 90, "chunks": 100})}
 WITH_CUDA = [s for s in NSYS_SCENARIOS if s not in CPU_ONLY]
-#: nsys_streams with rows nsys 2025.3.1 did not write there and its rules treat apart
-#: (programs/plant_rules.py, PLANT.md): CUDA profiling overheads in its GPU gaps, copies
-#: within one device
-PLANTED = DATA / "nsys_rules_planted" / "export.sqlite.xz"
+#: real exports with rows nsys 2025.3.1 did not write there and its rules treat apart
+#: (programs/plant_rules.py, PLANT.md): CUDA profiling overheads in their GPU gaps, copies
+#: within one device; nsys_streams (one process, one GPU) and nsys_jax (one process, two GPUs)
+PLANTED = {"planted": DATA / "nsys_rules_planted" / "export.sqlite.xz",
+           "planted_2gpu": DATA / "nsys_rules_planted_2gpu" / "export.sqlite.xz"}
 #: the captures of several processes (each numbers its API calls' correlation ids from 1)
 MULTI_PROCESS = ("multiproc", "nccl", "nccl_overlap")
 
 
 def _golden(scen: str, name: str) -> list[dict]:
-    stats = (PLANTED if scen == "planted" else NSYS_EXPORTS[scen]).parent / "stats"
+    stats = (PLANTED[scen] if scen in PLANTED else NSYS_EXPORTS[scen]).parent / "stats"
     path = stats / f"{name}.csv"
     text = path.read_text() if path.exists() else lzma.decompress((stats / f"{name}.csv.xz").read_bytes()).decode()
     return list(csv.DictReader(io.StringIO(text)))
@@ -170,7 +171,7 @@ def test_the_nvtx_range_of_each_case(nsys_db):
     assert calls and any(c["nvtx_path"] for c in calls) and not all(c["nvtx_path"] for c in calls)
     for c in calls:
         assert api[(c["start_ns"], c["tid"])]
-        around = [r for r in ranges if r["tid"] == c["tid"] and r["start_ns"] <= c["start_ns"] <= r["end_ns"]]
+        around = [r for r in ranges if r["tid"] == c["tid"] and r["start_ns"] <= c["start_ns"] < r["end_ns"]]
         assert c["nvtx_path"] == (max(around, key=lambda r: r["depth"])["path"] if around else None)
     launches = {(m["start_ns"], m["stream_id"]): m for m in nsys_db.sql(
         "SELECT start_ns, stream_id, api_start_ns, api_end_ns, launch_tid FROM memcpy "
@@ -179,7 +180,7 @@ def test_the_nvtx_range_of_each_case(nsys_db):
     assert len({c["nvtx_path"] for c in copies}) > 1
     for c in copies:
         m = launches[(c["start_ns"], c["stream_id"])]
-        around = [r for r in ranges if r["tid"] == m["launch_tid"] and r["start_ns"] <= m["api_start_ns"] <= r["end_ns"]]
+        around = [r for r in ranges if r["tid"] == m["launch_tid"] and r["start_ns"] <= m["api_start_ns"] < r["end_ns"]]
         assert c["nvtx_path"] == (max(around, key=lambda r: r["depth"])["path"] if around else None)
 
 
@@ -218,19 +219,21 @@ def test_a_capture_without_cuda_is_an_error(nsys_db, query):
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     tk = tracekit.open(tmp_path_factory.mktemp("planted") / "t.duckdb")
-    tk.ingest(PLANTED, name="planted")
+    for name, export in PLANTED.items():
+        tk.ingest(export, name=name)
     tk.ingest(NSYS_EXPORTS["streams"], name="streams")
+    tk.ingest(NSYS_EXPORTS["jax"], name="jax")
     yield tk
     tk.close()
 
 
-@pytest.mark.parametrize("golden", [*(f"analyze_{r}" for r in RULES), *OPTIONS])
-def test_planted_overheads_and_copies_match_nsys_analyze(planted, golden):
-    """nsys counts its CUDA profiling overheads (three names) inside a process's span as
-    GPU busy time and leaves out copies within one device: so does tracekit, as nsys
-    analyze says on the planted export."""
+@pytest.mark.parametrize(("scen", "golden"), [(s, g) for s in PLANTED for g in (*(f"analyze_{r}" for r in RULES), *OPTIONS)])
+def test_planted_overheads_and_copies_match_nsys_analyze(planted, scen, golden):
+    """nsys counts its CUDA profiling overheads (three names) inside a process's span on a
+    device as that device's busy time, on each of the process's devices, and leaves out
+    copies within one device: so does tracekit, as nsys analyze says on the planted exports."""
     rule, params = OPTIONS.get(golden, (golden.removeprefix("analyze_"), {}))
-    _compare(planted, "planted", rule, _golden("planted", golden), params)
+    _compare(planted, scen, rule, _golden(scen, golden), params)
 
 
 def test_the_plant_changes_the_answers(planted):
@@ -246,6 +249,11 @@ def test_the_plant_changes_the_answers(planted):
         planted.query("sync-copies", run="planted", limit=0))
     assert not planted.query("low-gpu-utilization", run="streams", limit=0).equals(
         planted.query("low-gpu-utilization", run="planted", limit=0))
+    # on two GPUs, an overhead planted in a gap of device 0 falls in device 1's gaps too
+    jax, planted_2gpu = (planted.query("gpu-gaps", run=r, gap_ms=1, limit=0) for r in ("jax", "planted_2gpu"))
+    for device in (0, 1):
+        assert (jax.filter(device_id=device)["gap_ns"].to_list()
+                != planted_2gpu.filter(device_id=device)["gap_ns"].to_list()), device
 
 
 def test_gaps_of_seconds(nsys_db):
@@ -257,14 +265,14 @@ def test_gaps_of_seconds(nsys_db):
 
 
 def test_an_odd_profiler_overhead_table_is_left_out(tmp_path, capsys):
-    """PROFILER_OVERHEAD serves the rules alone: an export without it ingests as before, and
-    one whose table lacks a column ingests with a warning that it was left out."""
+    """PROFILER_OVERHEAD serves the rules alone: an export without it ingests, and one whose
+    table lacks a column ingests with a warning that it was left out."""
     from tracekit.cli import main
 
     for what, sql in (("none", "DROP TABLE PROFILER_OVERHEAD"),
                       ("odd", 'ALTER TABLE PROFILER_OVERHEAD DROP COLUMN "end"')):
         export = tmp_path / f"{what}.sqlite"
-        with lzma.open(PLANTED) as src:
+        with lzma.open(PLANTED["planted"]) as src:
             export.write_bytes(src.read())
         con = sqlite3.connect(export)
         con.execute(sql)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import gzip
 import io
 import json
 import lzma
@@ -135,12 +136,14 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
 
 
 def test_a_job_named_by_its_path_whatever_form_each_export_has(tmp_path):
-    """The export's suffix is no part of a job named by its path: ranks kept as .sqlite.xz
-    and as .sqlite (or .nsys-rep) are ranks of one job, `.../rank*/export`."""
-    for r, suffix in ((0, ".sqlite.xz"), (1, ".sqlite"), (2, ".sqlite.xz")):
+    """The export's suffix is no part of a job named by its path: ranks kept as .sqlite.xz,
+    .sqlite and .sqlite.gz (or .nsys-rep) are ranks of one job, `.../rank*/export`."""
+    for r, suffix in ((0, ".sqlite.xz"), (1, ".sqlite"), (2, ".sqlite.gz")):
         dest = tmp_path / "prof" / f"rank{r}" / f"export{suffix}"
         dest.parent.mkdir(parents=True)
-        dest.write_bytes(EXPORTS[r].read_bytes() if suffix.endswith(".xz") else lzma.decompress(EXPORTS[r].read_bytes()))
+        plain = lzma.decompress(EXPORTS[r].read_bytes())
+        dest.write_bytes({".sqlite.xz": EXPORTS[r].read_bytes(), ".sqlite": plain,
+                          ".sqlite.gz": gzip.compress(plain, compresslevel=1)}[suffix])
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         for r in range(3):
             tk.ingest(next((tmp_path / "prof" / f"rank{r}").iterdir()))

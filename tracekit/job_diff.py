@@ -206,7 +206,7 @@ def job_of(tk, ref: Any, side: str) -> Job:
 def job_labels(jobs: list[str], given: list[str | None]) -> list[str]:
     """A column label per job (``tracekit compare --jobs``): its folder as given, else its
     name, without the path parts every label shares at its start and at its end
-    (``/prof/base/rank*/x.sqlite`` and ``/prof/after/rank*/x.sqlite``: ``base``, ``after``);
+    (``/prof/base/rank*/x`` and ``/prof/after/rank*/x``: ``base``, ``after``);
     a label two jobs share, or one of the table's own columns, gets its place (``#2``)."""
     from .compare import TABLE_COLUMNS
 

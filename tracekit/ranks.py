@@ -41,10 +41,6 @@ NO_JOB_IDS = frozenset({"none"})
 #: the largest rank: the store reads ranks as 32-bit integers (schema_runs.sql's rank_runs)
 MAX_RANK = 2**31 - 1
 
-#: what an export's file name ends in: its kind, then its compression (tracekit reads xz and
-#: gzip): left out of a job named by its path, so one capture's .nsys-rep and .sqlite.xz
-#: name one job
-_EXPORT_SUFFIX_RE = re.compile(r"(?:\.(?:sqlite3?|nsys-rep|qdrep))?(?:\.(?:xz|gz))?$", re.IGNORECASE)
 _NAME_RE = re.compile(r"(?:(?<=[^a-z0-9])|^)(?:rank[_-]?|r)(\d+)(?=[^a-z0-9]|$)", re.IGNORECASE)
 _ENV_RE = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)="?(.*?)"?$', re.S)
 
@@ -60,8 +56,12 @@ def rank_from_name(path: Path) -> tuple[int, str] | None:
         matches = list(_NAME_RE.finditer(stem))
         if len(matches) == 1 and int(matches[0].group(1)) <= MAX_RANK:
             m = matches[0]
+            from .ingest import export_name  # (pyarrow: only an ingest asks)
+
             masked = [*parts[:i], stem[:m.start(1)] + "*" + stem[m.end(1):], *parts[i + 1:]]
-            masked[-1] = _EXPORT_SUFFIX_RE.sub("", masked[-1]) or masked[-1]
+            # the export's kind and compression dropped: one capture's .nsys-rep and .sqlite.xz name one job
+            name, suffix = export_name(Path(masked[-1]))
+            masked[-1] = name if suffix and name else masked[-1]
             return int(m.group(1)), str(Path(*masked))
     return None
 

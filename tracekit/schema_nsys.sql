@@ -418,7 +418,7 @@ SELECT CASE WHEN api_name ILIKE 'cudaMemcpy%Async%' THEN 'cuda_memcpy_async' ELS
 FROM memcpy
 WHERE run_id = run AND api_name ILIKE 'cudaMemcpy%'
   AND CASE WHEN api_name ILIKE '%Async%' THEN src_kind = 'Pageable' OR dst_kind = 'Pageable'
-           ELSE NOT (bytes <= 64000 AND copy_kind = 1) AND NOT coalesce(src_device_id = dst_device_id, false) END
+           ELSE NOT (bytes <= 64000 AND copy_kind = 1) AND NOT (src_device_id IS NOT NULL AND src_device_id = dst_device_id) END
 UNION ALL
 SELECT 'cuda_memset_sync', dur_ns, start_ns, end_ns, NULL, NULL, mem_kind, bytes, pid, device_id,
        context_id, green_context_id, stream_id, api_name, nvtx_range_id
@@ -455,7 +455,8 @@ WITH ops AS MATERIALIZED (
 ), starts AS (
     SELECT row_number() OVER (ORDER BY pid, device_id, start_ns) AS i, start_ns, pid, device_id FROM ops
 ), ends AS (
-    SELECT row_number() OVER (ORDER BY pid, device_id, end_ns) AS i, end_ns, pid, device_id, context_id FROM ops
+    SELECT row_number() OVER (ORDER BY pid, device_id, end_ns, context_id) AS i, end_ns, pid, device_id, context_id
+    FROM ops
 )
 SELECT s.start_ns - e.end_ns AS gap_ns, e.end_ns AS start_ns, s.start_ns AS end_ns, e.pid, e.device_id, e.context_id
 FROM starts s JOIN ends e ON e.i = s.i - 1 AND e.pid = s.pid AND e.device_id = s.device_id
@@ -479,14 +480,19 @@ WITH ops AS MATERIALIZED (
     SELECT s.pid, s.device_id, s.context_id, c.i, s.lo + c.i * s.size AS cs, least(s.lo + (c.i + 1) * s.size, s.hi) AS ce
     FROM span s CROSS JOIN (SELECT range AS i FROM range(chunks)) c
     WHERE s.lo + c.i * s.size < least(s.lo + (c.i + 1) * s.size, s.hi)
+), pieces AS (  -- each op in each chunk it overlaps: the chunks from its start's to its last ns's
+    SELECT o.pid, o.device_id, o.start_ns, o.end_ns, s.lo, s.hi, s.size,
+           unnest(range((o.start_ns - s.lo) // s.size, least((o.end_ns - 1 - s.lo) // s.size, chunks - 1) + 1)) AS i
+    FROM ops o JOIN span s ON s.pid = o.pid AND s.device_id = o.device_id
+    WHERE s.size > 0
+), used AS (
+    SELECT pid, device_id, i,
+           sum(least(end_ns, lo + (i + 1) * size, hi) - greatest(start_ns, lo + i * size))::DOUBLE AS busy_ns
+    FROM pieces GROUP BY pid, device_id, i
 ), busy AS (
-    SELECT c.pid, c.device_id, c.context_id, c.i, c.cs, c.ce,
-           -- (least and greatest skip NULLs: a chunk without ops must not count whole)
-           coalesce(sum((least(o.end_ns, c.ce) - greatest(o.start_ns, c.cs))::DOUBLE)
-                    FILTER (WHERE o.start_ns IS NOT NULL), 0) / (c.ce - c.cs) * 100 AS pct
-    FROM chunk c LEFT JOIN ops o ON o.pid = c.pid AND o.device_id = c.device_id AND o.start_ns < c.ce AND o.end_ns > c.cs
-    GROUP BY c.pid, c.device_id, c.context_id, c.i, c.cs, c.ce
-    HAVING pct < threshold_pct
+    SELECT c.pid, c.device_id, c.context_id, c.i, c.cs, c.ce, coalesce(u.busy_ns, 0) / (c.ce - c.cs) * 100 AS pct
+    FROM chunk c LEFT JOIN used u ON u.pid = c.pid AND u.device_id = c.device_id AND u.i = c.i
+    WHERE coalesce(u.busy_ns, 0) / (c.ce - c.cs) * 100 < threshold_pct
 ), runs_of AS (  -- chunks that follow one another share i - (their row number)
     SELECT *, i - row_number() OVER (PARTITION BY pid, device_id ORDER BY i) AS grp FROM busy
 )

@@ -6,7 +6,8 @@
 -- the GPU they used; ops that overlap count twice, so it can pass 100 %), nsys's CUDA
 -- profiling overheads counted as busy; chunks below the threshold that follow one another
 -- are one row, their use averaged by length. As in nsys, CUDA graphs traced whole (nsys
--- --cuda-graph-trace=graph) are not counted.
+-- --cuda-graph-trace=graph) are not counted. The limit keeps the least used stretches;
+-- nsys analyze's rows= keeps the first ones it finds, in time order, before it sorts them.
 -- @param run            TEXT     run id or name (default: latest run)
 -- @param limit          INTEGER  rows to return; 0 = all (default: 50)
 -- @param threshold_pct  INTEGER  stretches used less than this share of the time, % (min: 0) (default: 50)
@@ -17,7 +18,7 @@
 -- @column end_ns      stretch end, ns
 -- @column pid         process
 -- @column device_id   CUDA device
--- @column context_id  CUDA context of the process's ops on the device
+-- @column context_id  CUDA context of the process's ops on the device (the lowest; nsys prints that of any one op)
 -- @display in_use_pct, dur_ns, start_ns, end_ns, pid, device_id
 -- @alias gpu_time_util
 -- @requires kernels, memcpy, memset, profiler_overhead

@@ -19,7 +19,7 @@
 -- @column cases             times it fired (0: nothing found)
 -- @column total_ns          the cases' durations added up, ns
 -- @column longest_ns        the longest case, ns
--- @column longest_start_ns  when the longest case started, ns
+-- @column longest_start_ns  when the longest case started (the first of equal ones), ns
 -- @column advice            what to do about it (or, with no case, that nothing was found)
 -- @display cases, total_ns, longest_ns, finding, query
 -- @requires api_calls, kernels, memcpy, memset, profiler_overhead
@@ -55,7 +55,7 @@ WITH cases AS (
      || 'launch-overhead).')
 )
 SELECT r.rule, r.query, r.finding, count(c.rule) AS cases, coalesce(sum(c.dur_ns), 0)::BIGINT AS total_ns,
-       max(c.dur_ns) AS longest_ns, arg_max(c.start_ns, c.dur_ns) AS longest_start_ns,
+       max(c.dur_ns) AS longest_ns, arg_max(c.start_ns, [c.dur_ns, -c.start_ns]) AS longest_start_ns,
        CASE WHEN count(c.rule) > 0 THEN r.advice ELSE 'Nothing found.' END AS advice
 FROM rules r LEFT JOIN cases c ON c.rule = r.rule
 GROUP BY r.ord, r.rule, r.query, r.finding, r.advice

@@ -8,7 +8,7 @@
 -- are listed, not refused. `run` names a run of the job for rank-summary, stragglers,
 -- rank-ranges and the report (--run).
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
--- @column job              the job's id: the launcher's job id, else the ranks' path with the rank masked; #2 for its second capture
+-- @column job              the job's id: the launcher's job id, else the ranks' path with the rank masked and the export's suffix dropped; #2 for its second capture
 -- @column ranks            ranks ingested
 -- @column first_rank       lowest rank ingested
 -- @column last_rank        highest rank ingested

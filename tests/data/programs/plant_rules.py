@@ -1,12 +1,14 @@
-"""Plants into a copy of the real nsys_streams export the rows nsys's expert rules treat
-specially and Nsight Systems 2025.3.1 did not write there; NVIDIA's `nsys analyze` on the
-result gives the goldens (tests/data/nsys_rules_planted/stats).
+"""Plants into a copy of a real export the rows nsys's expert rules treat specially and
+Nsight Systems 2025.3.1 did not write there; NVIDIA's `nsys analyze` on the result gives
+the goldens (tests/data/nsys_rules_planted/stats: nsys_streams, one process on one GPU;
+nsys_rules_planted_2gpu: nsys_jax, one process on two GPUs).
 
     python3 plant_rules.py SRC/export.sqlite.xz OUTDIR    # OUTDIR/export.sqlite.xz, PLANT.md
 
 * PROFILER_OVERHEAD rows under the names gpu_gaps and gpu_time_util count as GPU busy time
   ('CUDA profiling overhead', 'CUDA profiling data flush overhead'), each inside one of the
-  process's GPU gaps of over 1 ms; and, to be left out, one under another name ('CUPTI
+  process's GPU gaps of over 1 ms on the device of its first GPU op (nsys counts an overhead
+  on every device of its process whose span holds it); and, to be left out, one under another name ('CUPTI
   Buffer flush') in a third gap, one of another process, one before the process's first
   GPU op.
 * srcDeviceId = dstDeviceId = 0 on three cudaMemcpy copies (device to host): a copy within
@@ -24,7 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-#: (name, offset into the gap, length, pid: None = the process's) of each planted overhead
+#: each planted overhead: (name, which gap (0: the longest), its start and end in ns after the
+#: gap's start, its pid: None = the process's)
 OVERHEADS = [("CUDA profiling overhead", 0, 1_000_000, 2_000_000, None),
              ("CUDA profiling data flush overhead", 1, 100_000, 200_000, None),
              ("CUPTI Buffer flush", 2, 100_000, 200_000, None),
@@ -32,11 +35,14 @@ OVERHEADS = [("CUDA profiling overhead", 0, 1_000_000, 2_000_000, None),
 
 
 def _gaps(con: sqlite3.Connection) -> tuple[int, int, list[tuple[int, int]]]:
-    """The process, its first GPU op's start and its gaps over 1 ms on device 0, longest first."""
-    ops = con.execute("""
-        SELECT start, "end", globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL
-        UNION ALL SELECT start, "end", globalPid FROM CUPTI_ACTIVITY_KIND_MEMCPY
-        UNION ALL SELECT start, "end", globalPid FROM CUPTI_ACTIVITY_KIND_MEMSET ORDER BY 1""").fetchall()
+    """The process of the first GPU op, that op's start and the process's gaps over 1 ms on
+    that op's device, longest first."""
+    tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE name IN ('CUPTI_ACTIVITY_KIND_KERNEL', "
+                                        "'CUPTI_ACTIVITY_KIND_MEMCPY', 'CUPTI_ACTIVITY_KIND_MEMSET')")]
+    union = " UNION ALL ".join(f'SELECT start, "end", globalPid, deviceId FROM {t}' for t in tables)
+    ops = con.execute(f"""
+        WITH o AS ({union}), f AS (SELECT globalPid, deviceId FROM o ORDER BY start LIMIT 1)
+        SELECT start, "end", globalPid FROM o JOIN f USING (globalPid, deviceId) ORDER BY 1""").fetchall()
     gaps, busy_to = [], ops[0][1]
     for start, end, _ in ops[1:]:
         if start - busy_to > 1_000_000:
@@ -53,8 +59,9 @@ def main(src: Path, out: Path) -> None:
             shutil.copyfileobj(fin, fout)
         con = sqlite3.connect(db)
         gpid, first, gaps = _gaps(con)
-        tid = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1").fetchone()[0]
-        lines = ["# nsys_rules_planted", "", f"The real export of nsys_streams ({src.parent.name}), with rows planted by "
+        tid = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid >> 24 = ? >> 24 LIMIT 1",
+                          [gpid]).fetchone()[0]
+        lines = [f"# {out.name}", "", f"The real export of {src.parent.name}, with rows planted by "
                  "`programs/plant_rules.py` (its docstring says why); `stats/` holds `nsys analyze` on the result.", ""]
         next_id = con.execute("SELECT max(id) + 1 FROM StringIds").fetchone()[0]
         for name, gap, lo, hi, pid in OVERHEADS:
@@ -77,15 +84,15 @@ def main(src: Path, out: Path) -> None:
             ON r.correlationId = m.correlationId JOIN StringIds s ON s.id = r.nameId
             WHERE s.value LIKE 'cudaMemcpy%' AND s.value NOT LIKE '%Async%' AND m.copyKind = 2
             ORDER BY m.start LIMIT 3""")]
-        con.executemany("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET srcDeviceId = 0, dstDeviceId = 0 WHERE rowid = ?",
-                        [[c] for c in copies])
-        starts = [r[0] for r in con.execute(
-            f"SELECT start FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE rowid IN ({','.join('?' * len(copies))})", copies)]
-        lines.append(f"- srcDeviceId = dstDeviceId = 0 on the cudaMemcpy copies (device to host) starting at {starts}")
+        if copies:  # (a program of the driver API has no cudaMemcpy)
+            con.executemany("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET srcDeviceId = 0, dstDeviceId = 0 WHERE rowid = ?",
+                            [[c] for c in copies])
+            starts = [r[0] for r in con.execute(
+                f"SELECT start FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE rowid IN ({','.join('?' * len(copies))})", copies)]
+            lines.append(f"- srcDeviceId = dstDeviceId = 0 on the cudaMemcpy copies (device to host) starting at {starts}")
         con.commit()
         con.execute("VACUUM")
         con.close()
-        assert gpid >> 24
         with open(db, "rb") as fin, lzma.open(out / "export.sqlite.xz", "wb", preset=9) as fout:
             shutil.copyfileobj(fin, fout)
     (out / "PLANT.md").write_text("\n".join(lines) + "\n")

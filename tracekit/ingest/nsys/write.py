@@ -126,13 +126,14 @@ def insert(con, table: str, run_id: int, select: str) -> int:
     return int(n[0][0]) if n else 0
 
 
-def with_sync_ranges(api: pa.Table, strings: pa.Table, nest: nvtx.Nest) -> pa.Table:
+def with_sync_ranges(api: pa.Table, strings: pa.Table | None, nest: nvtx.Nest) -> pa.Table:
     """``api`` with ``_tk_sync_range``: for the calls that wait for the GPU (a name with
     "synchronize" in it, any case: cudaStreamSynchronize, cuCtxSynchronize, ...) the
     innermost push/pop NVTX range open on their thread at their start, NULL for the
     others (a launching call's range is its GPU op's). Few calls: one lookup for them."""
-    ids = strings.column("id").filter(pc.match_substring(strings.column("value"), "synchronize", ignore_case=True))
     found = np.full(api.num_rows, -1, np.int64)
+    ids = (strings.column("id").filter(pc.match_substring(strings.column("value"), "synchronize", ignore_case=True))
+           if strings is not None else [])
     if len(ids) and "nameId" in api.column_names:
         # (a null nameId is in no set: is_in gives false, never null)
         rows = np.flatnonzero(to_numpy(pc.is_in(api.column("nameId"), value_set=ids)))
@@ -154,7 +155,7 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str,
     two take about as long); the connection is not touched here until that insert is
     done."""
     if "api_calls" in raw:
-        raw["api_calls"] = with_sync_ranges(raw["api_calls"], raw["strings"], nest)
+        raw["api_calls"] = with_sync_ranges(raw["api_calls"], raw.get("strings"), nest)
         con.register("_nsys_api_calls", raw["api_calls"])
     with ThreadPoolExecutor(max_workers=1) as side:
         api_insert = side.submit(insert, con, "_api_calls", run_id, plans["api_calls"].select)

@@ -61,8 +61,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: (Unified Memory migrations: the export's 0); 16: ncu_kernels.workload (kernel, range, graph) and
 #: ncu_source.function (the function of an instruction of a range or a graph, which run several);
 #: 17: gpu_metrics and gpu_metric_names (nsys --gpu-metrics-devices); 18: nccl_overlap_sum and
-#: comm_overlap_sum (NCCL against compute, computed at ingest); 19: profiler_overhead, and the
-#: source and destination devices of copies (nsys's expert rules read them).
+#: comm_overlap_sum (NCCL against compute, computed at ingest); 19: profiler_overhead, the source
+#: and destination devices of copies and the NVTX range of the API calls that synchronize (nsys's
+#: expert rules read them); a job named by its path without the export's suffix.
 SCHEMA_VERSION = 19
 
 

@@ -14,8 +14,7 @@
 -- @column end_ns      gap end: the start of its next op there, ns
 -- @column pid         process
 -- @column device_id   CUDA device
--- @column context_id  CUDA context of the op that ended before the gap (NULL for a Unified Memory migration,
---                     which nsys prints 0; after a profiling overhead, the process's lowest on the device)
+-- @column context_id  CUDA context of the op before the gap (NULL: a Unified Memory migration's, nsys's 0)
 -- @display gap_ns, start_ns, end_ns, pid, device_id, context_id
 -- @alias gpu_gaps
 -- @requires kernels, memcpy, memset, profiler_overhead

@@ -21,6 +21,19 @@ def test_header_declares_exactly_the_parameters_used(name):
     assert q.requires, f"{name}: no @requires"
 
 
+@pytest.mark.parametrize("name", sorted(REG.queries))
+def test_the_description_comes_before_the_tags(name):
+    """A comment line among the tags would be read as more description (a column's second
+    line, say): every header line after the first tag is a tag."""
+    header = []
+    for line in REG.queries[name].sql.splitlines():
+        if line.strip() and not line.strip().startswith("--"):
+            break
+        header.append(line.strip().removeprefix("--").strip())
+    tags = [i for i, body in enumerate(header) if body.startswith("@")]
+    assert all(body.startswith("@") or not body for body in header[tags[0]:]), name
+
+
 def _asked_run(q) -> str:
     """The fixture run an nsys query is asked of: one with what it is about (the GPU's sampled
     counters; NCCL's kernels, whose sums only such a run has), else the mixed HSTU capture."""

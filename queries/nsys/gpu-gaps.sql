@@ -5,7 +5,8 @@
 -- time and, reading only the kernel, copy and memset tables, not CUDA graphs traced whole
 -- (nsys --cuda-graph-trace=graph: their time reads as idle here). idle-gaps is the
 -- device-wide view (every process, graphs counted, any length). What the host did meanwhile:
--- `tracekit chart timeline -p from_ns=START -p to_ns=END`, osrt-summary.
+-- `tracekit chart timeline -p from_ns=START -p to_ns=END`, osrt-summary. The limit keeps the
+-- longest gaps; nsys analyze's rows= keeps the first ones it finds before it sorts them.
 -- @param run     TEXT     run id or name (default: latest run)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 50)
 -- @param gap_ms  INTEGER  shortest gap listed: longer than this, ms (min: 0) (default: 500)

@@ -30,6 +30,9 @@ REPORTS = {
         "Min (MB)": "min_bytes", "Max (MB)": "max_bytes", "StdDev (MB)": "stddev_bytes",
         "Operation": "operation"}),
     "nvtx_sum": ("nvtx-summary", {**NS, "Instances": "instances", "Style": "style", "Range": "range"}),
+    # the ranges of one style: nvtx-summary -p style=...
+    "nvtx_pushpop_sum": ("nvtx-summary", {**NS, "Instances": "instances", "Range": "range"}),
+    "nvtx_startend_sum": ("nvtx-summary", {**NS, "Instances": "instances", "Range": "range"}),
     "nvtx_gpu_proj_sum": ("nvtx-gpu-projection", {
         "Range": "range", "Style": "style", "Total Proj Time (ns)": "proj_total_ns",
         "Total Range Time (ns)": "range_total_ns", "Range Instances": "instances",
@@ -56,10 +59,12 @@ NO_OSRT = {"odd_nvtx_cuda_only": "captured with -t cuda only: nsys says the expo
 #: the reports about CUDA's events: nsys skips each of them on an export without CUDA data
 CUDA_REPORTS = ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum",
                 "nvtx_gpu_proj_sum", "cuda_kern_exec_sum", "nvtx_kern_sum", "cuda_gpu_sum")
+#: report -> the twin's parameters, where it has any
+PARAMS = {"nvtx_pushpop_sum": {"style": "PushPop"}, "nvtx_startend_sum": {"style": "StartEnd"}}
 #: scenario -> the reports of events its capture did not trace: nsys printed nothing (an
 #: empty CSV) and the twin is an error naming the nsys option, not an empty answer
 NOT_TRACED = {"odd_nvtx_cuda_only": {"osrt_sum": "OS runtime", "nvtx_sum": "NVTX", "nvtx_gpu_proj_sum": "NVTX",
-                                     "nvtx_kern_sum": "NVTX"},
+                                     "nvtx_kern_sum": "NVTX", "nvtx_pushpop_sum": "NVTX", "nvtx_startend_sum": "NVTX"},
               **{s: dict.fromkeys(CUDA_REPORTS, "CUDA") for s in CPU_ONLY}}
 #: the scenarios captured without CUDA tracing (nsys -t nvtx,osrt)
 NO_CUDA = [s for s, reports in NOT_TRACED.items() if "CUDA" in reports.values()]
@@ -97,7 +102,7 @@ def _close(ours, theirs: str, col: str, scale: float) -> bool:
 def test_twin_matches_nsys_stats(nsys_db, scen, report):
     query, mapping = REPORTS[report]
     golden = _golden(scen, report)
-    ours = nsys_db.query(query, run=scen, limit=0).to_dicts()
+    ours = nsys_db.query(query, run=scen, limit=0, **PARAMS.get(report, {})).to_dicts()
     assert len(ours) == len(golden), f"{query} on {scen}: {len(ours)} rows, nsys has {len(golden)}"
     text_cols = [g for g, o in mapping.items() if isinstance(golden[0][g] if golden else "", str)
                  and o in ("name", "operation", "range", "style", "api_name", "kernel_name", "category")]

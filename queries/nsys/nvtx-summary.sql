@@ -4,10 +4,13 @@
 -- p95_ns and p99_ns are the 95th and 99th percentiles of the durations, interpolated
 -- as med_ns is (DuckDB's quantile_cont). skip=N leaves out each range name's first N
 -- instances in start order (warm-up: a first request that compiles and autotunes):
--- the steady state's numbers, no longer nsys stats' with skip > 0.
+-- the steady state's numbers, no longer nsys stats' with skip > 0. style=PushPop (or
+-- StartEnd) keeps the ranges of that style alone, time_pct their share of its time: the
+-- numbers of `nsys stats -r nvtx_pushpop_sum` (nvtx_startend_sum).
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @param skip   INTEGER  each range name's first instances left out (warm-up) (min: 0) (max: 999999) (default: 0)
+-- @param style  TEXT     the ranges of one style, or of both (one of: all, PushPop, StartEnd) (default: all)
 -- @column range      range name, 'domain:text'
 -- @column style      PushPop or StartEnd
 -- @column instances  ranges of that name and style
@@ -32,11 +35,13 @@ WITH cut AS (  -- skip > 0: each name's range_id (start order) of its $skip-th i
     UNION ALL
     SELECT name, style, dur_ns FROM nvtx_ranges JOIN cut USING (name, style)
     WHERE run_id = $run AND range_id > cut_id
+), kept AS (
+    SELECT * FROM r WHERE lower($style) = 'all' OR lower(style) = lower($style)
 ), s AS (
     SELECT name AS range, style, count(*) AS instances, sum(dur_ns) AS total_ns,
            avg(dur_ns) AS avg_ns, quantile_cont(dur_ns, [0.5, 0.95, 0.99]) AS q, min(dur_ns) AS min_ns,
            max(dur_ns) AS max_ns, coalesce(stddev_samp(dur_ns), 0) AS stddev_ns
-    FROM r
+    FROM kept
     GROUP BY name, style
 )
 SELECT range, style, instances, total_ns::BIGINT AS total_ns, round1(avg_ns) AS avg_ns,

@@ -48,7 +48,8 @@
 # (programs/plant.py, from the plant and NVIDIA's CSVs). Clocks are never changed.
 # osrt_sum.csv and cuda_gpu_sum.csv of every nsys fixture, and cuda_gpu_trace.csv.xz of hstu_capture_nsys, were added
 # later (2026-11-28) by the same `nsys stats` (2025.3.1, on the H200) over the committed exports, and the
-# analyze_*.csv goldens of nsys's expert rules (nsys_rule_goldens) and cuda_gpu_kern_gb_sum.csv on 2026-12-01.
+# analyze_*.csv goldens of nsys's expert rules (nsys_rule_goldens), cuda_gpu_kern_gb_sum.csv, nvtx_pushpop_sum.csv and
+# nvtx_startend_sum.csv (before, those two of the cpu_only captures alone) on 2026-12-01.
 # The hstu_capture_* run folders are `tracekit capture --bs 8 --nc 1024 --tool nsys|ncu --no-ingest`
 # on the H200 (the run folder without spec.json and worker.json, its exports xz-compressed);
 # hstu_capture_ncu was re-taken on 2026-11-28 with the memory-workload, WarpStateStats and SourceCounters sections.
@@ -69,7 +70,7 @@ out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-reports=cuda_gpu_kern_sum,cuda_gpu_kern_gb_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace,osrt_sum,cuda_gpu_sum
+reports=cuda_gpu_kern_sum,cuda_gpu_kern_gb_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_pushpop_sum,nvtx_startend_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace,osrt_sum,cuda_gpu_sum
 nsys_opts="--force-overwrite=true --export=sqlite"
 
 # scenario -> the command it profiles and the nsys options that differ from the default ones
@@ -131,7 +132,7 @@ sampling() {
 extra_reports() {
   case $1 in
     memops) echo "um_sum,um_total_sum,um_cpu_page_faults_sum" ;;
-    cpu_only*) echo "nvtx_pushpop_trace,nvtx_pushpop_sum,nvtx_startend_sum" ;;
+    cpu_only*) echo "nvtx_pushpop_trace" ;;
   esac
 }
 # the options to capture with where the sandbox refuses the scenario's own (none: no retry);

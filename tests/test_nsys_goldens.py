@@ -12,6 +12,7 @@ import csv
 import lzma
 import math
 
+import polars as pl
 import pytest
 from conftest import CPU_ONLY, NSYS_EXPORTS, NSYS_SCENARIOS
 
@@ -466,3 +467,41 @@ def test_kernel_grids_is_nsys_cuda_gpu_kern_gb_sum(nsys_db, scen):
         by_name[r["name"]] = by_name.get(r["name"], 0) + r["total_ns"]
     tops = {r["name"]: r["total_ns"] for r in nsys_db.query("top-kernels", run=scen, limit=0).to_dicts()}
     assert by_name == tops
+
+
+#: `nsys stats -r cuda_api_trace` column -> api-trace column
+API_TRACE = {"Start (ns)": "start_ns", "Duration (ns)": "dur_ns", "Name": "name", "Result": "result",
+             "CorrID": "correlation_id", "Pid": "pid", "Tid": "tid", "T-Pri": "thread_priority",
+             "Thread Name": "thread_name"}
+API_TRACE_SCENARIOS = [s for s in NSYS_SCENARIOS
+                       if (NSYS_EXPORTS[s].parent / "stats" / "cuda_api_trace.csv.xz").exists()]
+
+
+@pytest.mark.parametrize("scen", API_TRACE_SCENARIOS)
+def test_api_trace_is_nsys_cuda_api_trace(nsys_db, scen):
+    """Every CUDA API call of nsys's own trace report, with every column it prints, in
+    start order."""
+    with lzma.open(NSYS_EXPORTS[scen].parent / "stats" / "cuda_api_trace.csv.xz", "rt", newline="") as fh:
+        golden = list(csv.DictReader(fh))
+    df = nsys_db.query("api-trace", run=scen, limit=0)
+    assert df["start_ns"].to_list() == sorted(df["start_ns"].to_list())
+    assert len(df) == len(golden), f"api-trace on {scen}: {len(df)} rows, nsys has {len(golden)}"
+    mine = sorted(tuple(_trace_cell(row[o]) for o in API_TRACE.values()) for row in df.to_dicts())
+    theirs = sorted(tuple(g[c] for c in API_TRACE) for g in golden)
+    assert mine == theirs, next((m, t) for m, t in zip(mine, theirs, strict=True) if m != t)
+
+
+def test_api_trace_filters(nsys_db):
+    """name= and the window keep what they say, as the full trace filtered; a name no call
+    has and an empty window are errors, not empty answers."""
+    full = nsys_db.query("api-trace", run="streams", limit=0)
+    syncs = nsys_db.query("api-trace", run="streams", name="synchronize", limit=0)
+    assert len(syncs) and syncs.equals(full.filter(pl.col("name").str.to_lowercase().str.contains("synchronize")))
+    lo, hi = full["start_ns"][len(full) // 3], full["start_ns"][2 * len(full) // 3]
+    window = nsys_db.query("api-trace", run="streams", from_ns=lo, to_ns=hi, limit=0)
+    assert window.equals(full.filter((pl.col("end_ns") > lo) & (pl.col("start_ns") < hi)))
+    assert nsys_db.query("api-trace", run="streams", limit=5).equals(full.head(5))
+    with pytest.raises(QueryError, match="no CUDA API call of the run has a name containing 'nosuchcall'"):
+        nsys_db.query("api-trace", run="streams", name="nosuchcall")
+    with pytest.raises(QueryError, match="the window is empty"):
+        nsys_db.query("api-trace", run="streams", from_ns=hi, to_ns=lo)

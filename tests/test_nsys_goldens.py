@@ -505,3 +505,48 @@ def test_api_trace_filters(nsys_db):
         nsys_db.query("api-trace", run="streams", name="nosuchcall")
     with pytest.raises(QueryError, match="the window is empty"):
         nsys_db.query("api-trace", run="streams", from_ns=hi, to_ns=lo)
+
+
+#: `nsys stats -r cuda_kern_exec_trace` column -> kernel-exec-trace column
+EXEC_TRACE = {"API Start (ns)": "api_start_ns", "API Dur (ns)": "api_dur_ns", "Queue Start (ns)": "queue_start_ns",
+              "Queue Dur (ns)": "queue_dur_ns", "Kernel Start (ns)": "kernel_start_ns",
+              "Kernel Dur (ns)": "kernel_dur_ns", "Total Dur (ns)": "total_dur_ns", "PID": "pid", "TID": "tid",
+              "DevId": "device_id", "API Function": "api_name", "GridXYZ": "grid", "BlockXYZ": "block",
+              "Kernel Name": "name"}
+EXEC_TRACE_SCENARIOS = [s for s in NSYS_SCENARIOS
+                        if (NSYS_EXPORTS[s].parent / "stats" / "cuda_kern_exec_trace.csv.xz").exists()]
+
+
+def _dims(text: str) -> str:
+    """nsys's '%4d %4d %4d' (its CSV leaves it unquoted, the comma after it a separator) as
+    tracekit prints dimensions, '(x, y, z)'."""
+    return "({}, {}, {})".format(*text.split())
+
+
+@pytest.mark.parametrize("scen", EXEC_TRACE_SCENARIOS)
+def test_kernel_exec_trace_is_nsys_cuda_kern_exec_trace(nsys_db, scen):
+    """Every launch of nsys's own trace report, with every column it prints, in the order
+    of the launching calls."""
+    with lzma.open(NSYS_EXPORTS[scen].parent / "stats" / "cuda_kern_exec_trace.csv.xz", "rt", newline="") as fh:
+        golden = list(csv.DictReader(fh))
+    df = nsys_db.query("kernel-exec-trace", run=scen, limit=0)
+    assert df["api_start_ns"].to_list() == sorted(df["api_start_ns"].to_list())
+    assert len(df) == len(golden), f"kernel-exec-trace on {scen}: {len(df)} rows, nsys has {len(golden)}"
+    mine = sorted(tuple(_trace_cell(row[o]) for o in EXEC_TRACE.values()) for row in df.to_dicts())
+    theirs = sorted(tuple(_dims(g[c]) if c in ("GridXYZ", "BlockXYZ") else g[c] for c in EXEC_TRACE) for g in golden)
+    assert mine == theirs, next((m, t) for m, t in zip(mine, theirs, strict=True) if m != t)
+
+
+def test_kernel_exec_trace_filters(nsys_db):
+    """name= and the window keep what they say; the trace's launches are the kernels of
+    top-kernels whose launching call the capture recorded."""
+    full = nsys_db.query("kernel-exec-trace", run="hstu_mixed", limit=0)
+    assert len(full) == nsys_db.query("top-kernels", run="hstu_mixed", limit=0)["instances"].sum()
+    some = nsys_db.query("kernel-exec-trace", run="hstu_mixed", name="elementwise", limit=0)
+    assert len(some) and some.equals(full.filter(pl.col("name").str.to_lowercase().str.contains("elementwise")))
+    lo, hi = full["api_start_ns"][len(full) // 3], full["api_start_ns"][2 * len(full) // 3]
+    window = nsys_db.query("kernel-exec-trace", run="hstu_mixed", from_ns=lo, to_ns=hi, limit=0)
+    ends = pl.max_horizontal(pl.col("api_start_ns") + pl.col("api_dur_ns"), pl.col("kernel_start_ns") + pl.col("kernel_dur_ns"))
+    assert window.equals(full.filter((ends > lo) & (pl.col("api_start_ns") < hi)))
+    with pytest.raises(QueryError, match="no kernel of the run has a name containing 'nosuchkernel'"):
+        nsys_db.query("kernel-exec-trace", run="hstu_mixed", name="nosuchkernel")

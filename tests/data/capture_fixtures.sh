@@ -42,14 +42,15 @@
 # and the CUDA toolkit's NVTX v3 headers for cpu_only ($CUDA_HOME or /usr/local/cuda*), and for
 # SWEEPS the tracekit CLI ($TRACEKIT, default `tracekit`; `--no-ingest` needs no duckdb).
 # Each nsys scenario gets export.sqlite.xz, NVIDIA's own `nsys stats` CSVs (the goldens;
-# the two trace reports compressed), profile.log and capture.txt (GPU, driver, clocks as
+# the trace reports compressed), profile.log and capture.txt (GPU, driver, clocks as
 # found, tool versions); each ncu scenario gets report.ncu-rep.xz plus raw and details
 # CSV exports and ncu's Source page where it has one (compressed); the diff and ranks fixtures get PLANT.md + plant.json
 # (programs/plant.py, from the plant and NVIDIA's CSVs). Clocks are never changed.
 # osrt_sum.csv and cuda_gpu_sum.csv of every nsys fixture, and cuda_gpu_trace.csv.xz of hstu_capture_nsys, were added
 # later (2026-11-28) by the same `nsys stats` (2025.3.1, on the H200) over the committed exports, and the
 # analyze_*.csv goldens of nsys's expert rules (nsys_rule_goldens), cuda_gpu_kern_gb_sum.csv, nvtx_pushpop_sum.csv and
-# nvtx_startend_sum.csv (before, those two of the cpu_only captures alone) on 2026-12-01.
+# nvtx_startend_sum.csv (before, those two of the cpu_only captures alone), cuda_api_trace.csv.xz and
+# cuda_kern_exec_trace.csv.xz on 2026-12-01.
 # The hstu_capture_* run folders are `tracekit capture --bs 8 --nc 1024 --tool nsys|ncu --no-ingest`
 # on the H200 (the run folder without spec.json and worker.json, its exports xz-compressed);
 # hstu_capture_ncu was re-taken on 2026-11-28 with the memory-workload, WarpStateStats and SourceCounters sections.
@@ -70,7 +71,7 @@ out=${1:?OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-reports=cuda_gpu_kern_sum,cuda_gpu_kern_gb_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_pushpop_sum,nvtx_startend_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace,osrt_sum,cuda_gpu_sum
+reports=cuda_gpu_kern_sum,cuda_gpu_kern_gb_sum,cuda_api_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,nvtx_sum,nvtx_pushpop_sum,nvtx_startend_sum,nvtx_gpu_proj_sum,cuda_kern_exec_sum,nvtx_kern_sum,nvtx_gpu_proj_trace,cuda_gpu_trace,cuda_api_trace,cuda_kern_exec_trace,osrt_sum,cuda_gpu_sum
 nsys_opts="--force-overwrite=true --export=sqlite"
 
 # scenario -> the command it profiles and the nsys options that differ from the default ones
@@ -166,7 +167,7 @@ source_pages() {
   ncu -i "$rep" --csv --page source --print-source cuda,sass > "$d/source_cuda_sass.csv" || echo "source cuda,sass rc=$?"
 }
 
-# nsys stats CSVs under their report names (BASE_REPORT.csv -> REPORT.csv), the two
+# nsys stats CSVs under their report names (BASE_REPORT.csv -> REPORT.csv), the
 # per-event trace reports compressed; the export compressed, the .nsys-rep dropped
 # (EXTRA: more reports, kept beside the goldens though no query twins them; NOTE: yes to
 # add to capture.txt, for each report that wrote nothing, what nsys stats says of it alone)
@@ -187,7 +188,8 @@ nsys_goldens() {
   find "$d/stats" -name 'nsys_*.csv' -size 0 -delete  # (a report with nothing to say: osrt_sum without OS runtime data)
   nsys_rule_goldens "$d"
   for f in "$d"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$d/stats/$(basename "$f" | sed 's/^nsys_//')"; done
-  xz -f -T0 -9 "$d/stats/cuda_gpu_trace.csv" "$d/stats/nvtx_gpu_proj_trace.csv" "$d/stats/nvtx_pushpop_trace.csv" 2>/dev/null
+  xz -f -T0 -9 "$d/stats/cuda_gpu_trace.csv" "$d/stats/nvtx_gpu_proj_trace.csv" "$d/stats/nvtx_pushpop_trace.csv" \
+    "$d/stats/cuda_api_trace.csv" "$d/stats/cuda_kern_exec_trace.csv" 2>/dev/null
   rm -f "$d/export.nsys-rep" "$d/stats.log"
   xz -f -T0 -9 "$d/export.sqlite"
   ls -la "$d" "$d/stats" | head -30

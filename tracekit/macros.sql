@@ -95,3 +95,16 @@ CREATE OR REPLACE TEMP MACRO gpu_metric_column(metric) AS
     CASE WHEN metric = 'GPC Clock Frequency' THEN 'clock' WHEN metric = 'SMs Active' THEN 'active'
          WHEN metric = 'SM Issue' THEN 'issue' WHEN metric ILIKE 'Tensor%Active' THEN 'tensor'
          WHEN metric = 'DRAM Read Bandwidth' THEN 'read' WHEN metric = 'DRAM Write Bandwidth' THEN 'write' END;
+
+-- What a trace query asks checked before it reads (gpu-trace, api-trace, kernel-exec-trace,
+-- nvtx-ranges): true, or the error that says what is wrong, not an empty answer. An empty
+-- window (from_ns not before to_ns; either may be NULL: no bound), then a name= no WHAT of
+-- the run has (found: whether one has; the query LISTING lists them).
+CREATE OR REPLACE TEMP MACRO trace_asked(query, from_ns, to_ns, name, found, what, listing) AS
+    CASE WHEN from_ns >= to_ns
+         THEN error(query || ': from_ns=' || from_ns || ' is not before to_ns=' || to_ns
+                    || ': the window is empty; give from_ns < to_ns')
+         WHEN name IS NOT NULL AND NOT found
+         THEN error(query || ': no ' || what || ' of the run has a name containing ''' || name
+                    || ''' (`tracekit query ' || listing || '` lists them)')
+         ELSE true END;

@@ -25,16 +25,11 @@
 -- @rows page
 -- @requires api_calls, threads
 -- @traced api_calls
-WITH asked AS (  -- an empty window, or a name no call of the run has, is an error, not an empty trace
-    SELECT CASE WHEN $from_ns IS NOT NULL AND $to_ns IS NOT NULL AND $from_ns >= $to_ns
-                THEN error('api-trace: from_ns=' || $from_ns || ' is not before to_ns=' || $to_ns
-                           || ': the window is empty; give from_ns < to_ns')
-                WHEN $name IS NOT NULL AND NOT EXISTS (
-                    SELECT 1 FROM _strings s WHERE contains(lower(s.value), lower($name))
-                    AND s.string_id IN (SELECT DISTINCT name_id FROM _api_calls WHERE run_id = $run))
-                THEN error('api-trace: no CUDA API call of the run has a name containing ''' || $name
-                           || ''' (`tracekit query api-summary` lists them)')
-                ELSE true END AS ok
+WITH asked AS (  -- an empty window, or a name no call of the run has, is an error (macros.sql)
+    SELECT trace_asked('api-trace', $from_ns, $to_ns, $name,
+                       EXISTS (SELECT 1 FROM _strings s WHERE contains(lower(s.value), lower($name))
+                               AND s.string_id IN (SELECT DISTINCT name_id FROM _api_calls WHERE run_id = $run)),
+                       'CUDA API call', 'api-summary') AS ok
 ), page AS (  -- the rows asked for, before the look-ups
     SELECT c.start_ns, c.end_ns, c.global_tid, c.correlation_id, c.name_id, c.return_value
     FROM asked, _api_calls c

@@ -46,15 +46,10 @@ WITH op_names AS (  -- the run's op names, each once (read only where a name is 
     WHERE $name IS NOT NULL AND k.run_id = $run
     UNION SELECT DISTINCT operation FROM memcpy WHERE $name IS NOT NULL AND run_id = $run
     UNION SELECT DISTINCT operation FROM memset WHERE $name IS NOT NULL AND run_id = $run
-), asked AS (  -- an empty window, or a name no op of the run has, is an error, not an empty trace
-    SELECT CASE WHEN $from_ns IS NOT NULL AND $to_ns IS NOT NULL AND $from_ns >= $to_ns
-                THEN error('gpu-trace: from_ns=' || $from_ns || ' is not before to_ns=' || $to_ns
-                           || ': the window is empty; give from_ns < to_ns')
-                WHEN $name IS NOT NULL AND NOT EXISTS (SELECT 1 FROM op_names
-                                                       WHERE contains(lower(name), lower($name)))
-                THEN error('gpu-trace: no GPU op of the run has a name containing ''' || $name
-                           || ''' (`tracekit query gpu-summary` lists them)')
-                ELSE true END AS ok
+), asked AS (  -- an empty window, or a name no op of the run has, is an error (macros.sql)
+    SELECT trace_asked('gpu-trace', $from_ns, $to_ns, $name,
+                       EXISTS (SELECT 1 FROM op_names WHERE contains(lower(name), lower($name))),
+                       'GPU op', 'gpu-summary') AS ok
 ), ops AS (
     SELECT 'kernel' AS op_kind, 0 AS kind_order, k.start_ns, k.end_ns, k.correlation_id,
            k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers_per_thread,

@@ -33,16 +33,11 @@
 -- @rows page
 -- @requires kernels
 -- @traced kernels, api_calls
-WITH asked AS (  -- an empty window, or a name no kernel of the run has, is an error, not an empty trace
-    SELECT CASE WHEN $from_ns IS NOT NULL AND $to_ns IS NOT NULL AND $from_ns >= $to_ns
-                THEN error('kernel-exec-trace: from_ns=' || $from_ns || ' is not before to_ns=' || $to_ns
-                           || ': the window is empty; give from_ns < to_ns')
-                WHEN $name IS NOT NULL AND NOT EXISTS (
-                    SELECT 1 FROM _strings s WHERE contains(lower(s.value), lower($name))
-                    AND s.string_id IN (SELECT DISTINCT name_id FROM _kernels WHERE run_id = $run))
-                THEN error('kernel-exec-trace: no kernel of the run has a name containing ''' || $name
-                           || ''' (`tracekit query top-kernels` lists them)')
-                ELSE true END AS ok
+WITH asked AS (  -- an empty window, or a name no kernel of the run has, is an error (macros.sql)
+    SELECT trace_asked('kernel-exec-trace', $from_ns, $to_ns, $name,
+                       EXISTS (SELECT 1 FROM _strings s WHERE contains(lower(s.value), lower($name))
+                               AND s.string_id IN (SELECT DISTINCT name_id FROM _kernels WHERE run_id = $run)),
+                       'kernel', 'top-kernels') AS ok
 ), page AS (  -- the rows asked for, before the look-ups
     SELECT k.api_start_ns, k.api_end_ns, k.start_ns, k.end_ns, k.launch_global_tid, k.device_id, k.api_name_id,
            k.name_id, k.correlation_id, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z

@@ -20,11 +20,8 @@
 -- @display range_id, tid, depth, start_ns, dur_ns, gpu_ops, range
 -- @requires nvtx_ranges
 -- @traced nvtx_ranges
-WITH asked AS (  -- an empty window is an error, not an empty table
-    SELECT CASE WHEN $from_ns >= $to_ns
-                THEN error('nvtx-ranges: from_ns=' || $from_ns || ' is not before to_ns=' || $to_ns
-                           || ': the window is empty; give from_ns < to_ns')
-                ELSE true END AS ok
+WITH asked AS (  -- an empty window is an error, not an empty table (macros.sql)
+    SELECT trace_asked('nvtx-ranges', $from_ns, $to_ns, NULL, true, NULL, NULL) AS ok
 )
 SELECT range_id, name AS range, style, path, depth, pid, tid, start_ns, end_ns, dur_ns,
        proj_start_ns, proj_end_ns, gpu_ops

@@ -73,8 +73,9 @@ MB = 1e6
 
 
 def _golden(scen: str, report: str) -> list[dict]:
+    """nsys's CSV of ``report`` on ``scen`` (REPORT.csv, or the trace reports' REPORT.csv.xz)."""
     path = NSYS_EXPORTS[scen].parent / "stats" / f"{report}.csv"
-    with open(path, newline="") as fh:
+    with open(path, newline="") if path.exists() else lzma.open(f"{path}.xz", "rt", newline="") as fh:
         return list(csv.DictReader(fh))
 
 
@@ -187,8 +188,7 @@ def _trace_cell(value) -> str:
 @pytest.mark.parametrize("scen", TRACE_SCENARIOS)
 def test_gpu_trace_is_nsys_cuda_gpu_trace(nsys_db, scen):
     """Every GPU op of nsys's own trace report, with every column it prints, in start order."""
-    with lzma.open(NSYS_EXPORTS[scen].parent / "stats" / "cuda_gpu_trace.csv.xz", "rt", newline="") as fh:
-        golden = list(csv.DictReader(fh))
+    golden = _golden(scen, "cuda_gpu_trace")
     df = nsys_db.query("gpu-trace", run=scen, limit=0)
     starts = df["start_ns"].to_list()
     assert starts == sorted(starts)
@@ -477,18 +477,25 @@ API_TRACE_SCENARIOS = [s for s in NSYS_SCENARIOS
                        if (NSYS_EXPORTS[s].parent / "stats" / "cuda_api_trace.csv.xz").exists()]
 
 
+def _assert_trace_is_nsys(nsys_db, query: str, scen: str, report: str, mapping: dict[str, str], start: str,
+                          theirs=lambda col, text: text) -> None:
+    """``query``'s every row of ``scen`` is a row of nsys's trace report, every column it
+    prints equal (``theirs``: nsys's text of a column as tracekit prints it), in order of
+    ``start``."""
+    golden = _golden(scen, report)
+    df = nsys_db.query(query, run=scen, limit=0)
+    assert df[start].to_list() == sorted(df[start].to_list())
+    assert len(df) == len(golden), f"{query} on {scen}: {len(df)} rows, nsys has {len(golden)}"
+    mine = sorted(tuple(_trace_cell(row[o]) for o in mapping.values()) for row in df.to_dicts())
+    ours_of_theirs = sorted(tuple(theirs(c, g[c]) for c in mapping) for g in golden)
+    assert mine == ours_of_theirs, next((m, t) for m, t in zip(mine, ours_of_theirs, strict=True) if m != t)
+
+
 @pytest.mark.parametrize("scen", API_TRACE_SCENARIOS)
 def test_api_trace_is_nsys_cuda_api_trace(nsys_db, scen):
     """Every CUDA API call of nsys's own trace report, with every column it prints, in
     start order."""
-    with lzma.open(NSYS_EXPORTS[scen].parent / "stats" / "cuda_api_trace.csv.xz", "rt", newline="") as fh:
-        golden = list(csv.DictReader(fh))
-    df = nsys_db.query("api-trace", run=scen, limit=0)
-    assert df["start_ns"].to_list() == sorted(df["start_ns"].to_list())
-    assert len(df) == len(golden), f"api-trace on {scen}: {len(df)} rows, nsys has {len(golden)}"
-    mine = sorted(tuple(_trace_cell(row[o]) for o in API_TRACE.values()) for row in df.to_dicts())
-    theirs = sorted(tuple(g[c] for c in API_TRACE) for g in golden)
-    assert mine == theirs, next((m, t) for m, t in zip(mine, theirs, strict=True) if m != t)
+    _assert_trace_is_nsys(nsys_db, "api-trace", scen, "cuda_api_trace", API_TRACE, "start_ns")
 
 
 def test_api_trace_filters(nsys_db):
@@ -527,14 +534,8 @@ def _dims(text: str) -> str:
 def test_kernel_exec_trace_is_nsys_cuda_kern_exec_trace(nsys_db, scen):
     """Every launch of nsys's own trace report, with every column it prints, in the order
     of the launching calls."""
-    with lzma.open(NSYS_EXPORTS[scen].parent / "stats" / "cuda_kern_exec_trace.csv.xz", "rt", newline="") as fh:
-        golden = list(csv.DictReader(fh))
-    df = nsys_db.query("kernel-exec-trace", run=scen, limit=0)
-    assert df["api_start_ns"].to_list() == sorted(df["api_start_ns"].to_list())
-    assert len(df) == len(golden), f"kernel-exec-trace on {scen}: {len(df)} rows, nsys has {len(golden)}"
-    mine = sorted(tuple(_trace_cell(row[o]) for o in EXEC_TRACE.values()) for row in df.to_dicts())
-    theirs = sorted(tuple(_dims(g[c]) if c in ("GridXYZ", "BlockXYZ") else g[c] for c in EXEC_TRACE) for g in golden)
-    assert mine == theirs, next((m, t) for m, t in zip(mine, theirs, strict=True) if m != t)
+    _assert_trace_is_nsys(nsys_db, "kernel-exec-trace", scen, "cuda_kern_exec_trace", EXEC_TRACE, "api_start_ns",
+                          lambda col, text: _dims(text) if col in ("GridXYZ", "BlockXYZ") else text)
 
 
 def test_kernel_exec_trace_filters(nsys_db):

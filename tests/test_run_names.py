@@ -41,6 +41,20 @@ def test_run_names_rule():
     assert RunNames().choose("hstu", "a\nb", held) == "a\\nb/hstu"  # (a folder's control characters escaped)
 
 
+def test_the_dots_of_a_file_name_stay_in_its_runs_name(tmp_path, capsys):
+    """A run is named after its file without the compression and the kind: only the last
+    suffix goes, so names with dots (sweep points, versions) stay apart; a stem --run would
+    read as an id keeps its whole name."""
+    files = {"bs8.nc1024.sqlite.xz": A, "bs8.nc2048.sqlite.xz": B, "model_v1.2.ncu-rep.xz": NCU, "3.sqlite.xz": C}
+    for name, src in files.items():
+        shutil.copyfile(src, tmp_path / name)
+    db = tmp_path / "s.duckdb"
+    assert main(["--db", str(db), "ingest", *(str(tmp_path / n) for n in files)]) == 0
+    assert _names(db) == ["bs8.nc1024", "bs8.nc2048", "model_v1.2", "3.sqlite"]
+    capsys.readouterr()
+    assert main(["--db", str(db), "diff", "bs8.nc1024", "bs8.nc2048", "-f", "csv"]) == 0
+
+
 @pytest.mark.parametrize("workers", [None, 2], ids=["serial", "workers"])
 def test_files_of_one_name_in_one_command(tmp_path, capsys, workers):
     db = tmp_path / "s.duckdb"

@@ -253,11 +253,9 @@ def _check_unread(f: Path) -> None:
     """InputError for a file of a run folder that no plugin reads but that must be read:
     requests.csv, nsys exports (.sqlite) and ncu reports (.ncu-rep), compressed or not: the
     run would lack its timed requests or a profile without a word."""
-    from .ingest import COMPRESSED_SUFFIXES
+    from .ingest import uncompressed_name
 
-    name = f.name
-    for ext in COMPRESSED_SUFFIXES:
-        name = name.removesuffix(ext)
+    name = uncompressed_name(f)
     if name == "requests.csv":
         raise InputError(f"{f}: not the requests CSV tracekit capture writes (its header begins "
                          "request_idx,phase,bs); fix it or remove it from the run folder")
@@ -276,10 +274,13 @@ def check_ingest_args(path: Any, name: Any, params: Any) -> str | None:
 
 def own_run_name(path: Path) -> str:
     """The name a run of ``path`` gets when none is asked for and no other run has it: a
-    file's stem (its whole name where ``--run`` would read the stem as something else), a
-    run folder's name as its meta.json says, else the folder's own name."""
+    file's stem (``file_stem``; its name uncompressed where ``--run`` would read the stem
+    as something else: ``3.sqlite``), a run folder's name as its meta.json says, else the
+    folder's own name."""
     if not path.is_dir():
-        return derived_run_name(path.name.split(".")[0], path.name)
+        from .ingest import file_stem, uncompressed_name
+
+        return derived_run_name(file_stem(path), uncompressed_name(path))
     try:
         return check_run_name(json.loads((path / "meta.json").read_text())["name"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError, QueryError):  # no name there, or a bad one

@@ -141,9 +141,8 @@ def materialized(path: Path) -> Iterator[Path]:
     if opener is None:
         yield path
         return
-    suffix = "".join(s for s in path.suffixes if s not in COMPRESSED_SUFFIXES)
     with tempfile.TemporaryDirectory(prefix="tracekit-") as tmp:
-        out = Path(tmp) / (path.name.split(".")[0] + suffix)
+        out = Path(tmp) / uncompressed_name(path)
         try:
             with opener(path) as src, open(out, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
@@ -294,12 +293,25 @@ def not_a_run_folder(folder: Path) -> str:
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".ncu-rep")
 
 
-def export_name(path: Path) -> tuple[str, str | None]:
-    """The file's name without its compression, split into its stem and which of
-    ``EXPORT_SUFFIXES`` it ends with (None: none; the stem is then the whole name)."""
+def uncompressed_name(path: Path) -> str:
+    """The file's name without its compression suffix (``export.sqlite.xz``: ``export.sqlite``)."""
     name = path.name
     for ext in COMPRESSED_SUFFIXES:
         name = name.removesuffix(ext)
+    return name
+
+
+def file_stem(path: Path) -> str:
+    """The file's name without its compression and its kind: its last suffix alone, so that
+    the dots of a name stay (``bs8.nc1024.nsys-rep``, ``model_v1.2.sqlite.xz``: ``bs8.nc1024``,
+    ``model_v1.2``)."""
+    return Path(uncompressed_name(path)).stem
+
+
+def export_name(path: Path) -> tuple[str, str | None]:
+    """The file's name without its compression, split into its stem and which of
+    ``EXPORT_SUFFIXES`` it ends with (None: none; the stem is then the whole name)."""
+    name = uncompressed_name(path)
     suffix = next((s for s in EXPORT_SUFFIXES if name.endswith(s)), None)
     return name.removesuffix(suffix or ""), suffix
 

@@ -9,6 +9,7 @@ repeats (charts.typical_instance)."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import warnings
@@ -476,7 +477,7 @@ def test_the_report_of_a_run_without_nvtx_or_above_the_bound(tk, tmp_path, monke
     path = report.write_report(tk, tmp_path / "c.html", run="cuda_only")
     section = _timeline_section(path)
     assert "Shown: the whole run (it has no NVTX range to pick a request from)." in section
-    assert "or the whole run where it has no NVTX range (the caption says which)" in section
+    assert "or the whole run where it has no NVTX range (its middle GPU ops where it has more than a timeline draws" in section
     assert _bars(_spec(path))[1] and '<p class="note">' not in section
     monkeypatch.setattr(charts, "TIMELINE_BARS", 100)
     path = report.write_report(tk, tmp_path / "h.html", run="hstu")
@@ -484,6 +485,30 @@ def test_the_report_of_a_run_without_nvtx_or_above_the_bound(tk, tmp_path, monke
     assert re.search(r'<p class="note">chart timeline: hstu.request instance 27 of 30 of run 1 \(hstu\) holds '
                      r"\d+ events .*more than the 100 a timeline draws", section)
     assert 'id="chart-timeline"' not in section and 'class="caption"' not in section
+
+
+def test_a_run_without_nvtx_above_the_bound_is_shown_by_its_middle_ops(tk, tmp_path, monkeypatch):
+    """No NVTX range to pick a request by, and more events than a timeline draws (the bound
+    made small): the report shows the middle MIDDLE_OPS GPU ops in start order (not the
+    warm-up's first), saying so; chart timeline's error proposes that window, which draws
+    those ops and the ones overlapping them."""
+    ops = tk.query("gpu-trace", run="cuda_only", limit=0).sort("start_ns", "end_ns", maintain_order=True)
+    n = ops.height
+    monkeypatch.setattr(charts, "TIMELINE_BARS", n - 1)
+    monkeypatch.setattr(charts, "MIDDLE_OPS", 10)
+    middle = ops.slice((n - 10) // 2, 10)
+    lo, hi = middle["start_ns"].min(), middle["end_ns"].max()
+    assert lo > ops["start_ns"][0]
+    with pytest.raises(QueryError) as err:
+        charts.chart(tk, "timeline", run="cuda_only")
+    assert (f"; choose a window: -p from_ns={lo} -p to_ns={hi} (the middle 10 of the run's {n:,} GPU ops, which "
+            "its report shows), or -p from_ns=START -p to_ns=END") in str(err.value)
+    drawn = _bars(charts.chart(tk, "timeline", run="cuda_only", from_ns=lo, to_ns=hi).to_dict())[1]
+    assert len(drawn) == tk.query("gpu-trace", run="cuda_only", from_ns=lo, to_ns=hi, limit=0).height >= 10
+    path = report.write_report(tk, tmp_path / "c.html", run="cuda_only")
+    section = _timeline_section(path)
+    assert html.escape(f"Shown: the middle 10 of the run's {n:,} GPU ops, {(hi - lo) / 1e6:,.3f} ms from {lo} ns") in section
+    assert len(_bars(_spec(path))[1]) == len(drawn) and '<p class="note">' not in section
 
 
 def test_the_cli(store, tk, tmp_path, capsys):

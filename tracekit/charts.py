@@ -920,6 +920,48 @@ def _typical(tk, run_id: int, skip: list[str]) -> Instance | None:
     return Instance(name, pick.instance, total, pick.end_ns - pick.start_ns, depth, len(rows), True, tuple(skip))
 
 
+#: the GPU ops the timeline of a run with too many events and no NVTX range to choose by
+#: shows (report) or proposes (chart timeline): so many in the middle of the run, where a
+#: program's steady state is (its first ops are the warm-up's)
+MIDDLE_OPS = 1000
+
+#: the ``$ops`` GPU ops (gpu_ops: kernels, copies, memsets, CUDA graph launches) in the
+#: middle of the run's in start order: their span, how many, and the run's count
+_MIDDLE_OPS = """
+WITH o AS (SELECT start_ns, end_ns, row_number() OVER (ORDER BY start_ns, end_ns) AS i, count(*) OVER () AS n
+           FROM gpu_ops WHERE run_id = $run)
+SELECT min(start_ns), max(end_ns), count(*), any_value(n)
+FROM o WHERE i > (n - least(n, $ops)) // 2 AND i <= (n - least(n, $ops)) // 2 + least(n, $ops)
+"""
+
+
+class Stretch(NamedTuple):
+    """``ops`` GPU ops in the middle of the run's ``total``, from ``start_ns`` to ``end_ns``
+    (``middle_stretch``)."""
+
+    start_ns: int
+    end_ns: int
+    ops: int
+    total: int
+
+    def said(self) -> str:
+        """What it is, in words ('the middle 1,000 of the run's 8,196 GPU ops')."""
+        return f"the middle {self.ops:,} of the run's {self.total:,} GPU ops"
+
+    def params(self) -> str:
+        """The chart timeline options that draw it."""
+        return f"-p from_ns={self.start_ns} -p to_ns={self.end_ns}"
+
+
+def middle_stretch(tk, run_id: int) -> Stretch | None:
+    """The window a run too large to draw whole is shown in where no NVTX range picks one
+    (``typical_instance``): the ``MIDDLE_OPS`` GPU ops in the middle of the run, in start
+    order; None where it has no GPU op. The ops of other streams overlapping them are drawn
+    too."""
+    lo, hi, n, total = tk.con.execute(_MIDDLE_OPS, {"run": run_id, "ops": MIDDLE_OPS}).fetchall()[0]
+    return None if not n else Stretch(lo, hi, n, total)
+
+
 @dataclass
 class Timeline:
     """What the timeline draws (``timeline_data``): the run, the window (a
@@ -1099,9 +1141,12 @@ def _too_many(tk, run_id: int, run_name: str, window, ranges: int, ops: int, fir
     span = f"; {'the run' if whole else 'the window'} spans {lo} to {hi}" if lo is not None else ""
     when = f"-p from_ns=START -p to_ns=END (ns on the capture's clock{span})"
     typical = typical_instance(tk, run_id)
+    stretch = middle_stretch(tk, run_id) if whole and typical is None else None
     if typical is not None and typical.among > 1 and whole:
         choose = (f"choose a window: -p {shlex.quote('nvtx=' + typical.name)} -p instance={typical.instance} "
                   f"({typical.median_of()}), or {when}")
+    elif stretch is not None:
+        choose = f"choose a window: {stretch.params()} ({stretch.said()}, which its report shows), or {when}"
     else:
         choose = f"choose a shorter window: {when}, or an NVTX range inside it (-p nvtx=NAME -p instance=N)"
     return (f"chart timeline: {held} {ranges + ops:,} events ({ranges:,} NVTX ranges, {ops:,} GPU ops), more than "

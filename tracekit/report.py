@@ -90,14 +90,22 @@ class Section:
 def typical_request(tk, run_id: int) -> tuple[dict[str, Any], str]:
     """The timeline's window for the report: the run's typical request
     (charts.typical_instance: the median instance of its most repeated NVTX range, the
-    outermost where one repeats), or the whole run where it has no NVTX range; and the
-    caption that says which and why, and how to have it in Perfetto."""
-    from .charts import TYPICAL_DEPTHS, typical_instance
+    outermost where one repeats), or, where it has no NVTX range, the whole run, or its
+    middle GPU ops (charts.middle_stretch) where the whole run is more than a timeline
+    draws; and the caption that says which and why, and how to have it in Perfetto."""
+    from .charts import TIMELINE_BARS, TYPICAL_DEPTHS, middle_stretch, typical_instance
 
     pick = typical_instance(tk, run_id)
     if pick is None:
-        return {}, (f"Shown: the whole run (it has no NVTX range to pick a request from). `tracekit export trace "
-                    f"--run {run_id} -o run.json` writes it for ui.perfetto.dev.")
+        whole = (f"`tracekit export trace --run {run_id} -o run.json` writes the whole run for ui.perfetto.dev.")
+        stretch = middle_stretch(tk, run_id)
+        if stretch is None or stretch.total <= TIMELINE_BARS:
+            return {}, f"Shown: the whole run (it has no NVTX range to pick a request from). {whole}"
+        return {"from_ns": stretch.start_ns, "to_ns": stretch.end_ns}, (
+            f"Shown: {stretch.said()}, {(stretch.end_ns - stretch.start_ns) / 1e6:,.3f} ms from {stretch.start_ns} ns "
+            f"(the run has more GPU ops than the {TIMELINE_BARS:,} a timeline draws, and no NVTX range to pick a "
+            f"request from). `tracekit chart timeline --run {run_id} -p from_ns=START -p to_ns=END` draws another "
+            f"window; {whole}")
     nvtx, param = shlex.quote(pick.name), shlex.quote(f"nvtx={pick.name}")  # (a name with a space, for the shell)
     shown = f"{pick.name} instance {pick.instance} of {pick.instances:,}"
     dur = f"{pick.dur_ns / 1e6:,.3f} ms"
@@ -247,7 +255,8 @@ NSYS = (
             "tracekit capture --gpu-metrics): the SM clock it ran at, how busy the SMs, the tensor pipes and "
             "the DRAM were.", optional=True),
     Section("timeline", "Timeline", None, chart="timeline", chart_params=typical_request,
-            intro="The run's typical request, or the whole run where it has no NVTX range (the caption says which), as "
+            intro="The run's typical request, or the whole run where it has no NVTX range (its middle GPU ops where "
+            "it has more than a timeline draws; the caption says which), as "
             "nsys draws it: the NVTX ranges per thread and nesting depth, then the GPU's "
             "kernels, copies, memsets and CUDA graph launches per device and stream, on one time axis; the gaps are the time the GPU "
             "waited. Hover for each one's numbers; scroll or drag to zoom, double-click to reset."),

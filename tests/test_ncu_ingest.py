@@ -460,3 +460,30 @@ def test_run_info_of_a_bare_report_has_its_gpus_size_and_clock(plain, tmp_path):
         for name, want in (("report", expected), ("raw", expected), ("details", (None, None, None))):
             info = tk.query("run-info", run=name).row(0, named=True)
             assert (info["sm_count"], info["gpu_memory_bytes"], info["max_sm_clock_mhz"]) == want, name
+
+
+@pytest.mark.parametrize("page", ["details.csv", "raw.csv"])
+def test_a_launch_ncu_did_not_measure_has_no_grid_or_block(plain, page):
+    """ncu prints "(0, 0, 0)" as the grid and block of a launch whose launch metrics it did
+    not collect (every value "n/a" or "nan": seen in a public report of an A10G): from a
+    page as from the report, which has none, that is unknown (NULL), not a grid of 0."""
+    text = plain[("full", page)].read_text()
+    header, *rows = text.splitlines(keepends=True)
+    cols = next(csv.reader([header]))
+    grid, block = cols.index("Grid Size"), cols.index("Block Size")
+    out = [header]
+    for line in rows:
+        cells = next(csv.reader([line]))
+        if len(cells) > grid and cells[0] == "1":
+            cells[grid] = cells[block] = "(0, 0, 0)"
+            buf = io.StringIO()
+            csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n").writerow(cells)
+            line = buf.getvalue()
+        out.append(line)
+    edited = plain[("full", page)].with_name(f"unmeasured_{page}")
+    edited.write_text("".join(out))
+    k = kernels_of(ncu.read(edited)).sort("kernel_id")
+    dims = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+    assert k.filter(pl.col("kernel_id") == 1).select(dims).row(0) == (None,) * 6
+    assert k.filter(pl.col("kernel_id") != 1).select(dims).rows() == [(2, 66, 1, 384, 1, 1), (4096, 1, 1, 128, 1, 1),
+                                                                       (1, 528, 1, 512, 1, 1)]

@@ -491,8 +491,9 @@ def test_a_block_limit_ncu_could_not_compute(monkeypatch, tmp_path):
 def test_a_report_without_per_dimension_launch_metrics(tk, monkeypatch, tmp_path):
     """A public V100 report (ncu 2020.1 or older) has launch__grid_size and launch__block_size
     but no launch__{grid,block}_dim_{x,y,z} and no launch__device_id (ncu_full without them
-    here): ncu-kernels leaves grid, block and device_id NULL (no dimensions invented) and
-    gives the totals, which are those of the dimensions where a report has both."""
+    here): ncu-kernels leaves grid and block NULL (no dimensions invented), takes the device
+    from the device's own attribute (device__attribute_device_index) and gives the totals,
+    which are those of the dimensions where a report has both."""
     import ncu_report
 
     gone = {f"launch__{k}_dim_{d}" for k in ("grid", "block") for d in "xyz"} | {"launch__device_id"}
@@ -503,7 +504,7 @@ def test_a_report_without_per_dimension_launch_metrics(tk, monkeypatch, tmp_path
     with tracekit.open(tmp_path / "d.duckdb") as t:
         t.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz", name="no-dims")
         k = t.query("ncu-kernels")
-    assert k["grid"].is_null().all() and k["block"].is_null().all() and k["device_id"].is_null().all()
+    assert k["grid"].is_null().all() and k["block"].is_null().all() and k["device_id"].to_list() == [0] * 4
     assert k["grid_size"].to_list() == [132, 16384, 4096, 528] and k["block_size"].to_list() == [384, 128, 128, 512]
     both = tk.query("ncu-kernels", run="sections")
     assert both.select("grid_size", "block_size").equals(k.select("grid_size", "block_size"))

@@ -134,8 +134,10 @@ def page_of(header: list[str]) -> str:
 
 
 def _parse_dim(s: str | None) -> tuple[int | None, int | None, int | None]:
+    """``(32, 32, 1)`` -> (32, 32, 1); unknown (None) where the page prints no triple, or
+    ``(0, 0, 0)``: a launch whose launch metrics ncu did not collect (a report has none)."""
     nums = re.findall(r"\d+", s or "")
-    if len(nums) != 3:
+    if len(nums) != 3 or 0 in map(int, nums):
         return None, None, None
     return int(nums[0]), int(nums[1]), int(nums[2])
 

@@ -405,7 +405,9 @@ def _read_here(path: Path, source_only: bool = False
                 "process_id": pid,
                 "process_name": exe,
                 "host_name": host,
-                "device_id": num("launch__device_id"),
+                # (a launch ncu collected no launch metrics of: the device's own index)
+                "device_id": next((d for d in (num("launch__device_id"), num("device__attribute_device_index"))
+                                   if d is not None), None),
                 "context_id": num("launch__context_id"),
                 "stream_id": num("launch__stream_id") if workload != "range" else None,  # (as ncu prints it: n/a)
                 "cc": f"{major}.{minor}" if major is not None else None,

@@ -397,9 +397,10 @@ def test_ingest_name_renames_an_ingested_run(tmp_path, capsys):
 
 
 def test_a_file_name_that_cannot_name_a_run_gives_one_that_can(tmp_path, capsys):
-    """Without --name a run is named by its file's stem; where --run would read the stem as
-    something else (an id, a keyword) or it is empty, by the whole file name; control
-    characters are escaped, on the terminal and in the name."""
+    """Without --name a run is named by its file's stem (``.hidden.csv.xz``: ``.hidden``);
+    where --run would read the stem as something else (an id, a keyword), by
+    the file's name uncompressed; control characters are escaped, on the terminal and in
+    the name."""
     sources = [DATA / f for f in ("ncu_sections/details.csv.xz", "ncu_diff_a/details_labels.csv.xz",
                                   "ncu_diff_b/details_labels.csv.xz", "ncu_source/details_labels.csv.xz")]
     files = ["7.csv.xz", ".hidden.csv.xz", "All.csv.xz", "ev\nil\x1b[2J.csv.xz"]
@@ -409,7 +410,7 @@ def test_a_file_name_that_cannot_name_a_run_gives_one_that_can(tmp_path, capsys)
     rc, out, _ = _run(capsys, "--db", db, "ingest", *(str(tmp_path / n) for n in files))
     assert rc == 0 and len(out.splitlines()) == 4 and "\x1b" not in out, out
     assert tracekit.open(db, read_only=True).runs()["name"].to_list() == [
-        "7.csv.xz", ".hidden.csv.xz", "All.csv.xz", "ev\\nil\\x1b[2J"]
+        "7.csv", ".hidden", "All.csv", "ev\\nil\\x1b[2J"]
     assert names.derived_run_name("all") == "run-all" and names.derived_run_name(" 12 ") == "run-12"
 
 

@@ -1268,7 +1268,8 @@ def test_untraced_events_are_told_from_traced_ones_that_never_happened(tmp_path)
     """nsys writes no NVTX_EVENTS table where no range happened, traced or not: its capture
     settings (META_DATA_CAPTURE's CAPTURE_EVENT_TYPE) tell the two apart. Traced with none
     (a 2024.5 export of a program without NVTX): an empty answer. Not traced, or an export
-    too old to say, without the table: an error naming the option."""
+    too old to say, without the table: an error naming the option; the one too old to say
+    does not claim the capture did not trace them (nsys before 2023.3; a re-export says)."""
     src = NSYS_EXPORTS["hstu_mixed"]
     quiet = _older_export(src, tmp_path / "quiet.sqlite", ["DROP TABLE NVTX_EVENTS"])
     untraced = _older_export(src, tmp_path / "untraced.sqlite", [
@@ -1280,11 +1281,25 @@ def test_untraced_events_are_told_from_traced_ones_that_never_happened(tmp_path)
         for q in ("nvtx-summary", "nvtx-ranges", "nvtx-gpu-projection", "nvtx-kernels", "kernels-by-nvtx"):
             got = tk.query(q, run="quiet", limit=0)
             assert got.is_empty() or got["path"].to_list() == ["(no range)"], q
-            for name in ("untraced", "unsaid"):
-                with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \({name}\) was captured without "
-                                                                 "NVTX tracing; capture with nsys -t nvtx"):
-                    tk.query(q, run=name)
+            with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \(untraced\) was captured without "
+                                                             "NVTX tracing; capture with nsys -t nvtx"):
+                tk.query(q, run="untraced")
+            with pytest.raises(tracekit.TracekitError) as err:
+                tk.query(q, run="unsaid")
+            assert re.fullmatch(rf"{q}: run \d+ \(unsaid\) has no NVTX events, and its export \(nsys before 2023.3\) "
+                                r"does not say whether they were traced; capture with nsys -t nvtx \(tracekit capture "
+                                r"does\), or re-export its .nsys-rep with nsys 2023.3 or later \(nsys export -t "
+                                r"sqlite\) to tell", str(err.value)), str(err.value)
         assert not tk.query("osrt-summary", run="unsaid").is_empty()  # (its OSRT_API table says it was traced)
+        # the report and the timeline say the same
+        from tracekit import charts, report
+
+        page = report.write_report(tk, tmp_path / "unsaid.html", run="unsaid").read_text()
+        assert "no NVTX events, and its export (nsys before 2023.3) does not say whether they were traced" in page
+        assert "captured without NVTX" not in page
+        subtitle = charts.chart(tk, "timeline", run="unsaid").to_dict()["title"]["subtitle"][0]
+        assert "no NVTX events, and its export (nsys before 2023.3) does not say whether they were traced" in subtitle
+        assert "captured without NVTX tracing" in charts.chart(tk, "timeline", run="untraced").to_dict()["title"]["subtitle"][0]
 
 
 #: the nsys queries about CUDA's events (@traced for CUDA)
@@ -1297,7 +1312,7 @@ def test_cuda_untraced_is_told_from_traced_with_no_cuda_call(tmp_path):
     """CUDA as NVTX above: a capture that traced CUDA in a program that made no CUDA call has no
     CUPTI table, but its CAPTURE_EVENT_TYPE lists Cuda: the CUDA queries answer, with nothing.
     Not listed (nsys -t nvtx,osrt), or an export too old to say, without a CUPTI table: an
-    error naming nsys -t cuda. Too old to say with CUPTI tables (any of them; here no kernel
+    error naming nsys -t cuda (that says which of the two). Too old to say with CUPTI tables (any of them; here no kernel
     table): CUDA was traced."""
     src = NSYS_EXPORTS["cpu_only"]
     quiet = _older_export(src, tmp_path / "quiet.sqlite", [
@@ -1312,10 +1327,13 @@ def test_cuda_untraced_is_told_from_traced_with_no_cuda_call(tmp_path):
         for q in CUDA_QUERIES:
             got = tk.query(q, run="quiet", limit=0)
             assert got.is_empty() or q in ("nvtx-gpu-projection", "kernels-by-nvtx"), q
-            for name in ("unsaid", "cpu_only"):
-                with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \({name}\) was captured without "
-                                                                 "CUDA tracing; capture with nsys -t cuda"):
-                    tk.query(q, run=name)
+            with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \(cpu_only\) was captured without "
+                                                             "CUDA tracing; capture with nsys -t cuda"):
+                tk.query(q, run="cpu_only")
+            with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \(unsaid\) has no CUDA events, and its "
+                                                             r"export \(nsys before 2023.3\) does not say whether they "
+                                                             "were traced; capture with nsys -t cuda"):
+                tk.query(q, run="unsaid")
             tk.query(q, run="copies", limit=0)
         assert tk.query("top-kernels", run="copies").is_empty() and not tk.query("memcpy-time", run="copies").is_empty()
         for name in ("quiet", "unsaid", "cpu_only"):  # (the NVTX and OS runtime tables say those were traced)

@@ -977,6 +977,8 @@ class Timeline:
     #: the ranks of the run's job drawn (``ranks=``; the rows' ``rank``), and what some did not trace
     ranks: tuple[int, ...] = ()
     notes: tuple[str, ...] = ()
+    #: whether the run's export said what its capture traced (tracekit.registry.traced_said)
+    said: bool = True
 
 
 def _int_param(name: str, value: Any, what: str) -> int | None:
@@ -1010,7 +1012,7 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     ``rank`` and its times on the run's clock (tracekit.trace.job_parts: by each export's
     session start). More than ``TIMELINE_BARS`` events in the window is a QueryError that says
     how to choose one."""
-    from .registry import resolve_run
+    from .registry import resolve_run, traced_said
     from .trace import Options, Part, job_parts, resolve_window
 
     run_id = resolve_run(tk, run, "nsys", "chart timeline", spans_runs=False)
@@ -1043,7 +1045,8 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
         one = got[0]
         if events == 0 and nvtx is None:
             _outside(run_id, run_name, window, lo, hi, one.first, one.last)
-        return Timeline(run_id, run_name, window, one.nvtx, one.gpu, one.missing)
+        said = traced_said(tk, run_id) if one.missing else True
+        return Timeline(run_id, run_name, window, one.nvtx, one.gpu, one.missing, said=said)
     missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g.missing for g in got))
     if len(missing) == 2:
         asked = ranks_text([x.rank for x in parts])
@@ -1084,7 +1087,7 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
     none read where the window holds more than ``TIMELINE_BARS`` events. A run alone
     captured without NVTX and CUDA tracing is an error; a job's rank so captured, no rows."""
     from .interrupts import stoppable
-    from .registry import get_registry, untraced
+    from .registry import get_registry, traced_said, untraced, untraced_words
 
     run_id, w = part.run_id, part.window
     if run_name is None:
@@ -1092,8 +1095,9 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
     missing = tuple(what for what, _ in untraced(tk, run_id, ["nvtx_ranges", "kernels"]))
     if len(missing) == 2:  # (a job's rank: said in a note, unless no rank traced either)
         if part.rank is None:
-            raise QueryError(f"chart timeline: run {run_id} ({run_name}) was captured without NVTX and CUDA "
-                             "tracing: nothing to draw; capture with nsys -t nvtx,cuda")
+            raise QueryError(f"chart timeline: run {run_id} ({run_name}) "
+                             f"{untraced_words('NVTX and CUDA', traced_said(tk, run_id))}: nothing to draw; "
+                             "capture with nsys -t nvtx,cuda")
         return _Rows(pl.DataFrame(), pl.DataFrame(), 0, 0, 0, None, None, missing)
     params = {"run": run_id, "lo": w.start_ns, "hi": w.end_ns, "nvtx": "NVTX" not in missing,
               "gpu": "CUDA" not in missing}
@@ -1238,6 +1242,8 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     most time in the window apiece, copies in reds, memsets in greys, graph launches in
     purples. Zooms on the time axis (scroll, drag). A job's ranks (``t.ranks``): each rank's
     lanes together, named ``rank N · ...``, on the run's clock."""
+    from .registry import untraced_words
+
     title = (f"Timeline · run {t.run_id} ({t.run_name})" if not t.ranks else
              f"Timeline · {ranks_text(t.ranks)} of run {t.run_id}'s job ({t.run_name})")
     nv, gpu, w = t.nvtx, t.gpu, t.window
@@ -1297,7 +1303,7 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     layers = [layer.encode(y=y) for layer in layers]
     layers[0] = layers[0].add_params(alt.selection_interval(bind="scales", encodings=["x"]))
     said = [f"{w.label} · {(t1 - t0) / 1e6:,.3f} ms", *(_busy(gpu, t0, t1) if not gpu.is_empty() else []),
-            *(f"captured without {what} tracing" for what in t.untraced), *t.notes]
+            *(untraced_words(what, t.said, verb=False) for what in t.untraced), *t.notes]
     return alt.layer(*layers).resolve_scale(color="independent", stroke="independent").properties(
         width=TIMELINE_WIDTH, height=alt.Step(20),
         title=alt.Title(title, subtitle=[

@@ -41,6 +41,7 @@ is an empty answer.
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -474,16 +475,37 @@ def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED
     return _untraced(rows[0][0] if rows else None, tables)
 
 
+def traced_said(tk, run_id: int) -> bool:
+    """Whether the run's export said what its capture traced (``untraced``'s "not traced"
+    is then known); false for exports of nsys before 2023.3, where a kind of event without
+    a table may have been traced with none happening."""
+    rows = tk.con.execute("SELECT json_extract(meta, '$.traced_said') FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    return not rows or rows[0][0] is None or json.loads(rows[0][0]) is not False
+
+
+def untraced_words(what: str, said: bool = True, verb: bool = True) -> str:
+    """How a run lacks events of a kind (``untraced``), in words: "was captured without X
+    tracing", or where its export did not say what was traced (``traced_said``), that it
+    holds none; ``verb``: with "was"/"has" (after the run), or without (a list's item)."""
+    if said:
+        return f"{'was ' if verb else ''}captured without {what} tracing"
+    return (f"{'has ' if verb else ''}no {what} events, and its export (nsys before 2023.3) does not say whether "
+            "they were traced")
+
+
 def check_traced(tk, label: str, run_id: int, tables: list[str] | tuple[str, ...],
                  advice: str | None = None) -> None:
     """``QueryError`` (``label: run N (name) was captured without X tracing; capture with
-    OPTION`` and ``advice``) where the run's capture did not trace events of ``tables``
-    (``untraced``): a question about them would read as "none happened"."""
+    OPTION`` and ``advice``; ``untraced_words``) where the run's capture did not trace
+    events of ``tables`` (``untraced``): a question about them would read as "none
+    happened"."""
     missing = untraced(tk, run_id, tables)
     if missing:
         what, option = missing[0]
-        raise QueryError(f"{label}: run {run_id} ({_run_name(tk, run_id)}) was captured without {what} tracing; "
-                         f"capture with {option}{CAPTURE_ADVICE.get(what, '') if advice is None else advice}")
+        said = traced_said(tk, run_id)
+        again = "" if said else ", or re-export its .nsys-rep with nsys 2023.3 or later (nsys export -t sqlite) to tell"
+        raise QueryError(f"{label}: run {run_id} ({_run_name(tk, run_id)}) {untraced_words(what, said)}; "
+                         f"capture with {option}{CAPTURE_ADVICE.get(what, '') if advice is None else advice}{again}")
 
 
 def _run_name(tk, run_id: int) -> str:

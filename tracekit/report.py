@@ -651,7 +651,7 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
     (what, nsys option) that leaves the others out: those about events the run's capture
     did not trace (its ``@traced`` tables), and those over the run's job where a rank's
     capture did not, naming the other ranks (what the queries would refuse)."""
-    from .registry import get_registry, untraced, untraced_ranks
+    from .registry import get_registry, traced_said, untraced, untraced_ranks, untraced_words
 
     kept: list[Section] = []
     out: dict[tuple[str, str], tuple[list[tuple[int, int]], list[Section]]] = {}  # kind -> (other ranks, sections)
@@ -670,10 +670,10 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
         others, secs = out.setdefault(kind, ([], []))
         others += [r for r in ranks if r[0] != run_id and r not in others]
         secs.append(sec)
-    own = set(untraced(tk, run_id))
+    own, told = set(untraced(tk, run_id)), traced_said(tk, run_id)
     lines = []
     for (what, option), (others, secs) in out.items():
-        said = [f"captured without {what} tracing"] if (what, option) in own else []
+        said = [untraced_words(what, told, verb=False)] if (what, option) in own else []
         if others:
             named = ", ".join(f"{k} (run {rid})" for rid, k in others[:8])
             more = f" and {len(others) - 8:,} more" if len(others) > 8 else ""

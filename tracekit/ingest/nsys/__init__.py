@@ -140,6 +140,8 @@ def _read(export: Export, path: Path) -> Parsed:
     traced = {t for t, p in plans.items() if p.raw_columns} | ({"nvtx_ranges"} if nvtx_present else set())
     events = export.capture_events()
     traced |= {t for event, ts in TRACED_BY.items() if event in events for t in ts}
+    if not events:  # (nsys before 2023.3: a kind without a table may have been traced, with none)
+        meta["traced_said"] = False
     if traced & set(CUDA_TABLES):
         traced |= set(CUDA_TABLES)
     meta["traced"] = sorted(traced)

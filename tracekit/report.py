@@ -97,7 +97,7 @@ def typical_request(tk, run_id: int) -> tuple[dict[str, Any], str]:
 
     pick = typical_instance(tk, run_id)
     if pick is None:
-        whole = (f"`tracekit export trace --run {run_id} -o run.json` writes the whole run for ui.perfetto.dev.")
+        whole = f"`tracekit export trace --run {run_id} -o run.json` writes the whole run for ui.perfetto.dev."
         stretch = middle_stretch(tk, run_id)
         if stretch is None or stretch.total <= TIMELINE_BARS:
             return {}, f"Shown: the whole run (it has no NVTX range to pick a request from). {whole}"

@@ -154,6 +154,55 @@ def test_twin_of_untraced_events_is_an_error(nsys_db, scen, report):
         nsys_db.query(query, run=scen)
 
 
+#: nsys's Unified Memory reports -> (twin, its parameters, nsys's column -> ours); only memops
+#: was captured with --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true
+UM_REPORTS = {
+    "um_sum": ("um-summary", {"limit": 10}, {  # (nsys's default rows=10)
+        "Virtual Address": "address", "HtoD Migration size (MB)": "htod_bytes", "DtoH Migration size (MB)": "dtoh_bytes",
+        "CPU Page Faults": "cpu_faults", " GPU Page Faults": "gpu_faults",
+        "Migration Throughput (MB/s)": "throughput_bytes_per_s"}),
+    "um_total_sum": ("um-totals", {}, {
+        "Total HtoD Migration Size (MB)": "htod_bytes", "Total DtoH Migration Size (MB)": "dtoh_bytes",
+        "Total CPU Page Faults": "cpu_faults", "Total GPU PageFaults": "gpu_faults",
+        "Minimum Virtual Address": "min_address", "Maximum Virtual Address": "max_address"}),
+    "um_cpu_page_faults_sum": ("um-cpu-faults", {"limit": 0}, {
+        "CPU Page Faults": "faults", "CPU Instruction Address": "instruction", "Source File": "source_file",
+        "Source Line": "source_line"}),
+}
+
+
+@pytest.mark.parametrize("report", sorted(UM_REPORTS))
+def test_unified_memory_twins_match_nsys_stats(nsys_db, report):
+    """The Unified Memory twins give nsys's rows in nsys's order: addresses and names as
+    printed, sizes and throughputs in MB (1e6 bytes) to its 3 decimals, counts exactly."""
+    query, params, mapping = UM_REPORTS[report]
+    golden = _golden("memops", report)
+    ours = nsys_db.query(query, run="memops", **params).to_dicts()
+    assert len(ours) == len(golden) > 0
+    for row, want in zip(ours, golden, strict=True):
+        for gcol, ocol in mapping.items():
+            if "Address" in gcol or gcol in ("CPU Instruction Address", "Source File"):
+                assert (row[ocol] or "") == want[gcol], (report, gcol, row, want)
+            else:
+                assert _close(row[ocol], want[gcol], gcol, MB if "(MB" in gcol else 1.0), (report, gcol, row, want)
+
+
+@pytest.mark.parametrize("scen", [s for s in NSYS_SCENARIOS if s != "memops"])
+def test_unified_memory_twins_of_runs_without_page_fault_tracing(nsys_db, scen):
+    """nsys refuses its Unified Memory reports on an export without page-fault tracing;
+    the twins are an error naming the option that traces them, not an empty answer."""
+    assert not (NSYS_EXPORTS[scen].parent / "stats" / "um_sum.csv").exists()
+    if scen in NO_CUDA:
+        with pytest.raises(QueryError, match="without CUDA tracing"):
+            nsys_db.query("um-summary", run=scen)
+        return
+    for query in ("um-summary", "um-totals", "um-cpu-faults"):
+        with pytest.raises(QueryError, match=rf"^{query}: run \d+ \({scen}\) was captured without Unified Memory "
+                                             "CPU page fault tracing; capture with nsys profile "
+                                             "--cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true$"):
+            nsys_db.query(query, run=scen)
+
+
 @pytest.mark.parametrize("scen", [s for s in NSYS_SCENARIOS if s not in NO_CUDA])
 def test_twin_order_matches(nsys_db, scen):
     """The ranking is nsys's: top-kernels by total time, then instances, then name."""

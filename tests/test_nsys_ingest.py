@@ -1302,6 +1302,62 @@ def test_untraced_events_are_told_from_traced_ones_that_never_happened(tmp_path)
         assert "captured without NVTX tracing" in charts.chart(tk, "timeline", run="untraced").to_dict()["title"]["subtitle"][0]
 
 
+def test_unified_memory_faults_and_migrations(tmp_path):
+    """The Unified Memory page faults (nsys --cuda-um-cpu-page-faults / --cuda-um-gpu-page-faults)
+    land one store row per export row with their names resolved, and the migrations keep
+    their address and cause (other copies: NULL). Traced with no fault (nsys then writes no
+    table: its capture settings say it traced them), the twins answer without faults; not
+    traced, or an export too old to say, they are errors naming the option."""
+    src = NSYS_EXPORTS["memops"]
+    with materialized(src) as path, sqlite3.connect(path) as sq:
+        cpu = sq.execute("SELECT c.start, c.address, i.value, m.value, c.originalFaultPc, c.sourceLine "
+                         "FROM CUDA_UM_CPU_PAGE_FAULT_EVENTS c JOIN StringIds i ON i.id = c.CpuInstruction "
+                         "JOIN StringIds m ON m.id = c.module ORDER BY 1, 2, 5").fetchall()
+        gpu = sq.execute('SELECT g.start, g."end", g.deviceId, g.address, g.numberOfPageFaults, a.label '
+                         "FROM CUDA_UM_GPU_PAGE_FAULT_EVENTS g JOIN ENUM_CUDA_UNIF_MEM_ACCESS_TYPE a "
+                         "ON a.id = g.faultAccessType ORDER BY 1, 4").fetchall()
+        moved = sq.execute("SELECT c.start, c.copyKind, c.virtualAddress, e.label FROM CUPTI_ACTIVITY_KIND_MEMCPY c "
+                           "JOIN ENUM_CUDA_UNIF_MEM_MIGRATION e ON e.id = c.migrationCause "
+                           "WHERE c.copyKind IN (11, 12, 13) ORDER BY 1, 3").fetchall()
+    quiet = _older_export(src, tmp_path / "quiet.sqlite", [
+        "DROP TABLE CUDA_UM_CPU_PAGE_FAULT_EVENTS", "DROP TABLE CUDA_UM_GPU_PAGE_FAULT_EVENTS"])
+    untraced = _older_export(src, tmp_path / "untraced.sqlite", [
+        "DROP TABLE CUDA_UM_CPU_PAGE_FAULT_EVENTS", "DROP TABLE CUDA_UM_GPU_PAGE_FAULT_EVENTS",
+        "UPDATE META_DATA_CAPTURE SET value = 'false' WHERE name LIKE '%COLLECT_UVM%'"])
+    unsaid = _older_export(src, tmp_path / "unsaid.sqlite", [
+        "DROP TABLE CUDA_UM_CPU_PAGE_FAULT_EVENTS", "DROP TABLE CUDA_UM_GPU_PAGE_FAULT_EVENTS",
+        "DROP TABLE META_DATA_CAPTURE"])
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(src, name="um")
+        for path in (quiet, untraced, unsaid):
+            tk.ingest(path, name=path.stem)
+        run = "(SELECT run_id FROM runs WHERE name = 'um')"
+        assert len(cpu) == 150 and tk.sql(f"SELECT ts_ns, address, instruction, module, pc, source_line "
+                                          f"FROM um_cpu_faults WHERE run_id = {run} ORDER BY 1, 2, 5").rows() == cpu
+        assert len(gpu) == 81 and tk.sql(f"SELECT start_ns, end_ns, device_id, address, faults, access_type "
+                                         f"FROM um_gpu_faults WHERE run_id = {run} ORDER BY 1, 4").rows() == gpu
+        assert len(moved) == 2229 and tk.sql(f"SELECT start_ns, copy_kind, virtual_address, migration_cause "
+                                             f"FROM memcpy WHERE run_id = {run} AND virtual_address IS NOT NULL "
+                                             "ORDER BY 1, 3").rows() == moved
+        assert tk.sql(f"SELECT count(*) FROM memcpy WHERE run_id = {run} AND copy_kind NOT IN (11, 12, 13) "
+                      "AND virtual_address IS NULL AND migration_cause IS NULL").item() == 91
+        assert tk.query("um-cpu-faults", run="quiet").is_empty()
+        totals = tk.query("um-totals", run="quiet").row(0, named=True)
+        assert (totals["cpu_faults"], totals["gpu_faults"], totals["htod_migrations"]) == (0, 0, 1941)
+        per_address = tk.query("um-summary", run="quiet", limit=0)  # (one row per migrated address, no fault)
+        addresses = tk.sql(f"SELECT count(DISTINCT virtual_address) FROM memcpy WHERE run_id = {run} "
+                           "AND copy_kind IN (11, 12)").item()
+        assert per_address.height == addresses == per_address["cpu_faults"].null_count() == per_address["gpu_faults"].null_count()
+        for q in ("um-summary", "um-totals", "um-cpu-faults"):
+            with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \(untraced\) was captured without "
+                                                             "Unified Memory CPU page fault tracing; capture with nsys "
+                                                             "profile --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true$"):
+                tk.query(q, run="untraced")
+            with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \(unsaid\) has no Unified Memory CPU "
+                                                             r"page fault events, and its export \(nsys before 2023.3\)"):
+                tk.query(q, run="unsaid")
+
+
 #: the nsys queries about CUDA's events (@traced for CUDA)
 CUDA_QUERIES = ("top-kernels", "api-summary", "gpu-trace", "gpu-summary", "kernel-exec", "launch-overhead",
                 "memcpy-time", "memcpy-size", "idle-gaps", "gpu-utilization", "nvtx-gpu-projection",

@@ -212,6 +212,20 @@ def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
                      r'with ncu --section WarpStateStats', text)
 
 
+def test_unified_memory_section(tmp_path):
+    """A run captured with Unified Memory page-fault tracing has the section, its rows nsys's
+    um_sum in nsys's order (the other runs leave it out without a word: the nsys report above)."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(DATA / "nsys_memops" / "export.sqlite.xz", name="memops")
+        page = _parse(report.write_report(tk, tmp_path / "um.html", run="memops"))
+    assert list(page.sections).index("unified-memory") == list(page.sections).index("memcpy") + 1
+    (table,) = page.sections["unified-memory"]
+    with open(DATA / "nsys_memops" / "stats" / "um_sum.csv") as f:
+        nsys = [(r["Virtual Address"], r["CPU Page Faults"], r[" GPU Page Faults"]) for r in csv.DictReader(f)]
+    got = zip(*(_column(table, c) for c in ("address", "cpu_faults", "gpu_faults")), strict=True)
+    assert [tuple(shown for shown, _, _ in row) for row in got] == nsys
+
+
 def test_sweep_report(reports):
     page = _parse(reports["sweep"])
     assert list(page.sections) == ["sweep-grid", "sweep-lines", "sweep-kernels"]

@@ -453,9 +453,12 @@ def _unordered(sql: str) -> str:
     return cut if cut != sql.rstrip() else sql.rstrip().rstrip(";")
 
 
+_UM_OPTIONS = "nsys profile --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true"
 #: store table -> the events nsys traces into it only when told, and the option (@traced)
 TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", "nsys -t osrt"),
           "gpu_metrics": ("GPU metrics", "nsys profile --gpu-metrics-devices=all"),
+          # (both options: nsys's um_sum and um_total_sum read both kinds of fault)
+          **{f"um_{side}_faults": (f"Unified Memory {side.upper()} page fault", _UM_OPTIONS) for side in ("cpu", "gpu")},
           **{t: ("CUDA", "nsys -t cuda") for t in ("kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs")}}
 
 

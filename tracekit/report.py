@@ -244,6 +244,12 @@ NSYS = (
              "med_throughput_bytes_per_s", "time_pct"),
             "Copies and sets by direction and by the memory on each side: a copy from pageable host memory goes "
             "through a staging buffer and moves several times slower than one from pinned memory."),
+    Section("unified-memory", "Unified Memory", "um-summary", {"limit": 10}, None,
+            ("address", "htod_bytes", "dtoh_bytes", "cpu_faults", "gpu_faults", "throughput_bytes_per_s"),
+            "The managed-memory addresses that migrated most, fastest first (nsys stats -r um_sum; needs nsys "
+            "--cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true): pages that fault on both sides or "
+            "migrate both ways bounce between CPU and GPU, which cudaMemPrefetchAsync or cudaMemAdvise avoids. "
+            "tracekit query um-totals sums them up; um-cpu-faults names the host code that faulted.", optional=True),
     Section("osrt", "OS runtime calls", "osrt-summary", {"limit": 10}, None,
             ("name", "calls", "threads", "total_ns", "avg_ns", "med_ns", "max_ns", "time_pct"),
             "Where the CPU threads waited outside CUDA: libc and system calls (nsys stats -r osrt_sum; "

@@ -97,6 +97,8 @@ CREATE TABLE IF NOT EXISTS memcpy (
     dst_kind VARCHAR,        -- destination memory kind
     src_device_id BIGINT,    -- device copied from, where nsys records it (peer copies); else NULL
     dst_device_id BIGINT,    -- device copied to, likewise
+    virtual_address BIGINT,  -- a Unified Memory migration's base virtual address of the pages moved; else NULL
+    migration_cause VARCHAR, -- why it migrated ('Page fault', 'User prefetch', 'Eviction', ...); else NULL
     launch_global_tid BIGINT, launch_tid INTEGER,   -- thread of the launching API call
     api_start_ns BIGINT, api_end_ns BIGINT,         -- the launching call, ns
     api_name VARCHAR,                               -- the launching API (cudaMemcpyAsync, ...)
@@ -165,6 +167,33 @@ CREATE TABLE IF NOT EXISTS osrt_calls (
     name VARCHAR,            -- function name as nsys prints it
     return_value BIGINT,     -- its return value
     nesting_level INTEGER    -- 0: called by the program; > 0: inside another traced call
+);
+
+-- Unified Memory page faults on the CPU (nsys profile --cuda-um-cpu-page-faults=true): one
+-- row per fault, a host thread touching a managed page that was on the GPU.
+CREATE TABLE IF NOT EXISTS um_cpu_faults (
+    run_id INTEGER,
+    ts_ns BIGINT,            -- when it faulted, ns
+    global_pid BIGINT,       -- nsys globalPid (process key)
+    pid INTEGER,             -- OS process id
+    address BIGINT,          -- virtual address of the page
+    instruction VARCHAR,     -- function of the faulting instruction as nsys resolved it (or its address)
+    module VARCHAR,          -- the module (executable or library) the instruction is in
+    pc BIGINT,               -- the faulting instruction's program counter, where recorded
+    source_file VARCHAR,     -- its source file, where nsys resolved it (else NULL or '')
+    source_line INTEGER      -- its source line, likewise (0: unresolved)
+);
+
+-- Unified Memory page faults on the GPU (nsys profile --cuda-um-gpu-page-faults=true): one
+-- row per group of faults on a page that the GPU's fault handler serviced together.
+CREATE TABLE IF NOT EXISTS um_gpu_faults (
+    run_id INTEGER,
+    start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT,  -- the group's servicing, ns
+    global_pid BIGINT, pid INTEGER,
+    device_id BIGINT,        -- CUDA device that faulted
+    address BIGINT,          -- virtual address of the page
+    faults BIGINT,           -- page faults in the group
+    access_type VARCHAR      -- Read, Write, Atomic, Prefetch or Unknown
 );
 
 -- The GPU's counters as nsys samples them (nsys profile --gpu-metrics-devices=...: by default

@@ -63,8 +63,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: 17: gpu_metrics and gpu_metric_names (nsys --gpu-metrics-devices); 18: nccl_overlap_sum and
 #: comm_overlap_sum (NCCL against compute, computed at ingest); 19: profiler_overhead, the source
 #: and destination devices of copies and the NVTX range of the API calls that synchronize (nsys's
-#: expert rules read them); a job named by its path without the export's suffix.
-SCHEMA_VERSION = 19
+#: expert rules read them); a job named by its path without the export's suffix; 20: um_cpu_faults,
+#: um_gpu_faults and the virtual address and cause of Unified Memory migrations.
+SCHEMA_VERSION = 20
 
 
 def ingest_memory_limit() -> str:

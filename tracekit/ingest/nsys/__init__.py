@@ -34,8 +34,9 @@ KIND = "nsys"
 #: the store tables of CUDA trace events (CUPTI's activity tables: nsys -t cuda), as the
 #: queries' @traced check knows them
 CUDA_TABLES = tuple(t for t, (what, _) in TRACED.items() if what == "CUDA")
-#: nsys's CAPTURE_EVENT_TYPE -> the store tables of those events
-TRACED_BY = {"NvtxEvents": ("nvtx_ranges",), "OSRuntime": ("osrt_calls",), "Cuda": CUDA_TABLES}
+#: what nsys was told to trace (``Export.capture_events``) -> the store tables of those events
+TRACED_BY = {"NvtxEvents": ("nvtx_ranges",), "OSRuntime": ("osrt_calls",), "Cuda": CUDA_TABLES,
+             "UvmCpuPageFaults": ("um_cpu_faults",), "UvmGpuPageFaults": ("um_gpu_faults",)}
 
 
 def sniff(path: Path, head: bytes) -> bool:

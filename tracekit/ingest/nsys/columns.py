@@ -133,6 +133,9 @@ _GPU_CUDA_JOIN = ("LEFT JOIN (SELECT gpuId, min(cudaId) AS cudaId FROM _nsys_cud
 _GPU_MAPS = "EXISTS (SELECT 1 FROM _nsys_cuda_device WHERE cudaId >= 0)"
 _GPU_DEVICE = f"CASE WHEN {_GPU_MAPS} THEN cd.cudaId ELSE r.typeId & 255 END"
 _GPU_MAPPED = f"cd.cudaId IS NOT NULL OR NOT {_GPU_MAPS}"
+#: a Unified Memory migration: copy kinds Unified Host-to-Device, Device-to-Host and
+#: Device-to-Device (nsys's um_sum reads the first two)
+_MIGRATION = "r.copyKind IN (11, 12, 13)"
 
 SPECS = {
     "kernels": TableSpec(
@@ -190,10 +193,16 @@ SPECS = {
             Column("dst_kind", "ed.label", ["dstKind"], "VARCHAR"),
             Column("src_device_id", "r.srcDeviceId", ["srcDeviceId"], "BIGINT"),
             Column("dst_device_id", "r.dstDeviceId", ["dstDeviceId"], "BIGINT"),
+            # (the export records a Unified Memory migration's address and cause, 0 for other copies)
+            Column("virtual_address", f"CASE WHEN {_MIGRATION} THEN r.virtualAddress END",
+                   ["virtualAddress", "copyKind"], "BIGINT"),
+            Column("migration_cause", f"CASE WHEN {_MIGRATION} THEN mc.label END", ["migrationCause", "copyKind"],
+                   "VARCHAR"),
         ] + _LAUNCH + _GAPS,
         joins={
             **_LAUNCH_JOINS,
             "ek": ("copyKind", "LEFT JOIN _nsys_enum_memcpy ek ON ek.id = r.copyKind"),
+            "mc": ("migrationCause", "LEFT JOIN _nsys_enum_migration mc ON mc.id = r.migrationCause"),
             "es": ("srcKind", "LEFT JOIN _nsys_enum_memkind es ON es.id = r.srcKind"),
             "ed": ("dstKind", "LEFT JOIN _nsys_enum_memkind ed ON ed.id = r.dstKind"),
         },
@@ -244,6 +253,39 @@ SPECS = {
         ],
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
         where=Filter("r.eventClass = 27", ["eventClass"]),
+    ),
+    # Unified Memory page faults (nsys --cuda-um-cpu-page-faults / --cuda-um-gpu-page-faults)
+    "um_cpu_faults": TableSpec(
+        source="CUDA_UM_CPU_PAGE_FAULT_EVENTS",
+        required=["start", "address"],
+        columns=[
+            Column("ts_ns", "r.start", ["start"], "BIGINT"),
+            Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
+            Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+            Column("address", "r.address", ["address"], "BIGINT"),
+            Column("instruction", "fi.value", ["CpuInstruction"], "VARCHAR"),
+            Column("module", "fm.value", ["module"], "VARCHAR"),
+            Column("pc", "r.originalFaultPc", ["originalFaultPc"], "BIGINT"),
+            Column("source_file", "ff.value", ["sourceFile"], "VARCHAR"),
+            Column("source_line", "r.sourceLine", ["sourceLine"], "INTEGER"),
+        ],
+        joins={"fi": ("CpuInstruction", "LEFT JOIN _nsys_strings fi ON fi.id = r.CpuInstruction"),
+               "fm": ("module", "LEFT JOIN _nsys_strings fm ON fm.id = r.module"),
+               "ff": ("sourceFile", "LEFT JOIN _nsys_strings ff ON ff.id = r.sourceFile")},
+    ),
+    "um_gpu_faults": TableSpec(
+        source="CUDA_UM_GPU_PAGE_FAULT_EVENTS",
+        required=["start", "end", "address"],
+        columns=[
+            *_SPAN,
+            Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
+            Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+            Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
+            Column("address", "r.address", ["address"], "BIGINT"),
+            Column("faults", "r.numberOfPageFaults", ["numberOfPageFaults"], "BIGINT"),
+            Column("access_type", "ea.label", ["faultAccessType"], "VARCHAR"),
+        ],
+        joins={"ea": ("faultAccessType", "LEFT JOIN _nsys_enum_um_access ea ON ea.id = r.faultAccessType")},
     ),
     # time nsys spent on a profiled thread (flushing CUPTI's buffers, initializing, ...)
     "profiler_overhead": TableSpec(
@@ -354,6 +396,9 @@ ENUMS = {
         "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static", "Unknown"]),
     "_nsys_enum_sync": ("ENUM_CUPTI_SYNC_TYPE", [
         "Unknown", "Event sync", "Stream wait sync", "Stream sync", "Context sync"]),
+    "_nsys_enum_migration": ("ENUM_CUDA_UNIF_MEM_MIGRATION", [
+        "Unknown", "User prefetch", "Page fault", "Speculative prefecth", "Eviction", "Access counters"]),
+    "_nsys_enum_um_access": ("ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", ["Unknown", "Read", "Write", "Atomic", "Prefetch"]),
 }
 
 

@@ -157,13 +157,22 @@ class Export:
 
     def capture_events(self) -> set[str]:
         """The kinds of event nsys was told to trace (META_DATA_CAPTURE's
-        CAPTURE_EVENT_TYPE rows: Cuda, NvtxEvents, OSRuntime, ...); empty where the export
-        does not say (older nsys versions)."""
+        CAPTURE_EVENT_TYPE rows: Cuda, NvtxEvents, OSRuntime, ...), and UvmCpuPageFaults /
+        UvmGpuPageFaults where a profiled process collected Unified Memory page faults
+        (PROCESS_<n>:COLLECT_UVM_CPU_PAGE_FAULTS true, ...); empty where the export does
+        not say (older nsys versions)."""
         if "META_DATA_CAPTURE" not in self.tables or not {"name", "value"} <= self.columns("META_DATA_CAPTURE"):
             return set()
         rows = self.sq.execute(f'SELECT value FROM "{self.tables["META_DATA_CAPTURE"]}" '
                                "WHERE name = 'CAPTURE_EVENT_TYPE'").fetchall()
-        return {str(v) for (v,) in rows}
+        said = {str(v) for (v,) in rows}
+        if not said:  # (the kinds of event say whether the export tells what was traced)
+            return said
+        for side in ("CPU", "GPU"):
+            if self.sq.execute(f'SELECT 1 FROM "{self.tables["META_DATA_CAPTURE"]}" WHERE name LIKE ? '
+                               "AND value = 'true' LIMIT 1", [f"PROCESS%:COLLECT_UVM_{side}_PAGE_FAULTS"]).fetchall():
+                said.add(f"Uvm{side.title()}PageFaults")
+        return said
 
     def capture_options(self) -> dict[str, str]:
         """The capture options that change what an export records, as META_DATA_CAPTURE says

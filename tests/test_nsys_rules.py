@@ -78,6 +78,8 @@ def _cell(gcol: str, value):
 def _theirs(gcol: str, text: str) -> str:
     if gcol == "API Name":
         return _stripped(text)
+    if gcol == "Context ID" and text == "0":  # (a Unified Memory migration's: in no context, NULL in the store)
+        return ""
     if gcol == "In-Use (%)":
         return f"{float(text):.1f}"
     return text

@@ -9,6 +9,8 @@
 #                   nccl_gpu_overlap_trace run on its .nsys-rep: recipes/, the answers of nccl-overlap)
 #                   gpu_metrics gpu_metrics_again gpu_metrics_zeros (--gpu-metrics-devices=all: GEMMs, DRAM-bound
 #                   adds and an idle phase; _zeros the GEMMs on zeros, at a higher SM clock)
+#                   um_faults um_gpu_only (programs/nsys_um.cu, managed memory: with both Unified Memory
+#                   page-fault options; with the GPU's alone, on which nsys refuses its UM reports)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
 #                   (--set full: one kernel at three sizes, profiled twice, then slower at every size;
 #                   programs/ncu_shapes.py), clocks_random clocks_random_again clocks_zeros (--set full: two
@@ -82,6 +84,7 @@ cmdline() {
     registered_nvtx) echo "$out/bin/nsys_registered_nvtx --default-domain-only" ;;
     registered_nvtx_domains) echo "$out/bin/nsys_registered_nvtx" ;;
     memops) echo "$out/bin/nsys_memops" ;;
+    um_*) echo "$out/bin/nsys_um" ;;
     streams) echo "$out/bin/nsys_streams" ;;
     cpu_only|cpu_only_again) echo "$out/bin/nsys_cpu_only" ;;
     cpu_only_slow) echo "$out/bin/nsys_cpu_only 40 1500 1" ;;  # parse 1 ms longer, 4 KiB reads (diff)
@@ -107,6 +110,8 @@ options() {
       "--gpu-metrics-devices=all" ;;
     memops) echo "-t cuda,nvtx,osrt --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true" \
       "--cuda-memory-usage=true" ;;
+    um_faults) echo "-t cuda,nvtx,osrt --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true" ;;
+    um_gpu_only) echo "-t cuda,nvtx,osrt --cuda-um-gpu-page-faults=true" ;;  # (nsys's UM reports need both)
     autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;
     # the capture starts at the NVTX range "profile" and stops at its end; the program's NVTX
     # texts are not registered strings, which nsys matches only with REGISTER_ONLY=0
@@ -133,6 +138,7 @@ sampling() {
 extra_reports() {
   case $1 in
     memops) echo "um_sum,um_total_sum,um_cpu_page_faults_sum" ;;
+    um_*) echo "um_sum,um_sum:rows=-1,um_total_sum,um_cpu_page_faults_sum" ;;  # (rows=-1: every address)
     cpu_only*) echo "nvtx_pushpop_trace" ;;
   esac
 }
@@ -238,6 +244,10 @@ for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
     mkdir -p "$out/bin"
     nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_memops" "$here/programs/nsys_memops.cu" || echo "nvcc rc=$?"
   fi
+  if [ "${scen#um_}" != "$scen" ] && [ ! -x "$out/bin/nsys_um" ]; then  # -g: the faults' source lines
+    mkdir -p "$out/bin"
+    nvcc -O2 -g -arch=sm_90 -o "$out/bin/nsys_um" "$here/programs/nsys_um.cu" || echo "nvcc rc=$?"
+  fi
   if [ "$scen" = streams ]; then  # per-thread default streams: the runtime's _ptsz/_ptds entry points
     mkdir -p "$out/bin"
     nvcc -O2 -arch=sm_90 --default-stream per-thread -o "$out/bin/nsys_streams" "$here/programs/nsys_streams.cu" \
@@ -297,7 +307,7 @@ PY
     mkdir -p "$d/recipes/nccl_gpu_overlap_trace" && mv "$d"/.recipe/*.csv "$d/recipes/nccl_gpu_overlap_trace/"
     rm -rf "$d/.recipe" "$d/recipe.log" "$d"/export_pqtdir
   fi
-  nsys_goldens "$d" "$(extra_reports "$scen")" "$([ "${scen#cpu_only}" != "$scen" ] && echo yes)"
+  nsys_goldens "$d" "$(extra_reports "$scen")" "$([ "${scen#cpu_only}" != "$scen" ] || [ "$scen" = um_gpu_only ] && echo yes)"
 done
 rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 

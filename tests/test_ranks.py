@@ -488,6 +488,16 @@ def test_a_rank_that_did_not_trace_is_named_not_left_out(tmp_path, capsys):
                               "tracing (run 5), so the job's 2 ranks cannot all be compared; capture every rank "
                               "with nsys -t cuda (tracekit capture does)")
     assert main(["--db", str(db), "query", "stragglers", "--run", "5", "-f", "csv"]) == 0  # (both traced NVTX)
+    # an export that does not say what its capture traced (nsys before 2023.3): not said to
+    # be captured without it, and a re-export tells
+    with tracekit.open(db) as tk:
+        tk.con.execute("""UPDATE runs SET meta = json_merge_patch(meta, '{"traced_said": false}') WHERE run_id = 3""")
+    assert main(["--db", str(db), "query", "stragglers", "--run", "1"]) == 2
+    assert _error(capsys) == ("stragglers: rank 2 of the job of run 1 (mixed-r0) has no NVTX events, and its export "
+                              "(nsys before 2023.3) does not say whether they were traced (run 3), so the job's 3 "
+                              "ranks cannot all be compared; capture every rank with nsys -t nvtx (tracekit capture "
+                              "does), or re-export its .nsys-rep with nsys 2023.3 or later (nsys export -t sqlite) "
+                              "to tell")
 
 
 # -- charts ---------------------------------------------------------------------------
@@ -621,9 +631,19 @@ def test_a_rank_that_traced_nothing_drawn_is_a_note_on_the_jobs_timeline(tmp_pat
                           WHERE run_id = 3""")
         t = charts.timeline_data(tk, run="1", nvtx="step", instance=3, ranks="all")
         assert t.ranks == (0, 1, 2) and set(t.nvtx["rank"]) == {0, 1} and set(t.gpu["rank"]) == {0, 1}
-        assert t.notes == ("rank 2 captured without NVTX tracing", "rank 2 captured without CUDA tracing")
+        assert t.notes == ("rank 2 was captured without NVTX tracing", "rank 2 was captured without CUDA tracing")
         with pytest.raises(QueryError, match=r"^chart timeline: no rank of run 1's job asked for \(rank 2\) traced "
                                              r"NVTX or CUDA: nothing to draw"):
+            charts.timeline_data(tk, run="1", nvtx="step", instance=3, ranks="2")
+        # its export not saying what its capture traced (nsys before 2023.3): it has none of them
+        tk.con.execute("""UPDATE runs SET meta = json_merge_patch(meta, '{"traced_said": false}') WHERE run_id = 3""")
+        unsaid = "has no {} events, and its export (nsys before 2023.3) does not say whether they were traced"
+        assert charts.timeline_data(tk, run="1", nvtx="step", instance=3, ranks="all").notes == tuple(
+            f"rank 2 {unsaid.format(k)}" for k in ("NVTX", "CUDA"))
+        with pytest.raises(QueryError, match=r"^chart timeline: no rank of run 1's job asked for \(rank 2\) has "
+                                             r"NVTX or CUDA events, and their exports \(nsys before 2023.3\) do not "
+                                             r"say whether they were traced: nothing to draw; capture with nsys -t "
+                                             r"nvtx,cuda, or re-export their .nsys-rep"):
             charts.timeline_data(tk, run="1", nvtx="step", instance=3, ranks="2")
 
 

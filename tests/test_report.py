@@ -494,7 +494,7 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
         path = report.write_report(tk, tmp_path / "m.html", run="mixed-r0")
         # the job's timeline: rank 2, another program captured days apart, is said to have nothing there
         notes = charts.timeline_data(tk, run="mixed-r0", nvtx="step", ranks="all").notes
-        assert notes[0] == "rank 2 captured without NVTX tracing"
+        assert notes[0] == "rank 2 was captured without NVTX tracing"
         assert re.fullmatch(r"rank 2: nothing in this span \(its capture began -[0-9,]+\.[0-9]{3} s from this "
                             r"run's\)", notes[1]) and len(notes) == 2
     page = _parse(path)
@@ -520,6 +520,13 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
     assert ("<dt>job</dt><dd>rank 0 (superseded by run 4, the same capture ingested later: the job&#x27;s sections read that run) "
             "of 3 ranks ingested, 0 to 2; rank 3 not ingested, world size 4</dd>") in first.read_text()
     assert list(_parse(first).sections)[:1] == ["rank-summary"]
+    # rank 2's export not saying what its capture traced (nsys before 2023.3): it has no NVTX events
+    with tracekit.open(tmp_path / "m.duckdb") as tk:
+        tk.con.execute("""UPDATE runs SET meta = json_merge_patch(meta, '{"traced_said": false}') WHERE run_id = 3""")
+        unsaid = report.write_report(tk, tmp_path / "unsaid.html", run="mixed-r1").read_text()
+    assert ("<dt>ranks without NVTX trace</dt><dd>rank 2 (run 3) of its job has no NVTX events, and its export (nsys "
+            "before 2023.3) does not say whether they were traced (capture every rank with nsys -t nvtx, or re-export "
+            "its .nsys-rep with nsys 2023.3 or later (nsys export -t sqlite) to tell); left out: ") in unsaid
 
 
 # -- in a real browser ------------------------------------------------------------------

@@ -1012,7 +1012,7 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     ``rank`` and its times on the run's clock (tracekit.trace.job_parts: by each export's
     session start). More than ``TIMELINE_BARS`` events in the window is a QueryError that says
     how to choose one."""
-    from .registry import resolve_run, traced_said
+    from .registry import resolve_run, retell, traced_said, untraced_words
     from .trace import Options, Part, job_parts, resolve_window
 
     run_id = resolve_run(tk, run, "nsys", "chart timeline", spans_runs=False)
@@ -1050,10 +1050,13 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g.missing for g in got))
     if len(missing) == 2:
         asked = ranks_text([x.rank for x in parts])
-        raise QueryError(f"chart timeline: no rank of run {run_id}'s job asked for ({asked}) traced NVTX or CUDA: "
-                         "nothing to draw; capture with nsys -t nvtx,cuda")
+        told = traced_said(tk, *(x.run_id for x in parts))
+        lacks = ("traced NVTX or CUDA" if told else "has NVTX or CUDA events, and their exports (nsys before 2023.3) "
+                 "do not say whether they were traced")
+        raise QueryError(f"chart timeline: no rank of run {run_id}'s job asked for ({asked}) {lacks}: nothing to "
+                         f"draw; capture with nsys -t nvtx,cuda{retell(told, many=True)}")
     pairs = list(zip(parts, got, strict=True))
-    notes = tuple(f"rank {part.rank} captured without {k} tracing" for part, g in pairs
+    notes = tuple(f"rank {part.rank} {untraced_words(k, traced_said(tk, part.run_id))}" for part, g in pairs
                   for k in g.missing if k not in missing)
     notes += tuple(f"rank {part.rank}: nothing in this span (its capture began {part.shift_ns / 1e9:+,.3f} s from "
                    "this run's)" for part, g in pairs if g.events == 0 and len(g.missing) < 2)
@@ -1087,7 +1090,7 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
     none read where the window holds more than ``TIMELINE_BARS`` events. A run alone
     captured without NVTX and CUDA tracing is an error; a job's rank so captured, no rows."""
     from .interrupts import stoppable
-    from .registry import get_registry, traced_said, untraced, untraced_words
+    from .registry import get_registry, retell, traced_said, untraced, untraced_words
 
     run_id, w = part.run_id, part.window
     if run_name is None:
@@ -1095,9 +1098,9 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
     missing = tuple(what for what, _ in untraced(tk, run_id, ["nvtx_ranges", "kernels"]))
     if len(missing) == 2:  # (a job's rank: said in a note, unless no rank traced either)
         if part.rank is None:
-            raise QueryError(f"chart timeline: run {run_id} ({run_name}) "
-                             f"{untraced_words('NVTX and CUDA', traced_said(tk, run_id))}: nothing to draw; "
-                             "capture with nsys -t nvtx,cuda")
+            said = traced_said(tk, run_id)
+            raise QueryError(f"chart timeline: run {run_id} ({run_name}) {untraced_words('NVTX and CUDA', said)}: "
+                             f"nothing to draw; capture with nsys -t nvtx,cuda{retell(said)}")
         return _Rows(pl.DataFrame(), pl.DataFrame(), 0, 0, 0, None, None, missing)
     params = {"run": run_id, "lo": w.start_ns, "hi": w.end_ns, "nvtx": "NVTX" not in missing,
               "gpu": "CUDA" not in missing}

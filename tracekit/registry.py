@@ -335,15 +335,19 @@ class Registry:
         (what, option), ranks = next(iter(missing.items()))
         name = _run_name(tk, run_id)
         job = len(job_runs(tk, run_id))
-        s = "s" if len(ranks) > 1 else ""
+        many = len(ranks) > 1
+        s = "s" if many else ""
         said = f"rank{s} {_listed([str(k) for _, k in ranks])}", f"run{s} {_listed([str(r) for r, _ in ranks])}"
+        told = traced_said(tk, *(r for r, _ in ranks))
         if len(ranks) == job:
-            raise QueryError(f"{q.name}: the job of run {run_id} ({name}) was captured without {what} tracing on "
-                             f"every rank ({said[0]}: {said[1]}); capture its ranks with {option}"
-                             f"{CAPTURE_ADVICE.get(what, '')}")
-        raise QueryError(f"{q.name}: {said[0]} of the job of run {run_id} ({name}) {'were' if s else 'was'} captured "
-                         f"without {what} tracing ({said[1]}), so the job's {job} ranks cannot all be compared; "
-                         f"capture every rank with {option}{CAPTURE_ADVICE.get(what, '')}")
+            lacks = (f"was captured without {what} tracing on every rank ({said[0]}: {said[1]})" if told else
+                     f"has no {what} events on any rank ({said[0]}: {said[1]}), and their exports (nsys before "
+                     "2023.3) do not say whether they were traced")
+            raise QueryError(f"{q.name}: the job of run {run_id} ({name}) {lacks}; capture its ranks with {option}"
+                             f"{CAPTURE_ADVICE.get(what, '')}{retell(told, many=True)}")
+        raise QueryError(f"{q.name}: {said[0]} of the job of run {run_id} ({name}) {untraced_words(what, told, many=many)} "
+                         f"({said[1]}), so the job's {job} ranks cannot all be compared; "
+                         f"capture every rank with {option}{CAPTURE_ADVICE.get(what, '')}{retell(told, many=many)}")
 
     @staticmethod
     def note_whole_graphs(tk, q: Query, bound: dict[str, Any], stacklevel: int = 3) -> None:
@@ -478,22 +482,34 @@ def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED
     return _untraced(rows[0][0] if rows else None, tables)
 
 
-def traced_said(tk, run_id: int) -> bool:
-    """Whether the run's export said what its capture traced (``untraced``'s "not traced"
-    is then known); false for exports of nsys before 2023.3, where a kind of event without
-    a table may have been traced with none happening."""
-    rows = tk.con.execute("SELECT json_extract(meta, '$.traced_said') FROM runs WHERE run_id = ?", [run_id]).fetchall()
-    return not rows or rows[0][0] is None or json.loads(rows[0][0]) is not False
+def traced_said(tk, *run_ids: int) -> bool:
+    """Whether the runs' exports said what their captures traced (``untraced``'s "not
+    traced" is then known); false where one is an export of nsys before 2023.3, where a
+    kind of event without a table may have been traced with none happening."""
+    rows = tk.con.execute("SELECT json_extract(meta, '$.traced_said') FROM runs WHERE run_id IN "
+                          "(SELECT unnest(?::BIGINT[]))", [list(run_ids)]).fetchall()
+    return all(said is None or json.loads(said) is not False for (said,) in rows)
 
 
-def untraced_words(what: str, said: bool = True, verb: bool = True) -> str:
+def untraced_words(what: str, said: bool = True, verb: bool = True, many: bool = False) -> str:
     """How a run lacks events of a kind (``untraced``), in words: "was captured without X
     tracing", or where its export did not say what was traced (``traced_said``), that it
-    holds none; ``verb``: with "was"/"has" (after the run), or without (a list's item)."""
+    holds none; ``verb``: with "was"/"has" (after the run), or without (a list's item);
+    ``many``: of several runs (ranks): "were", "have", "their exports"."""
     if said:
-        return f"{'was ' if verb else ''}captured without {what} tracing"
-    return (f"{'has ' if verb else ''}no {what} events, and its export (nsys before 2023.3) does not say whether "
-            "they were traced")
+        return f"{('were ' if many else 'was ') if verb else ''}captured without {what} tracing"
+    return (f"{('have ' if many else 'has ') if verb else ''}no {what} events, and "
+            f"{'their exports' if many else 'its export'} (nsys before 2023.3) {'do' if many else 'does'} not say "
+            "whether they were traced")
+
+
+def retell(said: bool, many: bool = False) -> str:
+    """What tells, after the advice to capture with an option, where an export did not say
+    what its capture traced (``traced_said``); "" where it did."""
+    if said:
+        return ""
+    return (f", or re-export {'their' if many else 'its'} .nsys-rep with nsys 2023.3 or later (nsys export -t sqlite) "
+            "to tell")
 
 
 def check_traced(tk, label: str, run_id: int, tables: list[str] | tuple[str, ...],
@@ -506,9 +522,9 @@ def check_traced(tk, label: str, run_id: int, tables: list[str] | tuple[str, ...
     if missing:
         what, option = missing[0]
         said = traced_said(tk, run_id)
-        again = "" if said else ", or re-export its .nsys-rep with nsys 2023.3 or later (nsys export -t sqlite) to tell"
         raise QueryError(f"{label}: run {run_id} ({_run_name(tk, run_id)}) {untraced_words(what, said)}; "
-                         f"capture with {option}{CAPTURE_ADVICE.get(what, '') if advice is None else advice}{again}")
+                         f"capture with {option}{CAPTURE_ADVICE.get(what, '') if advice is None else advice}"
+                         f"{retell(said)}")
 
 
 def _run_name(tk, run_id: int) -> str:

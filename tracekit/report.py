@@ -657,7 +657,14 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
     (what, nsys option) that leaves the others out: those about events the run's capture
     did not trace (its ``@traced`` tables), and those over the run's job where a rank's
     capture did not, naming the other ranks (what the queries would refuse)."""
-    from .registry import get_registry, traced_said, untraced, untraced_ranks, untraced_words
+    from .registry import (
+        get_registry,
+        retell,
+        traced_said,
+        untraced,
+        untraced_ranks,
+        untraced_words,
+    )
 
     kept: list[Section] = []
     out: dict[tuple[str, str], tuple[list[tuple[int, int]], list[Section]]] = {}  # kind -> (other ranks, sections)
@@ -680,13 +687,15 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
     lines = []
     for (what, option), (others, secs) in out.items():
         said = [untraced_words(what, told, verb=False)] if (what, option) in own else []
+        others_told = traced_said(tk, *(rid for rid, _ in others))
         if others:
             named = ", ".join(f"{k} (run {rid})" for rid, k in others[:8])
             more = f" and {len(others) - 8:,} more" if len(others) > 8 else ""
             said.append(f"{'rank' if len(others) == 1 else 'ranks'} {named}{more} of its job "
-                        f"{'was' if len(others) == 1 else 'were'} captured without {what} tracing")
+                        f"{untraced_words(what, others_told, many=len(others) > 1)}")
+        again = retell(others_told and (told or (what, option) not in own), many=len(others) + ((what, option) in own) > 1)
         lines.append((f"no {what} trace" if (what, option) in own else f"ranks without {what} trace",
-                      f"{'; '.join(said)} (capture {'every rank ' if others else ''}with {option}); "
+                      f"{'; '.join(said)} (capture {'every rank ' if others else ''}with {option}{again}); "
                       f"left out: {', '.join(s.title for s in secs)}"))
     return kept, lines
 

@@ -9,8 +9,9 @@
 #                   nccl_gpu_overlap_trace run on its .nsys-rep: recipes/, the answers of nccl-overlap)
 #                   gpu_metrics gpu_metrics_again gpu_metrics_zeros (--gpu-metrics-devices=all: GEMMs, DRAM-bound
 #                   adds and an idle phase; _zeros the GEMMs on zeros, at a higher SM clock)
-#                   um_faults um_gpu_only (programs/nsys_um.cu, managed memory: with both Unified Memory
-#                   page-fault options; with the GPU's alone, on which nsys refuses its UM reports)
+#                   um_faults um_faults_again um_gpu_only um_prefetch (programs/nsys_um.cu, managed memory:
+#                   with both Unified Memory page-fault options, twice: noise; with the GPU's alone, on which
+#                   nsys refuses its UM reports; with --prefetch, the buffers prefetched where used next)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
 #                   (--set full: one kernel at three sizes, profiled twice, then slower at every size;
 #                   programs/ncu_shapes.py), clocks_random clocks_random_again clocks_zeros (--set full: two
@@ -84,6 +85,7 @@ cmdline() {
     registered_nvtx) echo "$out/bin/nsys_registered_nvtx --default-domain-only" ;;
     registered_nvtx_domains) echo "$out/bin/nsys_registered_nvtx" ;;
     memops) echo "$out/bin/nsys_memops" ;;
+    um_prefetch) echo "$out/bin/nsys_um --prefetch" ;;  # (the fix: prefetched where used next)
     um_*) echo "$out/bin/nsys_um" ;;
     streams) echo "$out/bin/nsys_streams" ;;
     cpu_only|cpu_only_again) echo "$out/bin/nsys_cpu_only" ;;
@@ -110,7 +112,8 @@ options() {
       "--gpu-metrics-devices=all" ;;
     memops) echo "-t cuda,nvtx,osrt --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true" \
       "--cuda-memory-usage=true" ;;
-    um_faults) echo "-t cuda,nvtx,osrt --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true" ;;
+    um_faults|um_faults_again|um_prefetch) echo "-t cuda,nvtx,osrt --cuda-um-cpu-page-faults=true" \
+      "--cuda-um-gpu-page-faults=true" ;;
     um_gpu_only) echo "-t cuda,nvtx,osrt --cuda-um-gpu-page-faults=true" ;;  # (nsys's UM reports need both)
     autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;
     # the capture starts at the NVTX range "profile" and stops at its end; the program's NVTX

@@ -14,8 +14,12 @@
 //               CPU and GPU every iteration)
 // The host functions are not inlined, so that each fault names the function that made it
 // (nsys resolves the faulting instruction to a function; -g gives it the source line too).
+// With --prefetch (the fix a diff should see), each buffer is prefetched to where it is used
+// next (cudaMemPrefetchAsync) before the kernel or the host touches it: migrations by prefetch
+// instead of by fault.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
@@ -77,10 +81,11 @@ static void prefetch(const void *p, size_t bytes, bool to_host, int device, cuda
 #endif
 }
 
-int main() {
+int main(int argc, char **argv) {
   int device = 0, concurrent = 0;
   CHECK(cudaGetDevice(&device));
   CHECK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, device));
+  const bool ahead = argc > 1 && std::strcmp(argv[1], "--prefetch") == 0 && concurrent;
   float *a, *b, *c, *out;
   unsigned *bins;
   const size_t bytes = N * sizeof(float);
@@ -100,10 +105,12 @@ int main() {
   for (int it = 0; it < ITERS; ++it) {
     nvtxRangePushA("iteration");
     nvtxRangePushA("gpu_read");
+    if (ahead) prefetch(a, bytes, false, device, s);
     read_sum<<<264, 256, 0, s>>>(a, out, N);
     CHECK(cudaStreamSynchronize(s));
     nvtxRangePop();
     nvtxRangePushA("gpu_write");
+    if (ahead) prefetch(b, bytes, false, device, s);
     write_scale<<<264, 256, 0, s>>>(b, N, 0.5f + it);
     CHECK(cudaStreamSynchronize(s));
     nvtxRangePop();
@@ -113,6 +120,10 @@ int main() {
     total += double(read_bins(bins));
     nvtxRangePop();
     nvtxRangePushA("host_check");
+    if (ahead) {
+      prefetch(b, bytes, true, device, s);
+      CHECK(cudaStreamSynchronize(s));
+    }
     total += check_host(b, N);
     nvtxRangePop();
     nvtxRangePushA("prefetch");
@@ -123,12 +134,16 @@ int main() {
     total += check_host(c, N);
     nvtxRangePop();
     nvtxRangePushA("host_touch");
+    if (ahead) {
+      prefetch(a, bytes, true, device, s);
+      CHECK(cudaStreamSynchronize(s));
+    }
     fill_host(a, N, it + 1);
     nvtxRangePop();
     nvtxRangePop();
   }
   CHECK(cudaDeviceSynchronize());
-  std::printf("concurrent managed access %d, checksum %.1f, out %.1f\n", concurrent, total, double(*out));
+  std::printf("prefetch %d, concurrent managed access %d, checksum %.1f, out %.1f\n", int(ahead), concurrent, total, double(*out));
   CHECK(cudaFree(a));
   CHECK(cudaFree(b));
   CHECK(cudaFree(c));

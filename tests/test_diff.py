@@ -170,7 +170,7 @@ def test_top_kernels_by_family_sums_nsys_rows(store):
 def test_same_run_twice_is_all_unchanged_with_nsys_numbers(store):
     df = store.diff("hstu", "hstu")
     assert df.columns == D.COLUMNS
-    assert set(df["scope"]) == set(D.NSYS_SCOPES)
+    assert set(df["scope"]) == set(D.NSYS_SCOPES) - set(D.OPTIONAL_SCOPES)
     assert set(df["verdict"]) == {"unchanged"}
     assert (df["delta"] == 0).all()
     golden = _golden_kernels(HSTU)
@@ -267,7 +267,7 @@ def captures(tmp_path_factory):
 @pytest.mark.parametrize("base, new", [(DIFF_A, DIFF_B), (DIFF_B, DIFF_A), (DIFF_A, DIFF_C), (DIFF_C, DIFF_B)])
 def test_noise_pair_is_quiet(captures, base, new, capsys):
     df = captures.diff(base.name, new.name)
-    assert set(df["scope"]) == set(D.NSYS_SCOPES)
+    assert set(df["scope"]) == set(D.NSYS_SCOPES) - set(D.OPTIONAL_SCOPES)  # (no Unified Memory page fault traced)
     assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
     # the host did move between the captures: API medians by 20-40 %, reported, not judged
     launch = df.filter((pl.col("key") == "cudaLaunchKernel") & (pl.col("metric") == "med_ns")).row(0, named=True)
@@ -291,6 +291,75 @@ def test_host_time_of_cuda_programs_is_beyond_any_noise_floor(captures):
         gpu = df.filter(pl.col("metric").is_in(["kernel_total_ns", "busy_ns"]))
         assert gpu["delta_pct"].abs().max() < 1.5
     assert max(moved) > 1.5 * D.HOST_NOISE_PCT, moved
+
+
+UM = {s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in ("um_faults", "um_faults_again", "um_prefetch", "um_gpu_only")}
+
+
+@pytest.fixture(scope="module")
+def managed(tmp_path_factory):
+    """A managed-memory program captured with Unified Memory's page faults twice (noise), with
+    its buffers prefetched where they are used next (the fix), and with the GPU's faults alone
+    (tests/data/nsys_um_prefetch/README.md)."""
+    db = tmp_path_factory.mktemp("um") / "um.duckdb"
+    with tracekit.open(db) as tk:
+        for name, path in UM.items():
+            tk.ingest(path, name=name)
+    tk = tracekit.open(db, read_only=True)
+    yield tk
+    tk.close()
+
+
+@pytest.mark.parametrize("base, new", [("um_faults", "um_faults_again"), ("um_faults_again", "um_faults")])
+def test_unified_memory_noise_pair_is_quiet(managed, base, new):
+    """Two identical captures: GPU page faults 8-30 % apart per access type (the fault
+    handler's batching), CPU faults equal, migrations within 4 %: nothing judged, the faults
+    within UM_NOISE_PCT."""
+    df = managed.diff(base, new)
+    assert set(df["scope"]) == set(D.NSYS_SCOPES)
+    assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
+    um = {r["key"]: r for r in df.filter(pl.col("scope") == "um").iter_rows(named=True)}
+    assert set(um) == {"CPU page faults", "GPU read page faults", "GPU write page faults", "GPU atomic page faults"}
+    assert um["CPU page faults"]["base"] == um["CPU page faults"]["new"] == 437
+    assert 20 < max(abs(r["delta_pct"]) for r in um.values()) < D.UM_NOISE_PCT
+    assert um["GPU atomic page faults"]["note"].startswith("within the page-fault noise of identical captures (|")
+
+
+def test_prefetching_shows_in_the_faults_and_the_migrations(managed):
+    """The buffers prefetched where used next: the host's page faults 437 -> 53, the GPU's read
+    and write faults gone (its atomics on the counters, never prefetched, unchanged), the
+    migrations fewer and shorter; the fault counts are nsys's (um_total_sum).
+    Read the other way, the same keys regress."""
+    df = managed.diff("um_faults", "um_prefetch")
+    um = {r["key"]: r for r in df.filter(pl.col("scope") == "um").iter_rows(named=True)}
+    assert {k: r["verdict"] for k, r in um.items()} == {
+        "CPU page faults": "improved", "GPU read page faults": "removed", "GPU write page faults": "removed",
+        "GPU atomic page faults": "unchanged"}
+    totals = {f: _nsys_csv(DATA / f"nsys_{f}", "um_total_sum", "Total CPU Page Faults") for f in ("um_faults", "um_prefetch")}
+    assert [um["CPU page faults"][side] for side in ("base", "new")] == [float(next(iter(t))) for t in totals.values()]
+    gpu = [sum(r[side] or 0 for k, r in um.items() if k.startswith("GPU")) for side in ("base", "new")]
+    assert gpu == [float(next(iter(t.values()))["Total GPU PageFaults"]) for t in totals.values()]
+    moved = df.filter((pl.col("scope") == "memcpy") & (pl.col("metric") == "total_ns"))
+    assert set(moved["verdict"]) == {"improved"} and moved.height == 2
+    lines = D.moved(df)
+    assert "Unified Memory page faults: CPU 437 -> 53 (-87.9 %, improved); GPU read 703 -> 0 (removed); " \
+           "GPU write 485 -> 0 (removed)" in lines
+    back = managed.diff("um_prefetch", "um_faults").filter(pl.col("scope") == "um")
+    assert dict(zip(back["key"], back["verdict"], strict=True)) == {
+        "CPU page faults": "regressed", "GPU read page faults": "added", "GPU write page faults": "added",
+        "GPU atomic page faults": "unchanged"}
+
+
+def test_unified_memory_scope_needs_both_kinds_of_fault(managed):
+    """A run that traced the GPU's page faults alone has no um scope (its CPU faults would read
+    as none), and the setup warning says the captures traced faults differently (tracing them
+    slows each one down)."""
+    with pytest.warns(CaptureWarning, match=r"differ in setup: nsys --cuda-um-cpu-page-faults true -> false$"):
+        df = managed.diff("um_faults", "um_gpu_only")
+    assert "um" not in set(df["scope"])
+    with pytest.raises(tracekit.TracekitError, match=r"^--by um: run 4 \(um_gpu_only\) \[nsys without Unified Memory "
+                                                     r"CPU page fault trace\] has no um scope"):
+        managed.diff("um_faults", "um_gpu_only", by="um")
 
 
 PAIR = DATA / "hstu_capture_pair"  # the inference capture, then one kernel given half the SMs
@@ -342,7 +411,7 @@ def test_the_inference_capture_twice_is_quiet(tmp_path, base, new):
         for run in (base, new):
             tk.ingest(PAIR / run)
         df = tk.diff(base, new)
-    assert set(df["scope"]) == {*D.NSYS_SCOPES, "sweep"}  # (the runs' timed requests: one point each)
+    assert set(df["scope"]) == {*D.NSYS_SCOPES, "sweep"} - set(D.OPTIONAL_SCOPES)  # (the runs' timed requests: one point each)
     assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
     assert D.moved(df) == []  # (nothing judged changed: nothing moved)
     latency = _rows(df.filter(pl.col("scope") == "sweep"), "latency_med_ms")
@@ -771,7 +840,7 @@ def test_cli_gate_and_formats(store, tmp_path, capsys):
     (["²", "hstu"], "no run or sweep '²'"),
     (["hstu", "slow", "--threshold", "0"], "--threshold 0.0: must be a positive percentage"),
     (["hstu", "slow", "--threshold", "-5"], "--threshold -5.0: must be a positive percentage"),
-    (["hstu", "slow", "--by", "kernels"], "--by 'kernels': choose from kernel, nvtx, api, memcpy, gpu, ncu, sweep"),
+    (["hstu", "slow", "--by", "kernels"], "--by 'kernels': choose from kernel, nvtx, api, memcpy, gpu, um, ncu, sweep"),
     (["hstu", "slow", "--by", "ncu"], "--by ncu: run 1 (hstu) [nsys] has no ncu scope"),
     (["hstu", "slow", "--by", "sweep"], "has no sweep scope"),
     (["hstu", "slow", "--by", " "], "--by ' ': no scope in it"),  # (--by "$SCOPE" with SCOPE unset)

@@ -3,7 +3,8 @@
 Scopes: ``kernel`` (per kernel: total_ns, instances, med_ns), ``nvtx`` (per NVTX path:
 kernel_total_ns, proj_total_ns, range_total_ns, range_med_ns, instances), ``api`` (per CUDA
 API: total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns),
-``gpu`` (per device: busy_ns), ``ncu`` (per profiled kernel: the median launch's duration,
+``gpu`` (per device: busy_ns), ``um`` (Unified Memory page faults, CPU and GPU by access type:
+faults), ``ncu`` (per profiled kernel: the median launch's duration,
 the launches' summed duration and count, elapsed cycles, SM clock, throughputs, occupancy,
 launch configuration, roofline, warp cycles per issued instruction and the stall reasons of
 0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
@@ -12,7 +13,8 @@ requests outside a sweep, such as two ``tracekit capture`` runs: a run is its on
 is a sweep's run folder given by its path; a sweep's run given by id or name names its sweep).
 By default every scope both sides have is compared; an nsys run has
 the scopes of the events its capture traced (``SCOPE_EVENTS``: no kernel, api, memcpy
-or gpu scope without CUDA tracing, no nvtx scope without NVTX tracing), so that events
+or gpu scope without CUDA tracing, no nvtx scope without NVTX tracing, no um scope without
+both kinds of Unified Memory page fault traced), so that events
 one side never recorded are not reported as added or removed; an NVTX path's kernel time
 and GPU projection are compared only where both captures traced CUDA.
 
@@ -190,10 +192,13 @@ from .names import RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_na
 from .registry import untraced
 from .store import CAPTURE_STATUS
 
-NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu")
-#: nsys scope -> the kind of event (registry.TRACED) a run's capture must have traced
-SCOPE_EVENTS = {"kernel": "CUDA", "nvtx": "NVTX", "api": "CUDA", "memcpy": "CUDA", "gpu": "CUDA"}
+NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um")
+#: nsys scope -> the kinds of event (registry.TRACED) a run's capture must have traced
+SCOPE_EVENTS = {"kernel": ("CUDA",), "nvtx": ("NVTX",), "api": ("CUDA",), "memcpy": ("CUDA",), "gpu": ("CUDA",),
+                "um": ("Unified Memory CPU page fault", "Unified Memory GPU page fault")}
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
+#: nsys scopes of events a capture traces only when told (nsys profile --cuda-um-*-page-faults)
+OPTIONAL_SCOPES = ("um",)
 VERDICTS = ("regressed", "improved", "unchanged", "added", "removed")
 COLUMNS = ["scope", "key", "metric", "base", "new", "delta", "delta_pct", "verdict", "p_value", "note",
            "delta_pct_low", "delta_pct_high"]
@@ -223,6 +228,11 @@ HOST_NOISE_PCT = 25.0
 #: 16 % apart in median and 42 % in p95 (9.45 against 13.38 ms: +41.6 % one way, -29.4 % the
 #: other); tests/data/sweep_pair's noise pair up to 15 % in p95
 HOST_TAIL_NOISE_PCT = 45.0
+#: a count of Unified Memory page faults is judged beyond this at the least: the GPU's fault
+#: handler batches a page's faults as its timing falls, and two identical captures of one
+#: program (tests/data/nsys_um_faults, _again) are 8-30 % apart in GPU faults per access type
+#: (atomics 993 against 1,287), their CPU faults equal
+UM_NOISE_PCT = 35.0
 #: CUDA API calls that poll (is the event, the stream, done?): a program calls them until the
 #: answer is yes, so their count follows how long the host waited, not the work: never judged
 #: (cudaEventQuery 353 and 330 times in two identical captures, tests/data/hstu_host_pace/before
@@ -278,7 +288,7 @@ class Side:
     def scopes(self) -> set[str]:
         out = set()
         if "nsys" in self.kinds:
-            out.update(s for s in NSYS_SCOPES if SCOPE_EVENTS[s] not in self.untraced)
+            out.update(s for s in NSYS_SCOPES if not set(SCOPE_EVENTS[s]) & set(self.untraced))
         if "ncu" in self.kinds:
             out.add("ncu")
         if self.sweep is not None or self.lone_point:
@@ -358,7 +368,8 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         run_id, name, kind, sweep, status, error, tool = rows[0]
         side = Side(ref, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error, tool=tool,
                     ingested=ingested, untraced=tuple(what for what, _ in untraced(tk, int(run_id))
-                                                      if what in SCOPE_EVENTS.values()), own_point=own)
+                                                      if any(what in k for k in SCOPE_EVENTS.values())),
+                    own_point=own)
     else:
         side = _sweep_side(con, text, text)
     if side is None and idle is not None:  # (what the path lacks, as `tracekit ingest PATH` says it)
@@ -421,7 +432,7 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
     for s in by:
         for side in (base, new):
             if s not in side.scopes():
-                raise QueryError(f"--by {s}: {side.label} [{_kinds(side)}] has no {s} scope "
+                raise QueryError(f"--by {s}: {side.label} [{_kinds(side, s)}] has no {s} scope "
                                  f"(it has: {', '.join(sorted(side.scopes())) or 'none'})")
         if s not in out:
             out.append(s)
@@ -466,10 +477,15 @@ def _not_one_sweep(base: Side, new: Side, scopes: list[str], asked: bool) -> lis
     return rest
 
 
-def _kinds(side: Side) -> str:
+def _kinds(side: Side, scope: str | None = None) -> str:
+    """The side's kinds of run, and the kinds of event its capture did not trace: of the
+    scopes every capture can have, and of ``scope`` (one asked for: the Unified Memory page
+    faults a capture traces only when told are not said missing otherwise)."""
     if side.run_id is None:
         return "sweep"
-    return (",".join(sorted(side.kinds)) + (f" without {' or '.join(side.untraced)} trace" if side.untraced else "")
+    said = {k for s in NSYS_SCOPES if s not in OPTIONAL_SCOPES or s == scope for k in SCOPE_EVENTS[s]}
+    lacks = [k for k in side.untraced if k in said]
+    return (",".join(sorted(side.kinds)) + (f" without {' or '.join(lacks)} trace" if lacks else "")
             + (f", sweep {side.sweep}" if side.sweep else ""))
 
 
@@ -591,6 +607,8 @@ def limit(scope: str, metric: str, threshold: float, host_judged: bool) -> tuple
         floor, noise = HOST_TAIL_NOISE_PCT, "the tail latency noise of identical captures"
     elif scope == "sweep":
         floor, noise = HOST_NOISE_PCT, "the latency noise of identical captures"
+    elif scope == "um":
+        floor, noise = UM_NOISE_PCT, "the page-fault noise of identical captures"
     elif (scope, metric) in HOST_TIMED:
         if not host_judged:
             return None
@@ -806,10 +824,11 @@ def _kernel_scope(con, params: dict, threshold: float,
     return _key_rows("kernel", df, shown, metrics, threshold, notes), {v: k for k, v in shown.items()}
 
 
-def _simple_scope(con, scope: str, sql: str, params: dict, threshold: float, metrics, named: bool) -> list[_Row]:
+def _simple_scope(con, scope: str, sql: str, params: dict, threshold: float, metrics, named: bool,
+                  effect_scale: float = 1.0) -> list[_Row]:
     df = _compare(con, sql, params)
     names = _names(con, df["key"]) if named else {}
-    return _key_rows(scope, df, names, metrics, threshold)
+    return _key_rows(scope, df, names, metrics, threshold, effect_scale=effect_scale)
 
 
 def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True, host_judged: bool = False) -> list[_Row]:
@@ -1677,6 +1696,9 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             rows += mem
         elif scope == "gpu":
             rows += _gpu_scope(con, params, threshold, matched[0])
+        elif scope == "um":  # (counts, not time: after the GPU time rows, effect 0)
+            rows += _simple_scope(con, "um", _sql("samples_um"), params, threshold, [("faults", "total", 1)], False,
+                                  effect_scale=0.0)
         elif scope == "ncu":
             rows += _ncu_scope(con, params, threshold)
         elif scope == "sweep":
@@ -1792,6 +1814,12 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             memory = [p for p in (r["note"] or "").split("; ") if p.startswith(MEMORY_NOTE)]  # (what changed the time)
             parts.append(f"{label[k]} {signed('total_ns', d)} ({', '.join([*share, verdict, *memory])})")
         lines.append(f"{what} {signed('total_ns', total)} in all: " + "; ".join(parts))
+    faults = list(changed.filter(pl.col("scope") == "um").iter_rows(named=True))
+    if faults:  # (what a prefetch or a memory advice changes: the faults, beside the migrations' time above)
+        lines.append("Unified Memory page faults: " + "; ".join(
+            f"{r['key'].replace(' page faults', '')} "
+            f"{_human('faults', val(r['base']) or 0)} -> {_human('faults', val(r['new']) or 0)} ({how(r)})"
+            for r in faults))
     # nsys times held because the SM clock moved them (the GPU's sampled counters): said, not judged
     clocked_nsys = [r for r in df.filter(pl.col("scope").is_in(["gpu", "kernel"]) & (pl.col("verdict") == "unchanged")
                                          & pl.col("metric").is_in(["busy_ns", "total_ns"])).iter_rows(named=True)

@@ -308,7 +308,7 @@ def _common_scopes(sides: list[tuple[int, Any, Any]], by: list[str] | None) -> l
         common = have if common is None else common & have
     scopes = [s for s in _diff.NSYS_SCOPES if s in (common or set())]
     if not scopes and by is None:
-        raise QueryError("diff --jobs: the ranks share no nsys scope to compare (kernel, nvtx, api, memcpy, gpu)")
+        raise QueryError(f"diff --jobs: the ranks share no nsys scope to compare ({', '.join(_diff.NSYS_SCOPES)})")
     return scopes
 
 

@@ -1173,7 +1173,7 @@ class Tracekit:
              repeats: list[Any] | None = None) -> pl.DataFrame:
         """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
         files (ingested first). One row per scope, key and metric with a noise-aware
-        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, ncu, sweep; default:
+        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, um, ncu, sweep; default:
         every scope both have). ``repeats``: captures of the base again, whose largest
         change measures the noise a change must pass (``noise_pct``; as ``compare``
         judges). See ``tracekit.diff``."""

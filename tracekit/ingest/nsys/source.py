@@ -177,13 +177,21 @@ class Export:
     def capture_options(self) -> dict[str, str]:
         """The capture options that change what an export records, as META_DATA_CAPTURE says
         them (empty where it does not): ``--cuda-graph-trace``, nsys's --cuda-graph-trace (Graph:
-        a graph launch is one op; Node: each of its kernels and copies), the processes' values
-        joined where they differ."""
+        a graph launch is one op; Node: each of its kernels and copies), and
+        ``--cuda-um-cpu-page-faults`` / ``--cuda-um-gpu-page-faults`` (true: each Unified Memory
+        page fault recorded, which slows the faults down), the processes' values joined where
+        they differ."""
         if "META_DATA_CAPTURE" not in self.tables or not {"name", "value"} <= self.columns("META_DATA_CAPTURE"):
             return {}
-        rows = self.sq.execute(f'SELECT DISTINCT value FROM "{self.tables["META_DATA_CAPTURE"]}" '
-                               "WHERE name LIKE '%CUDA_GRAPH_TRACE_OPTIONS:MODE' ORDER BY value").fetchall()
-        return {"--cuda-graph-trace": ", ".join(str(v) for (v,) in rows)} if rows else {}
+        out = {}
+        for option, name in (("--cuda-graph-trace", "%CUDA_GRAPH_TRACE_OPTIONS:MODE"),
+                             ("--cuda-um-cpu-page-faults", "PROCESS%:COLLECT_UVM_CPU_PAGE_FAULTS"),
+                             ("--cuda-um-gpu-page-faults", "PROCESS%:COLLECT_UVM_GPU_PAGE_FAULTS")):
+            rows = self.sq.execute(f'SELECT DISTINCT value FROM "{self.tables["META_DATA_CAPTURE"]}" '
+                                   "WHERE name LIKE ? ORDER BY value", [name]).fetchall()
+            if rows:
+                out[option] = ", ".join(str(v) for (v,) in rows)
+        return out
 
     def arrow(self, base: str, cols: list[str], rowids: tuple[int, int] | None = None) -> pa.Table:
         """Read columns of a table (rows with rowid in [lo, hi) if given) through SQLite

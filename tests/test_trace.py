@@ -94,7 +94,7 @@ def test_api_calls_and_nvtx_ranges_are_nsys_stats(name, exported):
         nvtx = Counter()
         for r in csv.DictReader(f):
             nvtx[r["Range"]] += int(r["Instances"])
-    got = Counter(e["name"] for e in events if (e["ph"] == "X" and e["cat"] == "nvtx") or e["ph"] == "b")
+    got = Counter(e["name"] for e in events if e.get("cat") in ("nvtx", "nvtx_startend") and e["ph"] in ("X", "b"))
     assert got == nvtx
 
 
@@ -127,6 +127,8 @@ def test_counts_equal_the_store(name, tk, exported):
         "memcpy": q("SELECT count(*) FROM memcpy WHERE run_id = ?"),
         "memset": q("SELECT count(*) FROM memset WHERE run_id = ?"),
         "graph": q("SELECT count(*) FROM graph_execs WHERE run_id = ?"),
+        "um_gpu_fault": q("SELECT count(*) FROM um_gpu_faults WHERE run_id = ?"),
+        "um_cpu_fault": q("SELECT count(*) FROM um_cpu_faults WHERE run_id = ?"),
     }
     got = _by_cat(events)
     assert {k: got.get(k, 0) for k in want} == want
@@ -194,6 +196,33 @@ def test_tracks_are_named_per_process_thread_gpu_and_stream(exported, tk):
     assert all(names[k].startswith("Stream ") for k in gpu_tracks)
     assert all(names[(e["pid"], e["tid"])].startswith("NVTX · ") for e in events
                if e["ph"] == "X" and e["cat"] == "nvtx")
+
+
+def test_unified_memory_page_faults(exported, tk):
+    """memops traced Unified Memory's page faults: each group of GPU faults is an async slice of
+    its GPU's process (they overlap: 2 of its 81 groups start before the previous one ended), its
+    begin and end the group's start and end, its faults and page in the args; each CPU fault an
+    instant event of its process with the faulting function. The faults sum to nsys's
+    um_total_sum."""
+    res, events = exported["memops"]
+    run = res.run_id
+    groups = tk.con.execute("SELECT start_ns, end_ns, faults, '0x' || hex(address), access_type FROM um_gpu_faults "
+                            "WHERE run_id = ? ORDER BY 1, 2, 4", [run]).fetchall()
+    begins = {e["id"]: e for e in events if e.get("cat") == "um_gpu_fault" and e["ph"] == "b"}
+    ends = {e["id"]: e for e in events if e.get("cat") == "um_gpu_fault" and e["ph"] == "e"}
+    assert begins.keys() == ends.keys() and len(begins) == len(groups) == 81
+    got = sorted((_ns(b["ts"]), _ns(ends[i]["ts"]), b["args"]["faults"], b["args"]["address"],
+                  b["name"].removeprefix("GPU page faults (").removesuffix(")")) for i, b in begins.items())
+    assert got == sorted(groups)
+    with open(DATA / "nsys_memops" / "stats" / "um_total_sum.csv") as f:
+        totals = next(csv.DictReader(f))
+    assert sum(g[2] for g in got) == int(totals["Total GPU PageFaults"])
+    cpu = [e for e in events if e.get("cat") == "um_cpu_fault"]
+    assert len(cpu) == int(totals["Total CPU Page Faults"]) and {e["ph"] for e in cpu} == {"i"}
+    assert {e["args"]["instruction"] for e in cpu} == {"main"} and {e["s"] for e in cpu} == {"p"}
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert {names[e["pid"]] for e in begins.values()} == {"GPU 0: NVIDIA H200"}
+    assert {names[e["pid"]] for e in cpu} == {"nsys_memops (pid 700)"}
 
 
 def test_ops_on_no_stream_have_their_own_track(exported, tk):

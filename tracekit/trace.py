@@ -16,6 +16,11 @@ instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``
   Unified Memory migrations);
 - a flow arrow from each launching API call to the GPU op it launched (when both are in
   the window);
+- where the capture traced Unified Memory's page faults (nsys --cuda-um-cpu-page-faults,
+  --cuda-um-gpu-page-faults), each group of GPU faults the GPU's handler serviced as an async
+  slice of its GPU's process, by access type (``GPU page faults (Read)``: groups overlap, so
+  they stack), and each CPU fault an instant event of its process, with the page's address
+  and the faulting function;
 - with ``gpu_metrics=True`` (``--gpu-metrics``), in each GPU's process a counter track per
   sampled counter of ``_GPU_METRICS`` (SM clock, SMs active, SM issue, tensor pipes, DRAM
   read and write; nsys --gpu-metrics-devices), a sample written where the value changed.
@@ -66,11 +71,12 @@ OSRT_TID_OFFSET = 2 << 24
 GPU_PID_OFFSET = 1 << 24
 #: event kinds in the file, as their ``cat``
 KINDS = ("cuda_api", "nvtx", "nvtx_startend", "nvtx_mark", "osrt", "kernel", "memcpy", "memset", "graph", "flow",
-         "gpu_metric")
+         "gpu_metric", "um_gpu_fault", "um_cpu_fault")
 #: bytes of one event besides its name, averaged over the fixtures' traces (a start/end
 #: range and a flow are two events); tests/test_trace.py checks the estimate within 15 %
 _EVENT_BYTES = {"cuda_api": 120, "nvtx": 115, "nvtx_startend": 212, "nvtx_mark": 91, "osrt": 125,
-                "kernel": 215, "memcpy": 145, "memset": 141, "graph": 132, "flow": 178, "gpu_metric": 85}
+                "kernel": 215, "memcpy": 145, "memset": 141, "graph": 132, "flow": 178, "gpu_metric": 85,
+                "um_gpu_fault": 255, "um_cpu_fault": 142}
 _BATCH = 65536
 
 
@@ -176,6 +182,20 @@ FROM osrt_calls WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_n
 ORDER BY pid, tid, start_ns, end_ns DESC
 """
 
+#: Unified Memory page faults: the GPU's fault groups (async slices: they overlap) and the CPU's faults
+_UM_GPU = f"""
+SELECT device_id, 'GPU page faults (' || coalesce(access_type, 'Unknown') || ')' AS name,
+       {_us('start_ns + $shift')} AS ts, {_us('end_ns + $shift')} AS end_ts, faults, '0x' || hex(address) AS address,
+       pid, row_number() OVER (ORDER BY device_id, start_ns, end_ns, address) AS n
+FROM um_gpu_faults WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+ORDER BY device_id, start_ns, end_ns, address
+"""
+_UM_CPU = f"""
+SELECT pid, {_us('ts_ns + $shift')} AS ts, '0x' || hex(address) AS address, instruction
+FROM um_cpu_faults WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
+ORDER BY pid, ts_ns, address
+"""
+
 _MARKS = f"""
 SELECT name, {_us('ts_ns + $shift')} AS ts, pid, tid FROM nvtx_marks
 WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
@@ -216,6 +236,12 @@ WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')} GROUP BY op
 UNION ALL
 SELECT 'osrt', count(*), coalesce(sum(length(name)), 0) FROM osrt_calls
 WHERE $osrt AND run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+UNION ALL
+SELECT 'um_gpu_fault', count(*), coalesce(sum(length(access_type) + 18), 0) FROM um_gpu_faults
+WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
+UNION ALL
+SELECT 'um_cpu_fault', count(*), coalesce(sum(length(instruction)), 0) FROM um_cpu_faults
+WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
 """
 _SIZE_GPU_METRICS = f"""
 SELECT 'gpu_metric', count(*), coalesce(sum(length(name)), 0) FROM ({_GPU_METRICS.format(ts="NULL")})
@@ -229,6 +255,8 @@ SELECT min(lo), max(hi) FROM (
     UNION ALL SELECT min(ts_ns), max(ts_ns) FROM nvtx_marks WHERE run_id = $run
     UNION ALL SELECT min(start_ns), max(end_ns) FROM gpu_ops WHERE run_id = $run
     UNION ALL SELECT min(start_ns), max(end_ns) FROM osrt_calls WHERE $osrt AND run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM um_gpu_faults WHERE run_id = $run
+    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM um_cpu_faults WHERE run_id = $run
 )
 """
 
@@ -388,8 +416,8 @@ def estimate(tk, run_id: int, window: Window, osrt: bool = False,
         sizes += tk.con.execute(_SIZE_GPU_METRICS, _params(run_id, window)).fetchall()
     for kind, n, name_bytes in sizes:
         counts[kind] = counts.get(kind, 0) + int(n)
-        # a start/end range is two events, each with the name
-        total += int(n) * _EVENT_BYTES[kind] + int(name_bytes) * (2 if kind == "nvtx_startend" else 1)
+        # a start/end range or a GPU fault group is two events, each with the name
+        total += int(n) * _EVENT_BYTES[kind] + int(name_bytes) * (2 if kind in ("nvtx_startend", "um_gpu_fault") else 1)
     counts["flow"] = int(flows)
     total += flows * _EVENT_BYTES["flow"]
     return counts, total
@@ -589,9 +617,31 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
         counts["gpu_metric"] += len(b["name"])
         w.flush()
 
+    # Unified Memory page faults: the GPU's groups async in its process (they overlap), the CPU's instant
+    fault_gpus: set[int] = set()
+    for b in _batches(con, _UM_GPU, p):
+        for dev, nm, ts, end_ts, faults, address, pid, n in zip(
+                b["device_id"], b["name"], b["ts"], b["end_ts"], b["faults"], b["address"], b["pid"], b["n"],
+                strict=True):
+            gpid, ident = pid_of(GPU_PID_OFFSET + dev), f'"id":"0x{async_base + (1 << 39) + n:x}"'
+            w.event(f'{{"ph":"b","cat":"um_gpu_fault","name":{name(nm)},{ident},"pid":{gpid},"tid":0,"ts":{ts},'
+                    f'"args":{{"faults":{faults},"address":"{address}","pid":{pid}}}}}')
+            w.event(f'{{"ph":"e","cat":"um_gpu_fault","name":{name(nm)},{ident},"pid":{gpid},"tid":0,"ts":{end_ts}}}')
+            fault_gpus.add(dev)
+        counts["um_gpu_fault"] += len(b["name"])
+        w.flush()
+    fault_pids: set[int] = set()
+    for b in _batches(con, _UM_CPU, p):
+        for pid, ts, address, where in zip(b["pid"], b["ts"], b["address"], b["instruction"], strict=True):
+            w.event(f'{{"ph":"i","s":"p","cat":"um_cpu_fault","name":"CPU page fault","pid":{pid_of(pid)},'
+                    f'"ts":{ts},"args":{{"address":"{address}","instruction":{name(where) if where is not None else "null"}}}}}')
+            fault_pids.add(pid)
+        counts["um_cpu_fault"] += len(b["pid"])
+        w.flush()
+
     # track names and order: processes by pid, then the GPUs; in a process, each thread's
     # NVTX track, then its OS runtime track, then its CUDA API track
-    pids = sorted({p for p, _ in cpu_threads | nvtx_threads | osrt_threads})
+    pids = sorted({p for p, _ in cpu_threads | nvtx_threads | osrt_threads} | fault_pids)
     for pid in pids:
         pname = threads.get((pid, pid)) or "process"
         _meta(w, "process_name", pid_of(pid), None, {"name": f"{prefix}{pname} (pid {pid})"})
@@ -610,7 +660,7 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
             _meta(w, "thread_sort_index", pid_of(pid), tid, {"sort_index": 3 * i + 2})
     gpus = dict(con.execute(_GPUS, {"run": run_id}).fetchall())
     streams = {(r[0], r[4]): r for r in con.execute(_STREAMS, {"run": run_id}).fetchall()}
-    for dev in sorted({d for d, _ in gpu_tracks} | metric_gpus):
+    for dev in sorted({d for d, _ in gpu_tracks} | metric_gpus | fault_gpus):
         gpid = pid_of(GPU_PID_OFFSET + dev)
         _meta(w, "process_name", gpid, None, {"name": f"{prefix}GPU {dev}: {gpus.get(dev) or 'CUDA device'}"})
         _meta(w, "process_sort_index", gpid, None, {"sort_index": ids.sort})

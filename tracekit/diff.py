@@ -1759,7 +1759,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     """What moved beyond the noise, in a few lines for a reader, from the diff's rows
     (``diff``): only keys judged changed (regressed, improved, added, removed). Each GPU's
     busy time; the kernel time in all and the kernels that moved (with their share of it), the
-    same for memory operations; NVTX paths judged on wall time (runs without CUDA); ncu's
+    same for memory operations; Unified Memory's page faults that moved; NVTX paths judged on wall time (runs without CUDA); ncu's
     launches per kernel, and those whose durations moved with the SM clock in as many cycles
     (held, and said so: the clock, not the code), and the nsys kernel and busy times held so;
     the request latency points, and those held because the host's pace moved them. Empty where

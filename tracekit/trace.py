@@ -73,7 +73,8 @@ GPU_PID_OFFSET = 1 << 24
 KINDS = ("cuda_api", "nvtx", "nvtx_startend", "nvtx_mark", "osrt", "kernel", "memcpy", "memset", "graph", "flow",
          "gpu_metric", "um_gpu_fault", "um_cpu_fault")
 #: bytes of one event besides its name, averaged over the fixtures' traces (a start/end
-#: range and a flow are two events); tests/test_trace.py checks the estimate within 15 %
+#: range, a flow and a GPU page fault group are two events); tests/test_trace.py checks the
+#: estimate within 15 %
 _EVENT_BYTES = {"cuda_api": 120, "nvtx": 115, "nvtx_startend": 212, "nvtx_mark": 91, "osrt": 125,
                 "kernel": 215, "memcpy": 145, "memset": 141, "graph": 132, "flow": 178, "gpu_metric": 85,
                 "um_gpu_fault": 255, "um_cpu_fault": 142}

@@ -1,7 +1,8 @@
 -- Unified Memory scope samples: one row per page fault event of either run, keyed by where it
 -- faulted: 'CPU page faults', or by the GPU's access type 'GPU read page faults', 'GPU write
--- page faults', 'GPU atomic page faults', ... A CPU fault event is one fault; a GPU one is a group of faults on a page
--- that the GPU's fault handler serviced together (its value: how many, as nsys's um_sum sums them).
+-- page faults', 'GPU atomic page faults', ... A CPU fault event is one fault; a GPU one is a
+-- group of faults on a page that the GPU's fault handler serviced together (its value: how
+-- many, as nsys's um_sum sums them).
 -- @param base  INTEGER  base run id
 -- @param new   INTEGER  new run id
 -- @column side   0 = base run, 1 = new run

@@ -786,7 +786,7 @@ SELECT (SELECT count(*) FROM nvtx_ranges WHERE $nvtx AND run_id = $run AND {_IN_
 _TIMELINE_GRAPHS = f"""
 SELECT g.start_ns, g.dur_ns, g.correlation_id, g.device_id, g.stream_id, g.name, 'graph' AS op_kind,
        ((g.global_pid >> 24) & 16777215)::INTEGER AS pid, g.end_ns, r.path AS nvtx_path, g.graph_id, g.graph_exec_id
-FROM (SELECT *, '[CUDA graph ' || graph_id || ']' AS name FROM graph_execs WHERE run_id = $run AND {_IN_WINDOW}) g
+FROM (SELECT *, graph_op_name(graph_id) AS name FROM graph_execs WHERE run_id = $run AND {_IN_WINDOW}) g
 LEFT JOIN nvtx_ranges r ON r.run_id = $run AND r.range_id = g.nvtx_range_id
 ORDER BY g.start_ns, g.correlation_id
 """

@@ -381,6 +381,9 @@ CREATE TABLE IF NOT EXISTS threads (
     run_id INTEGER, global_tid BIGINT, pid INTEGER, tid INTEGER, name VARCHAR, priority BIGINT
 );
 
+-- The name of a CUDA graph launch traced whole, as a GPU op ('[CUDA graph 3]': the graph's id).
+CREATE OR REPLACE MACRO graph_op_name(graph_id) AS '[CUDA graph ' || graph_id || ']';
+
 -- All GPU activity in one place (kernels, memcpy, memset, whole graph launches) for
 -- timeline/utilization queries. A stream is (global_pid, context_id, stream_id): stream
 -- ids of different processes are unrelated; context and stream are NULL for the ops that
@@ -397,7 +400,7 @@ CREATE OR REPLACE VIEW gpu_ops AS
     SELECT run_id, 'memset', operation, start_ns, end_ns, dur_ns, device_id, context_id, stream_id,
            correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM memset
     UNION ALL
-    SELECT run_id, 'graph', '[CUDA graph ' || graph_id || ']', start_ns, end_ns, dur_ns, device_id, context_id,
+    SELECT run_id, 'graph', graph_op_name(graph_id), start_ns, end_ns, dur_ns, device_id, context_id,
            stream_id, correlation_id, global_pid, stream_gap_ns, device_gap_ns FROM graph_execs;
 
 -- Communication against computation (tracekit/ingest/nsys/overlap.py, at ingest, for a run

@@ -146,7 +146,7 @@ ops AS (
            launch_global_tid, api_start_ns, api_end_ns, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, bytes
     FROM memset WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
     UNION ALL
-    SELECT 'graph', '[CUDA graph ' || graph_id || ']', start_ns, end_ns, device_id, global_pid, context_id,
+    SELECT 'graph', graph_op_name(graph_id), start_ns, end_ns, device_id, global_pid, context_id,
            stream_id, correlation_id, launch_global_tid, api_start_ns, api_end_ns,
            NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
     FROM graph_execs WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}

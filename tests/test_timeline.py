@@ -576,3 +576,39 @@ def test_cuda_graph_launches_draw_in_chromium(tmp_path):
     page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
     assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
     assert page.value == {"error": None, "marks": data.nvtx.height + data.gpu.height}
+
+
+@needs_chromium
+def test_unified_memory_page_faults_are_drawn(tmp_path, monkeypatch):
+    """A capture with Unified Memory's page faults (nsys_um_faults): the timeline of an
+    iteration draws the GPU's fault groups of the window on a lane of their device and the
+    CPU's faults on a lane of their process, the store's rows; in a browser a bar each beside
+    the ranges and ops, with no console error. Where they would pass the bound with the rest,
+    they are left out and the subtitle says how many (the ranges and ops are still drawn)."""
+    with tracekit.open(tmp_path / "um.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["um_faults"], name="um")
+        data = charts.timeline_data(tk, run="um", nvtx="iteration", instance=2)
+        lo, hi, run_id = data.window.start_ns, data.window.end_ns, _run_id(tk, "um")
+        gpu = tk.sql(f"SELECT start_ns, end_ns, faults FROM um_gpu_faults WHERE run_id = {run_id} "
+                     f"AND end_ns > {lo} AND start_ns < {hi} ORDER BY 1, 2")
+        cpu = tk.sql(f"SELECT ts_ns FROM um_cpu_faults WHERE run_id = {run_id} AND ts_ns BETWEEN {lo} AND {hi} ORDER BY 1")
+        assert gpu.height > 20 and cpu.height > 20
+        got = data.faults.sort("start_ns", "end_ns")
+        assert got.filter(pl.col("side") == "GPU").select("start_ns", "end_ns", "faults").equals(gpu)
+        assert got.filter(pl.col("side") == "CPU")["start_ns"].to_list() == cpu["ts_ns"].to_list()
+        spec = charts.timeline(data).to_dict()
+        rows = [r for ds in spec_datasets(spec) for r in ds if "faults" in r]
+        pid = int(tk.sql(f"SELECT DISTINCT pid FROM um_cpu_faults WHERE run_id = {run_id}").item())
+        assert Counter(r["lane"] for r in rows) == {"GPU 0 · page faults": gpu.height,
+                                                    f"pid {pid} · CPU page faults": cpu.height}
+        assert "Unified Memory page faults" in spec["title"]["subtitle"][1]
+        out = charts.save(charts.timeline(data), tmp_path / "um.html")
+        page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
+        assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+        assert page.value == {"error": None, "marks": data.nvtx.height + data.gpu.height + data.faults.height}
+        monkeypatch.setattr(charts, "TIMELINE_BARS", data.nvtx.height + data.gpu.height + data.faults.height - 1)
+        held = charts.timeline_data(tk, run="um", nvtx="iteration", instance=2)
+        assert held.faults.is_empty() and held.gpu.height == data.gpu.height
+        assert held.notes == (f"{data.faults.height:,} Unified Memory page faults in the window not drawn "
+                              "(`tracekit export trace` writes them)",)
+        assert held.notes[0] in charts.timeline(held).to_dict()["title"]["subtitle"][0]

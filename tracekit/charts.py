@@ -765,6 +765,9 @@ _KERNEL_COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#b79a20", "#439894", "#393b
 _COPY_COLOURS = ["#e45756", "#ff9d98", "#a11d21", "#f7b6b2", "#7b1113"]
 _MEMSET_COLOURS = ["#555555", "#8c8c8c", "#333333"]
 _GRAPH_COLOURS = ["#6a3d9a", "#9467bd", "#c5b0d5", "#3f007d"]
+#: Unified Memory page faults: the GPU's by access type (olives), the CPU's (cyan); in no other palette
+_FAULT_COLOURS = {"Read": "#637939", "Write": "#8ca252", "Atomic": "#b5cf6b", "Prefetch": "#cedb9c",
+                  "Unknown": "#7f7f7f", "CPU": "#17becf"}
 _OTHER_COLOUR = "#c9c3bf"
 
 #: an event in a window [$lo, $hi] (NULL: unbounded) as gpu-trace and nvtx-ranges take it
@@ -778,6 +781,23 @@ SELECT (SELECT count(*) FROM nvtx_ranges WHERE $nvtx AND run_id = $run AND {_IN_
                              SELECT min(start_ns) FROM gpu_ops WHERE $gpu AND run_id = $run)),
        (SELECT max(hi) FROM (SELECT max(end_ns) AS hi FROM nvtx_ranges WHERE $nvtx AND run_id = $run UNION ALL
                              SELECT max(end_ns) FROM gpu_ops WHERE $gpu AND run_id = $run))
+"""
+
+#: Unified Memory page faults in the window: the GPU's fault groups (the handler's servicing of
+#: a page's faults) and the CPU's faults (instants), a run that traced none: no rows
+_TIMELINE_FAULTS = f"""
+SELECT 'GPU' AS side, device_id, pid, start_ns, end_ns, faults, coalesce(access_type, 'Unknown') AS access_type,
+       '0x' || hex(address) AS address, NULL::VARCHAR AS instruction
+FROM um_gpu_faults WHERE run_id = $run AND {_IN_WINDOW}
+UNION ALL
+SELECT 'CPU', NULL, pid, ts_ns, ts_ns, 1, NULL, '0x' || hex(address), instruction
+FROM um_cpu_faults WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
+ORDER BY side DESC, device_id, pid, start_ns
+"""
+_TIMELINE_FAULT_COUNT = f"""
+SELECT (SELECT count(*) FROM um_gpu_faults WHERE run_id = $run AND {_IN_WINDOW})
+     + (SELECT count(*) FROM um_cpu_faults WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo)
+        AND ($hi IS NULL OR ts_ns <= $hi))
 """
 
 #: CUDA graph launches traced whole (nsys --cuda-graph-trace=graph) in the window, with
@@ -979,6 +999,8 @@ class Timeline:
     notes: tuple[str, ...] = ()
     #: whether the run's export said what its capture traced (tracekit.registry.traced_said)
     said: bool = True
+    #: Unified Memory page faults in the window (``_TIMELINE_FAULTS``; empty: none, or none traced)
+    faults: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def _int_param(name: str, value: Any, what: str) -> int | None:
@@ -1046,7 +1068,8 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
         if events == 0 and nvtx is None:
             _outside(run_id, run_name, window, lo, hi, one.first, one.last)
         said = traced_said(tk, run_id) if one.missing else True
-        return Timeline(run_id, run_name, window, one.nvtx, one.gpu, one.missing, said=said)
+        return Timeline(run_id, run_name, window, one.nvtx, one.gpu, one.missing, said=said, notes=one.notes,
+                        faults=one.faults)
     missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g.missing for g in got))
     if len(missing) == 2:
         asked = ranks_text([x.rank for x in parts])
@@ -1060,6 +1083,7 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
                   for k in g.missing if k not in missing)
     notes += tuple(f"rank {part.rank}: nothing in this span (its capture began {part.shift_ns / 1e9:+,.3f} s from "
                    "this run's)" for part, g in pairs if g.events == 0 and len(g.missing) < 2)
+    notes += tuple(f"rank {part.rank}: {note}" for part, g in pairs for note in g.notes)
 
     def joined(kind: str) -> pl.DataFrame:  # (each rank's rows, with its rank)
         frames = [getattr(g, kind).with_columns(pl.lit(part.rank).alias("rank")) for part, g in pairs
@@ -1067,7 +1091,7 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
         return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
     return Timeline(run_id, run_name, window, joined("nvtx"), joined("gpu"), missing, tuple(x.rank for x in parts),
-                    notes)
+                    notes, faults=joined("faults"))
 
 
 class _Rows(NamedTuple):
@@ -1083,6 +1107,9 @@ class _Rows(NamedTuple):
     first: int | None
     last: int | None
     missing: tuple[str, ...]
+    #: its Unified Memory page faults (``_TIMELINE_FAULTS``), and what it says of those not drawn
+    faults: pl.DataFrame = pl.DataFrame()
+    notes: tuple[str, ...] = ()
 
 
 def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
@@ -1121,10 +1148,18 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
         if not graphs.is_empty():
             gpu = pl.concat([gpu, graphs], how="diagonal_relaxed").sort("start_ns", maintain_order=True)
     nv = rows("NVTX", "nvtx-ranges")
+    window = {k: params[k] for k in ("run", "lo", "hi")}
+    faults, notes = pl.DataFrame(), ()
+    count = tk.con.execute(_TIMELINE_FAULT_COUNT, window).fetchall()[0][0]
+    if count and ranges + ops + count <= TIMELINE_BARS:
+        faults = tk.frame(tk.con.sql(_TIMELINE_FAULTS, params=window))
+    elif count:  # (drawn with the rest, they would pass what a timeline draws)
+        notes = (f"{count:,} Unified Memory page faults in the window not drawn (`tracekit export trace` writes "
+                 "them)",)
     if part.shift_ns:
         moved = [pl.col(c) + part.shift_ns for c in ("start_ns", "end_ns")]
-        nv, gpu = (f.with_columns(moved) if not f.is_empty() else f for f in (nv, gpu))
-    return _Rows(nv, gpu, ranges + ops, ranges, ops, first, last, missing)
+        nv, gpu, faults = (f.with_columns(moved) if not f.is_empty() else f for f in (nv, gpu, faults))
+    return _Rows(nv, gpu, ranges + ops, ranges, ops, first, last, missing, faults, notes)
 
 
 def _outside(run_id: int, run_name: str, window, lo: int | None, hi: int | None, first: int | None,
@@ -1240,10 +1275,12 @@ def _top(df: pl.DataFrame, key: str, in_window: pl.Expr) -> list[str]:
 def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     """The run's window as nsys draws it: NVTX ranges per thread and nesting depth above,
     the GPU's kernels, copies, memsets and CUDA graph launches traced whole per device and
-    stream below, on one time axis in ms since the window's start (events that overlap its
-    edges cut there); colours: the ``TIMELINE_COLOURS`` NVTX ranges and kernels with the
-    most time in the window apiece, copies in reds, memsets in greys, graph launches in
-    purples. Zooms on the time axis (scroll, drag). A job's ranks (``t.ranks``): each rank's
+    stream below, then the Unified Memory page faults where the capture traced them (the
+    GPU's fault groups per device, the CPU's faults per process), on one time axis in ms
+    since the window's start (events that overlap its edges cut there); colours: the
+    ``TIMELINE_COLOURS`` NVTX ranges and kernels with the most time in the window apiece,
+    copies in reds, memsets in greys, graph launches in purples, GPU faults in olives by
+    access type, CPU faults in cyan. Zooms on the time axis (scroll, drag). A job's ranks (``t.ranks``): each rank's
     lanes together, named ``rank N · ...``, on the run's clock."""
     from .registry import untraced_words
 
@@ -1300,6 +1337,21 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
             start, alt.Tooltip("dur_us:Q", title="duration [µs]", format=",.1f"), alt.Tooltip("detail:N"),
             alt.Tooltip("nvtx_path:N", title="NVTX path")]))
         lanes += d["lane"].unique(maintain_order=True).to_list()
+    if not t.faults.is_empty():  # Unified Memory page faults: the GPU's per device, the CPU's per process
+        gpu_side = pl.col("side") == "GPU"
+        d = _ranked(t.faults.with_columns(
+            pl.when(gpu_side).then(pl.format("GPU {} · page faults", pl.col("device_id")))
+            .otherwise(pl.format("pid {} · CPU page faults", pl.col("pid"))).alias("lane"),
+            pl.when(gpu_side).then(pl.col("access_type")).otherwise(pl.lit("CPU")).alias("colour"),
+            *since, ((pl.col("end_ns") - pl.col("start_ns")) / 1e3).alias("dur_us")))
+        kinds = [k for k in _FAULT_COLOURS if k in set(d["colour"])]
+        scale = alt.Scale(domain=kinds, range=[_FAULT_COLOURS[k] for k in kinds])
+        rows = d.select("colour", "lane", "start_ms", "end_ms", "dur_us", "faults", "address", "instruction").to_dicts()
+        layers.append(_bars(rows, x, "Unified Memory page fault", scale, _legend(3, 150), [
+            alt.Tooltip("colour:N", title="page fault"), alt.Tooltip("lane:N"), start,
+            alt.Tooltip("dur_us:Q", title="servicing [µs]", format=",.1f"), alt.Tooltip("faults:Q"),
+            alt.Tooltip("address:N", title="page"), alt.Tooltip("instruction:N", title="CPU function")]))
+        lanes += d["lane"].unique(maintain_order=True).to_list()
     if t.ranks:  # (each rank's NVTX lanes, then its GPU lanes)
         lanes = sorted(lanes, key=lambda lane: int(lane.split(" ", 2)[1]))
     y = alt.Y("lane:N", sort=lanes, title=None, axis=alt.Axis(labelLimit=240))
@@ -1313,7 +1365,10 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
             " · ".join(said),
             "NVTX ranges per thread and nesting depth, then GPU kernels, copies (reds)"
             + (", memsets (greys) and CUDA graph launches traced whole (purples)" if graphs else " and memsets (greys)")
-            + " per device and stream; hover for each one's numbers, scroll or drag to zoom, double-click to reset"]))
+            + " per device and stream"
+            + ("; Unified Memory page faults (the GPU's by access type, the CPU's per process)"
+               if not t.faults.is_empty() else "")
+            + "; hover for each one's numbers, scroll or drag to zoom, double-click to reset"]))
 
 
 def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:

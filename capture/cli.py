@@ -73,6 +73,10 @@ def capture_cmd(
     gpu_metrics: Annotated[bool, typer.Option(
         "--gpu-metrics", help="nsys: sample the GPU's counters too (SM clock, SMs and tensor pipes active, DRAM "
                               "bandwidth): tracekit query nvtx-gpu-metrics; diff reads times against the clock")] = False,
+    um_faults: Annotated[bool, typer.Option(
+        "--um-faults", help="a command under nsys: record Unified Memory's page faults, on the CPU and the GPU "
+                            "(nsys --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true; each fault is "
+                            "slowed down): tracekit query um-summary, um-cpu-faults; diff's um scope")] = False,
     capture_range: Annotated[str | None, typer.Option(
         "--capture-range", help="a command under nsys: none (the whole program, the default) or cudaProfilerApi "
                                 "(between cudaProfilerStart and Stop)", show_default=False)] = None,
@@ -106,12 +110,12 @@ def capture_cmd(
     if cmd:
         _capture_command(ctx, cmd, bs=bs, nc=nc, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
                          out=out, db=db, name=name, no_ingest=no_ingest, gpu_metrics=gpu_metrics,
-                         capture_range=capture_range, nvtx_capture=nvtx_capture, kernel_name=kernel_name,
+                         um_faults=um_faults, capture_range=capture_range, nvtx_capture=nvtx_capture, kernel_name=kernel_name,
                          launch_count=launch_count, param=param, replay_mode=replay_mode, timeout=timeout)
         return
     from tracekit.errors import CaptureError
 
-    for opt, value in (("--capture-range", capture_range), ("--nvtx-capture", nvtx_capture),
+    for opt, value in (("--capture-range", capture_range), ("--nvtx-capture", nvtx_capture), ("--um-faults", um_faults),
                        ("--kernel-name", kernel_name), ("--launch-count", launch_count), ("--param", param)):
         if value:
             raise CaptureError(f"{opt}: an option of a program's capture (tracekit capture {opt} ... -- CMD); "
@@ -127,8 +131,8 @@ def capture_cmd(
 
 
 def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset, warmup_ms, iters, out, db, name,
-                     no_ingest, gpu_metrics, capture_range, nvtx_capture, kernel_name, launch_count, param,
-                     replay_mode, timeout) -> None:
+                     no_ingest, gpu_metrics, um_faults, capture_range, nvtx_capture, kernel_name, launch_count,
+                     param, replay_mode, timeout) -> None:
     """``tracekit capture [OPTIONS] -- CMD``: the program under the profiler, its run
     folder ingested, a summary printed; the HSTU workload's options are errors."""
     from tracekit.errors import CaptureError
@@ -144,6 +148,7 @@ def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset
                               command=list(sys.argv), params=parse_params(param),
                               capture_range=capture_range or "none", nvtx_capture=nvtx_capture,
                               kernel_regex=kernel_name, launch_count=launch_count, gpu_metrics=gpu_metrics,
+                              um_faults=um_faults,
                               replay_mode=replay_mode, timeout_s=timeout)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(command_summary(run_dir, None if no_ingest else _db(ctx, db)))

@@ -150,15 +150,21 @@ DEFAULT_LAUNCH_COUNT = 50
 NSYS_NVTX_ENV = "NSYS_NVTX_PROFILER_REGISTER_ONLY=0"
 
 
+#: nsys's options that record Unified Memory's page faults, on the CPU and on the GPU
+NSYS_UM_FAULTS = ["--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=true"]
+
+
 def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_range: str = "none",
-                      nvtx_capture: str | None = None, gpu_metrics: bool = False) -> list[str]:
+                      nvtx_capture: str | None = None, gpu_metrics: bool = False, um_faults: bool = False) -> list[str]:
     """``nsys profile`` of a user's command: CUDA, NVTX and OS-runtime traces of the whole
     program (``capture_range`` ``none``), of the part between cudaProfilerStart and
     cudaProfilerStop (``cudaProfilerApi``), or of the first instance of the NVTX range
     ``nvtx_capture`` (nsys ``--capture-range=nvtx --nvtx-capture=RANGE``, ``RANGE@DOMAIN``
     for a range of another domain, with unregistered strings matched: ``NSYS_NVTX_ENV``);
     a range ends the capture (``--capture-range-end=stop``), the program runs on. Exported
-    to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``; ``gpu_metrics`` as ``nsys_argv``."""
+    to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``; ``gpu_metrics`` as ``nsys_argv``;
+    ``um_faults``: Unified Memory's page faults recorded (``NSYS_UM_FAULTS``; off by default:
+    each fault is slowed down by its recording)."""
     if nvtx_capture is not None:
         if capture_range != "none":
             raise ValueError(f"--capture-range {capture_range} and --nvtx-capture: give one")
@@ -174,6 +180,7 @@ def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_
         nsys, "profile",
         "--trace=cuda,nvtx,osrt",
         *(["--gpu-metrics-devices=all"] if gpu_metrics else []),
+        *(NSYS_UM_FAULTS if um_faults else []),
         *scope,
         "--sample=none",
         "--cpuctxsw=none",

@@ -93,6 +93,8 @@ def test_nsys_command_argv_for_each_option():
          "-e", "NSYS_NVTX_PROFILER_REGISTER_ONLY=0", *tail]
     assert argv("/x/nsys", Path("/r/nsys"), CMD, gpu_metrics=True) == \
         [*head, "--gpu-metrics-devices=all", "--capture-range=none", *tail]
+    assert argv("/x/nsys", Path("/r/nsys"), CMD, um_faults=True) == \
+        [*head, "--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=true", "--capture-range=none", *tail]
     with pytest.raises(ValueError, match="give one"):
         argv("/x/nsys", Path("/r/nsys"), CMD, capture_range="cudaProfilerApi", nvtx_capture="step")
     with pytest.raises(ValueError, match="--capture-range 'nvtx'"):
@@ -220,7 +222,9 @@ def test_options_after_the_program_are_its_own(tmp_path):
     (["--capture-range", "cudaProfilerApi"], "--capture-range: an option of --tool nsys, not of --tool none"),
     (["--nvtx-capture", "step"], "--nvtx-capture: an option of --tool nsys or ncu, not of --tool none"),
     (["--gpu-metrics"], "--gpu-metrics: an option of --tool nsys, not of --tool none"),
+    (["--um-faults"], "--um-faults: an option of --tool nsys, not of --tool none"),
     (["--param", "tool=x"], "--param tool: tracekit sets tool itself"),
+    (["--param", "um_faults=1"], "--param um_faults: tracekit sets um_faults itself"),
     (["--param", "novalue"], "--param 'novalue': expected NAME=VALUE"),
     (["--param", "bs=0"], "--param bs='0': bs (the batch size) is a whole number"),
     (["--name", "7"], "run name: '7' cannot name a run"),
@@ -243,6 +247,7 @@ def test_bad_options_with_a_command_are_one_line_errors(tmp_path, capsys, args, 
     ("ncu", ["--kernel-name", "gemm("], "--kernel-name 'gemm(': not a regular expression"),
     ("ncu", ["--launch-count", "0"], "--launch-count 0: a whole number of kernel launches, at least 1"),
     ("ncu", ["--gpu-metrics"], "--gpu-metrics: an option of --tool nsys, not of --tool ncu"),
+    ("ncu", ["--um-faults"], "--um-faults: an option of --tool nsys, not of --tool ncu"),
 ])
 def test_bad_profiler_options_are_refused_before_the_profiler_is_looked_for(tmp_path, tool, args, message):
     with pytest.raises(CaptureError, match=re.escape(message)):
@@ -252,7 +257,7 @@ def test_bad_profiler_options_are_refused_before_the_profiler_is_looked_for(tmp_
 
 
 @pytest.mark.parametrize("opt", [["--kernel-name", "x"], ["--launch-count", "3"], ["--nvtx-capture", "r"],
-                                 ["--capture-range", "cudaProfilerApi"], ["--param", "a=b"]])
+                                 ["--capture-range", "cudaProfilerApi"], ["--param", "a=b"], ["--um-faults"]])
 def test_command_options_without_a_command_are_errors(tmp_path, opt):
     res = runner.invoke(cli.app, ["capture", "--tool", "none", *opt, "--out", str(tmp_path / "runs")])
     assert isinstance(res.exception, CaptureError), res.output

@@ -210,7 +210,8 @@ def test_unified_memory_twins_of_runs_without_page_fault_tracing(nsys_db, scen):
     for query in ("um-summary", "um-totals", "um-cpu-faults"):
         with pytest.raises(QueryError, match=rf"^{query}: run \d+ \({scen}\) was captured without Unified Memory "
                                              "CPU page fault tracing; capture with nsys profile "
-                                             "--cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true$"):
+                                             "--cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true "
+                                             r"\(tracekit capture --um-faults -- CMD does\)$"):
             nsys_db.query(query, run=scen)
     gpu = nsys_db.sql("SELECT count(*) FROM um_gpu_faults JOIN runs USING (run_id) WHERE name = $s", params={"s": scen})
     assert gpu.item() > 0 if scen == "um_gpu_only" else gpu.item() == 0

@@ -1351,7 +1351,8 @@ def test_unified_memory_faults_and_migrations(tmp_path):
         for q in ("um-summary", "um-totals", "um-cpu-faults"):
             with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \(untraced\) was captured without "
                                                              "Unified Memory CPU page fault tracing; capture with nsys "
-                                                             "profile --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true$"):
+                                                             "profile --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true "
+                                                             r"\(tracekit capture --um-faults -- CMD does\)$"):
                 tk.query(q, run="untraced")
             with pytest.raises(tracekit.TracekitError, match=rf"^{q}: run \d+ \(unsaid\) has no Unified Memory CPU "
                                                              r"page fault events, and its export \(nsys before 2023.3\)"):

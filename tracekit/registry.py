@@ -468,7 +468,9 @@ TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", 
 
 #: how ``tracekit capture`` has nsys trace each kind of event, for the errors that ask for it
 CAPTURE_ADVICE = {"NVTX": " (tracekit capture does)", "OS runtime": " (tracekit capture does)",
-                  "CUDA": " (tracekit capture does)", "GPU metrics": " (tracekit capture --gpu-metrics does)"}
+                  "CUDA": " (tracekit capture does)", "GPU metrics": " (tracekit capture --gpu-metrics does)",
+                  **dict.fromkeys(("Unified Memory CPU page fault", "Unified Memory GPU page fault"),
+                                  " (tracekit capture --um-faults -- CMD does)")}
 
 
 def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED)) -> list[tuple[str, str]]:

@@ -110,13 +110,15 @@ def capture_cmd(
     if cmd:
         _capture_command(ctx, cmd, bs=bs, nc=nc, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
                          out=out, db=db, name=name, no_ingest=no_ingest, gpu_metrics=gpu_metrics,
-                         um_faults=um_faults, capture_range=capture_range, nvtx_capture=nvtx_capture, kernel_name=kernel_name,
-                         launch_count=launch_count, param=param, replay_mode=replay_mode, timeout=timeout)
+                         um_faults=um_faults, capture_range=capture_range, nvtx_capture=nvtx_capture,
+                         kernel_name=kernel_name, launch_count=launch_count, param=param, replay_mode=replay_mode,
+                         timeout=timeout)
         return
     from tracekit.errors import CaptureError
 
-    for opt, value in (("--capture-range", capture_range), ("--nvtx-capture", nvtx_capture), ("--um-faults", um_faults),
-                       ("--kernel-name", kernel_name), ("--launch-count", launch_count), ("--param", param)):
+    for opt, value in (("--capture-range", capture_range), ("--nvtx-capture", nvtx_capture),
+                       ("--um-faults", um_faults), ("--kernel-name", kernel_name), ("--launch-count", launch_count),
+                       ("--param", param)):
         if value:
             raise CaptureError(f"{opt}: an option of a program's capture (tracekit capture {opt} ... -- CMD); "
                                "the HSTU workload does not take it")
@@ -148,8 +150,7 @@ def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset
                               command=list(sys.argv), params=parse_params(param),
                               capture_range=capture_range or "none", nvtx_capture=nvtx_capture,
                               kernel_regex=kernel_name, launch_count=launch_count, gpu_metrics=gpu_metrics,
-                              um_faults=um_faults,
-                              replay_mode=replay_mode, timeout_s=timeout)
+                              um_faults=um_faults, replay_mode=replay_mode, timeout_s=timeout)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(command_summary(run_dir, None if no_ingest else _db(ctx, db)))
 

@@ -1000,7 +1000,7 @@ class Timeline:
     #: whether the run's export said what its capture traced (tracekit.registry.traced_said)
     said: bool = True
     #: Unified Memory page faults in the window (``_TIMELINE_FAULTS``; empty: none, or none traced)
-    faults: pl.DataFrame = field(default_factory=pl.DataFrame)
+    faults: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())  # (polars imported when one is made)
 
 
 def _int_param(name: str, value: Any, what: str) -> int | None:
@@ -1108,8 +1108,8 @@ class _Rows(NamedTuple):
     last: int | None
     missing: tuple[str, ...]
     #: its Unified Memory page faults (``_TIMELINE_FAULTS``), and what it says of those not drawn
-    faults: pl.DataFrame = pl.DataFrame()
-    notes: tuple[str, ...] = ()
+    faults: pl.DataFrame
+    notes: tuple[str, ...]
 
 
 def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
@@ -1128,12 +1128,13 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
             said = traced_said(tk, run_id)
             raise QueryError(f"chart timeline: run {run_id} ({run_name}) {untraced_words('NVTX and CUDA', said)}: "
                              f"nothing to draw; capture with nsys -t nvtx,cuda{retell(said)}")
-        return _Rows(pl.DataFrame(), pl.DataFrame(), 0, 0, 0, None, None, missing)
+        return _Rows(pl.DataFrame(), pl.DataFrame(), 0, 0, 0, None, None, missing, pl.DataFrame(), ())
     params = {"run": run_id, "lo": w.start_ns, "hi": w.end_ns, "nvtx": "NVTX" not in missing,
               "gpu": "CUDA" not in missing}
     ranges, ops, first, last = tk.con.execute(_TIMELINE_EVENTS, params).fetchall()[0]
     if ranges + ops > TIMELINE_BARS:  # (not read: too many to draw)
-        return _Rows(pl.DataFrame(), pl.DataFrame(), ranges + ops, ranges, ops, first, last, missing)
+        return _Rows(pl.DataFrame(), pl.DataFrame(), ranges + ops, ranges, ops, first, last, missing, pl.DataFrame(),
+                     ())
 
     def rows(kind: str, query: str) -> pl.DataFrame:
         if kind in missing:

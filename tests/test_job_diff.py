@@ -755,3 +755,30 @@ def test_an_ingest_of_another_capture_of_a_job_says_so(tmp_path, capsys):
     assert main(["--db", other, "ingest", *capture("base"), "--param", "job=before"]) == 0
     assert main(["--db", other, "ingest", *capture("after"), "--param", "job=after"]) == 0
     assert "tracekit:" not in capsys.readouterr().err
+
+
+def test_unified_memory_page_faults_of_a_job(tmp_path):
+    """Two 2-rank jobs made of the managed-memory captures: rank 0 prefetched in the new job
+    (nsys_um_prefetch against nsys_um_faults), rank 1 the same capture in both (nsys_um_faults_again,
+    another copy of it). The job's fault counts are the ranks' sums and its verdicts the
+    ranks': CPU faults improved by rank 0 alone, the GPU's read and write faults removed from
+    rank 0, its atomics unchanged."""
+    from conftest import NSYS_EXPORTS, captured_again
+
+    with tracekit.open(tmp_path / "um.duckdb") as tk:
+        again = captured_again(NSYS_EXPORTS["um_faults_again"], tmp_path / "again.sqlite")
+        for job, files in (("base", (NSYS_EXPORTS["um_faults"], NSYS_EXPORTS["um_faults_again"])),
+                           ("fix", (NSYS_EXPORTS["um_prefetch"], again))):
+            for rank, path in enumerate(files):
+                tk.ingest(path, name=f"{job}-r{rank}", params={"rank": rank, "job": job})
+        df = tk.diff_jobs("base", "fix", by="um")
+        per = tk.diff_jobs("base", "fix", by="um", per_rank=True)
+    rows = {r["key"]: r for r in df.iter_rows(named=True)}
+    cpu = rows["CPU page faults"]
+    assert (cpu["base"], cpu["new"], cpu["verdict"], cpu["ranks_improved"], cpu["top_rank"]) == (874, 490, "improved", 1, 0)
+    assert rows["GPU read page faults"]["verdict"] == "removed" and rows["GPU read page faults"]["ranks_removed"] == 1
+    assert rows["GPU atomic page faults"]["verdict"] == "unchanged"
+    for key, r in rows.items():  # (the job's value: the ranks' sum)
+        ranks = per.filter(pl.col("key") == key)
+        assert r["base"] == ranks["base"].fill_null(0).sum() and r["new"] == ranks["new"].fill_null(0).sum(), key
+    assert set(per.filter(pl.col("rank") == 1)["verdict"]) == {"unchanged"}

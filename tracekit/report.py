@@ -693,7 +693,8 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
             more = f" and {len(others) - 8:,} more" if len(others) > 8 else ""
             said.append(f"{'rank' if len(others) == 1 else 'ranks'} {named}{more} of its job "
                         f"{untraced_words(what, others_told, many=len(others) > 1)}")
-        again = retell(others_told and (told or (what, option) not in own), many=len(others) + ((what, option) in own) > 1)
+        named_runs = [rid for rid, _ in others] + ([run_id] if (what, option) in own else [])  # (the line speaks of)
+        again = retell(traced_said(tk, *named_runs), many=len(named_runs) > 1)
         lines.append((f"no {what} trace" if (what, option) in own else f"ranks without {what} trace",
                       f"{'; '.join(said)} (capture {'every rank ' if others else ''}with {option}{again}); "
                       f"left out: {', '.join(s.title for s in secs)}"))

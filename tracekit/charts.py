@@ -787,10 +787,10 @@ SELECT (SELECT count(*) FROM nvtx_ranges WHERE $nvtx AND run_id = $run AND {_IN_
 #: a page's faults) and the CPU's faults (instants), a run that traced none: no rows
 _TIMELINE_FAULTS = f"""
 SELECT 'GPU' AS side, device_id, pid, start_ns, end_ns, faults, coalesce(access_type, 'Unknown') AS access_type,
-       '0x' || hex(address) AS address, NULL::VARCHAR AS instruction
+       hex_address(address) AS address, NULL::VARCHAR AS instruction
 FROM um_gpu_faults WHERE run_id = $run AND {_IN_WINDOW}
 UNION ALL
-SELECT 'CPU', NULL, pid, ts_ns, ts_ns, 1, NULL, '0x' || hex(address), instruction
+SELECT 'CPU', NULL, pid, ts_ns, ts_ns, 1, NULL, hex_address(address), instruction
 FROM um_cpu_faults WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
 ORDER BY side DESC, device_id, pid, start_ns
 """

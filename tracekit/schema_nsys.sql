@@ -384,6 +384,9 @@ CREATE TABLE IF NOT EXISTS threads (
 -- The name of a CUDA graph launch traced whole, as a GPU op ('[CUDA graph 3]': the graph's id).
 CREATE OR REPLACE MACRO graph_op_name(graph_id) AS '[CUDA graph ' || graph_id || ']';
 
+-- A virtual address as nsys prints one ('0x7F6D3A101000': hex, upper case).
+CREATE OR REPLACE MACRO hex_address(address) AS '0x' || hex(address);
+
 -- All GPU activity in one place (kernels, memcpy, memset, whole graph launches) for
 -- timeline/utilization queries. A stream is (global_pid, context_id, stream_id): stream
 -- ids of different processes are unrelated; context and stream are NULL for the ops that

@@ -186,13 +186,13 @@ ORDER BY pid, tid, start_ns, end_ns DESC
 #: Unified Memory page faults: the GPU's fault groups (async slices: they overlap) and the CPU's faults
 _UM_GPU = f"""
 SELECT device_id, 'GPU page faults (' || coalesce(access_type, 'Unknown') || ')' AS name,
-       {_us('start_ns + $shift')} AS ts, {_us('end_ns + $shift')} AS end_ts, faults, '0x' || hex(address) AS address,
+       {_us('start_ns + $shift')} AS ts, {_us('end_ns + $shift')} AS end_ts, faults, hex_address(address) AS address,
        pid, row_number() OVER (ORDER BY device_id, start_ns, end_ns, address) AS n
 FROM um_gpu_faults WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 ORDER BY device_id, start_ns, end_ns, address
 """
 _UM_CPU = f"""
-SELECT pid, {_us('ts_ns + $shift')} AS ts, '0x' || hex(address) AS address, instruction
+SELECT pid, {_us('ts_ns + $shift')} AS ts, hex_address(address) AS address, instruction
 FROM um_cpu_faults WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
 ORDER BY pid, ts_ns, address
 """

@@ -42,7 +42,7 @@ WITH faults AS (
     FROM faults f
     FULL JOIN migrations m ON m.address = f.address
 )
-SELECT '0x' || hex(addr) AS address, htod_bytes, dtoh_bytes, cpu_faults, gpu_faults, throughput_bytes_per_s, migration_ns
+SELECT hex_address(addr) AS address, htod_bytes, dtoh_bytes, cpu_faults, gpu_faults, throughput_bytes_per_s, migration_ns
 FROM joined
 ORDER BY throughput_bytes_per_s DESC NULLS LAST, addr
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

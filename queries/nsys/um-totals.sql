@@ -32,6 +32,6 @@ WITH m AS (
     FROM um_gpu_faults WHERE run_id = $run
 )
 SELECT m.htod_bytes, m.dtoh_bytes, c.cpu_faults, g.gpu_faults,
-       '0x' || hex(least(m.lo, c.lo, g.lo)) AS min_address, '0x' || hex(greatest(m.hi, c.hi, g.hi)) AS max_address,
+       hex_address(least(m.lo, c.lo, g.lo)) AS min_address, hex_address(greatest(m.hi, c.hi, g.hi)) AS max_address,
        m.htod_migrations, m.dtoh_migrations, m.migration_ns
 FROM m, c, g

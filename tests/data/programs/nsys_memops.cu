@@ -30,14 +30,7 @@
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    cudaError_t err_ = (call);                                                       \
-    if (err_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+#include "cuda_helpers.h"
 
 static const int ITERS = 6;
 static const int N = 1 << 20;        // floats per buffer (4 MiB)
@@ -58,18 +51,6 @@ __global__ void add3(const float *a, const float *b, const float *c, float *out,
 __global__ void scale2d(float *p, size_t pitch, int w, int h, float a) {
   int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
   if (x < w && y < h) reinterpret_cast<float *>(reinterpret_cast<char *>(p) + y * pitch)[x] *= a;
-}
-
-// CUDA 13 takes a cudaMemLocation; earlier toolkits a device number.
-static void prefetch(const void *p, size_t bytes, bool to_host, int device, cudaStream_t s) {
-#if CUDART_VERSION >= 13000
-  cudaMemLocation loc = {};
-  loc.type = to_host ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
-  loc.id = to_host ? 0 : device;
-  CHECK(cudaMemPrefetchAsync(p, bytes, loc, 0, s));
-#else
-  CHECK(cudaMemPrefetchAsync(p, bytes, to_host ? cudaCpuDeviceId : device, s));
-#endif
 }
 
 int main() {

@@ -33,14 +33,7 @@
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    cudaError_t err_ = (call);                                                             \
-    if (err_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_));    \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#include "cuda_helpers.h"
 #define CHECK_CU(call)                                                                     \
   do {                                                                                     \
     CUresult res_ = (call);                                                                \

@@ -24,14 +24,7 @@
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    cudaError_t err_ = (call);                                                       \
-    if (err_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+#include "cuda_helpers.h"
 
 static const int ITERS = 4;
 static const size_t N = size_t(1) << 22;  // floats per buffer (16 MiB)
@@ -67,18 +60,6 @@ __attribute__((noinline)) unsigned long long read_bins(const unsigned *bins) {
   unsigned long long s = 0;
   for (int i = 0; i < BINS; ++i) s += bins[i];
   return s;
-}
-
-// CUDA 13 takes a cudaMemLocation; earlier toolkits a device number.
-static void prefetch(const void *p, size_t bytes, bool to_host, int device, cudaStream_t s) {
-#if CUDART_VERSION >= 13000
-  cudaMemLocation loc = {};
-  loc.type = to_host ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
-  loc.id = to_host ? 0 : device;
-  CHECK(cudaMemPrefetchAsync(p, bytes, loc, 0, s));
-#else
-  CHECK(cudaMemPrefetchAsync(p, bytes, to_host ? cudaCpuDeviceId : device, s));
-#endif
 }
 
 int main(int argc, char **argv) {

@@ -1,0 +1,30 @@
+// What the CUDA fixture programs share: CHECK, the check of a CUDA runtime call (on an error,
+// the file, the line and CUDA's message on stderr, and exit status 1), and prefetch, a managed
+// buffer's cudaMemPrefetchAsync to the host or a device.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <cuda_runtime.h>
+
+#define CHECK(call)                                                                  \
+  do {                                                                               \
+    cudaError_t err_ = (call);                                                       \
+    if (err_ != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+// CUDA 13 takes a cudaMemLocation; earlier toolkits a device number.
+static inline void prefetch(const void *p, size_t bytes, bool to_host, int device, cudaStream_t s) {
+#if CUDART_VERSION >= 13000
+  cudaMemLocation loc = {};
+  loc.type = to_host ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+  loc.id = to_host ? 0 : device;
+  CHECK(cudaMemPrefetchAsync(p, bytes, loc, 0, s));
+#else
+  CHECK(cudaMemPrefetchAsync(p, bytes, to_host ? cudaCpuDeviceId : device, s));
+#endif
+}

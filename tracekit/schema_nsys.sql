@@ -166,7 +166,21 @@ CREATE TABLE IF NOT EXISTS osrt_calls (
     pid INTEGER, tid INTEGER,
     name VARCHAR,            -- function name as nsys prints it
     return_value BIGINT,     -- its return value
-    nesting_level INTEGER    -- 0: called by the program; > 0: inside another traced call
+    nesting_level INTEGER,   -- 0: called by the program; > 0: inside another traced call
+    callchain_id BIGINT      -- its call stack in osrt_frames, where nsys unwound one (calls past its
+                             -- backtrace threshold, 80 us by default); else NULL
+);
+
+-- The call stacks of OS runtime calls (nsys -t osrt unwinds a call past its backtrace threshold):
+-- one row per frame, depth 0 the runtime function itself, each caller one deeper.
+CREATE TABLE IF NOT EXISTS osrt_frames (
+    run_id INTEGER,
+    callchain_id BIGINT,     -- osrt_calls.callchain_id
+    depth INTEGER,           -- 0: the called function; n: the n-th caller
+    function VARCHAR,        -- the function as nsys resolved it (or its address)
+    module VARCHAR,          -- the executable or library it is in
+    unresolved BOOLEAN,      -- nsys could not resolve the address to a symbol
+    kernel_mode BOOLEAN      -- the frame is in the kernel
 );
 
 -- Unified Memory page faults on the CPU (nsys profile --cuda-um-cpu-page-faults=true): one
@@ -194,6 +208,45 @@ CREATE TABLE IF NOT EXISTS um_gpu_faults (
     address BIGINT,          -- virtual address of the page
     faults BIGINT,           -- page faults in the group
     access_type VARCHAR      -- Read, Write, Atomic, Prefetch or Unknown
+);
+
+-- The CPU's samples (nsys profile --sample=process-tree, nsys's default on Linux): one row per
+-- sample of a running thread, taken each sampling period of its CPU time (a timer or, with a
+-- hardware trigger, a count of cycles: 2 ms, or 0.7 to 1.4 ms, in the exports seen).
+CREATE TABLE IF NOT EXISTS cpu_samples (
+    run_id INTEGER,
+    sample_id BIGINT,        -- the sample's id in the export (cpu_sample_frames.sample_id)
+    ts_ns BIGINT,            -- when it was taken, ns
+    global_tid BIGINT,       -- nsys globalTid (thread key)
+    pid INTEGER, tid INTEGER,
+    cpu INTEGER,             -- the CPU core it ran on
+    thread_state VARCHAR     -- Running, or the state nsys recorded
+);
+
+-- When each thread was put on a CPU and taken off it (nsys profile --cpuctxsw=process-tree, which
+-- comes with --sample=process-tree by default): a thread's time on the CPUs is the sum of its
+-- spans from one sched_in to the next row (its sched-out).
+CREATE TABLE IF NOT EXISTS thread_sched (
+    run_id INTEGER,
+    ts_ns BIGINT,            -- when, ns
+    global_tid BIGINT, pid INTEGER, tid INTEGER,
+    cpu INTEGER,             -- the CPU core
+    sched_in BOOLEAN,        -- true: put on the CPU; false: taken off it
+    thread_state VARCHAR     -- the thread's state as nsys recorded it
+);
+
+-- Each sample's call stack, one row per frame: depth 0 is the instruction the sample hit, the
+-- caller one deeper. nsys unwinds the stack of one sample in --samples-per-backtrace (default 4):
+-- the others have their depth-0 frame alone. The outermost frame can be nsys's own ('[Broken
+-- backtraces]', '[Max depth]'); a function nsys could not resolve is its address ('0x7f20697a1efa').
+CREATE TABLE IF NOT EXISTS cpu_sample_frames (
+    run_id INTEGER,
+    sample_id BIGINT,        -- cpu_samples.sample_id
+    depth INTEGER,           -- 0: where the sample hit; n: the n-th caller
+    function VARCHAR,        -- the function as nsys resolved it (or its address)
+    module VARCHAR,          -- the executable or library it is in
+    unresolved BOOLEAN,      -- nsys could not resolve the address to a symbol
+    kernel_mode BOOLEAN      -- the frame is in the kernel
 );
 
 -- The GPU's counters as nsys samples them (nsys profile --gpu-metrics-devices=...: by default
@@ -534,3 +587,83 @@ WITH ops AS MATERIALIZED (
 SELECT round(sum((ce - cs) * pct) / sum(ce - cs), 1) AS in_use_pct, max(ce) - min(cs) AS dur_ns,
        min(cs) AS start_ns, max(ce) AS end_ns, pid, device_id, min(context_id) AS context_id
 FROM runs_of GROUP BY pid, device_id, grp;
+
+-- A frame of an unwound call stack (cpu_sample_frames, osrt_frames) that is one of nsys's markers
+-- at the bottom of a stack ('[Broken backtraces]', '[Max depth]'), not a caller: the queries
+-- that read callers leave it out.
+CREATE OR REPLACE MACRO stack_marker(depth, function) AS depth > 0 AND function LIKE '[%]';
+
+-- A call stack's frames (an aggregate over them) folded as flame-graph tools read them: from the
+-- outermost caller (the deepest frame) to depth 0, ';'-joined, a ';' in a name made ':'.
+CREATE OR REPLACE MACRO folded_stack(name, depth) AS string_agg(replace(name, ';', ':'), ';' ORDER BY depth DESC);
+
+-- The CPU samples a question is about (cpu-hotspots, cpu-stacks): the run's,
+-- of one thread where `thread` is given (its tid, or its name as nsys recorded it), inside NVTX
+-- ranges of the name `range_name` on the sample's own thread where given (:text or text in the
+-- default domain, domain:text; the thread that pushed or started the range), each sample once
+-- however the ranges nest; stacked: nsys unwound the sample's stack (one sample in
+-- --samples-per-backtrace has callers; the others their hit instruction alone). A thread or
+-- range the run does not have is an error naming it, not an empty answer.
+CREATE OR REPLACE MACRO cpu_samples_asked(query, run, thread, range_name) AS TABLE
+    WITH ok AS (
+        SELECT CASE
+            WHEN thread IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM cpu_samples s WHERE s.run_id = run AND (s.tid::VARCHAR = thread OR s.global_tid IN (
+                    SELECT global_tid FROM threads WHERE run_id = run AND name = thread)))
+            THEN error(query || ': no CPU sample of the run is of a thread ''' || thread || ''' (give a tid or a '
+                       || 'thread''s name: `tracekit query cpu-threads` lists those sampled)')
+            WHEN range_name IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM nvtx_ranges WHERE run_id = run AND (name = range_name OR name = ':' || range_name))
+            THEN error(query || ': the run has no NVTX range named ''' || range_name || ''' (`tracekit query '
+                       || 'nvtx-summary` lists them; a named domain''s are domain:name)')
+            ELSE true END AS ok
+    ),
+    ranges AS (  -- the asked ranges of each thread merged where they overlap (a name nested in itself)
+        SELECT global_tid, start_ns, end_ns,
+               sum(new) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS window_id
+        FROM (SELECT global_tid, start_ns, end_ns,
+                     CASE WHEN start_ns <= max(end_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns
+                                                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                          THEN 0 ELSE 1 END AS new
+              FROM nvtx_ranges WHERE run_id = run AND (name = range_name OR name = ':' || range_name))
+    ),
+    windows AS (SELECT global_tid, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM ranges GROUP BY global_tid, window_id),
+    picked AS (
+        SELECT s.sample_id, s.global_tid, s.pid, s.tid, s.ts_ns
+        FROM ok, cpu_samples s
+        WHERE ok.ok AND s.run_id = run
+          AND (thread IS NULL OR s.tid::VARCHAR = thread
+               OR s.global_tid IN (SELECT global_tid FROM threads WHERE run_id = run AND name = thread))
+    ),
+    inside AS (
+        SELECT p.* FROM picked p ASOF JOIN windows w ON w.global_tid = p.global_tid AND p.ts_ns >= w.start_ns
+        WHERE p.ts_ns < w.end_ns
+    ),
+    chosen AS (SELECT * FROM picked WHERE range_name IS NULL UNION ALL SELECT * FROM inside WHERE range_name IS NOT NULL),
+    stacked AS (
+        SELECT sample_id FROM cpu_sample_frames WHERE run_id = run AND depth > 0 GROUP BY sample_id
+    )
+    SELECT c.*, c.sample_id IN (SELECT sample_id FROM stacked) AS stacked FROM chosen c;
+
+-- The run's CPU sampling interval, ns (interval_ns): the median time between two consecutive
+-- samples of one thread (a running thread is sampled once per period of its CPU time, so a
+-- sample stands for about this much CPU time; NULL for a run with fewer than two samples a thread).
+CREATE OR REPLACE MACRO cpu_sample_interval(run) AS TABLE
+    SELECT median(gap) AS interval_ns
+    FROM (SELECT ts_ns - lag(ts_ns) OVER (PARTITION BY global_tid ORDER BY ts_ns) AS gap
+          FROM cpu_samples WHERE run_id = run);
+
+-- Each CPU sample of the run (nsys's CPU sampling) under each push/pop NVTX range open on its
+-- thread when it was taken: a row per sample and enclosing range, with the range's path (the
+-- nesting of ranges on a thread puts one range of each depth around a sample at most: one as-of
+-- lookup per depth finds them). nvtx-cpu and diff's NVTX scope read the CPU time of each path
+-- from it, nested ranges included, as nvtx_kern_sum counts a kernel in every enclosing range.
+CREATE OR REPLACE MACRO cpu_sample_paths(run) AS TABLE
+    WITH r AS (SELECT global_tid, depth, start_ns, end_ns, path FROM nvtx_ranges
+               WHERE run_id = run AND depth IS NOT NULL AND path IS NOT NULL),
+    s AS (SELECT c.sample_id, c.global_tid, c.ts_ns, l.depth
+          FROM cpu_samples c JOIN (SELECT DISTINCT global_tid, depth FROM r) l USING (global_tid)
+          WHERE c.run_id = run)
+    SELECT s.sample_id, s.global_tid, r.path
+    FROM s ASOF JOIN r ON r.global_tid = s.global_tid AND r.depth = s.depth AND s.ts_ns >= r.start_ns
+    WHERE s.ts_ns < r.end_ns;

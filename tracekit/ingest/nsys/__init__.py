@@ -36,7 +36,8 @@ KIND = "nsys"
 CUDA_TABLES = tuple(t for t, (what, _) in TRACED.items() if what == "CUDA")
 #: what nsys was told to trace (``Export.capture_events``) -> the store tables of those events
 TRACED_BY = {"NvtxEvents": ("nvtx_ranges",), "OSRuntime": ("osrt_calls",), "Cuda": CUDA_TABLES,
-             "UvmCpuPageFaults": ("um_cpu_faults",), "UvmGpuPageFaults": ("um_gpu_faults",)}
+             "UvmCpuPageFaults": ("um_cpu_faults",), "UvmGpuPageFaults": ("um_gpu_faults",),
+             "CpuSamples": ("cpu_samples", "cpu_sample_frames")}
 
 
 def sniff(path: Path, head: bytes) -> bool:

@@ -89,6 +89,18 @@ _THREAD = [
     Column("tid", "r.globalTid & 16777215", ["globalTid"], "INTEGER"),
 ]
 
+# a frame of a call stack nsys unwound (SAMPLING_CALLCHAINS, OSRT_CALLCHAINS): depth 0 the
+# instruction, each caller one deeper, the names resolved
+_FRAME = [
+    Column("depth", "r.stackDepth", ["stackDepth"], "INTEGER"),
+    Column("function", "sf.value", ["symbol"], "VARCHAR"),
+    Column("module", "sm.value", ["module"], "VARCHAR"),
+    Column("unresolved", "r.unresolved <> 0", ["unresolved"], "BOOLEAN"),
+    Column("kernel_mode", "r.kernelMode <> 0", ["kernelMode"], "BOOLEAN"),
+]
+_FRAME_JOINS = {"sf": ("symbol", "LEFT JOIN _nsys_strings sf ON sf.id = r.symbol"),
+                "sm": ("module", "LEFT JOIN _nsys_strings sm ON sm.id = r.module")}
+
 _GPU_COMMON = [
     *_SPAN,
     Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
@@ -250,9 +262,19 @@ SPECS = {
             Column("name", "sn.value", ["nameId"], "VARCHAR"),
             Column("return_value", "r.returnValue", ["returnValue"], "BIGINT"),
             Column("nesting_level", "r.nestingLevel", ["nestingLevel"], "INTEGER"),
+            # its call stack (osrt_frames), where nsys unwound one (calls past its backtrace
+            # threshold, 80 us by default; 0: none)
+            Column("callchain_id", "nullif(r.callchainId, 0)", ["callchainId"], "BIGINT"),
         ],
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
         where=Filter("r.eventClass = 27", ["eventClass"]),
+    ),
+    "osrt_frames": TableSpec(
+        source="OSRT_CALLCHAINS",
+        required=["id", "symbol", "stackDepth"],
+        optional=True,
+        columns=[Column("callchain_id", "r.id", ["id"], "BIGINT"), *_FRAME],
+        joins=_FRAME_JOINS,
     ),
     # Unified Memory page faults (nsys --cuda-um-cpu-page-faults / --cuda-um-gpu-page-faults)
     "um_cpu_faults": TableSpec(
@@ -286,6 +308,43 @@ SPECS = {
             Column("access_type", "ea.label", ["faultAccessType"], "VARCHAR"),
         ],
         joins={"ea": ("faultAccessType", "LEFT JOIN _nsys_enum_um_access ea ON ea.id = r.faultAccessType")},
+    ),
+    # the CPU's samples and their call stacks (nsys --sample=process-tree); optional: an odd
+    # sampling table leaves the samples out, not the export refused
+    "cpu_samples": TableSpec(
+        source="COMPOSITE_EVENTS",
+        required=["id", "start", "globalTid"],
+        optional=True,
+        columns=[
+            Column("sample_id", "r.id", ["id"], "BIGINT"),
+            Column("ts_ns", "r.start", ["start"], "BIGINT"),
+            *_THREAD,
+            Column("cpu", "r.cpu", ["cpu"], "INTEGER"),
+            Column("thread_state", "ts.label", ["threadState"], "VARCHAR"),
+        ],
+        joins={"ts": ("threadState", "LEFT JOIN _nsys_enum_thread_state ts ON ts.id = r.threadState")},
+    ),
+    # the threads' scheduling on the CPUs (nsys --cpuctxsw=process-tree, which --sample=process-tree
+    # comes with by default): each time a thread was put on a CPU and taken off it
+    "thread_sched": TableSpec(
+        source="SCHED_EVENTS",
+        required=["start", "globalTid", "isSchedIn"],
+        optional=True,
+        columns=[
+            Column("ts_ns", "r.start", ["start"], "BIGINT"),
+            *_THREAD,
+            Column("cpu", "r.cpu", ["cpu"], "INTEGER"),
+            Column("sched_in", "r.isSchedIn <> 0", ["isSchedIn"], "BOOLEAN"),
+            Column("thread_state", "ts.label", ["threadState"], "VARCHAR"),
+        ],
+        joins={"ts": ("threadState", "LEFT JOIN _nsys_enum_thread_state ts ON ts.id = r.threadState")},
+    ),
+    "cpu_sample_frames": TableSpec(
+        source="SAMPLING_CALLCHAINS",
+        required=["id", "symbol", "stackDepth"],
+        optional=True,
+        columns=[Column("sample_id", "r.id", ["id"], "BIGINT"), *_FRAME],
+        joins=_FRAME_JOINS,
     ),
     # time nsys spent on a profiled thread (flushing CUPTI's buffers, initializing, ...)
     "profiler_overhead": TableSpec(
@@ -399,6 +458,9 @@ ENUMS = {
     "_nsys_enum_migration": ("ENUM_CUDA_UNIF_MEM_MIGRATION", [
         "Unknown", "User prefetch", "Page fault", "Speculative prefecth", "Eviction", "Access counters"]),
     "_nsys_enum_um_access": ("ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", ["Unknown", "Read", "Write", "Atomic", "Prefetch"]),
+    "_nsys_enum_thread_state": ("ENUM_SAMPLING_THREAD_STATE", [
+        "Unknown", "Running", "Interruptible", "Uninterruptible", "Stopped", "Terminated", "Unscheduled", "Waiting",
+        "OS runtime", "Initialized", "Transition"]),
 }
 
 

@@ -86,6 +86,7 @@ class Export:
         for table, col, typ in zip(found[0::3], found[1::3], found[2::3], strict=True):
             self._types.setdefault(table, {})[col] = typ.upper()
         self._rows: dict[str, int | None] | None = None  # actual table name -> max(rowid), once asked
+        self._settings: list[tuple[str, str]] | None = None  # META_DATA_CAPTURE's (name, value), once asked
 
     def _declared(self, actual: str) -> dict[str, str]:
         types = self._types.get(actual)
@@ -155,23 +156,34 @@ class Export:
                 meta["session_stop_ns"] = row[0]
         return meta
 
+    def _capture_settings(self, name: str, like: bool = False) -> list[str]:
+        """The values of META_DATA_CAPTURE's settings named ``name`` (``like``: matching it as
+        SQL's LIKE does: ``%`` any run, ``_`` one character, case-insensitive), in the table's
+        order; the table is read once. Empty where the export has no such table (older nsys)."""
+        if self._settings is None:
+            meta = self.tables.get("META_DATA_CAPTURE")
+            self._settings = [] if meta is None or not {"name", "value"} <= self.columns("META_DATA_CAPTURE") else [
+                (str(n), str(v)) for n, v in self.sq.execute(f'SELECT name, value FROM "{meta}"').fetchall()]
+        if not like:
+            return [v for n, v in self._settings if n == name]
+        pattern = re.compile("".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in name), re.I)
+        return [v for n, v in self._settings if pattern.fullmatch(n)]
+
     def capture_events(self) -> set[str]:
         """The kinds of event nsys was told to trace (META_DATA_CAPTURE's
-        CAPTURE_EVENT_TYPE rows: Cuda, NvtxEvents, OSRuntime, ...), and UvmCpuPageFaults /
+        CAPTURE_EVENT_TYPE rows: Cuda, NvtxEvents, OSRuntime, ...), UvmCpuPageFaults /
         UvmGpuPageFaults where a profiled process collected Unified Memory page faults
-        (PROCESS_<n>:COLLECT_UVM_CPU_PAGE_FAULTS true, ...); empty where the export does
-        not say (older nsys versions)."""
-        if "META_DATA_CAPTURE" not in self.tables or not {"name", "value"} <= self.columns("META_DATA_CAPTURE"):
-            return set()
-        rows = self.sq.execute(f'SELECT value FROM "{self.tables["META_DATA_CAPTURE"]}" '
-                               "WHERE name = 'CAPTURE_EVENT_TYPE'").fetchall()
-        said = {str(v) for (v,) in rows}
+        (PROCESS_<n>:COLLECT_UVM_CPU_PAGE_FAULTS true, ...), and CpuSamples where nsys sampled
+        the CPU (LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES true); empty where the export
+        does not say (older nsys versions)."""
+        said = set(self._capture_settings("CAPTURE_EVENT_TYPE"))
         if not said:  # (the kinds of event say whether the export tells what was traced)
             return said
         for side in ("CPU", "GPU"):
-            if self.sq.execute(f'SELECT 1 FROM "{self.tables["META_DATA_CAPTURE"]}" WHERE name LIKE ? '
-                               "AND value = 'true' LIMIT 1", [f"PROCESS%:COLLECT_UVM_{side}_PAGE_FAULTS"]).fetchall():
+            if "true" in self._capture_settings(f"PROCESS%:COLLECT_UVM_{side}_PAGE_FAULTS", like=True):
                 said.add(f"Uvm{side.title()}PageFaults")
+        if "true" in self._capture_settings("LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES"):
+            said.add("CpuSamples")
         return said
 
     def capture_options(self) -> dict[str, str]:
@@ -180,17 +192,20 @@ class Export:
         a graph launch is one op; Node: each of its kernels and copies), and
         ``--cuda-um-cpu-page-faults`` / ``--cuda-um-gpu-page-faults`` (true: each Unified Memory
         page fault recorded, which slows the faults down), the processes' values joined where
-        they differ."""
-        if "META_DATA_CAPTURE" not in self.tables or not {"name", "value"} <= self.columns("META_DATA_CAPTURE"):
-            return {}
+        they differ, and ``--sample`` (process-tree or system-wide: the CPU sampled, with its
+        stacks unwound, which costs host time; none), where the export says what was traced."""
         out = {}
+        events = self.capture_events()
+        if events:  # (nsys writes its sampling settings only where it sampled)
+            modes = [{"ProcessTree": "process-tree", "SystemWide": "system-wide"}.get(v, v)
+                     for v in self._capture_settings("LINUX_PERF_OPTIONS:COLLECTION_MODE")]
+            out["--sample"] = ", ".join(modes) if "CpuSamples" in events and modes else "none"
         for option, name in (("--cuda-graph-trace", "%CUDA_GRAPH_TRACE_OPTIONS:MODE"),
                              ("--cuda-um-cpu-page-faults", "PROCESS%:COLLECT_UVM_CPU_PAGE_FAULTS"),
                              ("--cuda-um-gpu-page-faults", "PROCESS%:COLLECT_UVM_GPU_PAGE_FAULTS")):
-            rows = self.sq.execute(f'SELECT DISTINCT value FROM "{self.tables["META_DATA_CAPTURE"]}" '
-                                   "WHERE name LIKE ? ORDER BY value", [name]).fetchall()
-            if rows:
-                out[option] = ", ".join(str(v) for (v,) in rows)
+            values = sorted(set(self._capture_settings(name, like=True)))
+            if values:
+                out[option] = ", ".join(values)
         return out
 
     def arrow(self, base: str, cols: list[str], rowids: tuple[int, int] | None = None) -> pa.Table:

@@ -64,21 +64,28 @@ def tool_version(exe: str) -> str | None:
     return lines[-1] if lines else None
 
 
-def nsys_argv(nsys: str, out_base: Path, cmd: Sequence[str], gpu_metrics: bool = False) -> list[str]:
+#: nsys's CPU sampling and its thread scheduling trace, on (``cpu_samples``) and off (the default:
+#: the samples and their stacks are most of an export's size, and sampling costs the host time)
+NSYS_CPU_SAMPLES = {True: ["--sample=process-tree", "--cpuctxsw=process-tree"],
+                    False: ["--sample=none", "--cpuctxsw=none"]}
+
+
+def nsys_argv(nsys: str, out_base: Path, cmd: Sequence[str], gpu_metrics: bool = False,
+              cpu_samples: bool = False) -> list[str]:
     """``nsys profile`` of ``cmd``: CUDA, NVTX and OS-runtime traces; only the part between
     ``cudaProfilerStart`` and ``cudaProfilerStop`` (the timed requests) is captured;
     exported to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``. ``gpu_metrics``: the
     GPUs' counters sampled too (``--gpu-metrics-devices=all``: SM clock, SMs and tensor pipes
     active, DRAM bandwidth; off by default: one sampler per GPU at a time, which a DCGM
-    running its own profiling metrics already holds)."""
+    running its own profiling metrics already holds); ``cpu_samples``: the CPU sampled, with
+    call stacks (``NSYS_CPU_SAMPLES``)."""
     return [
         nsys, "profile",
         "--trace=cuda,nvtx,osrt",
         *(["--gpu-metrics-devices=all"] if gpu_metrics else []),
         "--capture-range=cudaProfilerApi",
         "--capture-range-end=stop",
-        "--sample=none",
-        "--cpuctxsw=none",
+        *NSYS_CPU_SAMPLES[bool(cpu_samples)],
         "--force-overwrite=true",
         "--export=sqlite",
         "-o", str(out_base),
@@ -155,7 +162,8 @@ NSYS_UM_FAULTS = ["--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=t
 
 
 def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_range: str = "none",
-                      nvtx_capture: str | None = None, gpu_metrics: bool = False, um_faults: bool = False) -> list[str]:
+                      nvtx_capture: str | None = None, gpu_metrics: bool = False, um_faults: bool = False,
+                      cpu_samples: bool = False) -> list[str]:
     """``nsys profile`` of a user's command: CUDA, NVTX and OS-runtime traces of the whole
     program (``capture_range`` ``none``), of the part between cudaProfilerStart and
     cudaProfilerStop (``cudaProfilerApi``), or of the first instance of the NVTX range
@@ -164,7 +172,7 @@ def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_
     a range ends the capture (``--capture-range-end=stop``), the program runs on. Exported
     to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``; ``gpu_metrics`` as ``nsys_argv``;
     ``um_faults``: Unified Memory's page faults recorded (``NSYS_UM_FAULTS``; off by default:
-    each fault is slowed down by its recording)."""
+    each fault is slowed down by its recording); ``cpu_samples`` as ``nsys_argv``."""
     if nvtx_capture is not None:
         if capture_range != "none":
             raise ValueError(f"--capture-range {capture_range} and --nvtx-capture: give one")
@@ -182,8 +190,7 @@ def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_
         *(["--gpu-metrics-devices=all"] if gpu_metrics else []),
         *(NSYS_UM_FAULTS if um_faults else []),
         *scope,
-        "--sample=none",
-        "--cpuctxsw=none",
+        *NSYS_CPU_SAMPLES[bool(cpu_samples)],
         "--force-overwrite=true",
         "--export=sqlite",
         "-o", str(out_base),

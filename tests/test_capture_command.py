@@ -95,6 +95,8 @@ def test_nsys_command_argv_for_each_option():
         [*head, "--gpu-metrics-devices=all", "--capture-range=none", *tail]
     assert argv("/x/nsys", Path("/r/nsys"), CMD, um_faults=True) == \
         [*head, "--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=true", "--capture-range=none", *tail]
+    sampled = [*head, "--capture-range=none", "--sample=process-tree", "--cpuctxsw=process-tree", *tail[2:]]
+    assert argv("/x/nsys", Path("/r/nsys"), CMD, cpu_samples=True) == sampled
     with pytest.raises(ValueError, match="give one"):
         argv("/x/nsys", Path("/r/nsys"), CMD, capture_range="cudaProfilerApi", nvtx_capture="step")
     with pytest.raises(ValueError, match="--capture-range 'nvtx'"):
@@ -223,8 +225,10 @@ def test_options_after_the_program_are_its_own(tmp_path):
     (["--nvtx-capture", "step"], "--nvtx-capture: an option of --tool nsys or ncu, not of --tool none"),
     (["--gpu-metrics"], "--gpu-metrics: an option of --tool nsys, not of --tool none"),
     (["--um-faults"], "--um-faults: an option of --tool nsys, not of --tool none"),
+    (["--cpu-samples"], "--cpu-samples: an option of --tool nsys, not of --tool none"),
     (["--param", "tool=x"], "--param tool: tracekit sets tool itself"),
     (["--param", "um_faults=1"], "--param um_faults: tracekit sets um_faults itself"),
+    (["--param", "cpu_samples=1"], "--param cpu_samples: tracekit sets cpu_samples itself"),
     (["--param", "novalue"], "--param 'novalue': expected NAME=VALUE"),
     (["--param", "bs=0"], "--param bs='0': bs (the batch size) is a whole number"),
     (["--name", "7"], "run name: '7' cannot name a run"),
@@ -248,6 +252,7 @@ def test_bad_options_with_a_command_are_one_line_errors(tmp_path, capsys, args, 
     ("ncu", ["--launch-count", "0"], "--launch-count 0: a whole number of kernel launches, at least 1"),
     ("ncu", ["--gpu-metrics"], "--gpu-metrics: an option of --tool nsys, not of --tool ncu"),
     ("ncu", ["--um-faults"], "--um-faults: an option of --tool nsys, not of --tool ncu"),
+    ("ncu", ["--cpu-samples"], "--cpu-samples: an option of --tool nsys, not of --tool ncu"),
 ])
 def test_bad_profiler_options_are_refused_before_the_profiler_is_looked_for(tmp_path, tool, args, message):
     with pytest.raises(CaptureError, match=re.escape(message)):

@@ -662,6 +662,97 @@ def api_summary(df: pl.DataFrame) -> alt.LayerChart:
     ], subtitle="bar label: % of CUDA API time (summed over threads)")
 
 
+def cpu_hotspots(df: pl.DataFrame) -> alt.LayerChart:
+    """Horizontal bars of the CPU time in each function from the cpu-hotspots query: its own
+    (dark, labelled with its % of the samples) over the time in it and what it called (light):
+    where the host's threads spend their CPU time, sampled."""
+    _need(df, "cpu-hotspots", "cpu-hotspots", ["function", "module", "self_ns", "self_pct", "total_ns", "total_pct"])
+    if df.is_empty():
+        return _no_data("CPU time by function")
+    d = df.with_columns((pl.col("self_ns") / 1e6).alias("self_ms"), (pl.col("total_ns") / 1e6).alias("total_ms"),
+                        pl.Series("short", distinct_labels(df["function"].to_list(), 60, short_name), dtype=pl.Utf8))
+    data = d.select("short", "function", "module", "self_ms", "self_pct", "total_ms", "total_pct").to_dicts()
+    y = alt.Y("short:N", sort=None, title=None, axis=alt.Axis(labelLimit=420))
+    tooltip = [alt.Tooltip("function:N"), alt.Tooltip("module:N"),
+               alt.Tooltip("self_ms:Q", title="self [ms]", format=",.1f"),
+               alt.Tooltip("self_pct:Q", title="self [%]", format=".1f"),
+               alt.Tooltip("total_ms:Q", title="with callees [ms]", format=",.1f"),
+               alt.Tooltip("total_pct:Q", title="with callees [%]", format=".1f")]
+    base = alt.Chart(_data(data)).encode(y=y, tooltip=tooltip)
+    total = base.mark_bar(color="#c6dbef").encode(x=alt.X("total_ms:Q", title="CPU time [ms] (sampled)"))
+    own = base.mark_bar(color="#2171b5").encode(x="self_ms:Q")
+    text = _end_labels(base, x="self_ms:Q", text=alt.Text("self_pct:Q", format=".1f"))
+    return alt.layer(total, own, text).properties(
+        width=WIDTH - 250, height=alt.Step(20),
+        title=alt.Title("CPU time by function", subtitle="dark: in the function itself (label: % of the samples); "
+                                                         "light: with the functions it called"))
+
+
+#: the flame graph's narrowest frame drawn, a share of the unwound samples (a narrower one's
+#: samples stay in its caller's width), and the most frames drawn (the widest first)
+FLAME_MIN_SHARE = 0.002
+FLAME_MAX_FRAMES = 3000
+#: modules coloured apiece (the others: "other")
+FLAME_MODULES = 10
+
+
+def cpu_flame(df: pl.DataFrame) -> alt.LayerChart:
+    """An icicle graph (a flame graph, callers on top) of the sampled call stacks, from the
+    cpu-stacks query with every stack: each function under its caller, as wide as its share
+    of the unwound samples, siblings widest first, coloured by module; frames narrower than
+    ``FLAME_MIN_SHARE`` left out."""
+    _need(df, "cpu-flame", "cpu-stacks", ["samples", "stack", "modules"])
+    if df.is_empty():
+        return _no_data("CPU call stacks")
+    root: dict[str, list] = {}  # function -> [samples, module, its callees]
+    total = 0
+    for stack, modules, n in zip(df["stack"], df["modules"], df["samples"], strict=True):
+        total += n
+        level = root
+        for fn, module in zip(stack.split(";"), (modules or "").split(";") + [""] * stack.count(";"), strict=False):
+            node = level.setdefault(fn, [0, module, {}])
+            node[0] += n
+            level = node[2]
+    rows: list[dict] = []
+    stack_: list[tuple[dict, int, int]] = [(root, 0, 0)]  # (callees, their x, their depth)
+    while stack_:
+        level, x, depth = stack_.pop()
+        for fn, (n, module, callees) in sorted(level.items(), key=lambda kv: (-kv[1][0], kv[0])):
+            if n < FLAME_MIN_SHARE * total:
+                break
+            chars = int(n / total * (WIDTH - 20) / 6.5)
+            name = short_name(fn, 80)
+            label = "" if chars < 4 else name if len(name) <= chars else name[:chars - 1] + "…"
+            rows.append({"function": fn, "module": module, "depth": depth, "x0": x, "x1": x + n, "samples": n,
+                         "pct": round(100 * n / total, 1), "label": label})
+            stack_.append((callees, x, depth + 1))
+            x += n
+    rows = sorted(rows, key=lambda r: -r["samples"])[:FLAME_MAX_FRAMES]
+    by_module: dict[str, int] = {}
+    for r in rows:
+        by_module[r["module"]] = by_module.get(r["module"], 0) + r["samples"]  # (the area it covers)
+    shown = sorted(by_module, key=lambda m: -by_module[m])[:FLAME_MODULES]
+    for r in rows:
+        r["colour"] = r["module"] if r["module"] in shown else "other"
+    depth = max(r["depth"] for r in rows) + 1
+    base = alt.Chart(_data(rows)).encode(
+        x=alt.X("x0:Q", scale=alt.Scale(domain=[0, total], nice=False), axis=None),
+        y=alt.Y("depth:Q", scale=alt.Scale(domain=[0, depth], reverse=True, nice=False), axis=None))
+    boxes = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
+        x2="x1:Q", y2="depth1:Q",
+        color=alt.Color("colour:N", title="module", scale=alt.Scale(scheme="tableau20"),
+                        legend=alt.Legend(orient="bottom", columns=3, labelLimit=220)),
+        tooltip=[alt.Tooltip("function:N"), alt.Tooltip("module:N"),
+                 alt.Tooltip("samples:Q", format=","), alt.Tooltip("pct:Q", title="% of the unwound samples")],
+    ).transform_calculate(depth1="datum.depth + 1")
+    text = base.mark_text(align="left", baseline="middle", dx=3, dy=9, fontSize=10, color="#111").encode(
+        text="label:N")
+    return alt.layer(boxes, text).properties(
+        width=WIDTH, height=18 * depth,
+        title=alt.Title("CPU call stacks (sampled)", subtitle=f"{total:,} unwound samples; callers on top, each "
+                        "function as wide as its share; hover a frame for its name and module"))
+
+
 def kernel_durations(df: pl.DataFrame) -> alt.LayerChart:
     """Each kernel's launch durations from the top-kernels query, on a log axis: a line from
     the shortest to the longest launch, a bar from the median to the 95th percentile, a tick
@@ -1479,7 +1570,7 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
 
 #: the metric that stands for a key in the diff chart: its time (or latency)
 _DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "kernel_total_ns", "api": "total_ns", "memcpy": "total_ns",
-                  "gpu": "busy_ns", "ncu": "duration_ns", "sweep": "latency_med_ms"}
+                  "gpu": "busy_ns", "um": "faults", "cpu": "self_ns", "ncu": "duration_ns", "sweep": "latency_med_ms"}
 _VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e",
                     "host-timed, not judged": "#d9d9d9", "moved with the SM clock": "#b7a6d6",
                     "moved with the host's pace": "#e3c17a"}
@@ -1519,15 +1610,22 @@ def _threshold_and_limit(chart: str, threshold: float | str, limit: int | str) -
 
 def diff_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20) -> pl.DataFrame:
     """The rows of a diff (``tk.diff``'s result) that the chart draws: per key its
-    headline metric, in the diff's order (largest change first), the first ``limit``
-    (0: all), with ``threshold`` as a column."""
+    headline metric, in the diff's order (largest change first), every key judged changed
+    and the largest others up to ``limit`` rows (0: all), with ``threshold`` as a column."""
     d = df.with_row_index("_i")
     head = d.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
-    # an NVTX path that launched no kernel stands by its wall time
-    nvtx_cpu = d.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "range_total_ns")
+    # an NVTX path that launched no kernel stands by its sampled CPU time where both runs
+    # sampled the CPU (judged), else by its wall time
+    for metric in ("cpu_ns", "range_total_ns"):
+        rest = d.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == metric)
                         & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
-    head = pl.concat([head, nvtx_cpu]).sort("_i").drop("_i")
-    shown = head.head(limit) if limit else head
+        head = pl.concat([head, rest])
+    head = head.sort("_i")
+    if limit:  # every key judged changed, then the largest of the others, in the diff's order
+        changed = head.filter(pl.col("verdict") != "unchanged")
+        head = pl.concat([changed, head.filter(pl.col("verdict") == "unchanged").head(max(limit - changed.height, 0))])
+        head = head.sort("_i").head(limit)
+    shown = head.drop("_i")
     return shown.with_columns(pl.lit(float(threshold)).alias("threshold_pct"))
 
 
@@ -1544,21 +1642,24 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     d = df.filter(~pl.col("verdict").is_in(["added", "removed"]) & pl.col("delta_pct").is_not_null()
                   & (pl.col("delta") != 0))
     short = short_keys(df["key"].to_list(), 56)
-    rows, floors = [], set()  # the limits the drawn rows were judged by
+    rows, floors = [], {}  # the limits the drawn rows were judged by -> what each is
     for r in d.iter_rows(named=True):
         unjudged = "host-timed, not judged" in (r["note"] or "")
         judged_by = limit(r["scope"], r["metric"], threshold, host_judged=not unjudged)
-        if judged_by is not None:
-            floors.add(judged_by[0])
+        if judged_by is not None:  # (a noise floor, named by what it is the noise of; or the threshold)
+            floors.setdefault(judged_by[0], set()).add(
+                judged_by[1].removeprefix("the ").removesuffix(" of identical captures"))
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
                      "verdict": "host-timed, not judged" if unjudged else
                      (r["verdict"] == "unchanged" and held_by(r["note"])) or r["verdict"],
                      "note": r["note"] or "", "p": r["p_value"]})
-    subtitle = ["bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time, or wall "
-                "time without kernels; ncu: duration; sweeps: median latency)",
+    subtitle = ["bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time, or sampled "
+                "CPU time or wall time without kernels;",
+                "functions: sampled CPU time; ncu: duration; sweeps: median latency; Unified Memory: page faults)",
                 "whisker: its interval; dashed: the " + " and the ".join(
-                    f"±{f:g}% " + ("threshold" if f == threshold else "host noise (host-timed changes)")
+                    f"±{f:g}% " + ("threshold" if "threshold" in floors.get(f, {"threshold"}) else
+                                   " and ".join(sorted(floors[f])))
                     + f" (+{f:g}% / {-100 * f / (100 + f):.3g}% of base: either run that much above the other)"
                     for f in sorted(floors or {threshold}))]
     if one_side.height:
@@ -1665,7 +1766,7 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
     base = df["base_run"][0] if "base_run" in df.columns and df.height else "the base"
     subtitle = [
         "bar: change of each key's time against the base (kernels, memory ops, GPUs: total; NVTX: kernel "
-        "time; ncu: duration; sweeps: median latency)",
+        "time; functions: sampled CPU time; ncu: duration; sweeps: median latency)",
         "solid: judged regressed or improved (tracekit diff's rules); faded: within the threshold or the noise"]
     if jobs:
         subtitle = ["bar: change of each key's time over the ranks the job shares with the base job (their sum)",
@@ -1880,6 +1981,9 @@ CHARTS: dict[str, ChartSpec] = {
         "top-kernels", kernel_durations, {"limit": 20}, "nsys each kernel's launch durations: min, median-p95, p99, max"
     ),
     "api-summary": ChartSpec("api-summary", api_summary, {"limit": 20}, "nsys host time in CUDA API calls"),
+    "cpu-hotspots": ChartSpec("cpu-hotspots", cpu_hotspots, {"limit": 20}, "nsys CPU time by function (sampled)"),
+    "cpu-flame": ChartSpec("cpu-stacks", cpu_flame, {"limit": 0}, "nsys sampled CPU call stacks as a flame graph "
+                                                                    "(callers on top; thread=, range=)"),
     "nvtx-timeline": ChartSpec(
         "nvtx-ranges", nvtx_timeline, {"limit": 2000}, "nsys NVTX ranges over time"
     ),

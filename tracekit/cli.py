@@ -652,12 +652,14 @@ def diff_cmd(
     new: Annotated[str, typer.Argument(help="new: run id, run name, sweep id, or a file, run folder or sweep's "
                                                 "folder to ingest")],
     by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um (Unified Memory "
-                                          "page faults), ncu or sweep (request latency per bs x nc point, of sweeps "
-                                          "or captures; with --jobs: job, kernel, nvtx, api, memcpy, gpu or um; "
-                                          "repeatable; default: every scope both have)")] = [],  # noqa: B006
+                                          "page faults), cpu (sampled CPU time by function), ncu or sweep (request "
+                                          "latency per bs x nc point, of sweeps or captures; with --jobs: job, "
+                                          "kernel, nvtx, api, memcpy, gpu, um or cpu; repeatable; default: every "
+                                          "scope both have)")] = [],  # noqa: B006
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (request latency, "
                                              "and host time between runs without CUDA: 25 at least, a p95 "
-                                             "latency 45, the noise of identical runs; an ncu value: 0.5 us + "
+                                             "latency 45, Unified Memory page faults 35, sampled CPU time 25, "
+                                             "the noise of identical runs; an ncu value: 0.5 us + "
                                              "3 % of its launch's duration at least)")] = 5.0,
     repeat: Annotated[list[str], typer.Option("--repeat", help="a capture of the base's program again (repeatable): "
                                               "a change no larger than a repeat's is not judged a change "
@@ -814,7 +816,7 @@ def compare_cmd(
                                              "folder to ingest")],
     runs: Annotated[list[str], typer.Argument(help="runs (or sweeps, files) to compare with the base, each "
                                                    "against it as `tracekit diff BASE RUN` would")],
-    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um, ncu or sweep "
+    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um, cpu, ncu or sweep "
                                           "(repeatable; default: every scope the base and each run have)")] = [],  # noqa: B006
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (as diff's, "
                                              "with its noise floors)")] = 5.0,
@@ -914,7 +916,8 @@ def report(
 
 
 export_app = typer.Typer(cls=_LazyGroup, name="export", no_args_is_help=True,
-                         help="Export a run: a timeline for Perfetto, a Parquet dataset, the sweep spreadsheet.")
+                         help="Export a run: a timeline for Perfetto, CPU stacks for a flame graph, a Parquet dataset, "
+                              "the sweep spreadsheet.")
 app.add_typer(export_app, name="export")
 
 
@@ -946,6 +949,24 @@ def export_trace_cmd(
     what = (f"run {res.run_id}" if ranks is None else
             f"{ranks_text([x.rank for x in res.parts])} of run {res.run_id}'s job")
     _wrote(out, f"wrote {out}: {what}, {res.window.label}: {events or 'no events'}")
+
+
+@export_app.command("stacks")
+def export_stacks_cmd(
+    out: Annotated[Path, typer.Option("--output", "-o", help="folded-stacks file to write (stacks.folded); - for "
+                                                             "stdout")] = Path("stacks.folded"),
+    run: Annotated[str | None, typer.Option("--run", help="nsys run id or name (default: latest)")] = None,
+    thread: Annotated[str | None, typer.Option("--thread", help="only this thread's samples: its tid or name")] = None,
+    nvtx: Annotated[str | None, typer.Option("--nvtx", help="only samples inside NVTX ranges of this name on their "
+                                                            "thread ('step' or ':step')")] = None,
+    db: DbOpt = None,
+):
+    """Write the run's sampled CPU call stacks, folded (`a;b;c 12` a line), for flamegraph.pl, speedscope or inferno."""
+    from .stacks import export_stacks
+
+    with _open(db, read_only=True) as tk:
+        res = export_stacks(tk, out, run=run, thread=thread, range=nvtx)
+    _wrote(out, f"wrote {out}: run {res.run_id}, {res.stacks:,} stacks of {res.samples:,} samples")
 
 
 @export_app.command("parquet")

@@ -254,6 +254,27 @@ NSYS = (
             ("name", "calls", "threads", "total_ns", "avg_ns", "med_ns", "max_ns", "time_pct"),
             "Where the CPU threads waited outside CUDA: libc and system calls (nsys stats -r osrt_sum; "
             "needs nsys -t osrt). Threads that wait at the same time each count."),
+    Section("osrt-stacks", "Where the long OS runtime calls come from", "osrt-stacks", {"limit": 10}, None,
+            ("name", "calls", "total_ns", "med_ns", "max_ns", "stack"),
+            "The OS runtime calls longer than nsys's backtrace threshold (80 us by default), by the call stack that "
+            "made them, outermost caller first: the code that blocks the host (a synchronize in the driver's ioctl, "
+            "a queue's condition variable, a sleep)."),
+    Section("cpu-hotspots", "CPU time by function", "cpu-hotspots", {"limit": 15}, "cpu-hotspots",
+            ("self_pct", "self_ns", "total_pct", "total_ns", "threads", "function", "module"),
+            "Where the host's threads spend their CPU time, from nsys's CPU samples (nsys profile "
+            "--sample=process-tree, its default): the time in each function itself, and with the functions it called. "
+            "A launch-bound loop shows here what its host code does between launches. tracekit query cpu-threads "
+            "splits it by thread, cpu-stacks gives the call stacks, and tracekit export stacks writes them for a "
+            "flame graph.", optional=True),
+    Section("nvtx-cpu", "CPU time by NVTX range", "nvtx-cpu", {"limit": 15}, None,
+            ("path", "samples", "cpu_ns", "cpu_pct", "top_function", "top_function_pct"),
+            "The CPU time inside each NVTX range, from the same samples, nested ranges included: the host work of "
+            "each stage of a request, which its wall time (paced by the GPU's waits and the host) hides.",
+            optional=True),
+    Section("cpu-flame", "CPU call stacks", "cpu-stacks", {"limit": 0}, "cpu-flame", None,
+            "The sampled call stacks as a flame graph, callers on top: each function under the one that called it, as "
+            "wide as its share of the samples nsys unwound (one in four by default). tracekit chart cpu-flame -p "
+            "thread=NAME or -p range=NVTX draws one thread's or one range's.", optional=True),
     Section("gpu-metrics", "GPU counters by NVTX range", "nvtx-gpu-metrics", {"limit": 20}, None,
             ("range", "device_id", "instances", "window_ns", "sm_clock_mhz", "sms_active_pct", "sm_issue_pct",
              "tensor_active_pct", "dram_read_pct", "dram_write_pct"),

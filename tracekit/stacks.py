@@ -1,0 +1,41 @@
+"""The CPU samples' call stacks of an nsys run as a folded-stacks file, for flame-graph tools.
+
+``export_stacks(tk, path, run=..., thread=..., range=...)`` writes one line per distinct
+stack, ``outermost;...;hit function COUNT`` (the cpu-stacks query, every row): the format
+Brendan Gregg's flamegraph.pl reads, and speedscope and inferno open. Only the samples nsys
+unwound (one in ``--samples-per-backtrace``) have a stack. Written through ``write_output``
+(a temporary file renamed into place, never over the store).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class StacksResult:
+    run_id: int
+    stacks: int   # distinct stacks written
+    samples: int  # the samples they hold
+
+
+def export_stacks(tk, path: str | os.PathLike, run: str | int | None = None, thread: str | None = None,
+                  range: str | None = None) -> StacksResult:  # noqa: A002 (the query's parameter name)
+    """Write the run's CPU call stacks, folded (see the module docstring); ``thread`` and
+    ``range`` as the cpu-stacks query's. A run without CPU samples is the query's error."""
+    from .outputs import write_output
+    from .registry import check_traced, resolve_run
+
+    run_id = resolve_run(tk, run, "nsys", "export stacks", spans_runs=False)
+    check_traced(tk, "export stacks", run_id, ["cpu_samples"])
+    df = tk.query("cpu-stacks", run=run_id, thread=thread, range=range, limit=0)
+
+    def write_file(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            for stack, samples in zip(df["stack"], df["samples"], strict=True):
+                fh.write(f"{stack} {samples}\n")
+
+    write_output(path, write_file, tk.path)
+    return StacksResult(run_id, df.height, int(df["samples"].sum()))

@@ -4,7 +4,8 @@ Scopes: ``kernel`` (per kernel: total_ns, instances, med_ns), ``nvtx`` (per NVTX
 kernel_total_ns, proj_total_ns, range_total_ns, range_med_ns, instances), ``api`` (per CUDA
 API: total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns),
 ``gpu`` (per device: busy_ns), ``um`` (Unified Memory page faults, CPU and GPU by access type:
-faults), ``ncu`` (per profiled kernel: the median launch's duration,
+faults), ``cpu`` (per function, from nsys's CPU samples: self_ns, the CPU time in the function
+itself), ``ncu`` (per profiled kernel: the median launch's duration,
 the launches' summed duration and count, elapsed cycles, SM clock, throughputs, occupancy,
 launch configuration, roofline, warp cycles per issued instruction and the stall reasons of
 0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
@@ -14,7 +15,7 @@ is a sweep's run folder given by its path; a sweep's run given by id or name nam
 By default every scope both sides have is compared; an nsys run has
 the scopes of the events its capture traced (``SCOPE_EVENTS``: no kernel, api, memcpy
 or gpu scope without CUDA tracing, no nvtx scope without NVTX tracing, no um scope without
-both kinds of Unified Memory page fault traced), so that events
+both kinds of Unified Memory page fault traced, no cpu scope without CPU sampling), so that events
 one side never recorded are not reported as added or removed; an NVTX path's kernel time
 and GPU projection are compared only where both captures traced CUDA.
 
@@ -85,6 +86,10 @@ against the base).
   ``MATERIAL_PCT`` (0.1 %) of the run's GPU time is held back ("immaterial"): it cannot
   move the run, and the tiniest kernels move by timer ticks (ranks doing the same work
   in tests/data/nsys_ranks: +-128 ns on 1.3-1.8 us kernels, 7-10 %, p < 1e-5);
+* Unified Memory page faults (``um``) are counts judged beyond ``UM_NOISE_PCT`` (35 %) at
+  least; a function's sampled CPU time (``cpu``: its samples x the sampling interval) where its
+  two sample counts differ beyond their Poisson noise (p < ALPHA) and beyond ``CPU_NOISE_PCT``
+  (25 %) at least (``_cpu_scope``);
 * request latency (sweeps, runs with timed requests), host-timed too, is judged beyond
   ``HOST_NOISE_PCT`` at least (its p95 beyond ``HOST_TAIL_NOISE_PCT``, 45 %), or the
   threshold if larger: identical sweeps differ by up to 21 % at a point, with per-request
@@ -192,13 +197,14 @@ from .names import RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_na
 from .registry import untraced
 from .store import CAPTURE_STATUS
 
-NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um")
+NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um", "cpu")
 #: nsys scope -> the kinds of event (registry.TRACED) a run's capture must have traced
 SCOPE_EVENTS = {"kernel": ("CUDA",), "nvtx": ("NVTX",), "api": ("CUDA",), "memcpy": ("CUDA",), "gpu": ("CUDA",),
-                "um": ("Unified Memory CPU page fault", "Unified Memory GPU page fault")}
+                "um": ("Unified Memory CPU page fault", "Unified Memory GPU page fault"), "cpu": ("CPU sample",)}
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
-#: nsys scopes of events a capture traces only when told (nsys profile --cuda-um-*-page-faults)
-OPTIONAL_SCOPES = ("um",)
+#: nsys scopes of events a capture records only when told (nsys profile --cuda-um-*-page-faults;
+#: --sample=process-tree, nsys's default, which tracekit capture turns on with --cpu-samples)
+OPTIONAL_SCOPES = ("um", "cpu")
 VERDICTS = ("regressed", "improved", "unchanged", "added", "removed")
 COLUMNS = ["scope", "key", "metric", "base", "new", "delta", "delta_pct", "verdict", "p_value", "note",
            "delta_pct_low", "delta_pct_high"]
@@ -233,6 +239,11 @@ HOST_TAIL_NOISE_PCT = 45.0
 #: program (tests/data/nsys_um_faults, _again) are 8-30 % apart in GPU faults per access type
 #: (atomics 993 against 1,287), their CPU faults equal
 UM_NOISE_PCT = 35.0
+#: a function's sampled CPU time is judged beyond this at the least, and only where its sample
+#: counts differ beyond their Poisson noise (p < ALPHA): two identical captures of one program
+#: (tests/data/nsys_cpu_hot, _again) are up to 10 % apart per function at 300-700 samples, and a
+#: background thread's function 21 % apart where the main loop ran 37 % longer (_slow)
+CPU_NOISE_PCT = 25.0
 #: CUDA API calls that poll (is the event, the stream, done?): a program calls them until the
 #: answer is yes, so their count follows how long the host waited, not the work: never judged
 #: (cudaEventQuery 353 and 330 times in two identical captures, tests/data/hstu_host_pace/before
@@ -572,6 +583,7 @@ class _Row:
     high: float | None = None
     effect: float = 0.0
     order: int = 0
+    weight: float = 0.0  # (the order of a scope's rows of equal effect: the largest first)
 
 
 def _judge(base: float, new: float, threshold: float, direction: int,
@@ -609,6 +621,8 @@ def limit(scope: str, metric: str, threshold: float, host_judged: bool) -> tuple
         floor, noise = HOST_NOISE_PCT, "the latency noise of identical captures"
     elif scope == "um":
         floor, noise = UM_NOISE_PCT, "the page-fault noise of identical captures"
+    elif scope == "cpu" or metric == "cpu_ns":
+        floor, noise = CPU_NOISE_PCT, "the sampling noise of identical captures"
     elif (scope, metric) in HOST_TIMED:
         if not host_judged:
             return None
@@ -831,16 +845,68 @@ def _simple_scope(con, scope: str, sql: str, params: dict, threshold: float, met
     return _key_rows(scope, df, names, metrics, threshold, effect_scale=effect_scale)
 
 
-def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True, host_judged: bool = False) -> list[_Row]:
+def _sampled(con, sql: str, params: dict) -> tuple[dict[str, list[int]], list[float]]:
+    """Per key, the two runs' CPU sample counts, and each run's sampling interval (a query of
+    side, key, samples, interval_ns: samples_cpu.sql, samples_nvtx_cpu.sql)."""
+    counts: dict[str, list[int]] = {}
+    interval = [0.0, 0.0]
+    for side, key, samples, interval_ns in con.execute(sql, params).fetchall():
+        counts.setdefault(key, [0, 0])[side] = int(samples)
+        interval[side] = float(interval_ns or 0.0)
+    return counts, interval
+
+
+def _sample_rows(scope: str, metric: str, key: str, a: int, b: int, interval: list[float],
+                 threshold: float) -> _Row:
+    """The row of a CPU time measured by samples (``a`` and ``b`` of them, times each run's
+    sampling interval). Sample counts are Poisson: a change is real where the two counts differ
+    beyond that noise (with equal CPU time each sample falls on either side as the intervals say,
+    a binomial test in its normal approximation, p < ALPHA), and judged beyond ``CPU_NOISE_PCT``
+    at the least. A key sampled in one run alone is added or removed only where its count alone
+    is beyond that noise (else unchanged, said so); the interval of delta_pct is the 95 % one of
+    the ratio of two Poisson counts."""
+    pct_limit, within = limit(scope, metric, threshold, False)
+    base, new = a * interval[0], b * interval[1]
+    share = interval[1] / (interval[0] + interval[1]) if all(interval) else 0.5  # (the base's expected share)
+    z = (a - (a + b) * share) / math.sqrt((a + b) * share * (1 - share))  # (a + b > 0: the key was sampled)
+    p = math.erfc(abs(z) / math.sqrt(2))
+    low = high = None
+    if a and b:
+        verdict, why = _judge(base, new, pct_limit, 1, p < ALPHA, f"within the sampling noise ({_p_is(p)})", within)
+        spread = _Z95 * math.sqrt(1 / a + 1 / b)
+        low, high = (100 * (new / base * math.exp(-spread) - 1), 100 * (new / base * math.exp(spread) - 1))
+    elif p < ALPHA:
+        verdict, why = ("added" if a == 0 else "removed"), "only in the new run" if a == 0 else "only in the base run"
+    else:
+        verdict, why = "unchanged", f"sampled in one run alone, within the sampling noise ({_p_is(p)})"
+    if verdict in ("added", "removed"):  # (the other side had none: no value, as other scopes' added keys)
+        base, new = (None, new) if verdict == "added" else (base, None)
+    # (CPU time, not the GPU's: after the GPU time rows, effect 0; the most CPU time first)
+    return _Row(scope, key, metric, base, new, verdict, p, _join(f"samples {a:,} -> {b:,}", why), low, high, 0.0,
+                weight=max(base or 0.0, new or 0.0))
+
+
+def _cpu_scope(con, params: dict, threshold: float) -> list[_Row]:
+    """Per function, the CPU time in the function itself (self_ns: its samples times the run's
+    sampling interval, samples_cpu.sql), judged as ``_sample_rows`` says."""
+    counts, interval = _sampled(con, _sql("samples_cpu"), params)
+    return [_sample_rows("cpu", "self_ns", key, a, b, interval, threshold) for key, (a, b) in counts.items()]
+
+
+def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True, host_judged: bool = False,
+                cpu: bool = False) -> list[_Row]:
     """``gpu``: both runs traced CUDA (else their ranges' GPU work is not compared, and the
     rows are ordered by their change in wall time, the only time both runs have);
-    ``host_judged``: neither did, and wall time is judged too."""
+    ``host_judged``: neither did, and wall time is judged too; ``cpu``: both sampled the CPU,
+    and each path's CPU time (cpu_ns, its samples: ``_sample_rows``) is judged, host work that
+    its wall time, paced by the GPU and the host, hides."""
     samples = _sql("samples_nvtx")
     ranges = _compare(con, samples, params)
     parts = {}  # per key: the summary of its kernel time and of its projection
     for metric, col in (("kernel_total_ns", "kern"), ("proj_total_ns", "proj")) if gpu else ():
         df = _compare(con, f"SELECT side, key, {col} AS value FROM (\n{samples}\n) WHERE {col} IS NOT NULL", params)
         parts[metric] = {r["key"]: r for r in df.iter_rows(named=True)}
+    sampled, interval = _sampled(con, _sql("samples_nvtx_cpu"), params) if cpu else ({}, [0.0, 0.0])
     rows: list[_Row] = []
     for r in ranges.iter_rows(named=True):
         key = r["key"]
@@ -868,6 +934,10 @@ def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True, host_judg
             out = _one_side_rows("nvtx", key, r, metrics, "", effect)
         else:
             out = _stat_rows("nvtx", key, r, metrics, threshold, "", effect, host_judged=host_judged)
+        if key in sampled:
+            row = _sample_rows("nvtx", "cpu_ns", key, *sampled[key], interval, threshold)
+            row.effect, row.weight, row.order = effect, 0.0, len(metrics)
+            out.append(row)
         for x in out:
             x.order += order
         rows += out
@@ -1674,7 +1744,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             kernel_rows, kernel_ids = _kernel_scope(con, params, threshold, matched)
             rows += kernel_rows
         elif scope == "nvtx":
-            rows += _nvtx_scope(con, params, threshold, gpu=all(cuda), host_judged=host_judged)
+            rows += _nvtx_scope(con, params, threshold, gpu=all(cuda), host_judged=host_judged,
+                                cpu=not any("CPU sample" in side.untraced for side in (sb, sn)))
         elif scope == "api":
             con.register("_diff_keymap", _namesakes(con, _present(con, params, "_api_calls")))
             try:
@@ -1699,6 +1770,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         elif scope == "um":  # (counts, not time: after the GPU time rows, effect 0)
             rows += _simple_scope(con, "um", _sql("samples_um"), params, threshold, [("faults", "total", 1)], False,
                                   effect_scale=0.0)
+        elif scope == "cpu":
+            rows += _cpu_scope(con, params, threshold)
         elif scope == "ncu":
             rows += _ncu_scope(con, params, threshold)
         elif scope == "sweep":
@@ -1715,7 +1788,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
                                        f"< {MATERIAL_PCT:g}% of the run's GPU time")
     # GPU time (or latency; host time in runs without CUDA) first; API calls change host
     # time only: after, by that change
-    rows.sort(key=lambda r: (r.scope == "api", -r.effect, SCOPES.index(r.scope), r.key, r.order))
+    rows.sort(key=lambda r: (r.scope == "api", -r.effect, SCOPES.index(r.scope), -r.weight, r.key, r.order))
     data = {c: [] for c in COLUMNS}
     for r in rows:
         delta = None if r.base is None or r.new is None else r.new - r.base
@@ -1759,7 +1832,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     """What moved beyond the noise, in a few lines for a reader, from the diff's rows
     (``diff``): only keys judged changed (regressed, improved, added, removed). Each GPU's
     busy time; the kernel time in all and the kernels that moved (with their share of it), the
-    same for memory operations; Unified Memory's page faults that moved; NVTX paths judged on wall time (runs without CUDA); ncu's
+    same for memory operations; Unified Memory's page faults that moved; the NVTX paths and the
+    functions whose sampled CPU time moved; NVTX paths judged on wall time (runs without CUDA); ncu's
     launches per kernel, and those whose durations moved with the SM clock in as many cycles
     (held, and said so: the clock, not the code), and the nsys kernel and busy times held so;
     the request latency points, and those held because the host's pace moved them. Empty where
@@ -1820,6 +1894,16 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             f"{r['key'].replace(' page faults', '')} "
             f"{_human('faults', val(r['base']) or 0)} -> {_human('faults', val(r['new']) or 0)} ({how(r)})"
             for r in faults))
+    # (host code: what a launch-bound loop spends its CPU on, beside the GPU's time above)
+    for what, rows_ in (("NVTX ranges", changed.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "cpu_ns"))),
+                        ("functions", changed.filter(pl.col("scope") == "cpu"))):
+        sampled = sorted(rows_.iter_rows(named=True), key=lambda r: -abs(delta(r)))[:top]  # (the largest change first)
+        if sampled:
+            label = short_keys([r["key"] for r in sampled]) if what == "functions" else {r["key"]: r["key"]
+                                                                                          for r in sampled}
+            lines.append(f"CPU time in {what} (sampled): " + "; ".join(
+                f"{label[r['key']]} {_human('x_ns', val(r['base']) or 0)} -> {_human('x_ns', val(r['new']) or 0)} "
+                f"({how(r)})" for r in sampled))
     # nsys times held because the SM clock moved them (the GPU's sampled counters): said, not judged
     clocked_nsys = [r for r in df.filter(pl.col("scope").is_in(["gpu", "kernel"]) & (pl.col("verdict") == "unchanged")
                                          & pl.col("metric").is_in(["busy_ns", "total_ns"])).iter_rows(named=True)

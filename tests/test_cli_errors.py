@@ -538,10 +538,12 @@ def test_a_name_filter_that_matches_nothing_in_the_run_is_an_error(small_store, 
 
     q = get_registry().get(query)
     run = "ncu_run" if q.source == "ncu" else "nsys_run"
-    if "gpu_metrics" in q.traced:  # (a run with the GPU's sampled counters)
-        with tracekit.open(small_store) as tk:
-            tk.ingest(DATA / "nsys_gpu_metrics" / "export.sqlite.xz", name="gm_run")
-        run = "gm_run"
+    sampled = {"gpu_metrics": "nsys_gpu_metrics", "cpu_samples": "nsys_cpu_hot"}  # (a run with the GPU's or CPU's samples)
+    for table, fixture in sampled.items():
+        if table in q.traced:
+            with tracekit.open(small_store) as tk:
+                tk.ingest(DATA / fixture / "export.sqlite.xz", name="sampled_run")
+            run = "sampled_run"
     assert _cli(small_store, "query", query, "--run", run, "-p", f"{param}=no such thing", "-f", "csv") == 2
     line = one_error_line(capsys)
     assert line.startswith(f"tracekit: error: {query}: ") and "'no such thing'" in line, line

@@ -296,18 +296,23 @@ def test_host_time_of_cuda_programs_is_beyond_any_noise_floor(captures):
 UM = {s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in ("um_faults", "um_faults_again", "um_prefetch", "um_gpu_only")}
 
 
+def _read_only_store(tmp_path_factory, runs: dict[str, Path]):
+    """A store of ``runs`` (name -> export), ingested, then opened read-only for the module."""
+    db = tmp_path_factory.mktemp("runs") / "runs.duckdb"
+    with tracekit.open(db) as tk:
+        for name, path in runs.items():
+            tk.ingest(path, name=name)
+    tk = tracekit.open(db, read_only=True)
+    yield tk
+    tk.close()
+
+
 @pytest.fixture(scope="module")
 def managed(tmp_path_factory):
     """A managed-memory program captured with Unified Memory's page faults twice (noise), with
     its buffers prefetched where they are used next (the fix), and with the GPU's faults alone
     (tests/data/nsys_um_prefetch/README.md)."""
-    db = tmp_path_factory.mktemp("um") / "um.duckdb"
-    with tracekit.open(db) as tk:
-        for name, path in UM.items():
-            tk.ingest(path, name=name)
-    tk = tracekit.open(db, read_only=True)
-    yield tk
-    tk.close()
+    yield from _read_only_store(tmp_path_factory, UM)
 
 
 @pytest.mark.parametrize("base, new", [("um_faults", "um_faults_again"), ("um_faults_again", "um_faults")])
@@ -316,7 +321,7 @@ def test_unified_memory_noise_pair_is_quiet(managed, base, new):
     handler's batching), CPU faults equal, migrations within 4 %: nothing judged, the faults
     within UM_NOISE_PCT."""
     df = managed.diff(base, new)
-    assert set(df["scope"]) == set(D.NSYS_SCOPES)
+    assert set(df["scope"]) == set(D.NSYS_SCOPES) - {"cpu"}  # (captured without CPU sampling)
     assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
     um = {r["key"]: r for r in df.filter(pl.col("scope") == "um").iter_rows(named=True)}
     assert set(um) == {"CPU page faults", "GPU read page faults", "GPU write page faults", "GPU atomic page faults"}
@@ -360,6 +365,106 @@ def test_unified_memory_scope_needs_both_kinds_of_fault(managed):
     with pytest.raises(tracekit.TracekitError, match=r"^--by um: run 4 \(um_gpu_only\) \[nsys without Unified Memory "
                                                      r"CPU page fault trace\] has no um scope"):
         managed.diff("um_faults", "um_gpu_only", by="um")
+
+
+HOT = {s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in ("cpu_hot", "cpu_hot_again", "cpu_hot_slow", "memops")}
+
+
+@pytest.fixture(scope="module")
+def hosted(tmp_path_factory):
+    """A host-bound loop captured with CPU sampling twice (noise) and with one host function
+    doing 3x the work (tests/data/nsys_cpu_hot_slow/README.md), and a capture without sampling."""
+    yield from _read_only_store(tmp_path_factory, HOT)
+
+
+@pytest.mark.parametrize("base, new", [("cpu_hot", "cpu_hot_again"), ("cpu_hot_again", "cpu_hot")])
+def test_cpu_noise_pair_is_quiet(hosted, base, new):
+    """Two identical captures: each planted function's sampled CPU time up to 10 % apart, a
+    library's unresolved code up to 40 % at 15-30 samples, a function sampled once in one run
+    alone: nothing judged, every scope unchanged."""
+    df = hosted.diff(base, new)
+    assert "cpu" in set(df["scope"])
+    assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
+    cpu = {r["key"]: r for r in df.filter(pl.col("scope") == "cpu").iter_rows(named=True)}
+    planted = ["prepare_batch(float)", "mix_row(float)", "background_hash(float)", "pack_inputs(float, long)"]
+    assert list(cpu)[:4] == sorted(planted, key=lambda k: -max(cpu[k]["base"], cpu[k]["new"]))  # (the most CPU first)
+    assert 5 < max(abs(cpu[k]["delta_pct"]) for k in planted) < D.CPU_NOISE_PCT
+    assert all(k.startswith("[unresolved in ") or not k.startswith("0x") for k in cpu)  # (addresses move between runs)
+    once = [r for r in cpu.values() if 0 in (r["base"], r["new"])]
+    assert once and all("sampled in one run alone, within the sampling noise" in r["note"] for r in once)
+
+
+def test_a_slower_host_function_regresses_its_cpu_time(hosted):
+    """pack_inputs doing 3 units instead of 1: its CPU time 2.8x, regressed, and nothing else in
+    the cpu scope (the hasher thread's function ran 21 % more as the loop ran longer: within
+    CPU_NOISE_PCT); said among what moved; the other way round, improved. In the NVTX scope
+    the pack range's CPU time regresses with it."""
+    df = hosted.diff("cpu_hot", "cpu_hot_slow")
+    cpu = df.filter(pl.col("scope") == "cpu")
+    changed = cpu.filter(pl.col("verdict") != "unchanged")
+    assert changed["key"].to_list() == ["pack_inputs(float, long)"] and changed["verdict"].item() == "regressed"
+    row = changed.row(0, named=True)
+    assert 2.4 < row["new"] / row["base"] < 3.6 and row["p_value"] < 1e-10
+    assert row["delta_pct_low"] < row["delta_pct"] < row["delta_pct_high"]
+    assert row["note"].startswith("samples 341 -> 971")
+    hasher = cpu.filter(pl.col("key") == "background_hash(float)").row(0, named=True)
+    assert 15 < hasher["delta_pct"] < D.CPU_NOISE_PCT and hasher["verdict"] == "unchanged"
+    assert any(line.startswith("CPU time in functions (sampled): pack_inputs 682.051 ms -> 1.942 s (+184.8 %, "
+                               "regressed)") for line in D.moved(df))
+    back = hosted.diff("cpu_hot_slow", "cpu_hot").filter((pl.col("scope") == "cpu") & (pl.col("verdict") != "unchanged"))
+    assert dict(zip(back["key"], back["verdict"], strict=True)) == {"pack_inputs(float, long)": "improved"}
+    # the NVTX ranges' CPU time: the pack range's, and the step's around it, regress, judged where
+    # their wall time is host-timed and not
+    nvtx = {r["key"]: r for r in df.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "cpu_ns"))
+            .iter_rows(named=True)}
+    assert {k: r["verdict"] for k, r in nvtx.items()} == {"step": "regressed", "step/pack": "regressed",
+                                                          "step/prepare": "unchanged", "step/launch": "unchanged"}
+    assert nvtx["step/pack"]["base"] == row["base"] and nvtx["step/pack"]["new"] == row["new"]
+    wall = df.filter((pl.col("key") == "step/pack") & (pl.col("metric") == "range_total_ns")).row(0, named=True)
+    assert wall["verdict"] == "unchanged" and "host-timed, not judged" in wall["note"]
+    assert any(line.startswith("CPU time in NVTX ranges (sampled): step/pack 682.051 ms -> 1.942 s (+184.8 %, "
+                               "regressed); step 3.558 s -> 4.577 s") for line in D.moved(df))
+    # the diff chart draws them, the NVTX paths by their CPU time (they launched no kernel but step/launch)
+    rows = charts.diff_rows(df)
+    drawn = {(r["scope"], r["key"]): (r["metric"], r["verdict"]) for r in rows.iter_rows(named=True)}
+    assert drawn[("cpu", "pack_inputs(float, long)")] == ("self_ns", "regressed")
+    assert drawn[("nvtx", "step/pack")] == ("cpu_ns", "regressed")
+    assert {r["key"] for ds in spec_datasets(charts.diff(rows).to_dict()) for r in ds
+            if r.get("verdict") == "regressed"} >= {"step/pack", "pack_inputs(float, long)"}
+
+
+def test_a_slower_sampling_rate_is_not_a_change(tmp_path):
+    """The same capture with every other sample of each thread dropped: half the samples at
+    twice the interval (4 ms), the same CPU time. Nothing is judged changed, and the planted
+    functions' counts are where the intervals put them (p far from ALPHA), not "significant"."""
+    from test_nsys_ingest import _older_export
+
+    halved = _older_export(HOT["cpu_hot"], tmp_path / "halved.sqlite", [
+        "CREATE TABLE gone AS SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY globalTid ORDER BY start) AS n "
+        "FROM COMPOSITE_EVENTS) WHERE n % 2 = 0",
+        "DELETE FROM COMPOSITE_EVENTS WHERE id IN (SELECT id FROM gone)",
+        "DELETE FROM SAMPLING_CALLCHAINS WHERE id IN (SELECT id FROM gone)", "DROP TABLE gone"])
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(HOT["cpu_hot"], name="hot")
+        tk.ingest(halved, name="halved")
+        cpu = tk.diff("hot", "halved", by="cpu")
+    assert set(cpu["verdict"]) == {"unchanged"}, _flagged(cpu)
+    planted = cpu.filter(pl.col("key").is_in(["prepare_batch(float)", "mix_row(float)", "pack_inputs(float, long)"]))
+    assert planted.height == 3 and planted["p_value"].min() > 0.2
+    assert (planted["delta_pct"].abs() < 8).all()
+
+
+def test_a_run_without_cpu_samples_has_no_cpu_scope(hosted):
+    """A capture without CPU sampling: no cpu scope, and not said to lack one unless asked; the
+    setup warning says the captures sampled differently (sampling costs the host time)."""
+    with pytest.warns(CaptureWarning, match=r"differ in setup: .*nsys --sample process-tree -> none"):
+        df = hosted.diff("cpu_hot", "memops")
+    assert "cpu" not in set(df["scope"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)  # (two unrelated programs: their setups differ)
+        with pytest.raises(tracekit.TracekitError, match=r"^--by cpu: run 4 \(memops\) \[nsys without CPU sample "
+                                                         r"trace\] has no cpu scope"):
+            hosted.diff("cpu_hot", "memops", by="cpu")
 
 
 PAIR = DATA / "hstu_capture_pair"  # the inference capture, then one kernel given half the SMs
@@ -840,7 +945,7 @@ def test_cli_gate_and_formats(store, tmp_path, capsys):
     (["²", "hstu"], "no run or sweep '²'"),
     (["hstu", "slow", "--threshold", "0"], "--threshold 0.0: must be a positive percentage"),
     (["hstu", "slow", "--threshold", "-5"], "--threshold -5.0: must be a positive percentage"),
-    (["hstu", "slow", "--by", "kernels"], "--by 'kernels': choose from kernel, nvtx, api, memcpy, gpu, um, ncu, sweep"),
+    (["hstu", "slow", "--by", "kernels"], "--by 'kernels': choose from kernel, nvtx, api, memcpy, gpu, um, cpu, ncu, sweep"),
     (["hstu", "slow", "--by", "ncu"], "--by ncu: run 1 (hstu) [nsys] has no ncu scope"),
     (["hstu", "slow", "--by", "sweep"], "has no sweep scope"),
     (["hstu", "slow", "--by", " "], "--by ' ': no scope in it"),  # (--by "$SCOPE" with SCOPE unset)

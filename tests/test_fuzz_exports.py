@@ -52,10 +52,13 @@ CHECKED = {
     "syncs": ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "", _SPAN),
     "nvtx_ranges": ("NVTX_EVENTS", "WHERE eventType IN (59, 60, 70, 71)", (("start", "start_ns"),)),
     "nvtx_marks": ("NVTX_EVENTS", "WHERE eventType = 34", (("start", "ts_ns"),)),
+    "cpu_samples": ("COMPOSITE_EVENTS", "", (("start", "ts_ns"),)),
+    "cpu_sample_frames": ("SAMPLING_CALLCHAINS", "", (("id", "sample_id"),)),
+    "thread_sched": ("SCHED_EVENTS", "", (("start", "ts_ns"),)),
 }
-#: the exports mutated: two real ones, and the first VACUUMed to 512-byte pages (deeper
-#: trees, more interior pages, records near a page's end)
-BASES = ["hstu_mixed", "odd_nvtx", "hstu_mixed_512"]
+#: the exports mutated: three real ones (cpu_hot: with the CPU's samples), and the first
+#: VACUUMed to 512-byte pages (deeper trees, more interior pages, records near a page's end)
+BASES = ["hstu_mixed", "odd_nvtx", "cpu_hot", "hstu_mixed_512"]
 #: mutation kind -> cases of it per base export (case k takes variant k of the kind,
 #: cycling, at positions drawn from its seed)
 DAMAGE = {"byte": 4, "cell_pointer": 3, "cell_count": 4, "varint": 4, "serial_type": 5, "child": 4,

@@ -268,7 +268,7 @@ def test_what_cannot_be_compared_is_one_line(store, tk, capsys):
         tk.diff_jobs("13", "1")
     with pytest.raises(QueryError, match="no run or job 'nope'"):
         tk.diff_jobs("1", "nope")
-    with pytest.raises(ParamError, match="--by 'ncu': choose from job, kernel, nvtx, api, memcpy, gpu, um "
+    with pytest.raises(ParamError, match="--by 'ncu': choose from job, kernel, nvtx, api, memcpy, gpu, um, cpu "
                                          r"\(a job is compared in the nsys scopes\)"):
         tk.diff_jobs("1", "5", by="ncu")
     with pytest.raises(ParamError, match="--threshold 0: must be a positive percentage"):
@@ -781,4 +781,28 @@ def test_unified_memory_page_faults_of_a_job(tmp_path):
     for key, r in rows.items():  # (the job's value: the ranks' sum)
         ranks = per.filter(pl.col("key") == key)
         assert r["base"] == ranks["base"].fill_null(0).sum() and r["new"] == ranks["new"].fill_null(0).sum(), key
+    assert set(per.filter(pl.col("rank") == 1)["verdict"]) == {"unchanged"}
+
+
+def test_sampled_cpu_time_of_a_job(tmp_path):
+    """Two 2-rank jobs made of the CPU-sampled captures: rank 0 with one host function doing 3x
+    the work in the new job (nsys_cpu_hot_slow against nsys_cpu_hot), rank 1 the same capture in
+    both (nsys_cpu_hot_again, another copy of it). pack_inputs' CPU time regresses on rank 0
+    alone, the job's value the ranks' sum; nothing else in the cpu scope."""
+    from conftest import NSYS_EXPORTS, captured_again
+
+    with tracekit.open(tmp_path / "cpu.duckdb") as tk:
+        again = captured_again(NSYS_EXPORTS["cpu_hot_again"], tmp_path / "again.sqlite")
+        for job, files in (("base", (NSYS_EXPORTS["cpu_hot"], NSYS_EXPORTS["cpu_hot_again"])),
+                           ("slow", (NSYS_EXPORTS["cpu_hot_slow"], again))):
+            for rank, path in enumerate(files):
+                tk.ingest(path, name=f"{job}-r{rank}", params={"rank": rank, "job": job})
+        df = tk.diff_jobs("base", "slow", by="cpu")
+        per = tk.diff_jobs("base", "slow", by="cpu", per_rank=True)
+    changed = df.filter(pl.col("verdict") != "unchanged")
+    assert changed["key"].to_list() == ["pack_inputs(float, long)"]
+    row = changed.row(0, named=True)
+    assert (row["verdict"], row["ranks_regressed"], row["top_rank"]) == ("regressed", 1, 0)
+    ranks = per.filter(pl.col("key") == "pack_inputs(float, long)")
+    assert row["base"] == ranks["base"].sum() and row["new"] == ranks["new"].sum()
     assert set(per.filter(pl.col("rank") == 1)["verdict"]) == {"unchanged"}

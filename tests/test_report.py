@@ -148,7 +148,7 @@ def _column(table: dict, name: str) -> list[tuple]:
 def test_nsys_report_sections_and_numbers(reports):
     page = _parse(reports["nsys"])
     assert list(page.sections) == ["top-kernels", "kernel-durations", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization",
-                                   "idle-gaps", "nsys-rules", "launch-overhead", "api", "memcpy", "osrt", "timeline"]
+                                   "idle-gaps", "nsys-rules", "launch-overhead", "api", "memcpy", "osrt", "osrt-stacks", "timeline"]
     assert page.charts == ["chart-top-kernels", "chart-kernel-durations", "chart-kernels-by-nvtx", "chart-api",
                            "chart-timeline"]
     # the top-kernels table is nsys stats' cuda_gpu_kern_sum: full names in the title, exact ns in data-v
@@ -226,6 +226,48 @@ def test_unified_memory_section(tmp_path):
     assert [tuple(shown for shown, _, _ in row) for row in got] == nsys
 
 
+def test_cpu_sections(tmp_path):
+    """A run captured with CPU sampling has the CPU time by function (cpu-hotspots' rows, the
+    planted functions first), by NVTX range and the call stacks' flame graph, after the OS
+    runtime calls;
+    drawn in a browser, a box per frame the flame graph keeps. A run without samples leaves
+    both out without a word (the nsys report above)."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(DATA / "nsys_cpu_hot" / "export.sqlite.xz", name="hot")
+        out = report.write_report(tk, tmp_path / "cpu.html", run="hot")
+        flame = tk.query("cpu-stacks", run="hot", limit=0)
+    page = _parse(out)
+    keys = list(page.sections)
+    assert keys.index("cpu-hotspots") == keys.index("osrt-stacks") + 1
+    assert keys.index("nvtx-cpu") == keys.index("cpu-hotspots") + 1 and keys.index("cpu-flame") == keys.index("nvtx-cpu") + 1
+    (stages,) = page.sections["nvtx-cpu"]
+    assert [shown for shown, _, _ in _column(stages, "path")] == ["step", "step/prepare", "step/pack", "step/launch"]
+    (table,) = page.sections["cpu-hotspots"]
+    assert {shown for shown, _, _ in _column(table, "function")[:4]} == {
+        "prepare_batch(float)", "mix_row(float)", "background_hash(float)", "pack_inputs(float, long)"}
+    assert page.sections["cpu-flame"] == [] and {"chart-cpu-hotspots", "chart-cpu-flame"} <= set(page.charts)
+    if chromium() is None:
+        return
+    page = load(out, DONE, "window.tracekitReport")
+    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    state = page.value
+    assert state["rendered"] == state["charts"] and state["failed"] == 0
+    boxes = len(_flame_rows(flame))
+    assert state["marks"]["chart-cpu-flame"] == 2 * boxes and boxes > 20  # (a box and its label each)
+
+
+def _flame_rows(stacks):
+    """The frames the flame graph of ``stacks`` (cpu-stacks) draws: those at least
+    FLAME_MIN_SHARE of the unwound samples wide."""
+    total = stacks["samples"].sum()
+    widths: dict[tuple, int] = {}
+    for stack, n in zip(stacks["stack"], stacks["samples"], strict=True):
+        frames = stack.split(";")
+        for i in range(len(frames)):
+            widths[tuple(frames[:i + 1])] = widths.get(tuple(frames[:i + 1]), 0) + n
+    return [k for k, w in widths.items() if w >= charts.FLAME_MIN_SHARE * total]
+
+
 def test_sweep_report(reports):
     page = _parse(reports["sweep"])
     assert list(page.sections) == ["sweep-grid", "sweep-lines", "sweep-kernels"]
@@ -292,7 +334,7 @@ def test_report_vs_base_shows_the_planted_changes(reports):
     page = _parse(reports["diff"])
     assert list(page.sections) == ["diff", "top-kernels", "kernel-durations", "kernels-by-nvtx", "nvtx-gpu",
                                    "gpu-utilization", "idle-gaps", "nsys-rules", "launch-overhead", "api", "memcpy", "osrt",
-                                   "timeline"]
+                                   "osrt-stacks", "timeline"]
     assert page.charts[0] == "chart-diff"
     text = reports["diff"].read_text()
     assert re.search(r"<dt>compared with</dt><dd>run \d+ \(diff_base\)", text)
@@ -405,7 +447,7 @@ def test_report_of_a_capture_without_cuda(cpu_reports):
     the run was captured without CUDA tracing and which sections that leaves out (no empty
     kernel tables, no errors); with --vs, the comparison of the NVTX ranges first."""
     page = _parse(cpu_reports["cpu"])
-    assert list(page.sections) == ["osrt", "timeline"] and page.charts == ["chart-timeline"]
+    assert list(page.sections) == ["osrt", "osrt-stacks", "timeline"] and page.charts == ["chart-timeline"]
     text = cpu_reports["cpu"].read_text()
     assert ("<dt>no CUDA trace</dt><dd>captured without CUDA tracing (capture with nsys -t cuda); left out: "
             "Top kernels, Kernel durations, Kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization, "
@@ -414,7 +456,7 @@ def test_report_of_a_capture_without_cuda(cpu_reports):
     got, osrt = _osrt_table(page, DATA / "nsys_cpu_only")
     assert got == osrt[:10] and "pthread_cond_wait" in [name for name, _, _ in got]
     page = _parse(cpu_reports["cpu_vs"])
-    assert list(page.sections) == ["diff", "osrt", "timeline"]
+    assert list(page.sections) == ["diff", "osrt", "osrt-stacks", "timeline"]
     (table,) = page.sections["diff"]
     assert {r[0][0] for r in table["rows"]} == {"nvtx"}
 
@@ -448,7 +490,7 @@ def test_report_of_a_rank_shows_its_job_first(rank_reports):
     page = _parse(rank_reports["rank"])
     assert list(page.sections) == ["rank-summary", "stragglers", "rank-heatmap", "job-timeline", "top-kernels",
                                    "kernel-durations", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization", "idle-gaps",
-                                   "nsys-rules", "launch-overhead", "api", "memcpy", "osrt", "timeline"]
+                                   "nsys-rules", "launch-overhead", "api", "memcpy", "osrt", "osrt-stacks", "timeline"]
     assert page.charts[:3] == ["chart-rank-summary", "chart-stragglers", "chart-rank-heatmap"]
     assert "<dt>job</dt><dd>rank 1 of 4 ranks ingested, 0 to 3</dd>" in rank_reports["rank"].read_text()
     (summary,) = page.sections["rank-summary"]

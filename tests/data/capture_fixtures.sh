@@ -12,6 +12,8 @@
 #                   um_faults um_faults_again um_gpu_only um_prefetch (programs/nsys_um.cu, managed memory:
 #                   with both Unified Memory page-fault options, twice: noise; with the GPU's alone, on which
 #                   nsys refuses its UM reports; with --prefetch, the buffers prefetched where used next)
+#                   cpu_hot cpu_hot_again cpu_hot_slow (programs/nsys_cpu_hot.cu, CPU sampling on: host functions
+#                   with planted shares of the samples, twice: noise; then with --slow-pack, a host regression)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
 #                   (--set full: one kernel at three sizes, profiled twice, then slower at every size;
 #                   programs/ncu_shapes.py), clocks_random clocks_random_again clocks_zeros (--set full: two
@@ -56,7 +58,10 @@
 # cuda_kern_exec_trace.csv.xz on 2026-12-01.
 # The hstu_capture_* run folders are `tracekit capture --bs 8 --nc 1024 --tool nsys|ncu --no-ingest`
 # on the H200 (the run folder without spec.json and worker.json, its exports xz-compressed);
-# hstu_capture_ncu was re-taken on 2026-11-28 with the memory-workload, WarpStateStats and SourceCounters sections.
+# hstu_capture_ncu was re-taken on 2026-11-28 with the memory-workload, WarpStateStats and SourceCounters sections;
+# hstu_capture_cpu is the same capture with the CPU sampled (2026-12-01; no stats/): tracekit.capture.run.capture(8,
+# 1024, tool="nsys", cpu_samples=True, ingest=False), what `tracekit capture --cpu-samples` runs, called from a Python
+# script (meta.json's command "-") as the device's Typer is too old for tracekit's CLI.
 # The Source pages of the earlier reports were exported later (2026-11-28, ncu 2025.3.1 on the H200, source_pages
 # below): ncu_full/source_sass.csv, ncu_diff_a/source_cuda_sass.csv, and hstu_capture_ncu/ncu_source_cuda_sass.csv
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
@@ -87,6 +92,8 @@ cmdline() {
     memops) echo "$out/bin/nsys_memops" ;;
     um_prefetch) echo "$out/bin/nsys_um --prefetch" ;;  # (the fix: prefetched where used next)
     um_*) echo "$out/bin/nsys_um" ;;
+    cpu_hot_slow) echo "$out/bin/nsys_cpu_hot --slow-pack" ;;  # pack_inputs 3x the work (diff)
+    cpu_hot*) echo "$out/bin/nsys_cpu_hot" ;;
     streams) echo "$out/bin/nsys_streams" ;;
     cpu_only|cpu_only_again) echo "$out/bin/nsys_cpu_only" ;;
     cpu_only_slow) echo "$out/bin/nsys_cpu_only 40 1500 1" ;;  # parse 1 ms longer, 4 KiB reads (diff)
@@ -133,7 +140,7 @@ options() {
 # CPU sampling and context switches: off, except where a scenario is about them
 sampling() {
   case $1 in
-    autograd) echo "--sample=process-tree --cpuctxsw=process-tree" ;;
+    autograd|cpu_hot*) echo "--sample=process-tree --cpuctxsw=process-tree" ;;
     *) echo "--sample=none --cpuctxsw=none" ;;
   esac
 }
@@ -250,6 +257,11 @@ for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
   if [ "${scen#um_}" != "$scen" ] && [ ! -x "$out/bin/nsys_um" ]; then  # -g: the faults' source lines
     mkdir -p "$out/bin"
     nvcc -O2 -g -arch=sm_90 -o "$out/bin/nsys_um" "$here/programs/nsys_um.cu" || echo "nvcc rc=$?"
+  fi
+  if [ "${scen#cpu_hot}" != "$scen" ] && [ ! -x "$out/bin/nsys_cpu_hot" ]; then  # frame pointers: whole stacks
+    mkdir -p "$out/bin"
+    nvcc -O2 -g -arch=sm_90 -Xcompiler -fno-omit-frame-pointer -o "$out/bin/nsys_cpu_hot" \
+      "$here/programs/nsys_cpu_hot.cu" -lpthread || echo "nvcc rc=$?"
   fi
   if [ "$scen" = streams ]; then  # per-thread default streams: the runtime's _ptsz/_ptds entry points
     mkdir -p "$out/bin"

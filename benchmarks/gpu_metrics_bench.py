@@ -20,10 +20,10 @@ import lzma
 import shutil
 import sqlite3
 import tempfile
-import time
 from pathlib import Path
 
 import polars as pl
+from twin_ingest import best, ingest_twins
 
 import tracekit
 from tracekit import diff as D
@@ -55,15 +55,6 @@ def build(work: Path, copies: int) -> tuple[Path, Path]:
     return big, bare
 
 
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--copies", type=int, default=110)
@@ -77,17 +68,7 @@ def main() -> None:
     samples = sqlite3.connect(big).execute("SELECT count(*) FROM GPU_METRICS").fetchone()[0]
     print(f"export: {samples:,} GPU metric samples ({big.stat().st_size / 2**20:,.0f} MiB)")
 
-    times = {}
-    for label, path in (("without metrics (baseline)", bare), ("with metrics", big)):
-        db = work / f"{path.stem}.duckdb"
-
-        def ingest(db=db, path=path) -> None:
-            db.unlink(missing_ok=True)
-            with tracekit.open(db) as tk:
-                tk.ingest(path)
-
-        times[label] = best(ingest, args.repeat)
-        print(f"ingest {label}: {times[label]:.2f} s")
+    times = ingest_twins(work, {"without metrics (baseline)": bare, "with metrics": big}, args.repeat)
     extra = times["with metrics"] - times["without metrics (baseline)"]
     print(f"ingest ratio {times['with metrics'] / times['without metrics (baseline)']:.2f}x; "
           f"the samples {samples / max(extra, 1e-9) / 1e6:,.1f} M rows/s on top")

@@ -462,6 +462,8 @@ _UM_OPTIONS = "nsys profile --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-fa
 TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", "nsys -t osrt"),
           "gpu_metrics": ("GPU metrics", "nsys profile --gpu-metrics-devices=all"),
           **dict.fromkeys(("cpu_samples", "cpu_sample_frames"), ("CPU sample", "nsys profile --sample=process-tree")),
+          **dict.fromkeys(("gpu_memory", "gpu_memory_pools"), ("CUDA memory usage",
+                                                               "nsys profile --cuda-memory-usage=true")),
           # (both options: nsys's um_sum and um_total_sum read both kinds of fault)
           **{f"um_{side}_faults": (f"Unified Memory {side.upper()} page fault", _UM_OPTIONS) for side in ("cpu", "gpu")},
           **{t: ("CUDA", "nsys -t cuda") for t in ("kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs")}}
@@ -471,6 +473,7 @@ TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", 
 CAPTURE_ADVICE = {"NVTX": " (tracekit capture does)", "OS runtime": " (tracekit capture does)",
                   "CUDA": " (tracekit capture does)", "GPU metrics": " (tracekit capture --gpu-metrics does)",
                   "CPU sample": " (tracekit capture --cpu-samples does)",
+                  "CUDA memory usage": " (tracekit capture --cuda-memory-usage does)",
                   **dict.fromkeys(("Unified Memory CPU page fault", "Unified Memory GPU page fault"),
                                   " (tracekit capture --um-faults -- CMD does)")}
 

@@ -210,6 +210,48 @@ CREATE TABLE IF NOT EXISTS um_gpu_faults (
     access_type VARCHAR      -- Read, Write, Atomic, Prefetch or Unknown
 );
 
+-- The GPU memory the CUDA runtime allocated and freed (nsys profile --cuda-memory-usage=true): one
+-- row per allocation or free of device memory (cudaMalloc, and cudaMallocAsync from a stream-ordered
+-- pool), pinned host memory, managed memory or a module's static device memory (recorded when the
+-- module loads, with no API call), with the API call that made it. bytes are the bytes asked for.
+CREATE TABLE IF NOT EXISTS gpu_memory (
+    run_id INTEGER,
+    ts_ns BIGINT,            -- when, ns (the API call's time)
+    global_pid BIGINT, pid INTEGER,
+    device_id BIGINT,        -- CUDA device
+    context_id BIGINT,       -- CUDA context (NULL: none recorded, static memory)
+    operation VARCHAR,       -- allocation or free
+    memory_kind VARCHAR,     -- Device, Pinned, Managed, Device Static, Managed Static, Pageable, Array, Unknown
+    address BIGINT,          -- virtual address of the allocation (a free names the one it frees)
+    bytes BIGINT,            -- its size, bytes
+    name VARCHAR,            -- the variable's name (static memory), else NULL
+    correlation_id BIGINT,   -- the API call's correlation id (NULL: none)
+    stream_id BIGINT,        -- the stream of a stream-ordered allocation or free (NULL: none)
+    pool_address BIGINT,     -- base address of the stream-ordered pool it is in (NULL: none)
+    pool_reserved_bytes BIGINT,  -- that pool's size (memory it holds from the device) then, bytes
+    pool_used_bytes BIGINT,  -- the pool's bytes in use then
+    launch_global_tid BIGINT, launch_tid INTEGER,  -- the thread of the API call that made it
+    api_start_ns BIGINT, api_end_ns BIGINT,
+    api_name VARCHAR,        -- the call: cudaMalloc, cudaMallocAsync, cudaFree, cudaMallocHost, ...
+    nvtx_range_id BIGINT     -- innermost push/pop NVTX range around that call (nvtx_ranges.range_id)
+);
+
+-- The stream-ordered memory pools (cudaMallocAsync): each creation, trim and destruction, with the
+-- pool's size after it.
+CREATE TABLE IF NOT EXISTS gpu_memory_pools (
+    run_id INTEGER,
+    ts_ns BIGINT,            -- when, ns
+    global_pid BIGINT, pid INTEGER,
+    device_id BIGINT,
+    pool_address BIGINT,     -- the pool's base address (gpu_memory.pool_address)
+    operation VARCHAR,       -- Created, Trimmed, Destroyed
+    pool_type VARCHAR,       -- Local (this process's) or Imported (another's)
+    correlation_id BIGINT,   -- the API call's correlation id (NULL: none)
+    pool_reserved_bytes BIGINT,  -- the pool's size after, bytes
+    pool_used_bytes BIGINT,  -- its bytes in use after
+    release_threshold_bytes BIGINT  -- what it keeps when trimmed at a synchronization
+);
+
 -- The CPU's samples (nsys profile --sample=process-tree, nsys's default on Linux): one row per
 -- sample of a running thread, taken each sampling period of its CPU time (a timer or, with a
 -- hardware trigger, a count of cycles: 2 ms, or 0.7 to 1.4 ms, in the exports seen).
@@ -667,3 +709,42 @@ CREATE OR REPLACE MACRO cpu_sample_paths(run) AS TABLE
     SELECT s.sample_id, s.global_tid, r.path
     FROM s ASOF JOIN r ON r.global_tid = s.global_tid AND r.depth = s.depth AND s.ts_ns >= r.start_ns
     WHERE s.ts_ns < r.end_ns;
+
+-- The GPU memory events of a run (gpu_memory) in order: seq numbers them by time, a free before an
+-- allocation at the same nanosecond. Each has live_bytes, the bytes of its kind of memory live after
+-- it in its process on its device (allocated and not yet freed), and nvtx_path, the path of the
+-- innermost NVTX range around the API call that made it. A free is paired with the last allocation
+-- of its address in its process before it (alloc_seq); a free the capture saw no allocation for
+-- (memory allocated before the capture began), or a second free of one allocation, is not counted
+-- (matched false). An allocation has its free's seq and time (freed_seq, freed_ns; NULL: not freed
+-- by the end of the capture).
+CREATE OR REPLACE MACRO gpu_memory_events(run) AS TABLE
+    WITH e AS (
+        SELECT m.*, r.path AS nvtx_path,
+               row_number() OVER (ORDER BY m.ts_ns, m.operation = 'allocation', m.address, m.bytes) AS seq
+        FROM gpu_memory m LEFT JOIN nvtx_ranges r ON r.run_id = m.run_id AND r.range_id = m.nvtx_range_id
+        WHERE m.run_id = run
+    ),
+    a AS (SELECT seq, global_pid, address FROM e WHERE operation = 'allocation'),
+    paired AS (
+        SELECT f.seq, a.seq AS alloc_seq, row_number() OVER (PARTITION BY a.seq ORDER BY f.seq) = 1 AS first
+        FROM (SELECT seq, global_pid, address FROM e WHERE operation = 'free') f
+        ASOF JOIN a ON a.global_pid = f.global_pid AND a.address = f.address AND f.seq >= a.seq
+    ),
+    freed AS (SELECT p.alloc_seq, p.seq AS freed_seq, e.ts_ns AS freed_ns FROM paired p JOIN e USING (seq) WHERE p.first)
+    SELECT e.*, p.alloc_seq, fr.freed_seq, fr.freed_ns,
+           e.operation = 'allocation' OR coalesce(p.first, false) AS matched,
+           CAST(sum(CASE WHEN e.operation = 'allocation' THEN e.bytes WHEN p.first THEN -e.bytes ELSE 0 END)
+                OVER (PARTITION BY e.global_pid, e.device_id, e.memory_kind ORDER BY e.seq) AS BIGINT) AS live_bytes
+    FROM e LEFT JOIN paired p ON p.seq = e.seq
+    LEFT JOIN freed fr ON fr.alloc_seq = e.seq;
+
+-- The kind of GPU memory a question asks about (gpu_memory.memory_kind, any case; NULL: every kind),
+-- as the store spells it; one nsys does not record is an error naming those it does.
+CREATE OR REPLACE MACRO memory_kind_asked(query, kind) AS
+    CASE WHEN kind IS NULL THEN NULL
+         ELSE coalesce(['Device', 'Pinned', 'Managed', 'Device Static', 'Managed Static', 'Pageable', 'Array', 'Unknown'][
+                           list_position(['device', 'pinned', 'managed', 'device static', 'managed static', 'pageable',
+                                          'array', 'unknown'], lower(trim(kind)))],
+                       error(query || ': kind ''' || kind || ''': not a kind of memory nsys records (Device, Pinned, '
+                             || 'Managed, Device Static, Managed Static, Pageable, Array, Unknown)')) END;

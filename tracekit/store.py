@@ -66,8 +66,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: expert rules read them); a job named by its path without the export's suffix; 20: um_cpu_faults,
 #: um_gpu_faults and the virtual address and cause of Unified Memory migrations; 21: cpu_samples,
 #: cpu_sample_frames and thread_sched (nsys's CPU sampling and the threads' scheduling), the call
-#: stacks of OS runtime calls (osrt_frames, osrt_calls.callchain_id).
-SCHEMA_VERSION = 21
+#: stacks of OS runtime calls (osrt_frames, osrt_calls.callchain_id); 22: gpu_memory and
+#: gpu_memory_pools (nsys --cuda-memory-usage: GPU memory allocated and freed).
+SCHEMA_VERSION = 22
 
 
 def ingest_memory_limit() -> str:
@@ -1175,7 +1176,7 @@ class Tracekit:
              repeats: list[Any] | None = None) -> pl.DataFrame:
         """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
         files (ingested first). One row per scope, key and metric with a noise-aware
-        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, um, cpu, ncu, sweep; default:
+        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, um, cpu, memory, ncu, sweep; default:
         every scope both have). ``repeats``: captures of the base again, whose largest
         change measures the noise a change must pass (``noise_pct``; as ``compare``
         judges). See ``tracekit.diff``."""

@@ -37,7 +37,7 @@ CUDA_TABLES = tuple(t for t, (what, _) in TRACED.items() if what == "CUDA")
 #: what nsys was told to trace (``Export.capture_events``) -> the store tables of those events
 TRACED_BY = {"NvtxEvents": ("nvtx_ranges",), "OSRuntime": ("osrt_calls",), "Cuda": CUDA_TABLES,
              "UvmCpuPageFaults": ("um_cpu_faults",), "UvmGpuPageFaults": ("um_gpu_faults",),
-             "CpuSamples": ("cpu_samples", "cpu_sample_frames")}
+             "CpuSamples": ("cpu_samples", "cpu_sample_frames"), "GpuMemoryUsage": ("gpu_memory", "gpu_memory_pools")}
 
 
 def sniff(path: Path, head: bytes) -> bool:

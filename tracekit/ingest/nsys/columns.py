@@ -38,6 +38,9 @@ STRIP = "CASE WHEN substr({0}, -6, 2) = '_v' THEN substr({0}, 1, length({0}) - 6
 OP_TABLES = ("kernels", "memcpy", "memset")
 #: every table of GPU work: also whole CUDA graph executions (--cuda-graph-trace=graph)
 GAP_TABLES = (*OP_TABLES, "graph_execs")
+#: every table whose rows were made by a CUDA API call (its correlation id): the GPU's work and
+#: the GPU memory allocated and freed
+CALLED_TABLES = (*GAP_TABLES, "gpu_memory")
 #: the raw columns the idle gaps of GPU ops are computed from (launches.idle_gaps)
 GAP_INPUTS = ["start", "end", "deviceId", "streamId"]
 
@@ -309,6 +312,57 @@ SPECS = {
         ],
         joins={"ea": ("faultAccessType", "LEFT JOIN _nsys_enum_um_access ea ON ea.id = r.faultAccessType")},
     ),
+    # the GPU memory the CUDA runtime allocated and freed (nsys --cuda-memory-usage=true): one row
+    # per allocation or free of device, pinned, managed or static memory, with the API call that
+    # made it (a module's static memory has none: nsys records it when the module loads)
+    "gpu_memory": TableSpec(
+        source="CUDA_GPU_MEMORY_USAGE_EVENTS",
+        required=["start", "globalPid", "address", "bytes", "memoryOperationType"],
+        optional=True,
+        columns=[
+            Column("ts_ns", "r.start", ["start"], "BIGINT"),
+            Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
+            Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+            Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
+            Column("context_id", "nullif(r.contextId, 0)", ["contextId"], "BIGINT"),
+            Column("operation", "CASE r.memoryOperationType WHEN 0 THEN 'allocation' WHEN 1 THEN 'free' END",
+                   ["memoryOperationType"], "VARCHAR"),
+            Column("memory_kind", "em.label", ["memKind"], "VARCHAR"),
+            Column("address", "r.address", ["address"], "BIGINT"),
+            Column("bytes", "r.bytes", ["bytes"], "BIGINT"),
+            Column("name", "nullif(r.name, '')", ["name"], "VARCHAR"),
+            Column("correlation_id", "nullif(r.correlationId, 0)", ["correlationId"], "BIGINT"),
+            Column("stream_id", "nullif(r.streamId, 0)", ["streamId"], "BIGINT"),
+            # the stream-ordered pool it came from (cudaMallocAsync), and the pool's size then
+            Column("pool_address", "nullif(r.localMemoryPoolAddress, 0)", ["localMemoryPoolAddress"], "BIGINT"),
+            Column("pool_reserved_bytes", "r.localMemoryPoolSize", ["localMemoryPoolSize"], "BIGINT"),
+            Column("pool_used_bytes", "r.localMemoryPoolUtilizedSize", ["localMemoryPoolUtilizedSize"], "BIGINT"),
+        ] + _LAUNCH,
+        joins={"em": ("memKind", "LEFT JOIN _nsys_enum_memkind em ON em.id = r.memKind"), **_LAUNCH_JOINS},
+    ),
+    # the stream-ordered memory pools (cudaMallocAsync): created, trimmed, destroyed, with their
+    # size after
+    "gpu_memory_pools": TableSpec(
+        source="CUDA_GPU_MEMORY_POOL_EVENTS",
+        required=["start", "globalPid", "address", "operationType"],
+        optional=True,
+        columns=[
+            Column("ts_ns", "r.start", ["start"], "BIGINT"),
+            Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
+            Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+            Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
+            Column("pool_address", "r.address", ["address"], "BIGINT"),
+            Column("operation", "po.label", ["operationType"], "VARCHAR"),
+            Column("pool_type", "pt.label", ["poolType"], "VARCHAR"),
+            Column("correlation_id", "nullif(r.correlationId, 0)", ["correlationId"], "BIGINT"),
+            Column("pool_reserved_bytes", "r.localMemoryPoolSize", ["localMemoryPoolSize"], "BIGINT"),
+            Column("pool_used_bytes", "r.localMemoryPoolUtilizedSize", ["localMemoryPoolUtilizedSize"], "BIGINT"),
+            Column("release_threshold_bytes", "r.localMemoryPoolReleaseThreshold",
+                   ["localMemoryPoolReleaseThreshold"], "BIGINT"),
+        ],
+        joins={"po": ("operationType", "LEFT JOIN _nsys_enum_mempool_op po ON po.id = r.operationType"),
+               "pt": ("poolType", "LEFT JOIN _nsys_enum_mempool_type pt ON pt.id = r.poolType")},
+    ),
     # the CPU's samples and their call stacks (nsys --sample=process-tree); optional: an odd
     # sampling table leaves the samples out, not the export refused
     "cpu_samples": TableSpec(
@@ -458,6 +512,8 @@ ENUMS = {
     "_nsys_enum_migration": ("ENUM_CUDA_UNIF_MEM_MIGRATION", [
         "Unknown", "User prefetch", "Page fault", "Speculative prefecth", "Eviction", "Access counters"]),
     "_nsys_enum_um_access": ("ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", ["Unknown", "Read", "Write", "Atomic", "Prefetch"]),
+    "_nsys_enum_mempool_op": ("ENUM_CUDA_MEMPOOL_OPER", ["Invalid", "Created", "Destroyed", "Trimmed"]),
+    "_nsys_enum_mempool_type": ("ENUM_CUDA_MEMPOOL_TYPE", ["Invalid", "Local", "Imported"]),
     "_nsys_enum_thread_state": ("ENUM_SAMPLING_THREAD_STATE", [
         "Unknown", "Running", "Interruptible", "Uninterruptible", "Stopped", "Terminated", "Unscheduled", "Waiting",
         "OS runtime", "Initialized", "Transition"]),

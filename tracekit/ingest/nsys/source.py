@@ -173,9 +173,10 @@ class Export:
         """The kinds of event nsys was told to trace (META_DATA_CAPTURE's
         CAPTURE_EVENT_TYPE rows: Cuda, NvtxEvents, OSRuntime, ...), UvmCpuPageFaults /
         UvmGpuPageFaults where a profiled process collected Unified Memory page faults
-        (PROCESS_<n>:COLLECT_UVM_CPU_PAGE_FAULTS true, ...), and CpuSamples where nsys sampled
-        the CPU (LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES true); empty where the export
-        does not say (older nsys versions)."""
+        (PROCESS_<n>:COLLECT_UVM_CPU_PAGE_FAULTS true, ...), CpuSamples where nsys sampled
+        the CPU (LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES true), and GpuMemoryUsage where a
+        process recorded its GPU memory's allocations (PROCESS_<n>:COLLECT_GPU_MEMORY_USAGE true);
+        empty where the export does not say (older nsys versions)."""
         said = set(self._capture_settings("CAPTURE_EVENT_TYPE"))
         if not said:  # (the kinds of event say whether the export tells what was traced)
             return said
@@ -184,6 +185,8 @@ class Export:
                 said.add(f"Uvm{side.title()}PageFaults")
         if "true" in self._capture_settings("LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES"):
             said.add("CpuSamples")
+        if "true" in self._capture_settings("PROCESS%:COLLECT_GPU_MEMORY_USAGE", like=True):
+            said.add("GpuMemoryUsage")
         return said
 
     def capture_options(self) -> dict[str, str]:
@@ -191,8 +194,9 @@ class Export:
         them (empty where it does not): ``--cuda-graph-trace``, nsys's --cuda-graph-trace (Graph:
         a graph launch is one op; Node: each of its kernels and copies), and
         ``--cuda-um-cpu-page-faults`` / ``--cuda-um-gpu-page-faults`` (true: each Unified Memory
-        page fault recorded, which slows the faults down), the processes' values joined where
-        they differ, and ``--sample`` (process-tree or system-wide: the CPU sampled, with its
+        page fault recorded, which slows the faults down) and ``--cuda-memory-usage`` (true: each
+        allocation and free of GPU memory recorded), the processes' values joined where they
+        differ, and ``--sample`` (process-tree or system-wide: the CPU sampled, with its
         stacks unwound, which costs host time; none), where the export says what was traced."""
         out = {}
         events = self.capture_events()
@@ -202,7 +206,8 @@ class Export:
             out["--sample"] = ", ".join(modes) if "CpuSamples" in events and modes else "none"
         for option, name in (("--cuda-graph-trace", "%CUDA_GRAPH_TRACE_OPTIONS:MODE"),
                              ("--cuda-um-cpu-page-faults", "PROCESS%:COLLECT_UVM_CPU_PAGE_FAULTS"),
-                             ("--cuda-um-gpu-page-faults", "PROCESS%:COLLECT_UVM_GPU_PAGE_FAULTS")):
+                             ("--cuda-um-gpu-page-faults", "PROCESS%:COLLECT_UVM_GPU_PAGE_FAULTS"),
+                             ("--cuda-memory-usage", "PROCESS%:COLLECT_GPU_MEMORY_USAGE")):
             values = sorted(set(self._capture_settings(name, like=True)))
             if values:
                 out[option] = ", ".join(values)

@@ -24,7 +24,7 @@ from ..arrow import from_numpy, scalar, to_numpy
 from ..budget import WRITING_MEMORY_MARGIN, MemoryBudget
 from . import nvtx, overlap
 from .arrays import small_pages
-from .columns import ENUMS, GAP_TABLES, OP_TABLES, SPECS, STRIP, Plan
+from .columns import CALLED_TABLES, ENUMS, GAP_TABLES, OP_TABLES, SPECS, STRIP, Plan
 from .launches import LaunchIndex, add_launches, idle_gaps
 
 # Statistics that named queries read instead of aggregating millions of rows at query
@@ -166,7 +166,7 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str,
             if "api_calls" in raw:
                 api = raw["api_calls"]
                 index = LaunchIndex(api)
-                for t in GAP_TABLES:
+                for t in CALLED_TABLES:
                     if t in raw:
                         launched[t], calls[t], ranges[t] = add_launches(raw[t], api, index, nest)
                 nest.launches_matched()
@@ -177,7 +177,7 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str,
         finally:
             rows["api_calls"] = api_insert.result()
             gaps = gaps.result()
-    for t in [t for t in GAP_TABLES if t in raw]:
+    for t in [t for t in CALLED_TABLES if t in raw]:
         tbl = launched.pop(t, raw[t])
         for name, arr in zip(("_tk_stream_gap", "_tk_device_gap"), gaps[t], strict=True) if t in gaps else ():
             tbl = tbl.append_column(name, arr)  # (none for a table without the columns gaps need)

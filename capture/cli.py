@@ -81,6 +81,11 @@ def capture_cmd(
         "--cpu-samples", help="nsys: sample the CPU with call stacks (nsys --sample=process-tree "
                               "--cpuctxsw=process-tree): tracekit query cpu-hotspots, cpu-threads, nvtx-cpu, "
                               "cpu-stacks; chart cpu-flame; export stacks; diff's cpu scope")] = False,
+    cuda_memory_usage: Annotated[bool, typer.Option(
+        "--cuda-memory-usage", help="nsys: record every allocation and free of GPU memory (nsys "
+                                    "--cuda-memory-usage=true; each allocation call takes longer): tracekit query "
+                                    "gpu-memory, gpu-memory-live, nvtx-memory; chart gpu-memory; diff's memory "
+                                    "scope")] = False,
     capture_range: Annotated[str | None, typer.Option(
         "--capture-range", help="a command under nsys: none (the whole program, the default) or cudaProfilerApi "
                                 "(between cudaProfilerStart and Stop)", show_default=False)] = None,
@@ -114,7 +119,8 @@ def capture_cmd(
     if cmd:
         _capture_command(ctx, cmd, bs=bs, nc=nc, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
                          out=out, db=db, name=name, no_ingest=no_ingest, gpu_metrics=gpu_metrics,
-                         um_faults=um_faults, cpu_samples=cpu_samples, capture_range=capture_range,
+                         um_faults=um_faults, cpu_samples=cpu_samples, cuda_memory_usage=cuda_memory_usage,
+                         capture_range=capture_range,
                          nvtx_capture=nvtx_capture, kernel_name=kernel_name, launch_count=launch_count, param=param,
                          replay_mode=replay_mode, timeout=timeout)
         return
@@ -131,15 +137,15 @@ def capture_cmd(
     run_dir = capture(8 if bs is None else bs, 1024 if nc is None else nc, tool=tool, preset=preset,
                       warmup_ms=warmup_ms, iters=iters, out_dir=out,  # (None: the capture's defaults)
                       db=_db(ctx, db), name=name, ingest=not no_ingest, echo=True,
-                      command=list(sys.argv), gpu_metrics=gpu_metrics, cpu_samples=cpu_samples, replay_mode=replay_mode,
-                      timeout_s=timeout)
+                      command=list(sys.argv), gpu_metrics=gpu_metrics, cpu_samples=cpu_samples,
+                      cuda_memory_usage=cuda_memory_usage, replay_mode=replay_mode, timeout_s=timeout)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(summary(run_dir, None if no_ingest else _db(ctx, db)))
 
 
 def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset, warmup_ms, iters, out, db, name,
-                     no_ingest, gpu_metrics, um_faults, cpu_samples, capture_range, nvtx_capture, kernel_name,
-                     launch_count, param, replay_mode, timeout) -> None:
+                     no_ingest, gpu_metrics, um_faults, cpu_samples, cuda_memory_usage, capture_range, nvtx_capture,
+                     kernel_name, launch_count, param, replay_mode, timeout) -> None:
     """``tracekit capture [OPTIONS] -- CMD``: the program under the profiler, its run
     folder ingested, a summary printed; the HSTU workload's options are errors."""
     from tracekit.errors import CaptureError
@@ -155,7 +161,8 @@ def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset
                               command=list(sys.argv), params=parse_params(param),
                               capture_range=capture_range or "none", nvtx_capture=nvtx_capture,
                               kernel_regex=kernel_name, launch_count=launch_count, gpu_metrics=gpu_metrics,
-                              um_faults=um_faults, cpu_samples=cpu_samples, replay_mode=replay_mode, timeout_s=timeout)
+                              um_faults=um_faults, cpu_samples=cpu_samples, cuda_memory_usage=cuda_memory_usage,
+                              replay_mode=replay_mode, timeout_s=timeout)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(command_summary(run_dir, None if no_ingest else _db(ctx, db)))
 

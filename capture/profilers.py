@@ -70,19 +70,26 @@ NSYS_CPU_SAMPLES = {True: ["--sample=process-tree", "--cpuctxsw=process-tree"],
                     False: ["--sample=none", "--cpuctxsw=none"]}
 
 
+#: nsys's record of every allocation and free of GPU memory (off by default: each allocation call
+#: takes longer while it is recorded)
+NSYS_MEMORY_USAGE = ["--cuda-memory-usage=true"]
+
+
 def nsys_argv(nsys: str, out_base: Path, cmd: Sequence[str], gpu_metrics: bool = False,
-              cpu_samples: bool = False) -> list[str]:
+              cpu_samples: bool = False, cuda_memory_usage: bool = False) -> list[str]:
     """``nsys profile`` of ``cmd``: CUDA, NVTX and OS-runtime traces; only the part between
     ``cudaProfilerStart`` and ``cudaProfilerStop`` (the timed requests) is captured;
     exported to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``. ``gpu_metrics``: the
     GPUs' counters sampled too (``--gpu-metrics-devices=all``: SM clock, SMs and tensor pipes
     active, DRAM bandwidth; off by default: one sampler per GPU at a time, which a DCGM
     running its own profiling metrics already holds); ``cpu_samples``: the CPU sampled, with
-    call stacks (``NSYS_CPU_SAMPLES``)."""
+    call stacks (``NSYS_CPU_SAMPLES``); ``cuda_memory_usage``: every allocation and free of GPU
+    memory recorded (``NSYS_MEMORY_USAGE``)."""
     return [
         nsys, "profile",
         "--trace=cuda,nvtx,osrt",
         *(["--gpu-metrics-devices=all"] if gpu_metrics else []),
+        *(NSYS_MEMORY_USAGE if cuda_memory_usage else []),
         "--capture-range=cudaProfilerApi",
         "--capture-range-end=stop",
         *NSYS_CPU_SAMPLES[bool(cpu_samples)],
@@ -163,7 +170,7 @@ NSYS_UM_FAULTS = ["--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=t
 
 def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_range: str = "none",
                       nvtx_capture: str | None = None, gpu_metrics: bool = False, um_faults: bool = False,
-                      cpu_samples: bool = False) -> list[str]:
+                      cpu_samples: bool = False, cuda_memory_usage: bool = False) -> list[str]:
     """``nsys profile`` of a user's command: CUDA, NVTX and OS-runtime traces of the whole
     program (``capture_range`` ``none``), of the part between cudaProfilerStart and
     cudaProfilerStop (``cudaProfilerApi``), or of the first instance of the NVTX range
@@ -172,7 +179,8 @@ def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_
     a range ends the capture (``--capture-range-end=stop``), the program runs on. Exported
     to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``; ``gpu_metrics`` as ``nsys_argv``;
     ``um_faults``: Unified Memory's page faults recorded (``NSYS_UM_FAULTS``; off by default:
-    each fault is slowed down by its recording); ``cpu_samples`` as ``nsys_argv``."""
+    each fault is slowed down by its recording); ``cpu_samples`` and ``cuda_memory_usage`` as
+    ``nsys_argv``."""
     if nvtx_capture is not None:
         if capture_range != "none":
             raise ValueError(f"--capture-range {capture_range} and --nvtx-capture: give one")
@@ -189,6 +197,7 @@ def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_
         "--trace=cuda,nvtx,osrt",
         *(["--gpu-metrics-devices=all"] if gpu_metrics else []),
         *(NSYS_UM_FAULTS if um_faults else []),
+        *(NSYS_MEMORY_USAGE if cuda_memory_usage else []),
         *scope,
         *NSYS_CPU_SAMPLES[bool(cpu_samples)],
         "--force-overwrite=true",

@@ -97,6 +97,8 @@ def test_nsys_command_argv_for_each_option():
         [*head, "--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=true", "--capture-range=none", *tail]
     sampled = [*head, "--capture-range=none", "--sample=process-tree", "--cpuctxsw=process-tree", *tail[2:]]
     assert argv("/x/nsys", Path("/r/nsys"), CMD, cpu_samples=True) == sampled
+    assert argv("/x/nsys", Path("/r/nsys"), CMD, cuda_memory_usage=True) == \
+        [*head, "--cuda-memory-usage=true", "--capture-range=none", *tail]
     with pytest.raises(ValueError, match="give one"):
         argv("/x/nsys", Path("/r/nsys"), CMD, capture_range="cudaProfilerApi", nvtx_capture="step")
     with pytest.raises(ValueError, match="--capture-range 'nvtx'"):
@@ -226,9 +228,11 @@ def test_options_after_the_program_are_its_own(tmp_path):
     (["--gpu-metrics"], "--gpu-metrics: an option of --tool nsys, not of --tool none"),
     (["--um-faults"], "--um-faults: an option of --tool nsys, not of --tool none"),
     (["--cpu-samples"], "--cpu-samples: an option of --tool nsys, not of --tool none"),
+    (["--cuda-memory-usage"], "--cuda-memory-usage: an option of --tool nsys, not of --tool none"),
     (["--param", "tool=x"], "--param tool: tracekit sets tool itself"),
     (["--param", "um_faults=1"], "--param um_faults: tracekit sets um_faults itself"),
     (["--param", "cpu_samples=1"], "--param cpu_samples: tracekit sets cpu_samples itself"),
+    (["--param", "cuda_memory_usage=1"], "--param cuda_memory_usage: tracekit sets cuda_memory_usage itself"),
     (["--param", "novalue"], "--param 'novalue': expected NAME=VALUE"),
     (["--param", "bs=0"], "--param bs='0': bs (the batch size) is a whole number"),
     (["--name", "7"], "run name: '7' cannot name a run"),
@@ -253,6 +257,7 @@ def test_bad_options_with_a_command_are_one_line_errors(tmp_path, capsys, args, 
     ("ncu", ["--gpu-metrics"], "--gpu-metrics: an option of --tool nsys, not of --tool ncu"),
     ("ncu", ["--um-faults"], "--um-faults: an option of --tool nsys, not of --tool ncu"),
     ("ncu", ["--cpu-samples"], "--cpu-samples: an option of --tool nsys, not of --tool ncu"),
+    ("ncu", ["--cuda-memory-usage"], "--cuda-memory-usage: an option of --tool nsys, not of --tool ncu"),
 ])
 def test_bad_profiler_options_are_refused_before_the_profiler_is_looked_for(tmp_path, tool, args, message):
     with pytest.raises(CaptureError, match=re.escape(message)):

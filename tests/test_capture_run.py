@@ -125,6 +125,8 @@ def test_summary_reports_latency(none_run):
     (dict(gpu_metrics="yes"), r"gpu_metrics 'yes': must be true or false"),
     (dict(cpu_samples=True), r"--cpu-samples: nsys samples the CPU; --tool none does not"),
     (dict(cpu_samples=1), r"cpu_samples 1: must be true or false"),
+    (dict(cuda_memory_usage=True), r"--cuda-memory-usage: nsys records the GPU memory's allocations; --tool none does not"),
+    (dict(cuda_memory_usage="on"), r"cuda_memory_usage 'on': must be true or false"),
 ])
 def test_bad_input_is_one_line_error_before_anything_runs(tmp_path, kw, match):
     args = dict(bs=2, nc=8, tool="none", preset="small", out_dir=tmp_path / "runs", ingest=False)
@@ -214,6 +216,9 @@ def test_nsys_argv():
     cpu = profilers.nsys_argv("/x/nsys", Path("/r/nsys"), cmd, cpu_samples=True)
     assert cpu == [{"--sample=none": "--sample=process-tree", "--cpuctxsw=none": "--cpuctxsw=process-tree"}.get(a, a)
                    for a in argv]
+    assert not any(a.startswith("--cuda-memory-usage") for a in argv)  # (off by default)
+    memory = profilers.nsys_argv("/x/nsys", Path("/r/nsys"), cmd, cuda_memory_usage=True)
+    assert memory == argv[:3] + ["--cuda-memory-usage=true"] + argv[3:]
 
 
 def test_ncu_argv_and_exports():
@@ -302,10 +307,10 @@ def test_capture_package_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_gpu_metrics_and_cpu_samples_reach_nsys_and_the_runs_params(tmp_path, monkeypatch):
-    """``--gpu-metrics``, ``--cpu-samples``: nsys is told to sample the GPU's counters and the
-    CPU, and the run says so in its parameters (a run without them has no such key: older runs
-    compare alike)."""
+def test_gpu_metrics_cpu_samples_and_memory_usage_reach_nsys_and_the_runs_params(tmp_path, monkeypatch):
+    """``--gpu-metrics``, ``--cpu-samples``, ``--cuda-memory-usage``: nsys is told to sample the
+    GPU's counters and the CPU and to record the GPU memory's allocations, and the run says so in
+    its parameters (a run without them has no such key: older runs compare alike)."""
     argv_file = tmp_path / "argv.txt"
     fake = _fake_tool(tmp_path, "nsys", f'printf "%s\\n" "$@" > {argv_file}\nexit 3\n')
     monkeypatch.setenv("PATH", str(tmp_path / "empty") + os.pathsep + os.environ["PATH"])
@@ -313,8 +318,10 @@ def test_gpu_metrics_and_cpu_samples_reach_nsys_and_the_runs_params(tmp_path, mo
     if shutil.which("nsys"):
         pytest.skip("a real nsys is on PATH")
     with pytest.raises(CaptureError, match="capture failed"):
-        _capture(tmp_path, tool="nsys", name="gm", gpu_metrics=True, cpu_samples=True)
+        _capture(tmp_path, tool="nsys", name="gm", gpu_metrics=True, cpu_samples=True, cuda_memory_usage=True)
     told = argv_file.read_text().split("\n")
-    assert {"--gpu-metrics-devices=all", "--sample=process-tree", "--cpuctxsw=process-tree"} <= set(told)
+    assert {"--gpu-metrics-devices=all", "--sample=process-tree", "--cpuctxsw=process-tree",
+            "--cuda-memory-usage=true"} <= set(told)
     meta = json.loads((tmp_path / "runs" / "gm" / "meta.json").read_text())
     assert meta["params"]["gpu_metrics"] is True and meta["params"]["cpu_samples"] is True
+    assert meta["params"]["cuda_memory_usage"] is True

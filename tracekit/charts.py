@@ -688,6 +688,50 @@ def cpu_hotspots(df: pl.DataFrame) -> alt.LayerChart:
                                                          "light: with the functions it called"))
 
 
+#: the most points a series of the gpu-memory chart draws: past it, each slice of the time keeps
+#: the most bytes live in it (the peaks stay where they were)
+MEMORY_POINTS = 2000
+
+
+def gpu_memory(df: pl.DataFrame) -> alt.LayerChart:
+    """Step lines of the GPU memory live over time, from the gpu-memory-timeline query: one per
+    kind of memory (and per device and process, where a run has several), each peak marked."""
+    _need(df, "gpu-memory", "gpu-memory-timeline", ["ts_ns", "live_bytes", "operation", "bytes", "memory_kind",
+                                                    "device_id", "pid", "api_name", "nvtx_path"])
+    if df.is_empty():
+        return _no_data("GPU memory over time")
+    several = df.select(pl.struct("pid", "device_id").n_unique()).item() > 1
+    series = (pl.format("{} (GPU {}, pid {})", "memory_kind", "device_id", "pid") if several
+              else pl.col("memory_kind").cast(pl.Utf8))
+    t0 = df["ts_ns"].min()
+    d = df.with_columns(series.alias("series"), ((pl.col("ts_ns") - t0) / 1e6).alias("t_ms"),
+                        (pl.col("live_bytes") / 1e6).alias("live_mb"), (pl.col("bytes") / 1e6).alias("mb"),
+                        pl.col("nvtx_path").fill_null("(none)"), pl.col("api_name").fill_null("(none)"))
+    span = max(float(d["t_ms"].max()), 1e-9)
+    d = d.with_columns(pl.len().over("series").alias("n"), (pl.col("t_ms") / span * MEMORY_POINTS).floor().alias("slice"))
+    # a long series: per slice of time, its event with the most bytes live, and its last (the level it leaves)
+    keep = (pl.col("n") <= MEMORY_POINTS) | (pl.col("live_mb") == pl.col("live_mb").max().over("series", "slice")) \
+        | (pl.int_range(pl.len()).over("series", "slice") == pl.len().over("series", "slice") - 1)
+    cols = ["series", "t_ms", "live_mb", "operation", "mb", "api_name", "nvtx_path"]
+    drawn = d.filter(keep).select(cols)
+    peaks = d.sort("t_ms").group_by("series", maintain_order=True).agg(pl.all().sort_by("live_mb").last()) \
+        .select(cols).with_columns(pl.format("peak {} MB", pl.col("live_mb").round(1)).alias("label"))
+    colour = alt.Color("series:N", title="memory", scale=alt.Scale(scheme="tableau10"))
+    tooltip = [alt.Tooltip("series:N", title="memory"), alt.Tooltip("t_ms:Q", title="time [ms]", format=",.3f"),
+               alt.Tooltip("live_mb:Q", title="live [MB]", format=",.1f"), alt.Tooltip("operation:N"),
+               alt.Tooltip("mb:Q", title="size [MB]", format=",.2f"), alt.Tooltip("api_name:N", title="call"),
+               alt.Tooltip("nvtx_path:N", title="NVTX path")]
+    line = alt.Chart(_data(drawn.to_dicts())).mark_line(interpolate="step-after").encode(
+        x=alt.X("t_ms:Q", title="Time since the first memory event [ms]"),
+        y=alt.Y("live_mb:Q", title="Live [MB]"), color=colour, tooltip=tooltip)
+    marks = alt.Chart(_data(peaks.to_dicts())).encode(x="t_ms:Q", y="live_mb:Q", color=colour, tooltip=tooltip)
+    return alt.layer(line, marks.mark_point(filled=True, size=60),
+                     marks.mark_text(align="left", dx=6, dy=-8).encode(text="label:N")).properties(
+        width=WIDTH, height=HEIGHT - 140,
+        title=alt.Title("GPU memory over time", subtitle="allocated and not yet freed, by kind of memory "
+                                                         "(nsys --cuda-memory-usage); dot: the peak"))
+
+
 #: the flame graph's narrowest frame drawn, a share of the unwound samples (a narrower one's
 #: samples stay in its caller's width), and the most frames drawn (the widest first)
 FLAME_MIN_SHARE = 0.002
@@ -1570,7 +1614,8 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
 
 #: the metric that stands for a key in the diff chart: its time (or latency)
 _DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "kernel_total_ns", "api": "total_ns", "memcpy": "total_ns",
-                  "gpu": "busy_ns", "um": "faults", "cpu": "self_ns", "ncu": "duration_ns", "sweep": "latency_med_ms"}
+                  "gpu": "busy_ns", "um": "faults", "cpu": "self_ns", "memory": "peak_bytes", "ncu": "duration_ns",
+                  "sweep": "latency_med_ms"}
 _VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e",
                     "host-timed, not judged": "#d9d9d9", "moved with the SM clock": "#b7a6d6",
                     "moved with the host's pace": "#e3c17a"}
@@ -1615,10 +1660,10 @@ def diff_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20) -> pl.D
     d = df.with_row_index("_i")
     head = d.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
     # an NVTX path that launched no kernel stands by its sampled CPU time where both runs
-    # sampled the CPU (judged), else by its wall time
-    for metric in ("cpu_ns", "range_total_ns"):
-        rest = d.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == metric)
-                        & ~pl.col("key").is_in(head.filter(pl.col("scope") == "nvtx")["key"].implode()))
+    # sampled the CPU (judged), else by its wall time; an NVTX path's GPU memory by the bytes it allocated
+    for scope, metric in (("nvtx", "cpu_ns"), ("nvtx", "range_total_ns"), ("memory", "allocated_bytes")):
+        rest = d.filter((pl.col("scope") == scope) & (pl.col("metric") == metric)
+                        & ~pl.col("key").is_in(head.filter(pl.col("scope") == scope)["key"].implode()))
         head = pl.concat([head, rest])
     head = head.sort("_i")
     if limit:  # every key judged changed, then the largest of the others, in the diff's order
@@ -1656,7 +1701,8 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
                      "note": r["note"] or "", "p": r["p_value"]})
     subtitle = ["bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time, or sampled "
                 "CPU time or wall time without kernels;",
-                "functions: sampled CPU time; ncu: duration; sweeps: median latency; Unified Memory: page faults)",
+                "functions: sampled CPU time; ncu: duration; sweeps: median latency; Unified Memory: page faults;",
+                "GPU memory: peak bytes, an NVTX path's bytes allocated)",
                 "whisker: its interval; dashed: the " + " and the ".join(
                     f"±{f:g}% " + ("threshold" if "threshold" in floors.get(f, {"threshold"}) else
                                    " and ".join(sorted(floors[f])))
@@ -1982,6 +2028,8 @@ CHARTS: dict[str, ChartSpec] = {
     ),
     "api-summary": ChartSpec("api-summary", api_summary, {"limit": 20}, "nsys host time in CUDA API calls"),
     "cpu-hotspots": ChartSpec("cpu-hotspots", cpu_hotspots, {"limit": 20}, "nsys CPU time by function (sampled)"),
+    "gpu-memory": ChartSpec("gpu-memory-timeline", gpu_memory, {"limit": 0}, "nsys GPU memory live over time by kind "
+                                                                             "(--cuda-memory-usage; kind=)"),
     "cpu-flame": ChartSpec("cpu-stacks", cpu_flame, {"limit": 0}, "nsys sampled CPU call stacks as a flame graph "
                                                                     "(callers on top; thread=, range=)"),
     "nvtx-timeline": ChartSpec(

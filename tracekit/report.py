@@ -250,6 +250,17 @@ NSYS = (
             "--cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true): pages that fault on both sides or "
             "migrate both ways bounce between CPU and GPU, which cudaMemPrefetchAsync or cudaMemAdvise avoids. "
             "tracekit query um-totals sums them up; um-cpu-faults names the host code that faulted.", optional=True),
+    Section("gpu-memory", "GPU memory", "gpu-memory", {"limit": 10}, None,
+            ("device_id", "memory_kind", "allocations", "allocated_bytes", "largest_bytes", "peak_bytes",
+             "peak_nvtx_path", "live_at_end_bytes", "unfreed", "pool_reserved_max_bytes"),
+            "The memory the CUDA runtime allocated (nsys --cuda-memory-usage=true; tracekit capture "
+            "--cuda-memory-usage), by kind: the most that was live at once, where it peaked, and what was never "
+            "freed. The chart draws it over time. tracekit query gpu-memory-live lists the allocations live at the "
+            "peak (-p at=end: those never freed), nvtx-memory what each NVTX range allocated and left.",
+            optional=True),
+    Section("gpu-memory-timeline", "GPU memory over time", "gpu-memory-timeline", {"limit": 0}, "gpu-memory", None,
+            "The same memory allocated and not yet freed, by kind, over the capture: a step up at each allocation, "
+            "down at each free; a line that never comes back down is memory kept, or leaked.", optional=True),
     Section("osrt", "OS runtime calls", "osrt-summary", {"limit": 10}, None,
             ("name", "calls", "threads", "total_ns", "avg_ns", "med_ns", "max_ns", "time_pct"),
             "Where the CPU threads waited outside CUDA: libc and system calls (nsys stats -r osrt_sum; "

@@ -5,7 +5,9 @@ kernel_total_ns, proj_total_ns, range_total_ns, range_med_ns, instances), ``api`
 API: total_ns, calls, med_ns), ``memcpy`` (per memory operation: total_ns, count, med_ns),
 ``gpu`` (per device: busy_ns), ``um`` (Unified Memory page faults, CPU and GPU by access type:
 faults), ``cpu`` (per function, from nsys's CPU samples: self_ns, the CPU time in the function
-itself), ``ncu`` (per profiled kernel: the median launch's duration,
+itself), ``memory`` (GPU memory, nsys --cuda-memory-usage: per device and kind of memory
+peak_bytes, live_at_end_bytes, allocations and allocated_bytes, per NVTX path and kind allocations,
+allocated_bytes and unfreed_bytes), ``ncu`` (per profiled kernel: the median launch's duration,
 the launches' summed duration and count, elapsed cycles, SM clock, throughputs, occupancy,
 launch configuration, roofline, warp cycles per issued instruction and the stall reasons of
 0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
@@ -15,7 +17,8 @@ is a sweep's run folder given by its path; a sweep's run given by id or name nam
 By default every scope both sides have is compared; an nsys run has
 the scopes of the events its capture traced (``SCOPE_EVENTS``: no kernel, api, memcpy
 or gpu scope without CUDA tracing, no nvtx scope without NVTX tracing, no um scope without
-both kinds of Unified Memory page fault traced, no cpu scope without CPU sampling), so that events
+both kinds of Unified Memory page fault traced, no cpu scope without CPU sampling, no memory scope
+without CUDA memory usage tracing), so that events
 one side never recorded are not reported as added or removed; an NVTX path's kernel time
 and GPU projection are compared only where both captures traced CUDA.
 
@@ -89,7 +92,8 @@ against the base).
 * Unified Memory page faults (``um``) are counts judged beyond ``UM_NOISE_PCT`` (35 %) at
   least; a function's sampled CPU time (``cpu``: its samples x the sampling interval) where its
   two sample counts differ beyond their Poisson noise (p < ALPHA) and beyond ``CPU_NOISE_PCT``
-  (25 %) at least (``_cpu_scope``);
+  (25 %) at least (``_cpu_scope``); GPU memory (``memory``: bytes and allocations) is exact, judged
+  as counts are (``_memory_scope``);
 * request latency (sweeps, runs with timed requests), host-timed too, is judged beyond
   ``HOST_NOISE_PCT`` at least (its p95 beyond ``HOST_TAIL_NOISE_PCT``, 45 %), or the
   threshold if larger: identical sweeps differ by up to 21 % at a point, with per-request
@@ -197,14 +201,20 @@ from .names import RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_na
 from .registry import untraced
 from .store import CAPTURE_STATUS
 
-NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um", "cpu")
+NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um", "cpu", "memory")
 #: nsys scope -> the kinds of event (registry.TRACED) a run's capture must have traced
 SCOPE_EVENTS = {"kernel": ("CUDA",), "nvtx": ("NVTX",), "api": ("CUDA",), "memcpy": ("CUDA",), "gpu": ("CUDA",),
-                "um": ("Unified Memory CPU page fault", "Unified Memory GPU page fault"), "cpu": ("CPU sample",)}
+                "um": ("Unified Memory CPU page fault", "Unified Memory GPU page fault"), "cpu": ("CPU sample",),
+                "memory": ("CUDA memory usage",)}
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
 #: nsys scopes of events a capture records only when told (nsys profile --cuda-um-*-page-faults;
-#: --sample=process-tree, nsys's default, which tracekit capture turns on with --cpu-samples)
-OPTIONAL_SCOPES = ("um", "cpu")
+#: --sample=process-tree, nsys's default, which tracekit capture turns on with --cpu-samples;
+#: --cuda-memory-usage=true)
+OPTIONAL_SCOPES = ("um", "cpu", "memory")
+#: the memory scope's metrics, in their order (samples_memory.sql), and how ``moved`` says them
+MEMORY_METRICS = ("peak_bytes", "live_at_end_bytes", "allocations", "allocated_bytes", "unfreed_bytes")
+MEMORY_WORDS = dict(zip(MEMORY_METRICS, ("peak", "left allocated", "allocations", "allocated", "never freed"),
+                        strict=True))
 VERDICTS = ("regressed", "improved", "unchanged", "added", "removed")
 COLUMNS = ["scope", "key", "metric", "base", "new", "delta", "delta_pct", "verdict", "p_value", "note",
            "delta_pct_low", "delta_pct_high"]
@@ -891,6 +901,34 @@ def _cpu_scope(con, params: dict, threshold: float) -> list[_Row]:
     sampling interval, samples_cpu.sql), judged as ``_sample_rows`` says."""
     counts, interval = _sampled(con, _sql("samples_cpu"), params)
     return [_sample_rows("cpu", "self_ns", key, a, b, interval, threshold) for key, (a, b) in counts.items()]
+
+
+def _memory_scope(con, params: dict, threshold: float) -> list[_Row]:
+    """GPU memory per device and kind (peak_bytes, live_at_end_bytes, allocations,
+    allocated_bytes) and per NVTX path and kind (allocations, allocated_bytes, unfreed_bytes;
+    samples_memory.sql). What a program allocates does not move between captures (two
+    captures of tests/data/nsys_mem, and of nsys_mem_again, agree to the byte): each value is
+    exact, a change beyond the threshold real, as counts are. More is worse."""
+    values: dict[tuple[str, str], list[float | None]] = {}
+    for side, key, metric, value in con.execute(_sql("samples_memory"), params).fetchall():
+        values.setdefault((key, metric), [None, None])[side] = float(value)
+    weight: dict[str, float] = {}  # (a key's rows together, the most bytes first)
+    for (key, metric), sides in values.items():
+        if metric.endswith("_bytes"):
+            weight[key] = max(weight.get(key, 0.0), *(v or 0.0 for v in sides))
+    rows = []
+    for (key, metric), (base, new) in values.items():
+        if metric == "unfreed_bytes" and not base and not new:
+            continue  # (a path whose allocations were all freed on both sides: nothing to say)
+        if base is None or new is None:
+            verdict, note = ("added", "only in the new run") if base is None else ("removed", "only in the base run")
+            low = high = None
+        else:
+            verdict, note = _judge(base, new, threshold, 1, True, "")
+            low = high = _pct(new - base, base)
+        rows.append(_Row("memory", key, metric, base, new, verdict, None, note, low, high, 0.0,
+                         MEMORY_METRICS.index(metric), weight=weight.get(key, 0.0)))
+    return rows
 
 
 def _nvtx_scope(con, params: dict, threshold: float, gpu: bool = True, host_judged: bool = False,
@@ -1772,6 +1810,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
                                   effect_scale=0.0)
         elif scope == "cpu":
             rows += _cpu_scope(con, params, threshold)
+        elif scope == "memory":  # (bytes and counts, not time: after the GPU time rows, effect 0)
+            rows += _memory_scope(con, params, threshold)
         elif scope == "ncu":
             rows += _ncu_scope(con, params, threshold)
         elif scope == "sweep":
@@ -1832,7 +1872,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     """What moved beyond the noise, in a few lines for a reader, from the diff's rows
     (``diff``): only keys judged changed (regressed, improved, added, removed). Each GPU's
     busy time; the kernel time in all and the kernels that moved (with their share of it), the
-    same for memory operations; Unified Memory's page faults that moved; the NVTX paths and the
+    same for memory operations; Unified Memory's page faults that moved; the GPU memory (a device's
+    kind, an NVTX path's allocations) that moved; the NVTX paths and the
     functions whose sampled CPU time moved; NVTX paths judged on wall time (runs without CUDA); ncu's
     launches per kernel, and those whose durations moved with the SM clock in as many cycles
     (held, and said so: the clock, not the code), and the nsys kernel and busy times held so;
@@ -1894,6 +1935,14 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             f"{r['key'].replace(' page faults', '')} "
             f"{_human('faults', val(r['base']) or 0)} -> {_human('faults', val(r['new']) or 0)} ({how(r)})"
             for r in faults))
+    memory: dict[str, list[dict]] = {}  # key -> its changed rows (GPU memory: a device's kind, an NVTX path's)
+    for r in changed.filter(pl.col("scope") == "memory").iter_rows(named=True):
+        memory.setdefault(r["key"], []).append(r)
+    if memory:
+        lines.append("GPU memory: " + "; ".join(
+            f"{key} " + ", ".join(f"{MEMORY_WORDS[r['metric']]} {_human(r['metric'], val(r['base']) or 0)} -> "
+                                  f"{_human(r['metric'], val(r['new']) or 0)} ({how(r)})" for r in rows_)
+            for key, rows_ in list(memory.items())[:top]))
     # (host code: what a launch-bound loop spends its CPU on, beside the GPU's time above)
     for what, rows_ in (("NVTX ranges", changed.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "cpu_ns"))),
                         ("functions", changed.filter(pl.col("scope") == "cpu"))):
@@ -2042,6 +2091,10 @@ def _human(metric: str, v: float | None) -> str:
         return f"{v:,.2f}%"
     if metric.endswith("_hz"):
         return f"{v / 1e6:,.0f} MHz"
+    if metric.endswith("_bytes"):  # (as tables show bytes: SI prefixes)
+        from .table import si
+
+        return si(v, "B")
     if metric.endswith("_per_s"):
         for unit, f in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
             if abs(v) >= f:

@@ -14,6 +14,8 @@
 #                   nsys refuses its UM reports; with --prefetch, the buffers prefetched where used next)
 #                   cpu_hot cpu_hot_again cpu_hot_slow (programs/nsys_cpu_hot.cu, CPU sampling on: host functions
 #                   with planted shares of the samples, twice: noise; then with --slow-pack, a host regression)
+#                   mem mem_again mem_grow (programs/nsys_mem.cu, --cuda-memory-usage=true: allocations of
+#                   planted sizes and lifetimes, twice: noise; then with --leak --big-workspace, the regression)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
 #                   (--set full: one kernel at three sizes, profiled twice, then slower at every size;
 #                   programs/ncu_shapes.py), clocks_random clocks_random_again clocks_zeros (--set full: two
@@ -62,6 +64,8 @@
 # hstu_capture_cpu is the same capture with the CPU sampled (2026-12-01; no stats/): tracekit.capture.run.capture(8,
 # 1024, tool="nsys", cpu_samples=True, ingest=False), what `tracekit capture --cpu-samples` runs, called from a Python
 # script (meta.json's command "-") as the device's Typer is too old for tracekit's CLI.
+# hstu_capture_mem likewise, with every allocation of GPU memory recorded (2026-12-01): capture(8, 1024, tool="nsys",
+# cuda_memory_usage=True, ingest=False), what `tracekit capture --cuda-memory-usage` runs.
 # The Source pages of the earlier reports were exported later (2026-11-28, ncu 2025.3.1 on the H200, source_pages
 # below): ncu_full/source_sass.csv, ncu_diff_a/source_cuda_sass.csv, and hstu_capture_ncu/ncu_source_cuda_sass.csv
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
@@ -95,6 +99,8 @@ cmdline() {
     cpu_hot_slow) echo "$out/bin/nsys_cpu_hot --slow-pack" ;;  # pack_inputs 3x the work (diff)
     cpu_hot*) echo "$out/bin/nsys_cpu_hot" ;;
     streams) echo "$out/bin/nsys_streams" ;;
+    mem_grow) echo "$out/bin/nsys_mem --leak --big-workspace" ;;  # a 2 MiB leak a step, the workspace 2x (diff)
+    mem*) echo "$out/bin/nsys_mem" ;;
     cpu_only|cpu_only_again) echo "$out/bin/nsys_cpu_only" ;;
     cpu_only_slow) echo "$out/bin/nsys_cpu_only 40 1500 1" ;;  # parse 1 ms longer, 4 KiB reads (diff)
     cpu_only_more) echo "$out/bin/nsys_cpu_only 60" ;;  # the same with 60 batches instead of 40 (diff)
@@ -121,7 +127,8 @@ options() {
       "--cuda-memory-usage=true" ;;
     um_faults|um_faults_again|um_prefetch) echo "-t cuda,nvtx,osrt --cuda-um-cpu-page-faults=true" \
       "--cuda-um-gpu-page-faults=true" ;;
-    um_gpu_only) echo "-t cuda,nvtx,osrt --cuda-um-gpu-page-faults=true" ;;  # (nsys's UM reports need both)
+    um_gpu_only) echo "-t cuda,nvtx,osrt --cuda-um-gpu-page-faults=true" ;;
+    mem|mem_again|mem_grow) echo "-t cuda,nvtx,osrt --cuda-memory-usage=true" ;;  # (nsys's UM reports need both)
     autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;
     # the capture starts at the NVTX range "profile" and stops at its end; the program's NVTX
     # texts are not registered strings, which nsys matches only with REGISTER_ONLY=0
@@ -262,6 +269,10 @@ for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
     mkdir -p "$out/bin"
     nvcc -O2 -g -arch=sm_90 -Xcompiler -fno-omit-frame-pointer -o "$out/bin/nsys_cpu_hot" \
       "$here/programs/nsys_cpu_hot.cu" -lpthread || echo "nvcc rc=$?"
+  fi
+  if [ "${scen#mem}" != "$scen" ] && [ "${scen#memops}" = "$scen" ] && [ ! -x "$out/bin/nsys_mem" ]; then
+    mkdir -p "$out/bin"
+    nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_mem" "$here/programs/nsys_mem.cu" || echo "nvcc rc=$?"
   fi
   if [ "$scen" = streams ]; then  # per-thread default streams: the runtime's _ptsz/_ptds entry points
     mkdir -p "$out/bin"

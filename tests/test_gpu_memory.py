@@ -1,0 +1,263 @@
+"""GPU memory allocated and freed (nsys --cuda-memory-usage=true): ingest, gpu-memory,
+gpu-memory-live, nvtx-memory, gpu-memory-timeline, the gpu-memory chart and report section,
+and diff's memory scope.
+
+nsys stats has no report of these events, so the evidence is the raw tables of the real exports
+and the accounting tests/data/programs/nsys_mem.cu prints of what it allocated (the first lines
+of each fixture's profile.log: nsys_mem/README.md), and tests/data/nsys_memops, whose program
+allocates device, pinned, managed, pitched and pool memory and frees the last of it outside
+every NVTX range.
+"""
+
+from __future__ import annotations
+
+import lzma
+import re
+import shutil
+import sqlite3
+
+import pytest
+from conftest import DATA, NSYS_EXPORTS
+
+import tracekit
+from tracekit.cli import main as cli_main
+from tracekit.errors import QueryError
+from tracekit.ingest import materialized
+
+MIB = 1 << 20
+QUERIES = ("gpu-memory", "gpu-memory-live", "nvtx-memory", "gpu-memory-timeline")
+
+
+def _accounting(scen: str) -> dict[str, int]:
+    """What nsys_mem.cu printed of its device memory: allocations, bytes, peak, live at exit."""
+    text = (DATA / f"nsys_{scen}" / "profile.log").read_text()
+    allocs, total = map(int, re.search(r"device: (\d+) allocations, (\d+) bytes", text).groups())
+    peak = int(re.search(r"device peak: (\d+) bytes live, in (\w+)", text).group(1))
+    live = int(re.search(r"device live at exit: (\d+) bytes", text).group(1))
+    return {"allocations": allocs, "allocated_bytes": total, "peak_bytes": peak, "live_at_end_bytes": live}
+
+
+def _kinds(tk, scen: str) -> dict[str, dict]:
+    return {r["memory_kind"]: r for r in tk.query("gpu-memory", run=scen, limit=0).iter_rows(named=True)}
+
+
+@pytest.mark.parametrize("scen", ["mem", "mem_grow", "memops"])
+def test_memory_events_land_as_the_export_has_them(nsys_db, scen):
+    """One store row per CUDA_GPU_MEMORY_USAGE_EVENTS row (its kind, operation, bytes, address and
+    variable name resolved) and per CUDA_GPU_MEMORY_POOL_EVENTS row; every event of an API call
+    has that call's name, and the run says it traced them."""
+    with materialized(NSYS_EXPORTS[scen]) as path, sqlite3.connect(path) as sq:
+        events = sq.execute(
+            "SELECT e.start, e.deviceId, k.label, CASE e.memoryOperationType WHEN 0 THEN 'allocation' ELSE 'free' END, "
+            "e.address, e.bytes, nullif(e.name, ''), nullif(e.correlationId, 0) FROM CUDA_GPU_MEMORY_USAGE_EVENTS e "
+            "JOIN ENUM_CUDA_MEM_KIND k ON k.id = e.memKind ORDER BY 1, 5, 4").fetchall()
+        pools = sq.execute("SELECT e.start, e.address, o.label, e.localMemoryPoolSize FROM CUDA_GPU_MEMORY_POOL_EVENTS e "
+                           "JOIN ENUM_CUDA_MEMPOOL_OPER o ON o.id = e.operationType ORDER BY 1").fetchall()
+    run = f"(SELECT run_id FROM runs WHERE name = '{scen}')"
+    assert len(events) > 30 and nsys_db.sql(
+        f"SELECT ts_ns, device_id, memory_kind, operation, address, bytes, name, correlation_id FROM gpu_memory "
+        f"WHERE run_id = {run} ORDER BY 1, 5, 4").rows() == events
+    assert len(pools) >= 7 and nsys_db.sql(
+        f"SELECT ts_ns, pool_address, operation, pool_reserved_bytes FROM gpu_memory_pools WHERE run_id = {run} "
+        "ORDER BY 1").rows() == pools
+    calls = nsys_db.sql(f"SELECT api_name, count(*) FROM gpu_memory WHERE run_id = {run} GROUP BY ALL").rows()
+    assert dict(calls).get(None, 0) == sum(1 for e in events if e[7] is None)  # (static memory: no call)
+    # (named as nsys stats names them: cudaMallocAsync_v11020, a suffix it does not strip)
+    assert {"cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaMallocManaged"} <= {
+        re.sub(r"_v\d+$", "", c) for c, _ in calls if c}
+    traced = nsys_db.sql(f"SELECT meta->>'$.nsys_options' FROM runs WHERE run_id = {run}").item()
+    assert '"--cuda-memory-usage":"true"' in traced.replace(" ", "")
+
+
+@pytest.mark.parametrize("scen", ["mem", "mem_again", "mem_grow"])
+def test_gpu_memory_is_the_programs_own_accounting(nsys_db, scen):
+    """Device memory's allocations, bytes, peak and what was left equal what the program counted
+    of its cudaMalloc and cudaMallocAsync calls (nsys records the bytes asked for: 16 MiB + 1000);
+    the peak was reached in the last step's forward; the pool held more than was allocated from it."""
+    tk = nsys_db
+    kinds = _kinds(tk, scen)
+    device, truth = kinds["Device"], _accounting(scen)
+    assert {k: device[k] for k in truth} == truth
+    assert device["peak_nvtx_path"] == "step/forward" and device["unmatched_frees"] == 0
+    assert device["largest_bytes"] == (96 if scen == "mem_grow" else 64) * MIB
+    assert device["unfreed"] == (8 if scen == "mem_grow" else 0)
+    assert device["pool_reserved_max_bytes"] >= (96 if scen == "mem_grow" else 48) * MIB
+    for kind, size in (("Pinned", 8 * MIB), ("Managed", 4 * MIB)):
+        assert (kinds[kind]["allocations"], kinds[kind]["frees"], kinds[kind]["peak_bytes"],
+                kinds[kind]["live_at_end_bytes"]) == (1, 1, size, 0)
+    assert (kinds["Device Static"]["peak_bytes"], kinds["Device Static"]["unfreed"]) == (256 * 1024, 1)
+    assert list(kinds)[0] == "Device"  # (the most memory first)
+
+
+def test_memops_memory_outside_every_range_and_pitched_allocations(nsys_db):
+    """nsys_memops: its device allocations (4 buffers, 2 pitched, a pool buffer per iteration)
+    all freed at the end, outside every NVTX range; the symbol copy's __constant__ is static."""
+    tk = nsys_db
+    kinds = _kinds(tk, "memops")
+    assert (kinds["Device"]["allocations"], kinds["Device"]["frees"], kinds["Device"]["live_at_end_bytes"]) == (12, 12, 0)
+    # 4 x 4 MiB + 2 x 2 MiB pitched live together, a 4 MiB pool buffer at a time on top
+    assert kinds["Device"]["peak_bytes"] == 24 * MIB and kinds["Device"]["peak_nvtx_path"] == "iteration/pool"
+    assert kinds["Managed"]["peak_bytes"] == 8 * MIB
+    rows = tk.query("nvtx-memory", run="memops", limit=0)
+    outside = rows.filter(rows["nvtx_path"].is_null() & (rows["memory_kind"] == "Device")).row(0, named=True)
+    assert (outside["allocations"], outside["frees"], outside["freed_bytes"]) == (0, 6, 20 * MIB)
+    # setup: 4 + 2 pitched device buffers, 2 managed, 1 pinned (the __constant__ symbol: static, no call)
+    assert rows.filter(rows["nvtx_path"] == "setup")["allocations"].sum() == 9
+
+
+def test_the_allocations_live_at_the_peak_make_it_up(nsys_db):
+    """gpu-memory-live at the peak: the weights, 7 KV-cache blocks, the last step's activations and
+    its workspace (from the pool), summing to the peak; the oldest first among equals."""
+    tk = nsys_db
+    live = tk.query("gpu-memory-live", run="mem", limit=0)
+    assert live["bytes"].sum() == _accounting("mem")["peak_bytes"] == live["live_bytes"][0]
+    assert live["bytes"].to_list() == [64 * MIB, 48 * MIB, 32 * MIB, 24 * MIB, 16 * MIB + 1000] + [4 * MIB] * 7
+    assert live.filter(live["pool"])["api_name"].to_list() == ["cudaMallocAsync_v11020"]
+    assert set(live["nvtx_path"]) == {"load", "step/cache", "step/forward"}
+    assert abs(live["share_pct"].sum() - 100) < 0.5 and (live["age_ns"] >= 0).all()
+    assert live.filter(live["nvtx_path"] == "load")["age_ns"].min() > live.filter(live["pool"])["age_ns"].max()
+
+
+def test_what_was_never_freed_is_the_leak(nsys_db):
+    """gpu-memory-live at=end of the leaking program: the 8 scratch buffers, allocated by cudaMalloc
+    in step/forward; of the one that leaks nothing, none; the static table stays (kind=Device Static)."""
+    tk = nsys_db
+    left = tk.query("gpu-memory-live", run="mem_grow", at="end", limit=0)
+    assert left.height == 8 and set(left["bytes"]) == {2 * MIB} and set(left["nvtx_path"]) == {"step/forward"}
+    assert set(left["api_name"]) == {"cudaMalloc"} and left["address"].str.starts_with("0x").all()
+    assert tk.query("gpu-memory-live", run="mem", at="end").is_empty()
+    static = tk.query("gpu-memory-live", run="mem", at="end", kind="device static")
+    assert static.select("name", "bytes", "api_name").rows() == [("table", 256 * 1024, None)]
+
+
+def test_nvtx_memory_names_the_range_that_leaks(nsys_db):
+    tk = nsys_db
+    rows = {(r["nvtx_path"], r["memory_kind"]): r for r in tk.query("nvtx-memory", run="mem_grow", limit=0).iter_rows(named=True)}
+    forward, cache = rows[("step/forward", "Device")], rows[("step/cache", "Device")]
+    assert (forward["allocations"], forward["unfreed"], forward["unfreed_bytes"]) == (24, 8, 16 * MIB)
+    assert forward["allocated_bytes"] == 8 * (24 + 96 + 2) * MIB and forward["frees"] == 16
+    assert (cache["allocations"], cache["allocated_bytes"], cache["unfreed"]) == (8, 32 * MIB, 0)
+    assert rows[("unload", "Device")]["freed_bytes"] == (112 + 32) * MIB + 1000  # (the weights and the cache)
+    first = tk.query("nvtx-memory", run="mem_grow", limit=1).row(0, named=True)
+    assert first["nvtx_path"] == "step/forward"  # (what was never freed first)
+    pinned = tk.query("nvtx-memory", run="mem_grow", kind="pinned", limit=0)  # (the kind in any case)
+    assert pinned.select("nvtx_path", "allocations", "frees").rows() == [("load", 1, 0), ("unload", 0, 1)]
+
+
+def test_the_timeline_steps_through_every_event(nsys_db):
+    tk = nsys_db
+    t = tk.query("gpu-memory-timeline", run="mem_grow", kind="Device")
+    assert t.height == 35 + 27 and t["ts_ns"].is_sorted()
+    assert t["live_bytes"].max() == _accounting("mem_grow")["peak_bytes"]
+    assert t["live_bytes"][-1] == 16 * MIB and (t["live_bytes"] >= 0).all()
+
+
+def test_frees_of_memory_allocated_before_the_capture_are_not_taken_off(tmp_path):
+    """A capture that began after some allocations (the first 4 events of nsys_mem taken out of a
+    copy of its export: the weights' allocations and the pinned buffer's) sees their frees without
+    them: counted apart (unmatched_frees), live memory never below zero."""
+    export = tmp_path / "late.sqlite"
+    with lzma.open(NSYS_EXPORTS["mem"]) as src, open(export, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with sqlite3.connect(export) as sq:
+        sq.execute("DELETE FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE rowid IN "
+                   "(SELECT rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start LIMIT 4)")
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(export, name="late")
+        device = _kinds(tk, "late")["Device"]
+        assert device["unmatched_frees"] == 3 and device["live_at_end_bytes"] == 0
+        assert device["peak_bytes"] == _accounting("mem")["peak_bytes"] - (112 * MIB + 1000)
+        assert _kinds(tk, "late")["Pinned"]["unmatched_frees"] == 1
+        assert tk.query("gpu-memory-timeline", run="late", limit=0)["live_bytes"].min() >= 0
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_a_run_captured_without_memory_usage_is_an_error(nsys_db, query):
+    tk = nsys_db
+    with pytest.raises(QueryError, match="captured without CUDA memory usage tracing.*--cuda-memory-usage=true"):
+        tk.query(query, run="cpu_hot")
+
+
+def test_a_kind_nsys_does_not_record_is_a_one_line_error(capsys, tmp_path):
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(NSYS_EXPORTS["mem"], name="mem")
+    assert cli_main(["--db", str(db), "query", "gpu-memory-live", "--run", "mem", "-p", "kind=Devce"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gpu-memory-live: kind 'Devce': not a kind of memory nsys records (Device, Pinned" in err[0]
+
+
+def test_diff_of_two_captures_calls_nothing_changed(nsys_db):
+    """nsys_mem against nsys_mem_again: the same allocations to the byte, every memory row unchanged."""
+    tk = nsys_db
+    d = tk.diff("mem", "mem_again", by=["memory"])
+    assert d.height > 10 and set(d["verdict"]) == {"unchanged"} and set(d["scope"]) == {"memory"}
+
+
+def test_diff_finds_the_planted_leak_and_the_larger_workspace(nsys_db):
+    """nsys_mem against nsys_mem_grow: the device memory's peak (+64 MiB), what was left (0 -> 16 MiB),
+    its allocations and bytes, and step/forward's, regressed; the rest unchanged. Reversed, improved."""
+    tk = nsys_db
+    d = tk.diff("mem", "mem_grow", by=["memory"])
+    changed = {(r["key"], r["metric"]): r for r in d.filter(d["verdict"] != "unchanged").iter_rows(named=True)}
+    assert set(changed) == {
+        ("GPU 0 Device memory", m) for m in ("peak_bytes", "live_at_end_bytes", "allocations", "allocated_bytes")
+    } | {("Device memory in step/forward", m) for m in ("allocations", "allocated_bytes", "unfreed_bytes")}
+    assert {r["verdict"] for r in changed.values()} == {"regressed"}
+    assert changed[("GPU 0 Device memory", "peak_bytes")]["delta"] == 64 * MIB
+    assert d["key"][0] == "GPU 0 Device memory"  # (the most memory first)
+    back = tk.diff("mem_grow", "mem", by=["memory"])
+    assert set(back.filter(back["verdict"] != "unchanged")["verdict"]) == {"improved"}
+
+
+def test_the_memory_scope_is_asked_only_of_runs_that_traced_it(nsys_db):
+    tk = nsys_db
+    assert "memory" not in set(tk.diff("cpu_hot", "cpu_hot_again")["scope"])  # (by default: scopes both have)
+    assert "memory" in set(tk.diff("mem", "mem_grow")["scope"])
+    with pytest.raises(QueryError, match="CUDA memory usage"):
+        tk.diff("cpu_hot", "mem", by=["memory"])
+
+
+def test_the_chart_and_the_report_section(nsys_db, tmp_path):
+    from tracekit import charts
+    from tracekit.report import write_report
+
+    tk = nsys_db
+    spec = charts.chart(tk, "gpu-memory", run="mem_grow").to_dict()
+    layers = spec["layer"]
+    values = [v for layer in layers for v in (layer.get("data", {}).get("values") or [])]
+    assert any(v.get("label") == "peak 289.4 MB" for v in values)  # (the device memory's peak, 289,407,976 B)
+    assert {v["series"] for v in values} >= {"Device", "Pinned", "Managed", "Device Static"}
+    out = tmp_path / "r.html"
+    write_report(tk, out, run="mem_grow")
+    html = out.read_text()
+    assert "GPU memory over time" in html and "step/forward" in html
+    write_report(tk, out, run="cpu_hot")
+    assert "GPU memory" not in out.read_text()  # (a run that did not trace it: no section, no line)
+
+
+def test_the_hstu_workload_captured_with_memory_usage(tmp_path, capsys):
+    """`tracekit capture --bs 8 --nc 1024 --cuda-memory-usage` on the H200 (hstu_capture_mem, a run
+    folder). The capture range opens after the model is built and warmed up: nsys reports the memory
+    allocated by then at the range's start (time 0, no API call), and PyTorch's caching allocator
+    neither allocates nor frees during the timed requests. So what the workload holds is all there,
+    live at the end: its largest block the item-embedding table (num_items x d_model bf16 values, 8 GiB).
+    Against the same capture without memory tracing, the setup warning says so and there is no
+    memory scope."""
+    import json
+
+    db = tmp_path / "h.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(DATA / "hstu_capture_nsys"), str(DATA / "hstu_capture_mem")]) == 0
+    workload = json.loads((DATA / "hstu_capture_mem" / "meta.json").read_text())["workload"]
+    with tracekit.open(db) as tk:
+        device = _kinds(tk, "2")["Device"]
+        assert device["largest_bytes"] == workload["num_items"] * workload["d_model"] * 2 == 8 << 30
+        assert device["frees"] == 0 and device["live_at_end_bytes"] == device["peak_bytes"] == device["allocated_bytes"]
+        assert device["allocations"] > 30 and device["peak_nvtx_path"] is None
+        top = tk.query("gpu-memory-live", run="2", limit=1).row(0, named=True)
+        assert top["bytes"] == 8 << 30 and top["api_name"] is None and top["allocated_ns"] == 0
+        assert _kinds(tk, "2")["Device Static"]["allocations"] > 100  # (the kernels' modules: Triton's, cuBLAS's)
+        with pytest.warns(tracekit.errors.CaptureWarning, match=r"--cuda-memory-usage false -> true"):
+            df = tk.diff("1", "2")
+        assert "memory" not in set(df["scope"])
+    capsys.readouterr()

@@ -261,3 +261,26 @@ def test_the_hstu_workload_captured_with_memory_usage(tmp_path, capsys):
             df = tk.diff("1", "2")
         assert "memory" not in set(df["scope"])
     capsys.readouterr()
+
+
+def test_the_trace_has_a_counter_of_live_memory(nsys_db, tmp_path):
+    """export trace: in the program's process, a counter track per device and kind of memory that
+    steps at each allocation and free, to the peak and back to what was left; a window opens at
+    the level live at its start (the last step's forward: the weights, 7 cache blocks, 7 leaked
+    scratch buffers)."""
+    import json
+
+    from tracekit.trace import export_trace
+
+    res = export_trace(nsys_db, tmp_path / "t.json", run="mem_grow")
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    device = [e for e in events if e.get("cat") == "gpu_memory" and e["name"] == "GPU 0 Device memory [bytes]"]
+    assert res.counts["gpu_memory"] == 67 and len(device) == 62
+    values = [e["args"]["value"] for e in device]
+    assert max(values) == _accounting("mem_grow")["peak_bytes"] and values[-1] == 16 * MIB
+    assert {e["pid"] for e in device} == {e["pid"] for e in events if e.get("cat") == "cuda_api"}
+    res = export_trace(nsys_db, tmp_path / "w.json", run="mem_grow", nvtx="forward", instance=8)
+    window = [e for e in json.loads((tmp_path / "w.json").read_text())["traceEvents"]
+              if e.get("name") == "GPU 0 Device memory [bytes]"]
+    assert window[0]["args"]["value"] == (112 + 7 * 4 + 7 * 2) * MIB + 1000
+    assert max(e["args"]["value"] for e in window) == _accounting("mem_grow")["peak_bytes"]

@@ -57,7 +57,7 @@ def _ns(us) -> int:
 
 
 def _by_cat(events: list[dict]) -> Counter:
-    return Counter(e["cat"] for e in events if e["ph"] in ("X", "b", "i"))
+    return Counter(e["cat"] for e in events if e["ph"] in ("X", "b", "i", "C"))
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +129,7 @@ def test_counts_equal_the_store(name, tk, exported):
         "graph": q("SELECT count(*) FROM graph_execs WHERE run_id = ?"),
         "um_gpu_fault": q("SELECT count(*) FROM um_gpu_faults WHERE run_id = ?"),
         "um_cpu_fault": q("SELECT count(*) FROM um_cpu_faults WHERE run_id = ?"),
+        "gpu_memory": q("SELECT count(*) FROM gpu_memory WHERE run_id = ?"),  # (memops: --cuda-memory-usage)
     }
     got = _by_cat(events)
     assert {k: got.get(k, 0) for k in want} == want

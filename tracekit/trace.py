@@ -21,6 +21,9 @@ instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``
   slice of its GPU's process, by access type (``GPU page faults (Read)``: groups overlap, so
   they stack), and each CPU fault an instant event of its process, with the page's address
   and the faulting function;
+- where the capture recorded the GPU memory's allocations (nsys --cuda-memory-usage), in each
+  allocating process a counter track per device and kind of memory (``GPU 0 Device memory
+  [bytes]``): the bytes allocated and not yet freed, stepping at each allocation and free;
 - with ``gpu_metrics=True`` (``--gpu-metrics``), in each GPU's process a counter track per
   sampled counter of ``_GPU_METRICS`` (SM clock, SMs active, SM issue, tensor pipes, DRAM
   read and write; nsys --gpu-metrics-devices), a sample written where the value changed.
@@ -71,13 +74,13 @@ OSRT_TID_OFFSET = 2 << 24
 GPU_PID_OFFSET = 1 << 24
 #: event kinds in the file, as their ``cat``
 KINDS = ("cuda_api", "nvtx", "nvtx_startend", "nvtx_mark", "osrt", "kernel", "memcpy", "memset", "graph", "flow",
-         "gpu_metric", "um_gpu_fault", "um_cpu_fault")
+         "gpu_metric", "um_gpu_fault", "um_cpu_fault", "gpu_memory")
 #: bytes of one event besides its name, averaged over the fixtures' traces (a start/end
 #: range, a flow and a GPU page fault group are two events); tests/test_trace.py checks the
 #: estimate within 15 %
 _EVENT_BYTES = {"cuda_api": 120, "nvtx": 115, "nvtx_startend": 212, "nvtx_mark": 91, "osrt": 125,
                 "kernel": 215, "memcpy": 145, "memset": 141, "graph": 132, "flow": 178, "gpu_metric": 85,
-                "um_gpu_fault": 255, "um_cpu_fault": 142}
+                "um_gpu_fault": 255, "um_cpu_fault": 142, "gpu_memory": 105}
 _BATCH = 65536
 
 
@@ -197,6 +200,18 @@ FROM um_cpu_faults WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($h
 ORDER BY pid, ts_ns, address
 """
 
+#: GPU memory live (nsys --cuda-memory-usage): in the allocating process, a counter track per device
+#: and kind of memory, the bytes live after each allocation or free (gpu_memory_events); with a
+#: window, the level it opens at (the series' last event before it, moved to its start) first
+_GPU_MEMORY = f"""
+WITH e AS (SELECT * FROM gpu_memory_events($run)),
+before AS (SELECT max(seq) AS seq FROM e WHERE $lo IS NOT NULL AND ts_ns < $lo GROUP BY global_pid, device_id, memory_kind)
+SELECT pid, device_id, memory_kind, {_us('greatest(ts_ns, coalesce($lo, ts_ns)) + $shift')} AS ts, live_bytes
+FROM e
+WHERE (($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)) OR seq IN (SELECT seq FROM before)
+ORDER BY pid, device_id, memory_kind, seq
+"""
+
 _MARKS = f"""
 SELECT name, {_us('ts_ns + $shift')} AS ts, pid, tid FROM nvtx_marks
 WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
@@ -243,6 +258,9 @@ WHERE run_id = $run AND {_IN.format(start='start_ns', end='end_ns')}
 UNION ALL
 SELECT 'um_cpu_fault', count(*), coalesce(sum(length(instruction)), 0) FROM um_cpu_faults
 WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
+UNION ALL
+SELECT 'gpu_memory', count(*), coalesce(sum(length(memory_kind)), 0) FROM gpu_memory
+WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
 """
 _SIZE_GPU_METRICS = f"""
 SELECT 'gpu_metric', count(*), coalesce(sum(length(name)), 0) FROM ({_GPU_METRICS.format(ts="NULL")})
@@ -258,6 +276,7 @@ SELECT min(lo), max(hi) FROM (
     UNION ALL SELECT min(start_ns), max(end_ns) FROM osrt_calls WHERE $osrt AND run_id = $run
     UNION ALL SELECT min(start_ns), max(end_ns) FROM um_gpu_faults WHERE run_id = $run
     UNION ALL SELECT min(ts_ns), max(ts_ns) FROM um_cpu_faults WHERE run_id = $run
+    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM gpu_memory WHERE run_id = $run
 )
 """
 
@@ -640,9 +659,20 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
         counts["um_cpu_fault"] += len(b["pid"])
         w.flush()
 
+    # GPU memory live: a counter track per device and kind of memory in the allocating process
+    memory_pids: set[int] = set()
+    for b in _batches(con, _GPU_MEMORY, p):
+        for pid, dev, kind, ts, live in zip(b["pid"], b["device_id"], b["memory_kind"], b["ts"], b["live_bytes"],
+                                            strict=True):
+            w.event(f'{{"ph":"C","cat":"gpu_memory","name":{name(f"GPU {dev} {kind} memory [bytes]")},'
+                    f'"pid":{pid_of(pid)},"ts":{ts},"args":{{"value":{live}}}}}')
+            memory_pids.add(pid)
+        counts["gpu_memory"] += len(b["pid"])
+        w.flush()
+
     # track names and order: processes by pid, then the GPUs; in a process, each thread's
     # NVTX track, then its OS runtime track, then its CUDA API track
-    pids = sorted({p for p, _ in cpu_threads | nvtx_threads | osrt_threads} | fault_pids)
+    pids = sorted({p for p, _ in cpu_threads | nvtx_threads | osrt_threads} | fault_pids | memory_pids)
     for pid in pids:
         pname = threads.get((pid, pid)) or "process"
         _meta(w, "process_name", pid_of(pid), None, {"name": f"{prefix}{pname} (pid {pid})"})

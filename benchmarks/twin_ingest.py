@@ -1,5 +1,5 @@
 """What the benchmarks of an optional kind of nsys data share (gpu_metrics_bench.py,
-cpu_samples_bench.py): the best of several timed runs, and the ingest of an export beside its
+cpu_samples_bench.py, gpu_memory_bench.py): the best of several timed runs, and the ingest of an export beside its
 twin without that data, the baseline, each into a fresh store in the same process."""
 
 from __future__ import annotations

@@ -284,3 +284,28 @@ def test_the_trace_has_a_counter_of_live_memory(nsys_db, tmp_path):
               if e.get("name") == "GPU 0 Device memory [bytes]"]
     assert window[0]["args"]["value"] == (112 + 7 * 4 + 7 * 2) * MIB + 1000
     assert max(e["args"]["value"] for e in window) == _accounting("mem_grow")["peak_bytes"]
+
+
+def test_a_negative_size_is_refused_and_an_unknown_kind_is_unknown(tmp_path, capsys):
+    """A copy of nsys_mem's export with one allocation's size made negative is refused with one
+    line (exit 2, the store as it was); one with a kind id its enum does not name ingests, the
+    kind 'Unknown'."""
+    export = tmp_path / "bad.sqlite"
+    with lzma.open(NSYS_EXPORTS["mem"]) as src, open(export, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    odd = tmp_path / "odd.sqlite"
+    shutil.copyfile(export, odd)
+    with sqlite3.connect(export) as sq:
+        sq.execute("UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET bytes = -4096 WHERE rowid = 3")
+    with sqlite3.connect(odd) as sq:
+        sq.execute("UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET memKind = 42 WHERE memKind = 4")
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(odd)]) == 0
+    before = db.read_bytes()
+    assert cli_main(["--db", str(db), "ingest", str(export)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "1 row with a negative size (the first: row 3, -4096 bytes); the export is corrupt" in err[0]
+    assert db.read_bytes() == before
+    with tracekit.open(db) as tk:
+        kinds = _kinds(tk, "1")
+        assert "Managed" not in kinds and kinds["Unknown"]["allocations"] == 1

@@ -161,6 +161,7 @@ def _read(export: Export, path: Path) -> Parsed:
         raw["nvtx"] = raw["nvtx"].append_column("text", text)
 
     _check_durations(path, raw)
+    _check_sizes(path, raw)
     _check_names(path, raw)
     _cuda_gpus_only(raw)
 
@@ -206,6 +207,21 @@ def _check_durations(path: Path, raw: dict[str, pa.Table]) -> None:
             raise InputError(f"{path}: table {SPECS[name].source}: {n:,} row{'s end' if n > 1 else ' ends'} "
                              f"before {'they start' if n > 1 else 'it starts'} (the first: row {first + 1:,}, start {tbl.column('start')[first].as_py()}, "
                              f"end {tbl.column('end')[first].as_py()}); the export is corrupt")
+
+
+def _check_sizes(path: Path, raw: dict[str, pa.Table]) -> None:
+    """GPU memory is allocated and freed in sizes of 0 bytes or more: a negative size is a damaged
+    export, refused rather than taken off the memory live (every GPU memory query sums them)."""
+    tbl = raw.get("gpu_memory")
+    if tbl is None or "bytes" not in tbl.column_names:
+        return
+    negative = pc.less(tbl.column("bytes"), scalar(0))
+    n = pc.sum(negative).as_py() or 0
+    if n:
+        first = pc.index(negative, scalar(True)).as_py()
+        raise InputError(f"{path}: table {SPECS['gpu_memory'].source}: {n:,} row{'s' if n > 1 else ''} with a negative "
+                         f"size (the first: row {first + 1:,}, {tbl.column('bytes')[first].as_py()} bytes); the export "
+                         "is corrupt")
 
 
 def _check_names(path: Path, raw: dict[str, pa.Table]) -> None:

@@ -327,7 +327,8 @@ SPECS = {
             Column("context_id", "nullif(r.contextId, 0)", ["contextId"], "BIGINT"),
             Column("operation", "CASE r.memoryOperationType WHEN 0 THEN 'allocation' WHEN 1 THEN 'free' END",
                    ["memoryOperationType"], "VARCHAR"),
-            Column("memory_kind", "em.label", ["memKind"], "VARCHAR"),
+            # (a kind the export's enum does not name: Unknown, as nsys calls the kinds it cannot tell)
+            Column("memory_kind", "coalesce(em.label, 'Unknown')", ["memKind"], "VARCHAR"),
             Column("address", "r.address", ["address"], "BIGINT"),
             Column("bytes", "r.bytes", ["bytes"], "BIGINT"),
             Column("name", "nullif(r.name, '')", ["name"], "VARCHAR"),

@@ -309,3 +309,21 @@ def test_a_negative_size_is_refused_and_an_unknown_kind_is_unknown(tmp_path, cap
     with tracekit.open(db) as tk:
         kinds = _kinds(tk, "1")
         assert "Managed" not in kinds and kinds["Unknown"]["allocations"] == 1
+
+
+def test_the_rank_that_holds_more_memory_stands_out(tmp_path):
+    """tests/data/nsys_ranks_mem: 4 ranks on one GPU, each recording its GPU memory; rank 1 holds
+    512 MiB more (allocated in its warm-up, kept). rank-summary's peak says so, the others equal;
+    gpu-memory-live names the allocation; a job captured without memory usage has no peak (NULL)."""
+    with tracekit.open(tmp_path / "r.duckdb") as tk:
+        for r in range(4):
+            tk.ingest(DATA / "nsys_ranks_mem" / f"rank{r}" / "export.sqlite.xz", name=f"mem_rank{r}")
+        ranks = tk.query("rank-summary", run="mem_rank0")
+        peaks = dict(zip(ranks["rank"], ranks["gpu_memory_peak_bytes"], strict=True))
+        assert peaks[1] - peaks[0] == 512 * MIB and peaks[0] == peaks[2] == peaks[3] > 0
+        assert ranks.filter(ranks["rank"] == 1)["memory_vs_median_pct"].item() > 400
+        held = tk.query("gpu-memory-live", run="mem_rank1", limit=1).row(0, named=True)
+        assert held["bytes"] == 512 * MIB and held["nvtx_path"] == "warmup" and held["api_name"] == "cudaMalloc"
+        for r in range(2):
+            tk.ingest(DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz", name=f"plain_rank{r}")
+        assert tk.query("rank-summary", run="plain_rank0")["gpu_memory_peak_bytes"].is_null().all()

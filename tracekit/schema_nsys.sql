@@ -710,34 +710,42 @@ CREATE OR REPLACE MACRO cpu_sample_paths(run) AS TABLE
     FROM s ASOF JOIN r ON r.global_tid = s.global_tid AND r.depth = s.depth AND s.ts_ns >= r.start_ns
     WHERE s.ts_ns < r.end_ns;
 
--- The GPU memory events of a run (gpu_memory) in order: seq numbers them by time, a free before an
--- allocation at the same nanosecond. Each has live_bytes, the bytes of its kind of memory live after
--- it in its process on its device (allocated and not yet freed), and nvtx_path, the path of the
--- innermost NVTX range around the API call that made it. A free is paired with the last allocation
--- of its address in its process before it (alloc_seq); a free the capture saw no allocation for
--- (memory allocated before the capture began), or a second free of one allocation, is not counted
--- (matched false). An allocation has its free's seq and time (freed_seq, freed_ns; NULL: not freed
--- by the end of the capture).
-CREATE OR REPLACE MACRO gpu_memory_events(run) AS TABLE
+-- The GPU memory events of runs (gpu_memory; ``runs``: a list of run ids) in order: seq numbers a
+-- run's by time, a free before an allocation at the same nanosecond. Each has live_bytes, the bytes
+-- of its kind of memory live after it in its process on its device (allocated and not yet freed),
+-- and nvtx_path, the path of the innermost NVTX range around the API call that made it. A free is
+-- paired with the last allocation of its address in its process before it (alloc_seq); a free the
+-- capture saw no allocation for (memory allocated before the capture began), or a second free of one
+-- allocation, is not counted (matched false). An allocation has its free's seq and time (freed_seq,
+-- freed_ns; NULL: not freed by the end of the capture). gpu_memory_events(run): one run's.
+CREATE OR REPLACE MACRO gpu_memory_events_in(runs) AS TABLE
     WITH e AS (
         SELECT m.*, r.path AS nvtx_path,
-               row_number() OVER (ORDER BY m.ts_ns, m.operation = 'allocation', m.address, m.bytes) AS seq
+               row_number() OVER (PARTITION BY m.run_id
+                                  ORDER BY m.ts_ns, m.operation = 'allocation', m.address, m.bytes) AS seq
         FROM gpu_memory m LEFT JOIN nvtx_ranges r ON r.run_id = m.run_id AND r.range_id = m.nvtx_range_id
-        WHERE m.run_id = run
+        WHERE list_contains(runs, m.run_id)
     ),
-    a AS (SELECT seq, global_pid, address FROM e WHERE operation = 'allocation'),
+    a AS (SELECT run_id, seq, global_pid, address FROM e WHERE operation = 'allocation'),
     paired AS (
-        SELECT f.seq, a.seq AS alloc_seq, row_number() OVER (PARTITION BY a.seq ORDER BY f.seq) = 1 AS first
-        FROM (SELECT seq, global_pid, address FROM e WHERE operation = 'free') f
-        ASOF JOIN a ON a.global_pid = f.global_pid AND a.address = f.address AND f.seq >= a.seq
+        SELECT f.run_id, f.seq, a.seq AS alloc_seq,
+               row_number() OVER (PARTITION BY f.run_id, a.seq ORDER BY f.seq) = 1 AS first
+        FROM (SELECT run_id, seq, global_pid, address FROM e WHERE operation = 'free') f
+        ASOF JOIN a ON a.run_id = f.run_id AND a.global_pid = f.global_pid AND a.address = f.address AND f.seq >= a.seq
     ),
-    freed AS (SELECT p.alloc_seq, p.seq AS freed_seq, e.ts_ns AS freed_ns FROM paired p JOIN e USING (seq) WHERE p.first)
+    freed AS (
+        SELECT p.run_id, p.alloc_seq, p.seq AS freed_seq, e.ts_ns AS freed_ns
+        FROM paired p JOIN e USING (run_id, seq) WHERE p.first
+    )
     SELECT e.*, p.alloc_seq, fr.freed_seq, fr.freed_ns,
            e.operation = 'allocation' OR coalesce(p.first, false) AS matched,
            CAST(sum(CASE WHEN e.operation = 'allocation' THEN e.bytes WHEN p.first THEN -e.bytes ELSE 0 END)
-                OVER (PARTITION BY e.global_pid, e.device_id, e.memory_kind ORDER BY e.seq) AS BIGINT) AS live_bytes
-    FROM e LEFT JOIN paired p ON p.seq = e.seq
-    LEFT JOIN freed fr ON fr.alloc_seq = e.seq;
+                OVER (PARTITION BY e.run_id, e.global_pid, e.device_id, e.memory_kind ORDER BY e.seq) AS BIGINT)
+               AS live_bytes
+    FROM e LEFT JOIN paired p ON p.run_id = e.run_id AND p.seq = e.seq
+    LEFT JOIN freed fr ON fr.run_id = e.run_id AND fr.alloc_seq = e.seq;
+
+CREATE OR REPLACE MACRO gpu_memory_events(run) AS TABLE SELECT * FROM gpu_memory_events_in([run]);
 
 -- The kind of GPU memory a question asks about (gpu_memory.memory_kind, any case; NULL: every kind),
 -- as the store spells it; one nsys does not record is an error naming those it does.

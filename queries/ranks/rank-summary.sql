@@ -3,7 +3,9 @@
 -- --run (any rank's run; default: the latest nsys run), its ranks the runs ingested with
 -- a rank (tracekit/ranks.py: the export's launcher environment, a file name such as
 -- rank3, or --param rank=3). Busy time is the union of the rank's GPU ops per device
--- (kernels, copies, memsets, whole graph launches), as gpu-utilization counts it.
+-- (kernels, copies, memsets, whole graph launches), as gpu-utilization counts it. Where the
+-- ranks recorded their GPU memory (nsys --cuda-memory-usage=true), the most device memory each
+-- had allocated at once (gpu-memory's peak): the rank that runs out of memory first.
 -- Time per NVTX range and rank: rank-ranges (and `tracekit chart rank-heatmap`). Every rank
 -- must have traced CUDA (nsys -t cuda): a job captured without it (nsys -t nvtx,osrt) is an
 -- error, not a table of zero GPU time; rank-ranges and stragglers compare its NVTX ranges.
@@ -31,8 +33,10 @@
 -- @column busy_vs_median_pct    gpu_busy_ns against the median rank's, %
 -- @column nccl_ns               time NCCL kernels ran (union per device, summed), ns (NULL: no NCCL kernel)
 -- @column exposed_nccl_ns       of it, with no compute kernel of the rank running beside, ns
--- @display rank, host, gpus, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, exposed_nccl_ns, kernel_vs_median_pct, top_kernel_pct, top_kernel
--- @requires kernels, gpu_ops, nvtx_ranges, rank_runs, comm_overlap_sum
+-- @column gpu_memory_peak_bytes the most device memory the rank had allocated at once, summed over its processes and devices, B (NULL: none recorded: a capture without nsys --cuda-memory-usage=true)
+-- @column memory_vs_median_pct  gpu_memory_peak_bytes against the median rank's, %
+-- @display rank, host, gpus, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, exposed_nccl_ns, gpu_memory_peak_bytes, kernel_vs_median_pct, top_kernel_pct, top_kernel
+-- @requires kernels, gpu_ops, nvtx_ranges, rank_runs, comm_overlap_sum, gpu_memory
 -- @traced kernels
 WITH jr AS (
     SELECT * FROM job_ranks($run)
@@ -63,6 +67,12 @@ WITH jr AS (
     SELECT c.run_id, sum(c.nccl_ns) AS nccl_ns, sum(c.exposed_nccl_ns) AS exposed_nccl_ns
     FROM comm_overlap_sum c JOIN jr USING (run_id)
     GROUP BY c.run_id
+), mem AS (  -- each process's device memory peak per device, summed
+    SELECT run_id, sum(peak)::BIGINT AS gpu_memory_peak_bytes
+    FROM (SELECT run_id, max(live_bytes) AS peak
+          FROM gpu_memory_events_in((SELECT list(run_id) FROM jr)) WHERE memory_kind = 'Device'
+          GROUP BY run_id, global_pid, device_id)
+    GROUP BY run_id
 ), rows AS (
     SELECT jr.rank, jr.host, b.gpus, jr.run_id, jr.name AS run,
            coalesce(p.kernels, 0)::BIGINT AS kernels, coalesce(p.kernel_ns, 0)::BIGINT AS kernel_ns,
@@ -81,7 +91,9 @@ SELECT rows.*,
            AS kernel_vs_median_pct,
        round(100.0 * (gpu_busy_ns - median(gpu_busy_ns) OVER ()) / nullif(median(gpu_busy_ns) OVER (), 0), 1)
            AS busy_vs_median_pct,
-       cm.nccl_ns::BIGINT AS nccl_ns, cm.exposed_nccl_ns::BIGINT AS exposed_nccl_ns
-FROM rows LEFT JOIN comm cm USING (run_id)
+       cm.nccl_ns::BIGINT AS nccl_ns, cm.exposed_nccl_ns::BIGINT AS exposed_nccl_ns, m.gpu_memory_peak_bytes,
+       round(100.0 * (m.gpu_memory_peak_bytes - median(m.gpu_memory_peak_bytes) OVER ())
+             / nullif(median(m.gpu_memory_peak_bytes) OVER (), 0), 1) AS memory_vs_median_pct
+FROM rows LEFT JOIN comm cm USING (run_id) LEFT JOIN mem m USING (run_id)
 ORDER BY rank
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

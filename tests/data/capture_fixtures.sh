@@ -38,7 +38,9 @@
 #                   nsys_ranks_nccl is RANKS=2 RANKS_NAME=nsys_ranks_nccl RANKS_KIND=ranks_nccl
 #                   RANKS_ARGS="--backend nccl --straggler 1" on 2 GPUs; nsys_jobs is three 4-rank jobs,
 #                   RANKS_NAME=nsys_jobs/base, nsys_jobs/base_again (the same again) and nsys_jobs/after
-#                   (RANKS_ARGS="--straggler 1 --backward-layers 40"), then `programs/plant.py jobs OUTDIR`
+#                   (RANKS_ARGS="--straggler 1 --backward-layers 40"), then `programs/plant.py jobs OUTDIR`;
+#                   nsys_ranks_mem is RANKS=4 RANKS_NAME=nsys_ranks_mem RANKS_KIND=ranks_mem
+#                   RANKS_ARGS="--hold-rank 1 --hold-mb 512" (each rank's GPU memory recorded; rank 1 holds 512 MiB more)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
 #   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture twice and with a planted slowdown
 #                   (CAPTURE_PAIR_RUNS: which of base base_again half_sms, default all three)
@@ -138,6 +140,7 @@ options() {
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     jax_whole) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node" ;;  # the whole program (nsys_jax/README.md)
     nccl_overlap|ranks_nccl) echo "-t cuda,nvtx --cuda-graph-trace=node" ;;  # (NCCL's OS runtime calls: most of its size)
+    ranks_mem) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --cuda-memory-usage=true" ;;  # (each rank's GPU memory)
     jax_graph) echo "-t cuda,nvtx,osrt --cuda-graph-trace=graph --capture-range=nvtx --nvtx-capture=steps" \
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     cpu_only*) echo "-t nvtx,osrt" ;;  # a host-side program traced without CUDA: no CUPTI table

@@ -25,7 +25,9 @@ NCCL instead: the ranks that reach ``exchange`` first wait inside NCCL's all-red
 for the straggler, so their GPU shows the wait as NCCL kernel time beside no compute
 (``tracekit query comm-overlap``); ``--straggler R`` picks the planted rank.
 ``--backward-layers N`` changes ``backward``'s work on every rank (a job against a job:
-tests/data/nsys_jobs).
+tests/data/nsys_jobs). ``--hold-rank R --hold-mb N``: rank R also allocates N MiB of GPU memory
+in its warm-up (inside ``warmup``) and holds it to the end, as a rank that keeps a cache does
+(tests/data/nsys_ranks_mem: the rank whose memory stands out).
 
 Started by tests/data/capture_fixtures.sh: WORLD_SIZE processes at once, each under its own
 ``nsys profile``, with MASTER_ADDR/MASTER_PORT for the rendezvous. With ``--device
@@ -56,6 +58,8 @@ def main() -> None:
     ap.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
     ap.add_argument("--straggler", type=int, default=STRAGGLER)
     ap.add_argument("--backward-layers", type=int, default=BACKWARD_LAYERS)
+    ap.add_argument("--hold-rank", type=int, default=-1)
+    ap.add_argument("--hold-mb", type=int, default=0)
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     nccl = args.backend == "nccl"
@@ -113,7 +117,10 @@ def main() -> None:
             total = float(h[:4, :4].float().sum()) + float(grad[0, 0]) + float(f[0, 0])
         return total
 
+    held = None
     with rng("warmup"):
+        if rank == args.hold_rank and args.hold_mb:
+            held = torch.ones(args.hold_mb << 20, dtype=torch.uint8, device=dev)
         step()
     for _ in range(args.steps):
         dist.barrier()
@@ -121,7 +128,8 @@ def main() -> None:
             total = step()
     dist.barrier()
     dist.destroy_process_group()
-    print(f"ranks done: rank {rank}/{world}, {args.steps} steps, forward layers {n_forward}, {total:.4f}")
+    print(f"ranks done: rank {rank}/{world}, {args.steps} steps, forward layers {n_forward}, {total:.4f}"
+          + (f", held {held.numel() >> 20} MiB" if held is not None else ""))
 
 
 if __name__ == "__main__":

@@ -16,14 +16,12 @@ Results go to stdout; record them in docs/performance.md.
 
 from __future__ import annotations
 
-import argparse
 import lzma
 import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 
-from twin_ingest import best, ingest_twins
+from twin_ingest import best, finish, ingest_ratio, options, row_counts, time_queries, twin_without
 
 import tracekit
 from tracekit import diff as D
@@ -62,51 +60,29 @@ def build(work: Path, copies: int) -> tuple[Path, Path]:
                     'FROM NVTX_EVENTS WHERE rowid <= ?', [i * span, i * span, last["NVTX_EVENTS"]])
     con.commit()
     con.close()
-    shutil.copyfile(big, bare)
-    con = sqlite3.connect(bare)
-    con.execute("DROP TABLE COMPOSITE_EVENTS")
-    con.execute("DROP TABLE SAMPLING_CALLCHAINS")
-    con.execute("DROP TABLE SCHED_EVENTS")
-    con.commit()
-    con.execute("VACUUM")
-    con.close()
+    twin_without(big, bare, ("COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS", "SCHED_EVENTS"))
     return big, bare
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--copies", type=int, default=400)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workdir", type=Path, default=None)
-    args = ap.parse_args()
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="cpu_bench_"))
-    work.mkdir(parents=True, exist_ok=True)
+    args, work = options(__doc__, 400, "cpu_bench_")
     big, bare = build(work, args.copies)
-    con = sqlite3.connect(big)
-    samples, frames, sched, ranges = (con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (
-        "COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS", "SCHED_EVENTS", "NVTX_EVENTS"))
-    con.close()
+    samples, frames, sched, ranges = row_counts(big, ("COMPOSITE_EVENTS", "SAMPLING_CALLCHAINS", "SCHED_EVENTS",
+                                                      "NVTX_EVENTS"))
     print(f"export: {samples:,} samples, {frames:,} frames, {sched:,} schedulings, {ranges:,} NVTX events "
           f"({big.stat().st_size / 2**20:,.0f} MiB)")
 
-    times = ingest_twins(work, {"without samples (baseline)": bare, "with samples": big}, args.repeat)
-    extra = times["with samples"] - times["without samples (baseline)"]
-    print(f"ingest ratio {times['with samples'] / times['without samples (baseline)']:.2f}x; "
-          f"the samples, frames and schedulings {(samples + frames + sched) / max(extra, 1e-9) / 1e6:,.1f} M rows/s "
-          "on top")
+    ingest_ratio(work, bare, big, "samples", samples + frames + sched, args.repeat)
 
     with tracekit.open(work / "sampled.duckdb", read_only=True) as tk:
-        for q, params in (("cpu-hotspots", {}), ("cpu-hotspots", {"order": "total"}),
+        time_queries(tk, [("cpu-hotspots", {}), ("cpu-hotspots", {"order": "total"}),
                           ("cpu-hotspots", {"thread": "hasher"}), ("cpu-hotspots", {"range": "prepare"}),
-                          ("cpu-threads", {}), ("cpu-stacks", {"limit": 0}), ("nvtx-cpu", {})):
-            t = best(lambda q=q, params=params: tk.query(q, run=1, **params), args.repeat)
-            print(f"query {q} {params or ''}: {t * 1e3:,.0f} ms")
+                          ("cpu-threads", {}), ("cpu-stacks", {"limit": 0}), ("nvtx-cpu", {})], args.repeat)
         t = best(lambda: D._cpu_scope(tk.con, {"base": 1, "new": 1}, 5.0), args.repeat)
         print(f"diff's cpu scope (the large run against itself): {t * 1e3:,.0f} ms")
         t = best(lambda: D._sampled(tk.con, D._sql("samples_nvtx_cpu"), {"base": 1, "new": 1}), args.repeat)
         print(f"diff's NVTX paths' CPU samples (the large run against itself): {t * 1e3:,.0f} ms")
-    if args.workdir is None:
-        shutil.rmtree(work)
+    finish(args, work)
 
 
 if __name__ == "__main__":

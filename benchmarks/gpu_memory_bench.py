@@ -15,14 +15,12 @@ Results go to stdout; record them in docs/performance.md.
 
 from __future__ import annotations
 
-import argparse
 import lzma
 import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 
-from twin_ingest import best, ingest_twins
+from twin_ingest import best, finish, ingest_ratio, options, row_counts, time_queries, twin_without
 
 import tracekit
 from tracekit import diff as D
@@ -62,46 +60,25 @@ def build(work: Path, copies: int) -> tuple[Path, Path]:
     _copy_rows(con, "NVTX_EVENTS", timed, copies, span, corr)
     con.commit()
     con.close()
-    shutil.copyfile(big, bare)
-    con = sqlite3.connect(bare)
-    for t in MEMORY_TABLES:
-        con.execute(f"DROP TABLE {t}")
-    con.commit()
-    con.execute("VACUUM")
-    con.close()
+    twin_without(big, bare, MEMORY_TABLES)
     return big, bare
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--copies", type=int, default=10_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workdir", type=Path, default=None)
-    args = ap.parse_args()
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="memory_bench_"))
-    work.mkdir(parents=True, exist_ok=True)
+    args, work = options(__doc__, 10_000, "memory_bench_")
     big, bare = build(work, args.copies)
-    con = sqlite3.connect(big)
-    events, pools, calls, ranges = (con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (
-        *MEMORY_TABLES, "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"))
-    con.close()
+    events, pools, calls, ranges = row_counts(big, (*MEMORY_TABLES, "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"))
     print(f"export: {events:,} memory events, {pools:,} pool events, {calls:,} CUDA API calls, {ranges:,} NVTX events "
           f"({big.stat().st_size / 2**20:,.0f} MiB)")
 
-    times = ingest_twins(work, {"without memory events (baseline)": bare, "with memory events": big}, args.repeat)
-    extra = times["with memory events"] - times["without memory events (baseline)"]
-    print(f"ingest ratio {times['with memory events'] / times['without memory events (baseline)']:.2f}x; "
-          f"the memory events {(events + pools) / max(extra, 1e-9) / 1e6:,.1f} M rows/s on top")
+    ingest_ratio(work, bare, big, "memory events", events + pools, args.repeat)
 
     with tracekit.open(work / "memory.duckdb", read_only=True) as tk:
-        for q, params in (("gpu-memory", {}), ("gpu-memory-live", {}), ("gpu-memory-live", {"at": "end"}),
-                          ("nvtx-memory", {}), ("gpu-memory-timeline", {"limit": 0})):
-            t = best(lambda q=q, params=params: tk.query(q, run=1, **params), args.repeat)
-            print(f"query {q} {params or ''}: {t * 1e3:,.0f} ms")
+        time_queries(tk, [("gpu-memory", {}), ("gpu-memory-live", {}), ("gpu-memory-live", {"at": "end"}),
+                          ("nvtx-memory", {}), ("gpu-memory-timeline", {"limit": 0})], args.repeat)
         t = best(lambda: D._memory_scope(tk.con, {"base": 1, "new": 1}, 5.0), args.repeat)
         print(f"diff's memory scope (the large run against itself): {t * 1e3:,.0f} ms")
-    if args.workdir is None:
-        shutil.rmtree(work)
+    finish(args, work)
 
 
 if __name__ == "__main__":

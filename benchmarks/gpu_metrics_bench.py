@@ -15,15 +15,13 @@ Results go to stdout; record them in docs/performance.md.
 
 from __future__ import annotations
 
-import argparse
 import lzma
 import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 
 import polars as pl
-from twin_ingest import best, ingest_twins
+from twin_ingest import best, finish, ingest_ratio, options, row_counts, time_queries, twin_without
 
 import tracekit
 from tracekit import diff as D
@@ -45,38 +43,22 @@ def build(work: Path, copies: int) -> tuple[Path, Path]:
                     "WHERE timestamp <= ?", [i * span, i * span, hi])
     con.commit()
     con.close()
-    shutil.copyfile(big, bare)
-    con = sqlite3.connect(bare)
-    con.execute("DROP TABLE GPU_METRICS")
-    con.execute("DROP TABLE TARGET_INFO_GPU_METRICS")
-    con.commit()
-    con.execute("VACUUM")
-    con.close()
+    twin_without(big, bare, ("GPU_METRICS", "TARGET_INFO_GPU_METRICS"))
     return big, bare
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--copies", type=int, default=110)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--workdir", type=Path, default=None)
-    ap.add_argument("--kernels", type=int, default=2_000_000, help="kernels of the lookup's worst case (0: skip)")
-    args = ap.parse_args()
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="gm_bench_"))
-    work.mkdir(parents=True, exist_ok=True)
+    args, work = options(__doc__, 110, "gm_bench_", lambda ap: ap.add_argument(
+        "--kernels", type=int, default=2_000_000, help="kernels of the lookup's worst case (0: skip)"))
     big, bare = build(work, args.copies)
-    samples = sqlite3.connect(big).execute("SELECT count(*) FROM GPU_METRICS").fetchone()[0]
+    (samples,) = row_counts(big, ("GPU_METRICS",))
     print(f"export: {samples:,} GPU metric samples ({big.stat().st_size / 2**20:,.0f} MiB)")
 
-    times = ingest_twins(work, {"without metrics (baseline)": bare, "with metrics": big}, args.repeat)
-    extra = times["with metrics"] - times["without metrics (baseline)"]
-    print(f"ingest ratio {times['with metrics'] / times['without metrics (baseline)']:.2f}x; "
-          f"the samples {samples / max(extra, 1e-9) / 1e6:,.1f} M rows/s on top")
+    ingest_ratio(work, bare, big, "metrics", samples, args.repeat)
 
     with tracekit.open(work / "metrics.duckdb", read_only=True) as tk:
-        for q, params in (("gpu-metrics", {}), ("gpu-metrics", {"range": "gemm"}), ("nvtx-gpu-metrics", {})):
-            t = best(lambda q=q, params=params: tk.query(q, run=1, **params), args.repeat)
-            print(f"query {q} {params or ''}: {t * 1e3:,.0f} ms")
+        time_queries(tk, [("gpu-metrics", {}), ("gpu-metrics", {"range": "gemm"}), ("nvtx-gpu-metrics", {})],
+                     args.repeat)
         con = tk.con
         keys = [r[0] for r in con.execute("SELECT DISTINCT name_id FROM _kernels").fetchall()]
         con.register("_diff_keymap", pl.DataFrame({"side": [], "name_id": [], "key": []}, schema=D._KEYMAP))
@@ -107,8 +89,7 @@ def main() -> None:
                                                            {"base": 1, "new": 1, "device": device}).fetchall(),
                          args.repeat)
                 print(f"diff's clock lookup, {args.kernels:,} kernels a side, {label}: {t * 1e3:,.0f} ms")
-    if args.workdir is None:
-        shutil.rmtree(work)
+    finish(args, work)
 
 
 if __name__ == "__main__":

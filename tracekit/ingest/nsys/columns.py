@@ -86,6 +86,16 @@ _SPAN = [
     Column("end_ns", 'r."end"', ["end"], "BIGINT"),
     Column("dur_ns", 'r."end" - r.start', ["start", "end"], "BIGINT"),
 ]
+# a process's global id and its pid (an event of a process, not of a thread)
+_PROCESS = [
+    Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
+    Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+]
+# a stream-ordered pool's size (the memory it holds from the device) and its bytes in use, at an event
+_POOL_SIZE = [
+    Column("pool_reserved_bytes", "r.localMemoryPoolSize", ["localMemoryPoolSize"], "BIGINT"),
+    Column("pool_used_bytes", "r.localMemoryPoolUtilizedSize", ["localMemoryPoolUtilizedSize"], "BIGINT"),
+]
 _THREAD = [
     Column("global_tid", "r.globalTid", ["globalTid"], "BIGINT"),
     Column("pid", "(r.globalTid >> 24) & 16777215", ["globalTid"], "INTEGER"),
@@ -114,8 +124,7 @@ _GPU_COMMON = [
     Column("green_context_id", "nullif(r.greenContextId, 0)", ["greenContextId"], "BIGINT"),
     Column("stream_id", "nullif(r.streamId, 0)", ["streamId"], "BIGINT"),
     Column("correlation_id", "r.correlationId", ["correlationId"], "BIGINT"),
-    Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
-    Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+    *_PROCESS,
     Column("graph_node_id", "r.graphNodeId", ["graphNodeId"], "BIGINT"),
 ]
 # idle time before a GPU op on its stream and on its device (launches.idle_gaps)
@@ -285,8 +294,7 @@ SPECS = {
         required=["start", "address"],
         columns=[
             Column("ts_ns", "r.start", ["start"], "BIGINT"),
-            Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
-            Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+            *_PROCESS,
             Column("address", "r.address", ["address"], "BIGINT"),
             Column("instruction", "fi.value", ["CpuInstruction"], "VARCHAR"),
             Column("module", "fm.value", ["module"], "VARCHAR"),
@@ -303,8 +311,7 @@ SPECS = {
         required=["start", "end", "address"],
         columns=[
             *_SPAN,
-            Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
-            Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+            *_PROCESS,
             Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
             Column("address", "r.address", ["address"], "BIGINT"),
             Column("faults", "r.numberOfPageFaults", ["numberOfPageFaults"], "BIGINT"),
@@ -321,8 +328,7 @@ SPECS = {
         optional=True,
         columns=[
             Column("ts_ns", "r.start", ["start"], "BIGINT"),
-            Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
-            Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+            *_PROCESS,
             Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
             Column("context_id", "nullif(r.contextId, 0)", ["contextId"], "BIGINT"),
             Column("operation", "CASE r.memoryOperationType WHEN 0 THEN 'allocation' WHEN 1 THEN 'free' END",
@@ -336,8 +342,7 @@ SPECS = {
             Column("stream_id", "nullif(r.streamId, 0)", ["streamId"], "BIGINT"),
             # the stream-ordered pool it came from (cudaMallocAsync), and the pool's size then
             Column("pool_address", "nullif(r.localMemoryPoolAddress, 0)", ["localMemoryPoolAddress"], "BIGINT"),
-            Column("pool_reserved_bytes", "r.localMemoryPoolSize", ["localMemoryPoolSize"], "BIGINT"),
-            Column("pool_used_bytes", "r.localMemoryPoolUtilizedSize", ["localMemoryPoolUtilizedSize"], "BIGINT"),
+            *_POOL_SIZE,
         ] + _LAUNCH,
         joins={"em": ("memKind", "LEFT JOIN _nsys_enum_memkind em ON em.id = r.memKind"), **_LAUNCH_JOINS},
     ),
@@ -349,15 +354,13 @@ SPECS = {
         optional=True,
         columns=[
             Column("ts_ns", "r.start", ["start"], "BIGINT"),
-            Column("global_pid", "r.globalPid", ["globalPid"], "BIGINT"),
-            Column("pid", "(r.globalPid >> 24) & 16777215", ["globalPid"], "INTEGER"),
+            *_PROCESS,
             Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
             Column("pool_address", "r.address", ["address"], "BIGINT"),
             Column("operation", "po.label", ["operationType"], "VARCHAR"),
             Column("pool_type", "pt.label", ["poolType"], "VARCHAR"),
             Column("correlation_id", "nullif(r.correlationId, 0)", ["correlationId"], "BIGINT"),
-            Column("pool_reserved_bytes", "r.localMemoryPoolSize", ["localMemoryPoolSize"], "BIGINT"),
-            Column("pool_used_bytes", "r.localMemoryPoolUtilizedSize", ["localMemoryPoolUtilizedSize"], "BIGINT"),
+            *_POOL_SIZE,
             Column("release_threshold_bytes", "r.localMemoryPoolReleaseThreshold",
                    ["localMemoryPoolReleaseThreshold"], "BIGINT"),
         ],

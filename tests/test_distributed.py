@@ -309,12 +309,16 @@ def test_workers_are_threads_here_without_dask(tmp_path, capsys, monkeypatch):
 
 def test_an_existing_cluster_by_address_or_environment(tmp_path, monkeypatch, capsys):
     """--scheduler ADDRESS and $DASK_SCHEDULER_ADDRESS join a running cluster (left running)."""
+    import dask
     import distributed
 
     files = [MIXED[0], MIXED[3]]
     direct = _serial(tmp_path / "direct.duckdb", files)
     direct.close()
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+    # (its workers without Dask's statistical profiler, as tracekit starts its own: on CPython 3.11 its
+    # sampling can deadlock a worker, tracekit.distributed._local_cluster says how; seen here once)
+    with dask.config.set({"distributed.worker.profile.enabled": False}), \
+            distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
         assert main(["--db", str(tmp_path / "a.duckdb"), "ingest", *map(str, files),
                      "--scheduler", cluster.scheduler_address]) == 0
         monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cluster.scheduler_address)

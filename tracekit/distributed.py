@@ -129,9 +129,14 @@ def _local_cluster(workers: int):
 
     distributed = _dask()
     # a task whose worker dies fails at once (reported, not retried on the others); no
-    # dashboard, no logs mixed into our output
+    # dashboard, no logs mixed into our output; no statistical profiler in the workers: it
+    # samples every thread's stack through sys._current_frames() every 10 ms, which on
+    # CPython 3.11 deadlocks a process where a thread exits while a garbage collection inside
+    # it runs a finalizer that gives up the interpreter lock (seen: a worker hung for good,
+    # its main thread in _PyThread_CurrentFrames -> gc -> sqlite3 connection_close)
     with dask.config.set({"distributed.scheduler.allowed-failures": 0,
                           "distributed.worker.daemon": False,
+                          "distributed.worker.profile.enabled": False,
                           "distributed.admin.log-length": 0}):
         cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                            dashboard_address=None, silence_logs=logging.CRITICAL)

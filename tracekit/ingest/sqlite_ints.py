@@ -124,7 +124,10 @@ def pending_changes(path: Path) -> str | None:
 def _schema(path: Path, table: str) -> tuple[int, list[str], str | None]:
     """Root page, column names and the INTEGER PRIMARY KEY column (a rowid alias) if any."""
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True) as sq:
+        # (closed here, not left to the garbage collector: sqlite3's close gives up the interpreter
+        # lock, which deadlocks CPython 3.11 when a collection runs inside sys._current_frames(),
+        # as Dask's worker profiler calls it, while a thread exits)
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)) as sq:
             row = sq.execute("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?",
                              [table]).fetchone()
             info = sq.execute(f'PRAGMA table_info("{table}")').fetchall()

@@ -16,12 +16,18 @@ Results go to stdout; record them in docs/performance.md.
 
 from __future__ import annotations
 
-import lzma
-import shutil
-import sqlite3
 from pathlib import Path
 
-from twin_ingest import best, finish, ingest_ratio, options, row_counts, time_queries, twin_without
+from twin_ingest import (
+    best,
+    finish,
+    ingest_ratio,
+    options,
+    row_counts,
+    time_queries,
+    twin_without,
+    unpacked,
+)
 
 import tracekit
 from tracekit import diff as D
@@ -32,9 +38,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "data" / "nsys_cpu_hot
 def build(work: Path, copies: int) -> tuple[Path, Path]:
     """(the export with ``copies`` x the fixture's samples and NVTX ranges, the same without samples)."""
     big, bare = work / "sampled.sqlite", work / "bare.sqlite"
-    with lzma.open(FIXTURE) as src, open(big, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    con = sqlite3.connect(big)
+    con = unpacked(FIXTURE, big)
     lo, hi = con.execute("SELECT min(start), max(start) FROM (SELECT start FROM COMPOSITE_EVENTS UNION ALL "
                          "SELECT start FROM SCHED_EVENTS UNION ALL SELECT coalesce(\"end\", start) FROM NVTX_EVENTS)"
                          ).fetchone()

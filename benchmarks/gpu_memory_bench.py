@@ -15,12 +15,18 @@ Results go to stdout; record them in docs/performance.md.
 
 from __future__ import annotations
 
-import lzma
-import shutil
-import sqlite3
 from pathlib import Path
 
-from twin_ingest import best, finish, ingest_ratio, options, row_counts, time_queries, twin_without
+from twin_ingest import (
+    best,
+    finish,
+    ingest_ratio,
+    options,
+    row_counts,
+    time_queries,
+    twin_without,
+    unpacked,
+)
 
 import tracekit
 from tracekit import diff as D
@@ -44,9 +50,7 @@ def build(work: Path, copies: int) -> tuple[Path, Path]:
     """(the export with ``copies`` x the fixture's memory events, API calls and NVTX ranges, the
     same without the memory tables)."""
     big, bare = work / "memory.sqlite", work / "bare.sqlite"
-    with lzma.open(FIXTURE) as src, open(big, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    con = sqlite3.connect(big)
+    con = unpacked(FIXTURE, big)
     lo, hi = con.execute('SELECT min(start), max(coalesce("end", start)) FROM (SELECT start, "end" FROM NVTX_EVENTS '
                          'UNION ALL SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_RUNTIME UNION ALL SELECT start, start '
                          "FROM CUDA_GPU_MEMORY_USAGE_EVENTS)").fetchone()

@@ -15,13 +15,20 @@ Results go to stdout; record them in docs/performance.md.
 
 from __future__ import annotations
 
-import lzma
 import shutil
-import sqlite3
 from pathlib import Path
 
 import polars as pl
-from twin_ingest import best, finish, ingest_ratio, options, row_counts, time_queries, twin_without
+from twin_ingest import (
+    best,
+    finish,
+    ingest_ratio,
+    options,
+    row_counts,
+    time_queries,
+    twin_without,
+    unpacked,
+)
 
 import tracekit
 from tracekit import diff as D
@@ -32,9 +39,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "data" / "nsys_gpu_met
 def build(work: Path, copies: int) -> tuple[Path, Path]:
     """(the export with ``copies`` x the fixture's samples, the same export without GPU metrics)."""
     big, bare = work / "metrics.sqlite", work / "bare.sqlite"
-    with lzma.open(FIXTURE) as src, open(big, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    con = sqlite3.connect(big)
+    con = unpacked(FIXTURE, big)
     lo, hi = con.execute("SELECT min(timestamp), max(timestamp) FROM GPU_METRICS").fetchone()
     span = hi - lo + 100_000
     for i in range(1, copies):

@@ -6,6 +6,7 @@ queries timed on the large run, each the best of several timed runs."""
 from __future__ import annotations
 
 import argparse
+import lzma
 import shutil
 import sqlite3
 import tempfile
@@ -34,6 +35,14 @@ def finish(args: argparse.Namespace, work: Path) -> None:
     """The temporary work folder removed (one given by --workdir is kept)."""
     if args.workdir is None:
         shutil.rmtree(work)
+
+
+def unpacked(fixture: Path, big: Path) -> sqlite3.Connection:
+    """The compressed export ``fixture`` written out to ``big``, and a connection to it (for the
+    rows replicated into it)."""
+    with lzma.open(fixture) as src, open(big, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return sqlite3.connect(big)
 
 
 def twin_without(big: Path, bare: Path, tables: tuple[str, ...]) -> None:

@@ -757,22 +757,27 @@ def test_an_ingest_of_another_capture_of_a_job_says_so(tmp_path, capsys):
     assert "tracekit:" not in capsys.readouterr().err
 
 
+def _two_rank_jobs(tmp_path, base: str, new: str, again: str, by: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Two 2-rank jobs of fixture captures, rank 0 ``base`` against ``new``, rank 1 the capture
+    ``again`` in both (another copy of it in the new job); diff_jobs of them in scope ``by``, and
+    per rank."""
+    from conftest import NSYS_EXPORTS, captured_again
+
+    with tracekit.open(tmp_path / "jobs.duckdb") as tk:
+        copy = captured_again(NSYS_EXPORTS[again], tmp_path / "again.sqlite")
+        for job, files in (("base", (NSYS_EXPORTS[base], NSYS_EXPORTS[again])), ("new", (NSYS_EXPORTS[new], copy))):
+            for rank, path in enumerate(files):
+                tk.ingest(path, name=f"{job}-r{rank}", params={"rank": rank, "job": job})
+        return tk.diff_jobs("base", "new", by=by), tk.diff_jobs("base", "new", by=by, per_rank=True)
+
+
 def test_unified_memory_page_faults_of_a_job(tmp_path):
     """Two 2-rank jobs made of the managed-memory captures: rank 0 prefetched in the new job
     (nsys_um_prefetch against nsys_um_faults), rank 1 the same capture in both (nsys_um_faults_again,
     another copy of it). The job's fault counts are the ranks' sums and its verdicts the
     ranks': CPU faults improved by rank 0 alone, the GPU's read and write faults removed from
     rank 0, its atomics unchanged."""
-    from conftest import NSYS_EXPORTS, captured_again
-
-    with tracekit.open(tmp_path / "um.duckdb") as tk:
-        again = captured_again(NSYS_EXPORTS["um_faults_again"], tmp_path / "again.sqlite")
-        for job, files in (("base", (NSYS_EXPORTS["um_faults"], NSYS_EXPORTS["um_faults_again"])),
-                           ("fix", (NSYS_EXPORTS["um_prefetch"], again))):
-            for rank, path in enumerate(files):
-                tk.ingest(path, name=f"{job}-r{rank}", params={"rank": rank, "job": job})
-        df = tk.diff_jobs("base", "fix", by="um")
-        per = tk.diff_jobs("base", "fix", by="um", per_rank=True)
+    df, per = _two_rank_jobs(tmp_path, "um_faults", "um_prefetch", "um_faults_again", "um")
     rows = {r["key"]: r for r in df.iter_rows(named=True)}
     cpu = rows["CPU page faults"]
     assert (cpu["base"], cpu["new"], cpu["verdict"], cpu["ranks_improved"], cpu["top_rank"]) == (874, 490, "improved", 1, 0)
@@ -789,16 +794,7 @@ def test_sampled_cpu_time_of_a_job(tmp_path):
     the work in the new job (nsys_cpu_hot_slow against nsys_cpu_hot), rank 1 the same capture in
     both (nsys_cpu_hot_again, another copy of it). pack_inputs' CPU time regresses on rank 0
     alone, the job's value the ranks' sum; nothing else in the cpu scope."""
-    from conftest import NSYS_EXPORTS, captured_again
-
-    with tracekit.open(tmp_path / "cpu.duckdb") as tk:
-        again = captured_again(NSYS_EXPORTS["cpu_hot_again"], tmp_path / "again.sqlite")
-        for job, files in (("base", (NSYS_EXPORTS["cpu_hot"], NSYS_EXPORTS["cpu_hot_again"])),
-                           ("slow", (NSYS_EXPORTS["cpu_hot_slow"], again))):
-            for rank, path in enumerate(files):
-                tk.ingest(path, name=f"{job}-r{rank}", params={"rank": rank, "job": job})
-        df = tk.diff_jobs("base", "slow", by="cpu")
-        per = tk.diff_jobs("base", "slow", by="cpu", per_rank=True)
+    df, per = _two_rank_jobs(tmp_path, "cpu_hot", "cpu_hot_slow", "cpu_hot_again", "cpu")
     changed = df.filter(pl.col("verdict") != "unchanged")
     assert changed["key"].to_list() == ["pack_inputs(float, long)"]
     row = changed.row(0, named=True)

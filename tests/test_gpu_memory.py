@@ -4,9 +4,10 @@ and diff's memory scope.
 
 nsys stats has no report of these events, so the evidence is the raw tables of the real exports
 and the accounting tests/data/programs/nsys_mem.cu prints of what it allocated (the first lines
-of each fixture's profile.log: nsys_mem/README.md), and tests/data/nsys_memops, whose program
+of each fixture's profile.log: nsys_mem/README.md), tests/data/nsys_memops, whose program
 allocates device, pinned, managed, pitched and pool memory and frees the last of it outside
-every NVTX range.
+every NVTX range, and tests/data/nsys_mem_odd, the allocators that are not cudaMalloc (virtual
+memory management, a CUDA graph's memory nodes, a pool of its own, host memory).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 import shutil
 import sqlite3
 
+import polars as pl
 import pytest
 from conftest import DATA, NSYS_EXPORTS
 
@@ -169,6 +171,75 @@ def test_frees_of_memory_allocated_before_the_capture_are_not_taken_off(tmp_path
         assert device["peak_bytes"] == _accounting("mem")["peak_bytes"] - (112 * MIB + 1000)
         assert _kinds(tk, "late")["Pinned"]["unmatched_frees"] == 1
         assert tk.query("gpu-memory-timeline", run="late", limit=0)["live_bytes"].min() >= 0
+
+
+def _odd_accounting() -> dict[str, int]:
+    """What nsys_mem_odd.cu printed: its VMM chunks, graph memory nodes, pool allocations, pitch."""
+    text = (DATA / "nsys_mem_odd" / "profile.log").read_text()
+    chunks, chunk = map(int, re.search(r"(\d+) chunks of (\d+) bytes created", text).groups())
+    nodes = [int(n) for n in re.search(r"memory nodes of (\d+) and (\d+) bytes", text).groups()]
+    pool_allocs, pool_bytes = map(int, re.search(r"pool: (\d+) allocations of (\d+) bytes", text).groups())
+    pitched = int(re.search(r"pitch \d+: (\d+) bytes", text).group(1))
+    host = [int(n) for n in re.search(r"cudaHostAlloc (\d+) bytes, cudaHostRegister (\d+) bytes", text).groups()]
+    return {"chunks": chunks, "chunk": chunk, "nodes": nodes, "pool_allocs": pool_allocs, "pool_bytes": pool_bytes,
+            "pitched": pitched, "host": host}
+
+
+def test_memory_of_the_allocators_that_are_not_cudamalloc(nsys_db):
+    """nsys_mem_odd (README there): virtual memory management (what PyTorch's expandable segments
+    use), a CUDA graph's memory nodes, a pool of its own, pitched and host memory. Per NVTX range,
+    what the program asked for: the mapped chunks (allocated at cuMemSetAccess, freed at
+    cuMemUnmap); the graph's memory, recorded with address 0 as the graph pool's 32 MiB chunks (two a
+    launch, the 8 MiB node in a chunk of its own; again after the trim), every one paired with its
+    free; the pool's allocations; pitch x rows. The peak, 3 mapped chunks with the graph's 2, is
+    reached first in graph; nothing is left and no free goes unpaired."""
+    tk = nsys_db
+    truth = _odd_accounting()
+    graph_chunk = 32 * MIB  # (the graph pool's granularity: each node of up to 32 MiB takes a chunk)
+    assert truth["nodes"] == [32 * MIB, 8 * MIB]
+    rows = {(r["nvtx_path"], r["memory_kind"]): r for r in tk.query("nvtx-memory", run="mem_odd", limit=0).iter_rows(named=True)}
+    pick = lambda key: tuple(rows[key][c] for c in ("allocations", "allocated_bytes", "frees", "freed_bytes", "unfreed"))  # noqa: E731
+    assert pick(("vmm", "Device")) == (truth["chunks"], truth["chunks"] * truth["chunk"], 1, truth["chunk"], 0)
+    assert pick(("graph", "Device")) == (4, 4 * graph_chunk, 4, 4 * graph_chunk, 0)
+    assert pick(("pool", "Device")) == (truth["pool_allocs"], truth["pool_allocs"] * truth["pool_bytes"],
+                                        truth["pool_allocs"], truth["pool_allocs"] * truth["pool_bytes"], 0)
+    assert pick(("pitch", "Device")) == (1, truth["pitched"], 0, 0, 0)
+    assert pick(("host", "Pinned")) == (2, sum(truth["host"]), 0, 0, 0)
+    # (the mapped chunks left and the pitched buffer)
+    assert pick(("release", "Device"))[2:4] == (truth["chunks"] - 1 + 1, (truth["chunks"] - 1) * truth["chunk"] + truth["pitched"])
+    device = _kinds(tk, "mem_odd")["Device"]
+    peak = (truth["chunks"] - 1) * truth["chunk"] + 2 * graph_chunk
+    assert peak == (truth["chunks"] - 1) * truth["chunk"] + truth["pool_allocs"] * truth["pool_bytes"]  # (reached twice)
+    assert (device["peak_bytes"], device["peak_nvtx_path"], device["live_at_end_bytes"], device["unmatched_frees"]) == (
+        peak, "graph", 0, 0)
+    assert device["pool_reserved_max_bytes"] == truth["pool_allocs"] * truth["pool_bytes"]
+    events = tk.sql("SELECT api_name, address, operation, freed_ns - ts_ns AS held_ns FROM gpu_memory_events("
+                    "(SELECT run_id FROM runs WHERE name = 'mem_odd')) WHERE memory_kind = 'Device'").to_dicts()
+    mapped = [e for e in events if e["api_name"] in ("cuMemSetAccess", "cuMemUnmap")]
+    assert sorted(e["operation"] for e in mapped) == ["allocation"] * truth["chunks"] + ["free"] * truth["chunks"]
+    graph = [e for e in events if e["address"] == 0 and e["operation"] == "allocation"]
+    assert len(graph) == 4 and all(0 < e["held_ns"] < 10**9 for e in graph)
+
+
+def test_graph_memory_frees_pair_with_the_earliest_allocation_not_freed(tmp_path):
+    """Graph memory has address 0 in the export: with the first graph chunk's allocation taken out
+    of a copy of nsys_mem_odd (as if allocated before the capture began), the first trim's second
+    free has nothing to pair with (an unmatched free), and the chunks allocated after the trim are
+    still paired with the second trim's frees: nothing is left, the peak one chunk lower."""
+    export = tmp_path / "late.sqlite"
+    with lzma.open(NSYS_EXPORTS["mem_odd"]) as src, open(export, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with sqlite3.connect(export) as sq:
+        sq.execute("DELETE FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE rowid IN (SELECT rowid FROM "
+                   "CUDA_GPU_MEMORY_USAGE_EVENTS WHERE address = 0 AND memoryOperationType = 0 ORDER BY start LIMIT 1)")
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(export, name="late")
+        device = _kinds(tk, "late")["Device"]
+        truth = _odd_accounting()
+        assert (device["unmatched_frees"], device["live_at_end_bytes"]) == (1, 0)
+        assert device["peak_bytes"] == (truth["chunks"] - 1) * truth["chunk"] + truth["pool_allocs"] * truth["pool_bytes"]
+        graph = tk.query("nvtx-memory", run="late", limit=0).filter(pl.col("nvtx_path") == "graph").row(0, named=True)
+        assert (graph["allocations"], graph["frees"], graph["unfreed"]) == (3, 3, 0)
 
 
 @pytest.mark.parametrize("query", QUERIES)

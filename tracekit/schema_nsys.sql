@@ -714,10 +714,13 @@ CREATE OR REPLACE MACRO cpu_sample_paths(run) AS TABLE
 -- run's by time, a free before an allocation at the same nanosecond. Each has live_bytes, the bytes
 -- of its kind of memory live after it in its process on its device (allocated and not yet freed),
 -- and nvtx_path, the path of the innermost NVTX range around the API call that made it. A free is
--- paired with the last allocation of its address in its process before it (alloc_seq); a free the
--- capture saw no allocation for (memory allocated before the capture began), or a second free of one
--- allocation, is not counted (matched false). An allocation has its free's seq and time (freed_seq,
--- freed_ns; NULL: not freed by the end of the capture). gpu_memory_events(run): one run's.
+-- paired with the last allocation of its address in its process before it (alloc_seq). nsys
+-- records a CUDA graph's memory (the graph pool's physical chunks, allocated at a launch, freed at
+-- cudaDeviceGraphMemTrim) with address 0: such a free is paired with the earliest allocation of its
+-- size, kind and device in the process not yet freed. A free the capture saw no allocation for
+-- (memory allocated before the capture began), or a second free of one allocation, is not counted
+-- (matched false). An allocation has its free's seq and time (freed_seq, freed_ns; NULL: not freed
+-- by the end of the capture). gpu_memory_events(run): one run's.
 CREATE OR REPLACE MACRO gpu_memory_events_in(runs) AS TABLE
     WITH e AS (
         SELECT m.*, r.path AS nvtx_path,
@@ -726,12 +729,35 @@ CREATE OR REPLACE MACRO gpu_memory_events_in(runs) AS TABLE
         FROM gpu_memory m LEFT JOIN nvtx_ranges r ON r.run_id = m.run_id AND r.range_id = m.nvtx_range_id
         WHERE list_contains(runs, m.run_id)
     ),
-    a AS (SELECT run_id, seq, global_pid, address FROM e WHERE operation = 'allocation'),
+    a AS (SELECT run_id, seq, global_pid, address FROM e WHERE operation = 'allocation' AND address <> 0),
+    -- address 0, per size, kind and device: excess is the frees so far less the allocations, and
+    -- the frees with no allocation to pair are the most it has been (0 at least); the n-th paired
+    -- free is the n-th allocation's
+    z AS (
+        SELECT run_id, seq, operation, global_pid, device_id, memory_kind, bytes,
+               sum(CASE WHEN operation = 'free' THEN 1 ELSE -1 END) OVER w AS excess,
+               sum(CASE WHEN operation = 'free' THEN 1 ELSE 0 END) OVER w AS nth_free,
+               sum(CASE WHEN operation = 'allocation' THEN 1 ELSE 0 END) OVER w AS nth_alloc
+        FROM e WHERE address = 0
+        WINDOW w AS (PARTITION BY run_id, global_pid, device_id, memory_kind, bytes ORDER BY seq)
+    ),
+    zf AS (
+        SELECT *, greatest(0, coalesce(max(excess) OVER (
+                   PARTITION BY run_id, global_pid, device_id, memory_kind, bytes ORDER BY seq
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)) AS unpaired_before
+        FROM z
+    ),
     paired AS (
         SELECT f.run_id, f.seq, a.seq AS alloc_seq,
                row_number() OVER (PARTITION BY f.run_id, a.seq ORDER BY f.seq) = 1 AS first
-        FROM (SELECT run_id, seq, global_pid, address FROM e WHERE operation = 'free') f
+        FROM (SELECT run_id, seq, global_pid, address FROM e WHERE operation = 'free' AND address <> 0) f
         ASOF JOIN a ON a.run_id = f.run_id AND a.global_pid = f.global_pid AND a.address = f.address AND f.seq >= a.seq
+        UNION ALL
+        SELECT f.run_id, f.seq, za.seq, true
+        FROM zf f JOIN z za ON za.run_id = f.run_id AND za.global_pid = f.global_pid AND za.device_id = f.device_id
+                               AND za.memory_kind = f.memory_kind AND za.bytes = f.bytes AND za.operation = 'allocation'
+                               AND za.nth_alloc = f.nth_free - f.unpaired_before
+        WHERE f.operation = 'free' AND f.excess <= f.unpaired_before
     ),
     freed AS (
         SELECT p.run_id, p.alloc_seq, p.seq AS freed_seq, e.ts_ns AS freed_ns

@@ -16,6 +16,8 @@
 #                   with planted shares of the samples, twice: noise; then with --slow-pack, a host regression)
 #                   mem mem_again mem_grow (programs/nsys_mem.cu, --cuda-memory-usage=true: allocations of
 #                   planted sizes and lifetimes, twice: noise; then with --leak --big-workspace, the regression)
+#                   mem_odd (programs/nsys_mem_odd.cu: virtual memory management, a graph memory node, a pool of
+#                   its own, cudaMallocPitch, cudaHostAlloc and cudaHostRegister)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
 #                   (--set full: one kernel at three sizes, profiled twice, then slower at every size;
 #                   programs/ncu_shapes.py), clocks_random clocks_random_again clocks_zeros (--set full: two
@@ -101,6 +103,7 @@ cmdline() {
     cpu_hot_slow) echo "$out/bin/nsys_cpu_hot --slow-pack" ;;  # pack_inputs 3x the work (diff)
     cpu_hot*) echo "$out/bin/nsys_cpu_hot" ;;
     streams) echo "$out/bin/nsys_streams" ;;
+    mem_odd) echo "$out/bin/nsys_mem_odd" ;;
     mem_grow) echo "$out/bin/nsys_mem --leak --big-workspace" ;;  # a 2 MiB leak a step, the workspace 2x (diff)
     mem*) echo "$out/bin/nsys_mem" ;;
     cpu_only|cpu_only_again) echo "$out/bin/nsys_cpu_only" ;;
@@ -131,6 +134,7 @@ options() {
       "--cuda-um-gpu-page-faults=true" ;;
     um_gpu_only) echo "-t cuda,nvtx,osrt --cuda-um-gpu-page-faults=true" ;;
     mem|mem_again|mem_grow) echo "-t cuda,nvtx,osrt --cuda-memory-usage=true" ;;  # (nsys's UM reports need both)
+    mem_odd) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --cuda-memory-usage=true" ;;
     autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;
     # the capture starts at the NVTX range "profile" and stops at its end; the program's NVTX
     # texts are not registered strings, which nsys matches only with REGISTER_ONLY=0
@@ -273,7 +277,11 @@ for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
     nvcc -O2 -g -arch=sm_90 -Xcompiler -fno-omit-frame-pointer -o "$out/bin/nsys_cpu_hot" \
       "$here/programs/nsys_cpu_hot.cu" -lpthread || echo "nvcc rc=$?"
   fi
-  if [ "${scen#mem}" != "$scen" ] && [ "${scen#memops}" = "$scen" ] && [ ! -x "$out/bin/nsys_mem" ]; then
+  if [ "$scen" = mem_odd ]; then  # the driver API: virtual memory management
+    mkdir -p "$out/bin"
+    nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_mem_odd" "$here/programs/nsys_mem_odd.cu" -lcuda || echo "nvcc rc=$?"
+  fi
+  if [ "${scen#mem}" != "$scen" ] && [ "${scen#memops}" = "$scen" ] && [ "$scen" != mem_odd ] && [ ! -x "$out/bin/nsys_mem" ]; then
     mkdir -p "$out/bin"
     nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_mem" "$here/programs/nsys_mem.cu" || echo "nvcc rc=$?"
   fi

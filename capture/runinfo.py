@@ -89,8 +89,11 @@ def git_commit() -> str | None:
 
 
 #: environment variables that change what a capture runs: the kernels' backend and tiles,
-#: the profiler binaries
-SETTINGS_ENV = ("TRACEKIT_KERNELS_BACKEND", "TRACEKIT_TILES", "TRACEKIT_NSYS", "TRACEKIT_NCU")
+#: the profiler binaries, PyTorch's caching allocator (expandable segments map GPU memory in
+#: 20 MiB pieces: other allocations, the same bytes), CUDA's launches made synchronous and its
+#: module loading (lazy: each module's static memory and load time at its first launch)
+SETTINGS_ENV = ("TRACEKIT_KERNELS_BACKEND", "TRACEKIT_TILES", "TRACEKIT_NSYS", "TRACEKIT_NCU",
+                "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING")
 #: a tiles file larger than this is not hashed (the kernels' own files are a few kB)
 TILES_HASH_MAX_BYTES = 16 << 20
 

@@ -81,9 +81,9 @@ def test_none_run_writes_complete_run_folder(none_run):
 
 
 def test_settings_tell_captures_with_other_tiles_apart(tmp_path, monkeypatch):
-    """A run folder records the TRACEKIT_* variables and the tiles file the kernels read, with
-    its content's sha256: the same capture with other tuned tiles is told apart; no file is
-    the built-in tiles."""
+    """A run folder records the TRACEKIT_* variables (and PyTorch's allocator's, CUDA's) and the
+    tiles file the kernels read, with its content's sha256: the same capture with other tuned
+    tiles is told apart; no file is the built-in tiles."""
     from tracekit.capture import runinfo
 
     tiles = tmp_path / "tiles.json"
@@ -93,6 +93,8 @@ def test_settings_tell_captures_with_other_tiles_apart(tmp_path, monkeypatch):
     assert none["env"]["TRACEKIT_TILES"] == str(tiles)
     monkeypatch.setenv("TRACEKIT_DB", "/somewhere/store.duckdb")  # (an ingest setting: not recorded)
     assert "TRACEKIT_DB" not in runinfo.settings()["env"]
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")  # (the allocator: recorded)
+    assert runinfo.settings()["env"]["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
     monkeypatch.setenv("TRACEKIT_TILES", "/dev/zero")  # not a regular file: not read
     assert runinfo.settings()["tiles_sha256"] is None
     monkeypatch.chdir(tmp_path)

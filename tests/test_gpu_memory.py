@@ -334,6 +334,29 @@ def test_the_hstu_workload_captured_with_memory_usage(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_the_hstu_workload_with_expandable_segments(tmp_path):
+    """The same capture with PyTorch's expandable segments (hstu_capture_mem_vmm:
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which the run folder records): the allocator
+    maps its memory in 20 MiB pieces of reserved address space, so nsys records hundreds of
+    allocations where cudaMalloc made 39, of the same bytes (within a piece a segment) and all live
+    at the end. diff names the setting among the setups' differences, and calls the peak unchanged
+    and the allocations' count what moved."""
+    db = tmp_path / "h.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(DATA / "hstu_capture_mem"), str(DATA / "hstu_capture_mem_vmm")]) == 0
+    with tracekit.open(db) as tk:
+        plain, vmm = _kinds(tk, "1")["Device"], _kinds(tk, "2")["Device"]
+        assert plain["allocations"] < 50 and vmm["allocations"] > 500
+        assert 0 <= vmm["allocated_bytes"] - plain["allocated_bytes"] <= 20 * MIB * 3
+        assert vmm["live_at_end_bytes"] == vmm["peak_bytes"] == vmm["allocated_bytes"]
+        pieces = tk.query("gpu-memory-live", run="2", at="end", limit=0)
+        assert pieces.filter(pl.col("bytes") == 20 * MIB)["bytes"].sum() > 0.95 * vmm["allocated_bytes"]
+        with pytest.warns(tracekit.errors.CaptureWarning,
+                          match=r"env PYTORCH_CUDA_ALLOC_CONF \(unset\) -> expandable_segments:True"):
+            df = tk.diff("1", "2", by=["memory"])
+        device = {r["metric"]: r["verdict"] for r in df.filter(pl.col("key") == "GPU 0 Device memory").iter_rows(named=True)}
+        assert device["peak_bytes"] == "unchanged" and device["allocations"] == "regressed"
+
+
 def test_the_trace_has_a_counter_of_live_memory(nsys_db, tmp_path):
     """export trace: in the program's process, a counter track per device and kind of memory that
     steps at each allocation and free, to the peak and back to what was left; a window opens at

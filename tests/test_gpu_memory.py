@@ -357,6 +357,32 @@ def test_the_hstu_workload_with_expandable_segments(tmp_path):
         assert device["peak_bytes"] == "unchanged" and device["allocations"] == "regressed"
 
 
+def test_the_hstu_workload_with_the_stream_ordered_allocator(tmp_path):
+    """The same capture with PyTorch's cudaMallocAsync backend (hstu_capture_mem_async): each tensor
+    is a cudaMallocAsync from the device's pool. The capture range opens after the warm-up, and nsys
+    reports what was allocated and freed before it at its start, at time 0, in the order it happened
+    (the export's order: hundreds of frees at time 0 follow their allocations). Paired in that order,
+    every free finds its allocation; the warm-up peaked above what the requests hold; each request
+    frees what it allocates, so the memory live at the end is that at the range's start, and no NVTX
+    range leaves any; the pool holds at least the peak."""
+    db = tmp_path / "h.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(DATA / "hstu_capture_mem_async")]) == 0
+    with tracekit.open(db) as tk:
+        device = _kinds(tk, "1")["Device"]
+        assert device["allocations"] > 5000 and device["unmatched_frees"] == 0
+        events = tk.sql("SELECT ts_ns, operation, matched, live_bytes FROM gpu_memory_events(1) "
+                        "WHERE memory_kind = 'Device' ORDER BY seq")
+        before = events.filter(pl.col("ts_ns") == 0)
+        assert before.filter(pl.col("operation") == "free").height > 200 and before["matched"].all()
+        at_start = before["live_bytes"][-1]
+        assert device["live_at_end_bytes"] == at_start and device["peak_ns"] == 0
+        during = events.filter(pl.col("ts_ns") > 0)["live_bytes"]
+        assert at_start <= during.min() and during.max() < device["peak_bytes"] <= device["pool_reserved_max_bytes"]
+        ranges = tk.query("nvtx-memory", run="1", kind="device", limit=0).filter(pl.col("nvtx_path").is_not_null())
+        assert ranges["allocations"].sum() > 5000 and ranges["unfreed"].sum() == 0
+        assert set(tk.query("gpu-memory-live", run="1", at="end", limit=0)["allocated_ns"]) == {0}
+
+
 def test_the_trace_has_a_counter_of_live_memory(nsys_db, tmp_path):
     """export trace: in the program's process, a counter track per device and kind of memory that
     steps at each allocation and free, to the peak and back to what was left; a window opens at

@@ -216,7 +216,9 @@ CREATE TABLE IF NOT EXISTS um_gpu_faults (
 -- module loads, with no API call), with the API call that made it. bytes are the bytes asked for.
 CREATE TABLE IF NOT EXISTS gpu_memory (
     run_id INTEGER,
-    ts_ns BIGINT,            -- when, ns (the API call's time)
+    ts_ns BIGINT,            -- when, ns (the API call's time; 0: before the capture range opened)
+    event_index BIGINT,      -- its place in the export: nsys writes the events in the order they
+                             -- happened, those before a capture range opened all at time 0
     global_pid BIGINT, pid INTEGER,
     device_id BIGINT,        -- CUDA device
     context_id BIGINT,       -- CUDA context (NULL: none recorded, static memory)
@@ -711,7 +713,8 @@ CREATE OR REPLACE MACRO cpu_sample_paths(run) AS TABLE
     WHERE s.ts_ns < r.end_ns;
 
 -- The GPU memory events of runs (gpu_memory; ``runs``: a list of run ids) in order: seq numbers a
--- run's by time, a free before an allocation at the same nanosecond. Each has live_bytes, the bytes
+-- run's by time, then by their place in the export (nsys reports what a process allocated and
+-- freed before a capture range opened at the range's start, at time 0, in the order it happened). Each has live_bytes, the bytes
 -- of its kind of memory live after it in its process on its device (allocated and not yet freed),
 -- and nvtx_path, the path of the innermost NVTX range around the API call that made it. A free is
 -- paired with the last allocation of its address in its process before it (alloc_seq). nsys
@@ -725,7 +728,7 @@ CREATE OR REPLACE MACRO gpu_memory_events_in(runs) AS TABLE
     WITH e AS (
         SELECT m.*, r.path AS nvtx_path,
                row_number() OVER (PARTITION BY m.run_id
-                                  ORDER BY m.ts_ns, m.operation = 'allocation', m.address, m.bytes) AS seq
+                                  ORDER BY m.ts_ns, m.event_index) AS seq
         FROM gpu_memory m LEFT JOIN nvtx_ranges r ON r.run_id = m.run_id AND r.range_id = m.nvtx_range_id
         WHERE list_contains(runs, m.run_id)
     ),

@@ -67,8 +67,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: um_gpu_faults and the virtual address and cause of Unified Memory migrations; 21: cpu_samples,
 #: cpu_sample_frames and thread_sched (nsys's CPU sampling and the threads' scheduling), the call
 #: stacks of OS runtime calls (osrt_frames, osrt_calls.callchain_id); 22: gpu_memory and
-#: gpu_memory_pools (nsys --cuda-memory-usage: GPU memory allocated and freed).
-SCHEMA_VERSION = 22
+#: gpu_memory_pools (nsys --cuda-memory-usage: GPU memory allocated and freed); 23: gpu_memory.event_index
+#: (the events' order where their times are equal).
+SCHEMA_VERSION = 23
 
 
 def ingest_memory_limit() -> str:

@@ -162,6 +162,7 @@ def _read(export: Export, path: Path) -> Parsed:
 
     _check_durations(path, raw)
     _check_sizes(path, raw)
+    _number_memory_events(raw)
     _check_names(path, raw)
     _cuda_gpus_only(raw)
 
@@ -222,6 +223,15 @@ def _check_sizes(path: Path, raw: dict[str, pa.Table]) -> None:
         raise InputError(f"{path}: table {SPECS['gpu_memory'].source}: {n:,} row{'s' if n > 1 else ''} with a negative "
                          f"size (the first: row {first + 1:,}, {tbl.column('bytes')[first].as_py()} bytes); the export "
                          "is corrupt")
+
+
+def _number_memory_events(raw: dict[str, pa.Table]) -> None:
+    """Each GPU memory event's place in the export (``_tk_row``, read in rowid order): nsys writes
+    them in the order they happened, and those before a capture range opened all at its start, at
+    time 0, so the order that pairs a free with its allocation where times are equal is this one."""
+    tbl = raw.get("gpu_memory")
+    if tbl is not None:
+        raw["gpu_memory"] = tbl.append_column("_tk_row", pa.array(range(tbl.num_rows), pa.int64()))
 
 
 def _check_names(path: Path, raw: dict[str, pa.Table]) -> None:

@@ -328,6 +328,7 @@ SPECS = {
         optional=True,
         columns=[
             Column("ts_ns", "r.start", ["start"], "BIGINT"),
+            Column("event_index", "r._tk_row", ["start"], "BIGINT"),
             *_PROCESS,
             Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
             Column("context_id", "nullif(r.contextId, 0)", ["contextId"], "BIGINT"),

@@ -5,9 +5,11 @@
 -- until exit). Device memory is cudaMalloc's and the stream-ordered pools' allocations
 -- (cudaMallocAsync) as asked for; a pool holds more from the device than is allocated from it
 -- (pool_reserved_max_bytes). Pinned is cudaMallocHost's host memory, Managed cudaMallocManaged's,
--- Device Static a module's __device__ variables. A free of memory allocated before the capture
--- began is counted apart (unmatched_frees), not taken off what is live. A run captured without
--- CUDA memory usage tracing is an error.
+-- Device Static a module's __device__ variables. Under a capture range, nsys reports what was
+-- allocated and freed before the range opened at time 0, in the order it happened: a peak_ns of 0
+-- is a peak reached before the range (a warm-up). A free of memory the capture saw no allocation
+-- for is counted apart (unmatched_frees), not taken off what is live. A run captured without CUDA
+-- memory usage tracing is an error.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column pid                      process id
@@ -22,7 +24,7 @@
 -- @column peak_nvtx_path           the NVTX path of the allocation that reached the peak (NULL: outside every range)
 -- @column live_at_end_bytes        bytes still allocated when the capture ended, B
 -- @column unfreed                  allocations not freed by then
--- @column unmatched_frees          frees of memory allocated before the capture began
+-- @column unmatched_frees          frees of memory the capture saw no allocation for
 -- @column pool_reserved_max_bytes  the stream-ordered pools' largest size, summed over pools, B (NULL: no pool)
 -- @column first_ns                 first event, ns
 -- @column last_ns                  last event, ns

@@ -1000,10 +1000,10 @@ def test_a_file_named_as_a_run_is_compared_and_said(tmp_path, monkeypatch):
     """A reference that is both a file in the working folder and a run's name: the file is
     compared, and a warning says so (and how to name either); ./NAME says nothing."""
     monkeypatch.chdir(tmp_path)
-    linked_copy(NCU_PAIR / "half_sms", tmp_path / "base")
+    linked_copy(PAIR / "half_sms", tmp_path / "base")
     with tracekit.open(tmp_path / "s.duckdb") as tk:
-        tk.ingest(NCU_PAIR / "base", name="base")
-        tk.ingest(NCU_PAIR / "base_again", name="base_again")
+        tk.ingest(PAIR / "base", name="base")
+        tk.ingest(PAIR / "base_again", name="base_again")
         with pytest.warns(CaptureWarning, match=r"'base' is both a file here and the name of run 1 in .*: the file "
                                                 r"is compared \(write \./base for the file, 1 for the run\)"):
             df = tk.diff("base", "base_again")
@@ -1021,8 +1021,8 @@ def test_a_path_that_holds_nothing_to_ingest_does_not_hide_the_run_of_its_name(t
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "s.duckdb"
     with tracekit.open(db) as tk:
-        tk.ingest(NCU_PAIR / "base", name="base")
-        tk.ingest(NCU_PAIR / "half_sms", name="half")
+        tk.ingest(PAIR / "base", name="base")
+        tk.ingest(PAIR / "half_sms", name="half")
     (tmp_path / "base").mkdir()
     (tmp_path / "base" / "notes.txt").write_text("what I changed\n")
     (tmp_path / "half").write_text("")

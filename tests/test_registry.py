@@ -37,11 +37,12 @@ def test_the_description_comes_before_the_tags(name):
 def _asked_run(q) -> str:
     """The fixture run an nsys query is asked of: one with what it is about (the GPU's sampled
     counters; NCCL's kernels, whose sums only such a run has; Unified Memory's page faults; the
-    CPU's samples; GPU memory's allocations), else the mixed HSTU capture."""
+    CPU's samples; GPU memory's allocations; CUDA API calls' stacks), else the mixed HSTU capture."""
     nccl = {"nccl_overlap_sum", "comm_overlap_sum"} & set(q.requires)
     um = {"um_cpu_faults", "um_gpu_faults"} & set(q.traced)
     return ("gpu_metrics" if "gpu_metrics" in q.traced else "nccl_overlap" if nccl else "memops" if um
-            else "cpu_hot" if "cpu_samples" in q.traced else "mem_grow" if "gpu_memory" in q.traced else "hstu_mixed")
+            else "cpu_hot" if "cpu_samples" in q.traced else "mem_grow" if "gpu_memory" in q.traced
+            else "backtrace" if "api_frames" in q.traced else "hstu_mixed")
 
 
 @pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source in ("nsys", "runs")])

@@ -464,6 +464,7 @@ TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", 
           **dict.fromkeys(("cpu_samples", "cpu_sample_frames"), ("CPU sample", "nsys profile --sample=process-tree")),
           **dict.fromkeys(("gpu_memory", "gpu_memory_pools"), ("CUDA memory usage",
                                                                "nsys profile --cuda-memory-usage=true")),
+          "api_frames": ("CUDA API backtrace", "nsys profile --cudabacktrace=all --sample=process-tree"),
           # (both options: nsys's um_sum and um_total_sum read both kinds of fault)
           **{f"um_{side}_faults": (f"Unified Memory {side.upper()} page fault", _UM_OPTIONS) for side in ("cpu", "gpu")},
           **{t: ("CUDA", "nsys -t cuda") for t in ("kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs")}}

@@ -61,7 +61,8 @@ LEFT JOIN _strings a ON a.string_id = k.api_name_id;
 -- are computed by the view.
 CREATE TABLE IF NOT EXISTS _api_calls (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, global_tid BIGINT,
-    correlation_id BIGINT, name_id BIGINT, raw_name_id BIGINT, return_value BIGINT, nvtx_range_id BIGINT
+    correlation_id BIGINT, name_id BIGINT, raw_name_id BIGINT, return_value BIGINT, nvtx_range_id BIGINT,
+    callchain_id BIGINT
 );
 
 -- CUDA runtime/driver API calls.
@@ -81,7 +82,9 @@ SELECT c.run_id,
        c.nvtx_range_id,     -- for a call that waits for the GPU ('Synchronize' in its name): nvtx_ranges.range_id
                             -- of the innermost push/pop range open on its thread at its start (NULL: none);
                             -- NULL for the others
-       c.name_id            -- _strings id of name
+       c.name_id,           -- _strings id of name
+       c.callchain_id       -- its call stack in api_frames, where nsys unwound one (--cudabacktrace: calls past
+                            -- its threshold, 80 us by default); else NULL
 FROM _api_calls c
 LEFT JOIN _strings n ON n.string_id = c.name_id
 LEFT JOIN _strings r ON r.string_id = c.raw_name_id;
@@ -177,6 +180,18 @@ CREATE TABLE IF NOT EXISTS osrt_frames (
     run_id INTEGER,
     callchain_id BIGINT,     -- osrt_calls.callchain_id
     depth INTEGER,           -- 0: the called function; n: the n-th caller
+    function VARCHAR,        -- the function as nsys resolved it (or its address)
+    module VARCHAR,          -- the executable or library it is in
+    unresolved BOOLEAN,      -- nsys could not resolve the address to a symbol
+    kernel_mode BOOLEAN      -- the frame is in the kernel
+);
+
+-- The call stacks of CUDA API calls (nsys --cudabacktrace, with the CPU sampled, unwinds a call past
+-- its threshold): one row per frame, depth 0 the innermost (in CUPTI, nsys's), each caller one deeper.
+CREATE TABLE IF NOT EXISTS api_frames (
+    run_id INTEGER,
+    callchain_id BIGINT,     -- api_calls.callchain_id
+    depth INTEGER,           -- 0: the innermost frame; n: the n-th caller
     function VARCHAR,        -- the function as nsys resolved it (or its address)
     module VARCHAR,          -- the executable or library it is in
     unresolved BOOLEAN,      -- nsys could not resolve the address to a symbol

@@ -68,8 +68,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: cpu_sample_frames and thread_sched (nsys's CPU sampling and the threads' scheduling), the call
 #: stacks of OS runtime calls (osrt_frames, osrt_calls.callchain_id); 22: gpu_memory and
 #: gpu_memory_pools (nsys --cuda-memory-usage: GPU memory allocated and freed); 23: gpu_memory.event_index
-#: (the events' order where their times are equal).
-SCHEMA_VERSION = 23
+#: (the events' order where their times are equal); 24: api_frames and api_calls.callchain_id (nsys
+#: --cudabacktrace: the CUDA API calls' stacks).
+SCHEMA_VERSION = 24
 
 
 def ingest_memory_limit() -> str:

@@ -16,6 +16,8 @@
 #                   with planted shares of the samples, twice: noise; then with --slow-pack, a host regression)
 #                   mem mem_again mem_grow (programs/nsys_mem.cu, --cuda-memory-usage=true: allocations of
 #                   planted sizes and lifetimes, twice: noise; then with --leak --big-workspace, the regression)
+#                   backtrace (programs/nsys_backtrace.py, --cudabacktrace=all:0 --python-backtrace=cuda: each CUDA
+#                   API call's call stack, from known Python functions)
 #                   mem_odd (programs/nsys_mem_odd.cu: virtual memory management, a graph memory node, a pool of
 #                   its own, cudaMallocPitch, cudaHostAlloc and cudaHostRegister)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
@@ -139,6 +141,9 @@ options() {
     um_gpu_only) echo "-t cuda,nvtx,osrt --cuda-um-gpu-page-faults=true" ;;
     mem|mem_again|mem_grow) echo "-t cuda,nvtx,osrt --cuda-memory-usage=true" ;;  # (nsys's UM reports need both)
     mem_odd) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --cuda-memory-usage=true" ;;
+    # every CUDA API call's native call stack (threshold 0: each call, not only those past 80 us)
+    # and its Python one
+    backtrace) echo "-t cuda,nvtx,osrt --cudabacktrace=all:0 --python-backtrace=cuda" ;;
     autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;
     # the capture starts at the NVTX range "profile" and stops at its end; the program's NVTX
     # texts are not registered strings, which nsys matches only with REGISTER_ONLY=0
@@ -158,7 +163,7 @@ options() {
 # CPU sampling and context switches: off, except where a scenario is about them
 sampling() {
   case $1 in
-    autograd|cpu_hot*) echo "--sample=process-tree --cpuctxsw=process-tree" ;;
+    autograd|cpu_hot*|backtrace) echo "--sample=process-tree --cpuctxsw=process-tree" ;;  # (backtraces need it)
     *) echo "--sample=none --cpuctxsw=none" ;;
   esac
 }
@@ -347,6 +352,20 @@ PY
       > "$d/recipe.log" 2>&1 || { echo "recipe rc=$?"; tail -5 "$d/recipe.log"; }
     mkdir -p "$d/recipes/nccl_gpu_overlap_trace" && mv "$d"/.recipe/*.csv "$d/recipes/nccl_gpu_overlap_trace/"
     rm -rf "$d/.recipe" "$d/recipe.log" "$d"/export_pqtdir
+  fi
+  if [ "$scen" = backtrace ]; then
+    # nsys stats counts the backtrace events nsys writes beside the calls it unwound
+    # (CUPTI_ACTIVITY_KIND_RUNTIME rows of eventClass 67) as calls, and joins them to the
+    # kernels: its reports of the export as captured are kept in stats_with_backtrace_events/,
+    # and stats/ is its reports of a copy without those events (the calls as tracekit counts them)
+    mkdir -p "$d/calls"
+    cp "$d/export.sqlite" "$d/calls/export.sqlite"
+    python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); \
+c.execute('DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 67'); c.commit()" "$d/calls/export.sqlite"
+    nsys_goldens "$d/calls"
+    nsys_goldens "$d"
+    mv "$d/stats" "$d/stats_with_backtrace_events" && mv "$d/calls/stats" "$d/stats" && rm -rf "$d/calls"
+    continue
   fi
   nsys_goldens "$d" "$(extra_reports "$scen")" "$([ "${scen#cpu_only}" != "$scen" ] || [ "$scen" = um_gpu_only ] && echo yes)"
 done

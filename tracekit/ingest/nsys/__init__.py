@@ -37,7 +37,8 @@ CUDA_TABLES = tuple(t for t, (what, _) in TRACED.items() if what == "CUDA")
 #: what nsys was told to trace (``Export.capture_events``) -> the store tables of those events
 TRACED_BY = {"NvtxEvents": ("nvtx_ranges",), "OSRuntime": ("osrt_calls",), "Cuda": CUDA_TABLES,
              "UvmCpuPageFaults": ("um_cpu_faults",), "UvmGpuPageFaults": ("um_gpu_faults",),
-             "CpuSamples": ("cpu_samples", "cpu_sample_frames"), "GpuMemoryUsage": ("gpu_memory", "gpu_memory_pools")}
+             "CpuSamples": ("cpu_samples", "cpu_sample_frames"), "GpuMemoryUsage": ("gpu_memory", "gpu_memory_pools"),
+             "CudaBacktraces": ("api_frames",)}
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -151,6 +152,7 @@ def _read(export: Export, path: Path) -> Parsed:
     if options:  # (diff's setup comparison: --cuda-graph-trace changes what a graph launch records)
         meta["nsys_options"] = options
     raw = export.read(jobs)
+    _calls_with_their_backtraces(raw)
     if "cuda_device" in raw:
         raw["cuda_device"] = raw["cuda_device"].rename_columns(["gpuId", "cudaId"])
     if "nvtx_text" in raw:  # both in rowid order: the decoder walks the table's b-tree, SQLite is told to
@@ -223,6 +225,30 @@ def _check_sizes(path: Path, raw: dict[str, pa.Table]) -> None:
         raise InputError(f"{path}: table {SPECS['gpu_memory'].source}: {n:,} row{'s' if n > 1 else ''} with a negative "
                          f"size (the first: row {first + 1:,}, {tbl.column('bytes')[first].as_py()} bytes); the export "
                          "is corrupt")
+
+
+def _calls_with_their_backtraces(raw: dict[str, pa.Table]) -> None:
+    """The CUDA API calls without nsys's backtrace events, each call with its stack's id
+    (``_tk_callchain``). nsys --cudabacktrace writes a call it unwound twice in
+    CUPTI_ACTIVITY_KIND_RUNTIME: the call, and a "CUDA backtrace" event (eventClass 67: the
+    same thread and correlation id, a span around the call's, its name without the _vNNNN)
+    that holds the stack (callchainId, CUDA_CALLCHAINS). nsys stats counts both as calls (its
+    cuda_api_sum lists such a call twice); tracekit counts the call once. An export whose calls
+    carry their stack themselves keeps it."""
+    api = raw.get("api_calls")
+    if api is None or "callchainId" not in api.column_names:
+        return
+    chain = api.column("callchainId")
+    if "eventClass" in api.column_names:
+        backtrace = pc.fill_null(pc.equal(api.column("eventClass"), scalar(67)), scalar(False))
+        if pc.any(backtrace).as_py():
+            events = api.filter(backtrace)
+            api = api.filter(pc.invert(backtrace))
+            # (a key of thread and correlation id: correlation ids are a process's own)
+            key = lambda t: pc.binary_join_element_wise(  # noqa: E731
+                pc.cast(t.column("globalTid"), pa.string()), pc.cast(t.column("correlationId"), pa.string()), ":")
+            chain = pc.take(events.column("callchainId"), pc.index_in(key(api), value_set=key(events)))
+    raw["api_calls"] = api.append_column("_tk_callchain", pc.cast(chain, pa.int64()))
 
 
 def _number_memory_events(raw: dict[str, pa.Table]) -> None:

@@ -203,8 +203,15 @@ SPECS = {
             # a call that waits for the GPU: the innermost push/pop NVTX range around it
             # (write.with_sync_ranges); NULL for the others
             Column("nvtx_range_id", "r._tk_sync_range", [_API], "BIGINT"),
+            # its call stack (api_frames), where nsys unwound one (--cudabacktrace: calls past
+            # its threshold, 80 us by default; the backtrace's event, of which ingest keeps
+            # the id)
+            Column("callchain_id", "nullif(r._tk_callchain, 0)", ["callchainId"], "BIGINT"),
         ],
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
+        # (nsys --cudabacktrace writes a call's backtrace as an event of the table of its own,
+        # eventClass 67, that ingest takes out before: not a call, though nsys stats counts it)
+        where=Filter("r.eventClass <> 67", ["@CUDA_CALLCHAINS", "eventClass"]),
     ),
     "memcpy": TableSpec(
         source="CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -283,6 +290,14 @@ SPECS = {
     ),
     "osrt_frames": TableSpec(
         source="OSRT_CALLCHAINS",
+        required=["id", "symbol", "stackDepth"],
+        optional=True,
+        columns=[Column("callchain_id", "r.id", ["id"], "BIGINT"), *_FRAME],
+        joins=_FRAME_JOINS,
+    ),
+    # the call stacks of CUDA API calls (nsys --cudabacktrace, with the CPU sampled)
+    "api_frames": TableSpec(
+        source="CUDA_CALLCHAINS",
         required=["id", "symbol", "stackDepth"],
         optional=True,
         columns=[Column("callchain_id", "r.id", ["id"], "BIGINT"), *_FRAME],
@@ -591,6 +606,6 @@ def plan(export: Export, path: Path, version: str, target: str, spec: TableSpec)
     joins = " ".join(spec.joins[a][1] for a in sorted(aliases))
     where = ""
     if spec.where is not None and available(spec.where.needs):
-        raw_cols.update(spec.where.needs)
+        raw_cols.update(n for n in spec.where.needs if not n.startswith("@"))
         where = f" WHERE {spec.where.expr}"
     return Plan(f"SELECT {', '.join(select)} FROM _nsys_{target} r {joins}{where}", sorted(raw_cols), spec.source)

@@ -179,8 +179,10 @@ class Export:
         CAPTURE_EVENT_TYPE rows: Cuda, NvtxEvents, OSRuntime, ...), UvmCpuPageFaults /
         UvmGpuPageFaults where a profiled process collected Unified Memory page faults
         (PROCESS_<n>:COLLECT_UVM_CPU_PAGE_FAULTS true, ...), CpuSamples where nsys sampled
-        the CPU (LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES true), and GpuMemoryUsage where a
-        process recorded its GPU memory's allocations (PROCESS_<n>:COLLECT_GPU_MEMORY_USAGE true);
+        the CPU (LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES true), GpuMemoryUsage where a
+        process recorded its GPU memory's allocations (PROCESS_<n>:COLLECT_GPU_MEMORY_USAGE true),
+        and CudaBacktraces where it unwound CUDA API calls (--cudabacktrace:
+        PROCESS_<n>:CUDA_BACKTRACE_OPTIONS:COLLECT_<kind>_BACKTRACES true, with the CPU sampled);
         empty where the export does not say (older nsys versions)."""
         said = set(self._capture_settings("CAPTURE_EVENT_TYPE"))
         if not said:  # (the kinds of event say whether the export tells what was traced)
@@ -192,6 +194,9 @@ class Export:
             said.add("CpuSamples")
         if "true" in self._capture_settings("PROCESS%:COLLECT_GPU_MEMORY_USAGE", like=True):
             said.add("GpuMemoryUsage")
+        if ("CpuSamples" in said
+                and "true" in self._capture_settings("PROCESS%:CUDA_BACKTRACE_OPTIONS:COLLECT_%_BACKTRACES", like=True)):
+            said.add("CudaBacktraces")  # (nsys unwinds CUDA API calls only where it samples the CPU)
         return said
 
     def capture_options(self) -> dict[str, str]:

@@ -73,10 +73,14 @@ NSYS_CPU_SAMPLES = {True: ["--sample=process-tree", "--cpuctxsw=process-tree"],
 #: nsys's record of every allocation and free of GPU memory (off by default: each allocation call
 #: takes longer while it is recorded)
 NSYS_MEMORY_USAGE = ["--cuda-memory-usage=true"]
+#: nsys's call stacks of the CUDA API calls longer than its threshold (80 us: the waits, the large
+#: copies, the slow launches; off by default: each unwound call takes longer), which nsys takes only
+#: where it samples the CPU
+NSYS_CUDA_BACKTRACE = ["--cudabacktrace=all"]
 
 
 def nsys_argv(nsys: str, out_base: Path, cmd: Sequence[str], gpu_metrics: bool = False,
-              cpu_samples: bool = False, cuda_memory_usage: bool = False) -> list[str]:
+              cpu_samples: bool = False, cuda_memory_usage: bool = False, cuda_backtrace: bool = False) -> list[str]:
     """``nsys profile`` of ``cmd``: CUDA, NVTX and OS-runtime traces; only the part between
     ``cudaProfilerStart`` and ``cudaProfilerStop`` (the timed requests) is captured;
     exported to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``. ``gpu_metrics``: the
@@ -84,15 +88,17 @@ def nsys_argv(nsys: str, out_base: Path, cmd: Sequence[str], gpu_metrics: bool =
     active, DRAM bandwidth; off by default: one sampler per GPU at a time, which a DCGM
     running its own profiling metrics already holds); ``cpu_samples``: the CPU sampled, with
     call stacks (``NSYS_CPU_SAMPLES``); ``cuda_memory_usage``: every allocation and free of GPU
-    memory recorded (``NSYS_MEMORY_USAGE``)."""
+    memory recorded (``NSYS_MEMORY_USAGE``); ``cuda_backtrace``: the CUDA API calls' call stacks
+    (``NSYS_CUDA_BACKTRACE``, the CPU sampled)."""
     return [
         nsys, "profile",
         "--trace=cuda,nvtx,osrt",
         *(["--gpu-metrics-devices=all"] if gpu_metrics else []),
         *(NSYS_MEMORY_USAGE if cuda_memory_usage else []),
+        *(NSYS_CUDA_BACKTRACE if cuda_backtrace else []),
         "--capture-range=cudaProfilerApi",
         "--capture-range-end=stop",
-        *NSYS_CPU_SAMPLES[bool(cpu_samples)],
+        *NSYS_CPU_SAMPLES[bool(cpu_samples or cuda_backtrace)],
         "--force-overwrite=true",
         "--export=sqlite",
         "-o", str(out_base),
@@ -170,7 +176,8 @@ NSYS_UM_FAULTS = ["--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=t
 
 def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_range: str = "none",
                       nvtx_capture: str | None = None, gpu_metrics: bool = False, um_faults: bool = False,
-                      cpu_samples: bool = False, cuda_memory_usage: bool = False) -> list[str]:
+                      cpu_samples: bool = False, cuda_memory_usage: bool = False,
+                      cuda_backtrace: bool = False) -> list[str]:
     """``nsys profile`` of a user's command: CUDA, NVTX and OS-runtime traces of the whole
     program (``capture_range`` ``none``), of the part between cudaProfilerStart and
     cudaProfilerStop (``cudaProfilerApi``), or of the first instance of the NVTX range
@@ -179,8 +186,8 @@ def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_
     a range ends the capture (``--capture-range-end=stop``), the program runs on. Exported
     to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``; ``gpu_metrics`` as ``nsys_argv``;
     ``um_faults``: Unified Memory's page faults recorded (``NSYS_UM_FAULTS``; off by default:
-    each fault is slowed down by its recording); ``cpu_samples`` and ``cuda_memory_usage`` as
-    ``nsys_argv``."""
+    each fault is slowed down by its recording); ``cpu_samples``, ``cuda_memory_usage`` and
+    ``cuda_backtrace`` as ``nsys_argv``."""
     if nvtx_capture is not None:
         if capture_range != "none":
             raise ValueError(f"--capture-range {capture_range} and --nvtx-capture: give one")
@@ -198,8 +205,9 @@ def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_
         *(["--gpu-metrics-devices=all"] if gpu_metrics else []),
         *(NSYS_UM_FAULTS if um_faults else []),
         *(NSYS_MEMORY_USAGE if cuda_memory_usage else []),
+        *(NSYS_CUDA_BACKTRACE if cuda_backtrace else []),
         *scope,
-        *NSYS_CPU_SAMPLES[bool(cpu_samples)],
+        *NSYS_CPU_SAMPLES[bool(cpu_samples or cuda_backtrace)],
         "--force-overwrite=true",
         "--export=sqlite",
         "-o", str(out_base),

@@ -308,7 +308,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
             extra_params: dict[str, Any] | None = None, ncu_launch_skip: int = 0,
             ncu_launch_count: int | None = None, ncu_kernel_classes: list[str] | None = None,
             timeout_s: float | None = None, gpu_metrics: bool = False,
-            replay_mode: str | None = None, cpu_samples: bool = False, cuda_memory_usage: bool = False) -> Path:
+            replay_mode: str | None = None, cpu_samples: bool = False, cuda_memory_usage: bool = False,
+            cuda_backtrace: bool = False) -> Path:
     """Run the HSTU workload at (``bs``, ``nc``) under ``tool`` and return its run folder.
 
     ``tool``: ``nsys`` (timed requests inside a cudaProfilerStart/Stop capture range,
@@ -316,7 +317,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     steady-state request, roofline + occupancy + launch-stats sections, raw and details
     CSV) or ``none`` (timing only); ``gpu_metrics``: under nsys, the GPU's counters sampled
     too, ``cpu_samples``: the CPU sampled with call stacks, ``cuda_memory_usage``: every
-    allocation and free of GPU memory recorded (``nsys_argv``). ``replay_mode``
+    allocation and free of GPU memory recorded, ``cuda_backtrace``: the CUDA API calls' call
+    stacks (``nsys_argv``). ``replay_mode``
     (ncu only): ``kernel``, the default and the only mode the workload takes
     (``HSTU_APP_REPLAY``). ``warmup_ms`` and ``iters`` default to
     ``DEFAULT_WARMUP_MS`` and ``DEFAULT_ITERS``. ``preset`` defaults to ``large``
@@ -337,7 +339,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     check_settings(device, flush_l2, ncu_launch_skip, ncu_launch_count)
     for flag, value, what in (("gpu_metrics", gpu_metrics, "samples the GPU's counters"),
                               ("cpu_samples", cpu_samples, "samples the CPU"),
-                              ("cuda_memory_usage", cuda_memory_usage, "records the GPU memory's allocations")):
+                              ("cuda_memory_usage", cuda_memory_usage, "records the GPU memory's allocations"),
+                              ("cuda_backtrace", cuda_backtrace, "unwinds the CUDA API calls")):
         if not isinstance(value, bool):
             raise CaptureError(f"{flag} {value!r}: must be true or false")
         if value and tool != "nsys":
@@ -363,7 +366,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     worker_cmd = [sys.executable, "-m", "tracekit.capture.worker", str(spec_path)]
     if tool == "nsys":
         argv = profilers.nsys_argv(exe, run_dir / "nsys", worker_cmd, gpu_metrics=gpu_metrics, cpu_samples=cpu_samples,
-                                   cuda_memory_usage=cuda_memory_usage)
+                                   cuda_memory_usage=cuda_memory_usage, cuda_backtrace=cuda_backtrace)
     elif tool == "ncu":
         argv = profilers.ncu_argv(exe, run_dir / "ncu", worker_cmd, kernel_regex=kernel_regex,
                                   launch_skip=ncu_launch_skip, launch_count=ncu_launch_count,
@@ -379,6 +382,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
               **({"gpu_metrics": True} if gpu_metrics else {}),
               **({"cpu_samples": True} if cpu_samples else {}),
               **({"cuda_memory_usage": True} if cuda_memory_usage else {}),
+              **({"cuda_backtrace": True} if cuda_backtrace else {}),
               **({"replay_mode": replay_mode} if replay_mode is not None else {})}
     meta: dict[str, Any] = {
         "name": run_name,

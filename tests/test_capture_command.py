@@ -99,6 +99,9 @@ def test_nsys_command_argv_for_each_option():
     assert argv("/x/nsys", Path("/r/nsys"), CMD, cpu_samples=True) == sampled
     assert argv("/x/nsys", Path("/r/nsys"), CMD, cuda_memory_usage=True) == \
         [*head, "--cuda-memory-usage=true", "--capture-range=none", *tail]
+    # (nsys unwinds CUDA API calls only where it samples the CPU: sampling comes with it)
+    assert argv("/x/nsys", Path("/r/nsys"), CMD, cuda_backtrace=True) == \
+        [*head, "--cudabacktrace=all", *sampled[len(head):]]
     with pytest.raises(ValueError, match="give one"):
         argv("/x/nsys", Path("/r/nsys"), CMD, capture_range="cudaProfilerApi", nvtx_capture="step")
     with pytest.raises(ValueError, match="--capture-range 'nvtx'"):
@@ -229,10 +232,12 @@ def test_options_after_the_program_are_its_own(tmp_path):
     (["--um-faults"], "--um-faults: an option of --tool nsys, not of --tool none"),
     (["--cpu-samples"], "--cpu-samples: an option of --tool nsys, not of --tool none"),
     (["--cuda-memory-usage"], "--cuda-memory-usage: an option of --tool nsys, not of --tool none"),
+    (["--cuda-backtrace"], "--cuda-backtrace: an option of --tool nsys, not of --tool none"),
     (["--param", "tool=x"], "--param tool: tracekit sets tool itself"),
     (["--param", "um_faults=1"], "--param um_faults: tracekit sets um_faults itself"),
     (["--param", "cpu_samples=1"], "--param cpu_samples: tracekit sets cpu_samples itself"),
     (["--param", "cuda_memory_usage=1"], "--param cuda_memory_usage: tracekit sets cuda_memory_usage itself"),
+    (["--param", "cuda_backtrace=1"], "--param cuda_backtrace: tracekit sets cuda_backtrace itself"),
     (["--param", "novalue"], "--param 'novalue': expected NAME=VALUE"),
     (["--param", "bs=0"], "--param bs='0': bs (the batch size) is a whole number"),
     (["--name", "7"], "run name: '7' cannot name a run"),
@@ -258,6 +263,7 @@ def test_bad_options_with_a_command_are_one_line_errors(tmp_path, capsys, args, 
     ("ncu", ["--um-faults"], "--um-faults: an option of --tool nsys, not of --tool ncu"),
     ("ncu", ["--cpu-samples"], "--cpu-samples: an option of --tool nsys, not of --tool ncu"),
     ("ncu", ["--cuda-memory-usage"], "--cuda-memory-usage: an option of --tool nsys, not of --tool ncu"),
+    ("ncu", ["--cuda-backtrace"], "--cuda-backtrace: an option of --tool nsys, not of --tool ncu"),
 ])
 def test_bad_profiler_options_are_refused_before_the_profiler_is_looked_for(tmp_path, tool, args, message):
     with pytest.raises(CaptureError, match=re.escape(message)):

@@ -129,6 +129,7 @@ def test_summary_reports_latency(none_run):
     (dict(cpu_samples=1), r"cpu_samples 1: must be true or false"),
     (dict(cuda_memory_usage=True), r"--cuda-memory-usage: nsys records the GPU memory's allocations; --tool none does not"),
     (dict(cuda_memory_usage="on"), r"cuda_memory_usage 'on': must be true or false"),
+    (dict(cuda_backtrace=True), r"--cuda-backtrace: nsys unwinds the CUDA API calls; --tool none does not"),
 ])
 def test_bad_input_is_one_line_error_before_anything_runs(tmp_path, kw, match):
     args = dict(bs=2, nc=8, tool="none", preset="small", out_dir=tmp_path / "runs", ingest=False)
@@ -221,6 +222,8 @@ def test_nsys_argv():
     assert not any(a.startswith("--cuda-memory-usage") for a in argv)  # (off by default)
     memory = profilers.nsys_argv("/x/nsys", Path("/r/nsys"), cmd, cuda_memory_usage=True)
     assert memory == argv[:3] + ["--cuda-memory-usage=true"] + argv[3:]
+    unwound = profilers.nsys_argv("/x/nsys", Path("/r/nsys"), cmd, cuda_backtrace=True)
+    assert unwound == cpu[:3] + ["--cudabacktrace=all"] + cpu[3:]  # (the CPU sampled: nsys unwinds only then)
 
 
 def test_ncu_argv_and_exports():
@@ -320,10 +323,11 @@ def test_gpu_metrics_cpu_samples_and_memory_usage_reach_nsys_and_the_runs_params
     if shutil.which("nsys"):
         pytest.skip("a real nsys is on PATH")
     with pytest.raises(CaptureError, match="capture failed"):
-        _capture(tmp_path, tool="nsys", name="gm", gpu_metrics=True, cpu_samples=True, cuda_memory_usage=True)
+        _capture(tmp_path, tool="nsys", name="gm", gpu_metrics=True, cpu_samples=True, cuda_memory_usage=True,
+                 cuda_backtrace=True)
     told = argv_file.read_text().split("\n")
     assert {"--gpu-metrics-devices=all", "--sample=process-tree", "--cpuctxsw=process-tree",
-            "--cuda-memory-usage=true"} <= set(told)
+            "--cuda-memory-usage=true", "--cudabacktrace=all"} <= set(told)
     meta = json.loads((tmp_path / "runs" / "gm" / "meta.json").read_text())
     assert meta["params"]["gpu_metrics"] is True and meta["params"]["cpu_samples"] is True
-    assert meta["params"]["cuda_memory_usage"] is True
+    assert meta["params"]["cuda_memory_usage"] is True and meta["params"]["cuda_backtrace"] is True

@@ -475,6 +475,7 @@ CAPTURE_ADVICE = {"NVTX": " (tracekit capture does)", "OS runtime": " (tracekit 
                   "CUDA": " (tracekit capture does)", "GPU metrics": " (tracekit capture --gpu-metrics does)",
                   "CPU sample": " (tracekit capture --cpu-samples does)",
                   "CUDA memory usage": " (tracekit capture --cuda-memory-usage does)",
+                  "CUDA API backtrace": " (tracekit capture --cuda-backtrace does)",
                   **dict.fromkeys(("Unified Memory CPU page fault", "Unified Memory GPU page fault"),
                                   " (tracekit capture --um-faults -- CMD does)")}
 

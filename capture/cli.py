@@ -87,9 +87,9 @@ def capture_cmd(
                                     "gpu-memory, gpu-memory-live, nvtx-memory; chart gpu-memory; diff's memory "
                                     "scope")] = False,
     cuda_backtrace: Annotated[bool, typer.Option(
-        "--cuda-backtrace", help="nsys: the call stacks of the CUDA API calls longer than 80 us (nsys "
-                                 "--cudabacktrace=all, with the CPU sampled: the waits, large copies, slow "
-                                 "launches; each unwound call takes longer): tracekit query api-stacks")] = False,
+        "--cuda-backtrace", help="nsys: the call stacks of the CUDA API calls (nsys --cudabacktrace=all, with "
+                                 "the CPU sampled: which code launches, copies, synchronizes; each call takes "
+                                 "longer, so time a run without it): tracekit query api-stacks")] = False,
     capture_range: Annotated[str | None, typer.Option(
         "--capture-range", help="a command under nsys: none (the whole program, the default) or cudaProfilerApi "
                                 "(between cudaProfilerStart and Stop)", show_default=False)] = None,

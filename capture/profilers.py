@@ -73,9 +73,9 @@ NSYS_CPU_SAMPLES = {True: ["--sample=process-tree", "--cpuctxsw=process-tree"],
 #: nsys's record of every allocation and free of GPU memory (off by default: each allocation call
 #: takes longer while it is recorded)
 NSYS_MEMORY_USAGE = ["--cuda-memory-usage=true"]
-#: nsys's call stacks of the CUDA API calls longer than its threshold (80 us: the waits, the large
-#: copies, the slow launches; off by default: each unwound call takes longer), which nsys takes only
-#: where it samples the CPU
+#: nsys's call stacks of the CUDA API calls it unwinds (launches, copies, memsets, allocations,
+#: synchronizations: every one, as nsys 2025.3 sets no threshold where given none; off by default:
+#: each unwound call takes longer), which nsys takes only where it samples the CPU
 NSYS_CUDA_BACKTRACE = ["--cudabacktrace=all"]
 
 

@@ -104,3 +104,31 @@ def test_calls_that_carry_their_stack_themselves_keep_it(nsys_db, tmp_path):
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(export, name="inline")
         assert tk.query("api-stacks", run="inline", limit=0).equals(nsys_db.query("api-stacks", run="backtrace", limit=0))
+
+
+def test_the_hstu_workload_captured_with_cuda_backtraces(tmp_path):
+    """`tracekit capture --bs 8 --nc 1024 --cuda-backtrace` on the H200 (hstu_capture_backtrace, a run
+    folder): each timed request makes three synchronizations, each found in the code that makes
+    it: the harness's torch.cuda.synchronize() (THCPModule_cudaSynchronize) and end.synchronize()
+    (THCPEvent_synchronize, capture/timing.py), and the scores' copy to the host (scores.cpu(),
+    capture/model.py: a copy and the wait for it, under ATen's _to_copy); every launch nsys unwound
+    is counted once."""
+    run = DATA / "hstu_capture_backtrace"
+    with open(run / "requests.csv", newline="") as fh:
+        timed = sum(r["phase"] == "timed" for r in csv.DictReader(fh))
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(run)
+        syncs = tk.query("api-stacks", run="1", name="synchronize", limit=0)
+        by = {r["name"]: r for r in syncs.iter_rows(named=True)}
+        assert set(by) == {"cudaDeviceSynchronize", "cudaEventSynchronize", "cudaStreamSynchronize"}
+        assert {n: r["calls"] for n, r in by.items()} == dict.fromkeys(by, timed) and timed == 50
+        assert "THCPModule_cudaSynchronize" in by["cudaDeviceSynchronize"]["stack"]
+        assert "THCPEvent_synchronize" in by["cudaEventSynchronize"]["stack"]
+        assert "at::native::_to_copy" in by["cudaStreamSynchronize"]["stack"]
+        copies = tk.query("api-stacks", run="1", name="memcpy", limit=0)
+        to_host = copies.filter(pl.col("calls") == timed)
+        assert to_host.height == 1 and "at::native::_to_copy" in to_host["stack"][0]
+        calls = tk.query("api-summary", run="1", limit=0)
+        launches = calls.filter(pl.col("name") == "cudaLaunchKernel")["calls"].item()
+        unwound = tk.query("api-stacks", run="1", name="cudaLaunchKernel", limit=0)["calls"].sum()
+        assert 0 < unwound <= launches and calls["name"].is_unique().all()

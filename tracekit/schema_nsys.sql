@@ -83,8 +83,8 @@ SELECT c.run_id,
                             -- of the innermost push/pop range open on its thread at its start (NULL: none);
                             -- NULL for the others
        c.name_id,           -- _strings id of name
-       c.callchain_id       -- its call stack in api_frames, where nsys unwound one (--cudabacktrace: calls past
-                            -- its threshold, 80 us by default); else NULL
+       c.callchain_id       -- its call stack in api_frames, where nsys unwound one (--cudabacktrace, the CPU
+                            -- sampled: the calls past a threshold given); else NULL
 FROM _api_calls c
 LEFT JOIN _strings n ON n.string_id = c.name_id
 LEFT JOIN _strings r ON r.string_id = c.raw_name_id;

@@ -2,9 +2,11 @@
 -- cudaStreamSynchronize, ...) and the call stack that made it, folded from the outermost caller
 -- to the call (';'-joined, as cpu-stacks folds the CPU's samples), how many calls and how long they
 -- took: which code synchronizes (a PyTorch .item() is at::native::_local_scalar_dense), copies or
--- launches. nsys unwinds the calls only with --cudabacktrace, where it samples the CPU, and only
--- those longer than its threshold (80 us by default; --cudabacktrace=all:0 for every call): the
--- others are not here (api-summary counts every call). The frames inside CUPTI and the driver
+-- launches. nsys unwinds the calls only with --cudabacktrace, where it samples the CPU, only the
+-- kinds it unwinds (cudaLaunchKernel but not cuBLAS's cudaLaunchKernelExC, copies, memsets,
+-- allocations, synchronizations) and only those longer than a threshold given (--cudabacktrace=
+-- all:NS; nsys 2025.3 unwinds every call where given none): the others are not here (api-summary
+-- counts every call). The frames inside CUPTI and the driver
 -- (libcupti, libcuda: below the call), and nsys's markers at the bottom of a stack, are left out;
 -- a ';' in a name becomes ':'. A run captured without CUDA API backtraces is an error.
 -- @param run    TEXT     run id or name (default: latest run)

@@ -75,7 +75,9 @@
 # same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in its environment (2026-12-01, which meta.json's settings
 # record): PyTorch's allocator maps its memory in 20 MiB pieces (nsys_mem_odd has the driver calls that do it);
 # hstu_capture_mem_async with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (each tensor a cudaMallocAsync; what was
-# allocated and freed before the capture range, nsys reports at its start, time 0, in the order it happened).
+# allocated and freed before the capture range, nsys reports at its start, time 0, in the order it happened);
+# hstu_capture_backtrace with capture(8, 1024, tool="nsys", cuda_backtrace=True, ingest=False) (2026-12-01), what
+# `tracekit capture --cuda-backtrace` runs: every CUDA API call nsys unwinds has its call stack.
 # The Source pages of the earlier reports were exported later (2026-11-28, ncu 2025.3.1 on the H200, source_pages
 # below): ncu_full/source_sass.csv, ncu_diff_a/source_cuda_sass.csv, and hstu_capture_ncu/ncu_source_cuda_sass.csv
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).

@@ -203,9 +203,8 @@ SPECS = {
             # a call that waits for the GPU: the innermost push/pop NVTX range around it
             # (write.with_sync_ranges); NULL for the others
             Column("nvtx_range_id", "r._tk_sync_range", [_API], "BIGINT"),
-            # its call stack (api_frames), where nsys unwound one (--cudabacktrace: calls past
-            # its threshold, 80 us by default; the backtrace's event, of which ingest keeps
-            # the id)
+            # its call stack (api_frames), where nsys unwound one (--cudabacktrace: the id its
+            # backtrace event holds, _calls_with_their_backtraces)
             Column("callchain_id", "nullif(r._tk_callchain, 0)", ["callchainId"], "BIGINT"),
         ],
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},

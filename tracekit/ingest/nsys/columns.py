@@ -205,7 +205,7 @@ SPECS = {
             Column("nvtx_range_id", "r._tk_sync_range", [_API], "BIGINT"),
             # its call stack (api_frames), where nsys unwound one (--cudabacktrace: the id its
             # backtrace event holds, _calls_with_their_backtraces)
-            Column("callchain_id", "nullif(r._tk_callchain, 0)", ["callchainId"], "BIGINT"),
+            Column("callchain_id", "nullif(r._tk_callchain, 0)", ["@CUDA_CALLCHAINS", "callchainId"], "BIGINT"),
         ],
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
         # (nsys --cudabacktrace writes a call's backtrace as an event of the table of its own,

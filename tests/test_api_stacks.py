@@ -132,3 +132,22 @@ def test_the_hstu_workload_captured_with_cuda_backtraces(tmp_path):
         launches = calls.filter(pl.col("name") == "cudaLaunchKernel")["calls"].item()
         unwound = tk.query("api-stacks", run="1", name="cudaLaunchKernel", limit=0)["calls"].sum()
         assert 0 < unwound <= launches and calls["name"].is_unique().all()
+
+
+def test_the_report_shows_where_the_calls_come_from(tmp_path):
+    """A run with CUDA API backtraces has the section after the CUDA API calls, its rows
+    api-stacks' (each stack whole); a run without leaves it out without a word."""
+    from test_report import _column, _parse
+
+    from tracekit import report
+
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["backtrace"], name="bt")
+        tk.ingest(NSYS_EXPORTS["hstu_mixed"], name="plain")
+        page = _parse(report.write_report(tk, tmp_path / "bt.html", run="bt"))
+        stacks = tk.query("api-stacks", run="bt", limit=10)
+        keys = list(page.sections)
+        assert keys.index("api-stacks") == keys.index("api") + 1
+        (table,) = page.sections["api-stacks"]
+        assert [shown for shown, _, _ in _column(table, "stack")] == stacks["stack"].to_list()
+        assert "api-stacks" not in _parse(report.write_report(tk, tmp_path / "plain.html", run="plain")).sections

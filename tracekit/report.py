@@ -239,6 +239,11 @@ NSYS = (
             ("name", "calls", "total_ns", "avg_ns", "med_ns", "max_ns", "time_pct"),
             "Where the CPU threads spent their time in CUDA (nsys stats -r cuda_api_sum): launches, copies, and "
             "the synchronizations that wait for the GPU. Threads that call at the same time each count."),
+    Section("api-stacks", "Where the CUDA API calls come from", "api-stacks", {"limit": 10}, None,
+            ("name", "calls", "total_ns", "med_ns", "max_ns", "stack"),
+            "The CUDA API calls nsys unwound (nsys --cudabacktrace, the CPU sampled; tracekit capture "
+            "--cuda-backtrace), by the call stack that made them, outermost caller first: the code that "
+            "synchronizes (a PyTorch .item() is _local_scalar_dense), copies or launches.", optional=True),
     Section("memcpy", "Memory operations", "memcpy-throughput", {"limit": 10}, None,
             ("operation", "src_kind", "dst_kind", "count", "total_bytes", "total_ns", "throughput_bytes_per_s",
              "med_throughput_bytes_per_s", "time_pct"),

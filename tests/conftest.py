@@ -328,10 +328,9 @@ def spec_datasets(spec: dict) -> list[list[dict]]:
     return [json.loads(d) if isinstance(d, str) else d for d in out]
 
 
-def captured_again(export: Path, dest: Path) -> Path:
-    """The nsys export ``export`` (possibly .xz) written to ``dest`` with one metadata row
-    more: the same events as other content, as a second capture of the program is to the
-    store (a new run, not the same one)."""
+def edited_export(export: Path, dest: Path, *statements: str) -> Path:
+    """The nsys export ``export`` (possibly .xz) written to ``dest``, the SQL ``statements``
+    run on it (a capture that lacks, or holds, what the real one did not)."""
     import lzma
     import sqlite3
 
@@ -340,11 +339,20 @@ def captured_again(export: Path, dest: Path) -> Path:
         shutil.copyfileobj(src, dst)
     con = sqlite3.connect(dest)
     try:
-        con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('tracekit-test', 'another capture')")
+        for statement in statements:
+            con.execute(statement)
         con.commit()
     finally:
         con.close()
     return dest
+
+
+def captured_again(export: Path, dest: Path) -> Path:
+    """The nsys export ``export`` written to ``dest`` with one metadata row more: the same
+    events as other content, as a second capture of the program is to the store (a new run,
+    not the same one)."""
+    return edited_export(export, dest, "INSERT INTO META_DATA_EXPORT (name, value) "
+                                       "VALUES ('tracekit-test', 'another capture')")
 
 
 def through_fifo(fifo: Path, write):

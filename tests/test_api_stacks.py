@@ -5,15 +5,13 @@ what tests/data/programs/nsys_backtrace.py says it ran (tests/data/nsys_backtrac
 from __future__ import annotations
 
 import csv
-import lzma
 import re
-import shutil
 import sqlite3
 from contextlib import closing
 
 import polars as pl
 import pytest
-from conftest import DATA, NSYS_EXPORTS
+from conftest import DATA, NSYS_EXPORTS, edited_export
 
 import tracekit
 from tracekit.errors import QueryError
@@ -92,15 +90,11 @@ def test_calls_that_carry_their_stack_themselves_keep_it(nsys_db, tmp_path):
     """An export whose calls hold their callchainId themselves, with no backtrace events (a copy of
     the fixture's, each event's stack moved onto its call and the events taken out): the same
     stacks."""
-    export = tmp_path / "inline.sqlite"
-    with lzma.open(NSYS_EXPORTS["backtrace"]) as src, open(export, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    with closing(sqlite3.connect(export)) as sq:
-        sq.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME AS c SET callchainId = b.callchainId "
-                   "FROM CUPTI_ACTIVITY_KIND_RUNTIME AS b WHERE b.eventClass = 67 AND c.eventClass <> 67 "
-                   "AND b.correlationId = c.correlationId AND b.globalTid = c.globalTid")
-        sq.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 67")
-        sq.commit()
+    export = edited_export(NSYS_EXPORTS["backtrace"], tmp_path / "inline.sqlite",
+                           "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME AS c SET callchainId = b.callchainId "
+                           "FROM CUPTI_ACTIVITY_KIND_RUNTIME AS b WHERE b.eventClass = 67 AND c.eventClass <> 67 "
+                           "AND b.correlationId = c.correlationId AND b.globalTid = c.globalTid",
+                           "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 67")
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(export, name="inline")
         assert tk.query("api-stacks", run="inline", limit=0).equals(nsys_db.query("api-stacks", run="backtrace", limit=0))

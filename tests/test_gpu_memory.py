@@ -19,7 +19,7 @@ import sqlite3
 
 import polars as pl
 import pytest
-from conftest import DATA, NSYS_EXPORTS
+from conftest import DATA, NSYS_EXPORTS, edited_export
 
 import tracekit
 from tracekit.cli import main as cli_main
@@ -158,12 +158,9 @@ def test_frees_of_memory_allocated_before_the_capture_are_not_taken_off(tmp_path
     """A capture that began after some allocations (the first 4 events of nsys_mem taken out of a
     copy of its export: the weights' allocations and the pinned buffer's) sees their frees without
     them: counted apart (unmatched_frees), live memory never below zero."""
-    export = tmp_path / "late.sqlite"
-    with lzma.open(NSYS_EXPORTS["mem"]) as src, open(export, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    with sqlite3.connect(export) as sq:
-        sq.execute("DELETE FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE rowid IN "
-                   "(SELECT rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start LIMIT 4)")
+    export = edited_export(NSYS_EXPORTS["mem"], tmp_path / "late.sqlite",
+                           "DELETE FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE rowid IN "
+                           "(SELECT rowid FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start LIMIT 4)")
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(export, name="late")
         device = _kinds(tk, "late")["Device"]
@@ -226,12 +223,10 @@ def test_graph_memory_frees_pair_with_the_earliest_allocation_not_freed(tmp_path
     of a copy of nsys_mem_odd (as if allocated before the capture began), the first trim's second
     free has nothing to pair with (an unmatched free), and the chunks allocated after the trim are
     still paired with the second trim's frees: nothing is left, the peak one chunk lower."""
-    export = tmp_path / "late.sqlite"
-    with lzma.open(NSYS_EXPORTS["mem_odd"]) as src, open(export, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    with sqlite3.connect(export) as sq:
-        sq.execute("DELETE FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE rowid IN (SELECT rowid FROM "
-                   "CUDA_GPU_MEMORY_USAGE_EVENTS WHERE address = 0 AND memoryOperationType = 0 ORDER BY start LIMIT 1)")
+    export = edited_export(NSYS_EXPORTS["mem_odd"], tmp_path / "late.sqlite",
+                           "DELETE FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE rowid IN (SELECT rowid FROM "
+                           "CUDA_GPU_MEMORY_USAGE_EVENTS WHERE address = 0 AND memoryOperationType = 0 "
+                           "ORDER BY start LIMIT 1)")
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(export, name="late")
         device = _kinds(tk, "late")["Device"]

@@ -114,6 +114,14 @@ _FRAME = [
 _FRAME_JOINS = {"sf": ("symbol", "LEFT JOIN _nsys_strings sf ON sf.id = r.symbol"),
                 "sm": ("module", "LEFT JOIN _nsys_strings sm ON sm.id = r.module")}
 
+
+def _callchains(source: str) -> TableSpec:
+    """The frames of the call stacks of a table of calls (OSRT_CALLCHAINS, CUDA_CALLCHAINS: a
+    stack's id, then a row per frame); optional: an odd one leaves the stacks out, not the export
+    refused."""
+    return TableSpec(source=source, required=["id", "symbol", "stackDepth"], optional=True,
+                     columns=[Column("callchain_id", "r.id", ["id"], "BIGINT"), *_FRAME], joins=_FRAME_JOINS)
+
 _GPU_COMMON = [
     *_SPAN,
     Column("device_id", "r.deviceId", ["deviceId"], "BIGINT"),
@@ -287,21 +295,9 @@ SPECS = {
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
         where=Filter("r.eventClass = 27", ["eventClass"]),
     ),
-    "osrt_frames": TableSpec(
-        source="OSRT_CALLCHAINS",
-        required=["id", "symbol", "stackDepth"],
-        optional=True,
-        columns=[Column("callchain_id", "r.id", ["id"], "BIGINT"), *_FRAME],
-        joins=_FRAME_JOINS,
-    ),
+    "osrt_frames": _callchains("OSRT_CALLCHAINS"),
     # the call stacks of CUDA API calls (nsys --cudabacktrace, with the CPU sampled)
-    "api_frames": TableSpec(
-        source="CUDA_CALLCHAINS",
-        required=["id", "symbol", "stackDepth"],
-        optional=True,
-        columns=[Column("callchain_id", "r.id", ["id"], "BIGINT"), *_FRAME],
-        joins=_FRAME_JOINS,
-    ),
+    "api_frames": _callchains("CUDA_CALLCHAINS"),
     # Unified Memory page faults (nsys --cuda-um-cpu-page-faults / --cuda-um-gpu-page-faults)
     "um_cpu_faults": TableSpec(
         source="CUDA_UM_CPU_PAGE_FAULT_EVENTS",

@@ -186,8 +186,9 @@ CREATE TABLE IF NOT EXISTS osrt_frames (
     kernel_mode BOOLEAN      -- the frame is in the kernel
 );
 
--- The call stacks of CUDA API calls (nsys --cudabacktrace, with the CPU sampled, unwinds a call past
--- its threshold): one row per frame, depth 0 the innermost (in CUPTI, nsys's), each caller one deeper.
+-- The call stacks of CUDA API calls (nsys --cudabacktrace, with the CPU sampled, unwinds the calls
+-- past a threshold given): one row per frame, depth 0 the innermost (in CUPTI, nsys's), each caller
+-- one deeper.
 CREATE TABLE IF NOT EXISTS api_frames (
     run_id INTEGER,
     callchain_id BIGINT,     -- api_calls.callchain_id
@@ -729,9 +730,9 @@ CREATE OR REPLACE MACRO cpu_sample_paths(run) AS TABLE
 
 -- The GPU memory events of runs (gpu_memory; ``runs``: a list of run ids) in order: seq numbers a
 -- run's by time, then by their place in the export (nsys reports what a process allocated and
--- freed before a capture range opened at the range's start, at time 0, in the order it happened). Each has live_bytes, the bytes
--- of its kind of memory live after it in its process on its device (allocated and not yet freed),
--- and nvtx_path, the path of the innermost NVTX range around the API call that made it. A free is
+-- freed before a capture range opened at time 0, in the order it happened). Each has live_bytes,
+-- the bytes of its kind of memory live after it in its process on its device (allocated and not
+-- yet freed), and nvtx_path, the path of the innermost NVTX range around the API call that made it. A free is
 -- paired with the last allocation of its address in its process before it (alloc_seq). nsys
 -- records a CUDA graph's memory (the graph pool's physical chunks, allocated at a launch, freed at
 -- cudaDeviceGraphMemTrim) with address 0: such a free is paired with the earliest allocation of its

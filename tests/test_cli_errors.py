@@ -538,7 +538,8 @@ def test_a_name_filter_that_matches_nothing_in_the_run_is_an_error(small_store, 
 
     q = get_registry().get(query)
     run = "ncu_run" if q.source == "ncu" else "nsys_run"
-    sampled = {"gpu_metrics": "nsys_gpu_metrics", "cpu_samples": "nsys_cpu_hot"}  # (a run with the GPU's or CPU's samples)
+    # (a run with the GPU's or CPU's samples, or with the CUDA API calls' stacks)
+    sampled = {"gpu_metrics": "nsys_gpu_metrics", "cpu_samples": "nsys_cpu_hot", "api_frames": "nsys_backtrace"}
     for table, fixture in sampled.items():
         if table in q.traced:
             with tracekit.open(small_store) as tk:

@@ -1,11 +1,13 @@
 // What the CUDA fixture programs share: CHECK, the check of a CUDA runtime call (on an error,
-// the file, the line and CUDA's message on stderr, and exit status 1), and prefetch, a managed
-// buffer's cudaMemPrefetchAsync to the host or a device.
+// the file, the line and CUDA's message on stderr, and exit status 1), CHECK_CU the same of a
+// driver API call (link with -lcuda where it is used), and prefetch, a managed buffer's
+// cudaMemPrefetchAsync to the host or a device.
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #define CHECK(call)                                                                  \
@@ -15,6 +17,17 @@
       std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(err_)); \
       std::exit(1);                                                                  \
     }                                                                                \
+  } while (0)
+
+#define CHECK_CU(call)                                                                     \
+  do {                                                                                     \
+    CUresult res_ = (call);                                                                \
+    if (res_ != CUDA_SUCCESS) {                                                            \
+      const char *msg_ = nullptr;                                                          \
+      cuGetErrorString(res_, &msg_);                                                       \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, msg_ ? msg_ : "?");           \
+      std::exit(1);                                                                        \
+    }                                                                                      \
   } while (0)
 
 // CUDA 13 takes a cudaMemLocation; earlier toolkits a device number.

@@ -31,17 +31,6 @@
 
 static const size_t MiB = 1 << 20;
 
-#define CHECK_CU(call)                                                              \
-  do {                                                                              \
-    CUresult r_ = (call);                                                           \
-    if (r_ != CUDA_SUCCESS) {                                                       \
-      const char *m_ = nullptr;                                                     \
-      cuGetErrorString(r_, &m_);                                                    \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, m_ ? m_ : "CUDA error"); \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
-
 __global__ void touch(char *p, size_t n) {
   size_t i = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4096;  // one byte a page
   if (i < n) p[i] = char(i >> 12);

@@ -34,16 +34,6 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "cuda_helpers.h"
-#define CHECK_CU(call)                                                                     \
-  do {                                                                                     \
-    CUresult res_ = (call);                                                                \
-    if (res_ != CUDA_SUCCESS) {                                                            \
-      const char *msg_ = nullptr;                                                          \
-      cuGetErrorString(res_, &msg_);                                                       \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, msg_ ? msg_ : "?");           \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 constexpr int ITERS = 6;
 constexpr int N = 1 << 20;  // floats per buffer (4 MiB)

@@ -17,6 +17,7 @@ import sqlite3
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -257,7 +258,7 @@ def _number_memory_events(raw: dict[str, pa.Table]) -> None:
     time 0, so the order that pairs a free with its allocation where times are equal is this one."""
     tbl = raw.get("gpu_memory")
     if tbl is not None:
-        raw["gpu_memory"] = tbl.append_column("_tk_row", pa.array(range(tbl.num_rows), pa.int64()))
+        raw["gpu_memory"] = tbl.append_column("_tk_row", pa.array(np.arange(tbl.num_rows, dtype=np.int64)))
 
 
 def _check_names(path: Path, raw: dict[str, pa.Table]) -> None:

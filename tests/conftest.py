@@ -63,6 +63,18 @@ NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "
                   "um_prefetch", "cpu_hot", "cpu_hot_again", "cpu_hot_slow", "mem", "mem_again", "mem_grow",
                   "mem_odd", "backtrace", *(f"pair_{r}" for r in ("base", "base_again", "half_sms")),
                   *(f"pace_{r}" for r in ("before", "before2", "after"))]
+#: a store table of events nsys records only when told (a query's @traced) -> the scenario that
+#: has them, which a question about them is asked of: the GPU's sampled counters, Unified Memory's
+#: page faults, the CPU's samples, GPU memory's allocations, the CUDA API calls' stacks
+TRACED_IN = {"gpu_metrics": "gpu_metrics", "um_cpu_faults": "memops", "um_gpu_faults": "memops",
+             "cpu_samples": "cpu_hot", "gpu_memory": "mem_grow", "api_frames": "backtrace"}
+
+
+def scenario_of(q) -> str | None:
+    """The scenario a named query about such events is asked of (TRACED_IN); None for the others."""
+    return next((scen for table, scen in TRACED_IN.items() if table in q.traced), None)
+
+
 #: scenario -> (its folder, the export in it); each folder has stats/ with nsys's own CSVs
 NSYS_EXPORTS = {
     "hstu_mixed": DATA / "nsys_hstu_mixed" / "export.sqlite.xz",

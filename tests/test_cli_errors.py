@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import DATA
+from conftest import DATA, NSYS_EXPORTS, scenario_of
 
 import tracekit
 import tracekit.errors
@@ -249,8 +249,6 @@ def test_sweep_questions_of_a_store_without_a_sweep_are_errors(small_store, caps
 def test_sweep_kernels_without_a_point_captured_under_nsys_is_an_error(small_store, capsys):
     """A sweep of timing points beside a bare nsys export: the store has both kinds, but
     no point of the sweep was captured under nsys."""
-    from conftest import DATA
-
     point = sorted((DATA / "hstu_sweep" / "runs").iterdir())[0]
     assert _cli(small_store, "ingest", str(point)) == 0
     capsys.readouterr()
@@ -272,8 +270,6 @@ def test_sweep_kernels_without_a_point_captured_under_nsys_is_an_error(small_sto
 
 
 def test_run_all_of_a_store_without_that_kind_is_an_error(tmp_path, capsys):
-    from conftest import DATA
-
     import tracekit
 
     db = tmp_path / "ncu_only.duckdb"
@@ -371,7 +367,7 @@ def test_paths_that_cannot_be_read_or_written(small_store, tmp_path, capsys):
     import os
     import shutil
 
-    from conftest import DATA, store_state
+    from conftest import store_state
 
     before = store_state(small_store)
     fifo = tmp_path / "p.sqlite"
@@ -394,7 +390,7 @@ def test_paths_that_cannot_be_read_or_written(small_store, tmp_path, capsys):
 def test_a_count_parameter_that_is_no_count(small_store, capsys, param):
     """bs, nc and world_size are read as whole numbers by the sweep and rank queries: text
     there would make those queries fail for the whole store."""
-    from conftest import DATA, store_state
+    from conftest import store_state
 
     before = store_state(small_store)
     assert _cli(small_store, "ingest", str(DATA / "nsys_capture_range" / "export.sqlite.xz"), "-p", param) == 2
@@ -416,7 +412,7 @@ def test_a_store_in_a_folder_that_is_not_writable(small_store, capsys, monkeypat
     every folder is writable: the permission is what os.access says."""
     import os
 
-    from conftest import DATA, store_state
+    from conftest import store_state
 
     import tracekit.store
 
@@ -538,13 +534,11 @@ def test_a_name_filter_that_matches_nothing_in_the_run_is_an_error(small_store, 
 
     q = get_registry().get(query)
     run = "ncu_run" if q.source == "ncu" else "nsys_run"
-    # (a run with the GPU's or CPU's samples, or with the CUDA API calls' stacks)
-    sampled = {"gpu_metrics": "nsys_gpu_metrics", "cpu_samples": "nsys_cpu_hot", "api_frames": "nsys_backtrace"}
-    for table, fixture in sampled.items():
-        if table in q.traced:
-            with tracekit.open(small_store) as tk:
-                tk.ingest(DATA / fixture / "export.sqlite.xz", name="sampled_run")
-            run = "sampled_run"
+    scen = scenario_of(q)  # (a run with what it is about: the GPU's or CPU's samples, the calls' stacks, ...)
+    if scen is not None:
+        with tracekit.open(small_store) as tk:
+            tk.ingest(NSYS_EXPORTS[scen], name="sampled_run")
+        run = "sampled_run"
     assert _cli(small_store, "query", query, "--run", run, "-p", f"{param}=no such thing", "-f", "csv") == 2
     line = one_error_line(capsys)
     assert line.startswith(f"tracekit: error: {query}: ") and "'no such thing'" in line, line

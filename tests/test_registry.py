@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import NSYS_SCENARIOS, let_go
+from conftest import NSYS_SCENARIOS, let_go, scenario_of
 
 from tracekit.errors import ParamError, QueryError
 from tracekit.registry import TRACED, count_sql, get_registry, parse_header, sql_parameters
@@ -35,14 +35,11 @@ def test_the_description_comes_before_the_tags(name):
 
 
 def _asked_run(q) -> str:
-    """The fixture run an nsys query is asked of: one with what it is about (the GPU's sampled
-    counters; NCCL's kernels, whose sums only such a run has; Unified Memory's page faults; the
-    CPU's samples; GPU memory's allocations; CUDA API calls' stacks), else the mixed HSTU capture."""
+    """The fixture run an nsys query is asked of: one with what it is about (events nsys records
+    only when told: conftest.TRACED_IN; NCCL's kernels, whose sums only such a run has), else the
+    mixed HSTU capture."""
     nccl = {"nccl_overlap_sum", "comm_overlap_sum"} & set(q.requires)
-    um = {"um_cpu_faults", "um_gpu_faults"} & set(q.traced)
-    return ("gpu_metrics" if "gpu_metrics" in q.traced else "nccl_overlap" if nccl else "memops" if um
-            else "cpu_hot" if "cpu_samples" in q.traced else "mem_grow" if "gpu_memory" in q.traced
-            else "backtrace" if "api_frames" in q.traced else "hstu_mixed")
+    return scenario_of(q) or ("nccl_overlap" if nccl else "hstu_mixed")
 
 
 @pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source in ("nsys", "runs")])

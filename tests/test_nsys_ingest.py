@@ -504,6 +504,30 @@ def test_nsys_rep_is_exported_with_nsys(tmp_path, plain_export, monkeypatch):
     assert proc.returncode == 2 and "nsys not found" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_nsys_rep_is_exported_with_its_nvtx_payloads_where_nsys_can(tmp_path, plain_export, monkeypatch):
+    """The export asks for the NVTX payloads (--include-blobs: the Python stacks); an nsys that
+    does not know the option (a stand-in that refuses it as nsys refuses an unknown one) exports
+    without them."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "nsys"
+    fake.write_text(
+        "#!/usr/bin/env bash\n"
+        f'echo "$*" >> "{calls}"\n'
+        'for a in "$@"; do [ "$a" = --include-blobs=true ] && { echo "unrecognised option \'$a\'" >&2; exit 1; }; done\n'
+        'while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done\n'
+        f'cp "{plain_export}" "$out"\n'
+    )
+    fake.chmod(0o755)
+    rep = tmp_path / "capture.nsys-rep"
+    rep.write_bytes(b"not sqlite: a report")
+    monkeypatch.setenv("TRACEKIT_NSYS", str(fake))
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(rep)
+        assert tk.sql("SELECT count(*) AS n FROM kernels")["n"][0] == 247
+    tried = calls.read_text().splitlines()
+    assert len(tried) == 2 and "--include-blobs=true" in tried[0] and "--include-blobs" not in tried[1]
+
+
 def test_sql_is_read_only(tmp_path, plain_export):
     db = tmp_path / "s.duckdb"
     with tracekit.open(db) as tk:

@@ -38,11 +38,27 @@ def export_if_needed(path: Path) -> Iterator[Path]:
         ) from err
     with tempfile.TemporaryDirectory(prefix="tracekit-nsys-") as tmp:
         out = Path(tmp) / (path.stem + ".sqlite")
-        proc = subprocess.run(
-            [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(path)],
-            capture_output=True, text=True,
-        )
+        _, proc = export_sqlite(nsys, path, out)
         if proc.returncode != 0 or not out.exists():
             last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             raise InputError(f"{path}: nsys export failed (exit {proc.returncode}): {last[0]}")
         yield out
+
+
+def export_argv(nsys: str, report: Path, out: Path, blobs: bool = True) -> list[str]:
+    """``nsys export`` of ``report`` to the SQLite file ``out``; ``blobs``: with the NVTX
+    payloads (--include-blobs), where nsys writes the Python stacks it records."""
+    return [nsys, "export", "--type", "sqlite", "--quiet", "true", *(["--include-blobs=true"] if blobs else []),
+            "--force-overwrite", "true", "-o", str(out), str(report)]
+
+
+def export_sqlite(nsys: str, report: Path, out: Path, timeout: float | None = None
+                  ) -> tuple[list[str], subprocess.CompletedProcess]:
+    """Export ``report`` to ``out`` with its NVTX payloads; again without them where this nsys
+    does not know --include-blobs. The command run last and its result (output captured)."""
+    argv = export_argv(nsys, report, out)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0 and "include-blobs" in proc.stdout + proc.stderr:  # (an nsys older than the option)
+        argv = export_argv(nsys, report, out, blobs=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    return argv, proc

@@ -465,6 +465,8 @@ TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", 
           **dict.fromkeys(("gpu_memory", "gpu_memory_pools"), ("CUDA memory usage",
                                                                "nsys profile --cuda-memory-usage=true")),
           "api_frames": ("CUDA API backtrace", "nsys profile --cudabacktrace=all --sample=process-tree"),
+          "python_samples": ("Python sample", "nsys profile --python-sampling=true, exported with "
+                                              "`nsys export --type sqlite --include-blobs=true`"),
           # (both options: nsys's um_sum and um_total_sum read both kinds of fault)
           **{f"um_{side}_faults": (f"Unified Memory {side.upper()} page fault", _UM_OPTIONS) for side in ("cpu", "gpu")},
           **{t: ("CUDA", "nsys -t cuda") for t in ("kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs")}}
@@ -476,6 +478,7 @@ CAPTURE_ADVICE = {"NVTX": " (tracekit capture does)", "OS runtime": " (tracekit 
                   "CPU sample": " (tracekit capture --cpu-samples does)",
                   "CUDA memory usage": " (tracekit capture --cuda-memory-usage does)",
                   "CUDA API backtrace": " (tracekit capture --cuda-backtrace does)",
+                  "Python sample": " (tracekit capture --python-samples does)",
                   **dict.fromkeys(("Unified Memory CPU page fault", "Unified Memory GPU page fault"),
                                   " (tracekit capture --um-faults -- CMD does)")}
 

@@ -62,7 +62,7 @@ LEFT JOIN _strings a ON a.string_id = k.api_name_id;
 CREATE TABLE IF NOT EXISTS _api_calls (
     run_id INTEGER, start_ns BIGINT, end_ns BIGINT, global_tid BIGINT,
     correlation_id BIGINT, name_id BIGINT, raw_name_id BIGINT, return_value BIGINT, nvtx_range_id BIGINT,
-    callchain_id BIGINT
+    callchain_id BIGINT, python_stack_id BIGINT
 );
 
 -- CUDA runtime/driver API calls.
@@ -83,8 +83,10 @@ SELECT c.run_id,
                             -- of the innermost push/pop range open on its thread at its start (NULL: none);
                             -- NULL for the others
        c.name_id,           -- _strings id of name
-       c.callchain_id       -- its call stack in api_frames, where nsys unwound one (--cudabacktrace, the CPU
+       c.callchain_id,      -- its call stack in api_frames, where nsys unwound one (--cudabacktrace, the CPU
                             -- sampled: the calls past a threshold given); else NULL
+       c.python_stack_id    -- its Python stack in python_frames, where nsys took one (--python-backtrace=cuda
+                            -- beside --cudabacktrace, exported with --include-blobs=true); else NULL
 FROM _api_calls c
 LEFT JOIN _strings n ON n.string_id = c.name_id
 LEFT JOIN _strings r ON r.string_id = c.raw_name_id;
@@ -197,6 +199,30 @@ CREATE TABLE IF NOT EXISTS api_frames (
     module VARCHAR,          -- the executable or library it is in
     unresolved BOOLEAN,      -- nsys could not resolve the address to a symbol
     kernel_mode BOOLEAN      -- the frame is in the kernel
+);
+
+-- Python call stacks (nsys --python-backtrace=cuda: a CUDA API call's; --python-sampling=true: a
+-- sample's; exported with --include-blobs=true): one row per frame of each distinct stack of the
+-- run, depth 0 the innermost (the line running), each caller one deeper.
+CREATE TABLE IF NOT EXISTS python_frames (
+    run_id INTEGER,
+    stack_id BIGINT,         -- api_calls.python_stack_id, python_samples.stack_id
+    depth INTEGER,           -- 0: the innermost frame; n: the n-th caller
+    function VARCHAR,        -- the function ('<module>': a module's top level)
+    file VARCHAR,            -- its source file, as Python names it
+    line INTEGER             -- the line running in it
+);
+
+-- nsys's samples of the Python threads' stacks (nsys profile --python-sampling=true, 1,000 a second
+-- by default: --python-sampling-frequency; exported with --include-blobs=true): one row per sample.
+CREATE TABLE IF NOT EXISTS python_samples (
+    run_id INTEGER,
+    sample_id BIGINT,        -- the sample's place among the run's (the export's order)
+    ts_ns BIGINT,            -- when it was taken, ns
+    global_tid BIGINT,       -- nsys globalTid of the sampled thread
+    pid INTEGER, tid INTEGER,
+    thread_state VARCHAR,    -- the thread's state as nsys says it (Running, Blocking Wait, Uninterruptible)
+    stack_id BIGINT          -- its stack in python_frames (NULL: no frame)
 );
 
 -- Unified Memory page faults on the CPU (nsys profile --cuda-um-cpu-page-faults=true): one
@@ -653,25 +679,36 @@ FROM runs_of GROUP BY pid, device_id, grp;
 -- that read callers leave it out.
 CREATE OR REPLACE MACRO stack_marker(depth, function) AS depth > 0 AND function LIKE '[%]';
 
+-- A frame of a module of the Python interpreter (the python executable, libpython): the frames of a
+-- native stack between the Python code and the C code it called.
+CREATE OR REPLACE MACRO python_module(module) AS
+    regexp_matches(coalesce(module, ''), '(^|/)(lib)?python[0-9.]*[dmt]?(\.so[0-9.]*)?$');
+
+-- A Python frame (python_frames) as a folded stack names it: function (file:line), the file without
+-- its folders.
+CREATE OR REPLACE MACRO python_frame(function, file, line) AS
+    coalesce(function, '?') || ' (' || regexp_extract(coalesce(file, '?'), '[^/]*$') || ':'
+    || coalesce(line::VARCHAR, '?') || ')';
+
 -- A call stack's frames (an aggregate over them) folded as flame-graph tools read them: from the
 -- outermost caller (the deepest frame) to depth 0, ';'-joined, a ';' in a name made ':'.
 CREATE OR REPLACE MACRO folded_stack(name, depth) AS string_agg(replace(name, ';', ':'), ';' ORDER BY depth DESC);
 
--- The CPU samples a question is about (cpu-hotspots, cpu-stacks): the run's,
--- of one thread where `thread` is given (its tid, or its name as nsys recorded it), inside NVTX
--- ranges of the name `range_name` on the sample's own thread where given (:text or text in the
--- default domain, domain:text; the thread that pushed or started the range), each sample once
--- however the ranges nest; stacked: nsys unwound the sample's stack (one sample in
--- --samples-per-backtrace has callers; the others their hit instruction alone). A thread or
--- range the run does not have is an error naming it, not an empty answer.
-CREATE OR REPLACE MACRO cpu_samples_asked(query, run, thread, range_name) AS TABLE
+-- The samples a question is about (of the table `samples`: cpu_samples for cpu-hotspots and
+-- cpu-stacks, python_samples for python-stacks; `what` names them in errors, `listing` says which
+-- query lists their threads): the run's, of one thread where `thread` is given (its tid, or its name
+-- as nsys recorded it), inside NVTX ranges of the name `range_name` on the sample's own thread where
+-- given (:text or text in the default domain, domain:text; the thread that pushed or started the
+-- range), each sample once however the ranges nest. A thread or range the run does not have is an
+-- error naming it, not an empty answer.
+CREATE OR REPLACE MACRO samples_asked(query, run, thread, range_name, samples, what, listing) AS TABLE
     WITH ok AS (
         SELECT CASE
             WHEN thread IS NOT NULL AND NOT EXISTS (
-                SELECT 1 FROM cpu_samples s WHERE s.run_id = run AND (s.tid::VARCHAR = thread OR s.global_tid IN (
+                SELECT 1 FROM query_table(samples) s WHERE s.run_id = run AND (s.tid::VARCHAR = thread OR s.global_tid IN (
                     SELECT global_tid FROM threads WHERE run_id = run AND name = thread)))
-            THEN error(query || ': no CPU sample of the run is of a thread ''' || thread || ''' (give a tid or a '
-                       || 'thread''s name: `tracekit query cpu-threads` lists those sampled)')
+            THEN error(query || ': no ' || what || ' sample of the run is of a thread ''' || thread || ''' (give a tid '
+                       || 'or a thread''s name: ' || listing || ')')
             WHEN range_name IS NOT NULL AND NOT EXISTS (
                 SELECT 1 FROM nvtx_ranges WHERE run_id = run AND (name = range_name OR name = ':' || range_name))
             THEN error(query || ': the run has no NVTX range named ''' || range_name || ''' (`tracekit query '
@@ -690,7 +727,7 @@ CREATE OR REPLACE MACRO cpu_samples_asked(query, run, thread, range_name) AS TAB
     windows AS (SELECT global_tid, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM ranges GROUP BY global_tid, window_id),
     picked AS (
         SELECT s.sample_id, s.global_tid, s.pid, s.tid, s.ts_ns
-        FROM ok, cpu_samples s
+        FROM ok, query_table(samples) s
         WHERE ok.ok AND s.run_id = run
           AND (thread IS NULL OR s.tid::VARCHAR = thread
                OR s.global_tid IN (SELECT global_tid FROM threads WHERE run_id = run AND name = thread))
@@ -698,12 +735,19 @@ CREATE OR REPLACE MACRO cpu_samples_asked(query, run, thread, range_name) AS TAB
     inside AS (
         SELECT p.* FROM picked p ASOF JOIN windows w ON w.global_tid = p.global_tid AND p.ts_ns >= w.start_ns
         WHERE p.ts_ns < w.end_ns
-    ),
-    chosen AS (SELECT * FROM picked WHERE range_name IS NULL UNION ALL SELECT * FROM inside WHERE range_name IS NOT NULL),
-    stacked AS (
+    )
+    SELECT * FROM picked WHERE range_name IS NULL UNION ALL SELECT * FROM inside WHERE range_name IS NOT NULL;
+
+-- The CPU samples a question is about (cpu-hotspots, cpu-stacks: samples_asked), each with
+-- stacked: nsys unwound its stack (one sample in --samples-per-backtrace has callers; the others
+-- their hit instruction alone).
+CREATE OR REPLACE MACRO cpu_samples_asked(query, run, thread, range_name) AS TABLE
+    WITH stacked AS (
         SELECT sample_id FROM cpu_sample_frames WHERE run_id = run AND depth > 0 GROUP BY sample_id
     )
-    SELECT c.*, c.sample_id IN (SELECT sample_id FROM stacked) AS stacked FROM chosen c;
+    SELECT c.*, c.sample_id IN (SELECT sample_id FROM stacked) AS stacked
+    FROM samples_asked(query, run, thread, range_name, 'cpu_samples', 'CPU',
+                       '`tracekit query cpu-threads` lists those sampled') c;
 
 -- The run's CPU sampling interval, ns (interval_ns): the median time between two consecutive
 -- samples of one thread (a running thread is sampled once per period of its CPU time, so a

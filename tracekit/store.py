@@ -69,8 +69,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: stacks of OS runtime calls (osrt_frames, osrt_calls.callchain_id); 22: gpu_memory and
 #: gpu_memory_pools (nsys --cuda-memory-usage: GPU memory allocated and freed); 23: gpu_memory.event_index
 #: (the events' order where their times are equal); 24: api_frames and api_calls.callchain_id (nsys
-#: --cudabacktrace: the CUDA API calls' stacks).
-SCHEMA_VERSION = 24
+#: --cudabacktrace: the CUDA API calls' stacks); 25: python_frames, python_samples and
+#: api_calls.python_stack_id (nsys --python-backtrace=cuda and --python-sampling: Python stacks).
+SCHEMA_VERSION = 25
 
 
 def ingest_memory_limit() -> str:

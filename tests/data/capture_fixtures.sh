@@ -18,6 +18,8 @@
 #                   planted sizes and lifetimes, twice: noise; then with --leak --big-workspace, the regression)
 #                   backtrace (programs/nsys_backtrace.py, --cudabacktrace=all:0 --python-backtrace=cuda: each CUDA
 #                   API call's call stack, from known Python functions)
+#                   python_hot (programs/nsys_python_hot.py, --python-sampling=true: Python functions with planted
+#                   shares of the time, their stacks sampled)
 #                   mem_odd (programs/nsys_mem_odd.cu: virtual memory management, a graph memory node, a pool of
 #                   its own, cudaMallocPitch, cudaHostAlloc and cudaHostRegister)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
@@ -76,8 +78,11 @@
 # record): PyTorch's allocator maps its memory in 20 MiB pieces (nsys_mem_odd has the driver calls that do it);
 # hstu_capture_mem_async with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (each tensor a cudaMallocAsync; what was
 # allocated and freed before the capture range, nsys reports at its start, time 0, in the order it happened);
-# hstu_capture_backtrace with capture(8, 1024, tool="nsys", cuda_backtrace=True, ingest=False) (2026-12-01), what
-# `tracekit capture --cuda-backtrace` runs: every CUDA API call nsys unwinds has its call stack.
+# hstu_capture_backtrace with capture(8, 1024, tool="nsys", cuda_backtrace=True, ingest=False) (taken again on
+# 2026-12-01 with the Python stacks: nsys --python-backtrace=cuda, the report exported with --include-blobs=true), what
+# `tracekit capture --cuda-backtrace` runs: every CUDA API call nsys unwinds has its call stack, native and Python;
+# hstu_capture_python with capture(8, 1024, tool="nsys", python_samples=True, ingest=False) (2026-12-01), what
+# `tracekit capture --python-samples` runs: the Python threads' stacks sampled 1,000 times a second in the range.
 # The Source pages of the earlier reports were exported later (2026-11-28, ncu 2025.3.1 on the H200, source_pages
 # below): ncu_full/source_sass.csv, ncu_diff_a/source_cuda_sass.csv, and hstu_capture_ncu/ncu_source_cuda_sass.csv
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
@@ -146,6 +151,7 @@ options() {
     # every CUDA API call's native call stack (threshold 0: each call, not only those past 80 us)
     # and its Python one
     backtrace) echo "-t cuda,nvtx,osrt --cudabacktrace=all:0 --python-backtrace=cuda" ;;
+    python_hot) echo "-t cuda,nvtx,osrt --python-sampling=true" ;;  # each Python thread's stack, 1,000 a second
     autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;
     # the capture starts at the NVTX range "profile" and stops at its end; the program's NVTX
     # texts are not registered strings, which nsys matches only with REGISTER_ONLY=0
@@ -318,6 +324,12 @@ for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
   fi
   [ $rc = 0 ] || echo "profile $scen failed rc=$rc"
   tail -3 "$d/profile.log"
+  if [ "$scen" = backtrace ] || [ "$scen" = python_hot ]; then  # (Python frames: NVTX payloads, --include-blobs)
+    nsys export --type sqlite --include-blobs=true --force-overwrite=true -o "$d/export.sqlite" "$d/export.nsys-rep" \
+      > "$d/export.log" 2>&1 || { echo "export with blobs rc=$?"; tail -3 "$d/export.log"; }
+    rm -f "$d/export.log"
+    echo "exported again: nsys export --type sqlite --include-blobs=true" >> "$d/capture.txt"
+  fi
   if [ "${scen#registered_nvtx}" != "$scen" ]; then  # the point of this fixture: no inline NVTX text anywhere
     python3 - "$d/export.sqlite" >> "$d/capture.txt" <<'PY'
 import sqlite3, sys

@@ -26,7 +26,7 @@ from ...registry import TRACED
 from .. import Parsed
 from ..arrow import scalar
 from ..budget import nsys_need
-from . import overlap, write
+from . import overlap, python, write
 from .arrays import small_pages
 from .columns import ENUMS, GAP_TABLES, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, empty, plan
 from .source import SQLITE_MAGIC, Export
@@ -39,7 +39,7 @@ CUDA_TABLES = tuple(t for t, (what, _) in TRACED.items() if what == "CUDA")
 TRACED_BY = {"NvtxEvents": ("nvtx_ranges",), "OSRuntime": ("osrt_calls",), "Cuda": CUDA_TABLES,
              "UvmCpuPageFaults": ("um_cpu_faults",), "UvmGpuPageFaults": ("um_gpu_faults",),
              "CpuSamples": ("cpu_samples", "cpu_sample_frames"), "GpuMemoryUsage": ("gpu_memory", "gpu_memory_pools"),
-             "CudaBacktraces": ("api_frames",)}
+             "CudaBacktraces": ("api_frames",), "PythonSamples": ("python_samples",)}
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -153,7 +153,11 @@ def _read(export: Export, path: Path) -> Parsed:
     if options:  # (diff's setup comparison: --cuda-graph-trace changes what a graph launch records)
         meta["nsys_options"] = options
     raw = export.read(jobs)
-    _calls_with_their_backtraces(raw)
+    stacks = python.read(export, path, raw.get("strings"))
+    if stacks is None and "PythonSamples" in events:  # (their frames left out of the export: python.read warned)
+        traced.discard("python_samples")
+        meta["traced"] = sorted(traced)
+    _calls_with_their_backtraces(raw, stacks, "NVTX_PAYLOAD_SCHEMAS" in tables)
     if "cuda_device" in raw:
         raw["cuda_device"] = raw["cuda_device"].rename_columns(["gpuId", "cudaId"])
     if "nvtx_text" in raw:  # both in rowid order: the decoder walks the table's b-tree, SQLite is told to
@@ -228,28 +232,56 @@ def _check_sizes(path: Path, raw: dict[str, pa.Table]) -> None:
                          "is corrupt")
 
 
-def _calls_with_their_backtraces(raw: dict[str, pa.Table]) -> None:
+def _calls_with_their_backtraces(raw: dict[str, pa.Table], stacks: python.Stacks | None, payloads: bool) -> None:
     """The CUDA API calls without nsys's backtrace events, each call with its stack's id
-    (``_tk_callchain``). nsys --cudabacktrace writes a call it unwound twice in
-    CUPTI_ACTIVITY_KIND_RUNTIME: the call, and a "CUDA backtrace" event (eventClass 67: the
-    same thread and correlation id, a span around the call's, its name without the _vNNNN)
-    that holds the stack (callchainId, CUDA_CALLCHAINS). nsys stats counts both as calls (its
-    cuda_api_sum lists such a call twice); tracekit counts the call once. An export whose calls
-    carry their stack themselves keeps it."""
+    (``_tk_callchain``) and its Python stack's (``_tk_python_stack``); the Python stacks'
+    frames and the Python samples (``python_frames``, ``python_samples``) beside them.
+    nsys --cudabacktrace writes a call it unwound twice in CUPTI_ACTIVITY_KIND_RUNTIME: the
+    call, and a "CUDA backtrace" event (eventClass 67: the same thread and correlation id, a
+    span around the call's, its name without the _vNNNN) that holds the stack (callchainId,
+    CUDA_CALLCHAINS). nsys stats counts both as calls (its cuda_api_sum lists such a call
+    twice); tracekit counts the call once. An export whose calls carry their stack themselves
+    keeps it. nsys --python-backtrace=cuda writes the call's Python stack as a mark on its
+    thread at the backtrace event's start (the call's own, where there is no such event).
+    ``payloads``: the export has NVTX payload schemas, where Python stacks could be (the
+    column ``_tk_python_stack`` is added then, NULL where none is found)."""
+    marks = None
+    if stacks is not None:
+        raw["python_frames"] = stacks.frames
+        kind = stacks.marks.column("kind")
+        sampled = stacks.marks.filter(pc.equal(kind, "sample"))
+        if sampled.num_rows:  # (numbered in the export's order)
+            raw["python_samples"] = sampled.drop_columns(["kind"]).append_column(
+                "sample_id", pa.array(np.arange(sampled.num_rows, dtype=np.int64)))
+        marks = stacks.marks.filter(pc.equal(kind, "call"))
     api = raw.get("api_calls")
-    if api is None or "callchainId" not in api.column_names:
+    if api is None:
         return
-    chain = api.column("callchainId")
-    if "eventClass" in api.column_names:
+    # (keys of thread and correlation id, correlation ids being a process's own; and of thread
+    # and time, where a Python stack was taken)
+    def key(t: pa.Table, col: str) -> pa.Array:
+        return pc.binary_join_element_wise(pc.cast(t.column("globalTid"), pa.string()),
+                                           pc.cast(t.column(col), pa.string()), ":")
+
+    events = None
+    if "eventClass" in api.column_names and "callchainId" in api.column_names:
         backtrace = pc.fill_null(pc.equal(api.column("eventClass"), scalar(67)), scalar(False))
         if pc.any(backtrace).as_py():
             events = api.filter(backtrace)
             api = api.filter(pc.invert(backtrace))
-            # (a key of thread and correlation id: correlation ids are a process's own)
-            key = lambda t: pc.binary_join_element_wise(  # noqa: E731
-                pc.cast(t.column("globalTid"), pa.string()), pc.cast(t.column("correlationId"), pa.string()), ":")
-            chain = pc.take(events.column("callchainId"), pc.index_in(key(api), value_set=key(events)))
-    raw["api_calls"] = api.append_column("_tk_callchain", pc.cast(chain, pa.int64()))
+    # each call's row among the backtrace events (None: the calls are their own)
+    at = pc.index_in(key(api, "correlationId"), value_set=key(events, "correlationId")) if events is not None else None
+    if "callchainId" in api.column_names:
+        chain = api.column("callchainId") if at is None else pc.take(events.column("callchainId"), at)
+        api = api.append_column("_tk_callchain", pc.cast(chain, pa.int64()))
+    if payloads:
+        stack = pa.nulls(api.num_rows, pa.int64())
+        if marks is not None and marks.num_rows:
+            anchors = api if events is None else events
+            stack = pc.take(marks.column("stack_id"), pc.index_in(key(anchors, "start"), value_set=key(marks, "start")))
+            stack = stack if at is None else pc.take(stack, at)
+        api = api.append_column("_tk_python_stack", stack)
+    raw["api_calls"] = api
 
 
 def _number_memory_events(raw: dict[str, pa.Table]) -> None:

@@ -214,6 +214,9 @@ SPECS = {
             # its call stack (api_frames), where nsys unwound one (--cudabacktrace: the id its
             # backtrace event holds, _calls_with_their_backtraces)
             Column("callchain_id", "nullif(r._tk_callchain, 0)", ["@CUDA_CALLCHAINS", "callchainId"], "BIGINT"),
+            # its Python stack (python_frames), where nsys took one (--python-backtrace=cuda, exported with
+            # --include-blobs=true: _calls_with_their_backtraces)
+            Column("python_stack_id", "r._tk_python_stack", ["@NVTX_PAYLOAD_SCHEMAS"], "BIGINT"),
         ],
         joins={"sn": ("nameId", "LEFT JOIN _nsys_names sn ON sn.id = r.nameId")},
         # (nsys --cudabacktrace writes a call's backtrace as an event of the table of its own,

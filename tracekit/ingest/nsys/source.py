@@ -181,8 +181,10 @@ class Export:
         (PROCESS_<n>:COLLECT_UVM_CPU_PAGE_FAULTS true, ...), CpuSamples where nsys sampled
         the CPU (LINUX_PERF_OPTIONS:COLLECT_IP_BACKTRACE_SAMPLES true), GpuMemoryUsage where a
         process recorded its GPU memory's allocations (PROCESS_<n>:COLLECT_GPU_MEMORY_USAGE true),
-        and CudaBacktraces where it unwound CUDA API calls (--cudabacktrace:
-        PROCESS_<n>:CUDA_BACKTRACE_OPTIONS:COLLECT_<kind>_BACKTRACES true, with the CPU sampled);
+        CudaBacktraces where it unwound CUDA API calls (--cudabacktrace:
+        PROCESS_<n>:CUDA_BACKTRACE_OPTIONS:COLLECT_<kind>_BACKTRACES true, with the CPU sampled)
+        and PythonSamples where it sampled the Python threads' stacks (--python-sampling:
+        PYTHON_BACKTRACE_SAMPLING_OPTIONS:COLLECT_SAMPLES true);
         empty where the export does not say (older nsys versions)."""
         said = set(self._capture_settings("CAPTURE_EVENT_TYPE"))
         if not said:  # (the kinds of event say whether the export tells what was traced)
@@ -197,6 +199,8 @@ class Export:
         if ("CpuSamples" in said
                 and "true" in self._capture_settings("PROCESS%:CUDA_BACKTRACE_OPTIONS:COLLECT_%_BACKTRACES", like=True)):
             said.add("CudaBacktraces")  # (nsys unwinds CUDA API calls only where it samples the CPU)
+        if "true" in self._capture_settings("PYTHON_BACKTRACE_SAMPLING_OPTIONS:COLLECT_SAMPLES"):
+            said.add("PythonSamples")
         return said
 
     def capture_options(self) -> dict[str, str]:
@@ -226,16 +230,21 @@ class Export:
     def arrow(self, base: str, cols: list[str], rowids: tuple[int, int] | None = None) -> pa.Table:
         """Read columns of a table (rows with rowid in [lo, hi) if given) through SQLite
         as Arrow, on a connection of its own (thread-safe)."""
-        # ADBC's low-level API: its DB-API module imports pandas and Polars where installed
-        # (0.14–0.19 s of every ingest command's start), and nothing of it is needed here
-        import adbc_driver_manager as adm
-        import adbc_driver_sqlite
-
         actual = self.tables[base]
         sql = f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{actual}"'
         if rowids is not None:
             sql += f" WHERE rowid >= {int(rowids[0])} AND rowid < {int(rowids[1])}"
         sql += " ORDER BY rowid"  # the table's own order (a scan of an index could differ)
+        return self.query(sql, actual)
+
+    def query(self, sql: str, table: str) -> pa.Table:
+        """The rows of a SELECT over the export (of ``table``, as errors name it) as Arrow,
+        through SQLite on a connection of its own (thread-safe)."""
+        # ADBC's low-level API: its DB-API module imports pandas and Polars where installed
+        # (0.14–0.19 s of every ingest command's start), and nothing of it is needed here
+        import adbc_driver_manager as adm
+        import adbc_driver_sqlite
+
         try:
             # immutable: see __init__
             with contextlib.ExitStack() as opened:
@@ -251,7 +260,7 @@ class Export:
                 stream, _ = stmt.execute_query()
                 return _valid_text(pa.RecordBatchReader.from_stream(stream).read_all())
         except Exception as err:  # ADBC raises its own DatabaseError types
-            raise InputError(f"{self.path}: cannot read table {actual} ({str(err).splitlines()[0]}); the export is truncated or corrupt") from err
+            raise InputError(f"{self.path}: cannot read table {table} ({str(err).splitlines()[0]}); the export is truncated or corrupt") from err
 
     def read(self, jobs: dict[str, tuple[str, list[str]]]) -> dict[str, pa.Table]:
         """Read ``jobs`` (name -> (base table, columns)) as Arrow tables by name, each in

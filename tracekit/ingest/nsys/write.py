@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from ..arrow import from_numpy, scalar, to_numpy
 from ..budget import WRITING_MEMORY_MARGIN, MemoryBudget
-from . import nvtx, overlap
+from . import nvtx, overlap, python
 from .arrays import small_pages
 from .columns import CALLED_TABLES, ENUMS, GAP_TABLES, OP_TABLES, SPECS, STRIP, Plan
 from .launches import LaunchIndex, add_launches, idle_gaps
@@ -77,6 +77,14 @@ SUMMARIES = {
         FROM (SELECT raw_name_id, name_id, end_ns - start_ns AS dur_ns FROM _api_calls WHERE run_id = {run})
         GROUP BY raw_name_id
     """,
+}
+
+#: the Python stacks' tables (python.read), from their raw tables
+_PYTHON = {
+    "python_frames": "SELECT stack_id, depth, function, file, line FROM _nsys_python_frames",
+    "python_samples": "SELECT sample_id, start AS ts_ns, globalTid AS global_tid, CAST((globalTid >> 24) & 16777215 AS INTEGER) "
+                      "AS pid, CAST(globalTid & 16777215 AS INTEGER) AS tid, thread_state, stack_id "
+                      "FROM _nsys_python_samples",
 }
 
 _TEMPS = ["api_names", "names", "ev", "bands",
@@ -186,6 +194,9 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str,
     for target, plan in plans.items():
         if target != "api_calls":
             rows[target] = insert(con, SPECS[target].table or target, run_id, plan.select)
+    for target, select in _PYTHON.items():
+        if target in raw:
+            rows[target] = insert(con, target, run_id, select)
     # the activity rows are in the store now: free their Arrow copies before the NVTX work
     for name in [n for n in raw if n not in ("nvtx", "strings")]:
         con.unregister(f"_nsys_{name}")
@@ -229,11 +240,12 @@ def _write_nvtx(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns, budg
         finally:
             con.unregister("_nsys_ranges")
         del part, extra
-    rows["nvtx_marks"] = insert(con, "nvtx_marks", run_id, """
+    # (the marks nsys writes Python stacks in are python_frames and python_samples, not marks)
+    rows["nvtx_marks"] = insert(con, "nvtx_marks", run_id, f"""
         SELECT start_ns AS ts_ns, domain, text, domain || ':' || text AS name, global_tid,
                CAST((global_tid >> 24) & 16777215 AS INTEGER) AS pid, CAST(global_tid & 16777215 AS INTEGER) AS tid,
                category, color
-        FROM _nsys_named WHERE style = 'Mark'
+        FROM _nsys_named WHERE style = 'Mark' AND domain NOT IN ({", ".join(f"'{d}'" for d in python.DOMAINS)})
     """)
     # kernel time per (innermost push/pop range, kernel): what kernels-by-nvtx sums along
     # range paths. Kernels launched outside every range have no range.

@@ -1,0 +1,246 @@
+"""nsys's Python call stacks, decoded from the NVTX payloads it writes them in.
+
+With ``--python-backtrace=cuda`` (beside --cudabacktrace, the CPU sampled) nsys records the
+Python stack of the thread at each CUDA API call it unwinds; with ``--python-sampling=true``,
+each Python thread's stack 1,000 times a second (--python-sampling-frequency). Each is an NVTX
+mark (NVTX_EVENTS, eventType 34) of a domain nsys registers, "Python Backtrace on CUDA" or
+"Python Periodic Sampling", whose binary payload (``binaryData``: only in exports made with
+``nsys export --include-blobs=true``) is laid out as the export's NVTX_PAYLOAD_SCHEMAS say: the
+thread's state (an enum: Running, Blocking Wait, ...), the number of frames and the frames,
+innermost first, each a function and a file (StringIds ids) and a line. ``read`` decodes every
+mark at once (NumPy over the blobs' bytes) into stacks that the marks with the same frames share.
+"""
+
+from __future__ import annotations
+
+import html
+import sqlite3
+import warnings
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...errors import CaptureWarning
+from ..arrow import from_numpy
+from .columns import NVTX_MARK
+from .source import Export
+
+#: nsys's NVTX domains of Python stacks -> the kind of mark (a CUDA API call's stack, a sample)
+DOMAINS = {"Python Backtrace on CUDA": "call", "Python Periodic Sampling": "sample"}
+#: the byte size of the payload entry types read here (nvToolsExtPayload.h: the integer types,
+#: and 80, a registered string handle, which the export writes as a StringIds id)
+_SIZES = {1: 1, 2: 1, 3: 2, 4: 2, 5: 4, 6: 4, 7: 8, 8: 8, 9: 8, 10: 8, 11: 1, 12: 1, 13: 2, 14: 2, 15: 4, 16: 4,
+          17: 8, 18: 8, 80: 8}
+_SIGNED = {1, 3, 5, 7, 9, 11, 13, 15, 17}
+#: a blob: the number of payloads (u64), then per payload its schema id, size and offset (u64 each)
+_HEADER, _ENTRY = 8, 24
+
+
+class Field(NamedTuple):
+    offset: int
+    size: int
+    signed: bool
+
+
+class Layout(NamedTuple):
+    """Where a domain's payload keeps what is read: the thread state, the frame count, the
+    frames (offset; each ``frame_size`` bytes), and in a frame the function, file and line."""
+
+    schema_id: int
+    state: Field
+    states: dict[int, str]
+    count: Field
+    frames: int
+    frame_size: int
+    function: Field
+    file: Field
+    line: Field
+
+
+class Stacks(NamedTuple):
+    """The decoded marks (start, globalTid, kind, stack_id: NULL for none, thread_state) and the
+    distinct stacks' frames (stack_id, depth: 0 the innermost, function, file, line)."""
+
+    marks: pa.Table
+    frames: pa.Table
+
+
+def read(export: Export, path: Path, strings: pa.Table | None) -> Stacks | None:
+    """The Python stacks of the export; None where it has none. Marks of the Python domains
+    without a payload (an export made without --include-blobs) are a warning that says how to
+    export them, and so is a payload whose schema is not the one described above."""
+    if "NVTX_PAYLOAD_SCHEMAS" not in export.tables or "NVTX_EVENTS" not in export.tables:
+        return None
+    try:
+        layouts = _layouts(export)
+    except sqlite3.DatabaseError:
+        layouts = {}
+    domains = {d: kind for d, (kind, _) in layouts.items()}
+    if not domains:
+        return None
+    where = f"eventType = {NVTX_MARK} AND domainId IN ({', '.join(str(int(d)) for d in domains)})"
+    nvtx = export.tables["NVTX_EVENTS"]
+    rows = export.query(f'SELECT start, globalTid, domainId, binaryData FROM "{nvtx}" WHERE {where} '
+                        "AND binaryData IS NOT NULL ORDER BY rowid", nvtx)
+    if rows.num_rows == 0:
+        blobless = export.sq.execute(f'SELECT count(*) FROM "{nvtx}" WHERE {where}').fetchone()[0]
+        if blobless:
+            warnings.warn(CaptureWarning(
+                f"{path}: {blobless:,} Python call stacks without their frames (nsys writes them as NVTX payloads, "
+                "which an export leaves out unless made with `nsys export --type sqlite --include-blobs=true "
+                "REPORT.nsys-rep`); the Python stacks left out"), stacklevel=3)
+        return None
+    parts, frames, next_id, bad = [], [], 0, 0
+    for domain, (kind, layout) in layouts.items():
+        sel = rows.filter(pc.equal(rows.column("domainId"), domain))
+        if sel.num_rows == 0:
+            continue
+        if layout is None:
+            bad += sel.num_rows
+            continue
+        ok, state, stack, found = _decode(sel.column("binaryData"), layout, next_id)
+        bad += int((~ok).sum())
+        keep = from_numpy(ok)
+        parts.append(pa.table({
+            "start": sel.column("start").filter(keep), "globalTid": sel.column("globalTid").filter(keep),
+            "kind": pa.array([kind] * int(ok.sum()), pa.string()),
+            "stack_id": from_numpy(stack[ok], mask=stack[ok] < 0),
+            "thread_state": pa.array([layout.states.get(int(s)) for s in state[ok]], pa.string()),
+        }))
+        if len(found):
+            frames.append(found)
+            next_id = int(found["stack_id"].max()) + 1
+    if bad:
+        warnings.warn(CaptureWarning(f"{path}: {bad:,} Python call stacks whose payload is not laid out as nsys "
+                                     "2025.3 writes it (NVTX_PAYLOAD_SCHEMAS); left out"), stacklevel=3)
+    if not parts:
+        return None
+    return Stacks(pa.concat_tables(parts), _named_frames(frames, strings))
+
+
+def _layouts(export: Export) -> dict[int, tuple[str, Layout | None]]:
+    """Per NVTX domain id of a Python domain, its kind and its payload's layout (None where the
+    schema lacks what is read)."""
+    sq = export.sq
+    named = {}
+    for domain, schema, name in sq.execute("SELECT domainId, schemaId, name FROM NVTX_PAYLOAD_SCHEMAS"):
+        if name in DOMAINS:
+            named[domain] = (DOMAINS[name], schema)
+    if not named:
+        return {}
+    entries: dict[tuple[int, int], dict[str, tuple[int, int, int | None]]] = {}
+    for domain, schema, name, typ, detail, offset in sq.execute(
+            "SELECT domainId, schemaId, name, type, arrayOrUnionDetail, offset FROM NVTX_PAYLOAD_SCHEMA_ENTRIES"):
+        entries.setdefault((domain, schema), {})[name] = (typ, offset or 0, detail)
+    sizes = dict(((d, s), n) for d, s, n in sq.execute("SELECT domainId, schemaId, payloadSize FROM NVTX_PAYLOAD_SCHEMAS"))
+    enums: dict[tuple[int, int], dict[int, str]] = {}
+    if "NVTX_PAYLOAD_ENUM_ENTRIES" in export.tables:
+        for domain, schema, name, value in sq.execute(
+                "SELECT domainId, schemaId, name, value FROM NVTX_PAYLOAD_ENUM_ENTRIES"):
+            enums.setdefault((domain, schema), {})[value] = name
+    enum_sizes = {}
+    if "NVTX_PAYLOAD_ENUMS" in export.tables:
+        enum_sizes = dict(((d, s), n) for d, s, n in sq.execute("SELECT domainId, schemaId, size FROM NVTX_PAYLOAD_ENUMS"))
+
+    def field(domain: int, schema: int, name: str) -> Field | None:
+        typ, offset, _ = entries.get((domain, schema), {}).get(name, (None, 0, None))
+        if typ in _SIZES:
+            return Field(offset, _SIZES[typ], typ in _SIGNED)
+        if (domain, typ) in enum_sizes:  # (an enum of the domain: its values are unsigned)
+            return Field(offset, enum_sizes[(domain, typ)], False)
+        return None
+
+    out: dict[int, tuple[str, Layout | None]] = {}
+    for domain, (kind, schema) in named.items():
+        top = entries.get((domain, schema), {})
+        frames = top.get("Frames")
+        frame_schema = frames[0] if frames else None
+        parts = (field(domain, schema, "Thread state"), field(domain, schema, "Frames count"),
+                 *(field(domain, frame_schema, n) for n in ("Function", "File", "Line")))
+        size = sizes.get((domain, frame_schema))
+        if (frames is None or None in parts or not size
+                or any(f.offset < 0 or f.offset + f.size > size for f in parts[2:])):
+            out[domain] = (kind, None)
+            continue
+        state, count, function, file, line = parts
+        out[domain] = (kind, Layout(schema, state, enums.get((domain, entries[(domain, schema)]["Thread state"][0]), {}),
+                                    count, frames[1], size, function, file, line))
+    return out
+
+
+def _ints(buf: np.ndarray, pos: np.ndarray, f: Field) -> np.ndarray:
+    """The little-endian integers of field ``f`` at each position of ``pos`` in ``buf``."""
+    b = buf[(pos + f.offset)[:, None] + np.arange(f.size)]
+    return b.view(f"<{'i' if f.signed else 'u'}{f.size}").reshape(-1).astype(np.int64)
+
+
+def _decode(blobs: pa.ChunkedArray, layout: Layout, first_id: int):
+    """Decode the payloads: per blob, whether it fits the layout, its thread state and its
+    stack's id (from ``first_id``; -1 for a stack of no frames), and the distinct stacks' frames
+    (a dict of arrays: stack_id, depth, function id, file id, line)."""
+    arr = blobs.combine_chunks().cast(pa.large_binary())
+    n = len(arr)
+    offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n + 1]
+    buf = np.frombuffer(arr.buffers()[2], np.uint8) if arr.buffers()[2] is not None else np.zeros(0, np.uint8)
+    start, length = offsets[:-1], np.diff(offsets)
+    ok = length >= _HEADER + _ENTRY
+    u64 = Field(0, 8, False)
+    safe = np.where(ok, start, 0)
+    if len(buf) < _HEADER + _ENTRY:  # (every blob too short: nothing to read)
+        buf = np.zeros(_HEADER + _ENTRY, np.uint8)
+    schema = _ints(buf, safe + _HEADER, u64)
+    size = _ints(buf, safe + _HEADER + 8, u64)
+    at = _ints(buf, safe + _HEADER + 16, u64)
+    payload_fits = (at >= 0) & (size >= 0) & (at <= length) & (size <= length - at)
+    ok &= (_ints(buf, safe, u64) >= 1) & (schema == layout.schema_id) & payload_fits
+    ok &= size >= max(layout.state.offset + layout.state.size, layout.count.offset + layout.count.size)
+    payload = np.where(ok, start + at, 0)
+    state = np.where(ok, _ints(buf, payload, layout.state), 0)
+    count = np.where(ok, _ints(buf, payload, layout.count), 0)
+    ok &= (count >= 0) & (layout.frames + count * layout.frame_size <= np.where(ok, size, 0))
+    count = np.where(ok, count, 0)
+    # every frame's place: its blob's frames, then its index among them
+    total = int(count.sum())
+    blob_of = np.repeat(np.arange(n), count)
+    depth = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
+    pos = payload[blob_of] + layout.frames + depth * layout.frame_size
+    triples = np.stack([_ints(buf, pos, layout.function), _ints(buf, pos, layout.file),
+                        _ints(buf, pos, layout.line)], axis=1) if total else np.zeros((0, 3), np.int64)
+    stack, found, next_id = np.full(n, -1, np.int64), [], first_id
+    first = np.cumsum(count) - count
+    # the stacks of k frames, k at a time: a (blobs, 3k) matrix whose distinct rows are the stacks
+    for k in np.unique(count[ok & (count > 0)]):
+        blobs_k = np.flatnonzero(ok & (count == k))
+        rows = triples[(first[blobs_k])[:, None] + np.arange(k)].reshape(len(blobs_k), 3 * k)
+        distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
+        stack[blobs_k] = next_id + inverse.reshape(-1)
+        each = distinct.reshape(-1, 3)
+        found.append((np.repeat(np.arange(next_id, next_id + len(distinct)), k), np.tile(np.arange(k), len(distinct)),
+                      each[:, 0], each[:, 1], each[:, 2]))
+        next_id += len(distinct)
+    names = ("stack_id", "depth", "function", "file", "line")
+    return ok, state, stack, {c: np.concatenate(parts) for c, parts in zip(names, zip(*found, strict=True),
+                                                                            strict=True)} if found else {}
+
+
+def _named_frames(frames: list[dict[str, np.ndarray]], strings: pa.Table | None) -> pa.Table:
+    """The frames with their function and file names (StringIds; nsys writes a name's < > &
+    as HTML entities, ``&lt;module&gt;``: unescaped)."""
+    cols = {c: np.concatenate([f[c] for f in frames]) if frames else np.zeros(0, np.int64)
+            for c in ("stack_id", "depth", "function", "file", "line")}
+    ids = np.unique(np.concatenate([cols["function"], cols["file"]]))
+    names: dict[int, str | None] = {}
+    if strings is not None and len(ids):
+        where = pc.index_in(strings.column("id"), value_set=pa.array(ids, pa.int64()))
+        found = strings.filter(pc.is_valid(where))
+        names = {i: html.unescape(v) if v is not None else None
+                 for i, v in zip(found.column("id").to_pylist(), found.column("value").to_pylist(), strict=True)}
+    return pa.table({
+        "stack_id": from_numpy(cols["stack_id"]), "depth": from_numpy(cols["depth"].astype(np.int32)),
+        "function": pa.array([names.get(int(i)) for i in cols["function"]], pa.string()),
+        "file": pa.array([names.get(int(i)) for i in cols["file"]], pa.string()),
+        "line": from_numpy(cols["line"].astype(np.int32)),
+    })

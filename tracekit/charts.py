@@ -741,13 +741,26 @@ FLAME_MODULES = 10
 
 
 def cpu_flame(df: pl.DataFrame) -> alt.LayerChart:
-    """An icicle graph (a flame graph, callers on top) of the sampled call stacks, from the
-    cpu-stacks query with every stack: each function under its caller, as wide as its share
-    of the unwound samples, siblings widest first, coloured by module; frames narrower than
-    ``FLAME_MIN_SHARE`` left out."""
+    """An icicle graph (a flame graph, callers on top) of the sampled CPU call stacks, from the
+    cpu-stacks query with every stack (``flame``)."""
     _need(df, "cpu-flame", "cpu-stacks", ["samples", "stack", "modules"])
+    return flame(df, "CPU call stacks", "unwound samples", "module")
+
+
+def python_flame(df: pl.DataFrame) -> alt.LayerChart:
+    """An icicle graph of the sampled Python stacks, from the python-stacks query with every
+    stack (``flame``): each frame a function at a line, coloured by its file."""
+    _need(df, "python-flame", "python-stacks", ["samples", "stack", "modules"])
+    return flame(df, "Python call stacks", "samples", "file")
+
+
+def flame(df: pl.DataFrame, what: str, samples: str, part: str) -> alt.LayerChart:
+    """An icicle graph (a flame graph, callers on top) of folded stacks (columns samples,
+    stack, modules): each function under its caller, as wide as its share of the ``samples``,
+    siblings widest first, coloured by module (``part`` names it); frames narrower than ``FLAME_MIN_SHARE``
+    left out."""
     if df.is_empty():
-        return _no_data("CPU call stacks")
+        return _no_data(what)
     root: dict[str, list] = {}  # function -> [samples, module, its callees]
     total = 0
     for stack, modules, n in zip(df["stack"], df["modules"], df["samples"], strict=True):
@@ -784,17 +797,17 @@ def cpu_flame(df: pl.DataFrame) -> alt.LayerChart:
         y=alt.Y("depth:Q", scale=alt.Scale(domain=[0, depth], reverse=True, nice=False), axis=None))
     boxes = base.mark_rect(stroke="white", strokeWidth=0.5).encode(
         x2="x1:Q", y2="depth1:Q",
-        color=alt.Color("colour:N", title="module", scale=alt.Scale(scheme="tableau20"),
+        color=alt.Color("colour:N", title=part, scale=alt.Scale(scheme="tableau20"),
                         legend=alt.Legend(orient="bottom", columns=3, labelLimit=220)),
-        tooltip=[alt.Tooltip("function:N"), alt.Tooltip("module:N"),
-                 alt.Tooltip("samples:Q", format=","), alt.Tooltip("pct:Q", title="% of the unwound samples")],
+        tooltip=[alt.Tooltip("function:N"), alt.Tooltip("module:N", title=part),
+                 alt.Tooltip("samples:Q", format=","), alt.Tooltip("pct:Q", title=f"% of the {samples}")],
     ).transform_calculate(depth1="datum.depth + 1")
     text = base.mark_text(align="left", baseline="middle", dx=3, dy=9, fontSize=10, color="#111").encode(
         text="label:N")
     return alt.layer(boxes, text).properties(
         width=WIDTH, height=18 * depth,
-        title=alt.Title("CPU call stacks (sampled)", subtitle=f"{total:,} unwound samples; callers on top, each "
-                        "function as wide as its share; hover a frame for its name and module"))
+        title=alt.Title(f"{what} (sampled)", subtitle=f"{total:,} {samples}; callers on top, each "
+                        f"function as wide as its share; hover a frame for its name and {part}"))
 
 
 def kernel_durations(df: pl.DataFrame) -> alt.LayerChart:
@@ -2032,6 +2045,8 @@ CHARTS: dict[str, ChartSpec] = {
                                                                              "(--cuda-memory-usage; kind=)"),
     "cpu-flame": ChartSpec("cpu-stacks", cpu_flame, {"limit": 0}, "nsys sampled CPU call stacks as a flame graph "
                                                                     "(callers on top; thread=, range=)"),
+    "python-flame": ChartSpec("python-stacks", python_flame, {"limit": 0}, "nsys sampled Python stacks as a flame "
+                                                                          "graph (callers on top; thread=, range=)"),
     "nvtx-timeline": ChartSpec(
         "nvtx-ranges", nvtx_timeline, {"limit": 2000}, "nsys NVTX ranges over time"
     ),

@@ -960,13 +960,16 @@ def export_stacks_cmd(
     thread: Annotated[str | None, typer.Option("--thread", help="only this thread's samples: its tid or name")] = None,
     nvtx: Annotated[str | None, typer.Option("--nvtx", help="only samples inside NVTX ranges of this name on their "
                                                             "thread ('step' or ':step')")] = None,
+    python: Annotated[bool, typer.Option("--python", help="the Python samples' stacks (nsys --python-sampling), "
+                                                          "not the CPU samples'")] = False,
     db: DbOpt = None,
 ):
-    """Write the run's sampled CPU call stacks, folded (`a;b;c 12` a line), for flamegraph.pl, speedscope or inferno."""
+    """Write the run's sampled CPU call stacks (or Python stacks: --python), folded (`a;b;c 12` a line), for
+    flamegraph.pl, speedscope or inferno."""
     from .stacks import export_stacks
 
     with _open(db, read_only=True) as tk:
-        res = export_stacks(tk, out, run=run, thread=thread, range=nvtx)
+        res = export_stacks(tk, out, run=run, thread=thread, range=nvtx, python=python)
     _wrote(out, f"wrote {out}: run {res.run_id}, {res.stacks:,} stacks of {res.samples:,} samples")
 
 

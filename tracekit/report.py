@@ -243,7 +243,8 @@ NSYS = (
             ("name", "calls", "total_ns", "med_ns", "max_ns", "stack"),
             "The CUDA API calls nsys unwound (nsys --cudabacktrace, the CPU sampled; tracekit capture "
             "--cuda-backtrace), by the call stack that made them, outermost caller first: the code that "
-            "synchronizes (a PyTorch .item() is _local_scalar_dense), copies or launches.", optional=True),
+            "synchronizes (a PyTorch .item() is _local_scalar_dense), copies or launches. Where nsys took the "
+            "Python stacks too, the Python lines come first, then the C++ they called.", optional=True),
     Section("memcpy", "Memory operations", "memcpy-throughput", {"limit": 10}, None,
             ("operation", "src_kind", "dst_kind", "count", "total_bytes", "total_ns", "throughput_bytes_per_s",
              "med_throughput_bytes_per_s", "time_pct"),
@@ -291,6 +292,11 @@ NSYS = (
             "The sampled call stacks as a flame graph, callers on top: each function under the one that called it, as "
             "wide as its share of the samples nsys unwound (one in four by default). tracekit chart cpu-flame -p "
             "thread=NAME or -p range=NVTX draws one thread's or one range's.", optional=True),
+    Section("python-flame", "Python call stacks", "python-stacks", {"limit": 0}, "python-flame", None,
+            "The Python threads' sampled stacks as a flame graph (nsys --python-sampling=true, 1,000 samples a "
+            "second; tracekit capture --python-samples), callers on top: each function at a line under the one "
+            "that called it, as wide as its share of the samples. tracekit query python-stacks lists them; "
+            "tracekit export stacks --python writes them for a flame-graph tool.", optional=True),
     Section("gpu-metrics", "GPU counters by NVTX range", "nvtx-gpu-metrics", {"limit": 20}, None,
             ("range", "device_id", "instances", "window_ns", "sm_clock_mhz", "sms_active_pct", "sm_issue_pct",
              "tensor_active_pct", "dram_read_pct", "dram_write_pct"),

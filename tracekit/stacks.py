@@ -1,10 +1,11 @@
-"""The CPU samples' call stacks of an nsys run as a folded-stacks file, for flame-graph tools.
+"""The sampled call stacks of an nsys run as a folded-stacks file, for flame-graph tools.
 
-``export_stacks(tk, path, run=..., thread=..., range=...)`` writes one line per distinct
-stack, ``outermost;...;hit function COUNT`` (the cpu-stacks query, every row): the format
-Brendan Gregg's flamegraph.pl reads, and speedscope and inferno open. Only the samples nsys
-unwound (one in ``--samples-per-backtrace``) have a stack. Written through ``write_output``
-(a temporary file renamed into place, never over the store).
+``export_stacks(tk, path, run=..., thread=..., range=..., python=...)`` writes one line per
+distinct stack, ``outermost;...;hit function COUNT`` (the cpu-stacks query, every row; the
+python-stacks query's with ``python``: the Python samples' stacks, each frame function
+(file:line)): the format Brendan Gregg's flamegraph.pl reads, and speedscope and inferno open.
+Only the CPU samples nsys unwound (one in ``--samples-per-backtrace``) have a stack. Written
+through ``write_output`` (a temporary file renamed into place, never over the store).
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ class StacksResult:
 
 
 def export_stacks(tk, path: str | os.PathLike, run: str | int | None = None, thread: str | None = None,
-                  range: str | None = None) -> StacksResult:  # noqa: A002 (the query's parameter name)
-    """Write the run's CPU call stacks, folded (see the module docstring); ``thread`` and
-    ``range`` as the cpu-stacks query's. A run without CPU samples is the query's error."""
+                  range: str | None = None, python: bool = False) -> StacksResult:  # noqa: A002 (the query's parameter name)
+    """Write the run's CPU call stacks (``python``: its Python stacks), folded (see the module
+    docstring); ``thread`` and ``range`` as the cpu-stacks query's. A run without such samples is
+    an error."""
     from .outputs import write_output
     from .registry import check_traced, resolve_run
 
     run_id = resolve_run(tk, run, "nsys", "export stacks", spans_runs=False)
-    check_traced(tk, "export stacks", run_id, ["cpu_samples"])
-    df = tk.query("cpu-stacks", run=run_id, thread=thread, range=range, limit=0)
+    check_traced(tk, "export stacks", run_id, ["python_samples" if python else "cpu_samples"])
+    df = tk.query("python-stacks" if python else "cpu-stacks", run=run_id, thread=thread, range=range, limit=0)
 
     def write_file(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8", newline="\n") as fh:

@@ -89,7 +89,12 @@ def capture_cmd(
     cuda_backtrace: Annotated[bool, typer.Option(
         "--cuda-backtrace", help="nsys: the call stacks of the CUDA API calls (nsys --cudabacktrace=all, with "
                                  "the CPU sampled: which code launches, copies, synchronizes; each call takes "
-                                 "longer, so time a run without it): tracekit query api-stacks")] = False,
+                                 "longer, so time a run without it) and, of a Python program, their Python stacks "
+                                 "(nsys --python-backtrace=cuda): tracekit query api-stacks")] = False,
+    python_samples: Annotated[bool, typer.Option(
+        "--python-samples", help="nsys: sample the Python threads' stacks, 1,000 times a second (nsys "
+                                 "--python-sampling=true): tracekit query python-stacks; chart python-flame; "
+                                 "export stacks --python")] = False,
     capture_range: Annotated[str | None, typer.Option(
         "--capture-range", help="a command under nsys: none (the whole program, the default) or cudaProfilerApi "
                                 "(between cudaProfilerStart and Stop)", show_default=False)] = None,
@@ -124,7 +129,7 @@ def capture_cmd(
         _capture_command(ctx, cmd, bs=bs, nc=nc, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
                          out=out, db=db, name=name, no_ingest=no_ingest, gpu_metrics=gpu_metrics,
                          um_faults=um_faults, cpu_samples=cpu_samples, cuda_memory_usage=cuda_memory_usage,
-                         cuda_backtrace=cuda_backtrace, capture_range=capture_range,
+                         cuda_backtrace=cuda_backtrace, python_samples=python_samples, capture_range=capture_range,
                          nvtx_capture=nvtx_capture, kernel_name=kernel_name, launch_count=launch_count, param=param,
                          replay_mode=replay_mode, timeout=timeout)
         return
@@ -142,16 +147,15 @@ def capture_cmd(
                       warmup_ms=warmup_ms, iters=iters, out_dir=out,  # (None: the capture's defaults)
                       db=_db(ctx, db), name=name, ingest=not no_ingest, echo=True,
                       command=list(sys.argv), gpu_metrics=gpu_metrics, cpu_samples=cpu_samples,
-                      cuda_memory_usage=cuda_memory_usage, cuda_backtrace=cuda_backtrace, replay_mode=replay_mode,
-                      timeout_s=timeout)
+                      cuda_memory_usage=cuda_memory_usage, cuda_backtrace=cuda_backtrace,
+                      python_samples=python_samples, replay_mode=replay_mode, timeout_s=timeout)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(summary(run_dir, None if no_ingest else _db(ctx, db)))
 
 
 def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset, warmup_ms, iters, out, db, name,
-                     no_ingest, gpu_metrics, um_faults, cpu_samples, cuda_memory_usage, cuda_backtrace, capture_range,
-                     nvtx_capture,
-                     kernel_name, launch_count, param, replay_mode, timeout) -> None:
+                     no_ingest, gpu_metrics, um_faults, cpu_samples, cuda_memory_usage, cuda_backtrace, python_samples,
+                     capture_range, nvtx_capture, kernel_name, launch_count, param, replay_mode, timeout) -> None:
     """``tracekit capture [OPTIONS] -- CMD``: the program under the profiler, its run
     folder ingested, a summary printed; the HSTU workload's options are errors."""
     from tracekit.errors import CaptureError
@@ -168,7 +172,8 @@ def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset
                               capture_range=capture_range or "none", nvtx_capture=nvtx_capture,
                               kernel_regex=kernel_name, launch_count=launch_count, gpu_metrics=gpu_metrics,
                               um_faults=um_faults, cpu_samples=cpu_samples, cuda_memory_usage=cuda_memory_usage,
-                              cuda_backtrace=cuda_backtrace, replay_mode=replay_mode, timeout_s=timeout)
+                              cuda_backtrace=cuda_backtrace, python_samples=python_samples, replay_mode=replay_mode,
+                              timeout_s=timeout)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(command_summary(run_dir, None if no_ingest else _db(ctx, db)))
 

@@ -44,6 +44,7 @@ from .run import (
     LOG,
     _iso,
     _ncu_exports,
+    _nsys_export,
     _utc_stamp,
     _write_json,
     new_run_dir,
@@ -54,7 +55,8 @@ from .run import (
 
 #: params tracekit sets itself; a ``--param`` may not take these names
 RESERVED_PARAMS = ("tool", "program", "capture_range", "nvtx_capture", "kernel_regex", "launch_count",
-                   "gpu_metrics", "um_faults", "cpu_samples", "cuda_memory_usage", "cuda_backtrace", "replay_mode")
+                   "gpu_metrics", "um_faults", "cpu_samples", "cuda_memory_usage", "cuda_backtrace", "python_samples",
+                   "replay_mode")
 #: how ncu reports the program's own exit status (2025.3.1 then exits with it too, as nsys
 #: does; the line is read in case a profiler's own status differs)
 _PROGRAM_EXIT = (re.compile(r"==ERROR== The application returned an error code \((-?\d+)\)"),)
@@ -116,7 +118,7 @@ def command_run_name(cmd: list[str], tool: str, now: datetime | None = None) -> 
 
 def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, gpu_metrics, params,
            replay_mode=None, timeout_s=None, um_faults=False, cpu_samples=False, cuda_memory_usage=False,
-           cuda_backtrace=False) -> str | None:
+           cuda_backtrace=False, python_samples=False) -> str | None:
     """One-line errors for what cannot run, before anything does; the ncu replay mode the
     capture runs (``check_replay_mode``)."""
     if not isinstance(cmd, (list, tuple)) or not cmd or not all(isinstance(a, str) for a in cmd):
@@ -126,7 +128,8 @@ def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, g
     if tool not in TOOLS:
         raise CaptureError(f"--tool {tool!r}: choose one of {', '.join(TOOLS)}")
     for flag, value in (("gpu_metrics", gpu_metrics), ("um_faults", um_faults), ("cpu_samples", cpu_samples),
-                        ("cuda_memory_usage", cuda_memory_usage), ("cuda_backtrace", cuda_backtrace)):
+                        ("cuda_memory_usage", cuda_memory_usage), ("cuda_backtrace", cuda_backtrace),
+                        ("python_samples", python_samples)):
         if not isinstance(value, bool):
             raise CaptureError(f"{flag} {value!r}: must be true or false")
     if capture_range not in profilers.NSYS_CAPTURE_RANGES:
@@ -135,6 +138,7 @@ def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, g
     only = {"--capture-range": ("nsys", capture_range != "none"), "--gpu-metrics": ("nsys", gpu_metrics),
             "--um-faults": ("nsys", um_faults), "--cpu-samples": ("nsys", cpu_samples),
             "--cuda-memory-usage": ("nsys", cuda_memory_usage), "--cuda-backtrace": ("nsys", cuda_backtrace),
+            "--python-samples": ("nsys", python_samples),
             "--kernel-name": ("ncu", kernel_regex is not None), "--launch-count": ("ncu", launch_count is not None),
             "--replay-mode": ("ncu", replay_mode is not None), "--nvtx-capture": ("nsys or ncu", nvtx_capture is not None)}
     for opt, (tools, given) in only.items():
@@ -183,7 +187,8 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
                     kernel_regex: str | None = None, launch_count: int | None = None,
                     gpu_metrics: bool = False, timeout_s: float | None = None,
                     replay_mode: str | None = None, um_faults: bool = False, cpu_samples: bool = False,
-                    cuda_memory_usage: bool = False, cuda_backtrace: bool = False) -> Path:
+                    cuda_memory_usage: bool = False, cuda_backtrace: bool = False,
+                    python_samples: bool = False) -> Path:
     """Run ``cmd`` under ``tool`` and return its run folder (see the module docstring).
 
     nsys: the whole program (``capture_range`` ``none``), the part between
@@ -191,7 +196,9 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
     the NVTX range ``nvtx_capture``; ``gpu_metrics``: the GPU's counters sampled too;
     ``um_faults``: Unified Memory's page faults recorded, on the CPU and the GPU;
     ``cpu_samples``: the CPU sampled, with call stacks; ``cuda_memory_usage``: every allocation
-    and free of GPU memory recorded; ``cuda_backtrace``: the CUDA API calls' call stacks. ncu:
+    and free of GPU memory recorded; ``cuda_backtrace``: the CUDA API calls' call stacks (and
+    their Python stacks, of a Python program); ``python_samples``: the Python threads' stacks
+    sampled. ncu:
     the first ``launch_count`` kernel launches (default ``profilers.DEFAULT_LAUNCH_COUNT``)
     inside the NVTX push/pop range ``nvtx_capture`` (if given) whose names match
     ``kernel_regex`` (if given), with the HSTU capture's sections, clocks left alone, each
@@ -206,7 +213,8 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
     """
     params = dict(params or {})
     replay_mode = _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, gpu_metrics, params,
-                         replay_mode, timeout_s, um_faults, cpu_samples, cuda_memory_usage, cuda_backtrace)
+                         replay_mode, timeout_s, um_faults, cpu_samples, cuda_memory_usage, cuda_backtrace,
+                         python_samples)
     cmd = list(cmd)
     bad = sorted(set(params) & set(RESERVED_PARAMS))
     if bad:
@@ -226,7 +234,7 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
         argv = profilers.nsys_command_argv(exe, run_dir / "nsys", cmd, capture_range=capture_range,
                                            nvtx_capture=nvtx_capture, gpu_metrics=gpu_metrics, um_faults=um_faults,
                                            cpu_samples=cpu_samples, cuda_memory_usage=cuda_memory_usage,
-                                           cuda_backtrace=cuda_backtrace)
+                                           cuda_backtrace=cuda_backtrace, python_samples=python_samples)
     elif tool == "ncu":
         argv = profilers.ncu_command_argv(exe, run_dir / "ncu", cmd, nvtx_capture=nvtx_capture,
                                           kernel_regex=kernel_regex, launch_count=launch_count,
@@ -241,7 +249,8 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
                "replay_mode": replay_mode, "gpu_metrics": True if gpu_metrics else None,
                "um_faults": True if um_faults else None, "cpu_samples": True if cpu_samples else None,
                "cuda_memory_usage": True if cuda_memory_usage else None,
-               "cuda_backtrace": True if cuda_backtrace else None}
+               "cuda_backtrace": True if cuda_backtrace else None,
+               "python_samples": True if python_samples else None}
     run_params = {"tool": tool, "program": program_stem(cmd),
                   **{k: v for k, v in options.items() if v is not None}, **params}
     meta: dict[str, Any] = {
@@ -286,12 +295,14 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
                     error = f"{program} {_exited(code)}" + (f": {why}" if why else "")
                 elif rc != 0:
                     error = f"{tool} {_exited(rc)}" + (f": {why}" if why else "")
-                elif tool == "nsys" and not (run_dir / "nsys.sqlite").exists():
-                    error = "nsys wrote no SQLite export (nsys.sqlite)" + (
+                if tool == "nsys" and (error is None or (run_dir / "nsys.nsys-rep").exists()):
+                    # (a failed program's report is exported too, as nsys itself would: `tracekit ingest` takes it)
+                    exported = _nsys_export(exe, run_dir, log, meta, why=(
                         f": the NVTX range {nvtx_capture!r} never ran?" if nvtx_capture is not None else
                         ": the program never called cudaProfilerStart?" if capture_range == "cudaProfilerApi"
-                        else "") + "; see capture.log"
-                elif tool == "ncu":
+                        else ""))
+                    error = error or exported
+                elif error is None and tool == "ncu":
                     error = _ncu_exports(exe, run_dir, log, meta)
             out.status, out.error = ("ok", None) if error is None else ("failed", error)
     status, error = out.status, out.error

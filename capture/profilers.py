@@ -6,6 +6,8 @@ for .nsys-rep reports). GPU clocks are never changed: ncu always runs with
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,30 +79,55 @@ NSYS_MEMORY_USAGE = ["--cuda-memory-usage=true"]
 #: synchronizations: every one, as nsys 2025.3 sets no threshold where given none; off by default:
 #: each unwound call takes longer), which nsys takes only where it samples the CPU
 NSYS_CUDA_BACKTRACE = ["--cudabacktrace=all"]
+#: and their Python stacks, in a Python program: nsys 2025.3.1 crashed a program without Python
+#: given it (a CUDA C++ program on the H200 died of SIGSEGV at its first CUDA call)
+NSYS_PYTHON_BACKTRACE = ["--python-backtrace=cuda"]
+#: nsys's samples of the Python threads' stacks (1,000 a second; off by default: each costs the
+#: sampled thread time)
+NSYS_PYTHON_SAMPLES = ["--python-sampling=true"]
+
+
+def is_python(cmd: Sequence[str]) -> bool:
+    """Whether ``cmd`` runs a Python program: a python executable (python, python3.12, ...), or
+    a script whose #! line names one (torchrun, pytest, a console script)."""
+    if not cmd:
+        return False
+    if re.fullmatch(r"python[0-9.]*", Path(cmd[0]).name):
+        return True
+    found = shutil.which(cmd[0])
+    try:
+        with open(found or cmd[0], "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
 
 
 def nsys_argv(nsys: str, out_base: Path, cmd: Sequence[str], gpu_metrics: bool = False,
-              cpu_samples: bool = False, cuda_memory_usage: bool = False, cuda_backtrace: bool = False) -> list[str]:
-    """``nsys profile`` of ``cmd``: CUDA, NVTX and OS-runtime traces; only the part between
-    ``cudaProfilerStart`` and ``cudaProfilerStop`` (the timed requests) is captured;
-    exported to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``. ``gpu_metrics``: the
+              cpu_samples: bool = False, cuda_memory_usage: bool = False, cuda_backtrace: bool = False,
+              python_samples: bool = False) -> list[str]:
+    """``nsys profile`` of ``cmd`` (the HSTU workload, a Python program): CUDA, NVTX and OS-runtime
+    traces; only the part between ``cudaProfilerStart`` and ``cudaProfilerStop`` (the timed
+    requests) is captured, into ``<out_base>.nsys-rep`` (exported to SQLite after it, with the NVTX
+    payloads: ``tracekit.ingest.nsysrep.export_sqlite``). ``gpu_metrics``: the
     GPUs' counters sampled too (``--gpu-metrics-devices=all``: SM clock, SMs and tensor pipes
     active, DRAM bandwidth; off by default: one sampler per GPU at a time, which a DCGM
     running its own profiling metrics already holds); ``cpu_samples``: the CPU sampled, with
     call stacks (``NSYS_CPU_SAMPLES``); ``cuda_memory_usage``: every allocation and free of GPU
-    memory recorded (``NSYS_MEMORY_USAGE``); ``cuda_backtrace``: the CUDA API calls' call stacks
-    (``NSYS_CUDA_BACKTRACE``, the CPU sampled)."""
+    memory recorded (``NSYS_MEMORY_USAGE``); ``cuda_backtrace``: the CUDA API calls' call stacks,
+    native and Python (``NSYS_CUDA_BACKTRACE``, ``NSYS_PYTHON_BACKTRACE``, the CPU sampled);
+    ``python_samples``: the Python threads' stacks sampled (``NSYS_PYTHON_SAMPLES``)."""
     return [
         nsys, "profile",
         "--trace=cuda,nvtx,osrt",
         *(["--gpu-metrics-devices=all"] if gpu_metrics else []),
         *(NSYS_MEMORY_USAGE if cuda_memory_usage else []),
-        *(NSYS_CUDA_BACKTRACE if cuda_backtrace else []),
+        *(NSYS_CUDA_BACKTRACE + NSYS_PYTHON_BACKTRACE if cuda_backtrace else []),
+        *(NSYS_PYTHON_SAMPLES if python_samples else []),
         "--capture-range=cudaProfilerApi",
         "--capture-range-end=stop",
         *NSYS_CPU_SAMPLES[bool(cpu_samples or cuda_backtrace)],
         "--force-overwrite=true",
-        "--export=sqlite",
         "-o", str(out_base),
         *cmd,
     ]
@@ -177,17 +204,18 @@ NSYS_UM_FAULTS = ["--cuda-um-cpu-page-faults=true", "--cuda-um-gpu-page-faults=t
 def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_range: str = "none",
                       nvtx_capture: str | None = None, gpu_metrics: bool = False, um_faults: bool = False,
                       cpu_samples: bool = False, cuda_memory_usage: bool = False,
-                      cuda_backtrace: bool = False) -> list[str]:
+                      cuda_backtrace: bool = False, python_samples: bool = False) -> list[str]:
     """``nsys profile`` of a user's command: CUDA, NVTX and OS-runtime traces of the whole
     program (``capture_range`` ``none``), of the part between cudaProfilerStart and
     cudaProfilerStop (``cudaProfilerApi``), or of the first instance of the NVTX range
     ``nvtx_capture`` (nsys ``--capture-range=nvtx --nvtx-capture=RANGE``, ``RANGE@DOMAIN``
     for a range of another domain, with unregistered strings matched: ``NSYS_NVTX_ENV``);
-    a range ends the capture (``--capture-range-end=stop``), the program runs on. Exported
-    to ``<out_base>.sqlite`` beside ``<out_base>.nsys-rep``; ``gpu_metrics`` as ``nsys_argv``;
+    a range ends the capture (``--capture-range-end=stop``), the program runs on. Into
+    ``<out_base>.nsys-rep``, as ``nsys_argv``; ``gpu_metrics`` as ``nsys_argv``;
     ``um_faults``: Unified Memory's page faults recorded (``NSYS_UM_FAULTS``; off by default:
-    each fault is slowed down by its recording); ``cpu_samples``, ``cuda_memory_usage`` and
-    ``cuda_backtrace`` as ``nsys_argv``."""
+    each fault is slowed down by its recording); ``cpu_samples``, ``cuda_memory_usage``,
+    ``cuda_backtrace`` and ``python_samples`` as ``nsys_argv``, the Python stacks of the CUDA
+    API calls only where ``cmd`` runs a Python program (``is_python``)."""
     if nvtx_capture is not None:
         if capture_range != "none":
             raise ValueError(f"--capture-range {capture_range} and --nvtx-capture: give one")
@@ -206,10 +234,11 @@ def nsys_command_argv(nsys: str, out_base: Path, cmd: Sequence[str], *, capture_
         *(NSYS_UM_FAULTS if um_faults else []),
         *(NSYS_MEMORY_USAGE if cuda_memory_usage else []),
         *(NSYS_CUDA_BACKTRACE if cuda_backtrace else []),
+        *(NSYS_PYTHON_BACKTRACE if cuda_backtrace and is_python(cmd) else []),
+        *(NSYS_PYTHON_SAMPLES if python_samples else []),
         *scope,
         *NSYS_CPU_SAMPLES[bool(cpu_samples or cuda_backtrace)],
         "--force-overwrite=true",
-        "--export=sqlite",
         "-o", str(out_base),
         *cmd,
     ]

@@ -309,7 +309,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
             ncu_launch_count: int | None = None, ncu_kernel_classes: list[str] | None = None,
             timeout_s: float | None = None, gpu_metrics: bool = False,
             replay_mode: str | None = None, cpu_samples: bool = False, cuda_memory_usage: bool = False,
-            cuda_backtrace: bool = False) -> Path:
+            cuda_backtrace: bool = False, python_samples: bool = False) -> Path:
     """Run the HSTU workload at (``bs``, ``nc``) under ``tool`` and return its run folder.
 
     ``tool``: ``nsys`` (timed requests inside a cudaProfilerStart/Stop capture range,
@@ -318,7 +318,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     CSV) or ``none`` (timing only); ``gpu_metrics``: under nsys, the GPU's counters sampled
     too, ``cpu_samples``: the CPU sampled with call stacks, ``cuda_memory_usage``: every
     allocation and free of GPU memory recorded, ``cuda_backtrace``: the CUDA API calls' call
-    stacks (``nsys_argv``). ``replay_mode``
+    stacks, native and Python, ``python_samples``: the Python threads' stacks sampled
+    (``nsys_argv``). ``replay_mode``
     (ncu only): ``kernel``, the default and the only mode the workload takes
     (``HSTU_APP_REPLAY``). ``warmup_ms`` and ``iters`` default to
     ``DEFAULT_WARMUP_MS`` and ``DEFAULT_ITERS``. ``preset`` defaults to ``large``
@@ -340,7 +341,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     for flag, value, what in (("gpu_metrics", gpu_metrics, "samples the GPU's counters"),
                               ("cpu_samples", cpu_samples, "samples the CPU"),
                               ("cuda_memory_usage", cuda_memory_usage, "records the GPU memory's allocations"),
-                              ("cuda_backtrace", cuda_backtrace, "unwinds the CUDA API calls")):
+                              ("cuda_backtrace", cuda_backtrace, "unwinds the CUDA API calls"),
+                              ("python_samples", python_samples, "samples the Python threads' stacks")):
         if not isinstance(value, bool):
             raise CaptureError(f"{flag} {value!r}: must be true or false")
         if value and tool != "nsys":
@@ -366,7 +368,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     worker_cmd = [sys.executable, "-m", "tracekit.capture.worker", str(spec_path)]
     if tool == "nsys":
         argv = profilers.nsys_argv(exe, run_dir / "nsys", worker_cmd, gpu_metrics=gpu_metrics, cpu_samples=cpu_samples,
-                                   cuda_memory_usage=cuda_memory_usage, cuda_backtrace=cuda_backtrace)
+                                   cuda_memory_usage=cuda_memory_usage, cuda_backtrace=cuda_backtrace,
+                                   python_samples=python_samples)
     elif tool == "ncu":
         argv = profilers.ncu_argv(exe, run_dir / "ncu", worker_cmd, kernel_regex=kernel_regex,
                                   launch_skip=ncu_launch_skip, launch_count=ncu_launch_count,
@@ -383,6 +386,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
               **({"cpu_samples": True} if cpu_samples else {}),
               **({"cuda_memory_usage": True} if cuda_memory_usage else {}),
               **({"cuda_backtrace": True} if cuda_backtrace else {}),
+              **({"python_samples": True} if python_samples else {}),
               **({"replay_mode": replay_mode} if replay_mode is not None else {})}
     meta: dict[str, Any] = {
         "name": run_name,
@@ -418,8 +422,11 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
             else:
                 error = worker.get("error") or _last_error_line(run_dir / LOG) or f"exit status {rc}"
                 out.error = f"{tool if tool != 'none' else 'workload'} exited with status {rc}: {error}"
-            if out.status == "ok" and tool == "nsys" and not (run_dir / "nsys.sqlite").exists():
-                out.status, out.error = "failed", "nsys wrote no SQLite export (nsys.sqlite); see capture.log"
+            # (a failed workload's report is exported too, as nsys itself would: `tracekit ingest` takes it)
+            if tool == "nsys" and (out.status == "ok" or (run_dir / "nsys.nsys-rep").exists()):
+                error = _nsys_export(exe, run_dir, log, meta)
+                if error and out.status == "ok":
+                    out.status, out.error = "failed", error
             if out.status == "ok" and tool == "ncu":
                 out.error = _ncu_exports(exe, run_dir, log, meta)
                 if out.error:
@@ -496,6 +503,28 @@ def _from_worker(worker: dict) -> dict:
         out["ncu_profiled_request_idx"] = worker["ncu_profiled_request_idx"]
     out["runtime"] = {k: worker.get(k) for k in ("torch", "triton", "cuda", "gpu_name", "build_s")}
     return out
+
+
+def _nsys_export(nsys: str, run_dir: Path, log, meta: dict, why: str = "") -> str | None:
+    """Export the run's nsys report to ``nsys.sqlite``, with its NVTX payloads (the Python
+    stacks: ``tracekit.ingest.nsysrep.export_sqlite``); the error, or None. ``why``: what to add
+    to the error where nsys wrote no report."""
+    from tracekit.ingest.nsysrep import export_sqlite
+
+    report = run_dir / "nsys.nsys-rep"
+    if not report.exists():
+        return f"nsys wrote no report (nsys.nsys-rep){why}; see capture.log"
+    try:
+        argv, res = export_sqlite(nsys, report, run_dir / "nsys.sqlite", timeout=600)
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"nsys export failed: {err}"
+    meta["profiler_commands"].append(argv)
+    log.write(f"$ {' '.join(argv)}\n{res.stdout}{res.stderr}")
+    log.flush()
+    if res.returncode != 0 or not (run_dir / "nsys.sqlite").exists():
+        last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+        return f"nsys export exited with status {res.returncode}: {last[0][:200]}"
+    return None
 
 
 def _ncu_exports(ncu: str, run_dir: Path, log, meta: dict) -> str | None:

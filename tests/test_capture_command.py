@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 import tracekit.cli  # noqa: F401  (the CLI's value converters: --db DbPath)
 from tracekit.errors import CaptureError, CaptureWarning
+from tracekit.ingest import nsysrep
 
 runner = CliRunner()
 META_KEYS = {"name", "tool", "params", "command", "program", "profiler_commands", "versions", "gpu",
@@ -27,8 +28,9 @@ CMD = ["/x/python", "bench.py", "--bs", "8"]
 SECTIONS = [a for s in profilers.NCU_SECTIONS for a in ("--section", s)]
 
 # A fake profiler: records its argv in $FAKE_ARGV, runs the program after `-o OUT` (with the
-# variable nsys -e sets), writes the export a real one would (a fixture's) and exits with the
-# program's status, as nsys and ncu 2025.3.1 do on the H200 (ncu saying so on a ==ERROR== line).
+# variable nsys -e sets), writes the report a real one would and exits with the program's
+# status, as nsys and ncu 2025.3.1 do on the H200 (ncu saying so on a ==ERROR== line); exports
+# a report as a fixture's export (nsys export: its argv in $FAKE_ARGV.export).
 FAKE = r'''#!{python}
 import json, lzma, os, shutil, subprocess, sys
 argv = sys.argv[1:]
@@ -37,6 +39,12 @@ src = os.environ["FAKE_DATA"]
 if "-i" in argv:  # ncu -i REPORT --csv --page raw|details
     page = argv[argv.index("--page") + 1]
     sys.stdout.write(lzma.open(os.path.join(src, page + ".csv.xz"), "rt").read())
+    sys.exit(0)
+if argv[0] == "export":  # nsys export --type sqlite ... -o OUT REPORT
+    with open(os.environ["FAKE_ARGV"] + ".export", "w") as f:
+        json.dump(argv, f)
+    with lzma.open(os.path.join(src, "export.sqlite.xz")) as f, open(argv[argv.index("-o") + 1], "wb") as g:
+        shutil.copyfileobj(f, g)
     sys.exit(0)
 with open(os.environ["FAKE_ARGV"], "w") as f:
     json.dump(argv, f)
@@ -51,8 +59,6 @@ rc = subprocess.call(cmd, env=env)
 if os.environ.get("FAKE_NO_EXPORT"):
     sys.exit(0)
 if tool == "nsys":
-    with lzma.open(os.path.join(src, "export.sqlite.xz")) as f, open(out + ".sqlite", "wb") as g:
-        shutil.copyfileobj(f, g)
     open(out + ".nsys-rep", "wb").close()
     sys.exit(rc)
 with lzma.open(os.path.join(src, "report.ncu-rep.xz")) as f, open(out + ".ncu-rep", "wb") as g:
@@ -82,7 +88,7 @@ def _meta(run_dir: Path) -> dict:
 
 
 def test_nsys_command_argv_for_each_option():
-    tail = ["--sample=none", "--cpuctxsw=none", "--force-overwrite=true", "--export=sqlite", "-o", "/r/nsys", *CMD]
+    tail = ["--sample=none", "--cpuctxsw=none", "--force-overwrite=true", "-o", "/r/nsys", *CMD]
     head = ["/x/nsys", "profile", "--trace=cuda,nvtx,osrt"]
     argv = profilers.nsys_command_argv
     assert argv("/x/nsys", Path("/r/nsys"), CMD) == [*head, "--capture-range=none", *tail]
@@ -99,13 +105,31 @@ def test_nsys_command_argv_for_each_option():
     assert argv("/x/nsys", Path("/r/nsys"), CMD, cpu_samples=True) == sampled
     assert argv("/x/nsys", Path("/r/nsys"), CMD, cuda_memory_usage=True) == \
         [*head, "--cuda-memory-usage=true", "--capture-range=none", *tail]
-    # (nsys unwinds CUDA API calls only where it samples the CPU: sampling comes with it)
+    # (nsys unwinds CUDA API calls only where it samples the CPU: sampling comes with it; their
+    # Python stacks of a Python program only: nsys crashed a CUDA C++ program given the option)
     assert argv("/x/nsys", Path("/r/nsys"), CMD, cuda_backtrace=True) == \
-        [*head, "--cudabacktrace=all", *sampled[len(head):]]
+        [*head, "--cudabacktrace=all", "--python-backtrace=cuda", *sampled[len(head):]]
+    native = ["/x/app", "--n", "3"]
+    assert argv("/x/nsys", Path("/r/nsys"), native, cuda_backtrace=True) == \
+        [*head, "--cudabacktrace=all", *sampled[len(head):-len(CMD)], *native]
+    assert argv("/x/nsys", Path("/r/nsys"), CMD, python_samples=True) == \
+        [*head, "--python-sampling=true", "--capture-range=none", *tail]
     with pytest.raises(ValueError, match="give one"):
         argv("/x/nsys", Path("/r/nsys"), CMD, capture_range="cudaProfilerApi", nvtx_capture="step")
     with pytest.raises(ValueError, match="--capture-range 'nvtx'"):
         argv("/x/nsys", Path("/r/nsys"), CMD, capture_range="nvtx")
+
+
+def test_a_python_program_is_told_by_its_executable_or_its_first_line(tmp_path):
+    script = tmp_path / "torchrun"
+    script.write_text("#!/usr/bin/env python3\nprint(1)\n")
+    shell = tmp_path / "run.sh"
+    shell.write_text("#!/bin/sh\npython3 x.py\n")
+    binary = tmp_path / "app"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(64))
+    for cmd, python in ((["python"], True), (["/usr/bin/python3.12", "-m", "x"], True), ([str(script), "--nproc", "2"], True),
+                        ([str(shell)], False), ([str(binary)], False), (["/no/such/program"], False), ([], False)):
+        assert profilers.is_python(cmd) is python, cmd
 
 
 def test_ncu_command_argv_for_each_option():
@@ -301,8 +325,12 @@ def test_nsys_command_run_is_ingested_and_its_setup_compared(tmp_path, monkeypat
     meta = _meta(out / "base")
     assert meta["status"] == "ok" and meta["exit_code"] == 0 and meta["profiler_exit_code"] == 0
     argv = profilers.nsys_command_argv(str(fake), out / "base" / "nsys", prog, nvtx_capture="step")
-    assert meta["profiler_commands"] == [argv]
+    # exported after, with the NVTX payloads (the Python stacks nsys records in them)
+    export = nsysrep.export_argv(str(fake), out / "base" / "nsys.nsys-rep", out / "base" / "nsys.sqlite")
+    assert "--include-blobs=true" in export
+    assert meta["profiler_commands"] == [argv, export]
     assert json.loads((tmp_path / "argv.json").read_text()) == argv[1:]
+    assert json.loads((tmp_path / "argv.json.export").read_text()) == export[1:]
     assert "range env 0" in (out / "base" / "capture.log").read_text()
     assert meta["params"] == {"tool": "nsys", "program": "python", "nvtx_capture": "step", "variant": "a"}
     assert "top kernels" in res.output and "in the store as run 1" in res.output
@@ -348,7 +376,7 @@ def test_a_failing_program_under_nsys_is_failed_and_not_ingested(tmp_path, monke
 def test_nsys_without_an_export_says_which_range_never_ran(tmp_path, monkeypatch):
     _fake(tmp_path, monkeypatch, "nsys", DATA / "nsys_capture_range")
     monkeypatch.setenv("FAKE_NO_EXPORT", "1")
-    with pytest.raises(CaptureError, match=r"nsys wrote no SQLite export \(nsys.sqlite\): the NVTX range 'step' "
+    with pytest.raises(CaptureError, match=r"nsys wrote no report \(nsys.nsys-rep\): the NVTX range 'step' "
                                            r"never ran\?; see capture.log"):
         command.capture_command([sys.executable, "-c", "pass"], "nsys", out_dir=tmp_path, name="n",
                                 nvtx_capture="step", ingest=False)

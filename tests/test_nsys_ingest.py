@@ -1115,7 +1115,7 @@ VIEW_COLUMNS = {
                "device_gap_ns BIGINT, name_id BIGINT",
     "api_calls": "run_id INTEGER, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, global_tid BIGINT, global_pid BIGINT, "
                  "pid INTEGER, tid INTEGER, correlation_id BIGINT, name VARCHAR, raw_name VARCHAR, "
-                 "return_value BIGINT, nvtx_range_id BIGINT, name_id BIGINT, callchain_id BIGINT",
+                 "return_value BIGINT, nvtx_range_id BIGINT, name_id BIGINT, callchain_id BIGINT, python_stack_id BIGINT",
     "gpu_ops": "run_id INTEGER, op_kind VARCHAR, name VARCHAR, start_ns BIGINT, end_ns BIGINT, dur_ns BIGINT, "
                "device_id BIGINT, context_id BIGINT, stream_id BIGINT, correlation_id BIGINT, global_pid BIGINT, "
                "stream_gap_ns BIGINT, device_gap_ns BIGINT",

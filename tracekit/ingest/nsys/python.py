@@ -104,11 +104,13 @@ def read(export: Export, path: Path, strings: pa.Table | None) -> Stacks | None:
         ok, state, stack, found = _decode(sel.column("binaryData"), layout, next_id)
         bad += int((~ok).sum())
         keep = from_numpy(ok)
+        states, which = np.unique(state[ok], return_inverse=True)  # (a few values: named once each)
         parts.append(pa.table({
             "start": sel.column("start").filter(keep), "globalTid": sel.column("globalTid").filter(keep),
-            "kind": pa.array([kind] * int(ok.sum()), pa.string()),
+            "kind": pa.repeat(pa.scalar(kind, pa.string()), int(ok.sum())),
             "stack_id": from_numpy(stack[ok], mask=stack[ok] < 0),
-            "thread_state": pa.array([layout.states.get(int(s)) for s in state[ok]], pa.string()),
+            "thread_state": pa.array([layout.states.get(int(v)) for v in states], pa.string()).take(
+                from_numpy(which.reshape(-1).astype(np.int64))),
         }))
         if len(found):
             frames.append(found)
@@ -172,9 +174,19 @@ def _layouts(export: Export) -> dict[int, tuple[str, Layout | None]]:
 
 
 def _ints(buf: np.ndarray, pos: np.ndarray, f: Field) -> np.ndarray:
-    """The little-endian integers of field ``f`` at each position of ``pos`` in ``buf``."""
-    b = buf[(pos + f.offset)[:, None] + np.arange(f.size)]
-    return b.view(f"<{'i' if f.signed else 'u'}{f.size}").reshape(-1).astype(np.int64)
+    """The little-endian integers of field ``f`` at each position of ``pos`` in ``buf`` (as int64):
+    ``buf`` seen as integers of the field's size from each of its first ``size`` bytes, each
+    position read from the view it falls on a whole integer of."""
+    at = pos + f.offset
+    dtype = np.dtype(f"<{'i' if f.signed else 'u'}{f.size}")
+    out = np.empty(len(at), np.int64)
+    phase = at % f.size
+    for k in range(f.size):
+        which = np.flatnonzero(phase == k)
+        if len(which):
+            view = buf[k:k + (len(buf) - k) // f.size * f.size].view(dtype)
+            out[which] = view[(at[which] - k) // f.size]
+    return out
 
 
 def _decode(blobs: pa.ChunkedArray, layout: Layout, first_id: int):
@@ -204,26 +216,28 @@ def _decode(blobs: pa.ChunkedArray, layout: Layout, first_id: int):
     count = np.where(ok, count, 0)
     # every frame's place: its blob's frames, then its index among them
     total = int(count.sum())
-    blob_of = np.repeat(np.arange(n), count)
-    depth = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
-    pos = payload[blob_of] + layout.frames + depth * layout.frame_size
-    triples = np.stack([_ints(buf, pos, layout.function), _ints(buf, pos, layout.file),
-                        _ints(buf, pos, layout.line)], axis=1) if total else np.zeros((0, 3), np.int64)
-    stack, found, next_id = np.full(n, -1, np.int64), [], first_id
     first = np.cumsum(count) - count
-    # the stacks of k frames, k at a time: a (blobs, 3k) matrix whose distinct rows are the stacks
-    for k in np.unique(count[ok & (count > 0)]):
-        blobs_k = np.flatnonzero(ok & (count == k))
-        rows = triples[(first[blobs_k])[:, None] + np.arange(k)].reshape(len(blobs_k), 3 * k)
-        distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
-        stack[blobs_k] = next_id + inverse.reshape(-1)
-        each = distinct.reshape(-1, 3)
-        found.append((np.repeat(np.arange(next_id, next_id + len(distinct)), k), np.tile(np.arange(k), len(distinct)),
-                      each[:, 0], each[:, 1], each[:, 2]))
-        next_id += len(distinct)
-    names = ("stack_id", "depth", "function", "file", "line")
-    return ok, state, stack, {c: np.concatenate(parts) for c, parts in zip(names, zip(*found, strict=True),
-                                                                            strict=True)} if found else {}
+    depth = np.arange(total) - np.repeat(first, count)
+    pos = np.repeat(payload, count) + layout.frames + depth * layout.frame_size
+    triples = np.empty((total, 3), np.int64)
+    for i, f in enumerate((layout.function, layout.file, layout.line)):
+        triples[:, i] = _ints(buf, pos, f)
+    # each blob's frames are one run of rows of ``triples``: as bytes, one binary value per blob,
+    # whose distinct values (Arrow's hash encoding: exact) are the stacks
+    ends = np.append(first, total).astype(np.int64) * triples.itemsize * 3
+    by_blob = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(ends), pa.py_buffer(triples)])
+    encoded = pc.dictionary_encode(by_blob)
+    inverse = np.asarray(encoded.indices, np.int64)
+    distinct = encoded.dictionary
+    d_offsets = np.frombuffer(distinct.buffers()[1], np.int64)[distinct.offset:distinct.offset + len(distinct) + 1]
+    d_frames = np.diff(d_offsets) // (triples.itemsize * 3)
+    each = (np.frombuffer(distinct.buffers()[2], np.int64, count=int(d_offsets[-1]) // 8, offset=int(d_offsets[0]))
+            .reshape(-1, 3)) if len(distinct) else np.zeros((0, 3), np.int64)
+    stack = np.where(ok & (count > 0), first_id + inverse, -1)
+    found = {"stack_id": np.repeat(first_id + np.arange(len(distinct)), d_frames),
+             "depth": np.arange(len(each)) - np.repeat(np.cumsum(d_frames) - d_frames, d_frames),
+             "function": each[:, 0], "file": each[:, 1], "line": each[:, 2]}
+    return ok, state, stack, found if len(each) else {}
 
 
 def _named_frames(frames: list[dict[str, np.ndarray]], strings: pa.Table | None) -> pa.Table:

@@ -478,20 +478,25 @@ def test_cli_formats(tmp_path, plain_export):
     assert '"n":247' in js.stdout.replace(" ", "")
 
 
+def _report_and_nsys(tmp_path, monkeypatch, export, check: str):
+    """A stand-in .nsys-rep, and a stand-in nsys ($TRACEKIT_NSYS) that runs the bash lines ``check``
+    on its arguments, then writes ``export`` where -o says."""
+    fake = tmp_path / "nsys"
+    fake.write_text(f"#!/usr/bin/env bash\n{check}"
+                    'while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done\n'
+                    f'cp "{export}" "$out"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("TRACEKIT_NSYS", str(fake))
+    rep = tmp_path / "capture.nsys-rep"
+    rep.write_bytes(b"not sqlite: a report")
+    return rep
+
+
 def test_nsys_rep_is_exported_with_nsys(tmp_path, plain_export, monkeypatch):
     """A .nsys-rep goes through `nsys export --type sqlite` (here a stand-in nsys that
     writes the export it was asked for, checking the arguments it gets)."""
-    fake = tmp_path / "nsys"
-    fake.write_text(
-        "#!/usr/bin/env bash\n"
-        '[ "$1" = export ] && [ "$2" = --type ] && [ "$3" = sqlite ] || exit 9\n'
-        'while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done\n'
-        f'cp "{plain_export}" "$out"\n'
-    )
-    fake.chmod(0o755)
-    rep = tmp_path / "capture.nsys-rep"
-    rep.write_bytes(b"not sqlite: a report")
-    monkeypatch.setenv("TRACEKIT_NSYS", str(fake))
+    rep = _report_and_nsys(tmp_path, monkeypatch, plain_export,
+                           '[ "$1" = export ] && [ "$2" = --type ] && [ "$3" = sqlite ] || exit 9\n')
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     db = tmp_path / "s.duckdb"
     proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(db), "ingest", str(rep)],
@@ -509,18 +514,9 @@ def test_nsys_rep_is_exported_with_its_nvtx_payloads_where_nsys_can(tmp_path, pl
     does not know the option (a stand-in that refuses it as nsys refuses an unknown one) exports
     without them."""
     calls = tmp_path / "calls"
-    fake = tmp_path / "nsys"
-    fake.write_text(
-        "#!/usr/bin/env bash\n"
-        f'echo "$*" >> "{calls}"\n'
-        'for a in "$@"; do [ "$a" = --include-blobs=true ] && { echo "unrecognised option \'$a\'" >&2; exit 1; }; done\n'
-        'while [ $# -gt 1 ]; do [ "$1" = -o ] && out=$2; shift; done\n'
-        f'cp "{plain_export}" "$out"\n'
-    )
-    fake.chmod(0o755)
-    rep = tmp_path / "capture.nsys-rep"
-    rep.write_bytes(b"not sqlite: a report")
-    monkeypatch.setenv("TRACEKIT_NSYS", str(fake))
+    rep = _report_and_nsys(tmp_path, monkeypatch, plain_export, f'echo "$*" >> "{calls}"\n'
+                           'for a in "$@"; do [ "$a" = --include-blobs=true ] && '
+                           '{ echo "unrecognised option \'$a\'" >&2; exit 1; }; done\n')
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(rep)
         assert tk.sql("SELECT count(*) AS n FROM kernels")["n"][0] == 247

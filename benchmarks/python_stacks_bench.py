@@ -17,7 +17,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from twin_ingest import finish, ingest_ratio, options, row_counts, time_queries, twin_without, unpacked
+from twin_ingest import (
+    finish,
+    ingest_ratio,
+    options,
+    row_counts,
+    time_queries,
+    twin_without,
+    unpacked,
+)
 
 import tracekit
 

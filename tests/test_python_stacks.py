@@ -9,29 +9,29 @@ import re
 
 import polars as pl
 import pytest
-from conftest import DATA
+from conftest import DATA, NSYS_EXPORTS
 
 import tracekit
 from tracekit.errors import QueryError
 
-FIXTURE = DATA / "nsys_python_hot"
 
-
-def _spent() -> dict[str, tuple[int, float]]:
-    """What the program printed: per function, its last line and the milliseconds it took over
-    the steps (time.perf_counter around each call)."""
-    text = (FIXTURE / "profile.log").read_text()
+def _spent(scen: str) -> dict[str, tuple[int, float]]:
+    """What a capture's program printed: per function, its last line and the milliseconds it took
+    over the steps (time.perf_counter around each call)."""
+    text = (DATA / f"nsys_{scen}" / "profile.log").read_text()
     return {f: (int(line), float(ms)) for f, line, ms in
             re.findall(r"^(\w+): line (\d+), ([\d.]+) ms in \d+ calls$", text, re.M)}
 
 
-def test_the_samples_shares_are_the_time_each_function_took(nsys_db):
+@pytest.mark.parametrize("scen", ["python_hot", "python_hot_again", "python_hot_slow"])
+def test_the_samples_shares_are_the_time_each_function_took(nsys_db, scen):
     """Inside the steps (range=step), the samples under parse, under prepare (pack, one call
     deeper) and under run_model (the GEMM and .item()'s wait) are the shares of the time the
-    program measured for them, within 2 points: nsys samples the thread 1,000 times a second."""
-    spent = _spent()
+    program measured for them, within 2 points: nsys samples the thread 1,000 times a second. So
+    in the capture again, and in the one whose parse took twice as long (its share 23.6 % -> 38 %)."""
+    spent = _spent(scen)
     assert set(spent) == {"parse", "prepare", "run_model"}
-    stacks = nsys_db.query("python-stacks", run="python_hot", range="step", limit=0)
+    stacks = nsys_db.query("python-stacks", run=scen, range="step", limit=0)
     assert stacks["stack"].str.starts_with("<module> (nsys_python_hot.py:").all()
     total = sum(ms for _, ms in spent.values())
     for fn, (line, ms) in spent.items():
@@ -104,7 +104,6 @@ def test_the_hstu_workload_captured_with_python_samples(tmp_path):
 def test_the_report_draws_the_python_flame_graph(tmp_path):
     """A run with Python samples has the section, after the CPU's; a run without leaves it out
     without a word."""
-    from conftest import NSYS_EXPORTS
     from test_report import _parse
 
     from tracekit import report

@@ -18,8 +18,9 @@
 #                   planted sizes and lifetimes, twice: noise; then with --leak --big-workspace, the regression)
 #                   backtrace (programs/nsys_backtrace.py, --cudabacktrace=all:0 --python-backtrace=cuda: each CUDA
 #                   API call's call stack, from known Python functions)
-#                   python_hot (programs/nsys_python_hot.py, --python-sampling=true: Python functions with planted
-#                   shares of the time, their stacks sampled)
+#                   python_hot python_hot_again python_hot_slow (programs/nsys_python_hot.py, --python-sampling=true:
+#                   Python functions with planted shares of the time, their stacks sampled; twice: noise; then with
+#                   --slow-parse, parse twice as long, the regression)
 #                   mem_odd (programs/nsys_mem_odd.cu: virtual memory management, a graph memory node, a pool of
 #                   its own, cudaMallocPitch, cudaHostAlloc and cudaHostRegister)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
@@ -130,6 +131,8 @@ cmdline() {
     gpu_metrics_*) echo "python3 $here/programs/nsys_gpu_metrics.py ${1#gpu_metrics_}" ;;
     diff_regressed) echo "python3 $here/programs/nsys_diff.py --more-launches --new-kernel --slower" ;;
     nccl_overlap) echo "python3 $here/programs/nsys_nccl.py" ;;
+    python_hot_slow) echo "python3 $here/programs/nsys_python_hot.py --slow-parse" ;;  # parse 2x as long (diff)
+    python_hot*) echo "python3 $here/programs/nsys_python_hot.py" ;;
     *) echo "python3 $here/programs/nsys_$1.py" ;;
   esac
 }
@@ -151,7 +154,7 @@ options() {
     # every CUDA API call's native call stack (threshold 0: each call, not only those past 80 us)
     # and its Python one
     backtrace) echo "-t cuda,nvtx,osrt --cudabacktrace=all:0 --python-backtrace=cuda" ;;
-    python_hot) echo "-t cuda,nvtx,osrt --python-sampling=true" ;;  # each Python thread's stack, 1,000 a second
+    python_hot*) echo "-t cuda,nvtx,osrt --python-sampling=true" ;;  # each Python thread's stack, 1,000 a second
     autograd) echo "-t cuda,nvtx,osrt,cublas,cudnn --pytorch=autograd-nvtx" ;;
     # the capture starts at the NVTX range "profile" and stops at its end; the program's NVTX
     # texts are not registered strings, which nsys matches only with REGISTER_ONLY=0
@@ -324,7 +327,7 @@ for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
   fi
   [ $rc = 0 ] || echo "profile $scen failed rc=$rc"
   tail -3 "$d/profile.log"
-  if [ "$scen" = backtrace ] || [ "$scen" = python_hot ]; then  # (Python frames: NVTX payloads, --include-blobs)
+  if [ "$scen" = backtrace ] || [ "${scen#python_hot}" != "$scen" ]; then  # (Python frames: NVTX payloads, --include-blobs)
     nsys export --type sqlite --include-blobs=true --force-overwrite=true -o "$d/export.sqlite" "$d/export.nsys-rep" \
       > "$d/export.log" 2>&1 || { echo "export with blobs rc=$?"; tail -3 "$d/export.log"; }
     rm -f "$d/export.log"

@@ -9,7 +9,7 @@ nsys's samples of the Python threads' stacks (``--python-sampling=true``).
 
 At the end the program prints, per function, its source line and the time spent in it over the
 steps, measured with ``time.perf_counter`` around each call: the ground truth of the samples'
-shares (profile.log).
+shares (profile.log). ``--slow-parse``: ``parse`` takes twice as long (a planted regression).
 """
 
 from __future__ import annotations
@@ -66,4 +66,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import sys
+
+    if "--slow-parse" in sys.argv[1:]:  # (the planted regression of nsys_python_hot_slow: parse takes twice as long)
+        PARSE_MS *= 2
     main()

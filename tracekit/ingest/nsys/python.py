@@ -40,6 +40,8 @@ _HEADER, _ENTRY = 8, 24
 
 
 class Field(NamedTuple):
+    """An integer of a payload: its byte offset (in the payload, or in a frame), size, sign."""
+
     offset: int
     size: int
     signed: bool

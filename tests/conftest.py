@@ -51,8 +51,7 @@ CPU_ONLY = ("cpu_only", "cpu_only_more", "cpu_only_again", "cpu_only_slow")
 #: allocations recorded (twice, and with a planted leak and a larger workspace), and GPU memory from virtual
 #: memory management, a CUDA graph's memory nodes, a pool of its own, pitched and host memory, and CUDA API
 #: calls captured with their call stacks, native and Python (nsys --cudabacktrace --python-backtrace=cuda), and
-#: Python functions with planted shares of the time, their stacks sampled (nsys --python-sampling; twice, and
-#: with one function twice as long))
+#: Python functions with planted shares of the time, their stacks sampled (nsys --python-sampling))
 NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
                   "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range",
                   "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
@@ -63,7 +62,7 @@ NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "
                   "copies_pinned", "copies_pinned_again", "copies_pageable",
                   "gpu_metrics", "gpu_metrics_again", "gpu_metrics_zeros", "um_faults", "um_faults_again", "um_gpu_only",
                   "um_prefetch", "cpu_hot", "cpu_hot_again", "cpu_hot_slow", "mem", "mem_again", "mem_grow",
-                  "mem_odd", "backtrace", "python_hot", "python_hot_again", "python_hot_slow", *(f"pair_{r}" for r in ("base", "base_again", "half_sms")),
+                  "mem_odd", "backtrace", "python_hot", *(f"pair_{r}" for r in ("base", "base_again", "half_sms")),
                   *(f"pace_{r}" for r in ("before", "before2", "after"))]
 #: a store table of events nsys records only when told (a query's @traced) -> the scenario that
 #: has them, which a question about them is asked of: the GPU's sampled counters, Unified Memory's
@@ -91,8 +90,7 @@ NSYS_EXPORTS = {
         "memops", "autograd", "inductor", "streams", "nccl", "nccl_overlap", "jax", "jax_graph", "jax_whole",
         "copies_pinned", "copies_pinned_again", "copies_pageable", "gpu_metrics", "gpu_metrics_again",
         "gpu_metrics_zeros", "um_faults", "um_faults_again", "um_gpu_only", "um_prefetch", "cpu_hot", "cpu_hot_again",
-        "cpu_hot_slow", "mem", "mem_again", "mem_grow", "mem_odd", "backtrace", "python_hot", "python_hot_again",
-        "python_hot_slow")},
+        "cpu_hot_slow", "mem", "mem_again", "mem_grow", "mem_odd", "backtrace", "python_hot")},
     # one export per rank of a 4-process job (tests/data/nsys_ranks/PLANT.md)
     **{f"ranks_rank{r}": DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz" for r in range(4)},
     # two ranks of the job spread over 2 GPUs: rank 1 ran on device 1 (nsys_ranks_2gpu/PLANT.md)

@@ -20,7 +20,8 @@
 #                   API call's call stack, from known Python functions)
 #                   python_hot python_hot_again python_hot_slow (programs/nsys_python_hot.py, --python-sampling=true:
 #                   Python functions with planted shares of the time, their stacks sampled; twice: noise; then with
-#                   --slow-parse, parse twice as long, the regression)
+#                   --slow-parse, parse twice as long, the regression); python_hot_again2 python_hot_again3 (two
+#                   more of the same, later: the noise of four identical captures)
 #                   mem_odd (programs/nsys_mem_odd.cu: virtual memory management, a graph memory node, a pool of
 #                   its own, cudaMallocPitch, cudaHostAlloc and cudaHostRegister)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
@@ -83,7 +84,9 @@
 # 2026-12-01 with the Python stacks: nsys --python-backtrace=cuda, the report exported with --include-blobs=true), what
 # `tracekit capture --cuda-backtrace` runs: every CUDA API call nsys unwinds has its call stack, native and Python;
 # hstu_capture_python with capture(8, 1024, tool="nsys", python_samples=True, ingest=False) (2026-12-01), what
-# `tracekit capture --python-samples` runs: the Python threads' stacks sampled 1,000 times a second in the range.
+# `tracekit capture --python-samples` runs: the Python threads' stacks sampled 1,000 times a second in the range;
+# hstu_capture_python_again and _again2 the same twice more (2026-12-01, one lease, minutes apart: the noise of the
+# Python samples, diff's python scope; the first after the machine started, so its warm-up ran fewer requests).
 # The Source pages of the earlier reports were exported later (2026-11-28, ncu 2025.3.1 on the H200, source_pages
 # below): ncu_full/source_sass.csv, ncu_diff_a/source_cuda_sass.csv, and hstu_capture_ncu/ncu_source_cuda_sass.csv
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).

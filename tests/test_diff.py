@@ -321,7 +321,8 @@ def test_unified_memory_noise_pair_is_quiet(managed, base, new):
     handler's batching), CPU faults equal, migrations within 4 %: nothing judged, the faults
     within UM_NOISE_PCT."""
     df = managed.diff(base, new)
-    assert set(df["scope"]) == set(D.NSYS_SCOPES) - {"cpu", "memory"}  # (captured without CPU sampling or memory usage)
+    assert set(df["scope"]) == set(D.NSYS_SCOPES) - {"cpu", "python", "memory"}  # (captured without CPU or Python
+    # sampling or memory usage)
     assert set(df["verdict"]) == {"unchanged"}, _flagged(df)
     um = {r["key"]: r for r in df.filter(pl.col("scope") == "um").iter_rows(named=True)}
     assert set(um) == {"CPU page faults", "GPU read page faults", "GPU write page faults", "GPU atomic page faults"}
@@ -945,7 +946,7 @@ def test_cli_gate_and_formats(store, tmp_path, capsys):
     (["²", "hstu"], "no run or sweep '²'"),
     (["hstu", "slow", "--threshold", "0"], "--threshold 0.0: must be a positive percentage"),
     (["hstu", "slow", "--threshold", "-5"], "--threshold -5.0: must be a positive percentage"),
-    (["hstu", "slow", "--by", "kernels"], "--by 'kernels': choose from kernel, nvtx, api, memcpy, gpu, um, cpu, memory, ncu, sweep"),
+    (["hstu", "slow", "--by", "kernels"], "--by 'kernels': choose from kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory, ncu, sweep"),
     (["hstu", "slow", "--by", "ncu"], "--by ncu: run 1 (hstu) [nsys] has no ncu scope"),
     (["hstu", "slow", "--by", "sweep"], "has no sweep scope"),
     (["hstu", "slow", "--by", " "], "--by ' ': no scope in it"),  # (--by "$SCOPE" with SCOPE unset)

@@ -268,7 +268,7 @@ def test_what_cannot_be_compared_is_one_line(store, tk, capsys):
         tk.diff_jobs("13", "1")
     with pytest.raises(QueryError, match="no run or job 'nope'"):
         tk.diff_jobs("1", "nope")
-    with pytest.raises(ParamError, match="--by 'ncu': choose from job, kernel, nvtx, api, memcpy, gpu, um, cpu, memory "
+    with pytest.raises(ParamError, match="--by 'ncu': choose from job, kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory "
                                          r"\(a job is compared in the nsys scopes\)"):
         tk.diff_jobs("1", "5", by="ncu")
     with pytest.raises(ParamError, match="--threshold 0: must be a positive percentage"):

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 
 import polars as pl
 import pytest
 from conftest import DATA, NSYS_EXPORTS
 
 import tracekit
-from tracekit.errors import QueryError
+from tracekit.errors import CaptureWarning, QueryError
 
 
 def _spent(scen: str) -> dict[str, tuple[int, float]]:
@@ -23,25 +24,28 @@ def _spent(scen: str) -> dict[str, tuple[int, float]]:
             re.findall(r"^(\w+): line (\d+), ([\d.]+) ms in \d+ calls$", text, re.M)}
 
 
+HOT = ("python_hot", "python_hot_again", "python_hot_again2", "python_hot_again3", "python_hot_slow")
+
+
 @pytest.fixture(scope="module")
-def hot(nsys_db, tmp_path_factory):
-    """nsys_db's python_hot, and its captures again and with parse twice as long (stored apart:
-    the session's store holds the first alone)."""
+def hot(tmp_path_factory):
+    """python_hot, captured four times (noise) and with parse twice as long, in one store of their
+    own (the session's store holds the first alone)."""
     with tracekit.open(tmp_path_factory.mktemp("python") / "s.duckdb") as tk:
-        for scen in ("python_hot_again", "python_hot_slow"):
+        for scen in HOT:
             tk.ingest(DATA / f"nsys_{scen}" / "export.sqlite.xz", name=scen)
-        yield {"python_hot": nsys_db, "python_hot_again": tk, "python_hot_slow": tk}
+        yield tk
 
 
-@pytest.mark.parametrize("scen", ["python_hot", "python_hot_again", "python_hot_slow"])
+@pytest.mark.parametrize("scen", HOT)
 def test_the_samples_shares_are_the_time_each_function_took(hot, scen):
     """Inside the steps (range=step), the samples under parse, under prepare (pack, one call
     deeper) and under run_model (the GEMM and .item()'s wait) are the shares of the time the
     program measured for them, within 2 points: nsys samples the thread 1,000 times a second. So
-    in the capture again, and in the one whose parse took twice as long (its share 23.6 % -> 38 %)."""
+    in the captures again, and in the one whose parse took twice as long (its share 23.6 % -> 38 %)."""
     spent = _spent(scen)
     assert set(spent) == {"parse", "prepare", "run_model"}
-    stacks = hot[scen].query("python-stacks", run=scen, range="step", limit=0)
+    stacks = hot.query("python-stacks", run=scen, range="step", limit=0)
     assert stacks["stack"].str.starts_with("<module> (nsys_python_hot.py:").all()
     total = sum(ms for _, ms in spent.values())
     for fn, (line, ms) in spent.items():
@@ -53,6 +57,65 @@ def test_the_samples_shares_are_the_time_each_function_took(hot, scen):
     assert deep["stack"].str.contains(";pack (nsys_python_hot.py:", literal=True).all()
     assert (deep["modules"].str.split(";").list.len() == deep["frames"]).all()
     assert deep["modules"].str.split(";").list.first().eq("nsys_python_hot.py").all()
+
+
+def _python_rows(tk, base: str, new: str) -> dict[tuple[str, str], dict]:
+    df = tk.diff(base, new, by="python")
+    assert set(df["scope"]) == {"python"} and set(df["metric"]) == {"self_ns", "total_ns"}
+    assert set(df["verdict"]) == {"unchanged"} and df["note"].str.ends_with("host-timed, not judged").all()
+    return {(r["key"], r["metric"]): r for r in df.iter_rows(named=True)}
+
+
+def test_diff_says_where_the_python_time_moved_and_judges_none_of_it(hot):
+    """diff's python scope: per function (file as on any machine, no line), its sampled wall time
+    itself and under it, the samples in the note. The planted 2x reads as one: parse's time doubles
+    (as the program measured, 320 -> 640 ms), with pack and run_model unmoved, p and interval
+    beside; the four identical captures move as much or more in torch's import and in a function
+    it runs, so nothing is judged (diff._python_scope)."""
+    rows = _python_rows(hot, "python_hot", "python_hot_slow")
+    parse = rows[("parse (nsys_python_hot.py)", "total_ns")]
+    assert "samples 308 -> 629" in parse["note"] and 95 < parse["delta_pct"] < 115 and parse["p_value"] < 1e-20
+    assert ("parse (nsys_python_hot.py)", "self_ns") not in rows  # (never innermost: _spin's generator is)
+    assert rows[("<genexpr> (nsys_python_hot.py)", "self_ns")]["delta_pct"] > 50
+    assert parse["delta_pct_low"] < parse["delta_pct"] < parse["delta_pct_high"]
+    for fn in ("pack", "run_model"):
+        moved = rows[(f"{fn} (nsys_python_hot.py)", "total_ns")]
+        assert abs(moved["delta_pct"]) < 12 and moved["p_value"] > 0.01, moved
+    assert parse["new"] == pytest.approx(640e6, rel=0.05)  # (samples x the interval: ~1 ms each)
+    # the noise of identical captures, in the docstring's figures
+    torch = _python_rows(hot, "python_hot", "python_hot_again")[("<module> (torch/__init__.py)", "total_ns")]
+    assert "samples 2,799 -> 3,570" in torch["note"] and torch["p_value"] < 1e-18
+    wrapper = _python_rows(hot, "python_hot_again2", "python_hot_again3")[
+        ("out_wrapper (torch/_prims_common/wrappers.py)", "self_ns")]
+    assert "samples 63 -> 1" in wrapper["note"] and wrapper["p_value"] < 1e-10
+    assert {k for k, _ in rows} >= {"_find_and_load (<frozen importlib._bootstrap>)", "get_data (<frozen "
+                                    "importlib._bootstrap_external>)", "update_wrapper (functools.py)"}
+
+
+def test_diff_of_the_pipelines_python_time_across_identical_captures(tmp_path):
+    """The inference pipeline captured with --python-samples three times (hstu_capture_python,
+    then _again and _again2 minutes apart on another lease): its Triton launcher and attention call
+    move by 2-3x with nothing changed, the noise that keeps the scope from judging. A run without
+    Python samples has no python scope, and asking for it says what the capture lacked."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk, warnings.catch_warnings():
+        # (the first was captured by the code before its commit: the workload's the same)
+        warnings.filterwarnings("ignore", "diff: the captures differ in setup: code 23e51ed28589[+]dirty -> ",
+                                CaptureWarning)
+        for name in ("hstu_capture_python", "hstu_capture_python_again", "hstu_capture_python_again2"):
+            tk.ingest(DATA / name, name=name)
+        tk.ingest(NSYS_EXPORTS["backtrace"], name="backtrace")
+        launcher = _python_rows(tk, "hstu_capture_python_again", "hstu_capture_python_again2")[
+            ("launch_gluon (_cached_gluon.py)", "total_ns")]
+        assert "samples 30 -> 68" in launcher["note"] and launcher["p_value"] < 0.01
+        attention = _python_rows(tk, "hstu_capture_python", "hstu_capture_python_again2")[
+            ("attention (model.py)", "total_ns")]
+        assert "samples 45 -> 154" in attention["note"] and attention["p_value"] < 1e-10
+        assert "python" in set(tk.diff("hstu_capture_python", "hstu_capture_python_again")["scope"])
+        warnings.simplefilter("ignore", CaptureWarning)  # (two unrelated programs: their setups differ)
+        assert "python" not in set(tk.diff("hstu_capture_python", "backtrace")["scope"])
+        with pytest.raises(tracekit.TracekitError, match=r"^--by python: run 4 \(backtrace\) \[nsys without "
+                                                         r"Python sample trace\] has no python scope"):
+            tk.diff("hstu_capture_python", "backtrace", by="python")
 
 
 def test_the_filters_ask_for_part_of_the_samples(nsys_db):

@@ -652,10 +652,11 @@ def diff_cmd(
     new: Annotated[str, typer.Argument(help="new: run id, run name, sweep id, or a file, run folder or sweep's "
                                                 "folder to ingest")],
     by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um (Unified Memory "
-                                          "page faults), cpu (sampled CPU time by function), memory (GPU memory "
+                                          "page faults), cpu (sampled CPU time by function), python (sampled Python time by "
+                                          "function, not judged), memory (GPU memory "
                                           "allocated, at its peak, left allocated), ncu or sweep (request "
                                           "latency per bs x nc point, of sweeps or captures; with --jobs: job, "
-                                          "kernel, nvtx, api, memcpy, gpu, um, cpu or memory; repeatable; default: "
+                                          "kernel, nvtx, api, memcpy, gpu, um, cpu, python or memory; repeatable; default: "
                                           "every scope both have)")] = [],  # noqa: B006
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (request latency, "
                                              "and host time between runs without CUDA: 25 at least, a p95 "
@@ -817,7 +818,7 @@ def compare_cmd(
                                              "folder to ingest")],
     runs: Annotated[list[str], typer.Argument(help="runs (or sweeps, files) to compare with the base, each "
                                                    "against it as `tracekit diff BASE RUN` would")],
-    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um, cpu, memory, ncu or sweep "
+    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory, ncu or sweep "
                                           "(repeatable; default: every scope the base and each run have)")] = [],  # noqa: B006
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (as diff's, "
                                              "with its noise floors)")] = 5.0,

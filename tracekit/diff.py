@@ -92,8 +92,10 @@ against the base).
 * Unified Memory page faults (``um``) are counts judged beyond ``UM_NOISE_PCT`` (35 %) at
   least; a function's sampled CPU time (``cpu``: its samples x the sampling interval) where its
   two sample counts differ beyond their Poisson noise (p < ALPHA) and beyond ``CPU_NOISE_PCT``
-  (25 %) at least (``_cpu_scope``); GPU memory (``memory``: bytes and allocations) is exact, judged
-  as counts are (``_memory_scope``);
+  (25 %) at least (``_cpu_scope``); a Python function's sampled time (``python``: nsys's Python
+  samples, wall time of its thread in the function and under it) is reported, never judged: it
+  moves with the host far beyond a usable limit (``_python_scope``); GPU memory (``memory``: bytes
+  and allocations) is exact, judged as counts are (``_memory_scope``);
 * request latency (sweeps, runs with timed requests), host-timed too, is judged beyond
   ``HOST_NOISE_PCT`` at least (its p95 beyond ``HOST_TAIL_NOISE_PCT``, 45 %), or the
   threshold if larger: identical sweeps differ by up to 21 % at a point, with per-request
@@ -201,16 +203,16 @@ from .names import RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_na
 from .registry import untraced
 from .store import CAPTURE_STATUS
 
-NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um", "cpu", "memory")
+NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um", "cpu", "python", "memory")
 #: nsys scope -> the kinds of event (registry.TRACED) a run's capture must have traced
 SCOPE_EVENTS = {"kernel": ("CUDA",), "nvtx": ("NVTX",), "api": ("CUDA",), "memcpy": ("CUDA",), "gpu": ("CUDA",),
                 "um": ("Unified Memory CPU page fault", "Unified Memory GPU page fault"), "cpu": ("CPU sample",),
-                "memory": ("CUDA memory usage",)}
+                "python": ("Python sample",), "memory": ("CUDA memory usage",)}
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
 #: nsys scopes of events a capture records only when told (nsys profile --cuda-um-*-page-faults;
 #: --sample=process-tree, nsys's default, which tracekit capture turns on with --cpu-samples;
-#: --cuda-memory-usage=true)
-OPTIONAL_SCOPES = ("um", "cpu", "memory")
+#: --python-sampling=true; --cuda-memory-usage=true)
+OPTIONAL_SCOPES = ("um", "cpu", "python", "memory")
 #: the memory scope's metrics, in their order (samples_memory.sql), and how ``moved`` says them
 MEMORY_METRICS = ("peak_bytes", "live_at_end_bytes", "allocations", "allocated_bytes", "unfreed_bytes")
 MEMORY_WORDS = dict(zip(MEMORY_METRICS, ("peak", "left allocated", "allocations", "allocated", "never freed"),
@@ -231,6 +233,8 @@ ALPHA = 0.01
 #: a job's NVTX range time, its slowest rank's) likewise
 HOST_TIMED = {("api", "total_ns"), ("api", "med_ns"), ("nvtx", "range_total_ns"), ("nvtx", "range_med_ns"),
               ("nvtx", "proj_total_ns"), ("job", "job_total_ns"), ("job", "job_med_ns")}
+#: the note of a host-timed value not judged
+HOST_NOTE = "host-timed, not judged"
 #: a host-timed change that is judged (request latency; host time of runs without CUDA)
 #: counts beyond this at the least: two identical sweeps differed by up to 21 % in median
 #: latency at one point (large preset, H200), 11.6 % in tests/data/sweep_pair (medium
@@ -624,7 +628,10 @@ def _join(*parts: str) -> str:
 
 def limit(scope: str, metric: str, threshold: float, host_judged: bool) -> tuple[float, str] | None:
     """The change (%) a metric must pass to be judged and what that limit is, for the note;
-    None: the metric is host-timed in runs where host time is not judged (``HOST_TIMED``)."""
+    None: the metric is not judged: host-timed in runs where host time is not judged
+    (``HOST_TIMED``), a Python function's sampled wall time always (``_python_scope``)."""
+    if scope == "python":
+        return None
     if scope == "sweep" and metric.startswith("latency_p"):
         floor, noise = HOST_TAIL_NOISE_PCT, "the tail latency noise of identical captures"
     elif scope == "sweep":
@@ -702,7 +709,7 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                     low = _pct(r["med_lo_new"] * scale - r["med_hi_base"] * scale, b)
                     high = _pct(r["med_hi_new"] * scale - r["med_lo_base"] * scale, b)
         if floor is None and b != n:  # its delta and p-value are in their columns
-            verdict, note = "unchanged", "host-timed, not judged"
+            verdict, note = "unchanged", HOST_NOTE
         rows.append(_Row(scope, key, metric, b, n, verdict, pv, _join(match, note), low, high, effect, i))
     return rows
 
@@ -856,8 +863,8 @@ def _simple_scope(con, scope: str, sql: str, params: dict, threshold: float, met
 
 
 def _sampled(con, sql: str, params: dict) -> tuple[dict[str, list[int]], list[float]]:
-    """Per key, the two runs' CPU sample counts, and each run's sampling interval (a query of
-    side, key, samples, interval_ns: samples_cpu.sql, samples_nvtx_cpu.sql)."""
+    """Per key, the two runs' sample counts, and each run's sampling interval (a query of
+    side, key, samples, interval_ns: samples_cpu.sql, samples_nvtx_cpu.sql, samples_python.sql)."""
     counts: dict[str, list[int]] = {}
     interval = [0.0, 0.0]
     for side, key, samples, interval_ns in con.execute(sql, params).fetchall():
@@ -868,30 +875,35 @@ def _sampled(con, sql: str, params: dict) -> tuple[dict[str, list[int]], list[fl
 
 def _sample_rows(scope: str, metric: str, key: str, a: int, b: int, interval: list[float],
                  threshold: float) -> _Row:
-    """The row of a CPU time measured by samples (``a`` and ``b`` of them, times each run's
+    """The row of a time measured by samples (``a`` and ``b`` of them, times each run's
     sampling interval). Sample counts are Poisson: a change is real where the two counts differ
-    beyond that noise (with equal CPU time each sample falls on either side as the intervals say,
+    beyond that noise (with equal time each sample falls on either side as the intervals say,
     a binomial test in its normal approximation, p < ALPHA), and judged beyond ``CPU_NOISE_PCT``
     at the least. A key sampled in one run alone is added or removed only where its count alone
     is beyond that noise (else unchanged, said so); the interval of delta_pct is the 95 % one of
-    the ratio of two Poisson counts."""
-    pct_limit, within = limit(scope, metric, threshold, False)
+    the ratio of two Poisson counts. Where ``limit`` judges the metric not at all (a Python
+    function's wall time), the row says so, with its p and interval."""
+    judged = limit(scope, metric, threshold, False)
     base, new = a * interval[0], b * interval[1]
     share = interval[1] / (interval[0] + interval[1]) if all(interval) else 0.5  # (the base's expected share)
     z = (a - (a + b) * share) / math.sqrt((a + b) * share * (1 - share))  # (a + b > 0: the key was sampled)
     p = math.erfc(abs(z) / math.sqrt(2))
     low = high = None
     if a and b:
-        verdict, why = _judge(base, new, pct_limit, 1, p < ALPHA, f"within the sampling noise ({_p_is(p)})", within)
         spread = _Z95 * math.sqrt(1 / a + 1 / b)
         low, high = (100 * (new / base * math.exp(-spread) - 1), 100 * (new / base * math.exp(spread) - 1))
+    if judged is None:
+        verdict, why = "unchanged", _join("" if a and b else "only in the new run" if a == 0 else "only in the base run",
+                                          HOST_NOTE)
+    elif a and b:
+        verdict, why = _judge(base, new, judged[0], 1, p < ALPHA, f"within the sampling noise ({_p_is(p)})", judged[1])
     elif p < ALPHA:
         verdict, why = ("added" if a == 0 else "removed"), "only in the new run" if a == 0 else "only in the base run"
     else:
         verdict, why = "unchanged", f"sampled in one run alone, within the sampling noise ({_p_is(p)})"
     if verdict in ("added", "removed"):  # (the other side had none: no value, as other scopes' added keys)
         base, new = (None, new) if verdict == "added" else (base, None)
-    # (CPU time, not the GPU's: after the GPU time rows, effect 0; the most CPU time first)
+    # (host time, not the GPU's: after the GPU time rows, effect 0; the most host time first)
     return _Row(scope, key, metric, base, new, verdict, p, _join(f"samples {a:,} -> {b:,}", why), low, high, 0.0,
                 weight=max(base or 0.0, new or 0.0))
 
@@ -901,6 +913,26 @@ def _cpu_scope(con, params: dict, threshold: float) -> list[_Row]:
     sampling interval, samples_cpu.sql), judged as ``_sample_rows`` says."""
     counts, interval = _sampled(con, _sql("samples_cpu"), params)
     return [_sample_rows("cpu", "self_ns", key, a, b, interval, threshold) for key, (a, b) in counts.items()]
+
+
+def _python_scope(con, params: dict, threshold: float) -> list[_Row]:
+    """Per Python function (function (file), samples_python.sql), the sampled wall time in the
+    function itself (self_ns) and inside it (total_ns): reported with its p and interval as
+    ``_sample_rows`` computes them, never judged (``HOST_NOTE``). A Python thread is sampled in
+    every state, so its samples are wall time, which moves with the host between identical
+    captures far beyond any limit that would still see a function twice as slow: four captures
+    of one program (tests/data/nsys_python_hot, _again, _again2, _again3) differ in torch's
+    import by up to 28 % (2,799 against 3,570 samples under torch/__init__.py, p < 1e-18) and in
+    a function that import runs from 63 samples to 1; three of the inference pipeline
+    (tests/data/hstu_capture_python, _again, _again2) in its Triton launcher from 30 to 68
+    samples minutes apart, in its attention call from 45 to 154 across leases of the machine.
+    The rows say where the Python time moved: the planted 2x (tests/data/nsys_python_hot_slow:
+    parse 308 -> 629 samples) reads +104 %."""
+    rows = []
+    for metric in ("self_ns", "total_ns"):
+        counts, interval = _sampled(con, _sql("samples_python"), {**params, "metric": metric})
+        rows += [_sample_rows("python", metric, key, a, b, interval, threshold) for key, (a, b) in counts.items()]
+    return rows
 
 
 def _memory_scope(con, params: dict, threshold: float) -> list[_Row]:
@@ -1810,6 +1842,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
                                   effect_scale=0.0)
         elif scope == "cpu":
             rows += _cpu_scope(con, params, threshold)
+        elif scope == "python":
+            rows += _python_scope(con, params, threshold)
         elif scope == "memory":  # (bytes and counts, not time: after the GPU time rows, effect 0)
             rows += _memory_scope(con, params, threshold)
         elif scope == "ncu":

@@ -690,6 +690,14 @@ CREATE OR REPLACE MACRO python_frame(function, file, line) AS
     coalesce(function, '?') || ' (' || regexp_extract(coalesce(file, '?'), '[^/]*$') || ':'
     || coalesce(line::VARCHAR, '?') || ')';
 
+-- A Python file as it names the same code on any machine: the path below the installed packages'
+-- folder (site-packages, dist-packages: torch/cuda/__init__.py) or the standard library's
+-- (pythonX.Y: json/decoder.py), else the file's name (a program's own files, '<frozen runpy>').
+CREATE OR REPLACE MACRO python_module_path(file) AS
+    CASE WHEN regexp_matches(coalesce(file, ''), '/(site|dist)-packages/') THEN regexp_extract(file, '/(site|dist)-packages/(.*)$', 2)
+         WHEN regexp_matches(coalesce(file, ''), '/python[0-9.]+/') THEN regexp_extract(file, '/python[0-9.]+/(.*)$', 1)
+         ELSE regexp_extract(coalesce(file, '?'), '[^/]*$') END;
+
 -- A call stack's frames (an aggregate over them) folded as flame-graph tools read them: from the
 -- outermost caller (the deepest frame) to depth 0, ';'-joined, a ';' in a name made ':'.
 CREATE OR REPLACE MACRO folded_stack(name, depth) AS string_agg(replace(name, ';', ':'), ';' ORDER BY depth DESC);
@@ -756,6 +764,13 @@ CREATE OR REPLACE MACRO cpu_sample_interval(run) AS TABLE
     SELECT median(gap) AS interval_ns
     FROM (SELECT ts_ns - lag(ts_ns) OVER (PARTITION BY global_tid ORDER BY ts_ns) AS gap
           FROM cpu_samples WHERE run_id = run);
+
+-- The run's Python sampling interval: the median gap between a thread's consecutive Python samples
+-- (nsys --python-sampling-frequency, 1 kHz by default, as it was kept).
+CREATE OR REPLACE MACRO python_sample_interval(run) AS TABLE
+    SELECT median(gap) AS interval_ns
+    FROM (SELECT ts_ns - lag(ts_ns) OVER (PARTITION BY global_tid ORDER BY ts_ns) AS gap
+          FROM python_samples WHERE run_id = run);
 
 -- Each CPU sample of the run (nsys's CPU sampling) under each push/pop NVTX range open on its
 -- thread when it was taken: a row per sample and enclosing range, with the range's path (the

@@ -7,7 +7,8 @@ are replicated ``--copies`` times with shifted timestamps (100 copies: 485 k sam
 of one thread sampled at nsys's default 1 kHz), and a twin export without the payload schemas
 (NVTX_PAYLOAD_SCHEMAS: its marks read as NVTX events but not decoded), the baseline, ingested in the
 same process. Then python-stacks (every stack; inside the NVTX ranges) on the large run, best of
-``--repeat``.
+``--repeat``; and `export trace` of each run (the large one's Python samples as slices of a flame
+chart over time, the baseline's without them), per event written.
 
 Usage: python benchmarks/python_stacks_bench.py [--copies 100] [--repeat 3] [--workdir DIR]
 Results go to stdout; record them in docs/performance.md.
@@ -18,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from twin_ingest import (
+    best,
     finish,
     ingest_ratio,
     options,
@@ -28,6 +30,7 @@ from twin_ingest import (
 )
 
 import tracekit
+from tracekit.trace import export_trace
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "data" / "nsys_python_hot" / "export.sqlite.xz"
 
@@ -66,6 +69,17 @@ def main() -> None:
     with tracekit.open(work / "python.duckdb", read_only=True) as tk:
         time_queries(tk, [("python-stacks", {"limit": 0}), ("python-stacks", {"range": "step", "limit": 0})],
                      args.repeat)
+    per_event = {}
+    for label, db in (("without Python samples (baseline)", "bare"), ("with Python samples", "python")):
+        with tracekit.open(work / f"{db}.duckdb", read_only=True) as tk:
+            out = work / f"{db}.json.gz"
+            t = best(lambda tk=tk, out=out: export_trace(tk, out, run=1, force=True), args.repeat)
+            res = export_trace(tk, out, run=1, force=True)
+        events = sum(n for k, n in res.counts.items() if k != "flow")
+        per_event[label] = t / events
+        print(f"export trace {label}: {t:.2f} s, {events:,} events ({res.counts['python']:,} Python slices), "
+              f"{res.json_bytes / 2**20:,.0f} MiB of JSON, {t / events * 1e6:.2f} us an event")
+    print(f"export trace ratio per event {per_event['with Python samples'] / per_event['without Python samples (baseline)']:.2f}x")
     finish(args, work)
 
 

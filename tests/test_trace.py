@@ -32,6 +32,7 @@ RUNS = {  # run name -> the capture's folder (each has stats/ from nsys stats)
     "graphs_graph": DATA / "nsys_graphs_graph",  # whole CUDA graph launches
     "memops": DATA / "nsys_memops",              # Unified Memory migrations: ops on no stream
     "cpu_only": DATA / "nsys_cpu_only",          # no CUDA (nsys -t nvtx,osrt): NVTX ranges only
+    "python_hot": DATA / "nsys_python_hot",      # the Python threads' stacks sampled (--python-sampling)
 }
 
 
@@ -133,7 +134,8 @@ def test_counts_equal_the_store(name, tk, exported):
     }
     got = _by_cat(events)
     assert {k: got.get(k, 0) for k in want} == want
-    assert {k: v for k, v in res.counts.items() if k not in ("flow", "osrt", "gpu_metric")} == want
+    assert {k: v for k, v in res.counts.items() if k not in ("flow", "osrt", "gpu_metric", "python")} == want
+    assert res.counts["python"] == got.get("python", 0) and bool(got.get("python")) == (name == "python_hot")
     assert res.counts["osrt"] == got.get("osrt", 0) == 0  # (only with --osrt)
     assert res.counts["gpu_metric"] == got.get("gpu_metric", 0) == 0  # (only with --gpu-metrics)
     # every GPU op whose launching call was recorded has its arrow
@@ -224,6 +226,42 @@ def test_unified_memory_page_faults(exported, tk):
     names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     assert {names[e["pid"]] for e in begins.values()} == {"GPU 0: NVIDIA H200"}
     assert {names[e["pid"]] for e in cpu} == {"nsys_memops (pid 700)"}
+
+
+def test_python_samples_are_a_flame_chart_over_time(exported, tk, tmp_path):
+    """The Python samples on their thread's Python track, as slices of each level's function (they
+    nest: test_tracks_nest_and_flows_bind). Each sample is in one slice per frame of its stack; the
+    program's 40 calls of parse, prepare and run_model are 40 slices each inside their NVTX step,
+    as long in all as the program measured them (profile.log: 320.2, 160.2, 876.1 ms) within 3 %;
+    pack is one level under prepare. A window holds only its own samples' slices."""
+    res, events = exported["python_hot"]
+    run_id = res.run_id
+    python = [e for e in events if e["ph"] == "X" and e["cat"] == "python"]
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    tid = tk.con.execute("SELECT any_value(tid) FROM python_samples WHERE run_id = ?", [run_id]).fetchall()[0][0]
+    assert {names[(e["pid"], e["tid"])] for e in python} == {f"Python · python3 [{tid}]"}
+    assert {e["tid"] for e in python} == {tid + trace.PYTHON_TID_OFFSET}
+    frames = tk.con.execute("SELECT count(*) FROM python_samples s JOIN python_frames f USING (run_id, stack_id) "
+                            "WHERE run_id = ?", [run_id]).fetchall()[0][0]
+    assert sum(e["args"]["samples"] for e in python) == frames
+    steps = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in events if e["ph"] == "X" and e["name"] == ":step"]
+    assert len(steps) == 40
+    mine = [e for e in python if e["args"]["file"].endswith("/nsys_python_hot.py")]
+    for fn, ms in (("parse", 320.2), ("prepare", 160.2), ("pack", 160.2), ("run_model", 876.1)):
+        calls = [e for e in mine if e["name"] == fn and any(a <= _ns(e["ts"]) <= b for a, b in steps)]
+        assert len(calls) == 40, fn
+        assert sum(_ns(e["dur"]) for e in calls) / 1e6 == pytest.approx(ms, rel=0.03), fn
+        assert all(e["args"]["line"] is not None for e in calls)
+    pack = next(e for e in mine if e["name"] == "pack")
+    assert any(e["name"] == "prepare" and _ns(e["ts"]) <= _ns(pack["ts"]) and
+               _ns(pack["ts"]) + _ns(pack["dur"]) <= _ns(e["ts"]) + _ns(e["dur"]) for e in mine)
+    one = trace.export_trace(tk, tmp_path / "step.json", run="python_hot", nvtx="step", instance=3)
+    lo, hi = one.window.start_ns, one.window.end_ns
+    sliced = [e for e in _load(one.path)["traceEvents"] if e.get("cat") == "python"]
+    inside = tk.con.execute("SELECT count(*) FROM python_samples s JOIN python_frames f USING (run_id, stack_id) "
+                            "WHERE run_id = ? AND ts_ns BETWEEN ? AND ?", [run_id, lo, hi]).fetchall()[0][0]
+    assert sliced and sum(e["args"]["samples"] for e in sliced) == inside and one.counts["python"] == len(sliced)
+    assert [e["name"] for e in sliced if e["args"]["file"].endswith("/nsys_python_hot.py")][:2] == ["<module>", "main"]
 
 
 def test_ops_on_no_stream_have_their_own_track(exported, tk):

@@ -26,7 +26,15 @@ instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``
   [bytes]``): the bytes allocated and not yet freed, stepping at each allocation and free;
 - with ``gpu_metrics=True`` (``--gpu-metrics``), in each GPU's process a counter track per
   sampled counter of ``_GPU_METRICS`` (SM clock, SMs active, SM issue, tensor pipes, DRAM
-  read and write; nsys --gpu-metrics-devices), a sample written where the value changed.
+  read and write; nsys --gpu-metrics-devices), a sample written where the value changed;
+- where the capture sampled the Python threads' stacks (nsys --python-sampling), per sampled
+  thread a track of its Python calls (``Python · <thread>``, tid + 3 x 2**24), the samples drawn
+  as a flame chart over time (``_PYTHON``): consecutive samples with the same frames from the
+  outermost down to a level make one slice of that level's function, from the first's time to
+  the last's next sample (a sample stands for the time to the next, up to twice the sampling
+  interval: past a longer gap, sampling stopped, one interval); its args the function's file,
+  the line the first sample found and the samples it holds. What a sampled stack cannot say,
+  the slices do not either: two calls of one function a sample apart are one slice.
 
 With ``ranks=`` (``--ranks all`` or ``0-3,7``) the ranks of the run's job share one trace
 (``job_parts``): each rank's processes and GPUs are named ``rank N · ...``, given process ids of
@@ -71,16 +79,17 @@ MAX_BYTES = 100_000_000
 #: nsys pids and tids are 24-bit: synthetic ids start above them
 NVTX_TID_OFFSET = 1 << 24
 OSRT_TID_OFFSET = 2 << 24
+PYTHON_TID_OFFSET = 3 << 24
 GPU_PID_OFFSET = 1 << 24
 #: event kinds in the file, as their ``cat``
 KINDS = ("cuda_api", "nvtx", "nvtx_startend", "nvtx_mark", "osrt", "kernel", "memcpy", "memset", "graph", "flow",
-         "gpu_metric", "um_gpu_fault", "um_cpu_fault", "gpu_memory")
+         "gpu_metric", "um_gpu_fault", "um_cpu_fault", "gpu_memory", "python")
 #: bytes of one event besides its name, averaged over the fixtures' traces (a start/end
 #: range, a flow and a GPU page fault group are two events); tests/test_trace.py checks the
 #: estimate within 15 %
 _EVENT_BYTES = {"cuda_api": 120, "nvtx": 115, "nvtx_startend": 212, "nvtx_mark": 91, "osrt": 125,
                 "kernel": 215, "memcpy": 145, "memset": 141, "graph": 132, "flow": 178, "gpu_metric": 85,
-                "um_gpu_fault": 255, "um_cpu_fault": 142, "gpu_memory": 105}
+                "um_gpu_fault": 255, "um_cpu_fault": 142, "gpu_memory": 105, "python": 136}
 _BATCH = 65536
 
 
@@ -233,6 +242,47 @@ WITH m AS (
       AND ($hi IS NULL OR g.timestamp_ns <= $hi)
 )
 SELECT device_id, name, {ts} AS ts, value, timestamp_ns FROM s WHERE prev IS DISTINCT FROM value
+"""
+
+#: the Python samples as slices of a flame chart over time, per thread: a sample's frames by
+#: level (0 the outermost), each with the identity of its frames from the outermost down to it
+#: (``prefix``); per thread and level, a run of consecutive samples of one prefix is a slice (a
+#: sample continues into the next where the gap is at most twice the sampling interval, and
+#: ends at the next; the last, or one before a longer gap, one interval after its time)
+_PYTHON = f"""
+WITH iv AS (SELECT round(interval_ns)::BIGINT AS interval_ns FROM python_sample_interval($run)),
+s AS (
+    SELECT global_tid, pid, tid, ts_ns, stack_id,
+           row_number() OVER (PARTITION BY global_tid ORDER BY ts_ns, sample_id) AS seq,
+           lead(ts_ns) OVER (PARTITION BY global_tid ORDER BY ts_ns, sample_id) AS next_ts
+    FROM python_samples WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
+),
+timed AS (
+    SELECT s.*, coalesce(next_ts - ts_ns <= 2 * iv.interval_ns, false) AS goes_on,
+           CASE WHEN next_ts - ts_ns <= 2 * iv.interval_ns THEN next_ts ELSE ts_ns + iv.interval_ns END AS end_ns
+    FROM s, iv
+),
+frames AS (
+    SELECT stack_id, max(depth) OVER (PARTITION BY stack_id) - depth AS level, function, file, line,
+           hash(list(coalesce(function, '?') || chr(0) || coalesce(file, '?'))
+                OVER (PARTITION BY stack_id ORDER BY depth DESC ROWS UNBOUNDED PRECEDING)) AS prefix
+    FROM python_frames WHERE run_id = $run AND stack_id IN (SELECT stack_id FROM s)
+),
+runs AS (
+    SELECT t.global_tid, t.pid, t.tid, t.seq, t.ts_ns, t.end_ns, f.level, f.function, f.file, f.line,
+           CASE WHEN lag(t.seq) OVER w = t.seq - 1 AND lag(f.prefix) OVER w = f.prefix AND lag(t.goes_on) OVER w
+                THEN 0 ELSE 1 END AS starts
+    FROM timed t JOIN frames f USING (stack_id)
+    WINDOW w AS (PARTITION BY t.global_tid, f.level ORDER BY t.seq)
+),
+slices AS (
+    SELECT *, sum(starts) OVER (PARTITION BY global_tid, level ORDER BY seq ROWS UNBOUNDED PRECEDING) AS slice
+    FROM runs
+)
+SELECT pid, tid, any_value(function) AS name, any_value(file) AS file, arg_min(line, seq) AS line,
+       {_us('min(ts_ns) + $shift')} AS ts, {_us('max(end_ns) - min(ts_ns)')} AS dur, count(*) AS samples,
+       min(ts_ns) AS start_ns, level
+FROM slices GROUP BY global_tid, pid, tid, level, slice
 """
 
 #: events per kind and their summed name lengths, for the size estimate
@@ -434,6 +484,8 @@ def estimate(tk, run_id: int, window: Window, osrt: bool = False,
     sizes = tk.con.execute(_SIZE, {**_params(run_id, window), "osrt": osrt}).fetchall()
     if gpu_metrics:
         sizes += tk.con.execute(_SIZE_GPU_METRICS, _params(run_id, window)).fetchall()
+    sizes += tk.con.execute(f"SELECT 'python', count(*), coalesce(sum(length(name) + length(file)), 0) FROM ({_PYTHON})",
+                            {**_params(run_id, window), "shift": 0}).fetchall()
     for kind, n, name_bytes in sizes:
         counts[kind] = counts.get(kind, 0) + int(n)
         # a start/end range or a GPU fault group is two events, each with the name
@@ -548,6 +600,7 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
     cpu_threads: set[tuple[int, int]] = set()
     nvtx_threads: set[tuple[int, int]] = set()
     osrt_threads: set[tuple[int, int]] = set()
+    python_threads: set[tuple[int, int]] = set()
     gpu_tracks: dict[tuple[int, int], int] = {}
 
     # CPU: CUDA API calls on the thread's own track
@@ -594,6 +647,17 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
                     f'"ts":{ts},"dur":{dur},"args":{{"return_value":{ret if ret is not None else "null"}}}}}')
             osrt_threads.add((pid, tid))
         counts["osrt"] += len(b["name"])
+        w.flush()
+    # Python: the sampled stacks as a flame chart over time on the thread's Python track
+    sql = _PYTHON + " ORDER BY pid, tid, start_ns, level"
+    for b in _batches(con, sql, p):
+        for nm, file, line, ts, dur, n, pid, tid in zip(b["name"], b["file"], b["line"], b["ts"], b["dur"], b["samples"],
+                                                       b["pid"], b["tid"], strict=True):
+            w.event(f'{{"ph":"X","cat":"python","name":{name(nm)},"pid":{pid_of(pid)},"tid":{tid + PYTHON_TID_OFFSET},'
+                    f'"ts":{ts},"dur":{dur},"args":{{"file":{name(file)},"line":{line if line is not None else "null"},'
+                    f'"samples":{n}}}}}')
+            python_threads.add((pid, tid))
+        counts["python"] += len(b["name"])
         w.flush()
     # GPU: one track per stream, a flow from the launching call when it is in the window
     flows = ids.flow
@@ -671,24 +735,22 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
         w.flush()
 
     # track names and order: processes by pid, then the GPUs; in a process, each thread's
-    # NVTX track, then its OS runtime track, then its CUDA API track
-    pids = sorted({p for p, _ in cpu_threads | nvtx_threads | osrt_threads} | fault_pids | memory_pids)
+    # NVTX track, then its Python track, then its OS runtime track, then its CUDA API track
+    threaded = cpu_threads | nvtx_threads | python_threads | osrt_threads
+    pids = sorted({p for p, _ in threaded} | fault_pids | memory_pids)
     for pid in pids:
         pname = threads.get((pid, pid)) or "process"
         _meta(w, "process_name", pid_of(pid), None, {"name": f"{prefix}{pname} (pid {pid})"})
         _meta(w, "process_sort_index", pid_of(pid), None, {"sort_index": ids.sort})
         ids.sort += 1
-    for i, (pid, tid) in enumerate(sorted(cpu_threads | nvtx_threads | osrt_threads)):
+    tracks = ((nvtx_threads, NVTX_TID_OFFSET, "NVTX"), (python_threads, PYTHON_TID_OFFSET, "Python"),
+              (osrt_threads, OSRT_TID_OFFSET, "OS runtime"), (cpu_threads, 0, "CUDA API"))
+    for i, (pid, tid) in enumerate(sorted(threaded)):
         tname = threads.get((pid, tid)) or "thread"
-        if (pid, tid) in nvtx_threads:
-            _meta(w, "thread_name", pid_of(pid), tid + NVTX_TID_OFFSET, {"name": f"NVTX · {tname} [{tid}]"})
-            _meta(w, "thread_sort_index", pid_of(pid), tid + NVTX_TID_OFFSET, {"sort_index": 3 * i})
-        if (pid, tid) in osrt_threads:
-            _meta(w, "thread_name", pid_of(pid), tid + OSRT_TID_OFFSET, {"name": f"OS runtime · {tname} [{tid}]"})
-            _meta(w, "thread_sort_index", pid_of(pid), tid + OSRT_TID_OFFSET, {"sort_index": 3 * i + 1})
-        if (pid, tid) in cpu_threads:
-            _meta(w, "thread_name", pid_of(pid), tid, {"name": f"CUDA API · {tname} [{tid}]"})
-            _meta(w, "thread_sort_index", pid_of(pid), tid, {"sort_index": 3 * i + 2})
+        for j, (have, offset, what) in enumerate(tracks):
+            if (pid, tid) in have:
+                _meta(w, "thread_name", pid_of(pid), tid + offset, {"name": f"{what} · {tname} [{tid}]"})
+                _meta(w, "thread_sort_index", pid_of(pid), tid + offset, {"sort_index": len(tracks) * i + j})
     gpus = dict(con.execute(_GPUS, {"run": run_id}).fetchall())
     streams = {(r[0], r[4]): r for r in con.execute(_STREAMS, {"run": run_id}).fetchall()}
     for dev in sorted({d for d, _ in gpu_tracks} | metric_gpus | fault_gpus):

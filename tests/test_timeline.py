@@ -612,3 +612,47 @@ def test_unified_memory_page_faults_are_drawn(tmp_path, monkeypatch):
         assert held.notes == (f"{data.faults.height:,} Unified Memory page faults in the window not drawn "
                               "(`tracekit export trace` writes them)",)
         assert held.notes[0] in charts.timeline(held).to_dict()["title"]["subtitle"][0]
+
+
+@needs_chromium
+def test_python_samples_are_drawn_below_the_frames_every_sample_shares(tmp_path, monkeypatch):
+    """A capture with the Python threads' stacks sampled: a step of nsys_python_hot draws, below
+    its NVTX range, the Python calls per level (tracekit.trace.python_slices) below the frames every
+    sample of the window shares (<module> > main, said in the subtitle): parse, prepare and
+    run_model one after another at depth 1 (the program spent 8, 4 and ~22 ms in them), pack under
+    prepare; every sample of the window in one slice per drawn level; in a browser a bar each, with
+    no console error. A request of the HSTU workload (hstu_capture_python) shares the harness's
+    frames down to `request`. Where they would pass the bound, none are drawn, said so."""
+    with tracekit.open(tmp_path / "py.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["python_hot"], name="hot")
+        tk.ingest(DATA / "hstu_capture_python", name="hstu_py")
+        data = charts.timeline_data(tk, run="hot", nvtx="step", instance=5)
+        tid = int(tk.sql("SELECT any_value(tid) FROM python_samples").item())
+        assert data.notes == (f"tid {tid}'s Python frames in every sample, not drawn: <module> > main",)
+        top = data.python.filter(pl.col("depth") == 1).sort("start_ns")
+        assert top["name"].to_list() == ["parse", "prepare", "run_model"]
+        ms = dict(zip(top["name"], (top["end_ns"] - top["start_ns"]) / 1e6, strict=True))
+        assert 6.5 < ms["parse"] < 9.5 and 3 < ms["prepare"] < 5.5 and ms["run_model"] > 15, ms
+        pack = data.python.filter(pl.col("name") == "pack").row(0, named=True)
+        assert pack["depth"] == 2 and top.row(1, named=True)["start_ns"] == pack["start_ns"]
+        lo, hi = data.window.start_ns, data.window.end_ns
+        inside = tk.sql(f"SELECT count(*) FROM python_samples WHERE ts_ns BETWEEN {lo} AND {hi} "
+                        "AND run_id = (SELECT run_id FROM runs WHERE name = 'hot')").item()
+        assert top["samples"].sum() == inside > 25
+        spec = charts.timeline(data).to_dict()
+        rows = [r for ds in spec_datasets(spec) for r in ds if "samples" in r]
+        assert {r["lane"] for r in rows} == {f"tid {tid} · Python {d}" for d in range(1, 5)}
+        assert "the Python calls sampled per thread and level" in spec["title"]["subtitle"][1]
+        assert data.notes[0] in spec["title"]["subtitle"][0]
+        out = charts.save(charts.timeline(data), tmp_path / "py.html")
+        page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
+        assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+        assert page.value == {"error": None, "marks": data.nvtx.height + data.gpu.height + data.python.height}
+        request = charts.timeline_data(tk, run="hstu_py", nvtx="hstu.request", instance=10)
+        assert request.notes[0].endswith(" > run_requests > one > request") and not request.python.is_empty()
+        assert "layer" in set(request.python.filter(pl.col("depth") == 1)["name"])
+        monkeypatch.setattr(charts, "TIMELINE_BARS", data.nvtx.height + data.gpu.height + data.python.height - 1)
+        held = charts.timeline_data(tk, run="hot", nvtx="step", instance=5)
+        assert held.python.is_empty() and held.gpu.height == data.gpu.height
+        assert held.notes == (f"{data.python.height:,} slices of Python samples in the window not drawn "
+                              "(`tracekit export trace` writes them)",)

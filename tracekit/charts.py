@@ -912,6 +912,9 @@ _KERNEL_COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#b79a20", "#439894", "#393b
                    "#9ecae9", "#ffbf79", "#88d27a", "#83bcb6"]
 _COPY_COLOURS = ["#e45756", "#ff9d98", "#a11d21", "#f7b6b2", "#7b1113"]
 _MEMSET_COLOURS = ["#555555", "#8c8c8c", "#333333"]
+# Python functions: Set2 then Dark2, apart from the NVTX ranges' pastels and the kernels' tableau
+_PYTHON_COLOURS = ["#66c2a5", "#fc8d62", "#8da0cb", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494", "#1b9e77",
+                   "#d95f02", "#7570b3", "#e7298a", "#66a61e"]
 _GRAPH_COLOURS = ["#6a3d9a", "#9467bd", "#c5b0d5", "#3f007d"]
 #: Unified Memory page faults: the GPU's by access type (olives), the CPU's (cyan); in no other palette
 _FAULT_COLOURS = {"Read": "#637939", "Write": "#8ca252", "Atomic": "#b5cf6b", "Prefetch": "#cedb9c",
@@ -1149,6 +1152,9 @@ class Timeline:
     said: bool = True
     #: Unified Memory page faults in the window (``_TIMELINE_FAULTS``; empty: none, or none traced)
     faults: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())  # (polars imported when one is made)
+    #: the Python samples in the window as slices per thread and level below the frames every
+    #: sample of the thread shares (``_python_rows``; empty: none, or none sampled)
+    python: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
 
 
 def _int_param(name: str, value: Any, what: str) -> int | None:
@@ -1217,7 +1223,7 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
             _outside(run_id, run_name, window, lo, hi, one.first, one.last)
         said = traced_said(tk, run_id) if one.missing else True
         return Timeline(run_id, run_name, window, one.nvtx, one.gpu, one.missing, said=said, notes=one.notes,
-                        faults=one.faults)
+                        faults=one.faults, python=one.python)
     missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g.missing for g in got))
     if len(missing) == 2:
         asked = ranks_text([x.rank for x in parts])
@@ -1239,7 +1245,7 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
         return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
     return Timeline(run_id, run_name, window, joined("nvtx"), joined("gpu"), missing, tuple(x.rank for x in parts),
-                    notes, faults=joined("faults"))
+                    notes, faults=joined("faults"), python=joined("python"))
 
 
 class _Rows(NamedTuple):
@@ -1255,9 +1261,12 @@ class _Rows(NamedTuple):
     first: int | None
     last: int | None
     missing: tuple[str, ...]
-    #: its Unified Memory page faults (``_TIMELINE_FAULTS``), and what it says of those not drawn
+    #: its Unified Memory page faults (``_TIMELINE_FAULTS``), and what it says of those and of the
+    #: Python samples not drawn
     faults: pl.DataFrame
     notes: tuple[str, ...]
+    #: its Python samples' slices (``_python_rows``)
+    python: pl.DataFrame
 
 
 def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
@@ -1276,13 +1285,13 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
             said = traced_said(tk, run_id)
             raise QueryError(f"chart timeline: run {run_id} ({run_name}) {untraced_words('NVTX and CUDA', said)}: "
                              f"nothing to draw; capture with nsys -t nvtx,cuda{retell(said)}")
-        return _Rows(pl.DataFrame(), pl.DataFrame(), 0, 0, 0, None, None, missing, pl.DataFrame(), ())
+        return _Rows(pl.DataFrame(), pl.DataFrame(), 0, 0, 0, None, None, missing, pl.DataFrame(), (), pl.DataFrame())
     params = {"run": run_id, "lo": w.start_ns, "hi": w.end_ns, "nvtx": "NVTX" not in missing,
               "gpu": "CUDA" not in missing}
     ranges, ops, first, last = tk.con.execute(_TIMELINE_EVENTS, params).fetchall()[0]
     if ranges + ops > TIMELINE_BARS:  # (not read: too many to draw)
         return _Rows(pl.DataFrame(), pl.DataFrame(), ranges + ops, ranges, ops, first, last, missing, pl.DataFrame(),
-                     ())
+                     (), pl.DataFrame())
 
     def rows(kind: str, query: str) -> pl.DataFrame:
         if kind in missing:
@@ -1305,10 +1314,47 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
     elif count:  # (drawn with the rest, they would pass what a timeline draws)
         notes = (f"{count:,} Unified Memory page faults in the window not drawn (`tracekit export trace` writes "
                  "them)",)
+    python, said = _python_rows(tk, part, TIMELINE_BARS - ranges - ops - faults.height)
+    notes += said
     if part.shift_ns:
         moved = [pl.col(c) + part.shift_ns for c in ("start_ns", "end_ns")]
-        nv, gpu, faults = (f.with_columns(moved) if not f.is_empty() else f for f in (nv, gpu, faults))
-    return _Rows(nv, gpu, ranges + ops, ranges, ops, first, last, missing, faults, notes)
+        nv, gpu, faults, python = (f.with_columns(moved) if not f.is_empty() else f for f in (nv, gpu, faults, python))
+    return _Rows(nv, gpu, ranges + ops, ranges, ops, first, last, missing, faults, notes, python)
+
+
+def _python_rows(tk, part, room: int) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """The Python samples of ``part``'s window as slices (tracekit.trace.python_slices) with their
+    ``depth`` on the thread's Python lanes: the frames every sample of the thread in the window
+    shares (its trunk: the program's entry down to the request loop) are not drawn but said, and
+    depth 1 is the first level where the samples part; none drawn, said so, where they would pass
+    ``room`` bars."""
+    from .trace import python_slices
+
+    py = python_slices(tk, part.run_id, part.window)
+    if py.is_empty():
+        return py, ()
+    notes: list[str] = []
+    kept = []
+    for (_, tid), d in py.group_by("pid", "tid", maintain_order=True):
+        n = d.filter(pl.col("level") == 0)["samples"].sum()
+        per = d.group_by("level").agg(pl.len().alias("slices"), pl.col("samples").first(),
+                                      pl.col("name").first()).sort("level")
+        trunk = 0
+        for level, slices, samples in per.select("level", "slices", "samples").rows():
+            if slices != 1 or samples != n or level == per["level"].max():
+                break
+            trunk = level + 1
+        if trunk:  # (the innermost of them say most: the outer ones go first where they are many)
+            names = per["name"].head(trunk).to_list()
+            while len(names) > 1 and len(" > ".join(names)) > 150:
+                names = names[1:] if names[0] == "…" else ["…", *names[2:]]
+            notes.append(f"tid {tid}'s Python frames in every sample, not drawn: {' > '.join(names)}")
+        kept.append(d.filter(pl.col("level") >= trunk).with_columns((pl.col("level") - trunk + 1).alias("depth")))
+    py = pl.concat(kept)
+    if py.height > room:
+        return pl.DataFrame(), (f"{py.height:,} slices of Python samples in the window not drawn (`tracekit export "
+                                "trace` writes them)",)
+    return py, tuple(notes)
 
 
 def _outside(run_id: int, run_name: str, window, lo: int | None, hi: int | None, first: int | None,
@@ -1423,7 +1469,8 @@ def _top(df: pl.DataFrame, key: str, in_window: pl.Expr) -> list[str]:
 
 def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     """The run's window as nsys draws it: NVTX ranges per thread and nesting depth above,
-    the GPU's kernels, copies, memsets and CUDA graph launches traced whole per device and
+    the Python calls sampled per thread and level where the capture sampled them (a flame chart
+    over time below the frames every sample shares, tracekit.trace.python_slices), the GPU's kernels, copies, memsets and CUDA graph launches traced whole per device and
     stream below, then the Unified Memory page faults where the capture traced them (the
     GPU's fault groups per device, the CPU's faults per process), on one time axis in ms
     since the window's start (events that overlap its edges cut there); colours: the
@@ -1462,6 +1509,22 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
             alt.Tooltip("range:N", title="NVTX range"), alt.Tooltip("path:N"), alt.Tooltip("lane:N"), start,
             alt.Tooltip("dur_ms:Q", title="duration [ms]", format=",.3f"),
             alt.Tooltip("gpu_ops:Q", title="GPU ops launched")]))
+        lanes += d["lane"].unique(maintain_order=True).to_list()
+    if not t.python.is_empty():  # the Python samples as a flame chart over time, per thread below its trunk
+        d = _ranked(t.python.sort("tid", "depth", "start_ns").with_columns(
+            pl.format("tid {} · Python {}", pl.col("tid"), pl.col("depth")).alias("lane")))
+        top = _top(d, "name", in_window)
+        d = d.with_columns(*since, ((pl.col("end_ns") - pl.col("start_ns")) / 1e6).alias("dur_ms"),
+                           pl.when(pl.col("name").is_in(top)).then(pl.col("name")).otherwise(pl.lit("(other Python)"))
+                           .alias("colour"),
+                           pl.format("{}:{}", pl.col("file"), pl.col("line").cast(pl.Utf8).fill_null("?")).alias("where"))
+        other = ["(other Python)"] if d["colour"].eq("(other Python)").any() else []
+        scale = alt.Scale(domain=top + other, range=_PYTHON_COLOURS[:len(top)] + [_OTHER_COLOUR] * len(other))
+        rows = d.select("name", "where", "colour", "lane", "start_ms", "end_ms", "dur_ms", "samples").to_dicts()
+        layers.append(_bars(rows, x, "Python function", scale, _legend(3, 150), [
+            alt.Tooltip("name:N", title="Python function"), alt.Tooltip("where:N", title="file:line (first sample)"),
+            alt.Tooltip("lane:N"), start, alt.Tooltip("dur_ms:Q", title="duration [ms]", format=",.3f"),
+            alt.Tooltip("samples:Q")]))
         lanes += d["lane"].unique(maintain_order=True).to_list()
     if not gpu.is_empty():
         kernels = _top(gpu.filter(pl.col("op_kind") == "kernel"), "name", in_window)
@@ -1512,7 +1575,9 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
         width=TIMELINE_WIDTH, height=alt.Step(20),
         title=alt.Title(title, subtitle=[
             " · ".join(said),
-            "NVTX ranges per thread and nesting depth, then GPU kernels, copies (reds)"
+            "NVTX ranges per thread and nesting depth, then "
+            + ("the Python calls sampled per thread and level, then " if not t.python.is_empty() else "")
+            + "GPU kernels, copies (reds)"
             + (", memsets (greys) and CUDA graph launches traced whole (purples)" if graphs else " and memsets (greys)")
             + " per device and stream"
             + ("; Unified Memory page faults (the GPU's by access type, the CPU's per process)"

@@ -281,7 +281,7 @@ slices AS (
 )
 SELECT pid, tid, any_value(function) AS name, any_value(file) AS file, arg_min(line, seq) AS line,
        {_us('min(ts_ns) + $shift')} AS ts, {_us('max(end_ns) - min(ts_ns)')} AS dur, count(*) AS samples,
-       min(ts_ns) AS start_ns, level
+       min(ts_ns) AS start_ns, max(end_ns) AS end_ns, level
 FROM slices GROUP BY global_tid, pid, tid, level, slice
 """
 
@@ -444,6 +444,14 @@ def resolve_window(tk, run_id: int, start_ns: int | None = None, end_ns: int | N
         return Window()
     return Window(start_ns, end_ns, f"{'-inf' if start_ns is None else start_ns} to "
                                     f"{'+inf' if end_ns is None else end_ns} ns")
+
+
+def python_slices(tk, run_id: int, window: Window):
+    """The Python samples of the run's window as ``_PYTHON``'s slices (a DataFrame: pid, tid, name,
+    file, line, start_ns, end_ns, samples, level; in order of thread, start and level)."""
+    sql = f"SELECT pid, tid, name, file, line, start_ns, end_ns, samples, level FROM ({_PYTHON}) " \
+          "ORDER BY pid, tid, start_ns, level"
+    return tk.frame(tk.con.sql(sql, params={**_params(run_id, window), "shift": 0}))
 
 
 def check_in_capture(tk, run_id: int, window: Window, osrt: bool = False) -> None:

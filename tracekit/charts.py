@@ -1470,14 +1470,15 @@ def _top(df: pl.DataFrame, key: str, in_window: pl.Expr) -> list[str]:
 def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     """The run's window as nsys draws it: NVTX ranges per thread and nesting depth above,
     the Python calls sampled per thread and level where the capture sampled them (a flame chart
-    over time below the frames every sample shares, tracekit.trace.python_slices), the GPU's kernels, copies, memsets and CUDA graph launches traced whole per device and
-    stream below, then the Unified Memory page faults where the capture traced them (the
-    GPU's fault groups per device, the CPU's faults per process), on one time axis in ms
-    since the window's start (events that overlap its edges cut there); colours: the
-    ``TIMELINE_COLOURS`` NVTX ranges and kernels with the most time in the window apiece,
-    copies in reds, memsets in greys, graph launches in purples, GPU faults in olives by
-    access type, CPU faults in cyan. Zooms on the time axis (scroll, drag). A job's ranks (``t.ranks``): each rank's
-    lanes together, named ``rank N · ...``, on the run's clock."""
+    over time below the frames every sample shares, tracekit.trace.python_slices), the GPU's
+    kernels, copies, memsets and CUDA graph launches traced whole per device and stream below,
+    then the Unified Memory page faults where the capture traced them (the GPU's fault groups
+    per device, the CPU's faults per process), on one time axis in ms since the window's start
+    (events that overlap its edges cut there); colours: the ``TIMELINE_COLOURS`` NVTX ranges,
+    Python functions and kernels with the most time in the window apiece, copies in reds,
+    memsets in greys, graph launches in purples, GPU faults in olives by access type, CPU
+    faults in cyan. Zooms on the time axis (scroll, drag). A job's ranks (``t.ranks``): each
+    rank's lanes together, named ``rank N · ...``, on the run's clock."""
     from .registry import untraced_words
 
     title = (f"Timeline · run {t.run_id} ({t.run_name})" if not t.ranks else

@@ -893,8 +893,8 @@ def _sample_rows(scope: str, metric: str, key: str, a: int, b: int, interval: li
         spread = _Z95 * math.sqrt(1 / a + 1 / b)
         low, high = (100 * (new / base * math.exp(-spread) - 1), 100 * (new / base * math.exp(spread) - 1))
     if judged is None:
-        verdict, why = "unchanged", _join("" if a and b else "only in the new run" if a == 0 else "only in the base run",
-                                          HOST_NOTE)
+        alone = "" if a and b else "only in the new run" if a == 0 else "only in the base run"
+        verdict, why = "unchanged", _join(alone, HOST_NOTE)
     elif a and b:
         verdict, why = _judge(base, new, judged[0], 1, p < ALPHA, f"within the sampling noise ({_p_is(p)})", judged[1])
     elif p < ALPHA:

@@ -118,6 +118,38 @@ def test_diff_of_the_pipelines_python_time_across_identical_captures(tmp_path):
             tk.diff("hstu_capture_python", "backtrace", by="python")
 
 
+def test_python_hotspots_are_the_functions_time_itself_and_with_callees(hot, nsys_db):
+    """python-hotspots inside the steps: parse, prepare and run_model each on every stack of their
+    share of the steps (total_pct as python-stacks counts them, the program's measured shares
+    within 2 points); run_model has the most self time, .item()'s wait for the GPU, which spins
+    (Running), then the spinning generator, nearly all of it running; the frames above them are on every
+    stack (total 100 %). Each sample has one innermost frame: the self samples sum to those asked.
+    Over the whole run, CUDA's lazy init waits in the driver (Uninterruptible): not running."""
+    spent = _spent("python_hot")
+    total = sum(ms for _, ms in spent.values())
+    rows = hot.query("python-hotspots", run="python_hot", range="step", limit=0)
+    by = {(r["function"], r["file"]): r for r in rows.iter_rows(named=True)}
+    asked = hot.query("python-stacks", run="python_hot", range="step", limit=0)["samples"].sum()
+    assert rows["self_samples"].sum() == asked
+    for fn, (_, ms) in spent.items():
+        assert abs(by[(fn, "nsys_python_hot.py")]["total_pct"] - 100 * ms / total) < 2, fn
+    assert rows["function"].head(2).to_list() == ["run_model", "<genexpr>"]
+    assert by[("<genexpr>", "nsys_python_hot.py")]["running_pct"] > 95
+    assert by[("run_model", "nsys_python_hot.py")]["running_pct"] > 90
+    assert by[("main", "nsys_python_hot.py")]["total_pct"] == by[("<module>", "nsys_python_hot.py")]["total_pct"] == 100
+    interval = hot.sql("SELECT interval_ns FROM python_sample_interval((SELECT run_id FROM runs "
+                       "WHERE name = 'python_hot'))").item()
+    parse = by[("parse", "nsys_python_hot.py")]
+    assert parse["self_samples"] == 0 and parse["total_ns"] == round(parse["total_samples"] * interval)
+    callers = hot.query("python-hotspots", run="python_hot", range="step", order="total", limit=3)
+    assert set(callers["function"]) == {"<module>", "main", "run_model"}
+    whole = hot.query("python-hotspots", run="python_hot", limit=0).filter(pl.col("function") == "_lazy_init")
+    assert whole.row(0, named=True)["file"] == "torch/cuda/__init__.py" and whole["running_pct"][0] < 10
+    with pytest.raises(QueryError, match=r"captured without Python sample tracing; capture with nsys profile "
+                                         r"--python-sampling=true"):
+        nsys_db.query("python-hotspots", run="backtrace")
+
+
 def test_the_filters_ask_for_part_of_the_samples(nsys_db):
     whole = nsys_db.query("python-stacks", run="python_hot", limit=0)
     assert whole["samples"].sum() > nsys_db.query("python-stacks", run="python_hot", range="step",
@@ -175,14 +207,21 @@ def test_the_hstu_workload_captured_with_python_samples(tmp_path):
 
 
 def test_the_report_draws_the_python_flame_graph(tmp_path):
-    """A run with Python samples has the section, after the CPU's; a run without leaves it out
-    without a word."""
-    from test_report import _parse
+    """A run with Python samples has the sections (its functions' time, then the flame graph), after
+    the CPU's; a run without leaves them out without a word."""
+    from test_report import _column, _parse
 
     from tracekit import report
 
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(NSYS_EXPORTS["python_hot"], name="hot")
         tk.ingest(NSYS_EXPORTS["hstu_mixed"], name="plain")
-        assert "python-flame" in _parse(report.write_report(tk, tmp_path / "hot.html", run="hot")).sections
-        assert "python-flame" not in _parse(report.write_report(tk, tmp_path / "plain.html", run="plain")).sections
+        page = _parse(report.write_report(tk, tmp_path / "hot.html", run="hot"))
+        keys = list(page.sections)
+        assert keys.index("python-flame") == keys.index("python-hotspots") + 1
+        (table,) = page.sections["python-hotspots"]
+        assert table["columns"][-2:] == ["function", "file"] and len(table["rows"]) == 15
+        functions = {shown for shown, _, _ in _column(table, "function")}
+        assert {"run_model", "<genexpr>", "_lazy_init"} <= functions
+        plain = _parse(report.write_report(tk, tmp_path / "plain.html", run="plain")).sections
+        assert "python-flame" not in plain and "python-hotspots" not in plain

@@ -292,6 +292,12 @@ NSYS = (
             "The sampled call stacks as a flame graph, callers on top: each function under the one that called it, as "
             "wide as its share of the samples nsys unwound (one in four by default). tracekit chart cpu-flame -p "
             "thread=NAME or -p range=NVTX draws one thread's or one range's.", optional=True),
+    Section("python-hotspots", "Python time by function", "python-hotspots", {"limit": 15}, None,
+            ("self_pct", "self_ns", "running_pct", "total_pct", "total_ns", "threads", "function", "file"),
+            "Where the Python threads' time goes, from nsys's Python samples (nsys --python-sampling=true; "
+            "tracekit capture --python-samples): the wall time in each function itself, and with the functions it "
+            "called, and how much of its own found the thread running rather than waiting in the kernel.",
+            optional=True),
     Section("python-flame", "Python call stacks", "python-stacks", {"limit": 0}, "python-flame", None,
             "The Python threads' sampled stacks as a flame graph (nsys --python-sampling=true, 1,000 samples a "
             "second; tracekit capture --python-samples), callers on top: each function at a line under the one "

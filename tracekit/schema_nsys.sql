@@ -694,8 +694,10 @@ CREATE OR REPLACE MACRO python_frame(function, file, line) AS
 -- folder (site-packages, dist-packages: torch/cuda/__init__.py) or the standard library's
 -- (pythonX.Y: json/decoder.py), else the file's name (a program's own files, '<frozen runpy>').
 CREATE OR REPLACE MACRO python_module_path(file) AS
-    CASE WHEN regexp_matches(coalesce(file, ''), '/(site|dist)-packages/') THEN regexp_extract(file, '/(site|dist)-packages/(.*)$', 2)
-         WHEN regexp_matches(coalesce(file, ''), '/python[0-9.]+/') THEN regexp_extract(file, '/python[0-9.]+/(.*)$', 1)
+    CASE WHEN regexp_matches(coalesce(file, ''), '/(site|dist)-packages/')
+         THEN regexp_extract(file, '/(site|dist)-packages/(.*)$', 2)
+         WHEN regexp_matches(coalesce(file, ''), '/python[0-9.]+/')
+         THEN regexp_extract(file, '/python[0-9.]+/(.*)$', 1)
          ELSE regexp_extract(coalesce(file, '?'), '[^/]*$') END;
 
 -- A call stack's frames (an aggregate over them) folded as flame-graph tools read them: from the
@@ -764,6 +766,15 @@ CREATE OR REPLACE MACRO cpu_sample_interval(run) AS TABLE
     SELECT median(gap) AS interval_ns
     FROM (SELECT ts_ns - lag(ts_ns) OVER (PARTITION BY global_tid ORDER BY ts_ns) AS gap
           FROM cpu_samples WHERE run_id = run);
+
+-- Each distinct Python stack's functions (python_frames), once per stack however often one recurs:
+-- the function, its file as on any machine (python_module_path) and whether it is the innermost
+-- frame (the line the sample found running). python-hotspots and diff's python scope count by it.
+CREATE OR REPLACE MACRO python_stack_functions(run) AS TABLE
+    SELECT stack_id, coalesce(function, '?') AS function, python_module_path(file) AS file,
+           bool_or(depth = 0) AS innermost
+    FROM python_frames WHERE run_id = run
+    GROUP BY ALL;
 
 -- The run's Python sampling interval: the median gap between a thread's consecutive Python samples
 -- (nsys --python-sampling-frequency, 1 kHz by default, as it was kept).

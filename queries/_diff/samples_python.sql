@@ -1,6 +1,6 @@
 -- Python scope samples: each run's Python samples (nsys --python-sampling) counted per function,
--- keyed as function (file) with the file named as on any machine (python_module_path; not the line:
--- an edit moves lines), with the run's sampling interval: the samples times the interval are the
+-- keyed as function (file) with the file named as on any machine (python_stack_functions; not the
+-- line: an edit moves lines), with the run's sampling interval: the samples times the interval are the
 -- wall time the sampled threads spent in the function itself (self_ns: its frame the innermost) or
 -- inside it (total_ns: on the stack at all, once per sample however often it recurs). A sampled
 -- thread counts in every state (running, or waiting in the kernel), as python-stacks shows it.
@@ -16,15 +16,14 @@ WITH sides AS (
     UNION ALL
     SELECT 1, $new, (SELECT interval_ns FROM python_sample_interval($new))
 ),
-frames AS (  -- (each distinct stack's functions, once per stack: whether innermost)
-    SELECT run_id, stack_id, coalesce(function, '?') || ' (' || python_module_path(file) || ')' AS key,
-           bool_or(depth = 0) AS innermost
-    FROM python_frames WHERE run_id IN ($base, $new)
-    GROUP BY ALL
+frames AS (
+    SELECT 0 AS side, * FROM python_stack_functions($base)
+    UNION ALL
+    SELECT 1, * FROM python_stack_functions($new)
 )
-SELECT d.side, f.key, count(*) AS samples, any_value(d.interval_ns) AS interval_ns
+SELECT d.side, f.function || ' (' || f.file || ')' AS key, count(*) AS samples, any_value(d.interval_ns) AS interval_ns
 FROM sides d JOIN python_samples s ON s.run_id = d.run_id
-JOIN frames f ON f.run_id = s.run_id AND f.stack_id = s.stack_id
+JOIN frames f ON f.side = d.side AND f.stack_id = s.stack_id
 WHERE $metric = 'total_ns' OR f.innermost
 GROUP BY ALL
 ORDER BY 1, 2

@@ -6,7 +6,8 @@ stack, 1,155 distinct stacks, 40 NVTX ranges over 5 s) whose Python sample marks
 are replicated ``--copies`` times with shifted timestamps (100 copies: 485 k samples, eight minutes
 of one thread sampled at nsys's default 1 kHz), and a twin export without the payload schemas
 (NVTX_PAYLOAD_SCHEMAS: its marks read as NVTX events but not decoded), the baseline, ingested in the
-same process. Then python-stacks (every stack; inside the NVTX ranges) on the large run, best of
+same process. Then python-stacks and python-hotspots (all samples; inside the NVTX ranges) on the
+large run, and diff's python scope of the run against itself (its nvtx scope the baseline), best of
 ``--repeat``; and `export trace` of each run (the large one's Python samples as slices of a flame
 chart over time, the baseline's without them), per event written.
 
@@ -67,8 +68,12 @@ def main() -> None:
     ingest_ratio(work, bare, big, "Python samples", samples, args.repeat)
 
     with tracekit.open(work / "python.duckdb", read_only=True) as tk:
-        time_queries(tk, [("python-stacks", {"limit": 0}), ("python-stacks", {"range": "step", "limit": 0})],
+        time_queries(tk, [("python-stacks", {"limit": 0}), ("python-stacks", {"range": "step", "limit": 0}),
+                          ("python-hotspots", {"limit": 0}), ("python-hotspots", {"range": "step", "limit": 0})],
                      args.repeat)
+        for scope in ("nvtx", "python"):  # (the run against itself: the nvtx scope the baseline)
+            t = best(lambda tk=tk, scope=scope: tk.diff(1, 1, by=scope), args.repeat)
+            print(f"diff --by {scope} (the run against itself): {t * 1e3:,.0f} ms")
     per_event = {}
     for label, db in (("without Python samples (baseline)", "bare"), ("with Python samples", "python")):
         with tracekit.open(work / f"{db}.duckdb", read_only=True) as tk:

@@ -20,10 +20,14 @@ frames AS (
     SELECT 0 AS side, * FROM python_stack_functions($base)
     UNION ALL
     SELECT 1, * FROM python_stack_functions($new)
+),
+per_stack AS (  -- (each stack's samples first: far fewer rows than samples x frames)
+    SELECT d.side, s.stack_id, count(*) AS n, any_value(d.interval_ns) AS interval_ns
+    FROM sides d JOIN python_samples s ON s.run_id = d.run_id
+    GROUP BY ALL
 )
-SELECT d.side, f.function || ' (' || f.file || ')' AS key, count(*) AS samples, any_value(d.interval_ns) AS interval_ns
-FROM sides d JOIN python_samples s ON s.run_id = d.run_id
-JOIN frames f ON f.side = d.side AND f.stack_id = s.stack_id
+SELECT p.side, f.function || ' (' || f.file || ')' AS key, sum(p.n)::BIGINT AS samples, any_value(p.interval_ns) AS interval_ns
+FROM per_stack p JOIN frames f ON f.side = p.side AND f.stack_id = p.stack_id
 WHERE $metric = 'total_ns' OR f.innermost
 GROUP BY ALL
 ORDER BY 1, 2

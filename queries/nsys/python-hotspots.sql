@@ -36,11 +36,15 @@ WITH asked AS (
 ),
 ordered AS (SELECT lower($order) AS by),
 frames AS (SELECT * FROM python_stack_functions($run) WHERE stack_id IN (SELECT stack_id FROM asked)),
+per_stack AS (  -- (the samples of each stack and thread first: far fewer rows than samples x frames)
+    SELECT stack_id, tid, count(*) AS n, count(*) FILTER (WHERE thread_state = 'Running') AS running
+    FROM asked GROUP BY stack_id, tid
+),
 counted AS (
-    SELECT f.function, f.file, count(*) FILTER (WHERE f.innermost) AS self_samples,
-           count(*) FILTER (WHERE f.innermost AND a.thread_state = 'Running') AS running, count(*) AS total_samples,
-           count(DISTINCT a.tid) AS threads
-    FROM asked a JOIN frames f USING (stack_id)
+    SELECT f.function, f.file, coalesce(sum(p.n) FILTER (WHERE f.innermost), 0)::BIGINT AS self_samples,
+           coalesce(sum(p.running) FILTER (WHERE f.innermost), 0)::BIGINT AS running,
+           sum(p.n)::BIGINT AS total_samples, count(DISTINCT p.tid) AS threads
+    FROM per_stack p JOIN frames f USING (stack_id)
     GROUP BY ALL
 ),
 n AS (SELECT count(*) AS samples, (SELECT interval_ns FROM python_sample_interval($run)) AS interval_ns FROM asked)

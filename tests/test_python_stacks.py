@@ -150,6 +150,58 @@ def test_python_hotspots_are_the_functions_time_itself_and_with_callees(hot, nsy
         nsys_db.query("python-hotspots", run="backtrace")
 
 
+def _idle_by_function(tk, run: str) -> dict[tuple[str, str], int]:
+    """Per innermost function, the run's Python samples taken while device 0 ran nothing, between its
+    first op's start and its last op's start, counted here from the ops' own intervals."""
+    import numpy as np
+
+    run_id = tk.sql(f"SELECT run_id FROM runs WHERE name = '{run}'").item()
+    ops = tk.sql(f"SELECT start_ns, end_ns FROM gpu_ops WHERE run_id = {run_id} AND device_id = 0 ORDER BY start_ns")
+    starts, ends = ops["start_ns"].to_numpy(), np.maximum.accumulate(ops["end_ns"].to_numpy())
+    samples = tk.sql(f"SELECT s.ts_ns, f.function, f.file FROM python_samples s JOIN python_stack_functions({run_id}) f "
+                     f"USING (stack_id) WHERE s.run_id = {run_id} AND f.innermost")
+    ts = samples["ts_ns"].to_numpy()
+    before = np.searchsorted(starts, ts, side="right") - 1  # (the last op to start at or before the sample)
+    inside = (ts > starts[0]) & (ts < starts[-1])
+    idle = inside & (ts >= ends[np.maximum(before, 0)])  # (every op before it had ended)
+    out: dict[tuple[str, str], int] = {}
+    for fn, file in samples.filter(pl.Series(idle)).select("function", "file").rows():
+        out[(fn, file)] = out.get((fn, file), 0) + 1
+    return out
+
+
+def test_gpu_idle_python_is_the_python_code_running_while_the_gpu_sat_idle(hot, nsys_db, tmp_path):
+    """gpu-idle-python: the samples inside device 0's idle gaps by function, as counted here from the
+    ops' intervals. In python_hot's steps parse and prepare (pack) run between the last step's
+    .item() and the next GEMM: all of their time the GPU is idle; run_model waits on the GEMM: almost
+    none of it. In the HSTU pipeline the batch's data is drawn with numpy (searchsorted) while the
+    GPU waits: all of its time idle, among the top three functions of the idle time. A run without
+    Python samples is an error that says so."""
+    interval = hot.sql("SELECT interval_ns FROM python_sample_interval((SELECT run_id FROM runs "
+                       "WHERE name = 'python_hot'))").item()
+    rows = hot.query("gpu-idle-python", run="python_hot", limit=0)
+    counted = {(r["function"], r["file"]): round(r["self_ns"] / interval) for r in rows.iter_rows(named=True)
+               if r["self_ns"]}
+    assert counted == _idle_by_function(hot, "python_hot")
+    assert rows["self_pct"].sum() == pytest.approx(100, abs=0.5) and set(rows["device_id"]) == {0}
+    steps = {r["function"]: r for r in hot.query("gpu-idle-python", run="python_hot", range="step",
+                                                  limit=0).iter_rows(named=True)}
+    assert steps["parse"]["idle_share_pct"] == steps["pack"]["idle_share_pct"] == 100
+    assert steps["run_model"]["idle_share_pct"] < 5 and steps["main"]["total_pct"] == 100
+    total = hot.query("gpu-idle-python", run="python_hot", range="step", order="total", limit=2)
+    assert set(total["function"]) == {"<module>", "main"}
+    with tracekit.open(tmp_path / "h.duckdb") as tk:
+        tk.ingest(DATA / "hstu_capture_python", name="hstu_py")
+        pipeline = tk.query("gpu-idle-python", run="hstu_py", limit=0)
+        head = pipeline.head(3).filter(pl.col("function") == "_wrapfunc").row(0, named=True)
+        assert head["file"] == "numpy/_core/fromnumeric.py" and head["idle_share_pct"] == 100
+        interval = tk.sql("SELECT interval_ns FROM python_sample_interval(1)").item()
+        assert {(r["function"], r["file"]): round(r["self_ns"] / interval) for r in pipeline.iter_rows(named=True)
+                if r["self_ns"]} == _idle_by_function(tk, "hstu_py")
+    with pytest.raises(QueryError, match=r"captured without Python sample tracing"):
+        nsys_db.query("gpu-idle-python", run="backtrace")
+
+
 def test_the_filters_ask_for_part_of_the_samples(nsys_db):
     whole = nsys_db.query("python-stacks", run="python_hot", limit=0)
     assert whole["samples"].sum() > nsys_db.query("python-stacks", run="python_hot", range="step",
@@ -207,8 +259,8 @@ def test_the_hstu_workload_captured_with_python_samples(tmp_path):
 
 
 def test_the_report_draws_the_python_flame_graph(tmp_path):
-    """A run with Python samples has the sections (its functions' time, then the flame graph), after
-    the CPU's; a run without leaves them out without a word."""
+    """A run with Python samples has the sections (its functions' time, what ran while the GPU sat
+    idle, then the flame graph), after the CPU's; a run without leaves them out without a word."""
     from test_report import _column, _parse
 
     from tracekit import report
@@ -218,7 +270,10 @@ def test_the_report_draws_the_python_flame_graph(tmp_path):
         tk.ingest(NSYS_EXPORTS["hstu_mixed"], name="plain")
         page = _parse(report.write_report(tk, tmp_path / "hot.html", run="hot"))
         keys = list(page.sections)
-        assert keys.index("python-flame") == keys.index("python-hotspots") + 1
+        assert keys.index("gpu-idle-python") == keys.index("python-hotspots") + 1
+        assert keys.index("python-flame") == keys.index("gpu-idle-python") + 1
+        (idle,) = page.sections["gpu-idle-python"]
+        assert {shown for shown, _, _ in _column(idle, "function")} >= {"parse", "pack", "<genexpr>"}
         (table,) = page.sections["python-hotspots"]
         assert table["columns"][-2:] == ["function", "file"] and len(table["rows"]) == 15
         functions = {shown for shown, _, _ in _column(table, "function")}

@@ -298,6 +298,11 @@ NSYS = (
             "tracekit capture --python-samples): the wall time in each function itself, and with the functions it "
             "called, and how much of its own found the thread running rather than waiting in the kernel.",
             optional=True),
+    Section("gpu-idle-python", "Python running while the GPU sat idle", "gpu-idle-python", {"limit": 15}, None,
+            ("device_id", "self_pct", "self_ns", "total_pct", "total_ns", "idle_share_pct", "function", "file"),
+            "The Python code the samples found running inside each GPU's idle gaps (between its first op and its "
+            "last): what the host does instead of launching work. idle_share_pct is the share of a function's own "
+            "time the GPU was idle: near 100 for code that never overlaps GPU work.", optional=True),
     Section("python-flame", "Python call stacks", "python-stacks", {"limit": 0}, "python-flame", None,
             "The Python threads' sampled stacks as a flame graph (nsys --python-sampling=true, 1,000 samples a "
             "second; tracekit capture --python-samples), callers on top: each function at a line under the one "

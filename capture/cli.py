@@ -93,8 +93,9 @@ def capture_cmd(
                                  "(nsys --python-backtrace=cuda): tracekit query api-stacks")] = False,
     python_samples: Annotated[bool, typer.Option(
         "--python-samples", help="nsys: sample the Python threads' stacks, 1,000 times a second (nsys "
-                                 "--python-sampling=true): tracekit query python-stacks, python-hotspots, gpu-idle-python; chart "
-                                 "python-flame, timeline; export stacks --python; diff's python scope")] = False,
+                                 "--python-sampling=true): tracekit query python-stacks, python-hotspots, "
+                                 "gpu-idle-python; chart python-flame, timeline; export stacks --python; diff's "
+                                 "python scope")] = False,
     capture_range: Annotated[str | None, typer.Option(
         "--capture-range", help="a command under nsys: none (the whole program, the default) or cudaProfilerApi "
                                 "(between cudaProfilerStart and Stop)", show_default=False)] = None,

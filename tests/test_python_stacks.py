@@ -202,6 +202,21 @@ def test_gpu_idle_python_is_the_python_code_running_while_the_gpu_sat_idle(hot, 
         nsys_db.query("gpu-idle-python", run="backtrace")
 
 
+@pytest.mark.parametrize("file, named", [
+    ("/opt/torch/.venv/lib/python3.12/site-packages/torch/cuda/__init__.py", "torch/cuda/__init__.py"),
+    ("/usr/lib/python3/dist-packages/numpy/_core/numeric.py", "numpy/_core/numeric.py"),
+    ("/usr/lib/python3.12/json/decoder.py", "json/decoder.py"),
+    ("C:\\Python312\\Lib\\site-packages\\torch\\nn\\functional.py", "torch/nn/functional.py"),
+    ("C:\\Python312\\Lib\\json\\decoder.py", "json/decoder.py"),
+    ("/work/main/tests/data/programs/nsys_python_hot.py", "nsys_python_hot.py"),
+    ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap>"),
+    (None, "?")])
+def test_a_python_file_is_named_as_on_any_machine(nsys_db, file, named):
+    """How python-hotspots, gpu-idle-python and diff's python scope name a function's file: below the
+    packages' folder or the standard library's, else by its name, '/' between folders (Windows' too)."""
+    assert nsys_db.con.execute("SELECT python_module_path(?)", [file]).fetchall()[0][0] == named
+
+
 def test_the_filters_ask_for_part_of_the_samples(nsys_db):
     whole = nsys_db.query("python-stacks", run="python_hot", limit=0)
     assert whole["samples"].sum() > nsys_db.query("python-stacks", run="python_hot", range="step",

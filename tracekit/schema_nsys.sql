@@ -692,13 +692,13 @@ CREATE OR REPLACE MACRO python_frame(function, file, line) AS
 
 -- A Python file as it names the same code on any machine: the path below the installed packages'
 -- folder (site-packages, dist-packages: torch/cuda/__init__.py) or the standard library's
--- (pythonX.Y: json/decoder.py), else the file's name (a program's own files, '<frozen runpy>').
-CREATE OR REPLACE MACRO python_module_path(file) AS
-    CASE WHEN regexp_matches(coalesce(file, ''), '/(site|dist)-packages/')
-         THEN regexp_extract(file, '/(site|dist)-packages/(.*)$', 2)
-         WHEN regexp_matches(coalesce(file, ''), '/python[0-9.]+/')
-         THEN regexp_extract(file, '/python[0-9.]+/(.*)$', 1)
-         ELSE regexp_extract(coalesce(file, '?'), '[^/]*$') END;
+-- (pythonX.Y, Windows' Lib: json/decoder.py), else the file's name (a program's own files,
+-- '<frozen runpy>'); '/' between folders, also where Windows wrote '\'.
+CREATE OR REPLACE MACRO python_path_below(path) AS
+    CASE WHEN regexp_matches(path, '/(site|dist)-packages/') THEN regexp_extract(path, '/(site|dist)-packages/(.*)$', 2)
+         WHEN regexp_matches(path, '/(python[0-9.]+|Lib)/') THEN regexp_extract(path, '/(python[0-9.]+|Lib)/(.*)$', 2)
+         ELSE regexp_extract(path, '[^/]*$') END;
+CREATE OR REPLACE MACRO python_module_path(file) AS python_path_below(replace(coalesce(file, '?'), '\', '/'));
 
 -- A call stack's frames (an aggregate over them) folded as flame-graph tools read them: from the
 -- outermost caller (the deepest frame) to depth 0, ';'-joined, a ';' in a name made ':'.
@@ -769,7 +769,8 @@ CREATE OR REPLACE MACRO cpu_sample_interval(run) AS TABLE
 
 -- Each distinct Python stack's functions (python_frames), once per stack however often one recurs:
 -- the function, its file as on any machine (python_module_path) and whether it is the innermost
--- frame (the line the sample found running). python-hotspots and diff's python scope count by it.
+-- frame (the line the sample found running). python-hotspots, gpu-idle-python and diff's python
+-- scope count by it.
 CREATE OR REPLACE MACRO python_stack_functions(run) AS TABLE
     SELECT stack_id, coalesce(function, '?') AS function, python_module_path(file) AS file,
            bool_or(depth = 0) AS innermost

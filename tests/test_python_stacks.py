@@ -1,6 +1,8 @@
 """The Python threads' sampled stacks (nsys --python-sampling=true): python-stacks, its flame graph
-and folded export, checked against what tests/data/programs/nsys_python_hot.py measured of itself
-(tests/data/nsys_python_hot/README.md)."""
+and folded export, python-hotspots and gpu-idle-python, checked against what
+tests/data/programs/nsys_python_hot.py measured of itself (tests/data/nsys_python_hot/README.md) and
+against the GPU ops' own intervals; diff's python scope on identical captures (the noise) and on the
+planted 2x."""
 
 from __future__ import annotations
 

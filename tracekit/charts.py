@@ -1781,7 +1781,8 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
                      "note": r["note"] or "", "p": r["p_value"]})
     subtitle = ["bar: change of each key's time (kernels, memory ops, GPUs: total; NVTX: kernel time, or sampled "
                 "CPU time or wall time without kernels;",
-                "functions: sampled CPU time; ncu: duration; sweeps: median latency; Unified Memory: page faults;",
+                "functions: sampled CPU time; Python functions: sampled wall time, with callees; ncu: duration; "
+                "sweeps: median latency; Unified Memory: page faults;",
                 "GPU memory: peak bytes, an NVTX path's bytes allocated)",
                 "whisker: its interval; dashed: the " + " and the ".join(
                     f"±{f:g}% " + ("threshold" if "threshold" in floors.get(f, {"threshold"}) else
@@ -1892,7 +1893,8 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
     base = df["base_run"][0] if "base_run" in df.columns and df.height else "the base"
     subtitle = [
         "bar: change of each key's time against the base (kernels, memory ops, GPUs: total; NVTX: kernel "
-        "time; functions: sampled CPU time; ncu: duration; sweeps: median latency)",
+        "time; functions: sampled CPU time; Python functions: sampled wall time, with callees; ncu: duration; "
+        "sweeps: median latency)",
         "solid: judged regressed or improved (tracekit diff's rules); faded: within the threshold or the noise"]
     if jobs:
         subtitle = ["bar: change of each key's time over the ranks the job shares with the base job (their sum)",

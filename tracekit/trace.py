@@ -63,8 +63,10 @@ unless forced.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
+import itertools
 import json
 import os
 from dataclasses import dataclass, field
@@ -249,7 +251,7 @@ SELECT device_id, name, {ts} AS ts, value, timestamp_ns FROM s WHERE prev IS DIS
 #: (``prefix``); per thread and level, a run of consecutive samples of one prefix is a slice (a
 #: sample continues into the next where the gap is at most twice the sampling interval, and
 #: ends at the next; the last, or one before a longer gap, one interval after its time)
-_PYTHON = f"""
+_PYTHON = """
 WITH iv AS (SELECT round(interval_ns)::BIGINT AS interval_ns FROM python_sample_interval($run)),
 s AS (
     SELECT global_tid, pid, tid, ts_ns, stack_id,
@@ -280,8 +282,7 @@ slices AS (
     FROM runs
 )
 SELECT pid, tid, any_value(function) AS name, any_value(file) AS file, arg_min(line, seq) AS line,
-       {_us('min(ts_ns) + $shift')} AS ts, {_us('max(end_ns) - min(ts_ns)')} AS dur, count(*) AS samples,
-       min(ts_ns) AS start_ns, max(end_ns) AS end_ns, level
+       min(ts_ns) AS start_ns, max(end_ns) AS end_ns, count(*) AS samples, level
 FROM slices GROUP BY global_tid, pid, tid, level, slice
 """
 
@@ -449,9 +450,27 @@ def resolve_window(tk, run_id: int, start_ns: int | None = None, end_ns: int | N
 def python_slices(tk, run_id: int, window: Window):
     """The Python samples of the run's window as ``_PYTHON``'s slices (a DataFrame: pid, tid, name,
     file, line, start_ns, end_ns, samples, level; in order of thread, start and level)."""
-    sql = f"SELECT pid, tid, name, file, line, start_ns, end_ns, samples, level FROM ({_PYTHON}) " \
-          "ORDER BY pid, tid, start_ns, level"
-    return tk.frame(tk.con.sql(sql, params={**_params(run_id, window), "shift": 0}))
+    return tk.frame(tk.con.sql(f"SELECT * FROM ({_PYTHON}) ORDER BY pid, tid, start_ns, level",
+                               params=_params(run_id, window)))
+
+
+_PYTHON_TABLES = itertools.count()
+
+
+@contextlib.contextmanager
+def _python_tables(tk, parts: list[Part]):
+    """Each part's Python slices (``_PYTHON``) computed once, into a temporary table of the store's
+    connection (read-only ones too) that the size estimate and the writer both read; their names,
+    dropped after."""
+    names = [f"_tk_trace_python_{next(_PYTHON_TABLES)}" for _ in parts]
+    try:
+        for table, part in zip(names, parts, strict=True):
+            tk.con.execute(f"CREATE TEMP TABLE {table} AS {_PYTHON}", _params(part.run_id, part.window))
+        yield names
+    finally:
+        for table in names:
+            with contextlib.suppress(Exception):  # (never made: a Ctrl-C or an error came first)
+                tk.con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def check_in_capture(tk, run_id: int, window: Window, osrt: bool = False) -> None:
@@ -480,10 +499,11 @@ def _nsys_run(tk, run: str | int | None) -> int:
     return resolve_run(tk, run, "nsys", "export trace", spans_runs=False)
 
 
-def estimate(tk, run_id: int, window: Window, osrt: bool = False,
+def estimate(tk, run_id: int, window: Window, python: str, osrt: bool = False,
              gpu_metrics: bool = False) -> tuple[dict[str, int], int]:
     """Events per kind in the window and the estimated size of the JSON text, bytes
-    (``osrt``: with the OS runtime calls; ``gpu_metrics``: with the GPU's counters)."""
+    (``python``: the table of its Python slices, ``_python_tables``; ``osrt``: with the OS runtime
+    calls; ``gpu_metrics``: with the GPU's counters)."""
     counts = dict.fromkeys(KINDS, 0)
     total = 2000  # header and metadata events
     flows = tk.con.execute(
@@ -492,8 +512,8 @@ def estimate(tk, run_id: int, window: Window, osrt: bool = False,
     sizes = tk.con.execute(_SIZE, {**_params(run_id, window), "osrt": osrt}).fetchall()
     if gpu_metrics:
         sizes += tk.con.execute(_SIZE_GPU_METRICS, _params(run_id, window)).fetchall()
-    sizes += tk.con.execute(f"SELECT 'python', count(*), coalesce(sum(length(name) + length(file)), 0) FROM ({_PYTHON})",
-                            {**_params(run_id, window), "shift": 0}).fetchall()
+    sizes += tk.con.execute(f"SELECT 'python', count(*), coalesce(sum(length(name) + length(file)), 0) "
+                            f"FROM {python}").fetchall()
     for kind, n, name_bytes in sizes:
         counts[kind] = counts.get(kind, 0) + int(n)
         # a start/end range or a GPU fault group is two events, each with the name
@@ -593,9 +613,10 @@ class _Ids:
         return out
 
 
-def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: bool = False,
+def _write_events(tk, w: _Writer, part: Part, ids: _Ids, python: str, index: int = 0, osrt: bool = False,
                   gpu_metrics: bool = False) -> dict[str, int]:
-    """The events of ``part`` (the ``index``-th of the trace's) and its tracks' names."""
+    """The events of ``part`` (the ``index``-th of the trace's; ``python``: the table of its Python
+    slices, ``_python_tables``) and its tracks' names."""
     run_id, window = part.run_id, part.window
     con = tk.con
     p = {**_params(run_id, window), "shift": part.shift_ns}
@@ -657,8 +678,9 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, index: int = 0, osrt: b
         counts["osrt"] += len(b["name"])
         w.flush()
     # Python: the sampled stacks as a flame chart over time on the thread's Python track
-    sql = _PYTHON + " ORDER BY pid, tid, start_ns, level"
-    for b in _batches(con, sql, p):
+    sql = (f"SELECT name, file, line, {_us('start_ns + $shift')} AS ts, {_us('end_ns - start_ns')} AS dur, samples, "
+           f"pid, tid FROM {python} ORDER BY pid, tid, start_ns, level")
+    for b in _batches(con, sql, {"shift": part.shift_ns}):
         for nm, file, line, ts, dur, n, pid, tid in zip(b["name"], b["file"], b["line"], b["ts"], b["dur"], b["samples"],
                                                        b["pid"], b["tid"], strict=True):
             w.event(f'{{"ph":"X","cat":"python","name":{name(nm)},"pid":{pid_of(pid)},"tid":{tid + PYTHON_TID_OFFSET},'
@@ -848,48 +870,49 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
                 check_traced(tk, f"export trace {option}", part.run_id, [table], advice=f", or leave out {option}")
     if nvtx is None:  # (an NVTX range's window is in the capture)
         check_in_capture(tk, run_id, window, osrt)
-    counts, est = dict.fromkeys(KINDS, 0), 0
-    for part in parts:
-        got, size = estimate(tk, part.run_id, part.window, osrt, gpu_metrics)
-        counts = {k: counts[k] + got[k] for k in KINDS}
-        est += size
-    if est > max_bytes and not force:
-        what = f"run {run_id}" if ranks is None else f"the {len(parts):,} ranks of run {run_id}'s job"
-        raise QueryError(
-            f"export trace: the trace of {what} ({window.label}) would be about {est / 1e6:,.0f} MB of JSON "
-            f"({sum(v for k, v in counts.items() if k != 'flow'):,} events); choose a window (--from/--to or "
-            f"--nvtx NAME --instance N){' or fewer ranks (--ranks 0-3)' if ranks is not None else ''} or pass --force")
-    header = {"run_id": run_id, "window": window.label, "window_start_ns": window.start_ns,
-              "window_end_ns": window.end_ns, "time_unit": "ts/dur in µs with 3 decimals: exact ns",
-              "source": "tracekit export trace"}
-    if ranks is not None:
-        header["ranks"] = [{"rank": x.rank, "run_id": x.run_id, "shift_ns": x.shift_ns} for x in parts]
-        header["clock"] = ("ns since the earliest rank's nsys session start: each rank's own times plus its "
-                           "shift_ns; window_start_ns/window_end_ns on run_id's own clock")
-    result = TraceResult(path, run_id, window, estimated_bytes=est)
+    with _python_tables(tk, parts) as tables:  # (the Python slices: computed once, counted and written)
+        counts, est = dict.fromkeys(KINDS, 0), 0
+        for part, table in zip(parts, tables, strict=True):
+            got, size = estimate(tk, part.run_id, part.window, table, osrt, gpu_metrics)
+            counts = {k: counts[k] + got[k] for k in KINDS}
+            est += size
+        if est > max_bytes and not force:
+            what = f"run {run_id}" if ranks is None else f"the {len(parts):,} ranks of run {run_id}'s job"
+            raise QueryError(
+                f"export trace: the trace of {what} ({window.label}) would be about {est / 1e6:,.0f} MB of JSON "
+                f"({sum(v for k, v in counts.items() if k != 'flow'):,} events); choose a window (--from/--to or "
+                f"--nvtx NAME --instance N){' or fewer ranks (--ranks 0-3)' if ranks is not None else ''} or pass --force")
+        header = {"run_id": run_id, "window": window.label, "window_start_ns": window.start_ns,
+                  "window_end_ns": window.end_ns, "time_unit": "ts/dur in µs with 3 decimals: exact ns",
+                  "source": "tracekit export trace"}
+        if ranks is not None:
+            header["ranks"] = [{"rank": x.rank, "run_id": x.run_id, "shift_ns": x.shift_ns} for x in parts]
+            header["clock"] = ("ns since the earliest rank's nsys session start: each rank's own times plus its "
+                               "shift_ns; window_start_ns/window_end_ns on run_id's own clock")
+        result = TraceResult(path, run_id, window, estimated_bytes=est)
 
-    def write(f) -> None:
-        w = _Writer(f)
-        w.raw('{"displayTimeUnit":"ns","otherData":' + json.dumps(header, ensure_ascii=False)
-              + ',"traceEvents":[\n')
-        ids = _Ids(dense=ranks is not None)
-        result.counts = dict.fromkeys(KINDS, 0)
-        for i, part in enumerate(parts):
-            got = _write_events(tk, w, part, ids, i, osrt, gpu_metrics)
-            result.counts = {k: result.counts[k] + got[k] for k in KINDS}
-        w.raw("\n]}\n")
-        result.json_bytes = w.bytes
+        def write(f) -> None:
+            w = _Writer(f)
+            w.raw('{"displayTimeUnit":"ns","otherData":' + json.dumps(header, ensure_ascii=False)
+                  + ',"traceEvents":[\n')
+            ids = _Ids(dense=ranks is not None)
+            result.counts = dict.fromkeys(KINDS, 0)
+            for i, part in enumerate(parts):
+                got = _write_events(tk, w, part, ids, tables[i], i, osrt, gpu_metrics)
+                result.counts = {k: result.counts[k] + got[k] for k in KINDS}
+            w.raw("\n]}\n")
+            result.json_bytes = w.bytes
 
-    def write_file(tmp: Path) -> None:
-        with open(tmp, "wb") as raw:
-            if path.suffix.lower() == ".gz":
-                with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=3, mtime=0) as z, \
-                        io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
-                    write(f)
-            else:
-                with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as f:
-                    write(f)
+        def write_file(tmp: Path) -> None:
+            with open(tmp, "wb") as raw:
+                if path.suffix.lower() == ".gz":
+                    with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=3, mtime=0) as z, \
+                            io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
+                        write(f)
+                else:
+                    with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as f:
+                        write(f)
 
-    write_output(path, write_file, tk.path)
+        write_output(path, write_file, tk.path)
     result.parts = parts
     return result

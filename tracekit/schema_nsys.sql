@@ -759,6 +759,16 @@ CREATE OR REPLACE MACRO cpu_samples_asked(query, run, thread, range_name) AS TAB
     FROM samples_asked(query, run, thread, range_name, 'cpu_samples', 'CPU',
                        '`tracekit query cpu-threads` lists those sampled') c;
 
+-- The Python samples a question is about (samples_asked over python_samples), with their stacks
+-- and thread states; an error names the run's sampled tids. python-stacks, python-hotspots and
+-- gpu-idle-python ask through it.
+CREATE OR REPLACE MACRO python_samples_asked(query, run, thread, range_name) AS TABLE
+    SELECT s.*
+    FROM samples_asked(query, run, thread, range_name, 'python_samples', 'Python',
+                       'the run''s are of tids ' || (SELECT string_agg(DISTINCT tid::VARCHAR, ', ' ORDER BY tid::VARCHAR)
+                                                    FROM python_samples WHERE run_id = run)) a
+    JOIN python_samples s ON s.run_id = run AND s.sample_id = a.sample_id;
+
 -- The run's CPU sampling interval, ns (interval_ns): the median time between two consecutive
 -- samples of one thread (a running thread is sampled once per period of its CPU time, so a
 -- sample stands for about this much CPU time; NULL for a run with fewer than two samples a thread).

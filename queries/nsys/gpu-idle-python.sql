@@ -23,11 +23,7 @@
 -- @requires python_samples, python_frames, kernels, memcpy, memset, graph_execs
 -- @traced python_samples, kernels
 WITH asked AS (
-    SELECT s.sample_id, s.stack_id, s.ts_ns
-    FROM samples_asked('gpu-idle-python', $run, $thread, $range, 'python_samples', 'Python',
-                       'the run''s are of tids ' || (SELECT string_agg(DISTINCT tid::VARCHAR, ', ' ORDER BY tid::VARCHAR)
-                                                    FROM python_samples WHERE run_id = $run)) a
-    JOIN python_samples s ON s.run_id = $run AND s.sample_id = a.sample_id
+    SELECT sample_id, stack_id, ts_ns FROM python_samples_asked('gpu-idle-python', $run, $thread, $range)
 ),
 ordered AS (SELECT lower($order) AS by),
 ops AS (SELECT device_id, start_ns, coalesce(device_gap_ns, 0) AS gap_ns FROM gpu_ops WHERE run_id = $run),

@@ -28,11 +28,7 @@
 -- @requires python_samples, python_frames
 -- @traced python_samples
 WITH asked AS (
-    SELECT s.sample_id, s.stack_id, s.tid, s.thread_state
-    FROM samples_asked('python-hotspots', $run, $thread, $range, 'python_samples', 'Python',
-                       'the run''s are of tids ' || (SELECT string_agg(DISTINCT tid::VARCHAR, ', ' ORDER BY tid::VARCHAR)
-                                                    FROM python_samples WHERE run_id = $run)) a
-    JOIN python_samples s ON s.run_id = $run AND s.sample_id = a.sample_id
+    SELECT sample_id, stack_id, tid, thread_state FROM python_samples_asked('python-hotspots', $run, $thread, $range)
 ),
 ordered AS (SELECT lower($order) AS by),
 frames AS (SELECT * FROM python_stack_functions($run) WHERE stack_id IN (SELECT stack_id FROM asked)),

@@ -29,11 +29,8 @@ WITH checked AS (
                                WHERE run_id = $run) || ')') END AS ok
 ),
 asked AS (
-    SELECT a.sample_id, s.stack_id
-    FROM checked, samples_asked('python-stacks', $run, $thread, $range, 'python_samples', 'Python',
-                                'the run''s are of tids ' || (SELECT string_agg(DISTINCT tid::VARCHAR, ', ' ORDER BY tid::VARCHAR)
-                                                             FROM python_samples WHERE run_id = $run)) a
-    JOIN python_samples s ON s.run_id = $run AND s.sample_id = a.sample_id
+    SELECT s.sample_id, s.stack_id
+    FROM checked, python_samples_asked('python-stacks', $run, $thread, $range) s
     WHERE checked.ok AND ($state IS NULL OR s.thread_state = $state)
 ),
 stacks AS (

@@ -509,7 +509,7 @@ def _nsys_export(nsys: str, run_dir: Path, log, meta: dict, why: str = "") -> st
     """Export the run's nsys report to ``nsys.sqlite``, with its NVTX payloads (the Python
     stacks: ``tracekit.ingest.nsysrep.export_sqlite``); the error, or None. ``why``: what to add
     to the error where nsys wrote no report."""
-    from tracekit.ingest.nsysrep import export_sqlite
+    from tracekit.ingest.nsysrep import export_sqlite, last_line
 
     report = run_dir / "nsys.nsys-rep"
     if not report.exists():
@@ -522,8 +522,7 @@ def _nsys_export(nsys: str, run_dir: Path, log, meta: dict, why: str = "") -> st
     log.write(f"$ {' '.join(argv)}\n{res.stdout}{res.stderr}")
     log.flush()
     if res.returncode != 0 or not (run_dir / "nsys.sqlite").exists():
-        last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
-        return f"nsys export exited with status {res.returncode}: {last[0][:200]}"
+        return f"nsys export exited with status {res.returncode}: {last_line(res)[:200]}"
     return None
 
 

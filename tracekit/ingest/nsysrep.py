@@ -40,8 +40,7 @@ def export_if_needed(path: Path) -> Iterator[Path]:
         out = Path(tmp) / (path.stem + ".sqlite")
         _, proc = export_sqlite(nsys, path, out)
         if proc.returncode != 0 or not out.exists():
-            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise InputError(f"{path}: nsys export failed (exit {proc.returncode}): {last[0]}")
+            raise InputError(f"{path}: nsys export failed (exit {proc.returncode}): {last_line(proc)}")
         yield out
 
 
@@ -62,3 +61,8 @@ def export_sqlite(nsys: str, report: Path, out: Path, timeout: float | None = No
         argv = export_argv(nsys, report, out, blobs=False)
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     return argv, proc
+
+
+def last_line(proc: subprocess.CompletedProcess) -> str:
+    """The last line a finished command printed (nsys's error), stderr before stdout; 'no output'."""
+    return ((proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"])[0]

@@ -201,18 +201,32 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
 
 
 @pytest.fixture(scope="session")
-def nsys_db(tmp_path_factory):
-    """A store with every nsys fixture ingested, one run per scenario (named after it):
-    this worker's copy of the run's one ingest of them."""
+def nsys_store_file(tmp_path_factory) -> Path:
+    """The store file with every nsys fixture ingested, one run per scenario (named after
+    it), that the run ingests once (never to be written: copy it). Ingested in two threads
+    (tracekit.parallel, whose store equals a serial ingest's: test_parallel.py): the other
+    worker waits for it at the run's start, so its core is free."""
     import tracekit
+    from tracekit import parallel
 
     def build(path: Path) -> None:
         with tracekit.open(path) as tk:
-            for scen in NSYS_SCENARIOS:
-                tk.ingest(NSYS_EXPORTS[scen], name=scen)
+            outcomes = parallel.ingest_many(tk, [NSYS_EXPORTS[s] for s in NSYS_SCENARIOS], workers=2)
+            for scen, o in zip(NSYS_SCENARIOS, outcomes, strict=True):
+                assert o.error is None, o.error
+                tk.rename_run(o.result.run_id, scen)
+
+    return built_once(tmp_path_factory, "nsys.duckdb", build)
+
+
+@pytest.fixture(scope="session")
+def nsys_db(nsys_store_file, tmp_path_factory):
+    """A store with every nsys fixture ingested, one run per scenario (named after it):
+    this worker's copy of ``nsys_store_file``."""
+    import tracekit
 
     db = tmp_path_factory.mktemp("store") / "nsys.duckdb"
-    shutil.copyfile(built_once(tmp_path_factory, "nsys.duckdb", build), db)
+    shutil.copyfile(nsys_store_file, db)
     tk = tracekit.open(db)
     yield tk
     tk.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -13,6 +14,16 @@ import pytest
 # tests restore Python's own handler so that they do not depend on how they were started.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+#: where the tests' temporary files go when the machine has a RAM-backed file system with this
+#: much room, unless PYTEST_DEBUG_TEMPROOT (pytest's own setting) names a place: DuckDB syncs
+#: every commit to disk, and an ingest-heavy pair of test files took 148 s with its files on
+#: the 2-core machine's disk against 104 s in /dev/shm (docs/performance.md)
+IN_MEMORY_TEMP = (Path("/dev/shm"), 6 << 30)
+_mem, _room = IN_MEMORY_TEMP
+if "PYTEST_DEBUG_TEMPROOT" not in os.environ and _mem.is_dir() and os.access(_mem, os.W_OK):
+    if shutil.disk_usage(_mem).free >= _room:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(_mem)
 
 DATA = Path(__file__).parent / "data"
 NCU_SOL_METRICS = {  # speed-of-light column -> the metric ncu's details page prints

@@ -557,34 +557,42 @@ def test_dense_tile_shapes(tiles, one_loop):
         assert _rel(out, ref) < TOL[torch.float32]
 
 
-@pytest.mark.parametrize("cfg", [dict(PAGES=0, BLOCK_N=64, GRID_M=2), dict(PAGES=1, DIAG_TILE=True, BLOCK_N=16),
-                                 dict(PAGES=1, BLOCK_N=64), dict(PAGES=2, DIAG_TILE=True, BLOCK_N=32, GRID_M=None),
-                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3),
-                                 dict(PAGES=0, BLOCK_N=32, SPLIT=2, GRID_M=1),
-                                 dict(PAGES=3, DIAG_TILE=True, BLOCK_N=32), dict(PAGES=3, BLOCK_N=16, SPLIT=2),
-                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=2, G_FAST=True, GRID_M=2),
-                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=16, GRID_M=0),
-                                 dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3, FLAT=True),
-                                 dict(PAGES=3, BLOCK_N=16, FLAT=True), dict(PAGES=0, BLOCK_N=64, SPLIT=2, FLAT=True),
-                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=5, MIN_CHUNK=1),
-                                 dict(PAGES=1, BLOCK_M=32, BLOCK_N=16, PERSIST=True, PROGRAMS=4, MIN_CHUNK=2),
-                                 dict(PAGES=0, BLOCK_M=64, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1),
-                                 dict(PAGES=2, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1000),
-                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True),
-                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1, DP=True, DP_SPARE=2),
-                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True, DP_SPARE=0),
-                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=5, MIN_CHUNK=1, DP=True, DP_SPARE=0),
-                                 dict(PAGES=5, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True, UNIFORM=True),
-                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=4, MIN_CHUNK=1, TWO_LOOPS=False),
-                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=40, MIN_CHUNK=1),
-                                 dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=40, MIN_CHUNK=1, WS_PERM=False)],
-                         ids=["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag", "split3", "split2-loop",
-                              "tma-diag", "tma-bn16-split2", "gfast-split2", "noloop", "flat-split3", "flat-tma",
-                              "flat-load-split2", "persist", "persist-32x16", "persist-load-64x16", "persist-copy-whole", "persist-dp", "persist-dp-spare2",
-                              "persist-dp-spare0", "persist-dp-spare0-whole-waves",
-                              "persist-dp-nc-uniform", "persist-four-loops", "persist-many-pieces",
-                              "persist-many-pieces-plain-ws"])
-def test_cached_page_modes(cfg):
+#: the cached kernel's page addressing modes, tile shapes, query-block loop and key splits
+CACHED_MODES = [dict(PAGES=0, BLOCK_N=64, GRID_M=2), dict(PAGES=1, DIAG_TILE=True, BLOCK_N=16),
+                dict(PAGES=1, BLOCK_N=64), dict(PAGES=2, DIAG_TILE=True, BLOCK_N=32, GRID_M=None),
+                dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3),
+                dict(PAGES=0, BLOCK_N=32, SPLIT=2, GRID_M=1),
+                dict(PAGES=3, DIAG_TILE=True, BLOCK_N=32), dict(PAGES=3, BLOCK_N=16, SPLIT=2),
+                dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=2, G_FAST=True, GRID_M=2),
+                dict(PAGES=1, DIAG_TILE=True, BLOCK_N=16, GRID_M=0),
+                dict(PAGES=1, DIAG_TILE=True, BLOCK_N=32, SPLIT=3, FLAT=True),
+                dict(PAGES=3, BLOCK_N=16, FLAT=True), dict(PAGES=0, BLOCK_N=64, SPLIT=2, FLAT=True),
+                dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=5, MIN_CHUNK=1),
+                dict(PAGES=1, BLOCK_M=32, BLOCK_N=16, PERSIST=True, PROGRAMS=4, MIN_CHUNK=2),
+                dict(PAGES=0, BLOCK_M=64, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1),
+                dict(PAGES=2, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1000),
+                dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True),
+                dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=2, MIN_CHUNK=1, DP=True, DP_SPARE=2),
+                dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True, DP_SPARE=0),
+                dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=5, MIN_CHUNK=1, DP=True, DP_SPARE=0),
+                dict(PAGES=5, BLOCK_N=16, PERSIST=True, PROGRAMS=3, MIN_CHUNK=1, DP=True, UNIFORM=True),
+                dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=4, MIN_CHUNK=1, TWO_LOOPS=False),
+                dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=40, MIN_CHUNK=1),
+                dict(PAGES=1, BLOCK_N=16, PERSIST=True, PROGRAMS=40, MIN_CHUNK=1, WS_PERM=False)]
+CACHED_MODE_IDS = ["load-bn64", "regs-diag-bn16", "regs-bn64", "copy-diag", "split3", "split2-loop",
+                   "tma-diag", "tma-bn16-split2", "gfast-split2", "noloop", "flat-split3", "flat-tma",
+                   "flat-load-split2", "persist", "persist-32x16", "persist-load-64x16", "persist-copy-whole", "persist-dp", "persist-dp-spare2",
+                   "persist-dp-spare0", "persist-dp-spare0-whole-waves",
+                   "persist-dp-nc-uniform", "persist-four-loops", "persist-many-pieces",
+                   "persist-many-pieces-plain-ws"]
+#: the masks besides the plain one: each mode runs with one of them, in turn (every mask meets
+#: most kinds of mode, for the suite's time)
+CACHED_MASKS = (dict(contextual_seq_len=2, max_attn_len=0), dict(contextual_seq_len=0, max_attn_len=9))
+
+
+@pytest.mark.parametrize(("cfg", "mask"), [(c, CACHED_MASKS[i % 2]) for i, c in enumerate(CACHED_MODES)],
+                         ids=CACHED_MODE_IDS)
+def test_cached_page_modes(cfg, mask):
     """The cached kernel's page addressing modes, tile shapes, query-block loop and key
     splits (partial sums added by the last program to arrive; empty caches included)."""
     from tracekit.kernels._cached import hstu_cached_fwd
@@ -598,8 +606,7 @@ def test_cached_page_modes(cfg):
     v = _rand(g, sum(new), H, dv, dtype=torch.float32)
     cache = build_paged_kv_cache(kh, vh, ho, max_len=100, generator=g)
     nt = torch.tensor(targets, device=DEV)
-    for extra in (dict(contextual_seq_len=0, max_attn_len=0), dict(contextual_seq_len=2, max_attn_len=0),
-                  dict(contextual_seq_len=0, max_attn_len=9)):
+    for extra in (dict(contextual_seq_len=0, max_attn_len=0), mask):
         out = _poison(sum(new), H, dv, torch.float32)
         hstu_cached_fwd(q, k, v, no, cache, max_seq_len=100, alpha=0.4, num_targets=nt, out=out,
                         config={"BLOCK_M": 16, "PERSIST": False, **cfg}, **extra)

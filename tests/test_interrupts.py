@@ -112,7 +112,10 @@ def test_ctrl_c_at_many_moments_of_an_ingest(export, reference, small_store, exi
                 assert not db.exists()  # a store the interrupted ingest created is not left behind
         else:
             got = _counts(db)
-            said = (frac, code, out, err, got, before)  # (what a failure needs to be understood)
+            # (what a failure needs to be understood: a run printed as committed once read back as
+            # the schema alone; whether a log was left beside the store tells where it went)
+            files = {f.name: f.stat().st_size for f in sorted(db.parent.glob(db.name + "*"))}
+            said = f"frac {frac} exit {code} out {out!r} err {err!r} files {files} got {got} before {before}"
             assert (got["runs"] == before["runs"] + 1) if existing else (got == reference), said
             for table, n in reference.items():
                 if table not in ("runs", "_store", "_strings"):

@@ -19,11 +19,10 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 #: much room, unless PYTEST_DEBUG_TEMPROOT (pytest's own setting) names a place: DuckDB syncs
 #: every commit to disk, and an ingest-heavy pair of test files took 148 s with its files on
 #: the 2-core machine's disk against 104 s in /dev/shm (docs/performance.md)
-IN_MEMORY_TEMP = (Path("/dev/shm"), 6 << 30)
-_mem, _room = IN_MEMORY_TEMP
-if "PYTEST_DEBUG_TEMPROOT" not in os.environ and _mem.is_dir() and os.access(_mem, os.W_OK):
-    if shutil.disk_usage(_mem).free >= _room:
-        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(_mem)
+IN_MEMORY_TEMP, IN_MEMORY_ROOM = Path("/dev/shm"), 6 << 30
+if ("PYTEST_DEBUG_TEMPROOT" not in os.environ and os.access(IN_MEMORY_TEMP, os.W_OK)
+        and IN_MEMORY_TEMP.is_dir() and shutil.disk_usage(IN_MEMORY_TEMP).free >= IN_MEMORY_ROOM):
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = str(IN_MEMORY_TEMP)
 
 DATA = Path(__file__).parent / "data"
 NCU_SOL_METRICS = {  # speed-of-light column -> the metric ncu's details page prints

@@ -842,6 +842,47 @@ def test_memory_limit_is_a_budget_of_the_whole_process():
     assert limit() == setting_bytes("2.7 GiB")
 
 
+def test_memory_budget_of_a_small_export_sets_the_limit_once():
+    """An export whose estimated arrays fit in WRITING_MEMORY_MARGIN is not capped while
+    it writes (it cannot write more than that margin) and DuckDB's limit is set again only
+    where it moves by more than 1 % of the budget; a budget that never set the limit leaves
+    it as configured. A large or unestimated export keeps the cap."""
+    import duckdb
+
+    from tracekit.ingest.budget import NEED_BASE, WRITING_MEMORY_MARGIN, MemoryBudget, setting_bytes
+
+    con = duckdb.connect()
+    con.execute("SET memory_limit = '3GB'")
+    sets = []
+
+    class Counted:  # the connection, counting the SETs of memory_limit
+        def execute(self, sql, *args):
+            if sql.startswith("SET memory_limit"):
+                sets.append(sql)
+            return con.execute(sql, *args)
+
+    def limit():
+        return setting_bytes(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+
+    small = MemoryBudget(Counted(), "3GB", NEED_BASE + WRITING_MEMORY_MARGIN)
+    assert not small.large
+    small.restore()
+    assert sets == [] and limit() == setting_bytes("2.7 GiB")
+    small.share()
+    with small.writing():
+        assert limit() > small.duckdb_bytes() + 2 * WRITING_MEMORY_MARGIN  # not capped
+    small.share()
+    assert len(sets) == 1, sets
+    small.restore()
+    assert len(sets) == 2 and limit() == setting_bytes("2.7 GiB")
+    for need in (NEED_BASE + WRITING_MEMORY_MARGIN + 1, None):
+        large = MemoryBudget(Counted(), "3GB", need)
+        assert large.large
+        with large.writing():
+            assert limit() < large.duckdb_bytes() + WRITING_MEMORY_MARGIN + 10**6
+        large.restore()
+
+
 def _ranges(rng, threads: int, n: int) -> list[tuple]:
     """Random NVTX ranges per thread: push/pop ranges from a random push/pop sequence
     (some left open at the end), start/end ranges anywhere on the thread (crossing

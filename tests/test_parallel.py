@@ -89,10 +89,10 @@ def test_a_file_failing_in_its_write_is_reported_and_the_others_land(tmp_path, m
     failing = MIXED[3].resolve()
     load = write.load
 
-    def load_or_fail(con, run_id, raw, plans, memory_limit):
+    def load_or_fail(con, run_id, raw, plans, memory_limit, **kw):
         if raw["kernels"].num_rows == 176:  # nsys_multiproc's export
             con.execute("SELECT error('disk full (test)')")
-        return load(con, run_id, raw=raw, plans=plans, memory_limit=memory_limit)
+        return load(con, run_id, raw=raw, plans=plans, memory_limit=memory_limit, **kw)
 
     files = [MIXED[0], MIXED[3], MIXED[5]]
     tk = tracekit.open(tmp_path / "threads.duckdb")

@@ -119,11 +119,16 @@ class MemoryBudget:
     ``share`` at each phase, and set back to the configured ``memory_limit`` (the budget,
     as the user gave it) by ``restore``."""
 
-    def __init__(self, con, memory_limit: str):
+    def __init__(self, con, memory_limit: str, need: int | None = None):
         self.con, self.setting = con, memory_limit
         # (DuckDB shows its limit to 0.1 GiB: the setting as given where it reads it)
         self.budget = setting_bytes(memory_limit) or setting_bytes(
             con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])  # None: left as configured
+        #: the ingest's arrays (``need``, its estimate, beyond the process's own) may take
+        #: more than ``WRITING_MEMORY_MARGIN``; else what it writes is less than that margin
+        #: too, and the writing cap and the allocator's flushing cannot lower its peak
+        self.large = need is None or need - NEED_BASE > WRITING_MEMORY_MARGIN
+        self._set: int | None = None  # DuckDB's limit as this budget last set it, MB
 
     def duckdb_bytes(self) -> int:
         """What DuckDB's buffer manager holds now."""
@@ -138,11 +143,19 @@ class MemoryBudget:
             return
         held = self.duckdb_bytes()
         target = max(self.budget - max(rss() - held, 0), DUCKDB_FLOOR)
-        if margin is not None and not _shared[0]:
+        if margin is not None and not _shared[0] and self.large:
             target = min(target, held + margin)
-        self.con.execute(f"SET memory_limit = '{target // 10**6}MB'")
+        mb = target // 10**6
+        # (a limit within 1 % of the one this budget set is not set again: each SET costs
+        # a millisecond, several per small export; where ingests share the instance, another
+        # may have set it since)
+        if _shared[0] or self._set is None or abs(mb - self._set) * 10**6 > self.budget // 100:
+            self.con.execute(f"SET memory_limit = '{mb}MB'")
+            self._set = mb
 
     def restore(self) -> None:
+        if self._set is None:
+            return  # never set: DuckDB's limit is the configured one
         with contextlib.suppress(Exception):  # (not in an aborted transaction: the store sets it back)
             self.con.execute(f"SET memory_limit = '{duckdb_setting(self.setting)}'")
 

@@ -103,7 +103,8 @@ def _flushing_allocator(con):
     (its defaults keep up to 128 MB a thread, 512 MB after a bulk free, for the next
     query): the NVTX naming query of a large export frees GBs that the NumPy nesting
     after it needs (12 M ranges: 0.8 GB lower peak RSS). Not for the whole ingest: the
-    activity inserts would pay for it in page faults (docs/performance.md). The settings
+    activity inserts would pay for it in page faults (docs/performance.md); nor for an
+    export too small to matter (``MemoryBudget.large``). The settings
     are the DuckDB instance's: where several ingests share one (tracekit.parallel), the
     first in sets them and the last out sets them back."""
     with _FLUSH_LOCK:
@@ -192,8 +193,8 @@ def _write_activity(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str,
         raw[t] = tbl  # one reference only: freed with raw[t] below
         con.register(f"_nsys_{t}", tbl)
     for target, plan in plans.items():
-        if target != "api_calls":
-            rows[target] = insert(con, SPECS[target].table or target, run_id, plan.select)
+        if target != "api_calls":  # (a table the export lacks: no rows, no statement)
+            rows[target] = insert(con, SPECS[target].table or target, run_id, plan.select) if plan.raw_columns else 0
     for target, select in _PYTHON.items():
         if target in raw:
             rows[target] = insert(con, target, run_id, select)
@@ -370,12 +371,14 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
 
 
 @small_pages()
-def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], memory_limit: str) -> dict[str, int]:
+def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], memory_limit: str,
+         need: int | None = None) -> dict[str, int]:
     """Reshape the raw Arrow tables into the store tables, in the caller's transaction;
     ``memory_limit``: the store's memory limit, a budget of the whole process
     (``budget.MemoryBudget``: DuckDB's share set at each phase, the limit set back
-    after). Returns the rows written per table."""
-    budget = MemoryBudget(con, memory_limit)
+    after); ``need``: the ingest's estimated peak memory. Returns the rows written per
+    table."""
+    budget = MemoryBudget(con, memory_limit, need)
     names = []
     for name, tbl in raw.items():
         con.register(f"_nsys_{name}", tbl)
@@ -396,7 +399,7 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
         if traced:  # read by nvtx.prepare alone, which frees its Arrow rows once named
             con.unregister("_nsys_nvtx")
             names.remove("_nsys_nvtx")
-        with _flushing_allocator(con):
+        with _flushing_allocator(con) if budget.large else contextlib.nullcontext():
             nest = nvtx.prepare(con, raw)
         with budget.writing():
             totals = _write_activity(con, run_id, raw, plans, names, nest, rows)

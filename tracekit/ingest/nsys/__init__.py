@@ -28,7 +28,16 @@ from ..arrow import scalar
 from ..budget import nsys_need
 from . import overlap, python, write
 from .arrays import small_pages
-from .columns import ENUMS, GAP_TABLES, NVTX_COLUMNS, NVTX_REQUIRED, SPECS, empty, plan
+from .columns import (
+    ENUMS,
+    GAP_TABLES,
+    NVTX_COLUMNS,
+    NVTX_REQUIRED,
+    SPECS,
+    empty,
+    enums_joined,
+    plan,
+)
 from .source import SQLITE_MAGIC, Export
 
 KIND = "nsys"
@@ -113,7 +122,8 @@ def _read(export: Export, path: Path) -> Parsed:
                                          "the GPU's sampled counters left out"), stacklevel=2)
         plans["gpu_metrics"] = empty("gpu_metrics", SPECS["gpu_metrics"])
     jobs: dict[str, tuple[str, list[str]]] = {"strings": ("StringIds", ["id", "value"])}
-    for alias, (base, _) in ENUMS.items():
+    for alias in enums_joined(plans):
+        base = ENUMS[alias][0]
         if base in tables and {"id", "label"} <= export.columns(base):
             jobs[alias.removeprefix("_nsys_")] = (base, ["id", "label"])
     if {"gpuId", "cudaId"} <= export.columns("TARGET_INFO_CUDA_DEVICE"):

@@ -24,7 +24,7 @@ from ..arrow import from_numpy, scalar, to_numpy
 from ..budget import WRITING_MEMORY_MARGIN, MemoryBudget
 from . import nvtx, overlap, python
 from .arrays import small_pages
-from .columns import CALLED_TABLES, ENUMS, GAP_TABLES, OP_TABLES, SPECS, STRIP, Plan
+from .columns import CALLED_TABLES, ENUMS, GAP_TABLES, OP_TABLES, SPECS, STRIP, Plan, enums_joined
 from .launches import LaunchIndex, add_launches, idle_gaps
 
 # Statistics that named queries read instead of aggregating millions of rows at query
@@ -87,8 +87,7 @@ _PYTHON = {
                       "FROM _nsys_python_samples",
 }
 
-_TEMPS = ["api_names", "names", "ev", "bands",
-          *(a.removeprefix("_nsys_") for a in ENUMS), "cuda_device"]  # (made for an export without it)
+_TEMPS = ["api_names", "names", "ev", "bands", "cuda_device"]  # (cuda_device: made for an export without it)
 
 _FLUSH_SETTINGS = ("allocator_flush_threshold", "allocator_bulk_deallocation_flush_threshold")
 
@@ -383,10 +382,10 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
     for name, tbl in raw.items():
         con.register(f"_nsys_{name}", tbl)
         names.append(f"_nsys_{name}")
-    for alias, (_, labels) in ENUMS.items():
-        if alias.removeprefix("_nsys_") not in raw:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
-            con.executemany(f"INSERT INTO {alias} VALUES (?, ?)", list(enumerate(labels)))
+    made = [a for a in enums_joined(plans) if a.removeprefix("_nsys_") not in raw]  # (an older export's)
+    for alias in made:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {alias} (id BIGINT, label VARCHAR)")
+        con.executemany(f"INSERT INTO {alias} VALUES (?, ?)", list(enumerate(ENUMS[alias][1])))
     if "cuda_device" not in raw:  # (an export that does not say a GPU's CUDA device: its id is taken)
         con.execute("CREATE OR REPLACE TEMP TABLE _nsys_cuda_device (gpuId BIGINT, cudaId BIGINT)")
     rows: dict[str, int] = {}
@@ -429,7 +428,7 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
         con.unregister(n)
     con.execute("DROP VIEW IF EXISTS _nsys_rng")
     con.execute("DROP VIEW IF EXISTS _nsys_named")
-    for t in _TEMPS:
+    for t in [*_TEMPS, *(a.removeprefix("_nsys_") for a in made)]:
         con.execute(f"DROP TABLE IF EXISTS _nsys_{t}")
     budget.restore()
     return rows

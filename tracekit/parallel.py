@@ -14,10 +14,11 @@ files. What decides run ids and name ids is done one file at a time, in input or
 (``_Turns``): whether the store holds the content already (waiting for an earlier file
 of the same content still being written), the run id, the run's name (``RunNames``:
 those of the files before it are taken, written or not), and the names the run adds to
-``_strings`` (``Parsed.interns``, committed before the run's own transaction). So the
-store is the one a serial ingest of the same files gives. A file that fails is
-reported; the others land. A file whose write fails after its turn leaves its run id
-unused (as a serial ingest does) and may leave its new names in ``_strings`` (unused).
+``_strings`` (``Parsed.interns``, committed before the run's own transaction, where the
+store lacks any of them once the file is read). So the store is the one a serial ingest
+of the same files gives. A file that fails is reported; the others land. A file whose
+write fails after its turn leaves its run id unused (as a serial ingest does) and may
+leave its new names in ``_strings`` (unused).
 
 Into a Parquet dataset (``--db DIR``), each thread prepares its run and writes its
 partitions (``tracekit.dataset.prepare_part``); this thread lands them in input order.
@@ -271,6 +272,9 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
                 raise Interrupted(_stopped_line(source))
             with cur.memory_errors(source):
                 got = cur._read_input(files[i], name, params)
+                if isinstance(got, Pending):  # (most files of one program bring no new name)
+                    got.parsed.interns = [it for it in got.parsed.interns
+                                          if not hasattr(it, "missing") or it.missing(cur.con)]
             cur.admit(0)  # (a file skipped before reading: its place in the admission order)
             turns.wait(i)
             try:

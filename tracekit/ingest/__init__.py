@@ -59,6 +59,8 @@ class Parsed:
     #: several runs are written at once (tracekit.parallel) they are called in input
     #: order, before the run's own transaction, so that ids are those a serial ingest
     #: gives; a serial ingest does not call them (its loaders add the names themselves).
+    #: One with a ``missing(con) -> bool`` that says False (the store has all it would
+    #: add) is not called: checked before the file's turn, outside it.
     interns: list = field(default_factory=list)
     #: estimated peak resident memory of the ingest, bytes (``budget``; None: not
     #: estimated): the store refuses the run before writing where its limit is smaller

@@ -194,7 +194,7 @@ def _read(export: Export, path: Path) -> Parsed:
     parsed = Parsed(kind=KIND, meta=meta, memory_need=nsys_need(
         sum(t.num_rows for t in raw.values()) - nvtx_rows - kernel_rows, nvtx_rows, kernel_rows, nccl))
     parsed.loaders.append(functools.partial(write.load, raw=raw, plans=plans, need=parsed.memory_need))
-    parsed.interns.append(functools.partial(write.intern_names, raw=raw))
+    parsed.interns.append(write.Interns(raw))
     return parsed
 
 

@@ -434,45 +434,78 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
     return rows
 
 
-def _add_names(con, raw: dict[str, pa.Table]) -> None:
-    """``_nsys_api_names`` (each export string and its API-name form), and the kernel
-    and API names this export brings that the store lacks added to ``_strings``: ids
-    after the store's last one, in name order (the raw tables registered as
-    ``_nsys_<name>``)."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _nsys_api_names AS "
-                f"SELECT id, value, {STRIP.format('value')} AS stripped FROM _nsys_strings")
+#: each export string and its API-name form (nsys's suffix rule applied once per string)
+_API_NAMES = f"SELECT id, value, {STRIP.format('value')} AS stripped FROM _nsys_strings"
+
+
+def _new_names(raw: dict[str, pa.Table], api_names: str) -> str | None:
+    """The SELECT of the kernel and API names (``v``) the export's rows refer to that the
+    store's ``_strings`` lacks, from ``api_names`` (a table of ``_API_NAMES``); None where
+    its rows refer to no name. Reads the raw tables registered as ``_nsys_<name>``."""
     used = [f'SELECT "{c}" AS id, {api} AS api FROM _nsys_{t}'
             for t, cols, api in (("kernels", ("demangledName", "shortName"), "false"), ("api_calls", ("nameId",), "true"))
             if t in raw for c in cols if c in raw[t].column_names]
-    if used:
-        con.execute(f"""
-            INSERT INTO _strings
-            WITH u AS (SELECT DISTINCT id, api FROM ({' UNION ALL '.join(used)}))
-            -- ids in name order after the store's last one: the same export always gets
-            -- the same ids in a fresh store
-            SELECT (SELECT coalesce(max(string_id), 0) FROM _strings) + row_number() OVER (ORDER BY v), v FROM (
-                SELECT DISTINCT v FROM (
-                    SELECT n.value AS v FROM _nsys_api_names n JOIN u USING (id)
-                    UNION ALL
-                    SELECT n.stripped FROM _nsys_api_names n JOIN u USING (id) WHERE u.api
-                ) WHERE v IS NOT NULL AND v NOT IN (SELECT value FROM _strings)
-            )
-        """)
+    if not used:
+        return None
+    return f"""
+        WITH u AS (SELECT DISTINCT id, api FROM ({' UNION ALL '.join(used)}))
+        SELECT DISTINCT v FROM (
+            SELECT n.value AS v FROM {api_names} n JOIN u USING (id)
+            UNION ALL
+            SELECT n.stripped FROM {api_names} n JOIN u USING (id) WHERE u.api
+        ) WHERE v IS NOT NULL AND v NOT IN (SELECT value FROM _strings)
+    """
 
 
-def intern_names(con, raw: dict[str, pa.Table]) -> None:
-    """The names the export's rows will refer to added to the store's ``_strings`` (the
-    ``interns`` of ``Parsed``: called in its own transaction, before ``load``, whose
-    own names step then finds them there)."""
-    tables = [t for t in ("strings", "kernels", "api_calls") if t in raw]
-    for t in tables:
-        con.register(f"_nsys_{t}", raw[t])
-    try:
-        _add_names(con, raw)
-    finally:
+def _add_names(con, raw: dict[str, pa.Table]) -> None:
+    """``_nsys_api_names`` (``_API_NAMES``), and the kernel and API names this export
+    brings that the store lacks added to ``_strings``: ids after the store's last one, in
+    name order (the raw tables registered as ``_nsys_<name>``)."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _nsys_api_names AS {_API_NAMES}")
+    new = _new_names(raw, "_nsys_api_names")
+    if new is not None:
+        # ids in name order after the store's last one: the same export always gets the
+        # same ids in a fresh store
+        con.execute(f"INSERT INTO _strings SELECT (SELECT coalesce(max(string_id), 0) FROM _strings) "
+                    f"+ row_number() OVER (ORDER BY v), v FROM ({new})")
+
+
+class Interns:
+    """The ``interns`` of an export's ``Parsed``: called (``con``), adds the names its rows
+    will refer to to the store's ``_strings``, in the caller's transaction, before
+    ``load``, whose own names step then finds them there. ``missing(con)``: whether the
+    store lacks any of them now (a read: names are only ever added, so a store that has
+    them all keeps them, and the call can be left out)."""
+
+    _TABLES = ("strings", "kernels", "api_calls")
+
+    def __init__(self, raw: dict[str, pa.Table]):
+        self.raw = raw
+
+    @contextlib.contextmanager
+    def _registered(self, con):
+        tables = [t for t in self._TABLES if t in self.raw]
         for t in tables:
-            con.unregister(f"_nsys_{t}")
-        con.execute("DROP TABLE IF EXISTS _nsys_api_names")
+            con.register(f"_nsys_{t}", self.raw[t])
+        try:
+            yield
+        finally:
+            for t in tables:
+                con.unregister(f"_nsys_{t}")
+
+    def missing(self, con) -> bool:
+        new = _new_names(self.raw, f"({_API_NAMES})")
+        if new is None:
+            return False
+        with self._registered(con):
+            return bool(con.execute(f"SELECT EXISTS ({new})").fetchall()[0][0])
+
+    def __call__(self, con) -> None:
+        with self._registered(con):
+            try:
+                _add_names(con, self.raw)
+            finally:
+                con.execute("DROP TABLE IF EXISTS _nsys_api_names")
 
 
 def _names(con, raw: dict[str, pa.Table]) -> None:

@@ -846,10 +846,17 @@ def test_memory_budget_of_a_small_export_sets_the_limit_once():
     """An export whose estimated arrays fit in WRITING_MEMORY_MARGIN is not capped while
     it writes (it cannot write more than that margin) and DuckDB's limit is set again only
     where it moves by more than 1 % of the budget; a budget that never set the limit leaves
-    it as configured. A large or unestimated export keeps the cap."""
+    it as configured. A large or unestimated export keeps the cap. Ingests that share the
+    instance share what was set last."""
     import duckdb
 
-    from tracekit.ingest.budget import NEED_BASE, WRITING_MEMORY_MARGIN, MemoryBudget, setting_bytes
+    from tracekit.ingest.budget import (
+        NEED_BASE,
+        WRITING_MEMORY_MARGIN,
+        MemoryBudget,
+        setting_bytes,
+        shared,
+    )
 
     con = duckdb.connect()
     con.execute("SET memory_limit = '3GB'")
@@ -881,6 +888,20 @@ def test_memory_budget_of_a_small_export_sets_the_limit_once():
         with large.writing():
             assert limit() < large.duckdb_bytes() + WRITING_MEMORY_MARGIN + 10**6
         large.restore()
+
+    # ingests sharing the instance (tracekit.parallel) compute one target: set once for
+    # them all; set back by those that set it
+    sets.clear()
+    with shared():
+        a, b = (MemoryBudget(Counted(), "3GB", NEED_BASE) for _ in range(2))
+        a.share()
+        b.share()
+        b.restore()
+        assert len(sets) == 1 and limit() < setting_bytes("2.7 GiB")
+        a.restore()
+        assert len(sets) == 2 and limit() == setting_bytes("2.7 GiB")
+        b.share()
+        assert len(sets) == 3
 
 
 def _ranges(rng, threads: int, n: int) -> list[tuple]:

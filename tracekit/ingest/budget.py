@@ -97,6 +97,7 @@ def rss() -> int:
 
 _SHARED_LOCK = threading.Lock()
 _shared = [0]  # ingests under way that write through one DuckDB instance at once
+_shared_set: list[int | None] = [None]  # that instance's limit as they last set it, MB
 
 
 @contextlib.contextmanager
@@ -106,6 +107,8 @@ def shared():
     ingest's phases in turn, without a phase's writing cap (``WRITING_MEMORY_MARGIN``):
     one ingest's writing phase must not squeeze another's join."""
     with _SHARED_LOCK:
+        if _shared[0] == 0:
+            _shared_set[0] = None
         _shared[0] += 1
     try:
         yield
@@ -128,7 +131,8 @@ class MemoryBudget:
         #: more than ``WRITING_MEMORY_MARGIN``; else what it writes is less than that margin
         #: too, and the writing cap and the allocator's flushing cannot lower its peak
         self.large = need is None or need - NEED_BASE > WRITING_MEMORY_MARGIN
-        self._set: int | None = None  # DuckDB's limit as this budget last set it, MB
+        self._set: list[int | None] = [None]  # DuckDB's limit as this budget last set it, MB
+        self.ever_set = False
 
     def duckdb_bytes(self) -> int:
         """What DuckDB's buffer manager holds now."""
@@ -146,16 +150,23 @@ class MemoryBudget:
         if margin is not None and not _shared[0] and self.large:
             target = min(target, held + margin)
         mb = target // 10**6
-        # (a limit within 1 % of the one this budget set is not set again: each SET costs
-        # a millisecond, several per small export; where ingests share the instance, another
-        # may have set it since)
-        if _shared[0] or self._set is None or abs(mb - self._set) * 10**6 > self.budget // 100:
-            self.con.execute(f"SET memory_limit = '{mb}MB'")
-            self._set = mb
+        # A limit within 1 % of the one set last is not set again (a SET costs a millisecond
+        # or two, several per small export). Where ingests share the instance, each computes
+        # the same target (the process's memory and the instance's) and they share what was
+        # set last.
+        with _SHARED_LOCK:
+            last = _shared_set if _shared[0] else self._set
+            if last[0] is not None and abs(mb - last[0]) * 10**6 <= self.budget // 100:
+                return
+            last[0] = mb
+            self.ever_set = True
+        self.con.execute(f"SET memory_limit = '{mb}MB'")
 
     def restore(self) -> None:
-        if self._set is None:
-            return  # never set: DuckDB's limit is the configured one
+        if not self.ever_set:
+            return  # never set by this ingest: DuckDB's limit is the configured one, or another's to set back
+        with _SHARED_LOCK:
+            self._set[0] = _shared_set[0] = None
         with contextlib.suppress(Exception):  # (not in an aborted transaction: the store sets it back)
             self.con.execute(f"SET memory_limit = '{duckdb_setting(self.setting)}'")
 

@@ -193,8 +193,9 @@ def _read(export: Export, path: Path) -> Parsed:
     nccl = "strings" in raw and pc.any(pc.starts_with(raw["strings"].column("value"), overlap.PREFIX)).as_py() is True
     parsed = Parsed(kind=KIND, meta=meta, memory_need=nsys_need(
         sum(t.num_rows for t in raw.values()) - nvtx_rows - kernel_rows, nvtx_rows, kernel_rows, nccl))
-    parsed.loaders.append(functools.partial(write.load, raw=raw, plans=plans, need=parsed.memory_need))
-    parsed.interns.append(write.Interns(raw))
+    interns = write.Interns(raw)
+    parsed.loaders.append(functools.partial(write.load, raw=raw, plans=plans, need=parsed.memory_need, interns=interns))
+    parsed.interns.append(interns)
     return parsed
 
 

@@ -371,12 +371,12 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
 
 @small_pages()
 def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], memory_limit: str,
-         need: int | None = None) -> dict[str, int]:
+         need: int | None = None, interns: Interns | None = None) -> dict[str, int]:
     """Reshape the raw Arrow tables into the store tables, in the caller's transaction;
     ``memory_limit``: the store's memory limit, a budget of the whole process
     (``budget.MemoryBudget``: DuckDB's share set at each phase, the limit set back
-    after); ``need``: the ingest's estimated peak memory. Returns the rows written per
-    table."""
+    after); ``need``: the ingest's estimated peak memory; ``interns``: the export's
+    ``Interns``. Returns the rows written per table."""
     budget = MemoryBudget(con, memory_limit, need)
     names = []
     for name, tbl in raw.items():
@@ -391,7 +391,7 @@ def load(con, run_id: int, raw: dict[str, pa.Table], plans: dict[str, Plan], mem
     rows: dict[str, int] = {}
     try:
         budget.share()
-        _names(con, raw)
+        _names(con, raw, interns is not None and interns.present)
         # NVTX nesting first: the op inserts take each launch's innermost range
         names += ["_nsys_ev", "_nsys_named_rows"]  # (registered by nvtx.prepare: unregistered here on error too)
         traced = "nvtx" in raw
@@ -457,12 +457,13 @@ def _new_names(raw: dict[str, pa.Table], api_names: str) -> str | None:
     """
 
 
-def _add_names(con, raw: dict[str, pa.Table]) -> None:
+def _add_names(con, raw: dict[str, pa.Table], present: bool = False) -> None:
     """``_nsys_api_names`` (``_API_NAMES``), and the kernel and API names this export
     brings that the store lacks added to ``_strings``: ids after the store's last one, in
-    name order (the raw tables registered as ``_nsys_<name>``)."""
+    name order (the raw tables registered as ``_nsys_<name>``); ``present``: the store
+    has them all (``Interns.present``)."""
     con.execute(f"CREATE OR REPLACE TEMP TABLE _nsys_api_names AS {_API_NAMES}")
-    new = _new_names(raw, "_nsys_api_names")
+    new = None if present else _new_names(raw, "_nsys_api_names")
     if new is not None:
         # ids in name order after the store's last one: the same export always gets the
         # same ids in a fresh store
@@ -475,12 +476,14 @@ class Interns:
     will refer to to the store's ``_strings``, in the caller's transaction, before
     ``load``, whose own names step then finds them there. ``missing(con)``: whether the
     store lacks any of them now (a read: names are only ever added, so a store that has
-    them all keeps them, and the call can be left out)."""
+    them all keeps them, and the call can be left out). ``present``: the store has been
+    seen to have them all, by either (``load`` then adds none)."""
 
     _TABLES = ("strings", "kernels", "api_calls")
 
     def __init__(self, raw: dict[str, pa.Table]):
         self.raw = raw
+        self.present = False
 
     @contextlib.contextmanager
     def _registered(self, con):
@@ -498,7 +501,9 @@ class Interns:
         if new is None:
             return False
         with self._registered(con):
-            return bool(con.execute(f"SELECT EXISTS ({new})").fetchall()[0][0])
+            missing = bool(con.execute(f"SELECT EXISTS ({new})").fetchall()[0][0])
+        self.present = not missing
+        return missing
 
     def __call__(self, con) -> None:
         with self._registered(con):
@@ -506,13 +511,15 @@ class Interns:
                 _add_names(con, self.raw)
             finally:
                 con.execute("DROP TABLE IF EXISTS _nsys_api_names")
+        self.present = True  # (once the caller commits: load runs after that)
 
 
-def _names(con, raw: dict[str, pa.Table]) -> None:
+def _names(con, raw: dict[str, pa.Table], present: bool) -> None:
     """``_nsys_names``: each export string with nsys's API-name suffix rule applied once
     per string (not once per call), and the store-wide ``_strings`` ids of both forms,
-    after adding the kernel and API names this export brings that the store lacks."""
-    _add_names(con, raw)
+    after adding the kernel and API names this export brings that the store lacks
+    (``present``: none)."""
+    _add_names(con, raw, present)
     con.execute("""
         CREATE OR REPLACE TEMP TABLE _nsys_names AS
         SELECT n.id, n.value, n.stripped, s.string_id AS sid, t.string_id AS stripped_sid

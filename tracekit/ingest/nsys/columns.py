@@ -538,12 +538,12 @@ ENUMS = {
 }
 
 
-
 def enums_joined(plans: dict[str, Plan]) -> list[str]:
     """The ``ENUMS`` aliases that the plans of tables with rows to read join: the enum
     tables an ingest reads (or makes, where the export has none); the others it leaves."""
     selects = [p.select for p in plans.values() if p.raw_columns]
     return [a for a in ENUMS if any(re.search(rf"\b{a}\b", s) for s in selects)]
+
 
 def empty(target: str, spec: TableSpec) -> Plan:
     """The plan of a table the export does not fill: its columns, no rows."""

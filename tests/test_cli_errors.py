@@ -577,3 +577,26 @@ def test_a_link_to_nothing_says_what_it_is(tmp_path, capsys, workers):
         assert cli_main(["--db", str(db), "ingest", str(tmp_path / name), *workers]) == 2
         assert one_error_line(capsys) == f"tracekit: error: {tmp_path / name}: {text}"
     assert not db.exists()
+
+
+def test_a_typer_too_old_for_the_command_line_is_one_line(monkeypatch, capsys):
+    """Before 0.29 Typer converts through click's types, which know neither of tracekit's
+    own (every command failed with an internal error): ``install`` says False, and every
+    command says which Typer it needs, exit 2. pyproject asks for that Typer."""
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    import typer
+
+    from tracekit import cli, cli_params
+
+    monkeypatch.delattr(typer, "_coercion")  # a Typer without the hook
+    monkeypatch.setitem(sys.modules, "typer._coercion", None)
+    assert cli_params.install() is False
+    monkeypatch.setattr(cli, "_CONVERTING", False)
+    assert cli_main(["runs"]) == 2
+    line = one_error_line(capsys)
+    assert f"typer {cli_params.TYPER_NEEDED} or later" in line and "too old" in line
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
+    assert f"typer>={cli_params.TYPER_NEEDED}" in project["dependencies"]

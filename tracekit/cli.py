@@ -25,7 +25,8 @@ from .errors import InputError, Interrupted, ParamError, TracekitError
 from .interrupts import SigintWatch
 from .names import escape_controls
 
-cli_params.install()  # plain values converted without importing Pydantic (see cli_params)
+#: plain values converted without importing Pydantic (see cli_params); False: a Typer too old
+_CONVERTING = cli_params.install()
 
 #: group -> {command: (module, Typer app whose command of that name it is)}; loaded on use
 _LAZY: dict[str, dict[str, tuple[str, str]]] = {
@@ -1059,6 +1060,9 @@ def _debug_first(args: list[str]) -> list[str]:
 
 
 def _main(args: list[str]) -> int:
+    if not _CONVERTING:
+        typer.echo(f"tracekit: error: {cli_params.too_old()}", err=True)
+        return 2
     args = _debug_first(args)
     debug = args[:1] == ["--debug"]
     sigints = SigintWatch()

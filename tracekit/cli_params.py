@@ -12,8 +12,9 @@ the current folder), an integer must fit in 64 bits (what DuckDB and every count
 ``--limit 99999999999999999999999`` is no row count) and a number must be finite
 (``1e400`` is inf); each a one-line error naming the option, exit 2. Two types of its own:
 ``DbPath`` (``--db`` as given, a trailing / kept) and ``Ns`` (a time in ns, grouped digits
-allowed). With a Typer that has no such hook (older versions convert through click's types)
-it does nothing.
+allowed). A Typer without the hook (before 0.29: it converts through click's types, which
+know neither type) cannot run tracekit's commands: ``install`` then says False, and the
+command line says which Typer it needs (``too_old``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any, get_args, get_origin
 from .numbers import whole_number
 
 _NAMES = {int: "integer", float: "number"}
+#: the first Typer with the conversion hook ``install`` uses (pyproject's lower bound)
+TYPER_NEEDED = "0.29"
 
 #: the integers an option takes: DuckDB's BIGINT, and the largest any count or time here needs
 INT_RANGE = (-(2**63), 2**63 - 1)
@@ -122,6 +125,18 @@ def _path(v: Any) -> Path:
     if not text.strip():
         raise ValueError(f"{text!r} is not a path (it is empty or blank).")
     return Path(text)
+
+
+def too_old() -> str:
+    """The one line for a Typer without the hook ``install`` needs."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("typer")
+    except PackageNotFoundError:
+        found = "of unknown version"
+    return (f"the installed Typer ({found}) is too old for tracekit's command line: it needs typer "
+            f"{TYPER_NEEDED} or later (pip install 'typer>={TYPER_NEEDED}')")
 
 
 def install() -> bool:

@@ -74,7 +74,6 @@ def test_threads_equal_a_serial_ingest(tmp_path, serial_store, workers, first):
     assert_same_stores(serial.con, tracekit.open(tmp_path / "threads.duckdb", read_only=True).con)
 
 
-
 def test_names_are_interned_in_a_turn_only_where_the_store_lacks_some(tmp_path, monkeypatch):
     """A file whose names the store has when it is read (the other ranks of a job) takes
     its turn without a transaction of its own; one that brings new names (another
@@ -98,6 +97,7 @@ def test_names_are_interned_in_a_turn_only_where_the_store_lacks_some(tmp_path, 
     assert interned == [mixed_kernels], interned  # the new program's file only
     serial = _serial(tmp_path / "serial.duckdb", files, ranks[0])
     assert_same_stores(serial.con, tracekit.open(tmp_path / "threads.duckdb", read_only=True).con)
+
 
 def test_a_run_folder_takes_the_place_of_its_export_as_in_a_serial_ingest(tmp_path):
     serial = _serial(tmp_path / "serial.duckdb", FOLDER_AFTER_EXPORT)

@@ -536,13 +536,15 @@ ENUMS = {
         "Unknown", "Running", "Interruptible", "Uninterruptible", "Stopped", "Terminated", "Unscheduled", "Waiting",
         "OS runtime", "Initialized", "Transition"]),
 }
+#: an ``ENUMS`` alias where a SELECT names it
+_ENUM_NAME = re.compile(r"\b_nsys_enum_\w+")
 
 
 def enums_joined(plans: dict[str, Plan]) -> list[str]:
     """The ``ENUMS`` aliases that the plans of tables with rows to read join: the enum
     tables an ingest reads (or makes, where the export has none); the others it leaves."""
-    selects = [p.select for p in plans.values() if p.raw_columns]
-    return [a for a in ENUMS if any(re.search(rf"\b{a}\b", s) for s in selects)]
+    named = set(_ENUM_NAME.findall(" ".join(p.select for p in plans.values() if p.raw_columns)))
+    return [a for a in ENUMS if a in named]
 
 
 def empty(target: str, spec: TableSpec) -> Plan:

@@ -802,3 +802,98 @@ def test_sampled_cpu_time_of_a_job(tmp_path):
     ranks = per.filter(pl.col("key") == "pack_inputs(float, long)")
     assert row["base"] == ranks["base"].sum() and row["new"] == ranks["new"].sum()
     assert set(per.filter(pl.col("rank") == 1)["verdict"]) == {"unchanged"}
+
+
+def _snapshot(db: Path, tmp_path: Path) -> Path:
+    snap = tmp_path / f"{db.stem}-before.duckdb"
+    shutil.copy(db, snap)
+    return snap
+
+
+def test_job_folders_ingested_in_threads_compare_as_one_after_another(tmp_path, capsys):
+    """diff --jobs FOLDER FOLDER --workers 2: the exports ingested two at once, each run
+    committed as it lands, the rank pairs compared in threads: the rows and the store of the
+    exports ingested one after another in one transaction (diff, per rank, with a repeat, and
+    compare --jobs); again on that store, nothing is ingested."""
+    from _stores import assert_same_stores
+
+    base, after = DATA / "base_again", DATA / "after"
+    with tracekit.open(tmp_path / "s.duckdb") as one, tracekit.open(tmp_path / "t.duckdb") as two:
+        want = _quiet(one.diff_jobs, base, after)
+        assert _quiet(two.diff_jobs, base, after, workers=2).equals(want)
+        assert_same_stores(one.con, two.con)
+        assert _quiet(two.diff_jobs, base, after, workers=2).equals(want) and two.runs().height == 8
+        for kw in ({"per_rank": True}, {"repeats": [DATA / "base"]}):
+            assert _quiet(two.diff_jobs, base, after, workers=2, **kw).equals(_quiet(one.diff_jobs, base, after, **kw))
+        assert_same_stores(one.con, two.con)
+        side = _quiet(two.compare, DATA / "base", [base, after], jobs=True, workers=2)
+        assert side.equals(_quiet(one.compare, DATA / "base", [base, after], jobs=True))
+    for db, args in (("s.duckdb", ["1", "5"]), ("c.duckdb", [str(base), str(after), "--workers", "2"])):
+        assert main(["--db", str(tmp_path / db), "diff", "--jobs", *args, "-f", "csv", "-o", str(tmp_path / f"{db}.csv")]) == 0
+    assert (tmp_path / "s.duckdb.csv").read_bytes() == (tmp_path / "c.duckdb.csv").read_bytes()
+    capsys.readouterr()
+    for args, text in ((["diff", "1", "2", "--workers", "2"], "--workers 2: ingests the exports of a job's folder "
+                                                               "N at once; give --jobs too"),
+                       (["compare", "1", "2", "--jobs", "--workers", "0"], "--workers 0: give at least 1 worker")):
+        assert main(["--db", str(tmp_path / "c.duckdb"), *args]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"tracekit: error: {text}"), err
+
+
+def test_a_comparison_in_threads_that_fails_removes_the_runs_it_ingested(tmp_path, capsys, monkeypatch):
+    """With --workers, a folder's runs are committed as they land; a comparison that fails
+    afterwards (a folder of three jobs), a file that fails (a truncated export) and Ctrl-C
+    (while the files land, or while the ranks are compared) remove them again, with the
+    names they brought: the store holds what it held, and a store the command created goes."""
+    from _stores import assert_same_stores
+
+    from tracekit import parallel
+    from tracekit.errors import InputError, Interrupted
+
+    db = tmp_path / "f.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "base" / "rank0" / "export.sqlite.xz")  # (a run it held before, whose names stay)
+    snap = _snapshot(db, tmp_path)
+    broken = tmp_path / "broken"
+    for r in range(2):
+        (broken / f"rank{r}").mkdir(parents=True)
+    shutil.copy(DATA / "after" / "rank0" / "export.sqlite.xz", broken / "rank0")
+    whole = lzma.decompress((DATA / "after" / "rank1" / "export.sqlite.xz").read_bytes())
+    (broken / "rank1" / "export.sqlite").write_bytes(whole[: len(whole) // 2])
+
+    def unchanged() -> None:
+        with tracekit.open(db, read_only=True) as now, tracekit.open(snap, read_only=True) as was:
+            assert_same_stores(now.con, was.con)
+
+    for folder, text in ((DATA, rf"diff --jobs: {DATA}: its 12 exports are ranks of 3 jobs"),
+                         (broken, rf"{broken / 'rank1' / 'export.sqlite'}: ")):
+        for store in (db, tmp_path / "new.duckdb"):
+            assert main(["--db", str(store), "diff", "--jobs", str(folder), str(DATA / "after"), "--workers", "2"]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and re.match("tracekit: error: " + re.escape(text) if folder == broken
+                                                     else "tracekit: error: " + text, err), err
+        unchanged()
+        assert not (tmp_path / "new.duckdb").exists()
+
+    real = parallel.ingest_many
+
+    def stopped_after_landing(*args, **kw):
+        real(*args, **kw)
+        raise Interrupted("interrupted; 8 of 8 files are in the store")
+
+    def stopped_comparing(*args, **kw):
+        raise KeyboardInterrupt
+
+    for where, fake in ((parallel, "ingest_many"), (job_diff, "diff_jobs")):
+        with monkeypatch.context() as m:
+            m.setattr(where, fake, stopped_after_landing if fake == "ingest_many" else stopped_comparing)
+            with tracekit.open(db) as tk, pytest.raises(
+                    Interrupted, match=r"^interrupted; the runs of the 8 files this comparison ingested are removed "
+                                       r"\(the store holds what it held\)$"):
+                tk.diff_jobs(DATA / "base_again", DATA / "after", workers=2)
+        unchanged()
+    with tracekit.open(db) as tk, pytest.raises(InputError, match=r"/broken/rank0/export.sqlite.xz: not a recognised "
+                                                                r"profile .*\(and 1 more of the 3 files\)$"):
+        (broken / "rank0" / "export.sqlite.xz").write_bytes(b"not an export")
+        tk.diff_jobs(broken, DATA / "after" / "rank0", workers=2)
+    unchanged()

@@ -87,6 +87,10 @@ ColumnsOpt = Annotated[str | None, typer.Option(
 AllColumnsOpt = Annotated[bool, typer.Option("--all-columns", help="table: every column, not the query's default few")]
 TimeunitOpt = Annotated[str, typer.Option(
     "--timeunit", help="table: unit of the time columns: auto, ns, us, ms or s (csv/json/parquet/xlsx keep ns)")]
+WorkersOpt = Annotated[int | None, typer.Option(
+    "--workers", help="with --jobs: ingest a job folder's exports N at once, in N threads, each run committed as it "
+    "lands and the rank pairs compared in threads; a comparison that fails removes the runs it added (default: "
+    "one after another, in one transaction)", show_default=False)]
 FORMATS = ("table", "csv", "json", "parquet", "xlsx")
 SQL_TABLE_ROWS = 1000  # `tracekit sql` shows at most this many rows as a table
 
@@ -674,6 +678,7 @@ def diff_cmd(
                                        "the job, how many ranks moved, and the job scope (per NVTX path, the "
                                        "slowest rank's time)")] = False,
     per_rank: Annotated[bool, typer.Option("--per-rank", help="with --jobs: each rank's own rows (rank column)")] = False,
+    workers: WorkersOpt = None,
     limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
     fmt: FormatOpt = None,
     out: OutOpt = None,
@@ -688,11 +693,12 @@ def diff_cmd(
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
     if per_rank and not jobs:
         raise ParamError("--per-rank: compares jobs rank by rank; give --jobs too")
+    _check_job_workers(workers, jobs)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
     if jobs:
         _diff_jobs(base, new, repeat, by, threshold, per_rank, gate, limit, fmt, out, _columns(columns), all_columns,
-                   db)
+                   db, workers)
         return
     cols = _columns(columns)
     if cols is not None and fmt == "table":
@@ -760,9 +766,20 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         raise typer.Exit(1)
 
 
+def _check_job_workers(workers: int | None, jobs: bool) -> None:
+    """``--workers`` of ``diff`` and ``compare``: at least 1, and only with ``--jobs``."""
+    if workers is None:
+        return
+    if not jobs:
+        raise ParamError(f"--workers {workers}: ingests the exports of a job's folder N at once; give --jobs too")
+    from .parallel import check_workers
+
+    check_workers(workers)
+
+
 def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold: float, per_rank: bool, gate: bool,
                limit: int | None, fmt: str, out: Path | None, cols: list[str] | None, all_columns: bool,
-               db: DbPath | None) -> None:
+               db: DbPath | None, workers: int | None) -> None:
     """``tracekit diff --jobs``: two jobs rank by rank (``tracekit.job_diff``)."""
     from . import diff as _diff
     from . import job_diff
@@ -797,7 +814,7 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
 
         with _capture_warnings(), bar if bar is not None else nullcontext():
             df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank,
-                              on_rank=done if bar is not None else None, repeats=repeat or None)
+                              on_rank=done if bar is not None else None, repeats=repeat or None, workers=workers)
     if per_rank:
         _diff_out(df, _per_rank_display, ["rank", *_diff.display_columns(df)], lambda _: [], _diff.held_by_repeats(df),
                   threshold, gate, limit, fmt, out, cols, all_columns, tk.path)
@@ -830,6 +847,7 @@ def compare_cmd(
     jobs: Annotated[bool, typer.Option("--jobs", help="the base, runs and repeats are multi-rank jobs (any rank's "
                                        "run, the job, or the folder of its exports), each against the base job "
                                        "as `tracekit diff --jobs BASE JOB` would")] = False,
+    workers: WorkersOpt = None,
     limit: Annotated[int | None, typer.Option("--limit", help="keys: every key changed in a run, then unchanged "
                                               "keys up to this many in all; 0 = all (default: 30 in a table, all "
                                               "otherwise)")] = None,
@@ -847,6 +865,7 @@ def compare_cmd(
 
     if limit is not None and limit < 0:
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
+    _check_job_workers(workers, jobs)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
     files = any((is_job_folder if jobs else _is_file)(r) for r in (base, *repeat, *runs))
@@ -856,7 +875,8 @@ def compare_cmd(
 
             check_output(out, tk.path)
         with _capture_warnings():
-            df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None, jobs=jobs)
+            df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None, jobs=jobs,
+                            workers=workers)
     keys = limit if limit is not None else (30 if fmt == "table" else 0)
     if fmt == "table":
         from .table import Rows

@@ -28,7 +28,6 @@ value and a change column per run: the terminal table.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
 from pathlib import Path
@@ -50,14 +49,16 @@ NOISE_NOTE = "within the repeats' noise"
 
 
 def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
-            threshold_pct: float = 5.0, repeats: list[Any] | None = None, jobs: bool = False) -> pl.DataFrame:
+            threshold_pct: float = 5.0, repeats: list[Any] | None = None, jobs: bool = False,
+            workers: int | None = None) -> pl.DataFrame:
     """Every run of ``runs`` against ``base`` (run ids, names, sweep ids, or files and run
     folders, ingested first: all of them kept, or, where a comparison fails, none), the
     ``repeats`` of the base first (module docstring). ``jobs``: ``base``, ``runs`` and
-    ``repeats`` are multi-rank jobs (as ``tk.diff_jobs`` names them, folders included)."""
+    ``repeats`` are multi-rank jobs (as ``tk.diff_jobs`` names them, folders included;
+    ``workers``: as ``tk.diff_jobs`` ingests the folders)."""
     expect(runs, (list, tuple), "compare: runs")
     expect(jobs, bool, "compare: jobs")
-    df, labels, _ = _comparisons(tk, base, runs, by, threshold_pct, repeats, "compare", jobs)
+    df, labels, _ = _comparisons(tk, base, runs, by, threshold_pct, repeats, "compare", jobs, workers)
     first = df.group_by("scope", "key", "metric").agg(pl.col("_order").min().alias("_first"))
     run_order = {label: i for i, label in enumerate(labels[1:])}
     df = (df.join(first, on=["scope", "key", "metric"])
@@ -67,7 +68,7 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
 
 
 def diff_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str] | str | None = None,
-                      threshold_pct: float = 5.0, jobs: bool = False) -> pl.DataFrame:
+                      threshold_pct: float = 5.0, jobs: bool = False, workers: int | None = None) -> pl.DataFrame:
     """``diff base new`` with the noise measured by ``repeats`` of the base (``tracekit diff
     --repeat``): diff's rows, columns and order, with ``noise_pct`` and the changes no larger
     than it held, exactly as ``compare base new --repeat ...`` judges ``new``. ``jobs``: of
@@ -75,12 +76,12 @@ def diff_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str]
     from .diff import SCHEMA
     from .job_diff import SCHEMA as JOB_SCHEMA
 
-    df, _ = _with_repeats(tk, base, new, repeats, by, threshold_pct, jobs)
+    df, _ = _with_repeats(tk, base, new, repeats, by, threshold_pct, jobs, workers)
     return df.select(*(JOB_SCHEMA if jobs else SCHEMA), "noise_pct")
 
 
 def jobs_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str] | str | None = None,
-                      threshold_pct: float = 5.0) -> tuple[pl.DataFrame, pl.DataFrame]:
+                      threshold_pct: float = 5.0, workers: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``diff --jobs base new --repeat ...``'s two answers from one comparison, as
     ``job_diff.compare_jobs`` gives them without repeats: the job's rows
     (``diff_with_repeats(jobs=True)``'s), and its ranks' rows (``diff``'s columns, ``rank``
@@ -89,13 +90,13 @@ def jobs_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str]
     from .diff import SCHEMA
     from .job_diff import SCHEMA as JOB_SCHEMA
 
-    df, ranks = _with_repeats(tk, base, new, repeats, by, threshold_pct, True)
+    df, ranks = _with_repeats(tk, base, new, repeats, by, threshold_pct, True, workers)
     return (df.select(*JOB_SCHEMA, "noise_pct"),
             ranks.filter(~pl.col("repeat")).select(*SCHEMA, "rank", "noise_pct"))
 
 
 def _with_repeats(tk, base: Any, new: Any, repeats: list[Any], by, threshold_pct: float,
-                  jobs: bool) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+                  jobs: bool, workers: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """``new`` against ``base``, the repeats' noise applied: its rows in diff's order, and
     for jobs the ranks' rows of every comparison (``_comparisons``)."""
     command = "diff --jobs" if jobs else "diff"
@@ -103,12 +104,13 @@ def _with_repeats(tk, base: Any, new: Any, repeats: list[Any], by, threshold_pct
     if not repeats:
         raise ParamError(f"{command}: the repeats name no {'job' if jobs else 'run'}; give a capture of the base "
                          "again (--repeat R, -p repeats=R)")
-    df, _, ranks = _comparisons(tk, base, [new], by, threshold_pct, repeats, command, jobs)
+    df, _, ranks = _comparisons(tk, base, [new], by, threshold_pct, repeats, command, jobs, workers)
     return df.filter(~pl.col("repeat")).sort("_order"), ranks
 
 
 def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repeats: list[Any] | None,
-                 command: str, jobs: bool = False) -> tuple[pl.DataFrame, list[str], pl.DataFrame | None]:
+                 command: str, jobs: bool = False,
+                 workers: int | None = None) -> tuple[pl.DataFrame, list[str], pl.DataFrame | None]:
     """Each of ``repeats`` and ``runs`` against ``base`` by diff's rules (``jobs``: by
     ``job_diff``'s, of jobs), one frame: diff's columns (a job's), ``_order`` (the row's
     place in its own comparison), ``base_run``, ``run``, ``repeat``, ``noise_pct``, and the
@@ -135,11 +137,8 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         with warnings.catch_warnings():  # (resolve says it, where a folder is ingested)
             warnings.simplefilter("ignore", CaptureWarning)
             inputs = run_folders([Path(g) for g in given if g is not None])  # (a sweep's folder: its run folders)
-    own = bool(inputs) and not tk.read_only and not getattr(tk, "_one_transaction", False)
-    with contextlib.ExitStack() as stack:
-        if own:
-            stack.enter_context(tk.one_transaction())
-        stack.enter_context(tk.one_command(inputs))  # (the inputs named as one command's)
+    # (the inputs ingested first, named as one command's: all kept, or none where it fails)
+    with tk._comparing([] if tk.read_only else inputs, workers):
         if jobs:  # (folders ingested here; each job with its ranks' runs: a folder's, those it holds)
             refs = [as_command(command, job_diff.job_of, tk, r, "base" if i == 0 else "job") for i, r in enumerate((base, *runs))]
             labels, said = job_diff.job_labels([j.name for j in refs], given), [f"job {j.name}" for j in refs]

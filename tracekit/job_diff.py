@@ -127,7 +127,7 @@ def _job_folder(tk, folder: Path, files: list[Path]) -> Job:
     if tk.read_only:
         raise QueryError(f"diff --jobs: {folder}: a job's exports are ingested first, and {tk.path} is open "
                          f"read-only; ingest them (tracekit --db {tk.path} ingest {files[0]} ...) and name the job")
-    ids = [tk.ingest(f).run_id for f in files]
+    ids = [tk.landed_run(f).run_id for f in files]
     rows = tk.con.execute(
         "SELECT run_id, source_path, c.job, c.rank FROM runs LEFT JOIN rank_captures c USING (run_id) "
         "WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [ids]).fetchall()

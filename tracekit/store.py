@@ -339,6 +339,9 @@ class Tracekit:
         #: the names the inputs of the command under way get (``one_command``); None: one
         #: input at a time, named against the store's runs alone
         self.run_names: RunNames | None = None
+        #: the runs of the files a comparison ingested first, in threads (``_comparing``),
+        #: by resolved path: its references to those files are these runs (``landed_run``)
+        self._landed: dict[str, IngestResult] = {}
 
     # -- connection -------------------------------------------------------
     #: Folders a read-only connection may read files under although external access is
@@ -1146,14 +1149,15 @@ class Tracekit:
             raise
         return run_id, name
 
-    def _delete_rows(self, run_id: int) -> None:
-        """Delete the run's rows from every table that has a run_id (inside the caller's transaction)."""
+    def _delete_rows(self, *run_ids: int) -> None:
+        """Delete the runs' rows from every table that has a run_id (inside the caller's transaction)."""
         tables = [r[0] for r in self.con.execute(
             "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = current_database() "
             "AND column_name = 'run_id' AND table_name IN (SELECT table_name FROM duckdb_tables() "
             "WHERE database_name = current_database())").fetchall()]
+        ids = ", ".join(str(int(r)) for r in run_ids)
         for table in sorted(tables, key=lambda t: t == "runs"):  # runs last
-            self.con.execute(f'DELETE FROM "{table}" WHERE run_id = ?', [run_id])
+            self.con.execute(f'DELETE FROM "{table}" WHERE run_id IN ({ids})')
 
     def staging_destination(self):
         """Where distributed ingest (tracekit.distributed) lands the runs it prepares."""
@@ -1203,23 +1207,96 @@ class Tracekit:
             return diff(self, base, new, by=by, threshold_pct=threshold_pct)
 
     @contextlib.contextmanager
-    def _comparing(self, files: list):
+    def _comparing(self, files: list, workers: int | None = None):
         """A comparison whose ``files`` (none: runs in the store) are ingested first, named
         as one command's inputs, in one transaction: a comparison that fails keeps none of
         them, and a store opened to ingest them, left empty, is removed. Inside a caller's
-        transaction (tracekit report --vs FILE's), the caller's is the one."""
+        transaction (tracekit report --vs FILE's), the caller's is the one. ``workers``:
+        the files are ingested that many at once instead (``_landed_first``)."""
         own = bool(files) and not self._one_transaction
+        if own and workers is not None:
+            first = self._landed_first(files, workers)
+        else:
+            first = self.one_transaction() if own else contextlib.nullcontext()
         try:
-            with self.one_transaction() if own else contextlib.nullcontext(), self.one_command(files):
+            with first, self.one_command(files):
                 yield
         except TracekitError:
             if not self._one_transaction:
                 self._discard_if_new()
             raise
 
+    @contextlib.contextmanager
+    def _landed_first(self, files: list, workers: int):
+        """The block, after ``files`` are ingested ``workers`` at once (``tracekit.parallel``:
+        threads, each run committed as it lands, so that the comparison's own threads read
+        them too). Where a file fails, the block fails or Ctrl-C comes, the runs this
+        ingest added are removed again (and a store it created, left empty): the store
+        holds what it held before, though its file is not byte for byte the one it was,
+        and a process killed meanwhile leaves the runs that landed (each one whole)."""
+        from .parallel import check_workers, ingest_many
+
+        check_workers(workers)
+        self._check_can_write(f"cannot ingest {files[0]}")
+        con = self.con
+        created = self._created
+        before = {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
+        strings = con.execute("SELECT coalesce(max(string_id), -1) FROM _strings").fetchone()[0]
+        with SigintWatch() as sigints:
+            try:
+                outcomes = ingest_many(self, files, workers=workers)
+                failed = [o.error for o in outcomes if o.error is not None]
+                if failed:
+                    more = f" (and {len(failed) - 1} more of the {len(files)} files)" if len(failed) > 1 else ""
+                    raise InputError(f"{failed[0]}{more}")
+                self._landed = {str(Path(o.source).resolve()): o.result for o in outcomes}
+                yield
+            except BaseException as err:
+                stopped = isinstance(err, (KeyboardInterrupt, Interrupted)) or sigints.count > 0
+                with sigints.held():
+                    self._remove_added(before, strings, created)
+                if stopped:
+                    raise Interrupted(f"interrupted; the runs of the {len(files)} files this comparison ingested "
+                                      "are removed (the store holds what it held)") from None
+                raise
+            finally:
+                self._landed = {}
+
+    def _remove_added(self, before: set[int], strings: int, created: bool) -> None:
+        """Remove the runs not in ``before`` and the names past ``strings`` they brought to
+        ``_strings`` (no run of ``before`` refers to one), in one transaction; a store this
+        object ``created`` is removed whole."""
+        if created:
+            self._created = True
+            self._discard_if_new()
+            return
+        con = self.con
+        added = [r for (r,) in con.execute("SELECT run_id FROM runs").fetchall() if r not in before]
+        if not added:
+            return
+        try:
+            con.execute("BEGIN TRANSACTION")
+            self._delete_rows(*added)
+            con.execute("DELETE FROM _strings WHERE string_id > ?", [strings])
+            con.execute("COMMIT")
+        except BaseException as err:
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
+            first = _first_error(err)
+            raise TracekitError(f"{self.path}: cannot remove the {len(added)} runs this comparison ingested "
+                                f"({str(first).splitlines()[0] if str(first) else type(first).__name__}); "
+                                "remove them with tracekit runs rm") from first
+
+    def landed_run(self, path: str | os.PathLike) -> IngestResult:
+        """The run of a file a comparison names: the one ingested for it first
+        (``_landed_first``), else ``ingest(path)``."""
+        landed = self._landed.get(str(Path(path).resolve()))
+        return landed if landed is not None else self.ingest(path)
+
     @one_at_a_time
     def diff_jobs(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
-                  per_rank: bool = False, on_rank: Any = None, repeats: list[Any] | None = None) -> pl.DataFrame:
+                  per_rank: bool = False, on_rank: Any = None, repeats: list[Any] | None = None,
+                  workers: int | None = None) -> pl.DataFrame:
         """Compare multi-rank job ``new`` against job ``base`` (each named by any rank's
         run, id or name, or by the job): rank r against rank r by ``diff``'s rules, one row
         per scope, key and metric for the job (the ranks' values summed, or their median's
@@ -1230,7 +1307,9 @@ class Tracekit:
         folder of its exports has them ingested first, as ``diff`` ingests a file (a
         comparison that fails keeps none of them). ``repeats``: captures of the base job
         again, whose change on each rank measures the noise a change of that rank must pass
-        (``noise_pct``, as ``diff --repeat`` judges runs). See ``tracekit.job_diff``."""
+        (``noise_pct``, as ``diff --repeat`` judges runs). ``workers``: a folder's exports
+        are ingested that many at once, each run committed as it lands, and removed again
+        where the comparison fails (``Tracekit._landed_first``). See ``tracekit.job_diff``."""
         from .job_diff import diff_jobs, is_job_folder, job_exports
 
         if repeats is not None:
@@ -1238,24 +1317,28 @@ class Tracekit:
 
             with stoppable():
                 if per_rank:
-                    return jobs_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct)[1]
-                return diff_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct, jobs=True)
+                    return jobs_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct,
+                                             workers=workers)[1]
+                return diff_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct, jobs=True,
+                                         workers=workers)
 
         folders = [Path(str(r).strip()) for r in (base, new) if is_job_folder(r)] if not self.read_only else []
         files = [f for folder in folders for f in job_exports(folder)]
-        with stoppable(), self._comparing(files):
+        with stoppable(), self._comparing(files, workers):
             return diff_jobs(self, base, new, by=by, threshold_pct=threshold_pct, per_rank=per_rank, on_rank=on_rank)
 
     def compare(self, base: Any, runs: list[Any], by: list[str] | str | None = None,
-                threshold_pct: float = 5.0, repeats: list[Any] | None = None, jobs: bool = False) -> pl.DataFrame:
+                threshold_pct: float = 5.0, repeats: list[Any] | None = None, jobs: bool = False,
+                workers: int | None = None) -> pl.DataFrame:
         """Each of ``runs`` against ``base`` by ``diff``'s rules, side by side: one row per
         scope, key, metric and run; ``repeats`` of the base measure the noise a change must
         pass. ``jobs``: they are multi-rank jobs, each against the base job by ``diff_jobs``'s
-        rules. See ``tracekit.compare``."""
+        rules (``workers``: as ``diff_jobs`` ingests their folders). See ``tracekit.compare``."""
         from .compare import compare
 
         with stoppable():
-            return compare(self, base, runs, by=by, threshold_pct=threshold_pct, repeats=repeats, jobs=jobs)
+            return compare(self, base, runs, by=by, threshold_pct=threshold_pct, repeats=repeats, jobs=jobs,
+                           workers=workers)
 
     @one_at_a_time
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:

@@ -18,8 +18,9 @@ moved), ingested into one store, then `tracekit diff --jobs` of the two (the com
 one process the library's best of 3 with the rank pairs in threads, the default, and one
 after another, alternated; the time per rank pair). Then the one-command form, `tracekit diff
 --jobs BEFORE_FOLDER AFTER_FOLDER` into a new store (the exports ingested one after another in
-one transaction, the pairs compared in its connection), against the two steps above (`ingest
---workers W`, then `diff --jobs` of the jobs' runs), and whether both wrote the same CSV.
+one transaction, the pairs compared in its connection), and again with `--workers W` (the exports
+ingested W at once, each run committed, the pairs compared in threads), against the two steps above
+(`ingest --workers W`, then `diff --jobs` of the jobs' runs), and whether all wrote the same CSV.
 
 Usage: python benchmarks/ranks_bench.py [--ranks 128] [--workers 2] [--serial] [--diff] [--workdir DIR]
 Results go to stdout; record them in docs/performance.md.
@@ -171,6 +172,13 @@ def diff_jobs(work: Path, ranks: int, workers: int) -> None:
     print(f"diff --jobs of the two folders into a new store: {dt:.2f} s, CPU {cpu:.2f} s, against the two steps "
           f"{ingest_s + out['command_s']:.2f} s (ingest --workers {workers} {ingest_s:.2f} s + diff --jobs "
           f"{out['command_s']:.2f} s): {dt / (ingest_s + out['command_s']):.2f}x; the same CSV: {same}")
+    folders.unlink(missing_ok=True)
+    dt_w, cpu = run_cli(["--db", str(folders), "diff", "--jobs", str(work / "before"), str(work / "after"),
+                         "--workers", str(workers), "-f", "csv", "-o", str(work / "w.csv")])
+    same = (work / "w.csv").read_bytes() == (work / "d.csv").read_bytes()
+    out.update({"folders_workers_command_s": dt_w, "folders_workers_command_cpu_s": cpu, "folders_workers_same_csv": same})
+    print(f"the same with --workers {workers}: {dt_w:.2f} s, CPU {cpu:.2f} s: {dt / dt_w:.2f}x faster than one "
+          f"after another, {dt_w / (ingest_s + out['command_s']):.2f}x the two steps; the same CSV: {same}")
     out.update({"library_best_s": best["threads"], "one_thread_best_s": best["one thread"],
                 "per_rank_pair_ms": best["threads"] / ranks * 1e3, "one_diff_ms": one * 1e3,
                 "rows": df.height, "regressed": df.filter(df["verdict"] == "regressed").height})

@@ -820,7 +820,9 @@ def test_job_folders_ingested_in_threads_compare_as_one_after_another(tmp_path, 
     base, after = DATA / "base_again", DATA / "after"
     with tracekit.open(tmp_path / "s.duckdb") as one, tracekit.open(tmp_path / "t.duckdb") as two:
         want = _quiet(one.diff_jobs, base, after)
-        assert _quiet(two.diff_jobs, base, after, workers=2).equals(want)
+        landed = []
+        assert _quiet(two.diff_jobs, base, after, workers=2, on_file=lambda *n: landed.append(n)).equals(want)
+        assert landed == [(i, 8) for i in range(1, 9)]
         assert_same_stores(one.con, two.con)
         assert _quiet(two.diff_jobs, base, after, workers=2).equals(want) and two.runs().height == 8
         for kw in ({"per_rank": True}, {"repeats": [DATA / "base"]}):

@@ -807,14 +807,19 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
         from .progress import progress_bar
 
         bar = progress_bar()  # (a job of many ranks takes a while: 0.12 s a rank pair at 64 ranks on 2 cores)
-        task = bar.add_task("ranks compared", total=None) if bar is not None else None
+        tasks = {}
 
-        def done(n: int, total: int) -> None:
-            bar.update(task, completed=n, total=total)
+        def step(what: str):
+            def done(n: int, total: int) -> None:
+                if what not in tasks:
+                    tasks[what] = bar.add_task(what, total=total)
+                bar.update(tasks[what], completed=n, total=total)
+            return done if bar is not None else None
 
         with _capture_warnings(), bar if bar is not None else nullcontext():
             df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank,
-                              on_rank=done if bar is not None else None, repeats=repeat or None, workers=workers)
+                              on_rank=step("ranks compared"), repeats=repeat or None, workers=workers,
+                              on_file=step("files ingested"))
     if per_rank:
         _diff_out(df, _per_rank_display, ["rank", *_diff.display_columns(df)], lambda _: [], _diff.held_by_repeats(df),
                   threshold, gate, limit, fmt, out, cols, all_columns, tk.path)

@@ -1207,15 +1207,16 @@ class Tracekit:
             return diff(self, base, new, by=by, threshold_pct=threshold_pct)
 
     @contextlib.contextmanager
-    def _comparing(self, files: list, workers: int | None = None):
+    def _comparing(self, files: list, workers: int | None = None, on_file: Any = None):
         """A comparison whose ``files`` (none: runs in the store) are ingested first, named
         as one command's inputs, in one transaction: a comparison that fails keeps none of
         them, and a store opened to ingest them, left empty, is removed. Inside a caller's
         transaction (tracekit report --vs FILE's), the caller's is the one. ``workers``:
-        the files are ingested that many at once instead (``_landed_first``)."""
+        the files are ingested that many at once instead (``_landed_first``; ``on_file(done,
+        total)`` called as each lands)."""
         own = bool(files) and not self._one_transaction
         if own and workers is not None:
-            first = self._landed_first(files, workers)
+            first = self._landed_first(files, workers, on_file)
         else:
             first = self.one_transaction() if own else contextlib.nullcontext()
         try:
@@ -1227,7 +1228,7 @@ class Tracekit:
             raise
 
     @contextlib.contextmanager
-    def _landed_first(self, files: list, workers: int):
+    def _landed_first(self, files: list, workers: int, on_file: Any = None):
         """The block, after ``files`` are ingested ``workers`` at once (``tracekit.parallel``:
         threads, each run committed as it lands, so that the comparison's own threads read
         them too). Where a file fails, the block fails or Ctrl-C comes, the runs this
@@ -1244,7 +1245,9 @@ class Tracekit:
         strings = con.execute("SELECT coalesce(max(string_id), -1) FROM _strings").fetchone()[0]
         with SigintWatch() as sigints:
             try:
-                outcomes = ingest_many(self, files, workers=workers)
+                done = iter(range(1, len(files) + 1))
+                outcomes = ingest_many(self, files, workers=workers, on_outcome=None if on_file is None else
+                                       lambda _: on_file(next(done), len(files)))
                 failed = [o.error for o in outcomes if o.error is not None]
                 if failed:
                     more = f" (and {len(failed) - 1} more of the {len(files)} files)" if len(failed) > 1 else ""
@@ -1296,7 +1299,7 @@ class Tracekit:
     @one_at_a_time
     def diff_jobs(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
                   per_rank: bool = False, on_rank: Any = None, repeats: list[Any] | None = None,
-                  workers: int | None = None) -> pl.DataFrame:
+                  workers: int | None = None, on_file: Any = None) -> pl.DataFrame:
         """Compare multi-rank job ``new`` against job ``base`` (each named by any rank's
         run, id or name, or by the job): rank r against rank r by ``diff``'s rules, one row
         per scope, key and metric for the job (the ranks' values summed, or their median's
@@ -1308,8 +1311,9 @@ class Tracekit:
         comparison that fails keeps none of them). ``repeats``: captures of the base job
         again, whose change on each rank measures the noise a change of that rank must pass
         (``noise_pct``, as ``diff --repeat`` judges runs). ``workers``: a folder's exports
-        are ingested that many at once, each run committed as it lands, and removed again
-        where the comparison fails (``Tracekit._landed_first``). See ``tracekit.job_diff``."""
+        are ingested that many at once, each run committed as it lands (``on_file(done,
+        total)`` called as each does), and removed again where the comparison fails
+        (``Tracekit._landed_first``). See ``tracekit.job_diff``."""
         from .job_diff import diff_jobs, is_job_folder, job_exports
 
         if repeats is not None:
@@ -1324,7 +1328,7 @@ class Tracekit:
 
         folders = [Path(str(r).strip()) for r in (base, new) if is_job_folder(r)] if not self.read_only else []
         files = [f for folder in folders for f in job_exports(folder)]
-        with stoppable(), self._comparing(files, workers):
+        with stoppable(), self._comparing(files, workers, on_file):
             return diff_jobs(self, base, new, by=by, threshold_pct=threshold_pct, per_rank=per_rank, on_rank=on_rank)
 
     def compare(self, base: Any, runs: list[Any], by: list[str] | str | None = None,

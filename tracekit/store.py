@@ -1239,10 +1239,13 @@ class Tracekit:
 
         check_workers(workers)
         self._check_can_write(f"cannot ingest {files[0]}")
-        con = self.con
-        created = self._created
-        before = {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
-        strings = con.execute("SELECT coalesce(max(string_id), -1) FROM _strings").fetchone()[0]
+        if self._con is None and str(self.path) != ":memory:" and not self.path.exists():
+            before, strings, created = set(), -1, True  # (the ingest creates it while it reads the first files)
+        else:
+            con = self.con
+            created = self._created
+            before = {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
+            strings = con.execute("SELECT coalesce(max(string_id), -1) FROM _strings").fetchone()[0]
         with SigintWatch() as sigints:
             try:
                 done = iter(range(1, len(files) + 1))

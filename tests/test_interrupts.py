@@ -449,3 +449,31 @@ def test_ctrl_c_during_an_ingest_in_threads(export, tmp_path, after):
     assert set(kernels) <= set(runs)
     for run_id, source in runs.items():
         assert kernels.get(run_id, 0) == whole[source], (run_id, source)
+
+
+def test_ctrl_c_during_a_comparison_of_job_folders_in_threads(tmp_path):
+    """Ctrl-C while `diff --jobs A B --workers 2` ingests the folders' exports (each run
+    committed as it lands) or compares their ranks: exit 130 (0 where it finished first)
+    with one line, and the store holds what it held (the runs landed are removed again)."""
+    from _stores import assert_same_stores
+
+    jobs = DATA / "nsys_jobs"
+    db, snap = tmp_path / "j.duckdb", tmp_path / "snap.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(jobs / "base" / "rank0" / "export.sqlite.xz")
+    shutil.copy(db, snap)
+    args = ["--db", str(db), "diff", "--jobs", str(jobs / "base_again"), str(jobs / "after"), "--workers", "2"]
+    code, out, err, full = _run_cli([*args, "-f", "csv"])
+    assert code == 0 and out.count("\n") > 100, err
+    outcomes = set()
+    for frac in (0.15, 0.4, 0.8):
+        shutil.copy(snap, db)
+        code, out, err, _ = _run_cli(args, sigint_after=frac * full)
+        assert code in (0, 130, -signal.SIGINT), (frac, code, err)  # never 1 or 2
+        if code == 130:
+            lines = err.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("tracekit: interrupted"), (frac, err)
+            with duckdb.connect(str(db), read_only=True) as now, duckdb.connect(str(snap), read_only=True) as was:
+                assert_same_stores(now, was)
+        outcomes.add(code)
+    assert 130 in outcomes  # the interrupt did land during the command

@@ -224,12 +224,15 @@ def stoppable():
     """A library call (a query, SQL, a diff) that Ctrl-C stops at once, raising
     KeyboardInterrupt as Python code does, not the "Query interrupted" RuntimeError or the
     tracekit error DuckDB's stopped statement became (a notebook's interrupt button sends
-    the same SIGINT). Inside the CLI's watch it nests; outside the main thread it only
+    the same SIGINT). ``Interrupted``, which says what the call left in the store, is
+    raised as it is. Inside the CLI's watch it nests; outside the main thread it only
     converts the error."""
+    from .errors import Interrupted
+
     with SigintWatch() as sigints:
         try:
             yield
         except Exception as err:
-            if sigints.count:
+            if sigints.count and not isinstance(err, Interrupted):
                 raise KeyboardInterrupt from err
             raise

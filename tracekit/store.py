@@ -675,6 +675,9 @@ class Tracekit:
         res = self.last_ingest
         if res is None or (self._one_transaction and not res.skipped):
             self._discard_if_new()
+            if self._one_transaction:  # (the block rolls back every input it ingested)
+                return Interrupted(f"{path}: interrupted; not ingested, nor is any file this command ingested "
+                                   "before it kept")
             return Interrupted(f"{path}: interrupted; not ingested, nothing of it is in the store")
         if res.skipped:
             return Interrupted(f"{path}: interrupted; it was already in the store as run {res.run_id} ({res.name})")
@@ -1262,8 +1265,9 @@ class Tracekit:
                 with sigints.held():
                     self._remove_added(before, strings, created)
                 if stopped:
-                    raise Interrupted(f"interrupted; the runs of the {len(files)} files this comparison ingested "
-                                      "are removed (the store holds what it held)") from None
+                    raise Interrupted("interrupted; the store this comparison created is removed" if created else
+                                      "interrupted; the store holds what it held (the runs this comparison "
+                                      "ingested are removed)") from None
                 raise
             finally:
                 self._landed = {}

@@ -830,6 +830,8 @@ def test_job_folders_ingested_in_threads_compare_as_one_after_another(tmp_path, 
         assert_same_stores(one.con, two.con)
         side = _quiet(two.compare, DATA / "base", [base, after], jobs=True, workers=2)
         assert side.equals(_quiet(one.compare, DATA / "base", [base, after], jobs=True))
+        with pytest.raises(ParamError, match="^compare: workers ingests the exports of a job's folder N at once"):
+            two.compare("1", ["5"], workers=2)
     for db, args in (("s.duckdb", ["1", "5"]), ("c.duckdb", [str(base), str(after), "--workers", "2"])):
         assert main(["--db", str(tmp_path / db), "diff", "--jobs", *args, "-f", "csv", "-o", str(tmp_path / f"{db}.csv")]) == 0
     assert (tmp_path / "s.duckdb.csv").read_bytes() == (tmp_path / "c.duckdb.csv").read_bytes()

@@ -122,6 +122,9 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
 
     what = "job" if jobs else "run"
     expect(repeats, (list, tuple, type(None)), f"{command}: repeats")
+    if workers is not None and not jobs:
+        raise ParamError(f"{command}: workers ingests the exports of a job's folder N at once; compare jobs "
+                         "(--jobs, jobs=True)")
     n_repeats = len(repeats or [])
     runs = [*(repeats or []), *runs]
     if len(runs) == n_repeats:

@@ -105,6 +105,17 @@ def test_to_numpy_views_are_read_only_and_fills_fit():
     assert np.isnan(to_numpy(pa.array([1.5, None]), fill=np.nan)[1])
 
 
+def test_the_numpy_type_of_each_arrow_number_is_pyarrows():
+    """Each Arrow integer and float type maps to the NumPy dtype pyarrow gives it (taken
+    from its width: pyarrow's own mapping imports pandas before pyarrow 26)."""
+    from tracekit.ingest.arrow import _dtype
+
+    for typ in (pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64(),
+                pa.float16(), pa.float32(), pa.float64()):
+        assert _dtype(typ) == np.dtype(typ.to_pandas_dtype()), typ
+    assert _dtype(pa.bool_()) is None and _dtype(pa.string()) is None and _dtype(pa.timestamp("ns")) is None
+
+
 def test_to_numpy_of_other_types_is_pyarrows():
     ts = pa.array([1, None, 3], pa.timestamp("ns"))
     assert to_numpy(ts, fill=0).tolist() == ts.fill_null(0).to_numpy(zero_copy_only=False).tolist()

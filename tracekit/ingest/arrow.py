@@ -53,9 +53,12 @@ def from_numpy(values: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
 
 
 def _dtype(typ: pa.DataType) -> np.dtype | None:
-    """The NumPy dtype of an Arrow integer or float type (None for any other)."""
-    if pa.types.is_integer(typ) or pa.types.is_floating(typ):
-        return np.dtype(typ.to_pandas_dtype())
+    """The NumPy dtype of an Arrow integer or float type (None for any other), from its
+    width (``DataType.to_pandas_dtype`` imports pandas in pyarrow before 26)."""
+    if pa.types.is_integer(typ):
+        return np.dtype(f"{'i' if pa.types.is_signed_integer(typ) else 'u'}{typ.bit_width // 8}")
+    if pa.types.is_floating(typ):
+        return np.dtype(f"f{typ.bit_width // 8}")
     return None
 
 

@@ -269,7 +269,7 @@ class ReportRead:
             code = self._proc.wait()
             out = Path(self._tmp.name)
             lines = (out / "stderr").read_text().strip().splitlines()
-            if code == 2 and lines:
+            if code == 2 and lines and lines[-1].startswith(f"{self.path}: "):  # (a refusal names the report)
                 raise InputError(lines[-1])
             if code != 0:
                 why = lines[-1] if lines else f"exit status {code}"

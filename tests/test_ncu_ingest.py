@@ -487,3 +487,30 @@ def test_a_launch_ncu_did_not_measure_has_no_grid_or_block(plain, page):
     assert k.filter(pl.col("kernel_id") == 1).select(dims).row(0) == (None,) * 6
     assert k.filter(pl.col("kernel_id") != 1).select(dims).rows() == [(2, 66, 1, 384, 1, 1), (4096, 1, 1, 128, 1, 1),
                                                                        (1, 528, 1, 512, 1, 1)]
+
+
+def test_a_reader_child_that_dies_with_a_line_of_its_own_is_a_damaged_report(tmp_path, monkeypatch):
+    """The child that reads a .ncu-rep refuses a report with one line naming it (exit 2);
+    a child that dies otherwise with status 2 (NVIDIA's ncu_report on a report with bytes
+    flipped once left a bare "OSError: [Errno 9] Bad file descriptor") is said as the
+    damaged report, naming the file, not as that line alone."""
+    import subprocess
+    import sys
+
+    from tracekit.ingest import ncu_rep
+
+    real = subprocess.Popen
+
+    report = tmp_path / "r.ncu-rep"
+    report.write_bytes(b"x")
+    for line, want in ((f"{report}: corrupt block header at byte 9; the report is damaged, re-profile",
+                        f"{report}: corrupt block header at byte 9; the report is damaged, re-profile"),
+                       ("OSError: [Errno 9] Bad file descriptor",
+                        f"{report}: ncu_report failed reading it (OSError: [Errno 9] Bad file descriptor); the report "
+                        "is damaged, or written by an ncu newer than the ncu_report installed")):
+        script = f"import sys; print({line!r}, file=sys.stderr); sys.exit(2)"
+        monkeypatch.setattr(ncu_rep.subprocess, "Popen",
+                            lambda argv, script=script, **kw: real([sys.executable, "-c", script], **kw))
+        with pytest.raises(InputError) as err:
+            ncu_rep.start_report(report).result()
+        assert str(err.value) == want

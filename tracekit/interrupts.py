@@ -18,6 +18,8 @@ import sys
 import threading
 import weakref
 
+from .errors import Interrupted
+
 #: how long an interrupt that arrived during an import waits before it is tried again, s
 _RETRY_S = 0.05
 #: the DuckDB connections whose running statement a Ctrl-C stops (``interruptible``)
@@ -227,8 +229,6 @@ def stoppable():
     the same SIGINT). ``Interrupted``, which says what the call left in the store, is
     raised as it is. Inside the CLI's watch it nests; outside the main thread it only
     converts the error."""
-    from .errors import Interrupted
-
     with SigintWatch() as sigints:
         try:
             yield

@@ -1331,6 +1331,58 @@ def test_two_sweep_folders_compare_as_their_sweeps(tmp_path, sweep_pair, capsys)
     assert store_state(db) == before
 
 
+def test_files_ingested_in_threads_compare_as_one_after_another(tmp_path, capsys):
+    """diff and compare with --workers: two sweeps' folders (their run folders) and two real
+    nsys exports ingested two at once, each run committed as it lands: the rows, the CSV's
+    bytes and the store of the files ingested one after another in one transaction; a
+    comparison that then fails (a folder of three sweeps, an nsys export against an ncu
+    report: the same line as one after another) removes the runs it added, or the store it
+    created."""
+    from _stores import assert_same_stores
+    from conftest import store_state
+
+    a, c = SWEEP_PAIR / "a", SWEEP_PAIR / "c"
+    nsys_a, nsys_b = DATA / "nsys_diff_base_a" / "export.sqlite.xz", DATA / "nsys_diff_regressed" / "export.sqlite.xz"
+    with tracekit.open(tmp_path / "one.duckdb") as one, tracekit.open(tmp_path / "two.duckdb") as two, \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)  # (a and c differ in setup: their attention)
+        landed = []
+        got = two.diff(a, c, workers=2, on_file=lambda *n: landed.append(n))
+        assert got.equals(one.diff(a, c)) and got.height == 8
+        assert landed == [(i, 8) for i in range(1, 9)]
+        got = two.diff(nsys_a, nsys_b, workers=2)
+        assert got.equals(one.diff(nsys_a, nsys_b)) and "regressed" in set(got["verdict"])
+        assert_same_stores(one.con, two.con)
+        side = two.compare(a, [c], repeats=[SWEEP_PAIR / "b"], workers=2)
+        assert side.equals(one.compare(a, [c], repeats=[SWEEP_PAIR / "b"])) and side["repeat"].any()
+        assert_same_stores(one.con, two.con)
+        assert two.runs().height == 14
+    for db, extra in (("s.duckdb", []), ("w.duckdb", ["--workers", "2"])):
+        assert cli_main(["--db", str(tmp_path / db), "diff", str(a), str(c), "-f", "csv", *extra,
+                         "-o", str(tmp_path / f"{db}.csv")]) == 0
+    assert (tmp_path / "s.duckdb.csv").read_bytes() == (tmp_path / "w.duckdb.csv").read_bytes()
+    capsys.readouterr()
+    db, snap = tmp_path / "w.duckdb", tmp_path / "w-before.duckdb"
+    shutil.copy(db, snap)
+    before = store_state(tmp_path / "s.duckdb")
+    fails = [([str(SWEEP_PAIR), str(SWEEP_PAIR / "b")],
+              f"diff: {SWEEP_PAIR}: its 12 run folders are runs of 3 sweeps, not the points of one sweep"),
+             ([str(nsys_a), str(DATA / "ncu_diff_a" / "report.ncu-rep.xz")],
+              f"diff: {nsys_a} [nsys] and {DATA / 'ncu_diff_a' / 'report.ncu-rep.xz'} [ncu] share no scope")]
+    for args, text in fails:
+        said = []
+        for store in (db, tmp_path / "s.duckdb", tmp_path / "new.duckdb"):
+            extra = [] if store.name == "s.duckdb" else ["--workers", "2"]
+            assert cli_main(["--db", str(store), "diff", *args, *extra]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and err.startswith(f"tracekit: error: {text}"), err
+            said.append(err.replace(str(store), "STORE"))
+        assert said[0] == said[1] == said[2]  # (the same line with threads as one after another)
+        assert store_state(tmp_path / "s.duckdb") == before and not (tmp_path / "new.duckdb").exists()
+        with tracekit.open(db, read_only=True) as now, tracekit.open(snap, read_only=True) as was:
+            assert_same_stores(now.con, was.con)  # (its content: the runs it added and their names removed)
+
+
 def test_a_run_folder_is_its_own_point_and_a_run_id_its_sweep(tmp_path, capsys):
     """Two points of sweeps a and c given as run folders compare those points, whatever else
     the store holds (before: the whole sweeps where the store held them, two rows in a new

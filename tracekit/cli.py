@@ -88,9 +88,9 @@ AllColumnsOpt = Annotated[bool, typer.Option("--all-columns", help="table: every
 TimeunitOpt = Annotated[str, typer.Option(
     "--timeunit", help="table: unit of the time columns: auto, ns, us, ms or s (csv/json/parquet/xlsx keep ns)")]
 WorkersOpt = Annotated[int | None, typer.Option(
-    "--workers", help="with --jobs: ingest a job folder's exports N at once, in N threads, each run committed as it "
-    "lands and the rank pairs compared in threads; a comparison that fails removes the runs it added (default: "
-    "one after another, in one transaction)", show_default=False)]
+    "--workers", help="ingest the files given (a sweep's run folders, a job folder's exports) N at once, in N "
+    "threads, each run committed as it lands (with --jobs the rank pairs compared in threads too); a comparison "
+    "that fails removes the runs it added (default: one after another, in one transaction)", show_default=False)]
 FORMATS = ("table", "csv", "json", "parquet", "xlsx")
 SQL_TABLE_ROWS = 1000  # `tracekit sql` shows at most this many rows as a table
 
@@ -693,7 +693,7 @@ def diff_cmd(
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
     if per_rank and not jobs:
         raise ParamError("--per-rank: compares jobs rank by rank; give --jobs too")
-    _check_job_workers(workers, jobs)
+    _check_workers(workers)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
     if jobs:
@@ -717,8 +717,11 @@ def diff_cmd(
             from .outputs import check_output
 
             check_output(out, tk.path)
-        with _capture_warnings():
-            df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeat or None)
+        from .progress import steps
+
+        with _capture_warnings(), steps() as step:
+            df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeat or None, workers=workers,
+                         on_file=step("files ingested"))
     _diff_out(df, _diff.display, _diff.display_columns(df), _diff.moved, _diff.held_by_repeats(df), threshold, gate,
               limit, fmt, out, cols, all_columns, tk.path)
 
@@ -766,15 +769,12 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         raise typer.Exit(1)
 
 
-def _check_job_workers(workers: int | None, jobs: bool) -> None:
-    """``--workers`` of ``diff`` and ``compare``: at least 1, and only with ``--jobs``."""
-    if workers is None:
-        return
-    if not jobs:
-        raise ParamError(f"--workers {workers}: ingests the exports of a job's folder N at once; give --jobs too")
-    from .parallel import check_workers
+def _check_workers(workers: int | None) -> None:
+    """``--workers`` of ``diff`` and ``compare``: at least 1 (one line before anything is opened)."""
+    if workers is not None:
+        from .parallel import check_workers
 
-    check_workers(workers)
+        check_workers(workers)
 
 
 def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold: float, per_rank: bool, gate: bool,
@@ -802,21 +802,10 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
                 cols = _table_names(cols)
                 empty = _per_rank_display(empty) if per_rank else job_diff.display(empty)
             Rows(list(empty.columns), [str(t) for t in empty.dtypes], []).select(cols)
-        from contextlib import nullcontext
+        from .progress import steps
 
-        from .progress import progress_bar
-
-        bar = progress_bar()  # (a job of many ranks takes a while: 0.12 s a rank pair at 64 ranks on 2 cores)
-        tasks = {}
-
-        def step(what: str):
-            def done(n: int, total: int) -> None:
-                if what not in tasks:
-                    tasks[what] = bar.add_task(what, total=total)
-                bar.update(tasks[what], completed=n, total=total)
-            return done if bar is not None else None
-
-        with _capture_warnings(), bar if bar is not None else nullcontext():
+        # (a job of many ranks takes a while: 0.12 s a rank pair at 64 ranks on 2 cores)
+        with _capture_warnings(), steps() as step:
             df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank,
                               on_rank=step("ranks compared"), repeats=repeat or None, workers=workers,
                               on_file=step("files ingested"))
@@ -870,7 +859,7 @@ def compare_cmd(
 
     if limit is not None and limit < 0:
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
-    _check_job_workers(workers, jobs)
+    _check_workers(workers)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
     files = any((is_job_folder if jobs else _is_file)(r) for r in (base, *repeat, *runs))
@@ -879,9 +868,11 @@ def compare_cmd(
             from .outputs import check_output
 
             check_output(out, tk.path)
-        with _capture_warnings():
+        from .progress import steps
+
+        with _capture_warnings(), steps() as step:
             df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None, jobs=jobs,
-                            workers=workers)
+                            workers=workers, on_file=step("files ingested"))
     keys = limit if limit is not None else (30 if fmt == "table" else 0)
     if fmt == "table":
         from .table import Rows

@@ -50,15 +50,17 @@ NOISE_NOTE = "within the repeats' noise"
 
 def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
             threshold_pct: float = 5.0, repeats: list[Any] | None = None, jobs: bool = False,
-            workers: int | None = None) -> pl.DataFrame:
+            workers: int | None = None, on_file: Any = None) -> pl.DataFrame:
     """Every run of ``runs`` against ``base`` (run ids, names, sweep ids, or files and run
     folders, ingested first: all of them kept, or, where a comparison fails, none), the
     ``repeats`` of the base first (module docstring). ``jobs``: ``base``, ``runs`` and
-    ``repeats`` are multi-rank jobs (as ``tk.diff_jobs`` names them, folders included;
-    ``workers``: as ``tk.diff_jobs`` ingests the folders)."""
+    ``repeats`` are multi-rank jobs (as ``tk.diff_jobs`` names them, folders included).
+    ``workers``: the files (a job's folder: its exports) are ingested that many at once,
+    and removed again where a comparison fails (``tk.diff``'s; ``on_file(done, total)``
+    called as each lands)."""
     expect(runs, (list, tuple), "compare: runs")
     expect(jobs, bool, "compare: jobs")
-    df, labels, _ = _comparisons(tk, base, runs, by, threshold_pct, repeats, "compare", jobs, workers)
+    df, labels, _ = _comparisons(tk, base, runs, by, threshold_pct, repeats, "compare", jobs, workers, on_file)
     first = df.group_by("scope", "key", "metric").agg(pl.col("_order").min().alias("_first"))
     run_order = {label: i for i, label in enumerate(labels[1:])}
     df = (df.join(first, on=["scope", "key", "metric"])
@@ -68,7 +70,8 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
 
 
 def diff_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str] | str | None = None,
-                      threshold_pct: float = 5.0, jobs: bool = False, workers: int | None = None) -> pl.DataFrame:
+                      threshold_pct: float = 5.0, jobs: bool = False, workers: int | None = None,
+                      on_file: Any = None) -> pl.DataFrame:
     """``diff base new`` with the noise measured by ``repeats`` of the base (``tracekit diff
     --repeat``): diff's rows, columns and order, with ``noise_pct`` and the changes no larger
     than it held, exactly as ``compare base new --repeat ...`` judges ``new``. ``jobs``: of
@@ -76,12 +79,13 @@ def diff_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str]
     from .diff import SCHEMA
     from .job_diff import SCHEMA as JOB_SCHEMA
 
-    df, _ = _with_repeats(tk, base, new, repeats, by, threshold_pct, jobs, workers)
+    df, _ = _with_repeats(tk, base, new, repeats, by, threshold_pct, jobs, workers, on_file)
     return df.select(*(JOB_SCHEMA if jobs else SCHEMA), "noise_pct")
 
 
 def jobs_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str] | str | None = None,
-                      threshold_pct: float = 5.0, workers: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+                      threshold_pct: float = 5.0, workers: int | None = None,
+                      on_file: Any = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``diff --jobs base new --repeat ...``'s two answers from one comparison, as
     ``job_diff.compare_jobs`` gives them without repeats: the job's rows
     (``diff_with_repeats(jobs=True)``'s), and its ranks' rows (``diff``'s columns, ``rank``
@@ -90,13 +94,14 @@ def jobs_with_repeats(tk, base: Any, new: Any, repeats: list[Any], by: list[str]
     from .diff import SCHEMA
     from .job_diff import SCHEMA as JOB_SCHEMA
 
-    df, ranks = _with_repeats(tk, base, new, repeats, by, threshold_pct, True, workers)
+    df, ranks = _with_repeats(tk, base, new, repeats, by, threshold_pct, True, workers, on_file)
     return (df.select(*JOB_SCHEMA, "noise_pct"),
             ranks.filter(~pl.col("repeat")).select(*SCHEMA, "rank", "noise_pct"))
 
 
 def _with_repeats(tk, base: Any, new: Any, repeats: list[Any], by, threshold_pct: float,
-                  jobs: bool, workers: int | None = None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+                  jobs: bool, workers: int | None = None,
+                  on_file: Any = None) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """``new`` against ``base``, the repeats' noise applied: its rows in diff's order, and
     for jobs the ranks' rows of every comparison (``_comparisons``)."""
     command = "diff --jobs" if jobs else "diff"
@@ -104,13 +109,13 @@ def _with_repeats(tk, base: Any, new: Any, repeats: list[Any], by, threshold_pct
     if not repeats:
         raise ParamError(f"{command}: the repeats name no {'job' if jobs else 'run'}; give a capture of the base "
                          "again (--repeat R, -p repeats=R)")
-    df, _, ranks = _comparisons(tk, base, [new], by, threshold_pct, repeats, command, jobs, workers)
+    df, _, ranks = _comparisons(tk, base, [new], by, threshold_pct, repeats, command, jobs, workers, on_file)
     return df.filter(~pl.col("repeat")).sort("_order"), ranks
 
 
 def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repeats: list[Any] | None,
-                 command: str, jobs: bool = False,
-                 workers: int | None = None) -> tuple[pl.DataFrame, list[str], pl.DataFrame | None]:
+                 command: str, jobs: bool = False, workers: int | None = None,
+                 on_file: Any = None) -> tuple[pl.DataFrame, list[str], pl.DataFrame | None]:
     """Each of ``repeats`` and ``runs`` against ``base`` by diff's rules (``jobs``: by
     ``job_diff``'s, of jobs), one frame: diff's columns (a job's), ``_order`` (the row's
     place in its own comparison), ``base_run``, ``run``, ``repeat``, ``noise_pct``, and the
@@ -122,9 +127,6 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
 
     what = "job" if jobs else "run"
     expect(repeats, (list, tuple, type(None)), f"{command}: repeats")
-    if workers is not None and not jobs:
-        raise ParamError(f"{command}: workers ingests the exports of a job's folder N at once; compare jobs "
-                         "(--jobs, jobs=True)")
     n_repeats = len(repeats or [])
     runs = [*(repeats or []), *runs]
     if len(runs) == n_repeats:
@@ -141,12 +143,12 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
             warnings.simplefilter("ignore", CaptureWarning)
             inputs = run_folders([Path(g) for g in given if g is not None])  # (a sweep's folder: its run folders)
     # (the inputs ingested first, named as one command's: all kept, or none where it fails)
-    with tk._comparing([] if tk.read_only else inputs, workers):
+    with tk._comparing([] if tk.read_only else inputs, workers, on_file):
         if jobs:  # (folders ingested here; each job with its ranks' runs: a folder's, those it holds)
             refs = [as_command(command, job_diff.job_of, tk, r, "base" if i == 0 else "job") for i, r in enumerate((base, *runs))]
             labels, said = job_diff.job_labels([j.name for j in refs], given), [f"job {j.name}" for j in refs]
         else:  # (files ingested here; then each by its run id)
-            sides = [_diff.resolve(tk, r) for r in (base, *runs)]
+            sides = [as_command(command, _diff.resolve, tk, r) for r in (base, *runs)]
             refs = [str(s.run_id) if s.run_id is not None else s.sweep for s in sides]
             labels, said = _labels(sides, given), [s.label for s in sides]
         for i, ref in enumerate(refs[1:], start=1):

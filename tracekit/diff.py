@@ -370,10 +370,10 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
 
         points = run_folders([path])
         if len(points) > 1:  # a sweep's folder: its points, the side their sweep
-            return _sweep_folder(tk, text, [tk.ingest(p, check=before_write) for p in points])
-        res = tk.ingest(points[0], check=before_write)  # (a folder holding one run folder: that run)
-        # a new run, not committed while the comparison runs: the file names it
-        ingested = not res.skipped and getattr(tk, "_one_transaction", False)
+            return _sweep_folder(tk, text, [tk.landed_run(p, check=before_write) for p in points])
+        res = tk.landed_run(points[0], check=before_write)  # (a folder holding one run folder: that run)
+        # a new run, the command's until it ends (not committed, or removed where it fails): the file names it
+        ingested = not res.skipped and tk.provisional
         if namesake is not None and namesake != res.run_id:
             warnings.warn(CaptureWarning(
                 f"diff: {text!r} is both a file here and the name of run {namesake} in {tk.path}: the file is "
@@ -431,7 +431,7 @@ def _sweep_folder(tk, text: str, results: list) -> Side:
         raise QueryError(f"diff: {text}: its {len(ids)} run folders are {what}, not the points of one sweep; "
                          f"ingest it (tracekit ingest {text}) and compare two of its runs, or two sweeps, by id")
     return _sweep_side(tk.con, found[0], text,
-                       ingested=any(not r.skipped for r in results) and getattr(tk, "_one_transaction", False))
+                       ingested=any(not r.skipped for r in results) and tk.provisional)
 
 
 def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:

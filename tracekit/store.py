@@ -1183,18 +1183,22 @@ class Tracekit:
 
     @one_at_a_time
     def diff(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
-             repeats: list[Any] | None = None) -> pl.DataFrame:
+             repeats: list[Any] | None = None, workers: int | None = None, on_file: Any = None) -> pl.DataFrame:
         """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
         files (ingested first). One row per scope, key and metric with a noise-aware
         verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, um, cpu, memory, ncu, sweep; default:
         every scope both have). ``repeats``: captures of the base again, whose largest
         change measures the noise a change must pass (``noise_pct``; as ``compare``
-        judges). See ``tracekit.diff``."""
+        judges). ``workers``: the files (a sweep's folder: its run folders) are ingested
+        that many at once, each run committed as it lands (``on_file(done, total)``
+        called as each does), and removed again where the comparison fails
+        (``_landed_first``). See ``tracekit.diff``."""
         if repeats is not None:
             from .compare import diff_with_repeats
 
             with stoppable():
-                return diff_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct)
+                return diff_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct,
+                                         workers=workers, on_file=on_file)
         import warnings
 
         from .diff import _is_file, diff
@@ -1206,7 +1210,7 @@ class Tracekit:
             warnings.simplefilter("ignore", CaptureWarning)
             # (a sweep's folder: its run folders, named as one command's inputs)
             files = [str(p) for p in run_folders([Path(f) for f in files])]
-        with stoppable(), self._comparing(files):
+        with stoppable(), self._comparing(files, workers, on_file):
             return diff(self, base, new, by=by, threshold_pct=threshold_pct)
 
     @contextlib.contextmanager
@@ -1297,11 +1301,28 @@ class Tracekit:
                                 f"({str(first).splitlines()[0] if str(first) else type(first).__name__}); "
                                 "remove them with tracekit runs rm") from first
 
-    def landed_run(self, path: str | os.PathLike) -> IngestResult:
+    @property
+    def provisional(self) -> bool:
+        """Whether a run ingested now is the command's until it ends: inside one transaction
+        (rolled back where the command fails), or landed first for a comparison
+        (``_landed_first``: removed where it fails). A comparison names such a run by its
+        file, as given."""
+        return self._one_transaction or bool(self._landed)
+
+    def landed_run(self, path: str | os.PathLike, check: Callable[[str, dict, str], None] | None = None
+                   ) -> IngestResult:
         """The run of a file a comparison names: the one ingested for it first
-        (``_landed_first``), else ``ingest(path)``."""
+        (``_landed_first``), else ``ingest(path, check=check)``. ``check`` is called of a
+        landed run as ``ingest`` calls it of a new one (where it raises, ``_landed_first``
+        removes the runs again)."""
         landed = self._landed.get(str(Path(path).resolve()))
-        return landed if landed is not None else self.ingest(path)
+        if landed is None:
+            return self.ingest(path, check=check)
+        if check is not None and not landed.skipped:
+            kind, params, name = self.con.execute("SELECT kind, params, name FROM runs WHERE run_id = ?",
+                                                  [landed.run_id]).fetchone()
+            check(kind, json.loads(params) if params else {}, name)
+        return landed
 
     @one_at_a_time
     def diff_jobs(self, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
@@ -1329,9 +1350,9 @@ class Tracekit:
             with stoppable():
                 if per_rank:
                     return jobs_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct,
-                                             workers=workers)[1]
+                                             workers=workers, on_file=on_file)[1]
                 return diff_with_repeats(self, base, new, repeats, by=by, threshold_pct=threshold_pct, jobs=True,
-                                         workers=workers)
+                                         workers=workers, on_file=on_file)
 
         folders = [Path(str(r).strip()) for r in (base, new) if is_job_folder(r)] if not self.read_only else []
         files = [f for folder in folders for f in job_exports(folder)]
@@ -1340,16 +1361,17 @@ class Tracekit:
 
     def compare(self, base: Any, runs: list[Any], by: list[str] | str | None = None,
                 threshold_pct: float = 5.0, repeats: list[Any] | None = None, jobs: bool = False,
-                workers: int | None = None) -> pl.DataFrame:
+                workers: int | None = None, on_file: Any = None) -> pl.DataFrame:
         """Each of ``runs`` against ``base`` by ``diff``'s rules, side by side: one row per
         scope, key, metric and run; ``repeats`` of the base measure the noise a change must
         pass. ``jobs``: they are multi-rank jobs, each against the base job by ``diff_jobs``'s
-        rules (``workers``: as ``diff_jobs`` ingests their folders). See ``tracekit.compare``."""
+        rules. ``workers``, ``on_file``: as ``diff`` ingests files (``diff_jobs`` a job's
+        folder). See ``tracekit.compare``."""
         from .compare import compare
 
         with stoppable():
             return compare(self, base, runs, by=by, threshold_pct=threshold_pct, repeats=repeats, jobs=jobs,
-                           workers=workers)
+                           workers=workers, on_file=on_file)
 
     @one_at_a_time
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:

@@ -71,7 +71,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_STATE: dict = {"db": None, "debug": False}
+_STATE: dict = {"db": None, "debug": False, "opened": []}
 
 DbOpt = Annotated[
     DbPath | None,
@@ -115,7 +115,24 @@ def _main(
 def _open(db: DbPath | None, read_only: bool = False):
     from . import store
 
-    return store.open(db if db is not None else _STATE["db"], read_only=read_only)
+    tk = store.open(db if db is not None else _STATE["db"], read_only=read_only)
+    _STATE["opened"].append(tk)  # (what a Ctrl-C leaves in it is said: _interrupted_line)
+    return tk
+
+
+def _interrupted_line() -> str:
+    """The line of a Ctrl-C that stopped the command: what a comparison that ended before
+    it (its rows being written, the store closed) ingested and kept, if anything."""
+    for tk in _STATE.get("opened", []):
+        kept = getattr(tk, "comparison_kept", [])
+        if kept:
+            ids = (f"runs {kept[0]}-{kept[-1]}" if kept[-1] - kept[0] == len(kept) - 1 and len(kept) > 1 else
+                   f"run {kept[0]}" if len(kept) == 1 else f"runs {', '.join(map(str, kept))}")
+            return (f"interrupted after the comparison; the {len(kept)} runs it ingested are kept in {tk.path} "
+                    f"({ids}; tracekit runs rm removes them)" if len(kept) > 1 else
+                    f"interrupted after the comparison; the run it ingested is kept in {tk.path} ({ids}; "
+                    "tracekit runs rm removes it)")
+    return "interrupted"
 
 
 #: output file extension -> the format it means where -f is not given
@@ -1076,6 +1093,32 @@ def _debug_first(args: list[str]) -> list[str]:
 
 
 def _main(args: list[str]) -> int:
+    _STATE["opened"] = []
+    try:
+        return _run(args)
+    finally:
+        _STATE["opened"] = []  # (the stores the command opened are not kept alive after it)
+
+
+@contextlib.contextmanager
+def _ctrl_c_not_raisable():
+    """A Ctrl-C whose KeyboardInterrupt lands where Python cannot raise it (a finalizer, a
+    callback from C): not printed as a traceback ("Exception ignored in ..."), as Python's
+    hook would; the command goes on, as it does there."""
+    hook = sys.unraisablehook
+
+    def quiet(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            hook(unraisable)
+
+    sys.unraisablehook = quiet
+    try:
+        yield
+    finally:
+        sys.unraisablehook = hook
+
+
+def _run(args: list[str]) -> int:
     if not _CONVERTING:
         typer.echo(f"tracekit: error: {cli_params.too_old()}", err=True)
         return 2
@@ -1086,7 +1129,7 @@ def _main(args: list[str]) -> int:
         # without standalone mode, typer returns a command's typer.Exit code instead of raising
         # it, and 130 for a Ctrl-C it caught (the command's own message, if any, is printed);
         # the watch keeps a Ctrl-C from cutting an import (DuckDB's module would abort)
-        with sigints:
+        with sigints, _ctrl_c_not_raisable():
             code = app(args=args, prog_name="tracekit", standalone_mode=False)
     except typer.Exit as err:
         return getattr(err, "exit_code", 0)
@@ -1124,7 +1167,7 @@ def _main(args: list[str]) -> int:
                        err=True)
             return 1
     if code == 130:
-        typer.echo("tracekit: interrupted", err=True)
+        typer.echo(f"tracekit: {escape_controls(_interrupted_line())}", err=True)
     return code if isinstance(code, int) else 0
 
 

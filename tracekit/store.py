@@ -342,6 +342,9 @@ class Tracekit:
         #: the runs of the files a comparison ingested first, in threads (``_comparing``),
         #: by resolved path: its references to those files are these runs (``landed_run``)
         self._landed: dict[str, IngestResult] = {}
+        #: the runs the last comparison ingested and kept, once it ended well (``_comparing``):
+        #: what a Ctrl-C after it (its rows being written, the store closed) leaves
+        self.comparison_kept: list[int] = []
 
     # -- connection -------------------------------------------------------
     #: Folders a read-only connection may read files under although external access is
@@ -1222,6 +1225,8 @@ class Tracekit:
         the files are ingested that many at once instead (``_landed_first``; ``on_file(done,
         total)`` called as each lands)."""
         own = bool(files) and not self._one_transaction
+        self.comparison_kept = []
+        before = self._run_ids() if own else set()
         if own and workers is not None:
             first = self._landed_first(files, workers, on_file)
         else:
@@ -1233,6 +1238,14 @@ class Tracekit:
             if not self._one_transaction:
                 self._discard_if_new()
             raise
+        if own:
+            self.comparison_kept = sorted(self._run_ids() - before)
+
+    def _run_ids(self) -> set[int]:
+        """The store's run ids (none: a store not created yet, which this does not create)."""
+        if self._con is None and str(self.path) != ":memory:" and not self.path.exists():
+            return set()
+        return {r for (r,) in self.con.execute("SELECT run_id FROM runs").fetchall()}
 
     @contextlib.contextmanager
     def _landed_first(self, files: list, workers: int, on_file: Any = None):
@@ -1249,10 +1262,8 @@ class Tracekit:
         if self._con is None and str(self.path) != ":memory:" and not self.path.exists():
             before, strings, created = set(), -1, True  # (the ingest creates it while it reads the first files)
         else:
-            con = self.con
-            created = self._created
-            before = {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
-            strings = con.execute("SELECT coalesce(max(string_id), -1) FROM _strings").fetchone()[0]
+            created, before = self._created, self._run_ids()
+            strings = self.con.execute("SELECT coalesce(max(string_id), -1) FROM _strings").fetchone()[0]
         with SigintWatch() as sigints:
             try:
                 done = iter(range(1, len(files) + 1))

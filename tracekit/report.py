@@ -808,7 +808,8 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
     rules = []  # how a change is judged, for the scopes this comparison has
     if scopes & set(_diff.NSYS_SCOPES):
         rules.append(f"nsys: significant (Mann-Whitney U on the per-instance times, p < {_diff.ALPHA:g}; a changed count is "
-                     "real; a total also when it moved beyond its spread); host-timed values (CUDA API "
+                     f"real; a total also when it moved beyond its spread; a memory operation's time beyond "
+                     f"{max(threshold, _diff.COPY_NOISE_PCT):g} %); host-timed values (CUDA API "
                      "durations, NVTX wall time and projection) of runs that traced CUDA are shown, not "
                      f"judged, and NVTX wall time where neither run traced CUDA counts beyond "
                      f"{max(threshold, _diff.HOST_NOISE_PCT):g} %")

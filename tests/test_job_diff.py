@@ -144,7 +144,11 @@ def test_the_jobs_time_is_its_slowest_ranks_and_the_straggler_moved(tk):
              for j, k in (("base_again", 2), ("after", 1))}
     assert (slowest["base"], slowest["new"]) == (2.0, 1.0)
     assert slowest["note"] == (f"the slowest in {steps['base_again']} of 20 instances -> {steps['after']} of 20; "
-                               "differs; a rank has no better/worse direction")
+                               "differs; a rank has no better/worse direction: not judged")
+    # a table shows it, and the host-timed rows, as not judged, not as unchanged (the CSV keeps unchanged)
+    shown = dict(zip(zip(df["key"], df["metric"], strict=True), job_diff.display(df)["verdict"], strict=True))
+    assert shown[("step/forward", "slowest_rank")] == shown[("step/forward", "job_med_ns")] == "not judged"
+    assert shown[("step", "slowest_rank")] == "unchanged"  # (rank 0 the slowest on both sides)
     lines = job_diff.moved(df)
     assert lines[0] == (f"Slowest rank of step/forward: rank 2 (in {steps['base_again']} of 20 instances) -> rank 1 "
                         f"(in {steps['after']} of 20)")

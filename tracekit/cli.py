@@ -766,8 +766,10 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         table = Rows.from_polars(display(shown))
         table.shorteners = {"key": _diff.shorten_key}  # (an ncu key: its kernel, then its NVTX path's end)
         _show(table, out, display=columns, columns=cols, all_columns=all_columns, store_path=store_path)
-        counts = df["verdict"].value_counts(sort=True).rows()
-        more = (f"; {df.height - shown.height} more unchanged rows (--limit 0 for all)"
+        from collections import Counter
+
+        counts = Counter(_diff.shown_verdicts(df)).most_common()  # (as the table shows them)
+        more = (f"; {df.height - shown.height} more rows, none judged a change (--limit 0 for all)"
                 if shown.height < df.height else "")
         typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more + held)
         summary = moved(df)

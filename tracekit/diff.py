@@ -2190,6 +2190,14 @@ def display_columns(df: pl.DataFrame) -> list[str]:
     return [*DISPLAY[:at], "noise", *DISPLAY[at:]]
 
 
+def shown_verdicts(df: pl.DataFrame) -> list[str]:
+    """The verdict column as a table shows it: a change held back from any verdict (its
+    note says "not judged": host-timed values, a slowest rank that moved) is ``not judged``,
+    not ``unchanged``, which the file formats keep (the note says why)."""
+    return ["not judged" if v == "unchanged" and n and "not judged" in n else v
+            for v, n in zip(df["verdict"], df["note"], strict=True)]
+
+
 def display(df: pl.DataFrame) -> pl.DataFrame:
     """The diff for a terminal: values in human units, keys as ``short_keys`` labels
     them, deltas as signed percentages."""
@@ -2205,7 +2213,7 @@ def display(df: pl.DataFrame) -> pl.DataFrame:
     if "noise_pct" in df.columns:  # (the repeats' largest change of the key: diff --repeat)
         cols["noise"] = ["" if p is None else f"±{p:.1f}%" for p in df["noise_pct"]]
     cols.update({
-        "verdict": df["verdict"],
+        "verdict": shown_verdicts(df),
         "p": ["" if p is None else _fmt_p(p) for p in df["p_value"]],
         "note": df["note"],
     })

@@ -527,7 +527,7 @@ def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, 
             (rb, nb, tb, _), (rn, nn, tn, _) = sides
             same = rb == rn
             row = _job_row(key, "slowest_rank", float(rb), float(rn), "unchanged", ranks, SLOWEST_NOTE.format(
-                nb, tb, nn, tn) + ("" if same else "; differs; a rank has no better/worse direction"))
+                nb, tb, nn, tn) + ("" if same else "; differs; a rank has no better/worse direction: not judged"))
             out.append({**row, "delta": None, "delta_pct": None})  # (a rank is no quantity)
     return out
 
@@ -584,7 +584,7 @@ def display(df: pl.DataFrame) -> pl.DataFrame:
     """The job's rows for a terminal: values in human units (diff's), ``ranks`` as the
     ranks judged as the row's verdict of those compared (``3/4``), the rank that moved
     most with its change."""
-    from .diff import _human, short_keys
+    from .diff import _human, short_keys, shown_verdicts
 
     short = short_keys(df["key"].to_list())
 
@@ -607,7 +607,7 @@ def display(df: pl.DataFrame) -> pl.DataFrame:
         "delta": ["" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%" for r in rows],
         **({"noise": ["" if r["noise_pct"] is None else f"±{r['noise_pct']:.1f}%" for r in rows]}
            if "noise_pct" in df.columns else {}),  # (the repeats' largest change of the key: --repeat)
-        "verdict": df["verdict"].to_list(),
+        "verdict": shown_verdicts(df),
         "ranks": [judged(r) for r in rows],
         "top_rank": ["" if r["top_rank"] is None or r["top_rank_delta_pct"] in (None, 0.0) else
                      f"{r['top_rank']} ({r['top_rank_delta_pct']:+.1f}%)" for r in rows],

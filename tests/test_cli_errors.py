@@ -600,3 +600,31 @@ def test_a_typer_too_old_for_the_command_line_is_one_line(monkeypatch, capsys):
     assert f"typer {cli_params.TYPER_NEEDED} or later" in line and "too old" in line
     project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
     assert f"typer>={cli_params.TYPER_NEEDED}" in project["dependencies"]
+
+
+def test_comparisons_of_what_cannot_be_compared_say_what_is_wrong(small_store, tmp_path, capsys):
+    """Folders that hold no run folder, into a store not there yet: what the folder lacks (a
+    job's, with --jobs suggested), not a missing store, and no store is left; compare's
+    errors name compare; a file not yet ingested is said to *may* have its kind's scopes;
+    capture with nothing after -- is no run of the HSTU workload."""
+    jobs = DATA / "nsys_jobs"
+    db = tmp_path / "none.duckdb"
+    for cmd in ("diff", "compare"):
+        assert _cli(db, cmd, str(jobs / "base"), str(jobs / "after")) == 2
+        line = one_error_line(capsys)
+        assert line.startswith(f"tracekit: error: {jobs / 'base'}: not a run folder (no meta.json)"), line
+        assert line.endswith("; a folder of a multi-rank job's exports compares with --jobs"), line
+        assert not db.exists()
+    assert _cli(db, "diff", str(DATA / "nsys_diff_base_a"), str(jobs / "after")) == 2
+    assert "--jobs" not in one_error_line(capsys)  # (a folder of one export)
+    assert _cli(small_store, "compare", "1", "99") == 2
+    assert one_error_line(capsys).startswith("tracekit: error: compare: no run or sweep '99' in ")
+    export = DATA / "nsys_diff_base_a" / "export.sqlite.xz"
+    assert _cli(tmp_path / "s.duckdb", "diff", str(DATA / "sweep_pair" / "a"), str(export)) == 2
+    line = one_error_line(capsys)
+    assert line.endswith(f"{DATA / 'sweep_pair' / 'a'} has sweep; {export} may have kernel, nvtx, api, memcpy, gpu, "
+                         "um, cpu, python, memory (not ingested yet))"), line
+    assert cli_main(["capture", "--tool", "none", "--"]) == 2
+    assert one_error_line(capsys) == ("tracekit: error: capture: nothing after --; give the program to run "
+                                      "(tracekit capture --tool nsys -- python my_bench.py), or leave -- out to run "
+                                      "the HSTU workload")

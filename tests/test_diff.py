@@ -1106,7 +1106,7 @@ def test_two_captures_without_cuda_compare_their_nvtx_ranges(tmp_path, capsys):
         assert all(r["verdict"] == "unchanged" for r in medians.values())
         assert not any("host-timed" in n for n in df["note"])
         with pytest.raises(tracekit.QueryError, match=r"^--by kernel: run 1 \(base\) \[nsys without CUDA trace\] "
-                                                      r"has no kernel scope \(it has: nvtx\)"):
+                                                      r"has no kernel scope \(it has nvtx\)"):
             tk.diff("base", "cpu_only_more", by="kernel")
         # against a capture with CUDA: its ranges' kernel time and projection are not compared
         tk.ingest(HSTU, name="hstu")

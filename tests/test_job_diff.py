@@ -832,6 +832,12 @@ def test_copies_within_the_noise_of_identical_captures_are_not_judged(tk):
     assert 7 < moved < D.COPY_NOISE_PCT  # (the noise the floor is set from)
 
 
+def test_two_ranks_of_one_job_warn_that_the_job_is_compared_with_itself(tk):
+    with pytest.warns(CaptureWarning, match=r"^diff --jobs: 1 and 2 name one job \(.*\): it is compared with itself"):
+        df = tk.diff_jobs("1", "2")
+    assert set(df["verdict"]) == {"unchanged"}
+
+
 def test_job_folders_ingested_in_threads_compare_as_one_after_another(tmp_path, capsys):
     """diff --jobs FOLDER FOLDER --workers 2: the exports ingested two at once, each run
     committed as it lands, the rank pairs compared in threads: the rows and the store of the

@@ -728,8 +728,10 @@ def diff_cmd(
         empty = pl.DataFrame(schema={**_diff.SCHEMA, **({"noise_pct": pl.Float64} if repeat else {})})
         have = _diff.display(empty) if fmt == "table" else empty
         Rows(list(have.columns), [str(t) for t in have.dtypes], []).select(cols)  # one line for an unknown one
-    files = any(_diff._is_file(r) for r in (base, new, *repeat))
-    with _open(db, read_only=not files) as tk:  # a file to compare is ingested first
+    # a file to compare is ingested first; a path that holds nothing to ingest is said as one
+    # where the store is not there yet (not as a missing store: a store it creates goes again)
+    files = any(_diff._is_file(r) or _diff._exists(r) for r in (base, new, *repeat))
+    with _open(db, read_only=not files) as tk:
         if out is not None:  # checked before a file is ingested: an output that cannot be written changes nothing
             from .outputs import check_output
 
@@ -873,7 +875,7 @@ def compare_cmd(
     The table has a row per key and metric; csv/json/parquet/xlsx hold a row per key, metric
     and run (diff's columns, with run and value)."""
     from . import compare as _compare
-    from .diff import _is_file
+    from .diff import _exists, _is_file
     from .job_diff import is_job_folder
 
     if limit is not None and limit < 0:
@@ -881,7 +883,8 @@ def compare_cmd(
     _check_workers(workers)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
-    files = any((is_job_folder if jobs else _is_file)(r) for r in (base, *repeat, *runs))
+    given = (base, *repeat, *runs)
+    files = any(is_job_folder(r) for r in given) if jobs else any(_is_file(r) or _exists(r) for r in given)
     with _open(db, read_only=not files) as tk:  # files (a job's folder) to compare are ingested first
         if out is not None:  # checked before a file is ingested
             from .outputs import check_output
@@ -1126,6 +1129,10 @@ def _run(args: list[str]) -> int:
         return 2
     args = _debug_first(args)
     debug = args[:1] == ["--debug"]
+    if args[-1:] == ["--"] and "capture" in args[:-1]:  # (`capture -- $CMD` with $CMD empty: not the workload)
+        typer.echo("tracekit: error: capture: nothing after --; give the program to run (tracekit capture "
+                   "--tool nsys -- python my_bench.py), or leave -- out to run the HSTU workload", err=True)
+        return 2
     sigints = SigintWatch()
     try:
         # without standalone mode, typer returns a command's typer.Exit code instead of raising

@@ -163,7 +163,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                     df, long = as_command(command, job_diff.compare_jobs, tk, refs[0], ref, by, threshold_pct)
                     longs.append(long)
                 else:
-                    df = _diff.diff(tk, refs[0], ref, by=by, threshold_pct=threshold_pct)
+                    df = as_command(command, _diff.diff, tk, refs[0], ref, by, threshold_pct)
             # what diff says of a pair names the run where it is one of several (a repeat's
             # setup is the base's noise, not the change's)
             named = i < n_repeats or (command == "compare" and len(runs) > 1)
@@ -182,18 +182,19 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
 
 
 def as_command(command: str, fn, *args):
-    """``fn(*args)``, a job comparison's error said as ``command``'s (``compare`` says
-    ``compare --jobs: ...``; a chart, ``chart job-diff: ...``)."""
+    """``fn(*args)``, a comparison's error said as ``command``'s (``compare`` says
+    ``compare: ...`` of runs, ``compare --jobs: ...`` of jobs; a chart, ``chart job-diff: ...``)."""
     from .errors import TracekitError
 
     try:
         return fn(*args)
     except TracekitError as err:
         text = str(err)
-        if command == "diff --jobs" or not text.startswith("diff --jobs: "):
+        prefix = next((p for p in ("diff --jobs: ", "diff: ") if text.startswith(p)), None)
+        if prefix is None or command in ("diff", "diff --jobs"):
             raise
-        said = command if command.startswith("chart ") else f"{command} --jobs"
-        raise type(err)(f"{said}: {text.removeprefix('diff --jobs: ')}") from None
+        said = command if command.startswith("chart ") else f"{command}{' --jobs' if '--jobs' in prefix else ''}"
+        raise type(err)(f"{said}: {text.removeprefix(prefix)}") from None
 
 
 def _jobs_held(frames: list[pl.DataFrame], longs: list[pl.DataFrame], labels: list[str],

@@ -406,7 +406,11 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     else:
         side = _sweep_side(con, text, text)
     if side is None and idle is not None:  # (what the path lacks, as `tracekit ingest PATH` says it)
-        raise InputError(f"{idle}; nor is {text!r} a run or sweep in {tk.path} (see `tracekit runs`)")
+        from .job_diff import is_job_folder, job_exports
+
+        several = is_job_folder(text) and len(job_exports(path)) > 1  # (a job's ranks, one export each)
+        jobs = "; a folder of a multi-rank job's exports compares with --jobs" if several else ""
+        raise InputError(f"{idle}; nor is {text!r} a run or sweep in {tk.path} (see `tracekit runs`){jobs}")
     if side is None:
         raise QueryError(f"diff: no run or sweep {text!r} in {tk.path}; see `tracekit runs` (a file must exist "
                          "to be ingested)")
@@ -456,8 +460,7 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
         common.discard("sweep")
     if not by:
         if not common:
-            has = "; ".join(f"{side.label} has {', '.join(s for s in SCOPES if s in side.scopes()) or 'none'}"
-                            for side in (base, new))
+            has = "; ".join(f"{side.label} {_has(side)}" for side in (base, new))
             raise QueryError(f"diff: {base.label} [{_kinds(base)}] and {new.label} [{_kinds(new)}] share no scope to "
                              "compare (" + (other_tools or has) + ")")
         return [s for s in SCOPES if s in common]
@@ -466,10 +469,17 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
         for side in (base, new):
             if s not in side.scopes():
                 raise QueryError(f"--by {s}: {side.label} [{_kinds(side, s)}] has no {s} scope "
-                                 f"(it has: {', '.join(sorted(side.scopes())) or 'none'})")
+                                 f"(it {_has(side, sorted)})")
         if s not in out:
             out.append(s)
     return out
+
+
+def _has(side: Side, order: Callable = lambda scopes: [s for s in SCOPES if s in scopes]) -> str:
+    """What ``side`` has to compare, for an error: its scopes; a file not yet written, only
+    what its kind may have (what it traced is known once it is written)."""
+    scopes = ", ".join(order(side.scopes())) or "none"
+    return f"may have {scopes} (not ingested yet)" if side.pending else f"has {scopes}"
 
 
 def pair_check(other: Side | None, file_is_base: bool, by: list[str] | None) -> Callable[[Side], None]:

@@ -261,6 +261,10 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     jb, ranks_b = base if isinstance(base, Job) else job_of(tk, base, "base")
     jn, ranks_n = new if isinstance(new, Job) else job_of(tk, new, "new")
     of_b, of_n = dict(ranks_b), dict(ranks_n)
+    if jb == jn and str(base).strip() != str(new).strip():  # (two ranks of one job: the job twice)
+        warnings.warn(CaptureWarning(f"diff --jobs: {base} and {new} name one job ({jb}): it is compared with "
+                                     "itself; name a rank (or the job) of each of two jobs (tracekit query jobs)"),
+                      stacklevel=3)
     shared = sorted(set(of_b) & set(of_n))
     if not shared:
         raise QueryError(f"diff --jobs: the jobs share no rank (base {ranks_text(list(of_b))}, new "

@@ -1305,7 +1305,7 @@ def test_sweep_pair_noise_is_quiet_and_the_real_change_is_found(sweep_pair, caps
         assert row["verdict"] == ("regressed" if med_c > 1.25 * med_a else "unchanged")
     assert set(df["verdict"]) == {"regressed"}
     summary = D.moved(sweep_pair.diff(a, c))
-    assert len(summary) == 1 and summary[0].endswith("(4 of 4 shared points changed)"), summary
+    assert len(summary) == 1 and summary[0].endswith("; and 1 more (4 of 4 shared points changed)"), summary
     assert D.moved(sweep_pair.diff(a, b)) == []
     capsys.readouterr()
 

@@ -2107,7 +2107,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             return (f"{k} " if k != "requests" else "") + ", ".join(
                 f"{_STAT[r['metric']]} ({how(r)})" for r in judged[k])
 
-        parts = [part(k) for k in order]
+        parts = [part(k) for k in order] + ([f"and {len(judged) - len(order)} more"] if len(judged) > len(order) else [])
         alone = {side: points.filter(pl.col("verdict") == v)["key"].n_unique()
                  for side, v in (("base", "removed"), ("new", "added"))}
         moved_shared = sum(k in shared for k in judged)

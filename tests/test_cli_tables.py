@@ -225,6 +225,91 @@ def test_free_text_gives_up_its_width_first_and_is_cut_at_the_end():
     assert max(map(len, body)) <= 60
 
 
+@pytest.fixture(scope="module")
+def stacks_db(tmp_path_factory):
+    """A store with the captures whose stacks the reviewer read garbled: nsys_backtrace (OS
+    runtime and CUDA API calls' stacks, run 'bt') and nsys_python_hot (Python samples, 'py')."""
+    path = tmp_path_factory.mktemp("stacks") / "s.duckdb"
+    with tracekit.open(path) as tk:
+        tk.ingest(DATA / "nsys_backtrace" / "export.sqlite.xz", name="bt")
+        tk.ingest(DATA / "nsys_python_hot" / "export.sqlite.xz", name="py")
+    return str(path)
+
+
+def _last_column(out: str, header: str) -> list[str]:
+    """The cells of a table's last column, ``header``: each body line from where the header starts."""
+    lines = out.rstrip("\n").split("\n")
+    rule = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "} and "-" in line)
+    at = lines[rule - 1].rindex(header)
+    assert lines[rule - 1].endswith(header), lines[rule - 1]
+    return [line[at:] for line in _rows(out)]
+
+
+@pytest.mark.parametrize("width", [100, 200])
+@pytest.mark.parametrize(("query", "run", "params"), [
+    ("osrt-stacks", "bt", {"name": "ioctl"}),
+    ("api-stacks", "bt", {"name": "synchronize"}),
+    ("python-stacks", "py", {"range": "step"})])
+def test_stacks_are_cut_from_the_left_keeping_the_innermost_frames(stacks_db, capsys, monkeypatch, width, query,
+                                                                    run, params):
+    """A stack is cut from its outer end, as the innermost frames say which code made the
+    call: a cell is the whole stack or '…' and the stack's end, never a word or a line
+    number in brackets added ('o [x7f078c1dd9f4]', 'parse (ns… [31]' read as frames)."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    args = [a for k, v in params.items() for a in ("-p", f"{k}={v}")]
+    _, out, _ = _run(capsys, "--db", stacks_db, "query", query, "--run", run, *args)
+    assert max(map(len, out.splitlines())) <= width
+    with tracekit.open(stacks_db, read_only=True) as tk:
+        stacks = tk.query(query, run=run, **params)["stack"].to_list()
+    cells = _last_column(out, "stack")
+    assert len(cells) == len(stacks) > 1
+    for cell, stack in zip(cells, stacks, strict=True):
+        assert cell == stack or (cell.startswith("…") and stack.endswith(cell[1:])), (cell, stack)
+        leaf = stack.split(";")[-1]
+        assert cell.endswith(leaf)  # (each innermost frame here fits the column)
+    if query == "python-stacks" and width == 100:  # parse's line and the one it called, each whole
+        assert "…;parse (nsys_python_hot.py:36);_spin (nsys_python_hot.py:31)" in cells
+    if query == "api-stacks" and width == 200:  # .item()'s sync: at::native::_local_scalar_dense, as the query says
+        assert "_local_scalar_dense_cuda" in cells[0] and cells[0].endswith(";cudaStreamSynchronize")
+
+
+def test_rule_messages_are_cut_at_the_end(db, capsys, monkeypatch):
+    """ncu's rule messages (ncu_full) are sentences: cut where they end, '…' after what is
+    kept; no '/' read as a path ('…/or expose the most homogeneous values.' of "and/or"),
+    no number or word in brackets ('On a… [19]' of "19.0 of the 32 bytes" in hstu_capture_ncu's)."""
+    with tracekit.open(db, read_only=True) as tk:
+        messages = tk.query("ncu-rules", run="ncu", type="OPT,WRN", group="kernel")["message"].to_list()
+    assert any("and/or" in m for m in messages) and any(re.search(r"\d\.\d of the 32 bytes", m) for m in messages)
+    for width in (100, 120, 200):
+        monkeypatch.setenv("COLUMNS", str(width))
+        _, out, _ = _run(capsys, "--db", db, "query", "ncu-rules", "--run", "ncu", "-p", "type=OPT,WRN",
+                         "-p", "group=kernel")
+        if "-[ row " in out:  # (too narrow for the columns: one block per row)
+            cells = re.findall(r"^message {2,}(.*)$", out, re.M)
+        else:
+            cells = [c.rstrip() for c in _last_column(out, "message")]
+        assert len(cells) == len(messages)
+        for cell, message in zip(cells, messages, strict=True):
+            assert cell == message or (cell.endswith("…") and message.startswith(cell[:-1])), (width, cell, message)
+
+
+def test_every_stack_column_of_the_queries_is_cut_from_the_left():
+    """The queries' columns of folded stacks (their docs say 'outermost caller;...') and of
+    their frames' modules are cut from the left; their sentences at the end; a kernel
+    shortener is left to the columns that hold kernel names."""
+    rows = table.Rows([], [], [])
+    for q in get_registry().queries.values():
+        for col, doc in q.columns.items():
+            if "outermost caller;" in doc or "in the same order" in doc:
+                assert rows.shortener(col) is names.cut_stack and not rows.told_apart(col), (q.name, col)
+    for col in ("message", "title", "finding", "advice", "top_stalls", "varies"):
+        assert rows.shortener(col) is names.cut_end and not rows.told_apart(col), col
+    assert names.cut_stack("a (x.py:1);b (x.py:2);c", 12) == "… (x.py:2);c"  # whole frames fill < half: the end
+    assert names.cut_stack("a (x.py:1);b (x.py:2);c", 15) == "…;b (x.py:2);c"
+    assert names.cut_stack("a;b;c", 5) == "a;b;c" and names.cut_stack("outer;inner", 1) == "…"
+    assert names.cut_stack("outer;innermost_frame", 8) == "…t_frame"
+
+
 def test_si_and_time_formats():
     assert table.si(7.81e14, "FLOP/s") == "781 TFLOP/s"
     assert table.si(999_960, "B") == "1.00 MB"

@@ -128,6 +128,28 @@ def cut_text(text: str, width: int) -> str:
     return cut_end(text, width)
 
 
+def cut_stack(text: str, width: int, sep: str = ";") -> str:
+    """A folded call stack (``outermost;...;innermost``) in at most ``width`` characters, cut
+    from the left: the innermost frames, which say what code made the call, kept whole after
+    ``…;`` (``…;read_loss (x.py:35);THPVariable_item``); where those fill less than half of
+    ``width`` (a C++ frame is long), the stack's last ``width - 1`` characters instead. No
+    brackets, words or numbers added: a frame's text is kept as it is."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    frames = text.split(sep)
+    keep = ""
+    for f in reversed(frames):
+        cand = f + (sep + keep if keep else "")
+        if len(ELLIPSIS + sep + cand) > width:
+            break
+        keep = cand
+    if len(keep) < width // 2:
+        return ELLIPSIS + text[-(width - 1):]
+    return ELLIPSIS + sep + keep
+
+
 #: words that tell no kernel from another (namespaces, lambda decorations)
 _NOISE = {"at", "native", "unnamed", "lambda", "instance", "operator", "const", "void", "anonymous", "namespace"}
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|\d+")  # identifiers split at '_' too

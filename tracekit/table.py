@@ -11,8 +11,10 @@ Parquet carry every column, unformatted):
 - rates and sizes with SI prefixes per cell: FLOP/s, OP/s, B/s, B, FLOP, Hz;
 - percentages with one decimal, counts with thousands separators, ids and a sweep point's
   bs and nc as they are;
-- kernel names shortened by ``names.short_name``, paths to their last parts, both so
-  that two different values never read alike;
+- each text column cut as what it holds says (``Rows.shortener``): kernel names shortened
+  by ``names.short_name``, paths to their last parts, both so that two different values
+  never read alike; call stacks (and a line's location) from the left, their innermost frames kept; sentences
+  (a rule's message) at the end;
 - the table fits ``width``: text columns are narrowed, widest first, down to a floor;
   numbers are never cut. Where even that does not fit, one block per row
   (``column  value`` lines) instead.
@@ -49,6 +51,17 @@ NVTX_COLUMNS = ("path", "nvtx_path", "nvtx_range")
 NO_RANGE = "(no range)"
 #: free text: narrowed before any other column, and cut at the end (no labels told apart)
 FREE_TEXT_COLUMNS = ("note", "notes", "description", "command", "params", "source_path")
+#: columns whose end says most, cut from the left (``names.cut_stack``): call stacks folded
+#: from the outermost caller (``caller;...;callee``) and the lists of their frames' modules in
+#: the same order, the innermost frames kept, as they say which code made the call; a source
+#: line's location (``file.py:434``), its line kept
+TAIL_COLUMNS = ("stack", "modules", "location")
+#: columns of sentences and lists (a rule's message or title, nsys-rules' finding and advice,
+#: a line of source or SASS, a stall breakdown, ncu-summary's differing settings): cut at the
+#: end like free text, no labels told apart (a '/' in "and/or" is no path, "19.0 of" no tag),
+#: but not narrowed first, as they are what the row says
+SENTENCE_COLUMNS = ("message", "title", "finding", "advice", "source", "sass", "top_stalls", "varies", "limiter",
+                    "missing_metrics")
 _ID = re.compile(r"(^|_)(id|pid|tid)$")
 #: integer columns that name a setting rather than count something (a sweep point's batch size
 #: and candidates): written as they are, ``nc 1024`` as in ``tracekit runs``' ``nc=1024``, not 1,024
@@ -75,11 +88,27 @@ class Rows:
     shorteners: dict[str, Callable[[str, int], str]] = field(default_factory=dict)
 
     def shortener(self, col: str) -> Callable[[str, int], str]:
-        """How a text column's cells are shortened: its own shortener, a kernel name's, or
-        the path-aware cut of other text."""
+        """How a text column's cells are shortened, by what the column holds: its own
+        shortener, a kernel name's, a call stack's or a location's (from the left), a
+        sentence's (at the end), or the path-aware cut of other text (names, NVTX paths, files)."""
         if col in self.shorteners:
             return self.shorteners[col]
-        return _kernel_name if col.lower() in self.kernel_columns else names.cut_text
+        low = col.lower()
+        if low in self.kernel_columns:
+            return _kernel_name
+        if low in TAIL_COLUMNS:
+            return names.cut_stack
+        if low in FREE_TEXT_COLUMNS or low in SENTENCE_COLUMNS:
+            return names.cut_end
+        return names.cut_text
+
+    def told_apart(self, col: str) -> bool:
+        """Whether two different values of a text column get labels that never read alike
+        (``names.distinct_labels``: names, keys, paths), or are only cut (free text,
+        sentences, stacks: a word in brackets or a number added reads as part of the text)."""
+        low = col.lower()
+        return col in self.shorteners or low in self.kernel_columns or low not in (
+            *FREE_TEXT_COLUMNS, *SENTENCE_COLUMNS, *TAIL_COLUMNS)
 
     @classmethod
     def from_relation(cls, rel) -> Rows:
@@ -335,10 +364,12 @@ def _kernel_name(text: str, width: int) -> str:
     return names.short_name(text, width) if any(c in text for c in "<(:") else names.cut_end(text, width)
 
 
-def _shorten(col: str, values: list[Any], cells: list[str], width: int,
-             shorten: Callable[[str, int], str] = names.cut_text) -> list[str]:
-    if col.lower() in FREE_TEXT_COLUMNS:
-        return [names.cut_end(c, width) for c in cells]
+def _shorten(col: str, values: list[Any], cells: list[str], width: int, rows: Rows) -> list[str]:
+    """The cells of text column ``col`` in at most ``width`` characters, as ``rows`` says
+    the column is cut (``Rows.shortener``, ``Rows.told_apart``)."""
+    shorten = rows.shortener(col)
+    if not rows.told_apart(col):
+        return [shorten(c, width) for c in cells]
     return names.distinct_labels([None if v is None else c for v, c in zip(values, cells, strict=True)],
                                  width, shorten)
 
@@ -371,7 +402,7 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
     for i in text_idx:
         c, header, values, cells, _ = cols[i]
         if c.lower() in rows.kernel_columns:
-            cells = _shorten(c, values, cells, NAME_WIDTH, rows.shortener(c))
+            cells = _shorten(c, values, cells, NAME_WIDTH, rows)
             cols[i] = (c, header, values, cells, False)
         natural.append(max([len(header), *map(len, cells)]))
     floors = [min(n, max(MIN_TEXT, len(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
@@ -391,7 +422,7 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
     for w, i in zip(widths, text_idx, strict=True):
         c, header, values, cells, _ = cols[i]
         if max(map(len, cells), default=0) > w:
-            cols[i] = (c, header, values, _shorten(c, values, cells, w, rows.shortener(c)), False)
+            cols[i] = (c, header, values, _shorten(c, values, cells, w, rows), False)
     col_w = [max([*map(len, h), *map(len, c[3])]) for c, h in zip(cols, heads, strict=True)]
     just = [str.rjust if c[4] else str.ljust for c in cols]
     depth = max(map(len, heads))
@@ -429,7 +460,7 @@ def _expanded(cols, width: int, rows: Rows) -> str:
             # note says why a value was held, a command what ran
             shortened.append([textwrap.wrap(cell, val_w) or [""] for cell in cells])
         else:
-            shortened.append([[x] for x in (cells if is_num else _shorten(c, values, cells, val_w, rows.shortener(c)))])
+            shortened.append([[x] for x in (cells if is_num else _shorten(c, values, cells, val_w, rows))])
     out = []
     n = len(cols[0][3])
     for r in range(n):

@@ -511,6 +511,49 @@ def test_a_run_without_nvtx_above_the_bound_is_shown_by_its_middle_ops(tk, tmp_p
     assert len(_bars(_spec(path))[1]) == len(drawn) and '<p class="note">' not in section
 
 
+def _lab(colour: str) -> tuple[float, float, float]:
+    """An sRGB colour (#rrggbb) in CIELAB (D65)."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(int(colour[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    x, y, z = ((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047, 0.2126 * r + 0.7152 * g + 0.0722 * b,
+               (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)
+    fx, fy, fz = (v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116 for v in (x, y, z))
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def test_nvtx_colours_are_told_apart_and_outer_ranges_keep_theirs(tk):
+    """A request of the HSTU capture (instance 3): every NVTX range coloured apiece has a
+    colour of its own that reads apart from each other one and from "(other)"'s grey (at
+    least 20 apart in CIELAB: #fdbf6f and #fdb462, hstu.embedding's and hstu.layer7's
+    oranges, were 6 apart); outer ranges are coloured before inner ones and, of one depth,
+    the earlier before the later, so no range is grey while a later sibling or a deeper range
+    has a colour (layers 2, 4, 5 and 6 were grey, layer 7 orange)."""
+    import math
+
+    spec = charts.chart(tk, "timeline", run="hstu", nvtx="hstu.request", instance=3).to_dict()
+    scale = next(layer["encoding"]["color"]["scale"] for layer in spec["layer"]
+                 if layer["encoding"]["color"]["title"] == "NVTX range")
+    colours = dict(zip(scale["domain"], scale["range"], strict=True))
+    grey = colours.pop("(other)", None)
+    named = list(colours.values())
+    assert len(set(named)) == len(named) >= 12
+    for i, a in enumerate(named):
+        for b in named[i + 1:] + ([grey] if grey else []):
+            assert math.dist(_lab(a), _lab(b)) >= 20, (a, b)
+    nv = charts.timeline_data(tk, run="hstu", nvtx="hstu.request", instance="3").nvtx.with_columns(
+        pl.col("range").str.strip_prefix(":"))
+    first = nv.group_by("range").agg(pl.col("depth").min(), pl.col("start_ns").min())
+    layers = sorted(r for r in first["range"] if r.startswith("hstu.layer"))
+    assert len(layers) == 8 and all(r in colours for r in layers)  # every layer, each its own colour
+    assert "hstu.candidate_scoring" in colours and "hstu.embedding" in colours
+    order = {r: (d, s) for r, d, s in first.rows()}
+    for r in order:  # greyed: only ranges deeper than, or of one depth later than, every coloured one
+        if r not in colours:
+            assert all(order[c] < order[r] for c in colours), r
+
+
 def test_the_cli(store, tk, tmp_path, capsys):
     """chart timeline --run R -p nvtx=... -p instance=2 writes the page; a bad parameter
     exits 2 with one line."""

@@ -859,17 +859,12 @@ def nvtx_timeline(df: pl.DataFrame) -> alt.Chart:
     if df.is_empty():
         return _no_data("NVTX timeline")
     t0 = df["start_ns"].min()
-    top = (
-        df.group_by("range")
-        .agg(pl.col("end_ns").sub(pl.col("start_ns")).sum().alias("t"))
-        .sort("t", descending=True)
-    )
-    keep = set(top["range"].head(12).to_list())
+    keep = _nvtx_coloured(df)  # (as the timeline colours them)
     d = _nvtx_lanes(df.with_columns(
         ((pl.col("start_ns") - t0) / 1e6).alias("start_ms"),
         ((pl.col("end_ns") - t0) / 1e6).alias("end_ms"),
         ((pl.col("end_ns") - pl.col("start_ns")) / 1e6).alias("dur_ms"),
-        pl.when(pl.col("range").is_in(list(keep)))
+        pl.when(pl.col("range").is_in(keep))
         .then(pl.col("range"))
         .otherwise(pl.lit("(other)"))
         .alias("colour"),
@@ -882,7 +877,7 @@ def nvtx_timeline(df: pl.DataFrame) -> alt.Chart:
             x=alt.X("start_ms:Q", title="Time since first range [ms]"),
             x2="end_ms:Q",
             y=alt.Y("lane:N", title=None, sort=d["lane"].unique(maintain_order=True).to_list()),
-            color=alt.Color("colour:N", title="NVTX range", scale=alt.Scale(scheme="category20")),
+            color=alt.Color("colour:N", title="NVTX range", scale=_nvtx_scale(keep, d["colour"])),
             tooltip=[
                 "range:N",
                 alt.Tooltip("start_ms:Q", format=",.3f"),
@@ -900,13 +895,20 @@ def nvtx_timeline(df: pl.DataFrame) -> alt.Chart:
 #: Chromium in 1.1 s, one of 8 bars in 0.5 s (a loaded 2-core box); tests/test_timeline.py
 #: draws one at the bound in Chromium
 TIMELINE_BARS = 5000
-#: NVTX range names and kernel names coloured apiece on the timeline (those with the most
-#: time in the window); the others are "(other)" and "(other kernels)"
+#: Python functions and kernel names coloured apiece on the timeline (those with the most time
+#: in the window; the NVTX ranges: ``_nvtx_coloured``); the others are "(other Python)" and
+#: "(other kernels)"
 TIMELINE_COLOURS = 12
 TIMELINE_WIDTH = 1000
 
-_NVTX_COLOURS = ["#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#fb9a99", "#ffff99", "#8dd3c7", "#bebada",
-                 "#80b1d3", "#fdb462", "#b3de69", "#fccde5"]
+# NVTX ranges, one apiece for the first 18 ``_nvtx_coloured`` picks: ColorBrewer's Paired (its six
+# light hues, then their six dark ones), then six of other hues, so that ranges coloured one after
+# another (a request's layers) differ in hue before they differ in shade. (The pastels of Paired
+# and Set3 mixed read alike: #fdbf6f and #fdb462, #b2df8a and #b3de69.) Every two are at least 20
+# apart in CIELAB (ΔE*ab), and from the grey of "(other)": a test checks both
+_NVTX_COLOURS = ["#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6", "#ffff99",
+                 "#1f78b4", "#33a02c", "#e31a1c", "#ff7f00", "#6a3d9a", "#b15928",
+                 "#c51b7d", "#01665e", "#bcbd22", "#de77ae", "#17becf", "#8c564b"]
 # kernels: tableau20 without its reds and greys, which mark copies and memsets
 _KERNEL_COLOURS = ["#4c78a8", "#f58518", "#54a24b", "#b79a20", "#439894", "#393b79", "#b279a2", "#9e765f",
                    "#9ecae9", "#ffbf79", "#88d27a", "#83bcb6"]
@@ -1461,6 +1463,27 @@ def _bars(rows: list[dict], x: alt.X, title: str, scale: alt.Scale, legend: alt.
         stroke=alt.Stroke("colour:N", scale=scale, legend=None), tooltip=tooltip)
 
 
+def _nvtx_coloured(df: pl.DataFrame) -> list[str]:
+    """The NVTX range names (``range``) coloured apiece, one per ``_NVTX_COLOURS`` at most, in
+    the order they take them: outer ranges before inner ones (by the shallowest depth a name
+    is at; start/end ranges, of no depth, after those), and of one depth the one that starts
+    first first; the rest are "(other)". The structure of a request (its stages, its layers)
+    keeps its colours before what the stages contain, and of sibling ranges (hstu.layer0 to
+    hstu.layer7) none is grey while a later one is coloured. (By time alone, the 12 with the
+    most, the layers' inner ranges, summed over the layers, took colours first and layers of
+    nearly the same time were coloured or not by a few microseconds: hstu.layer7 coloured,
+    layers 2, 4, 5 and 6 grey.)"""
+    return (df.group_by("range").agg(pl.col("depth").min(), pl.col("start_ns").min())
+            .sort(["depth", "start_ns", "range"], nulls_last=True)["range"].head(len(_NVTX_COLOURS)).to_list())
+
+
+def _nvtx_scale(coloured: list[str], colour: pl.Series) -> alt.Scale:
+    """The colour scale of NVTX ranges: ``coloured`` (``_nvtx_coloured``) in ``_NVTX_COLOURS``,
+    then "(other)" in grey where the ``colour`` column holds it."""
+    other = ["(other)"] if colour.eq("(other)").any() else []
+    return alt.Scale(domain=coloured + other, range=_NVTX_COLOURS[:len(coloured)] + [_OTHER_COLOUR] * len(other))
+
+
 def _top(df: pl.DataFrame, key: str, in_window: pl.Expr) -> list[str]:
     """The ``TIMELINE_COLOURS`` values of ``key`` with the most time in the window."""
     return (df.group_by(key).agg(in_window.sum().alias("t")).sort(["t", key], descending=[True, False])[key]
@@ -1474,8 +1497,9 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     kernels, copies, memsets and CUDA graph launches traced whole per device and stream below,
     then the Unified Memory page faults where the capture traced them (the GPU's fault groups
     per device, the CPU's faults per process), on one time axis in ms since the window's start
-    (events that overlap its edges cut there); colours: the ``TIMELINE_COLOURS`` NVTX ranges,
-    Python functions and kernels with the most time in the window apiece, copies in reds,
+    (events that overlap its edges cut there); colours: the ``TIMELINE_COLOURS`` NVTX ranges
+    outermost and first (``_nvtx_coloured``), Python functions and kernels with the most time
+    in the window apiece, copies in reds,
     memsets in greys, graph launches in purples, GPU faults in olives by access type, CPU
     faults in cyan. Zooms on the time axis (scroll, drag). A job's ranks (``t.ranks``): each
     rank's lanes together, named ``rank N · ...``, on the run's clock."""
@@ -1499,12 +1523,11 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     graphs: list[str] = []
     if not nv.is_empty():  # named as the path names them: the default domain's ':text' as 'text'
         nv = _ranked(_nvtx_lanes(nv.with_columns(pl.col("range").str.strip_prefix(":"))))
-        top = _top(nv, "range", in_window)
+        top = _nvtx_coloured(nv)
         d = nv.with_columns(*since, (pl.col("dur_ns") / 1e6).alias("dur_ms"),
                             pl.when(pl.col("range").is_in(top)).then(pl.col("range")).otherwise(pl.lit("(other)"))
                             .alias("colour"))
-        other = ["(other)"] if d["colour"].eq("(other)").any() else []
-        scale = alt.Scale(domain=top + other, range=_NVTX_COLOURS[:len(top)] + [_OTHER_COLOUR] * len(other))
+        scale = _nvtx_scale(top, d["colour"])
         rows = d.select("range", "path", "colour", "lane", "start_ms", "end_ms", "dur_ms", "gpu_ops").to_dicts()
         layers.append(_bars(rows, x, "NVTX range", scale, _legend(3, 150), [
             alt.Tooltip("range:N", title="NVTX range"), alt.Tooltip("path:N"), alt.Tooltip("lane:N"), start,

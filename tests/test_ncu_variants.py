@@ -31,6 +31,7 @@ import pytest
 from conftest import DATA, NCU_MWA_METRICS, NCU_SOL_METRICS
 
 import tracekit
+from tracekit import charts, report
 from tracekit.cli import main as cli_main
 from tracekit.errors import InputError, QueryError
 from tracekit.ingest import ncu_rep
@@ -298,6 +299,29 @@ def test_roofline_without_its_metrics_is_an_error(tk, source):
         with pytest.raises(QueryError, match=rf"^roofline: run \d+ \({run}\) has no roofline input: no FLOP rate .* "
                                              r"profile with ncu --section SpeedOfLight_RooflineChart"):
             tk.query("roofline", run=run)
+
+
+@pytest.mark.parametrize("variant", ["app_replay", "multiproc"])
+def test_roofline_of_a_details_page_is_an_error(tk, variant, tmp_path):
+    """ncu's details CSV page prints the DRAM bandwidth but no FLOP counter (the roofline
+    sections are charts there): no roofline, not rows of blanks. The query, the chart and the
+    report's section say the same one line, which sends to the report or its raw page (they
+    have the counters: the same launches' rooflines from them)."""
+    printed = text(variant, "details.csv.xz")
+    assert "dram__bytes.sum.per_second" in printed and "smsp__sass_thread_inst_executed_op_" not in printed
+    run = f"{variant}/details"
+    said = (rf"^roofline: run \d+ \({re.escape(run)}\) has no roofline input: no FLOP rate \([^)]*\); ncu's details "
+            r"CSV page prints no FLOP counters: ingest the \.ncu-rep \(or ncu -i REPORT --csv --page raw\)")
+    with pytest.raises(QueryError, match=said):
+        tk.query("roofline", run=run)
+    with pytest.raises(QueryError, match=said):
+        charts.chart(tk, "roofline", run=run)
+    for source in ("report", "raw"):
+        assert tk.query("roofline", run=f"{variant}/{source}")["flops_per_s"].null_count() == 0
+    page = report.write_report(tk, tmp_path / "details.html", run=run).read_text()
+    roof = re.search(r'<section id="roofline">(.*?)</section>', page, flags=re.S).group(1)
+    assert re.search(r'<p class="note">roofline: run \d+ .* has no roofline input: no FLOP rate', roof)
+    assert "<table" not in roof
 
 
 @pytest.mark.parametrize("variant", ["range", "graph"])

@@ -251,3 +251,20 @@ def test_warp_stalls_without_the_section_is_an_error(store):
                                              r"kernel' \(`tracekit query ncu-kernels` lists them\)$"):
             store.query(query, run="ncu_full/report", kernel="no such kernel")
         assert store.query(query, run="ncu_full/report", kernel="SOFTMAX", limit=0).height > 0
+
+
+@pytest.mark.parametrize("fixture", WARP_STATES)
+def test_warp_stalls_of_a_details_page_send_to_the_report(store, fixture):
+    """A --set full capture's details page has the Warp State Statistics section, but only its
+    summary metrics (warp latency per issued instruction, ...), not the per-reason stall
+    metrics: re-profiling with --section WarpStateStats would not help; its report and raw
+    page have them (the same launches' stalls from them)."""
+    rows = csv_rows(DATA / fixture / REPORTS[fixture][1])
+    assert any(r["Section Name"] == "Warp State Statistics" for r in rows)
+    assert not any(r["Metric Name"].startswith("smsp__average_warps_issue_stalled_") for r in rows)
+    with pytest.raises(QueryError, match=rf"^warp-stalls: run \d+ \({fixture}/details\) has no warp state metrics; "
+                                         r"ncu's details CSV page prints the section's summary, not its stall "
+                                         r"reasons: ingest the \.ncu-rep \(or ncu -i REPORT --csv --page raw\)$"):
+        store.query("warp-stalls", run=f"{fixture}/details")
+    for source in ("report", "raw"):
+        assert store.query("warp-stalls", run=f"{fixture}/{source}", limit=0).height > 0

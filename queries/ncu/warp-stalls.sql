@@ -4,8 +4,10 @@
 -- Source Counters' warp stall sampling (program-counter samples per reason, which add up
 -- to the launch's sample count). Reasons as ncu's metrics name them
 -- (long_scoreboard, barrier, gmma, ...; the sampling's no_instructions is no_instruction
--- here). A run profiled without the WarpStateStats section (or --set full) is an error. A
--- range or a whole graph gets its states over all the kernels it ran.
+-- here). A run profiled without the WarpStateStats section (or --set full) is an error, and
+-- so is one read from ncu's details CSV page, which prints the section's summary but not
+-- its stall reasons (the .ncu-rep and the raw page have them). A range or a whole graph
+-- gets its states over all the kernels it ran.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
@@ -44,6 +46,11 @@ WITH launches AS (
     GROUP BY ALL
 ), checked AS (  -- read first: the error is raised even where the kernel filter leaves nothing
     SELECT CASE WHEN count(*) > 0 OR NOT EXISTS (FROM launches) THEN true
+                WHEN (SELECT bool_and(coalesce(json_extract_string(meta, '$.ncu_export') = 'csv-details', false))
+                      FROM runs WHERE ($run IS NULL OR run_id = $run) AND list_contains(string_split(kind, ','), 'ncu'))
+                THEN error(ncu_lacks('warp-stalls', $run, 'warp state metrics') || '; ncu''s details CSV page prints '
+                           || 'the section''s summary, not its stall reasons: ingest the .ncu-rep (or ncu -i REPORT '
+                           || '--csv --page raw)')
                 ELSE error(ncu_lacks('warp-stalls', $run, 'warp state metrics') || '; profile with ncu --section '
                            || 'WarpStateStats (and --section SourceCounters for the sampling), or --set full') END AS ok
     FROM state

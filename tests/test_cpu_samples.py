@@ -290,3 +290,16 @@ def test_os_runtime_calls_keep_their_call_stacks(nsys_db):
     assert row["stack"].endswith(";hasher(void*);usleep") and row["threads"] == 1
     everything = nsys_db.query("osrt-stacks", run="cpu_hot", limit=0)
     assert everything["calls"].sum() == nsys_db.sql(f"SELECT count(callchain_id) FROM osrt_calls WHERE run_id = {run}").item()
+
+
+@pytest.mark.parametrize("params", [{}, {"range": "step"}])
+def test_self_and_total_times_read_in_one_unit(nsys_db, params):
+    """A function's own time is part of its total (nsys's bottom-up view): the table shows
+    self_ns and total_ns in one unit, not self in ms beside total in s (range=step: self
+    1,436 ms, total 2.866 s before), whatever each column's median would pick alone."""
+    from tracekit.registry import get_registry
+    from tracekit.table import time_units
+
+    rows = get_registry().fetch(nsys_db, "cpu-hotspots", run="cpu_hot", limit=6, **params)
+    units = time_units(rows)
+    assert units["self_ns"] == units["total_ns"], units

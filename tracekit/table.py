@@ -210,15 +210,23 @@ def _decimals(values: list[float]) -> int:
 _STATS = re.compile(r"(^|_)(avg|mean|med|median|min|max|stddev|p\d+)(?=_|$)")
 
 
+def _family(stem: str) -> str:
+    """The family of a time column's stem (``time_units``): its statistics dropped
+    (``avg``, ``med``, ...), and a function's own time (``self_ns``) in its total's family:
+    a part of it, shown in the same unit (a bottom-up view's two times, side by side)."""
+    fam = _STATS.sub("", stem)
+    return re.sub(r"^self(?=_|$)", "total", fam)
+
+
 def _is_stamp(stem: str) -> bool:
     return stem in ("start", "end") or stem.endswith(("_start", "_end"))
 
 
 def time_units(rows: Rows, timeunit: str = "auto") -> dict[str, str]:
     """The unit of each time column. ``auto``: one unit per family of columns (``avg_ns``,
-    ``med_ns``, ``stddev_ns`` are one family; ``total_ns`` another; ``api_med_ns`` and
-    ``api_max_ns`` a third), the one in which the family's median value reads between 1
-    and 1000; timestamps stay in their own unit."""
+    ``med_ns``, ``stddev_ns`` are one family; ``total_ns`` and ``self_ns`` another;
+    ``api_med_ns`` and ``api_max_ns`` a third), the one in which the family's median value
+    reads between 1 and 1000; timestamps stay in their own unit."""
     families: dict[str, list[str]] = {}
     units: dict[str, str] = {}
     for c, t in zip(rows.columns, rows.types, strict=True):
@@ -231,7 +239,7 @@ def time_units(rows: Rows, timeunit: str = "auto") -> dict[str, str]:
         elif _is_stamp(stem):
             units[c] = src
         else:
-            families.setdefault(_STATS.sub("", stem), []).append(c)
+            families.setdefault(_family(stem), []).append(c)
     for cols in families.values():
         values = []
         for c in cols:

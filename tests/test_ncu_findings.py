@@ -16,7 +16,7 @@ import lzma
 
 import polars as pl
 import pytest
-from conftest import DATA
+from conftest import DATA, spec_datasets
 
 import tracekit
 from tracekit.errors import ParamError, QueryError
@@ -268,3 +268,37 @@ def test_warp_stalls_of_a_details_page_send_to_the_report(store, fixture):
         store.query("warp-stalls", run=f"{fixture}/details")
     for source in ("report", "raw"):
         assert store.query("warp-stalls", run=f"{fixture}/{source}", limit=0).height > 0
+
+
+@pytest.mark.parametrize("source", ["report", "details", "raw"])
+@pytest.mark.parametrize("fixture", ["hstu_capture_ncu", "ncu_full"])
+def test_occupancy_names_no_limiter_at_the_maximum(store, fixture, source):
+    """A block limit that allows the SM's maximum warps holds nothing back: ncu's details page
+    gives a TheoreticalOccupancy rule ("...limited by the number of required registers")
+    exactly for the launches below 100 % theoretical occupancy, none for the others, though
+    their limits tie (hstu's 128-thread kernels: 16 blocks by registers and by warps, 64
+    warps). The limiter is 'none' there, in occupancy and ncu-summary, and the occupancy
+    chart writes no limit beside them."""
+    from tracekit import charts
+
+    rows = csv_rows(DATA / fixture / REPORTS[fixture][1])
+    theoretical = {int(r["ID"]): float(r["Metric Value"]) for r in rows
+                   if r["Metric Name"] == "sm__maximum_warps_per_active_cycle_pct"}
+    limited = {int(r["ID"]) for r in rows if r["Rule Name"] == "TheoreticalOccupancy"}
+    run = f"{fixture}/{source}"
+    occ = store.query("occupancy", run=run, limit=0)
+    assert set(occ["kernel_id"]) == set(theoretical)
+    at_max = {k for k, v in theoretical.items() if v == 100}
+    assert at_max and limited and at_max == set(theoretical) - limited
+    for row in occ.iter_rows(named=True):
+        if row["kernel_id"] in at_max:
+            assert row["limiter"] == "none", row
+        else:
+            assert row["limiter"] not in (None, "none"), row
+            assert row["theoretical_occupancy_pct"] < 100
+    summary = store.query("ncu-summary", run=run, limit=0)
+    assert set(summary.filter(pl.col("theoretical_occupancy_pct") == 100)["limiter"]) == {"none"}
+    drawn = [r for ds in spec_datasets(charts.chart(store, "occupancy", run=run).to_dict()) for r in ds]
+    said = {r["label"]: r["text"] for r in drawn if "text" in r}
+    assert set(said) == {r["label"] for r in drawn if r.get("measure") == "theoretical" and r["pct"] < 100}
+    assert all(t.startswith("limit: ") and t != "limit: none" for t in said.values())

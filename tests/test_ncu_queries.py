@@ -417,9 +417,9 @@ def test_partial_csv_reports_missing_metrics(tk, tmp_path):
         == "launch__occupancy_limit_warps, sm__warps_active.avg.pct_of_peak_sustained_active"
     )
     assert occ["achieved_occupancy_pct"][0] is None and occ["achieved_occupancy_pct"][1] is not None
-    # a limit the report lacks does not bind: the smallest of the others, so launch 2 (bound by its
-    # warps, which this page dropped) reads registers; missing_metrics says which limit is absent
-    assert occ["limiter"].to_list() == ["registers, shared_mem", "registers", "registers", "registers"]
+    # a limit the report lacks does not bind: the smallest of the others (missing_metrics says
+    # which is absent); launches 2 and 3 reach 100 % theoretical occupancy, where none binds
+    assert occ["limiter"].to_list() == ["registers, shared_mem", "registers", "none", "none"]
     t.close()
 
 
@@ -437,8 +437,7 @@ def test_occupancy_limiter_of_a_report_without_the_barrier_limit(tk, tmp_path):
         t.ingest(p, name="no-barriers")
         occ = t.query("occupancy")
     full = tk.query("occupancy", run="full")
-    assert occ["limiter"].to_list() == full["limiter"].to_list() == [
-        "registers, shared_mem", "registers", "warps", "registers, warps"]
+    assert occ["limiter"].to_list() == full["limiter"].to_list() == ["registers, shared_mem", "registers", "none", "none"]
     assert occ["block_limit_barriers"].is_null().all()
     assert occ["missing_metrics"].to_list() == ["launch__occupancy_limit_barriers"] * 4
 
@@ -480,9 +479,12 @@ def test_a_block_limit_ncu_could_not_compute(monkeypatch, tmp_path):
         assert all("launch__occupancy_limit_shared_mem" in m for m in occ["missing_metrics"])
         limits = occ.select("block_limit_blocks", "block_limit_registers", "block_limit_warps", "block_limit_barriers")
         assert occ["limiter"].null_count() == 0
-        for row, limiter in zip(limits.iter_rows(named=True), occ["limiter"], strict=True):
+        assert occ["limiter"][0] == "registers"  # (registers and shared memory tie where ncu computed the latter)
+        for row, limiter, pct in zip(limits.iter_rows(named=True), occ["limiter"], occ["theoretical_occupancy_pct"],
+                                     strict=True):
             least = min(row.values())
-            assert limiter.split(", ") == [n.removeprefix("block_limit_") for n, v in row.items() if v == least]
+            assert limiter.split(", ") == (["none"] if pct == 100 else
+                                           [n.removeprefix("block_limit_") for n, v in row.items() if v == least])
         html = report.write_report(t, tmp_path / "nan.html", run="nan").read_text()
     section = re.search(r'<section id="occupancy".*?</section>', html, re.S).group(0)
     assert "<table" in section and 'class="note"' not in section and "can't be cast" not in html

@@ -186,8 +186,7 @@ def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
         want = tk.query("ncu-source", run="ncu_full", limit=15)
     assert [float(v) for _, v, _ in _column(hot, "samples")] == want["samples"].to_list()
     (occ,) = page.sections["occupancy"]
-    assert [t for t, _, _ in _column(occ, "limiter")] == ["registers, shared_mem", "registers", "warps",
-                                                          "registers, warps"]
+    assert [t for t, _, _ in _column(occ, "limiter")] == ["registers, shared_mem", "registers", "none", "none"]
     # what ncu suggests: the details page's OPT/WRN/ERR rule rows, most time saved first,
     # each message whole (wrapped, not cut)
     (rules,) = page.sections["ncu-rules"]

@@ -469,10 +469,10 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
     values = bars.mark_text(align="left", dx=3, fontSize=10).encode(
         text=alt.Text("pct:Q", format=".1f"), color=alt.value("#222")
     )
-    lim_rows = [
+    lim_rows = [  # (none at 100 % theoretical occupancy: no limit holds it back, none is written)
         {"label": r["label"], "text": f"limit: {r['limiter']}", "x": 101}
         for r in rows
-        if r["measure"] == "theoretical"
+        if r["measure"] == "theoretical" and r["limiter"] != "none"
     ]
     lim_text = (
         alt.Chart(_data(lim_rows))

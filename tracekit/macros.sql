@@ -49,15 +49,17 @@ CREATE OR REPLACE TEMP MACRO ncu_kernel_asked(query, run, kernel) AS
 -- A launch's occupancy limiter, as the occupancy query and ncu-summary name it: the
 -- smallest of its per-SM block limits (ties joined by ', ' in ncu's order blocks, registers,
 -- shared_mem, warps; then barriers). A limit the report lacks (NULL) does not bind: the
--- smallest of those it has (least skips NULLs), NULL when it has none.
-CREATE OR REPLACE TEMP MACRO ncu_occupancy_limiter(blocks, registers, shared_mem, warps, barriers) AS
-    nullif(concat_ws(', ',
+-- smallest of those it has (least skips NULLs), NULL when it has none. At 100 % theoretical
+-- occupancy no limit holds the SM below its maximum warps (the smallest limits only tie at
+-- it): 'none', as ncu, whose TheoreticalOccupancy rule names limiters only below 100 %.
+CREATE OR REPLACE TEMP MACRO ncu_occupancy_limiter(blocks, registers, shared_mem, warps, barriers, theoretical_pct) AS
+    CASE WHEN theoretical_pct >= 100 THEN 'none' ELSE nullif(concat_ws(', ',
         CASE WHEN blocks = least(blocks, registers, shared_mem, warps, barriers) THEN 'blocks' END,
         CASE WHEN registers = least(blocks, registers, shared_mem, warps, barriers) THEN 'registers' END,
         CASE WHEN shared_mem = least(blocks, registers, shared_mem, warps, barriers) THEN 'shared_mem' END,
         CASE WHEN warps = least(blocks, registers, shared_mem, warps, barriers) THEN 'warps' END,
         CASE WHEN barriers = least(blocks, registers, shared_mem, warps, barriers) THEN 'barriers' END
-    ), '');
+    ), '') END;
 
 -- The value most of a list's elements have, ties to the one that comes first (NULLs
 -- ignored; NULL when all are): a kernel's launch setting over its launches (ncu-summary),

@@ -330,7 +330,8 @@ NCU = (
     Section("occupancy", "Occupancy", "occupancy", {"limit": 0}, "occupancy",
             ("kernel_id", "name", "block_size", "grid_size", "registers_per_thread", "theoretical_occupancy_pct",
              "achieved_occupancy_pct", "limiter", "waves_per_sm"),
-            "Theoretical and achieved occupancy per launch; limiter: the per-SM block limit that binds."),
+            "Theoretical and achieved occupancy per launch; limiter: the per-SM block limit that binds "
+            "(none at 100 % theoretical occupancy, where no limit holds it back)."),
     Section("speed-of-light", "Speed of light", "speed-of-light", {"limit": 0}, None,
             ("kernel_id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
              "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct"),

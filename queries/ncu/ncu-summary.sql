@@ -61,7 +61,8 @@ WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
            CASE WHEN r.workload = 'kernel' THEN r.theoretical_occupancy_pct END AS theoretical_occupancy_pct,
            CASE WHEN r.workload = 'kernel' THEN r.achieved_occupancy_pct END AS achieved_occupancy_pct,
            CASE WHEN r.workload = 'kernel' THEN ncu_occupancy_limiter(r.block_limit_blocks, r.block_limit_registers,
-               r.block_limit_shared_mem, r.block_limit_warps, r.block_limit_barriers) END AS limiter,
+               r.block_limit_shared_mem, r.block_limit_warps, r.block_limit_barriers, r.theoretical_occupancy_pct)
+               END AS limiter,
            r.sm_throughput_pct, r.memory_throughput_pct, r.dram_throughput_pct, h.l1_hit_rate_pct, h.l2_hit_rate_pct,
            r.dram_bytes, r.dram_bytes_per_s, r.flop, r.flops_per_s, r.ai_dram, r.precision, r.roof_pct, r.bound,
            100 * r.dram_bytes_per_s / nullif(r.peak_dram_bytes_per_s, 0) AS dram_roof_pct

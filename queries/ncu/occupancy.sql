@@ -1,7 +1,9 @@
 -- Occupancy per kernel launch: theoretical and achieved occupancy, the per-SM block limits
 -- and the one that binds, as ncu's Occupancy and Launch Statistics sections print them.
 -- limiter: the smallest block limit (ties joined by ', ' in ncu's order blocks, registers,
--- shared_mem, warps; then barriers). Block Limit SM is block_limit_blocks. A limit the
+-- shared_mem, warps; then barriers); 'none' at 100 % theoretical occupancy, where no limit
+-- holds the SM below its maximum warps (the smallest only ties at it; ncu's
+-- TheoreticalOccupancy rule names no limiter there either). Block Limit SM is block_limit_blocks. A limit the
 -- report lacks does not bind: the limiter is the smallest of those it has (NULL when it has
 -- none), as in reports made before ncu had launch__occupancy_limit_barriers (2022.4 and
 -- older give the other four) or with a limit ncu could not compute (NaN, stored as missing:
@@ -29,7 +31,7 @@
 -- @column block_limit_warps          blocks per SM allowed by warps
 -- @column block_limit_blocks         blocks per SM allowed by the SM's block slots (Block Limit SM)
 -- @column block_limit_barriers       blocks per SM allowed by barriers
--- @column limiter                    the binding limit(s): blocks, registers, shared_mem, warps, barriers
+-- @column limiter                    the binding limit(s): blocks, registers, shared_mem, warps, barriers; none at 100 % theoretical occupancy
 -- @column theoretical_warps_per_sm   theoretical active warps per SM
 -- @column theoretical_occupancy_pct  theoretical occupancy, % of max warps per SM
 -- @column achieved_warps_per_sm      achieved active warps per SM
@@ -73,7 +75,7 @@ SELECT run_id, kernel_id, name, nvtx_range,
        block_limit_blocks::BIGINT AS block_limit_blocks,
        block_limit_barriers::BIGINT AS block_limit_barriers,
        ncu_occupancy_limiter(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
-                             block_limit_barriers) AS limiter,
+                             block_limit_barriers, theoretical_occupancy_pct) AS limiter,
        theoretical_warps_per_sm, theoretical_occupancy_pct, achieved_warps_per_sm, achieved_occupancy_pct,
        waves_per_sm,
        nullif(concat_ws(', ',

@@ -4,12 +4,13 @@ Builds two sweep folders as `tracekit sweep --tool nsys --out` writes them (runs
 meta.json, requests.csv and the nsys export) of P points each (bs x nc), from the real
 capture pair tests/data/hstu_capture_pair (base, base_again: the same program captured twice
 on an H200, bs 8 x nc 1024, large preset). Point i of sweep A is a copy of base, of sweep B a
-copy of base_again, with its own bs, nc and sweep id in meta.json, and its export made
-distinct by one row of META_DATA_EXPORT (else the content hash would take the copies for one
-run). Then, each command in a fresh process (`python -m tracekit.cli`) into a new store,
-alternated over rounds: `diff A/ B/ -f csv` (the run folders ingested one after another in one
-transaction) and the same with `--workers W` (W at once, each run committed as it lands);
-wall and CPU time (user + system), and whether both wrote the same CSV.
+copy of base_again, with its own bs, nc and sweep id in meta.json, its export made distinct
+by one row of META_DATA_EXPORT and its requests' latencies scaled by 1 + i x 1e-6 (else the
+content hashes would take the copies for one run). Then, each command in a fresh process
+(`python -m tracekit.cli`) into a new store, alternated over rounds: `diff A/ B/ -f csv` (the
+run folders ingested one after another in one transaction) and the same with `--workers W`
+(W at once, each run committed as it lands); wall and CPU time (user + system), and whether
+both wrote the same CSV.
 
 Usage: python benchmarks/sweep_diff_bench.py [--points 16] [--workers 2] [--rounds 3] [--workdir DIR]
 Results go to stdout; record them in docs/performance.md.
@@ -18,6 +19,7 @@ Results go to stdout; record them in docs/performance.md.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import lzma
 import os
@@ -54,7 +56,16 @@ def make_sweep(work: Path, capture: Path, sweep: str, points: int) -> Path:
         con.execute("INSERT INTO META_DATA_EXPORT (name, value) VALUES ('BENCH_POINT', ?)", [f"{sweep} {i}"])
         con.commit()
         con.close()
-        shutil.copy(capture / "requests.csv", run / "requests.csv")
+        # a run folder is known by its requests too (a copy of a capture is that capture): each
+        # point's latencies scaled by 1 + i x 1e-6, so that every point is a run of its own
+        with open(capture / "requests.csv", newline="") as src:
+            rows = list(csv.DictReader(src))
+        for r in rows:
+            r["latency_ms"] = repr(float(r["latency_ms"]) * (1 + i * 1e-6))
+        with open(run / "requests.csv", "w", newline="") as dst:
+            w = csv.DictWriter(dst, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
         point = json.loads(json.dumps(meta))
         point["name"] = run.name
         point["params"].update(bs=b, nc=n, sweep=sweep)

@@ -269,7 +269,8 @@ def _flame_rows(stacks):
 
 def test_sweep_report(reports):
     page = _parse(reports["sweep"])
-    assert list(page.sections) == ["sweep-grid", "sweep-lines", "sweep-kernels"]
+    # (no kernels: its points were timed without a profiler, no section that could only say so)
+    assert list(page.sections) == ["sweep-grid", "sweep-lines"]
     (lat,) = page.sections["sweep-lines"]
     # the 16 points of the sweep; not the nsys capture's timed requests (a run outside the sweep)
     assert [t for t, _, _ in _column(lat, "tool")] == ["none"] * 16
@@ -293,6 +294,27 @@ def _medians(sweep: Path) -> dict[tuple[int, int], float]:
             rows = [r for r in csv.DictReader(f) if r["phase"] == "timed"]
         out[(int(rows[0]["bs"]), int(rows[0]["nc"]))] = statistics.median(float(r["latency_ms"]) for r in rows)
     return out
+
+
+def test_a_sweep_with_a_point_captured_under_nsys_shows_its_kernels(tmp_path):
+    """The bundled capture (bs 8 x nc 1024 under nsys) as a point of a sweep: its report
+    holds the sweep's sections, its kernels per point among them, as sweep-kernels gives
+    them (a sweep timed without a profiler leaves that section out: test_sweep_report)."""
+    import shutil
+
+    point = shutil.copytree(DATA / "hstu_capture_nsys", tmp_path / "sweep-x" / "runs" / "p-bs8-nc1024-nsys")
+    meta = json.loads((point / "meta.json").read_text())
+    meta["params"]["sweep"] = "sweep-x"
+    (point / "meta.json").write_text(json.dumps(meta))
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(tmp_path / "sweep-x")]) == 0
+    assert cli_main(["--db", str(db), "report", "--run", "1", "-o", str(tmp_path / "r.html")]) == 0
+    page = _parse(tmp_path / "r.html")
+    assert [k for k in page.sections if k.startswith("sweep")] == ["sweep-grid", "sweep-lines", "sweep-kernels"]
+    (table,) = page.sections["sweep-kernels"]
+    with tracekit.open(db, read_only=True) as tk:
+        want = tk.query("sweep-kernels", sweep="sweep-x", limit=5)
+    assert [r[0] for r in _column(table, "rank")] == [str(r) for r in want["rank"]] and want.height == 5
 
 
 def test_sweep_report_shows_its_own_sweep(tmp_path):

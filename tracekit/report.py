@@ -83,8 +83,21 @@ class Section:
     #: a table that must hold rows of the run for the section to be shown (NCCL's sums: a
     #: run without NCCL kernels leaves it out without a word, as ``optional``)
     needs: str | None = None
+    #: where given, the section is shown only where this says so of the run, ``(tk, run id) ->
+    #: bool``: what no run of its kind may have (a sweep's kernels, where no point of the sweep
+    #: was captured under nsys), left out without a word, as ``needs``
+    shown_if: Callable[[Any, int], bool] | None = None
     #: (tk, run id) -> (the chart's parameters for the run, a caption saying what they chose)
     chart_params: Callable[[Any, int], tuple[dict[str, Any], str]] | None = None
+
+
+def sweep_profiled(tk, run_id: int) -> bool:
+    """Whether a point of the sweep of run ``run_id`` (the runs outside any sweep, for a run
+    outside one) has kernels captured under nsys: what sweep-kernels reads."""
+    return bool(tk.con.execute(
+        "SELECT 1 FROM runs s, runs p WHERE s.run_id = ? AND json_extract_string(p.params, '$.tool') = 'nsys' "
+        "AND json_extract_string(p.params, '$.sweep') IS NOT DISTINCT FROM json_extract_string(s.params, '$.sweep') "
+        "AND p.run_id IN (SELECT DISTINCT run_id FROM kernels) LIMIT 1", [run_id]).fetchall())
 
 
 def typical_request(tk, run_id: int) -> tuple[dict[str, Any], str]:
@@ -367,7 +380,8 @@ SWEEP = (
             "Timed requests only; a run under a profiler is listed under its tool.", per_run=False),
     Section("sweep-kernels", "Top kernels per sweep point", "sweep-kernels", {"limit": 5}, None,
             ("preset", "bs", "nc", "rank", "name", "instances", "per_request_us", "time_pct"),
-            "The five kernels with the most time at each point captured under nsys.", per_run=False),
+            "The five kernels with the most time at each point captured under nsys.", per_run=False,
+            shown_if=sweep_profiled),
 )
 
 RANKS = (
@@ -661,6 +675,8 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     q = get_registry().get(sec.query)
     if sec.needs is not None and not tk.con.execute(
             f"SELECT 1 FROM {sec.needs} WHERE run_id = ? LIMIT 1", [run_id]).fetchall():
+        return None
+    if sec.shown_if is not None and not sec.shown_if(tk, run_id):
         return None
     params = dict(sec.params)
     if sec.per_run:

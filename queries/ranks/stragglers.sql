@@ -17,7 +17,7 @@
 -- @column skew_pct      (max_ns - med_ns) / med_ns, %: how far the slowest rank is behind the median one
 -- @column slowest_rank  rank with max_ns (the lowest such rank on a tie)
 -- @column fastest_rank  rank with min_ns
--- @display path, instance, ranks, min_ns, med_ns, max_ns, skew_pct, slowest_rank
+-- @display path, instance, ranks, min_ns, med_ns, max_ns, skew_ns, skew_pct, slowest_rank
 -- @requires nvtx_ranges, rank_runs
 -- @traced nvtx_ranges
 WITH jr AS (

@@ -98,16 +98,16 @@ def _si(v: float, unit: str) -> str:
 
 
 def _labels(df: pl.DataFrame) -> pl.DataFrame:
-    """Add `label` (one per launch: run, id, NVTX range or short name) and `group` (colour)."""
+    """Add `label` (one per launch: run, id, the kernel's short name and its NVTX range's
+    innermost name, which alone would read alike for every kernel of one range) and `group`
+    (colour: the NVTX range, else the kernel)."""
     multi_run = "run_id" in df.columns and df["run_id"].n_unique() > 1
     has_nvtx = "nvtx_range" in df.columns and df["nvtx_range"].is_not_null().any()
     labels, groups = [], []
     for r in df.iter_rows(named=True):
-        base = (
-            r.get("nvtx_range")
-            if has_nvtx and r.get("nvtx_range")
-            else short_name(r.get("name"), 32)
-        )
+        base = short_name(r.get("name"), 32)
+        if has_nvtx and r.get("nvtx_range"):
+            base = f"{short_name(r.get('name'), 24)} · {str(r['nvtx_range']).rsplit('/', 1)[-1]}"
         lab = f"{r['kernel_id']}: {base}"
         if multi_run:
             lab = f"run {r['run_id']} · {lab}"
@@ -439,7 +439,7 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
                 }
             )
     order = df["label"].to_list()
-    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320))
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=420))
     bars = (
         alt.Chart(_data(rows))
         .mark_bar(height=12)
@@ -529,7 +529,7 @@ def warp_stalls(df: pl.DataFrame) -> alt.LayerChart:
         alt.Chart(_data(d.to_dicts()))
         .mark_bar(height=16)
         .encode(
-            y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
+            y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=420)),
             x=alt.X("cycles_per_issue:Q", stack="zero", title="Warp cycles per issued instruction"),
             color=alt.Color("reason:N", sort=reasons, title="stall reason", scale=alt.Scale(scheme="tableau10")),
             order=alt.Order("pct:Q", sort="descending"),

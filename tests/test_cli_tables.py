@@ -324,6 +324,11 @@ def test_si_and_time_formats():
         rows = table.Rows(["median_ms", "total_ns", "p95_ms"], ["DOUBLE", "BIGINT", "DOUBLE"], body)
         assert table.time_units(rows) == {"median_ms": "ms", "total_ns": "ns", "p95_ms": "ms"}
         assert table.render(rows).splitlines()[0].split() == ["median_ms", "total_ns", "p95_ms"]
+    # a family of zeros alone beside others (comm-overlap where NCCL overlapped nothing): in
+    # their unit, not 0 ns beside ms
+    rows = table.Rows(["compute_ns", "overlap_ns", "busy_ns"], ["BIGINT", "BIGINT", "BIGINT"],
+                      [(9_587_000, 0, 37_409_000), (9_261_000, 0, 21_599_000)])
+    assert table.time_units(rows) == dict.fromkeys(rows.columns, "ms")
 
 
 # -- commands that explain themselves --------------------------------------------------

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -240,6 +241,7 @@ def time_units(rows: Rows, timeunit: str = "auto") -> dict[str, str]:
             units[c] = src
         else:
             families.setdefault(_family(stem), []).append(c)
+    zeros, chosen = [], []
     for cols in families.values():
         values = []
         for c in cols:
@@ -247,9 +249,15 @@ def time_units(rows: Rows, timeunit: str = "auto") -> dict[str, str]:
             f = TIME_UNITS[_time_unit(c.lower())[1]]
             values += [v * f for v in map(_num, (r[i] for r in rows.rows)) if v is not None]
         if any(values):
-            units.update(dict.fromkeys(cols, _auto_unit(values)))
-        else:  # (no rows, or zeros alone: each column in its own unit, as its name says)
-            units.update({c: _time_unit(c.lower())[1] for c in cols})
+            unit = _auto_unit(values)
+            units.update(dict.fromkeys(cols, unit))
+            chosen.append(unit)
+        else:
+            zeros += cols
+    # zeros alone (no overlap at all): in the unit the table's other times read in, which a
+    # zero reads the same in (not 0 ns beside ms); with none, each in its own unit, as its name says
+    common = Counter(chosen).most_common(1)[0][0] if chosen else None  # (a tie: the first family's)
+    units.update({c: common or _time_unit(c.lower())[1] for c in zeros})
     return units
 
 

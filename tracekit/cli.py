@@ -682,8 +682,9 @@ def diff_cmd(
                                           "every scope both have)")] = [],  # noqa: B006
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (request latency, "
                                              "and host time between runs without CUDA: 25 at least, a p95 "
-                                             "latency 45, a memory operation's time 10, Unified Memory page faults 35, sampled CPU time 25, "
-                                             "the noise of identical runs; an ncu value: 0.5 us + "
+                                             "latency 45, a memory operation's time 10, Unified Memory page "
+                                             "faults 35, sampled CPU time 25, the noise of identical runs; an "
+                                             "ncu value: 0.5 us + "
                                              "3 % of its launch's duration at least)")] = 5.0,
     repeat: Annotated[list[str], typer.Option("--repeat", help="a capture of the base's program again (repeatable): "
                                               "a change no larger than a repeat's is not judged a change "

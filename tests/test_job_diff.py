@@ -832,6 +832,24 @@ def test_copies_within_the_noise_of_identical_captures_are_not_judged(tk):
     assert 7 < moved < D.COPY_NOISE_PCT  # (the noise the floor is set from)
 
 
+def test_ranks_on_another_device_leave_no_device_removed(tmp_path):
+    """nsys_ranks against nsys_ranks_2gpu (the same 4-rank job, ranks 1 and 3 on a second
+    GPU): device 0, which both jobs used, is not 'removed' (ranks 1 and 3 moved, the device
+    did not go), its halved busy time not judged, while ranks 0 and 2, on it in both, judge
+    it; device 1 is added. The other way round, the same with base and new swapped."""
+    one, two = DATA.parent / "nsys_ranks", DATA.parent / "nsys_ranks_2gpu"
+    with tracekit.open(tmp_path / "r.duckdb") as tk:
+        for a, b, side in ((one, two, "new"), (two, one, "base")):
+            df = _quiet(tk.diff_jobs, a, b, by="gpu")
+            rows = {r["key"]: r for r in df.iter_rows(named=True)}
+            dev0 = rows["device 0"]
+            assert dev0["verdict"] == "unchanged" and abs(dev0["delta_pct"]) > 40, dev0
+            assert dev0["note"].startswith(f"ranks 1, 3 on another device in the {side} job: the device's change not "
+                                           "judged; unchanged on ranks 0, 2"), dev0["note"]
+            assert rows["device 1"]["verdict"] == ("added" if side == "new" else "removed")
+            assert job_diff.display(df.filter(pl.col("key") == "device 0"))["verdict"][0] == "not judged"
+
+
 def test_two_ranks_of_one_job_warn_that_the_job_is_compared_with_itself(tk):
     with pytest.warns(CaptureWarning, match=r"^diff --jobs: 1 and 2 name one job \(.*\): it is compared with itself"):
         df = tk.diff_jobs("1", "2")

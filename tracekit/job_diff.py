@@ -400,7 +400,7 @@ def aggregate(long: pl.DataFrame) -> pl.DataFrame:
     """The ranks' rows (``diff``'s, with ``rank``) as one row per scope, key and metric, a
     key's rows together as ``diff`` gives them: keys by the best place any rank's diff gave
     them, a key's metrics in its own order."""
-    from .diff import _pct
+    from .diff import _join, _pct
 
     long = (long.with_row_index("_pos")
             .with_columns(pl.col("_pos").rank("ordinal").over("rank").alias("_place"))  # (its place in its rank's diff)
@@ -416,6 +416,18 @@ def aggregate(long: pl.DataFrame) -> pl.DataFrame:
         pct = _pct(delta, base)
         verdicts = [r["verdict"] for r in rows]
         verdict = next(v for v in PRECEDENCE if v in verdicts)
+        note = _note(rows)
+        away = [r for r in rows if r["verdict"] in ("added", "removed")]
+        if scope == "gpu" and away and base is not None and new is not None:
+            # a device both jobs used, which some ranks ran on in one job only (a job spread
+            # over more GPUs): those ranks' work moved, not the device's; it is judged by the
+            # ranks that ran on it in both, and its own change is not judged
+            stayed = [r for r in rows if r not in away]
+            verdict = next((v for v in PRECEDENCE if v in [r["verdict"] for r in stayed]), "unchanged")
+            moved = [f"{ranks_text([r['rank'] for r in away if r['verdict'] == v])} on another device in the "
+                     f"{'new' if v == 'removed' else 'base'} job" for v in ("removed", "added")
+                     if any(r["verdict"] == v for r in away)]
+            note = _join(f"{'; '.join(moved)}: the device's change not judged", _note(stayed) if stayed else "")
         pcts = [(r["rank"], r["delta_pct"]) for r in rows if r["delta_pct"] is not None
                 and not math.isnan(r["delta_pct"])]
         top = max(pcts, key=lambda x: (abs(x[1]), -x[0])) if pcts else (None, None)
@@ -427,7 +439,7 @@ def aggregate(long: pl.DataFrame) -> pl.DataFrame:
             "top_rank": top[0], "top_rank_delta_pct": top[1],
             "rank_delta_pct_min": min((p for _, p in pcts), default=None),
             "rank_delta_pct_max": max((p for _, p in pcts), default=None),
-            "note": _note(rows), "_order": (scope == "api", min(r["_key_place"] for r in rows), scope, key,
+            "note": note, "_order": (scope == "api", min(r["_key_place"] for r in rows), scope, key,
                                             min(r["_in_key"] for r in rows)),
         })
     out.sort(key=lambda r: r.pop("_order"))

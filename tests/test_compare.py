@@ -178,6 +178,12 @@ def test_the_compare_chart_draws_each_runs_change_of_each_key(plants, tmp_path, 
         assert r["delta_pct"] == pytest.approx(w["delta_pct"]) and r["judged"] == (w["verdict"] in ("regressed", "improved"))
     silu = [r for r in rows if SILU in r["key"]]
     assert {r["run"]: r["judged"] for r in silu} == {"base_b": False, "regressed": True}
+    # the planted kernel only the regressed run has: not drawn, and said so (as chart diff says it)
+    assert BIAS not in {r["key"] for r in rows}
+    alone = df.filter(pl.col("delta_pct").is_null() & pl.col("verdict").is_in(["added", "removed"]))
+    assert BIAS in alone["key"].to_list() and set(alone["verdict"]) == {"added"}
+    assert spec["title"]["subtitle"][-1] == (f"not drawn (in one run only): added {alone['key'].n_unique()} "
+                                             "(the table lists them)")
     png = tmp_path / "c.png"
     assert main(["--db", str(plants), "chart", "compare", "-p", "base=base_a", "-p", "runs=base_b,regressed",
                  "-o", str(png)]) == 0 and png.stat().st_size > 10_000

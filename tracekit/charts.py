@@ -1922,6 +1922,12 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
     if jobs:
         subtitle = ["bar: change of each key's time over the ranks the job shares with the base job (their sum)",
                     "solid: judged regressed or improved on some rank (tracekit diff --jobs); faded: on none"]
+    # keys in one side only have no change to draw: said, as the diff chart says them
+    one_side = df.filter(pl.col("delta_pct").is_null() & pl.col("verdict").is_in(["added", "removed"]))
+    if one_side.height:
+        parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").agg(pl.col("key").n_unique())
+                 .sort("verdict").iter_rows()]
+        subtitle.append("not drawn (in one run only): " + ", ".join(parts) + " (the table lists them)")
     return alt.layer(zero, bars).properties(
         width=WIDTH - 260, height=alt.Step(10 * max(len(runs), 2)),
         title=alt.Title(f"{'Jobs' if jobs else 'Runs'} against {base}", subtitle=subtitle))

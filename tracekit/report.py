@@ -236,7 +236,8 @@ NSYS = (
             "nsys recipe nccl_gpu_overlap_trace).", needs="nccl_overlap_sum"),
     Section("idle-gaps", "Longest idle gaps", "idle-gaps", {"limit": 10}, None,
             ("device_id", "gap_ns", "start_ns", "end_ns", "next_op_kind", "next_op", "pid", "stream_id"),
-            "Stretches with nothing running on the GPU, and the op that ended each."),
+            "Stretches with nothing running on the GPU, and the op that ended each; every stretch between two "
+            "ops is one, however short (GPU utilization's gaps count those of 10 µs or more)."),
     Section("nsys-rules", "What nsys analyze finds", "nsys-rules", {}, None,
             ("finding", "cases", "total_ns", "longest_ns", "longest_start_ns", "advice", "query"),
             "NVIDIA's expert rules (nsys analyze) on the run: the CUDA calls that hold the host thread "

@@ -8,6 +8,7 @@ three sweeps of one grid, the third slower (sweep_pair)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import warnings
 
@@ -77,6 +78,7 @@ def test_the_table_puts_the_runs_side_by_side(plants, capsys, monkeypatch):
     counts = out[-1]
     assert counts.startswith("base_b: ") and "; regressed: " in counts and " regressed" in counts.split("; ")[1]
     assert "unchanged" in counts.split("; ")[0] and "regressed" not in counts.split("; ")[0]
+    assert re.search(r" \(\d+ more rows, none judged a change in any run: --limit 0 for all\)$", counts), counts
     assert main(["--db", str(plants), "compare", "base_a", "base_b", "--gate"]) == 0
     capsys.readouterr()
     assert main(["--db", str(plants), "compare", "base_a", "base_b", "regressed", "--gate", "--by", "kernel"]) == 1

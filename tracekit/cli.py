@@ -904,7 +904,7 @@ def compare_cmd(
         _show(table, out, store_path=tk.path)
         shown = len(table.rows)
         every = df.select("scope", "key", "metric").unique().height
-        more = f" ({every - shown} more unchanged keys: --limit 0 for all)" if shown < every else ""
+        more = f" ({every - shown} more rows, none judged a change in any run: --limit 0 for all)" if shown < every else ""
         typer.echo("; ".join(_compare.counts(df)) + more)
     else:
         shown = _compare.changed_first(df, keys) if keys else df

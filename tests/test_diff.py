@@ -591,7 +591,7 @@ def test_a_latency_that_moved_with_the_hosts_pace_is_not_the_code(paced, base, n
     assert abs(polls["delta_pct"]) > 5 and polls["note"].endswith(D.POLL_NOTE)
     assert D.moved(df) == [
         f"Request latency {D.HOST_PACE_NOTE}: bs=8,nc=1024 median {lat['delta_pct']:+.1f} % (CUDA launch calls "
-        f"{100 * (pace - 1):+.1f}%): the host, not the code (not judged)"]
+        f"{100 * (pace - 1):+.1f} %): the host, not the code (not judged)"]
     assert cli_main(["--db", str(paced.path), "diff", base, new, "--gate"]) == 0
     assert f"what moved:\n  Request latency {D.HOST_PACE_NOTE}" in capsys.readouterr().out
     drawn = {r["key"]: r["verdict"] for ds in spec_datasets(charts.diff(charts.diff_rows(df)).to_dict())

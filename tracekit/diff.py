@@ -2120,7 +2120,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     if paced:
         def pace(r: dict) -> str:
             note = r["note"]
-            return note[note.index(HOST_PACE_NOTE) + len(HOST_PACE_NOTE):].partition(":")[0].strip(" (")
+            said = note[note.index(HOST_PACE_NOTE) + len(HOST_PACE_NOTE):].partition(":")[0].strip(" (")
+            return re.sub(r"(\d)%", r"\1 %", said)  # (as the line writes its percentages: +48.7 %)
 
         shown = sorted(paced, key=lambda r: -abs(val(r["delta_pct"]) or 0))[:top]
         more = len(paced) - len(shown)

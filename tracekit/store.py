@@ -1228,7 +1228,7 @@ class Tracekit:
         self.comparison_kept = []
         before = self._run_ids() if own else set()
         if own and workers is not None:
-            first = self._landed_first(files, workers, on_file)
+            first = self._landed_first(files, workers, on_file, before)
         else:
             first = self.one_transaction() if own else contextlib.nullcontext()
         try:
@@ -1248,21 +1248,22 @@ class Tracekit:
         return {r for (r,) in self.con.execute("SELECT run_id FROM runs").fetchall()}
 
     @contextlib.contextmanager
-    def _landed_first(self, files: list, workers: int, on_file: Any = None):
+    def _landed_first(self, files: list, workers: int, on_file: Any, before: set[int]):
         """The block, after ``files`` are ingested ``workers`` at once (``tracekit.parallel``:
         threads, each run committed as it lands, so that the comparison's own threads read
         them too). Where a file fails, the block fails or Ctrl-C comes, the runs this
-        ingest added are removed again (and a store it created, left empty): the store
-        holds what it held before, though its file is not byte for byte the one it was,
-        and a process killed meanwhile leaves the runs that landed (each one whole)."""
+        ingest added (those not in ``before``, the store's run ids) are removed again (and a
+        store it created, left empty): the store holds what it held before, though its file
+        is not byte for byte the one it was, and a process killed meanwhile leaves the runs
+        that landed (each one whole)."""
         from .parallel import check_workers, ingest_many
 
         check_workers(workers)
         self._check_can_write(f"cannot ingest {files[0]}")
         if self._con is None and str(self.path) != ":memory:" and not self.path.exists():
-            before, strings, created = set(), -1, True  # (the ingest creates it while it reads the first files)
+            strings, created = -1, True  # (the ingest creates it while it reads the first files)
         else:
-            created, before = self._created, self._run_ids()
+            created = self._created
             strings = self.con.execute("SELECT coalesce(max(string_id), -1) FROM _strings").fetchone()[0]
         with SigintWatch() as sigints:
             try:
@@ -1295,10 +1296,10 @@ class Tracekit:
             self._created = True
             self._discard_if_new()
             return
-        con = self.con
-        added = [r for (r,) in con.execute("SELECT run_id FROM runs").fetchall() if r not in before]
+        added = sorted(self._run_ids() - before)
         if not added:
             return
+        con = self.con
         try:
             con.execute("BEGIN TRANSACTION")
             self._delete_rows(*added)

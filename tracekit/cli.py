@@ -125,13 +125,13 @@ def _interrupted_line() -> str:
     it (its rows being written, the store closed) ingested and kept, if anything."""
     for tk in _STATE.get("opened", []):
         kept = getattr(tk, "comparison_kept", [])
-        if kept:
-            ids = (f"runs {kept[0]}-{kept[-1]}" if kept[-1] - kept[0] == len(kept) - 1 and len(kept) > 1 else
-                   f"run {kept[0]}" if len(kept) == 1 else f"runs {', '.join(map(str, kept))}")
-            return (f"interrupted after the comparison; the {len(kept)} runs it ingested are kept in {tk.path} "
-                    f"({ids}; tracekit runs rm removes them)" if len(kept) > 1 else
-                    f"interrupted after the comparison; the run it ingested is kept in {tk.path} ({ids}; "
+        if len(kept) == 1:
+            return (f"interrupted after the comparison; the run it ingested is kept in {tk.path} (run {kept[0]}; "
                     "tracekit runs rm removes it)")
+        if kept:
+            ids = f"{kept[0]}-{kept[-1]}" if kept[-1] - kept[0] == len(kept) - 1 else ", ".join(map(str, kept))
+            return (f"interrupted after the comparison; the {len(kept)} runs it ingested are kept in {tk.path} "
+                    f"(runs {ids}; tracekit runs rm removes them)")
     return "interrupted"
 
 

@@ -1813,8 +1813,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
                     + f" (+{f:g}% / {-100 * f / (100 + f):.3g}% of base: either run that much above the other)"
                     for f in sorted(floors or {threshold}))]
     if one_side.height:
-        parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]
-        subtitle.append("not drawn (in one run only): " + ", ".join(parts))
+        subtitle.append(_in_one_run_only(one_side))
     failed = df.filter(pl.col("verdict").is_in(["regressed", "improved"]) & pl.col("delta_pct").is_null())
     if failed.height:  # (a sweep point whose capture failed on one side: no change to draw)
         subtitle.append(f"not drawn (its capture failed on one side): {', '.join(failed['key'].unique().sort())}")
@@ -1884,6 +1883,13 @@ def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str 
         pl.lit(df["base_run"][0] if df.height else str(base)).alias("base_run"), pl.lit(jobs).alias("jobs"))
 
 
+def _in_one_run_only(one_side: pl.DataFrame) -> str:
+    """The subtitle line of a comparison chart's keys in one run only, which have no change to
+    draw: how many of each verdict (added, removed), a row each."""
+    parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").len().sort("verdict").iter_rows()]
+    return "not drawn (in one run only): " + ", ".join(parts)
+
+
 def compare(df: pl.DataFrame) -> alt.LayerChart:
     """Per key, a bar per run: its change against the base (delta %), coloured by run,
     faded where it was not judged a change (within the threshold or the noise, or held)."""
@@ -1924,10 +1930,8 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
                     "solid: judged regressed or improved on some rank (tracekit diff --jobs); faded: on none"]
     # keys in one side only have no change to draw: said, as the diff chart says them
     one_side = df.filter(pl.col("delta_pct").is_null() & pl.col("verdict").is_in(["added", "removed"]))
-    if one_side.height:
-        parts = [f"{v} {n}" for v, n in one_side.group_by("verdict").agg(pl.col("key").n_unique())
-                 .sort("verdict").iter_rows()]
-        subtitle.append("not drawn (in one run only): " + ", ".join(parts) + " (the table lists them)")
+    if one_side.height:  # (a key's rows: one per run and metric)
+        subtitle.append(_in_one_run_only(one_side.unique(["verdict", "key"])) + " (the table lists them)")
     return alt.layer(zero, bars).properties(
         width=WIDTH - 260, height=alt.Step(10 * max(len(runs), 2)),
         title=alt.Title(f"{'Jobs' if jobs else 'Runs'} against {base}", subtitle=subtitle))

@@ -4,6 +4,7 @@ direct serial ingest of the same real captures: every table identical."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,6 +82,55 @@ def test_landing_a_run_folder_and_its_export_as_a_direct_ingest(tmp_path, order)
     assert staged.con.execute("SELECT count(*), max(name) FROM runs").fetchall() == [(1, "renamed")]
     assert_same_stores(direct.con, staged.con)
 
+
+
+def _point_folder(folder: Path, export: str, requests_of: int = 0) -> Path:
+    """A run folder at ``folder``: a sweep point's meta.json and requests.csv (point
+    ``requests_of`` of the real sweep) beside a real nsys export (none for "")."""
+    point = sorted((DATA / "hstu_sweep" / "runs").iterdir())[requests_of]
+    folder.mkdir()
+    (folder / "meta.json").write_bytes((point / "meta.json").read_bytes())
+    (folder / "requests.csv").write_bytes((point / "requests.csv").read_bytes())
+    if export:
+        (folder / "export.sqlite.xz").write_bytes((DATA / export / "export.sqlite.xz").read_bytes())
+    return folder
+
+
+@pytest.mark.parametrize("how", ["direct", "staged", "threads"])
+def test_a_run_folder_is_another_folders_run_only_where_it_holds_nothing_else(tmp_path, how):
+    """A folder that grew (an export added beside its requests) takes its earlier run's
+    place; a copy of a folder is its run; two folders that share requests.csv but not the
+    export are two runs, in every way of ingesting them."""
+    grown = _point_folder(tmp_path / "grown", "")
+    twin = _point_folder(tmp_path / "twin", "nsys_cpu_only_again")
+    tk = tracekit.open(tmp_path / f"{how}.duckdb")
+
+    def ingest(f):
+        if how == "direct":
+            return tk.ingest(f)
+        if how == "staged":
+            return _stage_land(tk, f)
+        from tracekit.parallel import ingest_many
+
+        return ingest_many(tk, [f], workers=2)[0].result
+
+    first = ingest(grown)
+    assert not first.skipped and first.kind == "timing"
+    (grown / "export.sqlite.xz").write_bytes((DATA / "nsys_cpu_only" / "export.sqlite.xz").read_bytes())
+    again = ingest(grown)
+    assert (again.skipped, again.replaced, again.run_id, again.name) == (False, first.run_id, first.run_id,
+                                                                         first.name)
+    assert again.kind == "nsys,timing" and again.rows["requests"] > 0
+    copy = shutil.copytree(grown, tmp_path / "copy")
+    (copy / "meta.json").write_text((copy / "meta.json").read_text().replace('"params"', '"note": "x", "params"'))
+    assert ingest(copy).run_id == first.run_id and ingest(copy).skipped
+    other = ingest(twin)  # the same requests.csv, another capture's export
+    assert not other.skipped and other.replaced is None and other.run_id != first.run_id
+    runs = tk.sql("SELECT run_id, kind FROM runs ORDER BY run_id").rows()
+    assert runs == [(first.run_id, "nsys,timing"), (other.run_id, "nsys,timing")]
+    kernels = tk.sql("SELECT run_id, count(*) AS n FROM nvtx_ranges GROUP BY ALL ORDER BY run_id").rows()
+    assert [r[0] for r in kernels] == [first.run_id, other.run_id], kernels
+    tk.close()
 
 def test_prepare_skips_a_known_hash_without_parsing(tmp_path, monkeypatch):
     tk = _serial(tmp_path / "s.duckdb", MIXED[:1])

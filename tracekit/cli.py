@@ -431,7 +431,7 @@ def _echo_result(f, res) -> None:
         typer.echo(f"{f}: already ingested as run {res.run_id} ({res.name}{renamed})")
         return
     n = sum(res.rows.values())
-    replaced = " in place of the same export ingested alone" if res.replaced else ""
+    replaced = ", in place of the same capture ingested before" if res.replaced else ""
     typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
     if res.status not in (None, "ok"):  # a capture that failed or was stopped still lands: say so
         why = f" ({escape_controls(res.error)})" if res.error else ""

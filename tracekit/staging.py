@@ -108,8 +108,8 @@ def land(tk: Tracekit, staged: Staged) -> IngestResult:
     """Copy ``staged``'s run into the store ``tk`` in one transaction, as ``tk.ingest``
     would have written it: a source whose content the store holds already (alone, or
     as part of a run folder's run) is that run, renamed if a name was asked for; a run
-    folder whose export the store holds as a run of its own takes that run's place; a
-    new run's name is settled here (``Tracekit.default_name``).
+    folder takes the place of the same capture's earlier run (``Tracekit.folder_place``);
+    a new run's name is settled here (``Tracekit.default_name``).
     The staging database is left as it is (``staged.discard()`` deletes it)."""
     if staged.db is None:
         return _existing_or_fail(tk, staged)
@@ -121,13 +121,12 @@ def land(tk: Tracekit, staged: Staged) -> IngestResult:
     con.execute(f"ATTACH '{_sql_path(staged.db)}' AS {alias} (READ_ONLY)")
     try:
         replace, name = None, None
-        for (h,) in con.execute(f"SELECT content_hash FROM {alias}.run_sources ORDER BY rowid").fetchall():
-            found = tk._existing(h)
-            if found is None:
-                continue
-            if not tk._ingested_alone(found.run_id, h):  # part of another run folder's run
-                return tk._renamed(found, staged.asked_name, staged.asked_params, staged.source)
-            replace, name = found.run_id, staged.asked_name or found.name
+        hashes = [h for (h,) in con.execute(f"SELECT content_hash FROM {alias}.run_sources ORDER BY rowid").fetchall()]
+        same, earlier = tk.folder_place(str(Path(staged.source).resolve()), hashes)
+        if same is not None:
+            return tk._renamed(same, staged.asked_name, staged.asked_params, staged.source)
+        if earlier is not None:
+            replace, name = earlier.run_id, staged.asked_name or earlier.name
         if staged.asked_name is not None:
             tk.check_name_free(staged.asked_name, replace)
         if name is None:  # the run's own name (staged alone) unless the store or the command has it

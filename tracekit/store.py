@@ -136,7 +136,7 @@ class IngestResult:
     skipped: bool
     rows: dict[str, int]
     renamed_from: str | None = None  # skipped, and renamed to the name asked for
-    replaced: int | None = None  # a run folder that took the place of its own export ingested alone
+    replaced: int | None = None  # a run folder that took the place of the same capture's run (folder_place)
     digest: str | None = None  # the source's content hash
     status: str | None = None  # the capture's status its run folder recorded (ok, failed; None: a bare export)
     error: str | None = None  # and why it failed, as recorded
@@ -650,7 +650,8 @@ class Tracekit:
         or a tracekit run folder as one run. The same content again is the same run,
         however it is reached (a run folder's export ingested alone is part of the
         folder's run): nothing is written, and the run is renamed to ``name`` if given.
-        A run folder whose export was ingested alone before takes that run's place.
+        A run folder whose export was ingested alone before, or that grew since it was
+        ingested, takes that run's place (``folder_place``).
         ``check(kind, params, name)``, where given, is called once the input is read and
         before anything is written: an error it raises leaves the store as it was (a
         command that ingests a file only to ask a question of it refuses a question the
@@ -764,21 +765,19 @@ class Tracekit:
 
     def _decide(self, p: Pending) -> Pending | IngestResult:
         """What the store does with a read input: nothing where it holds the content
-        already (the run, renamed if a name is asked for); a run folder one of whose
-        exports the store holds as a run of its own takes that run's place (``replace``)
-        and name; a new run without a name asked for is named by ``default_name``."""
+        already (the run, renamed if a name is asked for); a run folder takes the place
+        (``replace``) and name of the same capture's earlier run (``folder_place``); a new
+        run without a name asked for is named by ``default_name``."""
         existing = self._existing(p.digest)
         if existing is not None:  # the same content under another path
             return self._renamed(existing, p.name, p.asked_params, p.source)
         if p.folder:
-            for _, _, h in p.sources:
-                existing = self._existing(h, held_elsewhere=False)
-                if existing is None:
-                    continue
-                if not self._ingested_alone(existing.run_id, h):
-                    return self._renamed(existing, p.name, p.asked_params, p.source)  # part of another folder's run
-                p.replace = existing.run_id  # its export was ingested alone: the folder's run takes its place
-                p.name = p.name or existing.name
+            same, earlier = self.folder_place(p.source, [h for _, _, h in p.sources])
+            if same is not None:
+                return self._renamed(same, p.name, p.asked_params, p.source)
+            if earlier is not None:
+                p.replace = earlier.run_id
+                p.name = p.name or earlier.name
         if p.name is not None:  # asked for (or the replaced run's): no other run may have it
             self.check_name_free(p.name, p.replace)
         p.name = p.name or self.default_name(p.default_name, p.source)
@@ -867,6 +866,32 @@ class Tracekit:
                 raise InputError(f"{source}: already ingested as run {existing.run_id} ({existing.name}) "
                                  f"with {has}, not {key}={value}: a run's parameters are set when it is ingested; "
                                  f"remove it first (tracekit runs rm {existing.run_id}) to ingest it with others")
+
+    def folder_place(self, source: str, hashes: list[str]) -> tuple[IngestResult | None, IngestResult | None]:
+        """Where a run folder (resolved path ``source``, its files' content hashes) goes,
+        from the runs that hold its files: ``(same, earlier)``.
+
+        - ``same``: one run folder's run holds every file: the folder is that run (a copy,
+          compressed, its meta.json edited, a file taken out).
+        - ``earlier``: the run whose place the folder's run takes: a file of it ingested
+          alone, or the run of this folder as it was before it grew (files added beside
+          its export).
+
+        A folder that shares some files with another folder's run and adds its own is a
+        run of its own: a file two captures share (the same requests.csv) does not make
+        them one capture."""
+        held = [(h, run) for h in hashes if (run := self._existing(h, held_elsewhere=False)) is not None]
+        if not held:
+            return None, None
+        first_hash, first = held[0]
+        if (len(held) == len(hashes) and len({run.run_id for _, run in held}) == 1
+                and not self._ingested_alone(first.run_id, first_hash)):
+            return first, None
+        earlier = None
+        for h, run in held:
+            if self._ingested_alone(run.run_id, h) or run.source == source:
+                earlier = run
+        return None, earlier
 
     def _ingested_alone(self, run_id: int, content_hash: str) -> bool:
         """Whether the run is the file of this content hash ingested alone (not a run folder)."""

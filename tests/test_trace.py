@@ -544,6 +544,29 @@ def test_the_command_writes_a_jobs_timeline(job_db, tmp_path, capsys):
     assert err.count("\n") == 1 and "has no rank" in err and not (tmp_path / "x.json").exists()
 
 
+
+@pytest.mark.parametrize("query", ["gpu-trace", "api-trace", "kernel-exec-trace", "nvtx-ranges"])
+def test_a_query_window_outside_the_capture_is_an_error_not_an_empty_table(tk, query):
+    """A window no event of the run can be in (a time of another run, or in ms) is the
+    error export trace gives, naming the run's span; a window that reaches into it by one
+    ns holds the run's first or last events."""
+    first, last = tk.con.execute("SELECT min(start_ns), max(end_ns) FROM gpu_ops WHERE run_id = "
+                                 "(SELECT run_id FROM runs WHERE name = 'hstu')").fetchall()[0]
+    span_first, span_last = tk.con.execute(  # (API calls and NVTX ranges reach beyond the GPU's ops)
+        "SELECT min(start_ns), max(end_ns) FROM (SELECT start_ns, end_ns FROM api_calls WHERE run_id = $r UNION ALL "
+        "SELECT start_ns, end_ns FROM nvtx_ranges WHERE run_id = $r UNION ALL SELECT start_ns, end_ns FROM gpu_ops "
+        "WHERE run_id = $r UNION ALL SELECT start_ns, end_ns FROM osrt_calls WHERE run_id = $r)",
+        {"r": tk.con.execute("SELECT run_id FROM runs WHERE name = 'hstu'").fetchall()[0][0]}).fetchall()[0]
+    for window in ({"to_ns": span_first}, {"from_ns": span_last}, {"from_ns": 1, "to_ns": 1000}):
+        with pytest.raises(QueryError, match=rf"^{query}: .*\(ns\) is outside run \d+ \(hstu\)'s capture, whose "
+                           rf"events span {span_first} to {span_last} ns; choose a window inside it"):
+            tk.query(query, run="hstu", **window)
+    if query == "gpu-trace":
+        assert tk.query(query, run="hstu", to_ns=first + 1, limit=0).height >= 1
+        assert tk.query(query, run="hstu", from_ns=last - 1, limit=0).height >= 1
+    with pytest.raises(QueryError, match="is not before to_ns=5: the window is empty"):  # (its own error first)
+        tk.query(query, run="hstu", from_ns=10, to_ns=5)
+
 def test_cli(tk, tmp_path, capsys):
     """Last in the module: the CLI opens the store read-only, so the fixture's connection is closed."""
     db = str(tk.path)

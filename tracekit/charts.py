@@ -1295,19 +1295,19 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
         return _Rows(pl.DataFrame(), pl.DataFrame(), ranges + ops, ranges, ops, first, last, missing, pl.DataFrame(),
                      (), pl.DataFrame())
 
-    def rows(kind: str, query: str) -> pl.DataFrame:
-        if kind in missing:
+    def rows(kind: str, query: str, found: int) -> pl.DataFrame:
+        if kind in missing or not found:  # (not asked: a window outside the run is the query's error)
             return pl.DataFrame()
         with stoppable():  # (graphs_shown: the launches gpu-trace leaves out are drawn below)
             return get_registry().run(tk, query, graphs_shown=True, run=run_id, from_ns=w.start_ns,
                                       to_ns=w.end_ns, limit=0)
 
-    gpu = rows("CUDA", "gpu-trace")
+    gpu = rows("CUDA", "gpu-trace", ops)
     if "CUDA" not in missing:
         graphs = tk.frame(tk.con.sql(_TIMELINE_GRAPHS, params={k: params[k] for k in ("run", "lo", "hi")}))
         if not graphs.is_empty():
             gpu = pl.concat([gpu, graphs], how="diagonal_relaxed").sort("start_ns", maintain_order=True)
-    nv = rows("NVTX", "nvtx-ranges")
+    nv = rows("NVTX", "nvtx-ranges", ranges)
     window = {k: params[k] for k in ("run", "lo", "hi")}
     faults, notes = pl.DataFrame(), ()
     count = tk.con.execute(_TIMELINE_FAULT_COUNT, window).fetchall()[0][0]

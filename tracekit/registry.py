@@ -302,6 +302,9 @@ class Registry:
             self._check_kinds(tk, q)
         else:
             self._check_traced(tk, q, bound["run"])
+            if not q.spans_job:
+                check_window(tk, q.name, bound["run"], bound.get("from_ns"), bound.get("to_ns"),
+                             ("-p from_ns={}", "-p to_ns={}"))
         used = sql_parameters(q.sql)
         return {k: v for k, v in bound.items() if k in used}
 
@@ -537,6 +540,47 @@ def check_traced(tk, label: str, run_id: int, tables: list[str] | tuple[str, ...
         raise QueryError(f"{label}: run {run_id} ({_run_name(tk, run_id)}) {untraced_words(what, said)}; "
                          f"capture with {option}{CAPTURE_ADVICE.get(what, '') if advice is None else advice}"
                          f"{retell(said)}")
+
+
+#: the span of a run's events: the first start and the last end of anything it traced
+_SPAN = """
+SELECT min(lo), max(hi) FROM (
+    SELECT min(start_ns) AS lo, max(end_ns) AS hi FROM api_calls WHERE run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM nvtx_ranges WHERE run_id = $run
+    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM nvtx_marks WHERE run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM gpu_ops WHERE run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM osrt_calls WHERE $osrt AND run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM um_gpu_faults WHERE run_id = $run
+    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM um_cpu_faults WHERE run_id = $run
+    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM gpu_memory WHERE run_id = $run
+)
+"""
+
+
+def check_window(tk, label: str, run_id: int, start_ns: int | None, end_ns: int | None,
+                 spelled: tuple[str, str], osrt: bool = True, inclusive: bool = False) -> None:
+    """A one-line error where a window of time (an event is in it where it ends after
+    ``start_ns`` and starts before ``end_ns``, or at them where ``inclusive``; None:
+    unbounded) lies wholly outside the span of the run's events, so that nothing can be
+    in it: the window as the command spells its options (``spelled``), and the run's
+    span in ns, their unit. A window that overlaps the span, even in part, is fine; so is
+    any window of a run without events, and an empty window (the query says so).
+    ``osrt``: the OS runtime calls count in the span (what the answer may hold)."""
+    if (start_ns is None and end_ns is None) or (start_ns is not None and end_ns is not None and start_ns >= end_ns):
+        return
+    first, last = tk.con.execute(_SPAN, {"run": run_id, "osrt": osrt}).fetchall()[0]
+    if first is None:
+        return
+    if inclusive:
+        outside = (end_ns is not None and end_ns < first) or (start_ns is not None and start_ns > last)
+    else:
+        outside = (end_ns is not None and end_ns <= first) or (start_ns is not None and start_ns >= last)
+    if not outside:
+        return
+    asked = " ".join(opt.format(v) for opt, v in zip(spelled, (start_ns, end_ns), strict=True) if v is not None)
+    raise QueryError(f"{label}: {asked} (ns) is outside run {run_id} ({_run_name(tk, run_id)})'s capture, whose "
+                     f"events span {first} to {last} ns; choose a window inside it (`tracekit query nvtx-ranges` "
+                     "prints times on this clock)")
 
 
 def _run_name(tk, run_id: int) -> str:

@@ -317,20 +317,6 @@ _SIZE_GPU_METRICS = f"""
 SELECT 'gpu_metric', count(*), coalesce(sum(length(name)), 0) FROM ({_GPU_METRICS.format(ts="NULL")})
 """
 
-#: the span of the run's events of the kinds exported: the capture's, as the trace sees it
-_SPAN = """
-SELECT min(lo), max(hi) FROM (
-    SELECT min(start_ns) AS lo, max(end_ns) AS hi FROM api_calls WHERE run_id = $run
-    UNION ALL SELECT min(start_ns), max(end_ns) FROM nvtx_ranges WHERE run_id = $run
-    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM nvtx_marks WHERE run_id = $run
-    UNION ALL SELECT min(start_ns), max(end_ns) FROM gpu_ops WHERE run_id = $run
-    UNION ALL SELECT min(start_ns), max(end_ns) FROM osrt_calls WHERE $osrt AND run_id = $run
-    UNION ALL SELECT min(start_ns), max(end_ns) FROM um_gpu_faults WHERE run_id = $run
-    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM um_cpu_faults WHERE run_id = $run
-    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM gpu_memory WHERE run_id = $run
-)
-"""
-
 _THREADS = """
 SELECT pid, tid, any_value(name) AS name FROM threads WHERE run_id = $run GROUP BY pid, tid
 """
@@ -475,18 +461,11 @@ def _python_tables(tk, parts: list[Part]):
 
 def check_in_capture(tk, run_id: int, window: Window, osrt: bool = False) -> None:
     """A one-line error where a --from/--to window lies wholly outside the span of the
-    run's events (what the trace would hold: nothing), naming the window and that span in
-    ns, the unit of --from/--to. A window that overlaps it, even in part, is fine."""
-    lo, hi = window.start_ns, window.end_ns
-    if lo is None and hi is None:
-        return
-    first, last = tk.con.execute(_SPAN, {"run": run_id, "osrt": osrt}).fetchall()[0]
-    if first is None or not ((hi is not None and hi < first) or (lo is not None and lo > last)):
-        return
-    asked = " ".join(f"{opt} {v}" for opt, v in (("--from", lo), ("--to", hi)) if v is not None)
-    raise QueryError(f"export trace: {asked} (ns) is outside run {run_id}'s capture, whose events span "
-                     f"{first} to {last} ns; choose a window inside it (`tracekit query nvtx-ranges` "
-                     "prints times on this clock)")
+    run's events (what the trace would hold: nothing) (``registry.check_window``)."""
+    from .registry import check_window
+
+    check_window(tk, "export trace", run_id, window.start_ns, window.end_ns, ("--from {}", "--to {}"), osrt,
+                 inclusive=True)
 
 
 def _params(run_id: int, window: Window) -> dict[str, Any]:

@@ -1558,8 +1558,18 @@ def test_a_rate_that_moved_while_the_launches_took_as_long_is_not_judged(tmp_pat
     assert abs(by["duration_ns"]["delta_pct"]) < 1 and abs(by["launch_total_ns"]["delta_pct"]) < 1
     occ = by["achieved_occupancy_pct"]
     assert occ["delta_pct"] < -40 and occ["note"].endswith("differs; the launches' time did not move: not judged")
-    assert by["theoretical_occupancy_pct"]["note"].endswith("differs; a launch setting with no better/worse direction")
+    assert by["theoretical_occupancy_pct"]["note"].endswith(
+        "differs; a launch setting with no better/worse direction: not judged")
     assert D.moved(df) == []
+    # the table: a launch setting that changed is "not judged", not "unchanged" beside +300 %;
+    # a value and its counterpart alike to three significant digits (31.0 beside 62.1)
+    shown = {r["metric"]: r for r in D.display(df).iter_rows(named=True)}
+    for metric in ("theoretical_occupancy_pct", "block_size", "grid_size", "waves_per_sm"):
+        assert shown[metric]["verdict"] == "not judged", metric
+    assert shown["sm_throughput_pct"]["verdict"] == "unchanged"
+    assert (shown["waves_per_sm"]["base"], shown["waves_per_sm"]["new"]) == ("31.0", "62.1")
+    assert (shown["stall_drain_cycles"]["base"], shown["stall_drain_cycles"]["new"]) == ("26.1", "3.50")
+    assert (shown["block_size"]["base"], shown["block_size"]["new"]) == ("128", "32")
 
 
 def _lone_capture(tmp: Path, point: Path, name: str) -> Path:
@@ -1736,7 +1746,7 @@ def test_ncu_launch_configuration_change(tmp_path):
             assert by_metric[metric]["verdict"] == "unchanged", metric
             if moved:
                 assert by_metric[metric]["note"].endswith(("the launches' time did not move: not judged",
-                                                           "a launch setting with no better/worse direction")), metric
+                                                           "a launch setting with no better/worse direction: not judged")), metric
         beyond += moved
     assert beyond >= 2 and by_metric["achieved_occupancy_pct"]["delta_pct"] < -40  # 84 % -> 47 %
     # where the warps wait (Warp State Statistics): the raw page's values, every reason of
@@ -2154,7 +2164,7 @@ def test_ncu_reports_without_a_duration_do_not_judge_measured_values(tmp_path):
     assert "duration_ns" not in by and "launch_total_ns" not in by
     assert by["dram_throughput_pct"]["verdict"] == "unchanged"
     assert "no duration to size ncu's noise by" in by["dram_throughput_pct"]["note"]
-    assert by["registers_per_thread"]["note"].endswith("a launch setting with no better/worse direction")
+    assert by["registers_per_thread"]["note"].endswith("a launch setting with no better/worse direction: not judged")
 
 
 _MIRROR = {"regressed": "improved", "improved": "regressed", "unchanged": "unchanged", "added": "removed",

@@ -302,12 +302,12 @@ def wide(df: pl.DataFrame) -> pl.DataFrame:
     for r in df.iter_rows(named=True):
         k = (r["scope"], r["key"], r["metric"])
         row = rows.setdefault(k, {"scope": r["scope"], "key": short[r["key"]], "metric": r["metric"], base: ""})
-        value = _human(r["metric"], r["value"]) if r["value"] is not None else ""
+        value = _human(r["metric"], r["value"], r["base"]) if r["value"] is not None else ""
         if len(bases.get(k, ())) > 1:
             row[base] = "(by run)"
-            value = f"{_human(r['metric'], r['base']) if r['base'] is not None else ''} -> {value}".strip()
+            value = f"{_human(r['metric'], r['base'], r['value']) if r['base'] is not None else ''} -> {value}".strip()
         elif r["base"] is not None:
-            row[base] = _human(r["metric"], r["base"])
+            row[base] = _human(r["metric"], r["base"], r["value"])
         row[shown[r["run"]]] = _cell(r, value)
     cols = ["scope", "key", "metric", base, *runs]
     return pl.DataFrame([[row.get(c, "") for c in cols] for row in rows.values()],

@@ -620,7 +620,7 @@ class _Row:
 
 def _judge(base: float, new: float, threshold: float, direction: int,
            real: bool, held: str, within: str = "threshold",
-           undirected: str = "a launch setting with no better/worse direction") -> tuple[str, str]:
+           undirected: str = "a launch setting with no better/worse direction: not judged") -> tuple[str, str]:
     """(verdict, note): beyond the threshold and ``real`` -> regressed/improved by
     ``direction`` (+1: higher is worse, -1: higher is better, 0: no direction, said by
     ``undirected``); ``within`` names what the threshold is in the note."""
@@ -1470,8 +1470,9 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                     held = f"launches overlap ({min(vb):.6g}..{max(vb):.6g} vs {min(vn):.6g}..{max(vn):.6g})"
                 undirected = ("where the warps' cycles go, not how long the launch takes: not judged"
                               if col == "warp_cycles_per_issue" or col.startswith("stall_") else
-                              "what the launch computes per byte, with no better/worse direction" if col == "ai_dram"
-                              else "a launch setting with no better/worse direction")
+                              "what the launch computes per byte, with no better/worse direction: not judged"
+                              if col == "ai_dram"
+                              else "a launch setting with no better/worse direction: not judged")
                 if noise is None and col not in NCU_EXACT:  # (a report of chosen metrics without gpu__time_duration)
                     verdict, note = _judge(b, n, threshold, direction, False,
                                            "no duration to size ncu's noise by: a measured value is not judged",
@@ -2132,7 +2133,11 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     return lines
 
 
-def _human(metric: str, v: float | None) -> str:
+def _human(metric: str, v: float | None, other: float | None = None) -> str:
+    """``v`` in the metric's unit; a plain number below 1,000 to three significant digits
+    (31.0 beside 62.1, not 31), or whole where it is an integer, unless ``other`` (the
+    other run's value, beside it) is not: then with as many decimals as ``other`` (1.00
+    beside 1.17)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     if metric.endswith("_ns"):
@@ -2155,7 +2160,16 @@ def _human(metric: str, v: float | None) -> str:
             if abs(v) >= f:
                 return f"{v / f:,.2f} {unit}/s"
         return f"{v:,.0f}/s"
-    return f"{v:,.0f}" if float(v).is_integer() or abs(v) >= 1000 else f"{v:,.3g}"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if not float(v).is_integer():
+        return f"{v:#.3g}".removesuffix(".")  # (three significant digits, trailing zeros kept: 31.0, 3.50)
+    if other is None or (isinstance(other, float) and math.isnan(other)) or float(other).is_integer() \
+            or abs(other) >= 1000:
+        return f"{v:,.0f}"
+    shown = f"{other:#.3g}".removesuffix(".")
+    decimals = len(shown.partition(".")[2]) if "e" not in shown else 0
+    return f"{v:,.{decimals}f}"
 
 
 def shorten_key(key: str, width: int) -> str:
@@ -2217,8 +2231,8 @@ def display(df: pl.DataFrame) -> pl.DataFrame:
         "scope": df["scope"],
         "key": [short[k] for k in df["key"]],
         "metric": df["metric"],
-        "base": [_human(m, v) for m, v in zip(df["metric"], df["base"], strict=True)],
-        "new": [_human(m, v) for m, v in zip(df["metric"], df["new"], strict=True)],
+        "base": [_human(m, v, other) for m, v, other in zip(df["metric"], df["base"], df["new"], strict=True)],
+        "new": [_human(m, v, other) for m, v, other in zip(df["metric"], df["new"], df["base"], strict=True)],
         "delta": ["" if p is None else f"{p:+.1f}%" for p in df["delta_pct"]],
     }
     if "noise_pct" in df.columns:  # (the repeats' largest change of the key: diff --repeat)

@@ -152,7 +152,7 @@ def test_the_jobs_time_is_its_slowest_ranks_and_the_straggler_moved(tk):
     lines = job_diff.moved(df)
     assert lines[0] == (f"Slowest rank of step/forward: rank 2 (in {steps['base_again']} of 20 instances) -> rank 1 "
                         f"(in {steps['after']} of 20)")
-    assert any(line.startswith("GPU busy, device 0: +") and line.endswith("(over 4 ranks)") for line in lines)
+    assert any(line.startswith("GPU busy, device 0: +") and line.endswith("(summed over the job's 4 ranks)") for line in lines)
 
 
 def test_per_rank_rows_are_each_ranks_own_diff(tk):

@@ -671,5 +671,5 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     ranks = df.filter(pl.col("scope") != "job")["ranks"].max()
     summed = diff_moved(df.filter(pl.col("scope") != "job").with_columns(pl.lit(None, pl.Float64).alias("p_value")))
     if summed:
-        lines += [f"{line} (over {ranks} ranks)" if i == 0 else line for i, line in enumerate(summed)]
+        lines += [f"{line} (summed over the job's {ranks} ranks)" if i == 0 else line for i, line in enumerate(summed)]
     return lines

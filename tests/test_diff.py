@@ -1305,9 +1305,32 @@ def test_sweep_pair_noise_is_quiet_and_the_real_change_is_found(sweep_pair, caps
         assert row["verdict"] == ("regressed" if med_c > 1.25 * med_a else "unchanged")
     assert set(df["verdict"]) == {"regressed"}
     summary = D.moved(sweep_pair.diff(a, c))
-    assert len(summary) == 1 and summary[0].endswith("; and 1 more (4 of 4 shared points changed)"), summary
+    assert len(summary) == 2 and summary[0].endswith("; and 1 more (4 of 4 shared points changed)"), summary
     assert D.moved(sweep_pair.diff(a, b)) == []
     capsys.readouterr()
+
+
+def test_sweep_speedup_over_the_shared_points(sweep_pair):
+    """The seed's summary of a change over a grid (the BSA benchmark's mean, largest and smallest
+    speedup): base median / new median per shared point, their geometric mean and range, computed
+    here from each point's requests.csv (a against c: the reference attention 2.2-2.9x slower)."""
+    import numpy as np
+
+    a, c = _sweep_id("a"), _sweep_id("c")
+    speedups = {}
+    for run_a in sorted((SWEEP_PAIR / "a" / "runs").iterdir()):
+        bs, nc = run_a.name.split("-")[1:3]
+        run_c = next((SWEEP_PAIR / "c" / "runs").glob(f"*-{bs}-{nc}-none"))
+        speedups[f"bs={bs[2:]},nc={nc[2:]}"] = np.median(_timed(run_a)) / np.median(_timed(run_c))
+    lo, hi = min(speedups, key=speedups.get), max(speedups, key=speedups.get)
+    gmean = float(np.exp(np.mean(np.log(list(speedups.values())))))
+    line = (f"Speedup of the median latency (base / new) over 4 shared points: {gmean:.2f}x geometric mean, "
+            f"from {speedups[lo]:.2f}x ({lo}) to {speedups[hi]:.2f}x ({hi}); below 1x the new run is slower")
+    assert line in D.moved(sweep_pair.diff(a, c))
+    back = (f"Speedup of the median latency (base / new) over 4 shared points: {1 / gmean:.2f}x geometric mean, "
+            f"from {1 / speedups[hi]:.2f}x ({hi}) to {1 / speedups[lo]:.2f}x ({lo}); above 1x the new run is faster")
+    assert back in D.moved(sweep_pair.diff(c, a))
+    assert D.moved(sweep_pair.diff(a, _sweep_id("b"))) == []  # (noise: nothing moved, nothing said)
 
 
 def test_two_sweep_folders_compare_as_their_sweeps(tmp_path, sweep_pair, capsys):
@@ -1454,8 +1477,10 @@ def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
     with tracekit.open(db) as tk:
         back = tk.diff(_sweep_id("b"), _sweep_id("a"))
     assert set(back.filter(pl.col("key") == "bs=1,nc=512")["verdict"]) == {"improved"}
-    assert D.moved(back) == ["Request latency: bs=1,nc=512 (its capture failed in the base sweep, improved) "
-                             "(0 of 3 shared points changed; 1 failed on one side)"]
+    said = D.moved(back)
+    assert said[0] == ("Request latency: bs=1,nc=512 (its capture failed in the base sweep, improved) "
+                       "(0 of 3 shared points changed; 1 failed on one side)")
+    assert len(said) == 2 and said[1].startswith("Speedup of the median latency (base / new) over 3 shared points: ")
     chart = charts.diff(charts.diff_rows(back)).to_dict()
     assert "not drawn (its capture failed on one side): bs=1,nc=512" in chart["title"]["subtitle"]
     # the same point failed in both sweeps: said, not left out
@@ -1542,7 +1567,8 @@ def test_what_moved_in_a_sweep_counts_the_points_both_sides_have(tmp_path):
             df = tk.diff(large, _sweep_id("a"))
     changed = df.filter(pl.col("verdict").is_in(["regressed", "improved"]) & (pl.col("metric") == "latency_med_ms"))
     line = D.moved(df)
-    assert len(line) == 1 and line[0].endswith(f"({changed.height} of 4 shared points changed; 12 only in the base)")
+    assert len(line) == 2 and line[0].endswith(f"({changed.height} of 4 shared points changed; 12 only in the base)")
+    assert line[1].startswith("Speedup of the median latency (base / new) over 4 shared points: ")
     assert all(k in line[0] for k in changed["key"])
 
 

@@ -1932,7 +1932,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     functions whose sampled CPU time moved; NVTX paths judged on wall time (runs without CUDA); ncu's
     launches per kernel, and those whose durations moved with the SM clock in as many cycles
     (held, and said so: the clock, not the code), and the nsys kernel and busy times held so;
-    the request latency points, and those held because the host's pace moved them. Empty where
+    the request latency points (over two or more shared points, the speedup of their medians:
+    ``_speedup_line``), and those held because the host's pace moved them. Empty where
     nothing was judged changed or held."""
     def val(x: float | None) -> float | None:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
@@ -2116,6 +2117,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         counts += [f"{n} failed on one side" for n in [sum(k in failed for k in judged)] if n]
         counts += [f"{n} only in the {side}" for side, n in alone.items() if n]
         lines.append("Request latency: " + "; ".join(parts) + (f" ({'; '.join(counts)})" if counts else ""))
+        if (speedup := _speedup_line(points, shared)) is not None:
+            lines.append(speedup)
     # latencies held because the host's pace moved them: said, so that no one reads them as the code's
     paced = [r for r in points.iter_rows(named=True) if r["verdict"] == "unchanged" and held_by(r["note"]) == HOST_PACE_NOTE]
     if paced:
@@ -2131,6 +2134,24 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             f"({pace(r)})" for r in shown) + (f" and {more} more" if more else "")
             + ": the host, not the code (not judged)")
     return lines
+
+
+def _speedup_line(points: pl.DataFrame, shared: list[str]) -> str | None:
+    """The change over a grid in one line, as a benchmark of two implementations sums it up:
+    the speedup of each shared point's median latency (base / new: above 1x the new run is
+    faster), their geometric mean (the mean of ratios that neither side's scale dominates) and
+    the smallest and largest with their points. None for fewer than two shared points (one
+    point's change is its own row)."""
+    med = points.filter(pl.col("key").is_in(shared) & (pl.col("metric") == "latency_med_ms")
+                        & (pl.col("base") > 0) & (pl.col("new") > 0))
+    if med.height < 2:
+        return None
+    ratio = {r["key"]: r["base"] / r["new"] for r in med.iter_rows(named=True)}
+    lo, hi = min(ratio, key=ratio.get), max(ratio, key=ratio.get)
+    gmean = math.exp(sum(math.log(v) for v in ratio.values()) / len(ratio))
+    reading = "below 1x the new run is slower" if gmean < 1 else "above 1x the new run is faster"
+    return (f"Speedup of the median latency (base / new) over {len(ratio)} shared points: {gmean:.2f}x geometric "
+            f"mean, from {ratio[lo]:.2f}x ({lo}) to {ratio[hi]:.2f}x ({hi}); {reading}")
 
 
 def _human(metric: str, v: float | None, other: float | None = None) -> str:

@@ -62,7 +62,9 @@ def workbook(results, summary):
     ws = wb.active
     ws.title = "summary"
     sheet(ws, summary)
-    groups = sorted({(r["preset"], r["tool"]) for r in summary.iter_rows(named=True)})
+    # (a run that records no preset, a benchmark log's: None, sorted first)
+    groups = sorted({(r["preset"], r["tool"]) for r in summary.iter_rows(named=True)},
+                    key=lambda g: tuple((v is not None, v or "") for v in g))
     grids = _grids(wb.create_sheet("grid"), summary, groups)
     _charts(wb.create_sheet("chart"), grids)
     sheet(wb.create_sheet("results"), results)
@@ -76,6 +78,7 @@ def workbook(results, summary):
 def _grids(ws, summary, groups) -> list[dict]:
     """Per (preset, tool), median latency as a bs × nc block (a title row, an nc header
     row, a row per bs) with a 3-colour scale; returns where each block is, for the charts."""
+    import polars as pl
     from openpyxl.formatting.rule import ColorScaleRule
     from openpyxl.styles import Font
     from openpyxl.utils import get_column_letter
@@ -83,10 +86,10 @@ def _grids(ws, summary, groups) -> list[dict]:
     ws.column_dimensions["A"].width = 10
     blocks, row = [], 1
     for preset, tool in groups:
-        sub = summary.filter((summary["preset"] == preset) & (summary["tool"] == tool))
+        sub = summary.filter(pl.col("preset").eq_missing(preset) & pl.col("tool").eq_missing(tool))
         bss, ncs = sorted(set(sub["bs"].to_list())), sorted(set(sub["nc"].to_list()))
         median = {(r["bs"], r["nc"]): r["median_ms"] for r in sub.iter_rows(named=True)}
-        ws.cell(row, 1, f"median latency, ms: preset {preset}, tool {tool} (rows bs, columns nc)").font = Font(bold=True)
+        ws.cell(row, 1, f"median latency, ms: {_group(preset, tool)} (rows bs, columns nc)").font = Font(bold=True)
         head = row + 1
         ws.cell(head, 1, "bs \\ nc").font = Font(bold=True)
         for j, nc in enumerate(ncs, start=2):
@@ -109,6 +112,12 @@ def _grids(ws, summary, groups) -> list[dict]:
     return blocks
 
 
+def _group(preset: str | None, tool: str | None, short: bool = False) -> str:
+    """A grid's (preset, tool) as its title says it; a part the runs do not record is left out."""
+    parts = [(v if short else f"{k} {v}") for k, v in (("preset", preset), ("tool", tool)) if v is not None]
+    return ", ".join(parts) or "runs without preset or tool"
+
+
 def _charts(ws, grids: list[dict]) -> None:
     """Per grid block, a line chart of its medians against nc, one line per bs."""
     from openpyxl.chart import LineChart, Reference
@@ -118,7 +127,7 @@ def _charts(ws, grids: list[dict]) -> None:
         if not g["bss"] or not g["ncs"]:
             continue
         chart = LineChart()
-        chart.title = f"median latency vs candidates per user ({g['preset']}, {g['tool']})"
+        chart.title = f"median latency vs candidates per user ({_group(g['preset'], g['tool'], short=True)})"
         chart.x_axis.title = "nc (candidates per user)"
         chart.y_axis.title = "median latency, ms"
         chart.y_axis.number_format = "0.0"

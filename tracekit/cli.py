@@ -323,7 +323,8 @@ def _params(pairs: list[str]) -> dict[str, str]:
 @app.command()
 def ingest(
     files: Annotated[list[Path], typer.Argument(
-        help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, run folders, or folders of run folders (a sweep's)")],
+        help="nsys .sqlite/.nsys-rep, ncu .ncu-rep/.csv, run folders, or folders of run folders (a sweep's), "
+        "benchmark logs (benchmark_bs8_nc1024.log)")],
     name: Annotated[str | None, typer.Option(
         "--name", help="run name; renames a run already ingested (default: the file's stem or the run "
         "folder's name, qualified by its folder, b/export, where a run or another file of the command has it "

@@ -759,7 +759,7 @@ class Tracekit:
                 self._check_need(plugin, plain, path)
                 parsed = plugin.read(plain)
                 digest = hashing.result()
-            params = ranks.identify(path, plain if plugin.KIND == "nsys" else None, params or {})
+            params = ranks.identify(path, plain if plugin.KIND == "nsys" else None, {**parsed.params, **(params or {})})
         return Pending(parsed, digest, str(path.resolve()), name, own_run_name(path),
                        params, {}, [(parsed.kind, str(path.resolve()), digest)], asked_params=asked_params)
 

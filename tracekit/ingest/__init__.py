@@ -37,7 +37,7 @@ import xxhash
 from ..errors import InputError, TracekitError
 
 #: Plugin modules, tried in order by ``detect``.
-PLUGINS = ["tracekit.ingest.nsys", "tracekit.ingest.ncu", "tracekit.ingest.requests"]
+PLUGINS = ["tracekit.ingest.nsys", "tracekit.ingest.ncu", "tracekit.ingest.requests", "tracekit.ingest.benchlog"]
 
 HEAD_BYTES = 64 * 1024
 
@@ -62,6 +62,9 @@ class Parsed:
     #: One with a ``missing(con) -> bool`` that says False (the store has all it would
     #: add) is not called: checked before the file's turn, outside it.
     interns: list = field(default_factory=list)
+    #: the run's parameters the input states itself (a benchmark log's bs and nc, from its
+    #: name); those given to the ingest (``--param``) take precedence
+    params: dict = field(default_factory=dict)
     #: estimated peak resident memory of the ingest, bytes (``budget``; None: not
     #: estimated): the store refuses the run before writing where its limit is smaller
     memory_need: int | None = None
@@ -286,6 +289,12 @@ def not_a_run_folder(folder: Path) -> str:
         return f"{why}; it holds {held} (the ingest command takes the folder; tracekit.ingest.run_folders lists them)"
     exports = list(itertools.islice(exports_below(folder), 2))
     if not exports:
+        from .benchlog import logs_below
+
+        logs = list(itertools.islice(logs_below(folder), 2))
+        if logs:  # (run_bench.sh's logs/: each log is a point, named one by one as exports are)
+            return (f"{why} and no run folder below it; name the benchmark logs it holds "
+                    f"({logs[0]}{', ...' if len(logs) > 1 else ''})")
         return f"{why} and no run folder below it, nor an nsys export or ncu report: nothing to ingest"
     more = ", ..." if len(exports) > 1 else ""
     return f"{why} and no run folder below it; name the exports it holds ({exports[0]}{more})"

@@ -1,0 +1,120 @@
+"""The seed procedure's benchmark logs (run_bench.sh: logs/benchmark_bs{BS}_nc{NC}.log, a line
+``KV Caches: 8, Candidate Embeddings: 1024, Total time(ms): 12.345`` per measurement) ingest as
+timed runs at their point, so that the sweep queries, `export sweep` and `diff` answer what
+process_data.ipynb's spreadsheet did. The logs here are real: the capture.log of
+tests/data/hstu_capture_pair's run folders (the same line, tagged [warmup N] / [timed N])."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import tracekit
+from tracekit.cli import main as cli_main
+from tracekit.errors import InputError
+
+PAIR = Path(__file__).parent / "data" / "hstu_capture_pair"
+
+
+def _requests(folder: Path) -> list[float]:
+    """The folder's timed latencies as its capture.log prints them (ms, three decimals)."""
+    with open(folder / "requests.csv", newline="") as fh:
+        return [round(float(r["latency_ms"]), 3) for r in csv.DictReader(fh) if r["phase"] == "timed"]
+
+
+def _log(tmp: Path, folder: str, name: str = "benchmark_bs8_nc1024.log", untagged: bool = False) -> Path:
+    out = tmp / folder / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = (PAIR / folder / "capture.log").read_text()
+    if untagged:  # as the benchmark itself prints it, without tracekit capture's phase tag
+        text = re.sub(r"^\[(?:warmup|timed) \d+\] ", "", text, flags=re.M)
+    out.write_text(text)
+    return out
+
+
+def test_a_benchmark_log_is_a_timed_run_at_its_point(tmp_path):
+    log = _log(tmp_path, "base")
+    with tracekit.open(tmp_path / "l.duckdb") as tk:
+        res = tk.ingest(log, params={"tool": "nsys"})  # (this log's run was under nsys: said, not assumed)
+        run = tk.sql("SELECT kind, params FROM runs").row(0, named=True)
+        assert run["kind"] == "timing"
+        assert run["params"] == '{"bs": 8, "nc": 1024, "tool": "nsys"}'
+        got = tk.sql("SELECT latency_ms FROM requests WHERE phase = 'timed' ORDER BY request_idx")["latency_ms"]
+        assert got.to_list() == _requests(PAIR / "base")
+        lat = tk.query("sweep-latency", sweep=res.run_id).row(0, named=True)
+    want = np.array(_requests(PAIR / "base"))
+    assert (lat["bs"], lat["nc"], lat["tool"], lat["requests"]) == (8, 1024, "nsys", 30)
+    assert lat["median_ms"] == pytest.approx(np.median(want), rel=1e-12)
+    assert lat["p95_ms"] == pytest.approx(np.percentile(want, 95), rel=1e-12)
+
+
+def test_an_untagged_log_counts_every_line_as_the_notebook_does(tmp_path):
+    """Without tags every line is a measurement (tool none unless said): 32 lines, the two
+    warm-up requests of the capture among them."""
+    log = _log(tmp_path, "base", untagged=True)
+    with tracekit.open(tmp_path / "l.duckdb") as tk:
+        tk.ingest(log)
+        lat = tk.query("sweep-latency").row(0, named=True)
+    lines = [float(m) for m in re.findall(r"Total time\(ms\): ([0-9.]+)", log.read_text())]
+    assert len(lines) == 32 and lat["requests"] == 32 and lat["tool"] == "none"
+    assert lat["max_ms"] == max(lines) and lat["median_ms"] == pytest.approx(np.median(lines), rel=1e-12)
+
+
+def test_two_folders_of_logs_compare_point_by_point(tmp_path, capsys):
+    """Each folder's logs given a sweep name (--param sweep=...), then `diff before after`:
+    the point's latency from both logs, judged as two captures' requests are (the kernel given
+    half the SMs: +9.1 % in median latency, within the noise of identical captures)."""
+    db = str(tmp_path / "l.duckdb")
+    before, after = _log(tmp_path, "base"), _log(tmp_path, "half_sms")
+    assert cli_main(["--db", db, "ingest", str(before), "-p", "sweep=before", "-p", "tool=nsys"]) == 0
+    assert cli_main(["--db", db, "ingest", str(after), "-p", "sweep=after", "-p", "tool=nsys"]) == 0
+    capsys.readouterr()
+    assert cli_main(["--db", db, "diff", "before", "after", "-f", "csv"]) == 0
+    df = pl.read_csv(io.StringIO(capsys.readouterr().out))
+    med = df.filter(pl.col("metric") == "latency_med_ms").row(0, named=True)
+    assert med["key"] == "bs=8,nc=1024" and med["verdict"] == "unchanged"
+    assert (med["base"], med["new"]) == pytest.approx((np.median(_requests(PAIR / "base")),
+                                                       np.median(_requests(PAIR / "half_sms"))), rel=1e-12)
+
+
+def test_a_log_that_does_not_name_its_point_is_refused(tmp_path):
+    with tracekit.open(tmp_path / "l.duckdb") as tk:
+        with pytest.raises(InputError, match=r"capture\.log: a benchmark log names its point as run_bench\.sh does"):
+            tk.ingest(shutil.copy(PAIR / "base" / "capture.log", tmp_path / "capture.log"))
+        with pytest.raises(InputError, match=r"its name says nc=512 but its lines scored Candidate Embeddings: 1024; "
+                                             r"name the log after the point it ran at$"):
+            tk.ingest(_log(tmp_path, "base", name="benchmark_bs8_nc512.log"))
+        assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 0
+
+
+def test_a_folder_of_logs_says_to_name_them(tmp_path, capsys):
+    """`tracekit ingest logs/` (a folder, no run folder): the error names the logs to give."""
+    log = _log(tmp_path / "logs", "base")
+    assert cli_main(["--db", str(tmp_path / "l.duckdb"), "ingest", str(tmp_path / "logs")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"tracekit: error: {tmp_path / 'logs'}: not a run folder (no meta.json) and no run folder below it; "
+        f"name the benchmark logs it holds ({log})")
+
+
+def test_the_logs_spreadsheet_is_the_notebooks(tmp_path, capsys):
+    """`export sweep` of logs, which record no preset: the grid titled by what they record,
+    the median at the log's point, a sheet per bs and per nc (process_data.ipynb's split)."""
+    import openpyxl
+
+    db, out = str(tmp_path / "l.duckdb"), tmp_path / "results.xlsx"
+    assert cli_main(["--db", db, "ingest", str(_log(tmp_path, "base", untagged=True)), "-p", "sweep=logs"]) == 0
+    assert cli_main(["--db", db, "export", "sweep", "--sweep", "logs", "-o", str(out)]) == 0
+    wb = openpyxl.load_workbook(out)
+    assert wb.sheetnames == ["summary", "grid", "chart", "results", "bs8", "nc1024"]
+    grid = list(wb["grid"].iter_rows(values_only=True))
+    lines = [float(m) for m in re.findall(r"Total time\(ms\): ([0-9.]+)", (PAIR / "base" / "capture.log").read_text())]
+    assert grid[0][0] == "median latency, ms: tool none (rows bs, columns nc)"
+    assert grid[1:] == [("bs \\ nc", 1024), (8, pytest.approx(np.median(lines), rel=1e-12))]
+    assert wb["bs8"].max_row == 1 + len(lines)

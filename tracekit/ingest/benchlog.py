@@ -1,0 +1,79 @@
+"""The HSTU inference benchmark's own logs (``run_bench.sh``: ``logs/benchmark_bs8_nc1024.log``).
+
+Each line ``KV Caches: 8, Candidate Embeddings: 1024, Total time(ms): 12.345`` is one timed
+measurement; ``process_data.ipynb`` of the seed procedure reads them with the same pattern
+(anywhere in the line) and takes the batch size and candidate count from the file's name,
+``benchmark_bs{BS}_nc{NC}.log``. A line tagged as ``tracekit capture`` writes it
+(``[warmup 0] KV Caches: ...``, ``[timed 2] ...``: its ``capture.log``) keeps its phase; an
+untagged line is timed, as the notebook counts it. The run's parameters are the point
+(``bs``, ``nc``) and ``tool=none`` (the program ran without a profiler), so that the sweep
+queries, charts and ``export sweep`` read a folder of such logs as the notebook's grid.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow as pa
+
+from ..errors import InputError
+from . import Parsed
+from .requests import COLUMNS
+
+KIND = "timing"
+
+#: the seed notebook's line pattern, and tracekit capture's optional phase tag before it
+LINE = re.compile(r"(?:\[(warmup|timed) \d+\]\s*)?"
+                  r"KV Caches:\s*(\d+),\s*Candidate Embeddings:\s*(\d+),\s*Total time\(ms\):\s*([0-9.]+)")
+#: the notebook's file name pattern (searched, so that a prefix or a copy's suffix is allowed)
+NAME = re.compile(r"bs(\d+)_nc(\d+)")
+
+
+def logs_below(folder: Path):
+    """The files below ``folder`` named as the benchmark's logs (``benchmark_bs8_nc1024.log``,
+    compressed or not), in path order."""
+    from . import uncompressed_name
+
+    for f in sorted(folder.rglob("*.log*")):
+        name = uncompressed_name(f)
+        if name.endswith(".log") and NAME.search(name) and f.is_file():
+            yield f
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True for a text file holding the benchmark's line (in its first 64 KiB)."""
+    if b"\0" in head:
+        return False
+    return LINE.search(head.decode("utf-8", "replace")) is not None
+
+
+def read(path: Path) -> Parsed:
+    m = NAME.search(path.name)
+    if m is None:
+        raise InputError(f"{path}: a benchmark log names its point as run_bench.sh does "
+                         "(benchmark_bs8_nc1024.log): rename it so, the batch size and candidates it ran at")
+    bs, nc = int(m[1]), int(m[2])
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if (hit := LINE.search(line)) is None:
+                continue
+            try:
+                latency = float(hit[4])
+            except ValueError:
+                raise InputError(f"{path}: line {line.strip()!r}: 'Total time(ms): {hit[4]}' is not a "
+                                 "number") from None
+            rows.append((len(rows), hit[1] or "timed", bs, nc, int(hit[2]), int(hit[3]), latency))
+    if not any(r[1] == "timed" for r in rows):
+        raise InputError(f"{path}: no timed 'KV Caches: N, Candidate Embeddings: M, Total time(ms): T' line")
+    scored = {r[5] for r in rows}
+    if nc not in scored:  # (a log copied under another point's name would be that point's latency)
+        raise InputError(f"{path}: its name says nc={nc} but its lines scored Candidate Embeddings: "
+                         f"{', '.join(map(str, sorted(scored)))}; name the log after the point it ran at")
+    names = ("request_idx", "phase", "bs", "nc", "kv_caches", "candidate_embeddings", "latency_ms")
+    data = {name: [r[i] for r in rows] for i, name in enumerate(names)}
+    data["peak_mem_allocated_mb"] = data["peak_mem_reserved_mb"] = [None] * len(rows)  # (the log has none)
+    tbl = pa.table({c: pa.array(data[c], type=t) for c, t in COLUMNS.items()})
+    return Parsed(kind=KIND, meta={"source_format": "benchmark log"}, tables={"requests": tbl},
+                  params={"bs": bs, "nc": nc, "tool": "none"})

@@ -108,7 +108,8 @@ def test_sweeps_compare_point_by_point(tmp_path, capsys, monkeypatch):
     df = pl.read_json(tmp_path / "s.json")
     assert set(df["scope"]) == {"sweep"} and C.runs_of(df) == ["b", "c"] and set(df["base_run"]) == {"a"}
     assert set(df.filter(pl.col("run") == "b")["verdict"]) == {"unchanged"}
-    assert set(df.filter(pl.col("run") == "c")["verdict"]) == {"regressed"}
+    latency = pl.col("metric").str.starts_with("latency_")  # (c's peak memory: +1.6 % to +53 %, some beyond 5 %)
+    assert set(df.filter((pl.col("run") == "c") & latency)["verdict"]) == {"regressed"}
     assert df.filter(pl.col("run") == "c").height == df.filter(pl.col("run") == "b").height >= 8
     # what diff says of a pair names the run, among several (c ran the reference attention)
     err = capsys.readouterr().err

@@ -1228,7 +1228,7 @@ def sweeps(tmp_path_factory):
 def test_sweep_against_itself_and_a_slower_point(sweeps):
     orig = json.loads((next(SWEEP.iterdir()) / "meta.json").read_text())["params"]["sweep"]
     same = sweeps.diff(orig, "sweep-same")
-    assert set(same["scope"]) == {"sweep"} and same.height == 16 * 2
+    assert set(same["scope"]) == {"sweep"} and same.height == 16 * 4  # (median, p95, peak allocated, reserved)
     assert set(same["verdict"]) == {"unchanged"}
     # medians and p95 from the requests themselves (numpy's linear interpolation)
     import numpy as np
@@ -1260,7 +1260,7 @@ def test_two_points_of_one_sweep_are_not_the_sweep_against_itself(sweeps):
             sweeps.diff(base, new, by=by)
     # one run against itself: its own point, all unchanged (as any run against itself)
     same = sweeps.diff(first, first)
-    assert same.height == 2 and set(same["verdict"]) == {"unchanged"} and same["key"].n_unique() == 1
+    assert same.height == 4 and set(same["verdict"]) == {"unchanged"} and same["key"].n_unique() == 1
 
 
 SWEEP_PAIR = DATA / "sweep_pair"  # a, b: one sweep taken twice; c: with the reference attention
@@ -1290,7 +1290,7 @@ def test_sweep_pair_noise_is_quiet_and_the_real_change_is_found(sweep_pair, caps
     a, b, c = (_sweep_id(n) for n in "abc")
     for base, new in ((a, b), (b, a)):
         df = sweep_pair.diff(base, new)
-        assert set(df["scope"]) == {"sweep"} and df.height == 4 * 2
+        assert set(df["scope"]) == {"sweep"} and df.height == 4 * 4
         assert set(df["verdict"]) == {"unchanged"}, df
         assert cli_main(["--db", str(sweep_pair.path), "diff", base, new, "--gate"]) == 0
     noisy = sweep_pair.diff(a, b).filter(pl.col("metric") == "latency_med_ms")
@@ -1305,7 +1305,7 @@ def test_sweep_pair_noise_is_quiet_and_the_real_change_is_found(sweep_pair, caps
         assert row["verdict"] == ("regressed" if med_c > 1.25 * med_a else "unchanged")
     assert set(df["verdict"]) == {"regressed"}
     summary = D.moved(sweep_pair.diff(a, c))
-    assert len(summary) == 2 and summary[0].endswith("; and 1 more (4 of 4 shared points changed)"), summary
+    assert len(summary) == 3 and summary[0].endswith("; and 1 more (4 of 4 shared points changed)"), summary
     assert D.moved(sweep_pair.diff(a, b)) == []
     capsys.readouterr()
 
@@ -1333,6 +1333,39 @@ def test_sweep_speedup_over_the_shared_points(sweep_pair):
     assert D.moved(sweep_pair.diff(a, _sweep_id("b"))) == []  # (noise: nothing moved, nothing said)
 
 
+def test_sweep_peak_memory_is_compared_as_the_seed_compares_it(sweep_pair):
+    """The BSA seed compares two implementations' peak memory beside their time. Per point, the
+    largest peak allocated and reserved of a timed request (requests.csv), exact as allocations
+    are (a against b: the same to the byte at every point), judged beyond the threshold: the
+    reference attention (c) reserves up to +53 % at bs=4 and allocates +6-13 % there."""
+    a, b, c = (_sweep_id(n) for n in "abc")
+    metrics = ("peak_mem_allocated_mb", "peak_mem_reserved_mb")
+
+    def peaks(name: str) -> dict[tuple[str, str], float]:
+        out = {}
+        for run in sorted((SWEEP_PAIR / name / "runs").iterdir()):
+            bs, nc = run.name.split("-")[1:3]
+            with open(run / "requests.csv", newline="") as fh:
+                timed = [r for r in csv.DictReader(fh) if r["phase"] == "timed"]
+            for m in metrics:
+                out[(f"bs={bs[2:]},nc={nc[2:]}", m)] = max(float(r[m]) for r in timed)
+        return out
+
+    noise = sweep_pair.diff(a, b).filter(pl.col("metric").is_in(metrics))
+    assert noise.height == 8 and set(noise["note"]) == {"identical"} and set(noise["verdict"]) == {"unchanged"}
+    df = sweep_pair.diff(a, c).filter(pl.col("metric").is_in(metrics))
+    want_a, want_c = peaks("a"), peaks("c")
+    assert df.height == 8
+    for r in df.iter_rows(named=True):
+        base, new = want_a[(r["key"], r["metric"])], want_c[(r["key"], r["metric"])]
+        assert (r["base"], r["new"]) == (base, new)
+        assert r["verdict"] == ("regressed" if new > 1.05 * base else "unchanged"), r
+    assert set(df.filter(pl.col("key").str.starts_with("bs=4"))["verdict"]) == {"regressed"}
+    said = [line for line in D.moved(sweep_pair.diff(a, c)) if line.startswith("Peak memory")]
+    assert len(said) == 1 and said[0].startswith(
+        "Peak memory: bs=4,nc=512 allocated (+12.8 %, regressed), reserved (+52.6 %, regressed); "), said
+
+
 def test_two_sweep_folders_compare_as_their_sweeps(tmp_path, sweep_pair, capsys):
     """`tracekit diff A/ C/` of the folders `tracekit sweep` writes: their run folders are
     ingested and each side is their sweep, the same rows as the sweeps compared by id; a
@@ -1343,7 +1376,7 @@ def test_two_sweep_folders_compare_as_their_sweeps(tmp_path, sweep_pair, capsys)
     assert cli_main(["--db", str(db), "diff", str(SWEEP_PAIR / "a"), str(SWEEP_PAIR / "c"), "-f", "csv"]) == 0
     by_folder = pl.read_csv(io.StringIO(capsys.readouterr().out))
     by_id = sweep_pair.diff(_sweep_id("a"), _sweep_id("c"))
-    assert by_folder.height == by_id.height == 8
+    assert by_folder.height == by_id.height == 16
     assert by_folder.select("key", "metric", "base", "new", "verdict").sort("key", "metric").rows() == \
         by_id.select("key", "metric", "base", "new", "verdict").sort("key", "metric").rows()
     before = store_state(db)
@@ -1371,7 +1404,7 @@ def test_files_ingested_in_threads_compare_as_one_after_another(tmp_path, capsys
         warnings.simplefilter("ignore", CaptureWarning)  # (a and c differ in setup: their attention)
         landed = []
         got = two.diff(a, c, workers=2, on_file=lambda *n: landed.append(n))
-        assert got.equals(one.diff(a, c)) and got.height == 8
+        assert got.equals(one.diff(a, c)) and got.height == 16
         assert landed == [(i, 8) for i in range(1, 9)]
         got = two.diff(nsys_a, nsys_b, workers=2)
         assert got.equals(one.diff(nsys_a, nsys_b)) and "regressed" in set(got["verdict"])
@@ -1419,6 +1452,7 @@ def test_a_run_folder_is_its_own_point_and_a_run_id_its_sweep(tmp_path, capsys):
         capsys.readouterr()
         assert cli_main(["--db", str(tmp_path / db), "diff", str(a), str(c), "-f", "csv"]) == 0
         df = pl.read_csv(io.StringIO(capsys.readouterr().out))
+        df = df.filter(pl.col("metric").str.starts_with("latency_"))
         assert df["key"].to_list() == ["bs=1,nc=128"] * 2 and set(df["verdict"]) == {"regressed"}, db
     with tracekit.open(tmp_path / "full.duckdb") as tk:
         one = tk.sql("SELECT run_id FROM runs WHERE name LIKE '%bs1-nc128%' ORDER BY run_id")["run_id"].to_list()
@@ -1544,6 +1578,7 @@ def test_a_lone_run_without_a_point_and_a_folder_of_one_run(tmp_path, capsys):
     shutil.move(str(runs[1]), one / "runs" / runs[1].name)
     assert cli_main(["--db", str(tmp_path / "s.duckdb"), "diff", str(runs[0]), str(one), "-f", "csv"]) == 0
     df = pl.read_csv(io.StringIO(capsys.readouterr().out))
+    df = df.filter(pl.col("metric").str.starts_with("latency_"))
     assert df["key"].to_list() == ["requests", "requests"] and set(df["verdict"]) == {"regressed"}
     # a run at a point against one without: compared, under one key
     with tracekit.open(tmp_path / "t.duckdb") as tk, warnings.catch_warnings():
@@ -1567,8 +1602,9 @@ def test_what_moved_in_a_sweep_counts_the_points_both_sides_have(tmp_path):
             df = tk.diff(large, _sweep_id("a"))
     changed = df.filter(pl.col("verdict").is_in(["regressed", "improved"]) & (pl.col("metric") == "latency_med_ms"))
     line = D.moved(df)
-    assert len(line) == 2 and line[0].endswith(f"({changed.height} of 4 shared points changed; 12 only in the base)")
+    assert len(line) == 3 and line[0].endswith(f"({changed.height} of 4 shared points changed; 12 only in the base)")
     assert line[1].startswith("Speedup of the median latency (base / new) over 4 shared points: ")
+    assert line[2].startswith("Peak memory: ")  # (the large preset's model against the medium one's)
     assert all(k in line[0] for k in changed["key"])
 
 

@@ -652,7 +652,7 @@ def limit(scope: str, metric: str, threshold: float, host_judged: bool) -> tuple
         return None
     if scope == "sweep" and metric.startswith("latency_p"):
         floor, noise = HOST_TAIL_NOISE_PCT, "the tail latency noise of identical captures"
-    elif scope == "sweep":
+    elif scope == "sweep" and metric.startswith("latency_"):
         floor, noise = HOST_NOISE_PCT, "the latency noise of identical captures"
     elif scope == "um":
         floor, noise = UM_NOISE_PCT, "the page-fault noise of identical captures"
@@ -1537,6 +1537,9 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
         launches.setdefault((side, key), {})[api] = (int(calls), float(med))
     metrics = [("latency_med_ms", "median", 1), ("latency_p95_ms", "p95", 1)]
     failed = {"base": _failed_points(con, base), "new": _failed_points(con, new)}  # (one query a side)
+    peaks: dict[str, list] = {}  # point -> [base's, new's] (allocated, reserved) peaks
+    for side, key, *peak in con.execute(points + _sql("sweep_memory"), params).fetchall():
+        peaks.setdefault(key, [None, None])[side] = peak
     rows: list[_Row] = []
     for r in df.iter_rows(named=True):
         # effect: the change of the point's median request latency, in ns like the others
@@ -1559,7 +1562,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
             if pace is not None:
                 pair = (runs.get((0, r["key"])), runs.get((1, r["key"])))
                 _with_the_host(con, stat, pace, pair, threshold)
-            rows += stat
+            rows += stat + _peak_rows(r["key"], peaks.get(r["key"], [None, None]), threshold, len(metrics))
     # a point whose capture failed in both sweeps: no latency either side, said rather than left out
     seen = set(df["key"].to_list())
     both = set(failed["base"]) & set(failed["new"])
@@ -1567,6 +1570,26 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
         for i, (metric, _kind, _direction) in enumerate(metrics):
             rows.append(_Row("sweep", key, metric, None, None, "unchanged", None,
                              "its capture failed in both sweeps", order=i))
+    return rows
+
+
+#: a sweep point's peak GPU memory (sweep_memory.sql), after its latency rows
+SWEEP_MEMORY = ("peak_mem_allocated_mb", "peak_mem_reserved_mb")
+
+
+def _peak_rows(key: str, sides: list, threshold: float, order: int) -> list[_Row]:
+    """A point's peak memory, base against new, where both runs recorded it: what a program
+    allocates does not move between captures of it (sweep_pair a and b, hstu_capture_pair's
+    base and base_again: the same peaks to the byte), so each value is exact and a change beyond
+    the threshold real, as the memory scope judges its bytes. More is worse; no time (effect 0)."""
+    rows = []
+    for i, metric in enumerate(SWEEP_MEMORY):
+        base, new = (None if s is None else s[i] for s in sides)
+        if base is None or new is None:
+            continue
+        verdict, note = _judge(base, new, threshold, 1, True, "")
+        pct = _pct(new - base, base)
+        rows.append(_Row("sweep", key, metric, base, new, verdict, None, note, pct, pct, 0.0, order + i))
     return rows
 
 
@@ -1920,7 +1943,8 @@ def changes_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
     return pl.concat([changed, rest]).sort("_i").drop("_i")
 
 
-_STAT = {"range_total_ns": "total", "range_med_ns": "median", "latency_med_ms": "median", "latency_p95_ms": "p95"}
+_STAT = {"range_total_ns": "total", "range_med_ns": "median", "latency_med_ms": "median", "latency_p95_ms": "p95",
+         "peak_mem_allocated_mb": "allocated", "peak_mem_reserved_mb": "reserved"}
 
 
 def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
@@ -2096,7 +2120,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     shared = [k for k in points.filter(~pl.col("verdict").is_in(["added", "removed"]))["key"].unique().to_list()
               if k not in failed]
     judged = {}
-    for r in changed.filter(pl.col("scope") == "sweep").iter_rows(named=True):
+    latency = changed.filter((pl.col("scope") == "sweep") & ~pl.col("metric").is_in(SWEEP_MEMORY))
+    for r in latency.iter_rows(named=True):
         if r["key"] in shared or r["key"] in failed:
             judged.setdefault(r["key"], []).append(r)
     if judged:
@@ -2119,6 +2144,14 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         lines.append("Request latency: " + "; ".join(parts) + (f" ({'; '.join(counts)})" if counts else ""))
         if (speedup := _speedup_line(points, shared)) is not None:
             lines.append(speedup)
+    memory: dict[str, list[dict]] = {}
+    for r in changed.filter((pl.col("scope") == "sweep") & pl.col("metric").is_in(SWEEP_MEMORY)).iter_rows(named=True):
+        memory.setdefault(r["key"], []).append(r)
+    if memory:  # (a point's largest change first)
+        order = sorted(memory, key=lambda k: -max(abs(val(r["delta_pct"]) or 0) for r in memory[k]))
+        lines.append("Peak memory: " + "; ".join(
+            (f"{k} " if k != "requests" else "") + ", ".join(f"{_STAT[r['metric']]} ({how(r)})" for r in memory[k])
+            for k in order[:top]) + (f"; and {len(order) - top} more" if len(order) > top else ""))
     # latencies held because the host's pace moved them: said, so that no one reads them as the code's
     paced = [r for r in points.iter_rows(named=True) if r["verdict"] == "unchanged" and held_by(r["note"]) == HOST_PACE_NOTE]
     if paced:
@@ -2168,6 +2201,8 @@ def _human(metric: str, v: float | None, other: float | None = None) -> str:
         return f"{v:,.0f} ns"
     if metric.endswith("_ms"):
         return f"{v:,.3f} ms"
+    if metric.endswith("_mb"):  # (requests.csv's memory peaks, in MB as PyTorch's allocator counts them)
+        return f"{v:,.1f} MB"
     if metric.endswith("_pct"):
         return f"{v:,.2f}%"
     if metric.endswith("_hz"):

@@ -118,3 +118,18 @@ def test_the_logs_spreadsheet_is_the_notebooks(tmp_path, capsys):
     assert grid[0][0] == "median latency, ms: tool none (rows bs, columns nc)"
     assert grid[1:] == [("bs \\ nc", 1024), (8, pytest.approx(np.median(lines), rel=1e-12))]
     assert wb["bs8"].max_row == 1 + len(lines)
+
+
+def test_a_run_folders_compressed_capture_log_is_not_read_as_a_benchmark_log(tmp_path):
+    """A run folder's capture.log holds the benchmark's lines; compressed (capture.log.xz),
+    it is still the capture's log, not a second timing file: the folder is the same run."""
+    import lzma
+
+    folder = shutil.copytree(PAIR / "base", tmp_path / "base")
+    (folder / "capture.log.xz").write_bytes(lzma.compress((folder / "capture.log").read_bytes()))
+    (folder / "capture.log").unlink()
+    with tracekit.open(tmp_path / "a.duckdb") as tk:
+        plain = tk.ingest(PAIR / "base")
+    with tracekit.open(tmp_path / "b.duckdb") as tk:
+        packed = tk.ingest(folder)
+    assert (packed.kind, packed.rows) == (plain.kind, plain.rows)

@@ -927,7 +927,7 @@ class Tracekit:
                 raise InputError(f"{meta_file}: 'name': {err}") from None
         found: dict[str, list[tuple[int, Path, object]]] = {}
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-            if f.name == "meta.json" or f.suffix in _ingest.NOT_READ_SUFFIXES:
+            if _ingest.not_read(f):
                 continue
             head = _ingest.head_of(f)
             mod = _ingest.plugin_for(f, head)

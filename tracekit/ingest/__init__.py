@@ -185,6 +185,12 @@ def file_hash(path: Path) -> str:
 NOT_READ_SUFFIXES = (".log", ".txt", ".json", ".nsys-rep", ".qdstrm", ".xlsx")
 
 
+def not_read(f: Path) -> bool:
+    """Whether a file of a run folder is one no plugin reads (``NOT_READ_SUFFIXES``), compressed
+    or not: a ``capture.log.xz`` holds the lines a benchmark log has, yet is not the run's."""
+    return f.name == "meta.json" or Path(uncompressed_name(f)).suffix in NOT_READ_SUFFIXES
+
+
 def run_folders(paths: list[Path]) -> list[Path]:
     """The inputs of one ingest command: each folder that is not a run folder (no meta.json:
     a sweep's folder, a folder of sweeps) stands for the run folders below it, in path order
@@ -257,7 +263,7 @@ def _left_nothing(folder: Path) -> str | None:
         return None  # (the store says what is wrong with it)
     status = meta.get("status") if isinstance(meta, dict) else None
     for f in folder.rglob("*"):
-        if not f.is_file() or f.name == "meta.json" or f.suffix in NOT_READ_SUFFIXES:
+        if not f.is_file() or not_read(f):
             continue
         if f.name != "requests.csv":
             return None

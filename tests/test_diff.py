@@ -1958,6 +1958,7 @@ def test_one_kernel_at_three_sizes_slower_at_each_is_regressed(shapes, capsys):
     assert dur["verdict"] == "regressed"
     moved = [100 * (y - x) / x for x, y in zip(a, slow, strict=True)]
     assert (dur["delta_pct_low"], dur["delta_pct_high"]) == pytest.approx((min(moved), max(moved)))
+    assert dur["note"].endswith(f"; launch by launch {min(moved):+.1f} to {max(moved):+.1f}%")  # (13-35 %, the table)
     assert by["dram_throughput_pct"]["verdict"] == "regressed"
     for metric in ("sm_throughput_pct", "achieved_flops_per_s"):
         assert by[metric]["delta_pct"] > 100 and by[metric]["verdict"] == "unchanged"

@@ -1518,6 +1518,9 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
             else:
                 low = _pct(min(vn) - max(vb), b) if b else None
                 high = _pct(max(vn) - min(vb), b) if b else None
+            if metric == "duration_ns" and verdict in ("regressed", "improved") and len(pairs) > 1 \
+                    and None not in moved:  # (a median over launches of several sizes hides how each moved)
+                note = _join(note, f"launch by launch {min(moved):+.1f} to {max(moved):+.1f}%")
             rows.append(_Row("ncu", key, metric, b, n, verdict, None, _join(how, launches, note), low, high, effect, i))
     return rows
 

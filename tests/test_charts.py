@@ -67,6 +67,13 @@ def test_roofline_chart_is_the_query(tk):
         and "Performance [FLOP/s]" in layer_titles
     )
     assert '"type": "log"' in layer_titles.replace('":"', '": "')
+    # the FP32 launches ran at three SM clocks: their ceiling is drawn at the highest, which the
+    # subtitle says (a launch at a lower clock reads further below it than its roof_pct)
+    fp32 = q.filter(pl.col("precision") == "fp32")["peak_fp32_flops_per_s"]
+    assert fp32.min() < 0.99 * fp32.max()
+    assert "where those differ, at the highest" in spec["title"]["subtitle"]
+    one = charts.roofline(q.filter(pl.col("kernel_id") == 0)).to_dict()
+    assert "where those differ" not in one["title"]["subtitle"]
 
 
 def test_roofline_chart_refuses_missing_metrics(tk):

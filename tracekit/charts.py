@@ -227,6 +227,7 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         ]
     }
     comp = []
+    clocks_differ = False  # (a ceiling drawn at the highest of its launches' clocks: above the others')
     for a, p, lab in _PRECISIONS:
         if a not in pts.columns or p not in pts.columns or not pts[p].max():
             continue
@@ -238,6 +239,8 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
             else pts[p].head(0)
         )
         comp.append((lab, own.max() if len(own.drop_nulls()) else pts[p].max()))
+        drawn_for = own.drop_nulls() if len(own.drop_nulls()) else pts[p].drop_nulls()
+        clocks_differ = clocks_differ or drawn_for.min() < 0.99 * drawn_for.max()
     ai_lo = min(pts["ai_dram"].min(), min(c / b for _, c in comp for _, b in mem)) / 4
     ai_hi = max(pts["ai_dram"].max(), max(c / b for _, c in comp for _, b in mem)) * 6
     top = max(c for _, c in comp)
@@ -403,7 +406,10 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         height=HEIGHT,
         title=alt.Title(
             "Roofline",
-            subtitle="one point per launch at its DRAM arithmetic intensity; ceilings at the measured clocks of the launches using them",
+            subtitle="one point per launch at its DRAM arithmetic intensity; ceilings at the measured clocks of the "
+            "launches using them" + ("; where those differ, at the highest: a launch at a lower clock sits further below "
+                                     "the line than its % of roof (tooltip), which is against its own clock's ceiling"
+                                     if clocks_differ else ""),
         ),
     )
 

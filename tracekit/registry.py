@@ -542,13 +542,17 @@ def check_traced(tk, label: str, run_id: int, tables: list[str] | tuple[str, ...
                          f"{retell(said)}")
 
 
-#: the span of a run's events: the first start and the last end of anything it traced
+#: the span of a run's events: the first start and the last end of anything it traced (the
+#: tables, not the views that name their rows: a span over 2 M kernels then takes milliseconds)
 _SPAN = """
 SELECT min(lo), max(hi) FROM (
-    SELECT min(start_ns) AS lo, max(end_ns) AS hi FROM api_calls WHERE run_id = $run
+    SELECT min(start_ns) AS lo, max(end_ns) AS hi FROM _api_calls WHERE run_id = $run
     UNION ALL SELECT min(start_ns), max(end_ns) FROM nvtx_ranges WHERE run_id = $run
     UNION ALL SELECT min(ts_ns), max(ts_ns) FROM nvtx_marks WHERE run_id = $run
-    UNION ALL SELECT min(start_ns), max(end_ns) FROM gpu_ops WHERE run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM _kernels WHERE run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM memcpy WHERE run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM memset WHERE run_id = $run
+    UNION ALL SELECT min(start_ns), max(end_ns) FROM graph_execs WHERE run_id = $run
     UNION ALL SELECT min(start_ns), max(end_ns) FROM osrt_calls WHERE $osrt AND run_id = $run
     UNION ALL SELECT min(start_ns), max(end_ns) FROM um_gpu_faults WHERE run_id = $run
     UNION ALL SELECT min(ts_ns), max(ts_ns) FROM um_cpu_faults WHERE run_id = $run

@@ -614,3 +614,37 @@ def test_names_of_the_same_words_in_another_order_are_told_apart_by_where_they_p
         assert len(set(labels)) == len(labels) and max(map(len, labels)) <= width
         assert not any("#" in lab for lab in labels), (width, labels)
     assert names.distinct_labels(ops, 16)[:2] == ["…Host-to-Device]", "…Device-to-Host]"]
+
+
+def test_escape_sequences_in_a_captures_names_are_shown_escaped(tmp_path, capsys):
+    """A kernel name and an NVTX range text holding terminal escapes (clear the screen,
+    retitle the window, an 8-bit CSI): a table shows them escaped, whatever the query or
+    command, so reading a capture cannot act on the terminal; CSV keeps the names as they are."""
+    import sqlite3
+
+    from conftest import NSYS_EXPORTS
+
+    from tracekit.ingest import materialized
+
+    export = tmp_path / "evil.sqlite"
+    with materialized(NSYS_EXPORTS["odd_nvtx"]) as src:
+        export.write_bytes(src.read_bytes())
+    kernel = "softmax_warp_forward\x1b]0;pwned\x07\x1b[2J\x9b31m"
+    with sqlite3.connect(export) as con:
+        (sid,) = con.execute("SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+                             "ON s.id = k.shortName WHERE s.value = 'softmax_warp_forward'").fetchone()
+        con.execute("UPDATE StringIds SET value = ? WHERE id = ?", (kernel, sid))
+        con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE text = 'deep'", ("deep\x1b[2J\x9b31m",))
+    db = str(tmp_path / "evil.duckdb")
+    assert _run(capsys, "--db", db, "ingest", str(export))[0] == 0
+    for args in (["query", "top-kernels"], ["query", "top-kernels", "--all-columns"], ["query", "nvtx-summary"],
+                 ["query", "kernels-by-nvtx", "--limit", "0"], ["query", "gpu-trace", "--limit", "0"],
+                 ["diff", "1", "1", "--by", "kernel", "--by", "nvtx", "--limit", "0"],
+                 ["sql", "SELECT name FROM kernels"]):
+        rc, out, err = _run(capsys, "--db", db, *args)
+        assert rc == 0, (args, err)
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", out + err), (args, out)
+    rc, out, _ = _run(capsys, "--db", db, "query", "nvtx-summary", "--columns", "range")
+    assert ":deep\\x1b[2J\\x9b31m" in out
+    rc, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "-f", "csv")
+    assert rc == 0 and kernel in out  # the data as the capture has it

@@ -327,7 +327,9 @@ def _text(v: Any) -> str:
             s = " ".join(f"{k}={json.dumps(x) if isinstance(x, dict | list) else x}" for k, x in obj.items())
         except (ValueError, AttributeError):
             pass
-    return s.replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    # one line, and nothing a terminal would act on (a capture's names are anyone's text:
+    # an escape sequence in a kernel or NVTX name must not clear the screen or retitle it)
+    return names.escape_controls(s.replace("\r", " ").replace("\n", " ").replace("\t", " "))
 
 
 # -- the table ----------------------------------------------------------------------
@@ -409,6 +411,7 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
     for i, (c, t) in enumerate(zip(rows.columns, rows.types, strict=True)):
         values = [r[i] for r in rows.rows]
         header, cells, is_num = format_column(c, t, values, units.get(c))
+        header = names.escape_controls(header)  # (an ad-hoc query's column can be named anything)
         cols.append((c, header, values, cells, is_num))
     footer = _footer(rows, more)
     if not cols:

@@ -258,6 +258,22 @@ def test_work_that_ends_before_it_starts_is_refused(tmp_path, table, reader):
     assert not (tmp_path / "s.duckdb").exists()
 
 
+def test_an_nvtx_range_without_a_thread_is_refused(tmp_path, reader):
+    """A push/pop range whose globalTid is NULL cannot be nested on its thread: a one-line
+    refusal naming the table and the first such row, not an internal error inside the
+    nesting; marks without a thread still ingest."""
+    msg = _refused(tmp_path, "UPDATE NVTX_EVENTS SET globalTid = NULL WHERE rowid = "
+                   "(SELECT min(rowid) FROM NVTX_EVENTS WHERE eventType = 59)")
+    assert "table NVTX_EVENTS: 1 range without a thread (globalTid NULL; the first: row " in msg
+    assert not (tmp_path / "s.duckdb").exists()
+    path = _plain(tmp_path, "odd_nvtx", "marks.sqlite")
+    with sqlite3.connect(path) as con:
+        assert con.execute("UPDATE NVTX_EVENTS SET globalTid = NULL WHERE eventType = 34").rowcount == 2
+    with tracekit.open(tmp_path / "marks.duckdb") as tk:
+        tk.ingest(path)
+        assert tk.sql("SELECT count(*) AS n FROM nvtx_marks")["n"][0] == 2
+
+
 def test_an_emptied_string_table_is_refused(tmp_path, reader):
     """Every kernel's name id dangling (StringIds emptied): refused, not every kernel
     ingested under one NULL name (it was DuckDB's binder error on the empty table)."""

@@ -32,7 +32,11 @@ from .columns import (
     ENUMS,
     GAP_TABLES,
     NVTX_COLUMNS,
+    NVTX_PUSHPOP,
     NVTX_REQUIRED,
+    NVTX_STARTEND,
+    NVTXT_PUSHPOP,
+    NVTXT_STARTEND,
     SPECS,
     empty,
     enums_joined,
@@ -181,6 +185,7 @@ def _read(export: Export, path: Path) -> Parsed:
     _check_sizes(path, raw)
     _number_memory_events(raw)
     _check_names(path, raw)
+    _check_nvtx_threads(path, raw)
     _cuda_gpus_only(raw)
 
     gpu_names = []
@@ -302,6 +307,26 @@ def _number_memory_events(raw: dict[str, pa.Table]) -> None:
     tbl = raw.get("gpu_memory")
     if tbl is not None:
         raw["gpu_memory"] = tbl.append_column("_tk_row", pa.array(np.arange(tbl.num_rows, dtype=np.int64)))
+
+
+def _check_nvtx_threads(path: Path, raw: dict[str, pa.Table]) -> None:
+    """An NVTX range opens on a thread (``globalTid``): push/pop ranges nest per thread, and
+    so do start/end ranges that end on the thread they started on. One without a thread
+    (and not ended on another) is a damaged export, refused rather than failing inside the
+    nesting; a mark or a domain's creation without one is kept."""
+    tbl = raw.get("nvtx")
+    if tbl is None or tbl.column("globalTid").null_count == 0:
+        return
+    kinds = pa.array([NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND], tbl.column("eventType").type)
+    bad = pc.and_(pc.is_null(tbl.column("globalTid")), pc.is_in(tbl.column("eventType"), value_set=kinds))
+    if "endGlobalTid" in tbl.column_names:
+        bad = pc.and_(bad, pc.is_null(tbl.column("endGlobalTid")))
+    n = pc.sum(bad).as_py() or 0
+    if n:
+        first = pc.index(bad, scalar(True)).as_py()
+        raise InputError(f"{path}: table NVTX_EVENTS: {n:,} range{'s' if n > 1 else ''} without a thread "
+                         f"(globalTid NULL; the first: row {first + 1:,}, start {tbl.column('start')[first].as_py()}); "
+                         "the export is corrupt")
 
 
 def _check_names(path: Path, raw: dict[str, pa.Table]) -> None:

@@ -170,6 +170,23 @@ def test_payloads_not_laid_out_as_their_schema_says_are_left_out(nsys_db, tmp_pa
         assert set(python["stack"]) <= set(whole["stack"]) and python["calls"].sum() == kept
 
 
+@pytest.mark.parametrize("edit", ["UPDATE NVTX_PAYLOAD_SCHEMAS SET domainId = NULL WHERE rowid = 1",
+                                  "UPDATE NVTX_PAYLOAD_SCHEMAS SET payloadSize = 'abc'",
+                                  "UPDATE NVTX_PAYLOAD_SCHEMA_ENTRIES SET offset = 'abc'"])
+def test_payload_schemas_holding_what_nsys_does_not_write_leave_the_python_stacks_out(tmp_path, edit):
+    """A payload schema row with a NULL or text where nsys writes integers (a damaged export):
+    the run ingests with a warning that the Python stacks were left out, not an internal error
+    (a TypeError, exit 1); a Python question of it then says it has none."""
+    export = edited_export(NSYS_EXPORTS["python_hot"], tmp_path / "odd.sqlite", edit)
+    with tracekit.open(tmp_path / "s.duckdb") as tk, pytest.warns(CaptureWarning, match=r"payload schemas "
+                                                                        r"\(NVTX_PAYLOAD_SCHEMAS\) hold values nsys"):
+        tk.ingest(export, name="odd")
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        assert tk.sql("SELECT count(*) FROM python_samples").item() == 0
+        with pytest.raises(QueryError, match=r"captured without Python sample tracing"):
+            tk.query("python-hotspots", run="odd")
+
+
 def test_a_question_the_run_cannot_answer_is_an_error(nsys_db):
     with pytest.raises(QueryError, match=r"api-stacks: .* captured without CUDA API backtrace tracing; capture with "
                                          r"nsys profile --cudabacktrace=all --sample=process-tree"):

@@ -80,6 +80,10 @@ def read(export: Export, path: Path, strings: pa.Table | None) -> Stacks | None:
         layouts = _layouts(export)
     except sqlite3.DatabaseError:
         layouts = {}
+    except (TypeError, ValueError):  # (a schema row with a NULL or text where nsys writes integers)
+        warnings.warn(CaptureWarning(f"{path}: the Python call stacks' payload schemas (NVTX_PAYLOAD_SCHEMAS) "
+                                     "hold values nsys does not write; the Python stacks left out"), stacklevel=3)
+        layouts = {}
     domains = {d: kind for d, (kind, _) in layouts.items()}
     if not domains:
         return None
@@ -132,6 +136,8 @@ def _layouts(export: Export) -> dict[int, tuple[str, Layout | None]]:
     named = {}
     for domain, schema, name in sq.execute("SELECT domainId, schemaId, name FROM NVTX_PAYLOAD_SCHEMAS"):
         if name in DOMAINS:
+            if not (isinstance(domain, int) and isinstance(schema, int)):
+                raise ValueError(f"domain {domain!r}, schema {schema!r}")
             named[domain] = (DOMAINS[name], schema)
     if not named:
         return {}

@@ -509,6 +509,21 @@ def test_nsys_rep_is_exported_with_nsys(tmp_path, plain_export, monkeypatch):
     assert proc.returncode == 2 and "nsys not found" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_an_empty_nsys_rep_is_an_empty_file_not_a_missing_nsys(tmp_path, monkeypatch, capsys):
+    """A zero-byte .nsys-rep (a copy that failed) says it is empty, as a zero-byte export does,
+    rather than asking for nsys, which could not export it either; nothing is created."""
+    from tracekit.cli import main as cli_main
+
+    rep = tmp_path / "capture.nsys-rep"
+    rep.write_bytes(b"")
+    monkeypatch.setenv("TRACEKIT_NSYS", str(tmp_path / "missing"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(rep)]) == 2
+    assert capsys.readouterr().err == f"tracekit: error: {rep}: empty file\n"
+    assert not db.exists()
+
+
 def test_nsys_rep_is_exported_with_its_nvtx_payloads_where_nsys_can(tmp_path, plain_export, monkeypatch):
     """The export asks for the NVTX payloads (--include-blobs: the Python stacks); an nsys that
     does not know the option (a stand-in that refuses it as nsys refuses an unknown one) exports

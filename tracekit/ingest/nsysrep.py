@@ -24,9 +24,12 @@ def export_if_needed(path: Path) -> Iterator[Path]:
         yield path
         return
     with open(path, "rb") as fh:
-        if fh.read(16).startswith(b"SQLite format 3"):
-            yield path
-            return
+        head = fh.read(16)
+    if not head:  # (not a reason to look for nsys: nothing could export it)
+        raise InputError(f"{path}: empty file")
+    if head.startswith(b"SQLite format 3"):
+        yield path
+        return
     from ..tools import find_tool
 
     try:

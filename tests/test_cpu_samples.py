@@ -184,6 +184,32 @@ def test_stacks_are_folded_from_the_outermost_caller(nsys_db, tmp_path):
     assert sum(int(n) for _, n in lines) == asked["samples"].sum() == res.samples and len(lines) == res.stacks
 
 
+def test_a_line_break_in_a_function_name_cannot_add_a_stack_to_the_folded_file(tmp_path):
+    """A function name holding a line break and digits ('evil\\nfunc 99'): the folded file still
+    has one `STACK COUNT` line per stack, each count the samples', never a stack the name made up;
+    the break reads as a space (cpu-stacks keeps the name as the capture has it)."""
+    from tracekit.ingest import materialized
+
+    export = tmp_path / "hot.sqlite"
+    with materialized(NSYS_EXPORTS["cpu_hot"]) as src:
+        export.write_bytes(src.read_bytes())
+    with sqlite3.connect(export) as con:
+        con.execute("UPDATE StringIds SET value = 'evil' || char(10) || 'func 99' || char(13) || char(8232) || 'x' "
+                    "WHERE value = 'prepare_batch(float)'")
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(export, name="hot")
+        asked = tk.query("cpu-stacks", run="hot", limit=0)
+        assert asked["stack"].str.contains("evil\nfunc 99\r\u2028x", literal=True).any()
+        out = tmp_path / "hot.folded"
+        res = export_stacks(tk, out, run="hot")
+    text = out.read_text()
+    lines = text.split("\n")[:-1]
+    assert len(lines) == asked.height == res.stacks and text.splitlines() == lines
+    assert all(n.isdigit() for n in (ln.rsplit(" ", 1)[1] for ln in lines))
+    assert sum(int(ln.rsplit(" ", 1)[1]) for ln in lines) == asked["samples"].sum()
+    assert any(";evil func 99  x" in ln for ln in lines)
+
+
 @pytest.mark.parametrize("params, message", [
     ({"thread": "nope"}, "no CPU sample of the run is of a thread 'nope'"),
     ({"range": "nope"}, "the run has no NVTX range named 'nope'"),

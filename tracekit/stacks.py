@@ -11,8 +11,13 @@ through ``write_output`` (a temporary file renamed into place, never over the st
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+#: what ends a line for the tools that read the file (Python's str.splitlines: \v, \f, \x1c-\x1e,
+#: \x85, \u2028, \u2029 too)
+_LINE_BREAKS = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 
 @dataclass
@@ -37,7 +42,9 @@ def export_stacks(tk, path: str | os.PathLike, run: str | int | None = None, thr
     def write_file(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
             for stack, samples in zip(df["stack"], df["samples"], strict=True):
-                fh.write(f"{stack} {samples}\n")
+                # one stack a line: a line break in a function's name (anyone's text) would
+                # start a stack of its own, with a count of its choosing
+                fh.write(f"{_LINE_BREAKS.sub(' ', stack)} {samples}\n")
 
     write_output(path, write_file, tk.path)
     return StacksResult(run_id, df.height, int(df["samples"].sum()))

@@ -805,6 +805,31 @@ def test_default_ingest_memory_limit(monkeypatch):
     assert ingest_memory_limit() == "3GB"
 
 
+@pytest.mark.parametrize("workers", [None, 2], ids=["serial", "threads"])
+@pytest.mark.parametrize("setting", ["-5GB", " -1"])
+def test_a_negative_memory_limit_is_a_bad_value_not_no_limit(tmp_path, monkeypatch, capsys, setting, workers):
+    """DuckDB reads a negative memory_limit as no limit at all: TRACEKIT_MEMORY_LIMIT=-5GB ingested
+    with none. It is a one-line error naming the setting, and the store is left as it was."""
+    from conftest import store_state
+
+    from tracekit.cli import main
+
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(NSYS_EXPORTS["odd_nvtx"])
+    before = store_state(db)
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", setting)
+    capsys.readouterr()
+    assert main(["--db", str(db), "ingest", str(NSYS_EXPORTS["multithread"]), str(NSYS_EXPORTS["memops"]),
+                 *(["--workers", str(workers)] if workers else [])]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"tracekit: error: TRACEKIT_MEMORY_LIMIT={setting!r}: a memory limit is a size of 0 or more "
+                   "(e.g. 4GB); unset it for half the machine's memory\n")
+    assert store_state(db) == before
+    new = tmp_path / "new.duckdb"
+    assert main(["--db", str(new), "ingest", str(NSYS_EXPORTS["multithread"])]) == 2 and not new.exists()
+
+
 def test_memory_limit_is_a_budget_of_the_whole_process():
     """TRACEKIT_MEMORY_LIMIT bounds the process: DuckDB is given the budget less the
     process's other resident memory (at least DUCKDB_FLOOR), and while rows are written

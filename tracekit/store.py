@@ -83,6 +83,9 @@ def ingest_memory_limit() -> str:
     refused before it writes anything, with the setting it needs."""
     limit = os.environ.get("TRACEKIT_MEMORY_LIMIT")
     if limit:
+        if limit.strip().startswith("-"):  # (DuckDB would read a negative limit as none at all)
+            raise TracekitError(f"TRACEKIT_MEMORY_LIMIT={limit!r}: a memory limit is a size of 0 or more "
+                                "(e.g. 4GB); unset it for half the machine's memory")
         return limit
     import psutil
 

@@ -507,3 +507,24 @@ def test_a_writer_that_fails_lets_go_of_the_lock(tmp_path, monkeypatch):
         assert dataset._HELD == {} and not (ds / dataset.LOCK_FILE).exists(), attr
     with tracekit.open(ds) as tk:
         assert tk.ingest(NSYS_EXPORTS["nccl"]).run_id == 2
+
+
+def test_a_run_whose_file_of_a_table_is_gone_is_an_error_not_an_empty_answer(tmp_path, capsys):
+    """Every run has a file of every table (an empty one where it has no rows): a dataset copied
+    in part, one run's kernels file lost, is refused in one line naming the run and the file,
+    not read as a run that launched no kernel (top-kernels: "no rows")."""
+    store = tmp_path / "s.duckdb"
+    with tracekit.open(store) as tk:
+        tk.ingest(NSYS_EXPORTS["odd_nvtx"], name="odd")
+        tk.ingest(NSYS_EXPORTS["multithread"], name="multi")
+    ds = tmp_path / "ds"
+    assert main(["--db", str(store), "export", "parquet", "-o", str(ds)]) == 0
+    capsys.readouterr()
+    (ds / "_kernels" / "run_id=1" / "part-0.parquet").unlink()
+    for args in (["query", "top-kernels", "--run", "odd"], ["query", "top-kernels", "--run", "multi"], ["runs"]):
+        assert main(["--db", str(ds), *args]) == 2
+        _one_error_line(capsys, f"{ds}: dataset lacks run 1's file of table _kernels "
+                                f"({ds.resolve()}/_kernels/run_id=1/part-0.parquet)")
+    shutil.rmtree(ds / "_kernels" / "run_id=1")
+    assert main(["--db", str(ds), "query", "top-kernels", "--run", "odd"]) == 2
+    _one_error_line(capsys, "dataset lacks run 1's file of table _kernels")

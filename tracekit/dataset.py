@@ -259,6 +259,11 @@ class Dataset(Tracekit):
             if runs and not parts and table in schema():
                 raise InputError(f"{self.path}: dataset lacks table {table} ({root / table}/run_id=N/{PART}); "
                                  "export it again")
+            if table in schema() and len(parts) < runs:  # (every run has a file of every table, an empty
+                # one where it has no rows: one gone, its run would answer as if it had none)
+                lost = min(listed - {r for r, _ in parts})
+                raise InputError(f"{self.path}: dataset lacks run {lost}'s file of table {table} "
+                                 f"({root / table}/run_id={lost}/{PART}); copy the dataset again or export it again")
             files[table] = [p for _, p in parts] if runs else []
         return files
 

@@ -332,6 +332,22 @@ def test_control_characters_of_a_name_are_escaped_in_the_error(small_store, caps
     assert "no run 'a\\nb'" in one_error_line(capsys)
 
 
+def test_control_characters_of_an_output_name_are_escaped_in_the_wrote_line(small_store, capsys, tmp_path):
+    """-o FILE named with a newline and a terminal escape (a name made from a capture's): the
+    file is written under its name, and the line that says so is one line, shown escaped."""
+    for args, name in ((["query", "top-kernels", "--run", "1"], "k\nx\x1b[2J.csv"),
+                       (["export", "parquet"], "ds\x1b]0;t\x07"),
+                       (["export", "trace", "--run", "1"], "t\r\x1b]0;x\x07.json")):
+        out = tmp_path / name
+        capsys.readouterr()
+        assert cli_main(["--db", str(small_store), *args, "-o", str(out)]) == 0
+        said = capsys.readouterr()
+        assert out.exists() and said.err == ""
+        assert said.out.startswith("wrote ")
+        assert said.out.count("\n") == 1 and not any(c in said.out for c in "\x1b\r\x07"), said.out
+        assert f"{tmp_path}/{name.encode('unicode_escape').decode()}" in said.out, said.out
+
+
 @pytest.mark.parametrize("workers", [[], ["--workers", "2"]])
 def test_an_ingest_whose_every_file_failed_says_nothing_landed(tmp_path, capsys, workers):
     """Two files, neither a profile: an error line each, then one that says none landed (not

@@ -193,7 +193,7 @@ def _wrote(out: Path, line: str) -> None:
     ``/dev/stdout``, a pipe), so that it does not end up in the data."""
     from .outputs import is_stream
 
-    typer.echo(line, err=is_stream(out))
+    typer.echo(escape_controls(line), err=is_stream(out))  # (a file's name, a range's: one line, shown)
 
 
 def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
@@ -1031,7 +1031,7 @@ def export_parquet(
         if str(out) == "-":
             raise ParamError("-o -: a dataset is a folder of files, not a stream; name a new or empty folder")
         ids = dataset.export(tk, out, run)
-    typer.echo(f"wrote {out}: {len(ids)} run{'s' if len(ids) != 1 else ''}")
+    typer.echo(escape_controls(f"wrote {out}: {len(ids)} run{'s' if len(ids) != 1 else ''}"))
 
 
 bench_app = typer.Typer(help="Benchmarks of the HSTU kernels (needs torch; a GPU for real figures).")

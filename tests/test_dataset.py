@@ -528,3 +528,30 @@ def test_a_run_whose_file_of_a_table_is_gone_is_an_error_not_an_empty_answer(tmp
     shutil.rmtree(ds / "_kernels" / "run_id=1")
     assert main(["--db", str(ds), "query", "top-kernels", "--run", "odd"]) == 2
     _one_error_line(capsys, "dataset lacks run 1's file of table _kernels")
+
+
+def test_a_dataset_in_a_folder_whose_name_reads_as_a_pattern(tmp_path, capsys, monkeypatch):
+    """A dataset folder named with '[' or '?' (DuckDB reads those in a path as a pattern): export
+    into it, ingest into it (a file it holds already is that run) and read it as any other; an
+    export that fails leaves no folder, or the empty folder it was given."""
+    store = tmp_path / "s.duckdb"
+    with tracekit.open(store) as tk:
+        tk.ingest(NSYS_EXPORTS["odd_nvtx"], name="odd")
+    for name in ("ds[1]", "ds?x"):
+        ds = tmp_path / name
+        assert main(["--db", str(store), "export", "parquet", "-o", str(ds)]) == 0
+        assert main(["--db", str(ds), "ingest", str(NSYS_EXPORTS["odd_nvtx"])]) == 0
+        assert "already ingested as run 1 (odd)" in capsys.readouterr().out
+        assert main(["--db", str(ds), "ingest", str(NSYS_EXPORTS["multithread"])]) == 0
+        assert main(["--db", str(ds), "query", "top-kernels", "--run", "2", "-f", "csv"]) == 0
+        assert capsys.readouterr().out.count("\n") > 2
+
+    def fail(*args, **kwargs):
+        raise tracekit.InputError("stopped")
+
+    monkeypatch.setattr(dataset, "write_run", fail)
+    assert main(["--db", str(store), "export", "parquet", "-o", str(tmp_path / "new")]) == 2
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()
+    assert main(["--db", str(store), "export", "parquet", "-o", str(tmp_path / "empty")]) == 2
+    assert list((tmp_path / "empty").iterdir()) == []

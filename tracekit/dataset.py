@@ -435,6 +435,11 @@ def last_run_id(con, path: Path) -> int:
         "WHERE key = 'last_run_id'))").fetchall()[0][0]
 
 
+def _file_list(files: list[Path]) -> str:
+    """SQL of a list of files for read_parquet: each named, never a pattern (a path may hold '[')."""
+    return "[" + ", ".join(f"'{_q(f)}'" for f in files) + "]"
+
+
 def _check_new(path: Path) -> None:
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         what = "a file" if not path.is_dir() else "a folder that is not empty"
@@ -545,8 +550,9 @@ class DatasetDestination:
         """SQL of (run_id, content hash) for every run and every file of a run folder's run."""
         runs = f"read_parquet('{_q(self.ds.path / RUNS_FILE)}')"
         sql = f"SELECT run_id, source_hash AS h FROM {runs} WHERE source_hash IS NOT NULL"
-        if any((self.ds.path / "run_sources").glob(f"run_id=*/{PART}")):
-            sql += (f" UNION ALL SELECT run_id, content_hash FROM read_parquet('{_q(self.ds.path)}/run_sources/*/*.parquet', "
+        files = sorted((self.ds.path / "run_sources").glob(f"run_id=*/{PART}"))
+        if files:  # (listed here: DuckDB would read a '[' or '?' in the dataset's own path as a pattern)
+            sql += (f" UNION ALL SELECT run_id, content_hash FROM read_parquet({_file_list(files)}, "
                     "hive_partitioning = true, hive_types = {'run_id': 'INTEGER'}) WHERE content_hash IS NOT NULL")
         return sql
 
@@ -672,6 +678,7 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
             con.close()
             raise InputError(f"{tk.path}: cannot read the store ({str(err).splitlines()[0]})") from err
     catalog = catalog or con.execute("SELECT current_database()").fetchall()[0][0]
+    existed = dest.is_dir()
     try:
         create(dest)
     except BaseException:
@@ -686,9 +693,20 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
         for table_dir in sorted(p for p in tmp.iterdir() if p.name != "runs"):
             os.replace(table_dir, dest / table_dir.name)
         if ids:
-            con.execute(f"COPY (SELECT * FROM read_parquet('{_q(runs_dir)}/*/*.parquet', hive_partitioning = false) "
-                        "ORDER BY run_id) "
+            rows = _file_list(sorted(runs_dir.glob(f"run_id=*/{PART}")))
+            con.execute(f"COPY (SELECT * FROM read_parquet({rows}, hive_partitioning = false) ORDER BY run_id) "
                         f"TO '{_q(dest / RUNS_FILE)}' (FORMAT parquet)")
+    except BaseException:  # the folder as it was, new or empty: no dataset of tables without their runs
+        shutil.rmtree(tmp, ignore_errors=True)
+        for p in list(dest.iterdir()) if dest.is_dir() else []:
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+        if not existed:
+            with contextlib.suppress(OSError):
+                dest.rmdir()
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if own:

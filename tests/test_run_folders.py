@@ -396,3 +396,19 @@ def test_a_sweep_of_failed_points_fails_alone_and_warns_once(tmp_path, capsys):
     assert sum("not ingested: the capture's status is 'failed' (killed)" in x for x in lines) == 2, lines
     assert f"tracekit: error: {sweep}: not a run folder (no meta.json); its 2 run folders hold no timed request or " \
            "profile: captures that failed (each capture.log says why; capture again) or runs under --tool none" in lines
+
+
+def test_a_requests_csv_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """A run folder's requests.csv saved again by a spreadsheet or a Windows editor starts with
+    a UTF-8 byte order mark: it is the same requests, not 'not the requests CSV tracekit
+    capture writes'."""
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "hstu_capture_nsys", run)
+    plain = (run / "requests.csv").read_bytes()
+    (run / "requests.csv").write_bytes(b"\xef\xbb\xbf" + plain)
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(run)
+        got = tk.sql("SELECT * FROM requests ORDER BY request_idx")
+    with tracekit.open(tmp_path / "plain.duckdb") as tk:
+        tk.ingest(DATA / "hstu_capture_nsys")
+        assert got.equals(tk.sql("SELECT * FROM requests ORDER BY request_idx")) and got.height > 30

@@ -28,7 +28,8 @@ COLUMNS = {
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    first = head.split(b"\n", 1)[0].strip().decode("utf-8", "replace")
+    # (a UTF-8 byte order mark first: the file saved again by a spreadsheet or a Windows editor)
+    first = head.removeprefix(b"\xef\xbb\xbf").split(b"\n", 1)[0].strip().decode("utf-8", "replace")
     return first.split(",")[:3] == ["request_idx", "phase", "bs"]
 
 

@@ -172,7 +172,9 @@ def test_payloads_not_laid_out_as_their_schema_says_are_left_out(nsys_db, tmp_pa
 
 @pytest.mark.parametrize("edit", ["UPDATE NVTX_PAYLOAD_SCHEMAS SET domainId = NULL WHERE rowid = 1",
                                   "UPDATE NVTX_PAYLOAD_SCHEMAS SET payloadSize = 'abc'",
-                                  "UPDATE NVTX_PAYLOAD_SCHEMA_ENTRIES SET offset = 'abc'"])
+                                  "UPDATE NVTX_PAYLOAD_SCHEMA_ENTRIES SET offset = 'abc'",
+                                  "UPDATE NVTX_PAYLOAD_ENUMS SET size = NULL",
+                                  "UPDATE NVTX_PAYLOAD_SCHEMA_ENTRIES SET offset = 'abc' WHERE name = 'Frames'"])
 def test_payload_schemas_holding_what_nsys_does_not_write_leave_the_python_stacks_out(tmp_path, edit):
     """A payload schema row with a NULL or text where nsys writes integers (a damaged export):
     the run ingests with a warning that the Python stacks were left out, not an internal error

@@ -158,16 +158,22 @@ def _layouts(export: Export) -> dict[int, tuple[str, Layout | None]]:
     def field(domain: int, schema: int, name: str) -> Field | None:
         typ, offset, _ = entries.get((domain, schema), {}).get(name, (None, 0, None))
         if typ in _SIZES:
-            return Field(offset, _SIZES[typ], typ in _SIGNED)
-        if (domain, typ) in enum_sizes:  # (an enum of the domain: its values are unsigned)
-            return Field(offset, enum_sizes[(domain, typ)], False)
-        return None
+            size, signed = _SIZES[typ], typ in _SIGNED
+        elif (domain, typ) in enum_sizes:  # (an enum of the domain: its values are unsigned)
+            size, signed = enum_sizes[(domain, typ)], False
+        else:
+            return None
+        if not (isinstance(offset, int) and isinstance(size, int)):  # (read: the schemas hold what nsys writes)
+            raise ValueError(f"{name}: offset {offset!r}, size {size!r}")
+        return Field(offset, size, signed)
 
     out: dict[int, tuple[str, Layout | None]] = {}
     for domain, (kind, schema) in named.items():
         top = entries.get((domain, schema), {})
         frames = top.get("Frames")
         frame_schema = frames[0] if frames else None
+        if frames and not isinstance(frames[1], int):
+            raise ValueError(f"Frames: offset {frames[1]!r}")
         parts = (field(domain, schema, "Thread state"), field(domain, schema, "Frames count"),
                  *(field(domain, frame_schema, n) for n in ("Function", "File", "Line")))
         size = sizes.get((domain, frame_schema))

@@ -100,6 +100,8 @@ def short_name(name: str | None, width: int = 48) -> str:
 def escape_controls(text: str) -> str:
     """``text`` with its unprintable characters escaped as Python writes them (``\\n``,
     ``\\x1b``): it stays one line, and cannot move a terminal's cursor or change its colours."""
+    if text.isprintable():  # (the common case, checked in one call: a table escapes every cell)
+        return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 

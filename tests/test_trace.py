@@ -589,6 +589,7 @@ def test_cli(tk, tmp_path, capsys):
         (["--run", "hstu", "--from", "1", "--to", "1,000"], "--from 1 --to 1000 (ns) is outside run "),
         (["--run", "hstu", "--from", "12.5"], "Invalid value for '--from': '12.5' is not a whole number of ns"),
         (["--run", "hstu", "--from", "12,10,0481"], "'12,10,0481' is not a whole number of ns"),
+        (["--run", "hstu", "--from", "\u0661\u0662\u0663"], "is not a whole number of ns"),  # (digits 0-9 only)
     ]:
         bad = tmp_path / "bad.json.gz"
         assert cli_main(["--db", db, "export", "trace", *args, "-o", str(bad)]) == 2, args

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-_WHOLE = re.compile(r"[-+]?(\d+|\d{1,3}(,\d{3})+|\d+(_\d+)+)")
+_WHOLE = re.compile(r"[-+]?(\d+|\d{1,3}(,\d{3})+|\d+(_\d+)+)", re.ASCII)  # (0-9 only: not ١٢٣)
 
 
 def whole_number(text: str) -> int:

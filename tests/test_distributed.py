@@ -96,17 +96,26 @@ def _point_folder(folder: Path, export: str, requests_of: int = 0) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("how", ["direct", "staged", "threads"])
+@pytest.mark.parametrize("how", ["direct", "staged", "threads", "dataset"])
 def test_a_run_folder_is_another_folders_run_only_where_it_holds_nothing_else(tmp_path, how):
-    """A folder that grew (an export added beside its requests) takes its earlier run's
-    place; a copy of a folder is its run; two folders that share requests.csv but not the
-    export are two runs, in every way of ingesting them."""
+    """A folder that grew (an export added beside its requests) takes its earlier run's place,
+    and the run of that export ingested alone is removed (one capture, one run); a folder that
+    shares requests.csv with it but not the export is a run of its own; a copy of either is its
+    run, whatever run holds its requests first. A dataset does not rewrite runs: the grown
+    folder is its earlier run, with a warning."""
+    import warnings
+
+    from tracekit.errors import CaptureWarning
+
     grown = _point_folder(tmp_path / "grown", "")
     twin = _point_folder(tmp_path / "twin", "nsys_cpu_only_again")
-    tk = tracekit.open(tmp_path / f"{how}.duckdb")
+    export = DATA / "nsys_cpu_only" / "export.sqlite.xz"
+    if how == "dataset":
+        (tmp_path / "ds").mkdir()
+    tk = tracekit.open(tmp_path / ("ds" if how == "dataset" else f"{how}.duckdb"))
 
     def ingest(f):
-        if how == "direct":
+        if how in ("direct", "dataset"):
             return tk.ingest(f)
         if how == "staged":
             return _stage_land(tk, f)
@@ -116,20 +125,36 @@ def test_a_run_folder_is_another_folders_run_only_where_it_holds_nothing_else(tm
 
     first = ingest(grown)
     assert not first.skipped and first.kind == "timing"
-    (grown / "export.sqlite.xz").write_bytes((DATA / "nsys_cpu_only" / "export.sqlite.xz").read_bytes())
-    again = ingest(grown)
-    assert (again.skipped, again.replaced, again.run_id, again.name) == (False, first.run_id, first.run_id,
-                                                                         first.name)
-    assert again.kind == "nsys,timing" and again.rows["requests"] > 0
-    copy = shutil.copytree(grown, tmp_path / "copy")
-    (copy / "meta.json").write_text((copy / "meta.json").read_text().replace('"params"', '"note": "x", "params"'))
-    assert ingest(copy).run_id == first.run_id and ingest(copy).skipped
-    other = ingest(twin)  # the same requests.csv, another capture's export
-    assert not other.skipped and other.replaced is None and other.run_id != first.run_id
-    runs = tk.sql("SELECT run_id, kind FROM runs ORDER BY run_id").rows()
-    assert runs == [(first.run_id, "nsys,timing"), (other.run_id, "nsys,timing")]
-    kernels = tk.sql("SELECT run_id, count(*) AS n FROM nvtx_ranges GROUP BY ALL ORDER BY run_id").rows()
-    assert [r[0] for r in kernels] == [first.run_id, other.run_id], kernels
+    alone = ingest(export)
+    assert not alone.skipped
+    (grown / "export.sqlite.xz").write_bytes(export.read_bytes())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = ingest(grown)
+    if how == "dataset":
+        assert (again.skipped, again.run_id) == (True, first.run_id)
+        assert [str(w.message) for w in caught if w.category is CaptureWarning] == [
+            f"{grown}: holds the capture of run {first.run_id} ({first.name}) and what that run lacks (files beside "
+            "it, its meta.json's parameters); a dataset's runs are not rewritten, so the rest is not added (a DuckDB "
+            "store replaces the run by the folder's: ingest into a store, then export the dataset again)"]
+    else:
+        assert (again.skipped, again.replaced, again.absorbed, again.run_id, again.name) == (
+            False, first.run_id, (alone.run_id,), first.run_id, first.name)
+        assert again.kind == "nsys,timing" and again.rows["requests"] > 0 and not caught
+    other = ingest(twin)  # the same requests.csv as the grown folder, another capture's export
+    assert not other.skipped and other.replaced is None and other.run_id > first.run_id
+    for folder, run in ((twin, other), (grown, first)):  # a copy, its meta.json edited: the same run
+        copy = shutil.copytree(folder, tmp_path / f"copy-{folder.name}")
+        (copy / "meta.json").write_text((copy / "meta.json").read_text().replace('"params"', '"note": "x", "params"'))
+        if how == "dataset" and folder == grown:  # (the dataset's run of grown lacks the export: a run of its own)
+            continue
+        got = ingest(copy)
+        assert (got.skipped, got.run_id) == (True, run.run_id), folder
+    if how != "dataset":
+        runs = tk.sql("SELECT run_id, kind FROM runs ORDER BY run_id").rows()
+        assert runs == [(first.run_id, "nsys,timing"), (other.run_id, "nsys,timing")]
+        ranges = tk.sql("SELECT run_id, count(*) AS n FROM nvtx_ranges GROUP BY ALL ORDER BY run_id").rows()
+        assert [r[0] for r in ranges] == [first.run_id, other.run_id], ranges
     tk.close()
 
 def test_prepare_skips_a_known_hash_without_parsing(tmp_path, monkeypatch):

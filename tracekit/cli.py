@@ -433,6 +433,10 @@ def _echo_result(f, res) -> None:
         return
     n = sum(res.rows.values())
     replaced = ", in place of the same capture ingested before" if res.replaced else ""
+    if res.absorbed:  # (its export ingested alone as well: one capture, one run)
+        many = len(res.absorbed) > 1
+        replaced += (f"; run{'s' if many else ''} {', '.join(map(str, res.absorbed))}, of the same capture, "
+                     f"{'are' if many else 'is'} removed")
     typer.echo(f"{f}: run {res.run_id} ({res.name}, {res.kind}): {n:,} rows{replaced}")
     if res.status not in (None, "ok"):  # a capture that failed or was stopped still lands: say so
         why = f" ({escape_controls(res.error)})" if res.error else ""

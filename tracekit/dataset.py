@@ -32,12 +32,13 @@ import contextlib
 import os
 import shutil
 import tempfile
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
 import duckdb
 
-from .errors import InputError, Interrupted, TracekitError, expect
+from .errors import CaptureWarning, InputError, Interrupted, TracekitError, expect
 from .interrupts import SigintWatch, interruptible
 from .names import check_run_name
 from .store import (
@@ -563,34 +564,55 @@ class DatasetDestination:
         finally:
             con.close()
 
-    def _holding(self, digests: list[str]) -> list[tuple]:
-        """(run_id, name, kind, source_path) of the first run holding one of ``digests``."""
+    def _holders(self, digests: list[str]) -> dict[str, list[tuple[IngestResult, bool]]]:
+        """For each of ``digests``, every run holding it by id: (the run, whether it is that
+        file ingested alone), as ``Tracekit._holders`` gives them."""
         con = duckdb.connect()
         try:
-            return con.execute(f"SELECT r.run_id, r.name, r.kind, r.source_path FROM ({self._held()}) s "
-                               f"JOIN read_parquet('{_q(self.ds.path / RUNS_FILE)}') r USING (run_id) "
-                               "WHERE s.h IN (SELECT unnest($d)) ORDER BY r.run_id LIMIT 1",
+            rows = con.execute(f"SELECT DISTINCT s.h, r.run_id, r.name, r.kind, r.source_path, r.source_hash = s.h "
+                               f"FROM ({self._held()}) s JOIN read_parquet('{_q(self.ds.path / RUNS_FILE)}') r "
+                               "USING (run_id) WHERE s.h IN (SELECT unnest($d)) ORDER BY r.run_id",
                                {"d": digests}).fetchall()
         finally:
             con.close()
+        out: dict[str, list[tuple[IngestResult, bool]]] = {h: [] for h in digests}
+        for h, *run, alone in rows:
+            out[h].append((IngestResult(*run, True, {}, digest=h), bool(alone)))
+        return out
 
     def land(self, part: _Part) -> IngestResult:
         """Move the part's files into the dataset. A source the dataset holds already
-        (alone, or in a run folder's run) is that run; so is a run folder one of whose
-        files the dataset holds as a run of its own (a dataset's runs are not rewritten:
-        a DuckDB store would replace that run by the folder's). A new run's name is
-        settled here (``Tracekit.default_name``)."""
-        hashes = [part.digest] if part.digest is not None else []
+        (alone, or in a run folder's run) is that run, and a run folder is placed as in a
+        store (``store.place_folder``), except that a dataset's runs are not rewritten: a
+        folder that would take the place of the same capture's earlier run (its export
+        ingested alone, the folder before it grew) is that run, with a warning that its
+        other files are not added. A new run's name is settled here
+        (``Tracekit.default_name``)."""
+        from .store import place_folder
+
+        found, hashes = None, []
         if part.folder is not None and (src := part.folder / "run_sources" / f"run_id={part.run_id}" / PART).exists():
             con = duckdb.connect()
             try:
-                hashes += [r[0] for r in con.execute(f"SELECT content_hash FROM read_parquet('{_q(src)}') "
-                                                     "WHERE content_hash IS NOT NULL").fetchall()]
+                hashes = [r[0] for r in con.execute(f"SELECT content_hash FROM read_parquet('{_q(src)}') "
+                                                    "WHERE content_hash IS NOT NULL").fetchall()]
             finally:
                 con.close()
-        if hashes and (hit := self._holding(hashes)):
+        held = self._holders([part.digest, *hashes] if part.digest is not None else hashes)
+        if part.digest is not None and held[part.digest]:  # this very content
+            found = held[part.digest][0][0]
+        elif hashes:
+            found, earlier = place_folder(str(Path(part.source).resolve()), {h: held[h] for h in hashes})
+            if found is None and earlier:
+                found = earlier[0]
+                warnings.warn(CaptureWarning(
+                    f"{part.source}: holds the capture of run {found.run_id} ({found.name}) and what that run lacks "
+                    "(files beside it, its meta.json's parameters); a dataset's runs are not rewritten, so the rest is "
+                    "not added (a DuckDB store replaces the run by the folder's: ingest into a store, then export the "
+                    "dataset again)"), stacklevel=2)
+        if found is not None:
             part.discard()
-            found = IngestResult(*hit[0], True, {}, digest=part.digest)
+            found.digest = part.digest
             if part.asked_name is not None and part.asked_name != found.name:  # renamed, as in a store
                 self.ds.rename_run(found.run_id, part.asked_name)
                 found.renamed_from, found.name = found.name, part.asked_name

@@ -120,22 +120,24 @@ def land(tk: Tracekit, staged: Staged) -> IngestResult:
     alias = "_tk_stage"
     con.execute(f"ATTACH '{_sql_path(staged.db)}' AS {alias} (READ_ONLY)")
     try:
-        replace, name = None, None
+        replace, absorbs, name = None, (), None
         hashes = [h for (h,) in con.execute(f"SELECT content_hash FROM {alias}.run_sources ORDER BY rowid").fetchall()]
         same, earlier = tk.folder_place(str(Path(staged.source).resolve()), hashes)
         if same is not None:
             return tk._renamed(same, staged.asked_name, staged.asked_params, staged.source)
-        if earlier is not None:
-            replace, name = earlier.run_id, staged.asked_name or earlier.name
+        if earlier:
+            replace, absorbs = earlier[0].run_id, tuple(r.run_id for r in earlier[1:])
+            name = staged.asked_name or earlier[0].name
         if staged.asked_name is not None:
-            tk.check_name_free(staged.asked_name, replace)
+            tk.check_name_free(staged.asked_name, replace, *absorbs)
         if name is None:  # the run's own name (staged alone) unless the store or the command has it
             name = staged.asked_name or tk.default_name(staged.name, staged.source)
         con.execute("BEGIN TRANSACTION")
         try:
             if replace is not None:
-                tk._delete_rows(replace)
+                tk._delete_rows(replace, *absorbs)
             result = _copy_run(con, alias, staged, replace, name)
+            result.absorbed = absorbs
             con.execute("COMMIT")
             tk._created = False
         except BaseException as err:

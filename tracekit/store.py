@@ -110,6 +110,35 @@ def _tool_version(folder_meta: dict) -> str | None:
 
 
 
+def place_folder(source: str, holders: dict[str, list[tuple[IngestResult, bool]]]
+                 ) -> tuple[IngestResult | None, list[IngestResult]]:
+    """Where a run folder goes: ``(same, earlier)`` from ``holders``, for each of its files'
+    content hashes every run holding it, with whether that run is the file ingested alone.
+
+    - ``same``: a run folder's run holds every file (the lowest such run): the folder is
+      that run (a copy, compressed, its meta.json edited, a file taken out).
+    - ``earlier``: the runs of the same capture whose place the folder's run takes, the run
+      of this path (``source``: the folder before it grew, files added beside its export)
+      first, else by id: a file of it ingested alone, and that earlier run. The first keeps
+      its id and name; the others are removed.
+
+    A folder that shares some files with another folder's run and adds its own is a run of
+    its own: a file two captures share (the same requests.csv) does not make them one."""
+    common: set[int] | None = None
+    for runs in holders.values():
+        ids = {run.run_id for run, alone in runs if not alone}
+        common = ids if common is None else common & ids
+    if common:
+        first = min(common)
+        return next(run for runs in holders.values() for run, _ in runs if run.run_id == first), []
+    earlier: dict[int, IngestResult] = {}
+    for runs in holders.values():
+        for run, alone in runs:
+            if alone or run.source == source:
+                earlier.setdefault(run.run_id, run)
+    return None, sorted(earlier.values(), key=lambda r: (r.source != source, r.run_id))
+
+
 @dataclass
 class Pending:
     """An input read and hashed, not yet written (``Tracekit._decide`` settles its name
@@ -125,6 +154,7 @@ class Pending:
     sources: list[tuple[str, str, str]]  # (kind, path, content hash) of each file read
     folder: bool = False             # a run folder
     replace: int | None = None       # the run whose place it takes
+    absorbs: tuple[int, ...] = ()    # other runs of the same capture it takes the place of too (removed)
     asked_params: dict | None = None  # the parameters asked for (``params`` adds what was found)
 
 
@@ -140,6 +170,7 @@ class IngestResult:
     rows: dict[str, int]
     renamed_from: str | None = None  # skipped, and renamed to the name asked for
     replaced: int | None = None  # a run folder that took the place of the same capture's run (folder_place)
+    absorbed: tuple[int, ...] = ()  # other runs of that capture it took the place of (removed)
     digest: str | None = None  # the source's content hash
     status: str | None = None  # the capture's status its run folder recorded (ok, failed; None: a bare export)
     error: str | None = None  # and why it failed, as recorded
@@ -778,11 +809,11 @@ class Tracekit:
             same, earlier = self.folder_place(p.source, [h for _, _, h in p.sources])
             if same is not None:
                 return self._renamed(same, p.name, p.asked_params, p.source)
-            if earlier is not None:
-                p.replace = earlier.run_id
-                p.name = p.name or earlier.name
+            if earlier:
+                p.replace, p.absorbs = earlier[0].run_id, tuple(r.run_id for r in earlier[1:])
+                p.name = p.name or earlier[0].name
         if p.name is not None:  # asked for (or the replaced run's): no other run may have it
-            self.check_name_free(p.name, p.replace)
+            self.check_name_free(p.name, p.replace, *p.absorbs)
         p.name = p.name or self.default_name(p.default_name, p.source)
         return p
 
@@ -803,12 +834,12 @@ class Tracekit:
         return [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE name = ? ORDER BY run_id",
                                                [name]).fetchall()]
 
-    def check_name_free(self, name: str, run_id: int | None = None) -> None:
+    def check_name_free(self, name: str, *run_ids: int | None) -> None:
         """A one-line error where a run other than ``run_id`` is named ``name``. A name
         asked for (``runs rename``, ``ingest --name``) names one run: two runs of one name
         would make ``--run NAME`` pick the latest of them, not necessarily the one just
         named, and ``runs rename``/``runs rm NAME`` refuse it."""
-        others = [i for i in self._runs_named(name) if i != run_id]
+        others = [i for i in self._runs_named(name) if i not in run_ids]
         if others:
             other = others[0]
             raise QueryError(f"run name {name!r} is taken by run {other}; choose another name, or rename or "
@@ -828,6 +859,7 @@ class Tracekit:
 
     def _write_pending(self, p: Pending, run_id: int | None = None) -> IngestResult:
         return self._write(p.parsed, p.digest, p.source, p.name, p.params, p.extra_meta, p.sources, p.replace,
+                           absorbs=p.absorbs,
                            run_id=run_id)
 
     def _check_need(self, plugin, plain: Path, path: Path) -> int | None:
@@ -870,31 +902,20 @@ class Tracekit:
                                  f"with {has}, not {key}={value}: a run's parameters are set when it is ingested; "
                                  f"remove it first (tracekit runs rm {existing.run_id}) to ingest it with others")
 
-    def folder_place(self, source: str, hashes: list[str]) -> tuple[IngestResult | None, IngestResult | None]:
+    def folder_place(self, source: str, hashes: list[str]) -> tuple[IngestResult | None, list[IngestResult]]:
         """Where a run folder (resolved path ``source``, its files' content hashes) goes,
-        from the runs that hold its files: ``(same, earlier)``.
+        from the runs that hold its files (``place_folder``)."""
+        return place_folder(source, {h: self._holders(h) for h in hashes})
 
-        - ``same``: one run folder's run holds every file: the folder is that run (a copy,
-          compressed, its meta.json edited, a file taken out).
-        - ``earlier``: the run whose place the folder's run takes: a file of it ingested
-          alone, or the run of this folder as it was before it grew (files added beside
-          its export).
-
-        A folder that shares some files with another folder's run and adds its own is a
-        run of its own: a file two captures share (the same requests.csv) does not make
-        them one capture."""
-        held = [(h, run) for h in hashes if (run := self._existing(h, held_elsewhere=False)) is not None]
-        if not held:
-            return None, None
-        first_hash, first = held[0]
-        if (len(held) == len(hashes) and len({run.run_id for _, run in held}) == 1
-                and not self._ingested_alone(first.run_id, first_hash)):
-            return first, None
-        earlier = None
-        for h, run in held:
-            if self._ingested_alone(run.run_id, h) or run.source == source:
-                earlier = run
-        return None, earlier
+    def _holders(self, digest: str) -> list[tuple[IngestResult, bool]]:
+        """Every run holding this content, by id: (the run, whether it is this file ingested alone)."""
+        if not self.path.exists() and str(self.path) != ":memory:":
+            return []
+        rows = self.con.execute(
+            "SELECT run_id, name, kind, source_path, source_hash = $h FROM runs WHERE source_hash = $h "
+            "OR run_id IN (SELECT run_id FROM run_sources WHERE content_hash = $h) ORDER BY run_id",
+            {"h": digest}).fetchall()
+        return [(IngestResult(r[0], r[1], r[2], r[3], True, {}, digest=digest), bool(r[4])) for r in rows]
 
     def _ingested_alone(self, run_id: int, content_hash: str) -> bool:
         """Whether the run is the file of this content hash ingested alone (not a run folder)."""
@@ -1009,9 +1030,10 @@ class Tracekit:
         return IngestResult(row[0], row[1], row[2], row[3], True, {}, digest=digest)
 
     def _write(self, parsed, digest, source, name, params, extra_meta, sources, replace=None,
-               run_id: int | None = None) -> IngestResult:
+               run_id: int | None = None, absorbs: tuple[int, ...] = ()) -> IngestResult:
         """The run's rows in one transaction; ``run_id``: the id given to it already
-        (several inputs written at once, tracekit.parallel), else the store's next."""
+        (several inputs written at once, tracekit.parallel), else the store's next;
+        ``replace``: the run whose place (id) it takes, ``absorbs`` the others it removes."""
         from .ingest.budget import fits, shortage
 
         con = self.con
@@ -1024,7 +1046,7 @@ class Tracekit:
             if not self._one_transaction:
                 con.execute("BEGIN TRANSACTION")
             if replace is not None:
-                self._delete_rows(replace)
+                self._delete_rows(replace, *absorbs)
                 run_id = replace
             elif run_id is None:
                 run_id = con.execute("SELECT nextval('run_id_seq')").fetchall()[0][0]
@@ -1046,6 +1068,7 @@ class Tracekit:
                     con.execute("COMMIT")
                     self._created = False  # the store holds a run now: keep it whatever follows
                 self.last_ingest = IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace,
+                                                absorbed=tuple(absorbs),
                                                 digest=digest, **_capture_status(meta))
             return self.last_ingest
         except BaseException as err:

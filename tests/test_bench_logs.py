@@ -89,8 +89,29 @@ def test_a_log_that_does_not_name_its_point_is_refused(tmp_path):
         with pytest.raises(InputError, match=r"capture\.log: a benchmark log names its point as run_bench\.sh does"):
             tk.ingest(shutil.copy(PAIR / "base" / "capture.log", tmp_path / "capture.log"))
         with pytest.raises(InputError, match=r"its name says nc=512 but its lines scored Candidate Embeddings: 1024; "
-                                             r"name the log after the point it ran at$"):
+                                             r"a log is one point: name it after the point it ran at, one log a "
+                                             r"point$"):
             tk.ingest(_log(tmp_path, "base", name="benchmark_bs8_nc512.log"))
+        # two points' lines in one log would blend into one median
+        mixed = _log(tmp_path / "mixed", "base")
+        text = mixed.read_text()
+        mixed.write_text(text + text.replace("Candidate Embeddings: 1024", "Candidate Embeddings: 512"))
+        with pytest.raises(InputError, match=r"its name says nc=1024 but its lines scored Candidate Embeddings: 512, "
+                                             r"1024; a log is one point"):
+            tk.ingest(mixed)
+        # a time that is not one, not a time read in part (1.5e+02 ms is 150 ms, not 1.5)
+        odd = _log(tmp_path / "odd", "base")
+        first = re.search(r"Total time\(ms\): ([0-9.]+)", odd.read_text())[1]
+        for value, ok in (("1.5e+02", True), ("-3.0", False), ("1.2.3", False)):
+            odd.write_text(odd.read_text().replace(f"Total time(ms): {first}", f"Total time(ms): {value}", 1))
+            first = value
+            if ok:
+                with tracekit.open(tmp_path / f"{value}.duckdb") as other:
+                    other.ingest(odd)
+                    assert other.sql("SELECT max(latency_ms) AS m FROM requests")["m"][0] >= 150.0
+            else:
+                with pytest.raises(InputError, match=rf"'Total time\(ms\): {re.escape(value)}' is not a time"):
+                    tk.ingest(odd)
         assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 0
 
 

@@ -365,7 +365,7 @@ def _unrecognised(path: Path, head: bytes) -> str | None:
         return f"{path}: empty file"
     if plugin_for(path, head) is None:
         return (f"{path}: not a recognised profile (expected an nsys SQLite export, an ncu report "
-                "or CSV export, or a tracekit run folder)")
+                "or CSV export, a tracekit run folder, or a benchmark log: benchmark_bs8_nc1024.log)")
     return None
 
 

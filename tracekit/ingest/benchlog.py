@@ -12,6 +12,7 @@ queries, charts and ``export sweep`` read a folder of such logs as the notebook'
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -25,7 +26,7 @@ KIND = "timing"
 
 #: the seed notebook's line pattern, and tracekit capture's optional phase tag before it
 LINE = re.compile(r"(?:\[(warmup|timed) \d+\]\s*)?"
-                  r"KV Caches:\s*(\d+),\s*Candidate Embeddings:\s*(\d+),\s*Total time\(ms\):\s*([0-9.]+)")
+                  r"KV Caches:\s*(\d+),\s*Candidate Embeddings:\s*(\d+),\s*Total time\(ms\):\s*([-+0-9.eE]+)")
 #: the notebook's file name pattern (searched, so that a prefix or a copy's suffix is allowed)
 NAME = re.compile(r"bs(\d+)_nc(\d+)")
 
@@ -62,15 +63,18 @@ def read(path: Path) -> Parsed:
             try:
                 latency = float(hit[4])
             except ValueError:
+                latency = math.nan
+            if not (math.isfinite(latency) and latency >= 0):
                 raise InputError(f"{path}: line {line.strip()!r}: 'Total time(ms): {hit[4]}' is not a "
-                                 "number") from None
+                                 "time (a number of ms, 0 or more)") from None
             rows.append((len(rows), hit[1] or "timed", bs, nc, int(hit[2]), int(hit[3]), latency))
     if not any(r[1] == "timed" for r in rows):
         raise InputError(f"{path}: no timed 'KV Caches: N, Candidate Embeddings: M, Total time(ms): T' line")
     scored = {r[5] for r in rows}
-    if nc not in scored:  # (a log copied under another point's name would be that point's latency)
+    if scored != {nc}:  # (a log copied under another point's name, or two points' lines in one, would blend)
         raise InputError(f"{path}: its name says nc={nc} but its lines scored Candidate Embeddings: "
-                         f"{', '.join(map(str, sorted(scored)))}; name the log after the point it ran at")
+                         f"{', '.join(map(str, sorted(scored)))}; a log is one point: name it after the point it "
+                         "ran at, one log a point")
     names = ("request_idx", "phase", "bs", "nc", "kv_caches", "candidate_embeddings", "latency_ms")
     data = {name: [r[i] for r in rows] for i, name in enumerate(names)}
     data["peak_mem_allocated_mb"] = data["peak_mem_reserved_mb"] = [None] * len(rows)  # (the log has none)

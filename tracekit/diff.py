@@ -1519,7 +1519,7 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                 low = _pct(min(vn) - max(vb), b) if b else None
                 high = _pct(max(vn) - min(vb), b) if b else None
             if metric == "duration_ns" and verdict in ("regressed", "improved") and len(pairs) > 1 \
-                    and None not in moved:  # (a median over launches of several sizes hides how each moved)
+                    and None not in moved:  # (a median over several launches, of several sizes, hides how each moved)
                 note = _join(note, f"launch by launch {min(moved):+.1f} to {max(moved):+.1f}%")
             rows.append(_Row("ncu", key, metric, b, n, verdict, None, _join(how, launches, note), low, high, effect, i))
     return rows
@@ -1582,9 +1582,10 @@ SWEEP_MEMORY = ("peak_mem_allocated_mb", "peak_mem_reserved_mb")
 
 def _peak_rows(key: str, sides: list, threshold: float, order: int) -> list[_Row]:
     """A point's peak memory, base against new, where both runs recorded it: what a program
-    allocates does not move between captures of it (sweep_pair a and b, hstu_capture_pair's
-    base and base_again: the same peaks to the byte), so each value is exact and a change beyond
-    the threshold real, as the memory scope judges its bytes. More is worse; no time (effect 0)."""
+    allocates barely moves between captures of it (sweep_pair a and b, hstu_capture_pair's
+    base and base_again: the same peaks to the byte; hstu_capture_python against _again
+    9,856.870 against 9,856.853 MB), so a change beyond the threshold is real, as the memory
+    scope judges its bytes. More is worse; no time (effect 0)."""
     rows = []
     for i, metric in enumerate(SWEEP_MEMORY):
         base, new = (None if s is None else s[i] for s in sides)
@@ -1959,9 +1960,9 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     functions whose sampled CPU time moved; NVTX paths judged on wall time (runs without CUDA); ncu's
     launches per kernel, and those whose durations moved with the SM clock in as many cycles
     (held, and said so: the clock, not the code), and the nsys kernel and busy times held so;
-    the request latency points (over two or more shared points, the speedup of their medians:
-    ``_speedup_line``), and those held because the host's pace moved them. Empty where
-    nothing was judged changed or held."""
+    the request latency points (where one changed, over two or more shared points, the speedup of
+    their medians: ``_speedup_line``), their peak memory, and those held because the host's pace
+    moved them. Empty where nothing was judged changed or held."""
     def val(x: float | None) -> float | None:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
@@ -2185,7 +2186,8 @@ def _speedup_line(points: pl.DataFrame, shared: list[str]) -> str | None:
     ratio = {r["key"]: r["base"] / r["new"] for r in med.iter_rows(named=True)}
     lo, hi = min(ratio, key=ratio.get), max(ratio, key=ratio.get)
     gmean = math.exp(sum(math.log(v) for v in ratio.values()) / len(ratio))
-    reading = "below 1x the new run is slower" if gmean < 1 else "above 1x the new run is faster"
+    reading = ("about 1x: neither run is faster over the grid" if f"{gmean:.2f}" == "1.00" else
+               "below 1x the new run is slower" if gmean < 1 else "above 1x the new run is faster")
     return (f"Speedup of the median latency (base / new) over {len(ratio)} shared points: {gmean:.2f}x geometric "
             f"mean, from {ratio[lo]:.2f}x ({lo}) to {ratio[hi]:.2f}x ({hi}); {reading}")
 
@@ -2219,15 +2221,15 @@ def _human(metric: str, v: float | None, other: float | None = None) -> str:
             if abs(v) >= f:
                 return f"{v / f:,.2f} {unit}/s"
         return f"{v:,.0f}/s"
-    if abs(v) >= 1000:
+    if abs(v) >= 999.5:  # (what three significant digits would write as 1.00e+03)
         return f"{v:,.0f}"
     if not float(v).is_integer():
         return f"{v:#.3g}".removesuffix(".")  # (three significant digits, trailing zeros kept: 31.0, 3.50)
     if other is None or (isinstance(other, float) and math.isnan(other)) or float(other).is_integer() \
-            or abs(other) >= 1000:
+            or abs(other) >= 999.5:
         return f"{v:,.0f}"
     shown = f"{other:#.3g}".removesuffix(".")
-    decimals = len(shown.partition(".")[2]) if "e" not in shown else 0
+    decimals = min(len(shown.partition(".")[2]), 3) if "e" not in shown else 0  # (5.000 beside 0.000123, no more)
     return f"{v:,.{decimals}f}"
 
 

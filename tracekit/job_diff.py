@@ -604,8 +604,8 @@ def display(df: pl.DataFrame) -> pl.DataFrame:
 
     short = short_keys(df["key"].to_list())
 
-    def human(metric: str, v: float | None) -> str:
-        return "" if v is None else f"{v:.0f}" if metric == "slowest_rank" else _human(metric, v)
+    def human(metric: str, v: float | None, other: float | None) -> str:
+        return "" if v is None else f"{v:.0f}" if metric == "slowest_rank" else _human(metric, v, other)
 
     def judged(r: dict) -> str:
         if r["scope"] == "job":
@@ -618,8 +618,8 @@ def display(df: pl.DataFrame) -> pl.DataFrame:
         "scope": df["scope"].to_list(),
         "key": [short[k] for k in df["key"]],
         "metric": df["metric"].to_list(),
-        "base": [human(r["metric"], r["base"]) for r in rows],
-        "new": [human(r["metric"], r["new"]) for r in rows],
+        "base": [human(r["metric"], r["base"], r["new"]) for r in rows],
+        "new": [human(r["metric"], r["new"], r["base"]) for r in rows],
         "delta": ["" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%" for r in rows],
         **({"noise": ["" if r["noise_pct"] is None else f"±{r['noise_pct']:.1f}%" for r in rows]}
            if "noise_pct" in df.columns else {}),  # (the repeats' largest change of the key: --repeat)

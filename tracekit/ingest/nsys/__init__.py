@@ -239,13 +239,8 @@ def _check_sizes(path: Path, raw: dict[str, pa.Table]) -> None:
     tbl = raw.get("gpu_memory")
     if tbl is None or "bytes" not in tbl.column_names:
         return
-    negative = pc.less(tbl.column("bytes"), scalar(0))
-    n = pc.sum(negative).as_py() or 0
-    if n:
-        first = pc.index(negative, scalar(True)).as_py()
-        raise InputError(f"{path}: table {SPECS['gpu_memory'].source}: {n:,} row{'s' if n > 1 else ''} with a negative "
-                         f"size (the first: row {first + 1:,}, {tbl.column('bytes')[first].as_py()} bytes); the export "
-                         "is corrupt")
+    _refuse_rows(path, SPECS["gpu_memory"].source, pc.less(tbl.column("bytes"), scalar(0)),
+                 ("row", "rows", "with a negative size"), lambda i: f"{tbl.column('bytes')[i].as_py()} bytes")
 
 
 def _calls_with_their_backtraces(raw: dict[str, pa.Table], stacks: python.Stacks | None, payloads: bool) -> None:
@@ -321,12 +316,18 @@ def _check_nvtx_threads(path: Path, raw: dict[str, pa.Table]) -> None:
     bad = pc.and_(pc.is_null(tbl.column("globalTid")), pc.is_in(tbl.column("eventType"), value_set=kinds))
     if "endGlobalTid" in tbl.column_names:
         bad = pc.and_(bad, pc.is_null(tbl.column("endGlobalTid")))
+    _refuse_rows(path, "NVTX_EVENTS", bad, ("range", "ranges", "without a thread"),
+                 lambda i: f"start {tbl.column('start')[i].as_py()}, globalTid NULL")
+
+
+def _refuse_rows(path: Path, table: str, bad: pa.ChunkedArray, said: tuple[str, str, str], detail) -> None:
+    """A damaged export refused in one line where any row of ``table`` is ``bad``: how many
+    (``said``: the noun, its plural, what is wrong) and the first, with ``detail(index)``."""
     n = pc.sum(bad).as_py() or 0
     if n:
         first = pc.index(bad, scalar(True)).as_py()
-        raise InputError(f"{path}: table NVTX_EVENTS: {n:,} range{'s' if n > 1 else ''} without a thread "
-                         f"(globalTid NULL; the first: row {first + 1:,}, start {tbl.column('start')[first].as_py()}); "
-                         "the export is corrupt")
+        raise InputError(f"{path}: table {table}: {n:,} {said[0] if n == 1 else said[1]} {said[2]} (the first: row "
+                         f"{first + 1:,}, {detail(first)}); the export is corrupt")
 
 
 def _check_names(path: Path, raw: dict[str, pa.Table]) -> None:

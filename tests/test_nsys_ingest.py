@@ -776,10 +776,10 @@ def test_out_of_memory_before_the_write_is_the_same_line(tmp_path, monkeypatch, 
     before = _snapshot(db)
     existing = Tracekit._existing
 
-    def out_of_memory(self, digest, held_elsewhere=True):
+    def out_of_memory(self, digest):
         self.con.execute("SET memory_limit = '1MB'")  # a real DuckDB query past its limit
         self.con.execute("SELECT list(i) FROM range(10000000) t(i)").fetchall()
-        return existing(self, digest, held_elsewhere)
+        return existing(self, digest)
 
     monkeypatch.setattr(Tracekit, "_existing", out_of_memory)
     with pytest.raises(duckdb.OutOfMemoryException), tracekit.open(db) as tk:  # (the query does run out)

@@ -117,10 +117,10 @@ def place_folder(source: str, holders: dict[str, list[tuple[IngestResult, bool]]
 
     - ``same``: a run folder's run holds every file (the lowest such run): the folder is
       that run (a copy, compressed, its meta.json edited, a file taken out).
-    - ``earlier``: the runs of the same capture whose place the folder's run takes, the run
-      of this path (``source``: the folder before it grew, files added beside its export)
-      first, else by id: a file of it ingested alone, and that earlier run. The first keeps
-      its id and name; the others are removed.
+    - ``earlier``: the runs of the same capture whose place the folder's run takes: the run
+      of this folder's path (``source``) before it grew (files added beside its export), and
+      each run that is one of its files ingested alone. The first (the folder's own, else
+      the lowest id) keeps its id and name; the others are removed.
 
     A folder that shares some files with another folder's run and adds its own is a run of
     its own: a file two captures share (the same requests.csv) does not make them one."""
@@ -835,7 +835,7 @@ class Tracekit:
                                                [name]).fetchall()]
 
     def check_name_free(self, name: str, *run_ids: int | None) -> None:
-        """A one-line error where a run other than ``run_id`` is named ``name``. A name
+        """A one-line error where a run other than ``run_ids`` is named ``name``. A name
         asked for (``runs rename``, ``ingest --name``) names one run: two runs of one name
         would make ``--run NAME`` pick the latest of them, not necessarily the one just
         named, and ``runs rename``/``runs rm NAME`` refuse it."""
@@ -916,11 +916,6 @@ class Tracekit:
             "OR run_id IN (SELECT run_id FROM run_sources WHERE content_hash = $h) ORDER BY run_id",
             {"h": digest}).fetchall()
         return [(IngestResult(r[0], r[1], r[2], r[3], True, {}, digest=digest), bool(r[4])) for r in rows]
-
-    def _ingested_alone(self, run_id: int, content_hash: str) -> bool:
-        """Whether the run is the file of this content hash ingested alone (not a run folder)."""
-        rows = self.con.execute("SELECT source_hash FROM runs WHERE run_id = ?", [run_id]).fetchall()
-        return bool(rows) and rows[0][0] == content_hash
 
     def _plan_folder(self, folder: Path) -> tuple[dict, str, dict]:
         """A run folder's meta.json, its content hash, and for each kind its exports
@@ -1012,10 +1007,10 @@ class Tracekit:
         rows = self.con.execute("SELECT 1 FROM runs WHERE source_path = ? LIMIT 1", [str(path.resolve())]).fetchall()
         return bool(rows)
 
-    def _existing(self, digest: str, held_elsewhere: bool = True) -> IngestResult | None:
-        """The run of this content hash, or the run it is part of (None: not held).
-        With ``held_elsewhere`` a hash in ``skip_hashes`` is a run elsewhere (run_id 0)."""
-        if held_elsewhere and digest in self.skip_hashes:
+    def _existing(self, digest: str) -> IngestResult | None:
+        """The run of this content hash, or the run it is part of (None: not held); a
+        hash in ``skip_hashes`` is a run elsewhere (run_id 0)."""
+        if digest in self.skip_hashes:
             return IngestResult(0, "", "", "", True, {}, digest=digest)
         if not self.path.exists() and str(self.path) != ":memory:":
             return None

@@ -202,21 +202,17 @@ class Reader:
         line = C.ISourceInfo_line(info)
         return sass, C.ISourceInfo_file_name(info) or None, line if line > 0 else None
 
-    def frames(self):
-        """(ncu_source, ncu_source_stalls, ncu_source_lines) as Polars frames."""
-        import polars as pl
-
-        def schema(cols):
-            return {c: getattr(pl, t) for c, t in cols.items()}
-
-        lines = {"file": [], "line": [], "text": []}
+    def data(self) -> tuple[dict[str, list], dict[str, list], dict[str, list]]:
+        """The columns of ncu_source, ncu_source_stalls and ncu_source_lines as plain Python
+        lists: what a forked worker returns (Polars is not fork-safe: a frame made in
+        a forked child can wait forever on its thread pool, whose threads the fork left behind)."""
+        lines: dict[str, list] = {"file": [], "line": [], "text": []}
         for name, text in sorted(self.files.items()):
             for i, t in enumerate(text.splitlines(), 1):
                 lines["file"].append(name)
                 lines["line"].append(i)
                 lines["text"].append(t)
-        return (pl.DataFrame(self.rows, schema=schema(SCHEMA)), pl.DataFrame(self.stalls, schema=schema(STALL_SCHEMA)),
-                pl.DataFrame(lines, schema=schema(LINE_SCHEMA)))
+        return self.rows, self.stalls, lines
 
 
 # The launches being read by ``start``'s forked workers, and their functions' names
@@ -228,7 +224,7 @@ _FUNCTIONS: dict = {}
 def _read_part(indices: list[int]):
     reader = Reader(_FUNCTIONS)
     added = sum(reader.add(kid, action) for kid, action in (_ACTIONS[i] for i in indices))
-    return added, reader.frames()
+    return added, reader.data()
 
 
 def start(actions: list[tuple[int, object]], workers: int | None = None,
@@ -282,10 +278,16 @@ def start(actions: list[tuple[int, object]], workers: int | None = None,
 
 
 def _merge(results):
+    """The workers' data (``Reader.data``) as (ncu_source, ncu_source_stalls,
+    ncu_source_lines) Polars frames, made here, or None where no launch had any."""
     import polars as pl
 
     if not sum(added for added, _ in results):
         return None
-    frames = [pl.concat([f[j] for _, f in results]) for j in range(3)]
-    return (frames[0].sort("kernel_id", "address"), frames[1].sort("kernel_id", "address", "reason"),
-            frames[2].unique(["file", "line"]).sort("file", "line"))
+
+    def frame(k: int, cols: dict[str, str]) -> pl.DataFrame:  # (column lists, each worker's after the last's)
+        return pl.DataFrame({c: [v for _, data in results for v in data[k][c]] for c in cols},
+                            schema={c: getattr(pl, t) for c, t in cols.items()})
+
+    return (frame(0, SCHEMA).sort("kernel_id", "address"), frame(1, STALL_SCHEMA).sort("kernel_id", "address", "reason"),
+            frame(2, LINE_SCHEMA).unique(["file", "line"]).sort("file", "line"))

@@ -1035,7 +1035,7 @@ def export_parquet(
         if str(out) == "-":
             raise ParamError("-o -: a dataset is a folder of files, not a stream; name a new or empty folder")
         ids = dataset.export(tk, out, run)
-    typer.echo(escape_controls(f"wrote {out}: {len(ids)} run{'s' if len(ids) != 1 else ''}"))
+    _wrote(out, f"wrote {out}: {len(ids)} run{'s' if len(ids) != 1 else ''}")
 
 
 bench_app = typer.Typer(help="Benchmarks of the HSTU kernels (needs torch; a GPU for real figures).")

@@ -1012,17 +1012,10 @@ class Tracekit:
         hash in ``skip_hashes`` is a run elsewhere (run_id 0)."""
         if digest in self.skip_hashes:
             return IngestResult(0, "", "", "", True, {}, digest=digest)
-        if not self.path.exists() and str(self.path) != ":memory:":
+        held = self._holders(digest)
+        if not held:
             return None
-        rows = self.con.execute(  # the run itself, else a run this content is part of
-            "SELECT run_id, name, kind, source_path FROM runs WHERE source_hash = $h UNION ALL "
-            "(SELECT r.run_id, r.name, r.kind, r.source_path FROM run_sources s JOIN runs r USING (run_id) "
-            "WHERE s.content_hash = $h ORDER BY r.run_id)", {"h": digest}
-        ).fetchall()
-        if not rows:
-            return None
-        row = rows[0]
-        return IngestResult(row[0], row[1], row[2], row[3], True, {}, digest=digest)
+        return next((run for run, alone in held if alone), held[0][0])  # the run itself, else the first it is part of
 
     def _write(self, parsed, digest, source, name, params, extra_meta, sources, replace=None,
                run_id: int | None = None, absorbs: tuple[int, ...] = ()) -> IngestResult:

@@ -159,6 +159,20 @@ def test_other_databases_and_folders_are_not_stores(tmp_path, capsys):
     assert "empty database; ingest a capture first" in one_error_line(capsys)
 
 
+def test_a_new_store_in_a_missing_folder_names_the_folder(tmp_path, capsys):
+    """A store to create whose folder is missing (directly, or as a dangling link's
+    target): one line naming that folder, nothing created."""
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(tmp_path / "gone" / "x.duckdb")
+    export = "tests/data/nsys_capture_range/export.sqlite.xz"
+    for db, named in ((tmp_path / "missing" / "x.duckdb", "missing"), (link, "gone")):
+        assert cli_main(["--db", str(db), "ingest", export]) == 2
+        line = one_error_line(capsys)
+        assert f"folder {tmp_path / named} does not exist" in line, line
+        assert ("a link to" in line) == (db == link), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.duckdb"]
+
+
 # -- a question asked of the wrong kind of run --------------------------------------
 
 

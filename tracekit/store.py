@@ -552,8 +552,16 @@ class Tracekit:
 
     def _check_file(self) -> None:
         """Refuse, before DuckDB opens it, a path that is no DuckDB file: a folder, or an
-        SQLite database (DuckDB would try to load its sqlite extension for it)."""
-        if str(self.path) == ":memory:" or not self.path.exists():
+        SQLite database (DuckDB would try to load its sqlite extension for it); a new store
+        whose folder is missing (its link's target's, for a link)."""
+        if str(self.path) == ":memory:":
+            return
+        if not self.path.exists():
+            folder = self.path.resolve().parent
+            if not folder.is_dir():
+                link = f" (a link to {self.path.resolve()})" if self.path.is_symlink() else ""
+                raise InputError(f"{self.path}{link}: folder {folder} does not exist; create it, "
+                                 "or name a store in a folder that does (--db FILE)")
             return
         if self.path.is_dir():
             raise InputError(f"{self.path}: is a folder, not a tracekit store; name the store's file (--db FILE)")

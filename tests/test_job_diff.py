@@ -282,6 +282,8 @@ def test_what_cannot_be_compared_is_one_line(store, tk, capsys):
     for args, text in (
             (["--per-rank"], "--per-rank: compares jobs rank by rank; give --jobs too"),
             (["--jobs", "--by", "sweep"], "--by 'sweep': choose from job"),
+            (["--jobs", "--by", "Job,NCU"], "--by 'NCU': choose from job, kernel, nvtx, api, memcpy, gpu, um, cpu, python, "
+                                             "memory (a job is compared in the nsys scopes)"),
             (["--jobs", "--columns", "nope"], "nope"),
             (["--jobs", "--by", ""], "--by '': no scope in it")):
         assert main(["--db", str(store), "diff", "1", "5", *args]) == 2

@@ -1801,6 +1801,29 @@ def _commands(a: list, b: list) -> tuple[str, str]:
 # -- entry point --------------------------------------------------------------------
 
 
+
+def scopes_asked(by: str | list[str] | tuple[str, ...] | None, choices: tuple[str, ...],
+                 why: Callable[[str], str] = lambda scope: "") -> list[str]:
+    """The scopes ``--by`` names, lowercased, in order ([] where it is not given: every
+    scope): each item may hold several, comma-separated. A ``--by`` naming none (an empty
+    list, "" or "," from an unset variable: not every scope) or a scope not in ``choices``
+    is a ``ParamError`` naming it as typed (``why(scope)`` adds a reason)."""
+    expect(by, (str, list, tuple, type(None)), "--by")
+    given = [by] if isinstance(by, str) else list(by or [])
+    for item in given:
+        expect(item, str, "--by")
+    blank = [item for item in given if not item.replace(",", "").strip()]
+    if (by is not None and not given) or blank:
+        out = "" if blank else " (None)"  # (the library's empty list: its None is every scope)
+        raise ParamError(f"--by {(blank or [by])[0]!r}: no scope in it; choose from {', '.join(choices)}, "
+                         f"or leave --by out{out} for every scope")
+    typed = [b.strip() for item in given for b in item.split(",") if b.strip()]
+    for b in typed:
+        if b.lower() not in choices:
+            raise ParamError(f"--by {b!r}: choose from {', '.join(choices)}{why(b.lower())}")
+    return [b.lower() for b in typed]
+
+
 def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
     """Compare ``new`` against ``base`` (run ids, run names, sweep ids or files); see the
     module docstring for the columns and the verdict rule."""
@@ -1810,23 +1833,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     threshold = float(threshold_pct)
     if not threshold > 0 or math.isinf(threshold):
         raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
-    expect(by, (str, list, tuple, type(None)), "--by")
-    if isinstance(by, str):
-        by = [by]
-    given = list(by or [])
-    for item in given:
-        expect(item, str, "--by")
-    if by is not None and not given:  # (an empty list is no scope, as an empty --by is: not every scope)
-        raise ParamError(f"--by {by!r}: no scope in it; choose from {', '.join(SCOPES)}, "
-                         "or leave --by out (None) for every scope")
-    by = [b.strip().lower() for item in given for b in str(item).split(",") if b.strip()]
-    blank = [str(item) for item in given if not str(item).replace(",", "").strip()]
-    if blank:  # (--by "$SCOPE" or "$A,$B" with them unset: not every scope)
-        raise ParamError(f"--by {blank[0]!r}: no scope in it; choose from {', '.join(SCOPES)}, "
-                         "or leave --by out for every scope")
-    for b in by:
-        if b not in SCOPES:
-            raise ParamError(f"--by {b!r}: choose from {', '.join(SCOPES)}")
+    by = scopes_asked(by, SCOPES)
     # run references first, files (ingested) last: a bad reference leaves the store as it was
     files = [_is_file(r) for r in (base, new)]
     sides = {i: resolve(tk, r) for i, r in enumerate((base, new)) if not files[i]}

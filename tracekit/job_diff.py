@@ -246,18 +246,8 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     expect(threshold_pct, (int, float), "--threshold")
     if not threshold_pct > 0 or math.isinf(threshold_pct):
         raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
-    expect(by, (str, list, tuple, type(None)), "--by")
-    asked = [b.strip().lower() for item in ([by] if isinstance(by, str) else list(by or []))
-             for b in str(item).split(",") if b.strip()]
-    blank = [str(item) for item in ([by] if isinstance(by, str) else list(by or []))
-             if not str(item).replace(",", "").strip()]
-    if (by is not None and not asked) or blank:
-        raise ParamError(f"--by {(blank or [by])[0]!r}: no scope in it; choose from {', '.join(('job', *_diff.NSYS_SCOPES))}, "
-                         "or leave --by out for every scope")
-    for b in asked:
-        if b not in ("job", *_diff.NSYS_SCOPES):
-            why = " (a job is compared in the nsys scopes)" if b in _diff.SCOPES else ""
-            raise ParamError(f"--by {b!r}: choose from {', '.join(('job', *_diff.NSYS_SCOPES))}{why}")
+    asked = _diff.scopes_asked(by, ("job", *_diff.NSYS_SCOPES),
+                               lambda b: " (a job is compared in the nsys scopes)" if b in _diff.SCOPES else "")
     jb, ranks_b = base if isinstance(base, Job) else job_of(tk, base, "base")
     jn, ranks_n = new if isinstance(new, Job) else job_of(tk, new, "new")
     of_b, of_n = dict(ranks_b), dict(ranks_n)

@@ -1332,6 +1332,16 @@ def test_sweep_speedup_over_the_shared_points(sweep_pair):
             f"from {1 / speedups[hi]:.2f}x ({hi}) to {1 / speedups[lo]:.2f}x ({lo}); above 1x the new run is faster")
     assert back in D.moved(sweep_pair.diff(c, a))
     assert D.moved(sweep_pair.diff(a, _sweep_id("b"))) == []  # (noise: nothing moved, nothing said)
+    # a point whose latency the host's pace moved still counts, and the line says so
+    df = sweep_pair.diff(a, c)
+    held = (pl.col("key") == lo) & (pl.col("scope") == "sweep") & pl.col("metric").str.starts_with("latency_")
+    df = df.with_columns(pl.when(held).then(pl.lit("unchanged")).otherwise("verdict").alias("verdict"),
+                         pl.when(held).then(pl.lit(f"requests 30 -> 30; {D.HOST_PACE_NOTE} (CUDA launch calls "
+                                                   "+120.0%: cudaLaunchKernel median 5.000 µs -> 11.000 µs)"))
+                         .otherwise("note").alias("note"))
+    said = D.moved(df)
+    assert f"{line}; 1 of these points moved with the host's pace (below)" in said
+    assert said[-1].startswith(f"Request latency {D.HOST_PACE_NOTE}: {lo} ")
 
 
 def test_sweep_peak_memory_is_compared_as_the_seed_compares_it(sweep_pair):

@@ -2153,7 +2153,9 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         counts += [f"{n} failed on one side" for n in [sum(k in failed for k in judged)] if n]
         counts += [f"{n} only in the {side}" for side, n in alone.items() if n]
         lines.append("Request latency: " + "; ".join(parts) + (f" ({'; '.join(counts)})" if counts else ""))
-        if (speedup := _speedup_line(points, shared)) is not None:
+        paced_keys = {r["key"] for r in points.iter_rows(named=True)
+                      if r["verdict"] == "unchanged" and held_by(r["note"]) == HOST_PACE_NOTE}
+        if (speedup := _speedup_line(points, shared, paced_keys)) is not None:
             lines.append(speedup)
     memory: dict[str, list[dict]] = {}
     for r in changed.filter((pl.col("scope") == "sweep") & pl.col("metric").is_in(SWEEP_MEMORY)).iter_rows(named=True):
@@ -2180,12 +2182,13 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     return lines
 
 
-def _speedup_line(points: pl.DataFrame, shared: list[str]) -> str | None:
+def _speedup_line(points: pl.DataFrame, shared: list[str], paced: set[str] = frozenset()) -> str | None:
     """The change over a grid in one line, as a benchmark of two implementations sums it up:
     the speedup of each shared point's median latency (base / new: above 1x the new run is
     faster), their geometric mean (the mean of ratios that neither side's scale dominates) and
     the smallest and largest with their points. None for fewer than two shared points (one
-    point's change is its own row)."""
+    point's change is its own row). Points whose latency the host's pace moved (``paced``)
+    count as measured, and the line says how many there are: their speedup is the host's too."""
     med = points.filter(pl.col("key").is_in(shared) & (pl.col("metric") == "latency_med_ms")
                         & (pl.col("base") > 0) & (pl.col("new") > 0))
     if med.height < 2:
@@ -2195,8 +2198,10 @@ def _speedup_line(points: pl.DataFrame, shared: list[str]) -> str | None:
     gmean = math.exp(sum(math.log(v) for v in ratio.values()) / len(ratio))
     reading = ("about 1x: neither run is faster over the grid" if f"{gmean:.2f}" == "1.00" else
                "below 1x the new run is slower" if gmean < 1 else "above 1x the new run is faster")
+    host = sum(k in paced for k in ratio)
+    host = f"; {host} of these points moved with the host's pace (below)" if host else ""
     return (f"Speedup of the median latency (base / new) over {len(ratio)} shared points: {gmean:.2f}x geometric "
-            f"mean, from {ratio[lo]:.2f}x ({lo}) to {ratio[hi]:.2f}x ({hi}); {reading}")
+            f"mean, from {ratio[lo]:.2f}x ({lo}) to {ratio[hi]:.2f}x ({hi}); {reading}{host}")
 
 
 def _human(metric: str, v: float | None, other: float | None = None) -> str:

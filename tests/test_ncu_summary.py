@@ -120,21 +120,28 @@ def test_every_fixture_is_in_the_store(tk, ncu_runs):
     assert len(ncu_runs) == 1 + len(NCU_FIXTURES) + len(MORE) and len(NCU_FIXTURES) >= 18
 
 
-def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs):
-    """On every fixture and export: one row per (kernel name, NVTX range) of ncu-kernels, each
-    value exactly the median, sum or most common value of the per-launch queries' rows of its
-    launches (NULL where those have none: a report without the inputs, a range's occupancy)."""
-    checked = 0
+@pytest.mark.parametrize("group", ["kernel", "shape"])
+def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, group):
+    """On every fixture and export: one row per (kernel name, NVTX range) of ncu-kernels (with
+    group=shape, per kernel name, NVTX range, grid and block), each value exactly the median,
+    sum or most common value of the per-launch queries' rows of its launches (NULL where those
+    have none: a report without the inputs, a range's occupancy)."""
+    checked = shapes = 0
+    key = ["name", "nvtx_range"] + (["grid", "block"] if group == "shape" else [])
     for run in ncu_runs:
         launches = tk.query("ncu-kernels", run=run)
         rows = per_launch(tk, run)
-        summary = tk.query("ncu-summary", run=run)
-        groups = launches.group_by("name", "nvtx_range", maintain_order=True).agg(pl.col("kernel_id").sort())
+        summary = tk.query("ncu-summary", run=run, group=group)
+        groups = launches.group_by(key, maintain_order=True).agg(
+            pl.col("kernel_id").sort(), pl.col("grid").alias("grids"), pl.col("block").alias("blocks"))
         assert summary.height == groups.height, run
-        by_key = {(r["name"], r["nvtx_range"]): r for r in summary.iter_rows(named=True)}
-        for name, nvtx_range, ids in groups.iter_rows():
-            s = by_key[(name, nvtx_range)]
+        by_key = {tuple(r[k] for k in key): r for r in summary.iter_rows(named=True)}
+        shapes += groups.height - launches.select("name", "nvtx_range").unique().height
+        for *k, ids, grids, blocks in groups.iter_rows():
+            name = k[0]
+            s = by_key[tuple(k)]
             assert (s["launches"], s["kernel_id"]) == (len(ids), ids[0]), (run, name)
+            assert (s["grid"], s["block"]) == (most_common(grids), most_common(blocks)), (run, name)
             for col, (q, src) in MEDIANS.items():
                 assert s[col] == duckdb_median([rows[q].get(i, {}).get(src) for i in ids]), (run, name, col)
             for col, (q, src) in SUMS.items():
@@ -153,6 +160,7 @@ def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs):
         totals = summary["total_ns"].to_list()
         assert totals == sorted(totals, key=lambda t: (t is None, -(t or 0))), run
     assert checked >= 60
+    assert (shapes > 5) == (group == "shape")  # (kernels launched at several shapes: rows of their own)
 
 
 def test_hstu_capture_summary(tk):
@@ -188,17 +196,23 @@ def _decimals(printed: str) -> int:
 @pytest.mark.parametrize(("run", "page"), [("hstu", DATA / "hstu_capture_ncu" / "ncu_details.csv.xz"),
                                            ("ncu_shapes_a", DATA / "ncu_shapes_a" / "details.csv.xz"),
                                            ("ncu_libs", DATA / "ncu_libs" / "details.csv.xz")])
-def test_summary_against_the_details_page(tk, run, page):
-    """Each kernel's launches, durations (total and median), registers, achieved occupancy and
-    SM throughput from what ncu --page details printed for its launches: durations and
-    registers exactly (printed whole, in ns and registers), the percentages to the printed
-    precision (a median of the printed values is within half a printed unit of ours)."""
+@pytest.mark.parametrize("group", ["kernel", "shape"])
+def test_summary_against_the_details_page(tk, run, page, group):
+    """Each kernel's (or kernel at a launch shape's) launches, durations (total and median),
+    registers, achieved occupancy and SM throughput from what ncu --page details printed for
+    its launches: durations and registers exactly (printed whole, in ns and registers), the
+    percentages to the printed precision (a median of the printed values is within half a
+    printed unit of ours). At a shape, every launch has its grid and block sizes."""
     gold = details_page(page)
-    groups = tk.query("ncu-kernels", run=run).group_by("name", "nvtx_range").agg(pl.col("kernel_id"))
-    summary = {(r["name"], r["nvtx_range"]): r for r in tk.query("ncu-summary", run=run).iter_rows(named=True)}
-    assert set(summary) == {(n, r) for n, r, _ in groups.iter_rows()}
-    for name, nvtx_range, ids in groups.iter_rows():
-        s = summary[(name, nvtx_range)]
+    key = ["name", "nvtx_range"] + (["grid", "block"] if group == "shape" else [])
+    groups = tk.query("ncu-kernels", run=run).group_by(key).agg(pl.col("kernel_id"))
+    summary = {tuple(r[k] for k in key): r for r in tk.query("ncu-summary", run=run, group=group).iter_rows(named=True)}
+    assert set(summary) == {tuple(k) for *k, _ in groups.iter_rows()}
+    for *k, ids in groups.iter_rows():
+        name, s = k[0], summary[tuple(k)]
+        if group == "shape" and s["grid_size"] is not None:
+            assert {int(_number(gold[(i, "launch__grid_size")])) for i in ids} == {s["grid_size"]}, name
+            assert {int(_number(gold[(i, "launch__block_size")])) for i in ids} == {s["block_size"]}, name
         durations = [_number(gold[(i, "gpu__time_duration.sum")]) for i in ids]
         assert s["launches"] == len(ids) and s["total_ns"] == sum(durations)
         assert s["duration_ns"] == duckdb_median(durations)

@@ -1,5 +1,6 @@
--- One row per kernel name and NVTX range of a run, with the numbers its launches are tuned
--- by, from the per-launch queries' own definitions (the views speed-of-light, occupancy and
+-- One row per kernel name and NVTX range of a run (with group=shape, per kernel name, NVTX
+-- range and launch shape, the grid's and the block's dimensions: a kernel at each problem
+-- size, as nsys's kernel-grids has it), with the numbers its launches are tuned by, from the per-launch queries' own definitions (the views speed-of-light, occupancy and
 -- roofline read, occupancy's limiter, memory-workload's hit rates). Rates, percentages,
 -- clocks, cycles and the arithmetic intensity are medians over the launches (of those that
 -- have the value); launches, total_ns, dram_bytes and flop are sums; registers, block and
@@ -12,12 +13,15 @@
 -- an error; occupancy is a kernel launch's only (NULL for a range or a whole graph).
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
+-- @param group   TEXT     one row per kernel name and NVTX range, or per kernel name, NVTX range and launch shape (grid and block) (one of: kernel, shape) (default: kernel)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id                     run the launches belong to
 -- @column kernel_id                  ncu's ID of the kernel's first launch in its report
 -- @column name                       kernel name (demangled); range or graph for those results
 -- @column nvtx_range                 innermost NVTX push/pop range
--- @column launches                   launches (results) of the kernel in the range
+-- @column launches                   launches (results) of the kernel in the range (group=shape: at the shape)
+-- @column grid                       grid dimensions (x, y, z), blocks (most launches'; group=shape: the row's; NULL for a range or a graph)
+-- @column block                      block dimensions (x, y, z), threads (most launches'; group=shape: the row's; NULL for a range or a graph)
 -- @column total_ns                   summed duration (gpu__time_duration.sum), ns
 -- @column duration_ns                median duration, ns
 -- @column elapsed_cycles             median Elapsed Cycles (gpc__cycles_elapsed.max), cycles
@@ -44,7 +48,7 @@
 -- @column bound                      memory | compute | no_fp_work, as roofline says (most launches')
 -- @column dram_roof_pct              median DRAM bandwidth as % of the roofline's DRAM ceiling (peak_dram_bytes_per_s), %
 -- @column varies                     the settings that differ between the launches, with their values (NULL: none)
--- @display launches, total_ns, duration_ns, registers_per_thread, achieved_occupancy_pct, limiter, sm_throughput_pct, memory_throughput_pct, roof_pct, dram_roof_pct, bound, varies, nvtx_range, name
+-- @display launches, grid, block, total_ns, duration_ns, registers_per_thread, achieved_occupancy_pct, limiter, sm_throughput_pct, memory_throughput_pct, roof_pct, dram_roof_pct, bound, varies, nvtx_range, name
 -- @requires ncu_kernels, ncu_metrics
 WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
     SELECT run_id, kernel_id,
@@ -54,7 +58,10 @@ WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
     WHERE metric IN ('l1tex__t_sector_hit_rate.pct', 'lts__t_sector_hit_rate.pct') AND ($run IS NULL OR run_id = $run)
     GROUP BY run_id, kernel_id
 ), launch AS MATERIALIZED (  -- each launch's values, as the per-launch queries give them
-    SELECT r.run_id, r.kernel_id, r.name, r.nvtx_range, r.duration_ns, r.elapsed_cycles, r.sm_active_cycles,
+    SELECT r.run_id, r.kernel_id, r.name, r.nvtx_range,
+           CASE WHEN k.grid_x IS NOT NULL THEN format('({}, {}, {})', k.grid_x, k.grid_y, k.grid_z) END AS grid,
+           CASE WHEN k.block_x IS NOT NULL THEN format('({}, {}, {})', k.block_x, k.block_y, k.block_z) END AS block,
+           r.duration_ns, r.elapsed_cycles, r.sm_active_cycles,
            r.sm_frequency_hz, r.registers_per_thread::BIGINT AS registers_per_thread,
            r.block_size::BIGINT AS block_size, r.grid_size::BIGINT AS grid_size,
            -- (occupancy is a kernel launch's: the query leaves ranges and graphs out)
@@ -67,11 +74,13 @@ WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
            r.dram_bytes, r.dram_bytes_per_s, r.flop, r.flops_per_s, r.ai_dram, r.precision, r.roof_pct, r.bound,
            100 * r.dram_bytes_per_s / nullif(r.peak_dram_bytes_per_s, 0) AS dram_roof_pct
     FROM ncu_roofline r
+    JOIN ncu_kernels k USING (run_id, kernel_id)
     LEFT JOIN hit h USING (run_id, kernel_id)
     WHERE ($run IS NULL OR r.run_id = $run) AND ($kernel IS NULL OR contains(lower(r.name), lower($kernel)))
       AND ncu_kernel_asked('ncu-summary', $run, $kernel)
 )
 SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launches,
+       most_common(list(grid ORDER BY kernel_id)) AS grid, most_common(list(block ORDER BY kernel_id)) AS block,
        -- sums in launch order (the same sum however the rows arrive), only where every launch
        -- has the value (a partial sum would read as the total)
        CASE WHEN count(duration_ns) = count(*) THEN list_sum(list(duration_ns ORDER BY kernel_id)) END AS total_ns,
@@ -103,6 +112,7 @@ SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launch
            values_differ('bound', list(bound))
        ), '') AS varies
 FROM launch
-GROUP BY run_id, name, nvtx_range
+GROUP BY run_id, name, nvtx_range, CASE WHEN lower($group) = 'shape' THEN grid END,
+         CASE WHEN lower($group) = 'shape' THEN block END
 ORDER BY run_id, total_ns DESC NULLS LAST, kernel_id
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -16,6 +16,7 @@ from conftest import DATA
 import tracekit
 from tracekit import names, table
 from tracekit.cli import main as cli_main
+from tracekit.diff import SCOPES
 from tracekit.registry import get_registry, parse_header
 
 EXAMPLE = DATA / "hstu_capture_nsys"  # examples/hstu_bs8_nc1024_nsys links to it
@@ -107,13 +108,22 @@ def test_top_kernels_fits_100_columns_in_human_units(db, capsys):
     assert out.rstrip().endswith("14 rows; 9 of 11 columns (--all-columns for all)")  # (p95_ns, p99_ns)
 
 
+README = DATA.parent.parent / "README.md"
+
+
 def test_readme_table_is_what_the_command_prints(db, capsys):
     """The README's terminal example, on a 100-column terminal, is the command's output."""
-    readme = (DATA.parent.parent / "README.md").read_text()
+    readme = README.read_text()
     command = "tracekit query top-kernels --limit 6"
     shown = readme.split(f"$ {command}\n", 1)[1].split("```", 1)[0]
     rc, out, _ = _run(capsys, "--db", db, *command.split()[1:], "--run", "hstu")
     assert rc == 0 and out == shown
+
+
+def test_readme_lists_every_diff_scope():
+    """The scopes the README's diff example lists are the ones `diff --by` takes, in its order."""
+    listed = re.search(r"^tracekit diff .*# scopes: (.*)$", README.read_text(), re.M).group(1).split()
+    assert listed == list(SCOPES)
 
 
 def test_footer_counts_the_rows_a_limit_left_out(db, capsys):

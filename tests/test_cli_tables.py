@@ -126,6 +126,17 @@ def test_readme_lists_every_diff_scope():
     assert listed == list(SCOPES)
 
 
+def test_readme_names_every_store_table(db):
+    """The README's paragraph on the store names each of its tables: what `tracekit sql` reads."""
+    readme = README.read_text()
+    paragraph = readme[readme.index("The store (one DuckDB file"):readme.index("Errors on bad input")]
+    named = set(re.findall(r"`(\w+)`", paragraph))
+    with tracekit.open(db, read_only=True) as tk:
+        tables = {t for (t,) in tk.con.execute("SELECT table_name FROM information_schema.tables "
+                                               "WHERE table_type = 'BASE TABLE'").fetchall()}
+    assert tables - named == set()
+
+
 def test_footer_counts_the_rows_a_limit_left_out(db, capsys):
     _, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "--limit", "5")
     assert out.rstrip().splitlines()[-1] == "5 of 14 rows (--limit 0 for all); 9 of 11 columns (--all-columns for all)"

@@ -225,6 +225,32 @@ def test_a_pipe_is_written_into_not_replaced(small_store, tmp_path, fmt):
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
+@pytest.mark.parametrize("path", ["/dev/stdout", "/dev/fd/1"])
+def test_dev_stdout_redirected_to_a_file_is_written_into_in_place(small_store, tmp_path, path):
+    """`tracekit query ... -o /dev/stdout >> log`: the standard output is a regular file, and
+    the output goes into it where the shell left it, as with `-o -`. A temporary file renamed
+    over the file /dev/stdout leads to replaced the log: what the shell wrote before the
+    command was lost, and what it wrote after went to the old, deleted file. The "wrote" line
+    goes to stderr, as for a pipe."""
+    import subprocess
+    import sys
+
+    (tmp_path / "out").mkdir()
+    log = tmp_path / "out" / "log.txt"
+    log.write_text("before\n")
+    with open(log, "a") as out:
+        proc = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(small_store), "query",
+                               "top-kernels", "--limit", "1", "-f", "csv", "-o", path],
+                              stdout=out, stderr=subprocess.PIPE, text=True)
+        out.write("after\n")
+    assert proc.returncode == 0, proc.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0] == "before" and lines[1].startswith("name,instances,total_ns") and lines[2:] != []
+    assert lines[-1] == "after" and len(lines) == 4
+    assert proc.stderr.startswith(f"wrote {path}")
+    assert [p.name for p in log.parent.iterdir()] == ["log.txt"]
+
+
 def test_a_reader_that_stops_reading_is_no_output_error(monkeypatch):
     """`tracekit export trace -o - | head`: the pipe's reader leaves early. That is the
     reader's choice, not a failed write: BrokenPipeError goes up as such (click then exits

@@ -6,17 +6,22 @@ hard links), writes to a temporary file in the target's folder and renames it ov
 target, so an interrupted or failed write leaves the old file (or none), never half a
 file. A path that is a device or a pipe (``-o /dev/stdout``, a FIFO) is written into as
 it is: there is no file to leave half, and renaming over it would replace the device
-with a file. ``-`` is the standard output, as for most Unix tools (``tracekit export trace
--o - | gzip``), written in place like a device; ``is_stream`` tells a command to print its
-"wrote" line on stderr then, not into the data. ``check_output(path, store_path)`` makes
-the same checks up front, for a command that works long before it writes. Errors are
-``OutputError``: one line naming the file and the problem.
+with a file. So is a path that names an open file descriptor (``/dev/stdout``,
+``/dev/fd/N``, ``/proc/self/fd/N``), through the descriptor, whatever it is open on: the
+standard output redirected to a file (``-o /dev/stdout >> log``) gets the bytes where the
+shell left it, where a rename would replace the log. ``-`` is the standard output, as for
+most Unix tools (``tracekit export trace -o - | gzip``), written in place like a device;
+``is_stream`` tells a command to print its "wrote" line on stderr then, not into the
+data. ``check_output(path, store_path)`` makes the same checks up front, for a command
+that works long before it writes. Errors are ``OutputError``: one line naming the file
+and the problem.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import stat
 import sys
@@ -50,11 +55,32 @@ def check_not_store(path: str | os.PathLike, store_path: str | os.PathLike | Non
 #: the output path that means the standard output
 STDOUT = "-"
 
+#: a path of an open file descriptor of a process (/dev/stdout is a link to /proc/self/fd/1)
+_FD_PATH = re.compile(r"/(?:dev|proc/(self|\d+))/fd/(\d+)")
+
+
+def _descriptor(path: str | os.PathLike) -> int | None:
+    """The file descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/1``,
+    ``/proc/self/fd/1``, or a link to one), else None. Its links are followed one at a time:
+    the last one, /proc/self/fd/1 to the file the descriptor is open on, would lose what it
+    names (the descriptor, its offset and append mode)."""
+    current = os.path.abspath(path)
+    for _ in range(40):  # (the kernel's limit on links in a path)
+        m = _FD_PATH.fullmatch(current)
+        if m:
+            return int(m.group(2)) if m.group(1) in (None, "self", str(os.getpid())) else None
+        try:
+            link = os.readlink(current)
+        except OSError:  # not a link (or not there): a path of the file system
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), link))
+    return None
+
 
 def is_stream(path: str | os.PathLike) -> bool:
     """Whether writing ``path`` writes into a stream (``-``, ``/dev/stdout``, a pipe) rather
     than a file: a command's own lines must not go where the data goes then."""
-    if str(path) == STDOUT:
+    if str(path) == STDOUT or _descriptor(path) is not None:
         return True
     try:
         mode = os.stat(path).st_mode
@@ -73,6 +99,8 @@ def check_output(path: str | os.PathLike, store_path: str | os.PathLike | None =
         return False
     shown = Path(path)
     check_not_store(shown, store_path)
+    if _descriptor(shown) is not None:
+        return False
     try:
         mode = os.stat(shown).st_mode
     except OSError:
@@ -108,10 +136,16 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
                 tmp = Path(folder) / shown.name
                 write_fn(tmp)
                 with open(tmp, "rb") as src:
+                    fd = None if str(path) == STDOUT else _descriptor(shown)
                     if str(path) == STDOUT:
                         sys.stdout.flush()
                         shutil.copyfileobj(src, sys.stdout.buffer, 1 << 20)
                         sys.stdout.buffer.flush()
+                    elif fd is not None:  # where the descriptor is, not over the file it is open on
+                        sys.stdout.flush()
+                        sys.stderr.flush()
+                        with open(fd, "wb", closefd=False) as dst:
+                            shutil.copyfileobj(src, dst, 1 << 20)
                     else:
                         with open(shown, "wb") as dst:
                             shutil.copyfileobj(src, dst, 1 << 20)

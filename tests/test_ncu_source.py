@@ -222,6 +222,19 @@ def test_library_kernels_have_no_lines(store):
     assert store.query("ncu-source", run="ncu_full", kernel="softmax", limit=0)["line"].null_count() == 0
 
 
+def test_a_launch_the_run_does_not_have_is_an_error(store):
+    """launch=ID names a launch as kernel= names a kernel: an ID the run does not have (a typo, a
+    launch of another run) is an error that says where the IDs are, not an answer of no rows
+    that reads as "nothing ran"."""
+    ids = store.query("ncu-kernels", run="ncu_full", limit=0)["kernel_id"]
+    with pytest.raises(QueryError, match=rf"^ncu-source: no launch of the run has ID {ids.max() + 1} "
+                                         r"\(`tracekit query ncu-kernels` lists them: kernel_id\)$"):
+        store.query("ncu-source", run="ncu_full", launch=ids.max() + 1)
+    # a launch the run has, of another kernel than kernel= asks: the filters leave nothing
+    nvjet = store.query("ncu-kernels", run="ncu_full", kernel="nvjet", limit=0)["kernel_id"][0]
+    assert store.query("ncu-source", run="ncu_full", launch=nvjet, kernel="softmax").height == 0
+
+
 def test_runs_without_source_counters(store, tmp_path):
     tk = tracekit.open(tmp_path / "s.duckdb")
     tk.ingest(DATA / "ncu_sections" / "report.ncu-rep.xz")  # no SourceCounters section

@@ -16,7 +16,7 @@
 -- alone, is an error.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches (and functions of a range or a graph) whose name contains this text, case-insensitive (default: null)
--- @param launch  INTEGER  only the launch with this ncu ID (min: 0) (default: null)
+-- @param launch  INTEGER  only the launch with this ncu ID (ncu-kernels' kernel_id; one the run lacks is an error) (min: 0) (default: null)
 -- @param by      TEXT     one row per kernel and source line, or per kernel and instruction (one of: line, instruction) (default: line)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
 -- @column run_id                 run the launches belong to
@@ -46,8 +46,13 @@ WITH launches AS (
     SELECT run_id, kernel_id, name
     FROM ncu_kernels
     WHERE ($run IS NULL OR run_id = $run) AND ($launch IS NULL OR kernel_id = $launch)
-), asked AS (  -- read first: a kernel filter must name a launch's kernel or a function of a range or a graph
-    SELECT CASE WHEN $kernel IS NULL OR count(*) > 0 THEN true
+), asked AS (  -- read first: a launch filter must name a launch of the run, a kernel filter a launch's
+               -- kernel or a function of a range or a graph
+    SELECT CASE WHEN $launch IS NOT NULL
+                     AND NOT EXISTS (FROM ncu_kernels WHERE ($run IS NULL OR run_id = $run) AND kernel_id = $launch)
+                THEN error('ncu-source: no launch of ' || CASE WHEN $run IS NULL THEN 'any run' ELSE 'the run' END
+                           || ' has ID ' || $launch || ' (`tracekit query ncu-kernels` lists them: kernel_id)')
+                WHEN $kernel IS NULL OR count(*) > 0 THEN true
                 ELSE error('ncu-source: no kernel of ' || CASE WHEN $run IS NULL THEN 'any run' ELSE 'the run' END
                            || ' has a name containing ''' || $kernel || ''' (`tracekit query ncu-kernels` lists them)')
                 END AS ok

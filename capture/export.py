@@ -38,7 +38,8 @@ def export_sweep(tk, path: str | os.PathLike, sweep: str | int | None = None) ->
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".xlsx", ".csv"):
-        raise TracekitError(f"{path}: export sweep writes .xlsx or .csv, not {path.suffix or 'no suffix'}")
+        what = f"not {path.suffix}" if path.suffix else "and the name has no suffix to say which"
+        raise TracekitError(f"{path}: export sweep writes .xlsx or .csv, {what}")
     side = path.with_name(f"{path.stem}-summary.csv")
     for out in (path, side) if suffix == ".csv" else (path,):
         check_output(out, tk.path)  # before either file is written or the store read

@@ -252,8 +252,10 @@ def test_export_sweep_xlsx_and_csv(tmp_path):
     csv_files = export_sweep(tk, tmp_path / "results.csv")
     assert [p.name for p in csv_files] == ["results.csv", "results-summary.csv"]
     assert csv_files[0].read_text().splitlines()[0].startswith("run,preset,tool,bs,nc,")
-    with pytest.raises(Exception, match="writes .xlsx or .csv"):
+    with pytest.raises(Exception, match=r"writes \.xlsx or \.csv, not \.txt$"):
         export_sweep(tk, tmp_path / "results.txt")
+    with pytest.raises(Exception, match=r"writes \.xlsx or \.csv, and the name has no suffix to say which$"):
+        export_sweep(tk, tmp_path / "results")
 
 
 def test_export_sweep_writes_the_sweep_asked(tmp_path, capsys):

@@ -81,6 +81,26 @@ def test_nsys_stats_report_names_are_aliases():
     assert not set(reg.aliases) & set(reg.queries)
 
 
+def test_an_alias_with_parameters_is_the_query_with_them(db, capsys):
+    """nsys stats' nvtx_pushpop_sum is nvtx-summary -p style=PushPop: the name answers as that,
+    says so in `tracekit queries`, and another style given with it is an error."""
+    _, every, _ = _run(capsys, "--db", db, "query", "nvtx-summary", "--run", "hstu", "-f", "csv")
+    for alias, style, rows in (("nvtx_pushpop_sum", "PushPop", 19), ("nvtx_startend_sum", "StartEnd", 0)):
+        _, by_alias, _ = _run(capsys, "--db", db, "query", alias, "--run", "hstu", "-f", "csv")
+        _, by_param, _ = _run(capsys, "--db", db, "query", "nvtx-summary", "--run", "hstu", "-p", f"style={style}",
+                              "-f", "csv")
+        assert by_alias == by_param and by_alias.count("\n") == 1 + rows  # (the example pushes and pops only)
+    assert every.count("\n") == 20
+    rc, out, _ = _run(capsys, "queries", "nvtx_startend_sum")
+    assert rc == 0 and out.splitlines()[0] == ("nvtx-summary  [nsys]  (also: nvtx_sum, nvtx_pushpop_sum (style=PushPop), "
+                                               "nvtx_startend_sum (style=StartEnd))")
+    rc, _, err = _run(capsys, "--db", db, "query", "nvtx_pushpop_sum", "--run", "hstu", "-p", "style=StartEnd")
+    assert rc == 2 and err == ("tracekit: error: nvtx_pushpop_sum: is nvtx-summary with style=PushPop; style=StartEnd "
+                               "asks for another answer (tracekit query nvtx-summary -p style=StartEnd)\n")
+    with pytest.raises(tracekit.QueryError, match=r"@alias x_sum sets nope=1, not a parameter"):
+        parse_header("x", "nsys", "-- d.\n-- @column a doc\n-- @alias x_sum(nope=1)\nSELECT 1 AS a")
+
+
 def test_alias_gives_the_same_csv(db, capsys):
     _, by_name, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "-f", "csv", "--limit", "0")
     _, by_alias, _ = _run(capsys, "--db", db, "query", "cuda_gpu_kern_sum", "--run", "hstu", "-f", "csv",

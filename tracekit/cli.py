@@ -555,7 +555,9 @@ def queries(
         return
     q = reg.get(name)
     wrap = textwrap.TextWrapper(width=width, subsequent_indent="  ", initial_indent="  ")
-    typer.echo(f"{q.name}  [{q.source}]" + (f"  (also: {', '.join(q.aliases)})" if q.aliases else ""))
+    also = [a + (f" ({', '.join(f'{k}={v}' for k, v in q.alias_params[a].items())})" if a in q.alias_params else "")
+            for a in q.aliases]
+    typer.echo(f"{q.name}  [{q.source}]" + (f"  (also: {', '.join(also)})" if also else ""))
     typer.echo(wrap.fill(" ".join(q.description.split())))
     if q.params:
         opts = [f"--{o}" for o in ("run", "limit") if o in q.params] + ["-p NAME=VALUE"]  # the options it takes

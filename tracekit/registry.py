@@ -12,7 +12,9 @@ Header contract (parsed here, checked by the tests)::
 
 ``@display`` names the columns a terminal shows by default, in that order (every one
 a declared ``@column``; CSV, JSON and Parquet carry all of them); ``@alias`` gives
-other names the query answers to (the ``nsys stats`` report it reproduces); ``@rows CTE``
+other names the query answers to (the ``nsys stats`` report it reproduces), each with
+the parameters it stands for where it has any (``nvtx_pushpop_sum(style=PushPop)``: the
+name is the query with that value, and another value given with it is an error); ``@rows CTE``
 says the query returns one row per row of that CTE (which takes the ORDER BY and LIMIT;
 the final SELECT only looks values up for its rows), so a terminal counts that CTE.
 ``@traced TABLE`` marks a query about events nsys records only when told to (CUDA's
@@ -135,6 +137,8 @@ class Query:
     requires: list[str] = field(default_factory=list)
     display: list[str] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)
+    #: alias -> the parameters it fixes (``@alias name(param=value, ...)``)
+    alias_params: dict[str, dict[str, str]] = field(default_factory=dict)
     rows_from: str | None = None  # @rows: the CTE whose rows the query returns
     traced: list[str] = field(default_factory=list)  # @traced: tables nsys fills only when told to
 
@@ -223,7 +227,14 @@ def parse_header(name: str, source: str, text: str) -> Query:
             if not re.search(rf"\b{re.escape(q.rows_from)} AS \(", text):
                 raise QueryError(f"queries/{source}/{name}.sql: @rows names no CTE of the query: {q.rows_from!r}")
         elif body.startswith("@alias"):
-            q.aliases = _names(body, "@alias")
+            for alias in re.findall(r"[^,(]+(?:\([^)]*\))?", body[len("@alias"):]):
+                m = re.fullmatch(r"\s*(\w+)\s*(?:\((.*)\))?\s*", alias)
+                if not m:
+                    raise QueryError(f"queries/{source}/{name}.sql: bad @alias: {alias.strip()!r}")
+                q.aliases.append(m.group(1))
+                if m.group(2) is not None:
+                    pairs = [p.partition("=") for p in m.group(2).split(",")]
+                    q.alias_params[m.group(1)] = {k.strip(): v.strip() for k, _, v in pairs}
         elif body.startswith("@"):
             raise QueryError(f"queries/{source}/{name}.sql: unknown header tag: {body.split()[0]}")
         else:
@@ -234,6 +245,11 @@ def parse_header(name: str, source: str, text: str) -> Query:
     undeclared = [c for c in q.display if c not in q.columns]
     if undeclared:
         raise QueryError(f"queries/{source}/{name}.sql: @display names undeclared column(s) {', '.join(undeclared)}")
+    for alias, fixed in q.alias_params.items():
+        for k, v in fixed.items():
+            if k not in q.params or not v:
+                raise QueryError(f"queries/{source}/{name}.sql: @alias {alias} sets {k}={v}, not a parameter "
+                                 "of the query with a value")
     return q
 
 
@@ -275,6 +291,18 @@ class Registry:
             known = ", ".join(sorted(self.queries))
             raise QueryError(f"unknown query {name!r}; known queries: {known}")
         return q
+
+    def with_alias(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with those the alias ``name`` stands for (none for a query's own
+        name); a value given for one of them that differs is a ``ParamError``."""
+        q = self.get(name)
+        fixed = q.alias_params.get(name, {})
+        for k, v in fixed.items():
+            given = params.get(k)
+            if given is not None and str(given).lower() != v.lower():
+                raise ParamError(f"{name}: is {q.name} with {k}={v}; {k}={given} asks for another answer "
+                                 f"(tracekit query {q.name} -p {k}={given})")
+        return {**params, **fixed}
 
     def bind(self, tk, q: Query, params: dict[str, Any]) -> dict[str, Any]:
         for key in params:
@@ -395,7 +423,7 @@ class Registry:
 
         q = self.get(name)
         try:
-            bound = self.bind(tk, q, params)
+            bound = self.bind(tk, q, self.with_alias(name, params))
             df = tk.frame(tk.con.sql(q.sql, params=bound))
         except duckdb.Error as err:
             raise tk.db_error(err, q.name) from err
@@ -411,7 +439,7 @@ class Registry:
         from .table import Rows
 
         q = self.get(name)
-        bound = self.bind(tk, q, params)
+        bound = self.bind(tk, q, self.with_alias(name, params))
         try:
             rows = Rows.from_relation(tk.con.sql(q.sql, params=bound))
             rows.kernel_columns = q.kernel_columns

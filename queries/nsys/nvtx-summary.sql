@@ -24,7 +24,7 @@
 -- @column p95_ns     95th percentile of the durations, ns (rounded to 0.1)
 -- @column p99_ns     99th percentile of the durations, ns (rounded to 0.1)
 -- @display time_pct, total_ns, instances, avg_ns, med_ns, min_ns, max_ns, stddev_ns, style, range
--- @alias nvtx_sum
+-- @alias nvtx_sum, nvtx_pushpop_sum(style=PushPop), nvtx_startend_sum(style=StartEnd)
 -- @requires nvtx_ranges
 -- @traced nvtx_ranges
 WITH cut AS (  -- skip > 0: each name's range_id (start order) of its $skip-th instance

@@ -689,3 +689,25 @@ def test_escape_sequences_in_a_captures_names_are_shown_escaped(tmp_path, capsys
     assert ":deep\\x1b[2J\\x9b31m" in out
     rc, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "-f", "csv")
     assert rc == 0 and kernel in out  # the data as the capture has it
+
+
+@pytest.mark.parametrize("width", [100, 40, 33])
+def test_wide_characters_take_two_columns_and_stay_aligned(tmp_path, capsys, monkeypatch, width):
+    """nsys_odd_nvtx has a range named `注意力 → attention`: each CJK character takes two
+    columns of a terminal, so the table measures, cuts and pads by columns, not characters:
+    every line's numbers end in the same column, none past the width."""
+    from conftest import NSYS_EXPORTS
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    db = str(tmp_path / "odd.duckdb")
+    assert _run(capsys, "--db", db, "ingest", str(NSYS_EXPORTS["odd_nvtx"]))[0] == 0
+    rc, out, _ = _run(capsys, "--db", db, "query", "nvtx-summary", "--limit", "0",
+                      "--columns", "range,total_ns,instances")
+    assert rc == 0
+    lines = _rows(out)
+    cjk = next(line for line in lines if "注" in line)
+    assert len({names.text_width(line) for line in lines}) == 1, out  # (instances ends every line)
+    assert names.text_width(cjk) <= width
+    if width == 33:  # cut to the column's 13: ':注意力 → at…'
+        assert cjk.startswith(":注意力 → at…  ")
+    assert names.cut_end("注意力 → attention", 6) == "注意…"

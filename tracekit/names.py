@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
@@ -93,7 +94,7 @@ def short_name(name: str | None, width: int = 48) -> str:
         elif depth == 0:
             out.append(ch)
     s = re.sub(r"(::)+", "::", "".join(out).strip()).strip(":") or name
-    s = s.split("::")[-1] if len(s) > width else s
+    s = s.split("::")[-1] if text_width(s) > width else s
     return cut_end(s, width)
 
 
@@ -105,24 +106,59 @@ def escape_controls(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def _char_width(c: str) -> int:
+    """The terminal columns one character takes: East Asian wide and full-width ones (CJK,
+    most emoji) two, combining marks none, the rest one."""
+    if unicodedata.east_asian_width(c) in "WF":
+        return 2
+    return 0 if unicodedata.combining(c) else 1
+
+
+def text_width(text: str) -> int:
+    """The terminal columns ``text`` takes (``注意力`` three characters, six columns): what
+    tables measure and pad by, so that a column of CJK names stays aligned."""
+    if text.isascii():
+        return len(text)
+    return sum(map(_char_width, text))
+
+
+def _head(text: str, width: int) -> str:
+    """The longest start of ``text`` that takes at most ``width`` columns."""
+    if text.isascii():
+        return text[: max(width, 0)]
+    used = 0
+    for i, c in enumerate(text):
+        used += _char_width(c)
+        if used > width:
+            return text[:i]
+    return text
+
+
+def _tail(text: str, width: int) -> str:
+    """The longest end of ``text`` that takes at most ``width`` columns."""
+    if text.isascii():
+        return text[len(text) - max(width, 0):]
+    return _head(text[::-1], width)[::-1]
+
+
 def cut_end(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters, cut at the end with an ellipsis."""
-    if len(text) <= width:
+    """``text`` in at most ``width`` columns, cut at the end with an ellipsis."""
+    if text_width(text) <= width:
         return text
-    return text[: max(width - 1, 0)] + ELLIPSIS if width > 0 else ""
+    return _head(text, width - 1) + ELLIPSIS if width > 0 else ""
 
 
 def cut_text(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters: a '/'-separated path keeps its last
+    """``text`` in at most ``width`` columns: a '/'-separated path keeps its last
     components whole (``…/hstu.layer4/hstu_attention``), other text is cut at the end."""
-    if len(text) <= width:
+    if text_width(text) <= width:
         return text
     if "/" in text.rstrip("/"):
         parts = text.rstrip("/").split("/")
         keep = ""
         for p in reversed(parts[1:]):
             cand = p + ("/" + keep if keep else "")
-            if len(cand) + 2 > width:
+            if text_width(cand) + 2 > width:
                 break
             keep = cand
         if keep:
@@ -131,12 +167,12 @@ def cut_text(text: str, width: int) -> str:
 
 
 def cut_stack(text: str, width: int, sep: str = ";") -> str:
-    """A folded call stack (``outermost;...;innermost``) in at most ``width`` characters, cut
+    """A folded call stack (``outermost;...;innermost``) in at most ``width`` columns, cut
     from the left: the innermost frames, which say what code made the call, kept whole after
     ``…;`` (``…;read_loss (x.py:35);THPVariable_item``); where those fill less than half of
-    ``width`` (a C++ frame is long), the stack's last ``width - 1`` characters instead. No
+    ``width`` (a C++ frame is long), the stack's last ``width - 1`` columns instead. No
     brackets, words or numbers added: a frame's text is kept as it is."""
-    if len(text) <= width:
+    if text_width(text) <= width:
         return text
     if width <= 1:
         return ELLIPSIS[:width]
@@ -144,11 +180,11 @@ def cut_stack(text: str, width: int, sep: str = ";") -> str:
     keep = ""
     for f in reversed(frames):
         cand = f + (sep + keep if keep else "")
-        if len(ELLIPSIS + sep + cand) > width:
+        if text_width(ELLIPSIS + sep + cand) > width:
             break
         keep = cand
-    if len(keep) < width // 2:
-        return ELLIPSIS + text[-(width - 1):]
+    if text_width(keep) < width // 2:
+        return ELLIPSIS + _tail(text, width - 1)
     return ELLIPSIS + sep + keep
 
 
@@ -208,9 +244,9 @@ def _number_the_rest(values: Sequence[str | None], labels: list[str], width: int
 def _with_suffix(label: str, suffix: str, width: int) -> str:
     """``label`` cut to leave room for ``suffix`` (itself cut to two thirds of ``width``)."""
     suffix = cut_end(suffix, max(width * 2 // 3, 1))
-    if len(label) + len(suffix) > width:  # short of room: the namespace goes first
+    if text_width(label) + text_width(suffix) > width:  # short of room: the namespace goes first
         label = label.split("::")[-1]
-    return cut_end(label, max(width - len(suffix), 0)) + suffix
+    return cut_end(label, max(width - text_width(suffix), 0)) + suffix
 
 
 def _bracketed(label: str, words: str, width: int) -> str | None:

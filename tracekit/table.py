@@ -423,8 +423,8 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
         if c.lower() in rows.kernel_columns:
             cells = _shorten(c, values, cells, NAME_WIDTH, rows)
             cols[i] = (c, header, values, cells, False)
-        natural.append(max([len(header), *map(len, cells)]))
-    floors = [min(n, max(MIN_TEXT, len(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
+        natural.append(max(map(names.text_width, [header, *cells])))
+    floors = [min(n, max(MIN_TEXT, names.text_width(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
     free = [cols[i][0].lower() in FREE_TEXT_COLUMNS for i in text_idx]
     heads = [[c[1]] for c in cols]
     widths = None
@@ -440,10 +440,10 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
         return _expanded(cols, width, rows) + footer + "\n"
     for w, i in zip(widths, text_idx, strict=True):
         c, header, values, cells, _ = cols[i]
-        if max(map(len, cells), default=0) > w:
+        if max(map(names.text_width, cells), default=0) > w:
             cols[i] = (c, header, values, _shorten(c, values, cells, w, rows), False)
-    col_w = [max([*map(len, h), *map(len, c[3])]) for c, h in zip(cols, heads, strict=True)]
-    just = [str.rjust if c[4] else str.ljust for c in cols]
+    col_w = [max([*map(names.text_width, h), *map(names.text_width, c[3])]) for c, h in zip(cols, heads, strict=True)]
+    just = [_rjust if c[4] else _ljust for c in cols]
     depth = max(map(len, heads))
     heads = [[""] * (depth - len(h)) + h for h in heads]  # headers sit on the line above the rule
     out = [GAP.join(j(h[k], w) for h, w, j in zip(heads, col_w, just, strict=True)).rstrip() for k in range(depth)]
@@ -452,6 +452,16 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
         out.append(GAP.join(j(c[3][r], w) for c, w, j in zip(cols, col_w, just, strict=True)).rstrip())
     out.append(footer)
     return "\n".join(out) + "\n"
+
+
+def _ljust(text: str, width: int) -> str:
+    """``text`` padded on the right to ``width`` terminal columns (``names.text_width``)."""
+    return text + " " * (width - names.text_width(text))
+
+
+def _rjust(text: str, width: int) -> str:
+    """``text`` padded on the left to ``width`` terminal columns."""
+    return " " * (width - names.text_width(text)) + text
 
 
 def _wrap(header: str, width: int) -> list[str]:
@@ -471,7 +481,7 @@ def _expanded(cols, width: int, rows: Rows) -> str:
     """One block per row, ``column  value`` per line (psql's expanded display)."""
     import textwrap
 
-    key_w = max(len(c[1]) for c in cols)
+    key_w = max(names.text_width(c[1]) for c in cols)
     val_w = max(width - key_w - len(GAP), MIN_TEXT)
     shortened = []
     for c, _header, values, cells, is_num in cols:
@@ -487,7 +497,7 @@ def _expanded(cols, width: int, rows: Rows) -> str:
         out.append(title + "-" * max(min(width, key_w + 2 + val_w) - len(title), 3))
         for (_, header, *_rest), cells in zip(cols, shortened, strict=True):
             first, *more = cells[r]
-            out.append(f"{header.ljust(key_w)}{GAP}{first}".rstrip())
+            out.append(f"{_ljust(header, key_w)}{GAP}{first}".rstrip())
             out += [f"{' ' * key_w}{GAP}{line}".rstrip() for line in more]
     return "\n".join(out) + ("\n" if out else "")
 

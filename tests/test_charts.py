@@ -148,6 +148,25 @@ def test_top_kernels_and_nvtx_timeline(tk):
     assert tl and all(r["end_ms"] >= r["start_ms"] for r in tl)
 
 
+def test_a_chart_its_limit_cut_says_so(tmp_path):
+    """nsys_cpu_hot has 2,400 NVTX ranges over 3.6 s; nvtx-timeline draws the first 2,000
+    (its limit): its subtitle says how many of how many, so that a timeline ending early
+    does not read as the capture's end; -p limit=0 draws them all, and says nothing."""
+    with tracekit.open(tmp_path / "c.duckdb") as t:
+        t.ingest(DATA / "nsys_cpu_hot" / "export.sqlite.xz", name="cpu")
+        cut = charts.chart(t, "nvtx-timeline", run="cpu").to_dict()
+        whole = charts.chart(t, "nvtx-timeline", run="cpu", limit="0").to_dict()
+        api = charts.chart(t, "api-summary", run="cpu", limit="3").to_dict()
+        calls = t.query("api-summary", run="cpu", limit=0).height
+    assert len([r for ds in spec_datasets(cut) for r in ds]) == 2000
+    assert cut["title"] == {"text": "NVTX timeline", "subtitle": [
+        "the first 2,000 of the 2,400 rows of query nvtx-ranges drawn (-p limit=0 for all)"]}
+    assert len([r for ds in spec_datasets(whole) for r in ds]) == 2400 and whole["title"] == "NVTX timeline"
+    assert calls > 3 and api["title"]["subtitle"] == [
+        "bar label: % of CUDA API time (summed over threads)",
+        f"the first 3 of the {calls} rows of query api-summary drawn (-p limit=0 for all)"]
+
+
 def test_api_summary_and_kernel_durations_charts_are_their_queries(tk):
     """chart api-summary: a bar per CUDA API function, its host time and share as the
     query gives them (the nsys stats twin); chart kernel-durations: per kernel the

@@ -2217,7 +2217,25 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
         if spec.query == name:
             raise
         raise QueryError(f"chart {name}: {err}") from err
-    return spec.build(df)
+    ch = spec.build(df)
+    total = get_registry().total(tk, spec.query, df.height, **bound) if df.height else 0
+    if total > df.height:  # the limit cut the rows: a timeline that ends early must say so
+        ch = _with_subtitle(ch, f"the first {df.height:,} of the {total:,} rows of query {spec.query} drawn "
+                                "(-p limit=0 for all)")
+    return ch
+
+
+def _with_subtitle(ch: alt.TopLevelMixin, line: str) -> alt.TopLevelMixin:
+    """``ch`` with ``line`` added under its title (a title of its own where it had none)."""
+    title = ch.title
+    if title is alt.Undefined:
+        return ch.properties(title=alt.Title("", subtitle=[line]))
+    if isinstance(title, str):
+        return ch.properties(title=alt.Title(title, subtitle=[line]))
+    d = title.to_dict()
+    sub = d.get("subtitle", [])
+    d["subtitle"] = [*([sub] if isinstance(sub, str) else sub), line]
+    return ch.properties(title=alt.Title(**d))
 
 
 def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:

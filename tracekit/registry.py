@@ -445,15 +445,32 @@ class Registry:
             rows.kernel_columns = q.kernel_columns
             limit = bound.get("limit")
             if limit and len(rows.rows) == limit:  # counted only when the limit may have cut
-                sql = count_sql(q)
-                used = sql_parameters(sql)
-                rows.total = tk.con.execute(sql,
-                                            {k: v for k, v in {**bound, "limit": 0}.items() if k in used}).fetchall()[0][0]
+                rows.total = self._count(tk, q, bound)
         except duckdb.Error as err:
             raise tk.db_error(err, q.name) from err
         if "run" in bound:
             self.note_whole_graphs(tk, q, bound)
         return rows
+
+    def _count(self, tk, q: Query, bound: dict[str, Any]) -> int:
+        sql = count_sql(q)
+        used = sql_parameters(sql)
+        return tk.con.execute(sql, {k: v for k, v in {**bound, "limit": 0}.items() if k in used}).fetchall()[0][0]
+
+    def total(self, tk, name: str, shown: int, /, **params: Any) -> int:
+        """The rows query ``name`` has in all (its limit lifted), where the ``shown`` rows
+        it returned for ``params`` may be fewer: ``shown`` itself when no limit cut them."""
+        import duckdb
+
+        q = self.get(name)
+        bound = self.bind(tk, q, params)
+        limit = bound.get("limit")
+        if not limit or shown < limit:
+            return shown
+        try:
+            return self._count(tk, q, bound)
+        except duckdb.Error as err:
+            raise tk.db_error(err, q.name) from err
 
 
 #: a query's last ORDER BY (no parentheses) and its LIMIT $limit (0 = all), as every

@@ -71,7 +71,7 @@ def test_roofline_chart_is_the_query(tk):
     # subtitle says (a launch at a lower clock reads further below it than its roof_pct)
     fp32 = q.filter(pl.col("precision") == "fp32")["peak_fp32_flops_per_s"]
     assert fp32.min() < 0.99 * fp32.max()
-    assert "where those differ, at the highest" in spec["title"]["subtitle"]
+    assert "where those differ, at the highest" in " ".join(spec["title"]["subtitle"])
     one = charts.roofline(q.filter(pl.col("kernel_id") == 0)).to_dict()
     assert "where those differ" not in one["title"]["subtitle"]
 
@@ -230,12 +230,21 @@ _MARKS_JS = """(function () {
 @pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
 def test_html_chart_draws_offline_in_chromium(tk, tmp_path):
     """The .html chart (tracekit's page, the cached Vega bundle inlined) draws every
-    roofline point in a real browser with the network off."""
-    out = charts.save(charts.chart(tk, "roofline", run="full"), tmp_path / "roof.html")
-    page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
+    roofline point in a real browser with the network off, within the page's width: the
+    full report's launches ran at different clocks, which the subtitle explains in 275
+    characters, in lines (Vega does not wrap a title: one line drew the chart 1,616 px wide)."""
+    ch = charts.chart(tk, "roofline", run="full")
+    out = charts.save(ch, tmp_path / "roof.html")
+    page = load(out, "window.tracekitChart && window.tracekitChart.done",
+                f"Object.assign({_MARKS_JS}, {{width: document.documentElement.scrollWidth}})")
     assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
     points = tk.query("roofline", run="full", limit=0).height
     assert page.value.get("error") is None and page.value["marks"] >= points > 0
+    assert page.value["width"] <= 1400  # (the window's: no horizontal scroll)
+    subtitle = ch.to_dict()["title"]["subtitle"]
+    assert isinstance(subtitle, list) and len(subtitle) > 1
+    assert all(len(line) <= charts.SUBTITLE_CHARS for line in subtitle)
+    assert " ".join(subtitle).endswith("which is against its own clock's ceiling")
 
 
 @pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")

@@ -20,6 +20,7 @@ import json
 import math
 import shlex
 import statistics
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -2201,7 +2202,7 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
             raise ParamError(f"chart {name}: unknown parameter {unknown[0]!r} (declared: {', '.join(known)})")
         if run is not None:
             params["run"] = run
-        return spec.build(spec.data(tk, **params))
+        return _with_subtitle(spec.build(spec.data(tk, **params)))
     from .registry import get_registry
 
     q = get_registry().get(spec.query)
@@ -2217,24 +2218,33 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
         if spec.query == name:
             raise
         raise QueryError(f"chart {name}: {err}") from err
-    ch = spec.build(df)
     total = get_registry().total(tk, spec.query, df.height, **bound) if df.height else 0
-    if total > df.height:  # the limit cut the rows: a timeline that ends early must say so
-        ch = _with_subtitle(ch, f"the first {df.height:,} of the {total:,} rows of query {spec.query} drawn "
-                                "(-p limit=0 for all)")
-    return ch
+    cut = [f"the first {df.height:,} of the {total:,} rows of query {spec.query} drawn (-p limit=0 for all)"]
+    # (a limit that cut the rows is said: a timeline that ends early must not read as the capture's end)
+    return _with_subtitle(spec.build(df), *(cut if total > df.height else []))
 
 
-def _with_subtitle(ch: alt.TopLevelMixin, line: str) -> alt.TopLevelMixin:
-    """``ch`` with ``line`` added under its title (a title of its own where it had none)."""
+#: the most characters in a line of a chart's subtitle: Vega does not wrap a title, and a
+#: longer line widens the chart past the page (the roofline's 275 characters: 1,616 px, the
+#: plot pushed right and the line cut at the page's edge)
+SUBTITLE_CHARS = 120
+
+
+def _with_subtitle(ch: alt.TopLevelMixin, *lines: str) -> alt.TopLevelMixin:
+    """``ch`` with ``lines`` added under its title (a title of its own where it had none),
+    and its subtitle's lines past ``SUBTITLE_CHARS`` wrapped at a space."""
     title = ch.title
-    if title is alt.Undefined:
-        return ch.properties(title=alt.Title("", subtitle=[line]))
-    if isinstance(title, str):
-        return ch.properties(title=alt.Title(title, subtitle=[line]))
-    d = title.to_dict()
+    if title is alt.Undefined or isinstance(title, str):
+        if not lines:
+            return ch
+        d: dict[str, Any] = {"text": "" if title is alt.Undefined else title}
+    else:
+        d = title.to_dict()
     sub = d.get("subtitle", [])
-    d["subtitle"] = [*([sub] if isinstance(sub, str) else sub), line]
+    had = [sub] if isinstance(sub, str) else list(sub)
+    if not lines and all(len(x) <= SUBTITLE_CHARS for x in had):
+        return ch
+    d["subtitle"] = [w for x in [*had, *lines] for w in textwrap.wrap(x, SUBTITLE_CHARS, break_on_hyphens=False) or [""]]
     return ch.properties(title=alt.Title(**d))
 
 

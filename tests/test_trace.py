@@ -525,11 +525,16 @@ def test_a_window_of_a_jobs_timeline_is_each_ranks_same_span(job_db, tmp_path):
                 ({"run": "1", "ranks": "0-2"}, QueryError, r"--ranks 0-2: rank 2 not in run 1's job, which has ranks 0-1"),
                 ({"run": "1", "ranks": "one"}, ParamError, r"--ranks 'one': 'one' is not a number or a span"),
                 ({"run": "alone", "ranks": "all"}, QueryError, r"run 3 \(alone\) has no rank; give a rank's run"),
-                ({"run": "1", "ranks": "all", "max_bytes": 1000}, QueryError,
-                 r"the trace of the 2 ranks of run 1's job \(whole run\) would be about .* or fewer ranks")):
+                ({"run": "1", "ranks": "all", "max_bytes": 1000}, QueryError,  # (no rank fits alone: no fewer)
+                 r"the trace of the 2 ranks of run 1's job \(whole run\) would be about .*\) or pass --force$")):
             with pytest.raises(err, match=text):
                 trace.export_trace(tk, tmp_path / "bad.json", **kw)
             assert not (tmp_path / "bad.json").exists()
+        # where rank 0 fits and both do not, the error names rank 0, which then exports
+        bound = trace.export_trace(tk, tmp_path / "r0.json", run="1", ranks="0").estimated_bytes
+        with pytest.raises(QueryError, match=r"whole run\) would be .* or fewer ranks \(--ranks 0\) or pass --force$"):
+            trace.export_trace(tk, tmp_path / "bad.json", run="1", ranks="all", max_bytes=bound)
+        assert trace.export_trace(tk, tmp_path / "r0.json", run="1", ranks="0", max_bytes=bound).parts[0].rank == 0
 
 
 def test_the_command_writes_a_jobs_timeline(job_db, tmp_path, capsys):

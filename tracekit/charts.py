@@ -1198,7 +1198,7 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     session start). More than ``TIMELINE_BARS`` events in the window is a QueryError that says
     how to choose one."""
     from .registry import resolve_run, retell, traced_said, untraced_words
-    from .trace import Options, Part, job_parts, resolve_window
+    from .trace import Options, Part, job_parts, ranks_that_fit, resolve_window
 
     run_id = resolve_run(tk, run, "nsys", "chart timeline", spans_runs=False)
     number = _int_param("instance", instance, "an instance number (1 = the first)")
@@ -1222,10 +1222,12 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
         if ranks is None:
             raise QueryError(_too_many(tk, run_id, run_name, window, got[0].ranges, got[0].ops, got[0].first,
                                        got[0].last))
+        fit = ranks_that_fit(parts, [g.events for g in got], TIMELINE_BARS)
         raise QueryError(f"chart timeline: {window.label} of the {len(parts):,} ranks of run {run_id}'s job holds "
-                         f"{events:,} events, more than the {TIMELINE_BARS:,} a timeline draws; choose fewer ranks "
-                         "(-p ranks=0-3) or a shorter window (-p nvtx=NAME -p instance=N); `tracekit export trace "
-                         "--ranks` writes any window for ui.perfetto.dev")
+                         f"{events:,} events, more than the {TIMELINE_BARS:,} a timeline draws; choose "
+                         + (f"fewer ranks (-p ranks={fit}) or " if fit else "")
+                         + "a shorter window (-p nvtx=NAME -p instance=N); `tracekit export trace --ranks` writes "
+                         "any window for ui.perfetto.dev")
     if ranks is None:
         one = got[0]
         if events == 0 and nvtx is None:

@@ -825,6 +825,21 @@ def job_parts(tk, run_id: int, window: Window, ranks: str, onto_run: bool = Fals
     return out
 
 
+def ranks_that_fit(parts: list[Part], sizes: list[float], bound: float) -> str | None:
+    """The first of ``parts``' ranks whose ``sizes`` add up to at most ``bound``, as
+    ``--ranks`` and ``-p ranks=`` read them (``0-1``, ``0,2-3``): what to ask for where the
+    whole job is too much; None where the first rank alone is past ``bound``."""
+    from .names import numbered
+
+    kept, total = [], 0.0
+    for part, size in zip(parts, sizes, strict=True):
+        if total + size > bound:
+            break
+        kept.append(part.rank)
+        total += size
+    return numbered(kept, "", "").replace(" ", "") if kept else None
+
+
 def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, start_ns: int | None = None,
                  end_ns: int | None = None, nvtx: str | None = None, instance: int | None = None,
                  force: bool = False, max_bytes: int = MAX_BYTES, osrt: bool = False,
@@ -850,17 +865,19 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
     if nvtx is None:  # (an NVTX range's window is in the capture)
         check_in_capture(tk, run_id, window, osrt)
     with _python_tables(tk, parts) as tables:  # (the Python slices: computed once, counted and written)
-        counts, est = dict.fromkeys(KINDS, 0), 0
+        counts, sizes = dict.fromkeys(KINDS, 0), []
         for part, table in zip(parts, tables, strict=True):
             got, size = estimate(tk, part.run_id, part.window, table, osrt, gpu_metrics)
             counts = {k: counts[k] + got[k] for k in KINDS}
-            est += size
+            sizes.append(size)
+        est = sum(sizes)
         if est > max_bytes and not force:
             what = f"run {run_id}" if ranks is None else f"the {len(parts):,} ranks of run {run_id}'s job"
+            fit = ranks_that_fit(parts, sizes, max_bytes) if ranks is not None else None
             raise QueryError(
                 f"export trace: the trace of {what} ({window.label}) would be about {est / 1e6:,.0f} MB of JSON "
                 f"({sum(v for k, v in counts.items() if k != 'flow'):,} events); choose a window (--from/--to or "
-                f"--nvtx NAME --instance N){' or fewer ranks (--ranks 0-3)' if ranks is not None else ''} or pass --force")
+                f"--nvtx NAME --instance N){f' or fewer ranks (--ranks {fit})' if fit else ''} or pass --force")
         header = {"run_id": run_id, "window": window.label, "window_start_ns": window.start_ns,
                   "window_end_ns": window.end_ns, "time_unit": "ts/dur in µs with 3 decimals: exact ns",
                   "source": "tracekit export trace"}

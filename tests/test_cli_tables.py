@@ -403,9 +403,14 @@ def test_queries_list_ends_descriptions_at_a_sentence(capsys):
     assert max(map(len, out.splitlines())) <= 100
 
 
-def test_charts_lists_what_each_needs(capsys):
+@pytest.mark.parametrize("width", [100, 60])
+def test_charts_lists_what_each_needs(capsys, monkeypatch, width):
+    """One entry per chart, its description wrapped to the terminal (as `tracekit queries`)."""
+    monkeypatch.setenv("COLUMNS", str(width))
     rc, out, err = _run(capsys, "charts")
     assert rc == 0 and err == ""
+    assert max(map(len, out.splitlines())) <= width
+    out = re.sub(r"\n +", " ", out)  # each chart's entry on one line again
     assert re.search(r"^roofline .*query roofline, needs an ncu run$", out, re.M)
     assert re.search(r"^sweep-latency .*needs runs of a sweep$", out, re.M)
     assert re.search(r"^diff .*tracekit diff's comparison, needs two runs or two sweeps$", out, re.M)

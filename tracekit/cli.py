@@ -585,11 +585,14 @@ _DEFAULT_TEXT = re.compile(r"\s*\(default:[^)]*\)")
 @app.command()
 def charts():
     """List the charts, the query each is drawn from and the run it needs."""
+    import textwrap
+
     from .charts import CHARTS
     from .registry import get_registry
 
     reg = get_registry()
     needs = {"nsys": "an nsys run", "ncu": "an ncu run", "runs": "runs of a sweep"}
+    width = min(shutil.get_terminal_size((100, 24)).columns, 100)  # (as `tracekit queries` wraps)
     key_w = max(map(len, CHARTS)) + 2
     for name, spec in CHARTS.items():
         if spec.query is None:  # drawn from a computation, not from one named query
@@ -597,7 +600,10 @@ def charts():
         else:
             q = reg.get(spec.query)
             source = f"query {spec.query}, needs {needs.get(q.source, q.source)}"
-        typer.echo(f"{name.ljust(key_w)}{spec.description}; {source}")
+        lines = textwrap.wrap(f"{spec.description}; {source}", max(width - key_w, 30), break_on_hyphens=False)
+        typer.echo(f"{name.ljust(key_w)}{lines[0]}")
+        for line in lines[1:]:
+            typer.echo(" " * key_w + line)
     typer.echo("\ntracekit chart NAME [--run R] -o FILE.html|.png|.svg|.json")
 
 

@@ -716,3 +716,19 @@ def test_wide_characters_take_two_columns_and_stay_aligned(tmp_path, capsys, mon
     if width == 33:  # cut to the column's 13: ':注意力 → at…'
         assert cjk.startswith(":注意力 → at…  ")
     assert names.cut_end("注意力 → attention", 6) == "注意…"
+
+
+def test_a_time_too_small_for_its_columns_unit_does_not_read_as_zero(tmp_path, capsys):
+    """nsys_cpu_hot's stream 7 ran one 992 ns op: in gpu-utilization's span column, in seconds
+    (the other streams span 3.6 s), it reads <0.001, not 0.000, which its gaps (none: 0) read;
+    csv keeps the ns."""
+    from conftest import NSYS_EXPORTS
+
+    db = str(tmp_path / "cpu.duckdb")
+    assert _run(capsys, "--db", db, "ingest", str(NSYS_EXPORTS["cpu_hot"]))[0] == 0
+    rc, out, _ = _run(capsys, "--db", db, "query", "gpu-utilization", "--columns", "stream_id,ops,span_ns,gap_total_ns")
+    assert rc == 0 and out.splitlines()[0].split() == ["stream_id", "ops", "span_s", "gap_total_s"]
+    cells = {r.split()[0]: r.split()[1:] for r in _rows(out) if r.split()[0] in ("7", "13")}
+    assert cells["7"] == ["1", "<0.001", "0.000"] and cells["13"][1] == "3.551"
+    rc, out, _ = _run(capsys, "--db", db, "query", "gpu-utilization", "-f", "csv", "--columns", "stream_id,span_ns")
+    assert "\n7,992\n" in out

@@ -291,7 +291,7 @@ def format_column(col: str, dtype: str, values: Sequence[Any], unit: str | None 
             dec = 0 if all(float(v).is_integer() for v in scaled if v is not None) else 1
         else:
             dec = 3
-        return f"{stem}_{unit}", [_fixed(v, dec) for v in scaled], True
+        return f"{stem}_{unit}", [_fixed_time(v, dec) for v in scaled], True
     if low.endswith("_pct"):
         return col, [_fixed(v, 1) for v in nums], True
     for suffix, unit in _SI_UNITS:
@@ -311,6 +311,15 @@ def _fixed(v: float | None, decimals: int) -> str:
     if isinstance(v, int) and decimals == 0:  # exactly: the 'f' format goes through a float
         return f"{v:,}"
     return f"{v:,.{decimals}f}"
+
+
+def _fixed_time(v: float | None, decimals: int) -> str:
+    """A time in its column's unit; one too small for the decimals (43 us in a column of
+    seconds) reads ``<0.001``, not ``0.000``: a time that is not zero must not read as one."""
+    text = _fixed(v, decimals)
+    if decimals and v and isinstance(v, int | float) and math.isfinite(v) and round(abs(v), decimals) == 0:
+        return ("<" if v > 0 else ">-") + f"{10.0 ** -decimals:.{decimals}f}"
+    return text
 
 
 def _text(v: Any) -> str:

@@ -255,6 +255,26 @@ def test_cpu_sections(tmp_path):
     assert state["marks"]["chart-cpu-flame"] == 2 * boxes and boxes > 20  # (a box and its label each)
 
 
+def test_a_time_too_small_for_its_columns_unit_does_not_read_as_zero(tmp_path):
+    """nsys_cpu_hot's CUDA API calls: cuLibraryGetKernel's 227 ns in a column of ms (beside
+    cudaMalloc's 167 ms) reads <0.001, not 0.000; no time that is not zero reads as zero."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(DATA / "nsys_cpu_hot" / "export.sqlite.xz", name="hot")
+        out = report.write_report(tk, tmp_path / "hot.html", run="hot")
+    page = _parse(out)
+    small, zero = [], []
+    for key, tables in page.sections.items():
+        for t in tables:
+            for head, col in zip(t["headers"], t["columns"], strict=True):
+                if not (col or "").endswith("_ns"):
+                    continue
+                for shown, v, _ in _column(t, col):
+                    if v is not None and float(v) != 0:
+                        (small if shown == "<0.001" else zero if float(shown.replace(",", "")) == 0 else []).append(
+                            (key, head, shown, v))
+    assert zero == [] and any(k == "api" and h.endswith("[ms]") for k, h, _, _ in small), (zero, small)
+
+
 def _flame_rows(stacks):
     """The frames the flame graph of ``stacks`` (cpu-stacks) draws: those at least
     FLAME_MIN_SHARE of the unwound samples wide."""

@@ -60,6 +60,7 @@ import polars as pl
 
 from . import vega
 from .errors import CaptureWarning, ParamError, QueryError, TracekitError
+from .table import fixed_time
 
 
 @dataclass(frozen=True)
@@ -442,7 +443,8 @@ class _Column:
         if name.endswith("_ns"):
             unit, scale = next(((u, s) for u, s in _TIME_UNITS if top >= 10 * s), ("ns", 1.0))
             self.header = f"{name[:-3]} [{unit}]"
-            self.fmt = (lambda v: f"{v:,.0f}") if scale == 1 else (lambda v, s=scale: f"{v / s:,.3f}")
+            # (a time too small for the column's unit reads <0.001, not zero: table.fixed_time)
+            self.fmt = (lambda v: f"{v:,.0f}") if scale == 1 else (lambda v, s=scale: html.escape(fixed_time(v / s, 3)))
         elif name.endswith("_pct"):
             self.header = f"{name[:-4]} [%]"
             self.fmt = lambda v: f"{v:.1f}"

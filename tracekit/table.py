@@ -291,7 +291,7 @@ def format_column(col: str, dtype: str, values: Sequence[Any], unit: str | None 
             dec = 0 if all(float(v).is_integer() for v in scaled if v is not None) else 1
         else:
             dec = 3
-        return f"{stem}_{unit}", [_fixed_time(v, dec) for v in scaled], True
+        return f"{stem}_{unit}", [fixed_time(v, dec) for v in scaled], True
     if low.endswith("_pct"):
         return col, [_fixed(v, 1) for v in nums], True
     for suffix, unit in _SI_UNITS:
@@ -313,7 +313,7 @@ def _fixed(v: float | None, decimals: int) -> str:
     return f"{v:,.{decimals}f}"
 
 
-def _fixed_time(v: float | None, decimals: int) -> str:
+def fixed_time(v: float | None, decimals: int) -> str:
     """A time in its column's unit; one too small for the decimals (43 us in a column of
     seconds) reads ``<0.001``, not ``0.000``: a time that is not zero must not read as one."""
     text = _fixed(v, decimals)

@@ -432,7 +432,7 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
         if c.lower() in rows.kernel_columns:
             cells = _shorten(c, values, cells, NAME_WIDTH, rows)
             cols[i] = (c, header, values, cells, False)
-        natural.append(max(map(names.text_width, [header, *cells])))
+        natural.append(_widest([header, *cells]))
     floors = [min(n, max(MIN_TEXT, names.text_width(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
     free = [cols[i][0].lower() in FREE_TEXT_COLUMNS for i in text_idx]
     heads = [[c[1]] for c in cols]
@@ -449,10 +449,12 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
         return _expanded(cols, width, rows) + footer + "\n"
     for w, i in zip(widths, text_idx, strict=True):
         c, header, values, cells, _ = cols[i]
-        if max(map(names.text_width, cells), default=0) > w:
+        if _widest(cells) > w:
             cols[i] = (c, header, values, _shorten(c, values, cells, w, rows), False)
-    col_w = [max([*map(names.text_width, h), *map(names.text_width, c[3])]) for c, h in zip(cols, heads, strict=True)]
-    just = [_rjust if c[4] else _ljust for c in cols]
+    col_w = [_widest([*h, *c[3]]) for c, h in zip(cols, heads, strict=True)]
+    # (padded by str's own methods where a column is ASCII: a character is a column then)
+    just = [(str.rjust if c[4] else str.ljust) if _ascii([*h, *c[3]]) else (_rjust if c[4] else _ljust)
+            for c, h in zip(cols, heads, strict=True)]
     depth = max(map(len, heads))
     heads = [[""] * (depth - len(h)) + h for h in heads]  # headers sit on the line above the rule
     out = [GAP.join(j(h[k], w) for h, w, j in zip(heads, col_w, just, strict=True)).rstrip() for k in range(depth)]
@@ -461,6 +463,15 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
         out.append(GAP.join(j(c[3][r], w) for c, w, j in zip(cols, col_w, just, strict=True)).rstrip())
     out.append(footer)
     return "\n".join(out) + "\n"
+
+
+def _ascii(texts: list[str]) -> bool:
+    return all(map(str.isascii, texts))
+
+
+def _widest(texts: list[str]) -> int:
+    """The terminal columns the widest of ``texts`` takes (``names.text_width``)."""
+    return max(map(len if _ascii(texts) else names.text_width, texts), default=0)
 
 
 def _ljust(text: str, width: int) -> str:

@@ -349,6 +349,22 @@ def test_errors(tk, tmp_path):
         charts.chart(tk, "diff", base="full", new="full", bogus="3")
 
 
+def test_a_sweep_chart_asked_for_a_run_says_how_to_pick_its_sweep(tmp_path):
+    """sweep-latency spans runs: chart sweep-heatmap --run R is an error that names what
+    picks the sweep (-p sweep=), which then draws the sweep of R, not the latest one."""
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        from tracekit.ingest import run_folders
+
+        for folder in run_folders([DATA / "hstu_sweep" / "runs", DATA / "sweep_pair" / "a"]):
+            t.ingest(folder)  # (sweep_pair's a, the latest sweep: 4 points)
+        run = t.sql("SELECT min(run_id) FROM runs")[0, 0]  # (a point of hstu_sweep: 16 points)
+        with pytest.raises(ParamError, match=r"^chart sweep-heatmap: its query sweep-latency spans runs and takes "
+                                             r"no --run; it takes -p sweep= \(see `tracekit queries sweep-latency`\)$"):
+            charts.chart(t, "sweep-heatmap", run=str(run))
+        cells = [r for ds in spec_datasets(charts.chart(t, "sweep-heatmap", sweep=str(run)).to_dict()) for r in ds]
+        assert len({(r["bs"], r["nc"]) for r in cells}) == 16
+
+
 def test_done_when_fresh_clone_flow(tmp_path, capsys):
     """tracekit ingest report.ncu-rep && tracekit query roofline && tracekit chart roofline -o roofline.png"""
     rep = tmp_path / "report.ncu-rep"

@@ -2212,7 +2212,10 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
     bound.update(params)
     if run is not None:
         if "run" not in q.params:
-            raise ParamError(f"chart {name}: its query {spec.query} spans runs and takes no --run")
+            takes = [f"-p {p}=" for p in q.params if p != "limit"]  # (what picks its runs: a sweep's run)
+            raise ParamError(f"chart {name}: its query {spec.query} spans runs and takes no --run"
+                             + (f"; it takes {', '.join(takes)}" if takes else "")
+                             + f" (see `tracekit queries {spec.query}`)")
         bound["run"] = run
     try:
         df = tk.query(spec.query, **bound)

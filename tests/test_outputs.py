@@ -74,6 +74,34 @@ def test_chart_and_export_over_the_store_are_refused(small_store, capsys):
     assert small_store.read_bytes() == before
 
 
+def _files(folder) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_outputs_inside_a_dataset_are_refused(small_store, capsys, tmp_path):
+    """A dataset is its folder: an output written into it replaces a table's file
+    (-o DIR/runs.parquet left the dataset unreadable) or lands where its tables are read."""
+    ds = tmp_path / "ds"
+    assert cli_main(["--db", str(small_store), "export", "parquet", "-o", str(ds)]) == 0
+    capsys.readouterr()
+    before = _files(ds)
+    table = next(p for p in ds.glob("*/run_id=1/part-0.parquet"))
+    for cmd, out in ((["query", "top-kernels", "--run", "1"], ds / "runs.parquet"),
+                     (["sql", "SELECT 1 AS x"], table),
+                     (["runs", "-f", "csv"], ds / "new.csv"),
+                     (["query", "top-kernels", "--run", "1", "-f", "json"], ds / "sub" / ".." / "k.json"),
+                     (["chart", "top-kernels", "--run", "1"], ds / "chart.json"),
+                     (["report", "--run", "1"], ds / "report.html"),
+                     (["export", "trace", "--run", "1"], table.parent / "trace.json")):
+        assert cli_main(["--db", str(ds), *cmd, "-o", str(out)]) == 2, cmd
+        line = _one_error_line(capsys)
+        assert f"{out}: inside the dataset" in line, line
+    assert _files(ds) == before
+    assert cli_main(["--db", str(ds), "query", "top-kernels", "--run", "1", "-f", "csv",
+                     "-o", str(tmp_path / "k.csv")]) == 0  # beside it: written
+    assert (tmp_path / "k.csv").read_text().startswith("name,instances,total_ns")
+
+
 def test_output_in_a_missing_folder_is_one_line(small_store, capsys, tmp_path):
     for cmd in (["query", "top-kernels", "-f", "csv"], ["sql", "SELECT 1"], ["runs"],
                 ["chart", "top-kernels", "--run", "1"], ["export", "sweep"]):

@@ -2,19 +2,19 @@
 
 ``write_output(path, write_fn, store_path)`` is the one way tracekit writes a file the
 user named: it refuses a path that is the store or its ``.wal`` (through symlinks and
-hard links), writes to a temporary file in the target's folder and renames it over the
-target, so an interrupted or failed write leaves the old file (or none), never half a
-file. A path that is a device or a pipe (``-o /dev/stdout``, a FIFO) is written into as
-it is: there is no file to leave half, and renaming over it would replace the device
-with a file. So is a path that names an open file descriptor (``/dev/stdout``,
-``/dev/fd/N``, ``/proc/self/fd/N``), through the descriptor, whatever it is open on: the
-standard output redirected to a file (``-o /dev/stdout >> log``) gets the bytes where the
-shell left it, where a rename would replace the log. ``-`` is the standard output, as for
-most Unix tools (``tracekit export trace -o - | gzip``), written in place like a device;
-``is_stream`` tells a command to print its "wrote" line on stderr then, not into the
-data. ``check_output(path, store_path)`` makes the same checks up front, for a command
-that works long before it writes. Errors are ``OutputError``: one line naming the file
-and the problem.
+hard links), or any path inside a store that is a folder (a Parquet dataset), writes to a
+temporary file in the target's folder and renames it over the target, so an interrupted
+or failed write leaves the old file (or none), never half a file. A path that is a device
+or a pipe (``-o /dev/stdout``, a FIFO) is written into as it is: there is no file to
+leave half, and renaming over it would replace the device with a file. So is a path that
+names an open file descriptor (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``),
+through the descriptor, whatever it is open on: the standard output redirected to a file
+(``-o /dev/stdout >> log``) gets the bytes where the shell left it, where a rename would
+replace the log. ``-`` is the standard output, as for most Unix tools (``tracekit export
+trace -o - | gzip``), written in place like a device; ``is_stream`` tells a command to
+print its "wrote" line on stderr then, not into the data. ``check_output(path,
+store_path)`` makes the same checks up front, for a command that works long before it
+writes. Errors are ``OutputError``: one line naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -41,11 +41,15 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def check_not_store(path: str | os.PathLike, store_path: str | os.PathLike | None) -> None:
     """Raise ``OutputError`` when ``path`` would overwrite the store ``store_path`` or its
-    ``.wal`` file: the same path once symlinks are resolved, or the same file (a hard link)."""
+    ``.wal`` file: the same path once symlinks are resolved, or the same file (a hard link).
+    A store that is a folder (a Parquet dataset) is every file in it: a file written there
+    would replace one of its tables (``-o DIR/runs.parquet``) or be read as part of one."""
     if store_path is None or str(store_path) == ":memory:":
         return
     target = Path(path).resolve()
     store = Path(store_path).resolve()
+    if store.is_dir() and target.is_relative_to(store):
+        raise OutputError(f"{path}: inside the dataset {store} (the store); write the output outside its folder")
     for protected in (store, store.with_name(store.name + ".wal")):
         if target == protected or _same_file(target, protected):
             raise OutputError(f"{path}: this is the store {'' if protected == store else 'WAL '}"

@@ -65,24 +65,48 @@ PRESETS: dict[str, WorkloadConfig] = {
 }
 
 
-def workload_config(preset: str, **overrides: Any) -> WorkloadConfig:
+def workload_config(preset: str, /, **overrides: Any) -> WorkloadConfig:
     """The preset's config with ``overrides`` applied (unknown keys are an error)."""
     if preset not in PRESETS:
         raise CaptureError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     cfg = PRESETS[preset]
     if not overrides:
         return cfg
-    fields = {f.name for f in dataclasses.fields(WorkloadConfig)}
-    bad = sorted(set(overrides) - fields)
+    fields = {f.name for f in dataclasses.fields(WorkloadConfig)} - {"preset"}  # (the preset: --preset)
+    bad = sorted(set(overrides) - fields, key=str)
     if bad:
-        raise CaptureError(f"unknown workload setting(s) {', '.join(bad)}; known: {', '.join(sorted(fields))}")
-    cfg = dataclasses.replace(cfg, **overrides)
-    for name in ("d_model", "num_layers", "num_heads", "head_dim", "max_history_items",
-                 "num_items", "new_items_per_request", "page_size", "num_tasks", "scoring_hidden"):
-        value = getattr(cfg, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise CaptureError(f"workload setting {name}={value!r} must be a positive integer")
-    return cfg
+        raise CaptureError(f"unknown workload setting(s) {', '.join(map(str, bad))}; known: {', '.join(sorted(fields))}")
+    for name, value in overrides.items():
+        _check_workload_setting(name, value)
+    return dataclasses.replace(cfg, **overrides)
+
+
+#: the GPU dtypes the workload runs in (torch's names; a CPU run is float32)
+GPU_DTYPES = ("bfloat16", "float16", "float32")
+
+
+def _check_workload_setting(name: str, value: Any) -> None:
+    """A workload setting's value, checked before anything runs: the worker would fail on
+    it at every point of a sweep (a seed numpy refuses, a dtype torch lacks, a page size
+    the kernels do not take)."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if name == "zipf_exponent":
+        ok, want = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and math.isfinite(value)), "a finite number"
+    elif name == "gpu_dtype":
+        ok, want = value in GPU_DTYPES, f"one of {', '.join(GPU_DTYPES)}"
+    elif name == "seed":
+        ok, want = whole(value) and value >= 0, "an integer >= 0"
+    elif name == "page_size":
+        from tracekit.kernels.cache import PAGE_SIZE
+
+        ok, want = whole(value) and value == PAGE_SIZE, f"{PAGE_SIZE} (the page size tracekit.kernels takes)"
+    else:
+        ok, want = whole(value) and value >= 1, "a positive integer"
+    if not ok:
+        raise CaptureError(f"workload setting {name}={value!r} must be {want}")
 
 
 def _positive_int(name: str, flag: str, value: Any) -> int:

@@ -125,6 +125,9 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
     unknown = sorted(set(data) - CONFIG_KEYS)
     if unknown:
         raise CaptureError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}")
+    if not isinstance(data.get("workload", {}), dict):
+        raise CaptureError(f"{where}: 'workload' must be a mapping of workload settings (e.g. {{num_layers: 2}}), "
+                           f"not {data['workload']!r}")
     grid = data.get("grid")
     if not isinstance(grid, dict) or set(grid) != {"bs", "nc"}:
         raise CaptureError(f"{where}: 'grid' must give the lists 'bs' and 'nc'")

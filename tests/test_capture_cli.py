@@ -175,13 +175,24 @@ def test_a_store_that_cannot_take_the_run_is_refused_before_the_workload_runs(tm
 
 @pytest.mark.parametrize("config, match", [
     ("workload: {bogus: 1}", "unknown workload setting(s) bogus"),
+    ("workload: [1]", "'workload' must be a mapping of workload settings"),
+    ("workload: null", "'workload' must be a mapping of workload settings"),
+    ("workload: {preset: large}", "unknown workload setting(s) preset"),
+    ("workload: {zipf_exponent: abc}", "workload setting zipf_exponent='abc' must be a finite number"),
+    ("workload: {zipf_exponent: .nan}", "workload setting zipf_exponent=nan must be a finite number"),
+    ("workload: {seed: -1}", "workload setting seed=-1 must be an integer >= 0"),
+    ("workload: {num_actions: 0}", "workload setting num_actions=0 must be a positive integer"),
+    ("workload: {num_time_buckets: abc}", "workload setting num_time_buckets='abc' must be a positive integer"),
+    ("workload: {page_size: 7}", "workload setting page_size=7 must be 32"),
+    ("workload: {gpu_dtype: int8}", "workload setting gpu_dtype='int8' must be one of bfloat16, float16, float32"),
     ("device: gpu", "device 'gpu'"),
     ("flush_l2: maybe", "flush_l2 'maybe'"),
     ("ncu_launch_skip: -1", "ncu_launch_skip -1"),
     ("ncu_launch_count: two", "ncu_launch_count 'two'"),
 ])
 def test_a_sweep_configs_bad_setting_is_refused_before_the_first_point(tmp_path, config, match):
-    """Not one failed point per grid point: one error, exit 2, no folder, no manifest."""
+    """Not one failed point per grid point (each a worker that fails on the setting): one
+    error, exit 2, no folder, no manifest."""
     path = tmp_path / "sweep.yaml"
     path.write_text(f"grid: {{bs: [1, 2], nc: [4]}}\n{config}\n")
     res = runner.invoke(cli.app, ["sweep", "--config", str(path), "--out", str(tmp_path / "runs"), "--no-ingest"])

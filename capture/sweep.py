@@ -122,12 +122,14 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise CaptureError(f"{path}: a sweep config must be a mapping with a 'grid'")
         where = str(path)
-    unknown = sorted(set(data) - CONFIG_KEYS)
+    unknown = sorted(map(str, set(data) - CONFIG_KEYS))  # (YAML reads a key 1 or null as no text)
     if unknown:
         raise CaptureError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}")
     if not isinstance(data.get("workload", {}), dict):
         raise CaptureError(f"{where}: 'workload' must be a mapping of workload settings (e.g. {{num_layers: 2}}), "
                            f"not {data['workload']!r}")
+    if "workload" in data:  # (its keys are keyword arguments: a key 1 or null is the unknown setting "1", "None")
+        data["workload"] = {str(k): v for k, v in data["workload"].items()}
     grid = data.get("grid")
     if not isinstance(grid, dict) or set(grid) != {"bs", "nc"}:
         raise CaptureError(f"{where}: 'grid' must give the lists 'bs' and 'nc'")

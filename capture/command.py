@@ -164,10 +164,10 @@ def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, g
         raise CaptureError(f"--launch-count {launch_count!r}: a whole number of kernel launches, at least 1")
     replay_mode = check_replay_mode(replay_mode, tool)
     check_timeout(timeout_s)
-    from tracekit.store import _check_counts
+    from tracekit.numbers import check_counts
 
     try:
-        _check_counts(params, "--param ")
+        check_counts(params, "--param ")
     except TracekitError as err:
         raise CaptureError(str(err)) from None
     return replay_mode

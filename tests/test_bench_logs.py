@@ -115,6 +115,35 @@ def test_a_log_that_does_not_name_its_point_is_refused(tmp_path):
         assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 0
 
 
+@pytest.mark.parametrize("name, line, message", [
+    ("benchmark_bs0_nc1024.log", None, "its name's bs=0: bs (the batch size) is a whole number from 1 to 2147483647"),
+    ("benchmark_bs8_nc0.log", "Candidate Embeddings: 0,", "its name's nc=0: nc (the number of candidates) is a whole"),
+    ("benchmark_bs3000000000_nc1024.log", None, "its name's bs=3000000000: bs (the batch size) is a whole number"),
+    ("benchmark_bs8_nc99999999999999999999.log", "Candidate Embeddings: 99999999999999999999,",
+     "its name's nc=99999999999999999999: nc (the number of candidates)"),
+    ("benchmark_bs8_nc1024.log", "KV Caches: 99999999999999999999,",
+     "'KV Caches: 99999999999999999999' is past 2147483647, no count of caches"),
+])
+def test_a_log_of_a_point_that_is_no_count_is_one_line(tmp_path, capsys, name, line, message):
+    """The point a log's name gives, and the counts of its lines, are checked as --param bs=
+    and nc= are: a count past 32 bits was an internal error (Arrow's or Python's overflow), a
+    0 a run of a point no sweep has; and the store is left as it was."""
+    from conftest import store_state
+
+    db = tmp_path / "l.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(_log(tmp_path, "base", untagged=True))]) == 0
+    log = _log(tmp_path / "odd", "base", name=name, untagged=True)
+    if line is not None:
+        key = line.split(":")[0]
+        log.write_text(re.sub(rf"{key}: \d+,", line, log.read_text()))
+    capsys.readouterr()
+    before = store_state(db)
+    assert cli_main(["--db", str(db), "ingest", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"tracekit: error: {log}: ") and message in err[0], err
+    assert store_state(db) == before
+
+
 def test_a_folder_of_logs_says_to_name_them(tmp_path, capsys):
     """`tracekit ingest logs/` (a folder, no run folder): the error names the logs to give."""
     log = _log(tmp_path / "logs", "base")

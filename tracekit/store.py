@@ -38,6 +38,7 @@ from .errors import (
 )
 from .interrupts import SigintWatch, interruptible, stoppable
 from .names import RUN_ID, RunNames, check_run_name, derived_run_name, sql_ident
+from .numbers import check_counts
 
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
     import polars as pl
@@ -775,10 +776,10 @@ class Tracekit:
         from . import ingest as _ingest
 
         asked_params = params
-        _check_counts(params or {}, "--param ")
+        check_counts(params or {}, "--param ")
         if path.is_dir():
             folder_meta, digest, chosen = self._plan_folder(path)
-            _check_counts(folder_meta.get("params", {}), f"{path / 'meta.json'}: 'params' ", InputError)
+            check_counts(folder_meta.get("params", {}), f"{path / 'meta.json'}: 'params' ", InputError)
             existing = self._existing(digest)
             if existing is not None:
                 return self._renamed(existing, name, params, path)
@@ -1538,27 +1539,6 @@ def _out_of_range(col: str, typ: str) -> str:
         return (f"NOT isfinite({col}) OR CAST({col} AS TIMESTAMP) NOT BETWEEN TIMESTAMP '0001-01-01' "
                 "AND TIMESTAMP '9999-12-31 23:59:59.999999'")
     return rf"regexp_matches(CAST({col} AS VARCHAR), 'infinity|\(BC\)|\d{{5,}}-\d\d-\d\d|\b24:00:00')"
-
-
-#: run parameters the sweep and rank queries read as whole numbers (schema_runs.sql)
-COUNT_PARAMS = {"bs": "the batch size", "nc": "the number of candidates", "world_size": "the job's ranks"}
-#: the largest of them: the queries read them as 32-bit integers
-MAX_COUNT = 2**31 - 1
-
-
-def _check_counts(params: dict, where: str, error: type[TracekitError] = ParamError) -> None:
-    """Each of COUNT_PARAMS given is a whole number from 1 to MAX_COUNT (a JSON number or
-    its text: ``--param bs=8``), not a value the queries would fail to cast for the whole store."""
-    for key, what in COUNT_PARAMS.items():
-        if key not in params:
-            continue
-        v = params[key]
-        try:
-            ok = not isinstance(v, bool) and float(v) == int(v) and 1 <= int(v) <= MAX_COUNT
-        except (TypeError, ValueError, OverflowError):
-            ok = False
-        if not ok:
-            raise error(f"{where}{key}={v!r}: {key} ({what}) is a whole number from 1 to {MAX_COUNT}")
 
 
 def check_ingest_target(db: str | os.PathLike | None = None) -> None:

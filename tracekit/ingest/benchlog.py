@@ -7,7 +7,8 @@ measurement; ``process_data.ipynb`` of the seed procedure reads them with the sa
 (``[warmup 0] KV Caches: ...``, ``[timed 2] ...``: its ``capture.log``) keeps its phase; an
 untagged line is timed, as the notebook counts it. The run's parameters are the point
 (``bs``, ``nc``) and ``tool=none`` (the program ran without a profiler), so that the sweep
-queries, charts and ``export sweep`` read a folder of such logs as the notebook's grid.
+queries, charts and ``export sweep`` read a folder of such logs as the notebook's grid;
+the point's counts are checked as ``--param bs=`` and ``nc=`` are (1 to 2**31 - 1).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..errors import InputError
+from ..numbers import MAX_COUNT, check_counts
 from . import Parsed
 from .requests import COLUMNS
 
@@ -55,11 +57,16 @@ def read(path: Path) -> Parsed:
         raise InputError(f"{path}: a benchmark log names its point as run_bench.sh does "
                          "(benchmark_bs8_nc1024.log): rename it so, the batch size and candidates it ran at")
     bs, nc = int(m[1]), int(m[2])
+    # the point as --param bs=, nc= would be checked (its lines' counts are 32-bit columns too)
+    check_counts({"bs": bs, "nc": nc}, f"{path}: its name's ", InputError)
     rows = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             if (hit := LINE.search(line)) is None:
                 continue
+            if int(hit[2]) > MAX_COUNT:  # (Candidate Embeddings: the name's nc, checked below)
+                raise InputError(f"{path}: line {line.strip()!r}: 'KV Caches: {hit[2]}' is past {MAX_COUNT}, "
+                                 "no count of caches")
             try:
                 latency = float(hit[4])
             except ValueError:

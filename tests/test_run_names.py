@@ -75,6 +75,19 @@ def test_files_of_one_name_in_one_command(tmp_path, capsys, workers):
                           "nsys_diff_regressed/export"]
 
 
+@pytest.mark.parametrize("workers", [None, 2], ids=["serial", "workers"])
+def test_a_file_given_twice_keeps_its_own_name(tmp_path, capsys, monkeypatch, workers):
+    """One file named twice in one command (a glob and its file, ./x and x) is one input,
+    not two files of one name: its run is named after it alone, as ingested once."""
+    monkeypatch.chdir(NCU.parent)
+    db = tmp_path / "s.duckdb"
+    extra = ["--workers", str(workers)] if workers else []
+    assert main(["--db", str(db), "ingest", NCU.name, f"../{NCU.parent.name}/{NCU.name}", str(NCU), *extra]) == 0
+    out = capsys.readouterr().out
+    assert "run 1 (report, ncu)" in out and out.count("already ingested as run 1 (report)") == 2, out
+    assert _names(db) == ["report"]
+
+
 def test_threads_name_as_a_serial_ingest(tmp_path):
     files = [A, NCU, B, C, A]
     serial = tmp_path / "serial.duckdb"

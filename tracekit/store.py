@@ -858,9 +858,11 @@ class Tracekit:
     def one_command(self, inputs):
         """The ingests inside the block as one command's, of ``inputs`` (paths): a name
         that several inputs would have (``a/export.sqlite``, ``b/export.sqlite``) is
-        qualified for each of them, and every new run gets a name no other run has."""
+        qualified for each of them, and every new run gets a name no other run has. An input
+        given twice (``d/x.csv ./d/x.csv``) is one input: its run keeps its own name."""
         before = self.run_names
-        self.run_names = RunNames(own_run_name(Path(f)) for f in inputs)
+        once = {os.path.realpath(f): Path(f) for f in inputs}.values()  # (realpath: a link loop is no error here)
+        self.run_names = RunNames(own_run_name(f) for f in once)
         try:
             yield
         finally:

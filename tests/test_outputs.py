@@ -109,6 +109,11 @@ def test_output_in_a_missing_folder_is_one_line(small_store, capsys, tmp_path):
         assert cli_main(["--db", str(small_store), *cmd, "-o", str(out)]) == 2, cmd
         line = _one_error_line(capsys)
         assert "does not exist" in line and str(out) in line, line
+        # a file where the folder belongs is not said to be missing
+        (tmp_path / "notes").write_text("x")
+        out = tmp_path / "notes" / ("x.csv" if cmd[0] != "chart" else "x.png")
+        assert cli_main(["--db", str(small_store), *cmd, "-o", str(out)]) == 2, cmd
+        assert _one_error_line(capsys).endswith(f"{out}: {tmp_path / 'notes'} is not a folder")
 
 
 def test_outputs_are_written_and_overwritten(small_store, capsys, tmp_path):

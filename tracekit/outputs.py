@@ -113,6 +113,8 @@ def check_output(path: str | os.PathLike, store_path: str | os.PathLike | None =
         return False
     target = shown.resolve()
     if not target.parent.is_dir():
+        if target.parent.exists():  # (a file where its folder belongs: not a missing folder)
+            raise OutputError(f"{shown}: {shown.parent} is not a folder")
         raise OutputError(f"{shown}: folder {shown.parent} does not exist")
     if target.is_dir():
         raise OutputError(f"{shown}: is a folder; name a file")

@@ -334,6 +334,19 @@ def test_a_querys_own_error_is_shown_once(small_store, capsys, fmt):
     assert one_error_line(capsys) == "tracekit: error: top-kernels: group=kind: choose name or family"
 
 
+@pytest.mark.parametrize("query, run, param", [("top-kernels", "nsys_run", "group=family"),
+                                               ("nvtx-summary", "nsys_run", "style=PushPop"),
+                                               ("ncu-rules", "ncu_run", "group=kernel")])
+def test_blanks_around_a_choice_are_ignored(small_store, capsys, query, run, param):
+    """As around a number (-p limit=' 2 ') or a run: -p 'group=family ' is group=family, not
+    an error saying it is neither name nor family (nor, passed on to the query, the default)."""
+    assert _cli(small_store, "query", query, "--run", run, "-p", param, "-f", "csv") == 0
+    plain = capsys.readouterr().out
+    name, value = param.split("=")
+    assert _cli(small_store, "query", query, "--run", run, "-p", f"{name}= {value} ", "-f", "csv") == 0
+    assert capsys.readouterr().out == plain
+
+
 def test_control_characters_of_a_name_are_escaped_in_the_error(small_store, capsys, tmp_path):
     """A file name or run name with a newline or a terminal escape: still one line, shown
     escaped (the terminal's cursor and colours untouched)."""

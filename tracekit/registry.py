@@ -97,7 +97,8 @@ class Param:
             return None
         expect(value, _ACCEPTED[_TYPES[self.type]], f"{query}: parameter {self.name}")
         if self.choices:
-            given = [v.strip().lower() for v in str(value).split(",")] if self.several else [str(value).lower()]
+            value = str(value).strip()  # (blanks around a choice ignored, as around a number or a run)
+            given = [v.strip().lower() for v in value.split(",")] if self.several else [value.lower()]
             if not all(v in {c.lower() for c in self.choices} for v in given):
                 raise ParamError(f"{query}: {self.name}={value}: choose "
                                  + (f"from {', '.join(self.choices)} (comma-separated)" if self.several

@@ -116,6 +116,23 @@ def test_output_in_a_missing_folder_is_one_line(small_store, capsys, tmp_path):
         assert _one_error_line(capsys).endswith(f"{out}: {tmp_path / 'notes'} is not a folder")
 
 
+def test_an_output_that_is_a_loop_of_links_is_one_line(small_store, capsys, tmp_path):
+    """-o onto a symbolic link that loops (a -> b -> a): one line naming it, as an ingest of
+    one says (it was an internal error: Python's RuntimeError from resolving it)."""
+    for name in ("x.csv", "x.html", "x.json", "x.xlsx", "ds"):
+        (tmp_path / f"b-{name}").symlink_to(tmp_path / name)
+        (tmp_path / name).symlink_to(tmp_path / f"b-{name}")
+    before = small_store.read_bytes()
+    for cmd, name in ((["query", "top-kernels", "-f", "csv"], "x.csv"), (["sql", "SELECT 1 AS x"], "x.csv"),
+                      (["report", "--run", "1"], "x.html"), (["chart", "top-kernels", "--run", "1"], "x.html"),
+                      (["export", "trace", "--run", "1"], "x.json"), (["export", "sweep"], "x.xlsx"),
+                      (["export", "parquet"], "ds")):
+        out = tmp_path / name
+        assert cli_main(["--db", str(small_store), *cmd, "-o", str(out)]) == 2, cmd
+        assert _one_error_line(capsys).endswith(f"{out}: a loop of symbolic links, leading to no file"), cmd
+    assert small_store.read_bytes() == before
+
+
 def test_outputs_are_written_and_overwritten(small_store, capsys, tmp_path):
     out = tmp_path / "k.csv"
     out.write_text("old\n")

@@ -680,8 +680,10 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
     from .registry import resolve_run
 
     expect(dest, (str, os.PathLike), "export: folder", InputError)
+    from .outputs import resolved
+
     dest = Path(dest)
-    if str(tk.path) != ":memory:" and dest.resolve() == Path(tk.path).resolve():
+    if str(tk.path) != ":memory:" and resolved(dest) == Path(tk.path).resolve():
         raise InputError(f"{dest}: is the store itself; export into a new folder")
     _check_new(dest)
     if run is None or str(run).strip().lower() == "all":

@@ -39,6 +39,15 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def resolved(path: Path) -> Path:
+    """``path`` with its symbolic links followed; a loop of them is an ``OutputError`` (Python
+    raises RuntimeError there), as an ingest names one."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise OutputError(f"{path}: a loop of symbolic links, leading to no file") from None
+
+
 def check_not_store(path: str | os.PathLike, store_path: str | os.PathLike | None) -> None:
     """Raise ``OutputError`` when ``path`` would overwrite the store ``store_path`` or its
     ``.wal`` file: the same path once symlinks are resolved, or the same file (a hard link).
@@ -46,7 +55,7 @@ def check_not_store(path: str | os.PathLike, store_path: str | os.PathLike | Non
     would replace one of its tables (``-o DIR/runs.parquet``) or be read as part of one."""
     if store_path is None or str(store_path) == ":memory:":
         return
-    target = Path(path).resolve()
+    target = resolved(Path(path))
     store = Path(store_path).resolve()
     if store.is_dir() and target.is_relative_to(store):
         raise OutputError(f"{path}: inside the dataset {store} (the store); write the output outside its folder")
@@ -111,7 +120,7 @@ def check_output(path: str | os.PathLike, store_path: str | os.PathLike | None =
         mode = None
     if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         return False
-    target = shown.resolve()
+    target = resolved(shown)
     if not target.parent.is_dir():
         if target.parent.exists():  # (a file where its folder belongs: not a missing folder)
             raise OutputError(f"{shown}: {shown.parent} is not a folder")
@@ -160,7 +169,7 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
         except OSError as err:
             raise OutputError(f"{shown}: cannot write ({_reason(err)})") from err
         return shown
-    target = shown.resolve()
+    target = resolved(shown)
     folder = target.parent
     try:
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")

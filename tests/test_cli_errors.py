@@ -493,6 +493,31 @@ def test_an_option_given_twice_differently(small_store, capsys, args, message):
 # -- found by the audit of every command x option x hostile value ----------------------------
 
 
+@pytest.mark.parametrize("how", ["option", "environment"])
+@pytest.mark.parametrize("args", [["ingest", "{export}"], ["runs"], ["query", "top-kernels"],
+                                  ["sweep", "--bs", "1", "--nc", "4", "--tool", "none", "--out", "{tmp}/runs"]])
+def test_a_store_in_memory_is_a_bad_value(tmp_path, capsys, monkeypatch, how, args):
+    """--db :memory: (or TRACEKIT_DB=:memory:) is DuckDB's database in memory: an ingest said
+    "run 1 ... rows" and kept nothing, a query said DuckDB's "Cannot launch in-memory database
+    in read-only mode!"; a sweep would run every point before its ingest lost them."""
+    from conftest import NSYS_EXPORTS
+
+    monkeypatch.chdir(tmp_path)
+    args = [a.replace("{export}", str(NSYS_EXPORTS["odd_nvtx_cuda_only"])).replace("{tmp}", str(tmp_path))
+            for a in args]
+    if how == "option":
+        argv = ["--db", ":memory:", *args]
+    else:
+        monkeypatch.setenv("TRACEKIT_DB", ":memory:")
+        argv = args
+    assert cli_main(argv) == 2
+    line = one_error_line(capsys)
+    assert "':memory:' is DuckDB's database in memory, gone when the command ends" in line, line
+    assert line.startswith("tracekit: error: Invalid value for '--db'" if how == "option"
+                           else "tracekit: error: TRACEKIT_DB=':memory:'"), line
+    assert list(tmp_path.iterdir()) == []  # (no run folder, no store file)
+
+
 @pytest.mark.parametrize("args", [
     ["--db", "", "runs"], ["--db", " ", "sql", "SELECT 1"], ["--db", "", "ingest", "{export}"],
     ["ingest", ""], ["query", "top-kernels", "-f", "csv", "-o", " "], ["export", "trace", "-o", ""],

@@ -96,11 +96,19 @@ def converter(annotation: Any, info: Any):
     return None
 
 
+#: DuckDB's name of a database in memory: a store that ends with the command
+IN_MEMORY = ":memory:"
+IN_MEMORY_ERROR = (f"{IN_MEMORY!r} is DuckDB's database in memory, gone when the command ends (what it ingests is "
+                   "lost, and it holds nothing to query); name a store file (FILE.duckdb) or a dataset folder")
+
+
 def _db_path(v: Any) -> DbPath:
-    """``--db`` as written (``_path``'s check: not empty or blank)."""
+    """``--db`` as written (``_path``'s check: not empty or blank; nor ``:memory:``)."""
     if isinstance(v, DbPath):
         return v
     _path(v)
+    if os.fsdecode(v).strip() == IN_MEMORY:
+        raise ValueError(IN_MEMORY_ERROR)
     return DbPath(os.fsdecode(v))
 
 

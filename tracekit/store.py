@@ -94,8 +94,15 @@ def ingest_memory_limit() -> str:
 
 
 def _default_db() -> str:
-    """The store when none is named: $TRACEKIT_DB as written (a trailing / kept), else DEFAULT_DB."""
-    return os.environ.get("TRACEKIT_DB") or DEFAULT_DB
+    """The store when none is named: $TRACEKIT_DB as written (a trailing / kept), else DEFAULT_DB.
+    ``:memory:`` there is an error: a store the environment names is one that lasts (an
+    in-memory store is asked for by name, ``tracekit.open(":memory:")``)."""
+    env = os.environ.get("TRACEKIT_DB")
+    if env is not None and env.strip() == ":memory:":
+        from .cli_params import IN_MEMORY_ERROR
+
+        raise ParamError(f"TRACEKIT_DB={env!r}: {IN_MEMORY_ERROR}")
+    return env or DEFAULT_DB
 
 
 def default_db_path() -> Path:

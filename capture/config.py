@@ -67,7 +67,7 @@ PRESETS: dict[str, WorkloadConfig] = {
 
 def workload_config(preset: str, /, **overrides: Any) -> WorkloadConfig:
     """The preset's config with ``overrides`` applied (unknown keys are an error)."""
-    if preset not in PRESETS:
+    if not isinstance(preset, str) or preset not in PRESETS:
         raise CaptureError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     cfg = PRESETS[preset]
     if not overrides:
@@ -127,7 +127,7 @@ def validate_params(bs: Any, nc: Any, tool: str, preset: str | None, warmup_ms: 
     nc = _positive_int("candidates per user", "--nc", nc)
     if tool not in TOOLS:
         raise CaptureError(f"--tool {tool!r}: unknown profiler; choose one of {', '.join(TOOLS)}")
-    if preset is not None and preset not in PRESETS:
+    if preset is not None and (not isinstance(preset, str) or preset not in PRESETS):  # (a YAML list: unhashable)
         raise CaptureError(f"--preset {preset!r}: unknown preset; choose one of {', '.join(PRESETS)}")
     try:
         warmup_ms = float(warmup_ms)

@@ -186,6 +186,8 @@ def test_a_store_that_cannot_take_the_run_is_refused_before_the_workload_runs(tm
     ("workload: {page_size: 7}", "workload setting page_size=7 must be 32"),
     ("workload: {gpu_dtype: int8}", "workload setting gpu_dtype='int8' must be one of bfloat16, float16, float32"),
     ("1: 2", "unknown key(s) 1;"),
+    ("preset: [small]", "--preset ['small']: unknown preset; choose one of small, medium, large"),
+    ("preset: {small: 1}", "--preset {'small': 1}: unknown preset"),
     ("null: x", "unknown key(s) None;"),
     ("workload: {1: 2, num_layers: 2}", "unknown workload setting(s) 1;"),
     ("device: gpu", "device 'gpu'"),

@@ -7,12 +7,14 @@
 -- @param base  INTEGER  base run id
 -- @param new   INTEGER  new run id
 -- @column side   0 = base run, 1 = new run
--- @column key    (CUDA device id + 1, 0 for none) << 44 | 44 bits of a hash of the kind (kernel: its name id or
---                its match's; copy kind; memset; graph id): two kinds that meet in those bits would be
---                tested as one, which only widens the spread their change is held against
+-- @column key    (CUDA device id + 1, 0 for none) << 44 | 1 << 43 for a memory operation (copy, memset), whose
+--                time moves between identical captures beyond a kernel's | 43 bits of a hash of the kind
+--                (kernel: its name id or its match's; copy kind; memset; graph id): two kinds that meet in
+--                those bits would be tested as one, which only widens the spread their change is held against
 -- @column value  operation duration, ns
 SELECT s.side,
-       ((coalesce(o.device_id, -1) + 1) << 44) | (hash(o.kind, coalesce(m.key, o.id)) & 17592186044415)::BIGINT AS key,
+       ((coalesce(o.device_id, -1) + 1) << 44) | (CASE WHEN o.kind IN (1, 2) THEN 1 ELSE 0 END::BIGINT << 43)
+       | (hash(o.kind, coalesce(m.key, o.id)) & 8796093022207)::BIGINT AS key,
        o.end_ns - o.start_ns AS value
 FROM (VALUES (0, $base), (1, $new)) s(side, run_id)
 JOIN (SELECT run_id, device_id, start_ns, end_ns, 0 AS kind, name_id AS id FROM _kernels WHERE run_id IN ($base, $new)

@@ -278,6 +278,21 @@ def test_noise_pair_is_quiet(captures, base, new, capsys):
     assert "0 regressed" not in capsys.readouterr().out  # the table's summary names no verdict it has not
 
 
+
+def test_a_kernel_reads_apart_from_every_kernel_compared_whatever_rows_are_shown(captures, capsys, monkeypatch):
+    """Five kernels of the program shorten alike to ``at::native::vectorized_elementwise_kernel``
+    (GELU, tanh, an add, two conversions). A table of 30 rows shows GELU's alone and names it as a
+    table of every row does, told apart from those left below it, not by the name all five share;
+    compare's table too."""
+    monkeypatch.setenv("COLUMNS", "200")
+    gelu = next(k for k in PLANT["unchanged_kernels"] if "GeluCUDAKernelImpl" in k)
+    label = D.short_keys(captures.diff(DIFF_A.name, DIFF_C.name)["key"].to_list())[gelu]
+    assert label.endswith("[GeluCUDAKernelImpl]")
+    for command in ("diff", "compare"):
+        assert cli_main(["--db", str(captures.path), command, DIFF_A.name, DIFF_C.name]) == 0
+        lines = [line for line in capsys.readouterr().out.splitlines() if "vectorized_elementwise_kernel" in line]
+        assert lines and all(re.match(rf"kernel +{re.escape(label)}  ", line) for line in lines), (command, lines)
+
 def test_host_time_of_cuda_programs_is_beyond_any_noise_floor(captures):
     """Why host-timed values of CUDA programs are never judged, where the host time of CPU-only
     programs is judged beyond HOST_NOISE_PCT: between identical captures of one CUDA program

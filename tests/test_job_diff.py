@@ -155,6 +155,20 @@ def test_the_jobs_time_is_its_slowest_ranks_and_the_straggler_moved(tk):
     assert any(line.startswith("GPU busy, device 0: +") and line.endswith("(summed over the job's 4 ranks)") for line in lines)
 
 
+
+def test_what_moved_names_each_kernel_apart_as_the_table_does(tk):
+    """Three kernels of the jobs shorten alike to ``at::native::vectorized_elementwise_kernel``:
+    tanh's, 25 % more launches in the heavier backward, and two others. What moved names tanh's
+    as the table does, told apart from the others, not by the name they all shorten to."""
+    df = _quiet(tk.diff_jobs, _first("base"), _first("after"))
+    alike = {k for k in df.filter(pl.col("scope") == "kernel")["key"] if "vectorized_elementwise_kernel" in k}
+    (tanh,) = [k for k in alike if "tanh" in k]
+    assert len(alike) == 3
+    table = dict(zip(df["key"], job_diff.display(df)["key"], strict=True))
+    assert "[tanh]" in table[tanh] and table[tanh] not in {table[k] for k in alike - {tanh}}
+    line = next(line for line in job_diff.moved(df) if line.startswith("Kernel time"))
+    assert f"; {table[tanh]} +" in line, line
+
 def test_per_rank_rows_are_each_ranks_own_diff(tk):
     """--per-rank: each rank's diff rows with its rank; rank 1's forward GEMM, NVIDIA's
     counts, regressed there and on no other rank."""

@@ -779,7 +779,7 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         from .table import Rows
 
         shown = _diff.changes_first(df, rows)  # every change, then the largest unchanged rows
-        table = Rows.from_polars(display(shown))
+        table = Rows.from_polars(display(shown, df["key"].to_list()))  # (keys told apart from every key)
         table.shorteners = {"key": _diff.shorten_key}  # (an ncu key: its kernel, then its NVTX path's end)
         _show(table, out, display=columns, columns=cols, all_columns=all_columns, store_path=store_path)
         from collections import Counter
@@ -852,11 +852,11 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
                   threshold, gate, limit, fmt, out, cols, all_columns, tk.path)
 
 
-def _per_rank_display(df):
+def _per_rank_display(df, among: list[str] | None = None):
     """``diff --jobs --per-rank``'s table: diff's, with each row's rank."""
     from . import diff as _diff
 
-    return _diff.display(df).with_columns(df["rank"].cast(str))
+    return _diff.display(df, among).with_columns(df["rank"].cast(str))
 
 
 @app.command("compare")
@@ -913,7 +913,7 @@ def compare_cmd(
     if fmt == "table":
         from .table import Rows
 
-        table = Rows.from_polars(_compare.wide(_compare.changed_first(df, keys)))
+        table = Rows.from_polars(_compare.wide(_compare.changed_first(df, keys), df["key"].to_list()))
         _show(table, out, store_path=tk.path)
         shown = len(table.rows)
         every = df.select("scope", "key", "metric").unique().height

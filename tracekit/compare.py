@@ -281,19 +281,20 @@ def changed_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
     return per.select(keys).join(df, on=keys, how="left", maintain_order="left")
 
 
-def wide(df: pl.DataFrame) -> pl.DataFrame:
+def wide(df: pl.DataFrame, among: list[str] | None = None) -> pl.DataFrame:
     """One row per (scope, key, metric): the base's value, then per run its value and its
     change against the base (``200.788 ms (+40.9%, regressed)``; the change alone where
     unchanged), in human units (``tracekit.diff.display``'s). Where the base's value differs
     by run (jobs compared over the ranks each shares with the base), each cell starts with
-    its own (``21.346 ms -> 24.537 ms (...)``) and the base's column says so."""
+    its own (``21.346 ms -> 24.537 ms (...)``) and the base's column says so. Keys are told
+    apart from ``among`` (every key compared, where ``df`` is the rows shown)."""
     from .diff import _human, short_keys
 
     repeat = set(df.filter(pl.col("repeat"))["run"].to_list())
     shown = {run: f"{run} (repeat)" if run in repeat else run for run in runs_of(df)}
     runs = list(shown.values())
     base = f"{df['base_run'][0]} (base)" if df.height else "base"
-    short = short_keys(df["key"].to_list())
+    short = short_keys(df["key"].to_list() if among is None else among)
     bases: dict[tuple, set] = {}
     for r in df.iter_rows(named=True):
         if r["base"] is not None:

@@ -2016,6 +2016,9 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         return f"{moved_by} ({', '.join([*by_pct, *kinds])})"
 
     changed = df.filter(pl.col("verdict") != "unchanged")
+    # every key named as the diff's table names it, told apart from every other key of the diff (not
+    # only from the few named here): two kernels `at::native::vectorized_elementwise_kernel` read apart
+    label = short_keys(df["key"].to_list())
     lines = []
     for r in changed.filter((pl.col("scope") == "gpu") & (pl.col("metric") == "busy_ns")).iter_rows(named=True):
         lines.append(f"GPU busy, {r['key']}: {signed('busy_ns', delta(r))} ({how(r)})")
@@ -2031,7 +2034,6 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         total = sum(delta(r) for r in totals.values())
         moves = {k: delta(totals[k]) if k in totals else 0.0 for k in judged}
         movers = sorted(judged, key=lambda k: -abs(moves[k]))[:top]
-        label = short_keys(movers)
         # shares only where every judged key moved the total's way: else they pass 100 % and say nothing
         shares = bool(total) and all(d * total >= 0 for d in moves.values())
         parts = []
@@ -2061,10 +2063,9 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
                         ("functions", changed.filter(pl.col("scope") == "cpu"))):
         sampled = sorted(rows_.iter_rows(named=True), key=lambda r: -abs(delta(r)))[:top]  # (the largest change first)
         if sampled:
-            label = short_keys([r["key"] for r in sampled]) if what == "functions" else {r["key"]: r["key"]
-                                                                                          for r in sampled}
+            named = label if what == "functions" else {r["key"]: r["key"] for r in sampled}  # (paths whole)
             lines.append(f"CPU time in {what} (sampled): " + "; ".join(
-                f"{label[r['key']]} {_human('x_ns', val(r['base']) or 0)} -> {_human('x_ns', val(r['new']) or 0)} "
+                f"{named[r['key']]} {_human('x_ns', val(r['base']) or 0)} -> {_human('x_ns', val(r['new']) or 0)} "
                 f"({how(r)})" for r in sampled))
     # nsys times held because the SM clock moved them (the GPU's sampled counters): said, not judged
     clocked_nsys = [r for r in df.filter(pl.col("scope").is_in(["gpu", "kernel"]) & (pl.col("verdict") == "unchanged")
@@ -2072,7 +2073,6 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
                     if held_by(r["note"]) == CLOCK_NOTE]
     if clocked_nsys:
         shown = sorted(clocked_nsys, key=lambda r: (r["scope"] != "gpu", -abs(delta(r))))[:top + 1]
-        label = short_keys([r["key"] for r in shown])
         lines.append(f"Times {CLOCK_NOTE} in as many cycles: " + "; ".join(
             (f"GPU busy, {r['key']}" if r["scope"] == "gpu" else label[r["key"]])
             + f" {signed(r['metric'], delta(r))} ({val(r['delta_pct']):+.1f} %) "
@@ -2083,7 +2083,6 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         rows = {r["key"]: r for r in wall.iter_rows(named=True) if r["metric"] == "range_total_ns"}
         rows.update({r["key"]: r for r in wall.iter_rows(named=True) if r["key"] not in rows})
         shown = sorted(rows.values(), key=lambda r: -abs(delta(r)))[:top]
-        label = short_keys([r["key"] for r in shown])
         lines.append("NVTX wall time: " + "; ".join(
             f"{label[r['key']]} {_STAT[r['metric']]} {signed(r['metric'], delta(r))} ({how(r)})" for r in shown))
     # ncu: per kernel (its keys: one per NVTX path), its launches' time in all, where it was
@@ -2111,7 +2110,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     def moved_by(k: str) -> float:
         return abs(sum(delta(r) for r in keys[k].get("launch_total_ns", [])))
 
-    label = short_keys(sorted({*judged, *held}))
+    label = short_keys(sorted(keys))  # (an ncu key is its kernel @ its NVTX path: the kernels told apart)
     for name in sorted(judged, key=lambda k: -moved_by(k))[:top]:
         m = judged[name]
         timed = [r for metric in NCU_TIME for r in m.get(metric, []) if r["verdict"] != "unchanged"]
@@ -2318,10 +2317,12 @@ def shown_verdicts(df: pl.DataFrame) -> list[str]:
             for v, n in zip(df["verdict"], df["note"], strict=True)]
 
 
-def display(df: pl.DataFrame) -> pl.DataFrame:
+def display(df: pl.DataFrame, among: list[str] | None = None) -> pl.DataFrame:
     """The diff for a terminal: values in human units, keys as ``short_keys`` labels
-    them, deltas as signed percentages."""
-    short = short_keys(df["key"].to_list())
+    them, told apart from ``among`` (the whole diff's keys, where ``df`` is the rows shown:
+    a kernel reads as in every other table of the diff, whichever rows are shown), deltas as
+    signed percentages."""
+    short = short_keys(df["key"].to_list() if among is None else among)
     cols = {
         "scope": df["scope"],
         "key": [short[k] for k in df["key"]],

@@ -559,7 +559,7 @@ def job_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
         "tracekit diff --jobs")
 
 
-def _comparison_html(df: pl.DataFrame, limit: int, display: Callable[[pl.DataFrame], pl.DataFrame],
+def _comparison_html(df: pl.DataFrame, limit: int, display: Callable[..., pl.DataFrame],
                      extra: list[tuple[str, str, bool, Callable[[dict, dict], str]]], command: str) -> str:
     """A comparison's rows as a sortable table: every change, then unchanged rows up to
     ``limit``; scope, key, metric, base, new and the change, then ``extra``'s columns
@@ -569,7 +569,7 @@ def _comparison_html(df: pl.DataFrame, limit: int, display: Callable[[pl.DataFra
     if df.is_empty():
         return '<p class="empty">no rows</p>'
     shown = _diff.changes_first(df, limit)
-    text = display(shown)
+    text = display(shown, df["key"].to_list())  # (keys told apart from every key of the comparison)
     cols = [("scope", "scope", False), ("key", "key", False), ("metric", "metric", False), ("base", "base", True),
             ("new", "new", True), ("delta_pct", "change [%]", True), *(c[:3] for c in extra),
             ("note", "note", False)]

@@ -85,6 +85,27 @@ def test_the_table_puts_the_runs_side_by_side(plants, capsys, monkeypatch):
     assert "tracekit: gate:" in capsys.readouterr().err
 
 
+
+def _verdict_counts(line: str) -> dict[str, int]:
+    """``53 unchanged, 33 not judged, 10 regressed`` -> {verdict: rows}."""
+    return {v: int(n) for n, v in (part.split(" ", 1) for part in line.split(", "))}
+
+
+def test_each_runs_counts_are_what_its_own_diff_counts(plants, capsys, monkeypatch):
+    """The line counting a run's verdicts counts them as `diff BASE RUN` does: the host-timed
+    rows (API durations, NVTX wall time: regressed's cudaMemcpyAsync +72 %) are not judged,
+    not unchanged."""
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["--db", str(plants), "compare", "base_a", "base_b", "regressed"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    got = dict(re.findall(r"(\w+): ([^;(]+[^;( ])", line))
+    for run in ("base_b", "regressed"):
+        assert main(["--db", str(plants), "diff", "base_a", run]) == 0
+        out = capsys.readouterr().out.splitlines()
+        own = out[out.index("what moved:") - 1 if "what moved:" in out else -1].split("; ")[0]
+        assert _verdict_counts(got[run]) == _verdict_counts(own), (run, line, own)
+        assert _verdict_counts(own)["not judged"] > 20
+
 def test_files_hold_one_row_per_key_metric_and_run(plants, tmp_path, capsys):
     out = tmp_path / "c.csv"
     assert main(["--db", str(plants), "compare", "base_a", "base_b", "regressed", "--by", "kernel", "-o", str(out)]) == 0

@@ -396,6 +396,24 @@ def test_report_vs_base_shows_the_planted_changes(reports):
     assert changes and all(math.isfinite(v) for v in changes)
 
 
+
+def test_the_comparison_counts_and_shows_verdicts_as_diff_does(store, reports, capsys, monkeypatch):
+    """Host-timed values (API durations, NVTX wall time) are held from any verdict: diff's table
+    shows them as not judged and counts them so; the report's comparison does the same, in its
+    table and in the count its intro opens with (not `unchanged` for an API's +72 % time)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli_main(["--db", str(store), "diff", "diff_base", "diff_regressed"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    counts = out[out.index("what moved:") - 1].split("; ")[0]
+    assert "not judged" in counts
+    text = reports["diff"].read_text()
+    assert re.search(rf"This run against run \d+ \(diff_base\): {re.escape(counts)}\.", html.unescape(text))
+    (table,) = _parse(reports["diff"]).sections["diff"]
+    rows = [dict(zip(table["columns"], r, strict=True)) for r in table["rows"]]
+    host = [r for r in rows if r["note"][0] == "host-timed, not judged"]
+    assert host and {r["verdict"][0] for r in host} == {"not judged"}
+    assert 'class="verdict v-not-judged">not judged</td>' in text
+
 def test_the_comparison_says_how_its_scopes_were_judged(store, reports, tmp_path):
     """The comparison's intro names the rule of each scope it has, and only those: rank tests
     for nsys runs, ncu's noise at the launch's duration for ncu reports."""

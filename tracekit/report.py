@@ -593,6 +593,15 @@ def _comparison_html(df: pl.DataFrame, limit: int, display: Callable[..., pl.Dat
             + "\n".join(rows) + f"</tbody></table></div>{foot}")
 
 
+def _verdict_counts(df: pl.DataFrame) -> str:
+    """How many rows each verdict has, as diff's table counts them (``tracekit.diff.shown_verdicts``)."""
+    from collections import Counter
+
+    from .diff import shown_verdicts
+
+    return ", ".join(f"{n:,} {v}" for v, n in Counter(shown_verdicts(df)).most_common())
+
+
 def _num_cell(v: Any, shown_text: str) -> str:
     """A numeric cell: its text, sorting by its exact value (``data-v``)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -601,7 +610,8 @@ def _num_cell(v: Any, shown_text: str) -> str:
 
 
 def _verdict_cell(r: dict, t: dict) -> str:
-    return f'<td class="verdict v-{r["verdict"]}">{r["verdict"]}</td>'
+    """The verdict as diff's table shows it (``not judged`` where the note says so)."""
+    return f'<td class="verdict v-{t["verdict"].replace(" ", "-")}">{t["verdict"]}</td>'
 
 
 # -- assembling ----------------------------------------------------------------------
@@ -821,7 +831,7 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
     partial = [str(w.message) for w in caught if issubclass(w.category, CaptureWarning)]
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    counts = ", ".join(f"{n:,} {v}" for v, n in df["verdict"].value_counts(sort=True).rows())
+    counts = _verdict_counts(df)
     table = diff_table_html(df)
     chart = charts.diff_rows(df, threshold, 20)
     spec = json.dumps(charts.diff(chart).to_dict(), separators=(",", ":"), default=str)
@@ -929,7 +939,7 @@ def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: li
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     held = _diff.held_by_repeats(df).removeprefix("; ") if again else ""
     df = df.drop("noise_pct", strict=False)
-    counts = ", ".join(f"{n:,} {v}" for v, n in df["verdict"].value_counts(sort=True).rows())
+    counts = _verdict_counts(df)
     moved = job_diff.moved(df)
     spec = json.dumps(charts.job_diff(job_diff.changes_by_rank(long, 20)).to_dict(), separators=(",", ":"),
                       default=str)
@@ -1051,7 +1061,7 @@ td.name{max-width:520px;overflow:hidden;text-overflow:ellipsis}
 td.note{white-space:normal;min-width:260px;color:#57606a}
 table.prose{width:100%}td.prose{white-space:normal;min-width:240px;overflow-wrap:anywhere}
 td.verdict{font-weight:600}td.v-regressed{color:#c62828}td.v-improved{color:#2e7d32}
-td.v-unchanged{color:#8c959f;font-weight:400}td.v-added,td.v-removed{color:#6a3fb5}
+td.v-unchanged,td.v-not-judged{color:#8c959f;font-weight:400}td.v-added,td.v-removed{color:#6a3fb5}
 tbody tr:hover{background:#f3f8ff}
 footer{padding:12px 28px;color:#57606a;font-size:12px}
 """

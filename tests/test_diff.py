@@ -1415,6 +1415,9 @@ def test_sweep_peak_memory_is_compared_as_the_seed_compares_it(sweep_pair):
     said = [line for line in D.moved(sweep_pair.diff(a, c)) if line.startswith("Peak memory")]
     assert len(said) == 1 and said[0].startswith(
         "Peak memory: bs=4,nc=512 allocated (+12.8 %, regressed), reserved (+52.6 %, regressed); "), said
+    # in MiB: requests.csv's peaks are PyTorch's bytes / 2**20 (capture/timing.py), what the seeds call MB
+    shown = D.display(df)
+    assert all(v.endswith(" MiB") for v in [*shown["base"], *shown["new"]]), shown
 
 
 def test_two_sweep_folders_compare_as_their_sweeps(tmp_path, sweep_pair, capsys):

@@ -2239,8 +2239,8 @@ def _human(metric: str, v: float | None, other: float | None = None) -> str:
         return f"{v:,.0f} ns"
     if metric.endswith("_ms"):
         return f"{v:,.3f} ms"
-    if metric.endswith("_mb"):  # (requests.csv's memory peaks, in MB as PyTorch's allocator counts them)
-        return f"{v:,.1f} MB"
+    if metric.endswith("_mb"):  # (requests.csv's memory peaks: MiB, what the seeds' benchmarks call MB)
+        return f"{v:,.1f} MiB"
     if metric.endswith("_pct"):
         return f"{v:,.2f}%"
     if metric.endswith("_hz"):

@@ -8,8 +8,8 @@ CREATE TABLE IF NOT EXISTS requests (
     kv_caches INTEGER,              -- KV caches in use (the seed's "KV Caches: N")
     candidate_embeddings INTEGER,   -- candidates scored (the seed's "Candidate Embeddings: M")
     latency_ms DOUBLE,              -- end-to-end request time, ms (CUDA events on a GPU)
-    peak_mem_allocated_mb DOUBLE,   -- peak memory allocated during the request, MB
-    peak_mem_reserved_mb DOUBLE     -- peak memory reserved during the request, MB
+    peak_mem_allocated_mb DOUBLE,   -- peak memory allocated during the request, MiB (2^20 bytes: the seeds' "MB")
+    peak_mem_reserved_mb DOUBLE     -- peak memory reserved during the request, MiB
 );
 
 -- The runs that can stand for a sweep point: those whose meta status is ok and that have timed

@@ -19,9 +19,9 @@
 -- @column mean_ms                mean latency, ms
 -- @column min_ms                 fastest request, ms
 -- @column max_ms                 slowest request, ms
--- @column peak_mem_allocated_mb  largest peak of allocated GPU memory in a timed request, MB (NULL on CPU)
+-- @column peak_mem_allocated_mb  largest peak of allocated GPU memory in a timed request, MiB (2^20 bytes, as the seed's MB) (NULL on CPU)
 -- @column std_ms                 sample standard deviation of the latency, ms (NULL for a point of one request)
--- @column peak_mem_reserved_mb   largest peak of GPU memory reserved by PyTorch's allocator in a timed request, MB (NULL on CPU)
+-- @column peak_mem_reserved_mb   largest peak of GPU memory reserved by PyTorch's allocator in a timed request, MiB (2^20 bytes, as the seed's MB) (NULL on CPU)
 -- @column users_per_s            users served per second by requests back to back: bs / mean latency
 -- @column candidates_per_s       candidates ranked per second: bs x nc / mean latency
 -- @display preset, tool, bs, nc, requests, median_ms, p95_ms, p99_ms, mean_ms, peak_mem_allocated_mb

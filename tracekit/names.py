@@ -12,6 +12,7 @@ string work: no DuckDB, no Polars, no Altair.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import unicodedata
@@ -106,6 +107,7 @@ def escape_controls(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+@functools.lru_cache(maxsize=4096)
 def _char_width(c: str) -> int:
     """The terminal columns one character takes: East Asian wide and full-width ones (CJK,
     most emoji) two, combining marks none, the rest one."""
@@ -114,12 +116,16 @@ def _char_width(c: str) -> int:
     return 0 if unicodedata.combining(c) else 1
 
 
+#: a character outside ASCII (found by the regex engine, not a Python loop over every character)
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
 def text_width(text: str) -> int:
     """The terminal columns ``text`` takes (``注意力`` three characters, six columns): what
     tables measure and pad by, so that a column of CJK names stays aligned."""
     if text.isascii():
         return len(text)
-    return sum(map(_char_width, text))
+    return len(text) + sum(_char_width(c) - 1 for c in _NON_ASCII.findall(text))
 
 
 def _head(text: str, width: int) -> str:

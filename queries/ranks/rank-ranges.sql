@@ -1,7 +1,7 @@
 -- Time per NVTX range and rank across the ranks of a multi-rank job (the rank x range
 -- heatmap: `tracekit chart rank-heatmap`): one row per (NVTX path, rank), with the rank
 -- against the median rank for that path. The job is that of --run (see rank-summary).
--- @param run    TEXT     any run of the job: id or name (default: latest run)
+-- @param run    TEXT     any run of the job: id or name (default: the latest run that is a rank)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
 -- @column path           NVTX path of the ranges: texts from the outermost range down, '/'-separated (its text alone for ranges ended on another thread)
 -- @column rank           global rank

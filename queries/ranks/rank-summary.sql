@@ -1,6 +1,6 @@
 -- One row per rank of a multi-rank job: GPU busy time, kernel time, time in the outermost
 -- NVTX ranges and the top kernel, each rank beside the median rank. The job is that of
--- --run (any rank's run; default: the latest nsys run), its ranks the runs ingested with
+-- --run (any rank's run; default: the latest run that is a rank), its ranks the runs ingested with
 -- a rank (tracekit/ranks.py: the export's launcher environment, a file name such as
 -- rank3, or --param rank=3). Busy time is the union of the rank's GPU ops per device
 -- (kernels, copies, memsets, whole graph launches), as gpu-utilization counts it. Where the
@@ -13,7 +13,7 @@
 -- kernels ran and how much of it with no compute kernel beside (comm-overlap): a rank that
 -- waits for a straggler inside the all-reduce has the most, the straggler the least, and its
 -- kernel time counts that wait.
--- @param run    TEXT     any run of the job: id or name (default: latest run)
+-- @param run    TEXT     any run of the job: id or name (default: the latest run that is a rank)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
 -- @column rank                  global rank
 -- @column host                  host it ran on (NULL when the export does not say)

@@ -4,7 +4,7 @@
 -- other rank (instance = its place in start order on its rank, 1 = the first), which is
 -- the same step when the ranks run in lock-step. Rows are ordered by skew (slowest minus
 -- fastest rank), largest first. The job is that of --run (see rank-summary).
--- @param run    TEXT     any run of the job: id or name (default: latest run)
+-- @param run    TEXT     any run of the job: id or name (default: the latest run that is a rank)
 -- @param range  TEXT     only ranges of this path or name, e.g. step/forward or :forward (default: null)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column path          NVTX path of the range: texts from the outermost range down, '/'-separated (its text alone for a range ended on another thread)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracekit.errors import CaptureError
+from tracekit.numbers import MAX_COUNT
 
 TOOLS = ("nsys", "ncu", "none")
 
@@ -117,6 +118,8 @@ def _positive_int(name: str, flag: str, value: Any) -> int:
             raise CaptureError(f"{flag} {value!r}: {name} must be a positive integer") from None
     if value < 1:
         raise CaptureError(f"{flag} {value}: {name} must be a positive integer (>= 1)")
+    if value > MAX_COUNT:  # (a run's bs and nc, and a request's index, are 32-bit in the store)
+        raise CaptureError(f"{flag} {value}: {name} must be at most {MAX_COUNT:,}")
     return value
 
 

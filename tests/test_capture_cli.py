@@ -206,6 +206,19 @@ def test_a_sweep_configs_bad_setting_is_refused_before_the_first_point(tmp_path,
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("field, flag, what", [("bs", "--bs", "batch size"), ("nc", "--nc", "candidates per user"),
+                                              ("iters", "--iters", "timed requests")])
+def test_a_count_past_32_bits_is_refused_before_anything_runs(field, flag, what):
+    """A point's bs and nc and a request's index are 32-bit in the store: a config's (or the
+    library's) larger count is one line, not a sweep that runs until killed."""
+    from tracekit.capture.config import validate_params
+
+    given = {"bs": 1, "nc": 4, "iters": 1, field: 2**31}
+    with pytest.raises(CaptureError, match=rf"^{flag} 2147483648: {what} must be at most 2,147,483,647$"):
+        validate_params(given["bs"], given["nc"], "none", "small", 0, given["iters"])
+    assert validate_params(1, 4, "none", "small", 0, 1) == (1, 4, "none", "small", 0.0, 1)
+
+
 def test_a_sweep_grid_of_one_value_and_out_that_is_a_file(tmp_path):
     from tracekit.capture.sweep import load_config
 

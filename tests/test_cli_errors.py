@@ -171,6 +171,12 @@ def test_a_new_store_in_a_missing_folder_names_the_folder(tmp_path, capsys):
         assert f"folder {tmp_path / named} does not exist" in line, line
         assert ("a link to" in line) == (db == link), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.duckdb"]
+    (tmp_path / "a.duckdb").symlink_to(tmp_path / "b.duckdb")
+    (tmp_path / "b.duckdb").symlink_to(tmp_path / "a.duckdb")
+    assert cli_main(["--db", str(tmp_path / "a.duckdb"), "ingest", export]) == 2
+    assert "a.duckdb: a loop of symbolic links, leading to no file" in one_error_line(capsys)
+    assert cli_main(["--db", str(tmp_path / "a.duckdb"), "runs"]) == 2
+    assert "a.duckdb: no such database" in one_error_line(capsys)
 
 
 # -- a question asked of the wrong kind of run --------------------------------------

@@ -565,10 +565,14 @@ class Tracekit:
         if str(self.path) == ":memory:":
             return
         if not self.path.exists():
-            folder = self.path.resolve().parent
-            if not folder.is_dir():
-                link = f" (a link to {self.path.resolve()})" if self.path.is_symlink() else ""
-                raise InputError(f"{self.path}{link}: folder {folder} does not exist; create it, "
+            try:
+                target = self.path.resolve()
+            except RuntimeError:  # (Python's word for a loop of links)
+                raise InputError(f"{self.path}: a loop of symbolic links, leading to no file; name the store's "
+                                 "file (--db FILE)") from None
+            if not target.parent.is_dir():
+                link = f" (a link to {target})" if self.path.is_symlink() else ""
+                raise InputError(f"{self.path}{link}: folder {target.parent} does not exist; create it, "
                                  "or name a store in a folder that does (--db FILE)")
             return
         if self.path.is_dir():

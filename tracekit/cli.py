@@ -782,9 +782,7 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         table = Rows.from_polars(display(shown, df["key"].to_list()))  # (keys told apart from every key)
         table.shorteners = {"key": _diff.shorten_key}  # (an ncu key: its kernel, then its NVTX path's end)
         _show(table, out, display=columns, columns=cols, all_columns=all_columns, store_path=store_path)
-        from collections import Counter
-
-        counts = Counter(_diff.shown_verdicts(df)).most_common()  # (as the table shows them)
+        counts = _diff.verdict_counts(df)  # (as the table shows them)
         more = (f"; {df.height - shown.height} more rows, none judged a change (--limit 0 for all)"
                 if shown.height < df.height else "")
         typer.echo(", ".join(f"{n} {v}" for v, n in counts) + more + held)

@@ -348,13 +348,11 @@ def counts(df: pl.DataFrame) -> list[str]:
     """Per run, how many rows each verdict has (``opt: 3 regressed, 2 improved, 40 unchanged,
     33 not judged``), counted as diff's table counts them (``tracekit.diff.shown_verdicts``: a
     change held back from any verdict, host-timed, is ``not judged``, not ``unchanged``)."""
-    from collections import Counter
-
-    from .diff import shown_verdicts
+    from .diff import verdict_counts
 
     out = []
     repeat = set(df.filter(pl.col("repeat"))["run"].to_list())
     for run in runs_of(df):
-        got = Counter(shown_verdicts(df.filter(pl.col("run") == run))).most_common()
+        got = verdict_counts(df.filter(pl.col("run") == run))
         out.append(f"{run}{' (repeat)' if run in repeat else ''}: " + ", ".join(f"{n} {v}" for v, n in got))
     return out

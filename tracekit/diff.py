@@ -1058,7 +1058,7 @@ def _gpu_scope(con, params: dict, threshold: float, keymap: pl.DataFrame) -> lis
     finally:
         con.unregister("_diff_keymap")
     busy = {(s, k): v for s, k, v in con.execute(_sql("gpu_busy"), params).fetchall()}
-    copy_limit = limit("memcpy", "total_ns", threshold, False)[0]
+    copy_limit, copy_said = limit("memcpy", "total_ns", threshold, False)
     devices: dict = {}
     for r in kinds.iter_rows(named=True):
         dev = (r["key"] >> 44) - 1  # (samples_gpu.sql's key)
@@ -1102,8 +1102,7 @@ def _gpu_scope(con, params: dict, threshold: float, keymap: pl.DataFrame) -> lis
         else:
             held = f"not significant ({_p_is(p)}, the ops' time by kind)"
         if d["copy_noise"]:
-            held = _join(held, f"memory operations within {limit('memcpy', 'total_ns', threshold, False)[1]} "
-                               "left out")
+            held = _join(held, f"memory operations within {copy_said} left out")
         verdict, note = _judge(b, n, threshold, 1, count_real or time_real, held)
         if verdict in ("regressed", "improved"):
             note = _join(f"ops {d['n_base']:,} -> {d['n_new']:,}" if d["n_base"] != d["n_new"] else "",
@@ -1823,7 +1822,6 @@ def _commands(a: list, b: list) -> tuple[str, str]:
 # -- entry point --------------------------------------------------------------------
 
 
-
 def scopes_asked(by: str | list[str] | tuple[str, ...] | None, choices: tuple[str, ...],
                  why: Callable[[str], str] = lambda scope: "") -> list[str]:
     """The scopes ``--by`` names, lowercased, in order ([] where it is not given: every
@@ -2151,6 +2149,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
                                & (pl.col("base").is_null() | pl.col("new").is_null()))["key"].to_list())
     shared = [k for k in points.filter(~pl.col("verdict").is_in(["added", "removed"]))["key"].unique().to_list()
               if k not in failed]
+    # the latencies held because the host's pace moved them
+    paced = [r for r in points.iter_rows(named=True) if r["verdict"] == "unchanged" and held_by(r["note"]) == HOST_PACE_NOTE]
     judged = {}
     latency = changed.filter((pl.col("scope") == "sweep") & ~pl.col("metric").is_in(SWEEP_MEMORY))
     for r in latency.iter_rows(named=True):
@@ -2174,9 +2174,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         counts += [f"{n} failed on one side" for n in [sum(k in failed for k in judged)] if n]
         counts += [f"{n} only in the {side}" for side, n in alone.items() if n]
         lines.append("Request latency: " + "; ".join(parts) + (f" ({'; '.join(counts)})" if counts else ""))
-        paced_keys = {r["key"] for r in points.iter_rows(named=True)
-                      if r["verdict"] == "unchanged" and held_by(r["note"]) == HOST_PACE_NOTE}
-        if (speedup := _speedup_line(points, shared, paced_keys)) is not None:
+        if (speedup := _speedup_line(points, shared, {r["key"] for r in paced})) is not None:
             lines.append(speedup)
     memory: dict[str, list[dict]] = {}
     for r in changed.filter((pl.col("scope") == "sweep") & pl.col("metric").is_in(SWEEP_MEMORY)).iter_rows(named=True):
@@ -2186,9 +2184,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         lines.append("Peak memory: " + "; ".join(
             (f"{k} " if k != "requests" else "") + ", ".join(f"{_STAT[r['metric']]} ({how(r)})" for r in memory[k])
             for k in order[:top]) + (f"; and {len(order) - top} more" if len(order) > top else ""))
-    # latencies held because the host's pace moved them: said, so that no one reads them as the code's
-    paced = [r for r in points.iter_rows(named=True) if r["verdict"] == "unchanged" and held_by(r["note"]) == HOST_PACE_NOTE]
-    if paced:
+    if paced:  # (latencies held because the host's pace moved them: said, so that no one reads them as the code's)
         def pace(r: dict) -> str:
             note = r["note"]
             said = note[note.index(HOST_PACE_NOTE) + len(HOST_PACE_NOTE):].partition(":")[0].strip(" (")
@@ -2315,6 +2311,13 @@ def shown_verdicts(df: pl.DataFrame) -> list[str]:
     not ``unchanged``, which the file formats keep (the note says why)."""
     return ["not judged" if v == "unchanged" and n and "not judged" in n else v
             for v, n in zip(df["verdict"], df["note"], strict=True)]
+
+
+def verdict_counts(df: pl.DataFrame) -> list[tuple[str, int]]:
+    """How many rows each verdict has as a table shows them (``shown_verdicts``), most first."""
+    from collections import Counter
+
+    return Counter(shown_verdicts(df)).most_common()
 
 
 def display(df: pl.DataFrame, among: list[str] | None = None) -> pl.DataFrame:

@@ -594,12 +594,10 @@ def _comparison_html(df: pl.DataFrame, limit: int, display: Callable[..., pl.Dat
 
 
 def _verdict_counts(df: pl.DataFrame) -> str:
-    """How many rows each verdict has, as diff's table counts them (``tracekit.diff.shown_verdicts``)."""
-    from collections import Counter
+    """How many rows each verdict has, as diff's table counts them (``tracekit.diff.verdict_counts``)."""
+    from .diff import verdict_counts
 
-    from .diff import shown_verdicts
-
-    return ", ".join(f"{n:,} {v}" for v, n in Counter(shown_verdicts(df)).most_common())
+    return ", ".join(f"{n:,} {v}" for v, n in verdict_counts(df))
 
 
 def _num_cell(v: Any, shown_text: str) -> str:

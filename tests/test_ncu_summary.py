@@ -116,12 +116,25 @@ def ncu_runs(tk):
     return runs_of(tk)
 
 
+@pytest.fixture(scope="module")
+def launches_of(tk):
+    """run -> (ncu-kernels, per_launch): asked once for both groupings."""
+    asked: dict = {}
+
+    def get(run: str):
+        if run not in asked:
+            asked[run] = tk.query("ncu-kernels", run=run), per_launch(tk, run)
+        return asked[run]
+
+    return get
+
+
 def test_every_fixture_is_in_the_store(tk, ncu_runs):
     assert len(ncu_runs) == 1 + len(NCU_FIXTURES) + len(MORE) and len(NCU_FIXTURES) >= 18
 
 
 @pytest.mark.parametrize("group", ["kernel", "shape"])
-def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, group):
+def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, launches_of, group):
     """On every fixture and export: one row per (kernel name, NVTX range) of ncu-kernels (with
     group=shape, per kernel name, NVTX range, grid and block), each value exactly the median,
     sum or most common value of the per-launch queries' rows of its launches (NULL where those
@@ -129,8 +142,7 @@ def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, group):
     checked = shapes = 0
     key = ["name", "nvtx_range"] + (["grid", "block"] if group == "shape" else [])
     for run in ncu_runs:
-        launches = tk.query("ncu-kernels", run=run)
-        rows = per_launch(tk, run)
+        launches, rows = launches_of(run)
         summary = tk.query("ncu-summary", run=run, group=group)
         groups = launches.group_by(key, maintain_order=True).agg(
             pl.col("kernel_id").sort(), pl.col("grid").alias("grids"), pl.col("block").alias("blocks"))

@@ -54,12 +54,12 @@ def serial_store(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("workers", [1, 3, 8])
-@pytest.mark.parametrize("first", [None, DATA / "nsys_graphs_graph" / "export.sqlite.xz"],
-                         ids=["empty-store", "store-with-names"])
+@pytest.mark.parametrize("first, workers", [(None, 1), (None, 8), (DATA / "nsys_graphs_graph" / "export.sqlite.xz", 3)],
+                         ids=["empty-store-1", "empty-store-8", "store-with-names-3"])
 def test_threads_equal_a_serial_ingest(tmp_path, serial_store, workers, first):
     """Run ids, name ids, skipped duplicates: those of a serial ingest, however the
-    threads interleave."""
+    threads interleave (one thread, fewer threads than files, more threads than files;
+    into a new store and into one that has some of the names already)."""
     serial = tracekit.open(serial_store(first), read_only=True)
     tk = tracekit.open(tmp_path / "threads.duckdb")
     if first:

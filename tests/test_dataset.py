@@ -209,23 +209,33 @@ def test_the_dask_example_of_the_docs_equals_top_kernels(store_and_dataset, monk
             assert math.isclose(g["time_pct"], w["time_pct"], abs_tol=half)
 
 
-@pytest.mark.parametrize("workers", [None, 2], ids=["serial", "workers"])
-def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, workers, capsys):
-    files = [NSYS_EXPORTS["hstu_mixed"], DATA / "ncu_sections" / "report.ncu-rep.xz", DATA / "hstu_capture_nsys",
-             NSYS_EXPORTS["multiproc"], NSYS_EXPORTS["hstu_mixed"]]
-    store = tracekit.open(tmp_path / "store.duckdb")
-    with store.one_command(files):  # (as `tracekit ingest FILES` names them)
-        for f in files:
+INGESTED = [NSYS_EXPORTS["hstu_mixed"], DATA / "ncu_sections" / "report.ncu-rep.xz", DATA / "hstu_capture_nsys",
+            NSYS_EXPORTS["multiproc"], NSYS_EXPORTS["hstu_mixed"]]
+
+
+@pytest.fixture(scope="module")
+def ingested_store(tmp_path_factory):
+    """INGESTED ingested into a store as `tracekit ingest FILES` names them, and its answers
+    (``_same_answers``' cache) for each dataset ingest compared with it."""
+    db = tmp_path_factory.mktemp("ingested") / "store.duckdb"
+    with tracekit.open(db) as store, store.one_command(INGESTED):
+        for f in INGESTED:
             store.ingest(f)
-    store.close()
-    store = tracekit.open(tmp_path / "store.duckdb", read_only=True)
+    with tracekit.open(db, read_only=True) as store:
+        yield store, {}
+
+
+@pytest.mark.parametrize("workers", [None, 2], ids=["serial", "workers"])
+def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, ingested_store, workers, capsys):
+    files = INGESTED
+    store, answers = ingested_store
     root = tmp_path / "ds"
     root.mkdir()  # an empty folder: a new dataset
     args = ["--db", str(root), "ingest", *map(str, files)] + (["--workers", str(workers)] if workers else [])
     assert main(args) == 0
     ds = tracekit.open(root)
     assert ds.runs().drop("ingested_at").equals(store.runs().drop("ingested_at"))
-    assert _same_answers(store, ds, store.runs()) > 1000
+    assert _same_answers(store, ds, store.runs(), answers) > 1000
     assert not [p for p in root.iterdir() if p.name.startswith(".")]
     # a second ingest adds runs after the last one; a known file is skipped, and so is
     # the export of a run folder the dataset holds (it is part of that run)

@@ -2253,6 +2253,13 @@ def _with_subtitle(ch: alt.TopLevelMixin, *lines: str) -> alt.TopLevelMixin:
     return ch.properties(title=alt.Title(**d))
 
 
+def spec(ch: alt.TopLevelMixin) -> dict:
+    """The chart's Vega-Lite spec, not validated against the schema: the charts are this
+    module's, and the tests validate each on the real captures (``to_dict()``), where
+    validating at every drawing took a third of a report's time."""
+    return ch.to_dict(validate=False)
+
+
 def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:
     """Write the chart; the format follows the extension: .html, .png, .svg, .json.
     Written through ``write_output`` (never over the store ``store_path``; no half file).
@@ -2266,21 +2273,21 @@ def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None 
     if ext not in (".json", ".html", ".htm", ".png", ".svg"):
         raise ParamError(f"{path}: unknown chart format {ext or '(none)'}; use .html, .png, .svg or .json")
     check_output(path, store_path)
-    spec = ch.to_dict()
+    vl = spec(ch)
     if ext == ".json":
-        data: str | bytes = json.dumps(spec, indent=2)
+        data: str | bytes = json.dumps(vl, indent=2)
     elif ext in (".html", ".htm"):
         from .vega import html_page
 
-        data = html_page(spec, title=f"tracekit · {path.stem}")
+        data = html_page(vl, title=f"tracekit · {path.stem}")
     elif ext == ".png":
         import vl_convert as vlc
 
-        data = vlc.vegalite_to_png(spec, scale=2)
+        data = vlc.vegalite_to_png(vl, scale=2)
     else:
         import vl_convert as vlc
 
-        data = vlc.vegalite_to_svg(spec)
+        data = vlc.vegalite_to_svg(vl)
     if isinstance(data, bytes):
         return write_output(path, lambda tmp: tmp.write_bytes(data), store_path)
     return write_output(path, lambda tmp: tmp.write_text(data), store_path)

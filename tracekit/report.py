@@ -711,7 +711,7 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
         if cs.query != sec.query:
             raise QueryError(f"report section {sec.key}: chart {sec.chart} is drawn from {cs.query}, not {sec.query}")
         try:
-            spec = json.dumps(cs.build(df).to_dict(), separators=(",", ":"), default=str)
+            spec = json.dumps(charts.spec(cs.build(df)), separators=(",", ":"), default=str)
         except QueryError as err:
             note = str(err)
     if df.is_empty() and not sec.columns:
@@ -727,7 +727,7 @@ def _chart_section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str 
 
     try:
         params, caption = sec.chart_params(tk, run_id) if sec.chart_params else ({}, "")
-        spec = json.dumps(charts.chart(tk, sec.chart, run=run_id, **params).to_dict(), separators=(",", ":"),
+        spec = json.dumps(charts.spec(charts.chart(tk, sec.chart, run=run_id, **params)), separators=(",", ":"),
                           default=str)
     except QueryError as err:
         return "", None, str(err)
@@ -832,7 +832,7 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
     counts = _verdict_counts(df)
     table = diff_table_html(df)
     chart = charts.diff_rows(df, threshold, 20)
-    spec = json.dumps(charts.diff(chart).to_dict(), separators=(",", ":"), default=str)
+    spec = json.dumps(charts.spec(charts.diff(chart)), separators=(",", ":"), default=str)
     scopes = set(df["scope"])
     rules = []  # how a change is judged, for the scopes this comparison has
     if scopes & set(_diff.NSYS_SCOPES):
@@ -939,7 +939,7 @@ def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: li
     df = df.drop("noise_pct", strict=False)
     counts = _verdict_counts(df)
     moved = job_diff.moved(df)
-    spec = json.dumps(charts.job_diff(job_diff.changes_by_rank(long, 20)).to_dict(), separators=(",", ":"),
+    spec = json.dumps(charts.spec(charts.job_diff(job_diff.changes_by_rank(long, 20))), separators=(",", ":"),
                       default=str)
     ranks = long["rank"].n_unique()
     command = f"tracekit diff --jobs {base_id} {run_id}" + "".join(f" --repeat {r}" for r in again.values())

@@ -229,6 +229,26 @@ def nsys_store_file(tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "nsys.duckdb", build)
 
 
+#: the inference pipeline captured three times with one command (tracekit capture --python-samples;
+#: _again and _again2 by the same commit, minutes apart on another machine)
+PYTHON_CAPTURES = ("hstu_capture_python", "hstu_capture_python_again", "hstu_capture_python_again2")
+
+
+@pytest.fixture(scope="session")
+def python_captures(tmp_path_factory) -> Path:
+    """The store file with the three captures of PYTHON_CAPTURES (named after their folders) and
+    backtrace (a capture without Python samples), ingested once per run: open it read-only."""
+    import tracekit
+
+    def build(path: Path) -> None:
+        with tracekit.open(path) as tk:
+            for name in PYTHON_CAPTURES:
+                tk.ingest(DATA / name, name=name)
+            tk.ingest(NSYS_EXPORTS["backtrace"], name="backtrace")
+
+    return built_once(tmp_path_factory, "python_captures.duckdb", build)
+
+
 @pytest.fixture(scope="session")
 def nsys_db(nsys_store_file, tmp_path_factory):
     """A store with every nsys fixture ingested, one run per scenario (named after it):

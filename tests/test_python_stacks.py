@@ -94,18 +94,15 @@ def test_diff_says_where_the_python_time_moved_and_judges_none_of_it(hot):
                                     "importlib._bootstrap_external>)", "update_wrapper (functools.py)"}
 
 
-def test_diff_of_the_pipelines_python_time_across_identical_captures(tmp_path):
+def test_diff_of_the_pipelines_python_time_across_identical_captures(python_captures):
     """The inference pipeline captured with --python-samples three times (hstu_capture_python,
     then _again and _again2 minutes apart on another lease): its Triton launcher and attention call
     move by 2-3x with nothing changed, the noise that keeps the scope from judging. A run without
     Python samples has no python scope, and asking for it says what the capture lacked."""
-    with tracekit.open(tmp_path / "s.duckdb") as tk, warnings.catch_warnings():
+    with tracekit.open(python_captures, read_only=True) as tk, warnings.catch_warnings():
         # (the first was captured by the code before its commit: the workload's the same)
         warnings.filterwarnings("ignore", "diff: the captures differ in setup: code 23e51ed28589[+]dirty -> ",
                                 CaptureWarning)
-        for name in ("hstu_capture_python", "hstu_capture_python_again", "hstu_capture_python_again2"):
-            tk.ingest(DATA / name, name=name)
-        tk.ingest(NSYS_EXPORTS["backtrace"], name="backtrace")
         launcher = _python_rows(tk, "hstu_capture_python_again", "hstu_capture_python_again2")[
             ("launch_gluon (_cached_gluon.py)", "total_ns")]
         assert "samples 30 -> 68" in launcher["note"] and launcher["p_value"] < 0.01

@@ -2339,7 +2339,7 @@ def display(df: pl.DataFrame, among: list[str] | None = None) -> pl.DataFrame:
         "new": [_human(m, v, other) for m, v, other in zip(df["metric"], df["new"], df["base"], strict=True)],
         "delta": ["" if p is None else f"{p:+.1f}%" for p in df["delta_pct"]],
     }
-    if "noise_pct" in df.columns:  # (the repeats' largest change of the key: diff --repeat)
+    if "noise_pct" in df.columns:  # (the repeats' largest change of the key, interval included: diff --repeat)
         cols["noise"] = ["" if p is None else f"±{p:.1f}%" for p in df["noise_pct"]]
     cols.update({
         "verdict": shown_verdicts(df),

@@ -1252,8 +1252,8 @@ class Tracekit:
         files (ingested first). One row per scope, key and metric with a noise-aware
         verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, um, cpu, memory, ncu, sweep; default:
         every scope both have). ``repeats``: captures of the base again, whose largest
-        change measures the noise a change must pass (``noise_pct``; as ``compare``
-        judges). ``workers``: the files (a sweep's folder: its run folders) are ingested
+        change (to the far end of its interval) measures the noise a change must pass
+        (``noise_pct``; as ``compare`` judges). ``workers``: the files (a sweep's folder: its run folders) are ingested
         that many at once, each run committed as it lands (``on_file(done, total)``
         called as each does), and removed again where the comparison fails
         (``_landed_first``). See ``tracekit.diff``."""

@@ -340,6 +340,7 @@ def test_a_kernel_can_move_between_processes_of_one_program(python_captures):
                           ["delta_pct"].abs().max())
         assert 2.1 < max(others) <= 2.2, others
 
+
 UM = {s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in ("um_faults", "um_faults_again", "um_prefetch", "um_gpu_only")}
 
 

@@ -84,9 +84,14 @@ def test_diff_says_where_the_python_time_moved_and_judges_none_of_it(hot):
         moved = rows[(f"{fn} (nsys_python_hot.py)", "total_ns")]
         assert abs(moved["delta_pct"]) < 12 and moved["p_value"] > 0.01, moved
     assert parse["new"] == pytest.approx(640e6, rel=0.05)  # (samples x the interval: ~1 ms each)
-    # the noise of identical captures, in the docstring's figures
-    torch = _python_rows(hot, "python_hot", "python_hot_again")[("<module> (torch/__init__.py)", "total_ns")]
-    assert "samples 2,799 -> 3,570" in torch["note"] and torch["p_value"] < 1e-18
+    # the noise of identical captures, in the docstring's figures: torch's import up to 43 % apart
+    key = ("<module> (torch/__init__.py)", "total_ns")
+    torch = {again: _python_rows(hot, "python_hot", again)[key] for again in HOT[1:4]}
+    assert "samples 2,799 -> 3,570" in torch["python_hot_again"]["note"]
+    assert "samples 2,799 -> 4,065" in torch["python_hot_again3"]["note"]
+    assert torch["python_hot_again"]["p_value"] < 1e-18 and torch["python_hot_again3"]["p_value"] < 1e-18
+    spent = [torch["python_hot_again"]["base"], *(r["new"] for r in torch.values())]  # (each capture's time)
+    assert round(100 * (max(spent) / min(spent) - 1)) == 43
     wrapper = _python_rows(hot, "python_hot_again2", "python_hot_again3")[
         ("out_wrapper (torch/_prims_common/wrappers.py)", "self_ns")]
     assert "samples 63 -> 1" in wrapper["note"] and wrapper["p_value"] < 1e-10

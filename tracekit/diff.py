@@ -948,7 +948,7 @@ def _python_scope(con, params: dict, threshold: float) -> list[_Row]:
     every state, so its samples are wall time, which moves with the host between identical
     captures far beyond any limit that would still see a function twice as slow: four captures
     of one program (tests/data/nsys_python_hot, _again, _again2, _again3) differ in torch's
-    import by up to 28 % (2,799 against 3,570 samples under torch/__init__.py, p < 1e-18) and in
+    import by up to 43 % (2,799 against 4,065 samples under torch/__init__.py, p < 1e-18) and in
     a function that import runs from 63 samples to 1; three of the inference pipeline
     (tests/data/hstu_capture_python, _again, _again2) in its Triton launcher from 30 to 68
     samples minutes apart, in its attention call from 45 to 154 across leases of the machine.

@@ -85,7 +85,8 @@ against the base).
   neither run traced CUDA (``nsys -t nvtx,osrt``), host time is the program's own and the only time there is:
   NVTX wall time is judged like the rest, beyond ``HOST_NOISE_PCT`` (25 %) at least (six
   identical captures of a CPU-only program, tests/data/nsys_cpu_only, _again and four
-  more, differ by up to 23 % in a range's total or median);
+  more, differ by up to 23 % in a range's total or median: read_input's median +22.8 % in
+  _again; a range of one instance, loader:drain, 30 against 63 us, not significant);
 * where both nsys runs sampled the GPU's counters (``--gpu-metrics-devices``), a kernel's
   time (total, median), an NVTX path's kernel time or a device's busy time that moved in as
   many cycles (the time x the mean SM clock of the samples taken inside its launches, within

@@ -102,6 +102,9 @@ def test_comm_overlap_is_the_union_of_the_kernels_intervals(nsys_db, tmp_path, s
             _length(_union(by_kind[True] + by_kind[False]))), key
         assert r["overlap_pct"] == round(100 * both / _length(nccl), 1)
     assert max(r["overlap_pct"] for r in got.values()) > 1  # (the all-reduces of backward hide behind its GEMMs)
+    if scen == "nccl_overlap":  # (README: of all NCCL's kernels, all-gathers and broadcasts too)
+        assert {r["device_id"]: (r["nccl_kernels"], r["overlap_pct"]) for r in got.values()} == {0: (37, 24.3),
+                                                                                                 1: (37, 1.7)}
 
 
 @pytest.mark.parametrize("query", ["nccl-overlap", "comm-overlap"])

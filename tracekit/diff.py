@@ -98,7 +98,7 @@ against the base).
 * a key's time change (kernel, memory operation, NVTX kernel time) smaller than
   ``MATERIAL_PCT`` (0.1 %) of the run's GPU time is held back ("immaterial"): it cannot
   move the run, and the tiniest kernels move by timer ticks (ranks doing the same work
-  in tests/data/nsys_ranks: +-128 ns on 1.3-1.8 us kernels, 7-10 %, p < 1e-5);
+  in tests/data/nsys_ranks: a 1.7-1.9 us kernel by 128-160 ns, 7.0-9.4 %, p < 1e-6);
 * Unified Memory page faults (``um``) are counts judged beyond ``UM_NOISE_PCT`` (35 %) at
   least; a function's sampled CPU time (``cpu``: its samples x the sampling interval) where its
   two sample counts differ beyond their Poisson noise (p < ALPHA) and beyond ``CPU_NOISE_PCT``
@@ -283,8 +283,8 @@ COPY_NOISE_PCT = 10.0
 POLLS = re.compile(r"^cu(da)?(Event|Stream)Query$")
 POLL_NOTE = "a polling call: its count follows how long the host waited, not judged"
 #: a key's time change smaller than this share of the run's GPU time is not judged: it
-#: cannot move the run, and the tiniest kernels move by timer ticks (32 ns on 1.3 us
-#: kernels, 7-10 %, between the identical ranks of tests/data/nsys_ranks)
+#: cannot move the run, and the tiniest kernels move by 32 ns timer ticks (four or five on a
+#: 1.7-1.9 us kernel, 7.0-9.4 %, p < 1e-6, between the identical ranks of tests/data/nsys_ranks)
 MATERIAL_PCT = 0.1
 #: metrics judged on their key's change in GPU time (``effect``) for materiality
 _MATERIAL = {("kernel", "total_ns"), ("kernel", "med_ns"), ("memcpy", "total_ns"), ("memcpy", "med_ns"),

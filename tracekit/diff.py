@@ -250,7 +250,8 @@ HOST_NOTE = "host-timed, not judged"
 #: latency at one point (large preset, H200), 11.6 % in tests/data/sweep_pair (medium
 #: preset), with per-request tests far below ALPHA; six identical captures of a CPU-only
 #: program (tests/data/nsys_cpu_only, _again and four more) by up to 23 % in an NVTX
-#: range's total or median (p = 0.008 at 22.5 %)
+#: range's total or median (p = 0.008 at 22.5 %; _again: read_input's median +22.8 %,
+#: p = 0.057; a range of one instance, loader:drain, 2.1x, not significant)
 HOST_NOISE_PCT = 25.0
 #: a request latency's tail (p95: with 30 requests, the second slowest) is noisier than
 #: its median: judged beyond this at the least. Two identical captures of the inference

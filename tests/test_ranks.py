@@ -347,6 +347,26 @@ def test_any_rank_names_the_job_and_a_run_without_rank_is_an_error(job, capsys):
                        "--param rank=3)\n")
 
 
+@pytest.mark.parametrize("name", ["rank-summary", "stragglers", "rank-ranges"])
+def test_a_query_over_a_job_names_the_job_it_shows(nsys_db, name):
+    """A store of several jobs (the shared store: nsys_ranks' 4 ranks, two of nsys_ranks_2gpu's,
+    nsys_ranks_nccl's two): each query over the job of --run shows which job it answered
+    (`job`, as `tracekit query jobs` names it), first in its table."""
+    from tracekit.registry import get_registry
+
+    q = get_registry().get(name)
+    assert q.spans_job and q.display[0] == "job"
+    jobs = set(nsys_db.query("jobs")["job"])
+    shown = set()
+    for run in ("ranks_rank3", "ranks_2gpu_rank0", "ranks_nccl_rank1"):
+        (job,) = nsys_db.con.execute("SELECT job FROM rank_captures JOIN runs USING (run_id) WHERE runs.name = ?",
+                                     [run]).fetchone()
+        got = nsys_db.query(name, run=run, limit=0)
+        assert got.height and set(got["job"]) == {job}, run
+        shown.add(job)
+    assert len(shown) == 3 and shown <= jobs
+
+
 # -- the jobs of a store ---------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@
 -- kernel time counts that wait.
 -- @param run    TEXT     any run of the job: id or name (default: the latest run that is a rank)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
+-- @column job                   the job (as `tracekit query jobs` names it): the ranks of the run's job are its rows
 -- @column rank                  global rank
 -- @column host                  host it ran on (NULL when the export does not say)
 -- @column gpus                  the devices its GPU ops ran on (CUDA device ids, e.g. 0 or 0,1)
@@ -35,7 +36,7 @@
 -- @column exposed_nccl_ns       of it, with no compute kernel of the rank running beside, ns
 -- @column gpu_memory_peak_bytes the most device memory the rank had allocated at once, summed over its processes and devices, B (NULL: none recorded: a capture without nsys --cuda-memory-usage=true)
 -- @column memory_vs_median_pct  gpu_memory_peak_bytes against the median rank's, %
--- @display rank, host, gpus, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, exposed_nccl_ns, gpu_memory_peak_bytes, kernel_vs_median_pct, top_kernel_pct, top_kernel
+-- @display job, rank, host, gpus, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, exposed_nccl_ns, gpu_memory_peak_bytes, kernel_vs_median_pct, top_kernel_pct, top_kernel
 -- @requires kernels, gpu_ops, nvtx_ranges, rank_runs, comm_overlap_sum, gpu_memory
 -- @traced kernels
 WITH jr AS (
@@ -74,7 +75,7 @@ WITH jr AS (
           GROUP BY run_id, global_pid, device_id)
     GROUP BY run_id
 ), rows AS (
-    SELECT jr.rank, jr.host, b.gpus, jr.run_id, jr.name AS run,
+    SELECT jr.job, jr.rank, jr.host, b.gpus, jr.run_id, jr.name AS run,
            coalesce(p.kernels, 0)::BIGINT AS kernels, coalesce(p.kernel_ns, 0)::BIGINT AS kernel_ns,
            b.gpu_busy_ns::BIGINT AS gpu_busy_ns, b.gpu_span_ns::BIGINT AS gpu_span_ns,
            round(100.0 * b.gpu_busy_ns / nullif(b.gpu_span_ns, 0), 2) AS gpu_busy_pct,

@@ -7,6 +7,7 @@
 -- @param run    TEXT     any run of the job: id or name (default: the latest run that is a rank)
 -- @param range  TEXT     only ranges of this path or name, e.g. step/forward or :forward (default: null)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
+-- @column job           the job (as `tracekit query jobs` names it): the ranks of the run's job are compared
 -- @column path          NVTX path of the range: texts from the outermost range down, '/'-separated (its text alone for a range ended on another thread)
 -- @column instance      place of the range among those of its path on each rank, 1 = the first
 -- @column ranks         ranks that have this instance
@@ -17,7 +18,7 @@
 -- @column skew_pct      (max_ns - med_ns) / med_ns, %: how far the slowest rank is behind the median one
 -- @column slowest_rank  rank with max_ns (the lowest such rank on a tie)
 -- @column fastest_rank  rank with min_ns
--- @display path, instance, ranks, min_ns, med_ns, max_ns, skew_ns, skew_pct, slowest_rank
+-- @display job, path, instance, ranks, min_ns, med_ns, max_ns, skew_ns, skew_pct, slowest_rank
 -- @requires nvtx_ranges, rank_runs
 -- @traced nvtx_ranges
 WITH jr AS (
@@ -28,12 +29,12 @@ WITH jr AS (
                 ELSE error('stragglers: no NVTX range of path or name ''' || $range || ''' in the job''s ranks '
                            || '(`tracekit query rank-ranges` lists them)') END AS ok
 ), inst AS (
-    SELECT coalesce(n.path, n.text) AS path, jr.rank, n.dur_ns,
+    SELECT jr.job, coalesce(n.path, n.text) AS path, jr.rank, n.dur_ns,
            row_number() OVER (PARTITION BY n.run_id, coalesce(n.path, n.text) ORDER BY n.start_ns, n.range_id) AS instance
     FROM asked, nvtx_ranges n JOIN jr USING (run_id)
     WHERE asked.ok AND ($range IS NULL OR coalesce(n.path, n.text) = $range OR n.name = $range)
 )
-SELECT path, instance::BIGINT AS instance, count(*) AS ranks, min(dur_ns) AS min_ns, median(dur_ns) AS med_ns,
+SELECT any_value(job) AS job, path, instance::BIGINT AS instance, count(*) AS ranks, min(dur_ns) AS min_ns, median(dur_ns) AS med_ns,
        max(dur_ns) AS max_ns, max(dur_ns) - min(dur_ns) AS skew_ns,
        round(100.0 * (max(dur_ns) - median(dur_ns)) / nullif(median(dur_ns), 0), 1) AS skew_pct,
        first(rank ORDER BY dur_ns DESC, rank) AS slowest_rank,

@@ -152,7 +152,11 @@ def test_the_jobs_time_is_its_slowest_ranks_and_the_straggler_moved(tk):
     lines = job_diff.moved(df)
     assert lines[0] == (f"Slowest rank of step/forward: rank 2 (in {steps['base_again']} of 20 instances) -> rank 1 "
                         f"(in {steps['after']} of 20)")
-    assert any(line.startswith("GPU busy, device 0: +") and line.endswith("(summed over the job's 4 ranks)") for line in lines)
+    # every line of the ranks' values says they are the ranks' sum, not only the first (GPU busy):
+    # the kernel time's is 4 ranks' too
+    ranks = [line for line in lines if not line.startswith(("Slowest rank of ", "Job time "))]
+    assert [line.split(":")[0].split(" +")[0] for line in ranks] == ["GPU busy, device 0", "Kernel time"]
+    assert all(line.endswith(" (summed over the job's 4 ranks)") for line in ranks), ranks
 
 
 
@@ -168,6 +172,22 @@ def test_what_moved_names_each_kernel_apart_as_the_table_does(tk):
     assert "[tanh]" in table[tanh] and table[tanh] not in {table[k] for k in alike - {tanh}}
     line = next(line for line in job_diff.moved(df) if line.startswith("Kernel time"))
     assert f"; {table[tanh]} +" in line, line
+
+def test_what_moved_says_a_median_wall_time_is_the_median_ranks():
+    """Jobs that traced no CUDA are judged on NVTX wall time: a path's total is the ranks' sum,
+    its median the median rank's, and what moved says which (a hand-made job's rows: no fixture
+    job without CUDA changed)."""
+    def row(key: str, metric: str, base: float, new: float) -> dict:
+        return {**dict.fromkeys(job_diff.COLUMNS), "scope": "nvtx", "key": key, "metric": metric, "base": base,
+                "new": new, "delta": new - base, "delta_pct": 100 * (new - base) / base, "verdict": "regressed",
+                "ranks": 4, "ranks_regressed": 4, "note": ""}
+
+    df = pl.DataFrame([row("step", "range_total_ns", 4e8, 6e8), row("step/io", "range_med_ns", 1e6, 2e6)],
+                      schema=job_diff.SCHEMA, orient="row")
+    assert job_diff.moved(df) == [
+        "NVTX wall time: step total +200.000 ms (+50.0 %, regressed) (summed over the job's 4 ranks)",
+        "NVTX wall time: step/io median +1.000 ms (+100.0 %, regressed) (the median rank's of the job's 4)"]
+
 
 def test_per_rank_rows_are_each_ranks_own_diff(tk):
     """--per-rank: each rank's diff rows with its rank; rank 1's forward GEMM, NVIDIA's

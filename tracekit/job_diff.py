@@ -626,7 +626,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     """What moved, in a few lines: the job's time where it was judged changed (jobs that
     traced no CUDA: the paths that moved most), the straggler of each NVTX path whose
     slowest rank changed (where a rank was the slowest in most instances on a side), then
-    ``diff``'s lines over the ranks' summed values."""
+    ``diff``'s lines over the ranks' summed values, each saying so, and over the median rank's
+    NVTX median wall times, saying that."""
     from .diff import _human
     from .diff import moved as diff_moved
 
@@ -658,8 +659,11 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         if any(n > t / 2 for n, t in counts) and max(tb, tn) >= 3:
             lines.append(f"Slowest rank of {r['key']}: rank {r['base']:.0f} (in {counts[0][0]} of {counts[0][1]} "
                          f"instances) -> rank {r['new']:.0f} (in {counts[1][0]} of {counts[1][1]})")
-    ranks = df.filter(pl.col("scope") != "job")["ranks"].max()
-    summed = diff_moved(df.filter(pl.col("scope") != "job").with_columns(pl.lit(None, pl.Float64).alias("p_value")))
-    if summed:
-        lines += [f"{line} (summed over the job's {ranks} ranks)" if i == 0 else line for i, line in enumerate(summed)]
+    rows = df.filter(pl.col("scope") != "job").with_columns(pl.lit(None, pl.Float64).alias("p_value"))
+    ranks = rows["ranks"].max()
+    # each line says how its values are the job's: the ranks' sum, but for an NVTX path's median
+    # wall time (judged where no rank traced CUDA), which is the median rank's, on a line of its own
+    median = pl.col("metric") == "range_med_ns"
+    lines += [f"{line} (summed over the job's {ranks} ranks)" for line in diff_moved(rows.filter(~median))]
+    lines += [f"{line} (the median rank's of the job's {ranks})" for line in diff_moved(rows.filter(median))]
     return lines

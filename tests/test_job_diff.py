@@ -189,6 +189,21 @@ def test_what_moved_says_a_median_wall_time_is_the_median_ranks():
         "NVTX wall time: step/io median +1.000 ms (+100.0 %, regressed) (the median rank's of the job's 4)"]
 
 
+def test_the_jobs_sampled_cpu_time_is_its_ranks_sum():
+    """A path's sampled CPU time (cpu_ns) is time in all, as a function's (self_ns) is: the
+    job's is its ranks' sum, not the median rank's (a hand-made pair of ranks' rows: no fixture
+    job sampled the CPU)."""
+    def row(rank: int, metric: str, base: float, new: float) -> dict:
+        return {**dict.fromkeys(D.SCHEMA), "scope": "nvtx" if metric == "cpu_ns" else "cpu", "key": "step",
+                "metric": metric, "base": base, "new": new, "delta": new - base,
+                "delta_pct": 100 * (new - base) / base, "verdict": "unchanged", "note": "", "rank": rank}
+
+    long = pl.DataFrame([row(r, m, b, n) for m in ("cpu_ns", "self_ns") for r, b, n in ((0, 10e6, 12e6), (1, 30e6, 31e6))],
+                        schema={**D.SCHEMA, "rank": pl.Int64}, orient="row")
+    got = {r["metric"]: (r["base"], r["new"]) for r in job_diff.aggregate(long).iter_rows(named=True)}
+    assert got == {"cpu_ns": (40e6, 43e6), "self_ns": (40e6, 43e6)}
+
+
 def test_per_rank_rows_are_each_ranks_own_diff(tk):
     """--per-rank: each rank's diff rows with its rank; rank 1's forward GEMM, NVIDIA's
     counts, regressed there and on no other rank."""

@@ -73,7 +73,8 @@ SCHEMA = {"scope": pl.Utf8, "key": pl.Utf8, "metric": pl.Utf8, "base": pl.Float6
           "top_rank_delta_pct": pl.Float64, "rank_delta_pct_min": pl.Float64, "rank_delta_pct_max": pl.Float64,
           "note": pl.Utf8}
 #: metrics that add up over ranks (the job's value: the ranks' sum); the rest are medians
-ADDITIVE = {"total_ns", "instances", "calls", "count", "faults", "self_ns", "busy_ns", "kernel_total_ns", "proj_total_ns",
+ADDITIVE = {"total_ns", "instances", "calls", "count", "faults", "self_ns", "cpu_ns", "busy_ns", "kernel_total_ns",
+            "proj_total_ns",
             "range_total_ns", "job_total_ns", "peak_bytes", "live_at_end_bytes", "allocations", "allocated_bytes",
             "unfreed_bytes"}
 #: the job's verdict where ranks differ: the first verdict any rank has, harm first

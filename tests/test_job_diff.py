@@ -564,8 +564,8 @@ def test_a_job_is_named_by_the_folder_of_its_exports(tk, tmp_path, capsys, monke
 def test_a_folder_with_a_rank_twice_is_no_job(tmp_path):
     """rank0 and rank00 name rank 0 of one job (the path with the rank masked is the job):
     a folder holding two captures of rank 0 holds two jobs (the second, #2), and one capture
-    of rank 0 twice (other content, the same session) is rank 0 twice; both are refused,
-    naming them."""
+    of rank 0 twice (other content, the same session) is rank 0 twice, and a copy of rank 0's
+    export as rank 1's is rank 0's capture again; each is refused, naming them."""
     from conftest import captured_again
 
     for folder, src in (("rank0", "base"), ("rank00", "after"), ("rank1", "base")):
@@ -589,6 +589,18 @@ def test_a_folder_with_a_rank_twice_is_no_job(tmp_path):
                                              r"\(.*/twice/rank0/export.sqlite.xz, .*/twice/rank00/export.sqlite.xz\): "
                                              "give a folder with one export per rank$"):
             tk.diff_jobs(twice, "1")
+        assert tk.runs().height == 1
+        # a byte copy of rank 0's export as rank 1's is rank 0's capture again, one run: the job
+        # would lack rank 1 without a word (the other job's rank 1 "not in the base job")
+        copy = tmp_path / "copy"
+        for folder in ("rank0", "rank1"):
+            (copy / folder).mkdir(parents=True)
+            shutil.copy(DATA / "base" / "rank0" / "export.sqlite.xz", copy / folder)
+        with pytest.raises(QueryError, match=r"^diff --jobs: .*/copy/rank1/export.sqlite.xz holds the same export as "
+                                             r".*/copy/rank0/export.sqlite.xz \(run \d+, rank 0\): a copy is that "
+                                             "capture again, not a rank of its own; give a folder with each rank's "
+                                             "own export$"):
+            tk.diff_jobs(copy, "1")
         assert tk.runs().height == 1
 
 

@@ -104,14 +104,19 @@ def job_exports(folder: Path) -> list[Path]:
     """A job's exports: the nsys exports and reports below ``folder`` (compressed or not),
     in path order, one per capture: where a report lies beside its export (``x.nsys-rep``
     and ``x.sqlite``), the export, which is read without nsys."""
-    from .ingest import export_name, export_suffix, exports_below
-
-    def capture(f: Path) -> tuple[Path, str]:
-        return f.parent, export_name(f)[0]
+    from .ingest import export_suffix, exports_below
 
     found = list(exports_below(folder, NSYS_SUFFIXES))
     exported = {capture(f) for f in found if export_suffix(f) == ".sqlite"}
     return [f for f in found if export_suffix(f) == ".sqlite" or capture(f) not in exported]
+
+
+def capture(f: Path) -> tuple[Path, str]:
+    """The capture an export or report of a job's folder is of: its folder and its name
+    without the export's kind and compression (``x.sqlite.xz`` and ``x.nsys-rep`` are one)."""
+    from .ingest import export_name
+
+    return f.parent, export_name(f)[0]
 
 
 class Job(NamedTuple):
@@ -133,6 +138,15 @@ def _job_folder(tk, folder: Path, files: list[Path]) -> Job:
         "SELECT run_id, source_path, c.job, c.rank FROM runs LEFT JOIN rank_captures c USING (run_id) "
         "WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [ids]).fetchall()
     got = {int(r): (src, job, rank) for r, src, job, rank in rows}
+    # two captures' files that are one run hold the same bytes (a copy of another rank's export:
+    # one capture, ingested once): the rank the copy stands for would be missing without a word
+    first: dict[int, Path] = {}
+    for f, r in zip(files, ids, strict=True):
+        seen = first.setdefault(r, f)
+        if capture(seen) != capture(f):
+            rank = f", rank {got[r][2]}" if got[r][2] is not None else ""
+            raise QueryError(f"diff --jobs: {f} holds the same export as {seen} (run {r}{rank}): a copy is that "
+                             "capture again, not a rank of its own; give a folder with each rank's own export")
     plain = [got[r][0] for r in ids if got[r][2] is None]
     if plain:
         which = "its export has" if len(files) == 1 else f"{len(plain)} of its {len(files)} exports have"

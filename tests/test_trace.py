@@ -537,6 +537,31 @@ def test_a_window_of_a_jobs_timeline_is_each_ranks_same_span(job_db, tmp_path):
         assert trace.export_trace(tk, tmp_path / "r0.json", run="1", ranks="0", max_bytes=bound).parts[0].rank == 0
 
 
+def test_a_jobs_window_is_checked_against_every_ranks_capture(job_db, tmp_path):
+    """The ranks' captures span other times: rank 1's began 7.4 ms before rank 0's, and its
+    first CUDA calls come 0.19 s before rank 0's first event. A window on rank 0's clock before
+    that event holds rank 1's calls (it was refused as outside rank 0's capture); a window past
+    every rank's events is an error naming the job's span on the run's clock, for export trace
+    and chart timeline alike (chart timeline drew an empty chart)."""
+    from tracekit.charts import timeline_data
+
+    with tracekit.open(job_db, read_only=True) as tk:
+        (first,) = tk.con.execute("SELECT min(start_ns) FROM _api_calls WHERE run_id = 1").fetchone()
+        res = trace.export_trace(tk, tmp_path / "w.json", run="1", ranks="all", end_ns=first - 1)
+        assert res.counts["cuda_api"] == 5 and set(_ranks_events(_load(res.path)["traceEvents"])) == {1}
+        for kw, option in (({"start_ns": 7 * 10**9}, "--from 7000000000"), ({"end_ns": 4 * 10**9}, "--to 4000000000")):
+            with pytest.raises(QueryError, match=rf"^export trace: {option} \(ns\) is outside the captures of ranks "
+                                                 r"0-1 of run 1's job, whose events span 4008173563 to 6467808951 ns "
+                                                 r"on run 1's clock; choose a window inside it"):
+                trace.export_trace(tk, tmp_path / "bad.json", run="1", ranks="all", **kw)
+        for kw in ({"from_ns": 7 * 10**9}, {"to_ns": 4 * 10**9}):
+            with pytest.raises(QueryError, match=r"^chart timeline: the window .* ns is outside the events of ranks "
+                                                 r"0-1 of run 1's job \(export\), which span 4940316619 to "
+                                                 r"6467808951 ns on its clock"):
+                timeline_data(tk, run="1", ranks="all", **kw)
+    assert not (tmp_path / "bad.json").exists()
+
+
 def test_the_command_writes_a_jobs_timeline(job_db, tmp_path, capsys):
     out = tmp_path / "job.json.gz"
     assert cli_main(["--db", str(job_db), "export", "trace", "--run", "1", "--ranks", "all", "-o", str(out)]) == 0

@@ -1198,7 +1198,7 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     session start). More than ``TIMELINE_BARS`` events in the window is a QueryError that says
     how to choose one."""
     from .registry import resolve_run, retell, traced_said, untraced_words
-    from .trace import Options, Part, job_parts, ranks_that_fit, resolve_window
+    from .trace import Options, Part, job_parts, job_span_outside, ranks_that_fit, resolve_window
 
     run_id = resolve_run(tk, run, "nsys", "chart timeline", spans_runs=False)
     number = _int_param("instance", instance, "an instance number (1 = the first)")
@@ -1243,6 +1243,13 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
                  "do not say whether they were traced")
         raise QueryError(f"chart timeline: no rank of run {run_id}'s job asked for ({asked}) {lacks}: nothing to "
                          f"draw; capture with nsys -t nvtx,cuda{retell(told, many=True)}")
+    if events == 0 and nvtx is None:  # (a window outside every rank's events, as outside the run's alone)
+        span = job_span_outside(parts, window, [(g.first, g.last) for g in got], inclusive=False)
+        if span is not None:
+            raise QueryError(f"chart timeline: the window {window.label} is outside the events of "
+                             f"{ranks_text([x.rank for x in parts])} of run {run_id}'s job ({run_name}), which span "
+                             f"{span[0]} to {span[1]} ns on its clock (`tracekit query nvtx-ranges` prints times on "
+                             "this clock)")
     pairs = list(zip(parts, got, strict=True))
     notes = tuple(f"rank {part.rank} {untraced_words(k, traced_said(tk, part.run_id))}" for part, g in pairs
                   for k in g.missing if k not in missing)

@@ -39,7 +39,9 @@ instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``
 With ``ranks=`` (``--ranks all`` or ``0-3,7``) the ranks of the run's job share one trace
 (``job_parts``): each rank's processes and GPUs are named ``rank N · ...``, given process ids of
 their own (ranks on other hosts may have the same pids), and their times shifted onto one
-clock, the earliest rank's session start, by each export's session start (UTC).
+clock, the earliest rank's session start, by each export's session start (UTC). A --from/--to
+window is on the run's clock and checked against every rank's events (``job_span_outside``):
+outside them all, an error; before the run's own first event, it may hold another rank's.
 
 Names are the ones nsys prints: demangled kernel names, API names without the _vNNNN
 suffix, NVTX ranges as 'domain:text', copies as '[CUDA memcpy Host-to-Device]'.
@@ -468,6 +470,52 @@ def check_in_capture(tk, run_id: int, window: Window, osrt: bool = False) -> Non
                  inclusive=True)
 
 
+def job_span_outside(parts: list[Part], window: Window, spans: list[tuple[int | None, int | None]],
+                     inclusive: bool) -> tuple[int, int] | None:
+    """Where ``window``, a --from/--to window on the run's clock, lies wholly outside the
+    events of every rank of ``parts`` (``job_parts``: each with that window on its own clock;
+    ``spans``: each part's first and last event on its own clock, None where it has none),
+    the ranks' events' span on the run's clock; else None. Ranks whose captures began apart
+    span other times: a window before the run's own first event may hold another rank's, and
+    a window inside the run's capture may hold no rank's at all. ``inclusive``: an event that
+    ends at the window's start or starts at its end is in it."""
+    bound = window.start_ns if window.start_ns is not None else window.end_ns
+    if bound is None:
+        return None
+    on_run = []  # each part's span moved onto the run's clock
+    for part, (first, last) in zip(parts, spans, strict=True):
+        if first is None:
+            continue
+        to_mine = (part.window.start_ns if window.start_ns is not None else part.window.end_ns) - bound
+        on_run.append((first - to_mine, last - to_mine))
+        lo, hi = part.window.start_ns, part.window.end_ns
+        outside = ((hi is not None and hi < first) or (lo is not None and lo > last)) if inclusive else \
+            ((hi is not None and hi <= first) or (lo is not None and lo >= last))
+        if not outside:
+            return None
+    if not on_run:  # (no rank has events: the command says what they lack)
+        return None
+    return min(f for f, _ in on_run), max(t for _, t in on_run)
+
+
+def check_job_in_capture(tk, run_id: int, window: Window, parts: list[Part], osrt: bool = False) -> None:
+    """``check_in_capture`` of a job's timeline (``job_parts``): a one-line error where a
+    --from/--to window lies outside every rank's events (``job_span_outside``), giving their
+    span on the run's clock."""
+    from .names import ranks_text
+    from .registry import _SPAN
+
+    spans = [tk.con.execute(_SPAN, {"run": p.run_id, "osrt": osrt}).fetchall()[0] for p in parts]
+    span = job_span_outside(parts, window, spans, inclusive=True)
+    if span is None:
+        return
+    asked = " ".join(opt.format(v) for opt, v in (("--from {}", window.start_ns), ("--to {}", window.end_ns))
+                     if v is not None)
+    raise QueryError(f"export trace: {asked} (ns) is outside the captures of {ranks_text([p.rank for p in parts])} "
+                     f"of run {run_id}'s job, whose events span {span[0]} to {span[1]} ns on run {run_id}'s clock; "
+                     "choose a window inside it (`tracekit query nvtx-ranges` prints times on this clock)")
+
+
 def _params(run_id: int, window: Window) -> dict[str, Any]:
     return {"run": run_id, "lo": window.start_ns, "hi": window.end_ns}
 
@@ -862,8 +910,10 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
 
             for part in parts:
                 check_traced(tk, f"export trace {option}", part.run_id, [table], advice=f", or leave out {option}")
-    if nvtx is None:  # (an NVTX range's window is in the capture)
+    if nvtx is None and ranks is None:  # (an NVTX range's window is in the capture)
         check_in_capture(tk, run_id, window, osrt)
+    elif nvtx is None:  # (the ranks' captures: a window outside the run's may hold another rank's events)
+        check_job_in_capture(tk, run_id, window, parts, osrt)
     with _python_tables(tk, parts) as tables:  # (the Python slices: computed once, counted and written)
         counts, sizes = dict.fromkeys(KINDS, 0), []
         for part, table in zip(parts, tables, strict=True):

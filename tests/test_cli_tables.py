@@ -351,6 +351,24 @@ def test_every_stack_column_of_the_queries_is_cut_from_the_left():
     assert names.cut_stack("outer;innermost_frame", 8) == "…t_frame"
 
 
+def test_a_jobs_name_is_cut_keeping_what_tells_it_from_another_job():
+    """Every job named by its ranks' path ends alike (``rank*/export``): a table too narrow for
+    the whole name keeps the folder above the masked rank and the capture's ``#N``, not only
+    the end every job shares (rank-summary beside NCCL's columns left ``…/rank*/export``)."""
+    jobs = ["/work/tests/data/nsys_jobs/base/rank*/export", "/work/tests/data/nsys_jobs/base_again/rank*/export#2",
+            "/prof/job_rank*", "12345#2"]
+    rows = table.Rows(["job", "n"], ["VARCHAR", "BIGINT"], [(j, 4) for j in jobs])
+    assert rows.shortener("job") is names.cut_job
+    assert [names.cut_job(j, 20) for j in jobs] == ["…/base/rank*/export", "…/base_again/…#2", "/prof/job_rank*",
+                                                    "12345#2"]
+    assert [names.cut_job(jobs[1], w) for w in (30, 25, 14)] == [
+        "…/base_again/rank*/export#2", "…/base_again/rank*/…#2", "…/base_again#2"]
+    assert names.cut_job("/prof/x/job_rank*#3", 14) == "…/job_rank*#3"
+    text = table.render(rows, width=25)
+    assert re.findall(r"^(\S+) +4$", text, re.M) == ["…/base/rank*/export", "…/base_again/rank*/…#2",
+                                                     "/prof/job_rank*", "12345#2"], text
+
+
 def test_si_and_time_formats():
     assert table.si(7.81e14, "FLOP/s") == "781 TFLOP/s"
     assert table.si(999_960, "B") == "1.00 MB"

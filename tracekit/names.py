@@ -172,6 +172,37 @@ def cut_text(text: str, width: int) -> str:
     return cut_end(text, width)
 
 
+def cut_job(text: str, width: int) -> str:
+    """A job's name (``tracekit.ranks``: a launcher's job id, or its ranks' path with the rank
+    masked, ``/prof/base/rank*/export``, ``#N`` after it for its N-th capture) in at most ``width``
+    columns. Every path-named job ends alike (``rank*/export``): what tells one from another is
+    the folder above the masked rank, kept before the components after it (``…/base/rank*/export``,
+    ``…/base/rank*/…``, ``…/base/…``), and the capture's ``#N``; other text, and a path whose file
+    name carries the rank (``…/job_rank*``), as ``cut_text`` cuts it."""
+    if text_width(text) <= width:
+        return text
+    number = re.search(r"#[0-9]+$", text)
+    capture = number.group() if number else ""
+    parts = text[:len(text) - len(capture)].rstrip("/").split("/")
+    masked = next((i for i in range(len(parts) - 1, 0, -1) if "*" in parts[i]), None)
+    if masked is None:
+        return cut_text(text, width)
+    room = width - text_width(capture)
+    kept = cut_text("/".join(parts), room)
+    if masked == len(parts) - 1:  # (a file name that carries the rank tells its job)
+        return kept + capture
+    above = parts[masked - 1]
+    if kept.startswith(ELLIPSIS + "/") and f"/{above}/{parts[masked]}" in "/" + kept[2:]:
+        return kept + capture
+    for cand in ([above, *parts[masked:]], [above, parts[masked], ELLIPSIS], [above, ELLIPSIS]):
+        if cand[-1] == ELLIPSIS and len(cand) - 1 >= len(parts) - masked + 1:
+            continue  # (nothing after it to drop)
+        label = ELLIPSIS + "/" + "/".join(cand)
+        if text_width(label) <= room:
+            return label + capture
+    return cut_end(ELLIPSIS + "/" + above, room) + capture
+
+
 def cut_stack(text: str, width: int, sep: str = ";") -> str:
     """A folded call stack (``outermost;...;innermost``) in at most ``width`` columns, cut
     from the left: the innermost frames, which say what code made the call, kept whole after

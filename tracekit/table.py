@@ -99,6 +99,8 @@ class Rows:
             return _kernel_name
         if low in TAIL_COLUMNS:
             return names.cut_stack
+        if low == "job":  # (a multi-rank job's name: what tells it from another job kept)
+            return names.cut_job
         if low in FREE_TEXT_COLUMNS or low in SENTENCE_COLUMNS:
             return names.cut_end
         return names.cut_text

@@ -634,7 +634,8 @@ def test_a_report_vs_a_file_that_is_a_rank_of_another_job_compares_the_jobs(tmp_
 
 def test_compare_jobs_puts_each_job_against_the_base_side_by_side(tk, store, capsys, monkeypatch):
     """compare --jobs BASE JOB JOB: each job's rows are diff --jobs BASE JOB's; the columns
-    are named by what the jobs' names do not share (base, base_again, after)."""
+    are named by what the jobs' names do not share (base, base_again, after); a narrow table
+    cuts a job's cell at its end."""
     got = _quiet(tk.compare, "1", ["5", "9"], jobs=True)
     assert got.columns == compare.JOB_COLUMNS
     assert compare.runs_of(got) == ["base_again", "after"] and set(got["base_run"]) == {"base"}
@@ -642,6 +643,14 @@ def test_compare_jobs_puts_each_job_against_the_base_side_by_side(tk, store, cap
         mine = got.filter(pl.col("run") == run).drop("base_run", "run", "repeat", "noise_pct").rename({"value": "new"})
         alone = _quiet(tk.diff_jobs, "1", new)
         assert mine.sort("scope", "key", "metric").equals(alone.select(mine.columns).sort("scope", "key", "metric"))
+    # a terminal too narrow for a job's cells cuts them at their end: they start with the value
+    # ('…/4 ranks) [ms 24]' where '3/4 ranks' was cut as a path and labelled apart)
+    from tracekit.table import render
+
+    text = render(compare.table(got, 30), width=120).splitlines()
+    cells = [line.split("  ")[-1].strip() for line in text if line.startswith(("gpu", "kernel", "nvtx"))]
+    assert len(cells) >= 10 and all(re.fullmatch(r"[0-9][0-9,.]* ?[µm]?s? \(.*", c) for c in cells), cells
+    assert any(c.endswith("…") for c in cells)
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["--db", str(store), "compare", "--jobs", "1", "5", "9", "--gate"]) == 1
     out = capsys.readouterr().out

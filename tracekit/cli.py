@@ -909,9 +909,7 @@ def compare_cmd(
                             workers=workers, on_file=step("files ingested"))
     keys = limit if limit is not None else (30 if fmt == "table" else 0)
     if fmt == "table":
-        from .table import Rows
-
-        table = Rows.from_polars(_compare.wide(_compare.changed_first(df, keys), df["key"].to_list()))
+        table = _compare.table(df, keys)
         _show(table, out, store_path=tk.path)
         shown = len(table.rows)
         every = df.select("scope", "key", "metric").unique().height

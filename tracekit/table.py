@@ -87,13 +87,20 @@ class Rows:
     #: a column's own shortener, ``(text, width) -> label``, where its values are of a kind
     #: the defaults do not know (diff's keys: ``kernel @ NVTX path``)
     shorteners: dict[str, Callable[[str, int], str]] = field(default_factory=dict)
+    #: columns of values said in words, named for what they are of, not for what they hold
+    #: (compare's runs: ``24.537 ms (+14.9%, regressed on 3/4 ranks)``): cut at the end, no
+    #: labels told apart, as sentences are (a '/' in ``3/4`` is no path)
+    worded: tuple[str, ...] = ()
 
     def shortener(self, col: str) -> Callable[[str, int], str]:
         """How a text column's cells are shortened, by what the column holds: its own
         shortener, a kernel name's, a call stack's or a location's (from the left), a
-        sentence's (at the end), or the path-aware cut of other text (names, NVTX paths, files)."""
+        sentence's or a worded value's (at the end), or the path-aware cut of other text
+        (names, NVTX paths, files)."""
         if col in self.shorteners:
             return self.shorteners[col]
+        if col in self.worded:
+            return names.cut_end
         low = col.lower()
         if low in self.kernel_columns:
             return _kernel_name
@@ -110,8 +117,8 @@ class Rows:
         (``names.distinct_labels``: names, keys, paths), or are only cut (free text,
         sentences, stacks: a word in brackets or a number added reads as part of the text)."""
         low = col.lower()
-        return col in self.shorteners or low in self.kernel_columns or low not in (
-            *FREE_TEXT_COLUMNS, *SENTENCE_COLUMNS, *TAIL_COLUMNS)
+        return col in self.shorteners or (col not in self.worded and (low in self.kernel_columns or low not in (
+            *FREE_TEXT_COLUMNS, *SENTENCE_COLUMNS, *TAIL_COLUMNS)))
 
     @classmethod
     def from_relation(cls, rel) -> Rows:
@@ -131,7 +138,7 @@ class Rows:
         idx = [self.columns.index(c) for c in cols]
         return Rows([self.columns[i] for i in idx], [self.types[i] for i in idx],
                     [tuple(r[i] for i in idx) for r in self.rows], self.total,
-                    [c for c in self.columns if c not in cols], self.kernel_columns, self.shorteners)
+                    [c for c in self.columns if c not in cols], self.kernel_columns, self.shorteners, self.worded)
 
     def without_empty(self) -> Rows:
         """The columns holding a value in some row (all of them when there are no rows)."""
@@ -141,7 +148,7 @@ class Rows:
         return Rows([self.columns[i] for i in keep], [self.types[i] for i in keep],
                     [tuple(r[i] for i in keep) for r in self.rows], self.total,
                     self.hidden + [c for i, c in enumerate(self.columns) if i not in keep], self.kernel_columns,
-                    self.shorteners)
+                    self.shorteners, self.worded)
 
 
 # -- one column ---------------------------------------------------------------------

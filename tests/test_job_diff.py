@@ -505,6 +505,18 @@ def test_jobs_without_cuda_judge_the_jobs_time(tk, tmp_path):
     assert not any(line.startswith("Job time") for line in job_diff.moved(_quiet(tk.diff_jobs, "5", "9")))
 
 
+def test_a_job_is_named_by_its_path_as_its_exports_were_given_here(tk, monkeypatch):
+    """A job's default name is its ranks' path with the rank masked, made absolute at ingest:
+    named as a user gave the exports, relative to where they are (``base/rank*/export``), it is
+    that job; a path of no job is the error naming it as given."""
+    monkeypatch.chdir(DATA)
+    job = job_diff.job_of(tk, "base/rank*/export", "base")
+    assert job == job_diff.job_of(tk, "1", "base") and job.name == str(DATA.resolve() / "base" / "rank*" / "export")
+    assert job.ranks == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    with pytest.raises(QueryError, match=r"^diff --jobs: no run or job 'nope/rank\*/export' in "):
+        job_diff.job_of(tk, "nope/rank*/export", "new")
+
+
 def test_a_job_is_named_by_the_folder_of_its_exports(tk, tmp_path, capsys, monkeypatch):
     """diff --jobs FOLDER FOLDER: each folder's exports ingested first (one per rank, in
     rank* subfolders here), then compared as the jobs named in the store are; again on the

@@ -190,7 +190,13 @@ def job_of(tk, ref: Any, side: str) -> Job:
                              "job (tracekit query jobs)")
         warnings.warn(CaptureWarning(f"diff --jobs: {text!r} is a folder here that holds no nsys export: the run or "
                                      f"job {text!r} of {tk.path} is compared"), stacklevel=4)
-    rows = con.execute("SELECT run_id, rank FROM rank_runs WHERE job = ? ORDER BY rank", [text]).fetchall()
+    job = text
+    rows = con.execute("SELECT run_id, rank FROM rank_runs WHERE job = ? ORDER BY rank", [job]).fetchall()
+    if not rows and "*" in text and not Path(text).is_absolute():
+        # a job's default name is its ranks' path, made absolute at ingest: named as the
+        # exports were given here (tests/data/nsys_jobs/base/rank*/export), it is that path
+        job = str(Path(text).resolve())
+        rows = con.execute("SELECT run_id, rank FROM rank_runs WHERE job = ? ORDER BY rank", [job]).fetchall()
     run = None
     if RUN_ID.fullmatch(text):
         run = con.execute("SELECT run_id FROM runs WHERE run_id = ?", [int(text)]).fetchone()
@@ -200,7 +206,7 @@ def job_of(tk, ref: Any, side: str) -> Job:
         raise QueryError(f"diff --jobs: {text!r} is both a job and run {run[0]} in {tk.path}: name the job by one "
                          "of its ranks' runs")
     if rows:
-        return Job(text, [(int(k), int(r)) for r, k in rows])
+        return Job(job, [(int(k), int(r)) for r, k in rows])
     if run is None:
         raise QueryError(f"diff --jobs: no run or job {text!r} in {tk.path}; name any rank's run (tracekit runs), "
                          "a job (tracekit query jobs) or the folder of a job's exports")

@@ -408,6 +408,11 @@ def _damaged_csvs(plain, d: Path) -> dict[str, tuple[Path, str]]:
         "details-cut-at-field": (det[: len(det) - len(dl[-1]) + dl[-1].rindex('","') + 1], "fields where the header has"),
         "details-metric-twice": (det + dl[5], "twice"),
         "details-id-1e23": (det.replace('\n"2",', '\n"1e23",', 1), "bad launch ID '1e23'"),
+        # a negative time (no ncu time metric is negative: sectors and % derived by subtraction can be)
+        "raw-negative-duration": (_with_field(rl, 3, "gpu__time_duration.sum", "-45,216"),
+                                  "launch ID 1: gpu__time_duration.sum is -45216 ns; a time is never negative"),
+        "details-negative-duration": (_with_field(dl, 6, "Metric Value", "-175,904"),
+                                      "launch ID 0: gpu__time_duration.sum is -175904 ns"),
     }
     out = {}
     for case, (text, needle) in texts.items():

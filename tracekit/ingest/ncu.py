@@ -69,6 +69,19 @@ def _check_launches(rows: pl.DataFrame, kernels: pl.DataFrame, what: str, path: 
                          "does not hold; the export is corrupt")
 
 
+def _check_times(metrics: pl.DataFrame, path: Path) -> None:
+    """InputError where a time (a value in ns: a duration, an interval) is negative: no ncu
+    metric measured in time is, so the export was edited or damaged. (Counters ncu derives
+    by subtraction can be: its sector and % metrics, which are not times.)"""
+    import polars as pl
+
+    neg = metrics.filter((pl.col("unit") == "ns") & (pl.col("value") < 0))
+    if neg.height:
+        n = neg.row(0, named=True)
+        raise InputError(f"{path}: launch ID {n['kernel_id']}: {n['metric']} is {n['value']:g} ns; a time is never "
+                         "negative: the export was edited or is damaged (export it again from the report)")
+
+
 def _add_source(meta: dict, tables: dict, kernels: pl.DataFrame, source: dict, path: Path) -> None:
     """The instruction-level tables of a report (none: nothing added), checked against the launches."""
     if not source:
@@ -87,6 +100,7 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.
 
     if kernels.height == 0:
         raise InputError(f"{path}: no profiled launches (empty report)")
+    _check_times(metrics, path)
     dup = kernels["kernel_id"].is_duplicated()
     if dup.any():
         raise InputError(

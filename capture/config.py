@@ -73,13 +73,18 @@ def workload_config(preset: str, /, **overrides: Any) -> WorkloadConfig:
     cfg = PRESETS[preset]
     if not overrides:
         return cfg
+    check_workload(overrides)
+    return dataclasses.replace(cfg, **overrides)
+
+
+def check_workload(overrides: dict[str, Any]) -> None:
+    """Overrides of a preset's fields: each a field, with a value the worker takes."""
     fields = {f.name for f in dataclasses.fields(WorkloadConfig)} - {"preset"}  # (the preset: --preset)
     bad = sorted(set(overrides) - fields, key=str)
     if bad:
         raise CaptureError(f"unknown workload setting(s) {', '.join(map(str, bad))}; known: {', '.join(sorted(fields))}")
     for name, value in overrides.items():
         _check_workload_setting(name, value)
-    return dataclasses.replace(cfg, **overrides)
 
 
 #: the GPU dtypes the workload runs in (torch's names; a CPU run is float32)
@@ -123,32 +128,52 @@ def _positive_int(name: str, flag: str, value: Any) -> int:
     return value
 
 
+#: how the checks below name each capture parameter by default: its flag (a sweep
+#: config's checks name its file and key instead)
+FLAGS = {"bs": "--bs", "nc": "--nc", "tool": "--tool", "preset": "--preset", "warmup_ms": "--warmup-ms",
+         "iters": "--iters"}
+_COUNTS = {"bs": "batch size", "nc": "candidates per user", "iters": "timed requests"}
+
+
+def check_param(key: str, value: Any, name: str | None = None) -> Any:
+    """One capture parameter (a key of ``FLAGS``) checked and normalised; a one-line
+    error names it as ``name`` (default: its flag)."""
+    name = name or FLAGS[key]
+    if key in _COUNTS:
+        return _positive_int(_COUNTS[key], name, value)
+    if key == "tool":
+        if not isinstance(value, str) or value not in TOOLS:  # (a YAML list: unhashable)
+            raise CaptureError(f"{name} {value!r}: unknown profiler; choose one of {', '.join(TOOLS)}")
+        return value
+    if key == "preset":
+        if value is not None and (not isinstance(value, str) or value not in PRESETS):
+            raise CaptureError(f"{name} {value!r}: unknown preset; choose one of {', '.join(PRESETS)}")
+        return value
+    try:  # warmup_ms
+        ms = float(value)
+    except (TypeError, ValueError):
+        raise CaptureError(f"{name} {value!r}: must be a number of milliseconds") from None
+    if not (ms >= 0 and math.isfinite(ms)):  # (inf would warm up forever)
+        raise CaptureError(f"{name} {value!r}: must be a finite number of milliseconds >= 0")
+    return ms
+
+
 def validate_params(bs: Any, nc: Any, tool: str, preset: str | None, warmup_ms: Any,
                     iters: Any) -> tuple[int, int, str, str | None, float, int]:
     """Check the CLI/library parameters before anything runs; one-line errors."""
-    bs = _positive_int("batch size", "--bs", bs)
-    nc = _positive_int("candidates per user", "--nc", nc)
-    if tool not in TOOLS:
-        raise CaptureError(f"--tool {tool!r}: unknown profiler; choose one of {', '.join(TOOLS)}")
-    if preset is not None and (not isinstance(preset, str) or preset not in PRESETS):  # (a YAML list: unhashable)
-        raise CaptureError(f"--preset {preset!r}: unknown preset; choose one of {', '.join(PRESETS)}")
-    try:
-        warmup_ms = float(warmup_ms)
-    except (TypeError, ValueError):
-        raise CaptureError(f"--warmup-ms {warmup_ms!r}: must be a number of milliseconds") from None
-    if not (warmup_ms >= 0 and math.isfinite(warmup_ms)):  # (inf would warm up forever)
-        raise CaptureError(f"--warmup-ms {warmup_ms}: must be a finite number of milliseconds >= 0")
-    iters = _positive_int("timed requests", "--iters", iters)
-    return bs, nc, tool, preset, warmup_ms, iters
+    given = {"bs": bs, "nc": nc, "tool": tool, "preset": preset, "warmup_ms": warmup_ms, "iters": iters}
+    checked = {key: check_param(key, value) for key, value in given.items()}
+    return tuple(checked[key] for key in FLAGS)
 
 
-def check_size(bs: int, nc: int, cfg: WorkloadConfig) -> None:
+def check_size(bs: int, nc: int, cfg: WorkloadConfig, names: tuple[str, str] = ("--bs", "--nc")) -> None:
     """One request's tokens and its KV cache's pages are indexed with 32-bit offsets (the
-    kernels, the page table): a point beyond them is refused before anything runs."""
+    kernels, the page table): a point beyond them is refused before anything runs. The
+    error names bs and nc as ``names`` (their flags, or a sweep config's keys)."""
     tokens = bs * (nc + cfg.max_cache_tokens)
     pages = bs * (-(-cfg.max_cache_tokens // cfg.page_size) + 1)
     if max(tokens, pages) > INT32_MAX:
-        raise CaptureError(f"--bs {bs} --nc {nc}: a request of {tokens:,} tokens ({pages:,} KV-cache pages) exceeds "
+        raise CaptureError(f"{names[0]} {bs} {names[1]} {nc}: a request of {tokens:,} tokens ({pages:,} KV-cache pages) exceeds "
                            f"the {INT32_MAX:,} that 32-bit offsets index; use a smaller batch or fewer candidates")
 
 

@@ -33,10 +33,12 @@ from tracekit.errors import CaptureError, TracekitError
 
 from . import profilers
 from .config import (
-    TOOLS,
+    FLAGS,
+    check_param,
     check_settings,
     check_size,
     check_timeout,
+    check_workload,
     validate_params,
     workload_config,
 )
@@ -133,9 +135,15 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
     grid = data.get("grid")
     if not isinstance(grid, dict) or set(grid) != {"bs", "nc"}:
         raise CaptureError(f"{where}: 'grid' must give the lists 'bs' and 'nc'")
-    data["grid"] = {"bs": parse_list(grid["bs"], "grid.bs"), "nc": parse_list(grid["nc"], "grid.nc")}
-    if data.get("tool", "none") not in TOOLS:
-        raise CaptureError(f"{where}: tool {data['tool']!r}: choose one of {', '.join(TOOLS)}")
+    try:  # every value the config gives, checked here: its errors name the file and the key, not a flag
+        data["grid"] = {"bs": parse_list(grid["bs"], "grid.bs"), "nc": parse_list(grid["nc"], "grid.nc")}
+        for key in [k for k in FLAGS if k in data]:
+            data[key] = check_param(key, data[key], key)
+        check_settings(**{k: data[k] for k in ("device", "flush_l2", "ncu_launch_skip", "ncu_launch_count")
+                          if k in data})
+        check_workload(data.get("workload", {}))
+    except CaptureError as err:
+        raise CaptureError(f"{where}: {err}") from None
     return data
 
 
@@ -184,7 +192,10 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
         preset = default_preset()
     extra = {k: cfg[k] for k in ("flush_l2", "ncu_launch_skip", "ncu_launch_count") if k in cfg}
     # what every point would refuse, refused once before the first point
-    check_size(max(bs_list), max(nc_list), workload_config(preset, **workload))
+    src = "sweep config" if isinstance(config, dict) else config  # (the config's grid: named as its file's keys)
+    names = (f"{src}: grid.bs", "grid.nc") if bs is None and nc is None else (
+        "--bs" if bs is not None else f"{src}'s grid.bs", "--nc" if nc is not None else f"{src}'s grid.nc")
+    check_size(max(bs_list), max(nc_list), workload_config(preset, **workload), names)
     check_settings(device, **extra)
     timeout_s = check_timeout(timeout_s)
     out = Path(out_dir)

@@ -186,8 +186,15 @@ def test_a_store_that_cannot_take_the_run_is_refused_before_the_workload_runs(tm
     ("workload: {page_size: 7}", "workload setting page_size=7 must be 32"),
     ("workload: {gpu_dtype: int8}", "workload setting gpu_dtype='int8' must be one of bfloat16, float16, float32"),
     ("1: 2", "unknown key(s) 1;"),
-    ("preset: [small]", "--preset ['small']: unknown preset; choose one of small, medium, large"),
-    ("preset: {small: 1}", "--preset {'small': 1}: unknown preset"),
+    ("preset: [small]", "preset ['small']: unknown preset; choose one of small, medium, large"),
+    ("preset: {small: 1}", "preset {'small': 1}: unknown preset"),
+    ("preset: huge", "preset 'huge': unknown preset"),
+    ("tool: gdb", "tool 'gdb': unknown profiler; choose one of nsys, ncu, none"),
+    ("iters: 0", "iters 0: timed requests must be a positive integer (>= 1)"),
+    ("iters: 2147483648", "iters 2147483648: timed requests must be at most 2,147,483,647"),
+    ("warmup_ms: -1", "warmup_ms -1: must be a finite number of milliseconds >= 0"),
+    ("warmup_ms: .inf", "warmup_ms inf: must be a finite number"),
+    ("workload: {max_history_items: 2000000000}", "grid.bs 2 grid.nc 4: a request of 8,000,000,008 tokens"),
     ("null: x", "unknown key(s) None;"),
     ("workload: {1: 2, num_layers: 2}", "unknown workload setting(s) 1;"),
     ("device: gpu", "device 'gpu'"),
@@ -197,12 +204,14 @@ def test_a_store_that_cannot_take_the_run_is_refused_before_the_workload_runs(tm
 ])
 def test_a_sweep_configs_bad_setting_is_refused_before_the_first_point(tmp_path, config, match):
     """Not one failed point per grid point (each a worker that fails on the setting): one
-    error, exit 2, no folder, no manifest."""
+    error naming the file and the key (not the flag that would override it), exit 2, no
+    folder, no manifest."""
     path = tmp_path / "sweep.yaml"
     path.write_text(f"grid: {{bs: [1, 2], nc: [4]}}\n{config}\n")
     res = runner.invoke(cli.app, ["sweep", "--config", str(path), "--out", str(tmp_path / "runs"), "--no-ingest"])
     assert isinstance(res.exception, CaptureError), res.output
-    assert match in str(res.exception)
+    assert str(res.exception).startswith(f"{path}: ") and match in str(res.exception)
+    assert "--" not in str(res.exception).replace(str(path), "")
     assert not (tmp_path / "runs").exists()
 
 

@@ -413,6 +413,15 @@ def _damaged_csvs(plain, d: Path) -> dict[str, tuple[Path, str]]:
                                   "launch ID 1: gpu__time_duration.sum is -45216 ns; a time is never negative"),
         "details-negative-duration": (_with_field(dl, 6, "Metric Value", "-175,904"),
                                       "launch ID 0: gpu__time_duration.sum is -175904 ns"),
+        # a unit ncu does not write, where tracekit scales or reads the values as times
+        "raw-duration-not-a-time": (_with_field(rl, 1, "gpu__time_duration.sum", "furlong"),
+                                    "unit 'furlong' of metric gpu__time_duration.sum (launch ID 0) is not a time"),
+        "raw-unit-usec": (_with_field(rl, 1, "gpu__time_duration.sum", "usec"),
+                          "unit 'usec' of metric gpu__time_duration.sum (launch ID 0) is not one ncu writes"),
+        "raw-unit-MHz": (_with_field(rl, 1, "dram__cycles_elapsed.avg.per_second", "MHz"),
+                         "unit 'MHz' of metric dram__cycles_elapsed.avg.per_second (launch ID 0) is not one ncu"),
+        "details-unit-KiB": (_with_field(dl, 28, "Metric Unit", "KiB"),
+                             "unit 'KiB' of metric launch__persisting_l2_cache_size (launch ID 0) is not one ncu"),
     }
     out = {}
     for case, (text, needle) in texts.items():

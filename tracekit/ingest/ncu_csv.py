@@ -44,6 +44,8 @@ METRICS_SECTION = "Command line profiler metrics"
 NVTX_PUSHPOP_PREFIX = "thread Domain:Push/Pop_Range"
 NVTX_STARTEND_PREFIX = "Id:Domain:Start/Stop_Range"
 DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
+#: the launch's duration (its .sum, .avg, .min, .max), which the ncu queries read as ns
+DURATION_PREFIX = "gpu__time_duration."
 
 #: a number as ncu prints it: optional sign, thousands separated by ",", "." decimals
 NUMBER_RE = r"^[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?$"
@@ -84,20 +86,28 @@ _TIME_DEN = {
     "second": 1.0,
 }
 _PREFIXABLE = ("byte", "hz", "bit")
+#: a side of a unit that is a time, or a scaled byte, hz or bit, in a spelling not ncu's
+#: ("usec", "ps", "MHz", "kbyte", "KiB", "GB"): its factor is unknown, never taken as 1
+_TIME_LIKE = re.compile(r"^[pnuµμmkKMGT]?(s|secs?|seconds?)$", re.IGNORECASE)
+_SCALED_LIKE = re.compile(r"^.+(bytes?|hz|bits?)$|^[kKMGTP]i?B$", re.IGNORECASE)
 
 
 def _part_to_base(part: str, denominator: bool) -> tuple[str, float]:
-    """One side of a unit ("Mbyte", "us", "sector") -> (base unit, factor)."""
+    """One side of a unit ("Mbyte", "us", "sector") -> (base unit, factor); ValueError for
+    a time or a scaled unit in a spelling ncu does not write."""
     if not denominator and part in _TIME_NUM:
         return "ns", _TIME_NUM[part]
     for base in _PREFIXABLE:
         if part.endswith(base) and part[: -len(base)] in _PREFIX and part != base:
             return base, _PREFIX[part[: -len(base)]]
+    if _TIME_LIKE.match(part) or _SCALED_LIKE.match(part):
+        raise ValueError(part)
     return part, 1.0
 
 
 def unit_to_base(unit: str) -> tuple[str, float]:
-    """Display unit -> (base unit, multiplier): "Ghz" -> ("hz", 1e9), "sector/us" -> ("sector/s", 1e6)."""
+    """Display unit -> (base unit, multiplier): "Ghz" -> ("hz", 1e9), "sector/us" -> ("sector/s", 1e6);
+    ValueError for one ncu does not write that tracekit would have to scale ("usec", "MHz")."""
     unit = (unit or "").strip()
     if not unit:
         return "", 1.0
@@ -307,13 +317,32 @@ def _values(long: pl.DataFrame, path: Path) -> pl.DataFrame:
             f"{path}: localized number {b['raw']!r} (metric {b['metric']}, launch ID {b['kernel_id']}); "
             "export again in the C locale: LC_ALL=C ncu -i REPORT --csv --page raw"
         )
-    units = long.select("unit").unique()
-    conv = [unit_to_base(u) for u in units["unit"].to_list()]
+    units = long.select("unit").unique(maintain_order=True)
+    conv = []
+    for u in units["unit"].to_list():
+        try:
+            conv.append(unit_to_base(u))
+        except ValueError:
+            b = long.filter(pl.col("unit") == u).row(0, named=True)
+            raise InputError(
+                f"{path}: unit {u!r} of metric {b['metric']} (launch ID {b['kernel_id']}) is not one ncu writes (times "
+                "ns, us, ms, s or nsecond, usecond, msecond, second; byte, hz, bit with the prefixes K, M, G, T, P), "
+                "so its values cannot be converted; export the page again with ncu"
+            ) from None
     units = units.with_columns(
         pl.Series("base_unit", [c[0] for c in conv], dtype=pl.Utf8),
         pl.Series("factor", [c[1] for c in conv], dtype=pl.Float64),
     )
     long = long.join(units, on="unit", how="left", nulls_equal=True)
+    untimed = long.filter(pl.col("metric").str.starts_with(DURATION_PREFIX) & (pl.col("base_unit") != "ns")
+                          & raw.str.contains(NUMBER_RE))  # ("n/a": no value, whatever its unit)
+    if untimed.height:
+        b = untimed.row(0, named=True)
+        raise InputError(
+            f"{path}: unit {b['unit']!r} of metric {b['metric']} (launch ID {b['kernel_id']}) is not a time (ns, us, "
+            "ms, s or nsecond, usecond, msecond, second), so the launches' durations are unknown; export the page "
+            "again with ncu"
+        )
     number = raw.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)
     is_num = raw.str.contains(NUMBER_RE) & number.is_finite()  # ("1e999" overflows to inf: text too)
     return long.select(
@@ -401,10 +430,6 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.Da
             .unpivot(index="kernel_id", variable_name="metric", value_name="raw")
             .join(units, on="metric", how="left")
         )
-        base_units = units_row is not None and not any(
-            unit_to_base(u)[1] != 1.0 for u in units["unit"].to_list()
-        )
-        meta["units"] = "base" if base_units else "display"
     else:
         rules = ncu_rules.from_details(df, _launch_ids(df, path), path)
         df = df.filter(pl.col("Metric Name").str.strip_chars() != "")
@@ -437,7 +462,9 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.Da
                 "raw": df["Metric Value"],
             }
         ).unique(subset=["kernel_id", "metric"], keep="first", maintain_order=True)
-    metrics = _values(long, path)
+    metrics = _values(long, path)  # (every unit checked: each converts)
+    if page == "raw":
+        meta["units"] = "base" if all(unit_to_base(u)[1] == 1.0 for u in units["unit"].to_list()) else "display"
     if page == "details":
         # ncu --metrics alone: no sections, so ncu ran no rules (the page has no rule columns)
         meta["sections"] = df.filter(pl.col("Section Name") != METRICS_SECTION)["Section Name"].n_unique()

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from tracekit.errors import TracekitError
-from tracekit.outputs import check_output, write_output
+from tracekit.outputs import check_output, output_suffix, write_output
 from tracekit.registry import resolve_sweep
 from tracekit.xlsx import MS, sheet
 
@@ -36,7 +36,7 @@ def export_sweep(tk, path: str | os.PathLike, sweep: str | int | None = None) ->
     id, a run of it, ``latest``, the default, or ``all``, as the sweep queries take it);
     returns the files written."""
     path = Path(path)
-    suffix = path.suffix.lower()
+    suffix = output_suffix(path, (".xlsx", ".csv"))
     if suffix not in (".xlsx", ".csv"):
         what = f"not {path.suffix}" if path.suffix else "and the name has no suffix to say which"
         raise TracekitError(f"{path}: export sweep writes .xlsx or .csv, {what}")

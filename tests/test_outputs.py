@@ -331,3 +331,19 @@ def test_an_output_path_of_another_type_is_an_error(small_store, path):
     with tracekit.open(small_store, read_only=True) as tk:
         with pytest.raises(OutputError, match=r"^output path .*: expected str or PathLike, not \w+$"):
             write_report(tk, path)
+
+
+def test_an_output_named_only_by_its_suffix_is_one_line(small_store, capsys, tmp_path):
+    """-o .html, -o dir/.csv: pathlib reads a name that starts with a dot as a name with no
+    suffix, so each command would write a format its name does not say (a chart: "unknown
+    format"; a query: a terminal table into .csv): every command that picks a format by
+    the suffix says what is wrong, and writes nothing."""
+    for cmd, name in ((["chart", "top-kernels", "--run", "1"], ".html"), (["report", "--run", "1"], ".html"),
+                      (["query", "top-kernels", "--run", "1"], ".csv"), (["query", "top-kernels", "-f", "csv"], ".CSV"),
+                      (["export", "trace", "--run", "1"], ".gz"), (["export", "sweep"], ".xlsx")):
+        out = tmp_path / name
+        assert cli_main(["--db", str(small_store), *cmd, "-o", str(out)]) == 2, cmd
+        assert _one_error_line(capsys) == (f"tracekit: error: {out}: '{name}' is a suffix with no name before it (a "
+                                           f"name that starts with a dot has no suffix); name the file, e.g. "
+                                           f"{tmp_path / ('out' + name)}"), cmd
+        assert list(tmp_path.iterdir()) == [small_store.parent], cmd

@@ -2267,17 +2267,21 @@ def spec(ch: alt.TopLevelMixin) -> dict:
     return ch.to_dict(validate=False)
 
 
+#: the files ``save`` writes, by extension
+CHART_FORMATS = (".json", ".html", ".htm", ".png", ".svg")
+
+
 def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:
     """Write the chart; the format follows the extension: .html, .png, .svg, .json.
     Written through ``write_output`` (never over the store ``store_path``; no half file).
     The extension and the output are checked before the chart is drawn: a chart that
     cannot be written is not rendered, and leaves nothing behind (the Vega bundle's cache
     is made by the first rendering, ``vega.bundle``)."""
-    from .outputs import check_output, write_output
+    from .outputs import check_output, output_suffix, write_output
 
     path = Path(path)
-    ext = path.suffix.lower()
-    if ext not in (".json", ".html", ".htm", ".png", ".svg"):
+    ext = output_suffix(path, CHART_FORMATS)
+    if ext not in CHART_FORMATS:
         raise ParamError(f"{path}: unknown chart format {ext or '(none)'}; use .html, .png, .svg or .json")
     check_output(path, store_path)
     vl = spec(ch)

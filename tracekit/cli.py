@@ -143,11 +143,12 @@ def _format(fmt: str | None, out: Path | None) -> str:
     """The format asked (``-f``), else the one ``-o FILE``'s extension names (``tk.parquet``
     is Parquet, not a text table in a file so named), else a table: an output of another
     extension (``top.txt``) or none is the terminal table, as it always was."""
+    from .outputs import output_suffix
+
+    suffix = output_suffix(out, FORMAT_EXTENSIONS) if out is not None and str(out) != "-" else None
     if fmt is not None:
         return fmt
-    if out is not None and str(out) != "-":
-        return FORMAT_EXTENSIONS.get(out.suffix.lower(), "table")
-    return "table"
+    return FORMAT_EXTENSIONS.get(suffix, "table")
 
 
 def _check_format(fmt: str, out: Path | None) -> None:

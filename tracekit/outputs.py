@@ -102,6 +102,18 @@ def is_stream(path: str | os.PathLike) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
+def output_suffix(path: str | os.PathLike, formats: tuple[str, ...] | dict[str, str]) -> str:
+    """The lower-case suffix of ``path`` that names its format ("" for none). A name that is
+    one of the command's ``formats`` alone (``-o .html``, ``-o out/.csv``) is an error:
+    pathlib reads a name that starts with a dot as one with no suffix, so the file would
+    be named as a format and written as another (or as none)."""
+    shown = Path(path)
+    if not shown.suffix and shown.name.lower() in formats:
+        raise OutputError(f"{path}: {shown.name!r} is a suffix with no name before it (a name that starts with a dot "
+                          f"has no suffix); name the file, e.g. {shown.with_name('out' + shown.name)}")
+    return shown.suffix.lower()
+
+
 def check_output(path: str | os.PathLike, store_path: str | os.PathLike | None = None) -> bool:
     """Raise ``OutputError`` where ``write_output`` would refuse ``path`` before writing a
     byte (the store or its WAL, a missing folder, a folder): a command that works long

@@ -1170,11 +1170,11 @@ def write_report(tk, path: str | Path, run: str | int | list | None = None, vs: 
     noise; several runs, a list: one page of them, ``build_many``) and write it to ``path``
     through ``write_output`` (a temporary file renamed into place, never over the store)."""
     from .diff import _is_file
-    from .outputs import check_output, write_output
+    from .outputs import check_output, output_suffix, write_output
 
     check_output(path, tk.path)
     path = Path(path)
-    if path.suffix.lower() not in ("", ".html", ".htm"):
+    if output_suffix(path, (".html", ".htm")) not in ("", ".html", ".htm"):
         raise ParamError(f"{path}: a report is an HTML page; name a .html file")
     # a file to compare with is ingested for the report: kept only when the report is written
     ingests = vs is not None and not tk.read_only and any(_is_file(r) for r in (vs, *(repeats or [])))

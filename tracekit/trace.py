@@ -900,7 +900,10 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
     (``job_parts``). Refuses, with the estimate, a file whose JSON would exceed
     ``max_bytes`` unless ``force``. Written through ``write_output`` (a temporary file
     renamed into place, never over the store)."""
+    from .outputs import output_suffix
+
     path = Path(path)
+    gz = output_suffix(path, (".gz", ".json")) == ".gz"
     run_id = _nsys_run(tk, run)
     window = resolve_window(tk, run_id, start_ns, end_ns, nvtx, instance)
     parts = [Part(run_id, window)] if ranks is None else job_parts(tk, run_id, window, ranks)
@@ -951,7 +954,7 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
 
         def write_file(tmp: Path) -> None:
             with open(tmp, "wb") as raw:
-                if path.suffix.lower() == ".gz":
+                if gz:
                     with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=3, mtime=0) as z, \
                             io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
                         write(f)

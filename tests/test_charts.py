@@ -422,7 +422,10 @@ def test_diff_chart_axis_holds_the_intervals_and_its_cli_says_warnings_and_bad_v
     assert len(err) == 1 and err[0].startswith("tracekit: warning: diff: the captures differ in setup: attention"), err
 
     for bad, said in (("threshold=abc", "threshold='abc': a number expected"),
-                      ("limit=x", "limit='x': an integer expected")):
+                      ("limit=x", "limit='x': an integer expected"),
+                      # what the user typed, as -p: not the --threshold of tracekit diff
+                      ("threshold=nan", "threshold='nan': must be a positive percentage (e.g. 5)"),
+                      ("threshold=-5", "threshold='-5': must be a positive percentage (e.g. 5)")):
         assert cli_main(["--db", sweeps, "chart", "diff", "-p", "base=1", "-p", "new=5", "-p", bad,
                          "-o", str(tmp_path / "s.json")]) == 2
         assert capsys.readouterr().err == f"tracekit: error: chart diff: {said}\n"

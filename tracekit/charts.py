@@ -1760,13 +1760,16 @@ def _run_list(text: str) -> list[str]:
 
 def _threshold_and_limit(chart: str, threshold: float | str, limit: int | str) -> tuple[float, int]:
     """A comparison chart's ``-p threshold=`` and ``-p limit=``, each checked alone (the error
-    names the value given, not the other one's default); a limit >= 0 (0: all)."""
+    names the value given, not the other one's default, and the -p it was given as, not
+    the --threshold of the diff commands); a threshold > 0 and finite, a limit >= 0 (0: all)."""
     values = {}
     for name, value, kind, what in (("threshold", threshold, float, "a number"), ("limit", limit, int, "an integer")):
         try:
             values[name] = kind(value)
         except (TypeError, ValueError) as err:
             raise ParamError(f"chart {chart}: {name}={value!r}: {what} expected") from err
+    if not (values["threshold"] > 0 and math.isfinite(values["threshold"])):  # (nan, inf, 0, -5)
+        raise ParamError(f"chart {chart}: threshold={threshold!r}: must be a positive percentage (e.g. 5)")
     if values["limit"] < 0:  # (a negative head() would drop rows from the end)
         raise ParamError(f"chart {chart}: limit={values['limit']}: must be >= 0 (0 = all rows)")
     return values["threshold"], values["limit"]

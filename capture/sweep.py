@@ -102,6 +102,34 @@ def parse_list(text: str | Sequence[int], flag: str) -> list[int]:
     return out
 
 
+def _unique_keys_loader():
+    """PyYAML's SafeLoader, refusing a mapping that gives a key twice (YAML requires keys to
+    be unique; PyYAML keeps the last silently: ``iters: 5`` then ``iters: 0`` ran 0)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":  # (<<: a merge; its keys are overridden at will)
+                        continue
+                    key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+                    try:
+                        twice = key in seen
+                    except TypeError:  # (a list as a key: construct_mapping says so)
+                        continue
+                    if twice:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key!r} given twice, on line{f's {seen[key]} and' if seen[key] != line else ''}"
+                            f" {line}; give each key once",
+                            key_node.start_mark)
+                    seen[key] = line
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeys
+
+
 def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
     """A sweep config from a preset name, a YAML file or a dict, validated."""
     if isinstance(config, dict):
@@ -116,7 +144,7 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
         import yaml
 
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_unique_keys_loader())  # noqa: S506 (a SafeLoader)
         except UnicodeDecodeError:  # (a store, an export: not a text file)
             raise CaptureError(f"{path}: not a YAML file (not UTF-8 text); give a sweep config or preset") from None
         except yaml.YAMLError as err:

@@ -1,6 +1,7 @@
 """Sweeps: bookkeeping, failures, interruption, configs; the sweep queries and export."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +128,14 @@ def test_configs_presets_yaml_and_errors(tmp_path):
     bad.write_text("grid: [1\n")
     with pytest.raises(CaptureError, match="invalid YAML"):
         sw.load_config(bad)
+    # a key given twice (YAML requires unique keys; PyYAML kept the last one silently)
+    for text, said in (("iters: 5\niters: 0\ngrid: {bs: [1], nc: [2]}\n", "key 'iters' given twice, on lines 1 and 2"),
+                       ("grid: {bs: [1], nc: [2], bs: [4]}\n", "key 'bs' given twice, on line 1;")):
+        bad.write_text(text)
+        with pytest.raises(CaptureError, match=f"^{re.escape(str(bad))}: invalid YAML \\({re.escape(said)}"):
+            sw.load_config(bad)
+    bad.write_text("workload:\n  <<: {num_layers: 2}\n  num_layers: 3\ngrid: {bs: [1], nc: [2]}\n")
+    assert sw.load_config(bad)["workload"] == {"num_layers": 3}  # (a merge's key overridden: not twice)
     with pytest.raises(CaptureError, match="neither a sweep preset"):
         sw.load_config(tmp_path / "missing.yaml")
 

@@ -150,6 +150,8 @@ def check_param(key: str, value: Any, name: str | None = None) -> Any:
             raise CaptureError(f"{name} {value!r}: unknown preset; choose one of {', '.join(PRESETS)}")
         return value
     try:  # warmup_ms
+        if isinstance(value, bool):  # (YAML's yes/true: float() reads it as 1)
+            raise TypeError
         ms = float(value)
     except (TypeError, ValueError):
         raise CaptureError(f"{name} {value!r}: must be a number of milliseconds") from None

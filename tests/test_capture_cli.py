@@ -194,6 +194,7 @@ def test_a_store_that_cannot_take_the_run_is_refused_before_the_workload_runs(tm
     ("iters: 2147483648", "iters 2147483648: timed requests must be at most 2,147,483,647"),
     ("warmup_ms: -1", "warmup_ms -1: must be a finite number of milliseconds >= 0"),
     ("warmup_ms: .inf", "warmup_ms inf: must be a finite number"),
+    ("warmup_ms: yes", "warmup_ms True: must be a number of milliseconds"),
     ("workload: {max_history_items: 2000000000}", "grid.bs 2 grid.nc 4: a request of 8,000,000,008 tokens"),
     ("null: x", "unknown key(s) None;"),
     ("workload: {1: 2, num_layers: 2}", "unknown workload setting(s) 1;"),

@@ -149,12 +149,17 @@ def test_other_databases_and_folders_are_not_stores(tmp_path, capsys):
     duckdb.connect(str(blank)).close()
     junk = tmp_path / "junk.duckdb"
     junk.write_text("not a database\n")
-    cases = [(foreign, "not a tracekit store"), (tmp_path, "is a folder"), (junk, "not a valid DuckDB")]
+    empty, short = tmp_path / "empty.duckdb", tmp_path / "short.duckdb"  # (touched; cut short)
+    empty.write_bytes(b"")
+    short.write_bytes(b"DUCK\n")
+    cases = [(foreign, "not a tracekit store"), (tmp_path, "is a folder"), (junk, "not a valid DuckDB"),
+             (empty, "empty.duckdb: an empty file, not a tracekit store; name the store's file (--db FILE), or "
+                     "remove it for a new store there"), (short, "short.duckdb: a file of 5 bytes, not a tracekit store")]
     for db, what in cases:
         for cmd in (["runs"], ["sql", "SELECT 1"], ["ingest", "tests/data/nsys_capture_range/export.sqlite.xz"]):
             assert cli_main(["--db", str(db), *cmd]) == 2, (db, cmd)
             assert what in one_error_line(capsys)
-    assert foreign.read_bytes() == before
+    assert foreign.read_bytes() == before and empty.read_bytes() == b"" and short.read_bytes() == b"DUCK\n"
     assert cli_main(["--db", str(blank), "runs"]) == 2
     assert "empty database; ingest a capture first" in one_error_line(capsys)
 

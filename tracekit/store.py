@@ -585,7 +585,11 @@ class Tracekit:
         if head == b"SQLite format 3\x00":
             raise InputError(f"{self.path}: an SQLite database, not a tracekit store (an nsys export? ingest it: "
                              f"tracekit ingest {self.path})")
-        if len(head) >= 12 and head[8:12] != b"DUCK":
+        if len(head) < 12:  # (DuckDB's own words for it: "exists, but it is not a valid DuckDB database file")
+            what = "an empty file" if not head else f"a file of {len(head)} bytes"
+            raise InputError(f"{self.path}: {what}, not a tracekit store; name the store's file (--db FILE), or "
+                             "remove it for a new store there")
+        if head[8:12] != b"DUCK":
             # DuckDB opens some other files (a Parquet file: an in-memory database over it) without a
             # word: an ingest "into" it would land nowhere
             what = " (a Parquet file)" if head[:4] == b"PAR1" else ""

@@ -12,6 +12,7 @@ way, so both sources give the same rows.
 
 from __future__ import annotations
 
+import math
 import re
 
 #: ncu_report's message type -> the details page's Rule Type
@@ -53,6 +54,12 @@ def render(message: str | None) -> str | None:
     return _MARKUP.sub(_markup, message)
 
 
+def _finite(v):
+    """A speedup ncu could not compute (NaN, an infinity) is no estimate: None, as a
+    metric's value (``ncu_rep._value``)."""
+    return v if v is None or math.isfinite(v) else None
+
+
 def from_report(kernel_id: int, results: list[dict]) -> list[dict]:
     """Rows of one launch from ``IAction.rule_results_as_dicts()``; a result with no
     message (a rule that ran and has nothing to say, only a table of source locations)
@@ -71,7 +78,7 @@ def from_report(kernel_id: int, results: list[dict]) -> list[dict]:
             "title": msg.get("title") or None,
             "message": render(msg.get("message")) or None,
             "speedup_type": SPEEDUP_TYPES.get(speedup.get("type")),
-            "speedup_pct": speedup.get("speedup"),
+            "speedup_pct": _finite(speedup.get("speedup")),
         })
     return rows
 
@@ -109,6 +116,13 @@ def from_details(df, ids, path):
         raise InputError(f"{path}: launch ID {b['kernel_id']}, rule {b['Rule Name']}: estimated speedup "
                          f"{b['Estimated Speedup']!r} is not a number; export again in the C locale: "
                          "LC_ALL=C ncu -i REPORT --csv --page details")
+    value = speedup.cast(pl.Float64, strict=False)
+    bad = rules.filter(value.is_finite() & ((value < 0) | (value > 100)))
+    if bad.height:
+        b = bad.row(0, named=True)
+        raise InputError(f"{path}: launch ID {b['kernel_id']}, rule {b['Rule Name']}: estimated speedup "
+                         f"{b['Estimated Speedup']!r} is not a percentage from 0 to 100; the export was edited or "
+                         "is damaged (export it again from the report)")
     return rules.select(
         "kernel_id",
         text("Section Name").alias("section"),
@@ -117,5 +131,5 @@ def from_details(df, ids, path):
         pl.lit(None, pl.Utf8).alias("title"),
         text("Rule Description").alias("message"),
         text("Estimated Speedup Type").alias("speedup_type"),
-        speedup.cast(pl.Float64, strict=False).alias("speedup_pct"),
+        pl.when(value.is_finite()).then(value).alias("speedup_pct"),  # (nan, inf: no estimate, as for a metric)
     ).cast({k: getattr(pl, t) for k, t in SCHEMA.items()})

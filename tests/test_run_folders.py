@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import re
 import shutil
 from pathlib import Path
 
@@ -173,6 +174,27 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
     msg = str(info.value)
     assert msg.startswith(f"{run / file}:" if file else f"{run}:") and why in msg and "\n" not in msg, msg
     assert store_state(small_store) == before
+
+
+def test_a_requests_csv_with_a_request_out_of_range_or_twice_is_one_line(tmp_path):
+    """A request's phase is warmup or timed (another was left out of every timed statistic
+    without a word), its counts and index are 0 or more (bs and nc 1 or more), and each
+    request is one row: a real capture's requests.csv, edited, is refused naming the row."""
+    from tracekit.ingest import requests
+
+    real = (DATA / "hstu_capture_ncu" / "requests.csv").read_text()
+    lines = real.splitlines(keepends=True)
+    assert requests.read(DATA / "hstu_capture_ncu" / "requests.csv").tables["requests"].num_rows == len(lines) - 1
+    for edited, said in ((real.replace("\n4,timed,", "\n4,Timed,", 1), "phase 'Timed' in data row 5: a request's "
+                                                                          "phase is warmup or timed"),
+                         (real.replace("\n4,timed,8,", "\n4,timed,-8,", 1), "bs -8 in data row 5: must be 1 or more"),
+                         (real.replace("\n4,timed,8,1024,8,", "\n4,timed,8,1024,-1,", 1),
+                          "kv_caches -1 in data row 5: must be 0 or more"),
+                         (real + lines[9], f"request_idx 8 in data rows 9 and {len(lines)}: each request is one row")):
+        path = tmp_path / "requests.csv"
+        path.write_text(edited)
+        with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {said}')}$"):
+            requests.read(path)
 
 
 @pytest.mark.parametrize(("into", "workers"), [("store", None), ("store", 2), ("dataset", None), ("dataset", 2)])

@@ -27,6 +27,12 @@ COLUMNS = {
 }
 
 
+#: a request's phase, as capture writes it (capture/timing.py); only timed requests are timed
+PHASES = ("warmup", "timed")
+#: the counts and the index of a request, each at least this
+LEAST = {"request_idx": 0, "bs": 1, "nc": 1, "kv_caches": 0, "candidate_embeddings": 0}
+
+
 def sniff(path: Path, head: bytes) -> bool:
     # (a UTF-8 byte order mark first: the file saved again by a spreadsheet or a Windows editor)
     first = head.removeprefix(b"\xef\xbb\xbf").split(b"\n", 1)[0].strip().decode("utf-8", "replace")
@@ -41,6 +47,22 @@ def read(path: Path) -> Parsed:
     missing = [c for c in COLUMNS if c not in tbl.column_names]
     if missing:
         raise InputError(f"{path}: requests CSV lacks column {missing[0]}")
+    phases = tbl.column("phase").to_pylist()
+    bad = next((i for i, v in enumerate(phases) if v not in PHASES), None)
+    if bad is not None:  # (another phase would be left out of every timed statistic without a word)
+        raise InputError(f"{path}: phase {phases[bad]!r} in data row {bad + 1}: a request's phase is "
+                         f"{' or '.join(PHASES)}")
+    for col, least in LEAST.items():
+        values = to_numpy(tbl.column(col), fill=least)  # (an empty cell is no value: allowed)
+        if (values < least).any():
+            i = int(np.flatnonzero(values < least)[0])
+            raise InputError(f"{path}: {col} {int(values[i])} in data row {i + 1}: must be {least} or more")
+    idx = to_numpy(tbl.column("request_idx"), fill=-1)
+    seen: dict[int, int] = {}
+    for i, v in enumerate(idx.tolist()):
+        if v >= 0 and seen.setdefault(v, i) != i:  # (two files joined, or a row copied: counted twice)
+            raise InputError(f"{path}: request_idx {v} in data rows {seen[v] + 1} and {i + 1}: each request is one "
+                             "row")
     for col in ("latency_ms", "peak_mem_allocated_mb", "peak_mem_reserved_mb"):
         values = to_numpy(tbl.column(col), fill=0.0)  # (an empty cell is no value: allowed)
         bad = ~np.isfinite(values) | (values < 0)

@@ -127,6 +127,8 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
     ("no_meta", "", "not a run folder (no meta.json) and no run folder below it; name the exports it holds ("),
     ("nothing_to_ingest", "", "holds no profile or requests.csv"),
     ("bs_not_a_number", "meta.json", "'params' bs='eight': bs (the batch size) is a whole number from 1 to 2147483647"),
+    ("rank_negative", "meta.json", "'params' rank=-1: a rank is a whole number from 0 to 2147483647"),
+    ("job_of_a_capture_again", "meta.json", "'params' job='train#2': a job named JOB#N is the N-th capture"),
     ("latency_infinite", "requests.csv", "latency_ms inf in data row 1: a time or size is a finite number"),
     ("latency_negative", "requests.csv", "latency_ms -5.0 in data row 1"),
     ("two_exports", "", "the run folder holds 2 nsys files (extra/more.sqlite, nsys.sqlite.xz); a run is one capture"),
@@ -158,6 +160,8 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
         "no_meta": lambda: (run / "meta.json").unlink(),
         "nothing_to_ingest": lambda: [(run / f).unlink() for f in ("nsys.sqlite.xz", "requests.csv")],
         "bs_not_a_number": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"bs": "eight"}}'),
+        "rank_negative": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"rank": -1}}'),
+        "job_of_a_capture_again": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"job": "train#2"}}'),
         "latency_infinite": lambda: (run / "requests.csv").write_text(
             (run / "requests.csv").read_text().replace(",12.25,", ",inf,")),
         "latency_negative": lambda: (run / "requests.csv").write_text(

@@ -29,6 +29,8 @@ import re
 import sqlite3
 from pathlib import Path
 
+from .errors import ParamError, TracekitError
+
 #: Launcher variables holding the global rank, the most specific first.
 RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
 #: ... the job's size and its id.
@@ -98,15 +100,27 @@ def from_export(path: Path) -> dict[str, str]:
     return out
 
 
+def check_params(params: dict, where: str = "--param ", error: type[TracekitError] = ParamError) -> None:
+    """A run's ``rank`` given is a whole number from 0 to MAX_RANK, its ``job`` no name
+    ending in #N; the error names the value as ``where`` says it came (``--param ``, or a
+    run folder's meta.json), as ``numbers.check_counts`` does."""
+    if re.search(r"#[0-9]+$", str(params.get("job", ""))):
+        raise error(f"{where}job={params['job']!r}: a job named JOB#N is the N-th capture of job JOB "
+                    "(schema_runs.sql's rank_captures); choose a name that does not end in #N")
+    if "rank" in params:
+        try:
+            rank = int(params["rank"])
+        except (TypeError, ValueError):
+            rank = -1
+        if not 0 <= rank <= MAX_RANK:
+            raise error(f"{where}rank={params['rank']!r}: a rank is a whole number from 0 to {MAX_RANK}")
+
+
 def identify(source: Path, export: Path | None, params: dict) -> dict:
     """``params`` with ``rank``, ``host``, ``world_size`` and ``job`` filled in where
     known (given values win). ``export``: the plain nsys export, if the run has one."""
     out = dict(params)
-    if re.search(r"#[0-9]+$", str(out.get("job", ""))):
-        from .errors import ParamError
-
-        raise ParamError(f"--param job={out['job']!r}: a job named JOB#N is the N-th capture of job JOB "
-                         "(schema_runs.sql's rank_captures); choose a name that does not end in #N")
+    check_params(out)
     env = from_export(export) if export is not None else {}
     named = rank_from_name(source.resolve())
     if "rank" not in out:
@@ -116,15 +130,7 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
         elif named is not None:
             out["rank"] = named[0]
     else:
-        try:
-            rank = int(out["rank"])
-        except (TypeError, ValueError):
-            rank = -1
-        if not 0 <= rank <= MAX_RANK:
-            from .errors import ParamError
-
-            raise ParamError(f"--param rank={out['rank']!r}: a rank is a whole number from 0 to {MAX_RANK}") from None
-        out["rank"] = rank
+        out["rank"] = int(out["rank"])
     if "rank" not in out:
         return out
     if "host" not in out and env.get("HOSTNAME"):

@@ -791,10 +791,12 @@ class Tracekit:
         from . import ingest as _ingest
 
         asked_params = params
-        check_counts(params or {}, "--param ")
+        for check in (check_counts, ranks.check_params):
+            check(params or {}, "--param ")
         if path.is_dir():
             folder_meta, digest, chosen = self._plan_folder(path)
-            check_counts(folder_meta.get("params", {}), f"{path / 'meta.json'}: 'params' ", InputError)
+            for check in (check_counts, ranks.check_params):
+                check(folder_meta.get("params", {}), f"{path / 'meta.json'}: 'params' ", InputError)
             existing = self._existing(digest)
             if existing is not None:
                 return self._renamed(existing, name, params, path)

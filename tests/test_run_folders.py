@@ -128,6 +128,7 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
     ("nothing_to_ingest", "", "holds no profile or requests.csv"),
     ("bs_not_a_number", "meta.json", "'params' bs='eight': bs (the batch size) is a whole number from 1 to 2147483647"),
     ("rank_negative", "meta.json", "'params' rank=-1: a rank is a whole number from 0 to 2147483647"),
+    ("rank_not_whole", "meta.json", "'params' rank=2.5: a rank is a whole number from 0 to 2147483647"),
     ("job_of_a_capture_again", "meta.json", "'params' job='train#2': a job named JOB#N is the N-th capture"),
     ("latency_infinite", "requests.csv", "latency_ms inf in data row 1: a time or size is a finite number"),
     ("latency_negative", "requests.csv", "latency_ms -5.0 in data row 1"),
@@ -161,6 +162,7 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
         "nothing_to_ingest": lambda: [(run / f).unlink() for f in ("nsys.sqlite.xz", "requests.csv")],
         "bs_not_a_number": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"bs": "eight"}}'),
         "rank_negative": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"rank": -1}}'),
+        "rank_not_whole": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"rank": 2.5}}'),
         "job_of_a_capture_again": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"job": "train#2"}}'),
         "latency_infinite": lambda: (run / "requests.csv").write_text(
             (run / "requests.csv").read_text().replace(",12.25,", ",inf,")),

@@ -108,11 +108,12 @@ def check_params(params: dict, where: str = "--param ", error: type[TracekitErro
         raise error(f"{where}job={params['job']!r}: a job named JOB#N is the N-th capture of job JOB "
                     "(schema_runs.sql's rank_captures); choose a name that does not end in #N")
     if "rank" in params:
-        try:
-            rank = int(params["rank"])
-        except (TypeError, ValueError):
-            rank = -1
-        if not 0 <= rank <= MAX_RANK:
+        v = params["rank"]
+        try:  # (2.5 or true in a meta.json: no rank, not rank 2 or 1)
+            ok = not isinstance(v, bool) and float(v) == int(v) and 0 <= int(v) <= MAX_RANK
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
             raise error(f"{where}rank={params['rank']!r}: a rank is a whole number from 0 to {MAX_RANK}")
 
 

@@ -401,6 +401,11 @@ def _damaged_csvs(plain, d: Path) -> dict[str, tuple[Path, str]]:
         "raw-id-overflow": (raw.replace('\n"1",', '\n"99999999999999999999",', 1), "bad launch ID"),
         "raw-id-underscore": (raw.replace('\n"1",', '\n"1_0",', 1), "bad launch ID '1_0'"),
         "raw-stream-superscript": (_with_field(rl, 2, "Stream", "²"), "Stream '²' is not a whole number"),
+        # a dimension no launch has: past 64 bits (it was an internal error) or negative (its "-" was not read)
+        "raw-grid-past-64-bits": (_with_field(rl, 3, "Grid Size", "(99999999999999999999, 1, 1)"),
+                                  "launch 1: Grid Size '(99999999999999999999, 1, 1)' holds a dimension no launch has"),
+        "details-block-negative": (_with_field(dl, 1, "Block Size", "(-384, 1, 1)"),
+                                   "launch 0: Block Size '(-384, 1, 1)' holds a dimension no launch has"),
         # the units row left out or blanked (a hand-made CSV): units unknown, never guessed
         "raw-no-units-row": ("".join(rl[:1] + rl[2:]), "no units row under the header"),
         "raw-blank-units-row": ("".join(rl[:1] + [",".join('""' for _ in next(csv.reader([rl[0]]))) + "\n"] + rl[2:]),

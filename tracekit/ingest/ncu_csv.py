@@ -143,13 +143,20 @@ def page_of(header: list[str]) -> str:
     return "other"
 
 
+#: the largest grid or block dimension CUDA launches (gridDim.x: 2**31 - 1)
+MAX_DIM = 2**31 - 1
+
+
 def _parse_dim(s: str | None) -> tuple[int | None, int | None, int | None]:
     """``(32, 32, 1)`` -> (32, 32, 1); unknown (None) where the page prints no triple, or
-    ``(0, 0, 0)``: a launch whose launch metrics ncu did not collect (a report has none)."""
-    nums = re.findall(r"\d+", s or "")
-    if len(nums) != 3 or 0 in map(int, nums):
+    ``(0, 0, 0)``: a launch whose launch metrics ncu did not collect (a report has none).
+    ValueError for a dimension no launch has: negative, or past ``MAX_DIM``."""
+    nums = [int(n) for n in re.findall(r"-?\d+", s or "")]
+    if any(not 0 <= n <= MAX_DIM for n in nums):
+        raise ValueError(s)
+    if len(nums) != 3 or 0 in nums:
         return None, None, None
-    return int(nums[0]), int(nums[1]), int(nums[2])
+    return nums[0], nums[1], nums[2]
 
 
 def parse_nvtx_pushpop(cell: str | None) -> list[str]:
@@ -212,8 +219,12 @@ def _kernel_rows(df: pl.DataFrame, path: Path) -> pl.DataFrame:
     rows = []
     for r in first.iter_rows(named=True):
         kid = r["kernel_id"]
-        gx, gy, gz = _parse_dim(r.get("Grid Size"))
-        bx, by, bz = _parse_dim(r.get("Block Size"))
+        try:
+            (gx, gy, gz), (bx, by, bz) = (_parse_dim(r.get(c)) for c in ("Grid Size", "Block Size"))
+        except ValueError as err:
+            column = "Grid Size" if r.get("Grid Size") == err.args[0] else "Block Size"
+            raise InputError(f"{path}: launch {kid}: {column} {err.args[0][:60]!r} holds a dimension no launch has "
+                             f"(each is 0 to {MAX_DIM:,}); the export is corrupt: export again with ncu --csv") from None
         ranges = parse_nvtx_pushpop(r.get(pushpop)) if pushpop else []
         se = parse_nvtx_pushpop(r.get(startend)) if startend else []
         cc = (r.get("CC") or "").strip() or None

@@ -400,6 +400,10 @@ def _damaged_csvs(plain, d: Path) -> dict[str, tuple[Path, str]]:
         "raw-id-1e23": (raw.replace('\n"1",', '\n"1e23",', 1), "bad launch ID '1e23'"),
         "raw-id-overflow": (raw.replace('\n"1",', '\n"99999999999999999999",', 1), "bad launch ID"),
         "raw-id-underscore": (raw.replace('\n"1",', '\n"1_0",', 1), "bad launch ID '1_0'"),
+        # past the store's 32-bit kernel_id and device_id (DuckDB's conversion error; an internal error)
+        "raw-id-past-32-bits": (raw.replace('\n"1",', '\n"2147483648",', 1), "bad launch ID '2147483648'"),
+        "raw-device-past-32-bits": (_with_field(rl, 3, "Device", "2147483648"),
+                                    "launch 1: Device '2147483648' is not a whole number below 2**31"),
         "raw-stream-superscript": (_with_field(rl, 2, "Stream", "²"), "Stream '²' is not a whole number"),
         # a dimension no launch has: past 64 bits (it was an internal error) or negative (its "-" was not read)
         "raw-grid-past-64-bits": (_with_field(rl, 3, "Grid Size", "(99999999999999999999, 1, 1)"),

@@ -143,8 +143,8 @@ def page_of(header: list[str]) -> str:
     return "other"
 
 
-#: the largest grid or block dimension CUDA launches (gridDim.x: 2**31 - 1)
-MAX_DIM = 2**31 - 1
+#: the largest grid or block dimension CUDA launches (gridDim.x: 2**31 - 1), and a launch ID's
+MAX_DIM = INT32_MAX = 2**31 - 1
 
 
 def _parse_dim(s: str | None) -> tuple[int | None, int | None, int | None]:
@@ -175,11 +175,12 @@ def parse_nvtx_pushpop(cell: str | None) -> list[str]:
 
 
 def _launch_ids(df: pl.DataFrame, path: Path) -> pl.Series:
-    """The ID column as Int64: digits with ncu's thousands separators, below 2**63."""
+    """The ID column as Int64: digits with ncu's thousands separators, below 2**31 (the
+    store's kernel_id is an INTEGER)."""
     text = df["ID"].str.replace_all(",", "", literal=True).str.strip_chars()
     ok = text.str.contains(r"^\d{1,19}$").fill_null(False)
     ids = text.cast(pl.Int64, strict=False)
-    bad = ~ok | ids.is_null()
+    bad = ~ok | ids.is_null() | (ids > INT32_MAX).fill_null(False)
     if bad.any():
         raise InputError(
             f"{path}: bad launch ID {df['ID'][bad.arg_max()]!r}; the export is corrupt or not an ncu CSV"
@@ -233,9 +234,10 @@ def _kernel_rows(df: pl.DataFrame, path: Path) -> pl.DataFrame:
             v = (_r.get(key) or "").replace(",", "").strip()
             if not v or v == "n/a":  # (n/a: a range's stream)
                 return None
-            if not (v.isascii() and v.isdigit() and int(v) < 2**63):
+            limit = 2**31 if KERNEL_SCHEMA[IDENTITY[key]] == pl.Int32 else 2**63
+            if not (v.isascii() and v.isdigit() and int(v) < limit):
                 raise InputError(f"{path}: launch {_r['kernel_id']}: {key} {v[:40]!r} is not a whole number "
-                                 "below 2**63; the export is corrupt: export again with ncu --csv")
+                                 f"below 2**{limit.bit_length() - 1}; the export is corrupt: export again with ncu --csv")
             return int(v)
 
         rows.append(

@@ -125,6 +125,10 @@ def test_bad_params_are_errors(nsys_db):
     for query, param in (("kernels-by-nvtx", "depth"), ("gpu-utilization", "min_gap_ns"), ("nvtx-ranges", "min_dur_ns")):
         with pytest.raises(ParamError, match=rf"^{query}: {param} must be >= 0, got -3$"):
             nsys_db.query(query, run="hstu_mixed", **{param: -3})
+    # a share of the time above 100 % is no threshold (every stretch is below it)
+    for query in ("low-gpu-utilization", "nsys-rules"):
+        with pytest.raises(ParamError, match=rf"^{query}: threshold_pct must be <= 100, got 500$"):
+            nsys_db.query(query, run="hstu_mixed", threshold_pct=500)
     with pytest.raises(QueryError, match="unknown query 'nope'"):
         nsys_db.query("nope")
     with pytest.raises(QueryError, match="no run 'missing'"):

@@ -10,7 +10,7 @@
 -- nsys analyze's rows= keeps the first ones it finds, in time order, before it sorts them.
 -- @param run            TEXT     run id or name (default: latest run)
 -- @param limit          INTEGER  rows to return; 0 = all (default: 50)
--- @param threshold_pct  INTEGER  stretches used less than this share of the time, % (min: 0) (default: 50)
+-- @param threshold_pct  INTEGER  stretches used less than this share of the time, % (min: 0) (max: 100) (default: 50)
 -- @param chunks         INTEGER  chunks each process's span on a device is cut into (min: 1) (max: 1000) (default: 30)
 -- @column in_use_pct  time the GPU ran the process's ops in the stretch, % of its length (rounded to 0.1)
 -- @column dur_ns      stretch length, ns

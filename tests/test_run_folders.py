@@ -130,6 +130,7 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
     ("rank_negative", "meta.json", "'params' rank=-1: a rank is a whole number from 0 to 2147483647"),
     ("rank_not_whole", "meta.json", "'params' rank=2.5: a rank is a whole number from 0 to 2147483647"),
     ("job_of_a_capture_again", "meta.json", "'params' job='train#2': a job named JOB#N is the N-th capture"),
+    ("requests_of_another_point", "meta.json", "'params' bs=8: the requests of {run} ran at bs=4; a run is one point"),
     ("latency_infinite", "requests.csv", "latency_ms inf in data row 1: a time or size is a finite number"),
     ("latency_negative", "requests.csv", "latency_ms -5.0 in data row 1"),
     ("two_exports", "", "the run folder holds 2 nsys files (extra/more.sqlite, nsys.sqlite.xz); a run is one capture"),
@@ -164,6 +165,8 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
         "rank_negative": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"rank": -1}}'),
         "rank_not_whole": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"rank": 2.5}}'),
         "job_of_a_capture_again": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"job": "train#2"}}'),
+        "requests_of_another_point": lambda: (run / "requests.csv").write_text(
+            (run / "requests.csv").read_text().replace("0,timed,8,1024,", "0,timed,4,1024,")),
         "latency_infinite": lambda: (run / "requests.csv").write_text(
             (run / "requests.csv").read_text().replace(",12.25,", ",inf,")),
         "latency_negative": lambda: (run / "requests.csv").write_text(
@@ -178,6 +181,7 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
         tk.ingest(run)
     tk.close()
     msg = str(info.value)
+    why = why.format(run=run)
     assert msg.startswith(f"{run / file}:" if file else f"{run}:") and why in msg and "\n" not in msg, msg
     assert store_state(small_store) == before
 
@@ -201,6 +205,10 @@ def test_a_requests_csv_with_a_request_out_of_range_or_twice_is_one_line(tmp_pat
         path.write_text(edited)
         with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {said}')}$"):
             requests.read(path)
+    # a --param that names another point than the requests ran at (as a run folder's meta.json)
+    with tracekit.open(tmp_path / "s.duckdb") as tk, pytest.raises(
+            InputError, match=f"^--param nc=512: the requests of {re.escape(str(DATA))}.* ran at nc=1024; a run is one"):
+        tk.ingest(DATA / "hstu_capture_ncu" / "requests.csv", params={"nc": 512})
 
 
 @pytest.mark.parametrize(("into", "workers"), [("store", None), ("store", 2), ("dataset", None), ("dataset", 2)])

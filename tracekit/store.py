@@ -349,6 +349,26 @@ def one_at_a_time(method):
     return locked
 
 
+def _check_point(parsed, params: dict, path: Path, asked: dict | None, own: str) -> None:
+    """A run's requests ran at the point its parameters name (bs, nc): an InputError where
+    they did not (a requests.csv copied into another point's folder, or a --param that
+    names another point), as a benchmark log's lines must match its name; the sweep
+    queries would file its latencies under the wrong point. ``own``: how the parameters
+    not asked for with --param (``asked``) are named."""
+    import pyarrow.compute as pc
+
+    requests = parsed.tables.get("requests")
+    for key in ("bs", "nc") if requests is not None else ():
+        if key not in params:
+            continue
+        ran = sorted(v for v in pc.unique(requests.column(key)).to_pylist() if v is not None)
+        if ran and ran != [int(params[key])]:
+            said = "--param " if key in (asked or {}) else own
+            raise InputError(f"{said}{key}={params[key]}: the requests of {path} ran at {key}="
+                             f"{', '.join(map(str, ran))}; a run is one point: each point's requests.csv in its own "
+                             "run folder, with the point's parameters")
+
+
 class Tracekit:
     """A tracekit database. ``tracekit.open(path)`` returns one. Its methods may be called
     from several threads: they run one at a time (``one_at_a_time``)."""
@@ -802,6 +822,7 @@ class Tracekit:
                 return self._renamed(existing, name, params, path)
             parsed, sources = self._read_folder(path, chosen)
             params = ranks.identify(path, None, {**folder_meta.get("params", {}), **(params or {})})
+            _check_point(parsed, params, path, asked_params, f"{path / 'meta.json'}: 'params' ")
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
             if not parsed.meta.get("tool_version"):  # (ncu's CSV pages do not say; the capture asked ncu --version)
                 parsed.meta["tool_version"] = _tool_version(folder_meta)
@@ -820,6 +841,7 @@ class Tracekit:
                 parsed = plugin.read(plain)
                 digest = hashing.result()
             params = ranks.identify(path, plain if plugin.KIND == "nsys" else None, {**parsed.params, **(params or {})})
+            _check_point(parsed, params, path, asked_params, "")
         return Pending(parsed, digest, str(path.resolve()), name, own_run_name(path),
                        params, {}, [(parsed.kind, str(path.resolve()), digest)], asked_params=asked_params)
 

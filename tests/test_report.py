@@ -551,7 +551,8 @@ def test_report_of_a_rank_shows_its_job_first(rank_reports):
                                    "kernel-durations", "kernels-by-nvtx", "nvtx-gpu", "gpu-utilization", "idle-gaps",
                                    "nsys-rules", "launch-overhead", "api", "memcpy", "osrt", "osrt-stacks", "timeline"]
     assert page.charts[:3] == ["chart-rank-summary", "chart-stragglers", "chart-rank-heatmap"]
-    assert "<dt>job</dt><dd>rank 1 of 4 ranks ingested, 0 to 3</dd>" in rank_reports["rank"].read_text()
+    job = f"{RANKS.resolve()}/rank*/export"  # (the job's default name: its ranks' path, the rank masked)
+    assert f"<dt>job</dt><dd>{job}: rank 1 of 4 ranks ingested, 0 to 3</dd>" in rank_reports["rank"].read_text()
     (summary,) = page.sections["rank-summary"]
     want = rank_reports["summary"]
     assert [int(t) for t, _, _ in _column(summary, "rank")] == want["rank"].to_list() == [0, 1, 2, 3]
@@ -578,8 +579,8 @@ def test_report_of_the_only_rank_ingested_of_its_job(tmp_path):
         tk.ingest(RANKS / "rank2" / "export.sqlite.xz", name="r2")
         path = report.write_report(tk, tmp_path / "one.html", run="r2")
     assert list(_parse(path).sections)[0] == "top-kernels"
-    assert ("<dt>job</dt><dd>rank 2; the only rank of its job ingested; ranks 0-1, 3 not ingested, world size 4"
-            "</dd>") in path.read_text()
+    assert (f"<dt>job</dt><dd>{RANKS.resolve()}/rank*/export: rank 2; the only rank of its job ingested; ranks 0-1, 3 not "
+            "ingested, world size 4</dd>") in path.read_text()
 
 
 def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
@@ -605,7 +606,7 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
             "(capture every rank with nsys -t nvtx); left out: Stragglers, Time per rank and NVTX path</dd>"
             ) in path.read_text()
     # the real ranks' launcher recorded WORLD_SIZE=4: the header says a rank is missing
-    assert "<dt>job</dt><dd>rank 0 of 3 ranks ingested, 0 to 2; rank 3 not ingested, world size 4</dd>" in path.read_text()
+    assert "<dt>job</dt><dd>mixed: rank 0 of 3 ranks ingested, 0 to 2; rank 3 not ingested, world size 4</dd>" in path.read_text()
     # the rank without NVTX: one line for its own sections and the job's it leaves out
     with tracekit.open(tmp_path / "m.duckdb") as tk:
         own = report.write_report(tk, tmp_path / "own.html", run="mixed-r2")
@@ -618,7 +619,7 @@ def test_report_of_a_rank_whose_job_has_a_rank_without_nvtx(tmp_path):
     assert lines["no NVTX trace"].startswith("captured without NVTX tracing (capture with nsys -t nvtx); left out: Stragglers, "
                                   "Time per rank and NVTX path, ")
     assert "rank-summary" in _parse(own).sections and "stragglers" not in _parse(own).sections
-    assert ("<dt>job</dt><dd>rank 0 (superseded by run 4, the same capture ingested later: the job&#x27;s sections read that run) "
+    assert ("<dt>job</dt><dd>mixed: rank 0 (superseded by run 4, the same capture ingested later: the job&#x27;s sections read that run) "
             "of 3 ranks ingested, 0 to 2; rank 3 not ingested, world size 4</dd>") in first.read_text()
     assert list(_parse(first).sections)[:1] == ["rank-summary"]
     # rank 2's export not saying what its capture traced (nsys before 2023.3): it has no NVTX events

@@ -786,8 +786,8 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
 
 def _job(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
     """For a run that is a rank of a job: the job's sections (``RANKS``, where the job has
-    two ranks or more) and the header line that places the run in its job: its rank, the
-    ranks ingested, those missing (the jobs query: profiling a subset of the ranks is
+    two ranks or more) and the header line that places the run in its job: the job's name, its
+    rank, the ranks ingested, those missing (the jobs query: profiling a subset of the ranks is
     common, so it is said, not refused), and the later run that took its place where the
     same capture was ingested again (the job's views read each capture's latest run)."""
     from .registry import job_runs
@@ -797,7 +797,7 @@ def _job(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
         return [], []
     rank, job = got[0]
     row = tk.query("jobs").filter(pl.col("job") == job).row(0, named=True)
-    text = f"rank {rank}"
+    text = f"{job}: rank {rank}"  # (the job's name as `tracekit query jobs` gives it: a store may hold several)
     latest = [rid for rid, k, _ in job_runs(tk, run_id) if k == rank]
     if latest and latest[0] != run_id:
         text += f" (superseded by run {latest[0]}, the same capture ingested later: the job's sections read that run)"

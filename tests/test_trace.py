@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import csv
 import gzip
+import itertools
 import json
 import lzma
+import re
 import sqlite3
 from collections import Counter, defaultdict
 from decimal import Decimal
@@ -33,6 +35,7 @@ RUNS = {  # run name -> the capture's folder (each has stats/ from nsys stats)
     "memops": DATA / "nsys_memops",              # Unified Memory migrations: ops on no stream
     "cpu_only": DATA / "nsys_cpu_only",          # no CUDA (nsys -t nvtx,osrt): NVTX ranges only
     "python_hot": DATA / "nsys_python_hot",      # the Python threads' stacks sampled (--python-sampling)
+    "jax": DATA / "nsys_jax",                    # XLA: GPU ops that start before the previous one on their stream ends
 }
 
 
@@ -200,6 +203,30 @@ def test_tracks_are_named_per_process_thread_gpu_and_stream(exported, tk):
     assert all(names[(e["pid"], e["tid"])].startswith("NVTX · ") for e in events
                if e["ph"] == "X" and e["cat"] == "nvtx")
 
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_gpu_tracks_run_one_op_at_a_time(name, exported, tk):
+    """A GPU track holds one op at a time: an op that starts before the previous op of its
+    stream ended (jax: 166 of XLA's kernels and copies, by up to 320 ns) is on the stream's
+    next track, ``Stream N · overlap K``, not drawn inside that op; each stream's ops are all
+    there, on its tracks only."""
+    res, events = exported[name]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    gpu = [e for e in events if e["ph"] == "X" and e["pid"] >= trace.GPU_PID_OFFSET]
+    for key, slices in _tracks(gpu).items():
+        ordered = sorted(slices, key=lambda x: x[0])
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(ordered)), f"track {key} ({names[key]})"
+    for e in gpu:
+        track = "No stream" if e["args"]["stream"] is None else f"Stream {e['args']['stream']}"
+        assert re.fullmatch(rf"{track}( \(pid .*\))?( · overlap \d+)?", names[(e["pid"], e["tid"])]), e
+    lanes = Counter(names[(e["pid"], e["tid"])].partition(" · ")[2] for e in gpu)
+    overlapping = tk.con.execute(
+        "SELECT count(*) FROM (SELECT start_ns < max(end_ns) OVER (PARTITION BY device_id, global_pid, context_id, "
+        "stream_id ORDER BY start_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS o FROM gpu_ops "
+        "WHERE run_id = ?) WHERE o", [res.run_id]).fetchall()[0][0]
+    assert overlapping == (166 if name == "jax" else 0)
+    assert (lanes["overlap 1"] > 0) == (overlapping > 0)  # (an op after one on the overlap track goes back on the first)
+    assert set(lanes) <= {"", "overlap 1"} and sum(lanes.values()) == len(gpu)
 
 def test_unified_memory_page_faults(exported, tk):
     """memops traced Unified Memory's page faults: each group of GPU faults is an async slice of

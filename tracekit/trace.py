@@ -13,7 +13,10 @@ instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``
 - per GPU (a process ``GPU N: <name>``), one track per stream (a process's stream of a
   CUDA context: stream ids of two processes are unrelated) of kernels, copies, memsets
   and whole graph launches, and one per process for its ops on no stream (``No stream``:
-  Unified Memory migrations);
+  Unified Memory migrations); an op that starts before the previous op of its stream
+  ended (XLA's kernels do, by up to a few hundred ns; slices on one track must nest, and
+  Perfetto would draw it as a call inside that one) goes on the stream's first track free
+  at its start, ``Stream N · overlap K`` (tid + K x 2**24) past the first;
 - a flow arrow from each launching API call to the GPU op it launched (when both are in
   the window);
 - where the capture traced Unified Memory's page faults (nsys --cuda-um-cpu-page-faults,
@@ -85,6 +88,8 @@ NVTX_TID_OFFSET = 1 << 24
 OSRT_TID_OFFSET = 2 << 24
 PYTHON_TID_OFFSET = 3 << 24
 GPU_PID_OFFSET = 1 << 24
+#: a stream's extra lanes (ops that overlap on it) are tracks track + lane x 2**24 of its GPU
+GPU_LANE_TID_OFFSET = 1 << 24
 #: event kinds in the file, as their ``cat``
 KINDS = ("cuda_api", "nvtx", "nvtx_startend", "nvtx_mark", "osrt", "kernel", "memcpy", "memset", "graph", "flow",
          "gpu_metric", "um_gpu_fault", "um_cpu_fault", "gpu_memory", "python")
@@ -173,7 +178,7 @@ SELECT o.kind, o.name, {_us('o.start_ns + $shift')} AS ts, {_us('o.end_ns - o.st
             THEN ((o.launch_global_tid >> 24) & 16777215)::INTEGER END AS launch_pid,
        (o.launch_global_tid & 16777215)::INTEGER AS launch_tid, {_us('o.api_start_ns + $shift')} AS api_ts,
        o.grid_x, o.grid_y, o.grid_z, o.block_x, o.block_y, o.block_z, o.registers_per_thread, o.smem_bytes,
-       o.bytes, o.stream_id
+       o.bytes, o.stream_id, o.start_ns, o.end_ns
 FROM ops o JOIN streams s ON s.device_id = o.device_id AND s.global_pid = o.global_pid
     AND s.context_id IS NOT DISTINCT FROM o.context_id AND s.stream_id IS NOT DISTINCT FROM o.stream_id
 ORDER BY o.device_id, s.track, o.start_ns, o.end_ns DESC
@@ -657,7 +662,8 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, python: str, index: int
     nvtx_threads: set[tuple[int, int]] = set()
     osrt_threads: set[tuple[int, int]] = set()
     python_threads: set[tuple[int, int]] = set()
-    gpu_tracks: dict[tuple[int, int], int] = {}
+    gpu_tracks: dict[tuple[int, int, int], int] = {}  # (device, stream's track, lane) -> stream id
+    lane_ends: dict[tuple[int, int], list[int]] = {}  # (device, stream's track) -> each lane's last end, ns
 
     # CPU: CUDA API calls on the thread's own track
     for b in _batches(con, _API, p):
@@ -722,11 +728,20 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, python: str, index: int
         cols = [b[c] for c in ("kind", "name", "ts", "dur", "device_id", "track", "correlation_id",
                                "launch_pid", "launch_tid", "api_ts", "grid_x", "grid_y", "grid_z",
                                "block_x", "block_y", "block_z", "registers_per_thread", "smem_bytes", "bytes",
-                               "stream_id")]
+                               "stream_id", "start_ns", "end_ns")]
         for (kind, nm, ts, dur, dev, track, corr, lpid, ltid, api_ts, gx, gy, gz, bx, by, bz, regs, smem, nbytes,
-             sid) in zip(*cols, strict=True):
+             sid, start, end) in zip(*cols, strict=True):
             gpid = pid_of(GPU_PID_OFFSET + dev)
-            gpu_tracks[(dev, track)] = sid
+            # the stream's first lane free at the op's start (ops come by start): one that starts
+            # before the previous op ended goes on a lane of its own, not inside that op
+            ends = lane_ends.setdefault((dev, track), [])
+            lane = next((i for i, e in enumerate(ends) if e <= start), len(ends))
+            if lane == len(ends):
+                ends.append(end)
+            else:
+                ends[lane] = end
+            gpu_tracks[(dev, track, lane)] = sid
+            track += lane * GPU_LANE_TID_OFFSET  # (the lane's tid)
             sid, corr = ("null" if v is None else v for v in (sid, corr))
             if kind == "kernel":
                 args = (f'"grid":[{gx},{gy},{gz}],"block":[{bx},{by},{bz}],"registers_per_thread":{regs},'
@@ -810,20 +825,22 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, python: str, index: int
                 _meta(w, "thread_sort_index", pid_of(pid), tid + offset, {"sort_index": len(tracks) * i + j})
     gpus = dict(con.execute(_GPUS, {"run": run_id}).fetchall())
     streams = {(r[0], r[4]): r for r in con.execute(_STREAMS, {"run": run_id}).fetchall()}
-    for dev in sorted({d for d, _ in gpu_tracks} | metric_gpus | fault_gpus):
+    for dev in sorted({d for d, _, _ in gpu_tracks} | metric_gpus | fault_gpus):
         gpid = pid_of(GPU_PID_OFFSET + dev)
         _meta(w, "process_name", gpid, None, {"name": f"{prefix}GPU {dev}: {gpus.get(dev) or 'CUDA device'}"})
         _meta(w, "process_sort_index", gpid, None, {"sort_index": ids.sort})
         ids.sort += 1
-    for (dev, track), sid in sorted(gpu_tracks.items()):
+    for order, ((dev, track, lane), sid) in enumerate(sorted(gpu_tracks.items())):
         _, gpid_raw, ctx, _, _, owners = streams[(dev, track)]
         pid = (gpid_raw >> 24) & 0xFFFFFF
         if sid is None:  # the process's ops on no stream (Unified Memory migrations)
             label = "No stream" + (f" (pid {pid})" if owners > 1 else "")
         else:
             label = f"Stream {sid}" + (f" (pid {pid}, context {ctx})" if owners > 1 else "")
-        _meta(w, "thread_name", pid_of(GPU_PID_OFFSET + dev), track, {"name": label})
-        _meta(w, "thread_sort_index", pid_of(GPU_PID_OFFSET + dev), track, {"sort_index": track})
+        tid = track + lane * GPU_LANE_TID_OFFSET
+        _meta(w, "thread_name", pid_of(GPU_PID_OFFSET + dev), tid,
+              {"name": label + (f" · overlap {lane}" if lane else "")})
+        _meta(w, "thread_sort_index", pid_of(GPU_PID_OFFSET + dev), tid, {"sort_index": order})
     w.flush()
     return counts
 

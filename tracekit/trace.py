@@ -29,7 +29,8 @@ instance=N``) writes a JSON trace, gzip-compressed when the path ends in ``.gz``
   [bytes]``): the bytes allocated and not yet freed, stepping at each allocation and free;
 - with ``gpu_metrics=True`` (``--gpu-metrics``), in each GPU's process a counter track per
   sampled counter of ``_GPU_METRICS`` (SM clock, SMs active, SM issue, tensor pipes, DRAM
-  read and write; nsys --gpu-metrics-devices), a sample written where the value changed;
+  read and write; nsys --gpu-metrics-devices), a sample written where the value changed (of
+  those nsys took before the trace's time 0, the last, at 0: Perfetto drops negative times);
 - where the capture sampled the Python threads' stacks (nsys --python-sampling), per sampled
   thread a track of its Python calls (``Python · <thread>``, tid + 3 x 2**24), the samples drawn
   as a flame chart over time (``_PYTHON``): consecutive samples with the same frames from the
@@ -238,7 +239,10 @@ ORDER BY pid, tid, ts_ns
 
 #: the GPU's sampled counters shown as counter tracks (``gpu_metrics``): the SM clock, SMs
 #: active, SM issue, tensor pipes, DRAM read and write; a sample is written where its value
-#: differs from the metric's previous sample (a counter track holds its value until the next)
+#: differs from the metric's previous sample (a counter track holds its value until the next).
+#: nsys samples from before its session's start (nsys_gpu_metrics: the first, at -15.8 µs);
+#: Perfetto drops events before time 0, so of the samples before the trace's 0 ({shift}: the
+#: part's shift onto it) the last is written at 0, the value the counter starts the trace at
 _GPU_METRICS = """
 WITH m AS (
     SELECT DISTINCT device_id, metric_id, metric || coalesce(' [' || unit || ']', '') AS name FROM gpu_metric_names
@@ -249,8 +253,11 @@ WITH m AS (
     FROM gpu_metrics g JOIN m USING (device_id, metric_id)
     WHERE g.run_id = $run AND g.value IS NOT NULL AND ($lo IS NULL OR g.timestamp_ns >= $lo)
       AND ($hi IS NULL OR g.timestamp_ns <= $hi)
+), changed AS (
+    SELECT *, lead(timestamp_ns) OVER (PARTITION BY device_id, name ORDER BY timestamp_ns) AS next_ns
+    FROM s WHERE prev IS DISTINCT FROM value
 )
-SELECT device_id, name, {ts} AS ts, value, timestamp_ns FROM s WHERE prev IS DISTINCT FROM value
+SELECT device_id, name, {ts} AS ts, value, timestamp_ns FROM changed WHERE NOT coalesce(next_ns + {shift} <= 0, false)
 """
 
 #: the Python samples as slices of a flame chart over time, per thread: a sample's frames by
@@ -321,7 +328,7 @@ SELECT 'gpu_memory', count(*), coalesce(sum(length(memory_kind)), 0) FROM gpu_me
 WHERE run_id = $run AND ($lo IS NULL OR ts_ns >= $lo) AND ($hi IS NULL OR ts_ns <= $hi)
 """
 _SIZE_GPU_METRICS = f"""
-SELECT 'gpu_metric', count(*), coalesce(sum(length(name)), 0) FROM ({_GPU_METRICS.format(ts="NULL")})
+SELECT 'gpu_metric', count(*), coalesce(sum(length(name)), 0) FROM ({_GPU_METRICS.format(ts="NULL", shift="0")})
 """
 
 _THREADS = """
@@ -764,7 +771,8 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, python: str, index: int
     counts["flow"] = ids.flow - flows
     # the GPU's counters: a counter track per metric in the GPU's process
     metric_gpus: set[int] = set()
-    sql = _GPU_METRICS.format(ts=_us("timestamp_ns + $shift")) + " ORDER BY device_id, name, timestamp_ns"
+    sql = (_GPU_METRICS.format(ts=_us("greatest(timestamp_ns + $shift, 0)"), shift="$shift")
+           + " ORDER BY device_id, name, timestamp_ns")
     for b in _batches(con, sql, p) if gpu_metrics else ():
         for dev, nm, ts, value in zip(b["device_id"], b["name"], b["ts"], b["value"], strict=True):
             w.event(f'{{"ph":"C","cat":"gpu_metric","name":{name(nm)},"pid":{pid_of(GPU_PID_OFFSET + dev)},"ts":{ts},'

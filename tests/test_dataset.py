@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from conftest import NSYS_EXPORTS, NSYS_SCENARIOS, let_go
 
@@ -410,6 +411,32 @@ def test_export_into_a_bad_folder_is_an_error(small_store, dest, message):
     with tracekit.open(small_store, read_only=True) as tk:
         with pytest.raises(InputError, match=f"^{message}$"):
             dataset.export(tk, dest)
+
+
+def test_the_stores_integers_are_integers_in_the_files(small_store, tmp_path):
+    """A notebook reading the files meets the store's integers as integers: every integer column
+    of every table is an integer column of its Parquet files, with the store's values (api_sum's
+    total_ns, a HUGEINT in the store, which Parquet has no type for)."""
+    import pyarrow.dataset as pads
+
+    with tracekit.open(small_store, read_only=True) as tk:
+        dataset.export(tk, tmp_path / "ds")
+        ints = tk.con.execute(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND data_type IN ('TINYINT', 'SMALLINT', 'INTEGER', 'BIGINT', 'HUGEINT', "
+            "'UTINYINT', 'USMALLINT', 'UINTEGER', 'UBIGINT') AND table_name IN (SELECT table_name FROM duckdb_tables() "
+            "WHERE database_name = current_database())").fetchall()
+        totals = tk.con.execute("SELECT run_id, raw_name_id, total_ns FROM api_sum ORDER BY 1, 2").fetchall()
+    assert ("api_sum", "total_ns", "HUGEINT") in ints and totals
+    for table, column, typ in ints:
+        folder = tmp_path / "ds" / table
+        if folder.is_dir():
+            field = pads.dataset(folder, format="parquet", partitioning="hive").schema.field(column)
+            assert pa.types.is_integer(field.type), (table, column, typ, field.type)
+    got = pl.read_parquet(tmp_path / "ds" / "api_sum" / "**" / "*.parquet", hive_partitioning=True)
+    assert got["total_ns"].dtype == pl.Int64
+    assert sorted(zip(got["run_id"], got["raw_name_id"] - got["run_id"].cast(pl.Int64) * 2**32, got["total_ns"],
+                      strict=True)) == totals  # (name ids are (run_id << 32) + id in the files)
 
 
 def _dataset_state(ds: Path) -> tuple[list[int], dict[str, list[int]]]:

@@ -183,7 +183,12 @@ def write_run(con, catalog: str, src_run: int, dest: Path, run_id: int) -> dict[
     used = []
     for table in tables:
         cols = _string_cols(con, catalog, table)
-        replace = ", ".join(f'"{c}" + {shift} AS "{c}"' for c in cols)
+        # Parquet has no 128-bit integer: DuckDB would write a HUGEINT (api_sum.total_ns) as a
+        # DOUBLE, a float in every reader; a sum of ns fits 64 bits for 292 years
+        wide = [r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main' "
+            "AND table_name = ? AND data_type = 'HUGEINT'", [catalog, table]).fetchall()]
+        replace = ", ".join([*(f'"{c}" + {shift} AS "{c}"' for c in cols), *(f'"{c}"::BIGINT AS "{c}"' for c in wide)])
         sel = f'SELECT * EXCLUDE (run_id){f" REPLACE ({replace})" if replace else ""} FROM {catalog}."{table}" ' \
               f"WHERE run_id = {int(src_run)}"
         out = dest / table / f"run_id={int(run_id)}"

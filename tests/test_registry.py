@@ -59,6 +59,32 @@ def test_header_documents_exactly_the_result_columns(nsys_db, name):
     assert columns == list(q.columns), f"{name}: @column list differs from the result's columns"
 
 
+#: runs asked beside each query's own (_asked_run) whose answers hold the fixtures' blank cells:
+#: copies and memsets beside kernels, kernels never queued and kernels outside every range
+#: (hstu_mixed), a start/end range ended on another thread and threads with no recorded
+#: priority (multithread), copies issued outside every NVTX range (streams, nccl)
+NULL_RUNS = ("hstu_mixed", "multithread", "streams", "nccl")
+
+
+@pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source == "nsys"])
+def test_a_column_with_blank_cells_says_when_it_is_null(nsys_db, name):
+    """A reader reads a blank cell by its column's doc (a kernel never queued is not a queue
+    of 0 ns): every column of an nsys query that is NULL in its answers on the fixtures says
+    when in its @column doc. (The ncu queries say it once for all their metric columns:
+    missing_metrics names what the report lacks, and those columns are NULL.)"""
+    q = REG.queries[name]
+    blank: set[str] = set()
+    for run in dict.fromkeys((_asked_run(q), *NULL_RUNS)):
+        params = {"run": run, **({"limit": 0} if "limit" in q.params else {})}
+        try:
+            answer = nsys_db.query(name, **params)
+        except QueryError:  # (a run without what the query is about: no NCCL kernel, no CPU samples)
+            continue
+        blank |= {c for c in answer.columns if answer[c].null_count()}
+    unsaid = sorted(c for c in blank if "NULL" not in q.columns[c])
+    assert not unsaid, f"{name}: NULL on the fixtures, and the doc does not say when: {unsaid}"
+
+
 #: store tables and views filled from CUDA's events (kernels, copies, API calls) or summed from them
 CUDA_FED = {"kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs", "gpu_ops", "api_sum",
             "kernel_exec_sum", "launch_latency_sum", "nvtx_kernel_sum", "nvtx_range_kernel_sum",

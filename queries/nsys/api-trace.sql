@@ -17,7 +17,7 @@
 -- @column correlation_id   links to the GPU work it launched (gpu-trace's correlation_id)
 -- @column pid              process
 -- @column tid              thread
--- @column thread_priority  the thread's priority as nsys recorded it (its T-Pri)
+-- @column thread_priority  the thread's priority as nsys recorded it (its T-Pri; NULL: none recorded)
 -- @column thread_name      the thread's name (NULL: none recorded)
 -- @column end_ns           call end, ns
 -- @display start_ns, dur_ns, name, result, correlation_id, tid, thread_name

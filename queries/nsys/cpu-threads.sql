@@ -23,8 +23,8 @@
 -- @column pid               process id
 -- @column tid               thread id
 -- @column thread            the thread's name as nsys recorded it
--- @column top_function      the function the most of its samples hit
--- @column top_function_pct  that function's samples, % of the thread's (rounded to 0.1)
+-- @column top_function      the function the most of its samples hit (NULL: a thread never sampled)
+-- @column top_function_pct  that function's samples, % of the thread's (rounded to 0.1; NULL: never sampled)
 -- @column first_ns          its first sample or scheduling, ns
 -- @column last_ns           its last sample or scheduling, ns
 -- @display cpu_pct, cpu_ns, on_cpu_ns, busy_pct, switches, pid, tid, thread, top_function, top_function_pct

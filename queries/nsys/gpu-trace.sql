@@ -13,19 +13,19 @@
 -- @column start_ns                op start on the GPU, ns
 -- @column dur_ns                  duration, ns
 -- @column correlation_id          links to the API call that launched it (api_calls.correlation_id)
--- @column grid_x                  grid size in blocks, x (kernels)
--- @column grid_y                  grid size, y
--- @column grid_z                  grid size, z
--- @column block_x                 block size in threads, x (kernels)
--- @column block_y                 block size, y
--- @column block_z                 block size, z
--- @column registers_per_thread    registers per thread (kernels)
--- @column static_smem_bytes       static shared memory per block, bytes (kernels)
--- @column dynamic_smem_bytes      dynamic shared memory per block, bytes (kernels)
--- @column bytes                   bytes copied or set (copies, memsets)
--- @column throughput_bytes_per_s  bytes x floor(1e9 / dur_ns), bytes/s (copies, memsets)
--- @column src_kind                copy source memory kind, or the memset's memory kind (Pageable, Pinned, Device, ...)
--- @column dst_kind                copy destination memory kind
+-- @column grid_x                  grid size in blocks, x (kernels; NULL for copies and memsets)
+-- @column grid_y                  grid size, y (NULL for copies and memsets)
+-- @column grid_z                  grid size, z (NULL for copies and memsets)
+-- @column block_x                 block size in threads, x (kernels; NULL for copies and memsets)
+-- @column block_y                 block size, y (NULL for copies and memsets)
+-- @column block_z                 block size, z (NULL for copies and memsets)
+-- @column registers_per_thread    registers per thread (kernels; NULL for copies and memsets)
+-- @column static_smem_bytes       static shared memory per block, bytes (kernels; NULL for copies and memsets)
+-- @column dynamic_smem_bytes      dynamic shared memory per block, bytes (kernels; NULL for copies and memsets)
+-- @column bytes                   bytes copied or set (copies, memsets; NULL for kernels)
+-- @column throughput_bytes_per_s  bytes x floor(1e9 / dur_ns), bytes/s (copies, memsets; NULL for kernels and ops of zero duration)
+-- @column src_kind                copy source memory kind, or the memset's memory kind (Pageable, Pinned, Device, ...; NULL for kernels)
+-- @column dst_kind                copy destination memory kind (NULL for kernels and memsets)
 -- @column device                  GPU name and device id, as nsys prints it: 'NVIDIA H200 (0)'
 -- @column context_id              CUDA context id; NULL for an op on none (a Unified Memory migration)
 -- @column green_context_id        green context id; NULL outside any

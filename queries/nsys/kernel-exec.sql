@@ -20,10 +20,10 @@
 -- @column api_min_ns       min API time, ns
 -- @column api_max_ns       max API time, ns
 -- @column api_stddev_ns    stddev of API time, ns (rounded to 0.1)
--- @column queue_avg_ns     mean queue time, ns (rounded to 0.1)
--- @column queue_med_ns     median queue time, ns (rounded to 0.1)
--- @column queue_min_ns     min queue time, ns
--- @column queue_max_ns     max queue time, ns
+-- @column queue_avg_ns     mean queue time, ns (rounded to 0.1; NULL: no launch queued)
+-- @column queue_med_ns     median queue time, ns (rounded to 0.1; NULL: no launch queued)
+-- @column queue_min_ns     min queue time, ns (NULL: no launch queued)
+-- @column queue_max_ns     max queue time, ns (NULL: no launch queued)
 -- @column queue_stddev_ns  stddev of queue time, ns (rounded to 0.1)
 -- @column kernel_avg_ns    mean kernel time, ns (rounded to 0.1)
 -- @column kernel_med_ns    median kernel time, ns (rounded to 0.1)

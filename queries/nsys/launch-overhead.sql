@@ -13,7 +13,7 @@
 -- @column latency_p90_ns   90th percentile (interpolated), ns (rounded to 0.1)
 -- @column latency_p99_ns   99th percentile (interpolated), ns (rounded to 0.1)
 -- @column latency_max_ns   longest, ns
--- @column queue_med_ns     median call-end to kernel-start where positive, ns (rounded to 0.1)
+-- @column queue_med_ns     median call-end to kernel-start where positive, ns (rounded to 0.1; NULL: none positive)
 -- @column total_latency_ns summed call-start to kernel-start, ns
 -- @display launches, api_med_ns, latency_min_ns, latency_med_ns, latency_p99_ns, latency_max_ns, queue_med_ns, name
 -- @requires launch_latency_sum

@@ -18,8 +18,8 @@
 -- @column finding           what the rule looks for
 -- @column cases             times it fired (0: nothing found)
 -- @column total_ns          the cases' durations added up, ns
--- @column longest_ns        the longest case, ns
--- @column longest_start_ns  when the longest case started (the first of equal ones), ns
+-- @column longest_ns        the longest case, ns (NULL: no case)
+-- @column longest_start_ns  when the longest case started (the first of equal ones), ns (NULL: no case)
 -- @column advice            what to do about it (or, with no case, that nothing was found)
 -- @display cases, total_ns, longest_ns, finding, query
 -- @requires api_calls, kernels, memcpy, memset, profiler_overhead

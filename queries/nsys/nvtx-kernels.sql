@@ -8,7 +8,7 @@
 -- @param range  TEXT     only ranges of this name: :hstu.layer0, or hstu.layer0 in the default domain (default: null)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 50)
 -- @column range             'domain:text' as nsys names it (':name' in the default domain); NULL: no range
--- @column style             PushPop or StartEnd
+-- @column style             PushPop or StartEnd; NULL: no range
 -- @column pid               process of the launching thread
 -- @column tid               launching thread
 -- @column range_instances   ranges of that name that contain one of the kernels

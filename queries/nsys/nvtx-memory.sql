@@ -11,12 +11,12 @@
 -- @column memory_kind      Device, Pinned, Managed, Device Static, ...
 -- @column allocations      allocations its calls made
 -- @column allocated_bytes  bytes they allocated, B
--- @column largest_bytes    the largest of them, B
+-- @column largest_bytes    the largest of them, B (NULL: none allocated)
 -- @column frees            frees its calls made
 -- @column freed_bytes      bytes they freed, B
 -- @column unfreed          its allocations never freed (by the end of the capture)
 -- @column unfreed_bytes    their bytes, B
--- @column held_ns          the median time its freed allocations lived, ns
+-- @column held_ns          the median time its freed allocations lived, ns (NULL: none freed)
 -- @display nvtx_path, memory_kind, allocations, allocated_bytes, largest_bytes, frees, freed_bytes, unfreed, unfreed_bytes, held_ns
 -- @requires gpu_memory, nvtx_ranges
 -- @traced gpu_memory

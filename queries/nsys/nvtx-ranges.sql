@@ -7,15 +7,15 @@
 -- @column range_id       range id within the run
 -- @column range          'domain:text' as nsys names it
 -- @column style          PushPop or StartEnd
--- @column path           texts from the outermost range down
--- @column depth          nesting level on its thread (0 = outermost)
+-- @column path           texts from the outermost range down (NULL: a start/end range ended on another thread, which nests in none)
+-- @column depth          nesting level on its thread (0 = outermost; NULL: a start/end range ended on another thread)
 -- @column pid            process id
 -- @column tid            thread that started the range
 -- @column start_ns       range start, ns
 -- @column end_ns         range end, ns
 -- @column dur_ns         duration, ns
--- @column proj_start_ns  first GPU op start of its work, ns
--- @column proj_end_ns    last GPU op end of its work, ns
+-- @column proj_start_ns  first GPU op start of its work, ns (NULL: it launched none)
+-- @column proj_end_ns    last GPU op end of its work, ns (NULL: it launched none)
 -- @column gpu_ops        GPU ops launched inside it
 -- @display range_id, tid, depth, start_ns, dur_ns, gpu_ops, range
 -- @requires nvtx_ranges

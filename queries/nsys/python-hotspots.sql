@@ -17,7 +17,7 @@
 -- @column self_pct       the function's own samples, % of the samples asked (rounded to 0.1)
 -- @column self_samples   samples that found the function itself running its code
 -- @column self_ns        wall time in the function itself, ns (estimated: self samples x the sampling interval)
--- @column running_pct    its self samples that found the thread running (nsys's state Running), % (rounded to 0.1)
+-- @column running_pct    its self samples that found the thread running (nsys's state Running), % (rounded to 0.1; NULL: no self samples)
 -- @column total_pct      samples with the function on their stack, % of the samples asked (rounded to 0.1)
 -- @column total_samples  samples with the function on their stack
 -- @column total_ns       wall time in the function and what it called, ns (estimated: total samples x the interval)

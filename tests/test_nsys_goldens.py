@@ -602,6 +602,31 @@ def test_kernel_exec_trace_is_nsys_cuda_kern_exec_trace(nsys_db, scen):
                           lambda col, text: _dims(text) if col in ("GridXYZ", "BlockXYZ") else text)
 
 
+def test_kernel_exec_sums_kernel_exec_trace(nsys_db):
+    """kernel-exec is kernel-exec-trace summed per process, thread, device, launch API and
+    kernel (as cuda_kern_exec_sum is cuda_kern_exec_trace): its queue statistics are over the
+    launches with a queue time, those whose kernel started at or after the call's end. A
+    kernel that started the very nanosecond the call returned waited 0 ns, and counts
+    (jobs_after_rank1 has one: nsys's QCount 410, QMin 0); the header says so, not that only
+    a positive queue time counts."""
+    q = get_registry().queries["kernel-exec"]
+    keys = ["pid", "tid", "device_id", "api_name", "kernel_name"]
+    for scen in ("jobs_after_rank1", "hstu_mixed", "multithread"):
+        trace = nsys_db.query("kernel-exec-trace", run=scen, limit=0).rename({"name": "kernel_name"})
+        summed = trace.group_by(keys).agg(
+            count=pl.len(), queue_count=pl.col("queue_dur_ns").count(), queue_min_ns=pl.col("queue_dur_ns").min(),
+            queue_max_ns=pl.col("queue_dur_ns").max(), kernel_max_ns=pl.col("kernel_dur_ns").max(),
+            total_max_ns=pl.col("total_dur_ns").max(), api_min_ns=pl.col("api_dur_ns").min())
+        ours = nsys_db.query("kernel-exec", run=scen, limit=0).select(summed.columns)
+        assert ours.sort(keys).equals(summed.select(ours.columns).cast(ours.schema).sort(keys)), scen
+    zero = nsys_db.query("kernel-exec-trace", run="jobs_after_rank1", limit=0).filter(pl.col("queue_dur_ns") == 0)
+    assert len(zero) == 1
+    nsys = _golden("jobs_after_rank1", "cuda_kern_exec_sum")
+    row = next(r for r in nsys if r["Kernel Name"] == zero["name"][0])
+    assert (row["QCount"], row["QMin (ns)"]) == ("410", "0")
+    assert "positive" not in q.columns["queue_count"] + q.description, "a queue of 0 ns counts"
+
+
 def test_kernel_exec_trace_filters(nsys_db):
     """name= and the window keep what they say; the trace's launches are the kernels of
     top-kernels whose launching call the capture recorded."""

@@ -15,7 +15,7 @@
 -- @param limit    INTEGER  rows to return; 0 = all (default: 1000)
 -- @column api_start_ns     the launching call's start, ns
 -- @column api_dur_ns       its duration on the CPU, ns
--- @column queue_start_ns   the queue wait's start (the call's end), ns; NULL: no wait
+-- @column queue_start_ns   the queue wait's start (the call's end), ns; NULL where the kernel started first
 -- @column queue_dur_ns     from the call's end to the kernel's start, ns; NULL where the kernel started first
 -- @column kernel_start_ns  the kernel's start on the GPU, ns
 -- @column kernel_dur_ns    its duration, ns

@@ -1,15 +1,16 @@
 -- Kernel launch and execution phases per (process, thread, device, launch API, kernel).
 -- Same numbers as `nsys stats -r cuda_kern_exec_sum` (statistics computed at ingest, in
 -- kernel_exec_sum): API time is the launch call on the CPU; queue time runs from the
--- call's end to the kernel's start and counts only when positive; total time runs from
--- the call's start to the later of call end and kernel end.
+-- call's end to the kernel's start and counts only where the kernel started at or after
+-- the call's end (a queue of 0 ns included, as nsys counts it); total time runs from the
+-- call's start to the later of call end and kernel end.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column pid              process id of the launching thread
 -- @column tid              thread id of the launching thread
 -- @column device_id        CUDA device that ran the kernel
 -- @column count            launches
--- @column queue_count      launches with a positive queue time
+-- @column queue_count      launches with a queue time: the kernel started at or after the call's end (0 ns included)
 -- @column total_avg_ns     mean total time, ns (rounded to 0.1)
 -- @column total_med_ns     median total time, ns (rounded to 0.1)
 -- @column total_min_ns     min total time, ns

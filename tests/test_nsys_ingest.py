@@ -127,6 +127,26 @@ def test_kernels_by_nvtx_accounts_for_all_kernel_time(nsys_db):
     assert {p.split("/")[0] for p in paths} == set(top["path"].to_list())
 
 
+def test_kernels_by_nvtx_no_range_is_outside_every_push_pop_range(nsys_db):
+    """kernels-by-nvtx files a kernel under the innermost push/pop range around its launch:
+    its '(no range)' row holds the launches gpu-trace gives no nvtx_path, those inside a
+    start/end range alone included (hstu_mixed: 3 launched inside graph.section, which
+    nvtx-kernels, counting start/end ranges too, lists under it), and its header says so:
+    not 'outside every range', which a reader checks against nvtx-kernels' no-range row."""
+    import polars as pl
+
+    from tracekit.registry import get_registry
+
+    outside = nsys_db.query("kernels-by-nvtx", run="hstu_mixed", limit=0).filter(pl.col("path") == "(no range)")
+    trace = nsys_db.query("gpu-trace", run="hstu_mixed", limit=0).filter(
+        (pl.col("op_kind") == "kernel") & pl.col("nvtx_path").is_null())
+    assert (outside["launches"][0], outside["total_ns"][0]) == (len(trace), trace["dur_ns"].sum())
+    in_none = nsys_db.query("nvtx-kernels", run="hstu_mixed", limit=0).filter(pl.col("range").is_null())
+    assert (len(trace), in_none["kernel_instances"].sum()) == (19, 16)
+    said = " ".join(get_registry().queries["kernels-by-nvtx"].description.split())
+    assert "launched outside every push/pop range" in said and "outside every range are" not in said
+
+
 def test_kernels_by_nvtx_cuts_paths_by_nesting_not_by_slashes(nsys_db):
     """`depth` keeps N levels of nesting: a range named 'io/read' is one level, and the
     24-deep stack of odd_nvtx is cut where asked; the kernel time is kept whole."""

@@ -1,8 +1,9 @@
 -- Kernel time attributed to NVTX range paths (e.g. hstu.request/hstu.layer3/hstu_attention).
 -- A kernel belongs to the innermost push/pop range enclosing the API call that launched
 -- it, on the launching thread (graph replays: the cudaGraphLaunch call). Kernels
--- launched outside every range are under '(no range)'. `depth` cuts paths to their
--- first N levels of nesting, so hstu.layer0 and its children can be summed as one row.
+-- launched outside every push/pop range are under '(no range)', those inside start/end
+-- ranges alone included (nvtx-kernels counts them in those ranges). `depth` cuts paths to
+-- their first N levels of nesting, so hstu.layer0 and its children can be summed as one row.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param depth  INTEGER  path levels to keep; 0 = the full path (min: 0) (default: 0)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)

@@ -85,6 +85,40 @@ def test_a_column_with_blank_cells_says_when_it_is_null(nsys_db, name):
     assert not unsaid, f"{name}: NULL on the fixtures, and the doc does not say when: {unsaid}"
 
 
+def _rounded_columns(sql: str) -> dict[str, int]:
+    """column -> decimals, for each ``round(expr, N) AS column`` of a query's SQL."""
+    out = {}
+    for m in re.finditer(r"\bround\(", sql, re.IGNORECASE):
+        i, depth = m.end(), 1
+        while depth and i < len(sql):
+            depth += {"(": 1, ")": -1}.get(sql[i], 0)
+            i += 1
+        places = re.search(r",\s*(\d+)\s*$", sql[m.end():i - 1])
+        named = re.match(r"(?:::\w+)?\s+AS\s+(\w+)", sql[i:], re.IGNORECASE)
+        if named:
+            out[named.group(1)] = int(places.group(1)) if places else 0
+    return out
+
+
+def test_rounded_columns_are_found():
+    assert _rounded_columns("SELECT round(100.0 * sum(a) / nullif(sum(b), 0), 2) AS x_pct, "
+                            "round(avg(d))::BIGINT AS d_ns, round(c, 1) FROM t") == {"x_pct": 2, "d_ns": 0}
+
+
+@pytest.mark.parametrize("name", sorted(REG.queries))
+def test_a_column_rounded_to_decimals_says_to_what(name):
+    """A reader compares figures by their precision (top-kernels' time_pct, rounded to 0.1 as
+    nsys prints it, beside kernels-by-nvtx's): a column whose SQL rounds it to decimals says
+    "rounded to" that in its doc, and a doc that says so is what the SQL does."""
+    q = REG.queries[name]
+    for col, places in _rounded_columns(q.sql).items():
+        if col not in q.columns or places == 0:  # (a CTE's column; an estimate rounded to whole ns)
+            continue
+        said = re.search(r"rounded to (0\.\d+)", q.columns[col])
+        assert said, f"{name}.{col}: rounded to {10.0 ** -places:g}, and the doc does not say so"
+        assert said.group(1) == f"{10.0 ** -places:.{places}f}", f"{name}.{col}: the doc says {said.group(0)}"
+
+
 #: store tables and views filled from CUDA's events (kernels, copies, API calls) or summed from them
 CUDA_FED = {"kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs", "gpu_ops", "api_sum",
             "kernel_exec_sum", "launch_latency_sum", "nvtx_kernel_sum", "nvtx_range_kernel_sum",

@@ -18,7 +18,7 @@
 -- @column span_ns          first op start to last op end, ns
 -- @column busy_ns          time with at least one op running, ns
 -- @column idle_ns          span_ns - busy_ns, ns
--- @column utilization_pct  busy_ns / span_ns, %
+-- @column utilization_pct  busy_ns / span_ns, % (rounded to 0.01)
 -- @column gaps             idle gaps of at least min_gap_ns
 -- @column gap_total_ns     summed length of those gaps, ns
 -- @column max_gap_ns       longest idle gap, ns

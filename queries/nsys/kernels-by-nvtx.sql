@@ -11,8 +11,8 @@
 -- @column launches          kernel launches under it
 -- @column distinct_kernels  different kernel names
 -- @column total_ns          summed kernel time, ns
--- @column avg_ns            mean kernel time, ns
--- @column time_pct          share of all kernel time in the run, %
+-- @column avg_ns            mean kernel time, ns (rounded to 0.1)
+-- @column time_pct          share of all kernel time in the run, % (rounded to 0.01)
 -- @column top_kernel        the kernel with the most time under this path
 -- @column top_kernel_ns     that kernel's time under this path, ns
 -- @display time_pct, total_ns, launches, distinct_kernels, avg_ns, path, top_kernel

@@ -10,7 +10,7 @@
 -- @column total_ns       summed duration, ns
 -- @column avg_ns         mean duration, ns
 -- @column max_ns         longest, ns
--- @column vs_median_pct  total_ns against the median rank's total for this path, % (+ = slower)
+-- @column vs_median_pct  total_ns against the median rank's total for this path, % (+ = slower; rounded to 0.1)
 -- @display job, path, rank, instances, total_ns, avg_ns, max_ns, vs_median_pct
 -- @requires nvtx_ranges, rank_runs
 -- @traced nvtx_ranges

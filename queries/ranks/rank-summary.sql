@@ -25,17 +25,17 @@
 -- @column kernel_ns             summed kernel time, ns
 -- @column gpu_busy_ns           time with at least one GPU op of the rank running, summed over devices, ns
 -- @column gpu_span_ns           first GPU op start to last GPU op end, ns
--- @column gpu_busy_pct          gpu_busy_ns / gpu_span_ns, %
+-- @column gpu_busy_pct          gpu_busy_ns / gpu_span_ns, % (rounded to 0.01)
 -- @column nvtx_ns               summed time of the outermost NVTX ranges (depth 0), ns (NULL: none, or NVTX not traced)
 -- @column top_kernel            the kernel with the most time on this rank (demangled)
 -- @column top_kernel_ns         its summed time, ns
--- @column top_kernel_pct        its share of the rank's kernel time, %
--- @column kernel_vs_median_pct  kernel_ns against the median rank's, % (+ = more time)
--- @column busy_vs_median_pct    gpu_busy_ns against the median rank's, %
+-- @column top_kernel_pct        its share of the rank's kernel time, % (rounded to 0.1)
+-- @column kernel_vs_median_pct  kernel_ns against the median rank's, % (+ = more time; rounded to 0.1)
+-- @column busy_vs_median_pct    gpu_busy_ns against the median rank's, % (rounded to 0.1)
 -- @column nccl_ns               time NCCL kernels ran (union per device, summed), ns (NULL: no NCCL kernel)
 -- @column exposed_nccl_ns       of it, with no compute kernel of the rank running beside, ns
 -- @column gpu_memory_peak_bytes the most device memory the rank had allocated at once, summed over its processes and devices, B (NULL: none recorded: a capture without nsys --cuda-memory-usage=true)
--- @column memory_vs_median_pct  gpu_memory_peak_bytes against the median rank's, %
+-- @column memory_vs_median_pct  gpu_memory_peak_bytes against the median rank's, % (rounded to 0.1)
 -- @display job, rank, host, gpus, kernel_ns, gpu_busy_ns, gpu_busy_pct, nvtx_ns, exposed_nccl_ns, gpu_memory_peak_bytes, kernel_vs_median_pct, top_kernel_pct, top_kernel
 -- @requires kernels, gpu_ops, nvtx_ranges, rank_runs, comm_overlap_sum, gpu_memory
 -- @traced kernels

@@ -15,7 +15,7 @@
 -- @column med_ns        median duration across the ranks, ns
 -- @column max_ns        slowest rank's duration, ns
 -- @column skew_ns       max_ns - min_ns, ns
--- @column skew_pct      (max_ns - med_ns) / med_ns, %: how far the slowest rank is behind the median one
+-- @column skew_pct      (max_ns - med_ns) / med_ns, %: how far the slowest rank is behind the median one, rounded to 0.1
 -- @column slowest_rank  rank with max_ns (the lowest such rank on a tie)
 -- @column fastest_rank  rank with min_ns
 -- @display job, path, instance, ranks, min_ns, med_ns, max_ns, skew_ns, skew_pct, slowest_rank

@@ -85,6 +85,28 @@ def test_a_column_with_blank_cells_says_when_it_is_null(nsys_db, name):
     assert not unsaid, f"{name}: NULL on the fixtures, and the doc does not say when: {unsaid}"
 
 
+#: the columns that hold an NVTX path (nvtx_ranges.path)
+PATH_COLUMNS = ("path", "nvtx_path", "peak_nvtx_path")
+
+
+@pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items())
+                                  if q.source in ("nsys", "ranks") and set(PATH_COLUMNS) & set(q.columns)])
+def test_an_nvtx_path_column_says_how_a_named_domain_reads(nsys_db, name):
+    """An NVTX path names a range of a named domain as nsys names the range, domain:text
+    (registered_nvtx_domains: iteration/stage/tracekit:pipeline/...; NCCL's own ranges in a
+    job's ranks: NCCL:ncclAllReduce), not by its text alone: a reader who matches a path
+    against the texts the program pushed is told so."""
+    q = REG.queries[name]
+    run = "ranks_nccl_rank0" if q.source == "ranks" else "registered_nvtx_domains"
+    try:
+        answer = nsys_db.query(name, run=run, **({"limit": 0} if "limit" in q.params else {}))
+    except QueryError:  # (a run without what the query is about: no CPU samples, no memory events)
+        return
+    for col in set(PATH_COLUMNS) & set(answer.columns):
+        if answer[col].str.contains("tracekit:|NCCL:").any():
+            assert "domain:text" in q.columns[col], f"{name}.{col}: holds a named domain's range, the doc says texts"
+
+
 def _rounded_columns(sql: str) -> dict[str, int]:
     """column -> decimals, for each ``round(expr, N) AS column`` of a query's SQL."""
     out = {}

@@ -13,7 +13,7 @@
 -- @column share_pct      its share of the kind's live bytes at that moment, % (rounded to 0.1)
 -- @column live_bytes     the kind's live bytes at that moment, B
 -- @column api_name       the call that allocated it (NULL: none, static memory)
--- @column nvtx_path      the NVTX path of the innermost range around that call (NULL: outside every range)
+-- @column nvtx_path      the NVTX path of the innermost range around that call, a named domain's range as domain:text (NULL: outside every range)
 -- @column allocated_ns   when it was allocated, ns
 -- @column age_ns         how long it had been allocated at that moment (at the end: at the capture's last memory event), ns
 -- @column pool           allocated from a stream-ordered pool (cudaMallocAsync)

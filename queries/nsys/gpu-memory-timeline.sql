@@ -13,7 +13,7 @@
 -- @column device_id    CUDA device
 -- @column pid          process id
 -- @column api_name     the call that made it (NULL: none)
--- @column nvtx_path    the NVTX path of the innermost range around that call (NULL: none)
+-- @column nvtx_path    the NVTX path of the innermost range around that call, a named domain's range as domain:text (NULL: none)
 -- @column pool         from a stream-ordered pool (cudaMallocAsync)
 -- @column address      the allocation's virtual address
 -- @display ts_ns, live_bytes, operation, bytes, memory_kind, device_id, api_name, nvtx_path

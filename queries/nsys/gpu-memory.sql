@@ -21,7 +21,7 @@
 -- @column largest_bytes            the largest allocation, B
 -- @column peak_bytes               the most bytes live at once, B
 -- @column peak_ns                  when live bytes first reached peak_bytes, ns
--- @column peak_nvtx_path           the NVTX path of the allocation that reached the peak (NULL: outside every range)
+-- @column peak_nvtx_path           the NVTX path of the allocation that reached the peak, a named domain's range as domain:text (NULL: outside every range)
 -- @column live_at_end_bytes        bytes still allocated when the capture ended, B
 -- @column unfreed                  allocations not freed by then
 -- @column unmatched_frees          frees of memory the capture saw no allocation for

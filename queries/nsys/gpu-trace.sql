@@ -35,7 +35,7 @@
 -- @column pid                     process id
 -- @column end_ns                  op end, ns
 -- @column device_id               CUDA device id
--- @column nvtx_path               NVTX path of the innermost push/pop range around the launch call on its thread ('/'-separated texts from the outermost); NULL outside every range
+-- @column nvtx_path               NVTX path of the innermost push/pop range around the launch call on its thread ('/'-separated texts from the outermost, a named domain's range as domain:text); NULL outside every range
 -- @display start_ns, dur_ns, stream_id, grid_x, block_x, registers_per_thread, bytes, throughput_bytes_per_s, name
 -- @alias cuda_gpu_trace, gputrace
 -- @rows page

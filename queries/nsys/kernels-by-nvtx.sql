@@ -7,7 +7,7 @@
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param depth  INTEGER  path levels to keep; 0 = the full path (min: 0) (default: 0)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
--- @column path              NVTX range path, '/'-separated
+-- @column path              NVTX range path, '/'-separated (a named domain's range as domain:text)
 -- @column launches          kernel launches under it
 -- @column distinct_kernels  different kernel names
 -- @column total_ns          summed kernel time, ns

@@ -8,7 +8,7 @@
 -- without NVTX ranges, an empty answer.
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
--- @column path              NVTX path: texts from the outermost range down, '/'-separated
+-- @column path              NVTX path: texts from the outermost range down, '/'-separated (a named domain's range as domain:text)
 -- @column samples           samples taken inside the path's ranges
 -- @column cpu_ns            CPU time inside them, ns (estimated: samples x the sampling interval)
 -- @column cpu_pct           the samples, % of all the run's samples (rounded to 0.1)

@@ -7,7 +7,7 @@
 -- @param run    TEXT     run id or name (default: latest run)
 -- @param kind   TEXT     only this kind of memory: Device, Pinned, Managed, ... (default: null)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
--- @column nvtx_path        the NVTX path of the innermost range around the calls (NULL: none)
+-- @column nvtx_path        the NVTX path of the innermost range around the calls, a named domain's range as domain:text (NULL: none)
 -- @column memory_kind      Device, Pinned, Managed, Device Static, ...
 -- @column allocations      allocations its calls made
 -- @column allocated_bytes  bytes they allocated, B

@@ -7,7 +7,7 @@
 -- @column range_id       range id within the run
 -- @column range          'domain:text' as nsys names it
 -- @column style          PushPop or StartEnd
--- @column path           texts from the outermost range down (NULL: a start/end range ended on another thread, which nests in none)
+-- @column path           texts from the outermost range down, a named domain's range as domain:text (NULL: a start/end range ended on another thread, which nests in none)
 -- @column depth          nesting level on its thread (0 = outermost; NULL: a start/end range ended on another thread)
 -- @column pid            process id
 -- @column tid            thread that started the range

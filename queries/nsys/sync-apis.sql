@@ -12,7 +12,7 @@
 -- @column pid        process
 -- @column tid        thread
 -- @column api_name   the call (suffix _vNNNN stripped: cudaStreamSynchronize, cudaDeviceSynchronize, ...)
--- @column nvtx_path  the innermost push/pop NVTX range open on the call's thread at its start, as a path (NULL: none)
+-- @column nvtx_path  the innermost push/pop NVTX range open on the call's thread at its start, as a path, a named domain's range as domain:text (NULL: none)
 -- @display dur_ns, start_ns, pid, tid, api_name, nvtx_path
 -- @alias cuda_api_sync
 -- @rows page

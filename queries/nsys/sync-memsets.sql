@@ -16,7 +16,7 @@
 -- @column green_context_id  green context (SM partition) it ran in; NULL outside any
 -- @column stream_id         CUDA stream
 -- @column api_name          the call that issued it (suffix _vNNNN stripped: cudaMemset, cudaMemset2D, ...)
--- @column nvtx_path         the innermost push/pop NVTX range around that call on its thread, as a path (NULL: none)
+-- @column nvtx_path         the innermost push/pop NVTX range around that call on its thread, as a path, a named domain's range as domain:text (NULL: none)
 -- @display dur_ns, start_ns, mem_kind, bytes, stream_id, api_name, nvtx_path
 -- @alias cuda_memset_sync
 -- @rows page

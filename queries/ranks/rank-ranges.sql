@@ -4,7 +4,7 @@
 -- @param run    TEXT     any run of the job: id or name (default: the latest run that is a rank)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 0)
 -- @column job            the job (as `tracekit query jobs` names it): the ranks of the run's job are its rows
--- @column path           NVTX path of the ranges: texts from the outermost range down, '/'-separated (its text alone for ranges ended on another thread)
+-- @column path           NVTX path of the ranges: texts from the outermost range down, '/'-separated (a named domain's range as domain:text; its text alone for ranges ended on another thread)
 -- @column rank           global rank
 -- @column instances      ranges of that path on the rank
 -- @column total_ns       summed duration, ns

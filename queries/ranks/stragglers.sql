@@ -8,7 +8,7 @@
 -- @param range  TEXT     only ranges of this path or name, e.g. step/forward or :forward (default: null)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column job           the job (as `tracekit query jobs` names it): the ranks of the run's job are compared
--- @column path          NVTX path of the range: texts from the outermost range down, '/'-separated (its text alone for a range ended on another thread)
+-- @column path          NVTX path of the range: texts from the outermost range down, '/'-separated (a named domain's range as domain:text; its text alone for a range ended on another thread)
 -- @column instance      place of the range among those of its path on each rank, 1 = the first
 -- @column ranks         ranks that have this instance
 -- @column min_ns        fastest rank's duration, ns

@@ -690,6 +690,8 @@ def bench_attention(
     _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path)
     import torch
 
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    _check_interpreted_dtype(device, dtype, variants, baseline)
     plans, skipped = _plan(names, variants, baseline)
     if on_skip is None:
         for line in skip_lines(skipped):
@@ -699,7 +701,6 @@ def bench_attention(
             on_skip(s["config"], s["variant"], s["reason"])
 
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     flush = torch.empty(256 * 2**20 // 4, dtype=torch.int32, device=device) if device == "cuda" else None
     tol = _tolerance(dtype, device)
     meta = _environment(device)
@@ -828,6 +829,20 @@ def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, 
     for path in (json_path, csv_path):
         if path:
             check_output(path)
+
+
+def _check_interpreted_dtype(device: str, dtype: str, variants, baseline: str) -> None:
+    """On the CPU the Triton variants run in Triton's interpreter (TRITON_INTERPRET=1), which
+    computes bfloat16 on its bit patterns (a limitation Triton documents; its ``tl.dot`` of
+    bfloat16 gives values near 1e10, triton-lang/triton#11584): bf16 there is a ParamError,
+    not a table of MISMATCH rows."""
+    from tracekit.errors import ParamError
+
+    triton = [v for v in dict.fromkeys([*variants, baseline]) if v.startswith("triton_") or v == "peer"]
+    if device == "cpu" and dtype == "bf16" and triton:
+        raise ParamError(f"--dtype bf16: on the CPU, {', '.join(triton)} run in Triton's interpreter, which does "
+                         "not compute bfloat16 (its results are garbage); give --dtype fp16 or fp32 here, or run on "
+                         "a GPU")
 
 
 def _environment(device: str) -> dict:

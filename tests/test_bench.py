@@ -121,6 +121,26 @@ def test_cli_nothing_to_run_is_one_line(capsys):
         assert err.startswith("python -m tracekit.kernels.bench: error: ") and err.count("\n") == 1, err
 
 
+def test_bf16_on_the_cpu_is_refused_where_triton_would_interpret_it(capsys):
+    """On the CPU the Triton variants run in Triton's interpreter, which computes bfloat16 on
+    its bit patterns (the default dtype gave triton_dense rel_err 1e10, MISMATCH): one line
+    before anything runs, naming those variants; the reference alone, or fp16, runs."""
+    from tracekit.cli import main
+
+    with pytest.raises(ParamError, match=r"^--dtype bf16: on the CPU, triton_dense, triton_block_sparse run in "
+                                         r"Triton's interpreter, which does not compute bfloat16"):
+        bench_attention(["seed2"], variants=("triton_dense", "triton_block_sparse"), dtype="bf16", device="cpu",
+                        warmup_ms=0, rep_ms=0)
+    if torch.cuda.is_available():
+        pytest.skip("the command's device is the GPU here")
+    assert main(["bench", "attention", "--config", "seed2"]) == 2  # (the defaults: bf16, the Triton variants)
+    err = capsys.readouterr().err
+    assert err.startswith("tracekit: error: --dtype bf16: on the CPU, ") and err.count("\n") == 1, err
+    rows = bench_attention(["seed2"], variants=("reference",), dtype="bf16", device="cpu", warmup_ms=0, rep_ms=0)
+    assert [r["matches_reference"] for r in rows] == [True]
+    capsys.readouterr()
+
+
 def _scaled(fn):
     def wrong(*a, **kw):
         res = fn(*a, **kw)

@@ -265,6 +265,10 @@ def test_rank_ranges_totals_per_rank_and_path(job):
         for part, path in (("forward", "step/forward"), ("exchange", "step/exchange"), ("step", "step")):
             assert rows[(path, r)]["total_ns"] == sum(j.per_step[f"rank{r}"][part])
             assert rows[(path, r)]["instances"] == j.plant["steps"]
+            # (the mean rounded to 0.1, as every named query's avg_ns)
+            avg = rows[(path, r)]["avg_ns"]
+            assert avg == round(avg, 1) and avg == pytest.approx(sum(j.per_step[f"rank{r}"][part]) / j.plant["steps"],
+                                                                 abs=0.05 + 1e-9)
         # nsys stats nvtx_sum: a range name's total is the sum of its paths' (warmup/x + step/x)
         stats = {s["Range"]: int(s["Total Time (ns)"]) for s in _stats(j, r, "nvtx_sum")}
         for name in ("forward", "exchange", "backward"):

@@ -8,7 +8,7 @@
 -- @column rank           global rank
 -- @column instances      ranges of that path on the rank
 -- @column total_ns       summed duration, ns
--- @column avg_ns         mean duration, ns
+-- @column avg_ns         mean duration, ns (rounded to 0.1)
 -- @column max_ns         longest, ns
 -- @column vs_median_pct  total_ns against the median rank's total for this path, % (+ = slower; rounded to 0.1)
 -- @display job, path, rank, instances, total_ns, avg_ns, max_ns, vs_median_pct
@@ -22,7 +22,7 @@ WITH jr AS (
     FROM nvtx_ranges n JOIN jr USING (run_id)
     GROUP BY jr.job, 2, jr.rank
 )
-SELECT job, path, rank, instances, total_ns::BIGINT AS total_ns, avg_ns, max_ns,
+SELECT job, path, rank, instances, total_ns::BIGINT AS total_ns, round(avg_ns, 1) AS avg_ns, max_ns,
        round(100.0 * (total_ns - median(total_ns) OVER (PARTITION BY path))
              / nullif(median(total_ns) OVER (PARTITION BY path), 0), 1) AS vs_median_pct
 FROM s

@@ -41,6 +41,59 @@ TimeoutOpt = Annotated[float | None, typer.Option(
                       "files and end, then killed): the run folder says it timed out, nothing is ingested, exit 2 "
                       "(default: no limit)", metavar="SECONDS", show_default=False)]
 
+GpuMetricsOpt = Annotated[bool, typer.Option(
+    "--gpu-metrics", help="nsys: sample the GPU's counters too (SM clock, SMs and tensor pipes active, DRAM "
+                          "bandwidth): tracekit query nvtx-gpu-metrics; diff reads times against the clock")]
+UmFaultsOpt = Annotated[bool, typer.Option(
+    "--um-faults", help="a command under nsys: record Unified Memory's page faults, on the CPU and the GPU "
+                        "(nsys --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true; each fault is "
+                        "slowed down): tracekit query um-summary, um-cpu-faults; diff's um scope")]
+CpuSamplesOpt = Annotated[bool, typer.Option(
+    "--cpu-samples", help="nsys: sample the CPU with call stacks (nsys --sample=process-tree "
+                          "--cpuctxsw=process-tree): tracekit query cpu-hotspots, cpu-threads, nvtx-cpu, "
+                          "cpu-stacks; chart cpu-flame; export stacks; diff's cpu scope")]
+CudaMemoryUsageOpt = Annotated[bool, typer.Option(
+    "--cuda-memory-usage", help="nsys: record every allocation and free of GPU memory (nsys "
+                                "--cuda-memory-usage=true; each allocation call takes longer): tracekit query "
+                                "gpu-memory, gpu-memory-live, nvtx-memory; chart gpu-memory; diff's memory "
+                                "scope")]
+CudaBacktraceOpt = Annotated[bool, typer.Option(
+    "--cuda-backtrace", help="nsys: the call stacks of the CUDA API calls (nsys --cudabacktrace=all, with "
+                             "the CPU sampled: which code launches, copies, synchronizes; each call takes "
+                             "longer, so time a run without it) and, of a Python program, their Python stacks "
+                             "(nsys --python-backtrace=cuda): tracekit query api-stacks")]
+PythonSamplesOpt = Annotated[bool, typer.Option(
+    "--python-samples", help="nsys: sample the Python threads' stacks, 1,000 times a second (nsys "
+                             "--python-sampling=true): tracekit query python-stacks, python-hotspots, "
+                             "gpu-idle-python; chart python-flame, timeline; export stacks --python; diff's "
+                             "python scope")]
+CaptureRangeOpt = Annotated[str | None, typer.Option(
+    "--capture-range", help="a command under nsys: none (the whole program, the default) or cudaProfilerApi "
+                            "(between cudaProfilerStart and Stop)", show_default=False)]
+NvtxCaptureOpt = Annotated[str | None, typer.Option(
+    "--nvtx-capture", help="a command: only the NVTX range RANGE (nsys: its first instance; ncu: the kernels "
+                           "inside the push/pop range)", metavar="RANGE", show_default=False)]
+KernelNameOpt = Annotated[str | None, typer.Option(
+    "--kernel-name", help="a command under ncu: only kernels whose function name (ncu's base name: Kernel2 for "
+                         "cutlass::Kernel2<...>) matches this regular expression",
+    metavar="REGEX", show_default=False)]
+LaunchCountOpt = Annotated[int | None, typer.Option(
+    "--launch-count", help="a command under ncu: profile at most N kernel launches (default: "
+                           f"{DEFAULT_LAUNCH_COUNT})", metavar="N", show_default=False)]
+ParamOpt = Annotated[list[str] | None, typer.Option(
+    "--param", "-p", help="a command: run parameter NAME=VALUE in meta.json's params (e.g. bs=8), repeatable",
+    show_default=False)]
+ReplayModeOpt = Annotated[str | None, typer.Option(
+    "--replay-mode", help="ncu: kernel (each launch replayed in place once per pass, the memory it writes saved "
+                          "and restored; the default) or application (the whole program run again once per "
+                          "pass, each launch measured in a run of its own: no memory saved and restored; for "
+                          "kernels with large inputs or that write their own inputs). Application replay needs a "
+                          "deterministic program, the same kernels in the same order every run, and takes "
+                          "a run of it per pass (36 with tracekit's sections on an H200): keep it short, and "
+                          "set --timeout (ncu may not exit after a failed pass). A program of yours only: the "
+                          "HSTU workload takes kernel replay",
+    metavar="MODE", show_default=False)]
+
 
 def _db(ctx: typer.Context, db: DbPath | None) -> DbPath | Path | None:
     """The command's --db, else the main CLI's global --db (its root context's), else
@@ -70,58 +123,18 @@ def capture_cmd(
         "--name", help="run folder name (default: <utc>-bs<bs>-nc<nc>-<tool>; a command's: <utc>-<program>-<tool>)",
         show_default=False)] = None,
     no_ingest: NoIngestOpt = False,
-    gpu_metrics: Annotated[bool, typer.Option(
-        "--gpu-metrics", help="nsys: sample the GPU's counters too (SM clock, SMs and tensor pipes active, DRAM "
-                              "bandwidth): tracekit query nvtx-gpu-metrics; diff reads times against the clock")] = False,
-    um_faults: Annotated[bool, typer.Option(
-        "--um-faults", help="a command under nsys: record Unified Memory's page faults, on the CPU and the GPU "
-                            "(nsys --cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true; each fault is "
-                            "slowed down): tracekit query um-summary, um-cpu-faults; diff's um scope")] = False,
-    cpu_samples: Annotated[bool, typer.Option(
-        "--cpu-samples", help="nsys: sample the CPU with call stacks (nsys --sample=process-tree "
-                              "--cpuctxsw=process-tree): tracekit query cpu-hotspots, cpu-threads, nvtx-cpu, "
-                              "cpu-stacks; chart cpu-flame; export stacks; diff's cpu scope")] = False,
-    cuda_memory_usage: Annotated[bool, typer.Option(
-        "--cuda-memory-usage", help="nsys: record every allocation and free of GPU memory (nsys "
-                                    "--cuda-memory-usage=true; each allocation call takes longer): tracekit query "
-                                    "gpu-memory, gpu-memory-live, nvtx-memory; chart gpu-memory; diff's memory "
-                                    "scope")] = False,
-    cuda_backtrace: Annotated[bool, typer.Option(
-        "--cuda-backtrace", help="nsys: the call stacks of the CUDA API calls (nsys --cudabacktrace=all, with "
-                                 "the CPU sampled: which code launches, copies, synchronizes; each call takes "
-                                 "longer, so time a run without it) and, of a Python program, their Python stacks "
-                                 "(nsys --python-backtrace=cuda): tracekit query api-stacks")] = False,
-    python_samples: Annotated[bool, typer.Option(
-        "--python-samples", help="nsys: sample the Python threads' stacks, 1,000 times a second (nsys "
-                                 "--python-sampling=true): tracekit query python-stacks, python-hotspots, "
-                                 "gpu-idle-python; chart python-flame, timeline; export stacks --python; diff's "
-                                 "python scope")] = False,
-    capture_range: Annotated[str | None, typer.Option(
-        "--capture-range", help="a command under nsys: none (the whole program, the default) or cudaProfilerApi "
-                                "(between cudaProfilerStart and Stop)", show_default=False)] = None,
-    nvtx_capture: Annotated[str | None, typer.Option(
-        "--nvtx-capture", help="a command: only the NVTX range RANGE (nsys: its first instance; ncu: the kernels "
-                               "inside the push/pop range)", metavar="RANGE", show_default=False)] = None,
-    kernel_name: Annotated[str | None, typer.Option(
-        "--kernel-name", help="a command under ncu: only kernels whose function name (ncu's base name: Kernel2 for "
-                             "cutlass::Kernel2<...>) matches this regular expression",
-        metavar="REGEX", show_default=False)] = None,
-    launch_count: Annotated[int | None, typer.Option(
-        "--launch-count", help="a command under ncu: profile at most N kernel launches (default: "
-                               f"{DEFAULT_LAUNCH_COUNT})", metavar="N", show_default=False)] = None,
-    param: Annotated[list[str] | None, typer.Option(
-        "--param", "-p", help="a command: run parameter NAME=VALUE in meta.json's params (e.g. bs=8), repeatable",
-        show_default=False)] = None,
-    replay_mode: Annotated[str | None, typer.Option(
-        "--replay-mode", help="ncu: kernel (each launch replayed in place once per pass, the memory it writes saved "
-                              "and restored; the default) or application (the whole program run again once per "
-                              "pass, each launch measured in a run of its own: no memory saved and restored; for "
-                              "kernels with large inputs or that write their own inputs). Application replay needs a "
-                              "deterministic program, the same kernels in the same order every run, and takes "
-                              "a run of it per pass (36 with tracekit's sections on an H200): keep it short, and "
-                              "set --timeout (ncu may not exit after a failed pass). A program of yours only: the "
-                              "HSTU workload takes kernel replay",
-        metavar="MODE", show_default=False)] = None,
+    gpu_metrics: GpuMetricsOpt = False,
+    um_faults: UmFaultsOpt = False,
+    cpu_samples: CpuSamplesOpt = False,
+    cuda_memory_usage: CudaMemoryUsageOpt = False,
+    cuda_backtrace: CudaBacktraceOpt = False,
+    python_samples: PythonSamplesOpt = False,
+    capture_range: CaptureRangeOpt = None,
+    nvtx_capture: NvtxCaptureOpt = None,
+    kernel_name: KernelNameOpt = None,
+    launch_count: LaunchCountOpt = None,
+    param: ParamOpt = None,
+    replay_mode: ReplayModeOpt = None,
     timeout: TimeoutOpt = None,
 ) -> None:
     """Run the HSTU inference workload at one (bs, nc) point, or a program of yours
@@ -181,6 +194,14 @@ def _capture_command(ctx: typer.Context, cmd: list[str], *, bs, nc, tool, preset
 
 def sweep_cmd(
     ctx: typer.Context,
+    cmd: Annotated[list[str] | None, typer.Argument(
+        help="a program to run at every point of --grid instead of the HSTU workload, after --, with {NAME} where "
+             "each grid parameter's value goes (tracekit sweep --grid m=1024,2048 -- python bench.py --m {m})",
+        show_default=False)] = None,
+    grid: Annotated[list[str] | None, typer.Option(
+        "--grid", help="a program's grid: NAME=VALUE1,VALUE2,... (repeatable; every combination is a point, the "
+                       "first parameter's values slowest; each point's values are its run's params)",
+        metavar="NAME=V1,V2", show_default=False)] = None,
     bs: Annotated[str | None, typer.Option("--bs", help="batch sizes, comma-separated, e.g. 1,2,4,8 (default: "
                                            "the --config's grid; one of the two is needed)",
                                            show_default=False)] = None,
@@ -188,8 +209,8 @@ def sweep_cmd(
                                            "(default: the --config's grid)", show_default=False)] = None,
     config: Annotated[str | None, typer.Option(
         "--config", help="sweep preset (quick, full) or YAML file", show_default=False)] = None,
-    tool: Annotated[str | None, typer.Option("--tool", help="nsys, ncu or none (default: the --config's, else none)",
-                                             show_default=False)] = None,
+    tool: Annotated[str | None, typer.Option("--tool", help="nsys, ncu or none (default: the --config's, else none; "
+                                             "a program's: nsys)", show_default=False)] = None,
     preset: PresetOpt = None,
     warmup_ms: Annotated[float | None, typer.Option(
         "--warmup-ms", help=f"warm-up time budget, ms (default: the --config's, else {DEFAULT_WARMUP_MS:g})",
@@ -204,13 +225,66 @@ def sweep_cmd(
         "--timeout", help=f"per point: stop its profiler and workload after SECONDS (SIGINT, {STOP_GRACE_S:g} s to "
                           "end, then killed): the point is recorded failed, not ingested, and the sweep goes on "
                           "(default: no limit)", metavar="SECONDS", show_default=False)] = None,
+    gpu_metrics: GpuMetricsOpt = False,
+    um_faults: UmFaultsOpt = False,
+    cpu_samples: CpuSamplesOpt = False,
+    cuda_memory_usage: CudaMemoryUsageOpt = False,
+    cuda_backtrace: CudaBacktraceOpt = False,
+    python_samples: PythonSamplesOpt = False,
+    capture_range: CaptureRangeOpt = None,
+    nvtx_capture: NvtxCaptureOpt = None,
+    kernel_name: KernelNameOpt = None,
+    launch_count: LaunchCountOpt = None,
+    param: ParamOpt = None,
+    replay_mode: ReplayModeOpt = None,
 ) -> None:
-    """Capture every point of a bs x nc grid (one run folder each); failures are recorded, the sweep goes on."""
-    from .sweep import sweep
+    """Capture every point of a bs x nc grid of the HSTU workload, or of a --grid of a program of yours
+    (after --); one run folder each; failures are recorded, the sweep goes on."""
+    from tracekit.errors import CaptureError
 
     def show(point):
         if point.status != "ok":
-            typer.echo(f"bs={point.bs} nc={point.nc}: {point.status}: {point.error}", err=True)
+            typer.echo(f"{point.label}: {point.status}: {point.error}", err=True)
+
+    command = {"--capture-range": capture_range, "--nvtx-capture": nvtx_capture, "--kernel-name": kernel_name,
+               "--launch-count": launch_count, "--param": param, "--replay-mode": replay_mode,
+               "--gpu-metrics": gpu_metrics, "--um-faults": um_faults, "--cpu-samples": cpu_samples,
+               "--cuda-memory-usage": cuda_memory_usage, "--cuda-backtrace": cuda_backtrace,
+               "--python-samples": python_samples}
+    if cmd:
+        for opt, value in (("--bs", bs), ("--nc", nc), ("--config", config), ("--preset", preset),
+                           ("--warmup-ms", warmup_ms), ("--iters", iters)):
+            if value is not None:
+                raise CaptureError(f"{opt}: an option of the HSTU workload's sweep, not of a program's (its grid: "
+                                   "--grid NAME=V1,V2 and {NAME} in the command)")
+        if not grid:
+            raise CaptureError("a program's sweep needs --grid NAME=V1,V2,... (repeatable) and {NAME} in the "
+                               "command where each value goes")
+        from .command import parse_params
+        from .sweep import sweep_command
+
+        result = sweep_command(cmd, grid, tool or "nsys", out_dir=out, db=_db(ctx, db), ingest=not no_ingest,
+                               params=parse_params(param), progress=True, command=list(sys.argv),
+                               timeout_s=timeout, on_point=show, capture_range=capture_range or "none",
+                               nvtx_capture=nvtx_capture, kernel_regex=kernel_name, launch_count=launch_count,
+                               replay_mode=replay_mode, gpu_metrics=gpu_metrics, um_faults=um_faults,
+                               cpu_samples=cpu_samples, cuda_memory_usage=cuda_memory_usage,
+                               cuda_backtrace=cuda_backtrace, python_samples=python_samples)
+        typer.echo(f"sweep {result.sweep_id}: {len(result.ok)} ok, {len(result.failed)} failed of "
+                   f"{len(result.points)} points; manifest {result.manifest}")
+        if not no_ingest and result.ok and (tool or "nsys") != "none":
+            typer.echo(grid_table(_db(ctx, db), result.sweep_id), nl=False)
+        if result.failed:
+            raise typer.Exit(1)
+        return
+    if grid:
+        raise CaptureError("--grid: the grid of a program's sweep (tracekit sweep --grid NAME=V1,V2 -- CMD ... "
+                           "{NAME}); the HSTU workload's grid is --bs and --nc")
+    given = [opt for opt, value in command.items() if value]
+    if given:
+        raise CaptureError(f"{given[0]}: an option of a program's sweep (tracekit sweep --grid ... {given[0]} ... "
+                           "-- CMD); the HSTU workload's sweep does not take it")
+    from .sweep import sweep
 
     result = sweep(bs, nc, config=config, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
                    out_dir=out, db=_db(ctx, db), ingest=not no_ingest, progress=True,
@@ -244,6 +318,23 @@ def latency_table(db: Path | None, runs: set[str], width: int | None = None) -> 
               "tracekit export sweep -o results.xlsx\n")
 
 
+def grid_table(db: Path | None, sweep_id: str, width: int | None = None) -> str:
+    """The sweep-points rows of the sweep ``sweep_id`` (a program's, under nsys) as a
+    terminal table."""
+    import shutil
+
+    import tracekit
+    from tracekit.registry import get_registry
+    from tracekit.table import render
+
+    with tracekit.open(db, read_only=True) as tk:
+        rows = get_registry().fetch(tk, "sweep-points", sweep=sweep_id)
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    return (render(rows, width=width)
+            + f"one kernel across the points: tracekit query sweep-points -p sweep={sweep_id} -p name=TEXT; "
+              "the chart: tracekit chart sweep-points -o points.html\n")
+
+
 def export_sweep_cmd(
     ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="results.xlsx or results.csv")],
@@ -273,7 +364,7 @@ export_app.command("sweep")(export_sweep_cmd)
 
 app = typer.Typer(help="HSTU inference captures.", no_args_is_help=True, add_completion=False)
 app.command("capture", context_settings=CAPTURE_CONTEXT)(capture_cmd)
-app.command("sweep")(sweep_cmd)
+app.command("sweep", context_settings=CAPTURE_CONTEXT)(sweep_cmd)
 app.add_typer(export_app, name="export")
 
 
@@ -284,7 +375,7 @@ def register(main_app: typer.Typer, get_db: Callable[[], Path | None] | None = N
     if get_db is not None:
         _GET_DB[0] = get_db
     main_app.command("capture", context_settings=CAPTURE_CONTEXT)(capture_cmd)
-    main_app.command("sweep")(sweep_cmd)
+    main_app.command("sweep", context_settings=CAPTURE_CONTEXT)(sweep_cmd)
     if export_group is not None:
         export_group.command("sweep")(export_sweep_cmd)
     else:

@@ -1,4 +1,5 @@
-"""``sweep()``: one capture per point of a batch-size x candidates grid.
+"""``sweep()``: one capture per point of a batch-size x candidates grid of the HSTU workload;
+``sweep_command()``: one capture of a program of yours per point of a grid of any parameters.
 
 Every point is a normal run folder (``params.sweep`` names the sweep); a point that fails
 is recorded and the sweep goes on. ``<out_dir>/<sweep_id>.json`` is the manifest,
@@ -16,6 +17,12 @@ Configs: the named presets ``quick`` and ``full`` or a YAML file::
       bs: [1, 2, 4, 8]
       nc: [128, 256, 512, 1024]
     workload: {}           # optional overrides of preset fields
+
+A program's grid names its parameters (``--grid m=1024,2048 --grid dtype=fp16,bf16``) and the
+command says where each goes (``python bench.py --m {m} --dtype {dtype}``): each point runs the
+command with its values put in, under ``capture_command``, with the values among its run's
+params, as text (``m``, ``dtype``), beside ``sweep``, ``sweep_point`` (its index in the grid's
+order, the first name's values slowest) and ``sweep_grid`` (the names, comma-separated).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -56,11 +64,23 @@ CONFIG_KEYS = {"preset", "tool", "warmup_ms", "iters", "grid", "workload", "devi
 
 @dataclass
 class SweepPoint:
-    bs: int
-    nc: int
+    bs: int | None = None  # the HSTU workload's point
+    nc: int | None = None
     status: str = "not_run"  # ok | failed | interrupted | not_run
     run_dir: str | None = None
     error: str | None = None
+    values: dict[str, str] | None = None  # a program's point: its grid's values, by name
+
+    @property
+    def label(self) -> str:
+        """``bs=8 nc=1024``: the point's grid values."""
+        values = self.values if self.values is not None else {"bs": self.bs, "nc": self.nc}
+        return " ".join(f"{k}={v}" for k, v in values.items())
+
+    def as_json(self) -> dict[str, Any]:
+        """The manifest's entry: a workload point's bs and nc, a program's values."""
+        where = {"bs": self.bs, "nc": self.nc} if self.values is None else {"values": self.values}
+        return {**where, "status": self.status, "run_dir": self.run_dir, "error": self.error}
 
 
 @dataclass
@@ -181,7 +201,7 @@ def _write_manifest(path: Path, sweep_id: str, status: str, settings: dict, star
         "sweep": sweep_id, "status": status, "settings": settings,
         "started_at": _iso(started),
         "finished_at": _iso(datetime.now(UTC)) if finished else None,
-        "points": [p.__dict__ for p in points],
+        "points": [p.as_json() for p in points],
     })
 
 
@@ -234,6 +254,153 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
 
         check_ingest_target(db)
 
+    settings = {"grid": {"bs": bs_list, "nc": nc_list}, "tool": tool, "preset": preset,
+                "warmup_ms": warmup_ms, "iters": iters, "workload": workload, "device": device,
+                "config": str(config) if config is not None and not isinstance(config, dict) else None,
+                **extra, **({"timeout_s": timeout_s} if timeout_s is not None else {})}
+    points = [SweepPoint(b, n) for b, n in itertools.product(bs_list, nc_list)]
+
+    def run_point(i: int, point: SweepPoint, sweep_id: str) -> Path:
+        return runner(point.bs, point.nc, tool=tool, preset=preset, warmup_ms=warmup_ms,
+                      iters=iters, out_dir=out, db=db, workload=workload or None,
+                      device=device, ingest=ingest, command=command,
+                      extra_params={"sweep": sweep_id, "sweep_point": i},
+                      **{k: v for k, v in extra.items()},
+                      **({"timeout_s": timeout_s} if timeout_s is not None else {}))
+
+    return _run_points(out, points, settings, run_point, tool, progress, on_point)
+
+
+#: the params a program's sweep sets on each point (besides ``command.RESERVED_PARAMS``)
+SWEEP_PARAMS = ("sweep", "sweep_point", "sweep_grid")
+#: a grid parameter's name: what ``{NAME}`` in the command and the params' JSON take as is
+GRID_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_grid(grid: Sequence[str] | dict[str, Any], flag: str = "--grid") -> dict[str, list[str]]:
+    """A program's grid: ``["m=1024,2048", "dtype=fp16,bf16"]`` (``--grid NAME=V1,V2,...``,
+    repeatable; ``;`` also separates names in one item) or a mapping of names to values ->
+    ``{"m": ["1024", "2048"], "dtype": ["fp16", "bf16"]}``, names and values in the order
+    given, the values as text, each value once."""
+    if isinstance(grid, dict):
+        items = [(str(k), v if isinstance(v, (list, tuple)) else [v]) for k, v in grid.items()]
+    else:
+        items = []
+        for text in grid or []:
+            for part in str(text).split(";"):
+                if "=" not in part:
+                    raise CaptureError(f"{flag} {text!r}: expected NAME=VALUE1,VALUE2,... (e.g. {flag} bs=1,2,4)")
+                name, values = part.split("=", 1)
+                items.append((name.strip(), values.split(",")))
+    out: dict[str, list[str]] = {}
+    for name, values in items:
+        if not GRID_NAME.fullmatch(name):
+            raise CaptureError(f"{flag} {name!r}: a parameter's name is letters, digits and _, not starting with a "
+                               "digit (it goes into the command as {NAME})")
+        if name in out:
+            raise CaptureError(f"{flag} {name}: given twice; give each parameter's values once")
+        taken = [str(v).strip() for v in values]
+        if any(not v for v in taken):
+            raise CaptureError(f"{flag} {name}={','.join(map(str, values))}: an empty value; give the values "
+                               "comma-separated, each not empty")
+        out[name] = list(dict.fromkeys(taken))
+    if not out:
+        raise CaptureError(f"{flag}: give at least one parameter and its values (e.g. {flag} bs=1,2,4)")
+    return out
+
+
+def _point_command(cmd: list[str], values: dict[str, str]) -> list[str]:
+    """``cmd`` with each ``{NAME}`` of the grid replaced by the point's value (other braces
+    left as they are: a program's own ``{}`` is not ours)."""
+    out = []
+    for arg in cmd:
+        for name, value in values.items():
+            arg = arg.replace("{" + name + "}", value)
+        out.append(arg)
+    return out
+
+
+def _point_name(cmd: list[str], tool: str, values: dict[str, str]) -> str:
+    """``<utc>-<program>-<tool>-m=1024-dtype=fp16``: a point's run folder (a value's other
+    characters than letters, digits, ``.``, ``_`` and ``-`` as ``_``; cut to 120 characters)."""
+    from .command import command_run_name
+
+    where = "-".join(f"{k}={re.sub(r'[^A-Za-z0-9._-]+', '_', v)}" for k, v in values.items())
+    return f"{command_run_name(cmd, tool)}-{where}"[:120].rstrip("-_.")
+
+
+def sweep_command(cmd: list[str], grid: Sequence[str] | dict[str, Any], tool: str = "nsys", *,
+                  out_dir: str | os.PathLike = "runs", db: str | os.PathLike | None = None, ingest: bool = True,
+                  params: dict[str, Any] | None = None, progress: bool = True, command: list[str] | None = None,
+                  timeout_s: float | None = None, on_point: Callable[[SweepPoint], None] | None = None,
+                  runner: Callable[..., Path] | None = None, **options: Any) -> SweepResult:
+    """Capture the program ``cmd`` at every point of ``grid`` (``parse_grid``'s) under
+    ``tool``: each point's command has its values in place of the grid's ``{NAME}`` (every
+    name must be used), and its run folder, ingested unless ``ingest`` is false or ``tool``
+    is none, has them among its params (module docstring), beside ``params`` (``--param``).
+    ``options``: ``capture_command``'s profiler options (``nvtx_capture``, ``kernel_regex``,
+    ``gpu_metrics``, ...), the same at every point. A point that fails is recorded and the
+    sweep goes on; everything each point would refuse is refused before the first runs."""
+    from .command import RESERVED_PARAMS, _check, capture_command
+
+    runner = runner or capture_command
+    grid = parse_grid(grid)
+    if not isinstance(cmd, (list, tuple)) or not cmd:
+        raise CaptureError(f"command {cmd!r}: a program and its arguments (tracekit sweep --grid ... -- CMD [ARGS...])")
+    for name in grid:
+        if name in RESERVED_PARAMS or name in SWEEP_PARAMS:
+            raise CaptureError(f"--grid {name}: tracekit sets {name} itself; choose another name (and write "
+                               "{that name} in the command)")
+        if not any("{" + name + "}" in str(arg) for arg in cmd):
+            raise CaptureError(f"--grid {name}: the command has no {{{name}}}; write {{{name}}} where its value goes "
+                               f"(e.g. -- python bench.py --{name} {{{name}}})")
+    params = dict(params or {})
+    both = [n for n in grid if n in params]
+    if both:
+        raise CaptureError(f"--grid {both[0]} and --param {both[0]}: give {both[0]} once (a grid's values are its "
+                           "points' params)")
+    clash = [n for n in params if n in SWEEP_PARAMS]
+    if clash:
+        raise CaptureError(f"--param {clash[0]}: tracekit sets {clash[0]} on a sweep's points; choose another name")
+    from tracekit.numbers import check_counts
+
+    points = [SweepPoint(values=dict(zip(grid, combo, strict=True))) for combo in itertools.product(*grid.values())]
+    for point in points:  # what any point would refuse, refused before the first runs
+        check_counts(point.values, "--grid ", CaptureError)  # (bs=abc: the queries read bs as a count)
+        _check(_point_command(list(cmd), point.values), tool, options.get("capture_range", "none"),
+               options.get("nvtx_capture"), options.get("kernel_regex"), options.get("launch_count"),
+               options.get("gpu_metrics", False), params, options.get("replay_mode"), timeout_s,
+               **{k: options.get(k, False) for k in ("um_faults", "cpu_samples", "cuda_memory_usage",
+                                                     "cuda_backtrace", "python_samples")})
+    if tool != "none":
+        profilers.find_tool(tool)  # fail before the first point, not once per point
+    timeout_s = check_timeout(timeout_s)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise CaptureError(f"--out {out}: is a file; name the folder the run folders go into")
+    if ingest and tool != "none":
+        from tracekit.store import check_ingest_target
+
+        check_ingest_target(db)
+    settings = {"grid": grid, "tool": tool, "command": list(cmd), "params": params,
+                "options": {k: v for k, v in options.items() if v not in (None, False)},
+                **({"timeout_s": timeout_s} if timeout_s is not None else {})}
+
+    def run_point(i: int, point: SweepPoint, sweep_id: str) -> Path:
+        return runner(_point_command(list(cmd), point.values), tool, out_dir=out, db=db,
+                      name=_point_name(list(cmd), tool, point.values), ingest=ingest, command=command,
+                      params={**params, **point.values, "sweep": sweep_id, "sweep_point": i,
+                              "sweep_grid": ",".join(grid)},
+                      timeout_s=timeout_s, **options)
+
+    return _run_points(out, points, settings, run_point, tool, progress, on_point)
+
+
+def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: Callable[..., Path], tool: str,
+                progress: bool, on_point: Callable[[SweepPoint], None] | None) -> SweepResult:
+    """Run every point (``run_point(index, point, sweep_id)`` returns its run folder) into
+    ``out``, the manifest rewritten after each; a point that fails is recorded and the next
+    runs; Ctrl-C labels the sweep interrupted and raises one line."""
     started = datetime.now(UTC)
     sweep_id = f"sweep-{_utc_stamp(started)}"
     try:
@@ -243,11 +410,6 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
     manifest = out / f"{sweep_id}.json"
     if manifest.exists():
         raise CaptureError(f"sweep manifest {manifest} already exists")
-    settings = {"grid": {"bs": bs_list, "nc": nc_list}, "tool": tool, "preset": preset,
-                "warmup_ms": warmup_ms, "iters": iters, "workload": workload, "device": device,
-                "config": str(config) if config is not None and not isinstance(config, dict) else None,
-                **extra, **({"timeout_s": timeout_s} if timeout_s is not None else {})}
-    points = [SweepPoint(b, n) for b, n in itertools.product(bs_list, nc_list)]
     result = SweepResult(sweep_id, manifest, points)
     _write_manifest(manifest, sweep_id, "running", settings, started, points, False)
 
@@ -260,15 +422,10 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
         for i, point in enumerate(points):
             current = point
             if bar:
-                bar.update(task, description=f"bs={point.bs} nc={point.nc} ({tool})")
+                bar.update(task, description=f"{point.label} ({tool})")
             try:
-                run_dir = runner(point.bs, point.nc, tool=tool, preset=preset, warmup_ms=warmup_ms,
-                                 iters=iters, out_dir=out, db=db, workload=workload or None,
-                                 device=device, ingest=ingest, command=command,
-                                 extra_params={"sweep": sweep_id, "sweep_point": i},
-                                 **{k: v for k, v in extra.items()},
-                                 **({"timeout_s": timeout_s} if timeout_s is not None else {}))
-                point.status, point.run_dir = "ok", str(run_dir)
+                point.run_dir = str(run_point(i, point, sweep_id))
+                point.status = "ok"
             except TracekitError as err:
                 point.status, point.error = "failed", str(err)
                 point.run_dir = _folder_from_error(str(err))
@@ -286,7 +443,7 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
     except KeyboardInterrupt:
         _write_manifest(manifest, sweep_id, "interrupted", settings, started, points, True)
         done = sum(p.status == "ok" for p in points)
-        where = f" at bs={current.bs} nc={current.nc}" if current else ""
+        where = f" at {current.label}" if current else ""
         raise CaptureError(f"sweep interrupted{where} after {done} of {len(points)} points; "
                            f"finished runs are kept and ingested, manifest {manifest}") from None
     finally:

@@ -1668,6 +1668,29 @@ def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
     )
 
 
+def sweep_points(df: pl.DataFrame) -> alt.LayerChart:
+    """GPU kernel time per point of a sweep of any grid (sweep-points), one bar per point in
+    the grid's order, labelled with the time against the first point; the tooltip has the
+    run, the launches and the top kernel."""
+    _need(df, "sweep-points", "sweep-points", ["point", "run", "kernel_total_ns", "vs_first", "launches",
+                                               "top_kernel", "top_kernel_pct"])
+    if df.is_empty():
+        return _no_data("Sweep points")
+    rows = [{**r, "ms": r["kernel_total_ns"] / 1e6} for r in df.iter_rows(named=True)]
+    y = alt.Y("point:N", sort=[r["point"] for r in rows], title=None)
+    tip = [alt.Tooltip("point:N"), alt.Tooltip("run:N"), alt.Tooltip("ms:Q", title="kernel time [ms]", format=",.3f"),
+           alt.Tooltip("launches:Q", format=","),
+           alt.Tooltip("vs_first:Q", title="against the first point", format=",.3f"),
+           alt.Tooltip("top_kernel:N"), alt.Tooltip("top_kernel_pct:Q", title="its share [%]", format=".1f")]
+    base = alt.Chart()
+    bars = base.mark_bar().encode(y=y, x=alt.X("ms:Q", title="kernel time [ms]"), tooltip=tip)
+    labels = _end_labels(base, y=y, x="ms:Q", text=alt.Text("vs_first:Q", format=",.2f"))
+    return alt.layer(bars, labels, data=_data(rows)).properties(width=WIDTH, height=alt.Step(22)).properties(
+        title=alt.Title("GPU kernel time per sweep point",
+                        subtitle="the kernels of each point's nsys run (-p name=: those whose name holds it); "
+                                 "label: x the first point's"))
+
+
 def sweep_heatmap(df: pl.DataFrame) -> alt.LayerChart:
     """The bs x nc grid of median request latency (sweep-latency), one cell per point."""
     _need(df, "sweep-heatmap", "sweep-latency", ["bs", "nc", "median_ms", "p95_ms", "requests"])
@@ -2180,6 +2203,9 @@ CHARTS: dict[str, ChartSpec] = {
     "rank-heatmap": ChartSpec("rank-ranges", rank_heatmap, {"limit": 0}, "multi-rank: time per rank and NVTX path"),
     "sweep-latency": ChartSpec(
         "sweep-latency", sweep_latency, {"limit": 0}, "latency across a bs x nc sweep"
+    ),
+    "sweep-points": ChartSpec(
+        "sweep-points", sweep_points, {}, "GPU kernel time per point of a sweep of any grid (-p name=: one kernel)"
     ),
     "sweep-heatmap": ChartSpec(
         "sweep-latency", sweep_heatmap, {"limit": 0}, "median latency over the bs x nc grid"

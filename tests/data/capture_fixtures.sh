@@ -50,6 +50,9 @@
 #                   nsys_ranks_mem is RANKS=4 RANKS_NAME=nsys_ranks_mem RANKS_KIND=ranks_mem
 #                   RANKS_ARGS="--hold-rank 1 --hold-mb 512" (each rank's GPU memory recorded; rank 1 holds 512 MiB more)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
+#   COMMAND_SWEEPS  command_sweep sweeps to take (default: none; the fixture has base again slow): `tracekit
+#                   sweep --tool nsys --grid m=1024,4096 --grid dtype=fp16,fp32 -- python3 programs/sweep_matmul.py
+#                   --m {m} --dtype {dtype}`, twice (noise), then with --slow (the softmax twice per step)
 #   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture twice and with a planted slowdown
 #                   (CAPTURE_PAIR_RUNS: which of base base_again half_sms, default all three)
 #   CAPTURE_HOST_PACE set: hstu_host_pace, the inference capture with the Triton cached kernel (before), the
@@ -534,6 +537,30 @@ for s in ${SWEEPS:-}; do
   mv "$d"/runs/sweep-*.json "$d/" 2>/dev/null
   # the layout of tests/data/hstu_sweep/runs: meta.json + requests.csv per point
   rm -f "$d"/runs/*/spec.json "$d"/runs/*/worker.json "$d"/runs/*/capture.log
+done
+
+# command_sweep: a program of the user's kind swept over a grid of its own parameters under nsys (the
+# run folders of `tracekit sweep --grid ... -- CMD`), each point with NVIDIA's nsys stats sums
+for s in ${COMMAND_SWEEPS:-}; do
+  d="$out/command_sweep/$s"; mkdir -p "$d"
+  echo "== command sweep $s $(date -u +%T)"
+  slow=(); [ "$s" = slow ] && slow=(--slow)
+  sweep_args=(sweep --tool nsys --grid m=1024,4096 --grid dtype=fp16,fp32 --no-ingest --out "$d/runs" --
+              python3 "$here/programs/sweep_matmul.py" --m "{m}" --dtype "{dtype}" "${slow[@]}")
+  record "$d" tracekit "${sweep_args[@]}"
+  tk_cli "${sweep_args[@]}" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"
+  tail -3 "$d/sweep.log"
+  mv "$d"/runs/sweep-*.json "$d/" 2>/dev/null
+  for r in "$d"/runs/*/; do
+    r=${r%/}
+    rm -f "$r/nsys.nsys-rep" /tmp/*.qdstrm
+    [ -f "$r/nsys.sqlite" ] || continue
+    mkdir -p "$r/stats"
+    nsys stats -r cuda_gpu_kern_sum,nvtx_sum -f csv --force-export=false --force-overwrite=true -o "$r/stats/nsys" \
+      "$r/nsys.sqlite" > /dev/null 2>&1 || echo "stats $r rc=$?"
+    for f in "$r"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$r/stats/${f##*/nsys_}"; done
+    xz -9 "$r/nsys.sqlite"
+  done
 done
 
 # hstu_capture_pair (CAPTURE_PAIR=1) and hstu_capture_ncu_pair (CAPTURE_NCU_PAIR=1): `tracekit capture

@@ -1,0 +1,200 @@
+"""``tracekit sweep --grid NAME=V1,V2 -- CMD``: a program of the user's swept over a grid of its
+own parameters (each point a run folder with the values in the command and in its params),
+bad grids refused before any point runs, a failing point recorded; ``sweep-points`` over the
+real sweeps of tests/data/command_sweep against NVIDIA's ``nsys stats`` of each point."""
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DATA
+from tracekit.capture import cli
+from tracekit.capture import sweep as sw
+from typer.testing import CliRunner
+
+import tracekit
+import tracekit.cli  # noqa: F401  (the CLI's value converters: --db DbPath)
+from tracekit.errors import CaptureError, QueryError
+
+runner = CliRunner()
+SWEEPS = DATA / "command_sweep"
+#: the program each point runs: writes its arguments where $ARGS_TO says, fails where told
+ECHO = ("import json, os, sys; a = sys.argv[1:]; "
+        "open(os.path.join(os.environ['ARGS_TO'], '-'.join(a) + '.json'), 'w').write(json.dumps(a)); "
+        "sys.exit(3 if 'fail' in a else 0)")
+
+
+def _sweep(tmp_path, monkeypatch, *args: str):
+    monkeypatch.setenv("ARGS_TO", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    return runner.invoke(cli.app, ["sweep", *args])
+
+
+def test_every_point_runs_the_command_with_its_values(tmp_path, monkeypatch):
+    res = _sweep(tmp_path, monkeypatch, "--tool", "none", "--out", "runs", "--grid", "m=64,128", "--grid",
+                 "dtype=fp16,fp32", "-p", "note=first", "--", sys.executable, "-c", ECHO, "--m", "{m}",
+                 "--dtype={dtype}", "{not_ours}")
+    assert res.exit_code == 0, res.output
+    seen = sorted(json.loads(p.read_text()) for p in tmp_path.glob("--m-*.json"))
+    assert seen == [["--m", m, f"--dtype={d}", "{not_ours}"] for m in ("128", "64") for d in ("fp16", "fp32")]
+    manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
+    sweep_id = manifest["sweep"]
+    assert manifest["status"] == "ok" and manifest["settings"]["grid"] == {"m": ["64", "128"],
+                                                                          "dtype": ["fp16", "fp32"]}
+    values = [p["values"] for p in manifest["points"]]
+    assert values == [{"m": m, "dtype": d} for m in ("64", "128") for d in ("fp16", "fp32")]  # first name slowest
+    for i, point in enumerate(manifest["points"]):
+        run = Path(point["run_dir"])
+        assert run.name.endswith(f"-python-none-m={point['values']['m']}-dtype={point['values']['dtype']}")
+        meta = json.loads((run / "meta.json").read_text())
+        assert meta["status"] == "ok"
+        assert meta["params"] == {"tool": "none", "program": "python", "note": "first", **point["values"],
+                                  "sweep": sweep_id, "sweep_point": i, "sweep_grid": "m,dtype"}
+        assert meta["program"]["argv"][-3:] == ["--m", point["values"]["m"], f"--dtype={point['values']['dtype']}"] \
+            or meta["program"]["argv"][-4:-1] == ["--m", point["values"]["m"], f"--dtype={point['values']['dtype']}"]
+
+
+def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    res = _sweep(tmp_path, monkeypatch, "--tool", "none", "--out", "runs", "--grid", "what=ok,fail,again", "--",
+                 sys.executable, "-c", ECHO, "{what}")
+    assert res.exit_code == 1
+    assert "what=fail: failed: capture failed (python exited with status 3" in res.output
+    manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
+    assert [p["status"] for p in manifest["points"]] == ["ok", "failed", "ok"] and manifest["status"] == "partial"
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["again.json", "fail.json", "ok.json"]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--grid", "m=1,2", "--", "prog", "--n", "{n}"], "--grid m: the command has no {m}"),
+    (["--grid", "m=1,,2", "--", "prog", "{m}"], "--grid m=1,,2: an empty value"),
+    (["--grid", "m", "--", "prog", "{m}"], "--grid 'm': expected NAME=VALUE1,VALUE2"),
+    (["--grid", "2m=1", "--", "prog", "{2m}"], "--grid '2m': a parameter's name is letters, digits and _"),
+    (["--grid", "m=1", "--grid", "m=2", "--", "prog", "{m}"], "--grid m: given twice"),
+    (["--grid", "tool=a", "--", "prog", "{tool}"], "--grid tool: tracekit sets tool itself"),
+    (["--grid", "sweep_point=1", "--", "prog", "{sweep_point}"], "--grid sweep_point: tracekit sets"),
+    (["--grid", "bs=1,x", "--", "prog", "{bs}"], "--grid bs='x': bs (the batch size) is a whole number"),
+    (["--grid", "m=1", "-p", "m=2", "--", "prog", "{m}"], "--grid m and --param m: give m once"),
+    (["--grid", "m=1", "-p", "sweep=x", "--", "prog", "{m}"], "--param sweep: tracekit sets sweep on a sweep's"),
+    (["--grid", "m=1", "--bs", "1", "--", "prog", "{m}"], "--bs: an option of the HSTU workload's sweep"),
+    (["--grid", "m=1", "--kernel-name", "x", "--tool", "nsys", "--", "prog", "{m}"],
+     "--kernel-name: an option of --tool ncu, not of --tool nsys"),
+    (["--", "prog", "{m}"], "a program's sweep needs --grid NAME=V1,V2"),
+    (["--grid", "m=1", "--bs", "1"], "--grid: the grid of a program's sweep"),
+    (["--bs", "1", "--nc", "128", "--nvtx-capture", "step"], "--nvtx-capture: an option of a program's sweep"),
+])
+def test_bad_grids_are_one_line_before_any_point(tmp_path, monkeypatch, args, said):
+    res = _sweep(tmp_path, monkeypatch, "--tool", "none", "--out", "runs", *args) if "--tool" not in args else \
+        _sweep(tmp_path, monkeypatch, "--out", "runs", *args)
+    assert res.exit_code != 0
+    assert isinstance(res.exception, CaptureError), res.output
+    assert said in str(res.exception) and "\n" not in str(res.exception)
+    assert not (tmp_path / "runs").exists()  # nothing ran, no manifest
+
+
+def test_parse_grid_orders_and_dedupes():
+    assert sw.parse_grid(["m=1, 2,1", "dtype=fp16;n=3"]) == {"m": ["1", "2"], "dtype": ["fp16"], "n": ["3"]}
+    assert sw.parse_grid({"m": [1, 2], "dtype": "bf16"}) == {"m": ["1", "2"], "dtype": ["bf16"]}
+    with pytest.raises(CaptureError, match="give at least one parameter"):
+        sw.parse_grid([])
+
+
+# -- the real sweeps: tests/data/command_sweep (base, again, slow) -------------------------
+
+
+def _manifest(which: str) -> dict:
+    return json.loads(next((SWEEPS / which).glob("sweep-*.json")).read_text())
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    """The three sweeps ingested, in the order they were taken."""
+    db = tmp_path_factory.mktemp("command_sweep") / "s.duckdb"
+    with tracekit.open(db) as tk:
+        for which in ("base", "again", "slow"):
+            for run in sorted((SWEEPS / which / "runs").iterdir()):
+                tk.ingest(run)
+    tk = tracekit.open(db, read_only=True)
+    yield tk
+    tk.close()
+
+
+def _stats(run_dir: Path) -> list[dict]:
+    with open(run_dir / "stats" / "cuda_gpu_kern_sum.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize("which", ["base", "slow"])
+def test_sweep_points_equal_nsys_stats_of_each_point(sweeps, which):
+    manifest = _manifest(which)
+    df = sweeps.query("sweep-points", sweep=manifest["sweep"])
+    assert df["sweep_point"].to_list() == [0, 1, 2, 3]
+    assert df["point"].to_list() == [f"m={p['values']['m']},dtype={p['values']['dtype']}"
+                                      for p in manifest["points"]]
+    firsts = None
+    for row, point in zip(df.iter_rows(named=True), manifest["points"], strict=True):
+        run = SWEEPS / which / "runs" / Path(point["run_dir"]).name
+        stats = _stats(run)
+        assert row["run"] == run.name
+        assert row["kernels"] == len(stats)
+        assert row["launches"] == sum(int(s["Instances"]) for s in stats)
+        assert row["kernel_total_ns"] == sum(int(s["Total Time (ns)"]) for s in stats)
+        top = max(stats, key=lambda s: int(s["Total Time (ns)"]))
+        assert row["top_kernel_pct"] == pytest.approx(float(top["Time (%)"]), abs=0.051)
+        firsts = firsts or row["kernel_total_ns"]
+        assert row["vs_first"] == round(row["kernel_total_ns"] / firsts, 3)
+        softmax = [s for s in stats if "softmax" in s["Name"].lower()]
+        one = sweeps.query("sweep-points", sweep=manifest["sweep"], name="SoftMax").row(row["sweep_point"], named=True)
+        assert (one["kernels"], one["launches"], one["kernel_total_ns"]) == (
+            len(softmax), sum(int(s["Instances"]) for s in softmax), sum(int(s["Total Time (ns)"]) for s in softmax))
+    # the planted change: the softmax twice per step at every point, nothing else
+    if which == "slow":
+        base = sweeps.query("sweep-points", sweep=_manifest("base")["sweep"], name="softmax")
+        slow = sweeps.query("sweep-points", sweep=manifest["sweep"], name="softmax")
+        assert [s - b for b, s in zip(base["launches"], slow["launches"], strict=True)] == [23] * 4
+
+
+def test_sweep_points_picks_the_sweep(sweeps):
+    from tracekit.registry import get_registry
+
+    latest = sweeps.query("sweep-points")  # the sweep of the latest run ingested: slow
+    assert latest.columns == list(get_registry().get("sweep-points").columns)
+    assert set(latest["run"]) == {Path(p["run_dir"]).name for p in _manifest("slow")["points"]}
+    by_run = sweeps.query("sweep-points", sweep=Path(_manifest("base")["points"][2]["run_dir"]).name)
+    assert set(by_run["run"]) == {Path(p["run_dir"]).name for p in _manifest("base")["points"]}
+    assert sweeps.query("sweep-points", sweep="all")["run"].to_list() == latest["run"].to_list()
+
+
+def test_a_kernel_name_no_point_has_is_an_error(sweeps):
+    with pytest.raises(QueryError, match="sweep-points: no kernel of the sweep's points has a name containing "
+                                         "'no such kernel' .`tracekit query top-kernels --run RUN"):
+        sweeps.query("sweep-points", name="no such kernel")
+    assert sweeps.query("sweep-points", name="nvjet")["kernels"].to_list() == [1, 0, 1, 0]  # (fp16's GEMMs alone)
+
+
+def test_sweep_points_of_a_store_without_sweeps_is_an_error(nsys_db):
+    with pytest.raises(QueryError, match="sweep-points: no point of a sweep captured under nsys outside a sweep"):
+        nsys_db.query("sweep-points")  # (its runs are outside any sweep, and none has a grid's values)
+
+
+def test_the_sweeps_table_after_a_sweep(sweeps):
+    text = cli.grid_table(sweeps.path, _manifest("base")["sweep"], width=160)
+    rows = [line.split() for line in text.splitlines() if line.split()[:1] in (["0"], ["1"], ["2"], ["3"])]
+    assert [r[1] for r in rows] == ["m=1024,dtype=fp16", "m=1024,dtype=fp32", "m=4096,dtype=fp16", "m=4096,dtype=fp32"]
+    assert "4 rows" in text
+    assert "tracekit query sweep-points -p sweep=" in text
+
+
+def test_the_chart_draws_each_point_in_the_grids_order(sweeps):
+    from conftest import spec_datasets
+
+    from tracekit import charts
+
+    sweep = _manifest("again")["sweep"]
+    want = sweeps.query("sweep-points", sweep=sweep, name="softmax")
+    spec = charts.chart(sweeps, "sweep-points", sweep=sweep, name="softmax").to_dict()  # (validated)
+    (rows,) = [ds for ds in spec_datasets(spec) if ds and "point" in ds[0]]
+    assert [r["point"] for r in rows] == want["point"].to_list()
+    assert [r["ms"] for r in rows] == [t / 1e6 for t in want["kernel_total_ns"]]
+    assert [r["vs_first"] for r in rows] == want["vs_first"].to_list()

@@ -198,3 +198,84 @@ def test_the_chart_draws_each_point_in_the_grids_order(sweeps):
     assert [r["point"] for r in rows] == want["point"].to_list()
     assert [r["ms"] for r in rows] == [t / 1e6 for t in want["kernel_total_ns"]]
     assert [r["vs_first"] for r in rows] == want["vs_first"].to_list()
+
+
+# -- two sweeps compared, point by point ---------------------------------------------
+
+
+def _sweep_id(which: str) -> str:
+    return _manifest(which)["sweep"]
+
+
+def test_a_sweep_taken_again_is_unchanged_at_every_point(sweeps):
+    df = sweeps.diff(_sweep_id("base"), _sweep_id("again"))
+    points = {k.split(": ", 1)[0] for k in df["key"]}
+    assert points == {f"m={m},dtype={d}" for m in (1024, 4096) for d in ("fp16", "fp32")}
+    assert set(df["scope"]) == {"kernel", "nvtx", "api", "memcpy", "gpu"}  # (no sweep scope: no timed requests)
+    assert set(df["verdict"]) <= {"unchanged", "not judged"}
+
+
+def test_the_planted_change_regresses_at_every_point_and_nothing_else(sweeps):
+    df = sweeps.diff(_sweep_id("base"), _sweep_id("slow"))
+    kernels = df.filter((df["scope"] == "kernel") & (df["verdict"] == "regressed"))
+    assert set(kernels["metric"]) == {"instances", "total_ns"}
+    assert all("softmax" in k.lower() for k in kernels["key"])  # the softmax alone, twice as often
+    moved = kernels.filter(kernels["metric"] == "instances")
+    assert sorted(k.split(": ", 1)[0] for k in moved["key"]) == sorted(
+        f"m={m},dtype={d}" for m in (1024, 4096) for d in ("fp16", "fp32"))
+    assert moved["delta_pct"].to_list() == [100.0] * 4
+    gemms = df.filter((df["scope"] == "kernel") & ~df["key"].str.to_lowercase().str.contains("softmax"))
+    assert set(gemms["verdict"]) <= {"unchanged"}
+
+
+def test_a_sweep_against_itself_or_against_a_run_is_one_line(sweeps):
+    base = _sweep_id("base")
+    with pytest.raises(QueryError, match=f"diff: both sides are sweep {base}: a sweep is compared with another"):
+        sweeps.diff(base, base)
+    run = Path(_manifest("again")["points"][0]["run_dir"]).name
+    with pytest.raises(QueryError, match=f"diff: sweep {base} and run .* a sweep is compared with a sweep, point by "
+                                         "point, and a run with a run"):
+        sweeps.diff(base, run)
+
+
+def test_points_one_sweep_lacks_are_said_and_the_rest_compared(tmp_path):
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for which, runs in (("base", 3), ("again", 4)):
+            for run in sorted((SWEEPS / which / "runs").iterdir())[:runs]:
+                tk.ingest(run)
+        with pytest.warns(tracekit.errors.CaptureWarning, match=f"diff: sweep {_sweep_id('again')} alone has "
+                                                                "m=4096,dtype=fp32: compared at the points both have"):
+            df = tk.diff(_sweep_id("base"), _sweep_id("again"))
+        assert {k.split(": ", 1)[0] for k in df["key"]} == {"m=1024,dtype=fp16", "m=1024,dtype=fp32",
+                                                            "m=4096,dtype=fp16"}
+
+
+def test_compare_sweeps_with_a_repeat(sweeps):
+    df = sweeps.compare(_sweep_id("base"), [_sweep_id("slow")], repeats=[_sweep_id("again")])
+    slow = df.filter((df["run"] == _sweep_id("slow")) & (df["verdict"] == "regressed") & (df["scope"] == "kernel"))
+    assert slow.height and all("softmax" in k.lower() for k in slow["key"])
+
+
+def test_short_labels_keep_the_point(sweeps):
+    from tracekit.diff import short_keys
+
+    keys = sweeps.diff(_sweep_id("base"), _sweep_id("slow"))["key"].to_list()
+    labels = short_keys(keys, 60)
+    assert all(label.startswith(key.split(": ", 1)[0] + ": ") for key, label in labels.items())
+    assert labels[next(k for k in keys if k.startswith("m=4096,dtype=fp32: ") and "cunn_SoftMaxForwardReg" in k)] == \
+        "m=4096,dtype=fp32: at::native::cunn_SoftMaxForwardReg"
+
+
+def test_a_points_report_shows_its_sweeps_points_and_no_latency(sweeps, tmp_path):
+    from test_report import _column, _parse
+
+    from tracekit import report
+
+    run = Path(_manifest("base")["points"][1]["run_dir"]).name
+    (tmp_path / "r.html").write_text(report.render(report.build(sweeps, run=run)))
+    page = _parse(tmp_path / "r.html")
+    assert [k for k in page.sections if k.startswith("sweep")] == ["sweep-points"]  # (no requests: no latency)
+    (table,) = page.sections["sweep-points"]
+    want = sweeps.query("sweep-points", sweep=_sweep_id("base"))
+    assert [r[0] for r in _column(table, "point")] == want["point"].to_list()
+    assert "chart-sweep-points" in page.charts

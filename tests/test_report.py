@@ -330,7 +330,8 @@ def test_a_sweep_with_a_point_captured_under_nsys_shows_its_kernels(tmp_path):
     assert cli_main(["--db", str(db), "ingest", str(tmp_path / "sweep-x")]) == 0
     assert cli_main(["--db", str(db), "report", "--run", "1", "-o", str(tmp_path / "r.html")]) == 0
     page = _parse(tmp_path / "r.html")
-    assert [k for k in page.sections if k.startswith("sweep")] == ["sweep-grid", "sweep-lines", "sweep-kernels"]
+    assert [k for k in page.sections if k.startswith("sweep")] == ["sweep-grid", "sweep-lines", "sweep-kernels",
+                                                                   "sweep-points"]
     (table,) = page.sections["sweep-kernels"]
     with tracekit.open(db, read_only=True) as tk:
         want = tk.query("sweep-kernels", sweep="sweep-x", limit=5)

@@ -22,6 +22,14 @@ without CUDA memory usage tracing), so that events
 one side never recorded are not reported as added or removed; an NVTX path's kernel time
 and GPU projection are compared only where both captures traced CUDA.
 
+Two sweeps are compared point by point, in the sweep scope where they timed requests (the
+HSTU workload's) and in the run scopes (kernel to ncu) that every point's run of both has:
+each point (macro ``grid_point``: 'm=1024,dtype=fp16', 'bs=8,nc=1024') stands for the sweep's
+latest ok run with an nsys or ncu export there (``grid_points.sql``), compared with the other
+sweep's by the rules below, its rows' keys prefixed with the point ('m=1024,dtype=fp16:
+softmax_warp_forward'); points one sweep has alone are said in a warning and left out. A
+sweep and a run compare in the sweep scope alone (the run standing for its sweep there).
+
 Output columns (``COLUMNS``; CSV in this order): scope, key, metric, base, new, delta
 (new - base), delta_pct (100 x delta / base), verdict (regressed, improved, unchanged,
 added, removed), p_value, note (how the key was matched, why a verdict was held back),
@@ -321,6 +329,12 @@ class Side:
     #: a run folder given by its path: in the sweep scope its own point, not the sweep it is a
     #: point of (which the store may hold whole or not: the answer would depend on it)
     own_point: bool = False
+    #: its sweep timed requests (the HSTU workload's): a sweep scope to compare; a program's
+    #: sweep (`tracekit sweep --grid ... -- CMD`) has none
+    timed: bool = True
+    #: a sweep: the run that stands for each of its points in the run scopes (kernel, nvtx, ...,
+    #: ncu), by point ('m=1024,dtype=fp16', macro grid_point)
+    points: dict[str, Side] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -336,7 +350,9 @@ class Side:
             out.update(s for s in NSYS_SCOPES if not set(SCOPE_EVENTS[s]) & set(self.untraced))
         if "ncu" in self.kinds:
             out.add("ncu")
-        if self.sweep is not None or self.lone_point:
+        if self.run_id is None and self.points:  # a sweep: the scopes every point's run has, compared point by point
+            out.update(set.intersection(*(p.scopes() - {"sweep"} for p in self.points.values())))
+        if (self.sweep is not None and self.timed) or self.lone_point:
             out.add("sweep")
         return out
 
@@ -414,9 +430,9 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         side = Side(ref, int(run_id), name, set(kind.split(",")), sweep, status=status, error=error, tool=tool,
                     ingested=ingested, untraced=tuple(what for what, _ in untraced(tk, int(run_id))
                                                       if any(what in k for k in SCOPE_EVENTS.values())),
-                    own_point=own)
+                    own_point=own, timed=sweep is None or _timed(con, sweep))
     else:
-        side = _sweep_side(con, text, text)
+        side = _sweep_side(tk, text, text)
     if side is None and idle is not None:  # (what the path lacks, as `tracekit ingest PATH` says it)
         from .job_diff import is_job_folder, job_exports
 
@@ -433,14 +449,25 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     return side
 
 
-def _sweep_side(con, sweep: str, ref: str, ingested: bool = False) -> Side | None:
+def _sweep_side(tk, sweep: str, ref: str, ingested: bool = False) -> Side | None:
     """The side of sweep ``sweep`` (None: no run of the store is a point of it), with the
-    profiler its requests were timed under where its runs share one."""
+    profiler its requests were timed under where its runs share one, and the run that stands
+    for each of its points in the run scopes (``grid_points.sql``)."""
+    con = tk.con
     tools = con.execute("SELECT DISTINCT json_extract_string(params, '$.tool') FROM runs "
                         "WHERE json_extract_string(params, '$.sweep') = ?", [sweep]).fetchall()
     if not tools:
         return None
-    return Side(ref, sweep=sweep, tool=tools[0][0] if len(tools) == 1 else None, ingested=ingested)
+    points = {point: resolve(tk, str(run_id))
+              for point, run_id in con.execute(_sql("grid_points"), {"sweep": sweep}).fetchall()}
+    return Side(ref, sweep=sweep, tool=tools[0][0] if len(tools) == 1 else None, ingested=ingested,
+                timed=_timed(con, sweep), points=points)
+
+
+def _timed(con, sweep: str) -> bool:
+    """Whether a run of ``sweep`` timed requests (the HSTU workload's sweep; a program's has none)."""
+    return con.execute("SELECT count(*) > 0 FROM runs WHERE json_extract_string(params, '$.sweep') = ? "
+                       "AND list_contains(string_split(kind, ','), 'timing')", [sweep]).fetchone()[0]
 
 
 def _sweep_folder(tk, text: str, results: list) -> Side:
@@ -454,12 +481,20 @@ def _sweep_folder(tk, text: str, results: list) -> Side:
             f"runs of {len([s for s in found if s])} sweeps" + (" and outside one" if None in found else "")
         raise QueryError(f"diff: {text}: its {len(ids)} run folders are {what}, not the points of one sweep; "
                          f"ingest it (tracekit ingest {text}) and compare two of its runs, or two sweeps, by id")
-    return _sweep_side(tk.con, found[0], text,
+    return _sweep_side(tk, found[0], text,
                        ingested=any(not r.skipped for r in results) and tk.provisional)
 
 
 def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
     common = base.scopes() & new.scopes()
+    if (base.run_id is None) != (new.run_id is None):  # a sweep and a run: their requests' latency alone
+        common &= {"sweep"}
+        if not common or (by and set(by) - common):
+            sweep, run = (base, new) if base.run_id is None else (new, base)
+            query = "sweep-latency" if sweep.timed else "sweep-points"
+            raise QueryError(f"diff: {sweep.label} and {run.label}: a sweep is compared with a sweep, point by "
+                             f"point, and a run with a run; give two sweeps or two runs (the points of "
+                             f"{sweep.label}: tracekit query {query} -p sweep={sweep.sweep})")
     other_tools = ""
     if "sweep" in common and base.tool and new.tool and base.tool != new.tool:
         # (the profiler's overhead is in every request: ncu's replays make them several times longer)
@@ -521,6 +556,9 @@ def _not_one_sweep(base: Side, new: Side, scopes: list[str], asked: bool) -> lis
     """The sweep scope compares two sweeps point by point; where both sides name one sweep
     (any run of a sweep names it) it would compare that sweep with itself: an error where
     it is the only scope or was asked for, else left out."""
+    if base.run_id is None and new.run_id is None and base.sweep == new.sweep:
+        raise QueryError(f"diff: both sides are sweep {base.sweep}: a sweep is compared with another point by "
+                         "point; give two sweeps (its own points side by side: tracekit query sweep-points)")
     if "sweep" not in scopes or base.sweep != new.sweep or base.sweep is None or (base.lone_point and new.lone_point):
         return scopes  # (run folders given by their paths are their own points: two points of one sweep compare)
     rest = [s for s in scopes if s != "sweep"]
@@ -1680,15 +1718,14 @@ def _with_the_host(con, rows: list[_Row], pace: tuple[float, str], pair: tuple, 
 
 def _failed_points(con, side: Side) -> dict[str, str]:
     """A sweep's points whose every run failed (status not ok: no point to compare), as
-    'bs=..,nc=..' -> the error its latest run recorded ('' where none)."""
+    the point (macro grid_point: 'bs=..,nc=..') -> the error its latest run recorded ('' where none)."""
     if side.sweep is None or side.lone_point:
         return {}
     rows = con.execute("""
-        SELECT format('bs={},nc={}', json_extract(params, '$.bs')::INTEGER, json_extract(params, '$.nc')::INTEGER) AS point,
+        SELECT grid_point(params) AS point,
                arg_max(coalesce(json_extract_string(meta, '$.error'), ''), run_id) AS error,
                bool_and(coalesce(json_extract_string(meta, '$.status'), 'ok') <> 'ok') AS failed
-        FROM runs WHERE json_extract_string(params, '$.sweep') = ?
-          AND json_extract(params, '$.bs') IS NOT NULL AND json_extract(params, '$.nc') IS NOT NULL
+        FROM runs WHERE json_extract_string(params, '$.sweep') = ? AND grid_point(params) IS NOT NULL
         GROUP BY point""", [side.sweep]).fetchall()
     return {point: cut_end(error.splitlines()[0] if error else "", 120) for point, error, failed in rows if failed}
 
@@ -1856,40 +1893,8 @@ def scopes_asked(by: str | list[str] | tuple[str, ...] | None, choices: tuple[st
     return [b.lower() for b in typed]
 
 
-def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
-    """Compare ``new`` against ``base`` (run ids, run names, sweep ids or files); see the
-    module docstring for the columns and the verdict rule."""
-    for side, ref in (("base", base), ("new", new)):
-        expect(ref, (str, int, os.PathLike), f"diff: {side}")
-    expect(threshold_pct, (int, float), "--threshold")  # (not "5": a bool or text is no percentage)
-    threshold = float(threshold_pct)
-    if not threshold > 0 or math.isinf(threshold):
-        raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
-    by = scopes_asked(by, SCOPES)
-    # run references first, files (ingested) last: a bad reference leaves the store as it was
-    files = [_is_file(r) for r in (base, new)]
-    sides = {i: resolve(tk, r) for i, r in enumerate((base, new)) if not files[i]}
-    for i, r in enumerate((base, new)):  # a file the other side cannot be compared with is not ingested
-        if files[i]:
-            sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
-    sb, sn = sides[0], sides[1]
-    if sb.run_id is not None and sb.run_id == sn.run_id:  # one run against itself: its own point, not its sweep
-        sb.own_point = sn.own_point = True
-    _not_by_a_shared_name(tk, sb, sn)
-    scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
-    for side in (sb,) if sb.run_id is not None and sb.run_id == sn.run_id else (sb, sn):
-        if side.status not in (None, "ok"):
-            why = f" ({side.error})" if side.error else ""
-            warnings.warn(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
-                                         "its numbers may be partial"), stacklevel=4)
-    con = tk.con
-    # two runs that name their sweeps compared in the sweep scope alone: the sweeps are compared,
-    # point by point, and the runs' own bs and nc are not a difference of setup
-    whole = scopes == ["sweep"] and not (sb.lone_point or sn.lone_point)
-    differs = setup_differences(con, sb, sn, points=not whole) if (sb.run_id, sb.sweep) != (sn.run_id, sn.sweep) \
-        else []
-    if differs:
-        warnings.warn(CaptureWarning(f"diff: the captures differ in setup: {'; '.join(differs)}"), stacklevel=4)
+def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float) -> list[_Row]:
+    """The rows of two runs in the run scopes ``scopes`` (all but sweep), unsorted."""
     params = {"base": sb.run_id, "new": sn.run_id}
     cuda = ["CUDA" not in side.untraced for side in (sb, sn)]
     host_judged = not any(cuda)  # host time is the programs' own: neither traced CUDA
@@ -1935,8 +1940,6 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             rows += _memory_scope(con, params, threshold)
         elif scope == "ncu":
             rows += _ncu_scope(con, params, threshold)
-        elif scope == "sweep":
-            rows += _sweep_scope(con, sb, sn, threshold)
     if matched is not None:
         _with_the_sm_clock(con, rows, params, matched[0], kernel_ids, threshold, (sb.label, sn.label))
     if any(s in scopes for s in ("kernel", "memcpy", "nvtx")):
@@ -1947,6 +1950,68 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
                 r.verdict = "unchanged"
                 r.note = _join(r.note, f"immaterial: the key's time moved by {_human('x_ns', r.effect)}, "
                                        f"< {MATERIAL_PCT:g}% of the run's GPU time")
+    return rows
+
+
+def _paired_points(sb: Side, sn: Side) -> dict[str, tuple[Side, Side]]:
+    """Two sweeps' points, paired (the points both have, in the base's order); the points one
+    sweep has alone are said in a warning, none in common is an error."""
+    both = {p: (sb.points[p], sn.points[p]) for p in sb.points if p in sn.points}
+    alone = [f"{side.label} alone has {', '.join(p for p in side.points if p not in other.points)}"
+             for side, other in ((sb, sn), (sn, sb)) if set(side.points) - set(other.points)]
+    if not both:
+        raise QueryError(f"diff: {sb.label} and {sn.label} share no point ({'; '.join(alone)}); "
+                         "compare two sweeps of one grid, or two of their runs")
+    if alone:
+        warnings.warn(CaptureWarning(f"diff: {'; '.join(alone)}: compared at the points both have"), stacklevel=4)
+    return both
+
+
+def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
+    """Compare ``new`` against ``base`` (run ids, run names, sweep ids or files); see the
+    module docstring for the columns and the verdict rule."""
+    for side, ref in (("base", base), ("new", new)):
+        expect(ref, (str, int, os.PathLike), f"diff: {side}")
+    expect(threshold_pct, (int, float), "--threshold")  # (not "5": a bool or text is no percentage)
+    threshold = float(threshold_pct)
+    if not threshold > 0 or math.isinf(threshold):
+        raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
+    by = scopes_asked(by, SCOPES)
+    # run references first, files (ingested) last: a bad reference leaves the store as it was
+    files = [_is_file(r) for r in (base, new)]
+    sides = {i: resolve(tk, r) for i, r in enumerate((base, new)) if not files[i]}
+    for i, r in enumerate((base, new)):  # a file the other side cannot be compared with is not ingested
+        if files[i]:
+            sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
+    sb, sn = sides[0], sides[1]
+    if sb.run_id is not None and sb.run_id == sn.run_id:  # one run against itself: its own point, not its sweep
+        sb.own_point = sn.own_point = True
+    _not_by_a_shared_name(tk, sb, sn)
+    scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
+    for side in (sb,) if sb.run_id is not None and sb.run_id == sn.run_id else (sb, sn):
+        if side.status not in (None, "ok"):
+            why = f" ({side.error})" if side.error else ""
+            warnings.warn(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
+                                         "its numbers may be partial"), stacklevel=4)
+    con = tk.con
+    # two runs that name their sweeps compared in the sweep scope alone: the sweeps are compared,
+    # point by point, and the runs' own bs and nc are not a difference of setup
+    whole = (sb.run_id is None and sn.run_id is None) or (scopes == ["sweep"] and not (sb.lone_point or sn.lone_point))
+    differs = setup_differences(con, sb, sn, points=not whole) if (sb.run_id, sb.sweep) != (sn.run_id, sn.sweep) \
+        else []
+    if differs:
+        warnings.warn(CaptureWarning(f"diff: the captures differ in setup: {'; '.join(differs)}"), stacklevel=4)
+    run_scopes = [sc for sc in scopes if sc != "sweep"]
+    rows: list[_Row] = []
+    if run_scopes and sb.run_id is None and sn.run_id is None:  # two sweeps: point by point
+        for point, (pb, pn) in _paired_points(sb, sn).items():
+            for r in _pair_rows(con, pb, pn, run_scopes, threshold):
+                r.key = f"{point}: {r.key}"
+                rows.append(r)
+    elif run_scopes:
+        rows += _pair_rows(con, sb, sn, run_scopes, threshold)
+    if "sweep" in scopes:
+        rows += _sweep_scope(con, sb, sn, threshold)
     # GPU time (or latency; host time in runs without CUDA) first; API calls change host
     # time only: after, by that change
     rows.sort(key=lambda r: (r.scope == "api", -r.effect, SCOPES.index(r.scope), -r.weight, r.key, r.order))
@@ -2274,10 +2339,18 @@ def _human(metric: str, v: float | None, other: float | None = None) -> str:
     return f"{v:,.{decimals}f}"
 
 
+#: a key of two sweeps compared point by point: the point, then the key there
+#: ('m=1024,dtype=fp16: softmax_warp_forward')
+POINT_KEY = re.compile(r"((?:[A-Za-z_][A-Za-z0-9_]*=[^,:\s]*,)*[A-Za-z_][A-Za-z0-9_]*=[^,:\s]*): (.*)", re.S)
+
+
 def shorten_key(key: str, width: int) -> str:
     """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
     shortener; NVTX paths, API names and sweep points cut like other text; an empty one (an
-    NVTX range with no text) is ``(unnamed)``."""
+    NVTX range with no text) is ``(unnamed)``; a sweep point's key keeps its point first."""
+    at_point = POINT_KEY.fullmatch(key)
+    if at_point and len(at_point[1]) + 14 <= width:
+        return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2)}"
     if not key.strip():
         return UNNAMED
     name, at, path = key.partition(" @ ")

@@ -90,6 +90,19 @@ CREATE OR REPLACE TEMP MACRO ncu_lacks(query, run, what) AS
 CREATE OR REPLACE TEMP MACRO in_sweep(run_params, sweep) AS
     sweep IS NULL OR coalesce(json_extract_string(run_params, '$.sweep'), '') = sweep;
 
+-- A run's point of its sweep's grid, 'm=1024,dtype=fp16': its values of the names params.sweep_grid
+-- lists (`tracekit sweep --grid ... -- CMD`), else its bs and nc ('bs=8,nc=1024': the HSTU workload's
+-- grid); NULL for a run with neither. diff's sweep comparisons key points by it, sweep-points shows it.
+CREATE OR REPLACE TEMP MACRO grid_point(run_params) AS
+    CASE WHEN json_extract_string(run_params, '$.sweep_grid') IS NOT NULL
+         THEN array_to_string(list_transform(string_split(json_extract_string(run_params, '$.sweep_grid'), ','),
+                                             lambda g: g || '=' || coalesce(json_extract_string(run_params,
+                                                                                                '$."' || g || '"'),
+                                                                            '?')), ',')
+         WHEN json_extract(run_params, '$.bs') IS NOT NULL AND json_extract(run_params, '$.nc') IS NOT NULL
+         THEN format('bs={},nc={}', json_extract(run_params, '$.bs')::INTEGER, json_extract(run_params, '$.nc')::INTEGER)
+    END;
+
 -- The column a GPU metric (gpu_metric_names.metric) stands for in the per-range views of the
 -- GPU's sampled counters (nvtx-gpu-metrics, export trace --gpu-metrics, diff's clock lookup):
 -- clock, active, issue, tensor, read, write; NULL for the others.

@@ -17,8 +17,10 @@ Which sections a run gets follows its kind:
 - ncu: roofline, occupancy with the binding limit, speed of light, memory workload,
   ncu's rule results (what it suggests), warp stalls;
 - a point of a sweep (its capture parameters name the sweep): that sweep's bs x nc latency
-  grid as a heatmap and as lines, the latency table, top kernels per point (the sweep
-  queries asked with ``sweep=`` the run: never another sweep's points);
+  grid as a heatmap and as lines, the latency table, top kernels per point, where its
+  points timed requests (the HSTU workload's), and the kernel time per point where they were
+  captured under nsys (a program's sweep too) (the sweep queries asked with ``sweep=`` the
+  run: never another sweep's points);
 - an nsys run that is one rank of a job of several (tracekit/ranks.py): first the job's
   ranks side by side (rank-summary), its stragglers and the rank x NVTX path heatmap,
   then the rank's own sections; where a rank did not trace what one of them reads, the
@@ -94,11 +96,26 @@ class Section:
 
 def sweep_profiled(tk, run_id: int) -> bool:
     """Whether a point of the sweep of run ``run_id`` (the runs outside any sweep, for a run
-    outside one) has kernels captured under nsys: what sweep-kernels reads."""
+    outside one) has kernels captured under nsys: what sweep-points reads."""
     return bool(tk.con.execute(
         "SELECT 1 FROM runs s, runs p WHERE s.run_id = ? AND json_extract_string(p.params, '$.tool') = 'nsys' "
         "AND json_extract_string(p.params, '$.sweep') IS NOT DISTINCT FROM json_extract_string(s.params, '$.sweep') "
         "AND p.run_id IN (SELECT DISTINCT run_id FROM kernels) LIMIT 1", [run_id]).fetchall())
+
+
+def sweep_timed(tk, run_id: int) -> bool:
+    """Whether a point of the sweep of run ``run_id`` timed requests (the HSTU workload's
+    sweep; a program's, `tracekit sweep --grid ... -- CMD`, has none): what the latency
+    sections read."""
+    return bool(tk.con.execute(
+        "SELECT 1 FROM runs s, runs p WHERE s.run_id = ? AND list_contains(string_split(p.kind, ','), 'timing') "
+        "AND json_extract_string(p.params, '$.sweep') IS NOT DISTINCT FROM json_extract_string(s.params, '$.sweep') "
+        "LIMIT 1", [run_id]).fetchall())
+
+
+def sweep_timed_and_profiled(tk, run_id: int) -> bool:
+    """Both: what sweep-kernels reads (the timed requests' kernels)."""
+    return sweep_timed(tk, run_id) and sweep_profiled(tk, run_id)
 
 
 def typical_request(tk, run_id: int) -> tuple[dict[str, Any], str]:
@@ -376,13 +393,21 @@ NCU = (
 
 SWEEP = (
     Section("sweep-grid", "Latency over the sweep grid", "sweep-latency", {"limit": 0}, "sweep-heatmap", None,
-            "Median end-to-end request latency at each (batch size, candidates) point.", per_run=False),
+            "Median end-to-end request latency at each (batch size, candidates) point.", per_run=False,
+            shown_if=sweep_timed),
     Section("sweep-lines", "Latency against batch size", "sweep-latency", {"limit": 0}, "sweep-latency",
             ("preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms", "min_ms", "max_ms"),
-            "Timed requests only; a run under a profiler is listed under its tool.", per_run=False),
+            "Timed requests only; a run under a profiler is listed under its tool.", per_run=False,
+            shown_if=sweep_timed),
     Section("sweep-kernels", "Top kernels per sweep point", "sweep-kernels", {"limit": 5}, None,
             ("preset", "bs", "nc", "rank", "name", "instances", "per_request_us", "time_pct"),
             "The five kernels with the most time at each point captured under nsys.", per_run=False,
+            shown_if=sweep_timed_and_profiled),
+    Section("sweep-points", "Kernel time per sweep point", "sweep-points", {}, "sweep-points",
+            ("point", "run", "kernels", "launches", "kernel_total_ns", "kernel_med_ns", "vs_first", "top_kernel",
+             "top_kernel_pct"),
+            "Every kernel each point's nsys run recorded, against the sweep's first point "
+            "(tracekit query sweep-points -p name=TEXT: one kernel across the points).", per_run=False,
             shown_if=sweep_profiled),
 )
 

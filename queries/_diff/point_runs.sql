@@ -10,13 +10,11 @@
 -- @param base_run  BIGINT  base run outside a sweep (NULL: base)
 -- @param new_run   BIGINT  new run outside a sweep (NULL: new)
 -- @column side    0 = base, 1 = new
--- @column key     'bs=8,nc=1024' ('requests': a run whose params lack bs or nc)
+-- @column key     'bs=8,nc=1024' (macro grid_point; 'requests': a run whose params give no point)
 -- @column run_id  the point's run
 WITH p AS (
     SELECT s.side, r.run_id,
-           CASE WHEN json_extract(r.params, '$.bs') IS NULL OR json_extract(r.params, '$.nc') IS NULL THEN 'requests'
-                ELSE format('bs={},nc={}', json_extract(r.params, '$.bs')::INTEGER,
-                            json_extract(r.params, '$.nc')::INTEGER) END AS point
+           coalesce(grid_point(r.params), 'requests') AS point
     FROM (VALUES (0, $base, $base_run::BIGINT), (1, $new, $new_run::BIGINT)) s(side, sweep, run)
     JOIN runs r ON json_extract_string(r.params, '$.sweep') = s.sweep OR r.run_id = s.run
     WHERE (s.run IS NOT NULL OR coalesce(json_extract_string(r.meta, '$.status'), 'ok') = 'ok')

@@ -2,8 +2,8 @@
 -- -- CMD`) or the HSTU workload's bs x nc; each point's latest ok nsys run (sweep=, default the
 -- latest sweep), every kernel its capture recorded (name=: only those whose demangled name
 -- contains the text), against the sweep's first point.
--- A point is its run's values of the sweep's grid (params.sweep_grid; a run without one, such as an
--- HSTU capture, its bs and nc; a run with neither is no point).
+-- A point is its run's values of the sweep's grid (macro grid_point: params.sweep_grid names the grid;
+-- a run without one, such as an HSTU capture, its bs and nc; a run with neither is no point).
 -- @param sweep  TEXT  the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (the latest run per point over every run of the store, sweeps mixed) (default: latest)
 -- @param name   TEXT  only the kernels whose demangled name contains this text, case-insensitive (default: null)
 -- @column sweep_point     the point's place in its sweep's grid (0 = the first; the first grid parameter's values change slowest); NULL for a run outside any sweep
@@ -18,26 +18,17 @@
 -- @column top_kernel_pct  its share of the point's kernel_total_ns, % (rounded to 0.1)
 -- @display sweep_point, point, launches, kernel_total_ns, kernel_med_ns, vs_first, top_kernel_pct, top_kernel
 -- @requires kernels
-WITH labelled AS (
-    SELECT run_id, name, params,
+WITH points AS (
+    SELECT run_id, name AS run,
            json_extract(params, '$.sweep_point')::INTEGER AS sweep_point,
-           coalesce(json_extract_string(params, '$.sweep_grid'),
-                    CASE WHEN json_extract(params, '$.bs') IS NOT NULL
-                          AND json_extract(params, '$.nc') IS NOT NULL THEN 'bs,nc' END) AS grid
+           grid_point(params) AS point,
+           coalesce(json_extract_string(params, '$.preset'), '') AS preset
     FROM runs
     WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
       AND json_extract_string(params, '$.tool') = 'nsys'
       AND run_id IN (SELECT DISTINCT run_id FROM kernels)
       AND in_sweep(params, $sweep)
-),
-points AS (
-    SELECT run_id, name AS run, sweep_point,
-           array_to_string(list_transform(string_split(grid, ','),
-                                          lambda g: g || '=' || coalesce(json_extract_string(params, '$."' || g || '"'),
-                                                                    '?')), ',') AS point,
-           coalesce(json_extract_string(params, '$.preset'), '') AS preset
-    FROM labelled
-    WHERE grid IS NOT NULL
+      AND grid_point(params) IS NOT NULL
     QUALIFY row_number() OVER (PARTITION BY preset, point ORDER BY run_id DESC) = 1
 ),
 found AS (  -- one row, read first: no such run is an error, not an empty table
@@ -70,7 +61,7 @@ per_point AS (
            (SELECT round1(median(k.dur_ns)) FROM kernels k
             WHERE k.run_id = p.run_id AND ($name IS NULL OR contains(lower(k.name), lower($name)))) AS kernel_med_ns,
            (SELECT arg_max(c.name, (c.total_ns, -rank_of_name)) FROM (
-                SELECT name, total_ns, row_number() OVER (ORDER BY name DESC) AS rank_of_name
+                SELECT name, total_ns, row_number() OVER (ORDER BY name) AS rank_of_name
                 FROM per_kernel WHERE run_id = p.run_id) c) AS top_kernel,
            (SELECT max(total_ns) FROM per_kernel c WHERE c.run_id = p.run_id) AS top_ns
     FROM found, named, points p

@@ -1999,12 +1999,16 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     whole = (sb.run_id is None and sn.run_id is None) or (scopes == ["sweep"] and not (sb.lone_point or sn.lone_point))
     differs = setup_differences(con, sb, sn, points=not whole) if (sb.run_id, sb.sweep) != (sn.run_id, sn.sweep) \
         else []
+    run_scopes = [sc for sc in scopes if sc != "sweep"]
+    pairs = _paired_points(sb, sn) if run_scopes and sb.run_id is None and sn.run_id is None else {}
+    if pairs:  # a program's command, which each point's values change, compared at one point ('--slow' added)
+        pb, pn = next(iter(pairs.values()))
+        differs += [d for d in setup_differences(con, pb, pn) if d.startswith("program ") and d not in differs]
     if differs:
         warnings.warn(CaptureWarning(f"diff: the captures differ in setup: {'; '.join(differs)}"), stacklevel=4)
-    run_scopes = [sc for sc in scopes if sc != "sweep"]
     rows: list[_Row] = []
-    if run_scopes and sb.run_id is None and sn.run_id is None:  # two sweeps: point by point
-        for point, (pb, pn) in _paired_points(sb, sn).items():
+    if pairs:  # two sweeps: point by point
+        for point, (pb, pn) in pairs.items():
             for r in _pair_rows(con, pb, pn, run_scopes, threshold):
                 r.key = f"{point}: {r.key}"
                 rows.append(r)

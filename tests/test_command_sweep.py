@@ -284,3 +284,25 @@ def test_a_points_report_shows_its_sweeps_points_and_no_latency(sweeps, tmp_path
     want = sweeps.query("sweep-points", sweep=_sweep_id("base"))
     assert [r[0] for r in _column(table, "point")] == want["point"].to_list()
     assert "chart-sweep-points" in page.charts
+
+
+def test_two_sweeps_folders_compare_point_by_point(tmp_path, capsys):
+    """`tracekit diff BASE_FOLDER NEW_FOLDER` (each a sweep's --out): both ingested, compared as
+    sweeps; a sweep's folder against one export is one line, and no store is left."""
+    from conftest import NSYS_EXPORTS
+
+    from tracekit.cli import main as cli_main
+
+    db = tmp_path / "s.duckdb"
+    base, slow = SWEEPS / "base" / "runs", SWEEPS / "slow" / "runs"
+    assert cli_main(["--db", str(db), "diff", str(base), str(slow), "-f", "csv", "-o", str(tmp_path / "d.csv")]) == 0
+    with open(tmp_path / "d.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["scope"] == "kernel" and r["verdict"] == "regressed"]
+    assert rows and all("softmax" in r["key"].lower() for r in rows)
+    assert len({r["key"].split(": ", 1)[0] for r in rows}) == 4  # at every point
+    capsys.readouterr()
+    other = tmp_path / "t.duckdb"
+    assert cli_main(["--db", str(other), "diff", str(base), str(NSYS_EXPORTS["diff_base_a"])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "a sweep is compared with a sweep, point by point, and a run with a run" in err and "\n" not in err
+    assert not other.exists()

@@ -485,12 +485,18 @@ def _sweep_folder(tk, text: str, results: list) -> Side:
                        ingested=any(not r.skipped for r in results) and tk.provisional)
 
 
+def _a_sweep(side: Side) -> bool:
+    """Whether ``side`` stands for a sweep: a sweep's id, or a point of a sweep read from a folder
+    not ingested yet (the folder may hold the whole sweep: ``resolve`` says once it is written)."""
+    return side.run_id is None or (side.pending and side.sweep is not None)
+
+
 def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
     common = base.scopes() & new.scopes()
-    if (base.run_id is None) != (new.run_id is None):  # a sweep and a run: their requests' latency alone
+    if _a_sweep(base) != _a_sweep(new):  # a sweep and a run: their requests' latency alone
         common &= {"sweep"}
         if not common or (by and set(by) - common):
-            sweep, run = (base, new) if base.run_id is None else (new, base)
+            sweep, run = (base, new) if _a_sweep(base) else (new, base)
             query = "sweep-latency" if sweep.timed else "sweep-points"
             raise QueryError(f"diff: {sweep.label} and {run.label}: a sweep is compared with a sweep, point by "
                              f"point, and a run with a run; give two sweeps or two runs (the points of "

@@ -208,7 +208,8 @@ def sweep_cmd(
     nc: Annotated[str | None, typer.Option("--nc", help="candidate counts, comma-separated, e.g. 128,256,512,1024 "
                                            "(default: the --config's grid)", show_default=False)] = None,
     config: Annotated[str | None, typer.Option(
-        "--config", help="sweep preset (quick, full) or YAML file", show_default=False)] = None,
+        "--config", help="sweep preset (quick, full) or YAML file (a program's: its command, grid and options)",
+        show_default=False)] = None,
     tool: Annotated[str | None, typer.Option("--tool", help="nsys, ncu or none (default: the --config's, else none; "
                                              "a program's: nsys)", show_default=False)] = None,
     preset: PresetOpt = None,
@@ -251,28 +252,27 @@ def sweep_cmd(
                "--gpu-metrics": gpu_metrics, "--um-faults": um_faults, "--cpu-samples": cpu_samples,
                "--cuda-memory-usage": cuda_memory_usage, "--cuda-backtrace": cuda_backtrace,
                "--python-samples": python_samples}
-    if cmd:
-        for opt, value in (("--bs", bs), ("--nc", nc), ("--config", config), ("--preset", preset),
-                           ("--warmup-ms", warmup_ms), ("--iters", iters)):
+    from .sweep import load_config
+
+    if cmd or (config is not None and "command" in load_config(config)):  # a program's sweep
+        for opt, value in (("--bs", bs), ("--nc", nc), ("--preset", preset), ("--warmup-ms", warmup_ms),
+                           ("--iters", iters)):
             if value is not None:
                 raise CaptureError(f"{opt}: an option of the HSTU workload's sweep, not of a program's (its grid: "
                                    "--grid NAME=V1,V2 and {NAME} in the command)")
-        if not grid:
-            raise CaptureError("a program's sweep needs --grid NAME=V1,V2,... (repeatable) and {NAME} in the "
-                               "command where each value goes")
         from .command import parse_params
         from .sweep import sweep_command
 
-        result = sweep_command(cmd, grid, tool or "nsys", out_dir=out, db=_db(ctx, db), ingest=not no_ingest,
-                               params=parse_params(param), progress=True, command=list(sys.argv),
-                               timeout_s=timeout, on_point=show, capture_range=capture_range or "none",
+        result = sweep_command(cmd or None, grid or None, tool, config=config, out_dir=out, db=_db(ctx, db),
+                               ingest=not no_ingest, params=parse_params(param), progress=True,
+                               command=list(sys.argv), timeout_s=timeout, on_point=show, capture_range=capture_range,
                                nvtx_capture=nvtx_capture, kernel_regex=kernel_name, launch_count=launch_count,
                                replay_mode=replay_mode, gpu_metrics=gpu_metrics, um_faults=um_faults,
                                cpu_samples=cpu_samples, cuda_memory_usage=cuda_memory_usage,
                                cuda_backtrace=cuda_backtrace, python_samples=python_samples)
         typer.echo(f"sweep {result.sweep_id}: {len(result.ok)} ok, {len(result.failed)} failed of "
                    f"{len(result.points)} points; manifest {result.manifest}")
-        if not no_ingest and result.ok and (tool or "nsys") != "none":
+        if not no_ingest and result.ok and result.tool != "none":
             typer.echo(grid_table(_db(ctx, db), result.sweep_id), nl=False)
         if result.failed:
             raise typer.Exit(1)

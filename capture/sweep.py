@@ -42,6 +42,7 @@ from tracekit.errors import CaptureError, TracekitError
 from . import profilers
 from .config import (
     FLAGS,
+    TOOLS,
     check_param,
     check_settings,
     check_size,
@@ -88,6 +89,7 @@ class SweepResult:
     sweep_id: str
     manifest: Path
     points: list[SweepPoint] = field(default_factory=list)
+    tool: str = "none"  # the profiler its points ran under
 
     @property
     def failed(self) -> list[SweepPoint]:
@@ -151,7 +153,8 @@ def _unique_keys_loader():
 
 
 def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
-    """A sweep config from a preset name, a YAML file or a dict, validated."""
+    """A sweep config from a preset name, a YAML file or a dict, validated: the HSTU
+    workload's, or, where it gives a ``command``, a program's (``_program_config``)."""
     if isinstance(config, dict):
         data, where = dict(config), "sweep config"
     elif str(config) in SWEEP_PRESETS:
@@ -172,6 +175,8 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise CaptureError(f"{path}: a sweep config must be a mapping with a 'grid'")
         where = str(path)
+    if "command" in data:  # a program's sweep
+        return _program_config(data, where)
     unknown = sorted(map(str, set(data) - CONFIG_KEYS))  # (YAML reads a key 1 or null as no text)
     if unknown:
         raise CaptureError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}")
@@ -193,6 +198,80 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
     except CaptureError as err:
         raise CaptureError(f"{where}: {err}") from None
     return data
+
+
+#: a program's sweep config: its keys beside ``command`` and ``grid`` (the capture options' names as
+#: the command line spells them, with _ for -), and the ``capture_command`` argument each sets
+PROGRAM_OPTIONS = {"capture_range": "capture_range", "nvtx_capture": "nvtx_capture", "kernel_name": "kernel_regex",
+                   "launch_count": "launch_count", "replay_mode": "replay_mode", "gpu_metrics": "gpu_metrics",
+                   "um_faults": "um_faults", "cpu_samples": "cpu_samples", "cuda_memory_usage": "cuda_memory_usage",
+                   "cuda_backtrace": "cuda_backtrace", "python_samples": "python_samples"}
+PROGRAM_KEYS = {"command", "grid", "tool", "params", "timeout", *PROGRAM_OPTIONS}
+
+
+def _program_config(data: dict, where: str) -> dict[str, Any]:
+    """A program's sweep config (a YAML file's mapping)::
+
+        command: python bench.py --m {m} --dtype {dtype}   # or a list of arguments
+        grid: {m: [1024, 4096], dtype: [fp16, fp32]}
+        tool: nsys            # nsys | ncu | none (default: nsys)
+        params: {note: a}     # as --param
+        timeout: 600          # seconds, each point
+        nvtx_capture: step    # and the other capture options (PROGRAM_OPTIONS)
+
+    -> ``{"command": [...], "grid": {...}, "tool", "params", "timeout_s", "options"}`` (options:
+    ``capture_command``'s arguments), every value checked, its errors naming the file and key."""
+    import shlex
+
+    from .command import parse_params
+
+    unknown = sorted(map(str, set(data) - PROGRAM_KEYS))
+    if unknown:
+        raise CaptureError(f"{where}: unknown key(s) {', '.join(unknown)} in a program's sweep config; known: "
+                           f"{', '.join(sorted(PROGRAM_KEYS))}")
+    command = data["command"]
+    try:
+        if isinstance(command, str):
+            command = shlex.split(command)
+        elif isinstance(command, list) and all(isinstance(a, (str, int, float)) and not isinstance(a, bool)
+                                               for a in command):
+            command = [str(a) for a in command]
+        else:
+            raise CaptureError(f"command {command!r}: the program and its arguments, as one line or a list")
+        if not command:
+            raise CaptureError("command: empty; give the program and its arguments")
+        grid = data.get("grid")
+        if not isinstance(grid, dict) or not grid:
+            raise CaptureError("grid: a mapping of each parameter to its values (e.g. {m: [1024, 4096]})")
+        grid = parse_grid(grid, "grid.")
+        tool = data.get("tool", "nsys")
+        if tool not in TOOLS:
+            raise CaptureError(f"tool {tool!r}: choose one of {', '.join(TOOLS)}")
+        params = data.get("params") or {}
+        if not isinstance(params, dict):
+            raise CaptureError(f"params {params!r}: a mapping of names to values (e.g. {{note: a}})")
+        try:  # (named as the config's keys, not as the flags')
+            params = parse_params([f"{k}={v}" for k, v in params.items()])
+            timeout_s = check_timeout(data.get("timeout"))
+        except CaptureError as err:
+            raise CaptureError(re.sub(r"^--param |^--timeout", lambda m: "params." if "param" in m[0] else "timeout",
+                                      str(err))) from None
+        options = {}
+        for key, arg in PROGRAM_OPTIONS.items():
+            if key not in data:
+                continue
+            value = data[key]
+            flag = arg in ("gpu_metrics", "um_faults", "cpu_samples", "cuda_memory_usage", "cuda_backtrace",
+                           "python_samples")
+            if flag and not isinstance(value, bool):
+                raise CaptureError(f"{key} {value!r}: true or false")
+            if not flag and key != "launch_count" and not isinstance(value, str):
+                raise CaptureError(f"{key} {value!r}: text")
+            options[arg] = value
+    except CaptureError as err:
+        raise CaptureError(f"{where}: {err}") from None
+    return {"command": command, "grid": grid, "tool": tool, "params": params, "timeout_s": timeout_s,
+            "options": options}
 
 
 def _write_manifest(path: Path, sweep_id: str, status: str, settings: dict, started: datetime,
@@ -294,18 +373,24 @@ def parse_grid(grid: Sequence[str] | dict[str, Any], flag: str = "--grid") -> di
                 items.append((name.strip(), values.split(",")))
     out: dict[str, list[str]] = {}
     for name, values in items:
+        said = f"{flag}{name}" if flag.endswith(".") else f"{flag} {name}"  # (grid.m: a config's key)
         if not GRID_NAME.fullmatch(name):
-            raise CaptureError(f"{flag} {name!r}: a parameter's name is letters, digits and _, not starting with a "
-                               "digit (it goes into the command as {NAME})")
+            which = f"{flag}{name}" if flag.endswith(".") else f"{flag} {name!r}"
+            raise CaptureError(f"{which}: a parameter's name is letters, digits and _, not starting with a digit "
+                               "(it goes into the command as {NAME})")
         if name in out:
-            raise CaptureError(f"{flag} {name}: given twice; give each parameter's values once")
+            raise CaptureError(f"{said}: given twice; give each parameter's values once")
+        if any(v is None or isinstance(v, (dict, list)) for v in values):
+            raise CaptureError(f"{said} {values!r}: each value a number or text")
         taken = [str(v).strip() for v in values]
+        if not taken:
+            raise CaptureError(f"{said}: no values; give at least one")
         if any(not v for v in taken):
-            raise CaptureError(f"{flag} {name}={','.join(map(str, values))}: an empty value; give the values "
+            raise CaptureError(f"{said}={','.join(map(str, values))}: an empty value; give the values "
                                "comma-separated, each not empty")
         out[name] = list(dict.fromkeys(taken))
     if not out:
-        raise CaptureError(f"{flag}: give at least one parameter and its values (e.g. {flag} bs=1,2,4)")
+        raise CaptureError(f"{flag.rstrip('.')}: give at least one parameter and its values (e.g. --grid bs=1,2,4)")
     return out
 
 
@@ -329,21 +414,43 @@ def _point_name(cmd: list[str], tool: str, values: dict[str, str]) -> str:
     return f"{command_run_name(cmd, tool)}-{where}"[:120].rstrip("-_.")
 
 
-def sweep_command(cmd: list[str], grid: Sequence[str] | dict[str, Any], tool: str = "nsys", *,
+def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, Any] | None = None,
+                  tool: str | None = None, *, config: str | os.PathLike | dict | None = None,
                   out_dir: str | os.PathLike = "runs", db: str | os.PathLike | None = None, ingest: bool = True,
                   params: dict[str, Any] | None = None, progress: bool = True, command: list[str] | None = None,
                   timeout_s: float | None = None, on_point: Callable[[SweepPoint], None] | None = None,
                   runner: Callable[..., Path] | None = None, **options: Any) -> SweepResult:
     """Capture the program ``cmd`` at every point of ``grid`` (``parse_grid``'s) under
-    ``tool``: each point's command has its values in place of the grid's ``{NAME}`` (every
-    name must be used), and its run folder, ingested unless ``ingest`` is false or ``tool``
-    is none, has them among its params (module docstring), beside ``params`` (``--param``).
-    ``options``: ``capture_command``'s profiler options (``nvtx_capture``, ``kernel_regex``,
-    ``gpu_metrics``, ...), the same at every point. A point that fails is recorded and the
-    sweep goes on; everything each point would refuse is refused before the first runs."""
+    ``tool`` (default nsys): each point's command has its values in place of the grid's
+    ``{NAME}`` (every name must be used), and its run folder, ingested unless ``ingest`` is
+    false or ``tool`` is none, has them among its params (module docstring), beside ``params``
+    (``--param``). ``options``: ``capture_command``'s profiler options (``nvtx_capture``,
+    ``kernel_regex``, ``gpu_metrics``, ...), the same at every point. ``config``: a program's
+    sweep config (``_program_config``: a YAML file or a dict) giving what the arguments do not
+    (``grid`` replaces its grid; ``params`` and ``options`` add to its own). A point that fails
+    is recorded and the sweep goes on; everything each point would refuse is refused before the
+    first runs."""
     from .command import RESERVED_PARAMS, _check, capture_command
 
     runner = runner or capture_command
+    cfg: dict[str, Any] = {}
+    if config is not None:
+        cfg = load_config(config)
+        if "command" not in cfg:
+            raise CaptureError(f"--config {config}: a sweep config of the HSTU workload (no command); a program's "
+                               "gives command and grid (tracekit sweep --config FILE alone runs it)")
+    cmd = cmd or cfg.get("command")
+    grid = grid or cfg.get("grid")
+    if grid is None:
+        raise CaptureError("a program's sweep needs --grid NAME=V1,V2,... (repeatable) and {NAME} in the command "
+                           "where each value goes")
+    tool = tool or cfg.get("tool", "nsys")
+    params = {**cfg.get("params", {}), **(params or {})}
+    timeout_s = timeout_s if timeout_s is not None else cfg.get("timeout_s")
+    options = {**cfg.get("options", {}), **{k: v for k, v in options.items() if v is not None and v is not False}}
+    unknown = set(options) - set(PROGRAM_OPTIONS.values())
+    if unknown:
+        raise TypeError(f"sweep_command: unknown option(s) {', '.join(sorted(unknown))}")
     grid = parse_grid(grid)
     if not isinstance(cmd, (list, tuple)) or not cmd:
         raise CaptureError(f"command {cmd!r}: a program and its arguments (tracekit sweep --grid ... -- CMD [ARGS...])")
@@ -367,7 +474,7 @@ def sweep_command(cmd: list[str], grid: Sequence[str] | dict[str, Any], tool: st
     points = [SweepPoint(values=dict(zip(grid, combo, strict=True))) for combo in itertools.product(*grid.values())]
     for point in points:  # what any point would refuse, refused before the first runs
         check_counts(point.values, "--grid ", CaptureError)  # (bs=abc: the queries read bs as a count)
-        _check(_point_command(list(cmd), point.values), tool, options.get("capture_range", "none"),
+        _check(_point_command(list(cmd), point.values), tool, options.get("capture_range") or "none",
                options.get("nvtx_capture"), options.get("kernel_regex"), options.get("launch_count"),
                options.get("gpu_metrics", False), params, options.get("replay_mode"), timeout_s,
                **{k: options.get(k, False) for k in ("um_faults", "cpu_samples", "cuda_memory_usage",
@@ -383,6 +490,7 @@ def sweep_command(cmd: list[str], grid: Sequence[str] | dict[str, Any], tool: st
 
         check_ingest_target(db)
     settings = {"grid": grid, "tool": tool, "command": list(cmd), "params": params,
+                "config": str(config) if config is not None and not isinstance(config, dict) else None,
                 "options": {k: v for k, v in options.items() if v not in (None, False)},
                 **({"timeout_s": timeout_s} if timeout_s is not None else {})}
 
@@ -410,7 +518,7 @@ def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: 
     manifest = out / f"{sweep_id}.json"
     if manifest.exists():
         raise CaptureError(f"sweep manifest {manifest} already exists")
-    result = SweepResult(sweep_id, manifest, points)
+    result = SweepResult(sweep_id, manifest, points, tool)
     _write_manifest(manifest, sweep_id, "running", settings, started, points, False)
 
     bar = _progress(progress)

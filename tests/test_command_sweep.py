@@ -101,6 +101,54 @@ def test_parse_grid_orders_and_dedupes():
         sw.parse_grid([])
 
 
+def test_a_config_file_holds_the_sweep_and_flags_override_it(tmp_path, monkeypatch):
+    (tmp_path / "prog.yaml").write_text(
+        f"command: [{json.dumps(sys.executable)}, -c, {json.dumps(ECHO)}, '{{m}}', '{{n}}']\n"
+        "grid: {m: [1, 2], n: [x]}\ntool: none\nparams: {note: from_config}\ntimeout: 60\n")
+    res = _sweep(tmp_path, monkeypatch, "--config", "prog.yaml", "--out", "a")
+    assert res.exit_code == 0, res.output
+    manifest = json.loads(next((tmp_path / "a").glob("sweep-*.json")).read_text())
+    assert manifest["settings"]["config"] == "prog.yaml" and manifest["settings"]["timeout_s"] == 60
+    assert [p["values"] for p in manifest["points"]] == [{"m": "1", "n": "x"}, {"m": "2", "n": "x"}]
+    meta = json.loads((Path(manifest["points"][0]["run_dir"]) / "meta.json").read_text())
+    assert meta["params"]["note"] == "from_config" and meta["tool"] == "none"
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["1-x.json", "2-x.json"]
+    # the flags: --grid replaces the config's grid, -p adds to its params
+    res = _sweep(tmp_path, monkeypatch, "--config", "prog.yaml", "--out", "b", "--grid", "m=7", "--grid", "n=y",
+                 "-p", "extra=1")
+    assert res.exit_code == 0, res.output
+    manifest = json.loads(next((tmp_path / "b").glob("sweep-*.json")).read_text())
+    assert [p["values"] for p in manifest["points"]] == [{"m": "7", "n": "y"}]
+    assert manifest["settings"]["params"] == {"note": "from_config", "extra": "1"}
+
+
+@pytest.mark.parametrize("text, said", [
+    ("command: 5\ngrid: {m: [1]}", "prog.yaml: command 5: the program and its arguments"),
+    ("command: []\ngrid: {m: [1]}", "prog.yaml: command: empty"),
+    ("command: x {m}\ngrid: {m: []}", "prog.yaml: grid.m: no values"),
+    ("command: x {m}\ngrid: {m: [1, null]}", "prog.yaml: grid.m [1, None]: each value a number or text"),
+    ("command: x {m}\ngrid: 3", "prog.yaml: grid: a mapping of each parameter to its values"),
+    ("command: x {m}\ngrid: {m: [1]}\ngpu_metrics: maybe", "prog.yaml: gpu_metrics 'maybe': true or false"),
+    ("command: x {m}\ngrid: {m: [1]}\nfoo: 1", "prog.yaml: unknown key(s) foo in a program's sweep config"),
+    ("command: x {m}\ngrid: {m: [1]}\nparams: {tool: a}", "prog.yaml: params.tool: tracekit sets tool itself"),
+    ("command: x {m}\ngrid: {m: [1]}\ntimeout: -1", "prog.yaml: timeout -1: a number of seconds > 0"),
+    ("command: x {m}\ngrid: {m: [1]}\ntool: perf", "prog.yaml: tool 'perf': choose one of nsys, ncu, none"),
+    ("command: x {m}\ngrid: {m: [1]}\nbs: [1]", "prog.yaml: unknown key(s) bs in a program's sweep config"),
+])
+def test_bad_program_configs_are_one_line_naming_the_key(tmp_path, monkeypatch, text, said):
+    (tmp_path / "prog.yaml").write_text(text + "\n")
+    res = _sweep(tmp_path, monkeypatch, "--config", "prog.yaml", "--out", "runs")
+    assert isinstance(res.exception, CaptureError), res.output
+    assert str(res.exception).startswith(said) and "\n" not in str(res.exception)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_workload_config_with_a_command_is_one_line(tmp_path, monkeypatch):
+    res = _sweep(tmp_path, monkeypatch, "--config", "quick", "--grid", "m=1", "--", "prog", "{m}")
+    assert isinstance(res.exception, CaptureError)
+    assert str(res.exception).startswith("--config quick: a sweep config of the HSTU workload (no command)")
+
+
 # -- the real sweeps: tests/data/command_sweep (base, again, slow) -------------------------
 
 
@@ -256,7 +304,8 @@ def test_points_one_sweep_lacks_are_said_and_the_rest_compared(tmp_path):
 
 
 def test_compare_sweeps_with_a_repeat(sweeps):
-    df = sweeps.compare(_sweep_id("base"), [_sweep_id("slow")], repeats=[_sweep_id("again")])
+    with pytest.warns(tracekit.errors.CaptureWarning, match="differ in setup: program python3 … -> python3 … --slow"):
+        df = sweeps.compare(_sweep_id("base"), [_sweep_id("slow")], repeats=[_sweep_id("again")])
     slow = df.filter((df["run"] == _sweep_id("slow")) & (df["verdict"] == "regressed") & (df["scope"] == "kernel"))
     assert slow.height and all("softmax" in k.lower() for k in slow["key"])
 
@@ -264,7 +313,8 @@ def test_compare_sweeps_with_a_repeat(sweeps):
 def test_short_labels_keep_the_point(sweeps):
     from tracekit.diff import short_keys
 
-    keys = sweeps.diff(_sweep_id("base"), _sweep_id("slow"))["key"].to_list()
+    with pytest.warns(tracekit.errors.CaptureWarning, match="differ in setup: program"):
+        keys = sweeps.diff(_sweep_id("base"), _sweep_id("slow"))["key"].to_list()
     labels = short_keys(keys, 60)
     assert all(label.startswith(key.split(": ", 1)[0] + ": ") for key, label in labels.items())
     assert labels[next(k for k in keys if k.startswith("m=4096,dtype=fp32: ") and "cunn_SoftMaxForwardReg" in k)] == \

@@ -356,3 +356,86 @@ def test_two_sweeps_folders_compare_point_by_point(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "a sweep is compared with a sweep, point by point, and a run with a run" in err and "\n" not in err
     assert not other.exists()
+
+
+# -- a sweep under ncu: tests/data/command_sweep/ncu --------------------------------
+
+
+@pytest.fixture(scope="module")
+def ncu_sweep(tmp_path_factory):
+    db = tmp_path_factory.mktemp("ncu_sweep") / "s.duckdb"
+    with tracekit.open(db) as tk:
+        for run in sorted((SWEEPS / "ncu" / "runs").iterdir()):
+            tk.ingest(run)
+    tk = tracekit.open(db, read_only=True)
+    yield tk
+    tk.close()
+
+
+def _details(run_dir: Path) -> dict[tuple[int, str], float]:
+    """(launch ID, metric) -> the value ncu --page details printed, for the point's report."""
+    import lzma
+
+    return {(int(r["ID"]), r["Metric Name"]): float(r["Metric Value"].replace(",", ""))
+            for r in csv.DictReader(lzma.open(run_dir / "ncu_details.csv.xz", "rt"))
+            if r["Metric Name"] and r["Metric Value"].replace(",", "").replace(".", "", 1).isdigit()}
+
+
+def test_sweep_ncu_equals_the_details_page_of_each_point(ncu_sweep):
+    """Each point's kernels (its launches matched by ncu's launch ID): launches, durations (sum
+    and median, whole ns as printed), registers, the throughputs and achieved occupancy to the
+    printed precision (two decimals); vs_first against the family's first point."""
+    import statistics
+
+    from tracekit.registry import get_registry
+
+    manifest = _manifest("ncu")
+    df = ncu_sweep.query("sweep-ncu", sweep=manifest["sweep"])
+    assert df.columns == list(get_registry().get("sweep-ncu").columns)
+    assert sorted(set(df["sweep_point"])) == [0, 1, 2, 3]
+    firsts: dict[str, float] = {}
+    for i, point in enumerate(manifest["points"]):
+        run = Path(point["run_dir"]).name
+        gold = _details(SWEEPS / "ncu" / "runs" / run)
+        launches = ncu_sweep.query("ncu-kernels", run=run).group_by("name").agg("kernel_id")
+        rows = {r["name"]: r for r in df.filter(df["sweep_point"] == i).iter_rows(named=True)}
+        assert set(rows) == set(launches["name"])
+        for name, ids in launches.iter_rows():
+            r = rows[name]
+            assert r["point"] == f"m={point['values']['m']},dtype={point['values']['dtype']}" and r["run"] == run
+            durations = [gold[(k, "gpu__time_duration.sum")] for k in ids]
+            assert (r["launches"], r["total_ns"], r["duration_ns"]) == (len(ids), sum(durations),
+                                                                        statistics.median(durations))
+            assert r["registers_per_thread"] == gold[(ids[0], "launch__registers_per_thread")]
+            for col, metric in (("sm_throughput_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+                                ("dram_throughput_pct", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+                                ("achieved_occupancy_pct", "sm__warps_active.avg.pct_of_peak_sustained_active")):
+                assert r[col] == pytest.approx(statistics.median(gold[(k, metric)] for k in ids), abs=0.005), col
+        for r in sorted(rows.values(), key=lambda r: -r["total_ns"]):
+            firsts.setdefault(r["family"], r["duration_ns"])
+            assert r["vs_first"] == round(r["duration_ns"] / firsts[r["family"]], 3)
+    assert df.filter(df["family"] == "softmax_warp_forward")["vs_first"].to_list() == [1.0, 0.86]  # fp32's faster
+
+
+def test_sweep_ncu_asked_wrong_is_one_line(ncu_sweep, sweeps):
+    with pytest.raises(QueryError, match="sweep-ncu: no kernel ncu profiled at the sweep's points has a name "
+                                         "containing 'nothing'"):
+        ncu_sweep.query("sweep-ncu", kernel="nothing")
+    assert set(ncu_sweep.query("sweep-ncu", kernel="SOFTMAX")["family"]) == {"softmax_warp_forward",
+                                                                             "at::native::cunn_SoftMaxForwardReg"}
+    with pytest.raises(QueryError, match="sweep-ncu: no ncu run in .*; sweep-ncu needs an ncu run"):
+        sweeps.query("sweep-ncu")  # (nsys sweeps only: the wrong kind of run)
+
+
+def test_an_ncu_points_report_shows_its_sweeps_kernels(ncu_sweep, tmp_path):
+    from test_report import _column, _parse
+
+    from tracekit import report
+
+    run = Path(_manifest("ncu")["points"][3]["run_dir"]).name
+    (tmp_path / "r.html").write_text(report.render(report.build(ncu_sweep, run=run)))
+    page = _parse(tmp_path / "r.html")
+    assert [k for k in page.sections if k.startswith("sweep")] == ["sweep-ncu"]
+    (table,) = page.sections["sweep-ncu"]
+    want = ncu_sweep.query("sweep-ncu", sweep=_sweep_id("ncu"))
+    assert [r[0] for r in _column(table, "point")] == want["point"].to_list()

@@ -19,8 +19,9 @@ Which sections a run gets follows its kind:
 - a point of a sweep (its capture parameters name the sweep): that sweep's bs x nc latency
   grid as a heatmap and as lines, the latency table, top kernels per point, where its
   points timed requests (the HSTU workload's), and the kernel time per point where they were
-  captured under nsys (a program's sweep too) (the sweep queries asked with ``sweep=`` the
-  run: never another sweep's points);
+  captured under nsys (a program's sweep too), what ncu profiled there where they were
+  captured under ncu (the sweep queries asked with ``sweep=`` the run: never another
+  sweep's points);
 - an nsys run that is one rank of a job of several (tracekit/ranks.py): first the job's
   ranks side by side (rank-summary), its stragglers and the rank x NVTX path heatmap,
   then the rank's own sections; where a rank did not trace what one of them reads, the
@@ -111,6 +112,15 @@ def sweep_timed(tk, run_id: int) -> bool:
         "SELECT 1 FROM runs s, runs p WHERE s.run_id = ? AND list_contains(string_split(p.kind, ','), 'timing') "
         "AND json_extract_string(p.params, '$.sweep') IS NOT DISTINCT FROM json_extract_string(s.params, '$.sweep') "
         "LIMIT 1", [run_id]).fetchall())
+
+
+def sweep_ncu_profiled(tk, run_id: int) -> bool:
+    """Whether a point of the sweep of run ``run_id`` has kernels profiled by ncu: what
+    sweep-ncu reads."""
+    return bool(tk.con.execute(
+        "SELECT 1 FROM runs s, runs p WHERE s.run_id = ? "
+        "AND json_extract_string(p.params, '$.sweep') IS NOT DISTINCT FROM json_extract_string(s.params, '$.sweep') "
+        "AND p.run_id IN (SELECT DISTINCT run_id FROM ncu_kernels) LIMIT 1", [run_id]).fetchall())
 
 
 def sweep_timed_and_profiled(tk, run_id: int) -> bool:
@@ -409,6 +419,12 @@ SWEEP = (
             "Every kernel each point's nsys run recorded, against the sweep's first point "
             "(tracekit query sweep-points -p name=TEXT: one kernel across the points).", per_run=False,
             shown_if=sweep_profiled),
+    Section("sweep-ncu", "ncu's kernels per sweep point", "sweep-ncu", {}, None,
+            ("point", "name", "launches", "duration_ns", "vs_first", "sm_throughput_pct", "dram_throughput_pct",
+             "achieved_occupancy_pct", "registers_per_thread"),
+            "The kernels ncu profiled at each point: median duration against the kernel family's at the first "
+            "point, throughputs and occupancy (tracekit query sweep-ncu -p kernel=TEXT: one kernel).",
+            per_run=False, shown_if=sweep_ncu_profiled),
 )
 
 RANKS = (

@@ -50,9 +50,10 @@
 #                   nsys_ranks_mem is RANKS=4 RANKS_NAME=nsys_ranks_mem RANKS_KIND=ranks_mem
 #                   RANKS_ARGS="--hold-rank 1 --hold-mb 512" (each rank's GPU memory recorded; rank 1 holds 512 MiB more)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
-#   COMMAND_SWEEPS  command_sweep sweeps to take (default: none; the fixture has base again slow): `tracekit
+#   COMMAND_SWEEPS  command_sweep sweeps to take (default: none; the fixture has base again slow ncu): `tracekit
 #                   sweep --tool nsys --grid m=1024,4096 --grid dtype=fp16,fp32 -- python3 programs/sweep_matmul.py
-#                   --m {m} --dtype {dtype}`, twice (noise), then with --slow (the softmax twice per step)
+#                   --m {m} --dtype {dtype}`, twice (noise), then with --slow (the softmax twice per step); ncu: the
+#                   same grid under ncu, the first 6 launches inside the NVTX range step (3 steps: GEMM, softmax)
 #   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture twice and with a planted slowdown
 #                   (CAPTURE_PAIR_RUNS: which of base base_again half_sms, default all three)
 #   CAPTURE_HOST_PACE set: hstu_host_pace, the inference capture with the Triton cached kernel (before), the
@@ -545,7 +546,8 @@ for s in ${COMMAND_SWEEPS:-}; do
   d="$out/command_sweep/$s"; mkdir -p "$d"
   echo "== command sweep $s $(date -u +%T)"
   slow=(); [ "$s" = slow ] && slow=(--slow)
-  sweep_args=(sweep --tool nsys --grid m=1024,4096 --grid dtype=fp16,fp32 --no-ingest --out "$d/runs" --
+  tool=(--tool nsys); [ "$s" = ncu ] && tool=(--tool ncu --nvtx-capture step --launch-count 6)
+  sweep_args=(sweep "${tool[@]}" --grid m=1024,4096 --grid dtype=fp16,fp32 --no-ingest --out "$d/runs" --
               python3 "$here/programs/sweep_matmul.py" --m "{m}" --dtype "{dtype}" "${slow[@]}")
   record "$d" tracekit "${sweep_args[@]}"
   tk_cli "${sweep_args[@]}" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"
@@ -553,7 +555,8 @@ for s in ${COMMAND_SWEEPS:-}; do
   mv "$d"/runs/sweep-*.json "$d/" 2>/dev/null
   for r in "$d"/runs/*/; do
     r=${r%/}
-    rm -f "$r/nsys.nsys-rep" /tmp/*.qdstrm
+    rm -f "$r/nsys.nsys-rep" "$r/ncu_raw.csv" /tmp/*.qdstrm
+    for f in "$r/ncu.ncu-rep" "$r/ncu_details.csv"; do [ -f "$f" ] && xz -9 "$f"; done
     [ -f "$r/nsys.sqlite" ] || continue
     mkdir -p "$r/stats"
     nsys stats -r cuda_gpu_kern_sum,nvtx_sum -f csv --force-export=false --force-overwrite=true -o "$r/stats/nsys" \

@@ -4,8 +4,8 @@ Builds two sweep folders as `tracekit sweep --tool nsys --out` writes them (runs
 meta.json, requests.csv and the nsys export) of P points each (bs x nc), from the real
 capture pair tests/data/hstu_capture_pair (base, base_again: the same program captured twice
 on an H200, bs 8 x nc 1024, large preset). Point i of sweep A is a copy of base, of sweep B a
-copy of base_again, with its own bs, nc and sweep id in meta.json, its export made distinct
-by one row of META_DATA_EXPORT and its requests' latencies scaled by 1 + i x 1e-6 (else the
+copy of base_again, with its own bs, nc and sweep id in meta.json and requests.csv, its export
+made distinct by one row of META_DATA_EXPORT and its requests' latencies scaled by 1 + i x 1e-6 (else the
 content hashes would take the copies for one run). Then, each command in a fresh process
 (`python -m tracekit.cli`) into a new store, alternated over rounds: `diff A/ B/ -f csv` (the
 run folders ingested one after another in one transaction) and the same with `--workers W`
@@ -60,8 +60,8 @@ def make_sweep(work: Path, capture: Path, sweep: str, points: int) -> Path:
         # point's latencies scaled by 1 + i x 1e-6, so that every point is a run of its own
         with open(capture / "requests.csv", newline="") as src:
             rows = list(csv.DictReader(src))
-        for r in rows:
-            r["latency_ms"] = repr(float(r["latency_ms"]) * (1 + i * 1e-6))
+        for r in rows:  # (and at the point's bs and nc: a run's requests ran at its params' point)
+            r.update(latency_ms=repr(float(r["latency_ms"]) * (1 + i * 1e-6)), bs=b, nc=n)
         with open(run / "requests.csv", "w", newline="") as dst:
             w = csv.DictWriter(dst, fieldnames=list(rows[0]))
             w.writeheader()

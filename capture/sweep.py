@@ -395,14 +395,11 @@ def parse_grid(grid: Sequence[str] | dict[str, Any], flag: str = "--grid") -> di
 
 
 def _point_command(cmd: list[str], values: dict[str, str]) -> list[str]:
-    """``cmd`` with each ``{NAME}`` of the grid replaced by the point's value (other braces
-    left as they are: a program's own ``{}`` is not ours)."""
-    out = []
-    for arg in cmd:
-        for name, value in values.items():
-            arg = arg.replace("{" + name + "}", value)
-        out.append(arg)
-    return out
+    """``cmd`` with each ``{NAME}`` of the grid replaced by the point's value, in one pass (a
+    value that reads ``{n}`` stays as it is); other braces are left as they are: a program's
+    own ``{}`` is not ours."""
+    names = re.compile("|".join(re.escape("{" + n + "}") for n in values))
+    return [names.sub(lambda m: values[m[0][1:-1]], arg) for arg in cmd]
 
 
 def _point_name(cmd: list[str], tool: str, values: dict[str, str]) -> str:

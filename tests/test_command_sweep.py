@@ -439,3 +439,8 @@ def test_an_ncu_points_report_shows_its_sweeps_kernels(ncu_sweep, tmp_path):
     (table,) = page.sections["sweep-ncu"]
     want = ncu_sweep.query("sweep-ncu", sweep=_sweep_id("ncu"))
     assert [r[0] for r in _column(table, "point")] == want["point"].to_list()
+
+
+def test_values_go_in_once_each():
+    assert sw._point_command(["p", "{m}/{n}", "--a={m}", "{mm}", "{}", "{n"], {"m": "{n}", "n": "1"}) == [
+        "p", "{n}/1", "--a={n}", "{mm}", "{}", "{n"]  # (m's value is text, not a placeholder)

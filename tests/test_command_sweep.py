@@ -444,3 +444,22 @@ def test_an_ncu_points_report_shows_its_sweeps_kernels(ncu_sweep, tmp_path):
 def test_values_go_in_once_each():
     assert sw._point_command(["p", "{m}/{n}", "--a={m}", "{mm}", "{}", "{n"], {"m": "{n}", "n": "1"}) == [
         "p", "{n}/1", "--a={n}", "{mm}", "{}", "{n"]  # (m's value is text, not a placeholder)
+
+
+def test_ctrl_c_labels_the_sweep_and_its_points(tmp_path):
+    calls = []
+
+    def runner(cmd, tool, **kw):
+        calls.append(cmd)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        (tmp_path / "runs" / kw["name"]).mkdir(parents=True)
+        return tmp_path / "runs" / kw["name"]
+
+    with pytest.raises(CaptureError, match=r"^sweep interrupted at m=2 after 1 of 3 points; finished runs are kept"):
+        sw.sweep_command(["prog", "{m}"], ["m=1,2,3"], "none", out_dir=tmp_path / "runs", runner=runner,
+                         progress=False)
+    manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
+    assert manifest["status"] == "interrupted"
+    assert [p["status"] for p in manifest["points"]] == ["ok", "interrupted", "not_run"]
+    assert calls == [["prog", "1"], ["prog", "2"]]

@@ -133,6 +133,10 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
         assert main(["--db", str(tmp_path / "s4.duckdb"), "ingest", str(OTHER), "--param", bad]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and msg in err, err
+    # a rank past the job's size (ranks 0 to world_size - 1)
+    assert main(["--db", str(tmp_path / "s4.duckdb"), "ingest", str(OTHER), "-p", "rank=2", "-p", "world_size=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--param rank='2' with world_size='2': a job of 2 ranks has ranks 0 to 1" in err
     assert not (tmp_path / "s4.duckdb").exists()
 
 

@@ -129,6 +129,7 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
     ("bs_not_a_number", "meta.json", "'params' bs='eight': bs (the batch size) is a whole number from 1 to 2147483647"),
     ("rank_negative", "meta.json", "'params' rank=-1: a rank is a whole number from 0 to 2147483647"),
     ("rank_not_whole", "meta.json", "'params' rank=2.5: a rank is a whole number from 0 to 2147483647"),
+    ("rank_past_world_size", "meta.json", "'params' rank=4 with world_size=4: a job of 4 ranks has ranks 0 to 3"),
     ("job_of_a_capture_again", "meta.json", "'params' job='train#2': a job named JOB#N is the N-th capture"),
     ("requests_of_another_point", "meta.json", "'params' bs=8: the requests of {run} ran at bs=4; a run is one point"),
     ("latency_infinite", "requests.csv", "latency_ms inf in data row 1: a time or size is a finite number"),
@@ -164,6 +165,8 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
         "bs_not_a_number": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"bs": "eight"}}'),
         "rank_negative": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"rank": -1}}'),
         "rank_not_whole": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"rank": 2.5}}'),
+        "rank_past_world_size": lambda: (run / "meta.json").write_text(
+            '{"name": "r", "params": {"rank": 4, "world_size": 4}}'),
         "job_of_a_capture_again": lambda: (run / "meta.json").write_text('{"name": "r", "params": {"job": "train#2"}}'),
         "requests_of_another_point": lambda: (run / "requests.csv").write_text(
             (run / "requests.csv").read_text().replace("0,timed,8,1024,", "0,timed,4,1024,")),

@@ -101,9 +101,10 @@ def from_export(path: Path) -> dict[str, str]:
 
 
 def check_params(params: dict, where: str = "--param ", error: type[TracekitError] = ParamError) -> None:
-    """A run's ``rank`` given is a whole number from 0 to MAX_RANK, its ``job`` no name
-    ending in #N; the error names the value as ``where`` says it came (``--param ``, or a
-    run folder's meta.json), as ``numbers.check_counts`` does."""
+    """A run's ``rank`` given is a whole number from 0 to MAX_RANK, below its ``world_size``
+    where one is given, its ``job`` no name ending in #N; the error names the value as
+    ``where`` says it came (``--param ``, or a run folder's meta.json), as
+    ``numbers.check_counts`` does."""
     if re.search(r"#[0-9]+$", str(params.get("job", ""))):
         raise error(f"{where}job={params['job']!r}: a job named JOB#N is the N-th capture of job JOB "
                     "(schema_runs.sql's rank_captures); choose a name that does not end in #N")
@@ -115,6 +116,13 @@ def check_params(params: dict, where: str = "--param ", error: type[TracekitErro
             ok = False
         if not ok:
             raise error(f"{where}rank={params['rank']!r}: a rank is a whole number from 0 to {MAX_RANK}")
+        try:  # (a world_size that is no count: numbers.check_counts says so)
+            size = None if isinstance(params.get("world_size"), bool) else int(float(params["world_size"]))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            size = None
+        if size is not None and size >= 1 and int(v) >= size:
+            raise error(f"{where}rank={params['rank']!r} with world_size={params['world_size']!r}: a job of "
+                        f"{size} rank{'s' if size > 1 else ''} has ranks 0 to {size - 1}")
 
 
 def identify(source: Path, export: Path | None, params: dict) -> dict:

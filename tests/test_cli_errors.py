@@ -338,6 +338,28 @@ def test_columns_of_a_file_format(small_store, capsys, tmp_path, fmt):
     assert df.columns == ["name", "instances"] and df.height > 0
 
 
+@pytest.mark.parametrize("cmd", [["query", "top-kernels", "--run", "nsys_run"], ["sql", "SELECT 1 AS a"],
+                                 ["diff", "nsys_run", "nsys_run"]])
+def test_a_gz_output_is_the_format_before_it_compressed(small_store, capsys, tmp_path, cmd):
+    """-o x.csv.gz (or .json.gz, or -f csv -o x.gz) is what -o x.csv writes, gzip-compressed; a
+    name ending in .gz that names no text format is one line, and no file (before: the terminal
+    table, uncompressed, in a file named .csv.gz)."""
+    import gzip
+
+    for name, fmt in (("k.csv.gz", None), ("k.json.gz", None), ("k.gz", "csv")):
+        plain = tmp_path / f"plain.{fmt or name.split('.')[1]}"
+        assert _cli(small_store, *cmd, *(["-f", fmt] if fmt else []), "-o", str(plain)) == 0
+        assert _cli(small_store, *cmd, *(["-f", fmt] if fmt else []), "-o", str(tmp_path / name)) == 0
+        assert gzip.decompress((tmp_path / name).read_bytes()) == plain.read_bytes()
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for name, fmt in (("k.xlsx.gz", None), ("k.txt.gz", None), ("k.gz", None), ("k.csv.gz", "parquet")):
+        assert _cli(small_store, *cmd, *(["-f", fmt] if fmt else []), "-o", str(bad / name)) == 2
+        assert f"-o {bad / name}: a .gz output is gzip-compressed CSV or JSON" in one_error_line(capsys)
+    assert not list(bad.iterdir())
+
+
 @pytest.mark.parametrize("fmt", ["table", "csv"])
 def test_a_querys_own_error_is_shown_once(small_store, capsys, fmt):
     """A query's error('NAME: ...') reads as the query wrote it, in a table and in a file format."""

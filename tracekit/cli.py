@@ -142,10 +142,20 @@ FORMAT_EXTENSIONS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".xl
 def _format(fmt: str | None, out: Path | None) -> str:
     """The format asked (``-f``), else the one ``-o FILE``'s extension names (``tk.parquet``
     is Parquet, not a text table in a file so named), else a table: an output of another
-    extension (``top.txt``) or none is the terminal table, as it always was."""
+    extension (``top.txt``) or none is the terminal table, as it always was. A name ending
+    in ``.gz`` is gzip-compressed CSV or JSON (``top.csv.gz``; ``_write``), else an error: the
+    name says compressed, and a table or Parquet would not be."""
     from .outputs import output_suffix
 
     suffix = output_suffix(out, FORMAT_EXTENSIONS) if out is not None and str(out) != "-" else None
+    if suffix == ".gz":
+        inner = FORMAT_EXTENSIONS.get(Path(out).with_suffix("").suffix.lower())
+        fmt = fmt or inner
+        if fmt not in ("csv", "json"):
+            raise ParamError(f"-o {out}: a .gz output is gzip-compressed CSV or JSON: name it results.csv.gz or "
+                             "results.json.gz, or give -f csv or -f json"
+                             + ("" if fmt is None else f" ({fmt.upper()} is not written compressed)"))
+        return fmt
     if fmt is not None:
         return fmt
     return FORMAT_EXTENSIONS.get(suffix, "table")
@@ -180,11 +190,18 @@ def _columns(text: str | None) -> list[str] | None:
 
 def _write(text: str, out: Path | None, store_path: Path | None) -> None:
     """``text`` to stdout, or to ``out`` through ``write_output``: a temporary file renamed
-    into place, never over the store ``store_path``."""
+    into place, never over the store ``store_path``; gzip-compressed where ``out``'s name
+    ends in ``.gz`` (``_format``)."""
     if out:
         from .outputs import write_output
 
-        write_output(out, lambda tmp: tmp.write_text(text), store_path)
+        if str(out) != "-" and Path(out).suffix.lower() == ".gz":
+            import gzip
+
+            data = gzip.compress(text.encode(), compresslevel=6, mtime=0)
+            write_output(out, lambda tmp: tmp.write_bytes(data), store_path)
+        else:
+            write_output(out, lambda tmp: tmp.write_text(text), store_path)
     else:
         sys.stdout.write(text)
 

@@ -4,6 +4,7 @@ from Dask workers); the Dask example of docs/dataset.md; bad datasets."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -179,6 +180,11 @@ def test_dataset_layout_is_hive_partitioned(store_and_dataset):
         assert sorted(int(p.name.split("=")[1]) for p in (root / table).iterdir()) == ids
     k = pl.read_parquet(root / "_kernels" / f"run_id={ids[0]}" / "part-0.parquet")
     assert "run_id" not in k.columns and k.height == store.sql(f"SELECT count(*) n FROM kernels WHERE run_id = {ids[0]}")["n"][0]
+    # a notebook reads the runs' params and meta as JSON text (Parquet's JSON type: bytes in Polars)
+    runs = pl.read_parquet(root / "runs.parquet")
+    assert runs["params"].dtype == runs["meta"].dtype == pl.String
+    want = {r: json.loads(p or "{}") for r, p in store.sql("SELECT run_id, params FROM runs").iter_rows()}
+    assert {r: json.loads(p or "{}") for r, p in runs.select("run_id", "params").iter_rows()} == want
 
 
 def test_the_dask_example_of_the_docs_equals_top_kernels(store_and_dataset, monkeypatch):

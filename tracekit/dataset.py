@@ -54,6 +54,10 @@ from .store import (
 )
 
 RUNS_FILE = "runs.parquet"
+#: runs.parquet's params and meta as JSON text: DuckDB writes its JSON type as Parquet's JSON, which
+#: Polars reads as bytes; the dataset reads them back as JSON (``_table_sql``: the store's types)
+RUNS_FILE_TYPES = {"params": "VARCHAR", "meta": "VARCHAR"}
+RUNS_FILE_COLUMNS = "params::VARCHAR AS params, meta::VARCHAR AS meta"
 STORE_FILE = "_store.parquet"
 PART = "part-0.parquet"
 #: Name ids in a dataset: (run_id << STRING_ID_SHIFT) + the run's own id.
@@ -208,7 +212,7 @@ def write_run(con, catalog: str, src_run: int, dest: Path, run_id: int) -> dict[
     con.execute(f"COPY ({sel}) TO '{_q(out / PART)}' (FORMAT parquet)")
     out = dest / "runs" / f"run_id={int(run_id)}"
     out.mkdir(parents=True, exist_ok=True)
-    con.execute(f"COPY (SELECT * REPLACE ({int(run_id)}::INTEGER AS run_id) FROM {catalog}.runs "
+    con.execute(f"COPY (SELECT * REPLACE ({int(run_id)}::INTEGER AS run_id, {RUNS_FILE_COLUMNS}) FROM {catalog}.runs "
                 f"WHERE run_id = {int(src_run)}) TO '{_q(out / PART)}' (FORMAT parquet)")
     return {t: n for t, n in rows.items() if n}
 
@@ -465,7 +469,8 @@ def create(path: Path) -> Dataset:
     con = duckdb.connect()
     try:
         for table in ("runs", "_store"):
-            cols = ", ".join(f'NULL::{typ} AS "{c}"' for c, typ in schema()[table])
+            cols = ", ".join(f'NULL::{RUNS_FILE_TYPES.get(c, typ) if table == "runs" else typ} AS "{c}"'
+                             for c, typ in schema()[table])
             con.execute(f"COPY (SELECT {cols} WHERE false) TO '{_q(path / (table + '.parquet'))}' (FORMAT parquet)")
         con.execute(f"COPY (SELECT 'schema_version' AS key, '{SCHEMA_VERSION}' AS value) "
                     f"TO '{_q(path / STORE_FILE)}' (FORMAT parquet)")

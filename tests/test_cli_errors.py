@@ -510,6 +510,16 @@ def test_sql_without_a_statement(small_store, capsys, text):
     assert "SQL error: no statement given" in one_error_line(capsys)
 
 
+def test_sql_that_starts_with_a_comment_says_to_put_it_after_dashes(small_store, capsys):
+    """Click reads an argument that starts with - as an option: SQL whose first line is a comment
+    says where it goes (after --), and there it runs."""
+    sql = "-- the top kernel\nSELECT 1 AS a"
+    assert _cli(small_store, "sql", sql) == 2
+    assert one_error_line(capsys).endswith('an argument that starts with - goes after -- (tracekit sql -- "-- ...")')
+    assert _cli(small_store, "sql", "-f", "csv", "--", sql) == 0
+    assert capsys.readouterr().out == "a\n1\n"
+
+
 @pytest.mark.parametrize("args, message", [
     (["--run", "nsys_run", "-p", "run=2"], "--run nsys_run and -p run=2: give the run once"),
     (["--limit", "2", "-p", "limit=3"], "--limit 2 and -p limit=3: give the limit once"),

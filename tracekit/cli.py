@@ -1197,6 +1197,10 @@ def _run(args: list[str]) -> int:
             return 0
         elif hasattr(err, "format_message"):  # a usage error from the CLI parser
             message = (err.format_message().strip().splitlines() or [type(err).__name__])[0]
+            option = getattr(err, "option_name", None)
+            if isinstance(option, str) and any(c.isspace() for c in option):  # text, not an option: SQL after a comment
+                where = getattr(getattr(err, "ctx", None), "command_path", None) or "tracekit COMMAND"
+                message += f"; an argument that starts with - goes after -- ({where} -- \"-- ...\")"
             typer.echo(f"tracekit: error: {escape_controls(message)}", err=True)
             return 2
         else:

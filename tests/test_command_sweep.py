@@ -53,8 +53,8 @@ def test_every_point_runs_the_command_with_its_values(tmp_path, monkeypatch):
         assert meta["status"] == "ok"
         assert meta["params"] == {"tool": "none", "program": "python", "note": "first", **point["values"],
                                   "sweep": sweep_id, "sweep_point": i, "sweep_grid": "m,dtype"}
-        assert meta["program"]["argv"][-3:] == ["--m", point["values"]["m"], f"--dtype={point['values']['dtype']}"] \
-            or meta["program"]["argv"][-4:-1] == ["--m", point["values"]["m"], f"--dtype={point['values']['dtype']}"]
+        assert meta["program"]["argv"] == [sys.executable, "-c", ECHO, "--m", point["values"]["m"],
+                                           f"--dtype={point['values']['dtype']}", "{not_ours}"]
 
 
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):

@@ -232,7 +232,11 @@ def _program_config(data: dict, where: str) -> dict[str, Any]:
     command = data["command"]
     try:
         if isinstance(command, str):
-            command = shlex.split(command)
+            try:
+                command = shlex.split(command)
+            except ValueError as err:  # (an unclosed quote)
+                raise CaptureError(f"command {command!r}: not a command line ({err}); quote it as a shell "
+                                   "would, or give a list of arguments") from None
         elif isinstance(command, list) and all(isinstance(a, (str, int, float)) and not isinstance(a, bool)
                                                for a in command):
             command = [str(a) for a in command]

@@ -125,6 +125,8 @@ def test_a_config_file_holds_the_sweep_and_flags_override_it(tmp_path, monkeypat
 @pytest.mark.parametrize("text, said", [
     ("command: 5\ngrid: {m: [1]}", "prog.yaml: command 5: the program and its arguments"),
     ("command: []\ngrid: {m: [1]}", "prog.yaml: command: empty"),
+    ("command: 'python -c \"x {m}'\ngrid: {m: [1]}", "prog.yaml: command 'python -c \"x {m}': not a command line "
+                                                        "(No closing quotation)"),
     ("command: x {m}\ngrid: {m: []}", "prog.yaml: grid.m: no values"),
     ("command: x {m}\ngrid: {m: [1, null]}", "prog.yaml: grid.m [1, None]: each value a number or text"),
     ("command: x {m}\ngrid: 3", "prog.yaml: grid: a mapping of each parameter to its values"),
@@ -463,3 +465,14 @@ def test_ctrl_c_labels_the_sweep_and_its_points(tmp_path):
     assert manifest["status"] == "interrupted"
     assert [p["status"] for p in manifest["points"]] == ["ok", "interrupted", "not_run"]
     assert calls == [["prog", "1"], ["prog", "2"]]
+
+
+def test_nothing_after_the_dashes_is_one_line(tmp_path, monkeypatch, capsys):
+    from tracekit.cli import main as cli_main
+
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["sweep", "--tool", "none", "--grid", "m=1,2", "--"]) == 2
+    assert capsys.readouterr().err == ("tracekit: error: sweep: nothing after --; give the program to run at each "
+                                       "point (tracekit sweep --grid m=1,2 -- python my_bench.py --m {m}), or leave "
+                                       "-- out to sweep the HSTU workload\n")
+    assert not (tmp_path / "runs").exists()

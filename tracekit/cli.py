@@ -1161,6 +1161,10 @@ def _run(args: list[str]) -> int:
         typer.echo("tracekit: error: capture: nothing after --; give the program to run (tracekit capture "
                    "--tool nsys -- python my_bench.py), or leave -- out to run the HSTU workload", err=True)
         return 2
+    if args[-1:] == ["--"] and "sweep" in args[:-1]:
+        typer.echo("tracekit: error: sweep: nothing after --; give the program to run at each point (tracekit sweep "
+                   "--grid m=1,2 -- python my_bench.py --m {m}), or leave -- out to sweep the HSTU workload", err=True)
+        return 2
     sigints = SigintWatch()
     try:
         # without standalone mode, typer returns a command's typer.Exit code instead of raising

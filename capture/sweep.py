@@ -431,7 +431,7 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
     (``grid`` replaces its grid; ``params`` and ``options`` add to its own). A point that fails
     is recorded and the sweep goes on; everything each point would refuse is refused before the
     first runs."""
-    from .command import RESERVED_PARAMS, _check, capture_command
+    from .command import RESERVED_PARAMS, _check, _find_program, capture_command
 
     runner = runner or capture_command
     cfg: dict[str, Any] = {}
@@ -482,6 +482,9 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
                                                      "cuda_backtrace", "python_samples")})
     if tool != "none":
         profilers.find_tool(tool)  # fail before the first point, not once per point
+    if not any("{" + n + "}" in cmd[0] for n in grid) and _find_program(cmd[0], dict(os.environ)) is None:
+        where = "no such executable file" if os.sep in cmd[0] else "not on PATH"
+        raise CaptureError(f"command not found: {cmd[0]} ({where}); no point run")
     timeout_s = check_timeout(timeout_s)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

@@ -79,6 +79,8 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch
     (["--grid", "m=1", "-p", "m=2", "--", "prog", "{m}"], "--grid m and --param m: give m once"),
     (["--grid", "m=1", "-p", "sweep=x", "--", "prog", "{m}"], "--param sweep: tracekit sets sweep on a sweep's"),
     (["--grid", "m=1", "--bs", "1", "--", "prog", "{m}"], "--bs: an option of the HSTU workload's sweep"),
+    (["--grid", "m=1,2", "--", "no-such-program-here", "{m}"],
+     "command not found: no-such-program-here (not on PATH); no point run"),
     (["--grid", "m=1", "--kernel-name", "x", "--tool", "nsys", "--", "prog", "{m}"],
      "--kernel-name: an option of --tool ncu, not of --tool nsys"),
     (["--", "prog", "{m}"], "a program's sweep needs --grid NAME=V1,V2"),
@@ -459,12 +461,12 @@ def test_ctrl_c_labels_the_sweep_and_its_points(tmp_path):
         return tmp_path / "runs" / kw["name"]
 
     with pytest.raises(CaptureError, match=r"^sweep interrupted at m=2 after 1 of 3 points; finished runs are kept"):
-        sw.sweep_command(["prog", "{m}"], ["m=1,2,3"], "none", out_dir=tmp_path / "runs", runner=runner,
+        sw.sweep_command([sys.executable, "{m}"], ["m=1,2,3"], "none", out_dir=tmp_path / "runs", runner=runner,
                          progress=False)
     manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
     assert manifest["status"] == "interrupted"
     assert [p["status"] for p in manifest["points"]] == ["ok", "interrupted", "not_run"]
-    assert calls == [["prog", "1"], ["prog", "2"]]
+    assert calls == [[sys.executable, "1"], [sys.executable, "2"]]
 
 
 def test_nothing_after_the_dashes_is_one_line(tmp_path, monkeypatch, capsys):

@@ -2000,8 +2000,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             warnings.warn(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
                                          "its numbers may be partial"), stacklevel=4)
     con = tk.con
-    # two runs that name their sweeps compared in the sweep scope alone: the sweeps are compared,
-    # point by point, and the runs' own bs and nc are not a difference of setup
+    # two sweeps, or two runs that name their sweeps compared in the sweep scope alone: the sweeps
+    # are compared point by point, and the points' own bs and nc are not a difference of setup
     whole = (sb.run_id is None and sn.run_id is None) or (scopes == ["sweep"] and not (sb.lone_point or sn.lone_point))
     differs = setup_differences(con, sb, sn, points=not whole) if (sb.run_id, sb.sweep) != (sn.run_id, sn.sweep) \
         else []

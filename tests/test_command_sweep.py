@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from conftest import DATA, NSYS_EXPORTS
 from tracekit.capture import cli
 from tracekit.capture import sweep as sw
 from typer.testing import CliRunner
@@ -285,14 +285,31 @@ def test_the_planted_change_regresses_at_every_point_and_nothing_else(sweeps):
     assert set(gemms["verdict"]) <= {"unchanged"}
 
 
-def test_a_sweep_against_itself_or_against_a_run_is_one_line(sweeps):
+def test_a_sweep_against_itself_is_one_line_and_against_a_run_its_point(sweeps, tmp_path):
     base = _sweep_id("base")
     with pytest.raises(QueryError, match=f"diff: both sides are sweep {base}: a sweep is compared with another"):
         sweeps.diff(base, base)
-    run = Path(_manifest("again")["points"][0]["run_dir"]).name
-    with pytest.raises(QueryError, match=f"diff: sweep {base} and run .* a sweep is compared with a sweep, point by "
-                                         "point, and a run with a run"):
-        sweeps.diff(base, run)
+    # a run against a program's sweep: the sweep's run at the run's point
+    run = Path(_manifest("again")["points"][3]["run_dir"]).name
+    at = Path(_manifest("base")["points"][3]["run_dir"]).name
+    assert sweeps.diff(base, run).equals(sweeps.diff(at, run))
+    assert sweeps.diff(run, base).equals(sweeps.diff(run, at))
+    from tracekit import report
+
+    (tmp_path / "r.html").write_text(report.render(report.build(sweeps, run=run, vs=base)))
+    assert f"Compared with run {sweeps.resolve(at)[0]} ({at}), this point of sweep {base}" in \
+        (tmp_path / "r.html").read_text()
+
+
+def test_a_run_at_no_point_of_the_sweep_is_one_line(tmp_path):
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in sorted((SWEEPS / "base" / "runs").iterdir())[:3]:
+            tk.ingest(run)
+        lone = tk.ingest(NSYS_EXPORTS["diff_base_a"]).run_id
+        for other in (lone, tk.ingest(sorted((SWEEPS / "again" / "runs").iterdir())[3]).run_id):
+            with pytest.raises(QueryError, match=f"diff: sweep {_sweep_id('base')} and run {other} .*: a sweep is "
+                                                 "compared with a sweep, point by point, and a run with a run"):
+                tk.diff(_sweep_id("base"), other)  # (no point of a grid; m=4096,dtype=fp32, which base lacks here)
 
 
 def test_points_one_sweep_lacks_are_said_and_the_rest_compared(tmp_path):

@@ -28,6 +28,7 @@ each point (macro ``grid_point``: 'm=1024,dtype=fp16', 'bs=8,nc=1024') stands fo
 latest ok run with an nsys or ncu export there (``grid_points.sql``), compared with the other
 sweep's by the rules below, its rows' keys prefixed with the point ('m=1024,dtype=fp16:
 softmax_warp_forward'); points one sweep has alone are said in a warning and left out. A
+program's sweep against a run is the sweep's run at the run's point against the run; another
 sweep and a run compare in the sweep scope alone (the run standing for its sweep there).
 
 Output columns (``COLUMNS``; CSV in this order): scope, key, metric, base, new, delta
@@ -1959,6 +1960,19 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float) -> 
     return rows
 
 
+def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
+    """A program's sweep (one that timed no requests) against a run: the sweep's run at the
+    run's point ('m=1024,dtype=fp16', macro grid_point) stands for the sweep, where it has
+    one; else the pair is as given (``_scopes`` says what is wrong with it)."""
+    for i, (sweep, run) in enumerate(((sb, sn), (sn, sb))):
+        if sweep.run_id is None and not sweep.timed and sweep.points and run.run_id is not None and not run.pending:
+            point = con.execute("SELECT grid_point(params) FROM runs WHERE run_id = ?", [run.run_id]).fetchone()[0]
+            if point in sweep.points:
+                at = sweep.points[point]
+                return (at, run) if i == 0 else (run, at)
+    return sb, sn
+
+
 def _paired_points(sb: Side, sn: Side) -> dict[str, tuple[Side, Side]]:
     """Two sweeps' points, paired (the points both have, in the base's order); the points one
     sweep has alone are said in a warning, none in common is an error."""
@@ -1989,7 +2003,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     for i, r in enumerate((base, new)):  # a file the other side cannot be compared with is not ingested
         if files[i]:
             sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
-    sb, sn = sides[0], sides[1]
+    sb, sn = _at_the_runs_point(tk.con, sides[0], sides[1])
     if sb.run_id is not None and sb.run_id == sn.run_id:  # one run against itself: its own point, not its sweep
         sb.own_point = sn.own_point = True
     _not_by_a_shared_name(tk, sb, sn)

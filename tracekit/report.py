@@ -865,6 +865,8 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
         warnings.simplefilter("always", CaptureWarning)
         df = tk.diff(vs, run_id, threshold_pct=threshold, repeats=repeats)
     base = _diff.resolve(tk, vs)  # (a file is the run just ingested)
+    at, _ = _diff._at_the_runs_point(tk.con, base, _diff.resolve(tk, str(run_id)))
+    label = base.label if at is base else f"{at.label}, this point of {base.label}"  # (a program's sweep)
     held = _diff.held_by_repeats(df).removeprefix("; ")
     df = df.drop("noise_pct", strict=False)  # (said in the intro; the table and chart are diff's)
     partial = [str(w.message) for w in caught if issubclass(w.category, CaptureWarning)]
@@ -899,8 +901,8 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
                      f"{max(threshold, _diff.HOST_TAIL_NOISE_PCT):g} %, and must pass Mann-Whitney U "
                      f"(p < {_diff.ALPHA:g})")
     moved = _diff.moved(df)
-    sec = Section("diff", f"Compared with {base.label}", "diff", intro=(
-        f"This run against {base.label}: {counts}."
+    sec = Section("diff", f"Compared with {label}", "diff", intro=(
+        f"This run against {label}: {counts}."
         + (f" What moved: {'. '.join(moved)}." if moved else "")
         + " A change is regressed or improved only beyond "
         f"{threshold:g} % and real" + (f" ({'; '.join(rules)})" if rules else "") + ". "
@@ -910,7 +912,7 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
         "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; ncu: "
         "duration; request latency: its median) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
-    return ("compared with", f"{base.label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
+    return ("compared with", f"{label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
 
 
 def _other_job(tk, run_id: int, vs: str | int) -> int | None:

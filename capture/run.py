@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import CaptureError, TracekitError
+from tracekit.errors import CaptureError, Interrupted, TracekitError
 from tracekit.names import check_run_name
 
 from . import profilers, runinfo
@@ -547,7 +547,9 @@ def _ncu_exports(ncu: str, run_dir: Path, log, meta: dict) -> str | None:
 
 def _ingest(run_dir: Path, db, required: bool) -> str | None:
     """Ingest the folder; returns the error message (None on success). A failed run's
-    folder is ingested when it has anything to ingest."""
+    folder is ingested when it has anything to ingest. A Ctrl-C is raised as it came
+    (``Interrupted``, saying what of the folder is in the store): it stops the command, and a
+    sweep, rather than being one more failed ingest."""
     import tracekit
 
     if not required and not _has_rows(run_dir / "requests.csv"):
@@ -555,6 +557,8 @@ def _ingest(run_dir: Path, db, required: bool) -> str | None:
     try:
         with tracekit.open(db) as tk:
             tk.ingest(run_dir)
+    except Interrupted:
+        raise
     except TracekitError as err:
         return str(err)
     except Exception as err:  # a store bug must not lose the run folder

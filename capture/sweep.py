@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import CaptureError, TracekitError
+from tracekit.errors import CaptureError, Interrupted, TracekitError
 
 from . import profilers
 from .config import (
@@ -351,7 +351,7 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
                       **{k: v for k, v in extra.items()},
                       **({"timeout_s": timeout_s} if timeout_s is not None else {}))
 
-    return _run_points(out, points, settings, run_point, tool, progress, on_point)
+    return _run_points(out, points, settings, run_point, tool, progress, on_point, ingest)
 
 
 #: the params a program's sweep sets on each point (besides ``command.RESERVED_PARAMS``)
@@ -505,14 +505,17 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
                               "sweep_grid": ",".join(grid)},
                       timeout_s=timeout_s, **options)
 
-    return _run_points(out, points, settings, run_point, tool, progress, on_point)
+    return _run_points(out, points, settings, run_point, tool, progress, on_point,
+                       None if tool == "none" else ingest)
 
 
 def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: Callable[..., Path], tool: str,
-                progress: bool, on_point: Callable[[SweepPoint], None] | None) -> SweepResult:
+                progress: bool, on_point: Callable[[SweepPoint], None] | None,
+                ingested: bool | None) -> SweepResult:
     """Run every point (``run_point(index, point, sweep_id)`` returns its run folder) into
     ``out``, the manifest rewritten after each; a point that fails is recorded and the next
-    runs; Ctrl-C labels the sweep interrupted and raises one line."""
+    runs; Ctrl-C labels the sweep interrupted and raises ``Interrupted``, one line saying what
+    is kept (``ingested``: whether a point's run lands in the store; None: nothing to ingest)."""
     started = datetime.now(UTC)
     sweep_id = f"sweep-{_utc_stamp(started)}"
     try:
@@ -538,12 +541,13 @@ def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: 
             try:
                 point.run_dir = str(run_point(i, point, sweep_id))
                 point.status = "ok"
+            except (KeyboardInterrupt, Interrupted) as err:  # (Interrupted: a Ctrl-C during the point's ingest)
+                point.status = "interrupted"
+                point.error = str(err) if isinstance(err, Interrupted) else "interrupted by the user"
+                raise KeyboardInterrupt from None
             except TracekitError as err:
                 point.status, point.error = "failed", str(err)
                 point.run_dir = _folder_from_error(str(err))
-            except KeyboardInterrupt:
-                point.status, point.error = "interrupted", "interrupted by the user"
-                raise
             except Exception as err:  # a crash in one point must not end the sweep
                 point.status, point.error = "failed", f"{type(err).__name__}: {err}".splitlines()[0]
             current = None
@@ -554,10 +558,14 @@ def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: 
                 bar.advance(task)
     except KeyboardInterrupt:
         _write_manifest(manifest, sweep_id, "interrupted", settings, started, points, True)
-        done = sum(p.status == "ok" for p in points)
+        done = sum(p.status in ("ok", "failed") for p in points)
+        failed = sum(p.status == "failed" for p in points)
         where = f" at {current.label}" if current else ""
-        raise CaptureError(f"sweep interrupted{where} after {done} of {len(points)} points; "
-                           f"finished runs are kept and ingested, manifest {manifest}") from None
+        kept = ("before any point finished" if not done else
+                f"after {done} of {len(points)} points{f' ({failed} failed)' if failed else ''}; "
+                f"{'its run is' if done == 1 else 'their runs are'} kept"
+                + (" and ingested" if ingested else " (not ingested)" if ingested is not None else ""))
+        raise Interrupted(f"sweep interrupted{where} {kept}; manifest {manifest}") from None
     finally:
         if bar:
             bar.stop()

@@ -9,7 +9,7 @@ import pytest
 from tracekit.capture import sweep as sw
 from tracekit.capture.export import export_sweep
 
-from tracekit.errors import CaptureError
+from tracekit.errors import CaptureError, Interrupted
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")
 
@@ -68,7 +68,8 @@ def test_sweep_survives_unexpected_crash(tmp_path):
 
 def test_interrupted_sweep_keeps_and_labels_points(tmp_path):
     runner = FakeRunner(tmp_path, interrupt=(2, 128))
-    with pytest.raises(CaptureError, match=r"sweep interrupted at bs=2 nc=128 after 2 of 4 points") as err:
+    with pytest.raises(Interrupted, match=r"^sweep interrupted at bs=2 nc=128 after 2 of 4 points; their runs are "
+                                          r"kept and ingested; manifest ") as err:
         sw.sweep("1,2", "128,256", preset="small", out_dir=tmp_path / "runs", progress=False,
                  runner=runner)
     assert "\n" not in str(err.value)

@@ -5,6 +5,7 @@ real sweeps of tests/data/command_sweep against NVIDIA's ``nsys stats`` of each 
 
 import csv
 import json
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 
 import tracekit
 import tracekit.cli  # noqa: F401  (the CLI's value converters: --db DbPath)
-from tracekit.errors import CaptureError, QueryError
+from tracekit.errors import CaptureError, Interrupted, QueryError
 
 runner = CliRunner()
 SWEEPS = DATA / "command_sweep"
@@ -477,13 +478,75 @@ def test_ctrl_c_labels_the_sweep_and_its_points(tmp_path):
         (tmp_path / "runs" / kw["name"]).mkdir(parents=True)
         return tmp_path / "runs" / kw["name"]
 
-    with pytest.raises(CaptureError, match=r"^sweep interrupted at m=2 after 1 of 3 points; finished runs are kept"):
+    with pytest.raises(Interrupted, match=r"^sweep interrupted at m=2 after 1 of 3 points; its run is kept; "
+                                          r"manifest .*sweep-.*\.json$"):
         sw.sweep_command([sys.executable, "{m}"], ["m=1,2,3"], "none", out_dir=tmp_path / "runs", runner=runner,
                          progress=False)
     manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
     assert manifest["status"] == "interrupted"
     assert [p["status"] for p in manifest["points"]] == ["ok", "interrupted", "not_run"]
     assert calls == [[sys.executable, "1"], [sys.executable, "2"]]
+
+
+@pytest.mark.parametrize("ingest, kept", [(True, "their runs are kept and ingested"),
+                                          (False, "their runs are kept (not ingested)")])
+def test_ctrl_c_in_a_points_ingest_stops_the_sweep(tmp_path, monkeypatch, ingest, kept):
+    """A Ctrl-C while a point's run is ingested comes as Interrupted (a TracekitError): the sweep
+    stops there, as at any other moment, rather than record one more failed point and go on."""
+    from tracekit.capture import profilers
+
+    monkeypatch.setattr(profilers, "find_tool", lambda tool: Path("/usr/bin/true"))
+    calls = []
+
+    def runner(cmd, tool, **kw):
+        calls.append(cmd)
+        if len(calls) == 3:
+            raise Interrupted("runs/x: interrupted; not ingested, nothing of it is in the store")
+        return tmp_path / kw["name"]
+
+    with pytest.raises(Interrupted, match=rf"^sweep interrupted at m=3 after 2 of 4 points; {re.escape(kept)};"):
+        sw.sweep_command([sys.executable, "{m}"], ["m=1,2,3,4"], "nsys", out_dir=tmp_path / "runs", runner=runner,
+                         progress=False, ingest=ingest, db=tmp_path / "t.duckdb")
+    assert len(calls) == 3
+    points = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())["points"]
+    assert [(p["status"], p["error"]) for p in points] == [
+        ("ok", None), ("ok", None),
+        ("interrupted", "runs/x: interrupted; not ingested, nothing of it is in the store"), ("not_run", None)]
+
+
+def test_a_real_ctrl_c_prints_what_the_sweep_kept(tmp_path):
+    """Ctrl-C at the terminal (SIGINT to the process group: tracekit and the program) in the
+    middle of a sweep: exit 130 and the sweep's own line, its manifest named (it was a bare
+    "interrupted": the CLI took the Ctrl-C's error for one it made itself)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    program = f"import pathlib, time; pathlib.Path({str(marks)!r}, '{{n}}').touch(); time.sleep(30)"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from tracekit.cli import main; sys.exit(main())", "sweep", "--tool",
+         "none", "--out", str(tmp_path / "runs"), "--grid", "n=1,2,3", "--timeout", "3", "--", sys.executable,
+         "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (marks / "2").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (marks / "2").exists()
+        time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert re.fullmatch(r"tracekit: sweep interrupted at n=2 after 1 of 3 points \(1 failed\); its run is "
+                        r"kept; manifest .*sweep-.*\.json\n", err.splitlines(keepends=True)[-1] if err else ""), err
+    manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
+    assert [p["status"] for p in manifest["points"]] == ["failed", "interrupted", "not_run"]
+    assert not (marks / "3").exists()
 
 
 def test_nothing_after_the_dashes_is_one_line(tmp_path, monkeypatch, capsys):

@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from tracekit.cli_params import DbPath
+from tracekit.errors import QueryError
 
 from .profilers import DEFAULT_LAUNCH_COUNT
 from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS, STOP_GRACE_S
@@ -273,7 +274,10 @@ def sweep_cmd(
         typer.echo(f"sweep {result.sweep_id}: {len(result.ok)} ok, {len(result.failed)} failed of "
                    f"{len(result.points)} points; manifest {result.manifest}")
         if not no_ingest and result.ok and result.tool != "none":
-            typer.echo(grid_table(_db(ctx, db), result.sweep_id), nl=False)
+            try:
+                typer.echo(grid_table(_db(ctx, db), result.sweep_id, result.tool), nl=False)
+            except QueryError as err:  # (the points ran no kernel: the sweep itself is done)
+                typer.echo(f"tracekit: warning: {err}", err=True)
         if result.failed:
             raise typer.Exit(1)
         return
@@ -318,21 +322,24 @@ def latency_table(db: Path | None, runs: set[str], width: int | None = None) -> 
               "tracekit export sweep -o results.xlsx\n")
 
 
-def grid_table(db: Path | None, sweep_id: str, width: int | None = None) -> str:
-    """The sweep-points rows of the sweep ``sweep_id`` (a program's, under nsys) as a
-    terminal table."""
+def grid_table(db: Path | None, sweep_id: str, tool: str = "nsys", width: int | None = None) -> str:
+    """The rows of the sweep ``sweep_id`` (a program's) as a terminal table: sweep-points's
+    kernel time per point under nsys, sweep-ncu's kernels per point under ncu."""
     import shutil
 
     import tracekit
     from tracekit.registry import get_registry
     from tracekit.table import render
 
+    query, param = ("sweep-ncu", "kernel") if tool == "ncu" else ("sweep-points", "name")
+    registry = get_registry()
     with tracekit.open(db, read_only=True) as tk:
-        rows = get_registry().fetch(tk, "sweep-points", sweep=sweep_id)
+        rows = registry.fetch(tk, query, sweep=sweep_id)
+    rows = rows.select(registry.get(query).display).without_empty()  # (as tracekit query shows it)
     width = width or shutil.get_terminal_size((120, 24)).columns
+    chart = "" if tool == "ncu" else "; the chart: tracekit chart sweep-points -o points.html"
     return (render(rows, width=width)
-            + f"one kernel across the points: tracekit query sweep-points -p sweep={sweep_id} -p name=TEXT; "
-              "the chart: tracekit chart sweep-points -o points.html\n")
+            + f"one kernel across the points: tracekit query {query} -p sweep={sweep_id} -p {param}=TEXT{chart}\n")
 
 
 def export_sweep_cmd(

@@ -558,3 +558,49 @@ def test_nothing_after_the_dashes_is_one_line(tmp_path, monkeypatch, capsys):
                                        "point (tracekit sweep --grid m=1,2 -- python my_bench.py --m {m}), or leave "
                                        "-- out to sweep the HSTU workload\n")
     assert not (tmp_path / "runs").exists()
+
+
+def _replaying(monkeypatch, sources: list[Path]):
+    """capture_command standing in for the profiler: point i's run is ``sources[i]`` (a real
+    export or report) ingested with the point's params and name, as a capture would leave it."""
+    from tracekit.capture import command, profilers
+
+    monkeypatch.setattr(profilers, "find_tool", lambda tool: Path("/usr/bin/true"))
+
+    def capture(cmd, tool, *, out_dir, db, name, ingest, params, **_):
+        with tracekit.open(db) as tk:
+            tk.ingest(sources[params["sweep_point"]], name=name, params={"tool": tool, **params})
+        (Path(out_dir) / name).mkdir(parents=True)
+        return Path(out_dir) / name
+
+    monkeypatch.setattr(command, "capture_command", capture)
+
+
+def test_an_ncu_sweeps_end_table_is_its_kernels_per_point(tmp_path, monkeypatch):
+    """The table after a sweep under ncu is sweep-ncu's (sweep-points asks for nsys runs: the
+    sweep ended with an error, exit 2, once all its points had run)."""
+    runs = sorted((SWEEPS / "ncu" / "runs").iterdir())
+    _replaying(monkeypatch, [run / "ncu.ncu-rep.xz" for run in runs])
+    monkeypatch.setenv("COLUMNS", "200")  # (a table of a row per line)
+    res = _sweep(tmp_path, monkeypatch, "--tool", "ncu", "--db", "s.duckdb", "--grid", "m=1024,4096", "--grid",
+                 "dtype=fp16,fp32", "--", sys.executable, "{m}", "{dtype}")
+    assert res.exit_code == 0, res.output
+    sweep_id = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())["sweep"]
+    with tracekit.open(tmp_path / "s.duckdb", read_only=True) as tk:
+        want = tk.query("sweep-ncu", sweep=sweep_id)
+    assert len(want) >= 4
+    lines = res.output.splitlines()
+    for point in want["point"].unique().to_list():
+        assert any(line.lstrip().split()[1:2] == [point] for line in lines), (point, res.output)
+    assert lines[-1] == f"one kernel across the points: tracekit query sweep-ncu -p sweep={sweep_id} -p kernel=TEXT"
+
+
+def test_a_sweep_whose_points_ran_no_kernel_warns_and_succeeds(tmp_path, monkeypatch):
+    """Every point captured (a program that ran no CUDA kernel, profiled by nsys): the sweep is
+    done, its table has nothing to show; a warning, not an error."""
+    _replaying(monkeypatch, [DATA / "nsys_cpu_only" / "export.sqlite.xz"])
+    res = _sweep(tmp_path, monkeypatch, "--tool", "nsys", "--db", "s.duckdb", "--grid", "m=1", "--",
+                 sys.executable, "{m}")
+    assert res.exit_code == 0, res.output
+    assert "sweep sweep-" in res.output and "1 ok, 0 failed of 1 points" in res.output
+    assert "tracekit: warning: sweep-points: " in res.output and "Traceback" not in res.output

@@ -152,6 +152,21 @@ def _unique_keys_loader():
     return UniqueKeys
 
 
+def _as_written(node) -> Any:
+    """A composed YAML node as the file writes it: each scalar its text (``010``, ``1.10``,
+    ``on``, where a YAML reader gives 8, 1.1 and True), a null None; lists and mappings
+    alike. A program's grid values and arguments are text put into its command line."""
+    import yaml
+
+    if isinstance(node, yaml.ScalarNode):
+        return None if node.tag == "tag:yaml.org,2002:null" else node.value
+    if isinstance(node, yaml.SequenceNode):
+        return [_as_written(n) for n in node.value]
+    if isinstance(node, yaml.MappingNode):
+        return {_as_written(k): _as_written(v) for k, v in node.value}
+    return None
+
+
 def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
     """A sweep config from a preset name, a YAML file or a dict, validated: the HSTU
     workload's, or, where it gives a ``command``, a program's (``_program_config``)."""
@@ -174,6 +189,11 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
             raise CaptureError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
         if not isinstance(data, dict):
             raise CaptureError(f"{path}: a sweep config must be a mapping with a 'grid'")
+        if "command" in data:  # a program's values are its arguments' text: 010, 1.10 and on as written
+            written = _as_written(yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader))  # noqa: S506
+            data.update({k: written[k] for k in ("command", "grid", "params")
+                         if k in written and type(written[k]) is type(data[k])
+                         and not (isinstance(written[k], dict) and "<<" in written[k])})  # (a merge: as read)
         where = str(path)
     if "command" in data:  # a program's sweep
         return _program_config(data, where)

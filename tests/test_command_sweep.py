@@ -125,13 +125,28 @@ def test_a_config_file_holds_the_sweep_and_flags_override_it(tmp_path, monkeypat
     assert manifest["settings"]["params"] == {"note": "from_config", "extra": "1"}
 
 
+def test_a_configs_values_go_into_the_command_as_written(tmp_path, monkeypatch):
+    """YAML reads 010 as 8, 1.10 as 1.1 and on as True; a program's sweep puts the text the
+    file gives into its command line (and its params)."""
+    (tmp_path / "prog.yaml").write_text(
+        f"command: [{json.dumps(sys.executable)}, -c, {json.dumps(ECHO)}, '{{m}}', 1.10, on]\n"
+        "grid: {m: [010, 1.10, on, 0x10, 1_000, '1.1', 1e3]}\ntool: none\nparams: {note: 1.50}\n")
+    res = _sweep(tmp_path, monkeypatch, "--config", "prog.yaml", "--out", "runs")
+    assert res.exit_code == 0, res.output
+    manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
+    values = ["010", "1.10", "on", "0x10", "1_000", "1.1", "1e3"]
+    assert [p["values"]["m"] for p in manifest["points"]] == values
+    assert manifest["settings"]["params"] == {"note": "1.50"}
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted(f"{v}-1.10-on.json" for v in values)
+
+
 @pytest.mark.parametrize("text, said", [
     ("command: 5\ngrid: {m: [1]}", "prog.yaml: command 5: the program and its arguments"),
     ("command: []\ngrid: {m: [1]}", "prog.yaml: command: empty"),
     ("command: 'python -c \"x {m}'\ngrid: {m: [1]}", "prog.yaml: command 'python -c \"x {m}': not a command line "
                                                         "(No closing quotation)"),
     ("command: x {m}\ngrid: {m: []}", "prog.yaml: grid.m: no values"),
-    ("command: x {m}\ngrid: {m: [1, null]}", "prog.yaml: grid.m [1, None]: each value a number or text"),
+    ("command: x {m}\ngrid: {m: [1, null]}", "prog.yaml: grid.m ['1', None]: each value a number or text"),
     ("command: x {m}\ngrid: 3", "prog.yaml: grid: a mapping of each parameter to its values"),
     ("command: x {m}\ngrid: {m: [1]}\ngpu_metrics: maybe", "prog.yaml: gpu_metrics 'maybe': true or false"),
     ("command: x {m}\ngrid: {m: [1]}\nfoo: 1", "prog.yaml: unknown key(s) foo in a program's sweep config"),

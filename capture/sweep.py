@@ -519,8 +519,9 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
                 **({"timeout_s": timeout_s} if timeout_s is not None else {})}
 
     def run_point(i: int, point: SweepPoint, sweep_id: str) -> Path:
-        return runner(_point_command(list(cmd), point.values), tool, out_dir=out, db=db,
-                      name=_point_name(list(cmd), tool, point.values), ingest=ingest, command=command,
+        point_cmd = _point_command(list(cmd), point.values)  # (its program too: -- {python} bench.py)
+        return runner(point_cmd, tool, out_dir=out, db=db,
+                      name=_point_name(point_cmd, tool, point.values), ingest=ingest, command=command,
                       params={**params, **point.values, "sweep": sweep_id, "sweep_point": i,
                               "sweep_grid": ",".join(grid)},
                       timeout_s=timeout_s, **options)

@@ -478,6 +478,14 @@ def test_an_ncu_points_report_shows_its_sweeps_kernels(ncu_sweep, tmp_path):
     assert [r[0] for r in _column(table, "point")] == want["point"].to_list()
 
 
+def test_a_program_from_the_grid_names_each_points_folder(tmp_path, monkeypatch):
+    res = _sweep(tmp_path, monkeypatch, "--tool", "none", "--out", "runs", "--grid", f"py={sys.executable}",
+                 "--", "{py}", "-c", ECHO, "x")
+    assert res.exit_code == 0, res.output
+    (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert "-python-none-py=" in run.name, run.name  # (was "-py-none-": the placeholder's name)
+
+
 def test_values_go_in_once_each():
     assert sw._point_command(["p", "{m}/{n}", "--a={m}", "{mm}", "{}", "{n"], {"m": "{n}", "n": "1"}) == [
         "p", "{n}/1", "--a={n}", "{mm}", "{}", "{n"]  # (m's value is text, not a placeholder)

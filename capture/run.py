@@ -455,8 +455,8 @@ class Outcome:
 @contextlib.contextmanager
 def recorded(run_dir: Path, meta: dict, timeout_s: float | None, finish=None):
     """The block runs the capture; its ``Outcome`` (yielded, set by the block) is written into
-    meta.json however the block ends: a Ctrl-C as ``interrupted`` (raised again once it is
-    written), the deadline or a tracekit error as ``failed`` with the reason. ``finish(meta)``
+    meta.json however the block ends: a Ctrl-C as ``interrupted`` (then raised as
+    ``Interrupted``, naming the run folder), the deadline or a tracekit error as ``failed`` with the reason. ``finish(meta)``
     adds what the run left (the workload's report) before the write."""
     out = Outcome()
     try:
@@ -476,7 +476,7 @@ def recorded(run_dir: Path, meta: dict, timeout_s: float | None, finish=None):
         meta["status"], meta["error"] = out.status, out.error
         _write_json(run_dir / "meta.json", meta)
     if out.status == "interrupted":
-        raise KeyboardInterrupt
+        raise Interrupted(f"capture interrupted; its run folder {run_dir} says so, nothing ingested")
 
 
 def _read_worker(run_dir: Path) -> dict:

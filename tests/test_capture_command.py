@@ -412,14 +412,17 @@ def test_ncu_command_run_has_the_hstu_captures_outputs(tmp_path, monkeypatch):
 
 
 def test_interrupt_is_recorded_and_raised(tmp_path, monkeypatch):
-    """Ctrl-C while the program runs: the folder says interrupted, KeyboardInterrupt goes on."""
+    """Ctrl-C while the program runs: the folder says interrupted, and the Ctrl-C goes on as
+    Interrupted naming the folder (the CLI printed a bare "interrupted")."""
     from tracekit.capture import command as mod
+
+    from tracekit.errors import Interrupted
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(mod, "_run", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Interrupted, match=r"^capture interrupted; its run folder .*ctrlc says so, nothing ingested$"):
         mod.capture_command([sys.executable, "-c", "pass"], "none", out_dir=tmp_path, name="ctrlc")
     meta = _meta(tmp_path / "ctrlc")
     assert meta["status"] == "interrupted" and meta["error"] == "interrupted by the user" and meta["finished_at"]

@@ -50,6 +50,9 @@
 #                   nsys_ranks_mem is RANKS=4 RANKS_NAME=nsys_ranks_mem RANKS_KIND=ranks_mem
 #                   RANKS_ARGS="--hold-rank 1 --hold-mb 512" (each rank's GPU memory recorded; rank 1 holds 512 MiB more)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
+#   HSTU_NSYS_SWEEPS hstu_nsys_sweep sweeps to take (default: none; the fixture has base again reference): the
+#                   HSTU workload's `tracekit sweep --bs 1,4 --nc 128,512 --tool nsys --preset small`, twice (noise),
+#                   then with TRACEKIT_KERNELS_BACKEND=reference (PyTorch's attention in place of the Triton kernels)
 #   COMMAND_SWEEPS  command_sweep sweeps to take (default: none; the fixture has base again slow ncu): `tracekit
 #                   sweep --tool nsys --grid m=1024,4096 --grid dtype=fp16,fp32 -- python3 programs/sweep_matmul.py
 #                   --m {m} --dtype {dtype}`, twice (noise), then with --slow (the softmax twice per step); ncu: the
@@ -538,6 +541,29 @@ for s in ${SWEEPS:-}; do
   mv "$d"/runs/sweep-*.json "$d/" 2>/dev/null
   # the layout of tests/data/hstu_sweep/runs: meta.json + requests.csv per point
   rm -f "$d"/runs/*/spec.json "$d"/runs/*/worker.json "$d"/runs/*/capture.log
+done
+
+# hstu_nsys_sweep: the HSTU workload's bs x nc sweep under nsys (each point a run folder with its export and
+# NVIDIA's nsys stats sums): diff of two such sweeps compares each point's kernels and NVTX ranges and its requests
+for s in ${HSTU_NSYS_SWEEPS:-}; do
+  d="$out/hstu_nsys_sweep/$s"; mkdir -p "$d"
+  echo "== hstu nsys sweep $s $(date -u +%T)"
+  backend=auto; [ "$s" = reference ] && backend=reference
+  sweep_args=(sweep --bs 1,4 --nc 128,512 --tool nsys --preset small --iters 20 --warmup-ms 500 --no-ingest)
+  record "$d" TRACEKIT_KERNELS_BACKEND=$backend tracekit "${sweep_args[@]}" --out runs
+  TRACEKIT_KERNELS_BACKEND=$backend tk_cli "${sweep_args[@]}" --out "$d/runs" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"
+  tail -3 "$d/sweep.log"
+  mv "$d"/runs/sweep-*.json "$d/" 2>/dev/null
+  for r in "$d"/runs/*/; do
+    r=${r%/}
+    rm -f "$r/nsys.nsys-rep" "$r/spec.json" "$r/worker.json" /tmp/*.qdstrm
+    [ -f "$r/nsys.sqlite" ] || continue
+    mkdir -p "$r/stats"
+    nsys stats -r cuda_gpu_kern_sum,nvtx_sum -f csv --force-export=false --force-overwrite=true -o "$r/stats/nsys" \
+      "$r/nsys.sqlite" > /dev/null 2>&1 || echo "stats $r rc=$?"
+    for f in "$r"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$r/stats/${f##*/nsys_}"; done
+    xz -9 "$r/nsys.sqlite"
+  done
 done
 
 # command_sweep: a program of the user's kind swept over a grid of its own parameters under nsys (the

@@ -333,7 +333,7 @@ def test_points_one_sweep_lacks_are_said_and_the_rest_compared(tmp_path):
         for which, runs in (("base", 3), ("again", 4)):
             for run in sorted((SWEEPS / which / "runs").iterdir())[:runs]:
                 tk.ingest(run)
-        with pytest.warns(tracekit.errors.CaptureWarning, match=f"diff: sweep {_sweep_id('again')} alone has "
+        with pytest.warns(tracekit.errors.CaptureWarning, match=f"diff: new sweep {_sweep_id('again')} alone has "
                                                                 "m=4096,dtype=fp32: compared at the points both have"):
             df = tk.diff(_sweep_id("base"), _sweep_id("again"))
         assert {k.split(": ", 1)[0] for k in df["key"]} == {"m=1024,dtype=fp16", "m=1024,dtype=fp32",
@@ -627,3 +627,61 @@ def test_a_sweep_whose_points_ran_no_kernel_warns_and_succeeds(tmp_path, monkeyp
     assert res.exit_code == 0, res.output
     assert "sweep sweep-" in res.output and "1 ok, 0 failed of 1 points" in res.output
     assert "tracekit: warning: sweep-points: " in res.output and "Traceback" not in res.output
+
+
+def _failing(tmp_path: Path, which: str, point: int, export: bool) -> Path:
+    """A copy of sweep ``which`` laid out as `tracekit sweep --out` leaves it (its manifest
+    beside its run folders), its point ``point`` failed as a capture leaves it: meta.json and
+    the manifest say so; the run folder keeps its export (a program that failed after it ran
+    kernels: ``tracekit ingest`` takes it, labelled failed) or only its meta.json and log."""
+    import shutil
+
+    out = tmp_path / which
+    shutil.copytree(SWEEPS / which / "runs", out)
+    manifest = _manifest(which)
+    p = manifest["points"][point]
+    run = out / Path(p["run_dir"]).name
+    p["status"], p["error"] = "failed", f"capture failed (python3 exited with status 1); the run folder {run} says so"
+    manifest["status"] = "partial"
+    (out / f"{manifest['sweep']}.json").write_text(json.dumps(manifest))
+    meta = json.loads((run / "meta.json").read_text())
+    meta["status"], meta["error"] = "failed", "python3 exited with status 1"
+    (run / "meta.json").write_text(json.dumps(meta))
+    if not export:
+        for f in [f for f in run.rglob("*") if f.is_file() and f.name not in ("meta.json", "capture.log")]:
+            f.unlink()
+    return out
+
+
+def test_a_point_that_failed_is_said_failed_not_absent(tmp_path):
+    """A point whose capture failed in one sweep is said failed (its run in the store, labelled
+    failed, or the sweep's manifest beside its run folders), not a point the other sweep has alone."""
+    from tracekit.ingest import run_folders
+
+    base = _failing(tmp_path, "base", 2, export=True)  # (m=4096,dtype=fp16: ingested, status failed)
+    slow = _failing(tmp_path, "slow", 3, export=False)  # (m=4096,dtype=fp32: not ingested)
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for run in run_folders([base, slow]):  # (slow's failed point left out: nothing to ingest)
+                tk.ingest(run)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            df = tk.diff(_sweep_id("base"), _sweep_id("slow"))
+    said = [str(w.message) for w in seen if "compared at the points both have" in str(w.message)]
+    assert said == [f"diff: base sweep {_sweep_id('base')}'s capture of m=4096,dtype=fp16 failed (python3 exited "
+                    f"with status 1); new sweep {_sweep_id('slow')}'s capture of m=4096,dtype=fp32 failed (python3 exited "
+                    "with status 1): compared at the points both have"], [str(w.message) for w in seen]
+    assert {k.split(": ", 1)[0] for k in df["key"]} == {"m=1024,dtype=fp16", "m=1024,dtype=fp32"}
+    # a point its manifest says ran, whose run was not ingested: said so, with the folder to ingest
+    with tracekit.open(tmp_path / "t.duckdb") as tk:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for run in run_folders([base])[:2] + run_folders([SWEEPS / "slow" / "runs"]):
+                tk.ingest(run)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            tk.diff(_sweep_id("base"), _sweep_id("slow"))
+    assert f"diff: base sweep {_sweep_id('base')}'s capture of m=4096,dtype=fp16 failed (python3 exited with " \
+           f"status 1); base sweep {_sweep_id('base')}'s run at m=4096,dtype=fp32 is not in the store (tracekit " \
+           f"ingest {run_folders([base])[3]}): compared at the points both have" in [str(w.message) for w in seen]

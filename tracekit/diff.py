@@ -27,7 +27,9 @@ HSTU workload's) and in the run scopes (kernel to ncu) that every point's run of
 each point (macro ``grid_point``: 'm=1024,dtype=fp16', 'bs=8,nc=1024') stands for the sweep's
 latest ok run with an nsys or ncu export there (``grid_points.sql``), compared with the other
 sweep's by the rules below, its rows' keys prefixed with the point ('m=1024,dtype=fp16:
-softmax_warp_forward'); points one sweep has alone are said in a warning and left out. A
+softmax_warp_forward'); points one sweep lacks are said in a warning and left out: where its
+capture there failed (its run labelled failed, or its manifest beside its run folders says so),
+that it failed, else that the other has them alone. A
 program's sweep against a run is the sweep's run at the run's point against the run; another
 sweep and a run compare in the sweep scope alone (the run standing for its sweep there).
 
@@ -1973,12 +1975,74 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
     return sb, sn
 
 
-def _paired_points(sb: Side, sn: Side) -> dict[str, tuple[Side, Side]]:
+def grid_point(values: dict[str, Any]) -> str:
+    """A point's key from its grid's values in the grid's order, as the macro grid_point
+    makes it from a run's params ('m=1024,dtype=fp16')."""
+    return ",".join(f"{k}={v}" for k, v in values.items())
+
+
+def _manifest_points(con, sweep: str) -> dict[str, tuple[str, str | None, Path | None]]:
+    """What the manifest of a program's sweep (``sweep-ID.json``, which `tracekit sweep` writes
+    beside its run folders) says of each point: point -> (its status, its error, its run
+    folder beside the manifest); empty where no folder a run of the sweep was ingested from
+    holds it (moved, or a store from elsewhere)."""
+    folders = [Path(p).parent for (p,) in con.execute(
+        "SELECT DISTINCT source_path FROM runs WHERE json_extract_string(params, '$.sweep') = ? "
+        "AND source_path IS NOT NULL", [sweep]).fetchall()]
+    for folder in dict.fromkeys(folders):
+        try:
+            manifest = json.loads((folder / f"{sweep}.json").read_text())
+            points = manifest["points"]
+            return {grid_point(p["values"]): (str(p.get("status")), p.get("error"),
+                                              folder / Path(p["run_dir"]).name if p.get("run_dir") else None)
+                    for p in points}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return {}
+
+
+def _why_absent(con, side: Side, points: list[str], role: str) -> list[str | None]:
+    """Why sweep ``side`` has no run to stand for each of ``points`` (the other sweep's), where
+    known: its capture there failed (its runs there in the store labelled failed, or its
+    manifest says so), was interrupted or never ran, or its run is not ingested; else that the
+    other sweep has the point alone (None). ``role``: 'base' or 'new', how the lines name the side."""
+    name = f"{role} {side.label}"
+    failed = _failed_points(con, side)
+    manifest = _manifest_points(con, side.sweep) if side.sweep is not None and set(points) - set(failed) else {}
+    out = []
+    for p in points:
+        status, error, run_dir = manifest.get(p, (None, None, None))
+        if p in failed or status == "failed":
+            if p not in failed and run_dir is not None:  # (the run folder's own error: the manifest's wraps it)
+                try:
+                    error = json.loads((run_dir / "meta.json").read_text()).get("error") or error
+                except (OSError, ValueError, AttributeError):
+                    pass
+            why = failed.get(p) or cut_end(str(error or "").splitlines()[0] if error else "", 120)
+            out.append(f"{name}'s capture of {p} failed" + (f" ({why})" if why else ""))
+        elif status == "interrupted":
+            out.append(f"{name}'s capture of {p} was interrupted")
+        elif status == "not_run":
+            out.append(f"{name} never ran {p} (it stopped before)")
+        elif status == "ok" and run_dir is not None:
+            out.append(f"{name}'s run at {p} is not in the store (tracekit ingest {run_dir})")
+        else:
+            out.append(None)
+    return out
+
+
+def _paired_points(con, sb: Side, sn: Side) -> dict[str, tuple[Side, Side]]:
     """Two sweeps' points, paired (the points both have, in the base's order); the points one
-    sweep has alone are said in a warning, none in common is an error."""
+    sweep lacks are said in a warning (its capture there failed, or the other has it alone),
+    none in common is an error."""
     both = {p: (sb.points[p], sn.points[p]) for p in sb.points if p in sn.points}
-    alone = [f"{side.label} alone has {', '.join(p for p in side.points if p not in other.points)}"
-             for side, other in ((sb, sn), (sn, sb)) if set(side.points) - set(other.points)]
+    alone = []
+    for (side, role), (other, other_role) in (((sb, "base"), (sn, "new")), ((sn, "new"), (sb, "base"))):
+        lacks = [p for p in other.points if p not in side.points]
+        why = _why_absent(con, side, lacks, role)
+        alone += [w for w in why if w is not None]
+        if None in why:
+            alone.append(f"{other_role} {other.label} alone has {', '.join(p for p, w in zip(lacks, why, strict=True) if w is None)}")
     if not both:
         raise QueryError(f"diff: {sb.label} and {sn.label} share no point ({'; '.join(alone)}); "
                          "compare two sweeps of one grid, or two of their runs")
@@ -2020,7 +2084,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     differs = setup_differences(con, sb, sn, points=not whole) if (sb.run_id, sb.sweep) != (sn.run_id, sn.sweep) \
         else []
     run_scopes = [sc for sc in scopes if sc != "sweep"]
-    pairs = _paired_points(sb, sn) if run_scopes and sb.run_id is None and sn.run_id is None else {}
+    pairs = _paired_points(con, sb, sn) if run_scopes and sb.run_id is None and sn.run_id is None else {}
     if pairs:  # a program's command, which each point's values change, compared at one point ('--slow' added)
         pb, pn = next(iter(pairs.values()))
         differs += [d for d in setup_differences(con, pb, pn) if d.startswith("program ") and d not in differs]

@@ -685,3 +685,38 @@ def test_a_point_that_failed_is_said_failed_not_absent(tmp_path):
     assert f"diff: base sweep {_sweep_id('base')}'s capture of m=4096,dtype=fp16 failed (python3 exited with " \
            f"status 1); base sweep {_sweep_id('base')}'s run at m=4096,dtype=fp32 is not in the store (tracekit " \
            f"ingest {run_folders([base])[3]}): compared at the points both have" in [str(w.message) for w in seen]
+
+
+@pytest.mark.parametrize("values, point", [
+    ({"m": "1024", "dtype": "fp16"}, "m=1024,dtype=fp16"),
+    ({"shape": "1024,1024", "dtype": "fp16"}, 'shape="1024,1024",dtype=fp16'),  # (a --config grid's value)
+    ({"a": "x,b=y", "b": "z"}, 'a="x,b=y",b=z'),  # (not a=x,b=y,b=z: which a=x, b='y,b=z' would read as too)
+    ({"a": "x", "b": "y,b=z"}, 'a=x,b="y,b=z"'),
+    ({"mode": "fast path", "dev": "cuda:0"}, 'mode="fast path",dev="cuda:0"'),
+    ({"q": 'say "hi"', "p": "c:\\d", "u": "é/ü"}, 'q="say \\"hi\\"",p="c:\\\\d",u=é/ü'),
+])
+def test_a_points_key_reads_one_way(tmp_path, values, point):
+    """A grid value that holds what separates the key's parts (, = :), a space or a quote is
+    written as a JSON string: two points never share a key, and a diff's key splits at its point."""
+    from tracekit.diff import POINT_KEY, grid_point
+
+    params = {**values, "sweep": "sweep-x", "sweep_point": 0, "sweep_grid": ",".join(values)}
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        assert tk.con.execute("SELECT grid_point(?)", [json.dumps(params)]).fetchone()[0] == point
+    assert grid_point(values) == point
+    assert POINT_KEY.fullmatch(f"{point}: at::native::softmax").groups() == (point, "at::native::softmax")
+
+
+def test_a_config_grids_comma_value_is_one_point(tmp_path, monkeypatch):
+    """A --config grid may hold a value with a comma (a shape the program takes as 1024,1024):
+    its point reads shape="1024,1024" in sweep-points and in a diff's keys."""
+    runs = sorted((SWEEPS / "base" / "runs").iterdir())
+    _replaying(monkeypatch, [runs[0] / "nsys.sqlite.xz", runs[2] / "nsys.sqlite.xz"])
+    (tmp_path / "prog.yaml").write_text(
+        f"command: [{json.dumps(sys.executable)}, prog.py, --shape, '{{shape}}']\n"
+        "grid: {shape: ['1024,1024', '4096,4096']}\ntool: nsys\n")
+    monkeypatch.setenv("COLUMNS", "200")
+    res = _sweep(tmp_path, monkeypatch, "--config", "prog.yaml", "--db", "s.duckdb")
+    assert res.exit_code == 0, res.output
+    with tracekit.open(tmp_path / "s.duckdb", read_only=True) as tk:
+        assert tk.query("sweep-points")["point"].to_list() == ['shape="1024,1024"', 'shape="4096,4096"']

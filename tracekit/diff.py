@@ -1975,10 +1975,15 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
     return sb, sn
 
 
+#: a grid value written as a JSON string in a point's key (macro grid_value)
+_QUOTED_VALUE = re.compile(r'[,=:"\\\s]')
+
+
 def grid_point(values: dict[str, Any]) -> str:
     """A point's key from its grid's values in the grid's order, as the macro grid_point
-    makes it from a run's params ('m=1024,dtype=fp16')."""
-    return ",".join(f"{k}={v}" for k, v in values.items())
+    makes it from a run's params ('m=1024,dtype=fp16', 'shape="1024,1024"')."""
+    return ",".join(f"{k}={json.dumps(v, ensure_ascii=False) if _QUOTED_VALUE.search(v) or not v else v}"
+                    for k, v in ((k, str(v)) for k, v in values.items()))
 
 
 def _manifest_points(con, sweep: str) -> dict[str, tuple[str, str | None, Path | None]]:
@@ -2429,7 +2434,9 @@ def _human(metric: str, v: float | None, other: float | None = None) -> str:
 
 #: a key of two sweeps compared point by point: the point, then the key there
 #: ('m=1024,dtype=fp16: softmax_warp_forward')
-POINT_KEY = re.compile(r"((?:[A-Za-z_][A-Za-z0-9_]*=[^,:\s]*,)*[A-Za-z_][A-Za-z0-9_]*=[^,:\s]*): (.*)", re.S)
+_GRID_VALUE = r'(?:"(?:[^"\\]|\\.)*"|[^,=:"\\\s]*)'  # (macro grid_value: a JSON string, or plain)
+POINT_KEY = re.compile(rf"((?:[A-Za-z_][A-Za-z0-9_]*={_GRID_VALUE},)*[A-Za-z_][A-Za-z0-9_]*={_GRID_VALUE}): (.*)",
+                       re.S)
 
 
 def shorten_key(key: str, width: int) -> str:

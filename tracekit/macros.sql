@@ -93,11 +93,17 @@ CREATE OR REPLACE TEMP MACRO in_sweep(run_params, sweep) AS
 -- A run's point of its sweep's grid, 'm=1024,dtype=fp16': its values of the names params.sweep_grid
 -- lists (`tracekit sweep --grid ... -- CMD`), else its bs and nc ('bs=8,nc=1024': the HSTU workload's
 -- grid); NULL for a run with neither. diff's sweep comparisons key points by it, sweep-points shows it.
+-- A value that holds what separates the key's parts (, = and diff's ': ' after the point), a
+-- space, a quote or a backslash is written as a JSON string (shape="1024,1024", from a --config
+-- grid): no two points of a grid share a key (diff.grid_point writes a manifest's points so too).
+CREATE OR REPLACE TEMP MACRO grid_value(v) AS
+    CASE WHEN regexp_matches(v, '[,=:"\\\s]') OR v = '' THEN to_json(v)::VARCHAR ELSE v END;
+
 CREATE OR REPLACE TEMP MACRO grid_point(run_params) AS
     CASE WHEN json_extract_string(run_params, '$.sweep_grid') IS NOT NULL
          THEN array_to_string(list_transform(string_split(json_extract_string(run_params, '$.sweep_grid'), ','),
-                                             lambda g: g || '=' || coalesce(json_extract_string(run_params,
-                                                                                                '$."' || g || '"'),
+                                             lambda g: g || '=' || coalesce(grid_value(json_extract_string(
+                                                                                run_params, '$."' || g || '"')),
                                                                             '?')), ',')
          WHEN json_extract(run_params, '$.bs') IS NOT NULL AND json_extract(run_params, '$.nc') IS NOT NULL
          THEN format('bs={},nc={}', json_extract(run_params, '$.bs')::INTEGER, json_extract(run_params, '$.nc')::INTEGER)

@@ -7,7 +7,7 @@
 -- @param sweep  TEXT  the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (the latest run per point over every run of the store, sweeps mixed) (default: latest)
 -- @param name   TEXT  only the kernels whose demangled name contains this text, case-insensitive (default: null)
 -- @column sweep_point     the point's place in its sweep's grid (0 = the first; the first grid parameter's values change slowest); NULL for a run outside any sweep
--- @column point           the point's grid values, 'm=1024,dtype=fp16' (as diff's sweep scope keys a point)
+-- @column point           the point's grid values, 'm=1024,dtype=fp16' (as diff's sweep scope keys a point; a value with a comma, =, :, a space or a quote in it as a JSON string, shape="1024,1024")
 -- @column run             name of the point's nsys run
 -- @column kernels         distinct kernels (by demangled name); 0 where none of the point's matches name=
 -- @column launches        kernel launches

@@ -10,6 +10,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import polars as pl
 import pytest
 from conftest import DATA, NSYS_EXPORTS
 from tracekit.capture import cli
@@ -460,7 +461,8 @@ def test_sweep_ncu_asked_wrong_is_one_line(ncu_sweep, sweeps):
         ncu_sweep.query("sweep-ncu", kernel="nothing")
     assert set(ncu_sweep.query("sweep-ncu", kernel="SOFTMAX")["family"]) == {"softmax_warp_forward",
                                                                              "at::native::cunn_SoftMaxForwardReg"}
-    with pytest.raises(QueryError, match="sweep-ncu: no ncu run in .*; sweep-ncu needs an ncu run"):
+    with pytest.raises(QueryError, match=f"sweep-ncu: sweep {_sweep_id('slow')} .the latest. was captured under "
+                                         "nsys, not ncu: tracekit query sweep-points"):
         sweeps.query("sweep-ncu")  # (nsys sweeps only: the wrong kind of run)
 
 
@@ -720,3 +722,55 @@ def test_a_config_grids_comma_value_is_one_point(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     with tracekit.open(tmp_path / "s.duckdb", read_only=True) as tk:
         assert tk.query("sweep-points")["point"].to_list() == ['shape="1024,1024"', 'shape="4096,4096"']
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """The base sweep under nsys, then the sweep under ncu, then an export outside any sweep."""
+    from conftest import NSYS_EXPORTS
+
+    db = tmp_path_factory.mktemp("mixed") / "s.duckdb"
+    with tracekit.open(db) as tk:
+        for which in ("base", "ncu"):
+            for run in sorted((SWEEPS / which / "runs").iterdir()):
+                tk.ingest(run)
+        tk.ingest(NSYS_EXPORTS["diff_base_a"])
+    tk = tracekit.open(db, read_only=True)
+    yield tk
+    tk.close()
+
+
+def test_a_sweep_asked_of_the_other_profilers_query_names_the_right_one(mixed, ncu_sweep, sweeps):
+    """sweep-points reads nsys points, sweep-ncu ncu's: a sweep captured under the other profiler
+    is an error naming the query that reads it (not "ingest them", not a store said to lack runs)."""
+    base, ncu = _sweep_id("base"), _sweep_id("ncu")
+    for tk, asked, want in ((mixed, {"sweep": ncu}, f"tracekit query sweep-ncu -p sweep={ncu}"),
+                            (ncu_sweep, {}, f"tracekit query sweep-ncu -p sweep={ncu}"),
+                            (mixed, {}, f"tracekit query sweep-ncu -p sweep={ncu}; the latest sweep under nsys: "
+                                        f"tracekit query sweep-points -p sweep={base}")):
+        with pytest.raises(QueryError) as err:
+            tk.query("sweep-points", **asked)
+        assert str(err.value).startswith(f"sweep-points: sweep {ncu}") and "\n" not in str(err.value)
+        assert "captured under ncu, not nsys" in str(err.value) and str(err.value).endswith(want), str(err.value)
+        assert "ingest them" not in str(err.value)
+    for tk, asked in ((mixed, {"sweep": base}), (sweeps, {})):
+        with pytest.raises(QueryError) as err:
+            tk.query("sweep-ncu", **asked)
+        which = asked.get("sweep") or _sweep_id("slow")
+        assert str(err.value) == (f"sweep-ncu: sweep {which}{'' if asked else ' (the latest)'} was captured under "
+                                  f"nsys, not ncu: tracekit query sweep-points -p sweep={which}")
+    # a run outside any sweep names the runs outside any sweep: none has grid values, and ingesting is no help
+    lone = mixed.query("runs").filter(pl.col("kind") == "nsys")["run_id"].max()
+    for query, kind in (("sweep-points", "nsys"), ("sweep-ncu", "ncu")):
+        with pytest.raises(QueryError) as err:
+            mixed.query(query, sweep=str(lone))
+        assert str(err.value).startswith(f"{query}: no point of a sweep captured under {kind} outside a sweep: ")
+        assert "name a sweep (-p sweep=ID" in str(err.value) and "ingest them" not in str(err.value), str(err.value)
+
+
+def test_a_diffs_hint_names_the_query_of_the_sweeps_profiler(mixed):
+    ncu, lone = _sweep_id("ncu"), mixed.query("runs").filter(pl.col("kind") == "nsys")["run_id"].max()
+    for pair in ((ncu, str(lone)), (ncu, ncu)):
+        with pytest.raises(QueryError) as err:
+            mixed.diff(*pair)
+        assert f"tracekit query sweep-ncu -p sweep={ncu})" in str(err.value), str(err.value)

@@ -500,10 +500,9 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
         common &= {"sweep"}
         if not common or (by and set(by) - common):
             sweep, run = (base, new) if _a_sweep(base) else (new, base)
-            query = "sweep-latency" if sweep.timed else "sweep-points"
             raise QueryError(f"diff: {sweep.label} and {run.label}: a sweep is compared with a sweep, point by "
                              f"point, and a run with a run; give two sweeps or two runs (the points of "
-                             f"{sweep.label}: tracekit query {query} -p sweep={sweep.sweep})")
+                             f"{sweep.label}: tracekit query {_points_query(sweep)} -p sweep={sweep.sweep})")
     other_tools = ""
     if "sweep" in common and base.tool and new.tool and base.tool != new.tool:
         # (the profiler's overhead is in every request: ncu's replays make them several times longer)
@@ -529,6 +528,14 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
         if s not in out:
             out.append(s)
     return out
+
+
+def _points_query(sweep: Side) -> str:
+    """The query that shows a sweep's points side by side: its requests' latency where it timed
+    them, else its kernels as the profiler its points ran under records them."""
+    from .registry import SWEEP_QUERIES
+
+    return "sweep-latency" if sweep.timed else SWEEP_QUERIES.get(sweep.tool or "", "sweep-points")
 
 
 def _has(side: Side, order: Callable = lambda scopes: [s for s in SCOPES if s in scopes]) -> str:
@@ -567,7 +574,8 @@ def _not_one_sweep(base: Side, new: Side, scopes: list[str], asked: bool) -> lis
     it is the only scope or was asked for, else left out."""
     if base.run_id is None and new.run_id is None and base.sweep == new.sweep:
         raise QueryError(f"diff: both sides are sweep {base.sweep}: a sweep is compared with another point by "
-                         "point; give two sweeps (its own points side by side: tracekit query sweep-points)")
+                         f"point; give two sweeps (its own points side by side: tracekit query {_points_query(base)} "
+                         f"-p sweep={base.sweep})")
     if "sweep" not in scopes or base.sweep != new.sweep or base.sweep is None or (base.lone_point and new.lone_point):
         return scopes  # (run folders given by their paths are their own points: two points of one sweep compare)
     rest = [s for s in scopes if s != "sweep"]

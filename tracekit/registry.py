@@ -320,6 +320,7 @@ class Registry:
                 continue
             if pname == "sweep":  # the sweep queries' sweep: its id, '' (outside any sweep) or NULL (all)
                 bound[pname] = resolve_sweep(tk, params.get("sweep"), q.name)
+                _check_sweep_tool(tk, q.name, bound[pname], params.get("sweep"))
                 continue
             value = params.get(pname)
             if value is None:
@@ -795,6 +796,33 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
 
 #: a run's sweep id (params.sweep; '' outside any sweep), as the macro in_sweep reads it
 _SWEEP_SQL = "coalesce(json_extract_string(params, '$.sweep'), '')"
+
+
+#: the query of a sweep's points captured under each profiler
+SWEEP_QUERIES = {"nsys": "sweep-points", "ncu": "sweep-ncu"}
+
+
+def _check_sweep_tool(tk, qname: str, sweep: str | None, value: Any) -> None:
+    """A sweep whose points were captured under the other profiler than the one ``qname``
+    reads (``SWEEP_QUERIES``) is an error naming the query that reads them, and, where the
+    sweep asked was the latest, the latest sweep the query does read."""
+    tool = next((t for t, name in SWEEP_QUERIES.items() if name == qname), None)
+    if tool is None or not sweep:
+        return
+    tools = {t for (t,) in tk.con.execute(f"SELECT DISTINCT json_extract_string(params, '$.tool') FROM runs "
+                                          f"WHERE {_SWEEP_SQL} = ?", [sweep]).fetchall()}
+    others = sorted(t for t in tools & set(SWEEP_QUERIES) if t != tool)
+    if tool in tools or not others:
+        return
+    latest = value is None or str(value).strip().lower() == "latest"
+    said = f"{qname}: sweep {sweep}{' (the latest)' if latest else ''} was captured under {others[0]}, not {tool}: " \
+        f"tracekit query {SWEEP_QUERIES[others[0]]} -p sweep={sweep}"
+    if latest:
+        ours = tk.con.execute(f"SELECT {_SWEEP_SQL} FROM runs WHERE {_SWEEP_SQL} <> '' AND "
+                              "json_extract_string(params, '$.tool') = ? ORDER BY run_id DESC LIMIT 1", [tool]).fetchall()
+        if ours:
+            said += f"; the latest sweep under {tool}: tracekit query {qname} -p sweep={ours[0][0]}"
+    raise QueryError(said)
 
 
 def resolve_sweep(tk, value: Any, qname: str, said: str | None = None) -> str | None:

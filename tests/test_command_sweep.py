@@ -774,3 +774,20 @@ def test_a_diffs_hint_names_the_query_of_the_sweeps_profiler(mixed):
         with pytest.raises(QueryError) as err:
             mixed.diff(*pair)
         assert f"tracekit query sweep-ncu -p sweep={ncu})" in str(err.value), str(err.value)
+
+
+def test_by_a_scope_two_program_sweeps_lack_says_why(sweeps, mixed):
+    base, slow, ncu = _sweep_id("base"), _sweep_id("slow"), _sweep_id("ncu")
+    with pytest.raises(QueryError) as err:
+        sweeps.diff(base, slow, by="sweep")
+    assert str(err.value) == (f"--by sweep: sweep {base} is a program's sweep: the sweep scope compares the timed "
+                              "requests' latency of the HSTU workload's sweeps, and a program's sweep timed none; "
+                              "its points compare by kernel, nvtx, api, memcpy, gpu (leave --by out for all)")
+    with pytest.raises(QueryError) as err:
+        sweeps.diff(base, slow, by="ncu")
+    assert str(err.value) == (f"--by ncu: sweep {base}, its points captured under nsys, has no ncu scope (its points "
+                              "compare by kernel, nvtx, api, memcpy, gpu)")
+    with pytest.raises(QueryError) as err:
+        mixed.diff(base, ncu)
+    assert str(err.value).startswith(f"diff: sweep {base} [points captured under nsys] and sweep {ncu} [points captured under ncu] "
+                                     "share no scope to compare"), str(err.value)

@@ -522,9 +522,18 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
     out = []
     for s in by:
         for side in (base, new):
-            if s not in side.scopes():
-                raise QueryError(f"--by {s}: {side.label} [{_kinds(side, s)}] has no {s} scope "
-                                 f"(it {_has(side, sorted)})")
+            if s in side.scopes():
+                continue
+            if side.run_id is None and side.points:  # a sweep: what its points compare by
+                scopes = ", ".join(sc for sc in SCOPES if sc in side.scopes())
+                if s == "sweep" and not side.timed:
+                    raise QueryError(f"--by sweep: {side.label} is a program's sweep: the sweep scope compares "
+                                     "the timed requests' latency of the HSTU workload's sweeps, and a program's "
+                                     f"sweep timed none; its points compare by {scopes} (leave --by out for all)")
+                raise QueryError(f"--by {s}: {side.label}, its {_kinds(side)}, has no {s} scope (its points "
+                                 f"compare by {scopes})")
+            raise QueryError(f"--by {s}: {side.label} [{_kinds(side, s)}] has no {s} scope "
+                             f"(it {_has(side, sorted)})")
         if s not in out:
             out.append(s)
     return out
@@ -592,7 +601,8 @@ def _kinds(side: Side, scope: str | None = None) -> str:
     scopes every capture can have, and of ``scope`` (one asked for: the Unified Memory page
     faults a capture traces only when told are not said missing otherwise)."""
     if side.run_id is None:
-        return "sweep"
+        tools = sorted({k for p in side.points.values() for k in p.kinds} & {"nsys", "ncu"})
+        return f"points captured under {' and '.join(tools)}" if tools else "sweep"
     said = {k for s in NSYS_SCOPES if s not in OPTIONAL_SCOPES or s == scope for k in SCOPE_EVENTS[s]}
     lacks = [k for k in side.untraced if k in said]
     return (",".join(sorted(side.kinds)) + (f" without {' or '.join(lacks)} trace" if lacks else "")

@@ -791,3 +791,15 @@ def test_by_a_scope_two_program_sweeps_lack_says_why(sweeps, mixed):
         mixed.diff(base, ncu)
     assert str(err.value).startswith(f"diff: sweep {base} [points captured under nsys] and sweep {ncu} [points captured under ncu] "
                                      "share no scope to compare"), str(err.value)
+
+
+def test_a_sweep_against_its_own_run_is_one_line(sweeps):
+    """A sweep against a run of its own: the sweep's run at that point is the run itself, a
+    comparison of a run with itself that reads "unchanged" everywhere; said instead."""
+    run = Path(_manifest("base")["points"][1]["run_dir"]).name
+    for pair in ((_sweep_id("base"), run), (run, _sweep_id("base"))):
+        with pytest.raises(QueryError) as err:
+            sweeps.diff(*pair)
+        assert str(err.value) == (
+            f"diff: run {sweeps.resolve(run)[0]} ({run}) is sweep {_sweep_id('base')}'s own run at m=1024,dtype=fp32: "
+            "compared with itself; give another sweep's run at that point, or two sweeps")

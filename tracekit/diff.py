@@ -1989,6 +1989,9 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
             point = con.execute("SELECT grid_point(params) FROM runs WHERE run_id = ?", [run.run_id]).fetchone()[0]
             if point in sweep.points:
                 at = sweep.points[point]
+                if at.run_id == run.run_id:  # (every row would read unchanged: not what was meant)
+                    raise QueryError(f"diff: {run.label} is {sweep.label}'s own run at {point}: compared with "
+                                     "itself; give another sweep's run at that point, or two sweeps")
                 return (at, run) if i == 0 else (run, at)
     return sb, sn
 

@@ -347,3 +347,30 @@ def test_an_output_named_only_by_its_suffix_is_one_line(small_store, capsys, tmp
                                            f"name that starts with a dot has no suffix); name the file, e.g. "
                                            f"{tmp_path / ('out' + name)}"), cmd
         assert list(tmp_path.iterdir()) == [small_store.parent], cmd
+
+
+def test_a_file_the_limit_cut_says_how_many_rows_it_holds(small_store, capsys, tmp_path):
+    """-o FILE of a query writes the rows its limit keeps (gpu-trace: 1,000 by default), as
+    the terminal's table does; the "wrote" line says that the limit cut them, and how to get
+    them all, where a table says "N of M rows (--limit 0 for all)": it said only "wrote
+    FILE", and a trace written that way silently held 1,000 of the run's 3,930 GPU ops."""
+    import polars as pl
+
+    db = ["--db", str(small_store)]
+    full = tmp_path / "all.csv"
+    assert cli_main([*db, "query", "top-kernels", "--run", "1", "--limit", "0", "-o", str(full)]) == 0
+    n = pl.read_csv(full).height
+    assert n > 2 and capsys.readouterr().out == f"wrote {full}\n"
+    for ext in ("csv", "json", "parquet", "xlsx"):
+        out = tmp_path / f"top2.{ext}"
+        assert cli_main([*db, "query", "top-kernels", "--run", "1", "--limit", "2", "-o", str(out)]) == 0
+        assert capsys.readouterr().out == f"wrote {out}: 2 of {n:,} rows (--limit 0 for all)\n"
+    assert pl.read_csv(full).head(2).equals(pl.read_csv(tmp_path / "top2.csv"))
+    # an alias that fixes a parameter counts the rows of its own answer
+    out = tmp_path / "alias.csv"
+    assert cli_main([*db, "query", "cuda_gpu_kern_sum", "--run", "1", "--limit", "1", "-o", str(out)]) == 0
+    assert capsys.readouterr().out == f"wrote {out}: 1 of {n:,} rows (--limit 0 for all)\n"
+    # -o - is the standard output: the line goes to stderr
+    assert cli_main([*db, "query", "top-kernels", "--run", "1", "--limit", "2", "-f", "csv", "-o", "-"]) == 0
+    got = capsys.readouterr()
+    assert got.err == f"wrote -: 2 of {n:,} rows (--limit 0 for all)\n" and got.out.count("\n") == 3

@@ -638,10 +638,15 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
         from .registry import Param
 
         cut = Param("limit", "INTEGER", "", None, minimum=0).convert(cut, name)  # (a query's limit's checks)
+    wrote = f"wrote {out}"
     with _open(db, read_only=True) as tk, _capture_warnings():
         if fmt != "table":
             df = tk.query(name, **params)
-            _emit(df.head(cut) if cut else df, fmt, out, columns, tk.path, title=name)
+            total = df.height if cut else reg.total(tk, name, df.height, **reg.with_alias(name, params))
+            df = df.head(cut) if cut else df
+            _emit(df, fmt, out, columns, tk.path, title=name)
+            if total > df.height:  # the limit cut the rows: said, as a table says it
+                wrote += f": {df.height:,} of {total:,} rows (--limit 0 for all)"
         else:
             rows = reg.fetch(tk, name, **params)
             if cut and len(rows.rows) > cut:
@@ -649,7 +654,7 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
             _show(rows, out, _runs_shown(params, rows, reg.get(name).display), columns, all_columns, timeunit,
                   more="--limit 0 for all", store_path=tk.path)
     if out is not None:  # as chart and export say what they wrote
-        _wrote(out, f"wrote {out}")
+        _wrote(out, wrote)
 
 
 @app.command()

@@ -34,6 +34,7 @@ def chromium() -> str | None:
 @dataclass
 class Page:
     console_errors: list[str] = field(default_factory=list)
+    console_warnings: list[str] = field(default_factory=list)  # Vega's own: "WARN Conflicting legend ..."
     exceptions: list[str] = field(default_factory=list)
     external_requests: list[str] = field(default_factory=list)
     value: object = None
@@ -169,6 +170,8 @@ def load(path: Path, done_js: str, value_js: str, width: int = 1400, timeout: fl
         method, params = ev.get("method"), ev.get("params", {})
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
             page.console_errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+        elif method == "Runtime.consoleAPICalled" and params.get("type") == "warning":
+            page.console_warnings.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
         elif method == "Runtime.exceptionThrown":
             d = params["exceptionDetails"]
             page.exceptions.append(d.get("exception", {}).get("description") or d.get("text", "?"))

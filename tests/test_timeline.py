@@ -608,6 +608,19 @@ def test_a_window_at_the_bound_draws_in_chromium(tk, tmp_path):
 
 
 @needs_chromium
+def test_a_request_draws_without_a_vega_warning(tk, tmp_path):
+    """A request's timeline draws in a browser without a warning of Vega's in the console:
+    its bars are filled and outlined by one colour field, and the outline's legend (none)
+    conflicted with the fill's, which Vega logged twice a chart ("WARN Conflicting legend
+    property "disable" (false and true)"), in every report with a timeline too."""
+    data = charts.timeline_data(tk, run="hstu", nvtx="hstu.request", instance="3")
+    out = charts.save(charts.timeline(data), tmp_path / "request.html")
+    page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
+    assert page.console_errors == [] and page.exceptions == [] and page.console_warnings == []
+    assert page.value == {"error": None, "marks": data.nvtx.height + data.gpu.height}
+
+
+@needs_chromium
 def test_cuda_graph_launches_draw_in_chromium(tmp_path):
     """The whole-graph capture's timeline draws in a browser, a bar per NVTX range, GPU op
     and graph launch, with no console error."""

@@ -1476,7 +1476,7 @@ def _bars(rows: list[dict], x: alt.X, title: str, scale: alt.Scale, legend: alt.
     in their colour, so an op of a few µs in a window of ms still shows as a line."""
     return alt.Chart(_data(rows)).mark_bar(height=16, clip=True, strokeWidth=1).encode(
         x=x, x2="end_ms:Q", color=alt.Color("colour:N", title=title, scale=scale, legend=legend),
-        stroke=alt.Stroke("colour:N", scale=scale, legend=None), tooltip=tooltip)
+        stroke=alt.Stroke("colour:N", scale=scale, legend=legend), tooltip=tooltip)
 
 
 def _nvtx_coloured(df: pl.DataFrame) -> list[str]:

@@ -248,6 +248,19 @@ def test_html_chart_draws_offline_in_chromium(tk, tmp_path):
 
 
 @pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
+@pytest.mark.parametrize("name", ["roofline", "occupancy", "warp-stalls", "ncu-source"])
+def test_an_ncu_chart_draws_without_a_vega_warning(tk, tmp_path, name):
+    """Each ncu chart draws in a browser without a warning of Vega's in the console: the
+    occupancy chart's limit text, a layer without the bars' yOffset, sized the y scale
+    another way than the bars ("WARN Conflicting scale property "range""), in every ncu
+    report too."""
+    out = charts.save(charts.chart(tk, name, run="full"), tmp_path / f"{name}.html")
+    page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
+    assert page.console_errors == [] and page.exceptions == [] and page.console_warnings == []
+    assert page.value.get("error") is None and page.value["marks"] > 0
+
+
+@pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
 def test_kernel_names_with_markup_do_not_stop_the_page(tmp_path):
     """Kernel names are user text: `<!--<script>` inside the chart's JSON turned the HTML
     parser's script states on and the page drew nothing. A real export with every kernel

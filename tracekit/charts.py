@@ -418,6 +418,10 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
 # -- occupancy -------------------------------------------------------------------
 
 
+#: the occupancy chart's step between a kernel's two bars, px
+OCCUPANCY_STEP = 34
+
+
 def occupancy(df: pl.DataFrame) -> alt.LayerChart:
     """Theoretical vs achieved occupancy per launch, with the binding block limit."""
     _need(
@@ -481,14 +485,16 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
         for r in rows
         if r["measure"] == "theoretical" and r["limiter"] != "none"
     ]
+    # the limit, between the kernel's two bars: at its first bar's offset (a layer without the
+    # bars' yOffset sizes the y scale another way, which Vega warns of), half a bar's step down
     lim_text = (
         alt.Chart(_data(lim_rows))
-        .mark_text(align="left", fontSize=11, color="#a50f15", fontWeight="bold", dx=12)
-        .encode(y=y, x=alt.X("x:Q"), text="text:N")
+        .mark_text(align="left", fontSize=11, color="#a50f15", fontWeight="bold", dx=12, dy=OCCUPANCY_STEP / 2)
+        .encode(y=y, yOffset=alt.YOffset(datum="theoretical"), x=alt.X("x:Q"), text="text:N")
     )
     return alt.layer(bars, values, lim_text).properties(
         width=WIDTH - 200,
-        height=alt.Step(34),
+        height=alt.Step(OCCUPANCY_STEP),
         title=alt.Title(
             "Occupancy", subtitle="theoretical vs achieved; red: the block limit that binds"
         ),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 TILES_ENV = "TRACEKIT_TILES"
@@ -199,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         print(path)
         print(path.read_text() if path.exists() else "(no tuning file)")
         return 0
+    import torch
+
+    if not torch.cuda.is_available():  # (tune times the kernel on the GPU: nothing to time here)
+        print(f"{p.prog}: error: tune times the kernel's tiles on a CUDA GPU, and torch sees none here "
+              "(torch.cuda.is_available() is False); run it on the GPU machine, once per GPU", file=sys.stderr)
+        return 2
     for n in a.max_seq_len:
         rows = tune(n, d_qk=a.d, dtype=a.dtype, heads=a.heads, targets=a.targets,
                     progress=lambda r, n=n: print(f"T={n} {r['config']}: "

@@ -1103,6 +1103,21 @@ def test_tiles_file_overrides_builtin_and_default(tmp_path, monkeypatch):
     tiles._memo.clear()
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="tunes on the GPU where there is one")
+def test_tiles_tune_without_a_gpu_is_one_line(tmp_path, monkeypatch, capsys):
+    """`python -m tracekit.kernels.tiles tune` (README: once per GPU) on a machine without
+    CUDA says so in one line, exit 2, and writes no tuning file: it raised a RuntimeError
+    from torch.Generator(device="cuda"), a traceback of PyTorch's about its CUDA library."""
+    from tracekit.kernels import tiles
+
+    monkeypatch.setenv(tiles.TILES_ENV, str(tmp_path / "t.json"))
+    assert tiles.main(["tune", "--max-seq-len", "1024"]) == 2
+    got = capsys.readouterr()
+    assert got.out == "" and got.err.count("\n") == 1 and "Traceback" not in got.err
+    assert got.err.startswith("python -m tracekit.kernels.tiles: error: ") and "CUDA GPU" in got.err
+    assert not (tmp_path / "t.json").exists()
+
+
 @pytest.mark.parametrize("capability, expected", [((7, 5), False), ((7, 0), False), ((8, 0), True), ((9, 0), True)])
 def test_cached_uniform_bounds_only_where_redux_sync_runs(monkeypatch, capability, expected):
     """The persistent cached kernel's warp-uniform loop bounds go through ``redux.sync``,

@@ -237,7 +237,7 @@ def test_html_chart_draws_offline_in_chromium(tk, tmp_path):
     out = charts.save(ch, tmp_path / "roof.html")
     page = load(out, "window.tracekitChart && window.tracekitChart.done",
                 f"Object.assign({_MARKS_JS}, {{width: document.documentElement.scrollWidth}})")
-    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
     points = tk.query("roofline", run="full", limit=0).height
     assert page.value.get("error") is None and page.value["marks"] >= points > 0
     assert page.value["width"] <= 1400  # (the window's: no horizontal scroll)
@@ -285,7 +285,7 @@ def test_kernel_names_with_markup_do_not_stop_the_page(tmp_path):
     html = out.read_text()
     assert "<!--<script>k" not in html and "</script>&amp;" not in html  # escaped inside the JSON
     page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
-    assert page.console_errors == [] and page.exceptions == []
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == []
     assert page.value.get("error") is None and page.value["marks"] >= rows.height
 
 
@@ -310,7 +310,7 @@ def test_data_past_json_text_rows_draws_with_markup_and_non_finite_values(tmp_pa
     html = charts.save(ch, tmp_path / "text.html")
     assert "<!--<script>" not in html.read_text() and "</script>&amp;" not in html.read_text()
     page = load(html, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
-    assert page.console_errors == [] and page.exceptions == [] and page.value.get("error") is None
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value.get("error") is None
     assert page.value["marks"] == sum(math.isfinite(r["ms"]) for r in rows) == 467  # (Vega-Lite leaves nulls out)
     assert charts.save(ch, tmp_path / "text.png").read_bytes().startswith(b"\x89PNG")
 

@@ -395,7 +395,7 @@ def test_the_job_diff_chart_shows_each_ranks_change(tk, store, tmp_path, capsys)
     assert main(["--db", str(store), "chart", "job-diff", "-p", "base=5", "-p", "new=9", "-o", str(out)]) == 0
     page = chart_marks(out)
     drawn = _quiet(job_diff.rank_changes, tk, "5", "9")
-    assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["error"] is None
     assert page.value["marks"]["rect"] == drawn.height
     assert page.value["marks"]["symbol"] == drawn.filter(pl.col("verdict").is_in(["regressed", "improved"])).height
 
@@ -425,7 +425,7 @@ def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, 
     assert main(["--db", str(store), "report", "--run", "9", "--vs", "5", "-o", str(out)]) == 0
     page = load(out, "window.tracekitReport && window.tracekitReport.done", "window.tracekitReport")
     drawn = _quiet(job_diff.rank_changes, tk, "5", "9")
-    assert page.console_errors == [] and page.exceptions == [] and page.value["failed"] == 0
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["failed"] == 0
     assert page.value["marks"]["chart-job-diff"] == drawn.height + drawn.filter(
         pl.col("verdict").is_in(["regressed", "improved"])).height
 
@@ -791,7 +791,7 @@ def test_the_compare_chart_draws_each_jobs_change(tk, store, tmp_path, capsys):
     assert main(["--db", str(store), "chart", "compare", "-p", "base=1", "-p", "runs=5,9", "-p", "jobs=yes",
                  "-p", "by=kernel", "-o", str(out)]) == 0
     page = chart_marks(out)
-    assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["error"] is None
     assert page.value["marks"]["rect"] == len(rows)
 
 

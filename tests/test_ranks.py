@@ -596,7 +596,7 @@ def test_rank_charts_of_a_large_job_fit_a_screen(job, tmp_path):
     # in a browser: a cell per rank and path drawn, on a page that fits a screen
     out = charts.save(dense_heatmap, tmp_path / "heat.html")
     page = chart_marks(out)
-    assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["error"] is None
     assert page.value["marks"]["rect"] == 1000 * len(j.plant["nvtx_paths"]) and page.value["height"] < 1400
 
 
@@ -645,7 +645,7 @@ def test_the_jobs_timeline_draws_each_rank_over_the_same_span(job, tmp_path):
     if chromium() is None:
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
     page = chart_marks(charts.save(charts.timeline(t), tmp_path / "job.html"))
-    assert page.console_errors == [] and page.exceptions == [] and page.value["error"] is None
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["error"] is None
     assert page.value["marks"]["rect"] == t.nvtx.height + t.gpu.height
 
 
@@ -714,7 +714,7 @@ def test_a_ranks_report_shows_the_jobs_timeline(job, tmp_path, monkeypatch):
     out.write_text(report.render(rep))  # (the report built above: write_report builds the same)
     page = load(out, "window.tracekitReport && window.tracekitReport.done", "window.tracekitReport")
     t = charts.timeline_data(tk, run=str(runs[1]), nvtx="step", instance=step, ranks="all")
-    assert page.console_errors == [] and page.exceptions == [] and page.value["failed"] == 0
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["failed"] == 0
     assert page.value["marks"]["chart-job-timeline"] == t.nvtx.height + t.gpu.height
 
 

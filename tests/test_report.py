@@ -248,7 +248,7 @@ def test_cpu_sections(tmp_path):
     if chromium() is None:
         return
     page = load(out, DONE, "window.tracekitReport")
-    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
     state = page.value
     assert state["rendered"] == state["charts"] and state["failed"] == 0
     boxes = len(_flame_rows(flame))
@@ -659,7 +659,7 @@ def test_report_in_chromium(name, reports, store, tmp_path):
     shot = Path(keep) if keep else tmp_path
     shot.mkdir(parents=True, exist_ok=True)
     (shot / f"report-{name}.png").write_bytes(page.png)
-    assert page.console_errors == [] and page.exceptions == []
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == []
     assert page.external_requests == []
     state = page.value["state"]
     charts = _parse(reports[name]).charts
@@ -706,7 +706,7 @@ def test_report_without_cuda_in_chromium(name, cpu_reports):
     """The report of a capture without CUDA draws in a browser: one bar per NVTX range of the
     timeline's request (and the diff's chart), no console error, no request."""
     page = load(cpu_reports[name], DONE, "window.tracekitReport")
-    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
     state = page.value
     charts = _parse(cpu_reports[name]).charts
     assert charts == (["chart-timeline"] if name == "cpu" else ["chart-diff", "chart-timeline"])
@@ -721,7 +721,7 @@ def test_report_of_a_rank_in_chromium(rank_reports):
     """The job's charts draw in a browser: a bar per rank and measure, a cell per rank and
     NVTX path (each with its label); no console error, no request."""
     page = load(rank_reports["rank"], DONE, "window.tracekitReport")
-    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
     state = page.value
     charts = _parse(rank_reports["rank"]).charts
     assert state["charts"] == len(charts) == state["rendered"] and state["failed"] == 0 and state["errors"] == []
@@ -738,7 +738,7 @@ def test_report_vs_base_in_chromium(reports, tmp_path):
     shot.mkdir(parents=True, exist_ok=True)
     (shot / "report-diff.png").write_bytes(page.png)
     (shot / "report-diff-top.png").write_bytes(page.crops[0])
-    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
     state = page.value["state"]
     assert state["failed"] == 0 and state["rendered"] == state["charts"] and state["marks"]["chart-diff"] > 0
     for values, reverse in ((page.value["first"], False), (page.value["second"], True)):
@@ -793,7 +793,7 @@ def test_one_report_of_several_runs_holds_each_runs_report(experiment, capsys, t
 @needs_chromium
 def test_a_report_of_several_runs_draws_every_chart_in_chromium(experiment):
     page = load(experiment[1]["both"], DONE, "window.tracekitReport")
-    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
     state, charts = page.value, _parse(experiment[1]["both"]).charts
     assert state["charts"] == len(charts) == state["rendered"] > 5 and state["failed"] == 0
     assert all(n > 0 for n in state["marks"].values()), state["marks"]

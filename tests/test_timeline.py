@@ -603,7 +603,7 @@ def test_a_window_at_the_bound_draws_in_chromium(tk, tmp_path):
     assert charts.TIMELINE_BARS - 10 <= bars <= charts.TIMELINE_BARS  # (an op that ended before lo is not in it)
     out = charts.save(charts.timeline(data), tmp_path / "big.html")
     page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
-    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
     assert page.value == {"error": None, "marks": bars}
 
 
@@ -630,7 +630,7 @@ def test_cuda_graph_launches_draw_in_chromium(tmp_path):
     assert data.gpu.filter(pl.col("op_kind") == "graph").height == 7
     out = charts.save(charts.timeline(data), tmp_path / "graphs.html")
     page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
-    assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
     assert page.value == {"error": None, "marks": data.nvtx.height + data.gpu.height}
 
 
@@ -660,7 +660,7 @@ def test_unified_memory_page_faults_are_drawn(tmp_path, monkeypatch):
         assert "Unified Memory page faults" in spec["title"]["subtitle"][1]
         out = charts.save(charts.timeline(data), tmp_path / "um.html")
         page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
-        assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+        assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
         assert page.value == {"error": None, "marks": data.nvtx.height + data.gpu.height + data.faults.height}
         monkeypatch.setattr(charts, "TIMELINE_BARS", data.nvtx.height + data.gpu.height + data.faults.height - 1)
         held = charts.timeline_data(tk, run="um", nvtx="iteration", instance=2)
@@ -702,7 +702,7 @@ def test_python_samples_are_drawn_below_the_frames_every_sample_shares(tmp_path,
         assert data.notes[0] in spec["title"]["subtitle"][0]
         out = charts.save(charts.timeline(data), tmp_path / "py.html")
         page = load(out, "window.tracekitChart && window.tracekitChart.done", _MARKS_JS)
-        assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
+        assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
         assert page.value == {"error": None, "marks": data.nvtx.height + data.gpu.height + data.python.height}
         request = charts.timeline_data(tk, run="hstu_py", nvtx="hstu.request", instance=10)
         assert request.notes[0].endswith(" > run_requests > one > request") and not request.python.is_empty()

@@ -543,6 +543,24 @@ for s in ${SWEEPS:-}; do
   rm -f "$d"/runs/*/spec.json "$d"/runs/*/worker.json "$d"/runs/*/capture.log
 done
 
+# a sweep's folder made a fixture: its manifest beside runs/, each point's exports compressed, an nsys
+# export's with NVIDIA's nsys stats sums (stats/cuda_gpu_kern_sum.csv, nvtx_sum.csv)
+sweep_points() {
+  local d=$1 r f
+  mv "$d"/runs/sweep-*.json "$d/" 2>/dev/null
+  for r in "$d"/runs/*/; do
+    r=${r%/}
+    rm -f "$r/nsys.nsys-rep" "$r/ncu_raw.csv" "$r/spec.json" "$r/worker.json" /tmp/*.qdstrm
+    for f in "$r/ncu.ncu-rep" "$r/ncu_details.csv"; do [ -f "$f" ] && xz -9 "$f"; done
+    [ -f "$r/nsys.sqlite" ] || continue
+    mkdir -p "$r/stats"
+    nsys stats -r cuda_gpu_kern_sum,nvtx_sum -f csv --force-export=false --force-overwrite=true -o "$r/stats/nsys" \
+      "$r/nsys.sqlite" > /dev/null 2>&1 || echo "stats $r rc=$?"
+    for f in "$r"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$r/stats/${f##*/nsys_}"; done
+    xz -9 "$r/nsys.sqlite"
+  done
+}
+
 # hstu_nsys_sweep: the HSTU workload's bs x nc sweep under nsys (each point a run folder with its export and
 # NVIDIA's nsys stats sums): diff of two such sweeps compares each point's kernels and NVTX ranges and its requests
 for s in ${HSTU_NSYS_SWEEPS:-}; do
@@ -553,17 +571,7 @@ for s in ${HSTU_NSYS_SWEEPS:-}; do
   record "$d" TRACEKIT_KERNELS_BACKEND=$backend tracekit "${sweep_args[@]}" --out runs
   TRACEKIT_KERNELS_BACKEND=$backend tk_cli "${sweep_args[@]}" --out "$d/runs" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"
   tail -3 "$d/sweep.log"
-  mv "$d"/runs/sweep-*.json "$d/" 2>/dev/null
-  for r in "$d"/runs/*/; do
-    r=${r%/}
-    rm -f "$r/nsys.nsys-rep" "$r/spec.json" "$r/worker.json" /tmp/*.qdstrm
-    [ -f "$r/nsys.sqlite" ] || continue
-    mkdir -p "$r/stats"
-    nsys stats -r cuda_gpu_kern_sum,nvtx_sum -f csv --force-export=false --force-overwrite=true -o "$r/stats/nsys" \
-      "$r/nsys.sqlite" > /dev/null 2>&1 || echo "stats $r rc=$?"
-    for f in "$r"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$r/stats/${f##*/nsys_}"; done
-    xz -9 "$r/nsys.sqlite"
-  done
+  sweep_points "$d"
 done
 
 # command_sweep: a program of the user's kind swept over a grid of its own parameters under nsys (the
@@ -578,18 +586,7 @@ for s in ${COMMAND_SWEEPS:-}; do
   record "$d" tracekit "${sweep_args[@]}"
   tk_cli "${sweep_args[@]}" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"
   tail -3 "$d/sweep.log"
-  mv "$d"/runs/sweep-*.json "$d/" 2>/dev/null
-  for r in "$d"/runs/*/; do
-    r=${r%/}
-    rm -f "$r/nsys.nsys-rep" "$r/ncu_raw.csv" /tmp/*.qdstrm
-    for f in "$r/ncu.ncu-rep" "$r/ncu_details.csv"; do [ -f "$f" ] && xz -9 "$f"; done
-    [ -f "$r/nsys.sqlite" ] || continue
-    mkdir -p "$r/stats"
-    nsys stats -r cuda_gpu_kern_sum,nvtx_sum -f csv --force-export=false --force-overwrite=true -o "$r/stats/nsys" \
-      "$r/nsys.sqlite" > /dev/null 2>&1 || echo "stats $r rc=$?"
-    for f in "$r"/stats/nsys_*.csv; do [ -e "$f" ] && mv "$f" "$r/stats/${f##*/nsys_}"; done
-    xz -9 "$r/nsys.sqlite"
-  done
+  sweep_points "$d"
 done
 
 # hstu_capture_pair (CAPTURE_PAIR=1) and hstu_capture_ncu_pair (CAPTURE_NCU_PAIR=1): `tracekit capture

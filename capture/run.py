@@ -456,8 +456,9 @@ class Outcome:
 def recorded(run_dir: Path, meta: dict, timeout_s: float | None, finish=None):
     """The block runs the capture; its ``Outcome`` (yielded, set by the block) is written into
     meta.json however the block ends: a Ctrl-C as ``interrupted`` (then raised as
-    ``Interrupted``, naming the run folder), the deadline or a tracekit error as ``failed`` with the reason. ``finish(meta)``
-    adds what the run left (the workload's report) before the write."""
+    ``Interrupted``, naming the run folder), the deadline or a tracekit error as ``failed``
+    with the reason. ``finish(meta)`` adds what the run left (the workload's report) before
+    the write."""
     out = Outcome()
     try:
         yield out

@@ -93,3 +93,24 @@ def test_the_reference_backend_regresses_every_point_where_it_should(store):
         assert len(rows) == 4 and set(rows["verdict"]) == {"regressed"}, rows
     latency = df.filter((pl.col("scope") == "sweep") & (pl.col("metric") == "latency_med_ms"))
     assert set(latency["key"]) == POINTS and set(latency["verdict"]) == {"regressed"}
+
+
+@pytest.mark.parametrize("query", ["sweep-kernels", "sweep-points"])
+def test_a_sweep_without_nsys_asked_of_its_kernels_names_the_query_that_reads_it(tmp_path, query):
+    """The HSTU sweep taken under --tool none (its requests' latency alone) ingested after one under
+    nsys: the kernel queries of the latest sweep say where its numbers are, and the sweep they read."""
+    from tracekit.errors import QueryError
+
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in sorted((SWEEPS / "base" / "runs").iterdir()):
+            tk.ingest(run)
+        for run in sorted((DATA / "hstu_sweep" / "runs").iterdir()):
+            tk.ingest(run)
+        none = json.loads((DATA / "hstu_sweep" / "runs" / sorted(
+            p.name for p in (DATA / "hstu_sweep" / "runs").iterdir())[0] / "meta.json").read_text())["params"]["sweep"]
+        with pytest.raises(QueryError) as err:
+            tk.query(query)
+        assert str(err.value) == (
+            f"{query}: sweep {none} (the latest) was captured under none, not nsys: tracekit query sweep-latency "
+            f"-p sweep={none}; the latest sweep under nsys: tracekit query {query} -p sweep={_manifest('base')['sweep']}")
+        assert len(tk.query(query, sweep=_manifest("base")["sweep"])) > 0

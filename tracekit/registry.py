@@ -798,15 +798,19 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
 _SWEEP_SQL = "coalesce(json_extract_string(params, '$.sweep'), '')"
 
 
-#: the query of a sweep's points captured under each profiler
-SWEEP_QUERIES = {"nsys": "sweep-points", "ncu": "sweep-ncu"}
+#: the query of a sweep's points captured under each profiler (under none: the HSTU workload's
+#: timed requests; a program's sweep under none ingests nothing)
+SWEEP_QUERIES = {"nsys": "sweep-points", "ncu": "sweep-ncu", "none": "sweep-latency"}
+#: the sweep queries that read the points of one profiler: the profiler
+SWEEP_QUERY_TOOL = {"sweep-points": "nsys", "sweep-kernels": "nsys", "sweep-ncu": "ncu"}
 
 
 def _check_sweep_tool(tk, qname: str, sweep: str | None, value: Any) -> None:
-    """A sweep whose points were captured under the other profiler than the one ``qname``
-    reads (``SWEEP_QUERIES``) is an error naming the query that reads them, and, where the
-    sweep asked was the latest, the latest sweep the query does read."""
-    tool = next((t for t, name in SWEEP_QUERIES.items() if name == qname), None)
+    """A sweep whose points were captured under another profiler than the one ``qname``
+    reads (``SWEEP_QUERY_TOOL``) is an error naming the query that reads them
+    (``SWEEP_QUERIES``), and, where the sweep asked was the latest, the latest sweep the query
+    does read."""
+    tool = SWEEP_QUERY_TOOL.get(qname)
     if tool is None or not sweep:
         return
     tools = {t for (t,) in tk.con.execute(f"SELECT DISTINCT json_extract_string(params, '$.tool') FROM runs "

@@ -279,16 +279,14 @@ def test_sweep_kernels_without_a_point_captured_under_nsys_is_an_error(small_sto
     capsys.readouterr()
     assert _cli(small_store, "query", "sweep-kernels") == 2
     assert one_error_line(capsys) == (
-        "tracekit: error: sweep-kernels: no run of the workload captured under nsys in sweep-20261122T012018.110Z "
-        "(the run folders of `tracekit "
-        "sweep --tool nsys` or `tracekit capture --tool nsys`, status ok); ingest them, or ask top-kernels of one "
-        "nsys export")
+        "tracekit: error: sweep-kernels: sweep sweep-20261122T012018.110Z (the latest) was captured under none, not "
+        "nsys: tracekit query sweep-latency -p sweep=sweep-20261122T012018.110Z")
     assert _cli(small_store, "ingest", str(DATA / "hstu_capture_nsys")) == 0
     capsys.readouterr()
     # a `tracekit capture --tool nsys` run is outside the sweep: the latest sweep still has no nsys
     # point, and the capture answers where asked for (a run outside any sweep, or every run)
     assert _cli(small_store, "query", "sweep-kernels") == 2
-    assert "no run of the workload captured under nsys in sweep-" in one_error_line(capsys)
+    assert "(the latest) was captured under none, not nsys: tracekit query sweep-latency" in one_error_line(capsys)
     for sweep in ("4", "all"):  # (run 4: the capture; 1, 2: the small store, 3: the point)
         assert _cli(small_store, "query", "sweep-kernels", "--limit", "1", "-p", f"sweep={sweep}") == 0
         assert "_hstu_" in capsys.readouterr().out

@@ -328,10 +328,11 @@ def grid_table(db: Path | None, sweep_id: str, tool: str = "nsys", width: int | 
     import shutil
 
     import tracekit
-    from tracekit.registry import get_registry
+    from tracekit.registry import SWEEP_QUERIES, get_registry
     from tracekit.table import render
 
-    query, param = ("sweep-ncu", "kernel") if tool == "ncu" else ("sweep-points", "name")
+    query = SWEEP_QUERIES[tool]
+    param = "kernel" if tool == "ncu" else "name"  # (each query's parameter of one kernel's name)
     registry = get_registry()
     with tracekit.open(db, read_only=True) as tk:
         rows = registry.fetch(tk, query, sweep=sweep_id)

@@ -530,14 +530,21 @@ tk_cli() {
   (cd "$out" && PYTHONPATH="$out/.tk${PYTHONPATH:+:$PYTHONPATH}" \
     python3 -c 'import sys; sys.argv[0] = "tracekit"; from tracekit.cli import main; sys.exit(main())' "$@")  # cwd: no ./tracekit
 }
+# the HSTU workload's sweep over bs 1,4 x nc 128,512 into DIR/runs: hstu_sweep DIR BACKEND OPTIONS...
+# (TRACEKIT_KERNELS_BACKEND=BACKEND; the command recorded in DIR/capture.txt, its output in DIR/sweep.log)
+hstu_sweep() {
+  local d=$1 backend=$2; shift 2
+  local sweep_args=(sweep --bs 1,4 --nc 128,512 "$@" --no-ingest)
+  record "$d" TRACEKIT_KERNELS_BACKEND=$backend tracekit "${sweep_args[@]}" --out runs
+  TRACEKIT_KERNELS_BACKEND=$backend tk_cli "${sweep_args[@]}" --out "$d/runs" > "$d/sweep.log" 2>&1 \
+    || echo "sweep ${d##*/} rc=$?"
+  tail -3 "$d/sweep.log"
+}
 for s in ${SWEEPS:-}; do
   d="$out/sweep_pair/$s"; mkdir -p "$d"
   echo "== sweep $s $(date -u +%T)"
   backend=auto; [ "$s" = c ] && backend=reference
-  sweep_args=(sweep --bs 1,4 --nc 128,512 --tool none --preset medium --iters 40 --warmup-ms 1000 --no-ingest)
-  record "$d" TRACEKIT_KERNELS_BACKEND=$backend tracekit "${sweep_args[@]}" --out runs
-  TRACEKIT_KERNELS_BACKEND=$backend tk_cli "${sweep_args[@]}" --out "$d/runs" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"
-  tail -3 "$d/sweep.log"
+  hstu_sweep "$d" $backend --tool none --preset medium --iters 40 --warmup-ms 1000
   mv "$d"/runs/sweep-*.json "$d/" 2>/dev/null
   # the layout of tests/data/hstu_sweep/runs: meta.json + requests.csv per point
   rm -f "$d"/runs/*/spec.json "$d"/runs/*/worker.json "$d"/runs/*/capture.log
@@ -567,10 +574,7 @@ for s in ${HSTU_NSYS_SWEEPS:-}; do
   d="$out/hstu_nsys_sweep/$s"; mkdir -p "$d"
   echo "== hstu nsys sweep $s $(date -u +%T)"
   backend=auto; [ "$s" = reference ] && backend=reference
-  sweep_args=(sweep --bs 1,4 --nc 128,512 --tool nsys --preset small --iters 20 --warmup-ms 500 --no-ingest)
-  record "$d" TRACEKIT_KERNELS_BACKEND=$backend tracekit "${sweep_args[@]}" --out runs
-  TRACEKIT_KERNELS_BACKEND=$backend tk_cli "${sweep_args[@]}" --out "$d/runs" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"
-  tail -3 "$d/sweep.log"
+  hstu_sweep "$d" $backend --tool nsys --preset small --iters 20 --warmup-ms 500
   sweep_points "$d"
 done
 

@@ -311,7 +311,7 @@ def latency_table(db: Path | None, runs: set[str], width: int | None = None) -> 
     from tracekit.table import render
 
     with tracekit.open(db, read_only=True) as tk:
-        rows = get_registry().fetch(tk, "sweep-latency", limit=0)
+        rows = get_registry().fetch(tk, "sweep-latency", points_said=True, limit=0)
     i = rows.columns.index("run")
     rows.rows = [r for r in rows.rows if r[i] in runs]
     rows = rows.select(["preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms", "max_ms"])
@@ -335,7 +335,7 @@ def grid_table(db: Path | None, sweep_id: str, tool: str = "nsys", width: int | 
     param = "kernel" if tool == "ncu" else "name"  # (each query's parameter of one kernel's name)
     registry = get_registry()
     with tracekit.open(db, read_only=True) as tk:
-        rows = registry.fetch(tk, query, sweep=sweep_id)
+        rows = registry.fetch(tk, query, points_said=True, sweep=sweep_id)
     rows = rows.select(registry.get(query).display).without_empty()  # (as tracekit query shows it)
     width = width or shutil.get_terminal_size((120, 24)).columns
     chart = "" if tool == "ncu" else "; the chart: tracekit chart sweep-points -o points.html"

@@ -330,15 +330,27 @@ def test_a_run_at_no_point_of_the_sweep_is_one_line(tmp_path):
 
 
 def test_points_one_sweep_lacks_are_said_and_the_rest_compared(tmp_path):
-    with tracekit.open(tmp_path / "s.duckdb") as tk:
-        for which, runs in (("base", 3), ("again", 4)):
-            for run in sorted((SWEEPS / which / "runs").iterdir())[:runs]:
+    """A point one sweep lacks: where its manifest (one folder above its run folders, as the
+    fixture holds them) says the point ran, its run is not ingested, with the folder to ingest;
+    where nothing says why (its run folders moved without the manifest), the other sweep has it alone."""
+    import shutil
+
+    moved = tmp_path / "moved"
+    for run in sorted((SWEEPS / "base" / "runs").iterdir())[:3]:
+        shutil.copytree(run, moved / run.name)
+    fourth = sorted((SWEEPS / "base" / "runs").iterdir())[3]
+    for base_runs, said in ((sorted((SWEEPS / "base" / "runs").iterdir())[:3],
+                             f"base sweep {_sweep_id('base')}'s run at m=4096,dtype=fp32 is not in the store "
+                             f"(tracekit ingest {fourth})"),
+                            (sorted(moved.iterdir()), f"new sweep {_sweep_id('again')} alone has m=4096,dtype=fp32")):
+        with tracekit.open(tmp_path / f"{len(said)}.duckdb") as tk:
+            for run in [*base_runs, *sorted((SWEEPS / "again" / "runs").iterdir())]:
                 tk.ingest(run)
-        with pytest.warns(tracekit.errors.CaptureWarning, match=f"diff: new sweep {_sweep_id('again')} alone has "
-                                                                "m=4096,dtype=fp32: compared at the points both have"):
-            df = tk.diff(_sweep_id("base"), _sweep_id("again"))
-        assert {k.split(": ", 1)[0] for k in df["key"]} == {"m=1024,dtype=fp16", "m=1024,dtype=fp32",
-                                                            "m=4096,dtype=fp16"}
+            with pytest.warns(tracekit.errors.CaptureWarning) as seen:
+                df = tk.diff(_sweep_id("base"), _sweep_id("again"))
+            assert [str(w.message) for w in seen] == [f"diff: {said}: compared at the points both have"]
+            assert {k.split(": ", 1)[0] for k in df["key"]} == {"m=1024,dtype=fp16", "m=1024,dtype=fp32",
+                                                                "m=4096,dtype=fp16"}
 
 
 def test_compare_sweeps_with_a_repeat(sweeps):
@@ -700,7 +712,8 @@ def test_a_point_that_failed_is_said_failed_not_absent(tmp_path):
 def test_a_points_key_reads_one_way(tmp_path, values, point):
     """A grid value that holds what separates the key's parts (, = :), a space or a quote is
     written as a JSON string: two points never share a key, and a diff's key splits at its point."""
-    from tracekit.diff import POINT_KEY, grid_point
+    from tracekit.diff import POINT_KEY
+    from tracekit.sweep_points import grid_point
 
     params = {**values, "sweep": "sweep-x", "sweep_point": 0, "sweep_grid": ",".join(values)}
     with tracekit.open(tmp_path / "s.duckdb") as tk:

@@ -114,3 +114,116 @@ def test_a_sweep_without_nsys_asked_of_its_kernels_names_the_query_that_reads_it
             f"{query}: sweep {none} (the latest) was captured under none, not nsys: tracekit query sweep-latency "
             f"-p sweep={none}; the latest sweep under nsys: tracekit query {query} -p sweep={_manifest('base')['sweep']}")
         assert len(tk.query(query, sweep=_manifest("base")["sweep"])) > 0
+
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 139.8 GiB total)"
+
+
+def _with_points(tmp_path: Path, statuses: dict[int, str]) -> Path:
+    """A copy of the base sweep as `tracekit sweep` leaves it where its points ``statuses``
+    did not end ok: a failed capture (out of GPU memory) keeps its run folder's meta.json and
+    log, the manifest says so; an interrupted or never-run point has no run folder."""
+    import shutil
+
+    out = tmp_path / "base"
+    shutil.copytree(SWEEPS / "base", out)
+    manifest = _manifest("base")
+    for i, status in statuses.items():
+        p = manifest["points"][i]
+        run = out / "runs" / Path(p["run_dir"]).name
+        p["status"] = status
+        if status == "failed":
+            p["error"] = f"capture failed ({OOM.split(' Tried')[0]}); the run folder {run} says so"
+            meta = json.loads((run / "meta.json").read_text())
+            meta["status"], meta["error"] = "failed", OOM
+            (run / "meta.json").write_text(json.dumps(meta))
+            for f in [f for f in run.rglob("*") if f.is_file() and f.name not in ("meta.json", "capture.log")]:
+                f.unlink()
+        else:
+            p["run_dir"], p["error"] = None, "interrupted by the user" if status == "interrupted" else None
+            shutil.rmtree(run)
+    manifest["status"] = "partial"
+    (out / f"{manifest['sweep']}.json").write_text(json.dumps(manifest))
+    return out
+
+
+@pytest.mark.parametrize("query", ["sweep-points", "sweep-latency", "sweep-kernels", "sweep-requests"])
+def test_a_point_whose_capture_failed_is_said_by_each_query_of_its_sweep(tmp_path, query):
+    """The point bs=4,nc=512 ran out of GPU memory: nothing of it is in the store, and each query of
+    the sweep says which point it lacks and why (its manifest and run folder say), not one row fewer
+    without a word; the whole sweep's queries say nothing."""
+    from tracekit.ingest import run_folders
+
+    sweep = _manifest("base")["sweep"]
+    copy = _with_points(tmp_path, {3: "failed"})
+    with pytest.warns(CaptureWarning, match="bs4-nc512-nsys: not ingested: the capture's status is 'failed'"):
+        runs = run_folders([copy])  # (the failed point's folder: nothing to ingest)
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in runs:
+            tk.ingest(run)
+        every = {} if query == "sweep-points" else {"limit": 0}
+        with pytest.warns(CaptureWarning) as seen:
+            df = tk.query(query, sweep=sweep, **every)
+    assert [str(w.message) for w in seen] == [
+        f"sweep {sweep}: 1 of its 4 points has no run in the store, so no row: bs=4,nc=512: its capture failed ({OOM})"]
+    shown = set(df["point"]) if "point" in df.columns else {f"bs={r['bs']},nc={r['nc']}" for r in df.iter_rows(named=True)}
+    assert shown == POINTS - {"bs=4,nc=512"}
+    with tracekit.open(tmp_path / "whole.duckdb") as tk:
+        for run in run_folders([SWEEPS / "base"]):
+            tk.ingest(run)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tk.query(query, sweep=sweep)
+
+
+def test_points_interrupted_never_run_or_not_ingested_are_said_and_once_on_the_command_line(tmp_path):
+    """A sweep stopped at its third point (interrupted; the fourth never ran) whose second point's
+    run was not ingested: one line says each, with the folder to ingest; a report, which asks
+    several queries of the sweep, says it once; `tracekit sweep`'s own table does not say it again."""
+    from tracekit.capture.cli import grid_table
+    from typer.testing import CliRunner
+
+    from tracekit.cli import app
+    from tracekit.ingest import run_folders
+
+    sweep = _manifest("base")["sweep"]
+    copy = _with_points(tmp_path, {2: "interrupted", 3: "not_run"})
+    runs = run_folders([copy])
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(runs[0])
+    said = (f"tracekit: warning: sweep {sweep}: 3 of its 4 points have no run in the store, so no row: "
+            f"bs=1,nc=512: not ingested (tracekit ingest {runs[1]}); bs=4,nc=128: its capture was interrupted; "
+            "bs=4,nc=512: never ran (the sweep stopped before)")
+    res = CliRunner().invoke(app, ["--db", str(db), "query", "sweep-points", "-p", f"sweep={sweep}"])
+    assert res.exit_code == 0, res.output
+    assert said in res.stderr.splitlines()
+    res = CliRunner().invoke(app, ["--db", str(db), "report", "-o", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.splitlines().count(said) == 1, res.stderr
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "bs=1,nc=128" in grid_table(db, sweep, "nsys")
+
+
+def test_a_point_that_failed_in_the_base_sweep_is_said_in_the_diff(tmp_path):
+    """The base sweep's capture at bs=4,nc=512 ran out of memory and the reference sweep's ran:
+    the point's latency reads improved with the base's error (its manifest says it), and the
+    other scopes say the point failed and compare the three points both have."""
+    from tracekit.ingest import run_folders
+
+    copy = _with_points(tmp_path, {3: "failed"})
+    with pytest.warns(CaptureWarning, match="bs4-nc512-nsys: not ingested: the capture's status is 'failed'"):
+        runs = run_folders([copy, SWEEPS / "reference"])
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in runs:
+            tk.ingest(run)
+        with pytest.warns(CaptureWarning) as seen:
+            df = tk.diff(_manifest("base")["sweep"], _manifest("reference")["sweep"])
+    assert f"diff: base sweep {_manifest('base')['sweep']}'s capture of bs=4,nc=512 failed ({OOM}): compared at " \
+           "the points both have" in [str(w.message) for w in seen]
+    point = df.filter((pl.col("scope") == "sweep") & (pl.col("key") == "bs=4,nc=512")
+                      & pl.col("metric").str.starts_with("latency"))
+    assert len(point) == 2 and set(point["verdict"]) == {"improved"}
+    assert set(point["note"]) == {f"the base sweep's capture of this point failed: {OOM}"}
+    assert {k.split(": ", 1)[0] for k in df.filter(pl.col("scope") != "sweep")["key"]} == POINTS - {"bs=4,nc=512"}

@@ -223,6 +223,7 @@ from .errors import CaptureWarning, InputError, ParamError, QueryError, expect
 from .names import RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_name
 from .registry import untraced
 from .store import CAPTURE_STATUS
+from .sweep_points import failures, said, why_absent
 
 NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um", "cpu", "python", "memory")
 #: nsys scope -> the kinds of event (registry.TRACED) a run's capture must have traced
@@ -1744,17 +1745,9 @@ def _with_the_host(con, rows: list[_Row], pace: tuple[float, str], pair: tuple, 
 
 
 def _failed_points(con, side: Side) -> dict[str, str]:
-    """A sweep's points whose every run failed (status not ok: no point to compare), as
-    the point (macro grid_point: 'bs=..,nc=..') -> the error its latest run recorded ('' where none)."""
-    if side.sweep is None or side.lone_point:
-        return {}
-    rows = con.execute("""
-        SELECT grid_point(params) AS point,
-               arg_max(coalesce(json_extract_string(meta, '$.error'), ''), run_id) AS error,
-               bool_and(coalesce(json_extract_string(meta, '$.status'), 'ok') <> 'ok') AS failed
-        FROM runs WHERE json_extract_string(params, '$.sweep') = ? AND grid_point(params) IS NOT NULL
-        GROUP BY point""", [side.sweep]).fetchall()
-    return {point: cut_end(error.splitlines()[0] if error else "", 120) for point, error, failed in rows if failed}
+    """A sweep's points whose capture failed (no point to compare): point -> its error, as its
+    runs in the store or its manifest say."""
+    return {} if side.sweep is None or side.lone_point else failures(con, side.sweep)
 
 
 # -- what differs between the captures ------------------------------------------------
@@ -1996,65 +1989,14 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
     return sb, sn
 
 
-#: a grid value written as a JSON string in a point's key (macro grid_value)
-_QUOTED_VALUE = re.compile(r'[,=:"\\\s]')
-
-
-def grid_point(values: dict[str, Any]) -> str:
-    """A point's key from its grid's values in the grid's order, as the macro grid_point
-    makes it from a run's params ('m=1024,dtype=fp16', 'shape="1024,1024"')."""
-    return ",".join(f"{k}={json.dumps(v, ensure_ascii=False) if _QUOTED_VALUE.search(v) or not v else v}"
-                    for k, v in ((k, str(v)) for k, v in values.items()))
-
-
-def _manifest_points(con, sweep: str) -> dict[str, tuple[str, str | None, Path | None]]:
-    """What the manifest of a program's sweep (``sweep-ID.json``, which `tracekit sweep` writes
-    beside its run folders) says of each point: point -> (its status, its error, its run
-    folder beside the manifest); empty where no folder a run of the sweep was ingested from
-    holds it (moved, or a store from elsewhere)."""
-    folders = [Path(p).parent for (p,) in con.execute(
-        "SELECT DISTINCT source_path FROM runs WHERE json_extract_string(params, '$.sweep') = ? "
-        "AND source_path IS NOT NULL", [sweep]).fetchall()]
-    for folder in dict.fromkeys(folders):
-        try:
-            manifest = json.loads((folder / f"{sweep}.json").read_text())
-            points = manifest["points"]
-            return {grid_point(p["values"]): (str(p.get("status")), p.get("error"),
-                                              folder / Path(p["run_dir"]).name if p.get("run_dir") else None)
-                    for p in points}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue
-    return {}
-
-
 def _why_absent(con, side: Side, points: list[str], role: str) -> list[str | None]:
-    """Why sweep ``side`` has no run to stand for each of ``points`` (the other sweep's), where
-    known: its capture there failed (its runs there in the store labelled failed, or its
-    manifest says so), was interrupted or never ran, or its run is not ingested; else that the
-    other sweep has the point alone (None). ``role``: 'base' or 'new', how the lines name the side."""
-    name = f"{role} {side.label}"
-    failed = _failed_points(con, side)
-    manifest = _manifest_points(con, side.sweep) if side.sweep is not None and set(points) - set(failed) else {}
-    out = []
-    for p in points:
-        status, error, run_dir = manifest.get(p, (None, None, None))
-        if p in failed or status == "failed":
-            if p not in failed and run_dir is not None:  # (the run folder's own error: the manifest's wraps it)
-                try:
-                    error = json.loads((run_dir / "meta.json").read_text()).get("error") or error
-                except (OSError, ValueError, AttributeError):
-                    pass
-            why = failed.get(p) or cut_end(str(error or "").splitlines()[0] if error else "", 120)
-            out.append(f"{name}'s capture of {p} failed" + (f" ({why})" if why else ""))
-        elif status == "interrupted":
-            out.append(f"{name}'s capture of {p} was interrupted")
-        elif status == "not_run":
-            out.append(f"{name} never ran {p} (it stopped before)")
-        elif status == "ok" and run_dir is not None:
-            out.append(f"{name}'s run at {p} is not in the store (tracekit ingest {run_dir})")
-        else:
-            out.append(None)
-    return out
+    """Why sweep ``side`` has no run to stand for each of ``points`` (the other sweep's), as a
+    sentence where known (``sweep_points.why_absent``), else None: the other sweep has the point
+    alone. ``role``: 'base' or 'new', how the lines name the side."""
+    if side.sweep is None:
+        return [None] * len(points)
+    return [None if why is None else said(f"{role} {side.label}", p, why)
+            for p, why in zip(points, why_absent(con, side.sweep, points), strict=True)]
 
 
 def _paired_points(con, sb: Side, sn: Side) -> dict[str, tuple[Side, Side]]:

@@ -95,7 +95,7 @@ CREATE OR REPLACE TEMP MACRO in_sweep(run_params, sweep) AS
 -- grid); NULL for a run with neither. diff's sweep comparisons key points by it, sweep-points shows it.
 -- A value that holds what separates the key's parts (, = and diff's ': ' after the point), a
 -- space, a quote or a backslash is written as a JSON string (shape="1024,1024", from a --config
--- grid): no two points of a grid share a key (diff.grid_point writes a manifest's points so too).
+-- grid): no two points of a grid share a key (sweep_points.grid_point writes a manifest's points so too).
 CREATE OR REPLACE TEMP MACRO grid_value(v) AS
     CASE WHEN regexp_matches(v, '[,=:"\\\s]') OR v = '' THEN to_json(v)::VARCHAR ELSE v END;
 

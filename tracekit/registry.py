@@ -416,6 +416,25 @@ class Registry:
             "time counts them: gpu-utilization); capture with --cuda-graph-trace=node to see them"),
             stacklevel=stacklevel)
 
+    @staticmethod
+    def note_points_left_out(tk, q: Query, bound: dict[str, Any], stacklevel: int = 3) -> None:
+        """A ``CaptureWarning`` where ``q``, a query of one sweep's points, answered of a sweep
+        with points that have no ok run in the store, where the sweep's manifest or its runs
+        say why (``sweep_points.left_out``): a failed capture (a batch too large for the GPU's
+        memory, most often) leaves nothing to ingest, so the table would hold one point fewer
+        without a word."""
+        sweep = bound.get("sweep") if "sweep" in q.params else None
+        if not sweep:  # (NULL: every sweep; '': the runs outside any)
+            return
+        from .sweep_points import left_out
+
+        total, lines = left_out(tk.con, sweep)
+        if lines:
+            n = len(lines)
+            warnings.warn(CaptureWarning(  # (one text for every query of the sweep: a report says it once)
+                f"sweep {sweep}: {n} of its {total} points {'has' if n == 1 else 'have'} no run in the store, so no "
+                "row: " + "; ".join(lines)), stacklevel=stacklevel)
+
     def run(self, tk, name: str, /, *, graphs_shown: bool = False, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame; a query about kernels of runs that
         launched CUDA graphs traced whole warns that it leaves their kernels out
@@ -431,11 +450,14 @@ class Registry:
             raise tk.db_error(err, q.name) from err
         if not graphs_shown and "run" in bound:
             self.note_whole_graphs(tk, q, bound, stacklevel=5)  # (the caller of Tracekit.query)
+        self.note_points_left_out(tk, q, bound, stacklevel=5)
         return df
 
-    def fetch(self, tk, name: str, /, **params: Any) -> Rows:
+    def fetch(self, tk, name: str, /, *, points_said: bool = False, **params: Any) -> Rows:
         """The query's result as Python rows (no Polars, no Arrow: what a terminal table
-        needs), with the number of rows the query has in all when ``limit`` cut it."""
+        needs), with the number of rows the query has in all when ``limit`` cut it.
+        ``points_said``: the caller has said which of the sweep's points failed (``tracekit
+        sweep``'s own table), so ``note_points_left_out`` does not again."""
         import duckdb
 
         from .table import Rows
@@ -452,6 +474,8 @@ class Registry:
             raise tk.db_error(err, q.name) from err
         if "run" in bound:
             self.note_whole_graphs(tk, q, bound)
+        if not points_said:
+            self.note_points_left_out(tk, q, bound)
         return rows
 
     def _count(self, tk, q: Query, bound: dict[str, Any]) -> int:

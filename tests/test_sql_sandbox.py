@@ -121,6 +121,19 @@ def test_multiple_statements_answer_with_the_last(small_store, capsys):
     assert capsys.readouterr().out == "b\n2\n"
 
 
+@pytest.mark.parametrize("stmt", ["CHECKPOINT", "BEGIN", "BEGIN; COMMIT", "CREATE TEMP TABLE t (a INTEGER)",
+                                  "SELECT 1 AS a; CHECKPOINT"])
+def test_a_statement_without_rows_says_so_not_a_table_of_success(small_store, capsys, stmt):
+    """DuckDB answers a statement that returns no result set with an empty 'Success' (or
+    'Count') column: a line says that instead; a SELECT of no rows stays a table."""
+    assert cli_main(["--db", str(small_store), "sql", stmt]) == 0
+    assert capsys.readouterr().out == "done: the last statement returns no result set (a SELECT returns rows)\n"
+    with tracekit.open(small_store, read_only=True) as tk:
+        assert tk.sql(stmt).shape == (0, 0)
+    assert cli_main(["--db", str(small_store), "sql", "SELECT 1 AS Success WHERE false"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].strip() == "Success"
+
+
 def test_named_queries_run_on_the_same_locked_connection(small_store):
     tk = tracekit.open(small_store, read_only=True)
     assert tk.query("top-kernels", run="nsys_run").height > 0

@@ -692,6 +692,9 @@ def sql(
     _check_format(fmt, out)
     with _open(db, read_only=True) as tk:
         df = tk.sql(text)
+    if fmt == "table" and not df.width:
+        typer.echo("done: the last statement returns no result set (a SELECT returns rows)")
+        return
     if fmt == "table":
         rows = _table_rows(df.head(SQL_TABLE_ROWS))
         rows.total = df.height

@@ -1510,7 +1510,11 @@ class Tracekit:
         rel = self.con.sql(text, params=params)
         if rel is None:
             return pl.DataFrame()
-        return self.frame(rel)
+        df = self.frame(rel)
+        if statements[-1].type.name not in ("SELECT", "PRAGMA", "EXPLAIN") and df.columns in (["Success"], ["Count"]) \
+                and df.is_empty():  # (DuckDB's stand-in for no result set, of CHECKPOINT, BEGIN, CREATE, ...)
+            return pl.DataFrame()
+        return df
 
     def frame(self, rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
         """``rel``'s rows (a relation of this store's connection) as a Polars DataFrame

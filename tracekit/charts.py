@@ -1884,7 +1884,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     colour = alt.Color("verdict:N", title="verdict", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
         domain=list(_VERDICT_COLOURS), range=list(_VERDICT_COLOURS.values())))
     bars = base.mark_bar(height=14).encode(
-        y=y, x=alt.X("delta_pct:Q", title=x_title, scale=scale), color=colour,
+        y=y, x=alt.X("delta_pct:Q", title=x_title, scale=scale, axis=_change_axis(scale)), color=colour,
         tooltip=[alt.Tooltip("key:N"), alt.Tooltip("metric:N"), alt.Tooltip("delta_pct:Q", format="+.2f"),
                  alt.Tooltip("low:Q", format="+.2f"), alt.Tooltip("high:Q", format="+.2f"),
                  alt.Tooltip("verdict:N"), alt.Tooltip("p:Q", format=".2g"), alt.Tooltip("note:N")])
@@ -1899,6 +1899,20 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
         y=y, x=alt.value(WIDTH - 255), text=alt.Text("delta_pct:Q", format="+.1f"))
     return alt.layer(lines, zero, bars, whiskers, text).properties(
         width=WIDTH - 260, height=alt.Step(22), title=alt.Title("Largest changes", subtitle=subtitle))
+
+
+#: the ticks of a change's symmetric log axis, % of base: about evenly apart on it (Vega's own
+#: crowd where the scale turns logarithmic, "700800" at +700 and +800 %)
+_SYMLOG_TICKS = (-100, -50, -20, 0, 20, 50, 100, 200, 500, *(m * 10 ** e for e in range(3, 7) for m in (1, 2, 5)))
+
+
+def _change_axis(scale) -> alt.Axis:
+    """The axis of a change in % of base: on a symmetric log scale, ticks at _SYMLOG_TICKS within
+    its domain (labels that still meet are left out); else Vega's."""
+    if scale.to_dict().get("type") != "symlog":
+        return alt.Axis()
+    low, high = scale.to_dict()["domain"]
+    return alt.Axis(values=[t for t in _SYMLOG_TICKS if low <= t <= high], labelOverlap="greedy")
 
 
 def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str | None = None,
@@ -1961,7 +1975,7 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
     bars = alt.Chart(_data(rows)).mark_bar(height={"band": 0.8}).encode(
         y=y, yOffset=alt.YOffset("run:N", sort=runs),
         x=alt.X("delta_pct:Q", title="change [% of base]" + ("" if lim <= 300 else ", symmetric log scale"),
-                scale=scale),
+                scale=scale, axis=_change_axis(scale)),
         color=alt.Color("run:N", sort=runs, title="job" if jobs else "run", legend=alt.Legend(orient="bottom")),
         opacity=alt.condition("datum.judged", alt.value(1.0), alt.value(0.3)),
         tooltip=[alt.Tooltip("run:N"), alt.Tooltip("key:N"), alt.Tooltip("metric:N"),

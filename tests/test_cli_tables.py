@@ -680,6 +680,20 @@ def test_names_of_the_same_words_in_another_order_are_told_apart_by_where_they_p
     assert names.distinct_labels(ops, 16)[:2] == ["…Host-to-Device]", "…Device-to-Host]"]
 
 
+def test_a_name_without_a_word_of_its_own_is_told_by_the_identifier_where_it_parts():
+    """PyTorch's index_elementwise_kernel for indexing and for index_put (the HSTU workload's
+    reference attention, real): every word of the first is in the second, so it was told apart
+    by its tail ("…kernel_impl<at::native::OpaqueType<(int)4>>(at::Tensor…"); now by the
+    identifier where the two names part."""
+    stats = next((DATA / "hstu_nsys_sweep" / "reference" / "runs").glob("*bs4-nc512*")) / "stats"
+    with open(stats / "cuda_gpu_kern_sum.csv") as fh:
+        index = sorted({r["Name"] for r in csv.DictReader(fh) if "index_elementwise_kernel" in r["Name"]})
+    get = next(n for n in index if "index_kernel_impl<at::native::OpaqueType<(int)4>>" in n)
+    put = next(n for n in index if "index_put_kernel_impl" in n)
+    assert names.distinct_labels([get, put], 60, names.short_name) == [
+        "at::native::index_elementwise_kernel [index_kernel_impl]", "at::native::index_elementwise_kernel [put]"]
+
+
 def test_escape_sequences_in_a_captures_names_are_shown_escaped(tmp_path, capsys):
     """A kernel name and an NVTX range text holding terminal escapes (clear the screen,
     retitle the window, an 8-bit CSI): a table shows them escaped, whatever the query or

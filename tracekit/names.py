@@ -308,12 +308,34 @@ def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> di
         out[n] = _bracketed(base, " ".join(words[n][:k]), width) if words[n] else None
     shared = Counter(out.values())
     told = {n: out[n] for n in names if out[n] is not None and shared[out[n]] == 1 and out[n] not in taken}
-    # names of the same words in another order (Host-to-Device, Device-to-Host): where they
-    # part, past what they all start with
+    # the rest from where they part, past what they all start with (the same words in another
+    # order, Host-to-Device and Device-to-Host; parameters, "…float, int)"), where that fits
+    # whole; else a kernel's name (C++ templates, with no word of its own: index_kernel_impl
+    # beside index_put_kernel_impl) by the identifier it parts in; else that tail, cut
     tails = {n: _from_where_they_part(n, names, width) for n in names if n not in told}
-    counted = Counter(tails.values())
-    told.update({n: t for n, t in tails.items() if t and counted[t] == 1 and t not in taken and t not in told.values()})
+    for pick in ({n: t for n, t in tails.items() if not t.endswith(ELLIPSIS)},
+                 {n: _by_identifier(base, n, names, width) for n in names if n not in told and _CPP.search(n)},
+                 {n: tails[n] for n in names if n not in told}):
+        counted = Counter(pick.values())
+        told.update({n: t for n, t in pick.items()
+                     if n not in told and t and counted[t] == 1 and t not in taken and t not in told.values()})
     return {n: told.get(n, label) for n in names}  # the rest: numbered later
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
+_CPP = re.compile(r"[<(]|::")  # a demangled C++ name's templates, parameters or scopes
+
+
+def _by_identifier(label: str, name: str, names: list[str], width: int) -> str:
+    """``label [identifier]``: the identifier (or number) of ``name`` in which it parts from the
+    other name it shares the longest start with (or the next, past a namespace or keyword); ''
+    where there is none."""
+    import os
+
+    at = max(len(os.path.commonprefix([name, m])) for m in names if m != name)
+    ident = next((m.group() for m in _IDENTIFIER.finditer(name)  # (a scope or keyword says nothing: the next)
+                  if m.end() > at and m.group() not in _NOISE | {"c10", "std", "detail"}), "")
+    return (_bracketed(label, ident, width) or "") if ident else ""
 
 
 def _from_where_they_part(name: str, names: list[str], width: int) -> str:

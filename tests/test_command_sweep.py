@@ -318,6 +318,32 @@ def test_a_sweep_against_itself_is_one_line_and_against_a_run_its_point(sweeps, 
         (tmp_path / "r.html").read_text()
 
 
+def test_the_sweeps_run_that_stood_in_is_said(sweeps, capsys):
+    """diff SWEEP RUN and compare SWEEP RUN RUN: the table's column names the sweep, so a note
+    line names the run of the sweep at each run's point; between two runs, or two sweeps, none."""
+    from tracekit.cli import main
+    from tracekit.diff import stand_in
+
+    base = _sweep_id("base")
+    runs = [Path(_manifest("again")["points"][i]["run_dir"]).name for i in (1, 3)]
+    at = [Path(_manifest("base")["points"][i]["run_dir"]).name for i in (1, 3)]
+    points = ["m=1024,dtype=fp32", "m=4096,dtype=fp32"]
+    said = [f"base sweep {base} is compared by its run at {p}, run {sweeps.resolve(a)[0]} ({a})"
+            for p, a in zip(points, at, strict=True)]
+    assert stand_in(sweeps, base, runs[1]) == said[1]
+    assert stand_in(sweeps, runs[1], base) == said[1].replace("base sweep", "new sweep", 1)
+    assert stand_in(sweeps, at[1], runs[1]) is None and stand_in(sweeps, base, _sweep_id("again")) is None
+    db = str(sweeps.path)
+    assert main(["--db", db, "diff", base, runs[1]]) == 0
+    assert f"tracekit: note: diff: {said[1]}" in capsys.readouterr().err.splitlines()
+    assert main(["--db", db, "compare", base, *runs]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if line.startswith("tracekit: note:")] == [
+        f"tracekit: note: compare: {r}: {s}" for r, s in zip(runs, said, strict=True)]
+    assert main(["--db", db, "diff", at[1], runs[1]]) == 0
+    assert "tracekit: note:" not in capsys.readouterr().err
+
+
 def test_a_run_at_no_point_of_the_sweep_is_one_line(tmp_path):
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         for run in sorted((SWEEPS / "base" / "runs").iterdir())[:3]:

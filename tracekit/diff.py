@@ -1989,6 +1989,19 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
     return sb, sn
 
 
+def stand_in(tk, base: Any, new: Any) -> str | None:
+    """Where a program's sweep and a run were compared (``diff``, ``compare``): which run of
+    the sweep stood in, the one at the run's point, as a line ('base sweep S is compared by its
+    run at m=4096,dtype=fp16, run 3 (NAME)'); None for any other pair. ``base`` and ``new`` as the
+    comparison was given them (a file: the run it ingested)."""
+    sides = [resolve(tk, r) for r in (base, new)]
+    for role, was, now in zip(("base", "new"), sides, _at_the_runs_point(tk.con, *sides), strict=True):
+        if now is not was:
+            point = next(p for p, s in was.points.items() if s is now)
+            return f"{role} {was.label} is compared by its run at {point}, {now.label}"
+    return None
+
+
 def _why_absent(con, side: Side, points: list[str], role: str) -> list[str | None]:
     """Why sweep ``side`` has no run to stand for each of ``points`` (the other sweep's), as a
     sentence where known (``sweep_points.why_absent``), else None: the other sweep has the point

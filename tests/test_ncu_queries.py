@@ -608,3 +608,59 @@ def test_roofline_of_library_kernels(full_reports, tmp_path):
         for col, key in (("flops_per_s", "flops"), ("tensor_flops_per_s", "tensor"), ("fp32_flops_per_s", "fp32"),
                          ("dram_bytes_per_s", "dram"), ("l2_bytes_per_s", "l2"), ("l1_bytes_per_s", "l1")):
             assert row[col] == pytest.approx(r[key], rel=1e-12, abs=1e-6), (row["nvtx_range"], col)
+
+
+def test_a_details_page_with_its_charts_and_tables_reads_as_the_page(tmp_path):
+    """ncu --print-details all adds each section's body items (the Speed Of Light chart, the
+    memory chart, the occupancy graphs, the pipe tables) under a Body Item Label column: the
+    same metrics again with the same values, and some of their own. That page is a real ncu
+    export, not a corrupt one (it was refused as "metric twice ... two exports were joined"):
+    its launches, twins and rules are the plain page's (ncu_triton_detailed: --set detailed,
+    22 launches, a Triton kernel autotuned over 4 configs and at 2 fixed ones), and a metric
+    given two values is still refused."""
+    from tracekit.errors import InputError
+
+    d = DATA / "ncu_triton_detailed"
+    gold = details_page("ncu_triton_detailed")
+    launches = sorted({k for k, _ in gold})
+    assert len(launches) == 22
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(d / "details.csv.xz", name="page")
+        t.ingest(d / "details_all.csv.xz", name="page_all")
+        checked = 0
+        for query, columns in (("occupancy", OCCUPANCY_GOLDEN), ("speed-of-light", NCU_SOL_METRICS),
+                               ("memory-workload", MWA_GOLDEN)):
+            page = t.query(query, run="page", limit=0)
+            df = t.query(query, run="page_all", limit=0)
+            assert df["kernel_id"].to_list() == launches, query
+            for row in df.iter_rows(named=True):
+                for col, metric in columns.items():
+                    printed = gold.get((row["kernel_id"], metric))
+                    if printed is not None:
+                        assert_as_printed(row[col], printed, f"{query} page_all ID {row['kernel_id']} {col}")
+                        checked += 1
+            same = [c for c in page.columns if c not in ("run_id", "missing_metrics", "dram_read_bytes",
+                                                          "dram_write_bytes")]
+            assert df.select(same).equals(page.select(same)), query
+        assert checked >= len(launches) * 35
+        # the memory chart's DRAM bytes, which the plain page leaves out
+        mwa = t.query("memory-workload", run="page_all", limit=0)
+        assert mwa["dram_read_bytes"].is_not_null().all() and mwa["missing_metrics"].is_null().all()
+        for q in ("ncu-rules", "ncu-kernels"):
+            assert t.query(q, run="page_all", limit=0).drop("run_id").equals(
+                t.query(q, run="page", limit=0).drop("run_id")), q
+        # the Triton kernel 13 times: 4 configs twice each in the autotuner's benchmark, the best
+        # once, 2 fixed configs twice each; 4 warps or 8 (blocks of 128 and 256 threads)
+        mm = t.query("ncu-kernels", run="page_all", limit=0).filter(pl.col("name") == "mm_kernel")
+        assert mm.height == 13 and set(mm["block_size"]) == {128, 256}
+        # the same metric of a launch with two values: refused, the store unchanged
+        lines = lzma.decompress((d / "details_all.csv.xz").read_bytes()).decode().splitlines()
+        i = next(i for i, line in enumerate(lines) if line.startswith('"0"')
+                 and ',"GPU Throughput","gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"' in line)
+        lines[i] = re.sub(r'(elapsed","%",)"[0-9.]+"', r'\1"99.99"', lines[i])
+        assert '"99.99"' in lines[i]
+        bad = tmp_path / "two_values.csv"
+        bad.write_text("\n".join(lines) + "\n")
+        with pytest.raises(InputError, match="launch ID 0 has metric 'gpu__compute_memory_throughput"):
+            t.ingest(bad, name="bad")
+        assert "bad" not in t.query("runs", limit=0)["name"].to_list()

@@ -37,7 +37,10 @@
 #                   graph (--graph-profiling graph --set full: 1 kernel and 2 launches of a 3-kernel graph),
 #                   multiproc (--target-processes all --set full: 4 kernels from a parent and 2 children),
 #                   libs (--set full: cuBLASLt bf16 with bias, FP8 _scaled_mm, SDPA flash, an Inductor
-#                   Triton kernel, index_add atomics; programs/ncu_libs.py)
+#                   Triton kernel, index_add atomics; programs/ncu_libs.py),
+#                   triton_detailed (--set detailed: a Triton matmul autotuned over 4 configs, then launched
+#                   at 2 fixed ones, and PyTorch's own kernels; programs/ncu_triton_autotune.py; also its
+#                   details page with every section's charts and tables, --print-details all: details_all.csv)
 #                   (empty for none)
 #   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4);
 #                   rank r runs on GPU r % (the machine's GPU count)
@@ -99,6 +102,8 @@
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
 # The ncu variants app_replay range app_range metrics graph multiproc were taken on 2026-11-29 (ncu 2025.3.1, H200),
 # and clocks_random, clocks_random_again, clocks_zeros later that day, as were nsys_gpu_metrics, _again and _zeros.
+# ncu_triton_detailed was taken on 2026-12-03 (ncu 2025.3.1, H200): only its two details pages are committed
+# (details.csv.xz and details_all.csv.xz; its report is 1.9 MB compressed).
 # nsys_cpu_only and nsys_cpu_only_more (programs/nsys_cpu_only.c, no CUDA, `-t nvtx,osrt`) were taken on 2026-11-29
 # (nsys 2025.3.1, H200), nsys_cpu_only_again (the same program again: noise) and nsys_cpu_only_slow (host
 # regressions planted) and nsys_diff_base_c (nsys_diff_base_a/_b again, unchanged) later that day.
@@ -438,6 +443,7 @@ ncu_options() {
     graph) echo "--graph-profiling graph --nvtx --nvtx-include graph/ --set full" ;;
     multiproc) echo "--target-processes all --nvtx --nvtx-include mp/ --set full" ;;
     libs) echo "--nvtx --nvtx-include lib/ --set full" ;;
+    triton_detailed) echo "--set detailed" ;;
   esac
 }
 ncu_fallback() {
@@ -460,6 +466,7 @@ ncu_cmdline() {
     graph) echo "$out/bin/ncu_variants graph" ;;
     multiproc) echo "python3 $here/programs/ncu_multiproc.py" ;;
     libs) echo "python3 $here/programs/ncu_libs.py" ;;
+    triton_detailed) echo "python3 $here/programs/ncu_triton_autotune.py" ;;
   esac
 }
 # the metrics variant: a few metrics by name, no sections (so no rules either)
@@ -503,6 +510,10 @@ for variant in ${NCU_VARIANTS-full sections}; do
   ncu -i "$d/report.ncu-rep" --csv --page raw > "$d/raw_default_units.csv"
   ncu -i "$d/report.ncu-rep" --csv --page details --print-metric-name name --print-units base > "$d/details.csv"
   ncu -i "$d/report.ncu-rep" --csv --page details > "$d/details_labels.csv"
+  if [ "$variant" = triton_detailed ]; then  # (the body items too: charts and tables repeat metrics)
+    ncu -i "$d/report.ncu-rep" --csv --page details --print-metric-name name --print-units base \
+      --print-details all > "$d/details_all.csv"
+  fi
   source_pages "$d/report.ncu-rep" "$d"
   for f in "$d"/source_*.csv; do  # a page without Source Counters' columns (SASS alone, or ncu's warnings) is not kept
     grep -q 'Instructions Executed\|Warp Stall Sampling' "$f" 2> /dev/null || rm -f "$f"

@@ -44,6 +44,8 @@ METRICS_SECTION = "Command line profiler metrics"
 NVTX_PUSHPOP_PREFIX = "thread Domain:Push/Pop_Range"
 NVTX_STARTEND_PREFIX = "Id:Domain:Start/Stop_Range"
 DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
+#: the details page's column of the body item (chart, table) a row belongs to: ncu --print-details body|all
+BODY_ITEM = "Body Item Label"
 #: the launch's duration (its .sum, .avg, .min, .max), which the ncu queries read as ns
 DURATION_PREFIX = "gpu__time_duration."
 
@@ -446,6 +448,12 @@ def read_csv_export(path: Path) -> tuple[dict, pl.DataFrame, pl.DataFrame, pl.Da
     else:
         rules = ncu_rules.from_details(df, _launch_ids(df, path), path)
         df = df.filter(pl.col("Metric Name").str.strip_chars() != "")
+        if BODY_ITEM in df.columns:
+            # ncu --print-details all (or body): each section's charts and tables follow its header,
+            # repeating its metrics (the Speed Of Light chart its throughputs, the occupancy graphs
+            # the launch's figures) with the same values: one row each, the page's own order kept;
+            # a metric printed twice with two values is still refused below
+            df = df.unique(subset=["ID", *DETAILS_COLUMNS], keep="first", maintain_order=True)
         if df.height == 0:
             raise InputError(f"{path}: no metric rows in the details export (empty report)")
         ids = _launch_ids(df, path)

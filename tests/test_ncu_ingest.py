@@ -325,6 +325,15 @@ def _bad_inputs(plain, d: Path) -> dict[str, tuple[Path, str]]:
     p = d / "zero.csv"
     p.write_bytes(b"")
     cases["empty-file"] = (p, "empty file")
+    # ncu's --print-summary page (launches aggregated per kernel, no IDs: ncu_triton_detailed's), and
+    # what `ncu -i REP --csv --page raw --print-details all > FILE` writes: ncu's refusal alone
+    # (both were "not a recognised profile")
+    cases["summary-page"] = (DATA / "ncu_triton_detailed" / "details_summary.csv.xz",
+                             "an ncu CSV export made with --print-summary: its launches aggregated per kernel")
+    p = d / "messages.csv"
+    p.write_text("==ERROR== Option '--print-details' is only supported for the details page.\n")
+    cases["ncu-messages"] = (p, "ncu's messages alone, no CSV (ncu wrote: Option '--print-details' is only "
+                                "supported for the details page.)")
     return cases
 
 
@@ -348,7 +357,7 @@ def test_bad_input_is_one_line_error_and_db_unchanged(plain, tmp_path):
 def test_cli_exit_code_2_and_fresh_db_not_created(plain, tmp_path, capsys):
     db = tmp_path / "fresh.duckdb"
     cases = _bad_inputs(plain, tmp_path)
-    for case in ("localized", "truncated", "empty-report"):
+    for case in ("localized", "truncated", "empty-report", "summary-page", "ncu-messages"):
         assert cli_main(["--db", str(db), "ingest", str(cases[case][0])]) == 2, case
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and cases[case][1] in err

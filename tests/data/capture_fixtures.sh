@@ -40,7 +40,8 @@
 #                   Triton kernel, index_add atomics; programs/ncu_libs.py),
 #                   triton_detailed (--set detailed: a Triton matmul autotuned over 4 configs, then launched
 #                   at 2 fixed ones, and PyTorch's own kernels; programs/ncu_triton_autotune.py; also its
-#                   details page with every section's charts and tables, --print-details all: details_all.csv)
+#                   details page with every section's charts and tables, --print-details all: details_all.csv,
+#                   and per kernel, --print-summary per-kernel: details_summary.csv)
 #                   (empty for none)
 #   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4);
 #                   rank r runs on GPU r % (the machine's GPU count)
@@ -102,8 +103,8 @@
 # (`--kernel-name _hstu_cached_sk_kernel --launch-count 1`: the first launch of the attention kernel).
 # The ncu variants app_replay range app_range metrics graph multiproc were taken on 2026-11-29 (ncu 2025.3.1, H200),
 # and clocks_random, clocks_random_again, clocks_zeros later that day, as were nsys_gpu_metrics, _again and _zeros.
-# ncu_triton_detailed was taken on 2026-12-03 (ncu 2025.3.1, H200): only its two details pages are committed
-# (details.csv.xz and details_all.csv.xz; its report is 1.9 MB compressed).
+# ncu_triton_detailed was taken on 2026-12-03 (ncu 2025.3.1, H200): only its details pages are committed
+# (details.csv.xz, details_all.csv.xz and details_summary.csv.xz; its report is 1.9 MB compressed).
 # nsys_cpu_only and nsys_cpu_only_more (programs/nsys_cpu_only.c, no CUDA, `-t nvtx,osrt`) were taken on 2026-11-29
 # (nsys 2025.3.1, H200), nsys_cpu_only_again (the same program again: noise) and nsys_cpu_only_slow (host
 # regressions planted) and nsys_diff_base_c (nsys_diff_base_a/_b again, unchanged) later that day.
@@ -513,6 +514,8 @@ for variant in ${NCU_VARIANTS-full sections}; do
   if [ "$variant" = triton_detailed ]; then  # (the body items too: charts and tables repeat metrics)
     ncu -i "$d/report.ncu-rep" --csv --page details --print-metric-name name --print-units base \
       --print-details all > "$d/details_all.csv"
+    ncu -i "$d/report.ncu-rep" --csv --page details --print-metric-name name --print-units base \
+      --print-summary per-kernel > "$d/details_summary.csv"  # (launches aggregated: tracekit refuses it)
   fi
   source_pages "$d/report.ncu-rep" "$d"
   for f in "$d"/source_*.csv; do  # a page without Source Counters' columns (SASS alone, or ncu's warnings) is not kept

@@ -364,6 +364,10 @@ def _unrecognised(path: Path, head: bytes) -> str | None:
     if not head:
         return f"{path}: empty file"
     if plugin_for(path, head) is None:
+        from .ncu_head import not_an_export_why
+
+        if (ncu_why := not_an_export_why(head)) is not None:
+            return f"{path}: {ncu_why}"
         return (f"{path}: not a recognised profile (expected an nsys SQLite export, an ncu report "
                 "or CSV export, a tracekit run folder, or a benchmark log: benchmark_bs8_nc1024.log)")
     return None

@@ -27,3 +27,33 @@ def header_of(head: bytes) -> list[str] | None:
             return row
         return None
     return None
+
+
+#: the columns of an ncu CSV export made with --print-summary (per-kernel, per-gpu, per-nvtx):
+#: launches aggregated, one row per metric and group
+SUMMARY_COLUMNS = ("Kernel Name", "Invocations", "Metric Name", "Minimum", "Maximum", "Average")
+
+
+def not_an_export_why(head: bytes) -> str | None:
+    """Why an ncu CSV output tracekit does not read is none (None: not such an output): a
+    --print-summary export (launches aggregated, no launch IDs), or a file holding only ncu's
+    own messages (``ncu -i REPORT --csv ... > FILE`` where ncu refused the options)."""
+    text = head.decode("utf-8", errors="ignore")
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    rows = [line for line in lines if not line.startswith("==")]
+    if not rows:
+        error = next((line for line in lines if line.startswith("==ERROR==")), None)
+        if error is None:
+            return None
+        return f"ncu's messages alone, no CSV (ncu wrote: {error.removeprefix('==ERROR==').strip()}); export again"
+    try:
+        header = next(csv.reader(io.StringIO(rows[0])))
+    except (csv.Error, StopIteration):
+        return None
+    if all(c in header for c in SUMMARY_COLUMNS) and "ID" not in header:
+        return ("an ncu CSV export made with --print-summary: its launches aggregated per kernel (Invocations, "
+                "Minimum, Maximum, Average), no launch IDs; export one row per launch without --print-summary "
+                "(ncu -i REPORT --csv --page details, or --page raw)")
+    return None

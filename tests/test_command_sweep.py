@@ -365,11 +365,11 @@ def test_points_one_sweep_lacks_are_said_and_the_rest_compared(tmp_path):
     for run in sorted((SWEEPS / "base" / "runs").iterdir())[:3]:
         shutil.copytree(run, moved / run.name)
     fourth = sorted((SWEEPS / "base" / "runs").iterdir())[3]
-    for base_runs, said in ((sorted((SWEEPS / "base" / "runs").iterdir())[:3],
-                             f"base sweep {_sweep_id('base')}'s run at m=4096,dtype=fp32 is not in the store "
-                             f"(tracekit ingest {fourth})"),
-                            (sorted(moved.iterdir()), f"new sweep {_sweep_id('again')} alone has m=4096,dtype=fp32")):
-        with tracekit.open(tmp_path / f"{len(said)}.duckdb") as tk:
+    for i, (base_runs, said) in enumerate((
+            (sorted((SWEEPS / "base" / "runs").iterdir())[:3],
+             f"base sweep {_sweep_id('base')}'s run at m=4096,dtype=fp32 is not in the store (tracekit ingest {fourth})"),
+            (sorted(moved.iterdir()), f"new sweep {_sweep_id('again')} alone has m=4096,dtype=fp32"))):
+        with tracekit.open(tmp_path / f"s{i}.duckdb") as tk:
             for run in [*base_runs, *sorted((SWEEPS / "again" / "runs").iterdir())]:
                 tk.ingest(run)
             with pytest.warns(tracekit.errors.CaptureWarning) as seen:

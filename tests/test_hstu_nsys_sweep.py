@@ -119,7 +119,7 @@ def test_a_sweep_without_nsys_asked_of_its_kernels_names_the_query_that_reads_it
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 139.8 GiB total)"
 
 
-def _with_points(tmp_path: Path, statuses: dict[int, str]) -> Path:
+def _with_points(tmp_path: Path, statuses: dict[int, str], sweep_status: str = "partial") -> Path:
     """A copy of the base sweep as `tracekit sweep` leaves it where its points ``statuses``
     did not end ok: a failed capture (out of GPU memory) keeps its run folder's meta.json and
     log, the manifest says so; an interrupted or never-run point has no run folder."""
@@ -142,7 +142,7 @@ def _with_points(tmp_path: Path, statuses: dict[int, str]) -> Path:
         else:
             p["run_dir"], p["error"] = None, "interrupted by the user" if status == "interrupted" else None
             shutil.rmtree(run)
-    manifest["status"] = "partial"
+    manifest["status"] = sweep_status
     (out / f"{manifest['sweep']}.json").write_text(json.dumps(manifest))
     return out
 
@@ -204,6 +204,23 @@ def test_points_interrupted_never_run_or_not_ingested_are_said_and_once_on_the_c
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert "bs=1,nc=128" in grid_table(db, sweep, "nsys")
+
+
+def test_a_point_a_running_sweep_has_not_reached_is_said_not_run_yet(tmp_path):
+    """Asked while the sweep runs (its points land as they finish): its last point is not run
+    yet, not one the sweep stopped before."""
+    from tracekit.ingest import run_folders
+
+    sweep = _manifest("base")["sweep"]
+    copy = _with_points(tmp_path, {3: "not_run"}, sweep_status="running")
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in run_folders([copy]):
+            tk.ingest(run)
+        with pytest.warns(CaptureWarning) as seen:
+            tk.query("sweep-points", sweep=sweep)
+    assert [str(w.message) for w in seen] == [
+        f"sweep {sweep}: 1 of its 4 points has no run in the store, so no row: bs=4,nc=512: not run yet (the "
+        "sweep's manifest says it is running)"]
 
 
 def test_a_point_that_failed_in_the_base_sweep_is_said_in_the_diff(tmp_path):

@@ -29,7 +29,7 @@ def grid_point(values: dict[str, Any]) -> str:
 
 class Planned(NamedTuple):
     """What a sweep's manifest says of one point."""
-    status: str  # ok, failed, interrupted, not_run (running: the sweep is still at it)
+    status: str  # ok, failed, interrupted, not_run; pending: not run yet, the sweep still running
     error: str | None
     run_dir: Path | None  # its run folder, found beside the manifest
 
@@ -43,11 +43,12 @@ def manifest_points(con, sweep: str) -> dict[str, Planned]:
         "AND source_path IS NOT NULL ORDER BY 1", [sweep]).fetchall()]
     for folder in dict.fromkeys(f for near in folders for f in (near, near.parent)):
         try:
-            points = json.loads((folder / f"{sweep}.json").read_text())["points"]
+            manifest = json.loads((folder / f"{sweep}.json").read_text())
+            running = manifest.get("status") == "running"
             return {grid_point(p["values"] if "values" in p else {"bs": p["bs"], "nc": p["nc"]}):
-                    Planned(str(p.get("status")), p.get("error"),
-                            _beside(folder, p["run_dir"]) if p.get("run_dir") else None)
-                    for p in points}
+                    Planned("pending" if running and p.get("status") == "not_run" else str(p.get("status")),
+                            p.get("error"), _beside(folder, p["run_dir"]) if p.get("run_dir") else None)
+                    for p in manifest["points"]}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     return {}
@@ -77,7 +78,7 @@ def failed_points(con, sweep: str) -> dict[str, str]:
 
 class Absent(NamedTuple):
     """Why a sweep has no run at a point: what happened there and what says more."""
-    what: str  # failed, interrupted, not_run, not_ingested
+    what: str  # failed, interrupted, not_run, pending, not_ingested
     detail: str  # the error (failed) or the run folder to ingest (not_ingested); '' where none
 
 
@@ -92,7 +93,7 @@ def why_absent(con, sweep: str, points: list[str]) -> list[Absent | None]:
         planned = manifest.get(p, Planned("", None, None))
         if p in failed or planned.status == "failed":
             out.append(Absent("failed", failed[p] if p in failed else _error(planned)))
-        elif planned.status in ("interrupted", "not_run"):
+        elif planned.status in ("interrupted", "not_run", "pending"):
             out.append(Absent(planned.status, ""))
         elif planned.status == "ok" and planned.run_dir is not None:
             out.append(Absent("not_ingested", str(planned.run_dir)))
@@ -130,6 +131,8 @@ def said(name: str, point: str, why: Absent) -> str:
         return f"{name}'s capture of {point} was interrupted"
     if why.what == "not_run":
         return f"{name} never ran {point} (it stopped before)"
+    if why.what == "pending":
+        return f"{name} has not run {point} yet (its manifest says it is running)"
     return f"{name}'s run at {point} is not in the store (tracekit ingest {why.detail})"
 
 
@@ -150,5 +153,6 @@ def left_out(con, sweep: str) -> tuple[int, list[str]]:
             lines.append(f"{p}: " + {"failed": "its capture failed" + (f" ({why.detail})" if why.detail else ""),
                                      "interrupted": "its capture was interrupted",
                                      "not_run": "never ran (the sweep stopped before)",
+                                     "pending": "not run yet (the sweep's manifest says it is running)",
                                      "not_ingested": f"not ingested (tracekit ingest {why.detail})"}[why.what])
     return total, lines

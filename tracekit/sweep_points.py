@@ -87,7 +87,11 @@ def why_absent(con, sweep: str, points: list[str]) -> list[Absent | None]:
     its capture failed (its runs there in the store labelled failed, or the manifest says so),
     was interrupted or never ran, or its run is not ingested; None where neither knows."""
     failed = failed_points(con, sweep)
-    manifest = manifest_points(con, sweep) if set(points) - set(failed) else {}
+    return _absent(points, failed, manifest_points(con, sweep) if set(points) - set(failed) else {})
+
+
+def _absent(points: list[str], failed: dict[str, str], manifest: dict[str, Planned]) -> list[Absent | None]:
+    """``why_absent`` of the store's failed points and the manifest's, read once by the caller."""
     out: list[Absent | None] = []
     for p in points:
         planned = manifest.get(p, Planned("", None, None))
@@ -144,11 +148,11 @@ def left_out(con, sweep: str) -> tuple[int, list[str]]:
         "SELECT DISTINCT grid_point(params) FROM runs WHERE json_extract_string(params, '$.sweep') = ? "
         "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' AND grid_point(params) IS NOT NULL",
         [sweep]).fetchall()}
-    planned = list(manifest_points(con, sweep))
-    missing = [p for p in dict.fromkeys([*planned, *failed_points(con, sweep)]) if p not in ok]
-    total = len(set(planned) | ok | set(missing))
+    manifest, failed = manifest_points(con, sweep), failed_points(con, sweep)
+    missing = [p for p in dict.fromkeys([*manifest, *failed]) if p not in ok]
+    total = len(set(manifest) | ok | set(missing))
     lines = []
-    for p, why in zip(missing, why_absent(con, sweep, missing), strict=True):
+    for p, why in zip(missing, _absent(missing, failed, manifest), strict=True):
         if why is not None:
             lines.append(f"{p}: " + {"failed": "its capture failed" + (f" ({why.detail})" if why.detail else ""),
                                      "interrupted": "its capture was interrupted",

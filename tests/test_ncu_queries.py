@@ -94,6 +94,19 @@ def assert_as_printed(ours: float, printed: str, what: str) -> None:
     )
 
 
+def as_printed_rows(df: pl.DataFrame, columns: dict[str, str], gold: dict, what: str) -> int:
+    """Every column of ``columns`` (column -> details-page metric) of every launch of ``df`` is
+    what the page ``gold`` printed, where it printed the metric; how many were checked."""
+    checked = 0
+    for row in df.iter_rows(named=True):
+        for col, metric in columns.items():
+            printed = gold.get((row["kernel_id"], metric))
+            if printed is not None:
+                assert_as_printed(row[col], printed, f"{what} ID {row['kernel_id']} {col}")
+                checked += 1
+    return checked
+
+
 def test_headers_declare_exactly_the_result_columns(tk):
     reg = get_registry()
     for q in NCU_QUERIES:
@@ -112,16 +125,8 @@ def test_occupancy_equals_details_page(tk, run, variant):
     gold = details_golden(variant)
     df = tk.query("occupancy", run=run)
     assert df.height == 4
-    checked = 0
-    for row in df.iter_rows(named=True):
-        for col, metric in OCCUPANCY_GOLDEN.items():
-            printed = gold.get((row["kernel_id"], metric))
-            if printed is None:
-                continue
-            assert_as_printed(row[col], printed, f"{run} ID {row['kernel_id']} {col}")
-            checked += 1
-        assert row["missing_metrics"] is None
-    assert checked >= 4 * 15
+    assert as_printed_rows(df, OCCUPANCY_GOLDEN, gold, run) >= 4 * 15
+    assert df["missing_metrics"].is_null().all()
     lim = dict(zip(df["kernel_id"], df["limiter"], strict=True))
     # ncu's TheoreticalOccupancy rule text names the same limiters
     rules = details_rules(variant)
@@ -570,13 +575,7 @@ def test_occupancy_speed_of_light_and_memory_workload_equal_the_details_page(ful
                            ("memory-workload", MWA_GOLDEN)):
         df = full_reports.query(query, run=f"{fixture}/{source}", limit=0)
         assert df["kernel_id"].to_list() == launches, query
-        for row in df.iter_rows(named=True):
-            for col, metric in columns.items():
-                printed = gold.get((row["kernel_id"], metric))
-                if printed is None:
-                    continue
-                assert_as_printed(row[col], printed, f"{query} {fixture}/{source} ID {row['kernel_id']} {col}")
-                checked += 1
+        checked += as_printed_rows(df, columns, gold, f"{query} {fixture}/{source}")
     assert checked >= len(launches) * 35
 
 
@@ -633,12 +632,7 @@ def test_a_details_page_with_its_charts_and_tables_reads_as_the_page(tmp_path):
             page = t.query(query, run="page", limit=0)
             df = t.query(query, run="page_all", limit=0)
             assert df["kernel_id"].to_list() == launches, query
-            for row in df.iter_rows(named=True):
-                for col, metric in columns.items():
-                    printed = gold.get((row["kernel_id"], metric))
-                    if printed is not None:
-                        assert_as_printed(row[col], printed, f"{query} page_all ID {row['kernel_id']} {col}")
-                        checked += 1
+            checked += as_printed_rows(df, columns, gold, f"{query} page_all")
             same = [c for c in page.columns if c not in ("run_id", "missing_metrics", "dram_read_bytes",
                                                           "dram_write_bytes")]
             assert df.select(same).equals(page.select(same)), query

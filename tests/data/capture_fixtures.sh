@@ -24,6 +24,8 @@
 #                   more of the same, later: the noise of four identical captures)
 #                   mem_odd (programs/nsys_mem_odd.cu: virtual memory management, a graph memory node, a pool of
 #                   its own, cudaMallocPitch, cudaHostAlloc and cudaHostRegister)
+#                   window_missed (programs/nsys_window_missed.py: the capture range set on a host-only NVTX
+#                   range after the GPU work, so CUDA is traced and no CUDA event is in the window)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
 #                   (--set full: one kernel at three sizes, profiled twice, then slower at every size;
 #                   programs/ncu_shapes.py), clocks_random clocks_random_again clocks_zeros (--set full: two
@@ -177,6 +179,8 @@ options() {
     inductor) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=nvtx --nvtx-capture=profile" \
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     jax) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=nvtx --nvtx-capture=steps" \
+      "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
+    window_missed) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=nvtx --nvtx-capture=host" \
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     jax_whole) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node" ;;  # the whole program (nsys_jax/README.md)
     nccl_overlap|ranks_nccl) echo "-t cuda,nvtx --cuda-graph-trace=node" ;;  # (NCCL's OS runtime calls: most of its size)
@@ -362,7 +366,7 @@ print(f"NVTX_EVENTS: {total} rows, text NULL in {null_text}: {'every row' if tot
 PY
     tail -12 "$d/capture.txt"
   fi
-  if [ "${scen#cpu_only}" != "$scen" ]; then  # the point of these fixtures: NVTX and OS runtime events, no CUDA table
+  if [ "${scen#cpu_only}" != "$scen" ] || [ "$scen" = window_missed ]; then  # the point of these: no CUDA table
     python3 - "$d/export.sqlite" >> "$d/capture.txt" <<'PY'
 import sqlite3, sys
 con = sqlite3.connect(sys.argv[1])
@@ -400,7 +404,8 @@ c.execute('DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 67'); c.co
     mv "$d/stats" "$d/stats_with_backtrace_events" && mv "$d/calls/stats" "$d/stats" && rm -rf "$d/calls"
     continue
   fi
-  nsys_goldens "$d" "$(extra_reports "$scen")" "$([ "${scen#cpu_only}" != "$scen" ] || [ "$scen" = um_gpu_only ] && echo yes)"
+  nsys_goldens "$d" "$(extra_reports "$scen")" \
+    "$([ "${scen#cpu_only}" != "$scen" ] || [ "$scen" = um_gpu_only ] || [ "$scen" = window_missed ] && echo yes)"
 done
 rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 

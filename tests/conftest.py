@@ -50,7 +50,8 @@ NCU_MWA_METRICS = {  # memory-workload column -> the metric of ncu's Memory Work
 CPU_ONLY = ("cpu_only", "cpu_only_more", "cpu_only_again", "cpu_only_slow")
 #: the first three and hstu_capture are the issue's scenarios; the rest are what real captures
 #: also hold (several processes and GPUs, graph-level tracing, odd NVTX, a host program traced without CUDA,
-#: NVTX names only registered, cut captures, Unified Memory and the runtime's other memory operations,
+#: NVTX names only registered, cut captures, a capture whose window missed the GPU work, Unified Memory and the
+#: runtime's other memory operations,
 #: PyTorch's autograd NVTX ranges with CPU sampling, Inductor's kernels replayed in CUDA graphs under an
 #: NVTX-started capture, per-thread default streams with priority streams and the launch APIs, NCCL over
 #: two GPUs, JAX/XLA through the driver API on two GPUs in one process, an export that nsys's own
@@ -63,7 +64,7 @@ CPU_ONLY = ("cpu_only", "cpu_only_more", "cpu_only_again", "cpu_only_slow")
 #: calls captured with their call stacks, native and Python (nsys --cudabacktrace --python-backtrace=cuda), and
 #: Python functions with planted shares of the time, their stacks sampled (nsys --python-sampling))
 NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "multiproc", "graphs_node",
-                  "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range",
+                  "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range", "window_missed",
                   "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
                   *(f"ranks_2gpu_rank{r}" for r in range(2)), *(f"ranks_nccl_rank{r}" for r in range(2)),
                   "jobs_after_rank1",
@@ -96,6 +97,7 @@ NSYS_EXPORTS = {
     "hstu_capture": DATA / "hstu_capture_nsys" / "nsys.sqlite.xz",  # `tracekit capture --tool nsys`
     **{s: DATA / f"nsys_{s}" / "export.sqlite.xz" for s in (
         "multiproc", "graphs_node", "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range",
+        "window_missed",
         "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", "registered_nvtx", "registered_nvtx_domains",
         "memops", "autograd", "inductor", "streams", "nccl", "nccl_overlap", "jax", "jax_graph", "jax_whole",
         "copies_pinned", "copies_pinned_again", "copies_pageable", "gpu_metrics", "gpu_metrics_again",

@@ -12,12 +12,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import warnings
 
 import pytest
 from conftest import CPU_ONLY, DATA, NSYS_EXPORTS, compiled_or_numpy
 
 import tracekit
-from tracekit.errors import InputError
+from tracekit.errors import CaptureWarning, InputError
 from tracekit.ingest import materialized
 from tracekit.ingest.nsys.source import resolve_tables
 
@@ -408,6 +409,27 @@ def test_an_export_without_events_says_whether_they_were_traced(tmp_path):
                                              r"\(no CUPTI_ACTIVITY_KIND_\*.*profile with `nsys profile -t cuda,nvtx,osrt`$"):
             tk.ingest(bare)
     assert not (tmp_path / "s.duckdb").exists()
+
+
+def test_a_capture_window_that_missed_the_gpu_work_ingests_with_a_warning(tmp_path):
+    """nsys_window_missed: CUDA traced, the capture range a host-only NVTX range after the GPU
+    work. The run ingests (its NVTX ranges and OS runtime calls answer questions), with one
+    warning naming the user's file (not the decompressed copy) and what its kernel questions
+    will answer; a capture with CUDA events in its window says nothing of the kind."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            tk.ingest(NSYS_EXPORTS["window_missed"], name="missed")
+        said = [str(w.message) for w in seen if issubclass(w.category, CaptureWarning)]
+        assert len(said) == 1 and said[0].startswith(
+            f"{NSYS_EXPORTS['window_missed']}: nsys traced CUDA but recorded no CUDA event (no API call, kernel or "
+            "copy): the capture's window (nsys --delay, --duration, --capture-range) held none"), said
+        counts = tk.sql("SELECT (SELECT count(*) FROM nvtx_ranges) AS nvtx, (SELECT count(*) FROM osrt_calls) AS osrt, "
+                        "(SELECT count(*) FROM kernels) + (SELECT count(*) FROM api_calls) AS cuda").to_dicts()
+        assert counts == [{"nvtx": 11, "osrt": 52, "cuda": 0}]  # (1 "host", 10 "step"; stats/osrt_sum.csv's 52 calls)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CaptureWarning)
+            tk.ingest(NSYS_EXPORTS["capture_range"])
 
 
 def test_bad_input_errors_leave_the_store_unchanged(tmp_path, plain_export):

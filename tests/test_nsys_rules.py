@@ -43,6 +43,10 @@ RULES = {
 OPTIONS = {"analyze_gpu_gaps_gap1": ("gpu_gaps", {"gap_ms": 1}),
            "analyze_gpu_time_util_threshold90_chunks100": ("gpu_time_util", {"threshold_pct": 90, "chunks": 100})}
 WITH_CUDA = [s for s in NSYS_SCENARIOS if s not in CPU_ONLY]
+#: captures that traced CUDA and recorded none of it (the window missed the GPU work): nsys
+#: analyze skips every rule there ("Does the application use CUDA runtime APIs?")
+CUDA_MISSED = ["window_missed"]
+ANALYZED = [s for s in WITH_CUDA if s not in CUDA_MISSED]
 #: real exports with rows nsys 2025.3.1 did not write there and its rules treat apart
 #: (programs/plant_rules.py, PLANT.md): CUDA profiling overheads in their GPU gaps, copies
 #: within one device; nsys_streams (one process, one GPU) and nsys_jax (one process, two GPUs)
@@ -133,12 +137,12 @@ def _compare(nsys_db, scen: str, rule: str, golden: list[dict], params: dict) ->
                             f"only nsys's: {list((theirs - mine).elements())[:3]}")
 
 
-@pytest.mark.parametrize(("scen", "rule"), [(s, r) for r in RULES for s in WITH_CUDA])
+@pytest.mark.parametrize(("scen", "rule"), [(s, r) for r in RULES for s in ANALYZED])
 def test_rule_matches_nsys_analyze(nsys_db, scen, rule):
     _compare(nsys_db, scen, rule, _golden(scen, f"analyze_{rule}"), {})
 
 
-@pytest.mark.parametrize(("scen", "golden"), [(s, g) for g in OPTIONS for s in WITH_CUDA])
+@pytest.mark.parametrize(("scen", "golden"), [(s, g) for g in OPTIONS for s in ANALYZED])
 def test_rule_thresholds_match_nsys_analyze(nsys_db, scen, golden):
     rule, params = OPTIONS[golden]
     _compare(nsys_db, scen, rule, _golden(scen, golden), params)
@@ -148,8 +152,8 @@ def test_the_goldens_hold_cases_of_every_rule():
     """Each rule fires on some fixture (so the comparisons above compare rows, not two
     empty answers), and not on every one."""
     for rule in RULES:
-        fired = [s for s in WITH_CUDA if _golden(s, f"analyze_{rule}")]
-        assert 0 < len(fired) < len(WITH_CUDA), rule
+        fired = [s for s in ANALYZED if _golden(s, f"analyze_{rule}")]
+        assert 0 < len(fired) < len(ANALYZED), rule
 
 
 def test_largest_first_and_the_limit(nsys_db):

@@ -26,6 +26,7 @@ import lzma
 import re
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -159,13 +160,27 @@ def materialized(path: Path) -> Iterator[Path]:
 
 @contextmanager
 def _named_as(path: Path, plain: Path) -> Iterator[None]:
-    """An error about the temporary ``plain`` names the user's ``path`` instead."""
-    try:
+    """An error or a warning about the temporary ``plain`` names the user's ``path`` instead."""
+    if plain == path:
         yield
-    except TracekitError as err:
-        if plain != path and err.args and isinstance(err.args[0], str) and str(plain) in err.args[0]:
-            err.args = (err.args[0].replace(str(plain), str(path)), *err.args[1:])
+        return
+
+    def named(text):
+        return text.replace(str(plain), str(path)) if isinstance(text, str) else text
+
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            yield
+    except (TracekitError, Warning) as err:  # (Warning: one the filters made an error)
+        err.args = tuple(named(a) for a in err.args)
         raise
+    finally:  # the warnings said before an error too, in their order, from where they were said
+        for w in caught:
+            message = w.message
+            if len(message.args) == 1 and named(message.args[0]) != message.args[0]:
+                message = type(message)(named(message.args[0]))
+            warnings.warn_explicit(message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def file_hash(path: Path) -> str:

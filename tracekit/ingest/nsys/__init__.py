@@ -167,6 +167,11 @@ def _read(export: Export, path: Path) -> Parsed:
     if options:  # (diff's setup comparison: --cuda-graph-trace changes what a graph launch records)
         meta["nsys_options"] = options
     raw = export.read(jobs)
+    if "Cuda" in events and not any(raw[t].num_rows for t in CUDA_TABLES if t in raw):
+        warnings.warn(CaptureWarning(
+            f"{path}: nsys traced CUDA but recorded no CUDA event (no API call, kernel or copy): the capture's window "
+            "(nsys --delay, --duration, --capture-range) held none of the program's GPU work, or the work ran in a "
+            "process nsys did not follow; its kernel and CUDA API questions will answer no row"), stacklevel=2)
     stacks = python.read(export, path, raw.get("strings"))
     if stacks is None and "PythonSamples" in events:  # (their frames left out of the export: python.read warned)
         traced.discard("python_samples")

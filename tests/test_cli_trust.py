@@ -337,3 +337,35 @@ def test_every_command_lets_go_of_the_store_when_it_returns(small_store, capsys,
             assert store_state(small_store) is not None, cmd  # (DuckDB refuses a second configuration)
     finally:
         gc.enable()
+
+
+def test_a_capture_whose_window_missed_the_gpu_work_says_so(small_store, capsys):
+    """nsys_window_missed: the capture range set on a host-only NVTX range after the program's
+    GEMMs, so CUDA was traced and nothing of it recorded. Ingest says so; a kernel question
+    answers no row and one line saying why; a question the run has rows for says nothing more."""
+    assert _cli(small_store, "ingest", str(DATA / "nsys_window_missed" / "export.sqlite.xz"), "--name", "missed") == 0
+    err = capsys.readouterr().err
+    assert "nsys_window_missed/export.sqlite.xz: nsys traced CUDA but recorded no CUDA event (no API call, kernel " \
+           "or copy): the capture's window (nsys --delay, --duration, --capture-range) held none" in err
+    assert _cli(small_store, "query", "top-kernels", "--run", "missed") == 0
+    said = capsys.readouterr()
+    assert said.err.splitlines() == [
+        "tracekit: warning: run 3 (missed) holds no CUDA event at all (no API call, kernel or copy), "
+        "though its capture traced CUDA: the capture's window (nsys --delay, --duration, --capture-range) held none "
+        "of the program's GPU work, or the work ran in a process nsys did not follow"]
+    # findings of nothing (nsys-rules' cases all 0) would read as a fact of the program: said too
+    assert _cli(small_store, "query", "nsys-rules", "--run", "missed") == 0
+    said = capsys.readouterr()
+    assert "Synchronous memsets" in said.out and said.err.splitlines() == [
+        "tracekit: warning: run 3 (missed) holds no CUDA event at all (no API call, kernel or copy), though its "
+        "capture traced CUDA: the capture's window (nsys --delay, --duration, --capture-range) held none of the "
+        "program's GPU work, or the work ran in a process nsys did not follow"]
+    assert _cli(small_store, "query", "nvtx-summary", "--run", "missed") == 0
+    said = capsys.readouterr()
+    assert said.err == "" and ":step" in said.out and ":host" in said.out
+    # a run with kernels and no memset: the note names the events none of which happened
+    assert _cli(small_store, "query", "sync-memsets", "--run", "nsys_run") == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "tracekit: warning: run 1 (nsys_run) holds no memsets: its capture traced CUDA and recorded none"]
+    assert _cli(small_store, "query", "gpu-gaps", "--run", "nsys_run") == 0
+    assert capsys.readouterr().err == ""

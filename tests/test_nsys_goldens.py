@@ -11,12 +11,14 @@ from __future__ import annotations
 import csv
 import lzma
 import math
+import re
+import warnings
 
 import polars as pl
 import pytest
 from conftest import CPU_ONLY, NSYS_EXPORTS, NSYS_SCENARIOS
 
-from tracekit.errors import QueryError
+from tracekit.errors import NoneRecorded, QueryError
 from tracekit.registry import get_registry, untraced
 
 NS = {"Total Time (ns)": "total_ns", "Avg (ns)": "avg_ns", "Med (ns)": "med_ns",
@@ -160,6 +162,25 @@ def test_twin_of_untraced_events_is_an_error(nsys_db, scen, report):
     with pytest.raises(QueryError, match=rf"^{query}: run \d+ \({scen}\) was captured without "
                                          rf"{NOT_TRACED[scen][report]} tracing; capture with nsys -t {option}"):
         nsys_db.query(query, run=scen)
+
+
+@pytest.mark.parametrize(("scen", "report"), [(s, r) for s, reports in NONE_IN_WINDOW.items() for r in reports
+                                              if r in REPORTS])
+def test_twin_of_events_none_of_which_happened_says_why(nsys_db, scen, report):
+    """nsys prints nothing for events traced but not in the capture's window, and the twin
+    answers no row (test_twin_matches_nsys_stats); where the run holds no CUDA event at all, it
+    says the capture's window missed the GPU work."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert nsys_db.query(report, run=scen, limit=0).is_empty()
+    said = [str(w.message) for w in seen if issubclass(w.category, NoneRecorded)]
+    if report in CUDA_REPORTS:
+        assert len(said) == 1, said
+        assert re.match(rf"^run \d+ \({scen}\) holds no CUDA event at all \(no API call, kernel or copy\), "
+                        r"though its capture traced CUDA: the capture's window \(nsys --delay, --duration, "
+                        r"--capture-range\) held none", said[0]), said[0]
+    else:  # (the run holds NVTX ranges: none of them start/end is an answer, not a capture's mistake)
+        assert said == []
 
 
 #: nsys's Unified Memory reports -> (twin, its parameters, nsys's column -> ours); um_sum_rows=-1 is

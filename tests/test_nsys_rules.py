@@ -19,7 +19,7 @@ import pytest
 from conftest import CPU_ONLY, DATA, NSYS_EXPORTS, NSYS_SCENARIOS
 
 import tracekit
-from tracekit.errors import QueryError
+from tracekit.errors import NoneRecorded, QueryError
 
 COPY = {"Duration (ns)": "dur_ns", "Start (ns)": "start_ns", "Src Kind": "src_kind", "Dst Kind": "dst_kind",
         "Bytes (MB)": "bytes", "PID": "pid", "Device ID": "device_id", "Context ID": "context_id",
@@ -154,6 +154,18 @@ def test_the_goldens_hold_cases_of_every_rule():
     for rule in RULES:
         fired = [s for s in ANALYZED if _golden(s, f"analyze_{rule}")]
         assert 0 < len(fired) < len(ANALYZED), rule
+
+
+@pytest.mark.parametrize("scen", CUDA_MISSED)
+def test_the_rules_of_a_capture_without_cuda_events_say_why(nsys_db, scen):
+    """nsys analyze skips every rule of an export whose capture recorded no CUDA event (no
+    analyze_*.csv); each of ours answers no case and says the capture's window missed the GPU
+    work, and so does the summary, whose "Nothing found." would read as a fact of the program."""
+    assert not list((NSYS_EXPORTS[scen].parent / "stats").glob("analyze_*"))
+    for query in [q for q, _, _ in RULES.values()] + ["nsys-rules"]:
+        with pytest.warns(NoneRecorded, match=rf"^run \d+ \({scen}\) holds no CUDA event at all"):
+            cases = nsys_db.query(query, run=scen, limit=0)
+        assert cases.is_empty() if query != "nsys-rules" else set(cases["cases"]) == {0}
 
 
 def test_largest_first_and_the_limit(nsys_db):

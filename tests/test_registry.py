@@ -8,7 +8,7 @@ import pytest
 from conftest import NSYS_SCENARIOS, let_go, scenario_of
 
 from tracekit.errors import ParamError, QueryError
-from tracekit.registry import TRACED, count_sql, get_registry, parse_header, sql_parameters
+from tracekit.registry import EVENTS, TRACED, count_sql, get_registry, parse_header, sql_parameters
 
 REG = get_registry()
 
@@ -160,6 +160,7 @@ def test_an_nsys_query_about_cuda_events_is_traced_for_them(name):
     kinds = {TRACED[t][0] for t in q.traced}
     assert ("CUDA" in kinds) == (bool(CUDA_FED & set(q.requires)) or name == "nvtx-gpu-projection"), name
     assert {t for t, (what, _) in TRACED.items() if what == "CUDA"} == set(CUDA_TABLES)  # (what ingest records)
+    assert set(EVENTS) == set(TRACED)  # (each table's events in words, for a run that holds none of them)
 
 
 def test_header_parser_rejects_bad_lines():

@@ -521,6 +521,37 @@ def test_report_of_a_capture_without_cuda(cpu_reports):
     assert {r[0][0] for r in table["rows"]} == {"nvtx"}
 
 
+def test_report_of_a_capture_whose_window_missed_the_gpu_work(tmp_path, capsys):
+    """CUDA traced and none recorded (nsys_window_missed: the capture range a host-only NVTX
+    range after the GPU work): the sections about CUDA events are left out as of a capture
+    without CUDA, with one header line saying why (no empty kernel tables, no "Nothing found"
+    of nsys analyze's rules, which nsys itself skips); a section about events the run traced
+    and holds none of (capture_range's OS runtime calls) says so in its note, not on the
+    terminal as well."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(DATA / "nsys_window_missed" / "export.sqlite.xz", name="missed")
+        tk.ingest(DATA / "nsys_capture_range" / "export.sqlite.xz", name="ranged")
+        missed = report.write_report(tk, tmp_path / "missed.html", run="missed")
+    page = _parse(missed)
+    assert list(page.sections) == ["osrt", "osrt-stacks", "timeline"]
+    assert ("<dt>no CUDA event</dt><dd>the run holds no CUDA event at all (no API call, kernel or copy), though its "
+            "capture traced CUDA: the capture&#x27;s window (nsys --delay, --duration, --capture-range) held none of "
+            "the program&#x27;s GPU work, or the work ran in a process nsys did not follow; left out: Top kernels, "
+            "Kernel durations, Kernel time by NVTX path, NVTX ranges on the GPU, GPU utilization, Longest idle gaps, "
+            "What nsys analyze finds, Launch overhead, CUDA API calls, Memory operations</dd>") in missed.read_text()
+    assert '<p class="note">' not in missed.read_text()
+    capsys.readouterr()
+    assert cli_main(["--db", str(tmp_path / "s.duckdb"), "report", "--run", "ranged", "-o", str(tmp_path / "r.html")]) == 0
+    assert capsys.readouterr().err == ""
+    text = (tmp_path / "r.html").read_text()
+    for key in ("osrt", "osrt-stacks"):
+        section = text[text.index(f'<section id="{key}">'):]
+        assert section[:section.index("</section>")].count(
+            '<p class="note">run 2 (ranged) holds no OS runtime calls: its capture traced OS runtime and recorded '
+            "none</p>") == 1
+    assert "top-kernels" in _parse(tmp_path / "r.html").sections
+
+
 RANKS = DATA / "nsys_ranks"  # a real 4-rank job, rank 2 planted as a straggler in step/forward (PLANT.md)
 RANK_PLANT = json.loads((RANKS / "plant.json").read_text())
 

@@ -53,6 +53,13 @@ class CaptureWarning(UserWarning):
     warning line; a report shows it in the comparison's section."""
 
 
+class NoneRecorded(CaptureWarning):
+    """A question that answered no row of a run that holds none of the events of a kind it
+    reads, though its capture traced them: none happened in the capture's window; or any
+    question about CUDA events of a run that holds none at all: the window missed the
+    program's GPU work. A report says it in the section it leaves empty, or in its header."""
+
+
 def expect(value, types: type | tuple[type, ...], what: str, error: type[TracekitError] = ParamError) -> None:
     """Raise ``error`` (one line naming ``what`` and the value) unless ``value`` is one of
     ``types``: a public function given the wrong kind of value says so, rather than failing

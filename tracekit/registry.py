@@ -38,7 +38,8 @@ The kinds of run a query reads come from its ``@requires`` tables (the schema fi
 defines each: nsys, ncu, or timing for a sweep's requests); a query over all runs asked
 of a store without a run of such a kind is a ``QueryError`` too (charts and
 ``export sweep`` go through the same check). A run of the right kind that has no rows
-is an empty answer.
+is an empty answer; where the run holds none of the events the query reads (its capture
+traced them: a window that missed the GPU work), a ``NoneRecorded`` warning says so.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .errors import CaptureWarning, ParamError, QueryError, expect
+from .errors import CaptureWarning, NoneRecorded, ParamError, QueryError, expect
 from .numbers import whole_number
 
 if TYPE_CHECKING:
@@ -435,6 +436,17 @@ class Registry:
                 f"sweep {sweep}: {n} of its {total} points {'has' if n == 1 else 'have'} no run in the store, so no "
                 "row: " + "; ".join(lines)), stacklevel=stacklevel)
 
+    @staticmethod
+    def note_none_happened(tk, q: Query, bound: dict[str, Any], rows: int, stacklevel: int = 3) -> None:
+        """A ``NoneRecorded`` warning where ``q``, asked of one run, reads events the run's
+        capture traced and recorded none of (``none_recorded``)."""
+        run_id = bound.get("run")
+        if run_id is None or q.spans_job:
+            return
+        text = none_recorded(tk, run_id, q.traced, rows)
+        if text is not None:
+            warnings.warn(NoneRecorded(f"run {run_id} ({_run_name(tk, run_id)}) {text}"), stacklevel=stacklevel)
+
     def run(self, tk, name: str, /, *, graphs_shown: bool = False, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame; a query about kernels of runs that
         launched CUDA graphs traced whole warns that it leaves their kernels out
@@ -451,6 +463,7 @@ class Registry:
         if not graphs_shown and "run" in bound:
             self.note_whole_graphs(tk, q, bound, stacklevel=5)  # (the caller of Tracekit.query)
         self.note_points_left_out(tk, q, bound, stacklevel=5)
+        self.note_none_happened(tk, q, bound, df.height, stacklevel=5)
         return df
 
     def fetch(self, tk, name: str, /, *, points_said: bool = False, **params: Any) -> Rows:
@@ -476,6 +489,7 @@ class Registry:
             self.note_whole_graphs(tk, q, bound)
         if not points_said:
             self.note_points_left_out(tk, q, bound)
+        self.note_none_happened(tk, q, bound, len(rows.rows))
         return rows
 
     def _count(self, tk, q: Query, bound: dict[str, Any]) -> int:
@@ -546,6 +560,19 @@ TRACED = {"nvtx_ranges": ("NVTX", "nsys -t nvtx"), "osrt_calls": ("OS runtime", 
           **{t: ("CUDA", "nsys -t cuda") for t in ("kernels", "api_calls", "memcpy", "memset", "graph_execs", "syncs")}}
 
 
+#: store table of ``TRACED`` -> its events in words, and the table that holds them under a view
+EVENTS = {"kernels": ("kernels", "_kernels"), "api_calls": ("CUDA API calls", "_api_calls"),
+          "memcpy": ("memory copies", "memcpy"), "memset": ("memsets", "memset"),
+          "graph_execs": ("CUDA graph launches", "graph_execs"), "syncs": ("CUDA synchronizations", "syncs"),
+          "nvtx_ranges": ("NVTX ranges", "nvtx_ranges"), "osrt_calls": ("OS runtime calls", "osrt_calls"),
+          "gpu_metrics": ("GPU metric samples", "gpu_metrics"), "cpu_samples": ("CPU samples", "cpu_samples"),
+          "cpu_sample_frames": ("CPU sample stacks", "cpu_sample_frames"),
+          "gpu_memory": ("GPU memory allocations", "gpu_memory"), "gpu_memory_pools": ("memory pools", "gpu_memory_pools"),
+          "api_frames": ("CUDA API call stacks", "api_frames"), "python_samples": ("Python samples", "python_samples"),
+          "um_cpu_faults": ("Unified Memory CPU page faults", "um_cpu_faults"),
+          "um_gpu_faults": ("Unified Memory GPU page faults", "um_gpu_faults")}
+
+
 #: how ``tracekit capture`` has nsys trace each kind of event, for the errors that ask for it
 CAPTURE_ADVICE = {"NVTX": " (tracekit capture does)", "OS runtime": " (tracekit capture does)",
                   "CUDA": " (tracekit capture does)", "GPU metrics": " (tracekit capture --gpu-metrics does)",
@@ -566,6 +593,44 @@ def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED
     traced."""
     rows = tk.con.execute(f"SELECT {_TRACED_SQL} FROM runs WHERE run_id = ?", [run_id]).fetchall()
     return _untraced(rows[0][0] if rows else None, tables)
+
+
+#: what a run without any CUDA event, though its capture traced CUDA, holds (``none_recorded``)
+NO_CUDA_EVENT = ("holds no CUDA event at all (no API call, kernel or copy), though its capture traced CUDA: the "
+                 "capture's window (nsys --delay, --duration, --capture-range) held none of the program's GPU work, "
+                 "or the work ran in a process nsys did not follow")
+
+
+def no_cuda_event(tk, run_id: int, tables: list[str] | tuple[str, ...]) -> bool:
+    """Whether ``tables`` (a query's ``@traced``) hold CUDA events and the run holds none at
+    all, though its capture traced CUDA (a question of a run that did not trace it is refused
+    before): the capture's window missed the program's GPU work, the usual mistake behind an
+    empty kernel table."""
+    cuda = [t for t, (what, _) in TRACED.items() if what == "CUDA"]
+    return bool(set(tables) & set(cuda)) and not _holds(tk, run_id, cuda)
+
+
+def none_recorded(tk, run_id: int, tables: list[str] | tuple[str, ...], rows: int) -> str | None:
+    """Why a question about ``tables`` (``TRACED``' store tables: a query's ``@traced``) of
+    the run answered as it did (``rows``) though its capture traced them (``bind`` refuses one
+    about events it did not), which the answer alone does not say; None where nothing is to
+    be said. Where the run holds no CUDA event at all (``no_cuda_event``), ``NO_CUDA_EVENT``
+    whatever the answer: an answer of zeros (no finding, no busy time) would read as a fact of
+    the program. Otherwise, where the answer has no row, the kinds of event of which the run
+    holds none (memsets, OS runtime calls): none happened in its window. The text is the
+    run's, not a query's: a command that asks several questions of the run says it once."""
+    if no_cuda_event(tk, run_id, tables):
+        return NO_CUDA_EVENT
+    if rows:
+        return None
+    kinds: dict[str, list[str]] = {}  # kind of event -> the tables of that kind
+    for t in tables:
+        kinds.setdefault(TRACED[t][0], []).append(t)
+    none = {what: ts for what, ts in kinds.items() if not _holds(tk, run_id, ts)}
+    if not none:
+        return None
+    return (f"holds no {_listed([EVENTS[t][0] for ts in none.values() for t in ts], 'or')}: its capture traced "
+            f"{_listed(list(none))} and recorded none")
 
 
 def traced_said(tk, *run_ids: int) -> bool:
@@ -746,9 +811,15 @@ def _untraced(traced: list[str] | None, tables: list[str] | tuple[str, ...]) -> 
     return [k for k in kinds if not listed & {t for t, kind in TRACED.items() if kind == k}]
 
 
-def _listed(items: list[str]) -> str:
-    """``1``, ``1 and 3``, ``1, 2 and 3``."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+def _listed(items: list[str], word: str = "and") -> str:
+    """``1``, ``1 and 3``, ``1, 2 and 3`` (``word``: another conjunction)."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {word} " + items[-1]
+
+
+def _holds(tk, run_id: int, tables: list[str]) -> bool:
+    """Whether the run has a row in any of ``tables`` (``EVENTS``' store tables)."""
+    return any(tk.con.execute(f"SELECT 1 FROM {EVENTS[t][1]} WHERE run_id = ? LIMIT 1", [run_id]).fetchall()
+               for t in tables)
 
 
 _KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu", "timing": "a timing"}

@@ -62,7 +62,7 @@ from typing import Any
 import polars as pl
 
 from . import vega
-from .errors import CaptureWarning, ParamError, QueryError, TracekitError
+from .errors import CaptureWarning, NoneRecorded, ParamError, QueryError, TracekitError
 from .table import fixed_time
 
 
@@ -737,9 +737,17 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     elif "sweep" in q.params:  # a sweep query: the sweep this run is a point of, not the latest sweep
         params["sweep"] = run_id
     try:
-        df = tk.query(sec.query, **params)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", NoneRecorded)
+            df = tk.query(sec.query, **params)
     except QueryError as err:
         return "", None, str(err)
+    # an empty section says why where the run holds none of its events (its note, not a line
+    # on the terminal as well); the other warnings are passed on
+    none = next((str(w.message) for w in caught if issubclass(w.category, NoneRecorded)), None)
+    for w in caught:
+        if not issubclass(w.category, NoneRecorded):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     total = None
     if "limit" in q.params and params.get("limit"):
         if df.height == params["limit"]:
@@ -755,8 +763,9 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
             spec = json.dumps(charts.spec(cs.build(df)), separators=(",", ":"), default=str)
         except QueryError as err:
             note = str(err)
+    if df.is_empty() and (none or not sec.columns):
+        note = note or none or "no rows"
     if df.is_empty() and not sec.columns:
-        note = note or "no rows"
         spec = None
     return table, spec, note
 
@@ -780,9 +789,13 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
     """The sections whose query the run can answer, and a header line per kind of event
     (what, nsys option) that leaves the others out: those about events the run's capture
     did not trace (its ``@traced`` tables), and those over the run's job where a rank's
-    capture did not, naming the other ranks (what the queries would refuse)."""
+    capture did not, naming the other ranks (what the queries would refuse); and one line
+    for the sections about CUDA events of a run that traced CUDA and holds none at all (a
+    capture's window that missed the GPU work: empty tables, and findings of nothing)."""
     from .registry import (
+        NO_CUDA_EVENT,
         get_registry,
+        no_cuda_event,
         retell,
         traced_said,
         untraced,
@@ -791,6 +804,7 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
     )
 
     kept: list[Section] = []
+    missed: list[Section] = []  # (about CUDA events, of a run that holds none)
     out: dict[tuple[str, str], tuple[list[tuple[int, int]], list[Section]]] = {}  # kind -> (other ranks, sections)
     for sec in sections:
         if sec.query is None:  # (a chart of its own data says itself what the run lacks)
@@ -798,10 +812,14 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
             continue
         q = get_registry().get(sec.query)
         missing = untraced_ranks(tk, run_id, q.traced) if q.spans_job else {k: [] for k in untraced(tk, run_id, q.traced)}
-        if not missing:
+        none = not missing and not q.spans_job and no_cuda_event(tk, run_id, q.traced)
+        if not missing and not none:
             kept.append(sec)
             continue
         if sec.optional or sec.needs is not None:  # (about what few runs have: no line for it)
+            continue
+        if none:
+            missed.append(sec)
             continue
         kind, ranks = next(iter(missing.items()))
         others, secs = out.setdefault(kind, ([], []))
@@ -822,6 +840,8 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
         lines.append((f"no {what} trace" if (what, option) in own else f"ranks without {what} trace",
                       f"{'; '.join(said)} (capture {'every rank ' if others else ''}with {option}{again}); "
                       f"left out: {', '.join(s.title for s in secs)}"))
+    if missed:
+        lines.append(("no CUDA event", f"the run {NO_CUDA_EVENT}; left out: {', '.join(s.title for s in missed)}"))
     return kept, lines
 
 

@@ -18,6 +18,7 @@ import pytest
 from conftest import CPU_ONLY, DATA, NSYS_EXPORTS, compiled_or_numpy
 
 import tracekit
+from tracekit import parallel
 from tracekit.errors import CaptureWarning, InputError
 from tracekit.ingest import materialized
 from tracekit.ingest.nsys.source import resolve_tables
@@ -430,6 +431,12 @@ def test_a_capture_window_that_missed_the_gpu_work_ingests_with_a_warning(tmp_pa
         with warnings.catch_warnings():
             warnings.simplefilter("error", CaptureWarning)
             tk.ingest(NSYS_EXPORTS["capture_range"])
+    # files ingested at once in threads: each keeps its warning and its own name
+    scens = ("capture_range", "window_missed", "cpu_only", "hstu_mixed")
+    with tracekit.open(tmp_path / "t.duckdb") as tk, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert all(o.error is None for o in parallel.ingest_many(tk, [NSYS_EXPORTS[s] for s in scens], workers=2))
+    assert [str(w.message)[:90] for w in seen if issubclass(w.category, CaptureWarning)] == [said[0][:90]]
 
 
 def test_bad_input_errors_leave_the_store_unchanged(tmp_path, plain_export):

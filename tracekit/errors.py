@@ -5,6 +5,10 @@ one-line message and exits with ``exit_code`` (2), showing a traceback only with
 ``--debug``. Messages name the file or value and say what to do.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 
 class TracekitError(Exception):
     """Base class: a problem the user can fix; ``str(err)`` is one line."""
@@ -46,11 +50,34 @@ class Interrupted(TracekitError):
     exit_code = 130
 
 
+#: (temporary path, the user's path) pairs in force in this thread (``shown_as``)
+_SHOWN_AS: ContextVar[tuple[tuple[str, str], ...]] = ContextVar("shown_as", default=())
+
+
+@contextmanager
+def shown_as(plain, path) -> Iterator[None]:
+    """Within it, in this thread, a ``CaptureWarning`` that names ``plain`` (a file's
+    temporary copy: decompressed, or exported from a report) names the user's ``path``
+    instead. Per thread, so files ingested at once in threads each keep their own name
+    (``warnings.catch_warnings``, which could rename them afterwards, is one setting for the
+    whole process: threads entering it at once lose each other's warnings)."""
+    token = _SHOWN_AS.set((*_SHOWN_AS.get(), (str(plain), str(path))))
+    try:
+        yield
+    finally:
+        _SHOWN_AS.reset(token)
+
+
 class CaptureWarning(UserWarning):
     """What a comparison should be read with: a run whose capture did not finish well (its
     run folder recorded a status other than ok: its numbers may be partial), or two
     captures whose setups differ (preset, GPU, versions, settings). The CLI prints it as a
     warning line; a report shows it in the comparison's section."""
+
+    def __init__(self, message="", *args):
+        for plain, path in _SHOWN_AS.get():
+            message = message.replace(plain, path) if isinstance(message, str) else message
+        super().__init__(message, *args)
 
 
 class NoneRecorded(CaptureWarning):

@@ -26,7 +26,6 @@ import lzma
 import re
 import shutil
 import tempfile
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from pathlib import Path
 import pyarrow as pa
 import xxhash
 
-from ..errors import InputError, TracekitError
+from ..errors import InputError, TracekitError, shown_as
 
 #: Plugin modules, tried in order by ``detect``.
 PLUGINS = ["tracekit.ingest.nsys", "tracekit.ingest.ncu", "tracekit.ingest.requests", "tracekit.ingest.benchlog"]
@@ -161,26 +160,13 @@ def materialized(path: Path) -> Iterator[Path]:
 @contextmanager
 def _named_as(path: Path, plain: Path) -> Iterator[None]:
     """An error or a warning about the temporary ``plain`` names the user's ``path`` instead."""
-    if plain == path:
-        yield
-        return
-
-    def named(text):
-        return text.replace(str(plain), str(path)) if isinstance(text, str) else text
-
-    caught: list[warnings.WarningMessage] = []
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with shown_as(plain, path):
             yield
-    except (TracekitError, Warning) as err:  # (Warning: one the filters made an error)
-        err.args = tuple(named(a) for a in err.args)
+    except TracekitError as err:
+        if plain != path and err.args and isinstance(err.args[0], str) and str(plain) in err.args[0]:
+            err.args = (err.args[0].replace(str(plain), str(path)), *err.args[1:])
         raise
-    finally:  # the warnings said before an error too, in their order, from where they were said
-        for w in caught:
-            message = w.message
-            if len(message.args) == 1 and named(message.args[0]) != message.args[0]:
-                message = type(message)(named(message.args[0]))
-            warnings.warn_explicit(message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def file_hash(path: Path) -> str:

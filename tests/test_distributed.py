@@ -384,21 +384,26 @@ def test_workers_are_threads_here_without_dask(tmp_path, capsys, monkeypatch):
 
 
 def test_an_existing_cluster_by_address_or_environment(tmp_path, monkeypatch, capsys):
-    """--scheduler ADDRESS and $DASK_SCHEDULER_ADDRESS join a running cluster (left running)."""
+    """--scheduler ADDRESS and $DASK_SCHEDULER_ADDRESS join a running cluster (left running).
+    What a worker's ingest warns of a file (a capture that missed the GPU work) is said here."""
     import dask
     import distributed
 
-    files = [MIXED[0], MIXED[3]]
+    missed = DATA / "nsys_window_missed" / "export.sqlite.xz"
+    files = [MIXED[0], missed, MIXED[3]]
     direct = _serial(tmp_path / "direct.duckdb", files)
     direct.close()
     # (its workers without Dask's statistical profiler, as tracekit starts its own: on CPython 3.11 its
     # sampling can deadlock a worker, tracekit.distributed._local_cluster says how; seen here once)
     with dask.config.set({"distributed.worker.profile.enabled": False}), \
             distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        said = f"tracekit: warning: {missed.resolve()}: nsys traced CUDA but recorded no CUDA event"
         assert main(["--db", str(tmp_path / "a.duckdb"), "ingest", *map(str, files),
                      "--scheduler", cluster.scheduler_address]) == 0
+        assert [line[:len(said)] for line in capsys.readouterr().err.splitlines()] == [said]
         monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cluster.scheduler_address)
         assert main(["--db", str(tmp_path / "b.duckdb"), "ingest", *map(str, files), "--workers", "1"]) == 0
+        assert [line[:len(said)] for line in capsys.readouterr().err.splitlines()] == [said]
         with distributed.Client(cluster.scheduler_address, set_as_default=False) as c:
             assert len(c.scheduler_info()["workers"]) == 1  # still up: not ours to close
     capsys.readouterr()

@@ -8,7 +8,8 @@ every file before it are done, one transaction per run, so run ids and name ids 
 those a serial ingest gives. While a LocalCluster starts, the main process ingests the
 first files itself, directly. The store stays open between landings and is closed
 while the next run is long in coming (``PAUSE_AFTER_S``), for readers. A file that
-fails (bad input, a worker that died) is reported with its error; the others land.
+fails (bad input, a worker that died) is reported with its error; the others land. What
+a worker's ingest warns of a file (``CaptureWarning``) is said here as its run lands.
 
 `tracekit ingest --scheduler ADDRESS` (or ``$DASK_SCHEDULER_ADDRESS``) comes here;
 ``--workers N`` alone ingests in threads of this process (``tracekit.parallel``), which
@@ -25,12 +26,14 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
-from .errors import Interrupted, ParamError, TracekitError, missing
+from .errors import CaptureWarning, Interrupted, ParamError, TracekitError, missing
 from .parallel import Outcome, error_line
 
 #: The environment variable naming an existing scheduler (as ``nsys recipe --mode dask-futures``).
@@ -195,7 +198,7 @@ def _through_dask(tk, files: list[Path], address: str | None, workers: int | Non
             while len(futures) < window and state["next"] < len(files):
                 i = state["next"]
                 state["next"] += 1
-                fut = client.submit(dest.task, str(files[i].resolve()), i, name=name, params=params,
+                fut = client.submit(_saying, dest.task, str(files[i].resolve()), i, name=name, params=params,
                                     workdir=str(stage_dir), known=known, threads=state["threads"],
                                     key=f"tracekit-prepare-{i}-{os.urandom(4).hex()}", pure=False)
                 futures[fut] = i
@@ -224,14 +227,16 @@ def _through_dask(tk, files: list[Path], address: str | None, workers: int | Non
             with lock:
                 i = futures.pop(fut)
             try:
-                done[i] = (fut.result(), None)
+                done[i] = (*fut.result(), None)
             except Exception as err:  # reported per file; the others go on
-                done[i] = (None, err)
+                done[i] = (None, [], err)
             fut.release()
             with lock:
                 submit_next()
             while nxt in done:
-                staged, err = done.pop(nxt)
+                staged, said, err = done.pop(nxt)
+                for text in said:  # (what the worker said of the file, said here as it lands)
+                    warnings.warn(CaptureWarning(text), stacklevel=2)
                 report(nxt, _land(dest, str(files[nxt]), staged, err))
                 nxt += 1
             if futures and not state["running"].has_ready() and not _next_within(futures, PAUSE_AFTER_S):
@@ -244,6 +249,45 @@ def _through_dask(tk, files: list[Path], address: str | None, workers: int | Non
         finally:
             _close(state, starter)
     return outcomes
+
+
+#: per thread of a worker: the texts of the CaptureWarnings its task said (``_saying``)
+_SAID: ContextVar[list[str] | None] = ContextVar("said", default=None)
+_HOOK_LOCK = threading.Lock()
+
+
+def _saying(task, *args, **kwargs) -> tuple:
+    """``task`` run in a worker, with the texts of the ``CaptureWarning``s it said (a capture
+    that missed the GPU work, a run folder's failed status...), which the worker's process
+    would print to a terminal no one reads or drop: said in this process as the run lands.
+    Collected per thread (a worker may run several tasks at once)."""
+    _collect_warnings()
+    said: list[str] = []
+    token = _SAID.set(said)
+    try:
+        return task(*args, **kwargs), said
+    finally:
+        _SAID.reset(token)
+
+
+def _collect_warnings() -> None:
+    """Once per worker process: each ``CaptureWarning`` shown (every time: ``always``) in a
+    thread running ``_saying`` goes to its list; every other warning as before."""
+    with _HOOK_LOCK:
+        shown = warnings.showwarning
+        if getattr(shown, "tracekit_collects", False):
+            return
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            said = _SAID.get()
+            if said is not None and issubclass(category, CaptureWarning):
+                said.append(str(message))
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        show.tracekit_collects = True
+        warnings.showwarning = show
+        warnings.filterwarnings("always", category=CaptureWarning)
 
 
 def _claim(lock, state: dict, n: int) -> int | None:

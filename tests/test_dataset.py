@@ -273,6 +273,19 @@ def ingested_store(tmp_path_factory):
         yield store, {}
 
 
+@pytest.fixture(scope="module")
+def small_pair(ingested_store, tmp_path_factory):
+    """ingested_store's store (released: a test's CLI may open it) and its export, for the
+    tests that copy, change or break both (the module's store of every scenario would only
+    make them slower)."""
+    store, _ = ingested_store
+    tmp = tmp_path_factory.mktemp("small")
+    shutil.copyfile(store.path, tmp / "store.duckdb")
+    assert main(["--db", str(tmp / "store.duckdb"), "export", "parquet", "-o", str(tmp / "ds")]) == 0
+    with tracekit.open(tmp / "store.duckdb", read_only=True) as small:
+        yield small, tmp
+
+
 @pytest.mark.parametrize("workers", [None, 2], ids=["serial", "workers"])
 def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, ingested_store, workers, capsys):
     files = INGESTED
@@ -295,8 +308,8 @@ def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, ingested_st
     assert out[-1].startswith(f"{NSYS_EXPORTS['hstu_capture']}: already ingested as run 3 (")
 
 
-def test_export_one_run(store_and_dataset, tmp_path, capsys):
-    store, _, tmp = store_and_dataset
+def test_export_one_run(small_pair, tmp_path, capsys):
+    store, tmp = small_pair
     let_go(store)  # (the CLI below opens the same store)
     runs = store.runs()
     run = runs.filter(pl.col("kind") == "nsys")["run_id"][-1]
@@ -321,8 +334,8 @@ def test_export_one_run(store_and_dataset, tmp_path, capsys):
     assert tracekit.open(tmp_path / "all").runs().height == runs.height
 
 
-def test_rename_and_remove_runs_of_a_dataset_as_of_a_store(store_and_dataset, tmp_path, capsys):
-    store, _, tmp = store_and_dataset
+def test_rename_and_remove_runs_of_a_dataset_as_of_a_store(small_pair, tmp_path, capsys):
+    store, tmp = small_pair
     let_go(store)
     shutil.copyfile(tmp / "store.duckdb", tmp_path / "s.duckdb")
     shutil.copytree(tmp / "ds", tmp_path / "ds")
@@ -343,10 +356,10 @@ def test_rename_and_remove_runs_of_a_dataset_as_of_a_store(store_and_dataset, tm
         _one_error_line(capsys, "cannot name a run", msg)
 
 
-def test_a_removed_runs_id_is_never_given_again(store_and_dataset, tmp_path, capsys):
+def test_a_removed_runs_id_is_never_given_again(small_pair, tmp_path, capsys):
     """As a store's sequence: a diff or a note naming the removed run's id must not come
     to mean the next run ingested."""
-    store, _, tmp = store_and_dataset
+    store, tmp = small_pair
     let_go(store)
     shutil.copyfile(tmp / "store.duckdb", tmp_path / "s.duckdb")
     shutil.copytree(tmp / "ds", tmp_path / "ds")
@@ -394,8 +407,8 @@ def test_a_db_written_as_a_folder_must_be_one(tmp_path, capsys, monkeypatch):
     assert (missing / "runs.parquet").exists()
 
 
-def test_bad_datasets(store_and_dataset, tmp_path, capsys):
-    store, _, tmp = store_and_dataset
+def test_bad_datasets(small_pair, tmp_path, capsys):
+    store, tmp = small_pair
     let_go(store)  # (the CLI below opens the same store)
     (tmp_path / "empty").mkdir()
     assert main(["--db", str(tmp_path / "empty"), "query", "top-kernels"]) == 2

@@ -363,6 +363,14 @@ def test_a_capture_whose_window_missed_the_gpu_work_says_so(small_store, capsys)
     assert _cli(small_store, "query", "nvtx-summary", "--run", "missed") == 0
     said = capsys.readouterr()
     assert said.err == "" and ":step" in said.out and ":host" in said.out
+    # a diff against it: every kernel would read as removed by the program; the capture missed them
+    assert _cli(small_store, "diff", "nsys_run", "missed") == 0
+    said = capsys.readouterr()
+    assert "removed" in said.out and said.err.splitlines() == [
+        "tracekit: warning: diff: run 3 (missed) holds no CUDA event at all (no API call, kernel or copy), though its "
+        "capture traced CUDA: the capture's window (nsys --delay, --duration, --capture-range) held none of the "
+        "program's GPU work, or the work ran in a process nsys did not follow; its kernels, CUDA API calls, copies "
+        "and GPU time are compared as none"]
     # a run with kernels and no memset: the note names the events none of which happened
     assert _cli(small_store, "query", "sync-memsets", "--run", "nsys_run") == 0
     assert capsys.readouterr().err.splitlines() == [

@@ -221,7 +221,7 @@ import polars as pl
 
 from .errors import CaptureWarning, InputError, ParamError, QueryError, expect
 from .names import RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_name
-from .registry import untraced
+from .registry import NO_CUDA_EVENT, no_cuda_event, untraced
 from .store import CAPTURE_STATUS
 from .sweep_points import failures, said, why_absent
 
@@ -2058,6 +2058,11 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             why = f" ({side.error})" if side.error else ""
             warnings.warn(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
                                          "its numbers may be partial"), stacklevel=4)
+        if (side.run_id is not None and not side.pending and "nsys" in side.kinds and "CUDA" not in side.untraced
+                and {"kernel", "api", "memcpy", "gpu"} & set(scopes) and no_cuda_event(tk, side.run_id, ("kernels",))):
+            # (its kernels would read as removed, or added, by the program: the capture missed them)
+            warnings.warn(CaptureWarning(f"diff: {side.label} {NO_CUDA_EVENT}; its kernels, CUDA API calls, copies "
+                                         "and GPU time are compared as none"), stacklevel=4)
     con = tk.con
     # two sweeps, or two runs that name their sweeps compared in the sweep scope alone: the sweeps
     # are compared point by point, and the points' own bs and nc are not a difference of setup

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import functools
 import gzip
+import html
 import io
 import json
 import lzma
@@ -527,6 +528,31 @@ def test_a_rank_that_did_not_trace_is_named_not_left_out(tmp_path, capsys):
                               "ranks cannot all be compared; capture every rank with nsys -t nvtx (tracekit capture "
                               "does), or re-export its .nsys-rep with nsys 2023.3 or later (nsys export -t sqlite) "
                               "to tell")
+
+
+def test_a_rank_whose_capture_missed_the_gpu_work_is_said(tmp_path, capsys):
+    """Ranks 0-2 of the real job and, as rank 3, a capture that traced CUDA and whose window
+    missed the GPU work (nsys_window_missed): rank-summary answers its row of no kernel time
+    (-100 % against the median) with one line saying why, asked of any rank; the report's
+    section says it too. A question of NVTX ranges alone says nothing of it."""
+    db = tmp_path / "missed.duckdb"
+    _as_job(db, [EXPORTS[0], EXPORTS[1], EXPORTS[2], DATA / "nsys_window_missed" / "export.sqlite.xz"], "missed")
+    capsys.readouterr()
+    said = ("run {run} (missed-r{r}): rank 3 of its job (run 4) holds no CUDA event at all (no API call, kernel or "
+            "copy), though its capture traced CUDA: the capture's window (nsys --delay, --duration, --capture-range) "
+            "held none of the program's GPU work, or the work ran in a process nsys did not follow")
+    for run in (1, 4):
+        assert main(["--db", str(db), "query", "rank-summary", "--run", str(run), "-f", "csv"]) == 0
+        out, err = capsys.readouterr()
+        assert err.splitlines() == ["tracekit: warning: " + said.format(run=run, r=run - 1)]
+        assert pl.read_csv(io.StringIO(out))["kernel_vs_median_pct"].to_list()[3] == -100.0
+    assert main(["--db", str(db), "query", "rank-ranges", "--run", "1"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["--db", str(db), "report", "--run", "1", "-o", str(tmp_path / "r.html")]) == 0
+    assert capsys.readouterr().err == ""  # (said in the section)
+    text = (tmp_path / "r.html").read_text()
+    section = text[text.index('<section id="rank-summary">'):]
+    assert f'<p class="note">{html.escape(said.format(run=1, r=0))}</p>' in section[:section.index("</section>")]
 
 
 # -- charts ---------------------------------------------------------------------------

@@ -441,7 +441,16 @@ class Registry:
         """A ``NoneRecorded`` warning where ``q``, asked of one run, reads events the run's
         capture traced and recorded none of (``none_recorded``)."""
         run_id = bound.get("run")
-        if run_id is None or q.spans_job:
+        if run_id is None:
+            return
+        if q.spans_job:  # (a rank without GPU work in a comparison of the job's ranks reads as an idle rank)
+            missed = ranks_without_cuda(tk, run_id, q.traced)
+            if missed:
+                ranks, runs = _listed([str(k) for _, k in missed]), _listed([str(r) for r, _ in missed])
+                many = len(missed) > 1
+                warnings.warn(NoneRecorded(
+                    f"run {run_id} ({_run_name(tk, run_id)}): {'ranks' if many else 'rank'} {ranks} of its job "
+                    f"({'runs' if many else 'run'} {runs}) {no_cuda_words(many)}"), stacklevel=stacklevel)
             return
         text = none_recorded(tk, run_id, q.traced, rows)
         if text is not None:
@@ -595,10 +604,20 @@ def untraced(tk, run_id: int, tables: list[str] | tuple[str, ...] = tuple(TRACED
     return _untraced(rows[0][0] if rows else None, tables)
 
 
-#: what a run without any CUDA event, though its capture traced CUDA, holds (``none_recorded``)
-NO_CUDA_EVENT = ("holds no CUDA event at all (no API call, kernel or copy), though its capture traced CUDA: the "
-                 "capture's window (nsys --delay, --duration, --capture-range) held none of the program's GPU work, "
-                 "or the work ran in a process nsys did not follow")
+def no_cuda_words(many: bool = False) -> str:
+    """What a run (``many``: several, the ranks of a job) without any CUDA event, though its
+    capture traced CUDA, holds, and why (``none_recorded``)."""
+    if many:
+        return ("hold no CUDA event at all (no API call, kernel or copy), though their captures traced CUDA: their "
+                "windows (nsys --delay, --duration, --capture-range) held none of the program's GPU work, or the "
+                "work ran in processes nsys did not follow")
+    return ("holds no CUDA event at all (no API call, kernel or copy), though its capture traced CUDA: the capture's "
+            "window (nsys --delay, --duration, --capture-range) held none of the program's GPU work, or the work ran "
+            "in a process nsys did not follow")
+
+
+#: what a run without any CUDA event holds (``no_cuda_words``)
+NO_CUDA_EVENT = no_cuda_words()
 
 
 def no_cuda_event(tk, run_id: int, tables: list[str] | tuple[str, ...]) -> bool:
@@ -608,6 +627,22 @@ def no_cuda_event(tk, run_id: int, tables: list[str] | tuple[str, ...]) -> bool:
     empty kernel table."""
     cuda = [t for t, (what, _) in TRACED.items() if what == "CUDA"]
     return bool(set(tables) & set(cuda)) and not _holds(tk, run_id, cuda)
+
+
+def ranks_without_cuda(tk, run_id: int, tables: list[str] | tuple[str, ...]) -> list[tuple[int, int]]:
+    """The ranks (run id, rank) of the job of run ``run_id`` that traced CUDA and hold no
+    CUDA event at all, where ``tables`` (a query's ``@traced``) hold CUDA events: one query
+    for the whole job (a thousand ranks)."""
+    cuda = [t for t, (what, _) in TRACED.items() if what == "CUDA"]
+    if not set(tables) & set(cuda):
+        return []
+    ranks = [(rid, rank) for rid, rank, traced in job_runs(tk, run_id) if not _untraced(traced, cuda)]
+    if not ranks:
+        return []
+    held = {r for (r,) in tk.con.execute(" UNION ".join(
+        f"SELECT DISTINCT run_id FROM {EVENTS[t][1]} WHERE run_id IN (SELECT unnest($ids::BIGINT[]))" for t in cuda),
+        {"ids": [rid for rid, _ in ranks]}).fetchall()}
+    return [(rid, rank) for rid, rank in ranks if rid not in held]
 
 
 def none_recorded(tk, run_id: int, tables: list[str] | tuple[str, ...], rows: int) -> str | None:

@@ -763,9 +763,10 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
             spec = json.dumps(charts.spec(cs.build(df)), separators=(",", ":"), default=str)
         except QueryError as err:
             note = str(err)
-    if df.is_empty() and (none or not sec.columns):
-        note = note or none or "no rows"
+    if none:  # (of a job's comparison too: a rank without GPU work, which its rows would not say)
+        note = note or none
     if df.is_empty() and not sec.columns:
+        note = note or "no rows"
         spec = None
     return table, spec, note
 

@@ -83,8 +83,9 @@ class CaptureWarning(UserWarning):
 class NoneRecorded(CaptureWarning):
     """A question that answered no row of a run that holds none of the events of a kind it
     reads, though its capture traced them: none happened in the capture's window; or any
-    question about CUDA events of a run that holds none at all: the window missed the
-    program's GPU work. A report says it in the section it leaves empty, or in its header."""
+    question about CUDA events of a run (or across a job's ranks, of a rank) that holds none
+    at all: the window missed the program's GPU work. A report says it in the section, or in
+    its header where it leaves the run's CUDA sections out."""
 
 
 def expect(value, types: type | tuple[type, ...], what: str, error: type[TracekitError] = ParamError) -> None:

@@ -2059,7 +2059,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             warnings.warn(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
                                          "its numbers may be partial"), stacklevel=4)
         if (side.run_id is not None and not side.pending and "nsys" in side.kinds and "CUDA" not in side.untraced
-                and {"kernel", "api", "memcpy", "gpu"} & set(scopes) and no_cuda_event(tk, side.run_id, ("kernels",))):
+                and any("CUDA" in SCOPE_EVENTS.get(sc, ()) for sc in scopes) and no_cuda_event(tk, side.run_id)):
             # (its kernels would read as removed, or added, by the program: the capture missed them)
             warnings.warn(CaptureWarning(f"diff: {side.label} {NO_CUDA_EVENT}; its kernels, CUDA API calls, copies "
                                          "and GPU time are compared as none"), stacklevel=4)

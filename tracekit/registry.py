@@ -620,29 +620,33 @@ def no_cuda_words(many: bool = False) -> str:
 NO_CUDA_EVENT = no_cuda_words()
 
 
-def no_cuda_event(tk, run_id: int, tables: list[str] | tuple[str, ...]) -> bool:
-    """Whether ``tables`` (a query's ``@traced``) hold CUDA events and the run holds none at
-    all, though its capture traced CUDA (a question of a run that did not trace it is refused
-    before): the capture's window missed the program's GPU work, the usual mistake behind an
-    empty kernel table."""
-    cuda = [t for t, (what, _) in TRACED.items() if what == "CUDA"]
-    return bool(set(tables) & set(cuda)) and not _holds(tk, run_id, cuda)
+#: the store tables of CUDA's events (``TRACED``)
+CUDA_EVENTS = tuple(t for t, (what, _) in TRACED.items() if what == "CUDA")
+
+
+def no_cuda_event(tk, run_id: int, tables: list[str] | tuple[str, ...] = CUDA_EVENTS) -> bool:
+    """Whether ``tables`` (a query's ``@traced``; default: CUDA's) hold CUDA events and the run
+    holds none at all, though its capture traced CUDA (a question of a run that did not trace
+    it is refused before): the capture's window missed the program's GPU work, the usual
+    mistake behind an empty kernel table."""
+    return bool(set(tables) & set(CUDA_EVENTS)) and not _holds(tk, run_id, CUDA_EVENTS)
 
 
 def ranks_without_cuda(tk, run_id: int, tables: list[str] | tuple[str, ...]) -> list[tuple[int, int]]:
     """The ranks (run id, rank) of the job of run ``run_id`` that traced CUDA and hold no
-    CUDA event at all, where ``tables`` (a query's ``@traced``) hold CUDA events: one query
-    for the whole job (a thousand ranks)."""
-    cuda = [t for t, (what, _) in TRACED.items() if what == "CUDA"]
-    if not set(tables) & set(cuda):
+    CUDA event at all, where ``tables`` (a query's ``@traced``) hold CUDA events: a query a
+    table for the whole job (a thousand ranks), each asked only of the ranks the tables
+    before it had no row of (kernels: of every rank, as a rule)."""
+    if not set(tables) & set(CUDA_EVENTS):
         return []
-    ranks = [(rid, rank) for rid, rank, traced in job_runs(tk, run_id) if not _untraced(traced, cuda)]
-    if not ranks:
-        return []
-    held = {r for (r,) in tk.con.execute(" UNION ".join(
-        f"SELECT DISTINCT run_id FROM {EVENTS[t][1]} WHERE run_id IN (SELECT unnest($ids::BIGINT[]))" for t in cuda),
-        {"ids": [rid for rid, _ in ranks]}).fetchall()}
-    return [(rid, rank) for rid, rank in ranks if rid not in held]
+    left = {rid: rank for rid, rank, traced in job_runs(tk, run_id) if not _untraced(traced, CUDA_EVENTS)}
+    for t in CUDA_EVENTS:
+        if not left:
+            break
+        for (rid,) in tk.con.execute(f"SELECT DISTINCT run_id FROM {EVENTS[t][1]} "
+                                     "WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [list(left)]).fetchall():
+            left.pop(rid, None)
+    return list(left.items())
 
 
 def none_recorded(tk, run_id: int, tables: list[str] | tuple[str, ...], rows: int) -> str | None:
@@ -851,7 +855,7 @@ def _listed(items: list[str], word: str = "and") -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {word} " + items[-1]
 
 
-def _holds(tk, run_id: int, tables: list[str]) -> bool:
+def _holds(tk, run_id: int, tables: list[str] | tuple[str, ...]) -> bool:
     """Whether the run has a row in any of ``tables`` (``EVENTS``' store tables)."""
     return any(tk.con.execute(f"SELECT 1 FROM {EVENTS[t][1]} WHERE run_id = ? LIMIT 1", [run_id]).fetchall()
                for t in tables)

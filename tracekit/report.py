@@ -794,6 +794,7 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
     for the sections about CUDA events of a run that traced CUDA and holds none at all (a
     capture's window that missed the GPU work: empty tables, and findings of nothing)."""
     from .registry import (
+        CUDA_EVENTS,
         NO_CUDA_EVENT,
         get_registry,
         no_cuda_event,
@@ -806,6 +807,7 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
 
     kept: list[Section] = []
     missed: list[Section] = []  # (about CUDA events, of a run that holds none)
+    cuda_missed = no_cuda_event(tk, run_id)  # (the run's: asked once, not a section at a time)
     out: dict[tuple[str, str], tuple[list[tuple[int, int]], list[Section]]] = {}  # kind -> (other ranks, sections)
     for sec in sections:
         if sec.query is None:  # (a chart of its own data says itself what the run lacks)
@@ -813,7 +815,7 @@ def _left_out(tk, run_id: int, sections: list[Section]) -> tuple[list[Section], 
             continue
         q = get_registry().get(sec.query)
         missing = untraced_ranks(tk, run_id, q.traced) if q.spans_job else {k: [] for k in untraced(tk, run_id, q.traced)}
-        none = not missing and not q.spans_job and no_cuda_event(tk, run_id, q.traced)
+        none = not missing and not q.spans_job and cuda_missed and bool(set(q.traced) & set(CUDA_EVENTS))
         if not missing and not none:
             kept.append(sec)
             continue

@@ -20,7 +20,7 @@
 -- @column cycles_pct          share of the launch's cycles per issued instruction over all reasons, %
 -- @column samples             warp stall samples of this reason (smsp__pcsamp_warps_issue_stalled_<reason>; NULL without sampling)
 -- @column samples_not_issued  of those, samples whose warp did not issue (..._not_issued)
--- @column samples_pct         share of the launch's samples (smsp__pcsamp_sample_count), %
+-- @column samples_pct         share of the launch's samples (smsp__pcsamp_sample_count), %; NULL where the launch took no sample
 -- @display kernel_id, reason, cycles_per_issue, cycles_pct, samples, samples_pct, name
 -- @requires ncu_kernels, ncu_metrics, ncu_warp_states
 WITH launches AS (

@@ -737,6 +737,12 @@ def test_comparisons_of_what_cannot_be_compared_say_what_is_wrong(small_store, t
                            "with a sweep, point by point, and a run with a run; give two sweeps or two runs (the "
                            f"points of {DATA / 'sweep_pair' / 'a'}: tracekit query sweep-latency -p sweep=sweep-"), line
     assert not (tmp_path / "s.duckdb").exists()
+    # a file whose ingest warns (its capture's window missed the GPU work) in a comparison that
+    # fails: the error alone, as the run it ingested is removed again
+    missed = DATA / "nsys_window_missed" / "export.sqlite.xz"
+    assert _cli(tmp_path / "m.duckdb", "diff", str(missed), str(DATA / "ncu_full" / "report.ncu-rep.xz")) == 2
+    assert one_error_line(capsys).startswith(f"tracekit: error: diff: {missed} [nsys] and ")
+    assert not (tmp_path / "m.duckdb").exists()
     assert cli_main(["capture", "--tool", "none", "--"]) == 2
     assert one_error_line(capsys) == ("tracekit: error: capture: nothing after --; give the program to run "
                                       "(tracekit capture --tool nsys -- python my_bench.py), or leave -- out to run "

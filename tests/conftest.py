@@ -67,7 +67,7 @@ NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "
                   "graphs_graph", "odd_nvtx", "odd_nvtx_cuda_only", *CPU_ONLY, "capture_range", "window_missed",
                   "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", *(f"ranks_rank{r}" for r in range(4)),
                   *(f"ranks_2gpu_rank{r}" for r in range(2)), *(f"ranks_nccl_rank{r}" for r in range(2)),
-                  "jobs_after_rank1",
+                  "jobs_after_rank1", "jobs_missed_rank3",
                   "registered_nvtx", "registered_nvtx_domains", "memops", "autograd",
                   "inductor", "streams", "nccl", "nccl_overlap", "jax", "jax_graph", "jax_whole",
                   "copies_pinned", "copies_pinned_again", "copies_pageable",
@@ -111,6 +111,8 @@ NSYS_EXPORTS = {
     **{f"ranks_nccl_rank{r}": DATA / "nsys_ranks_nccl" / f"rank{r}" / "export.sqlite.xz" for r in range(2)},
     # the straggler rank of the job that nsys_jobs compares with its base (more backward layers; PLANT.md)
     "jobs_after_rank1": DATA / "nsys_jobs" / "after" / "rank1" / "export.sqlite.xz",
+    # a rank of a job whose capture range, a host-only NVTX range after its GPU work, missed it (nsys_jobs/missed)
+    "jobs_missed_rank3": DATA / "nsys_jobs" / "missed" / "rank3" / "export.sqlite.xz",
     # the inference capture twice, and with one kernel on half the SMs (hstu_capture_pair/README.md)
     **{f"pair_{r}": DATA / "hstu_capture_pair" / r / "nsys.sqlite.xz" for r in ("base", "base_again", "half_sms")},
     # the inference capture twice minutes apart (the host's pace moved), and with the Gluon cached

@@ -73,7 +73,8 @@ NO_CUDA = [s for s, reports in NOT_TRACED.items() if "CUDA" in reports.values()]
 #: printed nothing (no golden file: no row) and the twin answers no row, with a warning where
 #: the run holds none of the events the query reads (window_missed: CUDA traced, the GPU work
 #: before the window; no start/end NVTX range)
-NONE_IN_WINDOW = {"window_missed": (*CUDA_REPORTS, "cuda_gpu_kern_gb_sum", "nvtx_startend_sum")}
+NONE_IN_WINDOW = dict.fromkeys(("window_missed", "jobs_missed_rank3"),
+                               (*CUDA_REPORTS, "cuda_gpu_kern_gb_sum", "nvtx_startend_sum"))
 MB = 1e6
 
 

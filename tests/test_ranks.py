@@ -531,12 +531,13 @@ def test_a_rank_that_did_not_trace_is_named_not_left_out(tmp_path, capsys):
 
 
 def test_a_rank_whose_capture_missed_the_gpu_work_is_said(tmp_path, capsys):
-    """Ranks 0-2 of the real job and, as rank 3, a capture that traced CUDA and whose window
-    missed the GPU work (nsys_window_missed): rank-summary answers its row of no kernel time
-    (-100 % against the median) with one line saying why, asked of any rank; the report's
-    section says it too. A question of NVTX ranges alone says nothing of it."""
+    """A real job whose rank 3 was captured with its capture range on a host-only NVTX range
+    after its GPU work (nsys_jobs/missed: CUDA traced, none recorded): rank-summary answers
+    its row of no kernel time (-100 % against the median) with one line saying why, asked of
+    any rank; the report's section says it too. A question of NVTX ranges alone says nothing
+    of it."""
     db = tmp_path / "missed.duckdb"
-    _as_job(db, [EXPORTS[0], EXPORTS[1], EXPORTS[2], DATA / "nsys_window_missed" / "export.sqlite.xz"], "missed")
+    _as_job(db, [DATA / "nsys_jobs" / "missed" / f"rank{r}" / "export.sqlite.xz" for r in range(4)], "missed")
     capsys.readouterr()
     said = ("run {run} (missed-r{r}): rank 3 of its job (run 4) holds no CUDA event at all (no API call, kernel or "
             "copy), though its capture traced CUDA: the capture's window (nsys --delay, --duration, --capture-range) "

@@ -55,6 +55,9 @@
 #                   (RANKS_ARGS="--straggler 1 --backward-layers 40"), then `programs/plant.py jobs OUTDIR`;
 #                   nsys_ranks_mem is RANKS=4 RANKS_NAME=nsys_ranks_mem RANKS_KIND=ranks_mem
 #                   RANKS_ARGS="--hold-rank 1 --hold-mb 512" (each rank's GPU memory recorded; rank 1 holds 512 MiB more)
+#   RANKS_MISSED    a rank whose capture misses its GPU work (options ranks_missed): nsys_jobs/missed is RANKS=4
+#                   RANKS_NAME=nsys_jobs/missed RANKS_MISSED=3 RANKS_ARGS="--teardown-rank 3" (base's program;
+#                   its plant: `programs/plant.py missed`)
 #   SWEEPS          sweep_pair sweeps to take (default: none; the fixture has a b c)
 #   HSTU_NSYS_SWEEPS hstu_nsys_sweep sweeps to take (default: none; the fixture has base again reference): the
 #                   HSTU workload's `tracekit sweep --bs 1,4 --nc 128,512 --tool nsys --preset small`, twice (noise),
@@ -184,6 +187,9 @@ options() {
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     jax_whole) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node" ;;  # the whole program (nsys_jax/README.md)
     nccl_overlap|ranks_nccl) echo "-t cuda,nvtx --cuda-graph-trace=node" ;;  # (NCCL's OS runtime calls: most of its size)
+    # the capture range set on a host-only NVTX range after the rank's GPU work (nsys_jobs/missed's rank)
+    ranks_missed) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=nvtx --nvtx-capture=teardown" \
+      "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     ranks_mem) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --cuda-memory-usage=true" ;;  # (each rank's GPU memory)
     jax_graph) echo "-t cuda,nvtx,osrt --cuda-graph-trace=graph --capture-range=nvtx --nvtx-capture=steps" \
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
@@ -242,7 +248,7 @@ source_pages() {
 # (EXTRA: more reports, kept beside the goldens though no query twins them; NOTE: yes to
 # add to capture.txt, for each report that wrote nothing, what nsys stats says of it alone)
 nsys_goldens() {
-  local d=$1 extra=${2:-} note=${3:-}
+  local d=$1 extra=${2:-} note=${3:-} r
   mkdir -p "$d/stats"
   nsys stats -r "$reports${extra:+,$extra}" -f csv --force-export=false --force-overwrite=true -o "$d/stats/nsys" \
     "$d/export.sqlite" > "$d/stats.log" 2>&1 || echo "stats $d rc=$?"
@@ -410,24 +416,30 @@ done
 rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 
 # nsys_ranks: RANKS processes started together, each under its own nsys, round-robin over the GPUs
+rank_kind() {  # rank -> its nsys options' case
+  if [ "$1" = "${RANKS_MISSED:-}" ]; then echo ranks_missed; else echo "${RANKS_KIND:-ranks}"; fi
+}
 if [ -n "${RANKS:-}" ]; then
   d="$out/${RANKS_NAME:-nsys_ranks}"; mkdir -p "$d"
   echo "== nsys ranks x$RANKS $(date -u +%T)"
   export MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29517} WORLD_SIZE=$RANKS
   for ((r = 0; r < RANKS; r++)); do
     mkdir -p "$d/rank$r"
-    record "$d/rank$r" RANK=$r WORLD_SIZE=$RANKS nsys profile $(options "${RANKS_KIND:-ranks}") $(sampling ranks) $nsys_opts \
+    record "$d/rank$r" RANK=$r WORLD_SIZE=$RANKS nsys profile $(options "$(rank_kind $r)") $(sampling ranks) $nsys_opts \
       -o export python3 "$here/programs/nsys_ranks.py" ${RANKS_ARGS:-}
   done
   pids=()
   for ((r = 0; r < RANKS; r++)); do
     # shellcheck disable=SC2086
-    RANK=$r nsys profile $(options "${RANKS_KIND:-ranks}") $(sampling ranks) $nsys_opts -o "$d/rank$r/export" \
+    RANK=$r nsys profile $(options "$(rank_kind $r)") $(sampling ranks) $nsys_opts -o "$d/rank$r/export" \
       python3 "$here/programs/nsys_ranks.py" ${RANKS_ARGS:-} > "$d/rank$r/profile.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || echo "rank pid $p rc=$?"; done
-  for ((r = 0; r < RANKS; r++)); do tail -2 "$d/rank$r/profile.log"; nsys_goldens "$d/rank$r"; done
+  for ((r = 0; r < RANKS; r++)); do
+    tail -2 "$d/rank$r/profile.log"
+    nsys_goldens "$d/rank$r" "" "$([ "$r" = "${RANKS_MISSED:-}" ] && echo yes)"
+  done
   rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 fi
 
@@ -658,5 +670,6 @@ rm -rf "$out/.tk"
 
 # the plants, from the programs' constants and NVIDIA's own CSVs
 [ -d "$out/nsys_diff_regressed" ] && python3 "$here/programs/plant.py" diff "$out"
-[ -n "${RANKS:-}" ] && python3 "$here/programs/plant.py" ranks "$out" "${RANKS_NAME:-nsys_ranks}"
+[ -n "${RANKS:-}" ] && python3 "$here/programs/plant.py" "$([ -n "${RANKS_MISSED:-}" ] && echo missed || echo ranks)" \
+  "$out" "${RANKS_NAME:-nsys_ranks}"
 exit 0

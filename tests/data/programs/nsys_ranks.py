@@ -27,7 +27,10 @@ for the straggler, so their GPU shows the wait as NCCL kernel time beside no com
 ``--backward-layers N`` changes ``backward``'s work on every rank (a job against a job:
 tests/data/nsys_jobs). ``--hold-rank R --hold-mb N``: rank R also allocates N MiB of GPU memory
 in its warm-up (inside ``warmup``) and holds it to the end, as a rank that keeps a cache does
-(tests/data/nsys_ranks_mem: the rank whose memory stands out).
+(tests/data/nsys_ranks_mem: the rank whose memory stands out). ``--teardown-rank R``: rank R
+alone puts its end (the last barrier and the process group's teardown: host work only, no CUDA
+call) in an NVTX range ``teardown``, which a capture range can be set on to miss the rank's GPU
+work (tests/data/nsys_jobs/missed).
 
 Started by tests/data/capture_fixtures.sh: WORLD_SIZE processes at once, each under its own
 ``nsys profile``, with MASTER_ADDR/MASTER_PORT for the rendezvous. With ``--device
@@ -60,6 +63,7 @@ def main() -> None:
     ap.add_argument("--backward-layers", type=int, default=BACKWARD_LAYERS)
     ap.add_argument("--hold-rank", type=int, default=-1)
     ap.add_argument("--hold-mb", type=int, default=0)
+    ap.add_argument("--teardown-rank", type=int, default=-1)
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     nccl = args.backend == "nccl"
@@ -126,8 +130,9 @@ def main() -> None:
         dist.barrier()
         with rng("step"):
             total = step()
-    dist.barrier()
-    dist.destroy_process_group()
+    with rng("teardown") if rank == args.teardown_rank else contextlib.nullcontext():
+        dist.barrier()
+        dist.destroy_process_group()
     print(f"ranks done: rank {rank}/{world}, {args.steps} steps, forward layers {n_forward}, {total:.4f}"
           + (f", held {held.numel() >> 20} MiB" if held is not None else ""))
 

@@ -3,6 +3,7 @@
     python3 plant.py diff  OUTDIR    # OUTDIR/nsys_diff_regressed (against nsys_diff_base_a/b)
     python3 plant.py ranks OUTDIR [NAME]   # OUTDIR/NAME (default nsys_ranks)
     python3 plant.py jobs  OUTDIR    # OUTDIR/nsys_jobs: its three jobs (each as ranks) and the pair's plant
+    python3 plant.py missed OUTDIR [NAME]  # OUTDIR/NAME (default nsys_jobs/missed): a rank's window missed its work
 
 The expectations come from the programs (nsys_diff.py, nsys_ranks.py: what was planted,
 where, in which direction); the kernel names are taken as nsys prints them from the
@@ -392,6 +393,58 @@ def jobs(out: Path) -> None:
     print(f"wrote {root}/plant.json and PLANT.md")
 
 
+def missed(out: Path, name: str = "nsys_jobs/missed") -> None:
+    """nsys_jobs/missed: base's program captured again as a job whose rank ``--teardown-rank``
+    was captured with its capture range on its host-only ``teardown`` range (options
+    ranks_missed): CUDA traced, none of the rank's GPU work in the window. Against base, ranks
+    other than that one are the noise; that rank's pair is a capture's mistake, not the
+    program's change."""
+    prog = _constants("nsys_ranks.py")
+    root = out / name
+    rank_dirs = sorted((p for p in root.glob("rank*") if p.is_dir()), key=lambda p: int(p.name[4:]))
+    args = _command(rank_dirs[0]).split("nsys_ranks.py", 1)[1].split()
+    rank = int(args[args.index("--teardown-rank") + 1])
+    kern = {d.name: {r["Name"]: int(r["Instances"]) for r in _csv(d / "stats" / "cuda_gpu_kern_sum.csv")}
+            if (d / "stats" / "cuda_gpu_kern_sum.csv").exists() else {} for d in rank_dirs}
+    nvtx = {d.name: {r["Range"]: int(r["Instances"]) for r in _csv(d / "stats" / "nvtx_sum.csv")}
+            if (d / "stats" / "nvtx_sum.csv").exists() else {} for d in rank_dirs}
+    if kern[f"rank{rank}"] or not all(kern[d.name] for d in rank_dirs if d.name != f"rank{rank}"):
+        raise SystemExit(f"{root}: expected no kernel on rank {rank} alone, NVIDIA's kernel sums: "
+                         f"{ {d: len(k) for d, k in kern.items()} }")
+    plant = {
+        "program": "tests/data/programs/nsys_ranks.py",
+        "args": args,
+        "world_size": len(rank_dirs),
+        "straggler": prog.STRAGGLER,
+        "backward_layers": prog.BACKWARD_LAYERS,
+        "missed_rank": rank,
+        "missed": f"rank {rank}'s capture range is its NVTX range teardown (the last barrier and the process "
+                  "group's teardown, after the GPU work): CUDA traced, no CUDA event recorded",
+        "expected": f"against nsys_jobs/base: rank {rank}'s pair left out (its capture missed the GPU work); "
+                    "ranks " + ", ".join(d.name[4:] for d in rank_dirs if d.name != f"rank{rank}")
+                    + " are base's program again: noise",
+        "nsys_stats_kernel_instances": kern,
+        "nsys_stats_nvtx_instances": nvtx,
+    }
+    (root / "plant.json").write_text(json.dumps(plant, indent=2) + "\n")
+    lines = [
+        f"# {name}: base's job again, rank {rank}'s capture window missing its GPU work",
+        "",
+        f"`tests/data/programs/nsys_ranks.py {' '.join(args)}`, {len(rank_dirs)} processes started together on "
+        f"one GPU, each under its own `nsys profile`, as nsys_jobs/base (straggler rank {prog.STRAGGLER}, "
+        f"{prog.BACKWARD_LAYERS} backward layers). Rank {rank} alone was captured with `--capture-range=nvtx "
+        "--nvtx-capture=teardown --capture-range-end=stop`: its window is its NVTX range `teardown` (the last "
+        "barrier and the process group's teardown, host work only), after all its GPU work, so its export traced "
+        "CUDA and holds no CUDA event (NVIDIA's reports that wrote nothing: its capture.txt).",
+        "",
+        f"Against nsys_jobs/base, ranks other than {rank} are the same program again (noise); rank {rank}'s pair "
+        "is a capture's mistake, not a change of the program. Machine-readable: `plant.json`, with NVIDIA's kernel "
+        "and NVTX range instances per rank.",
+    ]
+    (root / "PLANT.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {root}/plant.json and PLANT.md")
+
+
 if __name__ == "__main__":
     what, where = sys.argv[1], Path(sys.argv[2])
-    {"diff": diff, "ranks": ranks, "jobs": jobs}[what](where, *sys.argv[3:])
+    {"diff": diff, "ranks": ranks, "jobs": jobs, "missed": missed}[what](where, *sys.argv[3:])

@@ -1,7 +1,8 @@
 """Two multi-rank jobs compared rank by rank (tracekit.job_diff, `tracekit diff --jobs`), on
 the real captures tests/data/nsys_jobs: one 4-rank program taken three times on the H200,
 base, base_again (the same program again: the noise) and after (backward given 40 layers
-instead of 32 on every rank, the straggler moved from rank 2 to rank 1; PLANT.md).
+instead of 32 on every rank, the straggler moved from rank 2 to rank 1; PLANT.md), and missed
+(base's program again, rank 3's capture window on a host-only range after its GPU work).
 Expectations come from NVIDIA's `nsys stats` CSVs (the kernel instances per rank in
 plant.json) and from the per-step range durations the fixture's script read from the exports."""
 
@@ -246,6 +247,65 @@ def test_ranks_in_one_job_only_are_said_and_left_out(tmp_path):
                                                 r"the other: left out of the ranks' comparison$"):
             df = tk.diff_jobs("1", "half", by="kernel")
     assert set(df["ranks"]) == {2}
+
+
+MISSED = json.loads((DATA / "missed" / "plant.json").read_text())
+
+
+def _noted(fn, *args, **kw) -> tuple[object, list[str]]:
+    """``fn``'s answer and the warnings it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = fn(*args, **kw)
+    return got, [str(w.message) for w in caught]
+
+
+def test_a_rank_whose_capture_missed_its_gpu_work_is_said_and_left_out(tmp_path, capsys):
+    """nsys_jobs/missed: base's program again, its rank 3 captured with the capture range on a
+    host-only NVTX range after its GPU work (CUDA traced, none recorded). Against base, that
+    rank's pair is left out, said in one line naming the rank and the job, either way round
+    (not each kernel removed on rank 3 and the job's sums over one rank less on one side);
+    the other ranks are base's program again: their kernels' instances are NVIDIA's sums over
+    them, and nothing is judged a change. Two jobs that both missed a rank's work compare it
+    (their windows alike), said once; where no pair is left, an error."""
+    missed = MISSED["missed_rank"]
+    rest = [r for r in range(MISSED["world_size"]) if r != missed]
+    db = tmp_path / "m.duckdb"
+    with tracekit.open(db) as tk:
+        for j in ("base", "missed"):
+            for r in range(4):
+                _noted(tk.ingest, DATA / j / f"rank{r}" / "export.sqlite.xz")
+        left_out = (f"diff --jobs: rank {missed} of the {{side}} job ({DATA.resolve()}/missed/rank*/export) holds no "
+                    f"CUDA event at all (no API call, kernel or copy), though its capture traced CUDA: the capture's "
+                    "window (nsys --delay, --duration, --capture-range) held none of the program's GPU work, or the "
+                    "work ran in a process nsys did not follow: left out of the ranks' comparison")
+        df, said = _noted(tk.diff_jobs, "1", "5")
+        assert said == [left_out.format(side="new")]
+        assert set(df["ranks"].drop_nulls()) == {len(rest)} and set(df["verdict"]) == {"unchanged"}
+        kernels = df.filter((pl.col("scope") == "kernel") & (pl.col("metric") == "instances"))
+        want = {j: sorted(sum(MISSED["nsys_stats_kernel_instances"][f"rank{r}"].get(k, 0) if j == "missed" else
+                              PLANT["nsys_stats_kernel_instances"]["base"][f"rank{r}"].get(k, 0) for r in rest)
+                          for k in PLANT["nsys_stats_kernel_instances"]["base"]["rank0"]) for j in ("base", "missed")}
+        assert sorted(kernels["base"].cast(int)) == want["base"] and sorted(kernels["new"].cast(int)) == want["missed"]
+        per_rank, said = _noted(tk.diff_jobs, "5", "1", per_rank=True)
+        assert said == [left_out.format(side="base")] and set(per_rank["rank"]) == set(rest)
+        # both jobs missed rank 3's work: compared, said once for the job (not a line per rank's run)
+        _, said = _noted(tk.diff_jobs, "5", "5")
+        assert said == [f"diff --jobs: rank {missed} of both jobs hold no CUDA event at all (no API call, kernel or "
+                        "copy), though their captures traced CUDA: their windows (nsys --delay, --duration, "
+                        "--capture-range) held none of the program's GPU work, or the work ran in processes nsys did "
+                        "not follow; their kernels, CUDA API calls, copies and GPU time are compared as none"]
+    assert main(["--db", str(db), "diff", "--jobs", "1", "5"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["tracekit: warning: " + left_out.format(side="new")]
+    # jobs of that rank alone: nothing left to compare
+    with tracekit.open(tmp_path / "lone.duckdb") as tk:
+        for j in ("base", "missed"):
+            _noted(tk.ingest, DATA / j / f"rank{missed}" / "export.sqlite.xz")
+        with pytest.raises(QueryError, match=rf"^diff --jobs: no rank pair left to compare: rank {missed} of the new "
+                                             r"job holds no CUDA event at all .*, and its namesake holds CUDA events; "
+                                             r"capture it again with a window that holds the GPU work$"):
+            _noted(tk.diff_jobs, "1", "2")
 
 
 def test_a_job_captured_again_is_a_job_of_its_own(tmp_path):

@@ -7,7 +7,9 @@ exports (``job_exports``: ingested first, as ``diff`` ingests a file, and compar
 in it; a comparison that fails keeps none of them). Rank r of the base
 job is compared with rank r of the new one by ``tracekit.diff``'s rules (the same scopes,
 metrics, noise floors and verdicts: ``diff RUN_R_BASE RUN_R_NEW``), over the nsys scopes
-every pair of ranks has; ranks in one job only are left out and said so. A job captured
+every pair of ranks has; ranks in one job only are left out and said so, as are pairs where
+one rank's capture traced CUDA and holds no CUDA event while the other's holds some (its
+window missed the program's GPU work: each kernel would read as removed on that rank). A job captured
 again under the same path is a job of its own (``JOB#2``, ``rank_captures``): ``diff --jobs
 1 5`` compares the two captures by a run of each. A run named for a job must be its rank's
 latest run of its capture (``rank_runs``): naming a run that the same capture ingested again
@@ -286,7 +288,7 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
             side = "base" if mine is of_b else "new"
             warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(alone)} of the {side} job ({job}) not in the "
                                          "other: left out of the ranks' comparison"), stacklevel=3)
-    pairs = [(k, of_b[k], of_n[k]) for k in shared]
+    pairs = _without_missed_work(tk, [(k, of_b[k], of_n[k]) for k in shared], jb, jn)
     with warnings.catch_warnings():  # (each rank's diff says what a side's capture lacks)
         warnings.simplefilter("ignore", CaptureWarning)
         sides = [(rank, _diff.resolve(tk, str(b)), _diff.resolve(tk, str(n))) for rank, b, n in pairs]
@@ -306,6 +308,40 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     if per:
         out = pl.concat([out, aggregate(long)], how="vertical")
     return out, long
+
+
+def _without_missed_work(tk, pairs: list[tuple[int, int, int]], jb: str, jn: str) -> list[tuple[int, int, int]]:
+    """``pairs`` (rank, base run, new run) without those where one rank's capture traced CUDA
+    and holds no CUDA event at all while the other's holds some: its window missed the
+    program's GPU work (``registry.no_cuda_event``), and compared as none, every kernel would
+    read as removed (or added) on that rank and the job's sums would add up one rank less on
+    one side. They are said and left out, as ranks in one job only are; ranks whose captures
+    both missed it are compared (their windows alike), said once for the job. An error where
+    no pair is left."""
+    from .registry import CUDA_EVENTS, no_cuda_words, ranks_without_cuda
+
+    missed = [{rank for rid, rank in ranks_without_cuda(tk, pairs[0][i], CUDA_EVENTS)
+               if rid in {p[i] for p in pairs}} for i in (1, 2)]
+    one = [sorted(missed[i] - missed[1 - i]) for i in (0, 1)]
+    kept = [p for p in pairs if p[0] not in {*one[0], *one[1]}]
+    if not kept:
+        said = " and ".join(f"{ranks_text(r)} of the {side} job" for r, side in zip(one, ("base", "new"), strict=True)
+                            if r)
+        many = len(pairs) > 1
+        raise QueryError(f"diff --jobs: no rank pair left to compare: {said} {no_cuda_words(many=many)}, and "
+                         f"{'their namesakes hold' if many else 'its namesake holds'} CUDA events; capture "
+                         f"{'those ranks' if many else 'it'} again with a window that holds the GPU work")
+    for ranks, side, job in ((one[0], "base", jb), (one[1], "new", jn)):
+        if ranks:
+            warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(ranks)} of the {side} job ({job}) "
+                                         f"{no_cuda_words(many=len(ranks) > 1)}: left out of the ranks' comparison"),
+                          stacklevel=4)
+    both = sorted(missed[0] & missed[1])
+    if both:
+        warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(both)} of both jobs {no_cuda_words(many=True)}; "
+                                     "their kernels, CUDA API calls, copies and GPU time are compared as none"),
+                      stacklevel=4)
+    return kept
 
 
 def _common_scopes(sides: list[tuple[int, Any, Any]], by: list[str] | None) -> list[str]:
@@ -354,6 +390,7 @@ def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], thres
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from .diff import diff
+    from .registry import NO_CUDA_EVENT
 
     # (runs not committed yet, a job folder's or report --vs FILE's just ingested, are seen by this connection alone)
     threads = 1 if tk._one_transaction else min(len(pairs), MAX_THREADS, 2 * (os.cpu_count() or 1))
@@ -401,7 +438,8 @@ def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], thres
                 con.close()
     said: dict[str, type[Warning]] = {}
     for w in caught:
-        said.setdefault(str(w.message), w.category)
+        if NO_CUDA_EVENT not in str(w.message):  # (the job said which ranks: _without_missed_work)
+            said.setdefault(str(w.message), w.category)
     for text, category in said.items():
         warnings.warn(category(text), stacklevel=4)
     return out  # type: ignore[return-value]

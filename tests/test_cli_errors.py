@@ -664,11 +664,14 @@ def test_debug_after_the_subcommand_is_the_global_option(small_store, capsys, ar
     assert _cli(small_store, *args) == 0
     got = capsys.readouterr()
     assert got.err == "" and got.out.strip()
-    # and it does what it says: an error then shows its traceback (raised here, in Python)
-    with pytest.raises(tracekit.errors.QueryError, match="unknown query 'nope'"):
-        _cli(small_store, "query", "nope", "--debug")
-    with pytest.raises(tracekit.errors.InputError, match="no such file"):
-        _cli(small_store, "ingest", "--debug", str(small_store.parent / "missing.sqlite"))
+    # and it does what it says: an error then shows its traceback before its line, and exits 2
+    # as without it (not 1, which `diff --gate` says a regression with)
+    for argv, error in ((["query", "nope", "--debug"], "QueryError: unknown query 'nope'"),
+                        (["ingest", "--debug", str(small_store.parent / "missing.sqlite")], "InputError: ")):
+        assert _cli(small_store, *argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("Traceback (most recent call last):") and f"tracekit.errors.{error}" in err, err
+        assert err.splitlines()[-1].startswith("tracekit: error: "), err
     # after --, it is an argument (here a run folder's name), not the option
     assert _cli(small_store, "ingest", "--", "--debug") == 2
     assert "--debug: no such file" in one_error_line(capsys)

@@ -213,7 +213,8 @@ def test_the_compare_chart_draws_each_runs_change_of_each_key(plants, tmp_path, 
                  "-o", str(png)]) == 0 and png.stat().st_size > 10_000
     capsys.readouterr()
     for args, said in ((["-p", "base=base_a"], "give the runs as -p base=RUN -p runs=RUN,RUN"),
-                       (["-p", "base=base_a", "-p", "runs=base_b", "-p", "limit=-1"], "limit=-1: must be >= 0")):
+                       (["-p", "base=base_a", "-p", "runs=base_b", "-p", "limit=-1"], "limit=-1: must be >= 0"),
+                       (["--run", "base_a"], "chart compare: give the runs as -p base=RUN -p runs=RUN,RUN, not --run")):
         assert main(["--db", str(plants), "chart", "compare", *args, "-o", str(tmp_path / "x.png")]) == 2
         assert said in _one_line(capsys)
 

@@ -2253,7 +2253,8 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
     if spec.data is not None:
         declared = [p for p in inspect.signature(spec.data).parameters if p != "tk"]
         if run is not None and "run" not in declared:
-            raise ParamError(f"chart {name}: give the runs as -p base=A -p new=B, not --run")
+            given = "-p base=RUN -p runs=RUN,RUN" if "runs" in declared else "-p base=RUN -p new=RUN"
+            raise ParamError(f"chart {name}: give the runs as {given}, not --run")
         known = [p for p in declared if p != "run"]
         unknown = sorted(set(params) - set(known))
         if unknown:

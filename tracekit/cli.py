@@ -1207,8 +1207,10 @@ def _run(args: list[str]) -> int:
     except (typer.Abort, KeyboardInterrupt):
         code = 130
     except Exception as err:
-        if debug:
-            raise
+        if debug:  # the traceback, then the line and exit code as without --debug (2: not `diff --gate`'s 1)
+            import traceback
+
+            traceback.print_exc()
         if sigints.count and not isinstance(err, Interrupted):
             # what a Ctrl-C became: DuckDB's InterruptException or "Query interrupted", or the
             # error a command made of it

@@ -1313,8 +1313,8 @@ class Tracekit:
         transaction (tracekit report --vs FILE's), the caller's is the one. ``workers``:
         the files are ingested that many at once instead (``_landed_first``; ``on_file(done,
         total)`` called as each lands). Where it fails, it says only its error: the warnings
-        given meanwhile (of the files it ingested, whose runs it removes again) are not
-        passed on."""
+        given meanwhile, those of the files it ingested (whose runs it removes again) among
+        them, are not passed on."""
         import warnings
 
         own = bool(files) and not self._one_transaction

@@ -658,7 +658,7 @@ def test_a_name_filter_that_matches_nothing_in_the_run_is_an_error(small_store, 
 
 @pytest.mark.parametrize("args", [["query", "top-kernels", "--debug"], ["query", "--debug", "top-kernels"],
                                   ["runs", "--debug"]])
-def test_debug_after_the_subcommand_is_the_global_option(small_store, capsys, args):
+def test_debug_after_the_subcommand_is_the_global_option(small_store, capsys, monkeypatch, args):
     """--debug anywhere on the command line is tracekit's --debug (a subcommand has no such
     option: its parser called it unknown, through a traceback)."""
     assert _cli(small_store, *args) == 0
@@ -672,6 +672,18 @@ def test_debug_after_the_subcommand_is_the_global_option(small_store, capsys, ar
         err = capsys.readouterr().err
         assert err.startswith("Traceback (most recent call last):") and f"tracekit.errors.{error}" in err, err
         assert err.splitlines()[-1].startswith("tracekit: error: "), err
+    # an internal error (a bug): exit 1, the traceback under --debug, and no advice to use it there
+    monkeypatch.setattr("tracekit.cli._query_out", lambda *a, **k: 1 / 0)
+    assert _cli(small_store, "runs") == 1
+    assert capsys.readouterr().err == ("tracekit: internal error: ZeroDivisionError: division by zero (rerun with "
+                                       "--debug)\n")
+    assert _cli(small_store, "--debug", "runs") == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and err.endswith("\ntracekit: internal error: ZeroDivisionError: division by "
+                                                        "zero\n"), err
+    # a command group without its command: the help, no traceback
+    assert _cli(small_store, "--debug", "export") == 0
+    assert "Traceback" not in capsys.readouterr().err
     # after --, it is an argument (here a run folder's name), not the option
     assert _cli(small_store, "ingest", "--", "--debug") == 2
     assert "--debug: no such file" in one_error_line(capsys)

@@ -289,6 +289,9 @@ def test_a_rank_whose_capture_missed_its_gpu_work_is_said_and_left_out(tmp_path,
         assert sorted(kernels["base"].cast(int)) == want["base"] and sorted(kernels["new"].cast(int)) == want["missed"]
         per_rank, said = _noted(tk.diff_jobs, "5", "1", per_rank=True)
         assert said == [left_out.format(side="base")] and set(per_rank["rank"]) == set(rest)
+        # a comparison of no scope of CUDA's events keeps the rank, as diff says nothing of it there
+        nvtx, said = _noted(tk.diff_jobs, "1", "5", by="nvtx", per_rank=True)
+        assert said == [] and set(nvtx["rank"]) == set(range(MISSED["world_size"]))
         # both jobs missed rank 3's work: compared, said once for the job (not a line per rank's run)
         _, said = _noted(tk.diff_jobs, "5", "5")
         assert said == [f"diff --jobs: rank {missed} of both jobs hold no CUDA event at all (no API call, kernel or "

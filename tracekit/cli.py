@@ -404,22 +404,30 @@ def ingest(
 
 
 @contextlib.contextmanager
-def _capture_warnings():
+def _capture_warnings(comparison: bool = False):
     """Comparisons that use a run whose capture failed warn (``CaptureWarning``): one
     ``tracekit: warning:`` line each on stderr (a text said twice, of both sides of
-    ``diff A A``, once); other warnings as Python shows them."""
+    ``diff A A``, once); other warnings as Python shows them. ``comparison``: a comparison
+    that fails says its error alone, not the warnings given meanwhile (those of the files it
+    ingested first, whose runs it removes again, among them)."""
     import warnings
 
     from .errors import CaptureWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CaptureWarning)
+        failed = False
         try:
             yield
+        except TracekitError as err:
+            failed = comparison and not isinstance(err, Interrupted)
+            raise
         finally:
             said = set()
             for w in caught:
                 if issubclass(w.category, CaptureWarning):
+                    if failed:
+                        continue
                     if str(w.message) not in said:
                         said.add(str(w.message))
                         typer.echo(f"tracekit: warning: {escape_controls(str(w.message))}", err=True)
@@ -778,7 +786,7 @@ def diff_cmd(
             check_output(out, tk.path)
         from .progress import steps
 
-        with _capture_warnings(), steps() as step:
+        with _capture_warnings(comparison=True), steps() as step:
             df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeat or None, workers=workers,
                          on_file=step("files ingested"))
         _say_stand_ins(tk, base, [new], "diff")
@@ -878,7 +886,7 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
         from .progress import steps
 
         # (a job of many ranks takes a while: 0.12 s a rank pair at 64 ranks on 2 cores)
-        with _capture_warnings(), steps() as step:
+        with _capture_warnings(comparison=True), steps() as step:
             df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank,
                               on_rank=step("ranks compared"), repeats=repeat or None, workers=workers,
                               on_file=step("files ingested"))
@@ -944,7 +952,7 @@ def compare_cmd(
             check_output(out, tk.path)
         from .progress import steps
 
-        with _capture_warnings(), steps() as step:
+        with _capture_warnings(comparison=True), steps() as step:
             df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None, jobs=jobs,
                             workers=workers, on_file=step("files ingested"))
         if not jobs:
@@ -1207,7 +1215,8 @@ def _run(args: list[str]) -> int:
     except (typer.Abort, KeyboardInterrupt):
         code = 130
     except Exception as err:
-        if debug:  # the traceback, then the line and exit code as without --debug (2: not `diff --gate`'s 1)
+        if debug and type(err).__name__ != "NoArgsIsHelpError":
+            # the traceback, then the line and exit code as without --debug (2: not `diff --gate`'s 1)
             import traceback
 
             traceback.print_exc()
@@ -1234,8 +1243,8 @@ def _run(args: list[str]) -> int:
             typer.echo(f"tracekit: error: {escape_controls(message)}", err=True)
             return 2
         else:
-            typer.echo(f"tracekit: internal error: {type(err).__name__}: {escape_controls(str(err))} (rerun with --debug)",
-                       err=True)
+            rerun = "" if debug else " (rerun with --debug)"
+            typer.echo(f"tracekit: internal error: {type(err).__name__}: {escape_controls(str(err))}{rerun}", err=True)
             return 1
     if code == 130:
         typer.echo(f"tracekit: {escape_controls(_interrupted_line())}", err=True)

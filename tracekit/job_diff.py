@@ -9,7 +9,8 @@ job is compared with rank r of the new one by ``tracekit.diff``'s rules (the sam
 metrics, noise floors and verdicts: ``diff RUN_R_BASE RUN_R_NEW``), over the nsys scopes
 every pair of ranks has; ranks in one job only are left out and said so, as are pairs where
 one rank's capture traced CUDA and holds no CUDA event while the other's holds some (its
-window missed the program's GPU work: each kernel would read as removed on that rank). A job captured
+window missed the program's GPU work: each kernel would read as removed on that rank),
+where a scope of CUDA's events is compared. A job captured
 again under the same path is a job of its own (``JOB#2``, ``rank_captures``): ``diff --jobs
 1 5`` compares the two captures by a run of each. A run named for a job must be its rank's
 latest run of its capture (``rank_runs``): naming a run that the same capture ingested again
@@ -288,7 +289,9 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
             side = "base" if mine is of_b else "new"
             warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(alone)} of the {side} job ({job}) not in the "
                                          "other: left out of the ranks' comparison"), stacklevel=3)
-    pairs = _without_missed_work(tk, [(k, of_b[k], of_n[k]) for k in shared], jb, jn)
+    pairs = [(k, of_b[k], of_n[k]) for k in shared]
+    if any("CUDA" in _diff.SCOPE_EVENTS.get(sc, ()) for sc in asked or _diff.NSYS_SCOPES):  # (as diff warns)
+        pairs = _without_missed_work(tk, pairs, jb, jn)
     with warnings.catch_warnings():  # (each rank's diff says what a side's capture lacks)
         warnings.simplefilter("ignore", CaptureWarning)
         sides = [(rank, _diff.resolve(tk, str(b)), _diff.resolve(tk, str(n))) for rank, b, n in pairs]
@@ -311,8 +314,9 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
 
 
 def _without_missed_work(tk, pairs: list[tuple[int, int, int]], jb: str, jn: str) -> list[tuple[int, int, int]]:
-    """``pairs`` (rank, base run, new run) without those where one rank's capture traced CUDA
-    and holds no CUDA event at all while the other's holds some: its window missed the
+    """``pairs`` (rank, base run, new run), compared in a scope of CUDA's events, without those
+    where one rank's capture traced CUDA and holds no CUDA event at all while the other's
+    holds some: its window missed the
     program's GPU work (``registry.no_cuda_event``), and compared as none, every kernel would
     read as removed (or added) on that rank and the job's sums would add up one rank less on
     one side. They are said and left out, as ranks in one job only are; ranks whose captures

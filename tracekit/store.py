@@ -1312,11 +1312,7 @@ class Tracekit:
         them, and a store opened to ingest them, left empty, is removed. Inside a caller's
         transaction (tracekit report --vs FILE's), the caller's is the one. ``workers``:
         the files are ingested that many at once instead (``_landed_first``; ``on_file(done,
-        total)`` called as each lands). Where it fails, it says only its error: the warnings
-        given meanwhile, those of the files it ingested (whose runs it removes again) among
-        them, are not passed on."""
-        import warnings
-
+        total)`` called as each lands)."""
         own = bool(files) and not self._one_transaction
         self.comparison_kept = []
         before = self._run_ids() if own else set()
@@ -1324,17 +1320,13 @@ class Tracekit:
             first = self._landed_first(files, workers, on_file, before)
         else:
             first = self.one_transaction() if own else contextlib.nullcontext()
-        with warnings.catch_warnings(record=True) as said:  # (the ingest threads' too: the filters are the process's)
-            warnings.simplefilter("always")
-            try:
-                with first, self.one_command(files):
-                    yield
-            except TracekitError:
-                if not self._one_transaction:
-                    self._discard_if_new()
-                raise
-        for w in said:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        try:
+            with first, self.one_command(files):
+                yield
+        except TracekitError:
+            if not self._one_transaction:
+                self._discard_if_new()
+            raise
         if own:
             self.comparison_kept = sorted(self._run_ids() - before)
 

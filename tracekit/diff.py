@@ -231,6 +231,14 @@ SCOPE_EVENTS = {"kernel": ("CUDA",), "nvtx": ("NVTX",), "api": ("CUDA",), "memcp
                 "um": ("Unified Memory CPU page fault", "Unified Memory GPU page fault"), "cpu": ("CPU sample",),
                 "python": ("Python sample",), "memory": ("CUDA memory usage",)}
 SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
+
+
+def reads_cuda(scopes) -> bool:
+    """Whether a comparison in ``scopes`` reads CUDA's events (``SCOPE_EVENTS``): where a run
+    that holds none though its capture traced CUDA is said (``diff``), or left out with its
+    rank (``diff --jobs``)."""
+    return any("CUDA" in SCOPE_EVENTS.get(sc, ()) for sc in scopes)
+
 #: nsys scopes of events a capture records only when told (nsys profile --cuda-um-*-page-faults;
 #: --sample=process-tree, nsys's default, which tracekit capture turns on with --cpu-samples;
 #: --python-sampling=true; --cuda-memory-usage=true)
@@ -2059,7 +2067,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             warnings.warn(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
                                          "its numbers may be partial"), stacklevel=4)
         if (side.run_id is not None and not side.pending and "nsys" in side.kinds and "CUDA" not in side.untraced
-                and any("CUDA" in SCOPE_EVENTS.get(sc, ()) for sc in scopes) and no_cuda_event(tk, side.run_id)):
+                and reads_cuda(scopes) and no_cuda_event(tk, side.run_id)):
             # (its kernels would read as removed, or added, by the program: the capture missed them)
             warnings.warn(CaptureWarning(f"diff: {side.label} {NO_CUDA_EVENT}; its kernels, CUDA API calls, copies "
                                          "and GPU time are compared as none"), stacklevel=4)

@@ -290,7 +290,7 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
             warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(alone)} of the {side} job ({job}) not in the "
                                          "other: left out of the ranks' comparison"), stacklevel=3)
     pairs = [(k, of_b[k], of_n[k]) for k in shared]
-    if any("CUDA" in _diff.SCOPE_EVENTS.get(sc, ()) for sc in asked or _diff.NSYS_SCOPES):  # (as diff warns)
+    if _diff.reads_cuda(asked or _diff.NSYS_SCOPES):  # (where diff says a rank's capture missed them)
         pairs = _without_missed_work(tk, pairs, jb, jn)
     with warnings.catch_warnings():  # (each rank's diff says what a side's capture lacks)
         warnings.simplefilter("ignore", CaptureWarning)
@@ -316,12 +316,11 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
 def _without_missed_work(tk, pairs: list[tuple[int, int, int]], jb: str, jn: str) -> list[tuple[int, int, int]]:
     """``pairs`` (rank, base run, new run), compared in a scope of CUDA's events, without those
     where one rank's capture traced CUDA and holds no CUDA event at all while the other's
-    holds some: its window missed the
-    program's GPU work (``registry.no_cuda_event``), and compared as none, every kernel would
-    read as removed (or added) on that rank and the job's sums would add up one rank less on
-    one side. They are said and left out, as ranks in one job only are; ranks whose captures
-    both missed it are compared (their windows alike), said once for the job. An error where
-    no pair is left."""
+    holds some: its window missed the program's GPU work (``registry.no_cuda_event``), and
+    compared as none, every kernel would read as removed (or added) on that rank and the
+    job's sums would add up one rank less on one side. They are said and left out, as ranks
+    in one job only are; ranks whose captures both missed it are compared (their windows
+    alike), said once for the job. An error where no pair is left."""
     from .registry import CUDA_EVENTS, no_cuda_words, ranks_without_cuda
 
     missed = [{rank for rid, rank in ranks_without_cuda(tk, pairs[0][i], CUDA_EVENTS)

@@ -55,7 +55,8 @@ CPU_ONLY = ("cpu_only", "cpu_only_more", "cpu_only_again", "cpu_only_slow")
 #: PyTorch's autograd NVTX ranges with CPU sampling, Inductor's kernels replayed in CUDA graphs under an
 #: NVTX-started capture, per-thread default streams with priority streams and the launch APIs, NCCL over
 #: two GPUs, JAX/XLA through the driver API on two GPUs in one process, an export that nsys's own
-#: import left incomplete, host-to-device copies of many sizes from pinned or pageable memory, and the GPU's
+#: import left incomplete, host-to-device copies of many sizes from pinned or pageable memory, a data-staging
+#: program of copies and memsets that launches no kernel, and the GPU's
 #: counters sampled (nsys --gpu-metrics-devices), and a managed-memory program traced with Unified Memory's
 #: page faults (twice, and with its buffers prefetched) and with the GPU's alone, a host-bound loop
 #: captured with CPU sampling (twice, and with a host function made slower), and a program's GPU memory
@@ -70,7 +71,7 @@ NSYS_SCENARIOS = ["hstu_mixed", "many_kernels", "multithread", "hstu_capture", "
                   "jobs_after_rank1", "jobs_missed_rank3",
                   "registered_nvtx", "registered_nvtx_domains", "memops", "autograd",
                   "inductor", "streams", "nccl", "nccl_overlap", "jax", "jax_graph", "jax_whole",
-                  "copies_pinned", "copies_pinned_again", "copies_pageable",
+                  "copies_pinned", "copies_pinned_again", "copies_pageable", "copies_only",
                   "gpu_metrics", "gpu_metrics_again", "gpu_metrics_zeros", "um_faults", "um_faults_again", "um_gpu_only",
                   "um_prefetch", "cpu_hot", "cpu_hot_again", "cpu_hot_slow", "mem", "mem_again", "mem_grow",
                   "mem_odd", "backtrace", "python_hot", *(f"pair_{r}" for r in ("base", "base_again", "half_sms")),
@@ -100,7 +101,7 @@ NSYS_EXPORTS = {
         "window_missed",
         "diff_base_a", "diff_base_b", "diff_base_c", "diff_regressed", "registered_nvtx", "registered_nvtx_domains",
         "memops", "autograd", "inductor", "streams", "nccl", "nccl_overlap", "jax", "jax_graph", "jax_whole",
-        "copies_pinned", "copies_pinned_again", "copies_pageable", "gpu_metrics", "gpu_metrics_again",
+        "copies_pinned", "copies_pinned_again", "copies_pageable", "copies_only", "gpu_metrics", "gpu_metrics_again",
         "gpu_metrics_zeros", "um_faults", "um_faults_again", "um_gpu_only", "um_prefetch", "cpu_hot", "cpu_hot_again",
         "cpu_hot_slow", "mem", "mem_again", "mem_grow", "mem_odd", "backtrace", "python_hot")},
     # one export per rank of a 4-process job (tests/data/nsys_ranks/PLANT.md)

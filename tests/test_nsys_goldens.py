@@ -69,19 +69,22 @@ NOT_TRACED = {"odd_nvtx_cuda_only": {"osrt_sum": "OS runtime", "nvtx_sum": "NVTX
               **{s: dict.fromkeys(CUDA_REPORTS, "CUDA") for s in CPU_ONLY}}
 #: the scenarios captured without CUDA tracing (nsys -t nvtx,osrt)
 NO_CUDA = [s for s, reports in NOT_TRACED.items() if "CUDA" in reports.values()]
-#: scenario -> the reports of events its capture traced and its window held none of: nsys
-#: printed nothing (no golden file: no row) and the twin answers no row, with a warning where
-#: the run holds none of the events the query reads (window_missed: CUDA traced, the GPU work
-#: before the window; no start/end NVTX range)
-NONE_IN_WINDOW = dict.fromkeys(("window_missed", "jobs_missed_rank3"),
-                               (*CUDA_REPORTS, "cuda_gpu_kern_gb_sum", "nvtx_startend_sum"))
+#: the reports about kernels: nsys skips each of them on an export without kernel data
+KERNEL_REPORTS = ("cuda_gpu_kern_sum", "cuda_gpu_kern_gb_sum", "cuda_kern_exec_sum", "nvtx_kern_sum")
+#: scenario -> the reports of events its capture traced and recorded none of: nsys printed
+#: nothing (no golden file: no row) and the twin answers no row, with a warning where the run
+#: holds none of the events the query reads (window_missed: CUDA traced, the GPU work before
+#: the window; copies_only: CUDA API calls, copies and memsets, no kernel; no start/end NVTX range)
+NONE_RECORDED = {**dict.fromkeys(("window_missed", "jobs_missed_rank3"),
+                                 (*CUDA_REPORTS, "cuda_gpu_kern_gb_sum", "nvtx_startend_sum")),
+                 "copies_only": (*KERNEL_REPORTS, "nvtx_startend_sum")}
 MB = 1e6
 
 
 def _golden(scen: str, report: str) -> list[dict]:
     """nsys's CSV of ``report`` on ``scen`` (REPORT.csv, or the trace reports' REPORT.csv.xz); no
     row where nsys printed nothing as the capture's window held none of its events."""
-    if report in NONE_IN_WINDOW.get(scen, ()):
+    if report in NONE_RECORDED.get(scen, ()):
         assert not (NSYS_EXPORTS[scen].parent / "stats" / f"{report}.csv").exists()
         return []
     path = NSYS_EXPORTS[scen].parent / "stats" / f"{report}.csv"
@@ -165,17 +168,22 @@ def test_twin_of_untraced_events_is_an_error(nsys_db, scen, report):
         nsys_db.query(query, run=scen)
 
 
-@pytest.mark.parametrize(("scen", "report"), [(s, r) for s, reports in NONE_IN_WINDOW.items() for r in reports
+@pytest.mark.parametrize(("scen", "report"), [(s, r) for s, reports in NONE_RECORDED.items() for r in reports
                                               if r in REPORTS])
 def test_twin_of_events_none_of_which_happened_says_why(nsys_db, scen, report):
-    """nsys prints nothing for events traced but not in the capture's window, and the twin
-    answers no row (test_twin_matches_nsys_stats); where the run holds no CUDA event at all, it
-    says the capture's window missed the GPU work."""
+    """nsys prints nothing for events traced and not recorded, and the twin answers no row
+    (test_twin_matches_nsys_stats); where the run holds no CUDA event at all, it says the
+    capture's window missed the GPU work, and where it holds CUDA API calls but no kernel, a
+    question about kernels (launches and their kernels: kernel-exec; kernels in NVTX ranges:
+    nvtx-kernels) says it holds no kernel."""
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         assert nsys_db.query(report, run=scen, limit=0).is_empty()
     said = [str(w.message) for w in seen if issubclass(w.category, NoneRecorded)]
-    if report in CUDA_REPORTS:
+    if scen == "copies_only" and report in KERNEL_REPORTS:
+        assert len(said) == 1 and re.fullmatch(rf"run \d+ \({scen}\) holds no kernels: its capture traced CUDA "
+                                               "and recorded none", said[0]), said
+    elif report in CUDA_REPORTS:
         assert len(said) == 1, said
         assert re.match(rf"^run \d+ \({scen}\) holds no CUDA event at all \(no API call, kernel or copy\), "
                         r"though its capture traced CUDA: the capture's window \(nsys --delay, --duration, "

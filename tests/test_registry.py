@@ -163,7 +163,43 @@ def test_an_nsys_query_about_cuda_events_is_traced_for_them(name):
     assert set(EVENTS) == set(TRACED)  # (each table's events in words, for a run that holds none of them)
 
 
+@pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items())
+                                  if "kernels" in q.traced and not q.spans_job and "limit" in q.params
+                                  and not {"python_samples", "graph_execs"} & set(q.traced)])
+def test_a_question_about_kernels_of_a_run_without_kernels_says_so(nsys_db, name):
+    """copies_only traced CUDA and recorded API calls, copies and memsets, no kernel. A query
+    about kernels answers no row there and says that the run holds no kernels; where it also
+    reads other CUDA events (the launch calls: kernel-exec) only ``@needs kernels`` makes the
+    note name them, so a query that answers no row here must declare it. One that reads
+    copies as well (gpu-trace, gpu-gaps) needs nothing and says nothing: the run's copies are
+    its answer, or it has none for a reason of its own (no gap past the threshold)."""
+    import warnings
+
+    from tracekit.errors import NoneRecorded
+
+    q = REG.queries[name]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            rows = nsys_db.query(name, run="copies_only", limit=0).height
+        except QueryError as err:  # (an error is an answer too: nccl-overlap, a question for NCCL's kernels)
+            assert "kernels" in str(err), err
+            return
+    said = [str(w.message) for w in seen if issubclass(w.category, NoneRecorded)]
+    if {"memcpy", "memset"} & set(q.traced):
+        assert not q.needs and said == [], (q.needs, said)
+    elif "kernels" in q.needs or q.traced == ["kernels"]:
+        assert rows == 0, f"{name} declares @needs kernels and answers {rows} rows without one"
+        assert len(said) == 1 and re.fullmatch(r"run \d+ \(copies_only\) holds no kernels: its capture traced "
+                                               r"CUDA and recorded none", said[0]), said
+    else:
+        assert rows > 0, f"{name} answers no row of a run without kernels: declare @needs kernels"
+        assert said == []
+
+
 def test_header_parser_rejects_bad_lines():
+    with pytest.raises(QueryError, match="@needs names kernels, not all of them among its @traced \\(api_calls\\)"):
+        parse_header("x", "nsys", "-- d\n-- @traced api_calls\n-- @needs kernels\nSELECT 1")
     with pytest.raises(QueryError, match="bad @param"):
         parse_header("x", "nsys", "-- d\n-- @param run NOTATYPE doc\nSELECT 1")
     with pytest.raises(QueryError, match="no description"):

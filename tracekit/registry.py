@@ -25,7 +25,10 @@ rank: one rank that did not trace them is the error, naming the ranks (a compari
 across ranks without some of them misleads). A query about kernels (``@traced
 kernels``, without ``graph_execs``) asked of runs that launched CUDA graphs traced
 whole (nsys ``--cuda-graph-trace=graph``) answers as nsys does, without the kernels
-those graphs ran, and a ``CaptureWarning`` says so.
+those graphs ran, and a ``CaptureWarning`` says so. ``@needs TABLE, ...`` (some of its
+``@traced``) says the answer has a row only where the run holds events of every one of them
+(a launch call and its kernel): asked of a run that holds none of one, its note names that
+table though the run holds other events of its kind (CUDA API calls and no kernel).
 
 Parameters are always bound as DuckDB prepared parameters (``$run``), never formatted
 into the SQL. ``run`` is resolved before execution to an integer run id: by id, by
@@ -143,6 +146,7 @@ class Query:
     alias_params: dict[str, dict[str, str]] = field(default_factory=dict)
     rows_from: str | None = None  # @rows: the CTE whose rows the query returns
     traced: list[str] = field(default_factory=list)  # @traced: tables nsys fills only when told to
+    needs: list[str] = field(default_factory=list)  # @needs: those of them the answer has no row without
 
     @property
     def kernel_columns(self) -> tuple[str, ...]:
@@ -222,6 +226,8 @@ def parse_header(name: str, source: str, text: str) -> Query:
             unknown = [t for t in q.traced if t not in TRACED]
             if unknown:
                 raise QueryError(f"queries/{source}/{name}.sql: @traced names {unknown[0]!r}, not one of {', '.join(TRACED)}")
+        elif body.startswith("@needs"):
+            q.needs = _names(body, "@needs")
         elif body.startswith("@display"):
             q.display = _names(body, "@display")
         elif body.startswith("@rows"):
@@ -244,6 +250,9 @@ def parse_header(name: str, source: str, text: str) -> Query:
     q.description = "\n".join(desc)
     if not q.description:
         raise QueryError(f"queries/{source}/{name}.sql: header has no description")
+    if not set(q.needs) <= set(q.traced):
+        raise QueryError(f"queries/{source}/{name}.sql: @needs names {', '.join(q.needs)}, not all of them "
+                         f"among its @traced ({', '.join(q.traced) or 'none'})")
     undeclared = [c for c in q.display if c not in q.columns]
     if undeclared:
         raise QueryError(f"queries/{source}/{name}.sql: @display names undeclared column(s) {', '.join(undeclared)}")
@@ -452,7 +461,7 @@ class Registry:
                     f"run {run_id} ({_run_name(tk, run_id)}): {'ranks' if many else 'rank'} {ranks} of its job "
                     f"({'runs' if many else 'run'} {runs}) {no_cuda_words(many)}"), stacklevel=stacklevel)
             return
-        text = none_recorded(tk, run_id, q.traced, rows)
+        text = none_recorded(tk, run_id, q.traced, rows, q.needs)
         if text is not None:
             warnings.warn(NoneRecorded(f"run {run_id} ({_run_name(tk, run_id)}) {text}"), stacklevel=stacklevel)
 
@@ -649,27 +658,32 @@ def ranks_without_cuda(tk, run_id: int, tables: list[str] | tuple[str, ...]) -> 
     return list(left.items())
 
 
-def none_recorded(tk, run_id: int, tables: list[str] | tuple[str, ...], rows: int) -> str | None:
+def none_recorded(tk, run_id: int, tables: list[str] | tuple[str, ...], rows: int,
+                  needs: list[str] | tuple[str, ...] = ()) -> str | None:
     """Why a question about ``tables`` (``TRACED``' store tables: a query's ``@traced``) of
     the run answered as it did (``rows``) though its capture traced them (``bind`` refuses one
     about events it did not), which the answer alone does not say; None where nothing is to
     be said. Where the run holds no CUDA event at all (``no_cuda_event``), ``NO_CUDA_EVENT``
     whatever the answer: an answer of zeros (no finding, no busy time) would read as a fact of
     the program. Otherwise, where the answer has no row, the kinds of event of which the run
-    holds none (memsets, OS runtime calls): none happened in its window. The text is the
-    run's, not a query's: a command that asks several questions of the run says it once."""
+    holds none (memsets, OS runtime calls): none happened in its window. A table of ``needs``
+    (a query's ``@needs``: the answer has no row without its events) counts as a kind of its
+    own: a run with CUDA API calls and no kernel answers a question about launches and their
+    kernels with no row because it holds no kernel. The text is the run's, not a query's: a
+    command that asks several questions of the run says it once."""
     if no_cuda_event(tk, run_id, tables):
         return NO_CUDA_EVENT
     if rows:
         return None
-    kinds: dict[str, list[str]] = {}  # kind of event -> the tables of that kind
+    kinds: dict[str, list[str]] = {}  # kind of event (a needed table: the table) -> the tables of that kind
     for t in tables:
-        kinds.setdefault(TRACED[t][0], []).append(t)
-    none = {what: ts for what, ts in kinds.items() if not _holds(tk, run_id, ts)}
+        kinds.setdefault(t if t in needs else TRACED[t][0], []).append(t)
+    none = [ts for ts in kinds.values() if not _holds(tk, run_id, ts)]
     if not none:
         return None
-    return (f"holds no {_listed([EVENTS[t][0] for ts in none.values() for t in ts], 'or')}: its capture traced "
-            f"{_listed(list(none))} and recorded none")
+    traced = list(dict.fromkeys(TRACED[ts[0]][0] for ts in none))
+    return (f"holds no {_listed([EVENTS[t][0] for ts in none for t in ts], 'or')}: its capture traced "
+            f"{_listed(traced)} and recorded none")
 
 
 def traced_said(tk, *run_ids: int) -> bool:

@@ -33,6 +33,7 @@
 -- @rows page
 -- @requires kernels
 -- @traced kernels, api_calls
+-- @needs  kernels, api_calls
 WITH asked AS (  -- an empty window, or a name no kernel of the run has, is an error (macros.sql)
     SELECT trace_asked('kernel-exec-trace', $from_ns, $to_ns, $name,
                        EXISTS (SELECT 1 FROM _strings s WHERE contains(lower(s.value), lower($name))

@@ -37,6 +37,7 @@
 -- @alias cuda_kern_exec_sum
 -- @requires kernel_exec_sum
 -- @traced kernels, api_calls
+-- @needs  kernels, api_calls
 SELECT s.pid, s.tid, s.device_id, s.launches AS count, s.queued AS queue_count,
        round1(s.total_avg_ns) AS total_avg_ns, round1(s.total_med_ns) AS total_med_ns,
        s.total_min_ns, s.total_max_ns, round1(s.total_stddev_ns) AS total_stddev_ns,

@@ -18,6 +18,7 @@
 -- @display time_pct, total_ns, launches, distinct_kernels, avg_ns, path, top_kernel
 -- @requires nvtx_path_kernel_sum, nvtx_ranges
 -- @traced nvtx_ranges, kernels
+-- @needs  kernels
 WITH RECURSIVE per_path AS (
     -- kernel time per full path and kernel (summed at ingest)
     SELECT coalesce(path, '(no range)') AS path, name, sum(launches) AS launches, sum(total_ns) AS ns

@@ -18,6 +18,7 @@
 -- @display launches, api_med_ns, latency_min_ns, latency_med_ns, latency_p99_ns, latency_max_ns, queue_med_ns, name
 -- @requires launch_latency_sum
 -- @traced kernels, api_calls
+-- @needs  kernels, api_calls
 SELECT n.value AS name, s.launches, a.value AS api_name, round1(s.api_med_ns) AS api_med_ns, s.latency_min_ns,
        round1(s.latency_med_ns) AS latency_med_ns, round1(s.latency_p90_ns) AS latency_p90_ns,
        round1(s.latency_p99_ns) AS latency_p99_ns, s.latency_max_ns, round1(s.queue_med_ns) AS queue_med_ns,

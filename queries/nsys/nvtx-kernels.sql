@@ -24,6 +24,7 @@
 -- @alias nvtx_kern_sum
 -- @requires nvtx_range_kernel_sum, nvtx_ranges
 -- @traced nvtx_ranges, kernels
+-- @needs  kernels
 WITH asked AS (  -- a range name the run does not have is an error, not an empty table
     SELECT CASE WHEN $range IS NULL OR EXISTS (SELECT 1 FROM nvtx_ranges WHERE run_id = $run
                                                  AND (name = $range OR name = ':' || $range)) THEN true

@@ -4,7 +4,8 @@
 #   NSYS_SCENARIOS  default: hstu_mixed many_kernels multithread; also multiproc graphs_node
 #                   graphs_graph odd_nvtx odd_nvtx_cuda_only capture_range registered_nvtx
 #                   registered_nvtx_domains diff_base_a diff_base_b diff_base_c diff_regressed memops autograd cpu_only
-#                   cpu_only_more cpu_only_again cpu_only_slow copies_pinned copies_pinned_again copies_pageable inductor streams nccl jax jax_whole jax_graph
+#                   cpu_only_more cpu_only_again cpu_only_slow copies_pinned copies_pinned_again copies_pageable copies_only inductor
+#                   streams nccl jax jax_whole jax_graph
 #                   nccl_overlap (nsys_nccl.py again, without OS runtime calls, with NVIDIA's recipe
 #                   nccl_gpu_overlap_trace run on its .nsys-rep: recipes/, the answers of nccl-overlap)
 #                   gpu_metrics gpu_metrics_again gpu_metrics_zeros (--gpu-metrics-devices=all: GEMMs, DRAM-bound
@@ -71,7 +72,7 @@
 #   CAPTURE_HOST_PACE set: hstu_host_pace, the inference capture with the Triton cached kernel (before), the
 #                   Gluon one (after), and the Triton one again (before2): a noise pair and issue 16.3's pair
 #   CAPTURE_NCU_PAIR set: hstu_capture_ncu_pair, the same under ncu, with a noise pair (base, base_again)
-# Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx and memops, a C compiler
+# Needs nsys and ncu on PATH, python3 with torch+triton, nvcc for registered_nvtx, memops and copies_only, a C compiler
 # and the CUDA toolkit's NVTX v3 headers for cpu_only ($CUDA_HOME or /usr/local/cuda*), and for
 # SWEEPS the tracekit CLI ($TRACEKIT, default `tracekit`; `--no-ingest` needs no duckdb).
 # Each nsys scenario gets export.sqlite.xz, NVIDIA's own `nsys stats` CSVs (the goldens;
@@ -132,7 +133,7 @@ cmdline() {
     odd_nvtx_cuda_only) echo "python3 $here/programs/nsys_odd_nvtx.py" ;;
     registered_nvtx) echo "$out/bin/nsys_registered_nvtx --default-domain-only" ;;
     registered_nvtx_domains) echo "$out/bin/nsys_registered_nvtx" ;;
-    memops) echo "$out/bin/nsys_memops" ;;
+    memops|copies_only) echo "$out/bin/nsys_$1" ;;
     um_prefetch) echo "$out/bin/nsys_um --prefetch" ;;  # (the fix: prefetched where used next)
     um_*) echo "$out/bin/nsys_um" ;;
     cpu_hot_slow) echo "$out/bin/nsys_cpu_hot --slow-pack" ;;  # pack_inputs 3x the work (diff)
@@ -310,9 +311,9 @@ for scen in ${NSYS_SCENARIOS-hstu_mixed many_kernels multithread}; do
     ${CC:-cc} -O2 -Wall -I"${inc:-/usr/local/cuda/include}" -o "$out/bin/nsys_cpu_only" \
       "$here/programs/nsys_cpu_only.c" -lpthread -ldl || echo "cc rc=$?"
   fi
-  if [ "$scen" = memops ]; then
+  if [ "$scen" = memops ] || [ "$scen" = copies_only ]; then
     mkdir -p "$out/bin"
-    nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_memops" "$here/programs/nsys_memops.cu" || echo "nvcc rc=$?"
+    nvcc -O2 -arch=sm_90 -o "$out/bin/nsys_$scen" "$here/programs/nsys_$scen.cu" || echo "nvcc rc=$?"
   fi
   if [ "${scen#um_}" != "$scen" ] && [ ! -x "$out/bin/nsys_um" ]; then  # -g: the faults' source lines
     mkdir -p "$out/bin"
@@ -411,7 +412,8 @@ c.execute('DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 67'); c.co
     continue
   fi
   nsys_goldens "$d" "$(extra_reports "$scen")" \
-    "$([ "${scen#cpu_only}" != "$scen" ] || [ "$scen" = um_gpu_only ] || [ "$scen" = window_missed ] && echo yes)"
+    "$([ "${scen#cpu_only}" != "$scen" ] || [ "$scen" = um_gpu_only ] || [ "$scen" = window_missed ] ||
+       [ "$scen" = copies_only ] && echo yes)"
 done
 rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 

@@ -608,11 +608,14 @@ def test_an_empty_run_reference_is_an_error_not_the_latest_run(small_store, caps
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
 
 
-def test_chart_diff_limit_below_zero(small_store, capsys, tmp_path):
-    """limit=-1 drew every change but the last (a negative head())."""
+@pytest.mark.parametrize(("limit", "said"), [("-1", "must be >= 0 (0 = all rows)"),
+                                             (str(2**64), "out of range (64-bit integers)")])
+def test_chart_diff_limit_out_of_range(small_store, capsys, tmp_path, limit, said):
+    """limit=-1 drew every change but the last (a negative head()); a limit past 64 bits was
+    an internal error (Polars' head())."""
     out = tmp_path / "d.json"
-    assert _cli(small_store, "chart", "diff", "-p", "base=1", "-p", "new=1", "-p", "limit=-1", "-o", str(out)) == 2
-    assert "chart diff: limit=-1: must be >= 0 (0 = all rows)" in one_error_line(capsys)
+    assert _cli(small_store, "chart", "diff", "-p", "base=1", "-p", "new=1", "-p", f"limit={limit}", "-o", str(out)) == 2
+    assert f"chart diff: limit={limit}: {said}" in one_error_line(capsys)
     assert not out.exists()
 
 

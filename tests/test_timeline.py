@@ -712,3 +712,20 @@ def test_python_samples_are_drawn_below_the_frames_every_sample_shares(tmp_path,
         assert held.python.is_empty() and held.gpu.height == data.gpu.height
         assert held.notes == (f"{data.python.height:,} slices of Python samples in the window not drawn "
                               "(`tracekit export trace` writes them)",)
+
+
+def test_a_timeline_of_ranks_with_nothing_in_the_span_says_why(tmp_path):
+    """The real job whose rank 3 captured a window after its GPU work (nsys_jobs/missed):
+    asked alone, rank 3 has nothing in rank 0's step 3, and the chart said only "no rows"
+    (the note that says why was dropped with the empty frames)."""
+    with tracekit.open(tmp_path / "j.duckdb") as tk:
+        for r in range(4):
+            tk.ingest(DATA / "nsys_jobs" / "missed" / f"rank{r}" / "export.sqlite.xz", name=f"r{r}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CaptureWarning)
+            t = charts.timeline_data(tk, run="r0", nvtx="step", instance=3, ranks="3")
+        spec = charts.timeline(t).to_dict()
+    assert t.nvtx.is_empty() and t.gpu.is_empty()
+    assert spec["title"]["text"] == "Timeline · rank 3 of run 1's job (r0) · step instance 3 of 20"
+    assert re.fullmatch(r"rank 3: nothing in this span \(its capture began \+[0-9,]+\.[0-9]{3} s from this run's\)",
+                        spec["title"]["subtitle"]), spec["title"]

@@ -154,12 +154,13 @@ def _end_labels(chart: alt.Chart, **encoding) -> alt.Chart:
     return chart.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(**encoding)
 
 
-def _no_data(title: str) -> alt.Chart:
+def _no_data(title: str, why: list[str] | None = None) -> alt.Chart:
+    """A chart with nothing to draw: its title, and ``why`` as its subtitle where said."""
     return (
         alt.Chart(_data([{"t": "no rows for this run"}]))
         .mark_text(size=16)
         .encode(text="t:N")
-        .properties(title=title, width=WIDTH, height=120)
+        .properties(title=alt.Title(title, subtitle=" · ".join(why)) if why else title, width=WIDTH, height=120)
     )
 
 
@@ -1530,8 +1531,9 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     title = (f"Timeline · run {t.run_id} ({t.run_name})" if not t.ranks else
              f"Timeline · {ranks_text(t.ranks)} of run {t.run_id}'s job ({t.run_name})")
     nv, gpu, w = t.nvtx, t.gpu, t.window
-    if nv.is_empty() and gpu.is_empty():
-        return _no_data(f"{title} · {w.label}")
+    if nv.is_empty() and gpu.is_empty():  # (what the run did not trace, a rank with nothing in the span: said)
+        return _no_data(f"{title} · {w.label}", [*(untraced_words(what, t.said, verb=False) for what in t.untraced),
+                                                 *t.notes])
     frames = [f for f in (nv, gpu) if not f.is_empty()]
     t0 = w.start_ns if w.start_ns is not None else min(int(f["start_ns"].min()) for f in frames)
     t1 = max(w.end_ns if w.end_ns is not None else max(int(f["end_ns"].max()) for f in frames), t0 + 1)
@@ -1801,6 +1803,8 @@ def _threshold_and_limit(chart: str, threshold: float | str, limit: int | str) -
         raise ParamError(f"chart {chart}: threshold={threshold!r}: must be a positive percentage (e.g. 5)")
     if values["limit"] < 0:  # (a negative head() would drop rows from the end)
         raise ParamError(f"chart {chart}: limit={values['limit']}: must be >= 0 (0 = all rows)")
+    if values["limit"] >= 2**63:  # (as a query's -p limit: Polars takes 64-bit integers)
+        raise ParamError(f"chart {chart}: limit={values['limit']}: out of range (64-bit integers)")
     return values["threshold"], values["limit"]
 
 

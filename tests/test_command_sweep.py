@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 import tracekit
 import tracekit.cli  # noqa: F401  (the CLI's value converters: --db DbPath)
 from tracekit.errors import CaptureError, Interrupted, QueryError
+from tracekit.ingest import run_folders
 
 runner = CliRunner()
 SWEEPS = DATA / "command_sweep"
@@ -842,3 +843,25 @@ def test_a_sweep_against_its_own_run_is_one_line(sweeps):
         assert str(err.value) == (
             f"diff: run {sweeps.resolve(run)[0]} ({run}) is sweep {_sweep_id('base')}'s own run at m=1024,dtype=fp32: "
             "compared with itself; give another sweep's run at that point, or two sweeps")
+
+
+@pytest.mark.parametrize("query", ["sweep-latency", "sweep-requests"])
+def test_the_latency_of_runs_that_time_no_request_is_an_error(tmp_path, query):
+    """A store holds the HSTU workload's timed sweep (sweep_pair a), a program's sweep (no
+    request timed) and an nsys export outside any sweep: the latency of either of the last two
+    was an empty answer; it is an error naming the queries that read them."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["diff_base_a"], name="outside")
+        for run in [*run_folders([DATA / "sweep_pair" / "a"]), *sorted((SWEEPS / "base" / "runs").iterdir())]:
+            tk.ingest(run)
+        program = _manifest("base")["sweep"]
+        with pytest.raises(QueryError, match=rf"^{query}: no ok run with timed requests in {program} \(the HSTU "
+                                             r"workload's run folders of `tracekit sweep` or `tracekit capture`\); a "
+                                             r"program's sweep \(--grid\) times no request: tracekit query "
+                                             rf"sweep-points \(nsys\) or sweep-ncu \(ncu\) -p sweep={program}$"):
+            tk.query(query, sweep=program)
+        with pytest.raises(QueryError, match=rf"^{query}: no ok run with timed requests outside a sweep .* name a "
+                                             r"sweep of them \(-p sweep=ID, `tracekit runs`\)$"):
+            tk.query(query, sweep="outside")
+        timed = tk.query(query, sweep="all", limit=0)
+        assert timed.height == (4 if query == "sweep-latency" else 160)

@@ -12,8 +12,8 @@ xlsx, every sheet's headers the queries' column names (``bs``, ``nc``, ``latency
 Times in ms with three decimals, columns as wide as their values, a frozen header row
 and an autofilter on every table. CSV: the ``results`` table at PATH and the summary
 beside it (``<stem>-summary.csv``), unformatted. A store without a timing run (no
-sweep ingested) is an error, as for the sweep queries; timing runs none of which is an
-ok sweep point give sheets of headers only.
+sweep ingested) is an error, as for the sweep queries, and so is a sweep without an ok
+run that timed requests (a program's sweep, points that all failed): it says why.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tracekit.errors import TracekitError
 from tracekit.outputs import check_output, output_suffix, write_output
-from tracekit.registry import resolve_sweep
+from tracekit.registry import check_sweep_timed, resolve_sweep
 from tracekit.xlsx import MS, sheet
 
 
@@ -43,7 +43,9 @@ def export_sweep(tk, path: str | os.PathLike, sweep: str | int | None = None) ->
     side = path.with_name(f"{path.stem}-summary.csv")
     for out in (path, side) if suffix == ".csv" else (path,):
         check_output(out, tk.path)  # before either file is written or the store read
-    resolve_sweep(tk, sweep, "export sweep", said="--sweep ")  # (an error names the option)
+    resolved = resolve_sweep(tk, sweep, "export sweep", said="--sweep ")  # (an error names the option)
+    if tk.con.execute("SELECT 1 FROM runs WHERE list_contains(string_split(kind, ','), 'timing') LIMIT 1").fetchall():
+        check_sweep_timed(tk, "export sweep", resolved, sweep, ask="tracekit export sweep --sweep {sweep}")
     results, summary = _frames(tk, sweep)
     if suffix == ".csv":
         write_output(path, results.write_csv, tk.path)

@@ -609,13 +609,14 @@ def test_an_empty_run_reference_is_an_error_not_the_latest_run(small_store, caps
 
 
 @pytest.mark.parametrize(("limit", "said"), [("-1", "must be >= 0 (0 = all rows)"),
-                                             (str(2**64), "out of range (64-bit integers)")])
+                                             (str(2**64), None)])
 def test_chart_diff_limit_out_of_range(small_store, capsys, tmp_path, limit, said):
     """limit=-1 drew every change but the last (a negative head()); a limit past 64 bits was
     an internal error (Polars' head())."""
     out = tmp_path / "d.json"
     assert _cli(small_store, "chart", "diff", "-p", "base=1", "-p", "new=1", "-p", f"limit={limit}", "-o", str(out)) == 2
-    assert f"chart diff: limit={limit}: {said}" in one_error_line(capsys)
+    said = f"limit={limit}: {said}" if said else f"limit={limit} is out of range (64-bit integers)"
+    assert f"chart diff: {said}" in one_error_line(capsys)
     assert not out.exists()
 
 

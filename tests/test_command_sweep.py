@@ -6,6 +6,7 @@ real sweeps of tests/data/command_sweep against NVIDIA's ``nsys stats`` of each 
 import csv
 import json
 import re
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -19,7 +20,7 @@ from typer.testing import CliRunner
 
 import tracekit
 import tracekit.cli  # noqa: F401  (the CLI's value converters: --db DbPath)
-from tracekit.errors import CaptureError, Interrupted, QueryError
+from tracekit.errors import CaptureError, CaptureWarning, Interrupted, QueryError
 from tracekit.ingest import run_folders
 
 runner = CliRunner()
@@ -849,19 +850,51 @@ def test_a_sweep_against_its_own_run_is_one_line(sweeps):
 def test_the_latency_of_runs_that_time_no_request_is_an_error(tmp_path, query):
     """A store holds the HSTU workload's timed sweep (sweep_pair a), a program's sweep (no
     request timed) and an nsys export outside any sweep: the latency of either of the last two
-    was an empty answer; it is an error naming the queries that read them."""
+    was an empty answer; it is an error that says why and names the query of the program's
+    points and the latest sweep that timed requests."""
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(NSYS_EXPORTS["diff_base_a"], name="outside")
         for run in [*run_folders([DATA / "sweep_pair" / "a"]), *sorted((SWEEPS / "base" / "runs").iterdir())]:
             tk.ingest(run)
         program = _manifest("base")["sweep"]
-        with pytest.raises(QueryError, match=rf"^{query}: no ok run with timed requests in {program} \(the HSTU "
-                                             r"workload's run folders of `tracekit sweep` or `tracekit capture`\); a "
-                                             r"program's sweep \(--grid\) times no request: tracekit query "
-                                             rf"sweep-points \(nsys\) or sweep-ncu \(ncu\) -p sweep={program}$"):
+        timed = json.loads(next((DATA / "sweep_pair" / "a").glob("sweep-*.json")).read_text())["sweep"]
+        latest = f"; the latest sweep that did: tracekit query {query} -p sweep={timed}"
+        with pytest.raises(QueryError) as err:
             tk.query(query, sweep=program)
-        with pytest.raises(QueryError, match=rf"^{query}: no ok run with timed requests outside a sweep .* name a "
-                                             r"sweep of them \(-p sweep=ID, `tracekit runs`\)$"):
+        assert str(err.value) == (f"{query}: no ok run that timed requests in {program}: a program's sweep (--grid) "
+                                  f"times no request; its points: tracekit query sweep-points -p sweep={program}")
+        with pytest.raises(QueryError) as err:
+            tk.query(query)  # (the latest sweep: the program's)
+        assert str(err.value).startswith(f"{query}: no ok run that timed requests in {program}: ")
+        assert str(err.value).endswith(latest)
+        with pytest.raises(QueryError) as err:
             tk.query(query, sweep="outside")
-        timed = tk.query(query, sweep="all", limit=0)
-        assert timed.height == (4 if query == "sweep-latency" else 160)
+        assert str(err.value) == f"{query}: no ok run that timed requests outside a sweep{latest}"
+        assert tk.query(query, sweep="all", limit=0).height == (4 if query == "sweep-latency" else 160)
+
+
+@pytest.mark.parametrize("query", ["sweep-latency", "sweep-requests"])
+def test_the_latency_of_a_sweep_whose_points_all_failed_says_why(tmp_path, query):
+    """sweep_pair a with every point's capture marked failed (as `tracekit sweep` records a
+    point that crashed; their requests kept): the only timing runs are failed ones, so the
+    sweep, and the whole store, have no latency to answer: each says why."""
+    folder = tmp_path / "a_failed"
+    shutil.copytree(DATA / "sweep_pair" / "a", folder)
+    for point in (folder / "runs").iterdir():
+        meta = json.loads((point / "meta.json").read_text())
+        meta.update(status="failed", error="torch.OutOfMemoryError: planted")
+        (point / "meta.json").write_text(json.dumps(meta))
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CaptureWarning)  # (each failed run, said at ingest)
+            for run in run_folders([folder]):
+                tk.ingest(run)
+        sweep = json.loads(next(folder.glob("sweep-*.json")).read_text())["sweep"]
+        with pytest.raises(QueryError) as err:
+            tk.query(query, sweep=sweep)
+        assert str(err.value) == f"{query}: no ok run that timed requests in {sweep}: " + "; ".join(
+            f"bs={b},nc={n}: its capture failed (torch.OutOfMemoryError: planted)" for b in (1, 4) for n in (128, 512))
+        with pytest.raises(QueryError, match=rf"^{query}: no ok run that timed requests in the store; ingest the HSTU "
+                                             r"workload's run folders \(tracekit sweep, tracekit capture\) or its "
+                                             r"benchmark logs"):
+            tk.query(query, sweep="all")

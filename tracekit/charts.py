@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from .errors import ParamError, QueryError
 from .names import distinct_labels, ranks_text, short_name
-from .numbers import whole_number
+from .numbers import INT_RANGE, whole_number
 
 
 class _OnFirstUse:
@@ -1803,8 +1803,8 @@ def _threshold_and_limit(chart: str, threshold: float | str, limit: int | str) -
         raise ParamError(f"chart {chart}: threshold={threshold!r}: must be a positive percentage (e.g. 5)")
     if values["limit"] < 0:  # (a negative head() would drop rows from the end)
         raise ParamError(f"chart {chart}: limit={values['limit']}: must be >= 0 (0 = all rows)")
-    if values["limit"] >= 2**63:  # (as a query's -p limit: Polars takes 64-bit integers)
-        raise ParamError(f"chart {chart}: limit={values['limit']}: out of range (64-bit integers)")
+    if values["limit"] > INT_RANGE[1]:  # (as a query's -p limit: Polars takes 64-bit integers)
+        raise ParamError(f"chart {chart}: limit={values['limit']} is out of range (64-bit integers)")
     return values["threshold"], values["limit"]
 
 

@@ -24,14 +24,12 @@ import os
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
-from .numbers import whole_number
+from .numbers import INT_RANGE, whole_number
 
 _NAMES = {int: "integer", float: "number"}
 #: the first Typer with the conversion hook ``install`` uses (pyproject's lower bound)
 TYPER_NEEDED = "0.29"
 
-#: the integers an option takes: DuckDB's BIGINT, and the largest any count or time here needs
-INT_RANGE = (-(2**63), 2**63 - 1)
 _BOOLS = {**dict.fromkeys(("1", "on", "t", "true", "y", "yes"), True),
           **dict.fromkeys(("", "0", "off", "f", "false", "n", "no"), False)}  # Pydantic's words
 

@@ -12,6 +12,8 @@ import re
 
 from .errors import ParamError, TracekitError
 
+#: the integers an option or a parameter takes: DuckDB's BIGINT, and the largest any count or time here needs
+INT_RANGE = (-(2**63), 2**63 - 1)
 _WHOLE = re.compile(r"[-+]?(\d+|\d{1,3}(,\d{3})+|\d+(_\d+)+)", re.ASCII)  # (0-9 only: not ١٢٣)
 
 

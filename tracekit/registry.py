@@ -25,10 +25,11 @@ rank: one rank that did not trace them is the error, naming the ranks (a compari
 across ranks without some of them misleads). A query about kernels (``@traced
 kernels``, without ``graph_execs``) asked of runs that launched CUDA graphs traced
 whole (nsys ``--cuda-graph-trace=graph``) answers as nsys does, without the kernels
-those graphs ran, and a ``CaptureWarning`` says so. ``@needs TABLE, ...`` (some of its
-``@traced``) says the answer has a row only where the run holds events of every one of them
-(a launch call and its kernel): asked of a run that holds none of one, its note names that
-table though the run holds other events of its kind (CUDA API calls and no kernel).
+those graphs ran, and a ``CaptureWarning`` says so. ``@needs TABLE, ...`` (where its
+``@traced`` holds several tables of one kind, some of them) says the answer has a row only
+where the run holds events of every one of them (a launch call and its kernel): asked of a
+run that holds none of one, its note names that table though the run holds other events of
+its kind (CUDA API calls and no kernel).
 
 Parameters are always bound as DuckDB prepared parameters (``$run``), never formatted
 into the SQL. ``run`` is resolved before execution to an integer run id: by id, by
@@ -56,7 +57,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from .errors import CaptureWarning, NoneRecorded, ParamError, QueryError, expect
-from .numbers import whole_number
+from .numbers import INT_RANGE, whole_number
 
 if TYPE_CHECKING:
     import polars as pl
@@ -119,7 +120,7 @@ class Param:
             if py in (int, float) and isinstance(value, bool):  # (a bool is an int to Python: limit=True is 1)
                 raise ValueError(value)
             out = whole_number(value) if py is int and isinstance(value, str) else py(value)
-            if py is int and not -(2**63) <= out < 2**63:
+            if py is int and not INT_RANGE[0] <= out <= INT_RANGE[1]:
                 raise ParamError(f"{query}: parameter {self.name}={value} is out of range (64-bit integers)")
             if self.minimum is not None and out < self.minimum:
                 raise ParamError(f"{query}: {self.name} must be >= {self.minimum}"
@@ -250,9 +251,10 @@ def parse_header(name: str, source: str, text: str) -> Query:
     q.description = "\n".join(desc)
     if not q.description:
         raise QueryError(f"queries/{source}/{name}.sql: header has no description")
-    if not set(q.needs) <= set(q.traced):
-        raise QueryError(f"queries/{source}/{name}.sql: @needs names {', '.join(q.needs)}, not all of them "
-                         f"among its @traced ({', '.join(q.traced) or 'none'})")
+    untraced_needs = [t for t in q.needs if t not in q.traced]
+    if untraced_needs:
+        raise QueryError(f"queries/{source}/{name}.sql: @needs names {', '.join(untraced_needs)}, not among its "
+                         f"@traced ({', '.join(q.traced) or 'none'})")
     undeclared = [c for c in q.display if c not in q.columns]
     if undeclared:
         raise QueryError(f"queries/{source}/{name}.sql: @display names undeclared column(s) {', '.join(undeclared)}")
@@ -340,6 +342,8 @@ class Registry:
             bound[pname] = p.convert(value, q.name)
         if bound.get("run") is None:  # the query spans runs: there must be runs of its kinds
             self._check_kinds(tk, q)
+            if q.name in SWEEP_TIMED:
+                check_sweep_timed(tk, q.name, bound["sweep"], params.get("sweep"))
         else:
             self._check_traced(tk, q, bound["run"])
             if not q.spans_job:
@@ -974,6 +978,49 @@ def _check_sweep_tool(tk, qname: str, sweep: str | None, value: Any) -> None:
                               "json_extract_string(params, '$.tool') = ? ORDER BY run_id DESC LIMIT 1", [tool]).fetchall()
         if ours:
             said += f"; the latest sweep under {tool}: tracekit query {qname} -p sweep={ours[0][0]}"
+    raise QueryError(said)
+
+
+#: the sweep queries that read the points' timed requests (sweep_runs: the HSTU workload's, a benchmark log's)
+SWEEP_TIMED = ("sweep-latency", "sweep-requests")
+
+
+def check_sweep_timed(tk, label: str, sweep: str | None, value: Any,
+                      ask: str = "tracekit query {label} -p sweep={sweep}") -> None:
+    """A question about timed requests (``SWEEP_TIMED``, ``export sweep``: ``label``) of a
+    sweep (``sweep``, as ``resolve_sweep`` gives it for the ``value`` asked) without an ok run
+    that timed any is an error that says why, not an empty answer: a program's sweep
+    (``--grid``) times none (the query of its points named), the points' runs failed or were
+    not ingested (``sweep_points.left_out``), or none was ingested; where the sweep was the
+    latest or the runs outside any, the latest sweep that timed requests is named (asked as
+    ``ask`` says)."""
+    from .sweep_points import left_out
+
+    if tk.con.execute("SELECT 1 FROM sweep_runs WHERE in_sweep(params, ?) LIMIT 1", [sweep]).fetchall():
+        return
+    said = f"{label}: no ok run that timed requests " + {None: "in the store", "": "outside a sweep"}.get(
+        sweep, f"in {sweep}")
+    if sweep:
+        grid, tool = tk.con.execute(
+            "SELECT bool_or(json_extract_string(params, '$.sweep_grid') IS NOT NULL), "
+            "any_value(json_extract_string(params, '$.tool')) FROM runs WHERE json_extract_string(params, '$.sweep') = ?",
+            [sweep]).fetchone()
+        _, lines = left_out(tk.con, sweep)
+        if grid:
+            said += (f": a program's sweep (--grid) times no request; its points: tracekit query "
+                     f"{SWEEP_QUERIES.get(tool or '', 'sweep-points')} -p sweep={sweep}")
+        elif lines:
+            said += ": " + "; ".join(lines)
+        else:
+            said += ": none of its runs in the store is ok with timed requests (tracekit runs)"
+    latest = tk.con.execute("SELECT json_extract_string(params, '$.sweep') FROM sweep_runs "
+                            "WHERE json_extract_string(params, '$.sweep') <> '' ORDER BY run_id DESC LIMIT 1").fetchall()
+    asked_latest = value is None or str(value).strip().lower() == "latest"
+    if latest and (asked_latest or sweep == "") and latest[0][0] != sweep:
+        said += f"; the latest sweep that did: {ask.format(label=label, sweep=latest[0][0])}"
+    elif not sweep:
+        said += ("; ingest the HSTU workload's run folders (tracekit sweep, tracekit capture) or its benchmark logs "
+                 "(benchmark_bs8_nc1024.log)")
     raise QueryError(said)
 
 

@@ -105,11 +105,11 @@ def sweep_profiled(tk, run_id: int) -> bool:
 
 
 def sweep_timed(tk, run_id: int) -> bool:
-    """Whether a point of the sweep of run ``run_id`` timed requests (the HSTU workload's
-    sweep; a program's, `tracekit sweep --grid ... -- CMD`, has none): what the latency
-    sections read."""
+    """Whether a point of the sweep of run ``run_id`` has an ok run that timed requests (the
+    HSTU workload's sweep; a program's, `tracekit sweep --grid ... -- CMD`, has none): what
+    the latency sections read (sweep_runs)."""
     return bool(tk.con.execute(
-        "SELECT 1 FROM runs s, runs p WHERE s.run_id = ? AND list_contains(string_split(p.kind, ','), 'timing') "
+        "SELECT 1 FROM runs s, sweep_runs p WHERE s.run_id = ? "
         "AND json_extract_string(p.params, '$.sweep') IS NOT DISTINCT FROM json_extract_string(s.params, '$.sweep') "
         "LIMIT 1", [run_id]).fetchall())
 

@@ -5,8 +5,8 @@
 -- Runs under nsys or ncu are listed under their tool: their latencies include profiler overhead.
 -- With few requests the tail quantiles lean on the slowest few (20 requests: p99 lies between
 -- the two slowest): the requests column says how many there were.
--- A sweep (or the runs outside any) without such a run is an error, not an empty answer: a
--- program's sweep (--grid) times no request (sweep-points and sweep-ncu read it).
+-- A sweep (or the runs outside any) without such a run is an error, not an empty answer, that
+-- says why (a program's sweep, --grid, times no request; its points failed).
 -- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (the latest run per point over every run of the store, sweeps mixed) (default: latest)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column preset                 workload preset (small, medium, large)
@@ -32,18 +32,6 @@ WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest 
     SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
     WHERE in_sweep(params, $sweep)
     QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1
-),
-found AS (  -- one row, read first: no such run is an error, not an empty table
-    SELECT CASE WHEN count(*) > 0 THEN true
-                ELSE error('sweep-latency: no ok run with timed requests '
-                           || CASE WHEN $sweep IS NULL THEN 'in the store'
-                                   WHEN $sweep = '' THEN 'outside a sweep'
-                                   ELSE 'in ' || $sweep END
-                           || ' (the HSTU workload''s run folders of `tracekit sweep` or `tracekit capture`); '
-                           || CASE WHEN coalesce($sweep, '') = '' THEN 'name a sweep of them (-p sweep=ID, `tracekit runs`)'
-                                   ELSE 'a program''s sweep (--grid) times no request: tracekit query sweep-points '
-                                        || '(nsys) or sweep-ncu (ncu) -p sweep=' || $sweep END) END AS ok
-    FROM points
 )
 -- (the sums in request order: the same answer to the last bit however the rows are read,
 -- a store's table or a dataset's files)
@@ -60,9 +48,8 @@ SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
        max(q.peak_mem_reserved_mb) AS peak_mem_reserved_mb,
        p.bs * 1000.0 / nullif(avg(q.latency_ms ORDER BY q.request_idx), 0) AS users_per_s,
        p.bs * p.nc * 1000.0 / nullif(avg(q.latency_ms ORDER BY q.request_idx), 0) AS candidates_per_s
-FROM found, points p
+FROM points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
-WHERE found.ok
 GROUP BY p.preset, p.tool, p.bs, p.nc, p.name
 ORDER BY p.preset, p.tool, p.bs, p.nc
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

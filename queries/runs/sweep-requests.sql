@@ -1,8 +1,8 @@
 -- Every timed request of the sweep grid: the rows of the seed benchmark's spreadsheet.
 -- One sweep's points (sweep=, default the latest sweep), picked as sweep-latency picks them
 -- (latest ok run of the sweep per preset, tool, bs, nc); one row per timed request, in request order.
--- A sweep (or the runs outside any) without such a run is an error, not an empty answer: a
--- program's sweep (--grid) times no request (sweep-points and sweep-ncu read it).
+-- A sweep (or the runs outside any) without such a run is an error, not an empty answer, that
+-- says why (a program's sweep, --grid, times no request; its points failed).
 -- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (the latest run per point over every run of the store, sweeps mixed) (default: latest)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column run                   name of the run the request belongs to
@@ -20,23 +20,10 @@ WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest 
     SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
     WHERE in_sweep(params, $sweep)
     QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1
-),
-found AS (  -- one row, read first: no such run is an error, not an empty table
-    SELECT CASE WHEN count(*) > 0 THEN true
-                ELSE error('sweep-requests: no ok run with timed requests '
-                           || CASE WHEN $sweep IS NULL THEN 'in the store'
-                                   WHEN $sweep = '' THEN 'outside a sweep'
-                                   ELSE 'in ' || $sweep END
-                           || ' (the HSTU workload''s run folders of `tracekit sweep` or `tracekit capture`); '
-                           || CASE WHEN coalesce($sweep, '') = '' THEN 'name a sweep of them (-p sweep=ID, `tracekit runs`)'
-                                   ELSE 'a program''s sweep (--grid) times no request: tracekit query sweep-points '
-                                        || '(nsys) or sweep-ncu (ncu) -p sweep=' || $sweep END) END AS ok
-    FROM points
 )
 SELECT p.name AS run, p.preset, p.tool, q.bs, q.nc,
        q.request_idx, q.kv_caches, q.candidate_embeddings, q.latency_ms
-FROM found, points p
+FROM points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
-WHERE found.ok
 ORDER BY p.preset, p.tool, q.bs, q.nc, q.request_idx
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

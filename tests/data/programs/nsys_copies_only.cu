@@ -9,8 +9,10 @@
 // two non-blocking streams. Then BATCHES batches, each a push/pop range "batch" holding
 //   upload    cudaMemcpyAsync HtoD of a pinned 4 MiB batch on stream s0, and a pageable
 //             1 MiB cudaMemcpy HtoD (synchronous)
-//   scrub     cudaMemsetAsync of the 4 MiB staging buffer on s1, after s0 (an event)
-//   shuffle   cudaMemcpyAsync DtoD of the batch into the staging buffer on s1
+//   scrub     cudaMemsetAsync of the 4 MiB staging buffer on s1, after s0 (an event), and a
+//             cudaMemset of a 1 MiB scratch buffer (synchronous)
+//   shuffle   cudaMemcpyAsync DtoD of the batch, then of the side input, into the staging
+//             buffer on s1
 //   download  cudaMemcpyAsync DtoH of the staging buffer into pinned memory on s1, and a
 //             cudaStreamSynchronize of s1
 // Teardown frees everything ("teardown").

@@ -16,6 +16,7 @@ import pytest
 from conftest import DATA, NSYS_EXPORTS
 from tracekit.capture import cli
 from tracekit.capture import sweep as sw
+from tracekit.capture.export import export_sweep
 from typer.testing import CliRunner
 
 import tracekit
@@ -871,6 +872,12 @@ def test_the_latency_of_runs_that_time_no_request_is_an_error(tmp_path, query):
             tk.query(query, sweep="outside")
         assert str(err.value) == f"{query}: no ok run that timed requests outside a sweep{latest}"
         assert tk.query(query, sweep="all", limit=0).height == (4 if query == "sweep-latency" else 160)
+        # the spreadsheet of both queries: the same, with its own option, and nothing written
+        with pytest.raises(QueryError) as err:
+            export_sweep(tk, tmp_path / "s.xlsx")  # (the latest sweep: the program's)
+        assert str(err.value).startswith(f"export sweep: no ok run that timed requests in {program}: a program's")
+        assert str(err.value).endswith(f"; the latest sweep that did: tracekit export sweep --sweep {timed}")
+        assert not (tmp_path / "s.xlsx").exists()
 
 
 @pytest.mark.parametrize("query", ["sweep-latency", "sweep-requests"])

@@ -335,6 +335,10 @@ def test_bad_worker_and_scheduler_options(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'" in err
     assert time.monotonic() - t < 30
+    # a scheduler takes no --workers 0 or -1 either (they were ignored)
+    for n in ("0", "-1"):
+        assert main(["--db", str(db), "ingest", str(MIXED[0]), "--workers", n, "--scheduler", "tcp://127.0.0.1:9"]) == 2
+        assert capsys.readouterr().err == f"tracekit: error: --workers {n}: give at least 1 worker process (or --scheduler ADDRESS)\n"
     # an empty address is not "--workers None" (what it said)
     assert main(["--db", str(db), "ingest", str(MIXED[0]), "--scheduler", " "]) == 2
     assert capsys.readouterr().err == "tracekit: error: --scheduler ' ': give the scheduler's address (tcp://HOST:PORT)\n"

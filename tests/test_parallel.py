@@ -178,6 +178,18 @@ def test_every_file_failing_leaves_no_store(tmp_path):
     assert not db.exists()
 
 
+def test_a_missing_path_among_files_is_reported_and_the_others_land(tmp_path):
+    """A path that is not there stopped the whole command before any file was read (the
+    serial ingest reports it and lands the others); one path alone is its error alone."""
+    gone = tmp_path / "nosuch.sqlite"
+    outcomes = parallel.ingest_many(tracekit.open(tmp_path / "t.duckdb"), [MIXED[0], gone, MIXED[3]], workers=2)
+    assert [o.error is None for o in outcomes] == [True, False, True]
+    assert outcomes[1].error == f"{gone}: no such file or directory"
+    with pytest.raises(tracekit.TracekitError, match=f"^{gone}: no such file or directory$"):
+        parallel.ingest_many(tracekit.open(tmp_path / "one.duckdb"), [gone], workers=2)
+    assert not (tmp_path / "one.duckdb").exists()
+
+
 def test_bad_workers(tmp_path):
     with pytest.raises(tracekit.TracekitError, match="--workers 0: give at least 1 worker"):
         parallel.ingest_many(tracekit.open(tmp_path / "t.duckdb"), MIXED[:1], workers=0)

@@ -82,7 +82,7 @@ def _check_options(workers: int | None, scheduler: str | None) -> str | None:
     if scheduler is not None and not scheduler.strip():
         raise ParamError(f"--scheduler {scheduler!r}: give the scheduler's address (tcp://HOST:PORT)")
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
-    if address is None and (workers is None or workers < 1):
+    if (address is None and workers is None) or (workers is not None and workers < 1):
         raise ParamError(f"--workers {workers}: give at least 1 worker process (or --scheduler ADDRESS)")
     _dask()
     return address
@@ -162,9 +162,8 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = Non
     the first files itself, directly (``here``; False: every file in a worker); the files
     after them go to the workers as soon as they are up."""
     files = [Path(f) for f in files]
-    for f in files:
-        if not f.exists():
-            raise ParamError(missing(f))
+    if len(files) == 1 and not files[0].exists():  # (one file: its error alone; of several, each said as it fails)
+        raise ParamError(missing(files[0]))
     address = _check_options(workers, scheduler)
     with tk.one_command(files):
         return _through_dask(tk, files, address, workers, name, params, on_outcome, here)

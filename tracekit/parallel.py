@@ -85,9 +85,8 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int, name: str |
 
     workers = check_workers(workers)
     files = [Path(f) for f in files]
-    for f in files:
-        if not f.exists():
-            raise ParamError(missing(f))
+    if len(files) == 1 and not files[0].exists():  # (one file: its error alone; of several, each said as it fails)
+        raise ParamError(missing(files[0]))
     # Ctrl-C is recognised by the count of SIGINTs, whatever DuckDB turned it into in this
     # thread ("Query interrupted", a RuntimeError, when it lands in a query)
     with SigintWatch() as sigints, tk.one_command(files):

@@ -46,6 +46,7 @@ from .config import (
     validate_params,
     workload_config,
 )
+from .worker import TRACEBACK_MARK
 
 DEFAULT_WARMUP_MS = 2000.0
 DEFAULT_ITERS = 50
@@ -145,7 +146,7 @@ class _Console:
             if self.bar is not None:
                 what = "timed requests" if self.timed else f"warm-up ({self.warmup} requests)"
                 self.bar.update(self.task, description=what, completed=self.timed)
-        elif not line.startswith(_WORKER_STATS):
+        elif not line.startswith((_WORKER_STATS, TRACEBACK_MARK)):
             if self.bar is not None:  # above the bar
                 self.bar.console.print(line.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
             else:

@@ -18,6 +18,10 @@ from pathlib import Path
 
 from .profilers import NCU_RANGE  # the range ncu --nvtx-include selects
 
+#: the start of each line of a failed workload's traceback: capture.log keeps them, the
+#: console leaves them out (its error is one line)
+TRACEBACK_MARK = "worker traceback| "
+
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -109,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         info, status, code = {"error": "interrupted"}, "interrupted", 130
     except Exception as exc:  # the parent reports it; the traceback goes to the log
-        traceback.print_exc()
+        print("".join(f"{TRACEBACK_MARK}{line}\n" for line in traceback.format_exc().splitlines()), end="",
+              file=sys.stderr, flush=True)
         msg = f"{type(exc).__name__}: {exc}".splitlines()[0]
         info, status, code = {"error": msg}, "failed", 1
         print(f"workload failed: {msg}", file=sys.stderr, flush=True)

@@ -334,3 +334,23 @@ def test_gpu_metrics_cpu_samples_and_memory_usage_reach_nsys_and_the_runs_params
     meta = json.loads((tmp_path / "runs" / "gm" / "meta.json").read_text())
     assert meta["params"]["gpu_metrics"] is True and meta["params"]["cpu_samples"] is True
     assert meta["params"]["cuda_memory_usage"] is True and meta["params"]["cuda_backtrace"] is True
+
+
+def test_a_failed_workloads_traceback_goes_to_the_log_not_the_console(tmp_path, capsys):
+    """The worker printed its traceback, and the console showed it above the one-line error;
+    each line now carries a mark the console leaves out (capture.log keeps every line)."""
+    from tracekit.capture import worker
+    from tracekit.capture.run import _Console
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"bs": 1, "nc": 1, "tool": "none", "warmup_ms": 0, "iters": 1,
+                                "workload": {"preset": "small", "bogus": 1}}))
+    assert worker.main([str(spec)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"{worker.TRACEBACK_MARK}Traceback (most recent call last):"
+    assert all(line.startswith(worker.TRACEBACK_MARK) for line in err[:-1]) and len(err) > 3
+    assert err[-1].startswith("workload failed: ") and "bogus" in err[-1]
+    console = _Console(1)
+    for line in err:
+        console.line(line + "\n")
+    assert capsys.readouterr().out == err[-1] + "\n"

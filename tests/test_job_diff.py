@@ -353,6 +353,9 @@ def test_a_job_captured_again_is_a_job_of_its_own(tmp_path):
             tk.diff_jobs("4", "1")
         with pytest.raises(ParamError, match=r"^--param job='prof#2': a job named JOB#N is the N-th capture"):
             tk.ingest(DATA / "base" / "rank0" / "export.sqlite.xz", params={"rank": 0, "job": "prof#2"})
+        for blank in ("", " "):  # (a job of every rank given a blank name)
+            with pytest.raises(ParamError, match=rf"^--param job='{blank}': an empty job name; name the job"):
+                tk.ingest(DATA / "base" / "rank0" / "export.sqlite.xz", params={"rank": 0, "job": blank})
     partial = tmp_path / "partial.duckdb"
     with tracekit.open(partial) as tk:  # rank 0 and 1 of base, then all of after: two jobs, whole
         for j, ranks in (("base", (0, 1)), ("after", (0, 1, 2, 3))):

@@ -102,9 +102,12 @@ def from_export(path: Path) -> dict[str, str]:
 
 def check_params(params: dict, where: str = "--param ", error: type[TracekitError] = ParamError) -> None:
     """A run's ``rank`` given is a whole number from 0 to MAX_RANK, below its ``world_size``
-    where one is given, its ``job`` no name ending in #N; the error names the value as
+    where one is given, its ``job`` a name, not blank and not ending in #N; the error names the value as
     ``where`` says it came (``--param ``, or a run folder's meta.json), as
     ``numbers.check_counts`` does."""
+    if "job" in params and not str(params["job"]).strip():  # (a job named '' or ' ': every blank rank's)
+        raise error(f"{where}job={params['job']!r}: an empty job name; name the job its ranks share (or leave "
+                    "job out: the ranks' folder names it)")
     if re.search(r"#[0-9]+$", str(params.get("job", ""))):
         raise error(f"{where}job={params['job']!r}: a job named JOB#N is the N-th capture of job JOB "
                     "(schema_runs.sql's rank_captures); choose a name that does not end in #N")

@@ -596,6 +596,14 @@ def test_sql_table_shows_the_first_thousand_rows(db, capsys, monkeypatch):
     assert out.rstrip().splitlines()[-1] == f"1,000 of {n:,} rows (-f csv for all, or LIMIT in the SQL)"
     _, out, _ = _run(capsys, "--db", db, "sql", "SELECT range_id FROM nvtx_ranges", "-f", "csv")
     assert out.count("\n") == n + 1
+    # a result larger than memory (4e9 BIGINTs, 32 GB): its first rows, the rest counted, not held
+    _, out, _ = _run(capsys, "--db", db, "sql", "SELECT * FROM range(4000000000)")
+    assert len(_rows(out)) == 1000
+    assert out.rstrip().splitlines()[-1] == "1,000 of 4,000,000,000 rows (-f csv for all, or LIMIT in the SQL)"
+    with tracekit.open(db, read_only=True) as tk:
+        head, total = tk.sql_head("SELECT range_id FROM nvtx_ranges ORDER BY range_id DESC", rows=3)
+        assert head["range_id"].to_list() == sorted(head["range_id"].to_list(), reverse=True) and total == n
+        assert tk.sql_head("SELECT 1 AS a", rows=3)[0].height == 1 and tk.sql_head("CHECKPOINT", rows=3)[1] == 0
 
 
 def test_display_columns_without_a_value_are_left_out(db, capsys):

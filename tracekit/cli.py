@@ -698,14 +698,14 @@ def sql(
     _check_timeunit(timeunit)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
-    with _open(db, read_only=True) as tk:
-        df = tk.sql(text)
+    with _open(db, read_only=True) as tk:  # (a terminal's rows alone: a huge result is counted, not held)
+        df, total = tk.sql_head(text, rows=SQL_TABLE_ROWS if fmt == "table" else None)
     if fmt == "table" and not df.width:
         typer.echo("done: the last statement returns no result set (a SELECT returns rows)")
         return
     if fmt == "table":
-        rows = _table_rows(df.head(SQL_TABLE_ROWS))
-        rows.total = df.height
+        rows = _table_rows(df)
+        rows.total = total
         _show(rows, out, columns=_columns(columns), timeunit=timeunit,
               more="-f csv for all, or LIMIT in the SQL", store_path=tk.path)
     else:

@@ -1479,11 +1479,18 @@ class Tracekit:
         """Run ad-hoc SQL against the store and return a Polars DataFrame (the last
         statement's result). On a read-only store (``open(db, read_only=True)``, what
         ``tracekit sql`` uses) it reads the store's tables and nothing else."""
+        return self.sql_head(text, params)[0]
+
+    def sql_head(self, text: str, params: dict | list | None = None,
+                 rows: int | None = None) -> tuple[pl.DataFrame, int]:
+        """``sql``'s result, its first ``rows`` rows only where given (what a terminal shows:
+        the rest is counted, never held, so a result larger than memory is no out-of-memory
+        kill), and how many rows it has in all."""
         expect(text, str, "sql: the SQL text", QueryError)
         expect(params, (list, tuple, dict, type(None)), "sql: params", QueryError)
         try:
             with stoppable():
-                return self._sql(text, params)
+                return self._sql(text, params, rows)
         except duckdb.Error as err:
             out = self.db_error(err, "SQL error")
             if self.read_only and isinstance(err, duckdb.PermissionException | duckdb.InvalidInputException) \
@@ -1492,7 +1499,7 @@ class Tracekit:
                                  "or settings)")
             raise out from err
 
-    def _sql(self, text: str, params: dict | list | None) -> pl.DataFrame:
+    def _sql(self, text: str, params: dict | list | None, rows: int | None) -> tuple[pl.DataFrame, int]:
         import polars as pl
 
         statements = self.con.extract_statements(text)
@@ -1509,12 +1516,14 @@ class Tracekit:
                                      "reads the store and writes nothing")
         rel = self.con.sql(text, params=params)
         if rel is None:
-            return pl.DataFrame()
-        df = self.frame(rel)
+            return pl.DataFrame(), 0
+        df = self.frame(rel if rows is None else rel.limit(rows + 1))
         if statements[-1].type.name not in ("SELECT", "PRAGMA", "EXPLAIN") and df.columns in (["Success"], ["Count"]) \
                 and df.is_empty():  # (DuckDB's stand-in for no result set, of CHECKPOINT, BEGIN, CREATE, ...)
-            return pl.DataFrame()
-        return df
+            return pl.DataFrame(), 0
+        if rows is None or df.height <= rows:
+            return df, df.height
+        return df.head(rows), rel.aggregate("count(*)").fetchall()[0][0]
 
     def frame(self, rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
         """``rel``'s rows (a relation of this store's connection) as a Polars DataFrame

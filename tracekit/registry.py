@@ -1005,14 +1005,12 @@ def check_sweep_timed(tk, label: str, sweep: str | None, value: Any,
             "SELECT bool_or(json_extract_string(params, '$.sweep_grid') IS NOT NULL), "
             "any_value(json_extract_string(params, '$.tool')) FROM runs WHERE json_extract_string(params, '$.sweep') = ?",
             [sweep]).fetchone()
-        _, lines = left_out(tk.con, sweep)
         if grid:
             said += (f": a program's sweep (--grid) times no request; its points: tracekit query "
                      f"{SWEEP_QUERIES.get(tool or '', 'sweep-points')} -p sweep={sweep}")
-        elif lines:
-            said += ": " + "; ".join(lines)
         else:
-            said += ": none of its runs in the store is ok with timed requests (tracekit runs)"
+            said += ": " + ("; ".join(left_out(tk.con, sweep)[1])
+                            or "none of its runs in the store is ok with timed requests (tracekit runs)")
     latest = tk.con.execute("SELECT json_extract_string(params, '$.sweep') FROM sweep_runs "
                             "WHERE json_extract_string(params, '$.sweep') <> '' ORDER BY run_id DESC LIMIT 1").fetchall()
     asked_latest = value is None or str(value).strip().lower() == "latest"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tracekit.errors import TracekitError
 from tracekit.outputs import check_output, output_suffix, write_output
-from tracekit.registry import check_sweep_timed, resolve_sweep
+from tracekit.registry import check_sweep_timed, get_registry, resolve_sweep
 from tracekit.xlsx import MS, sheet
 
 
@@ -44,8 +44,9 @@ def export_sweep(tk, path: str | os.PathLike, sweep: str | int | None = None) ->
     for out in (path, side) if suffix == ".csv" else (path,):
         check_output(out, tk.path)  # before either file is written or the store read
     resolved = resolve_sweep(tk, sweep, "export sweep", said="--sweep ")  # (an error names the option)
-    if tk.con.execute("SELECT 1 FROM runs WHERE list_contains(string_split(kind, ','), 'timing') LIMIT 1").fetchall():
-        check_sweep_timed(tk, "export sweep", resolved, sweep, ask="tracekit export sweep --sweep {sweep}")
+    registry = get_registry()  # (what the sweep queries check first, said with export's own option)
+    registry.check_kinds(tk, registry.get("sweep-requests"))
+    check_sweep_timed(tk, "export sweep", resolved, sweep, ask="tracekit export sweep --sweep {sweep}")
     results, summary = _frames(tk, sweep)
     if suffix == ".csv":
         write_output(path, results.write_csv, tk.path)

@@ -341,7 +341,7 @@ class Registry:
                     value = None
             bound[pname] = p.convert(value, q.name)
         if bound.get("run") is None:  # the query spans runs: there must be runs of its kinds
-            self._check_kinds(tk, q)
+            self.check_kinds(tk, q)
             if q.name in SWEEP_TIMED:
                 check_sweep_timed(tk, q.name, bound["sweep"], params.get("sweep"))
         else:
@@ -353,7 +353,7 @@ class Registry:
         return {k: v for k, v in bound.items() if k in used}
 
     @staticmethod
-    def _check_kinds(tk, q: Query) -> None:
+    def check_kinds(tk, q: Query) -> None:
         """A query over all runs asked of a store without a run of a kind it reads is an
         error naming the kind, not an empty answer."""
         if q.source == "ranks" and not tk.con.execute("SELECT 1 FROM rank_runs LIMIT 1").fetchall():
@@ -1003,7 +1003,7 @@ def check_sweep_timed(tk, label: str, sweep: str | None, value: Any,
     if sweep:
         grid, tool = tk.con.execute(
             "SELECT bool_or(json_extract_string(params, '$.sweep_grid') IS NOT NULL), "
-            "any_value(json_extract_string(params, '$.tool')) FROM runs WHERE json_extract_string(params, '$.sweep') = ?",
+            f"any_value(json_extract_string(params, '$.tool')) FROM runs WHERE {_SWEEP_SQL} = ?",
             [sweep]).fetchone()
         if grid:
             said += (f": a program's sweep (--grid) times no request; its points: tracekit query "
@@ -1011,8 +1011,8 @@ def check_sweep_timed(tk, label: str, sweep: str | None, value: Any,
         else:
             said += ": " + ("; ".join(left_out(tk.con, sweep)[1])
                             or "none of its runs in the store is ok with timed requests (tracekit runs)")
-    latest = tk.con.execute("SELECT json_extract_string(params, '$.sweep') FROM sweep_runs "
-                            "WHERE json_extract_string(params, '$.sweep') <> '' ORDER BY run_id DESC LIMIT 1").fetchall()
+    latest = tk.con.execute(f"SELECT {_SWEEP_SQL} FROM sweep_runs WHERE {_SWEEP_SQL} <> '' "
+                            "ORDER BY run_id DESC LIMIT 1").fetchall()
     asked_latest = value is None or str(value).strip().lower() == "latest"
     if latest and (asked_latest or sweep == "") and latest[0][0] != sweep:
         said += f"; the latest sweep that did: {ask.format(label=label, sweep=latest[0][0])}"

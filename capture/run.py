@@ -78,6 +78,21 @@ def default_preset() -> str:
     return "large" if runinfo.has_gpu() else "small"
 
 
+def check_gpu(tool: str, device: str) -> None:
+    """The HSTU workload under nsys or ncu runs on a GPU: on the CPU (``device`` cpu, or
+    ``auto`` on a machine without a GPU) the profiler would record no GPU work, after the
+    whole workload ran. A one-line error before anything runs."""
+    if tool not in ("nsys", "ncu"):
+        return
+    if device == "cpu":
+        raise CaptureError(f"device cpu: --tool {tool} profiles the workload's GPU work and on the CPU there is "
+                           "none; use --tool none to time the workload on the CPU")
+    if not runinfo.has_gpu():
+        raise CaptureError(f"--tool {tool} profiles the workload's GPU work and this machine has no GPU (nvidia-smi "
+                           "lists none and torch.cuda.is_available() is False); capture on a GPU machine, or use "
+                           "--tool none to time the workload on the CPU")
+
+
 def run_folder_name(bs: int, nc: int, tool: str, now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     return f"{_utc_stamp(now)}-bs{bs}-nc{nc}-{tool}"
@@ -349,6 +364,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
         if value and tool != "nsys":
             raise CaptureError(f"--{flag.replace('_', '-')}: nsys {what}; --tool {tool} does not (use --tool nsys)")
     exe = profilers.find_tool(tool) if tool != "none" else None
+    check_gpu(tool, device)
     kernel_regex = profilers.ncu_kernel_regex(ncu_kernel_classes) if tool == "ncu" else None
     preset = preset or default_preset()
     cfg = workload_config(preset, **(workload or {}))

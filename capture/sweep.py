@@ -51,7 +51,16 @@ from .config import (
     validate_params,
     workload_config,
 )
-from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS, _iso, _utc_stamp, _write_json, capture
+from .run import (
+    DEFAULT_ITERS,
+    DEFAULT_WARMUP_MS,
+    _iso,
+    _utc_stamp,
+    _write_json,
+    capture,
+    check_gpu,
+    default_preset,
+)
 
 SWEEP_PRESETS: dict[str, dict[str, Any]] = {
     "quick": {"tool": "none", "warmup_ms": 500.0, "iters": 20,
@@ -338,8 +347,6 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
     if tool != "none":
         profilers.find_tool(tool)  # fail before the first point, not once per point
     if preset is None:
-        from .run import default_preset
-
         preset = default_preset()
     extra = {k: cfg[k] for k in ("flush_l2", "ncu_launch_skip", "ncu_launch_count") if k in cfg}
     # what every point would refuse, refused once before the first point
@@ -348,6 +355,7 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
         "--bs" if bs is not None else f"{src}'s grid.bs", "--nc" if nc is not None else f"{src}'s grid.nc")
     check_size(max(bs_list), max(nc_list), workload_config(preset, **workload), names)
     check_settings(device, **extra)
+    check_gpu(tool, device)
     timeout_s = check_timeout(timeout_s)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

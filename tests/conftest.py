@@ -292,6 +292,15 @@ def compiled_or_numpy(request, monkeypatch, module, attr: str, source: str) -> s
     return request.param
 
 
+@pytest.fixture
+def stand_in_gpu(monkeypatch):
+    """The HSTU workload under a stand-in profiler on this machine without a GPU: the
+    capture's GPU check (``capture.run.check_gpu``) passes and the workload runs on the CPU."""
+    from tracekit.capture import runinfo
+
+    monkeypatch.setattr(runinfo, "has_gpu", lambda: True)
+
+
 @pytest.fixture(scope="module")
 def reference_kernels():
     """The HSTU workload's attention through tracekit.kernels' PyTorch references for a whole

@@ -100,7 +100,7 @@ def test_a_command_under_application_replay_is_recorded_and_ingested(tmp_path, m
     assert len(setup) == 1 and "ncu replay kernel -> application" in setup[0], setup
 
 
-def test_the_hstu_workload_takes_kernel_replay_only(tmp_path, monkeypatch):
+def test_the_hstu_workload_takes_kernel_replay_only(tmp_path, monkeypatch, stand_in_gpu):
     """Under application replay ncu 2025.3.1 failed the workload on an H200 (its gather kernel
     in the 34th pass of 36, then did not exit): refused in one line, nothing written; kernel
     replay is recorded as such and its argv is unchanged."""

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tracekit.capture import profilers, run
+from tracekit.capture import profilers, run, runinfo
 
 from tracekit.errors import CaptureError, ToolNotFoundError
 
@@ -201,6 +201,38 @@ def test_missing_profiler_fails_capture_before_run_folder(tmp_path, monkeypatch)
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("tool", ["nsys", "ncu"])
+def test_a_profiled_capture_without_a_gpu_fails_before_the_workload_runs(tmp_path, monkeypatch, tool):
+    """Without a GPU the workload ran on the CPU under the profiler (84 s at the large preset),
+    then failed with "ncu wrote no report"; now one line says why before anything runs, and
+    a sweep says it once, not per point."""
+    fake = _fake_tool(tmp_path, tool, "exit 0\n")
+    monkeypatch.setenv(f"TRACEKIT_{tool.upper()}", str(fake))
+    monkeypatch.setattr(runinfo, "has_gpu", lambda: False)
+    with pytest.raises(CaptureError, match=f"--tool {tool} profiles the workload's GPU work and this machine has "
+                                           "no GPU .*use --tool none") as err:
+        _capture(tmp_path, tool=tool)
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "runs").exists()
+
+    from tracekit.capture import sweep as sw
+
+    calls = []
+    with pytest.raises(CaptureError, match="this machine has no GPU"):
+        sw.sweep("1,2", "8", tool=tool, preset="small", out_dir=tmp_path / "runs", progress=False,
+                 runner=lambda *a, **kw: calls.append(a))
+    assert calls == [] and not (tmp_path / "runs").exists()
+
+    monkeypatch.setattr(runinfo, "has_gpu", lambda: True)  # a GPU, and the workload told to stay off it
+    with pytest.raises(CaptureError, match=f"device cpu: --tool {tool} profiles the workload's GPU work"):
+        _capture(tmp_path, tool=tool, device="cpu")
+    with pytest.raises(CaptureError, match="device cpu: "):
+        sw.sweep("1", "8", tool=tool, device="cpu", preset="small", out_dir=tmp_path / "runs", progress=False,
+                 runner=lambda *a, **kw: calls.append(a))
+    assert calls == [] and not (tmp_path / "runs").exists()
+    _capture(tmp_path, tool="none", device="cpu", name="cpu")  # timing alone runs on the CPU
+
+
 def test_nsys_argv():
     cmd = ["python", "-m", "tracekit.capture.worker", "/r/spec.json"]
     argv = profilers.nsys_argv("/x/nsys", Path("/r/nsys"), cmd)
@@ -256,7 +288,7 @@ def test_ncu_argv_and_exports():
     assert ex["ncu_details.csv"][4:6] == ["--page", "details"]
 
 
-def test_failing_profiler_keeps_labelled_folder(tmp_path, monkeypatch):
+def test_failing_profiler_keeps_labelled_folder(tmp_path, monkeypatch, stand_in_gpu):
     argv_file = tmp_path / "argv.txt"
     fake = _fake_tool(tmp_path, "nsys",
                       f'printf "%s\\n" "$@" > {argv_file}\necho "fake nsys: Error: no CUDA" >&2\nexit 3\n')
@@ -315,7 +347,8 @@ def test_capture_package_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_gpu_metrics_cpu_samples_and_memory_usage_reach_nsys_and_the_runs_params(tmp_path, monkeypatch):
+def test_gpu_metrics_cpu_samples_and_memory_usage_reach_nsys_and_the_runs_params(tmp_path, monkeypatch,
+                                                                                 stand_in_gpu):
     """``--gpu-metrics``, ``--cpu-samples``, ``--cuda-memory-usage``: nsys is told to sample the
     GPU's counters and the CPU and to record the GPU memory's allocations, and the run says so in
     its parameters (a run without them has no such key: older runs compare alike)."""

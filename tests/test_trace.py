@@ -406,6 +406,47 @@ def test_exact_nanoseconds_survive_large_timestamps():
     assert float(texts[0]) * 1000 != values[0]  # what a reader of doubles gets instead
 
 
+def test_events_before_the_session_start_are_moved_to_zero_not_dropped(exported, exported_osrt, tmp_path):
+    """Perfetto drops events before 0. The mixed capture with every time of its export moved
+    back, its first CUDA API call to 5 ms before its session's start (an export whose first
+    events began before the start; its OS runtime calls, earlier still, are written with
+    --osrt only): the trace moves the whole run later by as much as its earliest written event
+    began before 0, says so in its header, and holds the same events, each the same distance
+    apart, as the export taken as captured."""
+    export = tmp_path / "early.sqlite"
+    export.write_bytes(lzma.open(RUNS["mixed"] / "export.sqlite.xz").read())
+    con = sqlite3.connect(export)
+    back = con.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchall()[0][0] + 5_000_000
+    for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+        for col in ("start", "end", "timestamp"):
+            if col in [r[1] for r in con.execute(f"PRAGMA table_info('{table}')")]:
+                con.execute(f'UPDATE "{table}" SET "{col}" = "{col}" - ?', [back])
+    con.commit()
+    con.close()
+
+    def moved(evs, by):  # each event with its time on the export's clock, and the rest of it
+        return sorted(json.dumps({**e, "ts": _ns(e["ts"]) + by}, sort_keys=True, default=str)
+                      for e in evs if e["ph"] != "M")
+
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(export, name="early")
+        osrt_first = t.con.execute("SELECT min(start_ns) FROM osrt_calls").fetchall()[0][0]  # (those nsys stats has)
+        for osrt, expect_shift, (as_captured, original) in ((False, 5_000_000, exported["mixed"]),
+                                                            (True, -osrt_first, exported_osrt["mixed"])):
+            res = trace.export_trace(t, tmp_path / f"early{osrt}.json.gz", run="early", osrt=osrt)
+            doc = _load(res.path)
+            events = [e for e in doc["traceEvents"] if e["ph"] != "M"]
+            assert doc["otherData"]["shift_ns"] == expect_shift
+            assert min(_ns(e["ts"]) for e in events) == 0
+            assert f"the {expect_shift} ns by which the earliest event began before" in doc["otherData"]["clock"]
+            assert res.counts == as_captured.counts
+            assert moved(events, back - expect_shift) == moved(original, 0)
+        # a window's trace is on the same clock as the whole run's
+        lo = t.con.execute("SELECT min(start_ns) FROM kernels").fetchall()[0][0]
+        res = trace.export_trace(t, tmp_path / "w.json", run="early", start_ns=lo, end_ns=lo + 1)
+        assert _load(res.path)["otherData"]["shift_ns"] == 5_000_000
+
+
 def test_window_errors_are_param_errors(tk):
     run_id = tk.con.execute("SELECT run_id FROM runs WHERE name = 'hstu'").fetchall()[0][0]
     with pytest.raises(ParamError):

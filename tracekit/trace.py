@@ -56,7 +56,10 @@ through a float), so ``12345678.901`` is 12345678901 ns. Perfetto's JSON importe
 the number's text digit by digit into integer nanoseconds (``CoerceToTs`` in
 trace_processor's json_utils), so no nanosecond is lost whatever the magnitude;
 chrome://tracing reads doubles (exact to the ns below ~10^7 s of capture time).
-``displayTimeUnit`` is "ns" for chrome://tracing's display.
+``displayTimeUnit`` is "ns" for chrome://tracing's display. Times are the export's own (ns since
+its nsys session's start), except where an event of the run begins before that start: Perfetto
+drops events before 0, so the whole run is moved later by as much, and the file's header says by
+how many ns (``shift_ns``; ``_from_zero``).
 
 The window keeps every event that overlaps it (``start <= to`` and ``end >= from``;
 events are written whole, not clipped). ``--nvtx NAME --instance N`` takes the N-th
@@ -75,7 +78,7 @@ import io
 import itertools
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -528,6 +531,22 @@ def check_job_in_capture(tk, run_id: int, window: Window, parts: list[Part], osr
                      "choose a window inside it (`tracekit query nvtx-ranges` prints times on this clock)")
 
 
+def _from_zero(tk, parts: list[Part], osrt: bool) -> tuple[list[Part], int]:
+    """``parts`` moved later together so that none of their events begins before the trace's
+    0, and by how many ns (0 where none did). An export's times count from its nsys session's
+    start, and an event may begin before it; Perfetto drops events before 0 (the GPU's
+    sampled counters, which nsys samples from before the start, are written at 0 instead:
+    ``_GPU_METRICS``)."""
+    from .registry import _SPAN
+
+    firsts = [tk.con.execute(_SPAN, {"run": p.run_id, "osrt": osrt}).fetchall()[0][0] for p in parts]
+    early = min((first + p.shift_ns for p, first in zip(parts, firsts, strict=True) if first is not None),
+                default=0)
+    if early >= 0:
+        return parts, 0
+    return [replace(p, shift_ns=p.shift_ns - early) for p in parts], -early
+
+
 def _params(run_id: int, window: Window) -> dict[str, Any]:
     return {"run": run_id, "lo": window.start_ns, "hi": window.end_ns}
 
@@ -942,6 +961,7 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
         check_in_capture(tk, run_id, window, osrt)
     elif nvtx is None:  # (the ranks' captures: a window outside the run's may hold another rank's events)
         check_job_in_capture(tk, run_id, window, parts, osrt)
+    parts, before_zero = _from_zero(tk, parts, osrt)
     with _python_tables(tk, parts) as tables:  # (the Python slices: computed once, counted and written)
         counts, sizes = dict.fromkeys(KINDS, 0), []
         for part, table in zip(parts, tables, strict=True):
@@ -963,6 +983,13 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
             header["ranks"] = [{"rank": x.rank, "run_id": x.run_id, "shift_ns": x.shift_ns} for x in parts]
             header["clock"] = ("ns since the earliest rank's nsys session start: each rank's own times plus its "
                                "shift_ns; window_start_ns/window_end_ns on run_id's own clock")
+        elif parts[0].shift_ns:
+            header["shift_ns"] = parts[0].shift_ns
+            header["clock"] = ("ns since the nsys session start plus shift_ns; window_start_ns/window_end_ns on "
+                               "the run's own clock")
+        if before_zero:
+            header["clock"] += (f"; shift_ns includes the {before_zero} ns by which the earliest event began "
+                                "before the session start (Perfetto drops events before 0)")
         result = TraceResult(path, run_id, window, estimated_bytes=est)
 
         def write(f) -> None:

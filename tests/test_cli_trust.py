@@ -377,3 +377,55 @@ def test_a_capture_whose_window_missed_the_gpu_work_says_so(small_store, capsys)
         "tracekit: warning: run 1 (nsys_run) holds no memsets: its capture traced CUDA and recorded none"]
     assert _cli(small_store, "query", "gpu-gaps", "--run", "nsys_run") == 0
     assert capsys.readouterr().err == ""
+
+
+#: kernels of the nsys run with what `sql` reads specially: a name twice, an interval, a BLOB, and
+#: a timestamp column whose one infinite value lies in a late part (the whole column is text)
+_PARTS_SQL = ("SELECT k.start_ns, k.name, k.name, INTERVAL (k.correlation_id % 3) DAY AS i, 'ab'::BLOB AS b, "
+              "CASE WHEN row_number() OVER (ORDER BY k.start_ns, k.correlation_id) = 12 THEN 'infinity'::TIMESTAMP "
+              "ELSE TIMESTAMP '2024-01-01' + INTERVAL (k.correlation_id) SECOND END AS t "
+              "FROM kernels k ORDER BY k.start_ns, k.correlation_id")
+
+
+def test_sql_writes_a_result_in_parts_that_equal_it_read_whole(small_store, capsys, tmp_path, monkeypatch):
+    """`tracekit sql -f csv|json|parquet` held the whole result (a result larger than memory: an
+    out-of-memory error, exit 1); it now writes it part by part as DuckDB streams it. Written in
+    parts of 3 rows, the real kernels of a capture (and a table without rows) are the same
+    files, byte for byte, as in one part (Parquet: the same table, in row groups of a part each); no
+    part is ever read whole."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from tracekit import store
+
+    with tracekit.open(small_store, read_only=True) as tk:
+        n = tk.sql("SELECT count(*) AS n FROM kernels")["n"][0]
+        whole = tk.sql(_PARTS_SQL)
+        assert n > 12 and whole.columns[1:3] == ["name", "name_1"] and whole["t"].dtype.is_(whole["i"].dtype)
+        monkeypatch.setattr(store.Tracekit, "frame", lambda *a: pytest.fail("a result read whole"))
+        parts = []
+        tk.sql_each(_PARTS_SQL, parts.append, batch_rows=3)
+        assert [p.height for p in parts] == [3] * (n // 3) + ([n % 3] if n % 3 else [])
+        assert parts[0].vstack(parts[1]).vstack(parts[-1]).columns == whole.columns
+        monkeypatch.undo()
+
+    def files(rows: int, tag: str) -> dict[str, bytes]:
+        monkeypatch.setattr(store, "SQL_BATCH_ROWS", rows)
+        out = {}
+        for sql, what in ((_PARTS_SQL, "kernels"), (_PARTS_SQL + " LIMIT 0", "none")):
+            for fmt in ("csv", "json", "parquet", "csv.gz"):
+                path = tmp_path / f"{tag}_{what}.{fmt}"
+                assert _cli(small_store, "sql", sql, "-o", str(path)) == 0
+                out[f"{what}.{fmt}"] = pq.read_table(path) if fmt == "parquet" else path.read_bytes()
+            capsys.readouterr()
+            assert _cli(small_store, "sql", sql, "-f", "json") == 0
+            out[f"{what} on stdout"] = capsys.readouterr().out.encode()
+        return out
+
+    in_parts, in_one = files(3, "parts"), files(1 << 30, "one")
+    assert in_parts == in_one
+    text = in_parts["kernels.csv"].decode().splitlines()
+    assert len(text) == n + 1 and text[0] == "start_ns,name,name_1,i,b,t" and "infinity" in text[12]
+    assert len(json.loads(in_parts["kernels on stdout"])) == n and json.loads(in_parts["none on stdout"]) == []
+    assert in_parts["none.csv"].decode() == "start_ns,name,name_1,i,b,t\n"

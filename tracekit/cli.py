@@ -10,11 +10,13 @@ invoked (``_LAZY``): the analysis CLI never imports capture at start.
 from __future__ import annotations
 
 import contextlib
+import io
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import typer
 from typer.core import TyperGroup
@@ -92,6 +94,9 @@ WorkersOpt = Annotated[int | None, typer.Option(
     "threads, each run committed as it lands (with --jobs the rank pairs compared in threads too); a comparison "
     "that fails removes the runs it added (default: one after another, in one transaction)", show_default=False)]
 FORMATS = ("table", "csv", "json", "parquet", "xlsx")
+#: rows of a row group of a Parquet output written in parts (``_emit_each``): Parquet readers
+#: read a file of few large groups fastest; pyarrow writes a group of 1 M rows in one go
+PARQUET_GROUP_ROWS = 1 << 20
 SQL_TABLE_ROWS = 1000  # `tracekit sql` shows at most this many rows as a table
 
 
@@ -189,21 +194,34 @@ def _columns(text: str | None) -> list[str] | None:
 
 
 def _write(text: str, out: Path | None, store_path: Path | None) -> None:
-    """``text`` to stdout, or to ``out`` through ``write_output``: a temporary file renamed
-    into place, never over the store ``store_path``; gzip-compressed where ``out``'s name
-    ends in ``.gz`` (``_format``)."""
-    if out:
-        from .outputs import write_output
+    """``text`` to stdout, or to ``out`` (``_write_stream``)."""
+    _write_stream(lambda f: f.write(text), out, store_path)
 
-        if str(out) != "-" and Path(out).suffix.lower() == ".gz":
-            import gzip
 
-            data = gzip.compress(text.encode(), compresslevel=6, mtime=0)
-            write_output(out, lambda tmp: tmp.write_bytes(data), store_path)
-        else:
-            write_output(out, lambda tmp: tmp.write_text(text), store_path)
-    else:
-        sys.stdout.write(text)
+def _write_stream(produce: Callable[[TextIO], object], out: Path | None, store_path: Path | None) -> None:
+    """What ``produce(f)`` writes to the text stream ``f``, to stdout, or to ``out`` through
+    ``write_output``: a temporary file renamed into place, never over the store ``store_path``;
+    gzip-compressed where ``out``'s name ends in ``.gz`` (``_format``)."""
+    if not out:
+        produce(sys.stdout)
+        return
+    from .outputs import write_output
+
+    gz = str(out) != "-" and Path(out).suffix.lower() == ".gz"
+
+    def write_file(tmp: Path) -> None:
+        with open(tmp, "wb") as raw:
+            if gz:
+                import gzip
+
+                with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0) as z, \
+                        io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
+                    produce(f)
+            else:
+                with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as f:
+                    produce(f)
+
+    write_output(out, write_file, store_path)
 
 
 def _wrote(out: Path, line: str) -> None:
@@ -217,38 +235,120 @@ def _wrote(out: Path, line: str) -> None:
 def _emit(df, fmt: str, out: Path | None, columns: list[str] | None = None,
           store_path: Path | None = None, title: str = "table") -> None:
     """A Polars DataFrame in ``fmt``: complete and unformatted, except for a table."""
+    _emit_each(lambda each: each(df), fmt, out, columns, store_path, title)
+
+
+def _emit_each(read: Callable[[Callable], object], fmt: str, out: Path | None, columns: list[str] | None = None,
+               store_path: Path | None = None, title: str = "table") -> None:
+    """One result, which ``read(each)`` hands to ``each`` in parts (Polars DataFrames of one
+    schema: ``Tracekit.sql_each``), in ``fmt``: CSV, JSON and Parquet written part by part as
+    they come (a result larger than memory is never held), a table and xlsx made of the whole;
+    complete and unformatted, except for a table."""
     _check_format(fmt, out)
-    if columns is not None:
-        from .table import Rows
 
-        Rows(list(df.columns), [str(t) for t in df.dtypes], []).select(columns)  # one-line error for an unknown column
-        df = df.select(columns)
-    if fmt == "parquet":
-        from .outputs import write_output
+    def shaped(df):
+        if columns is not None:
+            from .table import Rows
 
-        write_output(out, df.write_parquet, store_path)
-    elif fmt == "xlsx":
+            Rows(list(df.columns), [str(t) for t in df.dtypes], []).select(columns)  # one-line error, unknown column
+            df = df.select(columns)
+        if fmt in ("csv", "json"):
+            from .outputs import plain_columns
+
+            df = plain_columns(df, fmt, "CSV" if fmt == "csv" else None)
+        return df
+
+    if fmt in ("table", "xlsx"):
+        import polars as pl
+
+        parts: list = []
+        read(parts.append)
+        df = shaped(pl.concat(parts) if len(parts) > 1 else parts[0])
+        if fmt == "table":
+            _show(_table_rows(df), out, store_path=store_path)
+            return
         from . import xlsx
         from .outputs import write_output
 
         df = xlsx.cells(df)  # (its errors before a file is made)
         write_output(out, lambda tmp: xlsx.write(df, tmp, title), store_path)
-    elif fmt in ("csv", "json"):
+    elif fmt == "parquet":
+        from .outputs import write_output
+
+        def write_parquet(tmp: Path) -> None:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            writer, group = None, []  # (parts gathered into row groups of PARQUET_GROUP_ROWS: few small groups)
+
+            def flush() -> None:
+                nonlocal writer
+                table = pa.concat_tables(group)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                writer.write_table(table, row_group_size=max(table.num_rows, 1))
+                group.clear()
+
+            def each(df) -> None:
+                group.append(shaped(df).to_arrow())
+                if sum(t.num_rows for t in group) >= PARQUET_GROUP_ROWS:
+                    flush()
+
+            try:
+                read(each)
+                if group or writer is None:
+                    flush()
+            finally:
+                if writer is not None:
+                    writer.close()
+
+        write_output(out, write_parquet, store_path)
+    else:
+        def produce(f: TextIO) -> None:
+            parts = _TextParts(f, fmt, shaped)
+            read(parts)
+            parts.close()
+
+        _write_stream(produce, out, store_path)
+
+
+class _TextParts:
+    """``each`` of ``_emit_each`` for CSV or JSON: each part of one result as text on ``f``,
+    CSV's header once and JSON's rows in one array, ended by ``close``."""
+
+    def __init__(self, f: TextIO, fmt: str, shaped: Callable):
+        self.f, self.fmt, self.shaped = f, fmt, shaped
+        self.parts = self.rows = 0
+        self.last = ""
+
+    def __call__(self, df) -> None:
         import polars as pl
 
-        from .outputs import plain_columns
-
-        df = plain_columns(df, fmt, "CSV" if fmt == "csv" else None)
+        df = self.shaped(df)
         try:
-            text = df.write_csv() if fmt == "csv" else df.write_json()
+            text = df.write_csv(include_header=not self.parts) if self.fmt == "csv" else df.write_json()
         except BaseException as err:  # Polars's errors, and its panics (pyo3's PanicException: a BaseException)
             if not (isinstance(err, pl.exceptions.PolarsError) or type(err).__name__ == "PanicException"):
                 raise
-            raise ParamError(f"--format {fmt}: the result cannot be written as {fmt.upper()} "
+            raise ParamError(f"--format {self.fmt}: the result cannot be written as {self.fmt.upper()} "
                              f"({str(err).splitlines()[0]}); use --format parquet") from None
-        _write(text if text.endswith("\n") else text + "\n", out, store_path)
-    else:
-        _show(_table_rows(df), out, store_path=store_path)
+        if self.fmt == "json":  # (the part's rows, without its array's brackets)
+            rows = text[text.index("[") + 1:text.rindex("]")]
+            text = ("" if self.parts else "[") + ("," if rows and self.rows else "") + rows
+            self.rows += df.height
+        self.parts += 1
+        self.write(text)
+
+    def close(self) -> None:
+        if self.fmt == "json":
+            self.write("]" if self.parts else "[]")
+        if self.last != "\n":
+            self.write("\n")
+
+    def write(self, text: str) -> None:
+        if text:
+            self.f.write(text)
+            self.last = text[-1]
 
 
 def _table_rows(df):
@@ -698,8 +798,11 @@ def sql(
     _check_timeunit(timeunit)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
-    with _open(db, read_only=True) as tk:  # (a terminal's rows alone: a huge result is counted, not held)
-        df, total = tk.sql_head(text, rows=SQL_TABLE_ROWS if fmt == "table" else None)
+    with _open(db, read_only=True) as tk:  # (never the whole result held: a huge one is counted, or written in parts)
+        if fmt != "table":
+            _emit_each(lambda each: tk.sql_each(text, each), fmt, out, _columns(columns), tk.path, title="sql")
+        else:
+            df, total = tk.sql_head(text, rows=SQL_TABLE_ROWS)
     if fmt == "table" and not df.width:
         typer.echo("done: the last statement returns no result set (a SELECT returns rows)")
         return
@@ -708,8 +811,6 @@ def sql(
         rows.total = total
         _show(rows, out, columns=_columns(columns), timeunit=timeunit,
               more="-f csv for all, or LIMIT in the SQL", store_path=tk.path)
-    else:
-        _emit(df, fmt, out, _columns(columns), tk.path, title="sql")
     if out is not None:
         _wrote(out, f"wrote {out}")
 

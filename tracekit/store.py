@@ -47,6 +47,9 @@ if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars 
     from . import ingest as _ingest
 
 DEFAULT_DB = "tracekit.duckdb"
+#: rows of a result read at a time where it is written whole (``Tracekit.sql_each``): a few
+#: tens of MB of a dozen columns
+SQL_BATCH_ROWS = 1 << 17
 SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
 #: Version of the store's tables, kept in _store; a store of another version is refused
 #: with a message rather than read wrong. 2: kernel and API names as _strings ids;
@@ -1486,11 +1489,33 @@ class Tracekit:
         """``sql``'s result, its first ``rows`` rows only where given (what a terminal shows:
         the rest is counted, never held, so a result larger than memory is no out-of-memory
         kill), and how many rows it has in all."""
+        with self._sql_errors(text, params):
+            return self._sql(text, params, rows)
+
+    @one_at_a_time
+    def sql_each(self, text: str, each: Callable[[pl.DataFrame], None], params: dict | list | None = None,
+                 batch_rows: int | None = None) -> None:
+        """``sql``'s result handed to ``each`` as it is read, in DataFrames of at most
+        ``batch_rows`` rows (``SQL_BATCH_ROWS`` by default): what a file of all of it is
+        written from, never held whole, so a result larger than memory is no out-of-memory
+        kill. Its values read as ``frame``'s; ``each`` gets one empty DataFrame for a result
+        without rows, and one without columns where the last statement returns no result set."""
+        with self._sql_errors(text, params):
+            rel = self._relation(text, params)
+            if rel is None:
+                return each(_no_result())
+            for df in _frames(rel, batch_rows or SQL_BATCH_ROWS):
+                each(df)
+
+    @contextlib.contextmanager
+    def _sql_errors(self, text: str, params: dict | list | None):
+        """``sql``'s arguments checked, Ctrl-C stopping the statement, and DuckDB's errors
+        as one line."""
         expect(text, str, "sql: the SQL text", QueryError)
         expect(params, (list, tuple, dict, type(None)), "sql: params", QueryError)
         try:
             with stoppable():
-                return self._sql(text, params, rows)
+                yield
         except duckdb.Error as err:
             out = self.db_error(err, "SQL error")
             if self.read_only and isinstance(err, duckdb.PermissionException | duckdb.InvalidInputException) \
@@ -1500,8 +1525,18 @@ class Tracekit:
             raise out from err
 
     def _sql(self, text: str, params: dict | list | None, rows: int | None) -> tuple[pl.DataFrame, int]:
-        import polars as pl
+        rel = self._relation(text, params)
+        if rel is None:
+            return _no_result(), 0
+        df = self.frame(rel if rows is None else rel.limit(rows + 1))
+        if rows is None or df.height <= rows:
+            return df, df.height
+        return df.head(rows), rel.aggregate("count(*)").fetchall()[0][0]
 
+    def _relation(self, text: str, params: dict | list | None) -> duckdb.DuckDBPyRelation | None:
+        """The last statement's result of ``text`` as a relation (the statements before it
+        run), None where it returns no result set; statements that would download or write
+        files are refused first."""
         statements = self.con.extract_statements(text)
         if not statements:
             raise QueryError("SQL error: no statement given (only blanks or comments); e.g. "
@@ -1515,15 +1550,10 @@ class Tracekit:
                     raise QueryError(f"SQL error: {stmt.type.name} statements are refused: tracekit sql "
                                      "reads the store and writes nothing")
         rel = self.con.sql(text, params=params)
-        if rel is None:
-            return pl.DataFrame(), 0
-        df = self.frame(rel if rows is None else rel.limit(rows + 1))
-        if statements[-1].type.name not in ("SELECT", "PRAGMA", "EXPLAIN") and df.columns in (["Success"], ["Count"]) \
-                and df.is_empty():  # (DuckDB's stand-in for no result set, of CHECKPOINT, BEGIN, CREATE, ...)
-            return pl.DataFrame(), 0
-        if rows is None or df.height <= rows:
-            return df, df.height
-        return df.head(rows), rel.aggregate("count(*)").fetchall()[0][0]
+        if rel is not None and statements[-1].type.name not in ("SELECT", "PRAGMA", "EXPLAIN") \
+                and rel.columns in (["Success"], ["Count"]) and not rel.limit(1).fetchall():
+            return None  # (DuckDB's stand-in for no result set, of CHECKPOINT, BEGIN, CREATE, ...)
+        return rel
 
     def frame(self, rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
         """``rel``'s rows (a relation of this store's connection) as a Polars DataFrame
@@ -1545,6 +1575,39 @@ class Tracekit:
         found = rows.aggregate(", ".join(f"bool_or({_out_of_range(sql_ident(c), t)})" for c, t in dated.items()))
         text = {c for c, hit in zip(dated, found.fetchall()[0], strict=True) if hit}
         return pl.from_arrow(_as_text(rows, text).to_arrow_table() if text else table)
+
+
+def _no_result() -> pl.DataFrame:
+    import polars as pl
+
+    return pl.DataFrame()
+
+
+def _frames(rel: duckdb.DuckDBPyRelation, batch_rows: int):
+    """``rel``'s rows as DataFrames of at most ``batch_rows`` rows, read as DuckDB streams
+    them, their values read as ``Tracekit.frame`` reads them: columns named once each, and
+    those of a type Polars cannot import, or dated with a value Python cannot hold, as
+    DuckDB's text (decided for the whole column: where the result has dated columns, the SQL
+    runs once more, first, to find such values). At least one, empty where no rows."""
+    import polars as pl
+
+    types = [str(t) for t in rel.types]
+    text = {i for i, t in enumerate(types) if _AS_TEXT.search(t)}
+    dated = [i for i, t in enumerate(types) if i not in text and _DATED.search(t)]
+    if dated:
+        found = rel.aggregate(", ".join(f"bool_or({_out_of_range(f'#{i + 1}', types[i])})" for i in dated))
+        text |= {i for i, hit in zip(dated, found.fetchall()[0], strict=True) if hit}
+    names = _unique_names(rel.columns)
+    if text or names != rel.columns:
+        rel = rel.project(", ".join(f"{f'CAST(#{i + 1} AS VARCHAR)' if i in text else f'#{i + 1}'} AS {sql_ident(n)}"
+                                    for i, n in enumerate(names)))
+    empty = True
+    for batch in rel.to_arrow_reader(batch_rows):
+        if batch.num_rows or empty:
+            yield pl.from_arrow(batch)
+            empty = False
+    if empty:
+        yield pl.from_arrow(rel.limit(0).to_arrow_table())
 
 
 def _as_text(rel: duckdb.DuckDBPyRelation, columns: set[str]) -> duckdb.DuckDBPyRelation:

@@ -197,7 +197,9 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
         except yaml.YAMLError as err:
             raise CaptureError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
         if not isinstance(data, dict):
-            raise CaptureError(f"{path}: a sweep config must be a mapping with a 'grid'")
+            read = "nothing" if data is None else "a list" if isinstance(data, list) else "a single value"
+            raise CaptureError(f"{path}: a sweep config is YAML, a mapping with a 'grid' (grid: {{bs: [1, 8], ...}}); "
+                               f"this file reads as {read}")
         if "command" in data:  # a program's values are its arguments' text: 010, 1.10 and on as written
             written = _as_written(yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader))  # noqa: S506
             data.update({k: written[k] for k in ("command", "grid", "params")
@@ -476,7 +478,9 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
     tool = tool or cfg.get("tool", "nsys")
     params = {**cfg.get("params", {}), **(params or {})}
     timeout_s = timeout_s if timeout_s is not None else cfg.get("timeout_s")
-    options = {**cfg.get("options", {}), **{k: v for k, v in options.items() if v is not None and v is not False}}
+    given = {k: v for k, v in options.items() if v is not None and v is not False}
+    from_config = {arg: key for key, arg in PROGRAM_OPTIONS.items() if arg in cfg.get("options", {}) and arg not in given}
+    options = {**cfg.get("options", {}), **given}
     unknown = set(options) - set(PROGRAM_OPTIONS.values())
     if unknown:
         raise TypeError(f"sweep_command: unknown option(s) {', '.join(sorted(unknown))}")
@@ -503,11 +507,20 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
     points = [SweepPoint(values=dict(zip(grid, combo, strict=True))) for combo in itertools.product(*grid.values())]
     for point in points:  # what any point would refuse, refused before the first runs
         check_counts(point.values, "--grid ", CaptureError)  # (bs=abc: the queries read bs as a count)
-        _check(_point_command(list(cmd), point.values), tool, options.get("capture_range") or "none",
-               options.get("nvtx_capture"), options.get("kernel_regex"), options.get("launch_count"),
-               options.get("gpu_metrics", False), params, options.get("replay_mode"), timeout_s,
-               **{k: options.get(k, False) for k in ("um_faults", "cpu_samples", "cuda_memory_usage",
-                                                     "cuda_backtrace", "python_samples")})
+        try:
+            _check(_point_command(list(cmd), point.values), tool, options.get("capture_range") or "none",
+                   options.get("nvtx_capture"), options.get("kernel_regex"), options.get("launch_count"),
+                   options.get("gpu_metrics", False), params, options.get("replay_mode"), timeout_s,
+                   **{k: options.get(k, False) for k in ("um_faults", "cpu_samples", "cuda_memory_usage",
+                                                         "cuda_backtrace", "python_samples")})
+        except CaptureError as err:  # an option the config gave: named as the file's key
+            said = str(err)
+            for key in from_config.values():
+                flag = "--" + key.replace("_", "-")
+                if said == flag or said.startswith((flag + " ", flag + ":")):
+                    where = "sweep config" if isinstance(config, dict) else str(config)
+                    raise CaptureError(f"{where}: {key}{said[len(flag):]}") from None
+            raise
     if tool != "none":
         profilers.find_tool(tool)  # fail before the first point, not once per point
     if not any("{" + n + "}" in cmd[0] for n in grid) and _find_program(cmd[0], dict(os.environ)) is None:

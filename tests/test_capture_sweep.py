@@ -129,6 +129,14 @@ def test_configs_presets_yaml_and_errors(tmp_path):
     bad.write_text("grid: [1\n")
     with pytest.raises(CaptureError, match="invalid YAML"):
         sw.load_config(bad)
+    toml = tmp_path / "s.toml"  # (YAML reads TOML as one plain value)
+    toml.write_text('tool = "none"\n[grid]\nbs = [1, 2]\nnc = [8]\n')
+    with pytest.raises(CaptureError, match=r"s\.toml: a sweep config is YAML, a mapping with a 'grid' .*; this file "
+                                           "reads as a single value$"):
+        sw.load_config(toml)
+    bad.write_text("- 1\n")
+    with pytest.raises(CaptureError, match="reads as a list$"):
+        sw.load_config(bad)
     # a key given twice (YAML requires unique keys; PyYAML kept the last one silently)
     for text, said in (("iters: 5\niters: 0\ngrid: {bs: [1], nc: [2]}\n", "key 'iters' given twice, on lines 1 and 2"),
                        ("grid: {bs: [1], nc: [2], bs: [4]}\n", "key 'bs' given twice, on line 1;")):

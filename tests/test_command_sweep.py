@@ -158,6 +158,12 @@ def test_a_configs_values_go_into_the_command_as_written(tmp_path, monkeypatch):
     ("command: x {m}\ngrid: {m: [1]}\ntimeout: -1", "prog.yaml: timeout -1: a number of seconds > 0"),
     ("command: x {m}\ngrid: {m: [1]}\ntool: perf", "prog.yaml: tool 'perf': choose one of nsys, ncu, none"),
     ("command: x {m}\ngrid: {m: [1]}\nbs: [1]", "prog.yaml: unknown key(s) bs in a program's sweep config"),
+    # the capture options a config gives, checked with the command's: named as the file's keys, not as flags
+    ("command: x {m}\ngrid: {m: [1]}\ntool: ncu\nreplay_mode: range", "prog.yaml: replay_mode 'range': choose one"),
+    ("command: x {m}\ngrid: {m: [1]}\ntool: nsys\nkernel_name: gemm",
+     "prog.yaml: kernel_name: an option of --tool ncu, not of --tool nsys"),
+    ("command: x {m}\ngrid: {m: [1]}\ntool: ncu\nlaunch_count: 0", "prog.yaml: launch_count 0: a whole number"),
+    ("command: x {m}\ngrid: {m: [1]}\ntool: nsys\ncapture_range: all", "prog.yaml: capture_range 'all': choose one"),
 ])
 def test_bad_program_configs_are_one_line_naming_the_key(tmp_path, monkeypatch, text, said):
     (tmp_path / "prog.yaml").write_text(text + "\n")

@@ -339,6 +339,34 @@ def test_every_command_lets_go_of_the_store_when_it_returns(small_store, capsys,
         gc.enable()
 
 
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]])
+def test_what_many_files_lack_alike_is_said_a_few_times_then_counted(tmp_path, capsys, workers):
+    """The ranks of a job whose capture window missed the GPU work each warned, a line per file
+    (a thousand ranks: a thousand lines). Six copies of nsys_window_missed (each its own run):
+    the first three files' lines, then one line with how many more and which."""
+    import sqlite3
+
+    data = lzma.open(DATA / "nsys_window_missed" / "export.sqlite.xz").read()
+    files = []
+    for k in range(6):
+        files.append(tmp_path / f"rank{k}.sqlite")
+        files[-1].write_bytes(data)
+        con = sqlite3.connect(files[-1])
+        con.execute(f"PRAGMA user_version = {k + 1}")  # (another file: another run)
+        con.commit()
+        con.close()
+    assert cli_main(["--db", str(tmp_path / "s.duckdb"), "ingest", *map(str, files), *workers]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    text = ": nsys traced CUDA but recorded no CUDA event (no API call, kernel or copy): the capture's window"
+    assert len(said) == 4 and all(text in line for line in said)
+    shown = [line.split(": ")[1] for line in said[:3]]  # (in the order the files were read: with workers, any)
+    assert shown == [str(f) for f in files[:3]] or workers
+    rest = [str(f) for f in files if str(f) not in shown]
+    assert said[3].startswith(f"tracekit: warning: 3 more files ({rest[0]} ... {rest[2]}){text}")
+    with tracekit.open(tmp_path / "s.duckdb", read_only=True) as tk:
+        assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 6
+
+
 def test_a_capture_whose_window_missed_the_gpu_work_says_so(small_store, capsys):
     """nsys_window_missed: the capture range set on a host-only NVTX range after the program's
     GEMMs, so CUDA was traced and nothing of it recorded. Ingest says so; a kernel question

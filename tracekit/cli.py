@@ -471,17 +471,18 @@ def ingest(
     if name is not None and len(files) > 1:  # (each run would be named so: one run per name)
         held = f"{len(files)} given" if len(given) > 1 else f"{given[0]} holds {len(files)} run folders"
         raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({held})")
+    warned = _SameWarnings(files)  # (a thousand ranks' exports that lack one thing: a few lines, then a count)
     if workers is not None or scheduler is not None:
-        with _capture_warnings(), _open(db) as tk:
+        with warned, _capture_warnings(said=warned), _open(db) as tk:
             _ingest_distributed(tk, files, workers, scheduler, name, params)
         return
     tk, f, failed, added = None, None, 0, []
     try:
-        with _open(db) as tk, tk.one_command(files):
+        with warned, _open(db) as tk, tk.one_command(files):
             for f in files:
                 tk.last_ingest = None
                 try:
-                    with _capture_warnings():  # (what an export lacks and is left out of it: a line each)
+                    with _capture_warnings(said=warned):  # (what an export lacks and is left out of it: a line each)
                         res = tk.ingest(f, name=name, params=params)
                 except InputError as err:  # a file that cannot be ingested: say so, go on with the others
                     if len(files) == 1:
@@ -503,11 +504,49 @@ def ingest(
         raise TracekitError(_not_ingested(failed, len(files)))
 
 
+class _SameWarnings:
+    """The warning lines of one command over many files (``_capture_warnings``): a text said
+    of several of them (``FILE: text``, FILE one of ``files`` or in one of their folders) is
+    shown for the first ``SHOWN`` files, then counted; on leaving, one line says how many more
+    files it was said of, and the first and last of them in the order given."""
+
+    SHOWN = 3
+
+    def __init__(self, files):
+        self.order = {Path(f).resolve(): i for i, f in enumerate(files)}
+        self.more: dict[str, list[tuple[int, str]]] = {}
+        self.shown: dict[str, int] = {}
+
+    def show(self, message: str) -> bool:
+        """Whether to show ``message`` now (else it is counted)."""
+        file, sep, text = message.partition(": ")
+        at = Path(file).resolve() if sep else None
+        given = next((self.order[p] for p in (at, *at.parents) if p in self.order), None) if at else None
+        if given is None:
+            return True
+        self.shown[text] = self.shown.get(text, 0) + 1
+        if self.shown[text] <= self.SHOWN:
+            return True
+        self.more.setdefault(text, []).append((given, file))
+        return False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for text, files in self.more.items():
+            files.sort()
+            which = files[0][1] if len(files) == 1 else f"{files[0][1]} ... {files[-1][1]}"
+            typer.echo(f"tracekit: warning: {len(files):,} more file{'s' if len(files) > 1 else ''} ({which}): "
+                       f"{escape_controls(text)}", err=True)
+
+
 @contextlib.contextmanager
-def _capture_warnings(comparison: bool = False):
+def _capture_warnings(comparison: bool = False, said: _SameWarnings | None = None):
     """Comparisons that use a run whose capture failed warn (``CaptureWarning``): one
     ``tracekit: warning:`` line each on stderr (a text said twice, of both sides of
-    ``diff A A``, once); other warnings as Python shows them. ``comparison``: a comparison
+    ``diff A A``, once; ``said``: a text said of many files, of the first few, then
+    counted); other warnings as Python shows them. ``comparison``: a comparison
     that fails says its error alone, not the warnings given meanwhile (those of the files it
     ingested first, whose runs it removes again, among them)."""
     import warnings
@@ -523,14 +562,14 @@ def _capture_warnings(comparison: bool = False):
             failed = comparison and not isinstance(err, Interrupted)
             raise
         finally:
-            said = set()
+            seen = set()
             for w in caught:
                 if issubclass(w.category, CaptureWarning):
                     if failed:
                         continue
-                    if str(w.message) not in said:
-                        said.add(str(w.message))
+                    if str(w.message) not in seen and (said is None or said.show(str(w.message))):
                         typer.echo(f"tracekit: warning: {escape_controls(str(w.message))}", err=True)
+                    seen.add(str(w.message))
                 else:
                     warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 

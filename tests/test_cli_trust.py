@@ -359,7 +359,7 @@ def test_what_many_files_lack_alike_is_said_a_few_times_then_counted(tmp_path, c
     said = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     text = ": nsys traced CUDA but recorded no CUDA event (no API call, kernel or copy): the capture's window"
     assert len(said) == 4 and all(text in line for line in said)
-    shown = [line.split(": ")[1] for line in said[:3]]  # (in the order the files were read: with workers, any)
+    shown = [line.split(": ")[2] for line in said[:3]]  # (in the order the files were read: with workers, any)
     assert shown == [str(f) for f in files[:3]] or workers
     rest = [str(f) for f in files if str(f) not in shown]
     assert said[3].startswith(f"tracekit: warning: 3 more files ({rest[0]} ... {rest[2]}){text}")

@@ -542,3 +542,25 @@ def test_ctrl_c_in_a_finalizer_prints_no_traceback(tmp_path, monkeypatch, capsys
     assert cli_main(["--db", str(tmp_path / "s.duckdb"), "diff", str(a), str(a), "-f", "csv"]) == 0
     out, err = capsys.readouterr()
     assert err == "" and out.startswith("scope,key,metric") and said == [], (err, said)
+
+
+def test_ctrl_c_once_an_ingest_in_threads_is_done_says_the_files_are_in(tmp_path, monkeypatch, capsys):
+    """A Ctrl-C after `ingest --workers 2` landed every file (while it prints what it did, or
+    closes the store) said a bare "tracekit: interrupted": now how many files are in the
+    store, which holds them; the serial ingest says its last file is in."""
+    from tracekit import cli
+
+    def stopped(*_args, **_kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_say_captures", stopped)
+    files = [DATA / "nsys_hstu_mixed" / "export.sqlite.xz", DATA / "nsys_multiproc" / "export.sqlite.xz"]
+    for i, workers in enumerate((["--workers", "2"], [])):
+        db = tmp_path / f"s{i}.duckdb"
+        assert cli_main(["--db", str(db), "ingest", *map(str, files), *workers]) == 130
+        err = capsys.readouterr().err.splitlines()
+        assert err == (["tracekit: interrupted; all 2 files are in the store"] if workers else
+                       [f"tracekit: {files[1]}: interrupted after the commit: it is in the store as run 2 "
+                        "(nsys_multiproc/export)"]), err
+        with tracekit.open(db, read_only=True) as tk:
+            assert tk.runs().height == 2

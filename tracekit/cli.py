@@ -473,8 +473,14 @@ def ingest(
         raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({held})")
     warned = _SameWarnings(files)  # (a thousand ranks' exports that lack one thing: a few lines, then a count)
     if workers is not None or scheduler is not None:
-        with warned, _capture_warnings(said=warned), _open(db) as tk:
-            _ingest_distributed(tk, files, workers, scheduler, name, params)
+        landed: list = []
+        try:
+            with warned, _capture_warnings(said=warned), _open(db) as tk:
+                _ingest_distributed(tk, files, workers, scheduler, name, params, landed)
+        except KeyboardInterrupt:  # (after the files: printing, closing the store; during them, ingest_many says)
+            from .parallel import interrupted_line
+
+            raise Interrupted(interrupted_line(len(landed), len(files), "store")) from None
         return
     tk, f, failed, added = None, None, 0, []
     try:
@@ -609,10 +615,11 @@ def _echo_result(f, res) -> None:
                    "but sweep-latency, sweep-kernels and sweep diffs leave the run out", err=True)
 
 
-def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
+def _ingest_distributed(tk, files, workers, scheduler, name, params, landed: list) -> None:
     """Many files at once: in threads here (tracekit.parallel), or prepared on a Dask
     cluster given by address and landed here (tracekit.distributed); a failing file is
-    reported and the others land (exit 2 when any failed)."""
+    reported and the others land (exit 2 when any failed). ``landed``: each file's result
+    as it lands."""
     import os
     from contextlib import nullcontext
 
@@ -631,6 +638,7 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params) -> None:
             failed.append(o)
             typer.echo(f"tracekit: error: {escape_controls(o.error)}", err=True)
         else:
+            landed.append(o.result)
             _echo_result(o.source, o.result)
             if not o.result.skipped:
                 added.append(o.result.run_id)

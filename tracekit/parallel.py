@@ -100,7 +100,7 @@ def _interrupt(err: BaseException, sigints: SigintWatch) -> bool:
     return isinstance(err, KeyboardInterrupt) or sigints.count > 0
 
 
-def _interrupted_line(landed: int, n: int, where: str) -> str:
+def interrupted_line(landed: int, n: int, where: str) -> str:
     """What an interrupted ingest of ``n`` files did: ``landed`` of them are in the store
     (written, or found there); of the others it wrote nothing (one the store held before,
     whose turn had not come, it still holds: this ingest does not know it)."""
@@ -362,7 +362,7 @@ def _into_store(tk: Tracekit, files: list[Path], workers: int, name, params, on_
         landed = [o.result for o in outcomes if o is not None and o.result is not None]
         if not any(not r.skipped for r in landed):
             tk._discard_if_new()
-        raise Interrupted(_interrupted_line(len(landed), len(files), "store")) from None
+        raise Interrupted(interrupted_line(len(landed), len(files), "store")) from None
     if all(o is not None and o.result is None for o in outcomes):
         tk._discard_if_new()  # every file failed: a store this ingest created goes
     return outcomes
@@ -482,7 +482,7 @@ def _into_dataset(ds, files: list[Path], workers: int, name, params, on_outcome,
         if not _interrupt(err, sigints):
             raise
         landed = sum(o.result is not None for o in outcomes)
-        raise Interrupted(_interrupted_line(landed, len(files), "dataset")) from None
+        raise Interrupted(interrupted_line(landed, len(files), "dataset")) from None
     finally:
         dest.finish()
         if stage_dir is not None:

@@ -301,6 +301,14 @@ def test_a_rank_whose_capture_missed_its_gpu_work_is_said_and_left_out(tmp_path,
     assert main(["--db", str(db), "diff", "--jobs", "1", "5"]) == 0
     err = capsys.readouterr().err
     assert err.splitlines() == ["tracekit: warning: " + left_out.format(side="new")]
+    # the job as a repeat of the base (the noise of base_again's change): its rank 3 left out of it, said so
+    with tracekit.open(db) as tk:
+        for r in range(4):
+            _noted(tk.ingest, DATA / "base_again" / f"rank{r}" / "export.sqlite.xz")
+    assert main(["--db", str(db), "diff", "--jobs", "1", "9", "--repeat", "5"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["tracekit: warning: diff --jobs: missed (a repeat of the base): "
+                                + left_out.format(side="repeat").removeprefix("diff --jobs: ")]
     # jobs of that rank alone: nothing left to compare
     with tracekit.open(tmp_path / "lone.duckdb") as tk:
         for j in ("base", "missed"):

@@ -161,7 +161,8 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CaptureWarning)
                 if jobs:
-                    df, long = as_command(command, job_diff.compare_jobs, tk, refs[0], ref, by, threshold_pct)
+                    df, long = as_command(command, job_diff.compare_jobs, tk, refs[0], ref, by, threshold_pct, True,
+                                          None, "repeat" if i < n_repeats else "new")
                     longs.append(long)
                 else:
                     df = as_command(command, _diff.diff, tk, refs[0], ref, by, threshold_pct)

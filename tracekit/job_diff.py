@@ -260,11 +260,12 @@ def diff_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thresh
 
 
 def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
-                 job_rows: bool = True, on_rank: Callable[[int, int], None] | None = None
-                 ) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+                 job_rows: bool = True, on_rank: Callable[[int, int], None] | None = None,
+                 new_side: str = "new") -> tuple[pl.DataFrame | None, pl.DataFrame]:
     """(the job's rows, or None without ``job_rows``; the ranks' own rows, with ``rank``):
     ``diff_jobs``'s two answers from one comparison. ``base`` and ``new`` may be ``Job``s
-    already found (``job_of``)."""
+    already found (``job_of``). ``new_side``: what the warnings call ``new`` ("repeat" where
+    it is a repeat of the base, ``compare``'s)."""
     from . import diff as _diff
 
     expect(threshold_pct, (int, float), "--threshold")
@@ -281,17 +282,17 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
                       stacklevel=3)
     shared = sorted(set(of_b) & set(of_n))
     if not shared:
-        raise QueryError(f"diff --jobs: the jobs share no rank (base {ranks_text(list(of_b))}, new "
+        raise QueryError(f"diff --jobs: the jobs share no rank (base {ranks_text(list(of_b))}, {new_side} "
                          f"{ranks_text(list(of_n))}): ranks are compared with their namesakes")
     for job, mine, other in ((jb, of_b, of_n), (jn, of_n, of_b)):
         alone = sorted(set(mine) - set(other))
         if alone:
-            side = "base" if mine is of_b else "new"
+            side = "base" if mine is of_b else new_side
             warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(alone)} of the {side} job ({job}) not in the "
                                          "other: left out of the ranks' comparison"), stacklevel=3)
     pairs = [(k, of_b[k], of_n[k]) for k in shared]
     if _diff.reads_cuda(asked or _diff.NSYS_SCOPES):  # (where diff says a rank's capture missed them)
-        pairs = _without_missed_work(tk, pairs, jb, jn)
+        pairs = _without_missed_work(tk, pairs, jb, jn, new_side)
     with warnings.catch_warnings():  # (each rank's diff says what a side's capture lacks)
         warnings.simplefilter("ignore", CaptureWarning)
         sides = [(rank, _diff.resolve(tk, str(b)), _diff.resolve(tk, str(n))) for rank, b, n in pairs]
@@ -313,7 +314,8 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     return out, long
 
 
-def _without_missed_work(tk, pairs: list[tuple[int, int, int]], jb: str, jn: str) -> list[tuple[int, int, int]]:
+def _without_missed_work(tk, pairs: list[tuple[int, int, int]], jb: str, jn: str,
+                         new_side: str = "new") -> list[tuple[int, int, int]]:
     """``pairs`` (rank, base run, new run), compared in a scope of CUDA's events, without those
     where one rank's capture traced CUDA and holds no CUDA event at all while the other's
     holds some: its window missed the program's GPU work (``registry.no_cuda_event``), and
@@ -328,13 +330,13 @@ def _without_missed_work(tk, pairs: list[tuple[int, int, int]], jb: str, jn: str
     one = [sorted(missed[i] - missed[1 - i]) for i in (0, 1)]
     kept = [p for p in pairs if p[0] not in {*one[0], *one[1]}]
     if not kept:
-        said = " and ".join(f"{ranks_text(r)} of the {side} job" for r, side in zip(one, ("base", "new"), strict=True)
+        said = " and ".join(f"{ranks_text(r)} of the {side} job" for r, side in zip(one, ("base", new_side), strict=True)
                             if r)
         many = len(pairs) > 1
         raise QueryError(f"diff --jobs: no rank pair left to compare: {said} {no_cuda_words(many=many)}, and "
                          f"{'their namesakes hold' if many else 'its namesake holds'} CUDA events; capture "
                          f"{'those ranks' if many else 'it'} again with a window that holds the GPU work")
-    for ranks, side, job in ((one[0], "base", jb), (one[1], "new", jn)):
+    for ranks, side, job in ((one[0], "base", jb), (one[1], new_side, jn)):
         if ranks:
             warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(ranks)} of the {side} job ({job}) "
                                          f"{no_cuda_words(many=len(ranks) > 1)}: left out of the ranks' comparison"),

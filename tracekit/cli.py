@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import shutil
 import sys
@@ -519,14 +520,14 @@ class _SameWarnings:
     SHOWN = 3
 
     def __init__(self, files):
-        self.order = {Path(f).resolve(): i for i, f in enumerate(files)}
+        self.order = {Path(os.path.realpath(f)): i for i, f in enumerate(files)}  # (realpath: a link loop is no error)
         self.more: dict[str, list[tuple[int, str]]] = {}
         self.shown: dict[str, int] = {}
 
     def show(self, message: str) -> bool:
         """Whether to show ``message`` now (else it is counted)."""
         file, sep, text = message.partition(": ")
-        at = Path(file).resolve() if sep else None
+        at = Path(os.path.realpath(file)) if sep else None
         given = next((self.order[p] for p in (at, *at.parents) if p in self.order), None) if at else None
         if given is None:
             return True
@@ -620,7 +621,6 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params, landed: lis
     cluster given by address and landed here (tracekit.distributed); a failing file is
     reported and the others land (exit 2 when any failed). ``landed``: each file's result
     as it lands."""
-    import os
     from contextlib import nullcontext
 
     from . import parallel

@@ -228,7 +228,7 @@ def test_per_rank_rows_are_each_ranks_own_diff(tk):
 def test_a_job_is_named_by_any_rank_or_by_itself(tk):
     job = tk.sql("SELECT DISTINCT job FROM rank_runs WHERE run_id = 9")["job"][0]
     by_id = _quiet(tk.diff_jobs, "5", "12", by="kernel,gpu")
-    assert by_id.equals(_quiet(tk.diff_jobs, "rank3/export-2", job, by=["kernel", "gpu"]))
+    assert by_id.equals(_quiet(tk.diff_jobs, "base_again/rank3/export", job, by=["kernel", "gpu"]))
     assert set(by_id["scope"]) == {"kernel", "gpu"}
     only = _quiet(tk.diff_jobs, "5", "9", by="job")
     assert set(only["scope"]) == {"job"} and only.height == 3 * 8  # 8 NVTX paths
@@ -603,7 +603,7 @@ def test_a_job_is_named_by_the_folder_of_its_exports(tk, tmp_path, capsys, monke
         got = _quiet(mine.diff_jobs, DATA / "base_again", str(DATA / "after"))
         assert got.equals(_quiet(tk.diff_jobs, "5", "9"))
         assert mine.runs().height == 8
-        assert _quiet(mine.diff_jobs, str(DATA / "base_again"), "rank0/export-2").equals(got)
+        assert _quiet(mine.diff_jobs, str(DATA / "base_again"), "after/rank0/export").equals(got)
         assert mine.runs().height == 8
         # a folder holding some of a job's ranks is those ranks, whichever comparison takes it
         one = _quiet(mine.diff_jobs, DATA / "base_again" / "rank0", DATA / "after" / "rank0", by="gpu")

@@ -1,10 +1,11 @@
 """The name a run gets when none is asked for: its file's stem, unless a run of the store
-or another file of the same command has it; then qualified by the file's folder, and only
-then numbered. The same serially, in threads, into a dataset and for the files of a diff."""
+or another file of the same command has it; then qualified by the file's folders, as few as
+tell it apart, and only then numbered. The same serially, in threads, into a dataset and for the files of a diff."""
 
 from __future__ import annotations
 
 import json
+import lzma
 import shutil
 
 import pytest
@@ -29,16 +30,25 @@ def _names(db) -> list[str]:
 
 def test_run_names_rule():
     never = lambda name: False  # noqa: E731 - a store with no run
-    names = RunNames(["export", "export", "report"])
-    assert names.choose("export", "a", never) == "a/export"  # shared in the command: every one qualified
-    assert names.choose("export", "b", never) == "b/export"
-    assert names.choose("report", "a", never) == "report"
-    assert names.choose("export", "b", never) == "b/export-2"  # (export.sqlite and export.sqlite.xz of b/)
-    held = {"hstu", "runs/hstu"}.__contains__
-    assert RunNames().choose("hstu", "runs", held) == "runs/hstu-2"  # the store has both
-    assert RunNames().choose("hstu", "", held) == "hstu-2"  # a file in the root folder
-    assert RunNames().choose("x", "a\nb", never) == "x"
-    assert RunNames().choose("hstu", "a\nb", held) == "a\\nb/hstu"  # (a folder's control characters escaped)
+    names = RunNames([("export", ("a", "x")), ("export", ("b", "x")), ("report", ("a", "x"))])
+    assert names.choose("export", ("a", "x"), never) == "a/export"  # shared in the command: every one qualified
+    assert names.choose("export", ("b", "x"), never) == "b/export"
+    assert names.choose("report", ("a", "x"), never) == "report"
+    assert names.choose("export", ("b", "x"), never) == "x/b/export"  # (a third input there: the next folder)
+    # the ranks of two jobs (job/rankN/export): by as many folders as tell them apart
+    ranks = [("export", (f"rank{r}", job, "jobs")) for job in ("base", "again") for r in (0, 1)]
+    names = RunNames(ranks)
+    assert [names.choose(own, folders, never) for own, folders in ranks] == [
+        "base/rank0/export", "base/rank1/export", "again/rank0/export", "again/rank1/export"]
+    # export.sqlite and export.sqlite.xz of one folder: its name, then numbered
+    names = RunNames([("export", ("b", "x")), ("export", ("b", "x"))])
+    assert [names.choose("export", ("b", "x"), never) for _ in range(2)] == ["b/export", "b/export-2"]
+    held = {"hstu", "runs/hstu", "lab/runs/hstu"}.__contains__
+    assert RunNames().choose("hstu", ("runs",), held) == "runs/hstu-2"  # the store has both
+    assert RunNames().choose("hstu", ("runs", "lab", "home"), held) == "home/lab/runs/hstu"  # (by more folders)
+    assert RunNames().choose("hstu", (), held) == "hstu-2"  # a file in the root folder
+    assert RunNames().choose("x", ("a\nb",), never) == "x"
+    assert RunNames().choose("hstu", ("a\nb",), held) == "a\\nb/hstu"  # (a folder's control characters escaped)
 
 
 def test_the_dots_of_a_file_name_stay_in_its_runs_name(tmp_path, capsys):
@@ -106,12 +116,18 @@ def test_a_name_the_store_has_is_qualified_then_numbered(tmp_path, capsys):
     other.parent.mkdir()
     shutil.copyfile(DATA / "nsys_cpu_only" / "export.sqlite.xz", other)
     assert main(["--db", str(db), "ingest", str(other)]) == 0
-    assert _names(db) == ["export", "nsys_diff_base_b/export", "nsys_diff_base_b/export-2"]
+    third = f"{tmp_path.name}/nsys_diff_base_b/export"  # (by the next folder out)
+    assert _names(db) == ["export", "nsys_diff_base_b/export", third]
     # the same content again keeps its name
     assert main(["--db", str(db), "ingest", str(B), str(A)]) == 0
     assert capsys.readouterr().out.splitlines()[-2:] == [
         f"{B}: already ingested as run 2 (nsys_diff_base_b/export)", f"{A}: already ingested as run 1 (export)"]
-    assert _names(db) == ["export", "nsys_diff_base_b/export", "nsys_diff_base_b/export-2"]
+    assert _names(db) == ["export", "nsys_diff_base_b/export", third]
+    # another export there (export.sqlite, uncompressed): by the next folder out again
+    fourth = other.with_name("export.sqlite")
+    fourth.write_bytes(lzma.open(DATA / "nsys_odd_nvtx" / "export.sqlite.xz").read())
+    assert main(["--db", str(db), "ingest", str(fourth)]) == 0
+    assert _names(db)[-1] == f"{tmp_path.parent.name}/{third}"
 
 
 @pytest.mark.parametrize("dataset", [False, True], ids=["store", "dataset"])

@@ -388,23 +388,51 @@ class RunNames:
     ingest`` of many inputs, the files of ``tracekit diff``). A run is named after its input
     (``own``: a file's stem, a run folder's name), unless a run of the store has that name
     or another input of the same command has it too: then the name is qualified by the
-    folder the input is in (``b/export``; both ``a/export`` and ``b/export`` for two
-    inputs of one command), and only if that is taken too, numbered (``b/export-2``).
-    Names are given in input order; a name given stays taken for the rest of the command,
-    whether or not its run was then written (a serial and a threaded ingest give the same)."""
+    folders the input is in, as few as tell the command's inputs apart (``b/export``; both
+    ``a/export`` and ``b/export`` for two inputs of one command; ``base/rank0/export`` and
+    ``again/rank0/export`` for the ranks of two jobs), and by more of them, up to
+    ``MAX_FOLDERS``, where the store has that name; only then numbered (``b/export-2``).
+    ``inputs``: each input's own name and its folders' names, nearest first. Names are given
+    in input order; a name given stays taken for the rest of the command, whether or not its
+    run was then written (a serial and a threaded ingest give the same)."""
 
-    def __init__(self, owns: Iterable[str] = ()):
-        counts = Counter(owns)
-        self.shared = {name for name, n in counts.items() if n > 1}  # the inputs' own names given twice
+    MAX_FOLDERS = 3
+
+    def __init__(self, inputs: Iterable[tuple[str, Sequence[str]]] = ()):
+        self.inputs = [(own, _folders(folders)) for own, folders in inputs]
+        # each qualification's names given by more than one input (level k: k folders)
+        self.shared = [{n for n, c in Counter(_qualified(own, folders, k) for own, folders in self.inputs).items()
+                        if c > 1} for k in range(self.MAX_FOLDERS + 1)]
         self.given: set[str] = set()
 
-    def choose(self, own: str, folder: str, taken: Callable[[str], bool]) -> str:
-        """The name of a run of the input ``own`` in ``folder`` (its parent folder's name;
-        '' for none); ``taken(name)``: whether a run of the store has that name."""
-        folder = escape_controls(folder.strip())
-        qualified = f"{folder}/{own}" if folder else own
-        first = [qualified] if own in self.shared else [own, qualified]
-        names = itertools.chain(first, (f"{qualified}-{k}" for k in itertools.count(2)))
-        name = next(n for n in names if n not in self.given and not taken(n))
+    def choose(self, own: str, folders: Sequence[str], taken: Callable[[str], bool]) -> str:
+        """The name of a run of the input ``own`` in ``folders`` (its folders' names, nearest
+        first: ``('rank0', 'base', ...)``; none for a file in the root folder);
+        ``taken(name)``: whether a run of the store has that name."""
+        folders = _folders(folders)
+        levels = range(min(len(folders), self.MAX_FOLDERS) + 1)
+        names = [_qualified(own, folders, k) for k in levels]
+        # the first that no two inputs of the command share; inputs of one folder share them all
+        # (export.sqlite and export.sqlite.xz): the nearest folder, then numbered
+        first = next((k for k in levels if names[k] not in self.shared[k]), None)
+        tried = names[first:] if first is not None else names[min(1, len(folders)):][:1]
+        numbered = (f"{tried[-1]}-{n}" for n in itertools.count(2))
+        name = next(n for n in itertools.chain(tried, numbered) if n not in self.given and not taken(n))
         self.given.add(name)
         return name
+
+
+def _folders(folders: Sequence[str]) -> tuple[str, ...]:
+    """Folder names, their control characters escaped, up to the first empty one (the root)."""
+    out = []
+    for f in folders:
+        f = escape_controls(f.strip())
+        if not f:
+            break
+        out.append(f)
+    return tuple(out)
+
+
+def _qualified(own: str, folders: tuple[str, ...], k: int) -> str:
+    """``own`` qualified by its ``k`` nearest folders (``base/rank0/export``)."""
+    return "/".join([*reversed(folders[:k]), own])

@@ -324,6 +324,11 @@ def check_ingest_args(path: Any, name: Any, params: Any) -> str | None:
     return None if name is None else check_run_name(name)
 
 
+def _folder_names(path: str | os.PathLike) -> list[str]:
+    """The names of the folders ``path`` is in, nearest first (``RunNames``)."""
+    return [p.name for p in Path(os.path.realpath(path)).parents][:RunNames.MAX_FOLDERS]  # (a link loop: no error)
+
+
 def own_run_name(path: Path) -> str:
     """The name a run of ``path`` gets when none is asked for and no other run has it: a
     file's stem (``file_stem``; its name uncompressed where ``--run`` would read the stem
@@ -873,7 +878,7 @@ class Tracekit:
         run of the store or another input of the command (``one_command``) has it; then
         qualified by the folder ``source`` is in (``RunNames``)."""
         names = self.run_names if self.run_names is not None else RunNames()
-        return names.choose(own, Path(source).resolve().parent.name, self._name_taken)
+        return names.choose(own, _folder_names(source), self._name_taken)
 
     def _name_taken(self, name: str) -> bool:
         return bool(self._runs_named(name))
@@ -904,7 +909,7 @@ class Tracekit:
         given twice (``d/x.csv ./d/x.csv``) is one input: its run keeps its own name."""
         before = self.run_names
         once = {os.path.realpath(f): Path(f) for f in inputs}.values()  # (realpath: a link loop is no error here)
-        self.run_names = RunNames(own_run_name(f) for f in once)
+        self.run_names = RunNames((own_run_name(f), _folder_names(f)) for f in once)
         try:
             yield
         finally:

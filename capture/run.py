@@ -88,9 +88,9 @@ def check_gpu(tool: str, device: str) -> None:
         raise CaptureError(f"device cpu: --tool {tool} profiles the workload's GPU work and on the CPU there is "
                            "none; use --tool none to time the workload on the CPU")
     if not runinfo.has_gpu():
-        raise CaptureError(f"--tool {tool} profiles the workload's GPU work and this machine has no GPU (nvidia-smi "
-                           "lists none and torch.cuda.is_available() is False); capture on a GPU machine, or use "
-                           "--tool none to time the workload on the CPU")
+        raise CaptureError(f"--tool {tool} profiles the workload's GPU work and this machine has no GPU (none that "
+                           "nvidia-smi lists or PyTorch sees); capture on a GPU machine, or use --tool none to time "
+                           "the workload on the CPU")
 
 
 def run_folder_name(bs: int, nc: int, tool: str, now: datetime | None = None) -> str:

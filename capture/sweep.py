@@ -309,6 +309,13 @@ def _program_config(data: dict, where: str) -> dict[str, Any]:
             "options": options}
 
 
+def _as_keys(text: str, keys: list[str]) -> str:
+    """``text`` with the flags of ``keys`` (``--nvtx-capture`` of ``nvtx_capture``) named as
+    the keys: what a sweep config gave, said as the file says it."""
+    flags = {"--" + key.replace("_", "-"): key for key in keys}
+    return re.sub(r"--[a-z][a-z-]*\b", lambda m: flags.get(m[0], m[0]), text)
+
+
 def _write_manifest(path: Path, sweep_id: str, status: str, settings: dict, started: datetime,
                     points: list[SweepPoint], finished: bool) -> None:
     _write_json(path, {
@@ -479,7 +486,7 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
     params = {**cfg.get("params", {}), **(params or {})}
     timeout_s = timeout_s if timeout_s is not None else cfg.get("timeout_s")
     given = {k: v for k, v in options.items() if v is not None and v is not False}
-    from_config = {arg: key for key, arg in PROGRAM_OPTIONS.items() if arg in cfg.get("options", {}) and arg not in given}
+    from_config = [key for key, arg in PROGRAM_OPTIONS.items() if arg in cfg.get("options", {}) and arg not in given]
     options = {**cfg.get("options", {}), **given}
     unknown = set(options) - set(PROGRAM_OPTIONS.values())
     if unknown:
@@ -513,14 +520,12 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
                    options.get("gpu_metrics", False), params, options.get("replay_mode"), timeout_s,
                    **{k: options.get(k, False) for k in ("um_faults", "cpu_samples", "cuda_memory_usage",
                                                          "cuda_backtrace", "python_samples")})
-        except CaptureError as err:  # an option the config gave: named as the file's key
-            said = str(err)
-            for key in from_config.values():
-                flag = "--" + key.replace("_", "-")
-                if said == flag or said.startswith((flag + " ", flag + ":")):
-                    where = "sweep config" if isinstance(config, dict) else str(config)
-                    raise CaptureError(f"{where}: {key}{said[len(flag):]}") from None
-            raise
+        except CaptureError as err:  # the options the config gave: named as the file's keys
+            said = _as_keys(str(err), from_config)
+            if said == str(err):
+                raise
+            where = "sweep config" if isinstance(config, dict) else str(config)
+            raise CaptureError(f"{where}: {said}") from None
     if tool != "none":
         profilers.find_tool(tool)  # fail before the first point, not once per point
     if not any("{" + n + "}" in cmd[0] for n in grid) and _find_program(cmd[0], dict(os.environ)) is None:

@@ -277,28 +277,34 @@ def _emit_each(read: Callable[[Callable], object], fmt: str, out: Path | None, c
         from .outputs import write_output
 
         def write_parquet(tmp: Path) -> None:
-            import pyarrow as pa
+            import polars as pl
             import pyarrow.parquet as pq
 
-            writer, group = None, []  # (parts gathered into row groups of PARQUET_GROUP_ROWS: few small groups)
+            # parts gathered into row groups of PARQUET_GROUP_ROWS; a result of one group is
+            # written by Polars, as a whole frame always was (its writer encodes smaller)
+            writer, group = None, []
 
-            def flush() -> None:
+            def flush(last: bool) -> None:
                 nonlocal writer
-                table = pa.concat_tables(group)
+                df = pl.concat(group) if len(group) > 1 else group[0]
+                group.clear()
+                if writer is None and last:
+                    df.write_parquet(tmp)
+                    return
+                table = df.to_arrow()
                 if writer is None:
                     writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
-                writer.write_table(table, row_group_size=max(table.num_rows, 1))
-                group.clear()
+                writer.write_table(table, row_group_size=PARQUET_GROUP_ROWS)
 
             def each(df) -> None:
-                group.append(shaped(df).to_arrow())
-                if sum(t.num_rows for t in group) >= PARQUET_GROUP_ROWS:
-                    flush()
+                group.append(shaped(df))
+                if sum(part.height for part in group) >= PARQUET_GROUP_ROWS:
+                    flush(last=False)
 
             try:
                 read(each)
-                if group or writer is None:
-                    flush()
+                if group:
+                    flush(last=True)
             finally:
                 if writer is not None:
                     writer.close()
@@ -467,12 +473,12 @@ def ingest(
         if f.exists() and not (f.is_file() or f.is_dir()):
             raise InputError(f"{f}: not a regular file or folder (a pipe, socket or device); ingest an export, "
                              "a report or a run folder")
-    with _capture_warnings():  # (a sweep's point whose capture failed and left nothing: said, left out)
+    warned = _SameWarnings(files)  # (a thousand ranks' exports that lack one thing: a few lines, then a count)
+    with _capture_warnings(said=warned):  # (a sweep's point whose capture failed and left nothing: said, left out)
         given, files = files, run_folders(files)  # (a sweep's folder: its points' run folders)
     if name is not None and len(files) > 1:  # (each run would be named so: one run per name)
         held = f"{len(files)} given" if len(given) > 1 else f"{given[0]} holds {len(files)} run folders"
         raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({held})")
-    warned = _SameWarnings(files)  # (a thousand ranks' exports that lack one thing: a few lines, then a count)
     if workers is not None or scheduler is not None:
         landed: list = []
         try:
@@ -527,7 +533,10 @@ class _SameWarnings:
     def show(self, message: str) -> bool:
         """Whether to show ``message`` now (else it is counted)."""
         file, sep, text = message.partition(": ")
-        at = Path(os.path.realpath(file)) if sep else None
+        try:  # (a message that names no file: "run 3 (r3) holds ...")
+            at = Path(os.path.realpath(file)) if sep and os.path.lexists(file) else None
+        except ValueError:  # (a NUL in it)
+            at = None
         given = next((self.order[p] for p in (at, *at.parents) if p in self.order), None) if at else None
         if given is None:
             return True

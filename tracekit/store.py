@@ -1504,11 +1504,13 @@ class Tracekit:
         ``batch_rows`` rows (``SQL_BATCH_ROWS`` by default): what a file of all of it is
         written from, never held whole, so a result larger than memory is no out-of-memory
         kill. Its values read as ``frame``'s; ``each`` gets one empty DataFrame for a result
-        without rows, and one without columns where the last statement returns no result set."""
+        without rows, and one without columns where the last statement returns no result set.
+        ``each`` must not query this store meanwhile (its connection is reading the result)."""
         with self._sql_errors(text, params):
             rel = self._relation(text, params)
             if rel is None:
-                return each(_no_result())
+                each(_no_result())
+                return
             for df in _frames(rel, batch_rows or SQL_BATCH_ROWS):
                 each(df)
 
@@ -1593,7 +1595,9 @@ def _frames(rel: duckdb.DuckDBPyRelation, batch_rows: int):
     them, their values read as ``Tracekit.frame`` reads them: columns named once each, and
     those of a type Polars cannot import, or dated with a value Python cannot hold, as
     DuckDB's text (decided for the whole column: where the result has dated columns, the SQL
-    runs once more, first, to find such values). At least one, empty where no rows."""
+    runs once more, first, to find such values; a part of a second run that disagrees, SQL of
+    random values, is an error, not a part written otherwise). At least one, empty where no
+    rows. DuckDB's errors met after the first part (pyarrow's OSError) are DuckDB's again."""
     import polars as pl
 
     types = [str(t) for t in rel.types]
@@ -1606,13 +1610,37 @@ def _frames(rel: duckdb.DuckDBPyRelation, batch_rows: int):
     if text or names != rel.columns:
         rel = rel.project(", ".join(f"{f'CAST(#{i + 1} AS VARCHAR)' if i in text else f'#{i + 1}'} AS {sql_ident(n)}"
                                     for i, n in enumerate(names)))
+    kept = [i for i in dated if i not in text]  # (typed: a part must hold no value Python cannot hold)
+    check = ", ".join(f"bool_or({_out_of_range(f'#{i + 1}', types[i])})" for i in kept)
+    parts = duckdb.connect() if kept else None  # (the store's connection is busy with the result)
+    reader = rel.to_arrow_reader(batch_rows)
     empty = True
-    for batch in rel.to_arrow_reader(batch_rows):
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            break
+        except OSError as err:  # (DuckDB's error, through pyarrow's reader)
+            raise _duckdb_error(str(err)) from err
+        if parts is not None and batch.num_rows and any(parts.from_arrow(batch).aggregate(check).fetchall()[0]):
+            raise QueryError("SQL error: the result differs from one read to the next (random values?): a date "
+                             "or time column that held none Python cannot hold now holds one; CAST it to VARCHAR")
         if batch.num_rows or empty:
             yield pl.from_arrow(batch)
             empty = False
     if empty:
         yield pl.from_arrow(rel.limit(0).to_arrow_table())
+
+
+def _duckdb_error(text: str) -> duckdb.Error:
+    """DuckDB's error of the text it says (``Invalid Input Error: ...`` an
+    ``InvalidInputException``, ``IO Error: ...`` an ``IOException``), else a plain ``duckdb.Error``."""
+    prefix = text.split(": ", 1)[0].removesuffix(" Error").replace(" ", "").lower()
+    for name in dir(duckdb):
+        kind = getattr(duckdb, name)
+        if name.lower() == f"{prefix}exception" and isinstance(kind, type) and issubclass(kind, duckdb.Error):
+            return kind(text)
+    return duckdb.Error(text)
 
 
 def _as_text(rel: duckdb.DuckDBPyRelation, columns: set[str]) -> duckdb.DuckDBPyRelation:

@@ -365,6 +365,13 @@ def test_what_many_files_lack_alike_is_said_a_few_times_then_counted(tmp_path, c
     assert said[3].startswith(f"tracekit: warning: 3 more files ({rest[0]} ... {rest[2]}){text}")
     with tracekit.open(tmp_path / "s.duckdb", read_only=True) as tk:
         assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 6
+    # a text that names no file is said each time, whatever the folder it is said in
+    from tracekit.cli import _SameWarnings
+
+    said = _SameWarnings([tmp_path, "."])
+    assert all(said.show(f"run {k} (r{k}) holds no memsets: its capture traced CUDA and recorded none")
+               for k in range(6))
+    assert all(said.show(f"{tmp_path}/x\0y: odd") for _ in range(6))
 
 
 def test_a_capture_whose_window_missed_the_gpu_work_says_so(small_store, capsys):

@@ -164,6 +164,8 @@ def test_a_configs_values_go_into_the_command_as_written(tmp_path, monkeypatch):
      "prog.yaml: kernel_name: an option of --tool ncu, not of --tool nsys"),
     ("command: x {m}\ngrid: {m: [1]}\ntool: ncu\nlaunch_count: 0", "prog.yaml: launch_count 0: a whole number"),
     ("command: x {m}\ngrid: {m: [1]}\ntool: nsys\ncapture_range: all", "prog.yaml: capture_range 'all': choose one"),
+    ("command: x {m}\ngrid: {m: [1]}\ncapture_range: cudaProfilerApi\nnvtx_capture: step",
+     "prog.yaml: capture_range cudaProfilerApi and nvtx_capture: give one"),
 ])
 def test_bad_program_configs_are_one_line_naming_the_key(tmp_path, monkeypatch, text, said):
     (tmp_path / "prog.yaml").write_text(text + "\n")

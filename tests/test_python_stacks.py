@@ -299,3 +299,19 @@ def test_the_report_draws_the_python_flame_graph(tmp_path):
         assert {"run_model", "<genexpr>", "_lazy_init"} <= functions
         plain = _parse(report.write_report(tk, tmp_path / "plain.html", run="plain")).sections
         assert "python-flame" not in plain and "python-hotspots" not in plain
+
+
+@pytest.mark.parametrize("query", ["python-stacks", "python-hotspots", "gpu-idle-python"])
+def test_a_thread_the_run_has_no_sample_of_is_an_error_in_every_python_query(tmp_path, query):
+    """A thread name no Python sample is of answered an empty table in a store of that run
+    alone (DuckDB skipped the check where the samples asked were none): an error naming the
+    tids sampled, as for a tid; a thread that was sampled answers."""
+    with tracekit.open(tmp_path / "hot.duckdb") as tk:
+        tk.ingest(NSYS_EXPORTS["python_hot"], name="hot")
+        tid = tk.sql("SELECT any_value(tid) FROM python_samples").item()
+        for thread in ("zzz", "python3x", str(tid + 1)):
+            with pytest.raises(QueryError, match=rf"^{query}: no Python sample of the run is of a thread "
+                                                 rf"'{thread}' \(give a tid or a thread's name: the run's are of "
+                                                 rf"tids {tid}\)$"):
+                tk.query(query, thread=thread)
+        assert tk.query(query, thread="python3").height

@@ -746,7 +746,9 @@ CREATE OR REPLACE MACRO samples_asked(query, run, thread, range_name, samples, w
         SELECT p.* FROM picked p ASOF JOIN windows w ON w.global_tid = p.global_tid AND p.ts_ns >= w.start_ns
         WHERE p.ts_ns < w.end_ns
     )
-    SELECT * FROM picked WHERE range_name IS NULL UNION ALL SELECT * FROM inside WHERE range_name IS NOT NULL;
+    SELECT * FROM picked WHERE range_name IS NULL UNION ALL SELECT * FROM inside WHERE range_name IS NOT NULL
+    -- (ok read whatever picked holds: DuckDB skips a side of a join whose other side is empty)
+    UNION ALL SELECT NULL, NULL, NULL, NULL, NULL FROM ok WHERE NOT ok.ok;
 
 -- The CPU samples a question is about (cpu-hotspots, cpu-stacks: samples_asked), each with
 -- stacked: nsys unwound its stack (one sample in --samples-per-backtrace has callers; the others

@@ -143,11 +143,13 @@ def test_the_wrote_line_stays_out_of_a_pipe(small_store, capsys, tmp_path):
 @pytest.mark.parametrize(("expr", "text"), [
     ("union_value(k := 1)", "1"), ("[union_value(k := 1)]", "[1]"), ("{'i': INTERVAL 1 DAY}", "{'i': 1 day}"),
     ("12::VARINT", "12"), ("TIMETZ '01:02:03+02'", "01:02:03+02"), ("5::BIT", "0" * 29 + "101"),
+    ("340282366920938463463374607431768211455::UHUGEINT", "340282366920938463463374607431768211455"),
 ])
 def test_sql_values_polars_cannot_read_are_their_text(small_store, capsys, expr, text):
     """Unions, intervals inside lists or structs (a Polars panic or error before: exit 1 and a
-    traceback), BIT and VARINT (shown as raw bytes), a time with its zone (the zone lost):
-    DuckDB's text of the value, in every format."""
+    traceback), BIT and VARINT (shown as raw bytes), a time with its zone (the zone lost), a
+    UHUGEINT past 2^127 (-1, through Arrow's signed decimal): DuckDB's text of the value, in
+    every format."""
     for fmt, want in (("table", f"{text}\n1 row"), ("csv", f"v\n{text}\n")):
         assert _cli(small_store, "sql", f"SELECT {expr} AS v", "-f", fmt) == 0
         out = capsys.readouterr().out

@@ -1665,8 +1665,9 @@ def _unique_names(names: list[str]) -> list[str]:
 
 #: DuckDB types of a result column that Polars cannot import (intervals, unions: an error or
 #: a panic, nested ones too) or reads as something else (BIT and VARINT as raw bytes, a time
-#: with its time zone without it): the column is read as DuckDB's text of its values
-_AS_TEXT = re.compile(r"\b(INTERVAL|UNION|BIT|VARINT|BIGNUM)\b|TIME WITH TIME ZONE")
+#: with its time zone without it, a UHUGEINT of 2^127 or more as a negative number, through
+#: Arrow's signed 128-bit decimal): the column is read as DuckDB's text of its values
+_AS_TEXT = re.compile(r"\b(INTERVAL|UNION|BIT|VARINT|BIGNUM|UHUGEINT)\b|TIME WITH TIME ZONE")
 #: DuckDB types of dates, times and timestamps (alone, or in a list or struct), whose values
 #: may lie beyond Python's (``_out_of_range``)
 _DATED = re.compile(r"\b(DATE|TIME|TIME_NS|TIMESTAMP|TIMESTAMP_S|TIMESTAMP_MS|TIMESTAMP_NS)\b")

@@ -473,3 +473,22 @@ def test_sql_writes_a_result_in_parts_that_equal_it_read_whole(small_store, caps
         assert _cli(small_store, "sql", failing, "-o", str(tmp_path / f"f.{fmt}")) == 2
         assert one_error_line(capsys) == "tracekit: error: SQL error: boom at 250001"
         assert not (tmp_path / f"f.{fmt}").exists()
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    (lambda db, tk: tracekit.open(db, read_only="yes"), "open: read_only 'yes': expected bool, not str"),
+    (lambda db, tk: tracekit.open(123), "open: db 123: expected str or PathLike or None, not int"),
+    (lambda db, tk: tracekit.open("a\0b", read_only=True), "--db 'a\\x00b': a path holds no NUL character"),
+    (lambda db, tk: tk.sql_each("SELECT 1", None), "sql_each: each None: a function of one DataFrame"),
+    (lambda db, tk: tk.sql_each("SELECT 1", print, batch_rows=0), "sql_each: batch_rows 0: a number of rows >= 1"),
+    (lambda db, tk: tk.sql_each("SELECT 1", print, batch_rows="a"), "sql_each: batch_rows 'a': expected int or None"),
+    (lambda db, tk: tk.sql_head("SELECT 1", rows=-1), "sql: rows -1: a number of rows >= 0"),
+])
+def test_the_python_api_says_what_is_wrong_with_an_argument(small_store, call, said):
+    """Wrong types and values given to tracekit.open and the SQL methods were Python's and
+    DuckDB's errors (a TypeError of duckdb.connect, several lines); one ParamError line each."""
+    from tracekit.errors import ParamError
+
+    with tracekit.open(small_store, read_only=True) as tk, pytest.raises(ParamError) as err:
+        call(small_store, tk)
+    assert str(err.value).startswith(said) and "\n" not in str(err.value)

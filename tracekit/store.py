@@ -1494,6 +1494,9 @@ class Tracekit:
         """``sql``'s result, its first ``rows`` rows only where given (what a terminal shows:
         the rest is counted, never held, so a result larger than memory is no out-of-memory
         kill), and how many rows it has in all."""
+        expect(rows, (int, type(None)), "sql: rows")
+        if rows is not None and rows < 0:
+            raise ParamError(f"sql: rows {rows}: a number of rows >= 0")
         with self._sql_errors(text, params):
             return self._sql(text, params, rows)
 
@@ -1506,6 +1509,11 @@ class Tracekit:
         kill. Its values read as ``frame``'s; ``each`` gets one empty DataFrame for a result
         without rows, and one without columns where the last statement returns no result set.
         ``each`` must not query this store meanwhile (its connection is reading the result)."""
+        if not callable(each):
+            raise ParamError(f"sql_each: each {each!r:.60}: a function of one DataFrame")
+        expect(batch_rows, (int, type(None)), "sql_each: batch_rows")
+        if batch_rows is not None and batch_rows < 1:
+            raise ParamError(f"sql_each: batch_rows {batch_rows}: a number of rows >= 1")
         with self._sql_errors(text, params):
             rel = self._relation(text, params)
             if rel is None:
@@ -1728,6 +1736,8 @@ def open(db: str | os.PathLike | None = None, read_only: bool = False):  # noqa:
     """Open (or lazily create) a tracekit database; ``db`` defaults to $TRACEKIT_DB or
     ./tracekit.duckdb. A folder is a Parquet dataset (tracekit.dataset): read-only
     queries, ingest adds runs as partitions."""
+    expect(db, (str, os.PathLike, type(None)), "open: db")
+    expect(read_only, bool, "open: read_only")
     path = _db_path(db)
     if path.is_dir():
         from .dataset import Dataset
@@ -1743,6 +1753,8 @@ def _db_path(db: str | os.PathLike | None) -> Path:
     raw = os.fspath(db) if db is not None else _default_db()
     if not str(raw).strip():
         raise ParamError("--db '': name a store file (FILE.duckdb) or a dataset folder")
+    if "\0" in str(raw):
+        raise ParamError(f"--db {str(raw)!r}: a path holds no NUL character")
     path = Path(raw)
     if str(raw).endswith(("/", os.sep)) and not path.is_dir():
         what = "not a folder" if path.exists() else "no such folder"

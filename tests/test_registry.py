@@ -246,6 +246,11 @@ def test_bad_params_are_errors(nsys_db):
     for query in ("low-gpu-utilization", "nsys-rules"):
         with pytest.raises(ParamError, match=rf"^{query}: threshold_pct must be <= 100, got 500$"):
             nsys_db.query(query, run="hstu_mixed", threshold_pct=500)
+        # a gap in ms whose ns pass 64 bits (DuckDB's "Overflow in multiplication" before)
+        with pytest.raises(ParamError, match=rf"^{'gpu-gaps' if query == 'low-gpu-utilization' else query}: gap_ms "
+                                             r"must be <= 9,223,372,036,854, got 9223372036855$"):
+            nsys_db.query("gpu-gaps" if query == "low-gpu-utilization" else query, run="hstu_mixed",
+                          gap_ms=9_223_372_036_855)
     with pytest.raises(QueryError, match="unknown query 'nope'"):
         nsys_db.query("nope")
     with pytest.raises(QueryError, match="no run 'missing'"):

@@ -9,7 +9,7 @@
 -- longest gaps; nsys analyze's rows= keeps the first ones it finds before it sorts them.
 -- @param run     TEXT     run id or name (default: latest run)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 50)
--- @param gap_ms  INTEGER  shortest gap listed: longer than this, ms (min: 0) (default: 500)
+-- @param gap_ms  INTEGER  shortest gap listed: longer than this, ms (min: 0) (max: 9223372036854) (default: 500)
 -- @column gap_ns      idle time, ns
 -- @column start_ns    gap start: the end of the process's last op on the device before it, ns
 -- @column end_ns      gap end: the start of its next op there, ns

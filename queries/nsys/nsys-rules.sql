@@ -10,7 +10,7 @@
 -- the stretches.
 -- @param run            TEXT     run id or name (default: latest run)
 -- @param limit          INTEGER  rows to return; 0 = all (default: 0)
--- @param gap_ms         INTEGER  gpu-gaps: shortest gap counted, ms (min: 0) (default: 500)
+-- @param gap_ms         INTEGER  gpu-gaps: shortest gap counted, ms (min: 0) (max: 9223372036854) (default: 500)
 -- @param threshold_pct  INTEGER  low-gpu-utilization: stretches used less than this, % (min: 0) (max: 100) (default: 50)
 -- @param chunks         INTEGER  low-gpu-utilization: chunks per process and device (min: 1) (max: 1000) (default: 30)
 -- @column rule              nsys's name of the rule (nsys analyze -r RULE)

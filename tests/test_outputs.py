@@ -158,8 +158,9 @@ def test_outputs_are_written_and_overwritten(small_store, capsys, tmp_path):
 
 def test_the_output_extension_picks_the_format_where_f_is_not_given(small_store, capsys, tmp_path):
     """-o FILE.parquet / .json / .csv without -f writes that format (not a text table under
-    that name), and says what it wrote as chart does; another extension keeps the table,
-    and -f wins over the extension."""
+    that name), and says what it wrote as chart does; another extension keeps the table. -f
+    that the name's known extension contradicts (a .xlsx file of CSV text opens as no
+    workbook) is an error, and nothing is written."""
     import polars as pl
 
     db = ["--db", str(small_store)]
@@ -175,10 +176,17 @@ def test_the_output_extension_picks_the_format_where_f_is_not_given(small_store,
     assert cli_main([*db, "runs", "-o", str(runs)]) == 0
     assert pl.read_json(runs).height == 2
     capsys.readouterr()
-    for name, fmt in (("tk.txt", []), ("table.json", ["-f", "table"])):
+    for name, fmt in (("tk.txt", []), ("table.TXT", ["-f", "table"])):
         out = tmp_path / name
         assert cli_main([*db, "query", "top-kernels", *fmt, "-o", str(out)]) == 0
         assert out.read_text().startswith("time_") and capsys.readouterr().out == f"wrote {out}\n"
+    for fmt, name, said in (("table", "table.json", "the file's name says json; leave out -f"),
+                            ("csv", "q.xlsx", "the file's name says xlsx; name it q.csv or leave out -f"),
+                            ("parquet", "q.csv", "the file's name says csv; name it q.parquet or leave out -f")):
+        for cmd in (["query", "top-kernels"], ["sql", "SELECT 1 AS x"]):
+            assert cli_main([*db, *cmd, "-f", fmt, "-o", str(tmp_path / name)]) == 2
+            assert capsys.readouterr().err.startswith(f"tracekit: error: -f {fmt} -o {tmp_path / name}: {said}")
+            assert not (tmp_path / name).exists()
     diff = tmp_path / "d.json"  # diff too: every row (a table's default of 30 is for the terminal)
     assert cli_main([*db, "diff", "1", "1", "-o", str(diff)]) == 0
     assert capsys.readouterr().out == f"wrote {diff}\n"

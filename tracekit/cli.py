@@ -150,7 +150,8 @@ def _format(fmt: str | None, out: Path | None) -> str:
     is Parquet, not a text table in a file so named), else a table: an output of another
     extension (``top.txt``) or none is the terminal table, as it always was. A name ending
     in ``.gz`` is gzip-compressed CSV or JSON (``top.csv.gz``; ``_write``), else an error: the
-    name says compressed, and a table or Parquet would not be."""
+    name says compressed, and a table or Parquet would not be; so is a format that another
+    known extension's name contradicts (``-f csv -o top.xlsx``)."""
     from .outputs import output_suffix
 
     suffix = output_suffix(out, FORMAT_EXTENSIONS) if out is not None and str(out) != "-" else None
@@ -162,6 +163,12 @@ def _format(fmt: str | None, out: Path | None) -> str:
                              "results.json.gz, or give -f csv or -f json"
                              + ("" if fmt is None else f" ({fmt.upper()} is not written compressed)"))
         return fmt
+    named = FORMAT_EXTENSIONS.get(suffix)
+    if fmt in FORMATS and named is not None and named != fmt:  # (a .xlsx file of CSV text opens as no workbook)
+        other = next((ext for ext, f in FORMAT_EXTENSIONS.items() if f == fmt), None)
+        raise ParamError(f"-f {fmt} -o {out}: the file's name says {named}; "
+                         + (f"name it {Path(out).with_suffix(other).name} or " if other else "")
+                         + "leave out -f (the name's extension says the format)")
     if fmt is not None:
         return fmt
     return FORMAT_EXTENSIONS.get(suffix, "table")

@@ -168,6 +168,11 @@ def test_a_table_shows_integers_past_2_to_the_53_exactly(small_store, capsys):
     assert _cli(small_store, "sql", q) == 0
     assert capsys.readouterr().out.splitlines()[2].split() == [
         "9,007,199,254,740,993", "9,007,199,254,740,993", "9,007,199,254,740,994"]
+    # a DECIMAL past a float's digits, rounded as a decimal (through a float: ...768 and ...741,440)
+    assert _cli(small_store, "sql", "SELECT 1234567890123456789.5::DECIMAL(38,1) AS d, "
+                "12345678901234567890123.25::DECIMAL(38,2) AS e") == 0
+    assert capsys.readouterr().out.splitlines()[2].split() == [
+        "1,234,567,890,123,456,790", "12,345,678,901,234,567,890,123"]
 
 
 @pytest.mark.parametrize("expr", [

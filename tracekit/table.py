@@ -309,10 +309,12 @@ def format_column(col: str, dtype: str, values: Sequence[Any], unit: str | None 
     if _ID.search(low) or low in PLAIN_INTEGERS:
         return col, ["" if v is None else str(v) for v in values], True
     dec = _decimals(present) if present else 0
-    return col, [_fixed(v, dec) for v in nums], True
+    # (a DECIMAL's value as it is: through a float, 1234567890123456789.5 would read ...768)
+    exact = [v if isinstance(v, Decimal) and v.is_finite() else n for v, n in zip(values, nums, strict=True)]
+    return col, [_fixed(v, dec) for v in exact], True
 
 
-def _fixed(v: float | None, decimals: int) -> str:
+def _fixed(v: float | Decimal | None, decimals: int) -> str:
     if v is None:
         return ""
     if isinstance(v, float) and not math.isfinite(v):

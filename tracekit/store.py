@@ -876,7 +876,7 @@ class Tracekit:
     def default_name(self, own: str, source: str | os.PathLike) -> str:
         """The name of a new run of ``source`` without a name asked for: ``own``, unless a
         run of the store or another input of the command (``one_command``) has it; then
-        qualified by the folder ``source`` is in (``RunNames``)."""
+        qualified by the folders ``source`` is in (``RunNames``)."""
         names = self.run_names if self.run_names is not None else RunNames()
         return names.choose(own, _folder_names(source), self._name_taken)
 
@@ -1623,19 +1623,23 @@ def _frames(rel: duckdb.DuckDBPyRelation, batch_rows: int):
     parts = duckdb.connect() if kept else None  # (the store's connection is busy with the result)
     reader = rel.to_arrow_reader(batch_rows)
     empty = True
-    while True:
-        try:
-            batch = reader.read_next_batch()
-        except StopIteration:
-            break
-        except OSError as err:  # (DuckDB's error, through pyarrow's reader)
-            raise _duckdb_error(str(err)) from err
-        if parts is not None and batch.num_rows and any(parts.from_arrow(batch).aggregate(check).fetchall()[0]):
-            raise QueryError("SQL error: the result differs from one read to the next (random values?): a date "
-                             "or time column that held none Python cannot hold now holds one; CAST it to VARCHAR")
-        if batch.num_rows or empty:
-            yield pl.from_arrow(batch)
-            empty = False
+    try:
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                break
+            except OSError as err:  # (DuckDB's error, through pyarrow's reader)
+                raise _duckdb_error(str(err)) from err
+            if parts is not None and batch.num_rows and any(parts.from_arrow(batch).aggregate(check).fetchall()[0]):
+                raise QueryError("SQL error: the result differs from one read to the next (random values?): a date "
+                                 "or time column that held none Python cannot hold now holds one; CAST it to VARCHAR")
+            if batch.num_rows or empty:
+                yield pl.from_arrow(batch)
+                empty = False
+    finally:
+        if parts is not None:
+            parts.close()
     if empty:
         yield pl.from_arrow(rel.limit(0).to_arrow_table())
 

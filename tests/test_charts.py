@@ -439,10 +439,16 @@ def test_diff_chart_axis_holds_the_intervals_and_its_cli_says_warnings_and_bad_v
                       ("limit=x", "limit='x': an integer expected"),
                       # what the user typed, as -p: not the --threshold of tracekit diff
                       ("threshold=nan", "threshold='nan': must be a positive percentage (e.g. 5)"),
-                      ("threshold=-5", "threshold='-5': must be a positive percentage (e.g. 5)")):
+                      ("threshold=-5", "threshold='-5': must be a positive percentage (e.g. 5)"),
+                      # digits 0-9 only, as every integer given as text (tracekit.numbers)
+                      ("limit=\u0663", "limit='\u0663': an integer expected"),
+                      ("threshold=\u0663", "threshold='\u0663': a number expected")):
         assert cli_main(["--db", sweeps, "chart", "diff", "-p", "base=1", "-p", "new=5", "-p", bad,
                          "-o", str(tmp_path / "s.json")]) == 2
         assert capsys.readouterr().err == f"tracekit: error: chart diff: {said}\n"
+    # a limit as tables print it, as a query's -p limit takes it
+    assert cli_main(["--db", sweeps, "chart", "diff", "-p", "base=1", "-p", "new=5", "-p", "limit=1,000",
+                     "-o", str(tmp_path / "s.json")]) == 0
 
 
 def _axes(node):

@@ -475,8 +475,11 @@ def test_values_are_converted_and_bad_ones_named(db, capsys, tmp_path):
     rc, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--limit", " 2", "-p", "group=name",
                       "-f", "csv", "-o", str(tmp_path / "k.csv"))
     assert rc == 0 and len((tmp_path / "k.csv").read_text().splitlines()) == 3
-    rc, _, err = _run(capsys, "--db", db, "query", "top-kernels", "--limit", "x")
-    assert (rc, err) == (2, "tracekit: error: Invalid value for '--limit': 'x' is not a valid integer.\n")
+    for bad in ("x", "\u0663", "1.0"):  # (an Arabic-Indic 3 is no integer here, as for -p limit)
+        rc, _, err = _run(capsys, "--db", db, "query", "top-kernels", "--limit", bad)
+        assert (rc, err) == (2, f"tracekit: error: Invalid value for '--limit': {bad!r} is not a valid integer.\n")
+    rc, _, _ = _run(capsys, "--db", db, "query", "top-kernels", "--limit", "1,000")  # (as tables print it)
+    assert rc == 0
     rc, _, err = _run(capsys, "--db", db, "diff", "hstu", "hstu", "--threshold", "5%")
     assert (rc, err) == (2, "tracekit: error: Invalid value for '--threshold': '5%' is not a valid number.\n")
 

@@ -1795,8 +1795,10 @@ def _threshold_and_limit(chart: str, threshold: float | str, limit: int | str) -
     the --threshold of the diff commands); a threshold > 0 and finite, a limit >= 0 (0: all)."""
     values = {}
     for name, value, kind, what in (("threshold", threshold, float, "a number"), ("limit", limit, int, "an integer")):
-        try:
-            values[name] = kind(value)
+        try:  # (text as -p takes it: a limit of 1,000 as tables print it; digits 0-9 only)
+            if isinstance(value, str) and not value.isascii():
+                raise ValueError(value)
+            values[name] = whole_number(value) if kind is int and isinstance(value, str) else kind(value)
         except (TypeError, ValueError) as err:
             raise ParamError(f"chart {chart}: {name}={value!r}: {what} expected") from err
     if not (values["threshold"] > 0 and math.isfinite(values["threshold"])):  # (nan, inf, 0, -5)

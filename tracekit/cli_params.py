@@ -8,8 +8,9 @@ tracekit's parameters are plain ``str``, ``int``, ``float``, ``bool`` and ``Path
 ``install()`` converts those here, with messages like Typer's for bad values, and leaves
 every other parameter to Typer. Checks beyond Typer's, for every option and argument of
 every command: an empty or blank path is a bad value (``--db "$DB"`` with DB unset is not
-the current folder), an integer must fit in 64 bits (what DuckDB and every count here take:
-``--limit 99999999999999999999999`` is no row count) and a number must be finite
+the current folder), an integer is read as every integer given as text is (``numbers``:
+``--limit 1,000`` as tables print it; digits 0-9 only) and must fit in 64 bits (what DuckDB
+and every count here take: ``--limit 99999999999999999999999`` is no row count) and a number must be finite
 (``1e400`` is inf); each a one-line error naming the option, exit 2. Two types of its own:
 ``DbPath`` (``--db`` as given, a trailing / kept) and ``Ns`` (a time in ns, grouped digits
 allowed). A Typer without the hook (before 0.29: it converts through click's types, which
@@ -75,8 +76,9 @@ def converter(annotation: Any, info: Any):
         def number(v, kind=annotation):
             if isinstance(v, kind) and not isinstance(v, bool):
                 return v
-            try:
-                out = kind(v.strip() if isinstance(v, str) else v)
+            try:  # (an integer in numbers' one grammar, as -p takes it: 1,000 yes, Arabic-Indic digits no)
+                out = whole_number(v) if kind is int and isinstance(v, str) else kind(v.strip() if isinstance(v, str)
+                                                                                     else v)
             except (TypeError, ValueError):
                 raise ValueError(f"{v!r} is not a valid {_NAMES[kind]}.") from None
             if kind is int and not INT_RANGE[0] <= out <= INT_RANGE[1]:

@@ -766,3 +766,16 @@ def test_comparisons_of_what_cannot_be_compared_say_what_is_wrong(small_store, t
     assert one_error_line(capsys) == ("tracekit: error: capture: nothing after --; give the program to run "
                                       "(tracekit capture --tool nsys -- python my_bench.py), or leave -- out to run "
                                       "the HSTU workload")
+
+
+def test_an_error_that_repeats_a_huge_value_is_a_line_of_readable_length(small_store, capsys):
+    """A 100 KB -p value was repeated whole: one 100 KB line. The line keeps its start (what)
+    and its end (why) and says how much of the middle it leaves out."""
+    from tracekit.cli import ERROR_CHARS
+
+    assert _cli(small_store, "query", "nvtx-summary", "-p", "skip=" + "x" * 100_000) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("tracekit: error: nvtx-summary: parameter skip='xxx") and line.endswith("' is not an integer")
+    assert len(line) < ERROR_CHARS + 100 and "characters left out ...]" in line
+    assert _cli(small_store, "query", "nvtx-summary", "-p", "skip=abc") == 2  # (a short one is whole)
+    assert one_error_line(capsys) == "tracekit: error: nvtx-summary: parameter skip='abc' is not an integer"

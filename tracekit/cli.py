@@ -1300,6 +1300,21 @@ def bench_attention_cmd(
 BROKEN_PIPE = 141
 
 
+#: the characters of an error line past which its middle is left out (a 100 KB -p value,
+#: repeated whole, would be one 100 KB line)
+ERROR_CHARS = 2000
+
+
+def _error_text(text: str) -> str:
+    """An error's text as one line on the terminal: control characters escaped, and past
+    ``ERROR_CHARS`` its middle left out (the start says what, the end why)."""
+    text = escape_controls(text)
+    if len(text) <= ERROR_CHARS:
+        return text
+    head, tail = ERROR_CHARS * 3 // 4, ERROR_CHARS // 5
+    return f"{text[:head]} [... {len(text) - head - tail:,} characters left out ...] {text[-tail:]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: the process's arguments) and return the exit code."""
     try:
@@ -1390,7 +1405,7 @@ def _run(args: list[str]) -> int:
             code = 130
         elif isinstance(err, TracekitError):
             label = "" if isinstance(err, Interrupted) else "error: "  # a Ctrl-C is no error of the user's
-            typer.echo(f"tracekit: {label}{escape_controls(str(err))}", err=True)
+            typer.echo(f"tracekit: {label}{_error_text(str(err))}", err=True)
             return err.exit_code
         elif isinstance(err, OSError) and err.filename is not None:  # a path the command cannot read or write
             typer.echo(f"tracekit: error: {escape_controls(str(err.filename))}: {err.strerror or type(err).__name__}",
@@ -1404,7 +1419,7 @@ def _run(args: list[str]) -> int:
             if isinstance(option, str) and any(c.isspace() for c in option):  # text, not an option: SQL after a comment
                 where = getattr(getattr(err, "ctx", None), "command_path", None) or "tracekit COMMAND"
                 message += f"; an argument that starts with - goes after -- ({where} -- \"-- ...\")"
-            typer.echo(f"tracekit: error: {escape_controls(message)}", err=True)
+            typer.echo(f"tracekit: error: {_error_text(message)}", err=True)
             return 2
         else:
             rerun = "" if debug else " (rerun with --debug)"

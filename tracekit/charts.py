@@ -2267,7 +2267,13 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
             raise ParamError(f"chart {name}: unknown parameter {unknown[0]!r} (declared: {', '.join(known)})")
         if run is not None:
             params["run"] = run
-        return _with_subtitle(spec.build(spec.data(tk, **params)))
+        try:
+            data = spec.data(tk, **params)
+        except ParamError as err:  # (diff's --by, given to a chart as -p by=)
+            if not str(err).startswith("--by "):
+                raise
+            raise ParamError(f"chart {name}: by={str(err).removeprefix('--by ')}") from None
+        return _with_subtitle(spec.build(data))
     from .registry import get_registry
 
     q = get_registry().get(spec.query)

@@ -10,7 +10,6 @@ invoked (``_LAZY``): the analysis CLI never imports capture at start.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import re
 import shutil
@@ -213,21 +212,13 @@ def _write_stream(produce: Callable[[TextIO], object], out: Path | None, store_p
     if not out:
         produce(sys.stdout)
         return
-    from .outputs import write_output
+    from .outputs import text_file, write_output
 
     gz = str(out) != "-" and Path(out).suffix.lower() == ".gz"
 
     def write_file(tmp: Path) -> None:
-        with open(tmp, "wb") as raw:
-            if gz:
-                import gzip
-
-                with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0) as z, \
-                        io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
-                    produce(f)
-            else:
-                with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as f:
-                    produce(f)
+        with text_file(tmp, gz) as f:
+            produce(f)
 
     write_output(out, write_file, store_path)
 

@@ -77,8 +77,10 @@ def converter(annotation: Any, info: Any):
             if isinstance(v, kind) and not isinstance(v, bool):
                 return v
             try:  # (an integer in numbers' one grammar, as -p takes it: 1,000 yes, Arabic-Indic digits no)
-                out = whole_number(v) if kind is int and isinstance(v, str) else kind(v.strip() if isinstance(v, str)
-                                                                                     else v)
+                if isinstance(v, str):
+                    out = whole_number(v) if kind is int else kind(v.strip())
+                else:
+                    out = kind(v)
             except (TypeError, ValueError):
                 raise ValueError(f"{v!r} is not a valid {_NAMES[kind]}.") from None
             if kind is int and not INT_RANGE[0] <= out <= INT_RANGE[1]:

@@ -19,15 +19,18 @@ writes. Errors are ``OutputError``: one line naming the file and the problem.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import os
 import re
 import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 from .errors import OutputError, expect
 
@@ -140,6 +143,22 @@ def check_output(path: str | os.PathLike, store_path: str | os.PathLike | None =
     if target.is_dir():
         raise OutputError(f"{shown}: is a folder; name a file")
     return True
+
+
+@contextlib.contextmanager
+def text_file(path: Path, gz: bool = False, level: int = 6) -> Iterator[TextIO]:
+    """``path`` open to write UTF-8 text with ``\\n`` line ends; gzip-compressed at ``level``
+    where ``gz``, its header without a file name or a time (the same text, the same bytes)."""
+    with open(path, "wb") as raw:
+        if gz:
+            import gzip
+
+            with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=level, mtime=0) as z, \
+                    io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
+                yield f
+        else:
+            with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as f:
+                yield f
 
 
 def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],

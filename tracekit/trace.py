@@ -73,8 +73,6 @@ unless forced.
 from __future__ import annotations
 
 import contextlib
-import gzip
-import io
 import itertools
 import json
 import os
@@ -83,7 +81,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ParamError, QueryError, expect
-from .outputs import write_output
+from .outputs import text_file, write_output
 
 #: default size limit of the JSON text (what the viewer parses), bytes
 MAX_BYTES = 100_000_000
@@ -1005,14 +1003,8 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
             result.json_bytes = w.bytes
 
         def write_file(tmp: Path) -> None:
-            with open(tmp, "wb") as raw:
-                if gz:
-                    with gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=3, mtime=0) as z, \
-                            io.TextIOWrapper(z, encoding="utf-8", newline="\n") as f:
-                        write(f)
-                else:
-                    with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as f:
-                        write(f)
+            with text_file(tmp, gz, level=3) as f:
+                write(f)
 
         write_output(path, write_file, tk.path)
     result.parts = parts

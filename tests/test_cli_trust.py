@@ -173,6 +173,10 @@ def test_a_table_shows_integers_past_2_to_the_53_exactly(small_store, capsys):
                 "12345678901234567890123.25::DECIMAL(38,2) AS e") == 0
     assert capsys.readouterr().out.splitlines()[2].split() == [
         "1,234,567,890,123,456,790", "12,345,678,901,234,567,890,123"]
+    # a HUGEINT of 39 digits (Polars hands Python a Decimal of 38: ...410,573 followed by a 0)
+    top = "170141183460469231731687303715884105727"
+    assert _cli(small_store, "sql", f"SELECT {top}::HUGEINT AS h, -{top}::HUGEINT AS l") == 0
+    assert capsys.readouterr().out.splitlines()[2].split() == [f"{int(top):,}", f"{-int(top):,}"]
 
 
 @pytest.mark.parametrize("expr", [

@@ -127,7 +127,17 @@ class Rows:
     @classmethod
     def from_polars(cls, df) -> Rows:
         types = ["BIGINT" if t.is_integer() else "DOUBLE" if t.is_numeric() else "VARCHAR" for t in df.dtypes]
-        return cls(list(df.columns), types, list(df.iter_rows()))
+        decimals = [c for c, t in zip(df.columns, df.dtypes, strict=True) if t.is_decimal()]
+        if not decimals:
+            return cls(list(df.columns), types, list(df.iter_rows()))
+        # A DECIMAL through its text: Polars hands Python a Decimal of at most 38 digits, so a
+        # HUGEINT of 39 (a sum of BIGINTs) would be shown rounded
+        import polars as pl
+
+        rows = df.with_columns(df[c].cast(pl.String) for c in decimals).iter_rows()
+        at = [df.columns.index(c) for c in decimals]
+        return cls(list(df.columns), types, [tuple(Decimal(v) if i in at and v is not None else v
+                                                   for i, v in enumerate(r)) for r in rows])
 
     def select(self, cols: Sequence[str]) -> Rows:
         """Only ``cols``, in that order (each must be a column of the result)."""

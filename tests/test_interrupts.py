@@ -547,7 +547,8 @@ def test_ctrl_c_in_a_finalizer_prints_no_traceback(tmp_path, monkeypatch, capsys
 def test_ctrl_c_once_an_ingest_in_threads_is_done_says_the_files_are_in(tmp_path, monkeypatch, capsys):
     """A Ctrl-C after `ingest --workers 2` landed every file (while it prints what it did, or
     closes the store) said a bare "tracekit: interrupted": now how many files are in the
-    store, which holds them; the serial ingest says its last file is in."""
+    store, which holds them; the serial ingest says its last file is in, and how many of the
+    files are."""
     from tracekit import cli
 
     def stopped(*_args, **_kw):
@@ -561,6 +562,30 @@ def test_ctrl_c_once_an_ingest_in_threads_is_done_says_the_files_are_in(tmp_path
         err = capsys.readouterr().err.splitlines()
         assert err == (["tracekit: interrupted; all 2 files are in the store"] if workers else
                        [f"tracekit: {files[1]}: interrupted after the commit: it is in the store as run 2 "
-                        "(nsys_multiproc/export)"]), err
+                        "(nsys_multiproc/export); 2 of the 2 files are in the store"]), err
         with tracekit.open(db, read_only=True) as tk:
             assert tk.runs().height == 2
+
+
+def test_ctrl_c_in_the_middle_of_a_serial_ingest_of_files_counts_those_in(tmp_path, monkeypatch, capsys):
+    """A Ctrl-C during the second of three files: that file is not in the store, and the line
+    says how many of the files are (the first, committed before)."""
+    from tracekit.store import Tracekit
+
+    real, calls = Tracekit.ingest, []
+
+    def second_stopped(self, path, *args, **kw):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, path, *args, **kw)
+
+    monkeypatch.setattr(Tracekit, "ingest", second_stopped)
+    files = [DATA / d / "export.sqlite.xz" for d in ("nsys_hstu_mixed", "nsys_multiproc", "nsys_diff_base_a")]
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", *map(str, files)]) == 130
+    assert capsys.readouterr().err.splitlines() == [
+        f"tracekit: {files[1]}: interrupted; not ingested, nothing of it is in the store; 1 of the 3 files are "
+        "in the store"]
+    with tracekit.open(db, read_only=True) as tk:
+        assert tk.runs()["name"].to_list() == ["nsys_hstu_mixed/export"]

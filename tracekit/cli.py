@@ -487,10 +487,11 @@ def ingest(
 
             raise Interrupted(interrupted_line(len(landed), len(files), "store")) from None
         return
-    tk, f, failed, added = None, None, 0, []
+    tk, f, failed, added, kept = None, None, 0, [], 0  # (kept: files before f that are in the store)
     try:
         with warned, _open(db) as tk, tk.one_command(files):
             for f in files:
+                kept += tk.last_ingest is not None
                 tk.last_ingest = None
                 try:
                     with _capture_warnings(said=warned):  # (what an export lacks and is left out of it: a line each)
@@ -510,7 +511,11 @@ def ingest(
     except (KeyboardInterrupt, Interrupted):  # also outside tk.ingest: printing, closing
         if tk is None or f is None:
             raise Interrupted("interrupted; not ingested, nothing was written") from None
-        raise tk.interrupted(f) from None
+        stopped = tk.interrupted(f)
+        if len(files) == 1:
+            raise stopped from None
+        kept += tk.last_ingest is not None
+        raise Interrupted(f"{stopped}; {kept} of the {len(files)} files are in the store") from None
     if failed:
         raise TracekitError(_not_ingested(failed, len(files)))
 

@@ -700,3 +700,26 @@ def test_cli(tk, tmp_path, capsys):
         err = capsys.readouterr().err
         assert msg in err and err.count("\n") == 1, err
     assert Path(db).read_bytes() == before
+
+
+def test_python_samples_before_the_session_start_set_the_shift(tmp_path):
+    """The Python stacks' samples count in the run's span: the sampled capture with its
+    samples alone moved back, the first 2 ms before the session's start (earlier than any
+    other event), is moved later by those 2 ms, and the Python slices begin at 0 (before,
+    they were written before 0, where Perfetto drops them)."""
+    export = tmp_path / "early.sqlite"
+    export.write_bytes(lzma.open(RUNS["python_hot"] / "export.sqlite.xz").read())
+    con = sqlite3.connect(export)
+    marks = "eventType = 34 AND binaryData IS NOT NULL"  # (the Python domains' marks: a stack each)
+    back = con.execute(f"SELECT min(start) FROM NVTX_EVENTS WHERE {marks}").fetchall()[0][0] + 2_000_000
+    con.execute(f"UPDATE NVTX_EVENTS SET start = start - ? WHERE {marks}", [back])
+    con.commit()
+    con.close()
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(export, name="early")
+        res = trace.export_trace(t, tmp_path / "early.json", run="early")
+        doc = _load(res.path)
+        assert doc["otherData"]["shift_ns"] == 2_000_000
+        python = [e for e in doc["traceEvents"] if e.get("cat") == "python"]
+        assert python and min(_ns(e["ts"]) for e in python) == 0
+        assert min(_ns(e["ts"]) for e in doc["traceEvents"] if e["ph"] != "M") == 0

@@ -750,6 +750,7 @@ SELECT min(lo), max(hi) FROM (
     UNION ALL SELECT min(start_ns), max(end_ns) FROM um_gpu_faults WHERE run_id = $run
     UNION ALL SELECT min(ts_ns), max(ts_ns) FROM um_cpu_faults WHERE run_id = $run
     UNION ALL SELECT min(ts_ns), max(ts_ns) FROM gpu_memory WHERE run_id = $run
+    UNION ALL SELECT min(ts_ns), max(ts_ns) FROM python_samples WHERE run_id = $run
 )
 """
 

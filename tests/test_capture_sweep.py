@@ -237,7 +237,7 @@ def test_sweep_kernels_query(tmp_path):
     assert df["instances"].to_list() == [2, 1] and df["total_ns"].to_list() == [1200, 300]
     assert df["per_request_us"].to_list() == pytest.approx([1200 / 4 / 1000, 300 / 4 / 1000])
     assert df["time_pct"].to_list() == [80.0, 20.0]
-    assert (df["bs"][0], df["nc"][0]) == (8, 1024)
+    assert df["point"].to_list() == ["bs=8,nc=1024"] * 2
     assert tk.query("sweep-kernels", limit=1)["name"].to_list() == ["gemm_a"]
 
 

@@ -257,7 +257,7 @@ def test_every_chart_of_a_run_of_the_wrong_kind_is_an_error_and_no_file(small_st
 
 
 @pytest.mark.parametrize("args", [
-    ["query", "sweep-latency"], ["query", "sweep-requests"], ["query", "sweep-kernels"],
+    ["query", "sweep-latency"], ["query", "sweep-requests"],
     ["chart", "sweep-latency"], ["chart", "sweep-heatmap"], ["export", "sweep"],
 ])
 def test_sweep_questions_of_a_store_without_a_sweep_are_errors(small_store, capsys, args):
@@ -272,8 +272,12 @@ def test_sweep_questions_of_a_store_without_a_sweep_are_errors(small_store, caps
 
 
 def test_sweep_kernels_without_a_point_captured_under_nsys_is_an_error(small_store, capsys):
-    """A sweep of timing points beside a bare nsys export: the store has both kinds, but
-    no point of the sweep was captured under nsys."""
+    """A bare nsys export alone is no sweep's point. A sweep of timing points beside it: the
+    store has both kinds, but no point of the sweep was captured under nsys."""
+    assert _cli(small_store, "query", "sweep-kernels") == 2
+    assert one_error_line(capsys).startswith(
+        "tracekit: error: sweep-kernels: no point of a sweep captured under nsys outside a sweep: no ok nsys run "
+        "outside any sweep has grid values")
     point = sorted((DATA / "hstu_sweep" / "runs").iterdir())[0]
     assert _cli(small_store, "ingest", str(point)) == 0
     capsys.readouterr()

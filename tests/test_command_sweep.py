@@ -236,6 +236,30 @@ def test_sweep_points_equal_nsys_stats_of_each_point(sweeps, which):
         assert [s - b for b, s in zip(base["launches"], slow["launches"], strict=True)] == [23] * 4
 
 
+@pytest.mark.parametrize("which", ["base", "slow"])
+def test_sweep_kernels_of_a_programs_sweep_equal_nsys_stats_of_each_point(sweeps, which):
+    """sweep-kernels keys a program's points by their grid values, as sweep-points does (it
+    took the runs, which have no bs or nc, for one point, and asked for timed requests): at
+    each point every kernel, as nsys stats gives it, ranked by time; none of them is the HSTU
+    workload's L2 flush, so none is left out."""
+    manifest = _manifest(which)
+    df = sweeps.query("sweep-kernels", sweep=manifest["sweep"], limit=0)
+    points = sweeps.query("sweep-points", sweep=manifest["sweep"])
+    assert df["point"].unique(maintain_order=True).to_list() == points["point"].to_list()
+    for point in manifest["points"]:
+        run = SWEEPS / which / "runs" / Path(point["run_dir"]).name
+        mine = df.filter(pl.col("run") == run.name)
+        stats = sorted(_stats(run), key=lambda s: (-int(s["Total Time (ns)"]), s["Name"]))
+        assert set(mine["sweep_point"]) == {manifest["points"].index(point)}
+        assert mine["rank"].to_list() == list(range(1, len(stats) + 1))
+        assert [(r["name"], r["instances"], r["total_ns"]) for r in mine.iter_rows(named=True)] == [
+            (s["Name"], int(s["Instances"]), int(s["Total Time (ns)"])) for s in stats]
+        assert mine["time_pct"].to_list() == pytest.approx([float(s["Time (%)"]) for s in stats], abs=0.051)
+        assert mine["per_request_us"].null_count() == mine.height  # (a program times no request)
+    assert sweeps.query("sweep-kernels", sweep=manifest["sweep"], limit=1)["name"].to_list() == \
+        points["top_kernel"].to_list()
+
+
 def test_sweep_points_picks_the_sweep(sweeps):
     from tracekit.registry import get_registry
 
@@ -416,10 +440,14 @@ def test_a_points_report_shows_its_sweeps_points_and_no_latency(sweeps, tmp_path
     run = Path(_manifest("base")["points"][1]["run_dir"]).name
     (tmp_path / "r.html").write_text(report.render(report.build(sweeps, run=run)))
     page = _parse(tmp_path / "r.html")
-    assert [k for k in page.sections if k.startswith("sweep")] == ["sweep-points"]  # (no requests: no latency)
+    assert [k for k in page.sections if k.startswith("sweep")] == ["sweep-kernels", "sweep-points"]  # (no latency)
     (table,) = page.sections["sweep-points"]
     want = sweeps.query("sweep-points", sweep=_sweep_id("base"))
     assert [r[0] for r in _column(table, "point")] == want["point"].to_list()
+    (table,) = page.sections["sweep-kernels"]  # (without per_request_us: a program times no request)
+    kernels = sweeps.query("sweep-kernels", sweep=_sweep_id("base"), limit=5)
+    assert [r[0] for r in _column(table, "point")] == kernels["point"].to_list()
+    assert "per_request_us" not in table["columns"] and "total_ns" in table["columns"]
     assert "chart-sweep-points" in page.charts
 
 

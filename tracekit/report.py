@@ -97,7 +97,7 @@ class Section:
 
 def sweep_profiled(tk, run_id: int) -> bool:
     """Whether a point of the sweep of run ``run_id`` (the runs outside any sweep, for a run
-    outside one) has kernels captured under nsys: what sweep-points reads."""
+    outside one) has kernels captured under nsys: what sweep-points and sweep-kernels read."""
     return bool(tk.con.execute(
         "SELECT 1 FROM runs s, runs p WHERE s.run_id = ? AND json_extract_string(p.params, '$.tool') = 'nsys' "
         "AND json_extract_string(p.params, '$.sweep') IS NOT DISTINCT FROM json_extract_string(s.params, '$.sweep') "
@@ -121,11 +121,6 @@ def sweep_ncu_profiled(tk, run_id: int) -> bool:
         "SELECT 1 FROM runs s, runs p WHERE s.run_id = ? "
         "AND json_extract_string(p.params, '$.sweep') IS NOT DISTINCT FROM json_extract_string(s.params, '$.sweep') "
         "AND p.run_id IN (SELECT DISTINCT run_id FROM ncu_kernels) LIMIT 1", [run_id]).fetchall())
-
-
-def sweep_timed_and_profiled(tk, run_id: int) -> bool:
-    """Both: what sweep-kernels reads (the timed requests' kernels)."""
-    return sweep_timed(tk, run_id) and sweep_profiled(tk, run_id)
 
 
 def typical_request(tk, run_id: int) -> tuple[dict[str, Any], str]:
@@ -410,9 +405,9 @@ SWEEP = (
             "Timed requests only; a run under a profiler is listed under its tool.", per_run=False,
             shown_if=sweep_timed),
     Section("sweep-kernels", "Top kernels per sweep point", "sweep-kernels", {"limit": 5}, None,
-            ("preset", "bs", "nc", "rank", "name", "instances", "per_request_us", "time_pct"),
+            ("point", "rank", "name", "instances", "total_ns", "per_request_us", "time_pct"),
             "The five kernels with the most time at each point captured under nsys.", per_run=False,
-            shown_if=sweep_timed_and_profiled),
+            shown_if=sweep_profiled),
     Section("sweep-points", "Kernel time per sweep point", "sweep-points", {}, "sweep-points",
             ("point", "run", "kernels", "launches", "kernel_total_ns", "kernel_med_ns", "vs_first", "top_kernel",
              "top_kernel_pct"),
@@ -537,11 +532,13 @@ def _short_names(names: list[str | None]) -> list[str]:
 
 
 def table_html(df: pl.DataFrame, columns: tuple[str, ...] | None, total: int | None = None) -> str:
-    """A sortable HTML table of ``columns`` (those the result has) of ``df``; ``total``: the
+    """A sortable HTML table of ``columns`` (those the result has a value in) of ``df``; ``total``: the
     rows the query has without its limit, when more than shown."""
-    cols = [c for c in (columns or df.columns) if c in df.columns]
     if df.is_empty():
         return '<p class="empty">no rows</p>'
+    # (a column without a value in any row, as the terminal's table leaves it out: per_request_us
+    # of a program's sweep, which times no request)
+    cols = [c for c in (columns or df.columns) if c in df.columns and df[c].null_count() < df.height]
     fmt = {c: _Column(c, df[c]) for c in cols}
     shown = {c: _short_names(df[c].to_list()) for c in cols if c in _NAME_COLUMNS and df[c].dtype == pl.Utf8}
     head = "".join(

@@ -29,7 +29,7 @@ PresetOpt = Annotated[str | None, typer.Option(
     "--preset", help="workload: small, medium, large (default: large with a GPU, small without)",
     show_default=False)]
 WarmupOpt = Annotated[float | None, typer.Option(
-    "--warmup-ms", help=f"warm-up time budget, ms (default: {DEFAULT_WARMUP_MS:g})", show_default=False)]
+    "--warmup-ms", help=f"warm-up time budget, ms, from the end of the first request (default: {DEFAULT_WARMUP_MS:g})", show_default=False)]
 ItersOpt = Annotated[int | None, typer.Option(
     "--iters", help=f"timed requests (default: {DEFAULT_ITERS})", show_default=False)]
 OutDirOpt = Annotated[Path, typer.Option("--out", help="folder the run folders go into")]
@@ -215,7 +215,8 @@ def sweep_cmd(
                                              "a program's: nsys)", show_default=False)] = None,
     preset: PresetOpt = None,
     warmup_ms: Annotated[float | None, typer.Option(
-        "--warmup-ms", help=f"warm-up time budget, ms (default: the --config's, else {DEFAULT_WARMUP_MS:g})",
+        "--warmup-ms", help=f"warm-up time budget, ms, from the end of the first request (default: the --config's, "
+        f"else {DEFAULT_WARMUP_MS:g})",
         show_default=False)] = None,
     iters: Annotated[int | None, typer.Option(
         "--iters", help=f"timed requests per point (default: the --config's, else {DEFAULT_ITERS})",

@@ -190,3 +190,29 @@ def test_attention_kernel_names_the_compiled_kernel_launched_last(monkeypatch):
     monkeypatch.setattr(model, "_kernels", lambda: None)
     monkeypatch.setattr(_cached, "LAST_KERNEL", types.SimpleNamespace(name="stale"))
     assert model.attention_kernel() is None
+
+
+def test_the_warm_up_budget_starts_after_the_first_request():
+    """A first request longer than the budget (the kernels' compilation) left one more warm-up
+    request before the timed ones: the budget now counts from its end."""
+    import time
+    from types import SimpleNamespace
+
+    from tracekit.capture.timing import MIN_WARMUP_AFTER_FIRST, run_requests
+
+    calls = []
+
+    def request():
+        time.sleep(0.3 if not calls else 0.01)
+        calls.append(time.perf_counter())
+        return SimpleNamespace(kv_caches=0, candidate_embeddings=0, line=lambda ms: f"{ms:.3f}")
+
+    workload = SimpleNamespace(device=torch.device("cpu"), bs=1, nc=4, request=request)
+    rows = run_requests(workload, warmup_ms=100, iters=3)
+    warm = [r for r in rows if r.phase == "warmup"]
+    assert [r.phase for r in rows[len(warm):]] == ["timed"] * 3
+    assert len(warm) >= 1 + MIN_WARMUP_AFTER_FIRST
+    assert calls[len(warm) - 1] - calls[0] >= 0.1  # the budget spent after the first request
+    assert warm[0].latency_ms >= 300
+    rows = run_requests(workload, warmup_ms=0, iters=1)
+    assert [r.phase for r in rows] == ["warmup"] * (1 + MIN_WARMUP_AFTER_FIRST) + ["timed"]

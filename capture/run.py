@@ -517,6 +517,8 @@ def _from_worker(worker: dict) -> dict:
     if worker.get("stats"):
         out["latency"] = {**worker["stats"], "peak_mem_allocated_mb": worker.get("peak_mem_allocated_mb"),
                           "warmup_requests": worker.get("warmup_requests")}
+    if worker.get("gpu_timed"):  # (the GPU's clocks, temperature, power as the timed requests ran: nvml.summary)
+        out["gpu_timed"] = worker["gpu_timed"]
     if worker.get("ncu_profiled_request_idx") is not None:
         out["ncu_profiled_request_idx"] = worker["ncu_profiled_request_idx"]
     out["runtime"] = {k: worker.get(k) for k in ("torch", "triton", "cuda", "gpu_name", "build_s")}

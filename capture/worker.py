@@ -10,6 +10,7 @@ fails, 130 when interrupted.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -27,11 +28,29 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def _gpu_sampler(device: str):
+    """The NVML sampler of the GPU the workload runs on (``nvml.Sampler``); None on the CPU,
+    or where NVML cannot tell that GPU."""
+    if device != "cuda":
+        return None
+    import torch
+
+    from .nvml import Sampler
+
+    uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+    if uuid is None:  # (a PyTorch without it: NVML's first GPU is this one only where it is the only one)
+        return Sampler.open(None) if torch.cuda.device_count() == 1 and "CUDA_VISIBLE_DEVICES" not in os.environ \
+            else None
+    text = str(uuid)
+    return Sampler.open(text if text.startswith("GPU-") else f"GPU-{text}")
+
+
 def run(spec: dict, run_dir: Path) -> dict:
     import torch
 
     from .config import WorkloadConfig
     from .model import attention_backend, attention_kernel, nvtx
+    from .nvml import summary as gpu_summary
     from .timing import RequestsCsv, latency_stats, run_requests
     from .workload import Workload
 
@@ -67,7 +86,11 @@ def run(spec: dict, run_dir: Path) -> dict:
         tool = spec["tool"]
         csv_out = RequestsCsv(run_dir / "requests.csv")
 
+        sampler, samples = _gpu_sampler(device), []
+
         def on_row(row, line):
+            if sampler is not None and row.phase == "timed":  # (after the request's end event: untimed)
+                samples.append(sampler.sample())
             csv_out.write(row)
             print(f"[{row.phase} {row.request_idx}] {line}", flush=True)
 
@@ -90,6 +113,7 @@ def run(spec: dict, run_dir: Path) -> dict:
     timed = [r.latency_ms for r in rows if r.phase == "timed"]
     info["stats"] = latency_stats(timed)
     info["warmup_requests"] = sum(r.phase == "warmup" for r in rows)
+    info["gpu_timed"] = gpu_summary(samples)
     peaks = [r.peak_mem_allocated_mb for r in rows if r.phase == "timed" and r.peak_mem_allocated_mb is not None]
     info["peak_mem_allocated_mb"] = max(peaks) if peaks else None
     info["finished_at"] = _now()

@@ -25,6 +25,21 @@ FROM runs
 WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
   AND run_id IN (SELECT run_id FROM requests WHERE phase = 'timed');
 
+-- The GPU's state as a run's timed requests ran, where its capture read it (meta.gpu_timed: NVML,
+-- after each timed request; capture/nvml.py): the SM clock's median and lowest, the highest
+-- temperature, and the clock slowdown reasons seen, each with the share of the reads it was in
+-- ('' none was).
+CREATE OR REPLACE VIEW gpu_timed AS
+SELECT run_id,
+       TRY_CAST(json_extract(meta, '$.gpu_timed.sm_clock_mhz.median') AS DOUBLE) AS sm_clock_mhz,
+       TRY_CAST(json_extract(meta, '$.gpu_timed.sm_clock_mhz.min') AS DOUBLE) AS sm_clock_min_mhz,
+       TRY_CAST(json_extract(meta, '$.gpu_timed.temp_c.max') AS DOUBLE) AS temp_max_c,
+       (SELECT coalesce(string_agg(k || ' ' || json_extract_string(meta, '$.gpu_timed.slowdown_pct."' || k || '"') || '%',
+                                   ', ' ORDER BY k), '')
+        FROM unnest(coalesce(json_keys(json_extract(meta, '$.gpu_timed.slowdown_pct')), [])) AS t(k)) AS slowdown
+FROM runs
+WHERE json_extract(meta, '$.gpu_timed.samples') IS NOT NULL;
+
 -- The sweep's points over every run (sweeps mixed): per (preset, tool, bs, nc), the latest of
 -- sweep_runs.
 CREATE OR REPLACE VIEW sweep_points AS

@@ -26,6 +26,10 @@
 -- @column peak_mem_reserved_mb   largest peak of GPU memory reserved by PyTorch's allocator in a timed request, MiB (2^20 bytes, as the seed's MB) (NULL on CPU)
 -- @column users_per_s            users served per second by requests back to back: bs / mean latency
 -- @column candidates_per_s       candidates ranked per second: bs x nc / mean latency
+-- @column sm_clock_mhz           median SM clock of the GPU as the timed requests ran (read through NVML after each), MHz; NULL where the run did not record it (on CPU; captures before tracekit read it)
+-- @column sm_clock_min_mhz       lowest SM clock read after a timed request, MHz
+-- @column temp_max_c             highest GPU temperature read after a timed request, degrees C
+-- @column slowdown               the clock slowdown reasons active in the reads, with the share of them each was in ('sw_power_cap 40%, sw_thermal 5%': the power cap, temperature or the hardware held the SM clock down); '' where none was; NULL where not recorded
 -- @display preset, tool, bs, nc, requests, median_ms, p95_ms, p99_ms, mean_ms, peak_mem_allocated_mb
 -- @requires requests, runs, sweep_runs
 WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest run (sweep_runs)
@@ -47,9 +51,14 @@ SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
        stddev_samp(q.latency_ms ORDER BY q.request_idx) AS std_ms,
        max(q.peak_mem_reserved_mb) AS peak_mem_reserved_mb,
        p.bs * 1000.0 / nullif(avg(q.latency_ms ORDER BY q.request_idx), 0) AS users_per_s,
-       p.bs * p.nc * 1000.0 / nullif(avg(q.latency_ms ORDER BY q.request_idx), 0) AS candidates_per_s
+       p.bs * p.nc * 1000.0 / nullif(avg(q.latency_ms ORDER BY q.request_idx), 0) AS candidates_per_s,
+       any_value(g.sm_clock_mhz) AS sm_clock_mhz,
+       any_value(g.sm_clock_min_mhz) AS sm_clock_min_mhz,
+       any_value(g.temp_max_c) AS temp_max_c,
+       any_value(g.slowdown) AS slowdown
 FROM points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
+LEFT JOIN gpu_timed g ON g.run_id = p.run_id
 GROUP BY p.preset, p.tool, p.bs, p.nc, p.name
 ORDER BY p.preset, p.tool, p.bs, p.nc
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

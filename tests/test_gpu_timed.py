@@ -1,0 +1,80 @@
+"""The GPU's state as the timed requests ran (capture/nvml.py, meta.json's gpu_timed): its
+summary of NVML's reads, and the sweep-latency columns over the real sweep that recorded it
+(tests/data/hstu_sweep_clocks) and one taken before tracekit read it (tests/data/hstu_sweep)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import DATA
+from tracekit.capture.nvml import GpuSample, summary
+
+import tracekit
+
+CLOCKS = DATA / "hstu_sweep_clocks" / "runs"
+
+
+def test_summary_of_the_reads():
+    reads = [GpuSample(1980, 3201, 40, 120.5, 0x1), GpuSample(1755, 3201, 44, 300.0, 0x4 | 0x20),
+             GpuSample(1900, None, 42, None, 0x4), GpuSample(None, 3201, None, 150.0, None)]
+    s = summary(reads)
+    assert s["samples"] == 4
+    assert s["sm_clock_mhz"] == {"min": 1755, "median": 1900, "max": 1980}
+    assert s["temp_c"] == {"min": 40, "median": 42, "max": 44}
+    assert s["power_w"] == {"min": 120.5, "median": 150.0, "max": 300.0}
+    # the idle GPU (0x1) is no slowdown; shares of the reads that told the reasons (3)
+    assert s["slowdown_pct"] == {"sw_power_cap": 66.7, "sw_thermal": 33.3}
+    assert summary([GpuSample(1980, 3201, 40, 100.0, 0x1)])["slowdown_pct"] == {}
+    assert summary([GpuSample(None, None, None, None, None)])["sm_clock_mhz"] is None
+    assert summary([]) is None
+
+
+@pytest.fixture(scope="module")
+def tk(tmp_path_factory):
+    t = tracekit.open(tmp_path_factory.mktemp("clocks") / "s.duckdb")
+    for run in sorted(p for p in CLOCKS.iterdir() if p.is_dir()):
+        t.ingest(run)
+    yield t
+    t.close()
+
+
+def test_sweep_latency_gives_the_clock_the_requests_ran_at(tk):
+    df = tk.query("sweep-latency", limit=0)
+    assert df.height == 4
+    for row in df.iter_rows(named=True):
+        meta = json.loads((CLOCKS / row["run"] / "meta.json").read_text())
+        g = meta["gpu_timed"]
+        assert g["samples"] == row["requests"] == 20
+        assert row["sm_clock_mhz"] == g["sm_clock_mhz"]["median"] == 1980  # (the H200's maximum: no slowdown)
+        assert row["sm_clock_min_mhz"] == g["sm_clock_mhz"]["min"]
+        assert row["temp_max_c"] == g["temp_c"]["max"]
+        assert row["slowdown"] == ""
+        # the warm-up budget counted from the end of the first request, which compiled the kernels
+        assert meta["latency"]["warmup_requests"] > 10
+
+
+def test_a_slowdown_is_named_with_its_share(tk, tmp_path):
+    """A point whose reads saw the power cap and the thermal slowdown (the real fixture's
+    meta.json with its gpu_timed as such a capture writes it)."""
+    run = sorted(p for p in CLOCKS.iterdir() if p.is_dir())[0]
+    copy = shutil.copytree(run, tmp_path / "slowed")
+    meta = json.loads((copy / "meta.json").read_text())
+    meta["params"]["sweep"] = "slowed"
+    meta["gpu_timed"]["sm_clock_mhz"] = {"min": 1410, "median": 1755, "max": 1980}
+    meta["gpu_timed"]["slowdown_pct"] = {"sw_thermal": 5.0, "sw_power_cap": 40.0}
+    (copy / "meta.json").write_text(json.dumps(meta))
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(copy)
+        (row,) = t.query("sweep-latency").iter_rows(named=True)
+    assert (row["sm_clock_mhz"], row["sm_clock_min_mhz"]) == (1755, 1410)
+    assert row["slowdown"] == "sw_power_cap 40.0%, sw_thermal 5.0%"
+
+
+def test_a_sweep_taken_before_tracekit_read_the_clock_has_none(tmp_path):
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        for run in sorted((DATA / "hstu_sweep" / "runs").iterdir())[:2]:
+            t.ingest(run)
+        df = t.query("sweep-latency")
+    assert df["sm_clock_mhz"].null_count() == df["slowdown"].null_count() == df.height == 2

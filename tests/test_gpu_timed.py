@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import polars as pl
 import pytest
 from conftest import DATA
 from tracekit.capture.nvml import GpuSample, summary
@@ -78,3 +79,49 @@ def test_a_sweep_taken_before_tracekit_read_the_clock_has_none(tmp_path):
             t.ingest(run)
         df = t.query("sweep-latency")
     assert df["sm_clock_mhz"].null_count() == df["slowdown"].null_count() == df.height == 2
+
+
+def _point(src, dest, scale: float, mhz: float):
+    """A copy of the real point ``src``, outside its sweep, with its requests' latencies x
+    ``scale`` and its SM clock read as ``mhz``: a capture at another clock."""
+    import csv
+
+    d = shutil.copytree(src, dest)
+    meta = json.loads((d / "meta.json").read_text())
+    for k in ("sweep", "sweep_point"):
+        meta["params"].pop(k)
+    meta["gpu_timed"]["sm_clock_mhz"] = {"min": mhz, "median": mhz, "max": mhz}
+    (d / "meta.json").write_text(json.dumps(meta))
+    with open(d / "requests.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["latency_ms"] = repr(float(r["latency_ms"]) * scale)
+    with open(d / "requests.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return d
+
+
+def test_diff_holds_a_latency_change_the_clock_accounts_for(tmp_path):
+    """The first point against itself 50 % slower at a third lower clock: held, the clock's
+    (at the base's clock -2.3 %); 51 % slower at a 4 % lower clock: regressed, the clocks said;
+    30 % slower at the same clock: regressed, no word of the clock."""
+    runs = sorted(p for p in CLOCKS.iterdir() if p.is_dir())
+    base = _point(runs[0], tmp_path / "base", 1, 1980)
+    held = _point(runs[0], tmp_path / "held", 1.5, 1290)
+    slower = _point(runs[0], tmp_path / "slower", 1.51, 1900)
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        for d in (base, held, slower):
+            t.ingest(d, name=d.name)
+        for new, verdict, said in (
+                ("held", "unchanged", "moved with the SM clock (1,980 -> 1,290 MHz, -34.8%, as the timed requests "
+                                      "ran): -2.3% at the base's clock, within the latency noise of identical "
+                                      "captures (25%): the clock, not the code"),
+                ("slower", "regressed", "SM clock 1,980 -> 1,900 MHz, -4.0%, as the timed requests ran")):
+            (row,) = t.diff("base", new).filter(pl.col("metric") == "latency_med_ms").iter_rows(named=True)
+            assert row["verdict"] == verdict and row["note"].endswith(said), row
+        t.ingest(_point(runs[0], tmp_path / "same", 1.3, 1980), name="same")
+        df = t.diff("base", "same")
+    assert set(df.filter(pl.col("metric") == "latency_med_ms")["verdict"]) == {"regressed"}
+    assert not df.filter(pl.col("note").str.contains("clock")).height

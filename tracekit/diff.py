@@ -131,7 +131,9 @@ against the base).
   cudaLaunchKernel's median 51.5 % slower (the launch APIs' pace +53.2 %), and 13.9 % and
   17.8 % in hstu_capture_pair's noise pair; that pair's planted GPU regression against its
   second capture (base_again against half_sms: latency +26.7 % with the launch calls +8.7 %)
-  is not held;
+  is not held. Where both runs read the SM clock their timed requests ran at (gpu_timed), a
+  change that the clock accounts for is held the same way ("moved with the SM clock",
+  ``_with_the_gpu_clock``), and another says the clocks where they differ;
 * ncu launches are replayed under fixed conditions and are few (a test of 3 against 3
   launches can never reach p < 0.01): an ncu value is real when the launches of the two
   reports do not overlap (every new launch beyond every base launch) and, for a measured
@@ -1649,6 +1651,9 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
     peaks: dict[str, list] = {}  # point -> [base's, new's] (allocated, reserved) peaks
     for side, key, *peak in con.execute(points + _sql("sweep_memory"), params).fetchall():
         peaks.setdefault(key, [None, None])[side] = peak
+    clocks: dict[str, list] = {}  # point -> [base's, new's] SM clock as the timed requests ran
+    for side, key, mhz in con.execute(points + _sql("sweep_clock"), params).fetchall():
+        clocks.setdefault(key, [None, None])[side] = mhz
     rows: list[_Row] = []
     for r in df.iter_rows(named=True):
         # effect: the change of the point's median request latency, in ns like the others
@@ -1667,6 +1672,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
             rows += one
         else:
             stat = _stat_rows("sweep", r["key"], r, metrics, threshold, reqs, effect)
+            _with_the_gpu_clock(stat, *clocks.get(r["key"], [None, None]), threshold)
             pace = _pace(launches.get((0, r["key"]), {}), launches.get((1, r["key"]), {}))
             if pace is not None:
                 pair = (runs.get((0, r["key"])), runs.get((1, r["key"])))
@@ -1750,6 +1756,36 @@ def _with_the_host(con, rows: list[_Row], pace: tuple[float, str], pair: tuple, 
         r.verdict = "unchanged"
         r.note = _join(r.note, f"{HOST_PACE_NOTE} (CUDA launch calls {100 * (ratio - 1):+.1f}%: {words}): "
                        f"{at_base:+.1f}% at the base's pace, within {within} ({pct_limit:g}%): the host, not the code")
+
+
+#: the SM clocks (MHz) two runs' timed requests ran at differ where they are this far apart
+#: (%): NVML reads the clock in steps of 15 MHz, under 1 % of a data-centre GPU's boost clock
+CLOCK_MOVED_PCT = 1.0
+
+
+def _with_the_gpu_clock(rows: list[_Row], fb: float | None, fn: float | None, threshold: float) -> None:
+    """A point's latency rows (``rows``, in place) where both runs recorded the SM clock their
+    timed requests ran at (``fb``, ``fn``: medians, MHz; gpu_timed) and it moved: a row judged
+    changed that the clock accounts for (it moved the other way by at least half as much, in
+    log terms, and the latency at the base's clock, new x fn / fb, is within the row's limit)
+    is held, as ``_clock_accounts`` holds a kernel's; another changed row says the clocks, so
+    that a reader weighs them (a request's latency is only partly the GPU's time)."""
+    if not fb or not fn or not _beyond(fb, fn, CLOCK_MOVED_PCT):
+        return
+    clock = f"{fb:,.0f} -> {fn:,.0f} MHz, {100 * (fn - fb) / fb:+.1f}%, as the timed requests ran"
+    for r in rows:
+        if r.verdict not in ("regressed", "improved") or not r.base or not r.new or r.base <= 0 or r.new <= 0:
+            continue
+        moved = math.log(r.new / r.base)
+        pct_limit, within = limit(r.scope, r.metric, threshold, False) or (threshold, "threshold")
+        at_base = r.new * fn / fb
+        if moved * math.log(fn / fb) < 0 and abs(math.log(fn / fb)) >= 0.5 * abs(moved) \
+                and not _beyond(r.base, at_base, pct_limit):
+            r.verdict = "unchanged"
+            r.note = _join(r.note, f"{CLOCK_NOTE} ({clock}): {100 * (at_base - r.base) / r.base:+.1f}% at the base's "
+                           f"clock, within {within} ({pct_limit:g}%): the clock, not the code")
+        else:
+            r.note = _join(r.note, f"SM clock {clock}")
 
 
 def _failed_points(con, side: Side) -> dict[str, str]:

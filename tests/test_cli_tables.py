@@ -645,7 +645,7 @@ def test_an_nvtx_range_without_text_reads_unnamed_in_tables_and_diffs(tmp_path, 
 
 
 @pytest.mark.parametrize("query", ["ncu-kernels", "roofline", "occupancy", "speed-of-light", "memory-workload",
-                                   "warp-stalls", "ncu-rules", "ncu-source", "ncu-summary"])
+                                   "warp-stalls", "ncu-rules", "ncu-source", "ncu-summary", "compute-workload"])
 def test_run_all_of_an_ncu_query_shows_the_run_of_each_row(tmp_path, capsys, monkeypatch, query):
     """Two ncu reports (ncu_diff_a, _b: kernels 0, 1, 2 each): with --run all the table's
     first column is the run, so kernel 0 of one is told from kernel 0 of the other; asked

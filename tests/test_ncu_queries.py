@@ -24,7 +24,23 @@ from tracekit.registry import get_registry
 DATA = Path(__file__).parent / "data"
 GEMM_FLOP = 2 * 4096**3  # M = N = K = 4096
 NCU_QUERIES = ["ncu-kernels", "occupancy", "roofline", "speed-of-light", "ncu-rules", "warp-stalls", "memory-workload",
-               "ncu-summary"]
+               "ncu-summary", "compute-workload"]
+
+CWA_GOLDEN = {  # compute-workload column -> the metric of ncu's details page (Compute Workload Analysis,
+    # Scheduler Statistics, Instruction Statistics)
+    "executed_ipc_active": "sm__inst_executed.avg.per_cycle_active",
+    "executed_ipc_elapsed": "sm__inst_executed.avg.per_cycle_elapsed",
+    "issued_ipc_active": "sm__inst_issued.avg.per_cycle_active",
+    "issue_slots_busy_pct": "sm__inst_issued.avg.pct_of_peak_sustained_elapsed",
+    "sm_busy_pct": "sm__instruction_throughput.avg.pct_of_peak_sustained_elapsed",
+    "one_or_more_eligible_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "no_eligible_pct": "smsp__issue_inst0.avg.pct_of_peak_sustained_active",
+    "issued_warps_per_scheduler": "smsp__issue_active.avg.per_cycle_active",
+    "active_warps_per_scheduler": "smsp__warps_active.avg.per_cycle_active",
+    "eligible_warps_per_scheduler": "smsp__warps_eligible.avg.per_cycle_active",
+    "executed_instructions": "smsp__inst_executed.sum",
+    "issued_instructions": "smsp__inst_issued.sum",
+}
 
 OCCUPANCY_GOLDEN = {  # query column -> metric ncu prints on the details page
     "block_size": "launch__block_size",
@@ -572,11 +588,50 @@ def test_occupancy_speed_of_light_and_memory_workload_equal_the_details_page(ful
     launches = sorted({k for k, _ in gold})
     checked = 0
     for query, columns in (("occupancy", OCCUPANCY_GOLDEN), ("speed-of-light", NCU_SOL_METRICS),
-                           ("memory-workload", MWA_GOLDEN)):
+                           ("memory-workload", MWA_GOLDEN), ("compute-workload", CWA_GOLDEN)):
         df = full_reports.query(query, run=f"{fixture}/{source}", limit=0)
         assert df["kernel_id"].to_list() == launches, query
         checked += as_printed_rows(df, columns, gold, f"{query} {fixture}/{source}")
-    assert checked >= len(launches) * 35
+        if query == "compute-workload":  # (every section metric on the page of a --set full report)
+            assert df["missing_metrics"].is_null().all(), df["missing_metrics"]
+    assert checked >= len(launches) * 47
+
+
+def test_compute_workload_of_a_report_without_its_sections_is_an_error(tk):
+    from tracekit.errors import QueryError
+
+    with pytest.raises(QueryError, match=r"compute-workload: run \d+ \(sections\) has no metric of the Compute "
+                                         "Workload Analysis, Scheduler Statistics or Instruction Statistics sections; "
+                                         "profile with ncu --section ComputeWorkloadAnalysis"):
+        tk.query("compute-workload", run="sections")
+
+
+def test_the_busiest_pipe_is_the_pipe_utilization_charts_top(tmp_path):
+    """ncu_triton_detailed's page with every section's charts (--print-details all): per launch,
+    top_pipe_pct is the largest of the Pipe Utilization chart's bars (% of active cycles), and
+    top_pipe one of the pipes the chart printed at it (of equals the most specific)."""
+    text = lzma.decompress((DATA / "ncu_triton_detailed" / "details_all.csv.xz").read_bytes()).decode()
+    bars: dict[int, dict[str, float]] = {}
+    pipe = re.compile(r"sm__(?:inst_executed_pipe_(.+)|pipe_(.+)_cycles_active)\.avg\.pct_of_peak_sustained_active")
+    for r in csv.DictReader(text.splitlines()):
+        m = pipe.fullmatch(r["Metric Name"])
+        if m and r["Section Name"] == "Compute Workload Analysis":
+            name = m.group(1) or m.group(2)
+            mine = bars.setdefault(int(r["ID"]), {})
+            mine[name] = max(mine.get(name, 0.0), float(r["Metric Value"].replace(",", "")))
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(DATA / "ncu_triton_detailed" / "details_all.csv.xz", name="charts")
+        df = t.query("compute-workload", limit=0)
+    assert sorted(bars) == df["kernel_id"].to_list() and len(bars) == 22
+    for row in df.iter_rows(named=True):
+        top = max(bars[row["kernel_id"]].values())
+        assert_as_printed(row["top_pipe_pct"], f"{top:.2f}", f"ID {row['kernel_id']}")
+        tied = [p for p, v in bars[row["kernel_id"]].items() if v == top]
+        assert row["top_pipe"] == max(tied, key=lambda p: (len(p), [-ord(c) for c in p])), (row, tied)
+    # the Triton matmul's launches: the tensor pipe (the detailed set has no Scheduler Statistics)
+    mm = df.filter(pl.col("name") == "mm_kernel")
+    assert set(mm["top_pipe"]) == {"tensor_op_hmma"} and mm["no_eligible_pct"].is_null().all()
+    assert all("smsp__warps_eligible.avg.per_cycle_active" in m for m in mm["missing_metrics"])
 
 
 def test_roofline_of_library_kernels(full_reports, tmp_path):

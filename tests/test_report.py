@@ -175,8 +175,10 @@ def test_nsys_report_sections_and_numbers(reports):
 
 def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
     page = _parse(reports["ncu"])
-    assert list(page.sections) == ["roofline", "occupancy", "speed-of-light", "memory-workload", "ncu-rules",
-                                   "warp-stalls", "ncu-source"]
+    assert list(page.sections) == ["roofline", "occupancy", "speed-of-light", "memory-workload", "compute-workload",
+                                   "ncu-rules", "warp-stalls", "ncu-source"]
+    (cwa,) = page.sections["compute-workload"]
+    assert [t for t, _, _ in _column(cwa, "top_pipe")][0] == "tensor_op_hmma"  # (the bf16 GEMM: 95 % of its cycles)
     (mem,) = page.sections["memory-workload"]
     assert [float(v) for _, v, _ in _column(mem, "l2_hit_rate_pct")][0] == pytest.approx(70.93, abs=0.005)
     assert page.charts == ["chart-roofline", "chart-occupancy", "chart-warp-stalls", "chart-ncu-source"]

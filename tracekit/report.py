@@ -378,6 +378,12 @@ NCU = (
              "l1_hit_rate_pct", "l2_hit_rate_pct", "mem_busy_pct", "max_bandwidth_pct", "local_spilling_requests"),
             "DRAM traffic and how much of it the caches catch (ncu's Memory Workload Analysis section; needs "
             "ncu --section MemoryWorkloadAnalysis)."),
+    Section("compute-workload", "Compute workload", "compute-workload", {"limit": 0}, None,
+            ("kernel_id", "name", "executed_ipc_active", "issue_slots_busy_pct", "sm_busy_pct", "top_pipe",
+             "top_pipe_pct", "no_eligible_pct", "eligible_warps_per_scheduler", "active_warps_per_scheduler"),
+            "How busy the instruction pipelines and warp schedulers were: the busiest pipe near its peak is what "
+            "the kernel is bound by; most cycles with no eligible warp is latency (ncu's Compute Workload Analysis "
+            "and Scheduler Statistics sections; needs --section ComputeWorkloadAnalysis --section SchedulerStats)."),
     Section("ncu-rules", "What ncu suggests", "ncu-rules", {"type": "OPT,WRN,ERR", "group": "kernel", "limit": 15},
             None, ("name", "nvtx_range", "launches", "rule_type", "speedup_pct", "speedup_type", "est_saved_ns",
                    "message"),

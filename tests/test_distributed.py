@@ -186,8 +186,8 @@ def test_distributed_ingest_equals_serial_and_reports_a_bad_file(tmp_path, capsy
     out, err = capsys.readouterr()
     assert rc == 2
     assert err.splitlines() == [f"tracekit: error: {bad}: not a recognised profile (expected an nsys SQLite export, "
-                                "an ncu report or CSV export, a tracekit run folder, or a benchmark log: "
-                                "benchmark_bs8_nc1024.log)",
+                                "an ncu report or CSV export, a tracekit run folder, a benchmark log: "
+                                "benchmark_bs8_nc1024.log, or the JSON of tracekit bench --json)",
                                 "tracekit: error: 1 of 7 files not ingested (errors above); the others landed"]
     assert len(out.splitlines()) == 6 and "already ingested as run 1" in out
     direct, dist = tracekit.open(tmp_path / "direct.duckdb"), tracekit.open(db, read_only=True)

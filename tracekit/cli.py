@@ -883,7 +883,8 @@ def diff_cmd(
     by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um (Unified Memory "
                                           "page faults), cpu (sampled CPU time by function), python (sampled Python time by "
                                           "function, not judged), memory (GPU memory "
-                                          "allocated, at its peak, left allocated), ncu or sweep (request "
+                                          "allocated, at its peak, left allocated), ncu, bench (tracekit bench's "
+                                          "time per call) or sweep (request "
                                           "latency per bs x nc point, of sweeps or captures; with --jobs: job, "
                                           "kernel, nvtx, api, memcpy, gpu, um, cpu, python or memory; repeatable; default: "
                                           "every scope both have)")] = [],  # noqa: B006
@@ -1071,7 +1072,7 @@ def compare_cmd(
                                              "folder to ingest")],
     runs: Annotated[list[str], typer.Argument(help="runs (or sweeps, files) to compare with the base, each "
                                                    "against it as `tracekit diff BASE RUN` would")],
-    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory, ncu or sweep "
+    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory, ncu, bench or sweep "
                                           "(repeatable; default: every scope the base and each run have)")] = [],  # noqa: B006
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (as diff's, "
                                              "with its noise floors)")] = 5.0,

@@ -232,7 +232,7 @@ NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um", "cpu", "python", 
 SCOPE_EVENTS = {"kernel": ("CUDA",), "nvtx": ("NVTX",), "api": ("CUDA",), "memcpy": ("CUDA",), "gpu": ("CUDA",),
                 "um": ("Unified Memory CPU page fault", "Unified Memory GPU page fault"), "cpu": ("CPU sample",),
                 "python": ("Python sample",), "memory": ("CUDA memory usage",)}
-SCOPES = (*NSYS_SCOPES, "ncu", "sweep")
+SCOPES = (*NSYS_SCOPES, "ncu", "bench", "sweep")
 
 
 def reads_cuda(scopes) -> bool:
@@ -364,6 +364,8 @@ class Side:
             out.update(s for s in NSYS_SCOPES if not set(SCOPE_EVENTS[s]) & set(self.untraced))
         if "ncu" in self.kinds:
             out.add("ncu")
+        if "bench" in self.kinds:
+            out.add("bench")
         if self.run_id is None and self.points:  # a sweep: the scopes every point's run has, compared point by point
             out.update(set.intersection(*(p.scopes() - {"sweep"} for p in self.points.values())))
         if (self.sweep is not None and self.timed) or self.lone_point:
@@ -807,7 +809,7 @@ def _stat_rows(scope: str, key: str, r: dict, metrics: list[tuple], threshold: f
                 b, n = r[f"{col}_base"] * scale, r[f"{col}_new"] * scale
                 real = p is not None and p < ALPHA
                 verdict, note = _judge(b, n, pct_limit, direction, real, p_note, within)
-                if verdict in ("regressed", "improved") and scope != "sweep" and count_pct is not None \
+                if verdict in ("regressed", "improved") and scope not in ("sweep", "bench") and count_pct is not None \
                         and _beyond(n_b, n_n, threshold):
                     # another number of instances under one key is another mix of them (a kernel
                     # launched at two sizes, one of them twice as often): its median moves with the
@@ -1253,8 +1255,12 @@ STALL_MIN_CYCLES = 0.5
 
 #: the note of a request latency that moved with the host's pace (``_with_the_host``)
 HOST_PACE_NOTE = "moved with the host's pace"
+#: the notes of a bench variant's time that moved with its baseline's, and of a baseline's that
+#: every other variant moved with (``_bench_scope``)
+BENCH_PACE_NOTE = "moved with its baseline"
+BENCH_BASELINE_NOTE = "moved with its variants"
 #: the notes of changes held because the machine, not the code, moved them
-HELD_NOTES = (CLOCK_NOTE, HOST_PACE_NOTE)
+HELD_NOTES = (CLOCK_NOTE, HOST_PACE_NOTE, BENCH_PACE_NOTE, BENCH_BASELINE_NOTE)
 #: a launch API's calls in each run for its median to stand for the host's pace
 PACE_MIN_CALLS = 20
 #: clock samples (nsys --gpu-metrics-devices: 10 kHz by default) inside a key's work on each
@@ -1633,6 +1639,65 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
     return rows
 
 
+# -- tracekit bench runs -------------------------------------------------------------
+
+
+def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
+    """Per configuration and variant of two ``tracekit bench`` runs, the median time of a call,
+    judged on the calls' times (Mann-Whitney) beyond the threshold: the benchmark times GPU
+    work alone, and two identical runs agree within 1.7 % at every pair (tests/data/bench_pair,
+    base against base_again: 1,000 calls each). The number of calls follows a time budget, so
+    another count is no other mix. A variant whose median moved with its baseline's (the
+    machine's pace: both moved its way, the baseline by at least half as much in log terms),
+    and whose speedup against it (timed in the same process) stayed within the threshold, is
+    held; one whose output matched the reference in one run and not in the other, or that
+    failed in one, is said."""
+    rows = _simple_scope(con, "bench", _sql("samples_bench"), params, threshold, [("med_ns", "median", 1)], False)
+    info = {(side, f"{config}/{variant}"): (baseline, f"{config}/{baseline}" if baseline else None, speedup, matches,
+                                            error)
+            for side, config, variant, baseline, speedup, matches, error in con.execute(
+                "SELECT s.side, b.config, b.variant, b.baseline, b.speedup_vs_baseline, b.matches_reference, "
+                "coalesce(b.error, b.check_error) FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
+                "JOIN bench_results b ON b.run_id = s.run_id", params).fetchall()}
+    medians = {r.key: (r.base, r.new) for r in rows}
+    paced: dict[str, list[bool]] = {}  # a baseline's key -> whether each other variant moved with it
+    for r in rows:
+        base, new = info.get((0, r.key)), info.get((1, r.key))
+        if r.verdict in ("added", "removed"):
+            failed = (new if r.verdict == "removed" else base) or (None,) * 5
+            if failed[4]:
+                r.verdict = "regressed" if r.verdict == "removed" else "improved"
+                r.note = _join(r.note, f"failed in the {'new' if r.verdict == 'regressed' else 'base'} run: {failed[4]}")
+            continue
+        if base is None or new is None:
+            continue
+        if base[1] == new[1] and base[0] != r.key.split("/", 1)[1] and base[2] and new[2]:
+            r.note = _join(r.note, f"speedup vs {base[0]} {base[2]:.2f}x -> {new[2]:.2f}x")
+            b_base, b_new = medians.get(base[1], (None, None))
+            with_it = False
+            if r.verdict in ("regressed", "improved") and b_base and b_new and r.base and r.new:
+                moved, pace = math.log(r.new / r.base), math.log(b_new / b_base)
+                if moved * pace > 0 and abs(pace) >= 0.5 * abs(moved) and not _beyond(base[2], new[2], threshold):
+                    with_it = True
+                    r.verdict = "unchanged"
+                    r.note = _join(r.note, f"{BENCH_PACE_NOTE} ({base[0]} {100 * (b_new - b_base) / b_base:+.1f}%) "
+                                           f"in the same process, speedup within the threshold ({threshold:g}%): the "
+                                           "machine, not the code")
+            paced.setdefault(base[1], []).append(with_it)
+        if base[3] is not None and new[3] is not None and base[3] != new[3]:
+            r.verdict = "regressed" if base[3] else r.verdict
+            r.note = _join(r.note, "its output no longer matches the reference" if base[3]
+                           else "its output now matches the reference")
+    for r in rows:  # a baseline that every other variant of its configuration moved with: the machine's pace too
+        if r.verdict in ("regressed", "improved") and paced.get(r.key) and all(paced[r.key]):
+            r.verdict = "unchanged"
+            r.note = _join(r.note, f"{BENCH_BASELINE_NOTE} (every other variant of {r.key.split('/', 1)[0]} moved with "
+                                   "it in the same process, their speedups against it within the threshold): the "
+                                   "machine, not the code")
+    return rows
+
+
+
 # -- sweeps -------------------------------------------------------------------------
 
 
@@ -2004,6 +2069,8 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float) -> 
             rows += _memory_scope(con, params, threshold)
         elif scope == "ncu":
             rows += _ncu_scope(con, params, threshold)
+        elif scope == "bench":
+            rows += _bench_scope(con, params, threshold)
     if matched is not None:
         _with_the_sm_clock(con, rows, params, matched[0], kernel_ids, threshold, (sb.label, sn.label))
     if any(s in scopes for s in ("kernel", "memcpy", "nvtx")):

@@ -281,10 +281,11 @@ def _table_kinds() -> dict[str, str]:
     """Table or view -> the kind of run whose ingest fills it, from the schema file that
     defines it: every table and view of schema_nsys.sql and schema_ncu.sql, the tables of
     schema_runs.sql (a sweep's requests; its views over ``runs``, such as rank_runs,
-    belong to no kind, nor do the core tables, ``runs`` among them)."""
+    belong to no kind, nor do the core tables, ``runs`` among them), those of schema_bench.sql
+    (``tracekit bench`` results)."""
     out = {}
     for schema, kind, what in (("schema_nsys.sql", "nsys", "TABLE|VIEW"), ("schema_ncu.sql", "ncu", "TABLE|VIEW"),
-                               ("schema_runs.sql", "timing", "TABLE")):
+                               ("schema_runs.sql", "timing", "TABLE"), ("schema_bench.sql", "bench", "TABLE|VIEW")):
         text = (resources.files("tracekit") / schema).read_text()
         for name in re.findall(rf"CREATE\s+(?:OR\s+REPLACE\s+)?(?:{what})\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)",
                                text, flags=re.IGNORECASE):
@@ -880,10 +881,11 @@ def _holds(tk, run_id: int, tables: list[str] | tuple[str, ...]) -> bool:
                for t in tables)
 
 
-_KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu", "timing": "a timing"}
+_KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu", "timing": "a timing", "bench": "a bench"}
 _KIND_HINTS = {"nsys": "ingest an nsys export: tracekit ingest FILE.sqlite",
                "ncu": "ingest an ncu report: tracekit ingest FILE.ncu-rep",
-               "timing": "ingest the run folders `tracekit sweep` writes: tracekit ingest runs/*"}
+               "timing": "ingest the run folders `tracekit sweep` writes: tracekit ingest runs/*",
+               "bench": "ingest the JSON `tracekit bench attention --json FILE` writes: tracekit ingest FILE"}
 #: table or view -> kind of run (``_table_kinds``)
 _TABLE_KINDS = _table_kinds()
 #: a store without a run that is a rank of a job, asked a question about jobs
@@ -898,12 +900,12 @@ def _a_kind(kind: str) -> str:
 def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True) -> int | None:
     """Resolve a run reference (id, name, 'latest', 'all') to a run id (None = all runs).
 
-    For a query of source ``nsys``/``ncu`` the run must be of that kind: a name picks the
+    For a query of source ``nsys``/``ncu``/``bench`` the run must be of that kind: a name picks the
     latest run of that name and kind, an id of another kind is an error naming both.
     ``all`` is an error when the query does not span runs (``spans_runs``)."""
     expect(value, (str, int, type(None)), f"{qname}: run", QueryError)
     con = tk.con
-    kinded = source in ("nsys", "ncu")
+    kinded = source in ("nsys", "ncu", "bench")
     if isinstance(value, str) and value.strip().lower() == "all":
         if not spans_runs:
             raise QueryError(f"{qname}: --run all: {qname} answers for one "
@@ -925,7 +927,7 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
         if row[0] is None:
             if source == "ranks":
                 raise QueryError(f"{qname}: {_NO_RANKS.format(path=tk.path)}")
-            what = {"nsys": "nsys ", "ncu": "ncu "}.get(source, "")
+            what = {"nsys": "nsys ", "ncu": "ncu ", "bench": "bench "}.get(source, "")
             raise QueryError(f"{qname}: no {what}run in {tk.path}; ingest one first (tracekit ingest FILE)")
         return int(row[0])
     text = str(value).strip()

@@ -402,6 +402,15 @@ NCU = (
             "uncoalesced global accesses and shared-memory wavefronts of bank conflicts beyond the ideal."),
 )
 
+BENCH = (
+    Section("bench-results", "Benchmark results", "bench-results", {"limit": 0}, None,
+            ("config", "variant", "calls", "median_ms", "p95_ms", "tflops", "speedup_vs_baseline", "speedup_low",
+             "speedup_high", "matches_reference", "rel_err", "host_ms", "error"),
+            "Per configuration and variant, as `tracekit bench` timed them (GPU time per call, CUDA events): the "
+            "speedup against the baseline with its 95 % bootstrap interval, timed in the same process, and the "
+            "output's check against the reference."),
+)
+
 SWEEP = (
     Section("sweep-grid", "Latency over the sweep grid", "sweep-latency", {"limit": 0}, "sweep-heatmap", None,
             "Median end-to-end request latency at each (batch size, candidates) point.", per_run=False,
@@ -1052,16 +1061,18 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     sections, left_out = _left_out(tk, run_id, sections)
     if "ncu" in kinds:
         sections += NCU
+    if "bench" in kinds:
+        sections += BENCH
     if in_sweep:
         sections += SWEEP
     if not sections:
-        raise QueryError(f"report: run {run_id} ({info['kind']}) is neither an nsys nor an ncu run nor a sweep "
+        raise QueryError(f"report: run {run_id} ({info['kind']}) is neither an nsys, ncu or bench run nor a sweep "
                          "point; nothing to report (see `tracekit runs`)")
     if in_sweep and not kinds & {"nsys", "ncu"}:
         sweep = json.loads(info["params"])["sweep"]
         title = f"tracekit report · {sweep} (latest point: run {run_id}, {info['name']})"
     else:
-        what = "/".join(sorted(kinds & {"nsys", "ncu"}))
+        what = "/".join(sorted(kinds & {"nsys", "ncu", "bench"}))
         title = f"tracekit report · {what} run {run_id}: {info['name']}"
     rep = Report(title=title, header=_header(info), run=(run_id, info["name"]))
     rep.header += job_lines + left_out

@@ -50,7 +50,7 @@ DEFAULT_DB = "tracekit.duckdb"
 #: rows of a result read at a time where it is written whole (``Tracekit.sql_each``): a few
 #: tens of MB of a dozen columns
 SQL_BATCH_ROWS = 1 << 17
-SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql"]
+SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_runs.sql", "schema_bench.sql"]
 #: Version of the store's tables, kept in _store; a store of another version is refused
 #: with a message rather than read wrong. 2: kernel and API names as _strings ids;
 #: 3: kernel_exec_sum computed at ingest; 4: launch_latency_sum computed at ingest;
@@ -74,8 +74,9 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: gpu_memory_pools (nsys --cuda-memory-usage: GPU memory allocated and freed); 23: gpu_memory.event_index
 #: (the events' order where their times are equal); 24: api_frames and api_calls.callchain_id (nsys
 #: --cudabacktrace: the CUDA API calls' stacks); 25: python_frames, python_samples and
-#: api_calls.python_stack_id (nsys --python-backtrace=cuda and --python-sampling: Python stacks).
-SCHEMA_VERSION = 25
+#: api_calls.python_stack_id (nsys --python-backtrace=cuda and --python-sampling: Python stacks);
+#: 26: bench_results and bench_samples (the JSON of `tracekit bench`).
+SCHEMA_VERSION = 26
 
 
 def ingest_memory_limit() -> str:
@@ -1286,7 +1287,7 @@ class Tracekit:
              repeats: list[Any] | None = None, workers: int | None = None, on_file: Any = None) -> pl.DataFrame:
         """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
         files (ingested first). One row per scope, key and metric with a noise-aware
-        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, um, cpu, memory, ncu, sweep; default:
+        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, um, cpu, memory, ncu, bench, sweep; default:
         every scope both have). ``repeats``: captures of the base again, whose largest
         change (to the far end of its interval) measures the noise a change must pass
         (``noise_pct``; as ``compare`` judges). ``workers``: the files (a sweep's folder: its run folders) are ingested

@@ -37,7 +37,8 @@ import xxhash
 from ..errors import InputError, TracekitError, shown_as
 
 #: Plugin modules, tried in order by ``detect``.
-PLUGINS = ["tracekit.ingest.nsys", "tracekit.ingest.ncu", "tracekit.ingest.requests", "tracekit.ingest.benchlog"]
+PLUGINS = ["tracekit.ingest.nsys", "tracekit.ingest.ncu", "tracekit.ingest.requests", "tracekit.ingest.benchlog",
+           "tracekit.ingest.bench"]
 
 HEAD_BYTES = 64 * 1024
 
@@ -370,7 +371,8 @@ def _unrecognised(path: Path, head: bytes) -> str | None:
         if (ncu_why := not_an_export_why(head)) is not None:
             return f"{path}: {ncu_why}"
         return (f"{path}: not a recognised profile (expected an nsys SQLite export, an ncu report "
-                "or CSV export, a tracekit run folder, or a benchmark log: benchmark_bs8_nc1024.log)")
+                "or CSV export, a tracekit run folder, a benchmark log: benchmark_bs8_nc1024.log, or the JSON of "
+                "tracekit bench --json)")
     return None
 
 

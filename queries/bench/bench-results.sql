@@ -1,0 +1,44 @@
+-- A `tracekit bench` run's results, per configuration and variant: the per-call time's median
+-- and spread, TFLOP/s, the speedup against the benchmark's baseline with its 95 % bootstrap
+-- interval (the same process, both sets of per-call times), and the output's check against
+-- the reference. As `tracekit bench attention` printed them, from the JSON it wrote (--json).
+-- A variant that failed has its error and no times; name= keeps the variants or
+-- configurations whose name contains the text.
+-- @param run     TEXT     run id or name, or 'all' (default: latest run)
+-- @param name    TEXT     only the rows whose configuration or variant contains this text, case-insensitive (default: null)
+-- @param limit   INTEGER  rows to return; 0 = all (default: 0)
+-- @column run_id               the bench run
+-- @column config               configuration (hstu_T4096, seed1, ...)
+-- @column variant              implementation timed (triton_dense, sdpa, ...)
+-- @column calls                timed calls
+-- @column median_ms            median time of a call (CUDA events around it, GPU time only), ms
+-- @column p95_ms               95th percentile, ms
+-- @column std_ms               standard deviation of a call's time, ms
+-- @column tflops               floating-point work of a call over its median time, TFLOP/s
+-- @column speedup_vs_baseline  the baseline's median over this variant's (same configuration, same process)
+-- @column speedup_low          lower end of its 95 % bootstrap interval
+-- @column speedup_high         upper end
+-- @column baseline             the variant the speedup is against
+-- @column matches_reference    the output equals the reference's within err_tol (NULL: not checked)
+-- @column rel_err              ||out - ref|| / ||ref||
+-- @column host_ms              the host's median time to enqueue one call, ms (above median_ms: calls back to back are bound by the host)
+-- @column error                why the variant could not be timed, or why its output could not be checked
+-- @display config, variant, calls, median_ms, p95_ms, tflops, speedup_vs_baseline, speedup_low, speedup_high, matches_reference, error
+-- @requires bench_results
+WITH named AS (
+    SELECT * FROM bench_results
+    WHERE ($run IS NULL OR run_id = $run)
+      AND ($name IS NULL OR contains(lower(config), lower($name)) OR contains(lower(variant), lower($name)))
+), checked AS (  -- read first: a name nothing has is most likely a typo
+    SELECT CASE WHEN $name IS NULL OR count(*) > 0 THEN true
+                ELSE error('bench-results: no configuration or variant '
+                           || CASE WHEN $run IS NULL THEN 'of a bench run' ELSE 'of run ' || $run END
+                           || ' has a name containing ''' || $name || ''' (tracekit query bench-results lists them)') END AS ok
+    FROM named
+)
+SELECT run_id, config, variant, calls, median_ms, p95_ms, std_ms, tflops,
+       speedup_vs_baseline, speedup_low, speedup_high, baseline, matches_reference, rel_err, host_ms,
+       coalesce(error, check_error) AS error
+FROM checked JOIN named ON checked.ok
+ORDER BY run_id, config, (variant <> baseline), variant
+LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

@@ -1,0 +1,175 @@
+"""`tracekit bench` results as runs (tests/data/bench_pair: the benchmark three times on the
+H200, the last with a slower dense tile): ingested from the JSON it writes, queried
+(bench-results) and compared (diff's bench scope), and hostile files refused."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import statistics
+
+import polars as pl
+import pytest
+from conftest import DATA
+
+import tracekit
+from tracekit.cli import main as cli_main
+from tracekit.errors import QueryError
+
+PAIR = DATA / "bench_pair"
+
+
+def _doc(name: str) -> dict:
+    return json.loads(lzma.open(PAIR / f"{name}.json.xz").read())
+
+
+@pytest.fixture(scope="module")
+def tk(tmp_path_factory):
+    t = tracekit.open(tmp_path_factory.mktemp("bench") / "s.duckdb")
+    for name in ("base", "base_again", "slow"):
+        t.ingest(PAIR / f"{name}.json.xz", name=name)
+    yield t
+    t.close()
+
+
+def test_bench_results_are_the_files_with_each_calls_time(tk):
+    for name in ("base", "slow"):
+        doc = _doc(name)
+        df = tk.query("bench-results", run=name)
+        assert df.height == len(doc["results"]) == 7
+        mine = {(r["config"], r["variant"]): r for r in df.iter_rows(named=True)}
+        for want in doc["results"]:
+            got = mine[(want["config"], want["variant"])]
+            assert got["calls"] == want["n_rep"] == len(want["samples_ms"])
+            for col in ("median_ms", "p95_ms", "tflops", "speedup_vs_baseline", "speedup_low", "speedup_high"):
+                assert got[col] == want[col], col
+            assert got["matches_reference"] == want["matches_reference"] and got["baseline"] == "sdpa"
+        # each call's time kept: the median of a pair's calls is the one the benchmark printed
+        samples = tk.sql(f"SELECT config, variant, list(ms ORDER BY call_idx) AS ms FROM bench_samples "
+                         f"WHERE run_id = (SELECT run_id FROM runs WHERE name = '{name}') GROUP BY ALL")
+        for r in samples.iter_rows(named=True):
+            want = next(w for w in doc["results"] if (w["config"], w["variant"]) == (r["config"], r["variant"]))
+            assert r["ms"] == want["samples_ms"]
+            assert statistics.median(r["ms"]) == pytest.approx(want["median_ms"], rel=1e-12)
+    run = tk.runs().filter(pl.col("name") == "base").row(0, named=True)
+    assert (run["kind"], run["gpu"]) == ("bench", "NVIDIA H200")
+    # the baseline first within each configuration; name= as a filter of configurations and variants
+    assert tk.query("bench-results", run="base")["variant"].to_list()[:2] == ["sdpa", "triton_block_sparse"]
+    assert set(tk.query("bench-results", run="base", name="DENSE")["variant"]) == {"triton_dense"}
+    with pytest.raises(QueryError, match="bench-results: no configuration or variant of run 1 has a name "
+                                         "containing 'flash'"):
+        tk.query("bench-results", run="base", name="flash")
+
+
+def test_the_same_benchmark_twice_is_unchanged(tk):
+    df = tk.diff("base", "base_again")
+    assert set(df["scope"]) == {"bench"} and df.height == 7
+    assert set(df["verdict"]) == {"unchanged"}
+    assert df["delta_pct"].abs().max() < 1.0
+
+
+def test_the_slower_tile_regresses_the_dense_kernel_alone(tk):
+    df = tk.diff("base", "slow")
+    changed = df.filter(pl.col("verdict") != "unchanged")
+    assert sorted(changed["key"]) == ["bsa_T4096/triton_dense", "hstu_T1024/triton_dense", "hstu_T4096/triton_dense"]
+    assert set(changed["verdict"]) == {"regressed"} and (changed["delta_pct"] > 100).all()
+    row = changed.filter(pl.col("key") == "hstu_T1024/triton_dense").row(0, named=True)
+    assert row["note"] == "speedup vs sdpa 0.90x -> 0.40x" and row["p_value"] < 1e-100
+    # the 697 calls its 500 ms allowed against 1,000: another count of one kernel, not another mix
+    assert tk.query("bench-results", run="slow", name="T4096")["calls"].to_list() == [1000, 1000, 697, 1000, 701]
+
+
+def _planted(tmp_path, name: str, change) -> str:
+    """base_again's file changed by ``change(doc)``: what another run of the benchmark may give."""
+    doc = _doc("base_again")
+    change(doc)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_a_machine_slower_throughout_is_held_and_a_wrong_output_is_not(tk, tmp_path):
+    """Every call 15 % slower (another machine's pace: the speedups, timed in one process, the
+    same): held, the baselines too; a variant whose output no longer matches the reference is
+    regressed whatever its time; one that failed is said."""
+    def slower(doc):
+        for r in doc["results"]:
+            r["samples_ms"] = [t * 1.15 for t in r["samples_ms"]]
+            r["median_ms"] *= 1.15
+        wrong = next(r for r in doc["results"] if (r["config"], r["variant"]) == ("hstu_T1024", "triton_dense"))
+        wrong["matches_reference"] = False
+        failed = next(r for r in doc["results"] if r["variant"] == "triton_block_sparse")
+        failed.update(samples_ms=[], median_ms=None, error="OutOfMemoryError: CUDA out of memory")
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(PAIR / "base.json.xz", name="base")
+        t.ingest(_planted(tmp_path, "slower", slower), name="slower")
+        df = t.diff("base", "slower")
+    rows = {r["key"]: r for r in df.iter_rows(named=True)}
+    for key in ("hstu_T4096/triton_dense", "bsa_T4096/triton_dense"):
+        assert rows[key]["verdict"] == "unchanged" and "moved with its baseline (sdpa +" in rows[key]["note"]
+    for key in ("hstu_T1024/sdpa", "hstu_T4096/sdpa", "bsa_T4096/sdpa"):
+        assert rows[key]["verdict"] == "unchanged" and rows[key]["note"].startswith("moved with its variants")
+    wrong = rows["hstu_T1024/triton_dense"]
+    assert wrong["verdict"] == "regressed" and wrong["note"].endswith("its output no longer matches the reference")
+    failed = rows["bsa_T4096/triton_block_sparse"]
+    assert failed["verdict"] == "regressed" and failed["new"] is None
+    assert failed["note"].endswith("failed in the new run: OutOfMemoryError: CUDA out of memory")
+
+
+def test_a_bench_run_against_a_capture_shares_no_scope(tk):
+    tk.ingest(DATA / "nsys_hstu_mixed" / "export.sqlite.xz", name="mixed")
+    with pytest.raises(QueryError, match=r"run 1 \(base\) \[bench\] and run 4 \(mixed\) \[nsys\] share no scope"):
+        tk.diff("base", "mixed")
+    with pytest.raises(QueryError, match=r"run 4 \(mixed\) is an nsys run; bench-results needs a bench run"):
+        tk.query("bench-results", run="mixed")
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda d: d.pop("results"), "a JSON file without 'environment' and 'results': not a tracekit bench file"),
+    (lambda d: d.update(results=[]), "no result (the benchmark measured nothing)"),
+    (lambda d: d.update(results={"a": 1}), "'results' is not a list of objects"),
+    (lambda d: d["results"].append(dict(d["results"][0])), "result 8: sdpa on hstu_T1024 again (result 1)"),
+    (lambda d: d["results"][2].update(samples_ms=[0.1, float("nan")]),
+     "result 3 (sdpa on hstu_T4096): samples_ms[1] nan: a time is a finite number, 0 or more"),
+    (lambda d: d["results"][0].update(samples_ms=[0.1, -1]), "samples_ms[1] -1: a time is a finite number"),
+    (lambda d: d["results"][0].update(samples_ms="fast"), "samples_ms is not a list of times"),
+    (lambda d: d["results"][0].update(n_rep=-3), "n_rep -3: a count is a whole number, 0 or more"),
+    (lambda d: d["results"][0].update(median_ms="0.1"), "median_ms '0.1' is not a number"),
+    (lambda d: d["results"][0].update(config=None), "result 1: no config"),
+    (lambda d: d["results"][0].update(matches_reference="yes"), "matches_reference 'yes' is not true or false"),
+    (lambda d: d["results"][0].update(samples_ms=[], error=None), "neither times (samples_ms) nor an error"),
+])
+def test_hostile_bench_files_are_one_line_and_leave_the_store(tmp_path, capsys, change, said):
+    db = tmp_path / "s.duckdb"
+    assert cli_main(["--db", str(db), "ingest", str(PAIR / "base.json.xz")]) == 0
+    before = db.read_bytes()
+    capsys.readouterr()
+    bad = _planted(tmp_path, "bad", change)
+    assert cli_main(["--db", str(db), "ingest", bad]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"tracekit: error: {bad}: ") and said in err[0], err
+    assert db.read_bytes() == before
+
+
+def test_a_file_that_is_not_json_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "cut.json"
+    bad.write_bytes(lzma.open(PAIR / "base.json.xz").read()[:5000])
+    assert cli_main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(bad)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"tracekit: error: {bad}: not valid JSON (") and not (tmp_path / "s.duckdb").exists()
+
+
+def test_the_report_of_a_bench_run(tk, tmp_path):
+    """The report of the slowed run against the first: the comparison, then its results as
+    bench-results gives them."""
+    from test_report import _column, _parse
+
+    from tracekit import report
+
+    (tmp_path / "r.html").write_text(report.render(report.build(tk, run="slow", vs="base")))
+    page = _parse(tmp_path / "r.html")
+    assert "bench-results" in page.sections
+    (table,) = page.sections["bench-results"]
+    want = tk.query("bench-results", run="slow")
+    assert [t for t, _, _ in _column(table, "variant")] == want["variant"].to_list()
+    assert "tracekit report · bench run 3: slow" in (tmp_path / "r.html").read_text()

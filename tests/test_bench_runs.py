@@ -173,3 +173,31 @@ def test_the_report_of_a_bench_run(tk, tmp_path):
     want = tk.query("bench-results", run="slow")
     assert [t for t, _, _ in _column(table, "variant")] == want["variant"].to_list()
     assert "tracekit report · bench run 3: slow" in (tmp_path / "r.html").read_text()
+
+
+def test_the_speedup_chart(tk, tmp_path):
+    """Each variant but the baseline at its speedup with its interval; a wrong output red, a
+    failed variant named; drawn to PNG."""
+    from conftest import spec_datasets
+
+    from tracekit import charts
+
+    spec = charts.chart(tk, "bench-results", run="slow").to_dict()
+    rows = [r for ds in spec_datasets(spec) for r in ds if "label" in r]
+    want = tk.query("bench-results", run="slow").filter(pl.col("variant") != "sdpa")
+    assert {r["label"]: r["speedup_vs_baseline"] for r in rows} == {
+        f"{c} · {v}": x for c, v, x in want.select("config", "variant", "speedup_vs_baseline").rows()}
+    assert {r["check"] for r in rows} == {"matches or not checked"}
+
+    def wrong_and_failed(doc):
+        next(r for r in doc["results"] if r["variant"] == "triton_dense")["matches_reference"] = False
+        next(r for r in doc["results"] if r["variant"] == "triton_block_sparse").update(
+            samples_ms=[], median_ms=None, speedup_vs_baseline=None, speedup_low=None, speedup_high=None,
+            error="OutOfMemoryError")
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(_planted(tmp_path, "odd", wrong_and_failed), name="odd")
+        spec = charts.chart(t, "bench-results").to_dict()
+        assert charts.save(charts.chart(t, "bench-results"), tmp_path / "b.png").stat().st_size > 10_000
+    rows = [r for ds in spec_datasets(spec) for r in ds if "label" in r]
+    assert {r["check"] for r in rows if r["label"] == "hstu_T1024 · triton_dense"} == {"does not match the reference"}
+    assert "not timed: bsa_T4096 · triton_block_sparse" in spec["title"]["subtitle"]

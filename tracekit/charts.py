@@ -2195,6 +2195,56 @@ def job_diff(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
             "dot: judged regressed or improved on that rank (tracekit diff's rules)" + (f"; {dense}" if dense else "")]))
 
 
+def bench_speedups(df: pl.DataFrame) -> alt.LayerChart:
+    """A ``tracekit bench`` run's speedup of each variant against its baseline, per
+    configuration (bench-results): a dot at the ratio of the medians with its 95 % bootstrap
+    interval, a rule at 1 (the baseline), on a log scale; a variant whose output did not
+    match the reference is drawn red, one that failed is left out (named in the subtitle)."""
+    _need(df, "bench-results", "bench-results", ["config", "variant", "speedup_vs_baseline", "speedup_low",
+                                                  "speedup_high", "baseline", "matches_reference"])
+    d = df.filter(pl.col("speedup_vs_baseline").is_not_null() & (pl.col("variant") != pl.col("baseline")))
+    failed = df.filter(pl.col("speedup_vs_baseline").is_null())
+    if d.is_empty():
+        return _no_data("Speedup against the baseline", ["no variant other than the baseline was timed"])
+    runs = "run_id" in d.columns and d["run_id"].n_unique() > 1
+    d = d.with_columns(
+        pl.format("{} · {}", pl.col("config"), pl.col("variant")).alias("label") if not runs else
+        pl.format("run {} · {} · {}", pl.col("run_id"), pl.col("config"), pl.col("variant")).alias("label"),
+        pl.when(pl.col("matches_reference") == False).then(pl.lit("does not match the reference"))  # noqa: E712
+        .otherwise(pl.lit("matches or not checked")).alias("check"))
+    order = d["label"].to_list()
+    data = d.select("label", "config", "variant", "baseline", "speedup_vs_baseline", "speedup_low", "speedup_high",
+                    "median_ms", "check").to_dicts()
+    lo = min(min(r["speedup_low"] or r["speedup_vs_baseline"] for r in data), 1.0)
+    hi = max(max(r["speedup_high"] or r["speedup_vs_baseline"] for r in data), 1.0)
+    scale = alt.Scale(type="log", domain=[lo / 1.15, hi * 1.15], nice=False)
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=420))
+    tooltip = [alt.Tooltip("config:N"), alt.Tooltip("variant:N"), alt.Tooltip("baseline:N"),
+               alt.Tooltip("speedup_vs_baseline:Q", title="speedup", format=".3f"),
+               alt.Tooltip("speedup_low:Q", title="95% low", format=".3f"),
+               alt.Tooltip("speedup_high:Q", title="95% high", format=".3f"),
+               alt.Tooltip("median_ms:Q", title="median [ms]", format=".4f"), alt.Tooltip("check:N")]
+    base = alt.Chart(_data(data)).encode(y=y, tooltip=tooltip)
+    bars = base.mark_rule(strokeWidth=2).encode(x=alt.X("speedup_low:Q", scale=scale), x2="speedup_high:Q")
+    color = alt.Color("check:N", title=None, scale=alt.Scale(domain=["matches or not checked",
+                                                                    "does not match the reference"],
+                                                            range=["#4c78a8", "#e45756"]))
+    dots = base.mark_point(filled=True, size=70).encode(
+        x=alt.X("speedup_vs_baseline:Q", scale=scale, title="speedup against the baseline (x, log scale)"),
+        color=color)
+    one = alt.Chart(_data([{"x": 1.0}])).mark_rule(color="#888", strokeDash=[4, 3]).encode(x="x:Q")
+    text = base.mark_text(align="left", dx=8, fontSize=11).encode(
+        x="speedup_high:Q", text=alt.Text("speedup_vs_baseline:Q", format=".2f"))
+    baselines = ", ".join(sorted(set(d["baseline"].to_list())))
+    subtitle = [f"the baseline's median over the variant's, same process (baseline: {baselines}); "
+                "line: 95 % bootstrap interval"]
+    if failed.height:
+        subtitle.append("not timed: " + ", ".join(f"{c} · {v}" for c, v in failed.select("config", "variant").rows()))
+    return alt.layer(bars, dots, text, one).properties(
+        width=WIDTH - 250, height=alt.Step(22),
+        title=alt.Title("Speedup against the baseline", subtitle=subtitle))
+
+
 CHARTS: dict[str, ChartSpec] = {
     "roofline": ChartSpec("roofline", roofline, {"limit": 0}, "ncu roofline, one point per launch"),
     "occupancy": ChartSpec(
@@ -2244,6 +2294,8 @@ CHARTS: dict[str, ChartSpec] = {
     "job-diff": ChartSpec(None, job_diff, {}, "multi-rank: a job against a job, each rank's change per key "
                           "(-p base=A -p new=B: any rank's run, or the job; [-p repeats=R])", data=_job_diff_data,
                           source="tracekit diff --jobs's comparison, needs two multi-rank jobs"),
+    "bench-results": ChartSpec("bench-results", bench_speedups, {"limit": 0},
+                               "tracekit bench: each variant's speedup against the baseline with its 95% interval"),
     "compare": ChartSpec(None, compare, {}, "several runs against one base (-p base=A -p runs=B,C; "
                          "-p jobs=true: multi-rank jobs, as compare --jobs)",
                          data=_compare_data, source="tracekit compare's comparison, needs two runs or two sweeps"),

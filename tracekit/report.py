@@ -403,7 +403,7 @@ NCU = (
 )
 
 BENCH = (
-    Section("bench-results", "Benchmark results", "bench-results", {"limit": 0}, None,
+    Section("bench-results", "Benchmark results", "bench-results", {"limit": 0}, "bench-results",
             ("config", "variant", "calls", "median_ms", "p95_ms", "tflops", "speedup_vs_baseline", "speedup_low",
              "speedup_high", "matches_reference", "rel_err", "host_ms", "error"),
             "Per configuration and variant, as `tracekit bench` timed them (GPU time per call, CUDA events): the "

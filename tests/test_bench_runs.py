@@ -57,7 +57,7 @@ def test_bench_results_are_the_files_with_each_calls_time(tk):
     assert tk.query("bench-results", run="base")["variant"].to_list()[:2] == ["sdpa", "triton_block_sparse"]
     assert set(tk.query("bench-results", run="base", name="DENSE")["variant"]) == {"triton_dense"}
     with pytest.raises(QueryError, match="bench-results: no configuration or variant of run 1 has a name "
-                                         "containing 'flash'"):
+                                         "containing 'flash' .`tracekit query bench-results` lists them.$"):
         tk.query("bench-results", run="base", name="flash")
 
 

@@ -211,7 +211,8 @@ def test_sweep_latency_query(tmp_path):
     df = tk.query("sweep-latency", limit=0)
     assert df.columns == ["preset", "tool", "bs", "nc", "run", "requests", "median_ms", "p95_ms",
                           "p99_ms", "mean_ms", "min_ms", "max_ms", "peak_mem_allocated_mb", "std_ms",
-                          "peak_mem_reserved_mb", "users_per_s", "candidates_per_s"]
+                          "peak_mem_reserved_mb", "users_per_s", "candidates_per_s", "sm_clock_mhz",
+                          "sm_clock_min_mhz", "temp_max_c", "slowdown"]
     keys = list(zip(df["tool"], df["bs"], df["nc"], strict=True))
     assert keys == [("none", 1, 128), ("none", 8, 128), ("none", 8, 1024), ("nsys", 8, 1024)]
     assert df["run"].to_list()[1].startswith("r3-")  # the newer of the two runs

@@ -653,6 +653,10 @@ def test_a_name_filter_that_matches_nothing_in_the_run_is_an_error(small_store, 
 
     q = get_registry().get(query)
     run = "ncu_run" if q.source == "ncu" else "nsys_run"
+    if q.source == "bench":
+        with tracekit.open(small_store) as tk:
+            tk.ingest(DATA / "bench_pair" / "base.json.xz", name="bench_run")
+        run = "bench_run"
     scen = scenario_of(q)  # (a run with what it is about: the GPU's or CPU's samples, the calls' stacks, ...)
     if scen is not None:
         with tracekit.open(small_store) as tk:

@@ -33,7 +33,7 @@ WITH named AS (
     SELECT CASE WHEN $name IS NULL OR count(*) > 0 THEN true
                 ELSE error('bench-results: no configuration or variant '
                            || CASE WHEN $run IS NULL THEN 'of a bench run' ELSE 'of run ' || $run END
-                           || ' has a name containing ''' || $name || ''' (tracekit query bench-results lists them)') END AS ok
+                           || ' has a name containing ''' || $name || ''' (`tracekit query bench-results` lists them)') END AS ok
     FROM named
 )
 SELECT run_id, config, variant, calls, median_ms, p95_ms, std_ms, tflops,

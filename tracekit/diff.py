@@ -1645,7 +1645,7 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
 def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
     """Per configuration and variant of two ``tracekit bench`` runs, the median time of a call,
     judged on the calls' times (Mann-Whitney) beyond the threshold: the benchmark times GPU
-    work alone, and two identical runs agree within 1.7 % at every pair (tests/data/bench_pair,
+    work alone, and two identical runs agree within 0.9 % at every pair (tests/data/bench_pair,
     base against base_again: 1,000 calls each). The number of calls follows a time budget, so
     another count is no other mix. A variant whose median moved with its baseline's (the
     machine's pace: both moved its way, the baseline by at least half as much in log terms),
@@ -1654,7 +1654,7 @@ def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
     failed in one, is said."""
     rows = _simple_scope(con, "bench", _sql("samples_bench"), params, threshold, [("med_ns", "median", 1)], False)
     info = {(side, f"{config}/{variant}"): (baseline, f"{config}/{baseline}" if baseline else None, speedup, matches,
-                                            error)
+                                            error, config, variant)
             for side, config, variant, baseline, speedup, matches, error in con.execute(
                 "SELECT s.side, b.config, b.variant, b.baseline, b.speedup_vs_baseline, b.matches_reference, "
                 "coalesce(b.error, b.check_error) FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
@@ -1664,14 +1664,14 @@ def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
     for r in rows:
         base, new = info.get((0, r.key)), info.get((1, r.key))
         if r.verdict in ("added", "removed"):
-            failed = (new if r.verdict == "removed" else base) or (None,) * 5
+            failed = (new if r.verdict == "removed" else base) or (None,) * 7
             if failed[4]:
                 r.verdict = "regressed" if r.verdict == "removed" else "improved"
                 r.note = _join(r.note, f"failed in the {'new' if r.verdict == 'regressed' else 'base'} run: {failed[4]}")
             continue
         if base is None or new is None:
             continue
-        if base[1] == new[1] and base[0] != r.key.split("/", 1)[1] and base[2] and new[2]:
+        if base[1] == new[1] and base[0] != base[6] and base[2] and new[2]:
             r.note = _join(r.note, f"speedup vs {base[0]} {base[2]:.2f}x -> {new[2]:.2f}x")
             b_base, b_new = medians.get(base[1], (None, None))
             with_it = False
@@ -1691,11 +1691,10 @@ def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
     for r in rows:  # a baseline that every other variant of its configuration moved with: the machine's pace too
         if r.verdict in ("regressed", "improved") and paced.get(r.key) and all(paced[r.key]):
             r.verdict = "unchanged"
-            r.note = _join(r.note, f"{BENCH_BASELINE_NOTE} (every other variant of {r.key.split('/', 1)[0]} moved with "
+            r.note = _join(r.note, f"{BENCH_BASELINE_NOTE} (every other variant of {info[(0, r.key)][5]} moved with "
                                    "it in the same process, their speedups against it within the threshold): the "
                                    "machine, not the code")
     return rows
-
 
 
 # -- sweeps -------------------------------------------------------------------------
@@ -1824,7 +1823,7 @@ def _with_the_host(con, rows: list[_Row], pace: tuple[float, str], pair: tuple, 
 
 
 #: the SM clocks (MHz) two runs' timed requests ran at differ where they are this far apart
-#: (%): NVML reads the clock in steps of 15 MHz, under 1 % of a data-centre GPU's boost clock
+#: (%): 20 MHz of the H200's 1,980 MHz
 CLOCK_MOVED_PCT = 1.0
 
 

@@ -80,9 +80,9 @@ def _value(row: dict, key: str, typ: pa.DataType, where: str):
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise InputError(f"{where}: {key} {v!r} is not a number")
     if pa.types.is_integer(typ):
-        if not (isinstance(v, int) or (math.isfinite(v) and v == int(v))) or not 0 <= v < 2**31 * (
-                2**32 if typ == pa.int64() else 1):
-            raise InputError(f"{where}: {key} {v!r}: a count is a whole number, 0 or more")
+        top = 2**(typ.bit_width - 1)  # (a signed column's range)
+        if not (isinstance(v, int) or (math.isfinite(v) and v == int(v))) or not 0 <= v < top:
+            raise InputError(f"{where}: {key} {v!r}: a count is a whole number, 0 or more (below {top:,})")
         return int(v)
     if not math.isfinite(v):
         raise InputError(f"{where}: {key} {v!r} is not a finite number")

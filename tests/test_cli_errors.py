@@ -238,6 +238,12 @@ def test_every_chart_of_a_run_of_the_wrong_kind_is_an_error_and_no_file(small_st
         assert "takes no --run" in one_error_line(capsys)
         assert not out.exists()
         return
+    if q.source == "bench":  # neither run is a bench run
+        for run, kind in (("1", "nsys"), ("2", "ncu")):
+            assert _cli(small_store, "chart", chart, "--run", run, "-o", str(out)) == 2
+            assert f"is an {kind} run; {q.name} needs a bench run" in one_error_line(capsys)
+        assert not out.exists()
+        return
     if q.source not in ("nsys", "ncu"):  # the rank charts: runs 1 and 2 are ranks of no job
         for run in ("1", "2"):
             assert _cli(small_store, "chart", chart, "--run", run, "-o", str(out)) == 2

@@ -889,6 +889,26 @@ def _check_cell(r) -> str:
     return cell
 
 
+def speedup_summary(results: list[dict], baseline: str) -> list[str]:
+    """Per variant other than ``baseline`` timed on more than one configuration: the
+    geometric mean of its speedups over them, and its smallest and largest with their
+    configurations (the BSA seed's mean, min and max speedup)."""
+    per: dict[str, list[tuple[float, str]]] = {}
+    for r in results:
+        sp = r.get("speedup_vs_baseline")
+        if r["variant"] != baseline and sp:
+            per.setdefault(r["variant"], []).append((sp, r["config"]))
+    lines = []
+    for variant, sps in per.items():
+        if len(sps) < 2:
+            continue
+        mean = math.exp(sum(math.log(x) for x, _ in sps) / len(sps))
+        (lo, lo_cfg), (hi, hi_cfg) = min(sps), max(sps)
+        lines.append(f"{variant} vs {baseline} over {len(sps)} configurations: geometric mean {mean:.2f}x, "
+                     f"min {lo:.2f}x ({lo_cfg}), max {hi:.2f}x ({hi_cfg})")
+    return lines
+
+
 def format_table(results: list[dict]) -> str:
     """A fixed-width table: configuration, variant, median/p95 ms, the host's enqueue ms per
     call, TFLOP/s, speedup and its 95 % interval, the errors against the reference, peak MB;
@@ -917,6 +937,7 @@ def format_table(results: list[dict]) -> str:
     if base:
         out.append(f"speedup = median({base}) / median(variant), same process; 95% interval: bootstrap of both "
                    "sets of per-call times")
+        out += speedup_summary(results, base)
     tol = next((r["err_tol"] for r in results if r.get("err_tol") is not None), None)
     if tol is not None:
         out.append(f"rel_err = ||out - ref|| / ||ref|| against the PyTorch reference of the variant's kind (same "

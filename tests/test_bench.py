@@ -248,3 +248,20 @@ def test_cli_passes_no_gpu_delay(monkeypatch):
     for args, want in ((["--no-gpu-delay"], False), ([], True)):
         assert main(["bench", "attention", "--config", "seed1", *args]) == 0
         assert seen.pop() is want
+
+
+def test_the_table_ends_with_each_variants_speedups_over_the_configurations():
+    """The BSA seed's mean, min and max speedup: per variant timed on several configurations
+    (tests/data/bench_pair's H200 run), the geometric mean of its speedups and the extremes."""
+    import json
+    import lzma
+
+    from conftest import DATA
+
+    rows = json.loads(lzma.open(DATA / "bench_pair" / "slow.json.xz").read())["results"]
+    dense = [r["speedup_vs_baseline"] for r in rows if r["variant"] == "triton_dense"]
+    mean = math.exp(sum(map(math.log, dense)) / 3)
+    lines = format_table(rows).splitlines()
+    assert (f"triton_dense vs sdpa over 3 configurations: geometric mean {mean:.2f}x, min {min(dense):.2f}x "
+            f"(bsa_T4096), max {max(dense):.2f}x (hstu_T1024)") in lines
+    assert not any(line.startswith("triton_block_sparse vs") for line in lines)  # (one configuration)

@@ -473,6 +473,17 @@ def test_export_into_a_bad_folder_is_an_error(small_store, dest, message):
             dataset.export(tk, dest)
 
 
+def test_export_over_the_stores_wal_is_an_error_and_the_store_opens(small_store, capsys):
+    """`export parquet -o STORE.wal` made a folder where DuckDB replays the store's WAL: every
+    command on the store failed after it. Refused, as every other output over it is."""
+    wal = small_store.with_name(small_store.name + ".wal")
+    assert main(["--db", str(small_store), "export", "parquet", "-o", str(wal)]) == 2
+    assert capsys.readouterr().err == f"tracekit: error: {wal}: this is the store WAL ({wal.resolve()}); write the " \
+                                      "output to another file\n"
+    assert not wal.exists()
+    assert main(["--db", str(small_store), "runs"]) == 0
+
+
 def test_the_stores_integers_are_integers_in_the_files(small_store, tmp_path):
     """A notebook reading the files meets the store's integers as integers: every integer column
     of every table is an integer column of its Parquet files, with the store's values (api_sum's

@@ -690,11 +690,12 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
     from .registry import resolve_run
 
     expect(dest, (str, os.PathLike), "export: folder", InputError)
-    from .outputs import resolved
+    from .outputs import check_not_store, resolved
 
     dest = Path(dest)
     if str(tk.path) != ":memory:" and resolved(dest) == Path(tk.path).resolve():
         raise InputError(f"{dest}: is the store itself; export into a new folder")
+    check_not_store(dest, tk.path)  # (nor its .wal: a folder there, and DuckDB cannot open the store again)
     _check_new(dest)
     if run is None or str(run).strip().lower() == "all":
         ids = [r[0] for r in tk.con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]

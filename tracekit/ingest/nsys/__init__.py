@@ -190,6 +190,7 @@ def _read(export: Export, path: Path) -> Parsed:
     _check_sizes(path, raw)
     _number_memory_events(raw)
     _check_names(path, raw)
+    _check_nvtx_times(path, raw)
     _check_nvtx_threads(path, raw)
     _cuda_gpus_only(raw)
 
@@ -229,6 +230,14 @@ def _check_durations(path: Path, raw: dict[str, pa.Table]) -> None:
         tbl = raw.get(name)
         if tbl is None or not {"start", "end"} <= set(tbl.column_names):
             continue
+        # (nsys times both ends of every row: one without a time would be counted and not summed)
+        untimed = pc.or_(pc.is_null(tbl.column("start")), pc.is_null(tbl.column("end")))
+        _refuse_rows(path, SPECS[name].source, untimed, ("row", "rows", "without a start or an end time"),
+                     lambda i, t=tbl: f"start {_sql(t.column('start')[i])}, end {_sql(t.column('end')[i])}")
+        if name == "api_calls" and "globalTid" in tbl.column_names:  # (a call runs on a thread)
+            _refuse_rows(path, SPECS[name].source, pc.is_null(tbl.column("globalTid")),
+                         ("call", "calls", "without a thread"), lambda i, t=tbl: f"start {t.column('start')[i].as_py()}, "
+                                                                           "globalTid NULL")
         back = pc.less(tbl.column("end"), tbl.column("start"))
         n = pc.sum(back).as_py() or 0
         if n:
@@ -309,6 +318,23 @@ def _number_memory_events(raw: dict[str, pa.Table]) -> None:
         raw["gpu_memory"] = tbl.append_column("_tk_row", pa.array(np.arange(tbl.num_rows, dtype=np.int64)))
 
 
+def _check_nvtx_times(path: Path, raw: dict[str, pa.Table]) -> None:
+    """An NVTX range starts, and ends (where it did) no earlier: one without a start, or that
+    ends before it starts, is a damaged export, refused as GPU work is (``_check_durations``):
+    its negative duration would enter every range's statistics."""
+    tbl = raw.get("nvtx")
+    if tbl is None:
+        return
+    kinds = pa.array([NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND], tbl.column("eventType").type)
+    ranges = pc.fill_null(pc.is_in(tbl.column("eventType"), value_set=kinds), scalar(False))
+    _refuse_rows(path, "NVTX_EVENTS", pc.and_(ranges, pc.is_null(tbl.column("start"))),
+                 ("range", "ranges", "without a start time"), lambda i: f"start NULL, end {_sql(tbl.column('end')[i])}")
+    if "end" in tbl.column_names:
+        back = pc.fill_null(pc.and_(ranges, pc.less(tbl.column("end"), tbl.column("start"))), scalar(False))
+        _refuse_rows(path, "NVTX_EVENTS", back, ("range", "ranges", "that end before they start"),
+                     lambda i: f"start {tbl.column('start')[i].as_py()}, end {tbl.column('end')[i].as_py()}")
+
+
 def _check_nvtx_threads(path: Path, raw: dict[str, pa.Table]) -> None:
     """An NVTX range opens on a thread (``globalTid``): push/pop ranges nest per thread, and
     so do start/end ranges that end on the thread they started on. One without a thread
@@ -323,6 +349,12 @@ def _check_nvtx_threads(path: Path, raw: dict[str, pa.Table]) -> None:
         bad = pc.and_(bad, pc.is_null(tbl.column("endGlobalTid")))
     _refuse_rows(path, "NVTX_EVENTS", bad, ("range", "ranges", "without a thread"),
                  lambda i: f"start {tbl.column('start')[i].as_py()}, globalTid NULL")
+
+
+def _sql(value: pa.Scalar) -> str:
+    """A value of a row as a refusal names it: NULL for none."""
+    v = value.as_py()
+    return "NULL" if v is None else str(v)
 
 
 def _refuse_rows(path: Path, table: str, bad: pa.ChunkedArray, said: tuple[str, str, str], detail) -> None:

@@ -349,8 +349,11 @@ def _range_kernels(con, run_id: int, named: pa.Table, cols: nvtx.RangeColumns) -
     has = g >= 0
     gg = np.where(has, g, 0)
     t_idx, d_idx = (gg // 2) // n_dom, (gg // 2) % n_dom
-    rng = pc.binary_join_element_wise(domain_words.take(from_numpy(d_idx)), text_words.take(from_numpy(t_idx)),
-                                      scalar(":"))
+    if has.any():
+        rng = pc.binary_join_element_wise(domain_words.take(from_numpy(d_idx)), text_words.take(from_numpy(t_idx)),
+                                          scalar(":"))
+    else:  # (an export whose NVTX events hold no range: a domain registered, threads named)
+        rng = pa.nulls(len(gg), pa.string())
     named_group, no_name = from_numpy(has), scalar(None, pa.string())
     names = pa.table({
         "range": pc.if_else(named_group, rng, no_name),

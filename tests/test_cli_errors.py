@@ -458,6 +458,13 @@ def test_paths_that_cannot_be_read_or_written(small_store, tmp_path, capsys):
     os.mkfifo(fifo)
     assert _cli(small_store, "ingest", str(fifo)) == 2
     assert f"{fifo}: not a regular file or folder" in one_error_line(capsys)
+    # (diff, compare and report --vs waited for the pipe's writer, deaf to Ctrl-C; the API too)
+    for argv in (["diff", "1", str(fifo)], ["compare", "1", str(fifo)],
+                 ["report", "--run", "1", "--vs", str(fifo), "-o", str(tmp_path / "r.html")]):
+        assert _cli(small_store, *argv) == 2
+        assert f"{fifo}: not a regular file or folder (a pipe, socket or device)" in one_error_line(capsys), argv
+    with tracekit.open(small_store) as tk, pytest.raises(tracekit.errors.InputError, match="not a regular file"):
+        tk.ingest(fifo)
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(DATA / "nsys_capture_range" / "export.sqlite.xz", run / "nsys.sqlite.xz")
@@ -793,3 +800,40 @@ def test_an_error_that_repeats_a_huge_value_is_a_line_of_readable_length(small_s
     assert len(line) < ERROR_CHARS + 100 and "characters left out ...]" in line
     assert _cli(small_store, "query", "nvtx-summary", "-p", "skip=abc") == 2  # (a short one is whole)
     assert one_error_line(capsys) == "tracekit: error: nvtx-summary: parameter skip='abc' is not an integer"
+
+
+def test_a_corrupt_gzip_export_is_one_line_and_the_others_land(small_store, tmp_path, capsys):
+    """A .gz whose deflate data is damaged raised zlib's error, an internal error that stopped
+    the ingest of the files after it; now refused as the corrupt .xz and .bz2 are."""
+    import gzip
+    import lzma
+
+    raw = lzma.open(DATA / "nsys_diff_base_a" / "export.sqlite.xz").read()
+    bad = bytearray(gzip.compress(raw))
+    bad[20:40] = b"\xff" * 20
+    (tmp_path / "bad.sqlite.gz").write_bytes(bytes(bad))
+    good = DATA / "nsys_diff_base_b" / "export.sqlite.xz"
+    assert _cli(small_store, "ingest", str(tmp_path / "bad.sqlite.gz"), str(good)) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"tracekit: error: {tmp_path / 'bad.sqlite.gz'}: cannot decompress (Error -3 while decompressing "
+                   "data: invalid literal/lengths set); the file is truncated or corrupt",
+                   "tracekit: error: 1 of 2 files not ingested (errors above); the others landed"], err
+    with tracekit.open(small_store, read_only=True) as tk:
+        assert tk.runs().height == 3  # (the store's two, and the good file)
+
+
+def test_a_full_temporary_folder_is_not_the_files_fault(small_store, monkeypatch, capsys):
+    """A compressed export decompressed into a full temporary folder was called "truncated or
+    corrupt"; the line now says where there was no room and what to do."""
+    import errno
+    import shutil
+
+    def full(*_args, **_kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copyfileobj", full)
+    export = DATA / "nsys_diff_base_b" / "export.sqlite.xz"
+    assert _cli(small_store, "ingest", str(export)) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"tracekit: error: {export}: no room to decompress it in the temporary folder ")
+    assert line.endswith("(No space left on device); free space there or set TMPDIR to a folder with room")

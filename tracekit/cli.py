@@ -464,13 +464,12 @@ def ingest(
     db: DbOpt = None,
 ):
     """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""
-    from .ingest import run_folders
+    from .ingest import not_a_file_why, run_folders
 
     params = _params(param) or None
     for f in files:  # (a pipe would be read until its writer ends, if ever; an export needs seeking)
-        if f.exists() and not (f.is_file() or f.is_dir()):
-            raise InputError(f"{f}: not a regular file or folder (a pipe, socket or device); ingest an export, "
-                             "a report or a run folder")
+        if (why := not_a_file_why(f)) is not None:
+            raise InputError(why)
     warned = _SameWarnings(files)  # (a thousand ranks' exports that lack one thing: a few lines, then a count)
     with _capture_warnings(said=warned):  # (a sweep's point whose capture failed and left nothing: said, left out)
         given, files = files, run_folders(files)  # (a sweep's folder: its points' run folders)

@@ -19,6 +19,7 @@ same file twice is a no-op), one transaction per file, the ``runs`` row, prepend
 from __future__ import annotations
 
 import bz2
+import errno
 import gzip
 import importlib
 import itertools
@@ -26,6 +27,7 @@ import lzma
 import re
 import shutil
 import tempfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -122,13 +124,30 @@ def tool_version(line: str | None) -> str | None:
     return m[1] + (f" (build {m[2]})" if m[2] else "")
 
 
+#: what a damaged compressed file raises while it is read (a bad deflate stream: zlib.error)
+_DAMAGED = (OSError, EOFError, lzma.LZMAError, zlib.error)
+#: the errors of a full disk or quota
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+
+
+def not_a_file_why(path: Path) -> str | None:
+    """Why ``path`` cannot be read as an input: a pipe, socket or device (reading a pipe
+    waits for its writer, if ever; an export needs seeking); None for a file or folder."""
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        return (f"{path}: not a regular file or folder (a pipe, socket or device); ingest an export, a report or "
+                "a run folder")
+    return None
+
+
 def head_of(path: Path) -> bytes:
     """The first HEAD_BYTES of the (decompressed) content, without decompressing the rest."""
+    if (why := not_a_file_why(path)) is not None:
+        raise InputError(why)
     opener = _opener(path) or open
     try:
         with opener(path, "rb") as fh:
             return fh.read(HEAD_BYTES)
-    except (OSError, EOFError, lzma.LZMAError) as err:
+    except _DAMAGED as err:
         raise InputError(f"{path}: cannot decompress ({err}); the file is truncated or corrupt") from err
 
 
@@ -139,6 +158,8 @@ def materialized(path: Path) -> Iterator[Path]:
     for everything the user sees (the run's name, source path, rank and job)."""
     from .nsysrep import REPORT_SUFFIXES, export_if_needed
 
+    if (why := not_a_file_why(path)) is not None:
+        raise InputError(why)
     if path.suffix in REPORT_SUFFIXES:
         with export_if_needed(path) as plain, _named_as(path, plain):
             yield plain
@@ -152,7 +173,10 @@ def materialized(path: Path) -> Iterator[Path]:
         try:
             with opener(path) as src, open(out, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-        except (OSError, EOFError, lzma.LZMAError) as err:
+        except _DAMAGED as err:
+            if isinstance(err, OSError) and err.errno in _NO_ROOM:  # (the temporary folder is full, not the file bad)
+                raise InputError(f"{path}: no room to decompress it in the temporary folder {tmp} ({err.strerror}); "
+                                 "free space there or set TMPDIR to a folder with room") from err
             raise InputError(f"{path}: cannot decompress ({err}); the file is truncated or corrupt") from err
         with _named_as(path, out):
             yield out
@@ -385,6 +409,8 @@ def nothing_to_ingest(path: Path) -> str | None:
         if (path / "meta.json").exists() or next(_run_folders_below(path), None) is not None:
             return None
         return not_a_run_folder(path)
+    if (why := not_a_file_why(path)) is not None:
+        return why
     try:
         head = head_of(path)
     except (InputError, OSError):

@@ -24,7 +24,7 @@ from pathlib import Path
 from tracekit.errors import TracekitError
 from tracekit.outputs import check_output, output_suffix, write_output
 from tracekit.registry import check_sweep_timed, get_registry, resolve_sweep
-from tracekit.xlsx import MS, sheet
+from tracekit.xlsx import MS, save, sheet
 
 
 def _frames(tk, sweep: str | int | None = None):
@@ -53,7 +53,7 @@ def export_sweep(tk, path: str | os.PathLike, sweep: str | int | None = None) ->
         write_output(side, summary.write_csv, tk.path)
         return [path, side]
     wb = workbook(results, summary)
-    write_output(path, wb.save, tk.path)
+    write_output(path, lambda tmp: save(wb, tmp), tk.path)
     return [path]
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import CaptureWarning, InputError, Interrupted, TracekitError, expect
+from .errors import CaptureWarning, InputError, Interrupted, OutputError, TracekitError, expect
 from .interrupts import SigintWatch, interruptible
 from .names import check_run_name
 from .store import (
@@ -432,6 +432,11 @@ class Dataset(Tracekit):
                 raise
             except BaseException as err:
                 if not (self._sigints.count or isinstance(err, KeyboardInterrupt)):
+                    from .outputs import io_reason, no_room
+
+                    if not isinstance(err, TracekitError) and no_room(err):
+                        raise OutputError(f"{self.path}: cannot write the run of {path} ({io_reason(err)}); the "
+                                          "dataset is as it was") from err
                     raise
                 raise self.interrupted(path) from None
 
@@ -690,7 +695,7 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
     from .registry import resolve_run
 
     expect(dest, (str, os.PathLike), "export: folder", InputError)
-    from .outputs import check_not_store, resolved
+    from .outputs import check_not_store, io_reason, resolved
 
     dest = Path(dest)
     if str(tk.path) != ":memory:" and resolved(dest) == Path(tk.path).resolve():
@@ -716,9 +721,13 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
     existed = dest.is_dir()
     try:
         create(dest)
-    except BaseException:
+    except BaseException as err:
         if own:
             con.close()
+        if (reason := io_reason(err)) is not None and not isinstance(err, TracekitError):
+            if not existed:
+                shutil.rmtree(dest, ignore_errors=True)
+            raise OutputError(f"{dest}: cannot write the dataset ({reason}); nothing was left in it") from err
         raise
     tmp = Path(tempfile.mkdtemp(prefix=".tracekit-export-", dir=dest))
     try:
@@ -731,7 +740,7 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
             rows = _file_list(sorted(runs_dir.glob(f"run_id=*/{PART}")))
             con.execute(f"COPY (SELECT * FROM read_parquet({rows}, hive_partitioning = false) ORDER BY run_id) "
                         f"TO '{_q(dest / RUNS_FILE)}' (FORMAT parquet)")
-    except BaseException:  # the folder as it was, new or empty: no dataset of tables without their runs
+    except BaseException as err:  # the folder as it was, new or empty: no dataset of tables without their runs
         shutil.rmtree(tmp, ignore_errors=True)
         for p in list(dest.iterdir()) if dest.is_dir() else []:
             if p.is_dir() and not p.is_symlink():
@@ -741,6 +750,8 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
         if not existed:
             with contextlib.suppress(OSError):
                 dest.rmdir()
+        if (reason := io_reason(err)) is not None and not isinstance(err, TracekitError):  # (a full disk)
+            raise OutputError(f"{dest}: cannot write the dataset ({reason}); nothing was left in it") from err
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

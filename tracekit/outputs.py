@@ -197,8 +197,11 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
                             shutil.copyfileobj(src, dst, 1 << 20)
         except BrokenPipeError:
             raise  # the reader stopped reading (`| head`): no error of the output's (click exits quietly, 1)
-        except OSError as err:
-            raise OutputError(f"{shown}: cannot write ({_reason(err)})") from err
+        except Exception as err:
+            reason = io_reason(err)
+            if reason is None:
+                raise
+            raise OutputError(f"{shown}: cannot write ({reason})") from err
         return shown
     target = resolved(shown)
     folder = target.parent
@@ -218,12 +221,12 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
         os.chmod(tmp, mode)
         write_fn(tmp)
         os.replace(tmp, target)
-    except OSError as err:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
-        raise OutputError(f"{shown}: cannot write ({_reason(err)}); nothing was written") from err
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        reason = io_reason(err)
+        if reason is None:
+            raise
+        raise OutputError(f"{shown}: cannot write ({reason}); nothing was written") from err
     return shown
 
 
@@ -247,3 +250,31 @@ def _reason(err: OSError) -> str:
     if err.errno == errno.ENOSPC:
         return "no space left on device"
     return err.strerror or str(err)
+
+
+#: the OS error a library's own exception holds in its text: Polars's "(os error 28)", DuckDB's
+#: '"errno":"28"'
+_OS_ERRNO = re.compile(r'\(os error (\d+)\)|"errno":\s*"?(\d+)')
+
+
+def os_errno(err: BaseException) -> int | None:
+    """The operating system's error number ``err`` is, or carries in its text (a writer's own
+    exception: Polars's ComputeError, DuckDB's IOException); None for none."""
+    if isinstance(err, OSError):
+        return err.errno
+    m = _OS_ERRNO.search(str(err)) if isinstance(err, Exception) else None
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def io_reason(err: BaseException) -> str | None:
+    """What a failed write met, in words (``no space left on device``), where ``err`` is the
+    operating system's error (``os_errno``); None for any other error."""
+    if isinstance(err, OSError):
+        return _reason(err)
+    code = os_errno(err)
+    return None if code is None else _reason(OSError(code, os.strerror(code)))
+
+
+def no_room(err: BaseException) -> bool:
+    """Whether ``err`` is a full disk's or an exhausted quota's."""
+    return os_errno(err) in (errno.ENOSPC, errno.EDQUOT)

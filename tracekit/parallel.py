@@ -64,6 +64,10 @@ def error_line(source: str, err: BaseException) -> str:
         return text if named else f"{source}: {text}"
     if name == "KilledWorker":
         return f"{source}: the worker preparing it died (killed, or out of memory); nothing was written"
+    from .outputs import io_reason, no_room
+
+    if no_room(err):  # (a full disk where its run was being written)
+        return f"{source}: cannot write its run ({io_reason(err)}); nothing was written"
     first = (str(err).splitlines() or [""])[0]
     return f"{source}: {name}: {first}" if first else f"{source}: {name}"
 

@@ -116,4 +116,15 @@ def write(df, path: str | os.PathLike, title: str = "table") -> None:
     ws = wb.active
     ws.title = title[:31]  # (Excel's limit on a sheet's name)
     sheet(ws, cells(df))
-    wb.save(Path(path))
+    save(wb, path)
+
+
+def save(wb, path: str | os.PathLike) -> None:
+    """The workbook ``wb`` written to ``path``: made in memory, then written whole, so that a
+    failed write (a full disk) is the file's error alone (openpyxl's zip file, left open by
+    one, printed a traceback of its own when Python collected it)."""
+    import io
+
+    buf = io.BytesIO()
+    wb.save(buf)
+    Path(path).write_bytes(buf.getbuffer())

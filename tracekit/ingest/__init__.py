@@ -141,8 +141,6 @@ def not_a_file_why(path: Path) -> str | None:
 
 def head_of(path: Path) -> bytes:
     """The first HEAD_BYTES of the (decompressed) content, without decompressing the rest."""
-    if (why := not_a_file_why(path)) is not None:
-        raise InputError(why)
     opener = _opener(path) or open
     try:
         with opener(path, "rb") as fh:
@@ -158,8 +156,6 @@ def materialized(path: Path) -> Iterator[Path]:
     for everything the user sees (the run's name, source path, rank and job)."""
     from .nsysrep import REPORT_SUFFIXES, export_if_needed
 
-    if (why := not_a_file_why(path)) is not None:
-        raise InputError(why)
     if path.suffix in REPORT_SUFFIXES:
         with export_if_needed(path) as plain, _named_as(path, plain):
             yield plain

@@ -835,3 +835,26 @@ def test_a_full_temporary_folder_is_not_the_files_fault(small_store, monkeypatch
     line = one_error_line(capsys)
     assert line.startswith(f"tracekit: error: {export}: no room to decompress it in the temporary folder ")
     assert line.endswith("(No space left on device); free space there or set TMPDIR to a folder with room")
+
+
+def test_paths_whose_names_are_not_utf8_are_one_line(small_store, tmp_path, capsys):
+    """A file or store named by bytes that are not UTF-8 reaches Python as surrogates, which
+    DuckDB cannot take: an internal error (ingest into a store, --db), or the file blamed as
+    corrupt. Refused by name, the store as it was."""
+    import os
+    import shutil
+
+    from conftest import store_state
+
+    export = tmp_path / os.fsdecode(b"bad\xffname.sqlite")
+    shutil.copy(DATA / "nsys_diff_base_b" / "export.sqlite.xz", export)
+    said = f"{str(export)!r}: a path whose name is not UTF-8, which tracekit cannot hand to DuckDB; rename it"
+    before = store_state(small_store)
+    for argv in (["ingest", str(export)], ["ingest", str(export), "--workers", "2"], ["diff", "1", str(export)]):
+        assert _cli(small_store, *argv) == 2
+        assert one_error_line(capsys).startswith(f"tracekit: error: {said}"), argv
+    assert store_state(small_store) == before
+    store = tmp_path / os.fsdecode(b"s\xff.duckdb")
+    shutil.copy(small_store, store)
+    assert cli_main(["--db", str(store), "runs"]) == 2
+    assert one_error_line(capsys).startswith(f"tracekit: error: {str(store)!r}: a path whose name is not UTF-8")

@@ -467,9 +467,12 @@ def ingest(
     from .ingest import not_a_file_why, run_folders
 
     params = _params(param) or None
+    from .store import check_utf8_path
+
     for f in files:  # (a pipe would be read until its writer ends, if ever; an export needs seeking)
         if (why := not_a_file_why(f)) is not None:
             raise InputError(why)
+        check_utf8_path(f)
     warned = _SameWarnings(files)  # (a thousand ranks' exports that lack one thing: a few lines, then a count)
     with _capture_warnings(said=warned):  # (a sweep's point whose capture failed and left nothing: said, left out)
         given, files = files, run_folders(files)  # (a sweep's folder: its points' run folders)

@@ -405,6 +405,10 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         raise QueryError("diff: an empty run reference; give a run id, name, sweep id or file")
     path = Path(text)
     exists = _exists(text)
+    if exists:
+        from .store import check_utf8_path
+
+        check_utf8_path(path)
     idle = nothing_to_ingest(path) if exists else None  # (holds nothing to ingest: the run of its name is meant)
     if exists and idle is None:
         # a bare name that is also a run's (another run than the file's): which one is meant?

@@ -322,7 +322,18 @@ def check_ingest_args(path: Any, name: Any, params: Any) -> str | None:
     returns ``name`` checked (``check_run_name``), or None."""
     expect(path, (str, os.PathLike), "ingest: path", InputError)
     expect(params, (dict, type(None)), "ingest: params")
+    check_utf8_path(path)
     return None if name is None else check_run_name(name)
+
+
+def check_utf8_path(path: str | os.PathLike) -> None:
+    """A path DuckDB can be given: its bytes UTF-8 (a name of other bytes reaches Python as
+    surrogates, which DuckDB cannot encode: an internal error, or a file blamed as corrupt)."""
+    try:
+        os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{os.fspath(path)!r}: a path whose name is not UTF-8, which tracekit "
+                         "cannot hand to DuckDB; rename it (or link to it by a UTF-8 name)") from None
 
 
 def _folder_names(path: str | os.PathLike) -> list[str]:
@@ -1760,6 +1771,7 @@ def _db_path(db: str | os.PathLike | None) -> Path:
         raise ParamError("--db '': name a store file (FILE.duckdb) or a dataset folder")
     if "\0" in str(raw):
         raise ParamError(f"--db {str(raw)!r}: a path holds no NUL character")
+    check_utf8_path(raw)
     path = Path(raw)
     if str(raw).endswith(("/", os.sep)) and not path.is_dir():
         what = "not a folder" if path.exists() else "no such folder"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -331,6 +332,12 @@ def test_an_nvtx_range_without_a_thread_is_refused(tmp_path, reader):
     with tracekit.open(tmp_path / "marks.duckdb") as tk:
         tk.ingest(path)
         assert tk.sql("SELECT count(*) AS n FROM nvtx_marks")["n"][0] == 2
+
+
+def test_a_string_table_without_its_values_is_refused(tmp_path, reader):
+    """(A KeyError of pyarrow's, an internal error.)"""
+    msg = _refused(tmp_path, "ALTER TABLE StringIds RENAME COLUMN value TO v")
+    assert re.search(r": table StringIds lacks column value \(export schema [0-9.]+\); the export is corrupt$", msg), msg
 
 
 def test_an_emptied_string_table_is_refused(tmp_path, reader):

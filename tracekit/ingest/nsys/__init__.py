@@ -105,6 +105,10 @@ def _read(export: Export, path: Path) -> Parsed:
     version = meta.get("export_schema_version") or "unknown"
     if "StringIds" not in tables:
         raise InputError(f"{path}: nsys export (schema {version}) without a StringIds table; re-export with `nsys export --type sqlite`")
+    lacking = [c for c in ("id", "value") if c not in export.columns("StringIds")]
+    if lacking:  # (every name is read from it)
+        raise InputError(f"{path}: table StringIds lacks column {lacking[0]} (export schema {version}); the export is "
+                         "corrupt")
     # a capture without CUDA (nsys -t nvtx,osrt: a host-side program) ingests; one without
     # any event tracekit reads has nothing to answer
     if not any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tables) and not {"NVTX_EVENTS", "OSRT_API"} & set(tables):

@@ -137,7 +137,7 @@ def test_strings_and_scalars_equal_pyarrows():
 PROBE = """
 import sys, tracekit
 from tracekit.cli import main
-db, dataset, hstu, renamed, ncu, sweep_a, sweep_b, startend, latin1, broken = sys.argv[1:11]
+db, dataset, hstu, renamed, ncu, sweep_a, sweep_b, startend, latin1, broken, bench_a, bench_b = sys.argv[1:13]
 def cli(*args, code=0):
     try:
         main(["--db", args[0], *args[1:]])
@@ -147,6 +147,7 @@ cli(db, "ingest", hstu, renamed, ncu, *sweep_a.split(","), *sweep_b.split(","), 
 cli(db, "ingest", broken, code=2)
 cli(db, "diff", "1", "2")
 cli(db, "diff", sweep_a.split(",")[0], sweep_b.split(",")[0])
+cli(db, "diff", bench_a, bench_b)  # (tracekit bench's JSON, ingested first)
 cli(dataset, "ingest", hstu, renamed, "--workers", "2")
 with tracekit.open(dataset) as tk:
     notes = tk.diff("1", "2")["note"].drop_nulls().to_list()
@@ -170,7 +171,7 @@ def _export(source: Path, out: Path, *sql: str) -> Path:
 def test_ingest_and_diff_never_import_pandas(tmp_path):
     """pyarrow's conversions import pandas wherever it is installed (0.2-0.5 s a command):
     ingests of every kind (start/end ranges, text that is not UTF-8, a corrupt export's
-    error among them) and diffs (kernels matched by place; a dataset's names numbered
+    error, tracekit bench's JSON among them) and diffs (kernels matched by place; a dataset's names numbered
     apart) go around them."""
     capture = DATA / "hstu_capture_nsys" / "nsys.sqlite.xz"
     hstu = _export(capture, tmp_path / "hstu.sqlite")
@@ -186,7 +187,8 @@ def test_ingest_and_diff_never_import_pandas(tmp_path):
     startend = DATA / "nsys_registered_nvtx_domains" / "export.sqlite.xz"  # start/end ranges
     proc = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "s.duckdb"), str(tmp_path / "ds"),
                            str(hstu), str(renamed), str(DATA / "ncu_diff_a" / "report.ncu-rep.xz"), *sweeps,
-                           str(startend), str(latin1), str(broken)],
+                           str(startend), str(latin1), str(broken),
+                           str(DATA / "bench_pair" / "base.json.xz"), str(DATA / "bench_pair" / "slow.json.xz")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     *_, matched, pandas = proc.stdout.strip().splitlines()

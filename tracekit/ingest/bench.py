@@ -89,6 +89,17 @@ def _value(row: dict, key: str, typ: pa.DataType, where: str):
     return float(v)
 
 
+def _table(columns: dict[str, list], types: dict[str, pa.DataType]) -> pa.Table:
+    """Python lists as an Arrow table of ``types``, through Polars: pyarrow imports pandas to
+    read a Python list (0.2-0.5 s a command), which no ingest does."""
+    import polars as pl
+
+    as_polars = {pa.string(): pl.String, pa.int32(): pl.Int32, pa.int64(): pl.Int64, pa.float64(): pl.Float64,
+                 pa.bool_(): pl.Boolean}
+    df = pl.DataFrame(columns, schema={c: as_polars[t] for c, t in types.items()})
+    return df.to_arrow().cast(pa.schema(types))
+
+
 def read(path: Path) -> Parsed:
     try:
         doc = json.loads(path.read_bytes())
@@ -133,12 +144,10 @@ def read(path: Path) -> Parsed:
         samples["variant"] += [pair[1]] * len(times)
         samples["call_idx"] += list(range(len(times)))
         samples["ms"] += [float(t) for t in times]
+    sample_types = {"config": pa.string(), "variant": pa.string(), "call_idx": pa.int32(), "ms": pa.float64()}
     tables = {
-        "bench_results": pa.table({c: pa.array(v, RESULT_COLUMNS[c][1]) for c, v in columns.items()}),
-        "bench_samples": pa.table({"config": pa.array(samples["config"], pa.string()),
-                                   "variant": pa.array(samples["variant"], pa.string()),
-                                   "call_idx": pa.array(samples["call_idx"], pa.int32()),
-                                   "ms": pa.array(samples["ms"], pa.float64())}),
+        "bench_results": _table(columns, {c: t for c, (_, t) in RESULT_COLUMNS.items()}),
+        "bench_samples": _table(samples, sample_types),
     }
     env = doc["environment"] if isinstance(doc["environment"], dict) else {}
     meta = {"bench": {k: doc.get(k) for k in ("warmup_ms", "rep_ms", "baseline", "dtype", "err_tol", "skipped")},

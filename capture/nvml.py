@@ -59,11 +59,12 @@ class Sampler:
         if init is None or init() != 0:
             return None
         handle = ctypes.c_void_p()
-        if uuid is not None:
-            found = lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(handle))
-        else:
-            by_index = getattr(lib, "nvmlDeviceGetHandleByIndex_v2", None) or lib.nvmlDeviceGetHandleByIndex
-            found = by_index(ctypes.c_uint(0), ctypes.byref(handle))
+        get = (getattr(lib, "nvmlDeviceGetHandleByUUID", None) if uuid is not None else
+               getattr(lib, "nvmlDeviceGetHandleByIndex_v2", None) or getattr(lib, "nvmlDeviceGetHandleByIndex", None))
+        if get is None or any(getattr(lib, f, None) is None for f in (
+                "nvmlDeviceGetClockInfo", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage")):
+            return None  # (a library without them: no reads, the capture goes on)
+        found = get(uuid.encode() if uuid is not None else ctypes.c_uint(0), ctypes.byref(handle))
         return cls(lib, handle) if found == 0 else None
 
     def _uint(self, fn, *args) -> int | None:

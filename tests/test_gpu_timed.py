@@ -125,3 +125,17 @@ def test_diff_holds_a_latency_change_the_clock_accounts_for(tmp_path):
         df = t.diff("base", "same")
     assert set(df.filter(pl.col("metric") == "latency_med_ms")["verdict"]) == {"regressed"}
     assert not df.filter(pl.col("note").str.contains("clock")).height
+
+
+def test_no_nvml_or_an_old_one_reads_nothing(monkeypatch):
+    """Without the driver's library (this machine), or with one that lacks a function the
+    reads need, there is no sampler: the capture goes on without the GPU's state."""
+    import ctypes
+    from types import SimpleNamespace
+
+    from tracekit.capture.nvml import Sampler
+
+    assert Sampler.open(None) is None and Sampler.open("GPU-0") is None
+    old = SimpleNamespace(nvmlInit_v2=lambda: 0, nvmlDeviceGetHandleByIndex=lambda *a: 0)  # (no clock reads)
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: old)
+    assert Sampler.open(None) is None and Sampler.open("GPU-0") is None

@@ -135,6 +135,10 @@ def test_no_nvml_or_an_old_one_reads_nothing(monkeypatch):
 
     from tracekit.capture.nvml import Sampler
 
+    def missing(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
     assert Sampler.open(None) is None and Sampler.open("GPU-0") is None
     old = SimpleNamespace(nvmlInit_v2=lambda: 0, nvmlDeviceGetHandleByIndex=lambda *a: 0)  # (no clock reads)
     monkeypatch.setattr(ctypes, "CDLL", lambda name: old)

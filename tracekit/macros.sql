@@ -90,6 +90,21 @@ CREATE OR REPLACE TEMP MACRO ncu_lacks(query, run, what) AS
 CREATE OR REPLACE TEMP MACRO in_sweep(run_params, sweep) AS
     sweep IS NULL OR coalesce(json_extract_string(run_params, '$.sweep'), '') = sweep;
 
+-- Why a sweep query of the points captured under `tool` (nsys, ncu) found none (`label` names
+-- the query, `single` what to ask of one capture instead, `did` what an ok capture of a point
+-- does: recorded, profiled), as the sweep parameter resolved (in_sweep): none asked (NULL),
+-- the runs outside any sweep (''), or the sweep named.
+CREATE OR REPLACE TEMP MACRO no_sweep_point(label, sweep, tool, single, did) AS
+    label || ': no point of a sweep captured under ' || tool || ' '
+    || CASE WHEN sweep IS NULL
+            THEN '(the run folders of `tracekit sweep --tool ' || tool || '`, status ok, whose params give the '
+                 || 'grid''s values); ingest them, or ask ' || single
+            WHEN sweep = ''  -- (sweep= named a run outside any sweep, or no sweep is in the store)
+            THEN 'outside a sweep: no ok ' || tool || ' run outside any sweep has grid values (a program''s --grid, '
+                 || 'or bs and nc); name a sweep (-p sweep=ID, `tracekit runs`), or ask ' || single
+            ELSE 'in ' || sweep || ': none of its runs in the store is an ok ' || tool || ' capture that ' || did
+                 || ' a kernel (`tracekit runs` lists them and their status)' END;
+
 -- A run's point of its sweep's grid, 'm=1024,dtype=fp16': its values of the names params.sweep_grid
 -- lists (`tracekit sweep --grid ... -- CMD`), else its bs and nc ('bs=8,nc=1024': the HSTU workload's
 -- grid); NULL for a run with neither. diff's sweep comparisons key points by it, sweep-points shows it.

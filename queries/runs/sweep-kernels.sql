@@ -36,16 +36,7 @@ WITH points AS (
 ),
 found AS (  -- one row, read first: no such run is an error, not an empty table
     SELECT CASE WHEN count(*) > 0 THEN true
-                ELSE error('sweep-kernels: no point of a sweep captured under nsys '
-                           || CASE WHEN $sweep IS NULL
-                                   THEN '(the run folders of `tracekit sweep --tool nsys`, status ok, whose params '
-                                        || 'give the grid''s values); ingest them, or ask top-kernels of one nsys export'
-                                   WHEN $sweep = ''  -- (sweep= named a run outside any sweep, or no sweep is in the store)
-                                   THEN 'outside a sweep: no ok nsys run outside any sweep has grid values (a '
-                                        || 'program''s --grid, or bs and nc); name a sweep (-p sweep=ID, `tracekit '
-                                        || 'runs`), or ask top-kernels of one nsys export'
-                                   ELSE 'in ' || $sweep || ': none of its runs in the store is an ok nsys capture '
-                                        || 'that recorded a kernel (`tracekit runs` lists them and their status)' END) END AS ok
+                ELSE error(no_sweep_point('sweep-kernels', $sweep, 'nsys', 'top-kernels of one nsys export', 'recorded')) END AS ok
     FROM points
 ),
 timed AS (

@@ -39,16 +39,7 @@ WITH points AS (
 ),
 found AS (  -- one row, read first: no such run is an error, not an empty table
     SELECT CASE WHEN count(*) > 0 THEN true
-                ELSE error('sweep-ncu: no point of a sweep captured under ncu '
-                           || CASE WHEN $sweep IS NULL
-                                   THEN '(the run folders of `tracekit sweep --tool ncu`, status ok, whose params '
-                                        || 'give the grid''s values); ingest them, or ask ncu-summary of one ncu report'
-                                   WHEN $sweep = ''  -- (sweep= named a run outside any sweep, or no sweep is in the store)
-                                   THEN 'outside a sweep: no ok ncu run outside any sweep has grid values (a '
-                                        || 'program''s --grid, or bs and nc); name a sweep (-p sweep=ID, `tracekit '
-                                        || 'runs`), or ask ncu-summary of one ncu report'
-                                   ELSE 'in ' || $sweep || ': none of its runs in the store is an ok ncu capture '
-                                        || 'that profiled a kernel (`tracekit runs` lists them and their status)' END) END AS ok
+                ELSE error(no_sweep_point('sweep-ncu', $sweep, 'ncu', 'ncu-summary of one ncu report', 'profiled')) END AS ok
     FROM points
 ),
 per_kernel AS (

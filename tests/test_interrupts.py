@@ -249,65 +249,64 @@ def test_a_full_disk_is_the_error_shown(export, reference_store, reference, smal
     assert "failed" in seen
 
 
-def test_no_space_left_on_a_small_filesystem(export, tmp_path):
-    """The real thing where this machine lets us mount a small tmpfs (root, CAP_SYS_ADMIN)."""
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MB tmpfs, the real thing where this machine lets us mount one (root, CAP_SYS_ADMIN);
+    unmounted after the test."""
     mnt = tmp_path / "small"
     mnt.mkdir()
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
                                            capture_output=True).returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        db = mnt / "store.duckdb"
-        code, _, err, _ = _run_cli(["--db", str(db), "ingest", str(export)])
-        lines = err.strip().splitlines()
-        assert code == 2 and len(lines) == 1, err
-        assert "No space left on device" in lines[0] and "aborted" not in lines[0], lines[0]
-        assert list(mnt.iterdir()) == []
+        yield mnt
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
 
 
-def test_outputs_and_datasets_on_a_full_disk_are_one_line(reference_store, tmp_path):
+def test_no_space_left_on_a_small_filesystem(export, small_disk):
+    db = small_disk / "store.duckdb"
+    code, _, err, _ = _run_cli(["--db", str(db), "ingest", str(export)])
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "No space left on device" in lines[0] and "aborted" not in lines[0], lines[0]
+    assert list(small_disk.iterdir()) == []
+
+
+def test_outputs_and_datasets_on_a_full_disk_are_one_line(reference_store, tmp_path, small_disk):
     """A full disk under the outputs Polars, DuckDB and openpyxl write (Parquet from `sql` and
     `query`, `export parquet`, a run added to a dataset, with --workers too): their own
     exceptions were internal errors, and a workbook's zip file printed a traceback as Python
     collected it. Each is one line naming the file and the full disk, exit 2, nothing left."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        outside = tmp_path / "ds"
-        assert _run_cli(["--db", str(reference_store), "export", "parquet", "-o", str(outside)])[0] == 0
-        shutil.copytree(outside, mnt / "ds")  # (a dataset of one run on the small disk)
-        before = sorted((p.relative_to(mnt), p.read_bytes()) for p in (mnt / "ds").rglob("*") if p.is_file())
-        with open(mnt / "fill", "wb", buffering=0) as f, contextlib.suppress(OSError):  # the rest of the disk taken
-            while True:
-                f.write(b"\0" * 4096)
-        other = DATA / "nsys_diff_base_b" / "export.sqlite.xz"
-        cases = [
-            (["sql", "SELECT * FROM kernels", "-o", str(mnt / "k.parquet")], f"{mnt / 'k.parquet'}: cannot write "
-             "(no space left on device); nothing was written"),
-            (["query", "gpu-trace", "--limit", "0", "-o", str(mnt / "t.xlsx")], f"{mnt / 't.xlsx'}: cannot write "
-             "(no space left on device); nothing was written"),
-            (["export", "parquet", "-o", str(mnt / "new")], f"{mnt / 'new'}: cannot write the dataset (no space "
-             "left on device); nothing was left in it"),
-        ]
-        for args, said in cases:
-            code, _, err, _ = _run_cli(["--db", str(reference_store), *args])
-            assert (code, err.splitlines()) == (2, [f"tracekit: error: {said}"]), (args, err)
-        code, _, err, _ = _run_cli(["--db", f"{mnt / 'ds'}/", "ingest", str(other)])
-        assert (code, err.splitlines()) == (2, [f"tracekit: error: {mnt / 'ds'}: cannot write the run of {other} (no "
-                                                "space left on device); the dataset is as it was"]), err
-        code, _, err, _ = _run_cli(["--db", f"{mnt / 'ds'}/", "ingest", str(other), "--workers", "2"])
-        assert code == 2 and err.splitlines()[0] == (f"tracekit: error: {other}: cannot write its run (no space left "
-                                                     "on device); nothing was written"), err
-        assert sorted(p.name for p in mnt.iterdir()) == ["ds", "fill"]
-        after = sorted((p.relative_to(mnt), p.read_bytes()) for p in (mnt / "ds").rglob("*") if p.is_file())
-        assert after == before
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
+    mnt = small_disk
+    outside = tmp_path / "ds"
+    assert _run_cli(["--db", str(reference_store), "export", "parquet", "-o", str(outside)])[0] == 0
+    shutil.copytree(outside, mnt / "ds")  # (a dataset of one run on the small disk)
+    before = sorted((p.relative_to(mnt), p.read_bytes()) for p in (mnt / "ds").rglob("*") if p.is_file())
+    with open(mnt / "fill", "wb", buffering=0) as f, contextlib.suppress(OSError):  # the rest of the disk taken
+        while True:
+            f.write(b"\0" * 4096)
+    other = DATA / "nsys_diff_base_b" / "export.sqlite.xz"
+    cases = [
+        (["sql", "SELECT * FROM kernels", "-o", str(mnt / "k.parquet")], f"{mnt / 'k.parquet'}: cannot write "
+         "(no space left on device); nothing was written"),
+        (["query", "gpu-trace", "--limit", "0", "-o", str(mnt / "t.xlsx")], f"{mnt / 't.xlsx'}: cannot write "
+         "(no space left on device); nothing was written"),
+        (["export", "parquet", "-o", str(mnt / "new")], f"{mnt / 'new'}: cannot write the dataset (no space "
+         "left on device); nothing was left in it"),
+    ]
+    for args, said in cases:
+        code, _, err, _ = _run_cli(["--db", str(reference_store), *args])
+        assert (code, err.splitlines()) == (2, [f"tracekit: error: {said}"]), (args, err)
+    code, _, err, _ = _run_cli(["--db", f"{mnt / 'ds'}/", "ingest", str(other)])
+    assert (code, err.splitlines()) == (2, [f"tracekit: error: {mnt / 'ds'}: cannot write the run of {other} (no "
+                                            "space left on device); the dataset is as it was"]), err
+    code, _, err, _ = _run_cli(["--db", f"{mnt / 'ds'}/", "ingest", str(other), "--workers", "2"])
+    assert code == 2 and err.splitlines()[0] == (f"tracekit: error: {other}: cannot write its run (no space left "
+                                                 "on device); nothing was written"), err
+    assert sorted(p.name for p in mnt.iterdir()) == ["ds", "fill"]
+    after = sorted((p.relative_to(mnt), p.read_bytes()) for p in (mnt / "ds").rglob("*") if p.is_file())
+    assert after == before
 
 
 def test_removing_a_run_on_a_full_disk_keeps_it(reference_store, tmp_path):

@@ -689,13 +689,23 @@ class DatasetDestination:
             lock.__exit__(None, None, None)
 
 
+def _write_failed(dest: Path, err: BaseException) -> OutputError | None:
+    """The one-line error of an export into ``dest`` that the operating system refused (a full
+    disk: DuckDB's IOException carries its errno); None for any other error."""
+    from .outputs import io_reason
+
+    reason = None if isinstance(err, TracekitError) else io_reason(err)
+    return None if reason is None else OutputError(f"{dest}: cannot write the dataset ({reason}); nothing was left "
+                                                   "in it")
+
+
 def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[int]:
     """Write the store's runs (``run``: an id, a name, or 'all') as a Parquet dataset
     in ``dest`` (a new or empty folder); returns the run ids written (ids kept)."""
     from .registry import resolve_run
 
     expect(dest, (str, os.PathLike), "export: folder", InputError)
-    from .outputs import check_not_store, io_reason, resolved
+    from .outputs import check_not_store, resolved
 
     dest = Path(dest)
     if str(tk.path) != ":memory:" and resolved(dest) == Path(tk.path).resolve():
@@ -724,10 +734,10 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
     except BaseException as err:
         if own:
             con.close()
-        if (reason := io_reason(err)) is not None and not isinstance(err, TracekitError):
+        if (full := _write_failed(dest, err)) is not None:
             if not existed:
                 shutil.rmtree(dest, ignore_errors=True)
-            raise OutputError(f"{dest}: cannot write the dataset ({reason}); nothing was left in it") from err
+            raise full from err
         raise
     tmp = Path(tempfile.mkdtemp(prefix=".tracekit-export-", dir=dest))
     try:
@@ -750,8 +760,8 @@ def export(tk, dest: str | os.PathLike, run: str | int | None = "all") -> list[i
         if not existed:
             with contextlib.suppress(OSError):
                 dest.rmdir()
-        if (reason := io_reason(err)) is not None and not isinstance(err, TracekitError):  # (a full disk)
-            raise OutputError(f"{dest}: cannot write the dataset ({reason}); nothing was left in it") from err
+        if (full := _write_failed(dest, err)) is not None:
+            raise full from err
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

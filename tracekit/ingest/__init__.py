@@ -19,7 +19,6 @@ same file twice is a no-op), one transaction per file, the ``runs`` row, prepend
 from __future__ import annotations
 
 import bz2
-import errno
 import gzip
 import importlib
 import itertools
@@ -126,8 +125,6 @@ def tool_version(line: str | None) -> str | None:
 
 #: what a damaged compressed file raises while it is read (a bad deflate stream: zlib.error)
 _DAMAGED = (OSError, EOFError, lzma.LZMAError, zlib.error)
-#: the errors of a full disk or quota
-_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
 
 def not_a_file_why(path: Path) -> str | None:
@@ -170,7 +167,9 @@ def materialized(path: Path) -> Iterator[Path]:
             with opener(path) as src, open(out, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
         except _DAMAGED as err:
-            if isinstance(err, OSError) and err.errno in _NO_ROOM:  # (the temporary folder is full, not the file bad)
+            from ..outputs import no_room
+
+            if no_room(err):  # (the temporary folder is full, not the file bad)
                 raise InputError(f"{path}: no room to decompress it in the temporary folder {tmp} ({err.strerror}); "
                                  "free space there or set TMPDIR to a folder with room") from err
             raise InputError(f"{path}: cannot decompress ({err}); the file is truncated or corrupt") from err

@@ -235,12 +235,13 @@ def _check_durations(path: Path, raw: dict[str, pa.Table]) -> None:
         if tbl is None or not {"start", "end"} <= set(tbl.column_names):
             continue
         # (nsys times both ends of every row: one without a time would be counted and not summed)
-        untimed = pc.or_(pc.is_null(tbl.column("start")), pc.is_null(tbl.column("end")))
-        _refuse_rows(path, SPECS[name].source, untimed, ("row", "rows", "without a start or an end time"),
-                     lambda i, t=tbl: f"start {_sql(t.column('start')[i])}, end {_sql(t.column('end')[i])}")
-        if name == "api_calls" and "globalTid" in tbl.column_names:  # (a call runs on a thread)
-            _refuse_rows(path, SPECS[name].source, pc.is_null(tbl.column("globalTid")),
-                         ("call", "calls", "without a thread"), lambda i, t=tbl: f"start {t.column('start')[i].as_py()}, "
+        if tbl.column("start").null_count or tbl.column("end").null_count:
+            untimed = pc.or_(pc.is_null(tbl.column("start")), pc.is_null(tbl.column("end")))
+            _refuse_rows(path, SPECS[name].source, untimed, ("row", "rows", "without a start or an end time"),
+                         lambda i, t=tbl: f"start {_sql(t.column('start')[i])}, end {_sql(t.column('end')[i])}")
+        if name == "api_calls" and "globalTid" in tbl.column_names and tbl.column("globalTid").null_count:
+            _refuse_rows(path, SPECS[name].source, pc.is_null(tbl.column("globalTid")),  # (a call runs on a thread)
+                         ("call", "calls", "without a thread"), lambda i, t=tbl: f"start {_sql(t.column('start')[i])}, "
                                                                            "globalTid NULL")
         back = pc.less(tbl.column("end"), tbl.column("start"))
         n = pc.sum(back).as_py() or 0
@@ -335,14 +336,18 @@ def _check_nvtx_times(path: Path, raw: dict[str, pa.Table]) -> None:
     tbl = raw.get("nvtx")
     if tbl is None:
         return
+    # (one pass where the export is whole: the ranges are told from the marks only where needed)
+    back = pc.less(tbl.column("end"), tbl.column("start")) if "end" in tbl.column_names else None
+    if not tbl.column("start").null_count and (back is None or not pc.any(back).as_py()):
+        return
     kinds = _range_kinds(tbl.column("eventType").type)
     ranges = pc.fill_null(pc.is_in(tbl.column("eventType"), value_set=kinds), scalar(False))
     _refuse_rows(path, "NVTX_EVENTS", pc.and_(ranges, pc.is_null(tbl.column("start"))),
                  ("range", "ranges", "without a start time"), lambda i: f"start NULL, end {_sql(tbl.column('end')[i])}")
-    if "end" in tbl.column_names:
-        back = pc.fill_null(pc.and_(ranges, pc.less(tbl.column("end"), tbl.column("start"))), scalar(False))
-        _refuse_rows(path, "NVTX_EVENTS", back, ("range", "ranges", "that end before they start"),
-                     lambda i: f"start {tbl.column('start')[i].as_py()}, end {tbl.column('end')[i].as_py()}")
+    if back is not None:
+        _refuse_rows(path, "NVTX_EVENTS", pc.fill_null(pc.and_(ranges, back), scalar(False)),
+                     ("range", "ranges", "that end before they start"),
+                     lambda i: f"start {_sql(tbl.column('start')[i])}, end {_sql(tbl.column('end')[i])}")
 
 
 def _check_nvtx_threads(path: Path, raw: dict[str, pa.Table]) -> None:

@@ -927,7 +927,7 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
         if row[0] is None:
             if source == "ranks":
                 raise QueryError(f"{qname}: {_NO_RANKS.format(path=tk.path)}")
-            what = {"nsys": "nsys ", "ncu": "ncu ", "bench": "bench "}.get(source, "")
+            what = f"{source} " if kinded else ""
             raise QueryError(f"{qname}: no {what}run in {tk.path}; ingest one first (tracekit ingest FILE)")
         return int(row[0])
     text = str(value).strip()

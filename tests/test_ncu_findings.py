@@ -187,10 +187,11 @@ def test_a_speedup_that_is_not_a_number_is_refused(tmp_path):
 
 
 def test_a_speedup_out_of_range_is_refused_and_one_ncu_could_not_compute_is_no_estimate(tmp_path):
-    """An estimated speedup is a share of the launch's time, 0 to 100 % (the real pages' run
+    """A global estimated speedup is a share of the launch's time, 0 to 100 % (the real pages' run
     from 0 to 99.76): -5 or 150 is an edited or damaged page (it made a negative or larger
-    than the launch est_saved_ns); "nan" or "inf" is none ncu could compute, NULL as a
-    metric's value, from a page as from a report."""
+    than the launch est_saved_ns); a local one goes past 100 on a real page (hstu_headroom's
+    CPIStall 103.4) and is kept, but not below 0; "nan" or "inf" is none ncu could compute, NULL
+    as a metric's value, from a page as from a report."""
     from tracekit.ingest import ncu
 
     text = lzma.decompress((DATA / "ncu_sections" / "details.csv.xz").read_bytes()).decode()
@@ -198,9 +199,11 @@ def test_a_speedup_out_of_range_is_refused_and_one_ncu_could_not_compute_is_no_e
     i, rule = next((i, line) for i, line in enumerate(lines) if line.endswith('"global","50"'))
     (tmp_path / "d.csv").write_text(text)
     estimates = pl.from_arrow(ncu.read(tmp_path / "d.csv").tables["ncu_rules"])["speedup_pct"].count()
-    for given, said in (("-5", "'-5' is not a percentage from 0 to 100"), ("150", "'150' is not a percentage"),
-                        ("nan", None), ("inf", None)):
-        lines[i] = rule.replace('"global","50"', f'"global","{given}"')
+    for kind, given, said in (("global", "-5", "'-5' is not a percentage from 0 to 100"),
+                              ("global", "150", "'150' is not a percentage"),
+                              ("local", "-5", "'-5' is not a percentage"),
+                              ("global", "nan", None), ("global", "inf", None)):
+        lines[i] = rule.replace('"global","50"', f'"{kind}","{given}"')
         (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
         if said:
             with pytest.raises(tracekit.errors.InputError, match=rf"d.csv: launch ID \d+, rule \w+: estimated speedup {said}"):
@@ -208,6 +211,10 @@ def test_a_speedup_out_of_range_is_refused_and_one_ncu_could_not_compute_is_no_e
             continue
         got = pl.from_arrow(ncu.read(tmp_path / "d.csv").tables["ncu_rules"])["speedup_pct"]
         assert got.is_nan().sum() == got.is_infinite().sum() == 0 and got.count() == estimates - 1, given
+    lines[i] = rule.replace('"global","50"', '"local","103.4"')
+    (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
+    got = pl.from_arrow(ncu.read(tmp_path / "d.csv").tables["ncu_rules"])
+    assert got.filter(pl.col("speedup_pct") > 100)["speedup_type"].to_list() == ["local"]
     nan = {"rule_message": {"message": "m", "type": 2}, "speedup_estimation": {"type": 2, "speedup": float("nan")}}
     assert [r["speedup_pct"] for r in ncu_rules.from_report(0, [nan])] == [None]
 

@@ -75,8 +75,10 @@ NvtxCaptureOpt = Annotated[str | None, typer.Option(
     "--nvtx-capture", help="a command: only the NVTX range RANGE (nsys: its first instance; ncu: the kernels "
                            "inside the push/pop range)", metavar="RANGE", show_default=False)]
 KernelNameOpt = Annotated[str | None, typer.Option(
-    "--kernel-name", help="a command under ncu: only kernels whose function name (ncu's base name: Kernel2 for "
-                         "cutlass::Kernel2<...>) matches this regular expression",
+    "--kernel-name", help="ncu: only kernels whose function name (ncu's base name: Kernel2 for "
+                         "cutlass::Kernel2<...>) matches this regular expression (the HSTU workload's default: "
+                         "its embedding, GEMM and attention kernels; '.' profiles every kernel of the request, "
+                         "for tracekit query kernel-headroom)",
     metavar="REGEX", show_default=False)]
 LaunchCountOpt = Annotated[int | None, typer.Option(
     "--launch-count", help="a command under ncu: profile at most N kernel launches (default: "
@@ -151,7 +153,7 @@ def capture_cmd(
     from tracekit.errors import CaptureError
 
     for opt, value in (("--capture-range", capture_range), ("--nvtx-capture", nvtx_capture),
-                       ("--um-faults", um_faults), ("--kernel-name", kernel_name), ("--launch-count", launch_count),
+                       ("--um-faults", um_faults), ("--launch-count", launch_count),
                        ("--param", param)):
         if value:
             raise CaptureError(f"{opt}: an option of a program's capture (tracekit capture {opt} ... -- CMD); "
@@ -163,7 +165,8 @@ def capture_cmd(
                       db=_db(ctx, db), name=name, ingest=not no_ingest, echo=True,
                       command=list(sys.argv), gpu_metrics=gpu_metrics, cpu_samples=cpu_samples,
                       cuda_memory_usage=cuda_memory_usage, cuda_backtrace=cuda_backtrace,
-                      python_samples=python_samples, replay_mode=replay_mode, timeout_s=timeout)
+                      python_samples=python_samples, replay_mode=replay_mode, timeout_s=timeout,
+                      ncu_kernel_regex=kernel_name)
     typer.echo(f"run folder: {run_dir}")
     typer.echo(summary(run_dir, None if no_ingest else _db(ctx, db)))
 

@@ -39,7 +39,7 @@ from typing import Any
 from tracekit.errors import CaptureError, TracekitError
 
 from . import profilers, runinfo
-from .config import TOOLS, check_replay_mode, check_timeout
+from .config import TOOLS, check_kernel_regex, check_replay_mode, check_timeout
 from .run import (
     LOG,
     _iso,
@@ -152,13 +152,7 @@ def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, g
         if nvtx_capture.endswith("/"):
             raise CaptureError(f"--nvtx-capture {nvtx_capture!r}: give the range's name (the / ncu needs is "
                                "added)")
-    if kernel_regex is not None:
-        if not isinstance(kernel_regex, str) or not kernel_regex:
-            raise CaptureError(f"--kernel-name {kernel_regex!r}: a regular expression over kernel names")
-        try:
-            re.compile(kernel_regex)
-        except re.error as err:
-            raise CaptureError(f"--kernel-name {kernel_regex!r}: not a regular expression ({err})") from None
+    check_kernel_regex(kernel_regex)
     if launch_count is not None and (isinstance(launch_count, bool) or not isinstance(launch_count, int)
                                      or launch_count < 1):
         raise CaptureError(f"--launch-count {launch_count!r}: a whole number of kernel launches, at least 1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,6 +193,20 @@ def check_settings(device: Any = "auto", flush_l2: Any = True, ncu_launch_skip: 
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise CaptureError(f"{name} {value!r}: must be an integer >= {least}")
+
+
+def check_kernel_regex(kernel_regex: Any) -> str | None:
+    """``--kernel-name``: None (not given) or a regular expression over kernel names, else a
+    one-line error."""
+    if kernel_regex is None:
+        return None
+    if not isinstance(kernel_regex, str) or not kernel_regex:
+        raise CaptureError(f"--kernel-name {kernel_regex!r}: a regular expression over kernel names")
+    try:
+        re.compile(kernel_regex)
+    except re.error as err:
+        raise CaptureError(f"--kernel-name {kernel_regex!r}: not a regular expression ({err})") from None
+    return kernel_regex
 
 
 def check_timeout(timeout_s: Any) -> float | None:

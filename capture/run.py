@@ -39,6 +39,7 @@ from tracekit.names import check_run_name
 
 from . import profilers, runinfo
 from .config import (
+    check_kernel_regex,
     check_replay_mode,
     check_settings,
     check_size,
@@ -323,6 +324,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
             echo: bool = False, command: list[str] | None = None,
             extra_params: dict[str, Any] | None = None, ncu_launch_skip: int = 0,
             ncu_launch_count: int | None = None, ncu_kernel_classes: list[str] | None = None,
+            ncu_kernel_regex: str | None = None,
             timeout_s: float | None = None, gpu_metrics: bool = False,
             replay_mode: str | None = None, cpu_samples: bool = False, cuda_memory_usage: bool = False,
             cuda_backtrace: bool = False, python_samples: bool = False) -> Path:
@@ -330,8 +332,9 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
 
     ``tool``: ``nsys`` (timed requests inside a cudaProfilerStart/Stop capture range,
     exported to SQLite), ``ncu`` (the embedding / GEMM / attention kernels of one
-    steady-state request, roofline + occupancy + launch-stats sections, raw and details
-    CSV) or ``none`` (timing only); ``gpu_metrics``: under nsys, the GPU's counters sampled
+    steady-state request, or those whose function name matches ``ncu_kernel_regex`` ('.':
+    every kernel; the headroom of each, kernel-headroom), roofline + occupancy + launch-stats
+    sections, raw and details CSV) or ``none`` (timing only); ``gpu_metrics``: under nsys, the GPU's counters sampled
     too, ``cpu_samples``: the CPU sampled with call stacks, ``cuda_memory_usage``: every
     allocation and free of GPU memory recorded, ``cuda_backtrace``: the CUDA API calls' call
     stacks, native and Python, ``python_samples``: the Python threads' stacks sampled
@@ -363,9 +366,14 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
             raise CaptureError(f"{flag} {value!r}: must be true or false")
         if value and tool != "nsys":
             raise CaptureError(f"--{flag.replace('_', '-')}: nsys {what}; --tool {tool} does not (use --tool nsys)")
+    check_kernel_regex(ncu_kernel_regex)
+    if ncu_kernel_regex is not None and tool != "ncu":
+        raise CaptureError(f"--kernel-name: an option of --tool ncu, not of --tool {tool}")
+    if ncu_kernel_regex is not None and ncu_kernel_classes is not None:
+        raise CaptureError("--kernel-name and kernel classes: give one")
     exe = profilers.find_tool(tool) if tool != "none" else None
     check_gpu(tool, device)
-    kernel_regex = profilers.ncu_kernel_regex(ncu_kernel_classes) if tool == "ncu" else None
+    kernel_regex = ncu_kernel_regex or profilers.ncu_kernel_regex(ncu_kernel_classes) if tool == "ncu" else None
     preset = preset or default_preset()
     cfg = workload_config(preset, **(workload or {}))
     check_size(bs, nc, cfg)
@@ -404,7 +412,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
               **({"cuda_memory_usage": True} if cuda_memory_usage else {}),
               **({"cuda_backtrace": True} if cuda_backtrace else {}),
               **({"python_samples": True} if python_samples else {}),
-              **({"replay_mode": replay_mode} if replay_mode is not None else {})}
+              **({"replay_mode": replay_mode} if replay_mode is not None else {}),
+              **({"kernel_regex": ncu_kernel_regex} if ncu_kernel_regex is not None else {})}
     meta: dict[str, Any] = {
         "name": run_name,
         "tool": tool,
@@ -423,8 +432,8 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     }
     if tool == "ncu":
         meta["ncu"] = {"nvtx_range": profilers.NCU_RANGE, "kernel_regex": kernel_regex,
-                       "kernel_classes": {c: profilers.NCU_KERNEL_CLASSES[c] for c in
-                                          (ncu_kernel_classes or profilers.NCU_KERNEL_CLASSES)},
+                       "kernel_classes": None if ncu_kernel_regex is not None else {
+                           c: profilers.NCU_KERNEL_CLASSES[c] for c in (ncu_kernel_classes or profilers.NCU_KERNEL_CLASSES)},
                        "launch_skip": ncu_launch_skip, "launch_count": ncu_launch_count,
                        "replay_mode": replay_mode, "sections": list(profilers.NCU_SECTIONS)}
     _write_json(run_dir / "meta.json", meta)

@@ -296,7 +296,7 @@ def test_bad_profiler_options_are_refused_before_the_profiler_is_looked_for(tmp_
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("opt", [["--kernel-name", "x"], ["--launch-count", "3"], ["--nvtx-capture", "r"],
+@pytest.mark.parametrize("opt", [["--launch-count", "3"], ["--nvtx-capture", "r"],
                                  ["--capture-range", "cudaProfilerApi"], ["--param", "a=b"], ["--um-faults"]])
 def test_command_options_without_a_command_are_errors(tmp_path, opt):
     res = runner.invoke(cli.app, ["capture", "--tool", "none", *opt, "--out", str(tmp_path / "runs")])

@@ -6,6 +6,7 @@ the fake nsys/ncu of test_capture_command."""
 
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -117,6 +118,38 @@ def test_the_hstu_workload_takes_kernel_replay_only(tmp_path, monkeypatch, stand
     assert meta["status"] == "ok", meta["error"]
     assert meta["params"]["replay_mode"] == meta["ncu"]["replay_mode"] == "kernel"
     assert meta["profiler_commands"][0][0] == str(fake) and "--replay-mode" not in meta["profiler_commands"][0]
+
+
+def test_the_hstu_workload_under_ncu_profiles_the_kernels_named(tmp_path, monkeypatch, stand_in_gpu):
+    """--kernel-name takes the place of the three kernel classes: in ncu's argv, the run's
+    params (two ncu runs of other kernels differ there) and meta.json; '.' is every kernel
+    of the request (kernel-headroom's). Under another tool, or not a regular expression, it
+    is refused in one line before anything is written."""
+    fake = _fake(tmp_path, monkeypatch, "ncu", DATA / "ncu_app_range")
+    out = tmp_path / "runs"
+    d = run.capture(2, 8, tool="ncu", preset="small", warmup_ms=0, iters=1, out_dir=out, workload=TINY,
+                    ingest=False, name="every", ncu_kernel_regex=".")
+    meta = _meta(d)
+    argv = meta["profiler_commands"][0]
+    assert meta["status"] == "ok", meta["error"]
+    assert argv[0] == str(fake) and argv[argv.index("--kernel-name") + 1] == "regex:."
+    assert meta["params"]["kernel_regex"] == meta["ncu"]["kernel_regex"] == "."
+    assert meta["ncu"]["kernel_classes"] is None
+    meta = _meta(run.capture(2, 8, tool="ncu", preset="small", warmup_ms=0, iters=1, out_dir=out, workload=TINY,
+                             ingest=False, name="classes"))
+    assert "kernel_regex" not in meta["params"]
+    assert set(meta["ncu"]["kernel_classes"]) == {"embedding", "gemm", "attention"}
+    for tool, regex, message in (("nsys", ".", "--kernel-name: an option of --tool ncu, not of --tool nsys"),
+                                 ("none", "gemm", "--kernel-name: an option of --tool ncu, not of --tool none"),
+                                 ("ncu", "gemm(", "--kernel-name 'gemm(': not a regular expression")):
+        with pytest.raises(CaptureError, match=re.escape(message)):
+            run.capture(2, 8, tool=tool, preset="small", out_dir=tmp_path / "bad", workload=TINY, ingest=False,
+                        ncu_kernel_regex=regex)
+    assert not (tmp_path / "bad").exists()
+    seen = {}
+    monkeypatch.setattr(run, "capture", lambda *a, **kw: seen.update(kw) or (_ for _ in ()).throw(CaptureError("x")))
+    runner.invoke(cli.app, ["capture", "--tool", "ncu", "--kernel-name", "layer_norm", "--out", str(out)])
+    assert seen["ncu_kernel_regex"] == "layer_norm"
 
 
 @pytest.mark.parametrize("args, message", [

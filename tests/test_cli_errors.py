@@ -250,7 +250,7 @@ def test_every_chart_of_a_run_of_the_wrong_kind_is_an_error_and_no_file(small_st
             assert f"run {run} has no rank" in one_error_line(capsys)
         assert not out.exists()
         return
-    (kind,) = q.kinds
+    kind = q.source  # (kernel-headroom reads an ncu run too: its -p ncu=)
     wrong, right = ("2", "1") if kind == "nsys" else ("1", "2")
     other = "ncu" if kind == "nsys" else "nsys"
     assert _cli(small_store, "chart", chart, "--run", wrong, "-o", str(out)) == 2

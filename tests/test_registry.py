@@ -9,7 +9,15 @@ import pytest
 from conftest import NSYS_SCENARIOS, let_go, scenario_of
 
 from tracekit.errors import NoneRecorded, ParamError, QueryError
-from tracekit.registry import EVENTS, TRACED, count_sql, get_registry, parse_header, sql_parameters
+from tracekit.registry import (
+    EVENTS,
+    RUN_KINDS,
+    TRACED,
+    count_sql,
+    get_registry,
+    parse_header,
+    sql_parameters,
+)
 
 REG = get_registry()
 
@@ -165,7 +173,8 @@ def test_an_nsys_query_about_cuda_events_is_traced_for_them(name):
 
 
 @pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items())
-                                  if "kernels" in q.traced and not q.spans_job and not {"python_samples", "graph_execs"} & set(q.traced)])
+                                  if "kernels" in q.traced and not q.spans_job and not {"python_samples", "graph_execs"} & set(q.traced)
+                                  and not set(RUN_KINDS) & set(q.params)])  # (kernel-headroom: nsys_db has no ncu run)
 def test_a_question_about_kernels_of_a_run_without_kernels_says_so(nsys_db, name):
     """copies_only traced CUDA and recorded API calls, copies and memsets, no kernel. A query
     about kernels answers no row there and says that the run holds no kernels; where it also
@@ -342,7 +351,8 @@ def test_a_query_spans_runs_exactly_when_its_sql_reads_run_null_as_all(name):
     assert q.spans_runs == handles_null
 
 
-@pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source == "nsys" and "limit" in q.params])
+@pytest.mark.parametrize("name", [n for n, q in sorted(REG.queries.items()) if q.source == "nsys" and "limit" in q.params
+                                  and not set(RUN_KINDS) & set(q.params)])  # (test_kernel_headroom's own)
 def test_the_row_count_under_a_limit_is_every_row(nsys_db, name):
     """A terminal table cut by --limit says how many rows the query has in all: counted
     without the final sort (which DuckDB keeps under the LIMIT expression), the same

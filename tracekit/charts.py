@@ -637,6 +637,58 @@ def top_kernels(df: pl.DataFrame) -> alt.LayerChart:
     ])
 
 
+#: kernel-headroom's parts of a kernel's time, in the stack's order, with their colours
+_HEADROOM_PARTS = {"its busiest unit at peak": "#9ecae9", "headroom: latency": "#e45756",
+                   "headroom: memory": "#f58518", "headroom: compute": "#4c78a8", "not profiled by ncu": "#bab0ac"}
+
+
+def kernel_headroom(df: pl.DataFrame) -> alt.LayerChart:
+    """Horizontal stacked bars from the kernel-headroom query, in its order (most headroom
+    first): each kernel's time in the nsys run, split into what its busiest unit would take at
+    its peak (sol_pct of it) and the rest, its headroom, coloured by what ncu says holds it
+    back (latency, memory, compute); a kernel ncu did not profile is one grey bar. Label: the
+    headroom as % of the run's kernel time."""
+    _need(df, "kernel-headroom", "kernel-headroom", ["name", "total_ns", "headroom_ns", "headroom_pct",
+                                                      "bottleneck", "sol_pct", "profiled"])
+    if df.is_empty():
+        return _no_data("Kernel headroom")
+    labels = distinct_labels(df["name"].to_list(), 60, short_name)
+    order = [f"{i + 1}. {s}" for i, s in enumerate(labels)]
+    data = []
+    for label, r in zip(order, df.to_dicts(), strict=True):
+        common = {"label": label, "name": r["name"], "total_ms": r["total_ns"] / 1e6, "sol_pct": r["sol_pct"],
+                  "headroom_pct": r["headroom_pct"], "bottleneck": r["bottleneck"], "profiled": r["profiled"]}
+        if r["headroom_ns"] is None:
+            data.append({**common, "part": "not profiled by ncu", "ms": r["total_ns"] / 1e6, "i": 2})
+            continue
+        data.append({**common, "part": "its busiest unit at peak", "ms": (r["total_ns"] - r["headroom_ns"]) / 1e6,
+                     "i": 0})
+        data.append({**common, "part": f"headroom: {r['bottleneck']}", "ms": r["headroom_ns"] / 1e6, "i": 1})
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=420))
+    bars = alt.Chart(_data(data)).mark_bar().encode(
+        y=y,
+        x=alt.X("sum(ms):Q", title="GPU time in the nsys run [ms]"),
+        color=alt.Color("part:N", title=None, scale=alt.Scale(domain=list(_HEADROOM_PARTS),
+                                                              range=list(_HEADROOM_PARTS.values()))),
+        order=alt.Order("i:Q"),
+        tooltip=[alt.Tooltip("name:N", title="kernel"), alt.Tooltip("part:N"),
+                 alt.Tooltip("ms:Q", title="part [ms]", format=",.3f"),
+                 alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"),
+                 alt.Tooltip("sol_pct:Q", title="speed of light [%]", format=".1f"),
+                 alt.Tooltip("headroom_pct:Q", title="headroom [% of kernel time]", format=".1f"),
+                 alt.Tooltip("profiled:Q", title="ncu launches")],
+    )
+    totals = [{"label": r["label"], "total_ms": r["total_ms"], "headroom_pct": r["headroom_pct"]}
+              for r in data if r["i"] != 0]
+    text = alt.Chart(_data(totals)).mark_text(align="left", dx=4, fontSize=11).encode(
+        y=y, x="total_ms:Q", text=alt.Text("headroom_pct:Q", format=".1f"))
+    return alt.layer(bars, text).properties(
+        width=WIDTH - 250, height=alt.Step(20),
+        title=alt.Title("Kernel headroom", subtitle=[
+            "each kernel's time in the nsys run: what its busiest unit needs at peak (ncu's speed of light) "
+            "and the rest, which tuning can save at most", "label: headroom, % of the run's kernel time"]))
+
+
 def _time_bars(data: list[dict], label: str, colour: str, x_title: str, title: str,
                tooltip: list, subtitle: str = "bar label: % of kernel time") -> alt.LayerChart:
     """Horizontal bars of ``total_ms`` per ``label``, in the rows' order, each labelled
@@ -2256,6 +2308,8 @@ CHARTS: dict[str, ChartSpec] = {
     "top-kernels": ChartSpec(
         "top-kernels", top_kernels, {"limit": 20}, "nsys kernels by total time"
     ),
+    "kernel-headroom": ChartSpec("kernel-headroom", kernel_headroom, {"limit": 20},
+                                 "nsys kernel time beside ncu's speed of light: what tuning can save (-p ncu=RUN)"),
     "kernel-durations": ChartSpec(
         "top-kernels", kernel_durations, {"limit": 20}, "nsys each kernel's launch durations: min, median-p95, p99, max"
     ),

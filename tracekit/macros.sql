@@ -35,6 +35,20 @@ CREATE OR REPLACE TEMP MACRO kernel_family(name) AS
         '([^_])_{2,}', '\1_', 'g'),                               -- '__' left by the cuts
         '([^_])_$', '\1'), ''), name) END;
 
+-- A kernel's demangled name as NVIDIA's two demanglers agree on it, to find one kernel in an
+-- nsys and an ncu run (kernel-headroom). nsys and an ncu report print
+--   void at::native::vectorized_gather_kernel<(int)16, long>(char *, ...)
+-- where ncu's CSV pages print
+--   void at::vectorized_gather_kernel<16, long>(char *, ...)
+-- (ncu 2025.3.1: the casts of template arguments dropped, and namespaces too, unevenly: at::native::
+-- becomes at::, at::native::binary_internal:: becomes binary_internal::). The key drops both:
+-- every cast of an integral argument and every namespace qualifier (anonymous ones too).
+-- On hstu_headroom's 14 kernels the three spellings give the same 14 keys.
+CREATE OR REPLACE TEMP MACRO kernel_match_key(name) AS
+    regexp_replace(regexp_replace(name,
+        '\((?:unsigned |signed )?(?:long long|int|long|bool|char|short)\)(-?[0-9])', '\1', 'g'),
+        '(?:\w+::|<unnamed>::|\(anonymous namespace\)::)+', '', 'g');
+
 -- An ncu query's `kernel` filter (text a kernel name contains, case-insensitive): true where
 -- it is not given or some launch of the run (NULL: of any run) matches it; otherwise an
 -- error naming it, not an empty table that reads as "no findings" or "no stalls".

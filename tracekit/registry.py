@@ -331,6 +331,9 @@ class Registry:
             if pname == "run":
                 bound[pname] = resolve_run(tk, params.get("run"), q.source, q.name, spans_runs=q.spans_runs)
                 continue
+            if pname in RUN_KINDS:  # a second run, of the kind the parameter is named after (-p ncu=RUN)
+                bound[pname] = resolve_run(tk, params.get(pname), pname, q.name, spans_runs=False)
+                continue
             if pname == "sweep":  # the sweep queries' sweep: its id, '' (outside any sweep) or NULL (all)
                 bound[pname] = resolve_sweep(tk, params.get("sweep"), q.name)
                 _check_sweep_tool(tk, q.name, bound[pname], params.get("sweep"))
@@ -882,6 +885,9 @@ def _holds(tk, run_id: int, tables: list[str] | tuple[str, ...]) -> bool:
 
 
 _KIND_WORDS = {"nsys": "an nsys", "ncu": "an ncu", "timing": "a timing", "bench": "a bench"}
+#: the kinds a run reference resolves within (an id of another kind is an error); a query
+#: parameter named after one of them is a run of that kind (kernel-headroom's ``ncu``)
+RUN_KINDS = ("nsys", "ncu", "bench")
 _KIND_HINTS = {"nsys": "ingest an nsys export: tracekit ingest FILE.sqlite",
                "ncu": "ingest an ncu report: tracekit ingest FILE.ncu-rep",
                "timing": "ingest the run folders `tracekit sweep` writes: tracekit ingest runs/*",
@@ -894,7 +900,9 @@ _NO_RANKS = ("no multi-rank run in {path}; ingest each rank's export with its ra
 
 
 def _a_kind(kind: str) -> str:
-    return _KIND_WORDS.get(kind, f"a {kind}")
+    """'an nsys' for a run of kind nsys, and of nsys,timing (a capture that timed requests too)."""
+    first = kind.split(",")[0]
+    return _KIND_WORDS.get(first, f"a {first}")
 
 
 def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True) -> int | None:
@@ -905,7 +913,7 @@ def resolve_run(tk, value: Any, source: str, qname: str, spans_runs: bool = True
     ``all`` is an error when the query does not span runs (``spans_runs``)."""
     expect(value, (str, int, type(None)), f"{qname}: run", QueryError)
     con = tk.con
-    kinded = source in ("nsys", "ncu", "bench")
+    kinded = source in RUN_KINDS
     if isinstance(value, str) and value.strip().lower() == "all":
         if not spans_runs:
             raise QueryError(f"{qname}: --run all: {qname} answers for one "

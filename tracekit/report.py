@@ -93,6 +93,9 @@ class Section:
     shown_if: Callable[[Any, int], bool] | None = None
     #: (tk, run id) -> (the chart's parameters for the run, a caption saying what they chose)
     chart_params: Callable[[Any, int], tuple[dict[str, Any], str]] | None = None
+    #: (tk, run id) -> the query's parameters beside the run that follow from it (a second run),
+    #: or None, which leaves the section out without a word, as ``needs``
+    run_params: Callable[[Any, int], dict[str, Any] | None] | None = None
 
 
 def sweep_profiled(tk, run_id: int) -> bool:
@@ -112,6 +115,31 @@ def sweep_timed(tk, run_id: int) -> bool:
         "SELECT 1 FROM runs s, sweep_runs p WHERE s.run_id = ? "
         "AND json_extract_string(p.params, '$.sweep') IS NOT DISTINCT FROM json_extract_string(s.params, '$.sweep') "
         "LIMIT 1", [run_id]).fetchall())
+
+
+#: what may differ between an nsys run and the ncu run of the same workload (diff's SETUP labels)
+_PROFILER_SETUP = ("tool", "profiler", "ncu replay", "nsys")
+
+
+def ncu_of_the_workload(tk, run_id: int) -> dict[str, Any] | None:
+    """kernel-headroom's ``ncu`` for an nsys run: the latest ok ncu run of the same workload, a
+    capture of the same command whose setup differs in the profiler alone (the HSTU workload at
+    the run's bs, nc and preset, or the same program with the same arguments); None where the
+    store has none, or the run did not record what it ran (a bare export)."""
+    from .diff import Side, setup_differences
+
+    recorded = ("coalesce(json_extract_string(params, '$.bs') || ',' || json_extract_string(params, '$.nc'), "
+                "json_extract_string(meta, '$.program.argv')) IS NOT NULL")
+    if not tk.con.execute(f"SELECT 1 FROM runs WHERE run_id = ? AND {recorded}", [run_id]).fetchall():
+        return None
+    ncu = tk.con.execute(f"SELECT run_id FROM runs WHERE list_contains(string_split(kind, ','), 'ncu') AND {recorded} "
+                         "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' ORDER BY run_id DESC"
+                         ).fetchall()
+    for (other,) in ncu:
+        differ = setup_differences(tk.con, Side(str(run_id), run_id=run_id), Side(str(other), run_id=other))
+        if all(d.split(" ")[0] in _PROFILER_SETUP for d in differ):
+            return {"ncu": other}
+    return None
 
 
 def sweep_ncu_profiled(tk, run_id: int) -> bool:
@@ -235,6 +263,15 @@ NSYS = (
             "How each kernel's launches spread: the same kernel at several sizes, a cold first launch, or a clock "
             "that moved shows as a long line or a wide bar (percentiles in `tracekit query top-kernels "
             "--all-columns`; -p skip=N leaves out each kernel's first N launches)."),
+    Section("kernel-headroom", "Where tuning can save time", "kernel-headroom", {"limit": 15}, "kernel-headroom",
+            ("name", "time_pct", "total_ns", "profiled", "sol_pct", "bottleneck", "achieved_occupancy_pct",
+             "headroom_ns", "headroom_pct", "ncu_estimate_ns", "ncu_rule"),
+            "Each kernel's time in this run beside what the latest ncu run of the same workload measured for it: "
+            "sol_pct is its busiest unit's throughput (ncu's speed of light), headroom the time beyond what that "
+            "unit at its peak would take, the most tuning can save at the same work; bottleneck reads the "
+            "throughputs as ncu's SOLBottleneck rule does. ncu_estimate is ncu's own estimate, from its rule with "
+            "the largest speedup. A kernel ncu did not profile has profiled 0.",
+            run_params=ncu_of_the_workload),
     Section("kernels-by-nvtx", "Kernel time by NVTX path", "kernels-by-nvtx", {"limit": 25}, "kernels-by-nvtx",
             ("path", "launches", "distinct_kernels", "total_ns", "avg_ns", "time_pct", "top_kernel"),
             "Each kernel is counted under the innermost NVTX push/pop range around the call that launched it."),
@@ -744,6 +781,11 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     if sec.shown_if is not None and not sec.shown_if(tk, run_id):
         return None
     params = dict(sec.params)
+    if sec.run_params is not None:
+        more = sec.run_params(tk, run_id)
+        if more is None:
+            return None
+        params.update(more)
     if sec.per_run:
         params["run"] = run_id
     elif "sweep" in q.params:  # a sweep query: the sweep this run is a point of, not the latest sweep

@@ -87,6 +87,8 @@
 # cuda_kern_exec_trace.csv.xz on 2026-12-01.
 # The hstu_capture_* run folders are `tracekit capture --bs 8 --nc 1024 --tool nsys|ncu --no-ingest`
 # on the H200 (the run folder without spec.json and worker.json, its exports xz-compressed);
+# hstu_headroom (2026-12-04) is capture(8, 1024, tool="nsys") then capture(8, 1024, tool="ncu", ncu_kernel_regex=".")
+# one after the other, from a Python script as above (its README.md says what is in it and what is left out).
 # hstu_capture_ncu was re-taken on 2026-11-28 with the memory-workload, WarpStateStats and SourceCounters sections;
 # hstu_capture_cpu is the same capture with the CPU sampled (2026-12-01; no stats/): tracekit.capture.run.capture(8,
 # 1024, tool="nsys", cpu_samples=True, ingest=False), what `tracekit capture --cpu-samples` runs, called from a Python

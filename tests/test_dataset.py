@@ -292,20 +292,30 @@ def test_ingest_into_a_dataset_equals_an_export_of_a_store(tmp_path, ingested_st
     store, answers = ingested_store
     root = tmp_path / "ds"
     root.mkdir()  # an empty folder: a new dataset
-    args = ["--db", str(root), "ingest", *map(str, files)] + (["--workers", str(workers)] if workers else [])
-    assert main(args) == 0
+    bad = tmp_path / "notes.sqlite"
+    bad.write_text("not an export\n")
+    many = ["--workers", str(workers)] if workers else []
+    # a file that fails leaves no gap in the run ids: those of a serial ingest, with workers too
+    assert main(["--db", str(root), "ingest", str(files[0]), str(bad), *map(str, files[1:]), *many]) == 2
     ds = tracekit.open(root)
     assert ds.runs().drop("ingested_at").equals(store.runs().drop("ingested_at"))
     assert _same_answers(store, ds, store.runs(), answers) > 1000
     assert not [p for p in root.iterdir() if p.name.startswith(".")]
-    # a second ingest adds runs after the last one; a known file is skipped, and so is
-    # the export of a run folder the dataset holds (it is part of that run)
-    assert main(["--db", str(root), "ingest", str(NSYS_EXPORTS["graphs_graph"]), str(files[0]),
-                 str(NSYS_EXPORTS["hstu_capture"])]) == 0
-    runs = tracekit.open(root).runs()
+    # a second ingest adds runs after the last one; a known file is skipped (no gap either), and so
+    # is the export of a run folder the dataset holds (it is part of that run)
+    assert main(["--db", str(root), "ingest", str(files[0]), str(NSYS_EXPORTS["graphs_graph"]),
+                 str(NSYS_EXPORTS["hstu_capture"]), *many]) == 0
+    ds = tracekit.open(root)
+    runs = ds.runs()
     assert runs.get_column("run_id").to_list() == [1, 2, 3, 4, 5]
     out = capsys.readouterr().out.splitlines()
-    assert out[-1].startswith(f"{NSYS_EXPORTS['hstu_capture']}: already ingested as run 3 (")
+    assert any(line.startswith(f"{NSYS_EXPORTS['hstu_capture']}: already ingested as run 3 (") for line in out)
+    # the new run's names are its own: its slot's name ids clash with no other run's
+    ids = ds.sql("SELECT count(*) AS n, count(DISTINCT string_id) AS ids FROM _strings")
+    assert ids["n"][0] == ids["ids"][0]
+    with tracekit.open(tmp_path / "s.duckdb") as again:
+        again.ingest(NSYS_EXPORTS["graphs_graph"])
+        assert ds.query("top-kernels", run=5, limit=0).equals(again.query("top-kernels", limit=0))
 
 
 def test_export_one_run(small_pair, tmp_path, capsys):

@@ -9,9 +9,12 @@ Layout (Hive-partitioned by run)::
                                            a file for every run)
 
 Name ids (the ``*name_id`` columns, schema_nsys.sql) are made unique per run in a
-dataset: ``(run_id << 32) + the id the run's store gave it``, and
-``DIR/_strings/run_id=3/`` holds the names that run uses. So runs written by
-different processes never clash, and a name joins within its run.
+dataset: ``(slot << 32) + the id the run's store gave it``, where the slot is the run's id
+where it was written with it (an export; a serial ingest) and, in a distributed ingest, a
+number no run of the dataset has used, given before the run is prepared (its id is given
+when it lands, so that a file that fails or is skipped leaves no gap: the ids of a serial
+ingest); ``DIR/_strings/run_id=3/`` holds the names run 3 uses. So runs written by different
+processes never clash, and a name joins within its run.
 
 ``Dataset`` answers every named query read-only in an in-memory DuckDB: the small
 tables read into it at open, views on ``read_parquet`` for the others; the same results
@@ -60,7 +63,7 @@ RUNS_FILE_TYPES = {"params": "VARCHAR", "meta": "VARCHAR"}
 RUNS_FILE_COLUMNS = "params::VARCHAR AS params, meta::VARCHAR AS meta"
 STORE_FILE = "_store.parquet"
 PART = "part-0.parquet"
-#: Name ids in a dataset: (run_id << STRING_ID_SHIFT) + the run's own id.
+#: Name ids in a dataset: (the run's slot << STRING_ID_SHIFT) + the run's own id (module docstring).
 STRING_ID_SHIFT = 32
 #: Tables whose files hold this many bytes in all (smallest first) are read into memory
 #: when a dataset is opened: the runs, the names and the per-run summaries; the large
@@ -487,9 +490,9 @@ def create(path: Path) -> Dataset:
 class _Part:
     """A run written as dataset files under a staging folder, ready to be moved in."""
 
-    def __init__(self, source: str, folder: Path | None, run_id: int, digest: str | None,
+    def __init__(self, source: str, folder: Path | None, slot: int, digest: str | None,
                  rows: dict[str, int], kind: str | None, name: str | None, asked_name: str | None = None):
-        self.source, self.folder, self.run_id, self.digest = source, folder, run_id, digest
+        self.source, self.folder, self.slot, self.digest = source, folder, slot, digest
         self.rows, self.kind, self.name = rows, kind, name
         self.asked_name = asked_name  # the name asked for (None: the run's own, settled when it lands)
 
@@ -499,33 +502,34 @@ class _Part:
             self.folder = None
 
 
-def prepare_part(source: str, index: int, *, base_run_id: int, name=None, params=None,
+def prepare_part(source: str, index: int, *, base_slot: int, name=None, params=None,
                  workdir=None, known=frozenset(), threads=None) -> _Part:
-    """Distributed ingest's task for a dataset: prepare ``source`` and write it as run
-    ``base_run_id + index`` into a folder of its own under ``workdir`` (in the dataset).
-    The run is staged in memory: its files are the only thing written (a staging
-    database file would cost a fifth more CPU per file)."""
+    """Distributed ingest's task for a dataset: prepare ``source`` and write it as a run of
+    slot ``base_slot + index`` (its partitions named run_id=SLOT until it lands with its id)
+    into a folder of its own under ``workdir`` (in the dataset). The run is staged in memory:
+    its files are the only thing written (a staging database file would cost a fifth more
+    CPU per file)."""
     from .staging import ingest_into
 
-    run_id = base_run_id + index
+    slot = base_slot + index
     stage = Tracekit(":memory:")
     folder = None
     try:
         if workdir is not None:  # what does not fit in memory spills beside the part, not into the cwd
-            stage.con.execute("SET temp_directory = ?", [str(Path(workdir) / f".spill-{run_id}")])
+            stage.con.execute("SET temp_directory = ?", [str(Path(workdir) / f".spill-{slot}")])
         res = ingest_into(stage, Path(source), name=name, params=params, known=known, threads=threads)
         if res.skipped:  # a hash the dataset holds
-            return _Part(source, None, run_id, res.digest, {}, None, None, asked_name=name)
-        folder = Path(tempfile.mkdtemp(prefix=f"run{run_id}-", dir=workdir))
+            return _Part(source, None, slot, res.digest, {}, None, None, asked_name=name)
+        folder = Path(tempfile.mkdtemp(prefix=f"slot{slot}-", dir=workdir))
         catalog = stage.con.execute("SELECT current_database()").fetchall()[0][0]
-        rows = write_run(stage.con, catalog, res.run_id, folder, run_id)
+        rows = write_run(stage.con, catalog, res.run_id, folder, slot)
     except BaseException:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
         raise
     finally:
         stage.close()
-    return _Part(source, folder, run_id, res.digest, res.rows or rows, res.kind, res.name, asked_name=name)
+    return _Part(source, folder, slot, res.digest, res.rows or rows, res.kind, res.name, asked_name=name)
 
 
 class DatasetDestination:
@@ -549,9 +553,13 @@ class DatasetDestination:
             con = duckdb.connect()
             try:
                 top = last_run_id(con, ds.path)
+                strings = _file_list(sorted((ds.path / "_strings").glob(f"run_id=*/{PART}")))
+                used = con.execute(f"SELECT max(string_id) >> {STRING_ID_SHIFT} FROM read_parquet({strings})"
+                                   ).fetchall()[0][0] if strings != "[]" else None
             finally:
                 con.close()
-            self.base = int(top) + 1
+            self.next_id = int(top) + 1  # the id of the next run that lands
+            self.base = max(int(top), int(used or 0)) + 1  # the first slot: past every run's names
         except BaseException:
             self.finish()
             raise
@@ -560,7 +568,7 @@ class DatasetDestination:
     def task(self):
         import functools
 
-        return functools.partial(prepare_part, base_run_id=self.base)
+        return functools.partial(prepare_part, base_slot=self.base)
 
     def _held(self) -> str:
         """SQL of (run_id, content hash) for every run and every file of a run folder's run."""
@@ -606,7 +614,7 @@ class DatasetDestination:
         from .store import place_folder
 
         found, hashes = None, []
-        if part.folder is not None and (src := part.folder / "run_sources" / f"run_id={part.run_id}" / PART).exists():
+        if part.folder is not None and (src := part.folder / "run_sources" / f"run_id={part.slot}" / PART).exists():
             con = duckdb.connect()
             try:
                 hashes = [r[0] for r in con.execute(f"SELECT content_hash FROM read_parquet('{_q(src)}') "
@@ -644,30 +652,34 @@ class DatasetDestination:
             return self.ds.last_ingest
 
     def _move_in(self, part: _Part, name: str) -> IngestResult:
-        root = self.ds.path
-        row_file = part.folder / "runs" / f"run_id={part.run_id}" / PART
+        """The part's partitions (named by its slot) renamed into place as
+        run ``next_id``'s, then its row, with that id and ``name``, added to runs.parquet."""
+        root, run_id = self.ds.path, self.next_id
+        row_file = part.folder / "runs" / f"run_id={part.slot}" / PART
         for table_dir in sorted(p for p in part.folder.iterdir() if p.name != "runs"):
-            target = root / table_dir.name / f"run_id={part.run_id}"
+            target = root / table_dir.name / f"run_id={run_id}"
             if target.exists():
                 raise TracekitError(f"{root}: already holds {target.relative_to(root)}; "
                                     "is another ingest writing this dataset?")
             target.parent.mkdir(exist_ok=True)
-            os.replace(table_dir / f"run_id={part.run_id}", target)
+            os.replace(table_dir / f"run_id={part.slot}", target)
         # runs.parquet last: the run is in the dataset once its row is
         tmp = root / f".{RUNS_FILE}.{os.getpid()}.tmp"
         con = duckdb.connect()
         try:
             con.execute(f"COPY (SELECT * FROM read_parquet('{_q(root / RUNS_FILE)}') UNION ALL BY NAME "
-                        f"SELECT * REPLACE ($name AS name) FROM read_parquet('{_q(row_file)}', "
-                        f"hive_partitioning = false) ORDER BY run_id) TO '{_q(tmp)}' (FORMAT parquet)", {"name": name})
+                        f"SELECT * REPLACE ($name AS name, $id::INTEGER AS run_id) FROM read_parquet('{_q(row_file)}', "
+                        f"hive_partitioning = false) ORDER BY run_id) TO '{_q(tmp)}' (FORMAT parquet)",
+                        {"name": name, "id": run_id})
             kind, source, status, error = con.execute(
                 f"SELECT kind, source_path, {CAPTURE_STATUS} FROM read_parquet('{_q(row_file)}', "
                 "hive_partitioning = false)").fetchall()[0]
         finally:
             con.close()
         os.replace(tmp, root / RUNS_FILE)
+        self.next_id += 1
         part.discard()
-        return IngestResult(part.run_id, name, kind, source, False, part.rows, digest=part.digest, status=status,
+        return IngestResult(run_id, name, kind, source, False, part.rows, digest=part.digest, status=status,
                             error=error)
 
     def ingest_here(self, source: str, index: int, *, name=None, params=None, workdir=None,

@@ -271,7 +271,7 @@ NSYS = (
             "unit at its peak would take, the most tuning can save at the same work; bottleneck reads the "
             "throughputs as ncu's SOLBottleneck rule does. ncu_estimate is ncu's own estimate, from its rule with "
             "the largest speedup. A kernel ncu did not profile has profiled 0.",
-            run_params=ncu_of_the_workload),
+            optional=True, run_params=ncu_of_the_workload),
     Section("kernels-by-nvtx", "Kernel time by NVTX path", "kernels-by-nvtx", {"limit": 25}, "kernels-by-nvtx",
             ("path", "launches", "distinct_kernels", "total_ns", "avg_ns", "time_pct", "top_kernel"),
             "Each kernel is counted under the innermost NVTX push/pop range around the call that launched it."),

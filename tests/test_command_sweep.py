@@ -551,10 +551,51 @@ def test_an_ncu_points_report_shows_its_sweeps_kernels(ncu_sweep, tmp_path):
     run = Path(_manifest("ncu")["points"][3]["run_dir"]).name
     (tmp_path / "r.html").write_text(report.render(report.build(ncu_sweep, run=run)))
     page = _parse(tmp_path / "r.html")
-    assert [k for k in page.sections if k.startswith("sweep")] == ["sweep-ncu"]
+    assert [k for k in page.sections if k.startswith("sweep")] == ["sweep-ncu", "sweep-roofline"]
     (table,) = page.sections["sweep-ncu"]
     want = ncu_sweep.query("sweep-ncu", sweep=_sweep_id("ncu"))
     assert [r[0] for r in _column(table, "point")] == want["point"].to_list()
+
+
+def test_the_sweep_roofline_draws_each_points_launches_in_its_colour(ncu_sweep, sweeps, tmp_path):
+    """sweep-roofline: every launch of each point's ncu run as roofline gives it, with the point
+    (its colour) and its kernel family (a line through the points that profiled the family);
+    -p kernel= keeps one kernel's; the report of an ncu point draws it in a browser; of a sweep
+    under nsys it is the one line sweep-ncu says."""
+    import polars as pl
+    from browser import chromium, load
+    from test_report import DONE, _parse
+
+    from tracekit import charts, report
+
+    df = charts.sweep_roofline_data(ncu_sweep)
+    points = ncu_sweep.query("sweep-ncu").select("run_id", "point").unique()
+    assert points.height == 4 and df["run_id"].n_unique() == 4
+    for run_id, point in points.rows():
+        roof = ncu_sweep.query("roofline", run=run_id)
+        mine = df.filter(pl.col("run_id") == run_id)
+        assert mine.select(roof.columns).equals(roof) and set(mine["point"]) == {point}
+    spec = charts.chart(ncu_sweep, "sweep-roofline").to_dict()
+    marks = {layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]: layer for layer in spec["layer"]}
+    assert {d["group"] for d in marks["point"]["data"]["values"]} == set(points["point"])
+    assert marks["line"]["encoding"]["detail"]["field"] == "family"
+    moved = {d["family"] for d in marks["line"]["data"]["values"]}
+    assert "softmax_warp_forward" in moved  # (fp16 and fp32 at m=1024)
+    soft = charts.sweep_roofline_data(ncu_sweep, kernel="softmax_warp")
+    assert set(soft["family"]) == {"softmax_warp_forward"} and soft["sweep_point"].to_list() == sorted(soft["sweep_point"])
+    with pytest.raises(QueryError, match="was captured under nsys, not ncu"):
+        charts.chart(sweeps, "sweep-roofline")
+    with pytest.raises(QueryError, match="give the sweep as -p sweep= or --run"):
+        charts.chart(ncu_sweep, "sweep-roofline", run=1, sweep="latest")
+    run = Path(_manifest("ncu")["points"][0]["run_dir"]).name
+    out = tmp_path / "r.html"
+    out.write_text(report.render(report.build(ncu_sweep, run=run)))
+    assert "chart-sweep-roofline" in _parse(out).charts
+    if chromium() is None:
+        return
+    state = load(out, DONE, "window.tracekitReport").value
+    assert state["rendered"] == state["charts"] and state["failed"] == 0
+    assert state["marks"]["chart-sweep-roofline"] > df.height
 
 
 def test_a_program_from_the_grid_names_each_points_folder(tmp_path, monkeypatch):

@@ -101,21 +101,22 @@ def _si(v: float, unit: str) -> str:
 def _labels(df: pl.DataFrame) -> pl.DataFrame:
     """Add `label` (one per launch: run, id, the kernel's short name and its NVTX range's
     innermost name, which alone would read alike for every kernel of one range) and `group`
-    (colour: the NVTX range, else the kernel)."""
-    multi_run = "run_id" in df.columns and df["run_id"].n_unique() > 1
+    (colour: a sweep's point where the rows have one, else the NVTX range, else the kernel)."""
+    by_point = "point" in df.columns
+    multi_run = "run_id" in df.columns and df["run_id"].n_unique() > 1 and not by_point
     has_nvtx = "nvtx_range" in df.columns and df["nvtx_range"].is_not_null().any()
     labels, groups = [], []
     for r in df.iter_rows(named=True):
         base = short_name(r.get("name"), 32)
         if has_nvtx and r.get("nvtx_range"):
             base = f"{short_name(r.get('name'), 24)} · {str(r['nvtx_range']).rsplit('/', 1)[-1]}"
-        lab = f"{r['kernel_id']}: {base}"
+        lab = f"{r['point']} · {short_name(r.get('name'), 24)}" if by_point else f"{r['kernel_id']}: {base}"
         if multi_run:
             lab = f"run {r['run_id']} · {lab}"
         labels.append(lab)
         groups.append(
-            r.get("nvtx_range")
-            if has_nvtx
+            r.get("point") if by_point
+            else r.get("nvtx_range") if has_nvtx
             else r.get("kernel_class") or short_name(r.get("name"), 24)
         )
     return df.with_columns(
@@ -337,9 +338,14 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         (pl.col("bound") if "bound" in pts.columns else pl.lit(None)).alias("bound"),
         (pl.col("precision") if "precision" in pts.columns else pl.lit(None)).alias("precision"),
     ).to_dicts()
+    by_point = "point" in pts.columns  # (sweep-roofline: a colour per point, a line per kernel family)
+    if by_point:
+        moves = pts.select("label", "family", "sweep_point", "ai_dram", "flops_per_s").to_dicts()
+        for d, m in zip(data, moves, strict=True):
+            d.update(family=m["family"], sweep_point=m["sweep_point"])
     group_title = (
-        "NVTX range"
-        if "nvtx_range" in pts.columns and pts["nvtx_range"].is_not_null().any()
+        "sweep point" if by_point
+        else "NVTX range" if "nvtx_range" in pts.columns and pts["nvtx_range"].is_not_null().any()
         else "kernel class"
     )
     points = (
@@ -363,6 +369,10 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         )
     )
     layers = [ceil, *ceil_text, points]
+    if by_point:  # each kernel family's path from point to point, under the markers
+        layers.insert(-1, alt.Chart(_data(data)).mark_line(color="#888888", strokeWidth=1, opacity=0.7).encode(
+            x=alt.X("ai_dram:Q", scale=xs), y=alt.Y("flops_per_s:Q", scale=ys), detail="family:N",
+            order="sweep_point:Q"))
     if len(data) <= 12:  # label the points where the label hits no marker and no other label
 
         def px(d):
@@ -407,13 +417,28 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         width=WIDTH,
         height=HEIGHT,
         title=alt.Title(
-            "Roofline",
-            subtitle="one point per launch at its DRAM arithmetic intensity; ceilings at the measured clocks of the "
+            "Roofline per sweep point" if by_point else "Roofline",
+            subtitle=("a colour per point, a line per kernel family from point to point; " if by_point else "")
+            + "one point per launch at its DRAM arithmetic intensity; ceilings at the measured clocks of the "
             "launches using them" + ("; where those differ, at the highest: a launch at a lower clock sits further below "
                                      "the line than its % of roof (tooltip), which is against its own clock's ceiling"
                                      if clocks_differ else ""),
         ),
     )
+
+
+def sweep_roofline_data(tk, run: str | int | None = None, sweep: str | None = None,
+                        kernel: str | None = None) -> pl.DataFrame:
+    """The roofline of every launch at each point of a sweep captured under ncu (the points'
+    ncu runs, as sweep-ncu picks them: ``sweep``, or the sweep ``run`` is a point of, default
+    the latest), with its point, its place in the grid and its kernel family."""
+    if run is not None and sweep is not None:
+        raise ParamError("chart sweep-roofline: give the sweep as -p sweep= or --run (a run of it), not both")
+    points = tk.query("sweep-ncu", sweep=sweep if sweep is not None else run, kernel=kernel)
+    kernels = points.select("run_id", "name", "family", "sweep_point", "point").unique(["run_id", "name"])
+    frames = [tk.query("roofline", run=run_id, kernel=kernel) for run_id in points["run_id"].unique(maintain_order=True)]
+    return pl.concat(frames, how="diagonal_relaxed").join(kernels, on=["run_id", "name"], how="left",
+                                                          maintain_order="left")
 
 
 # -- occupancy -------------------------------------------------------------------
@@ -2302,6 +2327,10 @@ CHARTS: dict[str, ChartSpec] = {
     "occupancy": ChartSpec(
         "occupancy", occupancy, {"limit": 0}, "ncu theoretical vs achieved occupancy"
     ),
+    "sweep-roofline": ChartSpec(None, roofline, {}, "ncu roofline of each point of a sweep: a colour per point, a "
+                                "line per kernel family from point to point (-p sweep=, -p kernel=)",
+                                data=sweep_roofline_data,
+                                source="queries sweep-ncu and roofline, needs a sweep captured under ncu"),
     "warp-stalls": ChartSpec("warp-stalls", warp_stalls, {"limit": 0}, "ncu warp cycles per issued instruction by stall reason"),
     "ncu-source": ChartSpec("ncu-source", source_hot_spots, {"limit": MAX_BARS},
                             "ncu warp stall samples per source line, by the largest stall reason"),

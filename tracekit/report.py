@@ -472,6 +472,10 @@ SWEEP = (
             "The kernels ncu profiled at each point: median duration against the kernel family's at the first "
             "point, throughputs and occupancy (tracekit query sweep-ncu -p kernel=TEXT: one kernel).",
             per_run=False, shown_if=sweep_ncu_profiled),
+    Section("sweep-roofline", "Roofline per sweep point", None, chart="sweep-roofline", shown_if=sweep_ncu_profiled,
+            intro="Every launch ncu profiled at each point of the sweep against the ceilings, a colour per point; a "
+            "line joins a kernel family's launches from point to point: how a kernel moves under the roofs as the "
+            "grid's values grow (tracekit chart sweep-roofline -p kernel=TEXT: one kernel)."),
 )
 
 RANKS = (
@@ -772,13 +776,13 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     from . import charts
     from .registry import get_registry
 
+    if sec.shown_if is not None and not sec.shown_if(tk, run_id):
+        return None
     if sec.query is None:
         return _chart_section(tk, sec, run_id)
     q = get_registry().get(sec.query)
     if sec.needs is not None and not tk.con.execute(
             f"SELECT 1 FROM {sec.needs} WHERE run_id = ? LIMIT 1", [run_id]).fetchall():
-        return None
-    if sec.shown_if is not None and not sec.shown_if(tk, run_id):
         return None
     params = dict(sec.params)
     if sec.run_params is not None:

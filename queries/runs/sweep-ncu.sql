@@ -12,6 +12,7 @@
 -- @column sweep_point             the point's place in its sweep's grid (0 = the first); NULL for a run outside any sweep
 -- @column point                   the point's grid values, 'm=1024,dtype=fp16' (macro grid_point)
 -- @column run                     name of the point's ncu run
+-- @column run_id                  its id
 -- @column name                    kernel name (demangled)
 -- @column family                  its family (macro kernel_family)
 -- @column launches                launches of the kernel ncu profiled at the point
@@ -64,7 +65,7 @@ asked AS (  -- a kernel no point profiled is most likely a typo: an error, not a
                            || $kernel || ''' (`tracekit query ncu-kernels --run RUN` lists a point''s)') END AS ok
     FROM per_kernel
 )
-SELECT k.sweep_point, k.point, k.run, k.name, k.family, k.launches, k.total_ns::BIGINT AS total_ns, k.duration_ns,
+SELECT k.sweep_point, k.point, k.run, k.run_id, k.name, k.family, k.launches, k.total_ns::BIGINT AS total_ns, k.duration_ns,
        round(k.duration_ns / nullif(f.first_ns, 0), 3) AS vs_first,
        k.sm_throughput_pct, k.dram_throughput_pct, k.achieved_occupancy_pct, k.registers_per_thread, k.grid_size
 FROM per_kernel k JOIN firsts f USING (family), asked

@@ -136,6 +136,27 @@ def attention(q, k, v, cache, layer: int, batch: AttnBatch, *, alpha: float) -> 
     return out.reshape(q.shape[0], -1)
 
 
+def request_flop(cfg, batch: AttnBatch, nc: int) -> tuple[int, int]:
+    """The floating-point work one request needs: (all of it, the attention's part), counting
+    the matrix products, 2 FLOP per multiply-add (element-wise work, norms and look-ups left out,
+    as model FLOP counts do). Per layer: the uvqk and output projections of every new token, and
+    the attention over each query's visible keys (``attention_reference``'s mask: every cached
+    token; among the new ones, a history token sees the history up to itself, a candidate the
+    history and itself), QK^T and its product with V, 4 x head_dim FLOP per pair and head; then
+    the candidates' scoring MLP. What a kernel computes beyond it (masked tiles) is not counted."""
+    D, H, d = cfg.d_model, cfg.num_heads, cfg.head_dim
+    tokens = batch.offsets_host[-1]
+    pairs = 0
+    for b in range(batch.num_users):
+        n_hist, new = batch.hist_tokens_host[b], batch.offsets_host[b + 1] - batch.offsets_host[b]
+        cands = new - n_hist
+        pairs += new * batch.cache_lens_host[b] + n_hist * (n_hist + 1) // 2 + cands * (n_hist + 1)
+    attention = cfg.num_layers * 4 * H * d * pairs
+    projections = cfg.num_layers * 2 * tokens * D * (4 * H * d + H * d)
+    scoring = 2 * batch.num_users * nc * (D * cfg.scoring_hidden + cfg.scoring_hidden * cfg.num_tasks)
+    return attention + projections + scoring, attention
+
+
 class HSTURanker:
     """Randomly initialised (seeded) HSTU ranking model; weights live on ``device``."""
 

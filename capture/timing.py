@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REQUEST_COLUMNS = ("request_idx", "phase", "bs", "nc", "kv_caches", "candidate_embeddings",
-                   "latency_ms", "peak_mem_allocated_mb", "peak_mem_reserved_mb")
+                   "latency_ms", "peak_mem_allocated_mb", "peak_mem_reserved_mb", "model_flop", "attention_flop")
 L2_FLUSH_BYTES = 256 << 20
 
 
@@ -32,6 +32,8 @@ class RequestRow:
     latency_ms: float
     peak_mem_allocated_mb: float | None  # None on CPU (not tracked)
     peak_mem_reserved_mb: float | None
+    model_flop: int | None = None  # the request's floating-point work (model.request_flop)
+    attention_flop: int | None = None  # its attention's part
 
     def as_csv(self) -> list[str]:
         def num(x):
@@ -39,7 +41,9 @@ class RequestRow:
 
         return [str(self.request_idx), self.phase, str(self.bs), str(self.nc), str(self.kv_caches),
                 str(self.candidate_embeddings), repr(float(self.latency_ms)),
-                num(self.peak_mem_allocated_mb), num(self.peak_mem_reserved_mb)]
+                num(self.peak_mem_allocated_mb), num(self.peak_mem_reserved_mb),
+                "" if self.model_flop is None else str(self.model_flop),
+                "" if self.attention_flop is None else str(self.attention_flop)]
 
 
 class RequestsCsv:
@@ -129,7 +133,7 @@ def run_requests(workload, *, warmup_ms: float, iters: int, flush_l2: bool = Tru
             ms = (time.perf_counter() - t0) * 1e3
             alloc = reserved = None
         row = RequestRow(len(rows), phase, workload.bs, workload.nc, res.kv_caches,
-                         res.candidate_embeddings, ms, alloc, reserved)
+                         res.candidate_embeddings, ms, alloc, reserved, res.model_flop, res.attention_flop)
         rows.append(row)
         if on_row is not None:
             on_row(row, res.line(ms))

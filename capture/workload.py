@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from .config import WorkloadConfig
 from .data import SyntheticKuaiRand, time_buckets
 from .kvcache import PagedKVCache
-from .model import AttnBatch, HSTURanker, nvtx
+from .model import AttnBatch, HSTURanker, nvtx, request_flop
 
 
 @dataclass
@@ -28,6 +28,8 @@ class RequestResult:
     new_tokens: int  # history tokens computed in this request, all users
     cached_tokens: int  # history tokens read from the cache, all users
     scores: torch.Tensor  # [bs, nc, num_tasks] on the host
+    model_flop: int = 0  # the request's floating-point work (model.request_flop)
+    attention_flop: int = 0  # its attention's part
 
     def line(self, latency_ms: float) -> str:
         """The seed benchmark's log line."""
@@ -132,6 +134,8 @@ class Workload:
             for i in range(cfg.num_layers):
                 x = m.layer(i, x, batch, self.cache)
             scores = m.score(x, batch, nc)
+        flop, attention_flop = request_flop(cfg, batch, nc)  # (host lists: after the GPU work is queued)
         return RequestResult(
             kv_caches=sum(r.hit for r in res), candidate_embeddings=nc,
-            new_tokens=2 * total_hist, cached_tokens=int(cache_lens.sum()), scores=scores)
+            new_tokens=2 * total_hist, cached_tokens=int(cache_lens.sum()), scores=scores,
+            model_flop=flop, attention_flop=attention_flop)

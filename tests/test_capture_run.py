@@ -58,7 +58,9 @@ def test_none_run_writes_complete_run_folder(none_run):
     with open(d / "requests.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["request_idx", "phase", "bs", "nc", "kv_caches", "candidate_embeddings",
-                             "latency_ms", "peak_mem_allocated_mb", "peak_mem_reserved_mb"]
+                             "latency_ms", "peak_mem_allocated_mb", "peak_mem_reserved_mb", "model_flop",
+                             "attention_flop"]
+    assert all(int(r["model_flop"]) > int(r["attention_flop"]) > 0 for r in rows)
     timed = [r for r in rows if r["phase"] == "timed"]
     warm = [r for r in rows if r["phase"] == "warmup"]
     assert len(timed) == 3 and len(warm) >= 2

@@ -1,11 +1,14 @@
 """Sweeps: bookkeeping, failures, interruption, configs; the sweep queries and export."""
 
+import csv
 import json
 import re
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
+from conftest import DATA
 from tracekit.capture import sweep as sw
 from tracekit.capture.export import export_sweep
 
@@ -181,9 +184,9 @@ def _store(tmp_path):
                         json.dumps({"status": status})])
         xs = rng.uniform(1, 20, n).round(3)
         for i, x in enumerate(xs):
-            tk.con.execute("INSERT INTO requests VALUES (?, ?, 'timed', ?, ?, ?, ?, ?, ?, ?)",
+            tk.con.execute("INSERT INTO requests VALUES (?, ?, 'timed', ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
                            [run_id, i + 2, bs, nc, bs, nc, float(x), 100.0 + i, 200.0])
-        tk.con.execute("INSERT INTO requests VALUES (?, 0, 'warmup', ?, ?, 0, ?, 999.0, NULL, NULL)",
+        tk.con.execute("INSERT INTO requests VALUES (?, 0, 'warmup', ?, ?, 0, ?, 999.0, NULL, NULL, NULL, NULL)",
                        [run_id, bs, nc, nc])
         if status == "ok":
             lat[(preset, tool, bs, nc)] = xs
@@ -212,7 +215,8 @@ def test_sweep_latency_query(tmp_path):
     assert df.columns == ["preset", "tool", "bs", "nc", "run", "requests", "median_ms", "p95_ms",
                           "p99_ms", "mean_ms", "min_ms", "max_ms", "peak_mem_allocated_mb", "std_ms",
                           "peak_mem_reserved_mb", "users_per_s", "candidates_per_s", "sm_clock_mhz",
-                          "sm_clock_min_mhz", "temp_max_c", "slowdown"]
+                          "sm_clock_min_mhz", "temp_max_c", "slowdown", "model_gflop", "model_tflops_per_s",
+                          "attention_flop_pct"]
     keys = list(zip(df["tool"], df["bs"], df["nc"], strict=True))
     assert keys == [("none", 1, 128), ("none", 8, 128), ("none", 8, 1024), ("nsys", 8, 1024)]
     assert df["run"].to_list()[1].startswith("r3-")  # the newer of the two runs
@@ -251,7 +255,7 @@ def test_export_sweep_xlsx_and_csv(tmp_path):
     assert wb.sheetnames == ["summary", "grid", "chart", "results", "bs1", "bs8", "nc128", "nc1024"]
     rows = list(wb["results"].values)
     assert rows[0] == ("run", "preset", "tool", "bs", "nc", "request_idx", "kv_caches", "candidate_embeddings",
-                       "latency_ms")
+                       "latency_ms", "model_flop", "attention_flop", "model_tflops_per_s")
     assert len(rows) - 1 == 9 * 3 + 4  # timed requests of the four points
     bs1 = list(wb["bs1"].values)[1:]
     assert {r[3] for r in bs1} == {1} and len(bs1) == 9
@@ -316,3 +320,39 @@ def test_export_of_a_store_without_a_sweep_is_an_error(tmp_path, small_store):
             export_sweep(tk, tmp_path / "e.xlsx")
         tk.close()
         assert not (tmp_path / "e.xlsx").exists()
+
+
+def test_the_model_throughput_of_each_point_is_its_requests_work_over_their_time(tmp_path):
+    """A real H200 sweep whose requests counted their work (tests/data/hstu_sweep_flops):
+    sweep-latency's model_gflop, model_tflops_per_s and attention_flop_pct, and sweep-requests'
+    per-request columns, are those of requests.csv's timed rows; a capture from before tracekit
+    counted them (hstu_headroom's) has NULL there."""
+    import statistics
+
+    import tracekit
+
+    flops = DATA / "hstu_sweep_flops"
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in sorted(p for p in flops.iterdir() if p.is_dir()):
+            tk.ingest(run)
+        got = {(r["bs"], r["nc"]): r for r in tk.query("sweep-latency", limit=0).to_dicts()}
+        per_request = tk.query("sweep-requests", limit=0)
+        assert len(got) == 4
+        for run in sorted(p for p in flops.iterdir() if p.is_dir()):
+            with open(run / "requests.csv", newline="") as f:
+                timed = [r for r in csv.DictReader(f) if r["phase"] == "timed"]
+            r = got[(int(timed[0]["bs"]), int(timed[0]["nc"]))]
+            work = [int(t["model_flop"]) for t in timed]
+            assert r["model_gflop"] == pytest.approx(statistics.median(work) / 1e9, rel=1e-12)
+            assert r["model_tflops_per_s"] == pytest.approx(
+                sum(work) / sum(float(t["latency_ms"]) for t in timed) / 1e9, rel=1e-12)
+            assert r["attention_flop_pct"] == pytest.approx(
+                100 * sum(int(t["attention_flop"]) for t in timed) / sum(work), rel=1e-12)
+            mine = per_request.filter(pl.col("run") == run.name)
+            assert mine["model_flop"].to_list() == work
+            assert mine["model_tflops_per_s"].to_list() == pytest.approx(
+                [int(t["model_flop"]) / float(t["latency_ms"]) / 1e9 for t in timed], rel=1e-12)
+        assert 150 < got[(8, 1024)]["model_tflops_per_s"] < 300 and got[(1, 128)]["model_tflops_per_s"] < 10
+        tk.ingest(DATA / "hstu_headroom" / "nsys")
+        old = tk.query("sweep-latency", sweep="all", limit=0).filter(pl.col("tool") == "nsys")
+        assert old.height == 1 and old["model_gflop"].null_count() == 1 and old["model_tflops_per_s"].null_count() == 1

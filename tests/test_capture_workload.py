@@ -205,7 +205,8 @@ def test_the_warm_up_budget_starts_after_the_first_request():
     def request():
         time.sleep(0.3 if not calls else 0.01)
         calls.append(time.perf_counter())
-        return SimpleNamespace(kv_caches=0, candidate_embeddings=0, line=lambda ms: f"{ms:.3f}")
+        return SimpleNamespace(kv_caches=0, candidate_embeddings=0, model_flop=0, attention_flop=0,
+                               line=lambda ms: f"{ms:.3f}")
 
     workload = SimpleNamespace(device=torch.device("cpu"), bs=1, nc=4, request=request)
     rows = run_requests(workload, warmup_ms=100, iters=3)
@@ -216,3 +217,40 @@ def test_the_warm_up_budget_starts_after_the_first_request():
     assert warm[0].latency_ms >= 300
     rows = run_requests(workload, warmup_ms=0, iters=1)
     assert [r.phase for r in rows] == ["warmup"] * (1 + MIN_WARMUP_AFTER_FIRST) + ["timed"]
+
+
+@torch.inference_mode()
+@pytest.mark.parametrize("cached", [False, True], ids=["prefill", "cached"])
+def test_a_requests_flop_count_equals_pytorchs_and_the_references_mask(monkeypatch, cached):
+    """request_flop's projections and scoring equal what PyTorch's own FLOP counter counts for
+    the request (the attention left out), and its attention the reference's visible query-key
+    pairs (attention_reference of ones: each query's output is its number of visible keys times
+    one weight), 4 x head_dim FLOP per pair and head, in a prefill and in a request from the cache."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from tracekit.capture import model
+
+    w = _workload(3, 7, initial=13, total=18, new_items_per_request=5)
+    if cached:
+        w.request()
+    cfg, seen = w.cfg, []
+    H, d = cfg.num_heads, cfg.head_dim
+
+    def no_attention(q, k, v, cache, layer, batch, *, alpha):
+        seen.append(batch)
+        return torch.zeros(q.shape[0], H * d, dtype=q.dtype)
+
+    monkeypatch.setattr(model, "attention", no_attention)
+    with FlopCounterMode(display=False) as counter:
+        res = w.request()
+    assert res.model_flop - res.attention_flop == counter.get_total_flops() > 0
+    batch = seen[0]
+    t = batch.offsets_host[-1]
+    cached_tokens = batch.cached_offsets_host[-1]
+    ones = torch.ones(t, H, d)
+    slots = int(batch.cached_slots.max()) + 1 if cached_tokens else 1
+    out = model.attention_reference(ones, ones, ones, torch.ones(slots, H, d), torch.ones(slots, H, d), batch,
+                                    alpha=1.0, scale_len=1)
+    per_key = torch.nn.functional.silu(torch.tensor(float(d))).item()  # (each visible key's weight x v = 1)
+    pairs = round((out[:, 0] / per_key).sum().item())
+    assert (cached_tokens > 0) == cached
+    assert res.attention_flop == cfg.num_layers * 4 * H * d * pairs

@@ -71,7 +71,7 @@ def test_sweep_spreadsheet_and_chart(tk, tmp_path):
     assert summary[0] == tuple(latency.columns)
     rows = list(wb["results"].iter_rows(values_only=True))
     assert rows[0] == ("run", "preset", "tool", "bs", "nc", "request_idx", "kv_caches", "candidate_embeddings",
-                       "latency_ms")
+                       "latency_ms", "model_flop", "attention_flop", "model_tflops_per_s")
     assert len(rows) - 1 == 16 * 20
     bs8 = list(wb["bs8"].iter_rows(values_only=True))
     assert len(bs8) - 1 == 4 * 20 and all(r[3] == 8 for r in bs8[1:])

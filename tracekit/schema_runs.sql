@@ -9,7 +9,9 @@ CREATE TABLE IF NOT EXISTS requests (
     candidate_embeddings INTEGER,   -- candidates scored (the seed's "Candidate Embeddings: M")
     latency_ms DOUBLE,              -- end-to-end request time, ms (CUDA events on a GPU)
     peak_mem_allocated_mb DOUBLE,   -- peak memory allocated during the request, MiB (2^20 bytes: the seeds' "MB")
-    peak_mem_reserved_mb DOUBLE     -- peak memory reserved during the request, MiB
+    peak_mem_reserved_mb DOUBLE,    -- peak memory reserved during the request, MiB
+    model_flop BIGINT,              -- the request's floating-point work: its matrix products (capture/model.py request_flop); NULL where not counted
+    attention_flop BIGINT           -- the attention's part of it
 );
 
 -- The runs that can stand for a sweep point: those whose meta status is ok and that have timed

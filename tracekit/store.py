@@ -76,7 +76,7 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: --cudabacktrace: the CUDA API calls' stacks); 25: python_frames, python_samples and
 #: api_calls.python_stack_id (nsys --python-backtrace=cuda and --python-sampling: Python stacks);
 #: 26: bench_results and bench_samples (the JSON of `tracekit bench`).
-SCHEMA_VERSION = 26
+SCHEMA_VERSION = 27
 
 
 def ingest_memory_limit() -> str:

@@ -30,6 +30,9 @@
 -- @column sm_clock_min_mhz       lowest SM clock read after a timed request, MHz
 -- @column temp_max_c             highest GPU temperature read after a timed request, degrees C
 -- @column slowdown               the clock slowdown reasons active in the reads, with the share of them each was in ('sw_power_cap 40%, sw_thermal 5%': the power cap, temperature or the hardware held the SM clock down); '' where none was; NULL where not recorded
+-- @column model_gflop            median floating-point work of a timed request, its matrix products (capture/model.py request_flop), GFLOP; NULL where the capture did not count it (before tracekit did; a benchmark log)
+-- @column model_tflops_per_s     the timed requests' work over their time back to back (summed FLOP / summed latency), TFLOP/s; NULL where not counted
+-- @column attention_flop_pct     the attention's share of that work, %; NULL where not counted
 -- @display preset, tool, bs, nc, requests, median_ms, p95_ms, p99_ms, mean_ms, peak_mem_allocated_mb
 -- @requires requests, runs, sweep_runs
 WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest run (sweep_runs)
@@ -55,7 +58,10 @@ SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
        any_value(g.sm_clock_mhz) AS sm_clock_mhz,
        any_value(g.sm_clock_min_mhz) AS sm_clock_min_mhz,
        any_value(g.temp_max_c) AS temp_max_c,
-       any_value(g.slowdown) AS slowdown
+       any_value(g.slowdown) AS slowdown,
+       quantile_cont(q.model_flop, 0.5) * 1e-9 AS model_gflop,
+       sum(q.model_flop) / nullif(sum(q.latency_ms ORDER BY q.request_idx), 0) * 1e-9 AS model_tflops_per_s,
+       100.0 * sum(q.attention_flop) / nullif(sum(q.model_flop), 0) AS attention_flop_pct
 FROM points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
 LEFT JOIN gpu_timed g ON g.run_id = p.run_id

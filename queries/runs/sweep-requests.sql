@@ -14,6 +14,9 @@
 -- @column kv_caches             users served from the KV cache (the seed's "KV Caches")
 -- @column candidate_embeddings  candidates scored per user (the seed's "Candidate Embeddings")
 -- @column latency_ms            end-to-end request latency, ms (the seed's "Total time(ms)")
+-- @column model_flop            the request's floating-point work, its matrix products (capture/model.py request_flop), FLOP; NULL where the capture did not count it (before tracekit did; a benchmark log)
+-- @column attention_flop        the attention's part of it (its visible query-key pairs), FLOP; NULL where not counted
+-- @column model_tflops_per_s    model_flop over latency_ms, TFLOP/s; NULL where not counted
 -- @display run, bs, nc, request_idx, latency_ms
 -- @requires requests, runs, sweep_runs
 WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest run (sweep_runs)
@@ -22,7 +25,8 @@ WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest 
     QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1
 )
 SELECT p.name AS run, p.preset, p.tool, q.bs, q.nc,
-       q.request_idx, q.kv_caches, q.candidate_embeddings, q.latency_ms
+       q.request_idx, q.kv_caches, q.candidate_embeddings, q.latency_ms, q.model_flop, q.attention_flop,
+       q.model_flop / nullif(q.latency_ms, 0) * 1e-9 AS model_tflops_per_s
 FROM points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
 ORDER BY p.preset, p.tool, q.bs, q.nc, q.request_idx

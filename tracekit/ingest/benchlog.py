@@ -84,7 +84,8 @@ def read(path: Path) -> Parsed:
                          "ran at, one log a point")
     names = ("request_idx", "phase", "bs", "nc", "kv_caches", "candidate_embeddings", "latency_ms")
     data = {name: [r[i] for r in rows] for i, name in enumerate(names)}
-    data["peak_mem_allocated_mb"] = data["peak_mem_reserved_mb"] = [None] * len(rows)  # (the log has none)
+    for col in ("peak_mem_allocated_mb", "peak_mem_reserved_mb", "model_flop", "attention_flop"):
+        data[col] = [None] * len(rows)  # (the log has none)
     tbl = pa.table({c: pa.array(data[c], type=t) for c, t in COLUMNS.items()})
     return Parsed(kind=KIND, meta={"source_format": "benchmark log"}, tables={"requests": tbl},
                   params={"bs": bs, "nc": nc, "tool": "none"})

@@ -24,13 +24,18 @@ COLUMNS = {
     "latency_ms": pa.float64(),
     "peak_mem_allocated_mb": pa.float64(),
     "peak_mem_reserved_mb": pa.float64(),
+    "model_flop": pa.int64(),
+    "attention_flop": pa.int64(),
 }
+#: columns a requests.csv written before the capture counted them lacks (NULL then)
+OPTIONAL = ("model_flop", "attention_flop")
 
 
 #: a request's phase, as capture writes it (capture/timing.py); only timed requests are timed
 PHASES = ("warmup", "timed")
 #: the counts and the index of a request, each at least this
-LEAST = {"request_idx": 0, "bs": 1, "nc": 1, "kv_caches": 0, "candidate_embeddings": 0}
+LEAST = {"request_idx": 0, "bs": 1, "nc": 1, "kv_caches": 0, "candidate_embeddings": 0, "model_flop": 0,
+         "attention_flop": 0}
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -44,6 +49,9 @@ def read(path: Path) -> Parsed:
         tbl = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=COLUMNS))
     except (pa.ArrowInvalid, OSError) as err:
         raise InputError(f"{path}: bad requests CSV ({str(err).splitlines()[0]})") from err
+    for col in OPTIONAL:
+        if col not in tbl.column_names:
+            tbl = tbl.append_column(col, pa.nulls(tbl.num_rows, COLUMNS[col]))
     missing = [c for c in COLUMNS if c not in tbl.column_names]
     if missing:
         raise InputError(f"{path}: requests CSV lacks column {missing[0]}")

@@ -325,9 +325,11 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         .encode(x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), text="text:N")
         for kind, align, rot in (("memory", "left", 360 - angle), ("compute", "right", 0))
     ]
+    by_point = "point" in pts.columns  # (sweep-roofline: a colour per point, a line per kernel family)
     data = pts.select(
         "label",
         "group",
+        *(("family", "sweep_point") if by_point else ()),
         pl.col("name"),
         (pl.col("duration_ns") / 1000).alias("duration_us")
         if "duration_ns" in pts.columns
@@ -338,11 +340,6 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         (pl.col("bound") if "bound" in pts.columns else pl.lit(None)).alias("bound"),
         (pl.col("precision") if "precision" in pts.columns else pl.lit(None)).alias("precision"),
     ).to_dicts()
-    by_point = "point" in pts.columns  # (sweep-roofline: a colour per point, a line per kernel family)
-    if by_point:
-        moves = pts.select("label", "family", "sweep_point", "ai_dram", "flops_per_s").to_dicts()
-        for d, m in zip(data, moves, strict=True):
-            d.update(family=m["family"], sweep_point=m["sweep_point"])
     group_title = (
         "sweep point" if by_point
         else "NVTX range" if "nvtx_range" in pts.columns and pts["nvtx_range"].is_not_null().any()

@@ -430,6 +430,7 @@ def test_charts_lists_what_each_needs(capsys, monkeypatch, width):
     assert max(map(len, out.splitlines())) <= width
     out = re.sub(r"\n +", " ", out)  # each chart's entry on one line again
     assert re.search(r"^roofline .*query roofline, needs an ncu run$", out, re.M)
+    assert re.search(r"^kernel-headroom .*query kernel-headroom, needs an nsys run and an ncu run$", out, re.M)
     assert re.search(r"^sweep-latency .*needs runs of a sweep$", out, re.M)
     assert re.search(r"^diff .*tracekit diff's comparison, needs two runs or two sweeps$", out, re.M)
     assert re.search(r"^timeline .*; queries nvtx-ranges and gpu-trace with whole CUDA graph launches, needs an nsys run$", out, re.M)

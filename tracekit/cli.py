@@ -775,7 +775,7 @@ def charts():
     import textwrap
 
     from .charts import CHARTS
-    from .registry import get_registry
+    from .registry import RUN_KINDS, get_registry
 
     reg = get_registry()
     needs = {"nsys": "an nsys run", "ncu": "an ncu run", "runs": "runs of a sweep"}
@@ -786,7 +786,8 @@ def charts():
             source = spec.source
         else:
             q = reg.get(spec.query)
-            source = f"query {spec.query}, needs {needs.get(q.source, q.source)}"
+            more = [needs[k] for k in RUN_KINDS if k in q.params and k in needs]  # (a second run: -p ncu=)
+            source = f"query {spec.query}, needs {' and '.join([needs.get(q.source, q.source), *more])}"
         lines = textwrap.wrap(f"{spec.description}; {source}", max(width - key_w, 30), break_on_hyphens=False)
         typer.echo(f"{name.ljust(key_w)}{lines[0]}")
         for line in lines[1:]:

@@ -198,8 +198,8 @@ def test_bad_workers(tmp_path):
 
 def test_into_a_dataset_a_bad_file_is_reported_and_the_others_land(tmp_path):
     """Into a dataset each thread prepares its run and writes its partitions: a file
-    that fails is reported, the others land with run ids by input position (as the
-    dataset's serial ingest numbers them) and the store's answers."""
+    that fails is reported, the others land with the run ids a serial ingest gives them
+    (the failed file takes none) and the store's answers."""
     bad = tmp_path / "notes.sqlite"
     bad.write_text("not an export\n")
     files = [MIXED[0], bad, MIXED[3], MIXED[5]]
@@ -208,11 +208,12 @@ def test_into_a_dataset_a_bad_file_is_reported_and_the_others_land(tmp_path):
     outcomes = parallel.ingest_many(tracekit.open(root), files, workers=3)
     assert [o.error is None for o in outcomes] == [True, False, True, True]
     assert f"{bad}: not a recognised profile" in outcomes[1].error
-    assert [o.result.run_id for o in outcomes if o.result] == [1, 3, 4]
+    assert [o.result.run_id for o in outcomes if o.result] == [1, 2, 3]
     serial = _serial(tmp_path / "serial.duckdb", [MIXED[0], MIXED[3], MIXED[5]])
     got = tracekit.open(root)
     assert got.runs().get_column("name").to_list() == serial.runs().get_column("name").to_list()
-    for ds_run, store_run in ((1, 1), (3, 2), (4, 3)):
+    assert got.runs()["run_id"].to_list() == serial.runs()["run_id"].to_list()
+    for ds_run, store_run in ((1, 1), (2, 2), (3, 3)):
         for q in ("top-kernels", "api-summary", "nvtx-gpu-projection"):
             assert got.query(q, run=ds_run, limit=0).equals(serial.query(q, run=store_run, limit=0))
     assert not [p for p in root.iterdir() if p.name.startswith(".")]

@@ -216,7 +216,7 @@ def test_sweep_latency_query(tmp_path):
                           "p99_ms", "mean_ms", "min_ms", "max_ms", "peak_mem_allocated_mb", "std_ms",
                           "peak_mem_reserved_mb", "users_per_s", "candidates_per_s", "sm_clock_mhz",
                           "sm_clock_min_mhz", "temp_max_c", "slowdown", "model_gflop", "model_tflops_per_s",
-                          "attention_flop_pct"]
+                          "attention_flop_pct", "attention_tflops_per_s"]
     keys = list(zip(df["tool"], df["bs"], df["nc"], strict=True))
     assert keys == [("none", 1, 128), ("none", 8, 128), ("none", 8, 1024), ("nsys", 8, 1024)]
     assert df["run"].to_list()[1].startswith("r3-")  # the newer of the two runs
@@ -356,3 +356,31 @@ def test_the_model_throughput_of_each_point_is_its_requests_work_over_their_time
         tk.ingest(DATA / "hstu_headroom" / "nsys")
         old = tk.query("sweep-latency", sweep="all", limit=0).filter(pl.col("tool") == "nsys")
         assert old.height == 1 and old["model_gflop"].null_count() == 1 and old["model_tflops_per_s"].null_count() == 1
+
+
+def test_the_attention_kernels_throughput_of_an_nsys_point_is_its_work_over_nsys_time(tmp_path):
+    """Under nsys (tests/data/hstu_nsys_sweep_flops), sweep-latency's attention_tflops_per_s is
+    the timed requests' attention work (requests.csv) over the time NVIDIA's nsys stats -r
+    nvtx_kern_sum gives the kernels inside hstu_attention ranges; a point timed without nsys
+    (hstu_sweep_flops) has none."""
+    import tracekit
+
+    sweep = DATA / "hstu_nsys_sweep_flops"
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in sorted(p for p in sweep.iterdir() if p.is_dir()):
+            tk.ingest(run)
+        got = {r["nc"]: r for r in tk.query("sweep-latency", limit=0).to_dicts()}
+        for run in sorted(p for p in sweep.iterdir() if p.is_dir()):
+            with open(run / "requests.csv", newline="") as f:
+                timed = [r for r in csv.DictReader(f) if r["phase"] == "timed"]
+            with open(run / "stats" / "nvtx_kern_sum.csv", newline="") as f:
+                ns = sum(int(r["Total Time (ns)"]) for r in csv.DictReader(f) if r["NVTX Range"] == ":hstu_attention")
+            r = got[int(timed[0]["nc"])]
+            assert r["tool"] == "nsys" and ns > 0
+            assert r["attention_tflops_per_s"] == pytest.approx(
+                sum(int(t["attention_flop"]) for t in timed) / ns / 1e3, rel=1e-12)
+        assert 100 < got[128]["attention_tflops_per_s"] < got[1024]["attention_tflops_per_s"] < 989
+        for run in sorted(p for p in (DATA / "hstu_sweep_flops").iterdir() if p.is_dir()):
+            tk.ingest(run)
+        timed_only = tk.query("sweep-latency", limit=0)  # (the latest sweep: tool none)
+        assert set(timed_only["tool"]) == {"none"} and timed_only["attention_tflops_per_s"].null_count() == 4

@@ -33,12 +33,18 @@
 -- @column model_gflop            median floating-point work of a timed request, its matrix products (capture/model.py request_flop), GFLOP; NULL where the capture did not count it (before tracekit did; a benchmark log)
 -- @column model_tflops_per_s     the timed requests' work over their time back to back (summed FLOP / summed latency), TFLOP/s; NULL where not counted
 -- @column attention_flop_pct     the attention's share of that work, %; NULL where not counted
+-- @column attention_tflops_per_s  the timed requests' attention work over the GPU time of the kernels launched inside its hstu_attention NVTX ranges, TFLOP/s: the attention kernels' own throughput; NULL where the point did not run under nsys (tool none or ncu: no kernel traced) or did not count its work
 -- @display preset, tool, bs, nc, requests, median_ms, p95_ms, p99_ms, mean_ms, peak_mem_allocated_mb
 -- @requires requests, runs, sweep_runs
 WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest run (sweep_runs)
     SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
     WHERE in_sweep(params, $sweep)
     QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1
+), attention AS (  -- an nsys point's attention kernels: those launched inside hstu_attention ranges (the
+                   -- capture range holds the timed requests alone: capture/worker.py)
+    SELECT run_id, sum(total_ns) AS attention_ns FROM nvtx_path_kernel_sum
+    WHERE run_id IN (SELECT run_id FROM points) AND regexp_matches(path, '(^|/)hstu_attention$')
+    GROUP BY run_id
 )
 -- (the sums in request order: the same answer to the last bit however the rows are read,
 -- a store's table or a dataset's files)
@@ -61,10 +67,12 @@ SELECT p.preset, p.tool, p.bs, p.nc, p.name AS run,
        any_value(g.slowdown) AS slowdown,
        quantile_cont(q.model_flop, 0.5) * 1e-9 AS model_gflop,
        sum(q.model_flop) / nullif(sum(q.latency_ms ORDER BY q.request_idx), 0) * 1e-9 AS model_tflops_per_s,
-       100.0 * sum(q.attention_flop) / nullif(sum(q.model_flop), 0) AS attention_flop_pct
+       100.0 * sum(q.attention_flop) / nullif(sum(q.model_flop), 0) AS attention_flop_pct,
+       sum(q.attention_flop) / nullif(any_value(a.attention_ns), 0) * 1e-3 AS attention_tflops_per_s
 FROM points p
 JOIN requests q ON q.run_id = p.run_id AND q.phase = 'timed'
 LEFT JOIN gpu_timed g ON g.run_id = p.run_id
+LEFT JOIN attention a ON a.run_id = p.run_id
 GROUP BY p.preset, p.tool, p.bs, p.nc, p.name
 ORDER BY p.preset, p.tool, p.bs, p.nc
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

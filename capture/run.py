@@ -627,8 +627,8 @@ def summary(run_dir: str | os.PathLike, db: str | os.PathLike | None = None, top
     def from_store(tk, found: int | None) -> list[str]:
         run = str(found) if found is not None else meta["name"]
         if meta["tool"] == "nsys":
-            return _nsys_summary(tk, run, top)
-        return _ncu_summary(tk, run, top) if meta["tool"] == "ncu" else []
+            return _nsys_summary(tk, run, top) + _headroom_summary(tk, found, "ncu", top)
+        return _ncu_summary(tk, run, top) + _headroom_summary(tk, found, "nsys", top) if meta["tool"] == "ncu" else []
 
     return "\n".join(lines + stored_lines(run_dir, db, from_store))
 
@@ -668,6 +668,28 @@ def _nsys_summary(tk, run: str, top: int) -> list[str]:
             if r["range"].endswith(":hstu.request"):
                 continue
             out.append(f"  {100 * r['total_ns'] / total:5.1f}%  {r['range']}  x{r['instances']}")
+    return out
+
+
+def _headroom_summary(tk, run_id: int | None, other: str, top: int) -> list[str]:
+    """Where tuning can save time (kernel-headroom), where the store holds a run of this run's
+    workload under the ``other`` profiler (nsys beside an ncu run, ncu beside an nsys run)."""
+    from tracekit.diff import same_workload
+    from tracekit.errors import QueryError
+
+    found = None if run_id is None else same_workload(tk.con, run_id, other)
+    if found is None:
+        return []
+    nsys, ncu = (run_id, found) if other == "ncu" else (found, run_id)
+    try:
+        rows = tk.query("kernel-headroom", run=nsys, ncu=ncu, limit=top)
+    except QueryError as err:  # (an ncu run of the workload that profiled none of its kernels)
+        return [str(err)]
+    out = [f"where tuning can save time (nsys run {nsys} beside ncu run {ncu}; tracekit query kernel-headroom): "
+           "headroom % of kernel time, speed of light %, bottleneck:"]
+    for r in rows.iter_rows(named=True):
+        if r["headroom_pct"] is not None:
+            out.append(f"  {r['headroom_pct']:5.1f}%  {r['sol_pct']:5.1f}%  {r['bottleneck']:10s}  {r['name'][:90]}")
     return out
 
 

@@ -172,6 +172,28 @@ def test_the_wrong_runs_are_errors(tmp_path):
     tk.close()
 
 
+def test_a_captures_summary_says_where_tuning_can_save_time_once_both_runs_are_in(tmp_path):
+    """The summary `tracekit capture` prints of either run folder of the pair ends with the
+    headroom's first rows where the store holds the other run of its workload, and says nothing
+    of it before."""
+    from tracekit.capture.run import summary
+
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        tk.ingest(PAIR / "nsys")
+    assert "where tuning can save time" not in summary(PAIR / "nsys", db)
+    with tracekit.open(db) as tk:
+        tk.ingest(PAIR / "ncu")
+        first = tk.query("kernel-headroom", limit=3)
+    for folder in ("nsys", "ncu"):
+        lines = summary(PAIR / folder, db, top=3).splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("where tuning can save time (nsys run 1 "
+                                                                        "beside ncu run 2"))
+        assert [line.split()[-1] for line in lines[at + 1:]] == [n[:90].split()[-1] for n in first["name"]]
+        assert lines[at + 1].split()[:3] == [f"{first['headroom_pct'][0]:.1f}%", f"{first['sol_pct'][0]:.1f}%",
+                                             "memory"]
+
+
 def test_the_report_of_the_nsys_run_shows_the_headroom_beside_the_ncu_run_of_its_workload(tmp_path):
     """The nsys run's report has the section, beside the latest ncu run of its workload (the same
     command: bs, nc, preset; the profiler alone differs), drawn in a browser; a run whose store

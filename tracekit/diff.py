@@ -1940,6 +1940,29 @@ def _tiles(con, side: Side) -> str | None:
     return next(iter(found)) if len(found) == 1 else None
 
 
+#: what may differ between two captures of one workload under two profilers (SETUP's labels)
+_PROFILER_SETUP = ("tool", "profiler", "ncu replay", "nsys")
+
+
+def same_workload(con, run_id: int, kind: str) -> int | None:
+    """The latest ok run of ``kind`` (nsys, ncu) of run ``run_id``'s workload: a capture of the
+    same command whose setup differs in the profiler alone (the HSTU workload at the run's bs, nc
+    and preset, or the same program with the same arguments); None where the store has none, or
+    the run did not record what it ran (a bare export)."""
+    recorded = ("coalesce(json_extract_string(params, '$.bs') || ',' || json_extract_string(params, '$.nc'), "
+                "json_extract_string(meta, '$.program.argv')) IS NOT NULL")
+    if not con.execute(f"SELECT 1 FROM runs WHERE run_id = ? AND {recorded}", [run_id]).fetchall():
+        return None
+    others = con.execute(f"SELECT run_id FROM runs WHERE list_contains(string_split(kind, ','), ?) AND {recorded} "
+                         "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' AND run_id <> ? "
+                         "ORDER BY run_id DESC", [kind, run_id]).fetchall()
+    for (other,) in others:
+        differ = setup_differences(con, Side(str(run_id), run_id=run_id), Side(str(other), run_id=other))
+        if all(d.split(" ")[0] in _PROFILER_SETUP for d in differ):
+            return other
+    return None
+
+
 def setup_differences(con, base: Side, new: Side, points: bool = True) -> list[str]:
     """What differs between the two sides' captures (``SETUP``), as ``label base -> new``;
     a value one side did not record is not compared (a setting of a capture that recorded

@@ -117,29 +117,13 @@ def sweep_timed(tk, run_id: int) -> bool:
         "LIMIT 1", [run_id]).fetchall())
 
 
-#: what may differ between an nsys run and the ncu run of the same workload (diff's SETUP labels)
-_PROFILER_SETUP = ("tool", "profiler", "ncu replay", "nsys")
-
-
 def ncu_of_the_workload(tk, run_id: int) -> dict[str, Any] | None:
-    """kernel-headroom's ``ncu`` for an nsys run: the latest ok ncu run of the same workload, a
-    capture of the same command whose setup differs in the profiler alone (the HSTU workload at
-    the run's bs, nc and preset, or the same program with the same arguments); None where the
-    store has none, or the run did not record what it ran (a bare export)."""
-    from .diff import Side, setup_differences
+    """kernel-headroom's ``ncu`` for an nsys run: the latest ok ncu run of its workload
+    (``diff.same_workload``); None where the store has none."""
+    from .diff import same_workload
 
-    recorded = ("coalesce(json_extract_string(params, '$.bs') || ',' || json_extract_string(params, '$.nc'), "
-                "json_extract_string(meta, '$.program.argv')) IS NOT NULL")
-    if not tk.con.execute(f"SELECT 1 FROM runs WHERE run_id = ? AND {recorded}", [run_id]).fetchall():
-        return None
-    ncu = tk.con.execute(f"SELECT run_id FROM runs WHERE list_contains(string_split(kind, ','), 'ncu') AND {recorded} "
-                         "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' ORDER BY run_id DESC"
-                         ).fetchall()
-    for (other,) in ncu:
-        differ = setup_differences(tk.con, Side(str(run_id), run_id=run_id), Side(str(other), run_id=other))
-        if all(d.split(" ")[0] in _PROFILER_SETUP for d in differ):
-            return {"ncu": other}
-    return None
+    ncu = same_workload(tk.con, run_id, "ncu")
+    return None if ncu is None else {"ncu": ncu}
 
 
 def sweep_ncu_profiled(tk, run_id: int) -> bool:

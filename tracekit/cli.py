@@ -465,10 +465,9 @@ def ingest(
 ):
     """Ingest profiler outputs into the store (one run per file; the same content twice is the same run)."""
     from .ingest import not_a_file_why, run_folders
-
-    params = _params(param) or None
     from .store import check_utf8_path
 
+    params = _params(param) or None
     for f in files:  # (a pipe would be read until its writer ends, if ever; an export needs seeking)
         if (why := not_a_file_why(f)) is not None:
             raise InputError(why)

@@ -10,10 +10,9 @@ Layout (Hive-partitioned by run)::
 
 Name ids (the ``*name_id`` columns, schema_nsys.sql) are made unique per run in a
 dataset: ``(slot << 32) + the id the run's store gave it``, where the slot is the run's id
-where it was written with it (an export; a serial ingest) and, in a distributed ingest, a
-number no run of the dataset has used, given before the run is prepared (its id is given
-when it lands, so that a file that fails or is skipped leaves no gap: the ids of a serial
-ingest); ``DIR/_strings/run_id=3/`` holds the names run 3 uses. So runs written by different
+in an export and, in an ingest, a number no run of the dataset has used, given before the run
+is prepared (its id is given when it lands, so that a file that fails or is skipped leaves no
+gap: the ids of a serial ingest); ``DIR/_strings/run_id=3/`` holds the names run 3 uses. So runs written by different
 processes never clash, and a name joins within its run.
 
 ``Dataset`` answers every named query read-only in an in-memory DuckDB: the small

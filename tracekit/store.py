@@ -75,7 +75,8 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: (the events' order where their times are equal); 24: api_frames and api_calls.callchain_id (nsys
 #: --cudabacktrace: the CUDA API calls' stacks); 25: python_frames, python_samples and
 #: api_calls.python_stack_id (nsys --python-backtrace=cuda and --python-sampling: Python stacks);
-#: 26: bench_results and bench_samples (the JSON of `tracekit bench`).
+#: 26: bench_results and bench_samples (the JSON of `tracekit bench`); 27: requests.model_flop and
+#: attention_flop (each request's floating-point work).
 SCHEMA_VERSION = 27
 
 

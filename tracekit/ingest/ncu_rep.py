@@ -346,11 +346,7 @@ def _read_here(path: Path, source_only: bool = False
         raise InputError(
             f"{path}: ncu_report cannot load it ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
         ) from err
-    actions = [
-        ctx.range_by_idx(r).action_by_idx(a)
-        for r in range(ctx.num_ranges())
-        for a in range(ctx.range_by_idx(r).num_actions())
-    ]
+    actions = ncu_source.launches(ctx)
     if len(actions) != len(processes):
         raise InputError(
             f"{path}: ncu_report loaded {len(actions)} of the {len(processes)} results the file holds; "
@@ -361,7 +357,6 @@ def _read_here(path: Path, source_only: bool = False
     IA = ncu_report.IAction
     workloads = {getattr(IA, f"WorkloadType_{w.upper()}"): w for w in WORKLOADS if hasattr(IA, f"WorkloadType_{w.upper()}")}
     functions = _functions(path, container, actions, workloads, IA)
-    source = ncu_source.start(list(enumerate(actions)), functions=functions)  # (in processes of its own, meanwhile)
     kernels, rules, k_ids, m_names, m_units, m_vals, m_texts = [], [], [], [], [], [], []
     gpus, sections = set(), set()
     for kid, a in enumerate(actions):
@@ -454,7 +449,7 @@ def _read_here(path: Path, source_only: bool = False
     }
     if gpus:
         meta["gpu"] = ", ".join(sorted(gpus))
-    source = source()
+    source = ncu_source.read(actions, functions)
     tables = dict(zip(SOURCE_TABLES, source, strict=True)) if source is not None else {}
     kernels = pl.DataFrame(kernels, schema=KERNEL_SCHEMA)
     if source_only:

@@ -202,92 +202,35 @@ class Reader:
         line = C.ISourceInfo_line(info)
         return sass, C.ISourceInfo_file_name(info) or None, line if line > 0 else None
 
-    def data(self) -> tuple[dict[str, list], dict[str, list], dict[str, list]]:
-        """The columns of ncu_source, ncu_source_stalls and ncu_source_lines as plain Python
-        lists: what a forked worker returns (Polars is not fork-safe: a frame made in
-        a forked child can wait forever on its thread pool, whose threads the fork left behind)."""
+    def frames(self):
+        """(ncu_source, ncu_source_stalls, ncu_source_lines) as Polars frames, in the order of
+        their keys (launches in order, their instructions by address)."""
+        import polars as pl
+
         lines: dict[str, list] = {"file": [], "line": [], "text": []}
         for name, text in sorted(self.files.items()):
             for i, t in enumerate(text.splitlines(), 1):
                 lines["file"].append(name)
                 lines["line"].append(i)
                 lines["text"].append(t)
-        return self.rows, self.stalls, lines
+        return tuple(pl.DataFrame(cols, schema={c: getattr(pl, t) for c, t in schema.items()})
+                     for cols, schema in ((self.rows, SCHEMA), (self.stalls, STALL_SCHEMA), (lines, LINE_SCHEMA)))
 
 
-# The launches being read by ``start``'s forked workers, and their functions' names
-# (inherited, not pickled).
-_ACTIONS: list = []
-_FUNCTIONS: dict = {}
+def launches(ctx) -> list:
+    """A loaded report's results in the report's order: a launch's kernel_id is its position."""
+    return [ctx.range_by_idx(r).action_by_idx(a) for r in range(ctx.num_ranges())
+            for a in range(ctx.range_by_idx(r).num_actions())]
 
 
-def _read_part(indices: list[int]):
-    reader = Reader(_FUNCTIONS)
-    added = sum(reader.add(kid, action) for kid, action in (_ACTIONS[i] for i in indices))
-    return added, reader.data()
-
-
-def start(actions: list[tuple[int, object]], workers: int | None = None,
-          functions: dict[int, dict[int, str]] | None = None):
-    """Start reading the instruction-level data of ``actions`` ((kernel_id, IAction) pairs);
-    returns a function that waits for it: the frames (``Reader.frames``), or None where no
-    launch has Source Counters. ``functions``: kernel_id -> {first address: name} of the
-    functions of the ranges and graphs among them. The launches of one function go to one process (they share
-    its disassembly), the functions spread over up to ``workers`` processes (default: the
-    machine's cores, at most 4) forked from this one, which has the report loaded, so the
-    caller reads the report's other metrics meanwhile."""
-    global _ACTIONS, _FUNCTIONS
-    import os
-
-    cost: dict[str, list] = {}
-    for i, (_, action) in enumerate(actions):
-        m = action.metric_by_name("inst_executed")
-        m = m if m is not None else action.metric_by_name("smsp__pcsamp_sample_count")  # (a graph: sampling only)
-        if m is not None:
-            part = cost.setdefault(action.name(), [0, []])
-            part[0] += m.num_instances()
-            part[1].append(i)
-    if not cost:
-        return lambda: None
-    n = min(workers or min(os.cpu_count() or 1, 4), len(cost))
-    parts: list[list] = [[0, []] for _ in range(n)]
-    for c, idx in sorted(cost.values(), key=lambda p: -p[0]):  # the largest first, to the least loaded
-        least = min(parts, key=lambda p: p[0])
-        least[0] += c
-        least[1] += idx
-    _ACTIONS, _FUNCTIONS = actions, functions or {}
-    if n == 1:
-        try:
-            results = [_read_part(parts[0][1])]
-        finally:
-            _ACTIONS, _FUNCTIONS = [], {}
-        return lambda: _merge(results)
-    import multiprocessing
-
-    pool = multiprocessing.get_context("fork").Pool(n)
-    pending = pool.map_async(_read_part, [sorted(p[1]) for p in parts])
-    _ACTIONS, _FUNCTIONS = [], {}  # (the workers have their copy)
-
-    def finish():
-        try:
-            return _merge(pending.get())
-        finally:
-            pool.terminate()
-
-    return finish
-
-
-def _merge(results):
-    """The workers' data (``Reader.data``) as (ncu_source, ncu_source_stalls,
-    ncu_source_lines) Polars frames, made here, or None where no launch had any."""
-    import polars as pl
-
-    if not sum(added for added, _ in results):
-        return None
-
-    def frame(k: int, cols: dict[str, str]) -> pl.DataFrame:  # (column lists, each worker's after the last's)
-        return pl.DataFrame({c: [v for _, data in results for v in data[k][c]] for c in cols},
-                            schema={c: getattr(pl, t) for c, t in cols.items()})
-
-    return (frame(0, SCHEMA).sort("kernel_id", "address"), frame(1, STALL_SCHEMA).sort("kernel_id", "address", "reason"),
-            frame(2, LINE_SCHEMA).unique(["file", "line"]).sort("file", "line"))
+def read(actions: list, functions: dict[int, dict[int, str]] | None = None):
+    """The instruction-level data of a report's launches ``actions`` (``launches``: a
+    launch's kernel_id is its position) as (ncu_source, ncu_source_stalls, ncu_source_lines)
+    Polars frames, or None where no launch has Source Counters. ``functions``: kernel_id ->
+    {first address: name} of the functions of the ranges and graphs among them. Read in this
+    process: workers forked from it, whose Polars, Arrow and OpenBLAS threads run, can wait
+    forever on a lock such a thread held at the fork, and workers started afresh each load
+    the report again, which costs more than they save (docs/performance.md)."""
+    reader = Reader(functions)
+    added = sum(reader.add(kid, action) for kid, action in enumerate(actions))
+    return reader.frames() if added else None

@@ -259,6 +259,29 @@ def test_work_that_ends_before_it_starts_is_refused(tmp_path, table, reader):
     assert not (tmp_path / "s.duckdb").exists()
 
 
+@pytest.mark.parametrize(("table", "where"), [
+    (KERNELS, "rowid = 4"),
+    ("OSRT_API", "rowid = 2"),
+    ("NVTX_EVENTS", "rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE eventType = 59)"),
+])
+def test_work_that_ends_long_after_the_capture_stopped_is_refused(tmp_path, table, where):
+    """An end of INT64_MAX (a damaged clock value) was ingested: top-kernels then showed a
+    kernel of 292 years. No row of the 64 real exports ends after ANALYSIS_DETAILS.stopTime;
+    one that ends more than an hour (or the capture's length) after it is refused, naming the
+    table, the row and when the capture stopped. An hour late is still read."""
+    msg = _refused(tmp_path, f'UPDATE {table} SET "end" = 9223372036854775807 WHERE {where}')
+    noun = "range" if table == "NVTX_EVENTS" else "row"
+    assert re.search(rf"table {table}: 1 {noun} ending long after the capture stopped at \d\.\d{{3}} s \(the first: "
+                     r"row [\d,]+, end 9223372036854775807 ns\); the export is corrupt$", msg), msg
+    assert not (tmp_path / "s.duckdb").exists()
+    path = _plain(tmp_path, name="late.sqlite")
+    with sqlite3.connect(path) as con:
+        stop = con.execute("SELECT max(stopTime) FROM ANALYSIS_DETAILS").fetchone()[0]
+        con.execute(f'UPDATE {table} SET "end" = {stop} + 3600 * 1000000000 WHERE {where}')
+    with tracekit.open(tmp_path / "ok.duckdb") as tk:
+        tk.ingest(path)
+
+
 def _nullable(table: str) -> list[str]:
     """Statements that drop ``table``'s NOT NULL constraints (a damaged export may lack them)."""
     return ["PRAGMA writable_schema = ON",

@@ -190,11 +190,11 @@ def _read(export: Export, path: Path) -> Parsed:
                              f"{len(text):,}; the export is corrupt")
         raw["nvtx"] = raw["nvtx"].append_column("text", text)
 
-    _check_durations(path, raw)
+    _check_durations(path, raw, meta.get("session_stop_ns"))
     _check_sizes(path, raw)
     _number_memory_events(raw)
     _check_names(path, raw)
-    _check_nvtx_times(path, raw)
+    _check_nvtx_times(path, raw, meta.get("session_stop_ns"))
     _check_nvtx_threads(path, raw)
     _cuda_gpus_only(raw)
 
@@ -224,10 +224,28 @@ def _cuda_gpus_only(raw: dict[str, pa.Table]) -> None:
         raw["gpus"] = gpus.filter(pc.fill_null(pc.greater(gpus.column("smCount"), scalar(0)), scalar(True)))
 
 
-def _check_durations(path: Path, raw: dict[str, pa.Table]) -> None:
+#: how long after the capture stopped (ANALYSIS_DETAILS.stopTime) a row may still end: an hour,
+#: or the capture's own length where longer (every real export's rows end before the stop; a
+#: later end is a damaged clock value, e.g. INT64_MAX, which top-kernels showed as 292 years)
+LATE_NS = 3_600 * 10**9
+
+
+def _ends_too_late(path: Path, table: str, tbl: pa.Table, stop_ns: int | None, noun: tuple[str, str]) -> None:
+    """Refuse ``table`` where a row ends more than ``LATE_NS``, or the capture's length, after
+    the capture stopped at ``stop_ns`` (None: the export does not say when)."""
+    if stop_ns is None or "end" not in tbl.column_names or not len(tbl):
+        return
+    limit = min(stop_ns + max(stop_ns, LATE_NS), 2**63 - 1)
+    late = pc.fill_null(pc.greater(tbl.column("end"), scalar(limit)), scalar(False))
+    _refuse_rows(path, table, late, (*noun, f"ending long after the capture stopped at {stop_ns / 1e9:,.3f} s"),
+                 lambda i: f"end {tbl.column('end')[i].as_py()} ns")
+
+
+def _check_durations(path: Path, raw: dict[str, pa.Table], stop_ns: int | None = None) -> None:
     """GPU work and CUDA API calls end at or after they start: CUPTI times both ends of
     each, and every time query sums end - start; a row that ends first is a damaged
-    export, refused rather than summed into negative totals."""
+    export, refused rather than summed into negative totals; so is a row of any timed table
+    that ends long after the capture stopped (``stop_ns``, ``_ends_too_late``)."""
     import pyarrow.compute as pc
 
     for name in (*GAP_TABLES, "api_calls"):
@@ -250,6 +268,9 @@ def _check_durations(path: Path, raw: dict[str, pa.Table]) -> None:
             raise InputError(f"{path}: table {SPECS[name].source}: {n:,} row{'s end' if n > 1 else ' ends'} "
                              f"before {'they start' if n > 1 else 'it starts'} (the first: row {first + 1:,}, start {tbl.column('start')[first].as_py()}, "
                              f"end {tbl.column('end')[first].as_py()}); the export is corrupt")
+    for name, tbl in raw.items():  # (NVTX's ranges apart: _check_nvtx_times)
+        if name != "nvtx" and name in SPECS and {"start", "end"} <= set(tbl.column_names):
+            _ends_too_late(path, SPECS[name].source, tbl, stop_ns, ("row", "rows"))
 
 
 def _check_sizes(path: Path, raw: dict[str, pa.Table]) -> None:
@@ -329,13 +350,15 @@ def _range_kinds(typ: pa.DataType) -> pa.Array:
     return from_numpy(np.array([NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND], np.int64)).cast(typ)
 
 
-def _check_nvtx_times(path: Path, raw: dict[str, pa.Table]) -> None:
-    """An NVTX range starts, and ends (where it did) no earlier: one without a start, or that
-    ends before it starts, is a damaged export, refused as GPU work is (``_check_durations``):
-    its negative duration would enter every range's statistics."""
+def _check_nvtx_times(path: Path, raw: dict[str, pa.Table], stop_ns: int | None = None) -> None:
+    """An NVTX range starts, and ends (where it did) no earlier and not long after the capture
+    stopped: one without a start, or that ends before it starts or too late, is a damaged
+    export, refused as GPU work is (``_check_durations``): its duration would enter every
+    range's statistics."""
     tbl = raw.get("nvtx")
     if tbl is None:
         return
+    _ends_too_late(path, "NVTX_EVENTS", tbl, stop_ns, ("range", "ranges"))
     # (one pass where the export is whole: the ranges are told from the marks only where needed)
     back = pc.less(tbl.column("end"), tbl.column("start")) if "end" in tbl.column_names else None
     if not tbl.column("start").null_count and (back is None or not pc.any(back).as_py()):

@@ -214,8 +214,10 @@ def sweep_cmd(
     config: Annotated[str | None, typer.Option(
         "--config", help="sweep preset (quick, full) or YAML file (a program's: its command, grid and options)",
         show_default=False)] = None,
-    tool: Annotated[str | None, typer.Option("--tool", help="nsys, ncu or none (default: the --config's, else none; "
-                                             "a program's: nsys)", show_default=False)] = None,
+    tool: Annotated[str | None, typer.Option("--tool", help="nsys, ncu or none, or several comma-separated (none,nsys,"
+                                             "ncu: the grid under each in turn, a sweep each, then where tuning can "
+                                             "save time at each point) (default: the --config's, else none; a "
+                                             "program's: nsys)", show_default=False)] = None,
     preset: PresetOpt = None,
     warmup_ms: Annotated[float | None, typer.Option(
         "--warmup-ms", help=f"warm-up time budget, ms, from the end of the first request (default: the --config's, "
@@ -257,7 +259,14 @@ def sweep_cmd(
                "--gpu-metrics": gpu_metrics, "--um-faults": um_faults, "--cpu-samples": cpu_samples,
                "--cuda-memory-usage": cuda_memory_usage, "--cuda-backtrace": cuda_backtrace,
                "--python-samples": python_samples}
-    from .sweep import load_config
+    from .sweep import headroom_by_point, load_config, parse_tools, sweep_each
+
+    tools = parse_tools(tool)
+    ingest = not no_ingest
+
+    def said(result) -> None:
+        typer.echo(f"sweep {result.sweep_id}{f' ({result.tool})' if len(tools) > 1 else ''}: {len(result.ok)} ok, "
+                   f"{len(result.failed)} failed of {len(result.points)} points; manifest {result.manifest}")
 
     if cmd or (config is not None and "command" in load_config(config)):  # a program's sweep
         for opt, value in (("--bs", bs), ("--nc", nc), ("--preset", preset), ("--warmup-ms", warmup_ms),
@@ -265,59 +274,89 @@ def sweep_cmd(
             if value is not None:
                 raise CaptureError(f"{opt}: an option of the HSTU workload's sweep, not of a program's (its grid: "
                                    "--grid NAME=V1,V2 and {NAME} in the command)")
-        from .command import parse_params
+        from .command import PROFILER_OPTIONS, parse_params
         from .sweep import sweep_command
 
-        result = sweep_command(cmd or None, grid or None, tool, config=config, out_dir=out, db=_db(ctx, db),
-                               ingest=not no_ingest, params=parse_params(param), progress=True,
-                               command=list(sys.argv), timeout_s=timeout, on_point=show, capture_range=capture_range,
-                               nvtx_capture=nvtx_capture, kernel_regex=kernel_name, launch_count=launch_count,
-                               replay_mode=replay_mode, gpu_metrics=gpu_metrics, um_faults=um_faults,
-                               cpu_samples=cpu_samples, cuda_memory_usage=cuda_memory_usage,
-                               cuda_backtrace=cuda_backtrace, python_samples=python_samples)
-        typer.echo(f"sweep {result.sweep_id}: {len(result.ok)} ok, {len(result.failed)} failed of "
-                   f"{len(result.points)} points; manifest {result.manifest}")
-        if not no_ingest and result.ok and result.tool != "none":
-            try:
-                typer.echo(grid_table(_db(ctx, db), result.sweep_id, result.tool), nl=False)
-            except QueryError as err:  # (the points ran no kernel: the sweep itself is done)
-                typer.echo(f"tracekit: warning: {err}", err=True)
-        if result.failed:
-            raise typer.Exit(1)
-        return
-    if grid:
-        raise CaptureError("--grid: the grid of a program's sweep (tracekit sweep --grid NAME=V1,V2 -- CMD ... "
-                           "{NAME}); the HSTU workload's grid is --bs and --nc")
-    given = [opt for opt, value in command.items() if value]
-    if given:
-        raise CaptureError(f"{given[0]}: an option of a program's sweep (tracekit sweep --grid ... {given[0]} ... "
-                           "-- CMD); the HSTU workload's sweep does not take it")
-    from .sweep import sweep
+        options = {"--capture-range": ("capture_range", capture_range), "--nvtx-capture": ("nvtx_capture", nvtx_capture),
+                   "--kernel-name": ("kernel_regex", kernel_name), "--launch-count": ("launch_count", launch_count),
+                   "--replay-mode": ("replay_mode", replay_mode), "--gpu-metrics": ("gpu_metrics", gpu_metrics),
+                   "--um-faults": ("um_faults", um_faults), "--cpu-samples": ("cpu_samples", cpu_samples),
+                   "--cuda-memory-usage": ("cuda_memory_usage", cuda_memory_usage),
+                   "--cuda-backtrace": ("cuda_backtrace", cuda_backtrace),
+                   "--python-samples": ("python_samples", python_samples)}
 
-    result = sweep(bs, nc, config=config, tool=tool, preset=preset, warmup_ms=warmup_ms, iters=iters,
-                   out_dir=out, db=_db(ctx, db), ingest=not no_ingest, progress=True,
-                   command=list(sys.argv), on_point=show, timeout_s=timeout)
-    typer.echo(f"sweep {result.sweep_id}: {len(result.ok)} ok, {len(result.failed)} failed of "
-               f"{len(result.points)} points; manifest {result.manifest}")
-    if not no_ingest and result.ok:
-        typer.echo(latency_table(_db(ctx, db), {Path(p.run_dir).name for p in result.ok}), nl=False)
-    if result.failed:
+        def mine(opt: str, t: str | None) -> bool:  # (one profiler's sweep: its own check refuses another's)
+            return len(tools) == 1 or t in PROFILER_OPTIONS[opt].split(" or ")
+
+        if len(tools) > 1:  # (an option none of the profilers takes: refused before any sweep)
+            for opt, (_, value) in options.items():
+                if value and not any(mine(opt, t) for t in tools):
+                    raise CaptureError(f"{opt}: an option of --tool {PROFILER_OPTIONS[opt]}, not of --tool {tool}")
+
+        def program_sweep(t):
+            own = {kw: (value if mine(opt, t) else False if isinstance(value, bool) else None)
+                   for opt, (kw, value) in options.items()}
+            return sweep_command(cmd or None, grid or None, t, config=config, out_dir=out, db=_db(ctx, db),
+                                 ingest=ingest, params=parse_params(param), progress=True,
+                                 command=list(sys.argv), timeout_s=timeout, on_point=show, **own)
+
+        def program_said(result) -> None:
+            said(result)
+            if ingest and result.ok and result.tool != "none":
+                try:
+                    typer.echo(grid_table(_db(ctx, db), result.sweep_id, result.tool), nl=False)
+                except QueryError as err:  # (the points ran no kernel: the sweep itself is done)
+                    typer.echo(f"tracekit: warning: {err}", err=True)
+
+        results = sweep_each(tools, program_sweep, on_sweep=program_said)
+    else:
+        if grid:
+            raise CaptureError("--grid: the grid of a program's sweep (tracekit sweep --grid NAME=V1,V2 -- CMD ... "
+                               "{NAME}); the HSTU workload's grid is --bs and --nc")
+        given = [opt for opt, value in command.items() if value]
+        if given:
+            raise CaptureError(f"{given[0]}: an option of a program's sweep (tracekit sweep --grid ... {given[0]} ... "
+                               "-- CMD); the HSTU workload's sweep does not take it")
+        from .sweep import sweep
+
+        def workload_sweep(t):
+            return sweep(bs, nc, config=config, tool=t, preset=preset, warmup_ms=warmup_ms, iters=iters,
+                         out_dir=out, db=_db(ctx, db), ingest=ingest, progress=True,
+                         command=list(sys.argv), on_point=show, timeout_s=timeout)
+
+        device = (load_config(config).get("device") if config is not None else None) or "auto"
+        results = sweep_each(tools, workload_sweep, gpu_device=device, on_sweep=said)
+        if ingest and any(r.ok for r in results):
+            typer.echo(latency_table(_db(ctx, db), results), nl=False)
+    if ingest and len(results) > 1 and any(r.tool == "ncu" and r.ok for r in results):
+        for nsys in (r for r in results if r.tool == "nsys" and r.ok):
+            lines = headroom_by_point(_db(ctx, db), nsys)
+            if lines:
+                typer.echo("\n".join(lines))
+    if any(r.failed for r in results):
         raise typer.Exit(1)
 
 
-def latency_table(db: Path | None, runs: set[str], width: int | None = None) -> str:
-    """The sweep-latency rows of ``runs`` (this sweep's points) as a terminal table,
-    latencies in ms with three decimals."""
+def latency_table(db: Path | None, results: list, width: int | None = None) -> str:
+    """The sweep-latency rows of the ok points of ``results`` (this command's sweeps, one per
+    profiler, in order) as one terminal table, latencies in ms with three decimals."""
     import shutil
 
     import tracekit
     from tracekit.registry import get_registry
     from tracekit.table import render
 
+    rows = None
     with tracekit.open(db, read_only=True) as tk:
-        rows = get_registry().fetch(tk, "sweep-latency", points_said=True, limit=0)
-    i = rows.columns.index("run")
-    rows.rows = [r for r in rows.rows if r[i] in runs]
+        for result in (r for r in results if r.ok):
+            runs = {Path(p.run_dir).name for p in result.ok}
+            these = get_registry().fetch(tk, "sweep-latency", points_said=True, limit=0, sweep=result.sweep_id)
+            i = these.columns.index("run")
+            these.rows = [r for r in these.rows if r[i] in runs]
+            if rows is None:
+                rows = these
+            else:
+                rows.rows += these.rows
     rows = rows.select(["preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms", "max_ms"])
     rows.hidden = []  # the hint below says where the rest is
     width = width or shutil.get_terminal_size((120, 24)).columns

@@ -57,6 +57,12 @@ from .run import (
 RESERVED_PARAMS = ("tool", "program", "capture_range", "nvtx_capture", "kernel_regex", "launch_count",
                    "gpu_metrics", "um_faults", "cpu_samples", "cuda_memory_usage", "cuda_backtrace", "python_samples",
                    "replay_mode")
+#: the options of a program's capture that belong to one profiler (or two): refused under another;
+#: a sweep under several profilers gives each sweep those of its own
+PROFILER_OPTIONS = {"--capture-range": "nsys", "--gpu-metrics": "nsys", "--um-faults": "nsys", "--cpu-samples": "nsys",
+                    "--cuda-memory-usage": "nsys", "--cuda-backtrace": "nsys", "--python-samples": "nsys",
+                    "--kernel-name": "ncu", "--launch-count": "ncu", "--replay-mode": "ncu",
+                    "--nvtx-capture": "nsys or ncu"}
 #: how ncu reports the program's own exit status (2025.3.1 then exits with it too, as nsys
 #: does; the line is read in case a profiler's own status differs)
 _PROGRAM_EXIT = (re.compile(r"==ERROR== The application returned an error code \((-?\d+)\)"),)
@@ -135,14 +141,13 @@ def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, g
     if capture_range not in profilers.NSYS_CAPTURE_RANGES:
         raise CaptureError(f"--capture-range {capture_range!r}: choose one of "
                            f"{', '.join(profilers.NSYS_CAPTURE_RANGES)} (an NVTX range: --nvtx-capture RANGE)")
-    only = {"--capture-range": ("nsys", capture_range != "none"), "--gpu-metrics": ("nsys", gpu_metrics),
-            "--um-faults": ("nsys", um_faults), "--cpu-samples": ("nsys", cpu_samples),
-            "--cuda-memory-usage": ("nsys", cuda_memory_usage), "--cuda-backtrace": ("nsys", cuda_backtrace),
-            "--python-samples": ("nsys", python_samples),
-            "--kernel-name": ("ncu", kernel_regex is not None), "--launch-count": ("ncu", launch_count is not None),
-            "--replay-mode": ("ncu", replay_mode is not None), "--nvtx-capture": ("nsys or ncu", nvtx_capture is not None)}
-    for opt, (tools, given) in only.items():
-        if given and tool not in tools.split(" or "):
+    given = {"--capture-range": capture_range != "none", "--gpu-metrics": gpu_metrics, "--um-faults": um_faults,
+             "--cpu-samples": cpu_samples, "--cuda-memory-usage": cuda_memory_usage,
+             "--cuda-backtrace": cuda_backtrace, "--python-samples": python_samples,
+             "--kernel-name": kernel_regex is not None, "--launch-count": launch_count is not None,
+             "--replay-mode": replay_mode is not None, "--nvtx-capture": nvtx_capture is not None}
+    for opt, tools in PROFILER_OPTIONS.items():
+        if given[opt] and tool not in tools.split(" or "):
             raise CaptureError(f"{opt}: an option of --tool {tools}, not of --tool {tool}")
     if nvtx_capture is not None:
         if not isinstance(nvtx_capture, str) or not nvtx_capture.strip():

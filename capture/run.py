@@ -685,12 +685,16 @@ def _headroom_summary(tk, run_id: int | None, other: str, top: int) -> list[str]
         rows = tk.query("kernel-headroom", run=nsys, ncu=ncu, limit=top)
     except QueryError as err:  # (an ncu run of the workload that profiled none of its kernels)
         return [str(err)]
-    out = [f"where tuning can save time (nsys run {nsys} beside ncu run {ncu}; tracekit query kernel-headroom): "
-           "headroom % of kernel time, speed of light %, bottleneck:"]
-    for r in rows.iter_rows(named=True):
-        if r["headroom_pct"] is not None:
-            out.append(f"  {r['headroom_pct']:5.1f}%  {r['sol_pct']:5.1f}%  {r['bottleneck']:10s}  {r['name'][:90]}")
-    return out
+    return [f"where tuning can save time (nsys run {nsys} beside ncu run {ncu}; tracekit query kernel-headroom): "
+            "headroom % of kernel time, speed of light %, bottleneck:", *headroom_lines(rows, top)]
+
+
+def headroom_lines(rows, top: int, indent: str = "  ") -> list[str]:
+    """The first ``top`` rows of kernel-headroom with a headroom, one line each: headroom % of
+    the kernel time, speed of light %, bottleneck, name."""
+    rows = rows.filter(rows["headroom_ns"].is_not_null()).head(top)
+    return [f"{indent}{r['headroom_pct']:5.1f}%  {r['sol_pct']:5.1f}%  {r['bottleneck']:10s}  {r['name'][:90]}"
+            for r in rows.iter_rows(named=True)]
 
 
 def _ncu_summary(tk, run: str, top: int) -> list[str]:

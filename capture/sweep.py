@@ -60,6 +60,7 @@ from .run import (
     capture,
     check_gpu,
     default_preset,
+    headroom_lines,
 )
 
 SWEEP_PRESETS: dict[str, dict[str, Any]] = {
@@ -107,6 +108,82 @@ class SweepResult:
     @property
     def ok(self) -> list[SweepPoint]:
         return [p for p in self.points if p.status == "ok"]
+
+
+def parse_tools(tool: str | None) -> list[str | None]:
+    """``--tool``'s profilers in the order given: one (None: the config's, else the default), or
+    several comma-separated (``none,nsys,ncu``): the grid captured under each in turn, one sweep
+    each, so that a point's untimed latency, its timeline and its kernels' metrics come from
+    one command (``sweep_each``)."""
+    if tool is None or "," not in tool:
+        return [tool]
+    tools = [t.strip() for t in tool.split(",")]
+    for t in tools:
+        if t not in TOOLS:
+            raise CaptureError(f"--tool {tool!r}: {t!r} is not a profiler; give {', '.join(TOOLS)}, or several "
+                               "comma-separated (none,nsys,ncu)")
+    twice = sorted({t for t in tools if tools.count(t) > 1})
+    if twice:
+        raise CaptureError(f"--tool {tool!r}: {twice[0]} twice; each profiler sweeps the grid once")
+    return tools
+
+
+def sweep_each(tools: list[str | None], run: Callable[[str | None], SweepResult], *, gpu_device: str | None = None,
+               on_sweep: Callable[[SweepResult], None] | None = None) -> list[SweepResult]:
+    """``run(tool)`` (a ``sweep`` or ``sweep_command`` of one profiler) for each of ``tools`` in
+    turn. Of several, every profiler is found, and with ``gpu_device`` (the HSTU workload's
+    device) a GPU for each that needs one, before the first runs: a missing ncu is said before the
+    nsys sweep, not after it (one sweep checks its own, after its options). ``on_sweep`` is told
+    each finished sweep. A Ctrl-C ends them all."""
+    for t in tools if len(tools) > 1 else ():
+        if t != "none":
+            profilers.find_tool(t)
+            if gpu_device is not None:
+                check_gpu(t, gpu_device)
+    results = []
+    for t in tools:
+        results.append(run(t))
+        if on_sweep is not None:
+            on_sweep(results[-1])
+    return results
+
+
+def headroom_by_point(db: str | os.PathLike | None, nsys: SweepResult, top: int = 3) -> list[str]:
+    """Where tuning can save time at each ok point of the nsys sweep ``nsys`` (its run in the
+    store beside the ncu run of the point's workload, ``diff.same_workload``: kernel-headroom's
+    first ``top`` rows with a headroom, after the point's headroom in all: that of the kernels ncu
+    measured), as lines for the terminal; a point without such an ncu run is said to have none.
+    Empty where the store holds none of the points."""
+    import tracekit
+    from tracekit.diff import same_workload
+
+    out: list[str] = []
+    with tracekit.open(db, read_only=True) as tk:
+        for point in nsys.ok:
+            row = tk.con.execute("SELECT max(run_id) FROM runs WHERE source_path = ?",
+                                 [str(Path(point.run_dir).resolve())]).fetchall()
+            run_id = row[0][0] if row else None
+            if run_id is None:
+                continue
+            ncu = same_workload(tk.con, run_id, "ncu")
+            if ncu is None:
+                out.append(f"  {point.label}: no ncu run of its workload in the store")
+                continue
+            try:
+                rows = tk.query("kernel-headroom", run=run_id, ncu=ncu, limit=0)
+            except TracekitError as err:  # (an ncu run of the workload that profiled none of its kernels)
+                out.append(f"  {point.label}: {err}")
+                continue
+            kernel_ns = rows["total_ns"].sum()
+            measured = rows.filter(rows["headroom_ns"].is_not_null())
+            share = 100.0 * measured["headroom_ns"].sum() / kernel_ns if kernel_ns else 0.0
+            out.append(f"  {point.label} (nsys run {run_id}, ncu run {ncu}): {share:.1f}% of its kernel time, "
+                       f"{measured.height} of its {rows.height} kernels measured")
+            out += headroom_lines(rows, top, indent="    ")
+    if not out:
+        return []
+    return ["where tuning can save time at each point (headroom % of the point's kernel time, speed of light %, "
+            "bottleneck; tracekit query kernel-headroom -p run=NSYS -p ncu=NCU):", *out]
 
 
 def parse_list(text: str | Sequence[int], flag: str) -> list[int]:

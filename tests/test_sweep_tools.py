@@ -1,0 +1,223 @@
+"""A sweep under several profilers (``tracekit sweep --tool none,nsys,ncu``): one sweep per
+profiler, every profiler checked before the first point runs, and where tuning can save time at
+each point from the nsys and ncu sweeps of one grid (real captures: tests/data/command_sweep's
+nsys and ncu sweeps of one program's grid, taken on the H200)."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import DATA
+from tracekit.capture import runinfo
+from tracekit.capture import sweep as sw
+
+import tracekit
+from tracekit.errors import CaptureError, ToolNotFoundError
+from tracekit.ingest import run_folders
+
+SWEEPS = DATA / "command_sweep"
+
+
+def test_tools_are_one_or_several_comma_separated():
+    assert sw.parse_tools(None) == [None] and sw.parse_tools("ncu") == ["ncu"]
+    assert sw.parse_tools("none, nsys,ncu") == ["none", "nsys", "ncu"]
+    with pytest.raises(CaptureError, match=r"--tool 'none,perf': 'perf' is not a profiler; give nsys, ncu, none"):
+        sw.parse_tools("none,perf")
+    with pytest.raises(CaptureError, match="nsys twice; each profiler sweeps the grid once"):
+        sw.parse_tools("nsys,none,nsys")
+
+
+def _fake_tool(folder: Path, name: str) -> Path:
+    p = folder / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("#!/bin/sh\nexit 0\n")
+    p.chmod(p.stat().st_mode | stat.S_IXUSR)
+    return p
+
+
+def test_every_profiler_is_checked_before_the_first_sweep(tmp_path, monkeypatch):
+    """A missing ncu (or no GPU for the workload) is said before the none and nsys sweeps run,
+    not after them; with both found, each runs in the order given."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("TRACEKIT_NSYS", str(_fake_tool(tmp_path / "bin", "nsys")))
+    monkeypatch.delenv("TRACEKIT_NCU", raising=False)
+    monkeypatch.setitem(sw.profilers.KNOWN_LOCATIONS, "ncu", (str(tmp_path / "none/*/ncu"),))
+    ran = []
+
+    def run(tool):
+        ran.append(tool)
+        return sw.SweepResult(f"sweep-{tool}", tmp_path / f"{tool}.json", [], tool)
+
+    with pytest.raises(ToolNotFoundError, match="ncu not found"):
+        sw.sweep_each(["none", "nsys", "ncu"], run)
+    assert ran == []
+    monkeypatch.setenv("TRACEKIT_NCU", str(_fake_tool(tmp_path / "bin", "ncu")))
+    monkeypatch.setattr(runinfo, "has_gpu", lambda: False)
+    with pytest.raises(CaptureError, match="--tool nsys profiles the workload's GPU work and this machine has no GPU"):
+        sw.sweep_each(["none", "nsys", "ncu"], run, gpu_device="auto")
+    assert ran == []
+    told = []
+    results = sw.sweep_each(["none", "nsys", "ncu"], run, on_sweep=lambda r: told.append(r.sweep_id))
+    assert ran == ["none", "nsys", "ncu"] and told == ["sweep-none", "sweep-nsys", "sweep-ncu"]
+    assert [r.tool for r in results] == ran
+
+
+def test_the_cli_refuses_a_bad_list_before_any_point(tmp_path, capsys):
+    from tracekit.cli import main
+
+    out = tmp_path / "runs"
+    assert main(["sweep", "--bs", "1", "--nc", "4", "--tool", "none,nsys,nsys", "--preset", "small",
+                 "--out", str(out), "--no-ingest"]) == 2
+    assert capsys.readouterr().err == ("tracekit: error: --tool 'none,nsys,nsys': nsys twice; each profiler sweeps "
+                                       "the grid once\n")
+    assert not out.exists()
+
+
+def _points(manifest: Path) -> sw.SweepResult:
+    """The sweep of a committed manifest, its run folders where the fixture keeps them."""
+    m = json.loads(manifest.read_text())
+    points = []
+    for p in m["points"]:
+        point = sw.SweepPoint(values=p["values"], status=p["status"])
+        point.run_dir = str(manifest.parent / "runs" / Path(p["run_dir"]).name)
+        points.append(point)
+    return sw.SweepResult(m["sweep"], manifest, points, m["settings"]["tool"])
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("sweep_tools") / "s.duckdb"
+    with tracekit.open(db) as tk:
+        for sub in ("base", "ncu"):
+            for folder in sorted((SWEEPS / sub / "runs").iterdir()):
+                tk.ingest(folder)
+    return db
+
+
+def test_each_point_of_the_nsys_sweep_says_where_tuning_can_save_time(both):
+    """Each point's nsys run beside the ncu run of the same program and point (not another
+    point's: m=4096 runs larger GEMMs), its headroom as kernel-headroom gives it."""
+    nsys = _points(next((SWEEPS / "base").glob("sweep-*.json")))
+    lines = sw.headroom_by_point(both, nsys)
+    assert lines[0].startswith("where tuning can save time at each point")
+    with tracekit.open(both, read_only=True) as tk:
+        runs = {r["source_path"]: r["run_id"] for r in tk.sql("SELECT run_id, source_path FROM runs").iter_rows(named=True)}
+        grid = {r["run_id"]: r["point"] for r in tk.sql("SELECT run_id, grid_point(params) AS point FROM runs").iter_rows(named=True)}
+        heads = [ln for ln in lines if ln.startswith("  ") and not ln.startswith("    ")]
+        assert len(heads) == len(nsys.ok) == 4
+        for point, head in zip(nsys.ok, heads, strict=True):
+            run_id = runs[str(Path(point.run_dir).resolve())]
+            ncu = int(head.split("ncu run ")[1].split(")")[0])
+            assert head.startswith(f"  {point.label} (nsys run {run_id}, ncu run {ncu}): ")
+            assert grid[ncu] == grid[run_id]  # the same point of the grid
+            rows = tk.query("kernel-headroom", run=run_id, ncu=ncu, limit=0)
+            share = 100 * rows["headroom_ns"].sum() / rows["total_ns"].sum()
+            measured = rows.filter(rows["headroom_ns"].is_not_null()).height
+            assert head.endswith(f": {share:.1f}% of its kernel time, {measured} of its {rows.height} kernels measured")
+            body = lines[lines.index(head) + 1:][:3]
+            top = rows.filter(rows["headroom_ns"].is_not_null()).head(3)
+            assert top.height and [ln.split(maxsplit=3)[3] for ln in body[:top.height]] == [n[:90] for n in top["name"]]
+            assert [ln.split()[:3] for ln in body[:top.height]] == [
+                [f"{r['headroom_pct']:.1f}%", f"{r['sol_pct']:.1f}%", r["bottleneck"]] for r in top.iter_rows(named=True)]
+
+
+def test_a_point_without_an_ncu_run_says_so(tmp_path):
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        for folder in sorted((SWEEPS / "base" / "runs").iterdir())[:2]:
+            tk.ingest(folder)
+    nsys = _points(next((SWEEPS / "base").glob("sweep-*.json")))
+    lines = sw.headroom_by_point(db, nsys)
+    assert lines[1:] == [f"  {p.label}: no ncu run of its workload in the store" for p in nsys.ok[:2]]
+
+
+HSTU = DATA / "hstu_sweep_tools" / "runs"
+
+
+@pytest.fixture(scope="module")
+def hstu(tmp_path_factory) -> tuple[Path, list[sw.SweepResult]]:
+    """The store of `tracekit sweep --bs 1,8 --nc 128 --tool none,nsys,ncu` (H200), and its three
+    sweeps in the order they ran, each from its manifest."""
+    db = tmp_path_factory.mktemp("hstu_sweep_tools") / "s.duckdb"
+    with tracekit.open(db) as tk:
+        for folder in run_folders([HSTU]):
+            tk.ingest(folder)
+    results = []
+    for manifest in sorted(HSTU.glob("sweep-*.json")):
+        m = json.loads(manifest.read_text())
+        points = []
+        for p in m["points"]:
+            point = sw.SweepPoint(p["bs"], p["nc"], status=p["status"])
+            point.run_dir = str(HSTU / Path(p["run_dir"]).name)
+            points.append(point)
+        results.append(sw.SweepResult(m["sweep"], manifest, points, m["settings"]["tool"]))
+    return db, results
+
+
+def test_the_workloads_three_sweeps_pair_point_by_point(hstu):
+    """Every point of the nsys sweep beside the ncu sweep's run of the same bs and nc; the
+    kernel time under nsys is NVIDIA's (nsys stats), and the cached attention kernel, latency-
+    bound at bs 1, has most of the headroom at both batch sizes."""
+    import csv
+
+    db, (none, nsys, ncu) = hstu
+    assert [r.tool for r in (none, nsys, ncu)] == ["none", "nsys", "ncu"]
+    lines = sw.headroom_by_point(db, nsys)
+    with tracekit.open(db, read_only=True) as tk:
+        ids = {r["name"]: r["run_id"] for r in tk.sql("SELECT name, run_id FROM runs").iter_rows(named=True)}
+        for i, point in enumerate(nsys.ok):
+            run_id, ncu_id = ids[Path(point.run_dir).name], ids[Path(ncu.ok[i].run_dir).name]
+            head = next(ln for ln in lines if ln.startswith(f"  {point.label} "))
+            assert head.startswith(f"  bs={point.bs} nc={point.nc} (nsys run {run_id}, ncu run {ncu_id}): ")
+            rows = tk.query("kernel-headroom", run=run_id, ncu=ncu_id, limit=0)
+            with open(Path(point.run_dir) / "stats" / "cuda_gpu_kern_sum.csv", newline="") as f:
+                nvidia = {r["Name"]: int(r["Total Time (ns)"]) for r in csv.DictReader(f)}
+            assert dict(zip(rows["name"], rows["total_ns"], strict=True)) == nvidia
+            top = rows.row(0, named=True)
+            assert top["name"] == "_hstu_cached_gl_kernel" and top["profiled"] > 0
+            assert lines[lines.index(head) + 1].split()[-1] == "_hstu_cached_gl_kernel"
+        bs1, bs8 = (tk.query("kernel-headroom", run=ids[Path(p.run_dir).name], ncu=ids[Path(q.run_dir).name],
+                             limit=1).row(0, named=True) for p, q in zip(nsys.ok, ncu.ok, strict=True))
+    assert bs1["bottleneck"] == "latency" and bs1["sol_pct"] < bs8["sol_pct"]
+
+
+def test_the_sweeps_table_has_every_sweeps_points_in_their_order(hstu):
+    from tracekit.capture.cli import latency_table
+
+    db, results = hstu
+    table = latency_table(db, results, width=160).splitlines()
+    body = [ln.split()[:4] for ln in table[2:8]]
+    assert body == [["large", t, str(bs), "128"] for t in ("none", "nsys", "ncu") for bs in (1, 8)]
+    assert table[8] == "6 rows"
+
+
+def test_a_programs_sweep_gives_each_profiler_its_own_options(tmp_path, monkeypatch, capsys):
+    """--kernel-name goes to the ncu sweep and --gpu-metrics to the nsys one (each would refuse
+    the other's); an option none of the profilers takes is refused before any sweep."""
+    from tracekit.cli import main
+
+    monkeypatch.setenv("TRACEKIT_NSYS", str(_fake_tool(tmp_path / "bin", "nsys")))
+    monkeypatch.setenv("TRACEKIT_NCU", str(_fake_tool(tmp_path / "bin", "ncu")))
+    calls = []
+
+    def sweep_command(cmd, grid, tool, **kw):
+        calls.append((tool, kw))
+        return sw.SweepResult(f"sweep-{tool}", tmp_path / f"{tool}.json", [], tool)
+
+    monkeypatch.setattr(sw, "sweep_command", sweep_command)
+    args = ["sweep", "--grid", "m=1,2", "--kernel-name", "gemm", "--gpu-metrics", "--out", str(tmp_path / "runs"),
+            "--no-ingest"]
+    assert main([*args, "--tool", "nsys,ncu", "--", "prog", "{m}"]) == 0
+    assert [t for t, _ in calls] == ["nsys", "ncu"]
+    (_, nsys), (_, ncu) = calls
+    assert (nsys["kernel_regex"], nsys["gpu_metrics"]) == (None, True)
+    assert (ncu["kernel_regex"], ncu["gpu_metrics"]) == ("gemm", False)
+    assert "sweep sweep-nsys (nsys): 0 ok, 0 failed of 0 points" in capsys.readouterr().out
+    calls.clear()
+    assert main([*args[:5], "--tool", "none,nsys", "--out", str(tmp_path / "runs"), "--", "prog", "{m}"]) == 2
+    assert capsys.readouterr().err == ("tracekit: error: --kernel-name: an option of --tool ncu, not of --tool "
+                                       "none,nsys\n")
+    assert calls == []

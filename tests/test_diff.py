@@ -264,6 +264,28 @@ def captures(tmp_path_factory):
     tk.close()
 
 
+@pytest.mark.parametrize("new", ["nsys_diff_base_a", "1", "file"])
+def test_one_run_named_twice_is_said(captures, new, tmp_path):
+    """diff 1 1 answered every row unchanged without a word; so did a capture's export given
+    beside the id of the run it already is. One warning names the run (as diff --jobs says of
+    one job named twice)."""
+    ref = DIFF_A / "export.sqlite.xz" if new == "file" else new
+    tk = captures
+    if new == "file":  # (a file is ingested first: a store that can take it, which already holds it)
+        tk = tracekit.open(tmp_path / "s.duckdb")
+        tk.ingest(ref, name="nsys_diff_base_a")
+    with pytest.warns(CaptureWarning, match=rf"^diff: 1 and {re.escape(str(ref))} name one run \(run 1 "
+                                            r"\(nsys_diff_base_a\)\): it is compared with itself; name two runs"):
+        df = tk.diff("1", ref)
+    assert set(df["verdict"]) == {"unchanged"}
+    if new == "file":
+        assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 1
+        tk.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CaptureWarning)
+        captures.diff("1", "2")  # (two runs: no such word)
+
+
 @pytest.mark.parametrize("base, new", [(DIFF_A, DIFF_B), (DIFF_B, DIFF_A), (DIFF_A, DIFF_C), (DIFF_C, DIFF_B)])
 def test_noise_pair_is_quiet(captures, base, new, capsys):
     df = captures.diff(base.name, new.name)

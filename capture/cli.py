@@ -274,31 +274,28 @@ def sweep_cmd(
             if value is not None:
                 raise CaptureError(f"{opt}: an option of the HSTU workload's sweep, not of a program's (its grid: "
                                    "--grid NAME=V1,V2 and {NAME} in the command)")
-        from .command import PROFILER_OPTIONS, parse_params
+        from .command import foreign_option, option_given, parse_params
         from .sweep import sweep_command
 
-        options = {"--capture-range": ("capture_range", capture_range), "--nvtx-capture": ("nvtx_capture", nvtx_capture),
-                   "--kernel-name": ("kernel_regex", kernel_name), "--launch-count": ("launch_count", launch_count),
-                   "--replay-mode": ("replay_mode", replay_mode), "--gpu-metrics": ("gpu_metrics", gpu_metrics),
-                   "--um-faults": ("um_faults", um_faults), "--cpu-samples": ("cpu_samples", cpu_samples),
-                   "--cuda-memory-usage": ("cuda_memory_usage", cuda_memory_usage),
-                   "--cuda-backtrace": ("cuda_backtrace", cuda_backtrace),
-                   "--python-samples": ("python_samples", python_samples)}
+        options = {"capture_range": capture_range, "nvtx_capture": nvtx_capture, "kernel_regex": kernel_name,
+                   "launch_count": launch_count, "replay_mode": replay_mode, "gpu_metrics": gpu_metrics,
+                   "um_faults": um_faults, "cpu_samples": cpu_samples, "cuda_memory_usage": cuda_memory_usage,
+                   "cuda_backtrace": cuda_backtrace, "python_samples": python_samples}
+        if len(tools) > 1:  # (an option none of the profilers takes, the config's too: refused before any sweep)
+            from .sweep import PROGRAM_OPTIONS
 
-        def mine(opt: str, t: str | None) -> bool:  # (one profiler's sweep: its own check refuses another's)
-            return len(tools) == 1 or t in PROFILER_OPTIONS[opt].split(" or ")
-
-        if len(tools) > 1:  # (an option none of the profilers takes: refused before any sweep)
-            for opt, (_, value) in options.items():
-                if value and not any(mine(opt, t) for t in tools):
-                    raise CaptureError(f"{opt}: an option of --tool {PROFILER_OPTIONS[opt]}, not of --tool {tool}")
+            flags = {k: v for k, v in options.items() if option_given(k, v)}
+            from_config = {k: v for k, v in (load_config(config).get("options", {}) if config is not None else {}).items()
+                           if k not in flags}
+            refused = foreign_option(tools, {**from_config, **flags},
+                                     {arg: f"{config}: {key}" for key, arg in PROGRAM_OPTIONS.items() if arg in from_config})
+            if refused:
+                raise CaptureError(refused)
 
         def program_sweep(t):
-            own = {kw: (value if mine(opt, t) else False if isinstance(value, bool) else None)
-                   for opt, (kw, value) in options.items()}
             return sweep_command(cmd or None, grid or None, t, config=config, out_dir=out, db=_db(ctx, db),
-                                 ingest=ingest, params=parse_params(param), progress=True,
-                                 command=list(sys.argv), timeout_s=timeout, on_point=show, **own)
+                                 ingest=ingest, params=parse_params(param), progress=True, command=list(sys.argv),
+                                 timeout_s=timeout, on_point=show, one_of_several=len(tools) > 1, **options)
 
         def program_said(result) -> None:
             said(result)
@@ -328,11 +325,11 @@ def sweep_cmd(
         results = sweep_each(tools, workload_sweep, gpu_device=device, on_sweep=said)
         if ingest and any(r.ok for r in results):
             typer.echo(latency_table(_db(ctx, db), results), nl=False)
-    if ingest and len(results) > 1 and any(r.tool == "ncu" and r.ok for r in results):
-        for nsys in (r for r in results if r.tool == "nsys" and r.ok):
-            lines = headroom_by_point(_db(ctx, db), nsys)
-            if lines:
-                typer.echo("\n".join(lines))
+    by_tool = {r.tool: r for r in results if r.ok}
+    if ingest and "nsys" in by_tool and "ncu" in by_tool:
+        lines = headroom_by_point(_db(ctx, db), by_tool["nsys"], by_tool["ncu"])
+        if lines:
+            typer.echo("\n".join(lines))
     if any(r.failed for r in results):
         raise typer.Exit(1)
 
@@ -346,9 +343,12 @@ def latency_table(db: Path | None, results: list, width: int | None = None) -> s
     from tracekit.registry import get_registry
     from tracekit.table import render
 
+    results = [r for r in results if r.ok]
+    if not results:
+        return ""
     rows = None
     with tracekit.open(db, read_only=True) as tk:
-        for result in (r for r in results if r.ok):
+        for result in results:
             runs = {Path(p.run_dir).name for p in result.ok}
             these = get_registry().fetch(tk, "sweep-latency", points_said=True, limit=0, sweep=result.sweep_id)
             i = these.columns.index("run")
@@ -360,9 +360,10 @@ def latency_table(db: Path | None, results: list, width: int | None = None) -> s
     rows = rows.select(["preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms", "max_ms"])
     rows.hidden = []  # the hint below says where the rest is
     width = width or shutil.get_terminal_size((120, 24)).columns
+    which = " -p sweep=ID (each sweep's id above)" if len(results) > 1 else ""
     return (render(rows, width=width, timeunit="ms")
-            + "every column: tracekit query sweep-latency --all-columns; the spreadsheet: "
-              "tracekit export sweep -o results.xlsx\n")
+            + f"every column: tracekit query sweep-latency{which} --all-columns; the spreadsheet: "
+              f"tracekit export sweep{which.replace(' -p sweep=', ' --sweep ')} -o results.xlsx\n")
 
 
 def grid_table(db: Path | None, sweep_id: str, tool: str = "nsys", width: int | None = None) -> str:

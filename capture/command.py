@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,12 +58,39 @@ from .run import (
 RESERVED_PARAMS = ("tool", "program", "capture_range", "nvtx_capture", "kernel_regex", "launch_count",
                    "gpu_metrics", "um_faults", "cpu_samples", "cuda_memory_usage", "cuda_backtrace", "python_samples",
                    "replay_mode")
-#: the options of a program's capture that belong to one profiler (or two): refused under another;
-#: a sweep under several profilers gives each sweep those of its own
-PROFILER_OPTIONS = {"--capture-range": "nsys", "--gpu-metrics": "nsys", "--um-faults": "nsys", "--cpu-samples": "nsys",
-                    "--cuda-memory-usage": "nsys", "--cuda-backtrace": "nsys", "--python-samples": "nsys",
-                    "--kernel-name": "ncu", "--launch-count": "ncu", "--replay-mode": "ncu",
-                    "--nvtx-capture": "nsys or ncu"}
+#: the options of a program's capture that belong to one profiler or two (``capture_command``'s
+#: argument -> its flag, the profilers that take it): refused under another; a sweep under several
+#: profilers gives each its own (``own_options``)
+PROFILER_OPTIONS = {"capture_range": ("--capture-range", ("nsys",)), "gpu_metrics": ("--gpu-metrics", ("nsys",)),
+                    "um_faults": ("--um-faults", ("nsys",)), "cpu_samples": ("--cpu-samples", ("nsys",)),
+                    "cuda_memory_usage": ("--cuda-memory-usage", ("nsys",)),
+                    "cuda_backtrace": ("--cuda-backtrace", ("nsys",)), "python_samples": ("--python-samples", ("nsys",)),
+                    "kernel_regex": ("--kernel-name", ("ncu",)), "launch_count": ("--launch-count", ("ncu",)),
+                    "replay_mode": ("--replay-mode", ("ncu",)), "nvtx_capture": ("--nvtx-capture", ("nsys", "ncu"))}
+
+
+def option_given(arg: str, value: Any) -> bool:
+    """Whether ``value`` of the option ``arg`` asks for anything (None, False and a capture range of
+    none do not)."""
+    return value is not None and value is not False and not (arg == "capture_range" and value == "none")
+
+
+def foreign_option(tools: Sequence[str], options: dict[str, Any], said: dict[str, str] | None = None) -> str | None:
+    """The refusal of the first option given in ``options`` (``capture_command``'s arguments) that
+    none of ``tools`` takes, the option named as ``said`` names it (default: its flag); None where
+    each is one's."""
+    for arg, (flag, takes) in PROFILER_OPTIONS.items():
+        if option_given(arg, options.get(arg)) and not set(tools) & set(takes):
+            return f"{(said or {}).get(arg, flag)}: an option of --tool {' or '.join(takes)}, not of --tool {','.join(tools)}"
+    return None
+
+
+def own_options(tool: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with those ``tool`` does not take left unset (another profiler's)."""
+    return {k: v if k not in PROFILER_OPTIONS or tool in PROFILER_OPTIONS[k][1] else False if isinstance(v, bool)
+            else None for k, v in options.items()}
+
+
 #: how ncu reports the program's own exit status (2025.3.1 then exits with it too, as nsys
 #: does; the line is read in case a profiler's own status differs)
 _PROGRAM_EXIT = (re.compile(r"==ERROR== The application returned an error code \((-?\d+)\)"),)
@@ -141,14 +169,13 @@ def _check(cmd, tool, capture_range, nvtx_capture, kernel_regex, launch_count, g
     if capture_range not in profilers.NSYS_CAPTURE_RANGES:
         raise CaptureError(f"--capture-range {capture_range!r}: choose one of "
                            f"{', '.join(profilers.NSYS_CAPTURE_RANGES)} (an NVTX range: --nvtx-capture RANGE)")
-    given = {"--capture-range": capture_range != "none", "--gpu-metrics": gpu_metrics, "--um-faults": um_faults,
-             "--cpu-samples": cpu_samples, "--cuda-memory-usage": cuda_memory_usage,
-             "--cuda-backtrace": cuda_backtrace, "--python-samples": python_samples,
-             "--kernel-name": kernel_regex is not None, "--launch-count": launch_count is not None,
-             "--replay-mode": replay_mode is not None, "--nvtx-capture": nvtx_capture is not None}
-    for opt, tools in PROFILER_OPTIONS.items():
-        if given[opt] and tool not in tools.split(" or "):
-            raise CaptureError(f"{opt}: an option of --tool {tools}, not of --tool {tool}")
+    refused = foreign_option([tool], {
+        "capture_range": capture_range, "gpu_metrics": gpu_metrics, "um_faults": um_faults, "cpu_samples": cpu_samples,
+        "cuda_memory_usage": cuda_memory_usage, "cuda_backtrace": cuda_backtrace, "python_samples": python_samples,
+        "kernel_regex": kernel_regex, "launch_count": launch_count, "replay_mode": replay_mode,
+        "nvtx_capture": nvtx_capture})
+    if refused:
+        raise CaptureError(refused)
     if nvtx_capture is not None:
         if not isinstance(nvtx_capture, str) or not nvtx_capture.strip():
             raise CaptureError(f"--nvtx-capture {nvtx_capture!r}: the name of an NVTX range")

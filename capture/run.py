@@ -645,11 +645,14 @@ def stored_lines(run_dir: Path, db: str | os.PathLike | None,
 
     try:
         with tracekit.open(db, read_only=True) as tk:
-            found = tk.con.execute("SELECT max(run_id) FROM runs WHERE source_path = ?",
-                                   [str(run_dir.resolve())]).fetchall()[0][0]
-            return lines(tk, found)
+            return lines(tk, run_of_folder(tk.con, run_dir))
     except TracekitError as err:
         return [f"(store: {err})"]
+
+
+def run_of_folder(con, run_dir: str | os.PathLike) -> int | None:
+    """The id of the run a run folder became in the store (the latest ingest of its path), or None."""
+    return con.execute("SELECT max(run_id) FROM runs WHERE source_path = ?", [str(Path(run_dir).resolve())]).fetchall()[0][0]
 
 
 def _nsys_summary(tk, run: str, top: int) -> list[str]:

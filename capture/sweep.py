@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import CaptureError, Interrupted, TracekitError
+from tracekit.errors import CaptureError, Interrupted, QueryError, TracekitError
 
 from . import profilers
 from .config import (
@@ -61,6 +61,7 @@ from .run import (
     check_gpu,
     default_preset,
     headroom_lines,
+    run_of_folder,
 )
 
 SWEEP_PRESETS: dict[str, dict[str, Any]] = {
@@ -148,42 +149,40 @@ def sweep_each(tools: list[str | None], run: Callable[[str | None], SweepResult]
     return results
 
 
-def headroom_by_point(db: str | os.PathLike | None, nsys: SweepResult, top: int = 3) -> list[str]:
-    """Where tuning can save time at each ok point of the nsys sweep ``nsys`` (its run in the
-    store beside the ncu run of the point's workload, ``diff.same_workload``: kernel-headroom's
-    first ``top`` rows with a headroom, after the point's headroom in all: that of the kernels ncu
-    measured), as lines for the terminal; a point without such an ncu run is said to have none.
-    Empty where the store holds none of the points."""
+def headroom_by_point(db: str | os.PathLike | None, nsys: SweepResult, ncu: SweepResult, top: int = 3) -> list[str]:
+    """Where tuning can save time at each ok point of the nsys sweep ``nsys``, beside the ncu
+    sweep ``ncu``'s run of the same point (one grid under both, ``sweep_each``): kernel-headroom's
+    first ``top`` rows with a headroom, after the point's headroom in all (that of the kernels ncu
+    measured), as lines for the terminal; a point the ncu sweep has no ok run of is said so.
+    Empty where the store holds none of the nsys points."""
     import tracekit
-    from tracekit.diff import same_workload
 
+    ncu_dirs = {p.label: p.run_dir for p in ncu.ok}
     out: list[str] = []
     with tracekit.open(db, read_only=True) as tk:
         for point in nsys.ok:
-            row = tk.con.execute("SELECT max(run_id) FROM runs WHERE source_path = ?",
-                                 [str(Path(point.run_dir).resolve())]).fetchall()
-            run_id = row[0][0] if row else None
+            run_id = run_of_folder(tk.con, point.run_dir)
             if run_id is None:
                 continue
-            ncu = same_workload(tk.con, run_id, "ncu")
-            if ncu is None:
-                out.append(f"  {point.label}: no ncu run of its workload in the store")
+            ncu_id = run_of_folder(tk.con, ncu_dirs[point.label]) if point.label in ncu_dirs else None
+            if ncu_id is None:
+                out.append(f"  {point.label}: no ok run of it in the ncu sweep {ncu.sweep_id} in the store")
                 continue
             try:
-                rows = tk.query("kernel-headroom", run=run_id, ncu=ncu, limit=0)
-            except TracekitError as err:  # (an ncu run of the workload that profiled none of its kernels)
+                rows = tk.query("kernel-headroom", run=run_id, ncu=ncu_id, limit=0)
+            except QueryError as err:  # (the ncu run profiled none of the point's kernels)
                 out.append(f"  {point.label}: {err}")
                 continue
             kernel_ns = rows["total_ns"].sum()
             measured = rows.filter(rows["headroom_ns"].is_not_null())
             share = 100.0 * measured["headroom_ns"].sum() / kernel_ns if kernel_ns else 0.0
-            out.append(f"  {point.label} (nsys run {run_id}, ncu run {ncu}): {share:.1f}% of its kernel time, "
+            out.append(f"  {point.label} (nsys run {run_id}, ncu run {ncu_id}): {share:.1f}% of its kernel time, "
                        f"{measured.height} of its {rows.height} kernels measured")
             out += headroom_lines(rows, top, indent="    ")
     if not out:
         return []
     return ["where tuning can save time at each point (headroom % of the point's kernel time, speed of light %, "
-            "bottleneck; tracekit query kernel-headroom -p run=NSYS -p ncu=NCU):", *out]
+            "bottleneck; tracekit query kernel-headroom --run NSYS_RUN -p ncu=NCU_RUN):", *out]
 
 
 def parse_list(text: str | Sequence[int], flag: str) -> list[int]:
@@ -534,7 +533,8 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
                   out_dir: str | os.PathLike = "runs", db: str | os.PathLike | None = None, ingest: bool = True,
                   params: dict[str, Any] | None = None, progress: bool = True, command: list[str] | None = None,
                   timeout_s: float | None = None, on_point: Callable[[SweepPoint], None] | None = None,
-                  runner: Callable[..., Path] | None = None, **options: Any) -> SweepResult:
+                  runner: Callable[..., Path] | None = None, one_of_several: bool = False,
+                  **options: Any) -> SweepResult:
     """Capture the program ``cmd`` at every point of ``grid`` (``parse_grid``'s) under
     ``tool`` (default nsys): each point's command has its values in place of the grid's
     ``{NAME}`` (every name must be used), and its run folder, ingested unless ``ingest`` is
@@ -544,8 +544,9 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
     sweep config (``_program_config``: a YAML file or a dict) giving what the arguments do not
     (``grid`` replaces its grid; ``params`` and ``options`` add to its own). A point that fails
     is recorded and the sweep goes on; everything each point would refuse is refused before the
-    first runs."""
-    from .command import RESERVED_PARAMS, _check, _find_program, capture_command
+    first runs. ``one_of_several``: the sweep is one of a grid's under several profilers
+    (``sweep_each``): the options (the config's too) of another profiler are left out, not refused."""
+    from .command import RESERVED_PARAMS, _check, _find_program, capture_command, own_options
 
     runner = runner or capture_command
     cfg: dict[str, Any] = {}
@@ -568,6 +569,8 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
     unknown = set(options) - set(PROGRAM_OPTIONS.values())
     if unknown:
         raise TypeError(f"sweep_command: unknown option(s) {', '.join(sorted(unknown))}")
+    if one_of_several:
+        options = own_options(tool, options)
     grid = parse_grid(grid)
     if not isinstance(cmd, (list, tuple)) or not cmd:
         raise CaptureError(f"command {cmd!r}: a program and its arguments (tracekit sweep --grid ... -- CMD [ARGS...])")

@@ -264,11 +264,12 @@ def captures(tmp_path_factory):
     tk.close()
 
 
-@pytest.mark.parametrize("new", ["nsys_diff_base_a", "1", "file"])
+@pytest.mark.parametrize("new", ["nsys_diff_base_a", "file"])
 def test_one_run_named_twice_is_said(captures, new, tmp_path):
-    """diff 1 1 answered every row unchanged without a word; so did a capture's export given
-    beside the id of the run it already is. One warning names the run (as diff --jobs says of
-    one job named twice)."""
+    """A capture's export given beside the id of the run it already is (or the run's id beside
+    its name) was compared with itself without a word. One warning names the run, as diff --jobs
+    says of one job named twice; the same text twice (diff 1 1) is asked on purpose, and every
+    row's note says identical."""
     ref = DIFF_A / "export.sqlite.xz" if new == "file" else new
     tk = captures
     if new == "file":  # (a file is ingested first: a store that can take it, which already holds it)
@@ -284,6 +285,7 @@ def test_one_run_named_twice_is_said(captures, new, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", CaptureWarning)
         captures.diff("1", "2")  # (two runs: no such word)
+        assert set(captures.diff("1", "1")["note"]) == {"identical"}
 
 
 @pytest.mark.parametrize("base, new", [(DIFF_A, DIFF_B), (DIFF_B, DIFF_A), (DIFF_A, DIFF_C), (DIFF_C, DIFF_B)])

@@ -282,6 +282,21 @@ def test_work_that_ends_long_after_the_capture_stopped_is_refused(tmp_path, tabl
         tk.ingest(path)
 
 
+def test_a_capture_longer_than_an_hour_bounds_ends_by_its_own_length(tmp_path):
+    """The bound is the capture's length where that is longer than an hour: a capture that
+    stopped at 2 h takes an end at 3.5 h and refuses one at 4.5 h."""
+    hour = 3600 * 10**9
+    path = _plain(tmp_path, name="long.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute(f"UPDATE ANALYSIS_DETAILS SET stopTime = {2 * hour}")
+        con.execute(f'UPDATE {KERNELS} SET "end" = {7 * hour // 2} WHERE rowid = 4')
+    with tracekit.open(tmp_path / "ok.duckdb") as tk:
+        tk.ingest(path)
+    msg = _refused(tmp_path, f"UPDATE ANALYSIS_DETAILS SET stopTime = {2 * hour}",
+                   f'UPDATE {KERNELS} SET "end" = {9 * hour // 2} WHERE rowid = 4')
+    assert f"table {KERNELS}: 1 row ending long after the capture stopped at 7,200.000 s" in msg
+
+
 def _nullable(table: str) -> list[str]:
     """Statements that drop ``table``'s NOT NULL constraints (a damaged export may lack them)."""
     return ["PRAGMA writable_schema = ON",

@@ -101,7 +101,8 @@ def test_each_point_of_the_nsys_sweep_says_where_tuning_can_save_time(both):
     """Each point's nsys run beside the ncu run of the same program and point (not another
     point's: m=4096 runs larger GEMMs), its headroom as kernel-headroom gives it."""
     nsys = _points(next((SWEEPS / "base").glob("sweep-*.json")))
-    lines = sw.headroom_by_point(both, nsys)
+    ncu = _points(next((SWEEPS / "ncu").glob("sweep-*.json")))
+    lines = sw.headroom_by_point(both, nsys, ncu)
     assert lines[0].startswith("where tuning can save time at each point")
     with tracekit.open(both, read_only=True) as tk:
         runs = {r["source_path"]: r["run_id"] for r in tk.sql("SELECT run_id, source_path FROM runs").iter_rows(named=True)}
@@ -125,13 +126,20 @@ def test_each_point_of_the_nsys_sweep_says_where_tuning_can_save_time(both):
 
 
 def test_a_point_without_an_ncu_run_says_so(tmp_path):
+    """A point whose ncu capture failed (or is not in the store) is said so, not paired with
+    another ncu run of its workload from an earlier command."""
     db = tmp_path / "s.duckdb"
     with tracekit.open(db) as tk:
         for folder in sorted((SWEEPS / "base" / "runs").iterdir())[:2]:
             tk.ingest(folder)
+        tk.ingest(sorted((SWEEPS / "ncu" / "runs").iterdir())[1])
     nsys = _points(next((SWEEPS / "base").glob("sweep-*.json")))
-    lines = sw.headroom_by_point(db, nsys)
-    assert lines[1:] == [f"  {p.label}: no ncu run of its workload in the store" for p in nsys.ok[:2]]
+    ncu = _points(next((SWEEPS / "ncu").glob("sweep-*.json")))
+    ncu.points[0].status = "failed"
+    lines = sw.headroom_by_point(db, nsys, ncu)
+    assert lines[1] == f"  {nsys.ok[0].label}: no ok run of it in the ncu sweep {ncu.sweep_id} in the store"
+    assert lines[2].startswith(f"  {nsys.ok[1].label} (nsys run 2, ncu run 3): ")
+    assert len([ln for ln in lines if not ln.startswith("    ")]) == 3  # (the other two points: not in the store)
 
 
 HSTU = DATA / "hstu_sweep_tools" / "runs"
@@ -165,7 +173,7 @@ def test_the_workloads_three_sweeps_pair_point_by_point(hstu):
 
     db, (none, nsys, ncu) = hstu
     assert [r.tool for r in (none, nsys, ncu)] == ["none", "nsys", "ncu"]
-    lines = sw.headroom_by_point(db, nsys)
+    lines = sw.headroom_by_point(db, nsys, ncu)
     with tracekit.open(db, read_only=True) as tk:
         ids = {r["name"]: r["run_id"] for r in tk.sql("SELECT name, run_id FROM runs").iter_rows(named=True)}
         for i, point in enumerate(nsys.ok):
@@ -212,12 +220,81 @@ def test_a_programs_sweep_gives_each_profiler_its_own_options(tmp_path, monkeypa
             "--no-ingest"]
     assert main([*args, "--tool", "nsys,ncu", "--", "prog", "{m}"]) == 0
     assert [t for t, _ in calls] == ["nsys", "ncu"]
-    (_, nsys), (_, ncu) = calls
-    assert (nsys["kernel_regex"], nsys["gpu_metrics"]) == (None, True)
-    assert (ncu["kernel_regex"], ncu["gpu_metrics"]) == ("gemm", False)
+    from tracekit.capture.command import own_options
+
+    for tool, kw in calls:  # (each sweep leaves the other profiler's out: one_of_several)
+        assert kw["one_of_several"] is True and (kw["kernel_regex"], kw["gpu_metrics"]) == ("gemm", True)
+        mine = own_options(tool, kw)
+        assert (mine["kernel_regex"], mine["gpu_metrics"]) == ((None, True) if tool == "nsys" else ("gemm", False))
     assert "sweep sweep-nsys (nsys): 0 ok, 0 failed of 0 points" in capsys.readouterr().out
     calls.clear()
     assert main([*args[:5], "--tool", "none,nsys", "--out", str(tmp_path / "runs"), "--", "prog", "{m}"]) == 2
     assert capsys.readouterr().err == ("tracekit: error: --kernel-name: an option of --tool ncu, not of --tool "
                                        "none,nsys\n")
     assert calls == []
+
+
+def test_the_sweep_command_ends_with_the_table_and_the_headroom_of_its_sweeps(hstu, tmp_path, monkeypatch, capsys):
+    """tracekit sweep --tool none,nsys,ncu as the CLI runs it, each sweep standing in as the H200
+    fixture's: a line per sweep, one latency table of every sweep's points, then each point's
+    headroom; exit 1 where a sweep had a failed point."""
+    from tracekit.cli import main
+
+    db, results = hstu
+    monkeypatch.setenv("TRACEKIT_NSYS", str(_fake_tool(tmp_path / "bin", "nsys")))
+    monkeypatch.setenv("TRACEKIT_NCU", str(_fake_tool(tmp_path / "bin", "ncu")))
+    monkeypatch.setattr(runinfo, "has_gpu", lambda: True)
+    ran = []
+
+    def sweep(bs, nc, *, tool, **kw):
+        ran.append((bs, nc, tool, kw["ingest"]))
+        return next(r for r in results if r.tool == tool)
+
+    monkeypatch.setattr(sw, "sweep", sweep)
+    assert main(["--db", str(db), "sweep", "--bs", "1,8", "--nc", "128", "--tool", "none,nsys,ncu"]) == 0
+    out = capsys.readouterr().out
+    assert ran == [("1,8", "128", t, True) for t in ("none", "nsys", "ncu")]
+    lines = out.splitlines()
+    assert [ln.split(":")[0] for ln in lines[:3]] == [f"sweep {r.sweep_id} ({r.tool})" for r in results]
+    head = lines.index(next(ln for ln in lines if ln.startswith("preset")))
+    assert [ln.split()[1] for ln in lines[head + 2:head + 8]] == ["none", "none", "nsys", "nsys", "ncu", "ncu"]
+    assert "sweep-latency -p sweep=ID (each sweep's id above) --all-columns" in out
+    want = sw.headroom_by_point(db, results[1], results[2])
+    assert len(want) == 9 and out.rstrip("\n").split("\n")[-len(want):] == want
+    results[2].points[1].status = "failed"
+    try:
+        assert main(["--db", str(db), "sweep", "--bs", "1,8", "--nc", "128", "--tool", "none,nsys,ncu"]) == 1
+    finally:
+        results[2].points[1].status = "ok"
+    assert "no ok run of it in the ncu sweep" in capsys.readouterr().out
+
+
+def test_a_config_gives_each_profiler_its_own_options_too(tmp_path, monkeypatch, capsys):
+    """A program's config with an nsys option (gpu_metrics) swept under nsys and ncu: the ncu
+    sweep leaves it out (it refused it after the whole nsys sweep had run); under none and ncu,
+    which neither take it, it is refused before any sweep."""
+    import sys
+
+    from tracekit.cli import main
+
+    cfg = tmp_path / "prog.yaml"
+    cfg.write_text(f"command: [{json.dumps(sys.executable)}, -c, 'print(1)', '{{m}}']\ngrid: {{m: [1]}}\n"
+                   "gpu_metrics: true\n")
+    monkeypatch.setenv("TRACEKIT_NCU", str(_fake_tool(tmp_path / "bin", "ncu")))
+    got = []
+
+    def runner(cmd, tool, **kw):
+        got.append((tool, kw.get("gpu_metrics")))
+        return tmp_path / "run"
+
+    res = sw.sweep_command(config=str(cfg), tool="ncu", one_of_several=True, runner=runner, ingest=False,
+                           out_dir=tmp_path / "a", progress=False)
+    assert [p.status for p in res.points] == ["ok"] and got == [("ncu", False)]
+    with pytest.raises(CaptureError, match="gpu_metrics: an option of --tool nsys, not of --tool ncu"):
+        sw.sweep_command(config=str(cfg), tool="ncu", runner=runner, ingest=False, out_dir=tmp_path / "b",
+                         progress=False)
+    out = tmp_path / "c"
+    assert main(["sweep", "--config", str(cfg), "--tool", "none,ncu", "--out", str(out), "--no-ingest"]) == 2
+    assert capsys.readouterr().err == (f"tracekit: error: {cfg}: gpu_metrics: an option of --tool nsys, not of "
+                                       "--tool none,ncu\n")
+    assert not out.exists()

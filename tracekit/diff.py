@@ -2188,9 +2188,10 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     sb, sn = _at_the_runs_point(tk.con, sides[0], sides[1])
     if sb.run_id is not None and sb.run_id == sn.run_id:  # one run against itself: its own point, not its sweep
         sb.own_point = sn.own_point = True
-        # (a run folder or export already in the store is that run: diff FOLDER ID can be one run twice)
-        warnings.warn(CaptureWarning(f"diff: {base} and {new} name one run ({sb.label}): it is compared with itself; "
-                                     "name two runs (tracekit runs)"), stacklevel=4)
+        if str(base).strip() != str(new).strip():  # (a run folder already in the store is that run; the same
+            # text twice is asked on purpose, and each row's note says identical: as diff --jobs says of a job)
+            warnings.warn(CaptureWarning(f"diff: {base} and {new} name one run ({sb.label}): it is compared with "
+                                         "itself; name two runs (tracekit runs)"), stacklevel=4)
     _not_by_a_shared_name(tk, sb, sn)
     scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
     for side in (sb,) if sb.run_id is not None and sb.run_id == sn.run_id else (sb, sn):

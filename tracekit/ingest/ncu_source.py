@@ -202,7 +202,7 @@ class Reader:
         line = C.ISourceInfo_line(info)
         return sass, C.ISourceInfo_file_name(info) or None, line if line > 0 else None
 
-    def frames(self):
+    def frames(self) -> tuple:
         """(ncu_source, ncu_source_stalls, ncu_source_lines) as Polars frames, in the order of
         their keys (launches in order, their instructions by address)."""
         import polars as pl

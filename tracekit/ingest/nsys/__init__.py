@@ -233,15 +233,15 @@ LATE_NS = 3_600 * 10**9
 def _ends_too_late(path: Path, table: str, tbl: pa.Table, stop_ns: int | None, noun: tuple[str, str]) -> None:
     """Refuse ``table`` where a row ends more than ``LATE_NS``, or the capture's length, after
     the capture stopped at ``stop_ns`` (None: the export does not say when)."""
-    if stop_ns is None or "end" not in tbl.column_names or not len(tbl):
-        return
+    if stop_ns is None or stop_ns <= 0 or "end" not in tbl.column_names or not len(tbl):
+        return  # (no stop, or a damaged one: nothing to bound the ends by)
     limit = min(stop_ns + max(stop_ns, LATE_NS), 2**63 - 1)
     late = pc.fill_null(pc.greater(tbl.column("end"), scalar(limit)), scalar(False))
     _refuse_rows(path, table, late, (*noun, f"ending long after the capture stopped at {stop_ns / 1e9:,.3f} s"),
                  lambda i: f"end {tbl.column('end')[i].as_py()} ns")
 
 
-def _check_durations(path: Path, raw: dict[str, pa.Table], stop_ns: int | None = None) -> None:
+def _check_durations(path: Path, raw: dict[str, pa.Table], stop_ns: int | None) -> None:
     """GPU work and CUDA API calls end at or after they start: CUPTI times both ends of
     each, and every time query sums end - start; a row that ends first is a damaged
     export, refused rather than summed into negative totals; so is a row of any timed table
@@ -350,7 +350,7 @@ def _range_kinds(typ: pa.DataType) -> pa.Array:
     return from_numpy(np.array([NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND], np.int64)).cast(typ)
 
 
-def _check_nvtx_times(path: Path, raw: dict[str, pa.Table], stop_ns: int | None = None) -> None:
+def _check_nvtx_times(path: Path, raw: dict[str, pa.Table], stop_ns: int | None) -> None:
     """An NVTX range starts, and ends (where it did) no earlier and not long after the capture
     stopped: one without a start, or that ends before it starts or too late, is a damaged
     export, refused as GPU work is (``_check_durations``): its duration would enter every

@@ -135,15 +135,23 @@ def sweep_each(tools: list[str | None], run: Callable[[str | None], SweepResult]
     turn. Of several, every profiler is found, and with ``gpu_device`` (the HSTU workload's
     device) a GPU for each that needs one, before the first runs: a missing ncu is said before the
     nsys sweep, not after it (one sweep checks its own, after its options). ``on_sweep`` is told
-    each finished sweep. A Ctrl-C ends them all."""
+    each finished sweep. A Ctrl-C ends them all, its one line (``Interrupted``) saying which
+    profilers' sweeps did not run."""
     for t in tools if len(tools) > 1 else ():
         if t != "none":
             profilers.find_tool(t)
             if gpu_device is not None:
                 check_gpu(t, gpu_device)
     results = []
-    for t in tools:
-        results.append(run(t))
+    for i, t in enumerate(tools):
+        try:
+            results.append(run(t))
+        except Interrupted as err:
+            rest = tools[i + 1:]
+            if not rest:
+                raise
+            raise Interrupted(f"{err}; not run: the {', '.join(map(str, rest))} sweep{'s' if len(rest) > 1 else ''}"
+                              ) from None
         if on_sweep is not None:
             on_sweep(results[-1])
     return results

@@ -15,7 +15,7 @@ from tracekit.capture import runinfo
 from tracekit.capture import sweep as sw
 
 import tracekit
-from tracekit.errors import CaptureError, ToolNotFoundError
+from tracekit.errors import CaptureError, Interrupted, ToolNotFoundError
 from tracekit.ingest import run_folders
 
 SWEEPS = DATA / "command_sweep"
@@ -63,6 +63,26 @@ def test_every_profiler_is_checked_before_the_first_sweep(tmp_path, monkeypatch)
     results = sw.sweep_each(["none", "nsys", "ncu"], run, on_sweep=lambda r: told.append(r.sweep_id))
     assert ran == ["none", "nsys", "ncu"] and told == ["sweep-none", "sweep-nsys", "sweep-ncu"]
     assert [r.tool for r in results] == ran
+
+
+def test_a_ctrl_c_says_which_sweeps_did_not_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEKIT_NSYS", str(_fake_tool(tmp_path / "bin", "nsys")))
+    monkeypatch.setenv("TRACEKIT_NCU", str(_fake_tool(tmp_path / "bin", "ncu")))
+    said = f"sweep interrupted at bs=1 nc=128 after 0 of 2 points; manifest {tmp_path}/m.json"
+
+    def stopped_at(where):
+        def run(tool):
+            if tool == where:
+                raise Interrupted(said)
+            return sw.SweepResult(f"sweep-{tool}", tmp_path / f"{tool}.json", [], tool)
+        return run
+
+    with pytest.raises(Interrupted) as err:
+        sw.sweep_each(["none", "nsys", "ncu"], stopped_at("none"))
+    assert str(err.value) == f"{said}; not run: the nsys, ncu sweeps"
+    with pytest.raises(Interrupted) as err:
+        sw.sweep_each(["none", "nsys", "ncu"], stopped_at("ncu"))
+    assert str(err.value) == said
 
 
 def test_the_cli_refuses_a_bad_list_before_any_point(tmp_path, capsys):

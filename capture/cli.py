@@ -261,7 +261,7 @@ def sweep_cmd(
                "--python-samples": python_samples}
     from .sweep import headroom_by_point, load_config, parse_tools, sweep_each
 
-    tools = parse_tools(tool)
+    tools = parse_tools(tool, config)
     ingest = not no_ingest
 
     def said(result) -> None:

@@ -136,6 +136,26 @@ FLAGS = {"bs": "--bs", "nc": "--nc", "tool": "--tool", "preset": "--preset", "wa
 _COUNTS = {"bs": "batch size", "nc": "candidates per user", "iters": "timed requests"}
 
 
+def check_tools(value: Any, name: str) -> list[str] | None:
+    """Several profilers, as a list or a comma-separated text (``none,nsys,ncu``: the grid swept
+    under each in turn, ``capture.sweep.sweep_each``), checked: each one of ``TOOLS``, none twice;
+    None where ``value`` names one (its caller checks it). ``name`` says where it came from."""
+    if isinstance(value, str) and "," in value:
+        tools: list = [t.strip() for t in value.split(",")]
+    elif isinstance(value, list) and len(value) != 1:
+        tools = value
+    else:
+        return None
+    for t in tools:
+        if not isinstance(t, str) or t not in TOOLS:
+            raise CaptureError(f"{name} {value!r}: {t!r} is not a profiler; give {', '.join(TOOLS)}, or several "
+                               "(none,nsys,ncu)")
+    twice = sorted({t for t in tools if tools.count(t) > 1})
+    if twice:
+        raise CaptureError(f"{name} {value!r}: {twice[0]} twice; each profiler sweeps the grid once")
+    return tools
+
+
 def check_param(key: str, value: Any, name: str | None = None) -> Any:
     """One capture parameter (a key of ``FLAGS``) checked and normalised; a one-line
     error names it as ``name`` (default: its flag)."""
@@ -143,6 +163,9 @@ def check_param(key: str, value: Any, name: str | None = None) -> Any:
     if key in _COUNTS:
         return _positive_int(_COUNTS[key], name, value)
     if key == "tool":
+        several = check_tools(value, name)
+        if several is not None:
+            return several
         if not isinstance(value, str) or value not in TOOLS:  # (a YAML list: unhashable)
             raise CaptureError(f"{name} {value!r}: unknown profiler; choose one of {', '.join(TOOLS)}")
         return value

@@ -10,7 +10,7 @@ finished points (ingested) and labels the rest.
 Configs: the named presets ``quick`` and ``full`` or a YAML file::
 
     preset: large          # workload preset (default: large with a GPU, small without)
-    tool: none             # nsys | ncu | none
+    tool: none             # nsys | ncu | none, or several: [none, nsys, ncu] (a sweep each)
     warmup_ms: 2000
     iters: 50
     grid:
@@ -47,6 +47,7 @@ from .config import (
     check_settings,
     check_size,
     check_timeout,
+    check_tools,
     check_workload,
     validate_params,
     workload_config,
@@ -111,22 +112,17 @@ class SweepResult:
         return [p for p in self.points if p.status == "ok"]
 
 
-def parse_tools(tool: str | None) -> list[str | None]:
-    """``--tool``'s profilers in the order given: one (None: the config's, else the default), or
-    several comma-separated (``none,nsys,ncu``): the grid captured under each in turn, one sweep
-    each, so that a point's untimed latency, its timeline and its kernels' metrics come from
-    one command (``sweep_each``)."""
-    if tool is None or "," not in tool:
-        return [tool]
-    tools = [t.strip() for t in tool.split(",")]
-    for t in tools:
-        if t not in TOOLS:
-            raise CaptureError(f"--tool {tool!r}: {t!r} is not a profiler; give {', '.join(TOOLS)}, or several "
-                               "comma-separated (none,nsys,ncu)")
-    twice = sorted({t for t in tools if tools.count(t) > 1})
-    if twice:
-        raise CaptureError(f"--tool {tool!r}: {twice[0]} twice; each profiler sweeps the grid once")
-    return tools
+def parse_tools(tool: str | None, config: str | os.PathLike | dict | None = None) -> list[str | None]:
+    """The profilers a sweep command runs under, in order: ``--tool``'s (one, or several comma-
+    separated: ``none,nsys,ncu``), else the ``config``'s (its ``tool``, which may be a list), else
+    ``[None]`` (each sweep's default). Several mean the grid captured under each in turn, one sweep
+    each (``sweep_each``), so that a point's untimed latency, its timeline and its kernels'
+    metrics come from one command. One profiler is checked by its sweep."""
+    if tool is not None:
+        return check_tools(tool, "--tool") or [tool]
+    if config is not None and isinstance(load_config(config).get("tool"), list):
+        return load_config(config)["tool"]
+    return [None]
 
 
 def sweep_each(tools: list[str | None], run: Callable[[str | None], SweepResult], *, gpu_device: str | None = None,
@@ -364,7 +360,8 @@ def _program_config(data: dict, where: str) -> dict[str, Any]:
             raise CaptureError("grid: a mapping of each parameter to its values (e.g. {m: [1024, 4096]})")
         grid = parse_grid(grid, "grid.")
         tool = data.get("tool", "nsys")
-        if tool not in TOOLS:
+        tool = check_tools(tool, "tool") or tool
+        if not isinstance(tool, list) and tool not in TOOLS:
             raise CaptureError(f"tool {tool!r}: choose one of {', '.join(TOOLS)}")
         params = data.get("params") or {}
         if not isinstance(params, dict):
@@ -430,6 +427,9 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
     if not bs_list or not nc_list:
         raise CaptureError("sweep needs --bs and --nc lists or --config")
     tool = tool or cfg.get("tool", "none")
+    if isinstance(tool, list):
+        raise CaptureError(f"{config}: tool names several profilers ({','.join(tool)}): sweep_each runs a sweep under "
+                           "each (tracekit sweep --config does); give sweep() one")
     preset = preset or cfg.get("preset")
     warmup_ms = warmup_ms if warmup_ms is not None else cfg.get("warmup_ms", DEFAULT_WARMUP_MS)
     iters = iters if iters is not None else cfg.get("iters", DEFAULT_ITERS)
@@ -569,6 +569,9 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
         raise CaptureError("a program's sweep needs --grid NAME=V1,V2,... (repeatable) and {NAME} in the command "
                            "where each value goes")
     tool = tool or cfg.get("tool", "nsys")
+    if isinstance(tool, list):
+        raise CaptureError(f"{config}: tool names several profilers ({','.join(tool)}): sweep_each runs a sweep under "
+                           "each (tracekit sweep --config does); give sweep_command() one")
     params = {**cfg.get("params", {}), **(params or {})}
     timeout_s = timeout_s if timeout_s is not None else cfg.get("timeout_s")
     given = {k: v for k, v in options.items() if v is not None and v is not False}

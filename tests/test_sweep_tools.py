@@ -318,3 +318,39 @@ def test_a_config_gives_each_profiler_its_own_options_too(tmp_path, monkeypatch,
     assert capsys.readouterr().err == (f"tracekit: error: {cfg}: gpu_metrics: an option of --tool nsys, not of "
                                        "--tool none,ncu\n")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("written", ["[none, nsys, ncu]", "none,nsys,ncu", "'none, nsys, ncu'"])
+def test_a_config_names_several_profilers(tmp_path, written, monkeypatch, capsys):
+    """A sweep kept in a file runs under several profilers as --tool does (a list, or the text
+    --tool takes); sweep() itself takes one, and says what runs several."""
+    import sys
+
+    from tracekit.cli import main
+
+    hstu, prog = tmp_path / "hstu.yaml", tmp_path / "prog.yaml"
+    hstu.write_text(f"tool: {written}\ngrid: {{bs: [1], nc: [4]}}\npreset: small\n")
+    prog.write_text(f"command: [{json.dumps(sys.executable)}, -c, 'print(1)', '{{m}}']\ngrid: {{m: [1]}}\n"
+                    f"tool: {written}\n")
+    for cfg in (hstu, prog):
+        assert sw.parse_tools(None, str(cfg)) == ["none", "nsys", "ncu"]
+        assert sw.parse_tools("ncu", str(cfg)) == ["ncu"]  # (--tool wins)
+    with pytest.raises(CaptureError, match=r"hstu.yaml: tool names several profilers \(none,nsys,ncu\): sweep_each"):
+        sw.sweep(config=str(hstu), out_dir=tmp_path / "a", progress=False, ingest=False)
+    with pytest.raises(CaptureError, match=r"prog.yaml: tool names several profilers \(none,nsys,ncu\): sweep_each"):
+        sw.sweep_command(config=str(prog), out_dir=tmp_path / "a", progress=False, ingest=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # (no nsys: refused before the none sweep)
+    monkeypatch.delenv("TRACEKIT_NSYS", raising=False)
+    monkeypatch.setitem(sw.profilers.KNOWN_LOCATIONS, "nsys", (str(tmp_path / "none/*/nsys"),))
+    assert main(["sweep", "--config", str(hstu), "--out", str(tmp_path / "runs"), "--no-ingest"]) == 2
+    assert "nsys not found" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+def test_a_configs_bad_list_names_the_file_and_the_profiler(tmp_path):
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("tool: [none, perf]\ngrid: {bs: [1], nc: [4]}\n")
+    with pytest.raises(CaptureError, match=r"s.yaml: tool \['none', 'perf'\]: 'perf' is not a profiler"):
+        sw.load_config(str(cfg))
+    cfg.write_text("tool: [nsys, nsys]\ngrid: {bs: [1], nc: [4]}\n")
+    with pytest.raises(CaptureError, match=r"s.yaml: tool \['nsys', 'nsys'\]: nsys twice"):
+        sw.load_config(str(cfg))

@@ -268,7 +268,10 @@ def sweep_cmd(
         typer.echo(f"sweep {result.sweep_id}{f' ({result.tool})' if len(tools) > 1 else ''}: {len(result.ok)} ok, "
                    f"{len(result.failed)} failed of {len(result.points)} points; manifest {result.manifest}")
 
-    if cmd or (config is not None and "command" in load_config(config)):  # a program's sweep
+    import functools
+
+    configured = functools.cache(lambda: load_config(config) if config is not None else {})  # (read once, when asked)
+    if cmd or "command" in configured():  # a program's sweep
         for opt, value in (("--bs", bs), ("--nc", nc), ("--preset", preset), ("--warmup-ms", warmup_ms),
                            ("--iters", iters)):
             if value is not None:
@@ -285,8 +288,7 @@ def sweep_cmd(
             from .sweep import PROGRAM_OPTIONS
 
             flags = {k: v for k, v in options.items() if option_given(k, v)}
-            from_config = {k: v for k, v in (load_config(config).get("options", {}) if config is not None else {}).items()
-                           if k not in flags}
+            from_config = {k: v for k, v in configured().get("options", {}).items() if k not in flags}
             refused = foreign_option(tools, {**from_config, **flags},
                                      {arg: f"{config}: {key}" for key, arg in PROGRAM_OPTIONS.items() if arg in from_config})
             if refused:
@@ -321,7 +323,7 @@ def sweep_cmd(
                          out_dir=out, db=_db(ctx, db), ingest=ingest, progress=True,
                          command=list(sys.argv), on_point=show, timeout_s=timeout)
 
-        device = (load_config(config).get("device") if config is not None else None) or "auto"
+        device = configured().get("device") or "auto"
         results = sweep_each(tools, workload_sweep, gpu_device=device, on_sweep=said)
         if ingest and any(r.ok for r in results):
             typer.echo(latency_table(_db(ctx, db), results), nl=False)

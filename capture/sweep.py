@@ -120,9 +120,8 @@ def parse_tools(tool: str | None, config: str | os.PathLike | dict | None = None
     metrics come from one command. One profiler is checked by its sweep."""
     if tool is not None:
         return check_tools(tool, "--tool") or [tool]
-    if config is not None and isinstance(load_config(config).get("tool"), list):
-        return load_config(config)["tool"]
-    return [None]
+    configured = load_config(config).get("tool") if config is not None else None
+    return configured if isinstance(configured, list) else [None]
 
 
 def sweep_each(tools: list[str | None], run: Callable[[str | None], SweepResult], *, gpu_device: str | None = None,

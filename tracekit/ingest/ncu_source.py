@@ -228,8 +228,8 @@ def read(actions: list, functions: dict[int, dict[int, str]] | None = None):
     launch's kernel_id is its position) as (ncu_source, ncu_source_stalls, ncu_source_lines)
     Polars frames, or None where no launch has Source Counters. ``functions``: kernel_id ->
     {first address: name} of the functions of the ranges and graphs among them. Read in this
-    process: workers forked from it, whose Polars, Arrow and OpenBLAS threads run, can wait
-    forever on a lock such a thread held at the fork, and workers started afresh each load
+    process: workers forked from it, where the threads Polars, Arrow and NumPy start at import
+    run, can wait forever on a lock such a thread held at the fork, and workers started afresh each load
     the report again, which costs more than they save (docs/performance.md)."""
     reader = Reader(functions)
     added = sum(reader.add(kid, action) for kid, action in enumerate(actions))

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from tracekit.cli_params import DbPath
-from tracekit.errors import QueryError
+from tracekit.errors import Interrupted, QueryError
 
 from .profilers import DEFAULT_LAUNCH_COUNT
 from .run import DEFAULT_ITERS, DEFAULT_WARMUP_MS, STOP_GRACE_S
@@ -259,7 +259,7 @@ def sweep_cmd(
                "--gpu-metrics": gpu_metrics, "--um-faults": um_faults, "--cpu-samples": cpu_samples,
                "--cuda-memory-usage": cuda_memory_usage, "--cuda-backtrace": cuda_backtrace,
                "--python-samples": python_samples}
-    from .sweep import headroom_by_point, load_config, parse_tools, sweep_each
+    from .sweep import load_config, parse_tools, sweep_each
 
     tools = parse_tools(tool, config)
     ingest = not no_ingest
@@ -271,7 +271,8 @@ def sweep_cmd(
     import functools
 
     configured = functools.cache(lambda: load_config(config) if config is not None else {})  # (read once, when asked)
-    if cmd or "command" in configured():  # a program's sweep
+    workload = not (cmd or "command" in configured())
+    if not workload:  # a program's sweep
         for opt, value in (("--bs", bs), ("--nc", nc), ("--preset", preset), ("--warmup-ms", warmup_ms),
                            ("--iters", iters)):
             if value is not None:
@@ -307,7 +308,8 @@ def sweep_cmd(
                 except QueryError as err:  # (the points ran no kernel: the sweep itself is done)
                     typer.echo(f"tracekit: warning: {err}", err=True)
 
-        results = sweep_each(tools, program_sweep, on_sweep=program_said)
+        def run_all():
+            return sweep_each(tools, program_sweep, on_sweep=program_said)
     else:
         if grid:
             raise CaptureError("--grid: the grid of a program's sweep (tracekit sweep --grid NAME=V1,V2 -- CMD ... "
@@ -323,17 +325,33 @@ def sweep_cmd(
                          out_dir=out, db=_db(ctx, db), ingest=ingest, progress=True,
                          command=list(sys.argv), on_point=show, timeout_s=timeout)
 
-        device = configured().get("device") or "auto"
-        results = sweep_each(tools, workload_sweep, gpu_device=device, on_sweep=said)
-        if ingest and any(r.ok for r in results):
-            typer.echo(latency_table(_db(ctx, db), results), nl=False)
-    by_tool = {r.tool: r for r in results if r.ok}
-    if ingest and "nsys" in by_tool and "ncu" in by_tool:
-        lines = headroom_by_point(_db(ctx, db), by_tool["nsys"], by_tool["ncu"])
-        if lines:
-            typer.echo("\n".join(lines))
+        def run_all():
+            return sweep_each(tools, workload_sweep, gpu_device=configured().get("device") or "auto", on_sweep=said)
+    try:
+        results = run_all()
+    except Interrupted as err:  # (a Ctrl-C in a later sweep: what those that finished say, then its line)
+        if ingest:
+            sweeps_end(_db(ctx, db), getattr(err, "finished", []), workload)
+        raise
+    if ingest:
+        sweeps_end(_db(ctx, db), results, workload)
     if any(r.failed for r in results):
         raise typer.Exit(1)
+
+
+def sweeps_end(db: Path | None, results: list, workload: bool) -> None:
+    """What a sweep command prints after its sweeps (``results``, those that finished): the HSTU
+    workload's latency table over every sweep's points, then, with an nsys and an ncu sweep of the
+    grid, where tuning can save time at each point."""
+    from .sweep import headroom_by_point
+
+    if workload and any(r.ok for r in results):
+        typer.echo(latency_table(db, results), nl=False)
+    by_tool = {r.tool: r for r in results if r.ok}
+    if "nsys" in by_tool and "ncu" in by_tool:
+        lines = headroom_by_point(db, by_tool["nsys"], by_tool["ncu"])
+        if lines:
+            typer.echo("\n".join(lines))
 
 
 def latency_table(db: Path | None, results: list, width: int | None = None) -> str:

@@ -131,7 +131,8 @@ def sweep_each(tools: list[str | None], run: Callable[[str | None], SweepResult]
     device) a GPU for each that needs one, before the first runs: a missing ncu is said before the
     nsys sweep, not after it (one sweep checks its own, after its options). ``on_sweep`` is told
     each finished sweep. A Ctrl-C ends them all, its one line (``Interrupted``) saying which
-    profilers' sweeps did not run."""
+    profilers' sweeps did not run, and its ``finished`` the sweeps that had (their results kept
+    for the command's closing table)."""
     for t in tools if len(tools) > 1 else ():
         if t != "none":
             profilers.find_tool(t)
@@ -143,10 +144,10 @@ def sweep_each(tools: list[str | None], run: Callable[[str | None], SweepResult]
             results.append(run(t))
         except Interrupted as err:
             rest = tools[i + 1:]
-            if not rest:
-                raise
-            raise Interrupted(f"{err}; not run: the {', '.join(map(str, rest))} sweep{'s' if len(rest) > 1 else ''}"
-                              ) from None
+            stopped = Interrupted(f"{err}; not run: the {', '.join(map(str, rest))} sweep{'s' if len(rest) > 1 else ''}"
+                                  ) if rest else err
+            stopped.finished = results
+            raise stopped from None
         if on_sweep is not None:
             on_sweep(results[-1])
     return results

@@ -289,6 +289,43 @@ def test_the_sweep_command_ends_with_the_table_and_the_headroom_of_its_sweeps(hs
     assert "no ok run of it in the ncu sweep" in capsys.readouterr().out
 
 
+def test_a_ctrl_c_in_a_later_sweep_still_shows_those_that_finished(hstu, tmp_path, monkeypatch, capsys):
+    """Stopped in the ncu sweep, the command prints the table of the none and nsys sweeps' points
+    before its line (exit 130); stopped in the last of nsys, ncu, none, the nsys and ncu sweeps'
+    headroom too. A Ctrl-C in the first sweep prints no table."""
+    from tracekit.cli import main
+
+    db, results = hstu
+    monkeypatch.setenv("TRACEKIT_NSYS", str(_fake_tool(tmp_path / "bin", "nsys")))
+    monkeypatch.setenv("TRACEKIT_NCU", str(_fake_tool(tmp_path / "bin", "ncu")))
+    monkeypatch.setattr(runinfo, "has_gpu", lambda: True)
+    stop = {"at": "ncu"}
+
+    def sweep(bs, nc, *, tool, **kw):
+        if tool == stop["at"]:
+            raise Interrupted("sweep interrupted at bs=1 nc=128 after 0 of 2 points; manifest m.json")
+        return next(r for r in results if r.tool == tool)
+
+    monkeypatch.setattr(sw, "sweep", sweep)
+    args = ["--db", str(db), "sweep", "--bs", "1,8", "--nc", "128", "--tool"]
+    assert main([*args, "none,nsys,ncu"]) == 130
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    head = lines.index(next(ln for ln in lines if ln.startswith("preset")))
+    assert [ln.split()[1] for ln in lines[head + 2:head + 6]] == ["none", "none", "nsys", "nsys"]
+    assert lines[head + 6] == "4 rows" and "where tuning can save time" not in out
+    assert err == "tracekit: sweep interrupted at bs=1 nc=128 after 0 of 2 points; manifest m.json\n"
+    stop["at"] = "none"
+    assert main([*args, "nsys,ncu,none"]) == 130
+    out = capsys.readouterr().out
+    want = sw.headroom_by_point(db, results[1], results[2])
+    assert len(want) == 9 and out.rstrip("\n").split("\n")[-len(want):] == want
+    stop["at"] = "nsys"
+    assert main([*args, "nsys,ncu"]) == 130
+    out, err = capsys.readouterr()
+    assert out == "" and err.endswith("; not run: the ncu sweep\n")
+
+
 def test_a_config_gives_each_profiler_its_own_options_too(tmp_path, monkeypatch, capsys):
     """A program's config with an nsys option (gpu_metrics) swept under nsys and ncu: the ncu
     sweep leaves it out (it refused it after the whole nsys sweep had run); under none and ncu,

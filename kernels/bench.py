@@ -39,6 +39,9 @@ Variants: ``triton_dense`` (``validate=False``), ``triton_dense_default`` (the c
 user writes it), the block-sparse and cached kernels, the PyTorch references, PyTorch's
 causal ``sdpa`` of the same shape, and ``peer``: generative-recommenders' public Triton HSTU
 kernel, measured in the same process when its checkout is on ``PYTHONPATH`` (never shipped).
+And yours (``UserVariant``): ``NAME=FILE.py:FUNCTION`` or ``NAME=MODULE:FUNCTION`` among the
+variants, called as ``api.hstu_attention`` is, on every configuration, timed and checked as ours
+are (``source`` in its rows, ``variant_sources`` in the JSON); it can be the baseline.
 
 GPU time only, whatever the host's overhead: the stream holds flush, start event, call, end
 event; where the host's Python wrapper and launches of a call outlast the flush on the GPU, the
@@ -69,6 +72,9 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 # ----------------------------------------------------------------------------- configurations
@@ -135,7 +141,10 @@ _KIND_VARIANTS = {
 
 
 def skip_reason(variant: str, cfg: dict) -> str | None:
-    """Why ``variant`` cannot run on configuration ``cfg``, or None if it can."""
+    """Why ``variant`` cannot run on configuration ``cfg``, or None if it can (a variant of
+    yours, ``UserVariant``, runs on every configuration, as ``triton_dense`` does)."""
+    if variant not in VARIANTS:
+        return None
     kind = cfg["kind"]
     if variant not in _KIND_VARIANTS[kind]:
         return f"a {kind} configuration runs {', '.join(v for v in VARIANTS if v in _KIND_VARIANTS[kind])}"
@@ -492,12 +501,13 @@ def _variant_fn(variant, cfg, inp):
     return None if made is None else (made["fn"], made["pairs"])
 
 
-def _variant(variant, cfg, inp):
+def _variant(variant, cfg, inp, user: UserVariant | None = None):
     """One variant on one configuration: ``fn`` (the timed call), ``pairs`` (valid pairs),
     ``ref`` (a call computing the PyTorch reference of the variant's kind on the same inputs
     in float32 on a GPU, float64 on the CPU; None for sdpa), ``ref_key`` (variants sharing a
     key share that reference) and ``sel`` (the block selection of a block-sparse variant,
-    the one its output is compared on); None if the variant does not apply."""
+    the one its output is compared on); None if the variant does not apply. ``user``: the
+    variant is yours, called where and as ``triton_dense`` is."""
     import torch
 
     from . import api, reference
@@ -511,7 +521,7 @@ def _variant(variant, cfg, inp):
     def up(*xs):
         return [x.to(hi) for x in xs]
 
-    if kind == "cached" and variant in ("triton_dense", "reference"):
+    if kind == "cached" and (user is not None or variant in ("triton_dense", "reference")):
         # full recompute over cache ++ new tokens, the alternative to caching
         B, C, n = cfg["B"], cfg["cache"], cfg["new"]
         H, dq, dv = cfg["H"], cfg["d_qk"], cfg["d_v"]
@@ -522,12 +532,16 @@ def _variant(variant, cfg, inp):
         foff = torch.arange(B + 1, device=q.device) * (C + n)
         lens = torch.full((B,), C + n, dtype=torch.int64)
         pairs = dense_valid_pairs(lens, inp["nt"])
-        f = api.hstu_attention if variant == "triton_dense" else reference.hstu_attention_reference
-        extra = dict(backend=backend) if variant == "triton_dense" else {}
-        return dict(fn=lambda: f(fq, fk, fv, foff, validate=False, **kw, **extra), pairs=pairs, ref_key="full",
+        f = user.fn if user is not None else api.hstu_attention if variant == "triton_dense" else \
+            reference.hstu_attention_reference
+        extra = {} if user is not None else dict(validate=False, backend=backend) if variant == "triton_dense" else \
+            dict(validate=False)
+        return dict(fn=lambda: f(fq, fk, fv, foff, **kw, **extra), pairs=pairs, ref_key="full",
                     ref=lambda: reference.hstu_attention_reference(*up(fq, fk, fv), foff, validate=False, **kw))
     dense = dict(pairs=dense_valid_pairs(inp["lengths"], inp["nt"]), ref_key="dense",
                  ref=lambda: reference.hstu_attention_reference(*up(q, k, v), off, validate=False, **kw))
+    if user is not None:
+        return dict(dense, fn=lambda: user.fn(q, k, v, off, **kw))
     if variant == "triton_dense":
         return dict(dense, fn=lambda: api.hstu_attention(q, k, v, off, validate=False, backend=backend, **kw))
     if variant == "triton_dense_default":
@@ -584,6 +598,129 @@ def _variant(variant, cfg, inp):
         return dict(fn=lambda: reference.hstu_attention_cached_reference(q, k, v, off, c, validate=False, **kw),
                     pairs=pairs, ref=ref, ref_key="cached")
     raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+
+
+# ----------------------------------------------------------------------------- your variants
+
+
+@dataclass(frozen=True)
+class UserVariant:
+    """A kernel of yours benchmarked beside ours: ``fn`` is called as
+    ``tracekit.kernels.api.hstu_attention`` is, ``fn(q, k, v, seq_offsets, max_seq_len=,
+    alpha=, num_targets=)`` (q, k [tokens, H, d_qk], v [tokens, H, d_v], a jagged batch;
+    ``num_targets`` [B] or None), and returns the output [tokens, H, d_v]. It runs on every
+    configuration, as ``triton_dense`` does (a cached one: attention over cache and new tokens
+    recomputed), is timed, checked against the dense reference and can be the baseline.
+    ``source``: where it came from (``FILE.py:FUNCTION``, ``MODULE:FUNCTION``)."""
+
+    name: str
+    fn: Callable
+    source: str
+
+
+#: how a variant of yours is called, in the errors that say it
+USER_CALL = "fn(q, k, v, seq_offsets, max_seq_len=, alpha=, num_targets=), as tracekit.kernels.api.hstu_attention"
+
+
+def resolve_variants(variants, baseline) -> tuple[list[str], str, dict[str, UserVariant]]:
+    """The variants' and the baseline's names, and the variants of yours among them. An item is
+    one of ``VARIANTS``, a variant of yours (``NAME=FILE.py:FUNCTION``, ``NAME=MODULE:FUNCTION``,
+    without ``NAME=`` named as its function, or a ``(name, callable)`` pair), or, for the
+    baseline, also the name of one of yours given in ``variants``. Each of yours is loaded here,
+    its call checked against ``USER_CALL``: a ``ParamError`` naming the item, before anything
+    runs."""
+    from tracekit.errors import ParamError
+
+    user: dict[str, UserVariant] = {}
+    seen: dict = {}  # item -> its name (the same item as a variant and as the baseline is one variant)
+
+    def one(item, flag: str) -> str:
+        if isinstance(item, str) and (item in VARIANTS or (flag == "--baseline" and item in user)):
+            return item
+        if item in seen:
+            return seen[item]
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and callable(item[1]):
+            name, fn = item
+            source = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+        elif isinstance(item, str) and ":" in item:
+            name, eq, source = item.partition("=")
+            if not eq or ":" in name:  # (FILE.py:FUNCTION alone: named as its function)
+                name, source = item.rpartition(":")[2].rpartition(".")[2], item
+            source = source.strip()
+            fn = _load_user(source, f"{flag} {item!r}")
+        else:
+            raise ParamError(f"{flag} {item!r}: unknown variant; known: {', '.join(VARIANTS)}; or yours: "
+                             "NAME=FILE.py:FUNCTION or NAME=MODULE:FUNCTION")
+        name = name.strip()
+        if not name or any(c in ",:=" or c.isspace() for c in name):
+            raise ParamError(f"{flag} {item!r}: the name {name!r} is not one word; give NAME=FILE.py:FUNCTION")
+        if name in VARIANTS or name in user:
+            raise ParamError(f"{flag} {item!r}: {name!r} names {'one of ours' if name in VARIANTS else 'another of yours'}"
+                             "; give yours another name (NAME=...)")
+        _check_call(fn, f"{flag} {item!r}")
+        user[name] = UserVariant(name, fn, source)
+        seen[item] = name
+        return name
+
+    names = list(dict.fromkeys(one(v, "--variants") for v in variants))
+    return names, one(baseline, "--baseline"), user
+
+
+def _load_user(target: str, said: str) -> Callable:
+    """The function ``target`` names (``FILE.py:FUNCTION`` or ``MODULE:FUNCTION``; FUNCTION may be
+    ``Class.method``). A file is run as a module of its own with its folder on ``sys.path`` (as
+    ``python FILE`` has it), so that it imports what sits beside it."""
+    import importlib
+    import importlib.util
+
+    from tracekit.errors import ParamError
+
+    where, _, attr = target.rpartition(":")
+    if not where or not attr:
+        raise ParamError(f"{said}: give FILE.py:FUNCTION or MODULE:FUNCTION")
+    try:
+        if where.endswith(".py") or "/" in where:
+            path = Path(where).expanduser()
+            if not path.is_file():
+                raise ParamError(f"{said}: {where}: no such file")
+            name = f"tracekit_variant_{abs(hash(str(path.resolve())))}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            folder = str(path.resolve().parent)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            sys.modules[name] = module  # (what the module defines may look itself up: dataclasses, pickle)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except ParamError:
+        raise
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module: any failure is said in one line
+        raise ParamError(f"{said}: {where} could not be loaded ({_one_line(exc)})") from None
+    fn = module
+    for part in attr.split("."):
+        if not hasattr(fn, part):
+            raise ParamError(f"{said}: {where} has no {attr}")
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise ParamError(f"{said}: {where}'s {attr} is a {type(fn).__name__}, not a function")
+    return fn
+
+
+def _check_call(fn: Callable, said: str) -> None:
+    """That ``fn`` takes ``USER_CALL``'s arguments (where Python can tell: not for every builtin)."""
+    import inspect
+
+    from tracekit.errors import ParamError
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(None, None, None, None, max_seq_len=1, alpha=1.0, num_targets=None)
+    except TypeError as err:
+        raise ParamError(f"{said}: cannot be called as {USER_CALL} is (its arguments: {sig}; {err})") from None
 
 
 def _tolerance(dtype: str, device: str) -> float:
@@ -687,7 +824,7 @@ def bench_attention(
     median enqueue time of one call, ``late_calls`` the timed calls the delay did not cover.
     """
     names = list(configs) if configs else list(DEFAULT_CONFIGS)
-    _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path)
+    variants, baseline, user = _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path)
     import torch
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -723,9 +860,10 @@ def bench_attention(
                        block_counts=cfg.get("counts") if cfg["kind"] == "bsa" else None,
                        cache_len=cfg.get("cache"), new_len=cfg.get("new"), error=None,
                        max_abs_err=None, rel_err=None, err_tol=None, matches_reference=None, sel_agree=None,
-                       check_error=None, host_ms=None, gpu_delay_ms=None, late_calls=None)
+                       check_error=None, host_ms=None, gpu_delay_ms=None, late_calls=None,
+                       **({"source": user[variant].source} if variant in user else {}))
             try:
-                made = _variant(variant, cfg, inp)
+                made = _variant(variant, cfg, inp, user.get(variant))
                 fn, pairs = made["fn"], made["pairs"]
                 if device == "cuda":
                     res = _time_cuda(fn, f"attention:{variant}:{name}", warmup_ms, rep_ms, flush,
@@ -773,8 +911,9 @@ def bench_attention(
     from tracekit.outputs import write_output
 
     if json_path:
+        sources = {"variant_sources": {n: u.source for n, u in user.items()}} if user else {}
         text = json.dumps(dict(environment=meta, warmup_ms=warmup_ms, rep_ms=rep_ms, baseline=baseline,
-                               dtype=dtype, err_tol=tol, skipped=skipped, results=rows), indent=2)
+                               dtype=dtype, err_tol=tol, skipped=skipped, **sources, results=rows), indent=2)
         write_output(json_path, lambda tmp: tmp.write_text(text))
     if csv_path:
         keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k != "samples_ms"]
@@ -794,17 +933,17 @@ def _one_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
 
 
-def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path) -> None:
+def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path
+                ) -> tuple[list[str], str, dict[str, UserVariant]]:
     """Every argument checked before the first measurement (a run of the standard set
-    takes minutes): ``ParamError``, one line naming the value."""
+    takes minutes): ``ParamError``, one line naming the value. Returns the variants' and the
+    baseline's names and the variants of yours (``resolve_variants``)."""
     from tracekit.errors import ParamError
     from tracekit.outputs import check_output
 
     if not list(variants):
         raise ParamError("--variants: name at least one variant; known: " + ", ".join(VARIANTS))
-    for flag, vname in [*(("--variants", v) for v in variants), ("--baseline", baseline)]:
-        if vname not in VARIANTS:
-            raise ParamError(f"{flag} {vname!r}: unknown variant; known: {', '.join(VARIANTS)}")
+    variants, baseline, user = resolve_variants(variants, baseline)
     if dtype not in ("bf16", "fp16", "fp32"):
         raise ParamError(f"--dtype {dtype!r}: choose bf16, fp16 or fp32")
     for flag, value in (("--warmup-ms", warmup_ms), ("--rep-ms", rep_ms)):
@@ -829,6 +968,7 @@ def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, 
     for path in (json_path, csv_path):
         if path:
             check_output(path)
+    return variants, baseline, user
 
 
 def _check_interpreted_dtype(device: str, dtype: str, variants, baseline: str) -> None:
@@ -933,6 +1073,9 @@ def format_table(results: list[dict]) -> str:
     out.append("  ".join("-" * w for w in widths))
     for x in lines:
         out.append("  ".join(str(c).ljust(w) for c, w in zip(x, widths, strict=True)).rstrip())
+    yours = {r["variant"]: r["source"] for r in results if r.get("source")}
+    if yours:
+        out.append("yours: " + ", ".join(f"{name} = {source}" for name, source in yours.items()))
     base = next((r.get("baseline") for r in results if r.get("baseline")), None)
     if base:
         out.append(f"speedup = median({base}) / median(variant), same process; 95% interval: bootstrap of both "

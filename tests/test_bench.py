@@ -265,3 +265,96 @@ def test_the_table_ends_with_each_variants_speedups_over_the_configurations():
     assert (f"triton_dense vs sdpa over 3 configurations: geometric mean {mean:.2f}x, min {min(dense):.2f}x "
             f"(bsa_T4096), max {max(dense):.2f}x (hstu_T1024)") in lines
     assert not any(line.startswith("triton_block_sparse vs") for line in lines)  # (one configuration)
+
+
+PROGRAMS = os.path.join(os.path.dirname(__file__), "data", "programs")
+VARIANT_FILE = os.path.join(PROGRAMS, "attention_variant.py")
+CACHED = "kind=cached,B=2,N=32,H=1,d=16,cache=16,new=16"
+
+
+def test_a_variant_of_yours_runs_on_every_kind_is_checked_and_can_be_the_baseline(tmp_path):
+    """A kernel of yours named NAME=FILE.py:FUNCTION runs on a dense, a block-sparse and a cached
+    configuration (there: cache and new tokens recomputed, as triton_dense), checked against the
+    reference: tests/data/programs/attention_variant.py's loop matches; its causal-only mask
+    (candidates attending to each other) is a MISMATCH where there are targets, not elsewhere."""
+    import lzma
+
+    import tracekit
+
+    rows = bench_attention([DENSE, BSA, CACHED], variants=("triton_dense", f"loop={VARIANT_FILE}:hstu_loop",
+                                                           f"{VARIANT_FILE}:hstu_causal_only"),
+                           baseline="loop", json_path=tmp_path / "r.json", **FAST)
+    got = {(r["config"], r["variant"]): r for r in rows}
+    assert set(got) == {(c, v) for c in (DENSE, BSA, CACHED) for v in ("triton_dense", "loop", "hstu_causal_only")}
+    for (config, variant), r in got.items():
+        assert r["error"] is None and r["check_error"] is None, r
+        assert r["matches_reference"] is (variant != "hstu_causal_only" or config != DENSE), r
+        assert r["baseline"] == "loop"
+    assert got[(DENSE, "hstu_causal_only")]["rel_err"] > 0.01 and got[(DENSE, "loop")]["rel_err"] < 1e-5
+    assert all(got[(c, "loop")]["speedup_vs_baseline"] == 1.0 for c in (DENSE, BSA, CACHED))
+    assert got[(CACHED, "loop")]["tokens"] == got[(CACHED, "triton_dense")]["tokens"]
+    assert got[(DENSE, "loop")]["source"] == f"{VARIANT_FILE}:hstu_loop" and "source" not in got[(DENSE, "triton_dense")]
+    text = format_table(rows).splitlines()
+    assert f"yours: loop = {VARIANT_FILE}:hstu_loop, hstu_causal_only = {VARIANT_FILE}:hstu_causal_only" in text
+    assert "1 row failed the correctness check" in text
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["variant_sources"] == {"loop": f"{VARIANT_FILE}:hstu_loop",
+                                      "hstu_causal_only": f"{VARIANT_FILE}:hstu_causal_only"}
+    with open(tmp_path / "r.json.xz", "wb") as f:  # (a store keeps them: the ingest reads the file's sources too)
+        f.write(lzma.compress((tmp_path / "r.json").read_bytes()))
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(tmp_path / "r.json.xz")
+        res = tk.query("bench-results", limit=0)
+        meta = json.loads(tk.sql("SELECT meta FROM runs").item())
+    assert sorted(set(res["variant"])) == ["hstu_causal_only", "loop", "triton_dense"]
+    assert meta["bench"]["variant_sources"] == doc["variant_sources"]
+
+
+def test_a_variant_of_yours_from_a_module_or_as_a_function(monkeypatch):
+    """MODULE:FUNCTION imports it (from sys.path, as Python does); the library takes a
+    (name, function) pair too; the same item as variant and baseline is one variant."""
+    monkeypatch.syspath_prepend(PROGRAMS)
+    import attention_variant
+
+    rows = bench_attention([DENSE], variants=("mod=attention_variant:hstu_loop", ("fn", attention_variant.hstu_loop)),
+                           baseline="mod=attention_variant:hstu_loop", **FAST)
+    assert [(r["variant"], r["matches_reference"], r["speedup_vs_baseline"] is not None) for r in rows] == \
+        [("mod", True, True), ("fn", True, True)]
+    assert rows[1]["source"] == "attention_variant:hstu_loop"
+
+
+@pytest.mark.parametrize(("item", "said"), [
+    ("mine=nosuch/attn.py:f", "nosuch/attn.py: no such file"),
+    (f"mine={VARIANT_FILE}:nosuch", f"{VARIANT_FILE} has no nosuch"),
+    ("mine=tracekit_no_such_module:f", "tracekit_no_such_module could not be loaded (ModuleNotFoundError: No module "
+                                       "named 'tracekit_no_such_module')"),
+    (f"mine={VARIANT_FILE}:torch", f"{VARIANT_FILE}'s torch is a module, not a function"),
+    (f"triton_dense={VARIANT_FILE}:hstu_loop", "'triton_dense' names one of ours; give yours another name"),
+    (f"my attn={VARIANT_FILE}:hstu_loop", "the name 'my attn' is not one word"),
+    (f"mine={VARIANT_FILE}:_attention", "cannot be called as fn(q, k, v, seq_offsets, max_seq_len=, alpha=, "
+                                        "num_targets=), as tracekit.kernels.api.hstu_attention is (its arguments: "
+                                        "(q, k, v, seq_offsets, max_seq_len, alpha, num_targets, candidates_apart"),
+    ("mine", "unknown variant; known: triton_dense"),
+])
+def test_a_variant_of_yours_that_cannot_run_is_one_line_before_anything_runs(item, said, capsys):
+    from tracekit.cli import main
+
+    with pytest.raises(ParamError) as err:
+        bench_attention([DENSE], variants=("triton_dense", item), **FAST)
+    assert str(err.value).startswith(f"--variants {item!r}: ") and said in str(err.value), str(err.value)
+    assert main(["bench", "attention", "--config", DENSE, "--dtype", "fp32", "--variants", f"reference,{item}"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("tracekit: error: --variants ") and said in err and err.count("\n") == 1, err
+
+
+def test_a_file_of_yours_that_fails_to_load_is_said_with_its_error(tmp_path):
+    (tmp_path / "broken.py").write_text("def f(:\n")
+    (tmp_path / "raises.py").write_text("import sys\nsys.exit('needs a GPU')\n")
+    (tmp_path / "twice.py").write_text("def f(q, k, v, seq_offsets, **kw):\n    return q\n")
+    with pytest.raises(ParamError, match=r"broken\.py could not be loaded \(SyntaxError: "):
+        bench_attention([DENSE], variants=(f"b={tmp_path}/broken.py:f",), **FAST)
+    with pytest.raises(ParamError, match=r"raises\.py could not be loaded \(SystemExit: needs a GPU\)"):
+        bench_attention([DENSE], variants=(f"r={tmp_path}/raises.py:f",), **FAST)
+    with pytest.raises(ParamError, match=r"^--variants 'b=.*twice\.py:f ': 'b' names another of yours"):
+        bench_attention([DENSE], variants=(f"a={tmp_path}/twice.py:f", f"b={tmp_path}/twice.py:f",
+                                           f"b={tmp_path}/twice.py:f "), **FAST)

@@ -1262,8 +1262,11 @@ app.add_typer(bench_app, name="bench")
 @bench_app.command("attention")
 def bench_attention_cmd(
     config: Annotated[list[str], typer.Option("--config", help="named configuration (repeatable; default: standard set)")] = [],  # noqa: B006
-    variants: Annotated[str, typer.Option("--variants", help="comma-separated variants")] = "triton_dense,triton_block_sparse,triton_cached,reference,sdpa",
-    baseline: Annotated[str, typer.Option("--baseline", help="variant the speedups are relative to")] = "reference",
+    variants: Annotated[str, typer.Option("--variants", help="comma-separated variants: ours (an unknown name "
+                                          "lists them) or yours, NAME=FILE.py:FUNCTION or NAME=MODULE:FUNCTION, "
+                                          "called as tracekit.kernels.api.hstu_attention")] = "triton_dense,triton_block_sparse,triton_cached,reference,sdpa",
+    baseline: Annotated[str, typer.Option("--baseline", help="variant the speedups are relative to (one of yours "
+                                          "by its NAME)")] = "reference",
     dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp16 or fp32")] = "bf16",
     warmup_ms: Annotated[float, typer.Option("--warmup-ms", help="warm-up time budget per measurement, ms")] = 100.0,
     rep_ms: Annotated[float, typer.Option("--rep-ms", help="timed budget per measurement, ms")] = 500.0,

@@ -150,6 +150,8 @@ def read(path: Path) -> Parsed:
         "bench_samples": _table(samples, sample_types),
     }
     env = doc["environment"] if isinstance(doc["environment"], dict) else {}
-    meta = {"bench": {k: doc.get(k) for k in ("warmup_ms", "rep_ms", "baseline", "dtype", "err_tol", "skipped")},
+    yours = {"variant_sources": doc["variant_sources"]} if isinstance(doc.get("variant_sources"), dict) else {}
+    meta = {"bench": {**{k: doc.get(k) for k in ("warmup_ms", "rep_ms", "baseline", "dtype", "err_tol", "skipped")},
+                      **yours},
             "environment": env, "gpu": env.get("device_name") if isinstance(env.get("device_name"), str) else None}
     return Parsed(kind=KIND, meta=meta, tables=tables)

@@ -22,6 +22,7 @@
 -- @column matches_reference    the output equals the reference's within err_tol (NULL: not checked)
 -- @column rel_err              ||out - ref|| / ||ref||
 -- @column host_ms              the host's median time to enqueue one call, ms (above median_ms: calls back to back are bound by the host)
+-- @column late_calls           timed calls the GPU reached before the host had enqueued them: their times may hold host time (0 expected; a kernel that waits for the GPU, reading a tensor on the host, has every call late)
 -- @column error                why the variant could not be timed, or why its output could not be checked
 -- @display config, variant, calls, median_ms, p95_ms, tflops, speedup_vs_baseline, speedup_low, speedup_high, matches_reference, error
 -- @requires bench_results
@@ -38,6 +39,7 @@ WITH named AS (
 )
 SELECT run_id, config, variant, calls, median_ms, p95_ms, std_ms, tflops,
        speedup_vs_baseline, speedup_low, speedup_high, baseline, matches_reference, rel_err, host_ms,
+       late_calls,
        coalesce(error, check_error) AS error
 FROM checked JOIN named ON checked.ok
 ORDER BY run_id, config, (variant <> baseline), variant

@@ -201,3 +201,35 @@ def test_the_speedup_chart(tk, tmp_path):
     rows = [r for ds in spec_datasets(spec) for r in ds if "label" in r]
     assert {r["check"] for r in rows if r["label"] == "hstu_T1024 · triton_dense"} == {"does not match the reference"}
     assert "not timed: bsa_T4096 · triton_block_sparse" in spec["title"]["subtitle"]
+
+
+def test_kernels_of_yours_benchmarked_on_the_h200(tmp_path):
+    """tests/data/bench_yours: two kernels of a user's (tests/data/programs/attention_variant.py)
+    beside ours on the H200. The loop version matches the reference and the causal-only mask is
+    a mismatch on every configuration (each has candidates); the loop reads its offsets on the
+    host, so every one of its timed calls was late: its times hold host time, as the table says."""
+    from tracekit.kernels.bench import format_table
+
+    doc = json.loads(lzma.open(DATA / "bench_yours" / "yours.json.xz").read())
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(DATA / "bench_yours" / "yours.json.xz")
+        df = tk.query("bench-results", limit=0)
+        meta = json.loads(tk.sql("SELECT meta FROM runs").item())
+    configs = ["hstu_T1024", "jagged_T4096", "bsa_T4096", "cached_C1024_n256"]
+    assert df.height == 16 and sorted(set(df["config"])) == sorted(configs)
+    by = {(r["config"], r["variant"]): r for r in df.iter_rows(named=True)}
+    for config in configs:
+        assert by[(config, "loop")]["matches_reference"] is True
+        assert by[(config, "hstu_causal_only")]["matches_reference"] is False
+        assert by[(config, "hstu_causal_only")]["rel_err"] > 0.05
+        assert by[(config, "triton_dense")]["speedup_vs_baseline"] == 1.0
+        assert by[(config, "loop")]["speedup_vs_baseline"] < 0.05
+        assert by[(config, "loop")]["late_calls"] == by[(config, "loop")]["calls"] > 0
+        assert by[(config, "triton_dense")]["late_calls"] == 0
+    f = "tests/data/programs/attention_variant.py"
+    assert meta["bench"]["variant_sources"] == doc["variant_sources"] == {"loop": f"{f}:hstu_loop",
+                                                                         "hstu_causal_only": f"{f}:hstu_causal_only"}
+    text = format_table(doc["results"]).splitlines()
+    assert f"yours: loop = {f}:hstu_loop, hstu_causal_only = {f}:hstu_causal_only" in text
+    assert "4 rows failed the correctness check" in text
+    assert any(line.startswith("12 rows with calls the GPU reached before the host had enqueued them") for line in text)

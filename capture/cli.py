@@ -358,8 +358,10 @@ def latency_table(db: Path | None, results: list, width: int | None = None) -> s
     """The sweep-latency rows of the ok points of ``results`` (this command's sweeps, one per
     profiler, in order) as one terminal table, latencies in ms with three decimals."""
     import shutil
+    import warnings
 
     import tracekit
+    from tracekit.errors import CaptureWarning
     from tracekit.registry import get_registry
     from tracekit.table import render
 
@@ -367,7 +369,9 @@ def latency_table(db: Path | None, results: list, width: int | None = None) -> s
     if not results:
         return ""
     rows = None
-    with tracekit.open(db, read_only=True) as tk:
+    with tracekit.open(db, read_only=True) as tk, warnings.catch_warnings():
+        # (said below the table: a line of its own, not a warning per sweep)
+        warnings.filterwarnings("ignore", r"sweep \S+ was captured under ncu", CaptureWarning)
         for result in results:
             runs = {Path(p.run_dir).name for p in result.ok}
             these = get_registry().fetch(tk, "sweep-latency", points_said=True, limit=0, sweep=result.sweep_id)
@@ -381,7 +385,10 @@ def latency_table(db: Path | None, results: list, width: int | None = None) -> s
     rows.hidden = []  # the hint below says where the rest is
     width = width or shutil.get_terminal_size((120, 24)).columns
     which = " -p sweep=ID (each sweep's id above)" if len(results) > 1 else ""
-    return (render(rows, width=width, timeunit="ms")
+    ncu = ("under ncu a request's latency is mostly the profiler's (it serialises the launches and replays the "
+           "kernels it profiles); the untraced latency is a sweep's under --tool none\n"
+           if any(r.tool == "ncu" for r in results) else "")
+    return (render(rows, width=width, timeunit="ms") + ncu
             + f"every column: tracekit query sweep-latency{which} --all-columns; the spreadsheet: "
               f"tracekit export sweep{which.replace(' -p sweep=', ' --sweep ')} -o results.xlsx\n")
 

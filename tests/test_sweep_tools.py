@@ -222,6 +222,37 @@ def test_the_sweeps_table_has_every_sweeps_points_in_their_order(hstu):
     assert table[8] == "6 rows"
 
 
+@pytest.mark.parametrize("query", ["sweep-latency", "sweep-requests"])
+def test_the_latency_of_a_sweep_under_ncu_says_whose_it_is(hstu, query, tmp_path, capsys):
+    """After --tool none,nsys,ncu the latest sweep is the ncu one, whose requests took 3.5-4.1x
+    their untraced time (ncu's replay): its latency comes with a warning naming the sweep timed
+    untraced; the untraced and the nsys sweeps' come without one."""
+    import warnings
+
+    from tracekit.cli import main
+    from tracekit.errors import CaptureWarning
+
+    db, (none, nsys, ncu) = hstu
+    with tracekit.open(db, read_only=True) as tk:
+        with pytest.warns(CaptureWarning) as caught:
+            under_ncu = tk.query("sweep-latency")
+        assert [str(w.message) for w in caught] == [
+            f"sweep {ncu.sweep_id} was captured under ncu, which serialises the launches and replays each kernel it "
+            f"profiles: its requests' latency is mostly the profiler's; the latest sweep timed untraced: tracekit "
+            f"query sweep-latency -p sweep={none.sweep_id}"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CaptureWarning)
+            untraced = tk.query("sweep-latency", sweep=none.sweep_id)
+            tk.query(query, sweep=nsys.sweep_id, limit=1)
+    ratios = (under_ncu["median_ms"] / untraced["median_ms"]).to_list()
+    assert set(under_ncu["tool"]) == {"ncu"} and all(3.4 < r < 4.2 for r in ratios), ratios
+    assert main(["--db", str(db), "query", query, "--limit", "1"]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"tracekit: warning: sweep {ncu.sweep_id} was captured under ncu, which serialises the launches "
+                   "and replays each kernel it profiles: its requests' latency is mostly the profiler's; the latest "
+                   f"sweep timed untraced: tracekit query {query} -p sweep={none.sweep_id}\n")
+
+
 def test_a_programs_sweep_gives_each_profiler_its_own_options(tmp_path, monkeypatch, capsys):
     """--kernel-name goes to the ncu sweep and --gpu-metrics to the nsys one (each would refuse
     the other's); an option none of the profilers takes is refused before any sweep."""
@@ -272,8 +303,11 @@ def test_the_sweep_command_ends_with_the_table_and_the_headroom_of_its_sweeps(hs
 
     monkeypatch.setattr(sw, "sweep", sweep)
     assert main(["--db", str(db), "sweep", "--bs", "1,8", "--nc", "128", "--tool", "none,nsys,ncu"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert ran == [("1,8", "128", t, True) for t in ("none", "nsys", "ncu")]
+    assert err == ""  # (the ncu sweep's latency said in a line below the table)
+    assert ("under ncu a request's latency is mostly the profiler's (it serialises the launches and replays the "
+            "kernels it profiles); the untraced latency is a sweep's under --tool none") in out.splitlines()
     lines = out.splitlines()
     assert [ln.split(":")[0] for ln in lines[:3]] == [f"sweep {r.sweep_id} ({r.tool})" for r in results]
     head = lines.index(next(ln for ln in lines if ln.startswith("preset")))

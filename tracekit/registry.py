@@ -454,6 +454,29 @@ class Registry:
                 "row: " + "; ".join(lines)), stacklevel=stacklevel)
 
     @staticmethod
+    def note_latency_under_ncu(tk, q: Query, bound: dict[str, Any], stacklevel: int = 3) -> None:
+        """A ``CaptureWarning`` where ``q``, a query of timed requests (``SWEEP_TIMED``), answered
+        of a sweep captured under ncu: ncu serialises the launches and replays each kernel it
+        profiles, so the requests' latency is mostly the profiler's (3.5-4.1x the untraced on
+        the H200, tests/data/hstu_sweep_tools); the latest sweep timed under none is named.
+        ``tracekit sweep --tool none,nsys,ncu`` ends with its ncu sweep, the latest."""
+        sweep = bound.get("sweep") if q.name in SWEEP_TIMED else None
+        if not sweep:
+            return
+        tools = {t for (t,) in tk.con.execute("SELECT DISTINCT json_extract_string(params, '$.tool') FROM sweep_runs "
+                                              f"WHERE {_SWEEP_SQL} = ?", [sweep]).fetchall()}
+        if tools != {"ncu"}:
+            return
+        said = (f"sweep {sweep} was captured under ncu, which serialises the launches and replays each kernel it "
+                "profiles: its requests' latency is mostly the profiler's")
+        untraced = tk.con.execute(f"SELECT {_SWEEP_SQL} FROM sweep_runs WHERE {_SWEEP_SQL} <> '' AND "
+                                  "json_extract_string(params, '$.tool') = 'none' ORDER BY run_id DESC LIMIT 1"
+                                  ).fetchall()
+        said += (f"; the latest sweep timed untraced: tracekit query {q.name} -p sweep={untraced[0][0]}" if untraced
+                 else "; the latency untraced: tracekit sweep --tool none")
+        warnings.warn(CaptureWarning(said), stacklevel=stacklevel)
+
+    @staticmethod
     def note_none_happened(tk, q: Query, bound: dict[str, Any], rows: int, stacklevel: int = 3) -> None:
         """A ``NoneRecorded`` warning where ``q``, asked of one run, reads events the run's
         capture traced and recorded none of (``none_recorded``)."""
@@ -489,6 +512,7 @@ class Registry:
         if not graphs_shown and "run" in bound:
             self.note_whole_graphs(tk, q, bound, stacklevel=5)  # (the caller of Tracekit.query)
         self.note_points_left_out(tk, q, bound, stacklevel=5)
+        self.note_latency_under_ncu(tk, q, bound, stacklevel=5)
         self.note_none_happened(tk, q, bound, df.height, stacklevel=5)
         return df
 
@@ -515,6 +539,7 @@ class Registry:
             self.note_whole_graphs(tk, q, bound)
         if not points_said:
             self.note_points_left_out(tk, q, bound)
+        self.note_latency_under_ncu(tk, q, bound)
         self.note_none_happened(tk, q, bound, len(rows.rows))
         return rows
 

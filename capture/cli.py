@@ -425,10 +425,11 @@ def export_sweep_cmd(
 ) -> None:
     """Write one sweep's spreadsheet (.xlsx: summary, bs x nc grid, chart, every request) or CSV."""
     import tracekit
+    from tracekit.cli import capture_warnings
 
     from .export import export_sweep
 
-    with tracekit.open(_db(ctx, db), read_only=True) as tk:
+    with tracekit.open(_db(ctx, db), read_only=True) as tk, capture_warnings():  # (a line each, as tracekit query)
         written = export_sweep(tk, output, sweep=sweep)
     for path in written:
         typer.echo(f"wrote {path}")

@@ -238,8 +238,8 @@ def test_the_latency_of_a_sweep_under_ncu_says_whose_it_is(hstu, query, tmp_path
             under_ncu = tk.query("sweep-latency")
         assert [str(w.message) for w in caught] == [
             f"sweep {ncu.sweep_id} was captured under ncu, which serialises the launches and replays each kernel it "
-            f"profiles: its requests' latency is mostly the profiler's; the latest sweep timed untraced: tracekit "
-            f"query sweep-latency -p sweep={none.sweep_id}"]
+            f"profiles: its requests' latency is mostly the profiler's; the latest sweep timed untraced: "
+            f"{none.sweep_id}"]
         with warnings.catch_warnings():
             warnings.simplefilter("error", CaptureWarning)
             untraced = tk.query("sweep-latency", sweep=none.sweep_id)
@@ -250,7 +250,10 @@ def test_the_latency_of_a_sweep_under_ncu_says_whose_it_is(hstu, query, tmp_path
     err = capsys.readouterr().err
     assert err == (f"tracekit: warning: sweep {ncu.sweep_id} was captured under ncu, which serialises the launches "
                    "and replays each kernel it profiles: its requests' latency is mostly the profiler's; the latest "
-                   f"sweep timed untraced: tracekit query {query} -p sweep={none.sweep_id}\n")
+                   f"sweep timed untraced: {none.sweep_id}\n")
+    # the spreadsheet of both queries: the one line, as the query says it (it was Python's warning, twice)
+    assert main(["--db", str(db), "export", "sweep", "-o", str(tmp_path / f"{query}.xlsx")]) == 0
+    assert capsys.readouterr().err == err
 
 
 def test_a_programs_sweep_gives_each_profiler_its_own_options(tmp_path, monkeypatch, capsys):

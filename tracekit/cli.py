@@ -473,7 +473,7 @@ def ingest(
             raise InputError(why)
         check_utf8_path(f)
     warned = _SameWarnings(files)  # (a thousand ranks' exports that lack one thing: a few lines, then a count)
-    with _capture_warnings(said=warned):  # (a sweep's point whose capture failed and left nothing: said, left out)
+    with capture_warnings(said=warned):  # (a sweep's point whose capture failed and left nothing: said, left out)
         given, files = files, run_folders(files)  # (a sweep's folder: its points' run folders)
     if name is not None and len(files) > 1:  # (each run would be named so: one run per name)
         held = f"{len(files)} given" if len(given) > 1 else f"{given[0]} holds {len(files)} run folders"
@@ -481,7 +481,7 @@ def ingest(
     if workers is not None or scheduler is not None:
         landed: list = []
         try:
-            with warned, _capture_warnings(said=warned), _open(db) as tk:
+            with warned, capture_warnings(said=warned), _open(db) as tk:
                 _ingest_distributed(tk, files, workers, scheduler, name, params, landed)
         except KeyboardInterrupt:  # (after the files: printing, closing the store; during them, ingest_many says)
             from .parallel import interrupted_line
@@ -495,7 +495,7 @@ def ingest(
                 kept += tk.last_ingest is not None
                 tk.last_ingest = None
                 try:
-                    with _capture_warnings(said=warned):  # (what an export lacks and is left out of it: a line each)
+                    with capture_warnings(said=warned):  # (what an export lacks and is left out of it: a line each)
                         res = tk.ingest(f, name=name, params=params)
                 except InputError as err:  # a file that cannot be ingested: say so, go on with the others
                     if len(files) == 1:
@@ -522,7 +522,7 @@ def ingest(
 
 
 class _SameWarnings:
-    """The warning lines of one command over many files (``_capture_warnings``): a text said
+    """The warning lines of one command over many files (``capture_warnings``): a text said
     of several of them (``FILE: text``, FILE one of ``files`` or in one of their folders) is
     shown for the first ``SHOWN`` files, then counted; on leaving, one line says how many more
     files it was said of, and the first and last of them in the order given."""
@@ -562,7 +562,7 @@ class _SameWarnings:
 
 
 @contextlib.contextmanager
-def _capture_warnings(comparison: bool = False, said: _SameWarnings | None = None):
+def capture_warnings(comparison: bool = False, said: _SameWarnings | None = None):
     """Comparisons that use a run whose capture failed warn (``CaptureWarning``): one
     ``tracekit: warning:`` line each on stderr (a text said twice, of both sides of
     ``diff A A``, once; ``said``: a text said of many files, of the first few, then
@@ -808,7 +808,7 @@ def _query_out(name: str, params: dict, fmt: str, out: Path | None, columns: lis
 
         cut = Param("limit", "INTEGER", "", None, minimum=0).convert(cut, name)  # (a query's limit's checks)
     wrote = f"wrote {out}"
-    with _open(db, read_only=True) as tk, _capture_warnings():
+    with _open(db, read_only=True) as tk, capture_warnings():
         if fmt != "table":
             df = tk.query(name, **params)
             total = df.height if cut else reg.total(tk, name, df.height, **reg.with_alias(name, params))
@@ -949,7 +949,7 @@ def diff_cmd(
             check_output(out, tk.path)
         from .progress import steps
 
-        with _capture_warnings(comparison=True), steps() as step:
+        with capture_warnings(comparison=True), steps() as step:
             df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeat or None, workers=workers,
                          on_file=step("files ingested"))
         _say_stand_ins(tk, base, [new], "diff")
@@ -1049,7 +1049,7 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
         from .progress import steps
 
         # (a job of many ranks takes a while: 0.12 s a rank pair at 64 ranks on 2 cores)
-        with _capture_warnings(comparison=True), steps() as step:
+        with capture_warnings(comparison=True), steps() as step:
             df = tk.diff_jobs(base, new, by=by or None, threshold_pct=threshold, per_rank=per_rank,
                               on_rank=step("ranks compared"), repeats=repeat or None, workers=workers,
                               on_file=step("files ingested"))
@@ -1115,7 +1115,7 @@ def compare_cmd(
             check_output(out, tk.path)
         from .progress import steps
 
-        with _capture_warnings(comparison=True), steps() as step:
+        with capture_warnings(comparison=True), steps() as step:
             df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None, jobs=jobs,
                             workers=workers, on_file=step("files ingested"))
         if not jobs:
@@ -1152,7 +1152,7 @@ def chart(
 
     params = _with_options(_params(param), run=run)
     # (chart diff: a setup difference is one warning line, as for tracekit diff)
-    with _open(db, read_only=True) as tk, _capture_warnings():
+    with _open(db, read_only=True) as tk, capture_warnings():
         ch = charts.chart(tk, name, **params)
     charts.save(ch, out, store_path=tk.path)
     _wrote(out, f"wrote {out}")
@@ -1172,7 +1172,7 @@ def report(
     from .diff import _is_file
     from .report import write_report
 
-    with _capture_warnings():
+    with capture_warnings():
         files = vs is not None and any(_is_file(r) for r in (vs, *repeat))  # (a file is ingested)
         with _open(db, read_only=not files) as tk:
             write_report(tk, out, run=run or None, vs=vs, repeats=repeat or None)

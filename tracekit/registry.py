@@ -472,7 +472,7 @@ class Registry:
         untraced = tk.con.execute(f"SELECT {_SWEEP_SQL} FROM sweep_runs WHERE {_SWEEP_SQL} <> '' AND "
                                   "json_extract_string(params, '$.tool') = 'none' ORDER BY run_id DESC LIMIT 1"
                                   ).fetchall()
-        said += (f"; the latest sweep timed untraced: tracekit query {q.name} -p sweep={untraced[0][0]}" if untraced
+        said += (f"; the latest sweep timed untraced: {untraced[0][0]}" if untraced  # (one text for every query)
                  else "; the latency untraced: tracekit sweep --tool none")
         warnings.warn(CaptureWarning(said), stacklevel=stacklevel)
 

@@ -211,10 +211,18 @@ def test_kernels_of_yours_benchmarked_on_the_h200(tmp_path):
     from tracekit.kernels.bench import format_table
 
     doc = json.loads(lzma.open(DATA / "bench_yours" / "yours.json.xz").read())
+    from test_report import _column, _parse
+
+    from tracekit import report
+
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(DATA / "bench_yours" / "yours.json.xz")
         df = tk.query("bench-results", limit=0)
         meta = json.loads(tk.sql("SELECT meta FROM runs").item())
+        (tmp_path / "r.html").write_text(report.render(report.build(tk)))
+    (table,) = _parse(tmp_path / "r.html").sections["bench-results"]  # (the report: where each came from, late calls)
+    assert [t for t, _, _ in _column(table, "source")] == [s or "" for s in df["source"]]
+    assert [t for t, _, _ in _column(table, "late_calls")] == [f"{n:,}" for n in df["late_calls"]]
     configs = ["hstu_T1024", "jagged_T4096", "bsa_T4096", "cached_C1024_n256"]
     assert df.height == 16 and sorted(set(df["config"])) == sorted(configs)
     by = {(r["config"], r["variant"]): r for r in df.iter_rows(named=True)}
@@ -226,7 +234,10 @@ def test_kernels_of_yours_benchmarked_on_the_h200(tmp_path):
         assert by[(config, "loop")]["speedup_vs_baseline"] < 0.05
         assert by[(config, "loop")]["late_calls"] == by[(config, "loop")]["calls"] > 0
         assert by[(config, "triton_dense")]["late_calls"] == 0
+        assert by[(config, "triton_dense")]["source"] is None
     f = "tests/data/programs/attention_variant.py"
+    assert {(r["variant"], r["source"]) for r in by.values() if r["source"]} == {("loop", f"{f}:hstu_loop"),
+                                                                               ("hstu_causal_only", f"{f}:hstu_causal_only")}
     assert meta["bench"]["variant_sources"] == doc["variant_sources"] == {"loop": f"{f}:hstu_loop",
                                                                          "hstu_causal_only": f"{f}:hstu_causal_only"}
     text = format_table(doc["results"]).splitlines()

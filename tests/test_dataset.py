@@ -27,7 +27,8 @@ SWEEP = sorted((DATA / "hstu_sweep" / "runs").iterdir())[:3]
 #: run folders (nsys and ncu with timed requests; the nsys one takes the place of its export's run,
 #: hstu_capture's), sweep points (timed requests only)
 OTHER_SOURCES = [DATA / "ncu_sections" / "report.ncu-rep.xz", DATA / "ncu_full" / "raw.csv.xz",
-                 DATA / "hstu_capture_nsys", DATA / "hstu_capture_ncu", *SWEEP, DATA / "bench_pair" / "base.json.xz"]
+                 DATA / "hstu_capture_nsys", DATA / "hstu_capture_ncu", *SWEEP, DATA / "bench_pair" / "base.json.xz",
+                 DATA / "bench_yours" / "yours.json.xz"]  # (the latest bench run: kernels of the user's, their sources)
 
 
 @pytest.fixture(scope="module")

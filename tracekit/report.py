@@ -426,10 +426,12 @@ NCU = (
 BENCH = (
     Section("bench-results", "Benchmark results", "bench-results", {"limit": 0}, "bench-results",
             ("config", "variant", "calls", "median_ms", "p95_ms", "tflops", "speedup_vs_baseline", "speedup_low",
-             "speedup_high", "matches_reference", "rel_err", "host_ms", "error"),
+             "speedup_high", "matches_reference", "rel_err", "host_ms", "late_calls", "source", "error"),
             "Per configuration and variant, as `tracekit bench` timed them (GPU time per call, CUDA events): the "
             "speedup against the baseline with its 95 % bootstrap interval, timed in the same process, and the "
-            "output's check against the reference."),
+            "output's check against the reference. late_calls: the timed calls the GPU reached before the host had "
+            "enqueued them, whose times may hold the host's (0 expected); source: where a variant of yours came "
+            "from."),
 )
 
 SWEEP = (

@@ -23,6 +23,7 @@
 -- @column rel_err              ||out - ref|| / ||ref||
 -- @column host_ms              the host's median time to enqueue one call, ms (above median_ms: calls back to back are bound by the host)
 -- @column late_calls           timed calls the GPU reached before the host had enqueued them: their times may hold host time (0 expected; a kernel that waits for the GPU, reading a tensor on the host, has every call late)
+-- @column source               where a variant of yours came from (FILE.py:FUNCTION or MODULE:FUNCTION, as given to --variants); NULL for ours
 -- @column error                why the variant could not be timed, or why its output could not be checked
 -- @display config, variant, calls, median_ms, p95_ms, tflops, speedup_vs_baseline, speedup_low, speedup_high, matches_reference, error
 -- @requires bench_results
@@ -36,11 +37,15 @@ WITH named AS (
                            || CASE WHEN $run IS NULL THEN 'of a bench run' ELSE 'of run ' || $run END
                            || ' has a name containing ''' || $name || ''' (`tracekit query bench-results` lists them)') END AS ok
     FROM named
+), yours AS (  -- the variants of the user's: their sources, in the file's variant_sources (the run's meta)
+    SELECT r.run_id, e.key AS variant, e.value ->> '$' AS source
+    FROM runs r, json_each(r.meta -> '$.bench.variant_sources') e
+    WHERE r.run_id IN (SELECT run_id FROM named)
 )
 SELECT run_id, config, variant, calls, median_ms, p95_ms, std_ms, tflops,
        speedup_vs_baseline, speedup_low, speedup_high, baseline, matches_reference, rel_err, host_ms,
-       late_calls,
+       late_calls, yours.source,
        coalesce(error, check_error) AS error
-FROM checked JOIN named ON checked.ok
+FROM checked JOIN named ON checked.ok LEFT JOIN yours USING (run_id, variant)
 ORDER BY run_id, config, (variant <> baseline), variant
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

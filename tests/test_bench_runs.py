@@ -244,3 +244,21 @@ def test_kernels_of_yours_benchmarked_on_the_h200(tmp_path):
     assert f"yours: loop = {f}:hstu_loop, hstu_causal_only = {f}:hstu_causal_only" in text
     assert "4 rows failed the correctness check" in text
     assert any(line.startswith("12 rows with calls the GPU reached before the host had enqueued them") for line in text)
+
+
+def test_a_kernel_of_yours_from_another_file_is_said_in_the_diff(tmp_path):
+    """The kernel writer's loop: `loop` benchmarked from one file, then from its next version. The
+    H200 file and a copy of it naming another file for `loop` (the same times): diff says where
+    each came from on loop's rows, and nowhere else."""
+    doc = json.loads(lzma.open(DATA / "bench_yours" / "yours.json.xz").read())
+    (tmp_path / "v1.json").write_text(json.dumps(doc))
+    doc["variant_sources"]["loop"] = "attention_v2.py:hstu_loop"
+    (tmp_path / "v2.json").write_text(json.dumps(doc))
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        df = tk.diff(str(tmp_path / "v1.json"), str(tmp_path / "v2.json"))
+    said = df.filter(pl.col("note").str.contains("yours: "))
+    assert sorted(said["key"]) == sorted(f"{c}/loop" for c in ("hstu_T1024", "jagged_T4096", "bsa_T4096",
+                                                                "cached_C1024_n256"))
+    assert all("yours: tests/data/programs/attention_variant.py:hstu_loop -> attention_v2.py:hstu_loop" in n
+               for n in said["note"])
+    assert set(df["verdict"]) == {"unchanged"}

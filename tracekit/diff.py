@@ -1655,7 +1655,7 @@ def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
     machine's pace: both moved its way, the baseline by at least half as much in log terms),
     and whose speedup against it (timed in the same process) stayed within the threshold, is
     held; one whose output matched the reference in one run and not in the other, or that
-    failed in one, is said."""
+    failed in one, is said, and so is a variant of yours that came from another source."""
     rows = _simple_scope(con, "bench", _sql("samples_bench"), params, threshold, [("med_ns", "median", 1)], False)
     info = {(side, f"{config}/{variant}"): (baseline, f"{config}/{baseline}" if baseline else None, speedup, matches,
                                             error, config, variant)
@@ -1663,6 +1663,9 @@ def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
                 "SELECT s.side, b.config, b.variant, b.baseline, b.speedup_vs_baseline, b.matches_reference, "
                 "coalesce(b.error, b.check_error) FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
                 "JOIN bench_results b ON b.run_id = s.run_id", params).fetchall()}
+    sources = {(side, variant): source for side, variant, source in con.execute(  # (the variants of the user's)
+        "SELECT s.side, e.key, e.value ->> '$' FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
+        "JOIN runs r ON r.run_id = s.run_id, json_each(r.meta -> '$.bench.variant_sources') e", params).fetchall()}
     medians = {r.key: (r.base, r.new) for r in rows}
     paced: dict[str, list[bool]] = {}  # a baseline's key -> whether each other variant moved with it
     for r in rows:
@@ -1675,6 +1678,9 @@ def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
             continue
         if base is None or new is None:
             continue
+        was, now = sources.get((0, base[6])), sources.get((1, base[6]))
+        if was != now:  # (a kernel of yours, changed between the runs: the comparison's point, said)
+            r.note = _join(r.note, f"yours: {was} -> {now}")
         if base[1] == new[1] and base[0] != base[6] and base[2] and new[2]:
             r.note = _join(r.note, f"speedup vs {base[0]} {base[2]:.2f}x -> {new[2]:.2f}x")
             b_base, b_new = medians.get(base[1], (None, None))

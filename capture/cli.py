@@ -245,10 +245,17 @@ def sweep_cmd(
     launch_count: LaunchCountOpt = None,
     param: ParamOpt = None,
     replay_mode: ReplayModeOpt = None,
+    repeat: Annotated[int, typer.Option(
+        "--repeat", help="take each profiler's sweep N times in a row, each point a new process every time: the "
+                         "noise between processes at each point, which a later sweep's diff must pass (diff "
+                         "--repeat)", metavar="N")] = 1,
 ) -> None:
     """Capture every point of a bs x nc grid of the HSTU workload, or of a --grid of a program of yours
     (after --); one run folder each; failures are recorded, the sweep goes on."""
     from tracekit.errors import CaptureError
+
+    if repeat < 1:
+        raise CaptureError(f"--repeat {repeat}: a count of sweeps, 1 or more")
 
     def show(point):
         if point.status != "ok":
@@ -295,10 +302,11 @@ def sweep_cmd(
             if refused:
                 raise CaptureError(refused)
 
-        def program_sweep(t):
+        def program_sweep(t, repeat_of=None):
             return sweep_command(cmd or None, grid or None, t, config=config, out_dir=out, db=_db(ctx, db),
                                  ingest=ingest, params=parse_params(param), progress=True, command=list(sys.argv),
-                                 timeout_s=timeout, on_point=show, one_of_several=len(tools) > 1, **options)
+                                 timeout_s=timeout, on_point=show, one_of_several=len(tools) > 1,
+                                 repeat_of=repeat_of, **options)
 
         def program_said(result) -> None:
             said(result)
@@ -309,7 +317,7 @@ def sweep_cmd(
                     typer.echo(f"tracekit: warning: {err}", err=True)
 
         def run_all():
-            return sweep_each(tools, program_sweep, on_sweep=program_said)
+            return sweep_each(tools, program_sweep, on_sweep=program_said, repeats=repeat)
     else:
         if grid:
             raise CaptureError("--grid: the grid of a program's sweep (tracekit sweep --grid NAME=V1,V2 -- CMD ... "
@@ -320,13 +328,14 @@ def sweep_cmd(
                                "-- CMD); the HSTU workload's sweep does not take it")
         from .sweep import sweep
 
-        def workload_sweep(t):
+        def workload_sweep(t, repeat_of=None):
             return sweep(bs, nc, config=config, tool=t, preset=preset, warmup_ms=warmup_ms, iters=iters,
                          out_dir=out, db=_db(ctx, db), ingest=ingest, progress=True,
-                         command=list(sys.argv), on_point=show, timeout_s=timeout)
+                         command=list(sys.argv), on_point=show, timeout_s=timeout, repeat_of=repeat_of)
 
         def run_all():
-            return sweep_each(tools, workload_sweep, gpu_device=configured().get("device") or "auto", on_sweep=said)
+            return sweep_each(tools, workload_sweep, gpu_device=configured().get("device") or "auto", on_sweep=said,
+                              repeats=repeat)
     try:
         results = run_all()
     except Interrupted as err:  # (a Ctrl-C in a later sweep: what those that finished say, then its line)
@@ -342,16 +351,19 @@ def sweep_cmd(
 def sweeps_end(db: Path | None, results: list, workload: bool) -> None:
     """What a sweep command prints after its sweeps (``results``, those that finished): the HSTU
     workload's latency table over every sweep's points, then, with an nsys and an ncu sweep of the
-    grid, where tuning can save time at each point."""
-    from .sweep import headroom_by_point
+    grid, where tuning can save time at each point; with repeats, the noise between them."""
+    from .sweep import headroom_by_point, repeat_spread
 
     if workload and any(r.ok for r in results):
         typer.echo(latency_table(db, results), nl=False)
-    by_tool = {r.tool: r for r in results if r.ok}
+    by_tool = {r.tool: r for r in results if r.ok and not r.repeat_of}
     if "nsys" in by_tool and "ncu" in by_tool:
         lines = headroom_by_point(db, by_tool["nsys"], by_tool["ncu"])
         if lines:
             typer.echo("\n".join(lines))
+    lines = repeat_spread(db, results)
+    if lines:
+        typer.echo("\n".join(lines))
 
 
 def latency_table(db: Path | None, results: list, width: int | None = None) -> str:

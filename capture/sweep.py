@@ -102,6 +102,7 @@ class SweepResult:
     manifest: Path
     points: list[SweepPoint] = field(default_factory=list)
     tool: str = "none"  # the profiler its points ran under
+    repeat_of: str | None = None  # the sweep this one took again (sweep_each's repeats)
 
     @property
     def failed(self) -> list[SweepPoint]:
@@ -124,26 +125,30 @@ def parse_tools(tool: str | None, config: str | os.PathLike | dict | None = None
     return configured if isinstance(configured, list) else [None]
 
 
-def sweep_each(tools: list[str | None], run: Callable[[str | None], SweepResult], *, gpu_device: str | None = None,
-               on_sweep: Callable[[SweepResult], None] | None = None) -> list[SweepResult]:
+def sweep_each(tools: list[str | None], run: Callable[..., SweepResult], *, gpu_device: str | None = None,
+               on_sweep: Callable[[SweepResult], None] | None = None, repeats: int = 1) -> list[SweepResult]:
     """``run(tool)`` (a ``sweep`` or ``sweep_command`` of one profiler) for each of ``tools`` in
     turn. Of several, every profiler is found, and with ``gpu_device`` (the HSTU workload's
     device) a GPU for each that needs one, before the first runs: a missing ncu is said before the
     nsys sweep, not after it (one sweep checks its own, after its options). ``on_sweep`` is told
     each finished sweep. A Ctrl-C ends them all, its one line (``Interrupted``) saying which
     profilers' sweeps did not run, and its ``finished`` the sweeps that had (their results kept
-    for the command's closing table)."""
+    for the command's closing table). ``repeats``: each profiler's sweep taken that many times
+    in a row, the later ones ``run(tool, repeat_of=FIRST_SWEEP_ID)``: the noise between
+    processes at each point (``repeat_spread``), which a later sweep's diff must pass
+    (``--repeat``)."""
     for t in tools if len(tools) > 1 else ():
         if t != "none":
             profilers.find_tool(t)
             if gpu_device is not None:
                 check_gpu(t, gpu_device)
     results = []
-    for i, t in enumerate(tools):
+    runs = [(t, k) for t in tools for k in range(repeats)]
+    for i, (t, k) in enumerate(runs):
         try:
-            results.append(run(t))
+            results.append(run(t, repeat_of=results[-k].sweep_id) if k else run(t))
         except Interrupted as err:
-            rest = tools[i + 1:]
+            rest = [f"{t} (repeat {k + 1})" if k else t for t, k in runs[i + 1:]]
             stopped = Interrupted(f"{err}; not run: the {', '.join(map(str, rest))} sweep{'s' if len(rest) > 1 else ''}"
                                   ) if rest else err
             stopped.finished = results
@@ -187,6 +192,48 @@ def headroom_by_point(db: str | os.PathLike | None, nsys: SweepResult, ncu: Swee
         return []
     return ["where tuning can save time at each point (headroom % of the point's kernel time, speed of light %, "
             "bottleneck; tracekit query kernel-headroom --run NSYS_RUN -p ncu=NCU_RUN):", *out]
+
+
+def repeat_spread(db: str | os.PathLike | None, results: list[SweepResult]) -> list[str]:
+    """The noise between the repeats of each sweep of ``results`` (``sweep_each``'s, a sweep and
+    the sweeps taken again after it, ``repeat_of``), as lines for the terminal: for the HSTU
+    workload, each point's median request latency in each repeat and their spread (the largest
+    over the smallest, less one); then how a later sweep is compared against them (``diff
+    --repeat``: a change no larger than the repeats' is not judged). Empty without repeats."""
+    import tracekit
+    from tracekit.registry import get_registry
+
+    groups: dict[str, list[SweepResult]] = {}  # the first sweep's id -> it and its repeats
+    for r in results:
+        groups.setdefault(r.repeat_of or r.sweep_id, []).append(r)
+    out: list[str] = []
+    hints: list[str] = []
+    for group in groups.values():
+        ok = [r for r in group if r.ok]
+        if len(group) < 2:
+            continue
+        if len(ok) > 1:
+            hints.append(f"  a later sweep against these ({group[0].tool}): tracekit diff {ok[0].sweep_id} NEW "
+                         + " ".join(f"--repeat {r.sweep_id}" for r in ok[1:]))
+        if not ok or ok[0].points[0].bs is None:  # (a program's sweep times no request)
+            continue
+        medians: dict[str, list[float]] = {}
+        with tracekit.open(db, read_only=True) as tk:
+            for r in ok:
+                runs = {Path(p.run_dir).name: p.label for p in r.ok}
+                rows = get_registry().fetch(tk, "sweep-latency", points_said=True, limit=0, sweep=r.sweep_id)
+                named = [dict(zip(rows.columns, row, strict=True)) for row in rows.rows]
+                for row in named:
+                    if row["run"] in runs:
+                        medians.setdefault(runs[row["run"]], []).append(row["median_ms"])
+        for label, ms in medians.items():
+            spread = f"{100 * (max(ms) / min(ms) - 1):.1f} %" if len(ms) > 1 and min(ms) > 0 else "one repeat"
+            out.append(f"  {label} ({group[0].tool}): {', '.join(f'{m:.3f}' for m in ms)} ms: {spread}")
+    if not out and not hints:
+        return []
+    head = ["the noise between the repeats at each point (median latency in each; spread: the largest over the "
+            "smallest, less one):"] if out else []
+    return [*head, *out, *hints]
 
 
 def parse_list(text: str | Sequence[int], flag: str) -> list[int]:
@@ -414,12 +461,13 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
           workload: dict | None = None, device: str | None = None, ingest: bool = True,
           progress: bool = True, command: list[str] | None = None,
           runner: Callable[..., Path] = capture, timeout_s: float | None = None,
-          on_point: Callable[[SweepPoint], None] | None = None) -> SweepResult:
+          on_point: Callable[[SweepPoint], None] | None = None, repeat_of: str | None = None) -> SweepResult:
     """Capture every (bs, nc) point of a grid. The grid comes from ``bs``/``nc`` or from
     ``config`` (preset name, YAML path or dict); explicit arguments override the config.
     ``timeout_s``: each point's limit (``capture``'s): a point past it is stopped and
     recorded failed, and the sweep goes on. Bad values are rejected before any point runs;
-    a missing profiler too."""
+    a missing profiler too. ``repeat_of``: the sweep this one takes again (``sweep_each``'s
+    repeats), in its manifest's settings and its runs' params (``sweep_repeat_of``)."""
     cfg = load_config(config) if config is not None else {}
     grid = cfg.get("grid", {})
     bs_list = parse_list(bs, "--bs") if bs is not None else grid.get("bs")
@@ -461,14 +509,16 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
     settings = {"grid": {"bs": bs_list, "nc": nc_list}, "tool": tool, "preset": preset,
                 "warmup_ms": warmup_ms, "iters": iters, "workload": workload, "device": device,
                 "config": str(config) if config is not None and not isinstance(config, dict) else None,
-                **extra, **({"timeout_s": timeout_s} if timeout_s is not None else {})}
+                **extra, **({"timeout_s": timeout_s} if timeout_s is not None else {}),
+                **({"repeat_of": repeat_of} if repeat_of else {})}
     points = [SweepPoint(b, n) for b, n in itertools.product(bs_list, nc_list)]
+    again = {"sweep_repeat_of": repeat_of} if repeat_of else {}
 
     def run_point(i: int, point: SweepPoint, sweep_id: str) -> Path:
         return runner(point.bs, point.nc, tool=tool, preset=preset, warmup_ms=warmup_ms,
                       iters=iters, out_dir=out, db=db, workload=workload or None,
                       device=device, ingest=ingest, command=command,
-                      extra_params={"sweep": sweep_id, "sweep_point": i},
+                      extra_params={"sweep": sweep_id, "sweep_point": i, **again},
                       **{k: v for k, v in extra.items()},
                       **({"timeout_s": timeout_s} if timeout_s is not None else {}))
 
@@ -476,7 +526,7 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
 
 
 #: the params a program's sweep sets on each point (besides ``command.RESERVED_PARAMS``)
-SWEEP_PARAMS = ("sweep", "sweep_point", "sweep_grid")
+SWEEP_PARAMS = ("sweep", "sweep_point", "sweep_grid", "sweep_repeat_of")
 #: a grid parameter's name: what ``{NAME}`` in the command and the params' JSON take as is
 GRID_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -542,7 +592,7 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
                   params: dict[str, Any] | None = None, progress: bool = True, command: list[str] | None = None,
                   timeout_s: float | None = None, on_point: Callable[[SweepPoint], None] | None = None,
                   runner: Callable[..., Path] | None = None, one_of_several: bool = False,
-                  **options: Any) -> SweepResult:
+                  repeat_of: str | None = None, **options: Any) -> SweepResult:
     """Capture the program ``cmd`` at every point of ``grid`` (``parse_grid``'s) under
     ``tool`` (default nsys): each point's command has its values in place of the grid's
     ``{NAME}`` (every name must be used), and its run folder, ingested unless ``ingest`` is
@@ -553,7 +603,8 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
     (``grid`` replaces its grid; ``params`` and ``options`` add to its own). A point that fails
     is recorded and the sweep goes on; everything each point would refuse is refused before the
     first runs. ``one_of_several``: the sweep is one of a grid's under several profilers
-    (``sweep_each``): the options (the config's too) of another profiler are left out, not refused."""
+    (``sweep_each``): the options (the config's too) of another profiler are left out, not refused.
+    ``repeat_of``: as ``sweep``'s."""
     from .command import RESERVED_PARAMS, _check, _find_program, capture_command, own_options
 
     runner = runner or capture_command
@@ -633,14 +684,16 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
     settings = {"grid": grid, "tool": tool, "command": list(cmd), "params": params,
                 "config": str(config) if config is not None and not isinstance(config, dict) else None,
                 "options": {k: v for k, v in options.items() if v not in (None, False)},
-                **({"timeout_s": timeout_s} if timeout_s is not None else {})}
+                **({"timeout_s": timeout_s} if timeout_s is not None else {}),
+                **({"repeat_of": repeat_of} if repeat_of else {})}
+    again = {"sweep_repeat_of": repeat_of} if repeat_of else {}
 
     def run_point(i: int, point: SweepPoint, sweep_id: str) -> Path:
         point_cmd = _point_command(list(cmd), point.values)  # (its program too: -- {python} bench.py)
         return runner(point_cmd, tool, out_dir=out, db=db,
                       name=_point_name(point_cmd, tool, point.values), ingest=ingest, command=command,
                       params={**params, **point.values, "sweep": sweep_id, "sweep_point": i,
-                              "sweep_grid": ",".join(grid)},
+                              "sweep_grid": ",".join(grid), **again},
                       timeout_s=timeout_s, **options)
 
     return _run_points(out, points, settings, run_point, tool, progress, on_point,
@@ -663,7 +716,7 @@ def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: 
     manifest = out / f"{sweep_id}.json"
     if manifest.exists():
         raise CaptureError(f"sweep manifest {manifest} already exists")
-    result = SweepResult(sweep_id, manifest, points, tool)
+    result = SweepResult(sweep_id, manifest, points, tool, settings.get("repeat_of"))
     _write_manifest(manifest, sweep_id, "running", settings, started, points, False)
 
     bar = _progress(progress)

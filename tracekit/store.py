@@ -1305,7 +1305,11 @@ class Tracekit:
         (``noise_pct``; as ``compare`` judges). ``workers``: the files (a sweep's folder: its run folders) are ingested
         that many at once, each run committed as it lands (``on_file(done, total)``
         called as each does), and removed again where the comparison fails
-        (``_landed_first``). See ``tracekit.diff``."""
+        (``_landed_first``). Without ``repeats``, a sweep named by its id that was taken again
+        (``tracekit sweep --repeat``) has its repeats in the store as its ``repeats``
+        (``stored_repeats``, a warning naming them). See ``tracekit.diff``."""
+        if repeats is None:
+            repeats = self.stored_repeats(base, [new], "diff") or None
         if repeats is not None:
             from .compare import diff_with_repeats
 
@@ -1488,12 +1492,45 @@ class Tracekit:
         scope, key, metric and run; ``repeats`` of the base measure the noise a change must
         pass. ``jobs``: they are multi-rank jobs, each against the base job by ``diff_jobs``'s
         rules. ``workers``, ``on_file``: as ``diff`` ingests files (``diff_jobs`` a job's
-        folder). See ``tracekit.compare``."""
+        folder). Without ``repeats``, those of a sweep taken again, as ``diff`` finds them. See
+        ``tracekit.compare``."""
         from .compare import compare
 
+        if repeats is None and not jobs:
+            repeats = self.stored_repeats(base, list(runs), "compare") or None
         with stoppable():
             return compare(self, base, runs, by=by, threshold_pct=threshold_pct, repeats=repeats, jobs=jobs,
                            workers=workers, on_file=on_file)
+
+    def stored_repeats(self, base: Any, compared: list[Any], said: str) -> list[str]:
+        """The sweeps of the store taken as repeats of ``base`` (``tracekit sweep --repeat``: a
+        first sweep and those whose runs' ``sweep_repeat_of`` is its id), where ``base`` is a
+        sweep's id: the sweep itself and the ``compared`` left out, in the order they ran; a
+        ``CaptureWarning`` names them (``said``: the command). Empty for anything else (a run, a
+        file, a sweep without repeats)."""
+        import warnings
+
+        from .errors import CaptureWarning
+
+        text = str(base).strip() if isinstance(base, str | int) else ""
+        found = self.con.execute(
+            "SELECT any_value(json_extract_string(params, '$.sweep_repeat_of')) FROM runs "
+            "WHERE json_extract_string(params, '$.sweep') = ?", [text]).fetchall() if text else []
+        if not found or not self.con.execute(
+                "SELECT 1 FROM runs WHERE json_extract_string(params, '$.sweep') = ? LIMIT 1", [text]).fetchall():
+            return []
+        first = found[0][0] or text
+        others = {str(c).strip() for c in compared}
+        group = [sweep for (sweep,) in self.con.execute(
+            "SELECT json_extract_string(params, '$.sweep') AS sweep FROM runs "
+            "WHERE json_extract_string(params, '$.sweep') = $first "
+            "OR json_extract_string(params, '$.sweep_repeat_of') = $first GROUP BY sweep ORDER BY min(run_id)",
+            {"first": first}).fetchall() if sweep != text and sweep not in others]
+        if group:
+            warnings.warn(CaptureWarning(
+                f"{said}: sweep {text} was taken again (tracekit sweep --repeat): its repeats {', '.join(group)} measure the noise "
+                "between processes a change must pass, as --repeat gives them"), stacklevel=3)
+        return group
 
     @one_at_a_time
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:

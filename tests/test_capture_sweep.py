@@ -384,3 +384,23 @@ def test_the_attention_kernels_throughput_of_an_nsys_point_is_its_work_over_nsys
             tk.ingest(run)
         timed_only = tk.query("sweep-latency", limit=0)  # (the latest sweep: tool none)
         assert set(timed_only["tool"]) == {"none"} and timed_only["attention_tflops_per_s"].null_count() == 4
+
+
+def test_a_table_shows_the_work_and_throughput_in_their_units(tmp_path, capsys):
+    """sweep-latency's model_gflop is in GFLOP and model_tflops_per_s in TFLOP/s: the terminal
+    table showed 1.70 kFLOP and 217 FLOP/s for bs 8, nc 1024 of tests/data/hstu_sweep_flops
+    (1,699 GFLOP a request at 216.7 TFLOP/s); the report's cells scale them the same way."""
+    from tracekit import report, table
+    from tracekit.cli import main
+
+    db = tmp_path / "s.duckdb"
+    assert main(["--db", str(db), "ingest", str(DATA / "hstu_sweep_flops")]) == 0
+    capsys.readouterr()
+    assert main(["--db", str(db), "query", "sweep-latency", "--columns", "bs,nc,model_gflop,model_tflops_per_s"]) == 0
+    rows = {tuple(line.split()[:2]): line for line in capsys.readouterr().out.splitlines()[2:6]}
+    assert rows[("8", "1024")].split()[2:] == ["1.70", "TFLOP", "217", "TFLOP/s"]
+    assert rows[("1", "128")].split()[2:] == ["25.3", "GFLOP", "7.22", "TFLOP/s"]
+    assert table.prefixed_scale("model_gflop", "flop") == 1e9 and table.prefixed_scale("attention_flop", "_flop") == 1
+    assert table.prefixed_scale("sm_flops_per_s", "flops_per_s") == 1  # (no prefix letter: FLOP/s)
+    cell = report._Column("model_tflops_per_s", pl.Series([216.72]))
+    assert (cell.header, cell.fmt(216.72)) == ("model_tflops", "217 TFLOP/s")

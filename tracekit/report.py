@@ -63,7 +63,7 @@ import polars as pl
 
 from . import vega
 from .errors import CaptureWarning, NoneRecorded, ParamError, QueryError, TracekitError
-from .table import fixed_time
+from .table import fixed_time, prefixed_scale
 
 
 @dataclass(frozen=True)
@@ -537,7 +537,8 @@ class _Column:
             self.fmt = lambda v: _si(v, "B/s")
         elif name.endswith("flops_per_s"):
             self.header = name[: -len("_per_s")]
-            self.fmt = lambda v: _si(v, "FLOP/s")
+            scale = prefixed_scale(name, "flops_per_s")  # (model_tflops_per_s: in TFLOP/s)
+            self.fmt = lambda v, s=scale: _si(v * s, "FLOP/s")
         elif name.endswith("_bytes"):
             self.header = name[: -len("_bytes")]
             self.fmt = lambda v: _si(v, "B")

@@ -42,6 +42,8 @@ _NUMERIC = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMAL
 #: (name suffix, unit) for values shown with an SI prefix, most specific first
 _SI_UNITS = [("bytes_per_s", "B/s"), ("flops_per_s", "FLOP/s"), ("ops_per_s", "OP/s"), ("_hz", "Hz"),
              ("_bytes", "B"), ("bytes", "B"), ("_flop", "FLOP"), ("flop", "FLOP")]
+#: a prefix letter before such a suffix (model_gflop, model_tflops_per_s): what its values are in
+_SCALED = {"k": 1e3, "g": 1e9, "t": 1e12, "p": 1e15}
 _PREFIXES = {-4: "p", -3: "n", -2: "µ", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T", 5: "P", 6: "E"}
 #: columns holding kernel names, shortened by names.short_name
 KERNEL_NAME_COLUMNS = ("name", "kernel_name", "top_kernel", "kernel")
@@ -315,13 +317,22 @@ def format_column(col: str, dtype: str, values: Sequence[Any], unit: str | None 
         return col, [_fixed(v, 1) for v in nums], True
     for suffix, unit in _SI_UNITS:
         if low.endswith(suffix):
-            return col, [si(v, unit) for v in nums], True
+            scale = prefixed_scale(low, suffix)
+            return col, [si(None if v is None else v * scale, unit) for v in nums], True
     if _ID.search(low) or low in PLAIN_INTEGERS:
         return col, ["" if v is None else str(v) for v in values], True
     dec = _decimals(present) if present else 0
     # (a DECIMAL's value as it is: through a float, 1234567890123456789.5 would read ...768)
     exact = [v if isinstance(v, Decimal) and v.is_finite() else n for v, n in zip(values, nums, strict=True)]
     return col, [_fixed(v, dec) for v in exact], True
+
+
+def prefixed_scale(name: str, suffix: str) -> float:
+    """What a value of the column ``name``, whose name ends in the unit ``suffix`` (``flop``,
+    ``flops_per_s``), is in: a prefix letter between an underscore and the unit scales it
+    (``model_gflop``: GFLOP, 1e9; ``model_tflops_per_s``: TFLOP/s, 1e12); 1 otherwise."""
+    head = name.lower()[:-len(suffix)]
+    return _SCALED.get(head[-1:], 1.0) if not suffix.startswith("_") and head[-2:-1] == "_" else 1.0
 
 
 def _fixed(v: float | Decimal | None, decimals: int) -> str:

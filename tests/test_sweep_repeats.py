@@ -23,18 +23,27 @@ from tracekit.ingest import run_folders
 
 pytestmark = pytest.mark.usefixtures("reference_kernels")
 
-RUNS = DATA / "hstu_sweep_repeats" / "runs"
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """The fixture's run folders and manifests (kept as runs.tar.xz: their warm-up requests are
+    most of their text), unpacked."""
+    import tarfile
+
+    folder = tmp_path_factory.mktemp("repeat_runs")
+    with tarfile.open(DATA / "hstu_sweep_repeats" / "runs.tar.xz") as tar:
+        tar.extractall(folder, filter="data")
+    return folder / "runs"
 
 
-def _results() -> list[sw.SweepResult]:
+def _results(runs: Path) -> list[sw.SweepResult]:
     """The three sweeps, in the order they ran, each from its manifest."""
     results = []
-    for manifest in sorted(RUNS.glob("sweep-*.json")):
+    for manifest in sorted(runs.glob("sweep-*.json")):
         m = json.loads(manifest.read_text())
         points = []
         for p in m["points"]:
             point = sw.SweepPoint(p["bs"], p["nc"], status=p["status"])
-            point.run_dir = str(RUNS / Path(p["run_dir"]).name)
+            point.run_dir = str(runs / Path(p["run_dir"]).name)
             points.append(point)
         results.append(sw.SweepResult(m["sweep"], manifest, points, m["settings"]["tool"],
                                       m["settings"].get("repeat_of")))
@@ -42,10 +51,10 @@ def _results() -> list[sw.SweepResult]:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
+def store(tmp_path_factory, runs) -> Path:
     db = tmp_path_factory.mktemp("repeats") / "s.duckdb"
     with tracekit.open(db) as tk:
-        for folder in run_folders([RUNS]):
+        for folder in run_folders([runs]):
             tk.ingest(folder)
     return db
 
@@ -96,11 +105,11 @@ def _timed_median(run_dir: Path) -> float:
         return statistics.median(float(r["latency_ms"]) for r in csv.DictReader(f) if r["phase"] == "timed")
 
 
-def test_the_noise_between_the_repeats_at_each_point(store):
+def test_the_noise_between_the_repeats_at_each_point(store, runs):
     """Each point's median latency in each of the three sweeps (that of its requests.csv) and
     their spread: on the H200 the GPU-bound point (bs 8, nc 1024) stayed within 2.3 %, the
     three host-bound ones moved 58-83 % between processes (SM clock at its maximum in all)."""
-    results = _results()
+    results = _results(runs)
     assert [r.repeat_of for r in results] == [None, results[0].sweep_id, results[0].sweep_id]
     lines = sw.repeat_spread(store, results)
     assert lines[0].startswith("the noise between the repeats at each point")
@@ -117,11 +126,11 @@ def test_the_noise_between_the_repeats_at_each_point(store):
     assert sw.repeat_spread(store, results[:1]) == []
 
 
-def test_a_diff_of_a_sweep_taken_again_is_judged_against_its_repeats(store, tmp_path):
+def test_a_diff_of_a_sweep_taken_again_is_judged_against_its_repeats(store, runs, tmp_path):
     """The first sweep against the second, identical ones: without the third in the store two
     host-bound points read regressed (+82.5 %) and improved (-37.5 %); with it the diff takes
     it as --repeat would, with a warning naming it, and holds the second."""
-    first, second, third = (r.sweep_id for r in _results())
+    first, second, third = (r.sweep_id for r in _results(runs))
     with tracekit.open(store, read_only=True) as tk:
         with pytest.warns(CaptureWarning) as caught:
             auto = tk.diff(first, second, by="sweep")
@@ -137,7 +146,7 @@ def test_a_diff_of_a_sweep_taken_again_is_judged_against_its_repeats(store, tmp_
     held = dict(zip(latency["key"], latency["verdict"], strict=True))
     assert held["bs=1,nc=1024"] == "unchanged" and auto["noise_pct"].is_not_null().all()
     with tracekit.open(tmp_path / "two.duckdb") as tk:  # (the first two alone: no repeat to judge against)
-        for r in _results()[:2]:
+        for r in _results(runs)[:2]:
             for p in r.ok:
                 tk.ingest(p.run_dir)
         alone = tk.diff(first, second, by="sweep").filter(pl.col("metric") == "latency_med_ms")
@@ -146,7 +155,7 @@ def test_a_diff_of_a_sweep_taken_again_is_judged_against_its_repeats(store, tmp_
     assert "noise_pct" not in alone.columns
 
 
-def test_the_sweep_command_takes_each_sweep_again_and_ends_with_the_noise(store, tmp_path, monkeypatch, capsys):
+def test_the_sweep_command_takes_each_sweep_again_and_ends_with_the_noise(store, runs, monkeypatch, capsys):
     """`tracekit sweep --repeat 3` as the CLI runs it, each sweep standing in as the H200
     fixture's: the sweeps in a row, the later told the first's id, then the latency table and
     the noise between them; --repeat 0 is one line before anything runs."""
@@ -154,7 +163,7 @@ def test_the_sweep_command_takes_each_sweep_again_and_ends_with_the_noise(store,
 
     from tracekit.cli import main
 
-    results = _results()
+    results = _results(runs)
     monkeypatch.setattr(runinfo, "has_gpu", lambda: True)
     ran = []
 

@@ -34,8 +34,10 @@ NCU_REPLAY_MODES = ("kernel", "application")
 # Every precision's roofline (the roofline query needs all of them to total a kernel's
 # FLOP/s), occupancy and launch statistics, the memory workload (DRAM traffic, cache hit
 # rates, shared-memory bank conflicts), and the warp states with their stall sampling (the
-# warp-stalls query; with them ncu's stall rules say which stall dominates), and the
-# instruction-level counters of ncu's Source page (the ncu-source query).
+# warp-stalls query; with them ncu's stall rules say which stall dominates), the compute
+# workload (pipe utilization, issue slots, the schedulers' eligible warps, instruction counts:
+# the compute-workload query), and the instruction-level counters of ncu's Source page (the
+# ncu-source query).
 NCU_SECTIONS = (
     "SpeedOfLight",
     "SpeedOfLight_RooflineChart",
@@ -49,6 +51,9 @@ NCU_SECTIONS = (
     "MemoryWorkloadAnalysis_Chart",
     "MemoryWorkloadAnalysis_Tables",
     "WarpStateStats",
+    "ComputeWorkloadAnalysis",
+    "SchedulerStats",
+    "InstructionStats",
     "SourceCounters",
 )
 
@@ -189,7 +194,7 @@ def ncu_export_argvs(ncu: str, report: Path) -> dict[str, list[str]]:
 #: (``cudaProfilerApi``); an NVTX range is ``--nvtx-capture RANGE``
 NSYS_CAPTURE_RANGES = ("none", "cudaProfilerApi")
 #: ncu's default cap on the kernel launches profiled in a user's command: each launch is
-#: replayed once per pass of its sections (``NCU_SECTIONS``: about 40 passes), so a
+#: replayed once per pass of its sections (``NCU_SECTIONS``: 36 passes on the H200), so a
 #: program launching thousands of kernels would otherwise take hours
 DEFAULT_LAUNCH_COUNT = 50
 #: nsys matches ``--nvtx-capture`` against registered NVTX strings only, unless this is set

@@ -70,6 +70,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -622,44 +623,50 @@ class UserVariant:
 USER_CALL = "fn(q, k, v, seq_offsets, max_seq_len=, alpha=, num_targets=), as tracekit.kernels.api.hstu_attention"
 
 
+#: a name of yours: a word (it keys the rows, ``config/variant`` in a diff, and the NVTX range)
+_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
 def resolve_variants(variants, baseline) -> tuple[list[str], str, dict[str, UserVariant]]:
     """The variants' and the baseline's names, and the variants of yours among them. An item is
-    one of ``VARIANTS``, a variant of yours (``NAME=FILE.py:FUNCTION``, ``NAME=MODULE:FUNCTION``,
-    without ``NAME=`` named as its function, or a ``(name, callable)`` pair), or, for the
-    baseline, also the name of one of yours given in ``variants``. Each of yours is loaded here,
-    its call checked against ``USER_CALL``: a ``ParamError`` naming the item, before anything
-    runs."""
+    one of ``VARIANTS``, a variant of yours (``NAME=FILE.py:FUNCTION``, ``NAME=MODULE:FUNCTION``
+    with MODULE importable, without ``NAME=`` named as its function, or a ``(name, callable)``
+    pair), or, for the baseline, also the name of one of yours given in ``variants``. Each of
+    yours is named, then loaded, its call checked against ``USER_CALL``: a ``ParamError``
+    naming the item, before anything runs. One source given twice is one variant."""
     from tracekit.errors import ParamError
 
     user: dict[str, UserVariant] = {}
-    seen: dict = {}  # item -> its name (the same item as a variant and as the baseline is one variant)
+    by_source: dict[str, str] = {}  # (a function given twice, as a variant and as the baseline: one variant)
 
     def one(item, flag: str) -> str:
-        if isinstance(item, str) and (item in VARIANTS or (flag == "--baseline" and item in user)):
-            return item
-        if item in seen:
-            return seen[item]
+        if isinstance(item, str) and (item.strip() in VARIANTS or (flag == "--baseline" and item.strip() in user)):
+            return item.strip()
+        said = f"{flag} {item!r}"
         if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and callable(item[1]):
             name, fn = item
             source = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
         elif isinstance(item, str) and ":" in item:
             name, eq, source = item.partition("=")
-            if not eq or ":" in name:  # (FILE.py:FUNCTION alone: named as its function)
+            if not eq or any(c in name for c in "/:"):  # (FILE.py:FUNCTION alone, a=b/f.py too: named as its function)
                 name, source = item.rpartition(":")[2].rpartition(".")[2], item
-            source = source.strip()
-            fn = _load_user(source, f"{flag} {item!r}")
+            source, fn = source.strip(), None
         else:
-            raise ParamError(f"{flag} {item!r}: unknown variant; known: {', '.join(VARIANTS)}; or yours: "
+            raise ParamError(f"{said}: unknown variant; known: {', '.join(VARIANTS)}; or yours: "
                              "NAME=FILE.py:FUNCTION or NAME=MODULE:FUNCTION")
         name = name.strip()
-        if not name or any(c in ",:=" or c.isspace() for c in name):
-            raise ParamError(f"{flag} {item!r}: the name {name!r} is not one word; give NAME=FILE.py:FUNCTION")
+        if source in by_source:
+            return by_source[source]
+        if not _USER_NAME.fullmatch(name):
+            raise ParamError(f"{said}: the name {name!r} is not a word (letters, digits, _ . -); give "
+                             "NAME=FILE.py:FUNCTION")
         if name in VARIANTS or name in user:
-            raise ParamError(f"{flag} {item!r}: {name!r} names {'one of ours' if name in VARIANTS else 'another of yours'}"
+            raise ParamError(f"{said}: {name!r} names {'one of ours' if name in VARIANTS else 'another of yours'}"
                              "; give yours another name (NAME=...)")
-        _check_call(fn, f"{flag} {item!r}")
+        fn = fn or _load_user(source, said)
+        _check_call(fn, said)
         user[name] = UserVariant(name, fn, source)
-        seen[item] = name
+        by_source[source] = name
         return name
 
     names = list(dict.fromkeys(one(v, "--variants") for v in variants))
@@ -667,9 +674,11 @@ def resolve_variants(variants, baseline) -> tuple[list[str], str, dict[str, User
 
 
 def _load_user(target: str, said: str) -> Callable:
-    """The function ``target`` names (``FILE.py:FUNCTION`` or ``MODULE:FUNCTION``; FUNCTION may be
-    ``Class.method``). A file is run as a module of its own with its folder on ``sys.path`` (as
-    ``python FILE`` has it), so that it imports what sits beside it."""
+    """The function ``target`` names (``FILE.py:FUNCTION`` or ``MODULE:FUNCTION``, MODULE
+    importable from ``sys.path``; FUNCTION may be ``Class.method``). A file is run as a module of
+    its own with its folder put on ``sys.path`` for the rest of the process (as ``python FILE`` has
+    it: what it imports beside it, at load or at a call, is found); one that fails to load leaves
+    no module behind."""
     import importlib
     import importlib.util
 
@@ -690,7 +699,11 @@ def _load_user(target: str, said: str) -> Callable:
             if folder not in sys.path:
                 sys.path.insert(0, folder)
             sys.modules[name] = module  # (what the module defines may look itself up: dataclasses, pickle)
-            spec.loader.exec_module(module)
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
         else:
             module = importlib.import_module(where)
     except ParamError:
@@ -937,13 +950,13 @@ def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, 
                 ) -> tuple[list[str], str, dict[str, UserVariant]]:
     """Every argument checked before the first measurement (a run of the standard set
     takes minutes): ``ParamError``, one line naming the value. Returns the variants' and the
-    baseline's names and the variants of yours (``resolve_variants``)."""
+    baseline's names and the variants of yours (``resolve_variants``, after every other check:
+    it runs their files)."""
     from tracekit.errors import ParamError
     from tracekit.outputs import check_output
 
     if not list(variants):
         raise ParamError("--variants: name at least one variant; known: " + ", ".join(VARIANTS))
-    variants, baseline, user = resolve_variants(variants, baseline)
     if dtype not in ("bf16", "fp16", "fp32"):
         raise ParamError(f"--dtype {dtype!r}: choose bf16, fp16 or fp32")
     for flag, value in (("--warmup-ms", warmup_ms), ("--rep-ms", rep_ms)):
@@ -960,7 +973,7 @@ def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, 
             what = f"unknown configuration; named ones: {', '.join(CONFIGS)}" if "=" not in spec else \
                 f"not an inline configuration ({err!s}); give B=..,N=..[,H=..,d=..]"
             raise ParamError(f"--config {spec!r}: {what}") from None
-        runnable |= any(skip_reason(v, cfg) is None for v in variants)
+        runnable |= any(skip_reason(v, cfg) is None for v in variants)  # (one of yours runs on every one)
     if not runnable:
         first = parse_config(names[0])[1]
         raise ParamError(f"--variants {','.join(variants)}: none runs on the configurations asked for "
@@ -968,7 +981,7 @@ def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, 
     for path in (json_path, csv_path):
         if path:
             check_output(path)
-    return variants, baseline, user
+    return resolve_variants(variants, baseline)  # (last: it runs the files of yours)
 
 
 def _check_interpreted_dtype(device: str, dtype: str, variants, baseline: str) -> None:

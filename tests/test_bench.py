@@ -311,16 +311,23 @@ def test_a_variant_of_yours_runs_on_every_kind_is_checked_and_can_be_the_baselin
 
 
 def test_a_variant_of_yours_from_a_module_or_as_a_function(monkeypatch):
-    """MODULE:FUNCTION imports it (from sys.path, as Python does); the library takes a
-    (name, function) pair too; the same item as variant and baseline is one variant."""
+    """MODULE:FUNCTION imports it (from sys.path, as Python does: not found off it); the library
+    takes a (name, function) pair too; the same item as variant and baseline is one variant."""
+    import sys
+
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if os.path.abspath(p or ".") != PROGRAMS])
+    monkeypatch.delitem(sys.modules, "attention_variant", raising=False)
+    with pytest.raises(ParamError, match="attention_variant could not be loaded .ModuleNotFoundError"):
+        bench_attention([DENSE], variants=("mod=attention_variant:hstu_loop",), **FAST)
     monkeypatch.syspath_prepend(PROGRAMS)
     import attention_variant
 
-    rows = bench_attention([DENSE], variants=("mod=attention_variant:hstu_loop", ("fn", attention_variant.hstu_loop)),
+    rows = bench_attention([DENSE], variants=("mod=attention_variant:hstu_loop",
+                                              ("fn", attention_variant.hstu_causal_only)),
                            baseline="mod=attention_variant:hstu_loop", **FAST)
     assert [(r["variant"], r["matches_reference"], r["speedup_vs_baseline"] is not None) for r in rows] == \
-        [("mod", True, True), ("fn", True, True)]
-    assert rows[1]["source"] == "attention_variant:hstu_loop"
+        [("mod", True, True), ("fn", False, True)]  # (DENSE has candidates: the causal-only mask mismatches)
+    assert rows[1]["source"] == "attention_variant:hstu_causal_only"
 
 
 @pytest.mark.parametrize(("item", "said"), [
@@ -330,7 +337,9 @@ def test_a_variant_of_yours_from_a_module_or_as_a_function(monkeypatch):
                                        "named 'tracekit_no_such_module')"),
     (f"mine={VARIANT_FILE}:torch", f"{VARIANT_FILE}'s torch is a module, not a function"),
     (f"triton_dense={VARIANT_FILE}:hstu_loop", "'triton_dense' names one of ours; give yours another name"),
-    (f"my attn={VARIANT_FILE}:hstu_loop", "the name 'my attn' is not one word"),
+    (f"my attn={VARIANT_FILE}:hstu_loop", "the name 'my attn' is not a word (letters, digits, _ . -)"),
+    (f"x/y={VARIANT_FILE}:hstu_loop", "x/y=" + VARIANT_FILE + ": no such file"),
+    ("reference=nosuch.py:f", "'reference' names one of ours"),  # (named before the file is looked for)
     (f"mine={VARIANT_FILE}:_attention", "cannot be called as fn(q, k, v, seq_offsets, max_seq_len=, alpha=, "
                                         "num_targets=), as tracekit.kernels.api.hstu_attention is (its arguments: "
                                         "(q, k, v, seq_offsets, max_seq_len, alpha, num_targets, candidates_apart"),
@@ -347,6 +356,24 @@ def test_a_variant_of_yours_that_cannot_run_is_one_line_before_anything_runs(ite
     assert out == "" and err.startswith("tracekit: error: --variants ") and said in err and err.count("\n") == 1, err
 
 
+def test_one_function_given_twice_is_one_variant_and_odd_items_are_one_line(tmp_path):
+    """The same source as a variant and as the baseline is one variant; a path holding '=' is a
+    path; an item neither text nor a (name, function) pair is refused in one line."""
+    import shutil
+
+    rows = bench_attention([DENSE], variants=(f"a={VARIANT_FILE}:hstu_loop",), baseline=f"{VARIANT_FILE}:hstu_loop",
+                           **FAST)
+    assert [(r["variant"], r["baseline"]) for r in rows] == [("a", "a")]
+    odd = tmp_path / "x=y"
+    odd.mkdir()
+    shutil.copy(VARIANT_FILE, odd / "attn.py")
+    rows = bench_attention([DENSE], variants=(f"{odd}/attn.py:hstu_loop",), baseline=f"{odd}/attn.py:hstu_loop",
+                           **FAST)
+    assert [r["variant"] for r in rows] == ["hstu_loop"] and rows[0]["matches_reference"] is True
+    with pytest.raises(ParamError, match=r"^--variants \[\['t', 1\]\]: unknown variant"):
+        bench_attention([DENSE], variants=([["t", 1]],), **FAST)
+
+
 def test_a_file_of_yours_that_fails_to_load_is_said_with_its_error(tmp_path):
     (tmp_path / "broken.py").write_text("def f(:\n")
     (tmp_path / "raises.py").write_text("import sys\nsys.exit('needs a GPU')\n")
@@ -355,6 +382,11 @@ def test_a_file_of_yours_that_fails_to_load_is_said_with_its_error(tmp_path):
         bench_attention([DENSE], variants=(f"b={tmp_path}/broken.py:f",), **FAST)
     with pytest.raises(ParamError, match=r"raises\.py could not be loaded \(SystemExit: needs a GPU\)"):
         bench_attention([DENSE], variants=(f"r={tmp_path}/raises.py:f",), **FAST)
-    with pytest.raises(ParamError, match=r"^--variants 'b=.*twice\.py:f ': 'b' names another of yours"):
-        bench_attention([DENSE], variants=(f"a={tmp_path}/twice.py:f", f"b={tmp_path}/twice.py:f",
-                                           f"b={tmp_path}/twice.py:f "), **FAST)
+    import sys
+
+    assert not [m for m, mod in sys.modules.items() if str(getattr(mod, "__file__", "")) == str(tmp_path / "raises.py")]
+    with pytest.raises(ParamError, match=r"^--variants 'a=.*attention_variant\.py:hstu_loop': 'a' names another of "
+                                         "yours"):
+        bench_attention([DENSE], variants=(f"a={tmp_path}/twice.py:f", f"a={VARIANT_FILE}:hstu_loop"), **FAST)
+    rows = bench_attention([DENSE], variants=(f"a={tmp_path}/twice.py:f", f"b={tmp_path}/twice.py:f "), **FAST)
+    assert [(r["variant"], r["matches_reference"]) for r in rows] == [("a", False)]  # (one source: one variant)

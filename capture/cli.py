@@ -393,7 +393,9 @@ def latency_table(db: Path | None, results: list, width: int | None = None) -> s
                 rows = these
             else:
                 rows.rows += these.rows
-    rows = rows.select(["preset", "tool", "bs", "nc", "requests", "median_ms", "p95_ms", "p99_ms", "max_ms"])
+    again = any(r.repeat_of for r in results)  # (a sweep's repeats: their rows told apart by their runs)
+    rows = rows.select(["preset", "tool", "bs", "nc", *(["run"] if again else []), "requests", "median_ms", "p95_ms",
+                        "p99_ms", "max_ms"])
     rows.hidden = []  # the hint below says where the rest is
     width = width or shutil.get_terminal_size((120, 24)).columns
     which = " -p sweep=ID (each sweep's id above)" if len(results) > 1 else ""

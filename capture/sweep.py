@@ -148,7 +148,7 @@ def sweep_each(tools: list[str | None], run: Callable[..., SweepResult], *, gpu_
         try:
             results.append(run(t, repeat_of=results[-k].sweep_id) if k else run(t))
         except Interrupted as err:
-            rest = [f"{t} (repeat {k + 1})" if k else t for t, k in runs[i + 1:]]
+            rest = [f"{t or 'default'} (repeat {k + 1})" if k else t for t, k in runs[i + 1:]]
             stopped = Interrupted(f"{err}; not run: the {', '.join(map(str, rest))} sweep{'s' if len(rest) > 1 else ''}"
                                   ) if rest else err
             stopped.finished = results
@@ -200,7 +200,10 @@ def repeat_spread(db: str | os.PathLike | None, results: list[SweepResult]) -> l
     workload, each point's median request latency in each repeat and their spread (the largest
     over the smallest, less one); then how a later sweep is compared against them (``diff
     --repeat``: a change no larger than the repeats' is not judged). Empty without repeats."""
+    import warnings
+
     import tracekit
+    from tracekit.errors import CaptureWarning
     from tracekit.registry import get_registry
 
     groups: dict[str, list[SweepResult]] = {}  # the first sweep's id -> it and its repeats
@@ -218,7 +221,8 @@ def repeat_spread(db: str | os.PathLike | None, results: list[SweepResult]) -> l
         if not ok or ok[0].points[0].bs is None:  # (a program's sweep times no request)
             continue
         medians: dict[str, list[float]] = {}
-        with tracekit.open(db, read_only=True) as tk:
+        with tracekit.open(db, read_only=True) as tk, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", r"sweep \S+ was captured under ncu", CaptureWarning)  # (the table's line)
             for r in ok:
                 runs = {Path(p.run_dir).name: p.label for p in r.ok}
                 rows = get_registry().fetch(tk, "sweep-latency", points_said=True, limit=0, sweep=r.sweep_id)

@@ -129,7 +129,8 @@ def test_the_noise_between_the_repeats_at_each_point(store, runs):
 def test_a_diff_of_a_sweep_taken_again_is_judged_against_its_repeats(store, runs, tmp_path):
     """The first sweep against the second, identical ones: without the third in the store two
     host-bound points read regressed (+82.5 %) and improved (-37.5 %); with it the diff takes
-    it as --repeat would, with a warning naming it, and holds the second."""
+    it as --repeat would, with a warning naming it, and holds the second; the first (+82.5 %
+    against the repeat's ±40.4 %) is still read regressed: one repeat's noise is what it caught."""
     first, second, third = (r.sweep_id for r in _results(runs))
     with tracekit.open(store, read_only=True) as tk:
         with pytest.warns(CaptureWarning) as caught:
@@ -142,9 +143,13 @@ def test_a_diff_of_a_sweep_taken_again_is_judged_against_its_repeats(store, runs
                                                 "measure"):
             cmp = tk.compare(first, [second], by="sweep")
         assert cmp.filter(pl.col("repeat")).height > 0 and cmp.filter(~pl.col("repeat")).height > 0
+        with pytest.warns(CaptureWarning, match=f"its repeats {third} measure"):  # (a run of the second names it)
+            run = tk.sql(f"SELECT min(run_id) FROM runs WHERE json_extract_string(params, '$.sweep') = '{second}'").item()
+            tk.diff(first, str(run), by="sweep")
     latency = auto.filter(pl.col("metric") == "latency_med_ms")
     held = dict(zip(latency["key"], latency["verdict"], strict=True))
-    assert held["bs=1,nc=1024"] == "unchanged" and auto["noise_pct"].is_not_null().all()
+    assert (held["bs=1,nc=1024"], held["bs=8,nc=128"]) == ("unchanged", "regressed")
+    assert auto["noise_pct"].is_not_null().all()
     with tracekit.open(tmp_path / "two.duckdb") as tk:  # (the first two alone: no repeat to judge against)
         for r in _results(runs)[:2]:
             for p in r.ok:
@@ -179,3 +184,50 @@ def test_the_sweep_command_takes_each_sweep_again_and_ends_with_the_noise(store,
     assert main(["--db", str(store), "sweep", "--bs", "1", "--nc", "128", "--repeat", "0"]) == 2
     assert capsys.readouterr().err == "tracekit: error: --repeat 0: a count of sweeps, 1 or more\n"
     assert len(ran) == 3
+
+
+def test_the_repeats_in_the_store_can_be_left_out_and_give_the_noise_column(store, runs, capsys):
+    """diff --no-repeats judges without them (the two host-bound points read regressed and
+    improved again); --columns may name noise_pct where the store's repeats measure it, and
+    not where they are left out; --repeat with --no-repeats is one line."""
+    from tracekit.cli import main
+
+    first, second, third = (r.sweep_id for r in _results(runs))
+    args = ["--db", str(store), "diff", first, second, "--by", "sweep"]
+    assert main([*args, "--no-repeats", "-f", "csv"]) == 0
+    out, err = capsys.readouterr()
+    rows = {(r["key"], r["metric"]): r for r in csv.DictReader(out.splitlines())}
+    assert "noise_pct" not in out.splitlines()[0] and "taken again" not in err
+    assert rows[("bs=8,nc=128", "latency_med_ms")]["verdict"] == "regressed"
+    assert rows[("bs=1,nc=1024", "latency_med_ms")]["verdict"] == "improved"
+    assert main([*args, "--columns", "key,metric,verdict,noise_pct", "-f", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == "key,metric,verdict,noise_pct" and f"its repeats {third}" in err
+    assert main([*args, "--no-repeats", "--columns", "key,noise_pct", "-f", "csv"]) == 2
+    assert "no column 'noise_pct'" in capsys.readouterr().err
+    assert main([*args, "--no-repeats", "--repeat", third]) == 2
+    assert capsys.readouterr().err == "tracekit: error: --no-repeats: and --repeat: give one of the two\n"
+    assert main(["--db", str(store), "compare", first, second, "--by", "sweep", "--no-repeats", "-f", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert {r["repeat"] for r in csv.DictReader(out.splitlines())} == {"false"}
+
+
+def test_a_ctrl_c_in_a_repeat_of_the_default_profiler_names_it(tmp_path):
+    def run(tool, repeat_of=None):
+        if repeat_of:
+            raise Interrupted("sweep interrupted at bs=1 nc=128 after 0 of 2 points; manifest m.json")
+        return sw.SweepResult("sweep-1", tmp_path / "m.json", [], "none")
+
+    with pytest.raises(Interrupted) as err:
+        sw.sweep_each([None], run, repeats=3)  # (no --tool: each sweep's default)
+    assert str(err.value).endswith("; not run: the default (repeat 3) sweep")
+
+
+def test_the_sweeps_table_tells_the_repeats_apart_by_their_runs(store, runs):
+    from tracekit.capture.cli import latency_table
+
+    results = _results(runs)
+    lines = latency_table(store, results, width=200).splitlines()
+    assert lines[0].split()[:5] == ["preset", "tool", "bs", "nc", "run"] and lines[14] == "12 rows"
+    assert [ln.split()[4] for ln in lines[2:14]] == [Path(p.run_dir).name for r in results for p in r.ok]
+    assert "run" not in latency_table(store, results[:1], width=200).splitlines()[0].split()

@@ -256,6 +256,21 @@ def test_the_latency_of_a_sweep_under_ncu_says_whose_it_is(hstu, query, tmp_path
     assert capsys.readouterr().err == err
 
 
+def test_the_noise_between_repeats_of_an_ncu_sweep_says_no_warning_per_sweep(hstu):
+    """repeat_spread reads each repeat's sweep-latency; under ncu that query warns (its latency is
+    the profiler's), which the command's table says once in a line: not a warning per repeat."""
+    import warnings
+
+    from tracekit.errors import CaptureWarning
+
+    db, (_, _, ncu) = hstu
+    again = sw.SweepResult(ncu.sweep_id, ncu.manifest, ncu.points, "ncu", repeat_of=ncu.sweep_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CaptureWarning)
+        lines = sw.repeat_spread(db, [ncu, again])
+    assert lines[1].startswith("  bs=1 nc=128 (ncu): 16.364, 16.364 ms: 0.0 %")
+
+
 def test_a_programs_sweep_gives_each_profiler_its_own_options(tmp_path, monkeypatch, capsys):
     """--kernel-name goes to the ncu sweep and --gpu-metrics to the nsys one (each would refuse
     the other's); an option none of the profilers takes is refused before any sweep."""

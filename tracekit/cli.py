@@ -899,6 +899,9 @@ def diff_cmd(
     repeat: Annotated[list[str], typer.Option("--repeat", help="a capture of the base's program again (repeatable): "
                                               "a change no larger than a repeat's is not judged a change "
                                               "(noise_pct; with --jobs: a job, its change on each rank)")] = [],  # noqa: B006
+    no_repeats: Annotated[bool, typer.Option("--no-repeats", help="judge without the repeats that a sweep taken "
+                                             "again (tracekit sweep --repeat) has in the store, which are used "
+                                             "where no --repeat is given")] = False,
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed (CI)")] = False,
     jobs: Annotated[bool, typer.Option("--jobs", help="base and new are multi-rank jobs (any rank's run, the "
                                        "job: tracekit query jobs, or the folder of its exports, ingested first), "
@@ -924,6 +927,8 @@ def diff_cmd(
     _check_workers(workers)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
+    if repeat and no_repeats:
+        raise ParamError("--no-repeats: and --repeat: give one of the two")
     if jobs:
         _diff_jobs(base, new, repeat, by, threshold, per_rank, gate, limit, fmt, out, _columns(columns), all_columns,
                    db, workers)
@@ -931,14 +936,18 @@ def diff_cmd(
     cols = _columns(columns)
     if cols is not None and fmt == "table":
         cols = _table_names(cols)
-    if cols is not None:  # the columns of the table (values in human units) or of the file formats
+
+    def check_columns(noise: bool) -> None:  # the columns of the table (values in human units) or of the files
         import polars as pl
 
         from .table import Rows
 
-        empty = pl.DataFrame(schema={**_diff.SCHEMA, **({"noise_pct": pl.Float64} if repeat else {})})
+        empty = pl.DataFrame(schema={**_diff.SCHEMA, **({"noise_pct": pl.Float64} if noise else {})})
         have = _diff.display(empty) if fmt == "table" else empty
         Rows(list(have.columns), [str(t) for t in have.dtypes], []).select(cols)  # one line for an unknown one
+
+    if cols is not None:
+        check_columns(noise=True)  # (before any store is opened; the repeats it may hold: below)
     # a file to compare is ingested first; a path that holds nothing to ingest is said as one
     # where the store is not there yet (not as a missing store: a store it creates goes again)
     files = any(_diff._is_file(r) or _diff._exists(r) for r in (base, new, *repeat))
@@ -947,10 +956,13 @@ def diff_cmd(
             from .outputs import check_output
 
             check_output(out, tk.path)
+        if cols is not None and not repeat:  # (noise: where repeats measured it, given or the sweep's in the store)
+            check_columns(noise=not no_repeats and bool(tk.stored_repeats(base, [new], "diff", quiet=True)))
         from .progress import steps
 
         with capture_warnings(comparison=True), steps() as step:
-            df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeat or None, workers=workers,
+            df = tk.diff(base, new, by=by or None, threshold_pct=threshold,
+                         repeats=repeat or ([] if no_repeats else None), workers=workers,
                          on_file=step("files ingested"))
         _say_stand_ins(tk, base, [new], "diff")
     _diff_out(df, _diff.display, _diff.display_columns(df), _diff.moved, _diff.held_by_repeats(df), threshold, gate,
@@ -1080,6 +1092,9 @@ def compare_cmd(
                                              "with its noise floors)")] = 5.0,
     repeat: Annotated[list[str], typer.Option("--repeat", help="a capture of the base's program again (repeatable): "
                                               "a run's change no larger than a repeat's is not judged a change")] = [],  # noqa: B006
+    no_repeats: Annotated[bool, typer.Option("--no-repeats", help="judge without the repeats that a sweep taken "
+                                             "again (tracekit sweep --repeat) has in the store, which are used "
+                                             "where no --repeat is given")] = False,
     gate: Annotated[bool, typer.Option("--gate", help="exit 1 when anything regressed in any run but the repeats "
                                        "(CI)")] = False,
     jobs: Annotated[bool, typer.Option("--jobs", help="the base, runs and repeats are multi-rank jobs (any rank's "
@@ -1104,6 +1119,8 @@ def compare_cmd(
     if limit is not None and limit < 0:
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
     _check_workers(workers)
+    if repeat and no_repeats:
+        raise ParamError("--no-repeats: and --repeat: give one of the two")
     fmt = _format(fmt, out)
     _check_format(fmt, out)
     given = (base, *repeat, *runs)
@@ -1116,7 +1133,8 @@ def compare_cmd(
         from .progress import steps
 
         with capture_warnings(comparison=True), steps() as step:
-            df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeat or None, jobs=jobs,
+            df = tk.compare(base, runs, by=by or None, threshold_pct=threshold,
+                            repeats=repeat or ([] if no_repeats else None), jobs=jobs,
                             workers=workers, on_file=step("files ingested"))
         if not jobs:
             _say_stand_ins(tk, base, runs, "compare")

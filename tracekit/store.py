@@ -1307,9 +1307,12 @@ class Tracekit:
         called as each does), and removed again where the comparison fails
         (``_landed_first``). Without ``repeats``, a sweep named by its id that was taken again
         (``tracekit sweep --repeat``) has its repeats in the store as its ``repeats``
-        (``stored_repeats``, a warning naming them). See ``tracekit.diff``."""
+        (``stored_repeats``, a warning naming them); an empty ``repeats`` asks for none. See
+        ``tracekit.diff``."""
         if repeats is None:
             repeats = self.stored_repeats(base, [new], "diff") or None
+        elif not repeats:  # (none asked: not even a sweep's own, tracekit diff --no-repeats)
+            repeats = None
         if repeats is not None:
             from .compare import diff_with_repeats
 
@@ -1498,19 +1501,22 @@ class Tracekit:
 
         if repeats is None and not jobs:
             repeats = self.stored_repeats(base, list(runs), "compare") or None
+        elif repeats is not None and not repeats:  # (none asked: not even a sweep's own, --no-repeats)
+            repeats = None
         with stoppable():
             return compare(self, base, runs, by=by, threshold_pct=threshold_pct, repeats=repeats, jobs=jobs,
                            workers=workers, on_file=on_file)
 
-    def stored_repeats(self, base: Any, compared: list[Any], said: str) -> list[str]:
+    def stored_repeats(self, base: Any, compared: list[Any], said: str, quiet: bool = False) -> list[str]:
         """The sweeps of the store taken as repeats of ``base`` (``tracekit sweep --repeat``: a
         first sweep and those whose runs' ``sweep_repeat_of`` is its id), where ``base`` is a
         sweep's id: the sweep itself and the ``compared`` left out, in the order they ran; a
         ``CaptureWarning`` names them (``said``: the command). Empty for anything else (a run, a
-        file, a sweep without repeats)."""
+        file, a sweep without repeats). ``quiet``: no warning."""
         import warnings
 
         from .errors import CaptureWarning
+        from .registry import resolve_sweep
 
         text = str(base).strip() if isinstance(base, str | int) else ""
         found = self.con.execute(
@@ -1520,13 +1526,18 @@ class Tracekit:
                 "SELECT 1 FROM runs WHERE json_extract_string(params, '$.sweep') = ? LIMIT 1", [text]).fetchall():
             return []
         first = found[0][0] or text
-        others = {str(c).strip() for c in compared}
+        others = set()  # (the sweeps compared: a run of one names it)
+        for c in compared:
+            try:
+                others.add(resolve_sweep(self, c, said))
+            except TracekitError:  # (a file not ingested yet: no sweep of the store)
+                continue
         group = [sweep for (sweep,) in self.con.execute(
             "SELECT json_extract_string(params, '$.sweep') AS sweep FROM runs "
             "WHERE json_extract_string(params, '$.sweep') = $first "
             "OR json_extract_string(params, '$.sweep_repeat_of') = $first GROUP BY sweep ORDER BY min(run_id)",
             {"first": first}).fetchall() if sweep != text and sweep not in others]
-        if group:
+        if group and not quiet:
             warnings.warn(CaptureWarning(
                 f"{said}: sweep {text} was taken again (tracekit sweep --repeat): its repeats {', '.join(group)} measure the noise "
                 "between processes a change must pass, as --repeat gives them"), stacklevel=3)

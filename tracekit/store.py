@@ -1519,11 +1519,10 @@ class Tracekit:
         from .registry import resolve_sweep
 
         text = str(base).strip() if isinstance(base, str | int) else ""
-        found = self.con.execute(
+        found = self.con.execute(  # (no row: base is no sweep's id)
             "SELECT any_value(json_extract_string(params, '$.sweep_repeat_of')) FROM runs "
-            "WHERE json_extract_string(params, '$.sweep') = ?", [text]).fetchall() if text else []
-        if not found or not self.con.execute(
-                "SELECT 1 FROM runs WHERE json_extract_string(params, '$.sweep') = ? LIMIT 1", [text]).fetchall():
+            "WHERE json_extract_string(params, '$.sweep') = ? HAVING count(*) > 0", [text]).fetchall() if text else []
+        if not found:
             return []
         first = found[0][0] or text
         others = set()  # (the sweeps compared: a run of one names it)
@@ -1539,8 +1538,8 @@ class Tracekit:
             {"first": first}).fetchall() if sweep != text and sweep not in others]
         if group and not quiet:
             warnings.warn(CaptureWarning(
-                f"{said}: sweep {text} was taken again (tracekit sweep --repeat): its repeats {', '.join(group)} measure the noise "
-                "between processes a change must pass, as --repeat gives them"), stacklevel=3)
+                f"{said}: sweep {text} was taken again (tracekit sweep --repeat): its repeats {', '.join(group)} "
+                "measure the noise between processes a change must pass, as --repeat gives them"), stacklevel=3)
         return group
 
     @one_at_a_time

@@ -347,6 +347,24 @@ def linked_copy(folder: Path, dest: Path) -> Path:
     return dest
 
 
+def sweep_of_manifest(manifest: Path, runs: Path):
+    """The ``SweepResult`` a committed sweep manifest records (the HSTU workload's bs x nc points
+    or a program's grid values, the sweep it repeats), its run folders where the fixture keeps
+    them (``runs``: run_dir as written on the device is not there)."""
+    import json
+
+    from tracekit.capture import sweep as sw
+
+    m = json.loads(manifest.read_text())
+    points = []
+    for p in m["points"]:
+        point = (sw.SweepPoint(values=p["values"], status=p["status"]) if "values" in p
+                 else sw.SweepPoint(p["bs"], p["nc"], status=p["status"]))
+        point.run_dir = str(runs / Path(p["run_dir"]).name)
+        points.append(point)
+    return sw.SweepResult(m["sweep"], manifest, points, m["settings"]["tool"], m["settings"].get("repeat_of"))
+
+
 def let_go(tk) -> None:
     """``tk``'s connection and lock released, the object kept for a module's later tests
     (its next call opens the store again; ``close()`` would end it): a test's CLI opens the

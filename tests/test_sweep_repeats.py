@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import DATA
+from conftest import DATA, sweep_of_manifest
 from test_capture_sweep import FakeRunner
 from tracekit.capture import sweep as sw
 
@@ -37,17 +37,7 @@ def runs(tmp_path_factory) -> Path:
 
 def _results(runs: Path) -> list[sw.SweepResult]:
     """The three sweeps, in the order they ran, each from its manifest."""
-    results = []
-    for manifest in sorted(runs.glob("sweep-*.json")):
-        m = json.loads(manifest.read_text())
-        points = []
-        for p in m["points"]:
-            point = sw.SweepPoint(p["bs"], p["nc"], status=p["status"])
-            point.run_dir = str(runs / Path(p["run_dir"]).name)
-            points.append(point)
-        results.append(sw.SweepResult(m["sweep"], manifest, points, m["settings"]["tool"],
-                                      m["settings"].get("repeat_of")))
-    return results
+    return [sweep_of_manifest(manifest, runs) for manifest in sorted(runs.glob("sweep-*.json"))]
 
 
 @pytest.fixture(scope="module")

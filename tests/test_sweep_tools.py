@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from conftest import DATA, sweep_of_manifest
 from tracekit.capture import runinfo
 from tracekit.capture import sweep as sw
 
@@ -98,13 +98,7 @@ def test_the_cli_refuses_a_bad_list_before_any_point(tmp_path, capsys):
 
 def _points(manifest: Path) -> sw.SweepResult:
     """The sweep of a committed manifest, its run folders where the fixture keeps them."""
-    m = json.loads(manifest.read_text())
-    points = []
-    for p in m["points"]:
-        point = sw.SweepPoint(values=p["values"], status=p["status"])
-        point.run_dir = str(manifest.parent / "runs" / Path(p["run_dir"]).name)
-        points.append(point)
-    return sw.SweepResult(m["sweep"], manifest, points, m["settings"]["tool"])
+    return sweep_of_manifest(manifest, manifest.parent / "runs")
 
 
 @pytest.fixture(scope="module")
@@ -173,16 +167,7 @@ def hstu(tmp_path_factory) -> tuple[Path, list[sw.SweepResult]]:
     with tracekit.open(db) as tk:
         for folder in run_folders([HSTU]):
             tk.ingest(folder)
-    results = []
-    for manifest in sorted(HSTU.glob("sweep-*.json")):
-        m = json.loads(manifest.read_text())
-        points = []
-        for p in m["points"]:
-            point = sw.SweepPoint(p["bs"], p["nc"], status=p["status"])
-            point.run_dir = str(HSTU / Path(p["run_dir"]).name)
-            points.append(point)
-        results.append(sw.SweepResult(m["sweep"], manifest, points, m["settings"]["tool"]))
-    return db, results
+    return db, [sweep_of_manifest(manifest, HSTU) for manifest in sorted(HSTU.glob("sweep-*.json"))]
 
 
 def test_the_workloads_three_sweeps_pair_point_by_point(hstu):

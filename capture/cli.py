@@ -370,23 +370,20 @@ def latency_table(db: Path | None, results: list, width: int | None = None) -> s
     """The sweep-latency rows of the ok points of ``results`` (this command's sweeps, one per
     profiler, in order) as one terminal table, latencies in ms with three decimals."""
     import shutil
-    import warnings
 
     import tracekit
-    from tracekit.errors import CaptureWarning
-    from tracekit.registry import get_registry
     from tracekit.table import render
+
+    from .sweep import latency_rows
 
     results = [r for r in results if r.ok]
     if not results:
         return ""
     rows = None
-    with tracekit.open(db, read_only=True) as tk, warnings.catch_warnings():
-        # (said below the table: a line of its own, not a warning per sweep)
-        warnings.filterwarnings("ignore", r"sweep \S+ was captured under ncu", CaptureWarning)
+    with tracekit.open(db, read_only=True) as tk:
         for result in results:
             runs = {Path(p.run_dir).name for p in result.ok}
-            these = get_registry().fetch(tk, "sweep-latency", points_said=True, limit=0, sweep=result.sweep_id)
+            these = latency_rows(tk, result.sweep_id)
             i = these.columns.index("run")
             these.rows = [r for r in these.rows if r[i] in runs]
             if rows is None:

@@ -194,17 +194,27 @@ def headroom_by_point(db: str | os.PathLike | None, nsys: SweepResult, ncu: Swee
             "bottleneck; tracekit query kernel-headroom --run NSYS_RUN -p ncu=NCU_RUN):", *out]
 
 
+def latency_rows(tk, sweep_id: str):
+    """sweep-latency's rows (``Rows``) of the sweep ``sweep_id``, as ``tracekit sweep`` ends with
+    them: its failed points said already, and a sweep under ncu said once below its table, not
+    by the query's warning for each sweep."""
+    import warnings
+
+    from tracekit.errors import CaptureWarning
+    from tracekit.registry import get_registry
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"sweep \S+ was captured under ncu", CaptureWarning)
+        return get_registry().fetch(tk, "sweep-latency", points_said=True, limit=0, sweep=sweep_id)
+
+
 def repeat_spread(db: str | os.PathLike | None, results: list[SweepResult]) -> list[str]:
     """The noise between the repeats of each sweep of ``results`` (``sweep_each``'s, a sweep and
     the sweeps taken again after it, ``repeat_of``), as lines for the terminal: for the HSTU
     workload, each point's median request latency in each repeat and their spread (the largest
     over the smallest, less one); then how a later sweep is compared against them (``diff
     --repeat``: a change no larger than the repeats' is not judged). Empty without repeats."""
-    import warnings
-
     import tracekit
-    from tracekit.errors import CaptureWarning
-    from tracekit.registry import get_registry
 
     groups: dict[str, list[SweepResult]] = {}  # the first sweep's id -> it and its repeats
     for r in results:
@@ -221,11 +231,10 @@ def repeat_spread(db: str | os.PathLike | None, results: list[SweepResult]) -> l
         if not ok or ok[0].points[0].bs is None:  # (a program's sweep times no request)
             continue
         medians: dict[str, list[float]] = {}
-        with tracekit.open(db, read_only=True) as tk, warnings.catch_warnings():
-            warnings.filterwarnings("ignore", r"sweep \S+ was captured under ncu", CaptureWarning)  # (the table's line)
+        with tracekit.open(db, read_only=True) as tk:
             for r in ok:
                 runs = {Path(p.run_dir).name: p.label for p in r.ok}
-                rows = get_registry().fetch(tk, "sweep-latency", points_said=True, limit=0, sweep=r.sweep_id)
+                rows = latency_rows(tk, r.sweep_id)
                 named = [dict(zip(rows.columns, row, strict=True)) for row in rows.rows]
                 for row in named:
                     if row["run"] in runs:

@@ -77,8 +77,9 @@ def test_a_repeat_names_its_first_sweep_in_its_manifest_and_its_runs(tmp_path):
     runner = FakeRunner(tmp_path)
     first = sw.sweep("1", "128", tool="none", preset="small", warmup_ms=0, iters=2, out_dir=tmp_path / "runs",
                      progress=False, runner=runner)
-    again = sw.sweep("1", "128", tool="none", preset="small", warmup_ms=0, iters=2, out_dir=tmp_path / "runs",
-                     progress=False, runner=runner, repeat_of=first.sweep_id)
+    again = sw.sweep("1", "128", tool="none", preset="small", warmup_ms=0, iters=2, out_dir=tmp_path / "again",
+                     progress=False, runner=runner, repeat_of=first.sweep_id)  # (another folder: the fake runner's
+    # sweeps can start within one millisecond, which names a sweep)
     assert runner.calls[0][2]["extra_params"] == {"sweep": first.sweep_id, "sweep_point": 0}
     assert runner.calls[1][2]["extra_params"] == {"sweep": again.sweep_id, "sweep_point": 0,
                                                   "sweep_repeat_of": first.sweep_id}

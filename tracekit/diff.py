@@ -1484,15 +1484,13 @@ def _paired_total(pairs: list[tuple[float, float]], threshold: float) -> tuple[b
     return True, ""
 
 
-def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
-    df = con.sql(_sql("ncu_launches"), params=params).pl()
-    stalls = con.sql(_sql("ncu_stalls"), params=params).pl()
-    if stalls.height:  # one column per stall reason: stall_<reason>_cycles
-        wide = stalls.with_columns(pl.format("stall_{}_cycles", "reason").alias("metric")).pivot(
-            "metric", index=["side", "kernel_id"], values="cycles_per_issue")
-        df = df.join(wide, on=["side", "kernel_id"], how="left")
-    stall_cols = sorted(c for c in df.columns if c.startswith("stall_"))
-    gb, gn = _ncu_groups(df, 0), _ncu_groups(df, 1)
+def ncu_pairs(gb: dict[tuple, list], gn: dict[tuple, list]) -> list[tuple[str, tuple | None, tuple | None, str]]:
+    """The ncu scope's keys: (key, base group, new group, how they were matched) for the
+    launches of two reports grouped by (kernel name, NVTX path) (``_ncu_groups``; each
+    group's launches carry their ``kernel_id``). A group is matched by name and NVTX path,
+    then by name alone where one group of that name is left on each side, then by launch
+    order; a group left over is in one report only (None on the other side). The key is the
+    kernel name, with its NVTX path (``name @ path``) where the name has several in a report."""
     pairs: list[tuple[tuple | None, tuple | None, str]] = []
     for k in [k for k in gb if k in gn]:
         pairs.append((k, k, "matched by name and NVTX path" if k[1] else "matched by name"))
@@ -1513,12 +1511,36 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
         pairs.append((kb, None, ""))
     for kn in ln[len(lb):]:
         pairs.append((None, kn, ""))
-    # the key is the kernel name, with its NVTX path where the name has several in a report
     several = {k[0] for g in (gb, gn) for k in g if sum(1 for x in g if x[0] == k[0]) > 1}
-    rows: list[_Row] = []
+    out = []
     for kb, kn, how in pairs:
         shown = kn or kb
-        key = f"{shown[0]} @ {shown[1]}" if shown[0] in several else shown[0]
+        out.append((f"{shown[0]} @ {shown[1]}" if shown[0] in several else shown[0], kb, kn, how))
+    return out
+
+
+def ncu_launch_keys(con, base: int, new: int) -> pl.DataFrame:
+    """The key (``ncu_pairs``) each profiled launch of ncu runs ``base`` and ``new`` has in
+    their comparison: side (0 base, 1 new), kernel_id, key."""
+    df = con.sql(_sql("ncu_launches"), params={"base": base, "new": new}).pl()
+    gb, gn = _ncu_groups(df, 0), _ncu_groups(df, 1)
+    rows = [(side, r["kernel_id"], key) for key, kb, kn, _ in ncu_pairs(gb, gn)
+            for side, group in ((0, gb.get(kb, []) if kb else []), (1, gn.get(kn, []) if kn else []))
+            for r in group]
+    return pl.DataFrame(rows, schema={"side": pl.Int64, "kernel_id": pl.Int64, "key": pl.String}, orient="row")
+
+
+def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
+    df = con.sql(_sql("ncu_launches"), params=params).pl()
+    stalls = con.sql(_sql("ncu_stalls"), params=params).pl()
+    if stalls.height:  # one column per stall reason: stall_<reason>_cycles
+        wide = stalls.with_columns(pl.format("stall_{}_cycles", "reason").alias("metric")).pivot(
+            "metric", index=["side", "kernel_id"], values="cycles_per_issue")
+        df = df.join(wide, on=["side", "kernel_id"], how="left")
+    stall_cols = sorted(c for c in df.columns if c.startswith("stall_"))
+    gb, gn = _ncu_groups(df, 0), _ncu_groups(df, 1)
+    rows: list[_Row] = []
+    for key, kb, kn, how in ncu_pairs(gb, gn):
         lb_, ln_ = gb.get(kb, []) if kb else [], gn.get(kn, []) if kn else []
         launches = f"launches {len(lb_)} -> {len(ln_)}" if lb_ and ln_ and len(lb_) != len(ln_) else ""
         dur = [np.median([x["duration_ns"] for x in lst if x["duration_ns"] is not None] or [np.nan]) for lst in (lb_, ln_)]

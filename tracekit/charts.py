@@ -184,34 +184,22 @@ _MEMORY = [
 ]
 
 
-def roofline(df: pl.DataFrame) -> alt.LayerChart:
-    """Log-log roofline: memory and per-precision compute ceilings, one point per launch at AI(DRAM)."""
-    _need(
-        df,
-        "roofline",
-        "roofline",
-        ["kernel_id", "name", "flops_per_s", "ai_dram", "peak_dram_bytes_per_s"],
-    )
-    if df.is_empty():
-        return _no_data("Roofline")
-    pts = df.filter(
-        pl.col("flops_per_s").is_not_null()
-        & (pl.col("flops_per_s") > 0)
-        & pl.col("ai_dram").is_not_null()
-    )
-    if pts.is_empty():
-        missing = sorted(
-            {m for ms in df.get_column("missing_metrics").drop_nulls() for m in ms.split(", ")}
-        )
-        why = (
-            f"metrics not in the report: {', '.join(missing)}"
-            if missing
-            else "no launch does floating-point work"
-        )
-        raise QueryError(
-            f"roofline: nothing to plot; {why} (re-profile with --set full or the SpeedOfLight_Hierarchical*RooflineChart sections)"
-        )
-    pts = _labels(pts)
+class _Roof(NamedTuple):
+    """A roofline's frame: the ceilings (lines and their labels, as layers), the log scales
+    of both axes, the plot's domain and whether the launches a ceiling was drawn for ran at
+    different clocks (it is drawn at the highest)."""
+
+    layers: list
+    texts: list[dict]
+    xs: Any
+    ys: Any
+    domain: tuple[float, float, float, float]  # (ai_lo, ai_hi, y_lo, y_hi)
+    clocks_differ: bool
+
+
+def _roof(pts: pl.DataFrame) -> _Roof:
+    """The ceilings and axes of a roofline of ``pts`` (points with ai_dram, flops_per_s, the
+    peak_* columns of query roofline and, where known, their precision)."""
     # Ceilings are per launch (measured clocks differ): a precision's ceiling is drawn at
     # the clocks of the launches whose dominant precision it is (the highest of those),
     # else the highest among all plotted launches; memory ceilings at the highest clocks.
@@ -325,6 +313,88 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         .encode(x=alt.X("x:Q", scale=xs), y=alt.Y("y:Q", scale=ys), text="text:N")
         for kind, align, rot in (("memory", "left", 360 - angle), ("compute", "right", 0))
     ]
+    return _Roof([ceil, *ceil_text], texts, xs, ys, (ai_lo, ai_hi, y_lo, y_hi), clocks_differ)
+
+
+def _roof_labels(data: list[dict], roof: _Roof) -> list:
+    """Text layers labelling the points of ``data`` (ai_dram, flops_per_s, label) where a
+    label hits no marker, no ceiling's label and no other label; a point with no free spot
+    is left to its tooltip rather than overprinted."""
+    ai_lo, ai_hi, y_lo, y_hi = roof.domain
+    xs, ys, texts = roof.xs, roof.ys, roof.texts
+    layers = []
+
+    def px(d):
+        fx = math.log(d["ai_dram"] / ai_lo) / math.log(ai_hi / ai_lo)
+        fy = math.log(d["flops_per_s"] / y_lo) / math.log(y_hi / y_lo)
+        return WIDTH * fx, HEIGHT * (1 - fy)
+
+    spots = [(9, -9, "left"), (9, 14, "left"), (-9, -9, "right"), (-9, 14, "right")]
+    boxes = [(x - 7, y - 7, x + 7, y + 7) for x, y in map(px, data)]
+    for t in texts:  # the compute-ceiling labels (right-aligned, above their line)
+        if t["kind"] == "compute":
+            x, y = px({"ai_dram": t["x"], "flops_per_s": t["y"]})
+            boxes.append((x - 7.0 * len(t["text"]), y - 21, x, y - 3))
+    placed: dict[tuple, list] = {sp: [] for sp in spots}
+    for d in sorted(data, key=lambda d: -d["flops_per_s"]):
+        x, y = px(d)
+        w = 7.0 * len(d["label"])
+        for dx, dy, align in spots:
+            x0 = x + dx if align == "left" else x + dx - w
+            box = (x0, y + dy - 10, x0 + w, y + dy + 3)
+            clear = all(
+                box[2] < b[0] or box[0] > b[2] or box[3] < b[1] or box[1] > b[3] for b in boxes
+            )
+            if clear and 0 <= box[0] and box[2] <= WIDTH:
+                break
+        else:  # no free spot: leave it to the tooltip rather than overprint
+            continue
+        boxes.append(box)
+        placed[(dx, dy, align)].append(d)
+    for (dx, dy, align), rows in placed.items():
+        if rows:
+            layers.append(
+                alt.Chart(_data(rows))
+                .mark_text(align=align, dx=dx, dy=dy, fontSize=11)
+                .encode(
+                    x=alt.X("ai_dram:Q", scale=xs),
+                    y=alt.Y("flops_per_s:Q", scale=ys),
+                    text="label:N",
+                )
+            )
+    return layers
+
+
+def roofline(df: pl.DataFrame) -> alt.LayerChart:
+    """Log-log roofline: memory and per-precision compute ceilings, one point per launch at AI(DRAM)."""
+    _need(
+        df,
+        "roofline",
+        "roofline",
+        ["kernel_id", "name", "flops_per_s", "ai_dram", "peak_dram_bytes_per_s"],
+    )
+    if df.is_empty():
+        return _no_data("Roofline")
+    pts = df.filter(
+        pl.col("flops_per_s").is_not_null()
+        & (pl.col("flops_per_s") > 0)
+        & pl.col("ai_dram").is_not_null()
+    )
+    if pts.is_empty():
+        missing = sorted(
+            {m for ms in df.get_column("missing_metrics").drop_nulls() for m in ms.split(", ")}
+        )
+        why = (
+            f"metrics not in the report: {', '.join(missing)}"
+            if missing
+            else "no launch does floating-point work"
+        )
+        raise QueryError(
+            f"roofline: nothing to plot; {why} (re-profile with --set full or the SpeedOfLight_Hierarchical*RooflineChart sections)"
+        )
+    pts = _labels(pts)
+    roof = _roof(pts)
+    xs, ys = roof.xs, roof.ys
     by_point = "point" in pts.columns  # (sweep-roofline: a colour per point, a line per kernel family)
     data = pts.select(
         "label",
@@ -365,51 +435,13 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
             ],
         )
     )
-    layers = [ceil, *ceil_text, points]
+    layers = [*roof.layers, points]
     if by_point:  # each kernel family's path from point to point, under the markers
         layers.insert(-1, alt.Chart(_data(data)).mark_line(color="#888888", strokeWidth=1, opacity=0.7).encode(
             x=alt.X("ai_dram:Q", scale=xs), y=alt.Y("flops_per_s:Q", scale=ys), detail="family:N",
             order="sweep_point:Q"))
     if len(data) <= 12:  # label the points where the label hits no marker and no other label
-
-        def px(d):
-            fx = math.log(d["ai_dram"] / ai_lo) / math.log(ai_hi / ai_lo)
-            fy = math.log(d["flops_per_s"] / y_lo) / math.log(y_hi / y_lo)
-            return WIDTH * fx, HEIGHT * (1 - fy)
-
-        spots = [(9, -9, "left"), (9, 14, "left"), (-9, -9, "right"), (-9, 14, "right")]
-        boxes = [(x - 7, y - 7, x + 7, y + 7) for x, y in map(px, data)]
-        for t in texts:  # the compute-ceiling labels (right-aligned, above their line)
-            if t["kind"] == "compute":
-                x, y = px({"ai_dram": t["x"], "flops_per_s": t["y"]})
-                boxes.append((x - 7.0 * len(t["text"]), y - 21, x, y - 3))
-        placed: dict[tuple, list] = {sp: [] for sp in spots}
-        for d in sorted(data, key=lambda d: -d["flops_per_s"]):
-            x, y = px(d)
-            w = 7.0 * len(d["label"])
-            for dx, dy, align in spots:
-                x0 = x + dx if align == "left" else x + dx - w
-                box = (x0, y + dy - 10, x0 + w, y + dy + 3)
-                clear = all(
-                    box[2] < b[0] or box[0] > b[2] or box[3] < b[1] or box[1] > b[3] for b in boxes
-                )
-                if clear and 0 <= box[0] and box[2] <= WIDTH:
-                    break
-            else:  # no free spot: leave it to the tooltip rather than overprint
-                continue
-            boxes.append(box)
-            placed[(dx, dy, align)].append(d)
-        for (dx, dy, align), rows in placed.items():
-            if rows:
-                layers.append(
-                    alt.Chart(_data(rows))
-                    .mark_text(align=align, dx=dx, dy=dy, fontSize=11)
-                    .encode(
-                        x=alt.X("ai_dram:Q", scale=xs),
-                        y=alt.Y("flops_per_s:Q", scale=ys),
-                        text="label:N",
-                    )
-                )
+        layers += _roof_labels(data, roof)
     return alt.layer(*layers).properties(
         width=WIDTH,
         height=HEIGHT,
@@ -419,7 +451,7 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
             + "one point per launch at its DRAM arithmetic intensity; ceilings at the measured clocks of the "
             "launches using them" + ("; where those differ, at the highest: a launch at a lower clock sits further below "
                                      "the line than its % of roof (tooltip), which is against its own clock's ceiling"
-                                     if clocks_differ else ""),
+                                     if roof.clocks_differ else ""),
         ),
     )
 

@@ -316,10 +316,11 @@ def _roof(pts: pl.DataFrame) -> _Roof:
     return _Roof([ceil, *ceil_text], texts, xs, ys, (ai_lo, ai_hi, y_lo, y_hi), clocks_differ)
 
 
-def _roof_labels(data: list[dict], roof: _Roof) -> list:
+def _roof_labels(data: list[dict], roof: _Roof, avoid: list[dict] = ()) -> list:
     """Text layers labelling the points of ``data`` (ai_dram, flops_per_s, label) where a
-    label hits no marker, no ceiling's label and no other label; a point with no free spot
-    is left to its tooltip rather than overprinted."""
+    label hits no marker (of ``data`` or of the unlabelled points ``avoid``), no ceiling's
+    label and no other label; a point with no free spot is left to its tooltip rather than
+    overprinted."""
     ai_lo, ai_hi, y_lo, y_hi = roof.domain
     xs, ys, texts = roof.xs, roof.ys, roof.texts
     layers = []
@@ -330,7 +331,7 @@ def _roof_labels(data: list[dict], roof: _Roof) -> list:
         return WIDTH * fx, HEIGHT * (1 - fy)
 
     spots = [(9, -9, "left"), (9, 14, "left"), (-9, -9, "right"), (-9, 14, "right")]
-    boxes = [(x - 7, y - 7, x + 7, y + 7) for x, y in map(px, data)]
+    boxes = [(x - 7, y - 7, x + 7, y + 7) for x, y in map(px, [*data, *avoid])]
     for t in texts:  # the compute-ceiling labels (right-aligned, above their line)
         if t["kind"] == "compute":
             x, y = px({"ai_dram": t["x"], "flops_per_s": t["y"]})
@@ -2013,6 +2014,153 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
         width=WIDTH - 260, height=alt.Step(22), title=alt.Title("Largest changes", subtitle=subtitle))
 
 
+#: the rates of a kernel's launches taken over its time in the diff roofline (the ceilings
+#: read which precisions ran), and its ceilings at their highest
+_RATES = [a for a, _, _ in _PRECISIONS]
+_PEAKS = [p for _, p, _ in _PRECISIONS] + [c for c, _ in _MEMORY]
+#: a verdict's colour in the diff roofline: diff's, and a kernel of one run only
+_ROOF_VERDICTS = {**{k: v for k, v in _VERDICT_COLOURS.items() if k != "host-timed, not judged"},
+                  "added": "#1f77b4", "removed": "#555555"}
+
+
+def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kernel: str | None = None,
+                       threshold: float | str = 5.0, limit: int | str = 20, repeats: str | None = None) -> pl.DataFrame:
+    """Each kernel two ncu runs have, as ``tk.diff`` compares them (its ncu key and the verdict
+    of its median launch's duration), at its roofline point in each run: its launches taken
+    together (their FLOP over their DRAM bytes, and over their time; the % of roof and each
+    precision's rate weighted by the launches' time; the precision with the most FLOP, the
+    bound of the most time) with the highest of its ceilings; the keys ``diff_rows`` picks
+    (``limit``: every key judged changed, then the largest others), those whose name holds
+    ``kernel`` (any case) where given. A kernel without floating-point work has no point."""
+    from . import diff as _diff
+
+    if base is None or new is None:
+        raise ParamError("chart diff-roofline: give the ncu runs to compare as -p base=RUN -p new=RUN")
+    threshold, limit = _threshold_and_limit("diff-roofline", threshold, limit)
+    try:
+        df = tk.diff(base, new, by=["ncu"], threshold_pct=threshold, repeats=_run_list(repeats) if repeats else None)
+    except QueryError as err:  # (a run without an ncu report: diff names it by its scope)
+        if not str(err).startswith("--by ncu: "):
+            raise
+        raise QueryError(f"chart diff-roofline: {str(err).removeprefix('--by ncu: ')}; the chart compares two "
+                         "ncu runs") from None
+    sides = [_diff.resolve(tk, r) for r in (base, new)]
+    for s in sides:
+        if s.run_id is None:
+            raise QueryError(f"chart diff-roofline: {s.label} is a sweep; compare two ncu runs (a sweep's points "
+                             "on one roofline: tracekit chart sweep-roofline -p sweep=ID)")
+    if kernel is not None:
+        df = df.filter(pl.col("key").str.to_lowercase().str.contains(str(kernel).lower(), literal=True))
+        if df.is_empty():
+            raise QueryError(f"chart diff-roofline: no kernel of {sides[0].label} or {sides[1].label} has "
+                             f"{kernel!r} in its name")
+    return diff_roofline_points(tk, df, sides[0], sides[1], threshold, limit)
+
+
+def diff_roofline_points(tk, df: pl.DataFrame, base, new, threshold: float = 5.0, limit: int = 20) -> pl.DataFrame:
+    """``diff_roofline_data``'s points from a diff already made (``tk.diff`` of ncu runs
+    ``base`` and ``new``, ``tracekit.diff.Side``s; its ncu scope's rows are read)."""
+    from . import diff as _diff
+
+    sides = [base, new]
+    head = diff_rows(df.filter(pl.col("scope") == "ncu").drop("noise_pct", strict=False), threshold, limit)
+    keys = _diff.ncu_launch_keys(tk.con, base.run_id, new.run_id).filter(pl.col("key").is_in(head["key"].implode()))
+    frames = []
+    for side, s in enumerate(sides):
+        try:
+            rf = tk.query("roofline", run=s.run_id, limit=0)
+        except QueryError as err:
+            raise QueryError(f"chart diff-roofline: {err}") from err
+        frames.append(rf.with_columns(pl.lit(side).alias("side")))
+    rf = pl.concat(frames, how="diagonal_relaxed").join(keys, on=["side", "kernel_id"], how="inner")
+    rates, peaks = [c for c in _RATES if c in rf.columns], [c for c in _PEAKS if c in rf.columns]
+    t = pl.col("duration_ns")
+
+    def over_time(c: str) -> pl.Expr:  # a rate over the launches' time (those that have it)
+        has = pl.col(c).is_not_null() & t.is_not_null()
+        return ((pl.col(c) * t).filter(has).sum() / t.filter(has).sum()).alias(c)
+
+    flop_by = rf.group_by("key", "side", "precision").agg(pl.col("flop").sum()).sort("flop", descending=True, nulls_last=True)
+    time_by = rf.group_by("key", "side", "bound").agg(t.sum()).sort("duration_ns", descending=True, nulls_last=True)
+    pts = rf.group_by("key", "side").agg(
+        pl.len().alias("launches"), t.sum(), pl.col("flop").sum(), pl.col("dram_bytes").sum(),
+        over_time("roof_pct"), *(over_time(c) for c in rates), *(pl.col(c).max() for c in peaks),
+    ).join(flop_by.filter(pl.col("precision").is_not_null()).unique(["key", "side"], keep="first", maintain_order=True)
+           .select("key", "side", "precision"), on=["key", "side"], how="left") \
+     .join(time_by.filter(pl.col("bound").is_not_null()).unique(["key", "side"], keep="first", maintain_order=True)
+           .select("key", "side", "bound"), on=["key", "side"], how="left")
+    pts = pts.with_columns(
+        pl.when(t > 0).then(pl.col("flop") / t * 1e9).alias("flops_per_s"),
+        pl.when(pl.col("dram_bytes") > 0).then(pl.col("flop") / pl.col("dram_bytes")).alias("ai_dram"),
+    ).filter((pl.col("flops_per_s") > 0) & (pl.col("ai_dram") > 0))
+    verdicts = {r["key"]: ((r["verdict"] == "unchanged" and _diff.held_by(r["note"])) or r["verdict"],
+                           r["delta_pct"]) for r in head.iter_rows(named=True)}
+    order = {k: i for i, k in enumerate(head["key"])}
+    runs = [f"{'base' if i == 0 else 'new'}: {s.label}" for i, s in enumerate(sides)]
+    return pts.with_columns(
+        pl.col("key").replace_strict({k: v[0] for k, v in verdicts.items()}, return_dtype=pl.String).alias("verdict"),
+        pl.col("key").replace_strict({k: v[1] for k, v in verdicts.items()}, return_dtype=pl.Float64).alias("delta_pct"),
+        pl.col("side").replace_strict({0: runs[0], 1: runs[1]}, return_dtype=pl.String).alias("run"),
+        pl.col("key").replace_strict(order, return_dtype=pl.Int64).alias("_order"),
+        pl.lit(float(threshold)).alias("threshold_pct"),
+    ).sort("_order", "side").drop("_order")
+
+
+def diff_roofline(df: pl.DataFrame) -> alt.LayerChart:
+    """The roofline of two ncu runs compared: each kernel's point in the base run (hollow) and
+    in the new one (filled), joined by a line, coloured by the verdict of its duration."""
+    _need(df, "diff-roofline", "diff", ["key", "side", "run", "verdict", "ai_dram", "flops_per_s", "peak_dram_bytes_per_s"])
+    pts = df
+    if pts.is_empty():
+        raise QueryError("chart diff-roofline: nothing to plot; no kernel compared does floating-point work, or the "
+                         "reports lack its metrics (re-profile with --set full)")
+    roof = _roof(pts)
+    xs, ys = roof.xs, roof.ys
+    from .diff import short_keys
+
+    short = short_keys(pts["key"].unique(maintain_order=True).to_list(), 40)
+    data = pts.select(
+        "key", "side", "run", "verdict", "launches", (pl.col("duration_ns") / 1000).alias("duration_us"),
+        "ai_dram", "flops_per_s", "roof_pct", "bound", "precision", "delta_pct",
+    ).with_columns(pl.col("key").replace_strict(short, return_dtype=pl.String).alias("label")).to_dicts()
+    runs = pts.sort("side")["run"].unique(maintain_order=True).to_list()
+    present = [v for v in _ROOF_VERDICTS if v in set(pts["verdict"])]
+    colour = alt.Color("verdict:N", title="verdict of its duration", scale=alt.Scale(
+        domain=present, range=[_ROOF_VERDICTS[v] for v in present]))
+    tooltip = [alt.Tooltip("key:N", title="kernel"), alt.Tooltip("run:N"), alt.Tooltip("launches:Q"),
+               alt.Tooltip("duration_us:Q", title="time [µs]", format=",.1f"),
+               alt.Tooltip("ai_dram:Q", title="AI DRAM [FLOP/B]", format=".3~g"),
+               alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".3~s"),
+               alt.Tooltip("roof_pct:Q", title="% of roof", format=".1f"), alt.Tooltip("precision:N"),
+               alt.Tooltip("bound:N"), alt.Tooltip("verdict:N"),
+               alt.Tooltip("delta_pct:Q", title="median duration change [%]", format="+.1f")]
+    enc = {"x": alt.X("ai_dram:Q", scale=xs), "y": alt.Y("flops_per_s:Q", scale=ys), "color": colour,
+           "tooltip": tooltip}
+    lines = alt.Chart(_data(data)).mark_line(strokeWidth=2, opacity=0.7).encode(
+        detail="key:N", order="side:Q", **enc)
+    hollow = alt.Chart(_data([d for d in data if d["side"] == 0])).mark_point(
+        filled=False, size=130, strokeWidth=2).encode(**enc)
+    filled = alt.Chart(_data([d for d in data if d["side"] == 1])).mark_point(
+        filled=True, size=130, opacity=0.95, stroke="black", strokeWidth=0.8).encode(**enc)
+    layers = [*roof.layers, lines, hollow, filled]
+    # a kernel's label at its new point (at its base point where the new run lacks it)
+    newest = {d["key"]: d for d in data}
+    if len(newest) <= 12:
+        shown = list(newest.values())
+        layers += _roof_labels(shown, roof, avoid=[d for d in data if d not in shown])
+    one_side = sorted({d["key"] for d in data} - {d["key"] for d in data if d["side"] == 0}
+                      | ({d["key"] for d in data} - {d["key"] for d in data if d["side"] == 1}))
+    subtitle = [f"hollow: {runs[0]}; filled: {runs[-1]}" if len(runs) > 1 else f"{runs[0]} alone has points",
+                "a kernel's launches together: their FLOP over their DRAM bytes and over their time; "
+                "the line joins its two points",
+                "colour: the verdict of its median launch's duration (tracekit diff --by ncu); ceilings at the "
+                "highest measured clocks"]
+    if one_side:
+        subtitle.append(f"a point in one run only ({len(one_side)}): added, removed, or no floating-point work in the other")
+    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
+                                         title=alt.Title("Roofline compared", subtitle=subtitle))
+
+
 #: the ticks of a change's symmetric log axis, % of base: about evenly apart on it (Vega's own
 #: crowd where the scale turns logarithmic, "700800" at +700 and +800 %)
 _SYMLOG_TICKS = (-100, -50, -20, 0, 20, 50, 100, 200, 500, *(m * 10 ** e for e in range(3, 7) for m in (1, 2, 5)))
@@ -2360,6 +2508,10 @@ CHARTS: dict[str, ChartSpec] = {
                                 "line per kernel family from point to point (-p sweep=, -p kernel=)",
                                 data=sweep_roofline_data,
                                 source="queries sweep-ncu and roofline, needs a sweep captured under ncu"),
+    "diff-roofline": ChartSpec(None, diff_roofline, {}, "ncu roofline of two runs compared: each kernel's point in "
+                               "the base and the new run, joined, coloured by its verdict (-p base=A -p new=B "
+                               "[-p kernel=TEXT] [-p limit=N])", data=diff_roofline_data,
+                               source="tracekit diff's ncu scope and query roofline, needs two ncu runs"),
     "warp-stalls": ChartSpec("warp-stalls", warp_stalls, {"limit": 0}, "ncu warp cycles per issued instruction by stall reason"),
     "ncu-source": ChartSpec("ncu-source", source_hot_spots, {"limit": MAX_BARS},
                             "ncu warp stall samples per source line, by the largest stall reason"),

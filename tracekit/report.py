@@ -921,9 +921,10 @@ def _job(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
 
 
 def _comparison(tk, run_id: int, vs: str | int, threshold: float,
-                repeats: list | None = None) -> tuple[tuple[str, str], tuple]:
-    """The header line and the section of ``tk.diff(vs, run, threshold_pct=threshold,
-    repeats=repeats)``."""
+                repeats: list | None = None) -> tuple[tuple[str, str], list[tuple]]:
+    """The header line and the sections of ``tk.diff(vs, run, threshold_pct=threshold,
+    repeats=repeats)``: the diff, and where two ncu runs are compared, their roofline
+    (``charts.diff_roofline``)."""
     from . import charts
     from . import diff as _diff
 
@@ -980,7 +981,31 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
         "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; ncu: "
         "duration; request latency: its median) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
-    return ("compared with", f"{label} (tracekit diff {base.ref} {run_id})"), (sec, table, spec, None)
+    line = ("compared with", f"{label} (tracekit diff {base.ref} {run_id})")
+    return line, [(sec, table, spec, None), *_roofline_compared(tk, df, base, run_id, label, threshold)]
+
+
+def _roofline_compared(tk, df: pl.DataFrame, base, run_id: int, label: str, threshold: float) -> list[tuple]:
+    """The section of the roofline of two ncu runs compared (none where the comparison has no
+    ncu scope or a side is a sweep; a reason in its place where no kernel compared does
+    floating-point work)."""
+    from . import charts
+    from . import diff as _diff
+
+    new = _diff.resolve(tk, str(run_id))
+    if "ncu" not in set(df["scope"]) or base.run_id is None or new.run_id is None:
+        return []
+    sec = Section("diff-roofline", f"Roofline compared with {label}", None, chart="diff-roofline", intro=(
+        f"Each kernel's roofline point in {label} (hollow) and in this run (filled), joined by a line and coloured "
+        "by the verdict of its median launch's duration: its launches together, their FLOP over their DRAM bytes "
+        "and over their time. A kernel that moved up and right did more work per byte and per second; only its "
+        "duration says whether it got faster (tracekit chart diff-roofline "
+        f"-p base={base.run_id} -p new={run_id})."))
+    try:
+        chart = charts.diff_roofline(charts.diff_roofline_points(tk, df, base, new, threshold))
+    except QueryError as err:
+        return [(sec, "", None, str(err))]
+    return [(sec, "", json.dumps(charts.spec(chart), separators=(",", ":"), default=str), None)]
 
 
 def _other_job(tk, run_id: int, vs: str | int) -> int | None:
@@ -1110,9 +1135,9 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     rep = Report(title=title, header=_header(info), run=(run_id, info["name"]))
     rep.header += job_lines + left_out
     if vs is not None:
-        line, section = _comparison(tk, run_id, vs, threshold_pct, repeats)
+        line, compared = _comparison(tk, run_id, vs, threshold_pct, repeats)
         rep.header.insert(1, line)
-        rep.sections.append(section)
+        rep.sections += compared
         other = _other_job(tk, run_id, vs) if "nsys" in kinds else None
         if other is not None:  # (two ranks of two jobs: the jobs compared, rank by rank)
             rep.sections.append(_job_comparison(tk, run_id, other, threshold_pct, repeats))

@@ -1278,6 +1278,12 @@ class Timeline:
     #: the Python samples in the window as slices per thread and level below the frames every
     #: sample of the thread shares (``_python_rows``; empty: none, or none sampled)
     python: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
+    #: what names each part's lanes, by the rows' ``rank`` (default ``rank N``: a job's ranks;
+    #: ``base``/``new``: two runs compared, ``diff_timeline_data``)
+    labels: dict[int, str] = field(default_factory=dict)
+
+    def label(self, rank: int) -> str:
+        return self.labels.get(rank, f"rank {rank}")
 
 
 def _int_param(name: str, value: Any, what: str) -> int | None:
@@ -1552,31 +1558,34 @@ def _op_detail(r: dict) -> str:
     return f"{size} · {r['src_kind'] or '?'} memory"
 
 
-def _busy(gpu: pl.DataFrame, t0: int, t1: int) -> list[str]:
-    """Per device (per rank and device, a job's), the share of the window it ran a GPU op
-    (the union of its ops)."""
+def _busy(gpu: pl.DataFrame, t0: int, t1: int, t: Timeline | None = None, ends: dict[int, int] | None = None) -> list[str]:
+    """Per device (per rank and device, a job's, named as ``t`` names its parts), the share
+    of the window it ran a GPU op (the union of its ops); ``ends``: a part's own end of the
+    window, where it is not ``t1`` (two runs compared, each over its own request)."""
     out = []
     keys = ["rank", "device_id"] if "rank" in gpu.columns else ["device_id"]
     for key, ops in gpu.sort(*keys, "start_ns").group_by(keys, maintain_order=True):
         busy, end = 0, t0
+        stop = (ends or {}).get(key[0], t1) if len(keys) == 2 else t1
         for s, e in ops.select("start_ns", "end_ns").iter_rows():
-            s, e = max(s, end), min(e, t1)
+            s, e = max(s, end), min(e, stop)
             if e > s:
                 busy += e - s
                 end = e
-        pct = 100 * busy / (t1 - t0)
-        rank = f"rank {key[0]} " if len(keys) == 2 else ""
+        pct = 100 * busy / max(stop - t0, 1)
+        rank = f"{t.label(key[0]) if t is not None else f'rank {key[0]}'} " if len(keys) == 2 else ""
         out.append(f"{rank}GPU {key[-1]} busy {pct:.{0 if pct >= 10 else 1}f} %")
     return out
 
 
-def _ranked(df: pl.DataFrame) -> pl.DataFrame:
-    """A job's timeline rows (with ``rank``): each lane named for its rank, the ranks in
-    order (each rank's lanes in the order they had); other rows as they are."""
+def _ranked(df: pl.DataFrame, t: Timeline) -> pl.DataFrame:
+    """A job's timeline rows (with ``rank``): each lane named for its rank (``t.label``), the
+    ranks in order (each rank's lanes in the order they had); other rows as they are."""
     if "rank" not in df.columns:
         return df
-    return df.with_columns(pl.format("rank {} · {}", pl.col("rank"), pl.col("lane")).alias("lane")).sort(
-        "rank", maintain_order=True)
+    names = {r: t.label(r) for r in df["rank"].unique()}
+    return df.with_columns(pl.format("{} · {}", pl.col("rank").replace_strict(names, return_dtype=pl.String),
+                                     pl.col("lane")).alias("lane")).sort("rank", maintain_order=True)
 
 
 def _legend(columns: int, width: int) -> alt.Legend:
@@ -1653,7 +1662,7 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     layers = []
     graphs: list[str] = []
     if not nv.is_empty():  # named as the path names them: the default domain's ':text' as 'text'
-        nv = _ranked(_nvtx_lanes(nv.with_columns(pl.col("range").str.strip_prefix(":"))))
+        nv = _ranked(_nvtx_lanes(nv.with_columns(pl.col("range").str.strip_prefix(":"))), t)
         top = _nvtx_coloured(nv)
         d = nv.with_columns(*since, (pl.col("dur_ns") / 1e6).alias("dur_ms"),
                             pl.when(pl.col("range").is_in(top)).then(pl.col("range")).otherwise(pl.lit("(other)"))
@@ -1667,7 +1676,7 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
         lanes += d["lane"].unique(maintain_order=True).to_list()
     if not t.python.is_empty():  # the Python samples as a flame chart over time, per thread below its trunk
         d = _ranked(t.python.sort("tid", "depth", "start_ns").with_columns(
-            pl.format("tid {} · Python {}", pl.col("tid"), pl.col("depth")).alias("lane")))
+            pl.format("tid {} · Python {}", pl.col("tid"), pl.col("depth")).alias("lane")), t)
         top = _top(d, "name", in_window)
         d = d.with_columns(*since, ((pl.col("end_ns") - pl.col("start_ns")) / 1e6).alias("dur_ms"),
                            pl.when(pl.col("name").is_in(top)).then(pl.col("name")).otherwise(pl.lit("(other Python)"))
@@ -1684,7 +1693,7 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     if not gpu.is_empty():
         kernels = _top(gpu.filter(pl.col("op_kind") == "kernel"), "name", in_window)
         shown = dict(zip(kernels, distinct_labels(kernels, 48, short_name), strict=True))
-        d = _ranked(_gpu_lanes(gpu))
+        d = _ranked(_gpu_lanes(gpu), t)
         colour = [shown.get(n, "(other kernels)") if k == "kernel" else n for n, k in d.select("name", "op_kind").rows()]
         d = d.with_columns(*since, (pl.col("dur_ns") / 1e3).alias("dur_us"), pl.Series("colour", colour, pl.Utf8),
                            pl.Series("detail", [_op_detail(r) for r in d.iter_rows(named=True)], pl.Utf8))
@@ -1710,7 +1719,7 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
             pl.when(gpu_side).then(pl.format("GPU {} · page faults", pl.col("device_id")))
             .otherwise(pl.format("pid {} · CPU page faults", pl.col("pid"))).alias("lane"),
             pl.when(gpu_side).then(pl.col("access_type")).otherwise(pl.lit("CPU")).alias("colour"),
-            *since, ((pl.col("end_ns") - pl.col("start_ns")) / 1e3).alias("dur_us")))
+            *since, ((pl.col("end_ns") - pl.col("start_ns")) / 1e3).alias("dur_us")), t)
         kinds = [k for k in _FAULT_COLOURS if k in set(d["colour"])]
         scale = alt.Scale(domain=kinds, range=[_FAULT_COLOURS[k] for k in kinds])
         rows = d.select("colour", "lane", "start_ms", "end_ms", "dur_us", "faults", "address", "instruction").to_dicts()
@@ -1720,11 +1729,12 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
             alt.Tooltip("address:N", title="page"), alt.Tooltip("instruction:N", title="CPU function")]))
         lanes += d["lane"].unique(maintain_order=True).to_list()
     if t.ranks:  # (each rank's NVTX lanes, then its GPU lanes)
-        lanes = sorted(lanes, key=lambda lane: int(lane.split(" ", 2)[1]))
+        order = {f"{t.label(r)} · ": i for i, r in enumerate(sorted(t.ranks))}
+        lanes = sorted(lanes, key=lambda lane: next(i for prefix, i in order.items() if lane.startswith(prefix)))
     y = alt.Y("lane:N", sort=lanes, title=None, axis=alt.Axis(labelLimit=240))
     layers = [layer.encode(y=y) for layer in layers]
     layers[0] = layers[0].add_params(alt.selection_interval(bind="scales", encodings=["x"]))
-    said = [f"{w.label} · {(t1 - t0) / 1e6:,.3f} ms", *(_busy(gpu, t0, t1) if not gpu.is_empty() else []),
+    said = [f"{w.label} · {(t1 - t0) / 1e6:,.3f} ms", *(_busy(gpu, t0, t1, t) if not gpu.is_empty() else []),
             *(untraced_words(what, t.said, verb=False) for what in t.untraced), *t.notes]
     return alt.layer(*layers).resolve_scale(color="independent", stroke="independent").properties(
         width=TIMELINE_WIDTH, height=alt.Step(20),

@@ -376,7 +376,7 @@ def test_report_vs_base_shows_the_planted_changes(reports):
     the plant's verdicts, and the rest of the report is the run's own."""
     plant = json.loads((DIFF_NEW / "plant.json").read_text())
     page = _parse(reports["diff"])
-    assert list(page.sections) == ["diff", "top-kernels", "kernel-durations", "kernels-by-nvtx", "nvtx-gpu",
+    assert list(page.sections) == ["diff", "diff-timeline", "top-kernels", "kernel-durations", "kernels-by-nvtx", "nvtx-gpu",
                                    "gpu-utilization", "idle-gaps", "nsys-rules", "launch-overhead", "api", "memcpy", "osrt",
                                    "osrt-stacks", "timeline"]
     assert page.charts[0] == "chart-diff"
@@ -518,7 +518,7 @@ def test_report_of_a_capture_without_cuda(cpu_reports):
     got, osrt = _osrt_table(page, DATA / "nsys_cpu_only")
     assert got == osrt[:10] and "pthread_cond_wait" in [name for name, _, _ in got]
     page = _parse(cpu_reports["cpu_vs"])
-    assert list(page.sections) == ["diff", "osrt", "osrt-stacks", "timeline"]
+    assert list(page.sections) == ["diff", "diff-timeline", "osrt", "osrt-stacks", "timeline"]
     (table,) = page.sections["diff"]
     assert {r[0][0] for r in table["rows"]} == {"nvtx"}
 
@@ -742,7 +742,7 @@ def test_report_without_cuda_in_chromium(name, cpu_reports):
     assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
     state = page.value
     charts = _parse(cpu_reports[name]).charts
-    assert charts == (["chart-timeline"] if name == "cpu" else ["chart-diff", "chart-timeline"])
+    assert charts == (["chart-timeline"] if name == "cpu" else ["chart-diff", "chart-diff-timeline", "chart-timeline"])
     assert state["charts"] == len(charts) == state["rendered"] and state["failed"] == 0 and state["errors"] == []
     run = "cpu_only" if name == "cpu" else "cpu_only_more"
     assert state["marks"]["chart-timeline"] == cpu_reports["bars"][run]

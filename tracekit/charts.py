@@ -1281,13 +1281,17 @@ class Timeline:
     #: what names each part's lanes, by the rows' ``rank`` (default ``rank N``: a job's ranks;
     #: ``base``/``new``: two runs compared, ``diff_timeline_data``)
     labels: dict[int, str] = field(default_factory=dict)
+    #: the title, where it is not the run's (two runs compared), and each part's own end of the
+    #: window by its ``rank`` where the parts' windows differ (two requests of other lengths)
+    title: str | None = None
+    ends: dict[int, int] = field(default_factory=dict)
 
     def label(self, rank: int) -> str:
         return self.labels.get(rank, f"rank {rank}")
 
 
-def _int_param(name: str, value: Any, what: str) -> int | None:
-    """A -p value that is an integer: an int, or text from the command line
+def _int_param(name: str, value: Any, what: str, chart: str = "timeline") -> int | None:
+    """A -p value of chart ``chart`` that is an integer: an int, or text from the command line
     (tracekit.numbers: 12,100,481 as tables print it works)."""
     if value is None:
         return None
@@ -1296,7 +1300,7 @@ def _int_param(name: str, value: Any, what: str) -> int | None:
     try:
         return whole_number(str(value))
     except ValueError as err:
-        raise ParamError(f"chart timeline: {name}={value!r}: {what} expected") from err
+        raise ParamError(f"chart {chart}: {name}={value!r}: {what} expected") from err
 
 
 #: how chart timeline spells the window's options in tracekit.trace.resolve_window's errors
@@ -1405,6 +1409,76 @@ class _Rows(NamedTuple):
     notes: tuple[str, ...]
     #: its Python samples' slices (``_python_rows``)
     python: pl.DataFrame
+
+
+def diff_timeline_data(tk, base: str | int | None = None, new: str | int | None = None, nvtx: str | None = None,
+                       instance: int | str | None = None) -> Timeline:
+    """Two nsys runs' requests on one time axis, the base's lanes above the new run's, each
+    from its own start (the new run's times moved onto the base's): the base's typical
+    request (``typical_instance``) and the new run's instance of that range whose duration is
+    the median of those at the same nesting depth; ``nvtx=NAME``: that range's median
+    instance in each run; with ``instance=N``, the N-th in each. Each window runs to the end of
+    the GPU work its range launched (``tracekit.trace.resolve_window``)."""
+    from .registry import resolve_run
+    from .trace import Options, Part, Window, nvtx_instances, resolve_window
+
+    said = "chart diff-timeline"
+    if base is None or new is None:
+        raise ParamError(f"{said}: give the nsys runs to compare as -p base=RUN -p new=RUN")
+    ids = [resolve_run(tk, r, "nsys", said, spans_runs=False) for r in (base, new)]
+    names = [tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [i]).fetchall()[0][0] for i in ids]
+    number = _int_param("instance", instance, "an instance number (1 = the first)", "diff-timeline")
+    options = Options(**{**_TIMELINE_OPTIONS, "command": said})
+    depth = None
+    if nvtx is None:
+        if number is not None:
+            raise ParamError(f"{said}: -p instance needs -p nvtx (the range it counts)")
+        pick = typical_instance(tk, ids[0])
+        if pick is None:
+            raise QueryError(f"{said}: run {ids[0]} ({names[0]}) has no NVTX range to pick a request from; give "
+                             "-p from a range both runs have: -p nvtx=NAME (`tracekit query nvtx-summary`)")
+        nvtx, depth = pick.name, (pick.depth if pick.repeated else None)
+    windows, picked = [], []
+    for run_id, name in zip(ids, names, strict=True):
+        n = number
+        if n is None:  # (the median duration of the range's instances at that depth, as the typical request)
+            total, rows = nvtx_instances(tk, run_id, nvtx, depth=depth)
+            if not rows:
+                raise QueryError(f"{said}: run {run_id} ({name}) has no NVTX range named {nvtx!r}"
+                                 + (f" at nesting depth {depth}" if total else "")
+                                 + "; give -p nvtx=NAME of a range both runs have (`tracekit query nvtx-summary`)")
+            order = sorted(range(len(rows)), key=lambda i, r=rows: (r[i].end_ns - r[i].start_ns, i))
+            n = rows[order[(len(rows) - 1) // 2]].instance
+        w = resolve_window(tk, run_id, nvtx=nvtx, instance=n, options=options)
+        windows.append(w)
+        picked.append(f"{w.label}, {(w.end_ns - w.start_ns) / 1e6:,.3f} ms")
+    shift = windows[0].start_ns - windows[1].start_ns
+    parts = [Part(ids[0], windows[0], 0), Part(ids[1], windows[1], 1, shift)]
+    got = [_timeline_rows(tk, part, name) for part, name in zip(parts, names, strict=True)]
+    events = sum(g.events for g in got)
+    if events > TIMELINE_BARS:
+        raise QueryError(f"{said}: the two {nvtx!r} ranges hold {events:,} events, more than the {TIMELINE_BARS:,} a "
+                         "timeline draws; choose a shorter range (-p nvtx=NAME of an inner one)")
+    if all(g.events == 0 for g in got):
+        raise QueryError(f"{said}: the {nvtx!r} ranges of run {ids[0]} and run {ids[1]} hold no event to draw")
+
+    def joined(kind: str) -> pl.DataFrame:
+        frames = [getattr(g, kind).with_columns(pl.lit(part.rank).alias("rank")) for part, g in zip(parts, got, strict=True)
+                  if not getattr(g, kind).is_empty()]
+        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+    labels = {0: "base", 1: "new"}
+    span = max(w.end_ns - w.start_ns for w in windows)
+    notes = tuple(f"{labels[part.rank]}: {note}" for part, g in zip(parts, got, strict=True) for note in g.notes)
+    missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g.missing for g in got))
+    notes += tuple(f"{labels[part.rank]}: no {k} traced" for part, g in zip(parts, got, strict=True)
+                   for k in g.missing if k not in missing)
+    return Timeline(ids[1], names[1], Window(windows[0].start_ns, windows[0].start_ns + span,
+                                             f"base: {picked[0]}; new: {picked[1]}"),
+                    joined("nvtx"), joined("gpu"), missing, (0, 1), notes, faults=joined("faults"),
+                    python=joined("python"), labels=labels,
+                    title=f"Timeline compared · base: run {ids[0]} ({names[0]}) · new: run {ids[1]} ({names[1]})",
+                    ends={0: windows[0].end_ns, 1: windows[1].end_ns + shift})
 
 
 def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
@@ -1644,8 +1718,8 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     rank's lanes together, named ``rank N · ...``, on the run's clock."""
     from .registry import untraced_words
 
-    title = (f"Timeline · run {t.run_id} ({t.run_name})" if not t.ranks else
-             f"Timeline · {ranks_text(t.ranks)} of run {t.run_id}'s job ({t.run_name})")
+    title = t.title or (f"Timeline · run {t.run_id} ({t.run_name})" if not t.ranks else
+                        f"Timeline · {ranks_text(t.ranks)} of run {t.run_id}'s job ({t.run_name})")
     nv, gpu, w = t.nvtx, t.gpu, t.window
     if nv.is_empty() and gpu.is_empty():  # (what the run did not trace, a rank with nothing in the span: said)
         return _no_data(f"{title} · {w.label}", [*(untraced_words(what, t.said, verb=False) for what in t.untraced),
@@ -1655,8 +1729,9 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     t1 = max(w.end_ns if w.end_ns is not None else max(int(f["end_ns"].max()) for f in frames), t0 + 1)
     in_window = pl.min_horizontal(pl.col("end_ns"), pl.lit(t1)) - pl.max_horizontal(pl.col("start_ns"), pl.lit(t0))
     since = [((pl.col(c) - t0) / 1e6).alias(c.replace("_ns", "_ms")) for c in ("start_ns", "end_ns")]
-    x = alt.X("start_ms:Q", title=f"Time since the {'window' if w.start_ns is not None else 'first event'}'s start "
-              "[ms]", scale=alt.Scale(domain=[0, (t1 - t0) / 1e6], nice=False))
+    since_what = "each request" if t.ends else "the window" if w.start_ns is not None else "the first event"
+    x = alt.X("start_ms:Q", title=f"Time since {since_what}'s start [ms]",
+              scale=alt.Scale(domain=[0, (t1 - t0) / 1e6], nice=False))
     start = alt.Tooltip("start_ms:Q", title="start [ms]", format=",.3f")
     lanes: list[str] = []
     layers = []
@@ -1734,7 +1809,8 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
     y = alt.Y("lane:N", sort=lanes, title=None, axis=alt.Axis(labelLimit=240))
     layers = [layer.encode(y=y) for layer in layers]
     layers[0] = layers[0].add_params(alt.selection_interval(bind="scales", encodings=["x"]))
-    said = [f"{w.label} · {(t1 - t0) / 1e6:,.3f} ms", *(_busy(gpu, t0, t1, t) if not gpu.is_empty() else []),
+    said = [w.label if t.ends else f"{w.label} · {(t1 - t0) / 1e6:,.3f} ms",
+            *(_busy(gpu, t0, t1, t, t.ends) if not gpu.is_empty() else []),
             *(untraced_words(what, t.said, verb=False) for what in t.untraced), *t.notes]
     return alt.layer(*layers).resolve_scale(color="independent", stroke="independent").properties(
         width=TIMELINE_WIDTH, height=alt.Step(20),
@@ -2548,6 +2624,10 @@ CHARTS: dict[str, ChartSpec] = {
                           "(-p nvtx=NAME -p instance=N, or -p from_ns=A -p to_ns=B; -p ranks=all: the run's job)",
                           data=timeline_data,
                           source="queries nvtx-ranges and gpu-trace with whole CUDA graph launches, needs an nsys run"),
+    "diff-timeline": ChartSpec(None, timeline, {}, "nsys two runs' requests on one time axis, the base's lanes "
+                               "above the new run's, each from its start (-p base=A -p new=B [-p nvtx=NAME "
+                               "[-p instance=N]]; default: the base's typical request)", data=diff_timeline_data,
+                               source="queries nvtx-ranges and gpu-trace of each run, needs two nsys runs"),
     "rank-summary": ChartSpec("rank-summary", rank_summary, {"limit": 0}, "multi-rank: time per rank"),
     "stragglers": ChartSpec("stragglers", stragglers, {"limit": 20}, "multi-rank: range instances by skew"),
     "rank-heatmap": ChartSpec("rank-ranges", rank_heatmap, {"limit": 0}, "multi-rank: time per rank and NVTX path"),

@@ -923,8 +923,8 @@ def _job(tk, run_id: int) -> tuple[list[Section], list[tuple[str, str]]]:
 def _comparison(tk, run_id: int, vs: str | int, threshold: float,
                 repeats: list | None = None) -> tuple[tuple[str, str], list[tuple]]:
     """The header line and the sections of ``tk.diff(vs, run, threshold_pct=threshold,
-    repeats=repeats)``: the diff, and where two ncu runs are compared, their roofline
-    (``charts.diff_roofline``)."""
+    repeats=repeats)``: the diff, and where two runs are compared (``_compared_charts``), their
+    roofline (ncu) or their typical requests' timelines (nsys)."""
     from . import charts
     from . import diff as _diff
 
@@ -982,30 +982,44 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
         "duration; request latency: its median) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
     line = ("compared with", f"{label} (tracekit diff {base.ref} {run_id})")
-    return line, [(sec, table, spec, None), *_roofline_compared(tk, df, base, run_id, label, threshold)]
+    return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, run_id, label, threshold)]
 
 
-def _roofline_compared(tk, df: pl.DataFrame, base, run_id: int, label: str, threshold: float) -> list[tuple]:
-    """The section of the roofline of two ncu runs compared (none where the comparison has no
-    ncu scope or a side is a sweep; a reason in its place where no kernel compared does
-    floating-point work)."""
+def _compared_charts(tk, df: pl.DataFrame, base, run_id: int, label: str, threshold: float) -> list[tuple]:
+    """The sections that draw two runs compared (``base`` the run compared with, a
+    tracekit.diff.Side): two ncu runs' roofline (``charts.diff_roofline``), two nsys runs'
+    typical requests on one time axis (``charts.diff_timeline_data``); none where a side is a
+    sweep, the chart's reason in its place where it cannot be drawn (no kernel with
+    floating-point work, no NVTX range both runs have)."""
     from . import charts
     from . import diff as _diff
 
     new = _diff.resolve(tk, str(run_id))
-    if "ncu" not in set(df["scope"]) or base.run_id is None or new.run_id is None:
+    if base.run_id is None or new.run_id is None:
         return []
-    sec = Section("diff-roofline", f"Roofline compared with {label}", None, chart="diff-roofline", intro=(
-        f"Each kernel's roofline point in {label} (hollow) and in this run (filled), joined by a line and coloured "
-        "by the verdict of its median launch's duration: its launches together, their FLOP over their DRAM bytes "
-        "and over their time. A kernel that moved up and right did more work per byte and per second; only its "
-        "duration says whether it got faster (tracekit chart diff-roofline "
-        f"-p base={base.run_id} -p new={run_id})."))
-    try:
-        chart = charts.diff_roofline(charts.diff_roofline_points(tk, df, base, new, threshold))
-    except QueryError as err:
-        return [(sec, "", None, str(err))]
-    return [(sec, "", json.dumps(charts.spec(chart), separators=(",", ":"), default=str), None)]
+    out = []
+    if "ncu" in set(df["scope"]):
+        sec = Section("diff-roofline", f"Roofline compared with {label}", None, chart="diff-roofline", intro=(
+            f"Each kernel's roofline point in {label} (hollow) and in this run (filled), joined by a line and "
+            "coloured by the verdict of its median launch's duration: its launches together, their FLOP over their "
+            "DRAM bytes and over their time. A kernel that moved up and right did more work per byte and per second; "
+            "only its duration says whether it got faster (tracekit chart diff-roofline "
+            f"-p base={base.run_id} -p new={run_id})."))
+        out.append((sec, lambda: charts.diff_roofline(charts.diff_roofline_points(tk, df, base, new, threshold))))
+    if "nsys" in base.kinds and "nsys" in new.kinds:
+        sec = Section("diff-timeline", f"Timeline compared with {label}", None, chart="diff-timeline", intro=(
+            f"The typical request of {label} (its most repeated NVTX range's median instance, as this report's "
+            "timeline picks it) above this run's median instance of that range, each from its own start to the end "
+            "of the GPU work it launched: what the diff's numbers moved, in place (tracekit chart diff-timeline "
+            f"-p base={base.run_id} -p new={run_id} [-p nvtx=NAME -p instance=N] draws another)."))
+        out.append((sec, lambda: charts.timeline(charts.diff_timeline_data(tk, base=base.run_id, new=run_id))))
+    drawn = []
+    for sec, draw in out:
+        try:
+            drawn.append((sec, "", json.dumps(charts.spec(draw()), separators=(",", ":"), default=str), None))
+        except QueryError as err:
+            drawn.append((sec, "", None, str(err)))
+    return drawn
 
 
 def _other_job(tk, run_id: int, vs: str | int) -> int | None:

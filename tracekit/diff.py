@@ -412,7 +412,7 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
     idle = nothing_to_ingest(path) if exists else None  # (holds nothing to ingest: the run of its name is meant)
     if exists and idle is None:
         # a bare name that is also a run's (another run than the file's): which one is meant?
-        namesake = con.execute("SELECT max(run_id) FROM runs WHERE name = ?", [text]).fetchone()[0] \
+        namesake = con.execute("SELECT max(run_id) FROM runs WHERE name = ?", [text]).fetchall()[0][0] \
             if os.sep not in text else None
         if tk.read_only:
             raise QueryError(f"{path}: a file to compare is ingested first, and {tk.path} is open read-only; "
@@ -487,7 +487,7 @@ def _sweep_side(tk, sweep: str, ref: str, ingested: bool = False) -> Side | None
 def _timed(con, sweep: str) -> bool:
     """Whether a run of ``sweep`` timed requests (the HSTU workload's sweep; a program's has none)."""
     return con.execute("SELECT count(*) > 0 FROM runs WHERE json_extract_string(params, '$.sweep') = ? "
-                       "AND list_contains(string_split(kind, ','), 'timing')", [sweep]).fetchone()[0]
+                       "AND list_contains(string_split(kind, ','), 'timing')", [sweep]).fetchall()[0][0]
 
 
 def _sweep_folder(tk, text: str, results: list) -> Side:
@@ -2144,7 +2144,7 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
     one; else the pair is as given (``_scopes`` says what is wrong with it)."""
     for i, (sweep, run) in enumerate(((sb, sn), (sn, sb))):
         if sweep.run_id is None and not sweep.timed and sweep.points and run.run_id is not None and not run.pending:
-            point = con.execute("SELECT grid_point(params) FROM runs WHERE run_id = ?", [run.run_id]).fetchone()[0]
+            point = con.execute("SELECT grid_point(params) FROM runs WHERE run_id = ?", [run.run_id]).fetchall()[0][0]
             if point in sweep.points:
                 at = sweep.points[point]
                 if at.run_id == run.run_id:  # (every row would read unchanged: not what was meant)

@@ -187,7 +187,7 @@ def job_of(tk, ref: Any, side: str) -> Job:
         if files:
             return _job_folder(tk, Path(text), files)
         if not con.execute("SELECT count(*) FROM runs WHERE name = ? OR run_id IN (SELECT run_id FROM rank_captures "
-                           "WHERE job = ?)", [text, text]).fetchone()[0]:
+                           "WHERE job = ?)", [text, text]).fetchall()[0][0]:
             raise InputError(f"diff --jobs: {text}: no nsys export below it ({', '.join(NSYS_SUFFIXES)}, compressed "
                              "or not): nothing to compare; give the folder of a job's exports, any rank's run or a "
                              "job (tracekit query jobs)")
@@ -202,9 +202,10 @@ def job_of(tk, ref: Any, side: str) -> Job:
         rows = con.execute("SELECT run_id, rank FROM rank_runs WHERE job = ? ORDER BY rank", [job]).fetchall()
     run = None
     if RUN_ID.fullmatch(text):
-        run = con.execute("SELECT run_id FROM runs WHERE run_id = ?", [int(text)]).fetchone()
+        run = next(iter(con.execute("SELECT run_id FROM runs WHERE run_id = ?", [int(text)]).fetchall()), None)
     if run is None:
-        run = con.execute("SELECT max(run_id) FROM runs WHERE name = ? HAVING count(*) > 0", [text]).fetchone()
+        run = next(iter(con.execute("SELECT max(run_id) FROM runs WHERE name = ? HAVING count(*) > 0",
+                                    [text]).fetchall()), None)
     if rows and run is not None:  # (a numeric job id, SLURM's, can also be a run's id)
         raise QueryError(f"diff --jobs: {text!r} is both a job and run {run[0]} in {tk.path}: name the job by one "
                          "of its ranks' runs")
@@ -215,11 +216,11 @@ def job_of(tk, ref: Any, side: str) -> Job:
                          "a job (tracekit query jobs) or the folder of a job's exports")
     ranks = job_runs(tk, int(run[0]))
     if not ranks:
-        name = con.execute("SELECT name FROM runs WHERE run_id = ?", [int(run[0])]).fetchone()[0]
+        name = con.execute("SELECT name FROM runs WHERE run_id = ?", [int(run[0])]).fetchall()[0][0]
         raise QueryError(f"diff --jobs: run {run[0]} ({name}) has no rank: ingest each rank's export with its rank "
                          "(a file or folder named rank3 or _r3_, or --param rank=3)")
     job, rank, name = con.execute("SELECT job, rank, name FROM rank_captures WHERE run_id = ?",
-                                  [int(run[0])]).fetchone()
+                                  [int(run[0])]).fetchall()[0]
     now = next(r for r, k, _ in ranks if k == int(rank))
     if now != int(run[0]):  # (one capture ingested again: its later run holds the rank)
         raise QueryError(f"diff --jobs: run {run[0]} ({name}) is rank {rank} of job {job}, whose rank {rank} is now "

@@ -1040,7 +1040,7 @@ def check_sweep_timed(tk, label: str, sweep: str | None, value: Any,
         grid, tool = tk.con.execute(
             "SELECT bool_or(json_extract_string(params, '$.sweep_grid') IS NOT NULL), "
             f"any_value(json_extract_string(params, '$.tool')) FROM runs WHERE {_SWEEP_SQL} = ?",
-            [sweep]).fetchone()
+            [sweep]).fetchall()[0]
         if grid:
             said += (f": a program's sweep (--grid) times no request; its points: tracekit query "
                      f"{SWEEP_QUERIES.get(tool or '', 'sweep-points')} -p sweep={sweep}")

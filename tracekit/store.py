@@ -1381,7 +1381,7 @@ class Tracekit:
             strings, created = -1, True  # (the ingest creates it while it reads the first files)
         else:
             created = self._created
-            strings = self.con.execute("SELECT coalesce(max(string_id), -1) FROM _strings").fetchone()[0]
+            strings = self.con.execute("SELECT coalesce(max(string_id), -1) FROM _strings").fetchall()[0][0]
         with SigintWatch() as sigints:
             try:
                 done = iter(range(1, len(files) + 1))
@@ -1449,7 +1449,7 @@ class Tracekit:
             return self.ingest(path, check=check)
         if check is not None and not landed.skipped:
             kind, params, name = self.con.execute("SELECT kind, params, name FROM runs WHERE run_id = ?",
-                                                  [landed.run_id]).fetchone()
+                                                  [landed.run_id]).fetchall()[0]
             check(kind, json.loads(params) if params else {}, name)
         return landed
 

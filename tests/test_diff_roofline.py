@@ -22,10 +22,12 @@ from conftest import spec_datasets
 import tracekit
 from tracekit import charts, report
 from tracekit.cli import main as cli_main
+from tracekit.errors import QueryError
 
 DATA = Path(__file__).parent / "data"
 NCU_PAIR = DATA / "hstu_capture_ncu_pair"
 SHAPES = {v: DATA / f"ncu_shapes_{v}" for v in ("a", "slow")}
+SWEEP_NCU = sorted((DATA / "hstu_sweep_tools" / "runs").glob("*-ncu"))  # bs 1 and 8 at nc 128, one sweep under ncu
 
 DONE = "window.tracekitReport && window.tracekitReport.done"
 #: hstu_capture_ncu_pair's half_sms ran with a tiles file: diff says so, as it should
@@ -42,6 +44,10 @@ def store(tmp_path_factory):
             tk.ingest(NCU_PAIR / run, name=run)
         tk.ingest(DATA / "nsys_diff_base_a" / "export.sqlite.xz", name="nsys")
         tk.ingest(DATA / "nsys_diff_regressed" / "export.sqlite.xz", name="nsys_new")
+        for v in ("ncu_range", "ncu_diff_a"):
+            tk.ingest(DATA / v / "report.ncu-rep.xz", name=v)
+        for folder, name in zip(SWEEP_NCU, ("point_bs1", "point_bs8"), strict=True):
+            tk.ingest(folder, name=name)
     return db
 
 
@@ -110,11 +116,13 @@ def test_hstu_attention_on_half_the_sms_kept_its_work_and_lost_its_rate(store):
     for key in gemms:
         base, new = _by_side(df, key)
         assert new["flops_per_s"] == pytest.approx(base["flops_per_s"], rel=0.05)
-    # the default: the keys diff's chart would draw (every key judged changed, then the largest)
+    # the default: of the keys with floating-point work, those diff's chart would draw (every key
+    # judged changed, then the largest)
     with tracekit.open(store, read_only=True) as tk:
         default = charts.diff_roofline_data(tk, base="base", new="half_sms")
-        drawn = charts.diff_rows(d, 5.0, 20)
-    assert set(default["key"]) == set(drawn["key"]) & set(df["key"]) and set(attention) <= set(default["key"])
+    drawn = charts.diff_rows(d.filter(pl.col("key").is_in(df["key"].implode())), 5.0, 20)
+    assert set(default["key"]) == set(drawn["key"]) and default["key"].n_unique() == 20
+    assert set(attention) <= set(default["key"])
 
 
 def test_the_chart_draws_a_hollow_base_a_filled_new_and_a_line_per_kernel(store, tmp_path):
@@ -140,7 +148,8 @@ def test_the_chart_draws_a_hollow_base_a_filled_new_and_a_line_per_kernel(store,
     (["-p", "base=shapes_a", "-p", "new=shapes_slow", "-p", "kernel=gemm"],
      "chart diff-roofline: no kernel of run 1 (shapes_a) or run 2 (shapes_slow) has 'gemm' in its name"),
     (["-p", "base=base", "-p", "new=half_sms", "-p", "kernel=gather"],
-     "chart diff-roofline: nothing to plot; no kernel compared does floating-point work"),
+     "chart diff-roofline: nothing to plot; no kernel of run 3 (base) or run 4 (half_sms) compared does "
+     "floating-point work"),
     (["--run", "shapes_a"], "chart diff-roofline: give the runs as -p base=RUN -p new=RUN, not --run"),
     (["-p", "base=shapes_a", "-p", "new=shapes_slow", "-p", "limit=-1"], "chart diff-roofline: limit=-1"),
 ])
@@ -170,3 +179,46 @@ def test_a_report_of_two_ncu_runs_compared_draws_their_roofline(store, tmp_path)
     assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
     state = page.value
     assert state["failed"] == 0 and state["rendered"] == state["charts"] and state["marks"]["chart-diff-roofline"] > 0
+
+
+def test_two_points_of_a_sweep_compare_in_the_chart_and_the_report(store, tmp_path):
+    """Two ncu runs that are points of one sweep (hstu_sweep_tools: bs 1 and bs 8 at nc 128):
+    the chart and the report's section draw them (a sweep's run once left a query open in the
+    comparison, and the report failed)."""
+    with tracekit.open(store) as tk:
+        df = charts.diff_roofline_data(tk, base="point_bs1", new="point_bs8")
+        path = report.write_report(tk, tmp_path / "r.html", run="point_bs8", vs="point_bs1")
+    assert df["key"].n_unique() == 20 and set(df["side"]) == {0, 1}
+    assert 'id="diff-roofline"' in path.read_text()
+
+
+def test_a_report_without_the_roofline_metrics_is_named_not_drawn_as_one_sided(store):
+    """ncu_range (a --replay-mode range report without the FLOP counters) against ncu_shapes_a:
+    the chart names the run and the metrics it lacks, as chart roofline does, rather than
+    drawing the other run's points alone as if the kernels were added."""
+    with tracekit.open(store, read_only=True) as tk, pytest.raises(QueryError) as err:
+        charts.diff_roofline_data(tk, base="ncu_range", new="shapes_a")
+    assert str(err.value).startswith("chart diff-roofline: run 7 (ncu_range): nothing to plot; metrics not in the "
+                                     "report: sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained")
+
+
+def test_kernels_matched_by_launch_order_carry_each_runs_name(store):
+    """ncu_shapes_a against ncu_diff_a: one kernel each, of other names, matched by launch
+    order as diff matches them: the key is the new name, each point carries its own run's name
+    and how it was matched, and the subtitle says so."""
+    with tracekit.open(store, read_only=True) as tk:
+        df = charts.diff_roofline_data(tk, base="shapes_a", new="ncu_diff_a")
+        spec = charts.chart(tk, "diff-roofline", base="shapes_a", new="ncu_diff_a").to_dict()
+    base, new = _by_side(df, "scale_add_kernel")
+    assert (base["name"], new["name"]) == ("shapes_kernel", "scale_add_kernel")
+    assert base["how"] == new["how"] == "matched by launch order to base kernel shapes_kernel"
+    assert "matched by launch order, another kernel's name in each run (1)" in " ".join(spec["title"]["subtitle"])
+
+
+def test_the_limit_and_the_kernel_filter_pick_among_kernels_with_floating_point_work(store):
+    """The hstu pair's at::native kernels: the gathers do no floating-point work; -p limit=1
+    still draws one kernel, one that has a point in each run."""
+    with tracekit.open(store, read_only=True) as tk:
+        one = charts.diff_roofline_data(tk, base="base", new="half_sms", kernel="at::native", limit=1)
+    assert one["key"].n_unique() == 1 and one.height == 2
+    assert (one["flops_per_s"] > 0).all() and "gather" not in one["key"][0]

@@ -36,6 +36,7 @@ def store(tmp_path_factory):
         tk.ingest(DATA / "hstu_capture_pair" / "base", name="hstu")
         tk.ingest(DATA / "hstu_capture_pair" / "half_sms", name="hstu_half")
         tk.ingest(DATA / "ncu_shapes_a" / "report.ncu-rep.xz", name="ncu")
+        tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="no_nvtx")
     return db
 
 
@@ -127,6 +128,9 @@ def test_the_chart_names_each_runs_lanes_base_then_new(store, tmp_path):
     (["-p", "base=base_a", "-p", "new=regressed", "-p", "nvtx=step", "-p", "instance=x"],
      "instance='x': an instance number (1 = the first) expected"),
     (["-p", "base=ncu", "-p", "new=regressed"], "run 5 (ncu) is an ncu run; chart diff-timeline needs an nsys run"),
+    (["-p", "base= ", "-p", "new=regressed"], "base=' ': an empty run reference; give a run id or name"),
+    (["-p", "base=no_nvtx", "-p", "new=regressed"], "run 6 (no_nvtx) has no NVTX range: the chart draws a request of "
+     "each run, a range both have (capture with nsys -t nvtx;"),
 ])
 def test_wrong_runs_and_values_are_one_line(store, tmp_path, capsys, params, said):
     capsys.readouterr()

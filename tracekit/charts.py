@@ -1419,28 +1419,37 @@ def diff_timeline_data(tk, base: str | int | None = None, new: str | int | None 
     the median of those at the same nesting depth; ``nvtx=NAME``: that range's median
     instance in each run; with ``instance=N``, the N-th in each. Each window runs to the end of
     the GPU work its range launched (``tracekit.trace.resolve_window``)."""
-    from .registry import resolve_run
+    from .registry import resolve_run, traced_said, untraced_words
     from .trace import Options, Part, Window, nvtx_instances, resolve_window
 
     said = "chart diff-timeline"
     if base is None or new is None:
         raise ParamError(f"{said}: give the nsys runs to compare as -p base=RUN -p new=RUN")
+    for what, ref in (("base", base), ("new", new)):
+        text = str(ref).strip()
+        if not text:
+            raise ParamError(f"{said}: {what}={ref!r}: an empty run reference; give a run id or name")
+        if tk.con.execute("SELECT 1 FROM runs WHERE json_extract_string(params, '$.sweep') = ? LIMIT 1",
+                          [text]).fetchall():
+            raise QueryError(f"{said}: {what}={text} is a sweep; give two nsys runs (a run of each sweep, at one "
+                             "point: `tracekit runs`)")
     ids = [resolve_run(tk, r, "nsys", said, spans_runs=False) for r in (base, new)]
     names = [tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [i]).fetchall()[0][0] for i in ids]
     number = _int_param("instance", instance, "an instance number (1 = the first)", "diff-timeline")
     options = Options(**{**_TIMELINE_OPTIONS, "command": said})
-    depth = None
+    depth, pick = None, None
     if nvtx is None:
         if number is not None:
             raise ParamError(f"{said}: -p instance needs -p nvtx (the range it counts)")
         pick = typical_instance(tk, ids[0])
         if pick is None:
-            raise QueryError(f"{said}: run {ids[0]} ({names[0]}) has no NVTX range to pick a request from; give "
-                             "-p from a range both runs have: -p nvtx=NAME (`tracekit query nvtx-summary`)")
+            raise QueryError(f"{said}: run {ids[0]} ({names[0]}) has no NVTX range: the chart draws a request of each "
+                             "run, a range both have (capture with nsys -t nvtx; `tracekit chart timeline -p from_ns= "
+                             "-p to_ns=` draws a window of one run)")
         nvtx, depth = pick.name, (pick.depth if pick.repeated else None)
     windows, picked = [], []
     for run_id, name in zip(ids, names, strict=True):
-        n = number
+        n = pick.instance if pick is not None and run_id == ids[0] else number  # (the base's typical request)
         if n is None:  # (the median duration of the range's instances at that depth, as the typical request)
             total, rows = nvtx_instances(tk, run_id, nvtx, depth=depth)
             if not rows:
@@ -1450,6 +1459,9 @@ def diff_timeline_data(tk, base: str | int | None = None, new: str | int | None 
             order = sorted(range(len(rows)), key=lambda i, r=rows: (r[i].end_ns - r[i].start_ns, i))
             n = rows[order[(len(rows) - 1) // 2]].instance
         w = resolve_window(tk, run_id, nvtx=nvtx, instance=n, options=options)
+        if w.end_ns <= w.start_ns:
+            raise QueryError(f"{said}: {w.label} of run {run_id} ({name}) lasts 0 ns and launched no GPU work: nothing "
+                             "to draw; choose another instance")
         windows.append(w)
         picked.append(f"{w.label}, {(w.end_ns - w.start_ns) / 1e6:,.3f} ms")
     shift = windows[0].start_ns - windows[1].start_ns
@@ -1471,8 +1483,8 @@ def diff_timeline_data(tk, base: str | int | None = None, new: str | int | None 
     span = max(w.end_ns - w.start_ns for w in windows)
     notes = tuple(f"{labels[part.rank]}: {note}" for part, g in zip(parts, got, strict=True) for note in g.notes)
     missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g.missing for g in got))
-    notes += tuple(f"{labels[part.rank]}: no {k} traced" for part, g in zip(parts, got, strict=True)
-                   for k in g.missing if k not in missing)
+    notes += tuple(f"{labels[part.rank]} {untraced_words(k, traced_said(tk, part.run_id))}"
+                   for part, g in zip(parts, got, strict=True) for k in g.missing if k not in missing)
     return Timeline(ids[1], names[1], Window(windows[0].start_ns, windows[0].start_ns + span,
                                              f"base: {picked[0]}; new: {picked[1]}"),
                     joined("nvtx"), joined("gpu"), missing, (0, 1), notes, faults=joined("faults"),
@@ -2111,18 +2123,21 @@ _ROOF_VERDICTS = {**{k: v for k, v in _VERDICT_COLOURS.items() if k != "host-tim
 
 def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kernel: str | None = None,
                        threshold: float | str = 5.0, limit: int | str = 20, repeats: str | None = None) -> pl.DataFrame:
-    """Each kernel two ncu runs have, as ``tk.diff`` compares them (its ncu key and the verdict
-    of its median launch's duration), at its roofline point in each run: its launches taken
-    together (their FLOP over their DRAM bytes, and over their time; the % of roof and each
-    precision's rate weighted by the launches' time; the precision with the most FLOP, the
-    bound of the most time) with the highest of its ceilings; the keys ``diff_rows`` picks
-    (``limit``: every key judged changed, then the largest others), those whose name holds
-    ``kernel`` (any case) where given. A kernel without floating-point work has no point."""
+    """Each kernel two ncu runs have, as ``tk.diff`` compares them (its ncu key, how it was
+    matched, and the verdict of its median launch's duration), at its roofline point in each
+    run: its launches taken together (their FLOP over their DRAM bytes, and over their time;
+    the % of roof and each precision's rate weighted by the launches' time; the precision with
+    the most FLOP, the bound of the most time) with the highest of its ceilings; of the keys
+    with floating-point work, those ``diff_rows`` picks (``limit``: every key judged changed,
+    then the largest others), those whose name holds ``kernel`` (any case) where given."""
     from . import diff as _diff
 
     if base is None or new is None:
         raise ParamError("chart diff-roofline: give the ncu runs to compare as -p base=RUN -p new=RUN")
     threshold, limit = _threshold_and_limit("diff-roofline", threshold, limit)
+    for ref in (base, new):  # (a sweep is said before it is compared; a file is ingested by the diff first)
+        if not _diff._is_file(ref):
+            _not_a_sweep(_diff.resolve(tk, ref))
     try:
         df = tk.diff(base, new, by=["ncu"], threshold_pct=threshold, repeats=_run_list(repeats) if repeats else None)
     except QueryError as err:  # (a run without an ncu report: diff names it by its scope)
@@ -2130,11 +2145,7 @@ def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kern
             raise
         raise QueryError(f"chart diff-roofline: {str(err).removeprefix('--by ncu: ')}; the chart compares two "
                          "ncu runs") from None
-    sides = [_diff.resolve(tk, r) for r in (base, new)]
-    for s in sides:
-        if s.run_id is None:
-            raise QueryError(f"chart diff-roofline: {s.label} is a sweep; compare two ncu runs (a sweep's points "
-                             "on one roofline: tracekit chart sweep-roofline -p sweep=ID)")
+    sides = [_not_a_sweep(_diff.resolve(tk, r)) for r in (base, new)]
     if kernel is not None:
         df = df.filter(pl.col("key").str.to_lowercase().str.contains(str(kernel).lower(), literal=True))
         if df.is_empty():
@@ -2143,14 +2154,23 @@ def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kern
     return diff_roofline_points(tk, df, sides[0], sides[1], threshold, limit)
 
 
+def _not_a_sweep(side):
+    if side.run_id is None:
+        raise QueryError(f"chart diff-roofline: {side.label} is a sweep; compare two ncu runs (a sweep's points on "
+                         "one roofline: tracekit chart sweep-roofline -p sweep=ID)")
+    return side
+
+
 def diff_roofline_points(tk, df: pl.DataFrame, base, new, threshold: float = 5.0, limit: int = 20) -> pl.DataFrame:
     """``diff_roofline_data``'s points from a diff already made (``tk.diff`` of ncu runs
-    ``base`` and ``new``, ``tracekit.diff.Side``s; its ncu scope's rows are read)."""
+    ``base`` and ``new``, ``tracekit.diff.Side``s; its ncu scope's rows are read). A run whose
+    launches have no point because its report lacks the roofline's metrics is an error that
+    names them (as ``roofline``), not a chart of the other run's points alone."""
     from . import diff as _diff
 
     sides = [base, new]
-    head = diff_rows(df.filter(pl.col("scope") == "ncu").drop("noise_pct", strict=False), threshold, limit)
-    keys = _diff.ncu_launch_keys(tk.con, base.run_id, new.run_id).filter(pl.col("key").is_in(head["key"].implode()))
+    ncu = df.filter(pl.col("scope") == "ncu").drop("noise_pct", strict=False)
+    keys = _diff.ncu_launch_keys(tk.con, base.run_id, new.run_id).filter(pl.col("key").is_in(ncu["key"].implode()))
     frames = []
     for side, s in enumerate(sides):
         try:
@@ -2169,8 +2189,9 @@ def diff_roofline_points(tk, df: pl.DataFrame, base, new, threshold: float = 5.0
     flop_by = rf.group_by("key", "side", "precision").agg(pl.col("flop").sum()).sort("flop", descending=True, nulls_last=True)
     time_by = rf.group_by("key", "side", "bound").agg(t.sum()).sort("duration_ns", descending=True, nulls_last=True)
     pts = rf.group_by("key", "side").agg(
-        pl.len().alias("launches"), t.sum(), pl.col("flop").sum(), pl.col("dram_bytes").sum(),
-        over_time("roof_pct"), *(over_time(c) for c in rates), *(pl.col(c).max() for c in peaks),
+        pl.col("name").first(), pl.col("how").first(), pl.len().alias("launches"), t.sum(), pl.col("flop").sum(),
+        pl.col("dram_bytes").sum(), over_time("roof_pct"), *(over_time(c) for c in rates),
+        *(pl.col(c).max() for c in peaks),
     ).join(flop_by.filter(pl.col("precision").is_not_null()).unique(["key", "side"], keep="first", maintain_order=True)
            .select("key", "side", "precision"), on=["key", "side"], how="left") \
      .join(time_by.filter(pl.col("bound").is_not_null()).unique(["key", "side"], keep="first", maintain_order=True)
@@ -2179,11 +2200,22 @@ def diff_roofline_points(tk, df: pl.DataFrame, base, new, threshold: float = 5.0
         pl.when(t > 0).then(pl.col("flop") / t * 1e9).alias("flops_per_s"),
         pl.when(pl.col("dram_bytes") > 0).then(pl.col("flop") / pl.col("dram_bytes")).alias("ai_dram"),
     ).filter((pl.col("flops_per_s") > 0) & (pl.col("ai_dram") > 0))
+    for side, s in enumerate(sides):  # (no point at all for want of metrics: said, as roofline says it)
+        lacks = rf.filter((pl.col("side") == side) & pl.col("missing_metrics").is_not_null())["missing_metrics"]
+        if not pts.filter(pl.col("side") == side).height and lacks.len():
+            missing = sorted({m for ms in lacks for m in ms.split(", ")})
+            raise QueryError(f"chart diff-roofline: {s.label}: nothing to plot; metrics not in the report: "
+                             f"{', '.join(missing)} (re-profile with --set full or the "
+                             "SpeedOfLight_Hierarchical*RooflineChart sections)")
+    if pts.is_empty():
+        raise QueryError(f"chart diff-roofline: nothing to plot; no kernel of {sides[0].label} or {sides[1].label} "
+                         "compared does floating-point work")
+    head = diff_rows(ncu.filter(pl.col("key").is_in(pts["key"].implode())), threshold, limit)
     verdicts = {r["key"]: ((r["verdict"] == "unchanged" and _diff.held_by(r["note"])) or r["verdict"],
                            r["delta_pct"]) for r in head.iter_rows(named=True)}
     order = {k: i for i, k in enumerate(head["key"])}
     runs = [f"{'base' if i == 0 else 'new'}: {s.label}" for i, s in enumerate(sides)]
-    return pts.with_columns(
+    return pts.filter(pl.col("key").is_in(list(order))).with_columns(
         pl.col("key").replace_strict({k: v[0] for k, v in verdicts.items()}, return_dtype=pl.String).alias("verdict"),
         pl.col("key").replace_strict({k: v[1] for k, v in verdicts.items()}, return_dtype=pl.Float64).alias("delta_pct"),
         pl.col("side").replace_strict({0: runs[0], 1: runs[1]}, return_dtype=pl.String).alias("run"),
@@ -2206,14 +2238,15 @@ def diff_roofline(df: pl.DataFrame) -> alt.LayerChart:
 
     short = short_keys(pts["key"].unique(maintain_order=True).to_list(), 40)
     data = pts.select(
-        "key", "side", "run", "verdict", "launches", (pl.col("duration_ns") / 1000).alias("duration_us"),
+        "key", "name", "how", "side", "run", "verdict", "launches", (pl.col("duration_ns") / 1000).alias("duration_us"),
         "ai_dram", "flops_per_s", "roof_pct", "bound", "precision", "delta_pct",
     ).with_columns(pl.col("key").replace_strict(short, return_dtype=pl.String).alias("label")).to_dicts()
     runs = pts.sort("side")["run"].unique(maintain_order=True).to_list()
     present = [v for v in _ROOF_VERDICTS if v in set(pts["verdict"])]
     colour = alt.Color("verdict:N", title="verdict of its duration", scale=alt.Scale(
         domain=present, range=[_ROOF_VERDICTS[v] for v in present]))
-    tooltip = [alt.Tooltip("key:N", title="kernel"), alt.Tooltip("run:N"), alt.Tooltip("launches:Q"),
+    tooltip = [alt.Tooltip("key:N", title="kernel"), alt.Tooltip("run:N"), alt.Tooltip("name:N", title="its name here"),
+               alt.Tooltip("how:N", title="matched"), alt.Tooltip("launches:Q"),
                alt.Tooltip("duration_us:Q", title="time [µs]", format=",.1f"),
                alt.Tooltip("ai_dram:Q", title="AI DRAM [FLOP/B]", format=".3~g"),
                alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".3~s"),
@@ -2242,7 +2275,12 @@ def diff_roofline(df: pl.DataFrame) -> alt.LayerChart:
                 "colour: the verdict of its median launch's duration (tracekit diff --by ncu); ceilings at the "
                 "highest measured clocks"]
     if one_side:
-        subtitle.append(f"a point in one run only ({len(one_side)}): added, removed, or no floating-point work in the other")
+        subtitle.append(f"a point in one run only ({len(one_side)}): added, removed, or no floating-point work measured "
+                        "in the other")
+    by_order = sorted({d["key"] for d in data if (d["how"] or "").startswith("matched by launch order")})
+    if by_order:
+        subtitle.append(f"matched by launch order, another kernel's name in each run ({len(by_order)}): "
+                        "the tooltip names each")
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
                                          title=alt.Title("Roofline compared", subtitle=subtitle))
 

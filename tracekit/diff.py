@@ -1521,13 +1521,15 @@ def ncu_pairs(gb: dict[tuple, list], gn: dict[tuple, list]) -> list[tuple[str, t
 
 def ncu_launch_keys(con, base: int, new: int) -> pl.DataFrame:
     """The key (``ncu_pairs``) each profiled launch of ncu runs ``base`` and ``new`` has in
-    their comparison: side (0 base, 1 new), kernel_id, key."""
+    their comparison: side (0 base, 1 new), kernel_id, key, and how its key was matched (empty
+    for a key in one run only)."""
     df = con.sql(_sql("ncu_launches"), params={"base": base, "new": new}).pl()
     gb, gn = _ncu_groups(df, 0), _ncu_groups(df, 1)
-    rows = [(side, r["kernel_id"], key) for key, kb, kn, _ in ncu_pairs(gb, gn)
+    rows = [(side, r["kernel_id"], key, how) for key, kb, kn, how in ncu_pairs(gb, gn)
             for side, group in ((0, gb.get(kb, []) if kb else []), (1, gn.get(kn, []) if kn else []))
             for r in group]
-    return pl.DataFrame(rows, schema={"side": pl.Int64, "kernel_id": pl.Int64, "key": pl.String}, orient="row")
+    return pl.DataFrame(rows, schema={"side": pl.Int64, "kernel_id": pl.Int64, "key": pl.String, "how": pl.String},
+                        orient="row")
 
 
 def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:

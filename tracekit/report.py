@@ -982,10 +982,11 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
         "duration; request latency: its median) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
     line = ("compared with", f"{label} (tracekit diff {base.ref} {run_id})")
-    return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, run_id, label, threshold)]
+    return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, run_id, label, threshold, repeats)]
 
 
-def _compared_charts(tk, df: pl.DataFrame, base, run_id: int, label: str, threshold: float) -> list[tuple]:
+def _compared_charts(tk, df: pl.DataFrame, base, run_id: int, label: str, threshold: float,
+                     repeats: list | None = None) -> list[tuple]:
     """The sections that draw two runs compared (``base`` the run compared with, a
     tracekit.diff.Side): two ncu runs' roofline (``charts.diff_roofline``), two nsys runs'
     typical requests on one time axis (``charts.diff_timeline_data``); none where a side is a
@@ -999,12 +1000,15 @@ def _compared_charts(tk, df: pl.DataFrame, base, run_id: int, label: str, thresh
         return []
     out = []
     if "ncu" in set(df["scope"]):
+        judged = (f" -p threshold={threshold:g}" if threshold != 5.0 else "") + \
+            (f" -p repeats={','.join(map(str, repeats))}" if repeats else "")
         sec = Section("diff-roofline", f"Roofline compared with {label}", None, chart="diff-roofline", intro=(
-            f"Each kernel's roofline point in {label} (hollow) and in this run (filled), joined by a line and "
+            f"The kernels the comparison's chart draws (every one judged changed, then the largest changes, 20 in all), "
+            f"each at its roofline point in {label} (hollow) and in this run (filled), joined by a line and "
             "coloured by the verdict of its median launch's duration: its launches together, their FLOP over their "
             "DRAM bytes and over their time. A kernel that moved up and right did more work per byte and per second; "
             "only its duration says whether it got faster (tracekit chart diff-roofline "
-            f"-p base={base.run_id} -p new={run_id})."))
+            f"-p base={base.run_id} -p new={run_id}{judged}; -p limit=0 draws every kernel)."))
         out.append((sec, lambda: charts.diff_roofline(charts.diff_roofline_points(tk, df, base, new, threshold))))
     if "nsys" in base.kinds and "nsys" in new.kinds:
         sec = Section("diff-timeline", f"Timeline compared with {label}", None, chart="diff-timeline", intro=(
@@ -1149,12 +1153,13 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     rep = Report(title=title, header=_header(info), run=(run_id, info["name"]))
     rep.header += job_lines + left_out
     if vs is not None:
-        line, compared = _comparison(tk, run_id, vs, threshold_pct, repeats)
+        line, (diffed, *drawn) = _comparison(tk, run_id, vs, threshold_pct, repeats)
         rep.header.insert(1, line)
-        rep.sections += compared
+        rep.sections.append(diffed)
         other = _other_job(tk, run_id, vs) if "nsys" in kinds else None
         if other is not None:  # (two ranks of two jobs: the jobs compared, rank by rank)
             rep.sections.append(_job_comparison(tk, run_id, other, threshold_pct, repeats))
+        rep.sections += drawn  # (the two runs drawn: after the numbers)
     for sec in sections:
         got = _section(tk, sec, run_id)
         if got is not None:  # (None: the table the section needs holds nothing of the run)

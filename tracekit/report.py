@@ -30,7 +30,9 @@ Which sections a run gets follows its kind:
   run)`` as a sortable table with coloured verdicts (every row that changed, then the
   largest unchanged ones, up to ``DIFF_ROWS``) and the diff chart of tracekit/charts.py;
   where BASE and the run are ranks of two jobs of several ranks, then the jobs compared
-  rank by rank (``tk.diff_jobs``: its table and the job-diff chart);
+  rank by rank (``tk.diff_jobs``: its table and the job-diff chart); then the two runs drawn
+  (``_compared_charts``): two ncu runs on one roofline (charts.diff_roofline), two nsys
+  runs' typical requests on one time axis (charts.diff_timeline_data);
 - several runs (``build_many``, ``--run A --run B``: an experiment's runs timed, under nsys
   and under ncu): each run's header and sections, one run after the other.
 

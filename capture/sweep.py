@@ -33,7 +33,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -713,6 +713,27 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
                        None if tool == "none" else ingest)
 
 
+def _claim_manifest(out: Path, started: datetime) -> tuple[str, Path]:
+    """The sweep's id (its start, to the millisecond) and its manifest in ``out``, the file
+    created empty so that no other sweep takes the name: a sweep begun within the same
+    millisecond into the same folder (two fake sweeps in a test, two scripts at once) takes
+    the next free millisecond rather than failing or sharing the id."""
+    stamp = started
+    for _ in range(1000):
+        sweep_id = f"sweep-{_utc_stamp(stamp)}"
+        manifest = out / f"{sweep_id}.json"
+        try:
+            with open(manifest, "x"):
+                return sweep_id, manifest
+        except FileExistsError:
+            stamp += timedelta(milliseconds=1)
+        except OSError as err:
+            raise CaptureError(f"--out {out}: cannot write the sweep's manifest {manifest.name} "
+                               f"({err.strerror or err})") from err
+    raise CaptureError(f"--out {out}: the sweep manifests of the 1,000 milliseconds from {_iso(started)} all exist; "
+                       "choose another --out")
+
+
 def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: Callable[..., Path], tool: str,
                 progress: bool, on_point: Callable[[SweepPoint], None] | None,
                 ingested: bool | None) -> SweepResult:
@@ -721,14 +742,11 @@ def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: 
     runs; Ctrl-C labels the sweep interrupted and raises ``Interrupted``, one line saying what
     is kept (``ingested``: whether a point's run lands in the store; None: nothing to ingest)."""
     started = datetime.now(UTC)
-    sweep_id = f"sweep-{_utc_stamp(started)}"
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise CaptureError(f"--out {out}: cannot create the folder ({err.strerror or err})") from err
-    manifest = out / f"{sweep_id}.json"
-    if manifest.exists():
-        raise CaptureError(f"sweep manifest {manifest} already exists")
+    sweep_id, manifest = _claim_manifest(out, started)
     result = SweepResult(sweep_id, manifest, points, tool, settings.get("repeat_of"))
     _write_manifest(manifest, sweep_id, "running", settings, started, points, False)
 

@@ -404,3 +404,29 @@ def test_a_table_shows_the_work_and_throughput_in_their_units(tmp_path, capsys):
     assert table.prefixed_scale("sm_flops_per_s", "flops_per_s") == 1  # (no prefix letter: FLOP/s)
     cell = report._Column("model_tflops_per_s", pl.Series([216.72]))
     assert (cell.header, cell.fmt(216.72)) == ("model_tflops", "217 TFLOP/s")
+
+
+def test_two_sweeps_begun_within_one_millisecond_into_one_folder_take_two_ids(tmp_path, monkeypatch):
+    """The clock stopped at one millisecond: the second sweep into the same folder takes the
+    next free millisecond (its own id and manifest), the first's manifest untouched; sweep ids
+    keep their form (tracekit.names.SWEEP_ID)."""
+    from datetime import UTC, datetime
+
+    from tracekit.names import SWEEP_ID
+
+    frozen = datetime(2026, 12, 4, 21, 0, 0, 123456, tzinfo=UTC)
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return frozen
+
+    monkeypatch.setattr(sw, "datetime", Clock)
+    out = tmp_path / "runs"
+    first, second = (sw.sweep("1", "128", tool="none", preset="small", warmup_ms=0, iters=2, out_dir=out,
+                              progress=False, runner=FakeRunner(tmp_path)) for _ in range(2))
+    assert (first.sweep_id, second.sweep_id) == ("sweep-20261204T210000.123Z", "sweep-20261204T210000.124Z")
+    assert all(SWEEP_ID.fullmatch(r.sweep_id) for r in (first, second))
+    assert _manifest(first)["sweep"] == first.sweep_id and _manifest(second)["sweep"] == second.sweep_id
+    assert sorted(p.name for p in out.glob("sweep-*.json")) == [f"{first.sweep_id}.json", f"{second.sweep_id}.json"]
+    assert _manifest(first)["started_at"] == _manifest(second)["started_at"] == "2026-12-04T21:00:00.123+00:00"

@@ -19,6 +19,7 @@ from browser import chromium, load
 import tracekit
 from tracekit import charts, report
 from tracekit.cli import main as cli_main
+from tracekit.errors import ParamError, QueryError
 from tracekit.trace import resolve_window
 
 DATA = Path(__file__).parent / "data"
@@ -37,6 +38,9 @@ def store(tmp_path_factory):
         tk.ingest(DATA / "hstu_capture_pair" / "half_sms", name="hstu_half")
         tk.ingest(DATA / "ncu_shapes_a" / "report.ncu-rep.xz", name="ncu")
         tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="no_nvtx")
+        for folder, name in zip(sorted((DATA / "hstu_sweep_tools" / "runs").glob("*-nsys")), ("bs1", "bs8"),
+                                strict=True):  # (bs 1 and bs 8 at nc 128: two points of one sweep under nsys)
+            tk.ingest(folder, name=name)
     return db
 
 
@@ -130,7 +134,7 @@ def test_the_chart_names_each_runs_lanes_base_then_new(store, tmp_path):
     (["-p", "base=ncu", "-p", "new=regressed"], "run 5 (ncu) is an ncu run; chart diff-timeline needs an nsys run"),
     (["-p", "base= ", "-p", "new=regressed"], "base=' ': an empty run reference; give a run id or name"),
     (["-p", "base=no_nvtx", "-p", "new=regressed"], "run 6 (no_nvtx) has no NVTX range: the chart draws a request of "
-     "each run, a range both have (capture with nsys -t nvtx;"),
+     "each run, a range both runs have (capture with nsys -t nvtx;"),
 ])
 def test_wrong_runs_and_values_are_one_line(store, tmp_path, capsys, params, said):
     capsys.readouterr()
@@ -159,3 +163,29 @@ def test_a_report_of_two_nsys_runs_compared_draws_their_requests(store, tmp_path
     assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
     state = page.value
     assert state["failed"] == 0 and state["rendered"] == state["charts"] and state["marks"]["chart-diff-timeline"] > 0
+
+
+def test_several_runs_stack_in_the_order_given_each_named_by_its_point_or_id(store):
+    """compare-timeline: the base's typical step, then each run's median step in the order given
+    (a run may come twice), lanes named base, then by run id; two points of a sweep are named by
+    their point."""
+    with tracekit.open(store, read_only=True) as tk:
+        t = charts.compare_timeline_data(tk, base="base_a", runs="regressed,base_a")
+        two = charts.diff_timeline_data(tk, base="base_a", new="regressed")
+        points = charts.compare_timeline_data(tk, base="bs1", runs="bs8")
+        sweep = tk.con.execute("SELECT json_extract_string(params, '$.sweep') FROM runs WHERE name = 'bs8'").fetchall()
+    assert t.labels == {0: "base", 1: "run 2", 2: "run 1"} and t.ranks == (0, 1, 2)
+    assert t.title == "Timeline compared · base: run 1 (base_a) · run 2 (regressed) · run 1 (base_a)"
+    # the same requests as the two-run chart picks, and the base's again as the third
+    assert t.ends[0] == two.ends[0] and t.ends[1] == two.ends[1] and t.ends[2] == t.ends[0]
+    assert t.gpu.filter(pl.col("rank") == 2).height == t.gpu.filter(pl.col("rank") == 0).height
+    assert points.labels == {0: "base", 1: "bs=8,nc=128"}
+    assert points.title == "Timeline compared · base: run 7 (bs1) · bs=8,nc=128: run 8 (bs8)" and "hstu.request instance" in points.window.label
+    spec = charts.timeline(points).to_dict()
+    assert {lane.split(" · ")[0] for lane in spec["layer"][0]["encoding"]["y"]["sort"]} == {"base", "bs=8,nc=128"}
+    with tracekit.open(store, read_only=True) as tk, pytest.raises(QueryError, match=r"^chart compare-timeline: "
+                                                                    r"runs=sweep-\S+ is a sweep; give nsys runs"):
+        charts.compare_timeline_data(tk, base="bs1", runs=sweep[0][0])
+    with tracekit.open(store, read_only=True) as tk, pytest.raises(ParamError, match=r"^chart compare-timeline: "
+                                                                    r"give the nsys runs as -p base=RUN -p runs="):
+        charts.compare_timeline_data(tk, base="bs1", runs=" , ")

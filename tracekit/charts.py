@@ -1413,29 +1413,53 @@ class _Rows(NamedTuple):
 
 def diff_timeline_data(tk, base: str | int | None = None, new: str | int | None = None, nvtx: str | None = None,
                        instance: int | str | None = None) -> Timeline:
-    """Two nsys runs' requests on one time axis, the base's lanes above the new run's, each
-    from its own start (the new run's times moved onto the base's): the base's typical
-    request (``typical_instance``) and the new run's instance of that range whose duration is
-    the median of those at the same nesting depth; ``nvtx=NAME``: that range's median
+    """Two nsys runs' requests on one time axis, the base's lanes (``base · ...``) above the
+    new run's (``new · ...``): ``requests_timeline`` of the two."""
+    if base is None or new is None:
+        raise ParamError("chart diff-timeline: give the nsys runs to compare as -p base=RUN -p new=RUN")
+    return requests_timeline(tk, [("base", base), ("new", new)], nvtx, instance, "diff-timeline",
+                             lambda i, run_id, point: "base" if i == 0 else "new")
+
+
+def compare_timeline_data(tk, base: str | int | None = None, runs: str | None = None, nvtx: str | None = None,
+                          instance: int | str | None = None) -> Timeline:
+    """Several nsys runs' requests on one time axis, the base's lanes first, then each run's in
+    the order given, named by its sweep point where it is one (``bs=8,nc=1024 · ...``), else
+    by its run id: ``requests_timeline`` of them all."""
+    if base is None or runs is None or not _run_list(runs):
+        raise ParamError("chart compare-timeline: give the nsys runs as -p base=RUN -p runs=RUN,RUN,...")
+    return requests_timeline(tk, [("base", base), *(("runs", r) for r in _run_list(runs))], nvtx, instance,
+                             "compare-timeline", lambda i, run_id, point: "base" if i == 0 else point or f"run {run_id}")
+
+
+def requests_timeline(tk, refs: list[tuple[str, Any]], nvtx: str | None, instance: int | str | None, chart: str,
+                      label: Callable[[int, int, str | None], str]) -> Timeline:
+    """Nsys runs' requests on one time axis, each run's lanes below the one before, each
+    request from its own start (a run's times moved onto the first's): the first run's typical
+    request (``typical_instance``) and each other run's instance of that range whose duration
+    is the median of those at the same nesting depth; ``nvtx=NAME``: that range's median
     instance in each run; with ``instance=N``, the N-th in each. Each window runs to the end of
-    the GPU work its range launched (``tracekit.trace.resolve_window``)."""
+    the GPU work its range launched (``tracekit.trace.resolve_window``). ``refs``: (the
+    parameter that named it, the run); ``label(index, run id, its sweep point or None)``: what
+    names a run's lanes."""
     from .registry import resolve_run, traced_said, untraced_words
     from .trace import Options, Part, Window, nvtx_instances, resolve_window
 
-    said = "chart diff-timeline"
-    if base is None or new is None:
-        raise ParamError(f"{said}: give the nsys runs to compare as -p base=RUN -p new=RUN")
-    for what, ref in (("base", base), ("new", new)):
+    said = f"chart {chart}"
+    every = "both runs have" if len(refs) == 2 else "every run has"
+    for what, ref in refs:
         text = str(ref).strip()
         if not text:
             raise ParamError(f"{said}: {what}={ref!r}: an empty run reference; give a run id or name")
         if tk.con.execute("SELECT 1 FROM runs WHERE json_extract_string(params, '$.sweep') = ? LIMIT 1",
                           [text]).fetchall():
-            raise QueryError(f"{said}: {what}={text} is a sweep; give two nsys runs (a run of each sweep, at one "
-                             "point: `tracekit runs`)")
-    ids = [resolve_run(tk, r, "nsys", said, spans_runs=False) for r in (base, new)]
-    names = [tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [i]).fetchall()[0][0] for i in ids]
-    number = _int_param("instance", instance, "an instance number (1 = the first)", "diff-timeline")
+            raise QueryError(f"{said}: {what}={text} is a sweep; give nsys runs (a sweep's runs, one per point: "
+                             "`tracekit runs`)")
+    ids = [resolve_run(tk, r, "nsys", said, spans_runs=False) for _, r in refs]
+    info = [tk.con.execute("SELECT name, grid_point(params) FROM runs WHERE run_id = ?", [i]).fetchall()[0] for i in ids]
+    names = [n for n, _ in info]
+    labels = {i: label(i, run_id, point or None) for i, (run_id, (_, point)) in enumerate(zip(ids, info, strict=True))}
+    number = _int_param("instance", instance, "an instance number (1 = the first)", chart)
     options = Options(**{**_TIMELINE_OPTIONS, "command": said})
     depth, pick = None, None
     if nvtx is None:
@@ -1444,53 +1468,54 @@ def diff_timeline_data(tk, base: str | int | None = None, new: str | int | None 
         pick = typical_instance(tk, ids[0])
         if pick is None:
             raise QueryError(f"{said}: run {ids[0]} ({names[0]}) has no NVTX range: the chart draws a request of each "
-                             "run, a range both have (capture with nsys -t nvtx; `tracekit chart timeline -p from_ns= "
+                             f"run, a range {every} (capture with nsys -t nvtx; `tracekit chart timeline -p from_ns= "
                              "-p to_ns=` draws a window of one run)")
         nvtx, depth = pick.name, (pick.depth if pick.repeated else None)
     windows, picked = [], []
-    for run_id, name in zip(ids, names, strict=True):
-        n = pick.instance if pick is not None and run_id == ids[0] else number  # (the base's typical request)
+    for i, (run_id, name) in enumerate(zip(ids, names, strict=True)):
+        n = pick.instance if pick is not None and i == 0 else number  # (the first run's typical request)
         if n is None:  # (the median duration of the range's instances at that depth, as the typical request)
             total, rows = nvtx_instances(tk, run_id, nvtx, depth=depth)
             if not rows:
                 raise QueryError(f"{said}: run {run_id} ({name}) has no NVTX range named {nvtx!r}"
                                  + (f" at nesting depth {depth}" if total else "")
-                                 + "; give -p nvtx=NAME of a range both runs have (`tracekit query nvtx-summary`)")
-            order = sorted(range(len(rows)), key=lambda i, r=rows: (r[i].end_ns - r[i].start_ns, i))
+                                 + f"; give -p nvtx=NAME of a range {every} (`tracekit query nvtx-summary`)")
+            order = sorted(range(len(rows)), key=lambda k, r=rows: (r[k].end_ns - r[k].start_ns, k))
             n = rows[order[(len(rows) - 1) // 2]].instance
         w = resolve_window(tk, run_id, nvtx=nvtx, instance=n, options=options)
         if w.end_ns <= w.start_ns:
             raise QueryError(f"{said}: {w.label} of run {run_id} ({name}) lasts 0 ns and launched no GPU work: nothing "
                              "to draw; choose another instance")
         windows.append(w)
-        picked.append(f"{w.label}, {(w.end_ns - w.start_ns) / 1e6:,.3f} ms")
-    shift = windows[0].start_ns - windows[1].start_ns
-    parts = [Part(ids[0], windows[0], 0), Part(ids[1], windows[1], 1, shift)]
+        picked.append(f"{labels[i]}: {w.label}, {(w.end_ns - w.start_ns) / 1e6:,.3f} ms")
+    parts = [Part(run_id, w, i, windows[0].start_ns - w.start_ns) for i, (run_id, w) in enumerate(zip(ids, windows,
+                                                                                                      strict=True))]
     got = [_timeline_rows(tk, part, name) for part, name in zip(parts, names, strict=True)]
     events = sum(g.events for g in got)
     if events > TIMELINE_BARS:
-        raise QueryError(f"{said}: the two {nvtx!r} ranges hold {events:,} events, more than the {TIMELINE_BARS:,} a "
-                         "timeline draws; choose a shorter range (-p nvtx=NAME of an inner one)")
+        raise QueryError(f"{said}: the {len(parts)} {nvtx!r} ranges hold {events:,} events, more than the "
+                         f"{TIMELINE_BARS:,} a timeline draws; choose a shorter range (-p nvtx=NAME of an inner one)"
+                         + (" or fewer runs" if len(parts) > 2 else ""))
     if all(g.events == 0 for g in got):
-        raise QueryError(f"{said}: the {nvtx!r} ranges of run {ids[0]} and run {ids[1]} hold no event to draw")
+        raise QueryError(f"{said}: the {nvtx!r} ranges of runs {', '.join(map(str, ids))} hold no event to draw")
 
     def joined(kind: str) -> pl.DataFrame:
         frames = [getattr(g, kind).with_columns(pl.lit(part.rank).alias("rank")) for part, g in zip(parts, got, strict=True)
                   if not getattr(g, kind).is_empty()]
         return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
-    labels = {0: "base", 1: "new"}
     span = max(w.end_ns - w.start_ns for w in windows)
     notes = tuple(f"{labels[part.rank]}: {note}" for part, g in zip(parts, got, strict=True) for note in g.notes)
     missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g.missing for g in got))
     notes += tuple(f"{labels[part.rank]} {untraced_words(k, traced_said(tk, part.run_id))}"
                    for part, g in zip(parts, got, strict=True) for k in g.missing if k not in missing)
-    return Timeline(ids[1], names[1], Window(windows[0].start_ns, windows[0].start_ns + span,
-                                             f"base: {picked[0]}; new: {picked[1]}"),
-                    joined("nvtx"), joined("gpu"), missing, (0, 1), notes, faults=joined("faults"),
-                    python=joined("python"), labels=labels,
-                    title=f"Timeline compared · base: run {ids[0]} ({names[0]}) · new: run {ids[1]} ({names[1]})",
-                    ends={0: windows[0].end_ns, 1: windows[1].end_ns + shift})
+    runs = [f"{labels[i]}: run {run_id} ({name})" if labels[i] in ("base", "new") else
+            f"run {run_id} ({name})" if labels[i] == f"run {run_id}" else f"{labels[i]}: run {run_id} ({name})"
+            for i, (run_id, name) in enumerate(zip(ids, names, strict=True))]
+    return Timeline(ids[-1], names[-1], Window(windows[0].start_ns, windows[0].start_ns + span, "; ".join(picked)),
+                    joined("nvtx"), joined("gpu"), missing, tuple(range(len(parts))), notes, faults=joined("faults"),
+                    python=joined("python"), labels=labels, title="Timeline compared · " + " · ".join(runs),
+                    ends={part.rank: part.window.end_ns + part.shift_ns for part in parts})
 
 
 def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
@@ -2666,6 +2691,10 @@ CHARTS: dict[str, ChartSpec] = {
                                "above the new run's, each from its start (-p base=A -p new=B [-p nvtx=NAME "
                                "[-p instance=N]]; default: the base's typical request)", data=diff_timeline_data,
                                source="queries nvtx-ranges and gpu-trace of each run, needs two nsys runs"),
+    "compare-timeline": ChartSpec(None, timeline, {}, "nsys several runs' requests on one time axis, the base's "
+                                  "lanes first, each run's named by its sweep point or id (-p base=A -p runs=B,C "
+                                  "[-p nvtx=NAME [-p instance=N]])", data=compare_timeline_data,
+                                  source="queries nvtx-ranges and gpu-trace of each run, needs nsys runs"),
     "rank-summary": ChartSpec("rank-summary", rank_summary, {"limit": 0}, "multi-rank: time per rank"),
     "stragglers": ChartSpec("stragglers", stragglers, {"limit": 20}, "multi-rank: range instances by skew"),
     "rank-heatmap": ChartSpec("rank-ranges", rank_heatmap, {"limit": 0}, "multi-rank: time per rank and NVTX path"),

@@ -1005,8 +1005,8 @@ def _compared_charts(tk, df: pl.DataFrame, base, run_id: int, label: str, thresh
         judged = (f" -p threshold={threshold:g}" if threshold != 5.0 else "") + \
             (f" -p repeats={','.join(map(str, repeats))}" if repeats else "")
         sec = Section("diff-roofline", f"Roofline compared with {label}", None, chart="diff-roofline", intro=(
-            f"The kernels the comparison's chart draws (every one judged changed, then the largest changes, 20 in all), "
-            f"each at its roofline point in {label} (hollow) and in this run (filled), joined by a line and "
+            "Of the kernels with floating-point work, up to 20 (those judged changed first, then the largest "
+            f"changes), each at its roofline point in {label} (hollow) and in this run (filled), joined by a line and "
             "coloured by the verdict of its median launch's duration: its launches together, their FLOP over their "
             "DRAM bytes and over their time. A kernel that moved up and right did more work per byte and per second; "
             "only its duration says whether it got faster (tracekit chart diff-roofline "

@@ -183,6 +183,11 @@ def test_several_runs_stack_in_the_order_given_each_named_by_its_point_or_id(sto
     assert points.title == "Timeline compared · base: run 7 (bs1) · bs=8,nc=128: run 8 (bs8)" and "hstu.request instance" in points.window.label
     spec = charts.timeline(points).to_dict()
     assert {lane.split(" · ")[0] for lane in spec["layer"][0]["encoding"]["y"]["sort"]} == {"base", "bs=8,nc=128"}
+    with tracekit.open(store, read_only=True) as tk:  # (a run given twice: two sets of lanes, told apart)
+        twice = charts.compare_timeline_data(tk, base="base_a", runs="regressed,regressed")
+    assert twice.labels == {0: "base", 1: "run 2 (#2)", 2: "run 2 (#3)"}
+    lanes = charts.timeline(twice).to_dict()["layer"][0]["encoding"]["y"]["sort"]
+    assert [sum(lane.startswith(f"{lab} · ") for lane in lanes) for lab in twice.labels.values()] == [3, 3, 3]
     with tracekit.open(store, read_only=True) as tk, pytest.raises(QueryError, match=r"^chart compare-timeline: "
                                                                     r"runs=sweep-\S+ is a sweep; give nsys runs"):
         charts.compare_timeline_data(tk, base="bs1", runs=sweep[0][0])

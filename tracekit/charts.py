@@ -316,7 +316,7 @@ def _roof(pts: pl.DataFrame) -> _Roof:
     return _Roof([ceil, *ceil_text], texts, xs, ys, (ai_lo, ai_hi, y_lo, y_hi), clocks_differ)
 
 
-def _roof_labels(data: list[dict], roof: _Roof, avoid: list[dict] = ()) -> list:
+def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> list:
     """Text layers labelling the points of ``data`` (ai_dram, flops_per_s, label) where a
     label hits no marker (of ``data`` or of the unlabelled points ``avoid``), no ceiling's
     label and no other label; a point with no free spot is left to its tooltip rather than
@@ -1432,6 +1432,18 @@ def compare_timeline_data(tk, base: str | int | None = None, runs: str | None = 
                              "compare-timeline", lambda i, run_id, point: "base" if i == 0 else point or f"run {run_id}")
 
 
+def _distinct(labels: dict[int, str], ids: list[int]) -> dict[int, str]:
+    """Lane names told apart (a timeline draws a name's lanes as one): a name two runs share
+    (two captures at one sweep point) with its run id, a run given twice with its place."""
+    from collections import Counter
+
+    alike = Counter(labels.values())
+    out = {i: f"{lab} (run {ids[i]})" if alike[lab] > 1 and lab != f"run {ids[i]}" else lab
+           for i, lab in labels.items()}
+    alike = Counter(out.values())
+    return {i: f"{lab} (#{i + 1})" if alike[lab] > 1 else lab for i, lab in out.items()}
+
+
 def requests_timeline(tk, refs: list[tuple[str, Any]], nvtx: str | None, instance: int | str | None, chart: str,
                       label: Callable[[int, int, str | None], str]) -> Timeline:
     """Nsys runs' requests on one time axis, each run's lanes below the one before, each
@@ -1459,6 +1471,7 @@ def requests_timeline(tk, refs: list[tuple[str, Any]], nvtx: str | None, instanc
     info = [tk.con.execute("SELECT name, grid_point(params) FROM runs WHERE run_id = ?", [i]).fetchall()[0] for i in ids]
     names = [n for n, _ in info]
     labels = {i: label(i, run_id, point or None) for i, (run_id, (_, point)) in enumerate(zip(ids, info, strict=True))}
+    labels = _distinct(labels, ids)
     number = _int_param("instance", instance, "an instance number (1 = the first)", chart)
     options = Options(**{**_TIMELINE_OPTIONS, "command": said})
     depth, pick = None, None

@@ -1381,13 +1381,16 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
                    "this run's)" for part, g in pairs if g.events == 0 and len(g.missing) < 2)
     notes += tuple(f"rank {part.rank}: {note}" for part, g in pairs for note in g.notes)
 
-    def joined(kind: str) -> pl.DataFrame:  # (each rank's rows, with its rank)
-        frames = [getattr(g, kind).with_columns(pl.lit(part.rank).alias("rank")) for part, g in pairs
-                  if not getattr(g, kind).is_empty()]
-        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    return Timeline(run_id, run_name, window, _joined(pairs, "nvtx"), _joined(pairs, "gpu"), missing,
+                    tuple(x.rank for x in parts), notes, faults=_joined(pairs, "faults"), python=_joined(pairs, "python"))
 
-    return Timeline(run_id, run_name, window, joined("nvtx"), joined("gpu"), missing, tuple(x.rank for x in parts),
-                    notes, faults=joined("faults"), python=joined("python"))
+
+def _joined(pairs: list, kind: str) -> pl.DataFrame:
+    """The ``kind`` rows (nvtx, gpu, faults, python) of a timeline's parts, each with its part's
+    ``rank``: ``pairs`` of (tracekit.trace.Part, its ``_Rows``)."""
+    frames = [getattr(g, kind).with_columns(pl.lit(part.rank).alias("rank")) for part, g in pairs
+              if not getattr(g, kind).is_empty()]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
 
 class _Rows(NamedTuple):
@@ -1512,22 +1515,18 @@ def requests_timeline(tk, refs: list[tuple[str, Any]], nvtx: str | None, instanc
     if all(g.events == 0 for g in got):
         raise QueryError(f"{said}: the {nvtx!r} ranges of runs {', '.join(map(str, ids))} hold no event to draw")
 
-    def joined(kind: str) -> pl.DataFrame:
-        frames = [getattr(g, kind).with_columns(pl.lit(part.rank).alias("rank")) for part, g in zip(parts, got, strict=True)
-                  if not getattr(g, kind).is_empty()]
-        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
-
+    pairs = list(zip(parts, got, strict=True))
     span = max(w.end_ns - w.start_ns for w in windows)
-    notes = tuple(f"{labels[part.rank]}: {note}" for part, g in zip(parts, got, strict=True) for note in g.notes)
+    notes = tuple(f"{labels[part.rank]}: {note}" for part, g in pairs for note in g.notes)
     missing = tuple(k for k in ("NVTX", "CUDA") if all(k in g.missing for g in got))
     notes += tuple(f"{labels[part.rank]} {untraced_words(k, traced_said(tk, part.run_id))}"
-                   for part, g in zip(parts, got, strict=True) for k in g.missing if k not in missing)
-    runs = [f"{labels[i]}: run {run_id} ({name})" if labels[i] in ("base", "new") else
-            f"run {run_id} ({name})" if labels[i] == f"run {run_id}" else f"{labels[i]}: run {run_id} ({name})"
+                   for part, g in pairs for k in g.missing if k not in missing)
+    runs = [f"run {run_id} ({name})" if labels[i] == f"run {run_id}" else f"{labels[i]}: run {run_id} ({name})"
             for i, (run_id, name) in enumerate(zip(ids, names, strict=True))]
     return Timeline(ids[-1], names[-1], Window(windows[0].start_ns, windows[0].start_ns + span, "; ".join(picked)),
-                    joined("nvtx"), joined("gpu"), missing, tuple(range(len(parts))), notes, faults=joined("faults"),
-                    python=joined("python"), labels=labels, title="Timeline compared · " + " · ".join(runs),
+                    _joined(pairs, "nvtx"), _joined(pairs, "gpu"), missing, tuple(range(len(parts))), notes,
+                    faults=_joined(pairs, "faults"), python=_joined(pairs, "python"), labels=labels,
+                    title="Timeline compared · " + " · ".join(runs),
                     ends={part.rank: part.window.end_ns + part.shift_ns for part in parts})
 
 

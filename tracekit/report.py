@@ -936,7 +936,8 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
         warnings.simplefilter("always", CaptureWarning)
         df = tk.diff(vs, run_id, threshold_pct=threshold, repeats=repeats)
     base = _diff.resolve(tk, vs)  # (a file is the run just ingested)
-    at, _ = _diff._at_the_runs_point(tk.con, base, _diff.resolve(tk, str(run_id)))
+    new = _diff.resolve(tk, str(run_id))
+    at, _ = _diff._at_the_runs_point(tk.con, base, new)
     label = base.label if at is base else f"{at.label}, this point of {base.label}"  # (a program's sweep)
     held = _diff.held_by_repeats(df).removeprefix("; ")
     df = df.drop("noise_pct", strict=False)  # (said in the intro; the table and chart are diff's)
@@ -984,22 +985,21 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
         "duration; request latency: its median) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
     line = ("compared with", f"{label} (tracekit diff {base.ref} {run_id})")
-    return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, run_id, label, threshold, repeats)]
+    return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, new, label, threshold, repeats)]
 
 
-def _compared_charts(tk, df: pl.DataFrame, base, run_id: int, label: str, threshold: float,
+def _compared_charts(tk, df: pl.DataFrame, base, new, label: str, threshold: float,
                      repeats: list | None = None) -> list[tuple]:
-    """The sections that draw two runs compared (``base`` the run compared with, a
-    tracekit.diff.Side): two ncu runs' roofline (``charts.diff_roofline``), two nsys runs'
-    typical requests on one time axis (``charts.diff_timeline_data``); none where a side is a
+    """The sections that draw two runs compared (``base`` the run compared with and ``new``
+    the report's run, tracekit.diff.Sides): two ncu runs' roofline (``charts.diff_roofline``),
+    two nsys runs' typical requests on one time axis (``charts.diff_timeline_data``); none where a side is a
     sweep, the chart's reason in its place where it cannot be drawn (no kernel with
     floating-point work, no NVTX range both runs have)."""
     from . import charts
-    from . import diff as _diff
 
-    new = _diff.resolve(tk, str(run_id))
     if base.run_id is None or new.run_id is None:
         return []
+    run_id = new.run_id
     out = []
     if "ncu" in set(df["scope"]):
         judged = (f" -p threshold={threshold:g}" if threshold != 5.0 else "") + \

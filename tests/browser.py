@@ -203,6 +203,12 @@ def chart_marks(path: Path) -> Page:
     return load(path, "window.tracekitChart && window.tracekitChart.done", _CHART_MARKS_JS)
 
 
+def report_drawn(path: Path) -> Page:
+    """A report (``tracekit report``'s) drawn in Chromium: ``value`` is ``window.tracekitReport``
+    (charts, rendered, failed, marks per chart), with the console errors and exceptions."""
+    return load(path, "window.tracekitReport && window.tracekitReport.done", "window.tracekitReport")
+
+
 def png_pixels(png: bytes) -> tuple[int, int, list[bytes]]:
     """Width, height and the RGB(A) rows of an 8-bit PNG (what Chromium writes)."""
     assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from browser import chromium, load
+from browser import chromium, report_drawn
 from conftest import spec_datasets
 
 import tracekit
@@ -29,7 +29,6 @@ NCU_PAIR = DATA / "hstu_capture_ncu_pair"
 SHAPES = {v: DATA / f"ncu_shapes_{v}" for v in ("a", "slow")}
 SWEEP_NCU = sorted((DATA / "hstu_sweep_tools" / "runs").glob("*-ncu"))  # bs 1 and 8 at nc 128, one sweep under ncu
 
-DONE = "window.tracekitReport && window.tracekitReport.done"
 #: hstu_capture_ncu_pair's half_sms ran with a tiles file: diff says so, as it should
 pytestmark = pytest.mark.filterwarnings("ignore:diff. the captures differ in setup")
 
@@ -175,7 +174,7 @@ def test_a_report_of_two_ncu_runs_compared_draws_their_roofline(store, tmp_path)
     assert 'id="diff-roofline"' not in nsys.read_text()
     if chromium() is None:
         pytest.skip("no chromium")
-    page = load(ncu, DONE, "window.tracekitReport")
+    page = report_drawn(ncu)
     assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
     state = page.value
     assert state["failed"] == 0 and state["rendered"] == state["charts"] and state["marks"]["chart-diff-roofline"] > 0

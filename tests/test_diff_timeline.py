@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from browser import chromium, load
+from browser import chromium, report_drawn
 
 import tracekit
 from tracekit import charts, report
@@ -23,7 +23,6 @@ from tracekit.errors import ParamError, QueryError
 from tracekit.trace import resolve_window
 
 DATA = Path(__file__).parent / "data"
-DONE = "window.tracekitReport && window.tracekitReport.done"
 #: the conversion the plant launches twice per step (PLANT.md: more_launches, in step/mlp)
 CONVERSION = "void at::native::elementwise_kernel<(int)128, (int)4, void at::native::gpu_kernel_impl<at::native::direct_copy"
 
@@ -159,7 +158,7 @@ def test_a_report_of_two_nsys_runs_compared_draws_their_requests(store, tmp_path
     assert "run 3 (hstu) has no NVTX range named &#x27;step&#x27;" in apart.read_text()
     if chromium() is None:
         pytest.skip("no chromium")
-    page = load(path, DONE, "window.tracekitReport")
+    page = report_drawn(path)
     assert page.console_errors == [] and page.exceptions == [] and page.external_requests == []
     state = page.value
     assert state["failed"] == 0 and state["rendered"] == state["charts"] and state["marks"]["chart-diff-timeline"] > 0

@@ -2172,9 +2172,8 @@ def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kern
     if base is None or new is None:
         raise ParamError("chart diff-roofline: give the ncu runs to compare as -p base=RUN -p new=RUN")
     threshold, limit = _threshold_and_limit("diff-roofline", threshold, limit)
-    for ref in (base, new):  # (a sweep is said before it is compared; a file is ingested by the diff first)
-        if not _diff._is_file(ref):
-            _not_a_sweep(_diff.resolve(tk, ref))
+    # (a sweep is said before it is compared; a file is ingested by the diff first, resolved after)
+    sides = {i: _not_a_sweep(_diff.resolve(tk, ref)) for i, ref in enumerate((base, new)) if not _diff._is_file(ref)}
     try:
         df = tk.diff(base, new, by=["ncu"], threshold_pct=threshold, repeats=_run_list(repeats) if repeats else None)
     except QueryError as err:  # (a run without an ncu report: diff names it by its scope)
@@ -2182,7 +2181,7 @@ def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kern
             raise
         raise QueryError(f"chart diff-roofline: {str(err).removeprefix('--by ncu: ')}; the chart compares two "
                          "ncu runs") from None
-    sides = [_not_a_sweep(_diff.resolve(tk, r)) for r in (base, new)]
+    sides = [sides[i] if i in sides else _not_a_sweep(_diff.resolve(tk, r)) for i, r in enumerate((base, new))]
     if kernel is not None:
         df = df.filter(pl.col("key").str.to_lowercase().str.contains(str(kernel).lower(), literal=True))
         if df.is_empty():

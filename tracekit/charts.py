@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .errors import ParamError, QueryError
+from .errors import ParamError, QueryError, TracekitError
 from .names import distinct_labels, ranks_text, short_name
 from .numbers import INT_RANGE, whole_number
 
@@ -2190,9 +2190,9 @@ def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kern
     return diff_roofline_points(tk, df, sides[0], sides[1], threshold, limit)
 
 
-def _not_a_sweep(side):
+def _not_a_sweep(side, chart: str = "diff-roofline", what: str = "two ncu runs"):
     if side.run_id is None:
-        raise QueryError(f"chart diff-roofline: {side.label} is a sweep; compare two ncu runs (a sweep's points on "
+        raise QueryError(f"chart {chart}: {side.label} is not a run; compare {what} (a sweep's points on "
                          "one roofline: tracekit chart sweep-roofline -p sweep=ID)")
     return side
 
@@ -2207,14 +2207,50 @@ def diff_roofline_points(tk, df: pl.DataFrame, base, new, threshold: float = 5.0
     sides = [base, new]
     ncu = df.filter(pl.col("scope") == "ncu").drop("noise_pct", strict=False)
     keys = _diff.ncu_launch_keys(tk.con, base.run_id, new.run_id).filter(pl.col("key").is_in(ncu["key"].implode()))
+    pts = key_points(tk, keys, sides, "diff-roofline")
+    if pts.is_empty():
+        raise QueryError(f"chart diff-roofline: nothing to plot; no kernel of {sides[0].label} or {sides[1].label} "
+                         "compared does floating-point work")
+    head = diff_rows(ncu.filter(pl.col("key").is_in(pts["key"].implode())), threshold, limit)
+    verdicts = {r["key"]: (_roof_verdict(r), r["delta_pct"]) for r in head.iter_rows(named=True)}
+    order = {k: i for i, k in enumerate(head["key"])}
+    runs = [f"{'base' if i == 0 else 'new'}: {s.label}" for i, s in enumerate(sides)]
+    return pts.filter(pl.col("key").is_in(list(order))).with_columns(
+        pl.col("key").replace_strict({k: v[0] for k, v in verdicts.items()}, return_dtype=pl.String).alias("verdict"),
+        pl.col("key").replace_strict({k: v[1] for k, v in verdicts.items()}, return_dtype=pl.Float64).alias("delta_pct"),
+        pl.col("side").replace_strict({0: runs[0], 1: runs[1]}, return_dtype=pl.String).alias("run"),
+        pl.col("key").replace_strict(order, return_dtype=pl.Int64).alias("_order"),
+        pl.lit(float(threshold)).alias("threshold_pct"),
+    ).sort("_order", "side").drop("_order")
+
+
+def _roof_verdict(row: dict) -> str:
+    """A diff row's verdict as the rooflines compared colour it: diff's, or what held it back
+    (the SM clock, the repeats' noise) where a change was not judged one."""
+    from . import diff as _diff
+
+    return (row["verdict"] == "unchanged" and _diff.held_by(row["note"])) or row["verdict"]
+
+
+def key_points(tk, launches: pl.DataFrame, sides: list, chart: str) -> pl.DataFrame:
+    """Per (key, side) of ``launches`` (side, kernel_id, key, how: ncu launches of the run
+    ``sides[side]``, a ``tracekit.diff.Side``, under the key they are compared by), their roofline
+    point: the launches taken together (their FLOP over their DRAM bytes, and over their time;
+    the % of roof and each precision's rate weighted by the launches' time; the precision with
+    the most FLOP, the bound of the most time) with the highest of its ceilings; the keys with
+    floating-point work only. A run with launches but no point at all for want of the
+    roofline's metrics is an error naming them (as ``roofline`` says it), not a chart of the
+    other runs' points alone."""
     frames = []
-    for side, s in enumerate(sides):
+    for side in sorted(set(launches["side"])):
         try:
-            rf = tk.query("roofline", run=s.run_id, limit=0)
+            rf = tk.query("roofline", run=sides[side].run_id, limit=0)
         except QueryError as err:
-            raise QueryError(f"chart diff-roofline: {err}") from err
+            raise QueryError(f"chart {chart}: {err}") from err
         frames.append(rf.with_columns(pl.lit(side).alias("side")))
-    rf = pl.concat(frames, how="diagonal_relaxed").join(keys, on=["side", "kernel_id"], how="inner")
+    if not frames:
+        return pl.DataFrame(schema={"key": pl.String, "side": pl.Int64})
+    rf = pl.concat(frames, how="diagonal_relaxed").join(launches, on=["side", "kernel_id"], how="inner")
     rates, peaks = [c for c in _RATES if c in rf.columns], [c for c in _PEAKS if c in rf.columns]
     t = pl.col("duration_ns")
 
@@ -2236,28 +2272,14 @@ def diff_roofline_points(tk, df: pl.DataFrame, base, new, threshold: float = 5.0
         pl.when(t > 0).then(pl.col("flop") / t * 1e9).alias("flops_per_s"),
         pl.when(pl.col("dram_bytes") > 0).then(pl.col("flop") / pl.col("dram_bytes")).alias("ai_dram"),
     ).filter((pl.col("flops_per_s") > 0) & (pl.col("ai_dram") > 0))
-    for side, s in enumerate(sides):  # (no point at all for want of metrics: said, as roofline says it)
+    for side in sorted(set(rf["side"])):  # (no point at all for want of metrics: said, as roofline says it)
         lacks = rf.filter((pl.col("side") == side) & pl.col("missing_metrics").is_not_null())["missing_metrics"]
         if not pts.filter(pl.col("side") == side).height and lacks.len():
             missing = sorted({m for ms in lacks for m in ms.split(", ")})
-            raise QueryError(f"chart diff-roofline: {s.label}: nothing to plot; metrics not in the report: "
+            raise QueryError(f"chart {chart}: {sides[side].label}: nothing to plot; metrics not in the report: "
                              f"{', '.join(missing)} (re-profile with --set full or the "
                              "SpeedOfLight_Hierarchical*RooflineChart sections)")
-    if pts.is_empty():
-        raise QueryError(f"chart diff-roofline: nothing to plot; no kernel of {sides[0].label} or {sides[1].label} "
-                         "compared does floating-point work")
-    head = diff_rows(ncu.filter(pl.col("key").is_in(pts["key"].implode())), threshold, limit)
-    verdicts = {r["key"]: ((r["verdict"] == "unchanged" and _diff.held_by(r["note"])) or r["verdict"],
-                           r["delta_pct"]) for r in head.iter_rows(named=True)}
-    order = {k: i for i, k in enumerate(head["key"])}
-    runs = [f"{'base' if i == 0 else 'new'}: {s.label}" for i, s in enumerate(sides)]
-    return pts.filter(pl.col("key").is_in(list(order))).with_columns(
-        pl.col("key").replace_strict({k: v[0] for k, v in verdicts.items()}, return_dtype=pl.String).alias("verdict"),
-        pl.col("key").replace_strict({k: v[1] for k, v in verdicts.items()}, return_dtype=pl.Float64).alias("delta_pct"),
-        pl.col("side").replace_strict({0: runs[0], 1: runs[1]}, return_dtype=pl.String).alias("run"),
-        pl.col("key").replace_strict(order, return_dtype=pl.Int64).alias("_order"),
-        pl.lit(float(threshold)).alias("threshold_pct"),
-    ).sort("_order", "side").drop("_order")
+    return pts
 
 
 def diff_roofline(df: pl.DataFrame) -> alt.LayerChart:
@@ -2319,6 +2341,152 @@ def diff_roofline(df: pl.DataFrame) -> alt.LayerChart:
                         "the tooltip names each")
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
                                          title=alt.Title("Roofline compared", subtitle=subtitle))
+
+
+def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, kernel: str | None = None,
+                          threshold: float | str = 5.0, limit: int | str = 20, repeats: str | None = None) -> pl.DataFrame:
+    """Several ncu runs against one base on one roofline (``tk.compare``'s ncu scope): each
+    kernel of the base (its launches grouped by name and NVTX path, keyed as a diff of the base
+    with itself keys them) at its point in the base (side 0) and in each run (side i, the i-th
+    of ``runs``), a run's launches being those ``tk.diff`` pairs with the base's (by name and
+    path, by name, then by launch order); a kernel in runs only is keyed as the first run's diff
+    keys it. Per point: ``key_points``'s columns; ``run`` (the run's label, as ``compare``'s
+    table names it), ``verdict`` and ``delta_pct`` of its median launch's duration against the
+    base (held by the repeats' noise where given; the base's own point: none). The keys with
+    floating-point work that ``compare.changed_first`` picks (``limit``: every kernel judged
+    changed in any run, then the largest others), those whose name holds ``kernel`` (any
+    case) in some run where given."""
+    from . import diff as _diff
+    from .compare import _labels, changed_first
+
+    refs = [base, *_run_list(runs or "")]
+    if base is None or len(refs) < 2:
+        raise ParamError("chart compare-roofline: give the ncu runs as -p base=RUN -p runs=RUN,RUN,...")
+    threshold, limit = _threshold_and_limit("compare-roofline", threshold, limit)
+    for ref in refs:  # (a sweep is said before it is compared; a file is ingested by the comparison first)
+        if not _diff._is_file(ref):
+            _not_a_sweep(_diff.resolve(tk, ref), "compare-roofline", "several ncu runs")
+    try:
+        df = tk.compare(base, refs[1:], by=["ncu"], threshold_pct=threshold,
+                        repeats=_run_list(repeats) if repeats else None)
+    except TracekitError as err:  # (said as the chart's; a run without an ncu report: diff names it by its scope)
+        text = str(err).removeprefix("compare: ")
+        if text.startswith("--by ncu: "):
+            text = f"{text.removeprefix('--by ncu: ')}; the chart compares ncu runs"
+        raise type(err)(f"chart compare-roofline: {text}") from None
+    sides = [_not_a_sweep(_diff.resolve(tk, r), "compare-roofline", "several ncu runs") for r in refs]
+    labels = _labels(sides, [str(r).strip() if _diff._is_file(r) else None for r in refs])
+    ncu = df.filter((pl.col("scope") == "ncu") & ~pl.col("repeat"))
+    b = sides[0].run_id
+    own = _diff.ncu_launch_keys(tk.con, b, b).filter(pl.col("side") == 0)
+    canon = dict(zip(own["kernel_id"], own["key"], strict=True))  # base launch -> its kernel's key
+    launches = [own.with_columns(pl.lit("").alias("how"))]
+    heads = []
+    for i, side in enumerate(sides[1:], start=1):
+        pair = _diff.ncu_launch_keys(tk.con, b, side.run_id)
+        # a key of this comparison is the base kernel its base launches belong to; one in this run only, its own
+        of_base = {k: canon[kid] for k, kid in pair.filter(pl.col("side") == 0).select("key", "kernel_id").iter_rows()}
+        to = {k: of_base.get(k, k) for k in pair["key"].unique(maintain_order=True)}
+        launches.append(pair.filter(pl.col("side") == 1).with_columns(
+            pl.col("key").replace_strict(to, return_dtype=pl.String), pl.lit(i, pl.Int64).alias("side")))
+        rows = ncu.filter(pl.col("run") == labels[i]).drop("base_run", "run", "repeat", "noise_pct").rename({"value": "new"})
+        heads.append(diff_rows(rows, threshold, 0).with_columns(pl.col("key").replace(to), pl.lit(i, pl.Int64).alias("side")))
+    pts = key_points(tk, pl.concat(launches), sides, "compare-roofline")
+    if kernel is not None:
+        text = str(kernel).lower()
+        named = pts.filter(pl.col("key").str.to_lowercase().str.contains(text, literal=True)
+                           | pl.col("name").str.to_lowercase().str.contains(text, literal=True))["key"]
+        pts = pts.filter(pl.col("key").is_in(named.implode()))
+        if pts.is_empty():
+            raise QueryError(f"chart compare-roofline: no kernel of {', '.join(s.label for s in sides)} with "
+                             f"floating-point work has {kernel!r} in its name")
+    if pts.is_empty():
+        raise QueryError(f"chart compare-roofline: nothing to plot; no kernel of {', '.join(s.label for s in sides)} "
+                         "compared does floating-point work")
+    head = pl.concat(heads).filter(pl.col("key").is_in(pts["key"].implode()))
+    keys = changed_first(head.select("scope", "key", "metric", "verdict"), limit)["key"].unique(maintain_order=True)
+    judged = head.select("key", "side", pl.Series("verdict", [_roof_verdict(r) for r in head.iter_rows(named=True)],
+                                                  dtype=pl.String), "delta_pct")
+    order = {k: i for i, k in enumerate(keys)}
+    names = {0: f"base: {labels[0]}", **{i: labels[i] for i in range(1, len(sides))}}
+    return pts.filter(pl.col("key").is_in(keys.implode())).join(judged, on=["key", "side"], how="left").with_columns(
+        pl.col("side").replace_strict(names, return_dtype=pl.String).alias("run"),
+        pl.col("key").replace_strict(order, return_dtype=pl.Int64).alias("_order"),
+        pl.lit(float(threshold)).alias("threshold_pct"), pl.lit(", ".join(_run_list(repeats or ""))).alias("repeats"),
+    ).sort("_order", "side").drop("_order")
+
+
+def compare_roofline(df: pl.DataFrame) -> alt.LayerChart:
+    """The roofline of several ncu runs against one base: each kernel's point in the base
+    (hollow) and in each run (filled, a colour per run), a line from its base point to each
+    run's, solid where that run's median launch was judged regressed or improved, faded where
+    not."""
+    _need(df, "compare-roofline", "compare", ["key", "side", "run", "verdict", "ai_dram", "flops_per_s",
+                                             "peak_dram_bytes_per_s"])
+    if df.is_empty():
+        raise QueryError("chart compare-roofline: nothing to plot; no kernel compared does floating-point work, or "
+                         "the reports lack its metrics (re-profile with --set full)")
+    roof = _roof(df)
+    xs, ys = roof.xs, roof.ys
+    from .diff import short_keys
+
+    short = short_keys(df["key"].unique(maintain_order=True).to_list(), 40)
+    data = df.select(
+        "key", "name", "how", "side", "run", "verdict", "launches", (pl.col("duration_ns") / 1000).alias("duration_us"),
+        "ai_dram", "flops_per_s", "roof_pct", "bound", "precision", "delta_pct",
+        pl.col("verdict").is_in(["regressed", "improved"]).alias("judged"),
+    ).with_columns(pl.col("key").replace_strict(short, return_dtype=pl.String).alias("label")).to_dicts()
+    runs = df.sort("side")["run"].unique(maintain_order=True).to_list()
+    colour = alt.Color("run:N", sort=runs, scale=alt.Scale(domain=runs, range=["#333333", *_KERNEL_COLOURS]),
+                       legend=alt.Legend(orient="bottom", columns=4, labelLimit=320))
+    tooltip = [alt.Tooltip("key:N", title="kernel"), alt.Tooltip("run:N"), alt.Tooltip("name:N", title="its name here"),
+               alt.Tooltip("how:N", title="matched"), alt.Tooltip("launches:Q"),
+               alt.Tooltip("duration_us:Q", title="time [µs]", format=",.1f"),
+               alt.Tooltip("ai_dram:Q", title="AI DRAM [FLOP/B]", format=".3~g"),
+               alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".3~s"),
+               alt.Tooltip("roof_pct:Q", title="% of roof", format=".1f"), alt.Tooltip("precision:N"),
+               alt.Tooltip("bound:N"), alt.Tooltip("verdict:N", title="verdict against the base"),
+               alt.Tooltip("delta_pct:Q", title="median duration change [%]", format="+.1f")]
+    enc = {"x": alt.X("ai_dram:Q", scale=xs), "y": alt.Y("flops_per_s:Q", scale=ys), "color": colour,
+           "tooltip": tooltip}
+    base = {d["key"]: d for d in data if d["side"] == 0}
+    # a line per (kernel, run): from the base's point to the run's, in the run's colour
+    segments = [{**p, "pair": f"{d['side']}|{d['key']}", "end": e} for d in data if d["side"] and d["key"] in base
+                for e, p in ((0, {**base[d["key"]], "run": d["run"], "verdict": d["verdict"], "judged": d["judged"],
+                                  "delta_pct": d["delta_pct"]}), (1, d))]
+    opacity = alt.condition("datum.judged", alt.value(0.95), alt.value(0.3))
+    lines = alt.Chart(_data(segments)).mark_line(strokeWidth=2).encode(
+        detail="pair:N", order="end:Q", opacity=opacity, **enc)
+    hollow = alt.Chart(_data(list(base.values()))).mark_point(filled=False, size=130, strokeWidth=2).encode(**enc)
+    filled = alt.Chart(_data([d for d in data if d["side"]])).mark_point(
+        filled=True, size=110, stroke="black", strokeWidth=0.6).encode(
+        opacity=alt.condition("datum.judged", alt.value(0.95), alt.value(0.45)), **enc)
+    layers = [*roof.layers, lines, filled, hollow]  # (the base's ring over a run's point where they meet)
+    first = {}  # a kernel's label at its base point (at its first run's point where the base lacks it)
+    for d in data:
+        first.setdefault(d["key"], d)
+    if len(first) <= 12:
+        shown = list(first.values())
+        layers += _roof_labels(shown, roof, avoid=[d for d in data if d not in shown])
+    subtitle = [f"hollow: the base, {runs[0].removeprefix('base: ')}; filled: each run, a colour each; a line from "
+                "a kernel's base point to each run's",
+                "a kernel's launches together: their FLOP over their DRAM bytes and over their time; the runs' launches "
+                "paired with the base's as tracekit diff --by ncu pairs them",
+                "solid: that run's median launch duration judged regressed or improved against the base (tracekit "
+                "compare --by ncu); faded: not; ceilings at the highest measured clocks"]
+    if "repeats" in df.columns and df["repeats"][0]:
+        subtitle.append(f"repeats of the base measured the noise ({df['repeats'][0]}): a change no larger than a "
+                        "repeat's is not judged")
+    alone = sorted({d["key"] for d in data} - set(base))
+    if alone:
+        subtitle.append(f"in runs only, no point in the base ({len(alone)}): added, or no floating-point work measured "
+                        "in the base")
+    by_order = sorted({d["key"] for d in data if (d["how"] or "").startswith("matched by launch order")})
+    if by_order:
+        subtitle.append(f"matched by launch order, another kernel's name in a run ({len(by_order)}): the tooltip "
+                        "names each")
+    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=alt.Title(
+        f"Roofline: {len(runs) - 1} run{'s' if len(runs) > 2 else ''} against the base", subtitle=subtitle))
 
 
 #: the ticks of a change's symmetric log axis, % of base: about evenly apart on it (Vega's own
@@ -2672,6 +2840,11 @@ CHARTS: dict[str, ChartSpec] = {
                                "the base and the new run, joined, coloured by its verdict (-p base=A -p new=B "
                                "[-p kernel=TEXT] [-p limit=N])", data=diff_roofline_data,
                                source="tracekit diff's ncu scope and query roofline, needs two ncu runs"),
+    "compare-roofline": ChartSpec(None, compare_roofline, {}, "ncu roofline of several runs against one base: "
+                                  "each kernel's point in the base and in each run, a line from the base's to each "
+                                  "(-p base=A -p runs=B,C [-p kernel=TEXT] [-p limit=N] [-p repeats=R])",
+                                  data=compare_roofline_data,
+                                  source="tracekit compare's ncu scope and query roofline, needs ncu runs"),
     "warp-stalls": ChartSpec("warp-stalls", warp_stalls, {"limit": 0}, "ncu warp cycles per issued instruction by stall reason"),
     "ncu-source": ChartSpec("ncu-source", source_hot_spots, {"limit": MAX_BARS},
                             "ncu warp stall samples per source line, by the largest stall reason"),

@@ -1,0 +1,223 @@
+"""Several ncu runs against one base on one roofline (chart compare-roofline), on real reports:
+
+* tests/data/hstu_capture_ncu_pair: base, base_again (the same command again: noise) and
+  half_sms (the cached attention kernel given half the SMs: its 8 launches about 70 % slower,
+  the same work);
+* tests/data/ncu_shapes_a, _a_again (noise) and _slow (one Triton kernel made to read its
+  input four times), and ncu_diff_a (another kernel, matched by launch order).
+
+Each run's point of a kernel is the point diff-roofline draws for the pair (base, that run):
+one mechanism, the base's kernels as the keys every run is placed by.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import spec_datasets
+
+import tracekit
+from tracekit import charts
+from tracekit.cli import main as cli_main
+from tracekit.errors import ParamError, QueryError
+
+DATA = Path(__file__).parent / "data"
+NCU_PAIR = DATA / "hstu_capture_ncu_pair"
+SWEEP_NCU = sorted((DATA / "hstu_sweep_tools" / "runs").glob("*-ncu"))
+
+#: hstu_capture_ncu_pair's half_sms ran with a tiles file: compare says so, as it should
+pytestmark = [pytest.mark.filterwarnings("ignore:compare. half_sms. the captures differ in setup"),
+              pytest.mark.filterwarnings("ignore:diff. the captures differ in setup")]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    db = tmp_path_factory.mktemp("compare_roofline") / "r.duckdb"
+    with tracekit.open(db) as tk:
+        for v in ("a", "a_again", "slow"):
+            tk.ingest(DATA / f"ncu_shapes_{v}" / "report.ncu-rep.xz", name=f"shapes_{v}")
+        for run in ("base", "base_again", "half_sms"):
+            tk.ingest(NCU_PAIR / run, name=run)
+        for v in ("ncu_diff_a", "ncu_range"):
+            tk.ingest(DATA / v / "report.ncu-rep.xz", name=v)
+        tk.ingest(DATA / "nsys_diff_base_a" / "export.sqlite.xz", name="nsys")
+        tk.ingest(SWEEP_NCU[0], name="point_bs1")
+    return db
+
+
+def _point(df: pl.DataFrame, key: str, side: int) -> dict:
+    rows = df.filter((pl.col("key") == key) & (pl.col("side") == side)).to_dicts()
+    assert len(rows) == 1, (key, side, rows)
+    return rows[0]
+
+
+POINT = ["launches", "duration_ns", "flop", "dram_bytes", "ai_dram", "flops_per_s", "roof_pct", "precision", "bound"]
+
+
+def test_each_runs_point_is_the_point_of_its_own_pair_with_the_base(store):
+    """hstu_capture_ncu_pair: every kernel with floating-point work at its point in the base,
+    base_again and half_sms; each run's point and verdict are those diff-roofline gives for
+    that run against the base, the base's the same in both; the attention kernel's 8 keys
+    regressed in half_sms alone, at the same FLOP and a lower rate."""
+    with tracekit.open(store, read_only=True) as tk:
+        df = charts.compare_roofline_data(tk, base="base", runs="base_again,half_sms", limit=0)
+        pairs = {run: charts.diff_roofline_data(tk, base="base", new=run, limit=0) for run in ("base_again", "half_sms")}
+    assert df.filter(pl.col("side") == 0)["run"].unique().to_list() == ["base: base"]
+    assert set(df["run"]) == {"base: base", "base_again", "half_sms"}
+    keys = set(df["key"])
+    assert keys == set(pairs["base_again"]["key"]) == set(pairs["half_sms"]["key"])
+    assert df.height == 3 * len(keys)
+    for side, run in ((1, "base_again"), (2, "half_sms")):
+        pair = pairs[run]
+        for key in keys:
+            mine, base, new = _point(df, key, side), _point(pair, key, 0), _point(pair, key, 1)
+            assert {c: mine[c] for c in POINT} == {c: new[c] for c in POINT}
+            assert {c: _point(df, key, 0)[c] for c in POINT} == {c: base[c] for c in POINT}
+            assert (mine["verdict"], mine["delta_pct"]) == (new["verdict"], new["delta_pct"])
+    assert df.filter(pl.col("side") == 0)["verdict"].is_null().all()
+    attention = sorted(k for k in keys if k.startswith("_hstu_cached_sk_kernel"))
+    assert len(attention) == 8
+    for key in attention:
+        base, again, half = (_point(df, key, s) for s in (0, 1, 2))
+        assert again["verdict"] == "unchanged" and half["verdict"] == "regressed" and half["delta_pct"] > 60
+        assert half["flop"] == pytest.approx(base["flop"], rel=0.01) and half["flops_per_s"] < 0.7 * base["flops_per_s"]
+    regressed = set(df.filter(pl.col("verdict") == "regressed")["key"])
+    assert regressed == set(attention)
+
+
+def test_a_kernel_regressed_in_one_run_and_unchanged_in_its_repeat(store):
+    """ncu_shapes: the slow kernel moved up and right (more FLOP per byte and per second) and
+    regressed; the capture again sits on the base's point, unchanged."""
+    with tracekit.open(store, read_only=True) as tk:
+        df = charts.compare_roofline_data(tk, base="shapes_a", runs="shapes_a_again,shapes_slow")
+        launches = {v: tk.query("roofline", run=f"shapes_{v}") for v in ("a", "a_again", "slow")}
+    assert df["key"].to_list() == ["shapes_kernel"] * 3 and df["side"].to_list() == [0, 1, 2]
+    for side, v in enumerate(("a", "a_again", "slow")):
+        point, rows = _point(df, "shapes_kernel", side), launches[v]
+        assert point["launches"] == rows.height == 6
+        assert point["flops_per_s"] == pytest.approx(rows["flop"].sum() / rows["duration_ns"].sum() * 1e9)
+        assert point["ai_dram"] == pytest.approx(rows["flop"].sum() / rows["dram_bytes"].sum())
+    base, again, slow = (_point(df, "shapes_kernel", s) for s in (0, 1, 2))
+    assert again["verdict"] == "unchanged" and abs(again["ai_dram"] / base["ai_dram"] - 1) < 0.01
+    assert slow["verdict"] == "regressed" and slow["delta_pct"] == pytest.approx(14.5, abs=0.5)
+    assert slow["ai_dram"] > 2 * base["ai_dram"] and slow["flops_per_s"] > 2 * base["flops_per_s"]
+
+
+def test_a_kernel_of_another_name_is_placed_by_the_base_kernel_it_was_matched_to(store):
+    """ncu_diff_a's one kernel (scale_add_kernel) is matched to ncu_shapes_a's (shapes_kernel)
+    by launch order, as diff matches them: it is drawn under the base's kernel, with its own
+    name, beside shapes_slow's point of the same kernel matched by name."""
+    with tracekit.open(store, read_only=True) as tk:
+        df = charts.compare_roofline_data(tk, base="shapes_a", runs="ncu_diff_a,shapes_slow")
+        spec = charts.chart(tk, "compare-roofline", base="shapes_a", runs="ncu_diff_a,shapes_slow").to_dict()
+    other, slow = _point(df, "shapes_kernel", 1), _point(df, "shapes_kernel", 2)
+    assert (other["name"], other["how"]) == ("scale_add_kernel", "matched by launch order to base kernel shapes_kernel")
+    assert (slow["name"], slow["how"]) == ("shapes_kernel", "matched by name and NVTX path")
+    assert other["run"] == "ncu_diff_a" and other["launches"] == 3
+    assert "matched by launch order, another kernel's name in a run (1)" in " ".join(spec["title"]["subtitle"])
+
+
+def test_repeats_of_the_base_hold_a_change_no_larger_than_theirs(store):
+    """-p repeats=base_again: half_sms's attention kernel moved far beyond the repeat's noise
+    (still regressed); the repeat itself is not drawn, and the subtitle names it."""
+    with tracekit.open(store, read_only=True) as tk:
+        df = charts.compare_roofline_data(tk, base="base", runs="half_sms", repeats="base_again", limit=0)
+        plain = charts.compare_roofline_data(tk, base="base", runs="half_sms", limit=0)
+        rows = tk.compare("base", ["half_sms"], by="ncu", repeats=["base_again"])
+        spec = charts.compare_roofline(df).to_dict()
+    assert set(df["side"]) == {0, 1} and set(df["run"]) == {"base: base", "half_sms"}
+    assert set(df["key"]) == set(plain["key"])
+    durations = rows.filter((pl.col("metric") == "duration_ns") & ~pl.col("repeat"))
+    held = {k for k, n in zip(durations["key"], durations["note"], strict=True) if "within the repeats' noise" in (n or "")}
+    for r in df.filter(pl.col("side") == 1).iter_rows(named=True):
+        assert (r["verdict"] == "within the repeats' noise") == (r["key"] in held)
+    assert set(df.filter(pl.col("verdict") == "regressed")["key"]) == \
+        {k for k in df["key"] if k.startswith("_hstu_cached_sk_kernel")}
+    assert "repeats of the base measured the noise (base_again)" in " ".join(spec["title"]["subtitle"])
+
+
+def test_the_chart_draws_the_base_hollow_each_run_filled_and_a_line_to_each(store, tmp_path):
+    with tracekit.open(store, read_only=True) as tk:
+        df = charts.compare_roofline_data(tk, base="shapes_a", runs="shapes_a_again,shapes_slow")
+        spec = charts.chart(tk, "compare-roofline", base="shapes_a", runs="shapes_a_again,shapes_slow").to_dict()
+    marks = [layer.get("mark") for layer in spec["layer"]]
+    points = [m for m in marks if isinstance(m, dict) and m.get("type") == "point"]
+    assert [m.get("filled") for m in points] == [True, False]
+    rows = [r for ds in spec_datasets(spec) for r in ds if "pair" in r]
+    assert sorted({r["pair"] for r in rows}) == ["1|shapes_kernel", "2|shapes_kernel"]
+    assert {(r["pair"], r["end"], r["ai_dram"]) for r in rows} == {
+        (f"{s}|shapes_kernel", end, _point(df, "shapes_kernel", 0 if end == 0 else s)["ai_dram"])
+        for s in (1, 2) for end in (0, 1)}
+    judged = {r["pair"]: r["judged"] for r in rows}
+    assert judged == {"1|shapes_kernel": False, "2|shapes_kernel": True}
+    assert spec["title"]["text"] == "Roofline: 2 runs against the base"
+    for name in ("r.png", "r.html"):
+        out = tmp_path / name
+        assert cli_main(["--db", str(store), "chart", "compare-roofline", "-p", "base=shapes_a", "-p",
+                         "runs=shapes_a_again,shapes_slow", "-o", str(out)]) == 0
+        assert out.stat().st_size > 10_000
+
+
+def test_the_limit_and_the_kernel_filter(store):
+    """-p limit=N: the kernels judged changed in any run first (the 8 attention keys), then
+    the largest others; -p kernel=TEXT: the kernels of that name in some run."""
+    with tracekit.open(store, read_only=True) as tk:
+        ten = charts.compare_roofline_data(tk, base="base", runs="base_again,half_sms", limit=10)
+        nvjet = charts.compare_roofline_data(tk, base="base", runs="base_again,half_sms", kernel="NVJET", limit=0)
+        other = charts.compare_roofline_data(tk, base="shapes_a", runs="ncu_diff_a", kernel="scale_add")
+    assert ten["key"].n_unique() == 10
+    assert sum(k.startswith("_hstu_cached_sk_kernel") for k in ten["key"].unique()) == 8
+    assert nvjet["key"].n_unique() > 1 and all(k.startswith("nvjet") for k in nvjet["key"])
+    assert other["key"].unique().to_list() == ["shapes_kernel"] and other.height == 2
+
+
+@pytest.mark.parametrize("params, error, said", [
+    ({"base": "shapes_a"}, ParamError, "chart compare-roofline: give the ncu runs as -p base=RUN -p runs=RUN,RUN,..."),
+    ({"base": "shapes_a", "runs": " , "}, ParamError, "chart compare-roofline: give the ncu runs as"),
+    ({"base": "shapes_a", "runs": "shapes_slow,nsys"}, QueryError,
+     "chart compare-roofline: run 9 (nsys) [nsys] has no ncu scope"),
+    ({"base": "shapes_a", "runs": "shapes_slow", "kernel": "gemm"}, QueryError,
+     "chart compare-roofline: no kernel of run 1 (shapes_a), run 3 (shapes_slow) with floating-point work has 'gemm'"),
+    ({"base": "shapes_a", "runs": "shapes_slow,shapes_a"}, ParamError,
+     "chart compare-roofline: 'shapes_a' is run 1 (shapes_a), the base; name each run once"),
+    ({"base": "shapes_a", "runs": "ncu_range"}, QueryError,
+     "chart compare-roofline: run 8 (ncu_range): nothing to plot; metrics not in the report: "),
+    ({"base": "shapes_a", "runs": "shapes_slow", "limit": "x"}, ParamError, "chart compare-roofline: limit='x': an integer expected"),
+])
+def test_wrong_runs_and_values_are_errors(store, params, error, said):
+    with tracekit.open(store, read_only=True) as tk, pytest.raises(error) as err:
+        charts.chart(tk, "compare-roofline", **params)
+    assert str(err.value).startswith(said), str(err.value)
+
+
+def test_a_sweep_is_refused_and_the_cli_says_it_in_one_line(store, tmp_path, capsys):
+    with tracekit.open(store, read_only=True) as tk:
+        sweep = tk.con.execute("SELECT json_extract_string(params, '$.sweep') FROM runs WHERE name = 'point_bs1'"
+                               ).fetchall()[0][0]
+    capsys.readouterr()
+    out = tmp_path / "x.html"
+    assert cli_main(["--db", str(store), "chart", "compare-roofline", "-p", "base=shapes_a", "-p",
+                     f"runs={sweep}", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tracekit: error: chart compare-roofline: sweep {sweep} is not a run; compare several ncu runs (a sweep's "
+                   f"points on one roofline: tracekit chart sweep-roofline -p sweep=ID)"]
+    assert not out.exists()
+
+
+def test_a_run_given_as_a_file_is_ingested_by_the_comparison(store, tmp_path):
+    """A report given by its path joins the store as compare ingests it, and is drawn under
+    its file's name."""
+    db = tmp_path / "w.duckdb"
+    shutil.copy(store, db)
+    report = DATA / "ncu_shapes_slow" / "report.ncu-rep.xz"
+    with tracekit.open(db) as tk:
+        before = tk.con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
+        df = charts.compare_roofline_data(tk, base="shapes_a", runs=str(report))
+        after = tk.con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
+    # (the same content as run shapes_slow: the same run, nothing added)
+    assert after == before
+    assert _point(df, "shapes_kernel", 1)["verdict"] == "regressed"
+    assert _point(df, "shapes_kernel", 1)["run"] == str(report)

@@ -802,7 +802,7 @@ def experiment(tmp_path_factory):
 def test_one_report_of_several_runs_holds_each_runs_report(experiment, capsys, tmp_path):
     """`tracekit report --run A --run B`: each run's header and sections, as its own report
     has them (the same tables), titled and anchored by its run, one run after the other;
-    errors: a run given twice, --vs with several runs."""
+    errors: a run given twice, the --vs base among the runs."""
     db, out = experiment
     nsys, ncu = out["ids"]
     both, alone = _parse(out["both"]), {k: _parse(out[k]) for k in ("nsys", "ncu")}
@@ -816,7 +816,7 @@ def test_one_report_of_several_runs_holds_each_runs_report(experiment, capsys, t
     text = out["both"].read_text()
     assert f"<dt>run {nsys} · GPU</dt>" in text and f"<dt>run {ncu} · GPU</dt>" in text
     for args, said in ((["--run", str(nsys), "--run", str(nsys)], f"run {nsys} is given twice"),
-                       (["--run", str(nsys), "--run", str(ncu), "--vs", str(nsys)], "--vs compares one run")):
+                       (["--run", str(nsys), "--run", str(ncu), "--vs", str(nsys)], "the base; name each run once")):
         assert cli_main(["--db", str(db), "report", *args, "-o", str(tmp_path / "x.html")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], err

@@ -2357,7 +2357,7 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
     changed in any run, then the largest others), those whose name holds ``kernel`` (any
     case) in some run where given."""
     from . import diff as _diff
-    from .compare import _labels, changed_first
+    from .compare import _labels
 
     refs = [base, *_run_list(runs or "")]
     if base is None or len(refs) < 2:
@@ -2376,7 +2376,20 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
         raise type(err)(f"chart compare-roofline: {text}") from None
     sides = [_not_a_sweep(_diff.resolve(tk, r), "compare-roofline", "several ncu runs") for r in refs]
     labels = _labels(sides, [str(r).strip() if _diff._is_file(r) else None for r in refs])
+    return compare_roofline_points(tk, df, sides, labels, threshold, limit, kernel)
+
+
+def compare_roofline_points(tk, df: pl.DataFrame, sides: list, labels: list[str], threshold: float = 5.0,
+                            limit: int = 20, kernel: str | None = None) -> pl.DataFrame:
+    """``compare_roofline_data``'s points from a comparison already made (``tk.compare``'s
+    long form of ncu runs; its ncu rows of the runs that are not repeats are read): ``sides``
+    the base and each run (``tracekit.diff.Side``s), ``labels`` their labels as compare
+    names them."""
+    from . import diff as _diff
+    from .compare import changed_first
+
     ncu = df.filter((pl.col("scope") == "ncu") & ~pl.col("repeat"))
+    repeats = df.filter(pl.col("repeat"))["run"].unique(maintain_order=True).to_list()
     b = sides[0].run_id
     own = _diff.ncu_launch_keys(tk.con, b, b).filter(pl.col("side") == 0)
     canon = dict(zip(own["kernel_id"], own["key"], strict=True))  # base launch -> its kernel's key
@@ -2412,7 +2425,7 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
     return pts.filter(pl.col("key").is_in(keys.implode())).join(judged, on=["key", "side"], how="left").with_columns(
         pl.col("side").replace_strict(names, return_dtype=pl.String).alias("run"),
         pl.col("key").replace_strict(order, return_dtype=pl.Int64).alias("_order"),
-        pl.lit(float(threshold)).alias("threshold_pct"), pl.lit(", ".join(_run_list(repeats or ""))).alias("repeats"),
+        pl.lit(float(threshold)).alias("threshold_pct"), pl.lit(", ".join(repeats)).alias("repeats"),
     ).sort("_order", "side").drop("_order")
 
 
@@ -2519,10 +2532,19 @@ def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str 
             raise ParamError(f"chart compare: jobs={jobs}: give true or false")
         jobs = words[str(jobs).strip().lower()]
     names = _run_list(runs)
-    from .compare import changed_first, runs_of
-
     again = _run_list(repeats) if repeats else None
     df = tk.compare(base, names, by=by, threshold_pct=threshold, repeats=again, jobs=jobs)
+    return compare_rows(df, threshold, limit, jobs, str(base))
+
+
+def compare_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20, jobs: bool = False,
+                 base: str = "the base") -> pl.DataFrame:
+    """The rows of a comparison already made (``tk.compare``'s long form) that the compare
+    chart draws: per run, each key's headline metric (``diff_rows``), for the ``limit`` keys
+    that come first (changed in any run first, in the comparisons' order), with the threshold
+    as a column; ``base``: the base's label where the comparison has no row."""
+    from .compare import changed_first, runs_of
+
     heads = [diff_rows(df.filter(pl.col("run") == run).drop("base_run", "run", "repeat", "noise_pct")
                        .rename({"value": "new"}),
                        threshold, 0).with_columns(pl.lit(run).alias("run")) for run in runs_of(df)]
@@ -2530,7 +2552,7 @@ def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str 
     keys = changed_first(head.select("scope", "key", "metric", "verdict"), limit).select(
         "scope", "key", "metric").unique(maintain_order=True)
     return keys.join(head, on=["scope", "key", "metric"], how="left", maintain_order="left").with_columns(
-        pl.lit(df["base_run"][0] if df.height else str(base)).alias("base_run"), pl.lit(jobs).alias("jobs"))
+        pl.lit(df["base_run"][0] if df.height else base).alias("base_run"), pl.lit(jobs).alias("jobs"))
 
 
 def _in_one_run_only(one_side: pl.DataFrame) -> str:

@@ -34,7 +34,11 @@ Which sections a run gets follows its kind:
   (``_compared_charts``): two ncu runs on one roofline (charts.diff_roofline), two nsys
   runs' typical requests on one time axis (charts.diff_timeline_data);
 - several runs (``build_many``, ``--run A --run B``: an experiment's runs timed, under nsys
-  and under ncu): each run's header and sections, one run after the other.
+  and under ncu): each run's header and sections, one run after the other; with ``--vs
+  BASE`` (``_compared_many``), first their comparison with BASE (``tk.compare``: its table,
+  each run's cell coloured by its verdict, and the compare chart), then the runs drawn against
+  it (``_compared_runs_charts``: ncu runs on one roofline, charts.compare_roofline; nsys runs'
+  requests on one time axis, charts.compare_timeline_data).
 
 The header is the run-info query (GPU, driver and clocks as recorded, tool versions,
 capture parameters). Vega, Vega-Lite and Vega-Embed are inlined from vl-convert's
@@ -630,6 +634,45 @@ def diff_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
         ("p_value", "p", True, lambda r, t: _num_cell(r["p_value"], t["p"]))], "tracekit diff")
 
 
+def compare_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
+    """Several runs against one base (``tk.compare``'s long form) as a sortable table: a row
+    per key and metric (every key changed in any run, then the largest unchanged ones, up to
+    ``limit`` keys: ``compare.changed_first``), the base's value, then each run's value with
+    its change and verdict as ``tracekit compare``'s table words it (``compare.wide``),
+    coloured by its verdict and sorting by its change (``data-v``)."""
+    from .compare import changed_first, runs_of, wide
+    from .diff import shown_verdicts
+
+    if df.is_empty():
+        return '<p class="empty">no rows</p>'
+    shown = changed_first(df, limit)
+    text = wide(shown, df["key"].to_list())
+    keys = ["scope", "key", "metric"]
+    cell = {(*k, run): (v, d) for (*k, run), v, d in zip(
+        shown.select(*keys, "run").iter_rows(), shown_verdicts(shown), shown["delta_pct"], strict=True)}
+    runs = runs_of(shown)
+    cols = text.columns
+    head = "".join(f'<th scope="col" class="text" title="{html.escape(c)}">{html.escape(c)}</th>' for c in cols)
+    rows = []
+    for k, t in zip(shown.select(keys).unique(maintain_order=True).iter_rows(), text.iter_rows(named=True), strict=True):
+        cells = [f"<td>{html.escape(k[0])}</td>",
+                 f'<td class="name" title="{html.escape(k[1])}">{html.escape(t["key"])}</td>',
+                 f"<td>{html.escape(k[2])}</td>", f"<td>{html.escape(t[cols[3]])}</td>"]
+        for run, col in zip(runs, cols[4:], strict=True):
+            verdict, delta = cell.get((*k, run), (None, None))
+            cls = f' class="verdict v-{verdict.replace(" ", "-")}"' if verdict else ""
+            v = "" if delta is None or math.isnan(delta) else f' data-v="{delta!r}"'
+            cells.append(f"<td{cls}{v}>{html.escape(t[col])}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    total = df.select(keys).unique().height
+    foot = ""
+    if len(rows) < total:
+        foot = (f'<p class="more">{len(rows):,} of {total:,} rows: every change, then the largest unchanged '
+                "rows (<code>tracekit compare</code> with --limit 0 for all)</p>")
+    return (f'<div class="scroll"><table class="sortable diff"><thead><tr>{head}</tr></thead><tbody>'
+            + "\n".join(rows) + f"</tbody></table></div>{foot}")
+
+
 def job_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
     """The rows of a job against a job (``tk.diff_jobs``'s result) as ``diff_table_html``
     shows a diff's, with the ranks judged as the row's verdict and the rank that moved most."""
@@ -948,7 +991,27 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
     table = diff_table_html(df)
     chart = charts.diff_rows(df, threshold, 20)
     spec = json.dumps(charts.spec(charts.diff(chart)), separators=(",", ":"), default=str)
-    scopes = set(df["scope"])
+    rules = _rules(set(df["scope"]), threshold)
+    moved = _diff.moved(df)
+    sec = Section("diff", f"Compared with {label}", "diff", intro=(
+        f"This run against {label}: {counts}."
+        + (f" What moved: {'. '.join(moved)}." if moved else "")
+        + " A change is regressed or improved only beyond "
+        f"{threshold:g} % and real" + (f" ({'; '.join(rules)})" if rules else "") + ". "
+        + (f"Repeats of the base ({', '.join(map(str, repeats))}) measured the noise: a change no larger "
+           f"than a repeat's is not judged ({held}). " if repeats else "")
+        + "The note says how a key was matched or why a verdict was held back. Bars: each key's time "
+        "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; ncu: "
+        "duration; request latency: its median) with its interval."
+        + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
+    line = ("compared with", f"{label} (tracekit diff {base.ref} {run_id})")
+    return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, new, label, threshold, repeats)]
+
+
+def _rules(scopes: set[str], threshold: float) -> list[str]:
+    """How a change is judged, for the scopes a comparison has, in a sentence each."""
+    from . import diff as _diff
+
     rules = []  # how a change is judged, for the scopes this comparison has
     if scopes & set(_diff.NSYS_SCOPES):
         rules.append(f"nsys: significant (Mann-Whitney U on the per-instance times, p < {_diff.ALPHA:g}; a changed count is "
@@ -972,20 +1035,7 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
                      f"{max(threshold, _diff.HOST_NOISE_PCT):g} %, the p95 beyond "
                      f"{max(threshold, _diff.HOST_TAIL_NOISE_PCT):g} %, and must pass Mann-Whitney U "
                      f"(p < {_diff.ALPHA:g})")
-    moved = _diff.moved(df)
-    sec = Section("diff", f"Compared with {label}", "diff", intro=(
-        f"This run against {label}: {counts}."
-        + (f" What moved: {'. '.join(moved)}." if moved else "")
-        + " A change is regressed or improved only beyond "
-        f"{threshold:g} % and real" + (f" ({'; '.join(rules)})" if rules else "") + ". "
-        + (f"Repeats of the base ({', '.join(map(str, repeats))}) measured the noise: a change no larger "
-           f"than a repeat's is not judged ({held}). " if repeats else "")
-        + "The note says how a key was matched or why a verdict was held back. Bars: each key's time "
-        "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; ncu: "
-        "duration; request latency: its median) with its interval."
-        + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
-    line = ("compared with", f"{label} (tracekit diff {base.ref} {run_id})")
-    return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, new, label, threshold, repeats)]
+    return rules
 
 
 def _compared_charts(tk, df: pl.DataFrame, base, new, label: str, threshold: float,
@@ -1019,8 +1069,16 @@ def _compared_charts(tk, df: pl.DataFrame, base, new, label: str, threshold: flo
             "of the GPU work it launched: what the diff's numbers moved, in place (tracekit chart diff-timeline "
             f"-p base={base.run_id} -p new={run_id} [-p nvtx=NAME -p instance=N] draws another)."))
         out.append((sec, lambda: charts.timeline(charts.diff_timeline_data(tk, base=base.run_id, new=run_id))))
+    return _drawn(out)
+
+
+def _drawn(charts_: list[tuple[Section, Callable[[], Any]]]) -> list[tuple]:
+    """Each (section, its chart's builder) as a report's section: the chart's spec, or the
+    reason it cannot be drawn in its place."""
+    from . import charts
+
     drawn = []
-    for sec, draw in out:
+    for sec, draw in charts_:
         try:
             drawn.append((sec, "", json.dumps(charts.spec(draw()), separators=(",", ":"), default=str), None))
         except QueryError as err:
@@ -1169,10 +1227,12 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     return rep
 
 
-def build_many(tk, runs: list[str | int], threshold_pct: float = 5.0) -> Report:
+def build_many(tk, runs: list[str | int], threshold_pct: float = 5.0, vs: str | int | None = None,
+               repeats: list | None = None) -> Report:
     """One report of several runs (the runs of one experiment: a point timed, under nsys and
     under ncu; or any runs side by side): each run's header and sections as ``build`` gives
-    them, one run after the other, each section titled and anchored by its run."""
+    them, one run after the other, each section titled and anchored by its run; with ``vs``,
+    first their comparison with that run, sweep or file (``_compared_many``)."""
     from dataclasses import replace
 
     from .registry import resolve_run
@@ -1183,6 +1243,8 @@ def build_many(tk, runs: list[str | int], threshold_pct: float = 5.0) -> Report:
     twice = [r for i, r in enumerate(ids) if r in ids[:i]]
     if twice:
         raise ParamError(f"report: run {twice[0]} is given twice; name each run once")
+    if vs is not None:
+        return _compared_many(tk, ids, vs, threshold_pct, repeats)
     parts = [build(tk, run_id, threshold_pct=threshold_pct) for run_id in ids]
     rep = Report(title="tracekit report · " + ", ".join(f"run {i}: {n}" for i, n in (p.run for p in parts)),
                  header=[])
@@ -1191,6 +1253,90 @@ def build_many(tk, runs: list[str | int], threshold_pct: float = 5.0) -> Report:
         rep.sections += [(replace(sec, key=f"r{run_id}-{sec.key}", title=f"{name} · {sec.title}"), table, spec, note)
                          for sec, table, spec, note in part.sections]
     return rep
+
+
+def _compared_many(tk, ids: list[int], vs: str | int, threshold: float, repeats: list | None) -> Report:
+    """Runs ``ids`` against ``vs`` in one report: first their comparison (``tk.compare``, the
+    noise measured by ``repeats`` of the base where given): its table (``compare_table_html``)
+    and chart (charts.compare), then the runs drawn against the base (``_compared_runs_charts``),
+    then each run's header and sections as ``build_many`` gives them without ``vs``."""
+    from . import charts
+    from . import diff as _diff
+    from .compare import counts, runs_of
+
+    with warnings.catch_warnings(record=True) as caught:  # (shown in the section, and passed on)
+        warnings.simplefilter("always", CaptureWarning)
+        df = tk.compare(vs, [str(i) for i in ids], threshold_pct=threshold, repeats=repeats)
+    partial = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, CaptureWarning)))
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    label = df["base_run"][0]
+    held = _diff.held_by_repeats(df.filter(~pl.col("repeat"))).removeprefix("; ")
+    rules = _rules(set(df["scope"]), threshold)
+    command = f"tracekit compare {vs} {' '.join(map(str, ids))}" + "".join(f" --repeat {r}" for r in repeats or [])
+    spec = json.dumps(charts.spec(charts.compare(charts.compare_rows(df, threshold, 20))), separators=(",", ":"),
+                      default=str)
+    sec = Section("compare", f"Compared with {label}", None, chart="compare", intro=(
+        f"Each run against {label} by tracekit diff's rules ({command}): {'; '.join(counts(df))}. "
+        f"A change is regressed or improved only beyond {threshold:g} % and real"
+        + (f" ({'; '.join(rules)})" if rules else "") + ". "
+        + (f"Repeats of the base ({', '.join(map(str, repeats))}) measured the noise: a change no larger than a "
+           f"repeat's is not judged ({held}). " if repeats else "")
+        + "A cell is the run's value, its change and verdict, or what held the change back; a click on a run's "
+        "column sorts by its change. Bars: each key's change in each run (kernels, memory ops, GPUs: total time; "
+        "NVTX: kernel time; ncu: duration; request latency: its median), solid where judged."
+        + "".join(f" Warning: {m.removeprefix('compare: ')}." for m in partial)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)  # (the comparison said it)
+        sides = [_diff.resolve(tk, vs), *(_diff.resolve(tk, str(i)) for i in ids)]
+    labels = [label, *runs_of(df.filter(~pl.col("repeat")))]
+    many = build_many(tk, ids, threshold)
+    rep = Report(title=f"tracekit report · {', '.join(f'run {i}: {n}' for i, n in _names(tk, ids))} against {label}",
+                 header=[("compared with", f"{label} ({command})"), *many.header])
+    rep.sections = [(sec, compare_table_html(df), spec, None),
+                    *_compared_runs_charts(tk, df, sides, labels, threshold, repeats), *many.sections]
+    return rep
+
+
+def _names(tk, ids: list[int]) -> list[tuple[int, str]]:
+    return [(i, tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [i]).fetchall()[0][0]) for i in ids]
+
+
+def _compared_runs_charts(tk, df: pl.DataFrame, sides: list, labels: list[str], threshold: float,
+                          repeats: list | None = None) -> list[tuple]:
+    """The sections that draw several runs against one base (``sides``: the base, then each
+    run, tracekit.diff.Sides; ``labels`` as compare names them): ncu runs on one roofline
+    (``charts.compare_roofline``), nsys runs' requests on one time axis
+    (``charts.compare_timeline_data``); none where a side is a sweep, the chart's reason in its
+    place where it cannot be drawn."""
+    from . import charts
+
+    if any(s.run_id is None for s in sides):
+        return []
+    base, runs = sides[0].run_id, ",".join(str(s.run_id) for s in sides[1:])
+    label = labels[0]
+    out = []
+    if "ncu" in set(df["scope"]):
+        judged = (f" -p threshold={threshold:g}" if threshold != 5.0 else "") + \
+            (f" -p repeats={','.join(map(str, repeats))}" if repeats else "")
+        sec = Section("compare-roofline", f"Roofline compared with {label}", None, chart="compare-roofline", intro=(
+            "Of the kernels with floating-point work, up to 20 (those judged changed in any run first, then the "
+            f"largest), each at its roofline point in {label} (hollow) and in each run (filled, a colour per run), "
+            "a line from the base's point to each run's, solid where that run's median launch was judged regressed "
+            "or improved: a kernel's launches together, their FLOP over their DRAM bytes and over their time. A point "
+            "that moved up and right did more work per byte and per second; only its duration says whether it got "
+            f"faster (tracekit chart compare-roofline -p base={base} -p runs={runs}{judged}; -p limit=0 draws every "
+            "kernel)."))
+        out.append((sec, lambda: charts.compare_roofline(
+            charts.compare_roofline_points(tk, df, sides, labels, threshold))))
+    if all("nsys" in s.kinds for s in sides):
+        sec = Section("compare-timeline", f"Timeline compared with {label}", None, chart="compare-timeline", intro=(
+            f"The typical request of {label} (its most repeated NVTX range's median instance, as a report's timeline "
+            "picks it), then each run's median instance of that range, each from its own start to the end of the GPU "
+            "work it launched (tracekit chart compare-timeline "
+            f"-p base={base} -p runs={runs} [-p nvtx=NAME -p instance=N] draws another)."))
+        out.append((sec, lambda: charts.timeline(charts.compare_timeline_data(tk, base=str(base), runs=runs))))
+    return _drawn(out)
 
 
 _CSS = """
@@ -1326,7 +1472,8 @@ def render(rep: Report) -> str:
 def write_report(tk, path: str | Path, run: str | int | list | None = None, vs: str | int | None = None,
                  repeats: list | None = None) -> Path:
     """Build the run's report (compared with ``vs`` if given, ``repeats`` of it measuring the
-    noise; several runs, a list: one page of them, ``build_many``) and write it to ``path``
+    noise; several runs, a list: one page of them, ``build_many``, compared with ``vs`` if
+    given) and write it to ``path``
     through ``write_output`` (a temporary file renamed into place, never over the store)."""
     from .diff import _is_file
     from .outputs import check_output, output_suffix, write_output
@@ -1337,13 +1484,11 @@ def write_report(tk, path: str | Path, run: str | int | list | None = None, vs: 
         raise ParamError(f"{path}: a report is an HTML page; name a .html file")
     # a file to compare with is ingested for the report: kept only when the report is written
     ingests = vs is not None and not tk.read_only and any(_is_file(r) for r in (vs, *(repeats or [])))
-    if isinstance(run, list | tuple) and len(run) > 1 and vs is not None:
-        raise ParamError("report: --vs compares one run; give one --run with it (tracekit compare for several)")
     if repeats and vs is None:
         raise ParamError("report: --repeat is a capture of the --vs base again; give --vs BASE with it")
     with tk.one_transaction() if ingests else contextlib.nullcontext():
         if isinstance(run, list | tuple):
-            text = render(build_many(tk, list(run)) if len(run) > 1
+            text = render(build_many(tk, list(run), vs=vs, repeats=repeats) if len(run) > 1
                           else build(tk, run[0] if run else None, vs, repeats=repeats))
         else:
             text = render(build(tk, run, vs, repeats=repeats))

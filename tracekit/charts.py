@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .compare import NOISE_NOTE
 from .errors import ParamError, QueryError, TracekitError
 from .names import distinct_labels, ranks_text, short_name
 from .numbers import INT_RANGE, whole_number
@@ -2155,7 +2156,7 @@ _RATES = [a for a, _, _ in _PRECISIONS]
 _PEAKS = [p for _, p, _ in _PRECISIONS] + [c for c, _ in _MEMORY]
 #: a verdict's colour in the diff roofline: diff's, and a kernel of one run only
 _ROOF_VERDICTS = {**{k: v for k, v in _VERDICT_COLOURS.items() if k != "host-timed, not judged"},
-                  "added": "#1f77b4", "removed": "#555555"}
+                  NOISE_NOTE: "#a6bddb", "added": "#1f77b4", "removed": "#555555"}
 
 
 def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kernel: str | None = None,
@@ -2229,6 +2230,8 @@ def _roof_verdict(row: dict) -> str:
     (the SM clock, the repeats' noise) where a change was not judged one."""
     from . import diff as _diff
 
+    if row["verdict"] == "unchanged" and NOISE_NOTE in (row["note"] or ""):
+        return NOISE_NOTE
     return (row["verdict"] == "unchanged" and _diff.held_by(row["note"])) or row["verdict"]
 
 
@@ -2349,15 +2352,15 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
     kernel of the base (its launches grouped by name and NVTX path, keyed as a diff of the base
     with itself keys them) at its point in the base (side 0) and in each run (side i, the i-th
     of ``runs``), a run's launches being those ``tk.diff`` pairs with the base's (by name and
-    path, by name, then by launch order); a kernel in runs only is keyed as the first run's diff
-    keys it. Per point: ``key_points``'s columns; ``run`` (the run's label, as ``compare``'s
+    path, by name, then by launch order); a kernel in runs only is keyed as its run's diff with
+    the base keys it (its name, with its NVTX path where the name has several). Per point: ``key_points``'s columns; ``run`` (the run's label, as ``compare``'s
     table names it), ``verdict`` and ``delta_pct`` of its median launch's duration against the
     base (held by the repeats' noise where given; the base's own point: none). The keys with
     floating-point work that ``compare.changed_first`` picks (``limit``: every kernel judged
     changed in any run, then the largest others), those whose name holds ``kernel`` (any
     case) in some run where given."""
     from . import diff as _diff
-    from .compare import _labels
+    from .compare import labels_given
 
     refs = [base, *_run_list(runs or "")]
     if base is None or len(refs) < 2:
@@ -2375,7 +2378,8 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
             text = f"{text.removeprefix('--by ncu: ')}; the chart compares ncu runs"
         raise type(err)(f"chart compare-roofline: {text}") from None
     sides = [_not_a_sweep(_diff.resolve(tk, r), "compare-roofline", "several ncu runs") for r in refs]
-    labels = _labels(sides, [str(r).strip() if _diff._is_file(r) else None for r in refs])
+    labels = [df["base_run"][0] if df.height else sides[0].label,
+              *labels_given(df, len(_run_list(repeats)) if repeats else 0)]
     return compare_roofline_points(tk, df, sides, labels, threshold, limit, kernel)
 
 
@@ -2389,7 +2393,7 @@ def compare_roofline_points(tk, df: pl.DataFrame, sides: list, labels: list[str]
     from .compare import changed_first
 
     ncu = df.filter((pl.col("scope") == "ncu") & ~pl.col("repeat"))
-    repeats = df.filter(pl.col("repeat"))["run"].unique(maintain_order=True).to_list()
+    repeats = [r for r in df.schema["run"].categories if r not in labels[1:]]
     b = sides[0].run_id
     own = _diff.ncu_launch_keys(tk.con, b, b).filter(pl.col("side") == 0)
     canon = dict(zip(own["kernel_id"], own["key"], strict=True))  # base launch -> its kernel's key
@@ -2405,6 +2409,9 @@ def compare_roofline_points(tk, df: pl.DataFrame, sides: list, labels: list[str]
         rows = ncu.filter(pl.col("run") == labels[i]).drop("base_run", "run", "repeat", "noise_pct").rename({"value": "new"})
         heads.append(diff_rows(rows, threshold, 0).with_columns(pl.col("key").replace(to), pl.lit(i, pl.Int64).alias("side")))
     pts = key_points(tk, pl.concat(launches), sides, "compare-roofline")
+    if pts.is_empty():
+        raise QueryError(f"chart compare-roofline: nothing to plot; no kernel of {', '.join(s.label for s in sides)} "
+                         "compared does floating-point work")
     if kernel is not None:
         text = str(kernel).lower()
         named = pts.filter(pl.col("key").str.to_lowercase().str.contains(text, literal=True)
@@ -2413,9 +2420,6 @@ def compare_roofline_points(tk, df: pl.DataFrame, sides: list, labels: list[str]
         if pts.is_empty():
             raise QueryError(f"chart compare-roofline: no kernel of {', '.join(s.label for s in sides)} with "
                              f"floating-point work has {kernel!r} in its name")
-    if pts.is_empty():
-        raise QueryError(f"chart compare-roofline: nothing to plot; no kernel of {', '.join(s.label for s in sides)} "
-                         "compared does floating-point work")
     head = pl.concat(heads).filter(pl.col("key").is_in(pts["key"].implode()))
     keys = changed_first(head.select("scope", "key", "metric", "verdict"), limit)["key"].unique(maintain_order=True)
     judged = head.select("key", "side", pl.Series("verdict", [_roof_verdict(r) for r in head.iter_rows(named=True)],
@@ -2426,6 +2430,7 @@ def compare_roofline_points(tk, df: pl.DataFrame, sides: list, labels: list[str]
         pl.col("side").replace_strict(names, return_dtype=pl.String).alias("run"),
         pl.col("key").replace_strict(order, return_dtype=pl.Int64).alias("_order"),
         pl.lit(float(threshold)).alias("threshold_pct"), pl.lit(", ".join(repeats)).alias("repeats"),
+        pl.lit(pl.Series([[names[i] for i in range(len(sides))]], dtype=pl.List(pl.String))).first().alias("runs"),
     ).sort("_order", "side").drop("_order")
 
 
@@ -2434,7 +2439,7 @@ def compare_roofline(df: pl.DataFrame) -> alt.LayerChart:
     (hollow) and in each run (filled, a colour per run), a line from its base point to each
     run's, solid where that run's median launch was judged regressed or improved, faded where
     not."""
-    _need(df, "compare-roofline", "compare", ["key", "side", "run", "verdict", "ai_dram", "flops_per_s",
+    _need(df, "compare-roofline", "compare", ["key", "side", "run", "runs", "verdict", "ai_dram", "flops_per_s",
                                              "peak_dram_bytes_per_s"])
     if df.is_empty():
         raise QueryError("chart compare-roofline: nothing to plot; no kernel compared does floating-point work, or "
@@ -2449,7 +2454,7 @@ def compare_roofline(df: pl.DataFrame) -> alt.LayerChart:
         "ai_dram", "flops_per_s", "roof_pct", "bound", "precision", "delta_pct",
         pl.col("verdict").is_in(["regressed", "improved"]).alias("judged"),
     ).with_columns(pl.col("key").replace_strict(short, return_dtype=pl.String).alias("label")).to_dicts()
-    runs = df.sort("side")["run"].unique(maintain_order=True).to_list()
+    runs = df["runs"][0].to_list()  # (every run compared, those without a point too)
     colour = alt.Color("run:N", sort=runs, scale=alt.Scale(domain=runs, range=["#333333", *_KERNEL_COLOURS]),
                        legend=alt.Legend(orient="bottom", columns=4, labelLimit=320))
     tooltip = [alt.Tooltip("key:N", title="kernel"), alt.Tooltip("run:N"), alt.Tooltip("name:N", title="its name here"),
@@ -2552,6 +2557,7 @@ def compare_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20, jobs
     keys = changed_first(head.select("scope", "key", "metric", "verdict"), limit).select(
         "scope", "key", "metric").unique(maintain_order=True)
     return keys.join(head, on=["scope", "key", "metric"], how="left", maintain_order="left").with_columns(
+        pl.col("run").cast(pl.Enum(runs_of(df))),  # (the runs' order given, for the chart's)
         pl.lit(df["base_run"][0] if df.height else base).alias("base_run"), pl.lit(jobs).alias("jobs"))
 
 
@@ -2569,10 +2575,11 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
     d = df.filter(pl.col("delta_pct").is_not_null())
     if d.is_empty():
         return _no_data("Runs against their base")
+    from .compare import runs_of
     from .diff import short_keys
 
     short = short_keys(d["key"].to_list(), 56)
-    runs = list(dict.fromkeys(d["run"].to_list()))
+    runs = runs_of(d)
     jobs = "jobs" in df.columns and bool(df["jobs"][0])  # (compare --jobs's)
     rows = [{"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"], "run": r["run"],
              "delta_pct": r["delta_pct"], "verdict": r["verdict"], "judged": r["verdict"] in ("regressed", "improved"),

@@ -18,7 +18,8 @@ Multi-rank jobs compare the same way (``jobs=True``, ``compare --jobs``, ``diff 
 measuring the noise of each key as a repeat of a run does.
 
 ``compare`` returns the long form, one row per (scope, key, metric, run): ``base_run`` and
-``run`` (labels: a file or folder as given, else a run's name or a sweep's id), ``repeat``
+``run`` (labels: a file or folder as given, else a run's name or a sweep's id; ``run`` an Enum
+of them in the order given, the repeats first), ``repeat``
 (the run is a repeat of the base), ``base`` and ``value`` (the base's and the run's value),
 ``delta``, ``delta_pct``, ``verdict``, ``p_value``, ``note``, ``delta_pct_low`` and
 ``delta_pct_high`` as ``diff`` gives them, and ``noise_pct`` (None without repeats). Rows
@@ -66,7 +67,8 @@ def compare(tk, base: Any, runs: list[Any], by: list[str] | str | None = None,
     run_order = {label: i for i, label in enumerate(labels[1:])}
     df = (df.join(first, on=["scope", "key", "metric"])
           .with_columns(pl.col("run").replace_strict(run_order, return_dtype=pl.Int64).alias("_run"))
-          .sort("_first", "scope", "key", "metric", "_run"))
+          .sort("_first", "scope", "key", "metric", "_run")
+          .with_columns(pl.col("run").cast(pl.Enum(labels[1:]))))  # (the order given, whichever rows a run has)
     return df.rename({"new": "value"}).select(JOB_COLUMNS if jobs else COLUMNS)
 
 
@@ -272,8 +274,17 @@ def _labels(sides, given: list[str | None]) -> list[str]:
 
 
 def runs_of(df: pl.DataFrame) -> list[str]:
-    """The runs compared, in the order given."""
-    return list(dict.fromkeys(df["run"].to_list()))
+    """The runs compared that have rows in ``df``, in the order given (``compare``'s ``run``
+    is an Enum of the labels in that order: a key of the second run alone may come first)."""
+    present = set(df["run"].cast(pl.String).to_list())
+    order = df.schema["run"].categories if isinstance(df.schema["run"], pl.Enum) else dict.fromkeys(df["run"].to_list())
+    return [r for r in order if r in present]
+
+
+def labels_given(df: pl.DataFrame, repeats: int = 0) -> list[str]:
+    """The labels of the runs ``compare`` compared (``df`` its long form, however filtered),
+    in the order given, the first ``repeats`` (the repeats') left out, rows or none."""
+    return list(df.schema["run"].categories)[repeats:]
 
 
 def changed_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:

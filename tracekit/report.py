@@ -650,6 +650,9 @@ def compare_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
     keys = ["scope", "key", "metric"]
     cell = {(*k, run): (v, d) for (*k, run), v, d in zip(
         shown.select(*keys, "run").iter_rows(), shown_verdicts(shown), shown["delta_pct"], strict=True)}
+    base: dict[tuple, float] = {}  # (its number, for sorting: the same in every run's comparison)
+    for *k, b in shown.select(*keys, "base").drop_nulls("base").iter_rows():
+        base.setdefault(tuple(k), b)
     runs = runs_of(shown)
     cols = text.columns
     head = "".join(f'<th scope="col" class="text" title="{html.escape(c)}">{html.escape(c)}</th>' for c in cols)
@@ -657,7 +660,7 @@ def compare_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
     for k, t in zip(shown.select(keys).unique(maintain_order=True).iter_rows(), text.iter_rows(named=True), strict=True):
         cells = [f"<td>{html.escape(k[0])}</td>",
                  f'<td class="name" title="{html.escape(k[1])}">{html.escape(t["key"])}</td>',
-                 f"<td>{html.escape(k[2])}</td>", f"<td>{html.escape(t[cols[3]])}</td>"]
+                 f"<td>{html.escape(k[2])}</td>", _num_cell(base.get(k), t[cols[3]])]
         for run, col in zip(runs, cols[4:], strict=True):
             verdict, delta = cell.get((*k, run), (None, None))
             cls = f' class="verdict v-{verdict.replace(" ", "-")}"' if verdict else ""
@@ -1262,7 +1265,7 @@ def _compared_many(tk, ids: list[int], vs: str | int, threshold: float, repeats:
     then each run's header and sections as ``build_many`` gives them without ``vs``."""
     from . import charts
     from . import diff as _diff
-    from .compare import counts, runs_of
+    from .compare import counts, labels_given
 
     with warnings.catch_warnings(record=True) as caught:  # (shown in the section, and passed on)
         warnings.simplefilter("always", CaptureWarning)
@@ -1270,10 +1273,14 @@ def _compared_many(tk, ids: list[int], vs: str | int, threshold: float, repeats:
     partial = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, CaptureWarning)))
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    label = df["base_run"][0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)  # (the comparison said it)
+        sides = [_diff.resolve(tk, vs), *(_diff.resolve(tk, str(i)) for i in ids)]
+    labels = [df["base_run"][0] if df.height else sides[0].label, *labels_given(df, len(repeats or []))]
+    label = labels[0]
     held = _diff.held_by_repeats(df.filter(~pl.col("repeat"))).removeprefix("; ")
     rules = _rules(set(df["scope"]), threshold)
-    command = f"tracekit compare {vs} {' '.join(map(str, ids))}" + "".join(f" --repeat {r}" for r in repeats or [])
+    command = shlex.join(["tracekit", "compare", str(vs), *map(str, ids), *(a for r in repeats or [] for a in ("--repeat", str(r)))])
     spec = json.dumps(charts.spec(charts.compare(charts.compare_rows(df, threshold, 20))), separators=(",", ":"),
                       default=str)
     sec = Section("compare", f"Compared with {label}", None, chart="compare", intro=(
@@ -1286,20 +1293,11 @@ def _compared_many(tk, ids: list[int], vs: str | int, threshold: float, repeats:
         "column sorts by its change. Bars: each key's change in each run (kernels, memory ops, GPUs: total time; "
         "NVTX: kernel time; ncu: duration; request latency: its median), solid where judged."
         + "".join(f" Warning: {m.removeprefix('compare: ')}." for m in partial)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CaptureWarning)  # (the comparison said it)
-        sides = [_diff.resolve(tk, vs), *(_diff.resolve(tk, str(i)) for i in ids)]
-    labels = [label, *runs_of(df.filter(~pl.col("repeat")))]
     many = build_many(tk, ids, threshold)
-    rep = Report(title=f"tracekit report · {', '.join(f'run {i}: {n}' for i, n in _names(tk, ids))} against {label}",
-                 header=[("compared with", f"{label} ({command})"), *many.header])
+    rep = Report(title=f"{many.title} against {label}", header=[("compared with", f"{label} ({command})"), *many.header])
     rep.sections = [(sec, compare_table_html(df), spec, None),
                     *_compared_runs_charts(tk, df, sides, labels, threshold, repeats), *many.sections]
     return rep
-
-
-def _names(tk, ids: list[int]) -> list[tuple[int, str]]:
-    return [(i, tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [i]).fetchall()[0][0]) for i in ids]
 
 
 def _compared_runs_charts(tk, df: pl.DataFrame, sides: list, labels: list[str], threshold: float,
@@ -1320,8 +1318,8 @@ def _compared_runs_charts(tk, df: pl.DataFrame, sides: list, labels: list[str], 
         judged = (f" -p threshold={threshold:g}" if threshold != 5.0 else "") + \
             (f" -p repeats={','.join(map(str, repeats))}" if repeats else "")
         sec = Section("compare-roofline", f"Roofline compared with {label}", None, chart="compare-roofline", intro=(
-            "Of the kernels with floating-point work, up to 20 (those judged changed in any run first, then the "
-            f"largest), each at its roofline point in {label} (hollow) and in each run (filled, a colour per run), "
+            "Of the kernels with floating-point work, those judged changed in any run, then the largest others, up "
+            f"to 20 in all, each at its roofline point in {label} (hollow) and in each run (filled, a colour per run), "
             "a line from the base's point to each run's, solid where that run's median launch was judged regressed "
             "or improved: a kernel's launches together, their FLOP over their DRAM bytes and over their time. A point "
             "that moved up and right did more work per byte and per second; only its duration says whether it got "

@@ -2353,9 +2353,11 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
     with itself keys them) at its point in the base (side 0) and in each run (side i, the i-th
     of ``runs``), a run's launches being those ``tk.diff`` pairs with the base's (by name and
     path, by name, then by launch order); a kernel in runs only is keyed as its run's diff with
-    the base keys it (its name, with its NVTX path where the name has several). Per point: ``key_points``'s columns; ``run`` (the run's label, as ``compare``'s
-    table names it), ``verdict`` and ``delta_pct`` of its median launch's duration against the
-    base (held by the repeats' noise where given; the base's own point: none). The keys with
+    the base keys it (its name, with its NVTX path where the name has several). Per point:
+    ``key_points``'s columns; ``run`` (the run's label, as ``compare``'s table names it),
+    ``verdict`` and ``delta_pct`` of its median launch's duration against the base (held by the
+    repeats' noise where given; the base's own point: none); ``runs``, every run's label in
+    order (the base first), those without a point too. The keys with
     floating-point work that ``compare.changed_first`` picks (``limit``: every kernel judged
     changed in any run, then the largest others), those whose name holds ``kernel`` (any
     case) in some run where given."""

@@ -185,6 +185,7 @@ def test_the_limit_and_the_kernel_filter(store):
      "chart compare-roofline: 'shapes_a' is run 1 (shapes_a), the base; name each run once"),
     ({"base": "shapes_a", "runs": "ncu_range"}, QueryError,
      "chart compare-roofline: run 8 (ncu_range): nothing to plot; metrics not in the report: "),
+    ({"base": "shapes_a", "runs": "shapes_slow,99"}, QueryError, "chart compare-roofline: no run or sweep '99' in "),
     ({"base": "shapes_a", "runs": "shapes_slow", "limit": "x"}, ParamError, "chart compare-roofline: limit='x': an integer expected"),
 ])
 def test_wrong_runs_and_values_are_errors(store, params, error, said):

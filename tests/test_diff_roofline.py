@@ -150,6 +150,7 @@ def test_the_chart_draws_a_hollow_base_a_filled_new_and_a_line_per_kernel(store,
      "chart diff-roofline: nothing to plot; no kernel of run 3 (base) or run 4 (half_sms) compared does "
      "floating-point work"),
     (["--run", "shapes_a"], "chart diff-roofline: give the runs as -p base=RUN -p new=RUN, not --run"),
+    (["-p", "base=99", "-p", "new=shapes_a"], "chart diff-roofline: no run or sweep '99' in "),
     (["-p", "base=shapes_a", "-p", "new=shapes_slow", "-p", "limit=-1"], "chart diff-roofline: limit=-1"),
 ])
 def test_wrong_runs_and_values_are_one_line(store, tmp_path, capsys, params, said):

@@ -2169,12 +2169,14 @@ def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kern
     with floating-point work, those ``diff_rows`` picks (``limit``: every key judged changed,
     then the largest others), those whose name holds ``kernel`` (any case) where given."""
     from . import diff as _diff
+    from .compare import as_command
 
     if base is None or new is None:
         raise ParamError("chart diff-roofline: give the ncu runs to compare as -p base=RUN -p new=RUN")
     threshold, limit = _threshold_and_limit("diff-roofline", threshold, limit)
     # (a sweep is said before it is compared; a file is ingested by the diff first, resolved after)
-    sides = {i: _not_a_sweep(_diff.resolve(tk, ref)) for i, ref in enumerate((base, new)) if not _diff._is_file(ref)}
+    sides = {i: _not_a_sweep(as_command("chart diff-roofline", _diff.resolve, tk, ref))
+             for i, ref in enumerate((base, new)) if not _diff._is_file(ref)}
     try:
         df = tk.diff(base, new, by=["ncu"], threshold_pct=threshold, repeats=_run_list(repeats) if repeats else None)
     except QueryError as err:  # (a run without an ncu report: diff names it by its scope)
@@ -2362,7 +2364,7 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
     changed in any run, then the largest others), those whose name holds ``kernel`` (any
     case) in some run where given."""
     from . import diff as _diff
-    from .compare import labels_given
+    from .compare import as_command, labels_given
 
     refs = [base, *_run_list(runs or "")]
     if base is None or len(refs) < 2:
@@ -2370,7 +2372,8 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
     threshold, limit = _threshold_and_limit("compare-roofline", threshold, limit)
     for ref in refs:  # (a sweep is said before it is compared; a file is ingested by the comparison first)
         if not _diff._is_file(ref):
-            _not_a_sweep(_diff.resolve(tk, ref), "compare-roofline", "several ncu runs")
+            _not_a_sweep(as_command("chart compare-roofline", _diff.resolve, tk, ref), "compare-roofline",
+                         "several ncu runs")
     try:
         df = tk.compare(base, refs[1:], by=["ncu"], threshold_pct=threshold,
                         repeats=_run_list(repeats) if repeats else None)

@@ -116,7 +116,7 @@ def test_nsys_runs_against_a_base_draw_their_requests(store, tmp_path):
     assert state["failed"] == 0 and state["marks"]["chart-compare-timeline"] > 0
 
 
-def test_repeats_of_the_base_measure_the_noise_from_the_cli(store, tmp_path, capsys):
+def test_repeats_of_the_base_measure_the_noise_from_the_cli(store, tmp_path):
     """report --vs shapes_a --run shapes_slow --run ncu_diff_a --repeat shapes_a_again: the
     repeat's column is marked, the intro and the roofline say it measured the noise, and
     ncu_diff_a's kernel of another name is placed by the base's it was matched to."""
@@ -130,6 +130,7 @@ def test_repeats_of_the_base_measure_the_noise_from_the_cli(store, tmp_path, cap
     assert '<th scope="col" class="text" title="shapes_a_again (repeat)">' in text
     assert "-p base=1 -p runs=3,10 -p repeats=shapes_a_again" in text
     assert "repeats of the base measured the noise (shapes_a_again)" in text
+    assert "matched by launch order to base kernel shapes_kernel" in text
 
 
 def test_runs_that_share_no_scope_with_the_base_are_one_line(store, tmp_path, capsys):

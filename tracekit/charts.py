@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .compare import NOISE_NOTE
 from .errors import ParamError, QueryError, TracekitError
 from .names import distinct_labels, ranks_text, short_name
 from .numbers import INT_RANGE, whole_number
@@ -2154,9 +2153,13 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
 #: read which precisions ran), and its ceilings at their highest
 _RATES = [a for a, _, _ in _PRECISIONS]
 _PEAKS = [p for _, p, _ in _PRECISIONS] + [c for c, _ in _MEMORY]
-#: a verdict's colour in the diff roofline: diff's, and a kernel of one run only
-_ROOF_VERDICTS = {**{k: v for k, v in _VERDICT_COLOURS.items() if k != "host-timed, not judged"},
-                  NOISE_NOTE: "#a6bddb", "added": "#1f77b4", "removed": "#555555"}
+def _roof_colours() -> dict[str, str]:
+    """A verdict's colour in the diff roofline: diff's, the repeats' noise, and a kernel of one
+    run only."""
+    from .compare import NOISE_NOTE  # (not at import: listing the charts imports no polars)
+
+    return {**{k: v for k, v in _VERDICT_COLOURS.items() if k != "host-timed, not judged"},
+            NOISE_NOTE: "#a6bddb", "added": "#1f77b4", "removed": "#555555"}
 
 
 def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kernel: str | None = None,
@@ -2231,6 +2234,7 @@ def _roof_verdict(row: dict) -> str:
     """A diff row's verdict as the rooflines compared colour it: diff's, or what held it back
     (the SM clock, the repeats' noise) where a change was not judged one."""
     from . import diff as _diff
+    from .compare import NOISE_NOTE
 
     if row["verdict"] == "unchanged" and NOISE_NOTE in (row["note"] or ""):
         return NOISE_NOTE
@@ -2305,9 +2309,10 @@ def diff_roofline(df: pl.DataFrame) -> alt.LayerChart:
         "ai_dram", "flops_per_s", "roof_pct", "bound", "precision", "delta_pct",
     ).with_columns(pl.col("key").replace_strict(short, return_dtype=pl.String).alias("label")).to_dicts()
     runs = pts.sort("side")["run"].unique(maintain_order=True).to_list()
-    present = [v for v in _ROOF_VERDICTS if v in set(pts["verdict"])]
+    colours = _roof_colours()
+    present = [v for v in colours if v in set(pts["verdict"])]
     colour = alt.Color("verdict:N", title="verdict of its duration", scale=alt.Scale(
-        domain=present, range=[_ROOF_VERDICTS[v] for v in present]))
+        domain=present, range=[colours[v] for v in present]))
     tooltip = [alt.Tooltip("key:N", title="kernel"), alt.Tooltip("run:N"), alt.Tooltip("name:N", title="its name here"),
                alt.Tooltip("how:N", title="matched"), alt.Tooltip("launches:Q"),
                alt.Tooltip("duration_us:Q", title="time [µs]", format=",.1f"),

@@ -2153,6 +2153,8 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
 #: read which precisions ran), and its ceilings at their highest
 _RATES = [a for a, _, _ in _PRECISIONS]
 _PEAKS = [p for _, p, _ in _PRECISIONS] + [c for c, _ in _MEMORY]
+
+
 def _roof_colours() -> dict[str, str]:
     """A verdict's colour in the diff roofline: diff's, the repeats' noise, and a kernel of one
     run only."""

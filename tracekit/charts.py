@@ -2298,33 +2298,15 @@ def diff_roofline(df: pl.DataFrame) -> alt.LayerChart:
     in the new one (filled), joined by a line, coloured by the verdict of its duration."""
     _need(df, "diff-roofline", "diff", ["key", "side", "run", "verdict", "ai_dram", "flops_per_s", "peak_dram_bytes_per_s"])
     pts = df
-    if pts.is_empty():
-        raise QueryError("chart diff-roofline: nothing to plot; no kernel compared does floating-point work, or the "
-                         "reports lack its metrics (re-profile with --set full)")
-    roof = _roof(pts)
+    roof, data = _roof_points(pts, "diff-roofline")
     xs, ys = roof.xs, roof.ys
-    from .diff import short_keys
-
-    short = short_keys(pts["key"].unique(maintain_order=True).to_list(), 40)
-    data = pts.select(
-        "key", "name", "how", "side", "run", "verdict", "launches", (pl.col("duration_ns") / 1000).alias("duration_us"),
-        "ai_dram", "flops_per_s", "roof_pct", "bound", "precision", "delta_pct",
-    ).with_columns(pl.col("key").replace_strict(short, return_dtype=pl.String).alias("label")).to_dicts()
     runs = pts.sort("side")["run"].unique(maintain_order=True).to_list()
     colours = _roof_colours()
     present = [v for v in colours if v in set(pts["verdict"])]
     colour = alt.Color("verdict:N", title="verdict of its duration", scale=alt.Scale(
         domain=present, range=[colours[v] for v in present]))
-    tooltip = [alt.Tooltip("key:N", title="kernel"), alt.Tooltip("run:N"), alt.Tooltip("name:N", title="its name here"),
-               alt.Tooltip("how:N", title="matched"), alt.Tooltip("launches:Q"),
-               alt.Tooltip("duration_us:Q", title="time [µs]", format=",.1f"),
-               alt.Tooltip("ai_dram:Q", title="AI DRAM [FLOP/B]", format=".3~g"),
-               alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".3~s"),
-               alt.Tooltip("roof_pct:Q", title="% of roof", format=".1f"), alt.Tooltip("precision:N"),
-               alt.Tooltip("bound:N"), alt.Tooltip("verdict:N"),
-               alt.Tooltip("delta_pct:Q", title="median duration change [%]", format="+.1f")]
     enc = {"x": alt.X("ai_dram:Q", scale=xs), "y": alt.Y("flops_per_s:Q", scale=ys), "color": colour,
-           "tooltip": tooltip}
+           "tooltip": _roof_tooltip(alt.Tooltip("verdict:N"))}
     lines = alt.Chart(_data(data)).mark_line(strokeWidth=2, opacity=0.7).encode(
         detail="key:N", order="side:Q", **enc)
     hollow = alt.Chart(_data([d for d in data if d["side"] == 0])).mark_point(
@@ -2347,12 +2329,44 @@ def diff_roofline(df: pl.DataFrame) -> alt.LayerChart:
     if one_side:
         subtitle.append(f"a point in one run only ({len(one_side)}): added, removed, or no floating-point work measured "
                         "in the other")
-    by_order = sorted({d["key"] for d in data if (d["how"] or "").startswith("matched by launch order")})
-    if by_order:
-        subtitle.append(f"matched by launch order, another kernel's name in each run ({len(by_order)}): "
-                        "the tooltip names each")
+    subtitle += _by_launch_order(data, "each run")
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
                                          title=alt.Title("Roofline compared", subtitle=subtitle))
+
+
+def _roof_points(df: pl.DataFrame, chart: str, *more: pl.Expr) -> tuple[_Roof, list[dict]]:
+    """The frame of a roofline of runs compared and its points' rows (the columns the tooltip
+    shows, ``more``, and each kernel's short ``label``); nothing to plot is an error."""
+    if df.is_empty():
+        raise QueryError(f"chart {chart}: nothing to plot; no kernel compared does floating-point work, or the "
+                         "reports lack its metrics (re-profile with --set full)")
+    from .diff import short_keys
+
+    short = short_keys(df["key"].unique(maintain_order=True).to_list(), 40)
+    data = df.select(
+        "key", "name", "how", "side", "run", "verdict", "launches", (pl.col("duration_ns") / 1000).alias("duration_us"),
+        "ai_dram", "flops_per_s", "roof_pct", "bound", "precision", "delta_pct", *more,
+    ).with_columns(pl.col("key").replace_strict(short, return_dtype=pl.String).alias("label")).to_dicts()
+    return _roof(df), data
+
+
+def _roof_tooltip(verdict: alt.Tooltip) -> list[alt.Tooltip]:
+    """The tooltip of a point of a roofline of runs compared, its ``verdict`` as titled there."""
+    return [alt.Tooltip("key:N", title="kernel"), alt.Tooltip("run:N"), alt.Tooltip("name:N", title="its name here"),
+            alt.Tooltip("how:N", title="matched"), alt.Tooltip("launches:Q"),
+            alt.Tooltip("duration_us:Q", title="time [µs]", format=",.1f"),
+            alt.Tooltip("ai_dram:Q", title="AI DRAM [FLOP/B]", format=".3~g"),
+            alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".3~s"),
+            alt.Tooltip("roof_pct:Q", title="% of roof", format=".1f"), alt.Tooltip("precision:N"),
+            alt.Tooltip("bound:N"), verdict,
+            alt.Tooltip("delta_pct:Q", title="median duration change [%]", format="+.1f")]
+
+
+def _by_launch_order(data: list[dict], where: str) -> list[str]:
+    """The subtitle line of the kernels matched by launch order (another name ``where``), if any."""
+    by_order = sorted({d["key"] for d in data if (d["how"] or "").startswith("matched by launch order")})
+    return [f"matched by launch order, another kernel's name in {where} ({len(by_order)}): the tooltip names each"] \
+        if by_order else []
 
 
 def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, kernel: str | None = None,
@@ -2453,32 +2467,13 @@ def compare_roofline(df: pl.DataFrame) -> alt.LayerChart:
     not."""
     _need(df, "compare-roofline", "compare", ["key", "side", "run", "runs", "verdict", "ai_dram", "flops_per_s",
                                              "peak_dram_bytes_per_s"])
-    if df.is_empty():
-        raise QueryError("chart compare-roofline: nothing to plot; no kernel compared does floating-point work, or "
-                         "the reports lack its metrics (re-profile with --set full)")
-    roof = _roof(df)
+    roof, data = _roof_points(df, "compare-roofline", pl.col("verdict").is_in(["regressed", "improved"]).alias("judged"))
     xs, ys = roof.xs, roof.ys
-    from .diff import short_keys
-
-    short = short_keys(df["key"].unique(maintain_order=True).to_list(), 40)
-    data = df.select(
-        "key", "name", "how", "side", "run", "verdict", "launches", (pl.col("duration_ns") / 1000).alias("duration_us"),
-        "ai_dram", "flops_per_s", "roof_pct", "bound", "precision", "delta_pct",
-        pl.col("verdict").is_in(["regressed", "improved"]).alias("judged"),
-    ).with_columns(pl.col("key").replace_strict(short, return_dtype=pl.String).alias("label")).to_dicts()
     runs = df["runs"][0].to_list()  # (every run compared, those without a point too)
     colour = alt.Color("run:N", sort=runs, scale=alt.Scale(domain=runs, range=["#333333", *_KERNEL_COLOURS]),
                        legend=alt.Legend(orient="bottom", columns=4, labelLimit=320))
-    tooltip = [alt.Tooltip("key:N", title="kernel"), alt.Tooltip("run:N"), alt.Tooltip("name:N", title="its name here"),
-               alt.Tooltip("how:N", title="matched"), alt.Tooltip("launches:Q"),
-               alt.Tooltip("duration_us:Q", title="time [µs]", format=",.1f"),
-               alt.Tooltip("ai_dram:Q", title="AI DRAM [FLOP/B]", format=".3~g"),
-               alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".3~s"),
-               alt.Tooltip("roof_pct:Q", title="% of roof", format=".1f"), alt.Tooltip("precision:N"),
-               alt.Tooltip("bound:N"), alt.Tooltip("verdict:N", title="verdict against the base"),
-               alt.Tooltip("delta_pct:Q", title="median duration change [%]", format="+.1f")]
     enc = {"x": alt.X("ai_dram:Q", scale=xs), "y": alt.Y("flops_per_s:Q", scale=ys), "color": colour,
-           "tooltip": tooltip}
+           "tooltip": _roof_tooltip(alt.Tooltip("verdict:N", title="verdict against the base"))}
     base = {d["key"]: d for d in data if d["side"] == 0}
     # a line per (kernel, run): from the base's point to the run's, in the run's colour
     segments = [{**p, "pair": f"{d['side']}|{d['key']}", "end": e} for d in data if d["side"] and d["key"] in base
@@ -2511,10 +2506,7 @@ def compare_roofline(df: pl.DataFrame) -> alt.LayerChart:
     if alone:
         subtitle.append(f"in runs only, no point in the base ({len(alone)}): added, or no floating-point work measured "
                         "in the base")
-    by_order = sorted({d["key"] for d in data if (d["how"] or "").startswith("matched by launch order")})
-    if by_order:
-        subtitle.append(f"matched by launch order, another kernel's name in a run ({len(by_order)}): the tooltip "
-                        "names each")
+    subtitle += _by_launch_order(data, "a run")
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=alt.Title(
         f"Roofline: {len(runs) - 1} run{'s' if len(runs) > 2 else ''} against the base", subtitle=subtitle))
 

@@ -1055,8 +1055,7 @@ def _compared_charts(tk, df: pl.DataFrame, base, new, label: str, threshold: flo
     run_id = new.run_id
     out = []
     if "ncu" in set(df["scope"]):
-        judged = (f" -p threshold={threshold:g}" if threshold != 5.0 else "") + \
-            (f" -p repeats={','.join(map(str, repeats))}" if repeats else "")
+        judged = _judged_params(threshold, repeats)
         sec = Section("diff-roofline", f"Roofline compared with {label}", None, chart="diff-roofline", intro=(
             "Of the kernels with floating-point work, up to 20 (those judged changed first, then the largest "
             f"changes), each at its roofline point in {label} (hollow) and in this run (filled), joined by a line and "
@@ -1073,6 +1072,12 @@ def _compared_charts(tk, df: pl.DataFrame, base, new, label: str, threshold: flo
             f"-p base={base.run_id} -p new={run_id} [-p nvtx=NAME -p instance=N] draws another)."))
         out.append((sec, lambda: charts.timeline(charts.diff_timeline_data(tk, base=base.run_id, new=run_id))))
     return _drawn(out)
+
+
+def _judged_params(threshold: float, repeats: list | None) -> str:
+    """The chart parameters that judged a comparison as the report did (threshold, repeats)."""
+    return (f" -p threshold={threshold:g}" if threshold != 5.0 else "") + \
+        (f" -p repeats={','.join(map(str, repeats))}" if repeats else "")
 
 
 def _drawn(charts_: list[tuple[Section, Callable[[], Any]]]) -> list[tuple]:
@@ -1315,8 +1320,7 @@ def _compared_runs_charts(tk, df: pl.DataFrame, sides: list, labels: list[str], 
     label = labels[0]
     out = []
     if "ncu" in set(df["scope"]):
-        judged = (f" -p threshold={threshold:g}" if threshold != 5.0 else "") + \
-            (f" -p repeats={','.join(map(str, repeats))}" if repeats else "")
+        judged = _judged_params(threshold, repeats)
         sec = Section("compare-roofline", f"Roofline compared with {label}", None, chart="compare-roofline", intro=(
             "Of the kernels with floating-point work, those judged changed in any run, then the largest others, up "
             f"to 20 in all, each at its roofline point in {label} (hollow) and in each run (filled, a colour per run), "

@@ -2391,10 +2391,9 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
     if base is None or len(refs) < 2:
         raise ParamError("chart compare-roofline: give the ncu runs as -p base=RUN -p runs=RUN,RUN,...")
     threshold, limit = _threshold_and_limit("compare-roofline", threshold, limit)
-    for ref in refs:  # (a sweep is said before it is compared; a file is ingested by the comparison first)
-        if not _diff._is_file(ref):
-            _not_a_sweep(as_command("chart compare-roofline", _diff.resolve, tk, ref), "compare-roofline",
-                         "several ncu runs")
+    # (a sweep is said before it is compared; a file is ingested by the comparison first, resolved after)
+    said = {i: _not_a_sweep(as_command("chart compare-roofline", _diff.resolve, tk, ref), "compare-roofline",
+                            "several ncu runs") for i, ref in enumerate(refs) if not _diff._is_file(ref)}
     try:
         df = tk.compare(base, refs[1:], by=["ncu"], threshold_pct=threshold,
                         repeats=_run_list(repeats) if repeats else None)
@@ -2403,7 +2402,8 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
         if text.startswith("--by ncu: "):
             text = f"{text.removeprefix('--by ncu: ')}; the chart compares ncu runs"
         raise type(err)(f"chart compare-roofline: {text}") from None
-    sides = [_not_a_sweep(_diff.resolve(tk, r), "compare-roofline", "several ncu runs") for r in refs]
+    sides = [said[i] if i in said else _not_a_sweep(_diff.resolve(tk, r), "compare-roofline", "several ncu runs")
+             for i, r in enumerate(refs)]
     labels = [df["base_run"][0] if df.height else sides[0].label,
               *labels_given(df, len(_run_list(repeats)) if repeats else 0)]
     return compare_roofline_points(tk, df, sides, labels, threshold, limit, kernel)

@@ -506,6 +506,48 @@ def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, 
         pl.col("verdict").is_in(["regressed", "improved"])).height
 
 
+def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, store, tmp_path):
+    """report --vs B --run R --run S, each a rank of a job of several: after the runs'
+    comparison, the jobs' (compare --jobs: its table, the compare chart of the jobs), each job
+    once; repeats that are ranks of another job measure each rank's noise; runs that are not
+    all ranks of other jobs get the runs' comparison alone; drawn in Chromium."""
+    from browser import chromium, load
+    from conftest import spec_datasets
+
+    from tracekit.report import build_many
+
+    rep = _quiet(build_many, tk, ["5", "9"], vs="1")
+    keys = [sec.key for sec, *_ in rep.sections]
+    assert keys[:3] == ["compare", "compare-jobs", "compare-timeline"]
+    sec, table, spec, _ = rep.sections[1]
+    got = _quiet(tk.compare, "1", ["5", "9"], jobs=True)
+    assert sec.title == "These jobs against base" and "(up to 4 ranks; tracekit compare --jobs 1 5 9)" in sec.intro
+    assert "; ".join(compare.counts(got)) in sec.intro and "after: 89 not judged, 56 unchanged, 16 regressed" in sec.intro
+    for verdict in ("regressed", "improved"):
+        assert table.count(f'class="verdict v-{verdict}"') == got.filter(pl.col("verdict") == verdict).height
+    assert table.count('class="verdict v-regressed"') > 0
+    drawn = [r for ds in spec_datasets(json.loads(spec)) for r in ds if "run" in r]
+    assert json.loads(spec)["title"]["text"] == "Jobs against base" and {r["run"] for r in drawn} == {"base_again", "after"}
+    # two ranks of one job are that job, once; a repeat that is a rank of another job measures its noise
+    sec = _quiet(build_many, tk, ["9", "10"], vs="1", repeats=["6"]).sections[1][0]
+    assert "tracekit compare --jobs 1 9 --repeat 6)" in sec.intro and "The job of run 6, the base's again" in sec.intro
+    held = _quiet(tk.compare, "1", ["9"], repeats=["6"], jobs=True)
+    mine = held.filter(~pl.col("repeat"))
+    assert "; ".join(compare.counts(held)) in sec.intro and D.held_by_repeats(mine).removeprefix("; ") in sec.intro
+    assert mine["noise_pct"].drop_nulls().len() > 0  # (the repeat's change, rank by rank, the noise of each key)
+    sec = _quiet(build_many, tk, ["9", "10"], vs="1", repeats=["13"]).sections[1][0]  # (run 13: no rank)
+    assert "compared without the repeats' noise: the repeats are not all ranks of a job of several" in sec.intro
+    for runs, vs in ((["9", "13"], "1"), (["2", "3"], "1"), (["5", "9"], "13")):  # (a run, or the base, no rank of another job)
+        assert "compare-jobs" not in [s.key for s, *_ in _quiet(build_many, tk, runs, vs=vs).sections], (runs, vs)
+    if chromium() is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
+    out = tmp_path / "r.html"
+    assert main(["--db", str(store), "report", "--vs", "1", "--run", "5", "--run", "9", "-o", str(out)]) == 0
+    page = load(out, "window.tracekitReport && window.tracekitReport.done", "window.tracekitReport")
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["failed"] == 0
+    assert page.value["marks"]["chart-compare-jobs"] >= len(drawn) > 0
+
+
 def test_a_parquet_dataset_compares_the_jobs_as_the_store_does(tk, tmp_path):
     from tracekit.dataset import export
 

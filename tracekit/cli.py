@@ -1181,7 +1181,8 @@ def report(
     run: Annotated[list[str] | None, typer.Option("--run", help="run id or name (default: latest); repeatable: "
                                                   "several runs in one page (a point timed, under nsys, under ncu)")] = None,
     vs: Annotated[str | None, typer.Option("--vs", help="compare with this run, sweep or file (tracekit diff BASE RUN; "
-                                           "several --run: tracekit compare BASE RUN RUN ...)")] = None,
+                                           "several --run: tracekit compare BASE RUN RUN ...; ranks of jobs: "
+                                           "the jobs compared too, diff --jobs, compare --jobs)")] = None,
     repeat: Annotated[list[str], typer.Option("--repeat", help="with --vs: a capture of the base again (repeatable), "
                                               "the noise a change must pass (tracekit diff --repeat)")] = [],  # noqa: B006
     out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write; - for stdout")] = Path("report.html"),

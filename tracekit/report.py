@@ -36,8 +36,9 @@ Which sections a run gets follows its kind:
 - several runs (``build_many``, ``--run A --run B``: an experiment's runs timed, under nsys
   and under ncu): each run's header and sections, one run after the other; with ``--vs
   BASE`` (``_compared_many``), first their comparison with BASE (``tk.compare``: its table,
-  each run's cell coloured by its verdict, and the compare chart), then the runs drawn against
-  it (``_compared_runs_charts``: ncu runs on one roofline, charts.compare_roofline; nsys runs'
+  each run's cell coloured by its verdict, and the compare chart); where BASE and the runs are
+  ranks of jobs of several ranks, then the jobs compared side by side (``tk.compare(jobs=True)``,
+  ``_jobs_compared``); then the runs drawn against it (``_compared_runs_charts``: ncu runs on one roofline, charts.compare_roofline; nsys runs'
   requests on one time axis, charts.compare_timeline_data).
 
 The header is the run-info query (GPU, driver and clocks as recorded, tool versions,
@@ -1094,9 +1095,10 @@ def _drawn(charts_: list[tuple[Section, Callable[[], Any]]]) -> list[tuple]:
     return drawn
 
 
-def _other_job(tk, run_id: int, vs: str | int) -> int | None:
-    """The run ``vs`` names where it and run ``run_id`` are ranks of two different jobs of
-    several ranks each (their jobs are then compared too); else None."""
+def _other_job(tk, run_ids: list[int], vs: str | int) -> int | None:
+    """The run ``vs`` names where it and each of the runs ``run_ids`` are ranks of jobs of
+    several ranks each, the runs' jobs other than its own (the jobs are then compared too);
+    else None."""
     from . import diff as _diff
     from .registry import job_runs
 
@@ -1105,10 +1107,44 @@ def _other_job(tk, run_id: int, vs: str | int) -> int | None:
         base = _diff.resolve(tk, vs)
     if base.run_id is None or base.pending:
         return None
-    mine, theirs = job_runs(tk, run_id), job_runs(tk, base.run_id)
-    if len(mine) < 2 or len(theirs) < 2 or {r for r, _, _ in mine} == {r for r, _, _ in theirs}:
-        return None
+    theirs = {r for r, _, _ in job_runs(tk, base.run_id)}
+    for run_id in run_ids:
+        mine = {r for r, _, _ in job_runs(tk, run_id)}
+        if len(mine) < 2 or len(theirs) < 2 or mine == theirs:
+            return None
     return base.run_id
+
+
+def _job_name(tk, run_id: int) -> str | None:
+    """The job run ``run_id`` is a rank of (``rank_captures``), or None."""
+    got = tk.con.execute("SELECT job FROM rank_captures WHERE run_id = ?", [run_id]).fetchall()
+    return got[0][0] if got else None
+
+
+def _repeat_jobs(tk, compared: list[int], repeats: list | None) -> tuple[dict[str, int], str]:
+    """The jobs of ``repeats`` (the base's, again: the runs ``report --repeat`` gives) that
+    measure the noise of the jobs compared (``compared``: a rank's run of each), each job
+    once (two ranks of one repeat job are that job), and a rank's run of each; or none, and
+    why, where a repeat is no rank of a job of several, or every repeat is a rank of a job
+    compared (a repeat that is no rank of another job cannot measure the jobs' noise)."""
+    from . import diff as _diff
+    from .registry import job_runs
+
+    again: dict[str, int] = {}
+    alone = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CaptureWarning)  # (the run comparison says it)
+        for ref in repeats or []:
+            side = _diff.resolve(tk, ref)
+            if side.run_id is not None and len(job_runs(tk, side.run_id)) > 1:
+                again.setdefault(_job_name(tk, side.run_id), side.run_id)
+            else:
+                alone.append(side.label)
+    for run_id in compared:
+        again.pop(_job_name(tk, run_id), None)
+    why = (f"the repeats are not all ranks of a job of several ({', '.join(alone)})" if alone else
+           "the repeats are ranks of the jobs compared" if repeats and not again else "")
+    return ({} if why else again), why
 
 
 def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: list | None = None) -> tuple:
@@ -1120,29 +1156,8 @@ def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: li
     from . import diff as _diff
     from .compare import jobs_with_repeats
     from .names import numbered
-    from .registry import job_runs
 
-    def job(rid: int) -> str | None:
-        got = tk.con.execute("SELECT job FROM rank_captures WHERE run_id = ?", [rid]).fetchall()
-        return got[0][0] if got else None
-
-    # the repeats' jobs, each once (two ranks of one repeat job are that job), other than the two compared
-    again: dict[str, int] = {}
-    alone = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CaptureWarning)  # (the run comparison says it)
-        for ref in repeats or []:
-            side = _diff.resolve(tk, ref)
-            if side.run_id is not None and len(job_runs(tk, side.run_id)) > 1:
-                again.setdefault(job(side.run_id), side.run_id)
-            else:
-                alone.append(side.label)
-    for compared in (base_id, run_id):
-        again.pop(job(compared), None)
-    why = (f"the repeats are not all ranks of a job of several ({', '.join(alone)})" if alone else
-           "the repeats are ranks of the jobs compared" if repeats and not again else "")
-    if why:  # (a repeat that is no rank of another job cannot measure the jobs' noise)
-        again = {}
+    again, why = _repeat_jobs(tk, [base_id, run_id], repeats)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CaptureWarning)
         df = long = None
@@ -1180,6 +1195,59 @@ def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: li
         "key's time, a dot where the rank's change was judged."
         + "".join(f" Warning: {m.removeprefix('diff --jobs: ')}." for m in said)))
     return sec, job_table_html(df), spec, None
+
+
+def _jobs_compared(tk, ids: list[int], base_id: int, threshold: float, repeats: list | None = None) -> tuple:
+    """The section of the jobs of the runs ``ids`` (ranks of jobs of several, each job once,
+    in the order given) against the job of ``base_id`` (``tk.compare(jobs=True)``, as
+    ``tracekit compare --jobs``): each job's rows side by side as a table and the compare
+    chart of the jobs; the jobs of ``repeats`` measure each rank's noise where each is a rank
+    of another job of several (``_repeat_jobs``)."""
+    from . import charts
+    from .compare import counts
+    from .names import numbered
+
+    jobs: dict[str | None, int] = {}  # (a rank's run of each job: two ranks of one job are that job)
+    for run_id in ids:
+        jobs.setdefault(_job_name(tk, run_id), run_id)
+    runs = [str(r) for r in jobs.values()]
+    again, why = _repeat_jobs(tk, [base_id, *jobs.values()], repeats)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CaptureWarning)
+        df = None
+        if again:
+            try:
+                df = tk.compare(str(base_id), runs, threshold_pct=threshold, repeats=[str(r) for r in again.values()],
+                                jobs=True)
+            except TracekitError as err:  # (the report stands without the repeats' noise, saying why)
+                why, again = str(err).removeprefix("compare --jobs: "), {}
+        if df is None:
+            df = tk.compare(str(base_id), runs, threshold_pct=threshold, jobs=True)
+    said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, CaptureWarning)))
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    from . import diff as _diff
+
+    held = _diff.held_by_repeats(df.filter(~pl.col("repeat"))).removeprefix("; ") if again else ""
+    label = df["base_run"][0] if df.height else f"run {base_id}'s job"
+    command = shlex.join(["tracekit", "compare", "--jobs", str(base_id), *runs,
+                          *(a for r in again.values() for a in ("--repeat", str(r)))])
+    spec = json.dumps(charts.spec(charts.compare(charts.compare_rows(df, threshold, 20, True, label))),
+                      separators=(",", ":"), default=str)
+    ranks = df["ranks"].drop_nulls().max() if df.height else 0
+    noise = (f" The {'job' if len(again) == 1 else 'jobs'} of {numbered(again.values(), 'run', 'runs')}, the base's "
+             f"again, measured the noise rank by rank: a rank's change no larger than the repeat's on that rank is "
+             f"not judged ({held})." if again else "")
+    if why:
+        noise = f" The jobs are compared without the repeats' noise: {why}."
+    sec = Section("compare-jobs", f"These jobs against {label}", None, chart="compare", intro=(
+        f"Every rank of each run's job against its namesake rank of the job of run {base_id}, {label} (up to "
+        f"{ranks} ranks; {command}): {'; '.join(counts(df))}." + noise
+        + " A cell is the job's: the ranks' values summed (a median: the median rank's), its verdict the harm where "
+        "ranks were judged differently, the note where; the job scope is the job's own time (per NVTX path and "
+        "step, its slowest rank's duration). Bars: each key's change in each job, solid where judged on some rank."
+        + "".join(f" Warning: {m.removeprefix('compare: ')}." for m in said)))
+    return sec, compare_table_html(df), spec, None
 
 
 def build(tk, run: str | int | None = None, vs: str | int | None = None, threshold_pct: float = 5.0,
@@ -1224,7 +1292,7 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
         line, (diffed, *drawn) = _comparison(tk, run_id, vs, threshold_pct, repeats)
         rep.header.insert(1, line)
         rep.sections.append(diffed)
-        other = _other_job(tk, run_id, vs) if "nsys" in kinds else None
+        other = _other_job(tk, [run_id], vs) if "nsys" in kinds else None
         if other is not None:  # (two ranks of two jobs: the jobs compared, rank by rank)
             rep.sections.append(_job_comparison(tk, run_id, other, threshold_pct, repeats))
         rep.sections += drawn  # (the two runs drawn: after the numbers)
@@ -1300,7 +1368,9 @@ def _compared_many(tk, ids: list[int], vs: str | int, threshold: float, repeats:
         + "".join(f" Warning: {m.removeprefix('compare: ')}." for m in partial)))
     many = build_many(tk, ids, threshold)
     rep = Report(title=f"{many.title} against {label}", header=[("compared with", f"{label} ({command})"), *many.header])
-    rep.sections = [(sec, compare_table_html(df), spec, None),
+    other = _other_job(tk, ids, vs)  # (ranks of jobs of several: the jobs compared, rank by rank)
+    jobs = [] if other is None else [_jobs_compared(tk, ids, other, threshold, repeats)]
+    rep.sections = [(sec, compare_table_html(df), spec, None), *jobs,
                     *_compared_runs_charts(tk, df, sides, labels, threshold, repeats), *many.sections]
     return rep
 

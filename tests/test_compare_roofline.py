@@ -277,3 +277,55 @@ def test_a_run_labelled_as_compare_labels_it(store, tmp_path):
     colour = next(layer["encoding"]["color"] for layer in spec["layer"] if "color" in layer.get("encoding", {})
                   and layer["encoding"]["color"].get("field") == "run")
     assert colour["scale"]["domain"] == ["base: base", "metric (run 6)"]
+
+
+def _placed(spec: dict) -> list[dict]:
+    """The point labels a roofline's spec places: the rows of its text layers of ``label``."""
+    out = []
+    for layer in spec["layer"]:
+        mark = layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]
+        if mark == "text" and layer["encoding"]["text"]["field"] == "label":
+            data = layer["data"]
+            out += spec["datasets"][data["name"]] if "name" in data else data["values"]
+    return out
+
+
+def test_points_whose_markers_meet_get_one_label_of_their_kernel_and_count(store):
+    """The eight layers' cached attention keys sit on one spot in every roofline of the pair:
+    one label says the kernel and how many, at one of their points (the base's in
+    compare-roofline, the new run's in diff-roofline, a launch's in the run's roofline); a spot
+    of one key keeps its own label."""
+    attention = "_hstu_cached_sk_kernel ×8"
+    with tracekit.open(store, read_only=True) as tk:
+        df = charts.compare_roofline_data(tk, base="base", runs="base_again,half_sms")
+        compared = charts.compare_roofline(df).to_dict()
+        pair = charts.diff_roofline_data(tk, base="base", new="half_sms")
+        diffed = charts.diff_roofline(pair).to_dict()
+        run = tk.query("roofline", run="base")
+        one = charts.roofline(run).to_dict()
+    for spec, rows, side in ((compared, df, 0), (diffed, pair, 1)):
+        placed = {p["label"]: p for p in _placed(spec)}
+        assert attention in placed and 0 < len(placed) <= charts.ROOF_LABELS, sorted(placed)
+        at = rows.filter(pl.col("name").str.starts_with("_hstu_cached_sk_kernel") & (pl.col("side") == side))
+        assert at.height == 8 and placed[attention]["key"] in at["key"].to_list()
+        single = [k for k in placed if "×" not in k and " more" not in k]
+        assert single and all(placed[k]["label"] == k for k in single)
+    placed = {p["label"]: p for p in _placed(one)}
+    launches = run.filter(pl.col("name").str.starts_with("_hstu_cached_sk_kernel"))
+    assert attention in placed and launches.height == 8
+    assert placed[attention]["ai_dram"] in launches["ai_dram"].to_list()
+
+
+def test_a_spot_of_several_kernels_names_the_first_and_past_the_cap_no_label_is_placed(store):
+    """Markers of different kernels that meet: the first one's label and how many more; more
+    spots than ROOF_LABELS (the run's launches spread apart): no label, the tooltips name the
+    points."""
+    rows = [{"label": "a @ x", "name": "a"}, {"label": "b @ x", "name": "b"}, {"label": "b @ y", "name": "b"}]
+    assert charts._spot_label(rows[:1]) == "a @ x"
+    assert charts._spot_label(rows) == "a @ x +2 more" and charts._spot_label(rows[1:]) == "b ×2"
+    with tracekit.open(store, read_only=True) as tk:
+        run = tk.query("roofline", run="base").filter(pl.col("flops_per_s") > 0)
+    n = charts.ROOF_LABELS + 1
+    spread = run.head(n).with_columns(pl.Series("ai_dram", [2.0 ** i for i in range(n)]))
+    assert run.height > n and _placed(charts.roofline(spread).to_dict()) == []
+    assert len(_placed(charts.roofline(spread.head(n - 1)).to_dict())) > 0

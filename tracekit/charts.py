@@ -316,11 +316,18 @@ def _roof(pts: pl.DataFrame) -> _Roof:
     return _Roof([ceil, *ceil_text], texts, xs, ys, (ai_lo, ai_hi, y_lo, y_hi), clocks_differ)
 
 
+#: the most labels a roofline places (points whose markers meet count once: ``_roof_labels``)
+ROOF_LABELS = 12
+
+
 def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> list:
-    """Text layers labelling the points of ``data`` (ai_dram, flops_per_s, label) where a
+    """Text layers labelling the points of ``data`` (ai_dram, flops_per_s, label, name) where a
     label hits no marker (of ``data`` or of the unlabelled points ``avoid``), no ceiling's
     label and no other label; a point with no free spot is left to its tooltip rather than
-    overprinted."""
+    overprinted. Points whose markers meet (a kernel's launches, or one kernel in every layer,
+    at one spot) get one label: their kernel's name and how many (``_spot_label``). The spots
+    judged changed are labelled first, then those with the most time. None past
+    ``ROOF_LABELS`` spots: too many labels hide the points."""
     ai_lo, ai_hi, y_lo, y_hi = roof.domain
     xs, ys, texts = roof.xs, roof.ys, roof.texts
     layers = []
@@ -330,17 +337,35 @@ def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> lis
         fy = math.log(d["flops_per_s"] / y_lo) / math.log(y_hi / y_lo)
         return WIDTH * fx, HEIGHT * (1 - fy)
 
-    spots = [(9, -9, "left"), (9, 14, "left"), (-9, -9, "right"), (-9, 14, "right")]
+    spots: list[list[dict]] = []  # the points whose markers meet the first one's (7 px: a marker's radius)
+    for d in sorted(data, key=lambda d: -d["flops_per_s"]):
+        x, y = px(d)
+        near = next((g for g in spots if abs(px(g[0])[0] - x) < 7 and abs(px(g[0])[1] - y) < 7), None)
+        if near is None:
+            spots.append([d])
+        else:
+            near.append(d)
+    if len(spots) > ROOF_LABELS:
+        return []
+
+    def first(spot):  # (labelled first: a spot judged changed, then the one with the most time)
+        judged = any(d.get("verdict") in ("regressed", "improved") for d in spot)
+        return not judged, -sum(d.get("duration_us") or 0 for d in spot)
+
+    spots.sort(key=first)
+    corners = [(9, -9, "left"), (9, 14, "left"), (-9, -9, "right"), (-9, 14, "right"), (11, 3, "left"),
+               (-11, 3, "right")]
     boxes = [(x - 7, y - 7, x + 7, y + 7) for x, y in map(px, [*data, *avoid])]
     for t in texts:  # the compute-ceiling labels (right-aligned, above their line)
         if t["kind"] == "compute":
             x, y = px({"ai_dram": t["x"], "flops_per_s": t["y"]})
             boxes.append((x - 7.0 * len(t["text"]), y - 21, x, y - 3))
-    placed: dict[tuple, list] = {sp: [] for sp in spots}
-    for d in sorted(data, key=lambda d: -d["flops_per_s"]):
+    placed: dict[tuple, list] = {c: [] for c in corners}
+    for spot in spots:
+        d = {**spot[0], "label": _spot_label(spot)}
         x, y = px(d)
         w = 7.0 * len(d["label"])
-        for dx, dy, align in spots:
+        for dx, dy, align in corners:
             x0 = x + dx if align == "left" else x + dx - w
             box = (x0, y + dy - 10, x0 + w, y + dy + 3)
             clear = all(
@@ -364,6 +389,18 @@ def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> lis
                 )
             )
     return layers
+
+
+def _spot_label(points: list[dict]) -> str:
+    """The label of points whose markers meet: one point's own; several of one kernel, its
+    name and how many (``_hstu_cached_sk_kernel ×8``); of several kernels, the first one's
+    label and how many more (the tooltip names each)."""
+    if len(points) == 1:
+        return points[0]["label"]
+    names = {d.get("name") for d in points}
+    if len(names) == 1 and None not in names:
+        return f"{short_name(points[0]['name'], 32)} ×{len(points)}"
+    return f"{points[0]['label']} +{len(points) - 1} more"
 
 
 def roofline(df: pl.DataFrame) -> alt.LayerChart:
@@ -441,8 +478,7 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         layers.insert(-1, alt.Chart(_data(data)).mark_line(color="#888888", strokeWidth=1, opacity=0.7).encode(
             x=alt.X("ai_dram:Q", scale=xs), y=alt.Y("flops_per_s:Q", scale=ys), detail="family:N",
             order="sweep_point:Q"))
-    if len(data) <= 12:  # label the points where the label hits no marker and no other label
-        layers += _roof_labels(data, roof)
+    layers += _roof_labels(data, roof)  # (where a label hits no marker and no other label)
     return alt.layer(*layers).properties(
         width=WIDTH,
         height=HEIGHT,
@@ -2315,10 +2351,8 @@ def diff_roofline(df: pl.DataFrame) -> alt.LayerChart:
         filled=True, size=130, opacity=0.95, stroke="black", strokeWidth=0.8).encode(**enc)
     layers = [*roof.layers, lines, hollow, filled]
     # a kernel's label at its new point (at its base point where the new run lacks it)
-    newest = {d["key"]: d for d in data}
-    if len(newest) <= 12:
-        shown = list(newest.values())
-        layers += _roof_labels(shown, roof, avoid=[d for d in data if d not in shown])
+    shown = list({d["key"]: d for d in data}.values())
+    layers += _roof_labels(shown, roof, avoid=[d for d in data if d not in shown])
     one_side = sorted({d["key"] for d in data} - {d["key"] for d in data if d["side"] == 0}
                       | ({d["key"] for d in data} - {d["key"] for d in data if d["side"] == 1}))
     subtitle = [f"hollow: {runs[0]}; filled: {runs[-1]}" if len(runs) > 1 else f"{runs[0]} alone has points",
@@ -2490,9 +2524,8 @@ def compare_roofline(df: pl.DataFrame) -> alt.LayerChart:
     first = {}  # a kernel's label at its base point (at its first run's point where the base lacks it)
     for d in data:
         first.setdefault(d["key"], d)
-    if len(first) <= 12:
-        shown = list(first.values())
-        layers += _roof_labels(shown, roof, avoid=[d for d in data if d not in shown])
+    shown = list(first.values())
+    layers += _roof_labels(shown, roof, avoid=[d for d in data if d not in shown])
     subtitle = [f"hollow: the base, {runs[0].removeprefix('base: ')}; filled: each run, a colour each; a line from "
                 "a kernel's base point to each run's",
                 "a kernel's launches together: their FLOP over their DRAM bytes and over their time; the runs' launches "

@@ -222,3 +222,73 @@ def test_the_sweeps_table_tells_the_repeats_apart_by_their_runs(store, runs):
     assert lines[0].split()[:5] == ["preset", "tool", "bs", "nc", "run"] and lines[14] == "12 rows"
     assert [ln.split()[4] for ln in lines[2:14]] == [Path(p.run_dir).name for r in results for p in r.ok]
     assert "run" not in latency_table(store, results[:1], width=200).splitlines()[0].split()
+
+
+def _point_run(tk, sweep: str, bs: int, nc: int) -> int:
+    return tk.sql(f"SELECT run_id FROM runs WHERE json_extract_string(params, '$.sweep') = '{sweep}' AND "
+                  f"(params->>'bs')::INT = {bs} AND (params->>'nc')::INT = {nc}").item()
+
+
+def test_a_point_of_a_sweep_taken_again_is_judged_against_that_point_of_its_repeats(store, runs):
+    """A run that is a point of a sweep taken again, as the base (by id or name): that point's
+    run in each repeat other than the sweeps compared measures the noise, as --repeat would,
+    with a warning naming it; --no-repeats (an empty list) leaves it out."""
+    first, second, third = (r.sweep_id for r in _results(runs))
+    with tracekit.open(store, read_only=True) as tk:
+        one, two, three = (_point_run(tk, s, 8, 128) for s in (first, second, third))
+        with pytest.warns(CaptureWarning) as caught:
+            auto = tk.diff(str(one), str(two), by="sweep")
+        assert [str(w.message) for w in caught] == [
+            f"diff: run {one} is point bs=8,nc=128 of sweep {first}, which was taken again (tracekit sweep --repeat): "
+            f"that point's runs in its repeats (run {three} of {third}) measure the noise between processes a change "
+            "must pass, as --repeat gives them"]
+        assert auto.equals(tk.diff(str(one), str(two), by="sweep", repeats=[str(three)]))
+        assert auto["noise_pct"].is_not_null().all()
+        assert "noise_pct" not in tk.diff(str(one), str(two), by="sweep", repeats=[]).columns
+        name = tk.sql(f"SELECT name FROM runs WHERE run_id = {one}").item()
+        assert tk.stored_repeats(name, [str(three)], "x", quiet=True) == [str(two)]  # (by name; the third compared)
+        assert tk.stored_repeats(str(two), [str(one)], "x", quiet=True) == [str(three)]  # (a repeat's point too)
+        assert tk.stored_repeats(str(one), [second, third], "x", quiet=True) == []  # (every repeat compared)
+
+
+@pytest.fixture(scope="module")
+def declared(tmp_path_factory) -> Path:
+    """tests/data/hstu_nsys_sweep's three sweeps under nsys, ``again`` ingested as a repeat of
+    ``base`` (``ingest -p sweep_repeat_of=BASE``: the same command taken again, declared so),
+    then ``reference`` (PyTorch's attention)."""
+    sweeps = DATA / "hstu_nsys_sweep"
+    base = json.loads(next((sweeps / "base").glob("sweep-*.json")).read_text())["sweep"]
+    db = tmp_path_factory.mktemp("declared") / "d.duckdb"
+    with tracekit.open(db) as tk:
+        for which in ("base", "again", "reference"):
+            for run in sorted((sweeps / which / "runs").iterdir()):
+                tk.ingest(run, params={"sweep_repeat_of": base} if which == "again" else None)
+    return db
+
+
+def test_a_point_under_nsys_takes_the_same_points_run_of_its_repeat_in_a_report_too(declared, tmp_path):
+    """Under nsys a point is a run of its own: the repeat's run of that point (and kind) measures
+    its kernels' noise; a report against the point names the repeat in its comparison's intro,
+    and a report of several runs labels each run compared as its own (the repeat's first in
+    compare's long form)."""
+    from tracekit.report import build, build_many
+
+    with tracekit.open(declared, read_only=True) as tk:
+        sweeps = tk.sql("SELECT DISTINCT params->>'sweep' AS s, min(run_id) AS r FROM runs GROUP BY 1 ORDER BY 2")["s"]
+        base, again, ref = (_point_run(tk, s, 4, 512) for s in sweeps)
+        with pytest.warns(CaptureWarning, match=f"that point's runs in its repeats \\(run {again} of {sweeps[1]}\\)"):
+            auto = tk.diff(str(base), str(ref), by="kernel")
+        assert auto.equals(tk.diff(str(base), str(ref), by="kernel", repeats=[str(again)]))
+        assert auto["noise_pct"].is_not_null().any()
+        with pytest.warns(CaptureWarning, match="that point's runs in its repeats"):
+            rep = build(tk, str(ref), vs=str(base))
+        assert f"Repeats of the base ({again}) measured the noise" in rep.sections[0][0].intro
+        other = _point_run(tk, sweeps[2], 1, 128)
+        with pytest.warns(CaptureWarning, match="that point's runs in its repeats"):
+            many = build_many(tk, [str(ref), str(other)], vs=str(base))
+        sec = next(s for s in many.sections if s[0].key == "compare")[0]
+        assert f"--repeat {again})" in sec.intro and f"Repeats of the base ({again})" in sec.intro
+        timeline = next(s for s in many.sections if s[0].key == "compare-timeline")
+        names = dict(tk.sql(f"SELECT run_id, name FROM runs WHERE run_id IN ({ref}, {other}, {again})").iter_rows())
+        spec = timeline[2]
+        assert names[ref] in spec and names[other] in spec and names[again] not in spec

@@ -2428,9 +2428,9 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
     # (a sweep is said before it is compared; a file is ingested by the comparison first, resolved after)
     said = {i: _not_a_sweep(as_command("chart compare-roofline", _diff.resolve, tk, ref), "compare-roofline",
                             "several ncu runs") for i, ref in enumerate(refs) if not _diff._is_file(ref)}
-    try:
-        df = tk.compare(base, refs[1:], by=["ncu"], threshold_pct=threshold,
-                        repeats=_run_list(repeats) if repeats else None)
+    try:  # (the repeats found first: the labels of the runs compared leave theirs out)
+        again = tk.repeats_asked(base, refs[1:], "chart compare-roofline", _run_list(repeats) if repeats else None)
+        df = tk.compare(base, refs[1:], by=["ncu"], threshold_pct=threshold, repeats=again or [])
     except TracekitError as err:  # (said as the chart's; a run without an ncu report: diff names it by its scope)
         text = str(err).removeprefix("compare: ")
         if text.startswith("--by ncu: "):
@@ -2439,7 +2439,7 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
     sides = [said[i] if i in said else _not_a_sweep(_diff.resolve(tk, r), "compare-roofline", "several ncu runs")
              for i, r in enumerate(refs)]
     labels = [df["base_run"][0] if df.height else sides[0].label,
-              *labels_given(df, len(_run_list(repeats)) if repeats else 0)]
+              *labels_given(df, len(again or []))]
     return compare_roofline_points(tk, df, sides, labels, threshold, limit, kernel)
 
 

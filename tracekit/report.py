@@ -981,7 +981,7 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
     # keeps it only when the report is written), which names the file where it fails
     with warnings.catch_warnings(record=True) as caught:  # (shown in the section, and passed on)
         warnings.simplefilter("always", CaptureWarning)
-        df = tk.diff(vs, run_id, threshold_pct=threshold, repeats=repeats)
+        df = tk.diff(vs, run_id, threshold_pct=threshold, repeats=repeats or [])
     base = _diff.resolve(tk, vs)  # (a file is the run just ingested)
     new = _diff.resolve(tk, str(run_id))
     at, _ = _diff._at_the_runs_point(tk.con, base, new)
@@ -1289,6 +1289,7 @@ def build(tk, run: str | int | None = None, vs: str | int | None = None, thresho
     rep = Report(title=title, header=_header(info), run=(run_id, info["name"]))
     rep.header += job_lines + left_out
     if vs is not None:
+        repeats = tk.repeats_asked(vs, [str(run_id)], "report", repeats)  # (named in the comparison's intro)
         line, (diffed, *drawn) = _comparison(tk, run_id, vs, threshold_pct, repeats)
         rep.header.insert(1, line)
         rep.sections.append(diffed)
@@ -1340,9 +1341,10 @@ def _compared_many(tk, ids: list[int], vs: str | int, threshold: float, repeats:
     from . import diff as _diff
     from .compare import counts, labels_given
 
+    repeats = tk.repeats_asked(vs, [str(i) for i in ids], "report", repeats)  # (their labels are left out)
     with warnings.catch_warnings(record=True) as caught:  # (shown in the section, and passed on)
         warnings.simplefilter("always", CaptureWarning)
-        df = tk.compare(vs, [str(i) for i in ids], threshold_pct=threshold, repeats=repeats)
+        df = tk.compare(vs, [str(i) for i in ids], threshold_pct=threshold, repeats=repeats or [])
     partial = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, CaptureWarning)))
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

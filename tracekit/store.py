@@ -1309,10 +1309,7 @@ class Tracekit:
         (``tracekit sweep --repeat``) has its repeats in the store as its ``repeats``
         (``stored_repeats``, a warning naming them); an empty ``repeats`` asks for none. See
         ``tracekit.diff``."""
-        if repeats is None:
-            repeats = self.stored_repeats(base, [new], "diff") or None
-        elif not repeats:  # (none asked: not even a sweep's own, tracekit diff --no-repeats)
-            repeats = None
+        repeats = self.repeats_asked(base, [new], "diff", repeats)
         if repeats is not None:
             from .compare import diff_with_repeats
 
@@ -1499,19 +1496,29 @@ class Tracekit:
         ``tracekit.compare``."""
         from .compare import compare
 
-        if repeats is None and not jobs:
-            repeats = self.stored_repeats(base, list(runs), "compare") or None
-        elif repeats is not None and not repeats:  # (none asked: not even a sweep's own, --no-repeats)
-            repeats = None
+        repeats = (repeats or None) if jobs else self.repeats_asked(base, list(runs), "compare", repeats)
         with stoppable():
             return compare(self, base, runs, by=by, threshold_pct=threshold_pct, repeats=repeats, jobs=jobs,
                            workers=workers, on_file=on_file)
 
+    def repeats_asked(self, base: Any, compared: list[Any], said: str, repeats: list[Any] | None = None
+                      ) -> list[Any] | None:
+        """The repeats that measure the noise of a comparison of ``compared`` with ``base``:
+        ``repeats`` where given; none where they are an empty list (``--no-repeats``); else
+        those the store holds of the base (``stored_repeats``, a warning naming them, ``said``
+        the command). None where there are none. A caller that labels the runs compared
+        resolves them first, so that it knows which of ``compare``'s runs are repeats."""
+        if repeats is None:
+            return self.stored_repeats(base, compared, said) or None
+        return list(repeats) or None
+
     def stored_repeats(self, base: Any, compared: list[Any], said: str, quiet: bool = False) -> list[str]:
-        """The sweeps of the store taken as repeats of ``base`` (``tracekit sweep --repeat``: a
-        first sweep and those whose runs' ``sweep_repeat_of`` is its id), where ``base`` is a
-        sweep's id: the sweep itself and the ``compared`` left out, in the order they ran; a
-        ``CaptureWarning`` names them (``said``: the command). Empty for anything else (a run, a
+        """The captures of the store taken as repeats of ``base`` (``tracekit sweep --repeat``: a
+        first sweep and those whose runs' ``sweep_repeat_of`` is its id, in the order they ran):
+        where ``base`` is a sweep's id, those sweeps; where it is a run (id or name) that is a
+        point of such a sweep, the same point's run of the same kind in each of them; the
+        base's own sweep and the sweeps of the ``compared`` left out. A ``CaptureWarning``
+        names them (``said``: the command). Empty for anything else (a run outside any sweep, a
         file, a sweep without repeats). ``quiet``: no warning."""
         import warnings
 
@@ -1519,28 +1526,52 @@ class Tracekit:
         from .registry import resolve_sweep
 
         text = str(base).strip() if isinstance(base, str | int) else ""
-        found = self.con.execute(  # (no row: base is no sweep's id)
-            "SELECT any_value(json_extract_string(params, '$.sweep_repeat_of')) FROM runs "
-            "WHERE json_extract_string(params, '$.sweep') = ? HAVING count(*) > 0", [text]).fetchall() if text else []
-        if not found:
+        if not text:
             return []
-        first = found[0][0] or text
+        sweep_of = "json_extract_string(params, '$.sweep')"
+        point = None  # (base a point of a sweep: its run id, grid point and kind)
+        found = self.con.execute(  # (no row: base is no sweep's id)
+            f"SELECT any_value(json_extract_string(params, '$.sweep_repeat_of')) FROM runs WHERE {sweep_of} = ? "
+            "HAVING count(*) > 0", [text]).fetchall()
+        if found:
+            sweep = text
+        else:
+            got = self.con.execute(
+                f"SELECT run_id, {sweep_of}, json_extract_string(params, '$.sweep_repeat_of'), grid_point(params), "
+                "kind FROM runs WHERE (run_id = TRY_CAST($t AS BIGINT) OR name = $t) AND "
+                f"{sweep_of} <> '' ORDER BY run_id = TRY_CAST($t AS BIGINT) DESC, run_id DESC LIMIT 1",
+                {"t": text}).fetchall()
+            if not got or got[0][3] is None:
+                return []
+            run_id, sweep, first, grid, kind = got[0]
+            found, point = [(first,)], (run_id, grid, kind)
+        first = found[0][0] or sweep
         others = set()  # (the sweeps compared: a run of one names it)
         for c in compared:
             try:
                 others.add(resolve_sweep(self, c, said))
             except TracekitError:  # (a file not ingested yet: no sweep of the store)
                 continue
-        group = [sweep for (sweep,) in self.con.execute(
-            "SELECT json_extract_string(params, '$.sweep') AS sweep FROM runs "
-            "WHERE json_extract_string(params, '$.sweep') = $first "
+        group = [s for (s,) in self.con.execute(
+            f"SELECT {sweep_of} AS sweep FROM runs WHERE {sweep_of} = $first "
             "OR json_extract_string(params, '$.sweep_repeat_of') = $first GROUP BY sweep ORDER BY min(run_id)",
-            {"first": first}).fetchall() if sweep != text and sweep not in others]
-        if group and not quiet:
+            {"first": first}).fetchall() if s != sweep and s not in others]
+        if point is None:
+            if group and not quiet:
+                warnings.warn(CaptureWarning(
+                    f"{said}: sweep {text} was taken again (tracekit sweep --repeat): its repeats {', '.join(group)} "
+                    "measure the noise between processes a change must pass, as --repeat gives them"), stacklevel=3)
+            return group
+        run_id, grid, kind = point
+        runs = [(s, r) for s in group for (r,) in self.con.execute(  # (a point ingested twice: its latest run)
+            f"SELECT max(run_id) FROM runs WHERE {sweep_of} = ? AND grid_point(params) = ? AND kind = ? "
+            "HAVING count(*) > 0", [s, grid, kind]).fetchall()]
+        if runs and not quiet:
             warnings.warn(CaptureWarning(
-                f"{said}: sweep {text} was taken again (tracekit sweep --repeat): its repeats {', '.join(group)} "
+                f"{said}: run {run_id} is point {grid} of sweep {sweep}, which was taken again (tracekit sweep "
+                f"--repeat): that point's runs in its repeats ({', '.join(f'run {r} of {s}' for s, r in runs)}) "
                 "measure the noise between processes a change must pass, as --repeat gives them"), stacklevel=3)
-        return group
+        return [str(r) for _, r in runs]
 
     @one_at_a_time
     def sql(self, text: str, params: dict | list | None = None) -> pl.DataFrame:

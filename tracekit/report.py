@@ -1370,7 +1370,7 @@ def _compared_many(tk, ids: list[int], vs: str | int, threshold: float, repeats:
         + "".join(f" Warning: {m.removeprefix('compare: ')}." for m in partial)))
     many = build_many(tk, ids, threshold)
     rep = Report(title=f"{many.title} against {label}", header=[("compared with", f"{label} ({command})"), *many.header])
-    other = _other_job(tk, ids, vs)  # (ranks of jobs of several: the jobs compared, rank by rank)
+    other = _other_job(tk, ids, vs) if all("nsys" in s.kinds for s in sides) else None  # (nsys ranks of jobs)
     jobs = [] if other is None else [_jobs_compared(tk, ids, other, threshold, repeats)]
     rep.sections = [(sec, compare_table_html(df), spec, None), *jobs,
                     *_compared_runs_charts(tk, df, sides, labels, threshold, repeats), *many.sections]

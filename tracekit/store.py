@@ -1538,10 +1538,9 @@ class Tracekit:
         else:
             got = self.con.execute(
                 f"SELECT run_id, {sweep_of}, json_extract_string(params, '$.sweep_repeat_of'), grid_point(params), "
-                "kind FROM runs WHERE (run_id = TRY_CAST($t AS BIGINT) OR name = $t) AND "
-                f"{sweep_of} <> '' ORDER BY run_id = TRY_CAST($t AS BIGINT) DESC, run_id DESC LIMIT 1",
-                {"t": text}).fetchall()
-            if not got or got[0][3] is None:
+                "kind FROM runs WHERE " + ("run_id = $t::BIGINT" if re.fullmatch(r"[0-9]{1,18}", text) else "name = $t")
+                + " ORDER BY run_id DESC LIMIT 1", {"t": text}).fetchall()  # (as diff resolves a run)
+            if not got or not got[0][1] or got[0][3] is None:
                 return []
             run_id, sweep, first, grid, kind = got[0]
             found, point = [(first,)], (run_id, grid, kind)
@@ -1565,7 +1564,7 @@ class Tracekit:
         run_id, grid, kind = point
         runs = [(s, r) for s in group for (r,) in self.con.execute(  # (a point ingested twice: its latest run)
             f"SELECT max(run_id) FROM runs WHERE {sweep_of} = ? AND grid_point(params) = ? AND kind = ? "
-            "HAVING count(*) > 0", [s, grid, kind]).fetchall()]
+            "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' HAVING count(*) > 0", [s, grid, kind]).fetchall()]
         if runs and not quiet:
             warnings.warn(CaptureWarning(
                 f"{said}: run {run_id} is point {grid} of sweep {sweep}, which was taken again (tracekit sweep "

@@ -29,7 +29,8 @@
 #                   range after the GPU work, so CUDA is traced and no CUDA event is in the window)
 #   NCU_VARIANTS    default: full sections; also diff_a diff_b source, shapes_a shapes_a_again shapes_slow
 #                   (--set full: one kernel at three sizes, profiled twice, then slower at every size;
-#                   programs/ncu_shapes.py), clocks_random clocks_random_again clocks_zeros (--set full: two
+#                   programs/ncu_shapes.py), shapes_a_again2 (the same a third time) and shapes_int (the kernel
+#                   on int32 data: no floating-point instruction), clocks_random clocks_random_again clocks_zeros (--set full: two
 #                   GEMMs and a DRAM-bound add, twice on random data, then the GEMMs on zeros: the same code
 #                   at another SM clock; programs/ncu_clocks.py), and the report kinds other than kernel
 #                   replay (ncu_options below; programs/ncu_variants.cu built with nvcc, ncu_multiproc.py):

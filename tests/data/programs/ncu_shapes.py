@@ -7,9 +7,12 @@ range ``shapes/sum``, so ``--nvtx --nvtx-include "shapes/"`` selects exactly tho
 launches: one kernel name and NVTX path whose launches last from a few µs to ~100 µs.
 The configuration is chosen on the command line:
 
-* ``a`` (and ``a_again``, the same program profiled once more: a noise pair): REPEAT=1;
+* ``a`` (and ``a_again``, ``a_again2``, the same program profiled again: the noise of three
+  identical captures): REPEAT=1;
 * ``slow``: REPEAT=4, the same kernel name, grid and block: every launch reads x four times
-  (shifted, so no read is a repeat of another), the planted regression of a code change.
+  (shifted, so no read is a repeat of another), the planted regression of a code change;
+* ``int``: REPEAT=1 on int32 data, the same kernel name, grid and block: integer adds only, so
+  its launches execute no floating-point instruction (a roofline without an FP point).
 
 A warm-up launch of each size compiles outside the range. Runs on CPU too (``--device cpu``
 with ``TRITON_INTERPRET=1``, NVTX skipped, small sizes).
@@ -21,7 +24,8 @@ import torch
 import triton
 import triton.language as tl
 
-CONFIGS = {"a": 1, "a_again": 1, "slow": 4}
+CONFIGS = {"a": (1, "float32"), "a_again": (1, "float32"), "a_again2": (1, "float32"), "slow": (4, "float32"),
+           "int": (1, "int32")}
 BLOCK = 1024
 
 
@@ -42,9 +46,15 @@ def main() -> None:
     args = ap.parse_args()
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
-    repeat = CONFIGS[args.config]
+    repeat, dtype = CONFIGS[args.config]
+    dtype = getattr(torch, dtype)
     sizes = [1 << 16, 1 << 20, 1 << 24] if cuda else [1 << 10, 1 << 11, 1 << 12]
-    data = {n: (torch.randn(n, device=dev), torch.randn(n, device=dev), torch.empty(n, device=dev)) for n in sizes}
+    def rand(n):
+        if dtype.is_floating_point:
+            return torch.randn(n, device=dev, dtype=dtype)
+        return torch.randint(-1000, 1000, (n,), device=dev, dtype=dtype)
+
+    data = {n: (rand(n), rand(n), torch.empty(n, device=dev, dtype=dtype)) for n in sizes}
 
     def launch(n):
         x, y, out = data[n]
@@ -68,7 +78,7 @@ def main() -> None:
         i = torch.arange(n, device=dev)
         want = y + sum(x[(i + r * 4099) % n] for r in range(repeat))
         assert torch.allclose(out, want, atol=1e-5), n
-    print(f"ncu_shapes {args.config} done: REPEAT={repeat}, sizes {sizes}, 6 launches")
+    print(f"ncu_shapes {args.config} done: REPEAT={repeat}, {dtype}, sizes {sizes}, 6 launches")
 
 
 if __name__ == "__main__":

@@ -338,15 +338,17 @@ def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> lis
         return WIDTH * fx, HEIGHT * (1 - fy)
 
     spots: list[list[dict]] = []  # the points whose markers meet the first one's (7 px: a marker's radius)
+    at: list[tuple[float, float]] = []  # (each spot's first point, in pixels)
     for d in sorted(data, key=lambda d: -d["flops_per_s"]):
         x, y = px(d)
-        near = next((g for g in spots if abs(px(g[0])[0] - x) < 7 and abs(px(g[0])[1] - y) < 7), None)
+        near = next((i for i, (sx, sy) in enumerate(at) if abs(sx - x) < 7 and abs(sy - y) < 7), None)
         if near is None:
+            if len(spots) == ROOF_LABELS:  # (one spot more than labels: none, and no more grouping)
+                return []
             spots.append([d])
+            at.append((x, y))
         else:
-            near.append(d)
-    if len(spots) > ROOF_LABELS:
-        return []
+            spots[near].append(d)
 
     def first(spot):  # (labelled first: a spot judged changed, then the one with the most time)
         judged = any(d.get("verdict") in ("regressed", "improved") for d in spot)

@@ -1155,7 +1155,6 @@ def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: li
     from . import charts, job_diff
     from . import diff as _diff
     from .compare import jobs_with_repeats
-    from .names import numbered
 
     again, why = _repeat_jobs(tk, [base_id, run_id], repeats)
     with warnings.catch_warnings(record=True) as caught:
@@ -1180,11 +1179,7 @@ def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: li
                       default=str)
     ranks = long["rank"].n_unique()
     command = f"tracekit diff --jobs {base_id} {run_id}" + "".join(f" --repeat {r}" for r in again.values())
-    noise = (f" The {'job' if len(again) == 1 else 'jobs'} of {numbered(again.values(), 'run', 'runs')}, the base's "
-             f"again, measured the noise rank by rank: a rank's change no larger than the repeat's on that rank is "
-             f"not judged ({held})." if again else "")
-    if why:
-        noise = f" The jobs are compared without the repeats' noise: {why}."
+    noise = _jobs_noise(again, held, why)
     sec = Section("job-diff", f"This job against run {base_id}'s", "job-diff", intro=(
         f"Every rank of this run's job against its namesake rank of run {base_id}'s job ({ranks} ranks; "
         f"{command}): {counts}." + (f" What moved: {'. '.join(moved)}." if moved else "") + noise
@@ -1197,6 +1192,18 @@ def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: li
     return sec, job_table_html(df), spec, None
 
 
+def _jobs_noise(again: dict[str, int], held: str, why: str) -> str:
+    """The sentence of a jobs' comparison on the repeats' jobs (``_repeat_jobs``): what they
+    measured (``held``: ``held_by_repeats``'s words), or why the jobs are compared without them."""
+    from .names import numbered
+
+    if why:
+        return f" The jobs are compared without the repeats' noise: {why}."
+    return (f" The {'job' if len(again) == 1 else 'jobs'} of {numbered(again.values(), 'run', 'runs')}, the base's "
+            f"again, measured the noise rank by rank: a rank's change no larger than the repeat's on that rank is "
+            f"not judged ({held})." if again else "")
+
+
 def _jobs_compared(tk, ids: list[int], base_id: int, threshold: float, repeats: list | None = None) -> tuple:
     """The section of the jobs of the runs ``ids`` (ranks of jobs of several, each job once,
     in the order given) against the job of ``base_id`` (``tk.compare(jobs=True)``, as
@@ -1204,8 +1211,8 @@ def _jobs_compared(tk, ids: list[int], base_id: int, threshold: float, repeats: 
     chart of the jobs; the jobs of ``repeats`` measure each rank's noise where each is a rank
     of another job of several (``_repeat_jobs``)."""
     from . import charts
+    from . import diff as _diff
     from .compare import counts
-    from .names import numbered
 
     jobs: dict[str | None, int] = {}  # (a rank's run of each job: two ranks of one job are that job)
     for run_id in ids:
@@ -1226,8 +1233,6 @@ def _jobs_compared(tk, ids: list[int], base_id: int, threshold: float, repeats: 
     said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, CaptureWarning)))
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    from . import diff as _diff
-
     held = _diff.held_by_repeats(df.filter(~pl.col("repeat"))).removeprefix("; ") if again else ""
     label = df["base_run"][0] if df.height else f"run {base_id}'s job"
     command = shlex.join(["tracekit", "compare", "--jobs", str(base_id), *runs,
@@ -1235,11 +1240,7 @@ def _jobs_compared(tk, ids: list[int], base_id: int, threshold: float, repeats: 
     spec = json.dumps(charts.spec(charts.compare(charts.compare_rows(df, threshold, 20, True, label))),
                       separators=(",", ":"), default=str)
     ranks = df["ranks"].drop_nulls().max() if df.height else 0
-    noise = (f" The {'job' if len(again) == 1 else 'jobs'} of {numbered(again.values(), 'run', 'runs')}, the base's "
-             f"again, measured the noise rank by rank: a rank's change no larger than the repeat's on that rank is "
-             f"not judged ({held})." if again else "")
-    if why:
-        noise = f" The jobs are compared without the repeats' noise: {why}."
+    noise = _jobs_noise(again, held, why)
     sec = Section("compare-jobs", f"These jobs against {label}", None, chart="compare", intro=(
         f"Every rank of each run's job against its namesake rank of the job of run {base_id}, {label} (up to "
         f"{ranks} ranks; {command}): {'; '.join(counts(df))}." + noise

@@ -1306,7 +1306,7 @@ class Tracekit:
         that many at once, each run committed as it lands (``on_file(done, total)``
         called as each does), and removed again where the comparison fails
         (``_landed_first``). Without ``repeats``, a sweep named by its id that was taken again
-        (``tracekit sweep --repeat``) has its repeats in the store as its ``repeats``
+        (``tracekit sweep --repeat``), or a run that is one point of it, has its repeats in the store as its ``repeats``
         (``stored_repeats``, a warning naming them); an empty ``repeats`` asks for none. See
         ``tracekit.diff``."""
         repeats = self.repeats_asked(base, [new], "diff", repeats)
@@ -1523,6 +1523,7 @@ class Tracekit:
         import warnings
 
         from .errors import CaptureWarning
+        from .names import RUN_ID
         from .registry import resolve_sweep
 
         text = str(base).strip() if isinstance(base, str | int) else ""
@@ -1538,7 +1539,7 @@ class Tracekit:
         else:
             got = self.con.execute(
                 f"SELECT run_id, {sweep_of}, json_extract_string(params, '$.sweep_repeat_of'), grid_point(params), "
-                "kind FROM runs WHERE " + ("run_id = $t::BIGINT" if re.fullmatch(r"[0-9]{1,18}", text) else "name = $t")
+                "kind FROM runs WHERE " + ("run_id = $t::BIGINT" if RUN_ID.fullmatch(text) else "name = $t")
                 + " ORDER BY run_id DESC LIMIT 1", {"t": text}).fetchall()  # (as diff resolves a run)
             if not got or not got[0][1] or got[0][3] is None:
                 return []

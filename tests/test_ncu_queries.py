@@ -556,9 +556,9 @@ def test_pl_types(tk):
 #: reports taken with --set full (each launch's details page prints every section the
 #: queries twin); ncu_libs holds library and compiler kernels: cuBLASLt bf16 with a bias
 #: epilogue, an FP8 _scaled_mm, SDPA flash attention, an Inductor Triton kernel, index_add;
-#: ncu_clocks_zeros two cuBLAS GEMMs and a DRAM-bound add
+#: ncu_clocks_zeros two cuBLAS GEMMs and a DRAM-bound add; ncu_shapes_int a kernel of int32 work only
 DETAILS_FIXTURES = ["ncu_full", "ncu_libs", "ncu_diff_a", "ncu_source", "ncu_multiproc", "ncu_shapes_a", "ncu_shapes_a_again",
-                    "ncu_shapes_slow", "ncu_clocks_zeros"]
+                    "ncu_shapes_a_again2", "ncu_shapes_slow", "ncu_shapes_int", "ncu_clocks_zeros"]
 DETAILS_SOURCES = {"report": "report.ncu-rep.xz", "raw": "raw.csv.xz", "details": "details.csv.xz"}
 
 

@@ -54,9 +54,11 @@ PAGES = {
     "ncu_diff_a": ("report.ncu-rep.xz", "source_cuda_sass.csv.xz"),
     "ncu_libs": ("report.ncu-rep.xz", "source_sass.csv.xz"),
     "ncu_clocks_zeros": ("report.ncu-rep.xz", "source_sass.csv.xz"),
+    "ncu_shapes_int": ("report.ncu-rep.xz", "source_sass.csv.xz"),
 }
 LINE_PAGES = {"ncu_source": "source_cuda_sass.csv.xz", "ncu_diff_a": "source_cuda_sass.csv.xz",
-              "hstu_capture_ncu": "ncu_source_cuda_sass.csv.xz", "ncu_libs": "source_cuda_sass.csv.xz"}
+              "hstu_capture_ncu": "ncu_source_cuda_sass.csv.xz", "ncu_libs": "source_cuda_sass.csv.xz",
+              "ncu_shapes_int": "source_cuda_sass.csv.xz"}
 
 
 def page_blocks(path) -> list[dict]:

@@ -82,6 +82,25 @@ def test_roofline_chart_refuses_missing_metrics(tk):
         charts.chart(tk, "roofline", run="sections")
 
 
+def test_roofline_of_integer_kernels_says_they_have_no_point_rather_than_to_re_profile(tmp_path, capsys):
+    """ncu_shapes_int (--set full, an int32 kernel): its FP counters were collected and are zero,
+    so the chart says why it has no point and where to look instead; re-profiling would not help.
+    The report's roofline section says the same, the rest of the report is drawn."""
+    db = str(tmp_path / "int.duckdb")
+    assert cli_main(["--db", db, "ingest", str(DATA / "ncu_shapes_int" / "report.ncu-rep.xz"), "--name", "int"]) == 0
+    with tracekit.open(db, read_only=True) as t:
+        df = t.query("roofline", run="int", limit=0)
+        assert df.height == 6 and df["missing_metrics"].is_null().all() and (df["flop"] == 0).all()
+        with pytest.raises(QueryError, match="no launch does floating-point work") as err:
+            charts.chart(t, "roofline", run="int")
+    assert "re-profile" not in str(err.value) and "speed-of-light" in str(err.value)
+    capsys.readouterr()
+    assert cli_main(["--db", db, "report", "--run", "int", "-o", str(tmp_path / "int.html")]) == 0
+    text = (tmp_path / "int.html").read_text()
+    assert '<p class="note">roofline: nothing to plot; no launch does floating-point work (its FP instruction' in text
+    assert 'id="chart-occupancy"' in text
+
+
 def test_occupancy_chart(tk):
     spec = charts.chart(tk, "occupancy", run="full").to_dict()
     rows = [r for ds in spec_datasets(spec) for r in ds]

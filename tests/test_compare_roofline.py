@@ -3,8 +3,9 @@
 * tests/data/hstu_capture_ncu_pair: base, base_again (the same command again: noise) and
   half_sms (the cached attention kernel given half the SMs: its 8 launches about 70 % slower,
   the same work);
-* tests/data/ncu_shapes_a, _a_again (noise) and _slow (one Triton kernel made to read its
-  input four times), and ncu_diff_a (another kernel, matched by launch order).
+* tests/data/ncu_shapes_a, _a_again and _a_again2 (noise) and _slow (one Triton kernel made to
+  read its input four times), _int (the kernel on int32: no floating-point work), and
+  ncu_diff_a (another kernel, matched by launch order).
 
 Each run's point of a kernel is the point diff-roofline draws for the pair (base, that run):
 one mechanism, the base's kernels as the keys every run is placed by.
@@ -45,6 +46,8 @@ def store(tmp_path_factory):
             tk.ingest(DATA / v / "report.ncu-rep.xz", name=v)
         tk.ingest(DATA / "nsys_diff_base_a" / "export.sqlite.xz", name="nsys")
         tk.ingest(SWEEP_NCU[0], name="point_bs1")
+        for v in ("a_again2", "int"):
+            tk.ingest(DATA / f"ncu_shapes_{v}" / "report.ncu-rep.xz", name=f"shapes_{v}")
     return db
 
 
@@ -329,3 +332,41 @@ def test_a_spot_of_several_kernels_names_the_first_and_past_the_cap_no_label_is_
     spread = run.head(n).with_columns(pl.Series("ai_dram", [2.0 ** i for i in range(n)]))
     assert run.height > n and _placed(charts.roofline(spread).to_dict()) == []
     assert len(_placed(charts.roofline(spread.head(n - 1)).to_dict())) > 0
+
+
+def test_a_run_or_base_whose_kernel_does_no_floating_point_work_is_said_not_left_blank(store):
+    """ncu_shapes_int runs the kernel on int32: its launches are paired with shapes_a's, but have
+    no point. As a run, its legend entry has no mark and the subtitle says how many of the base's
+    kernels it lacks; as the base, the runs' points are in runs only."""
+    with tracekit.open(store, read_only=True) as tk:
+        as_run = charts.compare_roofline_data(tk, base="shapes_a", runs="shapes_int,shapes_slow,shapes_a_again2")
+        as_base = charts.compare_roofline_data(tk, base="shapes_int", runs="shapes_a,shapes_slow")
+    assert as_run["runs"][0].to_list() == ["base: shapes_a", "shapes_int", "shapes_slow", "shapes_a_again2"]
+    assert sorted(as_run["run"].unique()) == ["base: shapes_a", "shapes_a_again2", "shapes_slow"]
+    subtitle = charts.compare_roofline(as_run).to_dict()["title"]["subtitle"]
+    assert "the base's kernels with no point in a run: shapes_int 1 (removed, or no floating-point work measured " \
+           "there)" in subtitle
+    assert (as_base["side"] > 0).all() and as_base.height == 2
+    subtitle = charts.compare_roofline(as_base).to_dict()["title"]["subtitle"]
+    assert "in runs only, no point in the base (1): added, or no floating-point work measured in the base" in subtitle
+    assert not any(line.startswith("the base's kernels with no point") for line in subtitle)
+
+
+def test_a_kernel_judged_changed_in_a_run_is_labelled_before_larger_unjudged_ones(store):
+    """A kernel's label sits at its base point, which has no verdict of its own: the kernel is
+    judged first where a run's point of it was judged. Ten of hstu_capture_ncu_pair's keys set on
+    a tight diagonal (their labels compete for room), the one judged regressed in half_sms (an
+    attention layer) given the least time: it is labelled, ahead of GEMMs with more time."""
+    with tracekit.open(store, read_only=True) as tk:
+        df = charts.compare_roofline_data(tk, base="base", runs="half_sms", limit=0)
+    judged = set(df.filter(pl.col("verdict") == "regressed")["key"])
+    others = df.filter((pl.col("side") == 0) & ~pl.col("key").is_in(list(judged))).sort("duration_ns")["key"]
+    pick = [sorted(judged)[0], *others.tail(9).to_list()]
+    at = {k: (i + 5) % len(pick) for i, k in enumerate(pick)}  # (the judged one amid the others)
+    crowded = df.filter(pl.col("key").is_in(pick)).with_columns(
+        pl.col("key").replace_strict(at, return_dtype=pl.Int64).alias("_at")).with_columns(
+        (0.5 * 1.25 ** pl.col("_at")).alias("ai_dram"), (1e12 * 1.25 ** pl.col("_at")).alias("flops_per_s"),
+        pl.when(pl.col("key") == pick[0]).then(1000.0).otherwise(pl.col("duration_ns")).alias("duration_ns"),
+    ).drop("_at")
+    placed = [p["key"] for p in _placed(charts.compare_roofline(crowded).to_dict())]
+    assert pick[0] in placed and 0 < len(placed) < len(pick), placed

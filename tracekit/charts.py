@@ -351,7 +351,7 @@ def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> lis
             spots[near].append(d)
 
     def first(spot):  # (labelled first: a spot judged changed, then the one with the most time)
-        judged = any(d.get("verdict") in ("regressed", "improved") for d in spot)
+        judged = any(d.get("judged") or d.get("verdict") in ("regressed", "improved") for d in spot)
         return not judged, -sum(d.get("duration_us") or 0 for d in spot)
 
     spots.sort(key=first)
@@ -424,13 +424,21 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         missing = sorted(
             {m for ms in df.get_column("missing_metrics").drop_nulls() for m in ms.split(", ")}
         )
-        why = (
-            f"metrics not in the report: {', '.join(missing)}"
-            if missing
-            else "no launch does floating-point work"
-        )
+        if missing:
+            raise QueryError(
+                f"roofline: nothing to plot; metrics not in the report: {', '.join(missing)} (re-profile with "
+                "--set full or the SpeedOfLight_Hierarchical*RooflineChart sections)"
+            )
+        flop = df.filter(pl.col("flops_per_s").fill_null(0) > 0).height
+        if flop:  # (their data stayed in cache: no arithmetic intensity at DRAM to place them by)
+            raise QueryError(f"roofline: nothing to plot; the {flop} launch(es) with floating-point work moved no DRAM "
+                             "byte, so they have no arithmetic intensity at DRAM (tracekit query roofline shows "
+                             "ai_l2 and ai_l1)")
+        # (the counters were collected and are zero: integer or data-movement kernels, no FLOP to place)
         raise QueryError(
-            f"roofline: nothing to plot; {why} (re-profile with --set full or the SpeedOfLight_Hierarchical*RooflineChart sections)"
+            "roofline: nothing to plot; no launch does floating-point work (its FP instruction counters are zero: a "
+            "FLOP roofline has no point for integer or data-movement kernels; tracekit query speed-of-light and "
+            "memory-workload show how near they run to the memory's peak)"
         )
     pts = _labels(pts)
     roof = _roof(pts)
@@ -2527,7 +2535,9 @@ def compare_roofline(df: pl.DataFrame) -> alt.LayerChart:
     for d in data:
         first.setdefault(d["key"], d)
     shown = list(first.values())
-    layers += _roof_labels(shown, roof, avoid=[d for d in data if d not in shown])
+    avoid = [d for d in data if d not in shown]
+    changed = {d["key"] for d in data if d["judged"]}  # (a base point is judged changed where a run's is)
+    layers += _roof_labels([{**d, "judged": d["key"] in changed} for d in shown], roof, avoid=avoid)
     subtitle = [f"hollow: the base, {runs[0].removeprefix('base: ')}; filled: each run, a colour each; a line from "
                 "a kernel's base point to each run's",
                 "a kernel's launches together: their FLOP over their DRAM bytes and over their time; the runs' launches "
@@ -2541,6 +2551,10 @@ def compare_roofline(df: pl.DataFrame) -> alt.LayerChart:
     if alone:
         subtitle.append(f"in runs only, no point in the base ({len(alone)}): added, or no floating-point work measured "
                         "in the base")
+    lacking = [f"{run} {n}" for run in runs[1:] if (n := len(set(base) - {d["key"] for d in data if d["run"] == run}))]
+    if lacking:  # (a run's legend entry with no mark, or fewer marks than the base's: said, not left to be noticed)
+        subtitle.append(f"the base's kernels with no point in a run: {', '.join(lacking)} (removed, or no "
+                        "floating-point work measured there)")
     subtitle += _by_launch_order(data, "a run")
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=alt.Title(
         f"Roofline: {len(runs) - 1} run{'s' if len(runs) > 2 else ''} against the base", subtitle=subtitle))

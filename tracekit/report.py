@@ -1105,12 +1105,14 @@ def _other_job(tk, run_ids: list[int], vs: str | int) -> int | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CaptureWarning)  # (the run comparison says it)
         base = _diff.resolve(tk, vs)
-    if base.run_id is None or base.pending:
+    if not run_ids or base.run_id is None or base.pending:
         return None
     theirs = {r for r, _, _ in job_runs(tk, base.run_id)}
+    if len(theirs) < 2:
+        return None
     for run_id in run_ids:
         mine = {r for r, _, _ in job_runs(tk, run_id)}
-        if len(mine) < 2 or len(theirs) < 2 or mine == theirs:
+        if len(mine) < 2 or mine == theirs:
             return None
     return base.run_id
 

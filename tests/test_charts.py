@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import lzma
 import math
+import re
 import warnings
 from pathlib import Path
 
@@ -93,7 +94,16 @@ def test_roofline_of_integer_kernels_says_they_have_no_point_rather_than_to_re_p
         assert df.height == 6 and df["missing_metrics"].is_null().all() and (df["flop"] == 0).all()
         with pytest.raises(QueryError, match="no launch does floating-point work") as err:
             charts.chart(t, "roofline", run="int")
-    assert "re-profile" not in str(err.value) and "speed-of-light" in str(err.value)
+    assert "re-profile" not in str(err.value) and "speed-of-light" in str(err.value) and "ncu-summary" in str(err.value)
+    # a report without the L2 and L1 counters still has all the DRAM point needs: not re-profiled for them
+    l2 = "lts__lts2xbar_cycles_active.sum.{per_second,peak_sustained}"
+    with pytest.raises(QueryError, match="no launch does floating-point work"):
+        charts.roofline(df.with_columns(pl.lit(l2).alias("missing_metrics"), pl.lit(None).alias("ai_l2")))
+    # a launch without its FP counters: only the metrics the DRAM point needs are asked for
+    fp = "smsp__sass_thread_inst_executed_op_{fadd,fmul,ffma}_pred_on.sum.per_cycle_elapsed"
+    with pytest.raises(QueryError, match=re.escape(f"metrics not in the report: {fp} (re-profile")):
+        charts.roofline(df.with_columns(pl.lit(f"{fp}, {l2}").alias("missing_metrics"),
+                                        pl.lit(None, pl.Float64).alias("flops_per_s")))
     capsys.readouterr()
     assert cli_main(["--db", db, "report", "--run", "int", "-o", str(tmp_path / "int.html")]) == 0
     text = (tmp_path / "int.html").read_text()

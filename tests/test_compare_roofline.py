@@ -344,11 +344,12 @@ def test_a_run_or_base_whose_kernel_does_no_floating_point_work_is_said_not_left
     assert as_run["runs"][0].to_list() == ["base: shapes_a", "shapes_int", "shapes_slow", "shapes_a_again2"]
     assert sorted(as_run["run"].unique()) == ["base: shapes_a", "shapes_a_again2", "shapes_slow"]
     subtitle = charts.compare_roofline(as_run).to_dict()["title"]["subtitle"]
-    assert "the base's kernels with no point in a run: shapes_int 1 (removed, or no floating-point work measured " \
-           "there)" in subtitle
+    assert "the base's kernels with no point in a run: shapes_int (1) (removed, or no floating-point work or no " \
+           "DRAM byte measured there)" in subtitle
     assert (as_base["side"] > 0).all() and as_base.height == 2
     subtitle = charts.compare_roofline(as_base).to_dict()["title"]["subtitle"]
-    assert "in runs only, no point in the base (1): added, or no floating-point work measured in the base" in subtitle
+    assert "in runs only, no point in the base (1): added, or no floating-point work or no DRAM byte measured in " \
+           "the base" in subtitle
     assert not any(line.startswith("the base's kernels with no point") for line in subtitle)
 
 

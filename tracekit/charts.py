@@ -405,6 +405,18 @@ def _spot_label(points: list[dict]) -> str:
     return f"{points[0]['label']} +{len(points) - 1} more"
 
 
+def _point_lacks(rf: pl.DataFrame) -> list[str]:
+    """The metrics that keep launches of ``rf`` (roofline rows) off the DRAM roofline: those
+    missing where a launch has no FLOP rate, or FLOP but no DRAM byte rate; the L2 and L1
+    counters (lts__, l1tex__) are left out, as the DRAM point needs none. Empty when every
+    launch without a point has its inputs (no FP work, or no DRAM byte moved)."""
+    fp = pl.col("flops_per_s")
+    lacking = rf.filter(pl.col("missing_metrics").is_not_null()
+                        & (fp.is_null() | ((fp > 0) & pl.col("dram_bytes_per_s").is_null())))
+    return sorted({m for ms in lacking["missing_metrics"] for m in ms.split(", ")
+                   if not m.startswith(("lts__", "l1tex__"))})
+
+
 def roofline(df: pl.DataFrame) -> alt.LayerChart:
     """Log-log roofline: memory and per-precision compute ceilings, one point per launch at AI(DRAM)."""
     _need(
@@ -421,9 +433,7 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         & pl.col("ai_dram").is_not_null()
     )
     if pts.is_empty():
-        missing = sorted(
-            {m for ms in df.get_column("missing_metrics").drop_nulls() for m in ms.split(", ")}
-        )
+        missing = _point_lacks(df)
         if missing:
             raise QueryError(
                 f"roofline: nothing to plot; metrics not in the report: {', '.join(missing)} (re-profile with "
@@ -438,7 +448,7 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         raise QueryError(
             "roofline: nothing to plot; no launch does floating-point work (its FP instruction counters are zero: a "
             "FLOP roofline has no point for integer or data-movement kernels; tracekit query speed-of-light and "
-            "memory-workload show how near they run to the memory's peak)"
+            "memory-workload show how near they run to the memory's peak, tracekit query ncu-summary its dram_roof_pct)"
         )
     pts = _labels(pts)
     roof = _roof(pts)
@@ -2330,9 +2340,8 @@ def key_points(tk, launches: pl.DataFrame, sides: list, chart: str) -> pl.DataFr
         pl.when(pl.col("dram_bytes") > 0).then(pl.col("flop") / pl.col("dram_bytes")).alias("ai_dram"),
     ).filter((pl.col("flops_per_s") > 0) & (pl.col("ai_dram") > 0))
     for side in sorted(set(rf["side"])):  # (no point at all for want of metrics: said, as roofline says it)
-        lacks = rf.filter((pl.col("side") == side) & pl.col("missing_metrics").is_not_null())["missing_metrics"]
-        if not pts.filter(pl.col("side") == side).height and lacks.len():
-            missing = sorted({m for ms in lacks for m in ms.split(", ")})
+        missing = _point_lacks(rf.filter(pl.col("side") == side))
+        if not pts.filter(pl.col("side") == side).height and missing:
             raise QueryError(f"chart {chart}: {sides[side].label}: nothing to plot; metrics not in the report: "
                              f"{', '.join(missing)} (re-profile with --set full or the "
                              "SpeedOfLight_Hierarchical*RooflineChart sections)")
@@ -2371,8 +2380,8 @@ def diff_roofline(df: pl.DataFrame) -> alt.LayerChart:
                 "colour: the verdict of its median launch's duration (tracekit diff --by ncu); ceilings at the "
                 "highest measured clocks"]
     if one_side:
-        subtitle.append(f"a point in one run only ({len(one_side)}): added, removed, or no floating-point work measured "
-                        "in the other")
+        subtitle.append(f"a point in one run only ({len(one_side)}): added, removed, or no floating-point work or no DRAM "
+                        "byte measured in the other")
     subtitle += _by_launch_order(data, "each run")
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
                                          title=alt.Title("Roofline compared", subtitle=subtitle))
@@ -2549,12 +2558,12 @@ def compare_roofline(df: pl.DataFrame) -> alt.LayerChart:
                         "repeat's is not judged")
     alone = sorted({d["key"] for d in data} - set(base))
     if alone:
-        subtitle.append(f"in runs only, no point in the base ({len(alone)}): added, or no floating-point work measured "
-                        "in the base")
-    lacking = [f"{run} {n}" for run in runs[1:] if (n := len(set(base) - {d["key"] for d in data if d["run"] == run}))]
+        subtitle.append(f"in runs only, no point in the base ({len(alone)}): added, or no floating-point work or no DRAM "
+                        "byte measured in the base")
+    lacking = [f"{run} ({n})" for run in runs[1:] if (n := len(set(base) - {d["key"] for d in data if d["run"] == run}))]
     if lacking:  # (a run's legend entry with no mark, or fewer marks than the base's: said, not left to be noticed)
         subtitle.append(f"the base's kernels with no point in a run: {', '.join(lacking)} (removed, or no "
-                        "floating-point work measured there)")
+                        "floating-point work or no DRAM byte measured there)")
     subtitle += _by_launch_order(data, "a run")
     return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=alt.Title(
         f"Roofline: {len(runs) - 1} run{'s' if len(runs) > 2 else ''} against the base", subtitle=subtitle))

@@ -292,3 +292,26 @@ def test_a_point_under_nsys_takes_the_same_points_run_of_its_repeat_in_a_report_
         names = dict(tk.sql(f"SELECT run_id, name FROM runs WHERE run_id IN ({ref}, {other}, {again})").iter_rows())
         spec = timeline[2]
         assert names[ref] in spec and names[other] in spec and names[again] not in spec
+
+
+def test_a_report_against_a_point_can_leave_its_stored_repeats_out(declared, tmp_path, capsys):
+    """report --no-repeats: the comparison with --vs judged without the repeat the store holds
+    (no warning naming it, no noise sentence); with --repeat, or without --vs, it is one line."""
+    from tracekit.cli import main
+
+    with tracekit.open(declared, read_only=True) as tk:
+        sweeps = tk.sql("SELECT DISTINCT params->>'sweep' AS s, min(run_id) AS r FROM runs GROUP BY 1 ORDER BY 2")["s"]
+        base, again, ref = (_point_run(tk, s, 4, 512) for s in sweeps)
+    args = ["--db", str(declared), "report", "--run", str(ref), "--vs", str(base)]
+    assert main([*args, "-o", str(tmp_path / "with.html")]) == 0
+    assert "that point's runs in its repeats" in capsys.readouterr().err
+    assert f"Repeats of the base ({again}) measured the noise" in (tmp_path / "with.html").read_text()
+    assert main([*args, "--no-repeats", "-o", str(tmp_path / "without.html")]) == 0
+    assert "repeats" not in capsys.readouterr().err
+    text = (tmp_path / "without.html").read_text()
+    assert "Repeats of the base" not in text and 'id="diff"' in text
+    assert main([*args, "--no-repeats", "--repeat", str(again), "-o", str(tmp_path / "x.html")]) == 2
+    assert capsys.readouterr().err == "tracekit: error: --no-repeats: and --repeat: give one of the two\n"
+    assert main(["--db", str(declared), "report", "--run", str(ref), "--no-repeats", "-o", str(tmp_path / "x.html")]) == 2
+    assert capsys.readouterr().err.startswith("tracekit: error: report: --no-repeats judges a comparison with --vs")
+    assert not (tmp_path / "x.html").exists()

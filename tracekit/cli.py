@@ -1185,6 +1185,9 @@ def report(
                                            "the jobs compared too, diff --jobs, compare --jobs)")] = None,
     repeat: Annotated[list[str], typer.Option("--repeat", help="with --vs: a capture of the base again (repeatable), "
                                               "the noise a change must pass (tracekit diff --repeat)")] = [],  # noqa: B006
+    no_repeats: Annotated[bool, typer.Option("--no-repeats", help="with --vs: judge without the repeats that a sweep "
+                                             "taken again (tracekit sweep --repeat) has in the store, which are used "
+                                             "where no --repeat is given")] = False,
     out: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write; - for stdout")] = Path("report.html"),
     db: DbOpt = None,
 ):
@@ -1192,10 +1195,12 @@ def report(
     from .diff import _is_file
     from .report import write_report
 
+    if repeat and no_repeats:
+        raise ParamError("--no-repeats: and --repeat: give one of the two")
     with capture_warnings():
         files = vs is not None and any(_is_file(r) for r in (vs, *repeat))  # (a file is ingested)
         with _open(db, read_only=not files) as tk:
-            write_report(tk, out, run=run or None, vs=vs, repeats=repeat or None)
+            write_report(tk, out, run=run or None, vs=vs, repeats=[] if no_repeats else (repeat or None))
     _wrote(out, f"wrote {out}")
 
 

@@ -1549,7 +1549,7 @@ def render(rep: Report) -> str:
 def write_report(tk, path: str | Path, run: str | int | list | None = None, vs: str | int | None = None,
                  repeats: list | None = None) -> Path:
     """Build the run's report (compared with ``vs`` if given, ``repeats`` of it measuring the
-    noise; several runs, a list: one page of them, ``build_many``, compared with ``vs`` if
+    noise: None, those the store holds of it; an empty list, none; several runs, a list: one page of them, ``build_many``, compared with ``vs`` if
     given) and write it to ``path``
     through ``write_output`` (a temporary file renamed into place, never over the store)."""
     from .diff import _is_file
@@ -1561,8 +1561,10 @@ def write_report(tk, path: str | Path, run: str | int | list | None = None, vs: 
         raise ParamError(f"{path}: a report is an HTML page; name a .html file")
     # a file to compare with is ingested for the report: kept only when the report is written
     ingests = vs is not None and not tk.read_only and any(_is_file(r) for r in (vs, *(repeats or [])))
-    if repeats and vs is None:
-        raise ParamError("report: --repeat is a capture of the --vs base again; give --vs BASE with it")
+    if repeats is not None and vs is None:
+        raise ParamError("report: --repeat is a capture of the --vs base again; give --vs BASE with it" if repeats else
+                         "report: --no-repeats judges a comparison with --vs BASE without its stored repeats; give "
+                         "--vs BASE with it")
     with tk.one_transaction() if ingests else contextlib.nullcontext():
         if isinstance(run, list | tuple):
             text = render(build_many(tk, list(run), vs=vs, repeats=repeats) if len(run) > 1

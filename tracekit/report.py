@@ -1549,8 +1549,8 @@ def render(rep: Report) -> str:
 def write_report(tk, path: str | Path, run: str | int | list | None = None, vs: str | int | None = None,
                  repeats: list | None = None) -> Path:
     """Build the run's report (compared with ``vs`` if given, ``repeats`` of it measuring the
-    noise: None, those the store holds of it; an empty list, none; several runs, a list: one page of them, ``build_many``, compared with ``vs`` if
-    given) and write it to ``path``
+    noise: None, those the store holds of it; an empty list, none; several runs, a list: one
+    page of them, ``build_many``, compared with ``vs`` if given) and write it to ``path``
     through ``write_output`` (a temporary file renamed into place, never over the store)."""
     from .diff import _is_file
     from .outputs import check_output, output_suffix, write_output

@@ -405,16 +405,19 @@ def _spot_label(points: list[dict]) -> str:
     return f"{points[0]['label']} +{len(points) - 1} more"
 
 
-def _point_lacks(rf: pl.DataFrame) -> list[str]:
-    """The metrics that keep launches of ``rf`` (roofline rows) off the DRAM roofline: those
-    missing where a launch has no FLOP rate, or FLOP but no DRAM byte rate; the L2 and L1
-    counters (lts__, l1tex__) are left out, as the DRAM point needs none. Empty when every
-    launch without a point has its inputs (no FP work, or no DRAM byte moved)."""
+def _point_lacks(rf: pl.DataFrame) -> str | None:
+    """What keeps launches of ``rf`` (roofline rows) off the DRAM roofline for want of metrics,
+    said with the advice to re-profile: the metrics missing where a launch has no FLOP rate, or
+    FLOP but no DRAM byte rate; the L2 and L1 counters (lts__, l1tex__) left out, as the DRAM
+    point needs none. None when every launch without a point has its inputs (no FP work, or no
+    DRAM byte moved)."""
     fp = pl.col("flops_per_s")
     lacking = rf.filter(pl.col("missing_metrics").is_not_null()
                         & (fp.is_null() | ((fp > 0) & pl.col("dram_bytes_per_s").is_null())))
-    return sorted({m for ms in lacking["missing_metrics"] for m in ms.split(", ")
-                   if not m.startswith(("lts__", "l1tex__"))})
+    missing = sorted({m for ms in lacking["missing_metrics"] for m in ms.split(", ")
+                      if not m.startswith(("lts__", "l1tex__"))})
+    return (f"metrics not in the report: {', '.join(missing)} (re-profile with --set full or the "
+            "SpeedOfLight_Hierarchical*RooflineChart sections)") if missing else None
 
 
 def roofline(df: pl.DataFrame) -> alt.LayerChart:
@@ -433,12 +436,9 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
         & pl.col("ai_dram").is_not_null()
     )
     if pts.is_empty():
-        missing = _point_lacks(df)
-        if missing:
-            raise QueryError(
-                f"roofline: nothing to plot; metrics not in the report: {', '.join(missing)} (re-profile with "
-                "--set full or the SpeedOfLight_Hierarchical*RooflineChart sections)"
-            )
+        lacks = _point_lacks(df)
+        if lacks:
+            raise QueryError(f"roofline: nothing to plot; {lacks}")
         flop = df.filter(pl.col("flops_per_s").fill_null(0) > 0).height
         if flop:  # (their data stayed in cache: no arithmetic intensity at DRAM to place them by)
             raise QueryError(f"roofline: nothing to plot; the {flop} launch(es) with floating-point work moved no DRAM "
@@ -2340,11 +2340,8 @@ def key_points(tk, launches: pl.DataFrame, sides: list, chart: str) -> pl.DataFr
         pl.when(pl.col("dram_bytes") > 0).then(pl.col("flop") / pl.col("dram_bytes")).alias("ai_dram"),
     ).filter((pl.col("flops_per_s") > 0) & (pl.col("ai_dram") > 0))
     for side in sorted(set(rf["side"])):  # (no point at all for want of metrics: said, as roofline says it)
-        missing = _point_lacks(rf.filter(pl.col("side") == side))
-        if not pts.filter(pl.col("side") == side).height and missing:
-            raise QueryError(f"chart {chart}: {sides[side].label}: nothing to plot; metrics not in the report: "
-                             f"{', '.join(missing)} (re-profile with --set full or the "
-                             "SpeedOfLight_Hierarchical*RooflineChart sections)")
+        if not pts.filter(pl.col("side") == side).height and (lacks := _point_lacks(rf.filter(pl.col("side") == side))):
+            raise QueryError(f"chart {chart}: {sides[side].label}: nothing to plot; {lacks}")
     return pts
 
 

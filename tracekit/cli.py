@@ -927,8 +927,7 @@ def diff_cmd(
     _check_workers(workers)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
-    if repeat and no_repeats:
-        raise ParamError("--no-repeats: and --repeat: give one of the two")
+    repeats = _repeats_asked(repeat, no_repeats)
     if jobs:
         _diff_jobs(base, new, repeat, by, threshold, per_rank, gate, limit, fmt, out, _columns(columns), all_columns,
                    db, workers)
@@ -961,8 +960,7 @@ def diff_cmd(
         from .progress import steps
 
         with capture_warnings(comparison=True), steps() as step:
-            df = tk.diff(base, new, by=by or None, threshold_pct=threshold,
-                         repeats=repeat or ([] if no_repeats else None), workers=workers,
+            df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeats, workers=workers,
                          on_file=step("files ingested"))
         _say_stand_ins(tk, base, [new], "diff")
     _diff_out(df, _diff.display, _diff.display_columns(df), _diff.moved, _diff.held_by_repeats(df), threshold, gate,
@@ -1023,6 +1021,15 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         typer.echo(f"tracekit: gate: {regressed.height} regressed row(s) beyond "
                    f"{' or '.join(f'{x:g}%' for x in limits)}", err=True)
         raise typer.Exit(1)
+
+
+def _repeats_asked(repeat: list[str], no_repeats: bool) -> list[str] | None:
+    """``--repeat``/``--no-repeats`` of ``diff``, ``compare`` and ``report`` as ``repeats``: those
+    given; none (an empty list) with ``--no-repeats``; None (the store's, where it holds some)
+    without either. Both at once is one line."""
+    if repeat and no_repeats:
+        raise ParamError("--no-repeats: and --repeat: give one of the two")
+    return repeat or ([] if no_repeats else None)
 
 
 def _check_workers(workers: int | None) -> None:
@@ -1119,8 +1126,7 @@ def compare_cmd(
     if limit is not None and limit < 0:
         raise ParamError(f"--limit {limit}: must be >= 0 (0 = all rows)")
     _check_workers(workers)
-    if repeat and no_repeats:
-        raise ParamError("--no-repeats: and --repeat: give one of the two")
+    repeats = _repeats_asked(repeat, no_repeats)
     fmt = _format(fmt, out)
     _check_format(fmt, out)
     given = (base, *repeat, *runs)
@@ -1133,8 +1139,7 @@ def compare_cmd(
         from .progress import steps
 
         with capture_warnings(comparison=True), steps() as step:
-            df = tk.compare(base, runs, by=by or None, threshold_pct=threshold,
-                            repeats=repeat or ([] if no_repeats else None), jobs=jobs,
+            df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeats, jobs=jobs,
                             workers=workers, on_file=step("files ingested"))
         if not jobs:
             _say_stand_ins(tk, base, runs, "compare")
@@ -1195,12 +1200,11 @@ def report(
     from .diff import _is_file
     from .report import write_report
 
-    if repeat and no_repeats:
-        raise ParamError("--no-repeats: and --repeat: give one of the two")
+    repeats = _repeats_asked(repeat, no_repeats)
     with capture_warnings():
         files = vs is not None and any(_is_file(r) for r in (vs, *repeat))  # (a file is ingested)
         with _open(db, read_only=not files) as tk:
-            write_report(tk, out, run=run or None, vs=vs, repeats=[] if no_repeats else (repeat or None))
+            write_report(tk, out, run=run or None, vs=vs, repeats=repeats)
     _wrote(out, f"wrote {out}")
 
 

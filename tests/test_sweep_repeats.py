@@ -315,3 +315,43 @@ def test_a_report_against_a_point_can_leave_its_stored_repeats_out(declared, tmp
     assert main(["--db", str(declared), "report", "--run", str(ref), "--no-repeats", "-o", str(tmp_path / "x.html")]) == 2
     assert capsys.readouterr().err.startswith("tracekit: error: report: --no-repeats judges a comparison with --vs")
     assert not (tmp_path / "x.html").exists()
+
+
+def test_the_commands_a_report_shows_judge_as_it_did(declared, tmp_path, capsys):
+    """The diff and compare commands a report against a point shows name the repeats it used,
+    or --no-repeats where it left the store's out; chart diff --no-repeats judges without them
+    (no warning naming them), as diff --no-repeats does; --no-repeats of a chart that judges no
+    comparison, or with -p repeats=, is one line."""
+    from tracekit.cli import main
+
+    with tracekit.open(declared, read_only=True) as tk:
+        sweeps = tk.sql("SELECT DISTINCT params->>'sweep' AS s, min(run_id) AS r FROM runs GROUP BY 1 ORDER BY 2")["s"]
+        base, again, ref = (_point_run(tk, s, 4, 512) for s in sweeps)
+        other = _point_run(tk, sweeps[2], 1, 128)
+    for runs, shown in (([ref], f"tracekit diff {base} {ref}"), ([ref, other], f"tracekit compare {base} {ref} {other}")):
+        args = ["--db", str(declared), "report", *(a for r in runs for a in ("--run", str(r))), "--vs", str(base)]
+        assert main([*args, "-o", str(tmp_path / "with.html")]) == 0
+        assert f"({shown} --repeat {again})" in (tmp_path / "with.html").read_text()
+        assert main([*args, "--no-repeats", "-o", str(tmp_path / "without.html")]) == 0
+        assert f"({shown} --no-repeats)" in (tmp_path / "without.html").read_text()
+    capsys.readouterr()
+    chart = ["--db", str(declared), "chart", "diff", "-p", f"base={base}", "-p", f"new={ref}"]
+    assert main([*chart, "-o", str(tmp_path / "with.json")]) == 0
+    assert "that point's runs in its repeats" in capsys.readouterr().err
+    assert main([*chart, "--no-repeats", "-o", str(tmp_path / "without.json")]) == 0
+    assert "repeats" not in capsys.readouterr().err
+    from tracekit import charts
+
+    with tracekit.open(declared, read_only=True) as tk:
+        judged = charts._diff_data(tk, str(base), str(ref), repeats=[])
+        assert judged.equals(charts.diff_rows(tk.diff(str(base), str(ref), repeats=[]), 5.0, 20))
+        with pytest.warns(CaptureWarning, match="that point's runs in its repeats"):
+            assert charts._diff_data(tk, str(base), str(ref)).equals(
+                charts._diff_data(tk, str(base), str(ref), repeats=str(again)))
+    assert main([*chart, "--no-repeats", "-p", f"repeats={again}", "-o", str(tmp_path / "x.json")]) == 2
+    assert capsys.readouterr().err == "tracekit: error: --no-repeats: and -p repeats=: give one of the two\n"
+    assert main(["--db", str(declared), "chart", "top-kernels", "--run", str(ref), "--no-repeats",
+                 "-o", str(tmp_path / "x.json")]) == 2
+    assert capsys.readouterr().err.startswith("tracekit: error: chart top-kernels: --no-repeats: the chart judges no "
+                                              "comparison by repeats' noise (those that do: compare, ")
+    assert not (tmp_path / "x.json").exists()

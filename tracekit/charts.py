@@ -2077,14 +2077,22 @@ def _diff_data(tk, base: str | None = None, new: str | None = None, by: str | No
     if base is None or new is None:
         raise ParamError("chart diff: give the runs to compare as -p base=RUN -p new=RUN")
     threshold, limit = _threshold_and_limit("diff", threshold, limit)
-    again = _run_list(repeats) if repeats else None
-    df = tk.diff(base, new, by=by, threshold_pct=threshold, repeats=again)
+    df = tk.diff(base, new, by=by, threshold_pct=threshold, repeats=_repeats_given(repeats))
     return diff_rows(df.drop("noise_pct", strict=False), threshold, limit)
 
 
 def _run_list(text: str) -> list[str]:
     """``-p runs=A,B`` / ``-p repeats=A,B``: the runs named, in order."""
     return [r.strip() for r in str(text).split(",") if r.strip()]
+
+
+def _repeats_given(repeats: str | list | None) -> list[str] | None:
+    """A comparison chart's ``repeats``: ``-p repeats=A,B``, those runs; an empty list
+    (``chart --no-repeats``), none; None, the repeats the store holds of the base, as
+    ``diff`` takes them where no ``--repeat`` is given."""
+    if repeats is None or isinstance(repeats, list):
+        return repeats
+    return _run_list(repeats) or None
 
 
 def _threshold_and_limit(chart: str, threshold: float | str, limit: int | str) -> tuple[float, int]:
@@ -2239,7 +2247,7 @@ def diff_roofline_data(tk, base: str | None = None, new: str | None = None, kern
     sides = {i: _not_a_sweep(as_command("chart diff-roofline", _diff.resolve, tk, ref))
              for i, ref in enumerate((base, new)) if not _diff._is_file(ref)}
     try:
-        df = tk.diff(base, new, by=["ncu"], threshold_pct=threshold, repeats=_run_list(repeats) if repeats else None)
+        df = tk.diff(base, new, by=["ncu"], threshold_pct=threshold, repeats=_repeats_given(repeats))
     except QueryError as err:  # (a run without an ncu report: diff names it by its scope)
         if not str(err).startswith("--by ncu: "):
             raise
@@ -2445,7 +2453,7 @@ def compare_roofline_data(tk, base: str | None = None, runs: str | None = None, 
     said = {i: _not_a_sweep(as_command("chart compare-roofline", _diff.resolve, tk, ref), "compare-roofline",
                             "several ncu runs") for i, ref in enumerate(refs) if not _diff._is_file(ref)}
     try:  # (the repeats found first: the labels of the runs compared leave theirs out)
-        again = tk.repeats_asked(base, refs[1:], "chart compare-roofline", _run_list(repeats) if repeats else None)
+        again = tk.repeats_asked(base, refs[1:], "chart compare-roofline", _repeats_given(repeats))
         df = tk.compare(base, refs[1:], by=["ncu"], threshold_pct=threshold, repeats=again or [])
     except TracekitError as err:  # (said as the chart's; a run without an ncu report: diff names it by its scope)
         text = str(err).removeprefix("compare: ")
@@ -2596,8 +2604,7 @@ def _compare_data(tk, base: str | None = None, runs: str | None = None, by: str 
             raise ParamError(f"chart compare: jobs={jobs}: give true or false")
         jobs = words[str(jobs).strip().lower()]
     names = _run_list(runs)
-    again = _run_list(repeats) if repeats else None
-    df = tk.compare(base, names, by=by, threshold_pct=threshold, repeats=again, jobs=jobs)
+    df = tk.compare(base, names, by=by, threshold_pct=threshold, repeats=_repeats_given(repeats), jobs=jobs)
     return compare_rows(df, threshold, limit, jobs, str(base))
 
 
@@ -3001,8 +3008,13 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
     spec = CHARTS.get(name)
     if spec is None:
         raise QueryError(f"unknown chart {name!r}; known charts: {', '.join(sorted(CHARTS))}")
+    declared = [p for p in inspect.signature(spec.data).parameters if p != "tk"] if spec.data is not None else []
+    if params.get("repeats") == [] and "repeats" not in declared:  # (chart --no-repeats)
+        judged = sorted(n for n, s in CHARTS.items() if s.data is not None
+                        and "repeats" in inspect.signature(s.data).parameters)
+        raise ParamError(f"chart {name}: --no-repeats: the chart judges no comparison by repeats' noise (those "
+                         f"that do: {', '.join(judged)})")
     if spec.data is not None:
-        declared = [p for p in inspect.signature(spec.data).parameters if p != "tk"]
         if run is not None and "run" not in declared:
             given = "-p base=RUN -p runs=RUN,RUN" if "runs" in declared else "-p base=RUN -p new=RUN"
             raise ParamError(f"chart {name}: give the runs as {given}, not --run")

@@ -1168,12 +1168,20 @@ def chart(
     run: Annotated[str | None, typer.Option("--run", help="run id or name (default: latest)")] = None,
     out: Annotated[Path, typer.Option("--output", "-o", help=".html, .png, .svg or .json")] = Path("chart.html"),
     param: Annotated[list[str], typer.Option("--param", "-p", help="NAME=VALUE, repeatable")] = [],  # noqa: B006
+    no_repeats: Annotated[bool, typer.Option("--no-repeats", help="a comparison's chart (diff, compare, the "
+                                             "rooflines compared) judged without the repeats that a sweep taken "
+                                             "again (tracekit sweep --repeat) has in the store, which are used "
+                                             "where no -p repeats= is given")] = False,
     db: DbOpt = None,
 ):
     """Draw a chart from a named query and save it (format from the file extension)."""
     from . import charts
 
     params = _with_options(_params(param), run=run)
+    if no_repeats:  # (as diff's --repeat and --no-repeats: one of the two)
+        if "repeats" in params:
+            raise ParamError("--no-repeats: and -p repeats=: give one of the two")
+        params["repeats"] = []
     # (chart diff: a setup difference is one warning line, as for tracekit diff)
     with _open(db, read_only=True) as tk, capture_warnings():
         ch = charts.chart(tk, name, **params)

@@ -1008,7 +1008,7 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
         "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; ncu: "
         "duration; request latency: its median) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
-    line = ("compared with", f"{label} (tracekit diff {base.ref} {run_id})")
+    line = ("compared with", f"{label} ({shlex.join(['tracekit', 'diff', str(base.ref), str(run_id), *_repeat_options(tk, vs, [run_id], repeats)])})")
     return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, new, label, threshold, repeats)]
 
 
@@ -1056,7 +1056,7 @@ def _compared_charts(tk, df: pl.DataFrame, base, new, label: str, threshold: flo
     run_id = new.run_id
     out = []
     if "ncu" in set(df["scope"]):
-        judged = _judged_params(threshold, repeats)
+        judged = _judged_params(threshold, _repeat_options(tk, base.run_id, [run_id], repeats, chart=True))
         sec = Section("diff-roofline", f"Roofline compared with {label}", None, chart="diff-roofline", intro=(
             "Of the kernels with floating-point work, up to 20 (those judged changed first, then the largest "
             f"changes), each at its roofline point in {label} (hollow) and in this run (filled), joined by a line and "
@@ -1075,10 +1075,22 @@ def _compared_charts(tk, df: pl.DataFrame, base, new, label: str, threshold: flo
     return _drawn(out)
 
 
-def _judged_params(threshold: float, repeats: list | None) -> str:
-    """The chart parameters that judged a comparison as the report did (threshold, repeats)."""
+def _judged_params(threshold: float, repeats: list[str]) -> str:
+    """The chart parameters that judged a comparison as the report did: its threshold, and
+    ``repeats`` (``_repeat_options``)."""
     return (f" -p threshold={threshold:g}" if threshold != 5.0 else "") + \
-        (f" -p repeats={','.join(map(str, repeats))}" if repeats else "")
+        "".join(f" {shlex.quote(a)}" for a in repeats)
+
+
+def _repeat_options(tk, base, compared: list, repeats: list | None, chart: bool = False) -> list[str]:
+    """The options of a command the report shows (``tracekit diff``, ``compare``, or with
+    ``chart`` a comparison's chart) that judge as the report did: the repeats that measured
+    the noise, each named; ``--no-repeats`` where none did though the store holds repeats of
+    ``base`` (``stored_repeats``), which the command would take without it."""
+    if repeats:
+        return ["-p", f"repeats={','.join(map(str, repeats))}"] if chart else \
+            [a for r in repeats for a in ("--repeat", str(r))]
+    return ["--no-repeats"] if tk.stored_repeats(base, [str(c) for c in compared], "report", quiet=True) else []
 
 
 def _drawn(charts_: list[tuple[Section, Callable[[], Any]]]) -> list[tuple]:
@@ -1358,7 +1370,7 @@ def _compared_many(tk, ids: list[int], vs: str | int, threshold: float, repeats:
     label = labels[0]
     held = _diff.held_by_repeats(df.filter(~pl.col("repeat"))).removeprefix("; ")
     rules = _rules(set(df["scope"]), threshold)
-    command = shlex.join(["tracekit", "compare", str(vs), *map(str, ids), *(a for r in repeats or [] for a in ("--repeat", str(r)))])
+    command = shlex.join(["tracekit", "compare", str(vs), *map(str, ids), *_repeat_options(tk, vs, ids, repeats)])
     spec = json.dumps(charts.spec(charts.compare(charts.compare_rows(df, threshold, 20))), separators=(",", ":"),
                       default=str)
     sec = Section("compare", f"Compared with {label}", None, chart="compare", intro=(
@@ -1395,7 +1407,8 @@ def _compared_runs_charts(tk, df: pl.DataFrame, sides: list, labels: list[str], 
     label = labels[0]
     out = []
     if "ncu" in set(df["scope"]):
-        judged = _judged_params(threshold, repeats)
+        judged = _judged_params(threshold, _repeat_options(tk, base, [s.run_id for s in sides[1:]], repeats,
+                                                           chart=True))
         sec = Section("compare-roofline", f"Roofline compared with {label}", None, chart="compare-roofline", intro=(
             "Of the kernels with floating-point work, those judged changed in any run, then the largest others, up "
             f"to 20 in all, each at its roofline point in {label} (hollow) and in each run (filled, a colour per run), "

@@ -1008,7 +1008,8 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
         "(kernels, memory ops, GPUs: total; NVTX: kernel time, or wall time without kernels; ncu: "
         "duration; request latency: its median) with its interval."
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
-    line = ("compared with", f"{label} ({shlex.join(['tracekit', 'diff', str(base.ref), str(run_id), *_repeat_options(tk, vs, [run_id], repeats)])})")
+    command = shlex.join(["tracekit", "diff", str(base.ref), str(run_id), *_repeat_options(tk, vs, [run_id], repeats)])
+    line = ("compared with", f"{label} ({command})")
     return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, new, label, threshold, repeats)]
 
 

@@ -2823,11 +2823,12 @@ def _job_diff_data(tk, base: str | None = None, new: str | None = None, by: str 
         raise ParamError("chart job-diff: give the jobs to compare as -p base=RUN -p new=RUN (any rank's run, "
                          "or the job)")
     threshold, limit = _threshold_and_limit("job-diff", threshold, limit)
-    if not repeats:
+    again = _repeats_given(repeats)  # (a job's repeats are given: diff --jobs takes none from the store)
+    if not again:
         return rank_changes(tk, base, new, by=by, threshold_pct=threshold, limit=limit)
     from .compare import as_command, jobs_with_repeats
 
-    long = as_command("chart job-diff", jobs_with_repeats, tk, base, new, _run_list(repeats), by, threshold)[1]
+    long = as_command("chart job-diff", jobs_with_repeats, tk, base, new, again, by, threshold)[1]
     return changes_by_rank(long, limit)
 
 

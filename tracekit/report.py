@@ -1076,11 +1076,11 @@ def _compared_charts(tk, df: pl.DataFrame, base, new, label: str, threshold: flo
     return _drawn(out)
 
 
-def _judged_params(threshold: float, repeats: list[str]) -> str:
+def _judged_params(threshold: float, options: list[str]) -> str:
     """The chart parameters that judged a comparison as the report did: its threshold, and
-    ``repeats`` (``_repeat_options``)."""
+    ``options``, the repeats' (``_repeat_options``)."""
     return (f" -p threshold={threshold:g}" if threshold != 5.0 else "") + \
-        "".join(f" {shlex.quote(a)}" for a in repeats)
+        "".join(f" {shlex.quote(a)}" for a in options)
 
 
 def _repeat_options(tk, base, compared: list, repeats: list | None, chart: bool = False) -> list[str]:

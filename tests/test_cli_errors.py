@@ -274,6 +274,8 @@ def test_sweep_questions_of_a_store_without_a_sweep_are_errors(small_store, caps
     assert _cli(small_store, *args, *extra) == 2
     line = one_error_line(capsys)
     assert "no timing run in" in line and "needs a timing run" in line, line
+    if args[0] == "export":  # (the command is named, not the query it reads)
+        assert line.startswith("tracekit: error: export sweep: no timing run in "), line
     assert not out.exists()
 
 
@@ -818,6 +820,34 @@ def test_a_corrupt_gzip_export_is_one_line_and_the_others_land(small_store, tmp_
                    "tracekit: error: 1 of 2 files not ingested (errors above); the others landed"], err
     with tracekit.open(small_store, read_only=True) as tk:
         assert tk.runs().height == 3  # (the store's two, and the good file)
+
+
+def test_an_export_whose_schema_sqlite_cannot_decode_is_one_line(small_store, tmp_path, capsys):
+    """One byte of a table's name in sqlite_master made not UTF-8: SQLite's "malformed database
+    schema (NAME)" reached Python's sqlite3 as a UnicodeDecodeError, an internal error (exit 1)
+    in ingest and diff and a bare exception name with --workers; now the file is refused as
+    corrupt, SQLite's words with the byte replaced, and the store is as it was."""
+    import lzma
+
+    from conftest import store_state
+
+    raw = bytearray(lzma.open(DATA / "nsys_diff_base_a" / "export.sqlite.xz").read())
+    name = b"TARGET_INFO_CUDA_CONTEXT_INFO"
+    at = raw.index(name)  # (its first place: the name column of its sqlite_master row)
+    raw[at + 5] = 0xEC
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(bytes(raw))
+    said = (f"tracekit: error: {bad}: not a readable SQLite database (malformed database schema "
+            "(TARGE\ufffd_INFO_CUDA_CONTEXT_INFO)); the file is truncated or corrupt")
+    before = store_state(small_store)
+    assert _cli(small_store, "ingest", str(bad)) == 2
+    assert one_error_line(capsys) == said
+    assert _cli(small_store, "diff", "1", str(bad)) == 2
+    assert one_error_line(capsys) == said
+    assert _cli(small_store, "ingest", "--workers", "2", str(bad)) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        said, "tracekit: error: none of the 1 files ingested (errors above); nothing landed"]
+    assert store_state(small_store) == before
 
 
 def test_a_full_temporary_folder_is_not_the_files_fault(small_store, monkeypatch, capsys):

@@ -71,10 +71,12 @@ def rank_from_name(path: Path) -> tuple[int, str] | None:
 def from_export(path: Path) -> dict[str, str]:
     """Launcher variables and the host name recorded in an nsys SQLite export
     (``{}`` for anything else: the export is opened read-only, immutable)."""
+    from .ingest.sqlite_ints import ERRORS  # (SQLite's errors, and a message it cannot decode)
+
     out: dict[str, str] = {}
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error:
+    except ERRORS:
         return out
     try:
         # (few result rows: Python's sqlite3 gives up the interpreter lock around each
@@ -93,7 +95,7 @@ def from_export(path: Path) -> dict[str, str]:
             row = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1").fetchone()
             if row and row[0]:
                 out["HOSTNAME"] = str(row[0])
-    except sqlite3.Error:
+    except ERRORS:
         return {}
     finally:
         con.close()

@@ -53,6 +53,18 @@ except ImportError:  # not built (no C compiler at install): the NumPy decoder d
 if os.environ.get("TRACEKIT_PAGE_DECODER") == "numpy":
     _native = None
 
+#: what Python's sqlite3 raises for a file SQLite cannot read: SQLite's errors, and
+#: UnicodeDecodeError where SQLite's message quotes a corrupt schema's bytes ("malformed database
+#: schema (...)": sqlite3 decodes the message as strict UTF-8, whatever the text_factory)
+ERRORS = (sqlite3.Error, UnicodeDecodeError)
+
+
+def said(err: Exception) -> str:
+    """What SQLite said of an ``ERRORS`` error, its undecodable bytes replaced."""
+    if isinstance(err, UnicodeDecodeError) and isinstance(err.object, bytes):
+        return err.object.decode("utf-8", "replace")
+    return str(err)
+
 #: rows decoded per chunk: temporaries stay small (cache-resident, no fresh pages)
 CHUNK_ROWS = 8192
 
@@ -131,8 +143,8 @@ def _schema(path: Path, table: str) -> tuple[int, list[str], str | None]:
             row = sq.execute("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?",
                              [table]).fetchone()
             info = sq.execute(f'PRAGMA table_info("{table}")').fetchall()
-    except (sqlite3.Error, UnicodeDecodeError) as err:  # SQLite's own reader reports it, with its words
-        raise Unsupported(str(err)) from err
+    except ERRORS as err:  # SQLite's own reader reports it, with its words
+        raise Unsupported(said(err)) from err
     if row is None:
         raise Unsupported(f"no table {table}")
     if "WITHOUT ROWID" in (row[1] or "").upper():

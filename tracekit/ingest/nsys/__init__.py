@@ -13,7 +13,6 @@ NVTX queries are plain aggregations.
 from __future__ import annotations
 
 import functools
-import sqlite3
 import warnings
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import pyarrow.compute as pc
 
 from ...errors import CaptureWarning, InputError
 from ...registry import TRACED
-from .. import Parsed
+from .. import Parsed, sqlite_ints
 from ..arrow import from_numpy, scalar
 from ..budget import nsys_need
 from . import overlap, python, write
@@ -71,8 +70,8 @@ def read(path: Path) -> Parsed:
     export = Export(path)
     try:
         return _read(export, path)
-    except sqlite3.DatabaseError as err:
-        raise InputError(f"{path}: SQLite error ({err}); the export is truncated or corrupt") from err
+    except sqlite_ints.ERRORS as err:
+        raise InputError(f"{path}: SQLite error ({sqlite_ints.said(err)}); the export is truncated or corrupt") from err
     finally:
         export.close()
 
@@ -91,7 +90,7 @@ def memory_need(path: Path) -> int | None:
         nvtx, kernels = export.row_estimate("NVTX_EVENTS"), export.row_estimate(SPECS["kernels"].source)
         nccl = export.names_starting(overlap.PREFIX)
         return nsys_need(sum(export.row_estimate(t) for t in read) - kernels, nvtx, kernels, nccl)
-    except sqlite3.DatabaseError:
+    except sqlite_ints.ERRORS:
         return None
     finally:
         export.close()

@@ -14,7 +14,6 @@ mark at once (NumPy over the blobs' bytes) into stacks that the marks with the s
 from __future__ import annotations
 
 import html
-import sqlite3
 import warnings
 from pathlib import Path
 from typing import NamedTuple
@@ -24,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import CaptureWarning
+from .. import sqlite_ints
 from ..arrow import from_numpy
 from .columns import NVTX_MARK
 from .source import Export
@@ -78,7 +78,7 @@ def read(export: Export, path: Path, strings: pa.Table | None) -> Stacks | None:
         return None
     try:
         layouts = _layouts(export)
-    except sqlite3.DatabaseError:
+    except sqlite_ints.ERRORS:
         layouts = {}
     except (TypeError, ValueError):  # (a schema row with a NULL or text where nsys writes integers)
         warnings.warn(CaptureWarning(f"{path}: the Python call stacks' payload schemas (NVTX_PAYLOAD_SCHEMAS) "

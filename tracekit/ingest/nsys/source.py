@@ -73,17 +73,17 @@ class Export:
             # immutable (as every read of the export): no locks, no -wal/-shm files created
             # beside the input, no journal looked for (pending_changes found none)
             self.sq = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-        except sqlite3.DatabaseError as err:
-            raise InputError(f"{path}: not a readable SQLite database ({err}); the file is truncated or corrupt") from err
+        except sqlite_ints.ERRORS as err:
+            raise InputError(f"{path}: not a readable SQLite database ({sqlite_ints.said(err)}); the file is truncated or corrupt") from err
         try:
             # (text nsys copied from the system as it was: a Windows user name in its code page)
             self.sq.text_factory = lambda b: b.decode("utf-8", "replace")
             names = _literals(self.sq.execute(_TABLES_SQL).fetchone()[0])
             found = _literals(self.sq.execute(_COLUMNS_SQL).fetchone()[0])
-        except sqlite3.DatabaseError as err:
+        except sqlite_ints.ERRORS as err:
             # (closed here, not by the garbage collector: sqlite_ints._schema says why)
             self.sq.close()
-            raise InputError(f"{path}: not a readable SQLite database ({err}); the file is truncated or corrupt") from err
+            raise InputError(f"{path}: not a readable SQLite database ({sqlite_ints.said(err)}); the file is truncated or corrupt") from err
         self.tables = resolve_tables(names)
         #: actual table name -> {column: declared type, upper case}; a virtual table's are
         #: read when first asked for

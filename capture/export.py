@@ -45,7 +45,7 @@ def export_sweep(tk, path: str | os.PathLike, sweep: str | int | None = None) ->
         check_output(out, tk.path)  # before either file is written or the store read
     resolved = resolve_sweep(tk, sweep, "export sweep", said="--sweep ")  # (an error names the option)
     registry = get_registry()  # (what the sweep queries check first, said with export's own option)
-    registry.check_kinds(tk, registry.get("sweep-requests"))
+    registry.check_kinds(tk, registry.get("sweep-requests"), "export sweep")
     check_sweep_timed(tk, "export sweep", resolved, sweep, ask="tracekit export sweep --sweep {sweep}")
     results, summary = _frames(tk, sweep)
     if suffix == ".csv":

@@ -316,7 +316,7 @@ def test_export_of_a_store_without_a_sweep_is_an_error(tmp_path, small_store):
 
     for db in (tmp_path / "empty.duckdb", small_store):
         tk = tracekit.open(db)
-        with pytest.raises(QueryError, match="no timing run in .*; sweep-requests needs a timing run"):
+        with pytest.raises(QueryError, match="^export sweep: no timing run in .*; export sweep needs a timing run"):
             export_sweep(tk, tmp_path / "e.xlsx")
         tk.close()
         assert not (tmp_path / "e.xlsx").exists()

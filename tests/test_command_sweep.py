@@ -928,8 +928,9 @@ def test_a_sweep_against_its_own_run_is_one_line(sweeps):
 def test_the_latency_of_runs_that_time_no_request_is_an_error(tmp_path, query):
     """A store holds the HSTU workload's timed sweep (sweep_pair a), a program's sweep (no
     request timed) and an nsys export outside any sweep: the latency of either of the last two
-    was an empty answer; it is an error that says why and names the query of the program's
-    points and the latest sweep that timed requests."""
+    was an empty answer; it is an error that says why (the nsys run asked as the sweep: that it
+    is outside any) and names the query of the program's points and the latest sweep that
+    timed requests."""
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(NSYS_EXPORTS["diff_base_a"], name="outside")
         for run in [*run_folders([DATA / "sweep_pair" / "a"]), *sorted((SWEEPS / "base" / "runs").iterdir())]:
@@ -945,9 +946,11 @@ def test_the_latency_of_runs_that_time_no_request_is_an_error(tmp_path, query):
             tk.query(query)  # (the latest sweep: the program's)
         assert str(err.value).startswith(f"{query}: no ok run that timed requests in {program}: ")
         assert str(err.value).endswith(latest)
-        with pytest.raises(QueryError) as err:
-            tk.query(query, sweep="outside")
-        assert str(err.value) == f"{query}: no ok run that timed requests outside a sweep{latest}"
+        for outside in ("outside", 1):  # (the run asked is said, by name or id: not a point of a sweep)
+            with pytest.raises(QueryError) as err:
+                tk.query(query, sweep=outside)
+            assert str(err.value) == (f"{query}: run 1 (outside) is an nsys run outside any sweep, and no ok run "
+                                      f"outside a sweep timed requests{latest}")
         assert tk.query(query, sweep="all", limit=0).height == (4 if query == "sweep-latency" else 160)
         # the spreadsheet of both queries: the same, with its own option, and nothing written
         with pytest.raises(QueryError) as err:

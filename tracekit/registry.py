@@ -357,16 +357,18 @@ class Registry:
         return {k: v for k, v in bound.items() if k in used}
 
     @staticmethod
-    def check_kinds(tk, q: Query) -> None:
+    def check_kinds(tk, q: Query, asker: str | None = None) -> None:
         """A query over all runs asked of a store without a run of a kind it reads is an
-        error naming the kind, not an empty answer."""
+        error naming the kind, not an empty answer; ``asker``, the command that reads the
+        query's rows (``export sweep``), is the one named."""
+        name = asker or q.name
         if q.source == "ranks" and not tk.con.execute("SELECT 1 FROM rank_runs LIMIT 1").fetchall():
-            raise QueryError(f"{q.name}: {_NO_RANKS.format(path=tk.path)}")
+            raise QueryError(f"{name}: {_NO_RANKS.format(path=tk.path)}")
         for kind in sorted(q.kinds):
             found = tk.con.execute("SELECT 1 FROM runs WHERE list_contains(string_split(kind, ','), ?) LIMIT 1",
                                    [kind]).fetchall()
             if not found:
-                raise QueryError(f"{q.name}: no {kind} run in {tk.path}; {q.name} needs {_a_kind(kind)} run "
+                raise QueryError(f"{name}: no {kind} run in {tk.path}; {name} needs {_a_kind(kind)} run "
                                  f"({_KIND_HINTS.get(kind, 'see `tracekit runs`')})")
 
     @staticmethod
@@ -1036,6 +1038,11 @@ def check_sweep_timed(tk, label: str, sweep: str | None, value: Any,
         return
     said = f"{label}: no ok run that timed requests " + {None: "in the store", "": "outside a sweep"}.get(
         sweep, f"in {sweep}")
+    asked_latest = value is None or str(value).strip().lower() == "latest"
+    run = _sweep_run(tk.con, str(value).strip()) if sweep == "" and not asked_latest else None
+    if run is not None:  # (the run asked is no point of a sweep: said first, then that its fellows timed none)
+        said = (f"{label}: run {run[0]} ({run[1]}) is {_a_kind(run[2])} run outside any sweep, and no ok run outside "
+                "a sweep timed requests")
     if sweep:
         grid, tool = tk.con.execute(
             "SELECT bool_or(json_extract_string(params, '$.sweep_grid') IS NOT NULL), "
@@ -1049,7 +1056,6 @@ def check_sweep_timed(tk, label: str, sweep: str | None, value: Any,
                             or "none of its runs in the store is ok with timed requests (tracekit runs)")
     latest = tk.con.execute(f"SELECT {_SWEEP_SQL} FROM sweep_runs WHERE {_SWEEP_SQL} <> '' "
                             "ORDER BY run_id DESC LIMIT 1").fetchall()
-    asked_latest = value is None or str(value).strip().lower() == "latest"
     if latest and (asked_latest or sweep == "") and latest[0][0] != sweep:
         said += f"; the latest sweep that did: {ask.format(label=label, sweep=latest[0][0])}"
     elif not sweep:
@@ -1081,16 +1087,24 @@ def resolve_sweep(tk, value: Any, qname: str, said: str | None = None) -> str | 
         return row[0][0] if row else ""
     if con.execute(f"SELECT 1 FROM runs WHERE {_SWEEP_SQL} = ? LIMIT 1", [text]).fetchall():
         return text
-    found = []
-    if re.fullmatch(r"[0-9]{1,18}", text):
-        found = con.execute(f"SELECT {_SWEEP_SQL} FROM runs WHERE run_id = ?", [int(text)]).fetchall()
-    if not found:
-        found = con.execute(f"SELECT {_SWEEP_SQL} FROM runs WHERE name = ? ORDER BY run_id DESC LIMIT 1",
-                            [text]).fetchall()
-    if not found:
+    run = _sweep_run(con, text)
+    if run is None:
         raise QueryError(f"{said}{text}: no sweep or run {text!r} in {tk.path}; give a sweep id "
                          "(the sweep= of its runs' parameters, `tracekit runs`), a run of it, latest or all")
-    return found[0][0]
+    return run[3]
+
+
+def _sweep_run(con, text: str) -> tuple[int, str, str, str] | None:
+    """(run_id, name, kind, sweep id or '') of the run that the sweep parameter ``text``
+    names where it names no sweep: a run id, else a name (its latest run); None for none."""
+    found = []
+    if re.fullmatch(r"[0-9]{1,18}", text):
+        found = con.execute(f"SELECT run_id, name, kind, {_SWEEP_SQL} FROM runs WHERE run_id = ?",
+                            [int(text)]).fetchall()
+    if not found:
+        found = con.execute(f"SELECT run_id, name, kind, {_SWEEP_SQL} FROM runs WHERE name = ? "
+                            "ORDER BY run_id DESC LIMIT 1", [text]).fetchall()
+    return found[0] if found else None
 
 
 def _walk(node, prefix=""):

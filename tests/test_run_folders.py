@@ -192,7 +192,8 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
 def test_a_requests_csv_with_a_request_out_of_range_or_twice_is_one_line(tmp_path):
     """A request's phase is warmup or timed (another was left out of every timed statistic
     without a word), its counts and index are 0 or more (bs and nc 1 or more), and each
-    request is one row: a real capture's requests.csv, edited, is refused naming the row."""
+    request is one row, and the last row ends with its line end (cut inside its last column, it
+    parsed as a wrong number): a real capture's requests.csv, edited, is refused naming the row."""
     from tracekit.ingest import requests
 
     real = (DATA / "hstu_capture_ncu" / "requests.csv").read_text()
@@ -203,7 +204,10 @@ def test_a_requests_csv_with_a_request_out_of_range_or_twice_is_one_line(tmp_pat
                          (real.replace("\n4,timed,8,", "\n4,timed,-8,", 1), "bs -8 in data row 5: must be 1 or more"),
                          (real.replace("\n4,timed,8,1024,8,", "\n4,timed,8,1024,-1,", 1),
                           "kv_caches -1 in data row 5: must be 0 or more"),
-                         (real + lines[9], f"request_idx 8 in data rows 9 and {len(lines)}: each request is one row")):
+                         (real + lines[9], f"request_idx 8 in data rows 9 and {len(lines)}: each request is one row"),
+                         (real.rstrip("\r\n")[:-3], f"its last row (data row {len(lines) - 1}) has no line end: the "
+                                                    "file was cut short while written or copied; remove that row, "
+                                                    "or end it with a line end if it is whole")):
         path = tmp_path / "requests.csv"
         path.write_text(edited)
         with pytest.raises(InputError, match=f"^{re.escape(f'{path}: {said}')}$"):

@@ -46,9 +46,16 @@ def sniff(path: Path, head: bytes) -> bool:
 
 def read(path: Path) -> Parsed:
     try:
-        tbl = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=COLUMNS))
+        with pa.input_stream(str(path), compression="detect") as f:
+            raw = f.read()
+        tbl = pacsv.read_csv(pa.BufferReader(raw), convert_options=pacsv.ConvertOptions(column_types=COLUMNS))
     except (pa.ArrowInvalid, OSError) as err:
         raise InputError(f"{path}: bad requests CSV ({str(err).splitlines()[0]})") from err
+    if tbl.num_rows and not raw.endswith(b"\n"):
+        # (capture writes each row whole with its line end: a last row without one was cut short, and
+        # a cut inside its last column still parses, as a wrong number)
+        raise InputError(f"{path}: its last row (data row {tbl.num_rows}) has no line end: the file was cut short "
+                         "while written or copied; remove that row, or end it with a line end if it is whole")
     for col in OPTIONAL:
         if col not in tbl.column_names:
             tbl = tbl.append_column(col, pa.nulls(tbl.num_rows, COLUMNS[col]))

@@ -533,7 +533,8 @@ def test_a_rank_that_did_not_trace_is_named_not_left_out(tmp_path, capsys):
 def test_a_rank_whose_capture_missed_the_gpu_work_is_said(tmp_path, capsys):
     """A real job whose rank 3 was captured with its capture range on a host-only NVTX range
     after its GPU work (nsys_jobs/missed: CUDA traced, none recorded): rank-summary answers
-    its row of no kernel time (-100 % against the median) with one line saying why, asked of
+    its row of no kernel time (-100 % against the median of the ranks with GPU work, which its
+    0 no longer pulls down) with one line saying why, asked of
     any rank; the report's section says it too. A question of NVTX ranges alone says nothing
     of it."""
     db = tmp_path / "missed.duckdb"
@@ -546,7 +547,12 @@ def test_a_rank_whose_capture_missed_the_gpu_work_is_said(tmp_path, capsys):
         assert main(["--db", str(db), "query", "rank-summary", "--run", str(run), "-f", "csv"]) == 0
         out, err = capsys.readouterr()
         assert err.splitlines() == ["tracekit: warning: " + said.format(run=run, r=run - 1)]
-        assert pl.read_csv(io.StringIO(out))["kernel_vs_median_pct"].to_list()[3] == -100.0
+        rows = pl.read_csv(io.StringIO(out))
+        assert rows["kernel_vs_median_pct"].to_list()[3] == -100.0
+        # the others against the median of the ranks with GPU work: rank 3's 0 left out of it
+        med = sorted(rows["kernel_ns"].to_list()[:3])[1]
+        assert rows["kernel_vs_median_pct"].to_list()[:3] == [round(100 * (k - med) / med, 1)
+                                                              for k in rows["kernel_ns"].to_list()[:3]]
     assert main(["--db", str(db), "query", "rank-ranges", "--run", "1"]) == 0
     assert capsys.readouterr().err == ""
     assert main(["--db", str(db), "report", "--run", "1", "-o", str(tmp_path / "r.html")]) == 0

@@ -30,7 +30,7 @@
 -- @column top_kernel            the kernel with the most time on this rank (demangled)
 -- @column top_kernel_ns         its summed time, ns
 -- @column top_kernel_pct        its share of the rank's kernel time, % (rounded to 0.1)
--- @column kernel_vs_median_pct  kernel_ns against the median rank's, % (+ = more time; rounded to 0.1)
+-- @column kernel_vs_median_pct  kernel_ns against the median rank's (of the ranks with GPU ops; a rank with none: -100), % (+ = more time; rounded to 0.1)
 -- @column busy_vs_median_pct    gpu_busy_ns against the median rank's, % (rounded to 0.1)
 -- @column nccl_ns               time NCCL kernels ran (union per device, summed), ns (NULL: no NCCL kernel)
 -- @column exposed_nccl_ns       of it, with no compute kernel of the rank running beside, ns
@@ -88,8 +88,9 @@ WITH jr AS (
     LEFT JOIN nv USING (run_id)
 )
 SELECT rows.*,
-       round(100.0 * (kernel_ns - median(kernel_ns) OVER ()) / nullif(median(kernel_ns) OVER (), 0), 1)
-           AS kernel_vs_median_pct,
+       -- (the median of the ranks with GPU ops: a rank whose capture held none, 0 here, would pull it down)
+       round(100.0 * (kernel_ns - median(kernel_ns) FILTER (WHERE gpu_busy_ns IS NOT NULL) OVER ())
+             / nullif(median(kernel_ns) FILTER (WHERE gpu_busy_ns IS NOT NULL) OVER (), 0), 1) AS kernel_vs_median_pct,
        round(100.0 * (gpu_busy_ns - median(gpu_busy_ns) OVER ()) / nullif(median(gpu_busy_ns) OVER (), 0), 1)
            AS busy_vs_median_pct,
        cm.nccl_ns::BIGINT AS nccl_ns, cm.exposed_nccl_ns::BIGINT AS exposed_nccl_ns, m.gpu_memory_peak_bytes,

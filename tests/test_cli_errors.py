@@ -337,15 +337,32 @@ def test_chart_run_given_as_a_parameter(small_store, capsys, tmp_path):
     assert out.exists()
 
 
-@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "json", "parquet"])
 def test_columns_of_a_file_format(small_store, capsys, tmp_path, fmt):
     out = tmp_path / f"k.{fmt}"
     assert _cli(small_store, "query", "top-kernels", "--run", "nsys_run", "-f", fmt, "-o", str(out),
                 "--columns", "name,instances") == 0
     import polars as pl
 
-    df = {"csv": pl.read_csv, "json": pl.read_json, "parquet": pl.read_parquet}[fmt](out)
+    df = {"csv": pl.read_csv, "tsv": lambda p: pl.read_csv(p, separator="\t"), "json": pl.read_json,
+          "parquet": pl.read_parquet}[fmt](out)
     assert df.columns == ["name", "instances"] and df.height > 0
+
+
+@pytest.mark.parametrize("cmd", [["query", "top-kernels", "--run", "nsys_run"], ["diff", "nsys_run", "nsys_run"],
+                                 ["sql", "SELECT 'a\tb' AS name, 1 AS n"]])
+def test_a_tsv_output_holds_the_csvs_rows(small_store, capsys, tmp_path, cmd):
+    """-o x.tsv (or -f tsv) writes the rows CSV does, tab-separated, for pasting into a
+    spreadsheet (before: the terminal table in a file named .tsv); a tab in a value is quoted."""
+    import polars as pl
+
+    assert _cli(small_store, *cmd, "-o", str(tmp_path / "k.csv")) == 0
+    assert _cli(small_store, *cmd, "-o", str(tmp_path / "k.tsv")) == 0
+    assert _cli(small_store, *cmd, "-f", "tsv") == 0
+    out = capsys.readouterr().out
+    text = (tmp_path / "k.tsv").read_text()
+    assert text == out[out.index(text.splitlines()[0]):] and "\t" in text.splitlines()[0]
+    assert pl.read_csv(tmp_path / "k.tsv", separator="\t").equals(pl.read_csv(tmp_path / "k.csv"))
 
 
 @pytest.mark.parametrize("cmd", [["query", "top-kernels", "--run", "nsys_run"], ["sql", "SELECT 1 AS a"],
@@ -356,7 +373,7 @@ def test_a_gz_output_is_the_format_before_it_compressed(small_store, capsys, tmp
     table, uncompressed, in a file named .csv.gz)."""
     import gzip
 
-    for name, fmt in (("k.csv.gz", None), ("k.json.gz", None), ("k.gz", "csv")):
+    for name, fmt in (("k.csv.gz", None), ("k.tsv.gz", None), ("k.json.gz", None), ("k.gz", "csv")):
         plain = tmp_path / f"plain.{fmt or name.split('.')[1]}"
         assert _cli(small_store, *cmd, *(["-f", fmt] if fmt else []), "-o", str(plain)) == 0
         assert _cli(small_store, *cmd, *(["-f", fmt] if fmt else []), "-o", str(tmp_path / name)) == 0
@@ -366,7 +383,7 @@ def test_a_gz_output_is_the_format_before_it_compressed(small_store, capsys, tmp
     bad.mkdir()
     for name, fmt in (("k.xlsx.gz", None), ("k.txt.gz", None), ("k.gz", None), ("k.csv.gz", "parquet")):
         assert _cli(small_store, *cmd, *(["-f", fmt] if fmt else []), "-o", str(bad / name)) == 2
-        assert f"-o {bad / name}: a .gz output is gzip-compressed CSV or JSON" in one_error_line(capsys)
+        assert f"-o {bad / name}: a .gz output is gzip-compressed CSV, TSV or JSON" in one_error_line(capsys)
     assert not list(bad.iterdir())
 
 

@@ -80,8 +80,8 @@ DbOpt = Annotated[
     typer.Option("--db", help="DuckDB store (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False),
 ]
 FormatOpt = Annotated[str | None, typer.Option(
-    "--format", "-f", help="table, csv, json, parquet or xlsx (default: from -o FILE's extension, .csv, .json, "
-    ".parquet or .xlsx; a table otherwise, also for -o FILE of another extension)", show_default=False)]
+    "--format", "-f", help="table, csv, tsv, json, parquet or xlsx (default: from -o FILE's extension, .csv, .tsv, "
+    ".json, .parquet or .xlsx; a table otherwise, also for -o FILE of another extension)", show_default=False)]
 OutOpt = Annotated[Path | None, typer.Option("--output", "-o", help="write to FILE instead of stdout (- is stdout); "
                                              "its extension picks the format when -f is not given")]
 ColumnsOpt = Annotated[str | None, typer.Option(
@@ -93,7 +93,9 @@ WorkersOpt = Annotated[int | None, typer.Option(
     "--workers", help="ingest the files given (a sweep's run folders, a job folder's exports) N at once, in N "
     "threads, each run committed as it lands (with --jobs the rank pairs compared in threads too); a comparison "
     "that fails removes the runs it added (default: one after another, in one transaction)", show_default=False)]
-FORMATS = ("table", "csv", "json", "parquet", "xlsx")
+FORMATS = ("table", "csv", "tsv", "json", "parquet", "xlsx")
+#: the text formats of rows: written part by part (``_TextParts``), gzip-compressed where -o ends in .gz
+TEXT_FORMATS = ("csv", "tsv", "json")
 #: rows of a row group of a Parquet output written in parts (``_emit_each``): Parquet readers
 #: read a file of few large groups fastest; pyarrow writes a group of 1 M rows in one go
 PARQUET_GROUP_ROWS = 1 << 20
@@ -141,14 +143,14 @@ def _interrupted_line() -> str:
 
 
 #: output file extension -> the format it means where -f is not given
-FORMAT_EXTENSIONS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".xlsx": "xlsx"}
+FORMAT_EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".parquet": "parquet", ".xlsx": "xlsx"}
 
 
 def _format(fmt: str | None, out: Path | None) -> str:
     """The format asked (``-f``), else the one ``-o FILE``'s extension names (``tk.parquet``
     is Parquet, not a text table in a file so named), else a table: an output of another
     extension (``top.txt``) or none is the terminal table, as it always was. A name ending
-    in ``.gz`` is gzip-compressed CSV or JSON (``top.csv.gz``; ``_write``), else an error: the
+    in ``.gz`` is gzip-compressed CSV, TSV or JSON (``top.csv.gz``; ``_write``), else an error: the
     name says compressed, and a table or Parquet would not be; so is a format that another
     known extension's name contradicts (``-f csv -o top.xlsx``)."""
     from .outputs import output_suffix
@@ -157,9 +159,9 @@ def _format(fmt: str | None, out: Path | None) -> str:
     if suffix == ".gz":
         inner = FORMAT_EXTENSIONS.get(Path(out).with_suffix("").suffix.lower())
         fmt = fmt or inner
-        if fmt not in ("csv", "json"):
-            raise ParamError(f"-o {out}: a .gz output is gzip-compressed CSV or JSON: name it results.csv.gz or "
-                             "results.json.gz, or give -f csv or -f json"
+        if fmt not in TEXT_FORMATS:
+            raise ParamError(f"-o {out}: a .gz output is gzip-compressed CSV, TSV or JSON: name it results.csv.gz, "
+                             "results.tsv.gz or results.json.gz, or give -f csv, -f tsv or -f json"
                              + ("" if fmt is None else f" ({fmt.upper()} is not written compressed)"))
         return fmt
     named = FORMAT_EXTENSIONS.get(suffix)
@@ -251,10 +253,10 @@ def _emit_each(read: Callable[[Callable], object], fmt: str, out: Path | None, c
 
             Rows(list(df.columns), [str(t) for t in df.dtypes], []).select(columns)  # one-line error, unknown column
             df = df.select(columns)
-        if fmt in ("csv", "json"):
+        if fmt in TEXT_FORMATS:
             from .outputs import plain_columns
 
-            df = plain_columns(df, fmt, "CSV" if fmt == "csv" else None)
+            df = plain_columns(df, fmt, None if fmt == "json" else fmt.upper())
         return df
 
     if fmt in ("table", "xlsx"):
@@ -318,8 +320,8 @@ def _emit_each(read: Callable[[Callable], object], fmt: str, out: Path | None, c
 
 
 class _TextParts:
-    """``each`` of ``_emit_each`` for CSV or JSON: each part of one result as text on ``f``,
-    CSV's header once and JSON's rows in one array, ended by ``close``."""
+    """``each`` of ``_emit_each`` for CSV, TSV or JSON: each part of one result as text on
+    ``f``, CSV's (TSV's) header once and JSON's rows in one array, ended by ``close``."""
 
     def __init__(self, f: TextIO, fmt: str, shaped: Callable):
         self.f, self.fmt, self.shaped = f, fmt, shaped
@@ -331,7 +333,8 @@ class _TextParts:
 
         df = self.shaped(df)
         try:
-            text = df.write_csv(include_header=not self.parts) if self.fmt == "csv" else df.write_json()
+            text = df.write_json() if self.fmt == "json" else \
+                df.write_csv(include_header=not self.parts, separator="\t" if self.fmt == "tsv" else ",")
         except BaseException as err:  # Polars's errors, and its panics (pyo3's PanicException: a BaseException)
             if not (isinstance(err, pl.exceptions.PolarsError) or type(err).__name__ == "PanicException"):
                 raise

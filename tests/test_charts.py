@@ -243,6 +243,43 @@ def test_save_formats(tk, tmp_path, ext, magic):
         assert b"vega" in data and b"cdn.jsdelivr" not in data  # self-contained, works offline
 
 
+def test_names_with_control_characters_are_drawn_to_svg_and_png(tmp_path):
+    """A kernel name or NVTX text holding a terminal escape (real captures, edited: ncu_full's
+    raw CSV, an nsys export's StringIds) aborted the process in vl-convert's SVG parser (a
+    Rust panic, exit 134, no file) for chart -o .svg and .png; now drawn, each character XML
+    forbids written as the terminal table writes it (``\\x1b``)."""
+    import csv
+    import io
+    import sqlite3
+    import xml.etree.ElementTree as ET
+
+    rows = list(csv.reader(io.StringIO(lzma.open(DATA / "ncu_full" / "raw.csv.xz", "rt", newline="").read())))
+    name = rows[0].index("Kernel Name")
+    rows[2][name] = "k\x1b[31mRED\x07"
+    text = io.StringIO()
+    csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    (tmp_path / "raw.csv").write_text(text.getvalue())
+    export = tmp_path / "export.sqlite"
+    export.write_bytes(lzma.open(DATA / "nsys_diff_base_a" / "export.sqlite.xz").read())
+    with sqlite3.connect(export) as con:  # (every string: kernel names, NVTX texts registered or not)
+        con.execute("UPDATE StringIds SET value = value || char(27) || '[0m'")
+        con.execute("UPDATE NVTX_EVENTS SET text = text || char(27) || '[0m' WHERE text IS NOT NULL")
+    con.close()
+    db = str(tmp_path / "s.duckdb")
+    assert cli_main(["--db", db, "ingest", str(tmp_path / "raw.csv"), str(export)]) == 0
+    for chart, run in (("roofline", "raw"), ("top-kernels", "export"), ("nvtx-timeline", "export")):
+        for ext in (".svg", ".png"):
+            out = tmp_path / f"{chart}{ext}"
+            assert cli_main(["--db", db, "chart", chart, "--run", run, "-o", str(out)]) == 0
+            if ext == ".png":
+                assert out.read_bytes().startswith(b"\x89PNG")
+                continue
+            svg = out.read_text()
+            ET.fromstring(svg)  # (well-formed XML)
+            assert "\x1b" not in svg and "\x07" not in svg
+            assert ("k\\x1b[31mRED\\x07" if chart == "roofline" else "\\x1b[0m") in svg, chart
+
+
 #: the data marks a Vega view drew (items of marks with role "mark", not axes or legends)
 _MARKS_JS = """(function () {
   var c = window.tracekitChart;

@@ -18,6 +18,7 @@ import importlib
 import inspect
 import json
 import math
+import re
 import shlex
 import statistics
 import textwrap
@@ -3090,6 +3091,27 @@ def spec(ch: alt.TopLevelMixin) -> dict:
 #: the files ``save`` writes, by extension
 CHART_FORMATS = (".json", ".html", ".htm", ".png", ".svg")
 
+#: the characters XML 1.0 forbids (the C0 controls but tab, line feed and carriage return), which
+#: a kernel name or an NVTX range's text may hold: vl-convert's SVG parser aborts the process
+#: on one (a Rust panic), for a PNG too
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml_safe(value: Any) -> Any:
+    """``value`` (a Vega-Lite spec) with each character XML forbids written as Python escapes
+    it (``\\x1b``), as the terminal table shows it; in data given as JSON text (``_data``) too."""
+    if isinstance(value, str):
+        return _NOT_XML.sub(lambda m: repr(m.group())[1:-1], value) if _NOT_XML.search(value) else value
+    if isinstance(value, dict):
+        out = {k: _xml_safe(v) for k, v in value.items()}
+        rows = value.get("values")
+        if isinstance(rows, str) and "\\u" in rows and (value.get("format") or {}).get("type") == "json":
+            out["values"] = json.dumps(_xml_safe(json.loads(rows)), separators=(",", ":"))
+        return out
+    if isinstance(value, list):
+        return [_xml_safe(v) for v in value]
+    return value
+
 
 def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None = None) -> Path:
     """Write the chart; the format follows the extension: .html, .png, .svg, .json.
@@ -3114,11 +3136,11 @@ def save(ch: alt.TopLevelMixin, path: str | Path, store_path: str | Path | None 
     elif ext == ".png":
         import vl_convert as vlc
 
-        data = vlc.vegalite_to_png(vl, scale=2)
+        data = vlc.vegalite_to_png(_xml_safe(vl), scale=2)
     else:
         import vl_convert as vlc
 
-        data = vlc.vegalite_to_svg(vl)
+        data = vlc.vegalite_to_svg(_xml_safe(vl))
     if isinstance(data, bytes):
         return write_output(path, lambda tmp: tmp.write_bytes(data), store_path)
     return write_output(path, lambda tmp: tmp.write_text(data), store_path)

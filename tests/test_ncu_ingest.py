@@ -364,6 +364,32 @@ def test_cli_exit_code_2_and_fresh_db_not_created(plain, tmp_path, capsys):
     assert not db.exists()
 
 
+def test_ncus_output_around_the_csv_and_odd_line_separators_in_names(plain, tmp_path):
+    """``ncu --csv ... > FILE`` writes ncu's messages and the profiled program's own output to
+    the same stdout as the CSV: before its header (refused as "not a recognised profile" where a
+    program line stood there) and after it (refused as a short row). And a kernel name or NVTX
+    text holding U+2028 or U+0085 was split there as a line end and read back as a line feed;
+    now kept as it is."""
+    raw = plain[("full", "raw.csv")].read_text()
+    expected = kernels_of(ncu.read(plain[("full", "raw.csv")]))
+    wrapped = tmp_path / "stdout.csv"
+    wrapped.write_text("==PROF== Connected to process 870 (/usr/bin/python3.11)\nstep 0 loss 2.31\n\n"
+                       "==PROF== Profiling \"gemm\" - 0: 0%....50%....100% - 39 passes\n" + raw
+                       + "\n==PROF== Disconnected from process 870\n==WARNING== No kernels were profiled.\n")
+    assert kernels_of(ncu.read(wrapped)).equals(expected)
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        assert tk.ingest(wrapped).kind == "ncu"  # (the file found for what it is, as the plain page)
+    rows = list(csv.reader(io.StringIO(raw, newline="")))
+    name = rows[0].index("Kernel Name")
+    rows[2][name] = "gemm\u2028half\x85two"
+    text = io.StringIO()
+    csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    odd = tmp_path / "odd.csv"
+    odd.write_text(text.getvalue())
+    names = kernels_of(ncu.read(odd))["name"].to_list()
+    assert names[0] == "gemm\u2028half\x85two" and names[1:] == expected["name"].to_list()[1:]
+
+
 def test_missing_columns_and_na_still_ingest(plain, tmp_path):
     raw = plain[("full", "raw.csv")]
     p = _rewrite_raw(

@@ -20,7 +20,7 @@ import polars as pl
 
 from ..errors import InputError
 from . import ncu_rules
-from .ncu_head import header_of
+from .ncu_head import find_header, header_of
 from .ncu_labels import LABELS
 
 #: identity columns shared by the raw and details pages -> ncu_kernels column
@@ -124,16 +124,28 @@ def unit_to_base(unit: str) -> tuple[str, float]:
 
 
 def _text_lines(path: Path) -> tuple[list[str], int]:
-    """The file's lines (utf-8) and how many leading ncu log lines (==PROF==, ==WARNING==) to skip."""
+    """The file's lines (utf-8), without the ncu messages (==PROF==, ==WARNING==) and blank
+    lines after the CSV, and how many lines before its header to skip: ncu's messages, blank
+    lines, the profiled program's output (``find_header``). Lines end at \\n, \\r\\n or \\r
+    only: a name may hold any other line separator (U+2028, U+0085), kept as it is."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: not UTF-8 text; export the CSV again with ncu --csv") from err
-    lines = text.splitlines()
-    skip = 0
+    lines = _LINE_END.split(text)
+    while lines and (lines[-1].startswith("==") or not lines[-1].strip()):
+        lines.pop()
+    found = find_header(lines)
+    if found is not None:
+        return lines, found[0]
+    skip = 0  # (no header: the first line that is not a message says what the file is)
     while skip < len(lines) and (lines[skip].startswith("==") or not lines[skip].strip()):
         skip += 1
     return lines, skip
+
+
+#: a CSV's line ends (str.splitlines would split at U+2028, U+0085, form feeds... inside a name too)
+_LINE_END = re.compile(r"\r\n|\n|\r")
 
 
 def page_of(header: list[str]) -> str:

@@ -16,16 +16,27 @@ def header_of(head: bytes) -> list[str] | None:
         text = head.decode("utf-8-sig")
     except UnicodeDecodeError:
         text = head.decode("utf-8", errors="ignore")
-    for line in text.splitlines():
+    found = find_header(text.splitlines())
+    return None if found is None else found[1]
+
+
+def find_header(lines: list[str]) -> tuple[int, list[str]] | None:
+    """(index, columns) of the header row of an ncu CSV export among the lines of a file, else
+    None. Before it may stand ncu's messages (``==PROF==``, ``==WARNING==``), blank lines and
+    the profiled program's own output: ``ncu --csv ... > FILE`` writes them all to stdout. A
+    line that starts with a quote, as every row of ncu's CSV does, and is no header ends the
+    search."""
+    for i, line in enumerate(lines):
         if line.startswith("==") or not line.strip():
             continue
         try:
             row = next(csv.reader(io.StringIO(line)))
         except (csv.Error, StopIteration):
-            return None
+            row = []
         if row and row[0] == "ID" and "Kernel Name" in row:
-            return row
-        return None
+            return i, row
+        if line.startswith('"'):
+            return None
     return None
 
 

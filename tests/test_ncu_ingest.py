@@ -330,6 +330,11 @@ def _bad_inputs(plain, d: Path) -> dict[str, tuple[Path, str]]:
     # (both were "not a recognised profile")
     cases["summary-page"] = (DATA / "ncu_triton_detailed" / "details_summary.csv.xz",
                              "an ncu CSV export made with --print-summary: its launches aggregated per kernel")
+    # the Source page (a launch's SASS, and a function's source lines beside its SASS), which
+    # tracekit reads from the report (was "not a recognised profile")
+    for page in ("ncu_full/source_sass", "ncu_source/source_cuda_sass"):
+        cases[page] = (DATA / f"{page}.csv.xz", "an ncu Source page export (--page source): tracekit reads the "
+                       "Source page's numbers from the .ncu-rep report")
     p = d / "messages.csv"
     p.write_text("==ERROR== Option '--print-details' is only supported for the details page.\n")
     cases["ncu-messages"] = (p, "ncu's messages alone, no CSV (ncu wrote: Option '--print-details' is only "

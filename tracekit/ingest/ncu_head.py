@@ -40,6 +40,17 @@ def find_header(lines: list[str]) -> tuple[int, list[str]] | None:
     return None
 
 
+def _rows(lines: list[str]) -> list[list[str]]:
+    """Each line parsed as a CSV row (an unreadable one as no fields)."""
+    out = []
+    for line in lines:
+        try:
+            out.append(next(csv.reader(io.StringIO(line))))
+        except (csv.Error, StopIteration):
+            out.append([])
+    return out
+
+
 #: the columns of an ncu CSV export made with --print-summary (per-kernel, per-gpu, per-nvtx):
 #: launches aggregated, one row per metric and group
 SUMMARY_COLUMNS = ("Kernel Name", "Invocations", "Metric Name", "Minimum", "Maximum", "Average")
@@ -47,8 +58,9 @@ SUMMARY_COLUMNS = ("Kernel Name", "Invocations", "Metric Name", "Minimum", "Maxi
 
 def not_an_export_why(head: bytes) -> str | None:
     """Why an ncu CSV output tracekit does not read is none (None: not such an output): a
-    --print-summary export (launches aggregated, no launch IDs), or a file holding only ncu's
-    own messages (``ncu -i REPORT --csv ... > FILE`` where ncu refused the options)."""
+    --print-summary export (launches aggregated, no launch IDs), a Source page export (a
+    launch's instructions), or a file holding only ncu's own messages (``ncu -i REPORT --csv
+    ... > FILE`` where ncu refused the options)."""
     text = head.decode("utf-8", errors="ignore")
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
@@ -59,10 +71,13 @@ def not_an_export_why(head: bytes) -> str | None:
         if error is None:
             return None
         return f"ncu's messages alone, no CSV (ncu wrote: {error.removeprefix('==ERROR==').strip()}); export again"
-    try:
-        header = next(csv.reader(io.StringIO(rows[0])))
-    except (csv.Error, StopIteration):
-        return None
+    first = _rows(rows[:4])
+    header = first[0]
+    if any(row[:2] in (["Address", "Source"], ["Line No", "Source"]) for row in first):
+        # (after a "File Path" or "Kernel Name" line: the Source page of one function or launch)
+        return ("an ncu Source page export (--page source): tracekit reads the Source page's numbers from the "
+                ".ncu-rep report (captured with --section SourceCounters), which carries every launch's; ingest "
+                "the report (tracekit query ncu-source)")
     if all(c in header for c in SUMMARY_COLUMNS) and "ID" not in header:
         return ("an ncu CSV export made with --print-summary: its launches aggregated per kernel (Invocations, "
                 "Minimum, Maximum, Average), no launch IDs; export one row per launch without --print-summary "

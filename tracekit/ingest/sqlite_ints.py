@@ -65,6 +65,7 @@ def said(err: Exception) -> str:
         return err.object.decode("utf-8", "replace")
     return str(err)
 
+
 #: rows decoded per chunk: temporaries stay small (cache-resident, no fresh pages)
 CHUNK_ROWS = 8192
 

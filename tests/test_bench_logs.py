@@ -99,10 +99,12 @@ def test_a_log_that_does_not_name_its_point_is_refused(tmp_path):
         with pytest.raises(InputError, match=r"its name says nc=1024 but its lines scored Candidate Embeddings: 512, "
                                              r"1024; a log is one point"):
             tk.ingest(mixed)
-        # a time that is not one, not a time read in part (1.5e+02 ms is 150 ms, not 1.5)
+        # a time that is not one, not a time read in part (1.5e+02 ms is 150 ms, not 1.5; a decimal
+        # comma's 12,5 was read as 12), nor a line passed over (nan and inf were)
         odd = _log(tmp_path / "odd", "base")
         first = re.search(r"Total time\(ms\): ([0-9.]+)", odd.read_text())[1]
-        for value, ok in (("1.5e+02", True), ("-3.0", False), ("1.2.3", False)):
+        for value, ok in (("1.5e+02", True), ("-3.0", False), ("1.2.3", False), ("12,5", False), ("nan", False),
+                          ("-inf", False), ("Infinity", False)):
             odd.write_text(odd.read_text().replace(f"Total time(ms): {first}", f"Total time(ms): {value}", 1))
             first = value
             if ok:

@@ -28,7 +28,9 @@ KIND = "timing"
 
 #: the seed notebook's line pattern, and tracekit capture's optional phase tag before it
 LINE = re.compile(r"(?:\[(warmup|timed) \d+\]\s*)?"
-                  r"KV Caches:\s*(\d+),\s*Candidate Embeddings:\s*(\d+),\s*Total time\(ms\):\s*([-+0-9.eE]+)")
+                  r"KV Caches:\s*(\d+),\s*Candidate Embeddings:\s*(\d+),\s*Total time\(ms\):\s*"
+                  # (a decimal comma, nan and inf taken whole, to be refused: not cut to 12 from 12,5, nor passed over)
+                  r"((?i:[-+]?(?:nan|inf(?:inity)?))|[-+0-9.eE]+(?:,\d+)?)")
 #: the notebook's file name pattern (searched, so that a prefix or a copy's suffix is allowed)
 NAME = re.compile(r"bs(\d+)_nc(\d+)")
 

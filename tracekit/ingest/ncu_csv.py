@@ -20,7 +20,7 @@ import polars as pl
 
 from ..errors import InputError
 from . import ncu_rules
-from .ncu_head import find_header, header_of
+from .ncu_head import find_header, header_of, is_message
 from .ncu_labels import LABELS
 
 #: identity columns shared by the raw and details pages -> ncu_kernels column
@@ -133,13 +133,13 @@ def _text_lines(path: Path) -> tuple[list[str], int]:
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: not UTF-8 text; export the CSV again with ncu --csv") from err
     lines = _LINE_END.split(text)
-    while lines and (lines[-1].startswith("==") or not lines[-1].strip()):
+    while lines and is_message(lines[-1]):
         lines.pop()
     found = find_header(lines)
     if found is not None:
         return lines, found[0]
     skip = 0  # (no header: the first line that is not a message says what the file is)
-    while skip < len(lines) and (lines[skip].startswith("==") or not lines[skip].strip()):
+    while skip < len(lines) and is_message(lines[skip]):
         skip += 1
     return lines, skip
 

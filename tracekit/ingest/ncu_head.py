@@ -27,12 +27,9 @@ def find_header(lines: list[str]) -> tuple[int, list[str]] | None:
     line that starts with a quote, as every row of ncu's CSV does, and is no header ends the
     search."""
     for i, line in enumerate(lines):
-        if line.startswith("==") or not line.strip():
+        if is_message(line):
             continue
-        try:
-            row = next(csv.reader(io.StringIO(line)))
-        except (csv.Error, StopIteration):
-            row = []
+        row = _row(line)
         if row and row[0] == "ID" and "Kernel Name" in row:
             return i, row
         if line.startswith('"'):
@@ -40,15 +37,18 @@ def find_header(lines: list[str]) -> tuple[int, list[str]] | None:
     return None
 
 
-def _rows(lines: list[str]) -> list[list[str]]:
-    """Each line parsed as a CSV row (an unreadable one as no fields)."""
-    out = []
-    for line in lines:
-        try:
-            out.append(next(csv.reader(io.StringIO(line))))
-        except (csv.Error, StopIteration):
-            out.append([])
-    return out
+def is_message(line: str) -> bool:
+    """A line of ncu's own (``==PROF==``, ``==WARNING==``, ``==ERROR==``) or a blank one: no row
+    of its CSV."""
+    return line.startswith("==") or not line.strip()
+
+
+def _row(line: str) -> list[str]:
+    """The line parsed as a CSV row (an unreadable one as no fields)."""
+    try:
+        return next(csv.reader(io.StringIO(line)))
+    except (csv.Error, StopIteration):
+        return []
 
 
 #: the columns of an ncu CSV export made with --print-summary (per-kernel, per-gpu, per-nvtx):
@@ -71,7 +71,7 @@ def not_an_export_why(head: bytes) -> str | None:
         if error is None:
             return None
         return f"ncu's messages alone, no CSV (ncu wrote: {error.removeprefix('==ERROR==').strip()}); export again"
-    first = _rows(rows[:4])
+    first = [_row(line) for line in rows[:4]]
     header = first[0]
     if any(row[:2] in (["Address", "Source"], ["Line No", "Source"]) for row in first):
         # (after a "File Path" or "Kernel Name" line: the Source page of one function or launch)

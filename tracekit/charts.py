@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .errors import ParamError, QueryError, TracekitError
-from .names import distinct_labels, ranks_text, short_name
+from .names import distinct_labels, escape_controls, ranks_text, short_name
 from .numbers import INT_RANGE, whole_number
 
 
@@ -3101,7 +3101,7 @@ def _xml_safe(value: Any) -> Any:
     """``value`` (a Vega-Lite spec) with each character XML forbids written as Python escapes
     it (``\\x1b``), as the terminal table shows it; in data given as JSON text (``_data``) too."""
     if isinstance(value, str):
-        return _NOT_XML.sub(lambda m: repr(m.group())[1:-1], value) if _NOT_XML.search(value) else value
+        return _NOT_XML.sub(lambda m: escape_controls(m.group()), value) if _NOT_XML.search(value) else value
     if isinstance(value, dict):
         out = {k: _xml_safe(v) for k, v in value.items()}
         rows = value.get("values")

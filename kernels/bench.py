@@ -308,21 +308,6 @@ def _bsa_pairs(sel, lengths, nt, bs: int, H: int) -> int:
 # ----------------------------------------------------------------------------- timing
 
 
-def _stats(times_ms: list[float]) -> dict[str, float]:
-    import statistics
-
-    xs = sorted(times_ms)
-
-    def q(p):
-        k = (len(xs) - 1) * p
-        lo, hi = math.floor(k), math.ceil(k)
-        return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-    return dict(median_ms=q(0.5), mean_ms=statistics.fmean(xs),
-                std_ms=statistics.stdev(xs) if len(xs) > 1 else 0.0, min_ms=xs[0], max_ms=xs[-1],
-                p95_ms=q(0.95), p99_ms=q(0.99), n_rep=len(xs))
-
-
 # the GPU-side delay before each timed call (module docstring)
 GPU_DELAY_FACTOR = 2.0
 GPU_DELAY_FLOOR_MS = 0.05
@@ -392,6 +377,8 @@ def _time_cuda(fn, name, warmup_ms, rep_ms, flush, delay: bool = True, max_khz: 
 
     import torch
 
+    from tracekit.ingest.bench import time_summary
+
     fn()
     torch.cuda.synchronize()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -444,7 +431,7 @@ def _time_cuda(fn, name, warmup_ms, rep_ms, flush, delay: bool = True, max_khz: 
         late += starts[i].query()  # the GPU already past the start: the interval may hold host time
     torch.cuda.synchronize()
     samples = [a.elapsed_time(b) for a, b in zip(starts, ends, strict=True)]
-    res = _stats(samples)
+    res = time_summary(samples)
     res.update(n_warmup=n_warm, samples_ms=samples, host_ms=statistics.median(host), host_ms_max=max(host),
                gpu_delay_ms=delay_ms, gpu_delay_cycles=cycles, gpu_lead_ms=lead_ms, sm_cycles_per_ms=cpm,
                late_calls=late)
@@ -458,6 +445,8 @@ def _time_cuda(fn, name, warmup_ms, rep_ms, flush, delay: bool = True, max_khz: 
 
 
 def _time_cpu(fn, warmup_ms, rep_ms):
+    from tracekit.ingest.bench import time_summary
+
     t0 = time.perf_counter()
     fn()
     est = max((time.perf_counter() - t0) * 1e3, 1e-3)
@@ -470,7 +459,7 @@ def _time_cpu(fn, warmup_ms, rep_ms):
         t0 = time.perf_counter()
         fn()
         ts.append((time.perf_counter() - t0) * 1e3)
-    res = _stats(ts)
+    res = time_summary(ts)
     res.update(n_warmup=n_warm, samples_ms=ts, peak_alloc_mb=None, peak_reserved_mb=None)
     return res
 

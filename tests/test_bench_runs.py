@@ -15,6 +15,7 @@ from conftest import DATA
 import tracekit
 from tracekit.cli import main as cli_main
 from tracekit.errors import QueryError
+from tracekit.ingest.bench import time_summary
 
 PAIR = DATA / "bench_pair"
 
@@ -95,7 +96,7 @@ def test_a_machine_slower_throughout_is_held_and_a_wrong_output_is_not(tk, tmp_p
     def slower(doc):
         for r in doc["results"]:
             r["samples_ms"] = [t * 1.15 for t in r["samples_ms"]]
-            r["median_ms"] *= 1.15
+            r.update(time_summary(r["samples_ms"]), tflops=r["tflops"] / 1.15)
         wrong = next(r for r in doc["results"] if (r["config"], r["variant"]) == ("hstu_T1024", "triton_dense"))
         wrong["matches_reference"] = False
         failed = next(r for r in doc["results"] if r["variant"] == "triton_block_sparse")
@@ -138,6 +139,21 @@ def test_a_bench_run_against_a_capture_shares_no_scope(tk):
     (lambda d: d["results"][0].update(config=None), "result 1: no config"),
     (lambda d: d["results"][0].update(matches_reference="yes"), "matches_reference 'yes' is not true or false"),
     (lambda d: d["results"][0].update(samples_ms=[], error=None), "neither times (samples_ms) nor an error"),
+    # a summary the samples contradict: the table (the stored median) and the diff (the samples) would disagree
+    (lambda d: d["results"][1].update(median_ms=d["results"][1]["median_ms"] * 0.5),
+     "result 2 (triton_dense on hstu_T1024): median_ms 0.0"),
+    (lambda d: d["results"][1].update(n_rep=d["results"][1]["n_rep"] + 1),
+     "n_rep 1001 is not what its 1000 samples_ms give (1000): the file was edited"),
+    (lambda d: d["results"][1].update(samples_ms=d["results"][1]["samples_ms"][:10]),
+     "n_rep 1000 is not what its 10 samples_ms give (10)"),
+    (lambda d: d["results"][1].update(p99_ms=d["results"][1]["p99_ms"] * 1.01), "p99_ms "),
+    (lambda d: d["results"][1].update(tflops=d["results"][1]["tflops"] * 2),
+     "tflops 630.6545996523585 is not its flops over its median time"),
+    (lambda d: d["results"][1].update(speedup_vs_baseline=d["results"][1]["speedup_vs_baseline"] * 2),
+     "speedup_vs_baseline"),
+    (lambda d: d["results"][1].update(samples_ms=[0.0] * 1000, **time_summary([0.0] * 1000), flops=None,
+                                       tflops=None, speedup_vs_baseline=None),
+     "every timed call's median is 0 ms: no time was measured"),
 ])
 def test_hostile_bench_files_are_one_line_and_leave_the_store(tmp_path, capsys, change, said):
     db = tmp_path / "s.duckdb"

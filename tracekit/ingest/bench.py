@@ -3,7 +3,10 @@ per (configuration, variant) its timing statistics, TFLOP/s, speedup against the
 and check against the reference, and every timed call's time (``samples_ms``). A run of
 kind ``bench``: ``bench_results`` and ``bench_samples`` (schema_bench.sql); the benchmark's
 environment (GPU, versions, clocks, timing settings), its settings and the pairs it skipped
-go into the run's meta."""
+go into the run's meta. Each result's summary of its times (``n_rep``, ``median_ms``, …,
+``tflops``, ``speedup_vs_baseline``) is what its ``samples_ms`` give (``time_summary``): a
+file that says otherwise was edited, and is refused rather than let the table (the stored
+median) and the diff (the samples) tell two stories."""
 
 from __future__ import annotations
 
@@ -57,6 +60,62 @@ RESULT_COLUMNS = {
 }
 #: the file's own keys, as ``bench_attention`` writes them
 TOP_KEYS = ("environment", "results")
+
+
+#: how far a stored summary may stray from the one its samples give (a float's rounding, not a change)
+SUMMARY_REL_TOL = 1e-9
+
+
+def time_summary(times_ms: list[float]) -> dict[str, float | int]:
+    """The statistics of a result's per-call times, as ``tracekit bench`` writes them: the
+    quantiles interpolate linearly between the sorted times (NumPy's default), ``std_ms``
+    is the sample standard deviation (0 for one call)."""
+    import statistics
+
+    xs = sorted(times_ms)
+
+    def q(p: float) -> float:
+        k = (len(xs) - 1) * p
+        lo, hi = math.floor(k), math.ceil(k)
+        return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+    return dict(median_ms=q(0.5), mean_ms=statistics.fmean(xs),
+                std_ms=statistics.stdev(xs) if len(xs) > 1 else 0.0, min_ms=xs[0], max_ms=xs[-1],
+                p95_ms=q(0.95), p99_ms=q(0.99), n_rep=len(xs))
+
+
+def _agrees(stored, computed: float) -> bool:
+    return stored is None or math.isclose(stored, computed, rel_tol=SUMMARY_REL_TOL, abs_tol=1e-12)
+
+
+def _check_summaries(results: list[dict], path: Path) -> None:
+    """Each result's summary against its samples (module docstring); a median of 0 ms, which
+    makes every ratio to it infinite, is no measurement."""
+    medians = {}
+    for i, row in enumerate(results):
+        where = f"{path}: result {i + 1} ({row['variant']} on {row['config']})"
+        times = row.get("samples_ms") or []
+        if not times:
+            continue
+        got = time_summary(times)
+        for key in sorted(got, key=lambda k: k != "n_rep"):  # (the count first: a cut list changes every figure)
+            value = got[key]
+            if not _agrees(row.get(key), value):
+                raise InputError(f"{where}: {key} {row[key]!r} is not what its {len(times)} samples_ms give "
+                                 f"({value!r}): the file was edited; each summary follows from the calls' times")
+        if got["median_ms"] <= 0 and row.get("error") is None:
+            raise InputError(f"{where}: every timed call's median is 0 ms: no time was measured")
+        medians[(row["config"], row["variant"])] = got["median_ms"]
+        if row.get("flops") is not None and got["median_ms"] > 0 \
+                and not _agrees(row.get("tflops"), row["flops"] / (got["median_ms"] * 1e-3) / 1e12):
+            raise InputError(f"{where}: tflops {row['tflops']!r} is not its flops over its median time")
+    for i, row in enumerate(results):
+        base = medians.get((row["config"], row.get("baseline")))
+        own = medians.get((row["config"], row["variant"]))
+        if base is not None and own and not _agrees(row.get("speedup_vs_baseline"), base / own):
+            raise InputError(f"{path}: result {i + 1} ({row['variant']} on {row['config']}): speedup_vs_baseline "
+                             f"{row['speedup_vs_baseline']!r} is not {row['baseline']}'s median time over its own "
+                             f"({base / own!r})")
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -144,6 +203,7 @@ def read(path: Path) -> Parsed:
         samples["variant"] += [pair[1]] * len(times)
         samples["call_idx"] += list(range(len(times)))
         samples["ms"] += [float(t) for t in times]
+    _check_summaries(results, path)
     sample_types = {"config": pa.string(), "variant": pa.string(), "call_idx": pa.int32(), "ms": pa.float64()}
     tables = {
         "bench_results": _table(columns, {c: t for c, (_, t) in RESULT_COLUMNS.items()}),

@@ -116,16 +116,27 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
     tk.close()
     db = str(tmp_path / "s2.duckdb")
     assert main(["--db", db, "ingest", str(tmp_path / "rank_5" / "trace.sqlite.xz")]) == 0
+    capsys.readouterr()
     assert main(["--db", str(tmp_path / "s3.duckdb"), "ingest", str(EXPORTS[2]),
                  "--param", "rank=7", "--param", "job=train-42"]) == 0
-    capsys.readouterr()
+    said = capsys.readouterr().err.splitlines()
     params = [json.loads(tracekit.open(p, read_only=True).sql("SELECT params FROM runs ORDER BY run_id")["params"][i])
               for p, i in ((tmp_path / "s.duckdb", 0), (tmp_path / "s.duckdb", 1), (db, 0), (tmp_path / "s3.duckdb", 0))]
     assert params[0]["rank"] == 1 and params[0]["world_size"] == WORLD
     assert params[0]["job"] == str((tmp_path / "a").resolve())  # no launcher job id: the export's folder
     assert params[1]["rank"] == 3 and params[1]["job"] == str((tmp_path / "prof_r*_").resolve())
     assert params[2]["rank"] == 5 and params[2]["job"] == str((tmp_path / "rank_*" / "trace").resolve())
-    assert params[3]["rank"] == 7 and params[3]["job"] == "train-42"  # given values win over the export's
+    assert params[3]["rank"] == 7 and params[3]["job"] == "train-42"  # given values win over the export's ...
+    # ... said (a launcher may number each node's processes from 0); one where it agrees, not
+    assert said == [f"tracekit: warning: {EXPORTS[2]}: rank 7 as given, not 2 as the export recorded (RANK=2)"]
+    assert main(["--db", str(tmp_path / "s5.duckdb"), "ingest", str(EXPORTS[2]), "--param", "rank=2"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    # one rank given to several files: each would be that rank, one replacing another's data
+    for files, held in (([EXPORTS[0], EXPORTS[1]], "2 given"), ([DATA / "hstu_sweep" / "runs"], "runs holds 16 run folders")):
+        assert main(["--db", str(tmp_path / "s4.duckdb"), "ingest", *map(str, files), "-p", "rank=3"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--param rank=3 names one rank: give it one file or run folder (" in err
+        assert held in err, err
     assert main(["--db", str(tmp_path / "s4.duckdb"), "ingest", str(OTHER), "--param", "rank=two"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--param rank='two': a rank is a whole number" in err

@@ -4,7 +4,9 @@ A multi-GPU job profiled with nsys gives one export per rank. At ingest each run
 ``rank``, ``host`` and ``job`` in its ``params`` (what ``rank-summary``, ``stragglers``
 and ``rank-ranges`` group by), from, in order of precedence:
 
-1. ``--param rank=3`` / ``host=`` / ``job=`` (``tk.ingest(..., params=...)``);
+1. ``--param rank=3`` / ``host=`` / ``job=`` (``tk.ingest(..., params=...)``), one file's
+   rank at a time; it overrides the rank the export recorded (2.; said, as a warning: a
+   launcher may number each node's processes from 0) and the name's (3.: a guess);
 2. the export itself: the launched process's environment as nsys recorded it
    (``META_DATA_CAPTURE``: ``RANK``, ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``,
    ``SLURM_PROCID``, ...) and the target's host name (``TARGET_INFO_SYSTEM_ENV``);
@@ -137,14 +139,21 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
     check_params(out)
     env = from_export(export) if export is not None else {}
     named = rank_from_name(source.resolve())
+    recorded = next((k for k in RANK_ENV if env.get(k, "").isdigit() and int(env[k]) <= MAX_RANK), None)
     if "rank" not in out:
-        value = next((env[k] for k in RANK_ENV if env.get(k, "").isdigit() and int(env[k]) <= MAX_RANK), None)
-        if value is not None:
-            out["rank"] = int(value)
+        if recorded is not None:
+            out["rank"] = int(env[recorded])
         elif named is not None:
             out["rank"] = named[0]
     else:
         out["rank"] = int(out["rank"])
+        if recorded is not None and out["rank"] != int(env[recorded]):  # (a launcher's ranks per node, renumbered)
+            import warnings
+
+            from .errors import CaptureWarning
+
+            warnings.warn(CaptureWarning(f"{source}: rank {out['rank']} as given, not {env[recorded]} as the export "
+                                         f"recorded ({recorded}={env[recorded]})"), stacklevel=2)
     if "rank" not in out:
         return out
     if "host" not in out and env.get("HOSTNAME"):

@@ -412,6 +412,18 @@ def test_points_one_sweep_lacks_are_said_and_the_rest_compared(tmp_path):
             assert [str(w.message) for w in seen] == [f"diff: {said}: compared at the points both have"]
             assert {k.split(": ", 1)[0] for k in df["key"]} == {"m=1024,dtype=fp16", "m=1024,dtype=fp32",
                                                                 "m=4096,dtype=fp16"}
+    # a point both lack (neither sweep's run there ingested): said of each, not left out
+    again_fourth = next(r for r in sorted((SWEEPS / "again" / "runs").iterdir()) if r.name.endswith("m=4096-dtype=fp32"))
+    with tracekit.open(tmp_path / "both.duckdb") as tk:
+        for run in [*sorted((SWEEPS / "base" / "runs").iterdir())[:3],
+                    *(r for r in sorted((SWEEPS / "again" / "runs").iterdir()) if r != again_fourth)]:
+            tk.ingest(run)
+        with pytest.warns(tracekit.errors.CaptureWarning) as seen:
+            tk.diff(_sweep_id("base"), _sweep_id("again"))
+    assert [str(w.message) for w in seen] == [
+        f"diff: base sweep {_sweep_id('base')}'s run at m=4096,dtype=fp32 is not in the store (tracekit ingest "
+        f"{fourth}); new sweep {_sweep_id('again')}'s run at m=4096,dtype=fp32 is not in the store (tracekit ingest "
+        f"{again_fourth}): compared at the points both have"]
 
 
 def test_compare_sweeps_with_a_repeat(sweeps):

@@ -151,6 +151,33 @@ def test_a_diff_of_a_sweep_taken_again_is_judged_against_its_repeats(store, runs
     assert "noise_pct" not in alone.columns
 
 
+def test_a_point_whose_run_was_removed_is_said_in_the_diff(store, runs, tmp_path):
+    """The first two sweeps, bs 8 nc 128's run removed from the first: that point is the second's
+    alone, and the note says the first's run there is not in the store, with the folder to ingest;
+    removed from the second too, the point is still a row, each side's absence said."""
+    import shutil
+
+    first, second = (r.sweep_id for r in _results(runs)[:2])
+    db = tmp_path / "s.duckdb"
+    shutil.copy(store, db)
+    key = "bs=8,nc=128"
+    with tracekit.open(db) as tk:
+        at = {sweep: tk.con.execute("SELECT run_id, source_path FROM runs WHERE grid_point(params) = ? "
+                                    "AND json_extract_string(params, '$.sweep') = ?", [key, sweep]).fetchone()
+              for sweep in (first, second)}
+        said = {sweep: f"{role} sweep {sweep}'s run at {key} is not in the store (tracekit ingest {at[sweep][1]})"
+                for sweep, role in ((first, "base"), (second, "new"))}
+        tk.remove_run(at[first][0])
+        rows = tk.diff(first, second, by="sweep", repeats=[]).filter(pl.col("key") == key)
+        assert rows["verdict"].to_list() == ["added", "added"] and rows["base"].is_null().all()
+        assert set(rows["note"]) == {said[first]}
+        tk.remove_run(at[second][0])
+        rows = tk.diff(first, second, by="sweep", repeats=[]).filter(pl.col("key") == key)
+    assert rows["metric"].to_list() == ["latency_med_ms", "latency_p95_ms"]
+    assert rows["base"].is_null().all() and rows["new"].is_null().all()
+    assert set(rows["note"]) == {f"{said[first]}; {said[second]}"}
+
+
 def test_the_sweep_command_takes_each_sweep_again_and_ends_with_the_noise(store, runs, monkeypatch, capsys):
     """`tracekit sweep --repeat 3` as the CLI runs it, each sweep standing in as the H200
     fixture's: the sweeps in a row, the later told the first's id, then the latency table and

@@ -225,7 +225,7 @@ from .errors import CaptureWarning, InputError, ParamError, QueryError, expect
 from .names import RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_name
 from .registry import NO_CUDA_EVENT, no_cuda_event, untraced
 from .store import CAPTURE_STATUS
-from .sweep_points import failures, said, why_absent
+from .sweep_points import Absent, absent_points, said, why_absent
 
 NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um", "cpu", "python", "memory")
 #: nsys scope -> the kinds of event (registry.TRACED) a run's capture must have traced
@@ -1745,7 +1745,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
         runs[(side, key)] = run
         launches.setdefault((side, key), {})[api] = (int(calls), float(med))
     metrics = [("latency_med_ms", "median", 1), ("latency_p95_ms", "p95", 1)]
-    failed = {"base": _failed_points(con, base), "new": _failed_points(con, new)}  # (one query a side)
+    absent = {"base": _absent_points(con, base), "new": _absent_points(con, new)}  # (one query a side)
     peaks: dict[str, list] = {}  # point -> [base's, new's] (allocated, reserved) peaks
     for side, key, *peak in con.execute(points + _sql("sweep_memory"), params).fetchall():
         peaks.setdefault(key, [None, None])[side] = peak
@@ -1762,11 +1762,13 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
             one = _one_side_rows("sweep", r["key"], r, metrics, "", effect)
             # a point the other sweep ran but whose capture failed: not a point it left out
             other = "new" if r["n_new"] == 0 else "base"
-            error = failed[other].get(r["key"])
-            if error is not None:
-                for row in one:
+            why = absent[other].get(r["key"])
+            for row in one if why is not None else []:
+                if why.what == "failed":
                     row.verdict = "regressed" if other == "new" else "improved"
-                    row.note = f"the {other} sweep's capture of this point failed" + (f": {error}" if error else "")
+                    row.note = f"the {other} sweep's capture of this point failed" + (f": {why.detail}" if why.detail else "")
+                else:  # (its run removed or never ingested, its capture interrupted: nothing to compare)
+                    row.note = said(f"{other} {(new if other == 'new' else base).label}", r["key"], why)
             rows += one
         else:
             stat = _stat_rows("sweep", r["key"], r, metrics, threshold, reqs, effect)
@@ -1776,13 +1778,15 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
                 pair = (runs.get((0, r["key"])), runs.get((1, r["key"])))
                 _with_the_host(con, stat, pace, pair, threshold)
             rows += stat + _peak_rows(r["key"], peaks.get(r["key"], [None, None]), threshold, len(metrics))
-    # a point whose capture failed in both sweeps: no latency either side, said rather than left out
+    # a point neither sweep has a run of (its capture failed, its run removed, ...): said rather than left out
     seen = set(df["key"].to_list())
-    both = set(failed["base"]) & set(failed["new"])
-    for key in sorted(both - seen):
+    for key in [p for p in absent["base"] if p in absent["new"] and p not in seen]:
+        whys = (absent["base"][key], absent["new"][key])
+        note = "its capture failed in both sweeps" if all(w.what == "failed" for w in whys) else "; ".join(
+            said(f"{role} {side.label}", key, why) for role, side, why in zip(("base", "new"), (base, new), whys,
+                                                                             strict=True))
         for i, (metric, _kind, _direction) in enumerate(metrics):
-            rows.append(_Row("sweep", key, metric, None, None, "unchanged", None,
-                             "its capture failed in both sweeps", order=i))
+            rows.append(_Row("sweep", key, metric, None, None, "unchanged", None, note, order=i))
     return rows
 
 
@@ -1886,10 +1890,10 @@ def _with_the_gpu_clock(rows: list[_Row], fb: float | None, fn: float | None, th
             r.note = _join(r.note, f"SM clock {clock}")
 
 
-def _failed_points(con, side: Side) -> dict[str, str]:
-    """A sweep's points whose capture failed (no point to compare): point -> its error, as its
-    runs in the store or its manifest say."""
-    return {} if side.sweep is None or side.lone_point else failures(con, side.sweep)
+def _absent_points(con, side: Side) -> dict[str, Absent]:
+    """A sweep's points with no run to compare, where its runs in the store or its manifest say
+    why (its capture failed, its run is not in the store, ...): point -> why."""
+    return {} if side.sweep is None or side.lone_point else absent_points(con, side.sweep)[0]
 
 
 # -- what differs between the captures ------------------------------------------------
@@ -2191,6 +2195,10 @@ def _paired_points(con, sb: Side, sn: Side) -> dict[str, tuple[Side, Side]]:
         alone += [w for w in why if w is not None]
         if None in why:
             alone.append(f"{other_role} {other.label} alone has {', '.join(p for p, w in zip(lacks, why, strict=True) if w is None)}")
+    neither = {role: _absent_points(con, side) for side, role in ((sb, "base"), (sn, "new"))}
+    for p in neither["base"]:  # (a point of the grid that both lack: said too, not left out)
+        if p in neither["new"] and p not in sb.points and p not in sn.points:
+            alone += [said(f"{role} {side.label}", p, neither[role][p]) for side, role in ((sb, "base"), (sn, "new"))]
     if not both:
         raise QueryError(f"diff: {sb.label} and {sn.label} share no point ({'; '.join(alone)}); "
                          "compare two sweeps of one grid, or two of their runs")

@@ -106,16 +106,6 @@ def _absent(points: list[str], failed: dict[str, str], manifest: dict[str, Plann
     return out
 
 
-def failures(con, sweep: str) -> dict[str, str]:
-    """The points of ``sweep`` whose capture failed, as its runs in the store or its manifest
-    say: point -> the first line of the error ('' where none)."""
-    failed = failed_points(con, sweep)
-    for p, planned in manifest_points(con, sweep).items():
-        if planned.status == "failed" and p not in failed:
-            failed[p] = _error(planned)
-    return failed
-
-
 def _error(planned: Planned) -> str:
     """A failed point's error, its first line: its run folder's own (the manifest's wraps it)."""
     error = planned.error
@@ -140,10 +130,10 @@ def said(name: str, point: str, why: Absent) -> str:
     return f"{name}'s run at {point} is not in the store (tracekit ingest {why.detail})"
 
 
-def left_out(con, sweep: str) -> tuple[int, list[str]]:
-    """The points of ``sweep`` with no ok run in the store, each with why, where the manifest
-    or the store knows ('bs=8,nc=4096: its capture failed (…)'), and how many points the sweep
-    has in all (the manifest's, else the store's)."""
+def absent_points(con, sweep: str) -> tuple[dict[str, Absent], int]:
+    """The points of ``sweep`` with no ok run in the store where the manifest or the store
+    knows why (point -> why, in the sweep's order), and how many points the sweep has in all
+    (the manifest's, else the store's)."""
     ok = {p for (p,) in con.execute(
         "SELECT DISTINCT grid_point(params) FROM runs WHERE json_extract_string(params, '$.sweep') = ? "
         "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' AND grid_point(params) IS NOT NULL",
@@ -151,12 +141,17 @@ def left_out(con, sweep: str) -> tuple[int, list[str]]:
     manifest, failed = manifest_points(con, sweep), failed_points(con, sweep)
     missing = [p for p in dict.fromkeys([*manifest, *failed]) if p not in ok]
     total = len(set(manifest) | ok | set(missing))
-    lines = []
-    for p, why in zip(missing, _absent(missing, failed, manifest), strict=True):
-        if why is not None:
-            lines.append(f"{p}: " + {"failed": "its capture failed" + (f" ({why.detail})" if why.detail else ""),
-                                     "interrupted": "its capture was interrupted",
-                                     "not_run": "never ran (the sweep stopped before)",
-                                     "pending": "not run yet (the sweep's manifest says it is running)",
-                                     "not_ingested": f"not ingested (tracekit ingest {why.detail})"}[why.what])
-    return total, lines
+    return {p: why for p, why in zip(missing, _absent(missing, failed, manifest), strict=True) if why is not None}, total
+
+
+def left_out(con, sweep: str) -> tuple[int, list[str]]:
+    """The points of ``sweep`` with no ok run in the store, each with why, where the manifest
+    or the store knows ('bs=8,nc=4096: its capture failed (…)'), and how many points the sweep
+    has in all (the manifest's, else the store's)."""
+    absent, total = absent_points(con, sweep)
+    return total, [f"{p}: " + {"failed": "its capture failed" + (f" ({why.detail})" if why.detail else ""),
+                               "interrupted": "its capture was interrupted",
+                               "not_run": "never ran (the sweep stopped before)",
+                               "pending": "not run yet (the sweep's manifest says it is running)",
+                               "not_ingested": f"not ingested (tracekit ingest {why.detail})"}[why.what]
+                   for p, why in absent.items()]

@@ -250,7 +250,7 @@ def repeat_spread(db: str | os.PathLike | None, results: list[SweepResult]) -> l
 
 
 def parse_list(text: str | Sequence[int], flag: str) -> list[int]:
-    """``"1,2,4,8"`` (or a list) -> ``[1, 2, 4, 8]``; each value must be a positive int."""
+    """``"1,2,4,8"`` (or a list) -> ``[1, 2, 4, 8]``; each value must be a positive int, given once."""
     if isinstance(text, str):
         items = text.split(",")
     elif isinstance(text, (list, tuple)):
@@ -266,8 +266,9 @@ def parse_list(text: str | Sequence[int], flag: str) -> list[int]:
             raise CaptureError(f"{flag} {text!r}: {s!r} is not an integer") from None
         if value < 1:
             raise CaptureError(f"{flag} {text!r}: {value} must be a positive integer (>= 1)")
-        if value not in out:
-            out.append(value)
+        if value in out:  # (one point per value: a value twice is a typo, not a point captured twice)
+            raise CaptureError(f"{flag} {text!r}: {value} twice; give each value once")
+        out.append(value)
     if not out:
         raise CaptureError(f"{flag} {text!r}: give at least one value")
     return out
@@ -487,7 +488,7 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
     nc_list = parse_list(nc, "--nc") if nc is not None else grid.get("nc")
     if not bs_list or not nc_list:
         raise CaptureError("sweep needs --bs and --nc lists or --config")
-    tool = tool or cfg.get("tool", "none")
+    tool = cfg.get("tool", "none") if tool is None else tool
     if isinstance(tool, list):
         raise CaptureError(f"{config}: tool names several profilers ({','.join(tool)}): sweep_each runs a sweep under "
                            "each (tracekit sweep --config does); give sweep() one")
@@ -576,7 +577,10 @@ def parse_grid(grid: Sequence[str] | dict[str, Any], flag: str = "--grid") -> di
         if any(not v for v in taken):
             raise CaptureError(f"{said}={','.join(map(str, values))}: an empty value; give the values "
                                "comma-separated, each not empty")
-        out[name] = list(dict.fromkeys(taken))
+        twice = next((v for i, v in enumerate(taken) if v in taken[:i]), None)
+        if twice is not None:
+            raise CaptureError(f"{said}={','.join(map(str, values))}: {twice} twice; give each value once")
+        out[name] = taken
     if not out:
         raise CaptureError(f"{flag.rstrip('.')}: give at least one parameter and its values (e.g. --grid bs=1,2,4)")
     return out
@@ -632,7 +636,7 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
     if grid is None:
         raise CaptureError("a program's sweep needs --grid NAME=V1,V2,... (repeatable) and {NAME} in the command "
                            "where each value goes")
-    tool = tool or cfg.get("tool", "nsys")
+    tool = cfg.get("tool", "nsys") if tool is None else tool
     if isinstance(tool, list):
         raise CaptureError(f"{config}: tool names several profilers ({','.join(tool)}): sweep_each runs a sweep under "
                            "each (tracekit sweep --config does); give sweep_command() one")

@@ -232,7 +232,9 @@ def test_a_count_past_32_bits_is_refused_before_anything_runs(field, flag, what)
 def test_a_sweep_grid_of_one_value_and_out_that_is_a_file(tmp_path):
     from tracekit.capture.sweep import load_config
 
-    assert load_config({"grid": {"bs": 4, "nc": [8, 8]}})["grid"] == {"bs": [4], "nc": [8]}
+    assert load_config({"grid": {"bs": 4, "nc": [8, 16]}})["grid"] == {"bs": [4], "nc": [8, 16]}
+    with pytest.raises(CaptureError, match=r"grid.nc \[8, 8\]: 8 twice; give each value once"):
+        load_config({"grid": {"bs": 4, "nc": [8, 8]}})
     with pytest.raises(CaptureError, match="grid.bs True"):
         load_config({"grid": {"bs": True, "nc": [8]}})
     (tmp_path / "runs").write_text("")

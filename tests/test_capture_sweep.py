@@ -87,11 +87,15 @@ def test_interrupted_sweep_keeps_and_labels_points(tmp_path):
     ("1", "128,-1", r"--nc '128,-1': -1 must be"),
     ("1,a", "128", r"'a' is not an integer"),
     ("", "128", r"is not an integer"),
+    ("1,2,1", "128", r"^--bs '1,2,1': 1 twice; give each value once$"),  # (a typo, not a point captured twice)
+    ("1", "128,0128", r"^--nc '128,0128': 128 twice"),
+    ("1", "128", r"^--tool '': unknown profiler; choose one of"),  # (not the default profiler)
 ])
 def test_bad_grid_rejected_before_any_point(tmp_path, bs, nc, match):
     runner = FakeRunner(tmp_path)
+    tool = "" if "--tool" in match else None
     with pytest.raises(CaptureError, match=match):
-        sw.sweep(bs, nc, preset="small", out_dir=tmp_path / "runs", progress=False, runner=runner)
+        sw.sweep(bs, nc, tool=tool, preset="small", out_dir=tmp_path / "runs", progress=False, runner=runner)
     assert runner.calls == [] and not (tmp_path / "runs").exists()
 
 

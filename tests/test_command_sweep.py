@@ -78,6 +78,7 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch
     (["--grid", "m", "--", "prog", "{m}"], "--grid 'm': expected NAME=VALUE1,VALUE2"),
     (["--grid", "2m=1", "--", "prog", "{2m}"], "--grid '2m': a parameter's name is letters, digits and _"),
     (["--grid", "m=1", "--grid", "m=2", "--", "prog", "{m}"], "--grid m: given twice"),
+    (["--grid", "m=1", "--tool", "", "--", "prog", "{m}"], "--tool '': choose one of nsys, ncu, none"),
     (["--grid", "tool=a", "--", "prog", "{tool}"], "--grid tool: tracekit sets tool itself"),
     (["--grid", "sweep_point=1", "--", "prog", "{sweep_point}"], "--grid sweep_point: tracekit sets"),
     (["--grid", "bs=1,x", "--", "prog", "{bs}"], "--grid bs='x': bs (the batch size) is a whole number"),
@@ -101,8 +102,10 @@ def test_bad_grids_are_one_line_before_any_point(tmp_path, monkeypatch, args, sa
     assert not (tmp_path / "runs").exists()  # nothing ran, no manifest
 
 
-def test_parse_grid_orders_and_dedupes():
-    assert sw.parse_grid(["m=1, 2,1", "dtype=fp16;n=3"]) == {"m": ["1", "2"], "dtype": ["fp16"], "n": ["3"]}
+def test_parse_grid_orders_and_refuses_a_value_twice():
+    assert sw.parse_grid(["m=1, 2", "dtype=fp16;n=3"]) == {"m": ["1", "2"], "dtype": ["fp16"], "n": ["3"]}
+    with pytest.raises(CaptureError, match=r"^--grid m=1, 2,1: 1 twice; give each value once$"):
+        sw.parse_grid(["m=1, 2,1"])
     assert sw.parse_grid({"m": [1, 2], "dtype": "bf16"}) == {"m": ["1", "2"], "dtype": ["bf16"]}
     with pytest.raises(CaptureError, match="give at least one parameter"):
         sw.parse_grid([])

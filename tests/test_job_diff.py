@@ -308,7 +308,16 @@ def test_a_rank_whose_capture_missed_its_gpu_work_is_said_and_left_out(tmp_path,
     assert main(["--db", str(db), "diff", "--jobs", "1", "9", "--repeat", "5"]) == 0
     err = capsys.readouterr().err
     assert err.splitlines() == ["tracekit: warning: diff --jobs: missed (a repeat of the base): "
-                                + left_out.format(side="repeat").removeprefix("diff --jobs: ")]
+                                + left_out.format(side="repeat").removeprefix("diff --jobs: ").replace(
+                                    "left out of the ranks' comparison",
+                                    "no noise measured for it: its changes are judged without the repeat's")]
+    from tracekit.compare import jobs_with_repeats
+
+    with tracekit.open(db) as tk:  # (rank 3 is still compared, without a noise; the others with theirs)
+        _, ranks = _noted(jobs_with_repeats, tk, "1", "9", ["5"])[0]
+    assert set(ranks["rank"]) == set(range(4))
+    assert ranks.filter(pl.col("rank") == missed)["noise_pct"].is_null().all()
+    assert ranks.filter(pl.col("rank") != missed)["noise_pct"].is_not_null().any()
     # jobs of that rank alone: nothing left to compare
     with tracekit.open(tmp_path / "lone.duckdb") as tk:
         for j in ("base", "missed"):

@@ -2290,7 +2290,7 @@ def held_by_repeats(df: pl.DataFrame) -> str:
     if "noise_pct" not in df.columns:
         return ""
     n = df.filter(pl.col("note").str.contains(NOISE_NOTE, literal=True) & (pl.col("verdict") == "unchanged")).height
-    return f"; {n} change(s) within the repeats' noise, not judged" if n else "; no change within the repeats' noise"
+    return f"; {n} change(s) within the repeats' noise, not judged" if n else "; no change was within the repeats' noise"
 
 
 def changes_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:

@@ -173,6 +173,16 @@ def test_timeunit_and_columns(db, capsys):
     assert "175,995,495" in _rows(out)[0]
     rc, _, err = _run(capsys, "--db", db, "query", "top-kernels", "--columns", "name,bogus")
     assert rc == 2 and "no column 'bogus'" in err and len(err.strip().splitlines()) == 1
+    # a time column also by the name the table shows (total_ms for total_ns), in any unit; a file keeps its own name
+    _, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "--timeunit", "ms",
+                     "--columns", "name,total_ms,avg_s")
+    assert out.splitlines()[0].split() == ["name", "total_ms", "avg_ms"] and "175.995" in _rows(out)[0]
+    _, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--run", "hstu", "-f", "csv", "--columns", "total_ms")
+    assert out.splitlines()[:2] == ["total_ns", "175995495"]
+    rc, _, err = _run(capsys, "--db", db, "query", "top-kernels", "--columns", "total_ms,total_ns")
+    assert rc == 2 and "--columns: 'total_ns' named twice (a time column is one column in any unit)" in err
+    rc, _, err = _run(capsys, "--db", db, "query", "top-kernels", "--columns", "bogus_ms")
+    assert rc == 2 and "no column 'bogus_ms'" in err
     rc, _, err = _run(capsys, "--db", db, "query", "top-kernels", "--timeunit", "hours")
     assert rc == 2 and "--timeunit 'hours'" in err
 

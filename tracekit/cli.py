@@ -251,8 +251,8 @@ def _emit_each(read: Callable[[Callable], object], fmt: str, out: Path | None, c
         if columns is not None:
             from .table import Rows
 
-            Rows(list(df.columns), [str(t) for t in df.dtypes], []).select(columns)  # one-line error, unknown column
-            df = df.select(columns)
+            # (one line for an unknown column; a time column named as the table shows it, total_ms: total_ns)
+            df = df.select(Rows(list(df.columns), [str(t) for t in df.dtypes], []).select(columns).columns)
         if fmt in TEXT_FORMATS:
             from .outputs import plain_columns
 

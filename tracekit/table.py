@@ -142,7 +142,12 @@ class Rows:
                                                    for i, v in enumerate(r)) for r in rows])
 
     def select(self, cols: Sequence[str]) -> Rows:
-        """Only ``cols``, in that order (each must be a column of the result)."""
+        """Only ``cols``, in that order (each must be a column of the result; a time column
+        also by the name the table shows it under, ``total_ms`` for ``total_ns``)."""
+        cols = [self._shown_as(c) for c in cols]
+        twice = next((c for i, c in enumerate(cols) if c in cols[:i]), None)
+        if twice is not None:
+            raise ParamError(f"--columns: {twice!r} named twice (a time column is one column in any unit)")
         unknown = [c for c in cols if c not in self.columns]
         if unknown:
             raise ParamError(f"--columns: no column {', '.join(map(repr, unknown))}; "
@@ -151,6 +156,15 @@ class Rows:
         return Rows([self.columns[i] for i in idx], [self.types[i] for i in idx],
                     [tuple(r[i] for i in idx) for r in self.rows], self.total,
                     [c for c in self.columns if c not in cols], self.kernel_columns, self.shorteners, self.worded)
+
+    def _shown_as(self, col: str) -> str:
+        """The column ``col`` names: itself, else the one time column of its stem in another
+        unit (``total_ms``, ``total_s``: ``total_ns``, whose header says the unit it is shown in)."""
+        m = re.match(r"^(.*?)_(ns|us|ms|s)$", col)
+        if col in self.columns or m is None:
+            return col
+        same = [c for c in self.columns if (t := _time_unit(c)) is not None and t[0] == m.group(1)]
+        return same[0] if len(same) == 1 else col
 
     def without_empty(self) -> Rows:
         """The columns holding a value in some row (all of them when there are no rows)."""

@@ -82,6 +82,31 @@ def _check_times(metrics: pl.DataFrame, path: Path) -> None:
                          "negative: the export was edited or is damaged (export it again from the report)")
 
 
+#: the metrics the named queries read as whole numbers (``::BIGINT``: occupancy, ncu-summary,
+#: ncu-kernels, compute-workload): a launch's configuration and its instruction counts
+COUNT_METRICS = (
+    "launch__block_size", "launch__grid_size", "launch__registers_per_thread",
+    "launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic",
+    "launch__shared_mem_per_block_driver", "launch__shared_mem_config_size",
+    "launch__occupancy_limit_registers", "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps",
+    "launch__occupancy_limit_blocks", "launch__occupancy_limit_barriers",
+    "smsp__inst_executed.sum", "smsp__inst_issued.sum",
+)
+
+
+def _check_counts(metrics: pl.DataFrame, path: Path) -> None:
+    """InputError where a count of ``COUNT_METRICS`` is negative or beyond a 64-bit integer
+    (registers per thread 1e23): ncu writes none such, so the export was edited or damaged;
+    read, it would fail every query that reads it, with DuckDB's cast error."""
+    import polars as pl
+
+    bad = metrics.filter(pl.col("metric").is_in(COUNT_METRICS) & ~pl.col("value").is_between(0, 2.0**63, "left"))
+    if bad.height:
+        b = bad.row(0, named=True)
+        raise InputError(f"{path}: launch ID {b['kernel_id']}: {b['metric']} is {b['value']:g}; a count is 0 or more "
+                         "and below 2**63: the export was edited or is damaged (export it again from the report)")
+
+
 def _add_source(meta: dict, tables: dict, kernels: pl.DataFrame, source: dict, path: Path) -> None:
     """The instruction-level tables of a report (none: nothing added), checked against the launches."""
     if not source:
@@ -101,6 +126,7 @@ def _finish(meta: dict, kernels: pl.DataFrame, metrics: pl.DataFrame, rules: pl.
     if kernels.height == 0:
         raise InputError(f"{path}: no profiled launches (empty report)")
     _check_times(metrics, path)
+    _check_counts(metrics, path)
     dup = kernels["kernel_id"].is_duplicated()
     if dup.any():
         raise InputError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -123,6 +124,14 @@ def run(spec: dict, run_dir: Path) -> dict:
     return info
 
 
+def _stop_once(signum, frame) -> None:
+    """SIGINT: stop the workload (KeyboardInterrupt), once. A Ctrl-C reaches the worker from the
+    terminal and again from capture or the profiler as they stop it: a later one would break
+    off its exit (worker.json unwritten, torch's atexit handlers' tracebacks on the console)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -148,4 +157,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _stop_once)  # (the process's own: not where main is called in another's)
     sys.exit(main())

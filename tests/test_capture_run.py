@@ -389,3 +389,35 @@ def test_a_failed_workloads_traceback_goes_to_the_log_not_the_console(tmp_path, 
     for line in err:
         console.line(line + "\n")
     assert capsys.readouterr().out == err[-1] + "\n"
+
+
+def test_a_worker_told_to_stop_again_as_it_stops_ends_quietly(tmp_path):
+    """A Ctrl-C reaches the worker from the terminal and again from capture (or nsys) as it
+    stops: the later SIGINTs interrupted its exit (torch's atexit handlers), which printed a
+    KeyboardInterrupt traceback into the console and capture.log. The first one stops it;
+    the rest are let go: it writes worker.json, says nothing more and exits 130."""
+    import signal
+    import subprocess
+    import time
+
+    spec = tmp_path / "spec.json"
+    from tracekit.capture.config import workload_config
+
+    spec.write_text(json.dumps({"bs": 1, "nc": 8, "tool": "none", "warmup_ms": 0, "iters": 1_000_000,
+                                "device": "cpu", "workload": workload_config("small").to_dict()}))
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit.capture.worker", str(spec)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parent.parent)
+    deadline = time.monotonic() + 120
+    csv_path = tmp_path / "requests.csv"
+    while time.monotonic() < deadline and (not csv_path.exists() or csv_path.read_text().count("\n") < 5):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    for _ in range(40):  # (the first SIGINT, then more while it ends)
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.005)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert json.loads((tmp_path / "worker.json").read_text())["status"] == "interrupted"

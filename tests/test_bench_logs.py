@@ -67,6 +67,25 @@ def test_an_untagged_log_counts_every_line_as_the_notebook_does(tmp_path):
     assert lat["max_ms"] == max(lines) and lat["median_ms"] == pytest.approx(np.median(lines), rel=1e-12)
 
 
+def test_lines_naming_the_fields_that_do_not_read_as_the_line_are_said(tmp_path, capsys):
+    """The real log with one line's time blanked and one missing its candidates: the notebook's
+    pattern passes both over without a word; tracekit leaves them out too, and says so (how
+    many, the first one and its line number), once."""
+    log = _log(tmp_path, "base", untagged=True)
+    lines = log.read_text().splitlines(keepends=True)
+    timed = [i for i, line in enumerate(lines) if "Total time(ms)" in line]
+    lines[timed[3]] = re.sub(r"Total time\(ms\): [0-9.]+", "Total time(ms): ", lines[timed[3]])
+    lines[timed[5]] = re.sub(r"Candidate Embeddings: \d+, ", "", lines[timed[5]])
+    log.write_text("".join(lines))
+    assert cli_main(["--db", str(tmp_path / "l.duckdb"), "ingest", str(log)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"tracekit: warning: {log}: 2 lines naming the benchmark's fields but not reading as 'KV Caches: "
+                   f"N, Candidate Embeddings: M, Total time(ms): T' (line {timed[3] + 1}: "
+                   f"{lines[timed[3]].strip()!r}): left out"]
+    with tracekit.open(tmp_path / "l.duckdb", read_only=True) as tk:
+        assert tk.query("sweep-latency").row(0, named=True)["requests"] == 30
+
+
 def test_two_folders_of_logs_compare_point_by_point(tmp_path, capsys):
     """Each folder's logs given a sweep name (--param sweep=...), then `diff before after`:
     the point's latency from both logs, judged as two captures' requests are (the kernel given

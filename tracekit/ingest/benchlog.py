@@ -31,6 +31,8 @@ LINE = re.compile(r"(?:\[(warmup|timed) \d+\]\s*)?"
                   r"KV Caches:\s*(\d+),\s*Candidate Embeddings:\s*(\d+),\s*Total time\(ms\):\s*"
                   # (a decimal comma, nan and inf taken whole, to be refused: not cut to 12 from 12,5, nor passed over)
                   r"((?i:[-+]?(?:nan|inf(?:inity)?))|[-+0-9.eE]+(?:,\d+)?)")
+#: a line that names one of the line's fields: one that does not read as LINE is said, not passed over
+FIELDS = re.compile(r"KV Caches:|Candidate Embeddings:|Total time\(ms\)")
 #: the notebook's file name pattern (searched, so that a prefix or a copy's suffix is allowed)
 NAME = re.compile(r"bs(\d+)_nc(\d+)")
 
@@ -61,10 +63,12 @@ def read(path: Path) -> Parsed:
     bs, nc = int(m[1]), int(m[2])
     # the point as --param bs=, nc= would be checked (its lines' counts are 32-bit columns too)
     check_counts({"bs": bs, "nc": nc}, f"{path}: its name's ", InputError)
-    rows = []
+    rows, odd = [], []  # odd: (line number, text) of lines with the line's fields that do not read as it
     with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
+        for number, line in enumerate(fh, start=1):
             if (hit := LINE.search(line)) is None:
+                if FIELDS.search(line):
+                    odd.append((number, line.strip()))
                 continue
             if int(hit[2]) > MAX_COUNT:  # (Candidate Embeddings: the name's nc, checked below)
                 raise InputError(f"{path}: line {line.strip()!r}: 'KV Caches: {hit[2]}' is past {MAX_COUNT}, "
@@ -77,6 +81,17 @@ def read(path: Path) -> Parsed:
                 raise InputError(f"{path}: line {line.strip()!r}: 'Total time(ms): {hit[4]}' is not a "
                                  "time (a number of ms, 0 or more)") from None
             rows.append((len(rows), hit[1] or "timed", bs, nc, int(hit[2]), int(hit[3]), latency))
+    if odd:  # (the notebook's pattern passed them over without a word: a time it never counted)
+        import warnings
+
+        from ..errors import CaptureWarning
+        from ..names import cut_end, escape_controls
+
+        number, text = odd[0]
+        warnings.warn(CaptureWarning(
+            f"{path}: {len(odd)} line{'s' if len(odd) > 1 else ''} naming the benchmark's fields but not reading as "
+            f"'KV Caches: N, Candidate Embeddings: M, Total time(ms): T' (line {number}: "
+            f"{cut_end(escape_controls(text), 100)!r}): left out"), stacklevel=2)
     if not any(r[1] == "timed" for r in rows):
         raise InputError(f"{path}: no timed 'KV Caches: N, Candidate Embeddings: M, Total time(ms): T' line")
     scored = {r[5] for r in rows}

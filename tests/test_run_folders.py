@@ -218,6 +218,48 @@ def test_a_requests_csv_with_a_request_out_of_range_or_twice_is_one_line(tmp_pat
         tk.ingest(DATA / "hstu_capture_ncu" / "requests.csv", params={"nc": 512})
 
 
+@pytest.mark.parametrize("into", ["store", "dataset"])
+def test_a_run_folder_whose_requests_are_not_the_ones_it_counts_is_one_line(tmp_path, capsys, into):
+    """A run folder of hstu_sweep (ok, 20 timed requests counted in its meta.json) with its
+    requests.csv edited: its timed rows all gone (its point left every sweep query without a
+    word), or one of them gone (its latencies another capture's); refused, naming the counts;
+    a failed capture's folder, which may hold fewer, still lands."""
+    from conftest import store_state
+
+    from tracekit.cli import main as cli_main
+
+    point = sorted((DATA / "hstu_sweep" / "runs").iterdir())[0]
+    lines = (point / "requests.csv").read_text().splitlines(keepends=True)
+    timed = [i for i, line in enumerate(lines) if ",timed," in line]
+    assert json.loads((point / "meta.json").read_text())["latency"]["requests"] == len(timed) == 20
+    db = tmp_path / ("s.duckdb" if into == "store" else "ds")
+    if into == "dataset":
+        db.mkdir()
+    assert cli_main(["--db", str(db), "ingest", str(sorted((DATA / "hstu_sweep" / "runs").iterdir())[1])]) == 0
+
+    def state():  # (a dataset: its files as they are)
+        return store_state(db) if into == "store" else sorted((str(f.relative_to(db)), f.read_bytes())
+                                                              for f in db.rglob("*") if f.is_file())
+    before = state()
+    for name, keep, held in (("none", [i for i in range(len(lines)) if i not in timed], 0),
+                             ("one_less", [i for i in range(len(lines)) if i != timed[-1]], 19)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "meta.json").write_text((point / "meta.json").read_text())
+        (folder / "requests.csv").write_text("".join(lines[i] for i in keep))
+        capsys.readouterr()
+        assert cli_main(["--db", str(db), "ingest", str(folder)]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert err == [f"tracekit: error: {folder}: its requests.csv holds {held} timed request"
+                       f"{'s' if held != 1 else ''}, but its meta.json counts 20: the file was cut or edited, or is "
+                       "another capture's; capture the point again"]
+        assert state() == before
+    meta = json.loads((point / "meta.json").read_text())
+    meta.update(status="interrupted", error="interrupted by the user")
+    (tmp_path / "none" / "meta.json").write_text(json.dumps(meta))
+    assert cli_main(["--db", str(db), "ingest", str(tmp_path / "none")]) == 0
+
+
 @pytest.mark.parametrize(("into", "workers"), [("store", None), ("store", 2), ("dataset", None), ("dataset", 2)])
 def test_a_failed_capture_lands_with_a_warning_and_runs_shows_its_status(tmp_path, capsys, into, workers):
     from tracekit.cli import main as cli_main

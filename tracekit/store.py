@@ -390,6 +390,25 @@ def _check_point(parsed, params: dict, path: Path, asked: dict | None, own: str)
                              "run folder, with the point's parameters")
 
 
+def _check_timed(parsed, folder_meta: dict, path: Path) -> None:
+    """A run folder's requests.csv holds the timed requests its meta.json counts: a capture that
+    finished ok timed at least one (``--iters`` is 1 or more) and recorded how many
+    (``latency.requests``). Fewer, or none, is a file cut or edited, or two captures' files in one
+    folder: its point would read another latency, or none at all without a word."""
+    import pyarrow.compute as pc
+
+    requests = parsed.tables.get("requests")
+    if requests is None or folder_meta.get("status", "ok") != "ok":
+        return
+    timed = pc.sum(pc.equal(requests.column("phase"), "timed")).as_py() or 0
+    latency = folder_meta.get("latency")
+    counted = latency.get("requests") if isinstance(latency, dict) else None
+    if timed == 0 or (isinstance(counted, int) and not isinstance(counted, bool) and counted != timed):
+        said = f"its meta.json counts {counted}" if isinstance(counted, int) else "its capture finished ok"
+        raise InputError(f"{path}: its requests.csv holds {timed} timed request{'s' if timed != 1 else ''}, but "
+                         f"{said}: the file was cut or edited, or is another capture's; capture the point again")
+
+
 class Tracekit:
     """A tracekit database. ``tracekit.open(path)`` returns one. Its methods may be called
     from several threads: they run one at a time (``one_at_a_time``)."""
@@ -844,6 +863,7 @@ class Tracekit:
             parsed, sources = self._read_folder(path, chosen)
             params = ranks.identify(path, None, {**folder_meta.get("params", {}), **(params or {})})
             _check_point(parsed, params, path, asked_params, f"{path / 'meta.json'}: 'params' ")
+            _check_timed(parsed, folder_meta, path)
             extra_meta = {k: v for k, v in folder_meta.items() if k not in ("name", "params")}
             if not parsed.meta.get("tool_version"):  # (ncu's CSV pages do not say; the capture asked ncu --version)
                 parsed.meta["tool_version"] = _tool_version(folder_meta)

@@ -260,6 +260,31 @@ def _noted(fn, *args, **kw) -> tuple[object, list[str]]:
     return got, [str(w.message) for w in caught]
 
 
+def test_a_rank_only_the_repeat_has_is_left_out_and_one_it_lacks_goes_without_a_noise(tmp_path, capsys):
+    """base's ranks 0-2 against base_again's 0-3 with missed (0-3) as the repeat: rank 3 is the
+    new and the repeat job's alone, left out of both comparisons; the other way round (base_again
+    the base, base's three ranks the repeat), base_again's rank 3 is compared with the new job
+    without a noise, as the warning says."""
+    db = tmp_path / "r.duckdb"
+    with tracekit.open(db) as tk:
+        for j, ranks in (("base", range(3)), ("base_again", range(4)), ("missed", range(4))):
+            for r in ranks:
+                _noted(tk.ingest, DATA / j / f"rank{r}" / "export.sqlite.xz")  # (runs 1-3, 4-7, 8-11)
+    capsys.readouterr()
+    assert main(["--db", str(db), "diff", "--jobs", "1", "4", "--repeat", "8"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"tracekit: warning: diff --jobs: missed (a repeat of the base): rank 3 of the repeat job ({DATA.resolve()}"
+        "/missed/rank*/export) not in the other: left out of the ranks' comparison",
+        f"tracekit: warning: diff --jobs: rank 3 of the new job ({DATA.resolve()}/base_again/rank*/export) not in the "
+        "other: left out of the ranks' comparison"], err
+    assert main(["--db", str(db), "diff", "--jobs", "4", "8", "--repeat", "1"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (f"tracekit: warning: diff --jobs: base (a repeat of the base): rank 3 of the base job "
+                      f"({DATA.resolve()}/base_again/rank*/export) not in the other: no noise measured for it: its "
+                      "changes are judged without the repeat's"), err
+
+
 def test_a_rank_whose_capture_missed_its_gpu_work_is_said_and_left_out(tmp_path, capsys):
     """nsys_jobs/missed: base's program again, its rank 3 captured with the capture range on a
     host-only NVTX range after its GPU work (CUDA traced, none recorded). Against base, that
@@ -306,11 +331,18 @@ def test_a_rank_whose_capture_missed_its_gpu_work_is_said_and_left_out(tmp_path,
         for r in range(4):
             _noted(tk.ingest, DATA / "base_again" / f"rank{r}" / "export.sqlite.xz")
     assert main(["--db", str(db), "diff", "--jobs", "1", "9", "--repeat", "5"]) == 0
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    # (base's program again: the repeat's noise held nothing, as the count line says, not "no change")
+    assert any(line.endswith("; no change was within the repeats' noise") for line in out.splitlines()), out
     assert err.splitlines() == ["tracekit: warning: diff --jobs: missed (a repeat of the base): "
                                 + left_out.format(side="repeat").removeprefix("diff --jobs: ").replace(
                                     "left out of the ranks' comparison",
                                     "no noise measured for it: its changes are judged without the repeat's")]
+    # the base job's rank 3 missed the work: left out of both comparisons, as each says (no "judged without")
+    assert main(["--db", str(db), "diff", "--jobs", "5", "9", "--repeat", "1"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.endswith(": left out of the ranks' comparison") for line in err), err
+    assert err[0].startswith("tracekit: warning: diff --jobs: base (a repeat of the base): rank 3 of the base job")
     from tracekit.compare import jobs_with_repeats
 
     with tracekit.open(db) as tk:  # (rank 3 is still compared, without a noise; the others with theirs)

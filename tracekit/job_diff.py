@@ -290,7 +290,7 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
         if alone:
             side = "base" if mine is of_b else new_side
             warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(alone)} of the {side} job ({job}) not in the "
-                                         f"other: {_left_out(new_side, len(alone))}"), stacklevel=3)
+                                         f"other: {_left_out(new_side, side, len(alone), alone=True)}"), stacklevel=3)
     pairs = [(k, of_b[k], of_n[k]) for k in shared]
     if _diff.reads_cuda(asked or _diff.NSYS_SCOPES):  # (where diff says a rank's capture missed them)
         pairs = _without_missed_work(tk, pairs, jb, jn, new_side)
@@ -315,11 +315,13 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     return out, long
 
 
-def _left_out(new_side: str, n: int) -> str:
-    """What becomes of ``n`` ranks one side lacks (or whose capture missed the GPU work): of a
-    base and a new job, they are not compared; of a base and its repeat, only their noise is
-    not measured, and their changes against the new job are judged without it."""
-    if new_side == "repeat":
+def _left_out(new_side: str, side: str, n: int, alone: bool) -> str:
+    """What becomes of ``n`` ranks of ``side``'s job left out of its pair (``alone``: the other
+    job has no such rank; else its capture missed the GPU work). Of a base and a new job, they
+    are not compared. Of a base and its repeat (``new_side`` 'repeat'), a base rank the repeat
+    lacks, or whose repeat capture missed the work, is still compared with the new job, only
+    without a noise; the others are left out there as well."""
+    if new_side == "repeat" and (side == "base") == alone:
         return (f"no noise measured for {'them' if n > 1 else 'it'}: {'their' if n > 1 else 'its'} changes are judged "
                 "without the repeat's")
     return "left out of the ranks' comparison"
@@ -350,7 +352,8 @@ def _without_missed_work(tk, pairs: list[tuple[int, int, int]], jb: str, jn: str
     for ranks, side, job in ((one[0], "base", jb), (one[1], new_side, jn)):
         if ranks:
             warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(ranks)} of the {side} job ({job}) "
-                                         f"{no_cuda_words(many=len(ranks) > 1)}: {_left_out(new_side, len(ranks))}"),
+                                         f"{no_cuda_words(many=len(ranks) > 1)}: "
+                                         f"{_left_out(new_side, side, len(ranks), alone=False)}"),
                           stacklevel=4)
     both = sorted(missed[0] & missed[1])
     if both:

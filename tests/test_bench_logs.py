@@ -84,6 +84,17 @@ def test_lines_naming_the_fields_that_do_not_read_as_the_line_are_said(tmp_path,
                    f"{lines[timed[3]].strip()!r}): left out"]
     with tracekit.open(tmp_path / "l.duckdb", read_only=True) as tk:
         assert tk.query("sweep-latency").row(0, named=True)["requests"] == 30
+    # a log refused all the same is one line, its error; a tab in a line said as \t, once
+    only = tmp_path / "only" / "benchmark_bs8_nc1024.log"
+    only.parent.mkdir()
+    only.write_text("[warmup 0] " + lines[timed[0]] + lines[timed[3]])  # (a warm-up line, and a timed one blank)
+    assert cli_main(["--db", str(tmp_path / "o.duckdb"), "ingest", str(only)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"tracekit: error: {only}: no timed 'KV Caches: N, Candidate Embeddings: M, Total time(ms): T' line"]
+    ok = lines[timed[0]]
+    only.write_text(ok + lines[timed[5]].replace(" ", "\t", 1))
+    assert cli_main(["--db", str(tmp_path / "o.duckdb"), "ingest", str(only)]) == 0
+    assert "(line 2: 'KV\\tCaches:" in capsys.readouterr().err
 
 
 def test_two_folders_of_logs_compare_point_by_point(tmp_path, capsys):

@@ -81,17 +81,6 @@ def read(path: Path) -> Parsed:
                 raise InputError(f"{path}: line {line.strip()!r}: 'Total time(ms): {hit[4]}' is not a "
                                  "time (a number of ms, 0 or more)") from None
             rows.append((len(rows), hit[1] or "timed", bs, nc, int(hit[2]), int(hit[3]), latency))
-    if odd:  # (the notebook's pattern passed them over without a word: a time it never counted)
-        import warnings
-
-        from ..errors import CaptureWarning
-        from ..names import cut_end, escape_controls
-
-        number, text = odd[0]
-        warnings.warn(CaptureWarning(
-            f"{path}: {len(odd)} line{'s' if len(odd) > 1 else ''} naming the benchmark's fields but not reading as "
-            f"'KV Caches: N, Candidate Embeddings: M, Total time(ms): T' (line {number}: "
-            f"{cut_end(escape_controls(text), 100)!r}): left out"), stacklevel=2)
     if not any(r[1] == "timed" for r in rows):
         raise InputError(f"{path}: no timed 'KV Caches: N, Candidate Embeddings: M, Total time(ms): T' line")
     scored = {r[5] for r in rows}
@@ -99,6 +88,17 @@ def read(path: Path) -> Parsed:
         raise InputError(f"{path}: its name says nc={nc} but its lines scored Candidate Embeddings: "
                          f"{', '.join(map(str, sorted(scored)))}; a log is one point: name it after the point it "
                          "ran at, one log a point")
+    if odd:  # (said once the log is read: the notebook's pattern passed them over without a word)
+        import warnings
+
+        from ..errors import CaptureWarning
+        from ..names import cut_end
+
+        number, text = odd[0]
+        warnings.warn(CaptureWarning(
+            f"{path}: {len(odd)} line{'s' if len(odd) > 1 else ''} naming the benchmark's fields but not reading as "
+            f"'KV Caches: N, Candidate Embeddings: M, Total time(ms): T' (line {number}: "
+            f"{cut_end(text, 100)!r}): left out"), stacklevel=2)
     names = ("request_idx", "phase", "bs", "nc", "kv_caches", "candidate_embeddings", "latency_ms")
     data = {name: [r[i] for r in rows] for i, name in enumerate(names)}
     for col in ("peak_mem_allocated_mb", "peak_mem_reserved_mb", "model_flop", "attention_flop"):

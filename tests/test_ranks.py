@@ -137,6 +137,16 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--param rank=3 names one rank: give it one file or run folder (" in err
         assert held in err, err
+    from tracekit import distributed, parallel
+    from tracekit.errors import ParamError
+
+    with tracekit.open(tmp_path / "s6.duckdb") as tk:  # (the library's many-file ingests, the same)
+        for many in (lambda: parallel.ingest_many(tk, [EXPORTS[0], EXPORTS[1]], workers=1, params={"rank": 3}),
+                     lambda: distributed.ingest_many(tk, [EXPORTS[0], EXPORTS[1]], workers=1, params={"rank": 3})):
+            with pytest.raises(ParamError, match=r"^--param rank=3 names one rank: give it one file or run folder "
+                                                 r"\(2 given\)"):
+                many()
+        assert tk.runs().height == 0
     assert main(["--db", str(tmp_path / "s4.duckdb"), "ingest", str(OTHER), "--param", "rank=two"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--param rank='two': a rank is a whole number" in err

@@ -478,12 +478,10 @@ def ingest(
     warned = _SameWarnings(files)  # (a thousand ranks' exports that lack one thing: a few lines, then a count)
     with capture_warnings(said=warned):  # (a sweep's point whose capture failed and left nothing: said, left out)
         given, files = files, run_folders(files)  # (a sweep's folder: its points' run folders)
-    held = f"{len(files)} given" if len(given) > 1 else f"{given[0]} holds {len(files)} run folders"
-    if name is not None and len(files) > 1:  # (each run would be named so: one run per name)
-        raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({held})")
-    if params and "rank" in params and len(files) > 1:  # (each would be that rank: one rank's data would replace another's)
-        raise ParamError(f"--param rank={params['rank']} names one rank: give it one file or run folder ({held}); the "
-                         "ranks of several files come from the environment nsys recorded or their names (rank3, _r3_)")
+    from .parallel import check_one_run
+
+    check_one_run(len(files), name, params,
+                  f"{len(files)} given" if len(given) > 1 else f"{given[0]} holds {len(files)} run folders")
     if workers is not None or scheduler is not None:
         landed: list = []
         try:

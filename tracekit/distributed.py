@@ -34,7 +34,7 @@ from contextvars import ContextVar
 from pathlib import Path
 
 from .errors import CaptureWarning, Interrupted, ParamError, TracekitError, missing
-from .parallel import Outcome, error_line
+from .parallel import Outcome, check_one_run, error_line
 
 #: The environment variable naming an existing scheduler (as ``nsys recipe --mode dask-futures``).
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -162,6 +162,7 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int | None = Non
     the first files itself, directly (``here``; False: every file in a worker); the files
     after them go to the workers as soon as they are up."""
     files = [Path(f) for f in files]
+    check_one_run(len(files), name, params)
     if len(files) == 1 and not files[0].exists():  # (one file: its error alone; of several, each said as it fails)
         raise ParamError(missing(files[0]))
     address = _check_options(workers, scheduler)

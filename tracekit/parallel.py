@@ -72,6 +72,19 @@ def error_line(source: str, err: BaseException) -> str:
     return f"{source}: {name}: {first}" if first else f"{source}: {name}"
 
 
+def check_one_run(n: int, name: str | None, params: dict | None, held: str | None = None) -> None:
+    """``--name`` and ``--param rank=`` name one run, one rank: given to ``n`` inputs, each run
+    would be named so (one run per name) or be that rank (one rank's data replacing another's in
+    the job's queries). ``held``: how the inputs came (default: N given)."""
+    held = held or f"{n} given"
+    if name is not None and n > 1:
+        raise ParamError(f"--name {name!r} names one run: give it one file or run folder ({held})")
+    if params and "rank" in params and n > 1:
+        raise ParamError(f"--param rank={params['rank']} names one rank: give it one file or run folder ({held}); "
+                         "the ranks of several files come from the environment nsys recorded or their names "
+                         "(rank3, _r3_)")
+
+
 def check_workers(workers: int | None) -> int:
     if workers is None or workers < 1:
         raise ParamError(f"--workers {workers}: give at least 1 worker (or --scheduler ADDRESS)")
@@ -89,6 +102,7 @@ def ingest_many(tk, files: list[str | os.PathLike], *, workers: int, name: str |
 
     workers = check_workers(workers)
     files = [Path(f) for f in files]
+    check_one_run(len(files), name, params)
     if len(files) == 1 and not files[0].exists():  # (one file: its error alone; of several, each said as it fails)
         raise ParamError(missing(files[0]))
     # Ctrl-C is recognised by the count of SIGINTs, whatever DuckDB turned it into in this

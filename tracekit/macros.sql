@@ -104,6 +104,15 @@ CREATE OR REPLACE TEMP MACRO ncu_lacks(query, run, what) AS
 CREATE OR REPLACE TEMP MACRO in_sweep(run_params, sweep) AS
     sweep IS NULL OR coalesce(json_extract_string(run_params, '$.sweep'), '') = sweep;
 
+-- Whether a kernel is the HSTU workload's L2-flush fill between requests (FillFunctor<signed char>:
+-- its flush buffer zeroed before each request, where the run did not turn flush_l2 off): not
+-- workload time, left out of the sweep's kernel views (sweep-kernels, sweep-points). A program's
+-- sweep (params.sweep_grid) keeps every kernel: a fill there is the program's own.
+CREATE OR REPLACE TEMP MACRO l2_flush_fill(run_params, name) AS
+    json_extract(run_params, '$.bs') IS NOT NULL AND json_extract_string(run_params, '$.sweep_grid') IS NULL
+    AND coalesce(json_extract(run_params, '$.flush_l2')::BOOLEAN, true)
+    AND name LIKE '%FillFunctor<signed char>%';
+
 -- Why a sweep query of the points captured under `tool` (nsys, ncu) found none (`label` names
 -- the query, `single` what to ask of one capture instead, `did` what an ok capture of a point
 -- does: recorded, profiled), as the sweep parameter resolved (in_sweep): none asked (NULL),

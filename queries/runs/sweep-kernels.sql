@@ -3,8 +3,8 @@
 -- (sweep=, default the latest sweep; the capture range: the HSTU workload's timed requests),
 -- kernels grouped by demangled name, ranked by total time.
 -- A point is its run's values of the sweep's grid (macro grid_point, as sweep-points keys it).
--- The HSTU workload's L2-flush fill between requests (FillFunctor<signed char>, where its flush_l2
--- was not turned off) is not workload time and is left out; a program's kernels are all kept.
+-- The HSTU workload's L2-flush fill between requests (macro l2_flush_fill) is not workload time
+-- and is left out; a program's kernels are all kept.
 -- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (the latest run per point over every run of the store, sweeps mixed) (default: latest)
 -- @param limit  INTEGER  kernels per point; 0 = all (default: 20)
 -- @column sweep_point     the point's place in its sweep's grid (0 = the first; the first grid parameter's values change slowest); NULL for a run outside any sweep
@@ -22,10 +22,7 @@ WITH points AS (
     SELECT run_id, name AS run,
            json_extract(params, '$.sweep_point')::INTEGER AS sweep_point,
            grid_point(params) AS point,
-           coalesce(json_extract_string(params, '$.preset'), '') AS preset,
-           -- the HSTU workload's L2 flush (on unless turned off)
-           json_extract(params, '$.bs') IS NOT NULL AND json_extract_string(params, '$.sweep_grid') IS NULL
-               AND coalesce(json_extract(params, '$.flush_l2')::BOOLEAN, true) AS flushed
+           coalesce(json_extract_string(params, '$.preset'), '') AS preset, params
     FROM runs
     WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
       AND json_extract_string(params, '$.tool') = 'nsys'
@@ -47,7 +44,7 @@ per_kernel AS (
            count(*) AS instances, sum(k.dur_ns) AS total_ns
     FROM found, points p
     JOIN kernels k ON k.run_id = p.run_id
-    WHERE found.ok AND NOT (p.flushed AND k.name LIKE '%FillFunctor<signed char>%')
+    WHERE found.ok AND NOT l2_flush_fill(p.params, k.name)
     GROUP BY p.run_id, p.sweep_point, p.point, p.preset, p.run, k.name
 ),
 ranked AS (

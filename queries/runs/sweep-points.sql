@@ -1,7 +1,8 @@
 -- GPU kernel time per point of a sweep of any grid: a program's (`tracekit sweep --grid NAME=V1,V2
 -- -- CMD`) or the HSTU workload's bs x nc; each point's latest ok nsys run (sweep=, default the
--- latest sweep), every kernel its capture recorded (name=: only those whose demangled name
--- contains the text), against the sweep's first point.
+-- latest sweep), every kernel its capture recorded but the HSTU workload's L2-flush fill between
+-- requests (macro l2_flush_fill: not workload time, as sweep-kernels leaves it out) (name=: only
+-- those whose demangled name contains the text), against the sweep's first point.
 -- A point is its run's values of the sweep's grid (macro grid_point: params.sweep_grid names the grid;
 -- a run without one, such as an HSTU capture, its bs and nc; a run with neither is no point).
 -- @param sweep  TEXT  the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (the latest run per point over every run of the store, sweeps mixed) (default: latest)
@@ -22,7 +23,7 @@ WITH points AS (
     SELECT run_id, name AS run,
            json_extract(params, '$.sweep_point')::INTEGER AS sweep_point,
            grid_point(params) AS point,
-           coalesce(json_extract_string(params, '$.preset'), '') AS preset
+           coalesce(json_extract_string(params, '$.preset'), '') AS preset, params
     FROM runs
     WHERE coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok'
       AND json_extract_string(params, '$.tool') = 'nsys'
@@ -40,7 +41,7 @@ per_kernel AS (
     SELECT p.run_id, k.name, count(*) AS launches, sum(k.dur_ns) AS total_ns
     FROM found, points p
     JOIN kernels k ON k.run_id = p.run_id
-    WHERE found.ok AND ($name IS NULL OR contains(lower(k.name), lower($name)))
+    WHERE found.ok AND NOT l2_flush_fill(p.params, k.name) AND ($name IS NULL OR contains(lower(k.name), lower($name)))
     GROUP BY p.run_id, k.name
 ),
 named AS (  -- a name no point's kernel has is most likely a typo: an error, not a table of zeros
@@ -55,7 +56,8 @@ per_point AS (
            coalesce((SELECT sum(launches) FROM per_kernel c WHERE c.run_id = p.run_id), 0)::BIGINT AS launches,
            coalesce((SELECT sum(total_ns) FROM per_kernel c WHERE c.run_id = p.run_id), 0)::BIGINT AS kernel_total_ns,
            (SELECT round1(median(k.dur_ns)) FROM kernels k
-            WHERE k.run_id = p.run_id AND ($name IS NULL OR contains(lower(k.name), lower($name)))) AS kernel_med_ns,
+            WHERE k.run_id = p.run_id AND NOT l2_flush_fill(p.params, k.name)
+              AND ($name IS NULL OR contains(lower(k.name), lower($name)))) AS kernel_med_ns,
            (SELECT arg_max(c.name, (c.total_ns, -rank_of_name)) FROM (
                 SELECT name, total_ns, row_number() OVER (ORDER BY name) AS rank_of_name
                 FROM per_kernel WHERE run_id = p.run_id) c) AS top_kernel,

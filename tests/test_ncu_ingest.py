@@ -462,7 +462,7 @@ def _damaged_csvs(plain, d: Path) -> dict[str, tuple[Path, str]]:
                                   "launch ID 1: gpu__time_duration.sum is -45216 ns; a time is never negative"),
         "details-negative-duration": (_with_field(dl, 6, "Metric Value", "-175,904"),
                                       "launch ID 0: gpu__time_duration.sum is -175904 ns"),
-        # a count past a 64-bit integer or negative (it failed every query that reads it with DuckDB's cast error)
+        # a count past a 64-bit integer (no query could read it as one) or negative
         "raw-registers-1e23": (_with_field(rl, 3, "launch__registers_per_thread", "1e23"),
                                "launch ID 1: launch__registers_per_thread is 1e+23; a count is 0 or more and below 2**63"),
         "details-registers-negative": (_with_field(dl, 57, "Metric Value", "-168"),

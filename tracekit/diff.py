@@ -1745,7 +1745,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
         runs[(side, key)] = run
         launches.setdefault((side, key), {})[api] = (int(calls), float(med))
     metrics = [("latency_med_ms", "median", 1), ("latency_p95_ms", "p95", 1)]
-    absent = {"base": _absent_points(con, base), "new": _absent_points(con, new)}  # (one query a side)
+    absent = {"base": _absent_points(con, base), "new": _absent_points(con, new)}  # (read once a side)
     peaks: dict[str, list] = {}  # point -> [base's, new's] (allocated, reserved) peaks
     for side, key, *peak in con.execute(points + _sql("sweep_memory"), params).fetchall():
         peaks.setdefault(key, [None, None])[side] = peak

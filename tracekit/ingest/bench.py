@@ -104,11 +104,13 @@ def _check_summaries(results: list[dict], path: Path) -> None:
                 raise InputError(f"{where}: {key} {row[key]!r} is not what its {len(times)} samples_ms give "
                                  f"({value!r}): the file was edited; each summary follows from the calls' times")
         if got["median_ms"] <= 0 and row.get("error") is None:
-            raise InputError(f"{where}: every timed call's median is 0 ms: no time was measured")
+            raise InputError(f"{where}: the median of its {len(times)} timed calls is 0 ms: no time was measured")
         medians[(row["config"], row["variant"])] = got["median_ms"]
         if row.get("flops") is not None and got["median_ms"] > 0 \
                 and not _agrees(row.get("tflops"), row["flops"] / (got["median_ms"] * 1e-3) / 1e12):
-            raise InputError(f"{where}: tflops {row['tflops']!r} is not its flops over its median time")
+            raise InputError(f"{where}: tflops {row['tflops']!r} is not its flops over its median time "
+                             f"({row['flops'] / (got['median_ms'] * 1e-3) / 1e12!r}): the file was edited; each "
+                             "summary follows from the calls' times")
     for i, row in enumerate(results):
         base = medians.get((row["config"], row.get("baseline")))
         own = medians.get((row["config"], row["variant"]))

@@ -96,8 +96,9 @@ COUNT_METRICS = (
 
 def _check_counts(metrics: pl.DataFrame, path: Path) -> None:
     """InputError where a count of ``COUNT_METRICS`` is negative or beyond a 64-bit integer
-    (registers per thread 1e23): ncu writes none such, so the export was edited or damaged;
-    read, it would fail every query that reads it, with DuckDB's cast error."""
+    (registers per thread 1e23): ncu writes none such, so the export was edited or damaged. One
+    past 2**63 fails every query that reads it (DuckDB's cast error); a negative one reads as a
+    count no launch has."""
     import polars as pl
 
     bad = metrics.filter(pl.col("metric").is_in(COUNT_METRICS) & ~pl.col("value").is_between(0, 2.0**63, "left"))

@@ -174,7 +174,7 @@ def test_a_point_whose_capture_failed_is_said_by_each_query_of_its_sweep(tmp_pat
         with pytest.warns(CaptureWarning) as seen:
             df = tk.query(query, sweep=sweep, **every)
     assert [str(w.message) for w in seen] == [
-        f"sweep {sweep}: 1 of its 4 points has no run in the store, so no row: bs=4,nc=512: its capture failed ({OOM})"]
+        f"sweep {sweep}: 1 of its 4 points has no ok run in the store, so no row: bs=4,nc=512: its capture failed ({OOM})"]
     shown = set(df["point"]) if "point" in df.columns else {f"bs={r['bs']},nc={r['nc']}" for r in df.iter_rows(named=True)}
     assert shown == POINTS - {"bs=4,nc=512"}
     with tracekit.open(tmp_path / "whole.duckdb") as tk:
@@ -201,7 +201,7 @@ def test_points_interrupted_never_run_or_not_ingested_are_said_and_once_on_the_c
     db = tmp_path / "s.duckdb"
     with tracekit.open(db) as tk:
         tk.ingest(runs[0])
-    said = (f"tracekit: warning: sweep {sweep}: 3 of its 4 points have no run in the store, so no row: "
+    said = (f"tracekit: warning: sweep {sweep}: 3 of its 4 points have no ok run in the store, so no row: "
             f"bs=1,nc=512: not ingested (tracekit ingest {runs[1]}); bs=4,nc=128: its capture was interrupted; "
             "bs=4,nc=512: never ran (the sweep stopped before)")
     res = CliRunner().invoke(app, ["--db", str(db), "query", "sweep-points", "-p", f"sweep={sweep}"])
@@ -228,7 +228,7 @@ def test_a_point_a_running_sweep_has_not_reached_is_said_not_run_yet(tmp_path):
         with pytest.warns(CaptureWarning) as seen:
             tk.query("sweep-points", sweep=sweep)
     assert [str(w.message) for w in seen] == [
-        f"sweep {sweep}: 1 of its 4 points has no run in the store, so no row: bs=4,nc=512: not run yet (the "
+        f"sweep {sweep}: 1 of its 4 points has no ok run in the store, so no row: bs=4,nc=512: not run yet (the "
         "sweep's manifest says it is running)"]
 
 

@@ -452,7 +452,7 @@ class Registry:
         if lines:
             n = len(lines)
             warnings.warn(CaptureWarning(  # (one text for every query of the sweep: a report says it once)
-                f"sweep {sweep}: {n} of its {total} points {'has' if n == 1 else 'have'} no run in the store, so no "
+                f"sweep {sweep}: {n} of its {total} points {'has' if n == 1 else 'have'} no ok run in the store, so no "
                 "row: " + "; ".join(lines)), stacklevel=stacklevel)
 
     @staticmethod

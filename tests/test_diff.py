@@ -1667,7 +1667,8 @@ def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
     with tracekit.open(tmp_path / "both.duckdb") as tk:
         both = tk.diff(a_failed, folder)
     rows = both.filter(pl.col("key") == "bs=1,nc=512")
-    assert rows["verdict"].to_list() == ["unchanged"] * 2 and set(rows["note"]) == {"its capture failed in both sweeps"}
+    assert rows["verdict"].to_list() == ["unchanged"] * 2 and set(rows["note"]) == {"its capture failed in both sweeps: nothing to compare, not judged"}
+    assert D.shown_verdicts(rows) == ["not judged"] * 2
 
 
 def test_captures_of_other_graph_trace_modes_warn(tmp_path):

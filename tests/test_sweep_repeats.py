@@ -175,7 +175,7 @@ def test_a_point_whose_run_was_removed_is_said_in_the_diff(store, runs, tmp_path
         rows = tk.diff(first, second, by="sweep", repeats=[]).filter(pl.col("key") == key)
     assert rows["metric"].to_list() == ["latency_med_ms", "latency_p95_ms"]
     assert rows["base"].is_null().all() and rows["new"].is_null().all()
-    assert set(rows["note"]) == {f"{said[first]}; {said[second]}"}
+    assert set(rows["note"]) == {f"{said[first]}; {said[second]}: nothing to compare, not judged"}
 
 
 def test_the_sweep_command_takes_each_sweep_again_and_ends_with_the_noise(store, runs, monkeypatch, capsys):

@@ -1785,6 +1785,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
         note = "its capture failed in both sweeps" if all(w.what == "failed" for w in whys) else "; ".join(
             said(f"{role} {side.label}", key, why) for role, side, why in zip(("base", "new"), (base, new), whys,
                                                                              strict=True))
+        note += ": nothing to compare, not judged"  # (shown as such, not as unchanged: shown_verdicts)
         for i, (metric, _kind, _direction) in enumerate(metrics):
             rows.append(_Row("sweep", key, metric, None, None, "unchanged", None, note, order=i))
     return rows

@@ -18,6 +18,7 @@ from test_capture_sweep import FakeRunner
 from tracekit.capture import sweep as sw
 
 import tracekit
+from tracekit import diff as D
 from tracekit.errors import CaptureError, CaptureWarning, Interrupted
 from tracekit.ingest import run_folders
 
@@ -152,9 +153,10 @@ def test_a_diff_of_a_sweep_taken_again_is_judged_against_its_repeats(store, runs
 
 
 def test_a_point_whose_run_was_removed_is_said_in_the_diff(store, runs, tmp_path):
-    """The first two sweeps, bs 8 nc 128's run removed from the first: that point is the second's
-    alone, and the note says the first's run there is not in the store, with the folder to ingest;
-    removed from the second too, the point is still a row, each side's absence said."""
+    """The first two sweeps, bs 8 nc 128's run removed from the first: that point is not judged (not
+    'added': the first ran it), and the note says the first's run there is not in the store, with
+    the folder to ingest; removed from the second too, the point is still a row, each side's
+    absence said."""
     import shutil
 
     first, second = (r.sweep_id for r in _results(runs)[:2])
@@ -169,8 +171,8 @@ def test_a_point_whose_run_was_removed_is_said_in_the_diff(store, runs, tmp_path
                 for sweep, role in ((first, "base"), (second, "new"))}
         tk.remove_run(at[first][0])
         rows = tk.diff(first, second, by="sweep", repeats=[]).filter(pl.col("key") == key)
-        assert rows["verdict"].to_list() == ["added", "added"] and rows["base"].is_null().all()
-        assert set(rows["note"]) == {said[first]}
+        assert D.shown_verdicts(rows) == ["not judged"] * 2 and rows["base"].is_null().all()
+        assert set(rows["note"]) == {f"{said[first]}: nothing to compare, not judged"}
         tk.remove_run(at[second][0])
         rows = tk.diff(first, second, by="sweep", repeats=[]).filter(pl.col("key") == key)
     assert rows["metric"].to_list() == ["latency_med_ms", "latency_p95_ms"]

@@ -1768,7 +1768,9 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
                     row.verdict = "regressed" if other == "new" else "improved"
                     row.note = f"the {other} sweep's capture of this point failed" + (f": {why.detail}" if why.detail else "")
                 else:  # (its run removed or never ingested, its capture interrupted: nothing to compare)
-                    row.note = said(f"{other} {(new if other == 'new' else base).label}", r["key"], why)
+                    row.verdict = "unchanged"  # (shown as not judged: shown_verdicts)
+                    row.note = said(f"{other} {(new if other == 'new' else base).label}", r["key"], why) \
+                        + ": nothing to compare, not judged"
             rows += one
         else:
             stat = _stat_rows("sweep", r["key"], r, metrics, threshold, reqs, effect)

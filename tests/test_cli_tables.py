@@ -527,7 +527,11 @@ def test_runs_rename_and_rm(tmp_path, capsys):
                       (["runs", "rename", "b", "Latest"], "'Latest' cannot name a run"),
                       (["runs", "rename", "b", "all"], "'all' cannot name a run"),
                       (["runs", "rename", "b", "sweep-20261122T012018.110Z"], "it reads as a sweep id"),
-                      (["runs", "rename", "b", "x\n\x1b[31m"], "'x\\n\\x1b[31m' cannot name a run: it holds control")):
+                      (["runs", "rename", "b", "x\n\x1b[31m"], "'x\\n\\x1b[31m' cannot name a run: it holds control"),
+                      # a path here: diff and compare read it as the file (ingesting it), --run as the name
+                      (["runs", "rename", "b", str(EXAMPLE)], "cannot name a run: it is a path here, which diff and "
+                                                              "compare read as that file"),
+                      (["ingest", str(EXAMPLE), "--name", str(path)], "cannot name a run: it is a path here")):
         rc, _, err = _run(capsys, "--db", str(path), *args)
         assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
     with tracekit.open(path, read_only=True) as tk:

@@ -1125,10 +1125,12 @@ def test_a_file_named_as_a_run_is_compared_and_said(tmp_path, monkeypatch):
     """A reference that is both a file in the working folder and a run's name: the file is
     compared, and a warning says so (and how to name either); ./NAME says nothing."""
     monkeypatch.chdir(tmp_path)
-    linked_copy(PAIR / "half_sms", tmp_path / "base")
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(PAIR / "base", name="base")
         tk.ingest(PAIR / "base_again", name="base_again")
+        linked_copy(PAIR / "half_sms", tmp_path / "base")  # (after: a name that is a path here is refused)
+        with pytest.raises(tracekit.QueryError, match="^'base' cannot name a run: it is a path here"):
+            tk.rename_run("base_again", "base")
         with pytest.warns(CaptureWarning, match=r"'base' is both a file here and the name of run 1 in .*: the file "
                                                 r"is compared \(write \./base for the file, 1 for the run\)"):
             df = tk.diff("base", "base_again")

@@ -42,7 +42,7 @@ import duckdb
 
 from .errors import CaptureWarning, InputError, Interrupted, OutputError, TracekitError, expect
 from .interrupts import SigintWatch, interruptible
-from .names import check_run_name
+from .names import asked_run_name
 from .store import (
     CAPTURE_STATUS,
     SCHEMA_VERSION,
@@ -343,7 +343,7 @@ class Dataset(Tracekit):
     @one_at_a_time
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run (its row in runs.parquet); returns (run id, old name)."""
-        new_name = check_run_name(new_name)
+        new_name = asked_run_name(new_name)
         with writer_lock(self.path):
             run_id, old = self.resolve(run)
             self.check_name_free(new_name, run_id)

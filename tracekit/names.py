@@ -371,6 +371,20 @@ def check_run_name(name: str | None) -> str:
     return name
 
 
+def asked_run_name(name: str | None) -> str:
+    """A name asked for (``ingest --name``, ``runs rename``) checked as ``check_run_name``
+    does, and not a path here: ``diff``, ``compare`` and ``report --vs`` read a path as that
+    file (ingesting it where the store lacks it) and ``--run`` as the name, so the one text
+    would name two runs."""
+    import os
+
+    name = check_run_name(name)
+    if os.path.lexists(os.path.expanduser(name)):
+        raise QueryError(f"{name!r} cannot name a run: it is a path here, which diff and compare read as that "
+                         "file; choose another name")
+    return name
+
+
 def derived_run_name(*candidates: str) -> str:
     """A run's name when none is asked for: the first of ``candidates`` (a file's stem, its
     whole name) that can name a run, its control characters escaped; else ``run-`` and the

@@ -37,7 +37,7 @@ from .errors import (
     missing,
 )
 from .interrupts import SigintWatch, interruptible, stoppable
-from .names import RUN_ID, RunNames, check_run_name, derived_run_name, sql_ident
+from .names import RUN_ID, RunNames, asked_run_name, check_run_name, derived_run_name, sql_ident
 from .numbers import check_counts
 
 if TYPE_CHECKING:  # imported where used: `tracekit query` needs neither Polars nor Arrow
@@ -320,11 +320,11 @@ def _check_unread(f: Path) -> None:
 
 def check_ingest_args(path: Any, name: Any, params: Any) -> str | None:
     """The arguments of an ingest, of the kinds it takes (a one-line error otherwise):
-    returns ``name`` checked (``check_run_name``), or None."""
+    returns ``name`` checked (``asked_run_name``), or None."""
     expect(path, (str, os.PathLike), "ingest: path", InputError)
     expect(params, (dict, type(None)), "ingest: params")
     check_utf8_path(path)
-    return None if name is None else check_run_name(name)
+    return None if name is None else asked_run_name(name)
 
 
 def check_utf8_path(path: str | os.PathLike) -> None:
@@ -1251,7 +1251,7 @@ class Tracekit:
     @one_at_a_time
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run; returns (run id, old name)."""
-        new_name = check_run_name(new_name)
+        new_name = asked_run_name(new_name)
         run_id, old = self.resolve(run)
         self.check_name_free(new_name, run_id)
         self._check_can_write(f"cannot rename run {run_id} ({old})")

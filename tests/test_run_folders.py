@@ -413,7 +413,8 @@ def test_a_sweeps_folder_through_links_each_run_folder_once(tmp_path):
 def test_a_sweeps_failed_point_is_left_out_with_a_warning(tmp_path, capsys):
     """A point whose capture failed before it timed a request (meta.json status failed, no
     requests.csv: as `tracekit sweep` leaves it) is left out of the folder's runs with a
-    warning, as the sweep's own ingest leaves it out; the sweep compares without it."""
+    warning, as the sweep's own ingest leaves it out; diff reads the point as the new sweep's
+    failed capture (its folder says so, though the manifest says ok), regressed."""
     from tracekit.cli import main as cli_main
 
     sweeps = {}
@@ -431,8 +432,12 @@ def test_a_sweeps_failed_point_is_left_out_with_a_warning(tmp_path, capsys):
         f"tracekit: warning: {failed}: not ingested: the capture's status is 'failed' (worker exited with code 1: "
         "CUDA out of memory) and it left no timed request or profile")
     assert cli_main(["--db", str(tmp_path / "d.duckdb"), "diff", str(sweeps["a"]), str(sweeps["c"]), "-f", "csv"]) == 0
-    out = capsys.readouterr().out
-    assert "bs=4,nc=512" in out and out.count("removed") == 2  # (the point the new sweep lacks: its two rows)
+    out, err = capsys.readouterr()
+    # (the point the new sweep lacks: its two rows, its capture failed as its folder says, said once)
+    rows = [line for line in out.splitlines() if line.startswith('sweep,"bs=4,nc=512",latency')]
+    assert len(rows) == 2 and all(",regressed,,the new sweep's capture of this point failed: worker exited with code "
+                                  "1: CUDA out of memory," in r for r in rows), rows
+    assert err.count("not ingested: the capture's status is 'failed'") == 1, err
 
 
 def test_inputs_met_twice_count_once_and_a_bad_folder_fails_alone(tmp_path, small_store, capsys):

@@ -2168,7 +2168,9 @@ def stand_in(tk, base: Any, new: Any) -> str | None:
     the sweep stood in, the one at the run's point, as a line ('base sweep S is compared by its
     run at m=4096,dtype=fp16, run 3 (NAME)'); None for any other pair. ``base`` and ``new`` as the
     comparison was given them (a file: the run it ingested)."""
-    sides = [resolve(tk, r) for r in (base, new)]
+    with warnings.catch_warnings():  # (what resolving them says, the comparison said: a sweep folder's left-out point)
+        warnings.simplefilter("ignore", CaptureWarning)
+        sides = [resolve(tk, r) for r in (base, new)]
     for role, was, now in zip(("base", "new"), sides, _at_the_runs_point(tk.con, *sides), strict=True):
         if now is not was:
             point = next(p for p, s in was.points.items() if s is now)

@@ -1130,6 +1130,7 @@ def test_job_folders_ingested_in_threads_compare_as_one_after_another(tmp_path, 
         assert main(["--db", str(tmp_path / "c.duckdb"), *args]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"tracekit: error: {text}"), err
+        assert "--scheduler" not in err  # (an option of ingest's, not of a comparison's)
 
 
 def test_a_comparison_in_threads_that_fails_removes_the_runs_it_ingested(tmp_path, capsys, monkeypatch):

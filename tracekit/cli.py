@@ -645,7 +645,7 @@ def _ingest_distributed(tk, files, workers, scheduler, name, params, landed: lis
 
     here = scheduler is None and not os.environ.get("DASK_SCHEDULER_ADDRESS")
     if here:
-        parallel.check_workers(workers)  # (one line before anything is opened)
+        parallel.check_workers(workers, " (or --scheduler ADDRESS)")  # (one line before anything is opened)
 
     bar = progress_bar()
     failed, added = [], []

@@ -85,9 +85,10 @@ def check_one_run(n: int, name: str | None, params: dict | None, held: str | Non
                          "(rank3, _r3_)")
 
 
-def check_workers(workers: int | None) -> int:
+def check_workers(workers: int | None, other: str = "") -> int:
+    """``workers``, 1 or more; ``other``: what the command takes instead, where it does."""
     if workers is None or workers < 1:
-        raise ParamError(f"--workers {workers}: give at least 1 worker (or --scheduler ADDRESS)")
+        raise ParamError(f"--workers {workers}: give at least 1 worker{other}")
     return workers
 
 

@@ -14,7 +14,7 @@ import sqlite3
 
 import polars as pl
 import pytest
-from conftest import DATA, NSYS_EXPORTS
+from conftest import DATA, NSYS_EXPORTS, let_go
 from test_nsys_ingest import _older_export
 
 import tracekit
@@ -184,6 +184,36 @@ def test_stacks_are_folded_from_the_outermost_caller(nsys_db, tmp_path):
     assert sum(int(n) for _, n in lines) == asked["samples"].sum() == res.samples and len(lines) == res.stacks
 
 
+def test_a_folded_file_is_gzipped_as_named_and_an_empty_selection_is_one_line(nsys_db, tmp_path, capsys):
+    """-o NAME.gz writes the folded lines gzip-compressed; a name that says another compression
+    or format (.xz, .svg: flamegraph.pl's output, not its input) is refused, as export trace
+    refuses one that its JSON is not; a thread and a range that select no sample together are
+    an error, not an empty file flamegraph.pl refuses."""
+    import gzip
+
+    plain, packed = tmp_path / "hot.folded", tmp_path / "hot.folded.gz"
+    export_stacks(nsys_db, plain, run="cpu_hot")
+    export_stacks(nsys_db, packed, run="cpu_hot")
+    assert gzip.decompress(packed.read_bytes()) == plain.read_bytes() and plain.stat().st_size > 0
+    for name, said in (("hot.svg", "not an SVG image"), ("hot.xz", "not xz-compressed"), ("hot.json", "not JSON")):
+        with pytest.raises(tracekit.errors.OutputError, match=rf"^-o {tmp_path / name}: a folded-stacks file is text, "
+                                                              rf"{said}; name it stacks.folded \(or stacks.folded.gz"):
+            export_stacks(nsys_db, tmp_path / name, run="cpu_hot")
+    db = str(nsys_db.path)
+    let_go(nsys_db)  # (the CLI opens the store; the module's later tests open it again)
+    for args, said in ((["stacks", "-o", str(tmp_path / "t.xz")], "a folded-stacks file is text, not xz-compressed"),
+                       (["trace", "-o", str(tmp_path / "t.xz")], "a trace (Chrome Trace Event JSON) is text, not xz"),
+                       (["trace", "-o", str(tmp_path / "t.svg")], "not an SVG image; name it trace.json (or "
+                                                                   "trace.json.gz, gzip-compressed)"),
+                       (["stacks", "--thread", "hasher", "--nvtx", "step", "-o", str(tmp_path / "e.folded")],
+                        "holds no CPU sample that --thread 'hasher' and --nvtx 'step' select together; nothing to "
+                        "write")):
+        assert cli_main(["--db", db, "export", args[0], "--run", "cpu_hot", *args[1:]]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and said in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hot.folded", "hot.folded.gz"]
+
+
 def test_a_line_break_in_a_function_name_cannot_add_a_stack_to_the_folded_file(tmp_path):
     """A function name holding a line break and digits ('evil\\nfunc 99'): the folded file still
     has one `STACK COUNT` line per stack, each count the samples', never a stack the name made up;
@@ -256,8 +286,10 @@ def test_a_run_without_cpu_samples_is_an_error_not_an_empty_table(nsys_db, tmp_p
     err = capsys.readouterr().err
     assert err.startswith("tracekit: error: export stacks: run 2 (unsaid) has no CPU sample events") \
         and err.count("\n") == 1 and not out.exists()
-    assert cli_main(["--db", str(tmp_path / "s.duckdb"), "export", "stacks", "--run", "quiet", "-o", str(out)]) == 0
-    assert out.read_text() == ""
+    # (sampled, and no sample landed: nothing to draw, said rather than an empty file flamegraph.pl refuses)
+    assert cli_main(["--db", str(tmp_path / "s.duckdb"), "export", "stacks", "--run", "quiet", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == ("tracekit: error: export stacks: run 1 holds no CPU sample with a call stack; "
+                                       "nothing to write\n") and not out.exists()
 
 
 def test_an_odd_sampling_table_leaves_the_samples_out_not_the_export(tmp_path):

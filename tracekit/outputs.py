@@ -117,6 +117,29 @@ def output_suffix(path: str | os.PathLike, formats: tuple[str, ...] | dict[str, 
     return shown.suffix.lower()
 
 
+#: suffixes naming what a text output (a trace's JSON, folded stacks) is not: another compression
+#: or another format's file, which the output would be mislabelled as
+NOT_TEXT = {".xz": "xz-compressed", ".bz2": "bzip2-compressed", ".zst": "zstd-compressed", ".lz4": "lz4-compressed",
+            ".zip": "a zip archive", ".7z": "a 7-Zip archive", ".svg": "an SVG image", ".png": "a PNG image",
+            ".pdf": "a PDF", ".html": "an HTML page", ".xlsx": "a spreadsheet", ".parquet": "Parquet",
+            ".csv": "CSV", ".tsv": "TSV", ".json": "JSON"}
+
+
+def text_output(path: str | os.PathLike, what: str, example: str) -> bool:
+    """Whether the text output ``path`` (``what``: 'a folded-stacks file') is written
+    gzip-compressed: its name ends in ``.gz``. A name whose suffix says another compression or
+    format (``NOT_TEXT``, less ``example``'s own suffix) is an error rather than a file named as
+    what it is not; ``example`` (``stacks.folded``) is the name the error suggests."""
+    if str(path) == STDOUT:
+        return False
+    suffix = output_suffix(path, (".gz", *NOT_TEXT))
+    own = Path(example).suffix.lower()
+    if suffix in NOT_TEXT and suffix != own:
+        raise OutputError(f"-o {path}: {what} is text, not {NOT_TEXT[suffix]}; name it {example} (or {example}.gz, "
+                          "gzip-compressed)")
+    return suffix == ".gz"
+
+
 def check_output(path: str | os.PathLike, store_path: str | os.PathLike | None = None) -> bool:
     """Raise ``OutputError`` where ``write_output`` would refuse ``path`` before writing a
     byte (the store or its WAL, a missing folder, a folder): a command that works long

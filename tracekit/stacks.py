@@ -32,15 +32,26 @@ def export_stacks(tk, path: str | os.PathLike, run: str | int | None = None, thr
     """Write the run's CPU call stacks (``python``: its Python stacks), folded (see the module
     docstring); ``thread`` and ``range`` as the cpu-stacks query's. A run without such samples is
     an error."""
-    from .outputs import write_output
+    import gzip
+
+    from .errors import QueryError
+    from .outputs import text_output, write_output
     from .registry import check_traced, resolve_run
 
+    gz = text_output(path, "a folded-stacks file", "stacks.folded")
     run_id = resolve_run(tk, run, "nsys", "export stacks", spans_runs=False)
     check_traced(tk, "export stacks", run_id, ["python_samples" if python else "cpu_samples"])
     df = tk.query("python-stacks" if python else "cpu-stacks", run=run_id, thread=thread, range=range, limit=0)
+    if df.height == 0:  # (an empty file: flamegraph.pl and speedscope refuse it, and it says nothing)
+        asked = [f"{o} {v!r}" for o, v in (("--thread", thread), ("--nvtx", range)) if v is not None]
+        which = ("with a call stack" if not asked else f"that {asked[0]} selects" if len(asked) == 1 else
+                 f"that {' and '.join(asked)} select together")
+        raise QueryError(f"export stacks: run {run_id} holds no {'Python' if python else 'CPU'} sample {which}; "
+                         "nothing to write")
 
     def write_file(tmp: Path) -> None:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+        with (gzip.open(tmp, "wt", encoding="utf-8", newline="\n") if gz else
+              open(tmp, "w", encoding="utf-8", newline="\n")) as fh:
             for stack, samples in zip(df["stack"], df["samples"], strict=True):
                 # one stack a line: a line break in a function's name (anyone's text) would
                 # start a stack of its own, with a count of its choosing

@@ -942,10 +942,10 @@ def export_trace(tk, path: str | os.PathLike, run: str | int | None = None, star
     (``job_parts``). Refuses, with the estimate, a file whose JSON would exceed
     ``max_bytes`` unless ``force``. Written through ``write_output`` (a temporary file
     renamed into place, never over the store)."""
-    from .outputs import output_suffix
+    from .outputs import text_output
 
     path = Path(path)
-    gz = output_suffix(path, (".gz", ".json")) == ".gz"
+    gz = text_output(path, "a trace (Chrome Trace Event JSON)", "trace.json")
     run_id = _nsys_run(tk, run)
     window = resolve_window(tk, run_id, start_ns, end_ns, nvtx, instance)
     parts = [Part(run_id, window)] if ranks is None else job_parts(tk, run_id, window, ranks)

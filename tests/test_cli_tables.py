@@ -529,13 +529,20 @@ def test_runs_rename_and_rm(tmp_path, capsys):
                       (["runs", "rename", "b", "sweep-20261122T012018.110Z"], "it reads as a sweep id"),
                       (["runs", "rename", "b", "x\n\x1b[31m"], "'x\\n\\x1b[31m' cannot name a run: it holds control"),
                       # a path here: diff and compare read it as the file (ingesting it), --run as the name
-                      (["runs", "rename", "b", str(EXAMPLE)], "cannot name a run: it is a path here, which diff and "
+                      (["runs", "rename", "b", str(EXAMPLE)], "cannot name a run: it is a file here, which diff and "
                                                               "compare read as that file"),
-                      (["ingest", str(EXAMPLE), "--name", str(path)], "cannot name a run: it is a path here")):
+                      (["ingest", str(EXAMPLE), "--name", str(DATA / "nsys_diff_base_a" / "export.sqlite.xz")],
+                       "cannot name a run: it is a file here"),
+                      (["ingest", str(EXAMPLE), "--name", "latest", "--workers", "2"], "'latest' cannot name a run")):
         rc, _, err = _run(capsys, "--db", str(path), *args)
         assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
     with tracekit.open(path, read_only=True) as tk:
         assert tk.runs()["name"].to_list() == ["b"]
+    # a path diff reads as no file to compare (a folder with nothing to ingest), or the run's own input: a name
+    with tracekit.open(tmp_path / "own.duckdb") as tk:
+        run = tk.ingest(EXAMPLE, name=str(EXAMPLE)).run_id
+        tk.rename_run(run, str(tmp_path))
+        assert tk.runs()["name"].to_list() == [str(tmp_path)]
 
 
 def test_rm_of_a_shared_name_asks_for_an_id(tmp_path, capsys):

@@ -1129,7 +1129,7 @@ def test_a_file_named_as_a_run_is_compared_and_said(tmp_path, monkeypatch):
         tk.ingest(PAIR / "base", name="base")
         tk.ingest(PAIR / "base_again", name="base_again")
         linked_copy(PAIR / "half_sms", tmp_path / "base")  # (after: a name that is a path here is refused)
-        with pytest.raises(tracekit.QueryError, match="^'base' cannot name a run: it is a path here"):
+        with pytest.raises(tracekit.QueryError, match="^'base' cannot name a run: it is a file here"):
             tk.rename_run("base_again", "base")
         with pytest.warns(CaptureWarning, match=r"'base' is both a file here and the name of run 1 in .*: the file "
                                                 r"is compared \(write \./base for the file, 1 for the run\)"):

@@ -482,6 +482,10 @@ def ingest(
 
     check_one_run(len(files), name, params,
                   f"{len(files)} given" if len(given) > 1 else f"{given[0]} holds {len(files)} run folders")
+    if name is not None and files:  # (checked here once: the many-file paths read inputs before a name is)
+        from .names import asked_run_name
+
+        name = asked_run_name(name, files[0])
     if workers is not None or scheduler is not None:
         landed: list = []
         try:

@@ -27,9 +27,10 @@ HSTU workload's) and in the run scopes (kernel to ncu) that every point's run of
 each point (macro ``grid_point``: 'm=1024,dtype=fp16', 'bs=8,nc=1024') stands for the sweep's
 latest ok run with an nsys or ncu export there (``grid_points.sql``), compared with the other
 sweep's by the rules below, its rows' keys prefixed with the point ('m=1024,dtype=fp16:
-softmax_warp_forward'); points one sweep lacks are said in a warning and left out: where its
-capture there failed (its run labelled failed, or its manifest beside its run folders says so),
-that it failed, else that the other has them alone. A
+softmax_warp_forward'); points one sweep lacks are said in a warning and left out of these
+scopes: where its capture there failed (its run labelled failed, or its manifest or run folder
+beside it says so), that it failed; where its run is not in the store, interrupted or never ran,
+that; else that the other has them alone. A
 program's sweep against a run is the sweep's run at the run's point against the run; another
 sweep and a run compare in the sweep scope alone (the run standing for its sweep there).
 
@@ -174,7 +175,10 @@ against the base).
 "Regressed" is the direction of harm: more time, more instances, more calls; less
 throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` or
 ``removed`` with its time; a sweep point whose capture failed in the new sweep (every run of
-it not ok) is ``regressed`` (in the base sweep: ``improved``), with the error in the note.
+it not ok, or its run folder saying so) is ``regressed`` (in the base sweep: ``improved``), with
+the error in the note; one a sweep ran but has no run of in the store (removed, not ingested,
+interrupted), or that neither sweep has, is ``not judged`` in a table (``unchanged`` in the
+files), the note saying why: there is nothing to compare.
 The note says why a verdict was held back ("within threshold", "not significant (p=0.31)",
 "host-timed, not judged", "immaterial", "moved with the SM clock", "moved with the host's
 pace") and how the key was matched.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import re
 import unicodedata
 from collections import Counter
@@ -371,16 +372,21 @@ def check_run_name(name: str | None) -> str:
     return name
 
 
-def asked_run_name(name: str | None) -> str:
+def asked_run_name(name: str | None, own: str | os.PathLike | None = None) -> str:
     """A name asked for (``ingest --name``, ``runs rename``) checked as ``check_run_name``
-    does, and not a path here: ``diff``, ``compare`` and ``report --vs`` read a path as that
-    file (ingesting it where the store lacks it) and ``--run`` as the name, so the one text
-    would name two runs."""
-    import os
+    does, and not a path here that ``diff``, ``compare`` and ``report --vs`` read as a file to
+    compare (one that holds something to ingest: ``diff.resolve``), while ``--run`` reads the
+    name, so that one text would name two runs. ``own``: the run's own input, which the path
+    may be (read as a file, it is that run)."""
+    from pathlib import Path
+
+    from .ingest import nothing_to_ingest
 
     name = check_run_name(name)
-    if os.path.lexists(os.path.expanduser(name)):
-        raise QueryError(f"{name!r} cannot name a run: it is a path here, which diff and compare read as that "
+    path = Path(name)
+    if path.exists() and nothing_to_ingest(path) is None \
+            and (own is None or path.resolve() != Path(own).resolve()):
+        raise QueryError(f"{name!r} cannot name a run: it is a file here, which diff and compare read as that "
                          "file; choose another name")
     return name
 

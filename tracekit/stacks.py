@@ -32,10 +32,8 @@ def export_stacks(tk, path: str | os.PathLike, run: str | int | None = None, thr
     """Write the run's CPU call stacks (``python``: its Python stacks), folded (see the module
     docstring); ``thread`` and ``range`` as the cpu-stacks query's. A run without such samples is
     an error."""
-    import gzip
-
     from .errors import QueryError
-    from .outputs import text_output, write_output
+    from .outputs import text_file, text_output, write_output
     from .registry import check_traced, resolve_run
 
     gz = text_output(path, "a folded-stacks file", "stacks.folded")
@@ -50,8 +48,7 @@ def export_stacks(tk, path: str | os.PathLike, run: str | int | None = None, thr
                          "nothing to write")
 
     def write_file(tmp: Path) -> None:
-        with (gzip.open(tmp, "wt", encoding="utf-8", newline="\n") if gz else
-              open(tmp, "w", encoding="utf-8", newline="\n")) as fh:
+        with text_file(tmp, gz) as fh:
             for stack, samples in zip(df["stack"], df["samples"], strict=True):
                 # one stack a line: a line break in a function's name (anyone's text) would
                 # start a stack of its own, with a count of its choosing

@@ -324,7 +324,7 @@ def check_ingest_args(path: Any, name: Any, params: Any) -> str | None:
     expect(path, (str, os.PathLike), "ingest: path", InputError)
     expect(params, (dict, type(None)), "ingest: params")
     check_utf8_path(path)
-    return None if name is None else asked_run_name(name)
+    return None if name is None else asked_run_name(name, path)
 
 
 def check_utf8_path(path: str | os.PathLike) -> None:
@@ -1251,8 +1251,9 @@ class Tracekit:
     @one_at_a_time
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run; returns (run id, old name)."""
-        new_name = asked_run_name(new_name)
         run_id, old = self.resolve(run)
+        own = self.con.execute("SELECT source_path FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
+        new_name = asked_run_name(new_name, own)
         self.check_name_free(new_name, run_id)
         self._check_can_write(f"cannot rename run {run_id} ({old})")
         try:

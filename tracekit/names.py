@@ -384,8 +384,11 @@ def asked_run_name(name: str | None, own: str | os.PathLike | None = None) -> st
 
     name = check_run_name(name)
     path = Path(name)
-    if path.exists() and nothing_to_ingest(path) is None \
-            and (own is None or path.resolve() != Path(own).resolve()):
+    try:
+        a_file = path.exists() and nothing_to_ingest(path) is None
+    except OSError:  # (a name too long for a path, or one the system cannot look up: no file here)
+        a_file = False
+    if a_file and (own is None or path.resolve() != Path(own).resolve()):
         raise QueryError(f"{name!r} cannot name a run: it is a file here, which diff and compare read as that "
                          "file; choose another name")
     return name

@@ -271,6 +271,8 @@ HOST_TIMED = {("api", "total_ns"), ("api", "med_ns"), ("nvtx", "range_total_ns")
               ("nvtx", "proj_total_ns"), ("job", "job_total_ns"), ("job", "job_med_ns")}
 #: the note of a host-timed value not judged
 HOST_NOTE = "host-timed, not judged"
+#: the end of the note of a sweep point with no run on a side: shown not judged (shown_verdicts), not unchanged
+NOTHING_TO_COMPARE = ": nothing to compare, not judged"
 #: a host-timed change that is judged (request latency; host time of runs without CUDA)
 #: counts beyond this at the least: two identical sweeps differed by up to 21 % in median
 #: latency at one point (large preset, H200), 11.6 % in tests/data/sweep_pair (medium
@@ -1774,7 +1776,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
                 else:  # (its run removed or never ingested, its capture interrupted: nothing to compare)
                     row.verdict = "unchanged"  # (shown as not judged: shown_verdicts)
                     row.note = said(f"{other} {(new if other == 'new' else base).label}", r["key"], why) \
-                        + ": nothing to compare, not judged"
+                        + NOTHING_TO_COMPARE
             rows += one
         else:
             stat = _stat_rows("sweep", r["key"], r, metrics, threshold, reqs, effect)
@@ -1791,7 +1793,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
         note = "its capture failed in both sweeps" if all(w.what == "failed" for w in whys) else "; ".join(
             said(f"{role} {side.label}", key, why) for role, side, why in zip(("base", "new"), (base, new), whys,
                                                                              strict=True))
-        note += ": nothing to compare, not judged"  # (shown as such, not as unchanged: shown_verdicts)
+        note += NOTHING_TO_COMPARE
         for i, (metric, _kind, _direction) in enumerate(metrics):
             rows.append(_Row("sweep", key, metric, None, None, "unchanged", None, note, order=i))
     return rows

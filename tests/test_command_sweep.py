@@ -274,6 +274,31 @@ def test_sweep_points_picks_the_sweep(sweeps):
     assert sweeps.query("sweep-points", sweep="all")["run"].to_list() == latest["run"].to_list()
 
 
+def test_sweep_all_takes_each_point_captured_last_whatever_the_ingest_order(tmp_path):
+    """sweep=all stands each point by the run captured last (meta.started_at), not the one
+    ingested last: the slow sweep, taken after base, ingested before it."""
+    from datetime import datetime
+
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for which in ("slow", "base"):
+            for run in sorted((SWEEPS / which / "runs").iterdir()):
+                tk.ingest(run)
+        slow = {Path(p["run_dir"]).name for p in _manifest("slow")["points"]}
+        base = {Path(p["run_dir"]).name for p in _manifest("base")["points"]}
+        assert set(tk.query("sweep-points")["run"]) == base  # (latest: the sweep ingested last)
+        assert set(tk.query("sweep-points", sweep="all")["run"]) == slow
+        assert set(tk.query("sweep-kernels", sweep="all", limit=0)["run"]) == slow
+        captured = tk.sql("SELECT name, run_captured_ns(meta) AS ns FROM runs")
+        for name, ns in captured.iter_rows():
+            meta = json.loads(next(SWEEPS / w / "runs" / name / "meta.json" for w in ("slow", "base")
+                                    if (SWEEPS / w / "runs" / name).is_dir()).read_text())
+            assert ns == int(datetime.fromisoformat(meta["started_at"]).timestamp() * 1000) * 1_000_000
+        bare = tk.ingest(NSYS_EXPORTS["many_kernels"])  # (an export alone: nsys's session start)
+        (ns, session), = tk.con.execute("SELECT run_captured_ns(meta), json_extract(meta, '$.session_start_utc_ns') "
+                                        "FROM runs WHERE run_id = ?", [bare.run_id]).fetchall()
+        assert ns == int(session) > 0
+
+
 def test_a_kernel_name_no_point_has_is_an_error(sweeps):
     with pytest.raises(QueryError, match="sweep-points: no kernel of the sweep's points has a name containing "
                                          "'no such kernel' .`tracekit query top-kernels --run RUN"):

@@ -1988,7 +1988,7 @@ _PROFILER_SETUP = ("tool", "profiler", "ncu replay", "nsys")
 
 
 def same_workload(con, run_id: int, kind: str) -> int | None:
-    """The latest ok run of ``kind`` (nsys, ncu) of run ``run_id``'s workload: a capture of the
+    """The latest captured ok run of ``kind`` (nsys, ncu) of run ``run_id``'s workload: a capture of the
     same command whose setup differs in the profiler alone (the HSTU workload at the run's bs, nc
     and preset, or the same program with the same arguments); None where the store has none, or
     the run did not record what it ran (a bare export)."""
@@ -1998,7 +1998,7 @@ def same_workload(con, run_id: int, kind: str) -> int | None:
         return None
     others = con.execute(f"SELECT run_id FROM runs WHERE list_contains(string_split(kind, ','), ?) AND {recorded} "
                          "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' AND run_id <> ? "
-                         "ORDER BY run_id DESC", [kind, run_id]).fetchall()
+                         "ORDER BY run_captured_ns(meta) DESC NULLS LAST, run_id DESC", [kind, run_id]).fetchall()
     for (other,) in others:
         differ = setup_differences(con, Side(str(run_id), run_id=run_id), Side(str(other), run_id=other))
         if all(d.split(" ")[0] in _PROFILER_SETUP for d in differ):

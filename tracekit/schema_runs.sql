@@ -14,11 +14,21 @@ CREATE TABLE IF NOT EXISTS requests (
     attention_flop BIGINT           -- the attention's part of it
 );
 
+-- When a run's capture started, ns since the Unix epoch: tracekit's record (meta.started_at, an
+-- ISO time with its UTC offset), else the nsys export's session start (meta.session_start_utc_ns);
+-- NULL where neither is recorded (an ncu report or a benchmark file ingested alone). A sweep
+-- point's latest run is its latest captured (`ORDER BY captured_ns DESC NULLS LAST, run_id DESC`):
+-- an older sweep ingested after a newer one does not stand for the points both have (sweep=all),
+-- and the store's order (run_id) decides between runs of one capture (a point ingested twice).
+CREATE OR REPLACE MACRO run_captured_ns(meta) AS
+    coalesce(epoch_ns(TRY_CAST(json_extract_string(meta, '$.started_at') AS TIMESTAMPTZ)),
+             TRY_CAST(json_extract_string(meta, '$.session_start_utc_ns') AS BIGINT));
+
 -- The runs that can stand for a sweep point: those whose meta status is ok and that have timed
 -- requests, with the point they are at. sweep-latency and sweep-requests take, per (preset,
--- tool, bs, nc), the latest of one sweep's (their sweep parameter; macros.sql in_sweep).
+-- tool, bs, nc), the latest captured of one sweep's (their sweep parameter; macros.sql in_sweep).
 CREATE OR REPLACE VIEW sweep_runs AS
-SELECT run_id, name, params,
+SELECT run_id, name, params, run_captured_ns(meta) AS captured_ns,
        json_extract_string(params, '$.preset') AS preset,
        json_extract_string(params, '$.tool') AS tool,
        json_extract(params, '$.bs')::INTEGER AS bs,
@@ -42,11 +52,11 @@ SELECT run_id,
 FROM runs
 WHERE json_extract(meta, '$.gpu_timed.samples') IS NOT NULL;
 
--- The sweep's points over every run (sweeps mixed): per (preset, tool, bs, nc), the latest of
--- sweep_runs.
+-- The sweep's points over every run (sweeps mixed): per (preset, tool, bs, nc), the latest
+-- captured of sweep_runs.
 CREATE OR REPLACE VIEW sweep_points AS
 SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
-QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY run_id DESC) = 1;
+QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY captured_ns DESC NULLS LAST, run_id DESC) = 1;
 
 -- Every run ingested with a rank (params rank and job, set at ingest: tracekit/ranks.py), with
 -- the job it is a rank of. Runs that share `job` may be several captures of it, made one after

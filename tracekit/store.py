@@ -1582,9 +1582,10 @@ class Tracekit:
                     "measure the noise between processes a change must pass, as --repeat gives them"), stacklevel=3)
             return group
         run_id, grid, kind = point
-        runs = [(s, r) for s in group for (r,) in self.con.execute(  # (a point ingested twice: its latest run)
-            f"SELECT max(run_id) FROM runs WHERE {sweep_of} = ? AND grid_point(params) = ? AND kind = ? "
-            "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' HAVING count(*) > 0", [s, grid, kind]).fetchall()]
+        runs = [(s, r) for s in group for (r,) in self.con.execute(  # (a point ingested twice: its latest captured run)
+            f"SELECT run_id FROM runs WHERE {sweep_of} = ? AND grid_point(params) = ? AND kind = ? "
+            "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' "
+            "ORDER BY run_captured_ns(meta) DESC NULLS LAST, run_id DESC LIMIT 1", [s, grid, kind]).fetchall()]
         if runs and not quiet:
             warnings.warn(CaptureWarning(
                 f"{said}: run {run_id} is point {grid} of sweep {sweep}, which was taken again (tracekit sweep "

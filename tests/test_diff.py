@@ -1671,6 +1671,8 @@ def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
     rows = both.filter(pl.col("key") == "bs=1,nc=512")
     assert rows["verdict"].to_list() == ["unchanged"] * 2 and set(rows["note"]) == {"its capture failed in both sweeps: nothing to compare, not judged"}
     assert D.shown_verdicts(rows) == ["not judged"] * 2
+    subtitle = charts.diff(charts.diff_rows(both, limit=1)).to_dict()["title"]["subtitle"]
+    assert "not drawn (not judged: nothing to compare, `tracekit diff` says why): bs=1,nc=512" in subtitle
 
 
 def test_captures_of_other_graph_trace_modes_warn(tmp_path):

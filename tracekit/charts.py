@@ -2130,9 +2130,12 @@ def diff_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20) -> pl.D
                         & ~pl.col("key").is_in(head.filter(pl.col("scope") == scope)["key"].implode()))
         head = pl.concat([head, rest])
     head = head.sort("_i")
-    if limit:  # every key judged changed, then the largest of the others, in the diff's order
-        changed = head.filter(pl.col("verdict") != "unchanged")
-        head = pl.concat([changed, head.filter(pl.col("verdict") == "unchanged").head(max(limit - changed.height, 0))])
+    if limit:  # every key judged changed or with nothing to compare, then the largest of the others, in the diff's order
+        from .diff import NOTHING_TO_COMPARE
+
+        said = (pl.col("verdict") != "unchanged") | pl.col("note").fill_null("").str.ends_with(NOTHING_TO_COMPARE)
+        changed = head.filter(said)
+        head = pl.concat([changed, head.filter(~said).head(max(limit - changed.height, 0))])
         head = head.sort("_i").head(limit)
     shown = head.drop("_i")
     return shown.with_columns(pl.lit(float(threshold)).alias("threshold_pct"))
@@ -2144,7 +2147,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
     if df.is_empty():
         return _no_data("Diff")
-    from .diff import held_by, limit, short_keys
+    from .diff import NOTHING_TO_COMPARE, held_by, limit, short_keys
 
     threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
     one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
@@ -2178,6 +2181,10 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     failed = df.filter(pl.col("verdict").is_in(["regressed", "improved"]) & pl.col("delta_pct").is_null())
     if failed.height:  # (a sweep point whose capture failed on one side: no change to draw)
         subtitle.append(f"not drawn (its capture failed on one side): {', '.join(failed['key'].unique().sort())}")
+    absent = df.filter(pl.col("note").fill_null("").str.ends_with(NOTHING_TO_COMPARE))
+    if absent.height:  # (a sweep point with no run in the store, or failed, on a side: diff's note says which)
+        subtitle.append(f"not drawn (not judged: nothing to compare, `tracekit diff` says why): "
+                        f"{', '.join(absent['key'].unique().sort())}")
     if not rows:
         return (alt.Chart(_data([{"t": "no key changed"}])).mark_text(size=16).encode(text="t:N")
                 .properties(title=alt.Title("Largest changes", subtitle=subtitle), width=WIDTH, height=120))

@@ -140,6 +140,34 @@ def test_sweeps_compare_point_by_point(tmp_path, capsys, monkeypatch):
     assert "tracekit: warning: diff: c (a repeat of the base): the captures differ in setup: attention " in err
 
 
+def test_a_sweeps_run_that_stands_for_its_sweep_is_said(tmp_path, capsys):
+    """A run of sweep a (by id) against sweep b, and against c's run: in the sweep scope each
+    run stands for its whole sweep, which its column (the run's name) does not say: a note line
+    does; two sweeps, or a run folder given by its path (its own point), need none."""
+    from tracekit.diff import stand_in
+
+    db = tmp_path / "s.duckdb"
+    sweeps = {}
+    with tracekit.open(db) as tk:
+        for which in "abc":
+            runs = [tk.ingest(r) for r in sorted((DATA / "sweep_pair" / which / "runs").iterdir())]
+            sweeps[which] = (next((DATA / "sweep_pair" / which).glob("sweep-*.json")).stem, runs[0])
+        (a, ra), (b, _), (c, rc) = (sweeps[w] for w in "abc")
+        base = f"base run {ra.run_id} ({ra.name}) stands for its sweep {a}"
+        assert stand_in(tk, str(ra.run_id), b) == f"{base} in the sweep scope (compared point by point)"
+        assert stand_in(tk, str(ra.run_id), rc.name) == \
+            f"{base} and new run {rc.run_id} ({rc.name}) stands for its sweep {c} in the sweep scope (compared point by point)"
+        assert stand_in(tk, a, b) is None
+        assert stand_in(tk, DATA / "sweep_pair" / "a" / "runs" / ra.name, DATA / "sweep_pair" / "b" / "runs") is None
+    assert main(["--db", str(db), "compare", str(ra.run_id), b, rc.name]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tracekit: note:")]
+    assert notes == [f"tracekit: note: compare: {b}: {base} in the sweep scope (compared point by point)",
+                     f"tracekit: note: compare: {rc.name}: {base} and new run {rc.run_id} ({rc.name}) stands for "
+                     f"its sweep {c} in the sweep scope (compared point by point)"]
+    assert main(["--db", str(db), "diff", str(ra.run_id), b, "--by", "sweep"]) == 0
+    assert f"tracekit: note: diff: {base} in the sweep scope (compared point by point)" in capsys.readouterr().err
+
+
 def test_bad_references_are_one_line_and_change_nothing(plants, tmp_path, capsys):
     before = store_state(plants)
     for args, said in ((["base_a", "nope"], "no run or sweep 'nope'"),

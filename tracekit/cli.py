@@ -970,19 +970,19 @@ def diff_cmd(
         with capture_warnings(comparison=True), steps() as step:
             df = tk.diff(base, new, by=by or None, threshold_pct=threshold, repeats=repeats, workers=workers,
                          on_file=step("files ingested"))
-        _say_stand_ins(tk, base, [new], "diff")
+        _say_stand_ins(tk, base, [new], "diff", by)
     _diff_out(df, _diff.display, _diff.display_columns(df), _diff.moved, _diff.held_by_repeats(df), threshold, gate,
               limit, fmt, out, cols, all_columns, tk.path)
 
 
-def _say_stand_ins(tk, base: str, runs: list[str], command: str) -> None:
-    """A ``tracekit: note:`` line for each pair of a program's sweep and a run that was
-    compared: which run of the sweep stood in (the one at the run's point), which the table
-    does not say (its column names the sweep)."""
+def _say_stand_ins(tk, base: str, runs: list[str], command: str, by: list[str]) -> None:
+    """A ``tracekit: note:`` line for each pair compared where a side stood for another than
+    its column names (``diff.stand_in``): a program's sweep by its run at the run's point, a
+    sweep's run by its whole sweep in the sweep scope."""
     from .diff import stand_in
 
     for run in runs:
-        line = stand_in(tk, base, run)
+        line = stand_in(tk, base, run, by or None)
         if line:
             typer.echo(f"tracekit: note: {command}: " + (f"{escape_controls(run)}: " if command == "compare" else "")
                        + escape_controls(line), err=True)
@@ -1150,7 +1150,7 @@ def compare_cmd(
             df = tk.compare(base, runs, by=by or None, threshold_pct=threshold, repeats=repeats, jobs=jobs,
                             workers=workers, on_file=step("files ingested"))
         if not jobs:
-            _say_stand_ins(tk, base, runs, "compare")
+            _say_stand_ins(tk, base, runs, "compare", by)
     keys = limit if limit is not None else (30 if fmt == "table" else 0)
     if fmt == "table":
         table = _compare.table(df, keys)

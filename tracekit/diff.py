@@ -2169,19 +2169,28 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
     return sb, sn
 
 
-def stand_in(tk, base: Any, new: Any) -> str | None:
-    """Where a program's sweep and a run were compared (``diff``, ``compare``): which run of
-    the sweep stood in, the one at the run's point, as a line ('base sweep S is compared by its
-    run at m=4096,dtype=fp16, run 3 (NAME)'); None for any other pair. ``base`` and ``new`` as the
-    comparison was given them (a file: the run it ingested)."""
+def stand_in(tk, base: Any, new: Any, by: list[str] | str | None = None) -> str | None:
+    """What stood in for a side of a comparison (``diff``, ``compare``) that its table's
+    column does not say, as a line; None where each side stood for itself. A program's sweep
+    against a run: the sweep's run at the run's point ('base sweep S is compared by its run
+    at m=4096,dtype=fp16, run 3 (NAME)'). A sweep's run (by id or name) in the sweep scope: its
+    whole sweep, point by point ('base run 3 (NAME) stands for its sweep S in the sweep scope').
+    ``base`` and ``new`` as the comparison was given them (a file: the run it ingested), ``by``
+    its scopes asked (None: every scope)."""
     with warnings.catch_warnings():  # (what resolving them says, the comparison said: a sweep folder's left-out point)
         warnings.simplefilter("ignore", CaptureWarning)
         sides = [resolve(tk, r) for r in (base, new)]
-    for role, was, now in zip(("base", "new"), sides, _at_the_runs_point(tk.con, *sides), strict=True):
+    pair = _at_the_runs_point(tk.con, *sides)
+    for role, was, now in zip(("base", "new"), sides, pair, strict=True):
         if now is not was:
             point = next(p for p, s in was.points.items() if s is now)
             return f"{role} {was.label} is compared by its run at {point}, {now.label}"
-    return None
+    asked = scopes_asked(by, SCOPES) if by else None
+    if "sweep" not in _not_one_sweep(*pair, _scopes(*pair, asked), bool(asked)):
+        return None
+    runs = [f"{role} {side.label} stands for its sweep {side.sweep}" for role, side in zip(("base", "new"), pair, strict=True)
+            if side.run_id is not None and not side.lone_point and side.sweep is not None]
+    return f"{' and '.join(runs)} in the sweep scope (compared point by point)" if runs else None
 
 
 def _why_absent(con, side: Side, points: list[str], role: str) -> list[str | None]:

@@ -195,7 +195,8 @@ def test_a_folded_file_is_gzipped_as_named_and_an_empty_selection_is_one_line(ns
     export_stacks(nsys_db, plain, run="cpu_hot")
     export_stacks(nsys_db, packed, run="cpu_hot")
     assert gzip.decompress(packed.read_bytes()) == plain.read_bytes() and plain.stat().st_size > 0
-    for name, said in (("hot.svg", "not an SVG image"), ("hot.xz", "not xz-compressed"), ("hot.json", "not JSON")):
+    for name, said in (("hot.svg", "not an SVG image"), ("hot.xz", "not xz-compressed"), ("hot.json", "not JSON"),
+                       ("hot.json.gz", "not JSON"), ("hot.xz.gz", "not xz-compressed")):
         with pytest.raises(tracekit.errors.OutputError, match=rf"^-o {tmp_path / name}: a folded-stacks file is text, "
                                                               rf"{said}; name it stacks.folded \(or stacks.folded.gz"):
             export_stacks(nsys_db, tmp_path / name, run="cpu_hot")
@@ -205,6 +206,8 @@ def test_a_folded_file_is_gzipped_as_named_and_an_empty_selection_is_one_line(ns
                        (["trace", "-o", str(tmp_path / "t.xz")], "a trace (Chrome Trace Event JSON) is text, not xz"),
                        (["trace", "-o", str(tmp_path / "t.svg")], "not an SVG image; name it trace.json (or "
                                                                    "trace.json.gz, gzip-compressed)"),
+                       (["trace", "-o", str(tmp_path / "t.csv.gz")], "a trace (Chrome Trace Event JSON) is text, not "
+                                                                      "CSV; name it trace.json"),
                        (["stacks", "--thread", "hasher", "--nvtx", "step", "-o", str(tmp_path / "e.folded")],
                         "holds no CPU sample that --thread 'hasher' and --nvtx 'step' select together; nothing to "
                         "write")):

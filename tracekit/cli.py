@@ -1262,8 +1262,8 @@ def export_trace_cmd(
 
 @export_app.command("stacks")
 def export_stacks_cmd(
-    out: Annotated[Path, typer.Option("--output", "-o", help="folded-stacks file to write (stacks.folded); - for "
-                                                             "stdout")] = Path("stacks.folded"),
+    out: Annotated[Path, typer.Option("--output", "-o", help="folded-stacks file to write: stacks.folded, or "
+                                                             "stacks.folded.gz (gzip); - for stdout")] = Path("stacks.folded"),
     run: Annotated[str | None, typer.Option("--run", help="nsys run id or name (default: latest)")] = None,
     thread: Annotated[str | None, typer.Option("--thread", help="only this thread's samples: its tid or name")] = None,
     nvtx: Annotated[str | None, typer.Option("--nvtx", help="only samples inside NVTX ranges of this name on their "
@@ -1273,7 +1273,7 @@ def export_stacks_cmd(
     db: DbOpt = None,
 ):
     """Write the run's sampled CPU call stacks (or Python stacks: --python), folded (`a;b;c 12` a line), for
-    flamegraph.pl, speedscope or inferno."""
+    flamegraph.pl, speedscope or inferno. A selection that holds no sample is an error, not an empty file."""
     from .stacks import export_stacks
 
     with _open(db, read_only=True) as tk:

@@ -127,15 +127,18 @@ NOT_TEXT = {".xz": "xz-compressed", ".bz2": "bzip2-compressed", ".zst": "zstd-co
 
 def text_output(path: str | os.PathLike, what: str, example: str) -> bool:
     """Whether the text output ``path`` (``what``: 'a folded-stacks file') is written
-    gzip-compressed: its name ends in ``.gz``. A name whose suffix says another compression or
-    format (``NOT_TEXT``, less ``example``'s own suffix) is an error rather than a file named as
-    what it is not; ``example`` (``stacks.folded``) is the name the error suggests."""
+    gzip-compressed: its name ends in ``.gz``. A name whose suffix, or whose suffix before
+    ``.gz``, says another compression or format (``NOT_TEXT``, less ``example``'s own suffix:
+    ``stacks.json.gz``, ``trace.xz.gz``) is an error rather than a file named as what it is
+    not; ``example`` (``stacks.folded``) is the name the error suggests."""
     if str(path) == STDOUT:
         return False
     suffix = output_suffix(path, (".gz", *NOT_TEXT))
     own = Path(example).suffix.lower()
-    if suffix in NOT_TEXT and suffix != own:
-        raise OutputError(f"-o {path}: {what} is text, not {NOT_TEXT[suffix]}; name it {example} (or {example}.gz, "
+    # (the name's format under the compression too: stacks.json.gz is gzip-compressed JSON)
+    inner = Path(Path(path).stem).suffix.lower() if suffix == ".gz" else suffix
+    if inner in NOT_TEXT and inner != own:
+        raise OutputError(f"-o {path}: {what} is text, not {NOT_TEXT[inner]}; name it {example} (or {example}.gz, "
                           "gzip-compressed)")
     return suffix == ".gz"
 

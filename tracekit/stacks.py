@@ -5,7 +5,10 @@ distinct stack, ``outermost;...;hit function COUNT`` (the cpu-stacks query, ever
 python-stacks query's with ``python``: the Python samples' stacks, each frame function
 (file:line)): the format Brendan Gregg's flamegraph.pl reads, and speedscope and inferno open.
 Only the CPU samples nsys unwound (one in ``--samples-per-backtrace``) have a stack. Written
-through ``write_output`` (a temporary file renamed into place, never over the store).
+through ``write_output`` (a temporary file renamed into place, never over the store),
+gzip-compressed where the name ends in ``.gz`` (``stacks.folded.gz``: ``zcat`` it into
+flamegraph.pl); a name that says another format (``.json``, ``.svg``,
+``.xz``, also before ``.gz``) is refused (``outputs.text_output``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ class StacksResult:
 def export_stacks(tk, path: str | os.PathLike, run: str | int | None = None, thread: str | None = None,
                   range: str | None = None, python: bool = False) -> StacksResult:  # noqa: A002 (the query's parameter name)
     """Write the run's CPU call stacks (``python``: its Python stacks), folded (see the module
-    docstring); ``thread`` and ``range`` as the cpu-stacks query's. A run without such samples is
+    docstring); ``thread`` and ``range`` as the cpu-stacks query's. A run without such samples,
+    or a selection that holds none (an empty file, which flamegraph.pl and speedscope refuse), is
     an error."""
     from .errors import QueryError
     from .outputs import text_file, text_output, write_output

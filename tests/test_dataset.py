@@ -365,6 +365,14 @@ def test_rename_and_remove_runs_of_a_dataset_as_of_a_store(small_pair, tmp_path,
     for bad, msg in (("7", "--run reads it as a run id"), ("all", "as a keyword"), ("a\tb", "control characters")):
         assert main(["--db", str(tmp_path / "ds"), "runs", "rename", str(ids[0]), bad]) == 2
         _one_error_line(capsys, "cannot name a run", msg)
+    # a run may be named by its own input's path (read as a file, it is that run), not by another's
+    own, other = (a.con.execute("SELECT source_path FROM runs WHERE run_id = ?", [i]).fetchone()[0] for i in (ids[0], ids[3]))
+    let_go(a)
+    for db in (tmp_path / "s.duckdb", tmp_path / "ds"):
+        assert main(["--db", str(db), "runs", "rename", str(ids[0]), other]) == 2
+        _one_error_line(capsys, f"'{other}' cannot name a run: it is a file here")
+        assert main(["--db", str(db), "runs", "rename", str(ids[0]), own]) == 0
+        assert capsys.readouterr().out.strip() == f"run {ids[0]}: renamed {runs['name'][0]!r} to {own!r}"
 
 
 def test_a_removed_runs_id_is_never_given_again(small_pair, tmp_path, capsys):

@@ -343,9 +343,10 @@ class Dataset(Tracekit):
     @one_at_a_time
     def rename_run(self, run: str | int, new_name: str) -> tuple[int, str]:
         """Rename a run (its row in runs.parquet); returns (run id, old name)."""
-        new_name = asked_run_name(new_name)
         with writer_lock(self.path):
             run_id, old = self.resolve(run)
+            own = self.con.execute("SELECT source_path FROM runs WHERE run_id = ?", [run_id]).fetchone()[0]
+            new_name = asked_run_name(new_name, own)  # (its own input's path may name it, as in a store)
             self.check_name_free(new_name, run_id)
             self._rewrite_runs("SELECT * REPLACE (CASE WHEN run_id = $id THEN $name ELSE name END AS name)", "true",
                                {"id": run_id, "name": new_name})

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracekit.numbers import quantile
+
 REQUEST_COLUMNS = ("request_idx", "phase", "bs", "nc", "kv_caches", "candidate_embeddings",
                    "latency_ms", "peak_mem_allocated_mb", "peak_mem_reserved_mb", "model_flop", "attention_flop")
 L2_FLUSH_BYTES = 256 << 20
@@ -61,16 +63,6 @@ class RequestsCsv:
 
     def close(self) -> None:
         self._f.close()
-
-
-def quantile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default) of an ascending list."""
-    if not sorted_values:
-        return math.nan
-    pos = (len(sorted_values) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def latency_stats(latencies_ms: list[float]) -> dict[str, float | int]:

@@ -4,10 +4,12 @@ tracekit's tables print them (12,100,481), or with underscores as Python writes 
 a chart's, a CLI option of type ``Ns``. A number copied from a table works anywhere, and
 a comma in the wrong place (``1,2``) is an error, not 12. And the counts a run's parameters
 hold (``bs``, ``nc``, ``world_size``), however they came (``--param``, a run folder's
-meta.json, a benchmark log's name): whole numbers the queries read as 32-bit integers."""
+meta.json, a benchmark log's name): whole numbers the queries read as 32-bit integers. And
+the one quantile rule of the summaries tracekit writes (a capture's requests, a bench's calls)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import ParamError, TracekitError
@@ -45,3 +47,15 @@ def check_counts(params: dict, where: str, error: type[TracekitError] = ParamErr
             ok = False
         if not ok:
             raise error(f"{where}{key}={v!r}: {key} ({what}) is a whole number from 1 to {MAX_COUNT}")
+
+
+def quantile(sorted_values: list[float], q: float) -> float:
+    """The ``q`` quantile of an ascending list, interpolated linearly between its two nearest
+    values (NumPy's default, and DuckDB's quantile_cont, which the sweep queries use); NaN
+    for an empty list."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)

@@ -72,16 +72,12 @@ def time_summary(times_ms: list[float]) -> dict[str, float | int]:
     is the sample standard deviation (0 for one call)."""
     import statistics
 
+    from ..numbers import quantile
+
     xs = sorted(times_ms)
-
-    def q(p: float) -> float:
-        k = (len(xs) - 1) * p
-        lo, hi = math.floor(k), math.ceil(k)
-        return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-    return dict(median_ms=q(0.5), mean_ms=statistics.fmean(xs),
+    return dict(median_ms=quantile(xs, 0.5), mean_ms=statistics.fmean(xs),
                 std_ms=statistics.stdev(xs) if len(xs) > 1 else 0.0, min_ms=xs[0], max_ms=xs[-1],
-                p95_ms=q(0.95), p99_ms=q(0.99), n_rep=len(xs))
+                p95_ms=quantile(xs, 0.95), p99_ms=quantile(xs, 0.99), n_rep=len(xs))
 
 
 def _agrees(stored, computed: float) -> bool:

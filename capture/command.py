@@ -334,13 +334,13 @@ def capture_command(cmd: list[str], tool: str = "nsys", *, out_dir: str | os.Pat
     status, error = out.status, out.error
     if status != "ok":
         raise CaptureError(f"capture failed ({error}); the run folder {run_dir} says so"
-                           + ("" if tool == "none" else ", not ingested"))
+                           + ("" if tool == "none" else ", not ingested"), run_dir)
     if ingest:
         from .run import _ingest
 
         ingest_error = _ingest(run_dir, db, required=True)
         if ingest_error:
-            raise CaptureError(f"run folder {run_dir} written, but ingest failed: {ingest_error}")
+            raise CaptureError(f"run folder {run_dir} written, but ingest failed: {ingest_error}", run_dir)
     return run_dir
 
 

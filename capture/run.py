@@ -462,9 +462,9 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
     if ingest and not out.timed_out:  # (a run stopped at its deadline is not ingested: tracekit ingest takes it)
         ingest_error = _ingest(run_dir, db, required=(status == "ok"))
     if status != "ok":
-        raise CaptureError(f"capture failed ({error}); partial results in {run_dir}")
+        raise CaptureError(f"capture failed ({error}); partial results in {run_dir}", run_dir)
     if ingest_error:
-        raise CaptureError(f"run folder {run_dir} written, but ingest failed: {ingest_error}")
+        raise CaptureError(f"run folder {run_dir} written, but ingest failed: {ingest_error}", run_dir)
     return run_dir
 
 

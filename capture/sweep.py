@@ -773,7 +773,7 @@ def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: 
                 raise KeyboardInterrupt from None
             except TracekitError as err:
                 point.status, point.error = "failed", str(err)
-                point.run_dir = _folder_from_error(str(err))
+                point.run_dir = err.run_dir if isinstance(err, CaptureError) else None
             except Exception as err:  # a crash in one point must not end the sweep
                 point.status, point.error = "failed", f"{type(err).__name__}: {err}".splitlines()[0]
             current = None
@@ -799,12 +799,6 @@ def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: 
     _write_manifest(manifest, sweep_id, status, settings, started, points, True)
     return result
 
-
-def _folder_from_error(message: str) -> str | None:
-    marker = "partial results in "
-    if marker in message:
-        return message.split(marker, 1)[1].strip()
-    return None
 
 
 def _progress(enabled: bool):

@@ -230,7 +230,8 @@ def test_a_sweep_gives_each_point_its_timeout(tmp_path):
     def runner_(bs, nc, **kw):
         calls.append(kw)
         if nc == 8:
-            raise CaptureError(f"capture failed (timed out after 2 s); partial results in {tmp_path / 'p8'}")
+            raise CaptureError(f"capture failed (timed out after 2 s); partial results in {tmp_path / 'p8'}",
+                                   tmp_path / "p8")
         return tmp_path / "p4"
 
     res = sw.sweep("1", "4,8", preset="small", out_dir=tmp_path / "runs", progress=False, runner=runner_,

@@ -29,7 +29,7 @@ class FakeRunner:
             raise KeyboardInterrupt
         d = self.tmp / f"run-{bs}-{nc}"
         if (bs, nc) in self.fail:
-            raise CaptureError(f"capture failed (workload exited with status 1: boom); partial results in {d}")
+            raise CaptureError(f"capture failed (workload exited with status 1: boom); partial results in {d}", d)
         return d
 
 

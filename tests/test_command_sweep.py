@@ -847,6 +847,31 @@ def test_a_point_that_failed_is_said_failed_not_absent(tmp_path):
            f"ingest {run_folders([base])[3]}): compared at the points both have" in [str(w.message) for w in seen]
 
 
+def test_a_point_captured_whose_ingest_failed_is_said_not_ingested(tmp_path):
+    """The manifest says failed of a point whose capture is done (its run folder says ok) but
+    whose ingest into the sweep's store failed: the folder is there to ingest, which the diff
+    says, not a failed capture (which a gate would fail on)."""
+    from tracekit.ingest import run_folders
+
+    out = tmp_path / "slow"
+    shutil.copytree(SWEEPS / "slow" / "runs", out)
+    manifest = _manifest("slow")
+    point = manifest["points"][3]
+    folder = out / Path(point["run_dir"]).name
+    point.update(status="failed", run_dir=str(folder),
+                 error=f"run folder {folder} written, but ingest failed: {tmp_path}/s.duckdb: the store is busy")
+    (out / f"{manifest['sweep']}.json").write_text(json.dumps(manifest))
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in run_folders([SWEEPS / "base" / "runs"]) + run_folders([out])[:3]:
+            tk.ingest(run)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            df = tk.diff(_sweep_id("base"), _sweep_id("slow"))
+    assert f"diff: new sweep {_sweep_id('slow')}'s run at m=4096,dtype=fp32 is not in the store (tracekit ingest " \
+           f"{folder}): compared at the points both have" in [str(w.message) for w in seen]
+    assert not df["key"].str.starts_with("m=4096,dtype=fp32").any()
+
+
 @pytest.mark.parametrize("values, point", [
     ({"m": "1024", "dtype": "fp16"}, "m=1024,dtype=fp16"),
     ({"shape": "1024,1024", "dtype": "fp16"}, 'shape="1024,1024",dtype=fp16'),  # (a --config grid's value)

@@ -5,6 +5,7 @@ one-line message and exits with ``exit_code`` (2), showing a traceback only with
 ``--debug``. Messages name the file or value and say what to do.
 """
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -33,7 +34,12 @@ class ToolNotFoundError(TracekitError):
 
 
 class CaptureError(TracekitError):
-    """A capture that failed (profiler exit status, workload crash, bad settings)."""
+    """A capture that failed (profiler exit status, workload crash, bad settings); ``run_dir``:
+    the run folder it left, where it left one (a sweep's manifest names it for the point)."""
+
+    def __init__(self, message: str, run_dir: str | os.PathLike | None = None) -> None:
+        super().__init__(message)
+        self.run_dir = None if run_dir is None else str(run_dir)
 
 
 class OutputError(TracekitError):

@@ -95,8 +95,13 @@ def _absent(points: list[str], failed: dict[str, str], manifest: dict[str, Plann
     out: list[Absent | None] = []
     for p in points:
         planned = manifest.get(p, Planned("", None, None))
-        if planned.status == "ok" and planned.run_dir is not None:  # (its folder's own word: a capture that
-            planned = planned._replace(status=_folder_status(planned.run_dir) or "ok")  # failed leaves no run)
+        if planned.status in ("ok", "failed") and planned.run_dir is not None:
+            # its folder's own word: a capture that failed after the manifest said ok leaves no run
+            # to ingest; one the manifest says failed whose folder says ok failed after its capture
+            # (its ingest into the sweep's store): the folder is there to ingest
+            folder = _folder_status(planned.run_dir)
+            if folder in ("ok", "failed"):
+                planned = planned._replace(status=folder)
         if p in failed or planned.status == "failed":
             out.append(Absent("failed", failed[p] if p in failed else _error(planned)))
         elif planned.status in ("interrupted", "not_run", "pending"):
@@ -111,7 +116,8 @@ def _absent(points: list[str], failed: dict[str, str], manifest: dict[str, Plann
 def _folder_status(run_dir: Path) -> str | None:
     """The status a run folder's meta.json records (None where it cannot be read): the manifest
     may say ok of a point whose folder says failed (its capture ended so after the manifest was
-    written, or the folder was labelled so), which ingest leaves out when it left nothing to read."""
+    written, or the folder was labelled so), which ingest leaves out when it left nothing to read;
+    or failed of a point whose folder says ok (the capture done, its ingest failed)."""
     try:
         status = json.loads((run_dir / "meta.json").read_text()).get("status")
     except (OSError, ValueError, AttributeError):

@@ -429,8 +429,8 @@ def export_sweep_cmd(
     ctx: typer.Context,
     output: Annotated[Path, typer.Option("--output", "-o", help="results.xlsx or results.csv")],
     sweep: Annotated[str | None, typer.Option(
-        "--sweep", help="the sweep: its id, a run of it (id or name), latest or all (every run, the latest per "
-        "point) (default: latest)", show_default=False)] = None,
+        "--sweep", help="the sweep: its id, a run of it (id or name), latest or all (every run, the one captured "
+        "last per point) (default: latest)", show_default=False)] = None,
     db: Annotated[DbPath | None, typer.Option(
         "--db", help="DuckDB store to read (default: $TRACEKIT_DB or ./tracekit.duckdb)", show_default=False)] = None,
 ) -> None:

@@ -288,15 +288,15 @@ def test_sweep_all_takes_each_point_captured_last_whatever_the_ingest_order(tmp_
         assert set(tk.query("sweep-points")["run"]) == base  # (latest: the sweep ingested last)
         assert set(tk.query("sweep-points", sweep="all")["run"]) == slow
         assert set(tk.query("sweep-kernels", sweep="all", limit=0)["run"]) == slow
-        captured = tk.sql("SELECT name, run_captured_ns(meta) AS ns FROM runs")
-        for name, ns in captured.iter_rows():
+        captured = tk.sql("SELECT name, run_captured_us(meta) AS us FROM runs")
+        for name, us in captured.iter_rows():
             meta = json.loads(next(SWEEPS / w / "runs" / name / "meta.json" for w in ("slow", "base")
                                     if (SWEEPS / w / "runs" / name).is_dir()).read_text())
-            assert ns == int(datetime.fromisoformat(meta["started_at"]).timestamp() * 1000) * 1_000_000
+            assert us == int(datetime.fromisoformat(meta["started_at"]).timestamp() * 1000) * 1000
         bare = tk.ingest(NSYS_EXPORTS["many_kernels"])  # (an export alone: nsys's session start)
-        (ns, session), = tk.con.execute("SELECT run_captured_ns(meta), json_extract(meta, '$.session_start_utc_ns') "
+        (us, session), = tk.con.execute("SELECT run_captured_us(meta), json_extract(meta, '$.session_start_utc_ns') "
                                         "FROM runs WHERE run_id = ?", [bare.run_id]).fetchall()
-        assert ns == int(session) > 0
+        assert us == int(session) // 1000 > 0
 
 
 def test_a_kernel_name_no_point_has_is_an_error(sweeps):

@@ -158,6 +158,7 @@ def test_a_sweeps_run_that_stands_for_its_sweep_is_said(tmp_path, capsys):
         assert stand_in(tk, str(ra.run_id), rc.name) == \
             f"{base} and new run {rc.run_id} ({rc.name}) stands for its sweep {c} in the sweep scope (compared point by point)"
         assert stand_in(tk, a, b) is None
+        assert stand_in(tk, str(ra.run_id), str(ra.run_id)) is None  # (a run against itself: its own point)
         assert stand_in(tk, DATA / "sweep_pair" / "a" / "runs" / ra.name, DATA / "sweep_pair" / "b" / "runs") is None
     assert main(["--db", str(db), "compare", str(ra.run_id), b, rc.name]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tracekit: note:")]
@@ -166,6 +167,8 @@ def test_a_sweeps_run_that_stands_for_its_sweep_is_said(tmp_path, capsys):
                      f"its sweep {c} in the sweep scope (compared point by point)"]
     assert main(["--db", str(db), "diff", str(ra.run_id), b, "--by", "sweep"]) == 0
     assert f"tracekit: note: diff: {base} in the sweep scope (compared point by point)" in capsys.readouterr().err
+    assert main(["--db", str(db), "diff", str(ra.run_id), str(ra.run_id), "--by", "sweep", "-f", "csv"]) == 0
+    assert "tracekit: note:" not in capsys.readouterr().err
 
 
 def test_bad_references_are_one_line_and_change_nothing(plants, tmp_path, capsys):

@@ -15,6 +15,7 @@ import math
 import re
 import shutil
 import sqlite3
+import statistics
 import warnings
 from pathlib import Path
 
@@ -1671,8 +1672,61 @@ def test_a_point_whose_capture_failed_is_not_a_point_left_out(tmp_path, capsys):
     rows = both.filter(pl.col("key") == "bs=1,nc=512")
     assert rows["verdict"].to_list() == ["unchanged"] * 2 and set(rows["note"]) == {"its capture failed in both sweeps: nothing to compare, not judged"}
     assert D.shown_verdicts(rows) == ["not judged"] * 2
-    subtitle = charts.diff(charts.diff_rows(both, limit=1)).to_dict()["title"]["subtitle"]
+    # named in the chart, not drawn, whatever the limit: here one row, taken by a change
+    moved = both.with_columns(pl.when(pl.col("key") == "bs=4,nc=512").then(pl.lit("regressed"))
+                              .otherwise(pl.col("verdict")).alias("verdict"))
+    rows = charts.diff_rows(moved, limit=1)
+    assert rows["key"].to_list() == ["bs=4,nc=512", "bs=1,nc=512"]
+    subtitle = charts.diff(rows).to_dict()["title"]["subtitle"]
     assert "not drawn (not judged: nothing to compare, `tracekit diff` says why): bs=1,nc=512" in subtitle
+    # and in diff's and compare's tables, whatever --limit
+    assert set(D.changes_first(moved, 2)["key"]) == {"bs=4,nc=512", "bs=1,nc=512"}
+
+
+def _captured_again(runs: Path, point: str, name: str, started_at: str, scale: float) -> Path:
+    """A copy of the run folder of ``point`` ('bs1-nc128') under ``runs`` as another capture of
+    it: named ``name``, started at ``started_at``, every latency times ``scale``."""
+    (src,) = runs.glob(f"*-{point}-*")
+    dest = runs / name
+    shutil.copytree(src, dest)
+    meta = json.loads((dest / "meta.json").read_text())
+    meta.update(name=name, started_at=started_at)
+    (dest / "meta.json").write_text(json.dumps(meta))
+    rows = list(csv.DictReader((dest / "requests.csv").open()))
+    with (dest / "requests.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows({**r, "latency_ms": str(float(r["latency_ms"]) * scale)} for r in rows)
+    return dest
+
+
+def test_the_run_captured_last_stands_for_a_point_whatever_the_ingest_order(tmp_path):
+    """sweep_pair's sweeps ingested c, a, b (c taken last): sweep=all's points are c's. Sweep
+    a's bs=1,nc=128 captured again a day before (its latencies doubled) and once at a time
+    that cannot be read, both ingested after a: a's own run still stands for the point, in
+    the diff and in a's sweep-latency and sweep-requests."""
+    a = tmp_path / "a"
+    shutil.copytree(SWEEP_PAIR / "a", a)
+    earlier = _captured_again(a / "runs", "bs1-nc128", "earlier", "2026-11-23T19:53:47.140+00:00", 2.0)
+    unread = _captured_again(a / "runs", "bs1-nc128", "unread", "the day before", 3.0)
+    (own,) = (p for p in (a / "runs").glob("*-bs1-nc128-*") if p not in (earlier, unread))
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for folder in (SWEEP_PAIR / "c" / "runs", a / "runs", SWEEP_PAIR / "b" / "runs"):
+            for run in sorted(folder.iterdir()):
+                if run not in (earlier, unread):
+                    tk.ingest(run)
+        tk.ingest(earlier)
+        tk.ingest(unread)
+        c_runs = {p.name for p in (SWEEP_PAIR / "c" / "runs").iterdir()}
+        assert set(tk.query("sweep-latency", sweep="all", limit=0)["run"]) == c_runs
+        assert set(tk.query("sweep-requests", sweep="all", limit=0)["run"]) == c_runs
+        for query in ("sweep-latency", "sweep-requests"):
+            df = tk.query(query, sweep=_sweep_id("a"), limit=0).filter((pl.col("bs") == 1) & (pl.col("nc") == 128))
+            assert set(df["run"]) == {own.name}
+        row = tk.diff(_sweep_id("a"), _sweep_id("b"), by="sweep").filter(
+            (pl.col("key") == "bs=1,nc=128") & (pl.col("metric") == "latency_med_ms")).row(0, named=True)
+    timed = [float(r["latency_ms"]) for r in csv.DictReader((own / "requests.csv").open()) if r["phase"] == "timed"]
+    assert row["base"] == pytest.approx(statistics.median(timed), rel=1e-9)
 
 
 def test_captures_of_other_graph_trace_modes_warn(tmp_path):

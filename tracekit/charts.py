@@ -2120,7 +2120,8 @@ def _threshold_and_limit(chart: str, threshold: float | str, limit: int | str) -
 def diff_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20) -> pl.DataFrame:
     """The rows of a diff (``tk.diff``'s result) that the chart draws: per key its
     headline metric, in the diff's order (largest change first), every key judged changed
-    and the largest others up to ``limit`` rows (0: all), with ``threshold`` as a column."""
+    and the largest others up to ``limit`` rows (0: all), and the sweep points with nothing
+    to compare (named in the subtitle, not drawn), with ``threshold`` as a column."""
     d = df.with_row_index("_i")
     head = d.filter(pl.col("metric") == pl.col("scope").replace_strict(_DIFF_HEADLINE, default=None))
     # an NVTX path that launched no kernel stands by its sampled CPU time where both runs
@@ -2130,14 +2131,15 @@ def diff_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20) -> pl.D
                         & ~pl.col("key").is_in(head.filter(pl.col("scope") == scope)["key"].implode()))
         head = pl.concat([head, rest])
     head = head.sort("_i")
-    if limit:  # every key judged changed or with nothing to compare, then the largest of the others, in the diff's order
-        from .diff import NOTHING_TO_COMPARE
+    # the points with nothing to compare are named (not drawn) whatever the limit; of the rest,
+    # every key judged changed and then the largest others, at most ``limit`` in the diff's order
+    from .diff import changes_first, nothing_to_compare
 
-        said = (pl.col("verdict") != "unchanged") | pl.col("note").fill_null("").str.ends_with(NOTHING_TO_COMPARE)
-        changed = head.filter(said)
-        head = pl.concat([changed, head.filter(~said).head(max(limit - changed.height, 0))])
-        head = head.sort("_i").head(limit)
-    shown = head.drop("_i")
+    absent = head.filter(nothing_to_compare())
+    drawn = head.filter(~nothing_to_compare())
+    if limit:
+        drawn = changes_first(drawn, limit).head(limit)
+    shown = pl.concat([drawn, absent]).sort("_i").drop("_i")
     return shown.with_columns(pl.lit(float(threshold)).alias("threshold_pct"))
 
 
@@ -2147,7 +2149,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     _need(df, "diff", "diff", ["scope", "key", "metric", "delta_pct", "verdict", "delta_pct_low", "delta_pct_high"])
     if df.is_empty():
         return _no_data("Diff")
-    from .diff import NOTHING_TO_COMPARE, held_by, limit, short_keys
+    from .diff import held_by, limit, nothing_to_compare, short_keys
 
     threshold = float(df["threshold_pct"][0]) if "threshold_pct" in df.columns else 5.0
     one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
@@ -2181,7 +2183,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     failed = df.filter(pl.col("verdict").is_in(["regressed", "improved"]) & pl.col("delta_pct").is_null())
     if failed.height:  # (a sweep point whose capture failed on one side: no change to draw)
         subtitle.append(f"not drawn (its capture failed on one side): {', '.join(failed['key'].unique().sort())}")
-    absent = df.filter(pl.col("note").fill_null("").str.ends_with(NOTHING_TO_COMPARE))
+    absent = df.filter(nothing_to_compare())
     if absent.height:  # (a sweep point with no run in the store, or failed, on a side: diff's note says which)
         subtitle.append(f"not drawn (not judged: nothing to compare, `tracekit diff` says why): "
                         f"{', '.join(absent['key'].unique().sort())}")
@@ -2513,7 +2515,7 @@ def compare_roofline_points(tk, df: pl.DataFrame, sides: list, labels: list[str]
             raise QueryError(f"chart compare-roofline: no kernel of {', '.join(s.label for s in sides)} with "
                              f"floating-point work has {kernel!r} in its name")
     head = pl.concat(heads).filter(pl.col("key").is_in(pts["key"].implode()))
-    keys = changed_first(head.select("scope", "key", "metric", "verdict"), limit)["key"].unique(maintain_order=True)
+    keys = changed_first(head.select("scope", "key", "metric", "verdict", "note"), limit)["key"].unique(maintain_order=True)
     judged = head.select("key", "side", pl.Series("verdict", [_roof_verdict(r) for r in head.iter_rows(named=True)],
                                                   dtype=pl.String), "delta_pct")
     order = {k: i for i, k in enumerate(keys)}
@@ -2628,7 +2630,7 @@ def compare_rows(df: pl.DataFrame, threshold: float = 5.0, limit: int = 20, jobs
                        .rename({"value": "new"}),
                        threshold, 0).with_columns(pl.lit(run).alias("run")) for run in runs_of(df)]
     head = pl.concat(heads) if heads else df.head(0)
-    keys = changed_first(head.select("scope", "key", "metric", "verdict"), limit).select(
+    keys = changed_first(head.select("scope", "key", "metric", "verdict", "note"), limit).select(
         "scope", "key", "metric").unique(maintain_order=True)
     return keys.join(head, on=["scope", "key", "metric"], how="left", maintain_order="left").with_columns(
         pl.col("run").cast(pl.Enum(runs_of(df))),  # (the runs' order given, for the chart's)

@@ -288,11 +288,13 @@ def labels_given(df: pl.DataFrame, repeats: int = 0) -> list[str]:
 
 
 def changed_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
-    """The keys a reader sees first: every key judged changed in any run (in the
-    comparisons' order, however many), then the largest unchanged ones up to ``limit``
-    keys in all (0: all), as diff's table shows its rows."""
+    """The keys a reader sees first: every key judged changed in any run, or with nothing to
+    compare in one (``diff.said_first``; in the comparisons' order, however many), then the
+    largest others up to ``limit`` keys in all (0: all), as diff's table shows its rows."""
+    from .diff import said_first
+
     keys = ["scope", "key", "metric"]
-    per = df.group_by(keys, maintain_order=True).agg((pl.col("verdict") != "unchanged").any().alias("_moved"))
+    per = df.group_by(keys, maintain_order=True).agg(said_first().any().alias("_moved"))
     if limit and per.height > limit:
         per = per.with_row_index("_i")
         moved = per.filter(pl.col("_moved"))

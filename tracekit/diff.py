@@ -25,12 +25,12 @@ and GPU projection are compared only where both captures traced CUDA.
 Two sweeps are compared point by point, in the sweep scope where they timed requests (the
 HSTU workload's) and in the run scopes (kernel to ncu) that every point's run of both has:
 each point (macro ``grid_point``: 'm=1024,dtype=fp16', 'bs=8,nc=1024') stands for the sweep's
-latest ok run with an nsys or ncu export there (``grid_points.sql``), compared with the other
-sweep's by the rules below, its rows' keys prefixed with the point ('m=1024,dtype=fp16:
-softmax_warp_forward'); points one sweep lacks are said in a warning and left out of these
-scopes: where its capture there failed (its run labelled failed, or its manifest or run folder
-beside it says so), that it failed; where its run is not in the store, interrupted or never ran,
-that; else that the other has them alone. A
+latest captured ok run with an nsys or ncu export there (``grid_points.sql``; macro
+``run_captured_us``), compared with the other sweep's by the rules below, its rows' keys
+prefixed with the point ('m=1024,dtype=fp16: softmax_warp_forward'); points one sweep lacks
+are said in a warning and left out of these scopes: where its capture there failed (its run
+labelled failed, or its manifest or run folder beside it says so), that it failed; where its
+run is not in the store, interrupted or never ran, that; else that the other has them alone. A
 program's sweep against a run is the sweep's run at the run's point against the run; another
 sweep and a run compare in the sweep scope alone (the run standing for its sweep there).
 
@@ -1998,7 +1998,7 @@ def same_workload(con, run_id: int, kind: str) -> int | None:
         return None
     others = con.execute(f"SELECT run_id FROM runs WHERE list_contains(string_split(kind, ','), ?) AND {recorded} "
                          "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' AND run_id <> ? "
-                         "ORDER BY run_captured_ns(meta) DESC NULLS LAST, run_id DESC", [kind, run_id]).fetchall()
+                         "ORDER BY run_captured_us(meta) DESC NULLS LAST, run_id DESC", [kind, run_id]).fetchall()
     for (other,) in others:
         differ = setup_differences(con, Side(str(run_id), run_id=run_id), Side(str(other), run_id=other))
         if all(d.split(" ")[0] in _PROFILER_SETUP for d in differ):
@@ -2169,18 +2169,29 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
     return sb, sn
 
 
+def _as_compared(con, base: Side, new: Side) -> tuple[Side, Side]:
+    """The two sides as ``diff`` compares them: a program's sweep against a run by its run at
+    the run's point (``_at_the_runs_point``); one run against itself as its own point, not
+    its sweep."""
+    sb, sn = _at_the_runs_point(con, base, new)
+    if sb.run_id is not None and sb.run_id == sn.run_id:
+        sb.own_point = sn.own_point = True
+    return sb, sn
+
+
 def stand_in(tk, base: Any, new: Any, by: list[str] | str | None = None) -> str | None:
     """What stood in for a side of a comparison (``diff``, ``compare``) that its table's
     column does not say, as a line; None where each side stood for itself. A program's sweep
     against a run: the sweep's run at the run's point ('base sweep S is compared by its run
     at m=4096,dtype=fp16, run 3 (NAME)'). A sweep's run (by id or name) in the sweep scope: its
-    whole sweep, point by point ('base run 3 (NAME) stands for its sweep S in the sweep scope').
+    whole sweep, point by point ('base run 3 (NAME) stands for its sweep S in the sweep scope
+    (compared point by point)'); a run against itself is its own point.
     ``base`` and ``new`` as the comparison was given them (a file: the run it ingested), ``by``
     its scopes asked (None: every scope)."""
     with warnings.catch_warnings():  # (what resolving them says, the comparison said: a sweep folder's left-out point)
         warnings.simplefilter("ignore", CaptureWarning)
         sides = [resolve(tk, r) for r in (base, new)]
-    pair = _at_the_runs_point(tk.con, *sides)
+    pair = _as_compared(tk.con, *sides)
     for role, was, now in zip(("base", "new"), sides, pair, strict=True):
         if now is not was:
             point = next(p for p, s in was.points.items() if s is now)
@@ -2243,13 +2254,12 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     for i, r in enumerate((base, new)):  # a file the other side cannot be compared with is not ingested
         if files[i]:
             sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
-    sb, sn = _at_the_runs_point(tk.con, sides[0], sides[1])
-    if sb.run_id is not None and sb.run_id == sn.run_id:  # one run against itself: its own point, not its sweep
-        sb.own_point = sn.own_point = True
-        if str(base).strip() != str(new).strip():  # (a run folder already in the store is that run; the same
-            # text twice is asked on purpose, and each row's note says identical: as diff --jobs says of a job)
-            warnings.warn(CaptureWarning(f"diff: {base} and {new} name one run ({sb.label}): it is compared with "
-                                         "itself; name two runs (tracekit runs)"), stacklevel=4)
+    sb, sn = _as_compared(tk.con, sides[0], sides[1])
+    if sb.run_id is not None and sb.run_id == sn.run_id and str(base).strip() != str(new).strip():
+        # (a run folder already in the store is that run; the same text twice is asked on purpose,
+        # and each row's note says identical: as diff --jobs says of a job)
+        warnings.warn(CaptureWarning(f"diff: {base} and {new} name one run ({sb.label}): it is compared with "
+                                     "itself; name two runs (tracekit runs)"), stacklevel=4)
     _not_by_a_shared_name(tk, sb, sn)
     scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
     for side in (sb,) if sb.run_id is not None and sb.run_id == sn.run_id else (sb, sn):
@@ -2313,15 +2323,28 @@ def held_by_repeats(df: pl.DataFrame) -> str:
     return f"; {n} change(s) within the repeats' noise, not judged" if n else "; no change was within the repeats' noise"
 
 
+def nothing_to_compare() -> pl.Expr:
+    """Whether a row is a sweep point with no run to compare on a side (its note ends with
+    ``NOTHING_TO_COMPARE``): not judged, and shown whatever the limit, as a change is."""
+    return pl.col("note").fill_null("").str.ends_with(NOTHING_TO_COMPARE)
+
+
+def said_first() -> pl.Expr:
+    """Whether a reader sees a row whatever the limit: judged changed (its verdict not
+    ``unchanged``), or a point with nothing to compare (``nothing_to_compare``)."""
+    return (pl.col("verdict") != "unchanged") | nothing_to_compare()
+
+
 def changes_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
-    """The rows a reader sees first, in the diff's order: every row whose verdict is not
-    ``unchanged``, then the largest unchanged rows up to ``limit`` rows in all (0: all rows)."""
+    """The rows a reader sees first, in the diff's order: every row ``said_first`` (judged
+    changed, or with nothing to compare), then the largest others up to ``limit`` rows in all
+    (0: all rows)."""
     if not limit or df.height <= limit:
         return df
-    keep = df.with_row_index("_i")
-    changed = keep.filter(pl.col("verdict") != "unchanged")
-    rest = keep.filter(pl.col("verdict") == "unchanged").head(max(limit - changed.height, 0))
-    return pl.concat([changed, rest]).sort("_i").drop("_i")
+    keep = df.with_row_index("_first_i").with_columns(said_first().alias("_said"))
+    said = keep.filter(pl.col("_said"))
+    rest = keep.filter(~pl.col("_said")).head(max(limit - said.height, 0))
+    return pl.concat([said, rest]).sort("_first_i").drop("_first_i", "_said")
 
 
 _STAT = {"range_total_ns": "total", "range_med_ns": "median", "latency_med_ms": "median", "latency_p95_ms": "p95",

@@ -14,21 +14,25 @@ CREATE TABLE IF NOT EXISTS requests (
     attention_flop BIGINT           -- the attention's part of it
 );
 
--- When a run's capture started, ns since the Unix epoch: tracekit's record (meta.started_at, an
--- ISO time with its UTC offset), else the nsys export's session start (meta.session_start_utc_ns);
--- NULL where neither is recorded (an ncu report or a benchmark file ingested alone). A sweep
--- point's latest run is its latest captured (`ORDER BY captured_ns DESC NULLS LAST, run_id DESC`):
--- an older sweep ingested after a newer one does not stand for the points both have (sweep=all),
--- and the store's order (run_id) decides between runs of one capture (a point ingested twice).
-CREATE OR REPLACE MACRO run_captured_ns(meta) AS
-    coalesce(epoch_ns(TRY_CAST(json_extract_string(meta, '$.started_at') AS TIMESTAMPTZ)),
-             TRY_CAST(json_extract_string(meta, '$.session_start_utc_ns') AS BIGINT));
+-- When a run's capture started, microseconds since the Unix epoch: tracekit's record
+-- (meta.started_at, an ISO time; one without a UTC offset read as UTC, whatever the reading
+-- machine's zone), else the nsys export's session start (meta.session_start_utc_ns); NULL where
+-- neither is recorded (an ncu report or a benchmark file ingested alone) or can be read. A sweep point's latest run is its latest captured (`ORDER BY captured_us DESC
+-- NULLS LAST, run_id DESC`): an older sweep ingested after a newer one does not stand for the
+-- points both have (sweep=all); a run with no capture time stands for a point only where no run
+-- of it has one; the store's order (run_id) decides between runs of one capture (a point
+-- ingested twice).
+CREATE OR REPLACE MACRO run_captured_us(meta) AS
+    coalesce(TRY(epoch_us(TRY_CAST(
+                 regexp_replace(json_extract_string(meta, '$.started_at'), '([T ]\d\d:\d\d(:\d\d(\.\d*)?)?)$', '\1+00:00')
+                 AS TIMESTAMPTZ))),
+             TRY_CAST(json_extract_string(meta, '$.session_start_utc_ns') AS BIGINT) // 1000);
 
 -- The runs that can stand for a sweep point: those whose meta status is ok and that have timed
 -- requests, with the point they are at. sweep-latency and sweep-requests take, per (preset,
 -- tool, bs, nc), the latest captured of one sweep's (their sweep parameter; macros.sql in_sweep).
 CREATE OR REPLACE VIEW sweep_runs AS
-SELECT run_id, name, params, run_captured_ns(meta) AS captured_ns,
+SELECT run_id, name, params, run_captured_us(meta) AS captured_us,
        json_extract_string(params, '$.preset') AS preset,
        json_extract_string(params, '$.tool') AS tool,
        json_extract(params, '$.bs')::INTEGER AS bs,
@@ -56,7 +60,7 @@ WHERE json_extract(meta, '$.gpu_timed.samples') IS NOT NULL;
 -- captured of sweep_runs.
 CREATE OR REPLACE VIEW sweep_points AS
 SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
-QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY captured_ns DESC NULLS LAST, run_id DESC) = 1;
+QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY captured_us DESC NULLS LAST, run_id DESC) = 1;
 
 -- Every run ingested with a rank (params rank and job, set at ingest: tracekit/ranks.py), with
 -- the job it is a rank of. Runs that share `job` may be several captures of it, made one after

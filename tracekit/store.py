@@ -1573,7 +1573,8 @@ class Tracekit:
                 continue
         group = [s for (s,) in self.con.execute(
             f"SELECT {sweep_of} AS sweep FROM runs WHERE {sweep_of} = $first "
-            "OR json_extract_string(params, '$.sweep_repeat_of') = $first GROUP BY sweep ORDER BY min(run_id)",
+            "OR json_extract_string(params, '$.sweep_repeat_of') = $first GROUP BY sweep "
+            "ORDER BY min(run_captured_us(meta)) NULLS LAST, min(run_id)",
             {"first": first}).fetchall() if s != sweep and s not in others]
         if point is None:
             if group and not quiet:
@@ -1585,7 +1586,7 @@ class Tracekit:
         runs = [(s, r) for s in group for (r,) in self.con.execute(  # (a point ingested twice: its latest captured run)
             f"SELECT run_id FROM runs WHERE {sweep_of} = ? AND grid_point(params) = ? AND kind = ? "
             "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' "
-            "ORDER BY run_captured_ns(meta) DESC NULLS LAST, run_id DESC LIMIT 1", [s, grid, kind]).fetchall()]
+            "ORDER BY run_captured_us(meta) DESC NULLS LAST, run_id DESC LIMIT 1", [s, grid, kind]).fetchall()]
         if runs and not quiet:
             warnings.warn(CaptureWarning(
                 f"{said}: run {run_id} is point {grid} of sweep {sweep}, which was taken again (tracekit sweep "

@@ -66,10 +66,11 @@ def _beside(folder: Path, run_dir: str) -> Path:
 
 def failed_points(con, sweep: str) -> dict[str, str]:
     """The points of ``sweep`` whose every run in the store failed (status not ok), as the
-    point -> the first line of the error its latest run recorded ('' where none)."""
+    point -> the first line of the error its latest captured run recorded ('' where none)."""
     rows = con.execute("""
         SELECT grid_point(params) AS point,
-               arg_max(coalesce(json_extract_string(meta, '$.error'), ''), run_id) AS error,
+               arg_max(coalesce(json_extract_string(meta, '$.error'), ''),
+                       (coalesce(run_captured_us(meta), -9223372036854775808), run_id)) AS error,
                bool_and(coalesce(json_extract_string(meta, '$.status'), 'ok') <> 'ok') AS failed
         FROM runs WHERE json_extract_string(params, '$.sweep') = ? AND grid_point(params) IS NOT NULL
         GROUP BY point""", [sweep]).fetchall()

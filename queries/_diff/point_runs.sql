@@ -1,6 +1,7 @@
 -- The run that stands for each grid point of the two sides of a sweep comparison. A sweep
--- is the runs whose params.sweep names it; each point (bs, nc) is its latest captured run whose meta
--- status is ok and that has timed requests (a run of sweep_runs).
+-- is the runs whose params.sweep names it; each point (bs, nc) is its latest captured run
+-- (macro run_captured_us) whose meta status is ok and that has timed requests (a run of
+-- sweep_runs).
 -- A run outside a sweep (`tracekit capture`) is a side of its own one point, whatever its
 -- status (the comparison warns of a failed capture); two such runs are compared whatever
 -- their points, under one key ('bs=1,nc=128 -> bs=2,nc=128' where they differ). The
@@ -19,7 +20,7 @@ WITH p AS (
     JOIN runs r ON json_extract_string(r.params, '$.sweep') = s.sweep OR r.run_id = s.run
     WHERE (s.run IS NOT NULL OR coalesce(json_extract_string(r.meta, '$.status'), 'ok') = 'ok')
       AND r.run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
-    QUALIFY row_number() OVER (PARTITION BY s.side, point ORDER BY run_captured_ns(r.meta) DESC NULLS LAST, r.run_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY s.side, point ORDER BY run_captured_us(r.meta) DESC NULLS LAST, r.run_id DESC) = 1
 ), two_runs AS (  -- two runs outside a sweep at different points: one key
     SELECT max(point) FILTER (WHERE side = 0) || ' -> ' || max(point) FILTER (WHERE side = 1) AS key
     FROM p

@@ -1,11 +1,11 @@
 -- Top GPU kernels per point of a sweep of any grid: the HSTU workload's bs x nc or a program's
--- (`tracekit sweep --grid NAME=V1,V2 -- CMD`); each point's latest ok nsys run of one sweep
--- (sweep=, default the latest sweep; the capture range: the HSTU workload's timed requests),
+-- (`tracekit sweep --grid NAME=V1,V2 -- CMD`); each point's latest captured ok nsys run of one
+-- sweep (sweep=, default the latest sweep; the capture range: the HSTU workload's timed requests),
 -- kernels grouped by demangled name, ranked by total time.
 -- A point is its run's values of the sweep's grid (macro grid_point, as sweep-points keys it).
 -- The HSTU workload's L2-flush fill between requests (macro l2_flush_fill) is not workload time
 -- and is left out; a program's kernels are all kept.
--- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (per point, the run captured last over every run of the store, sweeps mixed: macro run_captured_ns) (default: latest)
+-- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (per point, the run captured last over every run of the store, sweeps mixed: macro run_captured_us) (default: latest)
 -- @param limit  INTEGER  kernels per point; 0 = all (default: 20)
 -- @column sweep_point     the point's place in its sweep's grid (0 = the first; the first grid parameter's values change slowest); NULL for a run outside any sweep
 -- @column point           the point's grid values, 'bs=8,nc=1024' or 'm=1024,dtype=fp16' (macro grid_point)
@@ -29,7 +29,7 @@ WITH points AS (
       AND run_id IN (SELECT DISTINCT run_id FROM kernels)
       AND in_sweep(params, $sweep)
       AND grid_point(params) IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY preset, point ORDER BY run_captured_ns(meta) DESC NULLS LAST, run_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY preset, point ORDER BY run_captured_us(meta) DESC NULLS LAST, run_id DESC) = 1
 ),
 found AS (  -- one row, read first: no such run is an error, not an empty table
     SELECT CASE WHEN count(*) > 0 THEN true

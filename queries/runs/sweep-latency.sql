@@ -7,7 +7,7 @@
 -- the two slowest): the requests column says how many there were.
 -- A sweep (or the runs outside any) without such a run is an error, not an empty answer, that
 -- says why (a program's sweep, --grid, times no request; its points failed).
--- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (per point, the run captured last over every run of the store, sweeps mixed: macro run_captured_ns) (default: latest)
+-- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (per point, the run captured last over every run of the store, sweeps mixed: macro run_captured_us) (default: latest)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column preset                 workload preset (small, medium, large)
 -- @column tool                   profiler the run ran under (none, nsys, ncu)
@@ -39,7 +39,7 @@
 WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest captured run (sweep_runs)
     SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
     WHERE in_sweep(params, $sweep)
-    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY captured_ns DESC NULLS LAST, run_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY captured_us DESC NULLS LAST, run_id DESC) = 1
 ), attention AS (  -- an nsys point's attention kernels: those launched inside hstu_attention ranges (the
                    -- capture range holds the timed requests alone: capture/worker.py)
     SELECT run_id, sum(total_ns) AS attention_ns FROM nvtx_path_kernel_sum

@@ -1,13 +1,13 @@
 -- The kernels ncu profiled at each point of a sweep captured under ncu (a program's grid,
 -- `tracekit sweep --tool ncu --grid NAME=V1,V2 -- CMD`, or the HSTU workload's bs x nc): per point
--- (its latest ok ncu run; sweep=, default the latest sweep) and kernel name, the launches'
+-- (its latest captured ok ncu run; sweep=, default the latest sweep) and kernel name, the launches'
 -- duration, throughputs and occupancy, as ncu-summary gives them for the point's run, and the
 -- duration against its family's at the sweep's first point that profiled one (a family: the
 -- kernels one name stands for across tile shapes and template arguments, macro kernel_family, as
 -- top-kernels -p group=family groups them; a sweep over sizes and dtypes runs other instances of
 -- one kernel at each point): how a kernel's time, its place under the roofline and its
 -- occupancy move across the grid.
--- @param sweep   TEXT  the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (per point, the run captured last over every run of the store, sweeps mixed: macro run_captured_ns) (default: latest)
+-- @param sweep   TEXT  the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (per point, the run captured last over every run of the store, sweeps mixed: macro run_captured_us) (default: latest)
 -- @param kernel  TEXT  only launches whose kernel name contains this text, case-insensitive (default: null)
 -- @column sweep_point             the point's place in its sweep's grid (0 = the first); NULL for a run outside any sweep
 -- @column point                   the point's grid values, 'm=1024,dtype=fp16' (macro grid_point)
@@ -36,7 +36,7 @@ WITH points AS (
       AND run_id IN (SELECT DISTINCT run_id FROM ncu_kernels)
       AND in_sweep(params, $sweep)
       AND grid_point(params) IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY preset, point ORDER BY run_captured_ns(meta) DESC NULLS LAST, run_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY preset, point ORDER BY run_captured_us(meta) DESC NULLS LAST, run_id DESC) = 1
 ),
 found AS (  -- one row, read first: no such run is an error, not an empty table
     SELECT CASE WHEN count(*) > 0 THEN true

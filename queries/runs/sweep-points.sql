@@ -1,11 +1,11 @@
 -- GPU kernel time per point of a sweep of any grid: a program's (`tracekit sweep --grid NAME=V1,V2
--- -- CMD`) or the HSTU workload's bs x nc; each point's latest ok nsys run (sweep=, default the
--- latest sweep), every kernel its capture recorded but the HSTU workload's L2-flush fill between
+-- -- CMD`) or the HSTU workload's bs x nc; each point's latest captured ok nsys run (sweep=,
+-- default the latest sweep), every kernel its capture recorded but the HSTU workload's L2-flush fill between
 -- requests (macro l2_flush_fill: not workload time, as sweep-kernels leaves it out) (name=: only
 -- those whose demangled name contains the text), against the sweep's first point.
 -- A point is its run's values of the sweep's grid (macro grid_point: params.sweep_grid names the grid;
 -- a run without one, such as an HSTU capture, its bs and nc; a run with neither is no point).
--- @param sweep  TEXT  the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (per point, the run captured last over every run of the store, sweeps mixed: macro run_captured_ns) (default: latest)
+-- @param sweep  TEXT  the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (per point, the run captured last over every run of the store, sweeps mixed: macro run_captured_us) (default: latest)
 -- @param name   TEXT  only the kernels whose demangled name contains this text, case-insensitive (default: null)
 -- @column sweep_point     the point's place in its sweep's grid (0 = the first; the first grid parameter's values change slowest); NULL for a run outside any sweep
 -- @column point           the point's grid values, 'm=1024,dtype=fp16' (as diff's sweep scope keys a point; a value with a comma, =, :, a space or a quote in it as a JSON string, shape="1024,1024")
@@ -30,7 +30,7 @@ WITH points AS (
       AND run_id IN (SELECT DISTINCT run_id FROM kernels)
       AND in_sweep(params, $sweep)
       AND grid_point(params) IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY preset, point ORDER BY run_captured_ns(meta) DESC NULLS LAST, run_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY preset, point ORDER BY run_captured_us(meta) DESC NULLS LAST, run_id DESC) = 1
 ),
 found AS (  -- one row, read first: no such run is an error, not an empty table
     SELECT CASE WHEN count(*) > 0 THEN true

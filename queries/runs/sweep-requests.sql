@@ -1,9 +1,9 @@
 -- Every timed request of the sweep grid: the rows of the seed benchmark's spreadsheet.
 -- One sweep's points (sweep=, default the latest sweep), picked as sweep-latency picks them
--- (latest ok run of the sweep per preset, tool, bs, nc); one row per timed request, in request order.
+-- (latest captured ok run of the sweep per preset, tool, bs, nc); one row per timed request, in request order.
 -- A sweep (or the runs outside any) without such a run is an error, not an empty answer, that
 -- says why (a program's sweep, --grid, times no request; its points failed).
--- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (per point, the run captured last over every run of the store, sweeps mixed: macro run_captured_ns) (default: latest)
+-- @param sweep  TEXT     the sweep: its id (sweep-20261124T195459.720Z), a run of it (id or name; a run outside any sweep names the runs outside any sweep), latest (the sweep of the latest run ingested from one; where no run is, the runs outside any sweep) or all (per point, the run captured last over every run of the store, sweeps mixed: macro run_captured_us) (default: latest)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column run                   name of the run the request belongs to
 -- @column preset                workload preset
@@ -22,7 +22,7 @@
 WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest captured run (sweep_runs)
     SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
     WHERE in_sweep(params, $sweep)
-    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY captured_ns DESC NULLS LAST, run_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY captured_us DESC NULLS LAST, run_id DESC) = 1
 )
 SELECT p.name AS run, p.preset, p.tool, q.bs, q.nc,
        q.request_idx, q.kv_caches, q.candidate_embeddings, q.latency_ms, q.model_flop, q.attention_flop,

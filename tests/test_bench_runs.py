@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import re
 import statistics
 
 import polars as pl
@@ -14,7 +15,7 @@ from conftest import DATA
 
 import tracekit
 from tracekit.cli import main as cli_main
-from tracekit.errors import QueryError
+from tracekit.errors import InputError, QueryError
 from tracekit.ingest.bench import time_summary
 
 PAIR = DATA / "bench_pair"
@@ -133,6 +134,8 @@ def test_a_bench_run_against_a_capture_shares_no_scope(tk):
     (lambda d: d["results"][2].update(samples_ms=[0.1, float("nan")]),
      "result 3 (sdpa on hstu_T4096): samples_ms[1] nan: a time is a finite number, 0 or more"),
     (lambda d: d["results"][0].update(samples_ms=[0.1, -1]), "samples_ms[1] -1: a time is a finite number"),
+    (lambda d: d["results"][0].update(samples_ms=[1e308] * 5),
+     "result 1 (sdpa on hstu_T1024): samples_ms: times too large to summarise (their sum or spread overflows"),
     (lambda d: d["results"][0].update(samples_ms="fast"), "samples_ms is not a list of times"),
     (lambda d: d["results"][0].update(n_rep=-3), "n_rep -3: a count is a whole number, 0 or more"),
     (lambda d: d["results"][0].update(median_ms="0.1"), "median_ms '0.1' is not a number"),
@@ -174,6 +177,16 @@ def test_a_file_that_is_not_json_is_one_line(tmp_path, capsys):
     assert cli_main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(bad)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"tracekit: error: {bad}: not valid JSON (") and not (tmp_path / "s.duckdb").exists()
+    from tracekit.ingest import bench
+
+    for text, said in ((b'{"results": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "arrays or objects nested too "
+                        "deeply to read"), (b'{"results\xff": []}', "not UTF-8 text (byte 9: invalid start byte)")):
+        bad.write_bytes(text)
+        with pytest.raises(InputError, match=re.escape(f"{bad}: not valid JSON ({said}); ")):
+            bench.read(bad)
+        assert cli_main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(bad)]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"tracekit: error: {bad}: ") and not (tmp_path / "s.duckdb").exists()
 
 
 def test_the_report_of_a_bench_run(tk, tmp_path):

@@ -117,6 +117,8 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
 
 @pytest.mark.parametrize("case, file, why", [
     ("meta_not_json", "meta.json", "invalid JSON"),
+    ("meta_not_utf8", "meta.json", "invalid JSON (not UTF-8 text (byte 11: invalid start byte)); fix it"),
+    ("meta_nested_deep", "meta.json", "invalid JSON (arrays or objects nested too deeply to read); fix it"),
     ("meta_a_list", "meta.json", "not a JSON object"),
     ("params_a_list", "meta.json", "'params' must be a JSON object, not [8, 1024]"),
     ("name_a_number", "meta.json", "'name' must be a JSON string, not 7"),
@@ -153,6 +155,9 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
     (run / "notes.md").write_text("beside the run: not read\n")
     edit = {
         "meta_not_json": lambda: (run / "meta.json").write_text("{bad"),
+        "meta_not_utf8": lambda: (run / "meta.json").write_bytes(b'{"name": "a\xff\xfeb", "params": {}}'),
+        "meta_nested_deep": lambda: (run / "meta.json").write_text(
+            '{"name": "r", "deep": ' + "[" * 100_000 + "]" * 100_000 + "}"),
         "meta_a_list": lambda: (run / "meta.json").write_text("[1]"),
         "params_a_list": lambda: (run / "meta.json").write_text('{"name": "r", "params": [8, 1024]}'),
         "name_a_number": lambda: (run / "meta.json").write_text('{"name": 7, "params": {}}'),
@@ -258,6 +263,50 @@ def test_a_run_folder_whose_requests_are_not_the_ones_it_counts_is_one_line(tmp_
     meta.update(status="interrupted", error="interrupted by the user")
     (tmp_path / "none" / "meta.json").write_text(json.dumps(meta))
     assert cli_main(["--db", str(db), "ingest", str(tmp_path / "none")]) == 0
+
+
+def test_a_sweeps_point_whose_requests_were_cut_is_an_error_not_a_point_left_out(tmp_path, capsys):
+    """A sweep's folder ingested whole: a point whose capture says ok but whose requests.csv was
+    cut short, or holds no timed request any more, is that file's error (exit 2, the other
+    points landed), not a run said to have recorded nothing and passed over."""
+    from tracekit.cli import main as cli_main
+
+    sweep = tmp_path / "a"
+    shutil.copytree(DATA / "sweep_pair" / "a", sweep)
+    point = sorted((sweep / "runs").iterdir())[0]
+    text = (point / "requests.csv").read_text()
+    for name, edited, said in (("cut", text[:230], "requests.csv: its last row (data row 2) has no line end"),
+                               ("no_timed", text.replace(",timed,", ",warmup,"),
+                                "its requests.csv holds 0 timed requests, but its meta.json counts 40")):
+        (point / "requests.csv").write_text(edited)
+        db = tmp_path / f"{name}.duckdb"
+        assert cli_main(["--db", str(db), "ingest", str(sweep)]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 2 and said in err[0] and str(point) in err[0], err
+        assert err[1] == "tracekit: error: 1 of 4 files not ingested (errors above); the others landed"
+        with tracekit.open(db, read_only=True) as tk:
+            assert tk.runs().height == 3
+
+
+def test_a_sweeps_point_whose_run_folder_is_gone_is_said_so(tmp_path, capsys):
+    """A point the manifest says ran whose run folder is neither beside it nor in the store:
+    the warning says its folder is gone, not a folder to ingest that is not there."""
+    from tracekit.cli import main as cli_main
+
+    sweep = tmp_path / "a"
+    shutil.copytree(DATA / "sweep_pair" / "a", sweep)
+    gone = sorted((sweep / "runs").iterdir())[0]
+    shutil.rmtree(gone)
+    db = str(tmp_path / "s.duckdb")
+    assert cli_main(["--db", db, "ingest", str(sweep)]) == 0
+    capsys.readouterr()
+    assert cli_main(["--db", db, "query", "sweep-latency"]) == 0
+    assert f"bs=1,nc=128: not ingested, and its run folder {gone.name} is not beside the sweep's manifest" in \
+        capsys.readouterr().err
+    first = next(sweep.glob("sweep-*.json")).stem
+    assert cli_main(["--db", db, "diff", str(sweep), str(DATA / "sweep_pair" / "b"), "-f", "csv"]) == 0
+    assert f"base sweep {first}'s run at bs=1,nc=128 is not in the store, and its run folder {gone.name} is not " \
+           "beside its manifest: nothing to compare, not judged" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("into", "workers"), [("store", None), ("store", 2), ("dataset", None), ("dataset", 2)])

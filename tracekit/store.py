@@ -37,6 +37,7 @@ from .errors import (
     missing,
 )
 from .interrupts import SigintWatch, interruptible, stoppable
+from .jsonfile import load_json
 from .names import RUN_ID, RunNames, asked_run_name, check_run_name, derived_run_name, sql_ident
 from .numbers import check_counts
 
@@ -244,9 +245,11 @@ def _temp_view_sql() -> list[str]:
             for q in view_sql()]
 
 
-#: Statement kinds that write files where external access is allowed (COPY ... TO,
-#: EXPORT DATABASE, ATTACH of a new database file).
-_WRITES_FILES = frozenset({"COPY", "EXPORT", "ATTACH"})
+#: Statement kinds ``sql`` runs on a store whose tables are files (a Parquet dataset): its
+#: connection is an in-memory database DuckDB lets write, and the folder it reads is one DuckDB
+#: may write files in (COPY ... TO, EXPORT DATABASE, ATTACH of a new database file), so every
+#: other kind (INSERT, DELETE, CREATE, DROP, ...) is refused, as a read-only store refuses them.
+_READS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL", "TRANSACTION", "SET", "VARIABLE_SET", "MULTI"})
 
 
 def _first_error(err: BaseException) -> BaseException:
@@ -352,7 +355,7 @@ def own_run_name(path: Path) -> str:
 
         return derived_run_name(file_stem(path), uncompressed_name(path))
     try:
-        return check_run_name(json.loads((path / "meta.json").read_text())["name"])
+        return check_run_name(load_json(path / "meta.json")["name"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError, QueryError):  # no name there, or a bad one
         return derived_run_name(path.resolve().name)
 
@@ -450,8 +453,8 @@ class Tracekit:
     #: Folders a read-only connection may read files under although external access is
     #: off (DuckDB's ``allowed_directories``): none for a DuckDB store; a store whose
     #: tables are files (a Parquet dataset) names its own folder here. DuckDB lets such
-    #: a folder be written too, so ``sql`` then also refuses the statements that write
-    #: files (``_WRITES_FILES``).
+    #: a folder be written too, so ``sql`` then runs only the statements that read
+    #: (``_READS``).
     allowed_directories: tuple[str, ...] = ()
 
     def _connect_config(self) -> dict[str, Any]:
@@ -1018,9 +1021,11 @@ class Tracekit:
         if not meta_file.exists():
             raise InputError(_ingest.not_a_run_folder(folder))
         try:
-            folder_meta = json.loads(meta_file.read_text())
-        except json.JSONDecodeError as err:
-            raise InputError(f"{meta_file}: invalid JSON ({err}); fix it, or remove the run folder") from err
+            folder_meta = load_json(meta_file)
+        except OSError as err:
+            raise InputError(f"{meta_file}: cannot read it ({err.strerror or err})") from None
+        except ValueError as err:
+            raise InputError(f"{meta_file}: invalid JSON ({err}); fix it, or remove the run folder") from None
         if not isinstance(folder_meta, dict):
             raise InputError(f"{meta_file}: not a JSON object; a run folder's meta.json holds {{\"name\": ..., "
                              "\"params\": {...}}")
@@ -1673,7 +1678,7 @@ class Tracekit:
                              "extension (nothing downloads at run time)")
         if self.read_only and self.allowed_directories:
             for stmt in statements:
-                if stmt.type.name in _WRITES_FILES:
+                if stmt.type.name not in _READS:
                     raise QueryError(f"SQL error: {stmt.type.name} statements are refused: tracekit sql "
                                      "reads the store and writes nothing")
         rel = self.con.sql(text, params=params)

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .jsonfile import load_json
 from .names import cut_end
 
 #: a grid value written as a JSON string in a point's key (macro grid_value)
@@ -43,7 +44,7 @@ def manifest_points(con, sweep: str) -> dict[str, Planned]:
         "AND source_path IS NOT NULL ORDER BY 1", [sweep]).fetchall()]
     for folder in dict.fromkeys(f for near in folders for f in (near, near.parent)):
         try:
-            manifest = json.loads((folder / f"{sweep}.json").read_text())
+            manifest = load_json(folder / f"{sweep}.json")
             running = manifest.get("status") == "running"
             return {grid_point(p["values"] if "values" in p else {"bs": p["bs"], "nc": p["nc"]}):
                     Planned("pending" if running and p.get("status") == "not_run" else str(p.get("status")),
@@ -56,7 +57,8 @@ def manifest_points(con, sweep: str) -> dict[str, Planned]:
 
 def _beside(folder: Path, run_dir: str) -> Path:
     """A point's run folder as found now: the manifest names it where the sweep ran, and the
-    folders may have moved together since (beside the manifest, or in a folder below it)."""
+    folders may have moved together since (beside the manifest, or in a folder below it); where
+    neither holds it, the path beside the manifest (which is no folder: ``_absent`` says so)."""
     name = Path(run_dir).name
     for at in (folder / name, *folder.glob(f"*/{name}")):
         if at.is_dir():
@@ -79,14 +81,15 @@ def failed_points(con, sweep: str) -> dict[str, str]:
 
 class Absent(NamedTuple):
     """Why a sweep has no run at a point: what happened there and what says more."""
-    what: str  # failed, interrupted, not_run, pending, not_ingested
-    detail: str  # the error (failed) or the run folder to ingest (not_ingested); '' where none
+    what: str  # failed, interrupted, not_run, pending, not_ingested, gone
+    detail: str  # the error (failed), the run folder to ingest (not_ingested) or its name (gone); '' where none
 
 
 def why_absent(con, sweep: str, points: list[str]) -> list[Absent | None]:
     """Why ``sweep`` has no ok run at each of ``points``, where the store or the manifest knows:
     its capture failed (its runs there in the store labelled failed, or the manifest says so),
-    was interrupted or never ran, or its run is not ingested; None where neither knows."""
+    was interrupted or never ran, its run is not ingested, or its run folder is found nowhere
+    the manifest's folders are; None where neither knows."""
     failed = failed_points(con, sweep)
     return _absent(points, failed, manifest_points(con, sweep) if set(points) - set(failed) else {})
 
@@ -108,7 +111,8 @@ def _absent(points: list[str], failed: dict[str, str], manifest: dict[str, Plann
         elif planned.status in ("interrupted", "not_run", "pending"):
             out.append(Absent(planned.status, ""))
         elif planned.status == "ok" and planned.run_dir is not None:
-            out.append(Absent("not_ingested", str(planned.run_dir)))
+            out.append(Absent("not_ingested", str(planned.run_dir)) if planned.run_dir.is_dir()
+                       else Absent("gone", planned.run_dir.name))
         else:
             out.append(None)
     return out
@@ -120,7 +124,7 @@ def _folder_status(run_dir: Path) -> str | None:
     written, or the folder was labelled so), which ingest leaves out when it left nothing to read;
     or failed of a point whose folder says ok (the capture done, its ingest failed)."""
     try:
-        status = json.loads((run_dir / "meta.json").read_text()).get("status")
+        status = load_json(run_dir / "meta.json").get("status")
     except (OSError, ValueError, AttributeError):
         return None
     return status if isinstance(status, str) else None
@@ -131,7 +135,7 @@ def _error(planned: Planned) -> str:
     error = planned.error
     if planned.run_dir is not None:
         try:
-            error = json.loads((planned.run_dir / "meta.json").read_text()).get("error") or error
+            error = load_json(planned.run_dir / "meta.json").get("error") or error
         except (OSError, ValueError, AttributeError):
             pass
     return cut_end(str(error).splitlines()[0], 120) if error else ""
@@ -147,6 +151,8 @@ def said(name: str, point: str, why: Absent) -> str:
         return f"{name} never ran {point} (it stopped before)"
     if why.what == "pending":
         return f"{name} has not run {point} yet (its manifest says it is running)"
+    if why.what == "gone":
+        return f"{name}'s run at {point} is not in the store, and its run folder {why.detail} is not beside its manifest"
     return f"{name}'s run at {point} is not in the store (tracekit ingest {why.detail})"
 
 
@@ -173,5 +179,7 @@ def left_out(con, sweep: str) -> tuple[int, list[str]]:
                                "interrupted": "its capture was interrupted",
                                "not_run": "never ran (the sweep stopped before)",
                                "pending": "not run yet (the sweep's manifest says it is running)",
-                               "not_ingested": f"not ingested (tracekit ingest {why.detail})"}[why.what]
+                               "not_ingested": f"not ingested (tracekit ingest {why.detail})",
+                               "gone": f"not ingested, and its run folder {why.detail} is not beside the sweep's "
+                                       "manifest"}[why.what]
                    for p, why in absent.items()]

@@ -275,24 +275,28 @@ def _run_folders_below(folder: Path):
 def _left_nothing(folder: Path) -> str | None:
     """Why a run folder found below a folder is not ingested: it holds no timed request and
     no profile, because its capture failed (meta.json's status) or recorded none (a command
-    run under ``tracekit capture --tool none``: its meta.json and log); None for any other."""
-    import json
+    run under ``tracekit capture --tool none``: its meta.json and log); None for any other.
+    A capture that says ok and left a requests.csv without a timed request is none of these:
+    the file was cut or edited, which the store's ingest of the folder says."""
+    from ..jsonfile import load_json
 
     try:
-        meta = json.loads((folder / "meta.json").read_text())
+        meta = load_json(folder / "meta.json")
     except (OSError, ValueError):
         return None  # (the store says what is wrong with it)
     status = meta.get("status") if isinstance(meta, dict) else None
+    requests = False
     for f in folder.rglob("*"):
         if not f.is_file() or not_read(f):
             continue
         if f.name != "requests.csv":
             return None
+        requests = True
         with open(f, encoding="utf-8", errors="replace") as fh:
             if any(line.split(",")[1:2] == ["timed"] for line in fh):  # (request_idx,phase,...)
                 return None
     if status in (None, "ok"):
-        if not (isinstance(meta, dict) and meta.get("tool") == "none"):
+        if requests or not (isinstance(meta, dict) and meta.get("tool") == "none"):
             return None  # (the store says what it lacks)
         return (f"{folder}: not ingested: a run under --tool none recorded no profile and no timed request "
                 "(its meta.json and log only)")

@@ -10,13 +10,13 @@ median) and the diff (the samples) tell two stories."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import pyarrow as pa
 
 from ..errors import InputError
+from ..jsonfile import load_json
 from . import Parsed
 
 KIND = "bench"
@@ -93,7 +93,11 @@ def _check_summaries(results: list[dict], path: Path) -> None:
         times = row.get("samples_ms") or []
         if not times:
             continue
-        got = time_summary(times)
+        try:
+            got = time_summary(times)
+        except OverflowError:  # (finite times whose sum or spread a float cannot hold: 1e308 ms)
+            raise InputError(f"{where}: samples_ms: times too large to summarise (their sum or spread overflows a "
+                             "float); a time is in milliseconds") from None
         for key in sorted(got, key=lambda k: k != "n_rep"):  # (the count first: a cut list changes every figure)
             value = got[key]
             if not _agrees(row.get(key), value):
@@ -159,8 +163,8 @@ def _table(columns: dict[str, list], types: dict[str, pa.DataType]) -> pa.Table:
 
 def read(path: Path) -> Parsed:
     try:
-        doc = json.loads(path.read_bytes())
-    except (UnicodeDecodeError, ValueError) as err:
+        doc = load_json(path)
+    except ValueError as err:
         raise InputError(f"{path}: not valid JSON ({str(err).splitlines()[0]}); a tracekit bench file is the JSON "
                          "`tracekit bench attention --json FILE` writes") from None
     if not isinstance(doc, dict) or any(k not in doc for k in TOP_KEYS):

@@ -337,6 +337,8 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
             raise CaptureError(f"{path}: not a YAML file (not UTF-8 text); give a sweep config or preset") from None
         except yaml.YAMLError as err:
             raise CaptureError(f"{path}: invalid YAML ({str(err).splitlines()[0]})") from None
+        except RecursionError:  # (PyYAML composes nested lists and mappings by recursion)
+            raise CaptureError(f"{path}: invalid YAML (lists or mappings nested too deeply to read)") from None
         if not isinstance(data, dict):
             read = "nothing" if data is None else "a list" if isinstance(data, list) else "a single value"
             raise CaptureError(f"{path}: a sweep config is YAML, a mapping with a 'grid' (grid: {{bs: [1, 8], ...}}); "

@@ -146,7 +146,8 @@ def test_configs_presets_yaml_and_errors(tmp_path):
         sw.load_config(bad)
     # a key given twice (YAML requires unique keys; PyYAML kept the last one silently)
     for text, said in (("iters: 5\niters: 0\ngrid: {bs: [1], nc: [2]}\n", "key 'iters' given twice, on lines 1 and 2"),
-                       ("grid: {bs: [1], nc: [2], bs: [4]}\n", "key 'bs' given twice, on line 1;")):
+                       ("grid: {bs: [1], nc: [2], bs: [4]}\n", "key 'bs' given twice, on line 1;"),
+                       ("grid: " + "[" * 100_000 + "]" * 100_000 + "\n", "lists or mappings nested too deeply")):
         bad.write_text(text)
         with pytest.raises(CaptureError, match=f"^{re.escape(str(bad))}: invalid YAML \\({re.escape(said)}"):
             sw.load_config(bad)

@@ -802,7 +802,6 @@ def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: 
     return result
 
 
-
 def _progress(enabled: bool):
     """A bar over the points, on stderr and only when stderr is a terminal."""
     from tracekit.progress import progress_bar

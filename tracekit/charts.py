@@ -2515,7 +2515,8 @@ def compare_roofline_points(tk, df: pl.DataFrame, sides: list, labels: list[str]
             raise QueryError(f"chart compare-roofline: no kernel of {', '.join(s.label for s in sides)} with "
                              f"floating-point work has {kernel!r} in its name")
     head = pl.concat(heads).filter(pl.col("key").is_in(pts["key"].implode()))
-    keys = changed_first(head.select("scope", "key", "metric", "verdict", "note"), limit)["key"].unique(maintain_order=True)
+    keys = changed_first(head.select("scope", "key", "metric", "verdict", "note"), limit)["key"].unique(
+        maintain_order=True)
     judged = head.select("key", "side", pl.Series("verdict", [_roof_verdict(r) for r in head.iter_rows(named=True)],
                                                   dtype=pl.String), "delta_pct")
     order = {k: i for i, k in enumerate(keys)}

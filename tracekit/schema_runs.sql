@@ -60,7 +60,8 @@ WHERE json_extract(meta, '$.gpu_timed.samples') IS NOT NULL;
 -- captured of sweep_runs.
 CREATE OR REPLACE VIEW sweep_points AS
 SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
-QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY captured_us DESC NULLS LAST, run_id DESC) = 1;
+QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc
+                           ORDER BY captured_us DESC NULLS LAST, run_id DESC) = 1;
 
 -- Every run ingested with a rank (params rank and job, set at ingest: tracekit/ranks.py), with
 -- the job it is a rank of. Runs that share `job` may be several captures of it, made one after

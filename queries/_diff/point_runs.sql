@@ -20,7 +20,8 @@ WITH p AS (
     JOIN runs r ON json_extract_string(r.params, '$.sweep') = s.sweep OR r.run_id = s.run
     WHERE (s.run IS NOT NULL OR coalesce(json_extract_string(r.meta, '$.status'), 'ok') = 'ok')
       AND r.run_id IN (SELECT run_id FROM requests WHERE phase = 'timed')
-    QUALIFY row_number() OVER (PARTITION BY s.side, point ORDER BY run_captured_us(r.meta) DESC NULLS LAST, r.run_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY s.side, point
+                               ORDER BY run_captured_us(r.meta) DESC NULLS LAST, r.run_id DESC) = 1
 ), two_runs AS (  -- two runs outside a sweep at different points: one key
     SELECT max(point) FILTER (WHERE side = 0) || ' -> ' || max(point) FILTER (WHERE side = 1) AS key
     FROM p

@@ -39,7 +39,8 @@
 WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest captured run (sweep_runs)
     SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
     WHERE in_sweep(params, $sweep)
-    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY captured_us DESC NULLS LAST, run_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc
+                               ORDER BY captured_us DESC NULLS LAST, run_id DESC) = 1
 ), attention AS (  -- an nsys point's attention kernels: those launched inside hstu_attention ranges (the
                    -- capture range holds the timed requests alone: capture/worker.py)
     SELECT run_id, sum(total_ns) AS attention_ns FROM nvtx_path_kernel_sum

@@ -36,7 +36,8 @@ WITH points AS (
       AND run_id IN (SELECT DISTINCT run_id FROM ncu_kernels)
       AND in_sweep(params, $sweep)
       AND grid_point(params) IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY preset, point ORDER BY run_captured_us(meta) DESC NULLS LAST, run_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY preset, point
+                               ORDER BY run_captured_us(meta) DESC NULLS LAST, run_id DESC) = 1
 ),
 found AS (  -- one row, read first: no such run is an error, not an empty table
     SELECT CASE WHEN count(*) > 0 THEN true

@@ -22,7 +22,8 @@
 WITH points AS (  -- the sweep's points: per (preset, tool, bs, nc), its latest captured run (sweep_runs)
     SELECT run_id, name, preset, tool, bs, nc FROM sweep_runs
     WHERE in_sweep(params, $sweep)
-    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc ORDER BY captured_us DESC NULLS LAST, run_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY preset, tool, bs, nc
+                               ORDER BY captured_us DESC NULLS LAST, run_id DESC) = 1
 )
 SELECT p.name AS run, p.preset, p.tool, q.bs, q.nc,
        q.request_idx, q.kv_caches, q.candidate_embeddings, q.latency_ms, q.model_flop, q.attention_flop,

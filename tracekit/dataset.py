@@ -19,8 +19,9 @@ processes never clash, and a name joins within its run.
 tables read into it at open, views on ``read_parquet`` for the others; the same results
 as the DuckDB store. Its connection reads only the dataset's folder
 (``allowed_directories``; external access otherwise off, configuration locked), and
-``sql`` runs only SELECT statements: the folder is readable, so DuckDB would also let
-a statement write into it.
+``sql`` runs only the statements that read (``store._READS``): the tables are an in-memory
+catalog DuckDB would let change, and the folder is readable, so DuckDB would also let a
+statement write into it.
 
 Ingest into a dataset (``tracekit --db DIR ingest ... [--workers N]``) prepares each run
 (``tracekit.staging``), writes its partitions into ``DIR/.tracekit-stage-*/`` from where

@@ -136,6 +136,7 @@ def test_run_folder_takes_source_from_the_report(tmp_path):
     ("requests_of_another_point", "meta.json", "'params' bs=8: the requests of {run} ran at bs=4; a run is one point"),
     ("latency_infinite", "requests.csv", "latency_ms inf in data row 1: a time or size is a finite number"),
     ("latency_negative", "requests.csv", "latency_ms -5.0 in data row 1"),
+    ("latency_nan", "requests.csv", "latency_ms is empty in data row 1, a timed request: each timed request has its"),
     ("two_exports", "", "the run folder holds 2 nsys files (extra/more.sqlite, nsys.sqlite.xz); a run is one capture"),
 ])
 def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged(tmp_path, small_store, case, file,
@@ -177,6 +178,8 @@ def test_a_bad_run_folder_is_one_line_naming_the_file_and_the_store_is_unchanged
             (run / "requests.csv").read_text().replace("0,timed,8,1024,", "0,timed,4,1024,")),
         "latency_infinite": lambda: (run / "requests.csv").write_text(
             (run / "requests.csv").read_text().replace(",12.25,", ",inf,")),
+        "latency_nan": lambda: (run / "requests.csv").write_text(
+            (run / "requests.csv").read_text().replace(",12.25,", ",nan,")),
         "latency_negative": lambda: (run / "requests.csv").write_text(
             (run / "requests.csv").read_text().replace(",12.25,", ",-5,")),
         "two_exports": lambda: ((run / "extra").mkdir(), shutil.copy(DATA / "nsys_capture_range" / "export.sqlite.xz",

@@ -67,6 +67,12 @@ def read(path: Path) -> Parsed:
     if bad is not None:  # (another phase would be left out of every timed statistic without a word)
         raise InputError(f"{path}: phase {phases[bad]!r} in data row {bad + 1}: a request's phase is "
                          f"{' or '.join(PHASES)}")
+    latency = tbl.column("latency_ms").to_pylist()
+    empty = next((i for i, (phase, ms) in enumerate(zip(phases, latency, strict=True)) if phase == "timed" and ms is None),
+                 None)
+    if empty is not None:  # (a timed request without its time would count in `requests` and in no quantile)
+        raise InputError(f"{path}: latency_ms is empty in data row {empty + 1}, a timed request: each timed request "
+                         "has its time (nan, NA, N/A and NULL read as empty)")
     for col, least in LEAST.items():
         values = to_numpy(tbl.column(col), fill=least)  # (an empty cell is no value: allowed)
         if (values < least).any():

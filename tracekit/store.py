@@ -1022,9 +1022,7 @@ class Tracekit:
             raise InputError(_ingest.not_a_run_folder(folder))
         try:
             folder_meta = load_json(meta_file)
-        except OSError as err:
-            raise InputError(f"{meta_file}: cannot read it ({err.strerror or err})") from None
-        except ValueError as err:
+        except ValueError as err:  # (an OSError is said as every unreadable file's: PATH: why)
             raise InputError(f"{meta_file}: invalid JSON ({err}); fix it, or remove the run folder") from None
         if not isinstance(folder_meta, dict):
             raise InputError(f"{meta_file}: not a JSON object; a run folder's meta.json holds {{\"name\": ..., "

@@ -24,7 +24,7 @@ from pathlib import Path
 from tracekit.errors import TracekitError
 from tracekit.outputs import check_output, output_suffix, write_output
 from tracekit.registry import check_sweep_timed, get_registry, resolve_sweep
-from tracekit.xlsx import MS, save, sheet
+from tracekit.xlsx import MS, cell_value, put, save, sheet
 
 
 def _frames(tk, sweep: str | int | None = None):
@@ -93,7 +93,7 @@ def _grids(ws, summary, groups) -> list[dict]:
         sub = summary.filter(pl.col("preset").eq_missing(preset) & pl.col("tool").eq_missing(tool))
         bss, ncs = sorted(set(sub["bs"].to_list())), sorted(set(sub["nc"].to_list()))
         median = {(r["bs"], r["nc"]): r["median_ms"] for r in sub.iter_rows(named=True)}
-        ws.cell(row, 1, f"median latency, ms: {_group(preset, tool)} (rows bs, columns nc)").font = Font(bold=True)
+        put(ws, row, 1, f"median latency, ms: {_group(preset, tool)} (rows bs, columns nc)").font = Font(bold=True)
         head = row + 1
         ws.cell(head, 1, "bs \\ nc").font = Font(bold=True)
         for j, nc in enumerate(ncs, start=2):
@@ -131,7 +131,7 @@ def _charts(ws, grids: list[dict]) -> None:
         if not g["bss"] or not g["ncs"]:
             continue
         chart = LineChart()
-        chart.title = f"median latency vs candidates per user ({_group(g['preset'], g['tool'], short=True)})"
+        chart.title = cell_value(f"median latency vs candidates per user ({_group(g['preset'], g['tool'], short=True)})")
         chart.x_axis.title = "nc (candidates per user)"
         chart.y_axis.title = "median latency, ms"
         chart.y_axis.number_format = "0.0"

@@ -313,6 +313,29 @@ def test_export_sweep_writes_the_sweep_asked(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_export_sweep_writes_any_preset_name_a_sheet_can_hold(tmp_path):
+    """A preset that holds a control character (anyone's meta.json) is escaped in the grid's
+    title and the chart's, as in every cell: the workbook is written, and opens."""
+    import shutil
+
+    from openpyxl import load_workbook
+
+    from tracekit.cli import main
+
+    sweep = tmp_path / "a"
+    shutil.copytree(Path(__file__).parent / "data" / "sweep_pair" / "a", sweep)
+    for meta in sweep.glob("runs/*/meta.json"):
+        d = json.loads(meta.read_text())
+        d["params"]["preset"] = "medium\x1b"
+        meta.write_text(json.dumps(d))
+    db, out = str(tmp_path / "s.duckdb"), tmp_path / "r.xlsx"
+    assert main(["--db", db, "ingest", str(sweep)]) == 0
+    assert main(["--db", db, "export", "sweep", "-o", str(out)]) == 0
+    wb = load_workbook(out)
+    assert wb["grid"]["A1"].value == "median latency, ms: preset medium\\x1b, tool none (rows bs, columns nc)"
+    assert wb["summary"]["A2"].value == "medium\\x1b"
+
+
 def test_export_of_a_store_without_a_sweep_is_an_error(tmp_path, small_store):
     """A store without a timing run (none at all, or only nsys and ncu runs) has no sweep
     to export: an error naming what is missing, and no file (not a sheet of headers)."""

@@ -232,9 +232,11 @@ def test_xlsx_holds_the_rows_csv_holds_as_numbers(small_store, capsys, tmp_path)
     assert fills["regressed"] == "FFC7CE" and fills["unchanged"] == "000000"
 
     odd = tmp_path / "odd.xlsx"
-    assert cli_main([*db, "sql", "SELECT '=1+1' AS f, 'a' || chr(1) || 'b' AS c", "-o", str(odd)]) == 0
+    assert cli_main([*db, "sql", "SELECT '=1+1' AS f, 'a' || chr(1) || 'b' AS c, 1 AS \"=SUM(1)\", "
+                                 "2 AS \"x\x01\"", "-o", str(odd)]) == 0
     ws = openpyxl.load_workbook(odd).active
-    assert [(c.value, c.data_type) for c in ws[2]] == [("=1+1", "s"), ("a\\x01b", "s")]
+    assert [(c.value, c.data_type) for c in ws[2]][:2] == [("=1+1", "s"), ("a\\x01b", "s")]
+    assert [(c.value, c.data_type) for c in ws[1]][2:] == [("=SUM(1)", "s"), ("x\\x01", "s")]  # (a header too)
     capsys.readouterr()
     nested = tmp_path / "nested.xlsx"
     assert cli_main([*db, "sql", "SELECT [1, 2] AS l", "-o", str(nested)]) == 2

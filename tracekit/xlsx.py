@@ -72,14 +72,11 @@ def sheet(ws, df) -> None:
     from openpyxl.styles import Font, PatternFill
     from openpyxl.utils import get_column_letter
 
-    ws.append(list(df.columns))
-    for cell in ws[1]:
-        cell.font = Font(bold=True)
+    for j, col in enumerate(df.columns, start=1):  # (a column named in `tracekit sql` is anyone's text)
+        put(ws, 1, j, col).font = Font(bold=True)
     for i, row in enumerate(df.iter_rows(), start=2):
         for j, v in enumerate(row, start=1):
-            cell = ws.cell(i, j, _cell(v))
-            if isinstance(v, str) and cell.data_type == "f":  # text, never a formula ("=..." in a name)
-                cell.data_type = "s"
+            put(ws, i, j, v)
     for j, (col, dtype) in enumerate(df.schema.items(), start=1):
         fmt = number_format(col, dtype)
         values = df[col].to_list()
@@ -96,7 +93,16 @@ def sheet(ws, df) -> None:
     ws.auto_filter.ref = f"A1:{get_column_letter(max(len(df.columns), 1))}{df.height + 1}"
 
 
-def _cell(v):
+def put(ws, row: int, col: int, v):
+    """The cell of ``ws`` at (``row``, ``col``) set to ``v`` as a sheet can hold it (``cell_value``):
+    text stays text, never a formula ("=..." in a kernel's or a run's name)."""
+    cell = ws.cell(row, col, cell_value(v))
+    if isinstance(v, str) and cell.data_type == "f":
+        cell.data_type = "s"
+    return cell
+
+
+def cell_value(v):
     """A value as a cell holds it: NaN and infinities (which a sheet has no number for) as
     their text; the control characters a sheet's XML cannot hold escaped (``\\x01``)."""
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):

@@ -239,6 +239,11 @@ def test_keys_read_by_the_labels_tables_use(store):
         assert "<" not in short[k] and not short[k].startswith("void "), short[k]
     assert short[LAYER_NORM] == "at::native::vectorized_layer_norm_kernel"
     assert short["hstu.request/hstu.layer0/hstu_attention"] == "hstu.request/hstu.layer0/hstu_attention"
+    # a path of NVTX ranges whose text has parentheses or angle brackets is cut as text, not as a kernel's name
+    paths = ["train_step(bs=8)/block(mlp)", "step/</script><script>alert(4)</script>"]
+    assert [D.short_keys(paths, 60)[p] for p in paths] == paths
+    assert D.short_keys(["train_step(bs=8)/" + "block(mlp)/" * 8], 40) == {
+        "train_step(bs=8)/" + "block(mlp)/" * 8: D.cut_text("train_step(bs=8)/" + "block(mlp)/" * 8, 40)}
 
 
 # -- the noise pair and the planted changes (tests/data/nsys_diff_*, PLANT.md) ----------------

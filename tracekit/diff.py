@@ -2644,15 +2644,17 @@ POINT_KEY = re.compile(rf"((?:[A-Za-z_][A-Za-z0-9_]*={_GRID_VALUE},)*[A-Za-z_][A
 
 def shorten_key(key: str, width: int) -> str:
     """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
-    shortener; NVTX paths, API names and sweep points cut like other text; an empty one (an
-    NVTX range with no text) is ``(unnamed)``; a sweep point's key keeps its point first."""
+    shortener; NVTX paths, API names and sweep points cut like other text (a '(' or '<' in a
+    path of ranges, 'step(bs=8)/mlp', is the ranges' text, not a parameter list: a kernel's
+    name holds no '/'); an empty one (an NVTX range with no text) is ``(unnamed)``; a sweep
+    point's key keeps its point first."""
     at_point = POINT_KEY.fullmatch(key)
     if at_point and len(at_point[1]) + 14 <= width:
         return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2)}"
     if not key.strip():
         return UNNAMED
     name, at, path = key.partition(" @ ")
-    if name.startswith("void ") or any(c in name for c in "<("):
+    if "/" not in name and (name.startswith("void ") or any(c in name for c in "<(")):
         name = short_name(name, width)
     if not at or len(name) + 3 + len(path) <= width or width < 24:
         return cut_text(name + at + path, width)

@@ -1433,7 +1433,7 @@ def _compared_runs_charts(tk, df: pl.DataFrame, sides: list, labels: list[str], 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#fff}
 header{background:#1f3b57;color:#fff;padding:18px 28px}
-header h1{margin:0 0 10px;font-size:20px;font-weight:600}
+header h1{margin:0 0 10px;font-size:20px;font-weight:600;overflow-wrap:anywhere}
 header dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 18px;margin:0;font-size:13px}
 header dt{color:#b9cde0}header dd{margin:0;word-break:break-word}
 nav{padding:8px 28px;border-bottom:1px solid #d8dee4;background:#f6f8fa;font-size:13px}

@@ -17,11 +17,11 @@ CREATE TABLE IF NOT EXISTS requests (
 -- When a run's capture started, microseconds since the Unix epoch: tracekit's record
 -- (meta.started_at, an ISO time; one without a UTC offset read as UTC, whatever the reading
 -- machine's zone), else the nsys export's session start (meta.session_start_utc_ns); NULL where
--- neither is recorded (an ncu report or a benchmark file ingested alone) or can be read. A sweep point's latest run is its latest captured (`ORDER BY captured_us DESC
--- NULLS LAST, run_id DESC`): an older sweep ingested after a newer one does not stand for the
--- points both have (sweep=all); a run with no capture time stands for a point only where no run
--- of it has one; the store's order (run_id) decides between runs of one capture (a point
--- ingested twice).
+-- neither is recorded (an ncu report or a benchmark file ingested alone) or can be read. A
+-- sweep point's latest run is its latest captured (`ORDER BY captured_us DESC NULLS LAST,
+-- run_id DESC`): an older sweep ingested after a newer one does not stand for the points both
+-- have (sweep=all); a run with no capture time stands for a point only where no run of it has
+-- one; the store's order (run_id) decides between runs of one capture (a point ingested twice).
 CREATE OR REPLACE MACRO run_captured_us(meta) AS
     coalesce(TRY(epoch_us(TRY_CAST(
                  regexp_replace(json_extract_string(meta, '$.started_at'), '([T ]\d\d:\d\d(:\d\d(\.\d*)?)?)$', '\1+00:00')

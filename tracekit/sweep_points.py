@@ -71,8 +71,8 @@ def failed_points(con, sweep: str) -> dict[str, str]:
     point -> the first line of the error its latest captured run recorded ('' where none)."""
     rows = con.execute("""
         SELECT grid_point(params) AS point,
-               arg_max(coalesce(json_extract_string(meta, '$.error'), ''),
-                       (coalesce(run_captured_us(meta), -9223372036854775808), run_id)) AS error,
+               first(coalesce(json_extract_string(meta, '$.error'), '')
+                     ORDER BY run_captured_us(meta) DESC NULLS LAST, run_id DESC) AS error,
                bool_and(coalesce(json_extract_string(meta, '$.status'), 'ok') <> 'ok') AS failed
         FROM runs WHERE json_extract_string(params, '$.sweep') = ? AND grid_point(params) IS NOT NULL
         GROUP BY point""", [sweep]).fetchall()

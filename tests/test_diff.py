@@ -246,6 +246,33 @@ def test_keys_read_by_the_labels_tables_use(store):
         "train_step(bs=8)/" + "block(mlp)/" * 8: D.cut_text("train_step(bs=8)/" + "block(mlp)/" * 8, 40)}
 
 
+def test_keys_of_text_scopes_keep_their_parentheses(store, monkeypatch, capsys):
+    """A comparison's rows tell a key of text (an outermost NVTX range 'step(bs=8)', a Python
+    function with its file 'main (bench.py)') from a function's name: only names lose their
+    parameter lists, in diff's table too (cells narrowed to the terminal's width)."""
+    from tracekit.cli import _diff_out
+
+    diff = store.diff("hstu", "hstu")
+    kernel = diff.filter(pl.col("scope") == "kernel")["key"][0]
+    extra = pl.DataFrame({"scope": ["nvtx", "python", "cpu", "nvtx"],
+                          "key": ["step(bs=8)", "main (bench.py)", "pack_inputs(float, long)", "step(bs=16)"]})
+    rows = pl.concat([diff.head(0), extra], how="diagonal_relaxed").with_columns(
+        pl.lit("total_ns").alias("metric"), pl.lit(1.0).alias("base"), pl.lit(2.0).alias("new"),
+        pl.lit("regressed").alias("verdict"))
+    df = pl.concat([diff, rows.select(diff.columns)], how="vertical_relaxed")
+    short = D.short_keys(df)
+    assert [short[k] for k in extra["key"]] == ["step(bs=8)", "main (bench.py)", "pack_inputs", "step(bs=16)"]
+    assert "<" not in short[kernel] and short[kernel] == D.short_keys(df["key"].to_list())[kernel]
+    assert D.short_keys(extra["key"].to_list())["step(bs=8)"] != "step(bs=8)"  # (keys alone: read as names)
+    shown = D.display(df.filter(pl.col("scope") != "kernel"), df)
+    assert set(extra["key"]) - {"pack_inputs(float, long)"} <= set(shown["key"])
+    monkeypatch.setenv("COLUMNS", "70")  # (the table narrows its key column: a text stays text)
+    _diff_out(df, D.display, ["scope", "key", "verdict"], lambda _: [], "", 5.0, False, 0, "table", None, None,
+              False, store.path)
+    table = capsys.readouterr().out
+    assert "step(bs=8) " in table and "main (bench.py)" in table and "pack_inputs " in table, table
+
+
 # -- the noise pair and the planted changes (tests/data/nsys_diff_*, PLANT.md) ----------------
 
 DIFF_A, DIFF_B, DIFF_C, DIFF_REG = (DATA / f"nsys_diff_{n}" for n in ("base_a", "base_b", "base_c", "regressed"))

@@ -2155,7 +2155,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     one_side = df.filter(pl.col("verdict").is_in(["added", "removed"]))
     d = df.filter(~pl.col("verdict").is_in(["added", "removed"]) & pl.col("delta_pct").is_not_null()
                   & (pl.col("delta") != 0))
-    short = short_keys(df["key"].to_list(), 56)
+    short = short_keys(df, 56)
     rows, floors = [], {}  # the limits the drawn rows were judged by -> what each is
     for r in d.iter_rows(named=True):
         unjudged = "host-timed, not judged" in (r["note"] or "")
@@ -2655,7 +2655,7 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
     from .compare import runs_of
     from .diff import short_keys
 
-    short = short_keys(d["key"].to_list(), 56)
+    short = short_keys(d, 56)
     runs = runs_of(d)
     jobs = "jobs" in df.columns and bool(df["jobs"][0])  # (compare --jobs's)
     rows = [{"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"], "run": r["run"],
@@ -2852,7 +2852,7 @@ def job_diff(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
         return _no_data("Job against job, per rank")
     from .diff import short_keys
 
-    short = short_keys(df["key"].to_list(), 56)
+    short = short_keys(df, 56)
     rows = [{"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
              "r": f"rank {r['rank']}", "delta_pct": r["delta_pct"], "verdict": r["verdict"],
              "judged": r["verdict"] in ("regressed", "improved"), "one_side": r["verdict"] in ("added", "removed"),

@@ -1008,8 +1008,11 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         from .table import Rows
 
         shown = _diff.changes_first(df, rows)  # every change, then the largest unchanged rows
-        table = Rows.from_polars(display(shown, df["key"].to_list()))  # (keys told apart from every key)
-        table.shorteners = {"key": _diff.shorten_key}  # (an ncu key: its kernel, then its NVTX path's end)
+        cells = display(shown, df)  # (keys told apart from every key)
+        table = Rows.from_polars(cells)
+        texts = _diff.text_keys(df)  # (narrowed further: an ncu key its kernel, then its NVTX path's end)
+        text_labels = {lab for k, lab in zip(shown["key"], cells["key"], strict=True) if k in texts}
+        table.shorteners = {"key": lambda v, w: _diff.shorten_key(v, w, v not in text_labels)}
         _show(table, out, display=columns, columns=cols, all_columns=all_columns, store_path=store_path)
         counts = _diff.verdict_counts(df)  # (as the table shows them)
         more = (f"; {df.height - shown.height} more rows, none judged a change (--limit 0 for all)"
@@ -1088,7 +1091,7 @@ def _diff_jobs(base: str, new: str, repeat: list[str], by: list[str], threshold:
                   threshold, gate, limit, fmt, out, cols, all_columns, tk.path)
 
 
-def _per_rank_display(df, among: list[str] | None = None):
+def _per_rank_display(df, among=None):
     """``diff --jobs --per-rank``'s table: diff's, with each row's rank."""
     from . import diff as _diff
 

@@ -303,20 +303,20 @@ def changed_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
     return per.select(keys).join(df, on=keys, how="left", maintain_order="left")
 
 
-def wide(df: pl.DataFrame, among: list[str] | None = None) -> pl.DataFrame:
+def wide(df: pl.DataFrame, among: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per (scope, key, metric): the base's value, then per run its value and its
     change against the base (``200.788 ms (+40.9%, regressed)``; the change alone where
     unchanged), in human units (``tracekit.diff.display``'s). Where the base's value differs
     by run (jobs compared over the ranks each shares with the base), each cell starts with
     its own (``21.346 ms -> 24.537 ms (...)``) and the base's column says so. Keys are told
-    apart from ``among`` (every key compared, where ``df`` is the rows shown)."""
+    apart from ``among``'s (every row compared, where ``df`` is the rows shown)."""
     from .diff import _human, short_keys
 
     repeat = set(df.filter(pl.col("repeat"))["run"].to_list())
     shown = {run: f"{run} (repeat)" if run in repeat else run for run in runs_of(df)}
     runs = list(shown.values())
     base = f"{df['base_run'][0]} (base)" if df.height else "base"
-    short = short_keys(df["key"].to_list() if among is None else among)
+    short = short_keys(df if among is None else among)
     bases: dict[tuple, set] = {}
     for r in df.iter_rows(named=True):
         if r["base"] is not None:
@@ -343,7 +343,7 @@ def table(df: pl.DataFrame, limit: int):
     terminal is narrow (``24.537 ms (+14.9%, regr…``)."""
     from .table import Rows
 
-    rows = Rows.from_polars(wide(changed_first(df, limit), df["key"].to_list()))
+    rows = Rows.from_polars(wide(changed_first(df, limit), df))
     rows.worded = tuple(c for c in rows.columns if c not in TABLE_COLUMNS)
     return rows
 

@@ -2389,7 +2389,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     changed = df.filter(pl.col("verdict") != "unchanged")
     # every key named as the diff's table names it, told apart from every other key of the diff (not
     # only from the few named here): two kernels `at::native::vectorized_elementwise_kernel` read apart
-    label = short_keys(df["key"].to_list())
+    label = short_keys(df)
     lines = []
     for r in changed.filter((pl.col("scope") == "gpu") & (pl.col("metric") == "busy_ns")).iter_rows(named=True):
         lines.append(f"GPU busy, {r['key']}: {signed('busy_ns', delta(r))} ({how(r)})")
@@ -2642,38 +2642,56 @@ POINT_KEY = re.compile(rf"((?:[A-Za-z_][A-Za-z0-9_]*={_GRID_VALUE},)*[A-Za-z_][A
                        re.S)
 
 
-def shorten_key(key: str, width: int) -> str:
+#: the scopes whose keys are functions' names (kernels, an ncu key's kernel, CPU functions; a
+#: sweep point's key): shortened as names, without parameter lists; every other scope's key
+#: (an NVTX path, an API call, a Python function with its file, a benchmark) is text
+NAME_SCOPES = ("kernel", "ncu", "cpu", "sweep")
+
+
+def shorten_key(key: str, width: int, name: bool = True) -> str:
     """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
     shortener; NVTX paths, API names and sweep points cut like other text (a '(' or '<' in a
     path of ranges, 'step(bs=8)/mlp', is the ranges' text, not a parameter list: a kernel's
-    name holds no '/'); an empty one (an NVTX range with no text) is ``(unnamed)``; a sweep
-    point's key keeps its point first."""
+    name holds no '/'); ``name`` False: ``key`` is text whatever it holds (an NVTX range
+    'step(bs=8)', a Python function 'main (bench.py)'). An empty key (an NVTX range with no
+    text) is ``(unnamed)``; a sweep point's key keeps its point first."""
     at_point = POINT_KEY.fullmatch(key)
     if at_point and len(at_point[1]) + 14 <= width:
-        return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2)}"
+        return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2, name)}"
     if not key.strip():
         return UNNAMED
-    name, at, path = key.partition(" @ ")
-    if "/" not in name and (name.startswith("void ") or any(c in name for c in "<(")):
-        name = short_name(name, width)
-    if not at or len(name) + 3 + len(path) <= width or width < 24:
-        return cut_text(name + at + path, width)
+    head, at, path = key.partition(" @ ")
+    if name and "/" not in head and (head.startswith("void ") or any(c in head for c in "<(")):
+        head = short_name(head, width)
+    if not at or len(head) + 3 + len(path) <= width or width < 24:
+        return cut_text(head + at + path, width)
     # an ncu key, kernel @ NVTX path: the kernel's name first, then the path's last part
     # whole where it fits beside 8 characters of the name
     last = path.rstrip("/").rsplit("/", 1)[-1]
     tail = min(max(len(last) + 2, 12), width - 11)
-    head = cut_end(name, max(min(width * 3 // 5, width - 3 - tail), 8))
+    head = cut_end(head, max(min(width * 3 // 5, width - 3 - tail), 8))
     out = f"{head} @ {cut_text(path, width - len(head) - 3)}"
     if len(out) <= width and out.endswith(last):
         return out
-    return cut_text(name + at + path, width)  # (too narrow for both: the path's end)
+    return cut_text(head + at + path, width)  # (too narrow for both: the path's end)
 
 
-def short_keys(keys: list[str], width: int = 60) -> dict[str, str]:
+def text_keys(df: pl.DataFrame) -> set[str]:
+    """The keys of a comparison's rows (``scope``, ``key``) that are text, not functions'
+    names (``NAME_SCOPES``): those only scopes of text have."""
+    named = pl.col("scope").is_in(NAME_SCOPES)
+    return set(df.filter(~named)["key"].to_list()) - set(df.filter(named)["key"].to_list())
+
+
+def short_keys(keys: list[str] | pl.DataFrame, width: int = 60) -> dict[str, str]:
     """Each key as a person reads it: the labels tables and charts use
-    (``names.distinct_labels``: two different keys never read alike)."""
-    unique = list(dict.fromkeys(keys))
-    return dict(zip(unique, distinct_labels(unique, width, shorten_key), strict=True))
+    (``names.distinct_labels``: two different keys never read alike). ``keys``: the keys, or
+    a comparison's rows (``scope``, ``key``), whose keys of text (``text_keys``) keep their
+    parentheses."""
+    texts = text_keys(keys) if isinstance(keys, pl.DataFrame) else set()
+    unique = list(dict.fromkeys(keys["key"].to_list() if isinstance(keys, pl.DataFrame) else keys))
+    return dict(zip(unique, distinct_labels(unique, width, lambda k, w: shorten_key(k, w, k not in texts)),
+                    strict=True))
 
 
 #: the columns a terminal shows by default (p with --all-columns): the note says why a
@@ -2705,12 +2723,12 @@ def verdict_counts(df: pl.DataFrame) -> list[tuple[str, int]]:
     return Counter(shown_verdicts(df)).most_common()
 
 
-def display(df: pl.DataFrame, among: list[str] | None = None) -> pl.DataFrame:
+def display(df: pl.DataFrame, among: pl.DataFrame | None = None) -> pl.DataFrame:
     """The diff for a terminal: values in human units, keys as ``short_keys`` labels
-    them, told apart from ``among`` (the whole diff's keys, where ``df`` is the rows shown:
+    them, told apart from ``among``'s (the whole diff, where ``df`` is the rows shown:
     a kernel reads as in every other table of the diff, whichever rows are shown), deltas as
     signed percentages."""
-    short = short_keys(df["key"].to_list() if among is None else among)
+    short = short_keys(df if among is None else among)
     cols = {
         "scope": df["scope"],
         "key": [short[k] for k in df["key"]],

@@ -664,13 +664,13 @@ def display_columns(df: pl.DataFrame) -> list[str]:
     return [*DISPLAY[:at], "noise", *DISPLAY[at:]]
 
 
-def display(df: pl.DataFrame, among: list[str] | None = None) -> pl.DataFrame:
+def display(df: pl.DataFrame, among: pl.DataFrame | None = None) -> pl.DataFrame:
     """The job's rows for a terminal: values in human units (diff's), keys told apart from
     ``among`` as ``tracekit.diff.display`` tells them, ``ranks`` as the ranks judged as the
     row's verdict of those compared (``3/4``), the rank that moved most with its change."""
     from .diff import _human, short_keys, shown_verdicts
 
-    short = short_keys(df["key"].to_list() if among is None else among)
+    short = short_keys(df if among is None else among)
 
     def human(metric: str, v: float | None, other: float | None) -> str:
         return "" if v is None else f"{v:.0f}" if metric == "slowest_rank" else _human(metric, v, other)

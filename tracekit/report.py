@@ -647,7 +647,7 @@ def compare_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
     if df.is_empty():
         return '<p class="empty">no rows</p>'
     shown = changed_first(df, limit)
-    text = wide(shown, df["key"].to_list())
+    text = wide(shown, df)
     keys = ["scope", "key", "metric"]
     cell = {(*k, run): (v, d) for (*k, run), v, d in zip(
         shown.select(*keys, "run").iter_rows(), shown_verdicts(shown), shown["delta_pct"], strict=True)}
@@ -699,7 +699,7 @@ def _comparison_html(df: pl.DataFrame, limit: int, display: Callable[..., pl.Dat
     if df.is_empty():
         return '<p class="empty">no rows</p>'
     shown = _diff.changes_first(df, limit)
-    text = display(shown, df["key"].to_list())  # (keys told apart from every key of the comparison)
+    text = display(shown, df)  # (keys told apart from every key of the comparison)
     cols = [("scope", "scope", False), ("key", "key", False), ("metric", "metric", False), ("base", "base", True),
             ("new", "new", True), ("delta_pct", "change [%]", True), *(c[:3] for c in extra),
             ("note", "note", False)]

@@ -8,7 +8,9 @@
 -- Nsight Compute older than section records), on which ncu ran no rules.
 -- With group=kernel, one row per kernel, NVTX range and finding over its launches: the
 -- median speedup, the summed durations and time saved, the message of the launch that
--- would save most (a capture profiles each kernel several times).
+-- would save most (a capture profiles each kernel several times). A finding ncu writes
+-- several rows of for one launch (WorkloadImbalance of the SMs, SMSPs, L1 and L2 slices)
+-- counts once per launch, at its largest estimate.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param type    TEXT     rule types, comma-separated (any of: OPT, WRN, ERR, INF, all) (default: all)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
@@ -23,7 +25,7 @@
 -- @column rule          rule identifier (the details page's Rule Name)
 -- @column rule_type     OPT (optimisation), WRN (warning), ERR (error), INF (information)
 -- @column speedup_type  global (of the launch's duration) or local (of what the rule looks at); NULL: no estimate
--- @column speedup_pct   estimated speedup, % (group=kernel: the median over the launches)
+-- @column speedup_pct   estimated speedup, % (group=kernel: the median over the launches of each one's largest)
 -- @column duration_ns   the launch's duration (gpu__time_duration.sum), ns (group=kernel: summed)
 -- @column est_saved_ns  duration_ns x speedup_pct / 100 for a global estimate, ns (NULL otherwise; group=kernel: summed)
 -- @column title         the finding's title (from a report; NULL from a details CSV)
@@ -53,6 +55,15 @@ WITH src AS (  -- one row, read first: its check raises even where no rule match
       AND (list_contains(string_split(replace(lower($type), ' ', ''), ','), 'all')
            OR list_contains(string_split(replace(upper($type), ' ', ''), ','), r.rule_type))
       AND ($kernel IS NULL OR contains(lower(k.name), lower($kernel))) AND ncu_kernel_asked('ncu-rules', $run, $kernel)
+), finding AS (  -- group=kernel: a launch's finding once, though ncu writes a row per view of it (WorkloadImbalance
+                 -- of SMs, SMSPs, L1 and L2 slices): its largest estimate, the message that gives it
+    SELECT run_id, kernel_id, name, nvtx_range, section, rule, rule_type, speedup_type,
+           max(speedup_pct) AS speedup_pct, any_value(duration_ns) AS duration_ns, max(est_saved_ns) AS est_saved_ns,
+           arg_max(title, (coalesce(est_saved_ns, -1), coalesce(speedup_pct, -1), message)) AS title,
+           arg_max(message, (coalesce(est_saved_ns, -1), coalesce(speedup_pct, -1), message)) AS message
+    FROM launch
+    WHERE lower($group) = 'kernel'
+    GROUP BY run_id, kernel_id, name, nvtx_range, section, rule, rule_type, speedup_type
 ), rows AS (
     SELECT run_id, kernel_id, 1 AS launches, name, nvtx_range, section, rule, rule_type, speedup_type, speedup_pct,
            duration_ns, est_saved_ns, title, message
@@ -63,8 +74,7 @@ WITH src AS (  -- one row, read first: its check raises even where no rule match
            median(speedup_pct), sum(duration_ns), sum(est_saved_ns),
            arg_max(title, (coalesce(est_saved_ns, -1), coalesce(speedup_pct, -1), -kernel_id)),
            arg_max(message, (coalesce(est_saved_ns, -1), coalesce(speedup_pct, -1), -kernel_id))
-    FROM launch
-    WHERE lower($group) = 'kernel'
+    FROM finding
     GROUP BY run_id, name, nvtx_range, section, rule, rule_type, speedup_type
 )
 SELECT r.run_id, r.kernel_id, r.launches, r.name, r.nvtx_range, r.section, r.rule, r.rule_type, r.speedup_type,

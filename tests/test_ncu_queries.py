@@ -19,6 +19,7 @@ import pytest
 from conftest import NCU_MWA_METRICS, NCU_SOL_METRICS
 
 import tracekit
+from tracekit.errors import QueryError
 from tracekit.registry import get_registry
 
 DATA = Path(__file__).parent / "data"
@@ -168,15 +169,16 @@ def test_speed_of_light_equals_details_page(tk, run):
         assert row["missing_metrics"] is None
 
 
-def test_speed_of_light_says_what_a_sections_report_lacks(tk):
-    df = tk.query("speed-of-light", run="sections")
-    assert df["duration_ns"].is_not_null().all()
-    assert df["sm_throughput_pct"].is_null().all()
-    for m in df["missing_metrics"]:
-        assert (
-            "sm__throughput.avg.pct_of_peak_sustained_elapsed" in m
-            and "gpu__time_duration" not in m
-        )
+def test_speed_of_light_of_a_report_without_its_section_is_an_error(tk):
+    """ncu_sections (LaunchStats, Occupancy, SpeedOfLight_RooflineChart) has each launch's
+    duration and the DRAM frequency, no metric of the Speed Of Light section: an error, not
+    rows of blanks."""
+    sections = tk.con.execute("SELECT duration_ns, dram_frequency_hz, sm_throughput_pct FROM ncu_kernel_metrics "
+                              "JOIN runs USING (run_id) WHERE runs.name = 'sections'").fetchall()
+    assert sections and all(d is not None and f is not None and s is None for d, f, s in sections)
+    with pytest.raises(QueryError, match=r"^speed-of-light: run \d+ \(sections\) has no metric of the GPU Speed Of "
+                                         r"Light Throughput section; profile with ncu --section SpeedOfLight"):
+        tk.query("speed-of-light", run="sections")
 
 
 #: memory-workload column -> metric of the Memory Workload Analysis section (details page)

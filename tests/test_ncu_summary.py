@@ -90,15 +90,18 @@ def per_launch(tk, run: str) -> dict[str, dict[int, dict]]:
     """query -> kernel_id -> its row; a query the run cannot answer (its report lacks every
     input: a one-line QueryError) has no rows, and the summary's columns from it are NULL.
     A roofline refused for want of FLOP rates (a details CSV page) still has the DRAM bytes
-    the summary gives: the rows of the view it reads (ncu_roofline), the query's columns."""
+    the summary gives, and a speed-of-light refused for want of its section's metrics the
+    durations: the rows of the view each reads (ncu_roofline, ncu_kernel_metrics), the
+    query's columns."""
     out = {}
     for q in ("speed-of-light", "occupancy", "roofline", "memory-workload"):
         try:
             df = tk.query(q, run=run)
         except QueryError:
             df = None
-            if q == "roofline":
-                df = tk.sql("SELECT * FROM ncu_roofline WHERE run_id = (SELECT max(run_id) FROM runs WHERE name = ?)",
+            view = {"roofline": "ncu_roofline", "speed-of-light": "ncu_kernel_metrics"}.get(q)
+            if view:
+                df = tk.sql(f"SELECT * FROM {view} WHERE run_id = (SELECT max(run_id) FROM runs WHERE name = ?)",
                             params=[run])
         out[q] = {} if df is None else {r["kernel_id"]: r for r in df.iter_rows(named=True)}
     for r in out["roofline"].values():

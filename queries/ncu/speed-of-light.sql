@@ -1,8 +1,8 @@
 -- GPU Speed Of Light per launch: the numbers of ncu's "GPU Speed Of Light Throughput"
 -- section (ncu --page details), in base units. Throughputs are % of peak sustained.
 -- missing_metrics names the section metrics the report lacks (their columns are NULL); a
--- run with none of them (profiled without --section SpeedOfLight or --set basic/full) is an
--- error. A range or a whole graph gets one row, over all the kernels it ran.
+-- run with none of them (profiled without --section SpeedOfLight or --set basic/full: its
+-- launches' durations alone, or with the roofline section's DRAM frequency) is an error. A range or a whole graph gets one row, over all the kernels it ran.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
@@ -28,9 +28,10 @@ WITH m AS MATERIALIZED (
     WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
       AND ncu_kernel_asked('speed-of-light', $run, $kernel)
 ), checked AS (  -- read first: the error is raised before any row
-    SELECT CASE WHEN count(*) = 0 OR count(*) FILTER (WHERE coalesce(duration_ns, elapsed_cycles, sm_active_cycles,
-                     sm_frequency_hz, dram_frequency_hz, sm_throughput_pct, memory_throughput_pct, dram_throughput_pct,
-                     l1_throughput_pct, l2_throughput_pct) IS NOT NULL) > 0 THEN true
+    -- (the duration and the DRAM frequency do not count: every report has the one, the roofline's section the other)
+    SELECT CASE WHEN count(*) = 0 OR count(*) FILTER (WHERE coalesce(elapsed_cycles, sm_active_cycles, sm_frequency_hz,
+                     sm_throughput_pct, memory_throughput_pct, dram_throughput_pct, l1_throughput_pct,
+                     l2_throughput_pct) IS NOT NULL) > 0 THEN true
                 ELSE error(ncu_lacks('speed-of-light', $run, 'metric of the GPU Speed Of Light Throughput section')
                            || '; profile with ncu --section SpeedOfLight (or --set basic or full)') END AS ok
     FROM m

@@ -7,6 +7,7 @@ three sweeps of one grid, the third slower (sweep_pair)."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -211,6 +212,33 @@ def test_the_table_says_what_held_a_change_back():
     assert C.held("per-instance p=0.2; not significant (p=0.2)") == "not significant"
     assert C.held("within threshold (|+1.00%| <= 5%)") == ""
     assert C.held("identical") == ""
+
+
+def test_the_table_says_the_machine_held_a_change(tmp_path, capsys, monkeypatch):
+    """A change the machine moved reads as what moved it, though its note also says how far
+    within its limit: hstu_host_pace's before2 (the host slowed, +48.7 % request latency)
+    reads "host pace"; ncu_clocks_zeros's GEMM (-12 % at a higher SM clock) reads "clock";
+    a sweep point whose capture failed reads so, not as a blank."""
+    monkeypatch.setenv("COLUMNS", "250")
+    pace, clocks = DATA / "hstu_host_pace", DATA / "ncu_clocks_random"
+    db = str(tmp_path / "h.duckdb")
+    assert main(["--db", db, "compare", str(pace / "before"), str(pace / "before2"), str(pace / "after")]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if "latency_med_ms" in line]
+    assert re.search(r"11\.891 ms \(\+48\.7%, host pace\)", row), row
+    assert main(["--db", db, "compare", str(clocks / "report.ncu-rep.xz"),
+                 str(DATA / "ncu_clocks_zeros" / "report.ncu-rep.xz"), "-f", "csv"]) == 0
+    df = pl.read_csv(io.StringIO(capsys.readouterr().out))
+    held = df.filter((pl.col("metric") == "duration_ns") & pl.col("note").str.contains("moved with the SM clock"))
+    assert held.height and set(held["verdict"]) == {"unchanged"}
+    cells = {C._cell(r, "v") for r in held.iter_rows(named=True)}
+    assert all(c.startswith("v (") and c.endswith(", clock)") for c in cells), cells
+    folder = shutil.copytree(DATA / "sweep_pair" / "b", tmp_path / "b_failed")
+    (point,) = (folder / "runs").glob("*-bs1-nc512-*")
+    meta = json.loads((point / "meta.json").read_text())
+    (point / "meta.json").write_text(json.dumps({**meta, "status": "failed", "error": "planted"}))
+    assert main(["--db", str(tmp_path / "s.duckdb"), "compare", str(DATA / "sweep_pair" / "a"), str(folder)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "bs=1,nc=512" in line and "latency_med" in line]
+    assert rows and all(line.rstrip().endswith("capture failed (regressed)") for line in rows), rows
 
 
 def test_the_compare_chart_draws_each_runs_change_of_each_key(plants, tmp_path, capsys):

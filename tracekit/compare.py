@@ -354,6 +354,10 @@ def _cell(r: dict, value: str) -> str:
         verdict = f"{verdict} on {r[f'ranks_{verdict}']}/{r['ranks']} ranks"
     if r["verdict"] in ("added", "removed"):
         return f"{value} ({verdict})".strip()
+    from .diff import POINT_FAILED
+
+    if not value and POINT_FAILED in (r["note"] or ""):  # (a sweep point whose capture failed on one side)
+        value = "capture failed"
     pct = "" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"
     why = held(r["note"]) if r["verdict"] == "unchanged" else verdict
     change = ", ".join(p for p in (pct, why) if p)
@@ -361,17 +365,21 @@ def _cell(r: dict, value: str) -> str:
 
 
 #: why a change was not judged, in a word or two, from diff's notes (first match)
-_HELD = (("host-timed", "host-timed"), ("not significant", "not significant"), ("SM clock", "clock"),
-         ("host's pace", "host pace"), ("immaterial", "immaterial"), ("not judged", "not judged"),
-         ("differs", "not judged"))
+_HELD = (("host-timed", "host-timed"), ("not significant", "not significant"), ("immaterial", "immaterial"),
+         ("not judged", "not judged"), ("differs", "not judged"))
 
 
 def held(note: str | None) -> str:
-    """What held a change back from a verdict (``host-timed``, ``not significant``, ...), or
-    '' where nothing did: identical, or within the threshold or the noise."""
+    """What held a change back from a verdict (``host-timed``, ``not significant``, ``clock``,
+    ...), or '' where nothing did: identical, or within the threshold or the noise. (A note
+    of a change the machine moved says how far within its limit: the machine held it.)"""
+    from .diff import HELD_WORDS, held_by
+
     text = note or ""
     if NOISE_NOTE in text:
         return "repeats' noise"
+    if (moved := held_by(text)) is not None:
+        return HELD_WORDS[moved]
     if "within" in text or text.endswith("identical"):
         return ""
     return next((word for part, word in _HELD if part in text), "")

@@ -273,6 +273,8 @@ HOST_TIMED = {("api", "total_ns"), ("api", "med_ns"), ("nvtx", "range_total_ns")
 HOST_NOTE = "host-timed, not judged"
 #: the end of the note of a sweep point with no run on a side: shown not judged (shown_verdicts), not unchanged
 NOTHING_TO_COMPARE = ": nothing to compare, not judged"
+#: the note of a sweep point whose capture failed on one side (regressed or improved, no value)
+POINT_FAILED = "capture of this point failed"
 #: a host-timed change that is judged (request latency; host time of runs without CUDA)
 #: counts beyond this at the least: two identical sweeps differed by up to 21 % in median
 #: latency at one point (large preset, H200), 11.6 % in tests/data/sweep_pair (medium
@@ -1271,6 +1273,8 @@ BENCH_PACE_NOTE = "moved with its baseline"
 BENCH_BASELINE_NOTE = "moved with its variants"
 #: the notes of changes held because the machine, not the code, moved them
 HELD_NOTES = (CLOCK_NOTE, HOST_PACE_NOTE, BENCH_PACE_NOTE, BENCH_BASELINE_NOTE)
+#: each in a word or two (compare's cells)
+HELD_WORDS = dict(zip(HELD_NOTES, ("clock", "host pace", "baseline's pace", "variants' pace"), strict=True))
 #: a launch API's calls in each run for its median to stand for the host's pace
 PACE_MIN_CALLS = 20
 #: clock samples (nsys --gpu-metrics-devices: 10 kHz by default) inside a key's work on each
@@ -1772,7 +1776,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
             for row in one if why is not None else []:
                 if why.what == "failed":
                     row.verdict = "regressed" if other == "new" else "improved"
-                    row.note = f"the {other} sweep's capture of this point failed" + (f": {why.detail}" if why.detail else "")
+                    row.note = f"the {other} sweep's {POINT_FAILED}" + (f": {why.detail}" if why.detail else "")
                 else:  # (its run removed or never ingested, its capture interrupted: nothing to compare)
                     row.verdict = "unchanged"  # (shown as not judged: shown_verdicts)
                     row.note = said(f"{other} {(new if other == 'new' else base).label}", r["key"], why) \

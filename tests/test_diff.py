@@ -1091,6 +1091,14 @@ def test_cli_gate_and_formats(store, tmp_path, capsys):
     n = int(re.search(r"(\d+) regressed;", out).group(1))
     rows_regressed = len(re.findall(r" regressed(?: |$)", out, re.M))  # a row's verdict, not the summary's
     assert n >= 2 and rows_regressed == n and "more rows, none judged a change (--limit 0 for all)" in out
+    # the files take the same rows: every change first, then the largest others
+    assert cli_main(["--db", db, "diff", "hstu", "slow", "--limit", "1", "-f", "csv"]) == 0
+    limited = pl.read_csv(io.StringIO(capsys.readouterr().out))
+    assert cli_main(["--db", db, "diff", "hstu", "slow", "-f", "csv"]) == 0
+    every = pl.read_csv(io.StringIO(capsys.readouterr().out))
+    changed = every.filter(pl.col("verdict") != "unchanged")
+    assert changed.height >= 2 and limited.height == changed.height
+    assert limited.filter(pl.col("verdict") != "unchanged").equals(changed)
     # the file formats' column names pick the table's columns of the same meaning (delta: in %)
     assert cli_main(["--db", db, "diff", "hstu", "slow", "--columns", "key,delta_pct,p_value", "--limit", "2"]) == 0
     head = capsys.readouterr().out.splitlines()[0].split()

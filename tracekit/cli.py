@@ -918,7 +918,9 @@ def diff_cmd(
                                        "slowest rank's time)")] = False,
     per_rank: Annotated[bool, typer.Option("--per-rank", help="with --jobs: each rank's own rows (rank column)")] = False,
     workers: WorkersOpt = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="rows; 0 = all (default: 30 in a table, all otherwise)")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="rows: every row judged changed, then the largest "
+                                              "unchanged ones up to N rows in all; 0 = all (default: 30 in a table, "
+                                              "all otherwise)")] = None,
     fmt: FormatOpt = None,
     out: OutOpt = None,
     columns: ColumnsOpt = None,
@@ -1022,7 +1024,7 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         if summary:
             typer.echo("what moved:\n" + "\n".join(f"  {escape_controls(line)}" for line in summary))
     else:
-        _emit(df.head(rows) if rows else df, fmt, out, cols, store_path=store_path, title="diff")
+        _emit(_diff.changes_first(df, rows), fmt, out, cols, store_path=store_path, title="diff")  # (as the table)
     if out is not None:
         _wrote(out, f"wrote {out}")
     regressed = df.filter(df["verdict"] == "regressed")

@@ -568,3 +568,21 @@ def _domains(node):
     elif isinstance(node, list):
         for v in node:
             yield from _domains(v)
+
+
+def test_nvtx_paths_are_labelled_as_the_table_reads_them(tmp_path):
+    """kernels-by-nvtx of nsys_odd_nvtx: the range pushed without text reads (unnamed), not a
+    blank label; the deep paths (deep/level/level/...), which the axis would cut alike at
+    their end, each get a label of their own; the tooltip keeps the path as nsys has it."""
+    from conftest import NSYS_EXPORTS
+
+    with tracekit.open(tmp_path / "odd.duckdb") as t:
+        t.ingest(NSYS_EXPORTS["odd_nvtx"])
+        df = t.query("kernels-by-nvtx", limit=0)
+        spec = charts.chart(t, "kernels-by-nvtx", limit=0).to_dict()
+    rows = [r for ds in spec_datasets(spec) for r in ds if "label" in r]
+    assert sorted(r["path"] for r in rows) == sorted(df["path"].to_list())
+    by_path = {r["path"]: r["label"] for r in rows}
+    assert by_path[""] == "(unnamed)" and len(set(by_path.values())) == len(by_path)
+    assert all(len(lab) <= 64 for lab in by_path.values())
+    assert spec["layer"][0]["encoding"]["y"]["field"] == "label"

@@ -199,6 +199,15 @@ def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
     saved = [float(v) for _, v, _ in _column(rules, "est_saved_ns") if v]
     assert saved == sorted(saved, reverse=True) and len(saved) == 15
     assert '<td class="prose">' in reports["ncu"].read_text()
+    # the roofline's subtitle (its launches ran at different clocks: 275 characters) in lines within the
+    # page, as `tracekit chart` draws it (Vega does not wrap a title)
+    specs = {m[1]: json.loads(m[2]) for m in re.finditer(r'<script type="application/json" id="spec-([^"]+)">(.*?)'
+                                                         r'</script>', reports["ncu"].read_text(), re.S)}
+    subtitle = specs["roofline"]["title"]["subtitle"]
+    assert len(subtitle) > 1 and " ".join(subtitle).endswith("which is against its own clock's ceiling")
+    for spec in specs.values():
+        sub = spec.get("title", {}).get("subtitle", []) if isinstance(spec.get("title"), dict) else []
+        assert all(len(line) <= charts.SUBTITLE_CHARS for line in ([sub] if isinstance(sub, str) else sub))
     # a report made with --section SpeedOfLight_RooflineChart has no FP16/tensor counters:
     # the section says so instead of a wrong chart, and the rest of the report is there
     text = reports["ncu_sections"].read_text()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .errors import ParamError, QueryError, TracekitError
-from .names import distinct_labels, escape_controls, ranks_text, short_name
+from .names import UNNAMED, cut_text, distinct_labels, escape_controls, ranks_text, short_name
 from .numbers import INT_RANGE, whole_number
 
 
@@ -2050,8 +2050,13 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
         .map_elements(lambda s: short_name(s, 60), return_dtype=pl.Utf8)
         .alias("top"),
     )
-    data = d.select("path", "total_ms", "time_pct", "launches", "top").to_dicts()
-    return _time_bars(data, "path", "#59a14f", "Kernel time [ms]", "Kernel time by NVTX path", [
+    # each path's label as the table reads it (a range without text: (unnamed)), two never alike: the
+    # axis cuts a label at its end, where deep paths differ
+    paths = d["path"].to_list()
+    label = distinct_labels(paths, 64, lambda v, w: UNNAMED if not v.strip() else cut_text(v, w))
+    data = d.select("path", "total_ms", "time_pct", "launches", "top").with_columns(
+        pl.Series("label", label, dtype=pl.Utf8)).to_dicts()
+    return _time_bars(data, "label", "#59a14f", "Kernel time [ms]", "Kernel time by NVTX path", [
         alt.Tooltip("path:N", title="NVTX path"),
         alt.Tooltip("total_ms:Q", title="kernel time [ms]", format=",.3f"),
         alt.Tooltip("time_pct:Q", title="of all kernel time [%]", format=".1f"),
@@ -3094,8 +3099,9 @@ def _with_subtitle(ch: alt.TopLevelMixin, *lines: str) -> alt.TopLevelMixin:
 def spec(ch: alt.TopLevelMixin) -> dict:
     """The chart's Vega-Lite spec, not validated against the schema: the charts are this
     module's, and the tests validate each on the real captures (``to_dict()``); validating
-    at every drawing made a report's build 6-20 % longer (docs/performance.md)."""
-    return ch.to_dict(validate=False)
+    at every drawing made a report's build 6-20 % longer (docs/performance.md). Its
+    subtitle's long lines are wrapped (``_with_subtitle``), whoever built it."""
+    return _with_subtitle(ch).to_dict(validate=False)
 
 
 #: the files ``save`` writes, by extension

@@ -391,7 +391,8 @@ NCU = (
     Section("roofline", "Roofline", "roofline", {"limit": 0}, "roofline",
             ("kernel_id", "name", "nvtx_range", "duration_ns", "precision", "flops_per_s", "dram_bytes_per_s",
              "ai_dram", "roof_pct", "bound"),
-            "Each profiled launch against the ceilings at its own measured clocks."),
+            "Each profiled launch against its ceilings: roof_pct against those at its own measured clocks "
+            "(the chart's subtitle says which clocks its lines are drawn at)."),
     Section("occupancy", "Occupancy", "occupancy", {"limit": 0}, "occupancy",
             ("kernel_id", "name", "block_size", "grid_size", "registers_per_thread", "theoretical_occupancy_pct",
              "achieved_occupancy_pct", "limiter", "waves_per_sm"),

@@ -797,3 +797,19 @@ def test_a_time_too_small_for_its_columns_unit_does_not_read_as_zero(tmp_path, c
     assert cells["7"] == ["1", "<0.001", "0.000"] and cells["13"][1] == "3.551"
     rc, out, _ = _run(capsys, "--db", db, "query", "gpu-utilization", "-f", "csv", "--columns", "stream_id,span_ns")
     assert "\n7,992\n" in out
+
+
+def test_columns_left_empty_for_want_of_metrics_are_said(db, tmp_path, capsys):
+    """ncu_sections (LaunchStats, Occupancy, SpeedOfLight_RooflineChart: FP32/FP64 and DRAM
+    counters, no FP16 or tensor ones) gives no summed FLOP rate: the roofline's display
+    columns without a value are named under the table with where to read why, not dropped
+    without a word; a complete report's table says nothing of the kind."""
+    sections = str(tmp_path / "s.duckdb")
+    assert _run(capsys, "--db", sections, "ingest", str(DATA / "ncu_sections" / "report.ncu-rep.xz"))[0] == 0
+    rc, out, _ = _run(capsys, "--db", sections, "query", "roofline")
+    assert rc == 0 and out.splitlines()[-1] == ("no value in precision, flops_per_s, ai_dram, roof_pct, bound: the "
+                                                "report lacks their inputs (--columns missing_metrics names them)")
+    rc, out, _ = _run(capsys, "--db", sections, "query", "roofline", "--columns", "kernel_id,missing_metrics")
+    assert rc == 0 and "smsp__sass_thread_inst_executed_op_{hadd,hmul,hfma}" in out and "no value in" not in out
+    rc, out, _ = _run(capsys, "--db", db, "query", "roofline", "--run", "ncu")
+    assert rc == 0 and "no value in" not in out and out.splitlines()[-1].startswith("4 rows")

@@ -380,15 +380,23 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
     """Render ``rows`` (a ``table.Rows``) as a terminal table: ``columns`` if given, else
     every column with ``all_columns``, else ``display`` (a query's @display) if any, less
     the display columns that hold no value in any row (such as a query's columns of
-    another mode: ncu-source's instruction by line)."""
+    another mode: ncu-source's instruction by line). Where the result names the metrics the
+    report lacks (an ncu query's ``missing_metrics``), the display columns left out for want
+    of a value are said, with where to read why."""
     from .table import render
 
+    lacking = ""
     if columns is not None:
         rows = rows.select(columns)
     elif display and not all_columns:
-        rows = rows.select(display).without_empty()
+        full, rows = rows, rows.select(display).without_empty()
+        empty = [c for c in display if c not in rows.columns]
+        at = full.columns.index("missing_metrics") if "missing_metrics" in full.columns else None
+        if empty and at is not None and any(r[at] for r in full.rows):
+            lacking = (f"no value in {', '.join(empty)}: the report lacks their inputs (--columns "
+                       "missing_metrics names them)\n")
     width = shutil.get_terminal_size((120, 24)).columns if out is None else 10**6
-    _write(render(rows, width=width, timeunit=timeunit, more=more), out, store_path)
+    _write(render(rows, width=width, timeunit=timeunit, more=more) + lacking, out, store_path)
 
 
 def _runs_shown(params: dict, rows, display: list[str]) -> list[str]:

@@ -71,10 +71,10 @@ WITH src AS (  -- one row, read first: its check raises even where no rule match
     WHERE lower($group) = 'launch'
     UNION ALL
     SELECT run_id, min(kernel_id), count(*), name, nvtx_range, section, rule, rule_type, speedup_type,
-           median(speedup_pct), sum(duration_ns), sum(est_saved_ns),
+           median(speedup_pct), sum(duration_ns ORDER BY kernel_id), sum(est_saved_ns ORDER BY kernel_id),
            arg_max(title, (coalesce(est_saved_ns, -1), coalesce(speedup_pct, -1), -kernel_id)),
            arg_max(message, (coalesce(est_saved_ns, -1), coalesce(speedup_pct, -1), -kernel_id))
-    FROM finding
+    FROM finding  -- (sums in launch order: the same digits every time, whatever threads summed them)
     GROUP BY run_id, name, nvtx_range, section, rule, rule_type, speedup_type
 )
 SELECT r.run_id, r.kernel_id, r.launches, r.name, r.nvtx_range, r.section, r.rule, r.rule_type, r.speedup_type,

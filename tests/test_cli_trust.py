@@ -281,7 +281,7 @@ def test_a_report_compared_with_a_file_that_fails_keeps_it_out(small_store, caps
     before = store_state(small_store)
     out = tmp_path / "r.html"
     assert _cli(small_store, "report", "--run", "host", "--vs", str(OTHER_NSYS), "-o", str(out)) == 2
-    assert f"diff: {OTHER_NSYS} [nsys without NVTX trace] and run 3 (host)" in one_error_line(capsys)
+    assert f"report --vs: {OTHER_NSYS} [nsys without NVTX trace] and run 3 (host)" in one_error_line(capsys)
     assert store_state(small_store) == before and not out.exists()
     assert _cli(small_store, "report", "--run", "nsys_run", "--vs", str(OTHER_NSYS), "-o", str(out)) == 0
     assert out.exists()

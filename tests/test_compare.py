@@ -182,6 +182,17 @@ def test_bad_references_are_one_line_and_change_nothing(plants, tmp_path, capsys
                        (["base_a", "base_b", "--limit", "-1"], "--limit -1")):
         assert main(["--db", str(plants), "compare", *args]) == 2, args
         assert said in _one_line(capsys), args
+    # a file this command ingests is named as given where its comparison fails (its run is not kept),
+    # and a repeat that cannot be compared is said to be the repeat
+    ncu = str(DATA / "ncu_diff_a" / "report.ncu-rep.xz")
+    for cmd, args, said in (("compare", ["base_a", str(DIFF["base_b"]), ncu], f"compare: run 1 (base_a) [nsys] and "
+                             f"{ncu} [ncu] share no scope to compare (run 1 (base_a) has kernel, nvtx, api, memcpy, "
+                             f"gpu; {ncu} has ncu)"),
+                            ("compare", ["base_a", "base_b", "--repeat", ncu], f"compare: --repeat {ncu}: run 1 "),
+                            ("diff", ["base_a", "base_b", "--repeat", ncu], f"diff: --repeat {ncu}: run 1 ")):
+        assert main(["--db", str(plants), cmd, *args]) == 2, args
+        line = _one_line(capsys)
+        assert line.startswith(f"tracekit: error: {said}") and "run 5" not in line, line
     assert store_state(plants) == before
     with tracekit.open(plants, read_only=True) as tk:
         with pytest.raises(ParamError, match="at least one run"):

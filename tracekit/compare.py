@@ -37,7 +37,7 @@ from typing import Any
 
 import polars as pl
 
-from .errors import CaptureWarning, ParamError, expect
+from .errors import CaptureWarning, ParamError, TracekitError, expect
 
 #: the long form's columns (diff's, with the run's label and its value named for it)
 COLUMNS = ["scope", "key", "metric", "base_run", "run", "repeat", "base", "value", "delta", "delta_pct", "verdict",
@@ -167,7 +167,10 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                                           None, "repeat" if i < n_repeats else "new")
                     longs.append(long)
                 else:
-                    df = as_command(command, _diff.diff, tk, refs[0], ref, by, threshold_pct)
+                    try:
+                        df = as_command(command, _diff.diff, tk, refs[0], ref, by, threshold_pct)
+                    except TracekitError as err:
+                        raise _said_as_given(err, sides, label if i < n_repeats else None) from None
             # what diff says of a pair names the run where it is one of several (a repeat's
             # setup is the base's noise, not the change's)
             named = i < n_repeats or (command == "compare" and len(runs) > 1)
@@ -183,6 +186,19 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         held, ranks = _jobs_held(frames, longs, labels, n_repeats)
         return pl.concat(held), labels, ranks
     return _held_by_the_repeats(pl.concat(frames)), labels, None
+
+
+def _said_as_given(err, sides: list, repeat: str | None):
+    """A comparison's error with each file this command ingested named as given, not by the
+    run it would have been (it is not kept); a repeat's said to be one (``repeat``: its label)."""
+    text = str(err)
+    for s in sides:
+        if s.ingested and s.run_id is not None:
+            text = text.replace(f"run {s.run_id} ({s.name})", s.label)
+    if repeat is not None:
+        command, _, rest = text.partition(": ")
+        text = f"{command}: --repeat {repeat}: {rest}"
+    return type(err)(text)
 
 
 def as_command(command: str, fn, *args):

@@ -977,12 +977,13 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
     roofline (ncu) or their typical requests' timelines (nsys)."""
     from . import charts
     from . import diff as _diff
+    from .compare import as_command
 
     # a file is ingested by the comparison (the store must be writable; write_report's transaction
     # keeps it only when the report is written), which names the file where it fails
     with warnings.catch_warnings(record=True) as caught:  # (shown in the section, and passed on)
         warnings.simplefilter("always", CaptureWarning)
-        df = tk.diff(vs, run_id, threshold_pct=threshold, repeats=repeats or [])
+        df = as_command("report --vs", tk.diff, vs, run_id, None, threshold, repeats or [])
     base = _diff.resolve(tk, vs)  # (a file is the run just ingested)
     new = _diff.resolve(tk, str(run_id))
     at, _ = _diff._at_the_runs_point(tk.con, base, new)

@@ -361,6 +361,46 @@ def test_a_malformed_scheduler_address_is_one_line_at_once(tmp_path, address):
     assert not (tmp_path / "s.duckdb").exists()
 
 
+def test_an_address_where_no_scheduler_answers_is_one_line_in_bounded_time(tmp_path, capsys, monkeypatch):
+    """A listener that never answers (a web server waiting for its request: it hung for good)
+    and one whose banner Dask reads as a frame's length (an internal MemoryError, exit 1)."""
+    import socket
+
+    from tracekit import distributed
+
+    monkeypatch.setattr(distributed, "CONNECT_TIMEOUT_S", 1)
+    silent, banner = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        banner.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = banner.accept()
+            except OSError:
+                continue
+            conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+            conn.close()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        for sock, said in ((silent, "no answer in 2 s: what listens there is no Dask scheduler"),
+                           (banner, "what answers there does not speak Dask's protocol (")):
+            address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+            t = time.monotonic()
+            assert main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(MIXED[0]), "--scheduler", address]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith(f"tracekit: error: cannot reach the Dask scheduler at {address!r} ({said}")
+            assert err.count("\n") == 1 and err.endswith("); check the address or start one with `dask scheduler`\n")
+            assert time.monotonic() - t < 10 and not (tmp_path / "s.duckdb").exists()
+    finally:
+        stop.set()
+        server.join()
+        silent.close()
+        banner.close()
+
+
 def test_without_dask_a_scheduler_says_how_to_get_it(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     assert main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(MIXED[0]), "--scheduler", "tcp://127.0.0.1:9"]) == 2
@@ -410,6 +450,14 @@ def test_an_existing_cluster_by_address_or_environment(tmp_path, monkeypatch, ca
         assert [line[:len(said)] for line in capsys.readouterr().err.splitlines()] == [said]
         with distributed.Client(cluster.scheduler_address, set_as_default=False) as c:
             assert len(c.scheduler_info()["workers"]) == 1  # still up: not ours to close
+            (worker,) = c.scheduler_info()["workers"]
+        # a worker's address is not the scheduler's: one line, before a Client exists to linger (its
+        # clean-up printed a traceback 10 s after the error)
+        out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(tmp_path / "w.duckdb"), "ingest",
+                              str(MIXED[0]), "--scheduler", worker], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and out.stderr == (f"tracekit: error: cannot reach the Dask scheduler at {worker!r} (a "
+                                                      "Dask Worker answers there, not a scheduler); check the address "
+                                                      "or start one with `dask scheduler`\n"), out.stderr[-2000:]
     capsys.readouterr()
     for db in ("a.duckdb", "b.duckdb"):
         with tracekit.open(tmp_path / "direct.duckdb", read_only=True) as a, \

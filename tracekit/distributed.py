@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import Any
 
 from .errors import CaptureWarning, Interrupted, ParamError, TracekitError, missing
 from .parallel import Outcome, check_one_run, error_line
@@ -99,29 +100,52 @@ def _connect(address: str):
             _, port = parse_host_port(location)
             if port is None or not 0 < int(port) < 65536:
                 raise ValueError(f"port {port} out of range")
-        _probe(address)  # so is any address no comm can reach (an unknown scheme, inproc, TLS without its settings)
+        # so is any address no comm can reach (an unknown scheme, inproc, TLS without its settings), and
+        # one where something else answers (a worker, a web server, a banner read as a frame's length)
+        _probe(address)
         return _dask().Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-    except (OSError, TimeoutError, ValueError, TypeError, ImportError) as err:
+    except Exception as err:  # (whatever the comm raised: the address is the problem, said in one line)
         raise TracekitError(f"cannot reach the Dask scheduler at {address!r} "
                             f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
                             "check the address or start one with `dask scheduler`") from err
 
 
 def _probe(address: str) -> None:
-    """Open one comm to ``address`` and close it, as the client would connect (its security
-    settings): what fails here fails before a ``Client`` exists to linger."""
+    """Ask ``address`` who it is over one comm, as the client would connect (its security
+    settings), within twice ``CONNECT_TIMEOUT_S`` in all (Dask bounds the connection, not
+    the wait for the handshake): what fails here fails before a ``Client`` exists to linger.
+    Anything but a Dask scheduler's answer is refused."""
     import asyncio
 
     from distributed.comm import connect
     from distributed.security import Security
 
-    async def once() -> None:
+    async def once() -> Any:
         comm = await connect(address, timeout=CONNECT_TIMEOUT_S, **Security().get_connection_args("client"))
-        await comm.close()
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    async def bounded() -> Any:
+        limit = 2 * CONNECT_TIMEOUT_S
+        try:
+            return await asyncio.wait_for(once(), limit)
+        except TimeoutError:
+            raise TimeoutError(f"no answer in {limit:g} s: what listens there is no Dask scheduler") from None
+        except (OSError, ValueError):  # (refused, unreachable, a malformed address: said as the comm says it)
+            raise
+        except Exception as err:  # (bytes that are no Dask message: a banner read as a frame's length)
+            raise ValueError(f"what answers there does not speak Dask's protocol ({type(err).__name__})") from None
 
     # on a thread of its own: the caller may be inside a running event loop (a notebook)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(asyncio.run, once()).result()
+        who = pool.submit(asyncio.run, bounded()).result()
+    kind = who.get("type") if isinstance(who, dict) else None
+    if kind != "Scheduler":
+        raise ValueError(f"a Dask {kind} answers there, not a scheduler" if isinstance(kind, str) else
+                         "what answers there is no Dask scheduler")
 
 
 def _local_cluster(workers: int):

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 from browser import chart_marks, chromium, load
-from conftest import captured_again, let_go, spec_datasets
+from conftest import captured_again, let_go, spec_datasets, store_state
 
 import tracekit
 from tracekit import charts
@@ -128,7 +128,9 @@ def test_rank_from_the_environment_the_file_name_or_a_param(tmp_path, capsys):
     assert params[2]["rank"] == 5 and params[2]["job"] == str((tmp_path / "rank_*" / "trace").resolve())
     assert params[3]["rank"] == 7 and params[3]["job"] == "train-42"  # given values win over the export's ...
     # ... said (a launcher may number each node's processes from 0); one where it agrees, not
-    assert said == [f"tracekit: warning: {EXPORTS[2]}: rank 7 as given, not 2 as the export recorded (RANK=2)"]
+    assert said == [f"tracekit: warning: {EXPORTS[2]}: rank 7 as given, not 2 as the export recorded (RANK=2); its "
+                    f"WORLD_SIZE={WORLD}, of that numbering, is not taken (--param world_size=N gives the job's)"]
+    assert "world_size" not in params[3]  # (rank 7 of a job of 4: the job's size as given, or none)
     assert main(["--db", str(tmp_path / "s5.duckdb"), "ingest", str(EXPORTS[2]), "--param", "rank=2"]) == 0
     assert "warning" not in capsys.readouterr().err
     # one rank given to several files: each would be that rank, one replacing another's data
@@ -176,6 +178,51 @@ def test_a_job_named_by_its_path_whatever_form_each_export_has(tmp_path):
             tk.ingest(next((tmp_path / "prof" / f"rank{r}").iterdir()))
         jobs = tk.query("jobs").to_dicts()
     assert [(j["job"], j["ranks"]) for j in jobs] == [(str((tmp_path / "prof" / "rank*" / "export").resolve()), 3)]
+
+
+def test_a_rank_in_the_folder_and_the_file_names_one_job(tmp_path):
+    """`prof/rank3/trace_rank3.sqlite.xz`: the rank masked in both names, the ranks one job
+    (`prof/rank*/trace_rank*`), not a job of one rank per folder; exports reached through
+    links are the ranks their links' names say (the names given, not the targets')."""
+    for r in range(3):
+        (tmp_path / "prof" / f"rank{r}").mkdir(parents=True)
+        shutil.copy(EXPORTS[r], tmp_path / "prof" / f"rank{r}" / f"trace_rank{r}.sqlite.xz")
+    (tmp_path / "links").mkdir()
+    for r, target in enumerate((DATA / "nsys_diff_base_a", DATA / "nsys_diff_base_b")):
+        (tmp_path / "links" / f"rank{r}.sqlite.xz").symlink_to(target / "export.sqlite.xz")
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for r in range(3):
+            tk.ingest(tmp_path / "prof" / f"rank{r}" / f"trace_rank{r}.sqlite.xz")
+        for r in range(2):
+            tk.ingest(tmp_path / "links" / f"rank{r}.sqlite.xz")
+        jobs = {j["job"]: j["ranks"] for j in tk.query("jobs").to_dicts()}
+    assert jobs == {str(tmp_path / "prof" / "rank*" / "trace_rank*"): 3, str(tmp_path / "links" / "rank*"): 2}
+
+
+def test_a_rank_beyond_the_job_size_its_export_recorded_is_an_error(tmp_path, capsys):
+    """A rank from a name (or given) that the export's WORLD_SIZE cannot hold, with the export's
+    RANK agreeing or absent, is an error naming both, and the store is left as it was; a
+    host given empty is refused as a job given empty is."""
+    db = str(tmp_path / "s.duckdb")
+    assert main(["--db", db, "ingest", str(EXPORTS[1]), "--param", "rank=1"]) == 0
+    capsys.readouterr()
+    before = store_state(tmp_path / "s.duckdb")
+    # (the export records its RANK, which a name's rank gives way to: dropped here, its WORLD_SIZE kept)
+    (tmp_path / "r5").mkdir()
+    plain = tmp_path / "r5" / "rank5.sqlite"
+    plain.write_bytes(lzma.decompress(EXPORTS[1].read_bytes()))
+    con = sqlite3.connect(plain)
+    con.execute("DELETE FROM META_DATA_CAPTURE WHERE name = 'PROCESS_0:ENVIRONMENT_VARIABLE' AND value LIKE 'RANK=%'")
+    con.commit()
+    con.close()
+    assert main(["--db", db, "ingest", str(tmp_path / "r5" / "rank5.sqlite")]) == 2
+    assert capsys.readouterr().err == (f"tracekit: error: {tmp_path / 'r5' / 'rank5.sqlite'}: rank 5 by its name, but "
+                                       f"the export recorded WORLD_SIZE={WORLD}, a job of ranks 0 to {WORLD - 1}; give "
+                                       "the rank and the job's size (--param rank=R --param world_size=N)\n")
+    assert main(["--db", db, "ingest", str(EXPORTS[2]), "--param", "host="]) == 2
+    assert capsys.readouterr().err == ("tracekit: error: --param host='': an empty host name; name the host the rank "
+                                       "ran on (or leave host out: the export's host name is taken)\n")
+    assert store_state(tmp_path / "s.duckdb") == before
 
 
 def test_parameters_of_a_run_ingested_again_must_be_its_own(tmp_path, capsys):

@@ -27,6 +27,7 @@ twice counts each rank's latest run. ``JOB#N`` is that name: a ``--param job=`` 
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from pathlib import Path
@@ -51,22 +52,29 @@ _ENV_RE = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)="?(.*?)"?$', re.S)
 
 def rank_from_name(path: Path) -> tuple[int, str] | None:
     """The rank a file or folder name carries, and the path with it masked and the
-    export's suffix dropped (the job: ``/prof/rank*/export`` for ``/prof/rank3/export.sqlite.xz``)."""
+    export's suffix dropped (the job: ``/prof/rank*/export`` for ``/prof/rank3/export.sqlite.xz``;
+    ``/prof/rank*/trace_rank*`` for ``/prof/rank3/trace_rank3.sqlite.xz``: the same rank in
+    both names is masked in both)."""
     parts = list(path.parts)
-    for i in (len(parts) - 1, len(parts) - 2):
-        if i < 0:
-            continue
-        stem = parts[i]
-        matches = list(_NAME_RE.finditer(stem))
-        if len(matches) == 1 and int(matches[0].group(1)) <= MAX_RANK:
-            m = matches[0]
-            from .ingest import export_name  # (pyarrow: only an ingest asks)
 
-            masked = [*parts[:i], stem[:m.start(1)] + "*" + stem[m.end(1):], *parts[i + 1:]]
-            # the export's kind and compression dropped: one capture's .nsys-rep and .sqlite.xz name one job
-            name, suffix = export_name(Path(masked[-1]))
-            masked[-1] = name if suffix and name else masked[-1]
-            return int(m.group(1)), str(Path(*masked))
+    def carried(i: int) -> re.Match | None:  # (the one rank a name carries, if one)
+        matches = list(_NAME_RE.finditer(parts[i])) if i >= 0 else []
+        return matches[0] if len(matches) == 1 and int(matches[0].group(1)) <= MAX_RANK else None
+
+    for i in (len(parts) - 1, len(parts) - 2):
+        m = carried(i)
+        if m is None:
+            continue
+        from .ingest import export_name  # (pyarrow: only an ingest asks)
+
+        rank, masked = int(m.group(1)), list(parts)
+        for j in range(max(len(parts) - 2, 0), len(parts)):
+            if (mj := carried(j)) is not None and int(mj.group(1)) == rank:
+                masked[j] = parts[j][:mj.start(1)] + "*" + parts[j][mj.end(1):]
+        # the export's kind and compression dropped: one capture's .nsys-rep and .sqlite.xz name one job
+        name, suffix = export_name(Path(masked[-1]))
+        masked[-1] = name if suffix and name else masked[-1]
+        return rank, str(Path(*masked))
     return None
 
 
@@ -112,6 +120,9 @@ def check_params(params: dict, where: str = "--param ", error: type[TracekitErro
     if "job" in params and not str(params["job"]).strip():  # (a job named '' or ' ': every blank rank's)
         raise error(f"{where}job={params['job']!r}: an empty job name; name the job its ranks share (or leave "
                     "job out: the ranks' folder names it)")
+    if "host" in params and not str(params["host"]).strip():  # (a host named '' reads as none in every table)
+        raise error(f"{where}host={params['host']!r}: an empty host name; name the host the rank ran on (or leave "
+                    "host out: the export's host name is taken)")
     if re.search(r"#[0-9]+$", str(params.get("job", ""))):
         raise error(f"{where}job={params['job']!r}: a job named JOB#N is the N-th capture of job JOB "
                     "(schema_runs.sql's rank_captures); choose a name that does not end in #N")
@@ -138,7 +149,9 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
     out = dict(params)
     check_params(out)
     env = from_export(export) if export is not None else {}
-    named = rank_from_name(source.resolve())
+    # the path as given, made absolute, not a link's target: a link's name is the rank it stands for
+    given = Path(os.path.abspath(source))
+    named = rank_from_name(given)
     recorded = next((k for k in RANK_ENV if env.get(k, "").isdigit() and int(env[k]) <= MAX_RANK), None)
     if "rank" not in out:
         if recorded is not None:
@@ -147,23 +160,35 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
             out["rank"] = named[0]
     else:
         out["rank"] = int(out["rank"])
-        if recorded is not None and out["rank"] != int(env[recorded]):  # (a launcher's ranks per node, renumbered)
-            import warnings
-
-            from .errors import CaptureWarning
-
-            warnings.warn(CaptureWarning(f"{source}: rank {out['rank']} as given, not {env[recorded]} as the export "
-                                         f"recorded ({recorded}={env[recorded]})"), stacklevel=2)
     if "rank" not in out:
         return out
     if "host" not in out and env.get("HOSTNAME"):
         out["host"] = env["HOSTNAME"]
-    size = next((env[k] for k in SIZE_ENV if env.get(k, "").isdigit()), None)
-    if "world_size" not in out and size is not None:
-        out["world_size"] = int(size)
+    # a rank given where the launcher recorded another (one numbering each node's processes from 0):
+    # the launcher's job size is of its numbering, not the one given
+    renumbered = "rank" in params and recorded is not None and out["rank"] != int(env[recorded])
+    size = next((k for k in SIZE_ENV if env.get(k, "").isdigit()), None)
+    if "world_size" not in out and size is not None and not renumbered:
+        out["world_size"] = int(env[size])
+        if 1 <= out["world_size"] <= out["rank"]:  # (rank 7 of a job whose launcher said 4 ranks)
+            said = f"--param rank={out['rank']}" if "rank" in params else \
+                f"{source}: rank {out['rank']} ({recorded}={env[recorded]})" if recorded is not None else \
+                f"{source}: rank {out['rank']} by its name"
+            raise ParamError(f"{said}, but the export recorded {size}={env[size]}, a job of ranks 0 to "
+                             f"{out['world_size'] - 1}; give the rank and the job's size (--param rank=R "
+                             "--param world_size=N)")
+    if renumbered:
+        import warnings
+
+        from .errors import CaptureWarning
+
+        size_too = (f"; its {size}={env[size]}, of that numbering, is not taken (--param world_size=N gives the "
+                    "job's)") if size is not None and "world_size" not in params else ""
+        warnings.warn(CaptureWarning(f"{source}: rank {out['rank']} as given, not {env[recorded]} as the export "
+                                     f"recorded ({recorded}={env[recorded]}){size_too}"), stacklevel=2)
     if "job" not in out:
         job = next((env[k] for k in JOB_ENV if env.get(k) and env[k].strip().lower() not in NO_JOB_IDS), None)
         if job is None and named is not None:
             job = named[1]
-        out["job"] = job or str(source.resolve().parent)
+        out["job"] = job or str(given.parent)
     return out

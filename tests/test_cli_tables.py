@@ -807,8 +807,8 @@ def test_columns_left_empty_for_want_of_metrics_are_said(db, tmp_path, capsys):
     sections = str(tmp_path / "s.duckdb")
     assert _run(capsys, "--db", sections, "ingest", str(DATA / "ncu_sections" / "report.ncu-rep.xz"))[0] == 0
     rc, out, _ = _run(capsys, "--db", sections, "query", "roofline")
-    assert rc == 0 and out.splitlines()[-1] == ("no value in precision, flops_per_s, ai_dram, roof_pct, bound: the "
-                                                "report lacks their inputs (--columns missing_metrics names them)")
+    assert rc == 0 and out.splitlines()[-1] == ("no value in precision, flops_per_s, ai_dram, roof_pct, bound; the "
+                                                "report lacks metrics (--columns missing_metrics names them)")
     rc, out, _ = _run(capsys, "--db", sections, "query", "roofline", "--columns", "kernel_id,missing_metrics")
     assert rc == 0 and "smsp__sass_thread_inst_executed_op_{hadd,hmul,hfma}" in out and "no value in" not in out
     rc, out, _ = _run(capsys, "--db", db, "query", "roofline", "--run", "ncu")

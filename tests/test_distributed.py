@@ -362,8 +362,8 @@ def test_a_malformed_scheduler_address_is_one_line_at_once(tmp_path, address):
 
 
 def test_an_address_where_no_scheduler_answers_is_one_line_in_bounded_time(tmp_path, capsys, monkeypatch):
-    """A listener that never answers (a web server waiting for its request: it hung for good)
-    and one whose banner Dask reads as a frame's length (an internal MemoryError, exit 1)."""
+    """A listener that never answers (a web server waiting for its request) and one whose
+    banner Dask reads as a frame's length: each one line, exit 2, within the probe's limit."""
     import socket
 
     from tracekit import distributed
@@ -451,8 +451,8 @@ def test_an_existing_cluster_by_address_or_environment(tmp_path, monkeypatch, ca
         with distributed.Client(cluster.scheduler_address, set_as_default=False) as c:
             assert len(c.scheduler_info()["workers"]) == 1  # still up: not ours to close
             (worker,) = c.scheduler_info()["workers"]
-        # a worker's address is not the scheduler's: one line, before a Client exists to linger (its
-        # clean-up printed a traceback 10 s after the error)
+        # a worker's address is not the scheduler's: one line, before a Client exists to linger (whose
+        # clean-up at exit waits 10 s and prints a traceback)
         out = subprocess.run([sys.executable, "-m", "tracekit.cli", "--db", str(tmp_path / "w.duckdb"), "ingest",
                               str(MIXED[0]), "--scheduler", worker], capture_output=True, text=True, timeout=60)
         assert out.returncode == 2 and out.stderr == (f"tracekit: error: cannot reach the Dask scheduler at {worker!r} (a "

@@ -200,14 +200,14 @@ def test_a_rank_in_the_folder_and_the_file_names_one_job(tmp_path):
 
 
 def test_a_rank_beyond_the_job_size_its_export_recorded_is_an_error(tmp_path, capsys):
-    """A rank from a name (or given) that the export's WORLD_SIZE cannot hold, with the export's
-    RANK agreeing or absent, is an error naming both, and the store is left as it was; a
-    host given empty is refused as a job given empty is."""
+    """A rank from a name that the export's WORLD_SIZE cannot hold (the export recording no
+    RANK) is an error naming both and what to give, and the store is left as it was; the job's
+    size given, it is ingested. A host given empty is refused as a job given empty is."""
     db = str(tmp_path / "s.duckdb")
     assert main(["--db", db, "ingest", str(EXPORTS[1]), "--param", "rank=1"]) == 0
     capsys.readouterr()
     before = store_state(tmp_path / "s.duckdb")
-    # (the export records its RANK, which a name's rank gives way to: dropped here, its WORLD_SIZE kept)
+    # (the export records its RANK, which wins over a name's: dropped here, its WORLD_SIZE kept)
     (tmp_path / "r5").mkdir()
     plain = tmp_path / "r5" / "rank5.sqlite"
     plain.write_bytes(lzma.decompress(EXPORTS[1].read_bytes()))
@@ -218,7 +218,10 @@ def test_a_rank_beyond_the_job_size_its_export_recorded_is_an_error(tmp_path, ca
     assert main(["--db", db, "ingest", str(tmp_path / "r5" / "rank5.sqlite")]) == 2
     assert capsys.readouterr().err == (f"tracekit: error: {tmp_path / 'r5' / 'rank5.sqlite'}: rank 5 by its name, but "
                                        f"the export recorded WORLD_SIZE={WORLD}, a job of ranks 0 to {WORLD - 1}; give "
-                                       "the rank and the job's size (--param rank=R --param world_size=N)\n")
+                                       "the job's size (--param world_size=N)\n")
+    assert main(["--db", db, "ingest", str(tmp_path / "r5" / "rank5.sqlite"), "--param", f"world_size={WORLD + 4}"]) == 0
+    capsys.readouterr()
+    before = store_state(tmp_path / "s.duckdb")
     assert main(["--db", db, "ingest", str(EXPORTS[2]), "--param", "host="]) == 2
     assert capsys.readouterr().err == ("tracekit: error: --param host='': an empty host name; name the host the rank "
                                        "ran on (or leave host out: the export's host name is taken)\n")

@@ -380,9 +380,9 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
     """Render ``rows`` (a ``table.Rows``) as a terminal table: ``columns`` if given, else
     every column with ``all_columns``, else ``display`` (a query's @display) if any, less
     the display columns that hold no value in any row (such as a query's columns of
-    another mode: ncu-source's instruction by line). Where the result names the metrics the
+    another mode: ncu-source's instruction by line). Where the result names metrics the
     report lacks (an ncu query's ``missing_metrics``), the display columns left out for want
-    of a value are said, with where to read why."""
+    of a value are named, with where to read which metrics are missing."""
     from .table import render
 
     lacking = ""
@@ -393,8 +393,8 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
         empty = [c for c in display if c not in rows.columns]
         at = full.columns.index("missing_metrics") if "missing_metrics" in full.columns else None
         if empty and at is not None and any(r[at] for r in full.rows):
-            lacking = (f"no value in {', '.join(empty)}: the report lacks their inputs (--columns "
-                       "missing_metrics names them)\n")
+            lacking = (f"no value in {', '.join(empty)}; the report lacks metrics (--columns missing_metrics "
+                       "names them)\n")
     width = shutil.get_terminal_size((120, 24)).columns if out is None else 10**6
     _write(render(rows, width=width, timeunit=timeunit, more=more) + lacking, out, store_path)
 
@@ -1009,8 +1009,9 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
     """A comparison's rows (``diff``'s, or ``diff --jobs``'s) as the command shows them: a
     table of every change then the largest unchanged rows (``display``: its cells;
     ``columns``: those shown), the verdicts counted (``held``: what repeats held), what
-    moved (``moved``: its lines); or the file formats, every row. ``gate``: exit 1 where a
-    row regressed, naming the limits it passed."""
+    moved (``moved``: its lines); or the file formats, the same rows (``limit``: every change,
+    then the largest others up to that many; all by default). ``gate``: exit 1 where a row
+    regressed, naming the limits it passed."""
     from . import diff as _diff
 
     rows = limit if limit is not None else (30 if fmt == "table" else 0)

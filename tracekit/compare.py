@@ -170,7 +170,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                     try:
                         df = as_command(command, _diff.diff, tk, refs[0], ref, by, threshold_pct)
                     except TracekitError as err:
-                        raise _said_as_given(err, sides, label if i < n_repeats else None) from None
+                        raise _said_as_given(err, command, sides, label if i < n_repeats else None) from None
             # what diff says of a pair names the run where it is one of several (a repeat's
             # setup is the base's noise, not the change's)
             named = i < n_repeats or (command == "compare" and len(runs) > 1)
@@ -188,7 +188,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
     return _held_by_the_repeats(pl.concat(frames)), labels, None
 
 
-def _said_as_given(err, sides: list, repeat: str | None):
+def _said_as_given(err, command: str, sides: list, repeat: str | None):
     """A comparison's error with each file this command ingested named as given, not by the
     run it would have been (it is not kept); a repeat's said to be one (``repeat``: its label)."""
     text = str(err)
@@ -196,8 +196,7 @@ def _said_as_given(err, sides: list, repeat: str | None):
         if s.ingested and s.run_id is not None:
             text = text.replace(f"run {s.run_id} ({s.name})", s.label)
     if repeat is not None:
-        command, _, rest = text.partition(": ")
-        text = f"{command}: --repeat {repeat}: {rest}"
+        text = f"{command}: --repeat {repeat}: {text.removeprefix(f'{command}: ')}"
     return type(err)(text)
 
 
@@ -381,8 +380,8 @@ def _cell(r: dict, value: str) -> str:
 
 
 #: why a change was not judged, in a word or two, from diff's notes (first match)
-_HELD = (("host-timed", "host-timed"), ("not significant", "not significant"), ("immaterial", "immaterial"),
-         ("not judged", "not judged"), ("differs", "not judged"))
+_HELD = (("host-timed", "host-timed"), ("not significant", "not significant"), ("SM clock", "clock"),
+         ("immaterial", "immaterial"), ("not judged", "not judged"), ("differs", "not judged"))
 
 
 def held(note: str | None) -> str:

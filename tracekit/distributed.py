@@ -22,6 +22,7 @@ Dask is optional (``pip install 'tracekit[dask]'``) and imported only here.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -123,7 +124,7 @@ def _probe(address: str) -> None:
     async def once() -> Any:
         comm = await connect(address, timeout=CONNECT_TIMEOUT_S, **Security().get_connection_args("client"))
         try:
-            await comm.write({"op": "identity", "reply": True})
+            await comm.write({"op": "identity", "n_workers": 0, "reply": True})  # (not every worker's)
             return await comm.read()
         finally:
             comm.abort()
@@ -143,9 +144,14 @@ def _probe(address: str) -> None:
     with ThreadPoolExecutor(max_workers=1) as pool:
         who = pool.submit(asyncio.run, bounded()).result()
     kind = who.get("type") if isinstance(who, dict) else None
-    if kind != "Scheduler":
-        raise ValueError(f"a Dask {kind} answers there, not a scheduler" if isinstance(kind, str) else
-                         "what answers there is no Dask scheduler")
+    if isinstance(kind, str) and kind.endswith("Scheduler"):
+        return
+    if isinstance(who, dict) and who.get("status") in ("error", "uncaught-error"):
+        # a worker or a nanny: its identity takes no n_workers ("Worker.identity() got an unexpected ...")
+        m = re.search(r"(\w+)\.identity\(", str(who.get("exception_text", "")))
+        kind = m[1] if m else "server"
+    raise ValueError(f"a Dask {kind} answers there, not a scheduler" if isinstance(kind, str) else
+                     "what answers there is no Dask scheduler")
 
 
 def _local_cluster(workers: int):

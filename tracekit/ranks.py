@@ -32,13 +32,16 @@ import re
 import sqlite3
 from pathlib import Path
 
-from .errors import ParamError, TracekitError
+from .errors import InputError, ParamError, TracekitError
 
 #: Launcher variables holding the global rank, the most specific first.
 RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
 #: ... the job's size and its id.
 SIZE_ENV = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS")
 JOB_ENV = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "LSB_JOBID", "PBS_JOBID")
+#: each rank variable's job size, where its launcher sets one
+SIZE_OF = {"RANK": "WORLD_SIZE", "OMPI_COMM_WORLD_RANK": "OMPI_COMM_WORLD_SIZE", "PMI_RANK": "PMI_SIZE",
+           "MV2_COMM_WORLD_RANK": "MV2_COMM_WORLD_SIZE", "SLURM_PROCID": "SLURM_NTASKS"}
 #: job ids that name no job: torchrun's ``--rdzv-id`` default, which every launch of a static
 #: rendezvous (multi-node, or with ``--master-port``) shares
 NO_JOB_IDS = frozenset({"none"})
@@ -149,8 +152,10 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
     out = dict(params)
     check_params(out)
     env = from_export(export) if export is not None else {}
-    # the path as given, made absolute, not a link's target: a link's name is the rank it stands for
+    # the folder above the export's own folder resolved (one job however its path was typed, through
+    # whichever links), the export's folder and file as given: a link's name is the rank it stands for
     given = Path(os.path.abspath(source))
+    given = given.parent.parent.resolve() / given.parent.name / given.name if given.parent.name else given
     named = rank_from_name(given)
     recorded = next((k for k in RANK_ENV if env.get(k, "").isdigit() and int(env[k]) <= MAX_RANK), None)
     if "rank" not in out:
@@ -167,16 +172,20 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
     # a rank given where the launcher recorded another (one numbering each node's processes from 0):
     # the launcher's job size is of its numbering, not the one given
     renumbered = "rank" in params and recorded is not None and out["rank"] != int(env[recorded])
-    size = next((k for k in SIZE_ENV if env.get(k, "").isdigit()), None)
+    # the job's size the launcher that numbered the rank recorded (RANK with WORLD_SIZE, SLURM_PROCID
+    # with SLURM_NTASKS, ...), else the first recorded
+    paired = SIZE_OF.get(recorded) if recorded is not None else None
+    size = paired if paired is not None and env.get(paired, "").isdigit() else \
+        next((k for k in SIZE_ENV if env.get(k, "").isdigit()), None)
     if "world_size" not in out and size is not None and not renumbered:
         out["world_size"] = int(env[size])
         if 1 <= out["world_size"] <= out["rank"]:  # (rank 7 of a job whose launcher said 4 ranks)
-            said = f"--param rank={out['rank']}" if "rank" in params else \
-                f"{source}: rank {out['rank']} ({recorded}={env[recorded]})" if recorded is not None else \
-                f"{source}: rank {out['rank']} by its name"
-            raise ParamError(f"{said}, but the export recorded {size}={env[size]}, a job of ranks 0 to "
-                             f"{out['world_size'] - 1}; give the rank and the job's size (--param rank=R "
-                             "--param world_size=N)")
+            said = (f"--param rank={out['rank']}" if "rank" in params else
+                    f"{source}: rank {out['rank']} ({recorded}={env[recorded]})" if recorded is not None else
+                    f"{source}: rank {out['rank']} by its name")
+            raise (ParamError if "rank" in params else InputError)(
+                f"{said}, but the export recorded {size}={env[size]}, a job of ranks 0 to {out['world_size'] - 1}; "
+                "give the job's size (--param world_size=N)")
     if renumbered:
         import warnings
 

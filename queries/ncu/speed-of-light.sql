@@ -2,7 +2,8 @@
 -- section (ncu --page details), in base units. Throughputs are % of peak sustained.
 -- missing_metrics names the section metrics the report lacks (their columns are NULL); a
 -- run with none of them (profiled without --section SpeedOfLight or --set basic/full: its
--- launches' durations alone, or with the roofline section's DRAM frequency) is an error. A range or a whole graph gets one row, over all the kernels it ran.
+-- launches' durations alone, or with the roofline section's DRAM frequency) is an error.
+-- A range or a whole graph gets one row, over all the kernels it ran.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)

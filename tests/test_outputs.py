@@ -237,6 +237,12 @@ def test_xlsx_holds_the_rows_csv_holds_as_numbers(small_store, capsys, tmp_path)
     ws = openpyxl.load_workbook(odd).active
     assert [(c.value, c.data_type) for c in ws[2]][:2] == [("=1+1", "s"), ("a\\x01b", "s")]
     assert [(c.value, c.data_type) for c in ws[1]][2:] == [("=SUM(1)", "s"), ("x\\x01", "s")]  # (a header too)
+    # an integer a sheet's number (a double) cannot hold exactly is its digits as text, as CSV has them
+    big = tmp_path / "big.xlsx"
+    assert cli_main([*db, "sql", "SELECT 1795967826699307222::BIGINT AS id, 18446744073709551615::UBIGINT AS u, "
+                                 "-(2::BIGINT ** 53)::BIGINT AS edge, 3 AS small", "-o", str(big)]) == 0
+    ws = openpyxl.load_workbook(big).active
+    assert [c.value for c in ws[2]] == ["1795967826699307222", "18446744073709551615", -(2**53), 3]
     capsys.readouterr()
     nested = tmp_path / "nested.xlsx"
     assert cli_main([*db, "sql", "SELECT [1, 2] AS l", "-o", str(nested)]) == 2

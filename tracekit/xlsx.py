@@ -102,10 +102,17 @@ def put(ws, row: int, col: int, v):
     return cell
 
 
+#: the largest integer a sheet's number (a double) holds exactly
+EXACT_INT = 2**53
+
+
 def cell_value(v):
-    """A value as a cell holds it: NaN and infinities (which a sheet has no number for) as
-    their text; the control characters a sheet's XML cannot hold escaped (``\\x01``)."""
+    """A value as a cell holds it: NaN and infinities (which a sheet has no number for) and
+    integers a double cannot hold exactly (past 2**53: an id, a hash) as their text; the
+    control characters a sheet's XML cannot hold escaped (``\\x01``)."""
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return str(v)
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > EXACT_INT:
         return str(v)
     if isinstance(v, str):
         from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE

@@ -81,6 +81,21 @@ def test_a_number_option_past_its_range_is_a_bad_value(small_store, capsys, tmp_
     assert store_state(small_store) == before and not (tmp_path / "t.json").exists()
 
 
+@pytest.mark.parametrize("args", [["query", "top-kernels"], ["runs"], ["diff", "{export}", "{export}"],
+                                  ["diff", "--jobs", "{export}", "{export}"]])
+def test_columns_and_all_columns_together_are_one_line(small_store, capsys, args):
+    """--columns with --all-columns (the table said to give --all-columns, which was given):
+    one line before anything is read or written; a file to compare is not ingested."""
+    from conftest import NSYS_EXPORTS, store_state
+
+    before = store_state(small_store)
+    args = [a.replace("{export}", str(NSYS_EXPORTS["odd_nvtx"])) for a in args]
+    assert _cli(small_store, *args, "--columns", "name", "--all-columns") == 2
+    assert one_error_line(capsys) == ("tracekit: error: --columns and --all-columns: give one (--columns names the "
+                                      "columns shown, --all-columns shows every one)")
+    assert store_state(small_store) == before
+
+
 @pytest.mark.parametrize("param", [f"rank={BIG}", "rank=2147483648", "bs=2147483648"])
 def test_a_rank_or_count_parameter_past_32_bits(small_store, capsys, param):
     """The rank and sweep queries read rank, bs and nc as 32-bit integers: a larger one

@@ -190,9 +190,13 @@ def _check_timeunit(timeunit: str) -> None:
     check_timeunit(timeunit)
 
 
-def _columns(text: str | None) -> list[str] | None:
+def _columns(text: str | None, all_columns: bool = False) -> list[str] | None:
+    """--columns as a list (None: not given); given with --all-columns, one line."""
     if text is None:
         return None
+    if all_columns:
+        raise ParamError("--columns and --all-columns: give one (--columns names the columns shown, --all-columns "
+                         "shows every one)")
     cols = [c.strip() for c in text.split(",") if c.strip()]
     if not cols:
         raise ParamError("--columns: name at least one column (e.g. --columns name,total_ns)")
@@ -704,7 +708,7 @@ def runs(
     """List the runs in the store with their parameters (rename, rm: see below)."""
     if ctx.invoked_subcommand is not None:
         return
-    _query_out("runs", {"limit": 0}, _format(fmt, out), out, _columns(columns), all_columns, "auto", db)
+    _query_out("runs", {"limit": 0}, _format(fmt, out), out, _columns(columns, all_columns), all_columns, "auto", db)
 
 
 @runs_app.command("rename")
@@ -859,7 +863,7 @@ def query(
     """Run a named query (a table shows the query's main columns in human units)."""
     _check_timeunit(timeunit)
     params = _with_options(_params(param), run=run, limit=limit)
-    _query_out(name, params, _format(fmt, out), out, _columns(columns), all_columns, timeunit, db)
+    _query_out(name, params, _format(fmt, out), out, _columns(columns, all_columns), all_columns, timeunit, db)
 
 
 @app.command()
@@ -947,10 +951,10 @@ def diff_cmd(
     _check_format(fmt, out)
     repeats = _repeats_asked(repeat, no_repeats)
     if jobs:
-        _diff_jobs(base, new, repeat, by, threshold, per_rank, gate, limit, fmt, out, _columns(columns), all_columns,
-                   db, workers)
+        _diff_jobs(base, new, repeat, by, threshold, per_rank, gate, limit, fmt, out, _columns(columns, all_columns),
+                   all_columns, db, workers)
         return
-    cols = _columns(columns)
+    cols = _columns(columns, all_columns)
     if cols is not None and fmt == "table":
         cols = _table_names(cols)
 

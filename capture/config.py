@@ -146,6 +146,8 @@ def check_tools(value: Any, name: str) -> list[str] | None:
         tools = value
     else:
         return None
+    if not tools:  # (an empty list: a sweep of nothing, not the default profiler)
+        raise CaptureError(f"{name} {value!r}: no profiler; give {', '.join(TOOLS)}, or several (none,nsys,ncu)")
     for t in tools:
         if not isinstance(t, str) or t not in TOOLS:
             raise CaptureError(f"{name} {value!r}: {t!r} is not a profiler; give {', '.join(TOOLS)}, or several "

@@ -99,9 +99,23 @@ def run_folder_name(bs: int, nc: int, tool: str, now: datetime | None = None) ->
     return f"{_utc_stamp(now)}-bs{bs}-nc{nc}-{tool}"
 
 
+def check_out(out_dir: str | os.PathLike) -> Path:
+    """``--out``, the folder run folders go into: a file, or a run folder itself (its
+    meta.json: a second run in it would leave neither ingestible), is a one-line error."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise CaptureError(f"--out {out}: is a file; name the folder the run folders go into")
+    if (out / "meta.json").is_file():
+        raise CaptureError(f"--out {out}: is a run folder (it holds meta.json); name the folder the run folders go "
+                           "into (its parent)")
+    return out
+
+
 def new_run_dir(out_dir: str | os.PathLike, run_name: str) -> Path:
     """``<out_dir>/<run_name>``, created; a name that is no plain folder name or that no
-    run can have (``check_run_name``), or a folder that exists, is a one-line error."""
+    run can have (``check_run_name``), an ``--out`` that cannot take run folders
+    (``check_out``), or a folder that exists, is a one-line error."""
+    check_out(out_dir)
     if "/" in run_name or run_name in ("", ".", ".."):
         raise CaptureError(f"run name {run_name!r}: must be a plain folder name")
     try:
@@ -198,14 +212,17 @@ def _stream(argv: list[str], log, echo: bool, timeout_s: float | None,
 def wait(proc: subprocess.Popen, pumps: list[threading.Thread], timeout_s: float | None) -> int:
     """``proc``'s exit status, its output copied by the ``pumps`` (threads, started here)
     meanwhile; this thread waits with the deadline ``timeout_s``. A Ctrl-C or the deadline
-    (``subprocess.TimeoutExpired``): the program is stopped (``stop``); the exception goes on."""
+    (``subprocess.TimeoutExpired``): the program is stopped (``stop``; its whole tree where no
+    terminal told it: at the deadline, or after a SIGTERM or SIGHUP); the exception goes on."""
+    from tracekit.interrupts import terminated
+
     for t in pumps:
         t.start()
     try:
         rc = proc.wait(timeout=timeout_s)
     except BaseException as exc:
         if proc.poll() is None:
-            stop(proc, whole_tree=isinstance(exc, subprocess.TimeoutExpired))
+            stop(proc, whole_tree=isinstance(exc, subprocess.TimeoutExpired) or terminated())
         raise
     finally:
         for t in pumps:
@@ -503,7 +520,7 @@ def recorded(run_dir: Path, meta: dict, timeout_s: float | None, finish=None):
         meta["status"], meta["error"] = out.status, out.error
         _write_json(run_dir / "meta.json", meta)
     if out.status == "interrupted":
-        raise Interrupted(f"capture interrupted; its run folder {run_dir} says so, nothing ingested")
+        raise Interrupted(f"capture interrupted; its run folder {run_dir} says so, nothing ingested", run_dir)
 
 
 def _read_worker(run_dir: Path) -> dict:

@@ -60,6 +60,7 @@ from .run import (
     _write_json,
     capture,
     check_gpu,
+    check_out,
     default_preset,
     headroom_lines,
     run_of_folder,
@@ -429,6 +430,9 @@ def _program_config(data: dict, where: str) -> dict[str, Any]:
         params = data.get("params") or {}
         if not isinstance(params, dict):
             raise CaptureError(f"params {params!r}: a mapping of names to values (e.g. {{note: a}})")
+        odd = next((k for k, v in params.items() if v is None or isinstance(v, (list, dict))), None)
+        if odd is not None:  # (its Python text would be the value)
+            raise CaptureError(f"params.{odd} {params[odd]!r}: one value, a number or text")
         try:  # (named as the config's keys, not as the flags')
             params = parse_params([f"{k}={v}" for k, v in params.items()])
             timeout_s = check_timeout(data.get("timeout"))
@@ -514,9 +518,7 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
     check_settings(device, **extra)
     check_gpu(tool, device)
     timeout_s = check_timeout(timeout_s)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise CaptureError(f"--out {out}: is a file; name the folder the run folders go into")
+    out = check_out(out_dir)
     if ingest:
         from tracekit.store import check_ingest_target
 
@@ -693,9 +695,7 @@ def sweep_command(cmd: list[str] | None = None, grid: Sequence[str] | dict[str, 
         where = "no such executable file" if os.sep in cmd[0] else "not on PATH"
         raise CaptureError(f"command not found: {cmd[0]} ({where}); no point run")
     timeout_s = check_timeout(timeout_s)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise CaptureError(f"--out {out}: is a file; name the folder the run folders go into")
+    out = check_out(out_dir)
     if ingest and tool != "none":
         from tracekit.store import check_ingest_target
 
@@ -772,6 +772,7 @@ def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: 
             except (KeyboardInterrupt, Interrupted) as err:  # (Interrupted: a Ctrl-C during the point's ingest)
                 point.status = "interrupted"
                 point.error = str(err) if isinstance(err, Interrupted) else "interrupted by the user"
+                point.run_dir = getattr(err, "run_dir", None)  # (the folder the cut capture left)
                 raise KeyboardInterrupt from None
             except TracekitError as err:
                 point.status, point.error = "failed", str(err)

@@ -160,6 +160,10 @@ def test_a_configs_values_go_into_the_command_as_written(tmp_path, monkeypatch):
     ("command: x {m}\ngrid: {m: [1]}\nparams: {tool: a}", "prog.yaml: params.tool: tracekit sets tool itself"),
     ("command: x {m}\ngrid: {m: [1]}\ntimeout: -1", "prog.yaml: timeout -1: a number of seconds > 0"),
     ("command: x {m}\ngrid: {m: [1]}\ntool: perf", "prog.yaml: tool 'perf': choose one of nsys, ncu, none"),
+    ("command: x {m}\ngrid: {m: [1]}\ntool: []", "prog.yaml: tool []: no profiler"),  # (a sweep of nothing, exit 0)
+    ("command: x {m}\ngrid: {m: [1]}\nparams: {a: [1, 2]}", "prog.yaml: params.a ['1', '2']: one value"),
+    ("command: x {m}\ngrid: {m: [1]}\nparams: {a: {b: 1}}", "prog.yaml: params.a {'b': '1'}: one value"),
+    ("command: x {m}\ngrid: {m: [1]}\nparams: {a: null}", "prog.yaml: params.a None: one value"),
     ("command: x {m}\ngrid: {m: [1]}\nbs: [1]", "prog.yaml: unknown key(s) bs in a program's sweep config"),
     # the capture options a config gives, checked with the command's: named as the file's keys, not as flags
     ("command: x {m}\ngrid: {m: [1]}\ntool: ncu\nreplay_mode: range", "prog.yaml: replay_mode 'range': choose one"),
@@ -176,6 +180,21 @@ def test_bad_program_configs_are_one_line_naming_the_key(tmp_path, monkeypatch, 
     assert isinstance(res.exception, CaptureError), res.output
     assert str(res.exception).startswith(said) and "\n" not in str(res.exception)
     assert not (tmp_path / "runs").exists()
+
+
+def test_out_that_is_a_run_folder_is_one_line(tmp_path, monkeypatch):
+    """--out naming a run folder (a sweep's point, a capture): a run folder inside it would
+    leave neither ingestible (two timing files, two meta.json); refused, nothing written."""
+    point = tmp_path / "runs" / "a-run"
+    point.mkdir(parents=True)
+    (point / "meta.json").write_text("{}")
+    res = _sweep(tmp_path, monkeypatch, "--tool", "none", "--out", str(point), "--grid", "m=1", "--",
+                 sys.executable, "-c", "print({m})")
+    assert isinstance(res.exception, CaptureError) and str(res.exception) == (
+        f"--out {point}: is a run folder (it holds meta.json); name the folder the run folders go into (its parent)")
+    res = runner.invoke(cli.app, ["capture", "--tool", "none", "--out", str(point), "--", sys.executable, "-c", "1"])
+    assert isinstance(res.exception, CaptureError) and str(res.exception).startswith(f"--out {point}: is a run folder")
+    assert sorted(p.name for p in point.iterdir()) == ["meta.json"]
 
 
 def test_a_workload_config_with_a_command_is_one_line(tmp_path, monkeypatch):
@@ -730,6 +749,48 @@ def test_a_real_ctrl_c_prints_what_the_sweep_kept(tmp_path):
     manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
     assert [p["status"] for p in manifest["points"]] == ["failed", "interrupted", "not_run"]
     assert not (marks / "3").exists()
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_sweep_told_to_stop_ends_as_a_ctrl_c_does(tmp_path, sig):
+    """SIGTERM (kill, timeout, a batch scheduler) or SIGHUP (the terminal closed) to tracekit
+    alone: the program it runs is stopped with it (no terminal told it), exit 130, the sweep's
+    line, its manifest interrupted with the cut point's run folder (it said "running" for good,
+    and the program ran on alone)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    program = (f"import os, pathlib, time; pathlib.Path({str(marks)!r}, '{{n}}').write_text(str(os.getpid())); "
+               "time.sleep(30)")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from tracekit.cli import main; sys.exit(main())", "sweep", "--tool",
+         "none", "--out", str(tmp_path / "runs"), "--grid", "n=1,2", "--", sys.executable, "-c", program],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((marks / "1").exists() and (marks / "1").read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int((marks / "1").read_text())
+        os.kill(proc.pid, getattr(signal, sig))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert re.fullmatch(r"tracekit: sweep interrupted at n=1 before any point finished; manifest .*sweep-.*\.json\n",
+                        err.splitlines(keepends=True)[-1] if err else ""), err
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # (stopped before tracekit ended)
+    manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
+    (cut, rest) = manifest["points"]
+    assert manifest["status"] == "interrupted" and (cut["status"], rest["status"]) == ("interrupted", "not_run")
+    assert json.loads((tmp_path / "runs" / Path(cut["run_dir"]).name / "meta.json").read_text())["status"] == \
+        "interrupted"
+    assert not (marks / "2").exists()
 
 
 def test_nothing_after_the_dashes_is_one_line(tmp_path, monkeypatch, capsys):

@@ -1381,14 +1381,22 @@ def _error_text(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI on ``argv`` (default: the process's arguments) and return the exit code."""
+    """Run the CLI on ``argv`` (default: the process's arguments) and return the exit code;
+    as the process's command, a SIGTERM or SIGHUP stops it as a Ctrl-C does."""
+    if argv is None:
+        from .interrupts import stop_as_ctrl_c
+
+        stop_as_ctrl_c()
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
     finally:
         if argv is None:  # the process ends with the command: a Ctrl-C from now on changes nothing
             import signal
 
+            from .interrupts import stop_at_once
+
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            stop_at_once()
 
 
 def _debug_first(args: list[str]) -> list[str]:

@@ -51,9 +51,15 @@ class StoreBusy(TracekitError):
 
 
 class Interrupted(TracekitError):
-    """Ctrl-C during a command that writes the store; the message says what was kept."""
+    """Ctrl-C during a command that writes the store; the message says what was kept.
+    ``run_dir``: the run folder a capture it cut left, where it left one (a sweep's manifest
+    names it for the point)."""
 
     exit_code = 130
+
+    def __init__(self, message: str, run_dir: str | os.PathLike | None = None) -> None:
+        super().__init__(message)
+        self.run_dir = None if run_dir is None else str(run_dir)
 
 
 #: (temporary path, the user's path) pairs in force in this thread (``shown_as``)

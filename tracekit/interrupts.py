@@ -33,6 +33,37 @@ _RETRY_LOCK = threading.Lock()
 _RECEIVED = [0]
 
 
+#: the signal (SIGTERM, SIGHUP) that stopped the command as a Ctrl-C would (``stop_as_ctrl_c``)
+_TERMINATED: list[int | None] = [None]
+
+
+def stop_as_ctrl_c() -> None:
+    """SIGTERM (``kill``, ``timeout``, a batch scheduler's end of a job) and SIGHUP (the
+    terminal closed) stop this process's command as a Ctrl-C does: a SIGINT to itself, so
+    that what it started is stopped (``terminated``), a sweep's point and manifest say it was
+    interrupted and the store is left as it was. Called once, from the main thread."""
+    def forward(signum, frame) -> None:
+        _TERMINATED[0] = signum
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # (a shell's background job: Ctrl-C at its
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # terminal is not for it; this stop is)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+
+
+def stop_at_once() -> None:
+    """SIGTERM and SIGHUP end the process again (the command has ended: nothing to stop)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def terminated() -> bool:
+    """Whether the interrupt came from a SIGTERM or SIGHUP (``stop_as_ctrl_c``): unlike a
+    Ctrl-C at a terminal, nothing told the processes the command started."""
+    return _TERMINATED[0] is not None
+
+
 def interruptible(con):
     """Register ``con`` (a DuckDB connection; returned) so that a Ctrl-C during an active
     ``SigintWatch`` stops the statement it runs at once. DuckDB looks for Python's pending

@@ -1124,13 +1124,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:22s} {cfg['kind']:7s} B={cfg['B']} N={cfg['N']} H={cfg['H']} d={cfg['d_qk']}/{cfg['d_v']}"
                   f"  {cfg.get('note', '')}")
         return 0
-    configs = [c for spec in (a.config or []) for c in spec.split(";") if c] or None
+    from tracekit.errors import ParamError
+
+    configs = [c.strip() for spec in (a.config or []) for c in spec.split(";") if c.strip()]
+    if a.config and not configs:  # (an empty value is no configuration, not the standard set)
+        raise ParamError(f"--config {a.config[0]!r}: no configuration; name one (--list) or leave --config out for "
+                         "the standard set")
+    twice = next((c for i, c in enumerate(configs) if c in configs[:i]), None)
+    if twice is not None:
+        raise ParamError(f"--config: {twice!r} given twice; give each configuration once")
+    configs = configs or None
     rows = bench_attention(configs, variants=tuple(a.variants.split(",")), baseline=a.baseline, dtype=a.dtype,
                            warmup_ms=a.warmup_ms, rep_ms=a.rep_ms, json_path=a.json, csv_path=a.csv,
                            device=a.device, gpu_delay=not a.no_gpu_delay, progress=lambda r: print(f"  {r['config']} {r['variant']}: "
                            + (r['error'] or f"{r['median_ms']:.4f} ms {_check_cell(r)}"), file=sys.stderr,
                            flush=True))
     print(format_table(rows))
+    if rows and all(r.get("error") for r in rows):  # (nothing measured: a failure, though each row says why)
+        print("tracekit: bench: no measurement succeeded; each row above says why", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -121,6 +121,29 @@ def test_cli_nothing_to_run_is_one_line(capsys):
         assert err.startswith("python -m tracekit.kernels.bench: error: ") and err.count("\n") == 1, err
 
 
+def test_configurations_given_twice_or_empty_and_values_that_start_with_a_dash(monkeypatch, capsys, tmp_path):
+    """--config given twice (each measured twice, then a JSON ingest refuses) or empty (it ran
+    the whole standard set) is one line before anything runs; a value that starts with '-' is
+    the option's (argparse took it for another option and printed another program's usage);
+    every measurement failing is exit 1, not 0."""
+    from tracekit.cli import main
+
+    for args, said in ((["--config", "seed1;seed1"], "--config: 'seed1' given twice"),
+                       (["--config", "seed1", "--config", " seed1 "], "--config: 'seed1' given twice"),
+                       (["--config", ""], "--config '': no configuration"),
+                       (["--config", ";"], "--config ';': no configuration")):
+        assert main(["bench", "attention", *args, "--variants", "reference"]) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith(f"tracekit: error: {said}") and err.count("\n") == 1, err
+    seen = []
+    monkeypatch.setattr(bench, "bench_attention", lambda *a, **kw: seen.append(kw) or [{"error": "X: failed"}])
+    monkeypatch.setattr(bench, "format_table", lambda rows: "")
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "attention", "--config", "seed1", "--json", "-r.json", "--variants", "-x"]) == 1
+    assert seen[0]["json_path"] == "-r.json" and seen[0]["variants"] == ("-x",)
+    assert capsys.readouterr().err.endswith("tracekit: bench: no measurement succeeded; each row above says why\n")
+
+
 def test_bf16_on_the_cpu_is_refused_where_triton_would_interpret_it(capsys):
     """On the CPU the Triton variants run in Triton's interpreter, which computes bfloat16 on
     its bit patterns (the default dtype gave triton_dense rel_err 1e10, MISMATCH): one line

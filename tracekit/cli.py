@@ -1345,14 +1345,15 @@ def bench_attention_cmd(
         raise ParamError(f"--dtype {dtype!r}: choose bf16, fp16 or fp32")
     from .kernels import bench
 
-    argv = ["--variants", variants, "--baseline", baseline, "--dtype", dtype,
-            "--warmup-ms", str(warmup_ms), "--rep-ms", str(rep_ms)]
+    # (each value joined to its option: one that starts with '-' is the value, not another option)
+    argv = [f"--variants={variants}", f"--baseline={baseline}", f"--dtype={dtype}",
+            f"--warmup-ms={warmup_ms}", f"--rep-ms={rep_ms}"]
     for c in config:
-        argv += ["--config", c]
+        argv.append(f"--config={c}")
     if json_path:
-        argv += ["--json", str(json_path)]
+        argv.append(f"--json={json_path}")
     if csv_path:
-        argv += ["--csv", str(csv_path)]
+        argv.append(f"--csv={csv_path}")
     if list_configs:
         argv.append("--list")
     if no_gpu_delay:

@@ -226,7 +226,8 @@ def repeat_spread(db: str | os.PathLike | None, results: list[SweepResult]) -> l
         ok = [r for r in group if r.ok]
         if len(group) < 2:
             continue
-        if len(ok) > 1:
+        program_untimed = ok and ok[0].points[0].bs is None and group[0].tool == "none"
+        if len(ok) > 1 and not program_untimed:  # (a program's sweep under no profiler: nothing in the store)
             hints.append(f"  a later sweep against these ({group[0].tool}): tracekit diff {ok[0].sweep_id} NEW "
                          + " ".join(f"--repeat {r.sweep_id}" for r in ok[1:]))
         if not ok or ok[0].points[0].bs is None:  # (a program's sweep times no request)

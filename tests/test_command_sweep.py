@@ -182,6 +182,15 @@ def test_bad_program_configs_are_one_line_naming_the_key(tmp_path, monkeypatch, 
     assert not (tmp_path / "runs").exists()
 
 
+def test_repeats_of_a_program_under_no_profiler_suggest_no_diff(tmp_path, monkeypatch):
+    """Under --tool none a program's sweep lands nothing in the store: no `tracekit diff ...
+    --repeat` line for its repeats, which could only fail."""
+    res = _sweep(tmp_path, monkeypatch, "--tool", "none", "--repeat", "2", "--out", "runs", "--grid", "m=1", "--",
+                 sys.executable, "-c", "print({m})")
+    assert res.exit_code == 0, res.output
+    assert len(list((tmp_path / "runs").glob("sweep-*.json"))) == 2 and "tracekit diff" not in res.output
+
+
 def test_out_that_is_a_run_folder_is_one_line(tmp_path, monkeypatch):
     """--out naming a run folder (a sweep's point, a capture): a run folder inside it would
     leave neither ingestible (two timing files, two meta.json); refused, nothing written."""

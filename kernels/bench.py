@@ -70,6 +70,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -1134,6 +1135,8 @@ def main(argv: list[str] | None = None) -> int:
     if twice is not None:
         raise ParamError(f"--config: {twice!r} given twice; give each configuration once")
     configs = configs or None
+    if a.json and a.csv and os.path.abspath(a.json) == os.path.abspath(a.csv):  # (the CSV would replace the JSON)
+        raise ParamError(f"--json and --csv name one file ({a.json}); give each its own")
     rows = bench_attention(configs, variants=tuple(a.variants.split(",")), baseline=a.baseline, dtype=a.dtype,
                            warmup_ms=a.warmup_ms, rep_ms=a.rep_ms, json_path=a.json, csv_path=a.csv,
                            device=a.device, gpu_delay=not a.no_gpu_delay, progress=lambda r: print(f"  {r['config']} {r['variant']}: "

@@ -131,7 +131,8 @@ def test_configurations_given_twice_or_empty_and_values_that_start_with_a_dash(m
     for args, said in ((["--config", "seed1;seed1"], "--config: 'seed1' given twice"),
                        (["--config", "seed1", "--config", " seed1 "], "--config: 'seed1' given twice"),
                        (["--config", ""], "--config '': no configuration"),
-                       (["--config", ";"], "--config ';': no configuration")):
+                       (["--config", ";"], "--config ';': no configuration"),
+                       (["--config", "seed1", "--json", "r.out", "--csv", "./r.out"], "--json and --csv name one file")):
         assert main(["bench", "attention", *args, "--variants", "reference"]) == 2, args
         err = capsys.readouterr().err
         assert err.startswith(f"tracekit: error: {said}") and err.count("\n") == 1, err

@@ -603,7 +603,8 @@ def _ingest(run_dir: Path, db, required: bool) -> str | None:
     try:
         with tracekit.open(db) as tk:
             tk.ingest(run_dir)
-    except Interrupted:
+    except Interrupted as err:
+        err.run_dir = err.run_dir or str(run_dir)  # (the folder whole, its ingest cut: a sweep's manifest names it)
         raise
     except TracekitError as err:
         return str(err)

@@ -122,10 +122,10 @@ def test_cli_nothing_to_run_is_one_line(capsys):
 
 
 def test_configurations_given_twice_or_empty_and_values_that_start_with_a_dash(monkeypatch, capsys, tmp_path):
-    """--config given twice (each measured twice, then a JSON ingest refuses) or empty (it ran
-    the whole standard set) is one line before anything runs; a value that starts with '-' is
-    the option's (argparse took it for another option and printed another program's usage);
-    every measurement failing is exit 1, not 0."""
+    """--config given twice (each would be measured twice, and its JSON refused by ingest) or
+    empty (no configuration, not the standard set) is one line before anything runs; a value
+    that starts with '-' is the option's, not another option; every measurement failing is
+    exit 1, not 0."""
     from tracekit.cli import main
 
     for args, said in ((["--config", "seed1;seed1"], "--config: 'seed1' given twice"),

@@ -163,7 +163,7 @@ def test_a_configs_values_go_into_the_command_as_written(tmp_path, monkeypatch):
     ("command: x {m}\ngrid: {m: [1]}\ntool: []", "prog.yaml: tool []: no profiler"),  # (a sweep of nothing, exit 0)
     ("command: x {m}\ngrid: {m: [1]}\nparams: {a: [1, 2]}", "prog.yaml: params.a ['1', '2']: one value"),
     ("command: x {m}\ngrid: {m: [1]}\nparams: {a: {b: 1}}", "prog.yaml: params.a {'b': '1'}: one value"),
-    ("command: x {m}\ngrid: {m: [1]}\nparams: {a: null}", "prog.yaml: params.a None: one value"),
+    ("command: x {m}\ngrid: {m: [1]}\nparams: {a: null}", "prog.yaml: params.a empty (null): one value"),
     ("command: x {m}\ngrid: {m: [1]}\nbs: [1]", "prog.yaml: unknown key(s) bs in a program's sweep config"),
     # the capture options a config gives, checked with the command's: named as the file's keys, not as flags
     ("command: x {m}\ngrid: {m: [1]}\ntool: ncu\nreplay_mode: range", "prog.yaml: replay_mode 'range': choose one"),
@@ -699,6 +699,24 @@ def test_ctrl_c_labels_the_sweep_and_its_points(tmp_path):
     assert calls == [[sys.executable, "1"], [sys.executable, "2"]]
 
 
+def test_a_points_run_folder_whose_ingest_was_cut_is_named(tmp_path, monkeypatch):
+    """A Ctrl-C while a point's whole run folder is ingested: the Interrupted names the folder
+    (the sweep's manifest gives it for the point, to ingest by hand)."""
+    from tracekit.capture import run as capture_run
+
+    class Cut:
+        def __enter__(self):
+            raise Interrupted(f"{tmp_path}: interrupted; not ingested, nothing of it is in the store")
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(tracekit, "open", lambda db: Cut())
+    with pytest.raises(Interrupted) as cut:
+        capture_run._ingest(tmp_path, tmp_path / "s.duckdb", True)
+    assert cut.value.run_dir == str(tmp_path)
+
+
 @pytest.mark.parametrize("ingest, kept", [(True, "their runs are kept and ingested"),
                                           (False, "their runs are kept (not ingested)")])
 def test_ctrl_c_in_a_points_ingest_stops_the_sweep(tmp_path, monkeypatch, ingest, kept):
@@ -760,46 +778,104 @@ def test_a_real_ctrl_c_prints_what_the_sweep_kept(tmp_path):
     assert not (marks / "3").exists()
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
-def test_a_sweep_told_to_stop_ends_as_a_ctrl_c_does(tmp_path, sig):
-    """SIGTERM (kill, timeout, a batch scheduler) or SIGHUP (the terminal closed) to tracekit
-    alone: the program it runs is stopped with it (no terminal told it), exit 130, the sweep's
-    line, its manifest interrupted with the cut point's run folder (it said "running" for good,
-    and the program ran on alone)."""
-    import os
+#: a program that starts a second one and waits: each writes its pid, and on a SIGINT (Ctrl-C)
+#: its name with "-stopped" (killed, it writes nothing)
+_TREE = """
+import os, pathlib, subprocess, sys, time
+marks, name = pathlib.Path(sys.argv[1]), sys.argv[2]
+try:
+    if name.endswith("-child"):
+        (marks / name).write_text(str(os.getpid()))
+        time.sleep(30)
+    else:
+        child = subprocess.Popen([sys.executable, __file__, str(marks), name + "-child"])
+        (marks / name).write_text(str(os.getpid()))
+        child.wait()
+except KeyboardInterrupt:
+    (marks / (name + "-stopped")).touch()
+"""
+
+
+def _sweep_of_a_tree(tmp_path, sig_ign=()):
+    """`tracekit sweep --grid n=1,2` of ``_TREE`` in a process of its own (started ignoring
+    ``sig_ign``), once point 1's program and its child are up: (the process, the marks)."""
     import signal
     import subprocess
     import time
 
     marks = tmp_path / "marks"
     marks.mkdir()
-    program = (f"import os, pathlib, time; pathlib.Path({str(marks)!r}, '{{n}}').write_text(str(os.getpid())); "
-               "time.sleep(30)")
+    (tmp_path / "tree.py").write_text(_TREE)
+
+    def ignore():
+        for s in sig_ign:
+            signal.signal(s, signal.SIG_IGN)
+
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from tracekit.cli import main; sys.exit(main())", "sweep", "--tool",
-         "none", "--out", str(tmp_path / "runs"), "--grid", "n=1,2", "--", sys.executable, "-c", program],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+         "none", "--out", str(tmp_path / "runs"), "--grid", "n=1,2", "--", sys.executable, str(tmp_path / "tree.py"),
+         str(marks), "p{n}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=ignore)
+    deadline = time.monotonic() + 60
+    while not ((marks / "p1-child").exists() and (marks / "p1-child").read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc, marks
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_sweep_told_to_stop_ends_as_a_ctrl_c_does(tmp_path, sig):
+    """SIGTERM (kill, timeout, a batch scheduler) or SIGHUP (the terminal closed) to tracekit
+    alone: the program and the one it started get the SIGINT a terminal's Ctrl-C would give
+    them (nothing else told them), exit 130, the sweep's line, its manifest interrupted with
+    the cut point's run folder; a second signal meanwhile does not cut that clean-up."""
+    import os
+    import signal
+
+    proc, marks = _sweep_of_a_tree(tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while not ((marks / "1").exists() and (marks / "1").read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        child = int((marks / "1").read_text())
         os.kill(proc.pid, getattr(signal, sig))
-        out, err = proc.communicate(timeout=60)
+        os.kill(proc.pid, getattr(signal, sig))
+        out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
     assert re.fullmatch(r"tracekit: sweep interrupted at n=1 before any point finished; manifest .*sweep-.*\.json\n",
                         err.splitlines(keepends=True)[-1] if err else ""), err
-    with pytest.raises(ProcessLookupError):
-        os.kill(child, 0)  # (stopped before tracekit ended)
+    assert (marks / "p1-stopped").exists() and (marks / "p1-child-stopped").exists()
+    for pid in (int((marks / "p1").read_text()), int((marks / "p1-child").read_text())):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # (ended before tracekit did)
     manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
     (cut, rest) = manifest["points"]
     assert manifest["status"] == "interrupted" and (cut["status"], rest["status"]) == ("interrupted", "not_run")
     assert json.loads((tmp_path / "runs" / Path(cut["run_dir"]).name / "meta.json").read_text())["status"] == \
         "interrupted"
-    assert not (marks / "2").exists()
+    assert not (marks / "p2").exists()
+
+
+def test_a_sweep_under_nohup_runs_on_after_a_sighup(tmp_path):
+    """Started ignoring SIGHUP (nohup), a sweep goes on when the terminal closes."""
+    import os
+    import signal
+    import time
+
+    proc, marks = _sweep_of_a_tree(tmp_path, sig_ign=(signal.SIGHUP,))
+    try:
+        os.kill(proc.pid, signal.SIGHUP)
+        os.kill(int((marks / "p1-child").read_text()), signal.SIGINT)  # (point 1 ends; point 2 then runs)
+        deadline = time.monotonic() + 60
+        while not ((marks / "p2-child").exists() and (marks / "p2-child").read_text()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        os.kill(int((marks / "p2-child").read_text()), signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    manifest = json.loads(next((tmp_path / "runs").glob("sweep-*.json")).read_text())
+    assert manifest["status"] == "ok" and [p["status"] for p in manifest["points"]] == ["ok", "ok"]
 
 
 def test_nothing_after_the_dashes_is_one_line(tmp_path, monkeypatch, capsys):

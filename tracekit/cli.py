@@ -1396,8 +1396,8 @@ def main(argv: list[str] | None = None) -> int:
 
             from .interrupts import stop_at_once
 
+            stop_at_once()  # (first: a SIGTERM forwarded after SIGINT is ignored would be lost)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            stop_at_once()
 
 
 def _debug_first(args: list[str]) -> list[str]:

@@ -35,27 +35,39 @@ _RECEIVED = [0]
 
 #: the signal (SIGTERM, SIGHUP) that stopped the command as a Ctrl-C would (``stop_as_ctrl_c``)
 _TERMINATED: list[int | None] = [None]
+#: the handlers ``stop_as_ctrl_c`` replaced, put back by ``stop_at_once``
+_REPLACED: dict[int, object] = {}
 
 
 def stop_as_ctrl_c() -> None:
     """SIGTERM (``kill``, ``timeout``, a batch scheduler's end of a job) and SIGHUP (the
     terminal closed) stop this process's command as a Ctrl-C does: a SIGINT to itself, so
     that what it started is stopped (``terminated``), a sweep's point and manifest say it was
-    interrupted and the store is left as it was. Called once, from the main thread."""
+    interrupted and the store is left as it was. The first one only: one that comes while
+    the command stops does not cut its clean-up. Not where that cannot be a Ctrl-C: a
+    signal this process was started ignoring (``nohup``: SIGHUP) keeps being ignored, and in a
+    process started ignoring SIGINT (a shell script's background job) both end it at once,
+    as before. Called once, from the main thread."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
     def forward(signum, frame) -> None:
+        if _TERMINATED[0] is not None:
+            return
         _TERMINATED[0] = signum
-        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # (a shell's background job: Ctrl-C at its
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # terminal is not for it; this stop is)
         os.kill(os.getpid(), signal.SIGINT)
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, forward)
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            _REPLACED[sig] = signal.signal(sig, forward)
 
 
 def stop_at_once() -> None:
-    """SIGTERM and SIGHUP end the process again (the command has ended: nothing to stop)."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
+    """The handlers ``stop_as_ctrl_c`` replaced put back (the command has ended: nothing to
+    stop as a Ctrl-C would)."""
+    while _REPLACED:
+        sig, handler = _REPLACED.popitem()
+        signal.signal(sig, handler)
 
 
 def terminated() -> bool:

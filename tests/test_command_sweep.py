@@ -807,9 +807,9 @@ def _sweep_of_a_tree(tmp_path, sig_ign=()):
     marks.mkdir()
     (tmp_path / "tree.py").write_text(_TREE)
 
-    def ignore():
-        for s in sig_ign:
-            signal.signal(s, signal.SIG_IGN)
+    def ignore():  # (what this process was started with aside: nohup's SIGHUP, a background job's SIGINT)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN if s in sig_ign else signal.SIG_DFL)
 
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from tracekit.cli import main; sys.exit(main())", "sweep", "--tool",

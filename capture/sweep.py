@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import CaptureError, Interrupted, QueryError, TracekitError
+from tracekit.errors import CaptureError, Interrupted, QueryError, RunFolderError, TracekitError
 
 from . import profilers
 from .config import (
@@ -774,11 +774,11 @@ def _run_points(out: Path, points: list[SweepPoint], settings: dict, run_point: 
             except (KeyboardInterrupt, Interrupted) as err:  # (Interrupted: a Ctrl-C during the point's ingest)
                 point.status = "interrupted"
                 point.error = str(err) if isinstance(err, Interrupted) else "interrupted by the user"
-                point.run_dir = getattr(err, "run_dir", None)  # (the folder the cut capture left)
+                point.run_dir = err.run_dir if isinstance(err, RunFolderError) else None
                 raise KeyboardInterrupt from None
             except TracekitError as err:
                 point.status, point.error = "failed", str(err)
-                point.run_dir = err.run_dir if isinstance(err, CaptureError) else None
+                point.run_dir = err.run_dir if isinstance(err, RunFolderError) else None
             except Exception as err:  # a crash in one point must not end the sweep
                 point.status, point.error = "failed", f"{type(err).__name__}: {err}".splitlines()[0]
             current = None

@@ -33,13 +33,17 @@ class ToolNotFoundError(TracekitError):
     """A profiler (nsys, ncu) that is needed but cannot be found."""
 
 
-class CaptureError(TracekitError):
-    """A capture that failed (profiler exit status, workload crash, bad settings); ``run_dir``:
-    the run folder it left, where it left one (a sweep's manifest names it for the point)."""
+class RunFolderError(TracekitError):
+    """An error that may name the run folder a capture left (``run_dir``; None where it left
+    none): a sweep's manifest names it for the point."""
 
     def __init__(self, message: str, run_dir: str | os.PathLike | None = None) -> None:
         super().__init__(message)
         self.run_dir = None if run_dir is None else str(run_dir)
+
+
+class CaptureError(RunFolderError):
+    """A capture that failed (profiler exit status, workload crash, bad settings)."""
 
 
 class OutputError(TracekitError):
@@ -50,16 +54,10 @@ class StoreBusy(TracekitError):
     """The store is locked by another process (an ingest under way): try again later."""
 
 
-class Interrupted(TracekitError):
-    """Ctrl-C during a command that writes the store; the message says what was kept.
-    ``run_dir``: the run folder a capture it cut left, where it left one (a sweep's manifest
-    names it for the point)."""
+class Interrupted(RunFolderError):
+    """Ctrl-C during a command that writes the store; the message says what was kept."""
 
     exit_code = 130
-
-    def __init__(self, message: str, run_dir: str | os.PathLike | None = None) -> None:
-        super().__init__(message)
-        self.run_dir = None if run_dir is None else str(run_dir)
 
 
 #: (temporary path, the user's path) pairs in force in this thread (``shown_as``)

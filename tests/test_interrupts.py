@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -177,6 +178,73 @@ def test_ctrl_c_before_the_commit_leaves_the_store_as_it_was(small_store):
     tk.close()
     assert info.value.exit_code == 130
     assert "interrupted; not ingested, nothing of it is in the store" in str(info.value)
+    assert _counts(small_store) == before
+
+
+class _AfterTheLoader(_SigintDuringCommit):
+    """A DuckDB connection on which ``act(con)`` runs in place of the ingest's last
+    statement before its COMMIT: the memory limit set back once the nsys loader has
+    dropped its temporary tables."""
+
+    def __init__(self, con, act):
+        super().__init__(con)
+        self._act, self._dropped = act, False
+
+    def execute(self, sql, *args, **kwargs):
+        self._dropped = self._dropped or sql.startswith("DROP TABLE IF EXISTS _nsys_")
+        if self._dropped and sql.startswith("SET memory_limit"):
+            self._dropped = False
+            return self._act(self._con)
+        return self._con.execute(sql, *args, **kwargs)
+
+
+def test_ctrl_c_stopping_the_last_statement_before_the_commit_is_no_commit(small_store):
+    """A Ctrl-C that stops the statement before the COMMIT (the waker stops it; Python's
+    handler, running as its error is handled, raises nothing more): the run is not said
+    to be in the store. The loader used to pass over that statement's error, and DuckDB's
+    COMMIT of the aborted transaction rolled the run back while the ingest reported its rows
+    (a new store read back as the schema alone, CI on 2026-12-05)."""
+    from tracekit import interrupts
+
+    def stopped_by_ctrl_c(con):
+        timer = threading.Timer(0.2, interrupts._interrupt_statements)  # (what the waker does on SIGINT)
+        timer.start()
+        try:
+            return con.execute("SELECT count(*) FROM range(10000000000000)").fetchall()
+        finally:
+            timer.join()
+
+    before = _counts(small_store)
+    tk = tracekit.open(small_store)
+    real = tk.con
+    tk._con = _AfterTheLoader(real, stopped_by_ctrl_c)
+    with pytest.raises(tracekit.TracekitError) as info:
+        tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="again")
+    tk._con = real
+    tk.close()
+    assert info.value.exit_code == 130
+    assert "interrupted; not ingested, nothing of it is in the store" in str(info.value)
+    assert _counts(small_store) == before
+
+
+def test_an_error_passed_over_inside_the_ingest_is_no_commit(small_store):
+    """Whatever statement failed inside the ingest's transaction with its error caught and
+    passed over, the COMMIT that DuckDB would turn into a rollback is refused: an error, not
+    rows reported and lost."""
+
+    def failed_and_passed_over(con):
+        with contextlib.suppress(duckdb.Error):
+            con.execute("SELECT error('a clean-up failed')").fetchall()
+
+    before = _counts(small_store)
+    tk = tracekit.open(small_store)
+    real = tk.con
+    tk._con = _AfterTheLoader(real, failed_and_passed_over)
+    with pytest.raises(RuntimeError, match="nothing was committed"):
+        tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="again")
+    tk._con = real
+    assert tk.last_ingest is None
+    tk.close()
     assert _counts(small_store) == before
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .errors import Interrupted, ParamError, TracekitError, missing
 from .interrupts import SigintWatch
-from .store import IngestResult, Pending, Tracekit, ingest_memory_limit
+from .store import IngestResult, Pending, Tracekit, commit, ingest_memory_limit
 
 
 @dataclass
@@ -408,7 +408,7 @@ def _take_turn(cur: _Cursor, pending: Pending, in_flight: dict[str, threading.Ev
         try:
             for intern in got.parsed.interns:
                 intern(con)
-            con.execute("COMMIT")
+            commit(con)
         except BaseException:
             con.execute("ROLLBACK")
             raise

@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import InputError
-from .store import CAPTURE_STATUS, IngestResult, Tracekit
+from .store import CAPTURE_STATUS, IngestResult, Tracekit, commit
 
 #: A column whose name ends with this holds a ``_strings`` id (schema_nsys.sql):
 #: landing maps those ids from the staging database's to the store's.
@@ -138,7 +138,7 @@ def land(tk: Tracekit, staged: Staged) -> IngestResult:
                 tk._delete_rows(replace, *absorbs)
             result = _copy_run(con, alias, staged, replace, name)
             result.absorbed = absorbs
-            con.execute("COMMIT")
+            commit(con)
             tk._created = False
         except BaseException as err:
             con.execute("ROLLBACK")

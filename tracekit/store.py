@@ -262,6 +262,20 @@ def _first_error(err: BaseException) -> BaseException:
     return err
 
 
+def commit(con) -> None:
+    """COMMIT the connection's transaction, or raise where a statement of it failed.
+    DuckDB's COMMIT of a transaction a failed statement aborted rolls it back and returns
+    as a commit does: an error caught and passed over inside the transaction (a clean-up's,
+    or a statement Ctrl-C stopped) would drop every row written while the caller reports
+    them stored."""
+    try:
+        con.execute("SELECT 1").fetchall()  # (in an aborted transaction: "Current transaction is aborted")
+    except duckdb.TransactionException as err:
+        raise RuntimeError("a statement of the transaction failed and its error was not raised; "
+                           "nothing was committed") from err
+    con.execute("COMMIT")
+
+
 def writer_info_path(db: str | os.PathLike) -> Path:
     """The small file beside a store that says who writes it (pid, what, since when) while a
     read-write connection holds DuckDB's lock: readers that meet the lock name the writer."""
@@ -1145,7 +1159,7 @@ class Tracekit:
                 rows.update(load(con, run_id, memory_limit=self.memory_limit))
             with self._sigints.held():
                 if not self._one_transaction:  # (else the block commits)
-                    con.execute("COMMIT")
+                    commit(con)
                     self._created = False  # the store holds a run now: keep it whatever follows
                 self.last_ingest = IngestResult(run_id, name, parsed.kind, source, False, rows, replaced=replace,
                                                 absorbed=tuple(absorbs),
@@ -1217,7 +1231,7 @@ class Tracekit:
         try:
             yield
             with self._sigints.held():
-                con.execute("COMMIT")
+                commit(con)
                 self._created = False
         except BaseException:
             try:
@@ -1274,7 +1288,7 @@ class Tracekit:
         try:
             con.execute("BEGIN TRANSACTION")
             self._delete_rows(run_id)
-            con.execute("COMMIT")
+            commit(con)
         except BaseException as err:
             try:
                 con.execute("ROLLBACK")
@@ -1440,7 +1454,7 @@ class Tracekit:
             con.execute("BEGIN TRANSACTION")
             self._delete_rows(*added)
             con.execute("DELETE FROM _strings WHERE string_id > ?", [strings])
-            con.execute("COMMIT")
+            commit(con)
         except BaseException as err:
             with contextlib.suppress(duckdb.Error):
                 con.execute("ROLLBACK")

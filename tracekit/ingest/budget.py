@@ -167,16 +167,21 @@ class MemoryBudget:
             return  # never set by this ingest: DuckDB's limit is the configured one, or another's to set back
         with _SHARED_LOCK:
             self._set[0] = _shared_set[0] = None
-        with contextlib.suppress(Exception):  # (not in an aborted transaction: the store sets it back)
-            self.con.execute(f"SET memory_limit = '{duckdb_setting(self.setting)}'")
+        # (after a failure the store sets it back: a statement here would fail in the aborted
+        # transaction; after success its error is raised, or the COMMIT would drop the run)
+        self.con.execute(f"SET memory_limit = '{duckdb_setting(self.setting)}'")
 
     @contextlib.contextmanager
     def writing(self):
         """Inside: DuckDB's share while rows are written (``WRITING_MEMORY_MARGIN``);
-        the share without margin after."""
+        the share without margin after. After a failure that share is tried quietly (an
+        aborted transaction refuses it, and the store sets the limit back); after success its
+        error is raised, or the COMMIT would drop the run."""
         self.share(WRITING_MEMORY_MARGIN)
         try:
             yield
-        finally:
+        except BaseException:
             with contextlib.suppress(Exception):
                 self.share()
+            raise
+        self.share()

@@ -108,23 +108,28 @@ def _flushing_allocator(con):
     first in sets them and the last out sets them back."""
     with _FLUSH_LOCK:
         if _flushing[0] == 0:
-            try:
-                _flushing[1] = [con.execute(f"SELECT current_setting('{s}')").fetchall()[0][0]
-                                for s in _FLUSH_SETTINGS]
-            except Exception:  # a DuckDB without the settings: nothing to change
-                _flushing[1] = None
+            # (read from the table of settings: asking a DuckDB without them for them would
+            # fail, and a failed statement aborts the ingest's transaction)
+            held = dict(con.execute("SELECT name, value FROM duckdb_settings() WHERE list_contains(?, name)",
+                                    [list(_FLUSH_SETTINGS)]).fetchall())
+            _flushing[1] = [held[s] for s in _FLUSH_SETTINGS] if len(held) == len(_FLUSH_SETTINGS) else None
         _flushing[0] += 1
         if _flushing[1] is not None:
             for name in _FLUSH_SETTINGS:
                 con.execute(f"SET {name} = '0MB'")
+    failed = True
     try:
         yield
+        failed = False
     finally:
         with _FLUSH_LOCK:
             _flushing[0] -= 1
             if _flushing[0] == 0 and _flushing[1] is not None:
                 for name, value in zip(_FLUSH_SETTINGS, _flushing[1], strict=True):
-                    with contextlib.suppress(Exception):  # (not in an aborted transaction: kept, it costs only time)
+                    # after a failure the transaction is aborted and refuses the SET (the settings
+                    # are kept: that costs only time); after success its error is raised, or the
+                    # COMMIT would drop the run
+                    with contextlib.suppress(Exception) if failed else contextlib.nullcontext():
                         con.execute(f"SET {name} = '{value}'")
 
 

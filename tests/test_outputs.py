@@ -243,6 +243,13 @@ def test_xlsx_holds_the_rows_csv_holds_as_numbers(small_store, capsys, tmp_path)
                                  "-(2::BIGINT ** 53)::BIGINT AS edge, 3 AS small", "-o", str(big)]) == 0
     ws = openpyxl.load_workbook(big).active
     assert [c.value for c in ws[2]] == ["1795967826699307222", "18446744073709551615", -(2**53), 3]
+    # so is one DuckDB hands over as a Decimal (HUGEINT, DECIMAL(38, 0)); a fraction stays a number
+    assert cli_main([*db, "sql", "SELECT 123456789012345678901234567890::HUGEINT AS h, 18446744073709551615::"
+                                 "DECIMAL(38, 0) AS d, 9007199254740992::DECIMAL(38, 0) AS edge, 1.25::DECIMAL(10, 2) "
+                                 "AS frac", "-o", str(big)]) == 0
+    ws = openpyxl.load_workbook(big).active
+    assert [(c.value, c.data_type) for c in ws[2]] == [
+        ("123456789012345678901234567890", "s"), ("18446744073709551615", "s"), (2**53, "n"), (1.25, "n")]
     capsys.readouterr()
     nested = tmp_path / "nested.xlsx"
     assert cli_main([*db, "sql", "SELECT [1, 2] AS l", "-o", str(nested)]) == 2

@@ -12,6 +12,7 @@ column; bytes are written as hex, as CSV and JSON do.
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from pathlib import Path
 
 from .errors import ParamError
@@ -108,11 +109,14 @@ EXACT_INT = 2**53
 
 def cell_value(v):
     """A value as a cell holds it: NaN and infinities (which a sheet has no number for) and
-    integers a double cannot hold exactly (past 2**53: an id, a hash) as their text; the
-    control characters a sheet's XML cannot hold escaped (``\\x01``)."""
+    integers a double cannot hold exactly (past 2**53: an id, a hash; a whole Decimal, as
+    DuckDB's HUGEINT and DECIMAL(38, 0) come, too) as their text; the control characters a
+    sheet's XML cannot hold escaped (``\\x01``)."""
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
         return str(v)
-    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > EXACT_INT:
+    whole = (isinstance(v, int) and not isinstance(v, bool)) or (
+        isinstance(v, Decimal) and v.is_finite() and v == v.to_integral_value())
+    if whole and abs(v) > EXACT_INT:
         return str(v)
     if isinstance(v, str):
         from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE

@@ -3043,10 +3043,10 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
             params["run"] = run
         try:
             data = spec.data(tk, **params)
-        except ParamError as err:  # (diff's --by, given to a chart as -p by=)
+        except (ParamError, QueryError) as err:  # (diff's --by, given to a chart as -p by=; a scope a run lacks)
             if not str(err).startswith("--by "):
                 raise
-            raise ParamError(f"chart {name}: by={str(err).removeprefix('--by ')}") from None
+            raise type(err)(f"chart {name}: by={str(err).removeprefix('--by ')}") from None
         return _with_subtitle(spec.build(data))
     from .registry import get_registry
 

@@ -258,6 +258,38 @@ def test_xlsx_holds_the_rows_csv_holds_as_numbers(small_store, capsys, tmp_path)
     assert "--format xlsx needs -o FILE" in _one_error_line(capsys)
 
 
+def test_a_time_is_one_text_in_every_file_format(small_store, capsys, tmp_path):
+    """A run's ingested_at and any time `tracekit sql` gives: ISO 8601 with its T, to the
+    column's precision, an offset as +00:00, alike in CSV, TSV, JSON and a sheet (Polars wrote
+    JSON's with a space and CSV's offsets as +0000); read back as the same time."""
+    import csv
+    import datetime as dt
+    import json
+
+    import openpyxl
+
+    sql = ("SELECT TIMESTAMP '2026-12-05 22:08:07.9' AS t, TIMESTAMPTZ '2026-12-05 22:08:07.9+00' AS tz, "
+           "TIMESTAMP_NS '2026-12-05 22:08:07.123456789' AS ns, TIMESTAMP_MS '2026-12-05 22:08:07.9' AS ms")
+    want = ["2026-12-05T22:08:07.900000", "2026-12-05T22:08:07.900000+00:00", "2026-12-05T22:08:07.123456789",
+            "2026-12-05T22:08:07.900"]
+    got = {}
+    for fmt in ("csv", "tsv", "json", "xlsx"):
+        out = tmp_path / f"t.{fmt}"
+        assert cli_main(["--db", str(small_store), "sql", sql, "-o", str(out)]) == 0
+        if fmt == "json":
+            got[fmt] = list(json.loads(out.read_text())[0].values())
+        elif fmt == "xlsx":
+            got[fmt] = [c.value for c in openpyxl.load_workbook(out).active[2]]
+        else:
+            got[fmt] = list(csv.reader(out.open(), delimiter="\t" if fmt == "tsv" else ","))[1]
+    assert got == dict.fromkeys(got, want)
+    assert dt.datetime.fromisoformat(want[1]) == dt.datetime(2026, 12, 5, 22, 8, 7, 900000, dt.UTC)
+    capsys.readouterr()
+    assert cli_main(["--db", str(small_store), "runs", "-f", "json"]) == 0
+    stamp = json.loads(capsys.readouterr().out)[0]["ingested_at"]
+    assert "T" in stamp and dt.datetime.fromisoformat(stamp).year >= 2026
+
+
 def test_an_interrupted_write_leaves_the_old_file_and_no_temporary(tmp_path):
     out = tmp_path / "out.csv"
     out.write_text("the old output\n")

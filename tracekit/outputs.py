@@ -258,8 +258,9 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
 
 def plain_columns(df, fmt: str, cannot_nest: str | None = None):
     """``df`` for a text format ``fmt``: bytes (a BLOB) as hex text, which none of them
-    holds; lists or structs a one-line error where ``cannot_nest`` (what of the format
-    cannot hold them: ``CSV``, ``a cell``) says the format has no place for them."""
+    holds; times as ISO 8601 text, alike in all of them; lists or structs a one-line error
+    where ``cannot_nest`` (what of the format cannot hold them: ``CSV``, ``a cell``) says the
+    format has no place for them."""
     import polars as pl
 
     from .errors import ParamError
@@ -269,7 +270,20 @@ def plain_columns(df, fmt: str, cannot_nest: str | None = None):
         raise ParamError(f"--format {fmt}: column {nested[0]!r} holds lists or structs, which {cannot_nest} cannot; "
                          "use --format json or parquet")
     blobs = [c for c, t in df.schema.items() if t == pl.Binary]
-    return df.with_columns(pl.col(c).bin.encode("hex") for c in blobs) if blobs else df
+    # A time as one text in every text format: ISO 8601 with its T, to the column's precision,
+    # an offset as +00:00 (RFC 3339). Polars writes JSON's naive times with a space, and CSV's
+    # offsets as +0000.
+    stamps = {c: t for c, t in df.schema.items() if isinstance(t, pl.Datetime)}
+    if not (blobs or stamps):
+        return df
+    return df.with_columns(
+        *(pl.col(c).bin.encode("hex") for c in blobs),
+        *(pl.col(c).dt.to_string(f"%Y-%m-%dT%H:%M:%S%.{_DIGITS[t.time_unit]}f{'%:z' if t.time_zone else ''}")
+          for c, t in stamps.items()))
+
+
+#: the digits of a second's fraction of a Polars time unit
+_DIGITS = {"ms": 3, "us": 6, "ns": 9}
 
 
 def _reason(err: OSError) -> str:

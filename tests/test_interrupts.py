@@ -207,12 +207,21 @@ def test_ctrl_c_stopping_the_last_statement_before_the_commit_is_no_commit(small
     from tracekit import interrupts
 
     def stopped_by_ctrl_c(con):
-        timer = threading.Timer(0.2, interrupts._interrupt_statements)  # (what the waker does on SIGINT)
-        timer.start()
+        done = threading.Event()
+
+        def waker():
+            # what the waker does on SIGINT, again until it lands (DuckDB forgets an interrupt
+            # that comes before the statement starts)
+            while not done.wait(0.2):
+                interrupts._interrupt_statements()
+
+        thread = threading.Thread(target=waker)
+        thread.start()
         try:
             return con.execute("SELECT count(*) FROM range(10000000000000)").fetchall()
         finally:
-            timer.join()
+            done.set()
+            thread.join()
 
     before = _counts(small_store)
     tk = tracekit.open(small_store)

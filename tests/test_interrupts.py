@@ -141,14 +141,24 @@ class _SigintDuringCommit:
         return getattr(self._con, name)
 
 
-def test_ctrl_c_during_the_commit_keeps_and_reports_the_run(small_store):
-    tk = tracekit.open(small_store)
+def _ingest_through(store: Path, wrap, error: type[BaseException] = tracekit.TracekitError):
+    """Ingest the small nsys export into ``store`` as run "again" with the store's connection
+    replaced by ``wrap(con)`` (a stand-in that acts at some statement), expecting ``error``:
+    its ExceptionInfo and the Tracekit (closed, its connection given back)."""
+    tk = tracekit.open(store)
     real = tk.con
-    tk._con = _SigintDuringCommit(real)
-    with pytest.raises(tracekit.TracekitError) as info:
-        tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="again")
-    tk._con = real
-    tk.close()
+    tk._con = wrap(real)
+    try:
+        with pytest.raises(error) as info:
+            tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="again")
+    finally:
+        tk._con = real
+        tk.close()
+    return info, tk
+
+
+def test_ctrl_c_during_the_commit_keeps_and_reports_the_run(small_store):
+    info, _ = _ingest_through(small_store, _SigintDuringCommit)
     assert info.value.exit_code == 130
     assert "interrupted after the commit: it is in the store as run 3 (again)" in str(info.value)
     con = duckdb.connect(str(small_store), read_only=True)
@@ -160,8 +170,6 @@ def test_ctrl_c_during_the_commit_keeps_and_reports_the_run(small_store):
 def test_ctrl_c_before_the_commit_leaves_the_store_as_it_was(small_store):
     """The same SIGINT as the run's rows are inserted: nothing of the run is kept."""
     before = _counts(small_store)
-    tk = tracekit.open(small_store)
-    real = tk.con
 
     class SigintOnLastInsert(_SigintDuringCommit):
         def execute(self, sql, *args, **kwargs):
@@ -171,11 +179,7 @@ def test_ctrl_c_before_the_commit_leaves_the_store_as_it_was(small_store):
                 os.kill(os.getpid(), signal.SIGINT)
             return self._con.execute(sql, *args, **kwargs)
 
-    tk._con = SigintOnLastInsert(real)
-    with pytest.raises(tracekit.TracekitError) as info:
-        tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="again")
-    tk._con = real
-    tk.close()
+    info, _ = _ingest_through(small_store, SigintOnLastInsert)
     assert info.value.exit_code == 130
     assert "interrupted; not ingested, nothing of it is in the store" in str(info.value)
     assert _counts(small_store) == before
@@ -224,13 +228,7 @@ def test_ctrl_c_stopping_the_last_statement_before_the_commit_is_no_commit(small
             thread.join()
 
     before = _counts(small_store)
-    tk = tracekit.open(small_store)
-    real = tk.con
-    tk._con = _AfterTheLoader(real, stopped_by_ctrl_c)
-    with pytest.raises(tracekit.TracekitError) as info:
-        tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="again")
-    tk._con = real
-    tk.close()
+    info, _ = _ingest_through(small_store, lambda con: _AfterTheLoader(con, stopped_by_ctrl_c))
     assert info.value.exit_code == 130
     assert "interrupted; not ingested, nothing of it is in the store" in str(info.value)
     assert _counts(small_store) == before
@@ -246,14 +244,9 @@ def test_an_error_passed_over_inside_the_ingest_is_no_commit(small_store):
             con.execute("SELECT error('a clean-up failed')").fetchall()
 
     before = _counts(small_store)
-    tk = tracekit.open(small_store)
-    real = tk.con
-    tk._con = _AfterTheLoader(real, failed_and_passed_over)
-    with pytest.raises(RuntimeError, match="nothing was committed"):
-        tk.ingest(DATA / "nsys_odd_nvtx_cuda_only" / "export.sqlite.xz", name="again")
-    tk._con = real
+    info, tk = _ingest_through(small_store, lambda con: _AfterTheLoader(con, failed_and_passed_over), RuntimeError)
+    info.match("nothing was committed")
     assert tk.last_ingest is None
-    tk.close()
     assert _counts(small_store) == before
 
 

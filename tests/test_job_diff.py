@@ -51,6 +51,7 @@ def store(tmp_path_factory):
 def tk(store):
     with tracekit.open(store, read_only=True) as tk:
         yield tk
+    _ANSWERS.clear()  # (``_once``'s answers of this store go with it)
 
 
 def _first(j: str) -> str:
@@ -63,11 +64,30 @@ def _quiet(fn, *args, **kw):
         return fn(*args, **kw)
 
 
+#: the module store's answers asked through ``_once``, by (function, arguments)
+_ANSWERS: dict = {}
+
+
+def _once(fn, *args, **kw):
+    """``_quiet(fn, *args, **kw)`` of the module's read-only store (``fn`` one of its methods, or
+    a function given it), asked once for the module: several tests check the same comparison
+    (diff_jobs 5 9 in seven), each on the answer the first asked. The answers are polars
+    DataFrames, which no test changes; calls that pass a callback, expect a warning or an error,
+    or run with a function replaced ask ``tk`` themselves."""
+    def hashable(v):
+        return tuple(v) if isinstance(v, list) else v
+
+    key = (fn, *map(hashable, args), *sorted((k, hashable(v)) for k, v in kw.items()))
+    if key not in _ANSWERS:
+        _ANSWERS[key] = _quiet(fn, *args, **kw)
+    return _ANSWERS[key]
+
+
 def test_the_same_program_again_changes_nothing_on_the_gpu(tk):
     """base against base_again: no kernel, memory operation, GPU busy time or NVTX kernel
     time moved beyond diff's rules on any rank, while the job's step time (its slowest
     rank's, host-timed) moved by tens of per cent with a tiny p-value: reported, not judged."""
-    df = _quiet(tk.diff_jobs, _first("base"), _first("base_again"))
+    df = _once(tk.diff_jobs, _first("base"), _first("base_again"))
     assert df.columns == job_diff.COLUMNS
     assert df.filter(pl.col("verdict") != "unchanged").is_empty()
     assert set(df["scope"]) == {"job", "kernel", "nvtx", "api", "memcpy", "gpu"}
@@ -89,7 +109,7 @@ def test_the_planted_changes_are_found_on_their_ranks(tk):
     new straggler, x1.5) and improved on rank 2 (the old one, x2/3), the job's total about
     level: the job's verdict is the harm, the note says where. The job's instances are the
     ranks' NVIDIA counts summed."""
-    df = _quiet(tk.diff_jobs, _first("base_again"), _first("after"))
+    df = _once(tk.diff_jobs, _first("base_again"), _first("after"))
     counts = PLANT["nsys_stats_kernel_instances"]
     rows = {r["key"]: r for r in df.filter((pl.col("scope") == "kernel") & (pl.col("metric") == "instances"))
             .iter_rows(named=True)}
@@ -132,7 +152,7 @@ def test_the_jobs_time_is_its_slowest_ranks_and_the_straggler_moved(tk):
     """The job scope: per NVTX path and step, the slowest rank's duration (from the
     exports, read by the fixture's script): job_med_ns their median, job_total_ns their sum;
     slowest_rank the rank slowest in most steps, 2 -> 1 in step/forward, said first."""
-    df = _quiet(tk.diff_jobs, _first("base_again"), _first("after"))
+    df = _once(tk.diff_jobs, _first("base_again"), _first("after"))
     job = {(r["key"], r["metric"]): r for r in df.filter(pl.col("scope") == "job").iter_rows(named=True)}
     for path, name in (("step", "step"), ("step/forward", "forward"), ("step/exchange", "exchange"),
                        ("step/backward", "backward")):
@@ -167,7 +187,7 @@ def test_what_moved_names_each_kernel_apart_as_the_table_does(tk):
     """Three kernels of the jobs shorten alike to ``at::native::vectorized_elementwise_kernel``:
     tanh's, 25 % more launches in the heavier backward, and two others. What moved names tanh's
     as the table does, told apart from the others, not by the name they all shorten to."""
-    df = _quiet(tk.diff_jobs, _first("base"), _first("after"))
+    df = _once(tk.diff_jobs, _first("base"), _first("after"))
     alike = {k for k in df.filter(pl.col("scope") == "kernel")["key"] if "vectorized_elementwise_kernel" in k}
     (tanh,) = [k for k in alike if "tanh" in k]
     assert len(alike) == 3
@@ -492,7 +512,7 @@ def test_the_job_diff_chart_shows_each_ranks_change(tk, store, tmp_path, capsys)
     from tracekit import charts
 
     data = _quiet(job_diff.rank_changes, tk, "5", "9", limit=6)
-    job = _quiet(tk.diff_jobs, "5", "9")
+    job = _once(tk.diff_jobs, "5", "9")
     heads = job.filter(pl.col("metric") == pl.col("scope").replace_strict(job_diff.HEADLINE, default=None))
     changed = heads.filter(pl.col("verdict") != "unchanged").select("scope", "key").rows()
     assert data.select("scope", "key").unique(maintain_order=True).rows() == changed[:6]
@@ -514,7 +534,7 @@ def test_the_job_diff_chart_shows_each_ranks_change(tk, store, tmp_path, capsys)
     out = tmp_path / "jobs.html"
     assert main(["--db", str(store), "chart", "job-diff", "-p", "base=5", "-p", "new=9", "-o", str(out)]) == 0
     page = chart_marks(out)
-    drawn = _quiet(job_diff.rank_changes, tk, "5", "9")
+    drawn = _once(job_diff.rank_changes, tk, "5", "9")
     assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["error"] is None
     assert page.value["marks"]["rect"] == drawn.height
     assert page.value["marks"]["symbol"] == drawn.filter(pl.col("verdict").is_in(["regressed", "improved"])).height
@@ -532,7 +552,7 @@ def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, 
     keys = [sec.key for sec, *_ in rep.sections]
     assert keys[:2] == ["diff", "job-diff"]
     sec, table, spec, _ = rep.sections[1]
-    job = _quiet(tk.diff_jobs, "5", "9")
+    job = _once(tk.diff_jobs, "5", "9")
     assert sec.title == "This job against run 5's" and "16 regressed" in sec.intro
     assert "Slowest rank of step/forward: rank 2" in sec.intro
     assert table.count('class="verdict v-regressed"') == job.filter(pl.col("verdict") == "regressed").height
@@ -544,7 +564,7 @@ def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, 
     out = tmp_path / "r.html"
     assert main(["--db", str(store), "report", "--run", "9", "--vs", "5", "-o", str(out)]) == 0
     page = load(out, "window.tracekitReport && window.tracekitReport.done", "window.tracekitReport")
-    drawn = _quiet(job_diff.rank_changes, tk, "5", "9")
+    drawn = _once(job_diff.rank_changes, tk, "5", "9")
     assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["failed"] == 0
     assert page.value["marks"]["chart-job-diff"] == drawn.height + drawn.filter(
         pl.col("verdict").is_in(["regressed", "improved"])).height
@@ -564,7 +584,7 @@ def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, sto
     keys = [sec.key for sec, *_ in rep.sections]
     assert keys[:3] == ["compare", "compare-jobs", "compare-timeline"]
     sec, table, spec, _ = rep.sections[1]
-    got = _quiet(tk.compare, "1", ["5", "9"], jobs=True)
+    got = _once(tk.compare, "1", ["5", "9"], jobs=True)
     assert sec.title == "These jobs against base" and "(up to 4 ranks; tracekit compare --jobs 1 5 9)" in sec.intro
     assert "; ".join(compare.counts(got)) in sec.intro and "after: 89 not judged, 56 unchanged, 16 regressed" in sec.intro
     for verdict in ("regressed", "improved"):
@@ -597,9 +617,8 @@ def test_a_parquet_dataset_compares_the_jobs_as_the_store_does(tk, tmp_path):
 
     export(tk, tmp_path / "ds")
     with tracekit.open(tmp_path / "ds") as ds:
-        for per_rank in (False, True):
-            assert _quiet(ds.diff_jobs, "5", "9", per_rank=per_rank).equals(
-                _quiet(tk.diff_jobs, "5", "9", per_rank=per_rank))
+        for kw in ({}, {"per_rank": True}):
+            assert _quiet(ds.diff_jobs, "5", "9", **kw).equals(_once(tk.diff_jobs, "5", "9", **kw))
 
 
 def test_a_rank_pair_that_fails_stops_the_comparison(tk, monkeypatch):
@@ -664,7 +683,7 @@ def test_jobs_without_cuda_judge_the_jobs_time(tk, tmp_path):
     assert batches.row(0, named=True)["note"] == "regressed on rank 0 (+50.0 %); unchanged on rank 1 (identical)"
     said = job_diff.moved(df)[0]
     assert said.startswith("Job time (the slowest rank's, instance by instance): ") and "request total +" in said
-    assert not any(line.startswith("Job time") for line in job_diff.moved(_quiet(tk.diff_jobs, "5", "9")))
+    assert not any(line.startswith("Job time") for line in job_diff.moved(_once(tk.diff_jobs, "5", "9")))
 
 
 def test_a_job_is_named_by_its_path_as_its_exports_were_given_here(tk, monkeypatch):
@@ -687,7 +706,7 @@ def test_a_job_is_named_by_the_folder_of_its_exports(tk, tmp_path, capsys, monke
     db = tmp_path / "f.duckdb"
     with tracekit.open(db) as mine:
         got = _quiet(mine.diff_jobs, DATA / "base_again", str(DATA / "after"))
-        assert got.equals(_quiet(tk.diff_jobs, "5", "9"))
+        assert got.equals(_once(tk.diff_jobs, "5", "9"))
         assert mine.runs().height == 8
         assert _quiet(mine.diff_jobs, str(DATA / "base_again"), "after/rank0/export").equals(got)
         assert mine.runs().height == 8
@@ -810,12 +829,12 @@ def test_compare_jobs_puts_each_job_against_the_base_side_by_side(tk, store, cap
     """compare --jobs BASE JOB JOB: each job's rows are diff --jobs BASE JOB's; the columns
     are named by what the jobs' names do not share (base, base_again, after); a narrow table
     cuts a job's cell at its end."""
-    got = _quiet(tk.compare, "1", ["5", "9"], jobs=True)
+    got = _once(tk.compare, "1", ["5", "9"], jobs=True)
     assert got.columns == compare.JOB_COLUMNS
     assert compare.runs_of(got) == ["base_again", "after"] and set(got["base_run"]) == {"base"}
     for run, new in (("base_again", "5"), ("after", "9")):
         mine = got.filter(pl.col("run") == run).drop("base_run", "run", "repeat", "noise_pct").rename({"value": "new"})
-        alone = _quiet(tk.diff_jobs, "1", new)
+        alone = _once(tk.diff_jobs, "1", new)
         assert mine.sort("scope", "key", "metric").equals(alone.select(mine.columns).sort("scope", "key", "metric"))
     # a terminal too narrow for a job's cells cuts them at their end: they start with the value
     # ('…/4 ranks) [ms 24]' where '3/4 ranks' was cut as a path and labelled apart)
@@ -844,14 +863,14 @@ def test_a_repeat_of_the_base_job_holds_each_ranks_change_within_its_noise(tk):
     row is made from its ranks': the ranks held are counted as unchanged. after -> base with
     base_again as the repeat (its change from after is base's, give or take the noise): many
     ranks' changes are held. base -> after with the true repeat holds no planted change."""
-    got = _quiet(tk.diff_jobs, "9", "1", repeats=["5"])
+    got = _once(tk.diff_jobs, "9", "1", repeats=["5"])
     assert got.columns == [*job_diff.COLUMNS, "noise_pct"]
     noted = pl.col("note").str.contains(compare.NOISE_NOTE, literal=True)
     held = got.filter(noted & (pl.col("verdict") == "unchanged"))  # (every rank's change held)
     assert held.height >= 5 and got.filter(noted & (pl.col("verdict") == "improved")).height >= 5
     per_rank = {}
     for r in range(4):
-        one = _quiet(tk.diff, str(9 + r), str(1 + r), repeats=[str(5 + r)])
+        one = _once(tk.diff, str(9 + r), str(1 + r), repeats=[str(5 + r)])
         for row in one.iter_rows(named=True):
             per_rank.setdefault((row["scope"], row["key"], row["metric"]), []).append(row)
     ranked = got.filter(pl.col("scope") != "job")
@@ -862,24 +881,24 @@ def test_a_repeat_of_the_base_job_holds_each_ranks_change_within_its_noise(tk):
             assert row[f"ranks_{verdict}"] == sum(x["verdict"] == verdict for x in ranks), (row, verdict)
         noise = [x["noise_pct"] for x in ranks if x["noise_pct"] is not None]
         assert row["noise_pct"] == (max(noise) if noise else None)
-    plain = _quiet(tk.diff_jobs, "1", "9")
+    plain = _once(tk.diff_jobs, "1", "9")
     repeated = _quiet(tk.diff_jobs, "1", "9", repeats=["5"])
     assert repeated.select(plain.columns).equals(plain)
 
 
-def test_the_command_shows_a_repeats_noise(store, capsys, monkeypatch):
+def test_the_command_shows_a_repeats_noise(store, tk, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["--db", str(store), "diff", "--jobs", "9", "1", "--repeat", "5"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == ["scope", "key", "metric", "base", "new", "delta", "noise", "verdict", "ranks",
                                            "top_rank", "note"]
-    held = _quiet(tracekit.open(store, read_only=True).diff_jobs, "9", "1", repeats=["5"]).filter(
+    held = _once(tk.diff_jobs, "9", "1", repeats=["5"]).filter(
         pl.col("note").str.contains(compare.NOISE_NOTE, literal=True) & (pl.col("verdict") == "unchanged")).height
     assert f"; {held} change(s) within the repeats' noise, not judged" in out
     assert main(["--db", str(store), "diff", "--jobs", "9", "1", "--repeat", "5", "--per-rank", "--limit", "0"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:8] == ["rank", "scope", "key", "metric", "base", "new", "delta", "noise"]
-    long = _quiet(tracekit.open(store, read_only=True).diff_jobs, "9", "1", repeats=["5"], per_rank=True)
+    long = _once(tk.diff_jobs, "9", "1", repeats=["5"], per_rank=True)
     held = long.filter(pl.col("note").str.contains(compare.NOISE_NOTE, literal=True)
                        & (pl.col("verdict") == "unchanged")).height
     assert held > 0 and f"; {held} change(s) within the repeats' noise, not judged" in out
@@ -897,10 +916,10 @@ def test_repeats_of_the_base_job_hold_the_ranks_rows_the_chart_and_the_report(tk
     from tracekit.report import _job_comparison, build
 
     keys = ["scope", "key", "metric"]
-    long = _quiet(tk.diff_jobs, "9", "1", repeats=["5"], per_rank=True)
+    long = _once(tk.diff_jobs, "9", "1", repeats=["5"], per_rank=True)
     assert long.columns == [*diff.SCHEMA, "rank", "noise_pct"]
     for r in range(4):
-        one = _quiet(tk.diff, str(9 + r), str(1 + r), repeats=[str(5 + r)])
+        one = _once(tk.diff, str(9 + r), str(1 + r), repeats=[str(5 + r)])
         mine = long.filter(pl.col("rank") == r).drop("rank")
         assert mine.height == one.height and mine.sort(keys).equals(one.sort(keys)), r
     judged = pl.col("verdict").is_in(["regressed", "improved"])
@@ -912,7 +931,7 @@ def test_repeats_of_the_base_job_hold_the_ranks_rows_the_chart_and_the_report(tk
     assert sum(v["judged"] for v in drawn) < sum(v["judged"] for v in before)
     rep = _quiet(build, tk, "1", vs="9", repeats=["5"])
     sec, table, _, _ = next(s for s in rep.sections if s[0].key == "job-diff")
-    job = _quiet(tk.diff_jobs, "9", "1", repeats=["5"])
+    job = _once(tk.diff_jobs, "9", "1", repeats=["5"])
     assert "tracekit diff --jobs 9 1 --repeat 5" in sec.intro and "measured the noise rank by rank" in sec.intro
     for verdict in ("regressed", "improved"):
         assert table.count(f'class="verdict v-{verdict}"') == job.filter(pl.col("verdict") == verdict).height

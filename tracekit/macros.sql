@@ -95,6 +95,25 @@ CREATE OR REPLACE TEMP MACRO ncu_lacks(query, run, what) AS
                           ELSE 'run ' || run || ' (' || coalesce((SELECT name FROM runs WHERE run_id = run), '?')
                                || ') has no ' END || what;
 
+-- A roofline query's check of its inputs over the launches asked (``rows`` of them, ``with_flop``
+-- with a FLOP rate, ``with_bytes`` with a byte rate at some level; ``csv_details``: every one
+-- from ncu's details CSV page): true where there are none or it has both, else an error naming
+-- what the run lacks and how to profile for it (``sections``: the ncu sections that collect it),
+-- not rows of blanks.
+CREATE OR REPLACE TEMP MACRO ncu_roofline_inputs(query, run, rows, with_flop, with_bytes, csv_details, sections) AS
+    CASE WHEN rows = 0 OR (with_flop > 0 AND with_bytes > 0) THEN true
+         ELSE error(ncu_lacks(query, run, 'roofline input: ')
+                    || concat_ws(' and ',
+                           CASE WHEN with_flop = 0 THEN 'no FLOP rate (smsp__sass_thread_inst_executed_op_*_pred_on.sum.'
+                                                        || 'per_cycle_elapsed, sm__ops_path_tensor_*)' END,
+                           CASE WHEN with_bytes = 0 THEN 'no byte rate (dram__bytes.sum.per_second, lts__lts2xbar_cycles_'
+                                                         || 'active.sum.per_second, l1tex__lsu_writeback_active_*)' END)
+                    || CASE WHEN csv_details
+                            THEN '; ncu''s details CSV page prints no FLOP counters: ingest the .ncu-rep (or '
+                                 || 'ncu -i REPORT --csv --page raw), and where it lacks them too, profile with '
+                            ELSE '; profile with ' END
+                    || 'ncu ' || sections || ' (or --set full)') END;
+
 -- Whether a run (its params) belongs to sweep `sweep`, as the sweep queries' sweep parameter
 -- resolves it (registry.resolve_sweep): a sweep id; '' for the runs outside any sweep
 -- (`tracekit capture` runs); NULL for every run (sweep=all). The sweep queries pick each

@@ -70,27 +70,11 @@ WITH r AS MATERIALIZED (
     WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
       AND ncu_kernel_asked('roofline', $run, $kernel)
 ), checked AS (  -- read first: the error is raised before any row
-    SELECT CASE WHEN count(*) = 0 OR (count(*) FILTER (WHERE coalesce(fp64_flops_per_s, fp32_flops_per_s,
-                     fp16_flops_per_s, tensor_srcs) IS NOT NULL) > 0
-                     AND count(*) FILTER (WHERE coalesce(dram_bytes_per_s, l2_bytes_per_s, l1_bytes_per_s)
-                                          IS NOT NULL) > 0)
-                THEN true
-                ELSE error(ncu_lacks('roofline', $run, 'roofline input: ')
-                           || concat_ws(' and ',
-                                  CASE WHEN count(*) FILTER (WHERE coalesce(fp64_flops_per_s, fp32_flops_per_s,
-                                            fp16_flops_per_s, tensor_srcs) IS NOT NULL) = 0
-                                       THEN 'no FLOP rate (smsp__sass_thread_inst_executed_op_*_pred_on.sum.'
-                                            || 'per_cycle_elapsed, sm__ops_path_tensor_*)' END,
-                                  CASE WHEN count(*) FILTER (WHERE coalesce(dram_bytes_per_s, l2_bytes_per_s,
-                                            l1_bytes_per_s) IS NOT NULL) = 0
-                                       THEN 'no byte rate (dram__bytes.sum.per_second, lts__lts2xbar_cycles_active.'
-                                            || 'sum.per_second, l1tex__lsu_writeback_active_*)' END)
-                           || CASE WHEN bool_and(coalesce(json_extract_string(u.meta, '$.ncu_export') = 'csv-details',
-                                                          false))
-                                   THEN '; ncu''s details CSV page prints no FLOP counters: ingest the .ncu-rep (or '
-                                        || 'ncu -i REPORT --csv --page raw), and where it lacks them too, profile with '
-                                   ELSE '; profile with ' END
-                           || 'ncu --section SpeedOfLight_RooflineChart (or --set full)') END AS ok
+    SELECT ncu_roofline_inputs('roofline', $run, count(*),
+               count(*) FILTER (WHERE coalesce(fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s, tensor_srcs) IS NOT NULL),
+               count(*) FILTER (WHERE coalesce(dram_bytes_per_s, l2_bytes_per_s, l1_bytes_per_s) IS NOT NULL),
+               bool_and(coalesce(json_extract_string(u.meta, '$.ncu_export') = 'csv-details', false)),
+               '--section SpeedOfLight_RooflineChart') AS ok
     FROM r LEFT JOIN runs u ON u.run_id = r.run_id
 )
 SELECT run_id, kernel_id, name, nvtx_range, _ncu_kernel_class(name) AS kernel_class, duration_ns,

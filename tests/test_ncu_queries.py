@@ -24,8 +24,8 @@ from tracekit.registry import get_registry
 
 DATA = Path(__file__).parent / "data"
 GEMM_FLOP = 2 * 4096**3  # M = N = K = 4096
-NCU_QUERIES = ["ncu-kernels", "occupancy", "roofline", "speed-of-light", "ncu-rules", "warp-stalls", "memory-workload",
-               "ncu-summary", "compute-workload"]
+NCU_QUERIES = ["ncu-kernels", "occupancy", "roofline", "hierarchical-roofline", "speed-of-light", "ncu-rules",
+               "warp-stalls", "memory-workload", "ncu-summary", "compute-workload"]
 
 CWA_GOLDEN = {  # compute-workload column -> the metric of ncu's details page (Compute Workload Analysis,
     # Scheduler Statistics, Instruction Statistics)
@@ -404,6 +404,79 @@ def test_roofline_from_csv_matches_report(tk):
     for col in ("flops_per_s", "ai_dram", "roof_pct"):
         for a, b in zip(rep[col], csv_[col], strict=True):
             assert b == pytest.approx(a, rel=2e-3), col  # the CSV prints rates to 2 decimals
+
+
+def _hierarchical(ref: dict, prec: str) -> dict:
+    """ncu's hierarchical roofline of one precision for a launch, from the section formulas
+    (``recompute``): the precision's FLOP/s, its intensity at each level, and each level's roof
+    at that intensity, min(peak FLOP/s, AI x peak bandwidth)."""
+    key = {"tensor_bf16": "bf16"}.get(prec, prec)
+    f, peak = ref[key], ref["peak_bf16_dense" if prec == "tensor_bf16" else f"peak_{prec}"]
+    ai = {lv: f / ref[lv] for lv in ("l1", "l2", "dram")}
+    roof = {lv: min(peak, ai[lv] * ref[f"peak_{lv}"]) for lv in ai}
+    low = min(roof, key=roof.get)
+    return {"flops": f, "peak": peak, "ai": ai, "pct": {lv: 100 * f / roof[lv] for lv in roof},
+            "limiter": "compute" if roof[low] >= peak else {"l1": "L1", "l2": "L2", "dram": "DRAM"}[low],
+            "roof_pct": 100 * f / roof[low]}
+
+
+def test_hierarchical_roofline_equals_section_formulas(tk, recomputed):
+    """Each launch's point at L1, L2 and DRAM, as ncu's Hierarchical{Single,Tensor}RooflineChart
+    computes them from the raw metrics, in its dominant precision (roofline's) and in the
+    precision asked; the level whose roof is lowest is its limiter."""
+    approx = pytest.approx
+    roof = tk.query("roofline", run="full")
+    own = tk.query("hierarchical-roofline", run="full")
+    assert own["kernel_id"].to_list() == roof["kernel_id"].to_list()
+    assert own["precision"].to_list() == roof["precision"].to_list() == ["tensor_bf16", "fp32", "fp32", "fp32"]
+    fp32 = tk.query("hierarchical-roofline", run="full", precision="FP32")  # (case-insensitive)
+    assert fp32["kernel_id"].to_list() == [1, 2, 3]  # the GEMM does no FP32 work: not on FP32's chart
+    for df in (own, fp32):
+        assert df["missing_metrics"].is_null().all()
+        for row in df.iter_rows(named=True):
+            ref = _hierarchical(recomputed["full"][row["kernel_id"]], row["precision"])
+            assert row["flops_per_s"] == approx(ref["flops"], rel=1e-12)
+            assert row["peak_flops_per_s"] == approx(ref["peak"], rel=1e-12)
+            for lv in ("l1", "l2", "dram"):
+                assert row[f"ai_{lv}"] == approx(ref["ai"][lv], rel=1e-12), lv
+                assert row[f"{lv}_roof_pct"] == approx(ref["pct"][lv], rel=1e-12), lv
+            assert row["limiter"] == ref["limiter"] and row["roof_pct"] == approx(ref["roof_pct"], rel=1e-12)
+    # the GEMM is right of every ridge; the FP32 kernels are at the DRAM roof before any other
+    assert own["limiter"].to_list() == ["compute", "DRAM", "DRAM", "DRAM"]
+    # the reduction does FP16 work too: its FP32 point leaves it out, roofline's FLOP/s counts it
+    reduce_ = recomputed["full"][3]
+    assert reduce_["fp16"] > 0 and roof["flops_per_s"][3] > own["flops_per_s"][3] == approx(reduce_["fp32"])
+    # the DRAM point of a launch whose dominant precision is all its FP work is roofline's
+    assert own["ai_dram"][1] == approx(roof["ai_dram"][1]) and own["dram_roof_pct"][1] == approx(roof["roof_pct"][1])
+
+
+def test_hierarchical_roofline_of_a_report_without_some_counters(tk, recomputed):
+    """ncu_sections has the FP32/FP64 and DRAM counters only: its FP32 points have a DRAM
+    intensity and no L1/L2 one, and no limiter (not one judged on the DRAM roof alone); the
+    counters named missing are those of the levels and of FP32, not of other precisions."""
+    df = tk.query("hierarchical-roofline", run="sections", precision="fp32")
+    assert df.height == 3
+    for row in df.iter_rows(named=True):
+        ref = recomputed["sections"][row["kernel_id"]]
+        assert row["ai_dram"] == pytest.approx(ref["fp32"] / ref["dram"], rel=1e-12)
+        assert row["ai_l1"] is None and row["ai_l2"] is None and row["limiter"] is None and row["roof_pct"] is None
+        assert row["dram_roof_pct"] == pytest.approx(
+            100 * ref["fp32"] / min(ref["peak_fp32"], ref["fp32"] / ref["dram"] * ref["peak_dram"]), rel=1e-12)
+        missing = row["missing_metrics"]
+        assert "lts__lts2xbar_cycles_active" in missing and "l1tex__lsu_writeback" in missing
+        assert "hfma" not in missing and "sm__ops_path_tensor" not in missing
+    # its dominant precision needs every precision's counters (roofline's): blank, and said
+    own = tk.query("hierarchical-roofline", run="sections")
+    assert own["precision"].is_null().all() and own["limiter"].is_null().all()
+    assert all("sm__ops_path_tensor_" in m for m in own["missing_metrics"])
+    with pytest.raises(QueryError, match=r"^hierarchical-roofline: no launch of run \d+ \(sections\) does tensor_bf16 "
+                                         r"work \(the precisions they do work in: fp32\); leave precision out"):
+        tk.query("hierarchical-roofline", run="sections", precision="tensor_bf16")
+    with pytest.raises(QueryError, match=r"no launch of run \d+ \(full\) named like 'soft' does fp64 work \(the "
+                                         r"precisions they do work in: fp32\)"):
+        tk.query("hierarchical-roofline", run="full", kernel="soft", precision="fp64")
+    with pytest.raises(QueryError, match="precision=int8: choose fp64, fp32"):
+        tk.query("hierarchical-roofline", run="full", precision="int8")
 
 
 def test_runs_filter_and_span(tk):

@@ -1,0 +1,137 @@
+-- Hierarchical roofline per launch, as Nsight Compute's SpeedOfLight_Hierarchical{Single,Half,
+-- Double,Tensor}RooflineChart sections draw it: the launch's FLOP/s in one precision at its
+-- arithmetic intensity against the bytes moved at each level of the memory hierarchy (L1, L2,
+-- DRAM; the byte rates of query roofline), under that level's bandwidth ceiling and the
+-- precision's compute ceiling. The precision is the one asked (ncu's chart of one precision: only
+-- the launches that do work in it), else each launch's dominant one (query roofline's precision;
+-- its other FP work is not counted here, where roofline's flops_per_s sums it). Each level's roof
+-- at the launch's intensity there is min(peak FLOP/s, AI x the level's peak bandwidth), the
+-- ceiling where the level moved no byte; the lowest of the three bounds the launch: limiter
+-- names its level, or compute where the launch is right of every level's ridge, and roof_pct is
+-- FLOP/s against it. Data that stays in a cache gives a high intensity at the levels beyond it: a
+-- kernel at the L2 roof but far below the DRAM roof is bound by L2 bandwidth, not DRAM. Ceilings
+-- are at the launch's own measured clocks. limiter needs all three levels and the ceiling: NULL
+-- where the report lacks one (missing_metrics names the counters), no_fp_work where the launch
+-- does no floating-point work. A run with no FLOP rate or no byte rate at all, or no launch with
+-- work in the precision asked, is an error.
+-- @param run        TEXT     run id or name, or 'all' (default: latest run)
+-- @param kernel     TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
+-- @param precision  TEXT     the FLOP of this precision against its ceiling, else each launch's dominant precision's (one of: fp64, fp32, fp16, tensor_bf16, tensor_fp16, tensor_tf32, tensor_fp8, tensor_fp64) (default: null)
+-- @param limit      INTEGER  rows to return; 0 = all (default: 0)
+-- @column run_id                 run the launch belongs to
+-- @column kernel_id              ncu's ID of the launch in its report
+-- @column name                   kernel name (demangled)
+-- @column nvtx_range             innermost NVTX push/pop range
+-- @column duration_ns            gpu__time_duration.sum, ns
+-- @column precision              the precision asked, else the launch's with the most FLOP/s (query roofline's)
+-- @column flops_per_s            FLOP/s in that precision
+-- @column peak_flops_per_s       that precision's ceiling at the launch's SM clock, FLOP/s
+-- @column l1_bytes_per_s         L1 bandwidth (128 x l1tex__lsu_writeback_active_mem_lgds/lg .sum.per_second), byte/s
+-- @column l2_bytes_per_s         L2 bandwidth (32 x lts__lts2xbar_cycles_active.sum.per_second), byte/s
+-- @column dram_bytes_per_s       DRAM bandwidth (dram__bytes.sum.per_second), byte/s
+-- @column peak_l1_bytes_per_s    L1 ceiling at the launch's L1 clock, byte/s
+-- @column peak_l2_bytes_per_s    L2 ceiling at the launch's L2 clock, byte/s
+-- @column peak_dram_bytes_per_s  DRAM ceiling at the launch's DRAM clock, byte/s
+-- @column ai_l1                  arithmetic intensity at L1, FLOP/byte
+-- @column ai_l2                  arithmetic intensity at L2, FLOP/byte
+-- @column ai_dram                arithmetic intensity at DRAM, FLOP/byte
+-- @column l1_roof_pct            flops_per_s as % of the L1 roof at ai_l1: min(peak_flops_per_s, ai_l1 x peak_l1_bytes_per_s)
+-- @column l2_roof_pct            flops_per_s as % of the L2 roof at ai_l2
+-- @column dram_roof_pct          flops_per_s as % of the DRAM roof at ai_dram
+-- @column limiter                the lowest roof: L1, L2, DRAM, or compute (right of every level's ridge); no_fp_work; NULL when an input is missing
+-- @column roof_pct               flops_per_s as % of the lowest roof (the largest of the three)
+-- @column missing_metrics        inputs of these columns not in the report, comma-separated (NULL = complete)
+-- @display kernel_id, duration_ns, precision, flops_per_s, ai_l1, ai_l2, ai_dram, limiter, roof_pct, name
+-- @requires ncu_kernels, ncu_metrics
+WITH r AS MATERIALIZED (
+    SELECT * FROM ncu_roofline
+    WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
+      AND ncu_kernel_asked('hierarchical-roofline', $run, $kernel)
+), p AS (  -- the precision asked (case-insensitive), else each launch's dominant one
+    SELECT r.*, coalesce(lower($precision), r.precision) AS prec
+    FROM r
+), pf AS (  -- its FLOP/s (a report without tensor counters: the tensor rates unknown, not 0) and ceiling
+    SELECT p.*,
+           CASE prec WHEN 'fp64' THEN fp64_flops_per_s WHEN 'fp32' THEN fp32_flops_per_s
+                WHEN 'fp16' THEN fp16_flops_per_s
+                WHEN 'tensor_bf16' THEN CASE WHEN tensor_srcs IS NOT NULL THEN tensor_bf16_flops_per_s END
+                WHEN 'tensor_fp16' THEN CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp16_flops_per_s END
+                WHEN 'tensor_tf32' THEN CASE WHEN tensor_srcs IS NOT NULL THEN tensor_tf32_flops_per_s END
+                WHEN 'tensor_fp8' THEN CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp8_flops_per_s END
+                WHEN 'tensor_fp64' THEN CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp64_flops_per_s END
+                ELSE CASE WHEN flops_per_s = 0 THEN 0 END END AS f,  -- (no precision: no FP work, or counters missing)
+           CASE prec WHEN 'fp64' THEN peak_fp64_flops_per_s WHEN 'fp32' THEN peak_fp32_flops_per_s
+                WHEN 'fp16' THEN peak_fp16_flops_per_s WHEN 'tensor_bf16' THEN peak_tensor_bf16_flops_per_s
+                WHEN 'tensor_fp16' THEN peak_tensor_fp16_flops_per_s WHEN 'tensor_tf32' THEN peak_tensor_tf32_flops_per_s
+                WHEN 'tensor_fp8' THEN peak_tensor_fp8_flops_per_s WHEN 'tensor_fp64' THEN peak_tensor_fp64_flops_per_s
+           END AS peak_f
+    FROM p
+), checked AS (  -- read first: the error is raised before any row
+    SELECT ncu_roofline_inputs('hierarchical-roofline', $run, count(*),
+               count(*) FILTER (WHERE coalesce(fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s, tensor_srcs) IS NOT NULL),
+               count(*) FILTER (WHERE coalesce(dram_bytes_per_s, l2_bytes_per_s, l1_bytes_per_s) IS NOT NULL),
+               bool_and(coalesce(json_extract_string(u.meta, '$.ncu_export') = 'csv-details', false)),
+               '--section SpeedOfLight_HierarchicalSingleRooflineChart (Half, Double, Tensor: the other precisions)')
+           AND CASE WHEN $precision IS NULL OR count(*) = 0 OR count(*) FILTER (WHERE f > 0) > 0 THEN true
+                    ELSE error('hierarchical-roofline: no launch of '
+                               || CASE WHEN $run IS NULL THEN 'any run' ELSE 'run ' || $run || ' ('
+                                         || coalesce((SELECT name FROM runs WHERE run_id = $run), '?') || ')' END
+                               || CASE WHEN $kernel IS NULL THEN '' ELSE ' named like ''' || $kernel || '''' END
+                               || ' does ' || lower($precision) || ' work'
+                               || coalesce(' (the precisions they do work in: ' || nullif(concat_ws(', ',
+                                      CASE WHEN max(fp64_flops_per_s) > 0 THEN 'fp64' END,
+                                      CASE WHEN max(fp32_flops_per_s) > 0 THEN 'fp32' END,
+                                      CASE WHEN max(fp16_flops_per_s) > 0 THEN 'fp16' END,
+                                      CASE WHEN max(tensor_bf16_flops_per_s) > 0 THEN 'tensor_bf16' END,
+                                      CASE WHEN max(tensor_fp16_flops_per_s) > 0 THEN 'tensor_fp16' END,
+                                      CASE WHEN max(tensor_tf32_flops_per_s) > 0 THEN 'tensor_tf32' END,
+                                      CASE WHEN max(tensor_fp8_flops_per_s) > 0 THEN 'tensor_fp8' END,
+                                      CASE WHEN max(tensor_fp64_flops_per_s) > 0 THEN 'tensor_fp64' END), '') || ')',
+                                      ' (none that the report has counters of: tracekit query roofline says what it '
+                                      || 'lacks)')
+                               || '; leave precision out for each launch''s own') END AS ok
+    FROM pf LEFT JOIN runs u ON u.run_id = pf.run_id
+), l AS (
+    SELECT pf.*,
+           f / nullif(l1_bytes_per_s, 0) AS ai1, f / nullif(l2_bytes_per_s, 0) AS ai2,
+           f / nullif(dram_bytes_per_s, 0) AS aid
+    FROM checked JOIN pf ON checked.ok
+    WHERE $precision IS NULL OR f > 0
+), roofs AS (  -- (no byte moved at a level: its roof is the compute ceiling; an input missing: NULL, not
+               -- least()'s skipping of NULLs, which would read as the ceiling)
+    SELECT l.*,
+           CASE WHEN l1_bytes_per_s = 0 THEN peak_f ELSE least(peak_f, ai1 * peak_l1_bytes_per_s) END
+               * CASE WHEN peak_f IS NOT NULL AND peak_l1_bytes_per_s IS NOT NULL AND l1_bytes_per_s IS NOT NULL
+                      THEN 1 END AS roof1,
+           CASE WHEN l2_bytes_per_s = 0 THEN peak_f ELSE least(peak_f, ai2 * peak_l2_bytes_per_s) END
+               * CASE WHEN peak_f IS NOT NULL AND peak_l2_bytes_per_s IS NOT NULL AND l2_bytes_per_s IS NOT NULL
+                      THEN 1 END AS roof2,
+           CASE WHEN dram_bytes_per_s = 0 THEN peak_f ELSE least(peak_f, aid * peak_dram_bytes_per_s) END
+               * CASE WHEN peak_f IS NOT NULL AND peak_dram_bytes_per_s IS NOT NULL AND dram_bytes_per_s IS NOT NULL
+                      THEN 1 END AS roofd
+    FROM l
+)
+SELECT run_id, kernel_id, name, nvtx_range, duration_ns, prec AS precision, f AS flops_per_s,
+       peak_f AS peak_flops_per_s, l1_bytes_per_s, l2_bytes_per_s, dram_bytes_per_s, peak_l1_bytes_per_s,
+       peak_l2_bytes_per_s, peak_dram_bytes_per_s, ai1 AS ai_l1, ai2 AS ai_l2, aid AS ai_dram,
+       100 * f / nullif(roof1, 0) AS l1_roof_pct, 100 * f / nullif(roof2, 0) AS l2_roof_pct,
+       100 * f / nullif(roofd, 0) AS dram_roof_pct,
+       CASE WHEN f = 0 THEN 'no_fp_work'
+            WHEN roof1 IS NULL OR roof2 IS NULL OR roofd IS NULL THEN NULL
+            -- (the lowest roof; a level whose roof is the compute ceiling there does not bind)
+            WHEN least(roof1, roof2, roofd) >= peak_f THEN 'compute'
+            WHEN roofd <= least(roof1, roof2) THEN 'DRAM'
+            WHEN roof2 <= roof1 THEN 'L2'
+            ELSE 'L1' END AS limiter,
+       CASE WHEN roof1 IS NOT NULL AND roof2 IS NOT NULL AND roofd IS NOT NULL
+            THEN 100 * f / nullif(least(roof1, roof2, roofd), 0) END AS roof_pct,
+       -- (the counters of the other precisions do not bear on one precision's columns)
+       nullif(array_to_string(list_filter(string_split(coalesce(missing_metrics, ''), ', '), lambda m: m <> ''
+           AND ($precision IS NULL
+                OR NOT ((contains(m, 'ffma') AND prec <> 'fp32') OR (contains(m, 'dfma') AND prec <> 'fp64')
+                        OR (contains(m, 'hfma') AND prec <> 'fp16')
+                        OR (starts_with(m, 'sm__ops_path_tensor') AND NOT starts_with(prec, 'tensor'))))), ', '),
+              '') AS missing_metrics
+FROM roofs
+ORDER BY run_id, kernel_id
+LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

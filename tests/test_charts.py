@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from browser import chromium, load
+from browser import chart_marks, chromium, load
 from conftest import spec_datasets
 
 import tracekit
@@ -109,6 +109,73 @@ def test_roofline_of_integer_kernels_says_they_have_no_point_rather_than_to_re_p
     text = (tmp_path / "int.html").read_text()
     assert '<p class="note">roofline: nothing to plot; no launch does floating-point work (its FP instruction' in text
     assert 'id="chart-occupancy"' in text
+
+
+def _hierarchical_layers(spec: dict) -> tuple[list[dict], list[dict], set[str]]:
+    """A hierarchical roofline's points (one row per launch and level), the rows its labels
+    are drawn at, and the names of its ceilings."""
+    points = next(layer for layer in spec["layer"] if "layer" in layer)
+    assert [sub["mark"]["type"] for sub in points["layer"]] == ["line", "point", "point"]
+    labels = [r for layer in spec["layer"] if layer.get("mark", {}).get("type") == "text"
+              and layer["encoding"]["text"]["field"] == "label" for r in layer["data"]["values"]]
+    ceilings = {r["ceiling"].rsplit(" ", 2)[0] for r in spec["layer"][0]["data"]["values"]}
+    return points["data"]["values"], labels, ceilings
+
+
+def test_hierarchical_roofline_chart_is_the_query(tk):
+    """Each launch at its L1, L2 and DRAM intensities (the query's numbers), the point of its
+    limiting level filled, every launch labelled once; the ceilings of the three levels and of
+    the launches' precisions, or of the one precision asked."""
+    q = tk.query("hierarchical-roofline", run="full")
+    spec = charts.chart(tk, "hierarchical-roofline", run="full").to_dict()
+    rows, labels, ceilings = _hierarchical_layers(spec)
+    points = {(r["label"], r["level"]): r for r in rows}
+    assert len(rows) == len(points) == 12
+    for row in q.iter_rows(named=True):
+        for level, col in (("L1", "ai_l1"), ("L2", "ai_l2"), ("DRAM", "ai_dram")):
+            p = points[(_label(row), level)]
+            assert p["ai"] == pytest.approx(row[col]) and p["flops_per_s"] == pytest.approx(row["flops_per_s"])
+            assert p["limits"] == (level == row["limiter"]) and p["limiter"] == row["limiter"]
+    # filled: the DRAM points of the three DRAM-bound launches; the compute-bound GEMM has none
+    assert sorted(k for k, p in points.items() if p["limits"]) == sorted(
+        (_label(r), "DRAM") for r in q.rows(named=True) if r["limiter"] == "DRAM") and len(
+        [p for p in rows if p["limits"]]) == 3
+    filled = next(layer for layer in spec["layer"] if "layer" in layer)["layer"][2]
+    assert filled["mark"]["filled"] is True and filled["transform"] == [{"filter": "datum.limits"}]
+    assert sorted(r["label"] for r in labels) == sorted(_label(r) for r in q.rows(named=True))  # (each once)
+    assert ceilings == {"L1", "L2", "DRAM", "FP32", "Tensor BF16"}
+    assert spec["title"]["text"] == "Hierarchical roofline" and "L1, L2 and DRAM" in json.dumps(spec["layer"][0])
+    one = charts.chart(tk, "hierarchical-roofline", run="full", precision="fp32").to_dict()
+    rows, _, ceilings = _hierarchical_layers(one)
+    assert ceilings == {"L1", "L2", "DRAM", "FP32"} and len(rows) == 9
+    assert one["title"]["text"] == "Hierarchical roofline, FP32"
+
+
+@pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
+def test_hierarchical_roofline_draws_every_point_in_chromium(tk, tmp_path):
+    """In a browser: the 12 points of ncu_full's 4 launches (hollow and filled, one dataset
+    for both and the lines joining them), a line per launch, a label per launch."""
+    page = chart_marks(charts.save(charts.chart(tk, "hierarchical-roofline", run="full"), tmp_path / "h.html"))
+    assert page.console_errors == [] and page.exceptions == [] and page.console_warnings == []
+    marks = page.value["marks"]
+    assert page.value["error"] is None and marks["symbol"] == 12
+    # (a line mark's items are its vertices: a launch's three points; two for each ceiling: L1,
+    # L2, DRAM, FP32, Tensor BF16)
+    assert marks["line"] == 4 * 3 + 5 * 2
+    assert marks["text"] == 4 + 5  # (a label per launch; the ceilings' labels)
+
+
+def test_hierarchical_roofline_chart_of_a_report_without_some_counters(tk):
+    """ncu_sections has no L1, L2, FP16 or tensor counters: the launches' own precisions are
+    unknown, which the chart says with the metrics to profile; FP32's points are drawn at DRAM
+    alone, under the DRAM ceiling alone."""
+    with pytest.raises(QueryError, match=r"nothing to plot; no launch has its precision's FLOP rate \(metrics not in "
+                                         r"the report: .*lts__lts2xbar_cycles_active.*sm__ops_path_tensor_"):
+        charts.chart(tk, "hierarchical-roofline", run="sections")
+    rows, _, ceilings = _hierarchical_layers(
+        charts.chart(tk, "hierarchical-roofline", run="sections", precision="fp32").to_dict())
+    assert [r["level"] for r in rows] == ["DRAM"] * 3 and ceilings == {"DRAM", "FP32"}
+    assert not any(r["limits"] for r in rows)  # (no limiter judged on one level)
 
 
 def test_occupancy_chart(tk):
@@ -315,7 +382,7 @@ def test_html_chart_draws_offline_in_chromium(tk, tmp_path):
 
 
 @pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
-@pytest.mark.parametrize("name", ["roofline", "occupancy", "warp-stalls", "ncu-source"])
+@pytest.mark.parametrize("name", ["roofline", "hierarchical-roofline", "occupancy", "warp-stalls", "ncu-source"])
 def test_an_ncu_chart_draws_without_a_vega_warning(tk, tmp_path, name):
     """Each ncu chart draws in a browser without a warning of Vega's in the console: the
     occupancy chart's limit text, a layer without the bars' yOffset, sized the y scale

@@ -198,9 +198,10 @@ class _Roof(NamedTuple):
     clocks_differ: bool
 
 
-def _roof(pts: pl.DataFrame) -> _Roof:
-    """The ceilings and axes of a roofline of ``pts`` (points with ai_dram, flops_per_s, the
-    peak_* columns of query roofline and, where known, their precision)."""
+def _roof(pts: pl.DataFrame, ai: str = "ai_dram", x_title: str = "Arithmetic intensity at DRAM [FLOP/byte]") -> _Roof:
+    """The ceilings and axes of a roofline of ``pts`` (points with their arithmetic intensity
+    in column ``ai``, flops_per_s, the peak_* columns of query roofline and, where known, their
+    precision)."""
     # Ceilings are per launch (measured clocks differ): a precision's ceiling is drawn at
     # the clocks of the launches whose dominant precision it is (the highest of those),
     # else the highest among all plotted launches; memory ceilings at the highest clocks.
@@ -233,8 +234,8 @@ def _roof(pts: pl.DataFrame) -> _Roof:
         comp.append((lab, own.max() if len(own.drop_nulls()) else pts[p].max()))
         drawn_for = own.drop_nulls() if len(own.drop_nulls()) else pts[p].drop_nulls()
         clocks_differ = clocks_differ or drawn_for.min() < 0.99 * drawn_for.max()
-    ai_lo = min(pts["ai_dram"].min(), min(c / b for _, c in comp for _, b in mem)) / 4
-    ai_hi = max(pts["ai_dram"].max(), max(c / b for _, c in comp for _, b in mem)) * 6
+    ai_lo = min(pts[ai].min(), min(c / b for _, c in comp for _, b in mem)) / 4
+    ai_hi = max(pts[ai].max(), max(c / b for _, c in comp for _, b in mem)) * 6
     top = max(c for _, c in comp)
     y_lo = min(pts["flops_per_s"].min(), min(p for _, p in comp)) / 4
     y_hi = top * 3
@@ -292,7 +293,7 @@ def _roof(pts: pl.DataFrame) -> _Roof:
         )
     xs = alt.Scale(type="log", domain=[ai_lo, ai_hi], nice=False)
     ys = alt.Scale(type="log", domain=[y_lo, y_hi], nice=False)
-    x_ax = alt.Axis(title="Arithmetic intensity at DRAM [FLOP/byte]", format="~g", grid=True)
+    x_ax = alt.Axis(title=x_title, format="~g", grid=True)
     y_ax = alt.Axis(title="Performance [FLOP/s]", format="~s", grid=True)
     base_lines = alt.Chart(_data(lines))
     ceil = base_lines.mark_line(strokeWidth=2, clip=True).encode(
@@ -321,8 +322,8 @@ def _roof(pts: pl.DataFrame) -> _Roof:
 ROOF_LABELS = 12
 
 
-def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> list:
-    """Text layers labelling the points of ``data`` (ai_dram, flops_per_s, label, name) where a
+def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = (), ai: str = "ai_dram") -> list:
+    """Text layers labelling the points of ``data`` (``ai``, flops_per_s, label, name) where a
     label hits no marker (of ``data`` or of the unlabelled points ``avoid``), no ceiling's
     label and no other label; a point with no free spot is left to its tooltip rather than
     overprinted. Points whose markers meet (a kernel's launches, or one kernel in every layer,
@@ -334,7 +335,7 @@ def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> lis
     layers = []
 
     def px(d):
-        fx = math.log(d["ai_dram"] / ai_lo) / math.log(ai_hi / ai_lo)
+        fx = math.log(d[ai] / ai_lo) / math.log(ai_hi / ai_lo)
         fy = math.log(d["flops_per_s"] / y_lo) / math.log(y_hi / y_lo)
         return WIDTH * fx, HEIGHT * (1 - fy)
 
@@ -356,12 +357,15 @@ def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> lis
         return not judged, -sum(d.get("duration_us") or 0 for d in spot)
 
     spots.sort(key=first)
+    # (beside the marker first; then further above or below it, clear of the markers at its
+    # height: a hierarchical roofline's three points of a launch sit side by side)
     corners = [(9, -9, "left"), (9, 14, "left"), (-9, -9, "right"), (-9, 14, "right"), (11, 3, "left"),
-               (-11, 3, "right")]
+               (-11, 3, "right"),
+               *[(dx, dy, align) for dy in (-12, 21) for dx, align in ((0, "center"), (4, "left"), (-4, "right"))]]
     boxes = [(x - 7, y - 7, x + 7, y + 7) for x, y in map(px, [*data, *avoid])]
     for t in texts:  # the compute-ceiling labels (right-aligned, above their line)
         if t["kind"] == "compute":
-            x, y = px({"ai_dram": t["x"], "flops_per_s": t["y"]})
+            x, y = px({ai: t["x"], "flops_per_s": t["y"]})
             boxes.append((x - 7.0 * len(t["text"]), y - 21, x, y - 3))
     placed: dict[tuple, list] = {c: [] for c in corners}
     for spot in spots:
@@ -369,7 +373,7 @@ def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> lis
         x, y = px(d)
         w = 7.0 * len(d["label"])
         for dx, dy, align in corners:
-            x0 = x + dx if align == "left" else x + dx - w
+            x0 = x + dx if align == "left" else x + dx - w / 2 if align == "center" else x + dx - w
             box = (x0, y + dy - 10, x0 + w, y + dy + 3)
             clear = all(
                 box[2] < b[0] or box[0] > b[2] or box[3] < b[1] or box[1] > b[3] for b in boxes
@@ -386,7 +390,7 @@ def _roof_labels(data: list[dict], roof: _Roof, avoid: tuple | list = ()) -> lis
                 alt.Chart(_data(rows))
                 .mark_text(align=align, dx=dx, dy=dy, fontSize=11)
                 .encode(
-                    x=alt.X("ai_dram:Q", scale=xs),
+                    x=alt.X(f"{ai}:Q", scale=xs),
                     y=alt.Y("flops_per_s:Q", scale=ys),
                     text="label:N",
                 )
@@ -510,6 +514,104 @@ def roofline(df: pl.DataFrame) -> alt.LayerChart:
             "launches using them" + ("; where those differ, at the highest: a launch at a lower clock sits further below "
                                      "the line than its % of roof (tooltip), which is against its own clock's ceiling"
                                      if roof.clocks_differ else ""),
+        ),
+    )
+
+
+#: the memory levels of a hierarchical roofline, innermost first: (the query's level, its colour, its marker)
+_LEVELS = (("L1", "#4c78a8", "circle"), ("L2", "#f58518", "square"), ("DRAM", "#54a24b", "triangle-up"))
+
+
+def hierarchical_roofline(df: pl.DataFrame) -> alt.LayerChart:
+    """Log-log hierarchical roofline (ncu's Hierarchical*RooflineChart): each launch at its
+    arithmetic intensity at L1, L2 and DRAM, its three points joined, under the three bandwidth
+    ceilings and its precision's compute ceiling; the point of the level that bounds it filled."""
+    _need(df, "hierarchical-roofline", "hierarchical-roofline",
+          ["kernel_id", "name", "precision", "flops_per_s", "ai_l1", "ai_l2", "ai_dram", "limiter"])
+    if df.is_empty():
+        return _no_data("Hierarchical roofline")
+    fp = df.filter(pl.col("flops_per_s").fill_null(0) > 0)
+    if fp.is_empty():
+        if df["flops_per_s"].is_null().all():
+            missing = sorted({m for ms in df["missing_metrics"].drop_nulls() for m in ms.split(", ")}
+                             if "missing_metrics" in df.columns else set())
+            raise QueryError("hierarchical-roofline: nothing to plot; no launch has its precision's FLOP rate"
+                             + (f" (metrics not in the report: {', '.join(missing)})" if missing else "")
+                             + "; re-profile with --set full or the SpeedOfLight_Hierarchical*RooflineChart sections, "
+                             "or draw one precision whose counters it has (-p precision=NAME)")
+        raise QueryError("hierarchical-roofline: nothing to plot; no launch does floating-point work (tracekit query "
+                         "speed-of-light and memory-workload show how near the memory's peak they run)")
+    fp = _labels(fp)
+    levels = [(lv, col) for lv, col in (("L1", "ai_l1"), ("L2", "ai_l2"), ("DRAM", "ai_dram"))]
+    keep = ["label", "group", "name", "precision", "flops_per_s", "limiter", "roof_pct", "duration_ns",
+            "peak_flops_per_s", "peak_l1_bytes_per_s", "peak_l2_bytes_per_s", "peak_dram_bytes_per_s"]
+    keep = [c for c in keep if c in fp.columns]
+    pts = pl.concat([
+        fp.select(*keep, pl.col(col).alias("ai"), pl.lit(lv).alias("level"),
+                  (pl.col(f"{col.removeprefix('ai_')}_roof_pct") if f"{col.removeprefix('ai_')}_roof_pct" in fp.columns
+                   else pl.lit(None, pl.Float64)).alias("level_roof_pct"))
+        for lv, col in levels
+    ]).filter(pl.col("ai").is_not_null() & (pl.col("ai") > 0))
+    if pts.is_empty():
+        raise QueryError("hierarchical-roofline: nothing to plot; no launch moved a byte the report counts at L1, L2 "
+                         "or DRAM (tracekit query hierarchical-roofline --columns missing_metrics)")
+    # (the ceilings _roof draws: each precision's where it is a launch's, each level's bandwidth)
+    ceil = pts.with_columns(
+        *[pl.when(pl.col("precision") == a.removesuffix("_flops_per_s")).then(pl.col("flops_per_s")).otherwise(0)
+          .alias(a) for a, _, _ in _PRECISIONS],
+        *[pl.when(pl.col("precision") == a.removesuffix("_flops_per_s")).then(pl.col("peak_flops_per_s"))
+          .alias(peak) for a, peak, _ in _PRECISIONS],
+    )
+    roof = _roof(ceil, ai="ai", x_title="Arithmetic intensity at L1, L2 and DRAM [FLOP/byte]")
+    xs, ys = roof.xs, roof.ys
+    data = pts.select(
+        "label", "group", "name", "level", "ai", "flops_per_s", "precision", "limiter", "roof_pct", "level_roof_pct",
+        (pl.col("duration_ns") / 1000 if "duration_ns" in pts.columns else pl.lit(None)).alias("duration_us"),
+        (pl.col("level") == pl.col("limiter")).fill_null(False).alias("limits"),
+    ).to_dicts()
+    enc = {
+        "x": alt.X("ai:Q", scale=xs), "y": alt.Y("flops_per_s:Q", scale=ys),
+        "color": alt.Color("level:N", title="memory level", scale=alt.Scale(
+            domain=[lv for lv, _, _ in _LEVELS], range=[c for _, c, _ in _LEVELS])),
+        "shape": alt.Shape("level:N", title="memory level", scale=alt.Scale(
+            domain=[lv for lv, _, _ in _LEVELS], range=[s for _, _, s in _LEVELS])),
+        "tooltip": [
+            alt.Tooltip("name:N", title="kernel"), alt.Tooltip("label:N", title="launch"),
+            alt.Tooltip("duration_us:Q", title="duration [µs]", format=",.1f"),
+            alt.Tooltip("level:N", title="level"), alt.Tooltip("ai:Q", title="AI [FLOP/B]", format=".3~g"),
+            alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".3~s"), alt.Tooltip("precision:N"),
+            alt.Tooltip("level_roof_pct:Q", title="% of this level's roof", format=".1f"),
+            alt.Tooltip("limiter:N", title="limiter"), alt.Tooltip("roof_pct:Q", title="% of the lowest roof",
+                                                                   format=".1f"),
+        ],
+    }
+    joins = alt.Chart().mark_line(color="#999999", strokeWidth=1, opacity=0.6).encode(
+        x=enc["x"], y=enc["y"], detail="label:N", order="ai:Q")
+    bound = alt.Chart().transform_filter("datum.limits").mark_point(
+        filled=True, size=150, opacity=0.95, stroke="black", strokeWidth=0.8).encode(**enc)
+    other = alt.Chart().transform_filter("!datum.limits").mark_point(filled=False, size=110, strokeWidth=1.8).encode(
+        **enc)
+    # a launch's label at the point of its limiting level (its DRAM point where compute bounds it)
+    by_launch: dict[str, dict] = {}
+    for d in data:
+        if d["limits"] or (d["label"] not in by_launch and d["level"] == "DRAM"):
+            by_launch[d["label"]] = d
+    for d in data:
+        by_launch.setdefault(d["label"], d)
+    labelled = list(by_launch.values())
+    layers = [*roof.layers, alt.layer(joins, other, bound, data=_data(data)),  # (the points' rows once)
+              *_roof_labels(labelled, roof, avoid=[d for d in data if d not in labelled], ai="ai")]
+    precisions = sorted({d["precision"] for d in data})
+    named = {a.removesuffix("_flops_per_s"): lab for a, _, lab in _PRECISIONS}
+    return alt.layer(*layers).properties(
+        width=WIDTH,
+        height=HEIGHT,
+        title=alt.Title(
+            "Hierarchical roofline" + (f", {named.get(precisions[0], precisions[0])}" if len(precisions) == 1 else ""),
+            subtitle="each launch's FLOP/s in " + ("its precision" if len(precisions) > 1 else "that precision")
+            + " at its arithmetic intensity at L1, L2 and DRAM, its three points joined; filled: the level whose roof "
+            "is lowest there, which bounds it (none filled: compute does); ceilings at the measured clocks of the "
+            "launches using them" + ("; where those differ, at the highest" if roof.clocks_differ else ""),
         ),
     )
 
@@ -2941,6 +3043,8 @@ def bench_speedups(df: pl.DataFrame) -> alt.LayerChart:
 
 CHARTS: dict[str, ChartSpec] = {
     "roofline": ChartSpec("roofline", roofline, {"limit": 0}, "ncu roofline, one point per launch"),
+    "hierarchical-roofline": ChartSpec("hierarchical-roofline", hierarchical_roofline, {"limit": 0},
+                                       "ncu roofline at L1, L2 and DRAM, one precision's ceiling (-p precision=)"),
     "occupancy": ChartSpec(
         "occupancy", occupancy, {"limit": 0}, "ncu theoretical vs achieved occupancy"
     ),

@@ -175,13 +175,14 @@ def test_nsys_report_sections_and_numbers(reports):
 
 def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
     page = _parse(reports["ncu"])
-    assert list(page.sections) == ["roofline", "occupancy", "speed-of-light", "memory-workload", "compute-workload",
-                                   "ncu-rules", "warp-stalls", "ncu-source"]
+    assert list(page.sections) == ["roofline", "hierarchical-roofline", "occupancy", "speed-of-light",
+                                   "memory-workload", "compute-workload", "ncu-rules", "warp-stalls", "ncu-source"]
     (cwa,) = page.sections["compute-workload"]
     assert [t for t, _, _ in _column(cwa, "top_pipe")][0] == "tensor_op_hmma"  # (the bf16 GEMM: 95 % of its cycles)
     (mem,) = page.sections["memory-workload"]
     assert [float(v) for _, v, _ in _column(mem, "l2_hit_rate_pct")][0] == pytest.approx(70.93, abs=0.005)
-    assert page.charts == ["chart-roofline", "chart-occupancy", "chart-warp-stalls", "chart-ncu-source"]
+    assert page.charts == ["chart-roofline", "chart-hierarchical-roofline", "chart-occupancy", "chart-warp-stalls",
+                           "chart-ncu-source"]
     # the source lines where warps waited most: the query's first rows, shares of each kernel's samples
     (hot,) = page.sections["ncu-source"]
     with tracekit.open(store, read_only=True) as tk:
@@ -214,6 +215,9 @@ def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
     page = _parse(reports["ncu_sections"])
     assert "chart-roofline" not in page.charts and "chart-occupancy" in page.charts
     assert re.search(r'<p class="note">roofline: nothing to plot', text)
+    assert "chart-hierarchical-roofline" not in page.charts  # (nor the L2 and L1 counters: it names them)
+    assert re.search(r'<p class="note">hierarchical-roofline: nothing to plot; no launch has its precision&#x27;s '
+                     r'FLOP rate \(metrics not in the report: l1tex__', text)
     # nor warp states or instruction-level data: those sections say what to profile with
     assert "chart-warp-stalls" not in page.charts and "chart-ncu-source" not in page.charts
     assert re.search(r'<p class="note">ncu-source: run \d+ \(ncu_sections\) has no instruction-level data; '

@@ -14,7 +14,7 @@ Which sections a run gets follows its kind:
   where it has none); the
   sections about events the capture did not trace (CUDA, with `nsys -t nvtx,osrt`; NVTX,
   with `nsys -t cuda`) are left out and the header says which and why;
-- ncu: roofline, occupancy with the binding limit, speed of light, memory workload,
+- ncu: roofline, the roofline by memory level, occupancy with the binding limit, speed of light, memory workload,
   ncu's rule results (what it suggests), warp stalls;
 - a point of a sweep (its capture parameters name the sweep): that sweep's bs x nc latency
   grid as a heatmap and as lines, the latency table, top kernels per point, where its
@@ -393,6 +393,12 @@ NCU = (
              "ai_dram", "roof_pct", "bound"),
             "Each profiled launch against its ceilings: roof_pct against those at its own measured clocks "
             "(the chart's subtitle says which clocks its lines are drawn at)."),
+    Section("hierarchical-roofline", "Roofline by memory level", "hierarchical-roofline", {"limit": 0},
+            "hierarchical-roofline", None,
+            "Each launch's FLOP/s in its precision at its arithmetic intensity at L1, L2 and DRAM, as ncu's "
+            "hierarchical rooflines draw it: the level whose roof is lowest is the one that bounds it, a kernel far "
+            "below the DRAM roof may be at the L2 roof (tracekit query hierarchical-roofline: each launch's limiter "
+            "and its % of each roof; -p precision=fp32: one precision's work against its ceiling)."),
     Section("occupancy", "Occupancy", "occupancy", {"limit": 0}, "occupancy",
             ("kernel_id", "name", "block_size", "grid_size", "registers_per_thread", "theoretical_occupancy_pct",
              "achieved_occupancy_pct", "limiter", "waves_per_sm"),

@@ -258,6 +258,22 @@ def test_xlsx_holds_the_rows_csv_holds_as_numbers(small_store, capsys, tmp_path)
     assert "--format xlsx needs -o FILE" in _one_error_line(capsys)
 
 
+def test_json_writes_a_decimal_as_a_number(small_store, capsys):
+    """A sum of BIGINTs (a HUGEINT, handed over as a DECIMAL) and a DECIMAL are JSON numbers,
+    as CSV prints them (Polars wrote them as strings: "2105"); a whole one past 64 bits stays
+    its digits as text, which a double would round; a NULL is null."""
+    import json
+
+    assert cli_main(["--db", str(small_store), "sql", "SELECT sum(x) AS s, 1.25::DECIMAL(10, 2) AS frac, "
+                     "-9223372036854775808::HUGEINT AS lo, 123456789012345678901234567890::HUGEINT AS h, "
+                     "NULL::DECIMAL(10, 0) AS n FROM range(3) t(x)", "-f", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row == {"s": 3, "frac": 1.25, "lo": -(2**63), "h": "123456789012345678901234567890", "n": None}
+    assert cli_main(["--db", str(small_store), "query", "top-kernels", "--run", "1", "-f", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(not isinstance(v, str) for r in rows for k, v in r.items() if k.endswith(("_ns", "_pct")))
+
+
 def test_a_time_is_one_text_in_every_file_format(small_store, capsys, tmp_path):
     """A run's ingested_at and any time `tracekit sql` gives: ISO 8601 with its T, to the
     column's precision, an offset as +00:00, alike in CSV, TSV, JSON and a sheet (Polars wrote

@@ -94,6 +94,19 @@ def check_gpu(tool: str, device: str) -> None:
                            "the workload on the CPU")
 
 
+def check_tiles_file() -> None:
+    """The kernels' tuning file ($TRACEKIT_TILES), where there is one, can be used: one that
+    cannot (not JSON, say) would fail the workload's first kernel call, or, read as no tuned
+    tiles, time other tiles than its captures' without a word. A one-line error before
+    anything runs."""
+    from tracekit.kernels.tiles import TilesFileError, read_file
+
+    try:
+        read_file()
+    except TilesFileError as err:
+        raise CaptureError(str(err)) from None
+
+
 def run_folder_name(bs: int, nc: int, tool: str, now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     return f"{_utc_stamp(now)}-bs{bs}-nc{nc}-{tool}"
@@ -398,6 +411,7 @@ def capture(bs: int, nc: int, tool: str = "nsys", preset: str | None = None,
         from tracekit.store import check_ingest_target
 
         check_ingest_target(db)
+    check_tiles_file()
 
     started = datetime.now(UTC)
     run_dir = new_run_dir(out_dir, name if name is not None else run_folder_name(bs, nc, tool, started))

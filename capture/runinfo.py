@@ -116,6 +116,6 @@ def settings() -> dict:
                     h.update(chunk)
             digest = h.hexdigest()
     except OSError:
-        digest = None  # unreadable: as the kernels, which then use the built-in tiles
+        digest = None  # (unreadable: not hashed; an HSTU capture refuses it before it runs, run.check_tiles_file)
     env = {k: os.environ[k] for k in SETTINGS_ENV if k in os.environ}
     return {"env": env, "tiles_file": str(path), "tiles_sha256": digest}

@@ -61,6 +61,7 @@ from .run import (
     capture,
     check_gpu,
     check_out,
+    check_tiles_file,
     default_preset,
     headroom_lines,
     run_of_folder,
@@ -525,6 +526,7 @@ def sweep(bs: str | Sequence[int] | None = None, nc: str | Sequence[int] | None 
         from tracekit.store import check_ingest_target
 
         check_ingest_target(db)
+    check_tiles_file()
 
     settings = {"grid": {"bs": bs_list, "nc": nc_list}, "tool": tool, "preset": preset,
                 "warmup_ms": warmup_ms, "iters": iters, "workload": workload, "device": device,

@@ -61,14 +61,44 @@ def _key_str(kernel, device_name, dtype, d_qk, d_v, bkt) -> str:
     return f"{kernel}|{device_name}|{dtype}|{d_qk}|{d_v}|{bkt}"
 
 
+class TilesFileError(ValueError):
+    """The tuning file is there and cannot be used: unreadable, not JSON, or not tile settings."""
+
+
+def read_file(path: Path | None = None) -> dict:
+    """The tuning file's content (``{}`` where there is no file), checked: a file that is there
+    and cannot be read, is not JSON or is not ``{"tiles": {key: {setting: value}}}`` raises
+    TilesFileError naming it, rather than leaving its tuned tiles out without a word (or, in
+    ``save``, replacing them)."""
+    path = Path(path) if path else tiles_path()
+    fix = ("; fix or delete it (python -m tracekit.kernels.tiles tune writes a new one), or set "
+           f"{TILES_ENV} to another file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as err:
+        raise TilesFileError(f"{path}: the tiles file cannot be read ({err.strerror or err}){fix}") from None
+    except UnicodeDecodeError:
+        raise TilesFileError(f"{path}: the tiles file is not UTF-8 text{fix}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise TilesFileError(f"{path}: the tiles file is not JSON ({err}){fix}") from None
+    tiles = data.get("tiles", {}) if isinstance(data, dict) else None
+    bad = (None if isinstance(tiles, dict) and all(isinstance(v, dict) for v in tiles.values()) else
+           "it is not a JSON object" if not isinstance(data, dict) else
+           '"tiles" is not an object' if not isinstance(tiles, dict) else
+           f"tile {next(k for k, v in tiles.items() if not isinstance(v, dict))!r} is not an object of settings")
+    if bad:
+        raise TilesFileError(f'{path}: not a tiles file ({bad}; it holds {{"tiles": {{key: {{setting: value}}}}}}){fix}')
+    return data
+
+
 def _file_entries() -> dict:
     path = str(tiles_path())
     if path not in _loaded:
-        try:
-            data = json.loads(Path(path).read_text())
-            _loaded[path] = data.get("tiles", {}) if isinstance(data, dict) else {}
-        except (OSError, ValueError):
-            _loaded[path] = {}
+        _loaded[path] = read_file(Path(path)).get("tiles", {})
     return _loaded[path]
 
 
@@ -112,11 +142,8 @@ def save(kernel: str, device_name: str, dtype, d_qk: int, d_v: int, max_seq_len:
          path: Path | None = None) -> Path:
     """Record ``cfg`` for the key in the tuning file (read, update, atomic replace)."""
     path = Path(path) if path else tiles_path()
+    data = read_file(path)  # (a file that is not one is refused, not replaced: its tuned tiles kept)
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {}
     data.setdefault("tiles", {})[_key_str(kernel, device_name, _dtype_name(dtype), d_qk, d_v,
                                           bucket(max_seq_len))] = cfg
     tmp = path.with_suffix(".tmp")
@@ -200,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         print(path)
         print(path.read_text() if path.exists() else "(no tuning file)")
         return 0
+    try:  # (the file tune records into, checked before any time is spent timing)
+        read_file()
+    except TilesFileError as err:
+        print(f"{p.prog}: error: {err}", file=sys.stderr)
+        return 2
     import torch
 
     if not torch.cuda.is_available():  # (tune times the kernel on the GPU: nothing to time here)

@@ -173,6 +173,22 @@ def test_a_store_that_cannot_take_the_run_is_refused_before_the_workload_runs(tm
     assert (db.read_bytes() if db.exists() else None) == before
 
 
+@pytest.mark.parametrize("command", ["capture", "sweep"])
+def test_a_tiles_file_that_is_not_one_is_refused_before_the_workload_runs(tmp_path, monkeypatch, command):
+    """$TRACEKIT_TILES naming a file that is not a tiles file (here cut short): one error naming
+    it before any point runs, not a workload that fails at its first kernel call (or, as it was,
+    times the built-in tiles in a capture recorded as run with that file)."""
+    tiles = tmp_path / "tiles.json"
+    tiles.write_text('{"tiles": {')
+    monkeypatch.setenv("TRACEKIT_TILES", str(tiles))
+    args = ["capture", "--bs", "1"] if command == "capture" else ["sweep", "--bs", "1,2"]
+    res = runner.invoke(cli.app, [*args, "--nc", "4", "--tool", "none", "--preset", "small", "--iters", "1",
+                                  "--warmup-ms", "0", "--out", str(tmp_path / "runs"), "--no-ingest"])
+    assert isinstance(res.exception, TracekitError), res.output
+    assert str(res.exception).startswith(f"{tiles}: the tiles file is not JSON (")
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize("config, match", [
     ("workload: {bogus: 1}", "unknown workload setting(s) bogus"),
     ("workload: [1]", "'workload' must be a mapping of workload settings"),

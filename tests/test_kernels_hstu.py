@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 import sys
 
@@ -1100,6 +1101,51 @@ def test_tiles_file_overrides_builtin_and_default(tmp_path, monkeypatch):
     monkeypatch.setattr(tiles, "_device", lambda device: ("NVIDIA H100", 9))
     tiles._memo.clear()
     assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) is None  # tuned on another GPU
+    tiles._memo.clear()
+
+
+@pytest.mark.parametrize("content, said", [
+    (b'{"tiles": {"dense|NVIDIA H200|bfloat16|128|128|1024": {"BLOCK_M": 64}', "is not JSON (Expecting"),
+    (b"[1, 2]", "not a tiles file (it is not a JSON object;"),
+    (b'{"tiles": [1]}', 'not a tiles file ("tiles" is not an object;'),
+    (b'{"tiles": {"dense|x": 128}}', "not a tiles file (tile 'dense|x' is not an object of settings;"),
+    (b"\xff\xfe{}", "is not UTF-8 text"),
+    (None, "cannot be read (Is a directory)"),
+])
+def test_a_tiles_file_that_is_not_one_is_an_error_not_left_out(tmp_path, monkeypatch, capsys, content, said):
+    """A tuning file that cannot be used stops the kernels' lookup with its name and what to do
+    (it was read as no tuned tiles: the kernels ran other tiles without a word), is not replaced
+    by ``save`` (its other tuned tiles were lost), and stops ``tune`` before it times anything.
+    An empty object is a file with no tiles yet."""
+    from tracekit.kernels import tiles
+
+    path = tmp_path / "t.json"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    monkeypatch.setenv(tiles.TILES_ENV, str(path))
+    monkeypatch.setattr(tiles, "_device", lambda device: ("NVIDIA H200", 9))
+    tiles._memo.clear()
+    cuda = torch.device("cuda", 0)
+    try:
+        with pytest.raises(tiles.TilesFileError, match=re.escape(f"{path}: ") + ".*" + re.escape(said)) as err:
+            tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024)
+        assert str(err.value).endswith(f"fix or delete it (python -m tracekit.kernels.tiles tune writes a new one), "
+                                       f"or set {tiles.TILES_ENV} to another file")
+        with pytest.raises(tiles.TilesFileError, match=re.escape(said)):
+            tiles.save("dense", "NVIDIA H200", torch.bfloat16, 128, 128, 1024, {"BLOCK_M": 128})
+        assert content is None and path.is_dir() or path.read_bytes() == content
+        assert tiles.main(["tune", "--max-seq-len", "1024"]) == 2
+        got = capsys.readouterr()
+        assert got.err.count("\n") == 1 and got.err.startswith(f"python -m tracekit.kernels.tiles: error: {path}: ")
+    finally:
+        tiles._memo.clear()
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    monkeypatch.setenv(tiles.TILES_ENV, str(empty))
+    assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) == tiles.BUILTIN[
+        ("dense", "bfloat16", 128, 128, 1024)]
     tiles._memo.clear()
 
 

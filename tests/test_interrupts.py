@@ -496,6 +496,46 @@ def test_a_statement_stopped_by_ctrl_c_raises_once_and_every_watch_counts_it():
     con.close()
 
 
+def test_what_counts_as_a_statement_stopped_by_an_interrupt():
+    """The rule the watch's handler uses not to raise a second interrupt: the exception being
+    handled is DuckDB's interrupt (a statement stopped by ``interrupt()``), or came from one
+    through its causes or contexts (a replacement scan wraps it); any other error, none, or
+    a loop of contexts is not one."""
+    from tracekit.interrupts import _stopped_statement
+
+    con = duckdb.connect()
+    timer = threading.Timer(0.3, con.interrupt)
+    timer.start()
+    try:
+        con.execute("SELECT count(*) FROM range(5000000000) t(x) WHERE x % 7 = 3").fetchall()
+    except Exception as stopped:  # noqa: BLE001
+        assert _stopped_statement()
+        try:
+            raise duckdb.InvalidInputException("replacement scan failed") from stopped
+        except duckdb.InvalidInputException:
+            assert _stopped_statement()
+        try:
+            raise ValueError("while handling it")
+        except ValueError:
+            assert _stopped_statement()  # (its context is the interrupt)
+    else:
+        pytest.fail("the statement ran to its end")
+    finally:
+        timer.cancel()
+        con.close()
+    assert not _stopped_statement()
+    try:
+        raise RuntimeError("Query failed: not an interrupt")
+    except RuntimeError:
+        assert not _stopped_statement()
+    a, b = ValueError("a"), ValueError("b")
+    a.__context__, b.__context__ = b, a
+    try:
+        raise a
+    except ValueError:
+        assert not _stopped_statement()
+
+
 def test_a_ctrl_c_during_an_import_waits_until_the_import_is_done(tmp_path, monkeypatch):
     """DuckDB's compiled module aborts the process ("Critical nanobind error", SIGABRT) when
     a KeyboardInterrupt is raised while it initialises: the watch lets every import finish

@@ -166,16 +166,26 @@ def test_hierarchical_roofline_draws_every_point_in_chromium(tk, tmp_path):
 
 
 def test_hierarchical_roofline_chart_of_a_report_without_some_counters(tk):
-    """ncu_sections has no L1, L2, FP16 or tensor counters: the launches' own precisions are
-    unknown, which the chart says with the metrics to profile; FP32's points are drawn at DRAM
-    alone, under the DRAM ceiling alone."""
+    """ncu_sections has no L1, L2, FP16 or tensor counters: its FP32 points are drawn at DRAM
+    alone, under the DRAM ceiling alone, none filled, which the subtitle says is for want of
+    counters, not compute; launches with no FLOP rate at all: the metrics to profile for."""
+    for precision in (None, "fp32"):  # (the launches' own: FP32, of the precisions the report has)
+        spec = charts.chart(tk, "hierarchical-roofline", run="sections", precision=precision).to_dict()
+        rows, _, ceilings = _hierarchical_layers(spec)
+        assert [r["level"] for r in rows] == ["DRAM"] * 3 and ceilings == {"DRAM", "FP32"}
+        assert not any(r["limits"] for r in rows)  # (no limiter judged on one level)
+        assert "compute does, or the report lacks a level's counters" in " ".join(spec["title"]["subtitle"])
+    full = charts.chart(tk, "hierarchical-roofline", run="full").to_dict()
+    assert "lacks a level's counters" not in " ".join(full["title"]["subtitle"])
+    df = tk.query("hierarchical-roofline", run="sections").with_columns(pl.lit(None, pl.Float64).alias("flops_per_s"))
     with pytest.raises(QueryError, match=r"nothing to plot; no launch has its precision's FLOP rate \(metrics not in "
                                          r"the report: .*lts__lts2xbar_cycles_active.*sm__ops_path_tensor_"):
-        charts.chart(tk, "hierarchical-roofline", run="sections")
-    rows, _, ceilings = _hierarchical_layers(
-        charts.chart(tk, "hierarchical-roofline", run="sections", precision="fp32").to_dict())
-    assert [r["level"] for r in rows] == ["DRAM"] * 3 and ceilings == {"DRAM", "FP32"}
-    assert not any(r["limits"] for r in rows)  # (no limiter judged on one level)
+        charts.hierarchical_roofline(df)
+    # no ceiling to draw (the peak counters missing): one line, not a ValueError of min() over nothing
+    with pytest.raises(QueryError, match=r"^hierarchical-roofline: nothing to plot; the report has no compute "
+                                         r"ceiling for the launches"):
+        charts.hierarchical_roofline(tk.query("hierarchical-roofline", run="full").with_columns(
+            pl.lit(None, pl.Float64).alias("peak_flops_per_s")))
 
 
 def test_occupancy_chart(tk):

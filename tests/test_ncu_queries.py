@@ -465,13 +465,28 @@ def test_hierarchical_roofline_of_a_report_without_some_counters(tk, recomputed)
         missing = row["missing_metrics"]
         assert "lts__lts2xbar_cycles_active" in missing and "l1tex__lsu_writeback" in missing
         assert "hfma" not in missing and "sm__ops_path_tensor" not in missing
-    # its dominant precision needs every precision's counters (roofline's): blank, and said
+    # roofline names no dominant precision without every precision's counters: the launches'
+    # is the one of most FLOP/s of those the report has, FP32's points, the missing counters said
     own = tk.query("hierarchical-roofline", run="sections")
-    assert own["precision"].is_null().all() and own["limiter"].is_null().all()
+    assert tk.query("roofline", run="sections")["precision"].is_null().all()
+    assert own["precision"].to_list() == [None, "fp32", "fp32", "fp32"]  # (the GEMM: no FP32/FP64 work)
+    assert own.filter(pl.col("kernel_id") > 0).select("flops_per_s", "ai_dram").equals(df.select(
+        "flops_per_s", "ai_dram")) and own["flops_per_s"][0] is None and own["limiter"].is_null().all()
     assert all("sm__ops_path_tensor_" in m for m in own["missing_metrics"])
-    with pytest.raises(QueryError, match=r"^hierarchical-roofline: no launch of run \d+ \(sections\) does tensor_bf16 "
-                                         r"work \(the precisions they do work in: fp32\); leave precision out"):
+    # a precision the report has no counter of: said, with the section that collects them
+    with pytest.raises(QueryError, match=r"^hierarchical-roofline: run \d+ \(sections\) has no tensor_bf16 FLOP "
+                                         r"counters \(sm__ops_path_tensor_\*\); profile with ncu --section "
+                                         r"SpeedOfLight_HierarchicalTensorRooflineChart \(or --set full\)$"):
         tk.query("hierarchical-roofline", run="sections", precision="tensor_bf16")
+    with pytest.raises(QueryError, match=r"has no fp16 FLOP counters \(smsp__sass_thread_inst_executed_op_\{hadd,"
+                                         r"hmul,hfma\}_pred_on.sum.per_cycle_elapsed\); profile with ncu --section "
+                                         r"SpeedOfLight_HierarchicalHalfRooflineChart"):
+        tk.query("hierarchical-roofline", run="sections", precision="fp16")
+    # over every run: a run without the counters keeps its launches as blank rows, others answer
+    both = tk.query("hierarchical-roofline", run="all", precision="tensor_bf16")
+    assert both.filter(pl.col("flops_per_s").is_not_null())["kernel_id"].to_list() == [0, 0]  # (full, full-csv)
+    blank = both.filter(pl.col("flops_per_s").is_null())
+    assert blank.height == 4 and all("sm__ops_path_tensor_" in m for m in blank["missing_metrics"])
     with pytest.raises(QueryError, match=r"no launch of run \d+ \(full\) named like 'soft' does fp64 work \(the "
                                          r"precisions they do work in: fp32\)"):
         tk.query("hierarchical-roofline", run="full", kernel="soft", precision="fp64")

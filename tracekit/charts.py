@@ -198,10 +198,12 @@ class _Roof(NamedTuple):
     clocks_differ: bool
 
 
-def _roof(pts: pl.DataFrame, ai: str = "ai_dram", x_title: str = "Arithmetic intensity at DRAM [FLOP/byte]") -> _Roof:
+def _roof(pts: pl.DataFrame, ai: str = "ai_dram", x_title: str = "Arithmetic intensity at DRAM [FLOP/byte]",
+          chart: str = "roofline") -> _Roof:
     """The ceilings and axes of a roofline of ``pts`` (points with their arithmetic intensity
     in column ``ai``, flops_per_s, the peak_* columns of query roofline and, where known, their
-    precision)."""
+    precision). No ceiling of either kind (the report lacks every .peak_sustained counter of
+    the plotted launches' precisions, or of their memory) is ``chart``'s one-line error."""
     # Ceilings are per launch (measured clocks differ): a precision's ceiling is drawn at
     # the clocks of the launches whose dominant precision it is (the highest of those),
     # else the highest among all plotted launches; memory ceilings at the highest clocks.
@@ -234,6 +236,9 @@ def _roof(pts: pl.DataFrame, ai: str = "ai_dram", x_title: str = "Arithmetic int
         comp.append((lab, own.max() if len(own.drop_nulls()) else pts[p].max()))
         drawn_for = own.drop_nulls() if len(own.drop_nulls()) else pts[p].drop_nulls()
         clocks_differ = clocks_differ or drawn_for.min() < 0.99 * drawn_for.max()
+    if not mem or not comp:
+        raise QueryError(f"{chart}: nothing to plot; the report has no {'bandwidth' if not mem else 'compute'} ceiling "
+                         "for the launches (their .peak_sustained counters); re-profile with --set full")
     ai_lo = min(pts[ai].min(), min(c / b for _, c in comp for _, b in mem)) / 4
     ai_hi = max(pts[ai].max(), max(c / b for _, c in comp for _, b in mem)) * 6
     top = max(c for _, c in comp)
@@ -527,7 +532,8 @@ def hierarchical_roofline(df: pl.DataFrame) -> alt.LayerChart:
     arithmetic intensity at L1, L2 and DRAM, its three points joined, under the three bandwidth
     ceilings and its precision's compute ceiling; the point of the level that bounds it filled."""
     _need(df, "hierarchical-roofline", "hierarchical-roofline",
-          ["kernel_id", "name", "precision", "flops_per_s", "ai_l1", "ai_l2", "ai_dram", "limiter"])
+          ["kernel_id", "name", "precision", "flops_per_s", "peak_flops_per_s", "ai_l1", "ai_l2", "ai_dram",
+           "l1_roof_pct", "l2_roof_pct", "dram_roof_pct", "limiter", "roof_pct"])
     if df.is_empty():
         return _no_data("Hierarchical roofline")
     fp = df.filter(pl.col("flops_per_s").fill_null(0) > 0)
@@ -542,15 +548,13 @@ def hierarchical_roofline(df: pl.DataFrame) -> alt.LayerChart:
         raise QueryError("hierarchical-roofline: nothing to plot; no launch does floating-point work (tracekit query "
                          "speed-of-light and memory-workload show how near the memory's peak they run)")
     fp = _labels(fp)
-    levels = [(lv, col) for lv, col in (("L1", "ai_l1"), ("L2", "ai_l2"), ("DRAM", "ai_dram"))]
-    keep = ["label", "group", "name", "precision", "flops_per_s", "limiter", "roof_pct", "duration_ns",
-            "peak_flops_per_s", "peak_l1_bytes_per_s", "peak_l2_bytes_per_s", "peak_dram_bytes_per_s"]
-    keep = [c for c in keep if c in fp.columns]
-    pts = pl.concat([
-        fp.select(*keep, pl.col(col).alias("ai"), pl.lit(lv).alias("level"),
-                  (pl.col(f"{col.removeprefix('ai_')}_roof_pct") if f"{col.removeprefix('ai_')}_roof_pct" in fp.columns
-                   else pl.lit(None, pl.Float64)).alias("level_roof_pct"))
-        for lv, col in levels
+    keep = [c for c in ("label", "group", "name", "precision", "flops_per_s", "limiter", "roof_pct", "duration_ns",
+                        "peak_flops_per_s", "peak_l1_bytes_per_s", "peak_l2_bytes_per_s", "peak_dram_bytes_per_s")
+            if c in fp.columns]
+    pts = pl.concat([  # (one row per launch and level)
+        fp.select(*keep, pl.col(f"ai_{lv}").alias("ai"), pl.lit(level).alias("level"),
+                  pl.col(f"{lv}_roof_pct").alias("level_roof_pct"))
+        for level, lv in (("L1", "l1"), ("L2", "l2"), ("DRAM", "dram"))
     ]).filter(pl.col("ai").is_not_null() & (pl.col("ai") > 0))
     if pts.is_empty():
         raise QueryError("hierarchical-roofline: nothing to plot; no launch moved a byte the report counts at L1, L2 "
@@ -562,7 +566,8 @@ def hierarchical_roofline(df: pl.DataFrame) -> alt.LayerChart:
         *[pl.when(pl.col("precision") == a.removesuffix("_flops_per_s")).then(pl.col("peak_flops_per_s"))
           .alias(peak) for a, peak, _ in _PRECISIONS],
     )
-    roof = _roof(ceil, ai="ai", x_title="Arithmetic intensity at L1, L2 and DRAM [FLOP/byte]")
+    roof = _roof(ceil, ai="ai", x_title="Arithmetic intensity at L1, L2 and DRAM [FLOP/byte]",
+                 chart="hierarchical-roofline")
     xs, ys = roof.xs, roof.ys
     data = pts.select(
         "label", "group", "name", "level", "ai", "flops_per_s", "precision", "limiter", "roof_pct", "level_roof_pct",
@@ -610,8 +615,10 @@ def hierarchical_roofline(df: pl.DataFrame) -> alt.LayerChart:
             "Hierarchical roofline" + (f", {named.get(precisions[0], precisions[0])}" if len(precisions) == 1 else ""),
             subtitle="each launch's FLOP/s in " + ("its precision" if len(precisions) > 1 else "that precision")
             + " at its arithmetic intensity at L1, L2 and DRAM, its three points joined; filled: the level whose roof "
-            "is lowest there, which bounds it (none filled: compute does); ceilings at the measured clocks of the "
-            "launches using them" + ("; where those differ, at the highest" if roof.clocks_differ else ""),
+            "is lowest there, which bounds it (none filled: compute does"
+            + (", or the report lacks a level's counters: tooltip" if any(d["limiter"] is None for d in data) else "")
+            + "); ceilings at the measured clocks of the launches using them"
+            + ("; where those differ, at the highest" if roof.clocks_differ else ""),
         ),
     )
 
@@ -2522,7 +2529,7 @@ def _roof_points(df: pl.DataFrame, chart: str, *more: pl.Expr) -> tuple[_Roof, l
         "key", "name", "how", "side", "run", "verdict", "launches", (pl.col("duration_ns") / 1000).alias("duration_us"),
         "ai_dram", "flops_per_s", "roof_pct", "bound", "precision", "delta_pct", *more,
     ).with_columns(pl.col("key").replace_strict(short, return_dtype=pl.String).alias("label")).to_dicts()
-    return _roof(df), data
+    return _roof(df, chart=f"chart {chart}"), data
 
 
 def _roof_tooltip(verdict: alt.Tooltip) -> list[alt.Tooltip]:
@@ -3044,7 +3051,8 @@ def bench_speedups(df: pl.DataFrame) -> alt.LayerChart:
 CHARTS: dict[str, ChartSpec] = {
     "roofline": ChartSpec("roofline", roofline, {"limit": 0}, "ncu roofline, one point per launch"),
     "hierarchical-roofline": ChartSpec("hierarchical-roofline", hierarchical_roofline, {"limit": 0},
-                                       "ncu roofline at L1, L2 and DRAM, one precision's ceiling (-p precision=)"),
+                                       "ncu roofline at L1, L2 and DRAM, each launch in its precision or in one "
+                                       "(-p precision=)"),
     "occupancy": ChartSpec(
         "occupancy", occupancy, {"limit": 0}, "ncu theoretical vs achieved occupancy"
     ),

@@ -1,19 +1,21 @@
 -- Hierarchical roofline per launch, as Nsight Compute's SpeedOfLight_Hierarchical{Single,Half,
 -- Double,Tensor}RooflineChart sections draw it: the launch's FLOP/s in one precision at its
--- arithmetic intensity against the bytes moved at each level of the memory hierarchy (L1, L2,
--- DRAM; the byte rates of query roofline), under that level's bandwidth ceiling and the
--- precision's compute ceiling. The precision is the one asked (ncu's chart of one precision: only
--- the launches that do work in it), else each launch's dominant one (query roofline's precision;
--- its other FP work is not counted here, where roofline's flops_per_s sums it). Each level's roof
--- at the launch's intensity there is min(peak FLOP/s, AI x the level's peak bandwidth), the
--- ceiling where the level moved no byte; the lowest of the three bounds the launch: limiter
--- names its level, or compute where the launch is right of every level's ridge, and roof_pct is
--- FLOP/s against it. Data that stays in a cache gives a high intensity at the levels beyond it: a
--- kernel at the L2 roof but far below the DRAM roof is bound by L2 bandwidth, not DRAM. Ceilings
--- are at the launch's own measured clocks. limiter needs all three levels and the ceiling: NULL
--- where the report lacks one (missing_metrics names the counters), no_fp_work where the launch
--- does no floating-point work. A run with no FLOP rate or no byte rate at all, or no launch with
--- work in the precision asked, is an error.
+-- arithmetic intensity against the bytes moved at each level of the memory hierarchy (L1, L2, DRAM;
+-- the byte rates of query roofline), under that level's bandwidth ceiling and the precision's
+-- compute ceiling. The precision is the one asked (ncu's chart of one precision: the launches that
+-- do work in it, and those without its counters, blank), else each launch's dominant one (query
+-- roofline's precision, or where the report lacks some precision's counters, the one of most FLOP/s
+-- of those it has; its other FP work is not counted here, where roofline's flops_per_s sums it). A
+-- range or a whole graph gets one point, its work over its elapsed time, as in query roofline. Each
+-- level's roof at the launch's intensity there is min(peak FLOP/s, AI x the level's peak
+-- bandwidth), the ceiling where the level moved no byte; the lowest of the three bounds the launch:
+-- limiter names its level, or compute where the launch is right of every level's ridge, and
+-- roof_pct is FLOP/s against it. Data that stays in a cache gives a high intensity at the levels
+-- beyond it: a kernel at the L2 roof but far below the DRAM roof is bound by L2 bandwidth, not
+-- DRAM. Ceilings are at the launch's own measured clocks. limiter needs all three levels and the
+-- ceiling: NULL where the report lacks one (missing_metrics names the counters), no_fp_work where
+-- the launch does no floating-point work. A run with no FLOP rate or no byte rate at all, no launch
+-- with work in the precision asked, or no counter of it, is an error.
 -- @param run        TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel     TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
 -- @param precision  TEXT     the FLOP of this precision against its ceiling, else each launch's dominant precision's (one of: fp64, fp32, fp16, tensor_bf16, tensor_fp16, tensor_tf32, tensor_fp8, tensor_fp64) (default: null)
@@ -47,8 +49,18 @@ WITH r AS MATERIALIZED (
     SELECT * FROM ncu_roofline
     WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
       AND ncu_kernel_asked('hierarchical-roofline', $run, $kernel)
-), p AS (  -- the precision asked (case-insensitive), else each launch's dominant one
-    SELECT r.*, coalesce(lower($precision), r.precision) AS prec
+), p AS (  -- the precision asked (case-insensitive), else each launch's dominant one (roofline's, NULL
+              -- where some precision's counters are missing: then the one of most FLOP/s of those it has)
+    SELECT r.*,
+           coalesce(lower($precision), r.precision,
+                    (SELECT arg_max(p, v) FROM (VALUES
+                         ('fp64', fp64_flops_per_s), ('fp32', fp32_flops_per_s), ('fp16', fp16_flops_per_s),
+                         ('tensor_bf16', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_bf16_flops_per_s END),
+                         ('tensor_fp16', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp16_flops_per_s END),
+                         ('tensor_tf32', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_tf32_flops_per_s END),
+                         ('tensor_fp8', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp8_flops_per_s END),
+                         ('tensor_fp64', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp64_flops_per_s END)) v(p, v)
+                     WHERE v > 0)) AS prec
     FROM r
 ), pf AS (  -- its FLOP/s (a report without tensor counters: the tensor rates unknown, not 0) and ceiling
     SELECT p.*,
@@ -71,8 +83,22 @@ WITH r AS MATERIALIZED (
                count(*) FILTER (WHERE coalesce(fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s, tensor_srcs) IS NOT NULL),
                count(*) FILTER (WHERE coalesce(dram_bytes_per_s, l2_bytes_per_s, l1_bytes_per_s) IS NOT NULL),
                bool_and(coalesce(json_extract_string(u.meta, '$.ncu_export') = 'csv-details', false)),
-               '--section SpeedOfLight_HierarchicalSingleRooflineChart (Half, Double, Tensor: the other precisions)')
-           AND CASE WHEN $precision IS NULL OR count(*) = 0 OR count(*) FILTER (WHERE f > 0) > 0 THEN true
+               '--section SpeedOfLight_HierarchicalSingleRooflineChart --section SpeedOfLight_HierarchicalHalf'
+               || 'RooflineChart --section SpeedOfLight_HierarchicalDoubleRooflineChart --section SpeedOfLight_'
+               || 'HierarchicalTensorRooflineChart')
+           -- the precision asked: an error where no launch does work in it, or where the report has
+           -- no counter of it at all (not rows of blanks); launches without them, beside others, are rows
+           AND CASE WHEN $precision IS NULL OR count(*) = 0 OR count(*) FILTER (WHERE f > 0) > 0
+                         OR (count(f) > 0 AND count(f) < count(*)) THEN true
+                    WHEN count(f) = 0
+                    THEN error(ncu_lacks('hierarchical-roofline', $run, lower($precision) || ' FLOP counters (')
+                               || CASE WHEN starts_with(lower($precision), 'tensor') THEN 'sm__ops_path_tensor_*'
+                                       ELSE 'smsp__sass_thread_inst_executed_op_' || CASE lower($precision)
+                                           WHEN 'fp64' THEN '{dadd,dmul,dfma}' WHEN 'fp32' THEN '{fadd,fmul,ffma}'
+                                           ELSE '{hadd,hmul,hfma}' END || '_pred_on.sum.per_cycle_elapsed' END
+                               || '); profile with ncu --section SpeedOfLight_Hierarchical'
+                               || CASE lower($precision) WHEN 'fp64' THEN 'Double' WHEN 'fp32' THEN 'Single'
+                                       WHEN 'fp16' THEN 'Half' ELSE 'Tensor' END || 'RooflineChart (or --set full)')
                     ELSE error('hierarchical-roofline: no launch of '
                                || CASE WHEN $run IS NULL THEN 'any run' ELSE 'run ' || $run || ' ('
                                          || coalesce((SELECT name FROM runs WHERE run_id = $run), '?') || ')' END
@@ -87,8 +113,7 @@ WITH r AS MATERIALIZED (
                                       CASE WHEN max(tensor_tf32_flops_per_s) > 0 THEN 'tensor_tf32' END,
                                       CASE WHEN max(tensor_fp8_flops_per_s) > 0 THEN 'tensor_fp8' END,
                                       CASE WHEN max(tensor_fp64_flops_per_s) > 0 THEN 'tensor_fp64' END), '') || ')',
-                                      ' (none that the report has counters of: tracekit query roofline says what it '
-                                      || 'lacks)')
+                                      ' (none does floating-point work the report has counters of)')
                                || '; leave precision out for each launch''s own') END AS ok
     FROM pf LEFT JOIN runs u ON u.run_id = pf.run_id
 ), l AS (
@@ -96,7 +121,7 @@ WITH r AS MATERIALIZED (
            f / nullif(l1_bytes_per_s, 0) AS ai1, f / nullif(l2_bytes_per_s, 0) AS ai2,
            f / nullif(dram_bytes_per_s, 0) AS aid
     FROM checked JOIN pf ON checked.ok
-    WHERE $precision IS NULL OR f > 0
+    WHERE $precision IS NULL OR f > 0 OR f IS NULL  -- (a launch without its counters: a row saying so)
 ), roofs AS (  -- (no byte moved at a level: its roof is the compute ceiling; an input missing: NULL, not
                -- least()'s skipping of NULLs, which would read as the ceiling)
     SELECT l.*,

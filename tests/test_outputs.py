@@ -260,15 +260,15 @@ def test_xlsx_holds_the_rows_csv_holds_as_numbers(small_store, capsys, tmp_path)
 
 def test_json_writes_a_decimal_as_a_number(small_store, capsys):
     """A sum of BIGINTs (a HUGEINT, handed over as a DECIMAL) and a DECIMAL are JSON numbers,
-    as CSV prints them (Polars wrote them as strings: "2105"); a whole one past 64 bits stays
-    its digits as text, which a double would round; a NULL is null."""
+    as CSV prints them (Polars wrote them as strings: "2105"): a whole one its exact digits,
+    past 64 bits too, a fraction a double; a NULL is null."""
     import json
 
     assert cli_main(["--db", str(small_store), "sql", "SELECT sum(x) AS s, 1.25::DECIMAL(10, 2) AS frac, "
                      "-9223372036854775808::HUGEINT AS lo, 123456789012345678901234567890::HUGEINT AS h, "
                      "NULL::DECIMAL(10, 0) AS n FROM range(3) t(x)", "-f", "json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
-    assert row == {"s": 3, "frac": 1.25, "lo": -(2**63), "h": "123456789012345678901234567890", "n": None}
+    assert row == {"s": 3, "frac": 1.25, "lo": -(2**63), "h": 123456789012345678901234567890, "n": None}
     assert cli_main(["--db", str(small_store), "query", "top-kernels", "--run", "1", "-f", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows and all(not isinstance(v, str) for r in rows for k, v in r.items() if k.endswith(("_ns", "_pct")))

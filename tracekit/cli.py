@@ -323,27 +323,6 @@ def _emit_each(read: Callable[[Callable], object], fmt: str, out: Path | None, c
         _write_stream(produce, out, store_path)
 
 
-def _json_numbers(df):
-    """``df`` with its DECIMAL columns as JSON numbers, not the strings Polars writes them as (a
-    sum of BIGINTs is a HUGEINT, which reaches Polars as a DECIMAL): whole ones as integers where
-    every value fits 64 bits, else as doubles, as a JSON reader holds any number; a whole column
-    past 64 bits stays text, whose digits a double would lose."""
-    import polars as pl
-
-    casts = []
-    for name, dtype in df.schema.items():
-        if not isinstance(dtype, pl.Decimal):
-            continue
-        col = df[name]
-        if dtype.scale == 0:
-            lo, hi = col.min(), col.max()
-            if lo is None or (-(2**63) <= lo and hi < 2**63):
-                casts.append(pl.col(name).cast(pl.Int64))
-        else:
-            casts.append(pl.col(name).cast(pl.Float64))
-    return df.with_columns(casts) if casts else df
-
-
 class _TextParts:
     """``each`` of ``_emit_each`` for CSV, TSV or JSON: each part of one result as text on
     ``f``, CSV's (TSV's) header once and JSON's rows in one array, ended by ``close``."""
@@ -357,8 +336,6 @@ class _TextParts:
         import polars as pl
 
         df = self.shaped(df)
-        if self.fmt == "json":
-            df = _json_numbers(df)
         try:
             text = df.write_json() if self.fmt == "json" else \
                 df.write_csv(include_header=not self.parts, separator="\t" if self.fmt == "tsv" else ",")

@@ -258,9 +258,11 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
 
 def plain_columns(df, fmt: str, cannot_nest: str | None = None):
     """``df`` for a text format ``fmt``: bytes (a BLOB) as hex text, which none of them
-    holds; times as ISO 8601 text, alike in all of them; lists or structs a one-line error
-    where ``cannot_nest`` (what of the format cannot hold them: ``CSV``, ``a cell``) says the
-    format has no place for them."""
+    holds; times as ISO 8601 text, alike in all of them; in JSON a DECIMAL as a number, not the
+    string Polars writes (a sum of BIGINTs is a HUGEINT, which reaches Polars as a DECIMAL):
+    a whole one as an exact integer, of any size, one with a fraction as a double; lists or
+    structs a one-line error where ``cannot_nest`` (what of the format cannot hold them:
+    ``CSV``, ``a cell``) says the format has no place for them."""
     import polars as pl
 
     from .errors import ParamError
@@ -274,9 +276,12 @@ def plain_columns(df, fmt: str, cannot_nest: str | None = None):
     # an offset as +00:00 (RFC 3339). Polars writes JSON's naive times with a space, and CSV's
     # offsets as +0000.
     stamps = {c: t for c, t in df.schema.items() if isinstance(t, pl.Datetime)}
-    if not (blobs or stamps):
+    # (by the column's type, not its values: one type in every part a long result is written in)
+    decimals = {c: t for c, t in df.schema.items() if isinstance(t, pl.Decimal)} if fmt == "json" else {}
+    if not (blobs or stamps or decimals):
         return df
     return df.with_columns(
+        *(pl.col(c).cast(pl.Int128 if t.scale == 0 else pl.Float64) for c, t in decimals.items()),
         *(pl.col(c).bin.encode("hex") for c in blobs),
         *(pl.col(c).dt.to_string(f"%Y-%m-%dT%H:%M:%S%.{_DIGITS[t.time_unit]}f{'%:z' if t.time_zone else ''}")
           for c, t in stamps.items()))

@@ -96,9 +96,9 @@ def check_gpu(tool: str, device: str) -> None:
 
 def check_tiles_file() -> None:
     """The kernels' tuning file ($TRACEKIT_TILES), where there is one, can be used: one that
-    cannot (not JSON, say) would fail the workload's first kernel call, or, read as no tuned
-    tiles, time other tiles than its captures' without a word. A one-line error before
-    anything runs."""
+    cannot (not JSON, say) fails the workload's first kernel call on a GPU. A capture refuses
+    it whatever its device and backend, in one line before anything runs: the run records the
+    file as one of its settings (runinfo.settings)."""
     from tracekit.kernels.tiles import TilesFileError, read_file
 
     try:

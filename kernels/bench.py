@@ -810,7 +810,8 @@ def bench_attention(
     configuration (``skip_reason``) is skipped and said before the first measurement:
     ``on_skip(config, variant, reason)`` for each pair, by default one line per variant on
     stderr (``skip_lines``); every pair is listed under ``skipped`` in the JSON. If no variant
-    asked for runs on any configuration, that is a ``ParamError``. A variant that fails (e.g. out of memory) gives a row with ``error`` set
+    asked for runs on any configuration, that is a ``ParamError``; a kernels' tuning file that
+    cannot be read, a ``tiles.TilesFileError``. A variant that fails (e.g. out of memory) gives a row with ``error`` set
     and no timings; a failed correctness check, ``check_error``.
 
     ``speedup_vs_baseline`` is the baseline's median over the variant's median (same
@@ -828,6 +829,9 @@ def bench_attention(
     """
     names = list(configs) if configs else list(DEFAULT_CONFIGS)
     variants, baseline, user = _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path)
+    from .tiles import read_file
+
+    read_file()  # (a tuning file the kernels cannot read: refused, not every row's error)
     import torch
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")

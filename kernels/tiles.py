@@ -20,6 +20,8 @@ import os
 import sys
 from pathlib import Path
 
+from tracekit.errors import InputError
+
 TILES_ENV = "TRACEKIT_TILES"
 _BUCKETS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 
@@ -53,16 +55,18 @@ def bucket(max_seq_len: int) -> int:
 
 
 def tiles_path() -> Path:
+    """The tuning file: $TRACEKIT_TILES (``~`` expanded, as a shell would), else the cache's."""
     env = os.environ.get(TILES_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "tracekit" / "hstu_tiles.json"
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "tracekit" / "hstu_tiles.json"
 
 
 def _key_str(kernel, device_name, dtype, d_qk, d_v, bkt) -> str:
     return f"{kernel}|{device_name}|{dtype}|{d_qk}|{d_v}|{bkt}"
 
 
-class TilesFileError(ValueError):
-    """The tuning file is there and cannot be used: unreadable, not JSON, or not tile settings."""
+class TilesFileError(InputError, ValueError):
+    """The tuning file is there and cannot be used: unreadable, not JSON, or not tile settings
+    (an InputError: the CLI says it in one line, exit 2)."""
 
 
 def read_file(path: Path | None = None) -> dict:
@@ -177,6 +181,7 @@ def tune(max_seq_len: int, *, d_qk: int = 128, d_v: int | None = None, dtype: st
 
     from ._dense import hstu_fwd
 
+    read_file()  # (the file it records into, checked before any time is spent timing)
     d_v = d_v or d_qk
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     B = max(1, tokens // max_seq_len)
@@ -196,6 +201,8 @@ def tune(max_seq_len: int, *, d_qk: int = 128, d_v: int | None = None, dtype: st
                                           contextual_seq_len=0, max_attn_len=0, config=dict(cfg))
             ms = triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median")
             row = dict(config=cfg, ms=ms, tflops=flops / ms / 1e9)
+        except TilesFileError:  # (the file changed under the tuning: not a config's failure)
+            raise
         except Exception as exc:  # noqa: BLE001 - a config that does not fit (shared memory) is skipped
             row = dict(config=cfg, ms=None, tflops=None, error=f"{type(exc).__name__}: {str(exc)[:100]}")
         rows.append(row)
@@ -227,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         print(path)
         print(path.read_text() if path.exists() else "(no tuning file)")
         return 0
-    try:  # (the file tune records into, checked before any time is spent timing)
+    try:  # (the file tune records into: refused before any time is spent)
         read_file()
     except TilesFileError as err:
         print(f"{p.prog}: error: {err}", file=sys.stderr)

@@ -1139,11 +1139,21 @@ def test_a_tiles_file_that_is_not_one_is_an_error_not_left_out(tmp_path, monkeyp
         assert tiles.main(["tune", "--max-seq-len", "1024"]) == 2
         got = capsys.readouterr()
         assert got.err.count("\n") == 1 and got.err.startswith(f"python -m tracekit.kernels.tiles: error: {path}: ")
+        # the library's tune and the benchmark: refused before anything is timed, not each
+        # candidate's (each row's) error
+        with pytest.raises(tiles.TilesFileError, match=re.escape(said)):
+            tiles.tune(1024)
+        from tracekit.kernels import bench
+
+        with pytest.raises(tiles.TilesFileError, match=re.escape(said)):
+            bench.bench_attention(["seed1"], device="cpu")
     finally:
         tiles._memo.clear()
     empty = tmp_path / "empty.json"
     empty.write_text("{}")
-    monkeypatch.setenv(tiles.TILES_ENV, str(empty))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv(tiles.TILES_ENV, "~/empty.json")  # (~ as a shell expands it: the file read is the one hashed)
+    assert tiles.tiles_path() == empty
     assert tiles.lookup("dense", cuda, torch.bfloat16, 128, 128, 1024) == tiles.BUILTIN[
         ("dense", "bfloat16", 128, 128, 1024)]
     tiles._memo.clear()

@@ -540,13 +540,14 @@ def test_the_job_diff_chart_shows_each_ranks_change(tk, store, tmp_path, capsys)
     assert page.value["marks"]["symbol"] == drawn.filter(pl.col("verdict").is_in(["regressed", "improved"])).height
 
 
-def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, store, tmp_path):
+def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, tmp_path):
     """report --run R --vs B, R and B ranks of two jobs: after the runs' comparison, the jobs'
     (the table of diff_jobs, the job-diff chart), drawn in Chromium; two ranks of one job, or
     a run without a rank, get the runs' comparison alone."""
     from browser import chromium, load
 
     from tracekit.report import build
+    from tracekit.report import render as render_report
 
     rep = build(tk, "9", vs="5")
     keys = [sec.key for sec, *_ in rep.sections]
@@ -562,7 +563,7 @@ def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, 
     if chromium() is None:
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
     out = tmp_path / "r.html"
-    assert main(["--db", str(store), "report", "--run", "9", "--vs", "5", "-o", str(out)]) == 0
+    out.write_text(render_report(rep), encoding="utf-8")  # (the page the report built above: not built again)
     page = load(out, "window.tracekitReport && window.tracekitReport.done", "window.tracekitReport")
     drawn = _once(job_diff.rank_changes, tk, "5", "9")
     assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["failed"] == 0
@@ -570,7 +571,7 @@ def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, 
         pl.col("verdict").is_in(["regressed", "improved"])).height
 
 
-def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, store, tmp_path):
+def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, tmp_path):
     """report --vs B --run R --run S, each a rank of a job of several: after the runs'
     comparison, the jobs' (compare --jobs: its table, the compare chart of the jobs), each job
     once; repeats that are ranks of another job measure each rank's noise; runs that are not
@@ -579,6 +580,7 @@ def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, sto
     from conftest import spec_datasets
 
     from tracekit.report import build_many
+    from tracekit.report import render as render_report
 
     rep = _quiet(build_many, tk, ["5", "9"], vs="1")
     keys = [sec.key for sec, *_ in rep.sections]
@@ -606,7 +608,7 @@ def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, sto
     if chromium() is None:
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
     out = tmp_path / "r.html"
-    assert main(["--db", str(store), "report", "--vs", "1", "--run", "5", "--run", "9", "-o", str(out)]) == 0
+    out.write_text(render_report(rep), encoding="utf-8")  # (the page the report built above: not built again)
     page = load(out, "window.tracekitReport && window.tracekitReport.done", "window.tracekitReport")
     assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["failed"] == 0
     assert page.value["marks"]["chart-compare-jobs"] >= len(drawn) > 0

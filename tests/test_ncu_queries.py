@@ -494,6 +494,25 @@ def test_hierarchical_roofline_of_a_report_without_some_counters(tk, recomputed)
         tk.query("hierarchical-roofline", run="full", precision="int8")
 
 
+def test_the_level_roof_and_limiter_macros(tk):
+    """The store's macros that hierarchical-roofline and diff's ncu scope share: a level's roof
+    is NULL where any input is (not the ceiling least() would give by skipping a NULL), the
+    ceiling where the level moved no byte; the limiter is the lowest roof's level, ties to the
+    outer one, compute where every roof is the ceiling, NULL where a roof is."""
+    row = tk.sql(
+        "SELECT ncu_level_roof(NULL, 100.0, 1.0, 10.0) AS no_flops, ncu_level_roof(50.0, NULL, 1.0, 10.0) AS no_peak, "
+        "ncu_level_roof(50.0, 100.0, NULL, 10.0) AS no_bytes, ncu_level_roof(50.0, 100.0, 0.0, 10.0) AS no_byte_moved, "
+        "ncu_level_roof(50.0, 100.0, 10.0, 10.0) AS memory, ncu_level_roof(50.0, 100.0, 1.0, 10.0) AS compute, "
+        "ncu_level_limiter(50.0, 100.0, 80.0, 60.0, 60.0) AS tie, ncu_level_limiter(50.0, 100.0, 70.0, 60.0, 90.0) AS l2, "
+        "ncu_level_limiter(50.0, 100.0, 100.0, 100.0, 100.0) AS ceiling, ncu_level_limiter(0.0, 100.0, 0.0, 0.0, 0.0) "
+        "AS none, ncu_level_limiter(50.0, 100.0, 40.0, NULL, 90.0) AS unknown, "
+        "ncu_in_precision('tensor_bf16', NULL, 1, 2, 3, 4, 5, 6, 7, 8) AS no_tensor_counters, "
+        "ncu_in_precision('tensor_fp8', 1, 1, 2, 3, 4, 5, 6, 7, 8) AS fp8").row(0, named=True)
+    assert row == {"no_flops": None, "no_peak": None, "no_bytes": None, "no_byte_moved": 100.0, "memory": 50.0,
+                   "compute": 100.0, "tie": "DRAM", "l2": "L2", "ceiling": "compute", "none": "no_fp_work",
+                   "unknown": None, "no_tensor_counters": None, "fp8": 7}
+
+
 def test_runs_filter_and_span(tk):
     assert tk.query("ncu-kernels")["run_id"].unique().to_list() == [3]  # latest ncu run
     both = tk.query("roofline", run="all")

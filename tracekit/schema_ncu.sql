@@ -243,6 +243,35 @@ SELECT run_id, kernel_id, src,
             ELSE coalesce(generic_used_peak, generic_dense_peak) END AS peak_ops_per_cycle
 FROM s;
 
+-- A launch's FLOP/s, or its ceiling, in one precision as query roofline names them (fp64, fp32,
+-- fp16, tensor_bf16, tensor_fp16, tensor_tf32, tensor_fp8, tensor_fp64), from ncu_roofline's
+-- columns of each; NULL for another name, and for a tensor one where the report has no tensor
+-- counters (tensor_srcs NULL: the rate unknown, not 0).
+CREATE OR REPLACE MACRO ncu_in_precision(prec, tensor_srcs, fp64, fp32, fp16, bf16, tfp16, tf32, fp8, tfp64) AS
+    CASE prec WHEN 'fp64' THEN fp64 WHEN 'fp32' THEN fp32 WHEN 'fp16' THEN fp16
+         ELSE CASE WHEN tensor_srcs IS NOT NULL THEN CASE prec WHEN 'tensor_bf16' THEN bf16
+              WHEN 'tensor_fp16' THEN tfp16 WHEN 'tensor_tf32' THEN tf32 WHEN 'tensor_fp8' THEN fp8
+              WHEN 'tensor_fp64' THEN tfp64 END END END;
+
+-- A memory level's roof in a hierarchical roofline (ncu's Hierarchical*RooflineChart) at a
+-- launch's arithmetic intensity there: min(peak FLOP/s, FLOP/s / bytes/s x the level's peak
+-- bytes/s); the compute ceiling where the level moved no byte; NULL where an input is missing
+-- (least() would skip it, and read as the ceiling).
+CREATE OR REPLACE MACRO ncu_level_roof(flops, peak_flops, bytes, peak_bytes) AS
+    CASE WHEN flops IS NULL OR peak_flops IS NULL OR bytes IS NULL OR peak_bytes IS NULL THEN NULL
+         WHEN bytes = 0 THEN peak_flops ELSE least(peak_flops, flops / bytes * peak_bytes) END;
+
+-- The level whose roof (ncu_level_roof) is lowest, which bounds the launch: L1, L2 or DRAM
+-- (ties to the outer level), compute where each is the compute ceiling; no_fp_work; NULL where
+-- a level's roof is unknown.
+CREATE OR REPLACE MACRO ncu_level_limiter(flops, peak_flops, roof_l1, roof_l2, roof_dram) AS
+    CASE WHEN flops = 0 THEN 'no_fp_work'
+         WHEN roof_l1 IS NULL OR roof_l2 IS NULL OR roof_dram IS NULL THEN NULL
+         WHEN least(roof_l1, roof_l2, roof_dram) >= peak_flops THEN 'compute'
+         WHEN roof_dram <= least(roof_l1, roof_l2) THEN 'DRAM'
+         WHEN roof_l2 <= roof_l1 THEN 'L2'
+         ELSE 'L1' END;
+
 -- Roofline per launch, with exactly the formulas of Nsight Compute's roofline sections:
 --   achieved FP32 FLOP/s = (fadd + fmul + 2 ffma).sum.per_cycle_elapsed x smsp__cycles_elapsed.avg.per_second
 --   achieved FP64 FLOP/s = (dadd + dmul + 2 dfma) x smsp clock;  FP16 = (2 hadd + 2 hmul + 4 hfma) x smsp clock

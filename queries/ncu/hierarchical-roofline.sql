@@ -49,8 +49,8 @@ WITH r AS MATERIALIZED (
     SELECT * FROM ncu_roofline
     WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
       AND ncu_kernel_asked('hierarchical-roofline', $run, $kernel)
-), p AS (  -- the precision asked (case-insensitive), else each launch's dominant one (roofline's, NULL
-              -- where some precision's counters are missing: then the one of most FLOP/s of those it has)
+), p AS (  -- the precision asked (case-insensitive), else each launch's dominant one (roofline's,
+           -- NULL where some precision's counters are missing: then the one of most FLOP/s of those it has)
     SELECT r.*,
            coalesce(lower($precision), r.precision,
                     (SELECT arg_max(p, v) FROM (VALUES
@@ -62,21 +62,15 @@ WITH r AS MATERIALIZED (
                          ('tensor_fp64', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp64_flops_per_s END)) v(p, v)
                      WHERE v > 0)) AS prec
     FROM r
-), pf AS (  -- its FLOP/s (a report without tensor counters: the tensor rates unknown, not 0) and ceiling
+), pf AS (  -- its FLOP/s and ceiling
     SELECT p.*,
-           CASE prec WHEN 'fp64' THEN fp64_flops_per_s WHEN 'fp32' THEN fp32_flops_per_s
-                WHEN 'fp16' THEN fp16_flops_per_s
-                WHEN 'tensor_bf16' THEN CASE WHEN tensor_srcs IS NOT NULL THEN tensor_bf16_flops_per_s END
-                WHEN 'tensor_fp16' THEN CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp16_flops_per_s END
-                WHEN 'tensor_tf32' THEN CASE WHEN tensor_srcs IS NOT NULL THEN tensor_tf32_flops_per_s END
-                WHEN 'tensor_fp8' THEN CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp8_flops_per_s END
-                WHEN 'tensor_fp64' THEN CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp64_flops_per_s END
-                ELSE CASE WHEN flops_per_s = 0 THEN 0 END END AS f,  -- (no precision: no FP work, or counters missing)
-           CASE prec WHEN 'fp64' THEN peak_fp64_flops_per_s WHEN 'fp32' THEN peak_fp32_flops_per_s
-                WHEN 'fp16' THEN peak_fp16_flops_per_s WHEN 'tensor_bf16' THEN peak_tensor_bf16_flops_per_s
-                WHEN 'tensor_fp16' THEN peak_tensor_fp16_flops_per_s WHEN 'tensor_tf32' THEN peak_tensor_tf32_flops_per_s
-                WHEN 'tensor_fp8' THEN peak_tensor_fp8_flops_per_s WHEN 'tensor_fp64' THEN peak_tensor_fp64_flops_per_s
-           END AS peak_f
+           coalesce(ncu_in_precision(prec, tensor_srcs, fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s,
+                                     tensor_bf16_flops_per_s, tensor_fp16_flops_per_s, tensor_tf32_flops_per_s,
+                                     tensor_fp8_flops_per_s, tensor_fp64_flops_per_s),
+                    CASE WHEN prec IS NULL AND flops_per_s = 0 THEN 0 END) AS f,  -- (no precision: no FP work)
+           ncu_in_precision(prec, tensor_srcs, peak_fp64_flops_per_s, peak_fp32_flops_per_s, peak_fp16_flops_per_s,
+                            peak_tensor_bf16_flops_per_s, peak_tensor_fp16_flops_per_s, peak_tensor_tf32_flops_per_s,
+                            peak_tensor_fp8_flops_per_s, peak_tensor_fp64_flops_per_s) AS peak_f
     FROM p
 ), checked AS (  -- read first: the error is raised before any row
     SELECT ncu_roofline_inputs('hierarchical-roofline', $run, count(*),
@@ -122,18 +116,11 @@ WITH r AS MATERIALIZED (
            f / nullif(dram_bytes_per_s, 0) AS aid
     FROM checked JOIN pf ON checked.ok
     WHERE $precision IS NULL OR f > 0 OR f IS NULL  -- (a launch without its counters: a row saying so)
-), roofs AS (  -- (no byte moved at a level: its roof is the compute ceiling; an input missing: NULL, not
-               -- least()'s skipping of NULLs, which would read as the ceiling)
+), roofs AS (
     SELECT l.*,
-           CASE WHEN l1_bytes_per_s = 0 THEN peak_f ELSE least(peak_f, ai1 * peak_l1_bytes_per_s) END
-               * CASE WHEN peak_f IS NOT NULL AND peak_l1_bytes_per_s IS NOT NULL AND l1_bytes_per_s IS NOT NULL
-                      THEN 1 END AS roof1,
-           CASE WHEN l2_bytes_per_s = 0 THEN peak_f ELSE least(peak_f, ai2 * peak_l2_bytes_per_s) END
-               * CASE WHEN peak_f IS NOT NULL AND peak_l2_bytes_per_s IS NOT NULL AND l2_bytes_per_s IS NOT NULL
-                      THEN 1 END AS roof2,
-           CASE WHEN dram_bytes_per_s = 0 THEN peak_f ELSE least(peak_f, aid * peak_dram_bytes_per_s) END
-               * CASE WHEN peak_f IS NOT NULL AND peak_dram_bytes_per_s IS NOT NULL AND dram_bytes_per_s IS NOT NULL
-                      THEN 1 END AS roofd
+           ncu_level_roof(f, peak_f, l1_bytes_per_s, peak_l1_bytes_per_s) AS roof1,
+           ncu_level_roof(f, peak_f, l2_bytes_per_s, peak_l2_bytes_per_s) AS roof2,
+           ncu_level_roof(f, peak_f, dram_bytes_per_s, peak_dram_bytes_per_s) AS roofd
     FROM l
 )
 SELECT run_id, kernel_id, name, nvtx_range, duration_ns, prec AS precision, f AS flops_per_s,
@@ -141,13 +128,7 @@ SELECT run_id, kernel_id, name, nvtx_range, duration_ns, prec AS precision, f AS
        peak_l2_bytes_per_s, peak_dram_bytes_per_s, ai1 AS ai_l1, ai2 AS ai_l2, aid AS ai_dram,
        100 * f / nullif(roof1, 0) AS l1_roof_pct, 100 * f / nullif(roof2, 0) AS l2_roof_pct,
        100 * f / nullif(roofd, 0) AS dram_roof_pct,
-       CASE WHEN f = 0 THEN 'no_fp_work'
-            WHEN roof1 IS NULL OR roof2 IS NULL OR roofd IS NULL THEN NULL
-            -- (the lowest roof; a level whose roof is the compute ceiling there does not bind)
-            WHEN least(roof1, roof2, roofd) >= peak_f THEN 'compute'
-            WHEN roofd <= least(roof1, roof2) THEN 'DRAM'
-            WHEN roof2 <= roof1 THEN 'L2'
-            ELSE 'L1' END AS limiter,
+       ncu_level_limiter(f, peak_f, roof1, roof2, roofd) AS limiter,
        CASE WHEN roof1 IS NOT NULL AND roof2 IS NOT NULL AND roofd IS NOT NULL
             THEN 100 * f / nullif(least(roof1, roof2, roofd), 0) END AS roof_pct,
        -- (the counters of the other precisions do not bear on one precision's columns)

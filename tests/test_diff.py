@@ -2229,6 +2229,13 @@ def test_one_kernel_at_three_sizes_slower_at_each_is_regressed(shapes, capsys):
         assert "differs against a duration that regressed" in by[metric]["note"]
     assert by["registers_per_thread"]["verdict"] == "unchanged" and by["registers_per_thread"]["delta"] > 0
     assert set(df["verdict"]) == {"unchanged", "regressed"}
+    # reading its input four times, the small launches' data stays in L2: the level whose roof
+    # bounds them (hierarchical-roofline) moved from DRAM to L2, which the roof's row says
+    limiters = {v: shapes.query("hierarchical-roofline", run=v)["limiter"].to_list() for v in ("a", "a_again", "slow")}
+    assert set(limiters["a"]) == {"DRAM"} and set(limiters["slow"]) == {"DRAM", "L2"}
+    assert by["roof_pct"]["note"].endswith("bound: memory; limiter: DRAM -> DRAM/L2")
+    assert "limiter" not in next(r for r in shapes.diff("a", "a_again").iter_rows(named=True)
+                                 if r["metric"] == "roof_pct")["note"]  # (unmoved: not said)
     assert cli_main(["--db", str(shapes.path), "diff", "a", "slow", "--gate"]) == 1
     capsys.readouterr()
 

@@ -1663,6 +1663,11 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                 bn = sorted({x["bound"] for x in ln_ if x["bound"]})
                 if bb or bn:
                     note = _join(note, f"bound: {'/'.join(bb) or '?'}" + (f" -> {'/'.join(bn) or '?'}" if bb != bn else ""))
+                # the memory level whose roof bounds it (hierarchical-roofline), said where it moved
+                mb = sorted({x["limiter"] for x in lb_ if x.get("limiter")})
+                mn = sorted({x["limiter"] for x in ln_ if x.get("limiter")})
+                if mb and mn and mb != mn:
+                    note = _join(note, f"limiter: {'/'.join(mb)} -> {'/'.join(mn)}")
             if pairs and None not in moved and not summed:
                 low, high = min(moved), max(moved)
             elif summed and pairs and len(pairs) == len(vb):

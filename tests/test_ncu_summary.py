@@ -56,7 +56,8 @@ SUMS = {"total_ns": ("speed-of-light", "duration_ns"), "dram_bytes": ("roofline"
 #: the value most launches have, and named in varies where they differ
 COMMON = {"registers_per_thread": ("occupancy", "registers_per_thread"), "block_size": ("occupancy", "block_size"),
           "grid_size": ("occupancy", "grid_size"), "limiter": ("occupancy", "limiter"),
-          "precision": ("roofline", "precision"), "bound": ("roofline", "bound")}
+          "precision": ("roofline", "precision"), "bound": ("roofline", "bound"),
+          "roof_limiter": ("hierarchical-roofline", "limiter")}
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,7 @@ def per_launch(tk, run: str) -> dict[str, dict[int, dict]]:
     durations: the rows of the view each reads (ncu_roofline, ncu_kernel_metrics), the
     query's columns."""
     out = {}
-    for q in ("speed-of-light", "occupancy", "roofline", "memory-workload"):
+    for q in ("speed-of-light", "occupancy", "roofline", "memory-workload", "hierarchical-roofline"):
         try:
             df = tk.query(q, run=run)
         except QueryError:
@@ -190,6 +191,19 @@ def test_hstu_capture_summary(tk):
     assert (top["precision"], top["bound"], top["varies"]) == ("tensor_bf16", "compute", None)
     gather = s.filter(pl.col("nvtx_range") == "hstu.embedding").row(0, named=True)
     assert gather["launches"] == 3 and gather["grid_size"] == 128 and gather["varies"] == "grid_size: 128 / 8320"
+
+
+def test_the_memory_level_that_bounds_each_shape(tk):
+    """ncu_shapes_slow runs one memory-bound kernel at three grid sizes, each reading its input
+    four times: the DRAM roofline calls every launch memory-bound, the hierarchical one says
+    which level: the two small grids' data stays in L2 (L2-bound), the largest streams from
+    DRAM. The kernel's row takes the most launches' level and names both in varies."""
+    shapes = tk.query("ncu-summary", run="ncu_shapes_slow", group="shape")
+    assert set(shapes["bound"]) == {"memory"}
+    assert dict(zip(shapes["grid"], shapes["roof_limiter"], strict=True)) == {
+        "(64, 1, 1)": "L2", "(1024, 1, 1)": "L2", "(16384, 1, 1)": "DRAM"}
+    kernel = tk.query("ncu-summary", run="ncu_shapes_slow").row(0, named=True)
+    assert kernel["roof_limiter"] == "L2" and "roof_limiter: DRAM / L2" in kernel["varies"]
 
 
 def details_page(path: Path) -> dict[tuple[int, str], str]:

@@ -27,18 +27,11 @@
 SELECT s.side, r.kernel_id, r.name, r.nvtx_path, r.duration_ns, r.elapsed_cycles, r.sm_frequency_hz, r.sm_throughput_pct, r.memory_throughput_pct,
        r.dram_throughput_pct, r.theoretical_occupancy_pct, r.achieved_occupancy_pct, r.registers_per_thread,
        r.block_size, r.grid_size, r.waves_per_sm, r.ai_dram, r.flops_per_s, r.roof_pct, r.bound,
-       ncu_level_limiter(p.f, r.peak_flops_per_s,
-                         ncu_level_roof(p.f, r.peak_flops_per_s, r.l1_bytes_per_s, r.peak_l1_bytes_per_s),
-                         ncu_level_roof(p.f, r.peak_flops_per_s, r.l2_bytes_per_s, r.peak_l2_bytes_per_s),
-                         ncu_level_roof(p.f, r.peak_flops_per_s, r.dram_bytes_per_s, r.peak_dram_bytes_per_s)) AS limiter,
+       h.limiter,
        w.value AS warp_cycles_per_issue
 FROM (VALUES (0, $base), (1, $new)) s(side, run_id)
 JOIN ncu_roofline r ON r.run_id = s.run_id
-CROSS JOIN LATERAL (SELECT  -- (the FLOP/s of the launch's dominant precision, whose ceiling is peak_flops_per_s)
-    coalesce(ncu_in_precision(r.precision, r.tensor_srcs, r.fp64_flops_per_s, r.fp32_flops_per_s, r.fp16_flops_per_s,
-                              r.tensor_bf16_flops_per_s, r.tensor_fp16_flops_per_s, r.tensor_tf32_flops_per_s,
-                              r.tensor_fp8_flops_per_s, r.tensor_fp64_flops_per_s),
-             CASE WHEN r.precision IS NULL AND r.flops_per_s = 0 THEN 0 END) AS f) p
+JOIN ncu_hierarchical(NULL) h ON h.run_id = r.run_id AND h.kernel_id = r.kernel_id
 LEFT JOIN ncu_metrics w ON w.run_id = r.run_id AND w.kernel_id = r.kernel_id
                        AND w.metric = 'smsp__average_warp_latency_per_inst_issued.ratio'
 WHERE r.run_id IN ($base, $new)

@@ -49,29 +49,10 @@ WITH r AS MATERIALIZED (
     SELECT * FROM ncu_roofline
     WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
       AND ncu_kernel_asked('hierarchical-roofline', $run, $kernel)
-), p AS (  -- the precision asked (case-insensitive), else each launch's dominant one (roofline's,
-           -- NULL where some precision's counters are missing: then the one of most FLOP/s of those it has)
-    SELECT r.*,
-           coalesce(lower($precision), r.precision,
-                    (SELECT arg_max(p, v) FROM (VALUES
-                         ('fp64', fp64_flops_per_s), ('fp32', fp32_flops_per_s), ('fp16', fp16_flops_per_s),
-                         ('tensor_bf16', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_bf16_flops_per_s END),
-                         ('tensor_fp16', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp16_flops_per_s END),
-                         ('tensor_tf32', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_tf32_flops_per_s END),
-                         ('tensor_fp8', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp8_flops_per_s END),
-                         ('tensor_fp64', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp64_flops_per_s END)) v(p, v)
-                     WHERE v > 0)) AS prec
-    FROM r
-), pf AS (  -- its FLOP/s and ceiling
-    SELECT p.*,
-           coalesce(ncu_in_precision(prec, tensor_srcs, fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s,
-                                     tensor_bf16_flops_per_s, tensor_fp16_flops_per_s, tensor_tf32_flops_per_s,
-                                     tensor_fp8_flops_per_s, tensor_fp64_flops_per_s),
-                    CASE WHEN prec IS NULL AND flops_per_s = 0 THEN 0 END) AS f,  -- (no precision: no FP work)
-           ncu_in_precision(prec, tensor_srcs, peak_fp64_flops_per_s, peak_fp32_flops_per_s, peak_fp16_flops_per_s,
-                            peak_tensor_bf16_flops_per_s, peak_tensor_fp16_flops_per_s, peak_tensor_tf32_flops_per_s,
-                            peak_tensor_fp8_flops_per_s, peak_tensor_fp64_flops_per_s) AS peak_f
-    FROM p
+), pf AS (  -- the launch in the precision asked, else its dominant one (the store's ncu_hierarchical)
+    SELECT r.* EXCLUDE (precision, flops_per_s, peak_flops_per_s, ai_l1, ai_l2, ai_dram, roof_pct),
+           h.* EXCLUDE (run_id, kernel_id)
+    FROM r JOIN ncu_hierarchical($precision) h USING (run_id, kernel_id)
 ), checked AS (  -- read first: the error is raised before any row
     SELECT ncu_roofline_inputs('hierarchical-roofline', $run, count(*),
                count(*) FILTER (WHERE coalesce(fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s, tensor_srcs) IS NOT NULL),
@@ -82,9 +63,9 @@ WITH r AS MATERIALIZED (
                || 'HierarchicalTensorRooflineChart')
            -- the precision asked: an error where no launch does work in it, or where the report has
            -- no counter of it at all (not rows of blanks); launches without them, beside others, are rows
-           AND CASE WHEN $precision IS NULL OR count(*) = 0 OR count(*) FILTER (WHERE f > 0) > 0
-                         OR (count(f) > 0 AND count(f) < count(*)) THEN true
-                    WHEN count(f) = 0
+           AND CASE WHEN $precision IS NULL OR count(*) = 0 OR count(*) FILTER (WHERE flops_per_s > 0) > 0
+                         OR (count(flops_per_s) > 0 AND count(flops_per_s) < count(*)) THEN true
+                    WHEN count(flops_per_s) = 0
                     THEN error(ncu_lacks('hierarchical-roofline', $run, lower($precision) || ' FLOP counters (')
                                || CASE WHEN starts_with(lower($precision), 'tensor') THEN 'sm__ops_path_tensor_*'
                                        ELSE 'smsp__sass_thread_inst_executed_op_' || CASE lower($precision)
@@ -110,34 +91,18 @@ WITH r AS MATERIALIZED (
                                       ' (none does floating-point work the report has counters of)')
                                || '; leave precision out for each launch''s own') END AS ok
     FROM pf LEFT JOIN runs u ON u.run_id = pf.run_id
-), l AS (
-    SELECT pf.*,
-           f / nullif(l1_bytes_per_s, 0) AS ai1, f / nullif(l2_bytes_per_s, 0) AS ai2,
-           f / nullif(dram_bytes_per_s, 0) AS aid
-    FROM checked JOIN pf ON checked.ok
-    WHERE $precision IS NULL OR f > 0 OR f IS NULL  -- (a launch without its counters: a row saying so)
-), roofs AS (
-    SELECT l.*,
-           ncu_level_roof(f, peak_f, l1_bytes_per_s, peak_l1_bytes_per_s) AS roof1,
-           ncu_level_roof(f, peak_f, l2_bytes_per_s, peak_l2_bytes_per_s) AS roof2,
-           ncu_level_roof(f, peak_f, dram_bytes_per_s, peak_dram_bytes_per_s) AS roofd
-    FROM l
 )
-SELECT run_id, kernel_id, name, nvtx_range, duration_ns, prec AS precision, f AS flops_per_s,
-       peak_f AS peak_flops_per_s, l1_bytes_per_s, l2_bytes_per_s, dram_bytes_per_s, peak_l1_bytes_per_s,
-       peak_l2_bytes_per_s, peak_dram_bytes_per_s, ai1 AS ai_l1, ai2 AS ai_l2, aid AS ai_dram,
-       100 * f / nullif(roof1, 0) AS l1_roof_pct, 100 * f / nullif(roof2, 0) AS l2_roof_pct,
-       100 * f / nullif(roofd, 0) AS dram_roof_pct,
-       ncu_level_limiter(f, peak_f, roof1, roof2, roofd) AS limiter,
-       CASE WHEN roof1 IS NOT NULL AND roof2 IS NOT NULL AND roofd IS NOT NULL
-            THEN 100 * f / nullif(least(roof1, roof2, roofd), 0) END AS roof_pct,
+SELECT run_id, kernel_id, name, nvtx_range, duration_ns, precision, flops_per_s, peak_flops_per_s,
+       l1_bytes_per_s, l2_bytes_per_s, dram_bytes_per_s, peak_l1_bytes_per_s, peak_l2_bytes_per_s,
+       peak_dram_bytes_per_s, ai_l1, ai_l2, ai_dram, l1_roof_pct, l2_roof_pct, dram_roof_pct, limiter, roof_pct,
        -- (the counters of the other precisions do not bear on one precision's columns)
        nullif(array_to_string(list_filter(string_split(coalesce(missing_metrics, ''), ', '), lambda m: m <> ''
            AND ($precision IS NULL
-                OR NOT ((contains(m, 'ffma') AND prec <> 'fp32') OR (contains(m, 'dfma') AND prec <> 'fp64')
-                        OR (contains(m, 'hfma') AND prec <> 'fp16')
-                        OR (starts_with(m, 'sm__ops_path_tensor') AND NOT starts_with(prec, 'tensor'))))), ', '),
+                OR NOT ((contains(m, 'ffma') AND precision <> 'fp32') OR (contains(m, 'dfma') AND precision <> 'fp64')
+                        OR (contains(m, 'hfma') AND precision <> 'fp16')
+                        OR (starts_with(m, 'sm__ops_path_tensor') AND NOT starts_with(precision, 'tensor'))))), ', '),
               '') AS missing_metrics
-FROM roofs
+FROM checked JOIN pf ON checked.ok
+WHERE $precision IS NULL OR flops_per_s > 0 OR flops_per_s IS NULL  -- (a launch without its counters: a row saying so)
 ORDER BY run_id, kernel_id
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

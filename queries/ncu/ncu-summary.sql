@@ -8,7 +8,10 @@
 -- (ties: the first launch's), and varies names those that differ between the launches,
 -- with their values. dram_roof_pct is the DRAM bandwidth against the roofline's DRAM
 -- ceiling: how close to a roof a kernel with no floating-point work (bound no_fp_work,
--- roof_pct NULL) is; for a memory-bound launch it is roof_pct (to rounding). Columns whose
+-- roof_pct NULL) is; for a memory-bound launch it is roof_pct (to rounding). roof_limiter is
+-- the level whose roof bounds the launch in query hierarchical-roofline (in its dominant
+-- precision): where bound says memory (left of the DRAM ridge), it says which level's
+-- bandwidth, e.g. L2 for a kernel whose data stays in L2. Columns whose
 -- inputs the report lacks are NULL (the per-launch queries' missing_metrics name them), not
 -- an error; occupancy is a kernel launch's only (NULL for a range or a whole graph).
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
@@ -46,9 +49,10 @@
 -- @column precision                  precision with the most FLOP/s, as roofline names it (most launches')
 -- @column roof_pct                   median FLOP/s as % of the roofline's attainable
 -- @column bound                      memory | compute | no_fp_work, as roofline says (most launches')
+-- @column roof_limiter               L1 | L2 | DRAM | compute | no_fp_work: the level whose roof bounds the launch, as hierarchical-roofline says (most launches')
 -- @column dram_roof_pct              median DRAM bandwidth as % of the roofline's DRAM ceiling (peak_dram_bytes_per_s), %
 -- @column varies                     the settings that differ between the launches, with their values (NULL: none)
--- @display launches, grid, block, total_ns, duration_ns, registers_per_thread, achieved_occupancy_pct, limiter, sm_throughput_pct, memory_throughput_pct, roof_pct, dram_roof_pct, bound, varies, nvtx_range, name
+-- @display launches, grid, block, total_ns, duration_ns, registers_per_thread, achieved_occupancy_pct, limiter, sm_throughput_pct, memory_throughput_pct, roof_pct, dram_roof_pct, bound, roof_limiter, varies, nvtx_range, name
 -- @requires ncu_kernels, ncu_metrics
 WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
     SELECT run_id, kernel_id,
@@ -72,10 +76,12 @@ WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
                END AS limiter,
            r.sm_throughput_pct, r.memory_throughput_pct, r.dram_throughput_pct, h.l1_hit_rate_pct, h.l2_hit_rate_pct,
            r.dram_bytes, r.dram_bytes_per_s, r.flop, r.flops_per_s, r.ai_dram, r.precision, r.roof_pct, r.bound,
+           hr.limiter AS roof_limiter,
            100 * r.dram_bytes_per_s / nullif(r.peak_dram_bytes_per_s, 0) AS dram_roof_pct
     FROM ncu_roofline r
     JOIN ncu_kernels k USING (run_id, kernel_id)
     LEFT JOIN hit h USING (run_id, kernel_id)
+    JOIN ncu_hierarchical(NULL) hr USING (run_id, kernel_id)
     WHERE ($run IS NULL OR r.run_id = $run) AND ($kernel IS NULL OR contains(lower(r.name), lower($kernel)))
       AND ncu_kernel_asked('ncu-summary', $run, $kernel)
 )
@@ -102,6 +108,7 @@ SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launch
        most_common(list(precision ORDER BY kernel_id)) AS precision,
        median(roof_pct) AS roof_pct,
        most_common(list(bound ORDER BY kernel_id)) AS bound,
+       most_common(list(roof_limiter ORDER BY kernel_id)) AS roof_limiter,
        median(dram_roof_pct) AS dram_roof_pct,
        nullif(concat_ws('; ',
            values_differ('registers_per_thread', list(registers_per_thread)),
@@ -109,7 +116,8 @@ SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launch
            values_differ('grid_size', list(grid_size)),
            values_differ('limiter', list(limiter)),
            values_differ('precision', list(precision)),
-           values_differ('bound', list(bound))
+           values_differ('bound', list(bound)),
+           values_differ('roof_limiter', list(roof_limiter))
        ), '') AS varies
 FROM launch
 GROUP BY run_id, name, nvtx_range, CASE WHEN lower($group) = 'shape' THEN grid END,

@@ -88,12 +88,14 @@ CREATE OR REPLACE TEMP MACRO values_differ(what, l) AS
     CASE WHEN len(list_distinct(l)) > 1
          THEN what || ': ' || array_to_string(list_sort(list_distinct(l)), ' / ') END;
 
+-- A run as an error names it: 'run 5 (its name)'.
+CREATE OR REPLACE TEMP MACRO run_label(run) AS
+    'run ' || run || ' (' || coalesce((SELECT name FROM runs WHERE run_id = run), '?') || ')';
+
 -- The start of an ncu query's error where the report lacks what it needs, naming the run
 -- (NULL: every run): 'roofline: run 5 (name) has no ' || what, or 'roofline: no run has ' || what.
 CREATE OR REPLACE TEMP MACRO ncu_lacks(query, run, what) AS
-    query || ': ' || CASE WHEN run IS NULL THEN 'no run has '
-                          ELSE 'run ' || run || ' (' || coalesce((SELECT name FROM runs WHERE run_id = run), '?')
-                               || ') has no ' END || what;
+    query || ': ' || CASE WHEN run IS NULL THEN 'no run has ' ELSE run_label(run) || ' has no ' END || what;
 
 -- A roofline query's check of its inputs over the launches asked (``rows`` of them, ``with_flop``
 -- with a FLOP rate, ``with_bytes`` with a byte rate at some level; ``csv_details``: every one

@@ -75,8 +75,7 @@ WITH r AS MATERIALIZED (
                                || CASE lower($precision) WHEN 'fp64' THEN 'Double' WHEN 'fp32' THEN 'Single'
                                        WHEN 'fp16' THEN 'Half' ELSE 'Tensor' END || 'RooflineChart (or --set full)')
                     ELSE error('hierarchical-roofline: no launch of '
-                               || CASE WHEN $run IS NULL THEN 'any run' ELSE 'run ' || $run || ' ('
-                                         || coalesce((SELECT name FROM runs WHERE run_id = $run), '?') || ')' END
+                               || CASE WHEN $run IS NULL THEN 'any run' ELSE run_label($run) END
                                || CASE WHEN $kernel IS NULL THEN '' ELSE ' named like ''' || $kernel || '''' END
                                || ' does ' || lower($precision) || ' work'
                                || coalesce(' (the precisions they do work in: ' || nullif(concat_ws(', ',

@@ -190,6 +190,12 @@ def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
     assert [float(v) for _, v, _ in _column(hot, "samples")] == want["samples"].to_list()
     (occ,) = page.sections["occupancy"]
     assert [t for t, _, _ in _column(occ, "limiter")] == ["registers, shared_mem", "registers", "none", "none"]
+    # each launch's memory level, as the query names it
+    (hier,) = page.sections["hierarchical-roofline"]
+    with tracekit.open(store, read_only=True) as tk:
+        want = tk.query("hierarchical-roofline", run="ncu_full")
+    assert [t for t, _, _ in _column(hier, "limiter")] == want["limiter"].to_list() == ["compute", "DRAM", "DRAM", "DRAM"]
+    assert [float(v) for _, v, _ in _column(hier, "roof_pct")] == want["roof_pct"].to_list()
     # what ncu suggests: the details page's OPT/WRN/ERR rule rows, most time saved first,
     # each message whole (wrapped, not cut)
     (rules,) = page.sections["ncu-rules"]

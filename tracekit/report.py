@@ -394,11 +394,13 @@ NCU = (
             "Each profiled launch against its ceilings: roof_pct against those at its own measured clocks "
             "(the chart's subtitle says which clocks its lines are drawn at)."),
     Section("hierarchical-roofline", "Roofline by memory level", "hierarchical-roofline", {"limit": 0},
-            "hierarchical-roofline", None,
+            "hierarchical-roofline",
+            ("kernel_id", "name", "nvtx_range", "precision", "limiter", "roof_pct", "l1_roof_pct", "l2_roof_pct",
+             "dram_roof_pct"),
             "Each launch's FLOP/s in its precision at its arithmetic intensity at L1, L2 and DRAM, as ncu's "
-            "hierarchical rooflines draw it: the level whose roof is lowest is the one that bounds it, a kernel far "
-            "below the DRAM roof may be at the L2 roof (tracekit query hierarchical-roofline: each launch's limiter "
-            "and its % of each roof; -p precision=fp32: one precision's work against its ceiling)."),
+            "hierarchical rooflines draw it: the level whose roof is lowest is the one that bounds it (limiter; "
+            "roof_pct against it), a kernel far below the DRAM roof may be at the L2 roof (tracekit query "
+            "hierarchical-roofline -p precision=fp32: one precision's work against its ceiling)."),
     Section("occupancy", "Occupancy", "occupancy", {"limit": 0}, "occupancy",
             ("kernel_id", "name", "block_size", "grid_size", "registers_per_thread", "theoretical_occupancy_pct",
              "achieved_occupancy_pct", "limiter", "waves_per_sm"),

@@ -81,6 +81,17 @@ def tk(tmp_path_factory):
     t.close()
 
 
+@pytest.fixture(scope="module")
+def levels(tmp_path_factory):
+    """ncu_levels as runs levels (.ncu-rep) and levels-csv (its raw page)."""
+    d = tmp_path_factory.mktemp("ncu_levels")
+    t = tracekit.open(d / "levels.duckdb")
+    t.ingest(DATA / "ncu_levels" / "report.ncu-rep.xz", name="levels")
+    t.ingest(unxz(DATA / "ncu_levels" / "raw.csv.xz", d / "raw.csv"), name="levels-csv")
+    yield t
+    t.close()
+
+
 def details_golden(variant: str) -> dict[tuple[int, str], str]:
     """(launch ID, metric) -> value string as ncu --page details --print-units base printed it."""
     text = lzma.decompress((DATA / f"ncu_{variant}" / "details.csv.xz").read_bytes()).decode()
@@ -303,7 +314,7 @@ def recomputed(tmp_path_factory):
     d = tmp_path_factory.mktemp("ncu_rep")
     return {
         v: recompute(unxz(DATA / f"ncu_{v}" / "report.ncu-rep.xz", d / f"{v}.ncu-rep"))
-        for v in ("full", "sections")
+        for v in ("full", "sections", "levels")
     }
 
 
@@ -448,6 +459,35 @@ def test_hierarchical_roofline_equals_section_formulas(tk, recomputed):
     assert reduce_["fp16"] > 0 and roof["flops_per_s"][3] > own["flops_per_s"][3] == approx(reduce_["fp32"])
     # the DRAM point of a launch whose dominant precision is all its FP work is roofline's
     assert own["ai_dram"][1] == approx(roof["ai_dram"][1]) and own["dram_roof_pct"][1] == approx(roof["roof_pct"][1])
+
+
+def test_hierarchical_roofline_names_the_level_each_kernel_was_built_to_be_bound_by(levels, recomputed):
+    """ncu_levels (programs/ncu_levels.py, an H100): four kernels built so that their loads are
+    served by DRAM, by L2 (a 4 MB array read 16 times, spread over it), by L1 (each block's own
+    8 KB window read 64 times) and an FP64 FMA chain. Each is limited by the level it was built
+    for, its numbers those of ncu's section formulas from the raw metrics; the DRAM roofline calls
+    the first three memory-bound alike, and places the L1-bound one far below its DRAM roof. The
+    raw CSV page gives the same levels."""
+    approx = pytest.approx
+    own = levels.query("hierarchical-roofline", run="levels")
+    assert list(zip(own["name"], own["nvtx_range"], own["precision"], own["limiter"], strict=True)) == [
+        ("dram_kernel", "DRAM", "fp32", "DRAM"), ("l2_kernel", "L2", "fp32", "L2"),
+        ("l1_kernel", "L1", "fp32", "L1"), ("compute_kernel", "compute", "fp64", "compute")]
+    assert own["missing_metrics"].is_null().all()
+    for row in own.iter_rows(named=True):
+        ref = _hierarchical(recomputed["levels"][row["kernel_id"]], row["precision"])
+        assert row["flops_per_s"] == approx(ref["flops"], rel=1e-12)
+        for lv in ("l1", "l2", "dram"):
+            assert row[f"ai_{lv}"] == approx(ref["ai"][lv], rel=1e-12), lv
+            assert row[f"{lv}_roof_pct"] == approx(ref["pct"][lv], rel=1e-12), lv
+        assert row["limiter"] == ref["limiter"] and row["roof_pct"] == approx(ref["roof_pct"], rel=1e-12)
+    # the L1 kernel's data stays in L1: its intensity at L2 and DRAM is 30 times its L1 one
+    l1 = own.row(2, named=True)
+    assert l1["ai_l2"] > 30 * l1["ai_l1"] and l1["ai_dram"] > 30 * l1["ai_l1"]
+    roof = levels.query("roofline", run="levels")
+    assert roof["bound"].to_list() == ["memory", "memory", "memory", "compute"]
+    assert roof["roof_pct"][2] < 10 < l1["roof_pct"]  # (far below the DRAM roof, at a quarter of L1's)
+    assert levels.query("hierarchical-roofline", run="levels-csv")["limiter"].to_list() == own["limiter"].to_list()
 
 
 def test_hierarchical_roofline_of_a_report_without_some_counters(tk, recomputed):

@@ -46,6 +46,8 @@
 #                   at 2 fixed ones, and PyTorch's own kernels; programs/ncu_triton_autotune.py; also its
 #                   details page with every section's charts and tables, --print-details all: details_all.csv,
 #                   and per kernel, --print-summary per-kernel: details_summary.csv)
+#                   levels (--set full: four Triton kernels, each bound by another level of ncu's hierarchical
+#                   roofline: L1, L2, DRAM, and FP64 compute; programs/ncu_levels.py)
 #                   (empty for none)
 #   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4);
 #                   rank r runs on GPU r % (the machine's GPU count)
@@ -114,6 +116,8 @@
 # and clocks_random, clocks_random_again, clocks_zeros later that day, as were nsys_gpu_metrics, _again and _zeros.
 # ncu_triton_detailed was taken on 2026-12-03 (ncu 2025.3.1, H200): only its details pages are committed
 # (details.csv.xz, details_all.csv.xz and details_summary.csv.xz; its report is 1.9 MB compressed).
+# ncu_levels was taken on 2026-12-06 (ncu 2025.3.1, an H100 80GB HBM3): its report, raw and details pages are
+# committed (not raw_default_units, details_labels or the Source pages).
 # nsys_cpu_only and nsys_cpu_only_more (programs/nsys_cpu_only.c, no CUDA, `-t nvtx,osrt`) were taken on 2026-11-29
 # (nsys 2025.3.1, H200), nsys_cpu_only_again (the same program again: noise) and nsys_cpu_only_slow (host
 # regressions planted) and nsys_diff_base_c (nsys_diff_base_a/_b again, unchanged) later that day.
@@ -466,6 +470,7 @@ ncu_options() {
     graph) echo "--graph-profiling graph --nvtx --nvtx-include graph/ --set full" ;;
     multiproc) echo "--target-processes all --nvtx --nvtx-include mp/ --set full" ;;
     libs) echo "--nvtx --nvtx-include lib/ --set full" ;;
+    levels) echo "--nvtx --nvtx-include levels/ --set full" ;;
     triton_detailed) echo "--set detailed" ;;
   esac
 }
@@ -489,6 +494,7 @@ ncu_cmdline() {
     graph) echo "$out/bin/ncu_variants graph" ;;
     multiproc) echo "python3 $here/programs/ncu_multiproc.py" ;;
     libs) echo "python3 $here/programs/ncu_libs.py" ;;
+    levels) echo "python3 $here/programs/ncu_levels.py" ;;
     triton_detailed) echo "python3 $here/programs/ncu_triton_autotune.py" ;;
   esac
 }

@@ -190,6 +190,10 @@ def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
     assert [float(v) for _, v, _ in _column(hot, "samples")] == want["samples"].to_list()
     (occ,) = page.sections["occupancy"]
     assert [t for t, _, _ in _column(occ, "limiter")] == ["registers, shared_mem", "registers", "none", "none"]
+    with tracekit.open(store, read_only=True) as tk:
+        occupancy = tk.query("occupancy", run="ncu_full")
+    assert [t or None for t, _, _ in _column(occ, "next_needs")] == occupancy["next_needs"].to_list()
+    assert occupancy["next_needs"][1] == "registers 40 -> 32" and occupancy["next_occupancy_pct"][1] == 100
     # each launch's memory level, as the query names it
     (hier,) = page.sections["hierarchical-roofline"]
     with tracekit.open(store, read_only=True) as tk:

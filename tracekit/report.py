@@ -402,10 +402,12 @@ NCU = (
             "roof_pct against it), a kernel far below the DRAM roof may be at the L2 roof (tracekit query "
             "hierarchical-roofline -p precision=fp32: one precision's work against its ceiling)."),
     Section("occupancy", "Occupancy", "occupancy", {"limit": 0}, "occupancy",
-            ("kernel_id", "name", "block_size", "grid_size", "registers_per_thread", "theoretical_occupancy_pct",
-             "achieved_occupancy_pct", "limiter", "waves_per_sm"),
+            ("kernel_id", "name", "theoretical_occupancy_pct", "achieved_occupancy_pct", "limiter",
+             "next_occupancy_pct", "next_needs", "registers_per_thread", "block_size", "grid_size", "waves_per_sm"),
             "Theoretical and achieved occupancy per launch; limiter: the per-SM block limit that binds "
-            "(none at 100 % theoretical occupancy, where no limit holds it back)."),
+            "(none at 100 % theoretical occupancy, where no limit holds it back); next_needs: what must shrink "
+            "for one block more per SM, and next_occupancy_pct the occupancy then, as ncu's occupancy "
+            "calculator computes it."),
     Section("speed-of-light", "Speed of light", "speed-of-light", {"limit": 0}, None,
             ("kernel_id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
              "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct"),
@@ -579,7 +581,7 @@ class _Column:
 
 _NAME_COLUMNS = {"name", "top_kernel", "next_op"}
 #: text columns of sentences (ncu's rule messages, the advice of nsys's rules): wrapped, not cut
-_PROSE_COLUMNS = {"message", "advice"}
+_PROSE_COLUMNS = {"message", "advice", "next_needs"}
 
 
 def _short_names(names: list[str | None]) -> list[str]:

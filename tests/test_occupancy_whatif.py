@@ -1,0 +1,160 @@
+"""The occupancy query's what-if columns (what would raise a launch's occupancy) against NVIDIA's
+own occupancy calculator: the curves of ncu's Occupancy section ("Impact of Varying Register
+Count Per Thread", "... Shared Memory Usage Per Block"), warps per SM at each register count and
+shared memory size, read from the committed real reports with ``ncu_report``."""
+
+from __future__ import annotations
+
+import lzma
+import math
+from pathlib import Path
+
+import pytest
+
+import tracekit
+
+DATA = Path(__file__).parent / "data"
+SWEEP = DATA / "command_sweep" / "ncu" / "runs"
+#: reports of different kernels: PyTorch's, cuBLAS GEMMs with 200 kB of shared memory, Triton's,
+#: CUDA C at 32 threads per block, the HSTU capture's attention at 255 registers
+REPORTS = {
+    "hstu": DATA / "hstu_capture_ncu" / "ncu.ncu-rep.xz",
+    "full": DATA / "ncu_full" / "report.ncu-rep.xz",
+    "libs": DATA / "ncu_libs" / "report.ncu-rep.xz",
+    "diff_b": DATA / "ncu_diff_b" / "report.ncu-rep.xz",
+    "levels": DATA / "ncu_levels" / "report.ncu-rep.xz",
+    "app_replay": DATA / "ncu_app_replay" / "report.ncu-rep.xz",
+    **{p.name.split("-ncu-")[1]: p / "ncu.ncu-rep.xz" for p in sorted(SWEEP.iterdir())},
+}
+#: the shared memory sizes past this are beyond a kernel's own dynamic limit, which no metric
+#: gives (the curve drops to 0 there): the what-if is about less shared memory, never more
+DEFAULT_SMEM_LIMIT = 49152
+
+
+def curves(report: Path) -> dict[int, dict[str, dict[int, float]]]:
+    """kernel_id -> {"registers": {registers per thread: warps per SM}, "shared_mem": {bytes per
+    block: warps per SM}}, ncu's Occupancy section curves of each kernel launch."""
+    import ncu_report
+
+    ctx = ncu_report.load_report(str(report))
+    out, kid = {}, 0
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for i in range(rng.num_actions()):
+            a = rng.action_by_idx(i)
+            got = {}
+            for key, metric in (("registers", "launch__occupancy_per_register_count"),
+                                ("shared_mem", "launch__occupancy_per_shared_mem_size")):
+                m = a.metric_by_name(metric)
+                if m is not None and m.num_instances():
+                    ids = m.correlation_ids()
+                    got[key] = {ids.as_uint64(j): m.as_double(j) for j in range(m.num_instances())}
+            if got:
+                out[kid] = got
+            kid += 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """name -> (the occupancy query's rows by kernel_id, each with ncu's shared memory allocated per
+    block, ncu's curves by kernel_id)."""
+    d = tmp_path_factory.mktemp("occupancy")
+    out = {}
+    with tracekit.open(d / "s.duckdb") as tk:
+        for name, path in REPORTS.items():
+            plain = d / f"{name}.ncu-rep"
+            plain.write_bytes(lzma.decompress(path.read_bytes()))
+            tk.ingest(plain, name=name)
+            rows = {r["kernel_id"]: r for r in tk.query("occupancy", run=name).iter_rows(named=True)}
+            for kid, allocated in tk.sql("SELECT kernel_id, value FROM ncu_metrics WHERE metric = "
+                                         "'launch__shared_mem_per_block_allocated' AND run_id = (SELECT run_id FROM "
+                                         "runs WHERE name = ?)", params=[name]).iter_rows():
+                if kid in rows:
+                    rows[kid]["allocated"] = allocated
+            out[name] = rows, curves(plain)
+    return out
+
+
+def test_the_limits_kept_are_those_ncu_computes(runs):
+    """registers_max and shared_mem_max_bytes, the most a launch may use and keep its blocks per
+    SM, are where ncu's curves step down: at them the SM holds the launch's warps, one register
+    (or 512 bytes of shared memory, the curve's step) more, fewer."""
+    checked = {"registers": 0, "shared_mem": 0}
+    for name, (rows, curve) in runs.items():
+        for kid, row in rows.items():
+            regs, smem = curve[kid]["registers"], curve[kid]["shared_mem"]
+            warps = math.ceil(row["block_size"] / 32) * row["blocks_per_sm"]
+            assert warps == row["theoretical_warps_per_sm"] == regs[row["registers_per_thread"]], (name, kid)
+            assert row["missing_metrics"] is None, (name, kid)
+            assert regs[row["registers_max"]] == warps, (name, kid)
+            if row["registers_max"] < 255:
+                assert regs[row["registers_max"] + 1] < warps, (name, kid)
+                checked["registers"] += 1
+            # shared memory is allocated in units of 128 bytes, the driver's reserved part included
+            used = row["shared_mem_static_bytes"] + row["shared_mem_dynamic_bytes"] + row["shared_mem_driver_bytes"]
+            assert row["allocated"] == 128 * math.ceil(used / 128), (name, kid)
+            total = row["shared_mem_max_bytes"] + row["shared_mem_driver_bytes"]  # (the curve's x: the block's all)
+            if total + 512 <= DEFAULT_SMEM_LIMIT:
+                below, above = total // 512 * 512, (total // 512 + 1) * 512
+                if below > row["shared_mem_config_bytes"] / (row["blocks_per_sm"] + 1):  # (not a step further)
+                    assert smem[below] == warps, (name, kid)
+                assert smem[above] < warps, (name, kid)
+                checked["shared_mem"] += 1
+    assert checked["registers"] >= 60 and checked["shared_mem"] >= 60, checked
+
+
+def test_one_block_more_is_what_ncu_computes(runs):
+    """Where one block more per SM is in reach: at next_registers_max the register curve (the
+    shared memory held) reaches the next step, one register more it does not; where registers
+    alone stand in the way, next_occupancy_pct is the curve's occupancy there. Where it is out
+    of reach, next_needs says which of the SM's limits stops it."""
+    steps = exact = out_of_reach = 0
+    for name, (rows, curve) in runs.items():
+        for kid, row in rows.items():
+            regs = curve[kid]["registers"]
+            w = math.ceil(row["block_size"] / 32)
+            n = row["blocks_per_sm"]
+            others = min(row["block_limit_blocks"], row["block_limit_warps"], row["block_limit_barriers"],
+                         row["block_limit_shared_mem"])
+            if row["theoretical_occupancy_pct"] >= 100:
+                assert row["next_needs"] is None and row["next_occupancy_pct"] is None, (name, kid)
+                continue
+            if n + 1 > min(row["block_limit_blocks"], row["block_limit_warps"], row["block_limit_barriers"]):
+                assert row["next_occupancy_pct"] is None and row["next_needs"].startswith("none at "), (name, kid)
+                out_of_reach += 1
+                continue
+            nr = row["next_registers_max"]
+            assert nr is not None and row["next_occupancy_pct"] > row["theoretical_occupancy_pct"], (name, kid)
+            if others >= n + 1:  # (the shared memory allows the step: the register curve shows it)
+                assert regs[nr] >= (n + 1) * w, (name, kid)
+                if nr < 255:
+                    assert regs[nr + 1] < (n + 1) * w, (name, kid)
+                steps += 1
+                if "shared memory" not in (row["next_needs"] or ""):
+                    used = min(row["registers_per_thread"], nr)
+                    assert row["next_occupancy_pct"] == pytest.approx(100 * regs[used] / 64), (name, kid)
+                    exact += 1
+            assert ("registers" in row["next_needs"]) == (row["registers_per_thread"] > nr), (name, kid)
+    assert steps >= 15 and exact >= 5 and out_of_reach >= 1, (steps, exact, out_of_reach)
+
+
+def test_the_hstu_attention_kernel_needs_half_its_registers_and_less_shared_memory(runs):
+    """The HSTU capture's KV-cached attention kernel: 255 registers per thread and 160 kB of shared
+    memory, one block of 8 warps per SM (12.5 %); two blocks need 128 registers and at most
+    115,712 bytes each at its 228 kB configuration."""
+    rows, _ = runs["hstu"]
+    row = next(r for r in rows.values() if r["name"] == "_hstu_cached_sk_kernel")
+    assert (row["registers_per_thread"], row["blocks_per_sm"], row["theoretical_occupancy_pct"]) == (255, 1, 12.5)
+    assert (row["next_registers_max"], row["next_shared_mem_max_bytes"], row["next_occupancy_pct"]) == (128, 115712, 25.0)
+    assert row["next_needs"] == "registers 255 -> 128; shared memory 163,840 -> 115,712 B"
+
+
+def test_a_page_without_the_device_attributes_names_them(tmp_path):
+    """ncu's details page prints no device attributes: the what-if is left blank, not half said,
+    and missing_metrics names what it needs."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(DATA / "ncu_full" / "details.csv.xz", name="details")
+        df = tk.query("occupancy", run="details")
+    assert df["next_needs"].is_null().all() and df["registers_max"].is_null().all()
+    assert all("device__attribute_max_registers_per_multiprocessor" in m for m in df["missing_metrics"])

@@ -202,6 +202,12 @@ def test_occupancy_chart(tk):
         "achieved": 14.64,
     }
     assert any(r.get("text") == "limit: registers, shared_mem" for r in rows)
+    # a tick where one block more per SM would put each launch that has room for it, as the query says
+    q = tk.query("occupancy", run="full").filter(pl.col("next_occupancy_pct").is_not_null())
+    ticks = {r["label"]: (r["next_pct"], r["needs"]) for r in rows if "next_pct" in r}
+    assert sorted(ticks.values()) == sorted(zip(q["next_occupancy_pct"], q["next_needs"], strict=True))
+    assert ticks["0: nvjet_sm90_tst_256x128_… · gemm_bf16"] == (
+        37.5, "registers 168 -> 80; shared memory 213,188 -> 115,712 B")
 
 
 def test_warp_stalls_chart(tk):

@@ -129,17 +129,20 @@ MAX_BARS = 24
 
 
 def _fold_repeats(df: pl.DataFrame) -> pl.DataFrame:
-    """Past MAX_BARS launches, one bar per (kernel, NVTX range, limiter): mean occupancy,
-    labelled with the first launch id and the number of launches folded into it."""
+    """Past MAX_BARS launches, one bar per (kernel, NVTX range, limiter, what one block more
+    needs): mean occupancy, labelled with the first launch id and the number of launches folded
+    into it."""
     if df.height <= MAX_BARS:
         return df
-    keys = [c for c in ("run_id", "name", "nvtx_range", "limiter") if c in df.columns]
+    keys = [c for c in ("run_id", "name", "nvtx_range", "limiter", "next_needs") if c in df.columns]
+    nexts = [pl.col("next_occupancy_pct").mean()] if "next_occupancy_pct" in df.columns else []
     return (
         df.group_by(keys, maintain_order=True)
         .agg(
             pl.col("kernel_id").min(),
             pl.col("theoretical_occupancy_pct").mean(),
             pl.col("achieved_occupancy_pct").mean(),
+            *nexts,
             pl.len().alias("launches"),
         )
         .with_columns(
@@ -645,7 +648,9 @@ OCCUPANCY_STEP = 34
 
 
 def occupancy(df: pl.DataFrame) -> alt.LayerChart:
-    """Theoretical vs achieved occupancy per launch, with the binding block limit."""
+    """Theoretical vs achieved occupancy per launch, with the binding block limit and, as a tick
+    on the theoretical bar, the occupancy one block more per SM would give (its tooltip: what
+    must shrink for it)."""
     _need(
         df,
         "occupancy",
@@ -714,12 +719,26 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
         .mark_text(align="left", fontSize=11, color="#a50f15", fontWeight="bold", dx=12, dy=OCCUPANCY_STEP / 2)
         .encode(y=y, yOffset=alt.YOffset(datum="theoretical"), x=alt.X("x:Q"), text="text:N")
     )
-    return alt.layer(bars, values, lim_text).properties(
+    layers = [bars, values, lim_text]
+    if "next_occupancy_pct" in df.columns:
+        ahead = [{"label": r["label"], "name": r["name"], "next_pct": r["next_occupancy_pct"],
+                  "needs": r.get("next_needs")}
+                 for r in df.iter_rows(named=True) if r["next_occupancy_pct"] is not None]
+        if ahead:  # (at its first bar's offset, as the limit text)
+            layers.append(
+                alt.Chart(_data(ahead))
+                .mark_tick(color="#a50f15", thickness=2, size=OCCUPANCY_STEP / 2)
+                .encode(y=y, yOffset=alt.YOffset(datum="theoretical"), x=alt.X("next_pct:Q"),
+                        tooltip=[alt.Tooltip("name:N", title="kernel"),
+                                 alt.Tooltip("next_pct:Q", title="one block more per SM [%]", format=".1f"),
+                                 alt.Tooltip("needs:N", title="it needs")])
+            )
+    subtitle = "theoretical vs achieved; red: the block limit that binds" + (
+        ", and a tick where one block more per SM would be (hover: what it needs)" if len(layers) > 3 else "")
+    return alt.layer(*layers).properties(
         width=WIDTH - 200,
         height=alt.Step(OCCUPANCY_STEP),
-        title=alt.Title(
-            "Occupancy", subtitle="theoretical vs achieved; red: the block limit that binds"
-        ),
+        title=alt.Title("Occupancy", subtitle=subtitle),
     )
 
 
